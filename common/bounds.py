@@ -1,0 +1,68 @@
+"""Public feature bounds and the map between data space and the mechanisms' [-1, 1] (SPEC §4).
+
+Bounds are configuration: they come from flags, a bounds file or a data set's published
+description, never from the private rows themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from privfed.common.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Per-feature public bounds ``lo[j] <= x[:, j] <= hi[j]``.
+
+    Parameters
+    ----------
+    lo, hi : array_like of shape (d,), or scalars broadcast to ``d`` by :meth:`of`.
+    """
+
+    lo: np.ndarray
+    hi: np.ndarray
+
+    def __post_init__(self):
+        lo = np.atleast_1d(np.asarray(self.lo, dtype=np.float64))
+        hi = np.atleast_1d(np.asarray(self.hi, dtype=np.float64))
+        if lo.shape != hi.shape or lo.ndim != 1:
+            raise ConfigError(f"bounds lo and hi must be 1-D of one length, got shapes {lo.shape} and {hi.shape}")
+        if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+            raise ConfigError("bounds must be finite numbers")
+        if np.any(hi <= lo):
+            j = int(np.argmax(hi <= lo))
+            raise ConfigError(f"bounds need lo < hi for every feature; feature {j} has lo={lo[j]}, hi={hi[j]}")
+        object.__setattr__(self, "lo", lo)
+        object.__setattr__(self, "hi", hi)
+
+    @classmethod
+    def of(cls, lo: float, hi: float, d: int) -> "Bounds":
+        """The same scalar bounds for ``d`` features."""
+        return cls(np.full(d, float(lo)), np.full(d, float(hi)))
+
+    @property
+    def d(self) -> int:
+        return self.lo.shape[0]
+
+    def clip(self, x: np.ndarray) -> tuple[np.ndarray, int]:
+        """Clip rows to the bounds; return the clipped copy and how many values moved."""
+        x = np.asarray(x, dtype=np.float64)
+        if x.shape[-1] != self.d:
+            raise ConfigError(f"rows have {x.shape[-1]} features but the bounds describe {self.d}")
+        clipped = np.clip(x, self.lo, self.hi)
+        return clipped, int(np.count_nonzero(clipped != x))
+
+    def to_unit(self, x: np.ndarray) -> np.ndarray:
+        """Clip, then map ``[lo, hi]`` affinely onto ``[-1, 1]``: t = 2(x - lo)/(hi - lo) - 1."""
+        clipped, _ = self.clip(x)
+        return 2.0 * (clipped - self.lo) / (self.hi - self.lo) - 1.0
+
+    def from_unit(self, t: np.ndarray) -> np.ndarray:
+        """Inverse affine map, applied to reports or to mean estimates (no clipping: SPEC §4)."""
+        return (self.lo + self.hi) / 2.0 + np.asarray(t, dtype=np.float64) * (self.hi - self.lo) / 2.0
+
+    def to_list(self) -> dict:
+        return {"lo": self.lo.tolist(), "hi": self.hi.tolist()}
