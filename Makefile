@@ -1,0 +1,34 @@
+# privfed: `make demo` and `make test` install whatever is missing first.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: install test test-fast demo bench proto clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	touch $(STAMP)
+
+test: install
+	$(PY) -m pytest -q
+
+test-fast: install
+	$(PY) -m pytest -q -m "not slow"
+
+demo: install
+	$(VENV)/bin/privfed simulate --task ncc --dataset synthetic --owners 200 --processes 2 --epsilon 0.5,1,2,4,8 --out runs
+
+bench: install
+	$(PY) bench/mechanisms.py
+	$(PY) bench/securesum.py
+
+proto: install
+	$(PY) deploy/protogen.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

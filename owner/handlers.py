@@ -1,0 +1,101 @@
+"""Task handlers: the only code that turns private rows into something that may leave.
+
+Order for every task (STYLE rule 7): validate, check the budget (nothing computed if it would
+overspend), compute the perturbed share, debit the ledger in one committed transaction for
+the whole batch, and only then hand the results to the transport. A share whose debit is
+refused is discarded and replaced by a refusal.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from privfed.common.errors import BudgetExceeded, ConfigError
+from privfed.common.ledger import Debit, Ledger
+from privfed.common.learners.logistic import fit_local_logistic, lr_share
+from privfed.common.learners.ncc import ncc_share
+from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
+from privfed.common.messages import (
+    LrShareReply, LrShareTask, NccShareReply, NccShareTask, Refusal, Result, Task,
+)
+
+log = logging.getLogger("privfed.owner")
+
+
+@dataclass
+class LocalOwner:
+    """One logical owner hosted by a node: its id, its private rows and its generator."""
+
+    owner_id: str
+    X: np.ndarray
+    y: np.ndarray
+    rng: np.random.Generator
+
+
+def _check_shape(owner: LocalOwner, spec) -> None:
+    if spec.bounds.d != owner.X.shape[1]:
+        raise ConfigError(f"task bounds describe {spec.bounds.d} features, owner rows have {owner.X.shape[1]}")
+    if owner.y.size and int(owner.y.max()) >= spec.n_classes:
+        raise ConfigError(f"task says {spec.n_classes} classes, owner holds label {int(owner.y.max())}")
+
+
+def _clip_count(owner: LocalOwner, spec) -> None:
+    _, moved = spec.bounds.clip(owner.X)
+    if moved:
+        log.info("owner %s: %d value(s) outside the public bounds clipped", owner.owner_id, moved)
+
+
+def compute_share(owner: LocalOwner, spec):
+    """The perturbed share for one task (pure computation; nothing is released here)."""
+    _check_shape(owner, spec)
+    _clip_count(owner, spec)
+    if isinstance(spec, NccShareTask):
+        mechanism = make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=spec.bounds.d)
+        label_rr = (KaryRandomizedResponse(epsilon=spec.label_epsilon, n_classes=spec.n_classes)
+                    if spec.labels == "rr" and np.isfinite(spec.label_epsilon) else None)
+        share = ncc_share(owner.X, owner.y, bounds=spec.bounds, mechanism=mechanism, label_rr=label_rr,
+                          rng=owner.rng)
+        return NccShareReply(reports=share.reports, labels=share.labels)
+    if isinstance(spec, LrShareTask):
+        theta = fit_local_logistic(owner.X, owner.y, bounds=spec.bounds, n_classes=spec.n_classes, C=spec.c)
+        mechanism = make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=theta.size)
+        reports = lr_share(theta, param_bound=spec.param_bound, mechanism=mechanism, rng=owner.rng)
+        return LrShareReply(reports=np.asarray(reports).reshape(1, -1))
+    raise ConfigError(f"unknown task kind {type(spec).__name__}")
+
+
+def _purpose(task: Task) -> str:
+    return f"{type(task.spec).__name__}:{task.round_id}"
+
+
+def handle_batch(tasks: list[Task], owners: dict[str, LocalOwner], ledger: Ledger) -> list[Result]:
+    """Answer ``tasks``; every released share is debited (and committed) before this returns."""
+    results: dict[str, Result] = {}
+    shares: dict[str, object] = {}
+    for task in tasks:
+        owner = owners.get(task.owner_id)
+        try:
+            if owner is None:
+                raise ConfigError(f"owner {task.owner_id!r} is not hosted by this node")
+            ledger.check(task.owner_id, task.spec.total_epsilon)
+            shares[task.task_id] = compute_share(owner, task.spec)
+        except BudgetExceeded as exc:
+            log.warning("refusing task %s: %s", task.task_id, exc)
+            results[task.task_id] = Result(task.task_id, task.owner_id, Refusal("budget_exceeded", str(exc)))
+        except (ConfigError, ValueError) as exc:
+            log.warning("invalid task %s: %s", task.task_id, exc)
+            results[task.task_id] = Result(task.task_id, task.owner_id, Refusal("invalid_task", str(exc)))
+    to_debit = [t for t in tasks if t.task_id in shares]
+    outcomes = ledger.debit_many([Debit(t.owner_id, t.spec.total_epsilon, 0.0, _purpose(t), t.task_id)
+                                  for t in to_debit])
+    for task, refused in zip(to_debit, outcomes):
+        if refused is None:
+            results[task.task_id] = Result(task.task_id, task.owner_id, shares.pop(task.task_id))
+        else:
+            shares.pop(task.task_id)
+            log.warning("refusing task %s at debit: %s", task.task_id, refused)
+            results[task.task_id] = Result(task.task_id, task.owner_id, Refusal("budget_exceeded", str(refused)))
+    return [results[t.task_id] for t in tasks]

@@ -1,0 +1,118 @@
+"""An owner node: dials out to the coordinator, hosts logical owners, answers tasks.
+
+The node reconnects with jittered exponential backoff while the coordinator is not up (or
+restarts), gives up with a clear error after ``connect_timeout`` seconds of continuous
+failure, and stops cleanly at the coordinator's shutdown signal or on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import grpc
+
+from privfed.common.ledger import Ledger
+from privfed.common.messages import OwnerInfo
+from privfed.owner.handlers import LocalOwner, handle_batch
+from privfed.proto import privfed_pb2 as pb
+from privfed.proto import privfed_pb2_grpc as pb_grpc
+from privfed.proto import serde
+from privfed.proto.transport import (
+    PULL_TIMEOUT, PULL_WAIT, PUSH_TIMEOUT, REGISTER_TIMEOUT, Backoff, TlsFiles, channel_credentials,
+    channel_options,
+)
+
+log = logging.getLogger("privfed.owner")
+
+_RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+CHUNK = 200  # tasks answered per PushResults: keeps messages small and the node visibly alive
+
+
+class ConnectError(RuntimeError):
+    """The coordinator could not be reached (or refused us) for longer than allowed."""
+
+
+class OwnerNode:
+    def __init__(self, *, node_id: str, target: str, tls: TlsFiles | None, owners: list[LocalOwner],
+                 ledger: Ledger, connect_timeout: float = 60.0, target_name_override: str | None = None):
+        self.node_id = node_id
+        self._target = target
+        self._tls = tls
+        self._owners = {o.owner_id: o for o in owners}
+        self._ledger = ledger
+        self._connect_timeout = connect_timeout
+        self._override = target_name_override
+        self.stop_event = threading.Event()
+        self._unsent: list = []
+
+    def _channel(self) -> grpc.Channel:
+        opts = channel_options(self._override)
+        if self._tls is None:
+            return grpc.insecure_channel(self._target, options=opts)
+        return grpc.secure_channel(self._target, channel_credentials(self._tls), options=opts)
+
+    def _register(self, stub) -> None:
+        request = pb.RegisterNodeRequest(node_id=self.node_id, owners=[
+            serde.owner_info_to_proto(OwnerInfo(o.owner_id, int(o.X.shape[0]))) for o in self._owners.values()])
+        self._retry(lambda: stub.RegisterNode(request, timeout=REGISTER_TIMEOUT), "register")
+        log.info("node %s registered %d owner(s) with %s", self.node_id, len(self._owners), self._target)
+
+    def _retry(self, call, what: str):
+        backoff, started = Backoff(), time.monotonic()
+        while not self.stop_event.is_set():
+            try:
+                return call()
+            except grpc.RpcError as exc:
+                if exc.code() not in _RETRYABLE:
+                    raise ConnectError(f"{what} refused by coordinator: {exc.code().name}: {exc.details()}") from exc
+                if time.monotonic() - started > self._connect_timeout:
+                    raise ConnectError(f"coordinator {self._target} unreachable for {self._connect_timeout:.0f} s "
+                                       f"during {what}: {exc.details()}") from exc
+                delay = backoff.next_delay()
+                log.info("%s: coordinator not reachable (%s); retrying in %.2f s", what, exc.code().name, delay)
+                self.stop_event.wait(delay)
+        return None
+
+    def _push(self, stub, results) -> None:
+        self._unsent.extend(results)
+        request = pb.PushResultsRequest(node_id=self.node_id,
+                                        results=[serde.result_to_proto(r) for r in self._unsent])
+        try:
+            self._retry(lambda: stub.PushResults(request, timeout=PUSH_TIMEOUT), "push")
+        except ConnectError as exc:
+            if "INVALID_ARGUMENT" in str(exc):  # the coordinator forgot those tasks (round over)
+                log.warning("coordinator no longer wants %d result(s): %s", len(self._unsent), exc)
+            else:
+                raise
+        self._unsent = []
+
+    def run(self) -> int:
+        """Serve until the coordinator says the job is over (0) or SIGTERM (0)."""
+        with self._channel() as channel:
+            stub = pb_grpc.CoordinatorStub(channel)
+            self._register(stub)
+            while not self.stop_event.is_set():
+                try:
+                    reply = stub.PullTasks(pb.PullTasksRequest(node_id=self.node_id, wait_ms=int(PULL_WAIT * 1000)),
+                                           timeout=PULL_TIMEOUT)
+                except grpc.RpcError as exc:
+                    if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:  # coordinator restarted and forgot us
+                        self._register(stub)
+                        continue
+                    if exc.code() not in _RETRYABLE:
+                        raise ConnectError(f"pull refused: {exc.code().name}: {exc.details()}") from exc
+                    log.info("lost the coordinator (%s); reconnecting", exc.code().name)
+                    self._register(stub)
+                    continue
+                if reply.shutdown:
+                    log.info("coordinator ended the job; node %s exits", self.node_id)
+                    return 0
+                tasks = [serde.task_from_proto(t) for t in reply.tasks]
+                for start in range(0, len(tasks), CHUNK):
+                    if self.stop_event.is_set():
+                        break
+                    self._push(stub, handle_batch(tasks[start:start + CHUNK], self._owners, self._ledger))
+            log.info("node %s stopping on request", self.node_id)
+            return 0

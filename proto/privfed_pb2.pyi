@@ -1,0 +1,167 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Matrix(_message.Message):
+    __slots__ = ("shape", "data")
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    data: bytes
+    def __init__(self, shape: _Optional[_Iterable[int]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class OwnerInfo(_message.Message):
+    __slots__ = ("owner_id", "n_rows")
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    N_ROWS_FIELD_NUMBER: _ClassVar[int]
+    owner_id: str
+    n_rows: int
+    def __init__(self, owner_id: _Optional[str] = ..., n_rows: _Optional[int] = ...) -> None: ...
+
+class RegisterNodeRequest(_message.Message):
+    __slots__ = ("node_id", "owners")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    owners: _containers.RepeatedCompositeFieldContainer[OwnerInfo]
+    def __init__(self, node_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerInfo, _Mapping]]] = ...) -> None: ...
+
+class RegisterNodeResponse(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class PullTasksRequest(_message.Message):
+    __slots__ = ("node_id", "wait_ms")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    wait_ms: int
+    def __init__(self, node_id: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class PullTasksResponse(_message.Message):
+    __slots__ = ("tasks", "shutdown")
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[Task]
+    shutdown: bool
+    def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., shutdown: _Optional[bool] = ...) -> None: ...
+
+class MechanismSpec(_message.Message):
+    __slots__ = ("name", "epsilon")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    epsilon: float
+    def __init__(self, name: _Optional[str] = ..., epsilon: _Optional[float] = ...) -> None: ...
+
+class NccShareTask(_message.Message):
+    __slots__ = ("mechanism", "labels", "label_epsilon", "n_classes", "bounds")
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    LABEL_EPSILON_FIELD_NUMBER: _ClassVar[int]
+    N_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    mechanism: MechanismSpec
+    labels: str
+    label_epsilon: float
+    n_classes: int
+    bounds: Matrix
+    def __init__(self, mechanism: _Optional[_Union[MechanismSpec, _Mapping]] = ..., labels: _Optional[str] = ..., label_epsilon: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+
+class LrShareTask(_message.Message):
+    __slots__ = ("mechanism", "param_bound", "c", "n_classes", "bounds")
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    PARAM_BOUND_FIELD_NUMBER: _ClassVar[int]
+    C_FIELD_NUMBER: _ClassVar[int]
+    N_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    mechanism: MechanismSpec
+    param_bound: float
+    c: float
+    n_classes: int
+    bounds: Matrix
+    def __init__(self, mechanism: _Optional[_Union[MechanismSpec, _Mapping]] = ..., param_bound: _Optional[float] = ..., c: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+
+class Task(_message.Message):
+    __slots__ = ("task_id", "owner_id", "round_id", "ncc_share", "lr_share")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    NCC_SHARE_FIELD_NUMBER: _ClassVar[int]
+    LR_SHARE_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    owner_id: str
+    round_id: str
+    ncc_share: NccShareTask
+    lr_share: LrShareTask
+    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., round_id: _Optional[str] = ..., ncc_share: _Optional[_Union[NccShareTask, _Mapping]] = ..., lr_share: _Optional[_Union[LrShareTask, _Mapping]] = ...) -> None: ...
+
+class Refusal(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    message: str
+    def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class NccShare(_message.Message):
+    __slots__ = ("reports", "labels")
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    reports: Matrix
+    labels: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, reports: _Optional[_Union[Matrix, _Mapping]] = ..., labels: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class LrShare(_message.Message):
+    __slots__ = ("reports",)
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    reports: Matrix
+    def __init__(self, reports: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+
+class Result(_message.Message):
+    __slots__ = ("task_id", "owner_id", "refusal", "ncc_share", "lr_share")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    REFUSAL_FIELD_NUMBER: _ClassVar[int]
+    NCC_SHARE_FIELD_NUMBER: _ClassVar[int]
+    LR_SHARE_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    owner_id: str
+    refusal: Refusal
+    ncc_share: NccShare
+    lr_share: LrShare
+    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., ncc_share: _Optional[_Union[NccShare, _Mapping]] = ..., lr_share: _Optional[_Union[LrShare, _Mapping]] = ...) -> None: ...
+
+class PushResultsRequest(_message.Message):
+    __slots__ = ("node_id", "results")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    results: _containers.RepeatedCompositeFieldContainer[Result]
+    def __init__(self, node_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[Result, _Mapping]]] = ...) -> None: ...
+
+class PushResultsResponse(_message.Message):
+    __slots__ = ("accepted",)
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    accepted: int
+    def __init__(self, accepted: _Optional[int] = ...) -> None: ...
+
+class PredictRequest(_message.Message):
+    __slots__ = ("model_id", "rows")
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    model_id: str
+    rows: Matrix
+    def __init__(self, model_id: _Optional[str] = ..., rows: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+
+class PredictResponse(_message.Message):
+    __slots__ = ("labels",)
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    labels: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, labels: _Optional[_Iterable[int]] = ...) -> None: ...

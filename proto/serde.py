@@ -1,0 +1,138 @@
+"""Pairs of ``x_to_proto`` / ``x_from_proto`` between domain messages and protobuf.
+
+The only place that knows both worlds (STYLE rule 10). ``*_from_proto`` validates what a
+peer sent and raises :class:`RemoteProtocolError` on anything malformed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from privfed.common.bounds import Bounds
+from privfed.common.errors import ConfigError, RemoteProtocolError
+from privfed.common.messages import (
+    LrShareReply,
+    LrShareTask,
+    NccShareReply,
+    NccShareTask,
+    OwnerInfo,
+    Refusal,
+    Result,
+    Task,
+)
+from privfed.proto import privfed_pb2 as pb
+
+MAX_MATRIX_VALUES = 8_000_000  # 64 MB of float64; matches the transport's message bound
+
+
+def matrix_to_proto(a: np.ndarray) -> pb.Matrix:
+    a = np.ascontiguousarray(a, dtype="<f8")
+    return pb.Matrix(shape=list(a.shape), data=a.tobytes())
+
+
+def matrix_from_proto(m: pb.Matrix) -> np.ndarray:
+    shape = tuple(int(s) for s in m.shape)
+    size = math.prod(shape) if shape else 0
+    if size > MAX_MATRIX_VALUES:
+        raise RemoteProtocolError(f"matrix of shape {shape} exceeds {MAX_MATRIX_VALUES} values")
+    if len(m.data) != 8 * size:
+        raise RemoteProtocolError(f"matrix of shape {shape} needs {8 * size} bytes, got {len(m.data)}")
+    return np.frombuffer(m.data, dtype="<f8").reshape(shape).astype(np.float64)
+
+
+def bounds_to_proto(b: Bounds) -> pb.Matrix:
+    return matrix_to_proto(np.stack([b.lo, b.hi]))
+
+
+def bounds_from_proto(m: pb.Matrix) -> Bounds:
+    a = matrix_from_proto(m)
+    if a.ndim != 2 or a.shape[0] != 2:
+        raise RemoteProtocolError(f"bounds must have shape (2, d), got {a.shape}")
+    try:
+        return Bounds(a[0], a[1])
+    except ConfigError as exc:
+        raise RemoteProtocolError(f"invalid bounds: {exc}") from exc
+
+
+def owner_info_to_proto(o: OwnerInfo) -> pb.OwnerInfo:
+    return pb.OwnerInfo(owner_id=o.owner_id, n_rows=o.n_rows)
+
+
+def owner_info_from_proto(m: pb.OwnerInfo) -> OwnerInfo:
+    if not m.owner_id:
+        raise RemoteProtocolError("owner_id is empty")
+    return OwnerInfo(owner_id=m.owner_id, n_rows=int(m.n_rows))
+
+
+def task_to_proto(t: Task) -> pb.Task:
+    msg = pb.Task(task_id=t.task_id, owner_id=t.owner_id, round_id=t.round_id)
+    s = t.spec
+    mech = pb.MechanismSpec(name=s.mechanism, epsilon=s.epsilon)
+    if isinstance(s, NccShareTask):
+        msg.ncc_share.CopyFrom(pb.NccShareTask(
+            mechanism=mech, labels=s.labels, label_epsilon=s.label_epsilon,
+            n_classes=s.n_classes, bounds=bounds_to_proto(s.bounds)))
+    elif isinstance(s, LrShareTask):
+        msg.lr_share.CopyFrom(pb.LrShareTask(
+            mechanism=mech, param_bound=s.param_bound, c=s.c,
+            n_classes=s.n_classes, bounds=bounds_to_proto(s.bounds)))
+    else:
+        raise TypeError(f"no wire form for task spec {type(s).__name__}")
+    return msg
+
+
+def task_from_proto(m: pb.Task) -> Task:
+    kind = m.WhichOneof("kind")
+    try:
+        if kind == "ncc_share":
+            k = m.ncc_share
+            spec = NccShareTask(mechanism=k.mechanism.name, epsilon=k.mechanism.epsilon, labels=k.labels,
+                                label_epsilon=k.label_epsilon, n_classes=int(k.n_classes),
+                                bounds=bounds_from_proto(k.bounds))
+        elif kind == "lr_share":
+            k = m.lr_share
+            spec = LrShareTask(mechanism=k.mechanism.name, epsilon=k.mechanism.epsilon,
+                               param_bound=k.param_bound, c=k.c, n_classes=int(k.n_classes),
+                               bounds=bounds_from_proto(k.bounds))
+        else:
+            raise RemoteProtocolError(f"task {m.task_id!r} has no known kind ({kind!r})")
+    except ConfigError as exc:
+        raise RemoteProtocolError(f"task {m.task_id!r} is invalid: {exc}") from exc
+    return Task(task_id=m.task_id, owner_id=m.owner_id, round_id=m.round_id, spec=spec)
+
+
+def result_to_proto(r: Result) -> pb.Result:
+    msg = pb.Result(task_id=r.task_id, owner_id=r.owner_id)
+    p = r.payload
+    if isinstance(p, Refusal):
+        msg.refusal.CopyFrom(pb.Refusal(code=p.code, message=p.message))
+    elif isinstance(p, NccShareReply):
+        msg.ncc_share.CopyFrom(pb.NccShare(reports=matrix_to_proto(p.reports),
+                                           labels=np.asarray(p.labels, dtype=np.int64).tolist()))
+    elif isinstance(p, LrShareReply):
+        msg.lr_share.CopyFrom(pb.LrShare(reports=matrix_to_proto(p.reports)))
+    else:
+        raise TypeError(f"no wire form for payload {type(p).__name__}")
+    return msg
+
+
+def result_from_proto(m: pb.Result) -> Result:
+    kind = m.WhichOneof("kind")
+    if kind == "refusal":
+        try:
+            payload = Refusal(code=m.refusal.code, message=m.refusal.message)
+        except ConfigError as exc:
+            raise RemoteProtocolError(str(exc)) from exc
+    elif kind == "ncc_share":
+        reports = matrix_from_proto(m.ncc_share.reports)
+        labels = np.asarray(m.ncc_share.labels, dtype=np.int64)
+        if reports.ndim != 2 or reports.shape[0] != labels.shape[0]:
+            raise RemoteProtocolError(f"ncc share: {reports.shape} reports for {labels.shape[0]} labels")
+        payload = NccShareReply(reports=reports, labels=labels)
+    elif kind == "lr_share":
+        payload = LrShareReply(reports=matrix_from_proto(m.lr_share.reports))
+    else:
+        raise RemoteProtocolError(f"result for task {m.task_id!r} has no known kind ({kind!r})")
+    return Result(task_id=m.task_id, owner_id=m.owner_id, payload=payload)

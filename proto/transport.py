@@ -1,0 +1,109 @@
+"""gRPC hygiene in one place (STYLE rule 11): deadlines, options, credentials, backoff.
+
+Every RPC passes ``timeout=`` from the constants below. Client keepalive matches the server's
+ping policy (otherwise the server answers GOAWAY "too_many_pings"). Message size is bounded
+explicitly instead of gRPC's defaults.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+
+# --- deadlines (seconds) --------------------------------------------------------------
+REGISTER_TIMEOUT = 10.0
+PULL_WAIT = 1.0                   # how long the coordinator may hold a PullTasks long poll
+PULL_TIMEOUT = PULL_WAIT + 10.0   # the client's deadline for that poll
+PUSH_TIMEOUT = 30.0
+PREDICT_TIMEOUT = 30.0
+HEALTH_TIMEOUT = 2.0
+SHUTDOWN_GRACE = 2.0              # server.stop(grace): in-flight RPCs may finish
+
+# --- sizes ----------------------------------------------------------------------------
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+_KEEPALIVE_TIME_MS = 20_000
+
+
+def _common_options() -> list[tuple[str, int]]:
+    return [
+        # Bound what one message may cost us (not gRPC's 4 MiB receive / unbounded send).
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ]
+
+
+def server_options() -> list[tuple[str, int]]:
+    return _common_options() + [
+        # Accept client pings as often as the client sends them (see channel_options).
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", _KEEPALIVE_TIME_MS // 2),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_ping_strikes", 0),
+    ]
+
+
+def channel_options(target_name_override: str | None = None) -> list[tuple[str, int | str]]:
+    opts: list[tuple[str, int | str]] = _common_options() + [
+        # Ping every 20 s so a dead coordinator is noticed between long polls.
+        ("grpc.keepalive_time_ms", _KEEPALIVE_TIME_MS),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        # Reconnect quickly after a coordinator restart; our own loop adds jittered backoff.
+        ("grpc.initial_reconnect_backoff_ms", 200),
+        ("grpc.max_reconnect_backoff_ms", 2_000),
+    ]
+    if target_name_override:
+        opts.append(("grpc.ssl_target_name_override", target_name_override))
+    return opts
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files written by ``privfed certs``: the CA, and this party's certificate and key."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+    @classmethod
+    def in_dir(cls, directory: str | Path, name: str) -> "TlsFiles":
+        d = Path(directory)
+        return cls(ca=d / "ca.pem", cert=d / f"{name}.pem", key=d / f"{name}-key.pem")
+
+    def read(self) -> tuple[bytes, bytes, bytes]:
+        missing = [str(p) for p in (self.ca, self.cert, self.key) if not p.is_file()]
+        if missing:
+            raise FileNotFoundError(f"TLS file(s) not found: {', '.join(missing)} (make them with `privfed certs`)")
+        return self.ca.read_bytes(), self.cert.read_bytes(), self.key.read_bytes()
+
+
+def server_credentials(tls: TlsFiles) -> grpc.ServerCredentials:
+    """mTLS: clients must present a certificate issued by our CA."""
+    ca, cert, key = tls.read()
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=True)
+
+
+def channel_credentials(tls: TlsFiles) -> grpc.ChannelCredentials:
+    ca, cert, key = tls.read()
+    return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+
+
+@dataclass
+class Backoff:
+    """Exponential backoff with full jitter and a cap (Flower's retry_invoker, AWS style)."""
+
+    base: float = 0.2
+    cap: float = 5.0
+    attempt: int = 0
+
+    def next_delay(self) -> float:
+        ceiling = min(self.cap, self.base * (2 ** self.attempt))
+        self.attempt += 1
+        # Jitter needs no secrecy, but privfed never touches the `random` module.
+        return ceiling * secrets.randbelow(1_000_001) / 1_000_000
+
+    def reset(self) -> None:
+        self.attempt = 0

@@ -1,0 +1,52 @@
+"""The coordinator's gRPC server: servicer + health service, mTLS by default."""
+
+from __future__ import annotations
+
+import logging
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from privfed.proto import privfed_pb2_grpc as pb_grpc
+from privfed.proto.transport import SHUTDOWN_GRACE, TlsFiles, server_credentials, server_options
+from privfed.server.dispatcher import Dispatcher
+from privfed.server.servicer import CoordinatorServicer, ModelStore
+
+log = logging.getLogger("privfed.coordinator")
+
+SERVICE_NAME = "privfed.v1.Coordinator"
+
+
+class CoordinatorServer:
+    """Owns the gRPC server, the dispatcher (owner registry + queues) and the model store."""
+
+    def __init__(self, *, tls: TlsFiles | None, node_timeout: float = 15.0, max_workers: int = 32):
+        self.dispatcher = Dispatcher(node_timeout=node_timeout)
+        self.models = ModelStore()
+        self._tls = tls
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=server_options())
+        pb_grpc.add_CoordinatorServicer_to_server(
+            CoordinatorServicer(self.dispatcher, self.models, require_identity=tls is not None), self._server)
+        self._health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        self.port: int | None = None
+
+    def start(self, address: str = "127.0.0.1:0") -> int:
+        if self._tls is None:
+            log.warning("coordinator listening WITHOUT TLS on %s (--insecure: byte-capture tests only)", address)
+            self.port = self._server.add_insecure_port(address)
+        else:
+            self.port = self._server.add_secure_port(address, server_credentials(self._tls))
+        if not self.port:
+            raise OSError(f"could not bind {address}")
+        self._server.start()
+        for name in ("", SERVICE_NAME):
+            self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        log.info("coordinator listening on port %d", self.port)
+        return self.port
+
+    def stop(self, grace: float = SHUTDOWN_GRACE) -> None:
+        self._health.enter_graceful_shutdown()
+        self.dispatcher.shutdown()
+        self._server.stop(grace).wait()

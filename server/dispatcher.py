@@ -1,0 +1,176 @@
+"""Owner registry and task queues: the coordinator's transport object.
+
+Strategies build :class:`Task` lists and hand them to :meth:`Dispatcher.run`; the gRPC
+servicer feeds :meth:`register`, :meth:`pull` and :meth:`push`. Nothing here knows protobuf.
+Time is injected (``clock``) so the waiting logic can be driven in tests.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from privfed.common.errors import ConfigError, RemoteProtocolError
+from privfed.common.messages import OwnerInfo, Result, Task
+
+
+@dataclass
+class _Node:
+    node_id: str
+    owners: list[str]
+    queue: deque = field(default_factory=deque)
+    last_seen: float = 0.0
+
+
+@dataclass
+class RunOutcome:
+    """What came back from one batch of tasks."""
+
+    results: dict[str, Result]      # task_id -> result
+    lost: list[str]                 # task ids never answered (node dead or deadline passed)
+    lost_nodes: list[str]
+
+
+class Dispatcher:
+    def __init__(self, *, node_timeout: float = 15.0, clock: Callable[[], float] = time.monotonic):
+        self._cv = threading.Condition()
+        self._clock = clock
+        self._node_timeout = node_timeout
+        self._nodes: dict[str, _Node] = {}
+        self._owners: dict[str, OwnerInfo] = {}
+        self._owner_node: dict[str, str] = {}
+        self._pending: dict[str, Task] = {}
+        self._results: dict[str, Result] = {}
+        self._shutdown = False
+        self.session_id = secrets.token_hex(8)
+
+    # ---- called by the servicer --------------------------------------------------------
+    def register(self, node_id: str, owners: list[OwnerInfo]) -> str:
+        if not node_id:
+            raise RemoteProtocolError("node_id is empty")
+        with self._cv:
+            for o in owners:
+                holder = self._owner_node.get(o.owner_id)
+                if holder is not None and holder != node_id:
+                    raise ConfigError(f"owner id {o.owner_id!r} is already registered by node {holder!r}")
+            previous = self._nodes.get(node_id)
+            node = _Node(node_id, [o.owner_id for o in owners], last_seen=self._clock())
+            if previous is not None:  # a reconnecting node keeps its queued tasks
+                node.queue = previous.queue
+            self._nodes[node_id] = node
+            for o in owners:
+                self._owners[o.owner_id] = o
+                self._owner_node[o.owner_id] = node_id
+            self._cv.notify_all()
+        return self.session_id
+
+    def pull(self, node_id: str, wait: float) -> tuple[list[Task], bool]:
+        deadline = self._clock() + wait
+        with self._cv:
+            node = self._known(node_id)
+            while not node.queue and not self._shutdown:
+                node.last_seen = self._clock()
+                left = deadline - self._clock()
+                if left <= 0:
+                    break
+                self._cv.wait(left)
+                node = self._known(node_id)
+            node.last_seen = self._clock()
+            tasks = list(node.queue)
+            node.queue.clear()
+            return tasks, self._shutdown and not tasks
+
+    def push(self, node_id: str, results: list[Result]) -> int:
+        with self._cv:
+            node = self._known(node_id)
+            node.last_seen = self._clock()
+            accepted = 0
+            for r in results:
+                task = self._pending.get(r.task_id)
+                if task is None or task.owner_id != r.owner_id or self._owner_node.get(r.owner_id) != node_id:
+                    raise RemoteProtocolError(f"node {node_id!r} answered task {r.task_id!r} it was not given")
+                del self._pending[r.task_id]
+                self._results[r.task_id] = r
+                accepted += 1
+            self._cv.notify_all()
+            return accepted
+
+    def _known(self, node_id: str) -> _Node:
+        node = self._nodes.get(node_id)
+        if node is None:
+            raise RemoteProtocolError(f"node {node_id!r} has not registered")
+        return node
+
+    # ---- called by the coordinator's job -----------------------------------------------
+    def owners(self) -> dict[str, OwnerInfo]:
+        with self._cv:
+            return dict(self._owners)
+
+    def wait_for_owners(self, n: int, timeout: float, progress: Callable[[int], None] | None = None) -> int:
+        deadline = self._clock() + timeout
+        with self._cv:
+            while len(self._owners) < n:
+                if progress:
+                    progress(len(self._owners))
+                left = deadline - self._clock()
+                if left <= 0:
+                    break
+                self._cv.wait(min(left, 0.5))
+            if progress:
+                progress(len(self._owners))
+            return len(self._owners)
+
+    def run(self, tasks: list[Task], *, timeout: float,
+            progress: Callable[[int, int], None] | None = None) -> RunOutcome:
+        """Queue ``tasks`` for their owners' nodes and wait for the answers.
+
+        Returns when every task is answered, when the round ``timeout`` passes, or when the
+        only unanswered tasks belong to nodes silent for longer than ``node_timeout``
+        (killed or cut off): the round completes without them.
+        """
+        ids = [t.task_id for t in tasks]
+        with self._cv:
+            for t in tasks:
+                node_id = self._owner_node.get(t.owner_id)
+                if node_id is None:
+                    raise ConfigError(f"task {t.task_id!r} is for unknown owner {t.owner_id!r}")
+                self._pending[t.task_id] = t
+                self._nodes[node_id].queue.append(t)
+            self._cv.notify_all()
+            deadline = self._clock() + timeout
+            while True:
+                waiting = [i for i in ids if i in self._pending]
+                if progress:
+                    progress(len(ids) - len(waiting), len(ids))
+                if not waiting:
+                    break
+                now = self._clock()
+                silent = {nid for nid, n in self._nodes.items() if now - n.last_seen > self._node_timeout}
+                alive_waiting = [i for i in waiting if self._owner_node[self._pending[i].owner_id] not in silent]
+                if not alive_waiting or now >= deadline:
+                    break
+                self._cv.wait(min(0.5, deadline - now))
+            lost = [i for i in ids if i in self._pending]
+            lost_nodes = sorted({self._owner_node[self._pending[i].owner_id] for i in lost})
+            for i in lost:
+                task = self._pending.pop(i)
+                node = self._nodes.get(self._owner_node[task.owner_id])
+                if node is not None and task in node.queue:
+                    node.queue.remove(task)
+            results = {i: self._results.pop(i) for i in ids if i in self._results}
+            return RunOutcome(results=results, lost=lost, lost_nodes=lost_nodes)
+
+    def shutdown(self) -> None:
+        """Tell every node, at its next poll, that the job is over."""
+        with self._cv:
+            self._shutdown = True
+            self._cv.notify_all()
+
+    def connected_nodes(self, within: float) -> list[str]:
+        now = self._clock()
+        with self._cv:
+            return [nid for nid, n in self._nodes.items() if now - n.last_seen <= within]

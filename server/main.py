@@ -1,0 +1,53 @@
+"""``privfed coordinator``: serve, wait for the owners, run one job, report, optionally serve."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+
+import numpy as np
+
+from privfed.owner.data import federation_split
+from privfed.server.app import CoordinatorServer
+from privfed.server.job import run_job
+from privfed.server.report import host_info, new_run_dir, write_json
+from privfed.server.strategies import make_strategy
+
+log = logging.getLogger("privfed.coordinator")
+
+
+def run_coordinator(args, tls) -> int:
+    # Only public metadata (bounds, classes) and the public evaluation split are used here.
+    _, test = federation_split(args.dataset, seed=args.seed, test_fraction=args.test_fraction,
+                               n_samples=args.n_samples)
+    strategy = make_strategy(args.task, mechanism=args.mechanism, epsilon=args.epsilon, n_classes=len(test.classes),
+                             bounds=test.bounds, labels=args.labels, label_fraction=args.label_fraction,
+                             param_bound=args.param_bound, c=args.C)
+    server = CoordinatorServer(tls=tls, node_timeout=args.node_timeout)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    server.start(args.listen)
+    try:
+        outcome = run_job(server, strategy, expected_owners=args.owners, register_timeout=args.register_timeout,
+                          round_timeout=args.round_timeout, show_progress=False)
+        accuracy = float(np.mean(outcome.model.predict(test.X) == test.y))
+        model_id = f"{args.task}-eps{args.epsilon:g}"
+        server.models.put(model_id, outcome.model)
+        run_dir = new_run_dir(args.out)
+        write_json(run_dir / "report.json", {
+            "config": {k: v for k, v in vars(args).items() if k not in ("func", "rest")},
+            "transport": "grpc+insecure" if tls is None else "grpc+mTLS", "model_id": model_id,
+            "accuracy": accuracy, "owners": outcome.n_owners, "answered": outcome.answered,
+            "refused": outcome.refused, "lost_nodes": outcome.lost_nodes,
+            "epsilon_by_owner": outcome.epsilon_by_owner, "timings": outcome.timings, "host": host_info()})
+        log.info("job done: accuracy %.4f, report %s", accuracy, run_dir / "report.json")
+        print(f"accuracy={accuracy:.4f} report={run_dir / 'report.json'}", flush=True)
+        if args.serve:
+            log.info("serving model %s until SIGTERM", model_id)
+            stop.wait()
+        server.dispatcher.shutdown()
+        stop.wait(2.0)  # let nodes see the shutdown flag at their next poll
+        return 0
+    finally:
+        server.stop()

@@ -1,0 +1,100 @@
+"""Thin gRPC servicer (STYLE rule 10): decode, call the dispatcher or model store, encode,
+map domain errors to status codes."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+import numpy as np
+
+from privfed.common.errors import BudgetExceeded, ConfigError, PrivfedError, RemoteProtocolError
+from privfed.proto import privfed_pb2 as pb
+from privfed.proto import privfed_pb2_grpc as pb_grpc
+from privfed.proto import serde
+from privfed.proto.transport import PULL_WAIT
+from privfed.server.dispatcher import Dispatcher
+
+log = logging.getLogger("privfed.coordinator")
+
+_STATUS = [
+    (RemoteProtocolError, grpc.StatusCode.INVALID_ARGUMENT),
+    (ConfigError, grpc.StatusCode.FAILED_PRECONDITION),
+    (BudgetExceeded, grpc.StatusCode.RESOURCE_EXHAUSTED),
+]
+
+
+def _abort(context, exc: PrivfedError):
+    code = next((c for t, c in _STATUS if isinstance(exc, t)), grpc.StatusCode.INTERNAL)
+    log.warning("rejecting call: %s", exc)
+    context.abort(code, str(exc))
+
+
+def peer_identity(context) -> str | None:
+    """The common name of the client's verified certificate (None without TLS)."""
+    names = context.auth_context().get("x509_common_name")
+    return names[0].decode() if names else None
+
+
+class ModelStore:
+    """Trained models the coordinator serves, by id."""
+
+    def __init__(self):
+        self._models = {}
+
+    def put(self, model_id: str, model) -> None:
+        self._models[model_id] = model
+
+    def predict(self, model_id: str, rows: np.ndarray) -> np.ndarray:
+        model = self._models.get(model_id)
+        if model is None:
+            raise ConfigError(f"no model {model_id!r}; served models: {sorted(self._models)}")
+        if rows.ndim != 2:
+            raise RemoteProtocolError(f"rows must be a 2-D matrix, got shape {rows.shape}")
+        return np.asarray(model.predict(rows))
+
+
+class CoordinatorServicer(pb_grpc.CoordinatorServicer):
+    def __init__(self, dispatcher: Dispatcher, models: ModelStore, *, require_identity: bool):
+        self._dispatcher = dispatcher
+        self._models = models
+        self._require_identity = require_identity
+
+    def _node_id(self, claimed: str, context) -> str:
+        identity = peer_identity(context)
+        if self._require_identity and identity != claimed:
+            raise RemoteProtocolError(f"node id {claimed!r} does not match its certificate ({identity!r})")
+        return claimed
+
+    def RegisterNode(self, request, context):
+        try:
+            node_id = self._node_id(request.node_id, context)
+            owners = [serde.owner_info_from_proto(o) for o in request.owners]
+            session = self._dispatcher.register(node_id, owners)
+            log.info("node %s registered %d owner(s)", node_id, len(owners))
+            return pb.RegisterNodeResponse(session_id=session)
+        except PrivfedError as exc:
+            _abort(context, exc)
+
+    def PullTasks(self, request, context):
+        try:
+            node_id = self._node_id(request.node_id, context)
+            tasks, shutdown = self._dispatcher.pull(node_id, min(request.wait_ms / 1000.0, PULL_WAIT))
+            return pb.PullTasksResponse(tasks=[serde.task_to_proto(t) for t in tasks], shutdown=shutdown)
+        except PrivfedError as exc:
+            _abort(context, exc)
+
+    def PushResults(self, request, context):
+        try:
+            node_id = self._node_id(request.node_id, context)
+            results = [serde.result_from_proto(r) for r in request.results]
+            return pb.PushResultsResponse(accepted=self._dispatcher.push(node_id, results))
+        except PrivfedError as exc:
+            _abort(context, exc)
+
+    def Predict(self, request, context):
+        try:
+            labels = self._models.predict(request.model_id, serde.matrix_from_proto(request.rows))
+            return pb.PredictResponse(labels=labels.astype(np.int64).tolist())
+        except PrivfedError as exc:
+            _abort(context, exc)

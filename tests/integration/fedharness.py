@@ -1,0 +1,75 @@
+"""Real federations for integration tests: a coordinator gRPC server in this process and
+owner nodes as separate OS processes (``python -m privfed.deploy.cli owner``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from privfed.deploy.certs import make_certs
+from privfed.proto.transport import TlsFiles
+from privfed.server.app import CoordinatorServer
+from privfed.server.job import run_job
+
+DATASET = ["--dataset", "synthetic", "--n-samples", "600", "--seed", "3", "--test-fraction", "0.25"]
+
+
+def owner_cmd(port: int, name: str, *, n_owners: int, shards: str, ledger: Path, budget: float,
+              certs: Path | None, extra: list[str] = (), dataset: list[str] = DATASET) -> list[str]:
+    cmd = [sys.executable, "-m", "privfed.deploy.cli", "owner", "--coordinator", f"127.0.0.1:{port}",
+           "--name", name, "--n-owners", str(n_owners), "--shards", shards, "--ledger", str(ledger),
+           "--epsilon-budget", repr(budget), "--rng", "seeded", "--connect-timeout", "20", *dataset, *extra]
+    return cmd + (["--insecure"] if certs is None else ["--certs", str(certs)])
+
+
+@dataclass
+class Federation:
+    tmp: Path
+    secure: bool = True
+    node_timeout: float = 15.0
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.certs = make_certs(self.tmp / "certs", owners=4) if self.secure else None
+        tls = TlsFiles.in_dir(self.certs, "coordinator") if self.secure else None
+        self.server = CoordinatorServer(tls=tls, node_timeout=self.node_timeout)
+        self.port = self.server.start("127.0.0.1:0")
+
+    def spawn(self, name: str, *, n_owners: int, shards: str, budget: float, port: int | None = None,
+              ledger: Path | None = None, extra: list[str] = (), module_cmd: list[str] | None = None,
+              certs: Path | None = None, dataset: list[str] = DATASET) -> subprocess.Popen:
+        ledger = ledger or self.tmp / f"{name}.sqlite"
+        cmd = owner_cmd(port or self.port, name, n_owners=n_owners, shards=shards, ledger=ledger, budget=budget,
+                        certs=certs if certs is not None else self.certs, extra=extra, dataset=dataset)
+        if module_cmd is not None:  # run a test-only entry point with the same arguments
+            cmd = [sys.executable, *module_cmd, *cmd[3:]]
+        log = open(self.tmp / f"{name}.log", "a")
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(proc)
+        return proc
+
+    def run(self, strategy, expected_owners: int, **kw):
+        return run_job(self.server, strategy, expected_owners=expected_owners, show_progress=False,
+                       register_timeout=60, **kw)
+
+    def run_in_thread(self, strategy, expected_owners: int, **kw):
+        box = {}
+        t = threading.Thread(target=lambda: box.setdefault("outcome", self.run(strategy, expected_owners, **kw)))
+        t.start()
+        return t, box
+
+    def close(self):
+        self.server.dispatcher.shutdown()
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.server.stop(0)
+
+    def log(self, name: str) -> str:
+        return (self.tmp / f"{name}.log").read_text()
