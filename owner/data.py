@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privfed.common.datasets import Dataset, load_builtin, load_file, parse_bounds, partition, train_test_split
+from privfed.common.datasets import Dataset, load_builtin, load_file, partition, train_test_split
 from privfed.common.errors import ConfigError
 from privfed.common.rng import make_rng
 from privfed.owner.handlers import LocalOwner
@@ -56,5 +56,4 @@ def load_owner_file(path: str, bounds_spec: str | None, n_label_columns: int = 1
     if bounds_spec is None:
         raise ConfigError(f"{path}: public bounds are required with --data (--bounds lo:hi or a JSON file); "
                           "they are never computed from the private rows")
-    probe = load_file(path, bounds=None, n_label_columns=n_label_columns, require_bounds=False)
-    return load_file(path, bounds=parse_bounds(bounds_spec, probe.X.shape[1]), n_label_columns=n_label_columns)
+    return load_file(path, bounds=bounds_spec, n_label_columns=n_label_columns)

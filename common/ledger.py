@@ -1,0 +1,422 @@
+"""Per-owner (ε, δ) privacy ledger kept in SQLite (DESIGN ``ledger``; STYLE rule 7).
+
+Each logical owner has a fixed (ε, δ) budget. Every release an owner makes is *debited* here, in
+one committed SQLite transaction, before the release leaves the owner; a release that would
+overspend is refused with :class:`~privfed.common.errors.BudgetExceeded` and nothing is
+recorded. One ledger file holds many logical owners (an owner node hosts thousands of shards).
+
+Composition is basic (sequential) composition: spent = Σ ε_i, Σ δ_i over the owner's releases,
+which is what the seed papers use (each owner spends its whole ε once in LDP boosting; FedDPDR
+splits ε = ε1 + ε2).
+
+Durability
+    The file is opened in WAL mode with ``synchronous=FULL``. In WAL mode a commit appends to the
+    ``-wal`` file; ``NORMAL`` would already survive a crash or ``kill -9`` of this process (the
+    write is in the OS page cache when ``COMMIT`` returns), but not an OS crash or power loss,
+    which could roll back the last commits *after* the release has left: the owner would then
+    forget a release and could spend the same budget again. ``FULL`` fsyncs the WAL on every
+    commit, so a debit that returned is on disk. The cost is one fsync per commit, which
+    :meth:`Ledger.debit_many` amortises over a whole batch of owners.
+
+Floating point
+    Sums are exact-rounded (:func:`math.fsum` over the recorded rows), and a request fits if
+    ``spent + request <= budget * (1 + 1e-12)``. The relative tolerance lets budgets split by
+    decimal fractions be spent exactly (e.g. three debits of 0.1 against 0.3, whose double sum is
+    0.30000000000000004); it allows an overspend of at most 1e-12·budget, far below any privacy
+    difference that matters.
+
+Infinite ε records a non-private release (ε = ∞). It is only affordable with an infinite budget,
+so a non-private run needs a ledger opened with ``epsilon_budget=math.inf`` on purpose.
+
+A ledger is used by one process; the connection has a busy timeout anyway so that a second reader
+(e.g. an audit tool) waits instead of failing. The connection belongs to the thread that opened
+the ledger (sqlite3's default ``check_same_thread``).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError
+
+#: Relative tolerance on the budget comparison (module docstring, "Floating point").
+REL_TOL = 1e-12
+#: Seconds a statement waits for a lock held by another connection before failing.
+BUSY_TIMEOUT_S = 30.0
+#: Schema version stored in ``PRAGMA user_version``.
+SCHEMA_VERSION = 1
+#: Owners per ``IN (...)`` query: below SQLite's historical limit of 999 bound variables.
+_CHUNK = 500
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS owners (
+    owner_id       TEXT PRIMARY KEY,
+    epsilon_budget REAL NOT NULL,
+    delta_budget   REAL NOT NULL,
+    created        TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS releases (
+    seq        INTEGER PRIMARY KEY,
+    owner_id   TEXT NOT NULL REFERENCES owners(owner_id),
+    release_id TEXT NOT NULL,
+    purpose    TEXT NOT NULL,
+    epsilon    REAL NOT NULL,
+    delta      REAL NOT NULL,
+    ts         TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    UNIQUE (owner_id, release_id)
+);
+CREATE INDEX IF NOT EXISTS releases_purpose ON releases (owner_id, purpose);
+"""
+
+
+def _fmt(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:.12g}"
+
+
+@dataclass(frozen=True, order=False)
+class Budget:
+    """An (ε, δ) pair, ordered jointly: ``a <= b`` iff ``a.epsilon <= b.epsilon`` and
+    ``a.delta <= b.delta`` (a partial order, as diffprivlib's ``Budget``).
+
+    ε may be ``math.inf`` (a non-private release); δ is a finite non-negative number.
+    """
+
+    epsilon: float
+    delta: float = 0.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", _nonneg("epsilon", self.epsilon, allow_inf=True))
+        object.__setattr__(self, "delta", _nonneg("delta", self.delta, allow_inf=False))
+
+    def __add__(self, other: "Budget") -> "Budget":
+        if not isinstance(other, Budget):
+            return NotImplemented
+        return Budget(self.epsilon + other.epsilon, self.delta + other.delta)
+
+    def __le__(self, other: "Budget") -> bool:
+        if not isinstance(other, Budget):
+            return NotImplemented
+        return self.epsilon <= other.epsilon and self.delta <= other.delta
+
+    def __ge__(self, other: "Budget") -> bool:
+        if not isinstance(other, Budget):
+            return NotImplemented
+        return other <= self
+
+    def __lt__(self, other: "Budget") -> bool:
+        if not isinstance(other, Budget):
+            return NotImplemented
+        return self <= other and self != other
+
+    def __gt__(self, other: "Budget") -> bool:
+        if not isinstance(other, Budget):
+            return NotImplemented
+        return other < self
+
+    def __str__(self) -> str:
+        return f"(epsilon={_fmt(self.epsilon)}, delta={_fmt(self.delta)})"
+
+
+@dataclass(frozen=True)
+class Debit:
+    """One entry of :meth:`Ledger.debit_many`; validated when built."""
+
+    owner_id: str
+    epsilon: float
+    delta: float
+    purpose: str
+    release_id: str
+
+    def __post_init__(self):
+        _name("owner_id", self.owner_id)
+        _name("purpose", self.purpose)
+        _name("release_id", self.release_id)
+        object.__setattr__(self, "epsilon", _nonneg("epsilon", self.epsilon, allow_inf=True))
+        object.__setattr__(self, "delta", _probability("delta", self.delta))
+
+
+def _nonneg(name: str, value, *, allow_inf: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ConfigError(f"{name} must be a real number, got {value!r}")
+    v = float(value)
+    if math.isnan(v) or v < 0 or (math.isinf(v) and not allow_inf):
+        allowed = "[0, inf]" if allow_inf else "[0, inf)"
+        raise ConfigError(f"{name} must be in {allowed}, got {value!r}")
+    return v
+
+
+def _probability(name: str, value) -> float:
+    v = _nonneg(name, value, allow_inf=False)
+    if v > 1:
+        raise ConfigError(f"{name} is a probability and must be in [0, 1], got {value!r}")
+    return v
+
+
+def _name(name: str, value) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _fits(spent: float, request: float, budget: float) -> bool:
+    return spent + request <= budget * (1.0 + REL_TOL)
+
+
+class Ledger:
+    """SQLite ledger of the (ε, δ) spent by each logical owner.
+
+    Parameters
+    ----------
+    path : str or Path
+        The SQLite file; created with its tables if missing. Its directory must exist.
+    epsilon_budget : float
+        Total ε of each owner, in [0, inf]. Fixed per owner the first time the owner debits.
+    delta_budget : float, default 0
+        Total δ of each owner, in [0, 1].
+
+    Raises
+    ------
+    ConfigError
+        Invalid budget; unreadable or foreign file; or an owner already in the file has a stored
+        budget different from the one given (a restarted owner cannot reset or enlarge its
+        budget by passing another flag; use a new ledger file for a new budget).
+
+    Notes
+    -----
+    A second debit with a ``release_id`` the owner already used raises
+    :class:`~privfed.common.errors.LocalProtocolError` ("already released") rather than
+    ``BudgetExceeded``: a replayed task is a protocol matter, not a budget one, and the caller must
+    not produce a fresh noisy release for it. Nothing is ever debited twice.
+    """
+
+    def __init__(self, path: str | Path, *, epsilon_budget: float, delta_budget: float = 0.0) -> None:
+        self._default = Budget(
+            _nonneg("epsilon_budget", epsilon_budget, allow_inf=True),
+            _probability("delta_budget", delta_budget),
+        )
+        self.path = Path(path)
+        self._conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"ledger {self.path}: cannot open ({exc}); does its directory exist?") from exc
+        try:
+            self._init_db(conn)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise ConfigError(f"ledger {self.path}: not a usable SQLite ledger ({exc})") from exc
+        except ConfigError:
+            conn.close()
+            raise
+        self._conn = conn
+
+    def _init_db(self, conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (0, SCHEMA_VERSION):
+            raise ConfigError(f"ledger {self.path}: schema version {version}, this code reads {SCHEMA_VERSION}")
+        conn.execute("PRAGMA journal_mode=WAL")  # returns 'memory' for ':memory:', which is fine
+        conn.execute("PRAGMA synchronous=FULL")  # module docstring, "Durability"
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA.split(";"):  # not executescript: it would COMMIT first
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            row = conn.execute(
+                "SELECT owner_id, epsilon_budget, delta_budget FROM owners "
+                "WHERE epsilon_budget != ? OR delta_budget != ? LIMIT 1",
+                (self._default.epsilon, self._default.delta),
+            ).fetchone()
+            if row is not None:
+                raise ConfigError(
+                    f"ledger {self.path}: owner {row[0]!r} has stored budget {Budget(row[1], row[2])}, "
+                    f"but the ledger was opened with epsilon_budget={_fmt(self._default.epsilon)}, "
+                    f"delta_budget={_fmt(self._default.delta)}; a stored budget cannot change "
+                    "(pass the stored values, or use a new ledger file)"
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    # ------------------------------------------------------------------ queries
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise LocalProtocolError(f"ledger {self.path} is closed")
+        return self._conn
+
+    def budget(self, owner_id: str) -> Budget:
+        """The owner's total budget: the stored one, or the ledger's if the owner never debited."""
+        _name("owner_id", owner_id)
+        row = self._db().execute(
+            "SELECT epsilon_budget, delta_budget FROM owners WHERE owner_id = ?", (owner_id,)
+        ).fetchone()
+        return self._default if row is None else Budget(row[0], row[1])
+
+    def spent(self, owner_id: str) -> Budget:
+        """Exact-rounded sum of the owner's recorded releases."""
+        _name("owner_id", owner_id)
+        rows = self._db().execute("SELECT epsilon, delta FROM releases WHERE owner_id = ?", (owner_id,)).fetchall()
+        return Budget(math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
+
+    def remaining(self, owner_id: str) -> Budget:
+        """``budget - spent`` per component, never negative; ∞ while the budget is ∞."""
+        b, s = self.budget(owner_id), self.spent(owner_id)
+        eps = math.inf if math.isinf(b.epsilon) else max(0.0, b.epsilon - s.epsilon)
+        return Budget(eps, max(0.0, b.delta - s.delta))
+
+    def has_released(self, owner_id: str, purpose: str) -> bool:
+        """Whether the owner has any recorded release with this purpose."""
+        _name("owner_id", owner_id)
+        _name("purpose", purpose)
+        row = self._db().execute(
+            "SELECT 1 FROM releases WHERE owner_id = ? AND purpose = ? LIMIT 1", (owner_id, purpose)
+        ).fetchone()
+        return row is not None
+
+    def history(self, owner_id: str) -> list[dict]:
+        """The owner's releases in debit order: dicts with release_id, purpose, epsilon, delta, ts.
+
+        ``ts`` is SQLite's ``CURRENT_TIMESTAMP`` at commit (UTC, ``YYYY-MM-DD HH:MM:SS``).
+        """
+        _name("owner_id", owner_id)
+        cur = self._db().execute(
+            "SELECT release_id, purpose, epsilon, delta, ts FROM releases WHERE owner_id = ? ORDER BY seq",
+            (owner_id,),
+        )
+        keys = ("release_id", "purpose", "epsilon", "delta", "ts")
+        return [dict(zip(keys, row)) for row in cur]
+
+    def check(self, owner_id: str, epsilon: float, delta: float = 0.0) -> None:
+        """Raise :class:`BudgetExceeded` if ``spent + (epsilon, delta)`` exceeds the budget.
+
+        Call before any computation (STYLE rule 7); :meth:`debit` checks again atomically.
+        """
+        _name("owner_id", owner_id)
+        request = Budget(_nonneg("epsilon", epsilon, allow_inf=True), _probability("delta", delta))
+        error = self._refusal(owner_id, request, self.spent(owner_id), self.budget(owner_id), "")
+        if error is not None:
+            raise error
+
+    @staticmethod
+    def _refusal(owner_id: str, request: Budget, spent: Budget, budget: Budget, purpose: str):
+        if _fits(spent.epsilon, request.epsilon, budget.epsilon) and _fits(spent.delta, request.delta, budget.delta):
+            return None
+        what = f" for {purpose!r}" if purpose else ""
+        return BudgetExceeded(
+            f"owner {owner_id!r}: release{what} of {request} refused: spent {spent} + request exceeds "
+            f"budget {budget}; nothing was released or recorded"
+        )
+
+    # ------------------------------------------------------------------ debits
+    def debit(self, owner_id: str, epsilon: float, delta: float = 0.0, *, purpose: str, release_id: str) -> None:
+        """Check and record one release in one committed transaction.
+
+        Raises
+        ------
+        BudgetExceeded
+            The release would overspend; nothing is recorded.
+        LocalProtocolError
+            ``release_id`` was already used by this owner; nothing is recorded.
+        """
+        (error,) = self.debit_many([Debit(owner_id, epsilon, delta, purpose, release_id)])
+        if error is not None:
+            raise error
+
+    def debit_many(self, entries: list[Debit]) -> list[BudgetExceeded | LocalProtocolError | None]:
+        """Debit a batch in ONE transaction (one fsync for thousands of owners).
+
+        Entries are applied in order (an owner listed twice sees its earlier entry). An entry that
+        would overspend, or reuses a release_id, is refused alone: its slot holds the
+        exception (not raised) and it records nothing; the other entries are committed.
+
+        Raises
+        ------
+        ConfigError
+            An entry is not a :class:`Debit`; the whole batch is rejected before any write.
+        """
+        entries = list(entries)
+        for i, e in enumerate(entries):
+            if not isinstance(e, Debit):
+                raise ConfigError(f"debit_many entry {i} must be a Debit, got {type(e).__name__}")
+        if not entries:
+            return []
+        conn = self._db()
+        owners = list(dict.fromkeys(e.owner_id for e in entries))
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            budgets, eps, dlt, used = self._load(conn, owners)
+            results: list[BudgetExceeded | LocalProtocolError | None] = []
+            new_owners, rows = [], []
+            for e in entries:
+                key = (e.owner_id, e.release_id)
+                if key in used:
+                    results.append(LocalProtocolError(
+                        f"owner {e.owner_id!r}: release_id {e.release_id!r} already released; "
+                        "refusing to debit or release it again"
+                    ))
+                    continue
+                budget = budgets.get(e.owner_id, self._default)
+                spent = Budget(math.fsum(eps[e.owner_id]), math.fsum(dlt[e.owner_id]))
+                error = self._refusal(e.owner_id, Budget(e.epsilon, e.delta), spent, budget, e.purpose)
+                results.append(error)
+                if error is None:
+                    if e.owner_id not in budgets:
+                        budgets[e.owner_id] = self._default
+                        new_owners.append((e.owner_id, self._default.epsilon, self._default.delta))
+                    used.add(key)
+                    eps[e.owner_id].append(e.epsilon)
+                    dlt[e.owner_id].append(e.delta)
+                    rows.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta))
+            conn.executemany(
+                "INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES (?, ?, ?)", new_owners
+            )
+            conn.executemany(
+                "INSERT INTO releases (owner_id, release_id, purpose, epsilon, delta) VALUES (?, ?, ?, ?, ?)", rows
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return results
+
+    def _load(self, conn: sqlite3.Connection, owners: list[str]):
+        """Stored budgets, recorded ε and δ lists and used (owner, release_id) keys of ``owners``."""
+        budgets: dict[str, Budget] = {}
+        eps: dict[str, list[float]] = {o: [] for o in owners}
+        dlt: dict[str, list[float]] = {o: [] for o in owners}
+        used: set[tuple[str, str]] = set()
+        for start in range(0, len(owners), _CHUNK):
+            chunk = owners[start:start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for o, e, d in conn.execute(
+                f"SELECT owner_id, epsilon_budget, delta_budget FROM owners WHERE owner_id IN ({marks})", chunk
+            ):
+                budgets[o] = Budget(e, d)
+            for o, r, e, d in conn.execute(
+                f"SELECT owner_id, release_id, epsilon, delta FROM releases WHERE owner_id IN ({marks})", chunk
+            ):
+                eps[o].append(e)
+                dlt[o].append(d)
+                used.add((o, r))
+        return budgets, eps, dlt, used
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """Close the connection (idempotent). Every debit was already committed."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

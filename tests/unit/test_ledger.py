@@ -1,0 +1,258 @@
+"""Owner-side privacy ledger (privfed.common.ledger; STYLE rule 7)."""
+
+import math
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError
+from privfed.common.ledger import Budget, Debit, Ledger
+
+
+@pytest.fixture
+def path(tmp_path):
+    return tmp_path / "ledger.sqlite"
+
+
+@pytest.fixture
+def ledger(path):
+    with Ledger(path, epsilon_budget=1.0, delta_budget=1e-5) as led:
+        yield led
+
+
+# ---------------------------------------------------------------- Budget
+def test_budget_joint_order():
+    a, b = Budget(0.5, 1e-6), Budget(1.0, 1e-5)
+    assert a <= b and a < b and b >= a and b > a
+    # incomparable pairs: neither is <= the other
+    c, d = Budget(0.5, 1e-4), Budget(1.0, 1e-6)
+    assert not (c <= d) and not (d <= c) and not (c < d) and not (c > d)
+    assert Budget(1.0, 0.0) <= Budget(1.0, 0.0) and not (Budget(1.0) < Budget(1.0))
+
+
+def test_budget_add_and_inf():
+    assert Budget(0.25, 1e-6) + Budget(0.5, 2e-6) == Budget(0.75, 3e-6)
+    assert Budget(math.inf) + Budget(1.0) == Budget(math.inf)
+    assert Budget(5.0) <= Budget(math.inf) and not (Budget(math.inf) <= Budget(5.0))
+
+
+@pytest.mark.parametrize("eps, delta", [(-0.1, 0.0), (math.nan, 0.0), (1.0, math.inf), (1.0, -1e-9), ("1", 0.0), (True, 0.0)])
+def test_budget_invalid(eps, delta):
+    with pytest.raises(ConfigError):
+        Budget(eps, delta)
+
+
+# ---------------------------------------------------------------- check / debit
+def test_debit_and_spent(ledger):
+    ledger.debit("o1", 0.25, 1e-6, purpose="round-1", release_id="r1")
+    ledger.debit("o1", 0.5, purpose="round-2", release_id="r2")
+    assert ledger.spent("o1") == Budget(0.75, 1e-6)
+    assert ledger.remaining("o1") == Budget(0.25, 1e-5 - 1e-6)
+    assert ledger.budget("o1") == Budget(1.0, 1e-5)
+    assert ledger.spent("o2") == Budget(0.0, 0.0) and ledger.remaining("o2") == Budget(1.0, 1e-5)
+    hist = ledger.history("o1")
+    assert [h["release_id"] for h in hist] == ["r1", "r2"]
+    assert [h["purpose"] for h in hist] == ["round-1", "round-2"]
+    assert hist[0]["epsilon"] == 0.25 and hist[0]["delta"] == 1e-6
+    assert all(isinstance(h["ts"], str) and len(h["ts"]) == 19 for h in hist)
+    assert ledger.has_released("o1", "round-2") and not ledger.has_released("o1", "round-3")
+    assert not ledger.has_released("o2", "round-1")
+
+
+def test_refused_before_overspend_records_nothing(ledger):
+    ledger.debit("o1", 0.75, purpose="a", release_id="r1")
+    ledger.check("o1", 0.25)  # exactly the remainder fits
+    with pytest.raises(BudgetExceeded) as info:
+        ledger.check("o1", 0.3)
+    msg = str(info.value)
+    assert "'o1'" in msg and "0.3" in msg and "0.75" in msg and "epsilon=1" in msg
+    with pytest.raises(BudgetExceeded):
+        ledger.debit("o1", 0.3, purpose="b", release_id="r2")
+    assert ledger.spent("o1") == Budget(0.75)
+    assert [h["release_id"] for h in ledger.history("o1")] == ["r1"]
+    assert not ledger.has_released("o1", "b")
+
+
+def test_delta_alone_can_refuse(ledger):
+    with pytest.raises(BudgetExceeded):
+        ledger.debit("o1", 0.1, 2e-5, purpose="a", release_id="r1")
+    assert ledger.history("o1") == []
+
+
+def test_tolerance_decimal_splits(tmp_path):
+    with Ledger(tmp_path / "a.sqlite", epsilon_budget=1.0) as led:
+        for i in range(10):
+            led.debit("o", 0.1, purpose="p", release_id=f"r{i}")
+        with pytest.raises(BudgetExceeded):
+            led.check("o", 1e-9)
+    with Ledger(tmp_path / "b.sqlite", epsilon_budget=0.3) as led:
+        for i in range(3):  # 0.1 + 0.1 + 0.1 rounds above 0.3 in plain double arithmetic
+            led.debit("o", 0.1, purpose="p", release_id=f"r{i}")
+        assert led.remaining("o").epsilon == pytest.approx(0.0, abs=1e-15)
+
+
+def test_inf_epsilon_only_with_inf_budget(tmp_path):
+    with Ledger(tmp_path / "fin.sqlite", epsilon_budget=1e6) as led:
+        with pytest.raises(BudgetExceeded):
+            led.debit("o", math.inf, purpose="nonprivate", release_id="r")
+        assert led.history("o") == []
+    with Ledger(tmp_path / "inf.sqlite", epsilon_budget=math.inf) as led:
+        led.debit("o", math.inf, purpose="nonprivate", release_id="r1")
+        led.debit("o", 3.0, purpose="more", release_id="r2")
+        assert led.spent("o").epsilon == math.inf
+        assert led.remaining("o").epsilon == math.inf
+        assert led.history("o")[0]["epsilon"] == math.inf
+    with Ledger(tmp_path / "inf.sqlite", epsilon_budget=math.inf) as led:  # reopen reads inf back
+        assert led.budget("o") == Budget(math.inf)
+
+
+def test_zero_budget_refuses_everything_positive(tmp_path):
+    with Ledger(tmp_path / "z.sqlite", epsilon_budget=0.0) as led:
+        led.debit("o", 0.0, purpose="public", release_id="r0")
+        with pytest.raises(BudgetExceeded):
+            led.check("o", 1e-300)
+
+
+def test_duplicate_release_id(ledger):
+    ledger.debit("o1", 0.25, purpose="a", release_id="r1")
+    with pytest.raises(LocalProtocolError, match="already released"):
+        ledger.debit("o1", 0.25, purpose="a", release_id="r1")
+    assert ledger.spent("o1") == Budget(0.25)
+    ledger.debit("o2", 0.25, purpose="a", release_id="r1")  # release ids are per owner
+    assert ledger.spent("o2") == Budget(0.25)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(epsilon=-1.0),
+        dict(epsilon=math.nan),
+        dict(delta=-1e-9),
+        dict(delta=1.5),
+        dict(delta=math.inf),
+        dict(purpose=""),
+        dict(release_id=""),
+        dict(release_id=3),
+        dict(owner_id=""),
+        dict(owner_id=None),
+    ],
+)
+def test_debit_invalid_arguments(ledger, kwargs):
+    args = dict(owner_id="o", epsilon=0.1, delta=0.0, purpose="p", release_id="r")
+    args.update(kwargs)
+    with pytest.raises(ConfigError):
+        ledger.debit(args.pop("owner_id"), args.pop("epsilon"), args.pop("delta"), **args)
+    assert ledger.history("o") == []
+
+
+@pytest.mark.parametrize("eps, delta", [(-1.0, 0.0), (1.0, 2.0), (math.nan, 0.0), (None, 0.0)])
+def test_invalid_ledger_budget(path, eps, delta):
+    with pytest.raises(ConfigError):
+        Ledger(path, epsilon_budget=eps, delta_budget=delta)
+
+
+# ---------------------------------------------------------------- batches
+def test_batch_with_one_refused(ledger):
+    ledger.debit("o3", 0.9, purpose="earlier", release_id="x")
+    entries = [Debit(f"o{i}", 0.5, 0.0, "round-1", "r1") for i in range(6)]
+    entries.append(Debit("o1", 0.5, 0.0, "round-2", "r2"))  # second entry of o1 fits exactly
+    entries.append(Debit("o1", 0.5, 0.0, "round-3", "r3"))  # third does not
+    entries.append(Debit("o2", 0.1, 0.0, "round-1", "r1"))  # duplicate inside the batch
+    results = ledger.debit_many(entries)
+    assert len(results) == len(entries)
+    assert isinstance(results[3], BudgetExceeded) and "'o3'" in str(results[3])
+    assert isinstance(results[7], BudgetExceeded)
+    assert isinstance(results[8], LocalProtocolError)
+    assert all(r is None for i, r in enumerate(results) if i not in (3, 7, 8))
+    assert ledger.spent("o1") == Budget(1.0)
+    assert ledger.spent("o3") == Budget(0.9)
+    assert ledger.spent("o2") == Budget(0.5)
+    assert [ledger.spent(f"o{i}").epsilon for i in (0, 4, 5)] == [0.5, 0.5, 0.5]
+
+
+def test_batch_many_owners_one_transaction(ledger):
+    n = 3000  # more owners than one IN (...) chunk
+    results = ledger.debit_many([Debit(f"owner-{i}", 0.5, 0.0, "p", "r") for i in range(n)])
+    assert results == [None] * n
+    again = ledger.debit_many([Debit(f"owner-{i}", 0.5 if i % 2 else 0.75, 0.0, "q", "s") for i in range(n)])
+    assert [r is None for r in again] == [i % 2 == 1 for i in range(n)]
+    assert ledger.spent("owner-2999") == Budget(1.0) and ledger.spent("owner-0") == Budget(0.5)
+
+
+def test_batch_rejects_non_debit_without_writing(ledger):
+    with pytest.raises(ConfigError):
+        ledger.debit_many([Debit("o", 0.1, 0.0, "p", "r"), ("o", 0.1, 0.0, "p", "r2")])
+    assert ledger.history("o") == []
+    assert ledger.debit_many([]) == []
+
+
+# ---------------------------------------------------------------- persistence
+def test_restart_keeps_spent_and_refuses(path):
+    with Ledger(path, epsilon_budget=1.0) as led:
+        led.debit("o1", 0.8, purpose="a", release_id="r1")
+    with Ledger(path, epsilon_budget=1.0) as led:
+        assert led.spent("o1") == Budget(0.8)
+        with pytest.raises(BudgetExceeded):
+            led.debit("o1", 0.5, purpose="b", release_id="r2")
+        with pytest.raises(LocalProtocolError):
+            led.debit("o1", 0.1, purpose="a", release_id="r1")
+
+
+def test_reopen_with_other_budget_is_refused(path):
+    with Ledger(path, epsilon_budget=1.0, delta_budget=1e-6) as led:
+        led.debit("o1", 0.8, purpose="a", release_id="r1")
+    with pytest.raises(ConfigError) as info:
+        Ledger(path, epsilon_budget=5.0, delta_budget=1e-6)
+    msg = str(info.value)
+    assert "'o1'" in msg and "epsilon=1" in msg and "epsilon_budget=5" in msg
+    with pytest.raises(ConfigError):
+        Ledger(path, epsilon_budget=1.0, delta_budget=1e-5)
+    with Ledger(path, epsilon_budget=1.0, delta_budget=1e-6) as led:  # the stored values still open it
+        assert led.remaining("o1").epsilon == pytest.approx(0.2)
+
+
+def test_debit_survives_kill_right_after_return(path):
+    script = textwrap.dedent(
+        f"""
+        import os
+        from privfed.common.ledger import Ledger
+        led = Ledger({str(path)!r}, epsilon_budget=1.0)
+        led.debit("o1", 0.75, purpose="round-1", release_id="r1")
+        os._exit(0)  # no close, no cleanup: like kill -9 after the debit returned
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    with Ledger(path, epsilon_budget=1.0) as led:
+        assert led.spent("o1") == Budget(0.75)
+        assert [h["release_id"] for h in led.history("o1")] == ["r1"]
+        with pytest.raises(BudgetExceeded):
+            led.check("o1", 0.5)
+
+
+def test_wal_mode(path, ledger):
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        conn.close()
+
+
+def test_foreign_file_is_config_error(tmp_path):
+    bad = tmp_path / "notadb.sqlite"
+    bad.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(ConfigError, match="notadb"):
+        Ledger(bad, epsilon_budget=1.0)
+    with pytest.raises(ConfigError):
+        Ledger(tmp_path / "missing-dir" / "l.sqlite", epsilon_budget=1.0)
+
+
+def test_closed_ledger_refuses(path):
+    led = Ledger(path, epsilon_budget=1.0)
+    led.close()
+    led.close()
+    with pytest.raises(LocalProtocolError):
+        led.debit("o", 0.1, purpose="p", release_id="r")
