@@ -91,8 +91,7 @@ class LrStrategy:
         if not replies:
             raise ConfigError("no owner released a share: cannot fit logistic regression")
         reports = np.concatenate([r.reports.reshape(1, -1) for r in replies])
-        return lr_aggregate(reports, param_bound=self.param_bound, n_classes=self.n_classes, d=self.bounds.d,
-                            bounds=self.bounds)
+        return lr_aggregate(reports, param_bound=self.param_bound, n_classes=self.n_classes, bounds=self.bounds)
 
 
 def refusals(results: list[Result]) -> dict[str, str]:
