@@ -1,1 +1,34 @@
-"""privfed.common.mechanisms."""
+"""Local differential privacy mechanisms (SPEC §1-4, §12, §13).
+
+Row-level mechanisms take rows already mapped to ``[-1, 1]^d`` by
+:meth:`privfed.common.bounds.Bounds.to_unit` and return unbiased reports; build them with
+:func:`make_mechanism` (``"pm"``, ``"duchi"``, ``"laplace"``; ``epsilon=math.inf`` gives the
+non-private identity). Labels go through :class:`KaryRandomizedResponse`.
+"""
+
+from privfed.common.mechanisms.base import (
+    MECHANISMS,
+    SNAP_STEP,
+    IdentityMechanism,
+    Mechanism,
+    estimate_mean,
+    make_mechanism,
+    snap,
+)
+from privfed.common.mechanisms.duchi import Duchi1D, DuchiMultidim, duchi_constant, duchi_multidim_constant
+from privfed.common.mechanisms.laplace import LaplaceMechanism
+from privfed.common.mechanisms.piecewise import (
+    HM_EPSILON_STAR,
+    HybridMechanism,
+    PiecewiseMechanism,
+    PiecewiseMultidim,
+    pm_constant,
+)
+from privfed.common.mechanisms.randomized_response import KaryRandomizedResponse
+
+__all__ = [
+    "MECHANISMS", "SNAP_STEP", "Mechanism", "IdentityMechanism", "estimate_mean", "make_mechanism", "snap",
+    "LaplaceMechanism", "Duchi1D", "DuchiMultidim", "duchi_constant", "duchi_multidim_constant",
+    "PiecewiseMechanism", "PiecewiseMultidim", "HybridMechanism", "HM_EPSILON_STAR", "pm_constant",
+    "KaryRandomizedResponse",
+]

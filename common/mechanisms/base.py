@@ -1,0 +1,312 @@
+"""Shared parts of the LDP mechanisms: the interface, validation, snapping and the factory.
+
+Every mechanism maps rows ``t`` in ``[-1, 1]^d`` (already mapped by
+:meth:`privfed.common.bounds.Bounds.to_unit`, SPEC §4) to unbiased reports ``t*``; the
+aggregator's estimate of the mean is the plain column mean of the reports (SPEC §0).
+
+Floating point (SPEC §12, Mironov CCS 2012). Textbook floating-point samplers of continuous
+noise reach a sparse, input-dependent set of doubles, which an observer can use to tell
+inputs apart. Continuous outputs (Laplace, Piecewise) are therefore rounded to the fixed grid
+``2**-20`` after sampling (:func:`snap`). Rounding is post-processing of the exact mechanism;
+it moves each value by at most ``2**-21``, so the reports keep a bias of at most ``2**-21``
+per coordinate, far below any standard error at practical ``n``. The ``bias`` methods report
+the exact mechanism's zero.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from numbers import Integral, Real
+
+import numpy as np
+
+from privfed.common.errors import ConfigError
+
+MECHANISMS = ("pm", "duchi", "laplace")
+
+SNAP_BITS = 20
+SNAP_STEP = 2.0 ** -SNAP_BITS  #: spacing of the output grid for continuous mechanisms (SPEC §12)
+
+#: Tolerance for inputs just outside [-1, 1] (rounding in Bounds.to_unit); they are clipped.
+UNIT_TOLERANCE = 1e-12
+
+#: Rows are sampled in blocks of about this many values, so temporaries stay in cache and
+#: peak memory stays at the size of the output. The block size is fixed, so a seeded
+#: generator gives the same reports on every run.
+BLOCK_VALUES = 1 << 16
+
+
+def snap(x: np.ndarray) -> np.ndarray:
+    """Round ``x`` in place to the nearest multiple of ``2**-20`` and return it (SPEC §12).
+
+    Multiplying by a power of two is exact, so the result is exactly ``rint(x * 2**20) / 2**20``.
+    """
+    x *= 2.0 ** SNAP_BITS
+    np.rint(x, out=x)
+    x *= SNAP_STEP
+    return x
+
+
+def snap_up(value: float) -> float:
+    """The smallest grid point ``>= value``: the bound of a snapped output whose exact range ends at ``value``."""
+    return math.ceil(value * 2.0 ** SNAP_BITS) * SNAP_STEP
+
+
+def check_epsilon(epsilon, *, name: str = "epsilon") -> float:
+    """Validate a privacy parameter: a real number, finite and > 0. Returns it as ``float``.
+
+    Raises
+    ------
+    TypeError
+        ``epsilon`` is not a real number (``bool`` and strings included).
+    ConfigError
+        ``epsilon`` is not > 0, is NaN, or is infinite.
+    """
+    if isinstance(epsilon, bool) or not isinstance(epsilon, Real):
+        raise TypeError(f"{name} must be a real number > 0, got {epsilon!r} of type {type(epsilon).__name__}")
+    value = float(epsilon)
+    if math.isnan(value) or value <= 0:
+        raise ConfigError(f"{name} must be > 0, got {epsilon!r}; choose a positive privacy budget such as 1.0")
+    if math.isinf(value):
+        raise ConfigError(f"{name} must be finite, got {epsilon!r}; for a non-private run use "
+                          "make_mechanism(name, epsilon=math.inf, d=d), which returns the IdentityMechanism")
+    return value
+
+
+def check_positive_int(value, *, name: str, minimum: int = 1) -> int:
+    """Validate an integer parameter ``>= minimum`` (``bool`` rejected). Returns it as ``int``."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an int >= {minimum}, got {value!r} of type {type(value).__name__}")
+    if value < minimum:
+        raise ConfigError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def check_rng(rng) -> np.random.Generator:
+    """``rng`` must be a ``numpy.random.Generator`` (never None: there is no global default)."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}; "
+                        "build one with privfed.common.rng.make_rng('seeded', seed) or make_rng('secure')")
+    return rng
+
+
+def check_real_array(t, *, name: str = "t") -> np.ndarray:
+    """``t`` as an ndarray of integers or floats (not converted); anything else raises ``TypeError``."""
+    arr = np.asarray(t)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be a real-valued array, got dtype {arr.dtype}")
+    return arr
+
+
+def _unit_float64(arr: np.ndarray, name: str) -> np.ndarray:
+    arr = np.asarray(arr, dtype=np.float64)
+    if arr.size == 0:
+        return arr
+    lo, hi = arr.min(), arr.max()  # NaN propagates into both
+    if not (lo >= -1.0 - UNIT_TOLERANCE and hi <= 1.0 + UNIT_TOLERANCE):
+        raise ConfigError(f"{name} must lie in [-1, 1] (NaN and inf are not allowed), got values in [{lo}, {hi}]; "
+                          "map data with privfed.common.bounds.Bounds.to_unit, which clips to the public bounds")
+    if lo < -1.0 or hi > 1.0:
+        arr = np.clip(arr, -1.0, 1.0)
+    return arr
+
+
+def check_unit_values(t, *, name: str = "t") -> np.ndarray:
+    """``t`` as a float64 array with every value in ``[-1, 1]``.
+
+    Values within :data:`UNIT_TOLERANCE` outside are clipped; anything further out, NaN or
+    infinite raises :class:`ConfigError`. Non-numeric (or boolean) input raises ``TypeError``.
+    """
+    return _unit_float64(check_real_array(t, name=name), name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mechanism(ABC):
+    """An ε-LDP mechanism on rows of ``[-1, 1]^d`` with unbiased reports.
+
+    Parameters
+    ----------
+    epsilon : float
+        Privacy budget, finite and > 0. What it covers (a whole row, or each coordinate) is
+        stated by each subclass.
+    d : int
+        Number of coordinates per row, >= 1.
+
+    Notes
+    -----
+    Subclasses implement ``_sample_block`` for one block of rows; :meth:`privatize` validates
+    once and walks the rows in blocks of about :data:`BLOCK_VALUES` values.
+    """
+
+    epsilon: float
+    d: int
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        object.__setattr__(self, "d", check_positive_int(self.d, name="d"))
+
+    def _rows(self, t) -> np.ndarray:
+        """``t`` as an (n, d) real array; values are checked block by block in :meth:`privatize`."""
+        arr = check_real_array(t)
+        if arr.ndim != 2 or arr.shape[1] != self.d:
+            raise ConfigError(f"t must have shape (n, {self.d}) (one row per report), got shape {arr.shape}; "
+                              f"reshape a single row with t.reshape(1, {self.d})")
+        return arr
+
+    def privatize(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Perturb every row of ``t`` once.
+
+        Parameters
+        ----------
+        t : ndarray of shape (n, d)
+            Rows in ``[-1, 1]`` (values up to ``1e-12`` outside are clipped).
+        rng : numpy.random.Generator
+            Source of randomness: seeded PCG64 for tests, a cryptographic stream for releases.
+
+        Returns
+        -------
+        ndarray of shape (n, d), float64
+            Unbiased reports ``t*`` with ``E[t* | t] = t``.
+
+        Raises
+        ------
+        TypeError
+            ``rng`` is not a Generator, or ``t`` is not real-valued.
+        ConfigError
+            ``t`` has the wrong shape or values outside ``[-1, 1]``.
+        """
+        check_rng(rng)
+        rows = self._rows(t)
+        n = rows.shape[0]
+        out = self._new_output(n)
+        step = self._block_rows()
+        for start in range(0, n, step):
+            stop = min(n, start + step)
+            # Checked per block: the values are then still in cache for the sampler.
+            self._sample_block(_unit_float64(rows[start:stop], "t"), rng, out[start:stop])
+        return out
+
+    def _new_output(self, n: int) -> np.ndarray:
+        """The (n, d) float64 array the blocks are written into."""
+        return np.empty((n, self.d), dtype=np.float64)
+
+    def _block_rows(self) -> int:
+        """Rows per block: about :data:`BLOCK_VALUES` sampled values."""
+        return max(1, BLOCK_VALUES // self.d)
+
+    @abstractmethod
+    def _sample_block(self, t: np.ndarray, rng: np.random.Generator, out: np.ndarray) -> None:
+        """Write the reports of the rows ``t`` (shape (m, d)) into ``out`` (C-contiguous, same shape)."""
+
+    def variance(self, t) -> np.ndarray:
+        """Per-coordinate ``Var[t*_j | t]``, same shape as ``t``.
+
+        In every mechanism here it depends on ``t_j`` alone, so any shape of values in
+        ``[-1, 1]`` is accepted (e.g. a scalar, a row of length ``d`` or an (n, d) array).
+        """
+        return self._variance(check_unit_values(t))
+
+    @abstractmethod
+    def _variance(self, t: np.ndarray) -> np.ndarray:
+        """Closed-form variance for validated values ``t``."""
+
+    def bias(self, t) -> np.ndarray:
+        """``E[t* | t] - t``: zero, the mechanisms are unbiased (up to snapping, at most ``2**-21``)."""
+        return np.zeros_like(check_unit_values(t))
+
+    @property
+    @abstractmethod
+    def output_bounds(self) -> tuple[float, float]:
+        """Range ``(low, high)`` of each report coordinate (``±inf`` if unbounded)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class IdentityMechanism(Mechanism):
+    """No perturbation: the bypass for non-private runs (``epsilon = inf``).
+
+    ``privatize`` returns a float64 copy of ``t``; the variance is zero. Built by
+    :func:`make_mechanism` when ``epsilon`` is ``math.inf``; it gives no privacy at all.
+    """
+
+    epsilon: float = math.inf
+
+    def __post_init__(self):
+        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, Real):
+            raise TypeError(f"epsilon must be a real number, got {self.epsilon!r}")
+        if self.epsilon != math.inf:
+            raise ConfigError(f"IdentityMechanism is only for epsilon = inf, got {self.epsilon!r}; "
+                              "use make_mechanism(name, epsilon=..., d=...) for a private mechanism")
+        object.__setattr__(self, "epsilon", math.inf)
+        object.__setattr__(self, "d", check_positive_int(self.d, name="d"))
+
+    def privatize(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        check_rng(rng)
+        return np.array(_unit_float64(self._rows(t), "t"), dtype=np.float64, copy=True)
+
+    def _sample_block(self, t, rng, out):  # pragma: no cover - privatize is overridden
+        out[...] = t
+
+    def _variance(self, t):
+        return np.zeros_like(t)
+
+    @property
+    def output_bounds(self) -> tuple[float, float]:
+        return (-1.0, 1.0)
+
+
+def estimate_mean(reports: np.ndarray) -> np.ndarray:
+    """The aggregator's unbiased estimate of the mean row in t-space: the column mean (SPEC §0).
+
+    Parameters
+    ----------
+    reports : ndarray of shape (n, d), n >= 1
+        Reports from :meth:`Mechanism.privatize` (from any number of owners, concatenated).
+
+    Returns
+    -------
+    ndarray of shape (d,)
+        ``MSE = (1/n^2) sum_i V(t_i)`` per coordinate.
+    """
+    arr = np.asarray(reports)
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"reports must be a real-valued array, got dtype {arr.dtype}")
+    arr = np.asarray(arr, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[0] == 0:
+        raise ConfigError(f"reports must have shape (n >= 1, d), got {arr.shape}")
+    mean = arr.mean(axis=0)
+    if not np.all(np.isfinite(mean)):
+        raise ConfigError("reports contain NaN or infinite values; they cannot come from a mechanism here")
+    return mean
+
+
+def make_mechanism(name: str, *, epsilon: float, d: int) -> Mechanism:
+    """Build a row-level ε-LDP mechanism by name.
+
+    Parameters
+    ----------
+    name : {"pm", "duchi", "laplace"}
+        ``"pm"``: :class:`PiecewiseMultidim` (Wang et al. Alg. 4, SPEC §3.2);
+        ``"duchi"``: :class:`DuchiMultidim` (Alg. 3, SPEC §2.2);
+        ``"laplace"``: :class:`LaplaceMechanism` (ε/d per coordinate, SPEC §1).
+    epsilon : float
+        Budget for a whole row, > 0. ``math.inf`` returns :class:`IdentityMechanism` (no privacy).
+    d : int
+        Coordinates per row.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"mechanism name must be a str, one of {MECHANISMS}, got {name!r}")
+    if name not in MECHANISMS:
+        raise ConfigError(f"unknown mechanism {name!r}; choose one of {MECHANISMS}")
+    if isinstance(epsilon, Real) and not isinstance(epsilon, bool) and float(epsilon) == math.inf:
+        return IdentityMechanism(d=d)
+    # Imported here: the mechanism modules import this one.
+    if name == "pm":
+        from privfed.common.mechanisms.piecewise import PiecewiseMultidim
+        return PiecewiseMultidim(epsilon=epsilon, d=d)
+    if name == "duchi":
+        from privfed.common.mechanisms.duchi import DuchiMultidim
+        return DuchiMultidim(epsilon=epsilon, d=d)
+    from privfed.common.mechanisms.laplace import LaplaceMechanism
+    return LaplaceMechanism(epsilon=epsilon, d=d)

@@ -1,0 +1,342 @@
+"""Piecewise Mechanism, Hybrid Mechanism and Algorithm 4 for d dimensions (SPEC §3).
+
+Wang et al., ICDE 2019: PM is §III-B / Algorithm 2, HM is §III-C, the d-dimensional
+sampling scheme is §IV / Algorithm 4.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from privfed.common.errors import ConfigError
+from privfed.common.mechanisms.base import BLOCK_VALUES, SNAP_BITS, SNAP_STEP, Mechanism, snap_up
+from privfed.common.mechanisms.duchi import duchi_constant, duchi_from_uniform
+
+#: HM threshold eps* = ln((-5 + 2 cbrt(6353 - 405 sqrt 241) + 2 cbrt(6353 + 405 sqrt 241)) / 27).
+HM_EPSILON_STAR = 0.6093524930273093
+
+BASES = ("pm", "hm")
+
+#: Above this the tail mass of PM (about e^-eps/2) is far below the 2^-53 resolution of a
+#: uniform draw; the sampler uses this value to keep its constants finite.
+_SAMPLER_EPS_CAP = 700.0
+
+
+def _exp(x: float) -> float:
+    return math.exp(x) if x < 709.0 else math.inf
+
+
+# --- PM (Algorithm 2, SPEC §3.1) --------------------------------------------------------
+
+def pm_constant(epsilon: float) -> float:
+    """``C = (e^(eps/2) + 1)/(e^(eps/2) - 1) = coth(eps/4)``: PM outputs lie in ``[-C, C]``."""
+    return 1.0 / math.tanh(epsilon / 4.0)
+
+
+def pm_variance(t, epsilon: float):
+    """``V(t) = t^2/(e^(eps/2) - 1) + (e^(eps/2) + 3)/(3 (e^(eps/2) - 1)^2)`` (SPEC §3.1), stable form."""
+    g = 1.0 / math.expm1(epsilon / 2.0) if epsilon < 1400.0 else 0.0
+    e = math.exp(-epsilon / 2.0)
+    return t * t * g + g * (1.0 + 3.0 * e) / (3.0 * (1.0 - e))
+
+
+def pm_from_uniform(t: np.ndarray, u: np.ndarray, epsilon: float, scale: float = 1.0) -> np.ndarray:
+    """Turn uniforms ``u`` (in place) into ``snap(scale * PM(t, epsilon))``; one uniform per value.
+
+    Exact inverse CDF of the PM output density: with the left-tail line ``y1 = s U - C``,
+    the centre line ``y2 = l(t) + a (U - L(t))`` and the right-tail line
+    ``y3 = C - s (1 - U)`` (``s`` the tail slope, ``a`` the centre slope, ``L(t)`` the left
+    tail mass), the inverse CDF is their median ``max(min(y1, y2), y3)``: the tails are
+    steeper than the centre and ``y3 < y1``. The outputs are then scaled and snapped to
+    the ``2**-20`` grid (SPEC §12).
+    """
+    eps = min(epsilon, _SAMPLER_EPS_CAP)
+    c = pm_constant(eps)
+    h = math.exp(eps / 2.0)
+    p_centre = h / (h + 1.0)
+    slope_tail = (c + 1.0) * (h + 1.0)            # (C + 1) / (1 - P_centre)
+    slope_centre = (c - 1.0) / p_centre           # = slope_tail * e^-eps
+    shrink = 1.0 - math.exp(-eps)                 # 1 - a/s
+    c1 = shrink * (c + 1.0) / 2.0                 # y2 = a U + c1 t + c0
+    c0 = -shrink * (c - 1.0) / 2.0 - c * math.exp(-eps)
+    centre = t * c1
+    centre += c0
+    tmp = u * slope_centre
+    centre += tmp                                 # y2
+    u *= slope_tail
+    u -= c                                        # y1
+    np.minimum(u, centre, out=centre)
+    u += 2.0 * c - slope_tail                     # y3
+    np.maximum(u, centre, out=u)
+    u *= scale * 2.0 ** SNAP_BITS
+    np.rint(u, out=u)
+    u *= SNAP_STEP
+    return u
+
+
+@dataclass(frozen=True, kw_only=True)
+class PiecewiseMechanism(Mechanism):
+    """Piecewise Mechanism of Wang et al. (ICDE 2019, §III-B, Algorithm 2; SPEC §3.1), per coordinate.
+
+    With ``C = (e^(eps/2) + 1)/(e^(eps/2) - 1)``, ``l(t) = (C + 1) t / 2 - (C - 1)/2`` and
+    ``r(t) = l(t) + C - 1``, the output density is ``p`` on ``[l, r]`` and ``p / e^eps`` on the
+    rest of ``[-C, C]``, ``p = (e^eps - e^(eps/2)) / (2 e^(eps/2) + 2)``. Unbiased;
+    ``V(t) = t^2/(e^(eps/2) - 1) + (e^(eps/2) + 3)/(3 (e^(eps/2) - 1)^2)``.
+
+    Each coordinate gets the full ``epsilon``: a building block (``d * epsilon``-LDP for a
+    row). For rows use :class:`PiecewiseMultidim` (Algorithm 4).
+
+    Parameters
+    ----------
+    epsilon : float
+        Budget of each coordinate, finite and > 0.
+    d : int, default 1
+        Coordinates per row.
+
+    Notes
+    -----
+    Sampler: one uniform per value through the exact inverse CDF (:func:`pm_from_uniform`);
+    the SPEC's two-uniform recipe gives the same distribution.
+
+    Floating point (SPEC §12, Mironov CCS 2012): outputs are snapped to the grid ``2**-20``
+    after sampling; this moves a value by at most ``2**-21`` (the only bias), and may put the
+    extreme outputs on ``±snap_up(C)`` (:attr:`output_bounds`). Snapping is post-processing,
+    so the ε-ratio of the exact mechanism carries over, up to the ``2^-53`` resolution of the
+    uniforms (relative error ~``2^-33 e^eps`` per grid cell).
+
+    References
+    ----------
+    .. [W19] N. Wang, X. Xiao, Y. Yang, J. Zhao, S. C. Hui, H. Shin, J. Shin, G. Yu,
+       "Collecting and analyzing multidimensional data with local differential privacy",
+       ICDE 2019.
+    .. [M12] I. Mironov, "On significance of the least significant bits for differential
+       privacy", CCS 2012.
+    """
+
+    d: int = 1
+
+    @property
+    def constant(self) -> float:
+        """``C(epsilon)``."""
+        return pm_constant(self.epsilon)
+
+    @property
+    def p(self) -> float:
+        """Density on the centre piece ``[l(t), r(t)]``."""
+        h = _exp(self.epsilon / 2.0)
+        return 0.5 * h * math.tanh(self.epsilon / 4.0)
+
+    @property
+    def p_centre(self) -> float:
+        """Probability of the centre piece, ``e^(eps/2) / (e^(eps/2) + 1)``."""
+        return 1.0 / (1.0 + math.exp(-self.epsilon / 2.0))
+
+    def centre_interval(self, t):
+        """``(l(t), r(t))`` for values ``t``."""
+        c = self.constant
+        left = (c + 1.0) / 2.0 * np.asarray(t, dtype=np.float64) - (c - 1.0) / 2.0
+        return left, left + c - 1.0
+
+    def _sample_block(self, t, rng, out):
+        rng.random(out=out)
+        pm_from_uniform(t, out, self.epsilon)
+
+    def _variance(self, t):
+        return pm_variance(t, self.epsilon)
+
+    @property
+    def output_bounds(self) -> tuple[float, float]:
+        c = snap_up(self.constant)
+        return (-c, c)
+
+
+# --- HM (§III-C, SPEC §3.3) ------------------------------------------------------------
+
+def hm_alpha(epsilon: float) -> float:
+    """Probability of the PM branch: ``1 - e^(-eps/2)`` if ``eps > eps*``, else 0."""
+    return -math.expm1(-epsilon / 2.0) if epsilon > HM_EPSILON_STAR else 0.0
+
+
+def hm_variance(t, epsilon: float):
+    """``alpha V_PM(t) + (1 - alpha)(C_D^2 - t^2)``; constant in ``t`` for ``eps > eps*``."""
+    alpha = hm_alpha(epsilon)
+    return alpha * pm_variance(t, epsilon) + (1.0 - alpha) * (duchi_constant(epsilon) ** 2 - t * t)
+
+
+def hm_bound(epsilon: float, scale: float = 1.0) -> float:
+    """Largest ``|scale * HM(t)|``: the snapped PM bound if the PM branch is used, else ``scale C_D``."""
+    duchi = scale * duchi_constant(epsilon)
+    return max(snap_up(scale * pm_constant(epsilon)), duchi) if hm_alpha(epsilon) > 0 else duchi
+
+
+def sample_hm(t: np.ndarray, epsilon: float, rng: np.random.Generator, out: np.ndarray, scale: float = 1.0):
+    """Write ``scale * HM(t, epsilon)`` into ``out``: PM values snapped, Duchi values exact. Two uniforms per value."""
+    rng.random(out=out)
+    duchi = duchi_from_uniform(t, out.copy(), epsilon, scale)
+    alpha = hm_alpha(epsilon)
+    if alpha == 0.0:
+        out[...] = duchi
+        return out
+    pm_from_uniform(t, out, epsilon, scale)
+    use_duchi = rng.random(out.shape) >= alpha
+    np.copyto(out, duchi, where=use_duchi)
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class HybridMechanism(Mechanism):
+    """Hybrid Mechanism of Wang et al. (ICDE 2019, §III-C; SPEC §3.3), per coordinate.
+
+    With probability ``alpha = 1 - e^(-eps/2)`` (if ``eps > eps* = 0.60935...``, else 0) output
+    PM(t, eps), otherwise Duchi-1D(t, eps). Unbiased; for ``eps > eps*`` the variance is
+    constant in ``t``: ``(e^(eps/2) + 3)/(3 e^(eps/2)(e^(eps/2) - 1)) + (e^eps + 1)^2/(e^(eps/2)(e^eps - 1)^2)``.
+    Each coordinate gets the full ``epsilon`` (a building block, like :class:`PiecewiseMechanism`).
+
+    Notes
+    -----
+    Two uniforms per value (branch and value). PM outputs are snapped to ``2**-20``
+    (SPEC §12); the Duchi outputs ``±C_D`` are two constants and are left exact.
+
+    References
+    ----------
+    .. [W19] N. Wang et al., "Collecting and analyzing multidimensional data with local
+       differential privacy", ICDE 2019, §III-C.
+    """
+
+    d: int = 1
+
+    @property
+    def alpha(self) -> float:
+        return hm_alpha(self.epsilon)
+
+    def _sample_block(self, t, rng, out):
+        sample_hm(t, self.epsilon, rng, out)
+
+    def _variance(self, t):
+        return hm_variance(t, self.epsilon)
+
+    @property
+    def output_bounds(self) -> tuple[float, float]:
+        c = hm_bound(self.epsilon)
+        return (-c, c)
+
+
+# --- Algorithm 4 (§IV, SPEC §3.2) -------------------------------------------------------
+
+def sample_subsets(m: int, d: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """``m`` independent uniform ``k``-subsets of ``range(d)``, as an (m, k) index array.
+
+    Floyd's algorithm for small ``k`` (``k`` draws per row, O(k^2) checks); for ``k > 16``
+    the ``k`` smallest of ``d`` uniform keys. Both are exactly uniform over k-subsets.
+    """
+    if k > 16:
+        keys = rng.random((m, d))
+        return np.argpartition(keys, k - 1, axis=1)[:, :k]
+    chosen = np.empty((m, k), dtype=np.intp)
+    for i, j in enumerate(range(d - k, d)):
+        r = rng.integers(0, j + 1, size=m)
+        if i:
+            r = np.where((chosen[:, :i] == r[:, None]).any(axis=1), j, r)
+        chosen[:, i] = r
+    return chosen
+
+
+@dataclass(frozen=True, kw_only=True)
+class PiecewiseMultidim(Mechanism):
+    """Algorithm 4 of Wang et al. (ICDE 2019, §IV; SPEC §3.2): ε-LDP for a whole row of ``[-1, 1]^d``.
+
+    ``k = max(1, min(d, floor(eps / 2.5)))``. Each row draws ``k`` distinct coordinates
+    uniformly, independently of the data; each drawn ``j`` reports
+    ``(d/k) * PM(t_j, eps/k)`` (or HM), the others report 0. Unbiased with
+    ``V_j(t) = (d/k) V_{eps/k}(t_j) + (d/k - 1) t_j^2``; ε-LDP by composition over the ``k``
+    attributes. (A bug seen in public code passes ``eps`` instead of ``eps/k`` to each
+    attribute, which spends ``k * eps``.)
+
+    Parameters
+    ----------
+    epsilon : float
+        Budget for a whole row, finite and > 0.
+    d : int
+        Coordinates per row.
+    base : {"pm", "hm"}, default "pm"
+        One-dimensional mechanism for the drawn attributes: PM (Algorithm 2) or HM.
+
+    Notes
+    -----
+    Randomness per row: ``k`` integers for the subset (:func:`sample_subsets`) and ``k``
+    uniforms (PM) or ``2k`` (HM). Non-zero reports are ``(d/k) PM``, snapped to ``2**-20``
+    *after* scaling (SPEC §12; bias at most ``2**-21``); the zeros are exact.
+
+    References
+    ----------
+    .. [W19] N. Wang et al., "Collecting and analyzing multidimensional data with local
+       differential privacy", ICDE 2019, Algorithms 2 and 4.
+    """
+
+    base: str = "pm"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not isinstance(self.base, str):
+            raise TypeError(f"base must be a str, one of {BASES}, got {self.base!r}")
+        if self.base not in BASES:
+            raise ConfigError(f"base must be one of {BASES}, got {self.base!r}")
+
+    @property
+    def k(self) -> int:
+        """Number of attributes each row reports."""
+        return max(1, min(self.d, math.floor(self.epsilon / 2.5)))
+
+    @property
+    def attribute_epsilon(self) -> float:
+        """Budget of each reported attribute, ``epsilon / k``."""
+        return self.epsilon / self.k
+
+    @property
+    def scale(self) -> float:
+        return self.d / self.k
+
+    def _base_sample(self, t, rng, out):
+        if self.base == "pm":
+            rng.random(out=out)
+            pm_from_uniform(t, out, self.attribute_epsilon, self.scale)
+        else:
+            sample_hm(t, self.attribute_epsilon, rng, out, self.scale)
+
+    def _new_output(self, n: int) -> np.ndarray:
+        # Zeroed pages from the allocator; the blocks only write the k reported values.
+        return np.zeros((n, self.d), dtype=np.float64)
+
+    def _block_rows(self) -> int:
+        # Only k values per row are sampled, so blocks can hold more rows than for the other
+        # mechanisms (less per-block overhead) while the (rows, d) slice of t that is checked
+        # stays in cache (2 MB).
+        return max(1, (4 * BLOCK_VALUES) // self.d)
+
+    def _sample_block(self, t, rng, out):
+        m, d = out.shape
+        k = self.k
+        if k == d:
+            self._base_sample(t, rng, out)
+            return
+        flat = sample_subsets(m, d, k, rng)
+        flat += (np.arange(m, dtype=np.intp) * d)[:, None]   # index into the flattened block
+        values = np.empty((m, k), dtype=np.float64)
+        t = t if t.flags.c_contiguous else np.ascontiguousarray(t)
+        self._base_sample(np.take(t.reshape(-1), flat), rng, values)
+        np.put(out.reshape(-1), flat, values)                 # the other coordinates stay 0
+
+    def _variance(self, t):
+        base = pm_variance(t, self.attribute_epsilon) if self.base == "pm" else hm_variance(t, self.attribute_epsilon)
+        return self.scale * base + (self.scale - 1.0) * t * t
+
+    @property
+    def output_bounds(self) -> tuple[float, float]:
+        if self.base == "pm":
+            c = snap_up(self.scale * pm_constant(self.attribute_epsilon))
+        else:
+            c = hm_bound(self.attribute_epsilon, self.scale)
+        return (-c, c)
