@@ -42,16 +42,9 @@ def _check_shape(owner: LocalOwner, spec) -> None:
         raise ConfigError(f"task says {spec.n_classes} classes, owner holds label {int(owner.y.max())}")
 
 
-def _clip_count(owner: LocalOwner, spec) -> None:
-    _, moved = spec.bounds.clip(owner.X)
-    if moved:
-        log.info("owner %s: %d value(s) outside the public bounds clipped", owner.owner_id, moved)
-
-
 def compute_share(owner: LocalOwner, spec):
     """The perturbed share for one task (pure computation; nothing is released here)."""
     _check_shape(owner, spec)
-    _clip_count(owner, spec)
     if isinstance(spec, NccShareTask):
         mechanism = make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=spec.bounds.d)
         label_rr = (KaryRandomizedResponse(epsilon=spec.label_epsilon, n_classes=spec.n_classes)
@@ -75,6 +68,7 @@ def handle_batch(tasks: list[Task], owners: dict[str, LocalOwner], ledger: Ledge
     """Answer ``tasks``; every released share is debited (and committed) before this returns."""
     results: dict[str, Result] = {}
     shares: dict[str, object] = {}
+    clipped = 0
     for task in tasks:
         owner = owners.get(task.owner_id)
         try:
@@ -82,12 +76,15 @@ def handle_batch(tasks: list[Task], owners: dict[str, LocalOwner], ledger: Ledge
                 raise ConfigError(f"owner {task.owner_id!r} is not hosted by this node")
             ledger.check(task.owner_id, task.spec.total_epsilon)
             shares[task.task_id] = compute_share(owner, task.spec)
+            clipped += task.spec.bounds.clip(owner.X)[1]
         except BudgetExceeded as exc:
             log.warning("refusing task %s: %s", task.task_id, exc)
             results[task.task_id] = Result(task.task_id, task.owner_id, Refusal("budget_exceeded", str(exc)))
         except (ConfigError, ValueError) as exc:
             log.warning("invalid task %s: %s", task.task_id, exc)
             results[task.task_id] = Result(task.task_id, task.owner_id, Refusal("invalid_task", str(exc)))
+    if clipped:
+        log.info("%d value(s) outside the public bounds clipped for %d task(s)", clipped, len(tasks))
     to_debit = [t for t in tasks if t.task_id in shares]
     outcomes = ledger.debit_many([Debit(t.owner_id, t.spec.total_epsilon, 0.0, _purpose(t), t.task_id)
                                   for t in to_debit])

@@ -27,7 +27,9 @@ from privfed.proto.transport import (
 log = logging.getLogger("privfed.owner")
 
 _RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
-CHUNK = 200  # tasks answered per PushResults: keeps messages small and the node visibly alive
+CHUNK = 200          # at most this many results per PushResults: keeps messages small
+PUSH_EVERY = 1.0     # seconds: push at least this often during long work so the node stays visibly alive
+BATCH = 16           # tasks computed and debited together (one ledger transaction)
 
 
 class ConnectError(RuntimeError):
@@ -88,6 +90,19 @@ class OwnerNode:
                 raise
         self._unsent = []
 
+    def _answer(self, stub, tasks) -> None:
+        ready, last_push = [], time.monotonic()
+        for start in range(0, len(tasks), BATCH):
+            if self.stop_event.is_set():
+                log.info("stopping: %d task(s) left unanswered, nothing released for them", len(tasks) - start)
+                break
+            ready += handle_batch(tasks[start:start + BATCH], self._owners, self._ledger)
+            if len(ready) >= CHUNK or time.monotonic() - last_push >= PUSH_EVERY:
+                self._push(stub, ready)
+                ready, last_push = [], time.monotonic()
+        if ready:
+            self._push(stub, ready)
+
     def run(self) -> int:
         """Serve until the coordinator says the job is over (0) or SIGTERM (0)."""
         with self._channel() as channel:
@@ -109,10 +124,6 @@ class OwnerNode:
                 if reply.shutdown:
                     log.info("coordinator ended the job; node %s exits", self.node_id)
                     return 0
-                tasks = [serde.task_from_proto(t) for t in reply.tasks]
-                for start in range(0, len(tasks), CHUNK):
-                    if self.stop_event.is_set():
-                        break
-                    self._push(stub, handle_batch(tasks[start:start + CHUNK], self._owners, self._ledger))
+                self._answer(stub, [serde.task_from_proto(t) for t in reply.tasks])
             log.info("node %s stopping on request", self.node_id)
             return 0

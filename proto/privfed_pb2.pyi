@@ -14,6 +14,16 @@ class Matrix(_message.Message):
     data: bytes
     def __init__(self, shape: _Optional[_Iterable[int]] = ..., data: _Optional[bytes] = ...) -> None: ...
 
+class Reports(_message.Message):
+    __slots__ = ("shape", "grid_bits", "data")
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    GRID_BITS_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    grid_bits: int
+    data: bytes
+    def __init__(self, shape: _Optional[_Iterable[int]] = ..., grid_bits: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
 class OwnerInfo(_message.Message):
     __slots__ = ("owner_id", "n_rows")
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -114,15 +124,15 @@ class NccShare(_message.Message):
     __slots__ = ("reports", "labels")
     REPORTS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
-    reports: Matrix
+    reports: Reports
     labels: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, reports: _Optional[_Union[Matrix, _Mapping]] = ..., labels: _Optional[_Iterable[int]] = ...) -> None: ...
+    def __init__(self, reports: _Optional[_Union[Reports, _Mapping]] = ..., labels: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class LrShare(_message.Message):
     __slots__ = ("reports",)
     REPORTS_FIELD_NUMBER: _ClassVar[int]
-    reports: Matrix
-    def __init__(self, reports: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+    reports: Reports
+    def __init__(self, reports: _Optional[_Union[Reports, _Mapping]] = ...) -> None: ...
 
 class Result(_message.Message):
     __slots__ = ("task_id", "owner_id", "refusal", "ncc_share", "lr_share")

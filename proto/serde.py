@@ -42,6 +42,30 @@ def matrix_from_proto(m: pb.Matrix) -> np.ndarray:
     return np.frombuffer(m.data, dtype="<f8").reshape(shape).astype(np.float64)
 
 
+GRID_BITS = 20          # the mechanisms' snapping grid 2^-20 (SPEC §12)
+_GRID_LIMIT = 2.0 ** 62
+
+
+def reports_to_proto(a: np.ndarray) -> pb.Reports:
+    """Perturbed reports as int64 indices on the 2^-20 grid (exact for snapped outputs)."""
+    scaled = np.rint(np.asarray(a, dtype=np.float64) * 2.0 ** GRID_BITS)
+    if not np.all(np.isfinite(scaled)) or np.any(np.abs(scaled) >= _GRID_LIMIT):
+        raise ConfigError("reports must be finite and below 2^42 in magnitude to go on the wire")
+    return pb.Reports(shape=list(scaled.shape), grid_bits=GRID_BITS, data=scaled.astype("<i8").tobytes())
+
+
+def reports_from_proto(m: pb.Reports) -> np.ndarray:
+    shape = tuple(int(s) for s in m.shape)
+    size = math.prod(shape) if shape else 0
+    if size > MAX_MATRIX_VALUES:
+        raise RemoteProtocolError(f"reports of shape {shape} exceed {MAX_MATRIX_VALUES} values")
+    if len(m.data) != 8 * size:
+        raise RemoteProtocolError(f"reports of shape {shape} need {8 * size} bytes, got {len(m.data)}")
+    if m.grid_bits != GRID_BITS:
+        raise RemoteProtocolError(f"reports on grid 2^-{m.grid_bits}, expected 2^-{GRID_BITS}")
+    return np.frombuffer(m.data, dtype="<i8").reshape(shape).astype(np.float64) * 2.0 ** -GRID_BITS
+
+
 def bounds_to_proto(b: Bounds) -> pb.Matrix:
     return matrix_to_proto(np.stack([b.lo, b.hi]))
 
@@ -109,10 +133,10 @@ def result_to_proto(r: Result) -> pb.Result:
     if isinstance(p, Refusal):
         msg.refusal.CopyFrom(pb.Refusal(code=p.code, message=p.message))
     elif isinstance(p, NccShareReply):
-        msg.ncc_share.CopyFrom(pb.NccShare(reports=matrix_to_proto(p.reports),
+        msg.ncc_share.CopyFrom(pb.NccShare(reports=reports_to_proto(p.reports),
                                            labels=np.asarray(p.labels, dtype=np.int64).tolist()))
     elif isinstance(p, LrShareReply):
-        msg.lr_share.CopyFrom(pb.LrShare(reports=matrix_to_proto(p.reports)))
+        msg.lr_share.CopyFrom(pb.LrShare(reports=reports_to_proto(p.reports)))
     else:
         raise TypeError(f"no wire form for payload {type(p).__name__}")
     return msg
@@ -126,13 +150,13 @@ def result_from_proto(m: pb.Result) -> Result:
         except ConfigError as exc:
             raise RemoteProtocolError(str(exc)) from exc
     elif kind == "ncc_share":
-        reports = matrix_from_proto(m.ncc_share.reports)
+        reports = reports_from_proto(m.ncc_share.reports)
         labels = np.asarray(m.ncc_share.labels, dtype=np.int64)
         if reports.ndim != 2 or reports.shape[0] != labels.shape[0]:
             raise RemoteProtocolError(f"ncc share: {reports.shape} reports for {labels.shape[0]} labels")
         payload = NccShareReply(reports=reports, labels=labels)
     elif kind == "lr_share":
-        payload = LrShareReply(reports=matrix_from_proto(m.lr_share.reports))
+        payload = LrShareReply(reports=reports_from_proto(m.lr_share.reports))
     else:
         raise RemoteProtocolError(f"result for task {m.task_id!r} has no known kind ({kind!r})")
     return Result(task_id=m.task_id, owner_id=m.owner_id, payload=payload)

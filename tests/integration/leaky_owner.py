@@ -1,27 +1,29 @@
 """Positive control for the wire-capture test: an owner node that deliberately sends one raw
-row of its data in place of a perturbed share. Test-only; never shipped in the package."""
+row of its data to the coordinator (as the rows of a Predict call, uncleaned) right after it
+registers. Test-only; never shipped in the package."""
 
 import sys
 
-import numpy as np
+import grpc
 
-from privfed.common.messages import NccShareReply
 from privfed.deploy import cli
-from privfed.owner import handlers
+from privfed.owner.node import OwnerNode
+from privfed.proto import privfed_pb2 as pb
+from privfed.proto.serde import matrix_to_proto
 
-_honest = handlers.compute_share
-
-
-def _leak_one_row(owner, spec):
-    share = _honest(owner, spec)
-    if isinstance(share, NccShareReply):
-        reports = share.reports.copy()
-        reports[0] = owner.X[0]  # a raw row, in data space, as float64
-        return NccShareReply(reports=reports, labels=share.labels)
-    return share
+_honest_register = OwnerNode._register
 
 
-handlers.compute_share = _leak_one_row
+def _register_then_leak(self, stub):
+    _honest_register(self, stub)
+    owner = next(iter(self._owners.values()))
+    try:
+        stub.Predict(pb.PredictRequest(model_id="leak", rows=matrix_to_proto(owner.X[:1])), timeout=5)
+    except grpc.RpcError:
+        pass  # no such model: the bytes have crossed the wire all the same
+
+
+OwnerNode._register = _register_then_leak
 
 if __name__ == "__main__":
     sys.exit(cli.main(sys.argv[1:]))

@@ -57,15 +57,28 @@ def test_task_roundtrip(spec):
 @pytest.mark.parametrize("payload", [
     Refusal("budget_exceeded", "owner o1: 2 > 1"),
     NccShareReply(reports=np.arange(6.0).reshape(2, 3), labels=np.array([0, 2])),
-    LrShareReply(reports=np.linspace(-1, 1, 8).reshape(1, 8)),
+    LrShareReply(reports=np.linspace(-1, 1, 9)[:8].reshape(1, 8)),
 ])
 def test_result_roundtrip(payload):
     back = roundtrip(serde.result_to_proto, serde.result_from_proto, Result("t9", "o3", payload))
     assert type(back.payload) is type(payload)
     if isinstance(payload, Refusal):
         assert back.payload == payload
-    else:
+    else:  # values on the 2^-20 grid travel exactly
         np.testing.assert_array_equal(back.payload.reports, payload.reports)
+
+
+def test_reports_are_rounded_to_the_grid_and_exact_on_it(rng):
+    on_grid = np.rint(rng.standard_normal((4, 5)) * 2**20) / 2**20 * 100
+    back = serde.reports_from_proto(serde.reports_to_proto(on_grid))
+    np.testing.assert_array_equal(back, on_grid)
+    off_grid = rng.standard_normal(10)
+    assert np.max(np.abs(serde.reports_from_proto(serde.reports_to_proto(off_grid)) - off_grid)) <= 2.0**-21
+
+
+def test_non_finite_reports_cannot_be_sent():
+    with pytest.raises(ValueError, match="finite"):
+        serde.reports_to_proto(np.array([1.0, np.inf]))
 
 
 def test_matrix_with_wrong_byte_count_is_rejected():
