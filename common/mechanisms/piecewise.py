@@ -40,7 +40,7 @@ def pm_variance(t, epsilon: float):
     """``V(t) = t^2/(e^(eps/2) - 1) + (e^(eps/2) + 3)/(3 (e^(eps/2) - 1)^2)`` (SPEC §3.1), stable form."""
     g = 1.0 / math.expm1(epsilon / 2.0) if epsilon < 1400.0 else 0.0
     e = math.exp(-epsilon / 2.0)
-    return t * t * g + g * (1.0 + 3.0 * e) / (3.0 * (1.0 - e))
+    return t * t * g + g * (1.0 + 3.0 * e) / (-3.0 * math.expm1(-epsilon / 2.0))
 
 
 def pm_from_uniform(t: np.ndarray, u: np.ndarray, epsilon: float, scale: float = 1.0) -> np.ndarray:
@@ -59,7 +59,7 @@ def pm_from_uniform(t: np.ndarray, u: np.ndarray, epsilon: float, scale: float =
     p_centre = h / (h + 1.0)
     slope_tail = (c + 1.0) * (h + 1.0)            # (C + 1) / (1 - P_centre)
     slope_centre = (c - 1.0) / p_centre           # = slope_tail * e^-eps
-    shrink = 1.0 - math.exp(-eps)                 # 1 - a/s
+    shrink = -math.expm1(-eps)                    # 1 - a/s
     c1 = shrink * (c + 1.0) / 2.0                 # y2 = a U + c1 t + c0
     c0 = -shrink * (c - 1.0) / 2.0 - c * math.exp(-eps)
     centre = t * c1
