@@ -26,16 +26,20 @@ def accuracy(model, test) -> float:
     return float(np.mean(model.predict(test.X) == test.y))
 
 
-@pytest.mark.parametrize("task,n_owners", [("ncc", 60), ("lr", 4)])
-def test_epsilon_inf_matches_non_private_reference(tmp_path, task, n_owners):
-    train, test = split()
+@pytest.mark.parametrize("task,n_owners,n_samples", [("ncc", 60, 600), ("lr", 2, 2000)])
+def test_epsilon_inf_matches_non_private_reference(tmp_path, task, n_owners, n_samples):
+    """ε = ∞ bypasses the mechanism on the same code path. LR averages local models, which
+    matches a central fit when each owner holds enough rows (here 750)."""
+    train, test = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=n_samples)
+    dataset = ["--dataset", "synthetic", "--n-samples", str(n_samples), "--seed", "3", "--test-fraction", "0.25"]
     fed = Federation(tmp_path)
     try:
         half = n_owners // 2
-        fed.spawn("owner-0", n_owners=n_owners, shards=f"0:{half}", budget=math.inf)
-        fed.spawn("owner-1", n_owners=n_owners, shards=f"{half}:{n_owners}", budget=math.inf)
-        outcome = fed.run(make_strategy(task, mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds),
-                          n_owners)
+        fed.spawn("owner-0", n_owners=n_owners, shards=f"0:{half}", budget=math.inf, dataset=dataset)
+        fed.spawn("owner-1", n_owners=n_owners, shards=f"{half}:{n_owners}", budget=math.inf, dataset=dataset)
+        strategy = make_strategy(task, mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds,
+                                 param_bound=8.0)
+        outcome = fed.run(strategy, n_owners)
     finally:
         fed.close()
     assert outcome.answered == n_owners
@@ -43,24 +47,25 @@ def test_epsilon_inf_matches_non_private_reference(tmp_path, task, n_owners):
 
 
 def test_ncc_accuracy_rises_with_epsilon(tmp_path):
-    """Mean over seeds of PM-NCC accuracy rises over ε ∈ {0.5, 1, 2, 4, 8}."""
-    epsilons, seeds = [0.5, 1, 2, 4, 8], [11, 12]
+    """Mean over seeds of PM-NCC accuracy on digits rises over ε ∈ {0.5, 1, 2, 4, 8}: one
+    federation per seed whose owners hold a budget of Σε and release once per ε."""
+    epsilons, seeds = [0.5, 1, 2, 4, 8], [1, 2, 3]
     acc = np.zeros((len(seeds), len(epsilons)))
     for i, seed in enumerate(seeds):
-        dataset = ["--dataset", "synthetic", "--n-samples", "2000", "--seed", str(seed), "--test-fraction", "0.25"]
-        train, test = federation_split("synthetic", seed=seed, test_fraction=0.25, n_samples=2000)
-        for j, eps in enumerate(epsilons):
-            fed = Federation(tmp_path / f"s{seed}-eps{eps}")
-            try:
-                fed.spawn("owner-0", n_owners=1500, shards="0:1500", budget=eps, dataset=dataset)
-                outcome = fed.run(make_strategy("ncc", mechanism="pm", epsilon=eps, n_classes=2,
-                                                bounds=test.bounds), 1500)
-            finally:
-                fed.close()
-            acc[i, j] = accuracy(outcome.model, test)
+        dataset = ["--dataset", "digits", "--seed", str(seed), "--test-fraction", "0.25"]
+        _, test = federation_split("digits", seed=seed, test_fraction=0.25)
+        fed = Federation(tmp_path / f"seed{seed}")
+        try:
+            fed.spawn("owner-0", n_owners=400, shards="0:400", budget=sum(epsilons), dataset=dataset)
+            for j, eps in enumerate(epsilons):
+                outcome = fed.run(make_strategy("ncc", mechanism="pm", epsilon=eps, n_classes=10,
+                                                bounds=test.bounds), 400)
+                assert outcome.answered == 400
+                acc[i, j] = accuracy(outcome.model, test)
+        finally:
+            fed.close()
     mean = acc.mean(axis=0)
-    assert np.all(np.diff(mean) > -0.02), mean   # never falls by more than noise
-    assert mean[-1] - mean[0] > 0.05, mean        # and clearly rises overall
+    assert np.all(np.diff(mean) > 0), mean
 
 
 def test_round_completes_when_a_node_is_killed_mid_round(tmp_path):
