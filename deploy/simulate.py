@@ -47,17 +47,12 @@ def owner_command(args, *, node: int, shards: range, port: int, certs: Path | No
     return cmd
 
 
-def _spent(ledgers: list[Path], budget: float, ids: list[str]) -> dict[str, float]:
+def _spent(ledgers: list[Path], ranges: list[range], budget: float) -> dict[str, float]:
+    """ε spent per owner, read from each node's own ledger after the run."""
     spent = {}
-    for path in ledgers:
-        if path.exists():
-            ledger = Ledger(path, epsilon_budget=budget)
-            for oid in ids:
-                try:
-                    spent[oid] = ledger.spent(oid).epsilon
-                except Exception:  # an owner hosted elsewhere: not in this ledger file
-                    continue
-            ledger.close()
+    for path, shards in zip(ledgers, ranges):
+        with Ledger(path, epsilon_budget=budget) as ledger:
+            spent.update({owner_id(i): ledger.spent(owner_id(i)).epsilon for i in shards})
     return spent
 
 
@@ -95,8 +90,7 @@ def run_point(args, epsilon: float, run_dir: Path, certs: Path | None, test) -> 
             if p.poll() is None:
                 p.kill()
         server.stop()
-    ids = [owner_id(i) for i in range(args.owners)]
-    spent = _spent(ledgers, budget, ids)
+    spent = _spent(ledgers, ranges, budget)
     return {"epsilon": epsilon, "accuracy": accuracy, "owners": outcome.n_owners, "answered": outcome.answered,
             "refused": outcome.refused, "lost_nodes": outcome.lost_nodes, "timings": outcome.timings,
             "epsilon_spent": {"max": max(spent.values(), default=0.0), "min": min(spent.values(), default=0.0),

@@ -64,6 +64,9 @@ def plot_lines(path: str | Path, x, series: dict, *, xlabel: str, ylabel: str, t
         ax.errorbar(x, ys, yerr=err, marker="o", capsize=3 if err is not None else 0, label=name)
     if logx:
         ax.set_xscale("log")
+        finite = [v for v in x if math.isfinite(v)]
+        ax.set_xticks(finite, [f"{v:g}" for v in finite])
+        ax.minorticks_off()
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
