@@ -7,6 +7,7 @@ EXPERIMENTS = {
     "feddpdr-epsilon": "privfed.server.experiments.feddpdr",
     "feddpdr-n": "privfed.server.experiments.feddpdr",
     "feddpdr-uneven": "privfed.server.experiments.feddpdr",
+    "feddpdr-time": "privfed.server.experiments.feddpdr",
     "stump-hit-rate": "privfed.server.experiments.boosting",
     "bdt-error": "privfed.server.experiments.boosting",
     "boosted-ncc": "privfed.server.experiments.boosting",

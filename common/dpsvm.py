@@ -1,0 +1,371 @@
+"""Objective-perturbed Huber SVM and the FedDPDR-DPML pipeline (SPEC §8, §9).
+
+Seed paper 004 (Wang, Zhang, Liang, Wang, Liu, CMC 2024), Algorithm 3 ``DPDR-DPML`` (Eqs. 7-9), which
+is Algorithm 2 of Chaudhuri, Monteleoni, Sarwate, "Differentially private empirical risk minimization",
+JMLR 12 (2011), with the Huber hinge loss; epsilon-DP by their Theorem 9 under **replace-one**
+neighbouring, provided every row has ``||x|| <= 1``, labels are +-1 and the minimiser is exact.
+
+The seed states the hinge loss ``max(0, 1 - y x^T beta)``; Theorem 9 needs a twice-differentiable loss
+with ``|l''| <= c``, which is why Algorithm 3 (and this module) use the Huber hinge with h = 0.5, c = 1.
+
+Choices
+-------
+* **Intercept.** Theorem 9 regularises every coordinate, so there is no free intercept. One-vs-rest
+  models work on ``[x, 1] / sqrt(2)`` (:func:`add_bias_feature`): the constant feature carries the
+  bias, is regularised like the others, and the row norm stays <= 1.
+* **Multi-class.** One-vs-rest over K classes spends epsilon/K on each of the K binary problems
+  (sequential composition: they all read the same rows); for K = 2 a single binary problem gets the
+  whole epsilon. The per-problem epsilons are returned so a ledger can record them.
+* **Solver.** L-BFGS-B at ``gtol=1e-10`` (SPEC §8: the proof assumes the exact argmin), then
+  semi-smooth Newton steps when L-BFGS stops short (it does when large noise makes the objective
+  value too big for its line search to resolve); a result whose gradient is not below
+  ``GRADIENT_TOLERANCE`` (relative to the noise scale) raises instead of being released. The K one-vs-rest
+  problems are separable, so they are solved as one L-BFGS problem over the K x d matrix; its minimiser
+  is the tuple of the K minimisers.
+* ``epsilon=inf`` gives the non-private Huber SVM (b = 0, Delta = 0) through the same code.
+
+Floating point: the Gamma radius and Gaussian direction are numpy doubles (SPEC §12 applies); the
+released vector is an optimiser output, not the raw noise.
+
+References
+----------
+K. Chaudhuri, C. Monteleoni, A. D. Sarwate, "Differentially private empirical risk minimization",
+JMLR 12:1069-1109, 2011 (Algorithm 2, Theorem 9, Huber loss Eq. 7).
+O. Chapelle, "Training a support vector machine in the primal", Neural Computation 19(5), 2007.
+T. Wang et al., "Differentially private support vector machines with knowledge aggregation", CMC 78(3),
+2024 (seed 004: Algorithms 1 and 3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.optimize
+
+from privfed.common.bounds import Bounds
+from privfed.common.dppca import (
+    check_unit_rows,
+    clip_rows_to_unit_ball,
+    owner_pca_release,
+    scale_rows_to_unit_ball,
+)
+from privfed.common.errors import ConfigError, PrivfedError
+from privfed.common.rng import spawn
+from privfed.common.subspace import aggregate_subspaces, owner_weights, weighted_average
+
+HUBER_H = 0.5
+"""Huber hinge width, the seed's and Chapelle's (2007) typical value."""
+GRADIENT_TOLERANCE = 1e-7
+"""Largest ``|dJ/df_j| / (1 + max|b|/n)`` accepted at the returned point; L-BFGS-B is asked for 1e-10
+and a few Newton steps polish its result when it stops short."""
+
+
+def _check_positive(name: str, value, allow_inf: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    if not value > 0 or (value == math.inf and not allow_inf) or math.isnan(value):
+        allowed = "> 0 (inf for no privacy)" if allow_inf else "a finite number > 0"
+        raise ConfigError(f"{name} must be {allowed}, got {value}")
+    return value
+
+
+def huber_hinge(z: np.ndarray, h: float = HUBER_H) -> np.ndarray:
+    """Huber hinge (Chaudhuri et al. 2011, Eq. 7; SPEC §8): 0 for z > 1+h, (1+h-z)^2/(4h) for
+    |1-z| <= h, 1-z for z < 1-h."""
+    z = np.asarray(z, dtype=np.float64)
+    return np.where(z > 1 + h, 0.0, np.where(z < 1 - h, 1.0 - z, (1.0 + h - z) ** 2 / (4.0 * h)))
+
+
+def huber_hinge_derivative(z: np.ndarray, h: float = HUBER_H) -> np.ndarray:
+    """dl/dz: 0, -(1+h-z)/(2h), -1 on the three pieces; |l''| <= 1/(2h) = c."""
+    z = np.asarray(z, dtype=np.float64)
+    return np.where(z > 1 + h, 0.0, np.where(z < 1 - h, -1.0, -(1.0 + h - z) / (2.0 * h)))
+
+
+def privacy_adjustment(epsilon: float, n: int, lam: float, c: float = 1.0 / (2.0 * HUBER_H)) -> tuple[float, float]:
+    """``(eps', Delta)`` of Chaudhuri et al. Alg. 2 (seed 004 Alg. 3 lines 3-9; SPEC §8).
+
+    ``eps' = eps - log(1 + 2c/(n lam) + c^2/(n^2 lam^2))``; if ``eps' > 0`` then ``Delta = 0``, else
+    ``Delta = c/(n(e^{eps/4} - 1)) - lam`` and ``eps' = eps/2``. ``epsilon=inf`` gives ``(inf, 0)``.
+    """
+    epsilon = _check_positive("epsilon", epsilon, allow_inf=True)
+    lam = _check_positive("lam", lam)
+    c = _check_positive("c", c)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ConfigError(f"n must be a positive integer row count, got {n!r}")
+    if epsilon == math.inf:
+        return math.inf, 0.0
+    a = c / (n * lam)
+    eps_prime = epsilon - math.log1p(2.0 * a + a * a)
+    if eps_prime > 0:
+        return eps_prime, 0.0
+    return epsilon / 2.0, c / (n * math.expm1(epsilon / 4.0)) - lam
+
+
+def sample_b(d: int, eps_prime: float, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
+    """Noise with density proportional to ``exp(-(eps'/2) ||b||)`` on R^d (SPEC §8).
+
+    Direction ``g / ||g||`` with ``g ~ N(0, I_d)``; radius ``~ Gamma(shape=d, scale=2/eps')``.
+    Returns shape (d,), or (size, d) when ``size`` is given; zeros when ``eps' = inf``.
+    """
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+        raise ConfigError(f"d must be a positive integer, got {d!r}")
+    eps_prime = _check_positive("eps_prime", eps_prime, allow_inf=True)
+    shape = (d,) if size is None else (int(size), d)
+    if eps_prime == math.inf:
+        return np.zeros(shape)
+    g = rng.standard_normal(shape)
+    radius = rng.gamma(shape=d, scale=2.0 / eps_prime, size=shape[:-1])
+    return g / np.linalg.norm(g, axis=-1, keepdims=True) * np.asarray(radius)[..., None]
+
+
+def _joint(F_flat, X, Y, reg, B, h):
+    """Value and gradient of ``sum_k J_k(f_k)`` for K separable problems (F is K x d)."""
+    n = X.shape[0]
+    F = F_flat.reshape(B.shape)
+    Z = Y * (X @ F.T)
+    value = huber_hinge(Z, h).sum() / n + 0.5 * reg * np.sum(F * F) + np.sum(B * F) / n
+    grad = (X.T @ (huber_hinge_derivative(Z, h) * Y)).T / n + reg * F + B / n  # X^T G: BLAS-friendly order
+    return value, grad.ravel()
+
+
+def objective(f, X, y, lam, b, Delta, h: float = HUBER_H) -> float:
+    """``J(f) = (1/n) sum l(y_i f^T x_i) + (lam/2)||f||^2 + b^T f / n + (Delta/2)||f||^2`` (SPEC §8;
+    seed 004 Eq. 9 with theta = Delta)."""
+    f = np.asarray(f, dtype=np.float64)
+    X = np.asarray(X, dtype=np.float64)
+    return float(_joint(f, X, np.asarray(y, float)[:, None], lam + Delta, np.asarray(b, float)[None, :], h)[0])
+
+
+def objective_gradient(f, X, y, lam, b, Delta, h: float = HUBER_H) -> np.ndarray:
+    """``grad J = (1/n) sum l'(z_i) y_i x_i + (lam + Delta) f + b/n`` (SPEC §8)."""
+    f = np.asarray(f, dtype=np.float64)
+    X = np.asarray(X, dtype=np.float64)
+    return _joint(f, X, np.asarray(y, float)[:, None], lam + Delta, np.asarray(b, float)[None, :], h)[1]
+
+
+def _newton_polish(F, X, Y, reg, B, h, steps: int = 3) -> np.ndarray:
+    """Semi-smooth Newton steps from the L-BFGS point; the Hessian of problem k is
+    ``reg I + (1/(2h n)) X_a^T X_a`` over the rows in the quadratic band of the Huber hinge. On this
+    piecewise-quadratic objective a step is exact once the band is right; the best point is kept."""
+    n, d = X.shape
+    best, best_g = F, np.max(np.abs(_joint(F.ravel(), X, Y, reg, B, h)[1]))
+    for _ in range(steps):
+        grad = _joint(best.ravel(), X, Y, reg, B, h)[1].reshape(F.shape)
+        Z = Y * (X @ best.T)
+        step = np.empty_like(best)
+        for k in range(F.shape[0]):  # one d x d solve per one-vs-rest problem
+            Xa = X[np.abs(1.0 - Z[:, k]) <= h]
+            H = Xa.T @ Xa / (2.0 * h * n) + reg * np.eye(d)
+            step[k] = np.linalg.solve(H, grad[k])
+        candidate = best - step
+        g = np.max(np.abs(_joint(candidate.ravel(), X, Y, reg, B, h)[1]))
+        if not g < best_g:
+            break
+        best, best_g = candidate, g
+    return best
+
+
+def _minimise(X, Y, reg, B, h) -> np.ndarray:
+    """Exact minimiser of ``sum_k J_k``, or :class:`PrivfedError` (nothing is released).
+
+    The gradient tolerance is relative to the problem's scale ``1 + max|b|/n`` (the size of the
+    linear noise term): doubles resolve the objective, and so the gradient, only to that scale.
+    """
+    result = scipy.optimize.minimize(
+        _joint, np.zeros(B.size), args=(X, Y, reg, B, h), jac=True, method="L-BFGS-B",
+        options={"gtol": 1e-10, "ftol": 0.0, "maxiter": 20000, "maxcor": 20},
+    )
+    F = result.x.reshape(B.shape)
+    scale = 1.0 + float(np.max(np.abs(B))) / X.shape[0]
+    if np.max(np.abs(result.jac)) > 1e-10 * scale and np.all(np.isfinite(F)):
+        F = _newton_polish(F, X, Y, reg, B, h)
+    worst = float(np.max(np.abs(_joint(F.ravel(), X, Y, reg, B, h)[1])))
+    if not np.all(np.isfinite(F)) or worst > GRADIENT_TOLERANCE * scale:
+        raise PrivfedError(
+            f"the SVM objective was not minimised (max |gradient| {worst:.3g} > {GRADIENT_TOLERANCE} x scale "
+            f"{scale:.3g}); the privacy proof needs the exact minimiser, nothing is released ({result.message})"
+        )
+    return F
+
+
+def _check_labels(y, n: int) -> np.ndarray:
+    y = np.asarray(y)
+    if y.shape != (n,):
+        raise ConfigError(f"labels must have shape ({n},) to match the rows, got {y.shape}")
+    return y
+
+
+def fit_dp_svm(X_unit_ball, y_pm1, *, epsilon: float, lam: float, rng: np.random.Generator,
+               h: float = HUBER_H) -> np.ndarray:
+    """epsilon-DP Huber SVM by objective perturbation (Chaudhuri et al. 2011 Alg. 2, Thm 9; seed 004
+    Alg. 3; SPEC §8).
+
+    Parameters
+    ----------
+    X_unit_ball : ndarray (n, d), every row norm <= 1 (no intercept is added here).
+    y_pm1 : ndarray (n,) of -1/+1.
+    epsilon : float > 0; ``inf`` is the non-private Huber SVM.
+    lam : regularisation strength lambda > 0.
+    rng : numpy Generator for the noise vector b.
+    h : Huber width; c = 1/(2h).
+
+    Returns
+    -------
+    f : ndarray (d,), the minimiser of the perturbed objective.
+    """
+    X = check_unit_rows(X_unit_ball, "X_unit_ball")
+    n, d = X.shape
+    y = _check_labels(y_pm1, n).astype(np.float64)
+    if not np.all(np.abs(y) == 1):
+        raise ConfigError("y_pm1 must contain only -1 and +1")
+    h = _check_positive("h", h)
+    eps_prime, Delta = privacy_adjustment(epsilon, n, lam, 1.0 / (2.0 * h))
+    b = sample_b(d, eps_prime, rng)
+    return _minimise(X, y[:, None], lam + Delta, b[None, :], h)[0]
+
+
+def add_bias_feature(X: np.ndarray) -> np.ndarray:
+    """``[x, 1] / sqrt(2)``: a regularised constant feature that keeps ``||x|| <= 1``."""
+    X = np.asarray(X, dtype=np.float64)
+    return np.hstack([X, np.ones((X.shape[0], 1))]) / math.sqrt(2.0)
+
+
+def ovr_epsilons(epsilon: float, n_classes: int) -> np.ndarray:
+    """Per-problem budgets of one-vs-rest: ``[eps]`` for K = 2, else K copies of ``eps/K``."""
+    if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
+        raise ConfigError(f"n_classes must be an integer >= 2, got {n_classes!r}")
+    epsilon = _check_positive("epsilon", epsilon, allow_inf=True)
+    problems = 1 if n_classes == 2 else int(n_classes)
+    return np.full(problems, epsilon / problems)
+
+
+def fit_dp_svm_ovr(X, y, n_classes: int, *, epsilon: float, lam: float, rng: np.random.Generator,
+                   h: float = HUBER_H) -> tuple[np.ndarray, np.ndarray]:
+    """One-vs-rest epsilon-DP Huber SVM on ``[x, 1]/sqrt(2)`` (seed 004 Alg. 3 per class; SPEC §8).
+
+    Parameters
+    ----------
+    X : ndarray (n, d), every row norm <= 1.
+    y : ndarray (n,) of integer labels in ``[0, n_classes)``; ``n_classes`` is public configuration.
+    epsilon : total budget, split by :func:`ovr_epsilons`.
+
+    Returns
+    -------
+    W : ndarray (n_classes, d + 1), one row per class, last column on the constant feature; for
+        K = 2 the rows are ``(-f, f)`` of the single binary problem (class 1 positive).
+    per_class_eps : ndarray, the epsilon each binary problem spent; sums to ``epsilon``.
+    """
+    X = check_unit_rows(X, "X")
+    n = X.shape[0]
+    y = _check_labels(y, n)
+    eps_each = ovr_epsilons(epsilon, n_classes)
+    if not np.issubdtype(y.dtype, np.integer) or np.any((y < 0) | (y >= n_classes)):
+        raise ConfigError(f"labels must be integers in [0, {n_classes}), got values {np.unique(y)[:10]}")
+    h = _check_positive("h", h)
+    Xb = clip_rows_to_unit_ball(add_bias_feature(X))
+    classes = np.array([1]) if n_classes == 2 else np.arange(n_classes)
+    Y = np.where(y[:, None] == classes[None, :], 1.0, -1.0)
+    eps_prime, Delta = privacy_adjustment(float(eps_each[0]), n, lam, 1.0 / (2.0 * h))
+    B = sample_b(Xb.shape[1], eps_prime, rng, size=len(classes))
+    F = _minimise(Xb, Y, lam + Delta, B, h)
+    W = np.vstack([-F[0], F[0]]) if n_classes == 2 else F
+    return W, eps_each
+
+
+def predict_linear(W: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """Class with the largest score ``W [x, 1]^T / sqrt(2)``, for W from :func:`fit_dp_svm_ovr`."""
+    W = np.asarray(W, dtype=np.float64)
+    X = np.asarray(X, dtype=np.float64)
+    if W.ndim != 2 or X.ndim != 2 or W.shape[1] != X.shape[1] + 1:
+        raise ConfigError(f"W must be (K, d + 1) for rows (n, d); got W {W.shape} and X {X.shape}")
+    return np.argmax(add_bias_feature(X) @ W.T, axis=1)
+
+
+def _project(X_unit: np.ndarray, U: np.ndarray | None) -> np.ndarray:
+    if U is None:
+        return X_unit
+    U = np.asarray(U, dtype=np.float64)
+    if U.ndim != 2 or U.shape[0] != X_unit.shape[1] or not np.allclose(U.T @ U, np.eye(U.shape[1]), atol=1e-8):
+        raise ConfigError(f"U must be (d={X_unit.shape[1]}, k) with orthonormal columns, got shape {U.shape}")
+    return clip_rows_to_unit_ball(X_unit @ U)
+
+
+def owner_svm_release(X, y, bounds: Bounds, U_global: np.ndarray | None, n_classes: int, epsilon2: float,
+                      lam: float, rng: np.random.Generator) -> tuple[np.ndarray, int, np.ndarray]:
+    """Owner side of FedDPDR-DPML phase 2 (seed 004 Alg. 1 lines 5-7, Alg. 3): what an owner releases.
+
+    Scales the raw rows with the public bounds, projects onto the broadcast ``U_global`` (``None``: no
+    reduction, the DPML baseline), and fits :func:`fit_dp_svm_ovr` at ``epsilon2``.
+
+    Returns
+    -------
+    (W_i, n_i, per_class_eps) : W_i (K, k + 1); n_i released in the clear for the weights.
+    """
+    Z = _project(scale_rows_to_unit_ball(X, bounds), U_global)
+    W, eps_each = fit_dp_svm_ovr(Z, y, n_classes, epsilon=epsilon2, lam=lam, rng=rng)
+    return W, int(Z.shape[0]), eps_each
+
+
+@dataclass(frozen=True)
+class FedDPDRModel:
+    """A fitted FedDPDR-DPML model: public bounds, global subspace, global OvR coefficients.
+
+    ``components`` is ``None`` for a model without dimensionality reduction (DPML).
+    """
+
+    bounds: Bounds
+    components: np.ndarray | None
+    coef: np.ndarray
+    eigenvalues: np.ndarray
+    owner_sizes: tuple[int, ...]
+    per_class_epsilon: np.ndarray
+
+    def transform(self, X) -> np.ndarray:
+        """Public scaling then projection, exactly as the owners did before training."""
+        return _project(scale_rows_to_unit_ball(X, self.bounds), self.components)
+
+    def predict(self, X) -> np.ndarray:
+        return predict_linear(self.coef, self.transform(X))
+
+    def score(self, X, y) -> float:
+        return float(np.mean(self.predict(X) == np.asarray(y)))
+
+
+def feddpdr_fit(parts, bounds: Bounds, k: int, epsilon1: float, delta: float, epsilon2: float, lam: float,
+                rng: np.random.Generator, *, n_classes: int, neighbouring: str = "add-remove") -> FedDPDRModel:
+    """FedDPDR-DPML in process (seed 004 Alg. 1), through the functions the network path calls.
+
+    Phase 1: each owner :func:`owner_pca_release` at ``(epsilon1, delta)``; the coordinator
+    :func:`aggregate_subspaces` with :func:`owner_weights`. Phase 2: each owner
+    :func:`owner_svm_release` at ``epsilon2`` on the global subspace; the coordinator
+    :func:`weighted_average`. Each owner is ``(epsilon1 + epsilon2, delta)``-DP (seed Thm 4.3). One
+    owner holding all rows is DPDR-DPML; ``epsilon1 = epsilon2 = inf`` is the non-private pipeline.
+
+    Parameters
+    ----------
+    parts : list of (X_i, y_i), raw rows and integer labels per owner.
+    n_classes : public number of classes (never derived from the labels).
+    rng : parent generator; each owner gets independent children (:func:`privfed.common.rng.spawn`).
+    """
+    if len(parts) == 0:
+        raise ConfigError("feddpdr_fit needs at least one owner")
+    rngs = spawn(rng, 2 * len(parts))
+    releases = [owner_pca_release(X, bounds, k, epsilon1, delta, r, neighbouring=neighbouring)
+                for (X, _), r in zip(parts, rngs[: len(parts)])]
+    ns = [n for _, n in releases]
+    U_global, eigenvalues = aggregate_subspaces([U for U, _ in releases], owner_weights(ns))
+    models = [owner_svm_release(X, y, bounds, U_global, n_classes, epsilon2, lam, r)
+              for (X, y), r in zip(parts, rngs[len(parts):])]
+    W = weighted_average([W for W, _, _ in models], owner_weights(ns))
+    return FedDPDRModel(bounds, U_global, W, eigenvalues, tuple(ns), models[0][2])
+
+
+__all__ = [
+    "FedDPDRModel", "add_bias_feature", "feddpdr_fit", "fit_dp_svm", "fit_dp_svm_ovr",
+    "huber_hinge", "huber_hinge_derivative", "objective", "objective_gradient", "ovr_epsilons",
+    "owner_svm_release", "predict_linear", "privacy_adjustment", "sample_b",
+]

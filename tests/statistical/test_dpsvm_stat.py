@@ -1,0 +1,56 @@
+"""Distribution of the objective-perturbation noise b (SPEC §8; Chaudhuri et al. 2011 Alg. 2).
+
+Density proportional to exp(-(eps'/2)||b||) on R^d: radius Gamma(shape d, scale 2/eps'), direction
+uniform on the sphere, independent of the radius. Tolerances are 4 standard errors (SPEC §0).
+"""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from privfed.common.dpsvm import privacy_adjustment, sample_b
+
+pytestmark = pytest.mark.slow
+
+DRAWS = 40_000
+
+
+@pytest.mark.parametrize("epsilon, n, lam, expected_mean", [
+    (1, 1000, 0.01, 24.7103), (0.1, 1000, 0.001, 400.0), (1, 100, 0.001, 40.0), (0.5, 10000, 1e-4, 80.0),
+])
+def test_norm_is_gamma_with_spec_mean(rng, epsilon, n, lam, expected_mean):
+    d = 10
+    eps_prime, _ = privacy_adjustment(epsilon, n, lam)
+    assert d * 2 / eps_prime == pytest.approx(expected_mean, abs=1e-4)
+    radius = np.linalg.norm(sample_b(d, eps_prime, rng, size=DRAWS), axis=1)
+    se = math.sqrt(d) * (2 / eps_prime) / math.sqrt(DRAWS)
+    assert abs(radius.mean() - expected_mean) < 4 * se
+    assert stats.kstest(radius, stats.gamma(a=d, scale=2 / eps_prime).cdf).pvalue > 1e-3
+
+
+def test_direction_is_uniform_and_independent_of_radius(rng):
+    d = 5
+    b = sample_b(d, 0.7, rng, size=DRAWS)
+    radius = np.linalg.norm(b, axis=1)
+    u = b / radius[:, None]
+    # E u = 0 with per-coordinate s.e. sqrt(1/(d M)); E u u^T = I/d
+    assert np.all(np.abs(u.mean(axis=0)) < 4 * math.sqrt(1 / (d * DRAWS)))
+    second = u.T @ u / DRAWS
+    # Var(u_j^2) = 2(d-1)/(d^2 (d+2)) for a uniform direction
+    se_diag = math.sqrt(2 * (d - 1) / (d * d * (d + 2)) / DRAWS)
+    assert np.all(np.abs(np.diag(second) - 1 / d) < 4 * se_diag)
+    assert abs(np.corrcoef(radius, u[:, 0] ** 2)[0, 1]) < 4 / math.sqrt(DRAWS)
+
+
+def test_radius_histogram_matches_gamma(rng):
+    """Chi-square on ten equiprobable Gamma bins, at two values of eps'."""
+    d = 3
+    for eps_prime in (0.25, 2.0):
+        radius = np.linalg.norm(sample_b(d, eps_prime, rng, size=DRAWS), axis=1)
+        edges = stats.gamma(a=d, scale=2 / eps_prime).ppf(np.linspace(0, 1, 11))
+        counts, _ = np.histogram(radius, edges)
+        expected = np.full(10, DRAWS / 10)
+        chi2 = np.sum((counts - expected) ** 2 / expected)
+        assert chi2 < stats.chi2(df=9).ppf(0.999)
