@@ -39,9 +39,11 @@ class NccShareTask:
         if self.labels not in LABEL_MODES:
             raise ConfigError(f"labels must be one of {LABEL_MODES}, got {self.labels!r}")
 
-    @property
-    def total_epsilon(self) -> float:
-        return self.epsilon + (self.label_epsilon if self.labels == "rr" else 0.0)
+    def ledger_entries(self) -> list[tuple[float, float, str]]:
+        entries = [(self.epsilon, 0.0, "ncc-features")]
+        if self.labels == "rr":
+            entries.append((self.label_epsilon, 0.0, "ncc-labels"))
+        return entries
 
 
 @dataclass(frozen=True)
@@ -55,12 +57,49 @@ class LrShareTask:
     n_classes: int
     bounds: Bounds
 
-    @property
-    def total_epsilon(self) -> float:
-        return self.epsilon
+    def ledger_entries(self) -> list[tuple[float, float, str]]:
+        return [(self.epsilon, 0.0, "lr-model")]
 
 
-TaskSpec = NccShareTask | LrShareTask
+@dataclass(frozen=True)
+class PcaShareTask:
+    """Release a DP-PCA subspace (seed 004 Alg. 2; SPEC §7)."""
+
+    epsilon: float
+    delta: float
+    k: int
+    bounds: Bounds
+
+    def ledger_entries(self) -> list[tuple[float, float, str]]:
+        return [(self.epsilon, self.delta, "dp-pca")]
+
+
+@dataclass(frozen=True, eq=False)
+class SvmShareTask:
+    """Release an objective-perturbed one-vs-rest Huber SVM (seed 004 Alg. 3; SPEC §8).
+
+    The budget is split across the one-vs-rest problems; each problem is its own ledger entry.
+    """
+
+    epsilon: float
+    lam: float
+    n_classes: int
+    bounds: Bounds
+    subspace: np.ndarray | None  # (d, k) global subspace, None = no reduction (DPML)
+
+    def ledger_entries(self) -> list[tuple[float, float, str]]:
+        from privfed.common.dpsvm import ovr_epsilons
+
+        return [(float(e), 0.0, f"svm-ovr-{c}") for c, e in enumerate(ovr_epsilons(self.epsilon, self.n_classes))]
+
+
+TaskSpec = NccShareTask | LrShareTask | PcaShareTask | SvmShareTask
+
+
+def total_budget(spec) -> tuple[float, float]:
+    """(ε, δ) a task spends in all, by basic composition of its ledger entries."""
+    entries = spec.ledger_entries()
+    return sum(e for e, _, _ in entries), sum(d for _, d, _ in entries)
 
 
 @dataclass(frozen=True)
@@ -92,7 +131,19 @@ class LrShareReply:
     reports: np.ndarray  # (1, p) perturbed parameter vector in [-1, 1]-space
 
 
-Payload = Refusal | NccShareReply | LrShareReply
+@dataclass(frozen=True)
+class PcaShareReply:
+    subspace: np.ndarray  # (d, k)
+    n_rows: int
+
+
+@dataclass(frozen=True)
+class SvmShareReply:
+    coef: np.ndarray      # (K, k + 1)
+    n_rows: int
+
+
+Payload = Refusal | NccShareReply | LrShareReply | PcaShareReply | SvmShareReply
 
 
 @dataclass(frozen=True)

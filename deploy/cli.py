@@ -11,7 +11,7 @@ from pathlib import Path
 
 from privfed.common.errors import PrivfedError
 
-TASK_CHOICES = ("ncc", "lr")
+TASK_CHOICES = ("ncc", "lr", "feddpdr")
 
 
 def _epsilons(text: str) -> list[float]:
@@ -39,6 +39,9 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label-fraction", type=float, default=0.2, help="share of epsilon spent on labels with --labels rr")
     p.add_argument("--param-bound", type=_positive_float, default=4.0, help="lr only: public clip bound of parameters")
     p.add_argument("--C", type=_positive_float, default=1.0, help="lr only: inverse L2 strength of local fits")
+    p.add_argument("--k", type=int, default=20, help="feddpdr only: subspace dimension")
+    p.add_argument("--delta", type=float, default=1e-5, help="feddpdr only: delta of the DP-PCA phase")
+    p.add_argument("--lam", type=_positive_float, default=0.01, help="feddpdr only: SVM regularisation")
 
 
 def _add_data(p: argparse.ArgumentParser) -> None:
@@ -94,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shards", default="1", help="logical owners hosted here: A:B, or a count K")
     p.add_argument("--ledger", type=Path, required=True, help="SQLite privacy ledger of this node")
     p.add_argument("--epsilon-budget", type=float, required=True)
+    p.add_argument("--delta-budget", type=float, default=0.0, help="needed by (ε, δ) releases such as DP-PCA")
     p.add_argument("--rng", choices=("seeded", "secure"), default="secure")
     p.add_argument("--connect-timeout", type=float, default=120.0)
     p.add_argument("--target-name", help="TLS name to expect from the coordinator when dialing an address")
@@ -128,6 +132,8 @@ def _simulate(args) -> int:
 
     if args.processes < 1 or args.owners < args.processes:
         raise PrivfedError(f"need 1 <= --processes <= --owners, got {args.processes} and {args.owners}")
+    if not args.verbose:  # the progress bars and one line per epsilon say enough
+        logging.getLogger("privfed").setLevel(logging.WARNING)
     simulate(args)
     return 0
 

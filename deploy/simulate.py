@@ -40,18 +40,18 @@ def owner_command(args, *, node: int, shards: range, port: int, certs: Path | No
            "--dataset", args.dataset, "--n-owners", str(args.owners), "--shards", f"{shards.start}:{shards.stop}",
            "--seed", str(args.seed), "--test-fraction", str(args.test_fraction),
            "--ledger", str(ledger), "--epsilon-budget", repr(budget), "--rng", args.rng,
-           "--connect-timeout", "60"]
+           "--connect-timeout", "60", "--delta-budget", repr(args.delta if args.task == "feddpdr" else 0.0)]
     if args.n_samples:
         cmd += ["--n-samples", str(args.n_samples)]
     cmd += ["--insecure"] if certs is None else ["--certs", str(certs)]
     return cmd
 
 
-def _spent(ledgers: list[Path], ranges: list[range], budget: float) -> dict[str, float]:
+def _spent(ledgers: list[Path], ranges: list[range], budget: float, args_delta: float) -> dict[str, float]:
     """ε spent per owner, read from each node's own ledger after the run."""
     spent = {}
     for path, shards in zip(ledgers, ranges):
-        with Ledger(path, epsilon_budget=budget) as ledger:
+        with Ledger(path, epsilon_budget=budget, delta_budget=args_delta) as ledger:
             spent.update({owner_id(i): ledger.spent(owner_id(i)).epsilon for i in shards})
     return spent
 
@@ -74,7 +74,8 @@ def run_point(args, epsilon: float, run_dir: Path, certs: Path | None, test) -> 
                                           stdout=logf, stderr=subprocess.STDOUT))
         strategy = make_strategy(args.task, mechanism=args.mechanism, epsilon=epsilon, n_classes=len(test.classes),
                                  bounds=test.bounds, labels=args.labels, label_fraction=args.label_fraction,
-                                 param_bound=args.param_bound, c=args.C)
+                                 param_bound=args.param_bound, c=args.C, k=args.k, delta=args.delta,
+                                 lam=args.lam)
         outcome = run_job(server, strategy, expected_owners=args.owners, show_progress=not args.no_progress,
                           label=f"eps={epsilon:g}: ", round_timeout=args.round_timeout)
         accuracy = float(np.mean(outcome.model.predict(test.X) == test.y))
@@ -90,7 +91,7 @@ def run_point(args, epsilon: float, run_dir: Path, certs: Path | None, test) -> 
             if p.poll() is None:
                 p.kill()
         server.stop()
-    spent = _spent(ledgers, ranges, budget)
+    spent = _spent(ledgers, ranges, budget, args.delta if args.task == "feddpdr" else 0.0)
     return {"epsilon": epsilon, "accuracy": accuracy, "owners": outcome.n_owners, "answered": outcome.answered,
             "refused": outcome.refused, "lost_nodes": outcome.lost_nodes, "timings": outcome.timings,
             "epsilon_spent": {"max": max(spent.values(), default=0.0), "min": min(spent.values(), default=0.0),
@@ -104,14 +105,14 @@ def simulate(args) -> Path:
     train, test = federation_split(args.dataset, seed=args.seed, test_fraction=args.test_fraction,
                                    n_samples=args.n_samples)
     certs = None if args.insecure else make_certs(run_dir / "certs", owners=args.processes)
-    reference = reference_accuracy(args.task, train, test)
+    reference = reference_accuracy(args.task, train, test, C=args.C, k=args.k, lam=args.lam)
     points = []
     for eps in args.epsilon:
         point = run_point(args, eps, run_dir, certs, test)
         write_json(run_dir / point["epsilon_spent"]["per_owner_file"], point.pop("_spent"))
         points.append(point)
         print(f"  eps={eps:<6g} accuracy={point['accuracy']:.4f}  (non-private reference {reference:.4f}, "
-              f"{point['answered']}/{point['owners']} owners released, round {point['timings']['round_s']:.2f} s)",
+              f"{point['answered']}/{point['owners']} owners released, rounds {point['timings']['rounds_s']:.2f} s)",
               file=sys.stderr)
     report = {
         "config": {k: v for k, v in vars(args).items() if k not in ("func",)},
@@ -119,7 +120,8 @@ def simulate(args) -> Path:
         "transport": "grpc+insecure" if args.insecure else "grpc+mTLS",
         "rng": {"kind": args.rng, "seed": args.seed},
         "reference_accuracy": reference,
-        "reference_learner": "sklearn NearestCentroid" if args.task == "ncc" else "sklearn LogisticRegression",
+        "reference_learner": {"ncc": "sklearn NearestCentroid", "lr": "sklearn LogisticRegression",
+                              "feddpdr": "PCA + Huber SVM without noise (one owner)"}[args.task],
         "train_rows": int(train.X.shape[0]), "test_rows": int(test.X.shape[0]),
         "points": points,
         "host": host_info(),

@@ -18,8 +18,11 @@ from privfed.common.ledger import Debit, Ledger
 from privfed.common.learners.logistic import fit_local_logistic, lr_share
 from privfed.common.learners.ncc import ncc_share
 from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
+from privfed.common.dppca import owner_pca_release
+from privfed.common.dpsvm import owner_svm_release
 from privfed.common.messages import (
-    LrShareReply, LrShareTask, NccShareReply, NccShareTask, Refusal, Result, Task,
+    LrShareReply, LrShareTask, NccShareReply, NccShareTask, PcaShareReply, PcaShareTask, Refusal, Result,
+    SvmShareReply, SvmShareTask, Task, total_budget,
 )
 
 log = logging.getLogger("privfed.owner")
@@ -38,7 +41,8 @@ class LocalOwner:
 def _check_shape(owner: LocalOwner, spec) -> None:
     if spec.bounds.d != owner.X.shape[1]:
         raise ConfigError(f"task bounds describe {spec.bounds.d} features, owner rows have {owner.X.shape[1]}")
-    if owner.y.size and int(owner.y.max()) >= spec.n_classes:
+    n_classes = getattr(spec, "n_classes", None)
+    if n_classes is not None and owner.y.size and int(owner.y.max()) >= n_classes:
         raise ConfigError(f"task says {spec.n_classes} classes, owner holds label {int(owner.y.max())}")
 
 
@@ -57,11 +61,20 @@ def compute_share(owner: LocalOwner, spec):
         mechanism = make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=theta.size)
         reports = lr_share(theta, param_bound=spec.param_bound, mechanism=mechanism, rng=owner.rng)
         return LrShareReply(reports=np.asarray(reports).reshape(1, -1))
+    if isinstance(spec, PcaShareTask):
+        U, n = owner_pca_release(owner.X, spec.bounds, spec.k, spec.epsilon, spec.delta, owner.rng)
+        return PcaShareReply(subspace=U, n_rows=n)
+    if isinstance(spec, SvmShareTask):
+        W, n, _ = owner_svm_release(owner.X, owner.y, spec.bounds, spec.subspace, spec.n_classes, spec.epsilon,
+                                    spec.lam, owner.rng)
+        return SvmShareReply(coef=W, n_rows=n)
     raise ConfigError(f"unknown task kind {type(spec).__name__}")
 
 
-def _purpose(task: Task) -> str:
-    return f"{type(task.spec).__name__}:{task.round_id}"
+def _debits(task: Task) -> list[Debit]:
+    """One ledger entry per privacy-relevant part of the release (e.g. per one-vs-rest problem)."""
+    return [Debit(task.owner_id, eps, delta, f"{label}:{task.round_id}", f"{task.task_id}#{j}")
+            for j, (eps, delta, label) in enumerate(task.spec.ledger_entries())]
 
 
 def handle_batch(tasks: list[Task], owners: dict[str, LocalOwner], ledger: Ledger) -> list[Result]:
@@ -74,7 +87,7 @@ def handle_batch(tasks: list[Task], owners: dict[str, LocalOwner], ledger: Ledge
         try:
             if owner is None:
                 raise ConfigError(f"owner {task.owner_id!r} is not hosted by this node")
-            ledger.check(task.owner_id, task.spec.total_epsilon)
+            ledger.check(task.owner_id, *total_budget(task.spec))
             shares[task.task_id] = compute_share(owner, task.spec)
             clipped += task.spec.bounds.clip(owner.X)[1]
         except BudgetExceeded as exc:
@@ -83,12 +96,20 @@ def handle_batch(tasks: list[Task], owners: dict[str, LocalOwner], ledger: Ledge
         except (ConfigError, ValueError) as exc:
             log.warning("invalid task %s: %s", task.task_id, exc)
             results[task.task_id] = Result(task.task_id, task.owner_id, Refusal("invalid_task", str(exc)))
+        except Exception:  # a bug here must not take the node down; nothing was released
+            log.exception("task %s failed", task.task_id)
+            results[task.task_id] = Result(task.task_id, task.owner_id,
+                                           Refusal("internal", "the owner failed to compute this share"))
     if clipped:
         log.info("%d value(s) outside the public bounds clipped for %d task(s)", clipped, len(tasks))
     to_debit = [t for t in tasks if t.task_id in shares]
-    outcomes = ledger.debit_many([Debit(t.owner_id, t.spec.total_epsilon, 0.0, _purpose(t), t.task_id)
-                                  for t in to_debit])
-    for task, refused in zip(to_debit, outcomes):
+    debits = [_debits(t) for t in to_debit]
+    outcomes = ledger.debit_many([d for ds in debits for d in ds])
+    per_task, i = [], 0
+    for ds in debits:  # a task is released only if every one of its entries was debited
+        per_task.append(next((o for o in outcomes[i:i + len(ds)] if o is not None), None))
+        i += len(ds)
+    for task, refused in zip(to_debit, per_task):
         if refused is None:
             results[task.task_id] = Result(task.task_id, task.owner_id, shares.pop(task.task_id))
         else:

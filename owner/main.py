@@ -24,7 +24,7 @@ def run_owner(args, tls) -> int:
                                     n_samples=args.n_samples)
         owners = build_owners(train, n_owners=args.n_owners, shards=parse_shards(args.shards, args.n_owners),
                               seed=args.seed, rng_kind=args.rng, rng_seed=args.seed)
-    ledger = Ledger(args.ledger, epsilon_budget=args.epsilon_budget)
+    ledger = Ledger(args.ledger, epsilon_budget=args.epsilon_budget, delta_budget=args.delta_budget)
     node = OwnerNode(node_id=args.name, target=args.coordinator, tls=tls, owners=owners, ledger=ledger,
                      connect_timeout=args.connect_timeout, target_name_override=args.target_name)
     signal.signal(signal.SIGTERM, lambda *_: node.stop_event.set())

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bprivfed/proto/privfed.proto\x12\nprivfed.v1\"%\n\x06Matrix\x12\r\n\x05shape\x18\x01 \x03(\r\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"9\n\x07Reports\x12\r\n\x05shape\x18\x01 \x03(\r\x12\x11\n\tgrid_bits\x18\x02 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"-\n\tOwnerInfo\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x0e\n\x06n_rows\x18\x02 \x01(\x04\"M\n\x13RegisterNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12%\n\x06owners\x18\x02 \x03(\x0b\x32\x15.privfed.v1.OwnerInfo\"*\n\x14RegisterNodeResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\"4\n\x10PullTasksRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07wait_ms\x18\x02 \x01(\r\"F\n\x11PullTasksResponse\x12\x1f\n\x05tasks\x18\x01 \x03(\x0b\x32\x10.privfed.v1.Task\x12\x10\n\x08shutdown\x18\x02 \x01(\x08\".\n\rMechanismSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x65psilon\x18\x02 \x01(\x01\"\x9a\x01\n\x0cNccShareTask\x12,\n\tmechanism\x18\x01 \x01(\x0b\x32\x19.privfed.v1.MechanismSpec\x12\x0e\n\x06labels\x18\x02 \x01(\t\x12\x15\n\rlabel_epsilon\x18\x03 \x01(\x01\x12\x11\n\tn_classes\x18\x04 \x01(\r\x12\"\n\x06\x62ounds\x18\x05 \x01(\x0b\x32\x12.privfed.v1.Matrix\"\x92\x01\n\x0bLrShareTask\x12,\n\tmechanism\x18\x01 \x01(\x0b\x32\x19.privfed.v1.MechanismSpec\x12\x13\n\x0bparam_bound\x18\x02 \x01(\x01\x12\t\n\x01\x63\x18\x03 \x01(\x01\x12\x11\n\tn_classes\x18\x04 \x01(\r\x12\"\n\x06\x62ounds\x18\x05 \x01(\x0b\x32\x12.privfed.v1.Matrix\"\x9f\x01\n\x04Task\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\x12\x10\n\x08round_id\x18\x03 \x01(\t\x12-\n\tncc_share\x18\n \x01(\x0b\x32\x18.privfed.v1.NccShareTaskH\x00\x12+\n\x08lr_share\x18\x0b \x01(\x0b\x32\x17.privfed.v1.LrShareTaskH\x00\x42\x06\n\x04kind\"(\n\x07Refusal\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"@\n\x08NccShare\x12$\n\x07reports\x18\x01 \x01(\x0b\x32\x13.privfed.v1.Reports\x12\x0e\n\x06labels\x18\x02 \x03(\r\"/\n\x07LrShare\x12$\n\x07reports\x18\x01 \x01(\x0b\x32\x13.privfed.v1.Reports\"\xaf\x01\n\x06Result\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\x12&\n\x07refusal\x18\n \x01(\x0b\x32\x13.privfed.v1.RefusalH\x00\x12)\n\tncc_share\x18\x0b \x01(\x0b\x32\x14.privfed.v1.NccShareH\x00\x12\'\n\x08lr_share\x18\x0c \x01(\x0b\x32\x13.privfed.v1.LrShareH\x00\x42\x06\n\x04kind\"J\n\x12PushResultsRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12#\n\x07results\x18\x02 \x03(\x0b\x32\x12.privfed.v1.Result\"\'\n\x13PushResultsResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\r\"D\n\x0ePredictRequest\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12 \n\x04rows\x18\x02 \x01(\x0b\x32\x12.privfed.v1.Matrix\"!\n\x0fPredictResponse\x12\x0e\n\x06labels\x18\x01 \x03(\r2\xbe\x02\n\x0b\x43oordinator\x12Q\n\x0cRegisterNode\x12\x1f.privfed.v1.RegisterNodeRequest\x1a .privfed.v1.RegisterNodeResponse\x12H\n\tPullTasks\x12\x1c.privfed.v1.PullTasksRequest\x1a\x1d.privfed.v1.PullTasksResponse\x12N\n\x0bPushResults\x12\x1e.privfed.v1.PushResultsRequest\x1a\x1f.privfed.v1.PushResultsResponse\x12\x42\n\x07Predict\x12\x1a.privfed.v1.PredictRequest\x1a\x1b.privfed.v1.PredictResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bprivfed/proto/privfed.proto\x12\nprivfed.v1\"%\n\x06Matrix\x12\r\n\x05shape\x18\x01 \x03(\r\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"9\n\x07Reports\x12\r\n\x05shape\x18\x01 \x03(\r\x12\x11\n\tgrid_bits\x18\x02 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"-\n\tOwnerInfo\x12\x10\n\x08owner_id\x18\x01 \x01(\t\x12\x0e\n\x06n_rows\x18\x02 \x01(\x04\"M\n\x13RegisterNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12%\n\x06owners\x18\x02 \x03(\x0b\x32\x15.privfed.v1.OwnerInfo\"*\n\x14RegisterNodeResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\"4\n\x10PullTasksRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07wait_ms\x18\x02 \x01(\r\"F\n\x11PullTasksResponse\x12\x1f\n\x05tasks\x18\x01 \x03(\x0b\x32\x10.privfed.v1.Task\x12\x10\n\x08shutdown\x18\x02 \x01(\x08\".\n\rMechanismSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x65psilon\x18\x02 \x01(\x01\"\x9a\x01\n\x0cNccShareTask\x12,\n\tmechanism\x18\x01 \x01(\x0b\x32\x19.privfed.v1.MechanismSpec\x12\x0e\n\x06labels\x18\x02 \x01(\t\x12\x15\n\rlabel_epsilon\x18\x03 \x01(\x01\x12\x11\n\tn_classes\x18\x04 \x01(\r\x12\"\n\x06\x62ounds\x18\x05 \x01(\x0b\x32\x12.privfed.v1.Matrix\"\x92\x01\n\x0bLrShareTask\x12,\n\tmechanism\x18\x01 \x01(\x0b\x32\x19.privfed.v1.MechanismSpec\x12\x13\n\x0bparam_bound\x18\x02 \x01(\x01\x12\t\n\x01\x63\x18\x03 \x01(\x01\x12\x11\n\tn_classes\x18\x04 \x01(\r\x12\"\n\x06\x62ounds\x18\x05 \x01(\x0b\x32\x12.privfed.v1.Matrix\"]\n\x0cPcaShareTask\x12\x0f\n\x07\x65psilon\x18\x01 \x01(\x01\x12\r\n\x05\x64\x65lta\x18\x02 \x01(\x01\x12\t\n\x01k\x18\x03 \x01(\r\x12\"\n\x06\x62ounds\x18\x04 \x01(\x0b\x32\x12.privfed.v1.Matrix\"\x89\x01\n\x0cSvmShareTask\x12\x0f\n\x07\x65psilon\x18\x01 \x01(\x01\x12\x0b\n\x03lam\x18\x02 \x01(\x01\x12\x11\n\tn_classes\x18\x03 \x01(\r\x12\"\n\x06\x62ounds\x18\x04 \x01(\x0b\x32\x12.privfed.v1.Matrix\x12$\n\x08subspace\x18\x05 \x01(\x0b\x32\x12.privfed.v1.Matrix\"\xfd\x01\n\x04Task\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\x12\x10\n\x08round_id\x18\x03 \x01(\t\x12-\n\tncc_share\x18\n \x01(\x0b\x32\x18.privfed.v1.NccShareTaskH\x00\x12+\n\x08lr_share\x18\x0b \x01(\x0b\x32\x17.privfed.v1.LrShareTaskH\x00\x12-\n\tpca_share\x18\x0c \x01(\x0b\x32\x18.privfed.v1.PcaShareTaskH\x00\x12-\n\tsvm_share\x18\r \x01(\x0b\x32\x18.privfed.v1.SvmShareTaskH\x00\x42\x06\n\x04kind\"(\n\x07Refusal\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"@\n\x08NccShare\x12$\n\x07reports\x18\x01 \x01(\x0b\x32\x13.privfed.v1.Reports\x12\x0e\n\x06labels\x18\x02 \x03(\r\"/\n\x07LrShare\x12$\n\x07reports\x18\x01 \x01(\x0b\x32\x13.privfed.v1.Reports\"@\n\x08PcaShare\x12$\n\x08subspace\x18\x01 \x01(\x0b\x32\x12.privfed.v1.Matrix\x12\x0e\n\x06n_rows\x18\x02 \x01(\x04\"<\n\x08SvmShare\x12 \n\x04\x63oef\x18\x01 \x01(\x0b\x32\x12.privfed.v1.Matrix\x12\x0e\n\x06n_rows\x18\x02 \x01(\x04\"\x85\x02\n\x06Result\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x10\n\x08owner_id\x18\x02 \x01(\t\x12&\n\x07refusal\x18\n \x01(\x0b\x32\x13.privfed.v1.RefusalH\x00\x12)\n\tncc_share\x18\x0b \x01(\x0b\x32\x14.privfed.v1.NccShareH\x00\x12\'\n\x08lr_share\x18\x0c \x01(\x0b\x32\x13.privfed.v1.LrShareH\x00\x12)\n\tpca_share\x18\r \x01(\x0b\x32\x14.privfed.v1.PcaShareH\x00\x12)\n\tsvm_share\x18\x0e \x01(\x0b\x32\x14.privfed.v1.SvmShareH\x00\x42\x06\n\x04kind\"J\n\x12PushResultsRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12#\n\x07results\x18\x02 \x03(\x0b\x32\x12.privfed.v1.Result\"\'\n\x13PushResultsResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\r\"E\n\x0ePredictRequest\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12!\n\x04rows\x18\x02 \x01(\x0b\x32\x13.privfed.v1.Reports\"!\n\x0fPredictResponse\x12\x0e\n\x06labels\x18\x01 \x03(\r\"#\n\x0fGetModelRequest\x12\x10\n\x08model_id\x18\x01 \x01(\t\"\x80\x01\n\x10GetModelResponse\x12\x10\n\x08model_id\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\"\n\x06\x62ounds\x18\x03 \x01(\x0b\x32\x12.privfed.v1.Matrix\x12(\n\x0clinear_stage\x18\x04 \x01(\x0b\x32\x12.privfed.v1.Matrix2\x85\x03\n\x0b\x43oordinator\x12Q\n\x0cRegisterNode\x12\x1f.privfed.v1.RegisterNodeRequest\x1a .privfed.v1.RegisterNodeResponse\x12H\n\tPullTasks\x12\x1c.privfed.v1.PullTasksRequest\x1a\x1d.privfed.v1.PullTasksResponse\x12N\n\x0bPushResults\x12\x1e.privfed.v1.PushResultsRequest\x1a\x1f.privfed.v1.PushResultsResponse\x12\x42\n\x07Predict\x12\x1a.privfed.v1.PredictRequest\x1a\x1b.privfed.v1.PredictResponse\x12\x45\n\x08GetModel\x12\x1b.privfed.v1.GetModelRequest\x1a\x1c.privfed.v1.GetModelResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -51,24 +51,36 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_NCCSHARETASK']._serialized_end=640
   _globals['_LRSHARETASK']._serialized_start=643
   _globals['_LRSHARETASK']._serialized_end=789
-  _globals['_TASK']._serialized_start=792
-  _globals['_TASK']._serialized_end=951
-  _globals['_REFUSAL']._serialized_start=953
-  _globals['_REFUSAL']._serialized_end=993
-  _globals['_NCCSHARE']._serialized_start=995
-  _globals['_NCCSHARE']._serialized_end=1059
-  _globals['_LRSHARE']._serialized_start=1061
-  _globals['_LRSHARE']._serialized_end=1108
-  _globals['_RESULT']._serialized_start=1111
-  _globals['_RESULT']._serialized_end=1286
-  _globals['_PUSHRESULTSREQUEST']._serialized_start=1288
-  _globals['_PUSHRESULTSREQUEST']._serialized_end=1362
-  _globals['_PUSHRESULTSRESPONSE']._serialized_start=1364
-  _globals['_PUSHRESULTSRESPONSE']._serialized_end=1403
-  _globals['_PREDICTREQUEST']._serialized_start=1405
-  _globals['_PREDICTREQUEST']._serialized_end=1473
-  _globals['_PREDICTRESPONSE']._serialized_start=1475
-  _globals['_PREDICTRESPONSE']._serialized_end=1508
-  _globals['_COORDINATOR']._serialized_start=1511
-  _globals['_COORDINATOR']._serialized_end=1829
+  _globals['_PCASHARETASK']._serialized_start=791
+  _globals['_PCASHARETASK']._serialized_end=884
+  _globals['_SVMSHARETASK']._serialized_start=887
+  _globals['_SVMSHARETASK']._serialized_end=1024
+  _globals['_TASK']._serialized_start=1027
+  _globals['_TASK']._serialized_end=1280
+  _globals['_REFUSAL']._serialized_start=1282
+  _globals['_REFUSAL']._serialized_end=1322
+  _globals['_NCCSHARE']._serialized_start=1324
+  _globals['_NCCSHARE']._serialized_end=1388
+  _globals['_LRSHARE']._serialized_start=1390
+  _globals['_LRSHARE']._serialized_end=1437
+  _globals['_PCASHARE']._serialized_start=1439
+  _globals['_PCASHARE']._serialized_end=1503
+  _globals['_SVMSHARE']._serialized_start=1505
+  _globals['_SVMSHARE']._serialized_end=1565
+  _globals['_RESULT']._serialized_start=1568
+  _globals['_RESULT']._serialized_end=1829
+  _globals['_PUSHRESULTSREQUEST']._serialized_start=1831
+  _globals['_PUSHRESULTSREQUEST']._serialized_end=1905
+  _globals['_PUSHRESULTSRESPONSE']._serialized_start=1907
+  _globals['_PUSHRESULTSRESPONSE']._serialized_end=1946
+  _globals['_PREDICTREQUEST']._serialized_start=1948
+  _globals['_PREDICTREQUEST']._serialized_end=2017
+  _globals['_PREDICTRESPONSE']._serialized_start=2019
+  _globals['_PREDICTRESPONSE']._serialized_end=2052
+  _globals['_GETMODELREQUEST']._serialized_start=2054
+  _globals['_GETMODELREQUEST']._serialized_end=2089
+  _globals['_GETMODELRESPONSE']._serialized_start=2092
+  _globals['_GETMODELRESPONSE']._serialized_end=2220
+  _globals['_COORDINATOR']._serialized_start=2223
+  _globals['_COORDINATOR']._serialized_end=2612
 # @@protoc_insertion_point(module_scope)

@@ -98,19 +98,49 @@ class LrShareTask(_message.Message):
     bounds: Matrix
     def __init__(self, mechanism: _Optional[_Union[MechanismSpec, _Mapping]] = ..., param_bound: _Optional[float] = ..., c: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
 
+class PcaShareTask(_message.Message):
+    __slots__ = ("epsilon", "delta", "k", "bounds")
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    K_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    epsilon: float
+    delta: float
+    k: int
+    bounds: Matrix
+    def __init__(self, epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., k: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+
+class SvmShareTask(_message.Message):
+    __slots__ = ("epsilon", "lam", "n_classes", "bounds", "subspace")
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    LAM_FIELD_NUMBER: _ClassVar[int]
+    N_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    SUBSPACE_FIELD_NUMBER: _ClassVar[int]
+    epsilon: float
+    lam: float
+    n_classes: int
+    bounds: Matrix
+    subspace: Matrix
+    def __init__(self, epsilon: _Optional[float] = ..., lam: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., subspace: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+
 class Task(_message.Message):
-    __slots__ = ("task_id", "owner_id", "round_id", "ncc_share", "lr_share")
+    __slots__ = ("task_id", "owner_id", "round_id", "ncc_share", "lr_share", "pca_share", "svm_share")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     NCC_SHARE_FIELD_NUMBER: _ClassVar[int]
     LR_SHARE_FIELD_NUMBER: _ClassVar[int]
+    PCA_SHARE_FIELD_NUMBER: _ClassVar[int]
+    SVM_SHARE_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     owner_id: str
     round_id: str
     ncc_share: NccShareTask
     lr_share: LrShareTask
-    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., round_id: _Optional[str] = ..., ncc_share: _Optional[_Union[NccShareTask, _Mapping]] = ..., lr_share: _Optional[_Union[LrShareTask, _Mapping]] = ...) -> None: ...
+    pca_share: PcaShareTask
+    svm_share: SvmShareTask
+    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., round_id: _Optional[str] = ..., ncc_share: _Optional[_Union[NccShareTask, _Mapping]] = ..., lr_share: _Optional[_Union[LrShareTask, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShareTask, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShareTask, _Mapping]] = ...) -> None: ...
 
 class Refusal(_message.Message):
     __slots__ = ("code", "message")
@@ -134,19 +164,39 @@ class LrShare(_message.Message):
     reports: Reports
     def __init__(self, reports: _Optional[_Union[Reports, _Mapping]] = ...) -> None: ...
 
+class PcaShare(_message.Message):
+    __slots__ = ("subspace", "n_rows")
+    SUBSPACE_FIELD_NUMBER: _ClassVar[int]
+    N_ROWS_FIELD_NUMBER: _ClassVar[int]
+    subspace: Matrix
+    n_rows: int
+    def __init__(self, subspace: _Optional[_Union[Matrix, _Mapping]] = ..., n_rows: _Optional[int] = ...) -> None: ...
+
+class SvmShare(_message.Message):
+    __slots__ = ("coef", "n_rows")
+    COEF_FIELD_NUMBER: _ClassVar[int]
+    N_ROWS_FIELD_NUMBER: _ClassVar[int]
+    coef: Matrix
+    n_rows: int
+    def __init__(self, coef: _Optional[_Union[Matrix, _Mapping]] = ..., n_rows: _Optional[int] = ...) -> None: ...
+
 class Result(_message.Message):
-    __slots__ = ("task_id", "owner_id", "refusal", "ncc_share", "lr_share")
+    __slots__ = ("task_id", "owner_id", "refusal", "ncc_share", "lr_share", "pca_share", "svm_share")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     REFUSAL_FIELD_NUMBER: _ClassVar[int]
     NCC_SHARE_FIELD_NUMBER: _ClassVar[int]
     LR_SHARE_FIELD_NUMBER: _ClassVar[int]
+    PCA_SHARE_FIELD_NUMBER: _ClassVar[int]
+    SVM_SHARE_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     owner_id: str
     refusal: Refusal
     ncc_share: NccShare
     lr_share: LrShare
-    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., ncc_share: _Optional[_Union[NccShare, _Mapping]] = ..., lr_share: _Optional[_Union[LrShare, _Mapping]] = ...) -> None: ...
+    pca_share: PcaShare
+    svm_share: SvmShare
+    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., ncc_share: _Optional[_Union[NccShare, _Mapping]] = ..., lr_share: _Optional[_Union[LrShare, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShare, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShare, _Mapping]] = ...) -> None: ...
 
 class PushResultsRequest(_message.Message):
     __slots__ = ("node_id", "results")
@@ -167,11 +217,29 @@ class PredictRequest(_message.Message):
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     model_id: str
-    rows: Matrix
-    def __init__(self, model_id: _Optional[str] = ..., rows: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+    rows: Reports
+    def __init__(self, model_id: _Optional[str] = ..., rows: _Optional[_Union[Reports, _Mapping]] = ...) -> None: ...
 
 class PredictResponse(_message.Message):
     __slots__ = ("labels",)
     LABELS_FIELD_NUMBER: _ClassVar[int]
     labels: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, labels: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class GetModelRequest(_message.Message):
+    __slots__ = ("model_id",)
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    model_id: str
+    def __init__(self, model_id: _Optional[str] = ...) -> None: ...
+
+class GetModelResponse(_message.Message):
+    __slots__ = ("model_id", "kind", "bounds", "linear_stage")
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    LINEAR_STAGE_FIELD_NUMBER: _ClassVar[int]
+    model_id: str
+    kind: str
+    bounds: Matrix
+    linear_stage: Matrix
+    def __init__(self, model_id: _Optional[str] = ..., kind: _Optional[str] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., linear_stage: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...

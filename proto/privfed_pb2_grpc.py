@@ -54,6 +54,11 @@ class CoordinatorStub:
                 request_serializer=privfed_dot_proto_dot_privfed__pb2.PredictRequest.SerializeToString,
                 response_deserializer=privfed_dot_proto_dot_privfed__pb2.PredictResponse.FromString,
                 _registered_method=True)
+        self.GetModel = channel.unary_unary(
+                '/privfed.v1.Coordinator/GetModel',
+                request_serializer=privfed_dot_proto_dot_privfed__pb2.GetModelRequest.SerializeToString,
+                response_deserializer=privfed_dot_proto_dot_privfed__pb2.GetModelResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServicer:
@@ -87,6 +92,14 @@ class CoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetModel(self, request, context):
+        """The public description of a served model an owner needs to clean queries against it:
+        its public bounds and its first linear stage A_d (data space).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -109,6 +122,11 @@ def add_CoordinatorServicer_to_server(servicer, server):
                     servicer.Predict,
                     request_deserializer=privfed_dot_proto_dot_privfed__pb2.PredictRequest.FromString,
                     response_serializer=privfed_dot_proto_dot_privfed__pb2.PredictResponse.SerializeToString,
+            ),
+            'GetModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetModel,
+                    request_deserializer=privfed_dot_proto_dot_privfed__pb2.GetModelRequest.FromString,
+                    response_serializer=privfed_dot_proto_dot_privfed__pb2.GetModelResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -219,6 +237,33 @@ class Coordinator:
             '/privfed.v1.Coordinator/Predict',
             privfed_dot_proto_dot_privfed__pb2.PredictRequest.SerializeToString,
             privfed_dot_proto_dot_privfed__pb2.PredictResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/privfed.v1.Coordinator/GetModel',
+            privfed_dot_proto_dot_privfed__pb2.GetModelRequest.SerializeToString,
+            privfed_dot_proto_dot_privfed__pb2.GetModelResponse.FromString,
             options,
             channel_credentials,
             insecure,

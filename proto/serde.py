@@ -18,8 +18,12 @@ from privfed.common.messages import (
     NccShareReply,
     NccShareTask,
     OwnerInfo,
+    PcaShareReply,
+    PcaShareTask,
     Refusal,
     Result,
+    SvmShareReply,
+    SvmShareTask,
     Task,
 )
 from privfed.proto import privfed_pb2 as pb
@@ -93,7 +97,7 @@ def owner_info_from_proto(m: pb.OwnerInfo) -> OwnerInfo:
 def task_to_proto(t: Task) -> pb.Task:
     msg = pb.Task(task_id=t.task_id, owner_id=t.owner_id, round_id=t.round_id)
     s = t.spec
-    mech = pb.MechanismSpec(name=s.mechanism, epsilon=s.epsilon)
+    mech = pb.MechanismSpec(name=getattr(s, "mechanism", ""), epsilon=s.epsilon)
     if isinstance(s, NccShareTask):
         msg.ncc_share.CopyFrom(pb.NccShareTask(
             mechanism=mech, labels=s.labels, label_epsilon=s.label_epsilon,
@@ -102,6 +106,13 @@ def task_to_proto(t: Task) -> pb.Task:
         msg.lr_share.CopyFrom(pb.LrShareTask(
             mechanism=mech, param_bound=s.param_bound, c=s.c,
             n_classes=s.n_classes, bounds=bounds_to_proto(s.bounds)))
+    elif isinstance(s, PcaShareTask):
+        msg.pca_share.CopyFrom(pb.PcaShareTask(epsilon=s.epsilon, delta=s.delta, k=s.k,
+                                               bounds=bounds_to_proto(s.bounds)))
+    elif isinstance(s, SvmShareTask):
+        msg.svm_share.CopyFrom(pb.SvmShareTask(
+            epsilon=s.epsilon, lam=s.lam, n_classes=s.n_classes, bounds=bounds_to_proto(s.bounds),
+            subspace=matrix_to_proto(np.zeros((0,)) if s.subspace is None else s.subspace)))
     else:
         raise TypeError(f"no wire form for task spec {type(s).__name__}")
     return msg
@@ -120,11 +131,25 @@ def task_from_proto(m: pb.Task) -> Task:
             spec = LrShareTask(mechanism=k.mechanism.name, epsilon=k.mechanism.epsilon,
                                param_bound=k.param_bound, c=k.c, n_classes=int(k.n_classes),
                                bounds=bounds_from_proto(k.bounds))
+        elif kind == "pca_share":
+            k = m.pca_share
+            spec = PcaShareTask(epsilon=k.epsilon, delta=k.delta, k=int(k.k), bounds=bounds_from_proto(k.bounds))
+        elif kind == "svm_share":
+            k = m.svm_share
+            U = matrix_from_proto(k.subspace)
+            spec = SvmShareTask(epsilon=k.epsilon, lam=k.lam, n_classes=int(k.n_classes),
+                                bounds=bounds_from_proto(k.bounds), subspace=U if U.size else None)
         else:
             raise RemoteProtocolError(f"task {m.task_id!r} has no known kind ({kind!r})")
     except ConfigError as exc:
         raise RemoteProtocolError(f"task {m.task_id!r} is invalid: {exc}") from exc
     return Task(task_id=m.task_id, owner_id=m.owner_id, round_id=m.round_id, spec=spec)
+
+
+def _two_d(a: np.ndarray, what: str) -> np.ndarray:
+    if a.ndim != 2 or not np.all(np.isfinite(a)):
+        raise RemoteProtocolError(f"{what} must be a finite 2-D matrix, got shape {a.shape}")
+    return a
 
 
 def result_to_proto(r: Result) -> pb.Result:
@@ -137,6 +162,10 @@ def result_to_proto(r: Result) -> pb.Result:
                                            labels=np.asarray(p.labels, dtype=np.int64).tolist()))
     elif isinstance(p, LrShareReply):
         msg.lr_share.CopyFrom(pb.LrShare(reports=reports_to_proto(p.reports)))
+    elif isinstance(p, PcaShareReply):
+        msg.pca_share.CopyFrom(pb.PcaShare(subspace=matrix_to_proto(p.subspace), n_rows=p.n_rows))
+    elif isinstance(p, SvmShareReply):
+        msg.svm_share.CopyFrom(pb.SvmShare(coef=matrix_to_proto(p.coef), n_rows=p.n_rows))
     else:
         raise TypeError(f"no wire form for payload {type(p).__name__}")
     return msg
@@ -157,6 +186,12 @@ def result_from_proto(m: pb.Result) -> Result:
         payload = NccShareReply(reports=reports, labels=labels)
     elif kind == "lr_share":
         payload = LrShareReply(reports=reports_from_proto(m.lr_share.reports))
+    elif kind == "pca_share":
+        payload = PcaShareReply(subspace=_two_d(matrix_from_proto(m.pca_share.subspace), "subspace"),
+                                n_rows=int(m.pca_share.n_rows))
+    elif kind == "svm_share":
+        payload = SvmShareReply(coef=_two_d(matrix_from_proto(m.svm_share.coef), "coef"),
+                                n_rows=int(m.svm_share.n_rows))
     else:
         raise RemoteProtocolError(f"result for task {m.task_id!r} has no known kind ({kind!r})")
     return Result(task_id=m.task_id, owner_id=m.owner_id, payload=payload)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from tqdm import tqdm
 
 from privfed.common.errors import ConfigError
+from privfed.common.messages import total_budget
 from privfed.server.app import CoordinatorServer
 from privfed.server.strategies import refusals
 
@@ -37,23 +38,33 @@ def run_job(server: CoordinatorServer, strategy, *, expected_owners: int, regist
         raise ConfigError(f"only {n} of {expected_owners} owners registered within {register_timeout:.0f} s")
     t1 = time.perf_counter()
     owner_ids = sorted(server.dispatcher.owners())
-    tasks = strategy.configure(owner_ids, round_id="r1")
-    with tqdm(total=len(tasks), desc=f"{label}shares received", disable=not show_progress,
-              leave=False, unit="owner") as bar:
-        outcome = server.dispatcher.run(tasks, timeout=round_timeout,
-                                        progress=lambda done, total: bar.update(done - bar.n))
-    t2 = time.perf_counter()
-    results = list(outcome.results.values())
-    if outcome.lost_nodes:
-        log.warning("round completed without node(s) %s (%d task(s) unanswered)", outcome.lost_nodes, len(outcome.lost))
-    refused = refusals(results)
-    model = strategy.aggregate(results)
-    t3 = time.perf_counter()
-    by_task = {t.task_id: t for t in tasks}
     eps = {o: 0.0 for o in owner_ids}
-    for r in results:
-        if r.owner_id not in refused:
-            eps[r.owner_id] = by_task[r.task_id].spec.total_epsilon
-    return JobOutcome(model=model, n_owners=len(owner_ids), answered=len(results) - len(refused), refused=refused,
-                      lost_nodes=outcome.lost_nodes, epsilon_by_owner=eps,
-                      timings={"register_s": t1 - t0, "round_s": t2 - t1, "aggregate_s": t3 - t2})
+    refused: dict[str, str] = {}
+    lost_nodes: set[str] = set()
+    answered: set[str] = set()
+
+    def execute(tasks):
+        """Send one round's tasks, wait for the answers, keep the accounting."""
+        with tqdm(total=len(tasks), desc=f"{label}round {tasks[0].round_id if tasks else ''}",
+                  disable=not show_progress, leave=False, unit="owner") as bar:
+            outcome = server.dispatcher.run(tasks, timeout=round_timeout,
+                                            progress=lambda done, total: bar.update(done - bar.n))
+        if outcome.lost_nodes:
+            log.warning("round completed without node(s) %s (%d task(s) unanswered)",
+                        outcome.lost_nodes, len(outcome.lost))
+        lost_nodes.update(outcome.lost_nodes)
+        results = list(outcome.results.values())
+        round_refused = refusals(results)
+        refused.update(round_refused)
+        by_task = {t.task_id: t for t in tasks}
+        for r in results:
+            if r.owner_id not in round_refused:
+                eps[r.owner_id] += total_budget(by_task[r.task_id].spec)[0]
+                answered.add(r.owner_id)
+        return results
+
+    model = strategy.run(owner_ids, execute)
+    t2 = time.perf_counter()
+    return JobOutcome(model=model, n_owners=len(owner_ids), answered=len(answered - set(refused)),
+                      refused=refused, lost_nodes=sorted(lost_nodes), epsilon_by_owner=eps,
+                      timings={"register_s": t1 - t0, "rounds_s": t2 - t1})

@@ -23,7 +23,8 @@ def run_coordinator(args, tls) -> int:
                                n_samples=args.n_samples)
     strategy = make_strategy(args.task, mechanism=args.mechanism, epsilon=args.epsilon, n_classes=len(test.classes),
                              bounds=test.bounds, labels=args.labels, label_fraction=args.label_fraction,
-                             param_bound=args.param_bound, c=args.C)
+                             param_bound=args.param_bound, c=args.C, k=args.k, delta=args.delta,
+                                 lam=args.lam)
     server = CoordinatorServer(tls=tls, node_timeout=args.node_timeout)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -16,11 +16,14 @@ from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import lr_aggregate
 from privfed.common.learners.ncc import NccShare, ncc_centroids, split_label_budget, NearestCentroidModel
 from privfed.common.mechanisms import KaryRandomizedResponse, MECHANISMS
+from privfed.common.dpsvm import FedDPDRModel, ovr_epsilons
 from privfed.common.messages import (
-    LrShareReply, LrShareTask, NccShareReply, NccShareTask, Refusal, Result, Task,
+    LrShareReply, LrShareTask, NccShareReply, NccShareTask, PcaShareReply, PcaShareTask, Refusal, Result,
+    SvmShareReply, SvmShareTask, Task,
 )
+from privfed.common.subspace import aggregate_subspaces, owner_weights, weighted_average
 
-TASKS = ("ncc", "lr")
+TASKS = ("ncc", "lr", "feddpdr")
 
 
 def _new_tasks(owner_ids, round_id, spec) -> list[Task]:
@@ -32,8 +35,15 @@ def _shares(results: list[Result], kind) -> list:
     return [r.payload for r in results if isinstance(r.payload, kind)]
 
 
+class SingleRound:
+    """A strategy whose job is one round: every owner releases once, then aggregate."""
+
+    def run(self, owner_ids, execute):
+        return self.aggregate(execute(self.configure(owner_ids, "r1")))
+
+
 @dataclass
-class NccStrategy:
+class NccStrategy(SingleRound):
     """Nearest centroid from perturbed samples (seed 002 §3.5.1): every owner releases its
     rows once; the coordinator averages them per (reported) class."""
 
@@ -66,7 +76,7 @@ class NccStrategy:
 
 
 @dataclass
-class LrStrategy:
+class LrStrategy(SingleRound):
     """Logistic regression from perturbed local models (seed 002 §3.5.2): every owner fits an
     L2-regularised model, clips it to ``param_bound`` and perturbs it; the coordinator averages."""
 
@@ -94,14 +104,56 @@ class LrStrategy:
         return lr_aggregate(reports, param_bound=self.param_bound, n_classes=self.n_classes, bounds=self.bounds)
 
 
+@dataclass
+class FedDpdrStrategy:
+    """FedDPDR-DPML (seed 004 Alg. 1): phase 1 DP-PCA subspaces at (ε/2, δ) aggregated by
+    the weighted projector average (SPEC §9); phase 2 objective-perturbed one-vs-rest Huber
+    SVMs at ε/2 on rows projected onto the broadcast U_global, averaged with weights n_i/Σn.
+    The split ε₁ = ε₂ = ε/2 is the paper's (§5.2)."""
+
+    epsilon: float
+    n_classes: int
+    bounds: Bounds
+    k: int = 20
+    delta: float = 1e-5
+    lam: float = 0.01
+
+    def __post_init__(self):
+        if not 1 <= self.k <= self.bounds.d:
+            raise ConfigError(f"k must be in [1, d={self.bounds.d}], got {self.k}")
+
+    def run(self, owner_ids, execute):
+        half = self.epsilon / 2
+        pca = _shares(execute(_new_tasks(owner_ids, "pca", PcaShareTask(
+            epsilon=half, delta=self.delta, k=self.k, bounds=self.bounds))), PcaShareReply)
+        if not pca:
+            raise ConfigError("no owner released a DP-PCA subspace")
+        U, eigenvalues = aggregate_subspaces([r.subspace for r in pca], owner_weights([r.n_rows for r in pca]))
+        svm = _shares(execute(_new_tasks(owner_ids, "svm", SvmShareTask(
+            epsilon=half, lam=self.lam, n_classes=self.n_classes, bounds=self.bounds, subspace=U))), SvmShareReply)
+        if not svm:
+            raise ConfigError("no owner released an SVM")
+        coef = weighted_average([r.coef for r in svm], owner_weights([r.n_rows for r in svm]))
+        return FedDPDRModel(bounds=self.bounds, components=U, coef=coef, eigenvalues=eigenvalues,
+                            owner_sizes=tuple(r.n_rows for r in svm),
+                            per_class_epsilon=ovr_epsilons(half, self.n_classes))
+
+
 def refusals(results: list[Result]) -> dict[str, str]:
     """owner_id -> refusal message, for the report."""
     return {r.owner_id: f"{r.payload.code}: {r.payload.message}" for r in results if isinstance(r.payload, Refusal)}
 
 
+_FIELDS = {
+    "ncc": (NccStrategy, ("mechanism", "epsilon", "n_classes", "bounds", "labels", "label_fraction")),
+    "lr": (LrStrategy, ("mechanism", "epsilon", "n_classes", "bounds", "param_bound", "c")),
+    "feddpdr": (FedDpdrStrategy, ("epsilon", "n_classes", "bounds", "k", "delta", "lam")),
+}
+
+
 def make_strategy(task: str, **kwargs):
-    if task == "ncc":
-        return NccStrategy(**{k: v for k, v in kwargs.items() if k not in ("param_bound", "c")})
-    if task == "lr":
-        return LrStrategy(**{k: v for k, v in kwargs.items() if k not in ("labels", "label_fraction")})
-    raise ConfigError(f"task must be one of {TASKS}, got {task!r}")
+    """Build the strategy for ``task`` from the options that apply to it (others are ignored)."""
+    if task not in _FIELDS:
+        raise ConfigError(f"task must be one of {TASKS}, got {task!r}")
+    cls, fields = _FIELDS[task]
+    return cls(**{k: v for k, v in kwargs.items() if k in fields and v is not None})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -11,7 +12,7 @@ from sklearn.neighbors import NearestCentroid
 from privfed.common.errors import ConfigError
 
 
-def reference_accuracy(task: str, train, test, *, C: float = 1.0) -> float:
+def reference_accuracy(task: str, train, test, *, C: float = 1.0, k: int = 20, lam: float = 0.01) -> float:
     """Test accuracy of the non-private counterpart of ``task`` (rows mapped by the public bounds)."""
     Xtr, Xte = train.bounds.to_unit(train.X), test.bounds.to_unit(test.X)
     if task == "ncc":
@@ -20,6 +21,12 @@ def reference_accuracy(task: str, train, test, *, C: float = 1.0) -> float:
             model = NearestCentroid().fit(Xtr, train.y)
     elif task == "lr":
         model = LogisticRegression(C=C, max_iter=2000).fit(Xtr, train.y)
+    elif task == "feddpdr":
+        from privfed.common.dpsvm import feddpdr_fit
+
+        model = feddpdr_fit([(train.X, train.y)], train.bounds, min(k, train.X.shape[1]), math.inf, 1e-5, math.inf,
+                            lam, np.random.Generator(np.random.PCG64(0)), n_classes=len(train.classes))
+        return float(np.mean(model.predict(test.X) == test.y))
     else:
         raise ConfigError(f"no reference learner for task {task!r}")
     return float(np.mean(model.predict(Xte) == test.y))

@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from privfed.common.ledger import Ledger
 from privfed.common.learners.reference import reference_accuracy
 from privfed.owner.data import federation_split
 from privfed.server.strategies import make_strategy
@@ -88,3 +89,27 @@ def test_round_completes_when_a_node_is_killed_mid_round(tmp_path):
     assert outcome.lost_nodes == ["owner-2"]
     assert outcome.answered == 40
     assert accuracy(outcome.model, test) > 0.6
+
+
+def test_feddpdr_two_phases_over_grpc(tmp_path):
+    """FedDPDR-DPML over gRPC with mTLS: ε = ∞ matches the non-private PCA + SVM reference;
+    at finite ε each owner's ledger holds (ε/2, δ) for DP-PCA and ε/2 split over the classes."""
+    train, test = federation_split("digits", seed=0, test_fraction=0.2)
+    dataset = ["--dataset", "digits", "--seed", "0", "--test-fraction", "0.2"]
+    accuracies = {}
+    for eps in (math.inf, 2.0):
+        fed = Federation(tmp_path / f"eps{eps}")
+        try:
+            for i, shards in enumerate(("0:2", "2:4")):
+                fed.spawn(f"owner-{i}", n_owners=4, shards=shards, budget=eps, dataset=dataset,
+                          extra=["--delta-budget", "1e-5"])
+            outcome = fed.run(make_strategy("feddpdr", epsilon=eps, n_classes=10, bounds=test.bounds, k=20), 4)
+        finally:
+            fed.close()
+        assert outcome.answered == 4 and not outcome.refused
+        accuracies[eps] = accuracy(outcome.model, test)
+        ledger = Ledger(tmp_path / f"eps{eps}" / "owner-0.sqlite", epsilon_budget=eps, delta_budget=1e-5)
+        history = ledger.history("o00000")
+        assert [h["purpose"].split(":")[0] for h in history] == ["dp-pca"] + [f"svm-ovr-{c}" for c in range(10)]
+        assert history[0]["delta"] == 1e-5 and math.isclose(sum(h["epsilon"] for h in history[1:]), eps / 2)
+    assert abs(accuracies[math.inf] - reference_accuracy("feddpdr", train, test, k=20)) <= 0.01
