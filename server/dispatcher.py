@@ -57,10 +57,13 @@ class Dispatcher:
                 holder = self._owner_node.get(o.owner_id)
                 if holder is not None and holder != node_id:
                     raise ConfigError(f"owner id {o.owner_id!r} is already registered by node {holder!r}")
-            previous = self._nodes.get(node_id)
             node = _Node(node_id, [o.owner_id for o in owners], last_seen=self._clock())
-            if previous is not None:  # a reconnecting node keeps its queued tasks
-                node.queue = previous.queue
+            # A (re)connecting node gets every unanswered task of its owners again: tasks its
+            # previous incarnation pulled may have died with it, or been taken by a stale long
+            # poll of the dead connection. Redelivery can't double-spend: the owner's ledger
+            # refuses a release id (task id) it has already debited.
+            hosted = set(node.owners)
+            node.queue.extend(t for t in self._pending.values() if t.owner_id in hosted)
             self._nodes[node_id] = node
             for o in owners:
                 self._owners[o.owner_id] = o

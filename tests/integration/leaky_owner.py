@@ -1,29 +1,26 @@
 """Positive control for the wire-capture test: an owner node that deliberately sends one raw
-row of its data to the coordinator (as the rows of a Predict call, uncleaned) right after it
-registers. Test-only; never shipped in the package."""
+row of its data: for its first task it answers with the row as a float64 matrix (in the
+``PcaShare`` field, the one reply kind that carries a plain float64 matrix) instead of its
+perturbed share. Test-only; never shipped in the package."""
 
 import sys
 
-import grpc
-
+from privfed.common.messages import PcaShareReply
 from privfed.deploy import cli
-from privfed.owner.node import OwnerNode
-from privfed.proto import privfed_pb2 as pb
-from privfed.proto.serde import matrix_to_proto
+from privfed.owner import handlers
 
-_honest_register = OwnerNode._register
-
-
-def _register_then_leak(self, stub):
-    _honest_register(self, stub)
-    owner = next(iter(self._owners.values()))
-    try:
-        stub.Predict(pb.PredictRequest(model_id="leak", rows=matrix_to_proto(owner.X[:1])), timeout=5)
-    except grpc.RpcError:
-        pass  # no such model: the bytes have crossed the wire all the same
+_honest = handlers.compute_share
+_leaked = []
 
 
-OwnerNode._register = _register_then_leak
+def _leak_one_row(owner, spec):
+    if not _leaked:
+        _leaked.append(owner.owner_id)
+        return PcaShareReply(subspace=owner.X[:1].copy(), n_rows=1)
+    return _honest(owner, spec)
+
+
+handlers.compute_share = _leak_one_row
 
 if __name__ == "__main__":
     sys.exit(cli.main(sys.argv[1:]))
