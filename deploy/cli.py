@@ -104,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data(p)
     p.set_defaults(func=_owner)
 
+    p = sub.add_parser("query", help="clean query rows locally (null-space), then ask a served model for labels")
+    from privfed.owner.query import add_arguments as add_query_arguments
+    add_query_arguments(p)
+    p.set_defaults(func=_query)
+
     p = sub.add_parser("certs", help="make a federation CA and mTLS certificates")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--owners", type=int, required=True, help="owner node certificates owner-0..owner-<N-1>")
@@ -148,6 +153,12 @@ def _owner(args) -> int:
     from privfed.owner.main import run_owner
 
     return run_owner(args, _tls(args, args.name))
+
+
+def _query(args) -> int:
+    from privfed.owner.query import run_query
+
+    return run_query(args, _tls(args, args.name))
 
 
 def _certs(args) -> int:

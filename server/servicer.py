@@ -36,6 +36,25 @@ def peer_identity(context) -> str | None:
     return names[0].decode() if names else None
 
 
+def model_linear_stage(model) -> tuple[str, np.ndarray]:
+    """(kind, A_d): the first linear map a served model applies to data-space rows, (d, m).
+
+    Null-space cleaning (seed 003) needs it to know which directions the model reads:
+    for LR, A_d = coef_dataᵀ; for FedDPDR, U_k divided by the public radius of the scaling
+    (the centring offset cancels in x − x̃). Nearest centroid has no linear first stage.
+    """
+    from privfed.common.dpsvm import FedDPDRModel
+    from privfed.common.learners.logistic import LinearModel
+
+    if isinstance(model, LinearModel):
+        coef, _ = model.data_linear_stage
+        return "lr", np.asarray(coef).T
+    if isinstance(model, FedDPDRModel) and model.components is not None:
+        radius = float(np.sqrt(np.sum(((model.bounds.hi - model.bounds.lo) / 2.0) ** 2)))
+        return "feddpdr", model.components / radius
+    raise ConfigError(f"a {type(model).__name__} has no linear first stage to clean queries against")
+
+
 class ModelStore:
     """Trained models the coordinator serves, by id."""
 
@@ -45,10 +64,14 @@ class ModelStore:
     def put(self, model_id: str, model) -> None:
         self._models[model_id] = model
 
-    def predict(self, model_id: str, rows: np.ndarray) -> np.ndarray:
+    def get(self, model_id: str):
         model = self._models.get(model_id)
         if model is None:
             raise ConfigError(f"no model {model_id!r}; served models: {sorted(self._models)}")
+        return model
+
+    def predict(self, model_id: str, rows: np.ndarray) -> np.ndarray:
+        model = self.get(model_id)
         if rows.ndim != 2:
             raise RemoteProtocolError(f"rows must be a 2-D matrix, got shape {rows.shape}")
         return np.asarray(model.predict(rows))
@@ -94,7 +117,17 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
 
     def Predict(self, request, context):
         try:
-            labels = self._models.predict(request.model_id, serde.matrix_from_proto(request.rows))
+            labels = self._models.predict(request.model_id, serde.reports_from_proto(request.rows))
             return pb.PredictResponse(labels=labels.astype(np.int64).tolist())
+        except PrivfedError as exc:
+            _abort(context, exc)
+
+    def GetModel(self, request, context):
+        try:
+            model = self._models.get(request.model_id)
+            kind, stage = model_linear_stage(model)
+            return pb.GetModelResponse(model_id=request.model_id, kind=kind,
+                                       bounds=serde.bounds_to_proto(model.bounds),
+                                       linear_stage=serde.matrix_to_proto(stage))
         except PrivfedError as exc:
             _abort(context, exc)
