@@ -22,6 +22,16 @@ REFUSAL_CODES = ("budget_exceeded", "invalid_task", "internal")
 class OwnerInfo:
     owner_id: str
     n_rows: int
+    x25519_public_key: bytes = b""   # end-to-end key for ring messages
+    key_signature: bytes = b""       # by the node's certificate key over (owner_id, key)
+
+
+@dataclass(frozen=True)
+class PeerKey:
+    owner_id: str
+    node_id: str
+    x25519_public_key: bytes
+    key_signature: bytes
 
 
 @dataclass(frozen=True)
@@ -93,7 +103,61 @@ class SvmShareTask:
         return [(float(e), 0.0, f"svm-ovr-{c}") for c, e in enumerate(ovr_epsilons(self.epsilon, self.n_classes))]
 
 
-TaskSpec = NccShareTask | LrShareTask | PcaShareTask | SvmShareTask
+def boost_release_epsilons(config: dict) -> list[tuple[float, float, str]]:
+    """Ledger entries of one boosting release (seed 002 Alg. 2): the whole ε of the run, once."""
+    eps = float(config["epsilon"])
+    if config.get("base") == "ncc" and config.get("labels") == "rr":
+        label_eps = eps * float(config.get("label_fraction", 0.2))
+        return [(eps - label_eps, 0.0, "boost-share-features"), (label_eps, 0.0, "boost-share-labels")]
+    return [(eps, 0.0, "boost-share")]
+
+
+@dataclass(frozen=True, eq=False)
+class BoostShareTask:
+    """Release one perturbed share for this round's base learner, with SAMME weights the owner
+    recomputes from the public ``history``. An owner releases in at most one round of a run."""
+
+    config: dict
+    history: dict
+
+    def ledger_entries(self) -> list[tuple[float, float, str]]:
+        return boost_release_epsilons(self.config)
+
+
+@dataclass(frozen=True, eq=False)
+class RingSpec:
+    session_id: str
+    ring: tuple[str, ...]
+    frac_bits: int
+    n_parties: int
+    max_abs: float
+    peers: tuple[PeerKey, ...]
+    certificates: dict  # node_id -> PEM bytes
+
+
+@dataclass(frozen=True, eq=False)
+class BoostEvaluateTask:
+    """Every owner: the new learner's local weighted error and weight sum go into the ring.
+    Nothing is released but masked ring values; no budget is spent."""
+
+    config: dict
+    history: dict
+    learner: dict
+    ring: RingSpec
+
+    def ledger_entries(self) -> list[tuple[float, float, str]]:
+        return []
+
+
+@dataclass(frozen=True)
+class RingMessageTask:
+    data: bytes
+
+    def ledger_entries(self) -> list[tuple[float, float, str]]:
+        return []
+
+
+TaskSpec = NccShareTask | LrShareTask | PcaShareTask | SvmShareTask | BoostShareTask | BoostEvaluateTask | RingMessageTask
 
 
 def total_budget(spec) -> tuple[float, float]:
@@ -143,7 +207,24 @@ class SvmShareReply:
     n_rows: int
 
 
-Payload = Refusal | NccShareReply | LrShareReply | PcaShareReply | SvmShareReply
+@dataclass(frozen=True)
+class BoostShareReply:
+    reports: np.ndarray   # (1, p) stump tables / LR parameters, or (m, d + 1) weighted NCC rows
+    labels: np.ndarray    # (m,) NCC labels, else empty
+
+
+@dataclass(frozen=True)
+class RingJoined:
+    session_id: str
+
+
+@dataclass(frozen=True)
+class RingTotal:
+    session_id: str
+    values: np.ndarray
+
+
+Payload = Refusal | NccShareReply | LrShareReply | PcaShareReply | SvmShareReply | BoostShareReply | RingJoined | RingTotal
 
 
 @dataclass(frozen=True)

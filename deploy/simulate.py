@@ -23,7 +23,7 @@ from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.job import run_job
 from privfed.server.report import host_info, new_run_dir, plot_lines, write_json
-from privfed.server.strategies import make_strategy
+from privfed.server.strategies import boosting_options, make_strategy
 
 log = logging.getLogger("privfed.simulate")
 
@@ -75,7 +75,7 @@ def run_point(args, epsilon: float, run_dir: Path, certs: Path | None, test) -> 
         strategy = make_strategy(args.task, mechanism=args.mechanism, epsilon=epsilon, n_classes=len(test.classes),
                                  bounds=test.bounds, labels=args.labels, label_fraction=args.label_fraction,
                                  param_bound=args.param_bound, c=args.C, k=args.k, delta=args.delta,
-                                 lam=args.lam)
+                                 lam=args.lam, **boosting_options(args))
         outcome = run_job(server, strategy, expected_owners=args.owners, show_progress=not args.no_progress,
                           label=f"eps={epsilon:g}: ", round_timeout=args.round_timeout)
         accuracy = float(np.mean(outcome.model.predict(test.X) == test.y))
@@ -92,7 +92,9 @@ def run_point(args, epsilon: float, run_dir: Path, certs: Path | None, test) -> 
                 p.kill()
         server.stop()
     spent = _spent(ledgers, ranges, budget, args.delta if args.task == "feddpdr" else 0.0)
-    return {"epsilon": epsilon, "accuracy": accuracy, "owners": outcome.n_owners, "answered": outcome.answered,
+    boosting = getattr(strategy, "rounds", None)
+    return {"epsilon": epsilon, "accuracy": accuracy, "boosting_rounds": boosting,
+            "dropped_from_ring": getattr(strategy, "dropped", None), "owners": outcome.n_owners, "answered": outcome.answered,
             "refused": outcome.refused, "lost_nodes": outcome.lost_nodes, "timings": outcome.timings,
             "epsilon_spent": {"max": max(spent.values(), default=0.0), "min": min(spent.values(), default=0.0),
                               "per_owner_file": f"eps-{epsilon:g}/epsilon_spent.json"},
@@ -105,7 +107,9 @@ def simulate(args) -> Path:
     train, test = federation_split(args.dataset, seed=args.seed, test_fraction=args.test_fraction,
                                    n_samples=args.n_samples)
     certs = None if args.insecure else make_certs(run_dir / "certs", owners=args.processes)
-    reference = reference_accuracy(args.task, train, test, C=args.C, k=args.k, lam=args.lam)
+    args.rows_per_owner = train.X.shape[0] / args.owners
+    reference = reference_accuracy(args.task, train, test, C=args.C, k=args.k, lam=args.lam,
+                                   boost=boosting_options(args))
     points = []
     for eps in args.epsilon:
         point = run_point(args, eps, run_dir, certs, test)
@@ -121,7 +125,8 @@ def simulate(args) -> Path:
         "rng": {"kind": args.rng, "seed": args.seed},
         "reference_accuracy": reference,
         "reference_learner": {"ncc": "sklearn NearestCentroid", "lr": "sklearn LogisticRegression",
-                              "feddpdr": "PCA + Huber SVM without noise (one owner)"}[args.task],
+                              "feddpdr": "PCA + Huber SVM without noise (one owner)",
+                              "bdt": "sklearn AdaBoost (SAMME) with depth-1 trees, T rounds"}[args.task],
         "train_rows": int(train.X.shape[0]), "test_rows": int(test.X.shape[0]),
         "points": points,
         "host": host_info(),

@@ -21,7 +21,7 @@ from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
 from privfed.common.dppca import owner_pca_release
 from privfed.common.dpsvm import owner_svm_release
 from privfed.common.messages import (
-    LrShareReply, LrShareTask, NccShareReply, NccShareTask, PcaShareReply, PcaShareTask, Refusal, Result,
+    BoostShareTask, LrShareReply, LrShareTask, NccShareReply, NccShareTask, PcaShareReply, PcaShareTask, Refusal, Result,
     SvmShareReply, SvmShareTask, Task, total_budget,
 )
 
@@ -48,6 +48,10 @@ def _check_shape(owner: LocalOwner, spec) -> None:
 
 def compute_share(owner: LocalOwner, spec):
     """The perturbed share for one task (pure computation; nothing is released here)."""
+    if isinstance(spec, BoostShareTask):
+        from privfed.owner.boosting import boost_share
+
+        return boost_share(owner, spec)
     _check_shape(owner, spec)
     if isinstance(spec, NccShareTask):
         mechanism = make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=spec.bounds.d)
@@ -88,8 +92,14 @@ def handle_batch(tasks: list[Task], owners: dict[str, LocalOwner], ledger: Ledge
             if owner is None:
                 raise ConfigError(f"owner {task.owner_id!r} is not hosted by this node")
             ledger.check(task.owner_id, *total_budget(task.spec))
+            if isinstance(task.spec, BoostShareTask) and any(
+                    ledger.has_released(task.owner_id, f"{label}:{task.round_id}")
+                    for _, _, label in task.spec.ledger_entries()):
+                raise BudgetExceeded(f"owner {task.owner_id} already released a share in boosting run "
+                                     f"{task.round_id}: an owner releases in at most one round")
             shares[task.task_id] = compute_share(owner, task.spec)
-            clipped += task.spec.bounds.clip(owner.X)[1]
+            if hasattr(task.spec, "bounds"):
+                clipped += task.spec.bounds.clip(owner.X)[1]
         except BudgetExceeded as exc:
             log.warning("refusing task %s: %s", task.task_id, exc)
             results[task.task_id] = Result(task.task_id, task.owner_id, Refusal("budget_exceeded", str(exc)))

@@ -13,14 +13,18 @@ import time
 
 import grpc
 
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+from privfed.common.e2e import generate_private_key, public_bytes, sign_public_key
 from privfed.common.ledger import Ledger
-from privfed.common.messages import OwnerInfo
+from privfed.common.messages import BoostEvaluateTask, OwnerInfo, Result, RingMessageTask
+from privfed.owner.boosting import RingDriver
 from privfed.owner.handlers import LocalOwner, handle_batch
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
 from privfed.proto.transport import (
-    PULL_TIMEOUT, PULL_WAIT, PUSH_TIMEOUT, REGISTER_TIMEOUT, Backoff, TlsFiles, channel_credentials,
+    PULL_TIMEOUT, PULL_WAIT, PUSH_TIMEOUT, RELAY_TIMEOUT, REGISTER_TIMEOUT, Backoff, TlsFiles, channel_credentials,
     channel_options,
 )
 
@@ -48,6 +52,12 @@ class OwnerNode:
         self._override = target_name_override
         self.stop_event = threading.Event()
         self._unsent: list = []
+        # One X25519 key per logical owner for end-to-end ring messages, signed with this
+        # node's certificate key so peers can check the relaying coordinator didn't swap it.
+        self._x25519 = {oid: generate_private_key() for oid in self._owners}
+        ca_pem = tls.read()[0] if tls is not None else None
+        self._ring = RingDriver(self._x25519, ca_pem)
+        self._evaluate_task: dict[str, str] = {}
 
     def _channel(self) -> grpc.Channel:
         opts = channel_options(self._override)
@@ -55,9 +65,24 @@ class OwnerNode:
             return grpc.insecure_channel(self._target, options=opts)
         return grpc.secure_channel(self._target, channel_credentials(self._tls), options=opts)
 
+    def _owner_infos(self) -> tuple[list[OwnerInfo], bytes]:
+        if self._tls is None:
+            log.warning("--insecure: ring keys are unsigned (byte-capture tests only)")
+            signer, cert = None, b""
+        else:
+            _, cert, key = self._tls.read()
+            signer = load_pem_private_key(key, password=None)
+        infos = []
+        for oid, owner in self._owners.items():
+            pub = public_bytes(self._x25519[oid])
+            sig = sign_public_key(signer, pub, oid) if signer is not None else b""
+            infos.append(OwnerInfo(oid, int(owner.X.shape[0]), pub, sig))
+        return infos, cert
+
     def _register(self, stub) -> None:
-        request = pb.RegisterNodeRequest(node_id=self.node_id, owners=[
-            serde.owner_info_to_proto(OwnerInfo(o.owner_id, int(o.X.shape[0]))) for o in self._owners.values()])
+        infos, cert = self._owner_infos()
+        request = pb.RegisterNodeRequest(node_id=self.node_id, node_certificate=cert,
+                                         owners=[serde.owner_info_to_proto(i) for i in infos])
         self._retry(lambda: stub.RegisterNode(request, timeout=REGISTER_TIMEOUT), "register")
         log.info("node %s registered %d owner(s) with %s", self.node_id, len(self._owners), self._target)
 
@@ -90,7 +115,37 @@ class OwnerNode:
                 raise
         self._unsent = []
 
+    def _relay(self, stub, outbounds) -> None:
+        if outbounds:
+            request = pb.RelayRequest(node_id=self.node_id, envelopes=[
+                pb.Envelope(recipient=o.recipient, data=o.to_bytes()) for o in outbounds])
+            self._retry(lambda: stub.Relay(request, timeout=RELAY_TIMEOUT), "relay")
+
+    def _ring_tasks(self, stub, tasks) -> list[Result]:
+        """Ring work: start parties, deliver relayed envelopes; relay what they emit."""
+        results, outbounds = [], []
+        for task in tasks:
+            owner = self._owners.get(task.owner_id)
+            if owner is None:
+                continue
+            if isinstance(task.spec, BoostEvaluateTask):
+                self._evaluate_task[task.owner_id] = task.task_id
+                payload, out = self._ring.evaluate(owner, task.spec)
+            else:
+                payload, out = self._ring.deliver(task.owner_id, task.spec.data)
+            outbounds += out
+            if payload is not None:  # answers the owner's evaluate task (a join, or the leader's total)
+                results.append(Result(self._evaluate_task[task.owner_id], task.owner_id, payload))
+        self._relay(stub, outbounds)
+        return results
+
     def _answer(self, stub, tasks) -> None:
+        ring = [t for t in tasks if isinstance(t.spec, (BoostEvaluateTask, RingMessageTask))]
+        if ring:
+            done = self._ring_tasks(stub, ring)
+            if done:
+                self._push(stub, done)
+            tasks = [t for t in tasks if not isinstance(t.spec, (BoostEvaluateTask, RingMessageTask))]
         ready, last_push = [], time.monotonic()
         for start in range(0, len(tasks), BATCH):
             if self.stop_event.is_set():

@@ -25,20 +25,26 @@ class Reports(_message.Message):
     def __init__(self, shape: _Optional[_Iterable[int]] = ..., grid_bits: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class OwnerInfo(_message.Message):
-    __slots__ = ("owner_id", "n_rows")
+    __slots__ = ("owner_id", "n_rows", "x25519_public_key", "key_signature")
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     N_ROWS_FIELD_NUMBER: _ClassVar[int]
+    X25519_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    KEY_SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     owner_id: str
     n_rows: int
-    def __init__(self, owner_id: _Optional[str] = ..., n_rows: _Optional[int] = ...) -> None: ...
+    x25519_public_key: bytes
+    key_signature: bytes
+    def __init__(self, owner_id: _Optional[str] = ..., n_rows: _Optional[int] = ..., x25519_public_key: _Optional[bytes] = ..., key_signature: _Optional[bytes] = ...) -> None: ...
 
 class RegisterNodeRequest(_message.Message):
-    __slots__ = ("node_id", "owners")
+    __slots__ = ("node_id", "owners", "node_certificate")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     OWNERS_FIELD_NUMBER: _ClassVar[int]
+    NODE_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     owners: _containers.RepeatedCompositeFieldContainer[OwnerInfo]
-    def __init__(self, node_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerInfo, _Mapping]]] = ...) -> None: ...
+    node_certificate: bytes
+    def __init__(self, node_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerInfo, _Mapping]]] = ..., node_certificate: _Optional[bytes] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
     __slots__ = ("session_id",)
@@ -124,8 +130,72 @@ class SvmShareTask(_message.Message):
     subspace: Matrix
     def __init__(self, epsilon: _Optional[float] = ..., lam: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., subspace: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
 
+class BoostShareTask(_message.Message):
+    __slots__ = ("config_json", "history_json")
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_JSON_FIELD_NUMBER: _ClassVar[int]
+    config_json: str
+    history_json: str
+    def __init__(self, config_json: _Optional[str] = ..., history_json: _Optional[str] = ...) -> None: ...
+
+class PeerKey(_message.Message):
+    __slots__ = ("owner_id", "node_id", "x25519_public_key", "key_signature")
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    X25519_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    KEY_SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    owner_id: str
+    node_id: str
+    x25519_public_key: bytes
+    key_signature: bytes
+    def __init__(self, owner_id: _Optional[str] = ..., node_id: _Optional[str] = ..., x25519_public_key: _Optional[bytes] = ..., key_signature: _Optional[bytes] = ...) -> None: ...
+
+class NodeCertificate(_message.Message):
+    __slots__ = ("node_id", "pem")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    PEM_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    pem: bytes
+    def __init__(self, node_id: _Optional[str] = ..., pem: _Optional[bytes] = ...) -> None: ...
+
+class RingSpec(_message.Message):
+    __slots__ = ("session_id", "ring", "frac_bits", "n_parties", "max_abs", "peers", "certificates")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    RING_FIELD_NUMBER: _ClassVar[int]
+    FRAC_BITS_FIELD_NUMBER: _ClassVar[int]
+    N_PARTIES_FIELD_NUMBER: _ClassVar[int]
+    MAX_ABS_FIELD_NUMBER: _ClassVar[int]
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    CERTIFICATES_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    ring: _containers.RepeatedScalarFieldContainer[str]
+    frac_bits: int
+    n_parties: int
+    max_abs: float
+    peers: _containers.RepeatedCompositeFieldContainer[PeerKey]
+    certificates: _containers.RepeatedCompositeFieldContainer[NodeCertificate]
+    def __init__(self, session_id: _Optional[str] = ..., ring: _Optional[_Iterable[str]] = ..., frac_bits: _Optional[int] = ..., n_parties: _Optional[int] = ..., max_abs: _Optional[float] = ..., peers: _Optional[_Iterable[_Union[PeerKey, _Mapping]]] = ..., certificates: _Optional[_Iterable[_Union[NodeCertificate, _Mapping]]] = ...) -> None: ...
+
+class BoostEvaluateTask(_message.Message):
+    __slots__ = ("config_json", "history_json", "learner_json", "ring")
+    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_JSON_FIELD_NUMBER: _ClassVar[int]
+    LEARNER_JSON_FIELD_NUMBER: _ClassVar[int]
+    RING_FIELD_NUMBER: _ClassVar[int]
+    config_json: str
+    history_json: str
+    learner_json: str
+    ring: RingSpec
+    def __init__(self, config_json: _Optional[str] = ..., history_json: _Optional[str] = ..., learner_json: _Optional[str] = ..., ring: _Optional[_Union[RingSpec, _Mapping]] = ...) -> None: ...
+
+class RingMessageTask(_message.Message):
+    __slots__ = ("data",)
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
 class Task(_message.Message):
-    __slots__ = ("task_id", "owner_id", "round_id", "ncc_share", "lr_share", "pca_share", "svm_share")
+    __slots__ = ("task_id", "owner_id", "round_id", "ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "boost_evaluate", "ring_message")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
@@ -133,6 +203,9 @@ class Task(_message.Message):
     LR_SHARE_FIELD_NUMBER: _ClassVar[int]
     PCA_SHARE_FIELD_NUMBER: _ClassVar[int]
     SVM_SHARE_FIELD_NUMBER: _ClassVar[int]
+    BOOST_SHARE_FIELD_NUMBER: _ClassVar[int]
+    BOOST_EVALUATE_FIELD_NUMBER: _ClassVar[int]
+    RING_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     owner_id: str
     round_id: str
@@ -140,7 +213,10 @@ class Task(_message.Message):
     lr_share: LrShareTask
     pca_share: PcaShareTask
     svm_share: SvmShareTask
-    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., round_id: _Optional[str] = ..., ncc_share: _Optional[_Union[NccShareTask, _Mapping]] = ..., lr_share: _Optional[_Union[LrShareTask, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShareTask, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShareTask, _Mapping]] = ...) -> None: ...
+    boost_share: BoostShareTask
+    boost_evaluate: BoostEvaluateTask
+    ring_message: RingMessageTask
+    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., round_id: _Optional[str] = ..., ncc_share: _Optional[_Union[NccShareTask, _Mapping]] = ..., lr_share: _Optional[_Union[LrShareTask, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShareTask, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShareTask, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShareTask, _Mapping]] = ..., boost_evaluate: _Optional[_Union[BoostEvaluateTask, _Mapping]] = ..., ring_message: _Optional[_Union[RingMessageTask, _Mapping]] = ...) -> None: ...
 
 class Refusal(_message.Message):
     __slots__ = ("code", "message")
@@ -180,8 +256,30 @@ class SvmShare(_message.Message):
     n_rows: int
     def __init__(self, coef: _Optional[_Union[Matrix, _Mapping]] = ..., n_rows: _Optional[int] = ...) -> None: ...
 
+class BoostShare(_message.Message):
+    __slots__ = ("reports", "labels")
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    reports: Reports
+    labels: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, reports: _Optional[_Union[Reports, _Mapping]] = ..., labels: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class RingJoined(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class RingTotal(_message.Message):
+    __slots__ = ("session_id", "values")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    values: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, session_id: _Optional[str] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
+
 class Result(_message.Message):
-    __slots__ = ("task_id", "owner_id", "refusal", "ncc_share", "lr_share", "pca_share", "svm_share")
+    __slots__ = ("task_id", "owner_id", "refusal", "ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "ring_joined", "ring_total")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     REFUSAL_FIELD_NUMBER: _ClassVar[int]
@@ -189,6 +287,9 @@ class Result(_message.Message):
     LR_SHARE_FIELD_NUMBER: _ClassVar[int]
     PCA_SHARE_FIELD_NUMBER: _ClassVar[int]
     SVM_SHARE_FIELD_NUMBER: _ClassVar[int]
+    BOOST_SHARE_FIELD_NUMBER: _ClassVar[int]
+    RING_JOINED_FIELD_NUMBER: _ClassVar[int]
+    RING_TOTAL_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     owner_id: str
     refusal: Refusal
@@ -196,7 +297,10 @@ class Result(_message.Message):
     lr_share: LrShare
     pca_share: PcaShare
     svm_share: SvmShare
-    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., ncc_share: _Optional[_Union[NccShare, _Mapping]] = ..., lr_share: _Optional[_Union[LrShare, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShare, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShare, _Mapping]] = ...) -> None: ...
+    boost_share: BoostShare
+    ring_joined: RingJoined
+    ring_total: RingTotal
+    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., ncc_share: _Optional[_Union[NccShare, _Mapping]] = ..., lr_share: _Optional[_Union[LrShare, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShare, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShare, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShare, _Mapping]] = ..., ring_joined: _Optional[_Union[RingJoined, _Mapping]] = ..., ring_total: _Optional[_Union[RingTotal, _Mapping]] = ...) -> None: ...
 
 class PushResultsRequest(_message.Message):
     __slots__ = ("node_id", "results")
@@ -243,3 +347,25 @@ class GetModelResponse(_message.Message):
     bounds: Matrix
     linear_stage: Matrix
     def __init__(self, model_id: _Optional[str] = ..., kind: _Optional[str] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., linear_stage: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+
+class Envelope(_message.Message):
+    __slots__ = ("recipient", "data")
+    RECIPIENT_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    recipient: str
+    data: bytes
+    def __init__(self, recipient: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class RelayRequest(_message.Message):
+    __slots__ = ("node_id", "envelopes")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ENVELOPES_FIELD_NUMBER: _ClassVar[int]
+    node_id: str
+    envelopes: _containers.RepeatedCompositeFieldContainer[Envelope]
+    def __init__(self, node_id: _Optional[str] = ..., envelopes: _Optional[_Iterable[_Union[Envelope, _Mapping]]] = ...) -> None: ...
+
+class RelayResponse(_message.Message):
+    __slots__ = ("accepted",)
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    accepted: int
+    def __init__(self, accepted: _Optional[int] = ...) -> None: ...

@@ -59,6 +59,11 @@ class CoordinatorStub:
                 request_serializer=privfed_dot_proto_dot_privfed__pb2.GetModelRequest.SerializeToString,
                 response_deserializer=privfed_dot_proto_dot_privfed__pb2.GetModelResponse.FromString,
                 _registered_method=True)
+        self.Relay = channel.unary_unary(
+                '/privfed.v1.Coordinator/Relay',
+                request_serializer=privfed_dot_proto_dot_privfed__pb2.RelayRequest.SerializeToString,
+                response_deserializer=privfed_dot_proto_dot_privfed__pb2.RelayResponse.FromString,
+                _registered_method=True)
 
 
 class CoordinatorServicer:
@@ -100,6 +105,13 @@ class CoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Relay(self, request, context):
+        """Owner-to-owner ring messages (AES-GCM sealed end to end): the coordinator only routes them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -127,6 +139,11 @@ def add_CoordinatorServicer_to_server(servicer, server):
                     servicer.GetModel,
                     request_deserializer=privfed_dot_proto_dot_privfed__pb2.GetModelRequest.FromString,
                     response_serializer=privfed_dot_proto_dot_privfed__pb2.GetModelResponse.SerializeToString,
+            ),
+            'Relay': grpc.unary_unary_rpc_method_handler(
+                    servicer.Relay,
+                    request_deserializer=privfed_dot_proto_dot_privfed__pb2.RelayRequest.FromString,
+                    response_serializer=privfed_dot_proto_dot_privfed__pb2.RelayResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -264,6 +281,33 @@ class Coordinator:
             '/privfed.v1.Coordinator/GetModel',
             privfed_dot_proto_dot_privfed__pb2.GetModelRequest.SerializeToString,
             privfed_dot_proto_dot_privfed__pb2.GetModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Relay(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/privfed.v1.Coordinator/Relay',
+            privfed_dot_proto_dot_privfed__pb2.RelayRequest.SerializeToString,
+            privfed_dot_proto_dot_privfed__pb2.RelayResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -6,6 +6,7 @@ peer sent and raises :class:`RemoteProtocolError` on anything malformed.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -13,6 +14,14 @@ import numpy as np
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.messages import (
+    BoostEvaluateTask,
+    BoostShareReply,
+    BoostShareTask,
+    PeerKey,
+    RingJoined,
+    RingMessageTask,
+    RingSpec,
+    RingTotal,
     LrShareReply,
     LrShareTask,
     NccShareReply,
@@ -85,19 +94,48 @@ def bounds_from_proto(m: pb.Matrix) -> Bounds:
 
 
 def owner_info_to_proto(o: OwnerInfo) -> pb.OwnerInfo:
-    return pb.OwnerInfo(owner_id=o.owner_id, n_rows=o.n_rows)
+    return pb.OwnerInfo(owner_id=o.owner_id, n_rows=o.n_rows, x25519_public_key=o.x25519_public_key,
+                        key_signature=o.key_signature)
 
 
 def owner_info_from_proto(m: pb.OwnerInfo) -> OwnerInfo:
     if not m.owner_id:
         raise RemoteProtocolError("owner_id is empty")
-    return OwnerInfo(owner_id=m.owner_id, n_rows=int(m.n_rows))
+    return OwnerInfo(owner_id=m.owner_id, n_rows=int(m.n_rows), x25519_public_key=bytes(m.x25519_public_key),
+                     key_signature=bytes(m.key_signature))
+
+
+def _json_to_dict(text: str, what: str) -> dict:
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError as exc:
+        raise RemoteProtocolError(f"{what} is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise RemoteProtocolError(f"{what} must be a JSON object")
+    return value
+
+
+def ring_spec_to_proto(r: RingSpec) -> pb.RingSpec:
+    return pb.RingSpec(session_id=r.session_id, ring=list(r.ring), frac_bits=r.frac_bits, n_parties=r.n_parties,
+                       max_abs=r.max_abs,
+                       peers=[pb.PeerKey(owner_id=p.owner_id, node_id=p.node_id, x25519_public_key=p.x25519_public_key,
+                                         key_signature=p.key_signature) for p in r.peers],
+                       certificates=[pb.NodeCertificate(node_id=n, pem=pem) for n, pem in r.certificates.items()])
+
+
+def ring_spec_from_proto(m: pb.RingSpec) -> RingSpec:
+    return RingSpec(session_id=m.session_id, ring=tuple(m.ring), frac_bits=int(m.frac_bits),
+                    n_parties=int(m.n_parties), max_abs=float(m.max_abs),
+                    peers=tuple(PeerKey(p.owner_id, p.node_id, bytes(p.x25519_public_key), bytes(p.key_signature))
+                                for p in m.peers),
+                    certificates={c.node_id: bytes(c.pem) for c in m.certificates})
 
 
 def task_to_proto(t: Task) -> pb.Task:
     msg = pb.Task(task_id=t.task_id, owner_id=t.owner_id, round_id=t.round_id)
     s = t.spec
-    mech = pb.MechanismSpec(name=getattr(s, "mechanism", ""), epsilon=s.epsilon)
+    if isinstance(s, (NccShareTask, LrShareTask)):
+        mech = pb.MechanismSpec(name=s.mechanism, epsilon=s.epsilon)
     if isinstance(s, NccShareTask):
         msg.ncc_share.CopyFrom(pb.NccShareTask(
             mechanism=mech, labels=s.labels, label_epsilon=s.label_epsilon,
@@ -113,6 +151,15 @@ def task_to_proto(t: Task) -> pb.Task:
         msg.svm_share.CopyFrom(pb.SvmShareTask(
             epsilon=s.epsilon, lam=s.lam, n_classes=s.n_classes, bounds=bounds_to_proto(s.bounds),
             subspace=matrix_to_proto(np.zeros((0,)) if s.subspace is None else s.subspace)))
+    elif isinstance(s, BoostShareTask):
+        msg.boost_share.CopyFrom(pb.BoostShareTask(config_json=json.dumps(s.config),
+                                                   history_json=json.dumps(s.history)))
+    elif isinstance(s, BoostEvaluateTask):
+        msg.boost_evaluate.CopyFrom(pb.BoostEvaluateTask(
+            config_json=json.dumps(s.config), history_json=json.dumps(s.history),
+            learner_json=json.dumps(s.learner), ring=ring_spec_to_proto(s.ring)))
+    elif isinstance(s, RingMessageTask):
+        msg.ring_message.CopyFrom(pb.RingMessageTask(data=s.data))
     else:
         raise TypeError(f"no wire form for task spec {type(s).__name__}")
     return msg
@@ -139,6 +186,17 @@ def task_from_proto(m: pb.Task) -> Task:
             U = matrix_from_proto(k.subspace)
             spec = SvmShareTask(epsilon=k.epsilon, lam=k.lam, n_classes=int(k.n_classes),
                                 bounds=bounds_from_proto(k.bounds), subspace=U if U.size else None)
+        elif kind == "boost_share":
+            k = m.boost_share
+            spec = BoostShareTask(config=_json_to_dict(k.config_json, "config"),
+                                  history=_json_to_dict(k.history_json, "history"))
+        elif kind == "boost_evaluate":
+            k = m.boost_evaluate
+            spec = BoostEvaluateTask(config=_json_to_dict(k.config_json, "config"),
+                                     history=_json_to_dict(k.history_json, "history"),
+                                     learner=_json_to_dict(k.learner_json, "learner"), ring=ring_spec_from_proto(k.ring))
+        elif kind == "ring_message":
+            spec = RingMessageTask(data=bytes(m.ring_message.data))
         else:
             raise RemoteProtocolError(f"task {m.task_id!r} has no known kind ({kind!r})")
     except ConfigError as exc:
@@ -166,6 +224,13 @@ def result_to_proto(r: Result) -> pb.Result:
         msg.pca_share.CopyFrom(pb.PcaShare(subspace=matrix_to_proto(p.subspace), n_rows=p.n_rows))
     elif isinstance(p, SvmShareReply):
         msg.svm_share.CopyFrom(pb.SvmShare(coef=matrix_to_proto(p.coef), n_rows=p.n_rows))
+    elif isinstance(p, BoostShareReply):
+        msg.boost_share.CopyFrom(pb.BoostShare(reports=reports_to_proto(p.reports),
+                                               labels=np.asarray(p.labels, dtype=np.int64).tolist()))
+    elif isinstance(p, RingJoined):
+        msg.ring_joined.CopyFrom(pb.RingJoined(session_id=p.session_id))
+    elif isinstance(p, RingTotal):
+        msg.ring_total.CopyFrom(pb.RingTotal(session_id=p.session_id, values=np.asarray(p.values).tolist()))
     else:
         raise TypeError(f"no wire form for payload {type(p).__name__}")
     return msg
@@ -192,6 +257,16 @@ def result_from_proto(m: pb.Result) -> Result:
     elif kind == "svm_share":
         payload = SvmShareReply(coef=_two_d(matrix_from_proto(m.svm_share.coef), "coef"),
                                 n_rows=int(m.svm_share.n_rows))
+    elif kind == "boost_share":
+        reports = reports_from_proto(m.boost_share.reports)
+        labels = np.asarray(m.boost_share.labels, dtype=np.int64)
+        if reports.ndim != 2 or (labels.size and labels.shape[0] != reports.shape[0]):
+            raise RemoteProtocolError(f"boost share: {reports.shape} reports for {labels.shape[0]} labels")
+        payload = BoostShareReply(reports=reports, labels=labels)
+    elif kind == "ring_joined":
+        payload = RingJoined(session_id=m.ring_joined.session_id)
+    elif kind == "ring_total":
+        payload = RingTotal(session_id=m.ring_total.session_id, values=np.asarray(m.ring_total.values, dtype=float))
     else:
         raise RemoteProtocolError(f"result for task {m.task_id!r} has no known kind ({kind!r})")
     return Result(task_id=m.task_id, owner_id=m.owner_id, payload=payload)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from privfed.common.errors import ConfigError, RemoteProtocolError
-from privfed.common.messages import OwnerInfo, Result, Task
+from privfed.common.messages import OwnerInfo, PeerKey, Result, RingMessageTask, Task
 
 
 @dataclass
@@ -46,10 +46,12 @@ class Dispatcher:
         self._pending: dict[str, Task] = {}
         self._results: dict[str, Result] = {}
         self._shutdown = False
+        self._certificates: dict[str, bytes] = {}
+        self.relayed = 0
         self.session_id = secrets.token_hex(8)
 
     # ---- called by the servicer --------------------------------------------------------
-    def register(self, node_id: str, owners: list[OwnerInfo]) -> str:
+    def register(self, node_id: str, owners: list[OwnerInfo], certificate: bytes = b"") -> str:
         if not node_id:
             raise RemoteProtocolError("node_id is empty")
         with self._cv:
@@ -65,6 +67,7 @@ class Dispatcher:
             hosted = set(node.owners)
             node.queue.extend(t for t in self._pending.values() if t.owner_id in hosted)
             self._nodes[node_id] = node
+            self._certificates[node_id] = certificate
             for o in owners:
                 self._owners[o.owner_id] = o
                 self._owner_node[o.owner_id] = node_id
@@ -101,6 +104,36 @@ class Dispatcher:
                 accepted += 1
             self._cv.notify_all()
             return accepted
+
+    def relay(self, node_id: str, envelopes: list[tuple[str, bytes]]) -> int:
+        """Queue sealed owner-to-owner envelopes for their recipients' nodes (no answer expected)."""
+        with self._cv:
+            self._known(node_id).last_seen = self._clock()
+            for recipient, data in envelopes:
+                target = self._owner_node.get(recipient)
+                if target is None:
+                    raise RemoteProtocolError(f"relay to unknown owner {recipient!r}")
+                self._nodes[target].queue.append(Task(f"relay-{secrets.token_hex(6)}", recipient, "ring",
+                                                      RingMessageTask(data)))
+            self.relayed += len(envelopes)
+            self._cv.notify_all()
+            return len(envelopes)
+
+    def peer_key(self, owner_id: str) -> PeerKey:
+        with self._cv:
+            o = self._owners[owner_id]
+            return PeerKey(owner_id, self._owner_node[owner_id], o.x25519_public_key, o.key_signature)
+
+    def certificates(self) -> dict[str, bytes]:
+        with self._cv:
+            return {n: c for n, c in self._certificates.items() if c}
+
+    def silent_owners(self) -> set[str]:
+        """Owners whose node has been silent for longer than the node timeout."""
+        now = self._clock()
+        with self._cv:
+            silent = {nid for nid, n in self._nodes.items() if now - n.last_seen > self._node_timeout}
+            return {o for o, nid in self._owner_node.items() if nid in silent}
 
     def _known(self, node_id: str) -> _Node:
         node = self._nodes.get(node_id)

@@ -27,6 +27,20 @@ class JobOutcome:
     timings: dict[str, float] = field(default_factory=dict)
 
 
+class Transport:
+    """What a strategy may use: run a round, and look up the public owner directory."""
+
+    def __init__(self, execute, dispatcher):
+        self._execute = execute
+        self.peer_key = dispatcher.peer_key
+        self.certificates = dispatcher.certificates
+        self.silent_owners = dispatcher.silent_owners
+        self.owner_rows = lambda: {o: i.n_rows for o, i in dispatcher.owners().items()}
+
+    def __call__(self, tasks, timeout=None):
+        return self._execute(tasks, timeout)
+
+
 def run_job(server: CoordinatorServer, strategy, *, expected_owners: int, register_timeout: float = 120.0,
             round_timeout: float = 600.0, show_progress: bool = True, label: str = "") -> JobOutcome:
     t0 = time.perf_counter()
@@ -43,11 +57,11 @@ def run_job(server: CoordinatorServer, strategy, *, expected_owners: int, regist
     lost_nodes: set[str] = set()
     answered: set[str] = set()
 
-    def execute(tasks):
+    def execute(tasks, timeout=None):
         """Send one round's tasks, wait for the answers, keep the accounting."""
         with tqdm(total=len(tasks), desc=f"{label}round {tasks[0].round_id if tasks else ''}",
                   disable=not show_progress, leave=False, unit="owner") as bar:
-            outcome = server.dispatcher.run(tasks, timeout=round_timeout,
+            outcome = server.dispatcher.run(tasks, timeout=timeout or round_timeout,
                                             progress=lambda done, total: bar.update(done - bar.n))
         if outcome.lost_nodes:
             log.warning("round completed without node(s) %s (%d task(s) unanswered)",
@@ -58,12 +72,13 @@ def run_job(server: CoordinatorServer, strategy, *, expected_owners: int, regist
         refused.update(round_refused)
         by_task = {t.task_id: t for t in tasks}
         for r in results:
-            if r.owner_id not in round_refused:
-                eps[r.owner_id] += total_budget(by_task[r.task_id].spec)[0]
+            spec = by_task[r.task_id].spec
+            if r.owner_id not in round_refused and spec.ledger_entries():  # a release, not ring work
+                eps[r.owner_id] += total_budget(spec)[0]
                 answered.add(r.owner_id)
         return results
 
-    model = strategy.run(owner_ids, execute)
+    model = strategy.run(owner_ids, Transport(execute, server.dispatcher))
     t2 = time.perf_counter()
     return JobOutcome(model=model, n_owners=len(owner_ids), answered=len(answered - set(refused)),
                       refused=refused, lost_nodes=sorted(lost_nodes), epsilon_by_owner=eps,

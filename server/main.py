@@ -12,7 +12,7 @@ from privfed.owner.data import federation_split
 from privfed.server.app import CoordinatorServer
 from privfed.server.job import run_job
 from privfed.server.report import host_info, new_run_dir, write_json
-from privfed.server.strategies import make_strategy
+from privfed.server.strategies import boosting_options, make_strategy
 
 log = logging.getLogger("privfed.coordinator")
 
@@ -24,7 +24,7 @@ def run_coordinator(args, tls) -> int:
     strategy = make_strategy(args.task, mechanism=args.mechanism, epsilon=args.epsilon, n_classes=len(test.classes),
                              bounds=test.bounds, labels=args.labels, label_fraction=args.label_fraction,
                              param_bound=args.param_bound, c=args.C, k=args.k, delta=args.delta,
-                                 lam=args.lam)
+                                 lam=args.lam, **boosting_options(args))
     server = CoordinatorServer(tls=tls, node_timeout=args.node_timeout)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

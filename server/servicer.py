@@ -93,7 +93,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         try:
             node_id = self._node_id(request.node_id, context)
             owners = [serde.owner_info_from_proto(o) for o in request.owners]
-            session = self._dispatcher.register(node_id, owners)
+            session = self._dispatcher.register(node_id, owners, bytes(request.node_certificate))
             log.info("node %s registered %d owner(s)", node_id, len(owners))
             return pb.RegisterNodeResponse(session_id=session)
         except PrivfedError as exc:
@@ -112,6 +112,14 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
             node_id = self._node_id(request.node_id, context)
             results = [serde.result_from_proto(r) for r in request.results]
             return pb.PushResultsResponse(accepted=self._dispatcher.push(node_id, results))
+        except PrivfedError as exc:
+            _abort(context, exc)
+
+    def Relay(self, request, context):
+        try:
+            node_id = self._node_id(request.node_id, context)
+            accepted = self._dispatcher.relay(node_id, [(e.recipient, bytes(e.data)) for e in request.envelopes])
+            return pb.RelayResponse(accepted=accepted)
         except PrivfedError as exc:
             _abort(context, exc)
 

@@ -23,7 +23,7 @@ from privfed.common.messages import (
 )
 from privfed.common.subspace import aggregate_subspaces, owner_weights, weighted_average
 
-TASKS = ("ncc", "lr", "feddpdr")
+TASKS = ("ncc", "lr", "feddpdr", "bdt")
 
 
 def _new_tasks(owner_ids, round_id, spec) -> list[Task]:
@@ -151,9 +151,35 @@ _FIELDS = {
 }
 
 
+_BOOST_FIELDS = ("base", "epsilon", "mechanism", "n_classes", "bounds", "n_rounds", "group_size", "n_bins",
+                 "weight_bound", "labels", "label_fraction", "param_bound")
+
+
 def make_strategy(task: str, **kwargs):
     """Build the strategy for ``task`` from the options that apply to it (others are ignored)."""
+    if task == "bdt":
+        from privfed.common.boosting import FederatedBoosting
+        from privfed.server.boosting import BoostingStrategy
+
+        fb_args = {k: v for k, v in kwargs.items() if k in _BOOST_FIELDS and v is not None}
+        if "c" in kwargs:
+            fb_args["C"] = kwargs["c"]
+        seed = kwargs.get("seed")
+        rng = np.random.Generator(np.random.PCG64(seed)) if seed is not None else np.random.Generator(
+            np.random.PCG64(secrets.randbits(128)))  # group sampling is public: no secrecy needed
+        return BoostingStrategy(FederatedBoosting(**fb_args), rng, ring_timeout=kwargs.get("ring_timeout"))
     if task not in _FIELDS:
         raise ConfigError(f"task must be one of {TASKS}, got {task!r}")
     cls, fields = _FIELDS[task]
     return cls(**{k: v for k, v in kwargs.items() if k in fields and v is not None})
+
+
+def boosting_options(args) -> dict:
+    """The bdt options of a parsed command line (weight bound defaulted from rows per owner)."""
+    if getattr(args, "task", None) != "bdt":
+        return {}
+    weight_bound = args.weight_bound
+    if weight_bound is None:  # an owner's mean-1 weights sum to about its row count
+        weight_bound = 2.0 * max(1.0, float(np.ceil(getattr(args, "rows_per_owner", 1.0))))
+    return {"base": args.base, "n_rounds": args.rounds, "group_size": args.group_size, "n_bins": args.n_bins,
+            "weight_bound": weight_bound, "seed": args.seed, "ring_timeout": args.ring_timeout}

@@ -7,12 +7,15 @@ import warnings
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
+from sklearn.ensemble import AdaBoostClassifier
 from sklearn.neighbors import NearestCentroid
+from sklearn.tree import DecisionTreeClassifier
 
 from privfed.common.errors import ConfigError
 
 
-def reference_accuracy(task: str, train, test, *, C: float = 1.0, k: int = 20, lam: float = 0.01) -> float:
+def reference_accuracy(task: str, train, test, *, C: float = 1.0, k: int = 20, lam: float = 0.01,
+                       boost: dict | None = None) -> float:
     """Test accuracy of the non-private counterpart of ``task`` (rows mapped by the public bounds)."""
     Xtr, Xte = train.bounds.to_unit(train.X), test.bounds.to_unit(test.X)
     if task == "ncc":
@@ -21,6 +24,9 @@ def reference_accuracy(task: str, train, test, *, C: float = 1.0, k: int = 20, l
             model = NearestCentroid().fit(Xtr, train.y)
     elif task == "lr":
         model = LogisticRegression(C=C, max_iter=2000).fit(Xtr, train.y)
+    elif task == "bdt":  # non-private SAMME with decision stumps, T rounds, on all rows
+        model = AdaBoostClassifier(DecisionTreeClassifier(max_depth=1), n_estimators=(boost or {}).get("n_rounds", 10),
+                                   random_state=0).fit(Xtr, train.y)
     elif task == "feddpdr":
         from privfed.common.dpsvm import feddpdr_fit
 

@@ -1,0 +1,119 @@
+"""Coordinator side of LDP boosting over the federation (seed 002 Alg. 2; SPEC §5, §6, §11).
+
+Per round t: a fresh group of owners (never reused: T × group ≤ N, checked) releases perturbed
+shares with their SAMME weights; the coordinator fits the base learner from them; *every* owner
+then puts its local weighted error and weight sum into a ring secure sum, so the coordinator
+learns only the totals E and W; it computes α (SAMME) and publishes (learner, α, E, W) in the
+next tasks, from which owners update their weights locally. A party that stays silent during a
+ring (its node past the node timeout) is removed and the ring re-run without it under a fresh
+session; the report records it.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from privfed.common.boosting import FederatedBoosting, sample_groups
+from privfed.common.boostwire import config_to_dict, empty_history, with_round
+from privfed.common.errors import ConfigError
+from privfed.common.fixedpoint import FixedPoint
+from privfed.common.learners.ncc import NccShare
+from privfed.common.learners.samme import BoostedModel, SammeStep
+from privfed.common.messages import BoostEvaluateTask, BoostShareReply, BoostShareTask, RingSpec, RingTotal, Task
+from privfed.common.securesum import new_session_id, reform_ring, ring_peers
+
+log = logging.getLogger("privfed.coordinator")
+
+MAX_RING_ATTEMPTS = 3
+
+
+def _tasks(owner_ids, round_id, spec_for) -> list[Task]:
+    return [Task(f"{round_id}-{secrets.token_hex(6)}", o, round_id, spec_for(o)) for o in owner_ids]
+
+
+@dataclass
+class BoostingStrategy:
+    booster: FederatedBoosting
+    rng: np.random.Generator
+    ring_timeout: float | None = None
+    rounds: list = field(default_factory=list)   # per round: what the report shows
+    dropped: list = field(default_factory=list)  # owners removed from a ring
+
+    def _releases(self, replies: list[BoostShareReply]):
+        if self.booster.base == "ncc":
+            return NccShare.concat([NccShare(reports=r.reports, labels=r.labels) for r in replies])
+        return np.concatenate([r.reports for r in replies])
+
+    def _ring_sum(self, ring, learner, config, history, transport, round_no) -> tuple[float, float]:
+        """E and W over every owner still in the ring, re-forming the ring after a drop."""
+        max_abs = float(sum(transport.owner_rows().values()))
+        certificates = transport.certificates()
+        timeout = self.ring_timeout or 30.0 + 0.01 * len(ring)
+        for attempt in range(1, MAX_RING_ATTEMPTS + 1):
+            session = new_session_id()
+            fp = FixedPoint.choose(n_parties=len(ring), max_abs=max_abs)
+
+            def spec(owner_id):
+                peers = tuple(transport.peer_key(p) for p in ring_peers(ring, owner_id))
+                return BoostEvaluateTask(config=config, history=history, learner=learner.to_dict(),
+                                         ring=RingSpec(session, tuple(ring), fp.frac_bits, fp.n_parties, max_abs,
+                                                       peers, certificates))
+
+            t0 = time.perf_counter()
+            results = transport(_tasks(ring, f"ring{round_no}", spec), timeout=timeout)
+            totals = [r.payload for r in results if isinstance(r.payload, RingTotal) and r.payload.session_id == session]
+            if totals:
+                self.rounds[-1].update(ring_size=len(ring), ring_s=time.perf_counter() - t0, ring_attempts=attempt)
+                return float(totals[0].values[0]), float(totals[0].values[1])
+            joined = {r.owner_id for r in results}
+            gone = sorted((set(ring) - joined) | (set(ring) & transport.silent_owners()))
+            if not gone:
+                raise ConfigError(f"ring {session} did not close within {timeout:.0f} s and no party is known to be gone")
+            log.warning("ring %s: %d party(ies) dropped (%s...); re-running without them", session, len(gone), gone[:3])
+            self.dropped += gone
+            ring = reform_ring(ring, gone)
+        raise ConfigError(f"the ring secure sum failed {MAX_RING_ATTEMPTS} times")
+
+    def run(self, owner_ids, transport):
+        fb = self.booster
+        n = len(owner_ids)
+        group_size = fb.group_size or n // fb.n_rounds
+        groups = sample_groups(n, fb.n_rounds, group_size, self.rng)
+        run_id = f"boost-{secrets.token_hex(4)}"
+        config = config_to_dict(fb, run_id)
+        history = empty_history()
+        learners, alphas = [], []
+        ring = list(owner_ids)
+        for t, group in enumerate(groups, start=1):
+            t0 = time.perf_counter()
+            replies = [r.payload for r in transport(_tasks([owner_ids[i] for i in group], run_id,
+                                                           lambda _: BoostShareTask(config, history)))
+                       if isinstance(r.payload, BoostShareReply)]
+            if not replies:
+                raise ConfigError(f"round {t}: no owner of the group released a share")
+            learner = fb.coordinator_select(self._releases(replies))
+            self.rounds.append({"round": t, "group": len(group), "released": len(replies),
+                                "share_s": time.perf_counter() - t0})
+            ring = [o for o in ring if o not in set(self.dropped)]
+            err, wsum = self._ring_sum(ring, learner, config, history, transport, t)
+            decision = fb.coordinator_decide(err, wsum, n_kept=len(alphas))
+            self.rounds[-1].update(error=err / wsum if wsum > 0 else None,
+                                   alpha=None if decision is None else decision.alpha,
+                                   step="skip" if decision is None else decision.step.value)
+            if decision is None:
+                continue
+            if decision.step is SammeStep.DISCARD_AND_STOP:
+                break
+            learners.append(learner)
+            alphas.append(decision.alpha)
+            history = with_round(history, learner, decision.alpha, err, wsum)
+            if decision.step is SammeStep.KEEP_AND_STOP:
+                break
+        if not learners:
+            raise ConfigError("no base learner was better than chance: nothing to boost")
+        return BoostedModel(learners, alphas, np.arange(fb.n_classes))
