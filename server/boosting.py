@@ -70,7 +70,7 @@ class BoostingStrategy:
             if totals:
                 self.rounds[-1].update(ring_size=len(ring), ring_s=time.perf_counter() - t0, ring_attempts=attempt)
                 return float(totals[0].values[0]), float(totals[0].values[1])
-            joined = {r.owner_id for r in results}
+            joined = {r.owner_id for r in results} | {ring[0]}  # the leader answers only with the total
             gone = sorted((set(ring) - joined) | (set(ring) & transport.silent_owners()))
             if not gone:
                 raise ConfigError(f"ring {session} did not close within {timeout:.0f} s and no party is known to be gone")
@@ -102,7 +102,7 @@ class BoostingStrategy:
             ring = [o for o in ring if o not in set(self.dropped)]
             err, wsum = self._ring_sum(ring, learner, config, history, transport, t)
             decision = fb.coordinator_decide(err, wsum, n_kept=len(alphas))
-            self.rounds[-1].update(error=err / wsum if wsum > 0 else None,
+            self.rounds[-1].update(err_total=err, weight_total=wsum, error=err / wsum if wsum > 0 else None,
                                    alpha=None if decision is None else decision.alpha,
                                    step="skip" if decision is None else decision.step.value)
             if decision is None:

@@ -32,7 +32,7 @@ class RunOutcome:
 
     results: dict[str, Result]      # task_id -> result
     lost: list[str]                 # task ids never answered (node dead or deadline passed)
-    lost_nodes: list[str]
+    lost_nodes: list[str]           # nodes of unanswered tasks that are silent (dead or cut off)
 
 
 class Dispatcher:
@@ -191,7 +191,9 @@ class Dispatcher:
                     break
                 self._cv.wait(min(0.5, deadline - now))
             lost = [i for i in ids if i in self._pending]
-            lost_nodes = sorted({self._owner_node[self._pending[i].owner_id] for i in lost})
+            now = self._clock()
+            lost_nodes = sorted({nid for nid in (self._owner_node[self._pending[i].owner_id] for i in lost)
+                                 if now - self._nodes[nid].last_seen > self._node_timeout})
             for i in lost:
                 task = self._pending.pop(i)
                 node = self._nodes.get(self._owner_node[task.owner_id])

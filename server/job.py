@@ -63,9 +63,9 @@ def run_job(server: CoordinatorServer, strategy, *, expected_owners: int, regist
                   disable=not show_progress, leave=False, unit="owner") as bar:
             outcome = server.dispatcher.run(tasks, timeout=timeout or round_timeout,
                                             progress=lambda done, total: bar.update(done - bar.n))
-        if outcome.lost_nodes:
-            log.warning("round completed without node(s) %s (%d task(s) unanswered)",
-                        outcome.lost_nodes, len(outcome.lost))
+        if outcome.lost:
+            log.warning("round %s completed with %d task(s) unanswered (silent nodes: %s)",
+                        tasks[0].round_id, len(outcome.lost), outcome.lost_nodes or "none")
         lost_nodes.update(outcome.lost_nodes)
         results = list(outcome.results.values())
         round_refused = refusals(results)

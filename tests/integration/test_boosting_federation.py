@@ -1,0 +1,112 @@
+"""LDP boosting over real gRPC with mTLS and real owner processes: the ring secure sum is
+exact, owners release in at most one round, and a node killed mid-ring is dropped."""
+
+import math
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from privfed.common.boostwire import learner_from_dict, owner_weights
+from privfed.common.messages import BoostShareTask, Refusal, Task
+from privfed.owner.data import build_owners, federation_split
+from privfed.server.strategies import make_strategy
+
+from fedharness import Federation
+
+pytestmark = pytest.mark.slow
+
+DATA = ["--dataset", "synthetic", "--n-samples", "600", "--seed", "3", "--test-fraction", "0.25"]
+
+
+def bdt(eps, **kw):
+    _, test = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=600)
+    options = dict(mechanism="pm", epsilon=eps, n_classes=2, bounds=test.bounds, n_rounds=4, n_bins=4,
+                   weight_bound=4.0, seed=5)
+    options.update(kw)
+    return make_strategy("bdt", **options), test
+
+
+def test_boosting_rounds_with_exact_ring_totals(tmp_path):
+    strategy, test = bdt(math.inf)
+    fed = Federation(tmp_path)
+    try:
+        fed.spawn("owner-0", n_owners=120, shards="0:60", budget=math.inf, dataset=DATA)
+        fed.spawn("owner-1", n_owners=120, shards="60:120", budget=math.inf, dataset=DATA)
+        outcome = fed.run(strategy, 120)
+    finally:
+        fed.close()
+    assert len(strategy.rounds) == 4 and all(r["ring_attempts"] == 1 for r in strategy.rounds)
+    assert outcome.answered == 4 * 30  # each owner of the four groups released once
+    # Recompute every round's totals from the owners' rows: the ring over gRPC must match.
+    train, _ = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=600)
+    owners = build_owners(train, n_owners=120, shards=range(120), seed=3, rng_kind="seeded", rng_seed=3)
+    history = {"learners": [], "alphas": [], "totals": []}
+    model = outcome.model
+    kept = 0
+    for rec in strategy.rounds:
+        if rec["step"] == "skip":
+            continue
+        learner = model.learners[kept]
+        err = wsum = 0.0
+        for o in owners:
+            w = owner_weights(history, o.X, o.y)
+            err += float(np.dot(w, learner.predict(o.X) != o.y))
+            wsum += float(w.sum())
+        assert math.isclose(rec["err_total"], err, abs_tol=1e-6) and math.isclose(rec["weight_total"], wsum,
+                                                                                   abs_tol=1e-6)
+        history = {"learners": history["learners"] + [learner.to_dict()], "alphas": history["alphas"] + [rec["alpha"]],
+                   "totals": history["totals"] + [[rec["err_total"], rec["weight_total"]]]}
+        kept += 1
+    assert float(np.mean(model.predict(test.X) == test.y)) > 0.6
+
+
+def test_an_owner_releases_in_at_most_one_round_of_a_run(tmp_path):
+    strategy, _ = bdt(2.0)
+    from privfed.common.boostwire import config_to_dict, empty_history
+
+    config = config_to_dict(strategy.booster, "boost-run1")
+    fed = Federation(tmp_path)
+    try:
+        fed.spawn("owner-0", n_owners=120, shards="0:2", budget=10.0, dataset=DATA)  # budget for five
+        fed.server.dispatcher.wait_for_owners(2, 60)
+        first = fed.server.dispatcher.run([Task("t1", "o00000", "boost-run1", BoostShareTask(config, empty_history()))],
+                                          timeout=30)
+        again = fed.server.dispatcher.run([Task("t2", "o00000", "boost-run1", BoostShareTask(config, empty_history()))],
+                                          timeout=30)
+    finally:
+        fed.close()
+    assert not isinstance(first.results["t1"].payload, Refusal)
+    refusal = again.results["t2"].payload
+    assert isinstance(refusal, Refusal) and "at most one round" in refusal.message
+
+
+def test_a_node_killed_mid_ring_is_dropped_and_the_ring_rerun(tmp_path):
+    strategy, test = bdt(4.0, ring_timeout=6.0)
+    fed = Federation(tmp_path, node_timeout=2.0)
+    try:
+        fed.spawn("owner-0", n_owners=300, shards="0:100", budget=4.0, dataset=DATA)
+        fed.spawn("owner-1", n_owners=300, shards="100:200", budget=4.0, dataset=DATA)
+        victim = fed.spawn("owner-2", n_owners=300, shards="200:300", budget=4.0, dataset=DATA)
+        assert fed.server.dispatcher.wait_for_owners(300, 60) == 300
+
+        def kill_mid_ring():
+            while fed.server.dispatcher.relayed < 30:
+                time.sleep(0.002)
+            os.kill(victim.pid, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_mid_ring)
+        killer.start()
+        outcome = fed.run(strategy, 300)
+        killer.join()
+    finally:
+        fed.close()
+    dropped = set(strategy.dropped)
+    assert dropped and all(200 <= int(o[1:]) < 300 for o in dropped)
+    assert strategy.rounds[0]["ring_attempts"] == 2 and strategy.rounds[0]["ring_size"] == 200
+    assert len(strategy.rounds) == 4
+    assert outcome.lost_nodes == ["owner-2"]
+    assert len(outcome.model.learners) >= 1
