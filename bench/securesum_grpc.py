@@ -1,0 +1,120 @@
+"""Ring secure sum over real gRPC (mTLS, loopback) vs the same state machines in process.
+
+For N in {10, 100, 1000} owners hosted by two owner node processes, times one ring secure
+sum of (local error, weight sum) driven by the coordinator exactly as a boosting round does
+(sealed envelopes relayed through the coordinator, every hop over the network), next to
+``run_ring_in_process`` on the same N measured in the same run, and prints the per-owner
+slope of both (least squares over N). Lines: ``name  baseline  candidate  ratio``.
+
+    python bench/securesum_grpc.py [--sizes 10,100,1000] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from privfed.common.boostwire import config_to_dict, empty_history
+from privfed.common.fixedpoint import FixedPoint
+from privfed.common.learners.stump import Stump
+from privfed.common.securesum import run_ring_in_process
+from privfed.deploy.certs import make_certs
+from privfed.owner.data import federation_split
+from privfed.proto.transport import TlsFiles
+from privfed.server.app import CoordinatorServer
+from privfed.server.job import run_job
+from privfed.server.report import host_info
+from privfed.server.strategies import make_strategy
+
+
+class RingTimer:
+    """A strategy that only runs rings: what one boosting round's secure sum costs."""
+
+    def __init__(self, boosting, learner, repeats):
+        self.boosting, self.learner, self.repeats, self.times = boosting, learner, repeats, []
+
+    def run(self, owner_ids, transport):
+        config = config_to_dict(self.boosting.booster, "bench")
+        self.boosting.rounds.append({})
+        for _ in range(self.repeats):
+            t0 = time.perf_counter()
+            self.boosting._ring_sum(list(owner_ids), self.learner, config, empty_history(), transport, 0)
+            self.times.append(time.perf_counter() - t0)
+        return None
+
+
+def network_ring(n: int, repeats: int, tmp: Path) -> float:
+    _, test = federation_split("synthetic", seed=0, test_fraction=0.2, n_samples=max(2 * n, 200))
+    certs = make_certs(tmp / f"certs{n}", owners=2)
+    server = CoordinatorServer(tls=TlsFiles.in_dir(certs, "coordinator"))
+    port = server.start("127.0.0.1:0")
+    half = n // 2
+    procs = [subprocess.Popen([sys.executable, "-m", "privfed.deploy.cli", "owner", "--coordinator",
+                               f"127.0.0.1:{port}", "--name", f"owner-{i}", "--certs", str(certs),
+                               "--dataset", "synthetic", "--n-samples", str(max(2 * n, 200)), "--seed", "0",
+                               "--n-owners", str(n), "--shards", shards, "--ledger", str(tmp / f"l{n}-{i}.sqlite"),
+                               "--epsilon-budget", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for i, shards in enumerate((f"0:{half}", f"{half}:{n}"))]
+    try:
+        boosting = make_strategy("bdt", mechanism="pm", epsilon=1.0, n_classes=2, bounds=test.bounds, n_rounds=1,
+                                 weight_bound=2.0, seed=0)
+        stump = Stump(attribute=0, threshold_index=0, threshold=0.0, leaves=(0, 1), error=0.0)
+        timer = RingTimer(boosting, stump, repeats)
+        run_job(server, timer, expected_owners=n, show_progress=False)
+        return statistics.median(timer.times)
+    finally:
+        server.dispatcher.shutdown()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        server.stop(0)
+
+
+def in_process_ring(n: int, repeats: int) -> float:
+    rng = np.random.Generator(np.random.PCG64(0))
+    values = {f"o{i}": rng.random(2) for i in range(n)}
+    fp = FixedPoint.choose(n_parties=n, max_abs=1.0)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        run_ring_in_process(values, fp)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def slope(xs, ys) -> float:
+    return float(np.polyfit(np.asarray(xs, float), np.asarray(ys, float), 1)[0])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10,100,1000")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(f"# ring secure sum, 2 values per owner; host {host_info()}; median of {args.repeats}")
+    print(f"{'name':<22}{'in-process s':>14}{'gRPC+mTLS s':>14}{'ratio':>9}")
+    base, net = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            base.append(in_process_ring(n, args.repeats))
+            net.append(network_ring(n, args.repeats, Path(tmp)))
+            print(f"{f'ring N={n}':<22}{base[-1]:>14.4f}{net[-1]:>14.4f}{net[-1] / base[-1]:>9.1f}")
+    if len(sizes) > 1:
+        b, c = slope(sizes, base), slope(sizes, net)
+        print(f"{'per-owner slope':<22}{b * 1e3:>12.3f}ms{c * 1e3:>12.3f}ms{c / b if b > 0 else math.inf:>9.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
