@@ -38,6 +38,7 @@ re-formed down to one party stop rather than publish an individual value).
 from __future__ import annotations
 
 import enum
+import functools
 import secrets
 import struct
 from collections import deque
@@ -193,7 +194,13 @@ def new_session_id() -> str:
 
 
 def _check_ring(ring: Sequence[str]) -> list[str]:
-    ring = list(ring)
+    return list(_checked_ring(tuple(ring)))
+
+
+@functools.lru_cache(maxsize=16)
+def _checked_ring(ring: tuple[str, ...]) -> tuple[str, ...]:
+    """Validate a ring once: every party of a session checks the same list, and a per-member
+    loop for each of N parties would make a ring O(N^2)."""
     for p in ring:
         _check_id("ring member", p, ConfigError)
     if len(set(ring)) != len(ring):

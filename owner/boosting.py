@@ -43,13 +43,21 @@ class RingDriver:
         self._clock = clock
         self._parties: dict[str, RingParty] = {}   # owner_id -> its party in the current session
         self._verified: dict[tuple, bytes] = {}
+        self._sessions: dict[str, tuple] = {}   # session id -> (ring, certificates), sent once per node
 
-    def _peer_key(self, spec, peer) -> bytes:
+    def _session(self, ring_spec) -> tuple[tuple, dict]:
+        if ring_spec.ring:
+            self._sessions = {ring_spec.session_id: (ring_spec.ring, ring_spec.certificates)}
+        if ring_spec.session_id not in self._sessions:
+            raise ConfigError(f"ring session {ring_spec.session_id} arrived without its ring order")
+        return self._sessions[ring_spec.session_id]
+
+    def _peer_key(self, certificates, peer) -> bytes:
         cache_key = (peer.owner_id, peer.x25519_public_key, peer.key_signature)
         if cache_key in self._verified:
             return self._verified[cache_key]
         if self._ca is not None:
-            pem = spec.ring.certificates.get(peer.node_id)
+            pem = certificates.get(peer.node_id)
             if pem is None:
                 raise ConfigError(f"no certificate for node {peer.node_id!r} of peer {peer.owner_id!r}")
             verify_public_key(x509.load_pem_x509_certificate(pem), self._ca, peer.owner_id, peer.x25519_public_key,
@@ -60,14 +68,15 @@ class RingDriver:
     def evaluate(self, owner, spec: BoostEvaluateTask):
         """Start this owner's party: returns (result payload or None, outbound envelopes)."""
         ring = spec.ring
+        order, certificates = self._session(ring)
         learner = learner_from_dict(spec.learner)
         w = owner_weights(spec.history, owner.X, owner.y)
         err, wsum = owner_local_error(learner, owner.X, owner.y, w)
         fixed_point = FixedPoint(frac_bits=ring.frac_bits, n_parties=ring.n_parties, max_abs=ring.max_abs)
         peers = {p.owner_id: p for p in ring.peers}
-        boxes = {pid: Box(owner.owner_id, self._keys[owner.owner_id], pid, self._peer_key(spec, peers[pid]))
+        boxes = {pid: Box(owner.owner_id, self._keys[owner.owner_id], pid, self._peer_key(certificates, peers[pid]))
                  for pid in peers if pid != owner.owner_id}
-        party = RingParty(owner.owner_id, list(ring.ring), ring.session_id, fixed_point, boxes)
+        party = RingParty(owner.owner_id, order, ring.session_id, fixed_point, boxes)
         self._parties[owner.owner_id] = party
         out = party.start(np.array([min(err, ring.max_abs), min(wsum, ring.max_abs)]))
         # Members answer at once; the leader answers with the total when the ring closes.

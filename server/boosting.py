@@ -25,11 +25,18 @@ from privfed.common.fixedpoint import FixedPoint
 from privfed.common.learners.ncc import NccShare
 from privfed.common.learners.samme import BoostedModel, SammeStep
 from privfed.common.messages import BoostEvaluateTask, BoostShareReply, BoostShareTask, RingSpec, RingTotal, Task
-from privfed.common.securesum import new_session_id, reform_ring, ring_peers
+from privfed.common.securesum import new_session_id, reform_ring
 
 log = logging.getLogger("privfed.coordinator")
 
 MAX_RING_ATTEMPTS = 3
+
+
+def ring_peers_of(ring: tuple, k: int) -> list[str]:
+    """:func:`ring_peers` by position (O(1) for members; the leader needs everyone)."""
+    if k == 0:
+        return list(ring[1:])
+    return list(dict.fromkeys((ring[k - 1], ring[(k + 1) % len(ring)], ring[0])))
 
 
 def _tasks(owner_ids, round_id, spec_for) -> list[Task]:
@@ -58,11 +65,21 @@ class BoostingStrategy:
             session = new_session_id()
             fp = FixedPoint.choose(n_parties=len(ring), max_abs=max_abs)
 
+            ring_tuple, learner_dict, sent_to = tuple(ring), learner.to_dict(), set()
+
             def spec(owner_id):
-                peers = tuple(transport.peer_key(p) for p in ring_peers(ring, owner_id))
-                return BoostEvaluateTask(config=config, history=history, learner=learner.to_dict(),
-                                         ring=RingSpec(session, tuple(ring), fp.frac_bits, fp.n_parties, max_abs,
-                                                       peers, certificates))
+                # The ring order and the certificates go once per node and session (the node
+                # caches them): per owner they would cost O(N) bytes each, O(N^2) a round.
+                node = transport.peer_key(owner_id).node_id
+                first = node not in sent_to
+                sent_to.add(node)
+                peers = tuple(transport.peer_key(p) for p in ring_peers_of(ring_tuple, index[owner_id]))
+                return BoostEvaluateTask(config=config, history=history, learner=learner_dict,
+                                         ring=RingSpec(session, ring_tuple if first else (), fp.frac_bits,
+                                                       fp.n_parties, max_abs, peers,
+                                                       certificates if first else {}))
+
+            index = {o: i for i, o in enumerate(ring)}
 
             t0 = time.perf_counter()
             results = transport(_tasks(ring, f"ring{round_no}", spec), timeout=timeout)

@@ -1,0 +1,185 @@
+"""Federated boosting rounds (seed 002 Alg. 2): equivalence with centralised SAMME, groups, secure sums."""
+
+import math
+
+import numpy as np
+import pytest
+
+from privfed.common.boosting import (
+    FederatedBoosting,
+    owner_local_error,
+    owner_update_weights,
+    sample_groups,
+    secure_total,
+    stump_table_vectors,
+)
+from privfed.common.datasets import load_builtin, partition
+from privfed.common.errors import ConfigError, PrivfedError
+from privfed.common.fixedpoint import FixedPoint
+from privfed.common.learners.samme import SammeBoost, SammeStep
+from privfed.common.learners.stump import binarize, cross_tables, select_stump, stump_share
+from privfed.common.mechanisms import make_mechanism
+
+
+@pytest.fixture(scope="module")
+def data():
+    return load_builtin("synthetic", n_samples=400, seed=3)
+
+
+def _stumps(run):
+    return [(r.learner.attribute, r.learner.threshold_index, r.learner.leaves) for r in run.rounds]
+
+
+def _samme_on_groups(ds, groups, n_bins):
+    """Centralised SAMME whose round m fits its stump on group m's rows (exact tables)."""
+    def base_fit(X, y, w, m):
+        rows = groups[m]
+        return select_stump(cross_tables(binarize(X[rows], ds.bounds, n_bins), y[rows], w[rows], 2),
+                            bounds=ds.bounds, n_bins=n_bins)
+    return SammeBoost(base_fit, len(groups), 2).fit(ds.X, ds.y)
+
+
+def test_one_round_with_all_owners_equals_centralised_samme(data, rng):
+    fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=1, n_bins=4,
+                           weight_bound=1e6)
+    run = fb.fit(data.X, data.y, rng=rng)
+    assert run.groups.shape == (1, data.n)
+    ref = _samme_on_groups(data, [np.arange(data.n)], 4)
+    assert _stumps(run) == [(s.attribute, s.threshold_index, s.leaves) for s in ref.model_.learners]
+    np.testing.assert_allclose(run.model.alphas, ref.model_.alphas, rtol=1e-12)
+
+
+@pytest.mark.parametrize("vectorised", [True, False])
+def test_rounds_with_fresh_groups_equal_centralised_samme(data, rng, vectorised):
+    fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=6, n_bins=4,
+                           weight_bound=1e6, vectorised=vectorised)
+    run = fb.fit(data.X, data.y, rng=rng)
+    ref = _samme_on_groups(data, run.groups, 4)
+    assert all(r.step == "keep" for r in run.rounds) and ref.stop_reason_ == "n_estimators"
+    assert _stumps(run) == [(s.attribute, s.threshold_index, s.leaves) for s in ref.model_.learners]
+    np.testing.assert_allclose(run.model.alphas, ref.model_.alphas, rtol=1e-9)
+    np.testing.assert_array_equal(run.model.predict(data.X), ref.predict(data.X))
+    assert run.staged_misclassification(data.X, data.y)[-1] == pytest.approx(1 - run.model.score(data.X, data.y))
+
+
+@pytest.mark.parametrize("base", ["stump", "ncc", "lr"])
+def test_vectorised_driver_equals_per_owner_calls(data, base):
+    owners = partition(data.n, 40, seed=1)
+    runs = [FederatedBoosting(base=base, epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=3,
+                              vectorised=v).fit(data.X, data.y, owners=owners, rng=np.random.Generator(
+                                  np.random.PCG64(7))) for v in (True, False)]
+    np.testing.assert_array_equal(runs[0].groups, runs[1].groups)
+    np.testing.assert_allclose(runs[0].model.alphas, runs[1].model.alphas, rtol=1e-9)
+    np.testing.assert_allclose(runs[0].weights, runs[1].weights, rtol=1e-9)
+    np.testing.assert_array_equal(runs[0].model.predict(data.X), runs[1].model.predict(data.X))
+
+
+def test_stump_table_vectors_equal_stump_share(data, rng):
+    owners = partition(data.n, 25, seed=2)
+    owner_of_row = np.empty(data.n, dtype=np.int64)
+    for i, idx in enumerate(owners):
+        owner_of_row[idx] = i
+    w = rng.uniform(0.0, 0.5, data.n)  # owners hold 16 rows: most totals exceed the bound and are scaled
+    group = np.array([3, 0, 17, 9])
+    got = stump_table_vectors(data.X, data.y, w, owner_of_row, group, bounds=data.bounds, n_bins=3, n_classes=2,
+                              weight_bound=5.0)
+    identity = make_mechanism("pm", epsilon=math.inf, d=got.shape[1])
+    for row, o in zip(got, group):
+        idx = owners[o]
+        want = stump_share(data.X[idx], data.y[idx], w[idx], bounds=data.bounds, n_bins=3, n_classes=2,
+                           weight_bound=5.0, mechanism=identity, rng=rng)
+        np.testing.assert_allclose(row, want, rtol=0, atol=1e-12)
+
+
+def test_groups_are_disjoint_and_sized(rng):
+    groups = sample_groups(100, 7, 14, rng)
+    assert groups.shape == (7, 14)
+    assert np.unique(groups).size == groups.size and groups.min() >= 0 and groups.max() < 100
+    assert sample_groups(10, 5, 2, rng).size == 10  # T * group = N exactly is allowed
+
+
+@pytest.mark.parametrize(("n", "t", "g"), [(10, 3, 4), (5, 6, 1), (100, 1, 101)])
+def test_groups_refuse_reuse(rng, n, t, g):
+    with pytest.raises(ConfigError, match="release twice"):
+        sample_groups(n, t, g, rng)
+
+
+def test_fit_refuses_group_size_that_would_reuse_owners(data, rng):
+    fb = FederatedBoosting(epsilon=1.0, n_classes=2, bounds=data.bounds, n_rounds=3, group_size=data.n // 3 + 1)
+    with pytest.raises(ConfigError, match="release twice"):
+        fb.fit(data.X, data.y, rng=rng)
+
+
+def test_private_run_uses_each_owner_at_most_once(data, rng):
+    fb = FederatedBoosting(epsilon=4.0, n_classes=2, bounds=data.bounds, n_rounds=4)
+    run = fb.fit(data.X, data.y, rng=rng)
+    assert run.groups.shape == (4, data.n // 4)
+    assert np.unique(run.groups).size == run.groups.size
+    assert len(run.rounds) <= 4 and len(run.model.learners) >= 1
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ring_sum_of_local_errors_equals_plain_sum_within_fixed_point_bound(seed):
+    r = np.random.Generator(np.random.PCG64(seed))
+    w = r.uniform(0, 3, 12)
+    values = np.stack([w * r.uniform(0, 1, 12), w], axis=1)  # (err_sum, w_sum) of 12 owners
+    fp = FixedPoint(8, 12, 10.0)  # coarse on purpose: the rounding is visible
+    ring = secure_total(values, method="ring", fixed_point=fp)
+    plain = secure_total(values, method="plain")
+    assert np.all(np.abs(ring - plain) <= fp.error_bound + 1e-12)
+    exact = np.rint(values * 2**8).sum(axis=0) / 2**8  # what the ring computes: the sum of the roundings
+    np.testing.assert_array_equal(ring, exact)
+
+
+def test_ring_and_plain_drivers_agree(data, rng):
+    owners = partition(data.n, 20, seed=0)
+    kw = dict(epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=3, weight_bound=1e6)
+    plain = FederatedBoosting(**kw).fit(data.X, data.y, owners=owners, rng=np.random.Generator(np.random.PCG64(5)))
+    ring = FederatedBoosting(secure_sum="ring", **kw).fit(data.X, data.y, owners=owners,
+                                                          rng=np.random.Generator(np.random.PCG64(5)))
+    assert _stumps(ring) == _stumps(plain)
+    np.testing.assert_allclose(ring.model.alphas, plain.model.alphas, rtol=1e-6)
+
+
+def test_weight_update_keeps_total_and_makes_last_learner_chance(data, rng):
+    fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=1, weight_bound=1e6)
+    learner = fb.fit(data.X, data.y, rng=rng).model.learners[0]
+    owners = partition(data.n, 10, seed=4)
+    w = rng.uniform(0.5, 1.5, data.n)
+    sums = np.array([owner_local_error(learner, data.X[i], data.y[i], w[i]) for i in owners])
+    e, total = sums.sum(axis=0)
+    alpha = fb.coordinator_decide(e, total, 0).alpha
+    new = np.empty_like(w)
+    for i in owners:
+        new[i] = owner_update_weights(learner, alpha, data.X[i], data.y[i], w[i], err_total=e, weight_total=total)
+    assert new.sum() == pytest.approx(total, rel=1e-12)
+    miss = learner.predict(data.X) != data.y
+    assert new[miss].sum() / new.sum() == pytest.approx(0.5, rel=1e-12)  # (K - 1) / K, SPEC §5
+    assert owner_local_error(learner, data.X[:0], data.y[:0], w[:0]) == (0.0, 0.0)
+
+
+def test_reject_rules(data):
+    kw = dict(epsilon=1.0, n_classes=2, bounds=data.bounds, n_rounds=2)
+    with pytest.raises(PrivfedError, match="no better than chance"):
+        FederatedBoosting(on_reject="stop", **kw).coordinator_decide(0.6, 1.0, 0)
+    assert FederatedBoosting(on_reject="stop", **kw).coordinator_decide(0.6, 1.0, 2).step is SammeStep.DISCARD_AND_STOP
+    assert FederatedBoosting(on_reject="skip", **kw).coordinator_decide(0.6, 1.0, 0) is None
+    assert FederatedBoosting(**kw).coordinator_decide(0.0, 1.0, 0).step is SammeStep.KEEP_AND_STOP
+
+
+@pytest.mark.parametrize("bad", [dict(base="tree"), dict(epsilon=0.0), dict(epsilon="1"), dict(mechanism="gauss"),
+                                 dict(n_rounds=0), dict(n_bins=1), dict(weight_bound=0.0),
+                                 dict(weight_bound=math.inf), dict(secure_sum="mpc"), dict(on_reject="retry"),
+                                 dict(group_size=0), dict(labels="noisy"), dict(bounds=(0.0, 1.0))])
+def test_invalid_parameters(data, bad):
+    kw = dict(epsilon=1.0, n_classes=2, bounds=data.bounds, n_rounds=2) | bad
+    with pytest.raises(ConfigError):
+        FederatedBoosting(**kw)
+
+
+def test_release_dimensions(data):
+    kw = dict(epsilon=2.0, n_classes=3, bounds=data.bounds, n_rounds=1)
+    assert FederatedBoosting(n_bins=4, **kw).release_mechanism.d == 20 * 3 * 2 * 3
+    assert FederatedBoosting(base="ncc", **kw).release_mechanism.d == 21
+    assert FederatedBoosting(base="lr", **kw).release_mechanism.d == 3 * 21
+    assert FederatedBoosting(base="ncc", labels="rr", **kw).label_rr().epsilon == pytest.approx(0.4)
