@@ -47,6 +47,7 @@ class Dispatcher:
         self._results: dict[str, Result] = {}
         self._shutdown = False
         self._certificates: dict[str, bytes] = {}
+        self._waiting: set[str] = set()
         self.relayed = 0
         self.session_id = secrets.token_hex(8)
 
@@ -100,6 +101,7 @@ class Dispatcher:
                 if task is None or task.owner_id != r.owner_id or self._owner_node.get(r.owner_id) != node_id:
                     raise RemoteProtocolError(f"node {node_id!r} answered task {r.task_id!r} it was not given")
                 del self._pending[r.task_id]
+                self._waiting.discard(r.task_id)
                 self._results[r.task_id] = r
                 accepted += 1
             self._cv.notify_all()
@@ -176,29 +178,35 @@ class Dispatcher:
                     raise ConfigError(f"task {t.task_id!r} is for unknown owner {t.owner_id!r}")
                 self._pending[t.task_id] = t
                 self._nodes[node_id].queue.append(t)
+            self._waiting = set(ids)   # push() removes answered ids: O(1) per answer
             self._cv.notify_all()
             deadline = self._clock() + timeout
-            while True:
-                waiting = [i for i in ids if i in self._pending]
+            next_liveness_check = self._clock() + 0.5
+            while self._waiting:
                 if progress:
-                    progress(len(ids) - len(waiting), len(ids))
-                if not waiting:
-                    break
+                    progress(len(ids) - len(self._waiting), len(ids))
                 now = self._clock()
-                silent = {nid for nid, n in self._nodes.items() if now - n.last_seen > self._node_timeout}
-                alive_waiting = [i for i in waiting if self._owner_node[self._pending[i].owner_id] not in silent]
-                if not alive_waiting or now >= deadline:
+                if now >= deadline:
                     break
+                if now >= next_liveness_check:  # O(waiting) work, so at most twice a second
+                    next_liveness_check = now + 0.5
+                    silent = {nid for nid, n in self._nodes.items() if now - n.last_seen > self._node_timeout}
+                    if all(self._owner_node[self._pending[i].owner_id] in silent for i in self._waiting):
+                        break
                 self._cv.wait(min(0.5, deadline - now))
-            lost = [i for i in ids if i in self._pending]
+            if progress:
+                progress(len(ids) - len(self._waiting), len(ids))
+            lost = [i for i in ids if i in self._waiting]
+            self._waiting = set()
             now = self._clock()
             lost_nodes = sorted({nid for nid in (self._owner_node[self._pending[i].owner_id] for i in lost)
                                  if now - self._nodes[nid].last_seen > self._node_timeout})
+            lost_set = set(lost)
             for i in lost:
-                task = self._pending.pop(i)
-                node = self._nodes.get(self._owner_node[task.owner_id])
-                if node is not None and task in node.queue:
-                    node.queue.remove(task)
+                self._pending.pop(i)
+            for node in self._nodes.values():
+                if any(t.task_id in lost_set for t in node.queue):
+                    node.queue = deque(t for t in node.queue if t.task_id not in lost_set)
             results = {i: self._results.pop(i) for i in ids if i in self._results}
             return RunOutcome(results=results, lost=lost, lost_nodes=lost_nodes)
 
