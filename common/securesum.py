@@ -38,7 +38,6 @@ re-formed down to one party stop rather than publish an individual value).
 from __future__ import annotations
 
 import enum
-import functools
 import secrets
 import struct
 from collections import deque
@@ -193,28 +192,32 @@ def new_session_id() -> str:
     return secrets.token_hex(16)
 
 
-def _check_ring(ring: Sequence[str]) -> list[str]:
-    return list(_checked_ring(tuple(ring)))
+class _RingCheckCache:
+    """The last ring validated, held by reference: every party of a session is built from the
+    same tuple, and validating (or even hashing) N ids for each of N parties would make a ring
+    O(N^2). Identity is safe because the cache keeps the object alive."""
+
+    last: tuple = ()
 
 
-@functools.lru_cache(maxsize=16)
-def _checked_ring(ring: tuple[str, ...]) -> tuple[str, ...]:
-    """Validate a ring once: every party of a session checks the same list, and a per-member
-    loop for each of N parties would make a ring O(N^2)."""
+def _check_ring(ring: Sequence[str]) -> tuple[str, ...]:
+    if ring is _RingCheckCache.last:
+        return ring
+    ring = tuple(ring)
     for p in ring:
         _check_id("ring member", p, ConfigError)
     if len(set(ring)) != len(ring):
-        raise ConfigError(f"ring has duplicate party ids: {ring}")
+        raise ConfigError(f"ring has duplicate party ids: {list(ring)}")
     if len(ring) < 2:
-        raise ConfigError(f"a ring secure sum needs at least 2 parties, got {ring}; with one party the sum "
+        raise ConfigError(f"a ring secure sum needs at least 2 parties, got {list(ring)}; with one party the sum "
                           "is that party's own input, so nothing can be hidden")
+    _RingCheckCache.last = ring
     return ring
 
 
 def ring_peers(ring: Sequence[str], party_id: str) -> list[str]:
     """The peers ``party_id`` needs a :class:`Box` for: all others for the leader (RESULT), else
     predecessor, successor and leader."""
-    ring = list(ring)
     k = ring.index(party_id)
     if k == 0:
         return ring[1:]
@@ -232,7 +235,7 @@ def reform_ring(ring: Sequence[str], dropped: Iterable[str]) -> list[str]:
     ring, dropped = list(ring), set(dropped)
     if unknown := dropped - set(ring):
         raise ConfigError(f"cannot drop {sorted(unknown)}: not in ring {ring}")
-    return _check_ring([p for p in ring if p not in dropped])
+    return list(_check_ring([p for p in ring if p not in dropped]))
 
 
 def stalled_party(ring: Sequence[str], hop_senders: Iterable[str]) -> str:

@@ -121,38 +121,39 @@ class OwnerNode:
                 pb.Envelope(recipient=o.recipient, data=o.to_bytes()) for o in outbounds])
             self._retry(lambda: stub.Relay(request, timeout=RELAY_TIMEOUT), "relay")
 
-    def _ring_tasks(self, stub, tasks) -> list[Result]:
-        """Ring work: start parties, deliver relayed envelopes; relay what they emit."""
-        results, outbounds = [], []
-        for task in tasks:
-            owner = self._owners.get(task.owner_id)
-            if owner is None:
-                continue
-            if isinstance(task.spec, BoostEvaluateTask):
-                self._evaluate_task[task.owner_id] = task.task_id
-                payload, out = self._ring.evaluate(owner, task.spec)
-            else:
-                payload, out = self._ring.deliver(task.owner_id, task.spec.data)
-            outbounds += out
-            if payload is not None:  # answers the owner's evaluate task (a join, or the leader's total)
-                results.append(Result(self._evaluate_task[task.owner_id], task.owner_id, payload))
-        self._relay(stub, outbounds)
-        return results
+    def _ring_task(self, stub, task) -> Result | None:
+        """Start a party or deliver an envelope; relay what it emits at once (hops are sequential)."""
+        owner = self._owners.get(task.owner_id)
+        if owner is None:
+            return None
+        if isinstance(task.spec, BoostEvaluateTask):
+            self._evaluate_task[task.owner_id] = task.task_id
+            payload, out = self._ring.evaluate(owner, task.spec)
+        else:
+            payload, out = self._ring.deliver(task.owner_id, task.spec.data)
+        self._relay(stub, out)
+        # answers the owner's evaluate task: a join, or the leader's total
+        return None if payload is None else Result(self._evaluate_task[task.owner_id], task.owner_id, payload)
 
     def _answer(self, stub, tasks) -> None:
-        ring = [t for t in tasks if isinstance(t.spec, (BoostEvaluateTask, RingMessageTask))]
-        if ring:
-            done = self._ring_tasks(stub, ring)
-            if done:
-                self._push(stub, done)
-            tasks = [t for t in tasks if not isinstance(t.spec, (BoostEvaluateTask, RingMessageTask))]
-        ready, last_push = [], time.monotonic()
-        for start in range(0, len(tasks), BATCH):
+        """Answer tasks in order; push at least every PUSH_EVERY seconds so the node stays alive."""
+        ready, last_push, i = [], time.monotonic(), 0
+        while i < len(tasks):
             if self.stop_event.is_set():
-                log.info("stopping: %d task(s) left unanswered, nothing released for them", len(tasks) - start)
+                log.info("stopping: %d task(s) left unanswered, nothing released for them", len(tasks) - i)
                 break
-            ready += handle_batch(tasks[start:start + BATCH], self._owners, self._ledger)
-            if len(ready) >= CHUNK or time.monotonic() - last_push >= PUSH_EVERY:
+            if isinstance(tasks[i].spec, (BoostEvaluateTask, RingMessageTask)):
+                result = self._ring_task(stub, tasks[i])
+                ready += [result] if result is not None else []
+                i += 1
+            else:
+                j = i
+                while j < len(tasks) and j - i < BATCH and not isinstance(tasks[j].spec, (BoostEvaluateTask,
+                                                                                        RingMessageTask)):
+                    j += 1
+                ready += handle_batch(tasks[i:j], self._owners, self._ledger)
+                i = j
+            if len(ready) >= CHUNK or (ready and time.monotonic() - last_push >= PUSH_EVERY):
                 self._push(stub, ready)
                 ready, last_push = [], time.monotonic()
         if ready:
