@@ -48,6 +48,7 @@ class Dispatcher:
         self._shutdown = False
         self._certificates: dict[str, bytes] = {}
         self._waiting: set[str] = set()
+        self.late_results = 0
         self.relayed = 0
         self.session_id = secrets.token_hex(8)
 
@@ -97,9 +98,12 @@ class Dispatcher:
             node.last_seen = self._clock()
             accepted = 0
             for r in results:
+                if self._owner_node.get(r.owner_id) != node_id:
+                    raise RemoteProtocolError(f"node {node_id!r} answered for owner {r.owner_id!r} it does not host")
                 task = self._pending.get(r.task_id)
-                if task is None or task.owner_id != r.owner_id or self._owner_node.get(r.owner_id) != node_id:
-                    raise RemoteProtocolError(f"node {node_id!r} answered task {r.task_id!r} it was not given")
+                if task is None or task.owner_id != r.owner_id:
+                    self.late_results += 1  # its round is over (or it never was ours): drop it, keep the rest
+                    continue
                 del self._pending[r.task_id]
                 self._waiting.discard(r.task_id)
                 self._results[r.task_id] = r
