@@ -112,11 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_owner)
 
     p = sub.add_parser("query", help="clean query rows locally (null-space), then ask a served model for labels")
-    try:  # TEMP until owner/query.py lands
-        from privfed.owner.query import add_arguments as add_query_arguments
-        add_query_arguments(p)
-    except ModuleNotFoundError:
-        pass
+    from privfed.owner.query import add_arguments as add_query_arguments
+    add_query_arguments(p)
     p.set_defaults(func=_query)
 
     p = sub.add_parser("certs", help="make a federation CA and mTLS certificates")

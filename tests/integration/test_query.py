@@ -1,0 +1,340 @@
+"""Private prediction end to end (issue 4): `privfed query` as a real process against models a real
+federation trained (owner processes, mTLS), served by the coordinator.
+
+What is checked, on what the coordinator actually received (the served models are wrapped in a
+subclass that keeps every batch of rows ``Predict`` hands them):
+
+* ``--clean-epsilon 0`` keeps the desired labels: the tool's labels equal the model's labels for
+  the raw rows, and ``A_dᵀ(x − x̃)`` is zero up to the 2^-20 wire grid (LR and FedDPDR).
+* the confidential labels are hidden: the owner's own least-squares predictor ``A_c`` applied to
+  the received rows does no better than predicting from the mean feature vector (the paper's
+  "complete privacy" criterion, SPEC §10), while on the raw rows it is clearly better (so the check
+  can fail), and ``e_privacy > 0`` for every row.
+* a positive budget is spent exactly: ``e_utility = ε`` per row, measured on the received rows.
+* wire capture (``--insecure`` through a recording proxy): neither a raw query value nor a
+  confidential label crosses the wire; a leaky variant of the tool (cleaner bypassed, labels sent)
+  is caught by the same search. The needles: each raw value as test_wire_capture encodes it,
+  each raw row whole (int64 grid indices as ``Predict`` would carry it, float64, float32), each
+  confidential label column whole (see ``label_needles``), and the entries of ``A_c``. The
+  positive control is caught by the whole-row grid needles (50 of 50 rows) and the label-column
+  needle; the per-value float needles alone would miss it, since rows travel as grid indices.
+  Chance 4-byte float32 matches: ~10^3 needles in ~10^4 captured bytes, expected ~2e-3 per run;
+  models trained at ε = ∞ and fixed queries make every run send the same bytes.
+
+Query rows are test rows that lie inside the public bounds: both models apply their own public
+preprocessing (LR clips to the bounds), so the label-preservation identity is about in-bounds rows
+(owner/query.py, "No clipping"). The models are trained at ε = ∞ so every run is deterministic.
+"""
+
+import dataclasses
+import math
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from privfed.common.nullspace import fit_linear_map
+from privfed.deploy.tcpproxy import RecordingProxy
+from privfed.owner.data import build_owners, federation_split
+from privfed.proto.serde import GRID_BITS
+from privfed.server.app import CoordinatorServer
+from privfed.server.servicer import model_linear_stage
+from privfed.server.strategies import make_strategy
+
+from fedharness import Federation
+from test_wire_capture import needles
+
+pytestmark = pytest.mark.slow
+
+N_SAMPLES, SEED, N_QUERIES = 2000, 3, 50
+DATASET = ["--dataset", "synthetic", "--n-samples", str(N_SAMPLES), "--seed", str(SEED), "--test-fraction", "0.25"]
+GRID_STEP = 2.0 ** -GRID_BITS
+
+
+def recording(model):
+    """The same model as an instance of a subclass that keeps every batch of rows it predicts.
+
+    A real subclass (not a mock): ``model_linear_stage``'s isinstance checks and the model's own
+    ``predict`` run unchanged."""
+    base = type(model)
+
+    class Recording(base):
+        def predict(self, X):
+            self.received.append(np.array(X, dtype=np.float64))
+            return base.predict(self, X)
+
+    rec = Recording.__new__(Recording)
+    rec.__dict__.update(model.__dict__)
+    object.__setattr__(rec, "received", [])
+    return rec
+
+
+@dataclasses.dataclass
+class Served:
+    fed: Federation
+    insecure: CoordinatorServer
+    models: dict               # served (recording) models
+    trained: dict              # the same models as trained, for reference predictions
+    queries: np.ndarray        # (N_QUERIES, F) raw query rows
+    conf_queries: np.ndarray   # their confidential labels (known to the test only)
+    X_own: np.ndarray          # owner-0's rows and confidential labels, as in train.csv
+    conf_own: np.ndarray
+    bounds: object
+    files: dict
+
+
+def confidential_labels(X, mu, W):
+    """Labels an adversary would want: signs of random linear functions of the features."""
+    return ((X - mu) @ W > 0).astype(np.int64)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("query")
+    train, test = federation_split("synthetic", seed=SEED, test_fraction=0.25, n_samples=N_SAMPLES)
+    own = build_owners(train, n_owners=2, shards=range(0, 1), seed=SEED, rng_kind="seeded", rng_seed=SEED)[0]
+    rng = np.random.Generator(np.random.PCG64(404))
+    W = rng.standard_normal((train.d, 2))
+    mu = train.X.mean(axis=0)
+    conf_own = confidential_labels(own.X, mu, W)
+    inside = np.flatnonzero(np.all(np.abs(test.X) < test.bounds.hi, axis=1))
+    pick = np.sort(rng.choice(inside, N_QUERIES, replace=False))
+    queries, conf_queries = test.X[pick], confidential_labels(test.X[pick], mu, W)
+    files = {"train": tmp / "train.csv", "queries": tmp / "queries.csv"}
+    # train.csv: F features, then the desired label and two confidential labels (columns 1, 2).
+    np.savetxt(files["train"], np.column_stack([own.X, own.y, conf_own]), delimiter=",", fmt="%.17g")
+    # queries.csv: F features with their labels after them (the tool must ignore those).
+    np.savetxt(files["queries"], np.column_stack([queries, test.y[pick], conf_queries]), delimiter=",",
+               fmt="%.17g", header=",".join([f"f{j}" for j in range(train.d)] + ["y", "c0", "c1"]), comments="")
+
+    fed = Federation(tmp)
+    insecure = CoordinatorServer(tls=None)
+    insecure.start("127.0.0.1:0")
+    try:
+        for i in range(2):
+            fed.spawn(f"owner-{i}", n_owners=2, shards=f"{i}:{i + 1}", budget=math.inf, dataset=DATASET,
+                      extra=["--delta-budget", "1e-5"])
+        lr = fed.run(make_strategy("lr", mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds,
+                                   param_bound=8.0), 2)
+        dpdr = fed.run(make_strategy("feddpdr", epsilon=math.inf, n_classes=2, bounds=test.bounds, k=5), 2)
+        assert lr.answered == 2 and dpdr.answered == 2
+        models = {"lr": recording(lr.model), "dpdr": recording(dpdr.model)}
+        for model_id, model in models.items():
+            fed.server.models.put(model_id, model)
+            insecure.models.put(model_id, model)
+        trained = {"lr": lr.model, "dpdr": dpdr.model}
+        yield Served(fed, insecure, models, trained, queries, conf_queries, own.X, conf_own, test.bounds, files)
+    finally:
+        insecure.stop(0)
+        fed.close()
+
+
+def query_cmd(port, model_id, files, *, certs=None, epsilon=0.0, extra=(), module=("-m", "privfed.deploy.cli")):
+    cmd = [sys.executable, *module, "query", "--coordinator", f"127.0.0.1:{port}", "--model-id", model_id,
+           "--queries", str(files["queries"]), "--train-data", str(files["train"]),
+           "--confidential-labels", "1,2", "--clean-epsilon", repr(epsilon), *extra]
+    return cmd + (["--insecure"] if certs is None else ["--certs", str(certs), "--name", "owner-0"])
+
+
+def run(cmd, *, check=True):
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def received(served, model_id):
+    rows = np.concatenate(served.models[model_id].received)
+    served.models[model_id].received.clear()
+    return rows
+
+
+def grid_slack(A):
+    """Largest change of a linear score from rounding a row to the wire grid (±half a step)."""
+    return float(np.max(np.sum(np.abs(A), axis=0))) * GRID_STEP / 2 + 1e-12
+
+
+def assert_complete_privacy(served, rows):
+    """The owner's A_c on the received rows (ε = 0) is no better than the mean; on the raw rows it is."""
+    A_c = fit_linear_map(served.X_own, served.conf_own)
+    x_bar, y_bar = served.X_own.mean(axis=0), served.conf_own.mean(axis=0)
+    y = served.conf_queries
+
+    def mse(pred):
+        return np.mean((pred - y) ** 2, axis=0)
+
+    from_mean = mse(np.broadcast_to(y_bar, y.shape))
+    from_raw = mse(y_bar + (served.queries - x_bar) @ A_c)
+    from_cleaned = mse(y_bar + (rows - x_bar) @ A_c)
+    assert np.all(from_raw < 0.6 * from_mean), (from_raw, from_mean)   # the attack works on raw rows
+    assert np.all(from_cleaned >= from_mean - 1e-6), (from_cleaned, from_mean)
+    # Sharper, at ε = 0: with m_d + m_c ≤ F and maps in general position every γ is 0 or ∞
+    # (nullspace.py), so what survives cleaning is invisible to A_c and the coordinator's guess is
+    # exactly Ȳ_c, up to the wire grid. This also pins the centring at the owner's x̄.
+    assert np.max(np.abs((rows - x_bar) @ A_c)) <= grid_slack(A_c)
+    assert np.mean(((y_bar + (served.queries - x_bar) @ A_c) > 0.5) == y) >= 0.85
+    e_privacy = np.sum(((served.queries - rows) @ A_c) ** 2, axis=1)
+    assert np.all(e_privacy > 1e-3), e_privacy.min()
+    return from_mean, from_raw, from_cleaned
+
+
+@pytest.mark.parametrize("model_id", ["lr", "dpdr"])
+def test_exact_null_space_keeps_labels_and_hides_confidential_ones(served, model_id):
+    model = served.trained[model_id]
+    proc = run(query_cmd(served.fed.port, model_id, served.files, certs=served.fed.certs))
+    labels = np.array(proc.stdout.split(), dtype=np.int64)
+    rows = received(served, model_id)
+    assert rows.shape == served.queries.shape
+    assert np.all(np.any(np.abs(rows - served.queries) > 1e-3, axis=1)), "every row was changed"
+    _, A_d = model_linear_stage(model)
+    assert np.max(np.abs((served.queries - rows) @ A_d)) <= grid_slack(A_d)
+    assert labels.tolist() == model.predict(served.queries).tolist()
+    assert_complete_privacy(served, rows)
+    assert f"cleaned {N_QUERIES} of {N_QUERIES} query row(s)" in proc.stderr
+
+
+@pytest.mark.parametrize("method", ["subspace", "generalized"])
+def test_positive_budget_is_spent_exactly(served, tmp_path, method):
+    eps = 0.05
+    out = tmp_path / "labels.csv"
+    run(query_cmd(served.fed.port, "lr", served.files, certs=served.fed.certs, epsilon=eps,
+                  extra=["--method", method, "--out", str(out)]))
+    rows = received(served, "lr")
+    model = served.trained["lr"]
+    _, A_d = model_linear_stage(model)
+    x_bar = served.X_own.mean(axis=0)
+    s_total = np.sum(((served.queries - x_bar) @ A_d) ** 2, axis=1)
+    assert np.count_nonzero(s_total > eps) >= 0.9 * N_QUERIES, "most rows have more desired signal than ε"
+    e_utility = np.sum(((served.queries - rows) @ A_d) ** 2, axis=1)
+    expected = np.minimum(s_total, eps)  # a row whose whole signal is below ε is cleaned to x̄
+    slack = 2 * math.sqrt(eps) * grid_slack(A_d) + grid_slack(A_d) ** 2
+    assert np.max(np.abs(e_utility - expected)) <= slack
+    assert out.read_text().splitlines()[0] == "label"
+    written = np.loadtxt(out, skiprows=1, dtype=np.int64)
+    assert written.tolist() == model.predict(rows).tolist()
+
+
+# ---------------------------------------------------------------------------- wire capture
+def grid_row(row):
+    return np.rint(row * 2.0 ** GRID_BITS).astype("<i8").tobytes()
+
+
+def row_needles(Q):
+    """Whole raw rows as a ``Predict`` would carry them (int64 grid indices, ``Reports``) and as
+    float64/float32 arrays. Single grid indices are not needles: a cleaned value lands on a raw
+    value's grid point with probability ~1e-7, and there are ~10^6 (raw, cleaned) pairs."""
+    return [enc(r) for r in Q for enc in (grid_row, lambda r: r.astype("<f8").tobytes(),
+                                          lambda r: r.astype("<f4").tobytes())]
+
+
+def label_needles(Y, *, one_byte: bool):
+    """Each confidential label column as a whole, in every encoding it would take if sent: float64,
+    int64, int32, int64 grid indices (``Reports``), decimal text, and (``one_byte``) one byte per
+    label (protobuf packed varints of 0/1). A single label is no needle: 0 and 1 as int64 or
+    float64 are runs of zero bytes with at most one set byte, found in any capture. One-byte
+    encodings are used only for the owner's long training columns: the query rows' 50-label
+    columns could match the 50 one-byte labels of the PredictResponse by chance correlation."""
+    out = []
+    for col in np.asarray(Y).T:
+        out += [col.astype("<f8").tobytes(), col.astype("<i8").tobytes(), col.astype("<i4").tobytes(),
+                grid_row(col.astype(np.float64)), ",".join(map(str, col)).encode(),
+                "\n".join(map(str, col)).encode()]
+        if one_byte:
+            out.append(col.astype("u1").tobytes())
+    return out
+
+
+def secrets_needles(served):
+    A_c = fit_linear_map(served.X_own, served.conf_own)
+    return {
+        "raw query values": needles(served.queries, served.bounds),
+        "raw query rows": row_needles(served.queries),
+        "confidential labels": label_needles(served.conf_own, one_byte=True)
+        + label_needles(served.conf_queries, one_byte=False),
+        "A_c": [np.float64(v).tobytes() for v in A_c.ravel()],
+    }
+
+
+def capture(served, model_id, *, module=("-m", "privfed.deploy.cli")):
+    proxy = RecordingProxy("127.0.0.1", served.insecure.port).start()
+    try:
+        proc = run(query_cmd(proxy.port, model_id, served.files, module=module), check=False)
+    finally:
+        proxy.stop()
+    served.models[model_id].received.clear()
+    return proc, proxy.captured
+
+
+def hits(captured, served):
+    return {what: sum(n in captured for n in found) for what, found in secrets_needles(served).items()}
+
+
+@pytest.mark.parametrize("model_id", ["lr", "dpdr"])
+def test_no_raw_query_or_confidential_label_on_the_wire(served, model_id):
+    proc, captured = capture(served, model_id)
+    assert proc.returncode == 0, proc.stderr
+    assert len(captured) > N_QUERIES * served.queries.shape[1] * 8, "the proxy recorded the cleaned rows"
+    assert hits(captured, served) == {"raw query values": 0, "raw query rows": 0, "confidential labels": 0, "A_c": 0}
+
+
+LEAKY = """
+import dataclasses, sys
+import grpc
+import numpy as np
+from privfed.deploy import cli
+from privfed.owner import query
+from privfed.proto import privfed_pb2 as pb, serde
+
+honest_clean, honest_predict, kept = query.clean_queries, query._Coordinator.predict, {}
+
+def clean_nothing(queries, A_d, X_own, Y_conf, **kw):  # bug 1: the raw rows go out
+    kept["labels"] = np.asarray(Y_conf)
+    return dataclasses.replace(honest_clean(queries, A_d, X_own, Y_conf, **kw), rows=np.asarray(queries, float))
+
+def predict_and_leak(self, model_id, rows):  # bug 2: a confidential label column sent as rows
+    out = honest_predict(self, model_id, rows)
+    try:
+        self._stub.Predict(pb.PredictRequest(model_id=model_id, rows=serde.reports_to_proto(kept["labels"][:, :1])),
+                           timeout=10)
+    except grpc.RpcError:
+        pass
+    return out
+
+query.clean_queries, query._Coordinator.predict = clean_nothing, predict_and_leak
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_positive_control_a_leaky_tool_is_caught(served):
+    proc, captured = capture(served, "lr", module=("-c", LEAKY))
+    assert proc.returncode == 0, proc.stderr
+    found = hits(captured, served)
+    assert found["raw query rows"] >= N_QUERIES, found          # every raw row, as grid indices
+    assert found["confidential labels"] >= 1, found             # the leaked column
+
+
+# ---------------------------------------------------------------------------- errors
+def free_port() -> int:
+    """A loopback port nobody listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_errors_are_one_line_messages(served, tmp_path):
+    port, files, certs = served.fed.port, served.files, served.fed.certs
+    cases = [
+        (query_cmd(port, "nope", files, certs=certs), "GetModel: the coordinator refused: no model 'nope'"),
+        (query_cmd(port, "lr", files, certs=certs, extra=["--confidential-labels", "3"]),
+         "valid indices 0..2"),
+        (query_cmd(port, "lr", {**files, "queries": tmp_path / "missing.csv"}, certs=certs), "file not found"),
+        (query_cmd(free_port(), "lr", files, certs=certs), "unreachable"),
+    ]
+    for cmd, message in cases:
+        proc = run(cmd, check=False)
+        assert proc.returncode == 2, proc.stderr
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.startswith("privfed query: error: ") and message in last, proc.stderr
+    assert served.models["lr"].received == [], "nothing was predicted"
