@@ -45,13 +45,19 @@ def matrix_to_proto(a: np.ndarray) -> pb.Matrix:
     return pb.Matrix(shape=list(a.shape), data=a.tobytes())
 
 
-def matrix_from_proto(m: pb.Matrix) -> np.ndarray:
+def _checked_shape(m, what: str) -> tuple[int, ...]:
+    """The shape a peer declared, checked against the size bound and the bytes it sent."""
     shape = tuple(int(s) for s in m.shape)
     size = math.prod(shape) if shape else 0
     if size > MAX_MATRIX_VALUES:
-        raise RemoteProtocolError(f"matrix of shape {shape} exceeds {MAX_MATRIX_VALUES} values")
+        raise RemoteProtocolError(f"{what} of shape {shape} exceeds {MAX_MATRIX_VALUES} values")
     if len(m.data) != 8 * size:
-        raise RemoteProtocolError(f"matrix of shape {shape} needs {8 * size} bytes, got {len(m.data)}")
+        raise RemoteProtocolError(f"{what} of shape {shape} needs {8 * size} bytes, got {len(m.data)}")
+    return shape
+
+
+def matrix_from_proto(m: pb.Matrix) -> np.ndarray:
+    shape = _checked_shape(m, "matrix")
     return np.frombuffer(m.data, dtype="<f8").reshape(shape).astype(np.float64)
 
 
@@ -68,12 +74,7 @@ def reports_to_proto(a: np.ndarray) -> pb.Reports:
 
 
 def reports_from_proto(m: pb.Reports) -> np.ndarray:
-    shape = tuple(int(s) for s in m.shape)
-    size = math.prod(shape) if shape else 0
-    if size > MAX_MATRIX_VALUES:
-        raise RemoteProtocolError(f"reports of shape {shape} exceed {MAX_MATRIX_VALUES} values")
-    if len(m.data) != 8 * size:
-        raise RemoteProtocolError(f"reports of shape {shape} need {8 * size} bytes, got {len(m.data)}")
+    shape = _checked_shape(m, "reports")
     if m.grid_bits != GRID_BITS:
         raise RemoteProtocolError(f"reports on grid 2^-{m.grid_bits}, expected 2^-{GRID_BITS}")
     return np.frombuffer(m.data, dtype="<i8").reshape(shape).astype(np.float64) * 2.0 ** -GRID_BITS
