@@ -6,6 +6,7 @@ import argparse
 import importlib
 import logging
 import math
+import signal
 import sys
 from pathlib import Path
 
@@ -190,6 +191,8 @@ def _experiment(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Until a command installs its own graceful handler, SIGTERM means "stop, nothing started".
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
     if args.command != "experiment" and rest:

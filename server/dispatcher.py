@@ -14,7 +14,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
-from privfed.common.errors import ConfigError, RemoteProtocolError
+from privfed.common.errors import ConfigError, PrivfedError, RemoteProtocolError
+
+
+class JobAborted(PrivfedError):
+    """The job was stopped (SIGTERM) while a round was in flight."""
 from privfed.common.messages import OwnerInfo, PeerKey, Result, RingMessageTask, Task
 
 
@@ -48,6 +52,7 @@ class Dispatcher:
         self._shutdown = False
         self._certificates: dict[str, bytes] = {}
         self._waiting: set[str] = set()
+        self._aborted = False
         self.late_results = 0
         self.relayed = 0
         self.session_id = secrets.token_hex(8)
@@ -155,7 +160,7 @@ class Dispatcher:
     def wait_for_owners(self, n: int, timeout: float, progress: Callable[[int], None] | None = None) -> int:
         deadline = self._clock() + timeout
         with self._cv:
-            while len(self._owners) < n:
+            while len(self._owners) < n and not self._aborted:
                 if progress:
                     progress(len(self._owners))
                 left = deadline - self._clock()
@@ -186,7 +191,7 @@ class Dispatcher:
             self._cv.notify_all()
             deadline = self._clock() + timeout
             next_liveness_check = self._clock() + 0.5
-            while self._waiting:
+            while self._waiting and not self._aborted:
                 if progress:
                     progress(len(ids) - len(self._waiting), len(ids))
                 now = self._clock()
@@ -212,11 +217,26 @@ class Dispatcher:
                 if any(t.task_id in lost_set for t in node.queue):
                     node.queue = deque(t for t in node.queue if t.task_id not in lost_set)
             results = {i: self._results.pop(i) for i in ids if i in self._results}
+            if self._aborted:
+                raise JobAborted(f"job aborted with {len(lost)} task(s) of the round unanswered")
             return RunOutcome(results=results, lost=lost, lost_nodes=lost_nodes)
 
     def shutdown(self) -> None:
         """Tell every node, at its next poll, that the job is over."""
         with self._cv:
+            self._shutdown = True
+            self._cv.notify_all()
+
+    @property
+    def aborted(self) -> bool:
+        return self._aborted
+
+    def abort(self) -> None:
+        """Stop the job: a waiting round returns at once (raising JobAborted), nodes are told
+        to exit. Owners debit before they push, so their ledgers stay consistent: a late
+        answer is simply dropped."""
+        with self._cv:
+            self._aborted = True
             self._shutdown = True
             self._cv.notify_all()
 

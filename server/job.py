@@ -11,6 +11,7 @@ from tqdm import tqdm
 from privfed.common.errors import ConfigError
 from privfed.common.messages import total_budget
 from privfed.server.app import CoordinatorServer
+from privfed.server.dispatcher import JobAborted
 from privfed.server.strategies import refusals
 
 log = logging.getLogger("privfed.coordinator")
@@ -48,6 +49,8 @@ def run_job(server: CoordinatorServer, strategy, *, expected_owners: int, regist
               leave=False, unit="owner") as bar:
         n = server.dispatcher.wait_for_owners(expected_owners, register_timeout,
                                               progress=lambda k: bar.update(k - bar.n))
+    if server.dispatcher.aborted:
+        raise JobAborted("job aborted while waiting for owners")
     if n < expected_owners:
         raise ConfigError(f"only {n} of {expected_owners} owners registered within {register_timeout:.0f} s")
     t1 = time.perf_counter()

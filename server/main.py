@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 
 import numpy as np
 
 from privfed.owner.data import federation_split
+from privfed.proto.transport import PULL_WAIT
 from privfed.server.app import CoordinatorServer
+from privfed.server.dispatcher import JobAborted
 from privfed.server.job import run_job
 from privfed.server.report import host_info, new_run_dir, write_json
 from privfed.server.strategies import boosting_options, make_strategy
@@ -27,9 +30,16 @@ def run_coordinator(args, tls) -> int:
                                  lam=args.lam, **boosting_options(args))
     server = CoordinatorServer(tls=tls, node_timeout=args.node_timeout)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def on_sigterm(*_):
+        stop.set()
+        server.dispatcher.abort()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     server.start(args.listen)
     try:
+        if stop.is_set():
+            return 0
         outcome = run_job(server, strategy, expected_owners=args.owners, register_timeout=args.register_timeout,
                           round_timeout=args.round_timeout, show_progress=False)
         accuracy = float(np.mean(outcome.model.predict(test.X) == test.y))
@@ -49,6 +59,10 @@ def run_coordinator(args, tls) -> int:
             stop.wait()
         server.dispatcher.shutdown()
         stop.wait(2.0)  # let nodes see the shutdown flag at their next poll
+        return 0
+    except JobAborted as exc:
+        log.warning("SIGTERM: %s; nodes told to exit, nothing more is released", exc)
+        time.sleep(PULL_WAIT + 0.5)  # let nodes see the shutdown flag at their next poll
         return 0
     finally:
         server.stop()
