@@ -40,14 +40,14 @@ def _san(entry: str) -> x509.GeneralName:
         return x509.DNSName(entry)
 
 
-def _issue(ca_key, ca_name, cn: str, sans: list[str], usage, now: dt.datetime):
+def _issue(ca_key, ca_name, cn: str, sans: list[str], usages: list, now: dt.datetime):
     key = ec.generate_private_key(ec.SECP256R1())
     builder = (x509.CertificateBuilder()
                .subject_name(_name(cn)).issuer_name(ca_name).public_key(key.public_key())
                .serial_number(x509.random_serial_number())
                .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + VALIDITY)
                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-               .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+               .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
                .add_extension(x509.SubjectAlternativeName([_san(s) for s in sans]), critical=False))
     return key, builder.sign(ca_key, hashes.SHA256())
 
@@ -73,9 +73,12 @@ def make_certs(out: str | Path, *, owners: int, sans: list[str] = (), owner_name
                .sign(ca_key, hashes.SHA256()))
     (out / "ca.pem").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     _write_key(out / "ca-key.pem", ca_key)
-    parties = [("coordinator", ["localhost", "127.0.0.1", "coordinator", *sans], ExtendedKeyUsageOID.SERVER_AUTH)]
+    # The coordinator also gets clientAuth so that its own health check (deploy/healthcheck.py,
+    # the image's HEALTHCHECK) can present it to the mTLS server; it grants no owner identity.
+    parties = [("coordinator", ["localhost", "127.0.0.1", "coordinator", *sans],
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH])]
     names = owner_names if owner_names is not None else [f"owner-{i}" for i in range(owners)]
-    parties += [(n, [n], ExtendedKeyUsageOID.CLIENT_AUTH) for n in names]
+    parties += [(n, [n], [ExtendedKeyUsageOID.CLIENT_AUTH]) for n in names]
     for cn, party_sans, usage in parties:
         key, cert = _issue(ca_key, ca_name, cn, party_sans, usage, now)
         (out / f"{cn}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))

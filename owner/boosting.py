@@ -4,6 +4,7 @@ and the ring secure sum of local errors, driven through the sans-I/O ``RingParty
 from __future__ import annotations
 
 import logging
+import re
 from datetime import datetime, timezone
 
 import numpy as np
@@ -12,12 +13,14 @@ from cryptography import x509
 from privfed.common.boostwire import config_from_dict, learner_from_dict, owner_weights
 from privfed.common.boosting import owner_local_error
 from privfed.common.e2e import Box, verify_public_key
-from privfed.common.errors import ConfigError, ProtocolError
+from privfed.common.errors import ConfigError, ProtocolError, RemoteProtocolError
 from privfed.common.fixedpoint import FixedPoint
 from privfed.common.messages import BoostEvaluateTask, BoostShareReply, RingJoined, RingTotal
 from privfed.common.securesum import Inbound, RingParty
 
 log = logging.getLogger("privfed.owner")
+
+OWNER_NODE_NAME = re.compile(r"owner-\d+")  # the names `privfed certs` gives owner node certificates
 
 
 def boost_share(owner, spec) -> BoostShareReply:
@@ -57,6 +60,11 @@ class RingDriver:
         if cache_key in self._verified:
             return self._verified[cache_key]
         if self._ca is not None:
+            # Only an owner node's certificate may vouch for a ring key: the coordinator holds a
+            # CA-issued certificate too, and must not be able to list itself as a peer's node.
+            if not OWNER_NODE_NAME.fullmatch(peer.node_id):
+                raise RemoteProtocolError(f"peer {peer.owner_id!r} is said to live on {peer.node_id!r}, "
+                                          "which is not an owner node")
             pem = certificates.get(peer.node_id)
             if pem is None:
                 raise ConfigError(f"no certificate for node {peer.node_id!r} of peer {peer.owner_id!r}")

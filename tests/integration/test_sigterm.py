@@ -1,0 +1,202 @@
+"""Graceful shutdown on SIGTERM (what `docker compose stop` sends): the in-flight round is
+aborted cleanly, the process exits 0, and the owner's ledger stays consistent: every share the
+coordinator received was debited first, nothing is debited twice, and after SIGTERM a node
+finishes at most the chunk it was computing (whose debits may then never be released: spent
+but not sent, the safe side).
+
+"Mid-round" is made deterministic without timing: the big node is frozen with SIGSTOP as soon
+as its ledger shows its first debits, with most of its tasks still unanswered, and SIGTERM is
+delivered while it is frozen (it runs when SIGCONT thaws the node)."""
+
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from privfed.common.ledger import Ledger
+from privfed.owner.data import owner_id
+from privfed.owner.node import CHUNK
+
+pytestmark = pytest.mark.slow
+
+CLI = [sys.executable, "-m", "privfed.deploy.cli"]
+BIG, SMALL = 2000, 10          # logical owners on node A (owner-0) and node B (owner-1)
+N = BIG + SMALL
+EPSILON = 1.0
+DATASET = ["--dataset", "synthetic", "--n-samples", "10000", "--seed", "5", "--test-fraction", "0.2"]
+WAIT = 120                     # seconds a process may take before the test gives up on it
+STOP_WAIT = 20                 # seconds a process gets to exit after SIGTERM
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    """A `privfed coordinator` process (task lr) and two `privfed owner` processes."""
+
+    def __init__(self, tmp: Path, *, node_timeout: float):
+        self.tmp = tmp
+        self.certs = tmp / "certs"
+        subprocess.run([*CLI, "certs", "--out", str(self.certs), "--owners", "2"], check=True, capture_output=True,
+                       timeout=WAIT)
+        self.port = free_port()
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.ledgers = {name: tmp / f"{name}.sqlite" for name in ("owner-0", "owner-1")}
+        self.spawn("coordinator", ["coordinator", "--listen", f"127.0.0.1:{self.port}", "--certs", str(self.certs),
+                                   "--owners", str(N), "--epsilon", str(EPSILON), "--task", "lr", *DATASET,
+                                   "--out", str(tmp / "runs"), "--node-timeout", str(node_timeout),
+                                   "--register-timeout", str(WAIT), "--round-timeout", "600"])
+        for name, shards in (("owner-0", f"0:{BIG}"), ("owner-1", f"{BIG}:{N}")):
+            self.spawn(name, ["owner", "--coordinator", f"127.0.0.1:{self.port}", "--name", name,
+                              "--certs", str(self.certs), "--n-owners", str(N), "--shards", shards,
+                              "--ledger", str(self.ledgers[name]), "--epsilon-budget", str(EPSILON),
+                              "--rng", "seeded", "--connect-timeout", "30", *DATASET])
+
+    def spawn(self, name: str, args: list[str]) -> None:
+        log = open(self.tmp / f"{name}.log", "w")
+        self.procs[name] = subprocess.Popen([*CLI, *args], stdout=log, stderr=subprocess.STDOUT)
+
+    def debits(self, name: str) -> int:
+        """Releases recorded so far in a node's ledger (read while the node writes: WAL mode)."""
+        if not self.ledgers[name].exists():
+            return 0
+        conn = sqlite3.connect(self.ledgers[name], timeout=5)
+        try:
+            return conn.execute("SELECT COUNT(*) FROM releases").fetchone()[0]
+        except sqlite3.OperationalError:  # tables not created yet
+            return 0
+        finally:
+            conn.close()
+
+    def freeze_mid_round(self, name: str) -> int:
+        """SIGSTOP ``name`` at its first debits; return how many it had made by then."""
+        proc, deadline = self.procs[name], time.monotonic() + WAIT
+        while self.debits(name) == 0:
+            assert proc.poll() is None and time.monotonic() < deadline, self.logs()
+            time.sleep(0.005)
+        os.kill(proc.pid, signal.SIGSTOP)
+        return self.debits(name)
+
+    def terminate_frozen(self, name: str) -> None:
+        pid = self.procs[name].pid
+        os.kill(pid, signal.SIGTERM)  # pending while stopped; handled once thawed
+        os.kill(pid, signal.SIGCONT)
+
+    def wait(self, name: str, timeout: float = WAIT) -> int | None:
+        try:
+            return self.procs[name].wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(self.tmp.glob("*.log")))
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)
+                proc.kill()
+                proc.wait()
+
+
+def ledger_state(path: Path) -> dict[str, list[dict]]:
+    """Every logical owner's releases, read through the project's Ledger, after an integrity check."""
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        conn.close()
+    with Ledger(path, epsilon_budget=EPSILON) as ledger:  # opens only if the stored budgets are intact
+        return {owner_id(i): ledger.history(owner_id(i)) for i in range(N)}
+
+
+def assert_consistent(history: dict[str, list[dict]]) -> set[str]:
+    """At most one release per owner (the job's one lr task), for its whole ε; returns who released."""
+    for oid, rows in history.items():
+        assert len(rows) <= 1, (oid, rows)
+        assert all(r["epsilon"] == EPSILON for r in rows), (oid, rows)
+    return {oid for oid, rows in history.items() if rows}
+
+
+def test_owner_sigterm_mid_round_exits_0_and_every_received_share_was_debited(tmp_path):
+    cluster = Cluster(tmp_path, node_timeout=3.0)
+    try:
+        seen = cluster.freeze_mid_round("owner-0")
+        assert 0 < seen < BIG  # frozen mid-round: most of its tasks unanswered
+        cluster.terminate_frozen("owner-0")
+        owner_code = cluster.wait("owner-0", STOP_WAIT)
+        # The coordinator completes the round without the silent node (after --node-timeout).
+        codes = [owner_code, cluster.wait("coordinator"), cluster.wait("owner-1")]
+    finally:
+        cluster.close()
+    assert codes == [0, 0, 0], cluster.logs()
+    debited = assert_consistent(ledger_state(cluster.ledgers["owner-0"]))
+    assert len(debited) <= seen + CHUNK  # it stopped working on the round: at most one more chunk
+    assert assert_consistent(ledger_state(cluster.ledgers["owner-1"])) == {owner_id(i) for i in range(BIG, N)}
+    report = json.loads(next((tmp_path / "runs").glob("*/report.json")).read_text())
+    assert report["lost_nodes"] == ["owner-0"]
+    received = {oid for oid, eps in report["epsilon_by_owner"].items() if eps > 0 and oid < owner_id(BIG)}
+    assert received <= debited  # a share left the node only after its debit (the rest: debited, never sent)
+
+
+def test_owner_sigterm_while_waiting_for_tasks_exits_0_without_spending(tmp_path):
+    cluster = Cluster(tmp_path, node_timeout=3.0)
+    try:
+        cluster.procs["owner-1"].send_signal(signal.SIGSTOP)  # never registers: the round can't start
+        deadline = time.monotonic() + WAIT
+        while "registered" not in (tmp_path / "owner-0.log").read_text():
+            assert cluster.procs["owner-0"].poll() is None and time.monotonic() < deadline, cluster.logs()
+            time.sleep(0.05)
+        cluster.procs["owner-0"].send_signal(signal.SIGTERM)
+        code = cluster.wait("owner-0", STOP_WAIT)
+    finally:
+        cluster.close()
+    assert code == 0, cluster.logs()
+    assert assert_consistent(ledger_state(cluster.ledgers["owner-0"])) == set()
+
+
+def test_compose_stop_mid_round_owners_then_coordinator_all_exit_0(tmp_path):
+    """`docker compose stop` order: owners (dependents) first, then the coordinator, which is
+    left mid-round with a node that will never answer (node timeout far away)."""
+    cluster = Cluster(tmp_path, node_timeout=600.0)
+    try:
+        seen = cluster.freeze_mid_round("owner-0")
+        assert 0 < seen < BIG
+        cluster.terminate_frozen("owner-0")
+        cluster.procs["owner-1"].send_signal(signal.SIGTERM)
+        owner_codes = [cluster.wait("owner-0", STOP_WAIT), cluster.wait("owner-1", STOP_WAIT)]
+        assert cluster.procs["coordinator"].poll() is None  # still mid-round, waiting for owner-0
+        cluster.procs["coordinator"].send_signal(signal.SIGTERM)
+        coordinator_code = cluster.wait("coordinator", STOP_WAIT)
+    finally:
+        cluster.close()
+    assert owner_codes == [0, 0], cluster.logs()
+    debited = assert_consistent(ledger_state(cluster.ledgers["owner-0"]))
+    assert len(debited) <= seen + CHUNK
+    assert coordinator_code == 0, cluster.logs()
+
+
+def test_coordinator_sigterm_while_waiting_for_owners_exits_0(tmp_path):
+    cluster = Cluster(tmp_path, node_timeout=3.0)
+    try:
+        for name in ("owner-0", "owner-1"):  # no owner gets to register
+            cluster.procs[name].send_signal(signal.SIGSTOP)
+        deadline = time.monotonic() + WAIT
+        while "listening" not in (tmp_path / "coordinator.log").read_text():
+            assert cluster.procs["coordinator"].poll() is None and time.monotonic() < deadline, cluster.logs()
+            time.sleep(0.05)
+        cluster.procs["coordinator"].send_signal(signal.SIGTERM)
+        code = cluster.wait("coordinator", STOP_WAIT)
+    finally:
+        cluster.close()
+    assert code == 0, cluster.logs()
