@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--round-timeout", type=float, default=600.0)
     p.add_argument("--node-timeout", type=float, default=15.0)
     p.add_argument("--serve", action="store_true", help="keep serving Predict after training until SIGTERM")
+    p.add_argument("--load-model", type=Path, help="serve this saved model.json (from a run directory) "
+                   "instead of training; implies --serve")
     _add_learning(p)
     _add_data(p)
     p.set_defaults(func=_coordinator)

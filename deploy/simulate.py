@@ -22,6 +22,7 @@ from privfed.owner.data import federation_split, owner_id
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.job import run_job
+from privfed.server.models import save_model
 from privfed.server.report import host_info, new_run_dir, plot_lines, write_json
 from privfed.server.strategies import boosting_options, make_strategy
 
@@ -80,6 +81,7 @@ def run_point(args, epsilon: float, run_dir: Path, certs: Path | None, test) -> 
                           label=f"eps={epsilon:g}: ", round_timeout=args.round_timeout)
         accuracy = float(np.mean(outcome.model.predict(test.X) == test.y))
         server.models.put(f"{args.task}-eps{epsilon:g}", outcome.model)
+        save_model(point_dir / "model.json", outcome.model)
         server.dispatcher.shutdown()
         for p in procs:
             try:

@@ -14,6 +14,7 @@ from privfed.proto.transport import PULL_WAIT
 from privfed.server.app import CoordinatorServer
 from privfed.server.dispatcher import JobAborted
 from privfed.server.job import run_job
+from privfed.server.models import load_model, save_model
 from privfed.server.report import host_info, new_run_dir, write_json
 from privfed.server.strategies import boosting_options, make_strategy
 
@@ -36,6 +37,15 @@ def run_coordinator(args, tls) -> int:
         server.dispatcher.abort()
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    if args.load_model is not None:
+        model_id = args.load_model.parent.name or "model"
+        server.models.put(model_id, load_model(args.load_model))
+        server.start(args.listen)
+        log.info("serving saved model %s as %r until SIGTERM", args.load_model, model_id)
+        print(f"serving model_id={model_id}", flush=True)
+        stop.wait()
+        server.stop()
+        return 0
     server.start(args.listen)
     try:
         if stop.is_set():
@@ -46,6 +56,7 @@ def run_coordinator(args, tls) -> int:
         model_id = f"{args.task}-eps{args.epsilon:g}"
         server.models.put(model_id, outcome.model)
         run_dir = new_run_dir(args.out)
+        save_model(run_dir / "model.json", outcome.model)
         write_json(run_dir / "report.json", {
             "config": {k: v for k, v in vars(args).items() if k not in ("func", "rest")},
             "transport": "grpc+insecure" if tls is None else "grpc+mTLS", "model_id": model_id,

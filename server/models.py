@@ -1,0 +1,31 @@
+"""Saving and loading trained models as JSON (learners, boosted ensembles), to serve them again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from privfed.common.errors import ConfigError
+from privfed.common.learners.samme import LEARNER_KINDS, BoostedModel
+
+_KINDS = {**LEARNER_KINDS, BoostedModel.kind: BoostedModel}
+
+
+def save_model(path: str | Path, model) -> Path | None:
+    """Write ``model`` as JSON if it knows how (``to_dict``); returns the path or None."""
+    if not hasattr(model, "to_dict"):
+        return None
+    path = Path(path)
+    path.write_text(json.dumps(model.to_dict()) + "\n")
+    return path
+
+
+def load_model(path: str | Path):
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read a saved model: {exc}") from exc
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if kind not in _KINDS:
+        raise ConfigError(f"{path}: unknown model kind {kind!r}; known: {sorted(_KINDS)}")
+    return _KINDS[kind].from_dict(data)

@@ -1,0 +1,27 @@
+"""Trained models survive a save/load round trip with identical predictions."""
+
+import math
+
+import numpy as np
+import pytest
+
+from privfed.common.boosting import FederatedBoosting
+from privfed.common.errors import ConfigError
+from privfed.owner.data import federation_split
+from privfed.server.models import load_model, save_model
+
+
+def test_boosted_model_roundtrip(tmp_path):
+    train, test = federation_split("synthetic", seed=1, test_fraction=0.25, n_samples=800)
+    fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=train.bounds, n_rounds=4, n_bins=4)
+    model = fb.fit(train.X, train.y, rng=np.random.Generator(np.random.PCG64(0))).model
+    loaded = load_model(save_model(tmp_path / "model.json", model))
+    np.testing.assert_array_equal(loaded.predict(test.X), model.predict(test.X))
+
+
+def test_unknown_or_broken_files_are_refused(tmp_path):
+    (tmp_path / "bad.json").write_text('{"kind": "mystery"}')
+    with pytest.raises(ConfigError, match="unknown model kind"):
+        load_model(tmp_path / "bad.json")
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_model(tmp_path / "missing.json")
