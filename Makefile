@@ -26,7 +26,6 @@ demo: install
 bench: install
 	$(PY) bench/mechanisms.py
 	$(PY) bench/securesum.py
-	$(PY) bench/securesum_grpc.py
 
 proto: install
 	$(PY) deploy/protogen.py

@@ -1,97 +1,120 @@
-"""Ring secure sum (SPEC §11.2) in-process: time for N parties and the per-owner slope (STYLE rule 14).
+"""Ring secure sum over real gRPC (mTLS, loopback) vs the same state machines in process.
 
-Runs :func:`privfed.common.securesum.run_ring_in_process` -- the same :class:`RingParty` state
-machines as the networked driver, every hop sealed with AES-GCM and passed through
-``to_bytes``/``from_bytes`` -- with every party in this process: the pure core, no sockets.
-The gRPC variant (hops relayed by the coordinator over loopback with mTLS) is
-``bench/securesum_grpc.py``, owned by the networked-path work.
+For N in {10, 100, 1000} owners hosted by two owner node processes, times one ring secure
+sum of (local error, weight sum) driven by the coordinator exactly as a boosting round does
+(sealed envelopes relayed through the coordinator, every hop over the network), next to
+``run_ring_in_process`` on the same N measured in the same run, and prints the per-owner
+slope of both (least squares over N). Lines: ``name  baseline  candidate  ratio``.
 
-Each party holds ``m`` values (default 2: a boosting round's ``(err_sum, w_sum)``). Lines read
-``name  baseline  candidate  ratio``, medians of ``--repeats`` (>= 5) runs on the same input:
-
-* ``ring N=...``: baseline = numpy sum of the same fixed-point encodings (what the ring computes,
-  without masks, encryption or hops); candidate = the ring with the parties' boxes built beforehand
-  (a federation keeps its X25519 keys and boxes across aggregations; the ring draws a fresh mask
-  and session id every time).
-* ``ring+keys N=...``: baseline = the ring as above; candidate = the ring including fresh X25519
-  keys and boxes for every party (``run_ring_in_process`` with ``boxes=None``).
-* ``slope``: least-squares slope over N of the baseline and candidate times, per owner.
-
-Run: ``python bench/securesum.py`` (N = 10, 100, 1000) or ``--quick``.
+    python bench/securesum.py [--sizes 10,100,1000] [--repeats 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
-from functools import partial
+from pathlib import Path
 
 import numpy as np
 
-from privfed.common.e2e import generate_private_key, local_boxes
+from privfed.common.boostwire import config_to_dict, empty_history
 from privfed.common.fixedpoint import FixedPoint
-from privfed.common.securesum import ring_peers, run_ring_in_process
+from privfed.common.learners.stump import Stump
+from privfed.common.securesum import run_ring_in_process
+from privfed.deploy.certs import make_certs
+from privfed.owner.data import federation_split
+from privfed.proto.transport import TlsFiles
+from privfed.server.app import CoordinatorServer
+from privfed.server.job import run_job
 from privfed.server.report import host_info
+from privfed.server.strategies import make_strategy
 
 
-def _median_time(fn, repeats: int) -> float:
+class RingTimer:
+    """A strategy that only runs rings: what one boosting round's secure sum costs."""
+
+    def __init__(self, boosting, learner, repeats):
+        self.boosting, self.learner, self.repeats, self.times = boosting, learner, repeats, []
+
+    def run(self, owner_ids, transport):
+        config = config_to_dict(self.boosting.booster, "bench")
+        self.boosting.rounds.append({})
+        for _ in range(self.repeats):
+            t0 = time.perf_counter()
+            self.boosting._ring_sum(list(owner_ids), self.learner, config, empty_history(), transport, 0)
+            self.times.append(time.perf_counter() - t0)
+        return None
+
+
+def network_ring(n: int, repeats: int, tmp: Path) -> float:
+    _, test = federation_split("synthetic", seed=0, test_fraction=0.2, n_samples=max(2 * n, 200))
+    certs = make_certs(tmp / f"certs{n}", owners=2)
+    server = CoordinatorServer(tls=TlsFiles.in_dir(certs, "coordinator"))
+    port = server.start("127.0.0.1:0")
+    half = n // 2
+    procs = [subprocess.Popen([sys.executable, "-m", "privfed.deploy.cli", "owner", "--coordinator",
+                               f"127.0.0.1:{port}", "--name", f"owner-{i}", "--certs", str(certs),
+                               "--dataset", "synthetic", "--n-samples", str(max(2 * n, 200)), "--seed", "0",
+                               "--n-owners", str(n), "--shards", shards, "--ledger", str(tmp / f"l{n}-{i}.sqlite"),
+                               "--epsilon-budget", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for i, shards in enumerate((f"0:{half}", f"{half}:{n}"))]
+    try:
+        boosting = make_strategy("bdt", mechanism="pm", epsilon=1.0, n_classes=2, bounds=test.bounds, n_rounds=1,
+                                 weight_bound=2.0, seed=0)
+        stump = Stump(attribute=0, threshold_index=0, threshold=0.0, leaves=(0, 1), error=0.0)
+        timer = RingTimer(boosting, stump, repeats)
+        run_job(server, timer, expected_owners=n, show_progress=False)
+        return statistics.median(timer.times)
+    finally:
+        server.dispatcher.shutdown()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        server.stop(0)
+
+
+def in_process_ring(n: int, repeats: int) -> float:
+    rng = np.random.Generator(np.random.PCG64(0))
+    values = {f"o{i}": rng.random(2) for i in range(n)}
+    fp = FixedPoint.choose(n_parties=n, max_abs=1.0)
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
+        t0 = time.perf_counter()
+        run_ring_in_process(values, fp)
+        times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
 
-def bench_ring(n: int, m: int, repeats: int, seed: int) -> dict:
-    """Times (seconds) of the plain encoded sum, the ring with cached boxes, and the ring with fresh keys."""
-    values = np.random.Generator(np.random.PCG64([seed, n])).uniform(0.0, 1.0, size=(n, m))
-    fp = FixedPoint.choose(n, 1.0)
-    ids = [f"o{i}" for i in range(n)]
-    by_party = dict(zip(ids, values))
-    boxes = local_boxes({p: generate_private_key() for p in ids}, partial(ring_peers, ids))
-    total = run_ring_in_process(by_party, fp, boxes)  # warm-up and check
-    exact = fp.decode(np.sum(fp.encode(values), axis=0, dtype=np.uint64))
-    if not np.array_equal(total, exact):
-        raise AssertionError(f"ring total {total} differs from the encoded sum {exact}")
-    return {
-        "n": n,
-        "plain": _median_time(lambda: fp.decode(np.sum(fp.encode(values), axis=0, dtype=np.uint64)), repeats),
-        "ring": _median_time(lambda: run_ring_in_process(by_party, fp, boxes), repeats),
-        "ring_keys": _median_time(lambda: run_ring_in_process(by_party, fp), repeats),
-    }
+def slope(xs, ys) -> float:
+    return float(np.polyfit(np.asarray(xs, float), np.asarray(ys, float), 1)[0])
 
 
-def _slope(ns, ts) -> float:
-    return float(np.polyfit(np.asarray(ns, dtype=np.float64), np.asarray(ts), 1)[0])
-
-
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="N = 10, 30, 100 for a CI smoke run")
-    parser.add_argument("--n", type=int, nargs="+", default=None, help="party counts (default 10 100 1000)")
-    parser.add_argument("--values", type=int, default=2, help="values per party (default 2)")
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10,100,1000")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=20261122)
     args = parser.parse_args(argv)
-    ns = args.n or ([10, 30, 100] if args.quick else [10, 100, 1000])
-    repeats = max(5, args.repeats)
-    print(f"# bench/securesum.py in-process ring, seed={args.seed} values={args.values} repeats={repeats} "
-          f"host={host_info()}")
-    print("# the gRPC ring over loopback (mTLS, coordinator relay) is bench/securesum_grpc.py, owned by the lead")
-    print(f"{'name':<18} {'baseline':>12} {'candidate':>12} {'ratio':>9}")
-    rows = [bench_ring(n, args.values, repeats, args.seed) for n in ns]
-    for r in rows:
-        print(f"{'ring N=' + str(r['n']):<18} {r['plain'] * 1e3:>10.3f}ms {r['ring'] * 1e3:>10.3f}ms "
-              f"{r['ring'] / r['plain']:>8.0f}x", flush=True)
-    for r in rows:
-        print(f"{'ring+keys N=' + str(r['n']):<18} {r['ring'] * 1e3:>10.3f}ms {r['ring_keys'] * 1e3:>10.3f}ms "
-              f"{r['ring_keys'] / r['ring']:>8.2f}x")
-    base, ring, keys = (_slope(ns, [r[k] for r in rows]) for k in ("plain", "ring", "ring_keys"))
-    print(f"{'slope (/owner)':<18} {base * 1e6:>10.3f}us {ring * 1e6:>10.3f}us {ring / base:>8.0f}x")
-    print(f"{'slope+keys (/owner)':<18} {ring * 1e6:>10.3f}us {keys * 1e6:>10.3f}us {keys / ring:>8.2f}x")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(f"# ring secure sum, 2 values per owner; host {host_info()}; median of {args.repeats}")
+    print(f"{'name':<22}{'in-process s':>14}{'gRPC+mTLS s':>14}{'ratio':>9}")
+    base, net = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            base.append(in_process_ring(n, args.repeats))
+            net.append(network_ring(n, args.repeats, Path(tmp)))
+            print(f"{f'ring N={n}':<22}{base[-1]:>14.4f}{net[-1]:>14.4f}{net[-1] / base[-1]:>9.1f}")
+    if len(sizes) > 1:
+        b, c = slope(sizes, base), slope(sizes, net)
+        print(f"{'per-owner slope':<22}{b * 1e3:>12.3f}ms{c * 1e3:>12.3f}ms{c / b if b > 0 else math.inf:>9.1f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
