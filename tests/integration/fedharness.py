@@ -3,6 +3,7 @@ owner nodes as separate OS processes (``python -m privfed.deploy.cli owner``).""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -40,14 +41,15 @@ class Federation:
 
     def spawn(self, name: str, *, n_owners: int, shards: str, budget: float, port: int | None = None,
               ledger: Path | None = None, extra: list[str] = (), module_cmd: list[str] | None = None,
-              certs: Path | None = None, dataset: list[str] = DATASET) -> subprocess.Popen:
+              certs: Path | None = None, dataset: list[str] = DATASET, env: dict | None = None) -> subprocess.Popen:
         ledger = ledger or self.tmp / f"{name}.sqlite"
         cmd = owner_cmd(port or self.port, name, n_owners=n_owners, shards=shards, ledger=ledger, budget=budget,
                         certs=certs if certs is not None else self.certs, extra=extra, dataset=dataset)
         if module_cmd is not None:  # run a test-only entry point with the same arguments
             cmd = [sys.executable, *module_cmd, *cmd[3:]]
         log = open(self.tmp / f"{name}.log", "a")
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                env=None if env is None else {**os.environ, **env})
         self.procs.append(proc)
         return proc
 

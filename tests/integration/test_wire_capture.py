@@ -17,6 +17,7 @@ import pytest
 
 from privfed.deploy.tcpproxy import RecordingProxy
 from privfed.owner.data import build_owners, federation_split
+from privfed.proto.serde import GRID_BITS
 from privfed.server.strategies import make_strategy
 
 from fedharness import Federation
@@ -46,18 +47,28 @@ def needles(X: np.ndarray, bounds) -> list[bytes]:
     return list(dict.fromkeys(out))
 
 
+def row_needles(X: np.ndarray, bounds) -> list[bytes]:
+    """Each raw row whole, as the wire's Reports would carry it (int64 indices on the 2^-20
+    grid), in data space and in [-1, 1]-space. Single indices can't be needles (see above), but
+    a perturbed report matching a whole row index by index is out of the question."""
+    out = []
+    for row, t in zip(X, bounds.to_unit(X)):
+        out += [np.rint(row * 2**GRID_BITS).astype("<i8").tobytes(), np.rint(t * 2**GRID_BITS).astype("<i8").tobytes()]
+    return out
+
+
 def found(captured: bytes, X: np.ndarray, bounds) -> list[bytes]:
-    return [n for n in needles(X, bounds) if n in captured]
+    return [n for n in needles(X, bounds) + row_needles(X, bounds) if n in captured]
 
 
-def capture(tmp_path, task: str, *, leaky: bool = False) -> tuple[bytes, object]:
+def capture(tmp_path, task: str, *, leak: str | None = None) -> tuple[bytes, object]:
     X, test = raw_rows()
     fed = Federation(tmp_path, secure=False)
     proxy = RecordingProxy("127.0.0.1", fed.port).start()
     try:
         fed.spawn("owner-0", n_owners=N_OWNERS, shards="0:30", budget=10.0, port=proxy.port)
         fed.spawn("owner-1", n_owners=N_OWNERS, shards="30:60", budget=10.0, port=proxy.port,
-                  module_cmd=[LEAKY] if leaky else None)
+                  module_cmd=[LEAKY] if leak else None, env={"PRIVFED_TEST_LEAK": leak} if leak else None)
         strategy = make_strategy(task, mechanism="pm", epsilon=4.0, n_classes=2, bounds=test.bounds)
         outcome = fed.run(strategy, N_OWNERS)
         assert outcome.answered == N_OWNERS
@@ -75,6 +86,12 @@ def test_no_raw_value_on_the_wire(tmp_path, task):
 
 
 def test_positive_control_a_leaked_row_is_caught(tmp_path):
-    captured, X, bounds = capture(tmp_path, "ncc", leaky=True)
+    captured, X, bounds = capture(tmp_path, "ncc", leak="matrix")
     hits = found(captured, X, bounds)
     assert len(hits) >= X.shape[1], "every value of the leaked row is found"
+
+
+def test_positive_control_a_row_leaked_through_a_report_is_caught(tmp_path):
+    captured, X, bounds = capture(tmp_path, "ncc", leak="report")
+    hits = [n for n in row_needles(X, bounds) if n in captured]
+    assert len(hits) == 1, "the row sent unperturbed in place of its report is found whole"
