@@ -83,24 +83,27 @@ class OwnerNode:
         infos, cert = self._owner_infos()
         request = pb.RegisterNodeRequest(node_id=self.node_id, node_certificate=cert,
                                          owners=[serde.owner_info_to_proto(i) for i in infos])
-        self._retry(lambda: stub.RegisterNode(request, timeout=REGISTER_TIMEOUT), "register")
-        log.info("node %s registered %d owner(s) with %s", self.node_id, len(self._owners), self._target)
+        if self._retry(lambda: stub.RegisterNode(request, timeout=REGISTER_TIMEOUT), "register") is not None:
+            log.info("node %s registered %d owner(s) with %s", self.node_id, len(self._owners), self._target)
 
     def _retry(self, call, what: str):
+        """Call until it succeeds; on a stop request, give up after one more attempt (so
+        results already debited still get their chance to be delivered)."""
         backoff, started = Backoff(), time.monotonic()
-        while not self.stop_event.is_set():
+        while True:
             try:
                 return call()
             except grpc.RpcError as exc:
                 if exc.code() not in _RETRYABLE:
                     raise ConnectError(f"{what} refused by coordinator: {exc.code().name}: {exc.details()}") from exc
+                if self.stop_event.is_set():
+                    return None
                 if time.monotonic() - started > self._connect_timeout:
                     raise ConnectError(f"coordinator {self._target} unreachable for {self._connect_timeout:.0f} s "
                                        f"during {what}: {exc.details()}") from exc
                 delay = backoff.next_delay()
                 log.info("%s: coordinator not reachable (%s); retrying in %.2f s", what, exc.code().name, delay)
                 self.stop_event.wait(delay)
-        return None
 
     def _push(self, stub, results) -> None:
         self._unsent.extend(results)
