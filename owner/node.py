@@ -118,25 +118,30 @@ class OwnerNode:
                 raise
         self._unsent = []
 
-    def _relay(self, stub, outbounds) -> None:
-        if outbounds:
-            request = pb.RelayRequest(node_id=self.node_id, envelopes=[
-                pb.Envelope(recipient=o.recipient, data=o.to_bytes()) for o in outbounds])
-            self._retry(lambda: stub.Relay(request, timeout=RELAY_TIMEOUT), "relay")
+    def _relay(self, stub, outbounds) -> list:
+        """Send sealed envelopes; returns the tasks the coordinator had queued for this node."""
+        if not outbounds:
+            return []
+        request = pb.RelayRequest(node_id=self.node_id, envelopes=[
+            pb.Envelope(recipient=o.recipient, data=o.to_bytes()) for o in outbounds])
+        reply = self._retry(lambda: stub.Relay(request, timeout=RELAY_TIMEOUT), "relay")
+        return [] if reply is None else [serde.task_from_proto(t) for t in reply.tasks]
 
-    def _ring_task(self, stub, task) -> Result | None:
-        """Start a party or deliver an envelope; relay what it emits at once (hops are sequential)."""
+    def _ring_task(self, stub, task) -> tuple[Result | None, list]:
+        """Start a party or deliver an envelope; relay what it emits at once (hops are sequential).
+        Returns the answer, if any, and the tasks the relay call brought back."""
         owner = self._owners.get(task.owner_id)
         if owner is None:
-            return None
+            return None, []
         if isinstance(task.spec, BoostEvaluateTask):
             self._evaluate_task[task.owner_id] = task.task_id
             payload, out = self._ring.evaluate(owner, task.spec)
         else:
             payload, out = self._ring.deliver(task.owner_id, task.spec.data)
-        self._relay(stub, out)
+        more = self._relay(stub, out)
         # answers the owner's evaluate task: a join, or the leader's total
-        return None if payload is None else Result(self._evaluate_task[task.owner_id], task.owner_id, payload)
+        result = None if payload is None else Result(self._evaluate_task[task.owner_id], task.owner_id, payload)
+        return result, more
 
     def _heartbeat(self, stub, done: threading.Event) -> None:
         """While a long batch is computed, an empty push every PUSH_EVERY s keeps the node visibly alive."""
@@ -148,6 +153,7 @@ class OwnerNode:
                 log.debug("heartbeat failed: %s", exc.code().name)
 
     def _answer(self, stub, tasks) -> None:
+        tasks = list(tasks)
         if len(tasks) <= 1:  # a relayed ring hop: answered in milliseconds
             self._answer_in_order(stub, tasks)
             return
@@ -168,8 +174,9 @@ class OwnerNode:
                 log.info("stopping: %d task(s) left unanswered, nothing released for them", len(tasks) - i)
                 break
             if isinstance(tasks[i].spec, (BoostEvaluateTask, RingMessageTask)):
-                result = self._ring_task(stub, tasks[i])
+                result, more = self._ring_task(stub, tasks[i])
                 ready += [result] if result is not None else []
+                tasks += more  # handed back by the relay call: answered in this same pass
                 i += 1
             else:
                 j = i

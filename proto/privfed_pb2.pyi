@@ -365,7 +365,9 @@ class RelayRequest(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., envelopes: _Optional[_Iterable[_Union[Envelope, _Mapping]]] = ...) -> None: ...
 
 class RelayResponse(_message.Message):
-    __slots__ = ("accepted",)
+    __slots__ = ("accepted", "tasks")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
     accepted: int
-    def __init__(self, accepted: _Optional[int] = ...) -> None: ...
+    tasks: _containers.RepeatedCompositeFieldContainer[Task]
+    def __init__(self, accepted: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ...) -> None: ...

@@ -118,8 +118,8 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
     def Relay(self, request, context):
         try:
             node_id = self._node_id(request.node_id, context)
-            accepted = self._dispatcher.relay(node_id, [(e.recipient, bytes(e.data)) for e in request.envelopes])
-            return pb.RelayResponse(accepted=accepted)
+            accepted, tasks = self._dispatcher.relay(node_id, [(e.recipient, bytes(e.data)) for e in request.envelopes])
+            return pb.RelayResponse(accepted=accepted, tasks=[serde.task_to_proto(t) for t in tasks])
         except PrivfedError as exc:
             _abort(context, exc)
 
