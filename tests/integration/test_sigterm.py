@@ -98,6 +98,13 @@ class Cluster:
         except subprocess.TimeoutExpired:
             return None
 
+    def wait_for_log(self, name: str, text: str) -> None:
+        """Until ``text`` appears in ``name``'s log (the process must stay alive meanwhile)."""
+        deadline = time.monotonic() + WAIT
+        while text not in (self.tmp / f"{name}.log").read_text():
+            assert self.procs[name].poll() is None and time.monotonic() < deadline, self.logs()
+            time.sleep(0.05)
+
     def logs(self) -> str:
         return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(self.tmp.glob("*.log")))
 
@@ -153,10 +160,7 @@ def test_owner_sigterm_while_waiting_for_tasks_exits_0_without_spending(tmp_path
     cluster = Cluster(tmp_path, node_timeout=3.0)
     try:
         cluster.procs["owner-1"].send_signal(signal.SIGSTOP)  # never registers: the round can't start
-        deadline = time.monotonic() + WAIT
-        while "registered" not in (tmp_path / "owner-0.log").read_text():
-            assert cluster.procs["owner-0"].poll() is None and time.monotonic() < deadline, cluster.logs()
-            time.sleep(0.05)
+        cluster.wait_for_log("owner-0", "registered")
         cluster.procs["owner-0"].send_signal(signal.SIGTERM)
         code = cluster.wait("owner-0", STOP_WAIT)
     finally:
@@ -191,10 +195,7 @@ def test_coordinator_sigterm_while_waiting_for_owners_exits_0(tmp_path):
     try:
         for name in ("owner-0", "owner-1"):  # no owner gets to register
             cluster.procs[name].send_signal(signal.SIGSTOP)
-        deadline = time.monotonic() + WAIT
-        while "listening" not in (tmp_path / "coordinator.log").read_text():
-            assert cluster.procs["coordinator"].poll() is None and time.monotonic() < deadline, cluster.logs()
-            time.sleep(0.05)
+        cluster.wait_for_log("coordinator", "listening")
         cluster.procs["coordinator"].send_signal(signal.SIGTERM)
         code = cluster.wait("coordinator", STOP_WAIT)
     finally:
