@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from concurrent import futures
 
 import grpc
@@ -19,13 +20,19 @@ SERVICE_NAME = "privfed.v1.Coordinator"
 
 
 class CoordinatorServer:
-    """Owns the gRPC server, the dispatcher (owner registry + queues) and the model store."""
+    """Owns the gRPC server, the dispatcher (owner registry + queues) and the model store.
 
-    def __init__(self, *, tls: TlsFiles | None, node_timeout: float = 15.0, max_workers: int = 32):
+    ``interceptors`` are gRPC server interceptors, run on every call (the wire-capture tests
+    record traffic with one).
+    """
+
+    def __init__(self, *, tls: TlsFiles | None, node_timeout: float = 15.0, max_workers: int = 32,
+                 interceptors: Sequence[grpc.ServerInterceptor] = ()):
         self.dispatcher = Dispatcher(node_timeout=node_timeout)
         self.models = ModelStore()
         self._tls = tls
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=server_options())
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=server_options(),
+                                   interceptors=tuple(interceptors))
         pb_grpc.add_CoordinatorServicer_to_server(
             CoordinatorServicer(self.dispatcher, self.models, require_identity=tls is not None), self._server)
         self._health = health.HealthServicer()
