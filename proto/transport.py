@@ -24,14 +24,22 @@ HEALTH_TIMEOUT = 2.0
 SHUTDOWN_GRACE = 2.0              # server.stop(grace): in-flight RPCs may finish
 
 # --- sizes ----------------------------------------------------------------------------
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+#: Largest message either side sends or accepts. gRPC refuses a larger one from its length
+#: prefix, before reading it (RESOURCE_EXHAUSTED), so one call can cost the coordinator at most
+#: this much. It must hold one ring envelope of ``securesum.MAX_MESSAGE_BYTES`` (8 MiB of ring
+#: values) plus framing.
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+#: The tasks of one PullTasks/Relay answer are cut at this many encoded bytes; the rest wait for
+#: the next call (room is left for the rest of the response).
+MAX_RESPONSE_TASK_BYTES = MAX_MESSAGE_BYTES - 1024 * 1024
 
 _KEEPALIVE_TIME_MS = 20_000
 
 
 def _common_options() -> list[tuple[str, int]]:
     return [
-        # Bound what one message may cost us (not gRPC's 4 MiB receive / unbounded send).
+        # Bound what one message may cost us (not gRPC's 4 MiB receive / unbounded send, nor
+        # Flower's 2 GiB).
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ]
@@ -105,6 +113,3 @@ class Backoff:
         self.attempt += 1
         # Jitter needs no secrecy, but privfed never touches the `random` module.
         return ceiling * secrets.randbelow(1_000_001) / 1_000_000
-
-    def reset(self) -> None:
-        self.attempt = 0
