@@ -14,12 +14,43 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+from collections.abc import Sequence
+
+from privfed.common.e2e import MAX_ID_BYTES
 from privfed.common.errors import ConfigError, PrivfedError, RemoteProtocolError
+from privfed.common.identity import check_owned_by
+from privfed.common.messages import OwnerInfo, PeerKey, Result, RingMessageTask, Task
+from privfed.common import securesum
+from privfed.common.securesum import Inbound
+
+#: At most this many owners in one registration (generous: a node process hosts thousands).
+MAX_OWNERS_PER_NODE = 100_000
+#: At most this many relayed envelopes wait for one recipient (a ring sends an owner about two
+#: per session; the rest is a node flooding a peer that does not poll).
+MAX_QUEUED_ENVELOPES_PER_OWNER = 64
+#: At most this many relayed bytes wait for one recipient: two of the largest ring envelopes
+#: (``securesum.MAX_MESSAGE_BYTES``, 8 MiB of ring values) fit, a flood does not.
+MAX_QUEUED_BYTES_PER_OWNER = 2 * securesum.MAX_MESSAGE_BYTES
+#: At most this many relayed bytes wait in the coordinator in all: memory stays bounded however
+#: many owners the rings hold.
+MAX_QUEUED_BYTES = 256 * 1024 * 1024
 
 
 class JobAborted(PrivfedError):
     """The job was stopped (SIGTERM) while a round was in flight."""
-from privfed.common.messages import OwnerInfo, PeerKey, Result, RingMessageTask, Task
+
+
+class ResourceExhausted(PrivfedError):
+    """A relay would queue more than the per-recipient or total limit (RESOURCE_EXHAUSTED)."""
+
+
+@dataclass(frozen=True)
+class _Queued:
+    """Bookkeeping of one relayed envelope waiting in a node's queue."""
+
+    session_id: str
+    recipient: str
+    size: int
 
 
 @dataclass
@@ -53,19 +84,32 @@ class Dispatcher:
         self._certificates: dict[str, bytes] = {}
         self._waiting: set[str] = set()
         self._aborted = False
-        self.late_results = 0
-        self.relayed = 0
+        self._rings: dict[str, frozenset[str]] = {}      # open ring session -> member owner ids
+        self._queued: dict[str, _Queued] = {}             # relay task id -> what it holds
+        self._load: dict[str, tuple[int, int]] = {}       # recipient -> (envelopes, bytes) queued
+        self._queued_bytes = 0
+        self.relayed = 0                                  # envelopes accepted (tests watch it)
         self.session_id = secrets.token_hex(8)
 
     # ---- called by the servicer --------------------------------------------------------
     def register(self, node_id: str, owners: list[OwnerInfo], certificate: bytes = b"") -> str:
-        if not node_id:
-            raise RemoteProtocolError("node_id is empty")
+        """Register (or re-register) node ``node_id`` hosting ``owners``; returns the job session id.
+
+        ``node_id`` is the caller's verified certificate name (the servicer checks the claimed id
+        against it; only ``--insecure`` takes the claim as is). Every owner id must be
+        ``<node_id>.<local name>`` (:func:`privfed.common.identity.check_owned_by`), so a node can
+        neither register another node's owners nor invent owners under another name. A node that
+        registers again replaces its own owners and nobody else's.
+        """
+        self._check_registration(node_id, owners)
         with self._cv:
-            for o in owners:
-                holder = self._owner_node.get(o.owner_id)
-                if holder is not None and holder != node_id:
-                    raise ConfigError(f"owner id {o.owner_id!r} is already registered by node {holder!r}")
+            old = self._nodes.get(node_id)
+            if old is not None:
+                self._release(old.queue)   # relayed envelopes die with the old connection's queue
+                kept = {o.owner_id for o in owners}
+                for gone in (o for o in old.owners if o not in kept):
+                    self._owners.pop(gone, None)
+                    self._owner_node.pop(gone, None)
             node = _Node(node_id, [o.owner_id for o in owners], last_seen=self._clock())
             # A (re)connecting node gets every unanswered task of its owners again: tasks its
             # previous incarnation pulled may have died with it, or been taken by a stale long
@@ -81,6 +125,22 @@ class Dispatcher:
             self._cv.notify_all()
         return self.session_id
 
+    @staticmethod
+    def _check_registration(node_id: str, owners: list[OwnerInfo]) -> None:
+        if not node_id or len(node_id.encode("utf-8")) > MAX_ID_BYTES:
+            raise RemoteProtocolError(f"node_id must be 1..{MAX_ID_BYTES} UTF-8 bytes, got {node_id!r:.80}")
+        if len(owners) > MAX_OWNERS_PER_NODE:
+            raise RemoteProtocolError(f"a registration may carry at most MAX_OWNERS_PER_NODE = {MAX_OWNERS_PER_NODE} "
+                                      f"owners, got {len(owners)}; split the owners over more nodes")
+        seen: set[str] = set()
+        for o in owners:
+            if len(o.owner_id.encode("utf-8")) > MAX_ID_BYTES:
+                raise RemoteProtocolError(f"owner id {o.owner_id!r:.80} is longer than {MAX_ID_BYTES} UTF-8 bytes")
+            check_owned_by(o.owner_id, node_id)
+            if o.owner_id in seen:
+                raise RemoteProtocolError(f"owner id {o.owner_id!r} appears twice in one registration")
+            seen.add(o.owner_id)
+
     def pull(self, node_id: str, wait: float) -> tuple[list[Task], bool]:
         deadline = self._clock() + wait
         with self._cv:
@@ -93,8 +153,7 @@ class Dispatcher:
                 self._cv.wait(left)
                 node = self._known(node_id)
             node.last_seen = self._clock()
-            tasks = list(node.queue)
-            node.queue.clear()
+            tasks = self._drain(node)
             return tasks, self._shutdown and not tasks
 
     def push(self, node_id: str, results: list[Result]) -> int:
@@ -107,8 +166,7 @@ class Dispatcher:
                     raise RemoteProtocolError(f"node {node_id!r} answered for owner {r.owner_id!r} it does not host")
                 task = self._pending.get(r.task_id)
                 if task is None or task.owner_id != r.owner_id:
-                    self.late_results += 1  # its round is over (or it never was ours): drop it, keep the rest
-                    continue
+                    continue  # its round is over (or it never was ours): drop it, keep the rest
                 del self._pending[r.task_id]
                 self._waiting.discard(r.task_id)
                 self._results[r.task_id] = r
@@ -120,21 +178,145 @@ class Dispatcher:
         """Queue sealed owner-to-owner envelopes for their recipients' nodes (no answer expected),
         and hand the calling node whatever is queued for it: a ring's next hop is often one of
         its own owners, and this saves it the wait for its next poll (the envelope still went
-        through here, like every other)."""
+        through here, like every other).
+
+        An envelope is accepted only if its plaintext header (:meth:`Inbound.from_bytes`) names an
+        open ring session (:meth:`open_ring`), a sender hosted by the calling node and the
+        envelope's own recipient, both members of that session; anything else raises
+        :class:`RemoteProtocolError` and nothing of the call is queued. If queueing the call would
+        pass :data:`MAX_QUEUED_ENVELOPES_PER_OWNER`, :data:`MAX_QUEUED_BYTES_PER_OWNER` or
+        :data:`MAX_QUEUED_BYTES`, :class:`ResourceExhausted` is raised and nothing is queued.
+        """
         with self._cv:
             caller = self._known(node_id)
             caller.last_seen = self._clock()
-            for recipient, data in envelopes:
-                target = self._owner_node.get(recipient)
-                if target is None:
-                    raise RemoteProtocolError(f"relay to unknown owner {recipient!r}")
-                self._nodes[target].queue.append(Task(f"relay-{secrets.token_hex(6)}", recipient, "ring",
-                                                      RingMessageTask(data)))
-            self.relayed += len(envelopes)
+            accepted = [self._check_envelope(node_id, recipient, data) for recipient, data in envelopes]
+            self._check_room(accepted)
+            for q, data in zip(accepted, (d for _, d in envelopes)):
+                task = Task(f"relay-{secrets.token_hex(6)}", q.recipient, "ring", RingMessageTask(bytes(data)))
+                self._nodes[self._owner_node[q.recipient]].queue.append(task)
+                self._queued[task.task_id] = q
+                count, size = self._load.get(q.recipient, (0, 0))
+                self._load[q.recipient] = (count + 1, size + q.size)
+                self._queued_bytes += q.size
+            self.relayed += len(accepted)
             self._cv.notify_all()
-            tasks = list(caller.queue)
-            caller.queue.clear()
-            return len(envelopes), tasks
+            return len(accepted), self._drain(caller)
+
+    def _check_envelope(self, node_id: str, recipient: str, data: bytes) -> _Queued:
+        header = Inbound.from_bytes(data)   # RemoteProtocolError if it is not a ring envelope
+        members = self._rings.get(header.session_id)
+        if members is None:
+            raise RemoteProtocolError(f"relay for ring session {header.session_id!r:.80}, which is not open")
+        if self._owner_node.get(header.sender) != node_id:
+            raise RemoteProtocolError(f"node {node_id!r} relayed an envelope from owner {header.sender!r:.80}, "
+                                      "which it does not host")
+        if header.recipient != recipient:
+            raise RemoteProtocolError(f"envelope addressed to {recipient!r:.80} has header recipient "
+                                      f"{header.recipient!r:.80}")
+        if header.sender not in members or recipient not in members:
+            raise RemoteProtocolError(f"relay from {header.sender!r:.80} to {recipient!r:.80}: both must be members "
+                                      f"of ring session {header.session_id!r:.80}")
+        if recipient not in self._owner_node:
+            raise RemoteProtocolError(f"relay to unknown owner {recipient!r:.80}")
+        return _Queued(header.session_id, recipient, len(data))
+
+    def _check_room(self, batch: list[_Queued]) -> None:
+        added: dict[str, tuple[int, int]] = {}
+        for q in batch:
+            count, size = added.get(q.recipient, self._load.get(q.recipient, (0, 0)))
+            added[q.recipient] = (count + 1, size + q.size)
+        for recipient, (count, size) in added.items():
+            if count > MAX_QUEUED_ENVELOPES_PER_OWNER or size > MAX_QUEUED_BYTES_PER_OWNER:
+                raise ResourceExhausted(
+                    f"owner {recipient!r} would have {count} envelope(s), {size} bytes waiting; at most "
+                    f"MAX_QUEUED_ENVELOPES_PER_OWNER = {MAX_QUEUED_ENVELOPES_PER_OWNER} and "
+                    f"MAX_QUEUED_BYTES_PER_OWNER = {MAX_QUEUED_BYTES_PER_OWNER} may wait for its node to poll; retry later")
+        total = self._queued_bytes + sum(q.size for q in batch)
+        if total > MAX_QUEUED_BYTES:
+            raise ResourceExhausted(f"relay queues would hold {total} bytes, more than MAX_QUEUED_BYTES = "
+                                    f"{MAX_QUEUED_BYTES}; retry later")
+
+    def _release(self, tasks) -> None:
+        """Forget the bookkeeping of relayed envelopes leaving the queues (delivered or dropped)."""
+        for t in tasks:
+            q = self._queued.pop(t.task_id, None)
+            if q is None:
+                continue
+            count, size = self._load[q.recipient]
+            if count == 1:
+                del self._load[q.recipient]
+            else:
+                self._load[q.recipient] = (count - 1, size - q.size)
+            self._queued_bytes -= q.size
+
+    def _drain(self, node: _Node) -> list[Task]:
+        tasks = list(node.queue)
+        node.queue.clear()
+        self._release(tasks)
+        return tasks
+
+    def requeue(self, node_id: str, tasks: list[Task]) -> None:
+        """Put tasks taken by :meth:`pull` or :meth:`relay` back at the front of the node's queue
+        (the servicer does so with what would not fit in one response)."""
+        if not tasks:
+            return
+        with self._cv:
+            node = self._known(node_id)
+            for t in reversed(tasks):
+                node.queue.appendleft(t)
+                if isinstance(t.spec, RingMessageTask):
+                    self._requeue_envelope(t)
+            self._cv.notify_all()
+
+    def _requeue_envelope(self, task: Task) -> None:
+        try:
+            session = Inbound.from_bytes(task.spec.data).session_id
+        except RemoteProtocolError:  # it was checked when it came in; keep the books anyway
+            session = ""
+        q = _Queued(session, task.owner_id, len(task.spec.data))
+        self._queued[task.task_id] = q
+        count, size = self._load.get(q.recipient, (0, 0))
+        self._load[q.recipient] = (count + 1, size + q.size)
+        self._queued_bytes += q.size
+
+    # ---- ring sessions (called by the coordinator's job) -------------------------------
+    def open_ring(self, session_id: str, members: Sequence[str]) -> None:
+        """Allow relaying among ``members`` (owner ids) under ``session_id`` until :meth:`close_ring`.
+
+        Opening an open session again with the same members does nothing; with other members it
+        raises :class:`ConfigError` (a re-formed ring gets a fresh session id).
+        """
+        ring = frozenset(members)
+        if not session_id or len(ring) != len(members) or len(ring) < 2:
+            raise ConfigError(f"a ring session needs a non-empty id and at least 2 distinct members, got "
+                              f"{session_id!r} with {len(members)} member(s), {len(ring)} distinct")
+        with self._cv:
+            held = self._rings.get(session_id)
+            if held is not None and held != ring:
+                raise ConfigError(f"ring session {session_id!r} is already open with other members; "
+                                  "use a new session id (securesum.new_session_id) for a re-formed ring")
+            self._rings[session_id] = ring
+
+    def close_ring(self, session_id: str) -> None:
+        """Refuse further envelopes of ``session_id`` and drop those still queued. Closing a
+        session that is not open does nothing."""
+        with self._cv:
+            if self._rings.pop(session_id, None) is None:
+                return
+            dropped = {tid for tid, q in self._queued.items() if q.session_id == session_id}
+            if not dropped:
+                return
+            for node in self._nodes.values():
+                if any(t.task_id in dropped for t in node.queue):
+                    gone = [t for t in node.queue if t.task_id in dropped]
+                    node.queue = deque(t for t in node.queue if t.task_id not in dropped)
+                    self._release(gone)
+
+    def queued_relay(self) -> tuple[int, int]:
+        """(envelopes, bytes) of relayed envelopes waiting in the queues."""
+        with self._cv:
+            return len(self._queued), self._queued_bytes
 
     def peer_key(self, owner_id: str) -> PeerKey:
         with self._cv:
@@ -246,7 +428,4 @@ class Dispatcher:
             self._shutdown = True
             self._cv.notify_all()
 
-    def connected_nodes(self, within: float) -> list[str]:
-        now = self._clock()
-        with self._cv:
-            return [nid for nid, n in self._nodes.items() if now - n.last_seen <= within]
+

@@ -12,8 +12,8 @@ from privfed.common.errors import BudgetExceeded, ConfigError, PrivfedError, Rem
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
-from privfed.proto.transport import PULL_WAIT
-from privfed.server.dispatcher import Dispatcher
+from privfed.proto.transport import MAX_RESPONSE_TASK_BYTES, PULL_WAIT
+from privfed.server.dispatcher import Dispatcher, ResourceExhausted
 
 log = logging.getLogger("privfed.coordinator")
 
@@ -21,6 +21,7 @@ _STATUS = [
     (RemoteProtocolError, grpc.StatusCode.INVALID_ARGUMENT),
     (ConfigError, grpc.StatusCode.FAILED_PRECONDITION),
     (BudgetExceeded, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
 ]
 
 
@@ -83,6 +84,19 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         self._models = models
         self._require_identity = require_identity
 
+    def _encode_tasks(self, node_id: str, tasks) -> list:
+        """Encode tasks for one response of at most MAX_RESPONSE_TASK_BYTES; the rest go back to
+        the front of the node's queue for its next call (always at least one task per response)."""
+        encoded, size = [], 0
+        for k, t in enumerate(tasks):
+            msg = serde.task_to_proto(t)
+            size += msg.ByteSize()
+            if encoded and size > MAX_RESPONSE_TASK_BYTES:
+                self._dispatcher.requeue(node_id, tasks[k:])
+                break
+            encoded.append(msg)
+        return encoded
+
     def _node_id(self, claimed: str, context) -> str:
         identity = peer_identity(context)
         if self._require_identity and identity != claimed:
@@ -103,7 +117,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         try:
             node_id = self._node_id(request.node_id, context)
             tasks, shutdown = self._dispatcher.pull(node_id, min(request.wait_ms / 1000.0, PULL_WAIT))
-            return pb.PullTasksResponse(tasks=[serde.task_to_proto(t) for t in tasks], shutdown=shutdown)
+            return pb.PullTasksResponse(tasks=self._encode_tasks(node_id, tasks), shutdown=shutdown)
         except PrivfedError as exc:
             _abort(context, exc)
 
@@ -119,7 +133,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         try:
             node_id = self._node_id(request.node_id, context)
             accepted, tasks = self._dispatcher.relay(node_id, [(e.recipient, bytes(e.data)) for e in request.envelopes])
-            return pb.RelayResponse(accepted=accepted, tasks=[serde.task_to_proto(t) for t in tasks])
+            return pb.RelayResponse(accepted=accepted, tasks=self._encode_tasks(node_id, tasks))
         except PrivfedError as exc:
             _abort(context, exc)
 

@@ -1,0 +1,253 @@
+"""The coordinator's dispatcher and servicer as an adversarial node meets them (issue 9, items 4, 8).
+
+The dispatcher is driven directly (no processes); one test goes through a real gRPC server on
+127.0.0.1 to check status codes and the message-size bound.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import grpc
+import pytest
+
+from privfed.common.errors import ConfigError, RemoteProtocolError
+from privfed.common.identity import owner_id
+from privfed.common.messages import OwnerInfo, RingMessageTask
+from privfed.common.securesum import Inbound, MessageKind, new_session_id
+from privfed.proto import privfed_pb2 as pb
+from privfed.proto import privfed_pb2_grpc as pb_grpc
+from privfed.proto.transport import MAX_MESSAGE_BYTES, RELAY_TIMEOUT, REGISTER_TIMEOUT, channel_options
+from privfed.server.app import CoordinatorServer
+from privfed.server.dispatcher import (
+    MAX_OWNERS_PER_NODE, MAX_QUEUED_BYTES_PER_OWNER, MAX_QUEUED_ENVELOPES_PER_OWNER, Dispatcher, ResourceExhausted,
+)
+
+_HAS_ROWS = "n_rows" in {f.name for f in dataclasses.fields(OwnerInfo)}
+
+
+def info(oid: str) -> OwnerInfo:
+    """An OwnerInfo whether or not the registration still carries a row count."""
+    return OwnerInfo(owner_id=oid, **({"n_rows": 1} if _HAS_ROWS else {}))
+
+
+def envelope(session: str, sender: str, recipient: str, payload: bytes = b"\0" * 32, seq: int = 1) -> bytes:
+    return Inbound(session, sender, recipient, MessageKind.HOP, seq, payload).to_bytes()
+
+
+A0, A1, B0, C0 = owner_id("node-a", 0), owner_id("node-a", 1), owner_id("node-b", 0), owner_id("node-c", 0)
+
+
+@pytest.fixture
+def dispatcher() -> Dispatcher:
+    d = Dispatcher()
+    d.register("node-a", [info(A0), info(A1)])
+    d.register("node-b", [info(B0)])
+    d.register("node-c", [info(C0)])
+    return d
+
+
+def ring_tasks(d: Dispatcher, node: str) -> list[bytes]:
+    tasks, _ = d.pull(node, 0.0)
+    return [t.spec.data for t in tasks if isinstance(t.spec, RingMessageTask)]
+
+
+# ---- registration (item 4) -----------------------------------------------------------
+
+def test_a_node_cannot_register_another_nodes_owner_id(dispatcher):
+    with pytest.raises(RemoteProtocolError, match="does not belong to node"):
+        dispatcher.register("node-b", [info(B0), info(A0)])
+    # The honest holder keeps its owner, and node-b's registration did not change anything.
+    assert dispatcher.peer_key(A0).node_id == "node-a"
+    assert set(dispatcher.owners()) == {A0, A1, B0, C0}
+
+
+def test_sybils_under_other_or_no_node_name_are_refused():
+    d = Dispatcher()
+    for bad in ("owner-0", "node-x.o00001", ".o1", "node-a."):
+        with pytest.raises(RemoteProtocolError):
+            d.register("node-a", [info(bad)])
+    assert d.owners() == {}
+
+
+def test_registration_size_and_id_length_are_bounded():
+    d = Dispatcher()
+    with pytest.raises(RemoteProtocolError, match="MAX_OWNERS_PER_NODE"):
+        d.register("node-a", [info(owner_id("node-a", i)) for i in range(MAX_OWNERS_PER_NODE + 1)])
+    with pytest.raises(RemoteProtocolError, match="longer than"):
+        d.register("node-a", [info("node-a." + "o" * 300)])
+    with pytest.raises(RemoteProtocolError, match="twice"):
+        d.register("node-a", [info(A0), info(A0)])
+    with pytest.raises(RemoteProtocolError, match="node_id"):
+        d.register("", [])
+
+
+def test_re_registration_replaces_only_the_nodes_own_owners(dispatcher):
+    dispatcher.register("node-a", [info(A1), info(owner_id("node-a", 2))])
+    assert set(dispatcher.owners()) == {A1, owner_id("node-a", 2), B0, C0}
+    dispatcher.register("node-a", [info(A0), info(A1)])   # and back, as a restarted node does
+    assert set(dispatcher.owners()) == {A0, A1, B0, C0}
+
+
+# ---- relay (item 8, contract 5) --------------------------------------------------------
+
+def test_relay_within_an_open_session_reaches_the_recipients_node(dispatcher):
+    s = new_session_id()
+    dispatcher.open_ring(s, [A0, B0, C0])
+    data = envelope(s, A0, B0)
+    assert dispatcher.relay("node-a", [(B0, data)])[0] == 1
+    assert ring_tasks(dispatcher, "node-b") == [data]
+    assert dispatcher.queued_relay() == (0, 0)
+
+
+def test_relay_to_an_own_owner_comes_back_in_the_relay_answer(dispatcher):
+    s = new_session_id()
+    dispatcher.open_ring(s, [A0, A1])
+    data = envelope(s, A0, A1)
+    accepted, tasks = dispatcher.relay("node-a", [(A1, data)])
+    assert accepted == 1 and [t.spec.data for t in tasks] == [data] and tasks[0].owner_id == A1
+
+
+def test_relay_outside_an_open_session_is_refused(dispatcher):
+    with pytest.raises(RemoteProtocolError, match="not open"):
+        dispatcher.relay("node-a", [(B0, envelope(new_session_id(), A0, B0))])
+    s = new_session_id()
+    dispatcher.open_ring(s, [A0, B0])
+    dispatcher.close_ring(s)
+    with pytest.raises(RemoteProtocolError, match="not open"):
+        dispatcher.relay("node-a", [(B0, envelope(s, A0, B0))])
+    assert dispatcher.queued_relay() == (0, 0)
+
+
+def test_relay_from_an_owner_the_node_does_not_host_is_refused(dispatcher):
+    s = new_session_id()
+    dispatcher.open_ring(s, [A0, B0, C0])
+    with pytest.raises(RemoteProtocolError, match="does not host"):
+        dispatcher.relay("node-c", [(B0, envelope(s, A0, B0))])   # node-c forging A0
+    assert ring_tasks(dispatcher, "node-b") == []
+
+
+def test_relay_to_a_non_member_or_with_a_mismatched_header_is_refused(dispatcher):
+    s = new_session_id()
+    dispatcher.open_ring(s, [A0, B0])
+    with pytest.raises(RemoteProtocolError, match="members"):
+        dispatcher.relay("node-a", [(C0, envelope(s, A0, C0))])
+    with pytest.raises(RemoteProtocolError, match="header recipient"):
+        dispatcher.relay("node-a", [(C0, envelope(s, A0, B0))])
+    with pytest.raises(RemoteProtocolError):
+        dispatcher.relay("node-a", [(B0, b"\0" * 100)])           # not an envelope at all
+    # A bad envelope in a batch queues nothing of the batch.
+    with pytest.raises(RemoteProtocolError):
+        dispatcher.relay("node-a", [(B0, envelope(s, A0, B0)), (C0, envelope(s, A0, C0))])
+    assert ring_tasks(dispatcher, "node-b") == [] and ring_tasks(dispatcher, "node-c") == []
+
+
+def test_relay_beyond_the_per_recipient_count_is_resource_exhausted_and_memory_stays_bounded(dispatcher):
+    s = new_session_id()
+    dispatcher.open_ring(s, [A0, B0, C0])
+    for k in range(MAX_QUEUED_ENVELOPES_PER_OWNER):
+        dispatcher.relay("node-a", [(B0, envelope(s, A0, B0, seq=k))])
+    with pytest.raises(ResourceExhausted):
+        dispatcher.relay("node-a", [(B0, envelope(s, A0, B0))])
+    count, size = dispatcher.queued_relay()
+    assert count == MAX_QUEUED_ENVELOPES_PER_OWNER
+    # Another recipient is not starved by the flooded one.
+    dispatcher.relay("node-a", [(C0, envelope(s, A0, C0))])
+    # Once the recipient's node polls, room is made again.
+    assert len(ring_tasks(dispatcher, "node-b")) == MAX_QUEUED_ENVELOPES_PER_OWNER
+    dispatcher.relay("node-a", [(B0, envelope(s, A0, B0))])
+
+
+def test_relay_beyond_the_per_recipient_bytes_is_resource_exhausted(dispatcher):
+    """The issue's attack: big envelopes to an owner whose node never polls. Queued bytes stop
+    at the limit instead of growing with every call."""
+    s = new_session_id()
+    dispatcher.open_ring(s, [A0, B0])
+    big = envelope(s, A0, B0, payload=b"\0" * (4 * 1024 * 1024))
+    sent = 0
+    with pytest.raises(ResourceExhausted):
+        for _ in range(50):
+            dispatcher.relay("node-a", [(B0, big)])
+            sent += 1
+    assert 0 < sent < 50
+    assert dispatcher.queued_relay()[1] == sent * len(big) <= MAX_QUEUED_BYTES_PER_OWNER
+
+
+def test_closing_a_session_drops_its_queued_envelopes_only(dispatcher):
+    s, t = new_session_id(), new_session_id()
+    dispatcher.open_ring(s, [A0, B0])
+    dispatcher.open_ring(t, [A1, B0])
+    dispatcher.relay("node-a", [(B0, envelope(s, A0, B0)), (B0, envelope(t, A1, B0))])
+    dispatcher.close_ring(s)
+    dispatcher.close_ring(s)   # idempotent
+    assert [Inbound.from_bytes(d).session_id for d in ring_tasks(dispatcher, "node-b")] == [t]
+    assert dispatcher.queued_relay() == (0, 0)
+
+
+def test_open_ring_checks_its_arguments(dispatcher):
+    with pytest.raises(ConfigError):
+        dispatcher.open_ring("s", [A0])
+    with pytest.raises(ConfigError):
+        dispatcher.open_ring("s", [A0, A0])
+    dispatcher.open_ring("s", [A0, B0])
+    dispatcher.open_ring("s", [B0, A0])   # same members: no-op
+    with pytest.raises(ConfigError):
+        dispatcher.open_ring("s", [A0, C0])
+
+
+def test_requeued_tasks_keep_their_order_and_their_books(dispatcher):
+    s = new_session_id()
+    dispatcher.open_ring(s, [A0, B0])
+    datas = [envelope(s, A0, B0, seq=k) for k in range(3)]
+    dispatcher.relay("node-a", [(B0, d) for d in datas])
+    tasks, _ = dispatcher.pull("node-b", 0.0)
+    dispatcher.requeue("node-b", tasks[1:])
+    assert dispatcher.queued_relay() == (2, len(datas[1]) + len(datas[2]))
+    assert ring_tasks(dispatcher, "node-b") == datas[1:]
+
+
+# ---- over gRPC --------------------------------------------------------------------------
+
+def test_servicer_maps_relay_errors_and_refuses_oversized_messages():
+    server = CoordinatorServer(tls=None)
+    port = server.start("127.0.0.1:0")
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=channel_options()) as channel:
+            stub = pb_grpc.CoordinatorStub(channel)
+
+            def register(node, owners):
+                return stub.RegisterNode(pb.RegisterNodeRequest(
+                    node_id=node, owners=[pb.OwnerInfo(owner_id=o) for o in owners]), timeout=REGISTER_TIMEOUT)
+
+            register("node-a", [A0])
+            register("node-b", [B0])
+            with pytest.raises(grpc.RpcError) as err:
+                register("node-b", [A0])
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+            def relay(data, node="node-a", to=B0):
+                return stub.Relay(pb.RelayRequest(node_id=node, envelopes=[pb.Envelope(recipient=to, data=data)]),
+                                  timeout=RELAY_TIMEOUT)
+
+            s = new_session_id()
+            with pytest.raises(grpc.RpcError) as err:
+                relay(envelope(s, A0, B0))
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            server.dispatcher.open_ring(s, [A0, B0])
+            assert relay(envelope(s, A0, B0)).accepted == 1
+            for k in range(MAX_QUEUED_ENVELOPES_PER_OWNER - 1):
+                relay(envelope(s, A0, B0, seq=k))
+            with pytest.raises(grpc.RpcError) as err:
+                relay(envelope(s, A0, B0))
+            assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert server.dispatcher.queued_relay()[0] == MAX_QUEUED_ENVELOPES_PER_OWNER
+        # A client that ignores the bound: the server's gRPC refuses the message from its length
+        # prefix, before the servicer (or an allocation of its size) sees it.
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", -1)]) as channel:
+            request = pb.RelayRequest(node_id="node-a", envelopes=[
+                pb.Envelope(recipient=B0, data=b"\0" * (MAX_MESSAGE_BYTES + 1))])
+            with pytest.raises(grpc.RpcError) as err:
+                pb_grpc.CoordinatorStub(channel).Relay(request, timeout=RELAY_TIMEOUT)
+            assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    finally:
+        server.stop(0)
