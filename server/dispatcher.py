@@ -387,8 +387,10 @@ class Dispatcher:
                     break
                 if now >= next_liveness_check:  # O(waiting) work, so at most twice a second
                     next_liveness_check = now + 0.5
-                    silent = {nid for nid, n in self._nodes.items() if now - n.last_seen > self._node_timeout}
-                    if all(self._owner_node[self._pending[i].owner_id] in silent for i in self._waiting):
+                    # An owner its node no longer registers will not answer either (None).
+                    gone: set[str | None] = {None}
+                    gone.update(nid for nid, n in self._nodes.items() if now - n.last_seen > self._node_timeout)
+                    if all(self._owner_node.get(self._pending[i].owner_id) in gone for i in self._waiting):
                         break
                 self._cv.wait(min(0.5, deadline - now))
             if progress:
@@ -396,8 +398,8 @@ class Dispatcher:
             lost = [i for i in ids if i in self._waiting]
             self._waiting = set()
             now = self._clock()
-            lost_nodes = sorted({nid for nid in (self._owner_node[self._pending[i].owner_id] for i in lost)
-                                 if now - self._nodes[nid].last_seen > self._node_timeout})
+            lost_nodes = sorted({nid for nid in (self._owner_node.get(self._pending[i].owner_id) for i in lost)
+                                 if nid is not None and now - self._nodes[nid].last_seen > self._node_timeout})
             lost_set = set(lost)
             for i in lost:
                 self._pending.pop(i)

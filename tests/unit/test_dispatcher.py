@@ -7,13 +7,14 @@ The dispatcher is driven directly (no processes); one test goes through a real g
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import grpc
 import pytest
 
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.identity import owner_id
-from privfed.common.messages import OwnerInfo, RingMessageTask
+from privfed.common.messages import OwnerInfo, Refusal, Result, RingMessageTask, Task
 from privfed.common.securesum import Inbound, MessageKind, new_session_id
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
@@ -251,3 +252,23 @@ def test_servicer_maps_relay_errors_and_refuses_oversized_messages():
             assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     finally:
         server.stop(0)
+
+
+def test_a_round_does_not_wait_for_an_owner_its_node_dropped_on_re_registration():
+    """A node restarting with fewer owners: their tasks are lost, the round goes on."""
+    now = [0.0]
+    d = Dispatcher(clock=lambda: now[0])
+    d.register("node-a", [info(A0), info(A1)])
+    done = []
+    runner = threading.Thread(target=lambda: done.append(d.run([Task("t0", A0, "r", RingMessageTask(b"")),
+                                                                Task("t1", A1, "r", RingMessageTask(b""))], timeout=60)))
+    runner.start()
+    tasks, _ = d.pull("node-a", 1.0)
+    assert {t.task_id for t in tasks} == {"t0", "t1"}
+    d.register("node-a", [info(A0)])                       # A1 is gone
+    tasks, _ = d.pull("node-a", 1.0)                       # t0 redelivered to the new incarnation
+    assert [t.task_id for t in tasks] == ["t0"]
+    d.push("node-a", [Result("t0", A0, Refusal("internal", "test"))])
+    now[0] += 1.0                                          # past the next liveness check
+    runner.join(5)
+    assert not runner.is_alive() and done[0].lost == ["t1"] and set(done[0].results) == {"t0"}
