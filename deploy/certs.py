@@ -1,10 +1,29 @@
 """``privfed certs``: a federation CA and mTLS certificates, made with ``cryptography``.
 
-Writes ``ca.pem``/``ca-key.pem``, ``coordinator.pem``/``coordinator-key.pem`` (server auth,
-SANs = localhost, 127.0.0.1 and every ``--san``) and ``owner-<i>.pem``/``owner-<i>-key.pem``
-(client auth, common name ``owner-<i>``: the node identity the coordinator checks). Keys are
-ECDSA P-256. Keep ``ca-key.pem`` with whoever runs the federation CA, not on the coordinator:
-whoever holds it can mint owner identities.
+Layout of ``--out DIR`` (one directory per party, so that each party is given exactly its own)::
+
+    DIR/ca/ca.pem, ca-key.pem                         the CA (directory 0700): keep it offline
+    DIR/coordinator/ca.pem, coordinator.pem, coordinator-key.pem
+    DIR/owner-<i>/ca.pem, owner-<i>.pem, owner-<i>-key.pem
+    DIR/ca.pem, DIR/<party>.pem, DIR/<party>-key.pem  flat view: ca.pem, and symlinks into the
+                                                      party directories (no link to the CA key)
+
+Hand party ``X`` only ``DIR/X`` (``--certs DIR/X --name X``): it holds the CA certificate and X's
+own pair, nothing else. The flat view keeps ``--certs DIR --name X`` working on one host (tests,
+``privfed simulate``), where one user holds every party's files anyway; never mount ``DIR`` itself
+into a service. Whoever holds ``ca-key.pem`` can mint owner identities, so it is written only
+into ``DIR/ca``, which no service needs (``docker-compose.yml`` mounts it into its certificate
+services only).
+
+Private keys are created with mode 0600 from their first byte (``os.open`` with ``O_EXCL`` and mode
+0600, or a 0600 temporary file renamed over the old key when replacing): never world-readable,
+whatever the umask. Directories holding keys are 0700.
+
+A second run over an existing ``DIR`` is refused (:class:`ConfigError` naming the directory)
+unless ``force`` (a new CA and new keys for everyone) or ``add`` (keep the CA and every existing
+pair, issue only the missing ones). The coordinator certificate (server auth, SANs localhost,
+127.0.0.1, coordinator and every ``--san``) and owner certificates (client auth, common name
+``owner-<i>``: the node identity the coordinator checks) use ECDSA P-256 keys.
 """
 
 from __future__ import annotations
@@ -12,6 +31,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+import secrets
 from pathlib import Path
 
 from cryptography import x509
@@ -19,7 +39,23 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from privfed.common.errors import ConfigError
+
 VALIDITY = dt.timedelta(days=365)
+#: The directory of the CA's own files, inside ``--out``.
+CA_DIR = "ca"
+COORDINATOR = "coordinator"
+#: SANs every coordinator certificate carries (the compose service name and loopback).
+BASE_SANS = ("localhost", "127.0.0.1", COORDINATOR)
+
+
+def party_dir(root: str | Path, name: str) -> Path:
+    """The directory of party ``name`` (``coordinator``, ``owner-3``) under a ``privfed certs`` root.
+
+    It holds ``ca.pem``, ``<name>.pem`` and ``<name>-key.pem``: pass it as ``--certs`` (or to
+    ``TlsFiles.in_dir(party_dir(root, name), name)``) to give that party nothing but its own pair.
+    """
+    return Path(root) / name
 
 
 def _name(cn: str) -> x509.Name:
@@ -27,10 +63,49 @@ def _name(cn: str) -> x509.Name:
                       x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
-def _write_key(path: Path, key) -> None:
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()))
-    os.chmod(path, 0o600)
+def _pem_key(key) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def write_file(path: Path, data: bytes, *, mode: int, replace: bool = False) -> None:
+    """Create ``path`` with ``mode`` from its first byte; ``replace`` atomically swaps an old file.
+
+    Without ``replace`` the file is opened with ``O_CREAT | O_EXCL``: an existing file raises
+    :class:`FileExistsError` and is never overwritten. With it, the data goes to a fresh temporary
+    file (same directory, same mode, ``O_EXCL``) that is renamed over ``path``. Either way the
+    mode is set by ``open`` itself (the umask can only remove bits), so a key written with 0600
+    is never readable by anyone else, not even for an instant.
+    """
+    target = path if not replace else path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        if replace:
+            os.replace(target, path)
+    except BaseException:
+        if replace:
+            target.unlink(missing_ok=True)
+        raise
+
+
+def write_private_key(path: Path, key, *, replace: bool = False) -> None:
+    """Write ``key`` (PKCS#8 PEM, unencrypted) to ``path`` with mode 0600; see :func:`write_file`."""
+    write_file(path, _pem_key(key), mode=0o600, replace=replace)
+
+
+def private_dir(path: Path) -> Path:
+    """Create (or tighten) directory ``path`` with mode 0700."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        if not path.is_dir():
+            raise ConfigError(f"{path} exists and is not a directory") from None
+    os.chmod(path, 0o700)
+    return path
 
 
 def _san(entry: str) -> x509.GeneralName:
@@ -40,47 +115,153 @@ def _san(entry: str) -> x509.GeneralName:
         return x509.DNSName(entry)
 
 
-def _issue(ca_key, ca_name, cn: str, sans: list[str], usages: list, now: dt.datetime):
-    key = ec.generate_private_key(ec.SECP256R1())
-    builder = (x509.CertificateBuilder()
-               .subject_name(_name(cn)).issuer_name(ca_name).public_key(key.public_key())
-               .serial_number(x509.random_serial_number())
-               .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + VALIDITY)
-               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-               .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-               .add_extension(x509.SubjectAlternativeName([_san(s) for s in sans]), critical=False))
-    return key, builder.sign(ca_key, hashes.SHA256())
+def new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
 
 
-def make_certs(out: str | Path, *, owners: int, sans: list[str] = (), owner_names: list[str] | None = None) -> Path:
-    """Create a CA, a coordinator certificate and ``owners`` owner certificates in ``out``."""
+def issue(ca_key, ca_cert: x509.Certificate, cn: str, public_key, *, sans: list[str], server: bool,
+          now: dt.datetime | None = None) -> x509.Certificate:
+    """Sign a leaf certificate for ``cn`` with the CA.
+
+    Owners get client auth only. The coordinator (``server``) also gets client auth, so that its
+    own health check (``deploy/healthcheck.py``, the image's HEALTHCHECK) can present it to the
+    mTLS server; that grants no owner identity (owner ids are bound to ``owner-<i>`` names).
+    """
+    now = dt.datetime.now(dt.timezone.utc) if now is None else now
+    usages = ([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if server
+              else [ExtendedKeyUsageOID.CLIENT_AUTH])
+    return (x509.CertificateBuilder()
+            .subject_name(_name(cn)).issuer_name(ca_cert.subject).public_key(public_key)
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + VALIDITY)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+            .add_extension(x509.SubjectAlternativeName([_san(s) for s in sans]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+
+
+def _new_ca(now: dt.datetime):
+    key = new_key()
+    name = _name("privfed federation CA")
+    cert = (x509.CertificateBuilder()
+            .subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + VALIDITY)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                         content_commitment=False, key_encipherment=False,
+                                         data_encipherment=False, key_agreement=False,
+                                         encipher_only=False, decipher_only=False), critical=True)
+            .sign(key, hashes.SHA256()))
+    return key, cert
+
+
+def load_ca(root: str | Path):
+    """The CA key and certificate in ``root/ca`` (written by :func:`make_certs`)."""
+    ca = Path(root) / CA_DIR
+    try:
+        key = serialization.load_pem_private_key((ca / "ca-key.pem").read_bytes(), password=None)
+        cert = x509.load_pem_x509_certificate((ca / "ca.pem").read_bytes())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"no federation CA in {ca} ({exc.filename} is missing); make one with "
+                          "`privfed certs --out DIR`") from None
+    return key, cert
+
+
+def _existing(out: Path, names: list[str]) -> list[str]:
+    """What of a previous ``privfed certs`` run (either layout) is in ``out``."""
+    candidates = [CA_DIR, "ca.pem", "ca-key.pem", *names, *(f"{n}{s}" for n in names for s in (".pem", "-key.pem"))]
+    return [c for c in candidates if os.path.lexists(out / c)]
+
+
+def _sans_of(cert: x509.Certificate) -> set[str]:
+    ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    return {str(v) for v in ext.get_values_for_type(x509.DNSName) + ext.get_values_for_type(x509.IPAddress)}
+
+
+def _link(root: Path, name: str, file: str, replace: bool) -> None:
+    link = root / file
+    if os.path.lexists(link):
+        if not replace and os.path.islink(link) and os.readlink(link) == f"{name}/{file}":
+            return
+        if not replace:
+            raise FileExistsError(link)
+        link.unlink()
+    os.symlink(f"{name}/{file}", link)
+
+
+def make_certs(out: str | Path, *, owners: int, sans: list[str] = (), owner_names: list[str] | None = None,
+               force: bool = False, add: bool = False, flat: bool = True) -> Path:
+    """Create a CA, a coordinator pair and ``owners`` owner pairs under ``out``; return ``out``.
+
+    Parameters
+    ----------
+    out : path
+        The root (see the module docstring for the layout). Created if missing.
+    owners : int
+        Owner node certificates ``owner-0`` .. ``owner-<owners-1>`` (unless ``owner_names``).
+    sans : list of str
+        Extra coordinator DNS names or IP addresses.
+    owner_names : list of str, optional
+        Owner certificate names instead of ``owner-<i>``.
+    force : bool
+        Replace an existing CA and every pair (old certificates stop verifying).
+    add : bool
+        Keep an existing CA and existing pairs; issue only the missing ones (to add owners).
+    flat : bool
+        Also write the flat view (``out/ca.pem`` and symlinks ``out/<party>.pem``,
+        ``out/<party>-key.pem``) so that ``--certs out --name X`` works on one host.
+
+    Raises
+    ------
+    ConfigError
+        ``out`` already holds certificates and neither ``force`` nor ``add`` is given; with
+        ``add``, the existing coordinator certificate lacks a requested SAN.
+    """
     if owners < 0:
         raise ValueError(f"--owners must be >= 0, got {owners}")
+    if force and add:
+        raise ConfigError("--force (a new CA for everyone) and --add (keep the CA) exclude each other")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.timezone.utc)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name("privfed federation CA")
-    ca_cert = (x509.CertificateBuilder()
-               .subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-               .serial_number(x509.random_serial_number())
-               .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + VALIDITY)
-               .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-               .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                            content_commitment=False, key_encipherment=False,
-                                            data_encipherment=False, key_agreement=False,
-                                            encipher_only=False, decipher_only=False), critical=True)
-               .sign(ca_key, hashes.SHA256()))
-    (out / "ca.pem").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    _write_key(out / "ca-key.pem", ca_key)
-    # The coordinator also gets clientAuth so that its own health check (deploy/healthcheck.py,
-    # the image's HEALTHCHECK) can present it to the mTLS server; it grants no owner identity.
-    parties = [("coordinator", ["localhost", "127.0.0.1", "coordinator", *sans],
-                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH])]
     names = owner_names if owner_names is not None else [f"owner-{i}" for i in range(owners)]
-    parties += [(n, [n], [ExtendedKeyUsageOID.CLIENT_AUTH]) for n in names]
-    for cn, party_sans, usage in parties:
-        key, cert = _issue(ca_key, ca_name, cn, party_sans, usage, now)
-        (out / f"{cn}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        _write_key(out / f"{cn}-key.pem", key)
+    out.mkdir(parents=True, exist_ok=True)
+    found = _existing(out, [COORDINATOR, *names])
+    if found and not (force or add):
+        raise ConfigError(f"{out} already holds certificates ({', '.join(found[:3])}{', ...' if len(found) > 3 else ''}); "
+                          "refusing to replace the CA and every key: pass --force to replace them, or --add "
+                          "to issue only the missing ones")
+    if force:  # the CA key of the old flat layout lay beside every other file
+        (out / "ca-key.pem").unlink(missing_ok=True)
+    now = dt.datetime.now(dt.timezone.utc)
+    ca_dir = private_dir(out / CA_DIR)
+    if add and (ca_dir / "ca-key.pem").exists():
+        ca_key, ca_cert = load_ca(out)
+    else:
+        ca_key, ca_cert = _new_ca(now)
+        write_private_key(ca_dir / "ca-key.pem", ca_key, replace=force)
+        write_file(ca_dir / "ca.pem", ca_cert.public_bytes(serialization.Encoding.PEM), mode=0o644, replace=force)
+    ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
+    coordinator_sans = list(dict.fromkeys([*BASE_SANS, *sans]))
+    for name, party_sans, server in [(COORDINATOR, coordinator_sans, True), *((n, [n], False) for n in names)]:
+        d = private_dir(party_dir(out, name))
+        key_path, cert_path = d / f"{name}-key.pem", d / f"{name}.pem"
+        if add and key_path.exists():
+            if not cert_path.exists():
+                raise ConfigError(f"{d} holds a key but no {cert_path.name}; rerun with --force")
+            missing = set(party_sans) - _sans_of(x509.load_pem_x509_certificate(cert_path.read_bytes()))
+            if missing:
+                raise ConfigError(f"{cert_path} lacks SAN(s) {', '.join(sorted(missing))}; --add keeps existing "
+                                  "certificates: rerun with --force to reissue them all")
+        else:
+            key = new_key()
+            write_private_key(key_path, key, replace=force)
+            cert = issue(ca_key, ca_cert, name, key.public_key(), sans=party_sans, server=server, now=now)
+            write_file(cert_path, cert.public_bytes(serialization.Encoding.PEM), mode=0o644, replace=force)
+        if not (add and (d / "ca.pem").exists()):
+            write_file(d / "ca.pem", ca_pem, mode=0o644, replace=force)
+        if flat:
+            _link(out, name, cert_path.name, force)
+            _link(out, name, key_path.name, force)
+    if flat and not (add and (out / "ca.pem").exists()):
+        write_file(out / "ca.pem", ca_pem, mode=0o644, replace=force)
     return out
