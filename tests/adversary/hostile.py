@@ -1,0 +1,524 @@
+"""A hostile coordinator for issue 9: the real wire schema, the real certificates, honest owner
+node processes, and every choice a coordinator makes (which tasks, which rings, which relay)
+in the test's hands.
+
+The server implements ``privfed_pb2_grpc.CoordinatorServicer`` with mTLS under the
+coordinator's own certificate, so an honest ``privfed owner`` process cannot tell it from the
+real coordinator. It
+
+* records every registration (the raw ``RegisterNodeRequest``, and the verified CN of the caller);
+* hands out whatever raw ``pb.Task`` protos a test queues (so a test can send malformed ones:
+  wrong byte counts, duplicate task ids, absurd ε, unknown fields);
+* records every pushed ``pb.Result`` and every relayed envelope, and routes envelopes to the
+  recipient's node (``relay=True``) or refuses them (``relay=False``);
+* answers ``GetModel`` with whatever linear stage the test chose and records ``Predict`` rows.
+
+Helpers build ``BoostEvaluate`` tasks for chosen rings from the keys and certificates the nodes
+registered, run one ring session and return its total, and read an owner's ledger (a copy of the
+SQLite file, so the running owner is not disturbed) to compare with what left.
+
+Nothing here is mocked: the owner side is the real ``privfed owner`` command in its own process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import shutil
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from concurrent import futures
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+from privfed.common.fixedpoint import FixedPoint
+from privfed.common.securesum import Inbound
+from privfed.proto import privfed_pb2 as pb
+from privfed.proto import privfed_pb2_grpc as pb_grpc
+from privfed.proto.transport import TlsFiles, server_credentials, server_options
+
+#: Budget of every honest owner in these tests (issue 9: "budget ε=2").
+BUDGET = 2.0
+#: How long a test waits for an honest node to do something before it fails.
+WAIT = 30.0
+#: Grid of the wire's ``Reports`` (proto/serde.py GRID_BITS).
+GRID_BITS = 20
+
+
+# ----------------------------------------------------------------------------- certificates
+def make_federation_certs(out: Path, owners: int) -> Path:
+    """``privfed certs``'s function (deploy/certs.py ``make_certs``) into ``out``."""
+    from privfed.deploy.certs import make_certs
+
+    return Path(make_certs(out, owners=owners))
+
+
+def tls_dir(certs: Path, name: str) -> Path:
+    """The directory a service named ``name`` is given: its own subdirectory if the certificate
+    layout has one (ca.pem and only that party's pair), else the flat directory."""
+    own = certs / name
+    if (own / f"{name}.pem").is_file():
+        return own
+    return certs
+
+
+def tls_files(certs: Path, name: str) -> TlsFiles:
+    return TlsFiles.in_dir(tls_dir(certs, name), name)
+
+
+def cert_pem(certs: Path, name: str) -> bytes:
+    return (tls_dir(certs, name) / f"{name}.pem").read_bytes()
+
+
+def cert_key(certs: Path, name: str):
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    return load_pem_private_key((tls_dir(certs, name) / f"{name}-key.pem").read_bytes(), password=None)
+
+
+# ----------------------------------------------------------------------------- owner processes
+def write_rows(path: Path, X: np.ndarray, y: np.ndarray) -> Path:
+    """An owner's own data file: CSV, features then one integer label column."""
+    X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+    lines = [",".join([*(repr(float(v)) for v in row), str(int(lab))]) for row, lab in zip(X, y)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def rows_by_owner(n_rows: int, seed: int) -> list[int]:
+    """Which row of the data file logical owner i of a ``--shards n_rows`` node holds (one row each).
+
+    The node partitions its file with ``privfed.common.datasets.partition`` (seeded), so the test
+    computes the same split instead of guessing it."""
+    from privfed.common.datasets import partition
+
+    return [int(p[0]) for p in partition(n_rows, n_rows, seed=seed)]
+
+
+@dataclass
+class OwnerProcess:
+    name: str
+    proc: subprocess.Popen
+    log_path: Path
+    ledger: Path
+    X: np.ndarray
+    y: np.ndarray
+    seed: int
+    budget: float
+
+    @property
+    def owner_ids(self) -> list[str]:
+        return [f"{self.name}.o{i:05d}" for i in range(self.X.shape[0])]
+
+    def rows(self) -> dict[str, tuple[np.ndarray, int]]:
+        """owner id -> (its one row, its label)."""
+        order = rows_by_owner(self.X.shape[0], self.seed)
+        return {oid: (self.X[order[i]], int(self.y[order[i]])) for i, oid in enumerate(self.owner_ids)}
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log(self) -> str:
+        return self.log_path.read_text() if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def owner_command(port: int, name: str, *, data: Path, n_owners: int, ledger: Path, certs: Path | None,
+                  budget: float = BUDGET, seed: int = 7, lo: float = 0.0, hi: float = 1.0,
+                  extra: tuple[str, ...] = ()) -> list[str]:
+    """``privfed owner`` as tests/integration/fedharness.py's ``owner_cmd`` spawns it, on its own file."""
+    cmd = [sys.executable, "-m", "privfed.deploy.cli", "owner", "--coordinator", f"127.0.0.1:{port}",
+           "--name", name, "--data", str(data), "--bounds", f"{lo}:{hi}", "--shards", str(n_owners),
+           "--ledger", str(ledger), "--epsilon-budget", repr(budget), "--delta-budget", "1e-3",
+           "--rng", "seeded", "--seed", str(seed), "--connect-timeout", "20", *extra]
+    return cmd + (["--insecure"] if certs is None else ["--certs", str(tls_dir(certs, name))])
+
+
+def spawn_owner(tmp: Path, port: int, name: str, X, y, *, certs: Path, budget: float = BUDGET, seed: int = 7,
+                extra: tuple[str, ...] = ()) -> OwnerProcess:
+    X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+    data = write_rows(tmp / f"{name}.csv", X, y)
+    ledger = tmp / f"{name}.sqlite"
+    log_path = tmp / f"{name}.log"
+    cmd = owner_command(port, name, data=data, n_owners=X.shape[0], ledger=ledger, certs=certs, budget=budget,
+                        seed=seed, extra=extra)
+    with open(log_path, "a") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    return OwnerProcess(name, proc, log_path, ledger, X, np.asarray(y), seed, budget)
+
+
+# ----------------------------------------------------------------------------- ledger (read-only)
+def ledger_history(path: Path, owner_id: str, budget: float = BUDGET) -> list[dict]:
+    """An owner's releases as ``privfed.common.ledger.Ledger.history`` gives them, read from a
+    copy of the file (the owner's own connection stays the only writer of the original)."""
+    from privfed.common.ledger import Ledger
+
+    copy_dir = Path(path).parent / f".ledger-copy-{secrets.token_hex(4)}"
+    copy_dir.mkdir()
+    try:
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(f"{path}{suffix}")
+            if src.exists():
+                shutil.copyfile(src, copy_dir / f"ledger.sqlite{suffix}")
+        budget_row = _stored_budget(copy_dir / "ledger.sqlite")
+        eps, delta = budget_row if budget_row else (budget, 1e-3)
+        with Ledger(copy_dir / "ledger.sqlite", epsilon_budget=eps, delta_budget=delta) as ledger:
+            return ledger.history(owner_id)
+    finally:
+        shutil.rmtree(copy_dir, ignore_errors=True)
+
+
+def _stored_budget(path: Path):
+    conn = sqlite3.connect(str(path))
+    try:
+        return conn.execute("SELECT epsilon_budget, delta_budget FROM owners LIMIT 1").fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+
+
+def spent_epsilon(history: list[dict]) -> float:
+    """Σ ε over the private entries of a history (non-private entries are counted apart)."""
+    return math.fsum(h["epsilon"] for h in history if not h.get("nonprivate") and math.isfinite(h["epsilon"]))
+
+
+# ----------------------------------------------------------------------------- the hostile server
+@dataclass
+class Registration:
+    node_id: str          # what the node claimed
+    identity: str | None  # the verified CN of its certificate
+    request: pb.RegisterNodeRequest
+
+
+@dataclass
+class RelayCall:
+    node_id: str
+    identity: str | None
+    envelopes: list       # (recipient, data bytes)
+
+
+class _Servicer(pb_grpc.CoordinatorServicer):
+    def __init__(self, hc: "HostileCoordinator"):
+        self._hc = hc
+
+    def RegisterNode(self, request, context):
+        return self._hc._register(request, _identity(context))
+
+    def PullTasks(self, request, context):
+        return self._hc._pull(request.node_id, min(request.wait_ms / 1000.0, 1.0))
+
+    def PushResults(self, request, context):
+        return self._hc._push(request)
+
+    def Relay(self, request, context):
+        return self._hc._relay(request, _identity(context), context)
+
+    def Predict(self, request, context):
+        return self._hc._predict(request, context)
+
+    def GetModel(self, request, context):
+        return self._hc._get_model(request, context)
+
+
+def _identity(context) -> str | None:
+    names = context.auth_context().get("x509_common_name")
+    return names[0].decode() if names else None
+
+
+@dataclass
+class HostileCoordinator:
+    """The fake coordinator. ``relay`` decides whether envelopes are routed (True) or refused."""
+
+    certs: Path
+    relay: bool = True
+    registrations: list[Registration] = field(default_factory=list)
+    results: list[pb.Result] = field(default_factory=list)
+    relays: list[RelayCall] = field(default_factory=list)
+    predicts: list[pb.PredictRequest] = field(default_factory=list)
+    get_models: list[pb.GetModelRequest] = field(default_factory=list)
+    model: pb.GetModelResponse | None = None
+    shutdown: bool = False
+
+    def __post_init__(self):
+        self._cv = threading.Condition()
+        self._queues: dict[str, list[pb.Task]] = {}
+        self._owner_node: dict[str, str] = {}
+        self._owners: dict[str, pb.OwnerInfo] = {}
+        self._certificates: dict[str, bytes] = {}
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=server_options())
+        pb_grpc.add_CoordinatorServicer_to_server(_Servicer(self), self._server)
+        self.port = self._server.add_secure_port("127.0.0.1:0", server_credentials(tls_files(self.certs, "coordinator")))
+        self._server.start()
+
+    def stop(self) -> None:
+        with self._cv:
+            self.shutdown = True
+            self._cv.notify_all()
+        self._server.stop(0.5).wait()
+
+    # ---- RPCs ----------------------------------------------------------------------------
+    def _register(self, request, identity):
+        with self._cv:
+            self.registrations.append(Registration(request.node_id, identity, pb.RegisterNodeRequest.FromString(
+                request.SerializeToString())))
+            self._queues.setdefault(request.node_id, [])
+            for o in request.owners:
+                self._owner_node[o.owner_id] = request.node_id
+                self._owners[o.owner_id] = o
+            self._certificates[request.node_id] = bytes(request.node_certificate)
+            self._cv.notify_all()
+        return pb.RegisterNodeResponse(session_id="hostile")
+
+    def _pull(self, node_id: str, wait: float):
+        deadline = time.monotonic() + wait
+        with self._cv:
+            queue = self._queues.setdefault(node_id, [])
+            while not queue and not self.shutdown:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cv.wait(left)
+            tasks, queue[:] = list(queue), []
+            return pb.PullTasksResponse(tasks=tasks, shutdown=self.shutdown and not tasks)
+
+    def _push(self, request):
+        with self._cv:
+            self.results.extend(pb.Result.FromString(r.SerializeToString()) for r in request.results)
+            self._cv.notify_all()
+        return pb.PushResultsResponse(accepted=len(request.results))
+
+    def _relay(self, request, identity, context):
+        with self._cv:
+            self.relays.append(RelayCall(request.node_id, identity,
+                                         [(e.recipient, bytes(e.data)) for e in request.envelopes]))
+            self._cv.notify_all()
+            if not self.relay:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, "this coordinator relays nothing")
+            for e in request.envelopes:
+                node = self._owner_node.get(e.recipient)
+                if node is not None:
+                    self._queues[node].append(pb.Task(task_id=f"relay-{secrets.token_hex(6)}", owner_id=e.recipient,
+                                                      round_id="ring", ring_message=pb.RingMessageTask(data=e.data)))
+            caller = self._queues.setdefault(request.node_id, [])
+            tasks, caller[:] = list(caller), []
+            self._cv.notify_all()
+            return pb.RelayResponse(accepted=len(request.envelopes), tasks=tasks)
+
+    def _predict(self, request, context):
+        with self._cv:
+            self.predicts.append(pb.PredictRequest.FromString(request.SerializeToString()))
+        n = request.rows.shape[0] if request.rows.shape else 0
+        return pb.PredictResponse(labels=[0] * n)
+
+    def _get_model(self, request, context):
+        with self._cv:
+            self.get_models.append(request)
+        if self.model is None:
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"no model {request.model_id!r}")
+        return self.model
+
+    # ---- what a test does ----------------------------------------------------------------
+    def wait_registered(self, owner_ids, timeout: float = WAIT) -> None:
+        want = set(owner_ids)
+        with self._cv:
+            if not self._cv.wait_for(lambda: want <= set(self._owner_node), timeout):
+                raise AssertionError(f"owners {sorted(want - set(self._owner_node))} did not register in {timeout} s")
+
+    def node_of(self, owner_id: str) -> str:
+        with self._cv:
+            return self._owner_node[owner_id]
+
+    def owner_info(self, owner_id: str) -> pb.OwnerInfo:
+        with self._cv:
+            return self._owners[owner_id]
+
+    def send(self, tasks, node: str | None = None) -> None:
+        """Queue raw task protos, all in one PullTasks answer per node (a batch)."""
+        with self._cv:
+            for t in tasks:
+                self._queues[node or self._owner_node[t.owner_id]].append(t)
+            self._cv.notify_all()
+
+    def wait_results(self, task_ids, timeout: float = WAIT, *, count: int | None = None) -> list[pb.Result]:
+        """Results whose task id is in ``task_ids`` once ``count`` (default: one per id) arrived."""
+        ids = list(task_ids)
+        want = len(ids) if count is None else count
+        mine = lambda: [r for r in self.results if r.task_id in ids]  # noqa: E731
+        with self._cv:
+            self._cv.wait_for(lambda: len(mine()) >= want, timeout)
+            return mine()
+
+    def run(self, tasks, timeout: float = WAIT) -> dict[str, pb.Result]:
+        """Send a batch and wait for one result per task id (by task id; last one wins)."""
+        self.send(tasks)
+        return {r.task_id: r for r in self.wait_results([t.task_id for t in tasks], timeout)}
+
+    def ring_spec(self, session: str, ring: list[str], *, max_abs: float, peers=None) -> pb.RingSpec:
+        """A ring of registered owners with their registered keys and node certificates."""
+        fp = FixedPoint.choose(n_parties=len(ring), max_abs=max_abs)
+        peer_ids = ring if peers is None else peers
+        with self._cv:
+            peer_keys = [pb.PeerKey(owner_id=o, node_id=self._owner_node[o], x25519_public_key=self._owners[o].x25519_public_key,
+                                    key_signature=self._owners[o].key_signature) for o in peer_ids]
+            certs = [pb.NodeCertificate(node_id=n, pem=pem) for n, pem in self._certificates.items() if pem]
+        return pb.RingSpec(session_id=session, ring=list(ring), frac_bits=fp.frac_bits, n_parties=fp.n_parties,
+                           max_abs=max_abs, peers=peer_keys, certificates=certs)
+
+    def run_ring(self, ring: list[str], learner: dict, config: dict, *, round_id: str, history: dict | None = None,
+                 max_abs: float = 8.0, timeout: float = WAIT) -> "RingOutcome":
+        """One ring session over ``ring``: BoostEvaluate tasks to every member, wait for the
+        leader's total (or every member's refusal)."""
+        session = secrets.token_hex(16)
+        history = history or {"learners": [], "alphas": [], "totals": []}
+        spec = self.ring_spec(session, ring, max_abs=max_abs)
+        tasks = [boost_evaluate(f"{round_id}-{secrets.token_hex(4)}", o, round_id, config, history, learner, spec)
+                 for o in ring]
+        ids = [t.task_id for t in tasks]
+        self.send(tasks)
+        leader = ids[0]
+        deadline = time.monotonic() + timeout
+
+        def done():
+            got = {r.task_id: r for r in self.results if r.task_id in ids}
+            total = got.get(leader) is not None and got[leader].WhichOneof("kind") in ("ring_total", "refusal")
+            refused = any(r.WhichOneof("kind") == "refusal" for r in got.values())
+            return total or (refused and len(got) == len(ids))
+        with self._cv:
+            self._cv.wait_for(done, max(0.0, deadline - time.monotonic()))
+            got = {r.task_id: r for r in self.results if r.task_id in ids}
+        return RingOutcome(session, ring, {t.owner_id: got.get(t.task_id) for t in tasks})
+
+    def relays_from(self, node_id: str, session: str | None = None) -> list[tuple[str, bytes]]:
+        """Envelopes a node relayed (optionally only those of one ring session, by header)."""
+        out = []
+        with self._cv:
+            for call in self.relays:
+                if call.node_id != node_id:
+                    continue
+                for recipient, data in call.envelopes:
+                    if session is None or _session_of(data) == session:
+                        out.append((recipient, data))
+        return out
+
+
+def _session_of(data: bytes) -> str | None:
+    try:
+        return Inbound.from_bytes(data).session_id
+    except Exception:  # noqa: BLE001 - a hostile test may relay garbage
+        return None
+
+
+@dataclass
+class RingOutcome:
+    session: str
+    ring: list[str]
+    answers: dict    # owner id -> pb.Result or None
+
+    @property
+    def total(self) -> np.ndarray | None:
+        leader = self.answers.get(self.ring[0])
+        if leader is not None and leader.WhichOneof("kind") == "ring_total":
+            return np.asarray(leader.ring_total.values, dtype=float)
+        return None
+
+    def refusals(self) -> dict[str, pb.Refusal]:
+        return {o: r.refusal for o, r in self.answers.items() if r is not None and r.WhichOneof("kind") == "refusal"}
+
+
+# ----------------------------------------------------------------------------- task builders
+def matrix(a) -> pb.Matrix:
+    a = np.ascontiguousarray(a, dtype="<f8")
+    return pb.Matrix(shape=list(a.shape), data=a.tobytes())
+
+
+def bounds_matrix(d: int, lo: float = 0.0, hi: float = 1.0) -> pb.Matrix:
+    return matrix(np.stack([np.full(d, lo), np.full(d, hi)]))
+
+
+def ncc_task(task_id: str, owner_id: str, *, d: int, epsilon: float = 0.1, labels: str = "rr",
+             label_epsilon: float = 0.05, n_classes: int = 2, mechanism: str = "pm", round_id: str = "r",
+             bounds: pb.Matrix | None = None) -> pb.Task:
+    return pb.Task(task_id=task_id, owner_id=owner_id, round_id=round_id, ncc_share=pb.NccShareTask(
+        mechanism=pb.MechanismSpec(name=mechanism, epsilon=epsilon), labels=labels, label_epsilon=label_epsilon,
+        n_classes=n_classes, bounds=bounds if bounds is not None else bounds_matrix(d)))
+
+
+def boost_config(d: int, run_id: str, *, epsilon: float = 0.5, base: str = "stump", labels: str = "rr",
+                 n_classes: int = 2, weight_bound: float = 1.0) -> dict:
+    """A boosting configuration as the coordinator's strategy sends it (common/boostwire.py)."""
+    return {"base": base, "epsilon": epsilon, "mechanism": "pm", "n_classes": n_classes, "n_rounds": 4,
+            "group_size": 1, "n_bins": 2, "weight_bound": weight_bound, "labels": labels, "label_fraction": 0.2,
+            "C": 1.0, "param_bound": 1.0, "bounds": {"lo": [0.0] * d, "hi": [1.0] * d}, "run_id": run_id}
+
+
+def boost_share(task_id: str, owner_id: str, round_id: str, config: dict, history: dict | None = None) -> pb.Task:
+    history = history or {"learners": [], "alphas": [], "totals": []}
+    return pb.Task(task_id=task_id, owner_id=owner_id, round_id=round_id, boost_share=pb.BoostShareTask(
+        config_json=json.dumps(config), history_json=json.dumps(history)))
+
+
+def boost_evaluate(task_id: str, owner_id: str, round_id: str, config: dict, history: dict, learner: dict,
+                   ring: pb.RingSpec) -> pb.Task:
+    return pb.Task(task_id=task_id, owner_id=owner_id, round_id=round_id, boost_evaluate=pb.BoostEvaluateTask(
+        config_json=json.dumps(config), history_json=json.dumps(history), learner_json=json.dumps(learner), ring=ring))
+
+
+def stump(attribute: int, threshold: float, leaves=(0, 1)) -> dict:
+    """A stump learner dict with a threshold of the coordinator's choosing (any float)."""
+    return {"kind": "stump", "attribute": attribute, "threshold_index": 1, "threshold": float(threshold),
+            "leaves": list(leaves), "error": 0.0}
+
+
+def kind(result: pb.Result | None) -> str | None:
+    return None if result is None else result.WhichOneof("kind")
+
+
+def wait_until(predicate, timeout: float = WAIT, every: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(every)
+    return predicate()
+
+
+def rss_mb(pid: int | None = None) -> float:
+    """Resident set size of a process (default: this one) in MB, from /proc."""
+    with open(f"/proc/{pid or os.getpid()}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    raise RuntimeError("no VmRSS in /proc status")
+
+
+def assert_still_serving(coordinator, node, owner_id, *, d):
+    """After an attack: the node process is alive and a normal task gets a normal answer (a share,
+    or — if the attack spent the owner's budget — a well-formed ``budget_exceeded`` refusal)."""
+    assert node.alive(), f"node {node.name} died:\n{node.log()[-3000:]}"
+    task = ncc_task(f"normal-{secrets.token_hex(4)}", owner_id, d=d, epsilon=0.05, label_epsilon=0.01)
+    result = coordinator.run([task]).get(task.task_id)
+    assert result is not None, f"no answer to a normal task from {owner_id}:\n{node.log()[-3000:]}"
+    if kind(result) == "refusal":
+        assert result.refusal.code == "budget_exceeded", result.refusal
+    else:
+        assert kind(result) == "ncc_share"
+        assert len(result.ncc_share.labels) == 1
+    assert node.alive()
+    return result

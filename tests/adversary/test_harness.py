@@ -1,0 +1,29 @@
+"""Positive controls for the hostile coordinator: an honest owner node registers with it, answers
+a valid task with a share, and closes a ring it is given. Without these, a refusal in an attack
+test could be the harness's fault rather than the owner's defence."""
+
+import secrets
+
+import numpy as np
+
+from hostile import assert_still_serving, boost_config, kind, ncc_task, stump
+
+D = 2
+
+
+def test_honest_node_registers_and_answers(coordinator, owners):
+    node = owners("owner-0", np.array([[0.2, 0.7], [0.9, 0.1]]), np.array([0, 1]))
+    reg = coordinator.registrations[0]
+    assert reg.identity == "owner-0" and reg.node_id == "owner-0"
+    assert [o.owner_id for o in reg.request.owners] == node.owner_ids
+    task = ncc_task(f"t-{secrets.token_hex(3)}", node.owner_ids[0], d=D)
+    result = coordinator.run([task])[task.task_id]
+    assert kind(result) == "ncc_share", result
+    assert_still_serving(coordinator, node, node.owner_ids[1], d=D)
+
+
+def test_ring_of_two_closes(coordinator, owners):
+    node = owners("owner-0", np.array([[0.2, 0.7], [0.9, 0.1]]), np.array([0, 1]))
+    out = coordinator.run_ring(node.owner_ids, stump(0, 0.5), boost_config(D, "ctl"), round_id="ring1")
+    assert out.total is not None or out.refusals(), (out.answers, node.log()[-2000:])
+    assert node.alive()
