@@ -11,17 +11,14 @@ import secrets
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable
 
-from collections.abc import Sequence
-
+from privfed.common import securesum
 from privfed.common.e2e import MAX_ID_BYTES
 from privfed.common.errors import ConfigError, PrivfedError, RemoteProtocolError
 from privfed.common.identity import check_owned_by
 from privfed.common.messages import OwnerInfo, PeerKey, Result, RingMessageTask, Task
-from privfed.common import securesum
-from privfed.common.securesum import Inbound
 
 #: At most this many owners in one registration (generous: a node process hosts thousands).
 MAX_OWNERS_PER_NODE = 100_000
@@ -180,7 +177,7 @@ class Dispatcher:
         its own owners, and this saves it the wait for its next poll (the envelope still went
         through here, like every other).
 
-        An envelope is accepted only if its plaintext header (:meth:`Inbound.from_bytes`) names an
+        An envelope is accepted only if its plaintext header (:meth:`securesum.Inbound.from_bytes`) names an
         open ring session (:meth:`open_ring`), a sender hosted by the calling node and the
         envelope's own recipient, both members of that session; anything else raises
         :class:`RemoteProtocolError` and nothing of the call is queued. If queueing the call would
@@ -192,19 +189,17 @@ class Dispatcher:
             caller.last_seen = self._clock()
             accepted = [self._check_envelope(node_id, recipient, data) for recipient, data in envelopes]
             self._check_room(accepted)
-            for q, data in zip(accepted, (d for _, d in envelopes)):
-                task = Task(f"relay-{secrets.token_hex(6)}", q.recipient, "ring", RingMessageTask(bytes(data)))
+            for q, (_, data) in zip(accepted, envelopes):
+                # A relayed envelope's round is its ring session (it debits nothing).
+                task = Task(f"relay-{secrets.token_hex(6)}", q.recipient, q.session_id, RingMessageTask(bytes(data)))
                 self._nodes[self._owner_node[q.recipient]].queue.append(task)
-                self._queued[task.task_id] = q
-                count, size = self._load.get(q.recipient, (0, 0))
-                self._load[q.recipient] = (count + 1, size + q.size)
-                self._queued_bytes += q.size
+                self._book(task)
             self.relayed += len(accepted)
             self._cv.notify_all()
             return len(accepted), self._drain(caller)
 
     def _check_envelope(self, node_id: str, recipient: str, data: bytes) -> _Queued:
-        header = Inbound.from_bytes(data)   # RemoteProtocolError if it is not a ring envelope
+        header = securesum.Inbound.from_bytes(data)   # RemoteProtocolError if it is not a ring envelope
         members = self._rings.get(header.session_id)
         if members is None:
             raise RemoteProtocolError(f"relay for ring session {header.session_id!r:.80}, which is not open")
@@ -237,7 +232,15 @@ class Dispatcher:
             raise ResourceExhausted(f"relay queues would hold {total} bytes, more than MAX_QUEUED_BYTES = "
                                     f"{MAX_QUEUED_BYTES}; retry later")
 
-    def _release(self, tasks) -> None:
+    def _book(self, task: Task) -> None:
+        """Count a relayed envelope entering a queue against its recipient's limits."""
+        q = _Queued(task.round_id, task.owner_id, len(task.spec.data))
+        self._queued[task.task_id] = q
+        count, size = self._load.get(q.recipient, (0, 0))
+        self._load[q.recipient] = (count + 1, size + q.size)
+        self._queued_bytes += q.size
+
+    def _release(self, tasks: Iterable[Task]) -> None:
         """Forget the bookkeeping of relayed envelopes leaving the queues (delivered or dropped)."""
         for t in tasks:
             q = self._queued.pop(t.task_id, None)
@@ -266,19 +269,8 @@ class Dispatcher:
             for t in reversed(tasks):
                 node.queue.appendleft(t)
                 if isinstance(t.spec, RingMessageTask):
-                    self._requeue_envelope(t)
+                    self._book(t)
             self._cv.notify_all()
-
-    def _requeue_envelope(self, task: Task) -> None:
-        try:
-            session = Inbound.from_bytes(task.spec.data).session_id
-        except RemoteProtocolError:  # it was checked when it came in; keep the books anyway
-            session = ""
-        q = _Queued(session, task.owner_id, len(task.spec.data))
-        self._queued[task.task_id] = q
-        count, size = self._load.get(q.recipient, (0, 0))
-        self._load[q.recipient] = (count + 1, size + q.size)
-        self._queued_bytes += q.size
 
     # ---- ring sessions (called by the coordinator's job) -------------------------------
     def open_ring(self, session_id: str, members: Sequence[str]) -> None:
@@ -320,7 +312,9 @@ class Dispatcher:
 
     def peer_key(self, owner_id: str) -> PeerKey:
         with self._cv:
-            o = self._owners[owner_id]
+            o = self._owners.get(owner_id)
+            if o is None:
+                raise ConfigError(f"owner {owner_id!r} is not registered (its node left or re-registered without it)")
             return PeerKey(owner_id, self._owner_node[owner_id], o.x25519_public_key, o.key_signature)
 
     def certificates(self) -> dict[str, bytes]:
