@@ -28,6 +28,17 @@ Floating point
 Infinite ε records a non-private release (ε = ∞). It is only affordable with an infinite budget,
 so a non-private run needs a ledger opened with ``epsilon_budget=math.inf`` on purpose.
 
+Non-private entries
+    Some releases carry no DP guarantee by the owner's own choice (clear labels, which an owner
+    node only makes with ``--allow-clear-labels``; issue 9, contract 6). They are recorded with
+    ``nonprivate = 1`` and ε = δ = 0: counted apart from ε (they do not spend the budget, and no ε
+    could describe them), but on the record, so :meth:`Ledger.history` and
+    :meth:`Ledger.nonprivate_count` show the owner what left without noise.
+
+Schema versions
+    1: the original tables. 2: ``releases.nonprivate``. A version-1 file is migrated in place
+    (``ALTER TABLE ... ADD COLUMN``, its rows marked private) the first time it is opened.
+
 A ledger is used by one process; the connection has a busy timeout anyway so that a second reader
 (e.g. an audit tool) waits instead of failing. The connection belongs to the thread that opened
 the ledger (sqlite3's default ``check_same_thread``).
@@ -48,7 +59,7 @@ REL_TOL = 1e-12
 #: Seconds a statement waits for a lock held by another connection before failing.
 BUSY_TIMEOUT_S = 30.0
 #: Schema version stored in ``PRAGMA user_version``.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: Owners per ``IN (...)`` query: below SQLite's historical limit of 999 bound variables.
 _CHUNK = 500
 
@@ -67,6 +78,7 @@ CREATE TABLE IF NOT EXISTS releases (
     epsilon    REAL NOT NULL,
     delta      REAL NOT NULL,
     ts         TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    nonprivate INTEGER NOT NULL DEFAULT 0,
     UNIQUE (owner_id, release_id)
 );
 CREATE INDEX IF NOT EXISTS releases_purpose ON releases (owner_id, purpose);
@@ -123,13 +135,18 @@ class Budget:
 
 @dataclass(frozen=True)
 class Debit:
-    """One entry of :meth:`Ledger.debit_many`; validated when built."""
+    """One entry of :meth:`Ledger.debit_many`; validated when built.
+
+    ``nonprivate=True`` records a release without DP guarantee (module docstring, "Non-private
+    entries"); its ε and δ must be 0.
+    """
 
     owner_id: str
     epsilon: float
     delta: float
     purpose: str
     release_id: str
+    nonprivate: bool = False
 
     def __post_init__(self):
         _name("owner_id", self.owner_id)
@@ -137,6 +154,11 @@ class Debit:
         _name("release_id", self.release_id)
         object.__setattr__(self, "epsilon", _nonneg("epsilon", self.epsilon, allow_inf=True))
         object.__setattr__(self, "delta", _probability("delta", self.delta))
+        if not isinstance(self.nonprivate, bool):
+            raise ConfigError(f"nonprivate must be a bool, got {self.nonprivate!r}")
+        if self.nonprivate and (self.epsilon != 0 or self.delta != 0):
+            raise ConfigError(f"a non-private entry is counted apart from the budget: its epsilon and delta must be "
+                              f"0, got ({self.epsilon!r}, {self.delta!r}); debit the private part separately")
 
 
 def _nonneg(name: str, value, *, allow_inf: bool) -> float:
@@ -216,13 +238,15 @@ class Ledger:
 
     def _init_db(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
-            raise ConfigError(f"ledger {self.path}: schema version {version}, this code reads {SCHEMA_VERSION}")
+        if version not in (0, 1, SCHEMA_VERSION):
+            raise ConfigError(f"ledger {self.path}: schema version {version}, this code reads 1 and {SCHEMA_VERSION}")
         conn.execute("PRAGMA journal_mode=WAL")  # returns 'memory' for ':memory:', which is fine
         conn.execute("PRAGMA synchronous=FULL")  # module docstring, "Durability"
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("BEGIN IMMEDIATE")
         try:
+            if version == 1:  # module docstring, "Schema versions"
+                conn.execute("ALTER TABLE releases ADD COLUMN nonprivate INTEGER NOT NULL DEFAULT 0")
             for statement in _SCHEMA.split(";"):  # not executescript: it would COMMIT first
                 if statement.strip():
                     conn.execute(statement)
@@ -280,18 +304,35 @@ class Ledger:
         ).fetchone()
         return row is not None
 
-    def history(self, owner_id: str) -> list[dict]:
-        """The owner's releases in debit order: dicts with release_id, purpose, epsilon, delta, ts.
+    def has_release_id(self, owner_id: str, release_id: str) -> bool:
+        """Whether the owner already recorded a release with this id (a replayed task)."""
+        _name("owner_id", owner_id)
+        _name("release_id", release_id)
+        row = self._db().execute(
+            "SELECT 1 FROM releases WHERE owner_id = ? AND release_id = ? LIMIT 1", (owner_id, release_id)
+        ).fetchone()
+        return row is not None
 
-        ``ts`` is SQLite's ``CURRENT_TIMESTAMP`` at commit (UTC, ``YYYY-MM-DD HH:MM:SS``).
+    def nonprivate_count(self, owner_id: str) -> int:
+        """How many non-private releases the owner made (module docstring, "Non-private entries")."""
+        _name("owner_id", owner_id)
+        return self._db().execute(
+            "SELECT COUNT(*) FROM releases WHERE owner_id = ? AND nonprivate != 0", (owner_id,)
+        ).fetchone()[0]
+
+    def history(self, owner_id: str) -> list[dict]:
+        """The owner's releases in debit order: dicts with release_id, purpose, epsilon, delta, ts, nonprivate.
+
+        ``ts`` is SQLite's ``CURRENT_TIMESTAMP`` at commit (UTC, ``YYYY-MM-DD HH:MM:SS``);
+        ``nonprivate`` is True for a release made without DP guarantee (its ε and δ are 0).
         """
         _name("owner_id", owner_id)
         cur = self._db().execute(
-            "SELECT release_id, purpose, epsilon, delta, ts FROM releases WHERE owner_id = ? ORDER BY seq",
+            "SELECT release_id, purpose, epsilon, delta, ts, nonprivate FROM releases WHERE owner_id = ? ORDER BY seq",
             (owner_id,),
         )
         keys = ("release_id", "purpose", "epsilon", "delta", "ts")
-        return [dict(zip(keys, row)) for row in cur]
+        return [dict(zip(keys, row[:5]), nonprivate=bool(row[5])) for row in cur]
 
     def check(self, owner_id: str, epsilon: float, delta: float = 0.0) -> None:
         """Raise :class:`BudgetExceeded` if ``spent + (epsilon, delta)`` exceeds the budget.
@@ -315,7 +356,8 @@ class Ledger:
         )
 
     # ------------------------------------------------------------------ debits
-    def debit(self, owner_id: str, epsilon: float, delta: float = 0.0, *, purpose: str, release_id: str) -> None:
+    def debit(self, owner_id: str, epsilon: float, delta: float = 0.0, *, purpose: str, release_id: str,
+              nonprivate: bool = False) -> None:
         """Check and record one release in one committed transaction.
 
         Raises
@@ -325,7 +367,7 @@ class Ledger:
         LocalProtocolError
             ``release_id`` was already used by this owner; nothing is recorded.
         """
-        (error,) = self.debit_many([Debit(owner_id, epsilon, delta, purpose, release_id)])
+        (error,) = self.debit_many([Debit(owner_id, epsilon, delta, purpose, release_id, nonprivate)])
         if error is not None:
             raise error
 
@@ -373,12 +415,13 @@ class Ledger:
                     used.add(key)
                     eps[e.owner_id].append(e.epsilon)
                     dlt[e.owner_id].append(e.delta)
-                    rows.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta))
+                    rows.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate)))
             conn.executemany(
                 "INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES (?, ?, ?)", new_owners
             )
             conn.executemany(
-                "INSERT INTO releases (owner_id, release_id, purpose, epsilon, delta) VALUES (?, ?, ?, ?, ?)", rows
+                "INSERT INTO releases (owner_id, release_id, purpose, epsilon, delta, nonprivate) "
+                "VALUES (?, ?, ?, ?, ?, ?)", rows
             )
             conn.execute("COMMIT")
         except BaseException:

@@ -256,3 +256,57 @@ def test_closed_ledger_refuses(path):
     led.close()
     with pytest.raises(LocalProtocolError):
         led.debit("o", 0.1, purpose="p", release_id="r")
+
+
+# --- non-private entries (issue 9, contract 6) and the schema migration -----------------------
+
+def test_nonprivate_entry_is_recorded_apart_from_epsilon(tmp_path):
+    with Ledger(tmp_path / "l.sqlite", epsilon_budget=1.0) as led:
+        led.debit("o", 1.0, purpose="ncc-features", release_id="t#0")
+        led.debit("o", 0.0, purpose="clear-labels", release_id="t#clear-labels", nonprivate=True)
+        assert led.spent("o") == Budget(1.0, 0.0)          # the budget is full ...
+        assert led.nonprivate_count("o") == 1              # ... and the clear labels are on the record
+        assert [(h["purpose"], h["nonprivate"]) for h in led.history("o")] == [
+            ("ncc-features", False), ("clear-labels", True)]
+        assert led.has_release_id("o", "t#clear-labels") and not led.has_release_id("o", "t#1")
+
+
+@pytest.mark.parametrize("eps,delta", [(0.5, 0.0), (0.0, 1e-6), (math.inf, 0.0)])
+def test_nonprivate_entry_with_a_budget_is_rejected(eps, delta):
+    with pytest.raises(ConfigError, match="counted apart"):
+        Debit("o", eps, delta, "clear-labels", "r", nonprivate=True)
+
+
+def test_version_1_ledger_is_migrated_in_place(tmp_path):
+    path = tmp_path / "v1.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript("""
+        CREATE TABLE owners (owner_id TEXT PRIMARY KEY, epsilon_budget REAL NOT NULL, delta_budget REAL NOT NULL,
+                             created TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP);
+        CREATE TABLE releases (seq INTEGER PRIMARY KEY, owner_id TEXT NOT NULL REFERENCES owners(owner_id),
+                               release_id TEXT NOT NULL, purpose TEXT NOT NULL, epsilon REAL NOT NULL,
+                               delta REAL NOT NULL, ts TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
+                               UNIQUE (owner_id, release_id));
+        INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES ('o', 2.0, 0.0);
+        INSERT INTO releases (owner_id, release_id, purpose, epsilon, delta) VALUES ('o', 'r1', 'lr-model', 0.5, 0.0);
+        PRAGMA user_version = 1;
+    """)
+    conn.close()
+    with Ledger(path, epsilon_budget=2.0) as led:
+        assert [(h["release_id"], h["nonprivate"]) for h in led.history("o")] == [("r1", False)]
+        led.debit("o", 0.0, purpose="clear-labels", release_id="r2", nonprivate=True)
+        assert led.spent("o").epsilon == 0.5 and led.nonprivate_count("o") == 1
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    conn.close()
+    with Ledger(path, epsilon_budget=2.0) as led:   # reopening a migrated file is a no-op
+        assert led.nonprivate_count("o") == 1
+
+
+def test_unknown_schema_version_is_refused(tmp_path):
+    path = tmp_path / "v9.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 9")
+    conn.close()
+    with pytest.raises(ConfigError, match="schema version 9"):
+        Ledger(path, epsilon_budget=1.0)
