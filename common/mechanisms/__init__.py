@@ -3,7 +3,8 @@
 Row-level mechanisms take rows already mapped to ``[-1, 1]^d`` by
 :meth:`privfed.common.bounds.Bounds.to_unit` and return unbiased reports; build them with
 :func:`make_mechanism` (``"pm"``, ``"duchi"``, ``"laplace"``; ``epsilon=math.inf`` gives the
-non-private identity). Labels go through :class:`KaryRandomizedResponse`.
+non-private identity). Labels go through :class:`KaryRandomizedResponse`, row counts through
+:class:`GeometricMechanism`.
 """
 
 from privfed.common.mechanisms.base import (
@@ -16,6 +17,7 @@ from privfed.common.mechanisms.base import (
     snap,
 )
 from privfed.common.mechanisms.duchi import Duchi1D, DuchiMultidim, duchi_constant, duchi_multidim_constant
+from privfed.common.mechanisms.geometric import GeometricMechanism
 from privfed.common.mechanisms.laplace import LaplaceMechanism
 from privfed.common.mechanisms.piecewise import (
     HM_EPSILON_STAR,
@@ -30,5 +32,5 @@ __all__ = [
     "MECHANISMS", "SNAP_STEP", "Mechanism", "IdentityMechanism", "estimate_mean", "make_mechanism", "snap",
     "LaplaceMechanism", "Duchi1D", "DuchiMultidim", "duchi_constant", "duchi_multidim_constant",
     "PiecewiseMechanism", "PiecewiseMultidim", "HybridMechanism", "HM_EPSILON_STAR", "pm_constant",
-    "KaryRandomizedResponse",
+    "KaryRandomizedResponse", "GeometricMechanism",
 ]

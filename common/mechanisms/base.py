@@ -29,6 +29,13 @@ MECHANISMS = ("pm", "duchi", "laplace")
 SNAP_BITS = 20
 SNAP_STEP = 2.0 ** -SNAP_BITS  #: spacing of the output grid for continuous mechanisms (SPEC §12)
 
+#: Largest magnitude a report may reach: reports travel as int64 indices on the ``2**-20`` grid
+#: (``proto/serde.py``), which hold ``|value| < 2**42`` with room to spare. A mechanism whose
+#: outputs could go beyond it (a tiny ``epsilon``: PM's ``C = coth(eps/4)`` or Laplace's scale
+#: ``2d/eps`` grow like ``1/eps``) is refused when it is built, before anything is computed or
+#: debited (issue 9, item 7: ``epsilon=1e-300`` used to pass, be debited, then fail to encode).
+REPORT_LIMIT = 2.0 ** 42
+
 #: Tolerance for inputs just outside [-1, 1] (rounding in Bounds.to_unit); they are clipped.
 UNIT_TOLERANCE = 1e-12
 
@@ -146,6 +153,25 @@ class Mechanism(ABC):
     def __post_init__(self):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "d", check_positive_int(self.d, name="d"))
+        self._check_output_range()
+
+    @property
+    def max_abs_output(self) -> float:
+        """Largest ``|report|`` the sampler can produce (``inf`` if its constants overflow)."""
+        return max(abs(b) for b in self.output_bounds)
+
+    def _check_output_range(self) -> None:
+        """Raise :class:`ConfigError` unless every report is finite and below :data:`REPORT_LIMIT`."""
+        try:
+            bound = float(self.max_abs_output)
+        except (ZeroDivisionError, OverflowError):
+            bound = math.inf
+        if not bound < REPORT_LIMIT:  # NaN and inf included
+            raise ConfigError(
+                f"{type(self).__name__} with epsilon={self.epsilon!r}, d={self.d}: reports could reach "
+                f"{bound:.3g} in magnitude, beyond 2^42, the largest a report can carry (and "
+                "float64 noise that large is no longer a usable release); the output range grows like "
+                "1/epsilon, so choose a larger epsilon")
 
     def _rows(self, t) -> np.ndarray:
         """``t`` as an (n, d) real array; values are checked block by block in :meth:`privatize`."""

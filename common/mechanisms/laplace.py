@@ -72,3 +72,8 @@ class LaplaceMechanism(Mechanism):
     @property
     def output_bounds(self) -> tuple[float, float]:
         return (-math.inf, math.inf)
+
+    @property
+    def max_abs_output(self) -> float:
+        """``1 + 53 ln 2 b`` (snapped up): the sampler's noise is truncated where ``V = 2^-53``."""
+        return 1.0 + 53.0 * math.log(2.0) * self.scale + 2.0 ** -20
