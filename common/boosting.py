@@ -14,20 +14,61 @@ and the in-process driver :meth:`FederatedBoosting.fit` call the same code:
 * every owner, every round: :func:`owner_local_error` -> ``(err_sum, w_sum)``, summed over all
   owners by :func:`secure_total`, then :func:`owner_update_weights`.
 
+Evaluation releases (issue 9, item 1; contract 4). An owner's ``(err_sum, w_sum)`` of a round
+is a *release*, not ring-internal work: the ring (SPEC §11.2) hides individual values from an
+honest-but-curious relay only, and a coordinator that chooses ring membership (two-party rings of
+honest owners, then ``(ab + ac - bc) / 2``) or the learner (a stump at a chosen threshold) reads
+single owners' values off the totals. So each owner, in its own process, (1) scales its pair down
+so that ``w_sum <= weight_bound`` (``err_sum`` with it, which keeps the owner's error ratio) --
+the pair then lies in ``{0 <= e <= w <= B}`` whatever the owner's rows, weights and the learner
+are; (2) adds Laplace noise (SPEC §1, ``LaplaceMechanism`` with ``d = 2`` on ``t = 2 x / B - 1``:
+scale ``2 B / epsilon`` per coordinate in weight units, Dwork et al. TCC 2006); (3) clips the
+noisy pair to the public range ``[-M, M]``, ``M = B (1 + 80 / epsilon)`` (40 noise scales; the
+sampler never exceeds 36.7, so the clip is a formality that makes the fixed-point bound of SPEC
+§11.1 hold for the ring, and post-processing in any case); and the networked owner debits its
+ledger before the ring's first envelope leaves (``privfed.owner.boosting.RingDriver``).
+
+Sensitivity argument (local DP over the owner's whole data): any two data sets of one owner
+(all its rows replaced, any weights, any learner the coordinator names) give two pairs in the
+box above; their L1 distance is at most ``2 B`` (from ``(0, 0)`` to ``(B, B)``), which is the
+``LaplaceMechanism``'s per-coordinate sensitivity ``2`` in ``t`` space times ``d = 2``
+coordinates at ``epsilon / 2`` each. So one evaluation release is ``epsilon``-LDP for the
+owner's entire data set (seed 002 §2's local model; SPEC §0). Because the guarantee is local,
+nothing depends on who else is in the ring or how many rings the coordinator forms: a re-formed
+ring for the same (run, round) gets the *same* noisy pair (cached at the owner, no second
+debit), and a fresh (run, round) is a fresh debit. Ring membership does not matter for privacy;
+the totals the coordinator learns are post-processing of the owners' releases.
+
+Budget split. A run's ``epsilon`` per owner is ``share_epsilon + eval_epsilon`` with
+``eval_epsilon = eval_fraction * epsilon``: the share (once, in the owner's share group) spends
+``(1 - eval_fraction) epsilon``, the evaluations spend ``eval_epsilon`` in all (basic
+composition). ``eval_groups="disjoint"`` (default): the owners are split into T evaluation
+groups (:func:`evaluation_groups`; round t's group is disjoint from round t's share group, so a
+learner is never scored on the rows it was fitted on) and each owner evaluates in one round at
+the whole ``eval_epsilon``. ``eval_groups="all"``: every owner evaluates every round at
+``eval_epsilon / T``. The disjoint design keeps more signal: the estimate ``E / W`` of a group of
+``N / T`` owners has relative noise ``sqrt(2 T / N) * 2 B / (eval_epsilon err)``, every owner
+every round ``T sqrt(2 / N) * 2 B / (eval_epsilon err)``, worse by ``sqrt(T)``
+(measured in ``privfed experiment bdt-error``; see the README). SAMME only needs the ratio
+``E / W``: owners renormalise their weights by ``1 + (E / W)(e^alpha - 1)``, so noisy totals of a
+sub-population serve as well as totals over everyone.
+
 Groups (§3.4.1). Round t's group is drawn uniformly from the owners that have not released yet
 (:func:`sample_groups`), so an owner releases at most once and spends its ε once; ``T * group``
 must not exceed the number of owners. (Each owner's ledger enforces this independently on the
 networked path.)
 
-Weights. Owners start with weight 1 per row (mean-1 weights, so ``weight_bound`` is in rows)
-and keep ``sum w = n_rows`` exactly: the normaliser of the update, ``sum_i w_i exp(alpha miss_i)
-= (W - E) + E e^alpha``, follows from the totals ``E = sum err_sum``, ``W = sum w_sum`` the ring
-already produced, so the paper's second secure sum for it (Alg. 2 line 18) is not needed. SAMME
-is invariant to the scale of the weights; the scale only matters for ``weight_bound``.
+Weights. Owners start with weight 1 per row (mean-1 weights, so ``weight_bound`` is in rows).
+The normaliser of the update, ``sum_i w_i exp(alpha miss_i) / sum_i w_i = 1 + (E / W)(e^alpha - 1)``,
+follows from the published (noisy) totals ``E``, ``W`` the ring produced, so the paper's second
+secure sum for it (Alg. 2 line 18) is not needed; with exact totals over all owners ``sum w``
+stays the row count. SAMME is invariant to the scale of the weights; the scale only matters for
+``weight_bound``.
 
 Secure sum. ``secure_sum="ring"`` runs :func:`~privfed.common.securesum.run_ring_in_process` (the
 networked state machines, AES-GCM hops) on the fixed-point values; ``"plain"`` adds the same
-per-owner values in float64. The ring is exact in Z_2^64, so the two differ only by the
+per-owner values in float64. Both sum the owners' *noisy* evaluation releases (above), so a
+measured utility is the deployed one. The ring is exact in Z_2^64, so the two differ only by the
 fixed-point rounding, at most ``N 2^(-f-1)`` (SPEC §11.1; tested): ``"plain"`` keeps runs with
 10^4 owners fast.
 
@@ -42,7 +83,7 @@ the same distribution.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property, partial
 from numbers import Integral, Real
 
@@ -57,12 +98,18 @@ from privfed.common.learners.logistic import fit_local_logistic, lr_aggregate, l
 from privfed.common.learners.ncc import NccShare, NearestCentroidModel, ncc_centroids, ncc_share, split_label_budget
 from privfed.common.learners.samme import BoostedModel, SammeDecision, SammeStep, samme_decide, samme_update
 from privfed.common.learners.stump import binarize, select_stump, stump_aggregate, stump_share
+from privfed.common.learners.stump import thresholds
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, make_mechanism
+from privfed.common.mechanisms.laplace import LaplaceMechanism
 from privfed.common.securesum import ring_peers, run_ring_in_process
 
 BASE_LEARNERS = ("stump", "ncc", "lr")
 SECURE_SUMS = ("plain", "ring")
 ON_REJECT = ("skip", "stop")
+EVAL_GROUPS = ("disjoint", "all")
+#: The noisy evaluation pair is clipped to ``weight_bound`` plus this many Laplace scales (module
+#: docstring); the sampler's own truncation (36.7 scales) is below it, so the clip never binds.
+NOISE_HEADROOM = 40.0
 
 
 def _int(name: str, value, low: int) -> int:
@@ -139,6 +186,85 @@ def stump_table_vectors(X, y, w, owner_of_row, group, *, bounds: Bounds, n_bins:
     return np.clip(2.0 * tables / weight_bound - 1.0, -1.0, 1.0)
 
 
+def evaluation_groups(groups: np.ndarray, n_owners: int, how: str, rng: np.random.Generator) -> list[np.ndarray]:
+    """The owners whose noisy ``(err_sum, w_sum)`` enter round t's secure sum, one array per round.
+
+    ``"all"``: every owner every round. ``"disjoint"``: the owners (share groups in round order,
+    then the owners in no share group, shuffled) are rotated by one share group and split into
+    T near-equal parts, so round t's evaluators are disjoint from round t's share group when
+    T >= 2 (the learner is not scored on the rows it was fitted on) and every owner evaluates
+    exactly once.
+    """
+    groups = np.atleast_2d(np.asarray(groups, dtype=np.int64))
+    n_rounds = groups.shape[0]
+    _choice("eval_groups", how, EVAL_GROUPS)
+    if how == "all":
+        return [np.arange(n_owners)] * n_rounds
+    rest = np.setdiff1d(np.arange(n_owners), groups.ravel())
+    order = np.concatenate([groups.ravel(), rng.permutation(rest)])
+    return [np.sort(g) for g in np.array_split(np.roll(order, -groups.shape[1]), n_rounds)]
+
+
+def contribution_bound(weight_bound: float, epsilon: float) -> float:
+    """Public bound ``M`` on each coordinate of a noisy evaluation release (module docstring)."""
+    return float(weight_bound) if math.isinf(epsilon) else float(weight_bound) * (1.0 + NOISE_HEADROOM * 2.0 / epsilon)
+
+
+def evaluation_noise_scale(weight_bound: float, epsilon: float) -> float:
+    """Laplace scale per coordinate of an evaluation release, in weight units: ``2 B / epsilon``."""
+    return 0.0 if math.isinf(epsilon) else 2.0 * float(weight_bound) / float(epsilon)
+
+
+def clip_contributions(sums, weight_bound: float) -> np.ndarray:
+    """Scale each owner's ``(err_sum, w_sum)`` down so that ``w_sum <= weight_bound``; ``err_sum`` in ``[0, w_sum]``.
+
+    The scaling keeps the owner's error ratio; afterwards every pair lies in
+    ``{0 <= e <= w <= weight_bound}``, the box the sensitivity argument needs.
+    """
+    sums = np.atleast_2d(np.asarray(sums, dtype=np.float64)).copy()
+    if sums.shape[1] != 2:
+        raise ConfigError(f"evaluation sums must have shape (n, 2), got {sums.shape}")
+    if not np.all(np.isfinite(sums)):
+        raise ConfigError("evaluation sums must be finite")
+    w = np.maximum(sums[:, 1], 0.0)
+    e = np.clip(sums[:, 0], 0.0, w)
+    over = w > weight_bound
+    scale = np.where(over, weight_bound / np.where(over, w, 1.0), 1.0)
+    return np.stack([e * scale, np.minimum(w * scale, weight_bound)], axis=1)
+
+
+def noisy_contributions(sums, *, weight_bound: float, epsilon: float, rng: np.random.Generator) -> np.ndarray:
+    """Each owner's evaluation release: clipped ``(err_sum, w_sum)`` + Laplace, clipped to ``[-M, M]``.
+
+    ``epsilon``-LDP for each owner's whole data (module docstring, "Sensitivity argument"):
+    ``LaplaceMechanism(epsilon, d=2)`` on ``t = 2 x / B - 1``, so the noise per coordinate is
+    ``Lap(2 B / epsilon)`` in weight units, variance ``8 B^2 / epsilon^2`` (SPEC §1), snapped to
+    the mechanism's grid (SPEC §12). ``epsilon = inf``: the clipped pairs, no noise.
+
+    Parameters
+    ----------
+    sums : array (n, 2)
+        Per owner ``(sum_i w_i 1[miss_i], sum_i w_i)``.
+    weight_bound : float
+        Public bound ``B`` on an owner's total weight.
+    epsilon : float
+        The release's ε (this round's share of the evaluation budget).
+    rng : numpy.random.Generator
+        The owner's noise stream (cryptographic in deployment, SPEC §13).
+
+    Returns
+    -------
+    ndarray (n, 2)
+    """
+    clipped = clip_contributions(sums, weight_bound)
+    if math.isinf(epsilon):
+        return clipped
+    t = 2.0 * clipped / weight_bound - 1.0
+    noisy = (LaplaceMechanism(epsilon=epsilon, d=2).privatize(t, rng) + 1.0) * (weight_bound / 2.0)
+    bound = contribution_bound(weight_bound, epsilon)
+    return np.clip(noisy, -bound, bound)
+
+
 def _misses(model, X, y) -> np.ndarray:
     return np.asarray(model.predict(np.atleast_2d(np.asarray(X, dtype=np.float64)))) != np.asarray(y)
 
@@ -165,11 +291,11 @@ def owner_update_weights(model, alpha: float, X, y, w, *, err_total: float, weig
 
 
 def secure_total(values, *, method: str = "plain", fixed_point: FixedPoint | None = None,
-                 boxes=None) -> np.ndarray:
+                 boxes=None, ids=None) -> np.ndarray:
     """Sum per-owner vectors: ``values`` (N, m) -> (m,).
 
-    ``"plain"``: float64 sum. ``"ring"``: :func:`run_ring_in_process` over parties ``"o0"..``
-    with ``fixed_point`` (required) and optional cached ``boxes``; exact in Z_2^64, so it
+    ``"plain"``: float64 sum. ``"ring"``: :func:`run_ring_in_process` over parties ``ids``
+    (default ``"o0"..``) with ``fixed_point`` (required) and optional cached ``boxes``; exact in Z_2^64, so it
     differs from the plain sum by at most ``fixed_point.error_bound`` (SPEC §11.1).
     """
     values = np.atleast_2d(np.asarray(values, dtype=np.float64))
@@ -177,7 +303,8 @@ def secure_total(values, *, method: str = "plain", fixed_point: FixedPoint | Non
         return values.sum(axis=0)
     if fixed_point is None:
         raise ConfigError("secure_total(method='ring') needs fixed_point (FixedPoint.choose(n_parties, max_abs))")
-    return run_ring_in_process({f"o{i}": v for i, v in enumerate(values)}, fixed_point, boxes)
+    ids = [f"o{i}" for i in range(values.shape[0])] if ids is None else list(ids)
+    return run_ring_in_process(dict(zip(ids, values)), fixed_point, boxes)
 
 
 @dataclass(frozen=True)
@@ -201,6 +328,7 @@ class BoostingRun:
     groups: np.ndarray
     weights: np.ndarray
     stop_reason: str
+    evaluators: list = field(default_factory=list)  # per round: the owners whose noisy sums were added
 
     def staged_misclassification(self, X, y) -> np.ndarray:
         """Misclassification of the ensemble after each round, on class indices ``y``.
@@ -229,7 +357,8 @@ class FederatedBoosting:
         centroid from perturbed weighted rows (§3.5.1), or logistic regression from perturbed
         local models (§3.5.2).
     epsilon : float > 0 or math.inf
-        Each releasing owner's budget for its one release (``inf``: no noise).
+        Each owner's budget for the whole run (``inf``: no noise): ``(1 - eval_fraction) epsilon``
+        for its one share, ``eval_fraction * epsilon`` for its evaluation release(s).
     mechanism : {"pm", "duchi", "laplace"}
     n_classes : int >= 2
     bounds : Bounds
@@ -244,7 +373,8 @@ class FederatedBoosting:
         Public bound on an owner's total weight (stump) or a row's weight (NCC), in rows (weights
         have mean 1). Larger weights are scaled down before release (biases the selection,
         never the privacy); the noise grows linearly with it.
-    labels, label_fraction : NCC label scheme (:func:`split_label_budget`); default the paper's "clear".
+    labels, label_fraction : NCC label scheme (:func:`split_label_budget`) of the share budget;
+        default ``"rr"`` (randomized response; the paper's ``"clear"`` only by owner opt-in).
     C, param_bound : LR regularisation and public parameter clip bound.
     secure_sum : {"plain", "ring"}
     on_reject : {"skip", "stop"}
@@ -253,6 +383,11 @@ class FederatedBoosting:
         releases a different learner -- unlike the centralised case, where the same one would come back.
     vectorised : bool
         Driver only: apply the owner steps to all owners at once (see module docstring).
+    eval_fraction : float in (0, 1)
+        Share of ``epsilon`` spent on the evaluation releases (module docstring, "Budget split").
+    eval_groups : {"disjoint", "all"}
+        Who evaluates each round (:func:`evaluation_groups`): each owner once at the whole
+        evaluation budget (default, measured better), or every owner every round at ``1/T`` of it.
     """
 
     base: str = "stump"
@@ -264,19 +399,25 @@ class FederatedBoosting:
     group_size: int | None = None
     n_bins: int = 2
     weight_bound: float = 1.0
-    labels: str = "clear"
+    labels: str = "rr"
     label_fraction: float = 0.2
     C: float = 1.0
     param_bound: float = 1.0
     secure_sum: str = "plain"
     on_reject: str = "skip"
     vectorised: bool = True
+    eval_fraction: float = 0.3
+    eval_groups: str = "disjoint"
 
     def __post_init__(self):
         _choice("base", self.base, BASE_LEARNERS)
         _choice("mechanism", self.mechanism, MECHANISMS)
         _choice("secure_sum", self.secure_sum, SECURE_SUMS)
         _choice("on_reject", self.on_reject, ON_REJECT)
+        _choice("eval_groups", self.eval_groups, EVAL_GROUPS)
+        if isinstance(self.eval_fraction, bool) or not isinstance(self.eval_fraction, Real) \
+                or not 0 < self.eval_fraction < 1:
+            raise ConfigError(f"eval_fraction must be a number in (0, 1), got {self.eval_fraction!r}")
         if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, Real) or not self.epsilon > 0:
             raise ConfigError(f"epsilon must be a number > 0 (math.inf: no noise), got {self.epsilon!r}")
         _int("n_classes", self.n_classes, 2)
@@ -290,9 +431,70 @@ class FederatedBoosting:
                 raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
         if not isinstance(self.bounds, Bounds):
             raise ConfigError(f"bounds must be a Bounds (public configuration), got {type(self.bounds).__name__}")
-        split_label_budget(self.epsilon, self.labels, self.label_fraction)  # validates the NCC label options
+        split_label_budget(self.share_epsilon, self.labels, self.label_fraction)  # validates the NCC label options
 
     # ------------------------------------------------------------------ shared configuration
+    @property
+    def share_epsilon(self) -> float:
+        """ε of an owner's one share release: ``(1 - eval_fraction) epsilon``."""
+        return float(self.epsilon) * (1.0 - float(self.eval_fraction))
+
+    @property
+    def eval_epsilon(self) -> float:
+        """ε of all of an owner's evaluation releases in a run: ``eval_fraction * epsilon``."""
+        return float(self.epsilon) * float(self.eval_fraction)
+
+    @property
+    def eval_round_epsilon(self) -> float:
+        """ε of one evaluation release (whole ``eval_epsilon``, or ``1/T`` of it under ``eval_groups="all"``)."""
+        return self.eval_epsilon / (self.n_rounds if self.eval_groups == "all" else 1)
+
+    @property
+    def eval_noise_scale(self) -> float:
+        """Laplace scale per coordinate of one evaluation release, in weight units."""
+        return evaluation_noise_scale(self.weight_bound, self.eval_round_epsilon)
+
+    @property
+    def contribution_bound(self) -> float:
+        """Public ``M``: every coordinate of a noisy evaluation release is in ``[-M, M]``."""
+        return contribution_bound(self.weight_bound, self.eval_round_epsilon)
+
+    def evaluation_release(self, sums, *, rng: np.random.Generator) -> np.ndarray:
+        """The owners' noisy ``(err_sum, w_sum)`` (:func:`noisy_contributions` at this run's bound and ε)."""
+        return noisy_contributions(sums, weight_bound=self.weight_bound, epsilon=self.eval_round_epsilon, rng=rng)
+
+    def check_learner(self, learner) -> None:
+        """Raise :class:`ConfigError` unless ``learner`` is of this run's base kind and shape.
+
+        An owner checks every learner a coordinator names before computing anything with it:
+        a stump splits a feature ``< d`` at one of the public thresholds of SPEC §6 and predicts
+        classes ``< K``; NCC centroids and LR coefficients have this run's shapes and classes.
+        """
+        kind = getattr(learner, "kind", None)
+        if kind != self.base:
+            raise ConfigError(f"learner kind {kind!r} does not match the run's base learner {self.base!r}")
+        d, k = self.bounds.d, self.n_classes
+        if self.base == "stump":
+            if not (0 <= learner.attribute < d and 1 <= learner.threshold_index < self.n_bins):
+                raise ConfigError(f"stump (feature {learner.attribute}, threshold {learner.threshold_index}) is "
+                                  f"outside the run's {d} features and thresholds 1..{self.n_bins - 1}")
+            expected = float(thresholds(self.bounds, self.n_bins)[learner.attribute, learner.threshold_index - 1])
+            if learner.threshold != expected:
+                raise ConfigError(f"stump threshold {learner.threshold!r} is not the public threshold {expected!r} "
+                                  f"of feature {learner.attribute}, index {learner.threshold_index} (SPEC §6)")
+            if not all(0 <= c < k for c in learner.leaves):
+                raise ConfigError(f"stump leaves {learner.leaves} are not classes of 0..{k - 1}")
+            return
+        classes = np.asarray(learner.classes)
+        if classes.shape != (k,) or not np.array_equal(classes, np.arange(k)):
+            raise ConfigError(f"learner classes {classes.tolist()} are not 0..{k - 1}")
+        if self.base == "ncc":
+            if np.asarray(learner.centroids).shape != (k, d):
+                raise ConfigError(f"NCC centroids of shape {np.asarray(learner.centroids).shape}, expected {(k, d)}")
+            return
+        if np.asarray(learner.coef_).shape[-1] != d or learner.bounds.to_list() != self.bounds.to_list():
+            raise ConfigError("LR model does not match the run's features or bounds")
+
     @property
     def n_attributes(self) -> int:
         return self.bounds.d * (self.n_bins - 1)
@@ -309,13 +511,13 @@ class FederatedBoosting:
     @cached_property
     def release_mechanism(self):
         """The ε-LDP mechanism of a release (ε for the features under NCC's label split)."""
-        eps = split_label_budget(self.epsilon, self.labels, self.label_fraction)[0] if self.base == "ncc" \
-            else float(self.epsilon)
+        eps = split_label_budget(self.share_epsilon, self.labels, self.label_fraction)[0] if self.base == "ncc" \
+            else self.share_epsilon
         return make_mechanism(self.mechanism, epsilon=eps, d=self.release_dim)
 
     def label_rr(self) -> KaryRandomizedResponse | None:
         """NCC with ``labels="rr"`` and finite ε: the labels' randomized response; else None."""
-        eps_l = split_label_budget(self.epsilon, self.labels, self.label_fraction)[1]
+        eps_l = split_label_budget(self.share_epsilon, self.labels, self.label_fraction)[1]
         if self.base != "ncc" or self.labels != "rr" or not math.isfinite(eps_l):
             return None
         return KaryRandomizedResponse(epsilon=eps_l, n_classes=self.n_classes)
@@ -361,6 +563,18 @@ class FederatedBoosting:
         return lr_aggregate(np.atleast_2d(releases), param_bound=self.param_bound, n_classes=self.n_classes,
                             bounds=self.bounds)
 
+    def floor_error_total(self, err_total: float, n_evaluators: int) -> float:
+        """The published ``E``: at least one noise standard deviation of the sum when the totals are noisy.
+
+        A noisy ``E <= 0`` would trigger SAMME's "zero error: keep and stop" rule with the huge
+        ``alpha`` of ``e0 = 1e-10`` (SPEC §5), a rule meant for exact sums; flooring ``E`` at the
+        standard deviation ``sqrt(2 n) * scale`` of its noise (public: ring size and scale) is
+        post-processing and keeps ``alpha`` finite. Exact totals (ε = ∞) are unchanged.
+        """
+        if self.eval_noise_scale == 0.0:
+            return err_total
+        return max(err_total, math.sqrt(2.0 * max(n_evaluators, 1)) * self.eval_noise_scale)
+
     def coordinator_decide(self, err_total: float, weight_total: float, n_kept: int) -> SammeDecision | None:
         """SAMME weight and stop rules from the secure sums (SPEC §5); ``None``: skip this round's learner.
 
@@ -405,14 +619,11 @@ class FederatedBoosting:
         n_owners = n if owners is None else len(owners)
         group_size = self.group_size or n_owners // self.n_rounds
         groups = sample_groups(n_owners, self.n_rounds, max(group_size, 1), rng)
+        evaluators = evaluation_groups(groups, n_owners, self.eval_groups, rng)
         mine = owner_of_row >= 0
         w = np.where(mine, 1.0, 0.0)
-        n_rows = int(mine.sum())
-        fixed_point = boxes = None
-        if self.secure_sum == "ring":
-            fixed_point = FixedPoint.choose(n_owners, 2.0 * n_rows)  # |err_sum|, w_sum <= sum w = n_rows
-            ids = [f"o{i}" for i in range(n_owners)]
-            boxes = local_boxes({p: generate_private_key() for p in ids}, partial(ring_peers, ids))
+        keys = ({f"o{i}": generate_private_key() for i in range(n_owners)} if self.secure_sum == "ring" else None)
+        ring_boxes: dict[int, tuple] = {}  # id(evaluator array) -> (fixed point, boxes) for its ring
         released = np.zeros(n_owners, dtype=bool)
         learners, alphas, rounds, stop = [], [], [], "n_rounds"
         per_owner = None
@@ -430,13 +641,25 @@ class FederatedBoosting:
                             for o in group]
                 releases = NccShare.concat(releases) if self.base == "ncc" else np.stack(releases)
             learner = self.coordinator_select(releases)
+            evals = evaluators[t]
             if self.vectorised:
                 miss = _misses(learner, X, y) & mine
                 sums = np.stack([np.bincount(owner_of_row[mine], weights=(w * miss)[mine], minlength=n_owners),
-                                 np.bincount(owner_of_row[mine], weights=w[mine], minlength=n_owners)], axis=1)
+                                 np.bincount(owner_of_row[mine], weights=w[mine], minlength=n_owners)], axis=1)[evals]
             else:
-                sums = np.array([owner_local_error(learner, X[idx], y[idx], w[idx]) for idx in per_owner])
-            err_total, w_total = secure_total(sums, method=self.secure_sum, fixed_point=fixed_point, boxes=boxes)
+                sums = np.array([owner_local_error(learner, X[per_owner[o]], y[per_owner[o]], w[per_owner[o]])
+                                 for o in evals]).reshape(-1, 2)
+            noisy = self.evaluation_release(sums, rng=rng)  # what each evaluating owner releases
+            fixed_point = boxes = None
+            if self.secure_sum == "ring":
+                if id(evals) not in ring_boxes:
+                    ids = [f"o{i}" for i in evals]
+                    ring_boxes[id(evals)] = (FixedPoint.choose(len(ids), self.contribution_bound),
+                                             local_boxes({p: keys[p] for p in ids}, partial(ring_peers, ids)))
+                fixed_point, boxes = ring_boxes[id(evals)]
+            err_total, w_total = secure_total(noisy, method=self.secure_sum, fixed_point=fixed_point, boxes=boxes,
+                                              ids=None if boxes is None else [f"o{i}" for i in evals])
+            err_total = self.floor_error_total(float(err_total), len(evals))
             decision = self.coordinator_decide(float(err_total), float(w_total), len(learners))
             if decision is None:
                 error = float(err_total / w_total) if w_total > 0 else math.nan
@@ -464,4 +687,4 @@ class FederatedBoosting:
                                f"{[round(r.error, 4) for r in rounds]}); use larger groups, a larger epsilon "
                                "or another base learner")
         model = BoostedModel(learners, alphas, n_classes=self.n_classes)
-        return BoostingRun(model, rounds, groups, w, stop)
+        return BoostingRun(model, rounds, groups, w, stop, evaluators)

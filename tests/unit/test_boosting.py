@@ -41,7 +41,7 @@ def _samme_on_groups(ds, groups, n_bins):
 
 def test_one_round_with_all_owners_equals_centralised_samme(data, rng):
     fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=1, n_bins=4,
-                           weight_bound=1e6)
+                           weight_bound=1e6, eval_groups="all")
     run = fb.fit(data.X, data.y, rng=rng)
     assert run.groups.shape == (1, data.n)
     ref = _samme_on_groups(data, [np.arange(data.n)], 4)
@@ -52,7 +52,7 @@ def test_one_round_with_all_owners_equals_centralised_samme(data, rng):
 @pytest.mark.parametrize("vectorised", [True, False])
 def test_rounds_with_fresh_groups_equal_centralised_samme(data, rng, vectorised):
     fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=6, n_bins=4,
-                           weight_bound=1e6, vectorised=vectorised)
+                           weight_bound=1e6, vectorised=vectorised, eval_groups="all")
     run = fb.fit(data.X, data.y, rng=rng)
     ref = _samme_on_groups(data, run.groups, 4)
     assert all(r.step == "keep" for r in run.rounds) and ref.stop_reason_ == "n_estimators"
@@ -170,7 +170,8 @@ def test_reject_rules(data):
 @pytest.mark.parametrize("bad", [dict(base="tree"), dict(epsilon=0.0), dict(epsilon="1"), dict(mechanism="gauss"),
                                  dict(n_rounds=0), dict(n_bins=1), dict(weight_bound=0.0),
                                  dict(weight_bound=math.inf), dict(secure_sum="mpc"), dict(on_reject="retry"),
-                                 dict(group_size=0), dict(labels="noisy"), dict(bounds=(0.0, 1.0))])
+                                 dict(group_size=0), dict(labels="noisy"), dict(bounds=(0.0, 1.0)),
+                                 dict(eval_fraction=0.0), dict(eval_fraction=1.0), dict(eval_groups="some")])
 def test_invalid_parameters(data, bad):
     kw = dict(epsilon=1.0, n_classes=2, bounds=data.bounds, n_rounds=2) | bad
     with pytest.raises(ConfigError):
@@ -182,4 +183,4 @@ def test_release_dimensions(data):
     assert FederatedBoosting(n_bins=4, **kw).release_mechanism.d == 20 * 3 * 2 * 3
     assert FederatedBoosting(base="ncc", **kw).release_mechanism.d == 21
     assert FederatedBoosting(base="lr", **kw).release_mechanism.d == 3 * 21
-    assert FederatedBoosting(base="ncc", labels="rr", **kw).label_rr().epsilon == pytest.approx(0.4)
+    assert FederatedBoosting(base="ncc", labels="rr", **kw).label_rr().epsilon == pytest.approx(2.0 * 0.7 * 0.2)
