@@ -272,3 +272,32 @@ def test_a_round_does_not_wait_for_an_owner_its_node_dropped_on_re_registration(
     now[0] += 1.0                                          # past the next liveness check
     runner.join(5)
     assert not runner.is_alive() and done[0].lost == ["t1"] and set(done[0].results) == {"t0"}
+
+
+def test_a_pull_answer_stays_under_the_message_bound_and_the_rest_waits():
+    """28 MiB queued for one node: handed out in answers gRPC can send, nothing lost."""
+    b1 = owner_id("node-b", 1)
+    server = CoordinatorServer(tls=None)
+    port = server.start("127.0.0.1:0")
+    try:
+        d = server.dispatcher
+        d.register("node-a", [info(A0)])
+        d.register("node-b", [info(B0), info(b1)])
+        s = new_session_id()
+        d.open_ring(s, [A0, B0, b1])
+        sent = [envelope(s, A0, to, payload=bytes([k]) * (7 * 1024 * 1024), seq=k)
+                for k, to in enumerate([B0, b1, B0, b1])]
+        for data in sent:
+            d.relay("node-a", [(Inbound.from_bytes(data).recipient, data)])
+        received = []
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=channel_options()) as channel:
+            stub = pb_grpc.CoordinatorStub(channel)
+            for _ in range(len(sent)):
+                answer = stub.PullTasks(pb.PullTasksRequest(node_id="node-b", wait_ms=0), timeout=RELAY_TIMEOUT)
+                assert answer.ByteSize() <= MAX_MESSAGE_BYTES
+                received += [bytes(t.ring_message.data) for t in answer.tasks]
+                if len(received) == len(sent):
+                    break
+        assert received == sent and d.queued_relay() == (0, 0)
+    finally:
+        server.stop(0)
