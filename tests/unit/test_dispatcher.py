@@ -18,7 +18,9 @@ from privfed.common.messages import OwnerInfo, Refusal, Result, RingMessageTask,
 from privfed.common.securesum import Inbound, MessageKind, new_session_id
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
-from privfed.proto.transport import MAX_MESSAGE_BYTES, RELAY_TIMEOUT, REGISTER_TIMEOUT, channel_options
+from privfed.proto.transport import (
+    MAX_MESSAGE_BYTES, RELAY_TIMEOUT, REGISTER_TIMEOUT, TlsFiles, channel_credentials, channel_options,
+)
 from privfed.server.app import CoordinatorServer
 from privfed.server.dispatcher import (
     MAX_OWNERS_PER_NODE, MAX_QUEUED_BYTES_PER_OWNER, MAX_QUEUED_ENVELOPES_PER_OWNER, Dispatcher, ResourceExhausted,
@@ -299,5 +301,35 @@ def test_a_pull_answer_stays_under_the_message_bound_and_the_rest_waits():
                 if len(received) == len(sent):
                     break
         assert received == sent and d.queued_relay() == (0, 0)
+    finally:
+        server.stop(0)
+
+
+def test_over_mtls_a_node_registers_only_owners_under_its_certificate_name(tmp_path):
+    """The issue's attack: node owner-1 registers owner-0's ids (and claims to be owner-0)."""
+    from privfed.deploy.certs import make_certs
+
+    make_certs(tmp_path, owners=2)
+    server = CoordinatorServer(tls=TlsFiles.in_dir(tmp_path, "coordinator"))
+    port = server.start("127.0.0.1:0")
+    try:
+        with grpc.secure_channel(f"localhost:{port}", channel_credentials(TlsFiles.in_dir(tmp_path, "owner-1")),
+                                 options=channel_options()) as channel:
+            stub = pb_grpc.CoordinatorStub(channel)
+
+            def register(node, owners):
+                return stub.RegisterNode(pb.RegisterNodeRequest(
+                    node_id=node, owners=[pb.OwnerInfo(owner_id=o) for o in owners]), timeout=REGISTER_TIMEOUT)
+
+            for node, owners in [("owner-1", [owner_id("owner-0", 0)]),              # another node's owner
+                                 ("owner-1", [owner_id("owner-1", 0), "owner-0"]),   # an id of the old form
+                                 ("owner-0", [owner_id("owner-0", 0)])]:             # another node's name
+                with pytest.raises(grpc.RpcError) as err:
+                    register(node, owners)
+                assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert server.dispatcher.owners() == {}
+            register("owner-1", [owner_id("owner-1", 0), owner_id("owner-1", 1)])
+            register("owner-1", [owner_id("owner-1", 1)])   # a restart with fewer owners
+            assert set(server.dispatcher.owners()) == {owner_id("owner-1", 1)}
     finally:
         server.stop(0)
