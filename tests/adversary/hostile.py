@@ -462,10 +462,16 @@ def ncc_task(task_id: str, owner_id: str, *, d: int, epsilon: float = 0.1, label
 
 def boost_config(d: int, run_id: str, *, epsilon: float = 0.5, base: str = "stump", labels: str = "rr",
                  n_classes: int = 2, weight_bound: float = 1.0) -> dict:
-    """A boosting configuration as the coordinator's strategy sends it (common/boostwire.py)."""
-    return {"base": base, "epsilon": epsilon, "mechanism": "pm", "n_classes": n_classes, "n_rounds": 4,
-            "group_size": 1, "n_bins": 2, "weight_bound": weight_bound, "labels": labels, "label_fraction": 0.2,
-            "C": 1.0, "param_bound": 1.0, "bounds": {"lo": [0.0] * d, "hi": [1.0] * d}, "run_id": run_id}
+    """A boosting configuration exactly as the coordinator's strategy sends it
+    (``privfed.common.boostwire.config_to_dict``), so it carries every field the owner expects."""
+    from privfed.common.bounds import Bounds
+    from privfed.common.boosting import FederatedBoosting
+    from privfed.common.boostwire import config_to_dict
+
+    fb = FederatedBoosting(base=base, epsilon=epsilon, mechanism="pm", n_classes=n_classes,
+                           bounds=Bounds(np.zeros(d), np.ones(d)), n_rounds=4, group_size=1, n_bins=2,
+                           weight_bound=weight_bound, labels=labels)
+    return json.loads(json.dumps(config_to_dict(fb, run_id)))
 
 
 def boost_share(task_id: str, owner_id: str, round_id: str, config: dict, history: dict | None = None) -> pb.Task:
