@@ -11,6 +11,8 @@ import threading
 
 import grpc
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.identity import owner_id
@@ -174,6 +176,27 @@ def test_relay_beyond_the_per_recipient_bytes_is_resource_exhausted(dispatcher):
             sent += 1
     assert 0 < sent < 50
     assert dispatcher.queued_relay()[1] == sent * len(big) <= MAX_QUEUED_BYTES_PER_OWNER
+
+
+@settings(max_examples=300, deadline=None)
+@given(cut=st.integers(0, 200), flips=st.lists(st.tuples(st.integers(0, 200), st.integers(1, 255)), max_size=4),
+       tail=st.binary(max_size=8))
+def test_a_mangled_envelope_is_refused_as_a_protocol_error_and_nothing_is_queued(cut, flips, tail):
+    d = Dispatcher()
+    d.register("node-a", [info(A0)])
+    d.register("node-b", [info(B0)])
+    d.open_ring("s", [A0, B0])
+    data = bytearray(envelope("s", A0, B0, payload=b"\1" * 40))
+    for at, x in flips:
+        data[at % len(data)] ^= x
+    data = bytes(data[:len(data) - cut % len(data)]) + tail
+    try:
+        d.relay("node-a", [(B0, data)])
+    except RemoteProtocolError:
+        assert d.queued_relay() == (0, 0)
+    else:   # only a mangling that still names s, A0 -> B0 is accepted (the recipient authenticates it)
+        header = Inbound.from_bytes(data)
+        assert (header.session_id, header.sender, header.recipient) == ("s", A0, B0)
 
 
 def test_closing_a_session_drops_its_queued_envelopes_only(dispatcher):
