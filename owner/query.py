@@ -1,45 +1,102 @@
-"""``privfed query``: private prediction with null-space cleaning (seed 003, Algorithm 1; SPEC §10).
+"""``privfed query``: private prediction with cleaned query rows (seed 003, Algorithm 1; SPEC §10).
 
-An owner wants labels for its query rows from a model the coordinator serves, without handing the
-coordinator rows from which it could predict the owner's *confidential* labels. Each row is
-cleaned here, before anything leaves the process:
+An owner wants labels for its query rows from a model the coordinator serves. The coordinator is
+not trusted (issue 9): each row is cleaned here, before anything leaves the process, and what
+leaves is bounded below ("What x̃ reveals").
 
-1. Read the query rows and this owner's own training rows (local files; nothing is sent yet).
-2. ``GetModel``: the model's public bounds (so F) and its first linear stage ``A_d`` (F×m_d,
-   data space; :func:`privfed.server.servicer.model_linear_stage`).
-3. ``A_c = fit_linear_map(X_own, Y_c)`` on the owner's rows and the chosen confidential label
-   columns, centred at the owner's feature mean ``x̄`` (Algorithm 1, step 1). ``Y_c``, ``A_c`` and
-   the raw rows never leave this process.
-4. ``x̃ = x̄ + NullSpaceCleaner(ε).fit(A_d, A_c).transform(x − x̄)`` for every query row at once.
-5. ``Predict`` with the cleaned rows in chunks; print or write the labels.
+1. Read the query rows (and, for the null-space methods only, this owner's training rows).
+2. ``GetModel``: the model's kind, public bounds (so F) and first linear stage ``A_d`` (F×m_d, data
+   space; :func:`privfed.server.servicer.model_linear_stage`). All three come from the
+   coordinator, so :func:`check_linear_stage` refuses a stage with a non-finite entry, with more
+   than ``--max-rank`` columns, or of numerical rank above ``--max-rank`` ("Rank").
+3. Clean around the public centre ``c`` (the midpoint of the bounds, "Centring"):
+   ``x̃ = c + clean(x − c)``, every row at once, with ``--method``:
+
+   * ``projection`` (default): :class:`~privfed.common.nullspace.StageProjection`, the
+     projection of ``x − c`` onto ``span(A_d)``, shrunk so that ``e_utility = ε``. Uses no
+     training data.
+   * ``subspace`` / ``generalized``: :class:`~privfed.common.nullspace.NullSpaceCleaner` against
+     ``A_c = fit_linear_map(X_own, Y_c)``, the owner's least-squares map to its confidential
+     labels (Algorithm 1). ``Y_c``, ``A_c`` and the raw rows never leave this process, but the
+     cleaned rows reveal ``A_c``'s directions, so these methods need
+     ``--allow-confidential-map-leak``.
+4. ``Predict`` with the cleaned rows in chunks; print or write the labels.
+
+The refusals in steps 1-3 (bad flags, a stage over the bound, non-finite cleaned rows) are one-line
+errors, exit status 2, and come before any row is sent.
+
+What x̃ reveals
+--------------
+``x̃`` is the query the user chose to send. Every cleaning here is ``x̃ − c = g(A_dᵀ(x − c))``:
+the kept and removed components have coefficients that are linear in ``A_dᵀ(x − c)`` (for the
+null-space cleaner ``cᵢ = (A_dᵀvᵢ)ᵀA_dᵀ(x − c)/γᵢ`` when γᵢ > 0, and the γᵢ = 0 components
+always go), and ``t``, α, β are functions of those coefficients. So about ``x`` the coordinator
+learns ``A_dᵀx`` (``c`` and ``A_d`` are public: it sent them) and nothing outside what the model
+reads: at most ``rank(A_d) ≤ --max-rank`` linear functions of each row, fewer when ε > 0. This
+holds to rounding (~1e-15 relative) for ``projection`` and ``subspace``; the ``generalized``
+solver's ill-conditioned ``M = B_c + ηI`` lets ~2e-8 relative of ``x``'s other directions into
+``x̃`` (just below the wire grid for rows of norm ~10, not for larger ones).
+
+What else shapes ``g``:
+
+* ``projection``: only ``A_d`` and ε. The rows sent are a function of the query rows and public
+  values; nothing about the owner's training rows or its confidential labels goes with them.
+* null-space methods: also ``A_c``, a non-private statistic of the training rows. At ε = 0 with
+  ``m_d + m_c ≤ F`` (maps in general position) every γ is 0 or ∞ and ``x̃ − c`` lies in
+  ``(I − P_c)span(A_d)``, ``P_c`` the projector onto ``span(A_c)``: from one cleaned row and
+  ``A_d`` the coordinator reads ``P_cA_d``; with one confidential label that is the direction of
+  ``A_c`` itself, and a coordinator that serves stages ``e_1 … e_F`` across runs reads all of
+  ``span(A_c)``. Hence the explicit opt-in. (Against the paper's fixed adversary that applies
+  ``A_c`` to ``x̃`` this is what buys "complete privacy", ``A_cᵀ(x̃ − c) = 0``; against an
+  adversary who knows the method both methods reveal the same ``A_dᵀx`` at ε = 0.)
+
+The guarantee is therefore about the owner's training data and its confidential labels: with
+``projection`` (default) no statistic of them is sent; the owner's exact training mean never is,
+whatever the method (it was the centre before issue 9; see "Centring").
+
+Rank
+----
+A model that reads ``m`` directions of a row learns ``m`` linear functions of every row it is
+sent. A stage ``A_d = I`` (F directions) would make even perfect cleaning send each row whole,
+so the owner states how many directions it accepts: ``--max-rank``, default 1, which is what a
+binary lr model reads (``coef_`` has one row for two classes, ``LinearModel.data_linear_stage``).
+A K-class lr model reads K and a feddpdr model its subspace dimension k (the federation's ``--k``;
+the coordinator's word for it is not evidence), so for those the owner passes ``--max-rank``.
+The kind in the GetModel answer is the coordinator's claim and plays no part in the bound. The
+bound is on the numerical rank (:func:`numpy.linalg.matrix_rank`'s default tolerance; the
+cleaners use the same one, so a direction below it is treated as one the model ignores and is
+removed, never sent). The number of columns is bounded too, by ``--max-rank + 1``: an honest
+stage has one column per direction it reads, plus at most one redundant column (a K-class stage
+whose K score columns sum to zero has rank K − 1).
 
 Centring
 --------
-:func:`~privfed.common.nullspace.fit_linear_map` centres: the confidential predictor is
-``ŷ_c = Ȳ_c + A_cᵀ(x − x̄)``, so the cleaner works on ``x − x̄`` and ``x̄`` is added back. Removing
-all of A_c's view of ``x − x̄`` then leaves the coordinator's linear guess at ``Ȳ_c``, the
-prediction from the mean feature vector (the paper's reference for "complete privacy"). The
-served model's own offset does not matter: ``A_dᵀ(x − x̃)`` is what changes its decision scores,
-and with ``--clean-epsilon 0`` it is zero, so a linear model predicts the same labels for ``x̃`` as
-for ``x`` (up to the wire grid, below).
+Cleaning acts on ``x − c`` and adds ``c`` back. ``c`` is the midpoint of the model's public
+bounds, never a statistic of the owner's rows: with the training mean ``x̄`` as centre (before
+issue 9) every sent row lay in ``x̄ + W`` for a fixed ``rank(A_d)``-dimensional ``W``, so rows sent
+with ε covering everything were ``x̄`` itself and a few dozen queries exposed ``x̄`` outside ``W``.
+``c`` only moves the origin of the linear algebra: ``x − x̃ = (x − c) − g(x − c)``, so Theorem 1
+(``e_utility = ε``) and exact label preservation at ε = 0 hold for any ``c``. The local ``A_c``
+is still fitted centred at the training mean (:func:`~privfed.common.nullspace.fit_linear_map`):
+that only removes the intercept from its slope, and ``x̄`` itself goes nowhere.
 
 No clipping
 -----------
 Cleaned rows are sent as they are, *not* clipped to the public bounds: clipping moves ``x̃`` along
-directions ``A_d`` reads (breaking ``e_utility = ε``, and label preservation at ε = 0) and along
-directions ``A_c`` reads (putting back what cleaning removed). The served model applies its own
-public preprocessing on its side: LR clips rows to the bounds, FedDPDR scales by the bounds'
-radius and clips row norms to 1. A row (raw or cleaned) outside the bounds can therefore get a
-different label than the linear algebra promises; the number of cleaned values outside the bounds
-is logged. Raw query rows are not clipped either.
+directions ``A_d`` reads (breaking ``e_utility = ε``, and label preservation at ε = 0) and, for
+the null-space methods, along directions ``A_c`` reads. The served model applies its own public
+preprocessing on its side: LR clips rows to the bounds, FedDPDR scales by the bounds' radius and
+clips row norms to 1. A row (raw or cleaned) outside the bounds can therefore get a different
+label than the linear algebra promises; the number of cleaned values outside the bounds is
+logged. (``projection`` never lengthens ``x − c``, so an in-bounds row stays inside FedDPDR's
+unit ball; LR's box can still be left along ``A_d``.) Raw query rows are not clipped either.
 
 Wire
 ----
 Rows travel as int64 indices on the 2^-20 grid (proto ``Reports``); the rounding moves each
 decision score by at most ``max_j Σ_i |A_d[i, j]| · 2^-21``, so a label can differ from the raw
 row's only for a row whose score is that close to a decision boundary. What leaves this process:
-the model id, then the cleaned rows. (A cleaned row is ``x̄`` plus what survives cleaning; with an
-ε that covers every component it is ``x̄`` itself, an aggregate of the owner's rows.)
+the model id, then the cleaned rows.
 
 References
 ----------
@@ -61,7 +118,7 @@ import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, PrivfedError, RemoteProtocolError
-from privfed.common.nullspace import METHODS, CleaningResult, NullSpaceCleaner, fit_linear_map
+from privfed.common.nullspace import METHODS, CleaningResult, NullSpaceCleaner, StageProjection, fit_linear_map
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
@@ -72,6 +129,12 @@ from privfed.proto.transport import (
 log = logging.getLogger("privfed.query")
 
 CHUNK_ROWS = 1000  # rows per Predict call (fewer when F is so large that a call would near the size bound)
+#: ``--max-rank`` default: a binary LR model reads one direction of a row (module docstring, "Rank").
+DEFAULT_MAX_RANK = 1
+#: ``--method`` choices: the training-free projection (default) and the two null-space solvers.
+QUERY_METHODS = ("projection", *METHODS)
+#: Null-space methods shape the sent rows with A_c, a statistic of --train-data ("What x̃ reveals").
+MAP_METHODS = METHODS
 
 
 # ---------------------------------------------------------------------------- command line
@@ -83,6 +146,17 @@ def _clean_epsilon(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(
             f"--clean-epsilon must be finite and >= 0 (the utility loss per row; 0 = exact null space), got {text!r}")
+    return value
+
+
+def _max_rank(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--max-rank takes a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--max-rank must be >= 1 (directions of a row the model may read), "
+                                         f"got {text!r}")
     return value
 
 
@@ -110,15 +184,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queries", type=Path, required=True,
                    help="query rows: CSV (F feature columns, optionally label columns after them, ignored) "
                         "or NPZ with X")
-    p.add_argument("--train-data", type=Path, required=True,
-                   help="this owner's own rows: CSV with F feature columns then label columns, or NPZ with X, y; "
-                        "they never leave this process")
-    p.add_argument("--confidential-labels", type=parse_columns, required=True,
-                   help="0-based indices among the label columns of --train-data (comma-separated)")
+    p.add_argument("--train-data", type=Path,
+                   help="null-space methods only: this owner's own rows, CSV with F feature columns then label "
+                        "columns, or NPZ with X, y; they never leave this process, but the cleaned rows reveal "
+                        "the directions of the map fitted on them (see --allow-confidential-map-leak)")
+    p.add_argument("--confidential-labels", type=parse_columns,
+                   help="null-space methods only: 0-based indices among the label columns of --train-data "
+                        "(comma-separated)")
     p.add_argument("--clean-epsilon", type=_clean_epsilon, default=0.0,
-                   help="utility loss per row ||A_d^T (x - x~)||^2; 0 = exact null-space cleaning (default)")
-    p.add_argument("--method", choices=METHODS, default="subspace",
-                   help="eigenproblem: 'subspace' (robust, default) or 'generalized' (SPEC as written)")
+                   help="utility loss per row ||A_d^T (x - x~)||^2; 0 keeps every desired score (default)")
+    p.add_argument("--method", choices=QUERY_METHODS, default="projection",
+                   help="'projection' (default): send only what the model reads, no training data used; "
+                        "'subspace' (robust) or 'generalized' (SPEC as written): null-space cleaning against "
+                        "a confidential map fitted on --train-data")
+    p.add_argument("--allow-confidential-map-leak", action="store_true",
+                   help="needed by the null-space methods: the rows they send let the coordinator read the "
+                        "directions of the confidential map, a non-private statistic of --train-data")
+    p.add_argument("--max-rank", type=_max_rank, default=DEFAULT_MAX_RANK,
+                   help="refuse a model whose linear stage reads more than this many directions of a row "
+                        "(default %(default)s: a binary lr model; a K-class lr model needs K, feddpdr its k)")
     p.add_argument("--out", type=Path, help="write the labels to this CSV (header 'label') instead of printing them")
 
 
@@ -194,58 +278,117 @@ def split_features(table: np.ndarray, n_features: int, what: str) -> tuple[np.nd
 
 
 # ---------------------------------------------------------------------------- cleaning (pure)
+def public_centre(bounds: Bounds) -> np.ndarray:
+    """The centring point: the midpoint of the model's public bounds (module docstring, "Centring")."""
+    return (bounds.lo + bounds.hi) / 2.0
+
+
+def check_linear_stage(model_id: str, kind: str, A_d: np.ndarray, n_features: int, *, max_rank: int) -> int:
+    """Refuse a linear stage the owner will not send rows through; returns its numerical rank.
+
+    A served model learns ``A_dᵀx`` for every row it is sent, whatever the cleaning: ``A_d`` is the
+    coordinator's choice, so its size is bounded here by the owner's public ``max_rank``
+    (module docstring, "Rank"). Checked before any row is cleaned or sent.
+
+    Raises
+    ------
+    RemoteProtocolError
+        ``A_d`` is not an (F, m) matrix with m ≥ 1 or has a non-finite entry.
+    ConfigError
+        ``A_d`` has numerical rank above ``max_rank`` (:func:`numpy.linalg.matrix_rank`'s default
+        tolerance, the one the cleaners use to tell read directions from ignored ones), or more
+        than ``max_rank + 1`` columns.
+    """
+    A_d = np.asarray(A_d)
+    if A_d.ndim != 2 or A_d.shape[0] != n_features or A_d.shape[1] < 1:
+        raise RemoteProtocolError(f"model {model_id!r}: linear stage of shape {A_d.shape} does not fit its "
+                                  f"{n_features} features; nothing sent")
+    bad = int(np.count_nonzero(~np.isfinite(A_d)))
+    if bad:
+        raise RemoteProtocolError(f"model {model_id!r}: linear stage has {bad} non-finite value(s); nothing sent")
+    fix = ("a binary lr model needs 1, a K-class lr model K, a feddpdr model its k: pass --max-rank N only if "
+           "the model is meant to read N directions")
+    if A_d.shape[1] > max_rank + 1:
+        raise ConfigError(f"model {model_id!r} ({kind}) has a linear stage with {A_d.shape[1]} columns, more than "
+                          f"--max-rank {max_rank} allows ({max_rank + 1}); nothing sent ({fix})")
+    rank = int(np.linalg.matrix_rank(A_d))
+    if rank > max_rank:
+        raise ConfigError(f"model {model_id!r} ({kind}) has a linear stage of rank {rank}, more than --max-rank "
+                          f"{max_rank}; nothing sent ({fix})")
+    return rank
+
+
 @dataclass(frozen=True)
 class CleanedQueries:
-    """Cleaned rows (data space), the trace of Algorithm 1 and the owner's local quantities.
+    """Cleaned rows (data space), the trace of the cleaning and the owner's local quantities.
 
     Attributes
     ----------
-    rows : (n, F) ``x̄ + clean(x − x̄)``: what is sent.
-    details : the cleaner's trace on the centred rows ``x − x̄``.
-    feature_mean : (F,) ``x̄``, the owner's own feature mean.
-    A_c : (F, m_c) the confidential map fitted locally (never sent).
-    centred : (n, F) the raw rows minus ``x̄`` (never sent).
+    rows : (n, F) ``c + clean(x − c)``: what is sent.
+    details : the cleaner's trace on the centred rows ``x − c``.
+    centre : (F,) ``c``, the public centre (midpoint of the model's bounds).
+    A_c : (F, m_c) the confidential map fitted locally (never sent), or None for ``projection``.
+    centred : (n, F) the raw rows minus ``c`` (never sent).
     """
 
     rows: np.ndarray
     details: CleaningResult
-    feature_mean: np.ndarray
-    A_c: np.ndarray
+    centre: np.ndarray
+    A_c: np.ndarray | None
     centred: np.ndarray
 
     @property
-    def e_privacy(self) -> np.ndarray:
-        """Per-row ``‖A_cᵀ(x − x̃)‖²`` against the owner's own A_c."""
+    def e_privacy(self) -> np.ndarray | None:
+        """Per-row ``‖A_cᵀ(x − x̃)‖²`` against the owner's own A_c (None without one)."""
+        if self.A_c is None:
+            return None
         return np.sum(((self.centred - self.details.x_clean) @ self.A_c) ** 2, axis=1)
 
 
-def clean_queries(queries: np.ndarray, A_d: np.ndarray, X_own: np.ndarray, Y_conf: np.ndarray, *,
-                  epsilon: float, method: str = "subspace") -> CleanedQueries:
-    """Clean query rows against ``A_d`` with the owner's locally fitted ``A_c`` (module docstring).
+def clean_queries(queries: np.ndarray, A_d: np.ndarray, X_own: np.ndarray | None = None,
+                  Y_conf: np.ndarray | None = None, *, centre: np.ndarray, epsilon: float,
+                  method: str = "projection") -> CleanedQueries:
+    """Clean query rows against ``A_d`` around the public ``centre`` (module docstring).
 
     Parameters
     ----------
     queries : (n, F) raw query rows.
-    A_d : (F, m_d) the served model's first linear stage (data space).
+    A_d : (F, m_d) the served model's first linear stage (data space), already checked by
+        :func:`check_linear_stage`.
     X_own : (n_own, F) the owner's own rows; Y_conf : (n_own, m_c) their confidential labels.
-    epsilon : float ≥ 0, the requested ``e_utility`` per row (0 = exact null space).
-    method : "subspace" or "generalized" (:class:`~privfed.common.nullspace.NullSpaceCleaner`).
+        Null-space methods only (the local ``A_c`` is fitted on them); ignored by ``projection``.
+    centre : (F,) the public centre ``c`` (:func:`public_centre`); never a statistic of ``X_own``.
+    epsilon : float ≥ 0, the requested ``e_utility`` per row (0 keeps every desired score).
+    method : "projection", "subspace" or "generalized".
 
     Raises
     ------
     ConfigError
-        Shapes that do not match, non-finite values, a confidential map that is all zeros.
+        Shapes that do not match, non-finite values, a confidential map that is all zeros, a
+        null-space method without training rows.
     """
+    if method not in QUERY_METHODS:
+        raise ConfigError(f"method must be one of {QUERY_METHODS}, got {method!r}")
+    queries = np.asarray(queries, dtype=np.float64)
+    centre = np.asarray(centre, dtype=np.float64)
+    if centre.shape != (np.shape(A_d)[0],) or not np.all(np.isfinite(centre)):
+        raise ConfigError(f"centre must be a finite vector of length F = {np.shape(A_d)[0]}, got shape {centre.shape}")
+    centred = queries - centre
+    if method == "projection":
+        details = StageProjection(epsilon=epsilon).fit(A_d).transform_with_details(centred)
+        return CleanedQueries(rows=centre + details.x_clean, details=details, centre=centre, A_c=None,
+                              centred=centred)
+    if X_own is None or Y_conf is None:
+        raise ConfigError(f"method {method!r} fits the confidential map on the owner's rows: pass --train-data "
+                          "and --confidential-labels (or use --method projection, which needs neither)")
     X_own = np.asarray(X_own, dtype=np.float64)
     Y_conf = np.asarray(Y_conf, dtype=np.float64)
     if X_own.ndim != 2 or X_own.shape[0] < 2:
         raise ConfigError(f"the owner's training rows must be a 2-D array with at least 2 rows, got {X_own.shape}")
+    # A_c may centre at the training mean internally: it is a slope, and only c below touches x̃.
     A_c = fit_linear_map(X_own, Y_conf)
-    x_bar = X_own.mean(axis=0)
-    centred = np.asarray(queries, dtype=np.float64) - x_bar
     details = NullSpaceCleaner(epsilon=epsilon, method=method).fit(A_d, A_c).transform_with_details(centred)
-    return CleanedQueries(rows=x_bar + details.x_clean, details=details, feature_mean=x_bar, A_c=A_c,
-                          centred=centred)
+    return CleanedQueries(rows=centre + details.x_clean, details=details, centre=centre, A_c=A_c, centred=centred)
 
 
 # ---------------------------------------------------------------------------- network
@@ -276,10 +419,7 @@ class _Coordinator:
         except grpc.RpcError as exc:
             raise _rpc_error(exc, "GetModel", self._target, PREDICT_TIMEOUT) from exc
         bounds = serde.bounds_from_proto(reply.bounds)
-        A_d = serde.matrix_from_proto(reply.linear_stage)
-        if A_d.ndim != 2 or A_d.shape[0] != bounds.d or A_d.shape[1] < 1 or not np.all(np.isfinite(A_d)):
-            raise RemoteProtocolError(f"model {model_id!r}: linear stage of shape {A_d.shape} does not fit "
-                                      f"its {bounds.d} features")
+        A_d = serde.matrix_from_proto(reply.linear_stage)  # checked by check_linear_stage before use
         return reply.kind, bounds, A_d
 
     def predict(self, model_id: str, rows: np.ndarray) -> tuple[np.ndarray, int]:
@@ -317,31 +457,62 @@ def _write_labels(labels: np.ndarray, out: Path | None) -> None:
     out.write_text("label\n" + (text + "\n" if text else ""))
 
 
+def _check_method_flags(args) -> None:
+    """Flag combinations, checked before anything is read or sent."""
+    if args.method in MAP_METHODS:
+        if not args.allow_confidential_map_leak:
+            raise ConfigError(f"--method {args.method} shapes the sent rows with a map fitted on --train-data, "
+                              "whose directions the coordinator can then read (a non-private statistic of your "
+                              "rows); pass --allow-confidential-map-leak to accept that, or use --method projection")
+        missing = [flag for flag, value in (("--train-data", args.train_data),
+                                            ("--confidential-labels", args.confidential_labels)) if value is None]
+        if missing:
+            raise ConfigError(f"--method {args.method} needs {' and '.join(missing)} (the confidential map is "
+                              "fitted on your rows); or use --method projection, which needs neither")
+    elif args.train_data is not None or args.confidential_labels is not None:
+        log.info("--method projection uses no training data: --train-data/--confidential-labels are ignored")
+
+
 def run_query(args, tls: TlsFiles | None) -> int:
-    """``privfed query``: clean locally, ask the served model, print or write the labels."""
+    """``privfed query``: check the model, clean locally, ask the served model, print or write the labels."""
+    _check_method_flags(args)
     queries_table = read_table(args.queries, "--queries")
-    train_table = read_table(args.train_data, "--train-data")
+    uses_map = args.method in MAP_METHODS
+    train_table = read_table(args.train_data, "--train-data") if uses_map else None
     with _channel(args.coordinator, tls, args.target_name) as channel:
         coordinator = _Coordinator(channel, args.coordinator)
         kind, bounds, A_d = coordinator.get_model(args.model_id)
         F = bounds.d
-        log.info("model %r (%s): F = %d features, first linear stage A_d of shape %s",
-                 args.model_id, kind, F, A_d.shape)
+        rank = check_linear_stage(args.model_id, kind, A_d, F, max_rank=args.max_rank)
+        log.info("model %r (%s): F = %d features, first linear stage A_d of shape %s and rank %d (--max-rank %d)",
+                 args.model_id, kind, F, A_d.shape, rank, args.max_rank)
         queries, _ = split_features(queries_table, F, f"--queries {args.queries.name}")
-        X_own, labels = split_features(train_table, F, f"--train-data {args.train_data.name}")
-        cols = list(args.confidential_labels)
-        if max(cols) >= labels.shape[1]:
-            valid = f"valid indices 0..{labels.shape[1] - 1}" if labels.shape[1] else "add them after the features"
-            raise ConfigError(f"--confidential-labels {','.join(map(str, cols))}: --train-data "
-                              f"{args.train_data.name} has {labels.shape[1]} label column(s) after its {F} "
-                              f"features ({valid})")
-        cleaned = clean_queries(queries, A_d, X_own, labels[:, cols], epsilon=args.clean_epsilon, method=args.method)
+        X_own = Y_conf = None
+        if uses_map:
+            X_own, labels = split_features(train_table, F, f"--train-data {args.train_data.name}")
+            cols = list(args.confidential_labels)
+            if max(cols) >= labels.shape[1]:
+                valid = f"valid indices 0..{labels.shape[1] - 1}" if labels.shape[1] else "add them after the features"
+                raise ConfigError(f"--confidential-labels {','.join(map(str, cols))}: --train-data "
+                                  f"{args.train_data.name} has {labels.shape[1]} label column(s) after its {F} "
+                                  f"features ({valid})")
+            Y_conf = labels[:, cols]
+        cleaned = clean_queries(queries, A_d, X_own, Y_conf, centre=public_centre(bounds),
+                                epsilon=args.clean_epsilon, method=args.method)
+        if not np.all(np.isfinite(cleaned.rows)):
+            raise ConfigError(f"cleaning against model {args.model_id!r}'s linear stage gave non-finite rows "
+                              "(is its scale extreme?); nothing sent")
         changed = int(np.count_nonzero(np.any(cleaned.rows != queries, axis=1)))
-        log.info("cleaned %d of %d query row(s) (clean-epsilon %g, %s, A_c from %d own row(s) and %d confidential "
-                 "label(s)): mean e_utility %.6g, mean e_privacy %.6g against the local A_c", changed,
-                 queries.shape[0], args.clean_epsilon, args.method, X_own.shape[0], len(cols),
-                 float(np.mean(cleaned.details.e_utility)) if queries.shape[0] else 0.0,
-                 float(np.mean(cleaned.e_privacy)) if queries.shape[0] else 0.0)
+        n = queries.shape[0]
+        mean_utility = float(np.mean(cleaned.details.e_utility)) if n else 0.0
+        if uses_map:
+            log.info("cleaned %d of %d query row(s) (clean-epsilon %g, %s, A_c from %d own row(s) and %d "
+                     "confidential label(s)): mean e_utility %.6g, mean e_privacy %.6g against the local A_c",
+                     changed, n, args.clean_epsilon, args.method, X_own.shape[0], Y_conf.shape[1], mean_utility,
+                     float(np.mean(cleaned.e_privacy)) if n else 0.0)
+        else:
+            log.info("cleaned %d of %d query row(s) (clean-epsilon %g, projection onto the model's %d "
+                     "direction(s)): mean e_utility %.6g", changed, n, args.clean_epsilon, rank, mean_utility)
         _, outside = bounds.clip(cleaned.rows)
         if outside:
             log.warning("%d cleaned value(s) lie outside the public bounds; they are sent unclipped (clipping "

@@ -1,53 +1,181 @@
-"""The owner side of private prediction without a network: cleaning with the owner's centring,
-the local file readers and the command-line checks (owner/query.py)."""
+"""The owner side of private prediction without a network: the checks on the model's linear stage,
+cleaning around the public centre, what the cleaned rows carry, the local file readers and the
+command-line checks (owner/query.py)."""
 
 import numpy as np
 import pytest
 
-from privfed.common.errors import ConfigError
-from privfed.deploy.cli import build_parser
-from privfed.owner.query import clean_queries, parse_columns, read_table, split_features
+from privfed.common.bounds import Bounds
+from privfed.common.errors import ConfigError, RemoteProtocolError
+from privfed.common.learners.logistic import LinearModel
+from privfed.deploy.cli import build_parser, main
+from privfed.owner.query import (
+    check_linear_stage, clean_queries, parse_columns, public_centre, read_table, split_features,
+)
+from privfed.server.servicer import model_linear_stage
 
 
 @pytest.fixture
 def problem(rng):
-    """F = 8 features with a non-zero mean, one desired map, two confidential labels."""
+    """F = 8 features with a non-zero mean, one desired map, two confidential labels, public bounds."""
     F, n = 8, 400
     X = rng.standard_normal((n, F)) @ rng.standard_normal((F, F)) + 3.0
     Y_conf = (X @ rng.standard_normal((F, 2)) > 0).astype(float)
     A_d = rng.standard_normal((F, 1))
     queries = rng.standard_normal((30, F)) * 2 + 3.0
-    return X, Y_conf, A_d, queries
+    centre = public_centre(Bounds.of(-4.0, 12.0, F))  # 4.0 per feature, not the training mean
+    return X, Y_conf, A_d, queries, centre
 
 
-@pytest.mark.parametrize("method", ["subspace", "generalized"])
-def test_exact_null_space_keeps_the_desired_score_and_leaves_the_mean_confidential_guess(problem, method):
-    X, Y_conf, A_d, queries = problem
-    out = clean_queries(queries, A_d, X, Y_conf, epsilon=0.0, method=method)
-    assert np.allclose(out.feature_mean, X.mean(axis=0), rtol=0, atol=1e-12)
+NULL_SPACE = ["subspace", "generalized"]
+ALL_METHODS = ["projection", *NULL_SPACE]
+
+
+def _null_space_of(A_d):
+    """Orthonormal columns spanning the directions A_d does not read."""
+    _, _, Vt = np.linalg.svd(A_d.T)
+    return Vt[np.linalg.matrix_rank(A_d):].T
+
+
+@pytest.mark.parametrize("method", NULL_SPACE)
+def test_exact_null_space_keeps_the_desired_score_and_a_constant_confidential_guess(problem, method):
+    X, Y_conf, A_d, queries, centre = problem
+    out = clean_queries(queries, A_d, X, Y_conf, centre=centre, epsilon=0.0, method=method)
+    assert np.array_equal(out.centre, centre)
     assert np.max(np.abs((queries - out.rows) @ A_d)) <= 1e-9
-    # what survives is invisible to A_c: the confidential guess is Ȳ_c, the mean's prediction
-    assert np.max(np.abs((out.rows - out.feature_mean) @ out.A_c)) <= 1e-7
-    expected_privacy = np.sum(((queries - out.feature_mean) @ out.A_c) ** 2, axis=1)
+    # what survives is invisible to A_c: the confidential guess is the same for every row
+    assert np.max(np.abs((out.rows - centre) @ out.A_c)) <= 1e-7
+    expected_privacy = np.sum(((queries - centre) @ out.A_c) ** 2, axis=1)
     assert np.allclose(out.e_privacy, expected_privacy, rtol=1e-7)
     assert np.all(out.e_privacy > 0)
 
 
-def test_positive_budget_is_spent_exactly_per_row(problem):
-    X, Y_conf, A_d, queries = problem
+def test_projection_keeps_the_desired_score_and_only_what_the_model_reads(problem):
+    X, Y_conf, A_d, queries, centre = problem
+    out = clean_queries(queries, A_d, centre=centre, epsilon=0.0)
+    assert out.A_c is None and out.e_privacy is None
+    assert np.max(np.abs((queries - out.rows) @ A_d)) <= 1e-9
+    assert np.max(np.abs((out.rows - centre) @ _null_space_of(A_d))) <= 1e-12  # nothing outside span(A_d)
+    assert np.all(np.linalg.norm(out.rows - centre, axis=1) <= np.linalg.norm(queries - centre, axis=1))
+
+
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_positive_budget_is_spent_exactly_per_row(problem, method):
+    X, Y_conf, A_d, queries, centre = problem
     eps = 0.5
-    out = clean_queries(queries, A_d, X, Y_conf, epsilon=eps)
-    s_total = np.sum(((queries - out.feature_mean) @ A_d) ** 2, axis=1)
+    out = clean_queries(queries, A_d, X, Y_conf, centre=centre, epsilon=eps, method=method)
+    s_total = np.sum(((queries - centre) @ A_d) ** 2, axis=1)
     e_utility = np.sum(((queries - out.rows) @ A_d) ** 2, axis=1)
     assert np.count_nonzero(s_total > eps) >= 20
     assert np.allclose(e_utility, np.minimum(s_total, eps), rtol=1e-9, atol=0)
     assert np.allclose(out.details.e_utility, e_utility, rtol=1e-9)
+    assert np.allclose(out.rows[s_total <= eps], centre, rtol=0, atol=1e-12)  # everything removed: c, public
+
+
+# ---------------------------------------------------------------------------- what the rows carry
+@pytest.mark.parametrize("eps", [0.0, 0.5, 1e6])
+@pytest.mark.parametrize("method", ALL_METHODS)
+def test_rows_sent_do_not_depend_on_the_training_mean(problem, method, eps, rng):
+    """Issue 9 item 5: the owner's training mean m1 or m2 — the rows sent are the same. Shifting the
+    training rows moves their mean and nothing else (A_c is a slope)."""
+    X, Y_conf, A_d, queries, centre = problem
+    many = np.vstack([queries, rng.standard_normal((30, X.shape[1])) * 2 + 3.0])  # 60 queries
+    shift = rng.standard_normal(X.shape[1]) * 5.0
+    m1 = clean_queries(many, A_d, X, Y_conf, centre=centre, epsilon=eps, method=method).rows
+    m2 = clean_queries(many, A_d, X + shift, Y_conf, centre=centre, epsilon=eps, method=method).rows
+    # the generalized solver's M = B_c + ηI (η ≈ 1e-8·tr B_c/F) amplifies the rounding of A_c's refit
+    assert np.allclose(m1, m2, rtol=0, atol=1e-6 if method == "generalized" else 1e-9)
+    if method == "projection":
+        assert np.array_equal(m1, m2)  # no training data used at all
+    # and the rows' affine hull points at the public centre, not at the training mean (generalized:
+    # rounding puts ~2e-8 relative of x's other directions into x̃; owner/query.py, "What x̃ reveals")
+    sv = np.linalg.svd(m1 - centre, compute_uv=False)
+    assert np.all(sv[A_d.shape[1]:] <= sv[0] * (1e-7 if method == "generalized" else 1e-13))
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.5])
+@pytest.mark.parametrize("method", ["projection", "subspace"])
+def test_rows_sent_depend_on_a_query_only_through_what_the_model_reads(problem, method, eps, rng):
+    """x̃ − c = g(A_dᵀ(x − c)): moving a query along directions A_d ignores changes nothing sent
+    (the generalized solver only up to its rounding, see the test above)."""
+    X, Y_conf, A_d, queries, centre = problem
+    moved = queries + rng.standard_normal((queries.shape[0], X.shape[1] - 1)) @ _null_space_of(A_d).T * 3.0
+    a = clean_queries(queries, A_d, X, Y_conf, centre=centre, epsilon=eps, method=method).rows
+    b = clean_queries(moved, A_d, X, Y_conf, centre=centre, epsilon=eps, method=method).rows
+    assert np.allclose(a, b, rtol=0, atol=1e-11)
+
+
+def test_null_space_rows_reveal_the_confidential_map_direction(rng):
+    """Why the null-space methods need --allow-confidential-map-leak (owner/query.py, "What x̃
+    reveals"): with one confidential label, one cleaned row and A_d give A_c's direction exactly.
+    The projection's rows do not depend on the training rows at all (test above)."""
+    F = 8
+    X = rng.standard_normal((300, F))
+    y_c = (X @ rng.standard_normal(F) > 0).astype(float)
+    a_d = rng.standard_normal((F, 1))
+    centre = np.zeros(F)
+    out = clean_queries(rng.standard_normal((1, F)), a_d, X, y_c[:, None], centre=centre, epsilon=0.0,
+                        method="subspace")
+    w = (out.rows[0] - centre) / np.linalg.norm(out.rows[0] - centre)
+    guess = a_d[:, 0] - (a_d[:, 0] @ w) * w  # P_c a_d, read off by the coordinator
+    a_c = out.A_c[:, 0]
+    cosine = abs(guess @ a_c) / (np.linalg.norm(guess) * np.linalg.norm(a_c))
+    assert cosine == pytest.approx(1.0, abs=1e-9)
+
+
+# ---------------------------------------------------------------------------- the model's stage
+def test_identity_stage_is_refused_and_an_honest_lr_stage_accepted(rng):
+    F = 10
+    with pytest.raises(ConfigError, match="10 columns, more than --max-rank 1 allows"):
+        check_linear_stage("m", "lr", np.eye(F), F, max_rank=1)
+    with pytest.raises(ConfigError, match="rank 10, more than --max-rank 9; nothing sent"):
+        check_linear_stage("m", "feddpdr", np.eye(F), F, max_rank=9)
+    bounds = Bounds.of(-2.0, 3.0, F)
+    binary = LinearModel(rng.standard_normal((1, F)), rng.standard_normal(1), bounds, [0, 1])
+    kind, A_d = model_linear_stage(binary)
+    assert check_linear_stage("m", kind, A_d, F, max_rank=1) == 1
+    three = LinearModel(rng.standard_normal((3, F)), rng.standard_normal(3), bounds, [0, 1, 2])
+    kind, A_d = model_linear_stage(three)
+    with pytest.raises(ConfigError, match="a K-class lr model K"):
+        check_linear_stage("m", kind, A_d, F, max_rank=1)
+    assert check_linear_stage("m", kind, A_d, F, max_rank=3) == 3
+
+
+def test_rank_is_bounded_and_one_redundant_column_allowed(rng):
+    F = 6
+    a, b = rng.standard_normal((F, 1)), rng.standard_normal((F, 1))
+    sum_to_zero = np.hstack([a, -a])  # two score columns, one direction
+    assert check_linear_stage("m", "lr", sum_to_zero, F, max_rank=1) == 1
+    with pytest.raises(ConfigError, match="rank 2, more than --max-rank 1"):
+        check_linear_stage("m", "lr", np.hstack([a, b]), F, max_rank=1)
+    with pytest.raises(ConfigError, match="3 columns, more than --max-rank 1 allows"):
+        check_linear_stage("m", "lr", np.hstack([a, -a, 2 * a]), F, max_rank=1)
+    below_tolerance = np.hstack([a, 1e-18 * b])  # the cleaners ignore that direction too
+    assert check_linear_stage("m", "lr", below_tolerance, F, max_rank=1) == 1
+
+
+@pytest.mark.parametrize("A_d,message", [
+    (np.array([[1.0], [np.nan], [0.0]]), "1 non-finite value"),
+    (np.array([[1.0], [np.inf], [-np.inf]]), "2 non-finite value"),
+    (np.ones((4, 1)), "does not fit its 3 features"),
+    (np.ones((3, 0)), "does not fit its 3 features"),
+    (np.ones(3), "does not fit its 3 features"),
+])
+def test_malformed_stage_is_refused(A_d, message):
+    with pytest.raises(RemoteProtocolError, match=message):
+        check_linear_stage("m", "lr", A_d, 3, max_rank=3)
+
+
+def test_null_space_method_needs_training_rows(problem):
+    _, _, A_d, queries, centre = problem
+    with pytest.raises(ConfigError, match="--method projection, which needs neither"):
+        clean_queries(queries, A_d, centre=centre, epsilon=0.0, method="subspace")
 
 
 def test_constant_confidential_labels_are_a_clear_error(problem):
-    X, _, A_d, queries = problem
+    X, _, A_d, queries, centre = problem
     with pytest.raises(ConfigError, match="A_c is all zeros"):
-        clean_queries(queries, A_d, X, np.ones((X.shape[0], 1)), epsilon=0.0)
+        clean_queries(queries, A_d, X, np.ones((X.shape[0], 1)), centre=centre, epsilon=0.0, method="subspace")
 
 
 def test_read_table_csv_with_and_without_header(tmp_path):
@@ -101,14 +229,14 @@ def test_parse_columns():
 
 
 def _query_args(*extra):
-    return ["query", "--coordinator", "h:1", "--model-id", "m", "--queries", "q.csv", "--train-data", "t.csv",
-            "--confidential-labels", "1", *extra]
+    return ["query", "--coordinator", "h:1", "--model-id", "m", "--queries", "q.csv", *extra]
 
 
 @pytest.mark.parametrize("extra", [
     ["--clean-epsilon", "-1"], ["--clean-epsilon", "nan"], ["--clean-epsilon", "inf"], ["--clean-epsilon", "x"],
     ["--confidential-labels", "1,1"], ["--confidential-labels", "-1"], ["--confidential-labels", "a"],
-    ["--confidential-labels", ""], ["--method", "eigh"],
+    ["--confidential-labels", ""], ["--method", "eigh"], ["--max-rank", "0"], ["--max-rank", "1.5"],
+    ["--max-rank", "-2"],
 ])
 def test_bad_flags_are_refused_by_the_parser(extra, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -119,6 +247,23 @@ def test_bad_flags_are_refused_by_the_parser(extra, capsys):
 
 def test_flag_defaults():
     args = build_parser().parse_args(_query_args())
-    assert (args.name, args.clean_epsilon, args.method, args.insecure, args.out) == ("owner-0", 0.0, "subspace",
-                                                                                     False, None)
-    assert args.confidential_labels == (1,)
+    assert (args.name, args.clean_epsilon, args.method, args.insecure, args.out, args.max_rank) == (
+        "owner-0", 0.0, "projection", False, None, 1)
+    assert (args.train_data, args.confidential_labels, args.allow_confidential_map_leak) == (None, None, False)
+    args = build_parser().parse_args(_query_args("--confidential-labels", "1", "--max-rank", "5"))
+    assert args.confidential_labels == (1,) and args.max_rank == 5
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--method", "subspace", "--train-data", "t.csv", "--confidential-labels", "1"],
+     "pass --allow-confidential-map-leak to accept that"),
+    (["--method", "generalized", "--allow-confidential-map-leak", "--confidential-labels", "1"],
+     "needs --train-data (the confidential map"),
+    (["--method", "subspace", "--allow-confidential-map-leak"], "needs --train-data and --confidential-labels"),
+])
+def test_null_space_flags_are_checked_before_anything_is_read_or_sent(extra, message, capsys):
+    """One-line error, exit 2; the query file does not exist and the coordinator address is dead, so
+    reaching either would give another message."""
+    assert main(_query_args("--insecure", *extra)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("privfed query: error: --method ") and message in err[-1], err
