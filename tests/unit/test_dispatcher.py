@@ -356,3 +356,44 @@ def test_over_mtls_a_node_registers_only_owners_under_its_certificate_name(tmp_p
             assert set(server.dispatcher.owners()) == {owner_id("owner-1", 1)}
     finally:
         server.stop(0)
+
+
+_ids = st.one_of(st.text(max_size=12), st.sampled_from([A0, B0, "node-a", "node-b", "s"]),
+                 st.text(min_size=256, max_size=300))
+_members = st.sampled_from([A0, B0, C0, "owner-0"])
+
+
+@pytest.fixture(scope="module")
+def live_server():
+    server = CoordinatorServer(tls=None)
+    port = server.start("127.0.0.1:0")
+    server.dispatcher.register("node-a", [info(A0)])
+    server.dispatcher.register("node-b", [info(B0)])
+    server.dispatcher.open_ring("s", [A0, B0])
+    with grpc.insecure_channel(f"127.0.0.1:{port}", options=channel_options()) as channel:
+        yield server, pb_grpc.CoordinatorStub(channel)
+    server.stop(0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(kind=st.sampled_from(["register", "pull", "relay"]), node=_ids, owners=st.lists(_ids, max_size=4),
+       data=st.one_of(st.binary(max_size=64), st.builds(envelope, st.sampled_from(["s", "t"]), _members, _members)), wait=st.integers(0, 2))
+def test_random_requests_get_a_client_error_and_the_coordinator_keeps_serving(live_server, kind, node, owners,
+                                                                             data, wait):
+    server, stub = live_server
+    request, call = {
+        "register": (pb.RegisterNodeRequest(node_id=node, owners=[pb.OwnerInfo(owner_id=o) for o in owners]),
+                     stub.RegisterNode),
+        "pull": (pb.PullTasksRequest(node_id=node, wait_ms=wait), stub.PullTasks),
+        "relay": (pb.RelayRequest(node_id=node, envelopes=[pb.Envelope(recipient=o, data=data) for o in owners]),
+                  stub.Relay),
+    }[kind]
+    try:
+        call(request, timeout=RELAY_TIMEOUT)
+    except grpc.RpcError as err:
+        assert err.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED), err.details()
+    # Whatever came before, the honest pair still works (a fuzzed node may have registered itself).
+    server.dispatcher.register("node-a", [info(A0)])
+    server.dispatcher.register("node-b", [info(B0)])
+    assert server.dispatcher.relay("node-a", [(B0, envelope("s", A0, B0))])[0] == 1
+    assert ring_tasks(server.dispatcher, "node-b")
