@@ -37,6 +37,11 @@ class JobAborted(PrivfedError):
     """The job was stopped (SIGTERM) while a round was in flight."""
 
 
+class RingClosed(RemoteProtocolError):
+    """A relay names a ring session that is not open (any more): FAILED_PRECONDITION, so a node
+    can tell a ring the coordinator gave up on (drop the envelope) from a malformed call."""
+
+
 class ResourceExhausted(PrivfedError):
     """A relay would queue more than the per-recipient or total limit (RESOURCE_EXHAUSTED)."""
 
@@ -180,7 +185,8 @@ class Dispatcher:
         An envelope is accepted only if its plaintext header (:meth:`securesum.Inbound.from_bytes`) names an
         open ring session (:meth:`open_ring`), a sender hosted by the calling node and the
         envelope's own recipient, both members of that session; anything else raises
-        :class:`RemoteProtocolError` and nothing of the call is queued. If queueing the call would
+        :class:`RemoteProtocolError` (:class:`RingClosed` for a session that is not open) and nothing of
+        the call is queued. If queueing the call would
         pass :data:`MAX_QUEUED_ENVELOPES_PER_OWNER`, :data:`MAX_QUEUED_BYTES_PER_OWNER` or
         :data:`MAX_QUEUED_BYTES`, :class:`ResourceExhausted` is raised and nothing is queued.
         """
@@ -202,7 +208,8 @@ class Dispatcher:
         header = securesum.Inbound.from_bytes(data)   # RemoteProtocolError if it is not a ring envelope
         members = self._rings.get(header.session_id)
         if members is None:
-            raise RemoteProtocolError(f"relay for ring session {header.session_id!r:.80}, which is not open")
+            raise RingClosed(f"relay for ring session {header.session_id!r:.80}, which is not open (never opened, "
+                             "or closed: its ring finished, timed out or was re-formed)")
         if self._owner_node.get(header.sender) != node_id:
             raise RemoteProtocolError(f"node {node_id!r} relayed an envelope from owner {header.sender!r:.80}, "
                                       "which it does not host")

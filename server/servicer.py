@@ -13,11 +13,12 @@ from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
 from privfed.proto.transport import MAX_RESPONSE_TASK_BYTES, PULL_WAIT
-from privfed.server.dispatcher import Dispatcher, ResourceExhausted
+from privfed.server.dispatcher import Dispatcher, ResourceExhausted, RingClosed
 
 log = logging.getLogger("privfed.coordinator")
 
-_STATUS = [
+_STATUS = [  # first match wins: subclasses before their bases
+    (RingClosed, grpc.StatusCode.FAILED_PRECONDITION),
     (RemoteProtocolError, grpc.StatusCode.INVALID_ARGUMENT),
     (ConfigError, grpc.StatusCode.FAILED_PRECONDITION),
     (BudgetExceeded, grpc.StatusCode.RESOURCE_EXHAUSTED),

@@ -25,7 +25,7 @@ from privfed.proto.transport import (
 )
 from privfed.server.app import CoordinatorServer
 from privfed.server.dispatcher import (
-    MAX_OWNERS_PER_NODE, MAX_QUEUED_BYTES_PER_OWNER, MAX_QUEUED_ENVELOPES_PER_OWNER, Dispatcher, ResourceExhausted,
+    MAX_OWNERS_PER_NODE, MAX_QUEUED_BYTES_PER_OWNER, MAX_QUEUED_ENVELOPES_PER_OWNER, Dispatcher, ResourceExhausted, RingClosed,
 )
 
 _HAS_ROWS = "n_rows" in {f.name for f in dataclasses.fields(OwnerInfo)}
@@ -114,7 +114,7 @@ def test_relay_to_an_own_owner_comes_back_in_the_relay_answer(dispatcher):
 
 
 def test_relay_outside_an_open_session_is_refused(dispatcher):
-    with pytest.raises(RemoteProtocolError, match="not open"):
+    with pytest.raises(RingClosed, match="not open"):
         dispatcher.relay("node-a", [(B0, envelope(new_session_id(), A0, B0))])
     s = new_session_id()
     dispatcher.open_ring(s, [A0, B0])
@@ -258,8 +258,11 @@ def test_servicer_maps_relay_errors_and_refuses_oversized_messages():
             s = new_session_id()
             with pytest.raises(grpc.RpcError) as err:
                 relay(envelope(s, A0, B0))
-            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION   # not open: drop, don't retry
             server.dispatcher.open_ring(s, [A0, B0])
+            with pytest.raises(grpc.RpcError) as err:
+                relay(envelope(s, B0, A0))                                   # forging node-b's owner
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert relay(envelope(s, A0, B0)).accepted == 1
             for k in range(MAX_QUEUED_ENVELOPES_PER_OWNER - 1):
                 relay(envelope(s, A0, B0, seq=k))
@@ -391,7 +394,8 @@ def test_random_requests_get_a_client_error_and_the_coordinator_keeps_serving(li
     try:
         call(request, timeout=RELAY_TIMEOUT)
     except grpc.RpcError as err:
-        assert err.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED), err.details()
+        assert err.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
+                              grpc.StatusCode.RESOURCE_EXHAUSTED), err.details()
     # Whatever came before, the honest pair still works (a fuzzed node may have registered itself).
     server.dispatcher.register("node-a", [info(A0)])
     server.dispatcher.register("node-b", [info(B0)])
