@@ -9,6 +9,7 @@ import grpc
 import numpy as np
 
 from privfed.common.errors import BudgetExceeded, ConfigError, PrivfedError, RemoteProtocolError
+from privfed.common.messages import Task
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
@@ -85,7 +86,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         self._models = models
         self._require_identity = require_identity
 
-    def _encode_tasks(self, node_id: str, tasks) -> list:
+    def _encode_tasks(self, node_id: str, tasks: list[Task]) -> list[pb.Task]:
         """Encode tasks for one response of at most MAX_RESPONSE_TASK_BYTES; the rest go back to
         the front of the node's queue for its next call (always at least one task per response)."""
         encoded, size = [], 0
