@@ -401,3 +401,24 @@ def test_random_requests_get_a_client_error_and_the_coordinator_keeps_serving(li
     server.dispatcher.register("node-b", [info(B0)])
     assert server.dispatcher.relay("node-a", [(B0, envelope("s", A0, B0))])[0] == 1
     assert ring_tasks(server.dispatcher, "node-b")
+
+
+def test_server_interceptors_see_every_call():
+    class Record(grpc.ServerInterceptor):
+        def __init__(self):
+            self.methods = []
+
+        def intercept_service(self, continuation, handler_call_details):
+            self.methods.append(handler_call_details.method)
+            return continuation(handler_call_details)
+
+    record = Record()
+    server = CoordinatorServer(tls=None, interceptors=[record])
+    port = server.start("127.0.0.1:0")
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=channel_options()) as channel:
+            pb_grpc.CoordinatorStub(channel).RegisterNode(
+                pb.RegisterNodeRequest(node_id="node-a", owners=[pb.OwnerInfo(owner_id=A0)]), timeout=REGISTER_TIMEOUT)
+    finally:
+        server.stop(0)
+    assert record.methods == ["/privfed.v1.Coordinator/RegisterNode"]
