@@ -199,6 +199,18 @@ def test_a_mangled_envelope_is_refused_as_a_protocol_error_and_nothing_is_queued
         assert (header.session_id, header.sender, header.recipient) == ("s", A0, B0)
 
 
+def test_the_total_queued_bytes_are_bounded_over_all_recipients(dispatcher, monkeypatch):
+    import privfed.server.dispatcher as module
+
+    monkeypatch.setattr(module, "MAX_QUEUED_BYTES", 1000)
+    s = new_session_id()
+    dispatcher.open_ring(s, [A0, B0, C0])
+    dispatcher.relay("node-a", [(B0, envelope(s, A0, B0, payload=b"\0" * 400))])
+    with pytest.raises(ResourceExhausted, match="MAX_QUEUED_BYTES"):
+        dispatcher.relay("node-a", [(C0, envelope(s, A0, C0, payload=b"\0" * 700))])
+    assert dispatcher.queued_relay()[1] < 1000
+
+
 def test_closing_a_session_drops_its_queued_envelopes_only(dispatcher):
     s, t = new_session_id(), new_session_id()
     dispatcher.open_ring(s, [A0, B0])
