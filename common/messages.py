@@ -7,6 +7,7 @@ perturbed shares and refusals (the DESIGN.md allowlist). No raw row has a field 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,19 +104,54 @@ class SvmShareTask:
         return [(float(e), 0.0, f"svm-ovr-{c}") for c, e in enumerate(ovr_epsilons(self.epsilon, self.n_classes))]
 
 
+def _boost_epsilons(config: dict) -> tuple[float, float, float]:
+    """(share ε, ε of one evaluation release, evaluation releases per run) of a boosting config.
+
+    The same split as :class:`privfed.common.boosting.FederatedBoosting` (``share_epsilon``,
+    ``eval_round_epsilon``): ``(1 - eval_fraction) ε`` for the one share, ``eval_fraction ε``
+    for the evaluations, once (``eval_groups="disjoint"``) or ``1/T`` of it in each of T rounds.
+    """
+    try:
+        eps = math.inf if config["epsilon"] == "inf" else float(config["epsilon"])
+        fraction = float(config["eval_fraction"])
+        per_run = int(config["n_rounds"]) if config["eval_groups"] == "all" else 1
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"boosting config lacks a valid epsilon, eval_fraction, eval_groups or n_rounds: {exc!r}") \
+            from exc
+    if not (eps > 0 and 0 < fraction < 1 and per_run >= 1):
+        raise ConfigError(f"boosting config: epsilon {eps!r} must be > 0, eval_fraction {fraction!r} in (0, 1)")
+    return eps * (1.0 - fraction), eps * fraction / per_run, per_run
+
+
 def boost_release_epsilons(config: dict) -> list[tuple[float, float, str]]:
-    """Ledger entries of one boosting release (seed 002 Alg. 2): the whole ε of the run, once."""
-    eps = float(config["epsilon"])
+    """Ledger entries of one boosting share (seed 002 Alg. 2): the share part of the run's ε, once.
+
+    NCC with ``labels="rr"`` splits it between features and labels by
+    :func:`~privfed.common.learners.ncc.split_label_budget` (finite at ε = ∞: ``(inf, inf)``).
+    """
+    from privfed.common.learners.ncc import split_label_budget
+
+    share = _boost_epsilons(config)[0]
     if config.get("base") == "ncc" and config.get("labels") == "rr":
-        label_eps = eps * float(config.get("label_fraction", 0.2))
-        return [(eps - label_eps, 0.0, "boost-share-features"), (label_eps, 0.0, "boost-share-labels")]
-    return [(eps, 0.0, "boost-share")]
+        features, labels = split_label_budget(share, "rr", float(config.get("label_fraction", 0.2)))
+        return [(features, 0.0, "boost-share-features"), (labels, 0.0, "boost-share-labels")]
+    return [(share, 0.0, "boost-share")]
+
+
+def boost_eval_epsilon(config: dict) -> float:
+    """ε of one evaluation release of a boosting run (see :func:`_boost_epsilons`)."""
+    return _boost_epsilons(config)[1]
 
 
 @dataclass(frozen=True, eq=False)
 class BoostShareTask:
     """Release one perturbed share for this round's base learner, with SAMME weights the owner
-    recomputes from the public ``history``. An owner releases in at most one round of a run."""
+    recomputes from the public ``history``.
+
+    An owner releases in at most one round of a run, where the run is named by the task's round
+    id: a coordinator that sends another run id gets another release, and it is debited like any
+    other -- the owner's ledger bounds the total over all runs, nothing bounds the number of runs.
+    """
 
     config: dict
     history: dict
@@ -137,16 +173,32 @@ class RingSpec:
 
 @dataclass(frozen=True, eq=False)
 class BoostEvaluateTask:
-    """Every owner: the new learner's local weighted error and weight sum go into the ring.
-    Nothing is released but masked ring values; no budget is spent."""
+    """The new learner's local weighted error and weight sum, noised and debited, into the ring.
+
+    The pair is a release (issue 9, contract 4): clipped to the run's weight bound, Laplace
+    noise at :func:`boost_eval_epsilon` of the config, debited under :attr:`release_id` before
+    the ring's first envelope leaves. One release per (run, round) -- per run under
+    ``eval_groups="disjoint"`` -- whatever ring it is asked for; a re-formed ring gets the same
+    noisy pair. ``history["round"]`` is the 0-based round.
+    """
 
     config: dict
     history: dict
     learner: dict
     ring: RingSpec
 
+    @property
+    def round(self):
+        return self.history.get("round") if isinstance(self.history, dict) else None
+
+    @property
+    def release_id(self) -> str:
+        """The ledger key of this evaluation release: ``boost-eval:<run id>:<round>`` (or ``:once``)."""
+        slot = self.round if self.config.get("eval_groups") == "all" else "once"
+        return f"boost-eval:{self.config.get('run_id')}:{slot}"
+
     def ledger_entries(self) -> list[tuple[float, float, str]]:
-        return []
+        return [(boost_eval_epsilon(self.config), 0.0, "boost-eval")]
 
 
 @dataclass(frozen=True)

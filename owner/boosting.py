@@ -1,20 +1,38 @@
 """Owner side of LDP boosting over the network (seed 002 Alg. 2): shares with SAMME weights,
-and the ring secure sum of local errors, driven through the sans-I/O ``RingParty``."""
+and the owner's evaluation release fed into the ring secure sum through the sans-I/O ``RingParty``.
+
+An evaluation is a release (issue 9 item 1, contract 4). :meth:`RingDriver.evaluate` validates
+the task against the run's public configuration, computes the owner's ``(err_sum, w_sum)``,
+clips it to the public weight bound, adds Laplace noise calibrated to that bound
+(:func:`privfed.common.boosting.noisy_contributions`; the sensitivity argument -- ε-LDP over the
+owner's whole data -- is in :mod:`privfed.common.boosting`, "Evaluation releases") and commits
+the debit in the ledger *before* the party's first envelope is produced. The noisy pair is cached
+per (owner, release id): a ring re-formed for the same (run, round) gets the same pair and no new
+debit, so re-forming rings, choosing two-party rings or repeating sessions teaches a coordinator
+nothing beyond the one release. Ring membership does not matter for privacy; the ring only keeps
+individual noisy pairs from a curious relay. After a restart the cache is gone: the ledger's
+record of the release then makes the owner refuse (a fresh draw would be a second release under
+the same debit). A new run id is a new release, debited like any other: the ledger bounds the
+total over runs, nothing bounds the number of runs.
+"""
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 from datetime import datetime, timezone
 
 import numpy as np
 from cryptography import x509
 
-from privfed.common.boostwire import config_from_dict, learner_from_dict, owner_weights
+from privfed.common.boostwire import config_from_dict, history_round, learner_from_dict, owner_weights
 from privfed.common.boosting import owner_local_error
 from privfed.common.e2e import Box, verify_public_key
-from privfed.common.errors import ConfigError, ProtocolError, RemoteProtocolError
+from privfed.common.errors import ConfigError, LocalProtocolError, ProtocolError, RemoteProtocolError
 from privfed.common.fixedpoint import FixedPoint
+from privfed.common.identity import node_of
+from privfed.common.ledger import Debit, Ledger
 from privfed.common.messages import BoostEvaluateTask, BoostShareReply, RingJoined, RingTotal
 from privfed.common.securesum import Inbound, RingParty
 
@@ -23,9 +41,15 @@ log = logging.getLogger("privfed.owner")
 OWNER_NODE_NAME = re.compile(r"owner-\d+")  # the names `privfed certs` gives owner node certificates
 
 
+class AlreadyReleased(RemoteProtocolError):
+    """The coordinator asked for an evaluation release this owner already made and can't repeat
+    (another round of a run that evaluates once, or a release whose cached value a restart lost)."""
+
+
 def boost_share(owner, spec) -> BoostShareReply:
     """The perturbed share of this round's base learner, with this owner's SAMME weights."""
     fb = config_from_dict(spec.config)
+    _check_history(fb, spec.history)
     w = owner_weights(spec.history, owner.X, owner.y)
     share = fb.owner_release(owner.X, owner.y, w, rng=owner.rng)
     if fb.base == "ncc":
@@ -33,20 +57,59 @@ def boost_share(owner, spec) -> BoostShareReply:
     return BoostShareReply(reports=np.asarray(share).reshape(1, -1), labels=np.zeros(0, dtype=np.int64))
 
 
-class RingDriver:
-    """Holds the ring parties of the logical owners hosted by this node.
+def _check_history(fb, history) -> None:
+    """Every kept learner of ``history`` has the run's kind and shape; alphas and totals are finite."""
+    try:
+        for item in history["learners"]:
+            fb.check_learner(learner_from_dict(item))
+        numbers = [float(a) for a in history["alphas"]] + [float(v) for pair in history["totals"] for v in pair]
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise RemoteProtocolError(f"boosting history is malformed: {exc!r}") from exc
+    if not all(math.isfinite(v) for v in numbers):
+        raise RemoteProtocolError("boosting history holds a non-finite alpha or total")
 
-    ``ca_pem`` None (``--insecure``) skips the check of peers' key signatures: byte-capture
-    tests only, never a deployment.
+
+class RingDriver:
+    """Holds the ring parties of the logical owners hosted by this node, and their evaluation releases.
+
+    Parameters
+    ----------
+    keys : dict
+        owner_id -> X25519 private key (ring end-to-end boxes).
+    ca_pem : bytes or None
+        The federation CA. ``None`` (``--insecure``) skips the check of peers' key signatures:
+        byte-capture tests only, never a deployment.
+    ledger : Ledger
+        The node's ledger; every evaluation release is debited here before it leaves.
     """
 
-    def __init__(self, keys: dict, ca_pem: bytes | None, clock=lambda: datetime.now(timezone.utc)):
+    def __init__(self, keys: dict, ca_pem: bytes | None, ledger: Ledger,
+                 clock=lambda: datetime.now(timezone.utc)):
+        if not isinstance(ledger, Ledger):
+            raise ConfigError(f"RingDriver needs the node's Ledger, got {type(ledger).__name__}")
         self._keys = keys          # owner_id -> X25519 private key
         self._ca = x509.load_pem_x509_certificate(ca_pem) if ca_pem else None
+        self._ledger = ledger
         self._clock = clock
         self._parties: dict[str, RingParty] = {}   # owner_id -> its party in the current session
         self._verified: dict[tuple, bytes] = {}
         self._sessions: dict[str, tuple] = {}   # session id -> (ring, certificates), sent once per node
+        self._released: dict[tuple[str, str], tuple[int, np.ndarray]] = {}  # (owner, release id) -> (round, pair)
+        self._runs: dict[str, dict] = {}   # run id -> the config this node first saw for it
+
+    # ------------------------------------------------------------------ validation
+    def note_share(self, config: dict) -> None:
+        """Remember the config of a run's share task: its evaluations must carry the same one."""
+        self._check_run_config(config)
+
+    def _check_run_config(self, config: dict) -> None:
+        run_id = config.get("run_id") if isinstance(config, dict) else None
+        if not isinstance(run_id, str) or not run_id:
+            raise RemoteProtocolError("boosting config has no run_id")
+        seen = self._runs.setdefault(run_id, config)
+        if seen != config:
+            raise RemoteProtocolError(f"boosting run {run_id!r}: this task's config differs from the one this node "
+                                      "already saw for the run")
 
     def _session(self, ring_spec) -> tuple[tuple, dict]:
         if ring_spec.ring:
@@ -56,7 +119,7 @@ class RingDriver:
         return self._sessions[ring_spec.session_id]
 
     def _peer_key(self, certificates, peer) -> bytes:
-        cache_key = (peer.owner_id, peer.x25519_public_key, peer.key_signature)
+        cache_key = (peer.owner_id, peer.node_id, peer.x25519_public_key, peer.key_signature)
         if cache_key in self._verified:
             return self._verified[cache_key]
         if self._ca is not None:
@@ -65,6 +128,10 @@ class RingDriver:
             if not OWNER_NODE_NAME.fullmatch(peer.node_id):
                 raise RemoteProtocolError(f"peer {peer.owner_id!r} is said to live on {peer.node_id!r}, "
                                           "which is not an owner node")
+            # And only the node that owns the id (contract 1): owner-1 must not vouch for owner-0's owners.
+            if node_of(peer.owner_id) != peer.node_id:
+                raise RemoteProtocolError(f"peer {peer.owner_id!r} is not an owner of node {peer.node_id!r}; "
+                                          "its key must be signed by the node its id names")
             pem = certificates.get(peer.node_id)
             if pem is None:
                 raise ConfigError(f"no certificate for node {peer.node_id!r} of peer {peer.owner_id!r}")
@@ -73,20 +140,91 @@ class RingDriver:
         self._verified[cache_key] = peer.x25519_public_key
         return peer.x25519_public_key
 
+    def _check_task(self, owner, spec: BoostEvaluateTask):
+        """(run config, round, learner) of a valid evaluate task; raises ConfigError/RemoteProtocolError."""
+        if not isinstance(spec.config, dict) or not isinstance(spec.history, dict):
+            raise RemoteProtocolError("boosting config and history must be JSON objects")
+        fb = config_from_dict(spec.config)
+        if fb.bounds.d != owner.X.shape[1]:
+            raise ConfigError(f"task bounds describe {fb.bounds.d} features, this owner's schema has {owner.X.shape[1]}")
+        round_no = history_round(spec.history, fb.n_rounds)
+        _check_history(fb, spec.history)
+        try:
+            learner = learner_from_dict(spec.learner)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise RemoteProtocolError(f"learner is malformed: {exc!r}") from exc
+        fb.check_learner(learner)
+        self._check_run_config(spec.config)
+        return fb, round_no, learner
+
+    # ------------------------------------------------------------------ the release
+    def release_of(self, owner_id: str, release_id: str) -> np.ndarray | None:
+        """The noisy (err_sum, w_sum) this process released under ``release_id`` (the owner's own audit)."""
+        cached = self._released.get((owner_id, release_id))
+        return None if cached is None else cached[1].copy()
+
+    def _release(self, owner, spec: BoostEvaluateTask, fb, round_no: int, learner) -> np.ndarray:
+        """This owner's noisy (err_sum, w_sum) for the task's (run, round): cached, or computed and debited."""
+        key = (owner.owner_id, spec.release_id)
+        cached = self._released.get(key)
+        if cached is not None:
+            if cached[0] != round_no:
+                raise AlreadyReleased(f"{owner.owner_id} already evaluated round {cached[0]} of run "
+                                      f"{spec.config['run_id']!r}, which evaluates once per owner")
+            return cached[1]
+        if self._ledger.has_released(owner.owner_id, spec.release_id):
+            raise AlreadyReleased(f"{owner.owner_id} released {spec.release_id!r} before this process started; "
+                                  "the noisy value is gone and a fresh draw would be a second release")
+        epsilon = fb.eval_round_epsilon
+        self._ledger.check(owner.owner_id, epsilon)  # BudgetExceeded before any computation
+        w = owner_weights(spec.history, owner.X, owner.y)
+        pair = fb.evaluation_release(np.array([owner_local_error(learner, owner.X, owner.y, w)]), rng=owner.rng)[0]
+        try:
+            self._ledger.debit(owner.owner_id, epsilon, purpose=spec.release_id, release_id=spec.release_id)
+        except LocalProtocolError as exc:  # the release id is in the ledger already
+            raise AlreadyReleased(str(exc)) from exc
+        self._released[key] = (round_no, pair)
+        return pair
+
     def evaluate(self, owner, spec: BoostEvaluateTask):
-        """Start this owner's party: returns (result payload or None, outbound envelopes)."""
+        """Start this owner's party: returns (result payload or None, outbound envelopes).
+
+        Raises
+        ------
+        ConfigError, RemoteProtocolError
+            The task does not fit the run's public configuration, this owner or its ring
+            (:class:`AlreadyReleased` for a release already made that can't be repeated).
+        BudgetExceeded
+            The release would overspend; nothing was computed, recorded or sent.
+        """
+        fb, round_no, learner = self._check_task(owner, spec)
         ring = spec.ring
         order, certificates = self._session(ring)
-        learner = learner_from_dict(spec.learner)
-        w = owner_weights(spec.history, owner.X, owner.y)
-        err, wsum = owner_local_error(learner, owner.X, owner.y, w)
-        fixed_point = FixedPoint(frac_bits=ring.frac_bits, n_parties=ring.n_parties, max_abs=ring.max_abs)
+        if owner.owner_id not in order:
+            raise RemoteProtocolError(f"{owner.owner_id} is not in the ring of session {ring.session_id}")
+        if len(order) < 2:
+            raise RemoteProtocolError("a ring needs at least 2 parties")
+        bound = min(float(ring.max_abs), fb.contribution_bound)
+        try:
+            fixed_point = FixedPoint(frac_bits=ring.frac_bits, n_parties=ring.n_parties, max_abs=bound)
+        except (TypeError, ValueError) as exc:
+            raise RemoteProtocolError(f"ring encoding is unusable: {exc}") from exc
         peers = {p.owner_id: p for p in ring.peers}
-        boxes = {pid: Box(owner.owner_id, self._keys[owner.owner_id], pid, self._peer_key(certificates, peers[pid]))
-                 for pid in peers if pid != owner.owner_id}
-        party = RingParty(owner.owner_id, order, ring.session_id, fixed_point, boxes)
+        try:
+            boxes = {pid: Box(owner.owner_id, self._keys[owner.owner_id], pid,
+                              self._peer_key(certificates, peers[pid]))
+                     for pid in peers if pid != owner.owner_id}
+            party = RingParty(owner.owner_id, order, ring.session_id, fixed_point, boxes)
+        except KeyError as exc:
+            raise ConfigError(f"ring session {ring.session_id}: no key for {exc}") from exc
+        except ValueError as exc:  # an unparsable certificate or key from the coordinator
+            if isinstance(exc, ConfigError):
+                raise
+            raise RemoteProtocolError(f"ring session {ring.session_id}: unusable peer material: {exc}") from exc
+        pair = self._release(owner, spec, fb, round_no, learner)   # debited (or cached) before anything leaves
         self._parties[owner.owner_id] = party
-        out = party.start(np.array([min(err, ring.max_abs), min(wsum, ring.max_abs)]))
+        # Clipping the noisy pair to the ring's public range is post-processing of the release.
+        out = party.start(np.clip(pair, -bound, bound))
         # Members answer at once; the leader answers with the total when the ring closes.
         return (None if party.index == 0 else RingJoined(ring.session_id)), out
 

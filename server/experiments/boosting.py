@@ -29,8 +29,10 @@ stump-hit-rate (Figs. 11-12)
 
 bdt-error (Figs. 13-14) and boosted-ncc (Fig. 10)
     Stratified train/test split (``--test-fraction``), one owner per training row, T rounds
-    (``--rounds``), each with a fresh group of ``n_owners // T`` owners; every owner sums its
-    local weighted error each round. Misclassification of the ensemble on the test rows after
+    (``--rounds``), each with a fresh group of ``n_owners // T`` owners releasing shares at
+    ``(1 - --eval-fraction) eps``; the owners' local (weighted error, weight sum) pairs are noisy
+    releases at the rest of ``eps`` (``--eval-groups``: each owner once, or all owners every round
+    at 1/T; :mod:`privfed.common.boosting`, "Evaluation releases"). Misclassification of the ensemble on the test rows after
     every round, mean and standard deviation over ``--runs`` runs (split and noise seeds vary).
     A round whose learner is no better than chance is skipped (``on_reject="skip"``: the next
     group releases a different learner); until the first kept learner the empty vote predicts
@@ -102,7 +104,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-bins", type=int, default=2, help="stump thresholds lo + b(hi-lo)/B, b<B (default 2)")
     parser.add_argument("--weight-bound", type=float, default=1.0,
                         help="public bound on an owner's (row's, for NCC) weight in rows (default 1)")
-    parser.add_argument("--labels", choices=("clear", "rr"), default="clear", help="NCC label scheme (paper: clear)")
+    parser.add_argument("--labels", choices=("clear", "rr"), default="rr",
+                        help="NCC label scheme (default rr; the paper's clear labels are not private)")
+    parser.add_argument("--eval-fraction", type=float, default=0.3,
+                        help="share of each owner's epsilon for its noisy (err_sum, w_sum) releases (default 0.3)")
+    parser.add_argument("--eval-groups", choices=("disjoint", "all"), default="disjoint",
+                        help="who evaluates a round: each owner once at the whole evaluation budget (default), "
+                             "or every owner every round at 1/T of it")
     parser.add_argument("--secure-sum", choices=("plain", "ring"), default="plain")
     parser.add_argument("--test-fraction", type=float, default=0.2)
 
@@ -192,8 +200,9 @@ def _run_hit_rate(args, run_dir: Path) -> dict:
 def _settings(args, base: str, n_rows: int) -> dict:
     """name -> FederatedBoosting keyword arguments beyond the data set's."""
     common = dict(base=base, n_rounds=args.rounds, n_bins=args.n_bins, labels=args.labels,
-                  secure_sum=args.secure_sum, mechanism=args.mechanisms[0])
-    out = {"non-private": dict(common, epsilon=math.inf, weight_bound=float(n_rows))}
+                  secure_sum=args.secure_sum, mechanism=args.mechanisms[0], eval_fraction=args.eval_fraction,
+                  eval_groups=args.eval_groups)
+    out = {"non-private": dict(common, epsilon=math.inf, weight_bound=float(n_rows), eval_groups="all")}
     if base == "stump":
         out["eps=inf, clipped"] = dict(common, epsilon=math.inf, weight_bound=args.weight_bound)
     for eps in args.epsilons:

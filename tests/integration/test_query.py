@@ -1,16 +1,23 @@
-"""Private prediction end to end (issue 4): `privfed query` as a real process against models a real
-federation trained (owner processes, mTLS), served by the coordinator.
+"""Private prediction end to end (issues 4 and 9): `privfed query` as a real process against models
+a real federation trained (owner processes, mTLS), served by the coordinator.
 
 What is checked, on what the coordinator actually received (the served models are wrapped in a
 subclass that keeps every batch of rows ``Predict`` hands them):
 
-* ``--clean-epsilon 0`` keeps the desired labels: the tool's labels equal the model's labels for
-  the raw rows, and ``A_dᵀ(x − x̃)`` is zero up to the 2^-20 wire grid (LR and FedDPDR).
-* the confidential labels are hidden: the owner's own least-squares predictor ``A_c`` applied to
-  the received rows does no better than predicting from the mean feature vector (the paper's
-  "complete privacy" criterion, SPEC §10), while on the raw rows it is clearly better (so the check
-  can fail), and ``e_privacy > 0`` for every row.
-* a positive budget is spent exactly: ``e_utility = ε`` per row, measured on the received rows.
+* ``--clean-epsilon 0`` keeps the desired labels, for every method: the tool's labels equal the
+  model's labels for the raw rows, and ``A_dᵀ(x − x̃)`` is zero up to the 2^-20 wire grid (LR and
+  FedDPDR).
+* the default ``projection`` sends nothing outside what the model reads (``x̃ − c`` lies in
+  ``span(A_d)`` up to the grid, ``c`` the public centre) and reads no training file.
+* the null-space methods (opt-in, ``--allow-confidential-map-leak``) hide the confidential
+  labels from the owner's own least-squares predictor ``A_c``: its guess is the same for every
+  received row (``A_cᵀ(x̃ − c) = 0`` up to the grid), while on the raw rows it is clearly better
+  than the mean (so the check can fail), and ``e_privacy > 0`` for every row.
+* a positive budget is spent exactly: ``e_utility = ε`` per row around the public centre,
+  measured on the received rows.
+* the model's stage is checked before anything is sent (issue 9 item 5): a stage reading more
+  directions than ``--max-rank`` (a FedDPDR model with k = 5 against the default 1; an LR model
+  whose stage is the identity) is a one-line error, exit 2, and no row reaches the model.
 * wire capture (``--insecure`` through a recording proxy): neither a raw query value nor a
   confidential label crosses the wire; a leaky variant of the tool (cleaner bypassed, labels sent)
   is caught by the same search. The needles: each raw value as test_wire_capture encodes it,
@@ -35,9 +42,11 @@ import sys
 import numpy as np
 import pytest
 
+from privfed.common.learners.logistic import LinearModel
 from privfed.common.nullspace import fit_linear_map
 from privfed.deploy.tcpproxy import RecordingProxy
 from privfed.owner.data import build_owners, federation_split
+from privfed.owner.query import public_centre
 from privfed.proto.serde import GRID_BITS
 from privfed.server.app import CoordinatorServer
 from privfed.server.servicer import model_linear_stage
@@ -48,7 +57,7 @@ from test_wire_capture import needles
 
 pytestmark = pytest.mark.slow
 
-N_SAMPLES, SEED, N_QUERIES = 2000, 3, 50
+N_SAMPLES, SEED, N_QUERIES, K = 2000, 3, 50, 5
 DATASET = ["--dataset", "synthetic", "--n-samples", str(N_SAMPLES), "--seed", str(SEED), "--test-fraction", "0.25"]
 GRID_STEP = 2.0 ** -GRID_BITS
 
@@ -94,7 +103,8 @@ def confidential_labels(X, mu, W):
 def served(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("query")
     train, test = federation_split("synthetic", seed=SEED, test_fraction=0.25, n_samples=N_SAMPLES)
-    own = build_owners(train, n_owners=2, shards=range(0, 1), seed=SEED, rng_kind="seeded", rng_seed=SEED)[0]
+    own = build_owners(train, node_id="owner-0", n_owners=2, shards=range(0, 1), seed=SEED, rng_kind="seeded",
+                       rng_seed=SEED)[0]
     rng = np.random.Generator(np.random.PCG64(404))
     W = rng.standard_normal((train.d, 2))
     mu = train.X.mean(axis=0)
@@ -118,9 +128,11 @@ def served(tmp_path_factory):
                       extra=["--delta-budget", "1e-5"])
         lr = fed.run(make_strategy("lr", mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds,
                                    param_bound=8.0), 2)
-        dpdr = fed.run(make_strategy("feddpdr", epsilon=math.inf, n_classes=2, bounds=test.bounds, k=5), 2)
+        dpdr = fed.run(make_strategy("feddpdr", epsilon=math.inf, n_classes=2, bounds=test.bounds, k=K), 2)
         assert lr.answered == 2 and dpdr.answered == 2
-        models = {"lr": recording(lr.model), "dpdr": recording(dpdr.model)}
+        # a hostile stage: an "lr" model with one class per feature reads every direction (A_d ∝ I)
+        eye = LinearModel(np.eye(train.d), np.zeros(train.d), test.bounds, list(range(train.d)))
+        models = {"lr": recording(lr.model), "dpdr": recording(dpdr.model), "eye": recording(eye)}
         for model_id, model in models.items():
             fed.server.models.put(model_id, model)
             insecure.models.put(model_id, model)
@@ -131,10 +143,18 @@ def served(tmp_path_factory):
         fed.close()
 
 
-def query_cmd(port, model_id, files, *, certs=None, epsilon=0.0, extra=(), module=("-m", "privfed.deploy.cli")):
+MAP_METHODS = ("subspace", "generalized")
+MAX_RANK = {"lr": [], "dpdr": ["--max-rank", str(K)], "eye": []}
+
+
+def query_cmd(port, model_id, files, *, certs=None, epsilon=0.0, method="projection", extra=(),
+              module=("-m", "privfed.deploy.cli")):
     cmd = [sys.executable, *module, "query", "--coordinator", f"127.0.0.1:{port}", "--model-id", model_id,
-           "--queries", str(files["queries"]), "--train-data", str(files["train"]),
-           "--confidential-labels", "1,2", "--clean-epsilon", repr(epsilon), *extra]
+           "--queries", str(files["queries"]), "--clean-epsilon", repr(epsilon), "--method", method,
+           *MAX_RANK.get(model_id, [])]
+    if method in MAP_METHODS:
+        cmd += ["--train-data", str(files["train"]), "--confidential-labels", "1,2", "--allow-confidential-map-leak"]
+    cmd += list(extra)
     return cmd + (["--insecure"] if certs is None else ["--certs", str(certs), "--name", "owner-0"])
 
 
@@ -157,9 +177,11 @@ def grid_slack(A):
 
 
 def assert_complete_privacy(served, rows):
-    """The owner's A_c on the received rows (ε = 0) is no better than the mean; on the raw rows it is."""
+    """The owner's A_c guesses the same for every received row (ε = 0); on the raw rows it does better
+    than the mean."""
     A_c = fit_linear_map(served.X_own, served.conf_own)
     x_bar, y_bar = served.X_own.mean(axis=0), served.conf_own.mean(axis=0)
+    centre = public_centre(served.bounds)
     y = served.conf_queries
 
     def mse(pred):
@@ -167,48 +189,61 @@ def assert_complete_privacy(served, rows):
 
     from_mean = mse(np.broadcast_to(y_bar, y.shape))
     from_raw = mse(y_bar + (served.queries - x_bar) @ A_c)
-    from_cleaned = mse(y_bar + (rows - x_bar) @ A_c)
     assert np.all(from_raw < 0.6 * from_mean), (from_raw, from_mean)   # the attack works on raw rows
-    assert np.all(from_cleaned >= from_mean - 1e-6), (from_cleaned, from_mean)
-    # Sharper, at ε = 0: with m_d + m_c ≤ F and maps in general position every γ is 0 or ∞
-    # (nullspace.py), so what survives cleaning is invisible to A_c and the coordinator's guess is
-    # exactly Ȳ_c, up to the wire grid. This also pins the centring at the owner's x̄.
-    assert np.max(np.abs((rows - x_bar) @ A_c)) <= grid_slack(A_c)
     assert np.mean(((y_bar + (served.queries - x_bar) @ A_c) > 0.5) == y) >= 0.85
+    # With m_d + m_c ≤ F and maps in general position every γ is 0 or ∞ (nullspace.py), so what
+    # survives cleaning is invisible to A_c: its guess from a received row is one constant, the
+    # guess from the public centre, up to the wire grid. This also pins the centring at c.
+    assert np.max(np.abs((rows - centre) @ A_c)) <= grid_slack(A_c)
     e_privacy = np.sum(((served.queries - rows) @ A_c) ** 2, axis=1)
     assert np.all(e_privacy > 1e-3), e_privacy.min()
-    return from_mean, from_raw, from_cleaned
 
 
-@pytest.mark.parametrize("model_id", ["lr", "dpdr"])
-def test_exact_null_space_keeps_labels_and_hides_confidential_ones(served, model_id):
+def assert_labels_kept(served, model_id, proc, rows):
     model = served.trained[model_id]
-    proc = run(query_cmd(served.fed.port, model_id, served.files, certs=served.fed.certs))
     labels = np.array(proc.stdout.split(), dtype=np.int64)
-    rows = received(served, model_id)
     assert rows.shape == served.queries.shape
     assert np.all(np.any(np.abs(rows - served.queries) > 1e-3, axis=1)), "every row was changed"
     _, A_d = model_linear_stage(model)
     assert np.max(np.abs((served.queries - rows) @ A_d)) <= grid_slack(A_d)
     assert labels.tolist() == model.predict(served.queries).tolist()
-    assert_complete_privacy(served, rows)
     assert f"cleaned {N_QUERIES} of {N_QUERIES} query row(s)" in proc.stderr
+    return A_d
 
 
-@pytest.mark.parametrize("method", ["subspace", "generalized"])
+@pytest.mark.parametrize("model_id", ["lr", "dpdr"])
+def test_projection_keeps_labels_and_sends_only_what_the_model_reads(served, model_id):
+    """The default: no training file is read, and x̃ − c lies in span(A_d) up to the wire grid."""
+    proc = run(query_cmd(served.fed.port, model_id, served.files, certs=served.fed.certs))
+    rows = received(served, model_id)
+    A_d = assert_labels_kept(served, model_id, proc, rows)
+    _, sv, Vt = np.linalg.svd(A_d.T)
+    ignored = Vt[np.linalg.matrix_rank(A_d):].T  # directions the model does not read
+    assert np.max(np.abs((rows - public_centre(served.bounds)) @ ignored)) <= GRID_STEP * math.sqrt(A_d.shape[0])
+
+
+@pytest.mark.parametrize("model_id", ["lr", "dpdr"])
+def test_exact_null_space_keeps_labels_and_hides_confidential_ones(served, model_id):
+    proc = run(query_cmd(served.fed.port, model_id, served.files, certs=served.fed.certs, method="subspace"))
+    rows = received(served, model_id)
+    assert_labels_kept(served, model_id, proc, rows)
+    assert_complete_privacy(served, rows)
+
+
+@pytest.mark.parametrize("method", ["projection", *MAP_METHODS])
 def test_positive_budget_is_spent_exactly(served, tmp_path, method):
     eps = 0.05
     out = tmp_path / "labels.csv"
-    run(query_cmd(served.fed.port, "lr", served.files, certs=served.fed.certs, epsilon=eps,
-                  extra=["--method", method, "--out", str(out)]))
+    run(query_cmd(served.fed.port, "lr", served.files, certs=served.fed.certs, epsilon=eps, method=method,
+                  extra=["--out", str(out)]))
     rows = received(served, "lr")
     model = served.trained["lr"]
     _, A_d = model_linear_stage(model)
-    x_bar = served.X_own.mean(axis=0)
-    s_total = np.sum(((served.queries - x_bar) @ A_d) ** 2, axis=1)
+    centre = public_centre(served.bounds)
+    s_total = np.sum(((served.queries - centre) @ A_d) ** 2, axis=1)
     assert np.count_nonzero(s_total > eps) >= 0.9 * N_QUERIES, "most rows have more desired signal than ε"
     e_utility = np.sum(((served.queries - rows) @ A_d) ** 2, axis=1)
-    expected = np.minimum(s_total, eps)  # a row whose whole signal is below ε is cleaned to x̄
+    expected = np.minimum(s_total, eps)  # a row whose whole signal is below ε is cleaned to c
     slack = 2 * math.sqrt(eps) * grid_slack(A_d) + grid_slack(A_d) ** 2
     assert np.max(np.abs(e_utility - expected)) <= slack
     assert out.read_text().splitlines()[0] == "label"
@@ -257,10 +292,10 @@ def secrets_needles(served):
     }
 
 
-def capture(served, model_id, *, module=("-m", "privfed.deploy.cli")):
+def capture(served, model_id, *, method="projection", module=("-m", "privfed.deploy.cli")):
     proxy = RecordingProxy("127.0.0.1", served.insecure.port).start()
     try:
-        proc = run(query_cmd(proxy.port, model_id, served.files, module=module), check=False)
+        proc = run(query_cmd(proxy.port, model_id, served.files, method=method, module=module), check=False)
     finally:
         proxy.stop()
     served.models[model_id].received.clear()
@@ -271,9 +306,10 @@ def hits(captured, served):
     return {what: sum(n in captured for n in found) for what, found in secrets_needles(served).items()}
 
 
+@pytest.mark.parametrize("method", ["projection", "subspace"])
 @pytest.mark.parametrize("model_id", ["lr", "dpdr"])
-def test_no_raw_query_or_confidential_label_on_the_wire(served, model_id):
-    proc, captured = capture(served, model_id)
+def test_no_raw_query_or_confidential_label_on_the_wire(served, model_id, method):
+    proc, captured = capture(served, model_id, method=method)
     assert proc.returncode == 0, proc.stderr
     assert len(captured) > N_QUERIES * served.queries.shape[1] * 8, "the proxy recorded the cleaned rows"
     assert hits(captured, served) == {"raw query values": 0, "raw query rows": 0, "confidential labels": 0, "A_c": 0}
@@ -289,7 +325,7 @@ from privfed.proto import privfed_pb2 as pb, serde
 
 honest_clean, honest_predict, kept = query.clean_queries, query._Coordinator.predict, {}
 
-def clean_nothing(queries, A_d, X_own, Y_conf, **kw):  # bug 1: the raw rows go out
+def clean_nothing(queries, A_d, X_own=None, Y_conf=None, **kw):  # bug 1: the raw rows go out
     kept["labels"] = np.asarray(Y_conf)
     return dataclasses.replace(honest_clean(queries, A_d, X_own, Y_conf, **kw), rows=np.asarray(queries, float))
 
@@ -308,7 +344,7 @@ sys.exit(cli.main(sys.argv[1:]))
 
 
 def test_positive_control_a_leaky_tool_is_caught(served):
-    proc, captured = capture(served, "lr", module=("-c", LEAKY))
+    proc, captured = capture(served, "lr", method="subspace", module=("-c", LEAKY))
     assert proc.returncode == 0, proc.stderr
     found = hits(captured, served)
     assert found["raw query rows"] >= N_QUERIES, found          # every raw row, as grid indices
@@ -327,8 +363,15 @@ def test_errors_are_one_line_messages(served, tmp_path):
     port, files, certs = served.fed.port, served.files, served.fed.certs
     cases = [
         (query_cmd(port, "nope", files, certs=certs), "GetModel: the coordinator refused: no model 'nope'"),
-        (query_cmd(port, "lr", files, certs=certs, extra=["--confidential-labels", "3"]),
+        (query_cmd(port, "lr", files, certs=certs, method="subspace", extra=["--confidential-labels", "3"]),
          "valid indices 0..2"),
+        (query_cmd(port, "eye", files, certs=certs), f"'eye' (lr) has a linear stage with {served.bounds.d} columns"),
+        (query_cmd(port, "eye", files, certs=certs, extra=["--max-rank", "3"]),
+         f"has a linear stage with {served.bounds.d} columns, more than --max-rank 3 allows (4); nothing sent"),
+        (query_cmd(port, "dpdr", files, certs=certs, extra=["--max-rank", "1"]),
+         f"'dpdr' (feddpdr) has a linear stage with {K} columns, more than --max-rank 1 allows (2)"),
+        (query_cmd(port, "dpdr", files, certs=certs, extra=["--max-rank", str(K - 1)]),
+         f"has a linear stage of rank {K}, more than --max-rank {K - 1}; nothing sent"),
         (query_cmd(port, "lr", {**files, "queries": tmp_path / "missing.csv"}, certs=certs), "file not found"),
         (query_cmd(free_port(), "lr", files, certs=certs), "unreachable"),
     ]
@@ -337,4 +380,4 @@ def test_errors_are_one_line_messages(served, tmp_path):
         assert proc.returncode == 2, proc.stderr
         last = proc.stderr.strip().splitlines()[-1]
         assert last.startswith("privfed query: error: ") and message in last, proc.stderr
-    assert served.models["lr"].received == [], "nothing was predicted"
+    assert all(m.received == [] for m in served.models.values()), "nothing was predicted"

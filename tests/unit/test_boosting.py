@@ -184,3 +184,62 @@ def test_release_dimensions(data):
     assert FederatedBoosting(base="ncc", **kw).release_mechanism.d == 21
     assert FederatedBoosting(base="lr", **kw).release_mechanism.d == 3 * 21
     assert FederatedBoosting(base="ncc", labels="rr", **kw).label_rr().epsilon == pytest.approx(2.0 * 0.7 * 0.2)
+
+
+# ---------------------------------------------------------------- evaluation releases (issue 9, contract 4)
+def test_evaluation_noise_has_the_laplace_variance_of_the_weight_bound(rng):
+    """Per coordinate Var = 2 (2 B / eps)^2 = 8 B^2 / eps^2 (SPEC §1), within SPEC §0's 1.5% at 10^6 draws."""
+    from privfed.common.boosting import evaluation_noise_scale, noisy_contributions
+
+    B, eps, m = 3.0, 0.7, 10**6
+    sums = np.tile([1.0, 2.5], (m, 1))
+    noisy = noisy_contributions(sums, weight_bound=B, epsilon=eps, rng=rng)
+    assert evaluation_noise_scale(B, eps) == pytest.approx(2 * B / eps)
+    np.testing.assert_allclose(noisy.var(axis=0), 8 * B**2 / eps**2, rtol=0.015)
+    np.testing.assert_allclose(noisy.mean(axis=0), [1.0, 2.5], atol=5 * math.sqrt(8 * B**2 / eps**2 / m))
+
+
+def test_evaluation_pairs_are_clipped_into_the_bound_box_keeping_the_ratio():
+    from privfed.common.boosting import clip_contributions, contribution_bound, noisy_contributions
+
+    got = clip_contributions([[3.0, 12.0], [-1.0, 2.0], [5.0, 2.0], [0.5, 1.0]], 4.0)
+    np.testing.assert_allclose(got, [[1.0, 4.0], [0.0, 2.0], [2.0, 2.0], [0.5, 1.0]])
+    exact = noisy_contributions([[3.0, 12.0]], weight_bound=4.0, epsilon=math.inf, rng=np.random.default_rng(0))
+    np.testing.assert_allclose(exact, [[1.0, 4.0]])
+    r = np.random.Generator(np.random.PCG64(1))
+    noisy = noisy_contributions(np.tile([1e9, 1e9], (1000, 1)), weight_bound=4.0, epsilon=0.01, rng=r)
+    assert np.all(np.abs(noisy) <= contribution_bound(4.0, 0.01))
+
+
+def test_evaluation_groups_cover_every_owner_once_and_avoid_the_share_group(rng):
+    from privfed.common.boosting import evaluation_groups
+
+    groups = sample_groups(103, 5, 12, rng)
+    evals = evaluation_groups(groups, 103, "disjoint", rng)
+    assert np.array_equal(np.sort(np.concatenate(evals)), np.arange(103))
+    assert all(not set(e) & set(g) for e, g in zip(evals, groups))
+    assert all(np.array_equal(e, np.arange(103)) for e in evaluation_groups(groups, 103, "all", rng))
+
+
+def test_budget_split_adds_up_to_the_run_epsilon(data):
+    from privfed.common.boostwire import config_to_dict
+    from privfed.common.messages import boost_eval_epsilon, boost_release_epsilons
+
+    for how, per_run in (("disjoint", 1), ("all", 4)):
+        for base in ("stump", "ncc"):
+            fb = FederatedBoosting(base=base, epsilon=2.0, n_classes=2, bounds=data.bounds, n_rounds=4,
+                                   eval_groups=how)
+            config = config_to_dict(fb, "run")
+            share = sum(e for e, _, _ in boost_release_epsilons(config))
+            assert boost_eval_epsilon(config) == pytest.approx(fb.eval_round_epsilon)
+            assert share + per_run * boost_eval_epsilon(config) == pytest.approx(2.0)
+    inf = config_to_dict(FederatedBoosting(base="ncc", epsilon=math.inf, n_classes=2, bounds=data.bounds,
+                                           n_rounds=2), "run")
+    assert all(e == math.inf for e, _, _ in boost_release_epsilons(inf))  # not NaN (issue 10)
+
+
+def test_noisy_totals_never_trigger_the_zero_error_stop(data):
+    fb = FederatedBoosting(epsilon=1.0, n_classes=2, bounds=data.bounds, n_rounds=2)
+    floored = fb.floor_error_total(-30.0, 50)
+    assert floored == pytest.approx(math.sqrt(100) * fb.eval_noise_scale)
+    assert fb.coordinator_decide(floored, 400.0, 0).step is SammeStep.KEEP

@@ -1,0 +1,251 @@
+"""Evaluation releases of LDP boosting at the owner (issue 9 item 1, contract 4), through the real
+``RingDriver``: real certificates and signed ring keys, a real SQLite ledger, envelopes routed
+as bytes between nodes. The ring totals are the sum of the owners' *noisy* releases; a
+re-formed ring reuses the release without a second debit; over-budget, replayed-after-restart,
+malformed and wrongly-vouched tasks are refused before anything leaves."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from privfed.common.bounds import Bounds
+from privfed.common.boosting import FederatedBoosting, owner_local_error
+from privfed.common.boostwire import at_round, config_to_dict, empty_history, owner_weights
+from privfed.common.e2e import generate_private_key, public_bytes, sign_public_key
+from privfed.common.errors import BudgetExceeded, ConfigError, RemoteProtocolError
+from privfed.common.fixedpoint import FixedPoint
+from privfed.common.identity import owner_id
+from privfed.common.learners.stump import Stump, thresholds
+from privfed.common.ledger import Ledger
+from privfed.common.messages import BoostEvaluateTask, PeerKey, RingJoined, RingSpec, RingTotal
+from privfed.common.securesum import Inbound, new_session_id
+from privfed.owner.boosting import AlreadyReleased, RingDriver
+
+NOW = datetime.now(timezone.utc)
+BOUNDS = Bounds.of(-1.0, 1.0, 3)
+
+
+def _cert(key, cn, ca_key, ca_name):
+    return (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
+            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(NOW - timedelta(days=1)).not_valid_after(NOW + timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=cn == "privfed-ca", path_length=None), critical=True)
+            .sign(ca_key, hashes.SHA256()))
+
+
+@dataclass
+class Owner:
+    """The fields of a hosted owner the driver reads (``privfed.owner.handlers.LocalOwner``'s)."""
+
+    owner_id: str
+    X: np.ndarray
+    y: np.ndarray
+    rng: np.random.Generator
+
+
+class Federation:
+    """Two owner nodes (``owner-0``, ``owner-1``) with signed ring keys, ledgers and drivers."""
+
+    def __init__(self, tmp_path, *, per_node=3, budget=10.0, seed=0):
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "privfed-ca")])
+        ca = _cert(ca_key, "privfed-ca", ca_key, ca_name)
+        self.ca_pem = ca.public_bytes(serialization.Encoding.PEM)
+        self.node_keys = {n: ec.generate_private_key(ec.SECP256R1()) for n in ("owner-0", "owner-1")}
+        self.certificates = {n: _cert(k, n, ca_key, ca_name).public_bytes(serialization.Encoding.PEM)
+                             for n, k in self.node_keys.items()}
+        rng = np.random.Generator(np.random.PCG64(seed))
+        self.owners, self.x25519, self.peer_keys, self.ledgers, self.drivers = {}, {}, {}, {}, {}
+        self.budget, self.tmp_path = budget, tmp_path
+        for j, node in enumerate(self.node_keys):
+            for i in range(per_node):
+                oid = owner_id(node, j * per_node + i)
+                X = rng.uniform(-1, 1, (4, 3))
+                self.owners[oid] = Owner(oid, X, (X[:, 0] > 0).astype(np.int64) ^ (rng.random(4) < 0.2),
+                                         np.random.Generator(np.random.PCG64([seed, j, i])))
+                self.x25519[oid] = generate_private_key()
+                pub = public_bytes(self.x25519[oid])
+                self.peer_keys[oid] = PeerKey(oid, node, pub, sign_public_key(self.node_keys[node], pub, oid))
+            self.restart(node)
+
+    def restart(self, node):
+        """A fresh driver (empty cache) over the node's ledger file."""
+        self.ledgers[node] = Ledger(self.tmp_path / f"{node}.sqlite", epsilon_budget=self.budget)
+        keys = {o: k for o, k in self.x25519.items() if o.startswith(node + ".")}
+        self.drivers[node] = RingDriver(keys, self.ca_pem, self.ledgers[node])
+
+    def node(self, oid):
+        return oid.split(".")[0]
+
+    def spec(self, config, history, learner, ring, *, session=None, peers=None, max_abs=None):
+        fb_bound = FederatedBoosting(**_fb_kwargs(config)).contribution_bound if max_abs is None else max_abs
+        fp = FixedPoint.choose(len(ring), fb_bound)
+        peers = tuple(self.peer_keys[o] for o in ring) if peers is None else peers
+        return BoostEvaluateTask(config=config, history=history, learner=learner.to_dict(),
+                                 ring=RingSpec(session or new_session_id(), tuple(ring), fp.frac_bits, fp.n_parties,
+                                               fb_bound, peers, self.certificates))
+
+    def evaluate(self, oid, spec):
+        return self.drivers[self.node(oid)].evaluate(self.owners[oid], spec)
+
+    def run_ring(self, spec):
+        """Every member evaluates, then envelopes are routed as bytes until the leader reports the total."""
+        queue, total = [], None
+        for oid in spec.ring.ring:
+            payload, out = self.evaluate(oid, spec)
+            assert payload is None if oid == spec.ring.ring[0] else isinstance(payload, RingJoined)
+            queue += out
+        while queue:
+            msg = Inbound.from_bytes(queue.pop(0).to_bytes())
+            payload, out = self.drivers[self.node(msg.recipient)].deliver(msg.recipient, msg.to_bytes())
+            queue += out
+            if isinstance(payload, RingTotal):
+                total = payload.values
+        return total
+
+
+def _fb_kwargs(config):
+    keys = ("base", "mechanism", "n_classes", "n_rounds", "group_size", "n_bins", "weight_bound", "labels",
+            "label_fraction", "C", "param_bound", "eval_fraction", "eval_groups")
+    eps = math.inf if config["epsilon"] == "inf" else config["epsilon"]
+    return {k: config[k] for k in keys} | {"epsilon": eps, "bounds": BOUNDS}
+
+
+def _config(eps=2.0, run="boost-r1", **kw):
+    fb = FederatedBoosting(epsilon=eps, n_classes=2, bounds=BOUNDS, n_rounds=3, n_bins=4, weight_bound=4.0, **kw)
+    return fb, config_to_dict(fb, run)
+
+
+def _stump(feature=0, b=2):
+    return Stump(feature, b, float(thresholds(BOUNDS, 4)[feature, b - 1]), (0, 1), 0.3)
+
+
+@pytest.fixture
+def fed(tmp_path):
+    return Federation(tmp_path)
+
+
+def test_ring_total_is_the_sum_of_the_owners_noisy_releases_each_debited_once(fed):
+    fb, config = _config()
+    ring = list(fed.owners)
+    spec = fed.spec(config, at_round(empty_history(), 0), _stump(), ring)
+    total = fed.run_ring(spec)
+    released = np.array([fed.drivers[fed.node(o)].release_of(o, spec.release_id) for o in ring])
+    exact = np.array([owner_local_error(_stump(), fed.owners[o].X, fed.owners[o].y,
+                                        owner_weights(spec.history, fed.owners[o].X, fed.owners[o].y)) for o in ring])
+    fp = FixedPoint(spec.ring.frac_bits, spec.ring.n_parties, spec.ring.max_abs)
+    np.testing.assert_allclose(total, released.sum(axis=0), rtol=0, atol=fp.error_bound)
+    assert not np.allclose(released, exact)  # noised: the total is not the exact (E, W)
+    for o in ring:
+        entries = fed.ledgers[fed.node(o)].history(o)
+        assert [(e["release_id"], e["epsilon"]) for e in entries] == [(spec.release_id, pytest.approx(fb.eval_epsilon))]
+
+
+def test_reformed_ring_gets_the_same_release_without_a_second_debit(fed):
+    fb, config = _config()
+    ring = list(fed.owners)
+    history = at_round(empty_history(), 0)
+    first = fed.run_ring(fed.spec(config, history, _stump(), ring))
+    # A coordinator re-forms the ring into pairs and asks again: the totals are sums of the same values.
+    pairs = [ring[0:2], ring[1:3], [ring[0], ring[2]]]
+    sums = [fed.run_ring(fed.spec(config, history, _stump(), p)) for p in pairs]
+    released = {o: fed.drivers[fed.node(o)].release_of(o, "boost-eval:boost-r1:once") for o in ring}
+    for p, s in zip(pairs, sums):
+        np.testing.assert_allclose(s, released[p[0]] + released[p[1]], atol=1e-6)
+    assert first is not None
+    assert all(len(fed.ledgers[fed.node(o)].history(o)) == 1 for o in ring)
+    a = (sums[0] + sums[1] - sums[2]) / 2  # the issue's attack now recovers the noisy release, no more
+    np.testing.assert_allclose(a, released[ring[1]], atol=1e-6)
+
+
+def test_another_round_of_a_run_that_evaluates_once_is_refused(fed):
+    _, config = _config()
+    ring = list(fed.owners)[:2]
+    fed.run_ring(fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
+    with pytest.raises(AlreadyReleased):
+        fed.evaluate(ring[0], fed.spec(config, at_round(empty_history(), 1), _stump(), ring))
+
+
+def test_every_round_mode_debits_each_round_at_a_tth_of_the_evaluation_budget(fed):
+    fb, config = _config(eval_groups="all")
+    ring = list(fed.owners)[:2]
+    for t in range(3):
+        fed.run_ring(fed.spec(config, at_round(empty_history(), t), _stump(), ring))
+    spent = [e["epsilon"] for e in fed.ledgers["owner-0"].history(ring[0])]
+    assert spent == [pytest.approx(fb.eval_epsilon / 3)] * 3
+    with pytest.raises(RemoteProtocolError, match="round"):  # round 3 of a 3-round run does not exist
+        fed.evaluate(ring[0], fed.spec(config, at_round(empty_history(), 3), _stump(), ring))
+
+
+def test_after_a_restart_a_released_evaluation_is_refused_not_redrawn(fed):
+    _, config = _config()
+    ring = list(fed.owners)[:2]
+    spec = fed.spec(config, at_round(empty_history(), 0), _stump(), ring)
+    fed.run_ring(spec)
+    fed.restart("owner-0")
+    with pytest.raises(AlreadyReleased, match="before this process started"):
+        fed.evaluate(ring[0], fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
+    assert len(fed.ledgers["owner-0"].history(ring[0])) == 1
+
+
+def test_over_budget_is_refused_before_anything_is_computed_or_sent(tmp_path):
+    fed = Federation(tmp_path, budget=0.5)
+    _, config = _config(eps=2.0)  # evaluation release at 0.3 * 2 = 0.6 > 0.5
+    ring = list(fed.owners)[:2]
+    with pytest.raises(BudgetExceeded):
+        fed.evaluate(ring[1], fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
+    assert fed.ledgers["owner-0"].history(ring[1]) == []
+
+
+@pytest.mark.parametrize("learner", [
+    Stump(3, 2, 0.0, (0, 1), 0.3),            # feature 3 of a 3-feature run
+    Stump(0, 4, 1.0, (0, 1), 0.3),            # threshold index B = 4 is not a threshold
+    Stump(0, 2, 0.123456, (0, 1), 0.3),       # a chosen threshold (the binary-search attack)
+    Stump(0, 2, 0.0, (0, 2), 0.3),            # class 2 of a 2-class run
+])
+def test_learners_outside_the_run_config_are_refused(fed, learner):
+    _, config = _config()
+    ring = list(fed.owners)[:2]
+    with pytest.raises(ConfigError):
+        fed.evaluate(ring[1], fed.spec(config, at_round(empty_history(), 0), learner, ring))
+    assert fed.ledgers["owner-0"].history(ring[1]) == []
+
+
+def test_a_run_config_cannot_change_between_tasks(fed):
+    _, config = _config()
+    ring = list(fed.owners)[:2]
+    fed.drivers["owner-0"].note_share(config)
+    changed = dict(config, eval_fraction=0.9)
+    with pytest.raises(RemoteProtocolError, match="differs"):
+        fed.evaluate(ring[1], fed.spec(changed, at_round(empty_history(), 0), _stump(), ring))
+
+
+def test_a_ring_without_this_owner_or_with_one_party_is_refused(fed):
+    _, config = _config()
+    ids = list(fed.owners)
+    with pytest.raises(RemoteProtocolError, match="not in the ring"):
+        fed.evaluate(ids[0], fed.spec(config, at_round(empty_history(), 0), _stump(), ids[1:3]))
+    with pytest.raises((ConfigError, RemoteProtocolError)):
+        fed.evaluate(ids[0], fed.spec(config, at_round(empty_history(), 0), _stump(), ids[:1]))
+    assert fed.ledgers["owner-0"].history(ids[0]) == []
+
+
+def test_a_peer_key_signed_by_a_node_that_does_not_own_the_id_is_refused(fed):
+    _, config = _config()
+    a, b = "owner-0.o00000", "owner-1.o00003"
+    # owner-1 signs a key for owner-0's owner id and claims to host it (item 4 of the issue).
+    forged_pub = public_bytes(generate_private_key())
+    forged = PeerKey(a, "owner-1", forged_pub, sign_public_key(fed.node_keys["owner-1"], forged_pub, a))
+    spec = fed.spec(config, at_round(empty_history(), 0), _stump(), [b, a], peers=(forged, fed.peer_keys[b]))
+    with pytest.raises(RemoteProtocolError, match="not an owner of node"):
+        fed.evaluate(b, spec)
+    assert fed.ledgers["owner-1"].history(b) == []
