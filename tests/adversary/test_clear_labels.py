@@ -1,0 +1,65 @@
+"""Issue 9, item 2: labels do not leave raw unless the owner itself opted in.
+
+A hostile coordinator asks for clear labels (NCC ``labels=clear``, and a boosting share with the
+NCC base learner and clear labels). An owner started without ``--allow-clear-labels`` refuses
+with code ``policy`` and debits nothing; an owner started with it answers and its ledger records
+a non-private ``clear-labels`` entry. Everything the coordinator's side builds defaults to
+randomized response (contract 6).
+"""
+
+import secrets
+
+import numpy as np
+
+from hostile import (
+    assert_still_serving, boost_config, boost_share, kind, ledger_history, ncc_task,
+)
+
+D = 2
+X = np.array([[0.2, 0.9], [0.8, 0.3]])
+Y = np.array([1, 0])
+
+
+def _tid(prefix):
+    return f"{prefix}-{secrets.token_hex(4)}"
+
+
+def test_clear_labels_refused_without_opt_in(coordinator, owners):
+    node = owners("owner-0", X, Y)
+    a, b = node.owner_ids
+    ncc = ncc_task(_tid("clear"), a, d=D, epsilon=0.1, labels="clear", label_epsilon=0.0)
+    boost = boost_share(_tid("bclear"), b, "clear-run", boost_config(D, "clear-run", base="ncc", labels="clear"))
+    results = coordinator.run([ncc, boost])
+    for task in (ncc, boost):
+        r = results.get(task.task_id)
+        assert kind(r) == "refusal", f"clear labels released without opt-in: {r}"
+        assert r.refusal.code == "policy", r.refusal
+        # nothing left, so nothing is debited
+        assert not [h for h in ledger_history(node.ledger, task.owner_id) if task.task_id in h["release_id"]]
+    assert_still_serving(coordinator, node, a, d=D)
+
+
+def test_clear_labels_with_opt_in_are_recorded_as_nonprivate(coordinator, owners):
+    node = owners("owner-0", X, Y, extra=("--allow-clear-labels",))
+    a = node.owner_ids[0]
+    task = ncc_task(_tid("clear"), a, d=D, epsilon=0.1, labels="clear", label_epsilon=0.0)
+    r = coordinator.run([task])[task.task_id]
+    assert kind(r) == "ncc_share", r
+    history = ledger_history(node.ledger, a)
+    nonprivate = [h for h in history if h.get("nonprivate")]
+    assert nonprivate and any("clear-labels" in h["purpose"] for h in nonprivate), history
+    assert_still_serving(coordinator, node, a, d=D)
+
+
+def test_label_scheme_defaults_to_randomized_response():
+    from privfed.common.boosting import FederatedBoosting
+    from privfed.common.bounds import Bounds
+    from privfed.deploy.cli import build_parser
+    from privfed.server.strategies import make_strategy
+
+    parser = build_parser()
+    assert parser.parse_args(["coordinator", "--owners", "1", "--epsilon", "1"]).labels == "rr"
+    assert parser.parse_args(["simulate"]).labels == "rr"
+    bounds = Bounds(np.zeros(D), np.ones(D))
+    assert make_strategy("ncc", mechanism="pm", epsilon=1.0, n_classes=2, bounds=bounds).labels == "rr"
+    assert FederatedBoosting(epsilon=1.0, n_classes=2, bounds=bounds, n_rounds=1).labels == "rr"
