@@ -182,12 +182,12 @@ class Dispatcher:
         its own owners, and this saves it the wait for its next poll (the envelope still went
         through here, like every other).
 
-        An envelope is accepted only if its plaintext header (:meth:`securesum.Inbound.from_bytes`) names an
-        open ring session (:meth:`open_ring`), a sender hosted by the calling node and the
+        An envelope is accepted only if its plaintext header (:meth:`securesum.Inbound.from_bytes`)
+        names an open ring session (:meth:`open_ring`), a sender hosted by the calling node and the
         envelope's own recipient, both members of that session; anything else raises
-        :class:`RemoteProtocolError` (:class:`RingClosed` for a session that is not open) and nothing of
-        the call is queued. If queueing the call would
-        pass :data:`MAX_QUEUED_ENVELOPES_PER_OWNER`, :data:`MAX_QUEUED_BYTES_PER_OWNER` or
+        :class:`RemoteProtocolError` (:class:`RingClosed` for a session that is not open) and
+        nothing of the call is queued. If queueing the call would pass
+        :data:`MAX_QUEUED_ENVELOPES_PER_OWNER`, :data:`MAX_QUEUED_BYTES_PER_OWNER` or
         :data:`MAX_QUEUED_BYTES`, :class:`ResourceExhausted` is raised and nothing is queued.
         """
         with self._cv:
