@@ -16,13 +16,28 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 
 LABEL_MODES = ("clear", "rr")
-REFUSAL_CODES = ("budget_exceeded", "invalid_task", "internal")
+REFUSAL_CODES = ("budget_exceeded", "invalid_task", "duplicate_task", "already_released", "policy", "internal")
+
+#: The fixed text of each refusal code. A refusal says its code, this text and at most a detail
+#: built from the task's own fields and the owner's public configuration (its feature count, its
+#: declared classes, its flags): never from rows, labels, counts or the ledger's spent amount, so
+#: a refusal is not a release (issue 9, contract 3). The full reason goes to the owner's local log.
+REFUSAL_TEXTS = {
+    "budget_exceeded": "the owner's privacy budget does not cover this release; nothing was released",
+    "invalid_task": "the task is invalid for this owner; nothing was released",
+    "duplicate_task": "a task with this id was already received; nothing was released for the copy",
+    "already_released": "this release was already made; a release is never made twice",
+    "policy": "the owner's policy does not allow this release; nothing was released",
+    "internal": "the owner failed to compute this release; nothing was released",
+}
 
 
 @dataclass(frozen=True)
 class OwnerInfo:
+    """What a node registers per logical owner: its id and its ring key. No row count (contract 2):
+    a count is private unless noised and debited (see :class:`PcaShareTask`)."""
+
     owner_id: str
-    n_rows: int
     x25519_public_key: bytes = b""   # end-to-end key for ring messages
     key_signature: bytes = b""       # by the node's certificate key over (owner_id, key)
 
@@ -74,15 +89,28 @@ class LrShareTask:
 
 @dataclass(frozen=True)
 class PcaShareTask:
-    """Release a DP-PCA subspace (seed 004 Alg. 2; SPEC §7)."""
+    """Release a DP-PCA subspace (seed 004 Alg. 2; SPEC §7) and a DP row count.
+
+    The count ``n_i`` weights the owner's subspace (and later its SVM) in the aggregate
+    ``n_i / sum n``. It is released by the two-sided geometric mechanism at ``count_epsilon``
+    (sensitivity 1 under add/remove of a row), a separate ledger entry next to the DP-PCA
+    ``(epsilon, delta)``; the coordinator reuses the noisy count for the SVM phase, so it is
+    released once per FedDPDR run (issue 9, contract 7). ``count_epsilon = inf`` releases the
+    exact count and needs an infinite budget.
+    """
 
     epsilon: float
     delta: float
     k: int
     bounds: Bounds
+    count_epsilon: float
+
+    def __post_init__(self):
+        if not (isinstance(self.count_epsilon, (int, float)) and self.count_epsilon > 0):
+            raise ConfigError(f"count_epsilon must be > 0 (or inf), got {self.count_epsilon!r}")
 
     def ledger_entries(self) -> list[tuple[float, float, str]]:
-        return [(self.epsilon, self.delta, "dp-pca")]
+        return [(self.epsilon, self.delta, "dp-pca"), (self.count_epsilon, 0.0, "dp-count")]
 
 
 @dataclass(frozen=True, eq=False)
@@ -228,12 +256,24 @@ class Task:
 
 @dataclass(frozen=True)
 class Refusal:
+    """A task the owner did not answer: a code from :data:`REFUSAL_CODES` and a message (contract 3).
+
+    Build owner-side refusals with :meth:`of`, which gives the fixed text of the code.
+    """
+
     code: str
     message: str
 
     def __post_init__(self):
         if self.code not in REFUSAL_CODES:
             raise ConfigError(f"refusal code must be one of {REFUSAL_CODES}, got {self.code!r}")
+
+    @classmethod
+    def of(cls, code: str, detail: str = "") -> "Refusal":
+        """The fixed text of ``code``, plus ``detail`` (built only from the task and public configuration)."""
+        if code not in REFUSAL_TEXTS:
+            raise ConfigError(f"refusal code must be one of {REFUSAL_CODES}, got {code!r}")
+        return cls(code, f"{REFUSAL_TEXTS[code]} ({detail})" if detail else REFUSAL_TEXTS[code])
 
 
 @dataclass(frozen=True)
@@ -250,13 +290,12 @@ class LrShareReply:
 @dataclass(frozen=True)
 class PcaShareReply:
     subspace: np.ndarray  # (d, k)
-    n_rows: int
+    noisy_count: int      # the row count through the geometric mechanism (may be <= 0)
 
 
 @dataclass(frozen=True)
 class SvmShareReply:
-    coef: np.ndarray      # (K, k + 1)
-    n_rows: int
+    coef: np.ndarray      # (K, k + 1); weighted by the owner's noisy count from the PCA phase
 
 
 @dataclass(frozen=True)

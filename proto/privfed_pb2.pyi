@@ -25,16 +25,14 @@ class Reports(_message.Message):
     def __init__(self, shape: _Optional[_Iterable[int]] = ..., grid_bits: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class OwnerInfo(_message.Message):
-    __slots__ = ("owner_id", "n_rows", "x25519_public_key", "key_signature")
+    __slots__ = ("owner_id", "x25519_public_key", "key_signature")
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
-    N_ROWS_FIELD_NUMBER: _ClassVar[int]
     X25519_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
     KEY_SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     owner_id: str
-    n_rows: int
     x25519_public_key: bytes
     key_signature: bytes
-    def __init__(self, owner_id: _Optional[str] = ..., n_rows: _Optional[int] = ..., x25519_public_key: _Optional[bytes] = ..., key_signature: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, owner_id: _Optional[str] = ..., x25519_public_key: _Optional[bytes] = ..., key_signature: _Optional[bytes] = ...) -> None: ...
 
 class RegisterNodeRequest(_message.Message):
     __slots__ = ("node_id", "owners", "node_certificate")
@@ -105,16 +103,18 @@ class LrShareTask(_message.Message):
     def __init__(self, mechanism: _Optional[_Union[MechanismSpec, _Mapping]] = ..., param_bound: _Optional[float] = ..., c: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
 
 class PcaShareTask(_message.Message):
-    __slots__ = ("epsilon", "delta", "k", "bounds")
+    __slots__ = ("epsilon", "delta", "k", "bounds", "count_epsilon")
     EPSILON_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     K_FIELD_NUMBER: _ClassVar[int]
     BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    COUNT_EPSILON_FIELD_NUMBER: _ClassVar[int]
     epsilon: float
     delta: float
     k: int
     bounds: Matrix
-    def __init__(self, epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., k: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+    count_epsilon: float
+    def __init__(self, epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., k: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., count_epsilon: _Optional[float] = ...) -> None: ...
 
 class SvmShareTask(_message.Message):
     __slots__ = ("epsilon", "lam", "n_classes", "bounds", "subspace")
@@ -241,20 +241,18 @@ class LrShare(_message.Message):
     def __init__(self, reports: _Optional[_Union[Reports, _Mapping]] = ...) -> None: ...
 
 class PcaShare(_message.Message):
-    __slots__ = ("subspace", "n_rows")
+    __slots__ = ("subspace", "noisy_count")
     SUBSPACE_FIELD_NUMBER: _ClassVar[int]
-    N_ROWS_FIELD_NUMBER: _ClassVar[int]
+    NOISY_COUNT_FIELD_NUMBER: _ClassVar[int]
     subspace: Matrix
-    n_rows: int
-    def __init__(self, subspace: _Optional[_Union[Matrix, _Mapping]] = ..., n_rows: _Optional[int] = ...) -> None: ...
+    noisy_count: int
+    def __init__(self, subspace: _Optional[_Union[Matrix, _Mapping]] = ..., noisy_count: _Optional[int] = ...) -> None: ...
 
 class SvmShare(_message.Message):
-    __slots__ = ("coef", "n_rows")
+    __slots__ = ("coef",)
     COEF_FIELD_NUMBER: _ClassVar[int]
-    N_ROWS_FIELD_NUMBER: _ClassVar[int]
     coef: Matrix
-    n_rows: int
-    def __init__(self, coef: _Optional[_Union[Matrix, _Mapping]] = ..., n_rows: _Optional[int] = ...) -> None: ...
+    def __init__(self, coef: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
 
 class BoostShare(_message.Message):
     __slots__ = ("reports", "labels")

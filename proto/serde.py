@@ -35,6 +35,7 @@ from privfed.common.messages import (
     SvmShareTask,
     Task,
 )
+from privfed.common.mechanisms.base import REPORT_LIMIT, SNAP_BITS
 from privfed.proto import privfed_pb2 as pb
 
 MAX_MATRIX_VALUES = 8_000_000  # 64 MB of float64; matches the transport's message bound
@@ -61,8 +62,8 @@ def matrix_from_proto(m: pb.Matrix) -> np.ndarray:
     return np.frombuffer(m.data, dtype="<f8").reshape(shape).astype(np.float64)
 
 
-GRID_BITS = 20          # the mechanisms' snapping grid 2^-20 (SPEC §12)
-_GRID_LIMIT = 2.0 ** 62
+GRID_BITS = SNAP_BITS   # the mechanisms' snapping grid 2^-20 (SPEC §12)
+_GRID_LIMIT = REPORT_LIMIT * 2.0 ** GRID_BITS   # 2^62: int64 indices with room to spare
 
 
 def reports_to_proto(a: np.ndarray) -> pb.Reports:
@@ -95,14 +96,13 @@ def bounds_from_proto(m: pb.Matrix) -> Bounds:
 
 
 def owner_info_to_proto(o: OwnerInfo) -> pb.OwnerInfo:
-    return pb.OwnerInfo(owner_id=o.owner_id, n_rows=o.n_rows, x25519_public_key=o.x25519_public_key,
-                        key_signature=o.key_signature)
+    return pb.OwnerInfo(owner_id=o.owner_id, x25519_public_key=o.x25519_public_key, key_signature=o.key_signature)
 
 
 def owner_info_from_proto(m: pb.OwnerInfo) -> OwnerInfo:
     if not m.owner_id:
         raise RemoteProtocolError("owner_id is empty")
-    return OwnerInfo(owner_id=m.owner_id, n_rows=int(m.n_rows), x25519_public_key=bytes(m.x25519_public_key),
+    return OwnerInfo(owner_id=m.owner_id, x25519_public_key=bytes(m.x25519_public_key),
                      key_signature=bytes(m.key_signature))
 
 
@@ -147,7 +147,7 @@ def task_to_proto(t: Task) -> pb.Task:
             n_classes=s.n_classes, bounds=bounds_to_proto(s.bounds)))
     elif isinstance(s, PcaShareTask):
         msg.pca_share.CopyFrom(pb.PcaShareTask(epsilon=s.epsilon, delta=s.delta, k=s.k,
-                                               bounds=bounds_to_proto(s.bounds)))
+                                               bounds=bounds_to_proto(s.bounds), count_epsilon=s.count_epsilon))
     elif isinstance(s, SvmShareTask):
         msg.svm_share.CopyFrom(pb.SvmShareTask(
             epsilon=s.epsilon, lam=s.lam, n_classes=s.n_classes, bounds=bounds_to_proto(s.bounds),
@@ -181,7 +181,8 @@ def task_from_proto(m: pb.Task) -> Task:
                                bounds=bounds_from_proto(k.bounds))
         elif kind == "pca_share":
             k = m.pca_share
-            spec = PcaShareTask(epsilon=k.epsilon, delta=k.delta, k=int(k.k), bounds=bounds_from_proto(k.bounds))
+            spec = PcaShareTask(epsilon=k.epsilon, delta=k.delta, k=int(k.k), bounds=bounds_from_proto(k.bounds),
+                                count_epsilon=k.count_epsilon)
         elif kind == "svm_share":
             k = m.svm_share
             U = matrix_from_proto(k.subspace)
@@ -205,6 +206,23 @@ def task_from_proto(m: pb.Task) -> Task:
     return Task(task_id=m.task_id, owner_id=m.owner_id, round_id=m.round_id, spec=spec)
 
 
+def task_or_refusal(m: pb.Task) -> tuple[Task | None, Result | None]:
+    """Decode ONE task alone (issue 9, item 7): ``(task, None)``, or ``(None, refusal)`` for a task
+    that cannot be decoded, so one malformed task never costs the rest of a batch.
+
+    The refusal (code ``invalid_task``) names what was wrong with the task's own fields; nothing
+    of the owner's enters it. Any exception a hostile message can provoke in decoding (deep JSON,
+    odd shapes) is caught here.
+    """
+    try:
+        return task_from_proto(m), None
+    except RemoteProtocolError as exc:
+        detail = str(exc)
+    except Exception as exc:  # noqa: BLE001 - a peer's bytes must never take the node down
+        detail = f"task {m.task_id!r} could not be decoded ({type(exc).__name__})"
+    return None, Result(m.task_id, m.owner_id, Refusal.of("invalid_task", detail))
+
+
 def _two_d(a: np.ndarray, what: str) -> np.ndarray:
     if a.ndim != 2 or not np.all(np.isfinite(a)):
         raise RemoteProtocolError(f"{what} must be a finite 2-D matrix, got shape {a.shape}")
@@ -222,9 +240,9 @@ def result_to_proto(r: Result) -> pb.Result:
     elif isinstance(p, LrShareReply):
         msg.lr_share.CopyFrom(pb.LrShare(reports=reports_to_proto(p.reports)))
     elif isinstance(p, PcaShareReply):
-        msg.pca_share.CopyFrom(pb.PcaShare(subspace=matrix_to_proto(p.subspace), n_rows=p.n_rows))
+        msg.pca_share.CopyFrom(pb.PcaShare(subspace=matrix_to_proto(p.subspace), noisy_count=p.noisy_count))
     elif isinstance(p, SvmShareReply):
-        msg.svm_share.CopyFrom(pb.SvmShare(coef=matrix_to_proto(p.coef), n_rows=p.n_rows))
+        msg.svm_share.CopyFrom(pb.SvmShare(coef=matrix_to_proto(p.coef)))
     elif isinstance(p, BoostShareReply):
         msg.boost_share.CopyFrom(pb.BoostShare(reports=reports_to_proto(p.reports),
                                                labels=np.asarray(p.labels, dtype=np.int64).tolist()))
@@ -254,10 +272,9 @@ def result_from_proto(m: pb.Result) -> Result:
         payload = LrShareReply(reports=reports_from_proto(m.lr_share.reports))
     elif kind == "pca_share":
         payload = PcaShareReply(subspace=_two_d(matrix_from_proto(m.pca_share.subspace), "subspace"),
-                                n_rows=int(m.pca_share.n_rows))
+                                noisy_count=int(m.pca_share.noisy_count))
     elif kind == "svm_share":
-        payload = SvmShareReply(coef=_two_d(matrix_from_proto(m.svm_share.coef), "coef"),
-                                n_rows=int(m.svm_share.n_rows))
+        payload = SvmShareReply(coef=_two_d(matrix_from_proto(m.svm_share.coef), "coef"))
     elif kind == "boost_share":
         reports = reports_from_proto(m.boost_share.reports)
         labels = np.asarray(m.boost_share.labels, dtype=np.int64)

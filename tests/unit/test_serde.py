@@ -1,5 +1,6 @@
 """Every x_to_proto / x_from_proto pair round-trips; malformed peer input is rejected."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -8,7 +9,9 @@ import pytest
 from privfed.common.bounds import Bounds
 from privfed.common.errors import RemoteProtocolError
 from privfed.common.messages import (
-    LrShareReply, LrShareTask, NccShareReply, NccShareTask, OwnerInfo, Refusal, Result, Task,
+    REFUSAL_CODES, BoostEvaluateTask, BoostShareReply, BoostShareTask, LrShareReply, LrShareTask, NccShareReply,
+    NccShareTask, OwnerInfo, PcaShareReply, PcaShareTask, PeerKey, Refusal, Result, RingJoined, RingMessageTask,
+    RingSpec, RingTotal, SvmShareReply, SvmShareTask, Task,
 )
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import serde
@@ -34,38 +37,95 @@ def test_bounds_roundtrip():
     np.testing.assert_array_equal(b.hi, BOUNDS.hi)
 
 
-def test_owner_info_roundtrip():
-    assert roundtrip(serde.owner_info_to_proto, serde.owner_info_from_proto, OwnerInfo("o00001", 12)) == \
-        OwnerInfo("o00001", 12)
+def assert_same(a, b, path="value"):
+    """Field-by-field equality of domain messages (arrays exactly, Bounds by lo/hi, nested dataclasses)."""
+    assert type(a) is type(b), f"{path}: {type(a).__name__} != {type(b).__name__}"
+    if dataclasses.is_dataclass(a):
+        for f in dataclasses.fields(a):
+            assert_same(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
+    elif isinstance(a, Bounds):
+        np.testing.assert_array_equal(a.lo, b.lo, err_msg=path)
+        np.testing.assert_array_equal(a.hi, b.hi, err_msg=path)
+    elif isinstance(a, np.ndarray):
+        assert a.shape == b.shape, f"{path}: shape {a.shape} != {b.shape}"
+        np.testing.assert_array_equal(a, b, err_msg=path)
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{path}[{i}]")
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
 
 
-@pytest.mark.parametrize("spec", [
+def test_owner_info_roundtrip_carries_no_row_count():
+    info = OwnerInfo("owner-1.o00001", b"k" * 32, b"s" * 64)
+    assert roundtrip(serde.owner_info_to_proto, serde.owner_info_from_proto, info) == info
+    assert "n_rows" not in pb.OwnerInfo.DESCRIPTOR.fields_by_name
+    assert [f.name for f in dataclasses.fields(OwnerInfo)] == ["owner_id", "x25519_public_key", "key_signature"]
+
+
+RING = RingSpec(session_id="s1", ring=("owner-0.o00000", "owner-1.o00001"), frac_bits=24, n_parties=2,
+                max_abs=10.0, peers=(PeerKey("owner-1.o00001", "owner-1", b"p" * 32, b"g" * 64),),
+                certificates={"owner-1": b"-----BEGIN CERTIFICATE-----\n"})
+BOOST_CONFIG = {"base": "stump", "epsilon": 1.0, "labels": "rr", "bounds": {"lo": [0.0], "hi": [1.0]}}
+HISTORY = {"learners": [], "alphas": [], "totals": []}
+
+TASK_SPECS = [
     NccShareTask(mechanism="pm", epsilon=1.5, labels="rr", label_epsilon=0.5, n_classes=3, bounds=BOUNDS),
     NccShareTask(mechanism="duchi", epsilon=math.inf, labels="clear", label_epsilon=0.0, n_classes=2, bounds=BOUNDS),
     LrShareTask(mechanism="laplace", epsilon=2.0, param_bound=4.0, c=0.5, n_classes=4, bounds=BOUNDS),
-])
+    PcaShareTask(epsilon=0.95, delta=1e-5, k=2, bounds=BOUNDS, count_epsilon=0.05),
+    PcaShareTask(epsilon=math.inf, delta=0.0, k=3, bounds=BOUNDS, count_epsilon=math.inf),
+    SvmShareTask(epsilon=1.0, lam=0.01, n_classes=3, bounds=BOUNDS, subspace=np.arange(6.0).reshape(3, 2) / 7),
+    SvmShareTask(epsilon=1.0, lam=0.01, n_classes=3, bounds=BOUNDS, subspace=None),
+    BoostShareTask(config=BOOST_CONFIG, history=HISTORY),
+    BoostEvaluateTask(config=BOOST_CONFIG, history=HISTORY, learner={"kind": "stump", "feature": 0}, ring=RING),
+    RingMessageTask(data=b"\x00sealed\xff"),
+]
+
+
+@pytest.mark.parametrize("spec", TASK_SPECS, ids=lambda s: type(s).__name__)
 def test_task_roundtrip(spec):
-    task = Task("t1", "o00002", "r1", spec)
+    task = Task("t1", "owner-0.o00002", "r1", spec)
     back = roundtrip(serde.task_to_proto, serde.task_from_proto, task)
-    assert (back.task_id, back.owner_id, back.round_id) == ("t1", "o00002", "r1")
-    assert type(back.spec) is type(spec)
-    for field in ("mechanism", "epsilon", "n_classes"):
-        assert getattr(back.spec, field) == getattr(spec, field)
-    np.testing.assert_array_equal(back.spec.bounds.hi, spec.bounds.hi)
+    assert_same(back, task)
 
 
-@pytest.mark.parametrize("payload", [
-    Refusal("budget_exceeded", "owner o1: 2 > 1"),
+PAYLOADS = [
+    *(Refusal.of(code, "task id 't9'") for code in REFUSAL_CODES),
     NccShareReply(reports=np.arange(6.0).reshape(2, 3), labels=np.array([0, 2])),
     LrShareReply(reports=np.linspace(-1, 1, 9)[:8].reshape(1, 8)),
-])
+    PcaShareReply(subspace=np.eye(3)[:, :2], noisy_count=41),
+    PcaShareReply(subspace=np.eye(3)[:, :2], noisy_count=-3),     # a noisy count may be negative
+    SvmShareReply(coef=np.arange(9.0).reshape(3, 3) / 3),
+    BoostShareReply(reports=np.arange(4.0).reshape(1, 4) / 8, labels=np.zeros(0, dtype=np.int64)),
+    BoostShareReply(reports=np.arange(8.0).reshape(2, 4) / 8, labels=np.array([1, 0])),
+    RingJoined(session_id="s1"),
+    RingTotal(session_id="s1", values=np.array([1.5, -2.25])),
+]
+
+
+@pytest.mark.parametrize("payload", PAYLOADS, ids=lambda p: type(p).__name__)
 def test_result_roundtrip(payload):
-    back = roundtrip(serde.result_to_proto, serde.result_from_proto, Result("t9", "o3", payload))
-    assert type(back.payload) is type(payload)
-    if isinstance(payload, Refusal):
-        assert back.payload == payload
-    else:  # values on the 2^-20 grid travel exactly
-        np.testing.assert_array_equal(back.payload.reports, payload.reports)
+    """Every field survives, exactly (values on the 2^-20 grid travel exactly); a PcaShare decoded
+    with a count off by one used to pass every test."""
+    result = Result("t9", "owner-3.o00003", payload)
+    assert_same(roundtrip(serde.result_to_proto, serde.result_from_proto, result), result)
+
+
+def test_one_malformed_task_is_refused_alone():
+    good = serde.task_to_proto(Task("ok", "owner-0.o00000", "r", TASK_SPECS[2]))
+    bad = serde.task_to_proto(Task("bad", "owner-0.o00001", "r", TASK_SPECS[2]))
+    bad.lr_share.bounds.data = bad.lr_share.bounds.data[:-8]     # a Matrix with a wrong byte count
+    deep = serde.task_to_proto(Task("deep", "owner-0.o00002", "r", TASK_SPECS[7]))
+    deep.boost_share.config_json = "[" * 100_000                 # hostile JSON: RecursionError, not ValueError
+    task, refusal = serde.task_or_refusal(good)
+    assert refusal is None and task.task_id == "ok"
+    for m in (bad, deep, pb.Task(task_id="empty", owner_id="owner-0.o00003")):
+        task, refusal = serde.task_or_refusal(m)
+        assert task is None and (refusal.task_id, refusal.owner_id) == (m.task_id, m.owner_id)
+        assert refusal.payload.code == "invalid_task"
+    assert "needs 48 bytes, got 40" in serde.task_or_refusal(bad)[1].payload.message
 
 
 def test_reports_are_rounded_to_the_grid_and_exact_on_it(rng):
