@@ -262,8 +262,10 @@ def owner_pca_release(
     """Owner side of FedDPDR-DPML phase 1 (seed 004 Alg. 1 lines 2-3): what an owner releases.
 
     Scales the raw local rows with the public bounds, runs :func:`dp_pca` at ``(epsilon1, delta)`` and
-    returns ``(U_i, n_i)``. ``n_i`` is released in the clear for the weights ``w_i = n_i / sum n``
-    (as in the seed; DESIGN lists it on the allowlist) and is not covered by the DP guarantee.
+    returns ``(U_i, n_i)``. ``n_i`` is the exact local count and stays at the owner: the seed
+    releases it in the clear for the weights ``w_i = n_i / sum n``, here only a DP count leaves
+    (the two-sided geometric mechanism at ``PcaShareTask.count_epsilon``, debited; issue 9,
+    contract 7; ``privfed.owner.handlers``).
     """
     X_unit = scale_rows_to_unit_ball(X, bounds)
     if X_unit.shape[0] == 0:

@@ -303,7 +303,8 @@ def owner_svm_release(X, y, bounds: Bounds, U_global: np.ndarray | None, n_class
 
     Returns
     -------
-    (W_i, n_i, per_class_eps) : W_i (K, k + 1); n_i released in the clear for the weights.
+    (W_i, n_i, per_class_eps) : W_i (K, k + 1); n_i the exact local count, which is NOT released:
+        the coordinator weights W_i by the noisy count of the DP-PCA phase (issue 9, contract 7).
     """
     Z = _project(scale_rows_to_unit_ball(X, bounds), U_global)
     W, eps_each = fit_dp_svm_ovr(Z, y, n_classes, epsilon=epsilon2, lam=lam, rng=rng)

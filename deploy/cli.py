@@ -35,8 +35,9 @@ def _positive_float(text: str) -> float:
 def _add_learning(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", choices=TASK_CHOICES, default="ncc")
     p.add_argument("--mechanism", choices=("pm", "duchi", "laplace"), default="pm")
-    p.add_argument("--labels", choices=("clear", "rr"), default="clear",
-                   help="ncc only: labels in the clear (the paper) or by k-ary randomized response")
+    p.add_argument("--labels", choices=("clear", "rr"), default="rr",
+                   help="ncc and bdt with --base ncc: labels by k-ary randomized response (default), or in the "
+                        "clear (the paper's scheme; owners refuse it unless started with --allow-clear-labels)")
     p.add_argument("--label-fraction", type=float, default=0.2, help="share of epsilon spent on labels with --labels rr")
     p.add_argument("--param-bound", type=_positive_float, default=4.0, help="lr only: public clip bound of parameters")
     p.add_argument("--C", type=_positive_float, default=1.0, help="lr only: inverse L2 strength of local fits")
@@ -103,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--insecure", action="store_true")
     p.add_argument("--data", help="this owner's own rows (CSV: features then label; or NPZ with X, y)")
     p.add_argument("--bounds", help="public bounds for --data: lo:hi or a JSON file {lo: [...], hi: [...]}")
+    p.add_argument("--classes", type=int, help="with --data: the public number of classes K; labels are 0..K-1")
+    p.add_argument("--allow-clear-labels", action="store_true",
+                   help="answer tasks that ask for labels in the clear (NCC, boosting with the ncc base); each such "
+                        "release is recorded in the ledger as non-private. Off by default: they are refused")
     p.add_argument("--n-owners", type=int, default=1, help="logical owners in the whole federation partition")
     p.add_argument("--shards", default="1", help="logical owners hosted here: A:B, or a count K")
     p.add_argument("--ledger", type=Path, required=True, help="SQLite privacy ledger of this node")

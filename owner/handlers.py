@@ -1,23 +1,42 @@
 """Task handlers: the only code that turns private rows into something that may leave.
 
-Order for every task (STYLE rule 7): validate, check the budget (nothing computed if it would
-overspend), compute the perturbed share, debit the ledger in one committed transaction for
-the whole batch, and only then hand the results to the transport. A share whose debit is
-refused is discarded and replaced by a refusal.
+Order for every task (STYLE rule 7; issue 9 item 7):
+
+1. a task id already seen in this batch is refused (``duplicate_task``);
+2. the task is checked against the owner's PUBLIC configuration only -- its feature count, its
+   declared number of classes, its policy flags -- and every mechanism it names is built, so an ε
+   whose mechanism could not give finite, sendable output is refused here (``invalid_task``,
+   ``policy``), before any budget is touched;
+3. a release id already in the ledger is refused (``already_released``), then the budget is
+   checked (``budget_exceeded``; nothing is computed if it would overspend);
+4. the perturbed share is computed, and a share that is not finite is refused;
+5. the ledger is debited in one committed transaction for the whole batch, and only then are the
+   results handed to the transport. A share whose debit is refused is discarded.
+
+Refusals carry no data (contract 3): a fixed text per code (:data:`REFUSAL_TEXTS`) plus at most a
+detail built from the task's own fields and the owner's public configuration. The decision to
+refuse depends on nothing private either: the class check compares the task with the number of
+classes the owner's data set declares, never with the labels it holds (a coordinator could
+binary-search the largest label otherwise). What went wrong in full goes to the local log.
+
+Clear labels (contract 6) leave only when the owner node runs with ``--allow-clear-labels``; each
+such release is also recorded as a non-private ledger entry (purpose ``clear-labels``).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from privfed.common.errors import BudgetExceeded, ConfigError
+from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError
 from privfed.common.ledger import Debit, Ledger
 from privfed.common.learners.logistic import fit_local_logistic, lr_share
 from privfed.common.learners.ncc import ncc_share
-from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
+from privfed.common.mechanisms import GeometricMechanism, KaryRandomizedResponse, make_mechanism
+from privfed.common.mechanisms.base import REPORT_LIMIT
 from privfed.common.dppca import owner_pca_release
 from privfed.common.dpsvm import owner_svm_release
 from privfed.common.messages import (
@@ -27,23 +46,110 @@ from privfed.common.messages import (
 
 log = logging.getLogger("privfed.owner")
 
+#: Ledger purpose of the non-private entry recorded with every clear-label release.
+CLEAR_LABELS = "clear-labels"
+
 
 @dataclass
 class LocalOwner:
-    """One logical owner hosted by a node: its id, its private rows and its generator."""
+    """One logical owner hosted by a node: its id, its private rows, its generator, and its
+    public configuration (the number of classes its data set declares; the feature count is
+    ``X.shape[1]``, the schema every task's bounds must match)."""
 
     owner_id: str
     X: np.ndarray
     y: np.ndarray
     rng: np.random.Generator
+    n_classes: int
+
+    @property
+    def n_features(self) -> int:
+        return int(self.X.shape[1])
 
 
-def _check_shape(owner: LocalOwner, spec) -> None:
-    if spec.bounds.d != owner.X.shape[1]:
-        raise ConfigError(f"task bounds describe {spec.bounds.d} features, owner rows have {owner.X.shape[1]}")
+class TaskRefused(Exception):
+    """A task refused before anything was computed; ``detail`` holds only task and public facts."""
+
+    def __init__(self, code: str, detail: str = ""):
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+
+def releases_clear_labels(spec) -> bool:
+    """Whether answering ``spec`` sends labels without randomized response.
+
+    NCC with ``labels="clear"``; a boosting share whose base learner is NCC and whose labels are
+    anything but ``"rr"`` (a missing or unknown value counts as clear: the safe side).
+    """
+    if isinstance(spec, NccShareTask):
+        return spec.labels == "clear"
+    if isinstance(spec, BoostShareTask):
+        return isinstance(spec.config, dict) and spec.config.get("base") == "ncc" and spec.config.get("labels") != "rr"
+    return False
+
+
+def lr_parameter_count(d: int, n_classes: int) -> int:
+    """Length of an owner's logistic-regression parameter vector: ``(d + 1)`` per binary problem,
+    one problem for two classes, ``K`` one-vs-rest problems otherwise."""
+    return (d + 1) * (1 if n_classes == 2 else n_classes)
+
+
+def _positive(name: str, value, *, allow_inf: bool = False) -> None:
+    v = float(value)
+    if math.isnan(v) or v <= 0 or (math.isinf(v) and not allow_inf):
+        raise TaskRefused("invalid_task", f"{name}={value!r} must be > 0{' or inf' if allow_inf else ' and finite'}")
+
+
+def validate_task(owner: LocalOwner, spec, *, allow_clear_labels: bool) -> None:
+    """Raise :class:`TaskRefused` if ``spec`` cannot be answered by ``owner``.
+
+    Looks at the task's fields and the owner's public configuration only (module docstring).
+    Builds every mechanism the task names, so a mechanism's own check (e.g. an ε so small its
+    reports would not be finite) refuses the task here, before the budget is checked.
+    """
+    if releases_clear_labels(spec) and not allow_clear_labels:
+        raise TaskRefused("policy", "clear labels are released only by an owner started with --allow-clear-labels; "
+                                    "ask for labels='rr'")
+    if isinstance(spec, BoostShareTask):
+        return  # validated by the boosting code (owner/boosting.py) when the share is computed
+    if not isinstance(spec, (NccShareTask, LrShareTask, PcaShareTask, SvmShareTask)):
+        raise TaskRefused("invalid_task", f"task kind {type(spec).__name__} is not a share task")
+    d = spec.bounds.d
+    if d != owner.n_features:
+        raise TaskRefused("invalid_task", f"task bounds describe {d} features; this owner's schema has "
+                                          f"{owner.n_features}")
     n_classes = getattr(spec, "n_classes", None)
-    if n_classes is not None and owner.y.size and int(owner.y.max()) >= n_classes:
-        raise ConfigError(f"task says {spec.n_classes} classes, owner holds label {int(owner.y.max())}")
+    if n_classes is not None and n_classes != owner.n_classes:
+        raise TaskRefused("invalid_task", f"task says {n_classes} classes; this owner's data set declares "
+                                          f"{owner.n_classes}")
+    try:
+        if isinstance(spec, NccShareTask):
+            make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=d)
+            if spec.labels == "rr" and math.isfinite(spec.label_epsilon):
+                KaryRandomizedResponse(epsilon=spec.label_epsilon, n_classes=spec.n_classes)
+            elif spec.labels == "rr":
+                _positive("label_epsilon", spec.label_epsilon, allow_inf=True)
+        elif isinstance(spec, LrShareTask):
+            make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=lr_parameter_count(d, spec.n_classes))
+            _positive("param_bound", spec.param_bound)
+            _positive("c", spec.c)
+        elif isinstance(spec, PcaShareTask):
+            _positive("epsilon", spec.epsilon, allow_inf=True)
+            if not 0 <= spec.delta < 1:
+                raise TaskRefused("invalid_task", f"delta={spec.delta!r} must be in [0, 1)")
+            if not 1 <= spec.k <= d:
+                raise TaskRefused("invalid_task", f"k={spec.k} must be in [1, {d}]")
+            if math.isfinite(spec.count_epsilon):
+                GeometricMechanism(epsilon=spec.count_epsilon)
+        elif isinstance(spec, SvmShareTask):
+            _positive("epsilon", spec.epsilon, allow_inf=True)
+            _positive("lam", spec.lam)
+            if spec.subspace is not None and (spec.subspace.ndim != 2 or spec.subspace.shape[0] != d
+                                              or not np.all(np.isfinite(spec.subspace))):
+                raise TaskRefused("invalid_task", f"subspace of shape {spec.subspace.shape} must be finite, ({d}, k)")
+    except (ConfigError, TypeError, ValueError, OverflowError) as exc:
+        raise TaskRefused("invalid_task", str(exc)) from exc  # built from the task's fields only
 
 
 def compute_share(owner: LocalOwner, spec):
@@ -52,7 +158,6 @@ def compute_share(owner: LocalOwner, spec):
         from privfed.owner.boosting import boost_share
 
         return boost_share(owner, spec)
-    _check_shape(owner, spec)
     if isinstance(spec, NccShareTask):
         mechanism = make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=spec.bounds.d)
         label_rr = (KaryRandomizedResponse(epsilon=spec.label_epsilon, n_classes=spec.n_classes)
@@ -67,63 +172,119 @@ def compute_share(owner: LocalOwner, spec):
         return LrShareReply(reports=np.asarray(reports).reshape(1, -1))
     if isinstance(spec, PcaShareTask):
         U, n = owner_pca_release(owner.X, spec.bounds, spec.k, spec.epsilon, spec.delta, owner.rng)
-        return PcaShareReply(subspace=U, n_rows=n)
+        count = n if math.isinf(spec.count_epsilon) else int(
+            GeometricMechanism(epsilon=spec.count_epsilon).privatize(np.int64(n), owner.rng))
+        return PcaShareReply(subspace=U, noisy_count=int(count))
     if isinstance(spec, SvmShareTask):
-        W, n, _ = owner_svm_release(owner.X, owner.y, spec.bounds, spec.subspace, spec.n_classes, spec.epsilon,
+        W, _, _ = owner_svm_release(owner.X, owner.y, spec.bounds, spec.subspace, spec.n_classes, spec.epsilon,
                                     spec.lam, owner.rng)
-        return SvmShareReply(coef=W, n_rows=n)
+        return SvmShareReply(coef=W)
     raise ConfigError(f"unknown task kind {type(spec).__name__}")
 
 
-def _debits(task: Task) -> list[Debit]:
-    """One ledger entry per privacy-relevant part of the release (e.g. per one-vs-rest problem)."""
-    return [Debit(task.owner_id, eps, delta, f"{label}:{task.round_id}", f"{task.task_id}#{j}")
-            for j, (eps, delta, label) in enumerate(task.spec.ledger_entries())]
+def share_is_sendable(share) -> bool:
+    """Every array of the share finite, and every report within the wire's range (:data:`REPORT_LIMIT`)."""
+    for name in ("reports", "subspace", "coef", "labels"):
+        a = getattr(share, name, None)
+        if a is None:
+            continue
+        a = np.asarray(a)
+        if a.size and (a.dtype.kind not in "iuf" or not np.all(np.isfinite(a))):
+            return False
+        if name == "reports" and a.size and np.max(np.abs(a)) >= REPORT_LIMIT:
+            return False
+    return True
 
 
-def handle_batch(tasks: list[Task], owners: dict[str, LocalOwner], ledger: Ledger) -> list[Result]:
-    """Answer ``tasks``; every released share is debited (and committed) before this returns."""
-    results: dict[str, Result] = {}
-    shares: dict[str, object] = {}
-    clipped = 0
+def release_debits(task: Task) -> list[Debit]:
+    """One ledger entry per privacy-relevant part of the release (e.g. per one-vs-rest problem),
+    plus a non-private entry when the release carries clear labels."""
+    debits = [Debit(task.owner_id, eps, delta, f"{label}:{task.round_id}", f"{task.task_id}#{j}")
+              for j, (eps, delta, label) in enumerate(task.spec.ledger_entries())]
+    if releases_clear_labels(task.spec):
+        debits.append(Debit(task.owner_id, 0.0, 0.0, f"{CLEAR_LABELS}:{task.round_id}",
+                            f"{task.task_id}#{CLEAR_LABELS}", nonprivate=True))
+    return debits
+
+
+def _refuse(task: Task, code: str, detail: str = "", log_reason: str = "") -> Result:
+    log.warning("refusing task %s for %s (%s): %s", task.task_id, task.owner_id, code, log_reason or detail or "-")
+    return Result(task.task_id, task.owner_id, Refusal.of(code, detail))
+
+
+def _prepare(task: Task, owner: LocalOwner | None, ledger: Ledger, allow_clear_labels: bool):
+    """Steps 2-4 of the module docstring for one task: its share, or a refusal."""
+    if owner is None:
+        return _refuse(task, "invalid_task", f"owner {task.owner_id!r} is not hosted by this node")
+    try:
+        validate_task(owner, task.spec, allow_clear_labels=allow_clear_labels)
+        debits = release_debits(task)
+        if any(ledger.has_release_id(d.owner_id, d.release_id) for d in debits):
+            raise TaskRefused("already_released", f"task id {task.task_id!r}")
+        if isinstance(task.spec, BoostShareTask) and any(
+                ledger.has_released(task.owner_id, f"{label}:{task.round_id}")
+                for _, _, label in task.spec.ledger_entries()):
+            raise TaskRefused("already_released", f"boosting run {task.round_id!r}: an owner releases in at most "
+                                                  "one round of a run")
+        eps, delta = total_budget(task.spec)
+        ledger.check(task.owner_id, eps, delta)
+    except TaskRefused as exc:
+        return _refuse(task, exc.code, exc.detail)
+    except BudgetExceeded as exc:
+        return _refuse(task, "budget_exceeded", f"request epsilon={eps:g}, delta={delta:g}", str(exc))
+    except (ConfigError, TypeError, ValueError) as exc:   # e.g. an ε the ledger cannot record
+        return _refuse(task, "invalid_task", "", str(exc))
+    try:
+        share = compute_share(owner, task.spec)
+    except (ConfigError, ValueError, ArithmeticError) as exc:
+        # The message may quote private values (a clipped range, a solver's state): log only.
+        return _refuse(task, "invalid_task", "", f"{type(exc).__name__}: {exc}")
+    except Exception:  # noqa: BLE001 - a bug here must not take the node down; nothing was released
+        log.exception("task %s failed", task.task_id)
+        return _refuse(task, "internal")
+    if not share_is_sendable(share):
+        return _refuse(task, "invalid_task", "the release would not be finite at these parameters")
+    if hasattr(task.spec, "bounds"):
+        clipped = task.spec.bounds.clip(owner.X)[1]
+        if clipped:
+            log.info("task %s: %d value(s) outside the public bounds clipped", task.task_id, clipped)
+    return share
+
+
+def handle_batch(tasks: list[Task], owners: dict[str, LocalOwner], ledger: Ledger, *,
+                 allow_clear_labels: bool = False) -> list[Result]:
+    """Answer ``tasks``, one result per task in order; every released share is debited (and
+    committed) before this returns. One bad task is refused alone; the others proceed."""
+    results: dict[tuple[str, str], Result] = {}
+    order: list[tuple[str, str] | Result] = []
+    shares: dict[tuple[str, str], object] = {}
+    seen: set[str] = set()
     for task in tasks:
-        owner = owners.get(task.owner_id)
-        try:
-            if owner is None:
-                raise ConfigError(f"owner {task.owner_id!r} is not hosted by this node")
-            ledger.check(task.owner_id, *total_budget(task.spec))
-            if isinstance(task.spec, BoostShareTask) and any(
-                    ledger.has_released(task.owner_id, f"{label}:{task.round_id}")
-                    for _, _, label in task.spec.ledger_entries()):
-                raise BudgetExceeded(f"owner {task.owner_id} already released a share in boosting run "
-                                     f"{task.round_id}: an owner releases in at most one round")
-            shares[task.task_id] = compute_share(owner, task.spec)
-            if hasattr(task.spec, "bounds"):
-                clipped += task.spec.bounds.clip(owner.X)[1]
-        except BudgetExceeded as exc:
-            log.warning("refusing task %s: %s", task.task_id, exc)
-            results[task.task_id] = Result(task.task_id, task.owner_id, Refusal("budget_exceeded", str(exc)))
-        except (ConfigError, ValueError) as exc:
-            log.warning("invalid task %s: %s", task.task_id, exc)
-            results[task.task_id] = Result(task.task_id, task.owner_id, Refusal("invalid_task", str(exc)))
-        except Exception:  # a bug here must not take the node down; nothing was released
-            log.exception("task %s failed", task.task_id)
-            results[task.task_id] = Result(task.task_id, task.owner_id,
-                                           Refusal("internal", "the owner failed to compute this share"))
-    if clipped:
-        log.info("%d value(s) outside the public bounds clipped for %d task(s)", clipped, len(tasks))
-    to_debit = [t for t in tasks if t.task_id in shares]
-    debits = [_debits(t) for t in to_debit]
-    outcomes = ledger.debit_many([d for ds in debits for d in ds])
-    per_task, i = [], 0
-    for ds in debits:  # a task is released only if every one of its entries was debited
-        per_task.append(next((o for o in outcomes[i:i + len(ds)] if o is not None), None))
-        i += len(ds)
-    for task, refused in zip(to_debit, per_task):
-        if refused is None:
-            results[task.task_id] = Result(task.task_id, task.owner_id, shares.pop(task.task_id))
+        key = (task.owner_id, task.task_id)
+        if task.task_id in seen:
+            order.append(_refuse(task, "duplicate_task", f"task id {task.task_id!r}"))
+            continue
+        seen.add(task.task_id)
+        order.append(key)
+        outcome = _prepare(task, owners.get(task.owner_id), ledger, allow_clear_labels)
+        if isinstance(outcome, Result):
+            results[key] = outcome
         else:
-            shares.pop(task.task_id)
-            log.warning("refusing task %s at debit: %s", task.task_id, refused)
-            results[task.task_id] = Result(task.task_id, task.owner_id, Refusal("budget_exceeded", str(refused)))
-    return [results[t.task_id] for t in tasks]
+            shares[key] = outcome
+    to_debit = [t for t in tasks if (t.owner_id, t.task_id) in shares and (t.owner_id, t.task_id) not in results]
+    to_debit = list({(t.owner_id, t.task_id): t for t in to_debit}.values())
+    debits = [release_debits(t) for t in to_debit]
+    outcomes = ledger.debit_many([d for ds in debits for d in ds])
+    i = 0
+    for task, ds in zip(to_debit, debits):  # a task is released only if every one of its entries was debited
+        refused = next((o for o in outcomes[i:i + len(ds)] if o is not None), None)
+        i += len(ds)
+        key = (task.owner_id, task.task_id)
+        share = shares.pop(key)
+        if refused is None:
+            results[key] = Result(task.task_id, task.owner_id, share)
+        elif isinstance(refused, LocalProtocolError):
+            results[key] = _refuse(task, "already_released", f"task id {task.task_id!r}", str(refused))
+        else:
+            results[key] = _refuse(task, "budget_exceeded", "", str(refused))
+    return [results[k] if isinstance(k, tuple) else k for k in order]

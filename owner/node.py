@@ -3,6 +3,10 @@
 The node reconnects with jittered exponential backoff while the coordinator is not up (or
 restarts), gives up with a clear error after ``connect_timeout`` seconds of continuous
 failure, and stops cleanly at the coordinator's shutdown signal or on SIGTERM.
+
+Nothing a coordinator sends can make the node exit (issue 9, item 7): each task is decoded and
+validated alone (``serde.task_or_refusal``), a bad one is answered with a refusal and the rest of
+the batch proceeds; a ring evaluation that fails (bad ring, bad peer key, budget) is refused too.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import grpc
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 from privfed.common.e2e import generate_private_key, public_bytes, sign_public_key
+from privfed.common.errors import BudgetExceeded, ConfigError, ProtocolError
 from privfed.common.ledger import Ledger
-from privfed.common.messages import BoostEvaluateTask, OwnerInfo, Result, RingMessageTask
+from privfed.common.messages import BoostEvaluateTask, OwnerInfo, Refusal, Result, RingMessageTask, Task
 from privfed.owner.boosting import RingDriver
 from privfed.owner.handlers import LocalOwner, handle_batch
 from privfed.proto import privfed_pb2 as pb
@@ -37,17 +42,26 @@ BATCH = 16           # tasks computed and debited together (one ledger transacti
 
 
 class ConnectError(RuntimeError):
-    """The coordinator could not be reached (or refused us) for longer than allowed."""
+    """The coordinator could not be reached (or refused us) for longer than allowed.
+
+    ``code`` is the gRPC status of the last failed call (None if there was none).
+    """
+
+    def __init__(self, message: str, code: grpc.StatusCode | None = None):
+        super().__init__(message)
+        self.code = code
 
 
 class OwnerNode:
     def __init__(self, *, node_id: str, target: str, tls: TlsFiles | None, owners: list[LocalOwner],
-                 ledger: Ledger, connect_timeout: float = 60.0, target_name_override: str | None = None):
+                 ledger: Ledger, connect_timeout: float = 60.0, target_name_override: str | None = None,
+                 allow_clear_labels: bool = False):
         self.node_id = node_id
         self._target = target
         self._tls = tls
         self._owners = {o.owner_id: o for o in owners}
         self._ledger = ledger
+        self._allow_clear_labels = allow_clear_labels
         self._connect_timeout = connect_timeout
         self._override = target_name_override
         self.stop_event = threading.Event()
@@ -56,7 +70,7 @@ class OwnerNode:
         # node's certificate key so peers can check the relaying coordinator didn't swap it.
         self._x25519 = {oid: generate_private_key() for oid in self._owners}
         ca_pem = tls.read()[0] if tls is not None else None
-        self._ring = RingDriver(self._x25519, ca_pem)
+        self._ring = RingDriver(self._x25519, ca_pem, ledger)   # ring contributions are debited releases
         self._evaluate_task: dict[str, str] = {}
 
     def _channel(self) -> grpc.Channel:
@@ -73,10 +87,10 @@ class OwnerNode:
             _, cert, key = self._tls.read()
             signer = load_pem_private_key(key, password=None)
         infos = []
-        for oid, owner in self._owners.items():
+        for oid in self._owners:
             pub = public_bytes(self._x25519[oid])
             sig = sign_public_key(signer, pub, oid) if signer is not None else b""
-            infos.append(OwnerInfo(oid, int(owner.X.shape[0]), pub, sig))
+            infos.append(OwnerInfo(oid, pub, sig))   # no row count (contract 2)
         return infos, cert
 
     def _register(self, stub) -> None:
@@ -95,12 +109,13 @@ class OwnerNode:
                 return call()
             except grpc.RpcError as exc:
                 if exc.code() not in _RETRYABLE:
-                    raise ConnectError(f"{what} refused by coordinator: {exc.code().name}: {exc.details()}") from exc
+                    raise ConnectError(f"{what} refused by coordinator: {exc.code().name}: {exc.details()}",
+                                       exc.code()) from exc
                 if self.stop_event.is_set():
                     return None
                 if time.monotonic() - started > self._connect_timeout:
                     raise ConnectError(f"coordinator {self._target} unreachable for {self._connect_timeout:.0f} s "
-                                       f"during {what}: {exc.details()}") from exc
+                                       f"during {what}: {exc.details()}", exc.code()) from exc
                 delay = backoff.next_delay()
                 log.info("%s: coordinator not reachable (%s); retrying in %.2f s", what, exc.code().name, delay)
                 self.stop_event.wait(delay)
@@ -112,7 +127,7 @@ class OwnerNode:
         try:
             self._retry(lambda: stub.PushResults(request, timeout=PUSH_TIMEOUT), "push")
         except ConnectError as exc:
-            if "INVALID_ARGUMENT" in str(exc):  # the coordinator forgot those tasks (round over)
+            if exc.code == grpc.StatusCode.INVALID_ARGUMENT:  # the coordinator forgot those tasks (round over)
                 log.warning("coordinator no longer wants %d result(s): %s", len(self._unsent), exc)
             else:
                 raise
@@ -125,23 +140,59 @@ class OwnerNode:
         request = pb.RelayRequest(node_id=self.node_id, envelopes=[
             pb.Envelope(recipient=o.recipient, data=o.to_bytes()) for o in outbounds])
         reply = self._retry(lambda: stub.Relay(request, timeout=RELAY_TIMEOUT), "relay")
-        return [] if reply is None else [serde.task_from_proto(t) for t in reply.tasks]
+        return [] if reply is None else self._decode(reply.tasks)
+
+    @staticmethod
+    def _decode(protos) -> list[Task | Result]:
+        """Each task decoded alone: a Task, or the Result refusing a task that cannot be decoded."""
+        items = []
+        for m in protos:
+            task, refusal = serde.task_or_refusal(m)
+            if refusal is not None:
+                log.warning("refusing task %s for %s: %s", m.task_id, m.owner_id, refusal.payload.message)
+            items.append(task if task is not None else refusal)
+        return items
 
     def _ring_task(self, stub, task) -> tuple[Result | None, list]:
         """Start a party or deliver an envelope; relay what it emits at once (hops are sequential).
-        Returns the answer, if any, and the tasks the relay call brought back."""
+        Returns the answer, if any, and the tasks the relay call brought back.
+
+        An evaluation that fails (a malformed ring or learner, a peer key that does not verify, the
+        budget of the contribution) is answered with a refusal and sends no envelope (contract 4).
+        """
         owner = self._owners.get(task.owner_id)
-        if owner is None:
-            return None, []
         if isinstance(task.spec, BoostEvaluateTask):
+            if owner is None:
+                return Result(task.task_id, task.owner_id,
+                              Refusal.of("invalid_task", f"owner {task.owner_id!r} is not hosted by this node")), []
             self._evaluate_task[task.owner_id] = task.task_id
-            payload, out = self._ring.evaluate(owner, task.spec)
+            try:
+                payload, out = self._ring.evaluate(owner, task.spec)
+            except BudgetExceeded as exc:
+                return self._ring_refusal(task, "budget_exceeded", exc), []
+            except (ConfigError, ProtocolError, ValueError) as exc:
+                return self._ring_refusal(task, "invalid_task", exc), []
+            except Exception as exc:  # noqa: BLE001 - nothing a task does may exit the node
+                log.exception("ring evaluation %s failed", task.task_id)
+                return self._ring_refusal(task, "internal", exc), []
         else:
-            payload, out = self._ring.deliver(task.owner_id, task.spec.data)
+            if owner is None:
+                return None, []
+            try:
+                payload, out = self._ring.deliver(task.owner_id, task.spec.data)
+            except Exception:  # noqa: BLE001 - a bad envelope is dropped, never fatal
+                log.exception("ring message for %s dropped", task.owner_id)
+                return None, []
         more = self._relay(stub, out)
         # answers the owner's evaluate task: a join, or the leader's total
-        result = None if payload is None else Result(self._evaluate_task[task.owner_id], task.owner_id, payload)
+        evaluate_id = self._evaluate_task.get(task.owner_id)
+        result = None if payload is None or evaluate_id is None else Result(evaluate_id, task.owner_id, payload)
         return result, more
+
+    @staticmethod
+    def _ring_refusal(task, code: str, exc: Exception) -> Result:
+        log.warning("refusing ring evaluation %s for %s (%s): %s", task.task_id, task.owner_id, code, exc)
+        return Result(task.task_id, task.owner_id, Refusal.of(code))
 
     def _heartbeat(self, stub, done: threading.Event) -> None:
         """While a long batch is computed, an empty push every PUSH_EVERY s keeps the node visibly alive."""
@@ -169,21 +220,34 @@ class OwnerNode:
     def _answer_in_order(self, stub, tasks) -> None:
         """Answer tasks in order, pushing results in chunks of at most CHUNK or every PUSH_EVERY s."""
         ready, last_push, i = [], time.monotonic(), 0
+        seen: set[str] = set()   # share task ids of this pass: a copy is refused, never answered twice
         while i < len(tasks):
             if self.stop_event.is_set():
                 log.info("stopping: %d task(s) left unanswered, nothing released for them", len(tasks) - i)
                 break
-            if isinstance(tasks[i].spec, (BoostEvaluateTask, RingMessageTask)):
+            if isinstance(tasks[i], Result):  # a task refused at decoding
+                ready.append(tasks[i])
+                i += 1
+            elif isinstance(tasks[i].spec, (BoostEvaluateTask, RingMessageTask)):
                 result, more = self._ring_task(stub, tasks[i])
                 ready += [result] if result is not None else []
                 tasks += more  # handed back by the relay call: answered in this same pass
                 i += 1
             else:
                 j = i
-                while j < len(tasks) and j - i < BATCH and not isinstance(tasks[j].spec, (BoostEvaluateTask,
-                                                                                        RingMessageTask)):
+                while j < len(tasks) and j - i < BATCH and isinstance(tasks[j], Task) and not isinstance(
+                        tasks[j].spec, (BoostEvaluateTask, RingMessageTask)):
                     j += 1
-                ready += handle_batch(tasks[i:j], self._owners, self._ledger)
+                batch = []
+                for t in tasks[i:j]:
+                    if t.task_id in seen:
+                        log.warning("refusing task %s for %s: duplicate task id", t.task_id, t.owner_id)
+                        ready.append(Result(t.task_id, t.owner_id,
+                                            Refusal.of("duplicate_task", f"task id {t.task_id!r}")))
+                    else:
+                        seen.add(t.task_id)
+                        batch.append(t)
+                ready += handle_batch(batch, self._owners, self._ledger, allow_clear_labels=self._allow_clear_labels)
                 i = j
             if len(ready) >= CHUNK or (ready and time.monotonic() - last_push >= PUSH_EVERY):
                 self._push(stub, ready)
@@ -212,6 +276,6 @@ class OwnerNode:
                 if reply.shutdown:
                     log.info("coordinator ended the job; node %s exits", self.node_id)
                     return 0
-                self._answer(stub, [serde.task_from_proto(t) for t in reply.tasks])
+                self._answer(stub, self._decode(reply.tasks))
             log.info("node %s stopping on request", self.node_id)
             return 0
