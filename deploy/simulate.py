@@ -3,6 +3,10 @@ processes over real gRPC with mTLS — once per ε, then a report and a plot.
 
 Each ε point is a separate federation with fresh ledgers (a fresh set of owners), so the
 accuracy-vs-ε curve compares like with like and each owner's ledger shows exactly one release.
+
+``--labels clear`` is the one non-private choice: the simulated owners are then started with
+``--allow-clear-labels`` (the person running a simulation plays every owner and chose it), and the
+report names the release and counts the non-private entries the owners' ledgers recorded.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.job import run_job
 from privfed.server.models import save_model
-from privfed.server.report import host_info, new_run_dir, plot_lines, write_json
+from privfed.server.report import host_info, new_run_dir, nonprivate_releases, plot_lines, write_json
 from privfed.server.strategies import boosting_options, make_strategy
 
 log = logging.getLogger("privfed.simulate")
@@ -44,17 +48,21 @@ def owner_command(args, *, node: int, shards: range, port: int, certs: Path | No
            "--connect-timeout", "60", "--delta-budget", repr(args.delta if args.task == "feddpdr" else 0.0)]
     if args.n_samples:
         cmd += ["--n-samples", str(args.n_samples)]
+    if args.labels == "clear":
+        cmd += ["--allow-clear-labels"]
     cmd += ["--insecure"] if certs is None else ["--certs", str(certs)]
     return cmd
 
 
-def _spent(ledgers: list[Path], ranges: list[range], budget: float, args_delta: float) -> dict[str, float]:
-    """ε spent per owner, read from each node's own ledger after the run."""
-    spent = {}
-    for path, shards in zip(ledgers, ranges):
+def _spent(ledgers: list[Path], ranges: list[range], budget: float, args_delta: float) -> tuple[dict[str, float], int]:
+    """ε spent per owner and the number of non-private entries, read from each node's own ledger after the run."""
+    spent, nonprivate = {}, 0
+    for node, (path, shards) in enumerate(zip(ledgers, ranges)):
         with Ledger(path, epsilon_budget=budget, delta_budget=args_delta) as ledger:
-            spent.update({owner_id(i): ledger.spent(owner_id(i)).epsilon for i in shards})
-    return spent
+            ids = [owner_id(f"owner-{node}", i) for i in shards]
+            spent.update({o: ledger.spent(o).epsilon for o in ids})
+            nonprivate += sum(ledger.nonprivate_count(o) for o in ids)
+    return spent, nonprivate
 
 
 def run_point(args, epsilon: float, run_dir: Path, certs: Path | None, test) -> dict:
@@ -93,11 +101,13 @@ def run_point(args, epsilon: float, run_dir: Path, certs: Path | None, test) -> 
             if p.poll() is None:
                 p.kill()
         server.stop()
-    spent = _spent(ledgers, ranges, budget, args.delta if args.task == "feddpdr" else 0.0)
+    spent, nonprivate = _spent(ledgers, ranges, budget, args.delta if args.task == "feddpdr" else 0.0)
     boosting = getattr(strategy, "rounds", None)
     return {"epsilon": epsilon, "accuracy": accuracy, "boosting_rounds": boosting,
             "dropped_from_ring": getattr(strategy, "dropped", None), "owners": outcome.n_owners, "answered": outcome.answered,
             "refused": outcome.refused, "lost_nodes": outcome.lost_nodes, "timings": outcome.timings,
+            "nonprivate_releases": nonprivate_releases(args.task, args.labels, args.base, outcome.answered),
+            "nonprivate_ledger_entries": nonprivate,
             "epsilon_spent": {"max": max(spent.values(), default=0.0), "min": min(spent.values(), default=0.0),
                               "per_owner_file": f"eps-{epsilon:g}/epsilon_spent.json"},
             "node_exit_codes": [p.returncode for p in procs]} | {"_spent": spent}

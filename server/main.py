@@ -15,7 +15,7 @@ from privfed.server.app import CoordinatorServer
 from privfed.server.dispatcher import JobAborted
 from privfed.server.job import run_job
 from privfed.server.models import load_model, save_model
-from privfed.server.report import host_info, new_run_dir, write_json
+from privfed.server.report import host_info, new_run_dir, nonprivate_releases, write_json
 from privfed.server.strategies import boosting_options, make_strategy
 
 log = logging.getLogger("privfed.coordinator")
@@ -28,7 +28,7 @@ def run_coordinator(args, tls) -> int:
     strategy = make_strategy(args.task, mechanism=args.mechanism, epsilon=args.epsilon, n_classes=len(test.classes),
                              bounds=test.bounds, labels=args.labels, label_fraction=args.label_fraction,
                              param_bound=args.param_bound, c=args.C, k=args.k, delta=args.delta,
-                                 lam=args.lam, **boosting_options(args))
+                             lam=args.lam, **boosting_options(args))
     server = CoordinatorServer(tls=tls, node_timeout=args.node_timeout)
     stop = threading.Event()
 
@@ -62,6 +62,7 @@ def run_coordinator(args, tls) -> int:
             "transport": "grpc+insecure" if tls is None else "grpc+mTLS", "model_id": model_id,
             "accuracy": accuracy, "owners": outcome.n_owners, "answered": outcome.answered,
             "refused": outcome.refused, "lost_nodes": outcome.lost_nodes,
+            "nonprivate_releases": nonprivate_releases(args.task, args.labels, args.base, outcome.answered),
             "epsilon_by_owner": outcome.epsilon_by_owner, "timings": outcome.timings, "host": host_info()})
         log.info("job done: accuracy %.4f, report %s", accuracy, run_dir / "report.json")
         print(f"accuracy={accuracy:.4f} report={run_dir / 'report.json'}", flush=True)

@@ -39,6 +39,22 @@ def _jsonable(value):
     return value
 
 
+def nonprivate_releases(task: str, labels: str | None, base: str | None, answered: int) -> list[dict]:
+    """What a run received WITHOUT a DP guarantee, for the report (issue 9, contract 6).
+
+    Clear labels are the one such release: NCC with ``labels="clear"``, or boosting with the ncc
+    base learner and clear labels. Owners only answer them when started with
+    ``--allow-clear-labels``, and each records a non-private ``clear-labels`` entry in its ledger;
+    the report names the release and how many owners made it. Empty for a fully private run.
+    """
+    clear = labels == "clear" and (task == "ncc" or (task == "bdt" and base == "ncc"))
+    if not clear or answered <= 0:
+        return []
+    return [{"what": "clear-labels", "owners": int(answered),
+             "detail": "true class labels of every released row, without randomized response; owners opted in "
+                       "with --allow-clear-labels and each recorded a non-private ledger entry"}]
+
+
 def host_info() -> dict:
     return {"host": socket.gethostname(), "python": platform.python_version(), "machine": platform.machine()}
 

@@ -6,6 +6,7 @@ aggregation calls the same ``privfed.common.learners`` functions an in-process s
 
 from __future__ import annotations
 
+import math
 import secrets
 from dataclasses import dataclass
 
@@ -51,7 +52,7 @@ class NccStrategy(SingleRound):
     epsilon: float
     n_classes: int
     bounds: Bounds
-    labels: str = "clear"
+    labels: str = "rr"      # private by default; "clear" is answered only by owners that opted in (contract 6)
     label_fraction: float = 0.2
 
     def __post_init__(self):
@@ -106,10 +107,18 @@ class LrStrategy(SingleRound):
 
 @dataclass
 class FedDpdrStrategy:
-    """FedDPDR-DPML (seed 004 Alg. 1): phase 1 DP-PCA subspaces at (ε/2, δ) aggregated by
-    the weighted projector average (SPEC §9); phase 2 objective-perturbed one-vs-rest Huber
-    SVMs at ε/2 on rows projected onto the broadcast U_global, averaged with weights n_i/Σn.
-    The split ε₁ = ε₂ = ε/2 is the paper's (§5.2)."""
+    """FedDPDR-DPML (seed 004 Alg. 1): phase 1 DP-PCA subspaces aggregated by the weighted
+    projector average (SPEC §9); phase 2 objective-perturbed one-vs-rest Huber SVMs on rows
+    projected onto the broadcast U_global, averaged with the same weights.
+
+    Budget: ε₁ = ε₂ = ε/2 (the paper's split, §5.2). Within ε₁, a share ``count_fraction``
+    (5 % by default) pays for each owner's row count through the two-sided geometric mechanism
+    and the rest, ``(1 - count_fraction) ε/2`` with δ, for DP-PCA. The weights ``n_i / Σn`` of
+    both phases use these noisy counts, clipped to ≥ 1 (post-processing): the count is released
+    once, in phase 1, and reused for phase 2, and the exact ``n_i`` never leaves an owner
+    (issue 9, contract 7). Phase 2 goes only to owners whose count was received. At ε = ∞ every
+    part is exact (the non-private reference).
+    """
 
     epsilon: float
     n_classes: int
@@ -117,26 +126,40 @@ class FedDpdrStrategy:
     k: int = 20
     delta: float = 1e-5
     lam: float = 0.01
+    count_fraction: float = 0.05
 
     def __post_init__(self):
         if not 1 <= self.k <= self.bounds.d:
             raise ConfigError(f"k must be in [1, d={self.bounds.d}], got {self.k}")
+        if not 0 < self.count_fraction < 1:
+            raise ConfigError(f"count_fraction must be in (0, 1), got {self.count_fraction}")
+
+    def budget_split(self) -> dict[str, float]:
+        """ε of each part: DP-PCA, the row count, and the SVM phase (which ``ovr_epsilons`` splits per class)."""
+        half = self.epsilon / 2
+        count = math.inf if math.isinf(half) else half * self.count_fraction
+        pca = math.inf if math.isinf(half) else half - count
+        return {"pca": pca, "count": count, "svm": half}
 
     def run(self, owner_ids, execute):
-        half = self.epsilon / 2
-        pca = _shares(execute(_new_tasks(owner_ids, "pca", PcaShareTask(
-            epsilon=half, delta=self.delta, k=self.k, bounds=self.bounds))), PcaShareReply)
+        split = self.budget_split()
+        pca = {r.owner_id: r.payload for r in execute(_new_tasks(owner_ids, "pca", PcaShareTask(
+            epsilon=split["pca"], delta=self.delta, k=self.k, bounds=self.bounds, count_epsilon=split["count"])))
+            if isinstance(r.payload, PcaShareReply)}
         if not pca:
             raise ConfigError("no owner released a DP-PCA subspace")
-        U, eigenvalues = aggregate_subspaces([r.subspace for r in pca], owner_weights([r.n_rows for r in pca]))
-        svm = _shares(execute(_new_tasks(owner_ids, "svm", SvmShareTask(
-            epsilon=half, lam=self.lam, n_classes=self.n_classes, bounds=self.bounds, subspace=U))), SvmShareReply)
+        counts = {o: max(1, int(p.noisy_count)) for o, p in pca.items()}
+        U, eigenvalues = aggregate_subspaces([p.subspace for p in pca.values()],
+                                             owner_weights([counts[o] for o in pca]))
+        svm = {r.owner_id: r.payload for r in execute(_new_tasks([o for o in owner_ids if o in pca], "svm", SvmShareTask(
+            epsilon=split["svm"], lam=self.lam, n_classes=self.n_classes, bounds=self.bounds, subspace=U)))
+            if isinstance(r.payload, SvmShareReply)}
         if not svm:
             raise ConfigError("no owner released an SVM")
-        coef = weighted_average([r.coef for r in svm], owner_weights([r.n_rows for r in svm]))
+        coef = weighted_average([p.coef for p in svm.values()], owner_weights([counts[o] for o in svm]))
         return FedDPDRModel(bounds=self.bounds, components=U, coef=coef, eigenvalues=eigenvalues,
-                            owner_sizes=tuple(r.n_rows for r in svm),
-                            per_class_epsilon=ovr_epsilons(half, self.n_classes))
+                            owner_sizes=tuple(counts[o] for o in svm),
+                            per_class_epsilon=ovr_epsilons(split["svm"], self.n_classes))
 
 
 def refusals(results: list[Result]) -> dict[str, str]:
