@@ -7,8 +7,8 @@ leaves is bounded below ("What x̃ reveals").
 1. Read the query rows (and, for the null-space methods only, this owner's training rows).
 2. ``GetModel``: the model's kind, public bounds (so F) and first linear stage ``A_d`` (F×m_d, data
    space; :func:`privfed.server.servicer.model_linear_stage`). All three come from the
-   coordinator, so :func:`check_linear_stage` refuses a stage with a non-finite entry, with more
-   than ``--max-rank`` columns, or of numerical rank above ``--max-rank`` ("Rank").
+   coordinator, so :func:`check_linear_stage` refuses a stage with a non-finite entry, of
+   numerical rank above ``--max-rank``, or with more than ``--max-rank + 1`` columns ("Rank").
 3. Clean around the public centre ``c`` (the midpoint of the bounds, "Centring"):
    ``x̃ = c + clean(x − c)``, every row at once, with ``--method``:
 
@@ -48,7 +48,9 @@ What else shapes ``g``:
   ``A_c`` itself, and a coordinator that serves stages ``e_1 … e_F`` across runs reads all of
   ``span(A_c)``. Hence the explicit opt-in. (Against the paper's fixed adversary that applies
   ``A_c`` to ``x̃`` this is what buys "complete privacy", ``A_cᵀ(x̃ − c) = 0``; against an
-  adversary who knows the method both methods reveal the same ``A_dᵀx`` at ε = 0.)
+  adversary who knows the method both methods reveal the same ``A_dᵀx`` at ε = 0, and the
+  paper's refitting attack does exactly as well against either:
+  ``privfed experiment nullspace`` reports ``clean_attack`` and ``projection_attack``.)
 
 The guarantee is therefore about the owner's training data and its confidential labels: with
 ``projection`` (default) no statistic of them is sent; the owner's exact training mean never is,
@@ -73,8 +75,9 @@ Centring
 --------
 Cleaning acts on ``x − c`` and adds ``c`` back. ``c`` is the midpoint of the model's public
 bounds, never a statistic of the owner's rows: with the training mean ``x̄`` as centre (before
-issue 9) every sent row lay in ``x̄ + W`` for a fixed ``rank(A_d)``-dimensional ``W``, so rows sent
-with ε covering everything were ``x̄`` itself and a few dozen queries exposed ``x̄`` outside ``W``.
+issue 9) every sent row lay in ``x̄ + W`` for a fixed ``rank(A_d)``-dimensional ``W``: once a few
+rows show ``W``, each row gives away ``x̄``'s part outside ``W``, and a row whose desired signal
+is below ε was ``x̄`` itself.
 ``c`` only moves the origin of the linear algebra: ``x − x̃ = (x − c) − g(x − c)``, so Theorem 1
 (``e_utility = ε``) and exact label preservation at ε = 0 hold for any ``c``. The local ``A_c``
 is still fitted centred at the training mean (:func:`~privfed.common.nullspace.fit_linear_map`):

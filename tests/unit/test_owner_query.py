@@ -152,6 +152,12 @@ def test_rank_is_bounded_and_one_redundant_column_allowed(rng):
         check_linear_stage("m", "lr", np.hstack([a, -a, 2 * a]), F, max_rank=1)
     below_tolerance = np.hstack([a, 1e-18 * b])  # the cleaners ignore that direction too
     assert check_linear_stage("m", "lr", below_tolerance, F, max_rank=1) == 1
+    queries = rng.standard_normal((20, F))
+    for method in ALL_METHODS:
+        rows = clean_queries(queries, below_tolerance, queries, queries[:, :1] > 0, centre=np.zeros(F),
+                             epsilon=0.0, method=method).rows
+        rel = 1e-6 if method == "generalized" else 1e-12  # generalized: its rounding, as with any stage
+        assert np.linalg.matrix_rank(rows, tol=rel * np.abs(rows).max()) == 1, method
 
 
 @pytest.mark.parametrize("A_d,message", [
