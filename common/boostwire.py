@@ -56,6 +56,8 @@ def at_round(history: dict, round_no: int) -> dict:
 def history_round(history: dict, n_rounds: int) -> int:
     """The round number of a task's history, checked: ``len(kept) <= round < n_rounds``.
 
+    A history without ``"round"`` is for the round after its kept learners.
+
     Raises
     ------
     RemoteProtocolError
@@ -64,7 +66,7 @@ def history_round(history: dict, n_rounds: int) -> int:
     try:
         kept = len(history["learners"])
         consistent = kept == len(history["alphas"]) == len(history["totals"])
-        round_no = history["round"]
+        round_no = history.get("round", kept)  # default: the round after the kept ones
     except (KeyError, TypeError) as exc:
         raise RemoteProtocolError(f"boosting history is incomplete or malformed: {exc!r}") from exc
     if not consistent:

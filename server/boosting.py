@@ -1,12 +1,20 @@
 """Coordinator side of LDP boosting over the federation (seed 002 Alg. 2; SPEC §5, §6, §11).
 
 Per round t: a fresh group of owners (never reused: T × group ≤ N, checked) releases perturbed
-shares with their SAMME weights; the coordinator fits the base learner from them; *every* owner
-then puts its local weighted error and weight sum into a ring secure sum, so the coordinator
-learns only the totals E and W; it computes α (SAMME) and publishes (learner, α, E, W) in the
-next tasks, from which owners update their weights locally. A party that stays silent during a
-ring (its node past the node timeout) is removed and the ring re-run without it under a fresh
-session; the report records it.
+shares with their SAMME weights; the coordinator fits the base learner from them; round t's
+evaluation group (:func:`~privfed.common.boosting.evaluation_groups`) then puts its noisy,
+debited ``(err_sum, w_sum)`` releases into a ring secure sum, so the coordinator learns only the
+sums E and W of noisy values; it computes α (SAMME) and publishes (learner, α, E, W) in the next
+tasks, from which owners update their weights locally.
+
+Nothing here uses an owner's row count (contract 2): the ring's fixed-point range is the public
+``FederatedBoosting.contribution_bound`` (weight bound plus 40 Laplace scales; every owner clips
+its noisy pair to it before encoding, which is post-processing). Each ring is opened at the
+dispatcher for exactly its members and closed afterwards (contract 5). An owner that refuses
+its evaluation (budget, invalid task, already released) or stays silent (node past the node
+timeout) is removed and the ring re-run without it under a fresh session; the members that
+already released reuse their cached noisy pair, so a re-run costs them nothing. The report
+records the ε split, the noise scale and the drops.
 """
 
 from __future__ import annotations
@@ -18,14 +26,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from privfed.common.boosting import FederatedBoosting, sample_groups
-from privfed.common.boostwire import config_to_dict, empty_history, with_round
+from privfed.common.boosting import FederatedBoosting, evaluation_groups, sample_groups
+from privfed.common.boostwire import at_round, config_to_dict, empty_history, with_round
 from privfed.common.errors import ConfigError
 from privfed.common.fixedpoint import FixedPoint
 from privfed.common.learners.ncc import NccShare
 from privfed.common.learners.samme import BoostedModel, SammeStep
-from privfed.common.messages import BoostEvaluateTask, BoostShareReply, BoostShareTask, RingSpec, RingTotal, Task
-from privfed.common.securesum import new_session_id, reform_ring
+from privfed.common.messages import (
+    BoostEvaluateTask,
+    BoostShareReply,
+    BoostShareTask,
+    Refusal,
+    RingSpec,
+    RingTotal,
+    Task,
+)
+from privfed.common.securesum import new_session_id
 
 log = logging.getLogger("privfed.coordinator")
 
@@ -49,7 +65,17 @@ class BoostingStrategy:
     rng: np.random.Generator
     ring_timeout: float | None = None
     rounds: list = field(default_factory=list)   # per round: what the report shows
-    dropped: list = field(default_factory=list)  # owners removed from a ring
+    dropped: list = field(default_factory=list)  # owners removed from a ring (silent or refusing)
+    refused: dict = field(default_factory=dict)  # owner -> refusal code of its evaluation
+
+    def privacy(self) -> dict:
+        """The run's per-owner ε split and the evaluation noise, for the report."""
+        fb = self.booster
+        return {"epsilon": fb.epsilon, "share_epsilon": fb.share_epsilon, "eval_fraction": fb.eval_fraction,
+                "eval_epsilon": fb.eval_epsilon, "eval_groups": fb.eval_groups,
+                "eval_round_epsilon": fb.eval_round_epsilon, "eval_noise_scale": fb.eval_noise_scale,
+                "weight_bound": fb.weight_bound, "contribution_bound": fb.contribution_bound,
+                "labels": fb.labels if fb.base == "ncc" else "in perturbed tables"}
 
     def _releases(self, replies: list[BoostShareReply]):
         if self.booster.base == "ncc":
@@ -57,15 +83,18 @@ class BoostingStrategy:
         return np.concatenate([r.reports for r in replies])
 
     def _ring_sum(self, ring, learner, config, history, transport, round_no) -> tuple[float, float]:
-        """E and W over every owner still in the ring, re-forming the ring after a drop."""
-        max_abs = float(sum(transport.owner_rows().values()))
+        """E and W (sums of noisy releases) over every owner still in the ring, re-forming it after a drop."""
+        max_abs = self.booster.contribution_bound   # public: weight bound + noise headroom, never row counts
         certificates = transport.certificates()
         timeout = self.ring_timeout or 30.0 + 0.01 * len(ring)
+        learner_dict = learner.to_dict()
         for attempt in range(1, MAX_RING_ATTEMPTS + 1):
+            if len(ring) < 2:
+                raise ConfigError(f"round {round_no}: fewer than 2 owners left to evaluate; nothing to sum")
             session = new_session_id()
             fp = FixedPoint.choose(n_parties=len(ring), max_abs=max_abs)
-
-            ring_tuple, learner_dict, sent_to = tuple(ring), learner.to_dict(), set()
+            ring_tuple, sent_to = tuple(ring), set()
+            index = {o: i for i, o in enumerate(ring)}
 
             def spec(owner_id):
                 # The ring order and the certificates go once per node and session (the node
@@ -79,21 +108,28 @@ class BoostingStrategy:
                                                        fp.n_parties, max_abs, peers,
                                                        certificates if first else {}))
 
-            index = {o: i for i, o in enumerate(ring)}
-
             t0 = time.perf_counter()
-            results = transport(_tasks(ring, f"ring{round_no}", spec), timeout=timeout)
+            transport.open_ring(session, ring_tuple)
+            try:
+                results = transport(_tasks(ring, f"ring{round_no}", spec), timeout=timeout)
+            finally:
+                transport.close_ring(session)
             totals = [r.payload for r in results if isinstance(r.payload, RingTotal) and r.payload.session_id == session]
             if totals:
                 self.rounds[-1].update(ring_size=len(ring), ring_s=time.perf_counter() - t0, ring_attempts=attempt)
                 return float(totals[0].values[0]), float(totals[0].values[1])
-            joined = {r.owner_id for r in results} | {ring[0]}  # the leader answers only with the total
-            gone = sorted((set(ring) - joined) | (set(ring) & transport.silent_owners()))
+            refusing = {r.owner_id: r.payload.code for r in results if isinstance(r.payload, Refusal)}
+            self.refused.update(refusing)
+            joined = {r.owner_id for r in results if not isinstance(r.payload, Refusal)} | {ring[0]}
+            # the leader answers only with the total: it is gone if it refused or its node fell silent
+            joined -= set(refusing)
+            gone = sorted((set(ring) - joined) | (set(ring) & transport.silent_owners()) | set(refusing))
             if not gone:
                 raise ConfigError(f"ring {session} did not close within {timeout:.0f} s and no party is known to be gone")
-            log.warning("ring %s: %d party(ies) dropped (%s...); re-running without them", session, len(gone), gone[:3])
+            log.warning("ring %s: %d party(ies) dropped (%d refused; %s...); re-running without them", session,
+                        len(gone), len(refusing), gone[:3])
             self.dropped += gone
-            ring = reform_ring(ring, gone)
+            ring = [o for o in ring if o not in set(gone)]
         raise ConfigError(f"the ring secure sum failed {MAX_RING_ATTEMPTS} times")
 
     def run(self, owner_ids, transport):
@@ -101,23 +137,27 @@ class BoostingStrategy:
         n = len(owner_ids)
         group_size = fb.group_size or n // fb.n_rounds
         groups = sample_groups(n, fb.n_rounds, group_size, self.rng)
+        evaluators = evaluation_groups(groups, n, fb.eval_groups, self.rng)
         run_id = f"boost-{secrets.token_hex(4)}"
         config = config_to_dict(fb, run_id)
         history = empty_history()
         learners, alphas = [], []
-        ring = list(owner_ids)
         for t, group in enumerate(groups, start=1):
             t0 = time.perf_counter()
+            sent = at_round(history, t - 1)
             replies = [r.payload for r in transport(_tasks([owner_ids[i] for i in group], run_id,
-                                                           lambda _: BoostShareTask(config, history)))
+                                                           lambda _: BoostShareTask(config, sent)))
                        if isinstance(r.payload, BoostShareReply)]
             if not replies:
                 raise ConfigError(f"round {t}: no owner of the group released a share")
             learner = fb.coordinator_select(self._releases(replies))
             self.rounds.append({"round": t, "group": len(group), "released": len(replies),
-                                "share_s": time.perf_counter() - t0})
-            ring = [o for o in ring if o not in set(self.dropped)]
-            err, wsum = self._ring_sum(ring, learner, config, history, transport, t)
+                                "share_s": time.perf_counter() - t0, "share_epsilon": fb.share_epsilon,
+                                "eval_epsilon": fb.eval_round_epsilon, "eval_noise_scale": fb.eval_noise_scale})
+            gone = set(self.dropped)
+            ring = [owner_ids[i] for i in evaluators[t - 1] if owner_ids[i] not in gone]
+            err, wsum = self._ring_sum(ring, learner, config, sent, transport, t)
+            err = fb.floor_error_total(err, self.rounds[-1]["ring_size"])
             decision = fb.coordinator_decide(err, wsum, n_kept=len(alphas))
             self.rounds[-1].update(err_total=err, weight_total=wsum, error=err / wsum if wsum > 0 else None,
                                    alpha=None if decision is None else decision.alpha,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from tqdm import tqdm
 
 from privfed.common.errors import ConfigError
-from privfed.common.messages import total_budget
+from privfed.common.messages import BoostEvaluateTask, total_budget
 from privfed.server.app import CoordinatorServer
 from privfed.server.dispatcher import JobAborted
 from privfed.server.strategies import refusals
@@ -29,14 +29,20 @@ class JobOutcome:
 
 
 class Transport:
-    """What a strategy may use: run a round, and look up the public owner directory."""
+    """What a strategy may use: run a round, look up the public owner directory, and open and
+    close ring sessions (contract 5: the dispatcher relays only among an open session's members).
+
+    No row counts (contract 2): a registration carries none, and a strategy needs only public
+    bounds.
+    """
 
     def __init__(self, execute, dispatcher):
         self._execute = execute
         self.peer_key = dispatcher.peer_key
         self.certificates = dispatcher.certificates
         self.silent_owners = dispatcher.silent_owners
-        self.owner_rows = lambda: {o: i.n_rows for o, i in dispatcher.owners().items()}
+        self.open_ring = dispatcher.open_ring
+        self.close_ring = dispatcher.close_ring
 
     def __call__(self, tasks, timeout=None):
         return self._execute(tasks, timeout)
@@ -56,6 +62,7 @@ def run_job(server: CoordinatorServer, strategy, *, expected_owners: int, regist
     t1 = time.perf_counter()
     owner_ids = sorted(server.dispatcher.owners())
     eps = {o: 0.0 for o in owner_ids}
+    counted: set[tuple[str, str]] = set()   # (owner, release id) already counted (a re-formed ring reuses it)
     refused: dict[str, str] = {}
     lost_nodes: set[str] = set()
     answered: set[str] = set()
@@ -75,9 +82,14 @@ def run_job(server: CoordinatorServer, strategy, *, expected_owners: int, regist
         refused.update(round_refused)
         by_task = {t.task_id: t for t in tasks}
         for r in results:
-            spec = by_task[r.task_id].spec
-            if r.owner_id not in round_refused and spec.ledger_entries():  # a release, not ring work
-                eps[r.owner_id] += total_budget(spec)[0]
+            task = by_task[r.task_id]
+            if r.owner_id in round_refused or not task.spec.ledger_entries():  # not a release
+                continue
+            key = (r.owner_id, getattr(task.spec, "release_id", task.task_id))
+            if key not in counted:
+                counted.add(key)
+                eps[r.owner_id] += total_budget(task.spec)[0]
+            if not isinstance(task.spec, BoostEvaluateTask):
                 answered.add(r.owner_id)
         return results
 
