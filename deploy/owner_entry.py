@@ -19,12 +19,21 @@ Partition record
     another partition is refused: it would move logical owners to other ledger files, where
     their spent budget is not recorded. Start a fresh federation (new ledger volume) instead.
 
+Certificate
+    With ``--enroll EXCHANGE --tls-dir DIR`` the replica, once it holds slot i, makes its own
+    key ``DIR/owner-<i>/owner-<i>-key.pem`` (mode 0600, in a directory no other container
+    mounts) and has the CA sign a request for ``owner-<i>`` through the exchange directory
+    (``deploy/enroll.py``); it then runs ``privfed owner --certs DIR/owner-<i>``. So no replica
+    ever sees another node's key, nor the CA's. Without ``--enroll``, pass ``--certs`` yourself.
+
 Usage (the owner services of ``docker-compose.yml``)::
 
-    python -m privfed.deploy.owner_entry --nodes N --slots DIR --ledger-dir DIR -- OWNER_ARGS...
+    python -m privfed.deploy.owner_entry --nodes N --slots DIR --ledger-dir DIR \
+        [--enroll DIR --tls-dir DIR] -- OWNER_ARGS...
 
-OWNER_ARGS are ``privfed owner`` arguments without ``--name``, ``--shards`` and ``--ledger``,
-which this entry point adds; it validates the whole command with the real CLI parser first.
+OWNER_ARGS are ``privfed owner`` arguments without ``--name``, ``--shards`` and ``--ledger``
+(nor ``--certs`` with ``--enroll``), which this entry point adds; it validates the whole command
+with the real CLI parser first.
 """
 
 from __future__ import annotations
@@ -107,10 +116,12 @@ def check_partition(ledger_dir: Path, partition: dict) -> None:
         tmp.unlink()
 
 
-def owner_argv(index: int, shards: range, ledger_dir: Path, passthrough: list[str]) -> list[str]:
+def owner_argv(index: int, shards: range, ledger_dir: Path, passthrough: list[str],
+               certs: Path | None = None) -> list[str]:
     """The ``privfed owner`` arguments for slot ``index`` (without the program name)."""
     return ["owner", "--name", f"owner-{index}", "--shards", f"{shards.start}:{shards.stop}",
-            "--ledger", str(ledger_dir / f"owner-{index}.sqlite"), *passthrough]
+            "--ledger", str(ledger_dir / f"owner-{index}.sqlite"),
+            *(["--certs", str(certs)] if certs is not None else []), *passthrough]
 
 
 def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
@@ -118,10 +129,16 @@ def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--nodes", type=int, required=True, help="owner node replicas (slots)")
     parser.add_argument("--slots", type=Path, required=True, help="shared directory of slot lock files")
     parser.add_argument("--ledger-dir", type=Path, required=True, help="directory of owner-<i>.sqlite ledgers")
+    parser.add_argument("--enroll", type=Path, help="exchange directory of the CA signer (deploy/enroll.py)")
+    parser.add_argument("--tls-dir", type=Path, help="with --enroll: where this node's key is made (not shared)")
+    parser.add_argument("--enroll-timeout", type=float, default=300.0, help="seconds to wait for the certificate")
     parser.add_argument("owner_args", nargs=argparse.REMAINDER, help="-- then privfed owner arguments")
     args = parser.parse_args(argv)
+    if (args.enroll is None) != (args.tls_dir is None):
+        parser.error("--enroll and --tls-dir go together")
     rest = args.owner_args[1:] if args.owner_args[:1] == ["--"] else args.owner_args
-    given = [a for a in rest if a.split("=", 1)[0] in _SET_HERE]
+    set_here = _SET_HERE + (("--certs",) if args.enroll is not None else ())
+    given = [a for a in rest if a.split("=", 1)[0] in set_here]
     if given:
         parser.error(f"{', '.join(given)}: set by the entry point from the slot; remove them")
     if any(a.split("=", 1)[0] == "--data" for a in rest):
@@ -136,14 +153,20 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         # Validate the whole owner command with the real parser before claiming anything.
-        probe = build_parser().parse_args(owner_argv(0, range(0, 1), args.ledger_dir, rest))
+        certs = None if args.tls_dir is None else args.tls_dir / "owner-0"
+        probe = build_parser().parse_args(owner_argv(0, range(0, 1), args.ledger_dir, rest, certs))
         ranges = slot_ranges(probe.n_owners, args.nodes)
         check_partition(args.ledger_dir, {"nodes": args.nodes} | {k: getattr(probe, k) for k in _PARTITION})
         index, _lock_fd = claim_slot(args.slots, args.nodes)
+        if args.enroll is not None:
+            from privfed.deploy.enroll import enroll
+
+            certs = enroll(args.enroll, args.tls_dir, f"owner-{index}", timeout=args.enroll_timeout)
     except ConfigError as exc:
         print(f"owner_entry: error: {exc}", file=sys.stderr)
         return 2
-    cmd = [sys.executable, "-m", "privfed.deploy.cli", *owner_argv(index, ranges[index], args.ledger_dir, rest)]
+    cmd = [sys.executable, "-m", "privfed.deploy.cli",
+           *owner_argv(index, ranges[index], args.ledger_dir, rest, certs)]
     print(f"owner_entry: slot {index} of {args.nodes}: logical owners {ranges[index].start}..{ranges[index].stop - 1}",
           file=sys.stderr, flush=True)
     os.execv(sys.executable, cmd)  # the slot's lock fd stays open in privfed owner
