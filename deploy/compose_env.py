@@ -17,8 +17,9 @@ unnecessary. It is generic over the compose file (no privfed service names in he
   port. ``SERVICE:PORT`` in an argument becomes ``host:local``, and a service's own listen
   address (``0.0.0.0``, ``[::]``, ``127.0.0.1`` or ``localhost`` with an exposed port) too.
   Bare host names without a port (TLS names, certificate SANs) are left as written.
-* **Volumes**: a named volume becomes ``root/volumes/<name>``, a bind mount its host path;
-  an argument or environment value that is a mount path (or below one, also after ``--opt=``)
+* **Volumes**: a named volume becomes ``root/volumes/<name>``, a bind mount its host path, an
+  anonymous volume ``root/anonymous/<service>-<n>/<path>`` (one per replica, as Compose makes one
+  per container); an argument or environment value that is a mount path (or below one, also after ``--opt=``)
   is rewritten to the host directory.
 * **Replicas**: ``deploy.replicas`` (or ``scale``), overridable per service.
 """
@@ -220,16 +221,30 @@ class ComposeProject:
         dockerfile = "Dockerfile" if isinstance(build, str) else build.get("dockerfile", "Dockerfile")
         return dockerfile_defaults(self.dir / context / dockerfile)
 
-    def _mounts(self, service: dict, root: Path) -> list[tuple[str, Path]]:
-        mounts = []
+    @staticmethod
+    def volume_specs(service: dict) -> list[tuple[str | None, str, bool]]:
+        """``(source, target, read_only)`` of each of a service's volumes (source None: anonymous)."""
+        specs = []
         for spec in service.get("volumes") or []:
             if isinstance(spec, dict):
-                source, target = spec.get("source"), spec["target"]
+                specs.append((spec.get("source"), spec["target"], bool(spec.get("read_only"))))
             else:
                 parts = spec.split(":")
                 source, target = (parts[0], parts[1]) if len(parts) > 1 else (None, parts[0])
+                specs.append((source, target, len(parts) > 2 and "ro" in parts[2].split(",")))
+        return specs
+
+    def mounts(self, name: str, root: str | Path, replica: int = 0) -> list[tuple[str, Path]]:
+        """``(container path, host directory)`` of each volume of replica ``replica`` of ``name``.
+
+        Named volumes are shared (``root/volumes/<name>``); an anonymous volume belongs to one
+        container, as in Compose (``root/anonymous/<service>-<replica+1>/<path>``).
+        """
+        root = Path(root)
+        mounts = []
+        for source, target, _ in self.volume_specs(self.services[name]):
             if source is None:
-                host = root / "anonymous" / target.strip("/").replace("/", "_")
+                host = root / "anonymous" / f"{name}-{replica + 1}" / target.strip("/").replace("/", "_")
             elif source.startswith((".", "/", "~")):
                 host = (self.dir / Path(source).expanduser()).resolve()
             else:
@@ -273,16 +288,15 @@ class ComposeProject:
             argv = [*entrypoint, *(command or [])]
             if not argv:
                 raise ConfigError(f"service {name!r}: no command, and its image declares none")
-            mounts = self._mounts(service, root)
-            rewrite = _Rewriter(host, ports, own=name, mounts=mounts)
-            argv = [*executables.get(argv[0], [argv[0]]), *map(rewrite, argv[1:])]
             health = self._healthcheck(service, image)
-            if health is not None:
-                health = [*executables.get(health[0], [health[0]]), *map(rewrite, health[1:])]
-            env = {k: rewrite(v) for k, v in _environment(service, self.dir).items()}
             count = (scale or {}).get(name, self.replicas(name))
-            out += [Invocation(name, i, list(argv), dict(env), self.depends_on(name), health, dict(ports[name]))
-                    for i in range(count)]
+            for i in range(count):  # per replica: each container has its own anonymous volumes
+                rewrite = _Rewriter(host, ports, own=name, mounts=self.mounts(name, root, i))
+                check = None if health is None else [*executables.get(health[0], [health[0]]),
+                                                     *map(rewrite, health[1:])]
+                env = {k: rewrite(v) for k, v in _environment(service, self.dir).items()}
+                out.append(Invocation(name, i, [*executables.get(argv[0], [argv[0]]), *map(rewrite, argv[1:])],
+                                      env, self.depends_on(name), check, dict(ports[name])))
         return out
 
     @staticmethod
