@@ -1,13 +1,16 @@
 """docker-compose.yml can't drift from the CLI: its services' exact commands and environment
 (parsed by deploy/compose_env.py, service hosts -> 127.0.0.1, exposed ports -> free local ports,
 volumes -> temporary directories) run as real local processes and the federation completes.
-Also: `docker-compose config -q` when the binary exists, the image definition, owner slots."""
+Also: `docker-compose config -q` when the binary exists, the image definition, owner slots, and
+key isolation: which volumes each service mounts, and which private keys it can reach in them."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import tomllib
 from pathlib import Path
@@ -15,14 +18,15 @@ from pathlib import Path
 import pytest
 
 from cryptography import x509
-from cryptography.x509.oid import ExtendedKeyUsageOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from privfed.common.errors import ConfigError
+from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
 from privfed.deploy.cli import TASK_CHOICES
 from privfed.deploy.compose_env import ComposeProject, dockerfile_defaults, interpolate
+from privfed.deploy.enroll import enroll, init, sign
 from privfed.deploy.owner_entry import check_partition, claim_slot, slot_ranges
-from privfed.owner.data import owner_id
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -61,13 +65,13 @@ def test_docker_compose_config_accepts_the_file(profile):
         assert proc.returncode == 0, f"{' '.join(cmd)}:\n{proc.stderr}"
 
 
-def test_default_up_runs_the_ncc_demo_and_each_profile_one_task():
+def test_default_up_runs_the_ncc_demo_and_each_profile_one_task(tmp_path):
     p = project()
-    assert p.enabled() == ["certs", "coordinator", "owner"], ".env must set COMPOSE_PROFILES=ncc"
+    assert p.enabled() == ["certs", "ca-signer", "coordinator", "owner"], ".env must set COMPOSE_PROFILES=ncc"
     for profile in PROFILES:
         names = p.enabled([profile])
-        assert names[0] == "certs" and len(names) == 3, names
-        coordinator = next(i for i in p.invocations(Path("/nonexistent"), profiles=[profile])
+        assert names[:2] == ["certs", "ca-signer"] and len(names) == 4, names
+        coordinator = next(i for i in p.invocations(tmp_path, profiles=[profile])
                            if "coordinator" in i.argv)
         assert coordinator.argv[coordinator.argv.index("--task") + 1] == profile
 
@@ -75,8 +79,8 @@ def test_default_up_runs_the_ncc_demo_and_each_profile_one_task():
 def test_owner_replicas_and_certificates_follow_the_node_count():
     p = project(PRIVFED_NODES="5")
     assert p.replicas("owner") == 5
-    certs = p.services["certs"]["command"]
-    assert certs[certs.index("--owners") + 1] == "5"
+    signer = p.services["ca-signer"]["command"]
+    assert signer[signer.index("--owners") + 1] == "5"
     assert p.services["owner"]["command"][p.services["owner"]["command"].index("--nodes") + 1] == "5"
 
 
@@ -99,6 +103,91 @@ def test_interpolation_follows_compose_rules():
     assert interpolate("$SET-$$SET-${SET:+alt}-${EMPTY:+alt}-${EMPTY+alt}", env) == "x-$SET-alt--alt"
     with pytest.raises(ConfigError, match="UNSET"):
         interpolate("${UNSET:?give it}", env)
+
+
+# ---- key isolation -------------------------------------------------------------------------
+
+def _owner_services(p: ComposeProject) -> list[str]:
+    return [n for n, s in p.services.items() if s.get("entrypoint", [None])[-1:] == ["privfed.deploy.owner_entry"]]
+
+
+def _coordinator_services(p: ComposeProject) -> list[str]:
+    return [n for n, s in p.services.items() if (s.get("command") or [None, None])[:2] == ["privfed", "coordinator"]]
+
+
+def test_only_the_ca_services_mount_the_ca_and_each_role_only_its_own_keys():
+    p = project()
+    coordinators, owners = _coordinator_services(p), _owner_services(p)
+    assert len(coordinators) == len(owners) == len(PROFILES)
+    mounts = {n: p.volume_specs(s) for n, s in p.services.items()}
+    users = {}
+    for name, specs in mounts.items():
+        for source, _, _ in specs:
+            users.setdefault(source, set()).add(name)
+    assert users["pki"] == {"certs", "ca-signer"}  # the CA key: nobody else
+    assert users["coordinator-tls"] == {"certs", *coordinators}  # the coordinator's pair: its writer and itself
+    assert all(ro for n in coordinators for s, _, ro in mounts[n] if s == "coordinator-tls")
+    assert all(ro for s, _, ro in mounts["ca-signer"] if s == "pki")
+    for name in owners:
+        # named volumes shared by the replicas hold no key: ledgers, and the enrolment exchange
+        # (CSRs, certificates, ca.pem); the key is made in an anonymous volume, one per container
+        assert sorted(s or "" for s, _, _ in mounts[name]) == ["", "enroll", "ledgers"]
+        tls = next(t for s, t, _ in mounts[name] if s is None)
+        cmd = p.services[name]["command"]
+        assert cmd[cmd.index("--tls-dir") + 1] == tls and "--certs" not in cmd
+    for name in coordinators:
+        assert sorted(s for s, _, _ in mounts[name]) == ["coordinator-tls", "runs"]
+
+
+def _private_keys(dirs) -> set[str]:
+    """Names of the files holding a private key under ``dirs``, wherever they are."""
+    found = set()
+    for d in dirs:
+        for f in Path(d).rglob("*"):
+            if f.is_file() and not f.is_symlink() and b"PRIVATE KEY" in f.read_bytes():
+                found.add(f.name)
+    return found
+
+
+def assert_each_service_reaches_only_its_own_keys(p: ComposeProject, root: Path, plan, slots: dict[str, int]):
+    """After a run: the private keys under each replica's mounts are exactly its own."""
+    for inv in plan:
+        reach = _private_keys(host for _, host in p.mounts(inv.service, root, inv.replica))
+        if inv.service == "certs":
+            expected = {"ca-key.pem", "coordinator-key.pem"}
+        elif inv.service == "ca-signer":
+            expected = {"ca-key.pem"}
+        elif inv.service in _coordinator_services(p):
+            expected = {"coordinator-key.pem"}
+        else:
+            expected = {f"owner-{slots[inv.name]}-key.pem"}
+        assert reach == expected, (inv.name, reach)
+
+
+def test_enrolment_gives_each_owner_a_certificate_for_its_own_key(tmp_path):
+    pki, coord, exchange, tls = (tmp_path / d for d in ("pki", "coordinator-tls", "enroll", "tls"))
+    init(pki, coord, exchange, sans=["coordinator-lr"])
+    ca = (pki / "ca" / "ca.pem").read_bytes()
+    assert sorted(p.name for p in coord.iterdir()) == ["ca.pem", "coordinator-key.pem", "coordinator.pem"]
+    assert not (pki / "coordinator").exists() and _private_keys([exchange]) == set()
+    (exchange / "issued" / "owner-0.pem").write_bytes((coord / "coordinator.pem").read_bytes())  # stale
+    signer = threading.Thread(target=sign, args=(pki, exchange, ["owner-0", "owner-1"]), kwargs={"timeout": 60})
+    signer.start()
+    dirs = [enroll(exchange, tls, f"owner-{i}", timeout=60) for i in (1, 0)]
+    signer.join(60)
+    assert not signer.is_alive()  # exits once every slot is signed
+    for d, i in zip(dirs, (1, 0)):
+        assert sorted(f.name for f in d.iterdir()) == ["ca.pem", f"owner-{i}-key.pem", f"owner-{i}.pem"]
+        assert (d / "ca.pem").read_bytes() == ca and oct(os.stat(d / f"owner-{i}-key.pem").st_mode & 0o777) == "0o600"
+        leaf = x509.load_pem_x509_certificate((d / f"owner-{i}.pem").read_bytes())
+        leaf.verify_directly_issued_by(x509.load_pem_x509_certificate(ca))
+        assert leaf.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == f"owner-{i}"
+    assert _private_keys([exchange, pki]) == {"ca-key.pem"}
+    # a second `up`: the CA and coordinator pair are kept, the exchange is reset
+    before = (coord / "coordinator-key.pem").read_bytes()
+    init(pki, coord, exchange, sans=["coordinator-lr"])
+    assert (coord / "coordinator-key.pem").read_bytes() == before and (pki / "ca" / "ca.pem").read_bytes() == ca
+    assert list((exchange / "requests").iterdir()) == list((exchange / "issued").iterdir()) == []
 
 
 # ---- owner slots -------------------------------------------------------------------------
@@ -217,9 +306,13 @@ def test_compose_services_run_the_federation_as_processes(tmp_path, profile):
     spent = {}
     for i, hosted in enumerate(slot_ranges(n, len(owners))):
         with Ledger(volumes / "ledgers" / f"owner-{i}.sqlite", **budgets) as led:
-            spent |= {owner_id(j): led.spent(owner_id(j)).epsilon for j in hosted}
+            spent |= {owner_id(f"owner-{i}", j): led.spent(owner_id(f"owner-{i}", j)).epsilon for j in hosted}
     assert spent == pytest.approx(report["epsilon_by_owner"], rel=1e-9)
     assert report["answered"] == sum(e > 0 for e in spent.values()) > 0
+    slots = {o.name: int(re.search(r"owner_entry: slot (\d+) of", (tmp_path / f"{o.name}.log").read_text()).group(1))
+             for o in owners}
+    assert sorted(slots.values()) == list(range(len(owners)))
+    assert_each_service_reaches_only_its_own_keys(p, tmp_path, plan, slots)
     if task != "bdt":  # boosting asks only the owners in its rounds' groups
         assert report["answered"] == n
         assert all(e == pytest.approx(float(SCALE["PRIVFED_EPSILON"])) for e in spent.values())
