@@ -22,6 +22,10 @@ volume of pre-made owner keys would give every replica every owner's key. Instea
 The exchange directory holds only public material (CSRs, certificates, ``ca.pem``). A private
 key never leaves the container that made it; the CA key never leaves the CA's volume.
 
+Each slot is signed once per run: a replica that restarts after the signer has exited keeps its
+key (the anonymous volume survives a restart) but, if it claims another slot, waits in vain and
+exits with an error; ``docker compose up`` again starts a new run.
+
 Trust: the signer signs whatever CSR appears for a slot it has not signed yet. Only owner
 replicas mount the exchange, and they are one operator's identical containers: the point is
 that neither the coordinator nor any service but the CA ever holds a key that is not its own.
@@ -36,6 +40,7 @@ import time
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
@@ -143,7 +148,11 @@ def enroll(exchange: Path, tls_dir: Path, name: str, *, timeout: float) -> Path:
                               "is the ca-signer service running?")
         time.sleep(POLL)
     ca_pem = (exchange / "ca.pem").read_bytes()
-    cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca_pem))
+    try:
+        cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca_pem))
+    except (ValueError, TypeError, InvalidSignature) as exc:
+        raise ConfigError(f"{issued} is not signed by {exchange / 'ca.pem'} ({exc!r}); rerun the certs "
+                          "service") from None
     write_file(d / f"{name}.pem", cert.public_bytes(serialization.Encoding.PEM), mode=0o644, replace=True)
     write_file(d / "ca.pem", ca_pem, mode=0o644, replace=True)
     return d
