@@ -57,6 +57,17 @@ Choices made here (each documented where it is implemented)
   ``S_total`` is exactly the e_utility of removing everything; rows with ``ε ≥ S_total`` get
   ``x̃ = 0`` exactly (``x = Vc``), so the "budget exceeds everything" branch is exact too.
 
+What the cleaned rows depend on
+-------------------------------
+Every coefficient is linear in ``A_dᵀx`` (for γᵢ > 0, ``Mvᵢ = B_dvᵢ/γᵢ`` gives
+``cᵢ = (A_dᵀvᵢ)ᵀA_dᵀx/γᵢ``; γᵢ = 0 components always go), so ``x̃`` is a function of ``A_dᵀx``:
+nothing of ``x`` outside what ``A_d`` reads survives (to rounding: ~1e−15 relative for
+"subspace", ~1e−8 for "generalized", whose ill-conditioned M leaves that much of the removed
+components). But the function depends on ``A_c``: at ε = 0 in the 0/∞ case ``x̃`` lies in
+``(I − P_c)span(A_d)``, so a reader who knows ``A_d`` learns ``P_cA_d`` (with one confidential
+label, ``A_c``'s direction). When ``A_c`` is a statistic of private training rows, that is a
+release of it. :class:`StageProjection` is the cleaning that uses no ``A_c`` at all.
+
 References
 ----------
 K. Xu, S. Shah, T. Cao, C. Maung, H. Schweitzer. Enhancing the Privacy of Predictors. AAAI 2017
@@ -393,9 +404,10 @@ class StageProjection:
     ``e_utility = β²‖A_dᵀx‖² = ε`` exactly, as in Theorem 1; ``ε = 0`` keeps every desired score.
 
     What ``x̃`` depends on: ``A_dᵀx`` and ``A_d``, nothing else (write ``A_d = Q_d R`` with ``Q_d``
-    orthonormal and ``R`` of full row rank; then ``P_d x = Q_d (Rᵀ)⁺ A_dᵀx``). This is the least a query can reveal while keeping the desired
-    predictions, and unlike :class:`NullSpaceCleaner` no statistic of anyone's training rows
-    shapes it. Against the paper's *fixed* linear adversary ``A_c`` it is weaker than null-space
+    orthonormal and ``R`` of full row rank; then ``P_d x = Q_d (Rᵀ)⁺ A_dᵀx``). Any row that keeps
+    the desired scores reveals ``A_dᵀx`` (the reader computes ``A_dᵀx̃``), so at ε = 0 this is the
+    least a query can reveal; and unlike :class:`NullSpaceCleaner` no statistic of anyone's
+    training rows shapes it. Against the paper's *fixed* linear adversary ``A_c`` it is weaker than null-space
     cleaning (``A_cᵀP_d x ≠ 0`` in general), but at ε = 0 both send a function of ``A_dᵀx``
     alone, so an adversary who knows the method learns exactly the same about ``x`` from either.
 
