@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from privfed.common.errors import ConfigError
@@ -188,6 +190,28 @@ def test_enrolment_gives_each_owner_a_certificate_for_its_own_key(tmp_path):
     init(pki, coord, exchange, sans=["coordinator-lr"])
     assert (coord / "coordinator-key.pem").read_bytes() == before and (pki / "ca" / "ca.pem").read_bytes() == ca
     assert list((exchange / "requests").iterdir()) == list((exchange / "issued").iterdir()) == []
+
+
+
+def test_signer_refuses_a_bad_request_and_names_the_slots_it_waited_for(tmp_path):
+    pki, exchange = tmp_path / "pki", tmp_path / "enroll"
+    init(pki, tmp_path / "coordinator-tls", exchange)
+    with pytest.raises(ConfigError, match="owner-1"):
+        sign(pki, exchange, ["owner-0", "owner-1"], timeout=0.0)
+    key = ec.generate_private_key(ec.SECP384R1())  # not the federation's curve
+    csr = x509.CertificateSigningRequestBuilder().subject_name(x509.Name([])).sign(key, hashes.SHA256())
+    (exchange / "requests" / "owner-0.csr").write_bytes(csr.public_bytes(serialization.Encoding.PEM))
+    with pytest.raises(ConfigError, match="P-256"):
+        sign(pki, exchange, ["owner-0"], timeout=1.0)
+    assert list((exchange / "issued").iterdir()) == []
+
+
+def test_owner_entry_sets_certs_itself_when_enrolling(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "privfed.deploy.owner_entry", "--nodes", "1", "--slots",
+                           str(tmp_path / "s"), "--ledger-dir", str(tmp_path), "--enroll", str(tmp_path / "e"),
+                           "--tls-dir", str(tmp_path / "t"), "--", "--certs", "/certs"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--certs: set by the entry point" in proc.stderr
 
 
 # ---- owner slots -------------------------------------------------------------------------
