@@ -67,6 +67,7 @@ class BoostingStrategy:
     rounds: list = field(default_factory=list)   # per round: what the report shows
     dropped: list = field(default_factory=list)  # owners removed from a ring (silent or refusing)
     refused: dict = field(default_factory=dict)  # owner -> refusal code of its evaluation
+    evaluators: list = field(default_factory=list)  # per round: the owner ids asked to evaluate
 
     def privacy(self) -> dict:
         """The run's per-owner ε split and the evaluation noise, for the report."""
@@ -138,6 +139,7 @@ class BoostingStrategy:
         group_size = fb.group_size or n // fb.n_rounds
         groups = sample_groups(n, fb.n_rounds, group_size, self.rng)
         evaluators = evaluation_groups(groups, n, fb.eval_groups, self.rng)
+        self.evaluators = [[owner_ids[i] for i in e] for e in evaluators]
         run_id = f"boost-{secrets.token_hex(4)}"
         config = config_to_dict(fb, run_id)
         history = empty_history()
@@ -154,7 +156,7 @@ class BoostingStrategy:
             self.rounds.append({"round": t, "group": len(group), "released": len(replies),
                                 "share_s": time.perf_counter() - t0, "share_epsilon": fb.share_epsilon,
                                 "eval_epsilon": fb.eval_round_epsilon, "eval_noise_scale": fb.eval_noise_scale})
-            gone = set(self.dropped)
+            gone = set(self.dropped) | transport.silent_owners()
             ring = [owner_ids[i] for i in evaluators[t - 1] if owner_ids[i] not in gone]
             err, wsum = self._ring_sum(ring, learner, config, sent, transport, t)
             err = fb.floor_error_total(err, self.rounds[-1]["ring_size"])
