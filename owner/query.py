@@ -312,12 +312,12 @@ def check_linear_stage(model_id: str, kind: str, A_d: np.ndarray, n_features: in
     fix = ("a binary lr model needs 1, a K-class lr model K, a feddpdr model its k: pass --max-rank N only if "
            "the model is meant to read N directions")
     if A_d.shape[1] > max_rank + 1:
-        raise ConfigError(f"model {model_id!r} ({kind}) has a linear stage with {A_d.shape[1]} columns, more than "
-                          f"--max-rank {max_rank} allows ({max_rank + 1}); nothing sent ({fix})")
+        raise ConfigError(f"model {model_id!r} ({kind[:40]!r}) has a linear stage with {A_d.shape[1]} columns, "
+                          f"more than --max-rank {max_rank} allows ({max_rank + 1}); nothing sent ({fix})")
     rank = int(np.linalg.matrix_rank(A_d))
     if rank > max_rank:
-        raise ConfigError(f"model {model_id!r} ({kind}) has a linear stage of rank {rank}, more than --max-rank "
-                          f"{max_rank}; nothing sent ({fix})")
+        raise ConfigError(f"model {model_id!r} ({kind[:40]!r}) has a linear stage of rank {rank}, more than "
+                          f"--max-rank {max_rank}; nothing sent ({fix})")
     return rank
 
 
@@ -396,7 +396,7 @@ def clean_queries(queries: np.ndarray, A_d: np.ndarray, X_own: np.ndarray | None
 
 # ---------------------------------------------------------------------------- network
 def _rpc_error(exc: grpc.RpcError, what: str, target: str, timeout: float) -> PrivfedError:
-    code, details = exc.code(), exc.details()
+    code, details = exc.code(), " ".join(str(exc.details()).split())  # the coordinator's text, on one line
     if code == grpc.StatusCode.UNAVAILABLE:
         return PrivfedError(f"{what}: coordinator {target} unreachable ({details}); is it running, and do "
                             "--certs/--name/--target-name match its certificate?")
@@ -428,10 +428,11 @@ class _Coordinator:
     def predict(self, model_id: str, rows: np.ndarray) -> tuple[np.ndarray, int]:
         """Labels for ``rows``, in chunks; returns ``(labels, number of calls)``."""
         per_call = max(1, min(CHUNK_ROWS, MAX_MESSAGE_BYTES // (2 * 8 * max(rows.shape[1], 1))))
+        chunks = [rows[start:start + per_call] for start in range(0, rows.shape[0], per_call)]
+        # every chunk is encoded before the first is sent: a row the wire cannot carry stops the run whole
+        requests = [pb.PredictRequest(model_id=model_id, rows=serde.reports_to_proto(c)) for c in chunks]
         labels, calls = [], 0
-        for start in range(0, rows.shape[0], per_call):
-            chunk = rows[start:start + per_call]
-            request = pb.PredictRequest(model_id=model_id, rows=serde.reports_to_proto(chunk))
+        for chunk, request in zip(chunks, requests):
             try:
                 reply = self._stub.Predict(request, timeout=PREDICT_TIMEOUT)
             except grpc.RpcError as exc:
@@ -487,7 +488,7 @@ def run_query(args, tls: TlsFiles | None) -> int:
         kind, bounds, A_d = coordinator.get_model(args.model_id)
         F = bounds.d
         rank = check_linear_stage(args.model_id, kind, A_d, F, max_rank=args.max_rank)
-        log.info("model %r (%s): F = %d features, first linear stage A_d of shape %s and rank %d (--max-rank %d)",
+        log.info("model %r (%r): F = %d features, first linear stage A_d of shape %s and rank %d (--max-rank %d)",
                  args.model_id, kind, F, A_d.shape, rank, args.max_rank)
         queries, _ = split_features(queries_table, F, f"--queries {args.queries.name}")
         X_own = Y_conf = None

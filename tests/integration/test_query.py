@@ -42,6 +42,7 @@ import sys
 import numpy as np
 import pytest
 
+from privfed.common.bounds import Bounds
 from privfed.common.learners.logistic import LinearModel
 from privfed.common.nullspace import fit_linear_map
 from privfed.deploy.tcpproxy import RecordingProxy
@@ -132,7 +133,11 @@ def served(tmp_path_factory):
         assert lr.answered == 2 and dpdr.answered == 2
         # a hostile stage: an "lr" model with one class per feature reads every direction (A_d ∝ I)
         eye = LinearModel(np.eye(train.d), np.zeros(train.d), test.bounds, list(range(train.d)))
-        models = {"lr": recording(lr.model), "dpdr": recording(dpdr.model), "eye": recording(eye)}
+        # a stage of rank 1 but bounds whose midpoint (the centre) the 2^-20 wire grid cannot carry
+        far = Bounds(test.bounds.lo + 2.0 ** 43, test.bounds.hi + 2.0 ** 43)
+        far_lr = LinearModel(lr.model.coef_, lr.model.intercept_, far, lr.model.classes)
+        models = {"lr": recording(lr.model), "dpdr": recording(dpdr.model), "eye": recording(eye),
+                  "far": recording(far_lr)}
         for model_id, model in models.items():
             fed.server.models.put(model_id, model)
             insecure.models.put(model_id, model)
@@ -144,7 +149,7 @@ def served(tmp_path_factory):
 
 
 MAP_METHODS = ("subspace", "generalized")
-MAX_RANK = {"lr": [], "dpdr": ["--max-rank", str(K)], "eye": []}
+MAX_RANK = {"dpdr": ["--max-rank", str(K)]}
 
 
 def query_cmd(port, model_id, files, *, certs=None, epsilon=0.0, method="projection", extra=(),
@@ -365,13 +370,14 @@ def test_errors_are_one_line_messages(served, tmp_path):
         (query_cmd(port, "nope", files, certs=certs), "GetModel: the coordinator refused: no model 'nope'"),
         (query_cmd(port, "lr", files, certs=certs, method="subspace", extra=["--confidential-labels", "3"]),
          "valid indices 0..2"),
-        (query_cmd(port, "eye", files, certs=certs), f"'eye' (lr) has a linear stage with {served.bounds.d} columns"),
+        (query_cmd(port, "eye", files, certs=certs), f"'eye' ('lr') has a linear stage with {served.bounds.d} columns"),
         (query_cmd(port, "eye", files, certs=certs, extra=["--max-rank", "3"]),
          f"has a linear stage with {served.bounds.d} columns, more than --max-rank 3 allows (4); nothing sent"),
         (query_cmd(port, "dpdr", files, certs=certs, extra=["--max-rank", "1"]),
-         f"'dpdr' (feddpdr) has a linear stage with {K} columns, more than --max-rank 1 allows (2)"),
+         f"'dpdr' ('feddpdr') has a linear stage with {K} columns, more than --max-rank 1 allows (2)"),
         (query_cmd(port, "dpdr", files, certs=certs, extra=["--max-rank", str(K - 1)]),
          f"has a linear stage of rank {K}, more than --max-rank {K - 1}; nothing sent"),
+        (query_cmd(port, "far", files, certs=certs), "below 2^42 in magnitude to go on the wire"),
         (query_cmd(port, "lr", {**files, "queries": tmp_path / "missing.csv"}, certs=certs), "file not found"),
         (query_cmd(free_port(), "lr", files, certs=certs), "unreachable"),
     ]

@@ -160,6 +160,12 @@ def test_rank_is_bounded_and_one_redundant_column_allowed(rng):
         assert np.linalg.matrix_rank(rows, tol=rel * np.abs(rows).max()) == 1, method
 
 
+def test_refusal_is_one_line_whatever_the_coordinator_calls_the_model():
+    with pytest.raises(ConfigError) as exc:
+        check_linear_stage("m", "lr\nprivfed query: done" + "x" * 1000, np.eye(4), 4, max_rank=1)
+    assert "\n" not in str(exc.value) and len(str(exc.value)) < 400
+
+
 @pytest.mark.parametrize("A_d,message", [
     (np.array([[1.0], [np.nan], [0.0]]), "1 non-finite value"),
     (np.array([[1.0], [np.inf], [-np.inf]]), "2 non-finite value"),
