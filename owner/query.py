@@ -148,7 +148,8 @@ def _clean_epsilon(text: str) -> float:
         raise argparse.ArgumentTypeError(f"--clean-epsilon takes a number >= 0, got {text!r}") from None
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(
-            f"--clean-epsilon must be finite and >= 0 (the utility loss per row; 0 = exact null space), got {text!r}")
+            f"--clean-epsilon must be finite and >= 0 (the utility loss per row; 0 keeps every desired score), "
+            f"got {text!r}")
     return value
 
 
