@@ -197,9 +197,11 @@ class RingDriver:
         BudgetExceeded
             The release would overspend; nothing was computed, recorded or sent.
         """
-        fb, round_no, learner = self._check_task(owner, spec)
         ring = spec.ring
+        # The ring order and certificates come once per node and session: keep them even if this
+        # owner's own task is refused, the node's other members of the ring need them.
         order, certificates = self._session(ring)
+        fb, round_no, learner = self._check_task(owner, spec)
         if owner.owner_id not in order:
             raise RemoteProtocolError(f"{owner.owner_id} is not in the ring of session {ring.session_id}")
         if len(order) < 2:

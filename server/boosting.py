@@ -45,7 +45,7 @@ from privfed.common.securesum import new_session_id
 
 log = logging.getLogger("privfed.coordinator")
 
-MAX_RING_ATTEMPTS = 3
+MAX_RING_ATTEMPTS = 5
 
 
 def ring_peers_of(ring: tuple, k: int) -> list[str]:
@@ -112,19 +112,26 @@ class BoostingStrategy:
             t0 = time.perf_counter()
             transport.open_ring(session, ring_tuple)
             try:
-                results = transport(_tasks(ring, f"ring{round_no}", spec), timeout=timeout)
+                # Members first: each answers at once with a join or a refusal, and nothing moves
+                # until the leader starts, so a refusing member is dropped before any hop is sent.
+                results = transport(_tasks(ring[1:], f"ring{round_no}", spec), timeout=timeout)
+                refusing = {r.owner_id: r.payload.code for r in results if isinstance(r.payload, Refusal)}
+                joined = {r.owner_id for r in results} - set(refusing)
+                if not refusing and joined == set(ring[1:]):
+                    results = transport(_tasks(ring[:1], f"ring{round_no}", spec), timeout=timeout)
+                    refusing = {r.owner_id: r.payload.code for r in results if isinstance(r.payload, Refusal)}
+                    joined.add(ring[0])  # the leader answers only with the total, or a refusal
             finally:
                 transport.close_ring(session)
             totals = [r.payload for r in results if isinstance(r.payload, RingTotal) and r.payload.session_id == session]
             if totals:
                 self.rounds[-1].update(ring_size=len(ring), ring_s=time.perf_counter() - t0, ring_attempts=attempt)
                 return float(totals[0].values[0]), float(totals[0].values[1])
-            refusing = {r.owner_id: r.payload.code for r in results if isinstance(r.payload, Refusal)}
             self.refused.update(refusing)
-            joined = {r.owner_id for r in results if not isinstance(r.payload, Refusal)} | {ring[0]}
-            # the leader answers only with the total: it is gone if it refused or its node fell silent
-            joined -= set(refusing)
-            gone = sorted((set(ring) - joined) | (set(ring) & transport.silent_owners()) | set(refusing))
+            gone = sorted(((set(ring) - joined) & transport.silent_owners()) | set(refusing)
+                          | (set(ring[1:]) - joined - set(refusing)))
+            if not gone:
+                gone = sorted(set(ring) & transport.silent_owners())
             if not gone:
                 raise ConfigError(f"ring {session} did not close within {timeout:.0f} s and no party is known to be gone")
             log.warning("ring %s: %d party(ies) dropped (%d refused; %s...); re-running without them", session,
