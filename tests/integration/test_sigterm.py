@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from privfed.common.ledger import Ledger
-from privfed.owner.data import owner_id
+from privfed.common.identity import owner_id
 from privfed.owner.node import CHUNK
 
 pytestmark = pytest.mark.slow
@@ -117,14 +117,16 @@ class Cluster:
 
 
 def ledger_state(path: Path) -> dict[str, list[dict]]:
-    """Every logical owner's releases, read through the project's Ledger, after an integrity check."""
+    """Every logical owner's releases, read through the project's Ledger, after an integrity check.
+    A node's ledger is named after the node (``owner-0.sqlite``), whose owner ids are ``owner-0.o<i>``."""
+    node = path.stem
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     finally:
         conn.close()
     with Ledger(path, epsilon_budget=EPSILON) as ledger:  # opens only if the stored budgets are intact
-        return {owner_id(i): ledger.history(owner_id(i)) for i in range(N)}
+        return {owner_id(node, i): ledger.history(owner_id(node, i)) for i in range(N)}
 
 
 def assert_consistent(history: dict[str, list[dict]]) -> set[str]:
@@ -149,10 +151,10 @@ def test_owner_sigterm_mid_round_exits_0_and_every_received_share_was_debited(tm
     assert codes == [0, 0, 0], cluster.logs()
     debited = assert_consistent(ledger_state(cluster.ledgers["owner-0"]))
     assert len(debited) <= seen + CHUNK  # it stopped working on the round: at most one more chunk
-    assert assert_consistent(ledger_state(cluster.ledgers["owner-1"])) == {owner_id(i) for i in range(BIG, N)}
+    assert assert_consistent(ledger_state(cluster.ledgers["owner-1"])) == {owner_id("owner-1", i) for i in range(BIG, N)}
     report = json.loads(next((tmp_path / "runs").glob("*/report.json")).read_text())
     assert report["lost_nodes"] == ["owner-0"]
-    received = {oid for oid, eps in report["epsilon_by_owner"].items() if eps > 0 and oid < owner_id(BIG)}
+    received = {oid for oid, eps in report["epsilon_by_owner"].items() if eps > 0 and oid.startswith("owner-0.")}
     assert received <= debited  # a share left the node only after its debit (the rest: debited, never sent)
 
 
