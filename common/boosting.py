@@ -271,9 +271,14 @@ def noisy_contributions(sums, *, weight_bound: float, epsilon: float, rng: np.ra
     clipped = clip_contributions(sums, weight_bound)
     if math.isinf(epsilon):
         return clipped
+    bound = contribution_bound(weight_bound, epsilon)
+    if not (math.isfinite(bound) and math.isfinite(evaluation_noise_scale(weight_bound, epsilon) * 40.0)):
+        raise ConfigError(f"epsilon={epsilon!r} with weight_bound={weight_bound!r} gives a non-finite noise scale; "
+                          "use a larger epsilon")
     t = 2.0 * clipped / weight_bound - 1.0
     noisy = (LaplaceMechanism(epsilon=epsilon, d=2).privatize(t, rng) + 1.0) * (weight_bound / 2.0)
-    bound = contribution_bound(weight_bound, epsilon)
+    if not np.all(np.isfinite(noisy)):  # cannot happen with a finite scale; never release it if it does
+        raise ConfigError("the evaluation noise came out non-finite; nothing was released")
     return np.clip(noisy, -bound, bound)
 
 

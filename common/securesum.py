@@ -33,6 +33,15 @@ messages to it; deliver each :class:`Inbound` with :meth:`~RingParty.on_message`
 either returns; call :meth:`~RingParty.on_timeout` when the session deadline passes. A ring
 needs ``N ≥ 2`` (with one party the "sum" is its own input; refusing makes a driver that has
 re-formed down to one party stop rather than publish an individual value).
+
+**What the ring does not do.** It hides each input from an honest-but-curious relay; it does
+not protect an input from whoever chooses the ring. A coordinator that forms the rings
+``[A, B]``, ``[A, C]``, ``[B, C]`` reads ``A``'s input as ``(ab + ac - bc) / 2`` (issue 9, item
+1), and ``N ≥ 2`` does not prevent it. So an input must already be a private release when it
+enters: in boosting each owner's ``(err_sum, w_sum)`` is clipped, Laplace-noised and debited at
+the owner before its party starts (:mod:`privfed.common.boosting`, "Evaluation releases";
+``privfed.owner.boosting.RingDriver``), and the ring only keeps the individual noisy values from
+the relay.
 """
 
 from __future__ import annotations

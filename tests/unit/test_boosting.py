@@ -243,3 +243,11 @@ def test_noisy_totals_never_trigger_the_zero_error_stop(data):
     floored = fb.floor_error_total(-30.0, 50)
     assert floored == pytest.approx(math.sqrt(100) * fb.eval_noise_scale)
     assert fb.coordinator_decide(floored, 400.0, 0).step is SammeStep.KEEP
+
+
+@pytest.mark.parametrize("eps", [5e-324, 1e-310])
+def test_an_epsilon_with_non_finite_noise_is_refused_before_any_release(eps, rng):
+    from privfed.common.boosting import noisy_contributions
+
+    with pytest.raises(ConfigError, match="non-finite"):
+        noisy_contributions([[0.5, 1.0]], weight_bound=1.0, epsilon=eps, rng=rng)
