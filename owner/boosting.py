@@ -33,12 +33,14 @@ from privfed.common.errors import ConfigError, LocalProtocolError, ProtocolError
 from privfed.common.fixedpoint import FixedPoint
 from privfed.common.identity import node_of
 from privfed.common.ledger import Debit, Ledger
-from privfed.common.messages import BoostEvaluateTask, BoostShareReply, RingJoined, RingTotal
+from privfed.common.messages import BoostEvaluateTask, BoostShareReply, RingJoined, RingTotal, boost_release_epsilons
 from privfed.common.securesum import Inbound, RingParty
 
 log = logging.getLogger("privfed.owner")
 
 OWNER_NODE_NAME = re.compile(r"owner-\d+")  # the names `privfed certs` gives owner node certificates
+#: Ledger labels of a boosting share (``privfed.common.messages.boost_release_epsilons``).
+SHARE_LABELS = ("boost-share", "boost-share-features", "boost-share-labels")
 
 
 class AlreadyReleased(RemoteProtocolError):
@@ -155,7 +157,28 @@ class RingDriver:
             raise RemoteProtocolError(f"learner is malformed: {exc!r}") from exc
         fb.check_learner(learner)
         self._check_run_config(spec.config)
+        self._check_against_share(owner.owner_id, spec.config)
         return fb, round_no, learner
+
+    def _check_against_share(self, owner_id: str, config: dict) -> None:
+        """If this owner released a share in the run, its debits must be the share part of this config.
+
+        So a coordinator can't release a share under one ε split and then ask for evaluations
+        under another: the run's total per owner stays ``config["epsilon"]`` (the ledger keeps the
+        share's entries under ``<label>:<run id>``, ``privfed.owner.handlers``).
+        """
+        run = config["run_id"]
+        purposes = {f"{label}:{run}": label for label in SHARE_LABELS}
+        debited = sorted((purposes[h["purpose"]], h["epsilon"]) for h in self._ledger.history(owner_id)
+                         if h["purpose"] in purposes)
+        if not debited:
+            return
+        expected = sorted((label, eps) for eps, _, label in boost_release_epsilons(config))
+        same = len(debited) == len(expected) and all(
+            a == b and (x == y or math.isclose(x, y, rel_tol=1e-9)) for (a, x), (b, y) in zip(debited, expected))
+        if not same:
+            raise RemoteProtocolError(f"boosting run {run!r}: this config's share budget {expected} differs from "
+                                      f"the share this owner released in the run {debited}")
 
     # ------------------------------------------------------------------ the release
     def release_of(self, owner_id: str, release_id: str) -> np.ndarray | None:

@@ -334,3 +334,17 @@ def strategy_run_id(fed, oid):
     """The run id an owner's ledger recorded its evaluation under."""
     (entry,) = [h for h in fed.ledgers[fed.node(oid)].history(oid) if h["release_id"].startswith("boost-eval:")]
     return entry["release_id"].split(":")[1]
+
+
+def test_an_evaluation_config_must_match_the_share_the_owner_released_in_the_run(fed):
+    fb, config = _config(eps=2.0)
+    a, b = "owner-0.o00000", "owner-0.o00001"
+    ledger = fed.ledgers["owner-0"]
+    ledger.debit(a, fb.share_epsilon, purpose="boost-share:boost-r1", release_id="t-a#0")   # as the handler records it
+    ledger.debit(b, 2.0, purpose="boost-share:boost-r1", release_id="t-b#0")                # a share at the whole ε
+    ring = [a, b]
+    with pytest.raises(RemoteProtocolError, match="differs from the share"):
+        fed.evaluate(b, fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
+    payload, _ = fed.evaluate(a, fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
+    assert payload is None  # the leader started: a's share and this evaluation add up to the run's ε
+    assert math.fsum(h["epsilon"] for h in ledger.history(a)) == pytest.approx(2.0)
