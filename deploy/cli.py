@@ -104,7 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--insecure", action="store_true")
     p.add_argument("--data", help="this owner's own rows (CSV: features then label; or NPZ with X, y)")
     p.add_argument("--bounds", help="public bounds for --data: lo:hi or a JSON file {lo: [...], hi: [...]}")
-    p.add_argument("--classes", type=int, help="with --data: the public number of classes K; labels are 0..K-1")
+    p.add_argument("--classes", type=int, default=2,
+                   help="with --data: the public number of classes K (default 2); labels must be 0..K-1, a row "
+                        "with another label is rejected when the file is loaded")
     p.add_argument("--allow-clear-labels", action="store_true",
                    help="answer tasks that ask for labels in the clear (NCC, boosting with the ncc base); each such "
                         "release is recorded in the ledger as non-private. Off by default: they are refused")

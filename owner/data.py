@@ -57,7 +57,7 @@ def build_owners(train: Dataset, *, node_id: str, n_owners: int, shards: range, 
 def load_owner_file(path: str, bounds_spec: str | None, n_classes: int | None, n_label_columns: int = 1) -> Dataset:
     """An owner's own rows with its declared public configuration.
 
-    ``n_classes`` (``--classes K``) is public and required: labels are the integers ``0 .. K-1``
+    ``n_classes`` (``--classes K``, 2 by default) is public: labels are the integers ``0 .. K-1``
     and a row whose label falls outside them is rejected here, with a one-line local error. The
     number of classes is never taken from the rows (a task's class count is checked against it,
     and a refusal that depended on the labels held would tell the coordinator about them).
@@ -65,8 +65,8 @@ def load_owner_file(path: str, bounds_spec: str | None, n_classes: int | None, n
     if bounds_spec is None:
         raise ConfigError(f"{path}: public bounds are required with --data (--bounds lo:hi or a JSON file); "
                           "they are never computed from the private rows")
-    if n_classes is None or n_classes < 2:
-        raise ConfigError(f"{path}: --classes K (K >= 2) is required with --data: the number of classes is public "
+    if not isinstance(n_classes, int) or n_classes < 2:
+        raise ConfigError(f"{path}: --classes K must be an integer >= 2: the number of classes is public "
                           f"configuration, never read from the private rows (got {n_classes!r})")
     if n_label_columns != 1:
         raise ConfigError(f"{path}: owner files have exactly one label column, got n_label_columns={n_label_columns}")
@@ -75,5 +75,6 @@ def load_owner_file(path: str, bounds_spec: str | None, n_classes: int | None, n
     bad = np.flatnonzero((labels < 0) | (labels >= n_classes))
     if bad.size:
         raise ConfigError(f"{ds.name}: row {int(bad[0]) + 1} has label {int(labels[bad[0]])}, outside the declared "
-                          f"classes 0..{n_classes - 1} (--classes {n_classes})")
+                          f"classes 0..{n_classes - 1} (--classes {n_classes}; declare the number of classes with "
+                          "--classes K)")
     return Dataset(ds.name, ds.X, labels.astype(np.int64), ds.bounds, np.arange(n_classes), ds.feature_names)

@@ -118,14 +118,14 @@ def test_missing_data_file_gives_clear_error(tmp_path):
     assert proc.returncode == 2 and "nope.csv" in proc.stderr
 
 
-def test_data_file_needs_declared_classes(tmp_path):
+def test_data_file_labels_beyond_the_default_two_classes_need_declared_classes(tmp_path):
     data = tmp_path / "rows.csv"
-    data.write_text("1.0,2.0,0\n3.0,4.0,1\n")
+    data.write_text("1.0,2.0,0\n3.0,4.0,1\n5.0,6.0,4\n")
     cmd = [sys.executable, "-m", "privfed.deploy.cli", "owner", "--coordinator", "127.0.0.1:1", "--name", "owner-0",
            "--data", str(data), "--bounds", "0:10", "--ledger", str(tmp_path / "l.sqlite"), "--epsilon-budget", "1",
            "--insecure"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and "--classes" in proc.stderr
+    assert proc.returncode == 2 and "row 3 has label 4" in proc.stderr and "--classes K" in proc.stderr
 
 
 def test_bad_tasks_are_refused_alone_and_the_node_keeps_serving(tmp_path):
