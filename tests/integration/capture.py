@@ -17,7 +17,10 @@ space the mechanisms and reports use; ``ball`` is the FedDPDR scaling (centre at
 midpoint, divide by ``R = ||(hi - lo)/2||``, clip the row norm to 1). The searches:
 
 * ``value``: each value as float64 and float32 little-endian bytes and as decimal text (data
-  space), and its unit-space image as float64 and float32 (:data:`VALUE_ENCODINGS`).
+  space), and its unit-space image as float64 and float32 (:data:`VALUE_ENCODINGS`). Text is
+  matched by value, not by spelling: every decimal number in the capture with at least
+  :data:`MIN_DIGITS` significant digits is a rounding of the raw value it matches (``repr``,
+  ``%.8f``, the value rounded to float32 and then printed, alike).
 * ``row``: each row whole as contiguous int64 grid indices ``rint(v * 2^g)``, ``g`` in 20 (the
   wire's grid) and 16, in data, unit and ball space (:data:`ROW_ENCODINGS`).
 * ``permuted``: the same rows as a *set* of grid indices that must all occur, in any order, among
@@ -59,6 +62,9 @@ ROW_ENCODINGS = tuple(f"grid{g}-{s}" for g in GRIDS for s in SPACES)
 #: needle never lands on a 2^-16 point of the same value), small next to the spread of a report.
 OFFSETS = tuple(s * k for k in (211, 433, 877, 1361, 1777, 2243, 2683, 3079) for s in (1, -1))
 MIN_INDEX = 1 << 12
+#: Significant digits a decimal number needs before it counts as a match for a raw value: with
+#: ~10^4 values spread over ~20 units, a 6-digit number matches one by chance w.p. ~5e-3.
+MIN_DIGITS = 6
 MIN_ROW_VALUES = 4
 #: False-alarm level of one single-index test (seeded runs send the same bytes every time).
 ALPHA = 1e-4
@@ -155,12 +161,8 @@ def values_in(X, bounds, encoding: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def value_needles(X, bounds, encoding: str) -> tuple[list[bytes], np.ndarray]:
-    """Needles for a :data:`VALUE_ENCODINGS` entry and the row of each: one per value (three
-    decimal spellings per value for ``text``)."""
+    """Needles for a binary :data:`VALUE_ENCODINGS` entry and the row of each, one per value."""
     vals, rows = values_in(X, bounds, encoding)
-    if encoding == "text":
-        return ([t for v in vals for t in (repr(float(v)).encode(), f"{v:.6g}".encode(),
-                                           repr(float(np.float32(v))).encode())], np.repeat(rows, 3))
     dtype = "<f8" if encoding.endswith("f64") else "<f4"
     return [v.tobytes() for v in vals.astype(dtype)], rows
 
@@ -189,16 +191,34 @@ def _words(blob: bytes, width: int) -> np.ndarray:
     return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype)
 
 
+_DECIMAL = re.compile(rb"[-+]?(\d+)\.(\d+)(?:[eE]([-+]?\d+))?")
+
+
+def _decimals(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """``[lo, hi]`` per decimal number of at least :data:`MIN_DIGITS` significant digits: the
+    values that print as that number (its value ± half a unit in its last place)."""
+    lo, hi = [], []
+    for m in _DECIMAL.finditer(blob):
+        whole, frac, exp = m.group(1), m.group(2), m.group(3)
+        if len((whole + frac).lstrip(b"0")) < MIN_DIGITS:
+            continue
+        v = float(m.group(0))
+        half = 0.5 * 10.0 ** (int(exp or 0) - len(frac))
+        lo.append(v - half * (1 + 1e-9))
+        hi.append(v + half * (1 + 1e-9))
+    return np.array(lo), np.array(hi)
+
+
 class Haystack:
     """The captured messages, indexed for fast exact search: every 8- and 4-byte window (all
-    alignments) as sorted integers, and the runs of number-like characters for text needles."""
+    alignments) as sorted integers, and the decimal numbers written in it as intervals."""
 
     def __init__(self, messages: Sequence[bytes]):
         self.messages = [bytes(m) for m in messages]
         self.blob = b"\x00".join(self.messages)
         self.words8 = _words(self.blob, 8)
         self.words4 = _words(self.blob, 4)
-        self.numbers = b"\n".join(re.findall(rb"[-+0-9.eE]{3,}", self.blob))
+        self.decimals = _decimals(self.blob)
 
     @classmethod
     def of(cls, calls: Iterable[Call]) -> "Haystack":
@@ -221,8 +241,19 @@ class Haystack:
                 out[idx] = self._has_words(words, table)
         for i, n in enumerate(needles):
             if len(n) not in (4, 8):
-                out[i] = n in (self.numbers if re.fullmatch(rb"[-+0-9.eE]+", n) else self.blob)
+                out[i] = n in self.blob
         return out
+
+    def written(self, values: np.ndarray) -> np.ndarray:
+        """Boolean per value: some decimal number in the capture is a rounding of it."""
+        lo, hi = self.decimals
+        values = np.asarray(values, dtype=np.float64)
+        if not lo.size:
+            return np.zeros(values.shape, bool)
+        order = np.argsort(lo)
+        lo, hi = lo[order], np.maximum.accumulate(hi[order])
+        k = np.searchsorted(lo, values, side="right") - 1  # the last interval starting at or below
+        return (k >= 0) & (hi[np.maximum(k, 0)] >= values)
 
     def has_indices(self, indices: np.ndarray) -> np.ndarray:
         """Boolean per int64 index: present as an 8-byte window anywhere."""
@@ -333,9 +364,11 @@ def search_owners(hay: Haystack, owners: Sequence[tuple[int, np.ndarray, np.ndar
 
     for i, X, y in owners:
         X = np.asarray(X, dtype=np.float64)
-        for enc in ("f64", "unit-f64", "text"):
+        for enc in ("f64", "unit-f64"):
             needles, rows = value_needles(X, bounds, enc)
             add(f"value:{enc}", i, rows[hay.contains(needles)])
+        vals, rows = values_in(X, bounds, "text")
+        add("value:text", i, rows[hay.written(vals) | hay.written(vals.astype(np.float32).astype(np.float64))])
         for enc in ("f32", "unit-f32"):
             add(f"row:{enc}", i, np.flatnonzero(hay.rows_contiguous(float32_rows(X, bounds, enc))))
         for enc in ROW_ENCODINGS:

@@ -31,6 +31,8 @@ import pytest
 
 from privfed.common.bounds import Bounds
 from privfed.common.datasets import partition
+from privfed.common.errors import ConfigError
+from privfed.common.learners.ncc import split_label_budget
 from privfed.deploy.tcpproxy import RecordingProxy
 from privfed.owner.data import federation_split
 from privfed.proto import privfed_pb2 as pb
@@ -131,6 +133,17 @@ def test_synthetic_each_leak_is_found_by_its_own_search(how):
     assert found.hits == {name: {(0, 0)} for name in expected_searches(how)}
     honest = search_owners(Haystack(msgs[:1]), [(0, X, y)], bounds)
     assert honest.hits == {}
+
+
+@pytest.mark.parametrize("spelling", [repr, "{:.8f}".format, "{:.6e}".format, lambda v: repr(float(np.float32(v)))])
+def test_synthetic_a_value_is_found_in_any_decimal_spelling(spelling):
+    rng = np.random.Generator(np.random.PCG64(14))
+    X, y, bounds = synthetic_owner(rng)
+    text = ("refused: " + ", ".join(spelling(float(v)) for v in X[2])).encode()
+    found = search_owners(Haystack([b"\x0a\x03abc" + text]), [(0, X, y)], bounds)
+    assert found.hits == {"value:text": {(0, 2)}}
+    short = ("refused: " + ", ".join(f"{v:.4f}" for v in X[2])).encode()  # 5 digits or fewer: not a match
+    assert search_owners(Haystack([short]), [(0, X, y)], bounds).hits == {}
 
 
 def test_synthetic_single_indices_are_held_to_chance():
@@ -251,10 +264,18 @@ def honest_captures(tmp_path_factory):
             "feddpdr": make_strategy("feddpdr", epsilon=EPSILON, n_classes=N_CLASSES, bounds=test.bounds, k=5),
             "bdt": make_strategy("bdt", mechanism="pm", epsilon=EPSILON, n_classes=N_CLASSES, bounds=test.bounds,
                                  n_rounds=2, n_bins=4, weight_bound=4.0, seed=5),
+            "bdt-ncc": make_strategy("bdt", base="ncc", labels="rr", label_fraction=LABEL_FRACTION, mechanism="pm",
+                                     epsilon=EPSILON, n_classes=N_CLASSES, bounds=test.bounds, n_rounds=2,
+                                     weight_bound=4.0, seed=5),
         }
         for task, strategy in jobs.items():
             mark = rec.mark()
-            outcomes[task] = fed.run(strategy, N_OWNERS)
+            try:
+                outcomes[task] = fed.run(strategy, N_OWNERS)
+            except ConfigError as exc:  # boosting's noisy ring totals may keep no learner: the wire is what counts
+                if not task.startswith("bdt"):
+                    raise
+                outcomes[task] = exc
             captured[task] = rec.since(mark)
         fed.server.models.put("lr", outcomes["lr"].model)
         files, query_owners = query_files(tmp, rows, test)
@@ -268,16 +289,17 @@ def honest_captures(tmp_path_factory):
         outcomes["query"] = proc
     finally:
         fed.close()
-    return captured, outcomes, rows, test, query_owners
+    boost_label_epsilon = split_label_budget(jobs["bdt-ncc"].booster.share_epsilon, "rr", LABEL_FRACTION)[1]
+    return captured, outcomes, rows, test, query_owners, boost_label_epsilon
 
 
-TASKS = ("ncc", "lr", "feddpdr", "bdt", "query")
+TASKS = ("ncc", "lr", "feddpdr", "bdt", "bdt-ncc", "query")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("task", TASKS)
 def test_no_private_value_on_the_wire(honest_captures, task):
-    captured, outcomes, rows, test, query_owners = honest_captures
+    captured, outcomes, rows, test, query_owners, _ = honest_captures
     calls = captured[task]
     hay = Haystack.of(calls)
     if task == "query":
@@ -286,11 +308,13 @@ def test_no_private_value_on_the_wire(honest_captures, task):
         assert any(c.method.endswith("/Predict") for c in calls), "the cleaned rows were captured"
         searched = query_owners
     else:
-        assert outcomes[task].answered == N_OWNERS if task != "bdt" else outcomes[task].answered > 0
+        if not task.startswith("bdt"):
+            assert outcomes[task].answered == N_OWNERS
         assert pushed_results(calls), "the owners' results were captured"
         searched = rows
     if task == "bdt":
         assert envelopes(calls), "the ring's envelopes were captured"
+        assert any(r.WhichOneof("kind") == "ring_total" for r in pushed_results(calls))
     found = search_owners(hay, searched, test.bounds)
     assert found.hits == {}, found.hits
     X = np.concatenate([X for _, X, _ in searched])
@@ -300,14 +324,19 @@ def test_no_private_value_on_the_wire(honest_captures, task):
 
 @pytest.mark.slow
 def test_labels_agree_with_the_truth_only_at_the_rr_rate(honest_captures):
-    captured, _, rows, _, _ = honest_captures
-    reported = reported_labels(captured["ncc"])
-    assert len(reported) == N_OWNERS
-    stats = rr_agreement(reported, {i: y for i, _, y in rows}, epsilon=LABEL_EPSILON, n_classes=N_CLASSES)
-    assert stats.agree < stats.n and stats.consistent(), stats
-    for task in ("lr", "feddpdr", "bdt"):  # no labels in these (the ring carries only sealed sums)
-        assert not any(len(getattr(r, r.WhichOneof("kind")).labels) if r.WhichOneof("kind") in
-                       ("ncc_share", "boost_share") else 0 for r in pushed_results(captured[task])), task
+    """NCC shares and boosting's NCC shares: labels the coordinator decodes agree with the truth at
+    the randomized-response rate, not 100%; whole label sequences come through unchanged no more
+    often than RR allows. Tasks without labels send none."""
+    captured, _, rows, _, _, boost_label_epsilon = honest_captures
+    truth = {i: y for i, _, y in rows}
+    for task, kind, eps in (("ncc", "ncc_share", LABEL_EPSILON), ("bdt-ncc", "boost_share", boost_label_epsilon)):
+        reported = reported_labels(captured[task], kind)
+        assert len(reported) >= N_OWNERS // 2, (task, len(reported))
+        stats = rr_agreement(reported, truth, epsilon=eps, n_classes=N_CLASSES)
+        assert stats.agree < stats.n and stats.consistent(), (task, stats)
+    for task in ("lr", "feddpdr", "bdt"):
+        assert not any(len(getattr(r, r.WhichOneof("kind")).labels) for r in pushed_results(captured[task])
+                       if r.WhichOneof("kind") in ("ncc_share", "boost_share")), task
 
 
 def run_leaky_federation(tmp_path, *, secure: bool, proxy: bool = False):
