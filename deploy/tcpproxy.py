@@ -20,6 +20,7 @@ class RecordingProxy:
         self._captured = bytearray()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._sockets: list[socket.socket] = []
 
     @property
     def captured(self) -> bytes:
@@ -44,6 +45,8 @@ class RecordingProxy:
             except OSError:
                 client.close()
                 continue
+            with self._lock:
+                self._sockets += [client, upstream]
             for src, dst in ((client, upstream), (upstream, client)):
                 t = threading.Thread(target=self._pump, args=(src, dst), daemon=True)
                 t.start()
@@ -72,5 +75,12 @@ class RecordingProxy:
                     pass
 
     def stop(self) -> None:
+        """Stop accepting and relaying, close every connection and wait for the pump threads."""
         self._stop.set()
         self._listener.close()
+        for t in self._threads:
+            t.join(timeout=2)
+        with self._lock:
+            sockets, self._sockets = self._sockets, []
+        for s in sockets:
+            s.close()
