@@ -106,10 +106,10 @@ from privfed.common.bounds import Bounds
 from privfed.common.e2e import generate_private_key, local_boxes
 from privfed.common.errors import ConfigError, LocalProtocolError, PrivfedError
 from privfed.common.fixedpoint import FixedPoint
-from privfed.common.learners.logistic import fit_local_logistic, lr_aggregate, lr_share, n_parameters
+from privfed.common.learners.logistic import LinearModel, fit_local_logistic, lr_aggregate, lr_share, n_parameters
 from privfed.common.learners.ncc import NccShare, NearestCentroidModel, ncc_centroids, ncc_share, split_label_budget
 from privfed.common.learners.samme import BoostedModel, SammeDecision, SammeStep, samme_decide, samme_update
-from privfed.common.learners.stump import binarize, select_stump, stump_aggregate, stump_share
+from privfed.common.learners.stump import Stump, binarize, select_stump, stump_aggregate, stump_share
 from privfed.common.learners.stump import thresholds
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, make_mechanism
 from privfed.common.mechanisms.laplace import LaplaceMechanism
@@ -488,8 +488,10 @@ class FederatedBoosting:
         classes ``< K``; NCC centroids and LR coefficients have this run's shapes and classes.
         """
         kind = getattr(learner, "kind", None)
-        if kind != self.base:
-            raise ConfigError(f"learner kind {kind!r} does not match the run's base learner {self.base!r}")
+        expected_kind = {"stump": Stump, "ncc": NearestCentroidModel, "lr": LinearModel}[self.base].kind
+        if kind != expected_kind:
+            raise ConfigError(f"learner kind {kind!r} does not match the run's base learner {self.base!r} "
+                              f"(kind {expected_kind!r})")
         d, k = self.bounds.d, self.n_classes
         if self.base == "stump":
             if not (0 <= learner.attribute < d and 1 <= learner.threshold_index < self.n_bins):

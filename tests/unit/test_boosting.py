@@ -251,3 +251,21 @@ def test_an_epsilon_with_non_finite_noise_is_refused_before_any_release(eps, rng
 
     with pytest.raises(ConfigError, match="non-finite"):
         noisy_contributions([[0.5, 1.0]], weight_bound=1.0, epsilon=eps, rng=rng)
+
+
+def test_check_learner_accepts_the_run_kind_and_shapes_and_refuses_others(data):
+    from privfed.common.learners.logistic import LinearModel
+    from privfed.common.learners.ncc import NearestCentroidModel
+
+    d = data.bounds.d
+    ncc = FederatedBoosting(base="ncc", epsilon=1.0, n_classes=2, bounds=data.bounds, n_rounds=2)
+    ncc.check_learner(NearestCentroidModel(np.zeros((2, d))))
+    for bad in (NearestCentroidModel(np.zeros((3, d))), NearestCentroidModel(np.zeros((2, d + 1))),
+                LinearModel(np.zeros((1, d)), np.zeros(1), data.bounds, np.arange(2))):
+        with pytest.raises(ConfigError):
+            ncc.check_learner(bad)
+    lr = FederatedBoosting(base="lr", epsilon=1.0, n_classes=2, bounds=data.bounds, n_rounds=2)
+    lr.check_learner(LinearModel(np.zeros((1, d)), np.zeros(1), data.bounds, np.arange(2)))
+    with pytest.raises(ConfigError):
+        lr.check_learner(LinearModel(np.zeros((1, d)), np.zeros(1), data.bounds.__class__(data.bounds.lo - 1,
+                                                                                          data.bounds.hi), np.arange(2)))
