@@ -140,24 +140,34 @@ class OwnerProcess:
 
 
 def owner_command(port: int, name: str, *, data: Path, n_owners: int, ledger: Path, certs: Path | None,
-                  budget: float = BUDGET, seed: int = 7, lo: float = 0.0, hi: float = 1.0,
+                  budget: float = BUDGET, seed: int = 7, lo: float = 0.0, hi: float = 1.0, classes: int = 2,
                   extra: tuple[str, ...] = ()) -> list[str]:
     """``privfed owner`` as tests/integration/fedharness.py's ``owner_cmd`` spawns it, on its own file."""
     cmd = [sys.executable, "-m", "privfed.deploy.cli", "owner", "--coordinator", f"127.0.0.1:{port}",
            "--name", name, "--data", str(data), "--bounds", f"{lo}:{hi}", "--shards", str(n_owners),
            "--ledger", str(ledger), "--epsilon-budget", repr(budget), "--delta-budget", "1e-3",
            "--rng", "seeded", "--seed", str(seed), "--connect-timeout", "20", *extra]
+    if _owner_flag("--classes"):   # the number of classes is public configuration (contract 3)
+        cmd += ["--classes", str(classes)]
     return cmd + (["--insecure"] if certs is None else ["--certs", str(tls_dir(certs, name))])
 
 
+def _owner_flag(flag: str) -> bool:
+    """Whether ``privfed owner`` has ``flag`` (the tests run while the owner CLI changes)."""
+    from privfed.deploy.cli import build_parser
+
+    owner = build_parser()._subparsers._group_actions[0].choices["owner"]
+    return flag in owner._option_string_actions
+
+
 def spawn_owner(tmp: Path, port: int, name: str, X, y, *, certs: Path, budget: float = BUDGET, seed: int = 7,
-                extra: tuple[str, ...] = ()) -> OwnerProcess:
+                classes: int = 2, extra: tuple[str, ...] = ()) -> OwnerProcess:
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
     data = write_rows(tmp / f"{name}.csv", X, y)
     ledger = tmp / f"{name}.sqlite"
     log_path = tmp / f"{name}.log"
     cmd = owner_command(port, name, data=data, n_owners=X.shape[0], ledger=ledger, certs=certs, budget=budget,
-                        seed=seed, extra=extra)
+                        seed=seed, classes=classes, extra=extra)
     with open(log_path, "a") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     return OwnerProcess(name, proc, log_path, ledger, X, np.asarray(y), seed, budget)
