@@ -48,7 +48,9 @@ learner is never scored on the rows it was fitted on) and each owner evaluates i
 the whole ``eval_epsilon``. ``eval_groups="all"``: every owner evaluates every round at
 ``eval_epsilon / T``. The disjoint design keeps more signal: the estimate ``E / W`` of a group of
 ``N / T`` owners has relative noise ``sqrt(2 T / N) * 2 B / (eval_epsilon err)``, every owner
-every round ``T sqrt(2 / N) * 2 B / (eval_epsilon err)``, worse by ``sqrt(T)``
+every round ``T sqrt(2 / N) * 2 B / (eval_epsilon err)``, worse by ``sqrt(T)``; in general, each
+owner evaluating in k of the T rounds at ``eval_epsilon / k`` gives groups of ``k N / T`` and a
+relative noise proportional to ``sqrt(k T / N)``, smallest at k = 1
 (measured in ``privfed experiment bdt-error``; see the README). SAMME only needs the ratio
 ``E / W``: owners renormalise their weights by ``1 + (E / W)(e^alpha - 1)``, so noisy totals of a
 sub-population serve as well as totals over everyone.
