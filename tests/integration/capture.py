@@ -16,19 +16,20 @@ Needles
 space the mechanisms and reports use; ``ball`` is the FedDPDR scaling (centre at the bounds'
 midpoint, divide by ``R = ||(hi - lo)/2||``, clip the row norm to 1). The searches:
 
-* ``value``: each value as float64 and float32 little-endian bytes and as decimal text (data
-  space), and its unit-space image as float64 and float32 (:data:`VALUE_ENCODINGS`). Text is
-  matched by value, not by spelling: every decimal number in the capture with at least
-  :data:`MIN_DIGITS` significant digits is a rounding of the raw value it matches (``repr``,
-  ``%.8f``, the value rounded to float32 and then printed, alike).
-* ``row``: each row whole as contiguous int64 grid indices ``rint(v * 2^g)``, ``g`` in 20 (the
-  wire's grid) and 16, in data, unit and ball space (:data:`ROW_ENCODINGS`).
-* ``permuted``: the same rows as a *set* of grid indices that must all occur, in any order, among
-  the aligned int64 words of one message (8 alignments tried).
-* ``single``: each value as ONE grid index in the same six encodings. A legitimate perturbed
-  report lands on a raw value's grid point by chance, so this one is a statistical test
-  (:class:`ChanceTest`): hits against a baseline of the same needles moved by fixed offsets
-  (:data:`OFFSETS` grid steps), measured on the same capture.
+* ``value``: each value as float64 bytes and as decimal text (data space), and its unit-space
+  image as float64. Text is matched by value, not by spelling: a decimal number in the capture
+  with at least :data:`MIN_DIGITS` significant digits that is a rounding of a raw value (or of
+  the value rounded to float32) is a hit, whether written by ``repr``, ``%.8f`` or ``%e``.
+* ``row``: each row whole as contiguous float32 (data and unit space) and as contiguous int64
+  grid indices ``rint(v * 2^g)``, ``g`` in 20 (the wire's grid) and 16, in data, unit and ball
+  space (:data:`ROW_ENCODINGS`).
+* ``permuted``: the grid rows as a *set* of indices that must all occur, in any order, among the
+  aligned int64 words of one message (8 alignments tried).
+* ``single``: each value as ONE word: a float32 (data, unit) or one grid index in the six grid
+  encodings (:data:`SINGLE_ENCODINGS`). A 4-byte word occurs by chance in a large capture, and a
+  legitimate perturbed report lands on a raw value's grid point by chance, so these are
+  statistical tests (:class:`ChanceTest`): hits against a baseline of the same words moved by
+  fixed offsets (:data:`OFFSETS` grid steps or ulps), measured on the same capture.
 * labels: an owner's label sequence whole as int64, int32, float64, float32, grid indices and
   comma-separated text (:func:`label_needles`), plus the labels decoded from ``PushResults``
   compared with the truth at the rate randomized response allows (:func:`rr_agreement`).
@@ -58,15 +59,18 @@ GRIDS = (20, 16)
 SPACES = ("data", "unit", "ball")
 VALUE_ENCODINGS = ("f64", "f32", "text", "unit-f64", "unit-f32")
 ROW_ENCODINGS = tuple(f"grid{g}-{s}" for g in GRIDS for s in SPACES)
-#: Baseline offsets (grid steps) for the single-index test: odd, not multiples of 2^4 (so a 2^-20
-#: needle never lands on a 2^-16 point of the same value), small next to the spread of a report.
+#: Baseline offsets for the single-word tests, in grid steps (or float32 ulps): distinct, so the
+#: shifted words never coincide with each other or with the real one; a few hundred to a few
+#: thousand steps (at most 0.05 in unit space on the 2^-16 grid), small next to the spread of a
+#: perturbed report, so shifted words meet legitimate reports at the chance rate of the real ones.
 OFFSETS = tuple(s * k for k in (211, 433, 877, 1361, 1777, 2243, 2683, 3079) for s in (1, -1))
 MIN_INDEX = 1 << 12
 #: Significant digits a decimal number needs before it counts as a match for a raw value: with
 #: ~10^4 values spread over ~20 units, a 6-digit number matches one by chance w.p. ~5e-3.
 MIN_DIGITS = 6
+#: Values a row needs (after leaving out public ones) before its set of indices is a needle.
 MIN_ROW_VALUES = 4
-#: False-alarm level of one single-index test (seeded runs send the same bytes every time).
+#: False-alarm level of one single-word test (seeded runs send the same bytes every time).
 ALPHA = 1e-4
 
 
@@ -191,7 +195,7 @@ def _words(blob: bytes, width: int) -> np.ndarray:
     return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype)
 
 
-_DECIMAL = re.compile(rb"[-+]?(\d+)\.(\d+)(?:[eE]([-+]?\d+))?")
+_DECIMAL = re.compile(rb"[-+]?(\d*)\.(\d+)(?:[eE]([-+]?\d+))?")
 
 
 def _decimals(blob: bytes) -> tuple[np.ndarray, np.ndarray]:
