@@ -225,7 +225,8 @@ def recorded_federation(tmp_path, *, secure=True) -> tuple[Federation, Recording
     return fed, rec
 
 
-def ncc(bounds, labels="rr"):
+def ncc(bounds, labels=None):
+    """NCC at ``EPSILON``; ``labels=None`` leaves the label scheme at its default (rr, contract 6)."""
     return make_strategy("ncc", mechanism="pm", epsilon=EPSILON, n_classes=N_CLASSES, bounds=bounds, labels=labels,
                          label_fraction=LABEL_FRACTION)
 
@@ -264,7 +265,7 @@ def honest_captures(tmp_path_factory):
             "feddpdr": make_strategy("feddpdr", epsilon=EPSILON, n_classes=N_CLASSES, bounds=test.bounds, k=5),
             "bdt": make_strategy("bdt", mechanism="pm", epsilon=EPSILON, n_classes=N_CLASSES, bounds=test.bounds,
                                  n_rounds=2, n_bins=4, weight_bound=4.0, seed=5),
-            "bdt-ncc": make_strategy("bdt", base="ncc", labels="rr", label_fraction=LABEL_FRACTION, mechanism="pm",
+            "bdt-ncc": make_strategy("bdt", base="ncc", label_fraction=LABEL_FRACTION, mechanism="pm",
                                      epsilon=EPSILON, n_classes=N_CLASSES, bounds=test.bounds, n_rounds=2,
                                      weight_bound=4.0, seed=5),
         }
@@ -324,9 +325,10 @@ def test_no_private_value_on_the_wire(honest_captures, task):
 
 @pytest.mark.slow
 def test_labels_agree_with_the_truth_only_at_the_rr_rate(honest_captures):
-    """NCC shares and boosting's NCC shares: labels the coordinator decodes agree with the truth at
-    the randomized-response rate, not 100%; whole label sequences come through unchanged no more
-    often than RR allows. Tasks without labels send none."""
+    """NCC shares and boosting's NCC shares, both with the default label scheme (rr, contract 6):
+    the labels the coordinator decodes agree with the truth at the randomized-response rate, not
+    100%; whole label sequences come through unchanged no more often than RR allows. Tasks without
+    labels send none."""
     captured, _, rows, _, _, boost_label_epsilon = honest_captures
     truth = {i: y for i, _, y in rows}
     for task, kind, eps in (("ncc", "ncc_share", LABEL_EPSILON), ("bdt-ncc", "boost_share", boost_label_epsilon)):
