@@ -1,0 +1,74 @@
+"""Issue 9, item 7: one bad task must not kill a node, lose its batch or burn budget.
+
+Before the fix, in one PullTasks answer: a task id used for two owners -> KeyError, exit 1; PM at
+ε = 1e-300 -> exit 2 *after* the debit was committed; a Matrix whose bytes don't match its shape
+-> exit 2; and the valid tasks of the batch were lost with it. Now each task is decoded and
+validated alone: the bad ones get refusals, the rest of the batch is answered, the node stays up,
+and nothing is debited for a refused task.
+"""
+
+import numpy as np
+
+from hostile import assert_still_serving, kind, ledger_history, ncc_task, pb
+
+D = 2
+X = np.array([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6], [0.7, 0.8], [0.9, 0.15]])
+Y = np.array([0, 1, 0, 1, 0])
+# a field number no version of privfed.proto uses, as a varint: tag (99 << 3 | 0) = 0x98 0x06, value 1
+UNKNOWN_FIELD = b"\x98\x06\x01"
+
+
+def _with_unknown_field(task: pb.Task) -> pb.Task:
+    return pb.Task.FromString(task.SerializeToString() + UNKNOWN_FIELD)
+
+
+def test_bad_tasks_are_refused_alone(coordinator, owners):
+    node = owners("owner-0", X, Y)
+    o = node.owner_ids
+    wrong_bytes = pb.Matrix(shape=[2, D], data=b"\x00" * (8 * 2 * D - 5))
+    batch = [
+        ncc_task("ok-1", o[0], d=D),
+        ncc_task("dup", o[1], d=D),                                    # one task id ...
+        ncc_task("dup", o[2], d=D),                                    # ... for two owners
+        ncc_task("tiny", o[3], d=D, epsilon=1e-300),                   # reports would leave the wire's range
+        ncc_task("bytes", o[4], d=D, bounds=wrong_bytes),              # 27 bytes for a (2, 2) float64 matrix
+        ncc_task("huge", o[4], d=D, epsilon=1e300),                    # absurd, over any budget
+        ncc_task("nan", o[3], d=D, epsilon=float("nan")),
+        _with_unknown_field(ncc_task("unknown", o[0], d=D, round_id="u")),   # unknown field: still valid
+        ncc_task("ok-2", o[4], d=D),
+    ]
+    coordinator.send(batch)   # all in one PullTasks answer
+    ids = sorted({t.task_id for t in batch})
+    got = coordinator.wait_results(ids, count=len(batch))
+    assert node.alive(), f"a bad task killed the node:\n{node.log()[-3000:]}"
+    by = {}
+    for r in got:
+        by.setdefault(r.task_id, []).append(r)
+
+    for tid in ("ok-1", "ok-2", "unknown"):
+        assert tid in by and kind(by[tid][0]) == "ncc_share", f"valid task {tid} lost or refused: {by.get(tid)}"
+    for tid in ("tiny", "bytes", "huge", "nan"):
+        assert tid in by, f"no answer for bad task {tid}:\n{node.log()[-3000:]}"
+        assert all(kind(r) == "refusal" for r in by[tid]), by[tid]
+    assert by["tiny"][0].refusal.code == "invalid_task"
+    assert by["bytes"][0].refusal.code == "invalid_task"
+    assert by["bytes"][0].owner_id == o[4]
+    assert by["huge"][0].refusal.code in ("invalid_task", "budget_exceeded")
+    # the duplicated id: refused (at least its second use); each answer names its own owner
+    assert "dup" in by and any(kind(r) == "refusal" and r.refusal.code in ("duplicate_task", "invalid_task")
+                               for r in by["dup"]), by.get("dup")
+    assert all(r.owner_id in (o[1], o[2]) for r in by["dup"])
+
+    # nothing was debited for a refused task; every share that left was
+    answered = {(r.owner_id, r.task_id) for rs in by.values() for r in rs if kind(r) != "refusal"}
+    for owner in o:
+        released = [h["release_id"] for h in ledger_history(node.ledger, owner)]
+        mine = {tid for (oid, tid) in answered if oid == owner}
+        for tid in mine:
+            assert any(tid in rid for rid in released), f"{owner}: share {tid} left undebited; ledger {released}"
+        refused_here = {r.task_id for rs in by.values() for r in rs if r.owner_id == owner and kind(r) == "refusal"}
+        for tid in refused_here - mine:
+            assert not any(tid in rid for rid in released), f"{owner}: refused task {tid} debited: {released}"
+
+    for owner in o:
+        assert_still_serving(coordinator, node, owner, d=D)
