@@ -29,7 +29,7 @@ from cryptography import x509
 from privfed.common.boostwire import config_from_dict, history_round, learner_from_dict, owner_weights
 from privfed.common.boosting import owner_local_error
 from privfed.common.e2e import Box, verify_public_key
-from privfed.common.errors import ConfigError, LocalProtocolError, ProtocolError, RemoteProtocolError
+from privfed.common.errors import ConfigError, LocalProtocolError, PrivfedError, ProtocolError, RemoteProtocolError
 from privfed.common.fixedpoint import FixedPoint
 from privfed.common.identity import node_of
 from privfed.common.ledger import Debit, Ledger
@@ -186,39 +186,10 @@ class RingDriver:
         cached = self._released.get((owner_id, release_id))
         return None if cached is None else cached[1].copy()
 
-    def _release(self, owner, spec: BoostEvaluateTask, fb, round_no: int, learner) -> np.ndarray:
-        """This owner's noisy (err_sum, w_sum) for the task's (run, round): cached, or computed and debited."""
-        key = (owner.owner_id, spec.release_id)
-        cached = self._released.get(key)
-        if cached is not None:
-            if cached[0] != round_no:
-                raise AlreadyReleased(f"{owner.owner_id} already evaluated round {cached[0]} of run "
-                                      f"{spec.config['run_id']!r}, which evaluates once per owner")
-            return cached[1]
-        if self._ledger.has_released(owner.owner_id, spec.release_id):
-            raise AlreadyReleased(f"{owner.owner_id} released {spec.release_id!r} before this process started; "
-                                  "the noisy value is gone and a fresh draw would be a second release")
-        epsilon = fb.eval_round_epsilon
-        self._ledger.check(owner.owner_id, epsilon)  # BudgetExceeded before any computation
-        w = owner_weights(spec.history, owner.X, owner.y)
-        pair = fb.evaluation_release(np.array([owner_local_error(learner, owner.X, owner.y, w)]), rng=owner.rng)[0]
-        try:
-            self._ledger.debit(owner.owner_id, epsilon, purpose=spec.release_id, release_id=spec.release_id)
-        except LocalProtocolError as exc:  # the release id is in the ledger already
-            raise AlreadyReleased(str(exc)) from exc
-        self._released[key] = (round_no, pair)
-        return pair
+    def _prepare(self, owner, spec: BoostEvaluateTask):
+        """Validate one evaluate task and build its party; nothing is computed from rows yet.
 
-    def evaluate(self, owner, spec: BoostEvaluateTask):
-        """Start this owner's party: returns (result payload or None, outbound envelopes).
-
-        Raises
-        ------
-        ConfigError, RemoteProtocolError
-            The task does not fit the run's public configuration, this owner or its ring
-            (:class:`AlreadyReleased` for a release already made that can't be repeated).
-        BudgetExceeded
-            The release would overspend; nothing was computed, recorded or sent.
+        Returns (run config, round, learner, party, ring range).
         """
         ring = spec.ring
         # The ring order and certificates come once per node and session: keep them even if this
@@ -246,12 +217,95 @@ class RingDriver:
             if isinstance(exc, ConfigError):
                 raise
             raise RemoteProtocolError(f"ring session {ring.session_id}: unusable peer material: {exc}") from exc
-        pair = self._release(owner, spec, fb, round_no, learner)   # debited (or cached) before anything leaves
-        self._parties[owner.owner_id] = party
-        # Clipping the noisy pair to the ring's public range is post-processing of the release.
-        out = party.start(np.clip(pair, -bound, bound))
-        # Members answer at once; the leader answers with the total when the ring closes.
-        return (None if party.index == 0 else RingJoined(ring.session_id)), out
+        return fb, round_no, learner, party, bound
+
+    def _cached(self, owner_id: str, spec: BoostEvaluateTask, round_no: int) -> np.ndarray | None:
+        cached = self._released.get((owner_id, spec.release_id))
+        if cached is None:
+            return None
+        if cached[0] != round_no:
+            raise AlreadyReleased(f"{owner_id} already evaluated round {cached[0]} of run "
+                                  f"{spec.config['run_id']!r}, which evaluates once per owner")
+        return cached[1]
+
+    def _draw(self, owner, spec: BoostEvaluateTask, fb, learner) -> tuple[Debit, np.ndarray]:
+        """The noisy pair of a release not made yet, and its debit (not committed)."""
+        if self._ledger.has_released(owner.owner_id, spec.release_id):
+            raise AlreadyReleased(f"{owner.owner_id} released {spec.release_id!r} before this process started; "
+                                  "the noisy value is gone and a fresh draw would be a second release")
+        epsilon = fb.eval_round_epsilon
+        self._ledger.check(owner.owner_id, epsilon)  # BudgetExceeded before any computation
+        w = owner_weights(spec.history, owner.X, owner.y)
+        pair = fb.evaluation_release(np.array([owner_local_error(learner, owner.X, owner.y, w)]), rng=owner.rng)[0]
+        return Debit(owner.owner_id, epsilon, 0.0, spec.release_id, spec.release_id), pair
+
+    def evaluate_many(self, items) -> list:
+        """Start the parties of many evaluate tasks, with their new releases debited in ONE transaction.
+
+        ``items`` is a list of ``(owner, spec)``. Returns, per item, either ``(payload, outbound)``
+        as :meth:`evaluate` returns, or the exception that refuses it (the caller answers with a
+        refusal). Every pair that leaves was committed to the ledger (or cached from an earlier
+        commit) before its party starts; one bad item never spoils the others.
+        """
+        outcomes: list = [None] * len(items)
+        prepared: dict[int, tuple] = {}
+        draws: list[tuple[int, tuple, Debit, np.ndarray, int]] = []
+        pending: set[tuple[str, str]] = set()
+        for i, (owner, spec) in enumerate(items):
+            try:
+                fb, round_no, learner, party, bound = self._prepare(owner, spec)
+                prepared[i] = (party, bound, round_no)
+                key = (owner.owner_id, spec.release_id)
+                if self._cached(owner.owner_id, spec, round_no) is None and key not in pending:
+                    debit, pair = self._draw(owner, spec, fb, learner)
+                    draws.append((i, key, debit, pair, round_no))
+                    pending.add(key)
+            except Exception as exc:  # noqa: BLE001 - refused alone; the caller maps it to a refusal
+                if not isinstance(exc, (PrivfedError, ValueError)):
+                    log.exception("evaluate task for %s failed", owner.owner_id)
+                outcomes[i] = exc
+                prepared.pop(i, None)
+        errors = self._ledger.debit_many([d for _, _, d, _, _ in draws]) if draws else []
+        for (i, key, _, pair, round_no), error in zip(draws, errors):
+            if error is None:
+                self._released[key] = (round_no, pair)
+        for i, (party, bound, round_no) in prepared.items():
+            owner, spec = items[i]
+            try:
+                pair = self._cached(owner.owner_id, spec, round_no)
+                if pair is None:   # its debit was refused: the error of the draw that tried
+                    error = next(e for (j, key, _, _, _), e in zip(draws, errors)
+                                 if key == (owner.owner_id, spec.release_id))
+                    raise AlreadyReleased(str(error)) if isinstance(error, LocalProtocolError) else error
+                self._parties[owner.owner_id] = party
+                # Clipping the noisy pair to the ring's public range is post-processing of the release.
+                out = party.start(np.clip(pair, -bound, bound))
+                # Members answer at once; the leader answers with the total when the ring closes.
+                outcomes[i] = (None if party.index == 0 else RingJoined(spec.ring.session_id)), out
+            except Exception as exc:  # noqa: BLE001 - as above
+                if not isinstance(exc, (PrivfedError, ValueError)):
+                    log.exception("evaluate task for %s failed", owner.owner_id)
+                outcomes[i] = exc
+        return outcomes
+
+    def evaluate(self, owner, spec: BoostEvaluateTask):
+        """Start this owner's party: returns (result payload or None, outbound envelopes).
+
+        The owner's noisy pair is debited (or taken from the cache of this (run, round)) before
+        the party produces anything.
+
+        Raises
+        ------
+        ConfigError, RemoteProtocolError
+            The task does not fit the run's public configuration, this owner or its ring
+            (:class:`AlreadyReleased` for a release already made that can't be repeated).
+        BudgetExceeded
+            The release would overspend; nothing was computed, recorded or sent.
+        """
+        (outcome,) = self.evaluate_many([(owner, spec)])
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
 
     def deliver(self, owner_id: str, data: bytes):
         """A relayed envelope for ``owner_id``: returns (RingTotal or None, outbound envelopes)."""

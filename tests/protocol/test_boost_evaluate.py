@@ -348,3 +348,19 @@ def test_an_evaluation_config_must_match_the_share_the_owner_released_in_the_run
     payload, _ = fed.evaluate(a, fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
     assert payload is None  # the leader started: a's share and this evaluation add up to the run's ε
     assert math.fsum(h["epsilon"] for h in ledger.history(a)) == pytest.approx(2.0)
+
+
+def test_a_batch_of_evaluations_is_debited_together_and_each_refusal_stays_alone(fed):
+    fb, config = _config()
+    node = "owner-0"
+    ids = [o for o in fed.owners if o.startswith(node + ".")]
+    fed.ledgers[node].debit(ids[2], 9.9, purpose="other", release_id="x")   # no room left for a 0.6 release
+    spec = fed.spec(config, at_round(empty_history(), 0), _stump(), list(fed.owners))
+    items = [(fed.owners[o], spec) for o in ids] + [(fed.owners[ids[1]], spec)]   # ids[1] twice
+    outcomes = fed.drivers[node].evaluate_many(items)
+    assert outcomes[0][0] is None and outcomes[0][1]          # the leader started: its first hop
+    assert isinstance(outcomes[1][0], RingJoined) and isinstance(outcomes[3][0], RingJoined)
+    assert isinstance(outcomes[2], BudgetExceeded)
+    driver = fed.drivers[node]
+    assert driver.release_of(ids[2], spec.release_id) is None
+    assert [len(fed.ledgers[node].history(o)) for o in ids] == [1, 1, 1]   # ids[2]: only its earlier entry
