@@ -57,8 +57,11 @@ from privfed.proto import privfed_pb2 as pb
 
 GRIDS = (20, 16)
 SPACES = ("data", "unit", "ball")
-VALUE_ENCODINGS = ("f64", "f32", "text", "unit-f64", "unit-f32")
+#: Exact per-value searches (float32 words are in :data:`SINGLE_ENCODINGS`: they occur by chance).
+VALUE_ENCODINGS = ("f64", "unit-f64", "text")
 ROW_ENCODINGS = tuple(f"grid{g}-{s}" for g in GRIDS for s in SPACES)
+#: One word per value, held to chance (:class:`ChanceTest`).
+SINGLE_ENCODINGS = ("f32", "unit-f32") + ROW_ENCODINGS
 #: Baseline offsets for the single-word tests, in grid steps (or float32 ulps): distinct, so the
 #: shifted words never coincide with each other or with the real one; a few hundred to a few
 #: thousand steps (at most 0.05 in unit space on the 2^-16 grid), small next to the spread of a
@@ -165,7 +168,7 @@ def values_in(X, bounds, encoding: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def value_needles(X, bounds, encoding: str) -> tuple[list[bytes], np.ndarray]:
-    """Needles for a binary :data:`VALUE_ENCODINGS` entry and the row of each, one per value."""
+    """Byte needles (``f64``, ``unit-f64``, ``f32``, ``unit-f32``) and the row of each, one per value."""
     vals, rows = values_in(X, bounds, encoding)
     dtype = "<f8" if encoding.endswith("f64") else "<f4"
     return [v.tobytes() for v in vals.astype(dtype)], rows
@@ -340,9 +343,6 @@ def single_word_test(hay: Haystack, X, bounds, encoding: str) -> ChanceTest:
         return int(hay.contains([w.tobytes() for w in words.astype("<i4")]).sum())
 
     return ChanceTest(count(bits), bits.size, count(base), base.size)
-
-
-SINGLE_ENCODINGS = ("f32", "unit-f32") + ROW_ENCODINGS
 
 
 @dataclass(frozen=True)
