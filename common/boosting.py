@@ -391,7 +391,8 @@ class FederatedBoosting:
     weight_bound : float > 0
         Public bound on an owner's total weight (stump) or a row's weight (NCC), in rows (weights
         have mean 1). Larger weights are scaled down before release (biases the selection,
-        never the privacy); the noise grows linearly with it.
+        never the privacy); the noise grows linearly with it. It also bounds each owner's
+        evaluation pair, whose Laplace scale is ``2 weight_bound / eval_round_epsilon``.
     labels, label_fraction : NCC label scheme (:func:`split_label_budget`) of the share budget;
         default ``"rr"`` (randomized response; the paper's ``"clear"`` only by owner opt-in).
     C, param_bound : LR regularisation and public parameter clip bound.
