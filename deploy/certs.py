@@ -47,6 +47,8 @@ CA_DIR = "ca"
 COORDINATOR = "coordinator"
 #: SANs every coordinator certificate carries (the compose service name and loopback).
 BASE_SANS = ("localhost", "127.0.0.1", COORDINATOR)
+__all__ = ["BASE_SANS", "CA_DIR", "coordinator_sans", "issue", "load_ca", "make_certs", "new_key", "party_dir",
+           "private_dir", "write_file", "write_party", "write_private_key"]
 
 
 def party_dir(root: str | Path, name: str) -> Path:
@@ -190,8 +192,41 @@ def _link(root: Path, name: str, file: str, replace: bool) -> None:
     os.symlink(f"{name}/{file}", link)
 
 
+def coordinator_sans(extra: list[str] = ()) -> list[str]:
+    """The coordinator certificate's SANs: :data:`BASE_SANS` and ``extra``, without repeats."""
+    return list(dict.fromkeys([*BASE_SANS, *extra]))
+
+
+def write_party(d: Path, name: str, *, ca, sans: list[str], server: bool, force: bool = False,
+                add: bool = False, now: dt.datetime | None = None) -> Path:
+    """Write ``ca.pem``, ``<name>.pem`` and ``<name>-key.pem`` (0600) into directory ``d`` (0700).
+
+    ``ca`` is the CA's ``(key, certificate)``. With ``add``, an existing pair is kept (it must
+    carry every SAN in ``sans``); with ``force``, it is replaced; with neither, an existing file
+    raises :class:`FileExistsError`.
+    """
+    ca_key, ca_cert = ca
+    d = private_dir(d)
+    key_path, cert_path = d / f"{name}-key.pem", d / f"{name}.pem"
+    if add and key_path.exists():
+        if not cert_path.exists():
+            raise ConfigError(f"{d} holds a key but no {cert_path.name}; rerun with --force")
+        missing = set(sans) - _sans_of(x509.load_pem_x509_certificate(cert_path.read_bytes()))
+        if missing:
+            raise ConfigError(f"{cert_path} lacks SAN(s) {', '.join(sorted(missing))}; --add keeps existing "
+                              "certificates: rerun with --force to reissue them all")
+    else:
+        key = new_key()
+        write_private_key(key_path, key, replace=force)
+        cert = issue(ca_key, ca_cert, name, key.public_key(), sans=sans, server=server, now=now)
+        write_file(cert_path, cert.public_bytes(serialization.Encoding.PEM), mode=0o644, replace=force)
+    if not (add and (d / "ca.pem").exists()):
+        write_file(d / "ca.pem", ca_cert.public_bytes(serialization.Encoding.PEM), mode=0o644, replace=force)
+    return d
+
+
 def make_certs(out: str | Path, *, owners: int, sans: list[str] = (), owner_names: list[str] | None = None,
-               force: bool = False, add: bool = False, flat: bool = True) -> Path:
+               force: bool = False, add: bool = False, flat: bool = True, coordinator: bool = True) -> Path:
     """Create a CA, a coordinator pair and ``owners`` owner pairs under ``out``; return ``out``.
 
     Parameters
@@ -211,6 +246,8 @@ def make_certs(out: str | Path, *, owners: int, sans: list[str] = (), owner_name
     flat : bool
         Also write the flat view (``out/ca.pem`` and symlinks ``out/<party>.pem``,
         ``out/<party>-key.pem``) so that ``--certs out --name X`` works on one host.
+    coordinator : bool
+        Write the coordinator's pair (``deploy/enroll.py`` writes it elsewhere itself).
 
     Raises
     ------
@@ -241,27 +278,15 @@ def make_certs(out: str | Path, *, owners: int, sans: list[str] = (), owner_name
         write_private_key(ca_dir / "ca-key.pem", ca_key, replace=force)
         write_file(ca_dir / "ca.pem", ca_cert.public_bytes(serialization.Encoding.PEM), mode=0o644, replace=force)
     ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
-    coordinator_sans = list(dict.fromkeys([*BASE_SANS, *sans]))
-    for name, party_sans, server in [(COORDINATOR, coordinator_sans, True), *((n, [n], False) for n in names)]:
-        d = private_dir(party_dir(out, name))
-        key_path, cert_path = d / f"{name}-key.pem", d / f"{name}.pem"
-        if add and key_path.exists():
-            if not cert_path.exists():
-                raise ConfigError(f"{d} holds a key but no {cert_path.name}; rerun with --force")
-            missing = set(party_sans) - _sans_of(x509.load_pem_x509_certificate(cert_path.read_bytes()))
-            if missing:
-                raise ConfigError(f"{cert_path} lacks SAN(s) {', '.join(sorted(missing))}; --add keeps existing "
-                                  "certificates: rerun with --force to reissue them all")
-        else:
-            key = new_key()
-            write_private_key(key_path, key, replace=force)
-            cert = issue(ca_key, ca_cert, name, key.public_key(), sans=party_sans, server=server, now=now)
-            write_file(cert_path, cert.public_bytes(serialization.Encoding.PEM), mode=0o644, replace=force)
-        if not (add and (d / "ca.pem").exists()):
-            write_file(d / "ca.pem", ca_pem, mode=0o644, replace=force)
+    parties = [(n, [n], False) for n in names]
+    if coordinator:
+        parties.insert(0, (COORDINATOR, coordinator_sans(sans), True))
+    for name, party_sans, server in parties:
+        write_party(party_dir(out, name), name, ca=(ca_key, ca_cert), sans=party_sans, server=server,
+                        force=force, add=add, now=now)
         if flat:
-            _link(out, name, cert_path.name, force)
-            _link(out, name, key_path.name, force)
+            _link(out, name, f"{name}.pem", force)
+            _link(out, name, f"{name}-key.pem", force)
     if flat and not (add and (out / "ca.pem").exists()):
         write_file(out / "ca.pem", ca_pem, mode=0o644, replace=force)
     return out
