@@ -396,7 +396,7 @@ class HostileCoordinator:
         """One ring session over ``ring``: BoostEvaluate tasks to every member, wait for the
         leader's total (or every member's refusal)."""
         session = secrets.token_hex(16)
-        history = history or {"learners": [], "alphas": [], "totals": []}
+        history = history or empty_history()
         spec = self.ring_spec(session, ring, max_abs=max_abs)
         tasks = [boost_evaluate(f"{round_id}-{secrets.token_hex(4)}", o, round_id, config, history, learner, spec)
                  for o in ring]
@@ -471,7 +471,7 @@ def ncc_task(task_id: str, owner_id: str, *, d: int, epsilon: float = 0.1, label
 
 
 def boost_config(d: int, run_id: str, *, epsilon: float = 0.5, base: str = "stump", labels: str = "rr",
-                 n_classes: int = 2, weight_bound: float = 1.0) -> dict:
+                 n_classes: int = 2, weight_bound: float = 1.0, n_bins: int = 2, n_rounds: int = 4) -> dict:
     """A boosting configuration exactly as the coordinator's strategy sends it
     (``privfed.common.boostwire.config_to_dict``), so it carries every field the owner expects."""
     from privfed.common.bounds import Bounds
@@ -479,13 +479,21 @@ def boost_config(d: int, run_id: str, *, epsilon: float = 0.5, base: str = "stum
     from privfed.common.boostwire import config_to_dict
 
     fb = FederatedBoosting(base=base, epsilon=epsilon, mechanism="pm", n_classes=n_classes,
-                           bounds=Bounds(np.zeros(d), np.ones(d)), n_rounds=4, group_size=1, n_bins=2,
+                           bounds=Bounds(np.zeros(d), np.ones(d)), n_rounds=n_rounds, group_size=1, n_bins=n_bins,
                            weight_bound=weight_bound, labels=labels)
     return json.loads(json.dumps(config_to_dict(fb, run_id)))
 
 
+def empty_history() -> dict:
+    """The history of a run's first round, in the form the coordinator sends (common/boostwire.py)."""
+    from privfed.common import boostwire
+
+    history = boostwire.empty_history()
+    return boostwire.at_round(history, 0) if hasattr(boostwire, "at_round") else history
+
+
 def boost_share(task_id: str, owner_id: str, round_id: str, config: dict, history: dict | None = None) -> pb.Task:
-    history = history or {"learners": [], "alphas": [], "totals": []}
+    history = history or empty_history()
     return pb.Task(task_id=task_id, owner_id=owner_id, round_id=round_id, boost_share=pb.BoostShareTask(
         config_json=json.dumps(config), history_json=json.dumps(history)))
 
@@ -496,10 +504,20 @@ def boost_evaluate(task_id: str, owner_id: str, round_id: str, config: dict, his
         config_json=json.dumps(config), history_json=json.dumps(history), learner_json=json.dumps(learner), ring=ring))
 
 
-def stump(attribute: int, threshold: float, leaves=(0, 1)) -> dict:
-    """A stump learner dict with a threshold of the coordinator's choosing (any float)."""
-    return {"kind": "stump", "attribute": attribute, "threshold_index": 1, "threshold": float(threshold),
-            "leaves": list(leaves), "error": 0.0}
+def stump(attribute: int, threshold: float, leaves=(0, 1), *, threshold_index: int = 1) -> dict:
+    """A stump learner dict with a threshold of the coordinator's choosing."""
+    return {"kind": "stump", "attribute": attribute, "threshold_index": int(threshold_index),
+            "threshold": float(threshold), "leaves": list(leaves), "error": 0.0}
+
+
+def grid_stump(attribute: int, index: int, n_bins: int, leaves=(0, 1), lo: float = 0.0, hi: float = 1.0) -> dict:
+    """A stump at public threshold ``index`` of ``n_bins`` on [lo, hi] (SPEC §6), computed as the
+    owner computes it, so the owner's learner check accepts it."""
+    from privfed.common.bounds import Bounds
+    from privfed.common.learners.stump import thresholds
+
+    t = float(thresholds(Bounds(np.full(attribute + 1, lo), np.full(attribute + 1, hi)), n_bins)[attribute, index - 1])
+    return stump(attribute, t, leaves, threshold_index=index)
 
 
 def kind(result: pb.Result | None) -> str | None:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from hostile import (
-    WAIT, assert_still_serving, boost_config, boost_evaluate, cert_key, cert_pem, kind, spawn_owner, stump,
+    WAIT, assert_still_serving, boost_config, boost_evaluate, empty_history, cert_key, cert_pem, kind, spawn_owner, stump,
     tls_files, wait_until,
 )
 from privfed.common.e2e import generate_private_key, public_bytes, sign_public_key
@@ -141,7 +141,7 @@ def test_ring_peer_refuses_a_key_signed_by_another_node(coordinator, owners, cer
                                      cert_of)
         config = boost_config(D, f"keys-{secrets.token_hex(3)}")
         task = boost_evaluate(f"ev-{secrets.token_hex(4)}", victim, f"keys-{secrets.token_hex(3)}", config,
-                              {"learners": [], "alphas": [], "totals": []}, stump(0, 0.5), ring)
+                              empty_history(), stump(0, 0.5), ring)
         coordinator.send([task])
         if accepted:
             assert wait_until(lambda: coordinator.relays_from("owner-0", session), WAIT), \

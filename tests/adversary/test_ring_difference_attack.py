@@ -27,12 +27,13 @@ import secrets
 import numpy as np
 import pytest
 
-from hostile import BUDGET, assert_still_serving, boost_config, ledger_history, spent_epsilon, stump
+from hostile import BUDGET, assert_still_serving, boost_config, grid_stump, ledger_history, spent_epsilon
 
 D = 2
 WEIGHT_BOUND = 1.0
 MAX_ROUNDS = 10
 MAX_ABS = 1e4   # the ring's fixed-point range: large enough for any noisy pair (weight_bound * (1 + 80/ε))
+N_BINS = 1024   # the attacker's "public" threshold grid: any config is the coordinator's to choose
 # A: (0.3, 0.8) label 1; B: (0.6, 0.1) label 0; C: (0.45, 0.55) label 1; D: spare, never attacked.
 X = np.array([[0.3, 0.8], [0.6, 0.1], [0.45, 0.55], [0.5, 0.5]])
 Y = np.array([1, 0, 1, 0])
@@ -69,14 +70,16 @@ def test_ring_difference_attack_learns_no_more_than_the_debits(coordinator, owne
     lo, hi = 0.0, 1.0
     rounds = []          # (round id, threshold, {pair: total or None}, {owner: refusal code})
     for step in range(MAX_ROUNDS):
-        threshold = (lo + hi) / 2
+        index = min(N_BINS - 1, max(1, round((lo + hi) / 2 * N_BINS)))
+        learner = grid_stump(0, index, N_BINS)
+        threshold = learner["threshold"]
         # A fresh boosting run id and round id per step: whatever an owner keys its releases by,
         # each step is a new (run, round), which must be a new, debited release.
         round_id = f"{attack}-s{step:02d}"
-        config = configs[round_id] = boost_config(D, round_id, epsilon=1.0, weight_bound=WEIGHT_BOUND)
+        config = configs[round_id] = boost_config(D, round_id, epsilon=1.0, weight_bound=WEIGHT_BOUND, n_bins=N_BINS)
         totals, refusals = {}, {}
         for ring in _pairs(A, B, C):
-            out = coordinator.run_ring(ring, stump(0, threshold), config, round_id=round_id, max_abs=MAX_ABS)
+            out = coordinator.run_ring(ring, learner, config, round_id=round_id, max_abs=MAX_ABS)
             totals[tuple(ring)] = out.total
             refusals.update({o: r.code for o, r in out.refusals().items()})
             assert all(r is not None for r in out.answers.values()) or out.total is not None or refusals, \
@@ -143,8 +146,8 @@ def test_ring_difference_attack_learns_no_more_than_the_debits(coordinator, owne
 
     # --- thresholds within one round change nothing: the round's pair is cached --------------
     rid = closed[0][0]
-    again = [coordinator.run_ring([A, B], stump(0, thr), configs[rid], round_id=rid, max_abs=MAX_ABS).total
-             for thr in (0.0, 1.0)]
+    again = [coordinator.run_ring([A, B], grid_stump(0, index, N_BINS), configs[rid], round_id=rid,
+                                  max_abs=MAX_ABS).total for index in (1, N_BINS - 1)]
     spent_before = spent_epsilon(ledger_history(node.ledger, A))
     for total in again:
         if total is not None:
