@@ -101,6 +101,22 @@ def _positive(name: str, value, *, allow_inf: bool = False) -> None:
         raise TaskRefused("invalid_task", f"{name}={value!r} must be > 0{' or inf' if allow_inf else ' and finite'}")
 
 
+def check_boost_config(owner: LocalOwner, config) -> None:
+    """The public parts of a boosting configuration against the owner's public configuration:
+    its class count and its feature count. Checked before the boosting code sees the rows, so
+    whether a boosting task is answered never depends on the labels held."""
+    if not isinstance(config, dict):
+        raise TaskRefused("invalid_task", "the boosting configuration must be an object")
+    n_classes = config.get("n_classes")
+    if n_classes != owner.n_classes:
+        raise TaskRefused("invalid_task", f"task says {n_classes!r} classes; this owner's data set declares "
+                                          f"{owner.n_classes}")
+    bounds = config.get("bounds")
+    lo = bounds.get("lo") if isinstance(bounds, dict) else None
+    if not isinstance(lo, list) or len(lo) != owner.n_features:
+        raise TaskRefused("invalid_task", f"task bounds must list {owner.n_features} features (this owner's schema)")
+
+
 def validate_task(owner: LocalOwner, spec, *, allow_clear_labels: bool) -> None:
     """Raise :class:`TaskRefused` if ``spec`` cannot be answered by ``owner``.
 
@@ -112,7 +128,8 @@ def validate_task(owner: LocalOwner, spec, *, allow_clear_labels: bool) -> None:
         raise TaskRefused("policy", "clear labels are released only by an owner started with --allow-clear-labels; "
                                     "ask for labels='rr'")
     if isinstance(spec, BoostShareTask):
-        return  # validated by the boosting code (owner/boosting.py) when the share is computed
+        check_boost_config(owner, spec.config)
+        return  # the rest is validated by the boosting code (owner/boosting.py) when the share is computed
     if not isinstance(spec, (NccShareTask, LrShareTask, PcaShareTask, SvmShareTask)):
         raise TaskRefused("invalid_task", f"task kind {type(spec).__name__} is not a share task")
     d = spec.bounds.d

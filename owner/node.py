@@ -24,7 +24,7 @@ from privfed.common.errors import BudgetExceeded, ConfigError, ProtocolError
 from privfed.common.ledger import Ledger
 from privfed.common.messages import BoostEvaluateTask, OwnerInfo, Refusal, Result, RingMessageTask, Task
 from privfed.owner.boosting import RingDriver
-from privfed.owner.handlers import LocalOwner, handle_batch
+from privfed.owner.handlers import LocalOwner, TaskRefused, check_boost_config, handle_batch
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
@@ -166,6 +166,11 @@ class OwnerNode:
                 return Result(task.task_id, task.owner_id,
                               Refusal.of("invalid_task", f"owner {task.owner_id!r} is not hosted by this node")), []
             self._evaluate_task[task.owner_id] = task.task_id
+            try:
+                check_boost_config(owner, task.spec.config)   # public checks only, before any row is read
+            except TaskRefused as exc:
+                log.warning("refusing ring evaluation %s for %s: %s", task.task_id, task.owner_id, exc)
+                return Result(task.task_id, task.owner_id, Refusal.of(exc.code, exc.detail)), []
             try:
                 payload, out = self._ring.evaluate(owner, task.spec)
             except BudgetExceeded as exc:

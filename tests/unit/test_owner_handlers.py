@@ -223,3 +223,19 @@ def test_lr_share_is_answered(tmp_path, digits):
 ])
 def test_only_finite_shares_within_the_wire_range_are_sendable(share, ok):
     assert share_is_sendable(share) is ok
+
+
+@pytest.mark.parametrize("config,detail", [
+    ({"base": "stump", "labels": "rr", "n_classes": 3, "bounds": {"lo": [0.0] * 64, "hi": [16.0] * 64}},
+     "task says 3 classes; this owner's data set declares 10"),
+    ({"base": "stump", "labels": "rr", "n_classes": 10, "bounds": {"lo": [0.0] * 5, "hi": [16.0] * 5}},
+     "task bounds must list 64 features"),
+])
+def test_boosting_share_is_checked_against_public_configuration(tmp_path, digits, config, detail):
+    train, _ = digits
+    hosted = owners(train, 1)
+    oid = next(iter(hosted))
+    ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=5.0)
+    out = handle_batch([Task("b", oid, "boost-run", BoostShareTask(config=config, history={}))], hosted, ledger)
+    assert detail in refusal(out[0], "invalid_task")
+    assert ledger.history(oid) == []
