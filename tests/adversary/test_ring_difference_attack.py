@@ -22,6 +22,7 @@ no second debit); a fresh round is a fresh debit, until the budget is spent. So 
 * the honest node is alive and still answers a normal task.
 """
 
+import json
 import secrets
 
 import numpy as np
@@ -156,3 +157,39 @@ def test_ring_difference_attack_learns_no_more_than_the_debits(coordinator, owne
 
     assert_still_serving(coordinator, node, spare, d=D)
     assert_still_serving(coordinator, node, A, d=D)
+
+
+def test_malformed_rings_are_refused_without_a_debit(coordinator, owners):
+    """Rings no honest coordinator forms: one party (its "sum" is its own value), a party twice,
+    an owner asked to join a ring it is not in, a learner of another kind. Each is refused by the
+    owner before anything is computed or debited, and the node keeps serving."""
+    from hostile import empty_history, kind, pb
+
+    node = owners("owner-0", X, Y)
+    A, B, C, spare = node.owner_ids
+    config = boost_config(D, f"bad-rings-{secrets.token_hex(3)}", epsilon=1.0)
+    learner = grid_stump(0, 1, 2)
+    cases = {
+        "alone": (A, [A]),
+        "twice": (A, [A, B, A]),
+        "not-a-member": (C, [A, B]),
+        "foreign-learner": (A, [A, B]),
+    }
+    for name, (target, ring) in cases.items():
+        spec = coordinator.ring_spec(secrets.token_hex(16), ring if len(set(ring)) == len(ring) else [A, B],
+                                     max_abs=MAX_ABS, peers=sorted(set(ring)))
+        del spec.ring[:]
+        spec.ring.extend(ring)
+        spec.n_parties = len(ring)
+        lrn = {"kind": "ncc", "centroids": [[0.0, 0.0]], "classes": [0]} if name == "foreign-learner" else learner
+        task = pb.Task(task_id=f"{name}-{secrets.token_hex(3)}", owner_id=target, round_id=name,
+                       boost_evaluate=pb.BoostEvaluateTask(config_json=json.dumps(config),
+                                                           history_json=json.dumps(empty_history()),
+                                                           learner_json=json.dumps(lrn), ring=spec))
+        coordinator.send([task])
+        got = coordinator.wait_results([task.task_id])
+        assert got and kind(got[0]) == "refusal", f"{name}: {got}\n{node.log()[-2000:]}"
+        assert coordinator.relays_from("owner-0", spec.session_id) == [], f"{name}: an envelope left"
+    for o in (A, B, C):
+        assert spent_epsilon(ledger_history(node.ledger, o)) == 0.0, ledger_history(node.ledger, o)
+    assert_still_serving(coordinator, node, spare, d=D)
