@@ -36,6 +36,12 @@ from privfed.proto.transport import (
 log = logging.getLogger("privfed.owner")
 
 _RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+# The coordinator refused what one push or relay carried (a round it forgot, a ring session it
+# closed or never opened, a limit): those results or envelopes are dropped and the node goes on.
+# Nothing the coordinator answers to one call may end the node (issue 9, item 7).
+_CALL_REFUSED = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
+                 grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND,
+                 grpc.StatusCode.OUT_OF_RANGE}
 CHUNK = 200          # at most this many results per PushResults: keeps messages small
 PUSH_EVERY = 1.0     # seconds: push at least this often during long work so the node stays visibly alive
 BATCH = 16           # tasks computed and debited together (one ledger transaction)
@@ -127,8 +133,8 @@ class OwnerNode:
         try:
             self._retry(lambda: stub.PushResults(request, timeout=PUSH_TIMEOUT), "push")
         except ConnectError as exc:
-            if exc.code == grpc.StatusCode.INVALID_ARGUMENT:  # the coordinator forgot those tasks (round over)
-                log.warning("coordinator no longer wants %d result(s): %s", len(self._unsent), exc)
+            if exc.code in _CALL_REFUSED:  # e.g. the coordinator forgot those tasks (round over)
+                log.warning("coordinator refused %d result(s), dropped (already debited): %s", len(self._unsent), exc)
             else:
                 raise
         self._unsent = []
@@ -139,7 +145,13 @@ class OwnerNode:
             return []
         request = pb.RelayRequest(node_id=self.node_id, envelopes=[
             pb.Envelope(recipient=o.recipient, data=o.to_bytes()) for o in outbounds])
-        reply = self._retry(lambda: stub.Relay(request, timeout=RELAY_TIMEOUT), "relay")
+        try:
+            reply = self._retry(lambda: stub.Relay(request, timeout=RELAY_TIMEOUT), "relay")
+        except ConnectError as exc:
+            if exc.code not in _CALL_REFUSED:
+                raise
+            log.warning("coordinator refused %d ring envelope(s), dropped: %s", len(outbounds), exc)
+            return []
         return [] if reply is None else self._decode(reply.tasks)
 
     @staticmethod
