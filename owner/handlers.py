@@ -229,8 +229,12 @@ def _refuse(task: Task, code: str, detail: str = "", log_reason: str = "") -> Re
     return Result(task.task_id, task.owner_id, Refusal.of(code, detail))
 
 
-def _prepare(task: Task, owner: LocalOwner | None, ledger: Ledger, allow_clear_labels: bool):
-    """Steps 2-4 of the module docstring for one task: its share, or a refusal."""
+def _prepare(task: Task, owner: LocalOwner | None, ledger: Ledger, allow_clear_labels: bool,
+             pending: dict[str, tuple[float, float]]):
+    """Steps 2-4 of the module docstring for one task: its share, or a refusal.
+
+    ``pending`` holds what earlier tasks of the batch will debit per owner; the budget check adds
+    it, so a second task for the same owner is refused whole instead of half-debited."""
     if owner is None:
         return _refuse(task, "invalid_task", f"owner {task.owner_id!r} is not hosted by this node")
     try:
@@ -244,7 +248,8 @@ def _prepare(task: Task, owner: LocalOwner | None, ledger: Ledger, allow_clear_l
             raise TaskRefused("already_released", f"boosting run {task.round_id!r}: an owner releases in at most "
                                                   "one round of a run")
         eps, delta = total_budget(task.spec)
-        ledger.check(task.owner_id, eps, delta)
+        before = pending.get(task.owner_id, (0.0, 0.0))
+        ledger.check(task.owner_id, before[0] + eps, before[1] + delta)
     except TaskRefused as exc:
         return _refuse(task, exc.code, exc.detail)
     except BudgetExceeded as exc:
@@ -265,6 +270,7 @@ def _prepare(task: Task, owner: LocalOwner | None, ledger: Ledger, allow_clear_l
         clipped = task.spec.bounds.clip(owner.X)[1]
         if clipped:
             log.info("task %s: %d value(s) outside the public bounds clipped", task.task_id, clipped)
+    pending[task.owner_id] = (before[0] + eps, before[1] + delta)
     return share
 
 
@@ -276,6 +282,7 @@ def handle_batch(tasks: list[Task], owners: dict[str, LocalOwner], ledger: Ledge
     order: list[tuple[str, str] | Result] = []
     shares: dict[tuple[str, str], object] = {}
     seen: set[str] = set()
+    pending: dict[str, tuple[float, float]] = {}
     for task in tasks:
         key = (task.owner_id, task.task_id)
         if task.task_id in seen:
@@ -283,7 +290,7 @@ def handle_batch(tasks: list[Task], owners: dict[str, LocalOwner], ledger: Ledge
             continue
         seen.add(task.task_id)
         order.append(key)
-        outcome = _prepare(task, owners.get(task.owner_id), ledger, allow_clear_labels)
+        outcome = _prepare(task, owners.get(task.owner_id), ledger, allow_clear_labels, pending)
         if isinstance(outcome, Result):
             results[key] = outcome
         else:

@@ -239,3 +239,18 @@ def test_boosting_share_is_checked_against_public_configuration(tmp_path, digits
     out = handle_batch([Task("b", oid, "boost-run", BoostShareTask(config=config, history={}))], hosted, ledger)
     assert detail in refusal(out[0], "invalid_task")
     assert ledger.history(oid) == []
+
+
+def test_two_tasks_for_one_owner_in_a_batch_are_checked_together(tmp_path, digits):
+    """The second task that would overspend is refused whole before it is computed; nothing of it
+    is debited (it used to be checked against the same spent amount as the first, then half-debited)."""
+    train, _ = digits
+    hosted = owners(train, 1)
+    oid = next(iter(hosted))
+    ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=2.0)
+    out = handle_batch([Task("a", oid, "r1", ncc(train, eps=1.0)), Task("b", oid, "r2", ncc(train, eps=1.0))],
+                       hosted, ledger)
+    assert isinstance(out[0].payload, NccShareReply)
+    refusal(out[1], "budget_exceeded")
+    assert [h["release_id"] for h in ledger.history(oid)] == ["a#0", "a#1"]
+    assert math.isclose(ledger.spent(oid).epsilon, 1.25)
