@@ -1,0 +1,63 @@
+"""FedDPDR-DPML strategy in-process with real owner handlers and a real ledger: the budget split
+(DP-PCA, DP row count, SVM) adds up to ε, the weights use the noisy counts released once in the
+PCA phase, and the report names clear-label releases (issue 9, contracts 6 and 7)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from privfed.common.ledger import Ledger
+from privfed.common.messages import PcaShareTask, SvmShareTask
+from privfed.owner.data import build_owners, federation_split
+from privfed.owner.handlers import handle_batch
+from privfed.server.report import nonprivate_releases
+from privfed.server.strategies import FedDpdrStrategy
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return federation_split("digits", seed=0, test_fraction=0.2)
+
+
+@pytest.mark.parametrize("eps", [2.0, 0.3, math.inf])
+def test_budget_split_adds_up(digits, eps):
+    train, _ = digits
+    split = FedDpdrStrategy(epsilon=eps, n_classes=10, bounds=train.bounds, k=5).budget_split()
+    if math.isinf(eps):
+        assert all(math.isinf(v) for v in split.values())
+    else:
+        assert math.isclose(split["pca"] + split["count"] + split["svm"], eps)
+        assert math.isclose(split["count"], 0.05 * eps / 2) and split["svm"] == eps / 2
+
+
+def test_counts_released_once_and_svm_only_to_owners_that_gave_one(tmp_path, digits):
+    train, _ = digits
+    owners = {o.owner_id: o for o in build_owners(train, node_id="owner-0", n_owners=4, shards=range(4), seed=0,
+                                                  rng_kind="seeded", rng_seed=0)}
+    ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=2.0, delta_budget=1e-5)
+    silent = sorted(owners)[-1]
+    sent = []
+
+    def execute(tasks, timeout=None):
+        sent.append(tasks)
+        return [r for r in handle_batch(tasks, owners, ledger) if r.owner_id != silent]   # a lost node
+
+    model = FedDpdrStrategy(epsilon=2.0, n_classes=10, bounds=train.bounds, k=5).run(sorted(owners), execute)
+    assert [type(t.spec) for t in sent[0]] == [PcaShareTask] * 4
+    assert [t.owner_id for t in sent[1]] == sorted(owners)[:-1]            # no count, no SVM task
+    assert all(isinstance(t.spec, SvmShareTask) for t in sent[1])
+    assert len(model.owner_sizes) == 3 and all(isinstance(n, int) and n >= 1 for n in model.owner_sizes)
+    for oid in sorted(owners)[:-1]:
+        purposes = [h["purpose"].split(":")[0] for h in ledger.history(oid)]
+        assert purposes.count("dp-count") == 1 and math.isclose(ledger.spent(oid).epsilon, 2.0)
+
+
+def test_report_names_clear_label_releases():
+    assert nonprivate_releases("ncc", "rr", None, 10) == []
+    assert nonprivate_releases("lr", "clear", None, 10) == []
+    assert nonprivate_releases("bdt", "clear", "stump", 10) == []
+    assert nonprivate_releases("ncc", "clear", None, 0) == []
+    for task, base in (("ncc", None), ("bdt", "ncc")):
+        (entry,) = nonprivate_releases(task, "clear", base, 7)
+        assert entry["what"] == "clear-labels" and entry["owners"] == 7
