@@ -59,14 +59,24 @@ def data(tmp_path):
             "train2": _csv(tmp_path / "t2.csv", np.column_stack([X + shift, labels]))}
 
 
-def test_identity_stage_is_refused_before_anything_is_sent(coordinator, certs, tmp_path, data):
-    coordinator.model = _model(np.eye(F))
+HOSTILE_STAGES = {
+    "identity": np.eye(F),                                              # reads every coordinate
+    "rank-2": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]]),   # two directions, default allows 1
+    "wide-rank-1": np.tile(np.array([[1.0], [0.5], [0.0], [0.0]]), (1, F + 2)),  # many copies of one column
+    "non-finite": np.array([[np.nan], [1.0], [0.0], [0.0]]),
+    "wrong-rows": np.ones((F + 1, 1)),                                  # does not fit the model's features
+}
+
+
+@pytest.mark.parametrize("stage", list(HOSTILE_STAGES))
+def test_hostile_stage_is_refused_before_anything_is_sent(coordinator, certs, tmp_path, data, stage):
+    coordinator.model = _model(HOSTILE_STAGES[stage])
     proc = _query(coordinator, certs, tmp_path, data["queries"], data["train1"])
-    assert proc.returncode != 0, f"query accepted A_d = I:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    assert proc.returncode != 0, f"query accepted stage {stage}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
     errors = [line for line in proc.stderr.splitlines() if "error" in line.lower()]
     assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert coordinator.get_models, "the tool never asked for the model (the test would prove nothing)"
-    assert coordinator.predicts == [], "rows were sent to a model whose stage reads every coordinate"
+    assert coordinator.predicts == [], f"rows were sent to a model with stage {stage}"
 
 
 @pytest.mark.parametrize("method", [(), ("--method", "subspace", "--allow-confidential-map-leak")],
