@@ -36,10 +36,19 @@ def test_bad_tasks_are_refused_alone(coordinator, owners):
         ncc_task("nan", o[3], d=D, epsilon=float("nan")),
         _with_unknown_field(ncc_task("unknown", o[0], d=D, round_id="u")),   # unknown field: still valid
         ncc_task("ok-2", o[4], d=D),
+        pb.Task(task_id="nokind", owner_id=o[2], round_id="r"),            # no task kind at all
+        pb.Task(task_id="badjson", owner_id=o[2], round_id="r",           # malformed boosting JSON
+                boost_share=pb.BoostShareTask(config_json="{not json", history_json="[]")),
+        pb.Task(task_id="stranger", owner_id="owner-7.o00000", round_id="r",   # an owner this node does not host
+                ncc_share=ncc_task("x", "x", d=D).ncc_share),
+        pb.Task(task_id="junk-ring", owner_id=o[1], round_id="ring",       # a ring message for no ring
+                ring_message=pb.RingMessageTask(data=b"\x00garbage" * 10)),
     ]
-    coordinator.send(batch)   # all in one PullTasks answer
-    ids = sorted({t.task_id for t in batch})
-    got = coordinator.wait_results(ids, count=len(batch))
+    not_awaited = {"junk-ring", "stranger"}   # a ring message gets no result of its own; a stranger may get none
+    coordinator.send(batch, node="owner-0")   # all in one PullTasks answer
+    ids = sorted({t.task_id for t in batch} - not_awaited)
+    got = coordinator.wait_results(ids, count=len([t for t in batch if t.task_id in ids]))
+    got += [r for r in coordinator.results if r.task_id == "stranger"]
     assert node.alive(), f"a bad task killed the node:\n{node.log()[-3000:]}"
     by = {}
     for r in got:
@@ -47,13 +56,16 @@ def test_bad_tasks_are_refused_alone(coordinator, owners):
 
     for tid in ("ok-1", "ok-2", "unknown"):
         assert tid in by and kind(by[tid][0]) == "ncc_share", f"valid task {tid} lost or refused: {by.get(tid)}"
-    for tid in ("tiny", "bytes", "huge", "nan"):
+    for tid in ("tiny", "bytes", "huge", "nan", "nokind", "badjson"):
         assert tid in by, f"no answer for bad task {tid}:\n{node.log()[-3000:]}"
         assert all(kind(r) == "refusal" for r in by[tid]), by[tid]
     assert by["tiny"][0].refusal.code == "invalid_task"
     assert by["bytes"][0].refusal.code == "invalid_task"
     assert by["bytes"][0].owner_id == o[4]
     assert by["huge"][0].refusal.code in ("invalid_task", "budget_exceeded")
+    assert by["nokind"][0].refusal.code == "invalid_task" and by["badjson"][0].refusal.code == "invalid_task"
+    # a task for an owner the node does not host: refused or ignored, never answered with data
+    assert all(kind(r) == "refusal" for r in by.get("stranger", []))
     # the duplicated id: refused (at least its second use); each answer names its own owner
     assert "dup" in by and any(kind(r) == "refusal" and r.refusal.code in ("duplicate_task", "invalid_task")
                                for r in by["dup"]), by.get("dup")
