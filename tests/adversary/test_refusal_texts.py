@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-from hostile import assert_still_serving, bounds_matrix, kind, ncc_task, pb
+from hostile import assert_still_serving, boost_config, boost_share, bounds_matrix, kind, ncc_task, pb
 
 D = 2
 # Labels are class indices of the node's own file: node owner-0 holds classes 0 and 1 (the test
@@ -35,6 +35,9 @@ def _invalid_tasks(owner_id):
         ncc_task("nan", owner_id, d=D, label_epsilon=float("nan")),
         ncc_task("over", owner_id, d=D, epsilon=3.0),
         lr,
+        boost_share("b-d3", owner_id, "run-d3", boost_config(3, "run-d3")),
+        boost_share("b-k3", owner_id, "run-k3", boost_config(D, "run-k3", n_classes=3)),
+        boost_share("b-over", owner_id, "run-over", boost_config(D, "run-over", epsilon=5.0)),
     ]
 
 
