@@ -449,3 +449,54 @@ def test_memory_layout_does_not_change_reports(name):
     expected = mech.privatize(t, np.random.Generator(np.random.PCG64(11)))
     for layout in (np.asfortranarray(t), np.repeat(t, 2, axis=1)[:, ::2], np.broadcast_to(t, (2, *t.shape))[1]):
         np.testing.assert_array_equal(mech.privatize(layout, np.random.Generator(np.random.PCG64(11))), expected)
+
+
+# --- ε too small for the wire (issue 9, item 7) and the geometric count mechanism -------------
+
+@pytest.mark.parametrize("name", sorted(ALL_BUILDERS))
+@pytest.mark.parametrize("eps", [1e-300, 5e-324, 1e-13])
+def test_epsilon_whose_reports_leave_the_wire_range_is_refused_when_built(name, eps):
+    with pytest.raises(ConfigError, match="2\\^42"):
+        ALL_BUILDERS[name](eps, 8)
+
+
+@pytest.mark.parametrize("name", sorted(ALL_BUILDERS))
+def test_small_but_usable_epsilon_is_accepted_and_its_reports_fit(name, rng):
+    from privfed.common.mechanisms.base import REPORT_LIMIT
+
+    mech = ALL_BUILDERS[name](1e-4, 8)
+    assert mech.max_abs_output < REPORT_LIMIT
+    out = mech.privatize(rng.uniform(-1, 1, (200, 8)), rng)
+    assert np.all(np.isfinite(out)) and np.max(np.abs(out)) <= mech.max_abs_output
+
+
+def test_geometric_mechanism_is_unbiased_integer_noise_with_its_variance(rng):
+    from privfed.common.mechanisms import GeometricMechanism
+
+    mech = GeometricMechanism(epsilon=0.5)
+    out = mech.privatize(np.full(100_000, 40, dtype=np.int64), rng)
+    assert out.dtype == np.int64
+    se = math.sqrt(mech.variance() / out.size)
+    assert abs(out.mean() - 40) < 5 * se
+    assert abs(out.var() / mech.variance() - 1) < 0.05
+    assert math.isclose(mech.variance(), 2 * math.exp(-0.5) / (1 - math.exp(-0.5)) ** 2)
+    # the epsilon-ratio of neighbouring counts: P[n* = 40] / P[n* = 40 | n = 41] = e^eps
+    p40 = np.mean(out == 40)
+    p40_from_41 = np.mean(mech.privatize(np.full(100_000, 41, dtype=np.int64), rng) == 40)
+    assert abs(math.log(p40 / p40_from_41) - 0.5) < 0.1
+
+
+@pytest.mark.parametrize("eps,exc", [(0.0, ConfigError), (-1.0, ConfigError), (math.inf, ConfigError),
+                                     (math.nan, ConfigError), (1e-12, ConfigError), ("1", TypeError)])
+def test_geometric_mechanism_validates_epsilon(eps, exc):
+    from privfed.common.mechanisms import GeometricMechanism
+
+    with pytest.raises(exc):
+        GeometricMechanism(epsilon=eps)
+
+
+def test_geometric_mechanism_rejects_float_counts(rng):
+    from privfed.common.mechanisms import GeometricMechanism
+
+    with pytest.raises(TypeError, match="integers"):
+        GeometricMechanism(epsilon=1.0).privatize(np.array([1.5]), rng)
