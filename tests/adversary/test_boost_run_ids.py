@@ -54,3 +54,36 @@ def test_new_run_ids_release_only_with_a_debit_until_the_budget_is_spent(coordin
 
     assert_still_serving(coordinator, node, spare, d=D)
     assert_still_serving(coordinator, node, victim, d=D)
+
+
+def test_one_evaluation_release_per_run_whatever_the_coordinator_changes(coordinator, owners):
+    """Within one run an owner evaluates once (``eval_groups="disjoint"``, the default): asking
+    again under the same run id with another ε, another weight bound or another round number gets
+    a refusal or the cached pair — never a fresh, second release."""
+    from hostile import empty_history, grid_stump
+
+    node = owners("owner-0", np.array([[0.25, 0.75], [0.6, 0.4], [0.1, 0.9]]), np.array([1, 0, 1]))
+    a, b, spare = node.owner_ids
+    run = f"eval-{secrets.token_hex(3)}"
+    config = boost_config(D, run, epsilon=RUN_EPSILON)
+    first = coordinator.run_ring([a, b], grid_stump(0, 1, 2), config, round_id=run)
+    assert first.total is not None, (first.answers, node.log()[-3000:])
+    spent = {o: spent_epsilon(ledger_history(node.ledger, o)) for o in (a, b)}
+    assert all(v > 0 for v in spent.values()), spent
+
+    round_one = dict(empty_history(), round=1)
+    variants = {
+        "other-epsilon": (boost_config(D, run, epsilon=2 * RUN_EPSILON), None),
+        "other-weight-bound": (boost_config(D, run, epsilon=RUN_EPSILON, weight_bound=0.5), None),
+        "other-round": (config, round_one),
+        "same": (config, None),
+    }
+    for name, (cfg, history) in variants.items():
+        out = coordinator.run_ring([a, b], grid_stump(0, 1, 2), cfg, round_id=run, history=history)
+        if out.total is not None:   # only the cached pair may come back
+            np.testing.assert_array_equal(out.total, first.total, err_msg=f"{name}: a second, fresh release")
+        else:
+            assert out.refusals(), f"{name}: neither refused nor answered: {out.answers}"
+        now = {o: spent_epsilon(ledger_history(node.ledger, o)) for o in (a, b)}
+        assert now == spent, f"{name}: debited again {now} after {spent}"
+    assert_still_serving(coordinator, node, spare, d=D)
