@@ -13,7 +13,6 @@ is in no running service's directory.
 """
 
 import json
-import os
 import stat
 import subprocess
 import sys

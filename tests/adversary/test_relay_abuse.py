@@ -19,7 +19,7 @@ import grpc
 import numpy as np
 import pytest
 
-from hostile import WAIT, cert_pem, rss_mb, spawn_owner, tls_files
+from hostile import WAIT, cert_key, cert_pem, rss_mb, spawn_owner, tls_files
 from privfed.common.e2e import generate_private_key, public_bytes, sign_public_key
 from privfed.common.securesum import MessageKind, Outbound
 from privfed.proto import privfed_pb2 as pb
@@ -39,8 +39,6 @@ def _stub(port, certs, node):
 
 
 def _register(stub, certs, node, owner_id):
-    from hostile import cert_key
-
     pub = public_bytes(generate_private_key())
     info = pb.OwnerInfo(owner_id=owner_id, x25519_public_key=pub,
                         key_signature=sign_public_key(cert_key(certs, node), pub, owner_id))
