@@ -75,7 +75,7 @@ def test_federation_across_namespaces_over_mtls(tmp_path):
     # Each node's ledger debited exactly its own logical owners, once.
     for index, hosted in ((0, range(0, 20)), (1, range(20, 40))):
         with Ledger(tmp_path / f"owner-{index}.sqlite", epsilon_budget=EPSILON) as ledger:
-            assert [ledger.spent(owner_id(i)).epsilon for i in hosted] == [EPSILON] * len(hosted)
+            assert [ledger.spent(owner_id(f"owner-{index}", i)).epsilon for i in hosted] == [EPSILON] * len(hosted)
 
 
 def test_owner_refuses_a_coordinator_whose_certificate_lacks_its_address(tmp_path):
