@@ -366,19 +366,23 @@ class HostileCoordinator:
                 self._queues[node or self._owner_node[t.owner_id]].append(t)
             self._cv.notify_all()
 
-    def wait_results(self, task_ids, timeout: float = WAIT, *, count: int | None = None) -> list[pb.Result]:
-        """Results whose task id is in ``task_ids`` once ``count`` (default: one per id) arrived."""
+    def wait_results(self, task_ids, timeout: float = WAIT, *, count: int | None = None,
+                     since: int = 0) -> list[pb.Result]:
+        """Results whose task id is in ``task_ids``, among those pushed after the first ``since``,
+        once ``count`` (default: one per id) arrived."""
         ids = list(task_ids)
         want = len(ids) if count is None else count
-        mine = lambda: [r for r in self.results if r.task_id in ids]  # noqa: E731
+        mine = lambda: [r for r in self.results[since:] if r.task_id in ids]  # noqa: E731
         with self._cv:
             self._cv.wait_for(lambda: len(mine()) >= want, timeout)
             return mine()
 
     def run(self, tasks, timeout: float = WAIT) -> dict[str, pb.Result]:
-        """Send a batch and wait for one result per task id (by task id; last one wins)."""
+        """Send a batch and wait for one new result per task id (by task id; last one wins)."""
+        with self._cv:
+            since = len(self.results)
         self.send(tasks)
-        return {r.task_id: r for r in self.wait_results([t.task_id for t in tasks], timeout)}
+        return {r.task_id: r for r in self.wait_results([t.task_id for t in tasks], timeout, since=since)}
 
     def ring_spec(self, session: str, ring: list[str], *, max_abs: float, peers=None) -> pb.RingSpec:
         """A ring of registered owners with their registered keys and node certificates."""

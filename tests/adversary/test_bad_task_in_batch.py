@@ -34,6 +34,7 @@ def test_bad_tasks_are_refused_alone(coordinator, owners):
         ncc_task("bytes", o[4], d=D, bounds=wrong_bytes),              # 27 bytes for a (2, 2) float64 matrix
         ncc_task("huge", o[4], d=D, epsilon=1e300),                    # absurd, over any budget
         ncc_task("nan", o[3], d=D, epsilon=float("nan")),
+        ncc_task("giant", o[3], d=D, bounds=pb.Matrix(shape=[100_000, 100_000], data=b"")),   # 10^10 values claimed
         _with_unknown_field(ncc_task("unknown", o[0], d=D, round_id="u")),   # unknown field: still valid
         ncc_task("ok-2", o[4], d=D),
         pb.Task(task_id="nokind", owner_id=o[2], round_id="r"),            # no task kind at all
@@ -56,7 +57,7 @@ def test_bad_tasks_are_refused_alone(coordinator, owners):
 
     for tid in ("ok-1", "ok-2", "unknown"):
         assert tid in by and kind(by[tid][0]) == "ncc_share", f"valid task {tid} lost or refused: {by.get(tid)}"
-    for tid in ("tiny", "bytes", "huge", "nan", "nokind", "badjson"):
+    for tid in ("tiny", "bytes", "huge", "nan", "giant", "nokind", "badjson"):
         assert tid in by, f"no answer for bad task {tid}:\n{node.log()[-3000:]}"
         assert all(kind(r) == "refusal" for r in by[tid]), by[tid]
     assert by["tiny"][0].refusal.code == "invalid_task"
@@ -81,6 +82,12 @@ def test_bad_tasks_are_refused_alone(coordinator, owners):
         refused_here = {r.task_id for rs in by.values() for r in rs if r.owner_id == owner and kind(r) == "refusal"}
         for tid in refused_here - mine:
             assert not any(tid in rid for rid in released), f"{owner}: refused task {tid} debited: {released}"
+
+    # a replay of a task already answered: refused, no second debit
+    spent = {owner: ledger_history(node.ledger, owner) for owner in o}
+    replay = coordinator.run([ncc_task("ok-1", o[0], d=D)])["ok-1"]
+    assert kind(replay) == "refusal" and replay.refusal.code in ("already_released", "duplicate_task"), replay
+    assert {owner: ledger_history(node.ledger, owner) for owner in o} == spent
 
     for owner in o:
         assert_still_serving(coordinator, node, owner, d=D)
