@@ -59,11 +59,28 @@ def _entries_for(history, *needles):
     return [h for h in history if any(n in h["release_id"] or n in h["purpose"] for n in needles)]
 
 
-def test_ring_difference_attack_learns_no_more_than_the_debits(coordinator, owners):
-    node = owners("owner-0", X, Y)
-    ids = node.owner_ids
-    rows = node.rows()
+def _spawn(owners, layout):
+    """A, B, C (and a spare owner never attacked) on one node, or A+spare, B and C on three nodes
+    (so the rings cross node certificates). Returns (ids, rows, node of each owner)."""
+    if layout == "one-node":
+        nodes = [owners("owner-0", X, Y)]
+    else:
+        nodes = [owners("owner-0", X[[0, 3]], Y[[0, 3]]), owners("owner-1", X[[1]], Y[[1]]),
+                 owners("owner-2", X[[2]], Y[[2]])]
+    rows, node_of = {}, {}
+    for node in nodes:
+        rows.update(node.rows())
+        node_of.update({o: node for o in node.owner_ids})
+    truth_order = {tuple(X[i]): i for i in range(len(X))}
+    ids = sorted(rows, key=lambda o: truth_order[tuple(rows[o][0])])   # A, B, C, spare by their rows
+    return ids, rows, node_of
+
+
+@pytest.mark.parametrize("layout", ["one-node", "three-nodes"])
+def test_ring_difference_attack_learns_no_more_than_the_debits(coordinator, owners, layout):
+    ids, rows, node_of = _spawn(owners, layout)
     A, B, C, spare = ids
+    node = node_of[A]
     attack = f"atk-{secrets.token_hex(3)}"
     configs = {}
 
@@ -84,7 +101,7 @@ def test_ring_difference_attack_learns_no_more_than_the_debits(coordinator, owne
             totals[tuple(ring)] = out.total
             refusals.update({o: r.code for o, r in out.refusals().items()})
             assert all(r is not None for r in out.answers.values()) or out.total is not None or refusals, \
-                f"ring {ring} got no answer at all:\n{node.log()[-3000:]}"
+                f"ring {ring} got no answer at all:\n{node_of[ring[0]].log()[-3000:]}"
         rounds.append((round_id, threshold, totals, refusals))
         if any(t is None for t in totals.values()):
             if any(code == "budget_exceeded" for code in refusals.values()):
@@ -97,10 +114,11 @@ def test_ring_difference_attack_learns_no_more_than_the_debits(coordinator, owne
         else:
             hi = threshold
 
-    assert node.alive(), node.log()[-3000:]
+    for o in (A, B, C):
+        assert node_of[o].alive(), node_of[o].log()[-3000:]
 
     # --- what each owner paid for ----------------------------------------------------------
-    histories = {o: ledger_history(node.ledger, o) for o in (A, B, C)}
+    histories = {o: ledger_history(node_of[o].ledger, o) for o in (A, B, C)}
     closed = [(rid, thr, t) for rid, thr, t, _ in rounds if all(v is not None for v in t.values())]
     for o, hist in histories.items():
         contributed = {rid for rid, _, t, _ in rounds for ring, total in t.items() if total is not None and o in ring}
