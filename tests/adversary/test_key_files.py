@@ -1,7 +1,9 @@
 """Issue 9, item 10: private keys are never readable by others, not even briefly, and the CA key
 is in no running service's directory.
 
-* ``privfed certs`` runs as a real process under a Python audit hook (PEP 578) with umask 022. At
+* ``privfed certs`` (and the compose enrolment path, ``privfed.deploy.enroll``: CA and
+  coordinator pair, then an owner making its own key and getting it signed) runs as a real process
+  under a Python audit hook (PEP 578) with umask 022. At
   every audited event (each ``open``, ``os.chmod``, ``os.rename``/``os.replace``, ...) the hook
   records the mode of every file already opened for writing under the output directory. A key
   written first and chmod-ed after is caught at the ``os.chmod`` event, where its mode is still
@@ -49,31 +51,55 @@ def hook(event, args):
 
 sys.addaudithook(hook)
 os.umask(0o022)
-from privfed.deploy.cli import main
-code = main(["certs", "--out", out, "--owners", "2"])
+if sys.argv[3] == "certs":
+    from privfed.deploy.cli import main
+    code = main(["certs", "--out", out, "--owners", "2"])
+else:   # the compose path: CA + coordinator pair, then an owner makes its own key and is signed
+    import threading
+    from pathlib import Path
+    from privfed.deploy import enroll
+    root_p = Path(out)
+    enroll.init(root_p / "pki", root_p / "coordinator", root_p / "exchange")
+    box = {}
+    t = threading.Thread(target=lambda: box.setdefault("dir", enroll.enroll(
+        root_p / "exchange", root_p / "tls", "owner-0", timeout=60)))
+    t.start()
+    enroll.sign(root_p / "pki", root_p / "exchange", ["owner-0"], timeout=60)
+    t.join()
+    code = 0 if "dir" in box else 1
 hook("end", ())
 with open(report, "w") as f:
     json.dump({"code": code, "seen": seen, "renames": renames}, f)
 """
 
 
-@pytest.fixture(scope="module")
-def made(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("keys")
+def _hooked(tmp, how):
     out, report = tmp / "pki", tmp / "report.json"
-    proc = subprocess.run([sys.executable, "-c", HOOKED_CERTS, str(out), str(report)], capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", HOOKED_CERTS, str(out), str(report), how], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, json.loads(report.read_text())
 
 
-def test_private_keys_are_0600_from_creation(made):
-    out, report = made
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    return _hooked(tmp_path_factory.mktemp("keys"), "certs")
+
+
+@pytest.fixture(scope="module", params=["certs", "enroll"])
+def written(request, tmp_path_factory):
+    if request.param == "enroll":
+        pytest.importorskip("privfed.deploy.enroll")
+    return _hooked(tmp_path_factory.mktemp(f"keys-{request.param}"), request.param)
+
+
+def test_private_keys_are_0600_from_creation(written):
+    out, report = written
     final = {}
     for src, dst in report["renames"]:
         final[src] = dst
     keys = [p for p in out.rglob("*-key.pem") if not p.is_symlink()]
-    assert len(keys) >= 4, f"expected CA, coordinator and two owner keys under {out}: {keys}"
+    assert len(keys) >= 3, f"expected the CA, coordinator and owner keys under {out}: {keys}"
     observed = 0
     for path, modes in report["seen"].items():
         name = final.get(path, path)
@@ -105,6 +131,7 @@ def test_ca_key_is_in_no_service_directory(made):
 def test_compose_mounts_the_ca_only_into_certificate_services():
     yaml = pytest.importorskip("yaml")
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+    checked = []
     for name, service in compose.get("services", {}).items():
         command = " ".join(map(str, service.get("command") or []))
         if name in ("certs", "ca-signer") or not ("coordinator" in command or "owner" in command or "owner" in name):
@@ -112,3 +139,5 @@ def test_compose_mounts_the_ca_only_into_certificate_services():
         mounts = [str(v.get("source", "")) if isinstance(v, dict) else str(v).split(":")[0]
                   for v in service.get("volumes") or []]
         assert "pki" not in mounts and "certs" not in mounts, f"service {name} mounts {mounts}"
+        checked.append(name)
+    assert any("coordinator" in n for n in checked) and any("owner" in n for n in checked), checked
