@@ -176,19 +176,24 @@ def spawn_owner(tmp: Path, port: int, name: str, X, y, *, certs: Path, budget: f
 # ----------------------------------------------------------------------------- ledger (read-only)
 def ledger_history(path: Path, owner_id: str, budget: float = BUDGET) -> list[dict]:
     """An owner's releases as ``privfed.common.ledger.Ledger.history`` gives them, read from a
-    copy of the file (the owner's own connection stays the only writer of the original)."""
+    consistent snapshot of the file (SQLite's online backup over a read-only connection), so the
+    running owner's connection stays the only writer of the original."""
     from privfed.common.ledger import Ledger
 
     copy_dir = Path(path).parent / f".ledger-copy-{secrets.token_hex(4)}"
     copy_dir.mkdir()
     try:
-        for suffix in ("", "-wal", "-shm"):
-            src = Path(f"{path}{suffix}")
-            if src.exists():
-                shutil.copyfile(src, copy_dir / f"ledger.sqlite{suffix}")
-        budget_row = _stored_budget(copy_dir / "ledger.sqlite")
+        copy = copy_dir / "ledger.sqlite"
+        src = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        dst = sqlite3.connect(str(copy))
+        try:
+            src.backup(dst)
+        finally:
+            dst.close()
+            src.close()
+        budget_row = _stored_budget(copy)
         eps, delta = budget_row if budget_row else (budget, 1e-3)
-        with Ledger(copy_dir / "ledger.sqlite", epsilon_budget=eps, delta_budget=delta) as ledger:
+        with Ledger(copy, epsilon_budget=eps, delta_budget=delta) as ledger:
             return ledger.history(owner_id)
     finally:
         shutil.rmtree(copy_dir, ignore_errors=True)
