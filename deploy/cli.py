@@ -121,7 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data(p)
     p.set_defaults(func=_owner)
 
-    p = sub.add_parser("query", help="clean query rows locally (null-space), then ask a served model for labels")
+    p = sub.add_parser("query", help="clean query rows locally (projection onto what the model reads by default; "
+                                     "null-space cleaning on opt-in), then ask a served model for labels")
     from privfed.owner.query import add_arguments as add_query_arguments
     add_query_arguments(p)
     p.set_defaults(func=_query)
@@ -130,6 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--owners", type=int, required=True, help="owner node certificates owner-0..owner-<N-1>")
     p.add_argument("--san", action="append", default=[], help="extra coordinator name or IP (repeatable)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--force", action="store_true",
+                      help="replace an existing CA and every key in --out (certificates already handed out stop working)")
+    mode.add_argument("--add", action="store_true",
+                      help="keep the CA and existing pairs in --out; issue only the missing ones (e.g. a larger --owners)")
     p.set_defaults(func=_certs)
 
     p = sub.add_parser("experiment", help="run a named experiment (JSON + PNG)")
@@ -181,8 +187,9 @@ def _query(args) -> int:
 def _certs(args) -> int:
     from privfed.deploy.certs import make_certs
 
-    out = make_certs(args.out, owners=args.owners, sans=args.san)
-    print(f"wrote CA, coordinator and {args.owners} owner certificate(s) to {out}")
+    out = make_certs(args.out, owners=args.owners, sans=args.san, force=args.force, add=args.add)
+    what = "issued the missing certificates under the existing CA" if args.add else f"wrote the CA to {out}/ca (keep it offline)"
+    print(f"{what}; one directory per party under {out}: give party X only {out}/X")
     return 0
 
 

@@ -22,8 +22,10 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from privfed.common.e2e import generate_private_key, public_bytes, sign_public_key
 from privfed.common.errors import BudgetExceeded, ConfigError, ProtocolError
 from privfed.common.ledger import Ledger
-from privfed.common.messages import BoostEvaluateTask, OwnerInfo, Refusal, Result, RingMessageTask, Task
-from privfed.owner.boosting import RingDriver
+from privfed.common.messages import (
+    BoostEvaluateTask, BoostShareReply, BoostShareTask, OwnerInfo, Refusal, Result, RingMessageTask, Task,
+)
+from privfed.owner.boosting import AlreadyReleased, RingDriver
 from privfed.owner.handlers import LocalOwner, TaskRefused, check_boost_config, handle_batch
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
@@ -187,6 +189,8 @@ class OwnerNode:
                 payload, out = self._ring.evaluate(owner, task.spec)
             except BudgetExceeded as exc:
                 return self._ring_refusal(task, "budget_exceeded", exc), []
+            except AlreadyReleased as exc:
+                return self._ring_refusal(task, "already_released", exc), []
             except (ConfigError, ProtocolError, ValueError) as exc:
                 return self._ring_refusal(task, "invalid_task", exc), []
             except Exception as exc:  # noqa: BLE001 - nothing a task does may exit the node
@@ -205,6 +209,16 @@ class OwnerNode:
         evaluate_id = self._evaluate_task.get(task.owner_id)
         result = None if payload is None or evaluate_id is None else Result(evaluate_id, task.owner_id, payload)
         return result, more
+
+    def _note_shares(self, batch, answered) -> None:
+        """A run's released share fixes its config: later evaluations of the run must carry the same."""
+        released = {r.task_id for r in answered if isinstance(r.payload, BoostShareReply)}
+        for task in batch:
+            if task.task_id in released and isinstance(task.spec, BoostShareTask):
+                try:
+                    self._ring.note_share(task.spec.config)
+                except ProtocolError as exc:  # a run whose config changed: its evaluations will be refused
+                    log.warning("boosting share %s: %s", task.task_id, exc)
 
     @staticmethod
     def _ring_refusal(task, code: str, exc: Exception) -> Result:
@@ -264,7 +278,9 @@ class OwnerNode:
                     else:
                         seen.add(t.task_id)
                         batch.append(t)
-                ready += handle_batch(batch, self._owners, self._ledger, allow_clear_labels=self._allow_clear_labels)
+                answered = handle_batch(batch, self._owners, self._ledger, allow_clear_labels=self._allow_clear_labels)
+                self._note_shares(batch, answered)
+                ready += answered
                 i = j
             if len(ready) >= CHUNK or (ready and time.monotonic() - last_push >= PUSH_EVERY):
                 self._push(stub, ready)
