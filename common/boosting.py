@@ -18,26 +18,49 @@ Evaluation releases (issue 9, item 1; contract 4). An owner's ``(err_sum, w_sum)
 is a *release*, not ring-internal work: the ring (SPEC §11.2) hides individual values from an
 honest-but-curious relay only, and a coordinator that chooses ring membership (two-party rings of
 honest owners, then ``(ab + ac - bc) / 2``) or the learner (a stump at a chosen threshold) reads
-single owners' values off the totals. So each owner, in its own process, (1) scales its pair down
-so that ``w_sum <= weight_bound`` (``err_sum`` with it, which keeps the owner's error ratio) --
-the pair then lies in ``{0 <= e <= w <= B}`` whatever the owner's rows, weights and the learner
-are; (2) adds Laplace noise (SPEC §1, ``LaplaceMechanism`` with ``d = 2`` on ``t = 2 x / B - 1``:
-scale ``2 B / epsilon`` per coordinate in weight units, Dwork et al. TCC 2006); (3) clips the
-noisy pair to the public range ``[-M, M]``, ``M = B (1 + 80 / epsilon)`` (40 noise scales; the
-sampler never exceeds 36.7, so the clip is a formality that makes the fixed-point bound of SPEC
-§11.1 hold for the ring, and post-processing in any case); and the networked owner debits its
-ledger before the ring's first envelope leaves (``privfed.owner.boosting.RingDriver``).
+single owners' values off the totals. So each owner, in its own process, (1) clips every row's
+SAMME weight to the public *row* bound ``b = eval_row_bound`` and sums
+``e = sum_r min(w_r, b) miss_r``, ``w = sum_r min(w_r, b)`` (:func:`owner_local_error` with
+``row_bound``); (2) adds Laplace noise ``Lap(2 b / epsilon)`` to each coordinate (SPEC §1,
+``LaplaceMechanism`` with ``d = 2``, whose scale ``4 / epsilon`` is in units of ``b / 2``; Dwork,
+McSherry, Nissim, Smith TCC 2006), the result snapped to the grid of SPEC §12; (3) clips the noisy
+pair to the public range ``[-M, M]``, ``M = b (max_owner_rows + 80 / epsilon)`` (the largest
+possible pair plus 40 noise scales; the sampler never exceeds 36.7, so the clip binds only for an
+owner holding more than ``max_owner_rows`` rows -- biased, never less private: it is
+post-processing); and the networked owner debits its ledger before the ring's first envelope
+leaves (``privfed.owner.boosting.RingDriver``).
 
-Sensitivity argument (local DP over the owner's whole data): any two data sets of one owner
-(all its rows replaced, any weights, any learner the coordinator names) give two pairs in the
-box above; their L1 distance is at most ``2 B`` (from ``(0, 0)`` to ``(B, B)``), which is the
-``LaplaceMechanism``'s per-coordinate sensitivity ``2`` in ``t`` space times ``d = 2``
-coordinates at ``epsilon / 2`` each. So one evaluation release is ``epsilon``-LDP for the
-owner's entire data set (seed 002 §2's local model; SPEC §0). Because the guarantee is local,
-nothing depends on who else is in the ring or how many rings the coordinator forms: a re-formed
-ring for the same (run, round) gets the *same* noisy pair (cached at the owner, no second
-debit), and a fresh (run, round) is a fresh debit. Ring membership does not matter for privacy;
-the totals the coordinator learns are post-processing of the owners' releases.
+Sensitivity argument: row-level DP, the unit the rest of privfed uses for multi-row owners (NCC
+perturbs every row at ε, so parallel composition over rows, seed 002 §3.5.1; FedDPDR is
+add/remove-one-row DP, SPEC §7-8). A row's SAMME weight is a function of that row alone and of
+public values (the kept learners, their α and the published totals E, W of earlier rounds;
+:func:`privfed.common.boostwire.owner_weights`), so after the clip each row adds a pair
+``(u miss, u)`` with ``0 <= u <= b`` to the owner's sums, whatever its features, label and the
+learner the coordinator names. Adding, removing or replacing one row therefore moves each
+coordinate by at most ``b``: L1 sensitivity ``2 b``, and ``Lap(2 b / epsilon)`` per coordinate
+makes one release ``epsilon``-DP for every row of the owner, independent of how many rows it holds.
+For a one-row owner (the paper's setting, seed 002 §2) the neighbouring data sets are all of its
+possible data: the release is then ``epsilon``-LDP for the owner, exactly the owner-level
+guarantee with owner bound ``B = b``. (The earlier owner-level calibration, ``B`` of the order
+of the owner's row count, buried the signal of owners with many rows: noise ``2 B / epsilon``
+against the group's total weight, e.g. 40 owners x 200 rows, ε = 2: noise std ~4000 against
+W ~ 800.) Because the guarantee is local, nothing depends on who else is in the ring or how many
+rings the coordinator forms: a re-formed ring for the same (run, round) gets the *same* noisy pair
+(cached at the owner, no second debit), and a fresh (run, round) is a fresh debit. Ring membership
+does not matter for privacy; the totals the coordinator learns are post-processing of the owners'
+releases.
+
+What is public: ``b``, ``epsilon`` and ``max_owner_rows`` are configuration of the run (sent in
+every task, checked by the owner). The noise does not depend on ``max_owner_rows``; it only
+sizes the public clip range ``M`` and with it the ring's fixed-point encoding (SPEC §11.1): the
+default ``10^6`` rows leaves ``>= 24`` fractional bits for rings of up to ``10^5`` owners
+(rounding error below ``10^-2`` weight units). Row counts are never public (contract 2).
+
+Choice of ``b`` (mean-1 weights: every row starts at 1; a misclassified row is multiplied by
+``e^alpha / (1 + err (e^alpha - 1))`` per round, about 1.7 at err = 0.3 and 1.25 at err = 0.45).
+A row's weight exceeds ``b = 2`` only after repeated misses, and the clip is a bias of the
+*evaluation* only (the SAMME update uses the unclipped weights), while the noise grows linearly
+in ``b``. Measured (README, ``privfed experiment bdt-error``): see :data:`EVAL_ROW_BOUND`.
 
 Budget split. A run's ``epsilon`` per owner is ``share_epsilon + eval_epsilon`` with
 ``eval_epsilon = eval_fraction * epsilon``: the share (once, in the owner's share group) spends
@@ -47,8 +70,8 @@ groups (:func:`evaluation_groups`; round t's group is disjoint from round t's sh
 learner is never scored on the rows it was fitted on) and each owner evaluates in one round at
 the whole ``eval_epsilon``. ``eval_groups="all"``: every owner evaluates every round at
 ``eval_epsilon / T``. The disjoint design keeps more signal: the estimate ``E / W`` of a group of
-``N / T`` owners has relative noise ``sqrt(2 T / N) * 2 B / (eval_epsilon err)``, every owner
-every round ``T sqrt(2 / N) * 2 B / (eval_epsilon err)``, worse by ``sqrt(T)``; in general, each
+``N / T`` one-row owners has relative noise ``sqrt(2 T / N) * 2 b / (eval_epsilon err)``, every
+owner every round ``T sqrt(2 / N) * 2 b / (eval_epsilon err)``, worse by ``sqrt(T)``; in general, each
 owner evaluating in k of the T rounds at ``eval_epsilon / k`` gives groups of ``k N / T`` and a
 relative noise proportional to ``sqrt(k T / N)``, smallest at k = 1
 (measured in ``privfed experiment bdt-error``; see the README). SAMME only needs the ratio
@@ -62,8 +85,9 @@ the same run id*; a coordinator that starts another run (another run id) gets fr
 each debited. That is the honest claim (issue 9, item 9): the owner's ledger bounds the total
 over all runs; nothing bounds the number of runs.
 
-Measured (``privfed experiment bdt-error --runs 20 --datasets synthetic``, 10^4 owners of one row,
-T = 10, PM stump shares, test misclassification after round 10; non-private 0.320):
+Measured before the row-level calibration (``privfed experiment bdt-error --runs 20 --datasets
+synthetic``, 10^4 owners of one row, evaluation bound 1, T = 10, PM stump shares, test
+misclassification after round 10; non-private 0.320):
 ``eval_groups="disjoint"``, ``eval_fraction=0.3``: 0.478 / 0.431 / 0.408 at ε = 1 / 3 / 5
 (standard errors 0.007 / 0.014 / 0.012); ``"all"`` (every owner every round at ε_e/T), 0.3:
 0.495 / 0.461 / 0.412 (0.011 / 0.012 / 0.011); disjoint with 0.15: 0.494 / 0.430 / 0.413; with
@@ -72,12 +96,14 @@ T = 10, PM stump shares, test misclassification after round 10; non-private 0.32
 the fraction matters less than the stump selection, which dominates the gap to non-private
 (issue 12).
 
-Weights. Owners start with weight 1 per row (mean-1 weights, so ``weight_bound`` is in rows).
+Weights. Owners start with weight 1 per row (mean-1 weights, so ``weight_bound`` and
+``eval_row_bound`` are in rows).
 The normaliser of the update, ``sum_i w_i exp(alpha miss_i) / sum_i w_i = 1 + (E / W)(e^alpha - 1)``,
 follows from the published (noisy) totals ``E``, ``W`` the ring produced, so the paper's second
 secure sum for it (Alg. 2 line 18) is not needed; with exact totals over all owners ``sum w``
-stays the row count. SAMME is invariant to the scale of the weights; the scale only matters for
-``weight_bound``.
+stays the row count (with the row clip, ``E / W`` is that of the clipped weights, a small bias of
+the normaliser only). SAMME is invariant to the scale of the weights; the scale only matters for
+the bounds.
 
 Secure sum. ``secure_sum="ring"`` runs :func:`~privfed.common.securesum.run_ring_in_process` (the
 networked state machines, AES-GCM hops) on the fixed-point values; ``"plain"`` adds the same
@@ -114,6 +140,7 @@ from privfed.common.learners.samme import BoostedModel, SammeDecision, SammeStep
 from privfed.common.learners.stump import Stump, binarize, select_stump, stump_aggregate, stump_share
 from privfed.common.learners.stump import thresholds
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, make_mechanism
+from privfed.common.mechanisms.base import snap
 from privfed.common.mechanisms.laplace import LaplaceMechanism
 from privfed.common.securesum import ring_peers, run_ring_in_process
 
@@ -121,9 +148,15 @@ BASE_LEARNERS = ("stump", "ncc", "lr")
 SECURE_SUMS = ("plain", "ring")
 ON_REJECT = ("skip", "stop")
 EVAL_GROUPS = ("disjoint", "all")
-#: The noisy evaluation pair is clipped to ``weight_bound`` plus this many Laplace scales (module
-#: docstring); the sampler's own truncation (36.7 scales) is below it, so the clip never binds.
+#: The noisy evaluation pair is clipped to its largest possible value plus this many Laplace scales
+#: (module docstring); the sampler's own truncation (36.7 scales) is below it.
 NOISE_HEADROOM = 40.0
+#: Default public per-row bound ``b`` on a row's SAMME weight in an evaluation release (module
+#: docstring, "Choice of b"; measured in ``privfed experiment bdt-error``).
+EVAL_ROW_BOUND = 2.0
+#: Default public bound on the rows an owner holds: sizes the clip range of a noisy evaluation pair
+#: (and the ring's fixed-point range) only, never the noise.
+MAX_OWNER_ROWS = 10**6
 
 
 def _int(name: str, value, low: int) -> int:
@@ -219,21 +252,30 @@ def evaluation_groups(groups: np.ndarray, n_owners: int, how: str, rng: np.rando
     return [np.sort(g) for g in np.array_split(np.roll(order, -groups.shape[1]), n_rounds)]
 
 
-def contribution_bound(weight_bound: float, epsilon: float) -> float:
-    """Public bound ``M`` on each coordinate of a noisy evaluation release (module docstring)."""
-    return float(weight_bound) if math.isinf(epsilon) else float(weight_bound) * (1.0 + NOISE_HEADROOM * 2.0 / epsilon)
+def contribution_bound(row_bound: float, epsilon: float, max_rows: int = MAX_OWNER_ROWS) -> float:
+    """Public bound ``M`` on each coordinate of a noisy evaluation release (module docstring).
+
+    ``b * max_rows`` bounds the exact pair of an owner holding at most ``max_rows`` rows; the
+    noise adds :data:`NOISE_HEADROOM` Laplace scales ``2 b / epsilon``: ``M = b (max_rows + 80 / epsilon)``.
+    """
+    exact = float(row_bound) * float(max_rows)
+    return exact if math.isinf(epsilon) else exact + NOISE_HEADROOM * evaluation_noise_scale(row_bound, epsilon)
 
 
-def evaluation_noise_scale(weight_bound: float, epsilon: float) -> float:
-    """Laplace scale per coordinate of an evaluation release, in weight units: ``2 B / epsilon``."""
-    return 0.0 if math.isinf(epsilon) else 2.0 * float(weight_bound) / float(epsilon)
+def evaluation_noise_scale(row_bound: float, epsilon: float) -> float:
+    """Laplace scale per coordinate of an evaluation release, in weight units: ``2 b / epsilon``.
+
+    ``b`` is the per-row weight bound: one row moves each coordinate by at most ``b``, so the
+    L1 sensitivity of the pair is ``2 b`` (module docstring, "Sensitivity argument").
+    """
+    return 0.0 if math.isinf(epsilon) else 2.0 * float(row_bound) / float(epsilon)
 
 
-def clip_contributions(sums, weight_bound: float) -> np.ndarray:
-    """Scale each owner's ``(err_sum, w_sum)`` down so that ``w_sum <= weight_bound``; ``err_sum`` in ``[0, w_sum]``.
+def clip_contributions(sums) -> np.ndarray:
+    """Each owner's ``(err_sum, w_sum)`` made well-formed: ``w_sum >= 0``, ``err_sum`` in ``[0, w_sum]``.
 
-    The scaling keeps the owner's error ratio; afterwards every pair lies in
-    ``{0 <= e <= w <= weight_bound}``, the box the sensitivity argument needs.
+    The row clip that bounds the sensitivity happens before the sums (:func:`owner_local_error`
+    with ``row_bound``); this only guards the pair's shape and finiteness.
     """
     sums = np.atleast_2d(np.asarray(sums, dtype=np.float64)).copy()
     if sums.shape[1] != 2:
@@ -241,28 +283,30 @@ def clip_contributions(sums, weight_bound: float) -> np.ndarray:
     if not np.all(np.isfinite(sums)):
         raise ConfigError("evaluation sums must be finite")
     w = np.maximum(sums[:, 1], 0.0)
-    e = np.clip(sums[:, 0], 0.0, w)
-    over = w > weight_bound
-    scale = np.where(over, weight_bound / np.where(over, w, 1.0), 1.0)
-    return np.stack([e * scale, np.minimum(w * scale, weight_bound)], axis=1)
+    return np.stack([np.clip(sums[:, 0], 0.0, w), w], axis=1)
 
 
-def noisy_contributions(sums, *, weight_bound: float, epsilon: float, rng: np.random.Generator) -> np.ndarray:
-    """Each owner's evaluation release: clipped ``(err_sum, w_sum)`` + Laplace, clipped to ``[-M, M]``.
+def noisy_contributions(sums, *, row_bound: float, epsilon: float, max_rows: int = MAX_OWNER_ROWS,
+                        rng: np.random.Generator) -> np.ndarray:
+    """Each owner's evaluation release: its row-clipped ``(err_sum, w_sum)`` + Laplace, clipped to ``[-M, M]``.
 
-    ``epsilon``-LDP for each owner's whole data (module docstring, "Sensitivity argument"):
-    ``LaplaceMechanism(epsilon, d=2)`` on ``t = 2 x / B - 1``, so the noise per coordinate is
-    ``Lap(2 B / epsilon)`` in weight units, variance ``8 B^2 / epsilon^2`` (SPEC §1), snapped to
-    the mechanism's grid (SPEC §12). ``epsilon = inf``: the clipped pairs, no noise.
+    ``epsilon``-DP for every row of the owner, ``epsilon``-LDP for a one-row owner (module
+    docstring, "Sensitivity argument"): noise ``Lap(2 b / epsilon)`` per coordinate, variance
+    ``8 b^2 / epsilon^2`` (SPEC §1), drawn by ``LaplaceMechanism(epsilon, d=2)`` (scale ``4 / epsilon``
+    in units of ``b / 2``) and the noisy value snapped to its grid (SPEC §12);
+    ``M = contribution_bound(b, epsilon, max_rows)``. ``epsilon = inf``: the pairs, no noise.
 
     Parameters
     ----------
     sums : array (n, 2)
-        Per owner ``(sum_i w_i 1[miss_i], sum_i w_i)``.
-    weight_bound : float
-        Public bound ``B`` on an owner's total weight.
+        Per owner ``(sum_r min(w_r, b) 1[miss_r], sum_r min(w_r, b))`` (:func:`owner_local_error`
+        with ``row_bound=b``).
+    row_bound : float
+        Public per-row weight bound ``b``.
     epsilon : float
         The release's ε (this round's share of the evaluation budget).
+    max_rows : int
+        Public bound on an owner's rows: sizes the clip range only.
     rng : numpy.random.Generator
         The owner's noise stream (cryptographic in deployment, SPEC §13).
 
@@ -270,15 +314,16 @@ def noisy_contributions(sums, *, weight_bound: float, epsilon: float, rng: np.ra
     -------
     ndarray (n, 2)
     """
-    clipped = clip_contributions(sums, weight_bound)
+    pairs = clip_contributions(sums)
+    bound = contribution_bound(row_bound, epsilon, max_rows)
     if math.isinf(epsilon):
-        return clipped
-    bound = contribution_bound(weight_bound, epsilon)
-    if not (math.isfinite(bound) and math.isfinite(evaluation_noise_scale(weight_bound, epsilon) * 40.0)):
-        raise ConfigError(f"epsilon={epsilon!r} with weight_bound={weight_bound!r} gives a non-finite noise scale; "
+        return np.clip(pairs, -bound, bound)
+    if not (math.isfinite(bound) and math.isfinite(evaluation_noise_scale(row_bound, epsilon) * 40.0)):
+        raise ConfigError(f"epsilon={epsilon!r} with eval_row_bound={row_bound!r} gives a non-finite noise scale; "
                           "use a larger epsilon")
-    t = 2.0 * clipped / weight_bound - 1.0
-    noisy = (LaplaceMechanism(epsilon=epsilon, d=2).privatize(t, rng) + 1.0) * (weight_bound / 2.0)
+    half = float(row_bound) / 2.0
+    noise = LaplaceMechanism(epsilon=epsilon, d=2).privatize(np.zeros_like(pairs), rng)  # Lap(4/ε) in units b/2
+    noisy = snap(pairs / half + noise) * half
     if not np.all(np.isfinite(noisy)):  # cannot happen with a finite scale; never release it if it does
         raise ConfigError("the evaluation noise came out non-finite; nothing was released")
     return np.clip(noisy, -bound, bound)
@@ -288,9 +333,13 @@ def _misses(model, X, y) -> np.ndarray:
     return np.asarray(model.predict(np.atleast_2d(np.asarray(X, dtype=np.float64)))) != np.asarray(y)
 
 
-def owner_local_error(model, X, y, w) -> tuple[float, float]:
-    """Owner side, every round (Alg. 2 lines 11-12): ``(sum_i w_i 1[model(x_i) != y_i], sum_i w_i)``."""
-    w = np.asarray(w, dtype=np.float64)
+def owner_local_error(model, X, y, w, *, row_bound: float = math.inf) -> tuple[float, float]:
+    """Owner side, every round (Alg. 2 lines 11-12): ``(sum_i u_i 1[model(x_i) != y_i], sum_i u_i)``.
+
+    ``u_i = min(w_i, row_bound)``: an evaluation release clips every row's weight to the public
+    ``b`` first, which bounds what one row can change (module docstring); the default is no clip.
+    """
+    w = np.minimum(np.asarray(w, dtype=np.float64), row_bound)
     if w.shape[0] == 0:
         return 0.0, 0.0
     return float(np.dot(w, _misses(model, X, y))), float(w.sum())
@@ -391,8 +440,8 @@ class FederatedBoosting:
     weight_bound : float > 0
         Public bound on an owner's total weight (stump) or a row's weight (NCC), in rows (weights
         have mean 1). Larger weights are scaled down before release (biases the selection,
-        never the privacy); the noise grows linearly with it. It also bounds each owner's
-        evaluation pair, whose Laplace scale is ``2 weight_bound / eval_round_epsilon``.
+        never the privacy); the noise grows linearly with it. Shares only: the evaluation
+        releases are calibrated to ``eval_row_bound``.
     labels, label_fraction : NCC label scheme (:func:`split_label_budget`) of the share budget;
         default ``"rr"`` (randomized response; the paper's ``"clear"`` only by owner opt-in).
     C, param_bound : LR regularisation and public parameter clip bound.
@@ -408,6 +457,14 @@ class FederatedBoosting:
     eval_groups : {"disjoint", "all"}
         Who evaluates each round (:func:`evaluation_groups`): each owner once at the whole
         evaluation budget (default, measured better), or every owner every round at ``1/T`` of it.
+    eval_row_bound : float > 0
+        Public per-row bound ``b`` on a row's SAMME weight in an evaluation release (mean-1
+        weights): rows are clipped to it before the sums, and the Laplace scale is
+        ``2 b / eval_round_epsilon`` whatever the owner's row count (module docstring,
+        "Sensitivity argument"). Default :data:`EVAL_ROW_BOUND`.
+    max_owner_rows : int >= 1
+        Public bound on the rows an owner holds; sizes only the clip range of a noisy evaluation
+        pair and the ring's fixed-point range (:attr:`contribution_bound`), never the noise.
     """
 
     base: str = "stump"
@@ -428,6 +485,8 @@ class FederatedBoosting:
     vectorised: bool = True
     eval_fraction: float = 0.3
     eval_groups: str = "disjoint"
+    eval_row_bound: float = EVAL_ROW_BOUND
+    max_owner_rows: int = MAX_OWNER_ROWS
 
     def __post_init__(self):
         _choice("base", self.base, BASE_LEARNERS)
@@ -445,7 +504,8 @@ class FederatedBoosting:
         _int("n_bins", self.n_bins, 2)
         if self.group_size is not None:
             _int("group_size", self.group_size, 1)
-        for name in ("weight_bound", "C", "param_bound"):
+        _int("max_owner_rows", self.max_owner_rows, 1)
+        for name in ("weight_bound", "C", "param_bound", "eval_row_bound"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, Real) or not 0 < value < math.inf:
                 raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
@@ -471,17 +531,46 @@ class FederatedBoosting:
 
     @property
     def eval_noise_scale(self) -> float:
-        """Laplace scale per coordinate of one evaluation release, in weight units."""
-        return evaluation_noise_scale(self.weight_bound, self.eval_round_epsilon)
+        """Laplace scale per coordinate of one evaluation release, in weight units: ``2 b / eval_round_epsilon``."""
+        return evaluation_noise_scale(self.eval_row_bound, self.eval_round_epsilon)
 
     @property
     def contribution_bound(self) -> float:
         """Public ``M``: every coordinate of a noisy evaluation release is in ``[-M, M]``."""
-        return contribution_bound(self.weight_bound, self.eval_round_epsilon)
+        return contribution_bound(self.eval_row_bound, self.eval_round_epsilon, self.max_owner_rows)
+
+    def evaluation_sums(self, learner, X, y, w) -> tuple[float, float]:
+        """One owner's row-clipped ``(err_sum, w_sum)`` (:func:`owner_local_error` at ``eval_row_bound``)."""
+        return owner_local_error(learner, X, y, w, row_bound=self.eval_row_bound)
 
     def evaluation_release(self, sums, *, rng: np.random.Generator) -> np.ndarray:
-        """The owners' noisy ``(err_sum, w_sum)`` (:func:`noisy_contributions` at this run's bound and ε)."""
-        return noisy_contributions(sums, weight_bound=self.weight_bound, epsilon=self.eval_round_epsilon, rng=rng)
+        """The owners' noisy ``(err_sum, w_sum)`` (:func:`noisy_contributions` at this run's bounds and ε).
+
+        ``sums`` must be row-clipped (:meth:`evaluation_sums`).
+        """
+        return noisy_contributions(sums, row_bound=self.eval_row_bound, epsilon=self.eval_round_epsilon,
+                                   max_rows=self.max_owner_rows, rng=rng)
+
+    def nothing_to_boost(self, rounds) -> str:
+        """One line saying why no round kept a learner, with the numbers and what to change.
+
+        ``rounds``: per round ``(ring size n, E, W)`` as published (noisy sums). Compares the
+        noise standard deviation of a ring's total, ``sqrt(2 n) * 2 b / eval_round_epsilon``, with
+        the weight totals W.
+        """
+        rounds = [(int(n), float(e), float(w)) for n, e, w in rounds]
+        chance = 1.0 - 1.0 / self.n_classes
+        ratios = [round(e / w, 3) if w > 0 else None for _, e, w in rounds]
+        sizes = sorted({n for n, _, _ in rounds}) or [0]
+        noise_std = math.sqrt(2.0 * max(1, int(np.median([n for n, _, _ in rounds] or [1])))) * self.eval_noise_scale
+        w_med = float(np.median([w for _, _, w in rounds])) if rounds else math.nan
+        return (f"no base learner was better than chance (error < {chance:.3g}) in any of {len(rounds)} round(s): "
+                f"noisy E/W per round {ratios}; the evaluation noise (Laplace scale 2b/eps_e = "
+                f"2*{self.eval_row_bound:g}/{self.eval_round_epsilon:.3g} = {self.eval_noise_scale:.3g} per owner, "
+                f"std ~{noise_std:.3g} for a ring of {sizes[len(sizes) // 2]} owners) against weight totals "
+                f"W ~{w_med:.3g} (about the ring's rows): use more owners or rows per evaluation ring (fewer rounds), "
+                f"a larger epsilon (now {self.epsilon:g}), a larger eval fraction (now {self.eval_fraction:g}) "
+                f"or a smaller eval row bound b")
 
     def check_learner(self, learner) -> None:
         """Raise :class:`ConfigError` unless ``learner`` is of this run's base kind and shape.
@@ -647,7 +736,7 @@ class FederatedBoosting:
         keys = ({f"o{i}": generate_private_key() for i in range(n_owners)} if self.secure_sum == "ring" else None)
         ring_boxes: dict[int, tuple] = {}  # id(evaluator array) -> (fixed point, boxes) for its ring
         released = np.zeros(n_owners, dtype=bool)
-        learners, alphas, rounds, stop = [], [], [], "n_rounds"
+        learners, alphas, rounds, stop, published = [], [], [], "n_rounds", []
         per_owner = None
         if not self.vectorised:  # rows of each owner, by one stable sort
             order = np.argsort(owner_of_row, kind="stable")[int((~mine).sum()):]
@@ -664,12 +753,13 @@ class FederatedBoosting:
                 releases = NccShare.concat(releases) if self.base == "ncc" else np.stack(releases)
             learner = self.coordinator_select(releases)
             evals = evaluators[t]
-            if self.vectorised:
+            if self.vectorised:  # the row clip of evaluation_sums, for all owners at once
                 miss = _misses(learner, X, y) & mine
-                sums = np.stack([np.bincount(owner_of_row[mine], weights=(w * miss)[mine], minlength=n_owners),
-                                 np.bincount(owner_of_row[mine], weights=w[mine], minlength=n_owners)], axis=1)[evals]
+                u = np.minimum(w, self.eval_row_bound)
+                sums = np.stack([np.bincount(owner_of_row[mine], weights=(u * miss)[mine], minlength=n_owners),
+                                 np.bincount(owner_of_row[mine], weights=u[mine], minlength=n_owners)], axis=1)[evals]
             else:
-                sums = np.array([owner_local_error(learner, X[per_owner[o]], y[per_owner[o]], w[per_owner[o]])
+                sums = np.array([self.evaluation_sums(learner, X[per_owner[o]], y[per_owner[o]], w[per_owner[o]])
                                  for o in evals]).reshape(-1, 2)
             noisy = self.evaluation_release(sums, rng=rng)  # what each evaluating owner releases
             fixed_point = boxes = None
@@ -683,6 +773,7 @@ class FederatedBoosting:
                                               ids=None if boxes is None else [f"o{i}" for i in evals])
             err_total = self.floor_error_total(float(err_total), len(evals))
             decision = self.coordinator_decide(float(err_total), float(w_total), len(learners))
+            published.append((len(evals), float(err_total), float(w_total)))
             if decision is None:
                 error = float(err_total / w_total) if w_total > 0 else math.nan
                 rounds.append(RoundRecord(t, len(group), learner, error, None, "skip"))
@@ -705,8 +796,6 @@ class FederatedBoosting:
                     w[idx] = owner_update_weights(learner, decision.alpha, X[idx], y[idx], w[idx],
                                                   err_total=float(err_total), weight_total=float(w_total))
         if not learners:
-            raise PrivfedError(f"no round of {self.n_rounds} produced a learner better than chance (errors "
-                               f"{[round(r.error, 4) for r in rounds]}); use larger groups, a larger epsilon "
-                               "or another base learner")
+            raise PrivfedError(self.nothing_to_boost(published))
         model = BoostedModel(learners, alphas, n_classes=self.n_classes)
         return BoostingRun(model, rounds, groups, w, stop, evaluators)

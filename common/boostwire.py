@@ -20,7 +20,8 @@ from privfed.common.errors import RemoteProtocolError
 from privfed.common.learners.samme import LEARNER_KINDS
 
 _CONFIG_FIELDS = ("base", "epsilon", "mechanism", "n_classes", "n_rounds", "group_size", "n_bins", "weight_bound",
-                  "labels", "label_fraction", "C", "param_bound", "eval_fraction", "eval_groups")
+                  "labels", "label_fraction", "C", "param_bound", "eval_fraction", "eval_groups",
+                  "eval_row_bound", "max_owner_rows")
 
 
 def config_to_dict(fb: FederatedBoosting, run_id: str) -> dict:

@@ -2,10 +2,11 @@
 and the owner's evaluation release fed into the ring secure sum through the sans-I/O ``RingParty``.
 
 An evaluation is a release (issue 9 item 1, contract 4). :meth:`RingDriver.evaluate` validates
-the task against the run's public configuration, computes the owner's ``(err_sum, w_sum)``,
-clips it to the public weight bound, adds Laplace noise calibrated to that bound
-(:func:`privfed.common.boosting.noisy_contributions`; the sensitivity argument -- ε-LDP over the
-owner's whole data -- is in :mod:`privfed.common.boosting`, "Evaluation releases") and commits
+the task against the run's public configuration, computes the owner's ``(err_sum, w_sum)`` with
+every row's weight clipped to the public row bound ``b``, adds Laplace noise ``Lap(2 b / ε)``
+calibrated to that bound (:func:`privfed.common.boosting.noisy_contributions`; the sensitivity
+argument -- ε-DP for every row, ε-LDP for a one-row owner -- is in :mod:`privfed.common.boosting`,
+"Evaluation releases") and commits
 the debit in the ledger *before* the party's first envelope is produced. The noisy pair is cached
 per (owner, release id): a ring re-formed for the same (run, round) gets the same pair and no new
 debit, so re-forming rings, choosing two-party rings or repeating sessions teaches a coordinator
@@ -27,7 +28,6 @@ import numpy as np
 from cryptography import x509
 
 from privfed.common.boostwire import config_from_dict, history_round, learner_from_dict, owner_weights
-from privfed.common.boosting import owner_local_error
 from privfed.common.e2e import Box, verify_public_key
 from privfed.common.errors import ConfigError, LocalProtocolError, PrivfedError, ProtocolError, RemoteProtocolError
 from privfed.common.fixedpoint import FixedPoint
@@ -236,7 +236,7 @@ class RingDriver:
         epsilon = fb.eval_round_epsilon
         self._ledger.check(owner.owner_id, epsilon)  # BudgetExceeded before any computation
         w = owner_weights(spec.history, owner.X, owner.y)
-        pair = fb.evaluation_release(np.array([owner_local_error(learner, owner.X, owner.y, w)]), rng=owner.rng)[0]
+        pair = fb.evaluation_release(np.array([fb.evaluation_sums(learner, owner.X, owner.y, w)]), rng=owner.rng)[0]
         return Debit(owner.owner_id, epsilon, 0.0, spec.release_id, spec.release_id), pair
 
     def evaluate_many(self, items) -> list:

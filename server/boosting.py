@@ -8,8 +8,8 @@ sums E and W of noisy values; it computes α (SAMME) and publishes (learner, α,
 tasks, from which owners update their weights locally.
 
 Nothing here uses an owner's row count (contract 2): the ring's fixed-point range is the public
-``FederatedBoosting.contribution_bound`` (weight bound plus 40 Laplace scales; every owner clips
-its noisy pair to it before encoding, which is post-processing). Each ring is opened at the
+``FederatedBoosting.contribution_bound`` (row bound times the public ``max_owner_rows`` plus 40
+Laplace scales; every owner clips its noisy pair to it before encoding, which is post-processing). Each ring is opened at the
 dispatcher for exactly its members and closed afterwards (contract 5). An owner that refuses
 its evaluation (budget, invalid task, already released) or stays silent (node past the node
 timeout) is removed and the ring re-run without it under a fresh session; the members that
@@ -75,7 +75,8 @@ class BoostingStrategy:
         return {"epsilon": fb.epsilon, "share_epsilon": fb.share_epsilon, "eval_fraction": fb.eval_fraction,
                 "eval_epsilon": fb.eval_epsilon, "eval_groups": fb.eval_groups,
                 "eval_round_epsilon": fb.eval_round_epsilon, "eval_noise_scale": fb.eval_noise_scale,
-                "weight_bound": fb.weight_bound, "contribution_bound": fb.contribution_bound,
+                "weight_bound": fb.weight_bound, "eval_row_bound": fb.eval_row_bound,
+                "max_owner_rows": fb.max_owner_rows, "contribution_bound": fb.contribution_bound,
                 "labels": fb.labels if fb.base == "ncc" else "in perturbed tables"}
 
     def _releases(self, replies: list[BoostShareReply]):
@@ -85,7 +86,7 @@ class BoostingStrategy:
 
     def _ring_sum(self, ring, learner, config, history, transport, round_no) -> tuple[float, float]:
         """E and W (sums of noisy releases) over every owner still in the ring, re-forming it after a drop."""
-        max_abs = self.booster.contribution_bound   # public: weight bound + noise headroom, never row counts
+        max_abs = self.booster.contribution_bound   # public: row bound x max rows + noise headroom, never row counts
         certificates = transport.certificates()
         timeout = self.ring_timeout or 30.0 + 0.01 * len(ring)
         learner_dict = learner.to_dict()
@@ -150,7 +151,7 @@ class BoostingStrategy:
         run_id = f"boost-{secrets.token_hex(4)}"
         config = config_to_dict(fb, run_id)
         history = empty_history()
-        learners, alphas = [], []
+        learners, alphas, published = [], [], []
         for t, group in enumerate(groups, start=1):
             t0 = time.perf_counter()
             sent = at_round(history, t - 1)
@@ -168,6 +169,7 @@ class BoostingStrategy:
             err, wsum = self._ring_sum(ring, learner, config, sent, transport, t)
             err = fb.floor_error_total(err, self.rounds[-1]["ring_size"])
             decision = fb.coordinator_decide(err, wsum, n_kept=len(alphas))
+            published.append((self.rounds[-1]["ring_size"], err, wsum))
             self.rounds[-1].update(err_total=err, weight_total=wsum, error=err / wsum if wsum > 0 else None,
                                    alpha=None if decision is None else decision.alpha,
                                    step="skip" if decision is None else decision.step.value)
@@ -181,5 +183,5 @@ class BoostingStrategy:
             if decision.step is SammeStep.KEEP_AND_STOP:
                 break
         if not learners:
-            raise ConfigError("no base learner was better than chance: nothing to boost")
+            raise ConfigError(f"nothing to boost: {fb.nothing_to_boost(published)}")
         return BoostedModel(learners, alphas, np.arange(fb.n_classes))

@@ -175,7 +175,8 @@ _FIELDS = {
 
 
 _BOOST_FIELDS = ("base", "epsilon", "mechanism", "n_classes", "bounds", "n_rounds", "group_size", "n_bins",
-                 "weight_bound", "labels", "label_fraction", "param_bound")
+                 "weight_bound", "labels", "label_fraction", "param_bound", "eval_fraction", "eval_row_bound",
+                 "max_owner_rows")
 
 
 def make_strategy(task: str, **kwargs):
@@ -198,11 +199,20 @@ def make_strategy(task: str, **kwargs):
 
 
 def boosting_options(args) -> dict:
-    """The bdt options of a parsed command line (weight bound defaulted from rows per owner)."""
+    """The bdt options of a parsed command line (share weight bound defaulted from rows per owner).
+
+    ``weight_bound`` bounds an owner's total weight in a *share*; the evaluation releases are
+    calibrated to the per-row ``eval_row_bound`` (``--eval-row-bound``, default
+    :data:`privfed.common.boosting.EVAL_ROW_BOUND`), independent of rows per owner. Options the
+    parser lacks (``--eval-fraction``, ``--eval-row-bound``, ``--max-owner-rows``) keep the defaults
+    of :class:`~privfed.common.boosting.FederatedBoosting`.
+    """
     if getattr(args, "task", None) != "bdt":
         return {}
     weight_bound = args.weight_bound
     if weight_bound is None:  # an owner's mean-1 weights sum to about its row count
         weight_bound = 2.0 * max(1.0, float(np.ceil(getattr(args, "rows_per_owner", 1.0))))
     return {"base": args.base, "n_rounds": args.rounds, "group_size": args.group_size, "n_bins": args.n_bins,
-            "weight_bound": weight_bound, "seed": args.seed, "ring_timeout": args.ring_timeout}
+            "weight_bound": weight_bound, "seed": args.seed, "ring_timeout": args.ring_timeout,
+            "eval_fraction": getattr(args, "eval_fraction", None), "eval_row_bound": getattr(args, "eval_row_bound", None),
+            "max_owner_rows": getattr(args, "max_owner_rows", None)}

@@ -19,7 +19,7 @@ from cryptography.x509.oid import NameOID
 
 from privfed.common.bounds import Bounds
 from privfed.common.boosting import FederatedBoosting, owner_local_error
-from privfed.common.boostwire import at_round, config_to_dict, empty_history, owner_weights
+from privfed.common.boostwire import at_round, config_to_dict, empty_history, owner_weights, with_round
 from privfed.common.e2e import generate_private_key, public_bytes, sign_public_key
 from privfed.common.errors import BudgetExceeded, ConfigError, RemoteProtocolError
 from privfed.common.fixedpoint import FixedPoint
@@ -115,7 +115,7 @@ class Federation:
 
 def _fb_kwargs(config):
     keys = ("base", "mechanism", "n_classes", "n_rounds", "group_size", "n_bins", "weight_bound", "labels",
-            "label_fraction", "C", "param_bound", "eval_fraction", "eval_groups")
+            "label_fraction", "C", "param_bound", "eval_fraction", "eval_groups", "eval_row_bound", "max_owner_rows")
     eps = math.inf if config["epsilon"] == "inf" else config["epsilon"]
     return {k: config[k] for k in keys} | {"epsilon": eps, "bounds": BOUNDS}
 
@@ -148,6 +148,28 @@ def test_ring_total_is_the_sum_of_the_owners_noisy_releases_each_debited_once(fe
     for o in ring:
         entries = fed.ledgers[fed.node(o)].history(o)
         assert [(e["release_id"], e["epsilon"]) for e in entries] == [(spec.release_id, pytest.approx(fb.eval_epsilon))]
+
+
+def test_a_release_sums_row_weights_clipped_to_the_row_bound(tmp_path):
+    """Row-level calibration: every row's SAMME weight enters the released pair clipped to the public
+    ``eval_row_bound`` (so one row moves each coordinate by at most b), at ε = ∞ exactly, and the
+    noise scale is 2b/ε whatever the owner's rows."""
+    fed = Federation(tmp_path, budget=math.inf)
+    fb, config = _config(eps=math.inf, eval_row_bound=2.0, max_owner_rows=10)
+    # A kept learner with a large α: the rows it missed now weigh ~17 each, far above b = 2.
+    history = at_round(with_round(empty_history(), _stump(1, 2), 3.0, 1.0, 100.0), 1)
+    ring = list(fed.owners)
+    spec = fed.spec(config, history, _stump(), ring)
+    total = fed.run_ring(spec)
+    released = np.array([fed.drivers[fed.node(o)].release_of(o, spec.release_id) for o in ring])
+    weights = {o: owner_weights(history, fed.owners[o].X, fed.owners[o].y) for o in ring}
+    assert max(w.max() for w in weights.values()) > 10.0
+    clipped = np.array([owner_local_error(_stump(), fed.owners[o].X, fed.owners[o].y, weights[o], row_bound=2.0)
+                        for o in ring])
+    np.testing.assert_allclose(released, clipped, atol=2.0**-20)
+    assert np.all(released[:, 1] <= 2.0 * 4) and total[1] < sum(w.sum() for w in weights.values())
+    assert spec.ring.max_abs == pytest.approx(2.0 * 10)   # b * max_owner_rows at ε = ∞: public, no row count
+    assert _config(eps=2.0, eval_row_bound=2.0)[0].eval_noise_scale == pytest.approx(2 * 2.0 / 0.6)
 
 
 def test_reformed_ring_gets_the_same_release_without_a_second_debit(fed):
@@ -327,7 +349,7 @@ def test_strategy_drops_a_refusing_owner_before_the_ring_moves_and_sums_the_rest
     released = np.array([fed.drivers[fed.node(o)].release_of(o, f"boost-eval:{strategy_run_id(fed, o)}:once")
                          for o in rest])
     np.testing.assert_allclose([rec["err_total"], rec["weight_total"]],
-                               clip_contributions(released, 4.0).sum(axis=0), atol=1e-6)
+                               clip_contributions(released).sum(axis=0), atol=1e-6)
 
 
 def strategy_run_id(fed, oid):

@@ -41,7 +41,7 @@ def _samme_on_groups(ds, groups, n_bins):
 
 def test_one_round_with_all_owners_equals_centralised_samme(data, rng):
     fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=1, n_bins=4,
-                           weight_bound=1e6, eval_groups="all")
+                           weight_bound=1e6, eval_row_bound=1e6, eval_groups="all")
     run = fb.fit(data.X, data.y, rng=rng)
     assert run.groups.shape == (1, data.n)
     ref = _samme_on_groups(data, [np.arange(data.n)], 4)
@@ -52,7 +52,7 @@ def test_one_round_with_all_owners_equals_centralised_samme(data, rng):
 @pytest.mark.parametrize("vectorised", [True, False])
 def test_rounds_with_fresh_groups_equal_centralised_samme(data, rng, vectorised):
     fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=6, n_bins=4,
-                           weight_bound=1e6, vectorised=vectorised, eval_groups="all")
+                           weight_bound=1e6, eval_row_bound=1e6, vectorised=vectorised, eval_groups="all")
     run = fb.fit(data.X, data.y, rng=rng)
     ref = _samme_on_groups(data, run.groups, 4)
     assert all(r.step == "keep" for r in run.rounds) and ref.stop_reason_ == "n_estimators"
@@ -133,7 +133,8 @@ def test_ring_sum_of_local_errors_equals_plain_sum_within_fixed_point_bound(seed
 
 def test_ring_and_plain_drivers_agree(data, rng):
     owners = partition(data.n, 20, seed=0)
-    kw = dict(epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=3, weight_bound=1e6)
+    kw = dict(epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=3, weight_bound=1e6, eval_row_bound=1e6,
+              max_owner_rows=1)
     plain = FederatedBoosting(**kw).fit(data.X, data.y, owners=owners, rng=np.random.Generator(np.random.PCG64(5)))
     ring = FederatedBoosting(secure_sum="ring", **kw).fit(data.X, data.y, owners=owners,
                                                           rng=np.random.Generator(np.random.PCG64(5)))
@@ -142,7 +143,8 @@ def test_ring_and_plain_drivers_agree(data, rng):
 
 
 def test_weight_update_keeps_total_and_makes_last_learner_chance(data, rng):
-    fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=1, weight_bound=1e6)
+    fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=1, weight_bound=1e6, eval_row_bound=1e6,
+              max_owner_rows=1)
     learner = fb.fit(data.X, data.y, rng=rng).model.learners[0]
     owners = partition(data.n, 10, seed=4)
     w = rng.uniform(0.5, 1.5, data.n)
@@ -187,28 +189,76 @@ def test_release_dimensions(data):
 
 
 # ---------------------------------------------------------------- evaluation releases (issue 9, contract 4)
-def test_evaluation_noise_has_the_laplace_variance_of_the_weight_bound(rng):
-    """Per coordinate Var = 2 (2 B / eps)^2 = 8 B^2 / eps^2 (SPEC §1), within SPEC §0's 1.5% at 10^6 draws."""
+def test_evaluation_noise_has_the_laplace_variance_of_the_row_bound_whatever_the_rows(rng):
+    """Per coordinate Var = 2 (2 b / eps)^2 = 8 b^2 / eps^2 (SPEC §1), within SPEC §0's 1.5% at 10^6
+    draws, for a one-row pair and a 400-row pair alike: the noise follows the row bound, not the rows."""
     from privfed.common.boosting import evaluation_noise_scale, noisy_contributions
 
-    B, eps, m = 3.0, 0.7, 10**6
-    sums = np.tile([1.0, 2.5], (m, 1))
-    noisy = noisy_contributions(sums, weight_bound=B, epsilon=eps, rng=rng)
-    assert evaluation_noise_scale(B, eps) == pytest.approx(2 * B / eps)
-    np.testing.assert_allclose(noisy.var(axis=0), 8 * B**2 / eps**2, rtol=0.015)
-    np.testing.assert_allclose(noisy.mean(axis=0), [1.0, 2.5], atol=5 * math.sqrt(8 * B**2 / eps**2 / m))
+    b, eps, m = 3.0, 0.7, 10**6
+    assert evaluation_noise_scale(b, eps) == pytest.approx(2 * b / eps)
+    for pair in ([1.0, 2.5], [120.0, 400.0]):
+        noisy = noisy_contributions(np.tile(pair, (m, 1)), row_bound=b, epsilon=eps, rng=rng)
+        np.testing.assert_allclose(noisy.var(axis=0), 8 * b**2 / eps**2, rtol=0.015)
+        np.testing.assert_allclose(noisy.mean(axis=0), pair, atol=5 * math.sqrt(8 * b**2 / eps**2 / m))
 
 
-def test_evaluation_pairs_are_clipped_into_the_bound_box_keeping_the_ratio():
+def test_one_row_moves_each_evaluation_coordinate_by_at_most_the_row_bound(data, rng):
+    """The sensitivity argument (common/boosting.py): with rows clipped to b, adding, removing or
+    replacing one row of an owner -- any features, label or weight -- moves (err_sum, w_sum) by at
+    most b in each coordinate, whatever the owner's row count."""
+    from privfed.common.boosting import owner_local_error
+    from privfed.common.learners.stump import Stump
+
+    b = 2.0
+    learner = Stump(attribute=0, threshold_index=1, threshold=0.0, leaves=(0, 1), error=math.nan)
+    X, y = data.X[:200], data.y[:200]
+    w = rng.exponential(3.0, 200)  # many rows far above b
+    base = np.array(owner_local_error(learner, X, y, w, row_bound=b))
+    worst = 0.0
+    for i in range(200):
+        keep = np.arange(200) != i
+        removed = np.array(owner_local_error(learner, X[keep], y[keep], w[keep], row_bound=b))
+        j = (i + 7) % 200
+        Xr, yr, wr = X.copy(), y.copy(), w.copy()
+        Xr[i], yr[i], wr[i] = X[j], 1 - y[j], 1e9
+        replaced = np.array(owner_local_error(learner, Xr, yr, wr, row_bound=b))
+        worst = max(worst, np.abs(base - removed).max(), np.abs(base - replaced).max())
+    assert 0 < worst <= b
+    assert base[1] == pytest.approx(np.minimum(w, b).sum())
+    assert owner_local_error(learner, X, y, w) == pytest.approx((float(w @ (learner.predict(X) != y)), w.sum()))
+
+
+def test_evaluation_pairs_are_clipped_to_the_public_range(rng):
     from privfed.common.boosting import clip_contributions, contribution_bound, noisy_contributions
 
-    got = clip_contributions([[3.0, 12.0], [-1.0, 2.0], [5.0, 2.0], [0.5, 1.0]], 4.0)
-    np.testing.assert_allclose(got, [[1.0, 4.0], [0.0, 2.0], [2.0, 2.0], [0.5, 1.0]])
-    exact = noisy_contributions([[3.0, 12.0]], weight_bound=4.0, epsilon=math.inf, rng=np.random.default_rng(0))
-    np.testing.assert_allclose(exact, [[1.0, 4.0]])
-    r = np.random.Generator(np.random.PCG64(1))
-    noisy = noisy_contributions(np.tile([1e9, 1e9], (1000, 1)), weight_bound=4.0, epsilon=0.01, rng=r)
-    assert np.all(np.abs(noisy) <= contribution_bound(4.0, 0.01))
+    got = clip_contributions([[3.0, 12.0], [-1.0, 2.0], [5.0, 2.0], [0.5, 1.0]])
+    np.testing.assert_allclose(got, [[3.0, 12.0], [0.0, 2.0], [2.0, 2.0], [0.5, 1.0]])
+    assert contribution_bound(2.0, 0.5, 300) == pytest.approx(2.0 * (300 + 80 / 0.5))
+    exact = noisy_contributions([[3.0, 12.0], [700.0, 900.0]], row_bound=2.0, epsilon=math.inf, max_rows=400, rng=rng)
+    np.testing.assert_allclose(exact, [[3.0, 12.0], [700.0, 800.0]])  # b * max_rows = 800
+    noisy = noisy_contributions(np.tile([1e9, 1e9], (1000, 1)), row_bound=4.0, epsilon=0.01, max_rows=10, rng=rng)
+    assert np.all(np.abs(noisy) <= contribution_bound(4.0, 0.01, 10))
+
+
+def test_the_evaluation_noise_depends_on_the_row_bound_only(data):
+    kw = dict(epsilon=2.0, n_classes=2, bounds=data.bounds, n_rounds=10)
+    one, many = FederatedBoosting(weight_bound=2.0, **kw), FederatedBoosting(weight_bound=400.0, **kw)
+    assert one.eval_noise_scale == many.eval_noise_scale == pytest.approx(2 * one.eval_row_bound / (2.0 * 0.3))
+    assert FederatedBoosting(eval_row_bound=4.0, **kw).eval_noise_scale == pytest.approx(2 * 4.0 / 0.6)
+    assert FederatedBoosting(max_owner_rows=10, **kw).contribution_bound < one.contribution_bound
+
+
+def test_nothing_to_boost_says_why_with_the_numbers(data):
+    fb = FederatedBoosting(epsilon=2.0, n_classes=2, bounds=data.bounds, n_rounds=2)
+    msg = fb.nothing_to_boost([(4, 300.0, 500.0), (4, 260.0, 480.0)])
+    assert "\n" not in msg
+    for part in ("[0.6, 0.542]", f"{fb.eval_noise_scale:.3g}", f"{math.sqrt(8) * fb.eval_noise_scale:.3g}",
+                 "W ~490", "more owners", "larger epsilon (now 2)", "eval fraction (now 0.3)", "eval row bound"):
+        assert part in msg, (part, msg)
+    tiny = FederatedBoosting(epsilon=1e-3, n_classes=2, bounds=data.bounds, n_rounds=2, on_reject="skip")
+    with pytest.raises(PrivfedError, match="no base learner was better than chance"):
+        for seed in range(20):  # hopeless noise: some run keeps nothing
+            tiny.fit(data.X[:40], data.y[:40], rng=np.random.Generator(np.random.PCG64(seed)))
 
 
 def test_evaluation_groups_cover_every_owner_once_and_avoid_the_share_group(rng):
@@ -250,7 +300,7 @@ def test_an_epsilon_with_non_finite_noise_is_refused_before_any_release(eps, rng
     from privfed.common.boosting import noisy_contributions
 
     with pytest.raises(ConfigError, match="non-finite"):
-        noisy_contributions([[0.5, 1.0]], weight_bound=1.0, epsilon=eps, rng=rng)
+        noisy_contributions([[0.5, 1.0]], row_bound=1.0, epsilon=eps, rng=rng)
 
 
 def test_check_learner_accepts_the_run_kind_and_shapes_and_refuses_others(data):
