@@ -38,8 +38,12 @@ bdt-error (Figs. 13-14) and boosted-ncc (Fig. 10)
     group releases a different learner); until the first kept learner the empty vote predicts
     class 0, also for a run in which no round was kept. ``kept`` counts the learners kept.
     Settings: ``non-private`` (ε = ∞, weights never clipped), ``eps=inf, clipped`` (bdt-error
-    only: ε = ∞ with the private runs' ``--weight-bound``, which separates the effect of the
-    weight clip from the noise), and each ε of ``--epsilons`` with ``--mechanism``.
+    only: ε = ∞ with the private runs' ``--weight-bound`` and ``--eval-row-bound``, which
+    separates the effect of the weight clips from the noise), and each ε of ``--epsilons`` with
+    ``--mechanism``. ``--rows-per-owner k`` gives each owner k training rows (``--owners`` rows in
+    all, ``--owners // k`` owners; share weight bound ``2 k`` unless ``--weight-bound``): the
+    evaluation noise ``Lap(2 b / ε_e)`` per owner does not grow with k (row-level calibration,
+    :mod:`privfed.common.boosting`, "Evaluation releases").
 
 Data sets: ``synthetic`` (scikit-learn make_classification, public bounds ±10); ``mnist4v9``
 (MNIST-5k digits 4 and 9, raw pixels, bounds [0, 255]); ``mnist`` (MNIST-5k, 10 classes, 4x4
@@ -57,7 +61,7 @@ from pathlib import Path
 import numpy as np
 
 from privfed.common.bounds import Bounds
-from privfed.common.boosting import FederatedBoosting, stump_table_vectors
+from privfed.common.boosting import EVAL_ROW_BOUND, FederatedBoosting, stump_table_vectors
 from privfed.common.datasets import Dataset, binary_subset, load_builtin, train_test_split
 from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.learners.stump import binarize, cross_tables, select_stump, stump_aggregate, table_errors
@@ -102,8 +106,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--owners", type=int, default=10000, help="synthetic: owners = training rows (10^4)")
     parser.add_argument("--rounds", type=int, default=10, help="boosting rounds T (default 10)")
     parser.add_argument("--n-bins", type=int, default=2, help="stump thresholds lo + b(hi-lo)/B, b<B (default 2)")
-    parser.add_argument("--weight-bound", type=float, default=1.0,
-                        help="public bound on an owner's (row's, for NCC) weight in rows (default 1)")
+    parser.add_argument("--weight-bound", type=float, default=None,
+                        help="shares: public bound on an owner's (row's, for NCC) weight in rows (default 1 with "
+                             "one row per owner, else 2 x --rows-per-owner)")
+    parser.add_argument("--eval-row-bound", type=float, default=EVAL_ROW_BOUND,
+                        help="evaluations: public bound b on a row's weight; noise Lap(2b/eps_e) per owner whatever "
+                             f"its rows (default {EVAL_ROW_BOUND:g})")
+    parser.add_argument("--rows-per-owner", type=int, default=1,
+                        help="bdt-error, boosted-ncc: rows each owner holds (default 1, the paper's setting; "
+                             "--owners stays the number of training rows)")
     parser.add_argument("--labels", choices=("clear", "rr"), default="rr",
                         help="NCC label scheme (default rr; the paper's clear labels are not private)")
     parser.add_argument("--eval-fraction", type=float, default=0.3,
@@ -202,12 +213,25 @@ def _settings(args, base: str, n_rows: int) -> dict:
     common = dict(base=base, n_rounds=args.rounds, n_bins=args.n_bins, labels=args.labels,
                   secure_sum=args.secure_sum, mechanism=args.mechanisms[0], eval_fraction=args.eval_fraction,
                   eval_groups=args.eval_groups)
-    out = {"non-private": dict(common, epsilon=math.inf, weight_bound=float(n_rows), eval_groups="all")}
+    k = args.rows_per_owner
+    weight_bound = args.weight_bound or (1.0 if k == 1 else 2.0 * k)
+    private = dict(common, weight_bound=weight_bound, eval_row_bound=args.eval_row_bound, max_owner_rows=k)
+    out = {"non-private": dict(common, epsilon=math.inf, weight_bound=float(n_rows), eval_groups="all",
+                               eval_row_bound=float(n_rows), max_owner_rows=k)}  # never clipped
     if base == "stump":
-        out["eps=inf, clipped"] = dict(common, epsilon=math.inf, weight_bound=args.weight_bound)
+        out["eps=inf, clipped"] = dict(private, epsilon=math.inf)
     for eps in args.epsilons:
-        out[f"eps={eps:g}"] = dict(common, epsilon=eps, weight_bound=args.weight_bound)
+        out[f"eps={eps:g}"] = dict(private, epsilon=eps)
     return out
+
+
+def _owners(n: int, k: int, rng: np.random.Generator):
+    """``n // k`` owners of ``k`` rows each (a random partition; ``None``: one row each)."""
+    if k == 1:
+        return None
+    if not 1 <= k <= n:
+        raise ConfigError(f"--rows-per-owner must be in [1, {n}], got {k}")
+    return np.array_split(rng.permutation(n)[: n // k * k], n // k)
 
 
 def boosting_curves(ds: Dataset, args, base: str) -> dict:
@@ -218,7 +242,8 @@ def boosting_curves(ds: Dataset, args, base: str) -> dict:
         for si, (name, kw) in enumerate(_settings(args, base, train.n).items()):
             fb = FederatedBoosting(n_classes=ds.n_classes, bounds=ds.bounds, **kw)
             try:
-                run = fb.fit(train.X, train.y, rng=_rng(args.seed, r, si))
+                owners = _owners(train.n, args.rows_per_owner, _rng(args.seed, r))
+                run = fb.fit(train.X, train.y, owners=owners, rng=_rng(args.seed, r, si))
                 staged, kept = run.staged_misclassification(test.X, test.y), len(run.model.learners)
                 stop = run.stop_reason
             except PrivfedError as exc:  # every round no better than chance: the empty vote predicts class 0
@@ -227,12 +252,13 @@ def boosting_curves(ds: Dataset, args, base: str) -> dict:
             staged = np.concatenate([staged, np.full(args.rounds - staged.shape[0], staged[-1])])  # early stop
             curves.setdefault(name, []).append(staged)
             meta.setdefault(name, []).append({"kept": kept, "stop": stop})
-        group = train.n // args.rounds
+        group = train.n // args.rows_per_owner // args.rounds
     out = {}
     for name, runs in curves.items():
         arr = np.asarray(runs)
         out[name] = {"mean": arr.mean(axis=0), "std": arr.std(axis=0), "per_run": arr, "runs": meta[name]}
-    return {"dataset": ds.name, "n_classes": ds.n_classes, "d": ds.d, "n_train_owners": train.n,
+    return {"dataset": ds.name, "n_classes": ds.n_classes, "d": ds.d,
+            "n_train_owners": train.n // args.rows_per_owner, "rows_per_owner": args.rows_per_owner,
             "n_test": test.n, "group_size": group, "curves": out}
 
 
