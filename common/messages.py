@@ -203,9 +203,10 @@ class RingSpec:
 class BoostEvaluateTask:
     """The new learner's local weighted error and weight sum, noised and debited, into the ring.
 
-    The pair is a release (issue 9, contract 4): clipped to the run's weight bound, Laplace
-    noise at :func:`boost_eval_epsilon` of the config, debited under :attr:`release_id` before
-    the ring's first envelope leaves. One release per (run, round) -- per run under
+    The pair is a release (issue 9, contract 4): every row's weight clipped to the run's
+    ``eval_row_bound`` b, Laplace noise ``Lap(2 b / ε)`` at ε = :func:`boost_eval_epsilon` of the
+    config (row-level DP, LDP for a one-row owner; :mod:`privfed.common.boosting`), debited under
+    :attr:`release_id` before the ring's first envelope leaves. One release per (run, round) -- per run under
     ``eval_groups="disjoint"`` -- whatever ring it is asked for; a re-formed ring gets the same
     noisy pair. ``history["round"]`` is the 0-based round.
     """
