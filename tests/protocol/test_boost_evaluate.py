@@ -386,3 +386,26 @@ def test_a_batch_of_evaluations_is_debited_together_and_each_refusal_stays_alone
     driver = fed.drivers[node]
     assert driver.release_of(ids[2], spec.release_id) is None
     assert [len(fed.ledgers[node].history(o)) for o in ids] == [1, 1, 1]   # ids[2]: only its earlier entry
+
+
+def test_a_run_that_keeps_nothing_says_why_with_the_noise_and_weight_numbers(tmp_path):
+    """Every round skipped because the noisy error looks no better than chance: the coordinator's
+    error is one line with the noise scale against the weight totals and what to change."""
+    from privfed.server.boosting import BoostingStrategy
+
+    fed = Federation(tmp_path, per_node=3, budget=math.inf)
+    fb = FederatedBoosting(epsilon=1e-3, n_classes=2, bounds=BOUNDS, n_rounds=2, n_bins=4, weight_bound=4.0)
+    errors = []
+    for seed in range(10):   # hopeless noise (scale 2b/eps_e ~ 6667 against W ~ 12): some run keeps nothing
+        strategy = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(seed)))
+        try:
+            strategy.run(sorted(fed.owners), LocalTransport(fed))
+        except ConfigError as exc:
+            errors.append(str(exc))
+            break
+    assert errors, "every one of 10 runs kept a learner at eps = 1e-3"
+    (msg,) = errors
+    assert "\n" not in msg and msg.startswith("nothing to boost: no base learner was better than chance")
+    for part in (f"{fb.eval_noise_scale:.3g} per owner", "against weight totals W", "more owners",
+                 "larger epsilon (now 0.001)", "eval fraction (now 0.3)"):
+        assert part in msg, (part, msg)
