@@ -575,21 +575,28 @@ class FederatedBoosting:
 
         ``rounds``: per round ``(ring size n, E, W)`` as published (noisy sums). Compares the
         noise standard deviation of a ring's total, ``sqrt(2 n) * 2 b / eval_round_epsilon``, with
-        the weight totals W.
+        the weight totals W: when it is more than a tenth of W the evaluation noise is the cause
+        (more owners or rows per ring, a larger ε or eval fraction); otherwise the learners the
+        shares selected are themselves no better than chance (larger share groups, a larger ε).
         """
         rounds = [(int(n), float(e), float(w)) for n, e, w in rounds]
         chance = 1.0 - 1.0 / self.n_classes
         ratios = [round(e / w, 3) if w > 0 else None for _, e, w in rounds]
-        sizes = sorted({n for n, _, _ in rounds}) or [0]
-        noise_std = math.sqrt(2.0 * max(1, int(np.median([n for n, _, _ in rounds] or [1])))) * self.eval_noise_scale
+        ring = int(np.median([n for n, _, _ in rounds])) if rounds else 0
+        noise_std = math.sqrt(2.0 * max(1, ring)) * self.eval_noise_scale
         w_med = float(np.median([w for _, _, w in rounds])) if rounds else math.nan
-        return (f"no base learner was better than chance (error < {chance:.3g}) in any of {len(rounds)} round(s): "
-                f"noisy E/W per round {ratios}; the evaluation noise (Laplace scale 2b/eps_e = "
+        head = (f"no base learner was better than chance (error < {chance:.3g}) in any of {len(rounds)} round(s): "
+                f"noisy E/W per round {ratios}; evaluation noise: Laplace scale 2b/eps_e = "
                 f"2*{self.eval_row_bound:g}/{self.eval_round_epsilon:.3g} = {self.eval_noise_scale:.3g} per owner, "
-                f"std ~{noise_std:.3g} for a ring of {sizes[len(sizes) // 2]} owners) against weight totals "
-                f"W ~{w_med:.3g} (about the ring's rows): use more owners or rows per evaluation ring (fewer rounds), "
-                f"a larger epsilon (now {self.epsilon:g}), a larger eval fraction (now {self.eval_fraction:g}) "
-                f"or a smaller eval row bound b")
+                f"std ~{noise_std:.3g} for a ring of {ring} owners, against weight totals W ~{w_med:.3g} "
+                f"(about the ring's rows)")
+        if not w_med > 10.0 * noise_std:
+            return (f"{head}: the noise drowns the error; use more owners or rows per evaluation ring (more owners "
+                    f"or fewer rounds), a larger epsilon (now {self.epsilon:g}) or a larger eval fraction "
+                    f"(now {self.eval_fraction:g})")
+        return (f"{head}: the noise is small, the selected learners themselves are no better than chance (their "
+                f"shares are too noisy); use more owners per share group (more owners or fewer rounds) or a larger "
+                f"epsilon (now {self.epsilon:g}, eval fraction {self.eval_fraction:g})")
 
     def check_learner(self, learner) -> None:
         """Raise :class:`ConfigError` unless ``learner`` is of this run's base kind and shape.

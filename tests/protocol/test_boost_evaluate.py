@@ -406,6 +406,6 @@ def test_a_run_that_keeps_nothing_says_why_with_the_noise_and_weight_numbers(tmp
     assert errors, "every one of 10 runs kept a learner at eps = 1e-3"
     (msg,) = errors
     assert "\n" not in msg and msg.startswith("nothing to boost: no base learner was better than chance")
-    for part in (f"{fb.eval_noise_scale:.3g} per owner", "against weight totals W", "more owners",
+    for part in (f"{fb.eval_noise_scale:.3g} per owner", "against weight totals W", "the noise drowns", "more owners",
                  "larger epsilon (now 0.001)", "eval fraction (now 0.3)"):
         assert part in msg, (part, msg)

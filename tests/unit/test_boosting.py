@@ -250,11 +250,13 @@ def test_the_evaluation_noise_depends_on_the_row_bound_only(data):
 
 def test_nothing_to_boost_says_why_with_the_numbers(data):
     fb = FederatedBoosting(epsilon=2.0, n_classes=2, bounds=data.bounds, n_rounds=2)
-    msg = fb.nothing_to_boost([(4, 300.0, 500.0), (4, 260.0, 480.0)])
-    assert "\n" not in msg
-    for part in ("[0.6, 0.542]", f"{fb.eval_noise_scale:.3g}", f"{math.sqrt(8) * fb.eval_noise_scale:.3g}",
-                 "W ~490", "more owners", "larger epsilon (now 2)", "eval fraction (now 0.3)", "eval row bound"):
-        assert part in msg, (part, msg)
+    drowned = fb.nothing_to_boost([(4, 30.0, 50.0), (4, 26.0, 48.0)])   # noise std ~9.4 against W ~49
+    assert "\n" not in drowned
+    for part in ("[0.6, 0.542]", f"{fb.eval_noise_scale:.3g} per owner", f"std ~{math.sqrt(8) * fb.eval_noise_scale:.3g}",
+                 "W ~49", "the noise drowns", "more owners", "larger epsilon (now 2)", "eval fraction (now 0.3)"):
+        assert part in drowned, (part, drowned)
+    small = fb.nothing_to_boost([(4, 410.0, 790.0), (4, 402.0, 801.0)])   # W ~796: the learners are the cause
+    assert "the noise is small" in small and "share group" in small and "W ~796" in small
     tiny = FederatedBoosting(epsilon=1e-3, n_classes=2, bounds=data.bounds, n_rounds=2, on_reject="skip")
     with pytest.raises(PrivfedError, match="no base learner was better than chance"):
         for seed in range(20):  # hopeless noise: some run keeps nothing
