@@ -33,10 +33,11 @@ leaves (``privfed.owner.boosting.RingDriver``).
 Sensitivity argument: row-level DP, the unit the rest of privfed uses for multi-row owners (NCC
 perturbs every row at ε, so parallel composition over rows, seed 002 §3.5.1; FedDPDR is
 add/remove-one-row DP, SPEC §7-8). A row's SAMME weight is a function of that row alone and of
-public values (the kept learners, their α and the published totals E, W of earlier rounds;
+the history the coordinator sends (kept learners, their α, the published totals E, W of earlier
+rounds, themselves post-processing of releases already debited;
 :func:`privfed.common.boostwire.owner_weights`), so after the clip each row adds a pair
-``(u miss, u)`` with ``0 <= u <= b`` to the owner's sums, whatever its features, label and the
-learner the coordinator names. Adding, removing or replacing one row therefore moves each
+``(u miss, u)`` with ``0 <= u <= b`` to the owner's sums, whatever its features and label and
+whatever history and learner the coordinator names. Adding, removing or replacing one row therefore moves each
 coordinate by at most ``b``: L1 sensitivity ``2 b``, and ``Lap(2 b / epsilon)`` per coordinate
 makes one release ``epsilon``-DP for every row of the owner, independent of how many rows it holds.
 For a one-row owner (the paper's setting, seed 002 §2) the neighbouring data sets are all of its
