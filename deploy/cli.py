@@ -48,8 +48,14 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounds", type=int, default=10, help="bdt only: boosting rounds T")
     p.add_argument("--group-size", type=int, default=None, help="bdt only: owners per round (default N // T)")
     p.add_argument("--n-bins", type=int, default=4, help="bdt only: public thresholds per attribute + 1")
-    p.add_argument("--weight-bound", type=_positive_float, default=None, help="bdt only: public bound on an "
-                   "owner's total SAMME weight (mean-1 weights; default: rows per owner rounded up, x2)")
+    p.add_argument("--weight-bound", type=_positive_float, default=None, help="bdt only: public bound on an owner's total SAMME "
+                   "weight in a share (mean-1 weights; default: rows per owner rounded up, x2)")
+    p.add_argument("--eval-fraction", type=float, default=None, help="bdt only: share of epsilon for the noisy "
+                   "(err_sum, w_sum) evaluation releases (default 0.3)")
+    p.add_argument("--eval-row-bound", type=_positive_float, default=None, help="bdt only: public bound b on one "
+                   "row's SAMME weight in an evaluation release; noise Lap(2b/eps_e) whatever the owner's rows (default 1)")
+    p.add_argument("--max-owner-rows", type=int, default=None, help="bdt only: public bound on the rows an owner "
+                   "holds; sizes the ring's range only, never the noise (default 10^6)")
     p.add_argument("--ring-timeout", type=_positive_float, default=None, help="bdt only: seconds per ring")
 
 
