@@ -29,3 +29,28 @@ class LocalProtocolError(ProtocolError):
 
 class RemoteProtocolError(ProtocolError):
     """The peer broke the protocol: unexpected, malformed, replayed or oversized message."""
+
+
+class RoundFailed(PrivfedError):
+    """A job could not complete a round, though every parameter was valid.
+
+    Raised by the coordinator's round logic when the federation, not the configuration, is at
+    fault: too few owners registered, no owner released a share, a ring secure sum failed
+    ``MAX_RING_ATTEMPTS`` times, no learner was better than chance. The message says what was
+    received and what to change (more owners, a larger epsilon, a longer timeout). Never raised
+    by a servicer: it concerns the coordinator's job, not a node's call.
+    """
+
+
+class JobAborted(PrivfedError):
+    """The job was stopped (SIGTERM) while waiting for owners or with a round in flight."""
+
+
+class ResourceExhausted(PrivfedError):
+    """A call would make the coordinator hold more than a public limit (a relay queue beyond its
+    per-recipient or total bound); nothing was queued. Servicers answer RESOURCE_EXHAUSTED."""
+
+
+class RingClosed(RemoteProtocolError):
+    """A relay names a ring session that is not open (any more): FAILED_PRECONDITION, so a node
+    can tell a ring the coordinator gave up on (drop the envelope) from a malformed call."""

@@ -28,7 +28,7 @@ import numpy as np
 
 from privfed.common.boosting import FederatedBoosting, evaluation_groups, sample_groups
 from privfed.common.boostwire import at_round, config_to_dict, empty_history, with_round
-from privfed.common.errors import ConfigError
+from privfed.common.errors import RoundFailed
 from privfed.common.fixedpoint import FixedPoint
 from privfed.common.learners.ncc import NccShare
 from privfed.common.learners.samme import BoostedModel, SammeStep
@@ -92,7 +92,7 @@ class BoostingStrategy:
         learner_dict = learner.to_dict()
         for attempt in range(1, MAX_RING_ATTEMPTS + 1):
             if len(ring) < 2:
-                raise ConfigError(f"round {round_no}: fewer than 2 owners left to evaluate; nothing to sum")
+                raise RoundFailed(f"round {round_no}: fewer than 2 owners left to evaluate; nothing to sum")
             session = new_session_id()
             fp = FixedPoint.choose(n_parties=len(ring), max_abs=max_abs)
             ring_tuple, sent_to = tuple(ring), set()
@@ -134,12 +134,12 @@ class BoostingStrategy:
             if not gone:
                 gone = sorted(set(ring) & transport.silent_owners())
             if not gone:
-                raise ConfigError(f"ring {session} did not close within {timeout:.0f} s and no party is known to be gone")
+                raise RoundFailed(f"ring {session} did not close within {timeout:.0f} s and no party is known to be gone")
             log.warning("ring %s: %d party(ies) dropped (%d refused; %s...); re-running without them", session,
                         len(gone), len(refusing), gone[:3])
             self.dropped += gone
             ring = [o for o in ring if o not in set(gone)]
-        raise ConfigError(f"the ring secure sum failed {MAX_RING_ATTEMPTS} times")
+        raise RoundFailed(f"the ring secure sum failed {MAX_RING_ATTEMPTS} times")
 
     def run(self, owner_ids, transport):
         fb = self.booster
@@ -159,7 +159,7 @@ class BoostingStrategy:
                                                            lambda _: BoostShareTask(config, sent)))
                        if isinstance(r.payload, BoostShareReply)]
             if not replies:
-                raise ConfigError(f"round {t}: no owner of the group released a share")
+                raise RoundFailed(f"round {t}: no owner of the group released a share")
             learner = fb.coordinator_select(self._releases(replies))
             self.rounds.append({"round": t, "group": len(group), "released": len(replies),
                                 "share_s": time.perf_counter() - t0, "share_epsilon": fb.share_epsilon,
@@ -183,5 +183,5 @@ class BoostingStrategy:
             if decision.step is SammeStep.KEEP_AND_STOP:
                 break
         if not learners:
-            raise ConfigError(f"nothing to boost: {fb.nothing_to_boost(published)}")
+            raise RoundFailed(f"nothing to boost: {fb.nothing_to_boost(published)}")
         return BoostedModel(learners, alphas, np.arange(fb.n_classes))

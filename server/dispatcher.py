@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 
 from privfed.common import securesum
 from privfed.common.e2e import MAX_ID_BYTES
-from privfed.common.errors import ConfigError, PrivfedError, RemoteProtocolError
+from privfed.common.errors import (
+    ConfigError, JobAborted, RemoteProtocolError, ResourceExhausted, RingClosed, RoundFailed,
+)
 from privfed.common.identity import check_owned_by
 from privfed.common.messages import OwnerInfo, PeerKey, Result, RingMessageTask, Task
 
@@ -31,19 +33,6 @@ MAX_QUEUED_BYTES_PER_OWNER = 2 * securesum.MAX_MESSAGE_BYTES
 #: At most this many relayed bytes wait in the coordinator in all: memory stays bounded however
 #: many owners the rings hold.
 MAX_QUEUED_BYTES = 256 * 1024 * 1024
-
-
-class JobAborted(PrivfedError):
-    """The job was stopped (SIGTERM) while a round was in flight."""
-
-
-class RingClosed(RemoteProtocolError):
-    """A relay names a ring session that is not open (any more): FAILED_PRECONDITION, so a node
-    can tell a ring the coordinator gave up on (drop the envelope) from a malformed call."""
-
-
-class ResourceExhausted(PrivfedError):
-    """A relay would queue more than the per-recipient or total limit (RESOURCE_EXHAUSTED)."""
 
 
 @dataclass(frozen=True)
@@ -321,7 +310,7 @@ class Dispatcher:
         with self._cv:
             o = self._owners.get(owner_id)
             if o is None:
-                raise ConfigError(f"owner {owner_id!r} is not registered (its node left or re-registered without it)")
+                raise RoundFailed(f"owner {owner_id!r} is not registered (its node left or re-registered without it)")
             return PeerKey(owner_id, self._owner_node[owner_id], o.x25519_public_key, o.key_signature)
 
     def certificates(self) -> dict[str, bytes]:
@@ -373,7 +362,8 @@ class Dispatcher:
             for t in tasks:
                 node_id = self._owner_node.get(t.owner_id)
                 if node_id is None:
-                    raise ConfigError(f"task {t.task_id!r} is for unknown owner {t.owner_id!r}")
+                    raise RoundFailed(f"task {t.task_id!r} is for owner {t.owner_id!r}, which is not registered (its "
+                                      "node left or re-registered without it)")
                 self._pending[t.task_id] = t
                 self._nodes[node_id].queue.append(t)
             self._waiting = set(ids)   # push() removes answered ids: O(1) per answer

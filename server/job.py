@@ -8,10 +8,9 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
-from privfed.common.errors import ConfigError
+from privfed.common.errors import JobAborted, RoundFailed
 from privfed.common.messages import BoostEvaluateTask, total_budget
 from privfed.server.app import CoordinatorServer
-from privfed.server.dispatcher import JobAborted
 from privfed.server.strategies import refusals
 
 log = logging.getLogger("privfed.coordinator")
@@ -58,7 +57,8 @@ def run_job(server: CoordinatorServer, strategy, *, expected_owners: int, regist
     if server.dispatcher.aborted:
         raise JobAborted("job aborted while waiting for owners")
     if n < expected_owners:
-        raise ConfigError(f"only {n} of {expected_owners} owners registered within {register_timeout:.0f} s")
+        raise RoundFailed(f"only {n} of {expected_owners} owners registered within {register_timeout:.0f} s; "
+                          "start the missing owner nodes, or pass a larger --register-timeout or a smaller --owners")
     t1 = time.perf_counter()
     owner_ids = sorted(server.dispatcher.owners())
     eps = {o: 0.0 for o in owner_ids}

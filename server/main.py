@@ -12,7 +12,7 @@ import numpy as np
 from privfed.owner.data import federation_split
 from privfed.proto.transport import PULL_WAIT
 from privfed.server.app import CoordinatorServer
-from privfed.server.dispatcher import JobAborted
+from privfed.common.errors import JobAborted
 from privfed.server.job import run_job
 from privfed.server.models import load_model, save_model
 from privfed.server.report import host_info, new_run_dir, nonprivate_releases, write_json

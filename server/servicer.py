@@ -8,13 +8,15 @@ import logging
 import grpc
 import numpy as np
 
-from privfed.common.errors import BudgetExceeded, ConfigError, PrivfedError, RemoteProtocolError
+from privfed.common.errors import (
+    BudgetExceeded, ConfigError, PrivfedError, RemoteProtocolError, ResourceExhausted, RingClosed,
+)
 from privfed.common.messages import Task
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
 from privfed.proto.transport import MAX_RESPONSE_TASK_BYTES, PULL_WAIT
-from privfed.server.dispatcher import Dispatcher, ResourceExhausted, RingClosed
+from privfed.server.dispatcher import Dispatcher
 
 log = logging.getLogger("privfed.coordinator")
 
@@ -27,10 +29,19 @@ _STATUS = [  # first match wins: subclasses before their bases
 ]
 
 
+def status_code(exc: PrivfedError) -> grpc.StatusCode:
+    """The gRPC status a call that raised ``exc`` is answered with, chosen by the error's type.
+
+    A node's call can only meet the errors of :data:`_STATUS`; anything else (a
+    :class:`~privfed.common.errors.RoundFailed` or ``JobAborted`` of the coordinator's own job,
+    a ``LocalProtocolError``) is a coordinator bug from the caller's point of view: INTERNAL.
+    """
+    return next((c for t, c in _STATUS if isinstance(exc, t)), grpc.StatusCode.INTERNAL)
+
+
 def _abort(context, exc: PrivfedError):
-    code = next((c for t, c in _STATUS if isinstance(exc, t)), grpc.StatusCode.INTERNAL)
     log.warning("rejecting call: %s", exc)
-    context.abort(code, str(exc))
+    context.abort(status_code(exc), str(exc))
 
 
 def peer_identity(context) -> str | None:

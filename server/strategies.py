@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfed.common.bounds import Bounds
-from privfed.common.errors import ConfigError
+from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.learners.logistic import lr_aggregate
 from privfed.common.learners.ncc import NccShare, ncc_centroids, split_label_budget, NearestCentroidModel
 from privfed.common.mechanisms import KaryRandomizedResponse, MECHANISMS
@@ -68,7 +68,7 @@ class NccStrategy(SingleRound):
     def aggregate(self, results: list[Result]) -> NearestCentroidModel:
         replies = _shares(results, NccShareReply)
         if not replies:
-            raise ConfigError("no owner released a share: cannot fit nearest centroids")
+            raise RoundFailed("no owner released a share: cannot fit nearest centroids")
         shares = [NccShare(reports=r.reports, labels=r.labels) for r in replies]
         label_rr = (KaryRandomizedResponse(epsilon=self.eps_labels, n_classes=self.n_classes)
                     if self.labels == "rr" and np.isfinite(self.eps_labels) else None)
@@ -100,7 +100,7 @@ class LrStrategy(SingleRound):
     def aggregate(self, results: list[Result]):
         replies = _shares(results, LrShareReply)
         if not replies:
-            raise ConfigError("no owner released a share: cannot fit logistic regression")
+            raise RoundFailed("no owner released a share: cannot fit logistic regression")
         reports = np.concatenate([r.reports.reshape(1, -1) for r in replies])
         return lr_aggregate(reports, param_bound=self.param_bound, n_classes=self.n_classes, bounds=self.bounds)
 

@@ -14,7 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privfed.common.errors import ConfigError, RemoteProtocolError
+from privfed.common.errors import (
+    BudgetExceeded, ConfigError, JobAborted, LocalProtocolError, PrivfedError, RemoteProtocolError, ResourceExhausted,
+    RingClosed, RoundFailed,
+)
 from privfed.common.identity import owner_id
 from privfed.common.messages import OwnerInfo, Refusal, Result, RingMessageTask, Task
 from privfed.common.securesum import Inbound, MessageKind, new_session_id
@@ -25,8 +28,9 @@ from privfed.proto.transport import (
 )
 from privfed.server.app import CoordinatorServer
 from privfed.server.dispatcher import (
-    MAX_OWNERS_PER_NODE, MAX_QUEUED_BYTES_PER_OWNER, MAX_QUEUED_ENVELOPES_PER_OWNER, Dispatcher, ResourceExhausted, RingClosed,
+    MAX_OWNERS_PER_NODE, MAX_QUEUED_BYTES_PER_OWNER, MAX_QUEUED_ENVELOPES_PER_OWNER, Dispatcher,
 )
+from privfed.server.servicer import status_code
 
 _HAS_ROWS = "n_rows" in {f.name for f in dataclasses.fields(OwnerInfo)}
 
@@ -242,6 +246,40 @@ def test_requeued_tasks_keep_their_order_and_their_books(dispatcher):
     dispatcher.requeue("node-b", tasks[1:])
     assert dispatcher.queued_relay() == (2, len(datas[1]) + len(datas[2]))
     assert ring_tasks(dispatcher, "node-b") == datas[1:]
+
+
+def test_a_task_for_an_owner_that_left_fails_the_round_not_the_configuration(dispatcher):
+    """A node re-registering without an owner mid-job is the federation's doing: RoundFailed."""
+    dispatcher.register("node-c", [])
+    task = Task(task_id="t1", owner_id=C0, round_id="r1", spec=RingMessageTask(data=b""))
+    with pytest.raises(RoundFailed, match="not registered"):
+        dispatcher.run([task], timeout=0.0)
+    with pytest.raises(RoundFailed, match="not registered"):
+        dispatcher.peer_key(C0)
+
+
+@pytest.mark.parametrize("exc, code", [
+    (RingClosed("closed"), grpc.StatusCode.FAILED_PRECONDITION),      # subclass of RemoteProtocolError
+    (RemoteProtocolError("bad"), grpc.StatusCode.INVALID_ARGUMENT),
+    (ConfigError("no model"), grpc.StatusCode.FAILED_PRECONDITION),
+    (BudgetExceeded("spent"), grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (ResourceExhausted("full"), grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (RoundFailed("no owner released"), grpc.StatusCode.INTERNAL),      # the coordinator's job, never a call's
+    (JobAborted("SIGTERM"), grpc.StatusCode.INTERNAL),
+    (LocalProtocolError("bug"), grpc.StatusCode.INTERNAL),
+])
+def test_the_servicer_maps_errors_to_status_codes_by_type(exc, code):
+    assert status_code(exc) == code
+
+
+def test_every_error_privfed_raises_on_purpose_is_a_privfed_error():
+    import privfed.server.dispatcher as dispatcher_module
+
+    for cls in (RoundFailed, JobAborted, ResourceExhausted, RingClosed):
+        assert issubclass(cls, PrivfedError) and cls.__module__ == "privfed.common.errors"
+    defined_here = [name for name, v in vars(dispatcher_module).items()
+                    if isinstance(v, type) and issubclass(v, Exception) and v.__module__ == dispatcher_module.__name__]
+    assert defined_here == []   # errors live in privfed.common.errors only
 
 
 # ---- over gRPC --------------------------------------------------------------------------
