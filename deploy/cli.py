@@ -49,7 +49,10 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group-size", type=int, default=None, help="bdt only: owners per round (default N // T)")
     p.add_argument("--n-bins", type=int, default=4, help="bdt only: public thresholds per attribute + 1")
     p.add_argument("--weight-bound", type=_positive_float, default=None, help="bdt only: public bound on an owner's total SAMME "
-                   "weight in a share (mean-1 weights; default: rows per owner rounded up, x2)")
+                   "weight in a share (mean-1 weights; default: 2 x --rows-per-owner rounded up, else 2, the bound "
+                   "for one row per owner)")
+    p.add_argument("--rows-per-owner", type=_positive_float, default=None, help="bdt only: rows each owner holds, "
+                   "when that is public configuration; sets the default --weight-bound (simulate computes it)")
     p.add_argument("--eval-fraction", type=float, default=None, help="bdt only: share of epsilon for the noisy "
                    "(err_sum, w_sum) evaluation releases (default 0.3)")
     p.add_argument("--eval-row-bound", type=_positive_float, default=None, help="bdt only: public bound b on one "
@@ -161,6 +164,20 @@ def _tls(args, name: str):
     return TlsFiles.in_dir(args.certs, name)
 
 
+def job_config(args: argparse.Namespace, **overrides):
+    """The :class:`~privfed.server.config.JobConfig` of a parsed command line: every field whose
+    flag the command has and was given (or has a default), then ``overrides``; the rest keep the
+    JobConfig defaults. Validation (ConfigError naming the flag) happens in JobConfig."""
+    from privfed.server.config import FLAGS, JobConfig
+
+    values = {}
+    for name, flag in FLAGS.items():
+        value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
+        if value is not None:
+            values[name] = value
+    return JobConfig(**(values | overrides))
+
+
 def _simulate(args) -> int:
     from privfed.deploy.simulate import simulate
 
@@ -175,7 +192,7 @@ def _simulate(args) -> int:
 def _coordinator(args) -> int:
     from privfed.server.main import run_coordinator
 
-    return run_coordinator(args, _tls(args, "coordinator"))
+    return run_coordinator(job_config(args), _tls(args, "coordinator"))
 
 
 def _owner(args) -> int:

@@ -22,13 +22,15 @@ import numpy as np
 from privfed.common.ledger import Ledger
 from privfed.common.learners.reference import reference_accuracy
 from privfed.deploy.certs import make_certs
+from privfed.deploy.cli import job_config
 from privfed.owner.data import federation_split, owner_id
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.job import run_job
 from privfed.server.models import save_model
 from privfed.server.report import host_info, new_run_dir, nonprivate_releases, plot_lines, write_json
-from privfed.server.strategies import boosting_options, make_strategy
+from privfed.server.config import JobConfig
+from privfed.server.strategies import make_strategy
 
 log = logging.getLogger("privfed.simulate")
 
@@ -65,11 +67,13 @@ def _spent(ledgers: list[Path], ranges: list[range], budget: float, args_delta: 
     return spent, nonprivate
 
 
-def run_point(args, epsilon: float, run_dir: Path, certs: Path | None, test) -> dict:
+def run_point(args, config: JobConfig, run_dir: Path, certs: Path | None, test) -> dict:
+    """One federation at ``config.epsilon``; ``args`` only says how to start the owner processes."""
+    epsilon = config.epsilon
     point_dir = run_dir / f"eps-{epsilon:g}"
     point_dir.mkdir()
     server = CoordinatorServer(tls=None if certs is None else TlsFiles.in_dir(certs, "coordinator"),
-                               node_timeout=args.node_timeout)
+                               node_timeout=config.node_timeout)
     port = server.start("127.0.0.1:0")
     ranges = node_ranges(args.owners, args.processes)
     ledgers = [point_dir / f"ledger-node{i}.sqlite" for i in range(len(ranges))]
@@ -81,14 +85,11 @@ def run_point(args, epsilon: float, run_dir: Path, certs: Path | None, test) -> 
             procs.append(subprocess.Popen(owner_command(args, node=i, shards=shards, port=port, certs=certs,
                                                         ledger=ledgers[i], budget=budget),
                                           stdout=logf, stderr=subprocess.STDOUT))
-        strategy = make_strategy(args.task, mechanism=args.mechanism, epsilon=epsilon, n_classes=len(test.classes),
-                                 bounds=test.bounds, labels=args.labels, label_fraction=args.label_fraction,
-                                 param_bound=args.param_bound, c=args.C, k=args.k, delta=args.delta,
-                                 lam=args.lam, **boosting_options(args))
-        outcome = run_job(server, strategy, expected_owners=args.owners, show_progress=not args.no_progress,
-                          label=f"eps={epsilon:g}: ", round_timeout=args.round_timeout)
+        strategy = make_strategy(config, n_classes=len(test.classes), bounds=test.bounds)
+        outcome = run_job(server, strategy, expected_owners=config.owners, show_progress=not args.no_progress,
+                          label=f"eps={epsilon:g}: ", round_timeout=config.round_timeout)
         accuracy = float(np.mean(outcome.model.predict(test.X) == test.y))
-        server.models.put(f"{args.task}-eps{epsilon:g}", outcome.model)
+        server.models.put(f"{config.task}-eps{epsilon:g}", outcome.model)
         save_model(point_dir / "model.json", outcome.model)
         server.dispatcher.shutdown()
         for p in procs:
@@ -101,12 +102,12 @@ def run_point(args, epsilon: float, run_dir: Path, certs: Path | None, test) -> 
             if p.poll() is None:
                 p.kill()
         server.stop()
-    spent, nonprivate = _spent(ledgers, ranges, budget, args.delta if args.task == "feddpdr" else 0.0)
+    spent, nonprivate = _spent(ledgers, ranges, budget, config.delta if config.task == "feddpdr" else 0.0)
     boosting = getattr(strategy, "rounds", None)
     return {"epsilon": epsilon, "accuracy": accuracy, "boosting_rounds": boosting,
             "dropped_from_ring": getattr(strategy, "dropped", None), "owners": outcome.n_owners, "answered": outcome.answered,
             "refused": outcome.refused, "lost_nodes": outcome.lost_nodes, "timings": outcome.timings,
-            "nonprivate_releases": nonprivate_releases(args.task, args.labels, args.base, outcome.answered),
+            "nonprivate_releases": nonprivate_releases(config.task, config.labels, config.base, outcome.answered),
             "nonprivate_ledger_entries": nonprivate,
             "epsilon_spent": {"max": max(spent.values(), default=0.0), "min": min(spent.values(), default=0.0),
                               "per_owner_file": f"eps-{epsilon:g}/epsilon_spent.json"},
@@ -119,19 +120,22 @@ def simulate(args) -> Path:
     train, test = federation_split(args.dataset, seed=args.seed, test_fraction=args.test_fraction,
                                    n_samples=args.n_samples)
     certs = None if args.insecure else make_certs(run_dir / "certs", owners=args.processes)
-    args.rows_per_owner = train.X.shape[0] / args.owners
-    reference = reference_accuracy(args.task, train, test, C=args.C, k=args.k, lam=args.lam,
-                                   boost=boosting_options(args))
+    # The simulation plays every owner: their row count is public configuration here.
+    rows = args.rows_per_owner if args.rows_per_owner is not None else train.X.shape[0] / args.owners
+    job = job_config(args, epsilon=args.epsilon[0], rows_per_owner=rows)   # validated before any process starts
+    reference = reference_accuracy(job.task, train, test, C=job.c, k=job.k, lam=job.lam,
+                                   boost={"n_rounds": job.n_rounds})
     points = []
     for eps in args.epsilon:
-        point = run_point(args, eps, run_dir, certs, test)
+        point = run_point(args, job.replace(epsilon=eps), run_dir, certs, test)
         write_json(run_dir / point["epsilon_spent"]["per_owner_file"], point.pop("_spent"))
         points.append(point)
         print(f"  eps={eps:<6g} accuracy={point['accuracy']:.4f}  (non-private reference {reference:.4f}, "
               f"{point['answered']}/{point['owners']} owners released, rounds {point['timings']['rounds_s']:.2f} s)",
               file=sys.stderr)
     report = {
-        "config": {k: v for k, v in vars(args).items() if k not in ("func",)},
+        "config": {k: v for k, v in vars(args).items() if k not in ("func",)}
+        | {k: v for k, v in job.to_report().items() if k in ("rows_per_owner", "share_weight_bound", "weight_bound_source")},
         "labels_mode": args.labels if args.task == "ncc" else None,
         "transport": "grpc+insecure" if args.insecure else "grpc+mTLS",
         "rng": {"kind": args.rng, "seed": args.seed},

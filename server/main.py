@@ -9,27 +9,38 @@ import time
 
 import numpy as np
 
+from privfed.common.errors import ConfigError, JobAborted
 from privfed.owner.data import federation_split
 from privfed.proto.transport import PULL_WAIT
 from privfed.server.app import CoordinatorServer
-from privfed.common.errors import JobAborted
+from privfed.server.config import JobConfig
 from privfed.server.job import run_job
 from privfed.server.models import load_model, save_model
 from privfed.server.report import host_info, new_run_dir, nonprivate_releases, write_json
-from privfed.server.strategies import boosting_options, make_strategy
+from privfed.server.strategies import make_strategy
 
 log = logging.getLogger("privfed.coordinator")
 
 
-def run_coordinator(args, tls) -> int:
-    # Only public metadata (bounds, classes) and the public evaluation split are used here.
-    _, test = federation_split(args.dataset, seed=args.seed, test_fraction=args.test_fraction,
-                               n_samples=args.n_samples)
-    strategy = make_strategy(args.task, mechanism=args.mechanism, epsilon=args.epsilon, n_classes=len(test.classes),
-                             bounds=test.bounds, labels=args.labels, label_fraction=args.label_fraction,
-                             param_bound=args.param_bound, c=args.C, k=args.k, delta=args.delta,
-                             lam=args.lam, **boosting_options(args))
-    server = CoordinatorServer(tls=tls, node_timeout=args.node_timeout)
+def coordinator_strategy(config: JobConfig):
+    """(strategy, public test split) of the job: only public metadata (bounds, classes) and the
+    public evaluation split are read from the data set."""
+    _, test = federation_split(config.dataset, seed=config.seed, test_fraction=config.test_fraction,
+                               n_samples=config.n_samples)
+    if config.task == "bdt" and config.weight_bound_source == "default":
+        log.warning("bdt: neither --weight-bound nor --rows-per-owner given; share weight bound %g (one row per "
+                    "owner): owners with more rows have their share weights scaled down to it",
+                    config.share_weight_bound)
+    return make_strategy(config, n_classes=len(test.classes), bounds=test.bounds), test
+
+
+def run_coordinator(config: JobConfig, tls) -> int:
+    """Serve, wait for ``config.owners`` owners, run the job, write the report (or serve a saved model)."""
+    if config.owners is None and config.load_model is None:
+        raise ConfigError("--owners is required to train (the number of logical owners to wait for); "
+                          "only --load-model serves without owners")
+    strategy, test = coordinator_strategy(config)
+    server = CoordinatorServer(tls=tls, node_timeout=config.node_timeout)
     stop = threading.Event()
 
     def on_sigterm(*_):
@@ -37,36 +48,36 @@ def run_coordinator(args, tls) -> int:
         server.dispatcher.abort()
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    if args.load_model is not None:
-        model_id = args.load_model.parent.name or "model"
-        server.models.put(model_id, load_model(args.load_model))
-        server.start(args.listen)
-        log.info("serving saved model %s as %r until SIGTERM", args.load_model, model_id)
+    if config.load_model is not None:
+        model_id = config.load_model.parent.name or "model"
+        server.models.put(model_id, load_model(config.load_model))
+        server.start(config.listen)
+        log.info("serving saved model %s as %r until SIGTERM", config.load_model, model_id)
         print(f"serving model_id={model_id}", flush=True)
         stop.wait()
         server.stop()
         return 0
-    server.start(args.listen)
+    server.start(config.listen)
     try:
         if stop.is_set():
             return 0
-        outcome = run_job(server, strategy, expected_owners=args.owners, register_timeout=args.register_timeout,
-                          round_timeout=args.round_timeout, show_progress=False)
+        outcome = run_job(server, strategy, expected_owners=config.owners, register_timeout=config.register_timeout,
+                          round_timeout=config.round_timeout, show_progress=False)
         accuracy = float(np.mean(outcome.model.predict(test.X) == test.y))
-        model_id = f"{args.task}-eps{args.epsilon:g}"
+        model_id = f"{config.task}-eps{config.epsilon:g}"
         server.models.put(model_id, outcome.model)
-        run_dir = new_run_dir(args.out)
+        run_dir = new_run_dir(config.out)
         save_model(run_dir / "model.json", outcome.model)
         write_json(run_dir / "report.json", {
-            "config": {k: v for k, v in vars(args).items() if k not in ("func", "rest")},
+            "config": config.to_report(),
             "transport": "grpc+insecure" if tls is None else "grpc+mTLS", "model_id": model_id,
             "accuracy": accuracy, "owners": outcome.n_owners, "answered": outcome.answered,
             "refused": outcome.refused, "lost_nodes": outcome.lost_nodes,
-            "nonprivate_releases": nonprivate_releases(args.task, args.labels, args.base, outcome.answered),
+            "nonprivate_releases": nonprivate_releases(config.task, config.labels, config.base, outcome.answered),
             "epsilon_by_owner": outcome.epsilon_by_owner, "timings": outcome.timings, "host": host_info()})
         log.info("job done: accuracy %.4f, report %s", accuracy, run_dir / "report.json")
         print(f"accuracy={accuracy:.4f} report={run_dir / 'report.json'}", flush=True)
-        if args.serve:
+        if config.serve:
             log.info("serving model %s until SIGTERM", model_id)
             stop.wait()
         server.dispatcher.shutdown()

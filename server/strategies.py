@@ -23,8 +23,8 @@ from privfed.common.messages import (
     SvmShareReply, SvmShareTask, Task,
 )
 from privfed.common.subspace import aggregate_subspaces, owner_weights, weighted_average
+from privfed.server.config import JobConfig
 
-TASKS = ("ncc", "lr", "feddpdr", "bdt")
 
 
 def _new_tasks(owner_ids, round_id, spec) -> list[Task]:
@@ -167,52 +167,41 @@ def refusals(results: list[Result]) -> dict[str, str]:
     return {r.owner_id: f"{r.payload.code}: {r.payload.message}" for r in results if isinstance(r.payload, Refusal)}
 
 
-_FIELDS = {
-    "ncc": (NccStrategy, ("mechanism", "epsilon", "n_classes", "bounds", "labels", "label_fraction")),
-    "lr": (LrStrategy, ("mechanism", "epsilon", "n_classes", "bounds", "param_bound", "c")),
-    "feddpdr": (FedDpdrStrategy, ("epsilon", "n_classes", "bounds", "k", "delta", "lam")),
-}
+def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds, **options):
+    """Build the round logic of ``config.task`` for a federation with this public schema.
 
+    Parameters
+    ----------
+    config : JobConfig or str
+        The job; a task name is shorthand for ``JobConfig(task=config, **options)`` (options left
+        out or None keep :class:`JobConfig`'s defaults), as tests and benchmarks use it.
+    n_classes, bounds : int, Bounds
+        The data set's public number of classes and feature bounds.
 
-_BOOST_FIELDS = ("base", "epsilon", "mechanism", "n_classes", "bounds", "n_rounds", "group_size", "n_bins",
-                 "weight_bound", "labels", "label_fraction", "param_bound", "eval_fraction", "eval_row_bound",
-                 "max_owner_rows")
-
-
-def make_strategy(task: str, **kwargs):
-    """Build the strategy for ``task`` from the options that apply to it (others are ignored)."""
-    if task == "bdt":
-        from privfed.common.boosting import FederatedBoosting
-        from privfed.server.boosting import BoostingStrategy
-
-        fb_args = {k: v for k, v in kwargs.items() if k in _BOOST_FIELDS and v is not None}
-        if "c" in kwargs:
-            fb_args["C"] = kwargs["c"]
-        seed = kwargs.get("seed")
-        rng = np.random.Generator(np.random.PCG64(seed)) if seed is not None else np.random.Generator(
-            np.random.PCG64(secrets.randbits(128)))  # group sampling is public: no secrecy needed
-        return BoostingStrategy(FederatedBoosting(**fb_args), rng, ring_timeout=kwargs.get("ring_timeout"))
-    if task not in _FIELDS:
-        raise ConfigError(f"task must be one of {TASKS}, got {task!r}")
-    cls, fields = _FIELDS[task]
-    return cls(**{k: v for k, v in kwargs.items() if k in fields and v is not None})
-
-
-def boosting_options(args) -> dict:
-    """The bdt options of a parsed command line (share weight bound defaulted from rows per owner).
-
-    ``weight_bound`` bounds an owner's total weight in a *share*; the evaluation releases are
-    calibrated to the per-row ``eval_row_bound`` (``--eval-row-bound``, default
-    :data:`privfed.common.boosting.EVAL_ROW_BOUND`), independent of rows per owner. Options the
-    parser lacks (``--eval-fraction``, ``--eval-row-bound``, ``--max-owner-rows``) keep the defaults
-    of :class:`~privfed.common.boosting.FederatedBoosting`.
+    Boosting gets :attr:`JobConfig.share_weight_bound` as its share weight bound, and a group
+    sampler seeded by ``config.seed`` (group sampling is public: it needs no secrecy).
     """
-    if getattr(args, "task", None) != "bdt":
-        return {}
-    weight_bound = args.weight_bound
-    if weight_bound is None:  # an owner's mean-1 weights sum to about its row count
-        weight_bound = 2.0 * max(1.0, float(np.ceil(getattr(args, "rows_per_owner", 1.0))))
-    return {"base": args.base, "n_rounds": args.rounds, "group_size": args.group_size, "n_bins": args.n_bins,
-            "weight_bound": weight_bound, "seed": args.seed, "ring_timeout": args.ring_timeout,
-            "eval_fraction": getattr(args, "eval_fraction", None), "eval_row_bound": getattr(args, "eval_row_bound", None),
-            "max_owner_rows": getattr(args, "max_owner_rows", None)}
+    if isinstance(config, str):
+        config = JobConfig(task=config, **{k: v for k, v in options.items() if v is not None})
+    elif options:
+        raise TypeError(f"make_strategy(JobConfig, ...) takes only n_classes and bounds, got {sorted(options)}")
+    if config.task == "ncc":
+        return NccStrategy(mechanism=config.mechanism, epsilon=config.epsilon, n_classes=n_classes, bounds=bounds,
+                           labels=config.labels, label_fraction=config.label_fraction)
+    if config.task == "lr":
+        return LrStrategy(mechanism=config.mechanism, epsilon=config.epsilon, n_classes=n_classes, bounds=bounds,
+                          param_bound=config.param_bound, c=config.c)
+    if config.task == "feddpdr":
+        return FedDpdrStrategy(epsilon=config.epsilon, n_classes=n_classes, bounds=bounds, k=config.k,
+                               delta=config.delta, lam=config.lam)
+    from privfed.common.boosting import FederatedBoosting
+    from privfed.server.boosting import BoostingStrategy
+
+    booster = FederatedBoosting(
+        base=config.base, epsilon=config.epsilon, mechanism=config.mechanism, n_classes=n_classes, bounds=bounds,
+        n_rounds=config.n_rounds, group_size=config.group_size, n_bins=config.n_bins,
+        weight_bound=config.share_weight_bound, labels=config.labels, label_fraction=config.label_fraction,
+        C=config.c, param_bound=config.param_bound, eval_fraction=config.eval_fraction,
+        eval_row_bound=config.eval_row_bound, max_owner_rows=config.max_owner_rows)
+    rng = np.random.Generator(np.random.PCG64(config.seed))
+    return BoostingStrategy(booster, rng, ring_timeout=config.ring_timeout)
