@@ -127,3 +127,25 @@ def test_feddpdr_two_phases_over_grpc(tmp_path):
             exact = sorted(len(p) for p in partition(train.X.shape[0], 4, seed=0))
             assert sorted(outcome.model.owner_sizes) == exact
     assert abs(accuracies[math.inf] - reference_accuracy("feddpdr", train, test, k=20)) <= 0.01
+
+
+def test_simulate_runs_bdt_with_the_weight_bound_of_its_public_rows_per_owner(tmp_path):
+    """``privfed simulate`` plays every owner, so rows per owner is public there: its JobConfig
+    derives the share weight bound from it (2 * ceil(rows)), and the report says so."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "runs"
+    done = subprocess.run([sys.executable, "-m", "privfed.deploy.cli", "simulate", "--owners", "8", "--processes", "2",
+                           "--epsilon", "inf", "--task", "bdt", "--rounds", "2", "--insecure", "--n-samples", "400",
+                           "--out", str(out), "--no-progress"], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (report_path,) = out.glob("*/report.json")
+    report = json.loads(report_path.read_text())
+    rows = 400 * (1 - 0.2) / 8   # default --test-fraction 0.2
+    assert report["config"]["rows_per_owner"] == rows
+    assert report["config"]["share_weight_bound"] == 2 * math.ceil(rows)
+    assert report["config"]["weight_bound_source"] == "--rows-per-owner"
+    (point,) = report["points"]
+    assert point["epsilon"] == "inf" and point["owners"] == 8 and point["answered"] > 0
