@@ -139,3 +139,19 @@ def test_a_failed_job_is_one_line_exit_2_not_a_traceback(capsys, tmp_path, keep_
     with pytest.raises(RoundFailed):         # a failed round, not a configuration error
         run_coordinator(JobConfig(task="ncc", epsilon=1.0, owners=1, listen="127.0.0.1:0", register_timeout=0.2,
                                   out=tmp_path), None)
+
+
+def test_nothing_of_argparse_below_deploy_in_the_coordinator():
+    """server/ takes a JobConfig; only deploy/ parses flags (offline experiments keep their own parsers)."""
+    import ast
+    from pathlib import Path
+
+    import privfed.server
+
+    offenders = []
+    for path in Path(privfed.server.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "argparse"]
+    assert offenders == []
