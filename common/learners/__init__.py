@@ -10,8 +10,8 @@ and the in-process simulations call the same functions.
 * :mod:`.stump` -- decision stumps from perturbed weighted cross tables (§3.5.3; SPEC §6).
 * :mod:`.samme` -- SAMME weights, stop rules and the boosted model (SPEC §5).
 
-The two helpers below are shared by the scikit-learn style estimators. They are defined
-before the submodules are imported, because the submodules import them from here.
+The two helpers below are shared by the scikit-learn style estimators (:mod:`.estimators`).
+The names listed in ``__all__`` are re-exported lazily: each submodule is imported on first use.
 """
 
 from __future__ import annotations
@@ -67,39 +67,52 @@ def resolve_rng(random_state) -> np.random.Generator:
     raise ConfigError(f"random_state must be an int seed, a numpy Generator or None, got {random_state!r}")
 
 
-from privfed.common.learners.logistic import (  # noqa: E402  (helpers above are imported by submodules)
-    LdpLogisticRegression,
-    LinearModel,
-    clip_parameters,
-    fit_local_logistic,
-    lr_aggregate,
-    lr_share,
-)
-from privfed.common.learners.ncc import (  # noqa: E402
-    LdpNearestCentroid,
-    NccShare,
-    NearestCentroidModel,
-    ncc_centroids,
-    ncc_class_sums,
-    ncc_share,
-    split_label_budget,
-)
-from privfed.common.learners.samme import (  # noqa: E402
-    BoostedModel,
-    SammeBoost,
-    samme_alpha,
-    samme_reweight,
-    samme_update,
-)
-from privfed.common.learners.stump import (  # noqa: E402
-    Stump,
-    binarize,
-    cross_tables,
-    select_stump,
-    stump_aggregate,
-    stump_share,
-    thresholds,
-)
+#: Public name -> submodule that defines it. Resolved on first access (PEP 562), so importing one
+#: submodule (an owner node imports :mod:`.logistic` and :mod:`.ncc`) does not import the others,
+#: nor :mod:`.estimators` and with it scikit-learn (issue 10, "a lean owner node").
+_EXPORTS = {
+    "LdpLogisticRegression": "estimators",
+    "LinearModel": "logistic",
+    "clip_parameters": "logistic",
+    "fit_local_logistic": "logistic",
+    "lr_aggregate": "logistic",
+    "lr_share": "logistic",
+    "LdpNearestCentroid": "ncc",
+    "NccShare": "ncc",
+    "NearestCentroidModel": "ncc",
+    "ncc_centroids": "ncc",
+    "ncc_class_sums": "ncc",
+    "ncc_share": "ncc",
+    "split_label_budget": "ncc",
+    "BoostedModel": "samme",
+    "SammeBoost": "samme",
+    "samme_alpha": "samme",
+    "samme_reweight": "samme",
+    "samme_update": "samme",
+    "Stump": "stump",
+    "binarize": "stump",
+    "cross_tables": "stump",
+    "select_stump": "stump",
+    "stump_aggregate": "stump",
+    "stump_share": "stump",
+    "thresholds": "stump",
+}
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "BoostedModel",

@@ -6,6 +6,11 @@ scales it to ``[-1, 1]`` and perturbs it once with a mechanism of dimension ``le
 (Alg. 4 / PM by default; SPEC §3.2). Coordinator side: :func:`lr_aggregate` averages the
 perturbed vectors (eq. 4) and rescales them into a :class:`LinearModel`.
 
+Imports. The scikit-learn estimator ``LdpLogisticRegression`` (in-process simulation) lives in
+:mod:`privfed.common.learners.estimators` and is re-exported here lazily, so an owner node that
+imports this module loads neither scikit-learn nor pandas; ``scipy.optimize`` is imported by
+:func:`fit_local_logistic` on an owner's first fit (issue 10, "a lean owner node").
+
 Privacy. The owner releases one vector, a function of all its rows, through an ε-LDP
 mechanism whose input may be *any* point of ``[-1, 1]^p``; so the owner's whole data set is
 protected at ε (which implies the row-level guarantee). Clipping makes the bound hold for
@@ -22,17 +27,27 @@ import math
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.optimize import minimize
-from scipy.special import expit
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.learners import resolve_bounds, resolve_rng
-from privfed.common.mechanisms import MECHANISMS, estimate_mean, make_mechanism
+from privfed.common.mechanisms import estimate_mean
+
+
+def __getattr__(name: str):
+    # PEP 562: ``from privfed.common.learners.logistic import LdpLogisticRegression`` keeps working,
+    # and only that import loads scikit-learn.
+    if name == "LdpLogisticRegression":
+        from privfed.common.learners.estimators import LdpLogisticRegression
+
+        return LdpLogisticRegression
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _expit(z: np.ndarray) -> np.ndarray:
+    """The logistic function ``1 / (1 + exp(-z))``, without overflow for any finite ``z``
+    (scipy.special.expit's values to rounding, so the objective is unchanged)."""
+    e = np.exp(-np.abs(z))
+    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 def _check_n_classes(n_classes) -> int:
@@ -108,14 +123,16 @@ def fit_local_logistic(X, y, *, bounds: Bounds, n_classes: int, C: float = 1.0, 
         theta = flat.reshape(k_out, d + 1)
         margin = signs * (t1 @ theta.T)
         loss = C * np.sum(s[:, None] * np.logaddexp(0.0, -margin)) + 0.5 * np.dot(flat, flat)
-        grad = C * ((-signs * expit(-margin)) * s[:, None]).T @ t1 + theta
+        grad = C * ((-signs * _expit(-margin)) * s[:, None]).T @ t1 + theta
         return loss * scale, grad.ravel() * scale
 
     def hessian_times(flat, v):
-        prob = expit(signs * (t1 @ flat.reshape(k_out, d + 1).T))
+        prob = _expit(signs * (t1 @ flat.reshape(k_out, d + 1).T))
         curvature = prob * (1.0 - prob) * s[:, None]
         vv = v.reshape(k_out, d + 1)
         return (C * (curvature * (t1 @ vv.T)).T @ t1 + vv).ravel() * scale
+
+    from scipy.optimize import minimize  # lazily: only an owner that fits pays for scipy.optimize
 
     res = minimize(objective, np.zeros(k_out * (d + 1)), jac=True, hessp=hessian_times, method="trust-ncg",
                    options={"gtol": 1e-9, "maxiter": 500})
@@ -254,85 +271,3 @@ def lr_aggregate(reports, *, param_bound: float, n_classes: int, bounds: Bounds)
         raise ConfigError(f"reports must have shape (n_owners >= 1, {p}), got {reports.shape}")
     theta = (estimate_mean(reports) * param_bound).reshape(-1, d + 1)
     return LinearModel(theta[:, :d], theta[:, d], bounds)
-
-
-class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
-    """Logistic regression from perturbed local models, simulated in-process (seed 002 §3.5.2).
-
-    Rows are shuffled and split evenly among ``n_owners`` owners (as in the paper's §4.1);
-    each runs :func:`fit_local_logistic` and :func:`lr_share`; :func:`lr_aggregate` averages.
-
-    Parameters
-    ----------
-    epsilon : float > 0 or math.inf
-        Each owner's budget for its one parameter vector.
-    mechanism : {"pm", "duchi", "laplace"}
-    param_bound : float > 0
-        Public clip bound for every parameter. 1.0 by default, which suits unit-space rows and
-        ``C`` around 1; larger bounds clip less but scale the noise up.
-    C : float > 0
-        Inverse regularisation strength of each local model.
-    n_owners : int >= 1
-        Number of simulated owners (each needs at least one row).
-    bounds : Bounds or (lo, hi)
-        Public feature bounds. Required: ``None`` raises ``ConfigError`` in ``fit``.
-    random_state : int, numpy Generator or None
-        Seed (partition and noise); None uses a secure stream.
-
-    Attributes
-    ----------
-    classes_, coef_ (K', d) unit space, intercept_ (K',), model_ (LinearModel), bounds_.
-    """
-
-    _parameter_constraints = {
-        "epsilon": [Interval(Real, 0, None, closed="right")],
-        "mechanism": [StrOptions(set(MECHANISMS))],
-        "param_bound": [Interval(Real, 0, None, closed="neither")],
-        "C": [Interval(Real, 0, None, closed="neither")],
-        "n_owners": [Interval(Integral, 1, None, closed="left")],
-        "bounds": [Bounds, tuple, None],
-        "random_state": [Interval(Integral, 0, None, closed="left"), np.random.Generator, None],
-    }
-
-    def __init__(self, epsilon=1.0, mechanism="pm", param_bound=1.0, C=1.0, n_owners=1, bounds=None,
-                 random_state=None):
-        self.epsilon = epsilon
-        self.mechanism = mechanism
-        self.param_bound = param_bound
-        self.C = C
-        self.n_owners = n_owners
-        self.bounds = bounds
-        self.random_state = random_state
-
-    def fit(self, X, y):
-        self._validate_params()
-        X, y = validate_data(self, X, y, dtype=np.float64)
-        check_classification_targets(y)
-        bounds = resolve_bounds(self.bounds, X.shape[1])
-        classes, y_idx = np.unique(y, return_inverse=True)
-        k = classes.shape[0]
-        if k < 2:
-            raise ConfigError(f"need at least 2 classes to fit, got one class: {classes.tolist()}")
-        if self.n_owners > X.shape[0]:
-            raise ConfigError(f"n_owners={self.n_owners} exceeds the {X.shape[0]} rows; every owner needs a row")
-        rng = resolve_rng(self.random_state)
-        mech = make_mechanism(self.mechanism, epsilon=float(self.epsilon), d=n_parameters(k, X.shape[1]))
-        parts = np.array_split(rng.permutation(X.shape[0]), self.n_owners)
-        reports = np.stack([
-            lr_share(fit_local_logistic(X[idx], y_idx[idx], bounds=bounds, n_classes=k, C=self.C),
-                     param_bound=self.param_bound, mechanism=mech, rng=rng)
-            for idx in parts
-        ])
-        model = lr_aggregate(reports, param_bound=self.param_bound, n_classes=k, bounds=bounds)
-        self.model_ = LinearModel(model.coef_, model.intercept_, bounds, classes)
-        self.coef_, self.intercept_ = model.coef_, model.intercept_
-        self.classes_, self.bounds_ = classes, bounds
-        return self
-
-    def decision_function(self, X):
-        check_is_fitted(self)
-        return self.model_.decision_function(validate_data(self, X, reset=False, dtype=np.float64))
-
-    def predict(self, X):
-        check_is_fitted(self)
-        return self.model_.predict(validate_data(self, X, reset=False, dtype=np.float64))

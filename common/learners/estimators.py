@@ -1,0 +1,111 @@
+"""scikit-learn estimators that simulate a federation in one process (seed paper 002, §3.5).
+
+They wrap the owner-side shares and coordinator-side aggregates of :mod:`privfed.common.learners`
+in ``fit``/``predict`` for experiments and the scikit-learn estimator checks. This is the only
+learner module that imports scikit-learn (and with it pandas): an owner node never imports it
+(issue 10, "a lean owner node"; ``tests/unit/test_owner_imports.py``).
+"""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from privfed.common.bounds import Bounds
+from privfed.common.errors import ConfigError
+from privfed.common.learners import resolve_bounds, resolve_rng
+from privfed.common.learners.logistic import (
+    LinearModel,
+    fit_local_logistic,
+    lr_aggregate,
+    lr_share,
+    n_parameters,
+)
+from privfed.common.mechanisms import MECHANISMS, make_mechanism
+
+
+class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
+    """Logistic regression from perturbed local models, simulated in-process (seed 002 §3.5.2).
+
+    Rows are shuffled and split evenly among ``n_owners`` owners (as in the paper's §4.1);
+    each runs :func:`fit_local_logistic` and :func:`lr_share`; :func:`lr_aggregate` averages.
+
+    Parameters
+    ----------
+    epsilon : float > 0 or math.inf
+        Each owner's budget for its one parameter vector.
+    mechanism : {"pm", "duchi", "laplace"}
+    param_bound : float > 0
+        Public clip bound for every parameter. 1.0 by default, which suits unit-space rows and
+        ``C`` around 1; larger bounds clip less but scale the noise up.
+    C : float > 0
+        Inverse regularisation strength of each local model.
+    n_owners : int >= 1
+        Number of simulated owners (each needs at least one row).
+    bounds : Bounds or (lo, hi)
+        Public feature bounds. Required: ``None`` raises ``ConfigError`` in ``fit``.
+    random_state : int, numpy Generator or None
+        Seed (partition and noise); None uses a secure stream.
+
+    Attributes
+    ----------
+    classes_, coef_ (K', d) unit space, intercept_ (K',), model_ (LinearModel), bounds_.
+    """
+
+    _parameter_constraints = {
+        "epsilon": [Interval(Real, 0, None, closed="right")],
+        "mechanism": [StrOptions(set(MECHANISMS))],
+        "param_bound": [Interval(Real, 0, None, closed="neither")],
+        "C": [Interval(Real, 0, None, closed="neither")],
+        "n_owners": [Interval(Integral, 1, None, closed="left")],
+        "bounds": [Bounds, tuple, None],
+        "random_state": [Interval(Integral, 0, None, closed="left"), np.random.Generator, None],
+    }
+
+    def __init__(self, epsilon=1.0, mechanism="pm", param_bound=1.0, C=1.0, n_owners=1, bounds=None,
+                 random_state=None):
+        self.epsilon = epsilon
+        self.mechanism = mechanism
+        self.param_bound = param_bound
+        self.C = C
+        self.n_owners = n_owners
+        self.bounds = bounds
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        self._validate_params()
+        X, y = validate_data(self, X, y, dtype=np.float64)
+        check_classification_targets(y)
+        bounds = resolve_bounds(self.bounds, X.shape[1])
+        classes, y_idx = np.unique(y, return_inverse=True)
+        k = classes.shape[0]
+        if k < 2:
+            raise ConfigError(f"need at least 2 classes to fit, got one class: {classes.tolist()}")
+        if self.n_owners > X.shape[0]:
+            raise ConfigError(f"n_owners={self.n_owners} exceeds the {X.shape[0]} rows; every owner needs a row")
+        rng = resolve_rng(self.random_state)
+        mech = make_mechanism(self.mechanism, epsilon=float(self.epsilon), d=n_parameters(k, X.shape[1]))
+        parts = np.array_split(rng.permutation(X.shape[0]), self.n_owners)
+        reports = np.stack([
+            lr_share(fit_local_logistic(X[idx], y_idx[idx], bounds=bounds, n_classes=k, C=self.C),
+                     param_bound=self.param_bound, mechanism=mech, rng=rng)
+            for idx in parts
+        ])
+        model = lr_aggregate(reports, param_bound=self.param_bound, n_classes=k, bounds=bounds)
+        self.model_ = LinearModel(model.coef_, model.intercept_, bounds, classes)
+        self.coef_, self.intercept_ = model.coef_, model.intercept_
+        self.classes_, self.bounds_ = classes, bounds
+        return self
+
+    def decision_function(self, X):
+        check_is_fitted(self)
+        return self.model_.decision_function(validate_data(self, X, reset=False, dtype=np.float64))
+
+    def predict(self, X):
+        check_is_fitted(self)
+        return self.model_.predict(validate_data(self, X, reset=False, dtype=np.float64))
