@@ -91,6 +91,42 @@ def scale_rows_to_unit_ball(X: np.ndarray, bounds: Bounds) -> np.ndarray:
     return clip_rows_to_unit_ball((X - (bounds.lo + bounds.hi) / 2.0) / radius)
 
 
+ROW_SCALINGS = ("ball", "normalise")
+"""How FedDPDR owners map raw rows into the unit ball (both data-independent, SPEC §4):
+
+* ``"ball"``: :func:`scale_rows_to_unit_ball` (centre at the bounds' midpoint, divide by the
+  worst-case radius of the box). For MNIST ([0, 255]^784) every row lands near the same point
+  (background pixels at -1/28 each), so the signal is a small fraction of the unit norm.
+* ``"normalise"``: :func:`normalise_rows` (shift to ``[0, 1]`` with the bounds, then divide each row
+  by its own norm). Every row has norm exactly 1 (an all-zero row stays 0), the tightest public
+  per-row bound; a per-row map reads only that row, so it is a fixed preprocessing step that the
+  sensitivity arguments of §7/§8 apply to unchanged. The model applies it again at prediction.
+"""
+DEFAULT_ROW_SCALING = "normalise"
+
+
+def normalise_rows(X: np.ndarray, bounds: Bounds) -> np.ndarray:
+    """``u = (x - lo) / (hi - lo)`` clipped to ``[0, 1]``, then ``u / ||u||`` (``0`` stays ``0``).
+
+    Uses only the public bounds and the row itself; every returned row has norm 1 or 0.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != bounds.d:
+        raise ConfigError(f"rows must be (n, {bounds.d}) to match the bounds, got shape {X.shape}")
+    U = np.clip((X - bounds.lo) / (bounds.hi - bounds.lo), 0.0, 1.0)
+    norms = np.linalg.norm(U, axis=1, keepdims=True)
+    return clip_rows_to_unit_ball(np.divide(U, norms, out=np.zeros_like(U), where=norms > 0))
+
+
+def scale_rows(X: np.ndarray, bounds: Bounds, scaling: str = DEFAULT_ROW_SCALING) -> np.ndarray:
+    """Rows into the unit ball by one of :data:`ROW_SCALINGS`."""
+    if scaling == "ball":
+        return scale_rows_to_unit_ball(X, bounds)
+    if scaling == "normalise":
+        return normalise_rows(X, bounds)
+    raise ConfigError(f"row scaling must be one of {ROW_SCALINGS}, got {scaling!r}")
+
+
 def check_unit_rows(X: np.ndarray, what: str) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2:
@@ -258,16 +294,17 @@ def owner_pca_release(
     rng: np.random.Generator,
     *,
     neighbouring: str = "add-remove",
+    scaling: str = DEFAULT_ROW_SCALING,
 ) -> tuple[np.ndarray, int]:
     """Owner side of FedDPDR-DPML phase 1 (seed 004 Alg. 1 lines 2-3): what an owner releases.
 
-    Scales the raw local rows with the public bounds, runs :func:`dp_pca` at ``(epsilon1, delta)`` and
+    Scales the raw local rows with the public bounds (``scaling``, :data:`ROW_SCALINGS`), runs :func:`dp_pca` at ``(epsilon1, delta)`` and
     returns ``(U_i, n_i)``. ``n_i`` is the exact local count and stays at the owner: the seed
     releases it in the clear for the weights ``w_i = n_i / sum n``, here only a DP count leaves
     (the two-sided geometric mechanism at ``PcaShareTask.count_epsilon``, debited; issue 9,
     contract 7; ``privfed.owner.handlers``).
     """
-    X_unit = scale_rows_to_unit_ball(X, bounds)
+    X_unit = scale_rows(X, bounds, scaling)
     if X_unit.shape[0] == 0:
         raise ConfigError("an owner needs at least one row to take part in DP-PCA")
     U = dp_pca(X_unit, k, epsilon=epsilon1, delta=delta, rng=rng, neighbouring=neighbouring)

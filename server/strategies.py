@@ -118,6 +118,12 @@ class FedDpdrStrategy:
     once, in phase 1, and reused for phase 2, and the exact ``n_i`` never leaves an owner
     (issue 9, contract 7). Phase 2 goes only to owners whose count was received. At ε = ∞ every
     part is exact (the non-private reference).
+
+    Owners scale rows with :data:`privfed.common.dppca.DEFAULT_ROW_SCALING` (each row by its own norm
+    after the public bounds) and the model applies the same map. Phase 2 is the seed's one-vs-rest
+    Huber SVM (pure ε, ε₂/K per class) because ``SvmShareTask`` carries no δ to debit; the one-budget
+    multiclass mechanism (``fit_dp_softmax``, issue 13) needs ``SvmShareTask.delta`` and a ``model``
+    field passed to ``owner_svm_release(..., delta=, model="softmax")`` first.
     """
 
     epsilon: float

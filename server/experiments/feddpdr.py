@@ -5,19 +5,25 @@
 Every method runs in the same run on the same stratified train/test split and the same owner
 partition, through the functions the networked federation calls (:mod:`privfed.common.dpsvm`):
 
-* ``Non-Priv``: PCA + Huber SVM on all training rows, no noise (epsilon = inf, same code).
-* ``DPML``: the DP SVM on the full dimension (no reduction), all rows, the whole epsilon.
-* ``DPDR-DPML``: one owner holding all training rows of the setting (Alg. 2 then Alg. 3).
-* ``DPDR-DPML-local``: owner 1's rows alone (the smallest owner in the uneven sets): what a
-  small owner gets without the federation. Not in the paper; it is the comparison behind the
-  paper's motivation.
+* ``Non-Priv``: PCA + the classifier on all training rows, no noise (epsilon = inf, same code).
+* ``DPML``: the paper's baseline: one party (owner 1) alone, the DP classifier on the full dimension.
+* ``DPDR-DPML``: the paper's baseline: each party alone (Alg. 2 then Alg. 3 on its own rows at the
+  same epsilon); the mean accuracy over the N parties. ``DPDR-DPML-best`` is the best single party.
+* ``DPDR-DPML-pooled``: one owner holding all training rows (central DP; not the paper's baseline).
 * ``FedDPDR-DPML``: N owners (Alg. 1).
 * ``diffprivlib-LR`` (optional): diffprivlib's DP logistic regression at the same epsilon on the
   same scaled rows; skipped, with the reason recorded, when diffprivlib cannot be imported.
+* chance = 1/K is recorded in the report.
 
 Budget: epsilon1 = epsilon2 = epsilon/2 (seed §5.2: "eps1 = eps2 = 0.5 eps"), delta = 1e-5 by default
-(the seed uses 1e-4; ``--delta``), lambda = 0.01 (seed §5.2). Multi-class by one-vs-rest with
-epsilon2/K per class. The seed's n = 10^4 rows per owner and N = 5 do not fit the bundled data
+(the seed uses 1e-4; ``--delta``), lambda = 0.01 (seed §5.2). Classifier (``--model``): ``softmax``
+(default; :func:`privfed.common.dpsvm.fit_dp_softmax`: one objective-perturbed multiclass problem at
+(epsilon2, delta/2), DP-PCA gets delta/2) or ``ovr-huber`` (the seed's one-vs-rest Huber SVM, epsilon2/K
+per class, pure DP; DP-PCA gets all of delta). Rows (``--scaling``): ``normalise`` (default; shift to
+[0, 1] by the public bounds, divide each row by its own norm) or ``ball`` (midpoint and worst-case
+radius of the bounds). Both are data-independent (:data:`privfed.common.dppca.ROW_SCALINGS`).
+Noise in both phases scales with 1/(n eps): MNIST-5k's 800 rows per party at eps = 1.25 match the
+paper's 10^4 rows at eps = 0.1. The seed's n = 10^4 rows per owner and N = 5 do not fit the bundled data
 (mnist5k: 4000 training rows), so the sizes are scaled to the data available and recorded.
 """
 
@@ -31,13 +37,22 @@ from pathlib import Path
 import numpy as np
 
 from privfed.common.datasets import load_builtin, partition, train_test_split
-from privfed.common.dppca import NEIGHBOURING_SENSITIVITY, gaussian_sigma, scale_rows_to_unit_ball
-from privfed.common.dpsvm import FedDPDRModel, feddpdr_fit, owner_svm_release, ovr_epsilons, privacy_adjustment
+from privfed.common.dppca import NEIGHBOURING_SENSITIVITY, ROW_SCALINGS, gaussian_sigma, scale_rows
+from privfed.common.dpsvm import (
+    SVM_MODELS,
+    FedDPDRModel,
+    feddpdr_fit,
+    owner_svm_release,
+    ovr_epsilons,
+    privacy_adjustment,
+    softmax_noise_sigma,
+    softmax_privacy_split,
+)
 from privfed.common.errors import ConfigError
 from privfed.server.report import host_info, new_run_dir, plot_lines, write_json
 
 NAMES = ("feddpdr-k", "feddpdr-epsilon", "feddpdr-n", "feddpdr-uneven", "feddpdr-time")
-METHODS = ("Non-Priv", "DPML", "DPDR-DPML", "DPDR-DPML-local", "FedDPDR-DPML", "diffprivlib-LR")
+METHODS = ("Non-Priv", "DPML", "DPDR-DPML", "DPDR-DPML-best", "DPDR-DPML-pooled", "FedDPDR-DPML", "diffprivlib-LR")
 K_GRID = (5, 10, 20, 50, 100)
 EPSILON_GRID = (0.01, 0.05, 0.1, 0.5, 1.0, 2.0)
 PAPER_N_GRID = (100, 500, 1000, 5000, 10000)
@@ -62,6 +77,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="override the swept values (comma-separated): k values or epsilons")
     parser.add_argument("--neighbouring", choices=tuple(NEIGHBOURING_SENSITIVITY), default="add-remove",
                         help="neighbouring relation of DP-PCA's sensitivity (the SVM phase is replace-one)")
+    parser.add_argument("--model", choices=SVM_MODELS, default="softmax",
+                        help="phase-2 classifier: one multiclass objective (softmax, default) or the seed's "
+                             "one-vs-rest Huber SVMs at eps/K each (ovr-huber)")
+    parser.add_argument("--scaling", choices=ROW_SCALINGS, default="normalise",
+                        help="public row scaling into the unit ball (default normalise: each row by its own norm)")
 
 
 def _floats(text: str) -> list[float]:
@@ -129,12 +149,23 @@ def _fit_methods(train, parts_idx, setting, args, seed: int, dp_lr) -> dict:
     X_all, y_all = train.X[union], train.y[union]
     seeds = np.random.SeedSequence([seed, 4]).spawn(len(METHODS))
     rngs = {m: np.random.Generator(np.random.PCG64(s)) for m, s in zip(METHODS, seeds)}
-    common = dict(n_classes=K, neighbouring=args.neighbouring)
+    svm_model, scaling = getattr(args, "model", "softmax"), getattr(args, "scaling", "normalise")
+    common = dict(n_classes=K, neighbouring=args.neighbouring, model=svm_model, scaling=scaling)
+    alone = {}  # each party alone, fitted once for the mean and the best
+
+    def each_party(r, pick):
+        if "models" not in alone:
+            alone["models"] = [feddpdr_fit([p], bounds, k, eps / 2, delta, eps / 2, lam, rr, **common)
+                               for p, rr in zip(parts, np.random.default_rng(r.integers(2**63)).spawn(len(parts)))]
+        return _Parties(alone["models"], pick)
+
     jobs = {
         "Non-Priv": lambda r: feddpdr_fit([(X_all, y_all)], bounds, k, math.inf, delta, math.inf, lam, r, **common),
-        "DPML": lambda r: _dpml(X_all, y_all, bounds, K, eps, lam, r),
-        "DPDR-DPML": lambda r: feddpdr_fit([(X_all, y_all)], bounds, k, eps / 2, delta, eps / 2, lam, r, **common),
-        "DPDR-DPML-local": lambda r: feddpdr_fit(parts[:1], bounds, k, eps / 2, delta, eps / 2, lam, r, **common),
+        "DPML": lambda r: _dpml(*parts[0], bounds, K, eps, delta, lam, r, svm_model, scaling),
+        "DPDR-DPML": lambda r: each_party(r, np.mean),
+        "DPDR-DPML-best": lambda r: each_party(r, np.max),
+        "DPDR-DPML-pooled": lambda r: feddpdr_fit([(X_all, y_all)], bounds, k, eps / 2, delta, eps / 2, lam, r,
+                                                  **common),
         "FedDPDR-DPML": lambda r: feddpdr_fit(parts, bounds, k, eps / 2, delta, eps / 2, lam, r, **common),
     }
     if dp_lr is not None:
@@ -147,9 +178,20 @@ def _fit_methods(train, parts_idx, setting, args, seed: int, dp_lr) -> dict:
     return out
 
 
-def _dpml(X, y, bounds, n_classes, epsilon, lam, rng) -> FedDPDRModel:
-    W, n, eps_each = owner_svm_release(X, y, bounds, None, n_classes, epsilon, lam, rng)
-    return FedDPDRModel(bounds, None, W, np.zeros(0), (n,), eps_each)
+def _dpml(X, y, bounds, n_classes, epsilon, delta, lam, rng, model, scaling) -> FedDPDRModel:
+    W, n, eps_each = owner_svm_release(X, y, bounds, None, n_classes, epsilon, lam, rng, delta=delta, model=model,
+                                       scaling=scaling)
+    return FedDPDRModel(bounds, None, W, np.zeros(0), (n,), eps_each, scaling)
+
+
+class _Parties:
+    """Each party alone: ``score`` is ``pick`` (mean or max) of the parties' test accuracies."""
+
+    def __init__(self, models, pick):
+        self.models, self.pick = models, pick
+
+    def score(self, X, y) -> float:
+        return float(self.pick([m.score(X, y) for m in self.models]))
 
 
 class _DiffprivlibModel:
@@ -158,16 +200,24 @@ class _DiffprivlibModel:
     def __init__(self, cls, X, y, bounds, epsilon, rng):
         self.bounds = bounds
         self.model = cls(epsilon=epsilon, data_norm=1.0, random_state=int(rng.integers(2**31)))
-        self.model.fit(scale_rows_to_unit_ball(X, bounds), y)
+        self.model.fit(scale_rows(X, bounds, "ball"), y)
 
     def score(self, X, y) -> float:
-        return float(np.mean(self.model.predict(scale_rows_to_unit_ball(X, self.bounds)) == y))
+        return float(np.mean(self.model.predict(scale_rows(X, self.bounds, "ball")) == y))
 
 
 def _mechanism_notes(setting: dict, args, n_classes: int) -> dict:
-    """Noise scales behind the numbers: DP-PCA sigma, and (eps', Delta) of one OvR problem."""
+    """Noise scales behind the numbers: DP-PCA sigma, and the phase-2 noise of one party and of all rows."""
     eps, sizes = setting["epsilon"], setting["sizes"]
     sens = NEIGHBOURING_SENSITIVITY[args.neighbouring]
+    if getattr(args, "model", "softmax") == "softmax":
+        notes = {"pca_sigma": gaussian_sigma(eps / 2, args.delta / 2, sens)}
+        for key, n in (("owner1", int(sizes[0])), ("all_rows", int(sum(sizes)))):
+            eps_j, eps_b, Delta = softmax_privacy_split(eps / 2, n, args.lam)
+            notes[f"softmax_{key}"] = {"eps_jacobian": eps_j, "eps_noise": eps_b, "Delta": Delta,
+                                       "sigma": softmax_noise_sigma(eps_b, args.delta / 2, n_classes),
+                                       "sigma_over_n": softmax_noise_sigma(eps_b, args.delta / 2, n_classes) / n}
+        return notes
     eps_class = float(ovr_epsilons(eps / 2, n_classes)[0])
     owner = privacy_adjustment(eps_class, int(sizes[0]), args.lam)
     central = privacy_adjustment(eps_class, int(sum(sizes)), args.lam)
@@ -218,7 +268,8 @@ def run(args) -> Path:
     run_dir = new_run_dir(args.out)
     config = {k: v for k, v in vars(args).items() if k not in ("func", "rest")}
     config.update(dataset=dataset, runs=runs, epsilon1_share=0.5, epsilon2_share=0.5, n_train=n_train,
-                  n_test=ds.n - n_train, d=ds.d, n_classes=ds.n_classes, sigma_method="analytic")
+                  n_test=ds.n - n_train, d=ds.d, n_classes=ds.n_classes, sigma_method="analytic",
+                  chance=1.0 / ds.n_classes)
     write_json(run_dir / "report.json", {
         "experiment": args.experiment, "config": config, "x_label": xlabel, "x": xs, "settings": settings,
         "mechanisms": [_mechanism_notes(s, args, ds.n_classes) for s in settings], "seeds": seeds,
@@ -234,6 +285,7 @@ def run(args) -> Path:
                ylabel="fit time (s)", title=title, logx=args.experiment == "feddpdr-epsilon")
     print(f"{title}: test accuracy mean±std; report {run_dir / 'report.json'}")
     print(_table(xlabel, xs, accuracy, methods, "{:.3f}±{:.3f}"))
+    print(f"chance = 1/K = {1.0 / ds.n_classes:.3f}; model={config.get('model')}, scaling={config.get('scaling')}")
     if args.experiment == "feddpdr-time":
         print("fit seconds mean±std (owners run one after another in process)")
         print(_table(xlabel, xs, timing, methods, "{:.3f}±{:.3f}"))

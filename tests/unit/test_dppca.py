@@ -165,3 +165,19 @@ def test_owner_pca_release_returns_basis_and_count(rng):
     assert U.shape == (8, 3) and n == 30
     with pytest.raises(ConfigError):
         owner_pca_release(X[:0], b, 3, 1.0, 1e-5, rng)
+
+
+def test_normalise_rows_uses_only_the_bounds_and_the_row():
+    from privfed.common.bounds import Bounds
+    from privfed.common.dppca import normalise_rows, scale_rows
+
+    bounds = Bounds.of(0.0, 255.0, 4)
+    X = np.array([[0, 0, 0, 0], [255, 0, 0, 0], [10, 20, 30, 40], [300, -5, 0, 0]], dtype=float)
+    Z = normalise_rows(X, bounds)
+    assert np.allclose(np.linalg.norm(Z, axis=1), [0, 1, 1, 1])
+    assert np.allclose(Z[2], np.array([1, 2, 3, 4]) / math.sqrt(30))
+    assert np.allclose(Z[3], [1, 0, 0, 0])                             # clipped into the bounds first
+    assert np.array_equal(normalise_rows(X[2:3], bounds), Z[2:3])      # row by row: no other row is read
+    assert np.array_equal(scale_rows(X, bounds, "normalise"), Z)
+    with pytest.raises(ConfigError):
+        scale_rows(X, bounds, "other")

@@ -238,3 +238,133 @@ def test_feddpdr_is_reproducible_and_private_runs_differ(rng):
     assert np.array_equal(a.coef, b.coef) and np.array_equal(a.components, b.components)
     assert not np.allclose(a.coef, c.coef)
     assert a.per_class_epsilon.sum() == pytest.approx(0.5)
+
+
+# --- multiclass objective perturbation with one budget (fit_dp_softmax) -------------------------
+
+from privfed.common.dpsvm import (  # noqa: E402
+    SOFTMAX_GRADIENT_BOUND,
+    _softmax_joint,
+    fit_dp_softmax,
+    softmax_noise_sigma,
+    softmax_privacy_split,
+)
+
+
+def _softmax_row_grad(F, x, y):
+    s = F @ x
+    p = np.exp(s - s.max())
+    p /= p.sum()
+    p[y] -= 1.0
+    return np.outer(p, x), p
+
+
+def _unit(rng, d):
+    v = rng.standard_normal(d)
+    return v / np.linalg.norm(v) * rng.uniform(0.5, 1.0) ** (1 / d)
+
+
+def test_softmax_gradient_sensitivity_is_at_most_2_sqrt2():
+    """max over random neighbouring rows and parameters of ||grad_new - grad_old||_F <= 2 sqrt(2),
+    and the check is not vacuous: opposite rows, each sure of a wrong class, reach sqrt(6)."""
+    rng = np.random.default_rng(0)
+    K, d, worst = 10, 6, 0.0
+    for trial in range(4000):
+        F = rng.standard_normal((K, d)) * rng.choice([0.1, 1.0, 10.0, 100.0])
+        x, x2 = _unit(rng, d), _unit(rng, d)
+        g1, _ = _softmax_row_grad(F, x, rng.integers(K))
+        g2, _ = _softmax_row_grad(F, x2, rng.integers(K))
+        worst = max(worst, np.linalg.norm(g1 - g2))
+    assert worst <= 2 * SOFTMAX_GRADIENT_BOUND + 1e-12
+    x = np.eye(d)[0]
+    F = np.zeros((K, d)); F[2, 0] = 50.0; F[3, 0] = -50.0
+    g1, _ = _softmax_row_grad(F, x, 0)       # p = e_2, label 0
+    g2, _ = _softmax_row_grad(F, -x, 0)      # p = e_3, label 0
+    assert np.linalg.norm(g1 - g2) > math.sqrt(6) - 1e-6
+
+
+def test_softmax_jacobian_ratio_is_at_most_exp_1_over_n_lambda():
+    """log det(n Lam I + sum H) changes by at most 1/(n Lam) when one row is replaced (no factor K)."""
+    rng = np.random.default_rng(1)
+    K, d, n, lam = 4, 3, 6, 0.05
+    worst = 0.0
+    for trial in range(300):
+        X = np.array([_unit(rng, d) for _ in range(n)])
+        y = rng.integers(K, size=n)
+        x_new, y_new = _unit(rng, d), rng.integers(K)
+        F = rng.standard_normal((K, d)) * rng.choice([0.1, 1.0, 3.0])
+
+        def hessian(rows, labels):
+            H = n * lam * np.eye(K * d)
+            for x, _ in zip(rows, labels):
+                s = F @ x
+                p = np.exp(s - s.max()); p /= p.sum()
+                H += np.kron(np.diag(p) - np.outer(p, p), np.outer(x, x))
+            return H
+
+        X2 = X.copy(); X2[0] = x_new
+        y2 = y.copy(); y2[0] = y_new
+        a = np.linalg.slogdet(hessian(X, y))[1]
+        b = np.linalg.slogdet(hessian(X2, y2))[1]
+        worst = max(worst, abs(a - b) * n * lam)
+    assert worst <= 1.0 + 1e-9
+    assert worst > 0.1  # the check is not vacuous
+
+
+def test_softmax_noise_sigma_meets_its_condition():
+    from scipy.stats import chi2
+    for eps, delta, K in [(0.5, 1e-5, 10), (0.1, 1e-6, 2), (3.0, 1e-5, 26)]:
+        s = softmax_noise_sigma(eps, delta, K)
+        q = math.sqrt(chi2.isf(delta / 2, K))
+        assert math.isclose(2 * math.sqrt(2) * q / s + 4 / s**2, eps, rel_tol=1e-9)
+    assert softmax_noise_sigma(math.inf, 1e-5, 10) == 0.0
+    # on the 1 - delta event the log density ratio of the noise is below eps_noise for every F
+    rng = np.random.default_rng(2)
+    K, d, eps, delta = 5, 4, 0.5, 1e-3
+    sigma = softmax_noise_sigma(eps, delta, K)
+    q = math.sqrt(chi2.isf(delta / 2, K))
+    for _ in range(500):
+        B = rng.standard_normal((K, d)) * sigma
+        x, x2 = _unit(rng, d), _unit(rng, d)
+        if np.linalg.norm(B @ x) > sigma * q or np.linalg.norm(B @ x2) > sigma * q:
+            continue
+        F = rng.standard_normal((K, d)) * 5
+        s = _softmax_row_grad(F, x, rng.integers(K))[0] - _softmax_row_grad(F, x2, rng.integers(K))[0]
+        loss = (np.linalg.norm(B + s) ** 2 - np.linalg.norm(B) ** 2) / (2 * sigma**2)
+        assert abs(loss) <= eps + 1e-12
+
+
+def test_softmax_privacy_split_adds_up():
+    for eps, n, lam in [(0.625, 800, 0.01), (0.1, 800, 0.01), (2.0, 4000, 0.001)]:
+        eps_j, eps_b, Delta = softmax_privacy_split(eps, n, lam)
+        assert math.isclose(eps_j + eps_b, eps) and Delta >= 0
+        assert eps_j <= 1.0 / (n * (lam + Delta)) + 1e-15
+    assert softmax_privacy_split(0.625, 800, 0.01) == (0.125, 0.5, 0.0)
+    assert softmax_privacy_split(math.inf, 10, 0.1) == (0.0, math.inf, 0.0)
+
+
+def test_fit_dp_softmax_is_the_exact_minimiser_and_learns():
+    rng = np.random.default_rng(3)
+    X, y = _blobs(rng, 600, 5, 4)
+    Xb = add_bias_feature(X)
+    F, info = fit_dp_softmax(Xb, y, 4, epsilon=math.inf, delta=1e-5, lam=1e-3, rng=rng)
+    assert np.mean(np.argmax(Xb @ F.T, 1) == y) > 0.95 and info["sigma"] == 0
+    F, info = fit_dp_softmax(Xb, y, 4, epsilon=2.0, delta=1e-5, lam=1e-2, rng=np.random.default_rng(4))
+    # recover B from the stationarity condition: it is Gaussian noise of scale sigma, so F is the argmin
+    B = np.random.default_rng(4).standard_normal(F.shape) * info["sigma"]
+    grad = _softmax_joint(F.ravel(), Xb, y, 4, 1e-2 + info["Delta"], B)[1]
+    assert np.max(np.abs(grad)) < 1e-6 * (1 + np.max(np.abs(B)) / 600)
+    with pytest.raises(ConfigError):
+        fit_dp_softmax(Xb, y + 4, 4, epsilon=1.0, delta=1e-5, lam=0.1, rng=rng)
+
+
+def test_owner_svm_release_keeps_its_positional_api():
+    rng = np.random.default_rng(5)
+    bounds = Bounds.of(-1.0, 1.0, 4)
+    X = rng.uniform(-1, 1, (50, 4)); y = rng.integers(0, 3, 50)
+    W, n, eps_each = owner_svm_release(X, y, bounds, None, 3, 1.0, 0.1, rng)      # the handlers' call
+    assert W.shape == (3, 5) and n == 50 and math.isclose(eps_each.sum(), 1.0)
+    W, n, eps_each = owner_svm_release(X, y, bounds, None, 3, 1.0, 0.1, rng, model="softmax", delta=1e-5)
+    assert W.shape == (3, 5) and list(eps_each) == [1.0]
+    with pytest.raises(ConfigError):
+        owner_svm_release(X, y, bounds, None, 3, 1.0, 0.1, rng, model="softmax")   # delta must be debited
