@@ -27,7 +27,6 @@ from datetime import datetime, timezone
 import numpy as np
 from cryptography import x509
 
-from privfed.common.boostwire import config_from_dict, history_round, learner_from_dict, owner_weights
 from privfed.common.e2e import Box, verify_public_key
 from privfed.common.errors import ConfigError, LocalProtocolError, PrivfedError, ProtocolError, RemoteProtocolError
 from privfed.common.fixedpoint import FixedPoint
@@ -50,6 +49,8 @@ class AlreadyReleased(RemoteProtocolError):
 
 def boost_share(owner, spec) -> BoostShareReply:
     """The perturbed share of this round's base learner, with this owner's SAMME weights."""
+    from privfed.common.boostwire import config_from_dict, owner_weights  # lazily: scipy.sparse only for boosting
+
     fb = config_from_dict(spec.config)
     _check_history(fb, spec.history)
     w = owner_weights(spec.history, owner.X, owner.y)
@@ -61,6 +62,8 @@ def boost_share(owner, spec) -> BoostShareReply:
 
 def _check_history(fb, history) -> None:
     """Every kept learner of ``history`` has the run's kind and shape; alphas and totals are finite."""
+    from privfed.common.boostwire import learner_from_dict
+
     try:
         for item in history["learners"]:
             fb.check_learner(learner_from_dict(item))
@@ -144,6 +147,8 @@ class RingDriver:
 
     def _check_task(self, owner, spec: BoostEvaluateTask):
         """(run config, round, learner) of a valid evaluate task; raises ConfigError/RemoteProtocolError."""
+        from privfed.common.boostwire import config_from_dict, history_round, learner_from_dict
+
         if not isinstance(spec.config, dict) or not isinstance(spec.history, dict):
             raise RemoteProtocolError("boosting config and history must be JSON objects")
         fb = config_from_dict(spec.config)
@@ -230,6 +235,8 @@ class RingDriver:
 
     def _draw(self, owner, spec: BoostEvaluateTask, fb, learner) -> tuple[Debit, np.ndarray]:
         """The noisy pair of a release not made yet, and its debit (not committed)."""
+        from privfed.common.boostwire import owner_weights
+
         if self._ledger.has_released(owner.owner_id, spec.release_id):
             raise AlreadyReleased(f"{owner.owner_id} released {spec.release_id!r} before this process started; "
                                   "the noisy value is gone and a fresh draw would be a second release")

@@ -37,8 +37,6 @@ from privfed.common.learners.logistic import fit_local_logistic, lr_share
 from privfed.common.learners.ncc import ncc_share
 from privfed.common.mechanisms import GeometricMechanism, KaryRandomizedResponse, make_mechanism
 from privfed.common.mechanisms.base import REPORT_LIMIT
-from privfed.common.dppca import owner_pca_release
-from privfed.common.dpsvm import owner_svm_release
 from privfed.common.messages import (
     BoostShareTask, LrShareReply, LrShareTask, NccShareReply, NccShareTask, PcaShareReply, PcaShareTask, Refusal, Result,
     SvmShareReply, SvmShareTask, Task, total_budget,
@@ -188,11 +186,15 @@ def compute_share(owner: LocalOwner, spec):
         reports = lr_share(theta, param_bound=spec.param_bound, mechanism=mechanism, rng=owner.rng)
         return LrShareReply(reports=np.asarray(reports).reshape(1, -1))
     if isinstance(spec, PcaShareTask):
+        from privfed.common.dppca import owner_pca_release  # lazily: scipy only for the tasks that need it
+
         U, n = owner_pca_release(owner.X, spec.bounds, spec.k, spec.epsilon, spec.delta, owner.rng)
         count = n if math.isinf(spec.count_epsilon) else int(
             GeometricMechanism(epsilon=spec.count_epsilon).privatize(np.int64(n), owner.rng))
         return PcaShareReply(subspace=U, noisy_count=int(count))
     if isinstance(spec, SvmShareTask):
+        from privfed.common.dpsvm import owner_svm_release
+
         W, _, _ = owner_svm_release(owner.X, owner.y, spec.bounds, spec.subspace, spec.n_classes, spec.epsilon,
                                     spec.lam, owner.rng)
         return SvmShareReply(coef=W)

@@ -5,6 +5,9 @@ Row-level mechanisms take rows already mapped to ``[-1, 1]^d`` by
 :func:`make_mechanism` (``"pm"``, ``"duchi"``, ``"laplace"``; ``epsilon=math.inf`` gives the
 non-private identity). Labels go through :class:`KaryRandomizedResponse`, row counts through
 :class:`GeometricMechanism`.
+
+Duchi's mechanisms (:mod:`.duchi`, which needs ``scipy.special``) are re-exported lazily, so an
+owner node that never builds one does not import scipy (issue 10, "a lean owner node").
 """
 
 from privfed.common.mechanisms.base import (
@@ -16,7 +19,6 @@ from privfed.common.mechanisms.base import (
     make_mechanism,
     snap,
 )
-from privfed.common.mechanisms.duchi import Duchi1D, DuchiMultidim, duchi_constant, duchi_multidim_constant
 from privfed.common.mechanisms.geometric import GeometricMechanism
 from privfed.common.mechanisms.laplace import LaplaceMechanism
 from privfed.common.mechanisms.piecewise import (
@@ -34,3 +36,17 @@ __all__ = [
     "PiecewiseMechanism", "PiecewiseMultidim", "HybridMechanism", "HM_EPSILON_STAR", "pm_constant",
     "KaryRandomizedResponse", "GeometricMechanism",
 ]
+
+_LAZY = {"Duchi1D", "DuchiMultidim", "duchi_constant", "duchi_multidim_constant"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from privfed.common.mechanisms import duchi
+
+        return getattr(duchi, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _LAZY)
