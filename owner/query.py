@@ -115,13 +115,13 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, PrivfedError, RemoteProtocolError
-from privfed.common.nullspace import METHODS, CleaningResult, NullSpaceCleaner, StageProjection, fit_linear_map
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
@@ -129,15 +129,20 @@ from privfed.proto.transport import (
     MAX_MESSAGE_BYTES, PREDICT_TIMEOUT, TlsFiles, channel_credentials, channel_options,
 )
 
+if TYPE_CHECKING:
+    from privfed.common.nullspace import CleaningResult
+
 log = logging.getLogger("privfed.query")
 
 CHUNK_ROWS = 1000  # rows per Predict call (fewer when F is so large that a call would near the size bound)
 #: ``--max-rank`` default: a binary LR model reads one direction of a row (module docstring, "Rank").
 DEFAULT_MAX_RANK = 1
 #: ``--method`` choices: the training-free projection (default) and the two null-space solvers.
-QUERY_METHODS = ("projection", *METHODS)
+#: (``privfed.common.nullspace.METHODS``, spelled out so that building the CLI parser, which every
+#: ``privfed`` command does, does not import scipy; a test checks the two agree.)
+QUERY_METHODS = ("projection", "generalized", "subspace")
 #: Null-space methods shape the sent rows with A_c, a statistic of --train-data ("What x̃ reveals").
-MAP_METHODS = METHODS
+MAP_METHODS = QUERY_METHODS[1:]
 
 
 # ---------------------------------------------------------------------------- command line
@@ -373,6 +378,8 @@ def clean_queries(queries: np.ndarray, A_d: np.ndarray, X_own: np.ndarray | None
     """
     if method not in QUERY_METHODS:
         raise ConfigError(f"method must be one of {QUERY_METHODS}, got {method!r}")
+    from privfed.common.nullspace import NullSpaceCleaner, StageProjection, fit_linear_map  # scipy.linalg
+
     queries = np.asarray(queries, dtype=np.float64)
     centre = np.asarray(centre, dtype=np.float64)
     if centre.shape != (np.shape(A_d)[0],) or not np.all(np.isfinite(centre)):
