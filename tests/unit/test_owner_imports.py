@@ -1,0 +1,77 @@
+"""A lean owner node (issue 10): the owner's import path holds numpy, grpcio, protobuf,
+cryptography and randomgen (the secure rng), nothing else of the third-party world.
+
+A fresh interpreter runs what ``privfed owner --data FILE ...`` runs before it dials the
+coordinator: import the CLI, parse an owner command line, import the owner entry point, load the
+CSV, build the logical owners, open the ledger. Then it prints the third-party top-level modules in
+``sys.modules``. scikit-learn and pandas (1 s, ~100 MB) and scipy (imported lazily by the tasks
+that need it: feddpdr, boosting, the Duchi mechanism, a logistic fit) must not be among them.
+"""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+#: Top-level distributions an owner node may have loaded once it is ready to register.
+#: ``grpc_tools``/``grpc_health``: grpcio's own ``import grpc`` imports them when installed (its
+#: backwards-compatibility shims), ``google``: protobuf, ``typing_extensions``: cryptography's.
+ALLOWED = {"numpy", "grpc", "grpc_tools", "grpc_health", "google", "cryptography", "randomgen",
+           "typing_extensions"}
+
+PROBE = textwrap.dedent("""
+    import json, sys, tempfile
+    from pathlib import Path
+
+    tmp = Path(tempfile.mkdtemp())
+    (tmp / "rows.csv").write_text("0.1,0.2,0\\n0.3,-0.4,1\\n-0.5,0.6,1\\n")
+    from privfed.deploy.cli import build_parser
+
+    args = build_parser().parse_args([
+        "owner", "--coordinator", "127.0.0.1:1", "--name", "owner-0", "--insecure",
+        "--data", str(tmp / "rows.csv"), "--bounds=-1:1", "--shards", "2",
+        "--ledger", str(tmp / "ledger.sqlite"), "--epsilon-budget", "1"])
+    from privfed.common.ledger import Ledger
+    from privfed.owner.data import build_owners, load_owner_file, parse_shards
+    import privfed.owner.main  # noqa: F401  (the entry point run_owner lives here)
+
+    ds = load_owner_file(args.data, args.bounds, args.classes)
+    owners = build_owners(ds, node_id=args.name, n_owners=2, shards=parse_shards(args.shards, 2), seed=0,
+                          rng_kind=args.rng, rng_seed=0)
+    Ledger(args.ledger, epsilon_budget=args.epsilon_budget).close()
+    assert len(owners) == 2
+    std = set(sys.stdlib_module_names)
+    tops = {name.split(".")[0] for name in sys.modules}
+    print(json.dumps(sorted(t for t in tops if t not in std and t != "privfed" and not t.startswith("_")
+                            and t != "cython_runtime")))
+""")
+
+
+def _third_party_modules(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.xfail(strict=True, reason="common/learners/ncc.py imports scikit-learn and common/mechanisms/duchi.py "
+                   "scipy.special at the top (files outside H9's set; the patch that fixes them removes this marker)")
+def test_data_owner_loads_only_the_lean_set():
+    loaded = _third_party_modules(PROBE)
+    assert loaded <= ALLOWED, f"unexpected on the owner path: {sorted(loaded - ALLOWED)}"
+    assert {"numpy", "grpc", "cryptography"} <= loaded
+
+
+def test_data_owner_never_loads_plotting_or_progress_bars():
+    loaded = _third_party_modules(PROBE)
+    assert not loaded & {"matplotlib", "tqdm"}
+
+
+def test_query_methods_spelled_out_match_the_cleaners():
+    """owner/query.py names the null-space methods itself (so the CLI parser needs no scipy)."""
+    from privfed.common.nullspace import METHODS
+    from privfed.owner.query import MAP_METHODS, QUERY_METHODS
+
+    assert QUERY_METHODS == ("projection", *METHODS)
+    assert MAP_METHODS == METHODS
