@@ -1,0 +1,222 @@
+"""Owner node footprint and the one-round LR job over gRPC vs the bare in-process computation.
+
+Issue 10, "a lean owner node". Every owner node is a real ``python -m privfed.deploy.cli owner
+--data FILE`` process (its own CSV rows, ``--bounds``, ``--rng seeded``, an infinite ε budget so
+that the ε = ∞ job is affordable; loopback, no TLS: the numbers are about processes and imports,
+not handshakes). The coordinator is a :class:`~privfed.server.app.CoordinatorServer` in this
+process. Lines read ``name  baseline  candidate  ratio`` (STYLE rule 14), medians of
+``--repeats`` runs in this run:
+
+* ``owner idle RSS MB`` / ``owner exec->registered s``: one node hosting one owner, RSS read from
+  ``/proc`` once it is registered and idle; the baseline is the floor of any owner node, a bare
+  ``python -c "import numpy, grpc, google.protobuf, cryptography.x509"`` (its exec-to-exit time and
+  its RSS).
+* ``coord+N nodes RSS MB`` (N = 5, 20): this process's RSS (an upper bound for the coordinator:
+  it also holds the bench) plus every node's; baseline (N + 1) x the floor.
+* ``LR round N=.. s``: per-round time of the one-round LR job at ε = ∞ (median of ``--repeats``
+  rounds, new round id each) vs the same owners' fits, shares and the aggregate computed in this
+  process (:func:`fit_local_logistic`, :func:`lr_share`, :func:`lr_aggregate`) on the same rows,
+  split among the same owners as the nodes split them (:func:`privfed.owner.data.build_owners`).
+  N = 5 and 20 with one owner per node process, N = 1000 in 4 node processes.
+
+Goals (issue 10): owner <= 60 MB idle and <= 0.3 s exec->registered on an idle core; coordinator
++ 5 nodes <= 0.3 GB, + 20 nodes <= 1 GB; LR round ratio <= 2 at N = 5, 20, 1000.
+
+    python bench/federation.py [--repeats 5] [--seed 0] [--owner-pythonpath DIR]
+
+``--owner-pythonpath`` runs the owner nodes from another checkout laid out as ``DIR/privfed``
+(e.g. the code before a change, for before/after numbers); the coordinator stays this one.
+Not a test and not run in CI (``make bench``); about 1-2 minutes on two busy cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from privfed.common.learners.logistic import fit_local_logistic, lr_aggregate, lr_share
+from privfed.common.mechanisms import make_mechanism
+from privfed.owner.data import build_owners, load_owner_file
+from privfed.server.app import CoordinatorServer
+from privfed.server.job import run_job
+from privfed.server.report import host_info
+from privfed.server.strategies import make_strategy
+
+D = 10                 # features
+ROWS_PER_OWNER = 20
+BOUND = 4.0            # public bounds -BOUND:BOUND on every feature
+FLOOR = "import numpy, grpc, google.protobuf, cryptography.x509"
+
+
+def rss_mb(pid: int | str = "self") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def write_rows(path: Path, n: int, rng: np.random.Generator) -> None:
+    """``n`` rows of a two-class Gaussian mixture, clipped to the public bounds, label last."""
+    y = rng.integers(0, 2, n)
+    X = np.clip(rng.normal(size=(n, D)) + np.where(y[:, None] == 1, 0.8, -0.8), -BOUND, BOUND)
+    np.savetxt(path, np.column_stack([X, y]), delimiter=",", fmt=["%.6f"] * D + ["%d"])
+
+
+class Bench:
+    def __init__(self, tmp: Path, seed: int, owner_pythonpath: str | None):
+        self.tmp, self.seed = tmp, seed
+        self.env = dict(os.environ)
+        if owner_pythonpath:
+            self.env["PYTHONPATH"] = owner_pythonpath
+        self.rng = np.random.Generator(np.random.PCG64(seed))
+
+    def node_file(self, tag: str, owners: int) -> Path:
+        path = self.tmp / f"{tag}.csv"
+        if not path.exists():
+            write_rows(path, owners * ROWS_PER_OWNER, self.rng)
+        return path
+
+    def spawn(self, port: int, name: str, data: Path, owners: int, tag: str) -> subprocess.Popen:
+        cmd = [sys.executable, "-m", "privfed.deploy.cli", "owner", "--coordinator", f"127.0.0.1:{port}",
+               "--name", name, "--insecure", "--data", str(data), f"--bounds=-{BOUND:g}:{BOUND:g}",
+               "--shards", str(owners), "--seed", str(self.seed), "--rng", "seeded",
+               "--ledger", str(self.tmp / f"{tag}-{name}.sqlite"), "--epsilon-budget", "inf",
+               "--connect-timeout", "60"]
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
+
+    def federation(self, nodes: int, owners_per_node: int, tag: str, job=None):
+        """Start ``nodes`` node processes; returns (seconds from the first exec to all registered,
+        summed RSS MB of this process and the nodes once registered, job result)."""
+        server = CoordinatorServer(tls=None, node_timeout=15.0)
+        port = server.start("127.0.0.1:0")
+        files = [self.node_file(f"{tag}-n{i}", owners_per_node) for i in range(nodes)]
+        procs = []
+        try:
+            t0 = time.perf_counter()
+            procs = [self.spawn(port, f"owner-{i}", files[i], owners_per_node, tag) for i in range(nodes)]
+            n = server.dispatcher.wait_for_owners(nodes * owners_per_node, 120.0)
+            registered = time.perf_counter() - t0
+            if n < nodes * owners_per_node:
+                raise RuntimeError(f"{tag}: only {n} owners registered")
+            time.sleep(0.3)  # idle
+            rss = rss_mb() + sum(rss_mb(p.pid) for p in procs)
+            result = job(server, files, owners_per_node) if job else None
+            return registered, rss, result
+        finally:
+            server.dispatcher.shutdown()
+            for p in procs:
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+            server.stop(0)
+
+    def floor(self) -> tuple[float, float]:
+        """(exec-to-exit s, RSS MB) of a bare interpreter importing what every owner node needs."""
+        code = f"{FLOOR}\nprint(open('/proc/self/status').read())"
+        t0 = time.perf_counter()
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        elapsed = time.perf_counter() - t0
+        rss = next(int(l.split()[1]) for l in out.stdout.splitlines() if l.startswith("VmRSS:")) / 1024.0
+        return elapsed, rss
+
+
+class RoundTimer:
+    """A strategy that runs the LR round ``repeats`` times (new round id each) and times each."""
+
+    def __init__(self, lr, repeats: int):
+        self.lr, self.repeats, self.times = lr, repeats, []
+
+    def run(self, owner_ids, transport):
+        model = None
+        for r in range(self.repeats):
+            t0 = time.perf_counter()
+            model = self.lr.aggregate(transport(self.lr.configure(owner_ids, f"bench-r{r}")))
+            self.times.append(time.perf_counter() - t0)
+        return model
+
+
+def lr_strategy():
+    from privfed.common.bounds import Bounds
+
+    return make_strategy("lr", mechanism="pm", epsilon=float("inf"), n_classes=2,
+                         bounds=Bounds.of(-BOUND, BOUND, D))
+
+
+def in_process_round(files: list[Path], owners_per_node: int, seed: int, repeats: int) -> float:
+    """The same owners' computation without processes or a wire: fit, share, aggregate."""
+    lr = lr_strategy()
+    owners = []
+    for i, path in enumerate(files):
+        ds = load_owner_file(str(path), f"-{BOUND:g}:{BOUND:g}", 2)
+        owners += build_owners(ds, node_id=f"owner-{i}", n_owners=owners_per_node, shards=range(owners_per_node),
+                               seed=seed, rng_kind="seeded", rng_seed=seed)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        reports = []
+        for o in owners:
+            theta = fit_local_logistic(o.X, o.y, bounds=lr.bounds, n_classes=2, C=lr.c)
+            mech = make_mechanism(lr.mechanism, epsilon=lr.epsilon, d=theta.size)
+            reports.append(lr_share(theta, param_bound=lr.param_bound, mechanism=mech, rng=o.rng))
+        lr_aggregate(np.stack(reports), param_bound=lr.param_bound, n_classes=2, bounds=lr.bounds)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def line(name: str, base: float, cand: float, unit: str = "") -> None:
+    print(f"{name:<28}{base:>12.3f}{unit}{cand:>12.3f}{unit}{cand / base:>8.2f}", flush=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--owner-pythonpath", default=None, help="run owner nodes from DIR/privfed")
+    parser.add_argument("--skip-1000", action="store_true", help="leave out the N = 1000 round")
+    args = parser.parse_args(argv)
+    print(f"# owner nodes and the one-round LR job (eps = inf); seed {args.seed}; host {host_info()}; "
+          f"median of {args.repeats}; owners from {args.owner_pythonpath or 'this checkout'}")
+    print(f"{'name':<28}{'baseline':>12}{'candidate':>12}{'ratio':>8}")
+    with tempfile.TemporaryDirectory() as tmp:
+        bench = Bench(Path(tmp), args.seed, args.owner_pythonpath)
+        floors = [bench.floor() for _ in range(args.repeats)]
+        floor_s = statistics.median(f[0] for f in floors)
+        floor_mb = statistics.median(f[1] for f in floors)
+        ones = [bench.federation(1, 1, f"one{r}") for r in range(args.repeats)]
+        coord_mb = rss_mb()
+        line("owner idle RSS MB", floor_mb, statistics.median(o[1] for o in ones) - coord_mb)
+        line("owner exec->registered s", floor_s, statistics.median(o[0] for o in ones))
+
+        for nodes in (5, 20):
+            def job(server, files, per_node, nodes=nodes):
+                timer = RoundTimer(lr_strategy(), args.repeats)
+                run_job(server, timer, expected_owners=nodes * per_node, show_progress=False)
+                return statistics.median(timer.times), in_process_round(files, per_node, args.seed, args.repeats)
+
+            registered, rss, (net, bare) = bench.federation(nodes, 1, f"n{nodes}", job)
+            line(f"coord+{nodes} nodes RSS MB", (nodes + 1) * floor_mb, rss)
+            line(f"coord+{nodes} exec->registered s", floor_s, registered)
+            line(f"LR round N={nodes} ({nodes} procs) s", bare, net)
+        if not args.skip_1000:
+            def job1000(server, files, per_node):
+                timer = RoundTimer(lr_strategy(), args.repeats)
+                run_job(server, timer, expected_owners=4 * per_node, show_progress=False)
+                return statistics.median(timer.times), in_process_round(files, per_node, args.seed, args.repeats)
+
+            _, _, (net, bare) = bench.federation(4, 250, "n1000", job1000)
+            line("LR round N=1000 (4 procs) s", bare, net)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
