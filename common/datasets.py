@@ -473,6 +473,14 @@ def train_test_split(ds: Dataset, *, test_fraction: float, seed: int) -> tuple[D
     return ds.take(train_idx), ds.take(test_idx)
 
 
+def federation_split(name: str, *, seed: int, test_fraction: float,
+                     n_samples: int | None = None) -> tuple[Dataset, Dataset]:
+    """The (train, test) split of a built-in data set shared by the launcher, the coordinator and
+    the nodes (all compute it from the same public name and seed)."""
+    ds = load_builtin(name, n_samples=n_samples, seed=seed)
+    return train_test_split(ds, test_fraction=test_fraction, seed=seed)
+
+
 def partition(n_rows: int, n_owners: int, *, seed: int, sizes: Sequence[int] | None = None) -> list[np.ndarray]:
     """Shuffle row indices (seeded PCG64) and split them among owners.
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privfed.common.datasets import Dataset, load_builtin, load_file, partition, train_test_split
+from privfed.common.datasets import Dataset, federation_split, load_file, partition  # federation_split: re-exported
 from privfed.common.errors import ConfigError
 from privfed.common.identity import owner_id
 from privfed.common.rng import make_rng
@@ -27,13 +27,6 @@ def parse_shards(spec: str, n_owners: int) -> range:
     if not 0 <= a < b <= n_owners:
         raise ConfigError(f"--shards {spec!r} must satisfy 0 <= A < B <= --n-owners ({n_owners})")
     return range(a, b)
-
-
-def federation_split(name: str, *, seed: int, test_fraction: float,
-                     n_samples: int | None = None) -> tuple[Dataset, Dataset]:
-    """The (train, test) split of a built-in data set shared by the launcher and the nodes."""
-    ds = load_builtin(name, n_samples=n_samples, seed=seed)
-    return train_test_split(ds, test_fraction=test_fraction, seed=seed)
 
 
 def owner_generator(kind: str, seed: int | None, index: int) -> np.random.Generator:

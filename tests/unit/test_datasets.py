@@ -347,3 +347,16 @@ def test_load_file_with_json_bounds(tmp_path):
     path = _write(tmp_path / "rows.csv", "1,2,0\n3,4,1\n")
     ds = load_file(path, bounds=str(bounds))
     assert ds.bounds.hi.tolist() == [10.0, 20.0]
+
+
+def test_federation_split_is_a_pure_function_of_public_name_and_seed():
+    """Launcher, coordinator and nodes each compute the split; they must agree row for row."""
+    from privfed.common.datasets import federation_split
+    from privfed.owner import data
+
+    assert data.federation_split is federation_split  # the owner package re-exports the common one
+    (tr1, te1), (tr2, te2) = (federation_split("synthetic", seed=4, test_fraction=0.25, n_samples=120)
+                              for _ in range(2))
+    np.testing.assert_array_equal(tr1.X, tr2.X)
+    np.testing.assert_array_equal(te1.y, te2.y)
+    assert (tr1.X.shape[0], te1.X.shape[0]) == (90, 30)
