@@ -17,7 +17,6 @@ from __future__ import annotations
 import secrets
 
 import numpy as np
-from randomgen import AESCounter
 
 from privfed.common.errors import ConfigError
 
@@ -40,6 +39,10 @@ def make_rng(kind: str, seed: int | None = None) -> np.random.Generator:
     if kind == "secure":
         if seed is not None:
             raise ConfigError("rng 'secure' takes no seed (its key comes from the OS); drop --seed or use --rng seeded")
+        # Imported here: randomgen loads all its bit generators (~8 MB RSS), which a seeded
+        # simulation never uses (issue 10, "a lean owner node").
+        from randomgen import AESCounter
+
         return np.random.Generator(AESCounter(seed=secrets.randbits(128)))
     raise ConfigError(f"rng kind must be one of {RNG_KINDS}, got {kind!r}")
 
