@@ -102,7 +102,10 @@ ROW_SCALINGS = ("ball", "normalise")
   per-row bound; a per-row map reads only that row, so it is a fixed preprocessing step that the
   sensitivity arguments of §7/§8 apply to unchanged. The model applies it again at prediction.
 """
-DEFAULT_ROW_SCALING = "normalise"
+#: The federation's default is ``"ball"``: an affine map, so a served model's first stage stays linear
+#: in data space (``privfed query`` cleans against it). ``"normalise"`` divides by the row's own norm,
+#: which is not linear; the experiments use it by default (``--scaling``).
+DEFAULT_ROW_SCALING = "ball"
 
 
 def normalise_rows(X: np.ndarray, bounds: Bounds) -> np.ndarray:

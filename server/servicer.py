@@ -64,6 +64,9 @@ def model_linear_stage(model) -> tuple[str, np.ndarray]:
         coef, _ = model.data_linear_stage
         return "lr", np.asarray(coef).T
     if isinstance(model, FedDPDRModel) and model.components is not None:
+        if model.scaling != "ball":
+            raise ConfigError(f"a FedDPDR model with {model.scaling!r} row scaling has no linear first stage "
+                              "to clean queries against (only 'ball' scaling is affine)")
         radius = float(np.sqrt(np.sum(((model.bounds.hi - model.bounds.lo) / 2.0) ** 2)))
         return "feddpdr", model.components / radius
     raise ConfigError(f"a {type(model).__name__} has no linear first stage to clean queries against")
