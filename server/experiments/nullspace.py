@@ -158,7 +158,7 @@ def _refit_predict(Z_train, Yc_train, Z_query):
 
 def _one_run(tr, te, args, rng) -> dict:
     """All metrics of one split; returns ``{variant: {metric: (n_eps,) array}}``."""
-    (Xtr, Ydtr, Yctr), (Xte, Ydte, Ycte) = tr, te
+    (Xtr, Ydtr, Yctr), (Xte, _Ydte, Ycte) = tr, te
     mu, sd = Xtr.mean(axis=0), Xtr.std(axis=0)
     sd[sd == 0] = 1.0
     Ztr, Zte = (Xtr - mu) / sd, (Xte - mu) / sd

@@ -16,7 +16,7 @@ from privfed.deploy.certs import make_certs
 from privfed.owner.data import federation_split
 from privfed.server.strategies import make_strategy
 
-from fedharness import Federation, owner_cmd
+from fedharness import Federation
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,6 @@ PCA phase, and the report names clear-label releases (issue 9, contracts 6 and 7
 
 import math
 
-import numpy as np
 import pytest
 
 from privfed.common.ledger import Ledger
