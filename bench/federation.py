@@ -3,18 +3,20 @@
 Issue 10, "a lean owner node". Every owner node is a real ``python -m privfed.deploy.cli owner
 --data FILE`` process (its own CSV rows, ``--bounds``, ``--rng seeded``, an infinite ε budget so
 that the ε = ∞ job is affordable; loopback, no TLS: the numbers are about processes and imports,
-not handshakes). The coordinator is a :class:`~privfed.server.app.CoordinatorServer` in this
-process. Lines read ``name  baseline  candidate  ratio`` (STYLE rule 14), medians of
+not handshakes). The coordinator is a :class:`~privfed.server.app.CoordinatorServer` in a
+process of its own (``COORDINATOR`` below), always from this checkout. Lines read ``name  baseline  candidate  ratio`` (STYLE rule 14), medians of
 ``--repeats`` runs in this run:
 
 * ``owner idle RSS MB`` / ``owner exec->registered s``: one node hosting one owner, RSS read from
   ``/proc`` once it is registered and idle; the baseline is the floor of any owner node, a bare
   ``python -c "import numpy, grpc, google.protobuf, cryptography.x509"`` (its exec-to-exit time and
   its RSS).
-* ``coord+N nodes RSS MB`` (N = 5, 20): this process's RSS (an upper bound for the coordinator:
-  it also holds the bench) plus every node's; baseline (N + 1) x the floor.
+* ``coordinator idle RSS MB``: the coordinator process with one node registered.
+* ``coord+N nodes RSS MB`` (N = 5, 20): the coordinator's RSS plus every node's, once all are
+  registered and idle; baseline (N + 1) x the floor.
 * ``LR round N=.. s``: per-round time of the one-round LR job at ε = ∞ (median of ``--repeats``
-  rounds, new round id each) vs the same owners' fits, shares and the aggregate computed in this
+  rounds after the first, new round id each; ``first round`` is the first alone, in which each
+  node imports ``scipy.optimize`` for its first fit) vs the same owners' fits, shares and the aggregate computed in this
   process (:func:`fit_local_logistic`, :func:`lr_share`, :func:`lr_aggregate`) on the same rows,
   split among the same owners as the nodes split them (:func:`privfed.owner.data.build_owners`).
   N = 5 and 20 with one owner per node process, N = 1000 in 4 node processes.
@@ -32,6 +34,7 @@ Not a test and not run in CI (``make bench``); about 1-2 minutes on two busy cor
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -45,8 +48,6 @@ import numpy as np
 from privfed.common.learners.logistic import fit_local_logistic, lr_aggregate, lr_share
 from privfed.common.mechanisms import make_mechanism
 from privfed.owner.data import build_owners, load_owner_file
-from privfed.server.app import CoordinatorServer
-from privfed.server.job import run_job
 from privfed.server.report import host_info
 from privfed.server.strategies import make_strategy
 
@@ -54,6 +55,30 @@ D = 10                 # features
 ROWS_PER_OWNER = 20
 BOUND = 4.0            # public bounds -BOUND:BOUND on every feature
 FLOOR = "import numpy, grpc, google.protobuf, cryptography.x509"
+
+#: The coordinator, in its own process so that its RSS is its own: prints its port, then
+#: "registered" once every owner is, waits for a line on stdin (the bench reads RSS meanwhile),
+#: runs the LR round ``repeats`` times and prints the per-round seconds as JSON.
+COORDINATOR = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from federation import RoundTimer, lr_strategy
+from privfed.server.app import CoordinatorServer
+from privfed.server.job import run_job
+
+n, repeats = int(sys.argv[2]), int(sys.argv[3])
+server = CoordinatorServer(tls=None, node_timeout=15.0)
+print(server.start("127.0.0.1:0"), flush=True)
+got = server.dispatcher.wait_for_owners(n, 120.0)
+print("registered" if got == n else f"only {got}", flush=True)
+sys.stdin.readline()
+timer = RoundTimer(lr_strategy(), repeats)
+if repeats:
+    run_job(server, timer, expected_owners=n, show_progress=False)
+print(json.dumps(timer.times), flush=True)
+server.dispatcher.shutdown()
+server.stop(0)
+"""
 
 
 def rss_mb(pid: int | str = "self") -> float:
@@ -92,33 +117,36 @@ class Bench:
                "--connect-timeout", "60"]
         return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
 
-    def federation(self, nodes: int, owners_per_node: int, tag: str, job=None):
-        """Start ``nodes`` node processes; returns (seconds from the first exec to all registered,
-        summed RSS MB of this process and the nodes once registered, job result)."""
-        server = CoordinatorServer(tls=None, node_timeout=15.0)
-        port = server.start("127.0.0.1:0")
+    def federation(self, nodes: int, owners_per_node: int, tag: str, repeats: int) -> tuple[float, tuple[float, float], list]:
+        """A coordinator process and ``nodes`` node processes. Returns (seconds from the first
+        node's exec to every owner registered, (coordinator RSS MB, summed RSS MB of the nodes) once
+        registered and idle, per-round seconds of ``repeats`` LR rounds)."""
         files = [self.node_file(f"{tag}-n{i}", owners_per_node) for i in range(nodes)]
+        coord = subprocess.Popen([sys.executable, "-c", COORDINATOR, str(Path(__file__).parent),
+                                  str(nodes * owners_per_node), str(repeats)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         procs = []
         try:
+            port = int(coord.stdout.readline())
             t0 = time.perf_counter()
             procs = [self.spawn(port, f"owner-{i}", files[i], owners_per_node, tag) for i in range(nodes)]
-            n = server.dispatcher.wait_for_owners(nodes * owners_per_node, 120.0)
+            status = coord.stdout.readline().strip()
             registered = time.perf_counter() - t0
-            if n < nodes * owners_per_node:
-                raise RuntimeError(f"{tag}: only {n} owners registered")
+            if status != "registered":
+                raise RuntimeError(f"{tag}: {status} of {nodes * owners_per_node} owners registered")
             time.sleep(0.3)  # idle
-            rss = rss_mb() + sum(rss_mb(p.pid) for p in procs)
-            result = job(server, files, owners_per_node) if job else None
-            return registered, rss, result
+            rss = (rss_mb(coord.pid), sum(rss_mb(p.pid) for p in procs))
+            coord.stdin.write("go\n")
+            coord.stdin.flush()
+            times = json.loads(coord.stdout.readline())
+            return registered, rss, times
         finally:
-            server.dispatcher.shutdown()
-            for p in procs:
+            for p in [coord, *procs]:
                 try:
-                    p.wait(timeout=10)
+                    p.wait(timeout=15)
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait()
-            server.stop(0)
 
     def floor(self) -> tuple[float, float]:
         """(exec-to-exit s, RSS MB) of a bare interpreter importing what every owner node needs."""
@@ -192,29 +220,22 @@ def main(argv=None) -> int:
         floors = [bench.floor() for _ in range(args.repeats)]
         floor_s = statistics.median(f[0] for f in floors)
         floor_mb = statistics.median(f[1] for f in floors)
-        ones = [bench.federation(1, 1, f"one{r}") for r in range(args.repeats)]
-        coord_mb = rss_mb()
-        line("owner idle RSS MB", floor_mb, statistics.median(o[1] for o in ones) - coord_mb)
+        ones = [bench.federation(1, 1, f"one{r}", 0) for r in range(args.repeats)]
+        line("coordinator idle RSS MB", floor_mb, statistics.median(o[1][0] for o in ones))
+        line("owner idle RSS MB", floor_mb, statistics.median(o[1][1] for o in ones))
         line("owner exec->registered s", floor_s, statistics.median(o[0] for o in ones))
-
-        for nodes in (5, 20):
-            def job(server, files, per_node, nodes=nodes):
-                timer = RoundTimer(lr_strategy(), args.repeats)
-                run_job(server, timer, expected_owners=nodes * per_node, show_progress=False)
-                return statistics.median(timer.times), in_process_round(files, per_node, args.seed, args.repeats)
-
-            registered, rss, (net, bare) = bench.federation(nodes, 1, f"n{nodes}", job)
-            line(f"coord+{nodes} nodes RSS MB", (nodes + 1) * floor_mb, rss)
-            line(f"coord+{nodes} exec->registered s", floor_s, registered)
-            line(f"LR round N={nodes} ({nodes} procs) s", bare, net)
-        if not args.skip_1000:
-            def job1000(server, files, per_node):
-                timer = RoundTimer(lr_strategy(), args.repeats)
-                run_job(server, timer, expected_owners=4 * per_node, show_progress=False)
-                return statistics.median(timer.times), in_process_round(files, per_node, args.seed, args.repeats)
-
-            _, _, (net, bare) = bench.federation(4, 250, "n1000", job1000)
-            line("LR round N=1000 (4 procs) s", bare, net)
+        for nodes, per_node, name in ((5, 1, "N=5 (5 procs)"), (20, 1, "N=20 (20 procs)"),
+                                      (4, 250, "N=1000 (4 procs)")):
+            if per_node > 1 and args.skip_1000:
+                continue
+            registered, rss, times = bench.federation(nodes, per_node, f"n{nodes}x{per_node}", args.repeats)
+            if per_node == 1:
+                line(f"coord+{nodes} nodes RSS MB", (nodes + 1) * floor_mb, sum(rss))
+                line(f"coord+{nodes} exec->registered s", floor_s, registered)
+            files = [bench.node_file(f"n{nodes}x{per_node}-n{i}", per_node) for i in range(nodes)]
+            bare = in_process_round(files, per_node, args.seed, args.repeats)
+            line(f"LR round {name} s", bare, statistics.median(times[1:] or times))
+            line(f"  first round {name} s", bare, times[0])  # nodes import scipy.optimize on their first fit
     return 0
 
 
