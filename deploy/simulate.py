@@ -23,7 +23,8 @@ from privfed.common.ledger import Ledger
 from privfed.common.learners.reference import reference_accuracy
 from privfed.deploy.certs import make_certs
 from privfed.deploy.cli import job_config
-from privfed.owner.data import federation_split, owner_id
+from privfed.common.datasets import federation_split
+from privfed.common.identity import owner_id
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.job import run_job

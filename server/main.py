@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from privfed.common.errors import ConfigError, JobAborted
-from privfed.owner.data import federation_split
+from privfed.common.datasets import federation_split
 from privfed.proto.transport import PULL_WAIT
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig

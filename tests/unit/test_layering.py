@@ -40,3 +40,14 @@ def test_no_random_module_and_no_global_numpy_draws():
         if "random" in imports(path) or GLOBAL_DRAW.search(path.read_text()):
             bad.append(str(path.relative_to(ROOT)))
     assert bad == []
+
+
+def test_server_and_owner_do_not_import_each_other():
+    """The coordinator and the owner node share only common/ and proto/ (issue 10)."""
+    bad = {}
+    for side, other in (("server", "privfed.owner"), ("owner", "privfed.server")):
+        for path in python_files(side):
+            hits = {n for n in imports(path) if n == other or n.startswith(other + ".")}
+            if hits:
+                bad[str(path.relative_to(ROOT))] = sorted(hits)
+    assert bad == {}
