@@ -147,7 +147,13 @@ def fit_local_logistic(X, y, *, bounds: Bounds, n_classes: int, C: float = 1.0, 
         curvature = _expit(signs * (t1 @ theta.T)) * _expit(-signs * (t1 @ theta.T)) * s[:, None] * C
         step = np.stack([np.linalg.solve((t1.T * curvature[:, j]) @ t1 + eye, grad[j] / scale)
                          for j in range(k_out)])
-        slope = float(np.sum(grad * step))
+        if np.max(np.abs(step)) <= 1e-12 * (1.0 + np.max(np.abs(theta))):  # at rounding level
+            theta = theta - step
+            break
+        slope = float(np.sum(grad * step))  # Newton decrement squared (scaled)
+        if slope <= 1e-12:  # quadratic region: a full step, the objective cannot resolve the decrease
+            theta = theta - step
+            continue
         size = 1.0
         while size > 1e-12 and objective((theta - size * step).ravel())[0] > value - 1e-4 * size * slope:
             size /= 2.0
