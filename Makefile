@@ -29,6 +29,7 @@ demo: install
 bench: install
 	$(PY) bench/mechanisms.py
 	$(PY) bench/securesum.py
+	$(PY) bench/federation.py
 
 proto: install
 	$(PY) deploy/protogen.py

@@ -8,6 +8,7 @@ learner module that imports scikit-learn (and with it pandas): an owner node nev
 
 from __future__ import annotations
 
+import math
 from numbers import Integral, Real
 
 import numpy as np
@@ -26,7 +27,14 @@ from privfed.common.learners.logistic import (
     lr_share,
     n_parameters,
 )
-from privfed.common.mechanisms import MECHANISMS, make_mechanism
+from privfed.common.learners.ncc import (
+    LABEL_SCHEMES,
+    NearestCentroidModel,
+    ncc_centroids,
+    ncc_share,
+    split_label_budget,
+)
+from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, make_mechanism
 
 
 class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
@@ -109,3 +117,77 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
     def predict(self, X):
         check_is_fitted(self)
         return self.model_.predict(validate_data(self, X, reset=False, dtype=np.float64))
+
+
+class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
+    """Nearest centroid classifier under LDP, simulated in-process (seed 002 §3.5.1).
+
+    Every row is its own data owner: :func:`ncc_share` on the rows, then
+    :func:`ncc_centroids` -- the same functions the networked path runs.
+
+    Parameters
+    ----------
+    epsilon : float > 0 or math.inf
+        Row-level budget (``inf``: no perturbation, equals scikit-learn's ``NearestCentroid``).
+    mechanism : {"pm", "duchi", "laplace"}
+        Feature mechanism; "pm" is Alg. 4 with PM (SPEC §3.2), the paper's choice.
+    labels : {"clear", "rr"}
+        How labels travel (see :func:`split_label_budget`).
+    label_fraction : float in (0, 1)
+        Share of ε for the labels under ``"rr"``.
+    bounds : Bounds or (lo, hi)
+        Public feature bounds. Required: ``None`` raises ``ConfigError`` in ``fit``.
+    random_state : int, numpy Generator or None
+        Seed for a reproducible simulation; None uses a secure stream (not reproducible).
+
+    Attributes
+    ----------
+    classes_, centroids_ (K, d) data space, model_ (NearestCentroidModel), bounds_,
+    epsilon_features_, epsilon_labels_.
+    """
+
+    _parameter_constraints = {
+        "epsilon": [Interval(Real, 0, None, closed="right")],
+        "mechanism": [StrOptions(set(MECHANISMS))],
+        "labels": [StrOptions(set(LABEL_SCHEMES))],
+        "label_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "bounds": [Bounds, tuple, None],
+        "random_state": [Interval(Integral, 0, None, closed="left"), np.random.Generator, None],
+    }
+
+    def __init__(self, epsilon=1.0, mechanism="pm", labels="clear", label_fraction=0.2, bounds=None,
+                 random_state=None):
+        self.epsilon = epsilon
+        self.mechanism = mechanism
+        self.labels = labels
+        self.label_fraction = label_fraction
+        self.bounds = bounds
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        self._validate_params()
+        X, y = validate_data(self, X, y, dtype=np.float64)
+        check_classification_targets(y)
+        bounds = resolve_bounds(self.bounds, X.shape[1])
+        classes, y_idx = np.unique(y, return_inverse=True)
+        if classes.shape[0] < 2:
+            raise ConfigError(f"need at least 2 classes to fit, got one class: {classes.tolist()}")
+        eps_f, eps_l = split_label_budget(self.epsilon, self.labels, self.label_fraction)
+        rng = resolve_rng(self.random_state)
+        mech = make_mechanism(self.mechanism, epsilon=eps_f, d=X.shape[1])
+        rr = None
+        if self.labels == "rr" and math.isfinite(eps_l):
+            rr = KaryRandomizedResponse(epsilon=eps_l, n_classes=classes.shape[0])
+        # One call over all rows = one call per single-row owner: the mechanism is applied row by row.
+        share = ncc_share(X, y_idx, bounds=bounds, mechanism=mech, label_rr=rr, rng=rng)
+        self.centroids_ = ncc_centroids(share, n_classes=classes.shape[0], bounds=bounds, label_rr=rr)
+        self.classes_ = classes
+        self.model_ = NearestCentroidModel(self.centroids_, classes)
+        self.bounds_ = bounds
+        self.epsilon_features_, self.epsilon_labels_ = eps_f, eps_l
+        return self
+
+    def predict(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        return self.model_.predict(X)

@@ -23,18 +23,21 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.learners import resolve_bounds, resolve_rng
-from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, make_mechanism
+from privfed.common.mechanisms import KaryRandomizedResponse
 
 LABEL_SCHEMES = ("clear", "rr")
+
+
+def __getattr__(name: str):
+    # PEP 562: the scikit-learn estimator lives in .estimators (an owner node never imports sklearn).
+    if name == "LdpNearestCentroid":
+        from privfed.common.learners.estimators import LdpNearestCentroid
+
+        return LdpNearestCentroid
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _check_epsilon(epsilon) -> float:
@@ -213,8 +216,8 @@ def ncc_class_sums(shares, *, n_classes: int, d: int, label_rr: KaryRandomizedRe
         raise ConfigError(f"NCC reports have {cols} columns; expected d={d} (unweighted) or d+1={d + 1} (weighted)")
     if m and share.labels.max() >= n_classes:
         raise ConfigError(f"reported label {share.labels.max()} is outside 0..{n_classes - 1}")
-    onehot = sp.csr_matrix((np.ones(m), (share.labels, np.arange(m))), shape=(n_classes, m))
-    totals = np.asarray(onehot @ share.reports).reshape(n_classes, cols)
+    totals = np.zeros((n_classes, cols))
+    np.add.at(totals, share.labels, share.reports)
     if cols == d:
         counts = np.bincount(share.labels, minlength=n_classes).astype(np.float64)
     else:  # weight column carries 2u - 1: sum_i u_i = (sum_i report_i + n_k) / 2
@@ -296,77 +299,3 @@ class NearestCentroidModel:
         if data.get("kind") != cls.kind:
             raise ConfigError(f"not a {cls.kind} model: kind={data.get('kind')!r}")
         return cls(data["centroids"], data["classes"])
-
-
-class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
-    """Nearest centroid classifier under LDP, simulated in-process (seed 002 §3.5.1).
-
-    Every row is its own data owner: :func:`ncc_share` on the rows, then
-    :func:`ncc_centroids` -- the same functions the networked path runs.
-
-    Parameters
-    ----------
-    epsilon : float > 0 or math.inf
-        Row-level budget (``inf``: no perturbation, equals scikit-learn's ``NearestCentroid``).
-    mechanism : {"pm", "duchi", "laplace"}
-        Feature mechanism; "pm" is Alg. 4 with PM (SPEC §3.2), the paper's choice.
-    labels : {"clear", "rr"}
-        How labels travel (see :func:`split_label_budget`).
-    label_fraction : float in (0, 1)
-        Share of ε for the labels under ``"rr"``.
-    bounds : Bounds or (lo, hi)
-        Public feature bounds. Required: ``None`` raises ``ConfigError`` in ``fit``.
-    random_state : int, numpy Generator or None
-        Seed for a reproducible simulation; None uses a secure stream (not reproducible).
-
-    Attributes
-    ----------
-    classes_, centroids_ (K, d) data space, model_ (NearestCentroidModel), bounds_,
-    epsilon_features_, epsilon_labels_.
-    """
-
-    _parameter_constraints = {
-        "epsilon": [Interval(Real, 0, None, closed="right")],
-        "mechanism": [StrOptions(set(MECHANISMS))],
-        "labels": [StrOptions(set(LABEL_SCHEMES))],
-        "label_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "bounds": [Bounds, tuple, None],
-        "random_state": [Interval(Integral, 0, None, closed="left"), np.random.Generator, None],
-    }
-
-    def __init__(self, epsilon=1.0, mechanism="pm", labels="clear", label_fraction=0.2, bounds=None,
-                 random_state=None):
-        self.epsilon = epsilon
-        self.mechanism = mechanism
-        self.labels = labels
-        self.label_fraction = label_fraction
-        self.bounds = bounds
-        self.random_state = random_state
-
-    def fit(self, X, y):
-        self._validate_params()
-        X, y = validate_data(self, X, y, dtype=np.float64)
-        check_classification_targets(y)
-        bounds = resolve_bounds(self.bounds, X.shape[1])
-        classes, y_idx = np.unique(y, return_inverse=True)
-        if classes.shape[0] < 2:
-            raise ConfigError(f"need at least 2 classes to fit, got one class: {classes.tolist()}")
-        eps_f, eps_l = split_label_budget(self.epsilon, self.labels, self.label_fraction)
-        rng = resolve_rng(self.random_state)
-        mech = make_mechanism(self.mechanism, epsilon=eps_f, d=X.shape[1])
-        rr = None
-        if self.labels == "rr" and math.isfinite(eps_l):
-            rr = KaryRandomizedResponse(epsilon=eps_l, n_classes=classes.shape[0])
-        # One call over all rows = one call per single-row owner: the mechanism is applied row by row.
-        share = ncc_share(X, y_idx, bounds=bounds, mechanism=mech, label_rr=rr, rng=rng)
-        self.centroids_ = ncc_centroids(share, n_classes=classes.shape[0], bounds=bounds, label_rr=rr)
-        self.classes_ = classes
-        self.model_ = NearestCentroidModel(self.centroids_, classes)
-        self.bounds_ = bounds
-        self.epsilon_features_, self.epsilon_labels_ = eps_f, eps_l
-        return self
-
-    def predict(self, X):
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
-        return self.model_.predict(X)

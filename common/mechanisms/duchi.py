@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaln
 
 from privfed.common.mechanisms.base import Mechanism
 
@@ -19,12 +18,12 @@ def duchi_constant(epsilon: float) -> float:
 def duchi_multidim_constant(d: int, epsilon: float) -> float:
     """``B(d, eps) = C_D(eps) 2^(d-1) / binom(d-1, floor((d-1)/2))`` (SPEC §2.2).
 
-    Computed in log space with ``gammaln`` so that any ``d`` works (B grows like ``sqrt(d)``);
-    the relative error is about ``1e-16 d ln d`` (the absolute error of ``gammaln(d)``).
+    Computed in log space with :func:`math.lgamma` so that any ``d`` works (B grows like ``sqrt(d)``);
+    the relative error is about ``1e-16 d ln d`` (the absolute error of ``lgamma(d)``); no scipy, so an owner node using PM (which imports this module) does not load scipy.
     """
     d += 1 - d % 2                     # B(d) = B(d + 1) for even d, exactly
     m = (d - 1) // 2
-    log_binom = gammaln(d) - gammaln(m + 1) - gammaln(d - m)
+    log_binom = math.lgamma(d) - math.lgamma(m + 1) - math.lgamma(d - m)
     return duchi_constant(epsilon) * math.exp((d - 1) * math.log(2.0) - float(log_binom))
 
 

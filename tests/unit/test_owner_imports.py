@@ -13,7 +13,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
 
 #: Top-level distributions an owner node may have loaded once it is ready to register.
 #: ``grpc_tools``/``grpc_health``: grpcio's own ``import grpc`` imports them when installed (its
@@ -55,8 +54,6 @@ def _third_party_modules(code: str) -> set[str]:
     return set(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-@pytest.mark.xfail(strict=True, reason="common/learners/ncc.py imports scikit-learn and common/mechanisms/duchi.py "
-                   "scipy.special at the top (files outside H9's set; the patch that fixes them removes this marker)")
 def test_data_owner_loads_only_the_lean_set():
     loaded = _third_party_modules(PROBE)
     assert loaded <= ALLOWED, f"unexpected on the owner path: {sorted(loaded - ALLOWED)}"
