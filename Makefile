@@ -19,6 +19,7 @@ test: install
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"

@@ -51,9 +51,9 @@ from privfed.owner.data import build_owners, load_owner_file
 from privfed.server.report import host_info
 from privfed.server.strategies import make_strategy
 
-D = 10                 # features
+D = 10  # features
 ROWS_PER_OWNER = 20
-BOUND = 4.0            # public bounds -BOUND:BOUND on every feature
+BOUND = 4.0  # public bounds -BOUND:BOUND on every feature
 FLOOR = "import numpy, grpc, google.protobuf, cryptography.x509"
 
 #: The coordinator, in its own process so that its RSS is its own: prints its port, then
@@ -110,21 +110,48 @@ class Bench:
         return path
 
     def spawn(self, port: int, name: str, data: Path, owners: int, tag: str) -> subprocess.Popen:
-        cmd = [sys.executable, "-m", "privfed.deploy.cli", "owner", "--coordinator", f"127.0.0.1:{port}",
-               "--name", name, "--insecure", "--data", str(data), f"--bounds=-{BOUND:g}:{BOUND:g}",
-               "--shards", str(owners), "--seed", str(self.seed), "--rng", "seeded",
-               "--ledger", str(self.tmp / f"{tag}-{name}.sqlite"), "--epsilon-budget", "inf",
-               "--connect-timeout", "60"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "privfed.deploy.cli",
+            "owner",
+            "--coordinator",
+            f"127.0.0.1:{port}",
+            "--name",
+            name,
+            "--insecure",
+            "--data",
+            str(data),
+            f"--bounds=-{BOUND:g}:{BOUND:g}",
+            "--shards",
+            str(owners),
+            "--seed",
+            str(self.seed),
+            "--rng",
+            "seeded",
+            "--ledger",
+            str(self.tmp / f"{tag}-{name}.sqlite"),
+            "--epsilon-budget",
+            "inf",
+            "--connect-timeout",
+            "60",
+        ]
         return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
 
-    def federation(self, nodes: int, owners_per_node: int, tag: str, repeats: int) -> tuple[float, tuple[float, float], list]:
+    def federation(
+        self, nodes: int, owners_per_node: int, tag: str, repeats: int
+    ) -> tuple[float, tuple[float, float], list]:
         """A coordinator process and ``nodes`` node processes. Returns (seconds from the first
         node's exec to every owner registered, (coordinator RSS MB, summed RSS MB of the nodes) once
         registered and idle, per-round seconds of ``repeats`` LR rounds)."""
         files = [self.node_file(f"{tag}-n{i}", owners_per_node) for i in range(nodes)]
-        coord = subprocess.Popen([sys.executable, "-c", COORDINATOR, str(Path(__file__).parent),
-                                  str(nodes * owners_per_node), str(repeats)],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        coord = subprocess.Popen(
+            [sys.executable, "-c", COORDINATOR, str(Path(__file__).parent), str(nodes * owners_per_node), str(repeats)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
         procs = []
         try:
             port = int(coord.stdout.readline())
@@ -176,8 +203,7 @@ class RoundTimer:
 def lr_strategy():
     from privfed.common.bounds import Bounds
 
-    return make_strategy("lr", mechanism="pm", epsilon=float("inf"), n_classes=2,
-                         bounds=Bounds.of(-BOUND, BOUND, D))
+    return make_strategy("lr", mechanism="pm", epsilon=float("inf"), n_classes=2, bounds=Bounds.of(-BOUND, BOUND, D))
 
 
 def in_process_round(files: list[Path], owners_per_node: int, seed: int, repeats: int) -> float:
@@ -186,8 +212,15 @@ def in_process_round(files: list[Path], owners_per_node: int, seed: int, repeats
     owners = []
     for i, path in enumerate(files):
         ds = load_owner_file(str(path), f"-{BOUND:g}:{BOUND:g}", 2)
-        owners += build_owners(ds, node_id=f"owner-{i}", n_owners=owners_per_node, shards=range(owners_per_node),
-                               seed=seed, rng_kind="seeded", rng_seed=seed)
+        owners += build_owners(
+            ds,
+            node_id=f"owner-{i}",
+            n_owners=owners_per_node,
+            shards=range(owners_per_node),
+            seed=seed,
+            rng_kind="seeded",
+            rng_seed=seed,
+        )
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -212,8 +245,10 @@ def main(argv=None) -> int:
     parser.add_argument("--owner-pythonpath", default=None, help="run owner nodes from DIR/privfed")
     parser.add_argument("--skip-1000", action="store_true", help="leave out the N = 1000 round")
     args = parser.parse_args(argv)
-    print(f"# owner nodes and the one-round LR job (eps = inf); seed {args.seed}; host {host_info()}; "
-          f"median of {args.repeats}; owners from {args.owner_pythonpath or 'this checkout'}")
+    print(
+        f"# owner nodes and the one-round LR job (eps = inf); seed {args.seed}; host {host_info()}; "
+        f"median of {args.repeats}; owners from {args.owner_pythonpath or 'this checkout'}"
+    )
     print(f"{'name':<28}{'baseline':>12}{'candidate':>12}{'ratio':>8}")
     with tempfile.TemporaryDirectory() as tmp:
         bench = Bench(Path(tmp), args.seed, args.owner_pythonpath)
@@ -224,8 +259,11 @@ def main(argv=None) -> int:
         line("coordinator idle RSS MB", floor_mb, statistics.median(o[1][0] for o in ones))
         line("owner idle RSS MB", floor_mb, statistics.median(o[1][1] for o in ones))
         line("owner exec->registered s", floor_s, statistics.median(o[0] for o in ones))
-        for nodes, per_node, name in ((5, 1, "N=5 (5 procs)"), (20, 1, "N=20 (20 procs)"),
-                                      (4, 250, "N=1000 (4 procs)")):
+        for nodes, per_node, name in (
+            (5, 1, "N=5 (5 procs)"),
+            (20, 1, "N=20 (20 procs)"),
+            (4, 250, "N=1000 (4 procs)"),
+        ):
             if per_node > 1 and args.skip_1000:
                 continue
             registered, rss, times = bench.federation(nodes, per_node, f"n{nodes}x{per_node}", args.repeats)

@@ -83,13 +83,23 @@ def run(n: int, d: int, epsilon: float, repeats: int, seed: int, only=()) -> lis
                 base_times.append(_timed(lambda: rng.random(count)))
                 cand_times.append(_timed(lambda: mech.privatize(t, rng)))
             base, cand = statistics.median(base_times), statistics.median(cand_times)
-            row = {"name": f"{name}[{kind}]", "uniforms": count, "baseline_s": base, "candidate_s": cand,
-                   "ratio": cand / base}
+            row = {
+                "name": f"{name}[{kind}]",
+                "uniforms": count,
+                "baseline_s": base,
+                "candidate_s": cand,
+                "ratio": cand / base,
+            }
             rows.append(row)
-            print(f"{row['name']:<20} {count / base:>14.3e} ({base * 1e3:6.1f}ms) "
-                  f"{n * d / cand:>13.3e} ({cand * 1e3:6.1f}ms) {row['ratio']:>6.2f}x", flush=True)
+            print(
+                f"{row['name']:<20} {count / base:>14.3e} ({base * 1e3:6.1f}ms) "
+                f"{n * d / cand:>13.3e} ({cand * 1e3:6.1f}ms) {row['ratio']:>6.2f}x",
+                flush=True,
+            )
         zeros = statistics.median(_timed(lambda: np.zeros((n, d)).fill(0.0)) for _ in range(repeats))
-        print(f"{'dense zeros':<20} {'':>22} {n * d / zeros:>13.3e} ({zeros * 1e3:6.1f}ms)   (floor for pm: write (n, d))")
+        print(
+            f"{'dense zeros':<20} {'':>22} {n * d / zeros:>13.3e} ({zeros * 1e3:6.1f}ms)   (floor for pm: write (n, d))"
+        )
     return rows
 
 
@@ -105,8 +115,10 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     n = args.n if args.n is not None else (10_000 if args.quick else 1_000_000)
     repeats = max(5, args.repeats)
-    print(f"# bench/mechanisms.py seed={args.seed} n={n} d={args.d} epsilon={args.epsilon} repeats={repeats} "
-          f"host={host_info()} numpy={np.__version__}")
+    print(
+        f"# bench/mechanisms.py seed={args.seed} n={n} d={args.d} epsilon={args.epsilon} repeats={repeats} "
+        f"host={host_info()} numpy={np.__version__}"
+    )
     print("# ratio = mechanism time / time of rng.random(U) with the same generator, U = uniforms it consumes")
     run(n, args.d, args.epsilon, repeats, args.seed, tuple(filter(None, args.only.split(","))))
 

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from privfed.common.boostwire import config_to_dict, empty_history
-from privfed.common.fixedpoint import FixedPoint
+from privfed.common.boosting.wire import config_to_dict, empty_history
 from privfed.common.learners.stump import Stump
-from privfed.common.securesum import run_ring_in_process
+from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.ring import run_ring_in_process
 from privfed.deploy.certs import make_certs
 from privfed.owner.data import federation_split
 from privfed.proto.transport import TlsFiles
@@ -57,15 +57,43 @@ def network_ring(n: int, repeats: int, tmp: Path) -> float:
     server = CoordinatorServer(tls=TlsFiles.in_dir(certs, "coordinator"))
     port = server.start("127.0.0.1:0")
     half = n // 2
-    procs = [subprocess.Popen([sys.executable, "-m", "privfed.deploy.cli", "owner", "--coordinator",
-                               f"127.0.0.1:{port}", "--name", f"owner-{i}", "--certs", str(certs),
-                               "--dataset", "synthetic", "--n-samples", str(max(2 * n, 200)), "--seed", "0",
-                               "--n-owners", str(n), "--shards", shards, "--ledger", str(tmp / f"l{n}-{i}.sqlite"),
-                               "--epsilon-budget", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for i, shards in enumerate((f"0:{half}", f"{half}:{n}"))]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "privfed.deploy.cli",
+                "owner",
+                "--coordinator",
+                f"127.0.0.1:{port}",
+                "--name",
+                f"owner-{i}",
+                "--certs",
+                str(certs),
+                "--dataset",
+                "synthetic",
+                "--n-samples",
+                str(max(2 * n, 200)),
+                "--seed",
+                "0",
+                "--n-owners",
+                str(n),
+                "--shards",
+                shards,
+                "--ledger",
+                str(tmp / f"l{n}-{i}.sqlite"),
+                "--epsilon-budget",
+                "1",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for i, shards in enumerate((f"0:{half}", f"{half}:{n}"))
+    ]
     try:
-        boosting = make_strategy("bdt", mechanism="pm", epsilon=1.0, n_classes=2, bounds=test.bounds, n_rounds=1,
-                                 weight_bound=2.0, seed=0)
+        boosting = make_strategy(
+            "bdt", mechanism="pm", epsilon=1.0, n_classes=2, bounds=test.bounds, n_rounds=1, weight_bound=2.0, seed=0
+        )
         stump = Stump(attribute=0, threshold_index=0, threshold=0.0, leaves=(0, 1), error=0.0)
         timer = RingTimer(boosting, stump, repeats)
         run_job(server, timer, expected_owners=n, show_progress=False)

@@ -39,7 +39,7 @@ class Bounds:
         object.__setattr__(self, "hi", hi)
 
     @classmethod
-    def of(cls, lo: float, hi: float, d: int) -> "Bounds":
+    def of(cls, lo: float, hi: float, d: int) -> Bounds:
         """The same scalar bounds for ``d`` features."""
         return cls(np.full(d, float(lo)), np.full(d, float(hi)))
 

@@ -47,19 +47,43 @@ SYNTHETIC_N_SAMPLES = 10000
 #: printed digit (a true value that rounds to the printed one lies within that); lower bounds stay
 #: >= 0 because every WDBC feature is a non-negative length, area, ratio or count.
 _WDBC_DESCR_MIN_MAX = (
-    ("6.981", "28.11"), ("9.71", "39.28"), ("43.79", "188.5"), ("143.5", "2501.0"), ("0.053", "0.163"),
-    ("0.019", "0.345"), ("0.0", "0.427"), ("0.0", "0.201"), ("0.106", "0.304"), ("0.05", "0.097"),
-    ("0.112", "2.873"), ("0.36", "4.885"), ("0.757", "21.98"), ("6.802", "542.2"), ("0.002", "0.031"),
-    ("0.002", "0.135"), ("0.0", "0.396"), ("0.0", "0.053"), ("0.008", "0.079"), ("0.001", "0.03"),
-    ("7.93", "36.04"), ("12.02", "49.54"), ("50.41", "251.2"), ("185.2", "4254.0"), ("0.071", "0.223"),
-    ("0.027", "1.058"), ("0.0", "1.252"), ("0.0", "0.291"), ("0.156", "0.664"), ("0.055", "0.208"),
+    ("6.981", "28.11"),
+    ("9.71", "39.28"),
+    ("43.79", "188.5"),
+    ("143.5", "2501.0"),
+    ("0.053", "0.163"),
+    ("0.019", "0.345"),
+    ("0.0", "0.427"),
+    ("0.0", "0.201"),
+    ("0.106", "0.304"),
+    ("0.05", "0.097"),
+    ("0.112", "2.873"),
+    ("0.36", "4.885"),
+    ("0.757", "21.98"),
+    ("6.802", "542.2"),
+    ("0.002", "0.031"),
+    ("0.002", "0.135"),
+    ("0.0", "0.396"),
+    ("0.0", "0.053"),
+    ("0.008", "0.079"),
+    ("0.001", "0.03"),
+    ("7.93", "36.04"),
+    ("12.02", "49.54"),
+    ("50.41", "251.2"),
+    ("185.2", "4254.0"),
+    ("0.071", "0.223"),
+    ("0.027", "1.058"),
+    ("0.0", "1.252"),
+    ("0.0", "0.291"),
+    ("0.156", "0.664"),
+    ("0.055", "0.208"),
 )
 
 
 def _half_unit(printed: str) -> float:
     """Half a unit of the last printed digit: '0.053' -> 0.0005, '2501.0' -> 0.05, '28' -> 0.5."""
     decimals = len(printed.split(".")[1]) if "." in printed else 0
-    return 0.5 * 10.0 ** -decimals
+    return 0.5 * 10.0**-decimals
 
 
 def breast_cancer_bounds() -> Bounds:
@@ -103,7 +127,9 @@ class Dataset:
         if not np.all(np.isfinite(X)):
             raise ConfigError(f"data set {self.name!r}: X holds NaN or inf")
         if y.shape != (X.shape[0],) or y.dtype.kind not in "iu":
-            raise ConfigError(f"data set {self.name!r}: y must be integer of shape ({X.shape[0]},), got {y.dtype} {y.shape}")
+            raise ConfigError(
+                f"data set {self.name!r}: y must be integer of shape ({X.shape[0]},), got {y.dtype} {y.shape}"
+            )
         if classes.ndim not in (1, 2) or len(classes) < 1:
             raise ConfigError(f"data set {self.name!r}: classes must be a non-empty 1-D or 2-D array")
         if y.min() < 0 or y.max() >= len(classes):
@@ -136,7 +162,7 @@ class Dataset:
     def n_classes(self) -> int:
         return len(self.classes)
 
-    def take(self, idx: np.ndarray, name: str | None = None) -> "Dataset":
+    def take(self, idx: np.ndarray, name: str | None = None) -> Dataset:
         """The rows ``idx`` (copied) with the same bounds, classes and feature names."""
         return Dataset(name or self.name, self.X[idx], self.y[idx], self.bounds, self.classes, self.feature_names)
 
@@ -156,7 +182,7 @@ def _one_line(text: object, limit: int = 200) -> str:
 
 
 # ---------------------------------------------------------------------------- built-ins
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _builtin_raw(name: str) -> tuple[np.ndarray, np.ndarray, Bounds, tuple[str, ...] | None]:
     """Rows of a bundled data set, read once per process (arrays read-only, so sharing is safe)."""
     if name == "digits":
@@ -222,8 +248,13 @@ def load_builtin(name: str, *, n_samples: int | None = None, seed: int = 0) -> D
 
         _int("seed", seed, 0)
         X, y = make_classification(
-            n_samples=n_samples or SYNTHETIC_N_SAMPLES, n_features=20, n_informative=10, n_redundant=10,
-            n_repeated=0, n_classes=2, random_state=seed,
+            n_samples=n_samples or SYNTHETIC_N_SAMPLES,
+            n_features=20,
+            n_informative=10,
+            n_redundant=10,
+            n_repeated=0,
+            n_classes=2,
+            random_state=seed,
         )
         return Dataset("synthetic", X, y, Bounds.of(-SYNTHETIC_BOUND, SYNTHETIC_BOUND, 20), np.arange(2))
     X, y, bounds, names = _builtin_raw(name)
@@ -278,8 +309,9 @@ def _parse_csv(name: str, text: str, n_label_columns: int):
     rows = [line for _, line in numbered]
     n_cols = len(header) if header is not None else rows[0].count(",") + 1
     if n_cols <= n_label_columns:
-        raise ConfigError(f"{name}: line {ref}: {n_cols} column(s), but n_label_columns={n_label_columns} "
-                          "leaves no feature column")
+        raise ConfigError(
+            f"{name}: line {ref}: {n_cols} column(s), but n_label_columns={n_label_columns} leaves no feature column"
+        )
     try:
         data = np.loadtxt(rows, delimiter=",", dtype=np.float64, ndmin=2, comments=None)
         if data.shape[1] != n_cols:
@@ -290,8 +322,10 @@ def _parse_csv(name: str, text: str, n_label_columns: int):
     bad = ~np.isfinite(X)
     if bad.any():
         r, c = np.argwhere(bad)[0]
-        raise ConfigError(f"{name}: line {linenos[r]}, column {c + 1}: feature value {X[r, c]} is not finite "
-                          "(NaN and inf are not allowed in features)")
+        raise ConfigError(
+            f"{name}: line {linenos[r]}, column {c + 1}: feature value {X[r, c]} is not finite "
+            "(NaN and inf are not allowed in features)"
+        )
     _check_labels(name, labels, lambda r, c: f"line {linenos[r]}, column {X.shape[1] + c + 1}")
     names = tuple(header[:-n_label_columns]) if header is not None else None
     return X, labels, names, linenos
@@ -307,8 +341,9 @@ def _diagnose(name, rows, linenos, n_cols, ref, has_header, exc) -> ConfigError:
         for c, field in enumerate(fields):
             if not _is_number(field):
                 hint = " (a header row must have no numeric names)" if lineno == ref else ""
-                return ConfigError(f"{name}: line {lineno}, column {c + 1}: non-numeric value "
-                                   f"{field.strip()[:40]!r}{hint}")
+                return ConfigError(
+                    f"{name}: line {lineno}, column {c + 1}: non-numeric value {field.strip()[:40]!r}{hint}"
+                )
     return ConfigError(f"{name}: not a numeric CSV file: {_one_line(exc)}")
 
 
@@ -318,8 +353,10 @@ def _check_labels(name: str, labels: np.ndarray, where) -> None:
     ok[ok] = labels[ok] == np.round(labels[ok])
     if not ok.all():
         r, c = np.argwhere(~ok)[0]
-        raise ConfigError(f"{name}: {where(r, c)}: label {float(labels[r, c])!r} is not an integer "
-                          "(labels must be integer class values)")
+        raise ConfigError(
+            f"{name}: {where(r, c)}: label {float(labels[r, c])!r} is not an integer "
+            "(labels must be integer class values)"
+        )
 
 
 def _load_npz(path: Path):
@@ -338,14 +375,17 @@ def _load_npz(path: Path):
         raise ConfigError(f"{name}: X must be a non-empty 2-D numeric array, got {X.dtype} {X.shape}")
     labels = y.reshape(-1, 1) if y.ndim == 1 else y
     if labels.ndim != 2 or labels.shape[0] != X.shape[0] or labels.dtype.kind not in "biuf":
-        raise ConfigError(f"{name}: y must be numeric with {X.shape[0]} rows (one per row of X), "
-                          f"got {y.dtype} {y.shape}")
+        raise ConfigError(
+            f"{name}: y must be numeric with {X.shape[0]} rows (one per row of X), got {y.dtype} {y.shape}"
+        )
     X, labels = X.astype(np.float64), labels.astype(np.float64)
     bad = ~np.isfinite(X)
     if bad.any():
         r, c = np.argwhere(bad)[0]
-        raise ConfigError(f"{name}: row {r + 1}, column {c + 1} of X: feature value {X[r, c]} is not finite "
-                          "(NaN and inf are not allowed in features)")
+        raise ConfigError(
+            f"{name}: row {r + 1}, column {c + 1} of X: feature value {X[r, c]} is not finite "
+            "(NaN and inf are not allowed in features)"
+        )
     _check_labels(name, labels, lambda r, c: f"row {r + 1}, column {c + 1} of y")
     return X, labels
 
@@ -375,8 +415,10 @@ def load_file(path: str | Path, *, bounds: Bounds | str | None = None, n_label_c
     """
     path = Path(path)
     if bounds is None:
-        raise ConfigError(f"{path.name}: public bounds are required (--bounds lo:hi, or a JSON file "
-                          '{"lo": [...], "hi": [...]}); they are never computed from the private rows')
+        raise ConfigError(
+            f"{path.name}: public bounds are required (--bounds lo:hi, or a JSON file "
+            '{"lo": [...], "hi": [...]}); they are never computed from the private rows'
+        )
     if not isinstance(bounds, (Bounds, str)):
         raise ConfigError(f"bounds must be Bounds or a 'lo:hi' / JSON-path string, got {type(bounds).__name__}")
     n_label_columns = _int("n_label_columns", n_label_columns, 1)
@@ -473,8 +515,9 @@ def train_test_split(ds: Dataset, *, test_fraction: float, seed: int) -> tuple[D
     return ds.take(train_idx), ds.take(test_idx)
 
 
-def federation_split(name: str, *, seed: int, test_fraction: float,
-                     n_samples: int | None = None) -> tuple[Dataset, Dataset]:
+def federation_split(
+    name: str, *, seed: int, test_fraction: float, n_samples: int | None = None
+) -> tuple[Dataset, Dataset]:
     """The (train, test) split of a built-in data set shared by the launcher, the coordinator and
     the nodes (all compute it from the same public name and seed)."""
     ds = load_builtin(name, n_samples=n_samples, seed=seed)

@@ -9,7 +9,7 @@ owner ids it may speak for:
   identity (no node can register, or answer for, another node's owners, nor invent sybils under
   another name);
 * a ring peer accepts an X25519 key for owner ``n.o7`` only when it is signed by the key of
-  certificate ``n`` (``privfed.common.e2e.verify_public_key`` with ``cert_identity=n``).
+  certificate ``n`` (``privfed.common.secagg.boxes.verify_public_key`` with ``cert_identity=n``).
 
 Pure string functions; no I/O.
 """
@@ -42,5 +42,7 @@ def node_of(owner: str) -> str:
 def check_owned_by(owner: str, node_id: str) -> None:
     """Raise :class:`RemoteProtocolError` unless ``owner`` belongs to node ``node_id``."""
     if node_of(owner) != node_id:
-        raise RemoteProtocolError(f"owner id {owner!r} does not belong to node {node_id!r}: an owner id is "
-                                  f"'<node id>{SEPARATOR}<local name>' and the node id is the certificate's name")
+        raise RemoteProtocolError(
+            f"owner id {owner!r} does not belong to node {node_id!r}: an owner id is "
+            f"'<node id>{SEPARATOR}<local name>' and the node id is the certificate's name"
+        )

@@ -104,27 +104,27 @@ class Budget:
         object.__setattr__(self, "epsilon", _nonneg("epsilon", self.epsilon, allow_inf=True))
         object.__setattr__(self, "delta", _nonneg("delta", self.delta, allow_inf=False))
 
-    def __add__(self, other: "Budget") -> "Budget":
+    def __add__(self, other: Budget) -> Budget:
         if not isinstance(other, Budget):
             return NotImplemented
         return Budget(self.epsilon + other.epsilon, self.delta + other.delta)
 
-    def __le__(self, other: "Budget") -> bool:
+    def __le__(self, other: Budget) -> bool:
         if not isinstance(other, Budget):
             return NotImplemented
         return self.epsilon <= other.epsilon and self.delta <= other.delta
 
-    def __ge__(self, other: "Budget") -> bool:
+    def __ge__(self, other: Budget) -> bool:
         if not isinstance(other, Budget):
             return NotImplemented
         return other <= self
 
-    def __lt__(self, other: "Budget") -> bool:
+    def __lt__(self, other: Budget) -> bool:
         if not isinstance(other, Budget):
             return NotImplemented
         return self <= other and self != other
 
-    def __gt__(self, other: "Budget") -> bool:
+    def __gt__(self, other: Budget) -> bool:
         if not isinstance(other, Budget):
             return NotImplemented
         return other < self
@@ -157,8 +157,10 @@ class Debit:
         if not isinstance(self.nonprivate, bool):
             raise ConfigError(f"nonprivate must be a bool, got {self.nonprivate!r}")
         if self.nonprivate and (self.epsilon != 0 or self.delta != 0):
-            raise ConfigError(f"a non-private entry is counted apart from the budget: its epsilon and delta must be "
-                              f"0, got ({self.epsilon!r}, {self.delta!r}); debit the private part separately")
+            raise ConfigError(
+                f"a non-private entry is counted apart from the budget: its epsilon and delta must be "
+                f"0, got ({self.epsilon!r}, {self.delta!r}); debit the private part separately"
+            )
 
 
 def _nonneg(name: str, value, *, allow_inf: bool) -> float:
@@ -278,9 +280,11 @@ class Ledger:
     def budget(self, owner_id: str) -> Budget:
         """The owner's total budget: the stored one, or the ledger's if the owner never debited."""
         _name("owner_id", owner_id)
-        row = self._db().execute(
-            "SELECT epsilon_budget, delta_budget FROM owners WHERE owner_id = ?", (owner_id,)
-        ).fetchone()
+        row = (
+            self._db()
+            .execute("SELECT epsilon_budget, delta_budget FROM owners WHERE owner_id = ?", (owner_id,))
+            .fetchone()
+        )
         return self._default if row is None else Budget(row[0], row[1])
 
     def spent(self, owner_id: str) -> Budget:
@@ -299,26 +303,32 @@ class Ledger:
         """Whether the owner has any recorded release with this purpose."""
         _name("owner_id", owner_id)
         _name("purpose", purpose)
-        row = self._db().execute(
-            "SELECT 1 FROM releases WHERE owner_id = ? AND purpose = ? LIMIT 1", (owner_id, purpose)
-        ).fetchone()
+        row = (
+            self._db()
+            .execute("SELECT 1 FROM releases WHERE owner_id = ? AND purpose = ? LIMIT 1", (owner_id, purpose))
+            .fetchone()
+        )
         return row is not None
 
     def has_release_id(self, owner_id: str, release_id: str) -> bool:
         """Whether the owner already recorded a release with this id (a replayed task)."""
         _name("owner_id", owner_id)
         _name("release_id", release_id)
-        row = self._db().execute(
-            "SELECT 1 FROM releases WHERE owner_id = ? AND release_id = ? LIMIT 1", (owner_id, release_id)
-        ).fetchone()
+        row = (
+            self._db()
+            .execute("SELECT 1 FROM releases WHERE owner_id = ? AND release_id = ? LIMIT 1", (owner_id, release_id))
+            .fetchone()
+        )
         return row is not None
 
     def nonprivate_count(self, owner_id: str) -> int:
         """How many non-private releases the owner made (module docstring, "Non-private entries")."""
         _name("owner_id", owner_id)
-        return self._db().execute(
-            "SELECT COUNT(*) FROM releases WHERE owner_id = ? AND nonprivate != 0", (owner_id,)
-        ).fetchone()[0]
+        return (
+            self._db()
+            .execute("SELECT COUNT(*) FROM releases WHERE owner_id = ? AND nonprivate != 0", (owner_id,))
+            .fetchone()[0]
+        )
 
     def history(self, owner_id: str) -> list[dict]:
         """The owner's releases in debit order: dicts with release_id, purpose, epsilon, delta, ts, nonprivate.
@@ -356,8 +366,16 @@ class Ledger:
         )
 
     # ------------------------------------------------------------------ debits
-    def debit(self, owner_id: str, epsilon: float, delta: float = 0.0, *, purpose: str, release_id: str,
-              nonprivate: bool = False) -> None:
+    def debit(
+        self,
+        owner_id: str,
+        epsilon: float,
+        delta: float = 0.0,
+        *,
+        purpose: str,
+        release_id: str,
+        nonprivate: bool = False,
+    ) -> None:
         """Check and record one release in one committed transaction.
 
         Raises
@@ -399,10 +417,12 @@ class Ledger:
             for e in entries:
                 key = (e.owner_id, e.release_id)
                 if key in used:
-                    results.append(LocalProtocolError(
-                        f"owner {e.owner_id!r}: release_id {e.release_id!r} already released; "
-                        "refusing to debit or release it again"
-                    ))
+                    results.append(
+                        LocalProtocolError(
+                            f"owner {e.owner_id!r}: release_id {e.release_id!r} already released; "
+                            "refusing to debit or release it again"
+                        )
+                    )
                     continue
                 budget = budgets.get(e.owner_id, self._default)
                 spent = Budget(math.fsum(eps[e.owner_id]), math.fsum(dlt[e.owner_id]))
@@ -416,12 +436,11 @@ class Ledger:
                     eps[e.owner_id].append(e.epsilon)
                     dlt[e.owner_id].append(e.delta)
                     rows.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate)))
-            conn.executemany(
-                "INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES (?, ?, ?)", new_owners
-            )
+            conn.executemany("INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES (?, ?, ?)", new_owners)
             conn.executemany(
                 "INSERT INTO releases (owner_id, release_id, purpose, epsilon, delta, nonprivate) "
-                "VALUES (?, ?, ?, ?, ?, ?)", rows
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
             )
             conn.execute("COMMIT")
         except BaseException:
@@ -437,7 +456,7 @@ class Ledger:
         dlt: dict[str, list[float]] = {o: [] for o in owners}
         used: set[tuple[str, str]] = set()
         for start in range(0, len(owners), _CHUNK):
-            chunk = owners[start:start + _CHUNK]
+            chunk = owners[start : start + _CHUNK]
             marks = ",".join("?" * len(chunk))
             for o, e, d in conn.execute(
                 f"SELECT owner_id, epsilon_budget, delta_budget FROM owners WHERE owner_id IN ({marks})", chunk
@@ -458,7 +477,7 @@ class Ledger:
             self._conn.close()
             self._conn = None
 
-    def __enter__(self) -> "Ledger":
+    def __enter__(self) -> Ledger:
         return self
 
     def __exit__(self, *exc) -> None:

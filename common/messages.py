@@ -38,8 +38,8 @@ class OwnerInfo:
     a count is private unless noised and debited (see :class:`PcaShareTask`)."""
 
     owner_id: str
-    x25519_public_key: bytes = b""   # end-to-end key for ring messages
-    key_signature: bytes = b""       # by the node's certificate key over (owner_id, key)
+    x25519_public_key: bytes = b""  # end-to-end key for ring messages
+    key_signature: bytes = b""  # by the node's certificate key over (owner_id, key)
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ class SvmShareTask:
     subspace: np.ndarray | None  # (d, k) global subspace, None = no reduction (DPML)
 
     def ledger_entries(self) -> list[tuple[float, float, str]]:
-        from privfed.common.dpsvm import ovr_epsilons
+        from privfed.common.feddpdr.svm import ovr_epsilons
 
         return [(float(e), 0.0, f"svm-ovr-{c}") for c, e in enumerate(ovr_epsilons(self.epsilon, self.n_classes))]
 
@@ -135,7 +135,7 @@ class SvmShareTask:
 def _boost_epsilons(config: dict) -> tuple[float, float, float]:
     """(share ε, ε of one evaluation release, evaluation releases per run) of a boosting config.
 
-    The same split as :class:`privfed.common.boosting.FederatedBoosting` (``share_epsilon``,
+    The same split as :class:`privfed.common.boosting.federated.FederatedBoosting` (``share_epsilon``,
     ``eval_round_epsilon``): ``(1 - eval_fraction) ε`` for the one share, ``eval_fraction ε``
     for the evaluations, once (``eval_groups="disjoint"``) or ``1/T`` of it in each of T rounds.
     """
@@ -144,8 +144,9 @@ def _boost_epsilons(config: dict) -> tuple[float, float, float]:
         fraction = float(config["eval_fraction"])
         per_run = int(config["n_rounds"]) if config["eval_groups"] == "all" else 1
     except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"boosting config lacks a valid epsilon, eval_fraction, eval_groups or n_rounds: {exc!r}") \
-            from exc
+        raise ConfigError(
+            f"boosting config lacks a valid epsilon, eval_fraction, eval_groups or n_rounds: {exc!r}"
+        ) from exc
     if not (eps > 0 and 0 < fraction < 1 and per_run >= 1):
         raise ConfigError(f"boosting config: epsilon {eps!r} must be > 0, eval_fraction {fraction!r} in (0, 1)")
     return eps * (1.0 - fraction), eps * fraction / per_run, per_run
@@ -205,7 +206,7 @@ class BoostEvaluateTask:
 
     The pair is a release (issue 9, contract 4): every row's weight clipped to the run's
     ``eval_row_bound`` b, Laplace noise ``Lap(2 b / ε)`` at ε = :func:`boost_eval_epsilon` of the
-    config (row-level DP, LDP for a one-row owner; :mod:`privfed.common.boosting`), debited under
+    config (row-level DP, LDP for a one-row owner; :mod:`privfed.common.boosting.federated`), debited under
     :attr:`release_id` before the ring's first envelope leaves. One release per (run, round) -- per run under
     ``eval_groups="disjoint"`` -- whatever ring it is asked for; a re-formed ring gets the same
     noisy pair. ``history["round"]`` is the 0-based round.
@@ -238,7 +239,9 @@ class RingMessageTask:
         return []
 
 
-TaskSpec = NccShareTask | LrShareTask | PcaShareTask | SvmShareTask | BoostShareTask | BoostEvaluateTask | RingMessageTask
+TaskSpec = (
+    NccShareTask | LrShareTask | PcaShareTask | SvmShareTask | BoostShareTask | BoostEvaluateTask | RingMessageTask
+)
 
 
 def total_budget(spec) -> tuple[float, float]:
@@ -270,7 +273,7 @@ class Refusal:
             raise ConfigError(f"refusal code must be one of {REFUSAL_CODES}, got {self.code!r}")
 
     @classmethod
-    def of(cls, code: str, detail: str = "") -> "Refusal":
+    def of(cls, code: str, detail: str = "") -> Refusal:
         """The fixed text of ``code``, plus ``detail`` (built only from the task and public configuration)."""
         if code not in REFUSAL_TEXTS:
             raise ConfigError(f"refusal code must be one of {REFUSAL_CODES}, got {code!r}")
@@ -280,7 +283,7 @@ class Refusal:
 @dataclass(frozen=True)
 class NccShareReply:
     reports: np.ndarray  # (m, d) perturbed rows in [-1, 1]-space
-    labels: np.ndarray   # (m,) clear or randomized-response labels
+    labels: np.ndarray  # (m,) clear or randomized-response labels
 
 
 @dataclass(frozen=True)
@@ -291,18 +294,18 @@ class LrShareReply:
 @dataclass(frozen=True)
 class PcaShareReply:
     subspace: np.ndarray  # (d, k)
-    noisy_count: int      # the row count through the geometric mechanism (may be <= 0)
+    noisy_count: int  # the row count through the geometric mechanism (may be <= 0)
 
 
 @dataclass(frozen=True)
 class SvmShareReply:
-    coef: np.ndarray      # (K, k + 1); weighted by the owner's noisy count from the PCA phase
+    coef: np.ndarray  # (K, k + 1); weighted by the owner's noisy count from the PCA phase
 
 
 @dataclass(frozen=True)
 class BoostShareReply:
-    reports: np.ndarray   # (1, p) stump tables / LR parameters, or (m, d + 1) weighted NCC rows
-    labels: np.ndarray    # (m,) NCC labels, else empty
+    reports: np.ndarray  # (1, p) stump tables / LR parameters, or (m, d + 1) weighted NCC rows
+    labels: np.ndarray  # (m,) NCC labels, else empty
 
 
 @dataclass(frozen=True)
@@ -316,7 +319,9 @@ class RingTotal:
     values: np.ndarray
 
 
-Payload = Refusal | NccShareReply | LrShareReply | PcaShareReply | SvmShareReply | BoostShareReply | RingJoined | RingTotal
+Payload = (
+    Refusal | NccShareReply | LrShareReply | PcaShareReply | SvmShareReply | BoostShareReply | RingJoined | RingTotal
+)
 
 
 @dataclass(frozen=True)

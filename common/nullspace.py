@@ -114,7 +114,8 @@ def _rows(name: str, X, n_features: int) -> np.ndarray:
     if arr2.ndim != 2 or arr2.shape[1] != n_features:
         raise ConfigError(
             f"{name} has shape {arr.shape} but A_d and A_c have F = {n_features} rows (features); "
-            f"pass rows of length {n_features}, shape (n, {n_features})")
+            f"pass rows of length {n_features}, shape (n, {n_features})"
+        )
     bad = int(np.count_nonzero(~np.isfinite(arr2)))
     if bad:
         raise ConfigError(f"{name} has {bad} non-finite value(s) (NaN or inf); drop or impute them before cleaning")
@@ -238,7 +239,8 @@ class NullSpaceCleaner:
         if not np.isfinite(eps) or eps < 0:
             raise ConfigError(
                 f"epsilon must be finite and ≥ 0 (the requested e_utility), got {eps}; "
-                "use 0 for exact null-space cleaning")
+                "use 0 for exact null-space cleaning"
+            )
         if self.method not in METHODS:
             raise ConfigError(f"method must be one of {METHODS}, got {self.method!r}")
         reg = self.regularization
@@ -250,9 +252,10 @@ class NullSpaceCleaner:
         elif self.method == "subspace":
             raise ConfigError(
                 f"regularization={reg!r} applies only to method='generalized'; the subspace method "
-                "needs no η: leave regularization='auto'")
+                "needs no η: leave regularization='auto'"
+            )
 
-    def fit(self, A_d, A_c) -> "NullSpaceCleaner":
+    def fit(self, A_d, A_c) -> NullSpaceCleaner:
         """Solve the generalised eigenproblem for the desired and confidential maps.
 
         Parameters
@@ -271,12 +274,14 @@ class NullSpaceCleaner:
         if A_d.shape[0] != A_c.shape[0]:
             raise ConfigError(
                 f"A_d has shape {A_d.shape} and A_c has shape {A_c.shape}: both need one row per "
-                "feature (F×m_d and F×m_c with the same F); transpose the one given as m×F")
+                "feature (F×m_d and F×m_c with the same F); transpose the one given as m×F"
+            )
         if not np.any(A_c):
             raise ConfigError(
                 "A_c is all zeros, so B_c = 0 and no regularisation makes the eigenproblem meaningful "
                 "(the confidential predictor ignores every feature: there is nothing to protect); "
-                "check how A_c was fitted")
+                "check how A_c was fitted"
+            )
         rank_d = int(np.linalg.matrix_rank(A_d))
         rank_c = int(np.linalg.matrix_rank(A_c))
         if self.method == "generalized":
@@ -300,14 +305,16 @@ class NullSpaceCleaner:
                 raise ConfigError(
                     f"B_c = A_c A_cᵀ is singular (rank {rank_c} < F = {F}) and regularization=0, so M is "
                     "not positive definite; use regularization='auto' (η = 1e-8·tr(B_c)/F), a positive "
-                    "float, or method='subspace'")
+                    "float, or method='subspace'"
+                )
         M = B_c + eta * np.eye(F)
         try:
             gamma, V = scipy.linalg.eigh(B_d, M)
         except np.linalg.LinAlgError as exc:
             raise ConfigError(
                 f"M = B_c + ηI (η = {eta:.3g}) is numerically singular: {exc}; use method='subspace' or a "
-                "larger regularization") from exc
+                "larger regularization"
+            ) from exc
         gamma = np.maximum(gamma, 0.0)
         gamma[: F - rank_d] = 0.0  # exact null space of A_dᵀ (module docstring, "Exact zeros")
         self.gamma_ = gamma
@@ -329,7 +336,7 @@ class NullSpaceCleaner:
         lam_c = np.sum((E_c.T @ W) ** 2, axis=0)  # 1 − μ, accurate near 1
         lam_d[: max(r - rank_d, 0)] = 0.0
         if r > rank_c:
-            lam_c[rank_c - r:] = 0.0
+            lam_c[rank_c - r :] = 0.0
         finite = lam_c > 0
         scale = np.ones(r)
         scale[finite] = np.sqrt(lam_c[finite])
@@ -381,8 +388,15 @@ class NullSpaceCleaner:
         x_clean = base - removed @ self.components_
         x_clean[~partial] = 0.0  # everything removed: x = Vc (full basis) or x's part in the span
         return CleaningResult(
-            x_clean=x_clean, coef=C, delta=delta, t=t, alpha=alpha, alpha_closed=alpha_closed,
-            s_total=s_total, e_utility=np.where(partial, eps, s_total))
+            x_clean=x_clean,
+            coef=C,
+            delta=delta,
+            t=t,
+            alpha=alpha,
+            alpha_closed=alpha_closed,
+            s_total=s_total,
+            e_utility=np.where(partial, eps, s_total),
+        )
 
 
 def _quadratic_root(p: np.ndarray, q: np.ndarray, eps: float) -> np.ndarray:
@@ -424,7 +438,7 @@ class StageProjection:
     def __init__(self, *, epsilon: float):
         self.epsilon = epsilon
 
-    def fit(self, A_d) -> "StageProjection":
+    def fit(self, A_d) -> StageProjection:
         NullSpaceCleaner(epsilon=self.epsilon)._validate_params()
         A_d = _matrix("A_d", A_d, rows_name="F features", cols_name="m_d desired labels")
         U, s, _ = np.linalg.svd(A_d, full_matrices=False)
@@ -455,6 +469,12 @@ class StageProjection:
         x_clean[~partial] = 0.0
         n = X.shape[0]
         return CleaningResult(
-            x_clean=x_clean, coef=np.ones((n, 1)), delta=s_total[:, None], t=np.where(partial, 0, 1),
-            alpha=np.where(partial, beta, 0.0), alpha_closed=np.where(partial, beta, 0.0), s_total=s_total,
-            e_utility=np.where(partial, eps, s_total))
+            x_clean=x_clean,
+            coef=np.ones((n, 1)),
+            delta=s_total[:, None],
+            t=np.where(partial, 0, 1),
+            alpha=np.where(partial, beta, 0.0),
+            alpha_closed=np.where(partial, beta, 0.0),
+            s_total=s_total,
+            e_utility=np.where(partial, eps, s_total),
+        )

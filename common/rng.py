@@ -49,6 +49,8 @@ def make_rng(kind: str, seed: int | None = None) -> np.random.Generator:
 
 def spawn(rng: np.random.Generator, n: int) -> list[np.random.Generator]:
     """``n`` independent child generators of the same kind as ``rng``."""
-    return [np.random.Generator(bg) for bg in rng.bit_generator.spawn(n)] if hasattr(rng.bit_generator, "spawn") else [
-        np.random.Generator(type(rng.bit_generator)(seed=secrets.randbits(128))) for _ in range(n)
-    ]
+    return (
+        [np.random.Generator(bg) for bg in rng.bit_generator.spawn(n)]
+        if hasattr(rng.bit_generator, "spawn")
+        else [np.random.Generator(type(rng.bit_generator)(seed=secrets.randbits(128))) for _ in range(n)]
+    )

@@ -47,8 +47,20 @@ CA_DIR = "ca"
 COORDINATOR = "coordinator"
 #: SANs every coordinator certificate carries (the compose service name and loopback).
 BASE_SANS = ("localhost", "127.0.0.1", COORDINATOR)
-__all__ = ["BASE_SANS", "CA_DIR", "coordinator_sans", "issue", "load_ca", "make_certs", "new_key", "party_dir",
-           "private_dir", "write_file", "write_party", "write_private_key"]
+__all__ = [
+    "BASE_SANS",
+    "CA_DIR",
+    "coordinator_sans",
+    "issue",
+    "load_ca",
+    "make_certs",
+    "new_key",
+    "party_dir",
+    "private_dir",
+    "write_file",
+    "write_party",
+    "write_private_key",
+]
 
 
 def party_dir(root: str | Path, name: str) -> Path:
@@ -61,13 +73,15 @@ def party_dir(root: str | Path, name: str) -> Path:
 
 
 def _name(cn: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "privfed"),
-                      x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    return x509.Name(
+        [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "privfed"), x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+    )
 
 
 def _pem_key(key) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def write_file(path: Path, data: bytes, *, mode: int, replace: bool = False) -> None:
@@ -121,40 +135,71 @@ def new_key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
 
 
-def issue(ca_key, ca_cert: x509.Certificate, cn: str, public_key, *, sans: list[str], server: bool,
-          now: dt.datetime | None = None) -> x509.Certificate:
+def issue(
+    ca_key,
+    ca_cert: x509.Certificate,
+    cn: str,
+    public_key,
+    *,
+    sans: list[str],
+    server: bool,
+    now: dt.datetime | None = None,
+) -> x509.Certificate:
     """Sign a leaf certificate for ``cn`` with the CA.
 
     Owners get client auth only. The coordinator (``server``) also gets client auth, so that its
     own health check (``deploy/healthcheck.py``, the image's HEALTHCHECK) can present it to the
     mTLS server; that grants no owner identity (owner ids are bound to ``owner-<i>`` names).
     """
-    now = dt.datetime.now(dt.timezone.utc) if now is None else now
-    usages = ([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if server
-              else [ExtendedKeyUsageOID.CLIENT_AUTH])
-    return (x509.CertificateBuilder()
-            .subject_name(_name(cn)).issuer_name(ca_cert.subject).public_key(public_key)
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
-            .add_extension(x509.SubjectAlternativeName([_san(s) for s in sans]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    now = dt.datetime.now(dt.UTC) if now is None else now
+    usages = (
+        [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+        if server
+        else [ExtendedKeyUsageOID.CLIENT_AUTH]
+    )
+    return (
+        x509.CertificateBuilder()
+        .subject_name(_name(cn))
+        .issuer_name(ca_cert.subject)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        .add_extension(x509.SubjectAlternativeName([_san(s) for s in sans]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
 
 
 def _new_ca(now: dt.datetime):
     key = new_key()
     name = _name("privfed federation CA")
-    cert = (x509.CertificateBuilder()
-            .subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                         content_commitment=False, key_encipherment=False,
-                                         data_encipherment=False, key_agreement=False,
-                                         encipher_only=False, decipher_only=False), critical=True)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(key, hashes.SHA256())
+    )
     return key, cert
 
 
@@ -165,8 +210,9 @@ def load_ca(root: str | Path):
         key = serialization.load_pem_private_key((ca / "ca-key.pem").read_bytes(), password=None)
         cert = x509.load_pem_x509_certificate((ca / "ca.pem").read_bytes())
     except FileNotFoundError as exc:
-        raise ConfigError(f"no federation CA in {ca} ({exc.filename} is missing); make one with "
-                          "`privfed certs --out DIR`") from None
+        raise ConfigError(
+            f"no federation CA in {ca} ({exc.filename} is missing); make one with `privfed certs --out DIR`"
+        ) from None
     return key, cert
 
 
@@ -197,8 +243,17 @@ def coordinator_sans(extra: list[str] = ()) -> list[str]:
     return list(dict.fromkeys([*BASE_SANS, *extra]))
 
 
-def write_party(d: Path, name: str, *, ca, sans: list[str], server: bool, force: bool = False,
-                add: bool = False, now: dt.datetime | None = None) -> Path:
+def write_party(
+    d: Path,
+    name: str,
+    *,
+    ca,
+    sans: list[str],
+    server: bool,
+    force: bool = False,
+    add: bool = False,
+    now: dt.datetime | None = None,
+) -> Path:
     """Write ``ca.pem``, ``<name>.pem`` and ``<name>-key.pem`` (0600) into directory ``d`` (0700).
 
     ``ca`` is the CA's ``(key, certificate)``. With ``add``, an existing pair is kept (it must
@@ -213,8 +268,10 @@ def write_party(d: Path, name: str, *, ca, sans: list[str], server: bool, force:
             raise ConfigError(f"{d} holds a key but no {cert_path.name}; rerun with --force")
         missing = set(sans) - _sans_of(x509.load_pem_x509_certificate(cert_path.read_bytes()))
         if missing:
-            raise ConfigError(f"{cert_path} lacks SAN(s) {', '.join(sorted(missing))}; --add keeps existing "
-                              "certificates: rerun with --force to reissue them all")
+            raise ConfigError(
+                f"{cert_path} lacks SAN(s) {', '.join(sorted(missing))}; --add keeps existing "
+                "certificates: rerun with --force to reissue them all"
+            )
     else:
         key = new_key()
         write_private_key(key_path, key, replace=force)
@@ -225,8 +282,17 @@ def write_party(d: Path, name: str, *, ca, sans: list[str], server: bool, force:
     return d
 
 
-def make_certs(out: str | Path, *, owners: int, sans: list[str] = (), owner_names: list[str] | None = None,
-               force: bool = False, add: bool = False, flat: bool = True, coordinator: bool = True) -> Path:
+def make_certs(
+    out: str | Path,
+    *,
+    owners: int,
+    sans: list[str] = (),
+    owner_names: list[str] | None = None,
+    force: bool = False,
+    add: bool = False,
+    flat: bool = True,
+    coordinator: bool = True,
+) -> Path:
     """Create a CA, a coordinator pair and ``owners`` owner pairs under ``out``; return ``out``.
 
     Parameters
@@ -264,12 +330,14 @@ def make_certs(out: str | Path, *, owners: int, sans: list[str] = (), owner_name
     out.mkdir(parents=True, exist_ok=True)
     found = _existing(out, [COORDINATOR, *names])
     if found and not (force or add):
-        raise ConfigError(f"{out} already holds certificates ({', '.join(found[:3])}{', ...' if len(found) > 3 else ''}); "
-                          "refusing to replace the CA and every key: pass --force to replace them, or --add "
-                          "to issue only the missing ones")
+        raise ConfigError(
+            f"{out} already holds certificates ({', '.join(found[:3])}{', ...' if len(found) > 3 else ''}); "
+            "refusing to replace the CA and every key: pass --force to replace them, or --add "
+            "to issue only the missing ones"
+        )
     if force:  # the CA key of the old flat layout lay beside every other file
         (out / "ca-key.pem").unlink(missing_ok=True)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_dir = private_dir(out / CA_DIR)
     if add and (ca_dir / "ca-key.pem").exists():
         ca_key, ca_cert = load_ca(out)
@@ -282,8 +350,16 @@ def make_certs(out: str | Path, *, owners: int, sans: list[str] = (), owner_name
     if coordinator:
         parties.insert(0, (COORDINATOR, coordinator_sans(sans), True))
     for name, party_sans, server in parties:
-        write_party(party_dir(out, name), name, ca=(ca_key, ca_cert), sans=party_sans, server=server,
-                        force=force, add=add, now=now)
+        write_party(
+            party_dir(out, name),
+            name,
+            ca=(ca_key, ca_cert),
+            sans=party_sans,
+            server=server,
+            force=force,
+            add=add,
+            now=now,
+        )
         if flat:
             _link(out, name, f"{name}.pem", force)
             _link(out, name, f"{name}-key.pem", force)

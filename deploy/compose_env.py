@@ -37,15 +37,20 @@ from pathlib import Path
 
 from privfed.common.errors import ConfigError
 
-_VAR = re.compile(r"\$(?:(?P<escaped>\$)|(?P<named>[_a-zA-Z][_a-zA-Z0-9]*)"
-                  r"|\{(?P<braced>[_a-zA-Z][_a-zA-Z0-9]*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\})")
+_VAR = re.compile(
+    r"\$(?:(?P<escaped>\$)|(?P<named>[_a-zA-Z][_a-zA-Z0-9]*)"
+    r"|\{(?P<braced>[_a-zA-Z][_a-zA-Z0-9]*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\})"
+)
 _LISTEN_HOSTS = ("0.0.0.0", "[::]", "127.0.0.1", "localhost")
 
 
 def default_executables() -> dict[str, list[str]]:
     """Program names of the privfed image, mapped to this interpreter."""
-    return {"python": [sys.executable], "python3": [sys.executable],
-            "privfed": [sys.executable, "-m", "privfed.deploy.cli"]}
+    return {
+        "python": [sys.executable],
+        "python3": [sys.executable],
+        "privfed": [sys.executable, "-m", "privfed.deploy.cli"],
+    }
 
 
 @dataclass(frozen=True)
@@ -55,10 +60,10 @@ class Invocation:
     service: str
     replica: int
     argv: list[str]
-    env: dict[str, str]                       # the service's declared environment only
-    depends_on: dict[str, str]                # service -> condition
-    healthcheck: list[str] | None = None      # argv of the service's health check, if any
-    ports: dict[int, int] = field(default_factory=dict)   # exposed container port -> local port
+    env: dict[str, str]  # the service's declared environment only
+    depends_on: dict[str, str]  # service -> condition
+    healthcheck: list[str] | None = None  # argv of the service's health check, if any
+    ports: dict[int, int] = field(default_factory=dict)  # exposed container port -> local port
 
     @property
     def name(self) -> str:
@@ -67,6 +72,7 @@ class Invocation:
 
 def interpolate(text: str, env: dict[str, str]) -> str:
     """Compose variable substitution in one string."""
+
     def sub(m: re.Match) -> str:
         if m.group("escaped"):
             return "$"
@@ -82,6 +88,7 @@ def interpolate(text: str, env: dict[str, str]) -> str:
         if not is_set:  # "?" and ":?"
             raise ConfigError(f"required variable {name} is missing a value: {arg or '(no message)'}")
         return value
+
     return _VAR.sub(sub, text)
 
 
@@ -194,8 +201,9 @@ class ComposeProject:
                 raise ConfigError(f"depends_on cycle: {' -> '.join(path + (name,))}")
             for dep in self.depends_on(name):
                 if dep not in names:
-                    raise ConfigError(f"service {name!r} depends on {dep!r}, which the active profiles "
-                                      f"{sorted(active)} do not enable")
+                    raise ConfigError(
+                        f"service {name!r} depends on {dep!r}, which the active profiles {sorted(active)} do not enable"
+                    )
                 visit(dep, path + (name,))
             order.append(name)
 
@@ -253,9 +261,15 @@ class ComposeProject:
             mounts.append((target.rstrip("/") or "/", host))
         return sorted(mounts, key=lambda m: -len(m[0]))  # longest mount path first
 
-    def invocations(self, root: str | Path, *, profiles: list[str] | None = None,
-                    scale: dict[str, int] | None = None, executables: dict[str, list[str]] | None = None,
-                    host: str = "127.0.0.1") -> list[Invocation]:
+    def invocations(
+        self,
+        root: str | Path,
+        *,
+        profiles: list[str] | None = None,
+        scale: dict[str, int] | None = None,
+        executables: dict[str, list[str]] | None = None,
+        host: str = "127.0.0.1",
+    ) -> list[Invocation]:
         """Every replica of every enabled service as a local process, in dependency order.
 
         Parameters
@@ -274,8 +288,10 @@ class ComposeProject:
         root = Path(root)
         executables = default_executables() if executables is None else executables
         names = self.enabled(profiles)
-        ports = {n: {int(str(p).split("/")[0]): _free_port(host) for p in self.services[n].get("expose") or []}
-                 for n in names}
+        ports = {
+            n: {int(str(p).split("/")[0]): _free_port(host) for p in self.services[n].get("expose") or []}
+            for n in names
+        }
         out = []
         for name in names:
             service = self.services[name]
@@ -292,11 +308,21 @@ class ComposeProject:
             count = (scale or {}).get(name, self.replicas(name))
             for i in range(count):  # per replica: each container has its own anonymous volumes
                 rewrite = _Rewriter(host, ports, own=name, mounts=self.mounts(name, root, i))
-                check = None if health is None else [*executables.get(health[0], [health[0]]),
-                                                     *map(rewrite, health[1:])]
+                check = (
+                    None if health is None else [*executables.get(health[0], [health[0]]), *map(rewrite, health[1:])]
+                )
                 env = {k: rewrite(v) for k, v in _environment(service, self.dir).items()}
-                out.append(Invocation(name, i, [*executables.get(argv[0], [argv[0]]), *map(rewrite, argv[1:])],
-                                      env, self.depends_on(name), check, dict(ports[name])))
+                out.append(
+                    Invocation(
+                        name,
+                        i,
+                        [*executables.get(argv[0], [argv[0]]), *map(rewrite, argv[1:])],
+                        env,
+                        self.depends_on(name),
+                        check,
+                        dict(ports[name]),
+                    )
+                )
         return out
 
     @staticmethod
@@ -353,5 +379,5 @@ class _Rewriter:
     def _path(self, value: str) -> str:
         for target, host in self._mounts:
             if value == target or value.startswith(target + "/"):
-                return str(host) + value[len(target):]
+                return str(host) + value[len(target) :]
         return value

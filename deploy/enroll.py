@@ -46,8 +46,18 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from privfed.common.errors import ConfigError
-from privfed.deploy.certs import (COORDINATOR, coordinator_sans, issue, load_ca, make_certs, new_key,
-                                  private_dir, write_file, write_party, write_private_key)
+from privfed.deploy.certs import (
+    COORDINATOR,
+    coordinator_sans,
+    issue,
+    load_ca,
+    make_certs,
+    new_key,
+    private_dir,
+    write_file,
+    write_party,
+    write_private_key,
+)
 
 REQUESTS = "requests"
 ISSUED = "issued"
@@ -89,14 +99,18 @@ def sign_pending(pki: Path, exchange: Path, names: list[str], done: set[str]) ->
             continue
         csr = x509.load_pem_x509_csr(path.read_bytes())
         key = csr.public_key()
-        if not csr.is_signature_valid or not isinstance(key, ec.EllipticCurvePublicKey) \
-                or not isinstance(key.curve, ec.SECP256R1):
+        if (
+            not csr.is_signature_valid
+            or not isinstance(key, ec.EllipticCurvePublicKey)
+            or not isinstance(key.curve, ec.SECP256R1)
+        ):
             raise ConfigError(f"{path}: not a self-signed ECDSA P-256 certificate request")
         if ca_key is None:
             ca_key, ca_cert = load_ca(pki)
         cert = issue(ca_key, ca_cert, name, key, sans=[name], server=False)
-        write_file(exchange / ISSUED / f"{name}.pem", cert.public_bytes(serialization.Encoding.PEM),
-                   mode=0o644, replace=True)
+        write_file(
+            exchange / ISSUED / f"{name}.pem", cert.public_bytes(serialization.Encoding.PEM), mode=0o644, replace=True
+        )
         done.add(name)
         signed.append(name)
     return signed
@@ -112,8 +126,9 @@ def sign(pki: Path, exchange: Path, names: list[str], *, timeout: float) -> None
         if len(done) < len(names):
             if time.monotonic() > deadline:
                 missing = ", ".join(n for n in names if n not in done)
-                raise ConfigError(f"no certificate request from {missing} within {timeout:g} s; "
-                                  "are all owner replicas running?")
+                raise ConfigError(
+                    f"no certificate request from {missing} within {timeout:g} s; are all owner replicas running?"
+                )
             time.sleep(POLL)
 
 
@@ -131,11 +146,14 @@ def enroll(exchange: Path, tls_dir: Path, name: str, *, timeout: float) -> Path:
     else:
         key = new_key()
         write_private_key(key_path, key)
-    csr = (x509.CertificateSigningRequestBuilder()
-           .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-           .sign(key, hashes.SHA256()))
-    write_file(exchange / REQUESTS / f"{name}.csr", csr.public_bytes(serialization.Encoding.PEM),
-               mode=0o644, replace=True)
+    csr = (
+        x509.CertificateSigningRequestBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .sign(key, hashes.SHA256())
+    )
+    write_file(
+        exchange / REQUESTS / f"{name}.csr", csr.public_bytes(serialization.Encoding.PEM), mode=0o644, replace=True
+    )
     issued = exchange / ISSUED / f"{name}.pem"
     deadline = time.monotonic() + timeout
     while True:
@@ -144,15 +162,17 @@ def enroll(exchange: Path, tls_dir: Path, name: str, *, timeout: float) -> Path:
             if _public(cert.public_key()) == _public(key.public_key()):
                 break
         if time.monotonic() > deadline:
-            raise ConfigError(f"no certificate for {name} in {issued.parent} within {timeout:g} s; "
-                              "is the ca-signer service running?")
+            raise ConfigError(
+                f"no certificate for {name} in {issued.parent} within {timeout:g} s; is the ca-signer service running?"
+            )
         time.sleep(POLL)
     ca_pem = (exchange / "ca.pem").read_bytes()
     try:
         cert.verify_directly_issued_by(x509.load_pem_x509_certificate(ca_pem))
     except (ValueError, TypeError, InvalidSignature) as exc:
-        raise ConfigError(f"{issued} is not signed by {exchange / 'ca.pem'} ({exc!r}); rerun the certs "
-                          "service") from None
+        raise ConfigError(
+            f"{issued} is not signed by {exchange / 'ca.pem'} ({exc!r}); rerun the certs service"
+        ) from None
     write_file(d / f"{name}.pem", cert.public_bytes(serialization.Encoding.PEM), mode=0o644, replace=True)
     write_file(d / "ca.pem", ca_pem, mode=0o644, replace=True)
     return d
@@ -175,9 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "init":
             init(args.pki, args.coordinator_out, args.exchange, sans=args.san)
-            print(f"enroll: CA in {args.pki}, coordinator pair in {args.coordinator_out}; "
-                  f"exchange {args.exchange} reset",
-                  file=sys.stderr)
+            print(
+                f"enroll: CA in {args.pki}, coordinator pair in {args.coordinator_out}; exchange {args.exchange} reset",
+                file=sys.stderr,
+            )
         else:
             if args.owners < 1:
                 raise ConfigError(f"--owners must be >= 1, got {args.owners}")

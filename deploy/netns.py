@@ -100,8 +100,19 @@ class Lan:
             ip("link", "set", "br0", "up", netns=self.switch)
             for i, host in enumerate(self.hosts):
                 self._add_netns(host.netns)
-                ip("link", "add", f"h{i}", "type", "veth", "peer", "name", "eth0", "netns", host.netns,
-                   netns=self.switch)
+                ip(
+                    "link",
+                    "add",
+                    f"h{i}",
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    "eth0",
+                    "netns",
+                    host.netns,
+                    netns=self.switch,
+                )
                 ip("link", "set", f"h{i}", "master", "br0", netns=self.switch)
                 ip("link", "set", f"h{i}", "up", netns=self.switch)
                 ip("addr", "add", f"{host.address}/{self._prefixlen}", "dev", "eth0", netns=host.netns)
@@ -144,7 +155,7 @@ class Lan:
         if errors:
             raise RuntimeError("could not delete network namespace(s): " + "; ".join(errors))
 
-    def __enter__(self) -> "Lan":
+    def __enter__(self) -> Lan:
         self.up()
         return self
 

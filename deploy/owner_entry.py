@@ -57,8 +57,10 @@ _PARTITION = ("n_owners", "dataset", "seed", "n_samples", "test_fraction")
 def slot_ranges(n_owners: int, nodes: int) -> list[range]:
     """Logical owners of each node: ``range(i*n//p, (i+1)*n//p)``, contiguous and disjoint."""
     if nodes < 1 or n_owners < nodes:
-        raise ConfigError(f"need 1 <= nodes <= n_owners, got nodes={nodes} and n_owners={n_owners}; "
-                          "every owner node must host at least one logical owner")
+        raise ConfigError(
+            f"need 1 <= nodes <= n_owners, got nodes={nodes} and n_owners={n_owners}; "
+            "every owner node must host at least one logical owner"
+        )
     return [range(i * n_owners // nodes, (i + 1) * n_owners // nodes) for i in range(nodes)]
 
 
@@ -85,8 +87,10 @@ def claim_slot(slots: Path, nodes: int) -> tuple[int, int]:
         os.write(fd, f"{socket.gethostname()} pid {os.getpid()}\n".encode())
         os.set_inheritable(fd, True)
         return i, fd
-    raise ConfigError(f"all {nodes} owner slots in {slots} are taken: more owner replicas run than --nodes "
-                      f"({nodes}); scale with PRIVFED_NODES (it sets deploy.replicas and --nodes together)")
+    raise ConfigError(
+        f"all {nodes} owner slots in {slots} are taken: more owner replicas run than --nodes "
+        f"({nodes}); scale with PRIVFED_NODES (it sets deploy.replicas and --nodes together)"
+    )
 
 
 def check_partition(ledger_dir: Path, partition: dict) -> None:
@@ -108,20 +112,31 @@ def check_partition(ledger_dir: Path, partition: dict) -> None:
         changed = {k: (stored.get(k), v) for k, v in partition.items() if stored.get(k) != v}
         if changed:
             what = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in sorted(changed.items()))
-            raise ConfigError(f"the ledgers in {ledger_dir} were made under another partition ({what}); "
-                              "logical owners would move to ledger files that do not know their spent "
-                              "budget. Keep the old settings, or start a fresh federation "
-                              "(`docker compose down -v`, or a new ledger directory)") from None
+            raise ConfigError(
+                f"the ledgers in {ledger_dir} were made under another partition ({what}); "
+                "logical owners would move to ledger files that do not know their spent "
+                "budget. Keep the old settings, or start a fresh federation "
+                "(`docker compose down -v`, or a new ledger directory)"
+            ) from None
     finally:
         tmp.unlink()
 
 
-def owner_argv(index: int, shards: range, ledger_dir: Path, passthrough: list[str],
-               certs: Path | None = None) -> list[str]:
+def owner_argv(
+    index: int, shards: range, ledger_dir: Path, passthrough: list[str], certs: Path | None = None
+) -> list[str]:
     """The ``privfed owner`` arguments for slot ``index`` (without the program name)."""
-    return ["owner", "--name", f"owner-{index}", "--shards", f"{shards.start}:{shards.stop}",
-            "--ledger", str(ledger_dir / f"owner-{index}.sqlite"),
-            *(["--certs", str(certs)] if certs is not None else []), *passthrough]
+    return [
+        "owner",
+        "--name",
+        f"owner-{index}",
+        "--shards",
+        f"{shards.start}:{shards.stop}",
+        "--ledger",
+        str(ledger_dir / f"owner-{index}.sqlite"),
+        *(["--certs", str(certs)] if certs is not None else []),
+        *passthrough,
+    ]
 
 
 def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
@@ -142,8 +157,9 @@ def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     if given:
         parser.error(f"{', '.join(given)}: set by the entry point from the slot; remove them")
     if any(a.split("=", 1)[0] == "--data" for a in rest):
-        parser.error("--data (an owner's own file) is for a single node on its own machine; "
-                     "run `privfed owner` directly there")
+        parser.error(
+            "--data (an owner's own file) is for a single node on its own machine; run `privfed owner` directly there"
+        )
     return args, rest
 
 
@@ -165,10 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"owner_entry: error: {exc}", file=sys.stderr)
         return 2
-    cmd = [sys.executable, "-m", "privfed.deploy.cli",
-           *owner_argv(index, ranges[index], args.ledger_dir, rest, certs)]
-    print(f"owner_entry: slot {index} of {args.nodes}: logical owners {ranges[index].start}..{ranges[index].stop - 1}",
-          file=sys.stderr, flush=True)
+    cmd = [sys.executable, "-m", "privfed.deploy.cli", *owner_argv(index, ranges[index], args.ledger_dir, rest, certs)]
+    print(
+        f"owner_entry: slot {index} of {args.nodes}: logical owners {ranges[index].start}..{ranges[index].stop - 1}",
+        file=sys.stderr,
+        flush=True,
+    )
     os.execv(sys.executable, cmd)  # the slot's lock fd stays open in privfed owner
 
 

@@ -27,7 +27,7 @@ class RecordingProxy:
         with self._lock:
             return bytes(self._captured)
 
-    def start(self) -> "RecordingProxy":
+    def start(self) -> RecordingProxy:
         t = threading.Thread(target=self._accept_loop, daemon=True)
         t.start()
         self._threads.append(t)
@@ -38,7 +38,7 @@ class RecordingProxy:
         while not self._stop.is_set():
             try:
                 client, _ = self._listener.accept()
-            except (socket.timeout, OSError):
+            except (TimeoutError, OSError):
                 continue
             try:
                 upstream = socket.create_connection(self._target, timeout=5)
@@ -58,7 +58,7 @@ class RecordingProxy:
             while not self._stop.is_set():
                 try:
                     data = src.recv(65536)
-                except socket.timeout:
+                except TimeoutError:
                     continue
                 if not data:
                     break

@@ -4,8 +4,8 @@ and the owner's evaluation release fed into the ring secure sum through the sans
 An evaluation is a release (issue 9 item 1, contract 4). :meth:`RingDriver.evaluate` validates
 the task against the run's public configuration, computes the owner's ``(err_sum, w_sum)`` with
 every row's weight clipped to the public row bound ``b``, adds Laplace noise ``Lap(2 b / ε)``
-calibrated to that bound (:func:`privfed.common.boosting.noisy_contributions`; the sensitivity
-argument -- ε-DP for every row, ε-LDP for a one-row owner -- is in :mod:`privfed.common.boosting`,
+calibrated to that bound (:func:`privfed.common.boosting.federated.noisy_contributions`; the sensitivity
+argument -- ε-DP for every row, ε-LDP for a one-row owner -- is in :mod:`privfed.common.boosting.federated`,
 "Evaluation releases") and commits
 the debit in the ledger *before* the party's first envelope is produced. The noisy pair is cached
 per (owner, release id): a ring re-formed for the same (run, round) gets the same pair and no new
@@ -22,18 +22,18 @@ from __future__ import annotations
 import logging
 import math
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 from cryptography import x509
 
-from privfed.common.e2e import Box, verify_public_key
 from privfed.common.errors import ConfigError, LocalProtocolError, PrivfedError, ProtocolError, RemoteProtocolError
-from privfed.common.fixedpoint import FixedPoint
 from privfed.common.identity import node_of
 from privfed.common.ledger import Debit, Ledger
 from privfed.common.messages import BoostEvaluateTask, BoostShareReply, RingJoined, RingTotal, boost_release_epsilons
-from privfed.common.securesum import Inbound, RingParty
+from privfed.common.secagg.boxes import Box, verify_public_key
+from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.ring import Inbound, RingParty
 
 log = logging.getLogger("privfed.owner")
 
@@ -49,7 +49,7 @@ class AlreadyReleased(RemoteProtocolError):
 
 def boost_share(owner, spec) -> BoostShareReply:
     """The perturbed share of this round's base learner, with this owner's SAMME weights."""
-    from privfed.common.boostwire import config_from_dict, owner_weights  # lazily: scipy.sparse only for boosting
+    from privfed.common.boosting.wire import config_from_dict, owner_weights  # lazily: scipy.sparse only for boosting
 
     fb = config_from_dict(spec.config)
     _check_history(fb, spec.history)
@@ -62,7 +62,7 @@ def boost_share(owner, spec) -> BoostShareReply:
 
 def _check_history(fb, history) -> None:
     """Every kept learner of ``history`` has the run's kind and shape; alphas and totals are finite."""
-    from privfed.common.boostwire import learner_from_dict
+    from privfed.common.boosting.wire import learner_from_dict
 
     try:
         for item in history["learners"]:
@@ -88,19 +88,18 @@ class RingDriver:
         The node's ledger; every evaluation release is debited here before it leaves.
     """
 
-    def __init__(self, keys: dict, ca_pem: bytes | None, ledger: Ledger,
-                 clock=lambda: datetime.now(timezone.utc)):
+    def __init__(self, keys: dict, ca_pem: bytes | None, ledger: Ledger, clock=lambda: datetime.now(UTC)):
         if not isinstance(ledger, Ledger):
             raise ConfigError(f"RingDriver needs the node's Ledger, got {type(ledger).__name__}")
-        self._keys = keys          # owner_id -> X25519 private key
+        self._keys = keys  # owner_id -> X25519 private key
         self._ca = x509.load_pem_x509_certificate(ca_pem) if ca_pem else None
         self._ledger = ledger
         self._clock = clock
-        self._parties: dict[str, RingParty] = {}   # owner_id -> its party in the current session
+        self._parties: dict[str, RingParty] = {}  # owner_id -> its party in the current session
         self._verified: dict[tuple, bytes] = {}
-        self._sessions: dict[str, tuple] = {}   # session id -> (ring, certificates), sent once per node
+        self._sessions: dict[str, tuple] = {}  # session id -> (ring, certificates), sent once per node
         self._released: dict[tuple[str, str], tuple[int, np.ndarray]] = {}  # (owner, release id) -> (round, pair)
-        self._runs: dict[str, dict] = {}   # run id -> the config this node first saw for it
+        self._runs: dict[str, dict] = {}  # run id -> the config this node first saw for it
 
     # ------------------------------------------------------------------ validation
     def note_share(self, config: dict) -> None:
@@ -113,8 +112,9 @@ class RingDriver:
             raise RemoteProtocolError("boosting config has no run_id")
         seen = self._runs.setdefault(run_id, config)
         if seen != config:
-            raise RemoteProtocolError(f"boosting run {run_id!r}: this task's config differs from the one this node "
-                                      "already saw for the run")
+            raise RemoteProtocolError(
+                f"boosting run {run_id!r}: this task's config differs from the one this node already saw for the run"
+            )
 
     def _session(self, ring_spec) -> tuple[tuple, dict]:
         if ring_spec.ring:
@@ -131,29 +131,41 @@ class RingDriver:
             # Only an owner node's certificate may vouch for a ring key: the coordinator holds a
             # CA-issued certificate too, and must not be able to list itself as a peer's node.
             if not OWNER_NODE_NAME.fullmatch(peer.node_id):
-                raise RemoteProtocolError(f"peer {peer.owner_id!r} is said to live on {peer.node_id!r}, "
-                                          "which is not an owner node")
+                raise RemoteProtocolError(
+                    f"peer {peer.owner_id!r} is said to live on {peer.node_id!r}, which is not an owner node"
+                )
             # And only the node that owns the id (contract 1): owner-1 must not vouch for owner-0's owners.
             if node_of(peer.owner_id) != peer.node_id:
-                raise RemoteProtocolError(f"peer {peer.owner_id!r} is not an owner of node {peer.node_id!r}; "
-                                          "its key must be signed by the node its id names")
+                raise RemoteProtocolError(
+                    f"peer {peer.owner_id!r} is not an owner of node {peer.node_id!r}; "
+                    "its key must be signed by the node its id names"
+                )
             pem = certificates.get(peer.node_id)
             if pem is None:
                 raise ConfigError(f"no certificate for node {peer.node_id!r} of peer {peer.owner_id!r}")
-            verify_public_key(x509.load_pem_x509_certificate(pem), self._ca, peer.owner_id, peer.x25519_public_key,
-                              peer.key_signature, now=self._clock(), cert_identity=peer.node_id)
+            verify_public_key(
+                x509.load_pem_x509_certificate(pem),
+                self._ca,
+                peer.owner_id,
+                peer.x25519_public_key,
+                peer.key_signature,
+                now=self._clock(),
+                cert_identity=peer.node_id,
+            )
         self._verified[cache_key] = peer.x25519_public_key
         return peer.x25519_public_key
 
     def _check_task(self, owner, spec: BoostEvaluateTask):
         """(run config, round, learner) of a valid evaluate task; raises ConfigError/RemoteProtocolError."""
-        from privfed.common.boostwire import config_from_dict, history_round, learner_from_dict
+        from privfed.common.boosting.wire import config_from_dict, history_round, learner_from_dict
 
         if not isinstance(spec.config, dict) or not isinstance(spec.history, dict):
             raise RemoteProtocolError("boosting config and history must be JSON objects")
         fb = config_from_dict(spec.config)
         if fb.bounds.d != owner.X.shape[1]:
-            raise ConfigError(f"task bounds describe {fb.bounds.d} features, this owner's schema has {owner.X.shape[1]}")
+            raise ConfigError(
+                f"task bounds describe {fb.bounds.d} features, this owner's schema has {owner.X.shape[1]}"
+            )
         round_no = history_round(spec.history, fb.n_rounds)
         _check_history(fb, spec.history)
         try:
@@ -174,16 +186,20 @@ class RingDriver:
         """
         run = config["run_id"]
         purposes = {f"{label}:{run}": label for label in SHARE_LABELS}
-        debited = sorted((purposes[h["purpose"]], h["epsilon"]) for h in self._ledger.history(owner_id)
-                         if h["purpose"] in purposes)
+        debited = sorted(
+            (purposes[h["purpose"]], h["epsilon"]) for h in self._ledger.history(owner_id) if h["purpose"] in purposes
+        )
         if not debited:
             return
         expected = sorted((label, eps) for eps, _, label in boost_release_epsilons(config))
         same = len(debited) == len(expected) and all(
-            a == b and (x == y or math.isclose(x, y, rel_tol=1e-9)) for (a, x), (b, y) in zip(debited, expected))
+            a == b and (x == y or math.isclose(x, y, rel_tol=1e-9)) for (a, x), (b, y) in zip(debited, expected)
+        )
         if not same:
-            raise RemoteProtocolError(f"boosting run {run!r}: this config's share budget {expected} differs from "
-                                      f"the share this owner released in the run {debited}")
+            raise RemoteProtocolError(
+                f"boosting run {run!r}: this config's share budget {expected} differs from "
+                f"the share this owner released in the run {debited}"
+            )
 
     # ------------------------------------------------------------------ the release
     def release_of(self, owner_id: str, release_id: str) -> np.ndarray | None:
@@ -212,9 +228,11 @@ class RingDriver:
             raise RemoteProtocolError(f"ring encoding is unusable: {exc}") from exc
         peers = {p.owner_id: p for p in ring.peers}
         try:
-            boxes = {pid: Box(owner.owner_id, self._keys[owner.owner_id], pid,
-                              self._peer_key(certificates, peers[pid]))
-                     for pid in peers if pid != owner.owner_id}
+            boxes = {
+                pid: Box(owner.owner_id, self._keys[owner.owner_id], pid, self._peer_key(certificates, peers[pid]))
+                for pid in peers
+                if pid != owner.owner_id
+            }
             party = RingParty(owner.owner_id, order, ring.session_id, fixed_point, boxes)
         except KeyError as exc:
             raise ConfigError(f"ring session {ring.session_id}: no key for {exc}") from exc
@@ -229,17 +247,21 @@ class RingDriver:
         if cached is None:
             return None
         if cached[0] != round_no:
-            raise AlreadyReleased(f"{owner_id} already evaluated round {cached[0]} of run "
-                                  f"{spec.config['run_id']!r}, which evaluates once per owner")
+            raise AlreadyReleased(
+                f"{owner_id} already evaluated round {cached[0]} of run "
+                f"{spec.config['run_id']!r}, which evaluates once per owner"
+            )
         return cached[1]
 
     def _draw(self, owner, spec: BoostEvaluateTask, fb, learner) -> tuple[Debit, np.ndarray]:
         """The noisy pair of a release not made yet, and its debit (not committed)."""
-        from privfed.common.boostwire import owner_weights
+        from privfed.common.boosting.wire import owner_weights
 
         if self._ledger.has_released(owner.owner_id, spec.release_id):
-            raise AlreadyReleased(f"{owner.owner_id} released {spec.release_id!r} before this process started; "
-                                  "the noisy value is gone and a fresh draw would be a second release")
+            raise AlreadyReleased(
+                f"{owner.owner_id} released {spec.release_id!r} before this process started; "
+                "the noisy value is gone and a fresh draw would be a second release"
+            )
         epsilon = fb.eval_round_epsilon
         self._ledger.check(owner.owner_id, epsilon)  # BudgetExceeded before any computation
         w = owner_weights(spec.history, owner.X, owner.y)
@@ -273,16 +295,17 @@ class RingDriver:
                 outcomes[i] = exc
                 prepared.pop(i, None)
         errors = self._ledger.debit_many([d for _, _, d, _, _ in draws]) if draws else []
-        for (i, key, _, pair, round_no), error in zip(draws, errors):
+        for (_, key, _, pair, round_no), error in zip(draws, errors):
             if error is None:
                 self._released[key] = (round_no, pair)
         for i, (party, bound, round_no) in prepared.items():
             owner, spec = items[i]
             try:
                 pair = self._cached(owner.owner_id, spec, round_no)
-                if pair is None:   # its debit was refused: the error of the draw that tried
-                    error = next(e for (j, key, _, _, _), e in zip(draws, errors)
-                                 if key == (owner.owner_id, spec.release_id))
+                if pair is None:  # its debit was refused: the error of the draw that tried
+                    error = next(
+                        e for (j, key, _, _, _), e in zip(draws, errors) if key == (owner.owner_id, spec.release_id)
+                    )
                     raise AlreadyReleased(str(error)) if isinstance(error, LocalProtocolError) else error
                 self._parties[owner.owner_id] = party
                 # Clipping the noisy pair to the ring's public range is post-processing of the release.

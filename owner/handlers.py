@@ -32,14 +32,25 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError
-from privfed.common.ledger import Debit, Ledger
 from privfed.common.learners.logistic import fit_local_logistic, lr_share
 from privfed.common.learners.ncc import ncc_share
+from privfed.common.ledger import Debit, Ledger
 from privfed.common.mechanisms import GeometricMechanism, KaryRandomizedResponse, make_mechanism
 from privfed.common.mechanisms.base import REPORT_LIMIT
 from privfed.common.messages import (
-    BoostShareTask, LrShareReply, LrShareTask, NccShareReply, NccShareTask, PcaShareReply, PcaShareTask, Refusal, Result,
-    SvmShareReply, SvmShareTask, Task, total_budget,
+    BoostShareTask,
+    LrShareReply,
+    LrShareTask,
+    NccShareReply,
+    NccShareTask,
+    PcaShareReply,
+    PcaShareTask,
+    Refusal,
+    Result,
+    SvmShareReply,
+    SvmShareTask,
+    Task,
+    total_budget,
 )
 
 log = logging.getLogger("privfed.owner")
@@ -107,8 +118,9 @@ def check_boost_config(owner: LocalOwner, config) -> None:
         raise TaskRefused("invalid_task", "the boosting configuration must be an object")
     n_classes = config.get("n_classes")
     if n_classes != owner.n_classes:
-        raise TaskRefused("invalid_task", f"task says {n_classes!r} classes; this owner's data set declares "
-                                          f"{owner.n_classes}")
+        raise TaskRefused(
+            "invalid_task", f"task says {n_classes!r} classes; this owner's data set declares {owner.n_classes}"
+        )
     bounds = config.get("bounds")
     lo = bounds.get("lo") if isinstance(bounds, dict) else None
     if not isinstance(lo, list) or len(lo) != owner.n_features:
@@ -123,8 +135,10 @@ def validate_task(owner: LocalOwner, spec, *, allow_clear_labels: bool) -> None:
     reports would not be finite) refuses the task here, before the budget is checked.
     """
     if releases_clear_labels(spec) and not allow_clear_labels:
-        raise TaskRefused("policy", "clear labels are released only by an owner started with --allow-clear-labels; "
-                                    "ask for labels='rr'")
+        raise TaskRefused(
+            "policy",
+            "clear labels are released only by an owner started with --allow-clear-labels; ask for labels='rr'",
+        )
     if isinstance(spec, BoostShareTask):
         check_boost_config(owner, spec.config)
         return  # the rest is validated by the boosting code (owner/boosting.py) when the share is computed
@@ -132,12 +146,14 @@ def validate_task(owner: LocalOwner, spec, *, allow_clear_labels: bool) -> None:
         raise TaskRefused("invalid_task", f"task kind {type(spec).__name__} is not a share task")
     d = spec.bounds.d
     if d != owner.n_features:
-        raise TaskRefused("invalid_task", f"task bounds describe {d} features; this owner's schema has "
-                                          f"{owner.n_features}")
+        raise TaskRefused(
+            "invalid_task", f"task bounds describe {d} features; this owner's schema has {owner.n_features}"
+        )
     n_classes = getattr(spec, "n_classes", None)
     if n_classes is not None and n_classes != owner.n_classes:
-        raise TaskRefused("invalid_task", f"task says {n_classes} classes; this owner's data set declares "
-                                          f"{owner.n_classes}")
+        raise TaskRefused(
+            "invalid_task", f"task says {n_classes} classes; this owner's data set declares {owner.n_classes}"
+        )
     try:
         if isinstance(spec, NccShareTask):
             make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=d)
@@ -160,8 +176,9 @@ def validate_task(owner: LocalOwner, spec, *, allow_clear_labels: bool) -> None:
         elif isinstance(spec, SvmShareTask):
             _positive("epsilon", spec.epsilon, allow_inf=True)
             _positive("lam", spec.lam)
-            if spec.subspace is not None and (spec.subspace.ndim != 2 or spec.subspace.shape[0] != d
-                                              or not np.all(np.isfinite(spec.subspace))):
+            if spec.subspace is not None and (
+                spec.subspace.ndim != 2 or spec.subspace.shape[0] != d or not np.all(np.isfinite(spec.subspace))
+            ):
                 raise TaskRefused("invalid_task", f"subspace of shape {spec.subspace.shape} must be finite, ({d}, k)")
     except (ConfigError, TypeError, ValueError, OverflowError) as exc:
         raise TaskRefused("invalid_task", str(exc)) from exc  # built from the task's fields only
@@ -175,10 +192,12 @@ def compute_share(owner: LocalOwner, spec):
         return boost_share(owner, spec)
     if isinstance(spec, NccShareTask):
         mechanism = make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=spec.bounds.d)
-        label_rr = (KaryRandomizedResponse(epsilon=spec.label_epsilon, n_classes=spec.n_classes)
-                    if spec.labels == "rr" and np.isfinite(spec.label_epsilon) else None)
-        share = ncc_share(owner.X, owner.y, bounds=spec.bounds, mechanism=mechanism, label_rr=label_rr,
-                          rng=owner.rng)
+        label_rr = (
+            KaryRandomizedResponse(epsilon=spec.label_epsilon, n_classes=spec.n_classes)
+            if spec.labels == "rr" and np.isfinite(spec.label_epsilon)
+            else None
+        )
+        share = ncc_share(owner.X, owner.y, bounds=spec.bounds, mechanism=mechanism, label_rr=label_rr, rng=owner.rng)
         return NccShareReply(reports=share.reports, labels=share.labels)
     if isinstance(spec, LrShareTask):
         theta = fit_local_logistic(owner.X, owner.y, bounds=spec.bounds, n_classes=spec.n_classes, C=spec.c)
@@ -186,17 +205,21 @@ def compute_share(owner: LocalOwner, spec):
         reports = lr_share(theta, param_bound=spec.param_bound, mechanism=mechanism, rng=owner.rng)
         return LrShareReply(reports=np.asarray(reports).reshape(1, -1))
     if isinstance(spec, PcaShareTask):
-        from privfed.common.dppca import owner_pca_release  # lazily: scipy only for the tasks that need it
+        from privfed.common.feddpdr.pca import owner_pca_release  # lazily: scipy only for the tasks that need it
 
         U, n = owner_pca_release(owner.X, spec.bounds, spec.k, spec.epsilon, spec.delta, owner.rng)
-        count = n if math.isinf(spec.count_epsilon) else int(
-            GeometricMechanism(epsilon=spec.count_epsilon).privatize(np.int64(n), owner.rng))
+        count = (
+            n
+            if math.isinf(spec.count_epsilon)
+            else int(GeometricMechanism(epsilon=spec.count_epsilon).privatize(np.int64(n), owner.rng))
+        )
         return PcaShareReply(subspace=U, noisy_count=int(count))
     if isinstance(spec, SvmShareTask):
-        from privfed.common.dpsvm import owner_svm_release
+        from privfed.common.feddpdr.svm import owner_svm_release
 
-        W, _, _ = owner_svm_release(owner.X, owner.y, spec.bounds, spec.subspace, spec.n_classes, spec.epsilon,
-                                    spec.lam, owner.rng)
+        W, _, _ = owner_svm_release(
+            owner.X, owner.y, spec.bounds, spec.subspace, spec.n_classes, spec.epsilon, spec.lam, owner.rng
+        )
         return SvmShareReply(coef=W)
     raise ConfigError(f"unknown task kind {type(spec).__name__}")
 
@@ -218,11 +241,21 @@ def share_is_sendable(share) -> bool:
 def release_debits(task: Task) -> list[Debit]:
     """One ledger entry per privacy-relevant part of the release (e.g. per one-vs-rest problem),
     plus a non-private entry when the release carries clear labels."""
-    debits = [Debit(task.owner_id, eps, delta, f"{label}:{task.round_id}", f"{task.task_id}#{j}")
-              for j, (eps, delta, label) in enumerate(task.spec.ledger_entries())]
+    debits = [
+        Debit(task.owner_id, eps, delta, f"{label}:{task.round_id}", f"{task.task_id}#{j}")
+        for j, (eps, delta, label) in enumerate(task.spec.ledger_entries())
+    ]
     if releases_clear_labels(task.spec):
-        debits.append(Debit(task.owner_id, 0.0, 0.0, f"{CLEAR_LABELS}:{task.round_id}",
-                            f"{task.task_id}#{CLEAR_LABELS}", nonprivate=True))
+        debits.append(
+            Debit(
+                task.owner_id,
+                0.0,
+                0.0,
+                f"{CLEAR_LABELS}:{task.round_id}",
+                f"{task.task_id}#{CLEAR_LABELS}",
+                nonprivate=True,
+            )
+        )
     return debits
 
 
@@ -231,8 +264,13 @@ def _refuse(task: Task, code: str, detail: str = "", log_reason: str = "") -> Re
     return Result(task.task_id, task.owner_id, Refusal.of(code, detail))
 
 
-def _prepare(task: Task, owner: LocalOwner | None, ledger: Ledger, allow_clear_labels: bool,
-             pending: dict[str, tuple[float, float]]):
+def _prepare(
+    task: Task,
+    owner: LocalOwner | None,
+    ledger: Ledger,
+    allow_clear_labels: bool,
+    pending: dict[str, tuple[float, float]],
+):
     """Steps 2-4 of the module docstring for one task: its share, or a refusal.
 
     ``pending`` holds what earlier tasks of the batch will debit per owner; the budget check adds
@@ -245,10 +283,11 @@ def _prepare(task: Task, owner: LocalOwner | None, ledger: Ledger, allow_clear_l
         if any(ledger.has_release_id(d.owner_id, d.release_id) for d in debits):
             raise TaskRefused("already_released", f"task id {task.task_id!r}")
         if isinstance(task.spec, BoostShareTask) and any(
-                ledger.has_released(task.owner_id, f"{label}:{task.round_id}")
-                for _, _, label in task.spec.ledger_entries()):
-            raise TaskRefused("already_released", f"boosting run {task.round_id!r}: an owner releases in at most "
-                                                  "one round of a run")
+            ledger.has_released(task.owner_id, f"{label}:{task.round_id}") for _, _, label in task.spec.ledger_entries()
+        ):
+            raise TaskRefused(
+                "already_released", f"boosting run {task.round_id!r}: an owner releases in at most one round of a run"
+            )
         eps, delta = total_budget(task.spec)
         before = pending.get(task.owner_id, (0.0, 0.0))
         ledger.check(task.owner_id, before[0] + eps, before[1] + delta)
@@ -256,7 +295,7 @@ def _prepare(task: Task, owner: LocalOwner | None, ledger: Ledger, allow_clear_l
         return _refuse(task, exc.code, exc.detail)
     except BudgetExceeded as exc:
         return _refuse(task, "budget_exceeded", f"request epsilon={eps:g}, delta={delta:g}", str(exc))
-    except (ConfigError, TypeError, ValueError) as exc:   # e.g. an ε the ledger cannot record
+    except (ConfigError, TypeError, ValueError) as exc:  # e.g. an ε the ledger cannot record
         return _refuse(task, "invalid_task", "", str(exc))
     try:
         share = compute_share(owner, task.spec)
@@ -276,8 +315,9 @@ def _prepare(task: Task, owner: LocalOwner | None, ledger: Ledger, allow_clear_l
     return share
 
 
-def handle_batch(tasks: list[Task], owners: dict[str, LocalOwner], ledger: Ledger, *,
-                 allow_clear_labels: bool = False) -> list[Result]:
+def handle_batch(
+    tasks: list[Task], owners: dict[str, LocalOwner], ledger: Ledger, *, allow_clear_labels: bool = False
+) -> list[Result]:
     """Answer ``tasks``, one result per task in order; every released share is debited (and
     committed) before this returns. One bad task is refused alone; the others proceed."""
     results: dict[tuple[str, str], Result] = {}
@@ -303,7 +343,7 @@ def handle_batch(tasks: list[Task], owners: dict[str, LocalOwner], ledger: Ledge
     outcomes = ledger.debit_many([d for ds in debits for d in ds])
     i = 0
     for task, ds in zip(to_debit, debits):  # a task is released only if every one of its entries was debited
-        refused = next((o for o in outcomes[i:i + len(ds)] if o is not None), None)
+        refused = next((o for o in outcomes[i : i + len(ds)] if o is not None), None)
         i += len(ds)
         key = (task.owner_id, task.task_id)
         share = shares.pop(key)

@@ -16,22 +16,35 @@ import threading
 import time
 
 import grpc
-
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-from privfed.common.e2e import generate_private_key, public_bytes, sign_public_key
 from privfed.common.errors import BudgetExceeded, ConfigError, ProtocolError
 from privfed.common.ledger import Ledger
 from privfed.common.messages import (
-    BoostEvaluateTask, BoostShareReply, BoostShareTask, OwnerInfo, Refusal, Result, RingMessageTask, Task,
+    BoostEvaluateTask,
+    BoostShareReply,
+    BoostShareTask,
+    OwnerInfo,
+    Refusal,
+    Result,
+    RingMessageTask,
+    Task,
 )
+from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
 from privfed.owner.boosting import AlreadyReleased, RingDriver
 from privfed.owner.handlers import LocalOwner, TaskRefused, check_boost_config, handle_batch
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
 from privfed.proto.transport import (
-    PULL_TIMEOUT, PULL_WAIT, PUSH_TIMEOUT, RELAY_TIMEOUT, REGISTER_TIMEOUT, Backoff, TlsFiles, channel_credentials,
+    PULL_TIMEOUT,
+    PULL_WAIT,
+    PUSH_TIMEOUT,
+    REGISTER_TIMEOUT,
+    RELAY_TIMEOUT,
+    Backoff,
+    TlsFiles,
+    channel_credentials,
     channel_options,
 )
 
@@ -41,12 +54,17 @@ _RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
 # The coordinator refused what one push or relay carried (a round it forgot, a ring session it
 # closed or never opened, a limit): those results or envelopes are dropped and the node goes on.
 # Nothing the coordinator answers to one call may end the node (issue 9, item 7).
-_CALL_REFUSED = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
-                 grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND,
-                 grpc.StatusCode.OUT_OF_RANGE}
-CHUNK = 200          # at most this many results per PushResults: keeps messages small
-PUSH_EVERY = 1.0     # seconds: push at least this often during long work so the node stays visibly alive
-BATCH = 16           # tasks computed and debited together (one ledger transaction)
+_CALL_REFUSED = {
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.OUT_OF_RANGE,
+}
+CHUNK = 200  # at most this many results per PushResults: keeps messages small
+PUSH_EVERY = 1.0  # seconds: push at least this often during long work so the node stays visibly alive
+BATCH = 16  # tasks computed and debited together (one ledger transaction)
 
 
 class ConnectError(RuntimeError):
@@ -61,9 +79,18 @@ class ConnectError(RuntimeError):
 
 
 class OwnerNode:
-    def __init__(self, *, node_id: str, target: str, tls: TlsFiles | None, owners: list[LocalOwner],
-                 ledger: Ledger, connect_timeout: float = 60.0, target_name_override: str | None = None,
-                 allow_clear_labels: bool = False):
+    def __init__(
+        self,
+        *,
+        node_id: str,
+        target: str,
+        tls: TlsFiles | None,
+        owners: list[LocalOwner],
+        ledger: Ledger,
+        connect_timeout: float = 60.0,
+        target_name_override: str | None = None,
+        allow_clear_labels: bool = False,
+    ):
         self.node_id = node_id
         self._target = target
         self._tls = tls
@@ -78,7 +105,7 @@ class OwnerNode:
         # node's certificate key so peers can check the relaying coordinator didn't swap it.
         self._x25519 = {oid: generate_private_key() for oid in self._owners}
         ca_pem = tls.read()[0] if tls is not None else None
-        self._ring = RingDriver(self._x25519, ca_pem, ledger)   # ring contributions are debited releases
+        self._ring = RingDriver(self._x25519, ca_pem, ledger)  # ring contributions are debited releases
         self._evaluate_task: dict[str, str] = {}
 
     def _channel(self) -> grpc.Channel:
@@ -98,13 +125,14 @@ class OwnerNode:
         for oid in self._owners:
             pub = public_bytes(self._x25519[oid])
             sig = sign_public_key(signer, pub, oid) if signer is not None else b""
-            infos.append(OwnerInfo(oid, pub, sig))   # no row count (contract 2)
+            infos.append(OwnerInfo(oid, pub, sig))  # no row count (contract 2)
         return infos, cert
 
     def _register(self, stub) -> None:
         infos, cert = self._owner_infos()
-        request = pb.RegisterNodeRequest(node_id=self.node_id, node_certificate=cert,
-                                         owners=[serde.owner_info_to_proto(i) for i in infos])
+        request = pb.RegisterNodeRequest(
+            node_id=self.node_id, node_certificate=cert, owners=[serde.owner_info_to_proto(i) for i in infos]
+        )
         if self._retry(lambda: stub.RegisterNode(request, timeout=REGISTER_TIMEOUT), "register") is not None:
             log.info("node %s registered %d owner(s) with %s", self.node_id, len(self._owners), self._target)
 
@@ -117,21 +145,24 @@ class OwnerNode:
                 return call()
             except grpc.RpcError as exc:
                 if exc.code() not in _RETRYABLE:
-                    raise ConnectError(f"{what} refused by coordinator: {exc.code().name}: {exc.details()}",
-                                       exc.code()) from exc
+                    raise ConnectError(
+                        f"{what} refused by coordinator: {exc.code().name}: {exc.details()}", exc.code()
+                    ) from exc
                 if self.stop_event.is_set():
                     return None
                 if time.monotonic() - started > self._connect_timeout:
-                    raise ConnectError(f"coordinator {self._target} unreachable for {self._connect_timeout:.0f} s "
-                                       f"during {what}: {exc.details()}", exc.code()) from exc
+                    raise ConnectError(
+                        f"coordinator {self._target} unreachable for {self._connect_timeout:.0f} s "
+                        f"during {what}: {exc.details()}",
+                        exc.code(),
+                    ) from exc
                 delay = backoff.next_delay()
                 log.info("%s: coordinator not reachable (%s); retrying in %.2f s", what, exc.code().name, delay)
                 self.stop_event.wait(delay)
 
     def _push(self, stub, results) -> None:
         self._unsent.extend(results)
-        request = pb.PushResultsRequest(node_id=self.node_id,
-                                        results=[serde.result_to_proto(r) for r in self._unsent])
+        request = pb.PushResultsRequest(node_id=self.node_id, results=[serde.result_to_proto(r) for r in self._unsent])
         try:
             self._retry(lambda: stub.PushResults(request, timeout=PUSH_TIMEOUT), "push")
         except ConnectError as exc:
@@ -145,8 +176,9 @@ class OwnerNode:
         """Send sealed envelopes; returns the tasks the coordinator had queued for this node."""
         if not outbounds:
             return []
-        request = pb.RelayRequest(node_id=self.node_id, envelopes=[
-            pb.Envelope(recipient=o.recipient, data=o.to_bytes()) for o in outbounds])
+        request = pb.RelayRequest(
+            node_id=self.node_id, envelopes=[pb.Envelope(recipient=o.recipient, data=o.to_bytes()) for o in outbounds]
+        )
         try:
             reply = self._retry(lambda: stub.Relay(request, timeout=RELAY_TIMEOUT), "relay")
         except ConnectError as exc:
@@ -177,11 +209,14 @@ class OwnerNode:
         owner = self._owners.get(task.owner_id)
         if isinstance(task.spec, BoostEvaluateTask):
             if owner is None:
-                return Result(task.task_id, task.owner_id,
-                              Refusal.of("invalid_task", f"owner {task.owner_id!r} is not hosted by this node")), []
+                return Result(
+                    task.task_id,
+                    task.owner_id,
+                    Refusal.of("invalid_task", f"owner {task.owner_id!r} is not hosted by this node"),
+                ), []
             self._evaluate_task[task.owner_id] = task.task_id
             try:
-                check_boost_config(owner, task.spec.config)   # public checks only, before any row is read
+                check_boost_config(owner, task.spec.config)  # public checks only, before any row is read
             except TaskRefused as exc:
                 log.warning("refusing ring evaluation %s for %s: %s", task.task_id, task.owner_id, exc)
                 return Result(task.task_id, task.owner_id, Refusal.of(exc.code, exc.detail)), []
@@ -251,7 +286,7 @@ class OwnerNode:
     def _answer_in_order(self, stub, tasks) -> None:
         """Answer tasks in order, pushing results in chunks of at most CHUNK or every PUSH_EVERY s."""
         ready, last_push, i = [], time.monotonic(), 0
-        seen: set[str] = set()   # share task ids of this pass: a copy is refused, never answered twice
+        seen: set[str] = set()  # share task ids of this pass: a copy is refused, never answered twice
         while i < len(tasks):
             if self.stop_event.is_set():
                 log.info("stopping: %d task(s) left unanswered, nothing released for them", len(tasks) - i)
@@ -266,15 +301,20 @@ class OwnerNode:
                 i += 1
             else:
                 j = i
-                while j < len(tasks) and j - i < BATCH and isinstance(tasks[j], Task) and not isinstance(
-                        tasks[j].spec, (BoostEvaluateTask, RingMessageTask)):
+                while (
+                    j < len(tasks)
+                    and j - i < BATCH
+                    and isinstance(tasks[j], Task)
+                    and not isinstance(tasks[j].spec, (BoostEvaluateTask, RingMessageTask))
+                ):
                     j += 1
                 batch = []
                 for t in tasks[i:j]:
                     if t.task_id in seen:
                         log.warning("refusing task %s for %s: duplicate task id", t.task_id, t.owner_id)
-                        ready.append(Result(t.task_id, t.owner_id,
-                                            Refusal.of("duplicate_task", f"task id {t.task_id!r}")))
+                        ready.append(
+                            Result(t.task_id, t.owner_id, Refusal.of("duplicate_task", f"task id {t.task_id!r}"))
+                        )
                     else:
                         seen.add(t.task_id)
                         batch.append(t)
@@ -295,8 +335,9 @@ class OwnerNode:
             self._register(stub)
             while not self.stop_event.is_set():
                 try:
-                    reply = stub.PullTasks(pb.PullTasksRequest(node_id=self.node_id, wait_ms=int(PULL_WAIT * 1000)),
-                                           timeout=PULL_TIMEOUT)
+                    reply = stub.PullTasks(
+                        pb.PullTasksRequest(node_id=self.node_id, wait_ms=int(PULL_WAIT * 1000)), timeout=PULL_TIMEOUT
+                    )
                 except grpc.RpcError as exc:
                     if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:  # coordinator restarted and forgot us
                         self._register(stub)

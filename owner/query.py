@@ -126,7 +126,11 @@ from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
 from privfed.proto.transport import (
-    MAX_MESSAGE_BYTES, PREDICT_TIMEOUT, TlsFiles, channel_credentials, channel_options,
+    MAX_MESSAGE_BYTES,
+    PREDICT_TIMEOUT,
+    TlsFiles,
+    channel_credentials,
+    channel_options,
 )
 
 if TYPE_CHECKING:
@@ -154,7 +158,8 @@ def _clean_epsilon(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(
             f"--clean-epsilon must be finite and >= 0 (the utility loss per row; 0 keeps every desired score), "
-            f"got {text!r}")
+            f"got {text!r}"
+        )
     return value
 
 
@@ -164,8 +169,9 @@ def _max_rank(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"--max-rank takes a whole number >= 1, got {text!r}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"--max-rank must be >= 1 (directions of a row the model may read), "
-                                         f"got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"--max-rank must be >= 1 (directions of a row the model may read), got {text!r}"
+        )
     return value
 
 
@@ -179,7 +185,8 @@ def parse_columns(text: str) -> tuple[int, ...]:
         ) from None
     if not cols or min(cols) < 0 or len(set(cols)) != len(cols):
         raise argparse.ArgumentTypeError(
-            f"--confidential-labels needs at least one index, each >= 0 and none repeated, got {text!r}")
+            f"--confidential-labels needs at least one index, each >= 0 and none repeated, got {text!r}"
+        )
     return cols
 
 
@@ -190,28 +197,51 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--insecure", action="store_true", help="no TLS (byte-capture tests only)")
     p.add_argument("--target-name", help="TLS name to expect from the coordinator when dialing an address")
     p.add_argument("--model-id", required=True, help="id of the served model")
-    p.add_argument("--queries", type=Path, required=True,
-                   help="query rows: CSV (F feature columns, optionally label columns after them, ignored) "
-                        "or NPZ with X")
-    p.add_argument("--train-data", type=Path,
-                   help="null-space methods only: this owner's own rows, CSV with F feature columns then label "
-                        "columns, or NPZ with X, y; they never leave this process, but the cleaned rows reveal "
-                        "the directions of the map fitted on them (see --allow-confidential-map-leak)")
-    p.add_argument("--confidential-labels", type=parse_columns,
-                   help="null-space methods only: 0-based indices among the label columns of --train-data "
-                        "(comma-separated)")
-    p.add_argument("--clean-epsilon", type=_clean_epsilon, default=0.0,
-                   help="utility loss per row ||A_d^T (x - x~)||^2; 0 keeps every desired score (default)")
-    p.add_argument("--method", choices=QUERY_METHODS, default="projection",
-                   help="'projection' (default): send only what the model reads, no training data used; "
-                        "'subspace' (robust) or 'generalized' (SPEC as written): null-space cleaning against "
-                        "a confidential map fitted on --train-data")
-    p.add_argument("--allow-confidential-map-leak", action="store_true",
-                   help="needed by the null-space methods: the rows they send let the coordinator read the "
-                        "directions of the confidential map, a non-private statistic of --train-data")
-    p.add_argument("--max-rank", type=_max_rank, default=DEFAULT_MAX_RANK,
-                   help="refuse a model whose linear stage reads more than this many directions of a row "
-                        "(default %(default)s: a binary lr model; a K-class lr model needs K, feddpdr its k)")
+    p.add_argument(
+        "--queries",
+        type=Path,
+        required=True,
+        help="query rows: CSV (F feature columns, optionally label columns after them, ignored) or NPZ with X",
+    )
+    p.add_argument(
+        "--train-data",
+        type=Path,
+        help="null-space methods only: this owner's own rows, CSV with F feature columns then label "
+        "columns, or NPZ with X, y; they never leave this process, but the cleaned rows reveal "
+        "the directions of the map fitted on them (see --allow-confidential-map-leak)",
+    )
+    p.add_argument(
+        "--confidential-labels",
+        type=parse_columns,
+        help="null-space methods only: 0-based indices among the label columns of --train-data (comma-separated)",
+    )
+    p.add_argument(
+        "--clean-epsilon",
+        type=_clean_epsilon,
+        default=0.0,
+        help="utility loss per row ||A_d^T (x - x~)||^2; 0 keeps every desired score (default)",
+    )
+    p.add_argument(
+        "--method",
+        choices=QUERY_METHODS,
+        default="projection",
+        help="'projection' (default): send only what the model reads, no training data used; "
+        "'subspace' (robust) or 'generalized' (SPEC as written): null-space cleaning against "
+        "a confidential map fitted on --train-data",
+    )
+    p.add_argument(
+        "--allow-confidential-map-leak",
+        action="store_true",
+        help="needed by the null-space methods: the rows they send let the coordinator read the "
+        "directions of the confidential map, a non-private statistic of --train-data",
+    )
+    p.add_argument(
+        "--max-rank",
+        type=_max_rank,
+        default=DEFAULT_MAX_RANK,
+        help="refuse a model whose linear stage reads more than this many directions of a row "
+        "(default %(default)s: a binary lr model; a K-class lr model needs K, feddpdr its k)",
+    )
     p.add_argument("--out", type=Path, help="write the labels to this CSV (header 'label') instead of printing them")
 
 
@@ -229,8 +259,9 @@ def read_table(path: Path, what: str) -> np.ndarray:
         table = _read_csv(path, what)
     if not np.all(np.isfinite(table)):
         r, c = np.argwhere(~np.isfinite(table))[0]
-        raise ConfigError(f"{what} {path.name}: row {r + 1}, column {c + 1} is not finite "
-                          "(NaN and inf are not allowed)")
+        raise ConfigError(
+            f"{what} {path.name}: row {r + 1}, column {c + 1} is not finite (NaN and inf are not allowed)"
+        )
     return table
 
 
@@ -250,8 +281,9 @@ def _read_npz(path: Path, what: str) -> np.ndarray:
         return X.astype(np.float64)
     y = y.reshape(len(y), -1) if y.ndim == 1 else y
     if y.ndim != 2 or y.shape[0] != X.shape[0] or y.dtype.kind not in "biuf":
-        raise ConfigError(f"{what} {path.name}: y must be numeric with one row per row of X ({X.shape[0]}), "
-                          f"got {y.dtype} {y.shape}")
+        raise ConfigError(
+            f"{what} {path.name}: y must be numeric with one row per row of X ({X.shape[0]}), got {y.dtype} {y.shape}"
+        )
     return np.hstack([X, y]).astype(np.float64)
 
 
@@ -281,8 +313,10 @@ def _is_number(field: str) -> bool:
 def split_features(table: np.ndarray, n_features: int, what: str) -> tuple[np.ndarray, np.ndarray]:
     """``(features (n, F), the columns after them (n, L))``."""
     if table.shape[1] < n_features:
-        raise ConfigError(f"{what} has {table.shape[1]} column(s) but the model reads F = {n_features} features; "
-                          "pass the F feature columns first")
+        raise ConfigError(
+            f"{what} has {table.shape[1]} column(s) but the model reads F = {n_features} features; "
+            "pass the F feature columns first"
+        )
     return table[:, :n_features], table[:, n_features:]
 
 
@@ -310,20 +344,28 @@ def check_linear_stage(model_id: str, kind: str, A_d: np.ndarray, n_features: in
     """
     A_d = np.asarray(A_d)
     if A_d.ndim != 2 or A_d.shape[0] != n_features or A_d.shape[1] < 1:
-        raise RemoteProtocolError(f"model {model_id!r}: linear stage of shape {A_d.shape} does not fit its "
-                                  f"{n_features} features; nothing sent")
+        raise RemoteProtocolError(
+            f"model {model_id!r}: linear stage of shape {A_d.shape} does not fit its "
+            f"{n_features} features; nothing sent"
+        )
     bad = int(np.count_nonzero(~np.isfinite(A_d)))
     if bad:
         raise RemoteProtocolError(f"model {model_id!r}: linear stage has {bad} non-finite value(s); nothing sent")
-    fix = ("a binary lr model needs 1, a K-class lr model K, a feddpdr model its k: pass --max-rank N only if "
-           "the model is meant to read N directions")
+    fix = (
+        "a binary lr model needs 1, a K-class lr model K, a feddpdr model its k: pass --max-rank N only if "
+        "the model is meant to read N directions"
+    )
     if A_d.shape[1] > max_rank + 1:
-        raise ConfigError(f"model {model_id!r} ({kind[:40]!r}) has a linear stage with {A_d.shape[1]} columns, "
-                          f"more than --max-rank {max_rank} allows ({max_rank + 1}); nothing sent ({fix})")
+        raise ConfigError(
+            f"model {model_id!r} ({kind[:40]!r}) has a linear stage with {A_d.shape[1]} columns, "
+            f"more than --max-rank {max_rank} allows ({max_rank + 1}); nothing sent ({fix})"
+        )
     rank = int(np.linalg.matrix_rank(A_d))
     if rank > max_rank:
-        raise ConfigError(f"model {model_id!r} ({kind[:40]!r}) has a linear stage of rank {rank}, more than "
-                          f"--max-rank {max_rank}; nothing sent ({fix})")
+        raise ConfigError(
+            f"model {model_id!r} ({kind[:40]!r}) has a linear stage of rank {rank}, more than "
+            f"--max-rank {max_rank}; nothing sent ({fix})"
+        )
     return rank
 
 
@@ -354,9 +396,16 @@ class CleanedQueries:
         return np.sum(((self.centred - self.details.x_clean) @ self.A_c) ** 2, axis=1)
 
 
-def clean_queries(queries: np.ndarray, A_d: np.ndarray, X_own: np.ndarray | None = None,
-                  Y_conf: np.ndarray | None = None, *, centre: np.ndarray, epsilon: float,
-                  method: str = "projection") -> CleanedQueries:
+def clean_queries(
+    queries: np.ndarray,
+    A_d: np.ndarray,
+    X_own: np.ndarray | None = None,
+    Y_conf: np.ndarray | None = None,
+    *,
+    centre: np.ndarray,
+    epsilon: float,
+    method: str = "projection",
+) -> CleanedQueries:
     """Clean query rows against ``A_d`` around the public ``centre`` (module docstring).
 
     Parameters
@@ -387,11 +436,12 @@ def clean_queries(queries: np.ndarray, A_d: np.ndarray, X_own: np.ndarray | None
     centred = queries - centre
     if method == "projection":
         details = StageProjection(epsilon=epsilon).fit(A_d).transform_with_details(centred)
-        return CleanedQueries(rows=centre + details.x_clean, details=details, centre=centre, A_c=None,
-                              centred=centred)
+        return CleanedQueries(rows=centre + details.x_clean, details=details, centre=centre, A_c=None, centred=centred)
     if X_own is None or Y_conf is None:
-        raise ConfigError(f"method {method!r} fits the confidential map on the owner's rows: pass --train-data "
-                          "and --confidential-labels (or use --method projection, which needs neither)")
+        raise ConfigError(
+            f"method {method!r} fits the confidential map on the owner's rows: pass --train-data "
+            "and --confidential-labels (or use --method projection, which needs neither)"
+        )
     X_own = np.asarray(X_own, dtype=np.float64)
     Y_conf = np.asarray(Y_conf, dtype=np.float64)
     if X_own.ndim != 2 or X_own.shape[0] < 2:
@@ -406,8 +456,10 @@ def clean_queries(queries: np.ndarray, A_d: np.ndarray, X_own: np.ndarray | None
 def _rpc_error(exc: grpc.RpcError, what: str, target: str, timeout: float) -> PrivfedError:
     code, details = exc.code(), " ".join(str(exc.details()).split())  # the coordinator's text, on one line
     if code == grpc.StatusCode.UNAVAILABLE:
-        return PrivfedError(f"{what}: coordinator {target} unreachable ({details}); is it running, and do "
-                            "--certs/--name/--target-name match its certificate?")
+        return PrivfedError(
+            f"{what}: coordinator {target} unreachable ({details}); is it running, and do "
+            "--certs/--name/--target-name match its certificate?"
+        )
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return PrivfedError(f"{what}: coordinator {target} did not answer within {timeout:.0f} s")
     if code == grpc.StatusCode.FAILED_PRECONDITION:
@@ -436,7 +488,7 @@ class _Coordinator:
     def predict(self, model_id: str, rows: np.ndarray) -> tuple[np.ndarray, int]:
         """Labels for ``rows``, in chunks; returns ``(labels, number of calls)``."""
         per_call = max(1, min(CHUNK_ROWS, MAX_MESSAGE_BYTES // (2 * 8 * max(rows.shape[1], 1))))
-        chunks = [rows[start:start + per_call] for start in range(0, rows.shape[0], per_call)]
+        chunks = [rows[start : start + per_call] for start in range(0, rows.shape[0], per_call)]
         # every chunk is encoded before the first is sent: a row the wire cannot carry stops the run whole
         requests = [pb.PredictRequest(model_id=model_id, rows=serde.reports_to_proto(c)) for c in chunks]
         labels, calls = [], 0
@@ -473,14 +525,21 @@ def _check_method_flags(args) -> None:
     """Flag combinations, checked before anything is read or sent."""
     if args.method in MAP_METHODS:
         if not args.allow_confidential_map_leak:
-            raise ConfigError(f"--method {args.method} shapes the sent rows with a map fitted on --train-data, "
-                              "whose directions the coordinator can then read (a non-private statistic of your "
-                              "rows); pass --allow-confidential-map-leak to accept that, or use --method projection")
-        missing = [flag for flag, value in (("--train-data", args.train_data),
-                                            ("--confidential-labels", args.confidential_labels)) if value is None]
+            raise ConfigError(
+                f"--method {args.method} shapes the sent rows with a map fitted on --train-data, "
+                "whose directions the coordinator can then read (a non-private statistic of your "
+                "rows); pass --allow-confidential-map-leak to accept that, or use --method projection"
+            )
+        missing = [
+            flag
+            for flag, value in (("--train-data", args.train_data), ("--confidential-labels", args.confidential_labels))
+            if value is None
+        ]
         if missing:
-            raise ConfigError(f"--method {args.method} needs {' and '.join(missing)} (the confidential map is "
-                              "fitted on your rows); or use --method projection, which needs neither")
+            raise ConfigError(
+                f"--method {args.method} needs {' and '.join(missing)} (the confidential map is "
+                "fitted on your rows); or use --method projection, which needs neither"
+            )
     elif args.train_data is not None or args.confidential_labels is not None:
         log.info("--method projection uses no training data: --train-data/--confidential-labels are ignored")
 
@@ -496,8 +555,15 @@ def run_query(args, tls: TlsFiles | None) -> int:
         kind, bounds, A_d = coordinator.get_model(args.model_id)
         F = bounds.d
         rank = check_linear_stage(args.model_id, kind, A_d, F, max_rank=args.max_rank)
-        log.info("model %r (%r): F = %d features, first linear stage A_d of shape %s and rank %d (--max-rank %d)",
-                 args.model_id, kind, F, A_d.shape, rank, args.max_rank)
+        log.info(
+            "model %r (%r): F = %d features, first linear stage A_d of shape %s and rank %d (--max-rank %d)",
+            args.model_id,
+            kind,
+            F,
+            A_d.shape,
+            rank,
+            args.max_rank,
+        )
         queries, _ = split_features(queries_table, F, f"--queries {args.queries.name}")
         X_own = Y_conf = None
         if uses_map:
@@ -505,31 +571,53 @@ def run_query(args, tls: TlsFiles | None) -> int:
             cols = list(args.confidential_labels)
             if max(cols) >= labels.shape[1]:
                 valid = f"valid indices 0..{labels.shape[1] - 1}" if labels.shape[1] else "add them after the features"
-                raise ConfigError(f"--confidential-labels {','.join(map(str, cols))}: --train-data "
-                                  f"{args.train_data.name} has {labels.shape[1]} label column(s) after its {F} "
-                                  f"features ({valid})")
+                raise ConfigError(
+                    f"--confidential-labels {','.join(map(str, cols))}: --train-data "
+                    f"{args.train_data.name} has {labels.shape[1]} label column(s) after its {F} "
+                    f"features ({valid})"
+                )
             Y_conf = labels[:, cols]
-        cleaned = clean_queries(queries, A_d, X_own, Y_conf, centre=public_centre(bounds),
-                                epsilon=args.clean_epsilon, method=args.method)
+        cleaned = clean_queries(
+            queries, A_d, X_own, Y_conf, centre=public_centre(bounds), epsilon=args.clean_epsilon, method=args.method
+        )
         if not np.all(np.isfinite(cleaned.rows)):
-            raise ConfigError(f"cleaning against model {args.model_id!r}'s linear stage gave non-finite rows "
-                              "(is its scale extreme?); nothing sent")
+            raise ConfigError(
+                f"cleaning against model {args.model_id!r}'s linear stage gave non-finite rows "
+                "(is its scale extreme?); nothing sent"
+            )
         changed = int(np.count_nonzero(np.any(cleaned.rows != queries, axis=1)))
         n = queries.shape[0]
         mean_utility = float(np.mean(cleaned.details.e_utility)) if n else 0.0
         if uses_map:
-            log.info("cleaned %d of %d query row(s) (clean-epsilon %g, %s, A_c from %d own row(s) and %d "
-                     "confidential label(s)): mean e_utility %.6g, mean e_privacy %.6g against the local A_c",
-                     changed, n, args.clean_epsilon, args.method, X_own.shape[0], Y_conf.shape[1], mean_utility,
-                     float(np.mean(cleaned.e_privacy)) if n else 0.0)
+            log.info(
+                "cleaned %d of %d query row(s) (clean-epsilon %g, %s, A_c from %d own row(s) and %d "
+                "confidential label(s)): mean e_utility %.6g, mean e_privacy %.6g against the local A_c",
+                changed,
+                n,
+                args.clean_epsilon,
+                args.method,
+                X_own.shape[0],
+                Y_conf.shape[1],
+                mean_utility,
+                float(np.mean(cleaned.e_privacy)) if n else 0.0,
+            )
         else:
-            log.info("cleaned %d of %d query row(s) (clean-epsilon %g, projection onto the model's %d "
-                     "direction(s)): mean e_utility %.6g", changed, n, args.clean_epsilon, rank, mean_utility)
+            log.info(
+                "cleaned %d of %d query row(s) (clean-epsilon %g, projection onto the model's %d "
+                "direction(s)): mean e_utility %.6g",
+                changed,
+                n,
+                args.clean_epsilon,
+                rank,
+                mean_utility,
+            )
         _, outside = bounds.clip(cleaned.rows)
         if outside:
-            log.warning("%d cleaned value(s) lie outside the public bounds; they are sent unclipped (clipping "
-                        "would undo the cleaning), and the model's own clipping may change those rows' labels",
-                        outside)
+            log.warning(
+                "%d cleaned value(s) lie outside the public bounds; they are sent unclipped (clipping "
+                "would undo the cleaning), and the model's own clipping may change those rows' labels",
+                outside,
+            )
         predicted, calls = coordinator.predict(args.model_id, cleaned.rows)
     log.info("%d label(s) from %d Predict call(s)", predicted.shape[0], calls)
     _write_labels(predicted, args.out)

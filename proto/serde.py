@@ -13,15 +13,11 @@ import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, RemoteProtocolError
+from privfed.common.mechanisms.base import REPORT_LIMIT, SNAP_BITS
 from privfed.common.messages import (
     BoostEvaluateTask,
     BoostShareReply,
     BoostShareTask,
-    PeerKey,
-    RingJoined,
-    RingMessageTask,
-    RingSpec,
-    RingTotal,
     LrShareReply,
     LrShareTask,
     NccShareReply,
@@ -29,13 +25,17 @@ from privfed.common.messages import (
     OwnerInfo,
     PcaShareReply,
     PcaShareTask,
+    PeerKey,
     Refusal,
     Result,
+    RingJoined,
+    RingMessageTask,
+    RingSpec,
+    RingTotal,
     SvmShareReply,
     SvmShareTask,
     Task,
 )
-from privfed.common.mechanisms.base import REPORT_LIMIT, SNAP_BITS
 from privfed.proto import privfed_pb2 as pb
 
 MAX_MATRIX_VALUES = 8_000_000  # 64 MB of float64; matches the transport's message bound
@@ -62,13 +62,13 @@ def matrix_from_proto(m: pb.Matrix) -> np.ndarray:
     return np.frombuffer(m.data, dtype="<f8").reshape(shape).astype(np.float64)
 
 
-GRID_BITS = SNAP_BITS   # the mechanisms' snapping grid 2^-20 (SPEC §12)
-_GRID_LIMIT = REPORT_LIMIT * 2.0 ** GRID_BITS   # 2^62: int64 indices with room to spare
+GRID_BITS = SNAP_BITS  # the mechanisms' snapping grid 2^-20 (SPEC §12)
+_GRID_LIMIT = REPORT_LIMIT * 2.0**GRID_BITS  # 2^62: int64 indices with room to spare
 
 
 def reports_to_proto(a: np.ndarray) -> pb.Reports:
     """Perturbed reports as int64 indices on the 2^-20 grid (exact for snapped outputs)."""
-    scaled = np.rint(np.asarray(a, dtype=np.float64) * 2.0 ** GRID_BITS)
+    scaled = np.rint(np.asarray(a, dtype=np.float64) * 2.0**GRID_BITS)
     if not np.all(np.isfinite(scaled)) or np.any(np.abs(scaled) >= _GRID_LIMIT):
         raise ConfigError("reports must be finite and below 2^42 in magnitude to go on the wire")
     return pb.Reports(shape=list(scaled.shape), grid_bits=GRID_BITS, data=scaled.astype("<i8").tobytes())
@@ -78,7 +78,7 @@ def reports_from_proto(m: pb.Reports) -> np.ndarray:
     shape = _checked_shape(m, "reports")
     if m.grid_bits != GRID_BITS:
         raise RemoteProtocolError(f"reports on grid 2^-{m.grid_bits}, expected 2^-{GRID_BITS}")
-    return np.frombuffer(m.data, dtype="<i8").reshape(shape).astype(np.float64) * 2.0 ** -GRID_BITS
+    return np.frombuffer(m.data, dtype="<i8").reshape(shape).astype(np.float64) * 2.0**-GRID_BITS
 
 
 def bounds_to_proto(b: Bounds) -> pb.Matrix:
@@ -102,8 +102,9 @@ def owner_info_to_proto(o: OwnerInfo) -> pb.OwnerInfo:
 def owner_info_from_proto(m: pb.OwnerInfo) -> OwnerInfo:
     if not m.owner_id:
         raise RemoteProtocolError("owner_id is empty")
-    return OwnerInfo(owner_id=m.owner_id, x25519_public_key=bytes(m.x25519_public_key),
-                     key_signature=bytes(m.key_signature))
+    return OwnerInfo(
+        owner_id=m.owner_id, x25519_public_key=bytes(m.x25519_public_key), key_signature=bytes(m.key_signature)
+    )
 
 
 def _json_to_dict(text: str, what: str) -> dict:
@@ -117,19 +118,37 @@ def _json_to_dict(text: str, what: str) -> dict:
 
 
 def ring_spec_to_proto(r: RingSpec) -> pb.RingSpec:
-    return pb.RingSpec(session_id=r.session_id, ring=list(r.ring), frac_bits=r.frac_bits, n_parties=r.n_parties,
-                       max_abs=r.max_abs,
-                       peers=[pb.PeerKey(owner_id=p.owner_id, node_id=p.node_id, x25519_public_key=p.x25519_public_key,
-                                         key_signature=p.key_signature) for p in r.peers],
-                       certificates=[pb.NodeCertificate(node_id=n, pem=pem) for n, pem in r.certificates.items()])
+    return pb.RingSpec(
+        session_id=r.session_id,
+        ring=list(r.ring),
+        frac_bits=r.frac_bits,
+        n_parties=r.n_parties,
+        max_abs=r.max_abs,
+        peers=[
+            pb.PeerKey(
+                owner_id=p.owner_id,
+                node_id=p.node_id,
+                x25519_public_key=p.x25519_public_key,
+                key_signature=p.key_signature,
+            )
+            for p in r.peers
+        ],
+        certificates=[pb.NodeCertificate(node_id=n, pem=pem) for n, pem in r.certificates.items()],
+    )
 
 
 def ring_spec_from_proto(m: pb.RingSpec) -> RingSpec:
-    return RingSpec(session_id=m.session_id, ring=tuple(m.ring), frac_bits=int(m.frac_bits),
-                    n_parties=int(m.n_parties), max_abs=float(m.max_abs),
-                    peers=tuple(PeerKey(p.owner_id, p.node_id, bytes(p.x25519_public_key), bytes(p.key_signature))
-                                for p in m.peers),
-                    certificates={c.node_id: bytes(c.pem) for c in m.certificates})
+    return RingSpec(
+        session_id=m.session_id,
+        ring=tuple(m.ring),
+        frac_bits=int(m.frac_bits),
+        n_parties=int(m.n_parties),
+        max_abs=float(m.max_abs),
+        peers=tuple(
+            PeerKey(p.owner_id, p.node_id, bytes(p.x25519_public_key), bytes(p.key_signature)) for p in m.peers
+        ),
+        certificates={c.node_id: bytes(c.pem) for c in m.certificates},
+    )
 
 
 def task_to_proto(t: Task) -> pb.Task:
@@ -138,27 +157,54 @@ def task_to_proto(t: Task) -> pb.Task:
     if isinstance(s, (NccShareTask, LrShareTask)):
         mech = pb.MechanismSpec(name=s.mechanism, epsilon=s.epsilon)
     if isinstance(s, NccShareTask):
-        msg.ncc_share.CopyFrom(pb.NccShareTask(
-            mechanism=mech, labels=s.labels, label_epsilon=s.label_epsilon,
-            n_classes=s.n_classes, bounds=bounds_to_proto(s.bounds)))
+        msg.ncc_share.CopyFrom(
+            pb.NccShareTask(
+                mechanism=mech,
+                labels=s.labels,
+                label_epsilon=s.label_epsilon,
+                n_classes=s.n_classes,
+                bounds=bounds_to_proto(s.bounds),
+            )
+        )
     elif isinstance(s, LrShareTask):
-        msg.lr_share.CopyFrom(pb.LrShareTask(
-            mechanism=mech, param_bound=s.param_bound, c=s.c,
-            n_classes=s.n_classes, bounds=bounds_to_proto(s.bounds)))
+        msg.lr_share.CopyFrom(
+            pb.LrShareTask(
+                mechanism=mech,
+                param_bound=s.param_bound,
+                c=s.c,
+                n_classes=s.n_classes,
+                bounds=bounds_to_proto(s.bounds),
+            )
+        )
     elif isinstance(s, PcaShareTask):
-        msg.pca_share.CopyFrom(pb.PcaShareTask(epsilon=s.epsilon, delta=s.delta, k=s.k,
-                                               bounds=bounds_to_proto(s.bounds), count_epsilon=s.count_epsilon))
+        msg.pca_share.CopyFrom(
+            pb.PcaShareTask(
+                epsilon=s.epsilon, delta=s.delta, k=s.k, bounds=bounds_to_proto(s.bounds), count_epsilon=s.count_epsilon
+            )
+        )
     elif isinstance(s, SvmShareTask):
-        msg.svm_share.CopyFrom(pb.SvmShareTask(
-            epsilon=s.epsilon, lam=s.lam, n_classes=s.n_classes, bounds=bounds_to_proto(s.bounds),
-            subspace=matrix_to_proto(np.zeros((0,)) if s.subspace is None else s.subspace)))
+        msg.svm_share.CopyFrom(
+            pb.SvmShareTask(
+                epsilon=s.epsilon,
+                lam=s.lam,
+                n_classes=s.n_classes,
+                bounds=bounds_to_proto(s.bounds),
+                subspace=matrix_to_proto(np.zeros((0,)) if s.subspace is None else s.subspace),
+            )
+        )
     elif isinstance(s, BoostShareTask):
-        msg.boost_share.CopyFrom(pb.BoostShareTask(config_json=json.dumps(s.config),
-                                                   history_json=json.dumps(s.history)))
+        msg.boost_share.CopyFrom(
+            pb.BoostShareTask(config_json=json.dumps(s.config), history_json=json.dumps(s.history))
+        )
     elif isinstance(s, BoostEvaluateTask):
-        msg.boost_evaluate.CopyFrom(pb.BoostEvaluateTask(
-            config_json=json.dumps(s.config), history_json=json.dumps(s.history),
-            learner_json=json.dumps(s.learner), ring=ring_spec_to_proto(s.ring)))
+        msg.boost_evaluate.CopyFrom(
+            pb.BoostEvaluateTask(
+                config_json=json.dumps(s.config),
+                history_json=json.dumps(s.history),
+                learner_json=json.dumps(s.learner),
+                ring=ring_spec_to_proto(s.ring),
+            )
+        )
     elif isinstance(s, RingMessageTask):
         msg.ring_message.CopyFrom(pb.RingMessageTask(data=s.data))
     else:
@@ -171,32 +217,56 @@ def task_from_proto(m: pb.Task) -> Task:
     try:
         if kind == "ncc_share":
             k = m.ncc_share
-            spec = NccShareTask(mechanism=k.mechanism.name, epsilon=k.mechanism.epsilon, labels=k.labels,
-                                label_epsilon=k.label_epsilon, n_classes=int(k.n_classes),
-                                bounds=bounds_from_proto(k.bounds))
+            spec = NccShareTask(
+                mechanism=k.mechanism.name,
+                epsilon=k.mechanism.epsilon,
+                labels=k.labels,
+                label_epsilon=k.label_epsilon,
+                n_classes=int(k.n_classes),
+                bounds=bounds_from_proto(k.bounds),
+            )
         elif kind == "lr_share":
             k = m.lr_share
-            spec = LrShareTask(mechanism=k.mechanism.name, epsilon=k.mechanism.epsilon,
-                               param_bound=k.param_bound, c=k.c, n_classes=int(k.n_classes),
-                               bounds=bounds_from_proto(k.bounds))
+            spec = LrShareTask(
+                mechanism=k.mechanism.name,
+                epsilon=k.mechanism.epsilon,
+                param_bound=k.param_bound,
+                c=k.c,
+                n_classes=int(k.n_classes),
+                bounds=bounds_from_proto(k.bounds),
+            )
         elif kind == "pca_share":
             k = m.pca_share
-            spec = PcaShareTask(epsilon=k.epsilon, delta=k.delta, k=int(k.k), bounds=bounds_from_proto(k.bounds),
-                                count_epsilon=k.count_epsilon)
+            spec = PcaShareTask(
+                epsilon=k.epsilon,
+                delta=k.delta,
+                k=int(k.k),
+                bounds=bounds_from_proto(k.bounds),
+                count_epsilon=k.count_epsilon,
+            )
         elif kind == "svm_share":
             k = m.svm_share
             U = matrix_from_proto(k.subspace)
-            spec = SvmShareTask(epsilon=k.epsilon, lam=k.lam, n_classes=int(k.n_classes),
-                                bounds=bounds_from_proto(k.bounds), subspace=U if U.size else None)
+            spec = SvmShareTask(
+                epsilon=k.epsilon,
+                lam=k.lam,
+                n_classes=int(k.n_classes),
+                bounds=bounds_from_proto(k.bounds),
+                subspace=U if U.size else None,
+            )
         elif kind == "boost_share":
             k = m.boost_share
-            spec = BoostShareTask(config=_json_to_dict(k.config_json, "config"),
-                                  history=_json_to_dict(k.history_json, "history"))
+            spec = BoostShareTask(
+                config=_json_to_dict(k.config_json, "config"), history=_json_to_dict(k.history_json, "history")
+            )
         elif kind == "boost_evaluate":
             k = m.boost_evaluate
-            spec = BoostEvaluateTask(config=_json_to_dict(k.config_json, "config"),
-                                     history=_json_to_dict(k.history_json, "history"),
-                                     learner=_json_to_dict(k.learner_json, "learner"), ring=ring_spec_from_proto(k.ring))
+            spec = BoostEvaluateTask(
+                config=_json_to_dict(k.config_json, "config"),
+                history=_json_to_dict(k.history_json, "history"),
+                learner=_json_to_dict(k.learner_json, "learner"),
+                ring=ring_spec_from_proto(k.ring),
+            )
         elif kind == "ring_message":
             spec = RingMessageTask(data=bytes(m.ring_message.data))
         else:
@@ -235,8 +305,9 @@ def result_to_proto(r: Result) -> pb.Result:
     if isinstance(p, Refusal):
         msg.refusal.CopyFrom(pb.Refusal(code=p.code, message=p.message))
     elif isinstance(p, NccShareReply):
-        msg.ncc_share.CopyFrom(pb.NccShare(reports=reports_to_proto(p.reports),
-                                           labels=np.asarray(p.labels, dtype=np.int64).tolist()))
+        msg.ncc_share.CopyFrom(
+            pb.NccShare(reports=reports_to_proto(p.reports), labels=np.asarray(p.labels, dtype=np.int64).tolist())
+        )
     elif isinstance(p, LrShareReply):
         msg.lr_share.CopyFrom(pb.LrShare(reports=reports_to_proto(p.reports)))
     elif isinstance(p, PcaShareReply):
@@ -244,8 +315,9 @@ def result_to_proto(r: Result) -> pb.Result:
     elif isinstance(p, SvmShareReply):
         msg.svm_share.CopyFrom(pb.SvmShare(coef=matrix_to_proto(p.coef)))
     elif isinstance(p, BoostShareReply):
-        msg.boost_share.CopyFrom(pb.BoostShare(reports=reports_to_proto(p.reports),
-                                               labels=np.asarray(p.labels, dtype=np.int64).tolist()))
+        msg.boost_share.CopyFrom(
+            pb.BoostShare(reports=reports_to_proto(p.reports), labels=np.asarray(p.labels, dtype=np.int64).tolist())
+        )
     elif isinstance(p, RingJoined):
         msg.ring_joined.CopyFrom(pb.RingJoined(session_id=p.session_id))
     elif isinstance(p, RingTotal):
@@ -271,8 +343,10 @@ def result_from_proto(m: pb.Result) -> Result:
     elif kind == "lr_share":
         payload = LrShareReply(reports=reports_from_proto(m.lr_share.reports))
     elif kind == "pca_share":
-        payload = PcaShareReply(subspace=_two_d(matrix_from_proto(m.pca_share.subspace), "subspace"),
-                                noisy_count=int(m.pca_share.noisy_count))
+        payload = PcaShareReply(
+            subspace=_two_d(matrix_from_proto(m.pca_share.subspace), "subspace"),
+            noisy_count=int(m.pca_share.noisy_count),
+        )
     elif kind == "svm_share":
         payload = SvmShareReply(coef=_two_d(matrix_from_proto(m.svm_share.coef), "coef"))
     elif kind == "boost_share":

@@ -15,13 +15,13 @@ import grpc
 
 # --- deadlines (seconds) --------------------------------------------------------------
 REGISTER_TIMEOUT = 10.0
-PULL_WAIT = 1.0                   # how long the coordinator may hold a PullTasks long poll
-PULL_TIMEOUT = PULL_WAIT + 10.0   # the client's deadline for that poll
+PULL_WAIT = 1.0  # how long the coordinator may hold a PullTasks long poll
+PULL_TIMEOUT = PULL_WAIT + 10.0  # the client's deadline for that poll
 PUSH_TIMEOUT = 30.0
 RELAY_TIMEOUT = 10.0
 PREDICT_TIMEOUT = 30.0
 HEALTH_TIMEOUT = 2.0
-SHUTDOWN_GRACE = 2.0              # server.stop(grace): in-flight RPCs may finish
+SHUTDOWN_GRACE = 2.0  # server.stop(grace): in-flight RPCs may finish
 
 # --- sizes ----------------------------------------------------------------------------
 #: Largest message either side sends or accepts. gRPC refuses a larger one from its length
@@ -78,7 +78,7 @@ class TlsFiles:
     key: Path
 
     @classmethod
-    def in_dir(cls, directory: str | Path, name: str) -> "TlsFiles":
+    def in_dir(cls, directory: str | Path, name: str) -> TlsFiles:
         d = Path(directory)
         return cls(ca=d / "ca.pem", cert=d / f"{name}.pem", key=d / f"{name}-key.pem")
 
@@ -109,7 +109,7 @@ class Backoff:
     attempt: int = 0
 
     def next_delay(self) -> float:
-        ceiling = min(self.cap, self.base * (2 ** self.attempt))
+        ceiling = min(self.cap, self.base * (2**self.attempt))
         self.attempt += 1
         # Jitter needs no secrecy, but privfed never touches the `random` module.
         return ceiling * secrets.randbelow(1_000_001) / 1_000_000

@@ -26,15 +26,25 @@ class CoordinatorServer:
     record traffic with one).
     """
 
-    def __init__(self, *, tls: TlsFiles | None, node_timeout: float = 15.0, max_workers: int = 32,
-                 interceptors: Sequence[grpc.ServerInterceptor] = ()):
+    def __init__(
+        self,
+        *,
+        tls: TlsFiles | None,
+        node_timeout: float = 15.0,
+        max_workers: int = 32,
+        interceptors: Sequence[grpc.ServerInterceptor] = (),
+    ):
         self.dispatcher = Dispatcher(node_timeout=node_timeout)
         self.models = ModelStore()
         self._tls = tls
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=server_options(),
-                                   interceptors=tuple(interceptors))
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=max_workers),
+            options=server_options(),
+            interceptors=tuple(interceptors),
+        )
         pb_grpc.add_CoordinatorServicer_to_server(
-            CoordinatorServicer(self.dispatcher, self.models, require_identity=tls is not None), self._server)
+            CoordinatorServicer(self.dispatcher, self.models, require_identity=tls is not None), self._server
+        )
         self._health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         self.port: int | None = None

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from numbers import Real
 from pathlib import Path
 
-from privfed.common.boosting import BASE_LEARNERS, EVAL_ROW_BOUND, MAX_OWNER_ROWS
+from privfed.common.boosting.federated import BASE_LEARNERS, EVAL_ROW_BOUND, MAX_OWNER_ROWS
 from privfed.common.errors import ConfigError
 from privfed.common.mechanisms import MECHANISMS
 
@@ -39,15 +39,38 @@ DEFAULT_WEIGHT_BOUND = 2.0
 #: The command-line flag of each field, for error messages and for ``deploy/cli.py``, which reads
 #: the flag's argparse destination (``--label-fraction`` -> ``label_fraction``).
 FLAGS = {
-    "task": "--task", "epsilon": "--epsilon", "mechanism": "--mechanism", "labels": "--labels",
-    "label_fraction": "--label-fraction", "param_bound": "--param-bound", "c": "--C", "k": "--k",
-    "delta": "--delta", "lam": "--lam", "base": "--base", "n_rounds": "--rounds", "group_size": "--group-size",
-    "n_bins": "--n-bins", "weight_bound": "--weight-bound", "rows_per_owner": "--rows-per-owner",
-    "eval_fraction": "--eval-fraction", "eval_row_bound": "--eval-row-bound", "max_owner_rows": "--max-owner-rows",
-    "ring_timeout": "--ring-timeout", "seed": "--seed", "dataset": "--dataset", "n_samples": "--n-samples",
-    "test_fraction": "--test-fraction", "owners": "--owners", "register_timeout": "--register-timeout",
-    "round_timeout": "--round-timeout", "node_timeout": "--node-timeout", "listen": "--listen", "out": "--out",
-    "serve": "--serve", "load_model": "--load-model",
+    "task": "--task",
+    "epsilon": "--epsilon",
+    "mechanism": "--mechanism",
+    "labels": "--labels",
+    "label_fraction": "--label-fraction",
+    "param_bound": "--param-bound",
+    "c": "--C",
+    "k": "--k",
+    "delta": "--delta",
+    "lam": "--lam",
+    "base": "--base",
+    "n_rounds": "--rounds",
+    "group_size": "--group-size",
+    "n_bins": "--n-bins",
+    "weight_bound": "--weight-bound",
+    "rows_per_owner": "--rows-per-owner",
+    "eval_fraction": "--eval-fraction",
+    "eval_row_bound": "--eval-row-bound",
+    "max_owner_rows": "--max-owner-rows",
+    "ring_timeout": "--ring-timeout",
+    "seed": "--seed",
+    "dataset": "--dataset",
+    "n_samples": "--n-samples",
+    "test_fraction": "--test-fraction",
+    "owners": "--owners",
+    "register_timeout": "--register-timeout",
+    "round_timeout": "--round-timeout",
+    "node_timeout": "--node-timeout",
+    "listen": "--listen",
+    "out": "--out",
+    "serve": "--serve",
+    "load_model": "--load-model",
 }
 
 
@@ -86,7 +109,7 @@ class JobConfig:
         share weight bound, ``2 * ceil(rows_per_owner)``.
     eval_fraction : float in (0, 1); eval_row_bound : float > 0; max_owner_rows : int >= 1
         ``--eval-fraction``, ``--eval-row-bound``, ``--max-owner-rows``: boosting's evaluation
-        releases (:class:`~privfed.common.boosting.FederatedBoosting`).
+        releases (:class:`~privfed.common.boosting.federated.FederatedBoosting`).
     ring_timeout : float > 0 or None
         ``--ring-timeout``: seconds per ring secure sum (None: 30 s + 10 ms per member).
     seed : int >= 0
@@ -190,8 +213,10 @@ class JobConfig:
 
     def to_report(self) -> dict:
         """Every field by name, plus the share weight bound used and where it came from."""
-        return dataclasses.asdict(self) | {"share_weight_bound": self.share_weight_bound,
-                                           "weight_bound_source": self.weight_bound_source}
+        return dataclasses.asdict(self) | {
+            "share_weight_bound": self.share_weight_bound,
+            "weight_bound_source": self.weight_bound_source,
+        }
 
 
 def _choice(config: JobConfig, name: str, allowed: tuple[str, ...]) -> None:
@@ -200,8 +225,16 @@ def _choice(config: JobConfig, name: str, allowed: tuple[str, ...]) -> None:
         raise ConfigError(f"{FLAGS[name]} must be one of {', '.join(allowed)}, got {value!r}")
 
 
-def _number(config: JobConfig, name: str, *, low: float, high: float | None = None, low_open: bool = True,
-            allow_inf: bool = False, fix: str = "") -> None:
+def _number(
+    config: JobConfig,
+    name: str,
+    *,
+    low: float,
+    high: float | None = None,
+    low_open: bool = True,
+    allow_inf: bool = False,
+    fix: str = "",
+) -> None:
     value = getattr(config, name)
     ok = isinstance(value, Real) and not isinstance(value, bool) and not math.isnan(value)
     if ok:
@@ -209,8 +242,11 @@ def _number(config: JobConfig, name: str, *, low: float, high: float | None = No
         ok = ok and (high is None or value < high)
     if not ok:
         lower = f"> {low:g}" if low_open else f">= {low:g}"
-        span = f"a number {lower}" + (f" and < {high:g}" if high is not None else "") + \
-            ("" if allow_inf or high is not None else " and finite")
+        span = (
+            f"a number {lower}"
+            + (f" and < {high:g}" if high is not None else "")
+            + ("" if allow_inf or high is not None else " and finite")
+        )
         raise ConfigError(f"{FLAGS[name]} must be {span}, got {value!r}" + (f"; {fix}" if fix else ""))
 
 

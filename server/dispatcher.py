@@ -14,13 +14,18 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from privfed.common import securesum
-from privfed.common.e2e import MAX_ID_BYTES
 from privfed.common.errors import (
-    ConfigError, JobAborted, RemoteProtocolError, ResourceExhausted, RingClosed, RoundFailed,
+    ConfigError,
+    JobAborted,
+    RemoteProtocolError,
+    ResourceExhausted,
+    RingClosed,
+    RoundFailed,
 )
 from privfed.common.identity import check_owned_by
 from privfed.common.messages import OwnerInfo, PeerKey, Result, RingMessageTask, Task
+from privfed.common.secagg import ring as securesum
+from privfed.common.secagg.boxes import MAX_ID_BYTES
 
 #: At most this many owners in one registration (generous: a node process hosts thousands).
 MAX_OWNERS_PER_NODE = 100_000
@@ -56,9 +61,9 @@ class _Node:
 class RunOutcome:
     """What came back from one batch of tasks."""
 
-    results: dict[str, Result]      # task_id -> result
-    lost: list[str]                 # task ids never answered (node dead or deadline passed)
-    lost_nodes: list[str]           # nodes of unanswered tasks that are silent (dead or cut off)
+    results: dict[str, Result]  # task_id -> result
+    lost: list[str]  # task ids never answered (node dead or deadline passed)
+    lost_nodes: list[str]  # nodes of unanswered tasks that are silent (dead or cut off)
 
 
 class Dispatcher:
@@ -75,11 +80,11 @@ class Dispatcher:
         self._certificates: dict[str, bytes] = {}
         self._waiting: set[str] = set()
         self._aborted = False
-        self._rings: dict[str, frozenset[str]] = {}      # open ring session -> member owner ids
-        self._queued: dict[str, _Queued] = {}             # relay task id -> what it holds
-        self._load: dict[str, tuple[int, int]] = {}       # recipient -> (envelopes, bytes) queued
+        self._rings: dict[str, frozenset[str]] = {}  # open ring session -> member owner ids
+        self._queued: dict[str, _Queued] = {}  # relay task id -> what it holds
+        self._load: dict[str, tuple[int, int]] = {}  # recipient -> (envelopes, bytes) queued
         self._queued_bytes = 0
-        self.relayed = 0                                  # envelopes accepted (tests watch it)
+        self.relayed = 0  # envelopes accepted (tests watch it)
         self.session_id = secrets.token_hex(8)
 
     # ---- called by the servicer --------------------------------------------------------
@@ -96,7 +101,7 @@ class Dispatcher:
         with self._cv:
             old = self._nodes.get(node_id)
             if old is not None:
-                self._release(old.queue)   # relayed envelopes die with the old connection's queue
+                self._release(old.queue)  # relayed envelopes die with the old connection's queue
                 kept = {o.owner_id for o in owners}
                 for gone in (o for o in old.owners if o not in kept):
                     self._owners.pop(gone, None)
@@ -121,8 +126,10 @@ class Dispatcher:
         if not node_id or len(node_id.encode("utf-8")) > MAX_ID_BYTES:
             raise RemoteProtocolError(f"node_id must be 1..{MAX_ID_BYTES} UTF-8 bytes, got {node_id!r:.80}")
         if len(owners) > MAX_OWNERS_PER_NODE:
-            raise RemoteProtocolError(f"a registration may carry at most MAX_OWNERS_PER_NODE = {MAX_OWNERS_PER_NODE} "
-                                      f"owners, got {len(owners)}; split the owners over more nodes")
+            raise RemoteProtocolError(
+                f"a registration may carry at most MAX_OWNERS_PER_NODE = {MAX_OWNERS_PER_NODE} "
+                f"owners, got {len(owners)}; split the owners over more nodes"
+            )
         seen: set[str] = set()
         for o in owners:
             if len(o.owner_id.encode("utf-8")) > MAX_ID_BYTES:
@@ -194,20 +201,26 @@ class Dispatcher:
             return len(accepted), self._drain(caller)
 
     def _check_envelope(self, node_id: str, recipient: str, data: bytes) -> _Queued:
-        header = securesum.Inbound.from_bytes(data)   # RemoteProtocolError if it is not a ring envelope
+        header = securesum.Inbound.from_bytes(data)  # RemoteProtocolError if it is not a ring envelope
         members = self._rings.get(header.session_id)
         if members is None:
-            raise RingClosed(f"relay for ring session {header.session_id!r:.80}, which is not open (never opened, "
-                             "or closed: its ring finished, timed out or was re-formed)")
+            raise RingClosed(
+                f"relay for ring session {header.session_id!r:.80}, which is not open (never opened, "
+                "or closed: its ring finished, timed out or was re-formed)"
+            )
         if self._owner_node.get(header.sender) != node_id:
-            raise RemoteProtocolError(f"node {node_id!r} relayed an envelope from owner {header.sender!r:.80}, "
-                                      "which it does not host")
+            raise RemoteProtocolError(
+                f"node {node_id!r} relayed an envelope from owner {header.sender!r:.80}, which it does not host"
+            )
         if header.recipient != recipient:
-            raise RemoteProtocolError(f"envelope addressed to {recipient!r:.80} has header recipient "
-                                      f"{header.recipient!r:.80}")
+            raise RemoteProtocolError(
+                f"envelope addressed to {recipient!r:.80} has header recipient {header.recipient!r:.80}"
+            )
         if header.sender not in members or recipient not in members:
-            raise RemoteProtocolError(f"relay from {header.sender!r:.80} to {recipient!r:.80}: both must be members "
-                                      f"of ring session {header.session_id!r:.80}")
+            raise RemoteProtocolError(
+                f"relay from {header.sender!r:.80} to {recipient!r:.80}: both must be members "
+                f"of ring session {header.session_id!r:.80}"
+            )
         if recipient not in self._owner_node:
             raise RemoteProtocolError(f"relay to unknown owner {recipient!r:.80}")
         return _Queued(header.session_id, recipient, len(data))
@@ -222,11 +235,13 @@ class Dispatcher:
                 raise ResourceExhausted(
                     f"owner {recipient!r} would have {count} envelope(s), {size} bytes waiting; at most "
                     f"MAX_QUEUED_ENVELOPES_PER_OWNER = {MAX_QUEUED_ENVELOPES_PER_OWNER} and "
-                    f"MAX_QUEUED_BYTES_PER_OWNER = {MAX_QUEUED_BYTES_PER_OWNER} may wait for its node to poll; retry later")
+                    f"MAX_QUEUED_BYTES_PER_OWNER = {MAX_QUEUED_BYTES_PER_OWNER} may wait for its node to poll; retry later"
+                )
         total = self._queued_bytes + sum(q.size for q in batch)
         if total > MAX_QUEUED_BYTES:
-            raise ResourceExhausted(f"relay queues would hold {total} bytes, more than MAX_QUEUED_BYTES = "
-                                    f"{MAX_QUEUED_BYTES}; retry later")
+            raise ResourceExhausted(
+                f"relay queues would hold {total} bytes, more than MAX_QUEUED_BYTES = {MAX_QUEUED_BYTES}; retry later"
+            )
 
     def _book(self, task: Task) -> None:
         """Count a relayed envelope entering a queue against its recipient's limits."""
@@ -277,13 +292,17 @@ class Dispatcher:
         """
         ring = frozenset(members)
         if not session_id or len(ring) != len(members) or len(ring) < 2:
-            raise ConfigError(f"a ring session needs a non-empty id and at least 2 distinct members, got "
-                              f"{session_id!r} with {len(members)} member(s), {len(ring)} distinct")
+            raise ConfigError(
+                f"a ring session needs a non-empty id and at least 2 distinct members, got "
+                f"{session_id!r} with {len(members)} member(s), {len(ring)} distinct"
+            )
         with self._cv:
             held = self._rings.get(session_id)
             if held is not None and held != ring:
-                raise ConfigError(f"ring session {session_id!r} is already open with other members; "
-                                  "use a new session id (securesum.new_session_id) for a re-formed ring")
+                raise ConfigError(
+                    f"ring session {session_id!r} is already open with other members; "
+                    "use a new session id (securesum.new_session_id) for a re-formed ring"
+                )
             self._rings[session_id] = ring
 
     def close_ring(self, session_id: str) -> None:
@@ -349,8 +368,9 @@ class Dispatcher:
                 progress(len(self._owners))
             return len(self._owners)
 
-    def run(self, tasks: list[Task], *, timeout: float,
-            progress: Callable[[int, int], None] | None = None) -> RunOutcome:
+    def run(
+        self, tasks: list[Task], *, timeout: float, progress: Callable[[int, int], None] | None = None
+    ) -> RunOutcome:
         """Queue ``tasks`` for their owners' nodes and wait for the answers.
 
         Returns when every task is answered, when the round ``timeout`` passes, or when the
@@ -362,11 +382,13 @@ class Dispatcher:
             for t in tasks:
                 node_id = self._owner_node.get(t.owner_id)
                 if node_id is None:
-                    raise RoundFailed(f"task {t.task_id!r} is for owner {t.owner_id!r}, which is not registered (its "
-                                      "node left or re-registered without it)")
+                    raise RoundFailed(
+                        f"task {t.task_id!r} is for owner {t.owner_id!r}, which is not registered (its "
+                        "node left or re-registered without it)"
+                    )
                 self._pending[t.task_id] = t
                 self._nodes[node_id].queue.append(t)
-            self._waiting = set(ids)   # push() removes answered ids: O(1) per answer
+            self._waiting = set(ids)  # push() removes answered ids: O(1) per answer
             self._cv.notify_all()
             deadline = self._clock() + timeout
             next_liveness_check = self._clock() + 0.5
@@ -389,8 +411,13 @@ class Dispatcher:
             lost = [i for i in ids if i in self._waiting]
             self._waiting = set()
             now = self._clock()
-            lost_nodes = sorted({nid for nid in (self._owner_node.get(self._pending[i].owner_id) for i in lost)
-                                 if nid is not None and now - self._nodes[nid].last_seen > self._node_timeout})
+            lost_nodes = sorted(
+                {
+                    nid
+                    for nid in (self._owner_node.get(self._pending[i].owner_id) for i in lost)
+                    if nid is not None and now - self._nodes[nid].last_seen > self._node_timeout
+                }
+            )
             lost_set = set(lost)
             for i in lost:
                 self._pending.pop(i)
@@ -420,5 +447,3 @@ class Dispatcher:
             self._aborted = True
             self._shutdown = True
             self._cv.notify_all()
-
-

@@ -23,7 +23,7 @@ class JobOutcome:
     answered: int
     refused: dict[str, str]
     lost_nodes: list[str]
-    epsilon_by_owner: dict[str, float]          # what the coordinator received shares for
+    epsilon_by_owner: dict[str, float]  # what the coordinator received shares for
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -47,35 +47,57 @@ class Transport:
         return self._execute(tasks, timeout)
 
 
-def run_job(server: CoordinatorServer, strategy, *, expected_owners: int, register_timeout: float = 120.0,
-            round_timeout: float = 600.0, show_progress: bool = True, label: str = "") -> JobOutcome:
+def run_job(
+    server: CoordinatorServer,
+    strategy,
+    *,
+    expected_owners: int,
+    register_timeout: float = 120.0,
+    round_timeout: float = 600.0,
+    show_progress: bool = True,
+    label: str = "",
+) -> JobOutcome:
     t0 = time.perf_counter()
-    with tqdm(total=expected_owners, desc=f"{label}owners registered", disable=not show_progress,
-              leave=False, unit="owner") as bar:
-        n = server.dispatcher.wait_for_owners(expected_owners, register_timeout,
-                                              progress=lambda k: bar.update(k - bar.n))
+    with tqdm(
+        total=expected_owners, desc=f"{label}owners registered", disable=not show_progress, leave=False, unit="owner"
+    ) as bar:
+        n = server.dispatcher.wait_for_owners(
+            expected_owners, register_timeout, progress=lambda k: bar.update(k - bar.n)
+        )
     if server.dispatcher.aborted:
         raise JobAborted("job aborted while waiting for owners")
     if n < expected_owners:
-        raise RoundFailed(f"only {n} of {expected_owners} owners registered within {register_timeout:.0f} s; "
-                          "start the missing owner nodes, or pass a larger --register-timeout or a smaller --owners")
+        raise RoundFailed(
+            f"only {n} of {expected_owners} owners registered within {register_timeout:.0f} s; "
+            "start the missing owner nodes, or pass a larger --register-timeout or a smaller --owners"
+        )
     t1 = time.perf_counter()
     owner_ids = sorted(server.dispatcher.owners())
     eps = {o: 0.0 for o in owner_ids}
-    counted: set[tuple[str, str]] = set()   # (owner, release id) already counted (a re-formed ring reuses it)
+    counted: set[tuple[str, str]] = set()  # (owner, release id) already counted (a re-formed ring reuses it)
     refused: dict[str, str] = {}
     lost_nodes: set[str] = set()
     answered: set[str] = set()
 
     def execute(tasks, timeout=None):
         """Send one round's tasks, wait for the answers, keep the accounting."""
-        with tqdm(total=len(tasks), desc=f"{label}round {tasks[0].round_id if tasks else ''}",
-                  disable=not show_progress, leave=False, unit="owner") as bar:
-            outcome = server.dispatcher.run(tasks, timeout=timeout or round_timeout,
-                                            progress=lambda done, total: bar.update(done - bar.n))
+        with tqdm(
+            total=len(tasks),
+            desc=f"{label}round {tasks[0].round_id if tasks else ''}",
+            disable=not show_progress,
+            leave=False,
+            unit="owner",
+        ) as bar:
+            outcome = server.dispatcher.run(
+                tasks, timeout=timeout or round_timeout, progress=lambda done, total: bar.update(done - bar.n)
+            )
         if outcome.lost:
-            log.warning("round %s completed with %d task(s) unanswered (silent nodes: %s)",
-                        tasks[0].round_id, len(outcome.lost), outcome.lost_nodes or "none")
+            log.warning(
+                "round %s completed with %d task(s) unanswered (silent nodes: %s)",
+                tasks[0].round_id,
+                len(outcome.lost),
+                outcome.lost_nodes or "none",
+            )
         lost_nodes.update(outcome.lost_nodes)
         results = list(outcome.results.values())
         round_refused = refusals(results)
@@ -95,6 +117,12 @@ def run_job(server: CoordinatorServer, strategy, *, expected_owners: int, regist
 
     model = strategy.run(owner_ids, Transport(execute, server.dispatcher))
     t2 = time.perf_counter()
-    return JobOutcome(model=model, n_owners=len(owner_ids), answered=len(answered - set(refused)),
-                      refused=refused, lost_nodes=sorted(lost_nodes), epsilon_by_owner=eps,
-                      timings={"register_s": t1 - t0, "rounds_s": t2 - t1})
+    return JobOutcome(
+        model=model,
+        n_owners=len(owner_ids),
+        answered=len(answered - set(refused)),
+        refused=refused,
+        lost_nodes=sorted(lost_nodes),
+        epsilon_by_owner=eps,
+        timings={"register_s": t1 - t0, "rounds_s": t2 - t1},
+    )

@@ -9,8 +9,8 @@ import time
 
 import numpy as np
 
-from privfed.common.errors import ConfigError, JobAborted
 from privfed.common.datasets import federation_split
+from privfed.common.errors import ConfigError, JobAborted
 from privfed.proto.transport import PULL_WAIT
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
@@ -25,20 +25,25 @@ log = logging.getLogger("privfed.coordinator")
 def coordinator_strategy(config: JobConfig):
     """(strategy, public test split) of the job: only public metadata (bounds, classes) and the
     public evaluation split are read from the data set."""
-    _, test = federation_split(config.dataset, seed=config.seed, test_fraction=config.test_fraction,
-                               n_samples=config.n_samples)
+    _, test = federation_split(
+        config.dataset, seed=config.seed, test_fraction=config.test_fraction, n_samples=config.n_samples
+    )
     if config.task == "bdt" and config.weight_bound_source == "default":
-        log.warning("bdt: neither --weight-bound nor --rows-per-owner given; share weight bound %g (one row per "
-                    "owner): owners with more rows have their share weights scaled down to it",
-                    config.share_weight_bound)
+        log.warning(
+            "bdt: neither --weight-bound nor --rows-per-owner given; share weight bound %g (one row per "
+            "owner): owners with more rows have their share weights scaled down to it",
+            config.share_weight_bound,
+        )
     return make_strategy(config, n_classes=len(test.classes), bounds=test.bounds), test
 
 
 def run_coordinator(config: JobConfig, tls) -> int:
     """Serve, wait for ``config.owners`` owners, run the job, write the report (or serve a saved model)."""
     if config.owners is None and config.load_model is None:
-        raise ConfigError("--owners is required to train (the number of logical owners to wait for); "
-                          "only --load-model serves without owners")
+        raise ConfigError(
+            "--owners is required to train (the number of logical owners to wait for); "
+            "only --load-model serves without owners"
+        )
     strategy, test = coordinator_strategy(config)
     server = CoordinatorServer(tls=tls, node_timeout=config.node_timeout)
     stop = threading.Event()
@@ -61,20 +66,36 @@ def run_coordinator(config: JobConfig, tls) -> int:
     try:
         if stop.is_set():
             return 0
-        outcome = run_job(server, strategy, expected_owners=config.owners, register_timeout=config.register_timeout,
-                          round_timeout=config.round_timeout, show_progress=False)
+        outcome = run_job(
+            server,
+            strategy,
+            expected_owners=config.owners,
+            register_timeout=config.register_timeout,
+            round_timeout=config.round_timeout,
+            show_progress=False,
+        )
         accuracy = float(np.mean(outcome.model.predict(test.X) == test.y))
         model_id = f"{config.task}-eps{config.epsilon:g}"
         server.models.put(model_id, outcome.model)
         run_dir = new_run_dir(config.out)
         save_model(run_dir / "model.json", outcome.model)
-        write_json(run_dir / "report.json", {
-            "config": config.to_report(),
-            "transport": "grpc+insecure" if tls is None else "grpc+mTLS", "model_id": model_id,
-            "accuracy": accuracy, "owners": outcome.n_owners, "answered": outcome.answered,
-            "refused": outcome.refused, "lost_nodes": outcome.lost_nodes,
-            "nonprivate_releases": nonprivate_releases(config.task, config.labels, config.base, outcome.answered),
-            "epsilon_by_owner": outcome.epsilon_by_owner, "timings": outcome.timings, "host": host_info()})
+        write_json(
+            run_dir / "report.json",
+            {
+                "config": config.to_report(),
+                "transport": "grpc+insecure" if tls is None else "grpc+mTLS",
+                "model_id": model_id,
+                "accuracy": accuracy,
+                "owners": outcome.n_owners,
+                "answered": outcome.answered,
+                "refused": outcome.refused,
+                "lost_nodes": outcome.lost_nodes,
+                "nonprivate_releases": nonprivate_releases(config.task, config.labels, config.base, outcome.answered),
+                "epsilon_by_owner": outcome.epsilon_by_owner,
+                "timings": outcome.timings,
+                "host": host_info(),
+            },
+        )
         log.info("job done: accuracy %.4f, report %s", accuracy, run_dir / "report.json")
         print(f"accuracy={accuracy:.4f} report={run_dir / 'report.json'}", flush=True)
         if config.serve:

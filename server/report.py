@@ -6,7 +6,7 @@ import json
 import math
 import platform
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +14,7 @@ import numpy as np
 
 def new_run_dir(out: str | Path) -> Path:
     """Create and return ``out/<UTC timestamp>/`` (suffixed if it already exists)."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     base = Path(out) / stamp
     path, k = base, 1
     while path.exists():
@@ -50,9 +50,14 @@ def nonprivate_releases(task: str, labels: str | None, base: str | None, answere
     clear = labels == "clear" and (task == "ncc" or (task == "bdt" and base == "ncc"))
     if not clear or answered <= 0:
         return []
-    return [{"what": "clear-labels", "owners": int(answered),
-             "detail": "true class labels of every released row, without randomized response; owners opted in "
-                       "with --allow-clear-labels and each recorded a non-private ledger entry"}]
+    return [
+        {
+            "what": "clear-labels",
+            "owners": int(answered),
+            "detail": "true class labels of every released row, without randomized response; owners opted in "
+            "with --allow-clear-labels and each recorded a non-private ledger entry",
+        }
+    ]
 
 
 def host_info() -> dict:
@@ -66,8 +71,17 @@ def write_json(path: str | Path, obj) -> Path:
     return path
 
 
-def plot_lines(path: str | Path, x, series: dict, *, xlabel: str, ylabel: str, title: str,
-               logx: bool = False, errors: dict | None = None) -> Path:
+def plot_lines(
+    path: str | Path,
+    x,
+    series: dict,
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    logx: bool = False,
+    errors: dict | None = None,
+) -> Path:
     """Save a line plot of ``series`` (name -> y values over ``x``) as a PNG."""
     import matplotlib
 

@@ -9,7 +9,12 @@ import grpc
 import numpy as np
 
 from privfed.common.errors import (
-    BudgetExceeded, ConfigError, PrivfedError, RemoteProtocolError, ResourceExhausted, RingClosed,
+    BudgetExceeded,
+    ConfigError,
+    PrivfedError,
+    RemoteProtocolError,
+    ResourceExhausted,
+    RingClosed,
 )
 from privfed.common.messages import Task
 from privfed.proto import privfed_pb2 as pb
@@ -57,7 +62,7 @@ def model_linear_stage(model) -> tuple[str, np.ndarray]:
     for LR, A_d = coef_dataᵀ; for FedDPDR, U_k divided by the public radius of the scaling
     (the centring offset cancels in x − x̃). Nearest centroid has no linear first stage.
     """
-    from privfed.common.dpsvm import FedDPDRModel
+    from privfed.common.feddpdr.svm import FedDPDRModel
     from privfed.common.learners.logistic import LinearModel
 
     if isinstance(model, LinearModel):
@@ -65,8 +70,10 @@ def model_linear_stage(model) -> tuple[str, np.ndarray]:
         return "lr", np.asarray(coef).T
     if isinstance(model, FedDPDRModel) and model.components is not None:
         if model.scaling != "ball":
-            raise ConfigError(f"a FedDPDR model with {model.scaling!r} row scaling has no linear first stage "
-                              "to clean queries against (only 'ball' scaling is affine)")
+            raise ConfigError(
+                f"a FedDPDR model with {model.scaling!r} row scaling has no linear first stage "
+                "to clean queries against (only 'ball' scaling is affine)"
+            )
         radius = float(np.sqrt(np.sum(((model.bounds.hi - model.bounds.lo) / 2.0) ** 2)))
         return "feddpdr", model.components / radius
     raise ConfigError(f"a {type(model).__name__} has no linear first stage to clean queries against")
@@ -164,8 +171,11 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         try:
             model = self._models.get(request.model_id)
             kind, stage = model_linear_stage(model)
-            return pb.GetModelResponse(model_id=request.model_id, kind=kind,
-                                       bounds=serde.bounds_to_proto(model.bounds),
-                                       linear_stage=serde.matrix_to_proto(stage))
+            return pb.GetModelResponse(
+                model_id=request.model_id,
+                kind=kind,
+                bounds=serde.bounds_to_proto(model.bounds),
+                linear_stage=serde.matrix_to_proto(stage),
+            )
         except PrivfedError as exc:
             _abort(context, exc)

@@ -43,8 +43,9 @@ def resolve_bounds(bounds, d: int) -> Bounds:
         )
     if isinstance(bounds, Bounds):
         if bounds.d != d:
-            raise ConfigError(f"bounds describe {bounds.d} features but the rows have {d}; "
-                              f"pass bounds for {d} features")
+            raise ConfigError(
+                f"bounds describe {bounds.d} features but the rows have {d}; pass bounds for {d} features"
+            )
         return bounds
     if isinstance(bounds, tuple) and len(bounds) == 2 and all(isinstance(b, Real) for b in bounds):
         return Bounds.of(float(bounds[0]), float(bounds[1]), d)

@@ -75,8 +75,7 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
         "random_state": [Interval(Integral, 0, None, closed="left"), np.random.Generator, None],
     }
 
-    def __init__(self, epsilon=1.0, mechanism="pm", param_bound=1.0, C=1.0, n_owners=1, bounds=None,
-                 random_state=None):
+    def __init__(self, epsilon=1.0, mechanism="pm", param_bound=1.0, C=1.0, n_owners=1, bounds=None, random_state=None):
         self.epsilon = epsilon
         self.mechanism = mechanism
         self.param_bound = param_bound
@@ -99,11 +98,17 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
         rng = resolve_rng(self.random_state)
         mech = make_mechanism(self.mechanism, epsilon=float(self.epsilon), d=n_parameters(k, X.shape[1]))
         parts = np.array_split(rng.permutation(X.shape[0]), self.n_owners)
-        reports = np.stack([
-            lr_share(fit_local_logistic(X[idx], y_idx[idx], bounds=bounds, n_classes=k, C=self.C),
-                     param_bound=self.param_bound, mechanism=mech, rng=rng)
-            for idx in parts
-        ])
+        reports = np.stack(
+            [
+                lr_share(
+                    fit_local_logistic(X[idx], y_idx[idx], bounds=bounds, n_classes=k, C=self.C),
+                    param_bound=self.param_bound,
+                    mechanism=mech,
+                    rng=rng,
+                )
+                for idx in parts
+            ]
+        )
         model = lr_aggregate(reports, param_bound=self.param_bound, n_classes=k, bounds=bounds)
         self.model_ = LinearModel(model.coef_, model.intercept_, bounds, classes)
         self.coef_, self.intercept_ = model.coef_, model.intercept_
@@ -155,8 +160,7 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
         "random_state": [Interval(Integral, 0, None, closed="left"), np.random.Generator, None],
     }
 
-    def __init__(self, epsilon=1.0, mechanism="pm", labels="clear", label_fraction=0.2, bounds=None,
-                 random_state=None):
+    def __init__(self, epsilon=1.0, mechanism="pm", labels="clear", label_fraction=0.2, bounds=None, random_state=None):
         self.epsilon = epsilon
         self.mechanism = mechanism
         self.labels = labels

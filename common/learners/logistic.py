@@ -145,8 +145,7 @@ def fit_local_logistic(X, y, *, bounds: Bounds, n_classes: int, C: float = 1.0, 
         if np.linalg.norm(grad) <= _NEWTON_GTOL:
             break
         curvature = _expit(signs * (t1 @ theta.T)) * _expit(-signs * (t1 @ theta.T)) * s[:, None] * C
-        step = np.stack([np.linalg.solve((t1.T * curvature[:, j]) @ t1 + eye, grad[j] / scale)
-                         for j in range(k_out)])
+        step = np.stack([np.linalg.solve((t1.T * curvature[:, j]) @ t1 + eye, grad[j] / scale) for j in range(k_out)])
         if np.max(np.abs(step)) <= 1e-12 * (1.0 + np.max(np.abs(theta))):  # at rounding level
             theta = theta - step
             break
@@ -157,7 +156,7 @@ def fit_local_logistic(X, y, *, bounds: Bounds, n_classes: int, C: float = 1.0, 
         size = 1.0
         while size > 1e-12 and objective((theta - size * step).ravel())[0] > value - 1e-4 * size * slope:
             size /= 2.0
-        if size <= 1e-12:   # no decrease left at rounding level: this is the optimum
+        if size <= 1e-12:  # no decrease left at rounding level: this is the optimum
             break
         theta = theta - size * step
     return theta.ravel()
@@ -180,8 +179,9 @@ def lr_share(theta, *, param_bound: float, mechanism, rng: np.random.Generator) 
     """
     t = clip_parameters(np.ravel(theta), param_bound) / float(param_bound)
     if mechanism.d != t.shape[0]:
-        raise ConfigError(f"mechanism has d={mechanism.d} but theta has {t.shape[0]} parameters; "
-                          f"build it with d={t.shape[0]}")
+        raise ConfigError(
+            f"mechanism has d={mechanism.d} but theta has {t.shape[0]} parameters; build it with d={t.shape[0]}"
+        )
     return np.asarray(mechanism.privatize(t[None, :], rng), dtype=np.float64)[0]
 
 
@@ -257,11 +257,16 @@ class LinearModel:
         return float(np.mean(self.predict(X) == np.asarray(y)))
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "coef": self.coef_.tolist(), "intercept": self.intercept_.tolist(),
-                "bounds": self.bounds.to_list(), "classes": self.classes.tolist()}
+        return {
+            "kind": self.kind,
+            "coef": self.coef_.tolist(),
+            "intercept": self.intercept_.tolist(),
+            "bounds": self.bounds.to_list(),
+            "classes": self.classes.tolist(),
+        }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "LinearModel":
+    def from_dict(cls, data: dict) -> LinearModel:
         if data.get("kind") != cls.kind:
             raise ConfigError(f"not a {cls.kind} model: kind={data.get('kind')!r}")
         bounds = Bounds(np.asarray(data["bounds"]["lo"]), np.asarray(data["bounds"]["hi"]))

@@ -118,7 +118,7 @@ class NccShare:
         object.__setattr__(self, "labels", _check_labels(self.labels, reports.shape[0]))
 
     @classmethod
-    def concat(cls, shares) -> "NccShare":
+    def concat(cls, shares) -> NccShare:
         """One share holding the rows of all ``shares`` (all with the same number of columns)."""
         shares = [shares] if isinstance(shares, NccShare) else list(shares)
         if not shares:
@@ -129,8 +129,17 @@ class NccShare:
         return cls(np.concatenate([s.reports for s in shares]), np.concatenate([s.labels for s in shares]))
 
 
-def ncc_share(X, y, *, bounds: Bounds, mechanism, label_rr: KaryRandomizedResponse | None = None,
-              rng: np.random.Generator, sample_weight=None, weight_bound: float | None = None) -> NccShare:
+def ncc_share(
+    X,
+    y,
+    *,
+    bounds: Bounds,
+    mechanism,
+    label_rr: KaryRandomizedResponse | None = None,
+    rng: np.random.Generator,
+    sample_weight=None,
+    weight_bound: float | None = None,
+) -> NccShare:
     """Owner side of NCC: perturb each row once (seed 002 §3.5.1; Alg. 4 for the rows).
 
     Parameters
@@ -176,8 +185,10 @@ def ncc_share(X, y, *, bounds: Bounds, mechanism, label_rr: KaryRandomizedRespon
         u = np.minimum(w, weight_bound) / weight_bound
         t = np.hstack([u[:, None] * t, 2.0 * u[:, None] - 1.0])
     if mechanism.d != t.shape[1]:
-        raise ConfigError(f"mechanism has d={mechanism.d} but each row sent has {t.shape[1]} coordinates; "
-                          f"build it with d={t.shape[1]}")
+        raise ConfigError(
+            f"mechanism has d={mechanism.d} but each row sent has {t.shape[1]} coordinates; "
+            f"build it with d={t.shape[1]}"
+        )
     if t.shape[0] == 0:
         return NccShare(t, y)
     reports = mechanism.privatize(t, rng)
@@ -185,8 +196,9 @@ def ncc_share(X, y, *, bounds: Bounds, mechanism, label_rr: KaryRandomizedRespon
     return NccShare(reports, labels)
 
 
-def ncc_class_sums(shares, *, n_classes: int, d: int, label_rr: KaryRandomizedResponse | None = None
-                   ) -> tuple[np.ndarray, np.ndarray]:
+def ncc_class_sums(
+    shares, *, n_classes: int, d: int, label_rr: KaryRandomizedResponse | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Coordinator side: unbiased per-class sums of the t-space rows and per-class counts.
 
     Parameters
@@ -232,8 +244,9 @@ def ncc_class_sums(shares, *, n_classes: int, d: int, label_rr: KaryRandomizedRe
     return sums, counts
 
 
-def ncc_centroids(shares, *, n_classes: int, bounds: Bounds, label_rr: KaryRandomizedResponse | None = None
-                  ) -> np.ndarray:
+def ncc_centroids(
+    shares, *, n_classes: int, bounds: Bounds, label_rr: KaryRandomizedResponse | None = None
+) -> np.ndarray:
     """Coordinator side of NCC: class centroids in data space (seed 002 §3.5.1).
 
     ``centroid_k = sum_k / count_k`` from :func:`ncc_class_sums`, mapped back by
@@ -295,7 +308,7 @@ class NearestCentroidModel:
         return {"kind": self.kind, "centroids": self.centroids.tolist(), "classes": self.classes.tolist()}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "NearestCentroidModel":
+    def from_dict(cls, data: dict) -> NearestCentroidModel:
         if data.get("kind") != cls.kind:
             raise ConfigError(f"not a {cls.kind} model: kind={data.get('kind')!r}")
         return cls(data["centroids"], data["classes"])

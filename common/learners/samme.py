@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import Callable
 
 import numpy as np
 
@@ -203,11 +203,15 @@ class BoostedModel:
         return float(np.mean(self.predict(X) == np.asarray(y)))
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "classes": self.classes.tolist(), "alphas": self.alphas.tolist(),
-                "learners": [learner.to_dict() for learner in self.learners]}
+        return {
+            "kind": self.kind,
+            "classes": self.classes.tolist(),
+            "alphas": self.alphas.tolist(),
+            "learners": [learner.to_dict() for learner in self.learners],
+        }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "BoostedModel":
+    def from_dict(cls, data: dict) -> BoostedModel:
         if data.get("kind") != cls.kind:
             raise ConfigError(f"not a {cls.kind} model: kind={data.get('kind')!r}")
         learners = []
@@ -249,7 +253,7 @@ class SammeBoost:
         self.n_estimators = int(n_estimators)
         self.n_classes = _check_n_classes(n_classes)
 
-    def fit(self, X, y, sample_weight=None) -> "SammeBoost":
+    def fit(self, X, y, sample_weight=None) -> SammeBoost:
         y = np.asarray(y)
         n = y.shape[0]
         if y.ndim != 1 or n == 0 or not np.issubdtype(y.dtype, np.integer) or y.min() < 0 or y.max() >= self.n_classes:

@@ -81,8 +81,9 @@ def cross_tables(Xbin, y, w, n_classes: int) -> np.ndarray:
     return np.stack([per_class.sum(axis=0)[None, :] - ones, ones], axis=1)
 
 
-def stump_share(X, y, w, *, bounds: Bounds, n_bins: int, n_classes: int, weight_bound: float, mechanism,
-                rng: np.random.Generator) -> np.ndarray:
+def stump_share(
+    X, y, w, *, bounds: Bounds, n_bins: int, n_classes: int, weight_bound: float, mechanism, rng: np.random.Generator
+) -> np.ndarray:
     """Owner side: perturb the owner's cross tables once (seed 002 §3.5.3).
 
     Every table entry lies in ``[0, sum(w)]``. The public ``weight_bound`` bounds an owner's
@@ -106,8 +107,9 @@ def stump_share(X, y, w, *, bounds: Bounds, n_bins: int, n_classes: int, weight_
     tables = cross_tables(binarize(X, bounds, n_bins), y, w, n_classes)
     t = np.clip(2.0 * tables.ravel() / weight_bound - 1.0, -1.0, 1.0)  # clip only absorbs rounding
     if mechanism.d != t.shape[0]:
-        raise ConfigError(f"mechanism has d={mechanism.d} but the tables have {t.shape[0]} entries; "
-                          f"build it with d={t.shape[0]}")
+        raise ConfigError(
+            f"mechanism has d={mechanism.d} but the tables have {t.shape[0]} entries; build it with d={t.shape[0]}"
+        )
     return np.asarray(mechanism.privatize(t[None, :], rng), dtype=np.float64)[0]
 
 
@@ -169,15 +171,26 @@ class Stump:
         return np.asarray(self.leaves, dtype=np.int64)[(X[:, self.attribute] >= self.threshold).astype(np.int64)]
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "attribute": self.attribute, "threshold_index": self.threshold_index,
-                "threshold": self.threshold, "leaves": list(self.leaves), "error": self.error}
+        return {
+            "kind": self.kind,
+            "attribute": self.attribute,
+            "threshold_index": self.threshold_index,
+            "threshold": self.threshold,
+            "leaves": list(self.leaves),
+            "error": self.error,
+        }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Stump":
+    def from_dict(cls, data: dict) -> Stump:
         if data.get("kind") != cls.kind:
             raise ConfigError(f"not a {cls.kind} model: kind={data.get('kind')!r}")
-        return cls(int(data["attribute"]), int(data["threshold_index"]), float(data["threshold"]),
-                   (int(data["leaves"][0]), int(data["leaves"][1])), float(data["error"]))
+        return cls(
+            int(data["attribute"]),
+            int(data["threshold_index"]),
+            float(data["threshold"]),
+            (int(data["leaves"][0]), int(data["leaves"][1])),
+            float(data["error"]),
+        )
 
 
 def table_errors(tables) -> np.ndarray:
@@ -214,11 +227,18 @@ def select_stump(tables, *, bounds: Bounds, n_bins: int) -> Stump:
     tables = np.asarray(tables, dtype=np.float64)
     n_bins = _check_int("n_bins", n_bins, 2)
     if tables.ndim != 3 or tables.shape[0] != bounds.d * (n_bins - 1):
-        raise ConfigError(f"tables must have shape ({bounds.d * (n_bins - 1)}, 2, K) for {bounds.d} features "
-                          f"and n_bins={n_bins}, got {tables.shape}")
+        raise ConfigError(
+            f"tables must have shape ({bounds.d * (n_bins - 1)}, 2, K) for {bounds.d} features "
+            f"and n_bins={n_bins}, got {tables.shape}"
+        )
     errors = table_errors(tables)
     a = int(np.argmax(tables.max(axis=2).sum(axis=1)))  # = argmin of errors; first index on ties
     j, b = divmod(a, n_bins - 1)
     leaves = np.argmax(tables[a], axis=1)
-    return Stump(attribute=j, threshold_index=b + 1, threshold=float(thresholds(bounds, n_bins)[j, b]),
-                 leaves=(int(leaves[0]), int(leaves[1])), error=float(errors[a]))
+    return Stump(
+        attribute=j,
+        threshold_index=b + 1,
+        threshold=float(thresholds(bounds, n_bins)[j, b]),
+        leaves=(int(leaves[0]), int(leaves[1])),
+        error=float(errors[a]),
+    )

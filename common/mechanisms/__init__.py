@@ -31,10 +31,25 @@ from privfed.common.mechanisms.piecewise import (
 from privfed.common.mechanisms.randomized_response import KaryRandomizedResponse
 
 __all__ = [
-    "MECHANISMS", "SNAP_STEP", "Mechanism", "IdentityMechanism", "estimate_mean", "make_mechanism", "snap",
-    "LaplaceMechanism", "Duchi1D", "DuchiMultidim", "duchi_constant", "duchi_multidim_constant",
-    "PiecewiseMechanism", "PiecewiseMultidim", "HybridMechanism", "HM_EPSILON_STAR", "pm_constant",
-    "KaryRandomizedResponse", "GeometricMechanism",
+    "MECHANISMS",
+    "SNAP_STEP",
+    "Mechanism",
+    "IdentityMechanism",
+    "estimate_mean",
+    "make_mechanism",
+    "snap",
+    "LaplaceMechanism",
+    "Duchi1D",
+    "DuchiMultidim",
+    "duchi_constant",
+    "duchi_multidim_constant",
+    "PiecewiseMechanism",
+    "PiecewiseMultidim",
+    "HybridMechanism",
+    "HM_EPSILON_STAR",
+    "pm_constant",
+    "KaryRandomizedResponse",
+    "GeometricMechanism",
 ]
 
 _LAZY = {"Duchi1D", "DuchiMultidim", "duchi_constant", "duchi_multidim_constant"}

@@ -27,14 +27,14 @@ from privfed.common.errors import ConfigError
 MECHANISMS = ("pm", "duchi", "laplace")
 
 SNAP_BITS = 20
-SNAP_STEP = 2.0 ** -SNAP_BITS  #: spacing of the output grid for continuous mechanisms (SPEC §12)
+SNAP_STEP = 2.0**-SNAP_BITS  #: spacing of the output grid for continuous mechanisms (SPEC §12)
 
 #: Largest magnitude a report may reach: reports travel as int64 indices on the ``2**-20`` grid
 #: (``proto/serde.py``), which hold ``|value| < 2**42`` with room to spare. A mechanism whose
 #: outputs could go beyond it (a tiny ``epsilon``: PM's ``C = coth(eps/4)`` or Laplace's scale
 #: ``2d/eps`` grow like ``1/eps``) is refused when it is built, before anything is computed or
 #: debited (issue 9, item 7: ``epsilon=1e-300`` used to pass, be debited, then fail to encode).
-REPORT_LIMIT = 2.0 ** 42
+REPORT_LIMIT = 2.0**42
 
 #: Tolerance for inputs just outside [-1, 1] (rounding in Bounds.to_unit); they are clipped.
 UNIT_TOLERANCE = 1e-12
@@ -50,7 +50,7 @@ def snap(x: np.ndarray) -> np.ndarray:
 
     Multiplying by a power of two is exact, so the result is exactly ``rint(x * 2**20) / 2**20``.
     """
-    x *= 2.0 ** SNAP_BITS
+    x *= 2.0**SNAP_BITS
     np.rint(x, out=x)
     x *= SNAP_STEP
     return x
@@ -58,7 +58,7 @@ def snap(x: np.ndarray) -> np.ndarray:
 
 def snap_up(value: float) -> float:
     """The smallest grid point ``>= value``: the bound of a snapped output whose exact range ends at ``value``."""
-    return math.ceil(value * 2.0 ** SNAP_BITS) * SNAP_STEP
+    return math.ceil(value * 2.0**SNAP_BITS) * SNAP_STEP
 
 
 def check_epsilon(epsilon, *, name: str = "epsilon") -> float:
@@ -77,8 +77,10 @@ def check_epsilon(epsilon, *, name: str = "epsilon") -> float:
     if math.isnan(value) or value <= 0:
         raise ConfigError(f"{name} must be > 0, got {epsilon!r}; choose a positive privacy budget such as 1.0")
     if math.isinf(value):
-        raise ConfigError(f"{name} must be finite, got {epsilon!r}; for a non-private run use "
-                          "make_mechanism(name, epsilon=math.inf, d=d), which returns the IdentityMechanism")
+        raise ConfigError(
+            f"{name} must be finite, got {epsilon!r}; for a non-private run use "
+            "make_mechanism(name, epsilon=math.inf, d=d), which returns the IdentityMechanism"
+        )
     return value
 
 
@@ -94,8 +96,10 @@ def check_positive_int(value, *, name: str, minimum: int = 1) -> int:
 def check_rng(rng) -> np.random.Generator:
     """``rng`` must be a ``numpy.random.Generator`` (never None: there is no global default)."""
     if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}; "
-                        "build one with privfed.common.rng.make_rng('seeded', seed) or make_rng('secure')")
+        raise TypeError(
+            f"rng must be a numpy.random.Generator, got {type(rng).__name__}; "
+            "build one with privfed.common.rng.make_rng('seeded', seed) or make_rng('secure')"
+        )
     return rng
 
 
@@ -113,8 +117,10 @@ def _unit_float64(arr: np.ndarray, name: str) -> np.ndarray:
         return arr
     lo, hi = arr.min(), arr.max()  # NaN propagates into both
     if not (lo >= -1.0 - UNIT_TOLERANCE and hi <= 1.0 + UNIT_TOLERANCE):
-        raise ConfigError(f"{name} must lie in [-1, 1] (NaN and inf are not allowed), got values in [{lo}, {hi}]; "
-                          "map data with privfed.common.bounds.Bounds.to_unit, which clips to the public bounds")
+        raise ConfigError(
+            f"{name} must lie in [-1, 1] (NaN and inf are not allowed), got values in [{lo}, {hi}]; "
+            "map data with privfed.common.bounds.Bounds.to_unit, which clips to the public bounds"
+        )
     if lo < -1.0 or hi > 1.0:
         arr = np.clip(arr, -1.0, 1.0)
     return arr
@@ -171,14 +177,17 @@ class Mechanism(ABC):
                 f"{type(self).__name__} with epsilon={self.epsilon!r}, d={self.d}: reports could reach "
                 f"{bound:.3g} in magnitude, beyond 2^42, the largest a report can carry (and "
                 "float64 noise that large is no longer a usable release); the output range grows like "
-                "1/epsilon, so choose a larger epsilon")
+                "1/epsilon, so choose a larger epsilon"
+            )
 
     def _rows(self, t) -> np.ndarray:
         """``t`` as an (n, d) real array; values are checked block by block in :meth:`privatize`."""
         arr = check_real_array(t)
         if arr.ndim != 2 or arr.shape[1] != self.d:
-            raise ConfigError(f"t must have shape (n, {self.d}) (one row per report), got shape {arr.shape}; "
-                              f"reshape a single row with t.reshape(1, {self.d})")
+            raise ConfigError(
+                f"t must have shape (n, {self.d}) (one row per report), got shape {arr.shape}; "
+                f"reshape a single row with t.reshape(1, {self.d})"
+            )
         return arr
 
     def privatize(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -262,8 +271,10 @@ class IdentityMechanism(Mechanism):
         if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, Real):
             raise TypeError(f"epsilon must be a real number, got {self.epsilon!r}")
         if self.epsilon != math.inf:
-            raise ConfigError(f"IdentityMechanism is only for epsilon = inf, got {self.epsilon!r}; "
-                              "use make_mechanism(name, epsilon=..., d=...) for a private mechanism")
+            raise ConfigError(
+                f"IdentityMechanism is only for epsilon = inf, got {self.epsilon!r}; "
+                "use make_mechanism(name, epsilon=..., d=...) for a private mechanism"
+            )
         object.__setattr__(self, "epsilon", math.inf)
         object.__setattr__(self, "d", check_positive_int(self.d, name="d"))
 
@@ -330,9 +341,12 @@ def make_mechanism(name: str, *, epsilon: float, d: int) -> Mechanism:
     # Imported here: the mechanism modules import this one.
     if name == "pm":
         from privfed.common.mechanisms.piecewise import PiecewiseMultidim
+
         return PiecewiseMultidim(epsilon=epsilon, d=d)
     if name == "duchi":
         from privfed.common.mechanisms.duchi import DuchiMultidim
+
         return DuchiMultidim(epsilon=epsilon, d=d)
     from privfed.common.mechanisms.laplace import LaplaceMechanism
+
     return LaplaceMechanism(epsilon=epsilon, d=d)

@@ -21,7 +21,7 @@ def duchi_multidim_constant(d: int, epsilon: float) -> float:
     Computed in log space with :func:`math.lgamma` so that any ``d`` works (B grows like ``sqrt(d)``);
     the relative error is about ``1e-16 d ln d`` (the absolute error of ``lgamma(d)``); no scipy, so an owner node using PM (which imports this module) does not load scipy.
     """
-    d += 1 - d % 2                     # B(d) = B(d + 1) for even d, exactly
+    d += 1 - d % 2  # B(d) = B(d + 1) for even d, exactly
     m = (d - 1) // 2
     log_binom = math.lgamma(d) - math.lgamma(m + 1) - math.lgamma(d - m)
     return duchi_constant(epsilon) * math.exp((d - 1) * math.log(2.0) - float(log_binom))
@@ -71,7 +71,7 @@ class Duchi1D(Mechanism):
         duchi_from_uniform(t, out, self.epsilon)
 
     def _variance(self, t):
-        return self.constant ** 2 - t * t
+        return self.constant**2 - t * t
 
     @property
     def output_bounds(self) -> tuple[float, float]:
@@ -152,18 +152,18 @@ class DuchiMultidim(Mechanism):
         buf = np.frombuffer(rng.bytes((m * d + 7) // 8), dtype=np.uint8)
         w_pos = np.unpackbits(buf, count=m * d).view(bool).reshape(m, d)  # w_j = +1
         u = rng.random(m) < self.p
-        s = 2 * np.count_nonzero(w_pos, axis=1) - d                       # z.v = sum(w)
+        s = 2 * np.count_nonzero(w_pos, axis=1) - d  # z.v = sum(w)
         flip = np.where(u, s < 0, s > 0)
         out *= 2.0
         out -= 1.0
-        negative = out < t                       # v_j = +1, with P = (1 + t_j)/2 ...
-        negative ^= w_pos                        # ... so now z_j = v_j w_j = -1 (v_j, w_j differ)
-        negative ^= flip[:, None]                # z <- -z on flipped rows
+        negative = out < t  # v_j = +1, with P = (1 + t_j)/2 ...
+        negative ^= w_pos  # ... so now z_j = v_j w_j = -1 (v_j, w_j differ)
+        negative ^= flip[:, None]  # z <- -z on flipped rows
         np.multiply(negative, -2.0 * b, out=out)
         out += b
 
     def _variance(self, t):
-        return self.constant ** 2 - t * t
+        return self.constant**2 - t * t
 
     @property
     def output_bounds(self) -> tuple[float, float]:

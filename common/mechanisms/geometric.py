@@ -59,8 +59,10 @@ class GeometricMechanism:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "sensitivity", check_positive_int(self.sensitivity, name="sensitivity"))
         if self.epsilon < MIN_EPSILON:
-            raise ConfigError(f"GeometricMechanism epsilon={self.epsilon!r} is below {MIN_EPSILON:g}: the noise "
-                              "of a count would be astronomically large; choose a larger epsilon")
+            raise ConfigError(
+                f"GeometricMechanism epsilon={self.epsilon!r} is below {MIN_EPSILON:g}: the noise "
+                "of a count would be astronomically large; choose a larger epsilon"
+            )
 
     @property
     def alpha(self) -> float:
@@ -79,7 +81,7 @@ class GeometricMechanism:
         arr = np.asarray(counts)
         if arr.dtype.kind not in "iu":
             raise TypeError(f"counts must be integers, got dtype {arr.dtype}")
-        p = -math.expm1(-self.epsilon / self.sensitivity)   # 1 - a, exact for small epsilon
+        p = -math.expm1(-self.epsilon / self.sensitivity)  # 1 - a, exact for small epsilon
         noise = rng.geometric(p, size=arr.shape).astype(np.int64) - rng.geometric(p, size=arr.shape).astype(np.int64)
         return arr.astype(np.int64) + noise
 

@@ -59,15 +59,15 @@ class LaplaceMechanism(Mechanism):
         raw = rng.bit_generator.random_raw(out.size).reshape(out.shape)
         mag = raw & _LOW53
         mag += _ONE
-        np.multiply(mag, 2.0 ** -53, out=out)     # V in (0, 1]
-        np.log(out, out=out)                      # ln V <= 0
-        out *= self.scale                         # -Exp(b)
-        np.copysign(out, raw.view(np.float64), out=out)   # sign := bit 63 of the word
+        np.multiply(mag, 2.0**-53, out=out)  # V in (0, 1]
+        np.log(out, out=out)  # ln V <= 0
+        out *= self.scale  # -Exp(b)
+        np.copysign(out, raw.view(np.float64), out=out)  # sign := bit 63 of the word
         out += t
         snap(out)
 
     def _variance(self, t):
-        return np.full_like(t, 2.0 * self.scale ** 2)
+        return np.full_like(t, 2.0 * self.scale**2)
 
     @property
     def output_bounds(self) -> tuple[float, float]:
@@ -76,4 +76,4 @@ class LaplaceMechanism(Mechanism):
     @property
     def max_abs_output(self) -> float:
         """``1 + 53 ln 2 b`` (snapped up): the sampler's noise is truncated where ``V = 2^-53``."""
-        return 1.0 + 53.0 * math.log(2.0) * self.scale + 2.0 ** -20
+        return 1.0 + 53.0 * math.log(2.0) * self.scale + 2.0**-20

@@ -31,6 +31,7 @@ def _exp(x: float) -> float:
 
 # --- PM (Algorithm 2, SPEC §3.1) --------------------------------------------------------
 
+
 def pm_constant(epsilon: float) -> float:
     """``C = (e^(eps/2) + 1)/(e^(eps/2) - 1) = coth(eps/4)``: PM outputs lie in ``[-C, C]``."""
     return 1.0 / math.tanh(epsilon / 4.0)
@@ -57,21 +58,21 @@ def pm_from_uniform(t: np.ndarray, u: np.ndarray, epsilon: float, scale: float =
     c = pm_constant(eps)
     h = math.exp(eps / 2.0)
     p_centre = h / (h + 1.0)
-    slope_tail = (c + 1.0) * (h + 1.0)            # (C + 1) / (1 - P_centre)
-    slope_centre = (c - 1.0) / p_centre           # = slope_tail * e^-eps
-    shrink = -math.expm1(-eps)                    # 1 - a/s
-    c1 = shrink * (c + 1.0) / 2.0                 # y2 = a U + c1 t + c0
+    slope_tail = (c + 1.0) * (h + 1.0)  # (C + 1) / (1 - P_centre)
+    slope_centre = (c - 1.0) / p_centre  # = slope_tail * e^-eps
+    shrink = -math.expm1(-eps)  # 1 - a/s
+    c1 = shrink * (c + 1.0) / 2.0  # y2 = a U + c1 t + c0
     c0 = -shrink * (c - 1.0) / 2.0 - c * math.exp(-eps)
     centre = t * c1
     centre += c0
     tmp = u * slope_centre
-    centre += tmp                                 # y2
+    centre += tmp  # y2
     u *= slope_tail
-    u -= c                                        # y1
+    u -= c  # y1
     np.minimum(u, centre, out=centre)
-    u += 2.0 * c - slope_tail                     # y3
+    u += 2.0 * c - slope_tail  # y3
     np.maximum(u, centre, out=u)
-    u *= scale * 2.0 ** SNAP_BITS
+    u *= scale * 2.0**SNAP_BITS
     np.rint(u, out=u)
     u *= SNAP_STEP
     return u
@@ -155,6 +156,7 @@ class PiecewiseMechanism(Mechanism):
 
 # --- HM (§III-C, SPEC §3.3) ------------------------------------------------------------
 
+
 def hm_alpha(epsilon: float) -> float:
     """Probability of the PM branch: ``1 - e^(-eps/2)`` if ``eps > eps*``, else 0."""
     return -math.expm1(-epsilon / 2.0) if epsilon > HM_EPSILON_STAR else 0.0
@@ -225,6 +227,7 @@ class HybridMechanism(Mechanism):
 
 
 # --- Algorithm 4 (§IV, SPEC §3.2) -------------------------------------------------------
+
 
 def sample_subsets(m: int, d: int, k: int, rng: np.random.Generator) -> np.ndarray:
     """``m`` independent uniform ``k``-subsets of ``range(d)``, as an (m, k) index array.
@@ -323,11 +326,11 @@ class PiecewiseMultidim(Mechanism):
             self._base_sample(t, rng, out)
             return
         flat = sample_subsets(m, d, k, rng)
-        flat += (np.arange(m, dtype=np.intp) * d)[:, None]   # index into the flattened block
+        flat += (np.arange(m, dtype=np.intp) * d)[:, None]  # index into the flattened block
         values = np.empty((m, k), dtype=np.float64)
         t = t if t.flags.c_contiguous else np.ascontiguousarray(t)
         self._base_sample(np.take(t.reshape(-1), flat), rng, values)
-        np.put(out.reshape(-1), flat, values)                 # the other coordinates stay 0
+        np.put(out.reshape(-1), flat, values)  # the other coordinates stay 0
 
     def _variance(self, t):
         base = pm_variance(t, self.attribute_epsilon) if self.base == "pm" else hm_variance(t, self.attribute_epsilon)

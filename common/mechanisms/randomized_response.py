@@ -72,14 +72,16 @@ class KaryRandomizedResponse:
         check_rng(rng)
         y = np.asarray(labels)
         if y.dtype.kind not in "iu":
-            raise TypeError(f"labels must be an integer array (class indices 0..{self.n_classes - 1}), "
-                            f"got dtype {y.dtype}; encode classes as integers first")
+            raise TypeError(
+                f"labels must be an integer array (class indices 0..{self.n_classes - 1}), "
+                f"got dtype {y.dtype}; encode classes as integers first"
+            )
         y = y.astype(np.int64, copy=False)
         if y.size and (y.min() < 0 or y.max() >= self.n_classes):
             raise ConfigError(f"labels must lie in 0..{self.n_classes - 1}, got values in [{y.min()}, {y.max()}]")
         keep = rng.random(y.shape) < self.p
         other = rng.integers(0, self.n_classes - 1, size=y.shape, dtype=np.int64)
-        other += other >= y                      # uniform over the K - 1 labels != y
+        other += other >= y  # uniform over the K - 1 labels != y
         return np.where(keep, y, other)
 
     def _counts(self, counts) -> np.ndarray:

@@ -2,17 +2,17 @@
 
 ``privfed experiment stump-hit-rate | bdt-error | boosted-ncc [--quick] --out DIR``
 
-All three drive :mod:`privfed.common.boosting` in-process: the owner releases, the coordinator's
+All three drive :mod:`privfed.common.boosting.federated` in-process: the owner releases, the coordinator's
 selection and SAMME steps are the functions the networked federation calls; only the transport
 is missing (the secure sums are plain float sums by default, ``--secure-sum ring`` runs the ring
-state machines; they agree up to the fixed-point rounding, see :mod:`privfed.common.boosting`).
+state machines; they agree up to the fixed-point rounding, see :mod:`privfed.common.boosting.federated`).
 
 stump-hit-rate (Figs. 11-12)
     The synthetic set (2 classes, 20 attributes: 10 informative, 10 linear combinations; seed 002
     §4.3), ``--owners`` rows (10^4), one row per owner, weight 1 each. Each numeric attribute is
     binarised at its public midpoint (``--n-bins 2``, SPEC §6), so the binary attributes are the 20
     attributes. Per run, every owner releases its cross-table vector once through the mechanism
-    (:func:`~privfed.common.boosting.stump_table_vectors`, one ``privatize`` call over the stacked
+    (:func:`~privfed.common.boosting.federated.stump_table_vectors`, one ``privatize`` call over the stacked
     ``(n, A*2*K)`` vectors) and the coordinator picks the stump from the summed perturbed tables
     (``stump_aggregate`` + ``select_stump``).
 
@@ -32,7 +32,7 @@ bdt-error (Figs. 13-14) and boosted-ncc (Fig. 10)
     (``--rounds``), each with a fresh group of ``n_owners // T`` owners releasing shares at
     ``(1 - --eval-fraction) eps``; the owners' local (weighted error, weight sum) pairs are noisy
     releases at the rest of ``eps`` (``--eval-groups``: each owner once, or all owners every round
-    at 1/T; :mod:`privfed.common.boosting`, "Evaluation releases"). Misclassification of the ensemble on the test rows after
+    at 1/T; :mod:`privfed.common.boosting.federated`, "Evaluation releases"). Misclassification of the ensemble on the test rows after
     every round, mean and standard deviation over ``--runs`` runs (split and noise seeds vary).
     A round whose learner is no better than chance is skipped (``on_reject="skip"``: the next
     group releases a different learner); until the first kept learner the empty vote predicts
@@ -43,7 +43,7 @@ bdt-error (Figs. 13-14) and boosted-ncc (Fig. 10)
     ``--mechanism``. ``--rows-per-owner k`` gives each owner k training rows (``--owners`` rows in
     all, ``--owners // k`` owners; share weight bound ``2 k`` unless ``--weight-bound``): the
     evaluation noise ``Lap(2 b / ε_e)`` per owner does not grow with k (row-level calibration,
-    :mod:`privfed.common.boosting`, "Evaluation releases").
+    :mod:`privfed.common.boosting.federated`, "Evaluation releases").
 
 Data sets: ``synthetic`` (scikit-learn make_classification, public bounds ±10); ``mnist4v9``
 (MNIST-5k digits 4 and 9, raw pixels, bounds [0, 255]); ``mnist`` (MNIST-5k, 10 classes, 4x4
@@ -60,8 +60,8 @@ from pathlib import Path
 
 import numpy as np
 
+from privfed.common.boosting.federated import EVAL_ROW_BOUND, FederatedBoosting, stump_table_vectors
 from privfed.common.bounds import Bounds
-from privfed.common.boosting import EVAL_ROW_BOUND, FederatedBoosting, stump_table_vectors
 from privfed.common.datasets import Dataset, binary_subset, load_builtin, train_test_split
 from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.learners.stump import binarize, cross_tables, select_stump, stump_aggregate, table_errors
@@ -72,11 +72,11 @@ NAMES = ("stump-hit-rate", "bdt-error", "boosted-ncc")
 DATASETS = ("synthetic", "mnist4v9", "mnist", "digits")
 PAPER = {
     "stump-hit-rate": "seed 002 Fig. 12: top-3 hit rate of PM almost 100% once eps reaches 3.0 (10,000 owners, "
-                      "synthetic); top-k rates increase with eps; PM above Duchi",
+    "synthetic); top-k rates increase with eps; PM above Duchi",
     "bdt-error": "seed 002 Figs. 13-14: private BDT has a similar misclassification rate to the non-private one "
-                 "for every number of stumps (synthetic, MNIST 4 vs 9)",
+    "for every number of stumps (synthetic, MNIST 4 vs 9)",
     "boosted-ncc": "seed 002 Fig. 10: at eps 3 and 5 the first-round NCC is worse than the noise-free one, and "
-                   "boosting lowers the misclassification below the first round",
+    "boosting lowers the misclassification below the first round",
 }
 DEFAULTS = {  # experiment: (runs, quick runs, epsilons, quick epsilons, datasets, mechanisms)
     "stump-hit-rate": (100, 20, tuple(range(1, 10)), (1, 3, 5, 7, 9), ("synthetic",), ("pm", "duchi")),
@@ -91,6 +91,7 @@ def _csv(kind):
             return [kind(v) for v in text.split(",") if v.strip()]
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__} values, got {text!r}") from None
+
     return parse
 
 
@@ -100,28 +101,53 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="data seed; runs use seed+run for splits and noise")
     parser.add_argument("--runs", type=int, help="repetitions (hit rate 100, others 10; --quick 20 / 2)")
     parser.add_argument("--epsilons", type=_csv(float), help="comma-separated eps (hit rate 1..9; bdt 1,3,5; ncc 3,5)")
-    parser.add_argument("--mechanisms", type=_csv(str), help=f"comma-separated, of {MECHANISMS} "
-                        "(hit rate pm,duchi; others pm)")
+    parser.add_argument(
+        "--mechanisms", type=_csv(str), help=f"comma-separated, of {MECHANISMS} (hit rate pm,duchi; others pm)"
+    )
     parser.add_argument("--datasets", type=_csv(str), help=f"comma-separated, of {DATASETS}")
     parser.add_argument("--owners", type=int, default=10000, help="synthetic: owners = training rows (10^4)")
     parser.add_argument("--rounds", type=int, default=10, help="boosting rounds T (default 10)")
     parser.add_argument("--n-bins", type=int, default=2, help="stump thresholds lo + b(hi-lo)/B, b<B (default 2)")
-    parser.add_argument("--weight-bound", type=float, default=None,
-                        help="shares: public bound on an owner's (row's, for NCC) weight in rows (default 1 with "
-                             "one row per owner, else 2 x --rows-per-owner)")
-    parser.add_argument("--eval-row-bound", type=float, default=EVAL_ROW_BOUND,
-                        help="evaluations: public bound b on a row's weight; noise Lap(2b/eps_e) per owner whatever "
-                             f"its rows (default {EVAL_ROW_BOUND:g})")
-    parser.add_argument("--rows-per-owner", type=int, default=1,
-                        help="bdt-error, boosted-ncc: rows each owner holds (default 1, the paper's setting; "
-                             "--owners stays the number of training rows)")
-    parser.add_argument("--labels", choices=("clear", "rr"), default="rr",
-                        help="NCC label scheme (default rr; the paper's clear labels are not private)")
-    parser.add_argument("--eval-fraction", type=float, default=0.3,
-                        help="share of each owner's epsilon for its noisy (err_sum, w_sum) releases (default 0.3)")
-    parser.add_argument("--eval-groups", choices=("disjoint", "all"), default="disjoint",
-                        help="who evaluates a round: each owner once at the whole evaluation budget (default), "
-                             "or every owner every round at 1/T of it")
+    parser.add_argument(
+        "--weight-bound",
+        type=float,
+        default=None,
+        help="shares: public bound on an owner's (row's, for NCC) weight in rows (default 1 with "
+        "one row per owner, else 2 x --rows-per-owner)",
+    )
+    parser.add_argument(
+        "--eval-row-bound",
+        type=float,
+        default=EVAL_ROW_BOUND,
+        help="evaluations: public bound b on a row's weight; noise Lap(2b/eps_e) per owner whatever "
+        f"its rows (default {EVAL_ROW_BOUND:g})",
+    )
+    parser.add_argument(
+        "--rows-per-owner",
+        type=int,
+        default=1,
+        help="bdt-error, boosted-ncc: rows each owner holds (default 1, the paper's setting; "
+        "--owners stays the number of training rows)",
+    )
+    parser.add_argument(
+        "--labels",
+        choices=("clear", "rr"),
+        default="rr",
+        help="NCC label scheme (default rr; the paper's clear labels are not private)",
+    )
+    parser.add_argument(
+        "--eval-fraction",
+        type=float,
+        default=0.3,
+        help="share of each owner's epsilon for its noisy (err_sum, w_sum) releases (default 0.3)",
+    )
+    parser.add_argument(
+        "--eval-groups",
+        choices=("disjoint", "all"),
+        default="disjoint",
+        help="who evaluates a round: each owner once at the whole evaluation budget (default), "
+        "or every owner every round at 1/T of it",
+    )
     parser.add_argument("--secure-sum", choices=("plain", "ring"), default="plain")
     parser.add_argument("--test-fraction", type=float, default=0.2)
 
@@ -154,8 +180,9 @@ def hit_rates(ds: Dataset, mechanisms, epsilons, runs: int, n_bins: int, seed: i
     """Top-1 / top-3 hit rates of the stump selected from perturbed tables (module docstring)."""
     n, K = ds.n, ds.n_classes
     owners = np.arange(n)
-    t = stump_table_vectors(ds.X, ds.y, np.ones(n), owners, owners, bounds=ds.bounds, n_bins=n_bins,
-                            n_classes=K, weight_bound=1.0)
+    t = stump_table_vectors(
+        ds.X, ds.y, np.ones(n), owners, owners, bounds=ds.bounds, n_bins=n_bins, n_classes=K, weight_bound=1.0
+    )
     A = ds.d * (n_bins - 1)
     exact = cross_tables(binarize(ds.X, ds.bounds, n_bins), ds.y, np.ones(n), K)
     err = table_errors(exact)
@@ -164,25 +191,37 @@ def hit_rates(ds: Dataset, mechanisms, epsilons, runs: int, n_bins: int, seed: i
     best = int(np.argmin(err))
     cells = [v * K + int(np.argmax(exact[best, v])) for v in (0, 1)]
     correct = n * (1 - ranked)
-    out = {"exact_errors_top5": ranked[:5], "top1": sorted(top[1]), "top3": sorted(top[3]),
-           "gap_rows_1_2": correct[0] - correct[1], "gap_rows_1_4": correct[0] - correct[3], "results": {}}
+    out = {
+        "exact_errors_top5": ranked[:5],
+        "top1": sorted(top[1]),
+        "top3": sorted(top[3]),
+        "gap_rows_1_2": correct[0] - correct[1],
+        "gap_rows_1_4": correct[0] - correct[3],
+        "results": {},
+    }
     for mi, name in enumerate(mechanisms):
         for ei, eps in enumerate(epsilons):
             mech = make_mechanism(name, epsilon=eps, d=t.shape[1])
             sd = 0.5 * math.sqrt(float(mech.variance(t[:, [best * 2 * K + c for c in cells]]).sum()))
             hits = {1: 0, 3: 0}
             for r in range(runs):
-                tables = stump_aggregate(mech.privatize(t, _rng(seed, mi, ei, r)), weight_bound=1.0,
-                                         n_attributes=A, n_classes=K)
+                tables = stump_aggregate(
+                    mech.privatize(t, _rng(seed, mi, ei, r)), weight_bound=1.0, n_attributes=A, n_classes=K
+                )
                 stump = select_stump(tables, bounds=ds.bounds, n_bins=n_bins)
                 a = stump.attribute * (n_bins - 1) + stump.threshold_index - 1
                 for k in hits:
                     hits[k] += a in top[k]
             rates = {k: hits[k] / runs for k in hits}
             out["results"][f"{name}@{eps:g}"] = {
-                "mechanism": name, "epsilon": eps, "top1": rates[1], "top3": rates[3],
+                "mechanism": name,
+                "epsilon": eps,
+                "top1": rates[1],
+                "top3": rates[3],
                 "top1_se": math.sqrt(rates[1] * (1 - rates[1]) / runs),
-                "top3_se": math.sqrt(rates[3] * (1 - rates[3]) / runs), "noise_sd_rows": sd}
+                "top3_se": math.sqrt(rates[3] * (1 - rates[3]) / runs),
+                "noise_sd_rows": sd,
+            }
     return out
 
 
@@ -190,34 +229,60 @@ def _run_hit_rate(args, run_dir: Path) -> dict:
     name = args.datasets[0]  # no split: every row is an owner (--owners of them for the synthetic set)
     ds = load_builtin("synthetic", n_samples=args.owners, seed=args.seed) if name == "synthetic" else load(name, args)
     res = hit_rates(ds, args.mechanisms, args.epsilons, args.runs, args.n_bins, args.seed)
-    print(f"{ds.name}: {ds.n} owners, exact errors of the top 5 attributes {np.round(res['exact_errors_top5'], 4)}; "
-          f"gap best-2nd {res['gap_rows_1_2']:.0f} rows, best-4th {res['gap_rows_1_4']:.0f} rows")
+    print(
+        f"{ds.name}: {ds.n} owners, exact errors of the top 5 attributes {np.round(res['exact_errors_top5'], 4)}; "
+        f"gap best-2nd {res['gap_rows_1_2']:.0f} rows, best-4th {res['gap_rows_1_4']:.0f} rows"
+    )
     print(f"{'mechanism':<8} {'eps':>4} {'top-1':>7} {'top-3':>7} {'noise sd (rows)':>16}")
     for row in res["results"].values():
-        print(f"{row['mechanism']:<8} {row['epsilon']:>4g} {row['top1']:>7.2f} {row['top3']:>7.2f} "
-              f"{row['noise_sd_rows']:>16.0f}")
+        print(
+            f"{row['mechanism']:<8} {row['epsilon']:>4g} {row['top1']:>7.2f} {row['top3']:>7.2f} "
+            f"{row['noise_sd_rows']:>16.0f}"
+        )
     series, errors = {}, {}
     for name in args.mechanisms:
         rows = [res["results"][f"{name}@{e:g}"] for e in args.epsilons]
         for k in (1, 3):
             series[f"{name} top-{k}"] = [r[f"top{k}"] for r in rows]
             errors[f"{name} top-{k}"] = [r[f"top{k}_se"] for r in rows]
-    plot_lines(run_dir / "stump_hit_rate.png", args.epsilons, series, errors=errors, xlabel="epsilon",
-               ylabel="hit rate", title=f"Stump top-k hit rate, {ds.name}, {ds.n} owners, {args.runs} runs")
+    plot_lines(
+        run_dir / "stump_hit_rate.png",
+        args.epsilons,
+        series,
+        errors=errors,
+        xlabel="epsilon",
+        ylabel="hit rate",
+        title=f"Stump top-k hit rate, {ds.name}, {ds.n} owners, {args.runs} runs",
+    )
     return {"dataset": ds.name, "n_owners": ds.n, "n_attributes": ds.d * (args.n_bins - 1), **res}
 
 
 # ---------------------------------------------------------------------------- bdt-error, boosted-ncc
 def _settings(args, base: str, n_rows: int) -> dict:
     """name -> FederatedBoosting keyword arguments beyond the data set's."""
-    common = dict(base=base, n_rounds=args.rounds, n_bins=args.n_bins, labels=args.labels,
-                  secure_sum=args.secure_sum, mechanism=args.mechanisms[0], eval_fraction=args.eval_fraction,
-                  eval_groups=args.eval_groups)
+    common = dict(
+        base=base,
+        n_rounds=args.rounds,
+        n_bins=args.n_bins,
+        labels=args.labels,
+        secure_sum=args.secure_sum,
+        mechanism=args.mechanisms[0],
+        eval_fraction=args.eval_fraction,
+        eval_groups=args.eval_groups,
+    )
     k = args.rows_per_owner
     weight_bound = args.weight_bound or (1.0 if k == 1 else 2.0 * k)
     private = dict(common, weight_bound=weight_bound, eval_row_bound=args.eval_row_bound, max_owner_rows=k)
-    out = {"non-private": dict(common, epsilon=math.inf, weight_bound=float(n_rows), eval_groups="all",
-                               eval_row_bound=float(n_rows), max_owner_rows=k)}  # never clipped
+    out = {
+        "non-private": dict(
+            common,
+            epsilon=math.inf,
+            weight_bound=float(n_rows),
+            eval_groups="all",
+            eval_row_bound=float(n_rows),
+            max_owner_rows=k,
+        )
+    }  # never clipped
     if base == "stump":
         out["eps=inf, clipped"] = dict(private, epsilon=math.inf)
     for eps in args.epsilons:
@@ -257,9 +322,16 @@ def boosting_curves(ds: Dataset, args, base: str) -> dict:
     for name, runs in curves.items():
         arr = np.asarray(runs)
         out[name] = {"mean": arr.mean(axis=0), "std": arr.std(axis=0), "per_run": arr, "runs": meta[name]}
-    return {"dataset": ds.name, "n_classes": ds.n_classes, "d": ds.d,
-            "n_train_owners": train.n // args.rows_per_owner, "rows_per_owner": args.rows_per_owner,
-            "n_test": test.n, "group_size": group, "curves": out}
+    return {
+        "dataset": ds.name,
+        "n_classes": ds.n_classes,
+        "d": ds.d,
+        "n_train_owners": train.n // args.rows_per_owner,
+        "rows_per_owner": args.rows_per_owner,
+        "n_test": test.n,
+        "group_size": group,
+        "curves": out,
+    }
 
 
 def _run_curves(args, run_dir: Path, base: str) -> dict:
@@ -271,14 +343,20 @@ def _run_curves(args, run_dir: Path, base: str) -> dict:
         results[name] = res
         for setting, c in res["curves"].items():
             m, kept = c["mean"], np.mean([r["kept"] for r in c["runs"]])
-            print(f"{res['dataset']:<16} {setting:<18} {m[0]:>8.3f} {m[len(m) // 2 - 1]:>10.3f} {m[-1]:>8.3f} "
-                  f"{kept:>6.1f}")
+            print(
+                f"{res['dataset']:<16} {setting:<18} {m[0]:>8.3f} {m[len(m) // 2 - 1]:>10.3f} {m[-1]:>8.3f} "
+                f"{kept:>6.1f}"
+            )
         x = list(range(1, args.rounds + 1))
-        plot_lines(run_dir / f"{args.experiment}_{name}.png", x, {s: c["mean"] for s, c in res["curves"].items()},
-                   errors={s: c["std"] for s, c in res["curves"].items()}, xlabel=f"boosting {label}",
-                   ylabel="test misclassification",
-                   title=f"{args.experiment}: {res['dataset']}, {res['n_train_owners']} owners, "
-                         f"{res['group_size']}/round")
+        plot_lines(
+            run_dir / f"{args.experiment}_{name}.png",
+            x,
+            {s: c["mean"] for s, c in res["curves"].items()},
+            errors={s: c["std"] for s, c in res["curves"].items()},
+            xlabel=f"boosting {label}",
+            ylabel="test misclassification",
+            title=f"{args.experiment}: {res['dataset']}, {res['n_train_owners']} owners, {res['group_size']}/round",
+        )
     return results
 
 
@@ -304,8 +382,16 @@ def run(args) -> Path:
     else:
         results = _run_curves(args, run_dir, "stump" if args.experiment == "bdt-error" else "ncc")
     config = {k: v for k, v in vars(args).items() if k not in ("func",)}
-    write_json(run_dir / "report.json", {
-        "experiment": args.experiment, "config": config, "host": host_info(), "paper": PAPER[args.experiment],
-        "seconds": time.perf_counter() - start, "results": results})
+    write_json(
+        run_dir / "report.json",
+        {
+            "experiment": args.experiment,
+            "config": config,
+            "host": host_info(),
+            "paper": PAPER[args.experiment],
+            "seconds": time.perf_counter() - start,
+            "results": results,
+        },
+    )
     print(f"wrote {run_dir}")
     return run_dir

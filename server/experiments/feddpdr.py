@@ -3,7 +3,7 @@
 ``privfed experiment feddpdr-k | feddpdr-epsilon | feddpdr-n | feddpdr-uneven | feddpdr-time``
 
 Every method runs in the same run on the same stratified train/test split and the same owner
-partition, through the functions the networked federation calls (:mod:`privfed.common.dpsvm`):
+partition, through the functions the networked federation calls (:mod:`privfed.common.feddpdr.svm`):
 
 * ``Non-Priv``: PCA + the classifier on all training rows, no noise (epsilon = inf, same code).
 * ``DPML``: the paper's baseline: one party (owner 1) alone, the DP classifier on the full dimension.
@@ -17,11 +17,11 @@ partition, through the functions the networked federation calls (:mod:`privfed.c
 
 Budget: epsilon1 = epsilon2 = epsilon/2 (seed §5.2: "eps1 = eps2 = 0.5 eps"), delta = 1e-5 by default
 (the seed uses 1e-4; ``--delta``), lambda = 0.01 (seed §5.2). Classifier (``--model``): ``softmax``
-(default; :func:`privfed.common.dpsvm.fit_dp_softmax`: one objective-perturbed multiclass problem at
+(default; :func:`privfed.common.feddpdr.svm.fit_dp_softmax`: one objective-perturbed multiclass problem at
 (epsilon2, delta/2), DP-PCA gets delta/2) or ``ovr-huber`` (the seed's one-vs-rest Huber SVM, epsilon2/K
 per class, pure DP; DP-PCA gets all of delta). Rows (``--scaling``): ``normalise`` (default; shift to
 [0, 1] by the public bounds, divide each row by its own norm) or ``ball`` (midpoint and worst-case
-radius of the bounds). Both are data-independent (:data:`privfed.common.dppca.ROW_SCALINGS`).
+radius of the bounds). Both are data-independent (:data:`privfed.common.feddpdr.pca.ROW_SCALINGS`).
 Noise in both phases scales with 1/(n eps): MNIST-5k's 800 rows per party at eps = 1.25 match the
 paper's 10^4 rows at eps = 0.1. The seed's n = 10^4 rows per owner and N = 5 do not fit the bundled data
 (mnist5k: 4000 training rows), so the sizes are scaled to the data available and recorded.
@@ -37,18 +37,18 @@ from pathlib import Path
 import numpy as np
 
 from privfed.common.datasets import load_builtin, partition, train_test_split
-from privfed.common.dppca import NEIGHBOURING_SENSITIVITY, ROW_SCALINGS, gaussian_sigma, scale_rows
-from privfed.common.dpsvm import (
+from privfed.common.errors import ConfigError
+from privfed.common.feddpdr.pca import NEIGHBOURING_SENSITIVITY, ROW_SCALINGS, gaussian_sigma, scale_rows
+from privfed.common.feddpdr.svm import (
     SVM_MODELS,
     FedDPDRModel,
     feddpdr_fit,
-    owner_svm_release,
     ovr_epsilons,
+    owner_svm_release,
     privacy_adjustment,
     softmax_noise_sigma,
     softmax_privacy_split,
 )
-from privfed.common.errors import ConfigError
 from privfed.server.report import host_info, new_run_dir, plot_lines, write_json
 
 NAMES = ("feddpdr-k", "feddpdr-epsilon", "feddpdr-n", "feddpdr-uneven", "feddpdr-time")
@@ -61,10 +61,17 @@ PAPER_UNEVEN = ((50, 100, 500, 1000, 2000), (100, 500, 1000, 5000, 10000), (100,
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("runs"), help="runs directory (default runs/)")
-    parser.add_argument("--dataset", choices=("mnist5k", "digits"), default=None,
-                        help="default mnist5k (digits with --quick)")
-    parser.add_argument("--runs", "--seeds", dest="runs", type=int, default=None,
-                        help="repetitions with seeds seed..seed+runs-1 (default 5, 2 with --quick)")
+    parser.add_argument(
+        "--dataset", choices=("mnist5k", "digits"), default=None, help="default mnist5k (digits with --quick)"
+    )
+    parser.add_argument(
+        "--runs",
+        "--seeds",
+        dest="runs",
+        type=int,
+        default=None,
+        help="repetitions with seeds seed..seed+runs-1 (default 5, 2 with --quick)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="first seed (split, partition and noise)")
     parser.add_argument("--quick", action="store_true", help="small fast variant: digits, 2 runs, shorter grids")
     parser.add_argument("--epsilon", type=float, default=0.1, help="total epsilon of the fixed settings (seed: 0.1)")
@@ -73,15 +80,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--owners", type=int, default=5, help="number of owners N (seed: 5)")
     parser.add_argument("--lam", type=float, default=0.01, help="SVM regularisation lambda (seed: 0.01)")
     parser.add_argument("--test-fraction", type=float, default=0.2)
-    parser.add_argument("--grid", type=_floats, default=None,
-                        help="override the swept values (comma-separated): k values or epsilons")
-    parser.add_argument("--neighbouring", choices=tuple(NEIGHBOURING_SENSITIVITY), default="add-remove",
-                        help="neighbouring relation of DP-PCA's sensitivity (the SVM phase is replace-one)")
-    parser.add_argument("--model", choices=SVM_MODELS, default="softmax",
-                        help="phase-2 classifier: one multiclass objective (softmax, default) or the seed's "
-                             "one-vs-rest Huber SVMs at eps/K each (ovr-huber)")
-    parser.add_argument("--scaling", choices=ROW_SCALINGS, default="normalise",
-                        help="public row scaling into the unit ball (default normalise: each row by its own norm)")
+    parser.add_argument(
+        "--grid", type=_floats, default=None, help="override the swept values (comma-separated): k values or epsilons"
+    )
+    parser.add_argument(
+        "--neighbouring",
+        choices=tuple(NEIGHBOURING_SENSITIVITY),
+        default="add-remove",
+        help="neighbouring relation of DP-PCA's sensitivity (the SVM phase is replace-one)",
+    )
+    parser.add_argument(
+        "--model",
+        choices=SVM_MODELS,
+        default="softmax",
+        help="phase-2 classifier: one multiclass objective (softmax, default) or the seed's "
+        "one-vs-rest Huber SVMs at eps/K each (ovr-huber)",
+    )
+    parser.add_argument(
+        "--scaling",
+        choices=ROW_SCALINGS,
+        default="normalise",
+        help="public row scaling into the unit ball (default normalise: each row by its own norm)",
+    )
 
 
 def _floats(text: str) -> list[float]:
@@ -155,8 +175,10 @@ def _fit_methods(train, parts_idx, setting, args, seed: int, dp_lr) -> dict:
 
     def each_party(r, pick):
         if "models" not in alone:
-            alone["models"] = [feddpdr_fit([p], bounds, k, eps / 2, delta, eps / 2, lam, rr, **common)
-                               for p, rr in zip(parts, np.random.default_rng(r.integers(2**63)).spawn(len(parts)))]
+            alone["models"] = [
+                feddpdr_fit([p], bounds, k, eps / 2, delta, eps / 2, lam, rr, **common)
+                for p, rr in zip(parts, np.random.default_rng(r.integers(2**63)).spawn(len(parts)))
+            ]
         return _Parties(alone["models"], pick)
 
     jobs = {
@@ -164,8 +186,9 @@ def _fit_methods(train, parts_idx, setting, args, seed: int, dp_lr) -> dict:
         "DPML": lambda r: _dpml(*parts[0], bounds, K, eps, delta, lam, r, svm_model, scaling),
         "DPDR-DPML": lambda r: each_party(r, np.mean),
         "DPDR-DPML-best": lambda r: each_party(r, np.max),
-        "DPDR-DPML-pooled": lambda r: feddpdr_fit([(X_all, y_all)], bounds, k, eps / 2, delta, eps / 2, lam, r,
-                                                  **common),
+        "DPDR-DPML-pooled": lambda r: feddpdr_fit(
+            [(X_all, y_all)], bounds, k, eps / 2, delta, eps / 2, lam, r, **common
+        ),
         "FedDPDR-DPML": lambda r: feddpdr_fit(parts, bounds, k, eps / 2, delta, eps / 2, lam, r, **common),
     }
     if dp_lr is not None:
@@ -179,8 +202,9 @@ def _fit_methods(train, parts_idx, setting, args, seed: int, dp_lr) -> dict:
 
 
 def _dpml(X, y, bounds, n_classes, epsilon, delta, lam, rng, model, scaling) -> FedDPDRModel:
-    W, n, eps_each = owner_svm_release(X, y, bounds, None, n_classes, epsilon, lam, rng, delta=delta, model=model,
-                                       scaling=scaling)
+    W, n, eps_each = owner_svm_release(
+        X, y, bounds, None, n_classes, epsilon, lam, rng, delta=delta, model=model, scaling=scaling
+    )
     return FedDPDRModel(bounds, None, W, np.zeros(0), (n,), eps_each, scaling)
 
 
@@ -214,15 +238,23 @@ def _mechanism_notes(setting: dict, args, n_classes: int) -> dict:
         notes = {"pca_sigma": gaussian_sigma(eps / 2, args.delta / 2, sens)}
         for key, n in (("owner1", int(sizes[0])), ("all_rows", int(sum(sizes)))):
             eps_j, eps_b, Delta = softmax_privacy_split(eps / 2, n, args.lam)
-            notes[f"softmax_{key}"] = {"eps_jacobian": eps_j, "eps_noise": eps_b, "Delta": Delta,
-                                       "sigma": softmax_noise_sigma(eps_b, args.delta / 2, n_classes),
-                                       "sigma_over_n": softmax_noise_sigma(eps_b, args.delta / 2, n_classes) / n}
+            notes[f"softmax_{key}"] = {
+                "eps_jacobian": eps_j,
+                "eps_noise": eps_b,
+                "Delta": Delta,
+                "sigma": softmax_noise_sigma(eps_b, args.delta / 2, n_classes),
+                "sigma_over_n": softmax_noise_sigma(eps_b, args.delta / 2, n_classes) / n,
+            }
         return notes
     eps_class = float(ovr_epsilons(eps / 2, n_classes)[0])
     owner = privacy_adjustment(eps_class, int(sizes[0]), args.lam)
     central = privacy_adjustment(eps_class, int(sum(sizes)), args.lam)
-    return {"pca_sigma": gaussian_sigma(eps / 2, args.delta, sens), "svm_eps_per_class": eps_class,
-            "svm_owner1_eps_prime_Delta": owner, "svm_all_rows_eps_prime_Delta": central}
+    return {
+        "pca_sigma": gaussian_sigma(eps / 2, args.delta, sens),
+        "svm_eps_per_class": eps_class,
+        "svm_owner1_eps_prime_Delta": owner,
+        "svm_all_rows_eps_prime_Delta": central,
+    }
 
 
 def _table(xlabel: str, xs, stats: dict, methods, fmt: str) -> str:
@@ -235,8 +267,10 @@ def _table(xlabel: str, xs, stats: dict, methods, fmt: str) -> str:
 
 
 def _summary(values: dict) -> dict:
-    return {m: {"mean": [float(np.mean(v)) for v in per], "std": [float(np.std(v)) for v in per],
-                "values": per} for m, per in values.items()}
+    return {
+        m: {"mean": [float(np.mean(v)) for v in per], "std": [float(np.std(v)) for v in per], "values": per}
+        for m, per in values.items()
+    }
 
 
 def run(args) -> Path:
@@ -267,22 +301,56 @@ def run(args) -> Path:
     accuracy, timing = _summary(acc), _summary(secs)
     run_dir = new_run_dir(args.out)
     config = {k: v for k, v in vars(args).items() if k not in ("func", "rest")}
-    config.update(dataset=dataset, runs=runs, epsilon1_share=0.5, epsilon2_share=0.5, n_train=n_train,
-                  n_test=ds.n - n_train, d=ds.d, n_classes=ds.n_classes, sigma_method="analytic",
-                  chance=1.0 / ds.n_classes)
-    write_json(run_dir / "report.json", {
-        "experiment": args.experiment, "config": config, "x_label": xlabel, "x": xs, "settings": settings,
-        "mechanisms": [_mechanism_notes(s, args, ds.n_classes) for s in settings], "seeds": seeds,
-        "methods": methods, "accuracy": accuracy, "fit_seconds": timing,
-        "skipped": {"diffprivlib-LR": dp_lr_skip} if dp_lr_skip else {},
-        "total_seconds": time.perf_counter() - started, "host": host_info(),
-    })
+    config.update(
+        dataset=dataset,
+        runs=runs,
+        epsilon1_share=0.5,
+        epsilon2_share=0.5,
+        n_train=n_train,
+        n_test=ds.n - n_train,
+        d=ds.d,
+        n_classes=ds.n_classes,
+        sigma_method="analytic",
+        chance=1.0 / ds.n_classes,
+    )
+    write_json(
+        run_dir / "report.json",
+        {
+            "experiment": args.experiment,
+            "config": config,
+            "x_label": xlabel,
+            "x": xs,
+            "settings": settings,
+            "mechanisms": [_mechanism_notes(s, args, ds.n_classes) for s in settings],
+            "seeds": seeds,
+            "methods": methods,
+            "accuracy": accuracy,
+            "fit_seconds": timing,
+            "skipped": {"diffprivlib-LR": dp_lr_skip} if dp_lr_skip else {},
+            "total_seconds": time.perf_counter() - started,
+            "host": host_info(),
+        },
+    )
     title = f"{args.experiment} on {dataset} ({runs} runs)"
-    plot_lines(run_dir / "accuracy.png", xs, {m: accuracy[m]["mean"] for m in methods}, xlabel=xlabel,
-               ylabel="test accuracy", title=title, logx=args.experiment == "feddpdr-epsilon",
-               errors={m: accuracy[m]["std"] for m in methods})
-    plot_lines(run_dir / "fit_seconds.png", xs, {m: timing[m]["mean"] for m in methods}, xlabel=xlabel,
-               ylabel="fit time (s)", title=title, logx=args.experiment == "feddpdr-epsilon")
+    plot_lines(
+        run_dir / "accuracy.png",
+        xs,
+        {m: accuracy[m]["mean"] for m in methods},
+        xlabel=xlabel,
+        ylabel="test accuracy",
+        title=title,
+        logx=args.experiment == "feddpdr-epsilon",
+        errors={m: accuracy[m]["std"] for m in methods},
+    )
+    plot_lines(
+        run_dir / "fit_seconds.png",
+        xs,
+        {m: timing[m]["mean"] for m in methods},
+        xlabel=xlabel,
+        ylabel="fit time (s)",
+        title=title,
+        logx=args.experiment == "feddpdr-epsilon",
+    )
     print(f"{title}: test accuracy mean±std; report {run_dir / 'report.json'}")
     print(_table(xlabel, xs, accuracy, methods, "{:.3f}±{:.3f}"))
     print(f"chance = 1/K = {1.0 / ds.n_classes:.3f}; model={config.get('model')}, scaling={config.get('scaling')}")

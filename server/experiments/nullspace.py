@@ -73,25 +73,40 @@ DEFAULT_EPSILONS = (0.0, 0.001, 0.01, 0.1)
 TIE_RTOL = 1e-9  # |err(z̃) − err(mean)| ≤ TIE_RTOL·(err(z̃) + err(mean)) counts as a tie
 VARIANTS = ("clean", "clean_attack", "laplace", "laplace_attack", "projection", "projection_attack")
 PAPER_SCENE = {  # seed 003, scene, N_d = 1, N_c = 5, ε = 0.01 (Figs. 1-3)
-    "clean": {"e_privacy": 0.796, "cp": 0.818}, "clean_attack": {"e_privacy": 0.289, "cp": 0.510},
-    "laplace": {"e_privacy": 0.009, "cp": 0.315}}
+    "clean": {"e_privacy": 0.796, "cp": 0.818},
+    "clean_attack": {"e_privacy": 0.289, "cp": 0.510},
+    "laplace": {"e_privacy": 0.009, "cp": 0.315},
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``privfed experiment nullspace``."""
     parser.add_argument("--data", type=Path, required=True, help="CSV (optionally .gz): F features, then labels")
     parser.add_argument("--test-data", type=Path, help="second CSV of the same columns (e.g. Mulan's test file)")
-    parser.add_argument("--split", choices=("pool", "fixed"), default="pool",
-                        help="pool: pool --data and --test-data, random split per run (paper); fixed: keep them")
+    parser.add_argument(
+        "--split",
+        choices=("pool", "fixed"),
+        default="pool",
+        help="pool: pool --data and --test-data, random split per run (paper); fixed: keep them",
+    )
     parser.add_argument("--n-features", type=int, required=True, help="F, the number of leading feature columns")
     parser.add_argument("--desired", type=int, required=True, help="K1: the next K1 columns are desired labels")
     parser.add_argument("--confidential", type=int, required=True, help="K2: the next K2 are confidential")
-    parser.add_argument("--epsilon", type=float, nargs="+", default=list(DEFAULT_EPSILONS),
-                        help="e_utility budgets, squared desired-label units (default %(default)s)")
+    parser.add_argument(
+        "--epsilon",
+        type=float,
+        nargs="+",
+        default=list(DEFAULT_EPSILONS),
+        help="e_utility budgets, squared desired-label units (default %(default)s)",
+    )
     parser.add_argument("--runs", type=int, default=10, help="random splits (default 10, as the paper)")
     parser.add_argument("--test-fraction", type=float, default=0.1, help="test share per split (default 0.1)")
-    parser.add_argument("--method", choices=METHODS, default="subspace",
-                        help="cleaner eigen-solver (default subspace: exact when F > K2, no η)")
+    parser.add_argument(
+        "--method",
+        choices=METHODS,
+        default="subspace",
+        help="cleaner eigen-solver (default subspace: exact when F > K2, no η)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="PCG64 seed for splits and Laplace noise")
     parser.add_argument("--out", type=Path, default=Path("runs"), help="runs directory (default runs/)")
 
@@ -138,8 +153,9 @@ def _columns(data: np.ndarray, args, path) -> tuple[np.ndarray, np.ndarray, np.n
     if data.shape[1] < F + K1 + K2:
         raise ConfigError(
             f"{path} has {data.shape[1]} columns but --n-features {F} + --desired {K1} + --confidential {K2} "
-            f"needs {F + K1 + K2}; check the flags against the file")
-    return data[:, :F], data[:, F:F + K1], data[:, F + K1:F + K1 + K2]
+            f"needs {F + K1 + K2}; check the flags against the file"
+        )
+    return data[:, :F], data[:, F : F + K1], data[:, F + K1 : F + K1 + K2]
 
 
 def _cp(y, pred, y_mean) -> tuple[np.ndarray, np.ndarray]:
@@ -220,7 +236,9 @@ def run(args) -> Path:
     n = data.shape[0]
     n_test = max(1, int(round(args.test_fraction * n)))
     if test_cols is None and n - n_test < 2:
-        raise ConfigError(f"{n} rows leave {n - n_test} training rows; need ≥ 2 (more data or a smaller --test-fraction)")
+        raise ConfigError(
+            f"{n} rows leave {n - n_test} training rows; need ≥ 2 (more data or a smaller --test-fraction)"
+        )
     runs = []
     for r_rng in spawn(make_rng("seeded", args.seed), args.runs):
         if test_cols is None:
@@ -233,14 +251,21 @@ def run(args) -> Path:
     summary = _summarise(runs, args)
     out_dir = new_run_dir(args.out)
     report = {
-        "experiment": "nullspace", "paper": "Xu et al., Enhancing the Privacy of Predictors, AAAI 2017 (seed 003)",
-        "spec": "SPEC §10", "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-                                         if not callable(v)},
-        "seed": args.seed, "host": host_info(), "rows": int(n + (0 if test is None else test.shape[0])),
-        "definitions": {"cp": "err(ŷ_c(x̃)) ≥ err(ȳ_c) per row, ties counted (see tie)",
-                        "tie_rtol": TIE_RTOL, "epsilon_units": "squared desired-prediction units",
-                        "laplace_scale": "closed form: mean e_utility equals cleaning's exactly"},
-        "results": summary, "paper_reference_scene_Nd1_Nc5_eps0.01": PAPER_SCENE,
+        "experiment": "nullspace",
+        "paper": "Xu et al., Enhancing the Privacy of Predictors, AAAI 2017 (seed 003)",
+        "spec": "SPEC §10",
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if not callable(v)},
+        "seed": args.seed,
+        "host": host_info(),
+        "rows": int(n + (0 if test is None else test.shape[0])),
+        "definitions": {
+            "cp": "err(ŷ_c(x̃)) ≥ err(ȳ_c) per row, ties counted (see tie)",
+            "tie_rtol": TIE_RTOL,
+            "epsilon_units": "squared desired-prediction units",
+            "laplace_scale": "closed form: mean e_utility equals cleaning's exactly",
+        },
+        "results": summary,
+        "paper_reference_scene_Nd1_Nc5_eps0.01": PAPER_SCENE,
         "per_run": runs,
     }
     write_json(out_dir / "report.json", report)
@@ -253,9 +278,13 @@ def run(args) -> Path:
 def _summarise(runs: list[dict], args) -> dict:
     out = {"epsilon": list(args.epsilon)}
     for variant in VARIANTS:
-        out[variant] = {m: {"mean": np.mean([r[variant][m] for r in runs], axis=0),
-                            "std": np.std([r[variant][m] for r in runs], axis=0)}
-                        for m in runs[0][variant]}
+        out[variant] = {
+            m: {
+                "mean": np.mean([r[variant][m] for r in runs], axis=0),
+                "std": np.std([r[variant][m] for r in runs], axis=0),
+            }
+            for m in runs[0][variant]
+        }
     for key in ("cp_raw", "gamma_zero", "gamma_inf", "n_components"):
         vals = [r[key] for r in runs]
         out[key] = {"mean": float(np.mean(vals)), "std": float(np.std(vals))}
@@ -264,8 +293,10 @@ def _summarise(runs: list[dict], args) -> dict:
 
 def format_table(summary: dict, args) -> str:
     """Text table: one line per ε and variant, mean ± std over runs."""
-    head = (f"null-space cleaning: {args.data.name}, F={args.n_features}, K1={args.desired}, "
-            f"K2={args.confidential}, {args.runs} runs, method={args.method}, seed={args.seed}")
+    head = (
+        f"null-space cleaning: {args.data.name}, F={args.n_features}, K1={args.desired}, "
+        f"K2={args.confidential}, {args.runs} runs, method={args.method}, seed={args.seed}"
+    )
     lines = [head, f"{'eps':>7} {'variant':<17} {'e_utility':>19} {'e_privacy':>19} {'CP %':>13} {'ties %':>7}"]
     for i, eps in enumerate(summary["epsilon"]):
         for v in VARIANTS:
@@ -274,11 +305,15 @@ def format_table(summary: dict, args) -> str:
             cp = f"{s['cp']['mean'][i] * 100:5.1f} ± {s['cp']['std'][i] * 100:4.1f}"
             lines.append(f"{eps:>7g} {v:<17} {eu:>19} {ep:>19} {cp:>13} {s['tie']['mean'][i] * 100:7.1f}")
         c = summary["clean"]
-        lines.append(f"{'':>7} budget met {c['budget_met']['mean'][i] * 100:.1f}% of rows; "
-                     f"Theorem 1 max rel. error {c['theorem1_rel_err']['mean'][i]:.1e}")
-    lines.append(f"raw rows CP {summary['cp_raw']['mean'] * 100:.1f}% ± {summary['cp_raw']['std'] * 100:.1f}; "
-                 f"γ = 0: {summary['gamma_zero']['mean']:.0f}, γ = ∞: {summary['gamma_inf']['mean']:.0f} "
-                 f"of {summary['n_components']['mean']:.0f} components")
+        lines.append(
+            f"{'':>7} budget met {c['budget_met']['mean'][i] * 100:.1f}% of rows; "
+            f"Theorem 1 max rel. error {c['theorem1_rel_err']['mean'][i]:.1e}"
+        )
+    lines.append(
+        f"raw rows CP {summary['cp_raw']['mean'] * 100:.1f}% ± {summary['cp_raw']['std'] * 100:.1f}; "
+        f"γ = 0: {summary['gamma_zero']['mean']:.0f}, γ = ∞: {summary['gamma_inf']['mean']:.0f} "
+        f"of {summary['n_components']['mean']:.0f} components"
+    )
     return "\n".join(lines)
 
 
@@ -288,9 +323,16 @@ def _plots(out_dir: Path, epsilons, summary) -> None:
     for metric, label, scale in (("cp", "complete-privacy rate (%)", 100.0), ("e_privacy", "e_privacy", 1.0)):
         series = {v: summary[v][metric]["mean"][keep] * scale for v in VARIANTS}
         errors = {v: summary[v][metric]["std"][keep] * scale for v in VARIANTS}
-        plot_lines(out_dir / f"{metric}.png", eps[keep], series, xlabel="ε (requested e_utility)",
-                   ylabel=label, title=f"null-space cleaning vs Laplace vs projection: {label}",
-                   logx=bool(np.all(eps[keep] > 0)), errors=errors)
+        plot_lines(
+            out_dir / f"{metric}.png",
+            eps[keep],
+            series,
+            xlabel="ε (requested e_utility)",
+            ylabel=label,
+            title=f"null-space cleaning vs Laplace vs projection: {label}",
+            logx=bool(np.all(eps[keep] > 0)),
+            errors=errors,
+        )
 
 
 def main(argv=None) -> Path:

@@ -13,8 +13,9 @@ import hostile  # noqa: E402
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "adversary: a hostile coordinator (or node) attacks honest owner processes "
-                                       "(issue 9)")
+    config.addinivalue_line(
+        "markers", "adversary: a hostile coordinator (or node) attacks honest owner processes (issue 9)"
+    )
 
 
 def pytest_collection_modifyitems(items):
@@ -56,4 +57,3 @@ def owners(tmp_path, coordinator, certs):
     coordinator.shutdown = True
     for proc in spawned:
         proc.stop()
-

@@ -39,8 +39,8 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from privfed.common.fixedpoint import FixedPoint
-from privfed.common.securesum import Inbound
+from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.ring import Inbound
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto.transport import TlsFiles, server_credentials, server_options
@@ -139,15 +139,52 @@ class OwnerProcess:
                 self.proc.wait()
 
 
-def owner_command(port: int, name: str, *, data: Path, n_owners: int, ledger: Path, certs: Path | None,
-                  budget: float = BUDGET, seed: int = 7, lo: float = 0.0, hi: float = 1.0, classes: int = 2,
-                  extra: tuple[str, ...] = ()) -> list[str]:
+def owner_command(
+    port: int,
+    name: str,
+    *,
+    data: Path,
+    n_owners: int,
+    ledger: Path,
+    certs: Path | None,
+    budget: float = BUDGET,
+    seed: int = 7,
+    lo: float = 0.0,
+    hi: float = 1.0,
+    classes: int = 2,
+    extra: tuple[str, ...] = (),
+) -> list[str]:
     """``privfed owner`` as tests/integration/fedharness.py's ``owner_cmd`` spawns it, on its own file."""
-    cmd = [sys.executable, "-m", "privfed.deploy.cli", "owner", "--coordinator", f"127.0.0.1:{port}",
-           "--name", name, "--data", str(data), "--bounds", f"{lo}:{hi}", "--shards", str(n_owners),
-           "--ledger", str(ledger), "--epsilon-budget", repr(budget), "--delta-budget", "1e-3",
-           "--rng", "seeded", "--seed", str(seed), "--connect-timeout", "20", *extra]
-    if _owner_flag("--classes"):   # the number of classes is public configuration (contract 3)
+    cmd = [
+        sys.executable,
+        "-m",
+        "privfed.deploy.cli",
+        "owner",
+        "--coordinator",
+        f"127.0.0.1:{port}",
+        "--name",
+        name,
+        "--data",
+        str(data),
+        "--bounds",
+        f"{lo}:{hi}",
+        "--shards",
+        str(n_owners),
+        "--ledger",
+        str(ledger),
+        "--epsilon-budget",
+        repr(budget),
+        "--delta-budget",
+        "1e-3",
+        "--rng",
+        "seeded",
+        "--seed",
+        str(seed),
+        "--connect-timeout",
+        "20",
+        *extra,
+    ]
+    if _owner_flag("--classes"):  # the number of classes is public configuration (contract 3)
         cmd += ["--classes", str(classes)]
     return cmd + (["--insecure"] if certs is None else ["--certs", str(tls_dir(certs, name))])
 
@@ -160,14 +197,35 @@ def _owner_flag(flag: str) -> bool:
     return flag in owner._option_string_actions
 
 
-def spawn_owner(tmp: Path, port: int, name: str, X, y, *, certs: Path, budget: float = BUDGET, seed: int = 7,
-                classes: int = 2, extra: tuple[str, ...] = ()) -> OwnerProcess:
+def spawn_owner(
+    tmp: Path,
+    port: int,
+    name: str,
+    X,
+    y,
+    *,
+    certs: Path,
+    budget: float = BUDGET,
+    seed: int = 7,
+    classes: int = 2,
+    extra: tuple[str, ...] = (),
+) -> OwnerProcess:
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
     data = write_rows(tmp / f"{name}.csv", X, y)
     ledger = tmp / f"{name}.sqlite"
     log_path = tmp / f"{name}.log"
-    cmd = owner_command(port, name, data=data, n_owners=X.shape[0], ledger=ledger, certs=certs, budget=budget,
-                        seed=seed, classes=classes, extra=extra)
+    cmd = owner_command(
+        port,
+        name,
+        data=data,
+        n_owners=X.shape[0],
+        ledger=ledger,
+        certs=certs,
+        budget=budget,
+        seed=seed,
+        classes=classes,
+        extra=extra,
+    )
     with open(log_path, "a") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     return OwnerProcess(name, proc, log_path, ledger, X, np.asarray(y), seed, budget)
@@ -217,7 +275,7 @@ def spent_epsilon(history: list[dict]) -> float:
 # ----------------------------------------------------------------------------- the hostile server
 @dataclass
 class Registration:
-    node_id: str          # what the node claimed
+    node_id: str  # what the node claimed
     identity: str | None  # the verified CN of its certificate
     request: pb.RegisterNodeRequest
 
@@ -226,11 +284,11 @@ class Registration:
 class RelayCall:
     node_id: str
     identity: str | None
-    envelopes: list       # (recipient, data bytes)
+    envelopes: list  # (recipient, data bytes)
 
 
 class _Servicer(pb_grpc.CoordinatorServicer):
-    def __init__(self, hc: "HostileCoordinator"):
+    def __init__(self, hc: HostileCoordinator):
         self._hc = hc
 
     def RegisterNode(self, request, context):
@@ -279,7 +337,9 @@ class HostileCoordinator:
         self._certificates: dict[str, bytes] = {}
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=server_options())
         pb_grpc.add_CoordinatorServicer_to_server(_Servicer(self), self._server)
-        self.port = self._server.add_secure_port("127.0.0.1:0", server_credentials(tls_files(self.certs, "coordinator")))
+        self.port = self._server.add_secure_port(
+            "127.0.0.1:0", server_credentials(tls_files(self.certs, "coordinator"))
+        )
         self._server.start()
 
     def stop(self) -> None:
@@ -291,8 +351,9 @@ class HostileCoordinator:
     # ---- RPCs ----------------------------------------------------------------------------
     def _register(self, request, identity):
         with self._cv:
-            self.registrations.append(Registration(request.node_id, identity, pb.RegisterNodeRequest.FromString(
-                request.SerializeToString())))
+            self.registrations.append(
+                Registration(request.node_id, identity, pb.RegisterNodeRequest.FromString(request.SerializeToString()))
+            )
             self._queues.setdefault(request.node_id, [])
             for o in request.owners:
                 self._owner_node[o.owner_id] = request.node_id
@@ -321,16 +382,23 @@ class HostileCoordinator:
 
     def _relay(self, request, identity, context):
         with self._cv:
-            self.relays.append(RelayCall(request.node_id, identity,
-                                         [(e.recipient, bytes(e.data)) for e in request.envelopes]))
+            self.relays.append(
+                RelayCall(request.node_id, identity, [(e.recipient, bytes(e.data)) for e in request.envelopes])
+            )
             self._cv.notify_all()
             if not self.relay:
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, "this coordinator relays nothing")
             for e in request.envelopes:
                 node = self._owner_node.get(e.recipient)
                 if node is not None:
-                    self._queues[node].append(pb.Task(task_id=f"relay-{secrets.token_hex(6)}", owner_id=e.recipient,
-                                                      round_id="ring", ring_message=pb.RingMessageTask(data=e.data)))
+                    self._queues[node].append(
+                        pb.Task(
+                            task_id=f"relay-{secrets.token_hex(6)}",
+                            owner_id=e.recipient,
+                            round_id="ring",
+                            ring_message=pb.RingMessageTask(data=e.data),
+                        )
+                    )
             caller = self._queues.setdefault(request.node_id, [])
             tasks, caller[:] = list(caller), []
             self._cv.notify_all()
@@ -371,8 +439,9 @@ class HostileCoordinator:
                 self._queues[node or self._owner_node[t.owner_id]].append(t)
             self._cv.notify_all()
 
-    def wait_results(self, task_ids, timeout: float = WAIT, *, count: int | None = None,
-                     since: int = 0) -> list[pb.Result]:
+    def wait_results(
+        self, task_ids, timeout: float = WAIT, *, count: int | None = None, since: int = 0
+    ) -> list[pb.Result]:
         """Results whose task id is in ``task_ids``, among those pushed after the first ``since``,
         once ``count`` (default: one per id) arrived."""
         ids = list(task_ids)
@@ -394,21 +463,46 @@ class HostileCoordinator:
         fp = FixedPoint.choose(n_parties=len(ring), max_abs=max_abs)
         peer_ids = ring if peers is None else peers
         with self._cv:
-            peer_keys = [pb.PeerKey(owner_id=o, node_id=self._owner_node[o], x25519_public_key=self._owners[o].x25519_public_key,
-                                    key_signature=self._owners[o].key_signature) for o in peer_ids]
+            peer_keys = [
+                pb.PeerKey(
+                    owner_id=o,
+                    node_id=self._owner_node[o],
+                    x25519_public_key=self._owners[o].x25519_public_key,
+                    key_signature=self._owners[o].key_signature,
+                )
+                for o in peer_ids
+            ]
             certs = [pb.NodeCertificate(node_id=n, pem=pem) for n, pem in self._certificates.items() if pem]
-        return pb.RingSpec(session_id=session, ring=list(ring), frac_bits=fp.frac_bits, n_parties=fp.n_parties,
-                           max_abs=max_abs, peers=peer_keys, certificates=certs)
+        return pb.RingSpec(
+            session_id=session,
+            ring=list(ring),
+            frac_bits=fp.frac_bits,
+            n_parties=fp.n_parties,
+            max_abs=max_abs,
+            peers=peer_keys,
+            certificates=certs,
+        )
 
-    def run_ring(self, ring: list[str], learner: dict, config: dict, *, round_id: str, history: dict | None = None,
-                 max_abs: float = 8.0, timeout: float = WAIT) -> "RingOutcome":
+    def run_ring(
+        self,
+        ring: list[str],
+        learner: dict,
+        config: dict,
+        *,
+        round_id: str,
+        history: dict | None = None,
+        max_abs: float = 8.0,
+        timeout: float = WAIT,
+    ) -> RingOutcome:
         """One ring session over ``ring``: BoostEvaluate tasks to every member, wait for the
         leader's total (or every member's refusal)."""
         session = secrets.token_hex(16)
         history = history or empty_history()
         spec = self.ring_spec(session, ring, max_abs=max_abs)
-        tasks = [boost_evaluate(f"{round_id}-{secrets.token_hex(4)}", o, round_id, config, history, learner, spec)
-                 for o in ring]
+        tasks = [
+            boost_evaluate(f"{round_id}-{secrets.token_hex(4)}", o, round_id, config, history, learner, spec)
+            for o in ring
+        ]
         ids = [t.task_id for t in tasks]
         self.send(tasks)
         leader = ids[0]
@@ -419,6 +513,7 @@ class HostileCoordinator:
             total = got.get(leader) is not None and got[leader].WhichOneof("kind") in ("ring_total", "refusal")
             refused = any(r.WhichOneof("kind") == "refusal" for r in got.values())
             return total or (refused and len(got) == len(ids))
+
         with self._cv:
             self._cv.wait_for(done, max(0.0, deadline - time.monotonic()))
             got = {r.task_id: r for r in self.results if r.task_id in ids}
@@ -448,7 +543,7 @@ def _session_of(data: bytes) -> str | None:
 class RingOutcome:
     session: str
     ring: list[str]
-    answers: dict    # owner id -> pb.Result or None
+    answers: dict  # owner id -> pb.Result or None
 
     @property
     def total(self) -> np.ndarray | None:
@@ -471,31 +566,69 @@ def bounds_matrix(d: int, lo: float = 0.0, hi: float = 1.0) -> pb.Matrix:
     return matrix(np.stack([np.full(d, lo), np.full(d, hi)]))
 
 
-def ncc_task(task_id: str, owner_id: str, *, d: int, epsilon: float = 0.1, labels: str = "rr",
-             label_epsilon: float = 0.05, n_classes: int = 2, mechanism: str = "pm", round_id: str = "r",
-             bounds: pb.Matrix | None = None) -> pb.Task:
-    return pb.Task(task_id=task_id, owner_id=owner_id, round_id=round_id, ncc_share=pb.NccShareTask(
-        mechanism=pb.MechanismSpec(name=mechanism, epsilon=epsilon), labels=labels, label_epsilon=label_epsilon,
-        n_classes=n_classes, bounds=bounds if bounds is not None else bounds_matrix(d)))
+def ncc_task(
+    task_id: str,
+    owner_id: str,
+    *,
+    d: int,
+    epsilon: float = 0.1,
+    labels: str = "rr",
+    label_epsilon: float = 0.05,
+    n_classes: int = 2,
+    mechanism: str = "pm",
+    round_id: str = "r",
+    bounds: pb.Matrix | None = None,
+) -> pb.Task:
+    return pb.Task(
+        task_id=task_id,
+        owner_id=owner_id,
+        round_id=round_id,
+        ncc_share=pb.NccShareTask(
+            mechanism=pb.MechanismSpec(name=mechanism, epsilon=epsilon),
+            labels=labels,
+            label_epsilon=label_epsilon,
+            n_classes=n_classes,
+            bounds=bounds if bounds is not None else bounds_matrix(d),
+        ),
+    )
 
 
-def boost_config(d: int, run_id: str, *, epsilon: float = 0.5, base: str = "stump", labels: str = "rr",
-                 n_classes: int = 2, weight_bound: float = 1.0, n_bins: int = 2, n_rounds: int = 4) -> dict:
+def boost_config(
+    d: int,
+    run_id: str,
+    *,
+    epsilon: float = 0.5,
+    base: str = "stump",
+    labels: str = "rr",
+    n_classes: int = 2,
+    weight_bound: float = 1.0,
+    n_bins: int = 2,
+    n_rounds: int = 4,
+) -> dict:
     """A boosting configuration exactly as the coordinator's strategy sends it
-    (``privfed.common.boostwire.config_to_dict``), so it carries every field the owner expects."""
+    (``privfed.common.boosting.wire.config_to_dict``), so it carries every field the owner expects."""
+    from privfed.common.boosting.federated import FederatedBoosting
+    from privfed.common.boosting.wire import config_to_dict
     from privfed.common.bounds import Bounds
-    from privfed.common.boosting import FederatedBoosting
-    from privfed.common.boostwire import config_to_dict
 
-    fb = FederatedBoosting(base=base, epsilon=epsilon, mechanism="pm", n_classes=n_classes,
-                           bounds=Bounds(np.zeros(d), np.ones(d)), n_rounds=n_rounds, group_size=1, n_bins=n_bins,
-                           weight_bound=weight_bound, labels=labels)
+    fb = FederatedBoosting(
+        base=base,
+        epsilon=epsilon,
+        mechanism="pm",
+        n_classes=n_classes,
+        bounds=Bounds(np.zeros(d), np.ones(d)),
+        n_rounds=n_rounds,
+        group_size=1,
+        n_bins=n_bins,
+        weight_bound=weight_bound,
+        labels=labels,
+    )
     return json.loads(json.dumps(config_to_dict(fb, run_id)))
 
 
 def empty_history() -> dict:
-    """The history of a run's first round, in the form the coordinator sends (common/boostwire.py)."""
-    from privfed.common import boostwire
+    """The history of a run's first round, in the form the coordinator sends (common/boosting/wire.py)."""
+    from privfed.common.boosting import wire as boostwire
 
     history = boostwire.empty_history()
     return boostwire.at_round(history, 0) if hasattr(boostwire, "at_round") else history
@@ -503,20 +636,40 @@ def empty_history() -> dict:
 
 def boost_share(task_id: str, owner_id: str, round_id: str, config: dict, history: dict | None = None) -> pb.Task:
     history = history or empty_history()
-    return pb.Task(task_id=task_id, owner_id=owner_id, round_id=round_id, boost_share=pb.BoostShareTask(
-        config_json=json.dumps(config), history_json=json.dumps(history)))
+    return pb.Task(
+        task_id=task_id,
+        owner_id=owner_id,
+        round_id=round_id,
+        boost_share=pb.BoostShareTask(config_json=json.dumps(config), history_json=json.dumps(history)),
+    )
 
 
-def boost_evaluate(task_id: str, owner_id: str, round_id: str, config: dict, history: dict, learner: dict,
-                   ring: pb.RingSpec) -> pb.Task:
-    return pb.Task(task_id=task_id, owner_id=owner_id, round_id=round_id, boost_evaluate=pb.BoostEvaluateTask(
-        config_json=json.dumps(config), history_json=json.dumps(history), learner_json=json.dumps(learner), ring=ring))
+def boost_evaluate(
+    task_id: str, owner_id: str, round_id: str, config: dict, history: dict, learner: dict, ring: pb.RingSpec
+) -> pb.Task:
+    return pb.Task(
+        task_id=task_id,
+        owner_id=owner_id,
+        round_id=round_id,
+        boost_evaluate=pb.BoostEvaluateTask(
+            config_json=json.dumps(config),
+            history_json=json.dumps(history),
+            learner_json=json.dumps(learner),
+            ring=ring,
+        ),
+    )
 
 
 def stump(attribute: int, threshold: float, leaves=(0, 1), *, threshold_index: int = 1) -> dict:
     """A stump learner dict with a threshold of the coordinator's choosing."""
-    return {"kind": "stump", "attribute": attribute, "threshold_index": int(threshold_index),
-            "threshold": float(threshold), "leaves": list(leaves), "error": 0.0}
+    return {
+        "kind": "stump",
+        "attribute": attribute,
+        "threshold_index": int(threshold_index),
+        "threshold": float(threshold),
+        "leaves": list(leaves),
+        "error": 0.0,
+    }
 
 
 def grid_stump(attribute: int, index: int, n_bins: int, leaves=(0, 1), lo: float = 0.0, hi: float = 1.0) -> dict:

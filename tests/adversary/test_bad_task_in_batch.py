@@ -8,7 +8,6 @@ and nothing is debited for a refused task.
 """
 
 import numpy as np
-
 from hostile import assert_still_serving, kind, ledger_history, ncc_task, pb
 
 D = 2
@@ -28,25 +27,37 @@ def test_bad_tasks_are_refused_alone(coordinator, owners):
     wrong_bytes = pb.Matrix(shape=[2, D], data=b"\x00" * (8 * 2 * D - 5))
     batch = [
         ncc_task("ok-1", o[0], d=D),
-        ncc_task("dup", o[1], d=D),                                    # one task id ...
-        ncc_task("dup", o[2], d=D),                                    # ... for two owners
-        ncc_task("tiny", o[3], d=D, epsilon=1e-300),                   # reports would leave the wire's range
-        ncc_task("bytes", o[4], d=D, bounds=wrong_bytes),              # 27 bytes for a (2, 2) float64 matrix
-        ncc_task("huge", o[4], d=D, epsilon=1e300),                    # absurd, over any budget
+        ncc_task("dup", o[1], d=D),  # one task id ...
+        ncc_task("dup", o[2], d=D),  # ... for two owners
+        ncc_task("tiny", o[3], d=D, epsilon=1e-300),  # reports would leave the wire's range
+        ncc_task("bytes", o[4], d=D, bounds=wrong_bytes),  # 27 bytes for a (2, 2) float64 matrix
+        ncc_task("huge", o[4], d=D, epsilon=1e300),  # absurd, over any budget
         ncc_task("nan", o[3], d=D, epsilon=float("nan")),
-        ncc_task("giant", o[3], d=D, bounds=pb.Matrix(shape=[100_000, 100_000], data=b"")),   # 10^10 values claimed
-        _with_unknown_field(ncc_task("unknown", o[0], d=D, round_id="u")),   # unknown field: still valid
+        ncc_task("giant", o[3], d=D, bounds=pb.Matrix(shape=[100_000, 100_000], data=b"")),  # 10^10 values claimed
+        _with_unknown_field(ncc_task("unknown", o[0], d=D, round_id="u")),  # unknown field: still valid
         ncc_task("ok-2", o[4], d=D),
-        pb.Task(task_id="nokind", owner_id=o[2], round_id="r"),            # no task kind at all
-        pb.Task(task_id="badjson", owner_id=o[2], round_id="r",           # malformed boosting JSON
-                boost_share=pb.BoostShareTask(config_json="{not json", history_json="[]")),
-        pb.Task(task_id="stranger", owner_id="owner-7.o00000", round_id="r",   # an owner this node does not host
-                ncc_share=ncc_task("x", "x", d=D).ncc_share),
-        pb.Task(task_id="junk-ring", owner_id=o[1], round_id="ring",       # a ring message for no ring
-                ring_message=pb.RingMessageTask(data=b"\x00garbage" * 10)),
+        pb.Task(task_id="nokind", owner_id=o[2], round_id="r"),  # no task kind at all
+        pb.Task(
+            task_id="badjson",
+            owner_id=o[2],
+            round_id="r",  # malformed boosting JSON
+            boost_share=pb.BoostShareTask(config_json="{not json", history_json="[]"),
+        ),
+        pb.Task(
+            task_id="stranger",
+            owner_id="owner-7.o00000",
+            round_id="r",  # an owner this node does not host
+            ncc_share=ncc_task("x", "x", d=D).ncc_share,
+        ),
+        pb.Task(
+            task_id="junk-ring",
+            owner_id=o[1],
+            round_id="ring",  # a ring message for no ring
+            ring_message=pb.RingMessageTask(data=b"\x00garbage" * 10),
+        ),
     ]
-    not_awaited = {"junk-ring", "stranger"}   # a ring message gets no result of its own; a stranger may get none
-    coordinator.send(batch, node="owner-0")   # all in one PullTasks answer
+    not_awaited = {"junk-ring", "stranger"}  # a ring message gets no result of its own; a stranger may get none
+    coordinator.send(batch, node="owner-0")  # all in one PullTasks answer
     ids = sorted({t.task_id for t in batch} - not_awaited)
     got = coordinator.wait_results(ids, count=len([t for t in batch if t.task_id in ids]))
     got += [r for r in coordinator.results if r.task_id == "stranger"]
@@ -68,8 +79,9 @@ def test_bad_tasks_are_refused_alone(coordinator, owners):
     # a task for an owner the node does not host: refused or ignored, never answered with data
     assert all(kind(r) == "refusal" for r in by.get("stranger", []))
     # the duplicated id: refused (at least its second use); each answer names its own owner
-    assert "dup" in by and any(kind(r) == "refusal" and r.refusal.code in ("duplicate_task", "invalid_task")
-                               for r in by["dup"]), by.get("dup")
+    assert "dup" in by and any(
+        kind(r) == "refusal" and r.refusal.code in ("duplicate_task", "invalid_task") for r in by["dup"]
+    ), by.get("dup")
     assert all(r.owner_id in (o[1], o[2]) for r in by["dup"])
 
     # nothing was debited for a refused task; every share that left was

@@ -9,7 +9,6 @@ a run id already used is refused without a debit.
 import secrets
 
 import numpy as np
-
 from hostile import BUDGET, assert_still_serving, boost_config, boost_share, kind, ledger_history, spent_epsilon
 
 D = 2
@@ -31,7 +30,7 @@ def test_new_run_ids_release_only_with_a_debit_until_the_budget_is_spent(coordin
         outcomes.append((run, task.task_id, result))
         if kind(result) == "refusal":
             break
-        if i == 0:   # the same run again, under a new task id: refused, nothing debited
+        if i == 0:  # the same run again, under a new task id: refused, nothing debited
             spent = spent_epsilon(ledger_history(node.ledger, victim))
             again = boost_share(f"again-{prefix}", victim, run, boost_config(D, run, epsilon=RUN_EPSILON))
             repeat = coordinator.run([again])[again.task_id]
@@ -39,15 +38,17 @@ def test_new_run_ids_release_only_with_a_debit_until_the_budget_is_spent(coordin
             assert spent_epsilon(ledger_history(node.ledger, victim)) == spent
     released = [(run, tid) for run, tid, r in outcomes if kind(r) == "boost_share"]
     last = outcomes[-1][2]
-    assert kind(last) == "refusal" and last.refusal.code == "budget_exceeded", \
+    assert kind(last) == "refusal" and last.refusal.code == "budget_exceeded", (
         f"12 run ids, {len(released)} releases, never refused: {last}"
+    )
 
     history = ledger_history(node.ledger, victim)
     spent = spent_epsilon(history)
     assert spent <= BUDGET * (1 + 1e-9), history
-    for run, tid in released:   # every release is on the ledger, under its run
-        assert any(run in h["purpose"] or run in h["release_id"] or tid in h["release_id"] for h in history), \
+    for run, tid in released:  # every release is on the ledger, under its run
+        assert any(run in h["purpose"] or run in h["release_id"] or tid in h["release_id"] for h in history), (
             f"share of {run} left without a debit: {history}"
+        )
     per_share = spent / len(released)
     assert per_share > 0
     assert len(released) <= BUDGET / per_share + 1e-9
@@ -80,7 +81,7 @@ def test_one_evaluation_release_per_run_whatever_the_coordinator_changes(coordin
     }
     for name, (cfg, history) in variants.items():
         out = coordinator.run_ring([a, b], grid_stump(0, 1, 2), cfg, round_id=run, history=history)
-        if out.total is not None:   # only the cached pair may come back
+        if out.total is not None:  # only the cached pair may come back
             np.testing.assert_array_equal(out.total, first.total, err_msg=f"{name}: a second, fresh release")
         else:
             assert out.refusals(), f"{name}: neither refused nor answered: {out.answers}"

@@ -10,9 +10,13 @@ randomized response (contract 6).
 import secrets
 
 import numpy as np
-
 from hostile import (
-    assert_still_serving, boost_config, boost_share, kind, ledger_history, ncc_task,
+    assert_still_serving,
+    boost_config,
+    boost_share,
+    kind,
+    ledger_history,
+    ncc_task,
 )
 
 D = 2
@@ -52,7 +56,7 @@ def test_clear_labels_with_opt_in_are_recorded_as_nonprivate(coordinator, owners
 
 
 def test_label_scheme_defaults_to_randomized_response():
-    from privfed.common.boosting import FederatedBoosting
+    from privfed.common.boosting.federated import FederatedBoosting
     from privfed.common.bounds import Bounds
     from privfed.deploy.cli import build_parser
     from privfed.server.strategies import make_strategy

@@ -5,7 +5,6 @@ test could be the harness's fault rather than the owner's defence."""
 import secrets
 
 import numpy as np
-
 from hostile import assert_still_serving, boost_config, kind, ncc_task, stump
 
 D = 2
@@ -38,6 +37,7 @@ def test_the_harness_knows_which_row_each_owner_holds(tmp_path):
     import inspect
 
     from hostile import OwnerProcess, write_rows
+
     from privfed.owner.data import build_owners, load_owner_file
 
     X = np.array([[0.3, 0.8], [0.6, 0.1], [0.45, 0.55], [0.5, 0.5]])
@@ -45,7 +45,9 @@ def test_the_harness_knows_which_row_each_owner_holds(tmp_path):
     path = write_rows(tmp_path / "rows.csv", X, y)
     load_params = inspect.signature(load_owner_file).parameters
     ds = load_owner_file(str(path), "0:1", 2) if len(load_params) > 3 else load_owner_file(str(path), "0:1")
-    kw = {"node_id": "owner-0"} if "node_id" in inspect.signature(build_owners).parameters else {"id_prefix": "owner-0."}
+    kw = (
+        {"node_id": "owner-0"} if "node_id" in inspect.signature(build_owners).parameters else {"id_prefix": "owner-0."}
+    )
     built = build_owners(ds, n_owners=4, shards=range(4), seed=7, rng_kind="seeded", rng_seed=7, **kw)
     assumed = OwnerProcess("owner-0", None, tmp_path / "x.log", tmp_path / "x.sqlite", X, y, 7, 2.0).rows()
     assert [o.owner_id for o in built] == list(assumed)

@@ -21,7 +21,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from hostile import tls_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,8 +74,9 @@ with open(report, "w") as f:
 
 def _hooked(tmp, how):
     out, report = tmp / "pki", tmp / "report.json"
-    proc = subprocess.run([sys.executable, "-c", HOOKED_CERTS, str(out), str(report), how], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", HOOKED_CERTS, str(out), str(report), how], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, json.loads(report.read_text())
 
@@ -136,8 +136,10 @@ def test_compose_mounts_the_ca_only_into_certificate_services():
         command = " ".join(map(str, service.get("command") or []))
         if name in ("certs", "ca-signer") or not ("coordinator" in command or "owner" in command or "owner" in name):
             continue
-        mounts = [str(v.get("source", "")) if isinstance(v, dict) else str(v).split(":")[0]
-                  for v in service.get("volumes") or []]
+        mounts = [
+            str(v.get("source", "")) if isinstance(v, dict) else str(v).split(":")[0]
+            for v in service.get("volumes") or []
+        ]
         assert "pki" not in mounts and "certs" not in mounts, f"service {name} mounts {mounts}"
         checked.append(name)
     assert any("coordinator" in n for n in checked) and any("owner" in n for n in checked), checked

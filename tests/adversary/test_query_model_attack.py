@@ -15,15 +15,15 @@ import sys
 
 import numpy as np
 import pytest
-
 from hostile import GRID_BITS, matrix, pb, tls_dir
 
 F, N_QUERIES, N_TRAIN = 4, 60, 40
 
 
 def _model(stage: np.ndarray) -> pb.GetModelResponse:
-    return pb.GetModelResponse(model_id="m", kind="lr", bounds=matrix(np.stack([np.zeros(F), np.ones(F)])),
-                               linear_stage=matrix(stage))
+    return pb.GetModelResponse(
+        model_id="m", kind="lr", bounds=matrix(np.stack([np.zeros(F), np.ones(F)])), linear_stage=matrix(stage)
+    )
 
 
 def _csv(path, table):
@@ -32,9 +32,27 @@ def _csv(path, table):
 
 
 def _query(coordinator, certs, tmp, queries, train, *extra):
-    cmd = [sys.executable, "-m", "privfed.deploy.cli", "query", "--coordinator", f"127.0.0.1:{coordinator.port}",
-           "--name", "owner-0", "--certs", str(tls_dir(certs, "owner-0")), "--model-id", "m",
-           "--queries", str(queries), "--train-data", str(train), "--confidential-labels", "0", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "privfed.deploy.cli",
+        "query",
+        "--coordinator",
+        f"127.0.0.1:{coordinator.port}",
+        "--name",
+        "owner-0",
+        "--certs",
+        str(tls_dir(certs, "owner-0")),
+        "--model-id",
+        "m",
+        "--queries",
+        str(queries),
+        "--train-data",
+        str(train),
+        "--confidential-labels",
+        "0",
+        *extra,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
@@ -42,7 +60,7 @@ def _sent_rows(coordinator, since: int) -> np.ndarray:
     rows = []
     for req in coordinator.predicts[since:]:
         shape = tuple(req.rows.shape)
-        rows.append(np.frombuffer(req.rows.data, dtype="<i8").reshape(shape) * 2.0 ** -GRID_BITS)
+        rows.append(np.frombuffer(req.rows.data, dtype="<i8").reshape(shape) * 2.0**-GRID_BITS)
     return np.concatenate(rows) if rows else np.zeros((0, F))
 
 
@@ -51,20 +69,23 @@ def data(tmp_path):
     rng = np.random.Generator(np.random.PCG64(9))
     queries = rng.uniform(0.1, 0.9, size=(N_QUERIES, F))
     X = rng.uniform(0.0, 0.5, size=(N_TRAIN, F))
-    labels = np.column_stack([X @ np.array([1.0, -2.0, 0.5, 0.0]) + rng.normal(0, 0.01, N_TRAIN),
-                              rng.integers(0, 2, N_TRAIN)])
-    shift = np.array([0.4, 0.1, 0.3, 0.2])   # second owner: same rows moved, so only the mean differs
-    return {"queries": _csv(tmp_path / "q.csv", queries),
-            "train1": _csv(tmp_path / "t1.csv", np.column_stack([X, labels])),
-            "train2": _csv(tmp_path / "t2.csv", np.column_stack([X + shift, labels]))}
+    labels = np.column_stack(
+        [X @ np.array([1.0, -2.0, 0.5, 0.0]) + rng.normal(0, 0.01, N_TRAIN), rng.integers(0, 2, N_TRAIN)]
+    )
+    shift = np.array([0.4, 0.1, 0.3, 0.2])  # second owner: same rows moved, so only the mean differs
+    return {
+        "queries": _csv(tmp_path / "q.csv", queries),
+        "train1": _csv(tmp_path / "t1.csv", np.column_stack([X, labels])),
+        "train2": _csv(tmp_path / "t2.csv", np.column_stack([X + shift, labels])),
+    }
 
 
 HOSTILE_STAGES = {
-    "identity": np.eye(F),                                              # reads every coordinate
-    "rank-2": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]]),   # two directions, default allows 1
+    "identity": np.eye(F),  # reads every coordinate
+    "rank-2": np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 0.0]]),  # two directions, default allows 1
     "wide-rank-1": np.tile(np.array([[1.0], [0.5], [0.0], [0.0]]), (1, F + 2)),  # many copies of one column
     "non-finite": np.array([[np.nan], [1.0], [0.0], [0.0]]),
-    "wrong-rows": np.ones((F + 1, 1)),                                  # does not fit the model's features
+    "wrong-rows": np.ones((F + 1, 1)),  # does not fit the model's features
 }
 
 
@@ -79,8 +100,9 @@ def test_hostile_stage_is_refused_before_anything_is_sent(coordinator, certs, tm
     assert coordinator.predicts == [], f"rows were sent to a model with stage {stage}"
 
 
-@pytest.mark.parametrize("method", [(), ("--method", "subspace", "--allow-confidential-map-leak")],
-                         ids=["default", "subspace"])
+@pytest.mark.parametrize(
+    "method", [(), ("--method", "subspace", "--allow-confidential-map-leak")], ids=["default", "subspace"]
+)
 def test_rows_sent_do_not_depend_on_the_training_mean(coordinator, certs, tmp_path, data, method):
     a_d = np.array([[1.0], [0.5], [-0.25], [0.0]])
     coordinator.model = _model(a_d)
@@ -92,8 +114,9 @@ def test_rows_sent_do_not_depend_on_the_training_mean(coordinator, certs, tmp_pa
         rows = _sent_rows(coordinator, since)
         assert rows.shape == (N_QUERIES, F)
         sent.append(rows)
-    np.testing.assert_allclose(sent[0], sent[1], atol=2.0 ** -GRID_BITS,
-                               err_msg="the rows sent moved with the owner's training mean")
+    np.testing.assert_allclose(
+        sent[0], sent[1], atol=2.0**-GRID_BITS, err_msg="the rows sent moved with the owner's training mean"
+    )
     # and the raw rows did not go whole
     raw = np.loadtxt(data["queries"], delimiter=",")
     assert not np.allclose(sent[0], raw, atol=1e-3)

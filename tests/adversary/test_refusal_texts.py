@@ -11,21 +11,31 @@ contain one of the owner's values.
 import re
 
 import numpy as np
-
 from hostile import assert_still_serving, boost_config, boost_share, bounds_matrix, kind, ncc_task, pb
 
 D = 2
 # Labels are class indices of the node's own file: node owner-0 holds classes 0 and 1 (the test
 # attacks its owner holding class 1), node owner-1 only class 0.
-ROWS = {"owner-0": (np.array([[0.123, 0.987], [0.246, 0.135]]), np.array([0, 1])),
-        "owner-1": (np.array([[0.654, 0.321], [0.777, 0.888]]), np.array([0, 0]))}
+ROWS = {
+    "owner-0": (np.array([[0.123, 0.987], [0.246, 0.135]]), np.array([0, 1])),
+    "owner-1": (np.array([[0.654, 0.321], [0.777, 0.888]]), np.array([0, 0])),
+}
 
 
 def _invalid_tasks(owner_id):
     """The same malformed or over-budget tasks for any owner (same task ids on both nodes)."""
-    lr = pb.Task(task_id="lr-k1", owner_id=owner_id, round_id="r", lr_share=pb.LrShareTask(
-        mechanism=pb.MechanismSpec(name="pm", epsilon=0.1), param_bound=1.0, c=1.0, n_classes=1,
-        bounds=bounds_matrix(D)))
+    lr = pb.Task(
+        task_id="lr-k1",
+        owner_id=owner_id,
+        round_id="r",
+        lr_share=pb.LrShareTask(
+            mechanism=pb.MechanismSpec(name="pm", epsilon=0.1),
+            param_bound=1.0,
+            c=1.0,
+            n_classes=1,
+            bounds=bounds_matrix(D),
+        ),
+    )
     return [
         ncc_task("k1", owner_id, d=D, n_classes=1),
         ncc_task("k0", owner_id, d=D, n_classes=0),
@@ -51,8 +61,10 @@ def _numbers(text):
 
 def test_refusal_texts_carry_no_data(coordinator, owners):
     nodes = {name: owners(name, X, y) for name, (X, y) in ROWS.items()}
-    ids = {"owner-0": next(o for o, (_, lab) in nodes["owner-0"].rows().items() if lab == 1),
-           "owner-1": nodes["owner-1"].owner_ids[0]}
+    ids = {
+        "owner-0": next(o for o, (_, lab) in nodes["owner-0"].rows().items() if lab == 1),
+        "owner-1": nodes["owner-1"].owner_ids[0],
+    }
     # owner-1 has spent part of its budget: a budget refusal must not tell how much
     spend = ncc_task("spend", ids["owner-1"], d=D, epsilon=0.5, label_epsilon=0.1)
     assert kind(coordinator.run([spend])["spend"]) == "ncc_share"

@@ -18,37 +18,42 @@ import secrets
 import grpc
 import numpy as np
 import pytest
-
 from hostile import WAIT, cert_key, cert_pem, rss_mb, spawn_owner, tls_files
-from privfed.common.e2e import generate_private_key, public_bytes, sign_public_key
-from privfed.common.securesum import MessageKind, Outbound
+
+from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
+from privfed.common.secagg.ring import MessageKind, Outbound
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto.transport import REGISTER_TIMEOUT, RELAY_TIMEOUT, channel_credentials, channel_options
 
 ATTACKER, VICTIM, SILENT = "owner-1.o00000", "owner-0.o00000", "owner-2.o00000"
-FLOOD_BYTES = 4 * 1024 * 1024   # per envelope; the per-recipient limit holds two 8 MiB ring messages
-FLOOD_TRIES = 30                # 120 MB offered in all
+FLOOD_BYTES = 4 * 1024 * 1024  # per envelope; the per-recipient limit holds two 8 MiB ring messages
+FLOOD_TRIES = 30  # 120 MB offered in all
 RSS_HEADROOM_MB = 100.0
 
 
 def _stub(port, certs, node):
-    channel = grpc.secure_channel(f"127.0.0.1:{port}", channel_credentials(tls_files(certs, node)),
-                                  options=channel_options())
+    channel = grpc.secure_channel(
+        f"127.0.0.1:{port}", channel_credentials(tls_files(certs, node)), options=channel_options()
+    )
     return channel, pb_grpc.CoordinatorStub(channel)
 
 
 def _register(stub, certs, node, owner_id):
     pub = public_bytes(generate_private_key())
-    info = pb.OwnerInfo(owner_id=owner_id, x25519_public_key=pub,
-                        key_signature=sign_public_key(cert_key(certs, node), pub, owner_id))
-    stub.RegisterNode(pb.RegisterNodeRequest(node_id=node, owners=[info], node_certificate=cert_pem(certs, node)),
-                      timeout=REGISTER_TIMEOUT)
+    info = pb.OwnerInfo(
+        owner_id=owner_id, x25519_public_key=pub, key_signature=sign_public_key(cert_key(certs, node), pub, owner_id)
+    )
+    stub.RegisterNode(
+        pb.RegisterNodeRequest(node_id=node, owners=[info], node_certificate=cert_pem(certs, node)),
+        timeout=REGISTER_TIMEOUT,
+    )
 
 
 def _envelope(session, sender, recipient, size=64, header_recipient=None):
-    data = Outbound(session, sender, header_recipient or recipient, MessageKind.HOP, 1,
-                    secrets.token_bytes(16) + b"\x00" * size).to_bytes()
+    data = Outbound(
+        session, sender, header_recipient or recipient, MessageKind.HOP, 1, secrets.token_bytes(16) + b"\x00" * size
+    ).to_bytes()
     return pb.Envelope(recipient=recipient, data=data)
 
 

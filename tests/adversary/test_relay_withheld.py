@@ -8,7 +8,6 @@ ledger shows one debit, not two.
 """
 
 import numpy as np
-
 from hostile import assert_still_serving, boost_config, grid_stump, ledger_history, spent_epsilon
 
 D = 2
@@ -30,6 +29,7 @@ def test_refused_relay_leaves_the_node_serving_and_debits_once(coordinator, owne
     coordinator.relay = True
     again = coordinator.run_ring([a, b], grid_stump(0, 1, 2), config, round_id="withheld")
     assert again.total is not None or again.refusals(), (again.answers, node.log()[-3000:])
-    assert {o: spent_epsilon(ledger_history(node.ledger, o)) for o in (a, b)} == spent, \
+    assert {o: spent_epsilon(ledger_history(node.ledger, o)) for o in (a, b)} == spent, (
         "re-forming the ring for the same (run, round) debited a second release"
+    )
     assert_still_serving(coordinator, node, spare, d=D)

@@ -27,14 +27,13 @@ import secrets
 
 import numpy as np
 import pytest
-
 from hostile import BUDGET, assert_still_serving, boost_config, grid_stump, ledger_history, spent_epsilon
 
 D = 2
 WEIGHT_BOUND = 1.0
 MAX_ROUNDS = 10
-MAX_ABS = 1e4   # the ring's fixed-point range: large enough for any noisy pair (weight_bound * (1 + 80/ε))
-N_BINS = 1024   # the attacker's "public" threshold grid: any config is the coordinator's to choose
+MAX_ABS = 1e4  # the ring's fixed-point range: large enough for any noisy pair (weight_bound * (1 + 80/ε))
+N_BINS = 1024  # the attacker's "public" threshold grid: any config is the coordinator's to choose
 # A: (0.3, 0.8) label 1; B: (0.6, 0.1) label 0; C: (0.45, 0.55) label 1; D: spare, never attacked.
 X = np.array([[0.3, 0.8], [0.6, 0.1], [0.45, 0.55], [0.5, 0.5]])
 Y = np.array([1, 0, 1, 0])
@@ -65,14 +64,17 @@ def _spawn(owners, layout):
     if layout == "one-node":
         nodes = [owners("owner-0", X, Y)]
     else:
-        nodes = [owners("owner-0", X[[0, 3]], Y[[0, 3]]), owners("owner-1", X[[1]], Y[[1]]),
-                 owners("owner-2", X[[2]], Y[[2]])]
+        nodes = [
+            owners("owner-0", X[[0, 3]], Y[[0, 3]]),
+            owners("owner-1", X[[1]], Y[[1]]),
+            owners("owner-2", X[[2]], Y[[2]]),
+        ]
     rows, node_of = {}, {}
     for node in nodes:
         rows.update(node.rows())
         node_of.update({o: node for o in node.owner_ids})
     truth_order = {tuple(X[i]): i for i in range(len(X))}
-    ids = sorted(rows, key=lambda o: truth_order[tuple(rows[o][0])])   # A, B, C, spare by their rows
+    ids = sorted(rows, key=lambda o: truth_order[tuple(rows[o][0])])  # A, B, C, spare by their rows
     return ids, rows, node_of
 
 
@@ -86,7 +88,7 @@ def test_ring_difference_attack_learns_no_more_than_the_debits(coordinator, owne
 
     # --- the binary search on A's attribute 0: one fresh round per step ---------------------
     lo, hi = 0.0, 1.0
-    rounds = []          # (round id, threshold, {pair: total or None}, {owner: refusal code})
+    rounds = []  # (round id, threshold, {pair: total or None}, {owner: refusal code})
     for step in range(MAX_ROUNDS):
         index = min(N_BINS - 1, max(1, round((lo + hi) / 2 * N_BINS)))
         learner = grid_stump(0, index, N_BINS)
@@ -100,8 +102,9 @@ def test_ring_difference_attack_learns_no_more_than_the_debits(coordinator, owne
             out = coordinator.run_ring(ring, learner, config, round_id=round_id, max_abs=MAX_ABS)
             totals[tuple(ring)] = out.total
             refusals.update({o: r.code for o, r in out.refusals().items()})
-            assert all(r is not None for r in out.answers.values()) or out.total is not None or refusals, \
+            assert all(r is not None for r in out.answers.values()) or out.total is not None or refusals, (
                 f"ring {ring} got no answer at all:\n{node_of[ring[0]].log()[-3000:]}"
+            )
         rounds.append((round_id, threshold, totals, refusals))
         if any(t is None for t in totals.values()):
             if any(code == "budget_exceeded" for code in refusals.values()):
@@ -109,7 +112,7 @@ def test_ring_difference_attack_learns_no_more_than_the_debits(coordinator, owne
             continue
         a_err = _reconstruct(*(totals[tuple(p)][0] for p in _pairs(A, B, C)))["A"]
         # the attacker's step: is A's stump error that of "x_A[0] >= threshold"?
-        if a_err < 0.5:   # leaves (0, 1) and y_A = 1 (from round 0's label read): prediction 1 means x >= t
+        if a_err < 0.5:  # leaves (0, 1) and y_A = 1 (from round 0's label read): prediction 1 means x >= t
             lo = threshold
         else:
             hi = threshold
@@ -125,8 +128,10 @@ def test_ring_difference_attack_learns_no_more_than_the_debits(coordinator, owne
         paid = [h for h in hist if h["epsilon"] > 0]
         assert spent_epsilon(hist) <= BUDGET * (1 + 1e-9), hist
         if contributed:
-            assert paid, (f"{o} contributed to {len(contributed)} ring round(s) and its ledger shows nothing: {hist}; "
-                          f"the search put x_A[0] in [{lo:.6f}, {hi:.6f}], truth {rows[A][0][0]}")
+            assert paid, (
+                f"{o} contributed to {len(contributed)} ring round(s) and its ledger shows nothing: {hist}; "
+                f"the search put x_A[0] in [{lo:.6f}, {hi:.6f}], truth {rows[A][0][0]}"
+            )
             # each step is its own boosting run (run id = the step's id): each must have its debit
             unpaid = sorted(rid for rid in contributed if not [h for h in _entries_for(hist, rid) if h["epsilon"] > 0])
             assert not unpaid, f"{o}: evaluations of {unpaid} reached a total without a debit; ledger {hist}"
@@ -146,7 +151,7 @@ def test_ring_difference_attack_learns_no_more_than_the_debits(coordinator, owne
             hist = histories[oid]
             eps = spent_epsilon(_entries_for(hist, rid)) or spent_epsilon(hist) / len(closed)
             per_round_eps.append(eps)
-            scale = WEIGHT_BOUND / eps          # half the owner's own Laplace scale 2B/ε
+            scale = WEIGHT_BOUND / eps  # half the owner's own Laplace scale 2B/ε
             truth = _truth(*rows[oid], thr)
             normalised.extend(np.abs(rec[key] - truth) / scale)
             estimates[key].append(rec[key] - truth)
@@ -166,8 +171,10 @@ def test_ring_difference_attack_learns_no_more_than_the_debits(coordinator, owne
 
     # --- thresholds within one round change nothing: the round's pair is cached --------------
     rid = closed[0][0]
-    again = [coordinator.run_ring([A, B], grid_stump(0, index, N_BINS), configs[rid], round_id=rid,
-                                  max_abs=MAX_ABS).total for index in (1, N_BINS - 1)]
+    again = [
+        coordinator.run_ring([A, B], grid_stump(0, index, N_BINS), configs[rid], round_id=rid, max_abs=MAX_ABS).total
+        for index in (1, N_BINS - 1)
+    ]
     spent_before = spent_epsilon(ledger_history(node.ledger, A))
     for total in again:
         if total is not None:
@@ -195,16 +202,27 @@ def test_malformed_rings_are_refused_without_a_debit(coordinator, owners):
         "foreign-learner": (A, [A, B]),
     }
     for name, (target, ring) in cases.items():
-        spec = coordinator.ring_spec(secrets.token_hex(16), ring if len(set(ring)) == len(ring) else [A, B],
-                                     max_abs=MAX_ABS, peers=sorted(set(ring)))
+        spec = coordinator.ring_spec(
+            secrets.token_hex(16),
+            ring if len(set(ring)) == len(ring) else [A, B],
+            max_abs=MAX_ABS,
+            peers=sorted(set(ring)),
+        )
         del spec.ring[:]
         spec.ring.extend(ring)
         spec.n_parties = len(ring)
         lrn = {"kind": "ncc", "centroids": [[0.0, 0.0]], "classes": [0]} if name == "foreign-learner" else learner
-        task = pb.Task(task_id=f"{name}-{secrets.token_hex(3)}", owner_id=target, round_id=name,
-                       boost_evaluate=pb.BoostEvaluateTask(config_json=json.dumps(config),
-                                                           history_json=json.dumps(empty_history()),
-                                                           learner_json=json.dumps(lrn), ring=spec))
+        task = pb.Task(
+            task_id=f"{name}-{secrets.token_hex(3)}",
+            owner_id=target,
+            round_id=name,
+            boost_evaluate=pb.BoostEvaluateTask(
+                config_json=json.dumps(config),
+                history_json=json.dumps(empty_history()),
+                learner_json=json.dumps(lrn),
+                ring=spec,
+            ),
+        )
         coordinator.send([task])
         got = coordinator.wait_results([task.task_id])
         assert got and kind(got[0]) == "refusal", f"{name}: {got}\n{node.log()[-2000:]}"

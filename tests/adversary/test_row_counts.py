@@ -11,7 +11,6 @@
 import math
 
 import numpy as np
-
 from hostile import assert_still_serving, bounds_matrix, kind, ledger_history, matrix, pb, spent_epsilon
 
 D, ROWS_PER_OWNER, N_OWNERS = 3, 2, 4
@@ -26,24 +25,33 @@ def _known_fields_only(msg):
 
 
 def _pca(task_id, owner_id, count_epsilon):
-    return pb.Task(task_id=task_id, owner_id=owner_id, round_id="pca", pca_share=pb.PcaShareTask(
-        epsilon=0.3, delta=1e-4, k=1, bounds=bounds_matrix(D), count_epsilon=count_epsilon))
+    return pb.Task(
+        task_id=task_id,
+        owner_id=owner_id,
+        round_id="pca",
+        pca_share=pb.PcaShareTask(epsilon=0.3, delta=1e-4, k=1, bounds=bounds_matrix(D), count_epsilon=count_epsilon),
+    )
 
 
 def _svm(task_id, owner_id, U):
-    return pb.Task(task_id=task_id, owner_id=owner_id, round_id="svm", svm_share=pb.SvmShareTask(
-        epsilon=0.3, lam=0.1, n_classes=2, bounds=bounds_matrix(D), subspace=matrix(U)))
+    return pb.Task(
+        task_id=task_id,
+        owner_id=owner_id,
+        round_id="svm",
+        svm_share=pb.SvmShareTask(epsilon=0.3, lam=0.1, n_classes=2, bounds=bounds_matrix(D), subspace=matrix(U)),
+    )
 
 
 def test_registration_carries_no_row_count(coordinator, owners):
     rng = np.random.Generator(np.random.PCG64(1))
-    node = owners("owner-0", rng.uniform(size=(5, D)), np.array([0, 1, 0, 1, 1]))   # 3 and 2 rows
+    node = owners("owner-0", rng.uniform(size=(5, D)), np.array([0, 1, 0, 1, 1]))  # 3 and 2 rows
     assert "n_rows" not in pb.OwnerInfo.DESCRIPTOR.fields_by_name
     assert not any("row" in f or "count" in f for f in pb.RegisterNodeRequest.DESCRIPTOR.fields_by_name)
     request = coordinator.registrations[0].request
     for info in request.owners:
-        assert info.SerializeToString() == _known_fields_only(info).SerializeToString(), \
+        assert info.SerializeToString() == _known_fields_only(info).SerializeToString(), (
             "the registration carried a field this schema does not know"
+        )
         assert {fd.name for fd, _ in info.ListFields()} <= {"owner_id", "x25519_public_key", "key_signature"}
     assert_still_serving(coordinator, node, node.owner_ids[0], d=D)
 

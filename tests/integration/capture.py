@@ -44,15 +44,15 @@ from __future__ import annotations
 import math
 import re
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import grpc
 import numpy as np
 from scipy.stats import poisson
 
 from privfed.common.bounds import Bounds
-from privfed.common.dppca import scale_rows_to_unit_ball
+from privfed.common.feddpdr.pca import scale_rows_to_unit_ball
 from privfed.proto import privfed_pb2 as pb
 
 GRIDS = (20, 16)
@@ -80,8 +80,8 @@ ALPHA = 1e-4
 # ---------------------------------------------------------------------------- capture
 @dataclass(frozen=True)
 class Call:
-    method: str     # "/privfed.v1.Coordinator/PushResults"
-    data: bytes     # the request message as received
+    method: str  # "/privfed.v1.Coordinator/PushResults"
+    data: bytes  # the request message as received
 
 
 class RecordingInterceptor(grpc.ServerInterceptor):
@@ -102,8 +102,9 @@ class RecordingInterceptor(grpc.ServerInterceptor):
                 self._calls.append(Call(method, bytes(data)))
             return decode(data) if decode is not None else data
 
-        return grpc.unary_unary_rpc_method_handler(handler.unary_unary, request_deserializer=recorded,
-                                                   response_serializer=handler.response_serializer)
+        return grpc.unary_unary_rpc_method_handler(
+            handler.unary_unary, request_deserializer=recorded, response_serializer=handler.response_serializer
+        )
 
     def mark(self) -> int:
         with self._lock:
@@ -116,13 +117,13 @@ class RecordingInterceptor(grpc.ServerInterceptor):
 
 def envelopes(calls: Iterable[Call]) -> list[bytes]:
     """The sealed ring envelopes carried by the ``Relay`` requests among ``calls``."""
-    return [e.data for c in calls if c.method.endswith("/Relay")
-            for e in pb.RelayRequest.FromString(c.data).envelopes]
+    return [e.data for c in calls if c.method.endswith("/Relay") for e in pb.RelayRequest.FromString(c.data).envelopes]
 
 
 def pushed_results(calls: Iterable[Call]) -> list[pb.Result]:
-    return [r for c in calls if c.method.endswith("/PushResults")
-            for r in pb.PushResultsRequest.FromString(c.data).results]
+    return [
+        r for c in calls if c.method.endswith("/PushResults") for r in pb.PushResultsRequest.FromString(c.data).results
+    ]
 
 
 def owner_index(owner: str) -> int:
@@ -186,15 +187,22 @@ def label_needles(y) -> list[bytes]:
     y = np.asarray(y, dtype=np.int64)
     if y.size < 4 or np.all(y == y[0]):
         return []
-    return [y.astype("<i8").tobytes(), y.astype("<i4").tobytes(), y.astype("<f8").tobytes(),
-            y.astype("<f4").tobytes(), (y << 20).astype("<i8").tobytes(), ",".join(map(str, y)).encode()]
+    return [
+        y.astype("<i8").tobytes(),
+        y.astype("<i4").tobytes(),
+        y.astype("<f8").tobytes(),
+        y.astype("<f4").tobytes(),
+        (y << 20).astype("<i8").tobytes(),
+        ",".join(map(str, y)).encode(),
+    ]
 
 
 # ---------------------------------------------------------------------------- search
 def _words(blob: bytes, width: int) -> np.ndarray:
     dtype = {8: "<u8", 4: "<u4"}[width]
-    parts = [np.frombuffer(blob, dtype=dtype, offset=a, count=(len(blob) - a) // width)
-             for a in range(min(width, len(blob)))]
+    parts = [
+        np.frombuffer(blob, dtype=dtype, offset=a, count=(len(blob) - a) // width) for a in range(min(width, len(blob)))
+    ]
     return np.unique(np.concatenate(parts)) if parts else np.zeros(0, dtype)
 
 
@@ -228,7 +236,7 @@ class Haystack:
         self.decimals = _decimals(self.blob)
 
     @classmethod
-    def of(cls, calls: Iterable[Call]) -> "Haystack":
+    def of(cls, calls: Iterable[Call]) -> Haystack:
         return cls([c.data for c in calls])
 
     def __len__(self) -> int:
@@ -274,8 +282,9 @@ class Haystack:
         table = {8: self.words8, 4: self.words4}[width]
         words = rows.view(f"<u{width}")
         maybe = np.all(self._has_words(words, table), axis=1) if table.size else np.zeros(len(rows), bool)
-        return np.array([bool(m) and any(r.tobytes() in msg for msg in self.messages)
-                         for r, m in zip(rows, maybe)], bool)
+        return np.array(
+            [bool(m) and any(r.tobytes() in msg for msg in self.messages) for r, m in zip(rows, maybe)], bool
+        )
 
     def rows_as_sets(self, rows: np.ndarray, keep: np.ndarray) -> np.ndarray:
         """Boolean per row: its kept indices (at least :data:`MIN_ROW_VALUES`) all occur, in any
@@ -286,8 +295,10 @@ class Haystack:
         for r in np.flatnonzero(np.all(present, axis=1) & (keep.sum(axis=1) >= MIN_ROW_VALUES)):
             want = rows[r][keep[r]]
             for msg in self.messages:
-                if any(np.all(np.isin(want, np.frombuffer(msg, "<i8", offset=a, count=(len(msg) - a) // 8)))
-                       for a in range(min(8, len(msg)))):
+                if any(
+                    np.all(np.isin(want, np.frombuffer(msg, "<i8", offset=a, count=(len(msg) - a) // 8)))
+                    for a in range(min(8, len(msg)))
+                ):
                     out[r] = True
                     break
         return out
@@ -333,8 +344,12 @@ def single_word_test(hay: Haystack, X, bounds, encoding: str) -> ChanceTest:
     ``f32`` / ``unit-f32`` (one float32 per value)."""
     if encoding.startswith("grid"):
         idx = grid_indices(X, bounds, encoding)[informative(X, bounds, encoding)]
-        return ChanceTest(int(hay.has_indices(idx).sum()), idx.size,
-                          int(hay.has_indices(_shifted(idx)).sum()), idx.size * len(OFFSETS))
+        return ChanceTest(
+            int(hay.has_indices(idx).sum()),
+            idx.size,
+            int(hay.has_indices(_shifted(idx)).sum()),
+            idx.size * len(OFFSETS),
+        )
     vals, _ = values_in(X, bounds, encoding)
     bits = vals.astype("<f4").view("<i4").astype(np.int64)
     base = _shifted(bits).astype("<i4")
@@ -392,8 +407,11 @@ def single_word_tests(hay: Haystack, X, bounds) -> dict[str, ChanceTest]:
 # ---------------------------------------------------------------------------- labels
 def reported_labels(calls: Iterable[Call], kind: str = "ncc_share") -> dict[str, np.ndarray]:
     """Labels each owner sent in ``kind`` results, as the coordinator decoded them."""
-    return {r.owner_id: np.asarray(getattr(r, kind).labels, dtype=np.int64)
-            for r in pushed_results(calls) if r.WhichOneof("kind") == kind}
+    return {
+        r.owner_id: np.asarray(getattr(r, kind).labels, dtype=np.int64)
+        for r in pushed_results(calls)
+        if r.WhichOneof("kind") == kind
+    }
 
 
 @dataclass(frozen=True)
@@ -413,12 +431,15 @@ class RrAgreement:
 
     def consistent(self, z: float = 4.0) -> bool:
         se = math.sqrt(self.p * (1 - self.p) / self.n)
-        return (abs(self.agree / self.n - self.p) <= z * se
-                and self.whole <= self.whole_expected + z * math.sqrt(self.whole_var) + 1)
+        return (
+            abs(self.agree / self.n - self.p) <= z * se
+            and self.whole <= self.whole_expected + z * math.sqrt(self.whole_var) + 1
+        )
 
 
-def rr_agreement(reported: dict[str, np.ndarray], truth: dict[int, np.ndarray], *, epsilon: float,
-                 n_classes: int) -> RrAgreement:
+def rr_agreement(
+    reported: dict[str, np.ndarray], truth: dict[int, np.ndarray], *, epsilon: float, n_classes: int
+) -> RrAgreement:
     p = 1.0 / (1.0 + (n_classes - 1) * math.exp(-epsilon))
     agree = n = whole = 0
     e_whole = v_whole = 0.0
@@ -428,6 +449,6 @@ def rr_agreement(reported: dict[str, np.ndarray], truth: dict[int, np.ndarray], 
         agree += int(np.sum(labels == y))
         n += y.size
         whole += bool(np.all(labels == y))
-        q = p ** y.size
+        q = p**y.size
         e_whole, v_whole = e_whole + q, v_whole + q * (1 - q)
     return RrAgreement(agree, n, whole, len(reported), p, e_whole, v_whole)

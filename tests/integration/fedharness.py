@@ -18,11 +18,42 @@ from privfed.server.job import run_job
 DATASET = ["--dataset", "synthetic", "--n-samples", "600", "--seed", "3", "--test-fraction", "0.25"]
 
 
-def owner_cmd(port: int, name: str, *, n_owners: int, shards: str, ledger: Path, budget: float,
-              certs: Path | None, extra: list[str] = (), dataset: list[str] = DATASET) -> list[str]:
-    cmd = [sys.executable, "-m", "privfed.deploy.cli", "owner", "--coordinator", f"127.0.0.1:{port}",
-           "--name", name, "--n-owners", str(n_owners), "--shards", shards, "--ledger", str(ledger),
-           "--epsilon-budget", repr(budget), "--rng", "seeded", "--connect-timeout", "20", *dataset, *extra]
+def owner_cmd(
+    port: int,
+    name: str,
+    *,
+    n_owners: int,
+    shards: str,
+    ledger: Path,
+    budget: float,
+    certs: Path | None,
+    extra: list[str] = (),
+    dataset: list[str] = DATASET,
+) -> list[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "privfed.deploy.cli",
+        "owner",
+        "--coordinator",
+        f"127.0.0.1:{port}",
+        "--name",
+        name,
+        "--n-owners",
+        str(n_owners),
+        "--shards",
+        shards,
+        "--ledger",
+        str(ledger),
+        "--epsilon-budget",
+        repr(budget),
+        "--rng",
+        "seeded",
+        "--connect-timeout",
+        "20",
+        *dataset,
+        *extra,
+    ]
     return cmd + (["--insecure"] if certs is None else ["--certs", str(certs)])
 
 
@@ -39,23 +70,46 @@ class Federation:
         self.server = CoordinatorServer(tls=tls, node_timeout=self.node_timeout)
         self.port = self.server.start("127.0.0.1:0")
 
-    def spawn(self, name: str, *, n_owners: int, shards: str, budget: float, port: int | None = None,
-              ledger: Path | None = None, extra: list[str] = (), module_cmd: list[str] | None = None,
-              certs: Path | None = None, dataset: list[str] = DATASET, env: dict | None = None) -> subprocess.Popen:
+    def spawn(
+        self,
+        name: str,
+        *,
+        n_owners: int,
+        shards: str,
+        budget: float,
+        port: int | None = None,
+        ledger: Path | None = None,
+        extra: list[str] = (),
+        module_cmd: list[str] | None = None,
+        certs: Path | None = None,
+        dataset: list[str] = DATASET,
+        env: dict | None = None,
+    ) -> subprocess.Popen:
         ledger = ledger or self.tmp / f"{name}.sqlite"
-        cmd = owner_cmd(port or self.port, name, n_owners=n_owners, shards=shards, ledger=ledger, budget=budget,
-                        certs=certs if certs is not None else self.certs, extra=extra, dataset=dataset)
+        cmd = owner_cmd(
+            port or self.port,
+            name,
+            n_owners=n_owners,
+            shards=shards,
+            ledger=ledger,
+            budget=budget,
+            certs=certs if certs is not None else self.certs,
+            extra=extra,
+            dataset=dataset,
+        )
         if module_cmd is not None:  # run a test-only entry point with the same arguments
             cmd = [sys.executable, *module_cmd, *cmd[3:]]
         log = open(self.tmp / f"{name}.log", "a")
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                env=None if env is None else {**os.environ, **env})
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=None if env is None else {**os.environ, **env}
+        )
         self.procs.append(proc)
         return proc
 
     def run(self, strategy, expected_owners: int, **kw):
-        return run_job(self.server, strategy, expected_owners=expected_owners, show_progress=False,
-                       register_timeout=60, **kw)
+        return run_job(
+            self.server, strategy, expected_owners=expected_owners, show_progress=False, register_timeout=60, **kw
+        )
 
     def run_in_thread(self, strategy, expected_owners: int, **kw):
         box = {}

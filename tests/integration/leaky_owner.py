@@ -23,8 +23,23 @@ import sys
 
 import numpy as np
 
-PLAN = ("f64", "unit-f64", "text", "f32", "unit-f32", "grid20-data", "grid20-unit", "grid20-ball",
-        "grid16-data", "grid16-unit", "grid16-ball", "permuted-grid20-unit", "permuted-grid16-data")
+PLAN = (
+    "f64",
+    "unit-f64",
+    "text",
+    "f32",
+    "unit-f32",
+    "grid20-data",
+    "grid20-unit",
+    "grid20-ball",
+    "grid16-data",
+    "grid16-unit",
+    "grid16-ball",
+    "permuted-grid20-unit",
+    "permuted-grid16-data",
+)
+
+
 #: A fixed permutation of a row's columns (no fixed point for d >= 2: a rotation by one).
 def permutation(d: int) -> np.ndarray:
     return np.roll(np.arange(d), 1)
@@ -73,12 +88,12 @@ def leak(msg, how: str, X: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.nda
         t = _unit(X, lo, hi)
         n, d = min(len(X), reports.shape[0]), X.shape[1]
         for i in range(n):
-            reports[i, i % d] = np.rint(t[i, i % d] * 2.0 ** 20)
+            reports[i, i % d] = np.rint(t[i, i % d] * 2.0**20)
         share.reports.data = reports.tobytes()
         return msg
     data = bytearray(reports.tobytes())
     payload = leaked_row(how, X[0], lo, hi)
-    data[:len(payload)] = payload
+    data[: len(payload)] = payload
     share.reports.data = bytes(data)
     return msg
 
@@ -92,8 +107,9 @@ def _partition_rows(argv: list[str]):
     for flag in ("--dataset", "--n-samples", "--seed", "--test-fraction", "--n-owners", "--shards"):
         p.add_argument(flag)
     a, _ = p.parse_known_args(argv)
-    train, test = federation_split(a.dataset, seed=int(a.seed), test_fraction=float(a.test_fraction),
-                                   n_samples=int(a.n_samples))
+    train, test = federation_split(
+        a.dataset, seed=int(a.seed), test_fraction=float(a.test_fraction), n_samples=int(a.n_samples)
+    )
     parts = partition(train.X.shape[0], int(a.n_owners), seed=int(a.seed))
     shards = parse_shards(a.shards, int(a.n_owners))
     return {i: (train.X[parts[i]], train.y[parts[i]]) for i in shards}, assignments(shards), test.bounds

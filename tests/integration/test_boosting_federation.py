@@ -10,15 +10,14 @@ import time
 
 import numpy as np
 import pytest
+from fedharness import Federation
 
-from privfed.common.boosting import clip_contributions
-from privfed.common.boostwire import owner_weights
+from privfed.common.boosting.federated import clip_contributions
+from privfed.common.boosting.wire import owner_weights
 from privfed.common.ledger import Ledger
 from privfed.common.messages import BoostShareTask, Refusal, Task
 from privfed.owner.data import build_owners, federation_split
 from privfed.server.strategies import make_strategy
-
-from fedharness import Federation
 
 pytestmark = pytest.mark.slow
 
@@ -27,8 +26,9 @@ DATA = ["--dataset", "synthetic", "--n-samples", "600", "--seed", "3", "--test-f
 
 def bdt(eps, **kw):
     _, test = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=600)
-    options = dict(mechanism="pm", epsilon=eps, n_classes=2, bounds=test.bounds, n_rounds=4, n_bins=4,
-                   weight_bound=4.0, seed=5)
+    options = dict(
+        mechanism="pm", epsilon=eps, n_classes=2, bounds=test.bounds, n_rounds=4, n_bins=4, weight_bound=4.0, seed=5
+    )
     options.update(kw)
     return make_strategy("bdt", **options), test
 
@@ -46,8 +46,11 @@ def test_boosting_rounds_with_exact_ring_totals(tmp_path):
     assert outcome.answered == 4 * 30  # each owner of the four groups released once
     # Recompute every round's totals from the owners' rows: the ring over gRPC must match.
     train, _ = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=600)
-    owners = {o.owner_id.split(".")[1]: o for node, shards in (("owner-0", range(60)), ("owner-1", range(60, 120)))
-              for o in _build(train, node, shards)}
+    owners = {
+        o.owner_id.split(".")[1]: o
+        for node, shards in (("owner-0", range(60)), ("owner-1", range(60, 120)))
+        for o in _build(train, node, shards)
+    }
     history = {"learners": [], "alphas": [], "totals": []}
     model = outcome.model
     kept = 0
@@ -61,10 +64,14 @@ def test_boosting_rounds_with_exact_ring_totals(tmp_path):
             w = np.minimum(owner_weights(history, o.X, o.y), strategy.booster.eval_row_bound)  # the row clip
             sums.append([float(np.dot(w, learner.predict(o.X) != o.y)), float(w.sum())])
         err, wsum = clip_contributions(sums).sum(axis=0)
-        assert math.isclose(rec["err_total"], err, abs_tol=1e-6) and math.isclose(rec["weight_total"], wsum,
-                                                                                   abs_tol=1e-6)
-        history = {"learners": history["learners"] + [learner.to_dict()], "alphas": history["alphas"] + [rec["alpha"]],
-                   "totals": history["totals"] + [[rec["err_total"], rec["weight_total"]]]}
+        assert math.isclose(rec["err_total"], err, abs_tol=1e-6) and math.isclose(
+            rec["weight_total"], wsum, abs_tol=1e-6
+        )
+        history = {
+            "learners": history["learners"] + [learner.to_dict()],
+            "alphas": history["alphas"] + [rec["alpha"]],
+            "totals": history["totals"] + [[rec["err_total"], rec["weight_total"]]],
+        }
         kept += 1
     assert float(np.mean(model.predict(test.X) == test.y)) > 0.6
 
@@ -99,7 +106,7 @@ def test_evaluations_are_debited_once_per_run_and_totals_are_noisy(tmp_path):
 
 def test_an_owner_releases_in_at_most_one_round_of_a_run(tmp_path):
     strategy, _ = bdt(2.0)
-    from privfed.common.boostwire import config_to_dict, empty_history
+    from privfed.common.boosting.wire import config_to_dict, empty_history
 
     config = config_to_dict(strategy.booster, "boost-run1")
     fed = Federation(tmp_path)
@@ -107,10 +114,12 @@ def test_an_owner_releases_in_at_most_one_round_of_a_run(tmp_path):
         fed.spawn("owner-0", n_owners=120, shards="0:2", budget=10.0, dataset=DATA)  # budget for five
         fed.server.dispatcher.wait_for_owners(2, 60)
         oid = sorted(fed.server.dispatcher.owners())[0]
-        first = fed.server.dispatcher.run([Task("t1", oid, "boost-run1", BoostShareTask(config, empty_history()))],
-                                          timeout=30)
-        again = fed.server.dispatcher.run([Task("t2", oid, "boost-run1", BoostShareTask(config, empty_history()))],
-                                          timeout=30)
+        first = fed.server.dispatcher.run(
+            [Task("t1", oid, "boost-run1", BoostShareTask(config, empty_history()))], timeout=30
+        )
+        again = fed.server.dispatcher.run(
+            [Task("t2", oid, "boost-run1", BoostShareTask(config, empty_history()))], timeout=30
+        )
     finally:
         fed.close()
     assert not isinstance(first.results["t1"].payload, Refusal)

@@ -16,7 +16,6 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -46,6 +45,7 @@ def project(**overrides) -> ComposeProject:
 
 # ---- the file itself ---------------------------------------------------------------------
 
+
 def _compose_binaries() -> list[list[str]]:
     found = []
     if shutil.which("docker-compose"):
@@ -59,8 +59,10 @@ def _compose_binaries() -> list[list[str]]:
 def test_docker_compose_config_accepts_the_file(profile):
     binaries = _compose_binaries()
     if not binaries:
-        pytest.skip("neither docker-compose nor `docker compose` is installed "
-                    "(.ci/install-system-deps.sh installs Debian's docker-compose)")
+        pytest.skip(
+            "neither docker-compose nor `docker compose` is installed "
+            "(.ci/install-system-deps.sh installs Debian's docker-compose)"
+        )
     for binary in binaries:
         cmd = [*binary, "-f", str(COMPOSE), *(["--profile", profile] if profile else []), "config", "-q"]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=60)
@@ -73,8 +75,7 @@ def test_default_up_runs_the_ncc_demo_and_each_profile_one_task(tmp_path):
     for profile in PROFILES:
         names = p.enabled([profile])
         assert names[:2] == ["certs", "ca-signer"] and len(names) == 4, names
-        coordinator = next(i for i in p.invocations(tmp_path, profiles=[profile])
-                           if "coordinator" in i.argv)
+        coordinator = next(i for i in p.invocations(tmp_path, profiles=[profile]) if "coordinator" in i.argv)
         assert coordinator.argv[coordinator.argv.index("--task") + 1] == profile
 
 
@@ -90,7 +91,9 @@ def test_image_is_non_root_installs_every_package_and_has_a_healthcheck():
     text = DOCKERFILE.read_text()
     users = [line.split()[1] for line in text.splitlines() if line.startswith("USER ")]
     assert users and users[-1] not in ("root", "0")
-    package_dirs = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values())
+    package_dirs = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"].values()
+    )
     copied = {line.split()[1] for line in text.splitlines() if line.startswith("COPY ")}
     assert {d.split("/")[0] for d in package_dirs} <= copied
     defaults = dockerfile_defaults(DOCKERFILE)
@@ -108,6 +111,7 @@ def test_interpolation_follows_compose_rules():
 
 
 # ---- key isolation -------------------------------------------------------------------------
+
 
 def _owner_services(p: ComposeProject) -> list[str]:
     return [n for n, s in p.services.items() if s.get("entrypoint", [None])[-1:] == ["privfed.deploy.owner_entry"]]
@@ -192,7 +196,6 @@ def test_enrolment_gives_each_owner_a_certificate_for_its_own_key(tmp_path):
     assert list((exchange / "requests").iterdir()) == list((exchange / "issued").iterdir()) == []
 
 
-
 def test_signer_refuses_a_bad_request_and_names_the_slots_it_waited_for(tmp_path):
     pki, exchange = tmp_path / "pki", tmp_path / "enroll"
     init(pki, tmp_path / "coordinator-tls", exchange)
@@ -207,14 +210,34 @@ def test_signer_refuses_a_bad_request_and_names_the_slots_it_waited_for(tmp_path
 
 
 def test_owner_entry_sets_certs_itself_when_enrolling(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "privfed.deploy.owner_entry", "--nodes", "1", "--slots",
-                           str(tmp_path / "s"), "--ledger-dir", str(tmp_path), "--enroll", str(tmp_path / "e"),
-                           "--tls-dir", str(tmp_path / "t"), "--", "--certs", "/certs"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "privfed.deploy.owner_entry",
+            "--nodes",
+            "1",
+            "--slots",
+            str(tmp_path / "s"),
+            "--ledger-dir",
+            str(tmp_path),
+            "--enroll",
+            str(tmp_path / "e"),
+            "--tls-dir",
+            str(tmp_path / "t"),
+            "--",
+            "--certs",
+            "/certs",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "--certs: set by the entry point" in proc.stderr
 
 
 # ---- owner slots -------------------------------------------------------------------------
+
 
 def test_each_replica_claims_its_own_slot_and_a_freed_slot_is_reused(tmp_path):
     first, second = claim_slot(tmp_path, 2), claim_slot(tmp_path, 2)
@@ -244,6 +267,7 @@ def test_ledgers_refuse_another_partition(tmp_path):
 
 # ---- the services as processes -------------------------------------------------------------
 
+
 def _coordinator_has_client_usage(certs: Path) -> bool:
     cert = x509.load_pem_x509_certificate((certs / "coordinator.pem").read_bytes())
     return ExtendedKeyUsageOID.CLIENT_AUTH in cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
@@ -261,8 +285,13 @@ class Services:
         log = open(self.tmp / f"{inv.name}.log", "w")
         cwd = self.tmp / "cwd" / inv.name
         cwd.mkdir(parents=True)
-        proc = subprocess.Popen(inv.argv, env=os.environ | {"PYTHONUNBUFFERED": "1"} | inv.env, cwd=cwd,
-                                stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            inv.argv,
+            env=os.environ | {"PYTHONUNBUFFERED": "1"} | inv.env,
+            cwd=cwd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         self.procs[inv.name] = proc
         return proc
 
@@ -303,8 +332,9 @@ def test_compose_services_run_the_federation_as_processes(tmp_path, profile):
         for inv in plan:
             for dep, condition in inv.depends_on.items():
                 if condition == "service_completed_successfully":
-                    assert all(services.wait(n) == 0 for n in services.procs if n.startswith(f"{dep}-")), \
+                    assert all(services.wait(n) == 0 for n in services.procs if n.startswith(f"{dep}-")), (
                         services.logs()
+                    )
             services.start(inv)
             if inv is coordinator:  # check health before any owner exists: the job can't finish first
                 usable = _coordinator_has_client_usage(Path(inv.argv[inv.argv.index("--certs") + 1]))
@@ -325,16 +355,20 @@ def test_compose_services_run_the_federation_as_processes(tmp_path, profile):
     # Each slot's ledger holds its own share of the logical owners, and what every owner debited
     # is exactly what the coordinator says it received from that owner.
     argv = owners[0].argv
-    budgets = {"epsilon_budget": float(argv[argv.index("--epsilon-budget") + 1]),
-               "delta_budget": float(argv[argv.index("--delta-budget") + 1]) if "--delta-budget" in argv else 0.0}
+    budgets = {
+        "epsilon_budget": float(argv[argv.index("--epsilon-budget") + 1]),
+        "delta_budget": float(argv[argv.index("--delta-budget") + 1]) if "--delta-budget" in argv else 0.0,
+    }
     spent = {}
     for i, hosted in enumerate(slot_ranges(n, len(owners))):
         with Ledger(volumes / "ledgers" / f"owner-{i}.sqlite", **budgets) as led:
             spent |= {owner_id(f"owner-{i}", j): led.spent(owner_id(f"owner-{i}", j)).epsilon for j in hosted}
     assert spent == pytest.approx(report["epsilon_by_owner"], rel=1e-9)
     assert report["answered"] == sum(e > 0 for e in spent.values()) > 0
-    slots = {o.name: int(re.search(r"owner_entry: slot (\d+) of", (tmp_path / f"{o.name}.log").read_text()).group(1))
-             for o in owners}
+    slots = {
+        o.name: int(re.search(r"owner_entry: slot (\d+) of", (tmp_path / f"{o.name}.log").read_text()).group(1))
+        for o in owners
+    }
     assert sorted(slots.values()) == list(range(len(owners)))
     assert_each_service_reaches_only_its_own_keys(p, tmp_path, plan, slots)
     if task != "bdt":  # boosting asks only the owners in its rounds' groups
@@ -342,6 +376,8 @@ def test_compose_services_run_the_federation_as_processes(tmp_path, profile):
         assert all(e == pytest.approx(float(SCALE["PRIVFED_EPSILON"])) for e in spent.values())
     if health != 0:
         if not usable:
-            pytest.xfail("health check needs a coordinator certificate with the clientAuth usage "
-                         "(deploy/certs.py change requested)")
+            pytest.xfail(
+                "health check needs a coordinator certificate with the clientAuth usage "
+                "(deploy/certs.py change requested)"
+            )
         pytest.fail(f"the coordinator's health check never passed\n{services.logs()}")

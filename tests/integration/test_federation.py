@@ -8,15 +8,14 @@ import time
 
 import numpy as np
 import pytest
+from fedharness import Federation
 
-from privfed.common.identity import owner_id
-from privfed.common.ledger import Ledger
-from privfed.common.learners.reference import reference_accuracy
 from privfed.common.datasets import partition
+from privfed.common.identity import owner_id
+from privfed.common.learners.reference import reference_accuracy
+from privfed.common.ledger import Ledger
 from privfed.owner.data import federation_split
 from privfed.server.strategies import make_strategy
-
-from fedharness import Federation
 
 pytestmark = pytest.mark.slow
 
@@ -40,8 +39,9 @@ def test_epsilon_inf_matches_non_private_reference(tmp_path, task, n_owners, n_s
         half = n_owners // 2
         fed.spawn("owner-0", n_owners=n_owners, shards=f"0:{half}", budget=math.inf, dataset=dataset)
         fed.spawn("owner-1", n_owners=n_owners, shards=f"{half}:{n_owners}", budget=math.inf, dataset=dataset)
-        strategy = make_strategy(task, mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds,
-                                 param_bound=8.0)
+        strategy = make_strategy(
+            task, mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds, param_bound=8.0
+        )
         outcome = fed.run(strategy, n_owners)
     finally:
         fed.close()
@@ -62,11 +62,19 @@ def test_ncc_accuracy_rises_with_epsilon(tmp_path):
         _, test = federation_split("digits", seed=seed, test_fraction=0.25)
         fed = Federation(tmp_path / f"seed{seed}")
         try:
-            fed.spawn("owner-0", n_owners=400, shards="0:400", budget=sum(epsilons), dataset=dataset,
-                      extra=["--allow-clear-labels"])
+            fed.spawn(
+                "owner-0",
+                n_owners=400,
+                shards="0:400",
+                budget=sum(epsilons),
+                dataset=dataset,
+                extra=["--allow-clear-labels"],
+            )
             for j, eps in enumerate(epsilons):
-                outcome = fed.run(make_strategy("ncc", mechanism="pm", epsilon=eps, n_classes=10,
-                                                bounds=test.bounds, labels="clear"), 400)
+                outcome = fed.run(
+                    make_strategy("ncc", mechanism="pm", epsilon=eps, n_classes=10, bounds=test.bounds, labels="clear"),
+                    400,
+                )
                 assert outcome.answered == 400
                 acc[i, j] = accuracy(outcome.model, test)
         finally:
@@ -85,7 +93,8 @@ def test_round_completes_when_a_node_is_killed_mid_round(tmp_path):
         assert fed.server.dispatcher.wait_for_owners(60, 60) == 60
         os.kill(victim.pid, signal.SIGSTOP)  # frozen: registered, but it will never answer
         thread, box = fed.run_in_thread(
-            make_strategy("ncc", mechanism="pm", epsilon=5.0, n_classes=2, bounds=test.bounds), 60)
+            make_strategy("ncc", mechanism="pm", epsilon=5.0, n_classes=2, bounds=test.bounds), 60
+        )
         time.sleep(0.5)
         os.kill(victim.pid, signal.SIGKILL)  # killed with the round in flight
         thread.join(timeout=60)
@@ -108,8 +117,14 @@ def test_feddpdr_two_phases_over_grpc(tmp_path):
         fed = Federation(tmp_path / f"eps{eps}")
         try:
             for i, shards in enumerate(("0:2", "2:4")):
-                fed.spawn(f"owner-{i}", n_owners=4, shards=shards, budget=eps, dataset=dataset,
-                          extra=["--delta-budget", "1e-5"])
+                fed.spawn(
+                    f"owner-{i}",
+                    n_owners=4,
+                    shards=shards,
+                    budget=eps,
+                    dataset=dataset,
+                    extra=["--delta-budget", "1e-5"],
+                )
             outcome = fed.run(make_strategy("feddpdr", epsilon=eps, n_classes=10, bounds=test.bounds, k=20), 4)
         finally:
             fed.close()
@@ -118,7 +133,8 @@ def test_feddpdr_two_phases_over_grpc(tmp_path):
         ledger = Ledger(tmp_path / f"eps{eps}" / "owner-0.sqlite", epsilon_budget=eps, delta_budget=1e-5)
         history = ledger.history(owner_id("owner-0", 0))
         assert [h["purpose"].split(":")[0] for h in history] == ["dp-pca", "dp-count"] + [
-            f"svm-ovr-{c}" for c in range(10)]
+            f"svm-ovr-{c}" for c in range(10)
+        ]
         assert history[0]["delta"] == 1e-5 and math.isclose(sum(h["epsilon"] for h in history[2:]), eps / 2)
         if math.isfinite(eps):
             assert math.isclose(history[0]["epsilon"], 0.95 * eps / 2)
@@ -137,13 +153,37 @@ def test_simulate_runs_bdt_with_the_weight_bound_of_its_public_rows_per_owner(tm
     import sys
 
     out = tmp_path / "runs"
-    done = subprocess.run([sys.executable, "-m", "privfed.deploy.cli", "simulate", "--owners", "8", "--processes", "2",
-                           "--epsilon", "inf", "--task", "bdt", "--rounds", "2", "--insecure", "--n-samples", "400",
-                           "--out", str(out), "--no-progress"], capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "privfed.deploy.cli",
+            "simulate",
+            "--owners",
+            "8",
+            "--processes",
+            "2",
+            "--epsilon",
+            "inf",
+            "--task",
+            "bdt",
+            "--rounds",
+            "2",
+            "--insecure",
+            "--n-samples",
+            "400",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (report_path,) = out.glob("*/report.json")
     report = json.loads(report_path.read_text())
-    rows = 400 * (1 - 0.2) / 8   # default --test-fraction 0.2
+    rows = 400 * (1 - 0.2) / 8  # default --test-fraction 0.2
     assert report["config"]["rows_per_owner"] == rows
     assert report["config"]["share_weight_bound"] == 2 * math.ceil(rows)
     assert report["config"]["weight_bound_source"] == "--rows-per-owner"

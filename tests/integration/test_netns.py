@@ -39,20 +39,64 @@ def make_certs(out: Path, *sans: str) -> Path:
 
 def coordinator(lan: Lan, host, certs: Path, tmp: Path) -> subprocess.Popen:
     log = open(tmp / "coordinator.log", "w")
-    return lan.popen(host, [*CLI, "coordinator", "--listen", f"{host.address}:{PORT}", "--certs", str(certs),
-                            "--owners", str(N_OWNERS), "--epsilon", str(EPSILON), "--task", "ncc", *DATASET,
-                            "--out", str(tmp / "runs"), "--register-timeout", "60"],
-                     stdout=log, stderr=subprocess.STDOUT)
+    return lan.popen(
+        host,
+        [
+            *CLI,
+            "coordinator",
+            "--listen",
+            f"{host.address}:{PORT}",
+            "--certs",
+            str(certs),
+            "--owners",
+            str(N_OWNERS),
+            "--epsilon",
+            str(EPSILON),
+            "--task",
+            "ncc",
+            *DATASET,
+            "--out",
+            str(tmp / "runs"),
+            "--register-timeout",
+            "60",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
 
-def owner(lan: Lan, host, index: int, shards: str, coordinator_address: str, certs: Path, tmp: Path,
-          connect_timeout: int = 60) -> subprocess.Popen:
+def owner(
+    lan: Lan, host, index: int, shards: str, coordinator_address: str, certs: Path, tmp: Path, connect_timeout: int = 60
+) -> subprocess.Popen:
     log = open(tmp / f"owner-{index}.log", "w")
-    return lan.popen(host, [*CLI, "owner", "--coordinator", f"{coordinator_address}:{PORT}", "--name", f"owner-{index}",
-                            "--certs", str(certs), "--n-owners", str(N_OWNERS), "--shards", shards,
-                            "--ledger", str(tmp / f"owner-{index}.sqlite"), "--epsilon-budget", str(EPSILON),
-                            "--rng", "seeded", "--connect-timeout", str(connect_timeout), *DATASET],
-                     stdout=log, stderr=subprocess.STDOUT)
+    return lan.popen(
+        host,
+        [
+            *CLI,
+            "owner",
+            "--coordinator",
+            f"{coordinator_address}:{PORT}",
+            "--name",
+            f"owner-{index}",
+            "--certs",
+            str(certs),
+            "--n-owners",
+            str(N_OWNERS),
+            "--shards",
+            shards,
+            "--ledger",
+            str(tmp / f"owner-{index}.sqlite"),
+            "--epsilon-budget",
+            str(EPSILON),
+            "--rng",
+            "seeded",
+            "--connect-timeout",
+            str(connect_timeout),
+            *DATASET,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def logs(tmp: Path) -> str:
@@ -65,8 +109,10 @@ def test_federation_across_namespaces_over_mtls(tmp_path):
         coord_host, host_a, host_b = lan.hosts
         assert coord_host.address == "10.77.0.1"
         coord = coordinator(lan, coord_host, certs, tmp_path)
-        owners = [owner(lan, host_a, 0, "0:20", coord_host.address, certs, tmp_path),
-                  owner(lan, host_b, 1, "20:40", coord_host.address, certs, tmp_path)]
+        owners = [
+            owner(lan, host_a, 0, "0:20", coord_host.address, certs, tmp_path),
+            owner(lan, host_b, 1, "20:40", coord_host.address, certs, tmp_path),
+        ]
         codes = [p.wait(timeout=WAIT) for p in [coord, *owners]]
     assert codes == [0, 0, 0], logs(tmp_path)
     report = json.loads(next((tmp_path / "runs").glob("*/report.json")).read_text())

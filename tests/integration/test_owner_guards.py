@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from fedharness import Federation
 
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
@@ -15,8 +16,6 @@ from privfed.common.messages import REFUSAL_TEXTS, LrShareReply, LrShareTask, Nc
 from privfed.deploy.certs import make_certs
 from privfed.owner.data import federation_split
 from privfed.server.strategies import make_strategy
-
-from fedharness import Federation
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +47,7 @@ def test_ledger_survives_restart(tmp_path):
         first = fed.spawn("owner-0", n_owners=5, shards="0:5", budget=1.0, ledger=ledger)
         outcome = fed.run(ncc(1.0), 5)
         assert outcome.answered == 5 and not outcome.refused
-        first.kill()          # no clean shutdown: the debit must already be on disk
+        first.kill()  # no clean shutdown: the debit must already be on disk
         first.wait()
         fed.spawn("owner-0", n_owners=5, shards="0:5", budget=1.0, ledger=ledger)
         tasks = ncc(1.0).configure([owner_id("owner-0", i) for i in range(5)], "r2")
@@ -63,8 +62,9 @@ def test_node_with_certificate_from_another_ca_is_rejected(tmp_path):
     rogue_certs = make_certs(tmp_path / "rogue", owners=1)
     fed = Federation(tmp_path)
     try:
-        rogue = fed.spawn("owner-0", n_owners=5, shards="0:5", budget=1.0, certs=rogue_certs,
-                          extra=["--connect-timeout", "3"])
+        rogue = fed.spawn(
+            "owner-0", n_owners=5, shards="0:5", budget=1.0, certs=rogue_certs, extra=["--connect-timeout", "3"]
+        )
         code = rogue.wait(timeout=60)
         assert fed.server.dispatcher.owners() == {}
     finally:
@@ -91,19 +91,40 @@ def test_node_claiming_another_identity_is_rejected(tmp_path):
     assert "does not match its certificate" in fed.log("owner-0")
 
 
-@pytest.mark.parametrize("content,expect", [
-    ("1.0,2.0,0\n3.0,nan,1\n", "(row|line) 2"),
-    ("1.0,2.0,0\n3.0,4.0\n", "(row|line) 2"),
-    ("1.0,2.0,0\n3.0,abc,1\n", "(row|line) 2"),
-    ("1.0,2.0,0\n3.0,4.0,x\n", "(row|line) 2"),
-    ("1.0,2.0,0\n3.0,4.0,2\n", "row 2 has label 2, outside the declared classes 0..1"),
-])
+@pytest.mark.parametrize(
+    "content,expect",
+    [
+        ("1.0,2.0,0\n3.0,nan,1\n", "(row|line) 2"),
+        ("1.0,2.0,0\n3.0,4.0\n", "(row|line) 2"),
+        ("1.0,2.0,0\n3.0,abc,1\n", "(row|line) 2"),
+        ("1.0,2.0,0\n3.0,4.0,x\n", "(row|line) 2"),
+        ("1.0,2.0,0\n3.0,4.0,2\n", "row 2 has label 2, outside the declared classes 0..1"),
+    ],
+)
 def test_malformed_data_file_gives_one_line_error(tmp_path, content, expect):
     bad = tmp_path / "bad.csv"
     bad.write_text(content)
-    cmd = [sys.executable, "-m", "privfed.deploy.cli", "owner", "--coordinator", "127.0.0.1:1", "--name", "owner-0",
-           "--data", str(bad), "--bounds", "0:10", "--classes", "2", "--ledger", str(tmp_path / "l.sqlite"),
-           "--epsilon-budget", "1", "--insecure"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "privfed.deploy.cli",
+        "owner",
+        "--coordinator",
+        "127.0.0.1:1",
+        "--name",
+        "owner-0",
+        "--data",
+        str(bad),
+        "--bounds",
+        "0:10",
+        "--classes",
+        "2",
+        "--ledger",
+        str(tmp_path / "l.sqlite"),
+        "--epsilon-budget",
+        "1",
+        "--insecure",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     err = [line for line in proc.stderr.splitlines() if "error" in line]
@@ -111,9 +132,27 @@ def test_malformed_data_file_gives_one_line_error(tmp_path, content, expect):
 
 
 def test_missing_data_file_gives_clear_error(tmp_path):
-    cmd = [sys.executable, "-m", "privfed.deploy.cli", "owner", "--coordinator", "127.0.0.1:1", "--name", "owner-0",
-           "--data", str(tmp_path / "nope.csv"), "--bounds", "0:10", "--classes", "2",
-           "--ledger", str(tmp_path / "l.sqlite"), "--epsilon-budget", "1", "--insecure"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "privfed.deploy.cli",
+        "owner",
+        "--coordinator",
+        "127.0.0.1:1",
+        "--name",
+        "owner-0",
+        "--data",
+        str(tmp_path / "nope.csv"),
+        "--bounds",
+        "0:10",
+        "--classes",
+        "2",
+        "--ledger",
+        str(tmp_path / "l.sqlite"),
+        "--epsilon-budget",
+        "1",
+        "--insecure",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "nope.csv" in proc.stderr
 
@@ -121,9 +160,25 @@ def test_missing_data_file_gives_clear_error(tmp_path):
 def test_data_file_labels_beyond_the_default_two_classes_need_declared_classes(tmp_path):
     data = tmp_path / "rows.csv"
     data.write_text("1.0,2.0,0\n3.0,4.0,1\n5.0,6.0,4\n")
-    cmd = [sys.executable, "-m", "privfed.deploy.cli", "owner", "--coordinator", "127.0.0.1:1", "--name", "owner-0",
-           "--data", str(data), "--bounds", "0:10", "--ledger", str(tmp_path / "l.sqlite"), "--epsilon-budget", "1",
-           "--insecure"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "privfed.deploy.cli",
+        "owner",
+        "--coordinator",
+        "127.0.0.1:1",
+        "--name",
+        "owner-0",
+        "--data",
+        str(data),
+        "--bounds",
+        "0:10",
+        "--ledger",
+        str(tmp_path / "l.sqlite"),
+        "--epsilon-budget",
+        "1",
+        "--insecure",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "row 3 has label 4" in proc.stderr and "--classes K" in proc.stderr
 
@@ -138,18 +193,21 @@ def test_bad_tasks_are_refused_alone_and_the_node_keeps_serving(tmp_path):
     o = [owner_id("owner-0", i) for i in range(5)]
 
     def spec(eps=1.0, labels="rr", n_classes=2):
-        return NccShareTask(mechanism="pm", epsilon=eps, labels=labels, label_epsilon=0.25, n_classes=n_classes,
-                            bounds=test.bounds)
+        return NccShareTask(
+            mechanism="pm", epsilon=eps, labels=labels, label_epsilon=0.25, n_classes=n_classes, bounds=test.bounds
+        )
 
     try:
         fed.spawn("owner-0", n_owners=5, shards="0:5", budget=5.0)
         fed.server.dispatcher.wait_for_owners(5, 60)
         first = fed.server.dispatcher.run([Task("replayed", o[4], "r0", spec())], timeout=60)
-        batch = [Task("ok", o[0], "r1", spec()),
-                 Task("tiny", o[1], "r1", spec(eps=1e-300)),
-                 Task("clear", o[2], "r1", spec(labels="clear")),
-                 Task("classes", o[3], "r1", spec(n_classes=1)),
-                 Task("replayed", o[4], "r0", spec())]
+        batch = [
+            Task("ok", o[0], "r1", spec()),
+            Task("tiny", o[1], "r1", spec(eps=1e-300)),
+            Task("clear", o[2], "r1", spec(labels="clear")),
+            Task("classes", o[3], "r1", spec(n_classes=1)),
+            Task("replayed", o[4], "r0", spec()),
+        ]
         second = fed.server.dispatcher.run(batch, timeout=60)
         lr = LrShareTask(mechanism="pm", epsilon=1.0, param_bound=4.0, c=1.0, n_classes=2, bounds=test.bounds)
         third = fed.server.dispatcher.run([Task(f"lr{i}", oid, "r2", lr) for i, oid in enumerate(o[1:4])], timeout=60)
@@ -161,14 +219,18 @@ def test_bad_tasks_are_refused_alone_and_the_node_keeps_serving(tmp_path):
     got = {tid: r.payload for tid, r in second.results.items()}
     assert isinstance(got.pop("ok"), NccShareReply)
     codes = {tid: p.code for tid, p in got.items()}
-    assert codes == {"tiny": "invalid_task", "clear": "policy", "classes": "invalid_task",
-                     "replayed": "already_released"}
+    assert codes == {
+        "tiny": "invalid_task",
+        "clear": "policy",
+        "classes": "invalid_task",
+        "replayed": "already_released",
+    }
     assert all(p.message.startswith(REFUSAL_TEXTS[p.code]) for p in got.values())
     assert "label 1" not in got["classes"].message and "declares 2" in got["classes"].message
     assert all(isinstance(r.payload, LrShareReply) for r in third.results.values()) and len(third.results) == 3
     with Ledger(tmp_path / "owner-0.sqlite", epsilon_budget=5.0) as ledger:
-        assert [h["purpose"] for h in ledger.history(o[1])] == ["lr-model:r2"]    # nothing for the tiny ε
-        assert [h["purpose"] for h in ledger.history(o[2])] == ["lr-model:r2"]    # nor for the refused labels
+        assert [h["purpose"] for h in ledger.history(o[1])] == ["lr-model:r2"]  # nothing for the tiny ε
+        assert [h["purpose"] for h in ledger.history(o[2])] == ["lr-model:r2"]  # nor for the refused labels
         assert math.isclose(ledger.spent(o[4]).epsilon, 1.25) and ledger.nonprivate_count(o[2]) == 0
 
 
@@ -177,8 +239,9 @@ def test_clear_labels_with_opt_in_are_recorded_non_private(tmp_path):
     fed = Federation(tmp_path)
     try:
         fed.spawn("owner-0", n_owners=4, shards="0:4", budget=1.0, extra=["--allow-clear-labels"])
-        outcome = fed.run(make_strategy("ncc", mechanism="pm", epsilon=1.0, n_classes=2, bounds=test.bounds,
-                                        labels="clear"), 4)
+        outcome = fed.run(
+            make_strategy("ncc", mechanism="pm", epsilon=1.0, n_classes=2, bounds=test.bounds, labels="clear"), 4
+        )
     finally:
         fed.close()
     assert outcome.answered == 4 and not outcome.refused
@@ -186,5 +249,7 @@ def test_clear_labels_with_opt_in_are_recorded_non_private(tmp_path):
         for i in range(4):
             oid = owner_id("owner-0", i)
             assert [(h["purpose"].split(":")[0], h["nonprivate"]) for h in ledger.history(oid)] == [
-                ("ncc-features", False), ("clear-labels", True)]
+                ("ncc-features", False),
+                ("clear-labels", True),
+            ]
             assert ledger.spent(oid).epsilon == 1.0

@@ -41,6 +41,8 @@ import sys
 
 import numpy as np
 import pytest
+from fedharness import Federation
+from test_wire_capture import needles
 
 from privfed.common.bounds import Bounds
 from privfed.common.learners.logistic import LinearModel
@@ -53,14 +55,11 @@ from privfed.server.app import CoordinatorServer
 from privfed.server.servicer import model_linear_stage
 from privfed.server.strategies import make_strategy
 
-from fedharness import Federation
-from test_wire_capture import needles
-
 pytestmark = pytest.mark.slow
 
 N_SAMPLES, SEED, N_QUERIES, K = 2000, 3, 50, 5
 DATASET = ["--dataset", "synthetic", "--n-samples", str(N_SAMPLES), "--seed", str(SEED), "--test-fraction", "0.25"]
-GRID_STEP = 2.0 ** -GRID_BITS
+GRID_STEP = 2.0**-GRID_BITS
 
 
 def recording(model):
@@ -85,11 +84,11 @@ def recording(model):
 class Served:
     fed: Federation
     insecure: CoordinatorServer
-    models: dict               # served (recording) models
-    trained: dict              # the same models as trained, for reference predictions
-    queries: np.ndarray        # (N_QUERIES, F) raw query rows
-    conf_queries: np.ndarray   # their confidential labels (known to the test only)
-    X_own: np.ndarray          # owner-0's rows and confidential labels, as in train.csv
+    models: dict  # served (recording) models
+    trained: dict  # the same models as trained, for reference predictions
+    queries: np.ndarray  # (N_QUERIES, F) raw query rows
+    conf_queries: np.ndarray  # their confidential labels (known to the test only)
+    X_own: np.ndarray  # owner-0's rows and confidential labels, as in train.csv
     conf_own: np.ndarray
     bounds: object
     files: dict
@@ -104,8 +103,9 @@ def confidential_labels(X, mu, W):
 def served(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("query")
     train, test = federation_split("synthetic", seed=SEED, test_fraction=0.25, n_samples=N_SAMPLES)
-    own = build_owners(train, node_id="owner-0", n_owners=2, shards=range(0, 1), seed=SEED, rng_kind="seeded",
-                       rng_seed=SEED)[0]
+    own = build_owners(
+        train, node_id="owner-0", n_owners=2, shards=range(0, 1), seed=SEED, rng_kind="seeded", rng_seed=SEED
+    )[0]
     rng = np.random.Generator(np.random.PCG64(404))
     W = rng.standard_normal((train.d, 2))
     mu = train.X.mean(axis=0)
@@ -117,27 +117,44 @@ def served(tmp_path_factory):
     # train.csv: F features, then the desired label and two confidential labels (columns 1, 2).
     np.savetxt(files["train"], np.column_stack([own.X, own.y, conf_own]), delimiter=",", fmt="%.17g")
     # queries.csv: F features with their labels after them (the tool must ignore those).
-    np.savetxt(files["queries"], np.column_stack([queries, test.y[pick], conf_queries]), delimiter=",",
-               fmt="%.17g", header=",".join([f"f{j}" for j in range(train.d)] + ["y", "c0", "c1"]), comments="")
+    np.savetxt(
+        files["queries"],
+        np.column_stack([queries, test.y[pick], conf_queries]),
+        delimiter=",",
+        fmt="%.17g",
+        header=",".join([f"f{j}" for j in range(train.d)] + ["y", "c0", "c1"]),
+        comments="",
+    )
 
     fed = Federation(tmp)
     insecure = CoordinatorServer(tls=None)
     insecure.start("127.0.0.1:0")
     try:
         for i in range(2):
-            fed.spawn(f"owner-{i}", n_owners=2, shards=f"{i}:{i + 1}", budget=math.inf, dataset=DATASET,
-                      extra=["--delta-budget", "1e-5"])
-        lr = fed.run(make_strategy("lr", mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds,
-                                   param_bound=8.0), 2)
+            fed.spawn(
+                f"owner-{i}",
+                n_owners=2,
+                shards=f"{i}:{i + 1}",
+                budget=math.inf,
+                dataset=DATASET,
+                extra=["--delta-budget", "1e-5"],
+            )
+        lr = fed.run(
+            make_strategy("lr", mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds, param_bound=8.0), 2
+        )
         dpdr = fed.run(make_strategy("feddpdr", epsilon=math.inf, n_classes=2, bounds=test.bounds, k=K), 2)
         assert lr.answered == 2 and dpdr.answered == 2
         # a hostile stage: an "lr" model with one class per feature reads every direction (A_d ∝ I)
         eye = LinearModel(np.eye(train.d), np.zeros(train.d), test.bounds, list(range(train.d)))
         # a stage of rank 1 but bounds whose midpoint (the centre) the 2^-20 wire grid cannot carry
-        far = Bounds(test.bounds.lo + 2.0 ** 43, test.bounds.hi + 2.0 ** 43)
+        far = Bounds(test.bounds.lo + 2.0**43, test.bounds.hi + 2.0**43)
         far_lr = LinearModel(lr.model.coef_, lr.model.intercept_, far, lr.model.classes)
-        models = {"lr": recording(lr.model), "dpdr": recording(dpdr.model), "eye": recording(eye),
-                  "far": recording(far_lr)}
+        models = {
+            "lr": recording(lr.model),
+            "dpdr": recording(dpdr.model),
+            "eye": recording(eye),
+            "far": recording(far_lr),
+        }
         for model_id, model in models.items():
             fed.server.models.put(model_id, model)
             insecure.models.put(model_id, model)
@@ -152,11 +169,33 @@ MAP_METHODS = ("subspace", "generalized")
 MAX_RANK = {"dpdr": ["--max-rank", str(K)]}
 
 
-def query_cmd(port, model_id, files, *, certs=None, epsilon=0.0, method="projection", extra=(),
-              module=("-m", "privfed.deploy.cli")):
-    cmd = [sys.executable, *module, "query", "--coordinator", f"127.0.0.1:{port}", "--model-id", model_id,
-           "--queries", str(files["queries"]), "--clean-epsilon", repr(epsilon), "--method", method,
-           *MAX_RANK.get(model_id, [])]
+def query_cmd(
+    port,
+    model_id,
+    files,
+    *,
+    certs=None,
+    epsilon=0.0,
+    method="projection",
+    extra=(),
+    module=("-m", "privfed.deploy.cli"),
+):
+    cmd = [
+        sys.executable,
+        *module,
+        "query",
+        "--coordinator",
+        f"127.0.0.1:{port}",
+        "--model-id",
+        model_id,
+        "--queries",
+        str(files["queries"]),
+        "--clean-epsilon",
+        repr(epsilon),
+        "--method",
+        method,
+        *MAX_RANK.get(model_id, []),
+    ]
     if method in MAP_METHODS:
         cmd += ["--train-data", str(files["train"]), "--confidential-labels", "1,2", "--allow-confidential-map-leak"]
     cmd += list(extra)
@@ -194,7 +233,7 @@ def assert_complete_privacy(served, rows):
 
     from_mean = mse(np.broadcast_to(y_bar, y.shape))
     from_raw = mse(y_bar + (served.queries - x_bar) @ A_c)
-    assert np.all(from_raw < 0.6 * from_mean), (from_raw, from_mean)   # the attack works on raw rows
+    assert np.all(from_raw < 0.6 * from_mean), (from_raw, from_mean)  # the attack works on raw rows
     assert np.mean(((y_bar + (served.queries - x_bar) @ A_c) > 0.5) == y) >= 0.85
     # With m_d + m_c ≤ F and maps in general position every γ is 0 or ∞ (nullspace.py), so what
     # survives cleaning is invisible to A_c: its guess from a received row is one constant, the
@@ -223,7 +262,7 @@ def test_projection_keeps_labels_and_sends_only_what_the_model_reads(served, mod
     rows = received(served, model_id)
     A_d = assert_labels_kept(served, model_id, proc, rows)
     _, sv, Vt = np.linalg.svd(A_d.T)
-    ignored = Vt[np.linalg.matrix_rank(A_d):].T  # directions the model does not read
+    ignored = Vt[np.linalg.matrix_rank(A_d) :].T  # directions the model does not read
     assert np.max(np.abs((rows - public_centre(served.bounds)) @ ignored)) <= GRID_STEP * math.sqrt(A_d.shape[0])
 
 
@@ -239,8 +278,17 @@ def test_exact_null_space_keeps_labels_and_hides_confidential_ones(served, model
 def test_positive_budget_is_spent_exactly(served, tmp_path, method):
     eps = 0.05
     out = tmp_path / "labels.csv"
-    run(query_cmd(served.fed.port, "lr", served.files, certs=served.fed.certs, epsilon=eps, method=method,
-                  extra=["--out", str(out)]))
+    run(
+        query_cmd(
+            served.fed.port,
+            "lr",
+            served.files,
+            certs=served.fed.certs,
+            epsilon=eps,
+            method=method,
+            extra=["--out", str(out)],
+        )
+    )
     rows = received(served, "lr")
     model = served.trained["lr"]
     _, A_d = model_linear_stage(model)
@@ -258,15 +306,18 @@ def test_positive_budget_is_spent_exactly(served, tmp_path, method):
 
 # ---------------------------------------------------------------------------- wire capture
 def grid_row(row):
-    return np.rint(row * 2.0 ** GRID_BITS).astype("<i8").tobytes()
+    return np.rint(row * 2.0**GRID_BITS).astype("<i8").tobytes()
 
 
 def row_needles(Q):
     """Whole raw rows as a ``Predict`` would carry them (int64 grid indices, ``Reports``) and as
     float64/float32 arrays. Single grid indices are not needles: a cleaned value lands on a raw
     value's grid point with probability ~1e-7, and there are ~10^6 (raw, cleaned) pairs."""
-    return [enc(r) for r in Q for enc in (grid_row, lambda r: r.astype("<f8").tobytes(),
-                                          lambda r: r.astype("<f4").tobytes())]
+    return [
+        enc(r)
+        for r in Q
+        for enc in (grid_row, lambda r: r.astype("<f8").tobytes(), lambda r: r.astype("<f4").tobytes())
+    ]
 
 
 def label_needles(Y, *, one_byte: bool):
@@ -278,9 +329,14 @@ def label_needles(Y, *, one_byte: bool):
     columns could match the 50 one-byte labels of the PredictResponse by chance correlation."""
     out = []
     for col in np.asarray(Y).T:
-        out += [col.astype("<f8").tobytes(), col.astype("<i8").tobytes(), col.astype("<i4").tobytes(),
-                grid_row(col.astype(np.float64)), ",".join(map(str, col)).encode(),
-                "\n".join(map(str, col)).encode()]
+        out += [
+            col.astype("<f8").tobytes(),
+            col.astype("<i8").tobytes(),
+            col.astype("<i4").tobytes(),
+            grid_row(col.astype(np.float64)),
+            ",".join(map(str, col)).encode(),
+            "\n".join(map(str, col)).encode(),
+        ]
         if one_byte:
             out.append(col.astype("u1").tobytes())
     return out
@@ -352,8 +408,8 @@ def test_positive_control_a_leaky_tool_is_caught(served):
     proc, captured = capture(served, "lr", method="subspace", module=("-c", LEAKY))
     assert proc.returncode == 0, proc.stderr
     found = hits(captured, served)
-    assert found["raw query rows"] >= N_QUERIES, found          # every raw row, as grid indices
-    assert found["confidential labels"] >= 1, found             # the leaked column
+    assert found["raw query rows"] >= N_QUERIES, found  # every raw row, as grid indices
+    assert found["confidential labels"] >= 1, found  # the leaked column
 
 
 # ---------------------------------------------------------------------------- errors
@@ -368,15 +424,23 @@ def test_errors_are_one_line_messages(served, tmp_path):
     port, files, certs = served.fed.port, served.files, served.fed.certs
     cases = [
         (query_cmd(port, "nope", files, certs=certs), "GetModel: the coordinator refused: no model 'nope'"),
-        (query_cmd(port, "lr", files, certs=certs, method="subspace", extra=["--confidential-labels", "3"]),
-         "valid indices 0..2"),
+        (
+            query_cmd(port, "lr", files, certs=certs, method="subspace", extra=["--confidential-labels", "3"]),
+            "valid indices 0..2",
+        ),
         (query_cmd(port, "eye", files, certs=certs), f"'eye' ('lr') has a linear stage with {served.bounds.d} columns"),
-        (query_cmd(port, "eye", files, certs=certs, extra=["--max-rank", "3"]),
-         f"has a linear stage with {served.bounds.d} columns, more than --max-rank 3 allows (4); nothing sent"),
-        (query_cmd(port, "dpdr", files, certs=certs, extra=["--max-rank", "1"]),
-         f"'dpdr' ('feddpdr') has a linear stage with {K} columns, more than --max-rank 1 allows (2)"),
-        (query_cmd(port, "dpdr", files, certs=certs, extra=["--max-rank", str(K - 1)]),
-         f"has a linear stage of rank {K}, more than --max-rank {K - 1}; nothing sent"),
+        (
+            query_cmd(port, "eye", files, certs=certs, extra=["--max-rank", "3"]),
+            f"has a linear stage with {served.bounds.d} columns, more than --max-rank 3 allows (4); nothing sent",
+        ),
+        (
+            query_cmd(port, "dpdr", files, certs=certs, extra=["--max-rank", "1"]),
+            f"'dpdr' ('feddpdr') has a linear stage with {K} columns, more than --max-rank 1 allows (2)",
+        ),
+        (
+            query_cmd(port, "dpdr", files, certs=certs, extra=["--max-rank", str(K - 1)]),
+            f"has a linear stage of rank {K}, more than --max-rank {K - 1}; nothing sent",
+        ),
         (query_cmd(port, "far", files, certs=certs), "below 2^42 in magnitude to go on the wire"),
         (query_cmd(port, "lr", {**files, "queries": tmp_path / "missing.csv"}, certs=certs), "file not found"),
         (query_cmd(free_port(), "lr", files, certs=certs), "unreachable"),

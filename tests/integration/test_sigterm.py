@@ -20,19 +20,19 @@ from pathlib import Path
 
 import pytest
 
-from privfed.common.ledger import Ledger
 from privfed.common.identity import owner_id
+from privfed.common.ledger import Ledger
 from privfed.owner.node import CHUNK
 
 pytestmark = pytest.mark.slow
 
 CLI = [sys.executable, "-m", "privfed.deploy.cli"]
-BIG, SMALL = 2000, 10          # logical owners on node A (owner-0) and node B (owner-1)
+BIG, SMALL = 2000, 10  # logical owners on node A (owner-0) and node B (owner-1)
 N = BIG + SMALL
 EPSILON = 1.0
 DATASET = ["--dataset", "synthetic", "--n-samples", "10000", "--seed", "5", "--test-fraction", "0.2"]
-WAIT = 120                     # seconds a process may take before the test gives up on it
-STOP_WAIT = 20                 # seconds a process gets to exit after SIGTERM
+WAIT = 120  # seconds a process may take before the test gives up on it
+STOP_WAIT = 20  # seconds a process gets to exit after SIGTERM
 
 
 def free_port() -> int:
@@ -47,20 +47,63 @@ class Cluster:
     def __init__(self, tmp: Path, *, node_timeout: float):
         self.tmp = tmp
         self.certs = tmp / "certs"
-        subprocess.run([*CLI, "certs", "--out", str(self.certs), "--owners", "2"], check=True, capture_output=True,
-                       timeout=WAIT)
+        subprocess.run(
+            [*CLI, "certs", "--out", str(self.certs), "--owners", "2"], check=True, capture_output=True, timeout=WAIT
+        )
         self.port = free_port()
         self.procs: dict[str, subprocess.Popen] = {}
         self.ledgers = {name: tmp / f"{name}.sqlite" for name in ("owner-0", "owner-1")}
-        self.spawn("coordinator", ["coordinator", "--listen", f"127.0.0.1:{self.port}", "--certs", str(self.certs),
-                                   "--owners", str(N), "--epsilon", str(EPSILON), "--task", "lr", *DATASET,
-                                   "--out", str(tmp / "runs"), "--node-timeout", str(node_timeout),
-                                   "--register-timeout", str(WAIT), "--round-timeout", "600"])
+        self.spawn(
+            "coordinator",
+            [
+                "coordinator",
+                "--listen",
+                f"127.0.0.1:{self.port}",
+                "--certs",
+                str(self.certs),
+                "--owners",
+                str(N),
+                "--epsilon",
+                str(EPSILON),
+                "--task",
+                "lr",
+                *DATASET,
+                "--out",
+                str(tmp / "runs"),
+                "--node-timeout",
+                str(node_timeout),
+                "--register-timeout",
+                str(WAIT),
+                "--round-timeout",
+                "600",
+            ],
+        )
         for name, shards in (("owner-0", f"0:{BIG}"), ("owner-1", f"{BIG}:{N}")):
-            self.spawn(name, ["owner", "--coordinator", f"127.0.0.1:{self.port}", "--name", name,
-                              "--certs", str(self.certs), "--n-owners", str(N), "--shards", shards,
-                              "--ledger", str(self.ledgers[name]), "--epsilon-budget", str(EPSILON),
-                              "--rng", "seeded", "--connect-timeout", "30", *DATASET])
+            self.spawn(
+                name,
+                [
+                    "owner",
+                    "--coordinator",
+                    f"127.0.0.1:{self.port}",
+                    "--name",
+                    name,
+                    "--certs",
+                    str(self.certs),
+                    "--n-owners",
+                    str(N),
+                    "--shards",
+                    shards,
+                    "--ledger",
+                    str(self.ledgers[name]),
+                    "--epsilon-budget",
+                    str(EPSILON),
+                    "--rng",
+                    "seeded",
+                    "--connect-timeout",
+                    "30",
+                    *DATASET,
+                ],
+            )
 
     def spawn(self, name: str, args: list[str]) -> None:
         log = open(self.tmp / f"{name}.log", "w")
@@ -151,7 +194,9 @@ def test_owner_sigterm_mid_round_exits_0_and_every_received_share_was_debited(tm
     assert codes == [0, 0, 0], cluster.logs()
     debited = assert_consistent(ledger_state(cluster.ledgers["owner-0"]))
     assert len(debited) <= seen + CHUNK  # it stopped working on the round: at most one more chunk
-    assert assert_consistent(ledger_state(cluster.ledgers["owner-1"])) == {owner_id("owner-1", i) for i in range(BIG, N)}
+    assert assert_consistent(ledger_state(cluster.ledgers["owner-1"])) == {
+        owner_id("owner-1", i) for i in range(BIG, N)
+    }
     report = json.loads(next((tmp_path / "runs").glob("*/report.json")).read_text())
     assert report["lost_nodes"] == ["owner-0"]
     received = {oid for oid, eps in report["epsilon_by_owner"].items() if eps > 0 and oid.startswith("owner-0.")}

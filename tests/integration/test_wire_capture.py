@@ -25,9 +25,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import capture
 import grpc
+import leaky_owner
 import numpy as np
 import pytest
+from capture import (
+    ChanceTest,
+    Haystack,
+    RecordingInterceptor,
+    envelopes,
+    pushed_results,
+    reported_labels,
+    rr_agreement,
+    search_owners,
+    single_word_tests,
+)
+from fedharness import Federation
 
 from privfed.common.bounds import Bounds
 from privfed.common.datasets import partition
@@ -40,12 +54,6 @@ from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.strategies import make_strategy
-
-import capture
-import leaky_owner
-from capture import (ChanceTest, Haystack, RecordingInterceptor, envelopes, pushed_results, reported_labels,
-                     rr_agreement, search_owners, single_word_tests)
-from fedharness import Federation
 
 N_OWNERS, HALF = 60, 30
 EPSILON, N_CLASSES, LABEL_FRACTION = 4.0, 2, 0.2
@@ -67,8 +75,14 @@ def needles(X: np.ndarray, bounds) -> list[bytes]:
     for v, t in zip(X.ravel(), bounds.to_unit(X).ravel()):
         if abs(t) == 1.0:
             continue
-        out += [np.float64(v).tobytes(), np.float32(v).tobytes(), repr(float(v)).encode(),
-                f"{v:.6g}".encode(), repr(float(np.float32(v))).encode(), np.float64(t).tobytes()]
+        out += [
+            np.float64(v).tobytes(),
+            np.float32(v).tobytes(),
+            repr(float(v)).encode(),
+            f"{v:.6g}".encode(),
+            repr(float(np.float32(v))).encode(),
+            np.float64(t).tobytes(),
+        ]
     return list(dict.fromkeys(out))
 
 
@@ -113,9 +127,14 @@ def synthetic_owner(rng, n=6, d=20):
 def honest_result(rng, owner: str, X, y, *, spread=8.0) -> pb.Result:
     """An NCC result shaped like the real one: reports on the 2^-20 grid spread like PM output."""
     reports = np.rint(rng.uniform(-spread, spread, size=X.shape) * 2**20).astype("<i8")
-    return pb.Result(task_id="t-" + owner, owner_id=owner, ncc_share=pb.NccShare(
-        reports=pb.Reports(shape=list(X.shape), grid_bits=20, data=reports.tobytes()),
-        labels=[int(v) for v in rng.integers(0, 2, len(y))]))
+    return pb.Result(
+        task_id="t-" + owner,
+        owner_id=owner,
+        ncc_share=pb.NccShare(
+            reports=pb.Reports(shape=list(X.shape), grid_bits=20, data=reports.tobytes()),
+            labels=[int(v) for v in rng.integers(0, 2, len(y))],
+        ),
+    )
 
 
 def push(*results) -> bytes:
@@ -195,9 +214,11 @@ def test_interceptor_records_each_request_as_serialized():
     rec = RecordingInterceptor()
     server = CoordinatorServer(tls=None, interceptors=(rec,))
     port = server.start("127.0.0.1:0")
-    requests = [pb.PullTasksRequest(node_id="owner-0", wait_ms=1),
-                pb.RelayRequest(node_id="owner-0", envelopes=[pb.Envelope(recipient="owner-1.o00001", data=b"sealed")]),
-                pb.PushResultsRequest(node_id="owner-0")]
+    requests = [
+        pb.PullTasksRequest(node_id="owner-0", wait_ms=1),
+        pb.RelayRequest(node_id="owner-0", envelopes=[pb.Envelope(recipient="owner-1.o00001", data=b"sealed")]),
+        pb.PushResultsRequest(node_id="owner-0"),
+    ]
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = pb_grpc.CoordinatorStub(channel)
@@ -227,8 +248,15 @@ def recorded_federation(tmp_path, *, secure=True) -> tuple[Federation, Recording
 
 def ncc(bounds, labels=None):
     """NCC at ``EPSILON``; ``labels=None`` leaves the label scheme at its default (rr, contract 6)."""
-    return make_strategy("ncc", mechanism="pm", epsilon=EPSILON, n_classes=N_CLASSES, bounds=bounds, labels=labels,
-                         label_fraction=LABEL_FRACTION)
+    return make_strategy(
+        "ncc",
+        mechanism="pm",
+        epsilon=EPSILON,
+        n_classes=N_CLASSES,
+        bounds=bounds,
+        labels=labels,
+        label_fraction=LABEL_FRACTION,
+    )
 
 
 LABEL_EPSILON = EPSILON * LABEL_FRACTION
@@ -263,11 +291,29 @@ def honest_captures(tmp_path_factory):
             "ncc": ncc(test.bounds),
             "lr": make_strategy("lr", mechanism="pm", epsilon=EPSILON, n_classes=N_CLASSES, bounds=test.bounds),
             "feddpdr": make_strategy("feddpdr", epsilon=EPSILON, n_classes=N_CLASSES, bounds=test.bounds, k=5),
-            "bdt": make_strategy("bdt", mechanism="pm", epsilon=EPSILON, n_classes=N_CLASSES, bounds=test.bounds,
-                                 n_rounds=2, n_bins=4, weight_bound=4.0, seed=5),
-            "bdt-ncc": make_strategy("bdt", base="ncc", label_fraction=LABEL_FRACTION, mechanism="pm",
-                                     epsilon=EPSILON, n_classes=N_CLASSES, bounds=test.bounds, n_rounds=2,
-                                     weight_bound=4.0, seed=5),
+            "bdt": make_strategy(
+                "bdt",
+                mechanism="pm",
+                epsilon=EPSILON,
+                n_classes=N_CLASSES,
+                bounds=test.bounds,
+                n_rounds=2,
+                n_bins=4,
+                weight_bound=4.0,
+                seed=5,
+            ),
+            "bdt-ncc": make_strategy(
+                "bdt",
+                base="ncc",
+                label_fraction=LABEL_FRACTION,
+                mechanism="pm",
+                epsilon=EPSILON,
+                n_classes=N_CLASSES,
+                bounds=test.bounds,
+                n_rounds=2,
+                weight_bound=4.0,
+                seed=5,
+            ),
         }
         for task, strategy in jobs.items():
             mark = rec.mark()
@@ -281,11 +327,33 @@ def honest_captures(tmp_path_factory):
         fed.server.models.put("lr", outcomes["lr"].model)
         files, query_owners = query_files(tmp, rows, test)
         mark = rec.mark()
-        proc = subprocess.run([sys.executable, "-m", "privfed.deploy.cli", "query", "--coordinator",
-                               f"127.0.0.1:{fed.port}", "--model-id", "lr", "--queries", str(files["queries"]),
-                               "--train-data", str(files["train"]), "--confidential-labels", "1",
-                               "--clean-epsilon", "0", "--certs", str(fed.certs), "--name", "owner-0"],
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "privfed.deploy.cli",
+                "query",
+                "--coordinator",
+                f"127.0.0.1:{fed.port}",
+                "--model-id",
+                "lr",
+                "--queries",
+                str(files["queries"]),
+                "--train-data",
+                str(files["train"]),
+                "--confidential-labels",
+                "1",
+                "--clean-epsilon",
+                "0",
+                "--certs",
+                str(fed.certs),
+                "--name",
+                "owner-0",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         captured["query"] = rec.since(mark)
         outcomes["query"] = proc
     finally:
@@ -337,8 +405,11 @@ def test_labels_agree_with_the_truth_only_at_the_rr_rate(honest_captures):
         stats = rr_agreement(reported, truth, epsilon=eps, n_classes=N_CLASSES)
         assert stats.agree < stats.n and stats.consistent(), (task, stats)
     for task in ("lr", "feddpdr", "bdt"):
-        assert not any(len(getattr(r, r.WhichOneof("kind")).labels) for r in pushed_results(captured[task])
-                       if r.WhichOneof("kind") in ("ncc_share", "boost_share")), task
+        assert not any(
+            len(getattr(r, r.WhichOneof("kind")).labels)
+            for r in pushed_results(captured[task])
+            if r.WhichOneof("kind") in ("ncc_share", "boost_share")
+        ), task
 
 
 def run_leaky_federation(tmp_path, *, secure: bool, proxy: bool = False):
@@ -348,8 +419,7 @@ def run_leaky_federation(tmp_path, *, secure: bool, proxy: bool = False):
     try:
         port = rp.port if rp else fed.port
         fed.spawn("owner-0", n_owners=N_OWNERS, shards=f"0:{HALF}", budget=10.0, port=port)
-        fed.spawn("owner-1", n_owners=N_OWNERS, shards=f"{HALF}:{N_OWNERS}", budget=10.0, port=port,
-                  module_cmd=[LEAKY])
+        fed.spawn("owner-1", n_owners=N_OWNERS, shards=f"{HALF}:{N_OWNERS}", budget=10.0, port=port, module_cmd=[LEAKY])
         outcome = fed.run(ncc(test.bounds), N_OWNERS)
     finally:
         fed.close()
@@ -365,17 +435,29 @@ def test_positive_controls_each_leak_is_caught_under_mtls(tmp_path):
     assert outcome.answered >= N_OWNERS - 1  # the `text` owner's leak travels as a refusal
     hay = Haystack.of(calls)
     found = search_owners(hay, rows, test.bounds)
-    assert_controls_caught(found, single_word_tests(hay, np.concatenate([rows[i][1] for i in plan if plan[i] == "single"]),
-                                                    test.bounds), plan, rows)
+    assert_controls_caught(
+        found,
+        single_word_tests(hay, np.concatenate([rows[i][1] for i in plan if plan[i] == "single"]), test.bounds),
+        plan,
+        rows,
+    )
     honest = single_word_tests(hay, np.concatenate([X for i, X, _ in rows if i < HALF]), test.bounds)
     assert not any(t.above_chance for t in honest.values()), honest
     reported = reported_labels(calls)
     truth = {i: y for i, _, y in rows}
-    leaky = rr_agreement({o: v for o, v in reported.items() if capture.owner_index(o) >= HALF}, truth,
-                         epsilon=LABEL_EPSILON, n_classes=N_CLASSES)
+    leaky = rr_agreement(
+        {o: v for o, v in reported.items() if capture.owner_index(o) >= HALF},
+        truth,
+        epsilon=LABEL_EPSILON,
+        n_classes=N_CLASSES,
+    )
     assert leaky.agree == leaky.n and not leaky.consistent(), leaky
-    assert rr_agreement({o: v for o, v in reported.items() if capture.owner_index(o) < HALF}, truth,
-                        epsilon=LABEL_EPSILON, n_classes=N_CLASSES).consistent()
+    assert rr_agreement(
+        {o: v for o, v in reported.items() if capture.owner_index(o) < HALF},
+        truth,
+        epsilon=LABEL_EPSILON,
+        n_classes=N_CLASSES,
+    ).consistent()
 
 
 @pytest.mark.slow
@@ -389,8 +471,9 @@ def test_insecure_tcp_capture_finds_the_same(tmp_path):
     honest_rows = [r for r in rows if r[0] < HALF]
     assert search_owners(hay, honest_rows, test.bounds).hits == {}
     found = search_owners(hay, rows, test.bounds)
-    caught = [how for i, how in plan.items() if how != "single"
-              and searches_finding(found, (i, 0)) == expected_searches(how)]
+    caught = [
+        how for i, how in plan.items() if how != "single" and searches_finding(found, (i, 0)) == expected_searches(how)
+    ]
     assert len(caught) >= len(leaky_owner.PLAN) - 1, (caught, found.hits)
     singles = single_word_tests(hay, np.concatenate([rows[i][1] for i in plan if plan[i] == "single"]), test.bounds)
     assert singles["grid20-unit"].above_chance

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from privfed.common.errors import ProtocolError, RemoteProtocolError
-from privfed.common.securesum import Inbound, MessageKind, Outbound, RingParty, State
+from privfed.common.secagg.ring import Inbound, MessageKind, Outbound, RingParty, State
 
 Predicate = Callable[[Inbound], bool]
 Action = Callable[[bytes], list[bytes]]
@@ -40,12 +40,17 @@ def flip_byte(wire: bytes, offset_from_end: int) -> bytes:
     return bytes(data)
 
 
-def match(*, sender: str | None = None, recipient: str | None = None, kind: MessageKind | None = None,
-          seq: int | None = None) -> Predicate:
+def match(
+    *, sender: str | None = None, recipient: str | None = None, kind: MessageKind | None = None, seq: int | None = None
+) -> Predicate:
     """A predicate on the header; ``None`` fields match anything."""
+
     def predicate(msg: Inbound) -> bool:
-        return all(want is None or getattr(msg, name) == want for name, want in
-                   (("sender", sender), ("recipient", recipient), ("kind", kind), ("seq", seq)))
+        return all(
+            want is None or getattr(msg, name) == want
+            for name, want in (("sender", sender), ("recipient", recipient), ("kind", kind), ("seq", seq))
+        )
+
     return predicate
 
 
@@ -72,9 +77,11 @@ class Relay:
 
     def hold(self, predicate: Predicate) -> Relay:
         """Keep matching messages back until :meth:`RingNetwork.release` (to reorder them)."""
+
         def keep(wire: bytes) -> list[bytes]:
             self.held.append(wire)
             return []
+
         return self.on(predicate, keep)
 
     def tamper(self, predicate: Predicate, forge: Callable[[bytes], bytes], *, times: int | None = 1) -> Relay:
@@ -94,7 +101,9 @@ class Relay:
 
     def hop_senders(self, session_id: str) -> list[str]:
         """Senders of the HOP envelopes seen in ``session_id`` (input to ``stalled_party``)."""
-        return [m.sender for m in map(header, self.recorded) if m.session_id == session_id and m.kind is MessageKind.HOP]
+        return [
+            m.sender for m in map(header, self.recorded) if m.session_id == session_id and m.kind is MessageKind.HOP
+        ]
 
 
 class RingNetwork:

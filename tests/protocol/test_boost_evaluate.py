@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -17,29 +17,35 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from privfed.common.boosting.federated import FederatedBoosting, owner_local_error
+from privfed.common.boosting.wire import at_round, config_to_dict, empty_history, owner_weights, with_round
 from privfed.common.bounds import Bounds
-from privfed.common.boosting import FederatedBoosting, owner_local_error
-from privfed.common.boostwire import at_round, config_to_dict, empty_history, owner_weights, with_round
-from privfed.common.e2e import generate_private_key, public_bytes, sign_public_key
 from privfed.common.errors import BudgetExceeded, ConfigError, RemoteProtocolError, RoundFailed
-from privfed.common.fixedpoint import FixedPoint
 from privfed.common.identity import owner_id
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.ledger import Ledger
 from privfed.common.messages import BoostEvaluateTask, PeerKey, RingJoined, RingSpec, RingTotal
-from privfed.common.securesum import Inbound, new_session_id
+from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
+from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.ring import Inbound, new_session_id
 from privfed.owner.boosting import AlreadyReleased, RingDriver
 
-NOW = datetime.now(timezone.utc)
+NOW = datetime.now(UTC)
 BOUNDS = Bounds.of(-1.0, 1.0, 3)
 
 
 def _cert(key, cn, ca_key, ca_name):
-    return (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
-            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(NOW - timedelta(days=1)).not_valid_after(NOW + timedelta(days=30))
-            .add_extension(x509.BasicConstraints(ca=cn == "privfed-ca", path_length=None), critical=True)
-            .sign(ca_key, hashes.SHA256()))
+    return (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(NOW - timedelta(days=1))
+        .not_valid_after(NOW + timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=cn == "privfed-ca", path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
 
 
 @dataclass
@@ -61,8 +67,9 @@ class Federation:
         ca = _cert(ca_key, "privfed-ca", ca_key, ca_name)
         self.ca_pem = ca.public_bytes(serialization.Encoding.PEM)
         self.node_keys = {n: ec.generate_private_key(ec.SECP256R1()) for n in ("owner-0", "owner-1")}
-        self.certificates = {n: _cert(k, n, ca_key, ca_name).public_bytes(serialization.Encoding.PEM)
-                             for n, k in self.node_keys.items()}
+        self.certificates = {
+            n: _cert(k, n, ca_key, ca_name).public_bytes(serialization.Encoding.PEM) for n, k in self.node_keys.items()
+        }
         rng = np.random.Generator(np.random.PCG64(seed))
         self.owners, self.x25519, self.peer_keys, self.ledgers, self.drivers = {}, {}, {}, {}, {}
         self.budget, self.tmp_path = budget, tmp_path
@@ -70,8 +77,12 @@ class Federation:
             for i in range(per_node):
                 oid = owner_id(node, j * per_node + i)
                 X = rng.uniform(-1, 1, (4, 3))
-                self.owners[oid] = Owner(oid, X, (X[:, 0] > 0).astype(np.int64) ^ (rng.random(4) < 0.2),
-                                         np.random.Generator(np.random.PCG64([seed, j, i])))
+                self.owners[oid] = Owner(
+                    oid,
+                    X,
+                    (X[:, 0] > 0).astype(np.int64) ^ (rng.random(4) < 0.2),
+                    np.random.Generator(np.random.PCG64([seed, j, i])),
+                )
                 self.x25519[oid] = generate_private_key()
                 pub = public_bytes(self.x25519[oid])
                 self.peer_keys[oid] = PeerKey(oid, node, pub, sign_public_key(self.node_keys[node], pub, oid))
@@ -90,9 +101,14 @@ class Federation:
         fb_bound = FederatedBoosting(**_fb_kwargs(config)).contribution_bound if max_abs is None else max_abs
         fp = FixedPoint.choose(len(ring), fb_bound)
         peers = tuple(self.peer_keys[o] for o in ring) if peers is None else peers
-        return BoostEvaluateTask(config=config, history=history, learner=learner.to_dict(),
-                                 ring=RingSpec(session or new_session_id(), tuple(ring), fp.frac_bits, fp.n_parties,
-                                               fb_bound, peers, self.certificates))
+        return BoostEvaluateTask(
+            config=config,
+            history=history,
+            learner=learner.to_dict(),
+            ring=RingSpec(
+                session or new_session_id(), tuple(ring), fp.frac_bits, fp.n_parties, fb_bound, peers, self.certificates
+            ),
+        )
 
     def evaluate(self, oid, spec):
         return self.drivers[self.node(oid)].evaluate(self.owners[oid], spec)
@@ -114,8 +130,23 @@ class Federation:
 
 
 def _fb_kwargs(config):
-    keys = ("base", "mechanism", "n_classes", "n_rounds", "group_size", "n_bins", "weight_bound", "labels",
-            "label_fraction", "C", "param_bound", "eval_fraction", "eval_groups", "eval_row_bound", "max_owner_rows")
+    keys = (
+        "base",
+        "mechanism",
+        "n_classes",
+        "n_rounds",
+        "group_size",
+        "n_bins",
+        "weight_bound",
+        "labels",
+        "label_fraction",
+        "C",
+        "param_bound",
+        "eval_fraction",
+        "eval_groups",
+        "eval_row_bound",
+        "max_owner_rows",
+    )
     eps = math.inf if config["epsilon"] == "inf" else config["epsilon"]
     return {k: config[k] for k in keys} | {"epsilon": eps, "bounds": BOUNDS}
 
@@ -140,8 +171,17 @@ def test_ring_total_is_the_sum_of_the_owners_noisy_releases_each_debited_once(fe
     spec = fed.spec(config, at_round(empty_history(), 0), _stump(), ring)
     total = fed.run_ring(spec)
     released = np.array([fed.drivers[fed.node(o)].release_of(o, spec.release_id) for o in ring])
-    exact = np.array([owner_local_error(_stump(), fed.owners[o].X, fed.owners[o].y,
-                                        owner_weights(spec.history, fed.owners[o].X, fed.owners[o].y)) for o in ring])
+    exact = np.array(
+        [
+            owner_local_error(
+                _stump(),
+                fed.owners[o].X,
+                fed.owners[o].y,
+                owner_weights(spec.history, fed.owners[o].X, fed.owners[o].y),
+            )
+            for o in ring
+        ]
+    )
     fp = FixedPoint(spec.ring.frac_bits, spec.ring.n_parties, spec.ring.max_abs)
     np.testing.assert_allclose(total, released.sum(axis=0), rtol=0, atol=fp.error_bound)
     assert not np.allclose(released, exact)  # noised: the total is not the exact (E, W)
@@ -164,11 +204,12 @@ def test_a_release_sums_row_weights_clipped_to_the_row_bound(tmp_path):
     released = np.array([fed.drivers[fed.node(o)].release_of(o, spec.release_id) for o in ring])
     weights = {o: owner_weights(history, fed.owners[o].X, fed.owners[o].y) for o in ring}
     assert max(w.max() for w in weights.values()) > 10.0
-    clipped = np.array([owner_local_error(_stump(), fed.owners[o].X, fed.owners[o].y, weights[o], row_bound=2.0)
-                        for o in ring])
+    clipped = np.array(
+        [owner_local_error(_stump(), fed.owners[o].X, fed.owners[o].y, weights[o], row_bound=2.0) for o in ring]
+    )
     np.testing.assert_allclose(released, clipped, atol=2.0**-20)
     assert np.all(released[:, 1] <= 2.0 * 4) and total[1] < sum(w.sum() for w in weights.values())
-    assert spec.ring.max_abs == pytest.approx(2.0 * 10)   # b * max_owner_rows at ε = ∞: public, no row count
+    assert spec.ring.max_abs == pytest.approx(2.0 * 10)  # b * max_owner_rows at ε = ∞: public, no row count
     assert _config(eps=2.0, eval_row_bound=2.0)[0].eval_noise_scale == pytest.approx(2 * 2.0 / 0.6)
 
 
@@ -228,12 +269,15 @@ def test_over_budget_is_refused_before_anything_is_computed_or_sent(tmp_path):
     assert fed.ledgers["owner-0"].history(ring[1]) == []
 
 
-@pytest.mark.parametrize("learner", [
-    Stump(3, 2, 0.0, (0, 1), 0.3),            # feature 3 of a 3-feature run
-    Stump(0, 4, 1.0, (0, 1), 0.3),            # threshold index B = 4 is not a threshold
-    Stump(0, 2, 0.123456, (0, 1), 0.3),       # a chosen threshold (the binary-search attack)
-    Stump(0, 2, 0.0, (0, 2), 0.3),            # class 2 of a 2-class run
-])
+@pytest.mark.parametrize(
+    "learner",
+    [
+        Stump(3, 2, 0.0, (0, 1), 0.3),  # feature 3 of a 3-feature run
+        Stump(0, 4, 1.0, (0, 1), 0.3),  # threshold index B = 4 is not a threshold
+        Stump(0, 2, 0.123456, (0, 1), 0.3),  # a chosen threshold (the binary-search attack)
+        Stump(0, 2, 0.0, (0, 2), 0.3),  # class 2 of a 2-class run
+    ],
+)
 def test_learners_outside_the_run_config_are_refused(fed, learner):
     _, config = _config()
     ring = list(fed.owners)[:2]
@@ -325,12 +369,12 @@ class LocalTransport:
 
 
 def test_strategy_drops_a_refusing_owner_before_the_ring_moves_and_sums_the_rest(tmp_path):
-    from privfed.common.boosting import clip_contributions
-    from privfed.server.boosting import BoostingStrategy
+    from privfed.common.boosting.federated import clip_contributions
+    from privfed.server.strategies.boosting import BoostingStrategy
 
     fed = Federation(tmp_path, per_node=3, budget=math.inf)
     victim = "owner-1.o00004"
-    fed.owners[victim].X = fed.owners[victim].X[:, :2]   # its schema no longer fits the run: it refuses
+    fed.owners[victim].X = fed.owners[victim].X[:, :2]  # its schema no longer fits the run: it refuses
     fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=BOUNDS, n_rounds=2, n_bins=4, weight_bound=4.0)
     strategy = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(3)))
     transport = LocalTransport(fed)
@@ -346,10 +390,12 @@ def test_strategy_drops_a_refusing_owner_before_the_ring_moves_and_sums_the_rest
     assert not transport.open  # every ring session was closed
     rest = [o for o in strategy.evaluators[t] if o != victim]
     assert tuple(rest) in transport.opened  # the re-formed ring, opened for exactly its members
-    released = np.array([fed.drivers[fed.node(o)].release_of(o, f"boost-eval:{strategy_run_id(fed, o)}:once")
-                         for o in rest])
-    np.testing.assert_allclose([rec["err_total"], rec["weight_total"]],
-                               clip_contributions(released).sum(axis=0), atol=1e-6)
+    released = np.array(
+        [fed.drivers[fed.node(o)].release_of(o, f"boost-eval:{strategy_run_id(fed, o)}:once") for o in rest]
+    )
+    np.testing.assert_allclose(
+        [rec["err_total"], rec["weight_total"]], clip_contributions(released).sum(axis=0), atol=1e-6
+    )
 
 
 def strategy_run_id(fed, oid):
@@ -362,8 +408,8 @@ def test_an_evaluation_config_must_match_the_share_the_owner_released_in_the_run
     fb, config = _config(eps=2.0)
     a, b = "owner-0.o00000", "owner-0.o00001"
     ledger = fed.ledgers["owner-0"]
-    ledger.debit(a, fb.share_epsilon, purpose="boost-share:boost-r1", release_id="t-a#0")   # as the handler records it
-    ledger.debit(b, 2.0, purpose="boost-share:boost-r1", release_id="t-b#0")                # a share at the whole ε
+    ledger.debit(a, fb.share_epsilon, purpose="boost-share:boost-r1", release_id="t-a#0")  # as the handler records it
+    ledger.debit(b, 2.0, purpose="boost-share:boost-r1", release_id="t-b#0")  # a share at the whole ε
     ring = [a, b]
     with pytest.raises(RemoteProtocolError, match="differs from the share"):
         fed.evaluate(b, fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
@@ -376,27 +422,27 @@ def test_a_batch_of_evaluations_is_debited_together_and_each_refusal_stays_alone
     fb, config = _config()
     node = "owner-0"
     ids = [o for o in fed.owners if o.startswith(node + ".")]
-    fed.ledgers[node].debit(ids[2], 9.9, purpose="other", release_id="x")   # no room left for a 0.6 release
+    fed.ledgers[node].debit(ids[2], 9.9, purpose="other", release_id="x")  # no room left for a 0.6 release
     spec = fed.spec(config, at_round(empty_history(), 0), _stump(), list(fed.owners))
-    items = [(fed.owners[o], spec) for o in ids] + [(fed.owners[ids[1]], spec)]   # ids[1] twice
+    items = [(fed.owners[o], spec) for o in ids] + [(fed.owners[ids[1]], spec)]  # ids[1] twice
     outcomes = fed.drivers[node].evaluate_many(items)
-    assert outcomes[0][0] is None and outcomes[0][1]          # the leader started: its first hop
+    assert outcomes[0][0] is None and outcomes[0][1]  # the leader started: its first hop
     assert isinstance(outcomes[1][0], RingJoined) and isinstance(outcomes[3][0], RingJoined)
     assert isinstance(outcomes[2], BudgetExceeded)
     driver = fed.drivers[node]
     assert driver.release_of(ids[2], spec.release_id) is None
-    assert [len(fed.ledgers[node].history(o)) for o in ids] == [1, 1, 1]   # ids[2]: only its earlier entry
+    assert [len(fed.ledgers[node].history(o)) for o in ids] == [1, 1, 1]  # ids[2]: only its earlier entry
 
 
 def test_a_run_that_keeps_nothing_says_why_with_the_noise_and_weight_numbers(tmp_path):
     """Every round skipped because the noisy error looks no better than chance: the coordinator's
     error is one line with the noise scale against the weight totals and what to change."""
-    from privfed.server.boosting import BoostingStrategy
+    from privfed.server.strategies.boosting import BoostingStrategy
 
     fed = Federation(tmp_path, per_node=3, budget=math.inf)
     fb = FederatedBoosting(epsilon=1e-3, n_classes=2, bounds=BOUNDS, n_rounds=2, n_bins=4, weight_bound=4.0)
     errors = []
-    for seed in range(10):   # hopeless noise (scale 2b/eps_e ~ 6667 against W ~ 12): some run keeps nothing
+    for seed in range(10):  # hopeless noise (scale 2b/eps_e ~ 6667 against W ~ 12): some run keeps nothing
         strategy = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(seed)))
         try:
             strategy.run(sorted(fed.owners), LocalTransport(fed))
@@ -406,6 +452,12 @@ def test_a_run_that_keeps_nothing_says_why_with_the_noise_and_weight_numbers(tmp
     assert errors, "every one of 10 runs kept a learner at eps = 1e-3"
     (msg,) = errors
     assert "\n" not in msg and msg.startswith("nothing to boost: no base learner was better than chance")
-    for part in (f"{fb.eval_noise_scale:.3g} per owner", "against weight totals W", "the noise drowns", "more owners",
-                 "larger epsilon (now 0.001)", "eval fraction (now 0.3)"):
+    for part in (
+        f"{fb.eval_noise_scale:.3g} per owner",
+        "against weight totals W",
+        "the noise drowns",
+        "more owners",
+        "larger epsilon (now 0.001)",
+        "eval fraction (now 0.3)",
+    ):
         assert part in msg, (part, msg)

@@ -12,12 +12,22 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy import stats
 
-from privfed.common.e2e import generate_private_key, local_boxes
 from privfed.common.errors import ConfigError, LocalProtocolError, RemoteProtocolError
-from privfed.common.fixedpoint import FixedPoint
-from privfed.common.securesum import (
-    MAX_MESSAGE_BYTES, TRANSITIONS, Inbound, MessageKind, Outbound, RingParty, State, new_session_id,
-    reform_ring, ring_peers, run_ring_in_process, stalled_party,
+from privfed.common.secagg.boxes import generate_private_key, local_boxes
+from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.ring import (
+    MAX_MESSAGE_BYTES,
+    TRANSITIONS,
+    Inbound,
+    MessageKind,
+    Outbound,
+    RingParty,
+    State,
+    new_session_id,
+    reform_ring,
+    ring_peers,
+    run_ring_in_process,
+    stalled_party,
 )
 
 from .harness import Relay, RingNetwork, flip_byte, header, match, rewrite
@@ -57,8 +67,13 @@ def test_masks_cancel_exactly_and_everyone_gets_the_total():
 
 
 @settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), n=st.integers(2, 20), m=st.integers(1, 16),
-       max_abs=st.sampled_from([1e-3, 1.0, 7.5, 1e3, 1e6]), min_frac_bits=st.integers(0, 16))
+@given(
+    data=st.data(),
+    n=st.integers(2, 20),
+    m=st.integers(1, 16),
+    max_abs=st.sampled_from([1e-3, 1.0, 7.5, 1e3, 1e6]),
+    min_frac_bits=st.integers(0, 16),
+)
 def test_property_exact_ring_total_and_decode_error(data, n, m, max_abs, min_frac_bits):
     fp = FixedPoint.choose(n, max_abs, min_frac_bits=min_frac_bits)
     ring = data.draw(st.permutations(POOL).map(lambda p: p[:n]))
@@ -153,12 +168,15 @@ def test_tampered_ciphertext_fails_the_recipient(seq, offset):
     assert net.failed() == set(RING5)
 
 
-@pytest.mark.parametrize("field, value, pattern", [
-    ("seq", 3, "expected HOP seq 2"),
-    ("sender", RING5[0], "expected HOP seq 2"),
-    ("kind", MessageKind.RESULT, "unexpected RESULT"),
-    ("recipient", RING5[3], "expected HOP seq 3 from"),
-])
+@pytest.mark.parametrize(
+    "field, value, pattern",
+    [
+        ("seq", 3, "expected HOP seq 2"),
+        ("sender", RING5[0], "expected HOP seq 2"),
+        ("kind", MessageKind.RESULT, "unexpected RESULT"),
+        ("recipient", RING5[3], "expected HOP seq 3 from"),
+    ],
+)
 def test_forged_header_fails_the_recipient(field, value, pattern):
     relay = Relay().tamper(match(seq=2), lambda w: rewrite(w, **{field: value}))
     net = run(VALUES5, FP5, relay)
@@ -213,8 +231,9 @@ def test_cross_session_replay_fails():
 
 def test_result_before_hop_is_refused():
     old = run(VALUES5, FP5)
-    result_old = next(w for w in old.relay.recorded
-                      if header(w).kind is MessageKind.RESULT and header(w).recipient == RING5[2])
+    result_old = next(
+        w for w in old.relay.recorded if header(w).kind is MessageKind.RESULT and header(w).recipient == RING5[2]
+    )
     net = network(RING5, FP5)
     net.start(VALUES5)
     net.inject(rewrite(result_old, session_id=header(net.in_flight[0]).session_id))
@@ -234,6 +253,7 @@ def test_wrong_size_ciphertext_fails(extra):
     def resize(w):
         msg = header(w)
         return rewrite(w, ciphertext=msg.ciphertext + b"\0" if extra > 0 else msg.ciphertext[:-1])
+
     _failed_with(run(VALUES5, FP5, Relay().tamper(match(seq=1), resize)), RING5[1], "bytes, expected")
 
 
@@ -347,6 +367,6 @@ def test_construction_is_validated():
 
 
 def test_transition_table_covers_exactly_the_non_terminal_states():
-    for role, table in TRANSITIONS.items():
+    for _role, table in TRANSITIONS.items():
         assert State.DONE not in table and State.FAILED not in table
         assert State.IDLE in table

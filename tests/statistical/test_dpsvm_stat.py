@@ -10,16 +10,22 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privfed.common.dpsvm import privacy_adjustment, sample_b
+from privfed.common.feddpdr.svm import privacy_adjustment, sample_b
 
 pytestmark = pytest.mark.slow
 
 DRAWS = 40_000
 
 
-@pytest.mark.parametrize("epsilon, n, lam, expected_mean", [
-    (1, 1000, 0.01, 24.7103), (0.1, 1000, 0.001, 400.0), (1, 100, 0.001, 40.0), (0.5, 10000, 1e-4, 80.0),
-])
+@pytest.mark.parametrize(
+    "epsilon, n, lam, expected_mean",
+    [
+        (1, 1000, 0.01, 24.7103),
+        (0.1, 1000, 0.001, 400.0),
+        (1, 100, 0.001, 40.0),
+        (0.5, 10000, 1e-4, 80.0),
+    ],
+)
 def test_norm_is_gamma_with_spec_mean(rng, epsilon, n, lam, expected_mean):
     d = 10
     eps_prime, _ = privacy_adjustment(epsilon, n, lam)

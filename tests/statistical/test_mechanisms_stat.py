@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow
 
 M = 1_000_000
 Z = 5.0
-SNAP_BIAS = 2.0 ** -21
+SNAP_BIAS = 2.0**-21
 T5 = np.array([-1.0, -0.5, 0.0, 0.5, 1.0])
 
 
@@ -50,7 +50,7 @@ def assert_moments(mech, t_row, rng, n=M):
     v_hat = sq.mean(axis=0)
     se = sq.std(axis=0) / math.sqrt(n)
     assert np.all(Z * se < 0.05 * v), "test lost its power: 5 s.e. exceeds 5% of V"
-    allowance = Z * se + 2.0 ** -20 * np.sqrt(v) + 2.0 ** -42
+    allowance = Z * se + 2.0**-20 * np.sqrt(v) + 2.0**-42
     assert np.all(np.abs(v_hat - v) <= allowance), (v_hat, v, se)
     return reports
 
@@ -76,36 +76,47 @@ def assert_binned(samples, edges, probs):
 
 # --- moments -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("mech", [
-    LaplaceMechanism(epsilon=1.0, d=5),
-    Duchi1D(epsilon=1.0, d=5),
-    PiecewiseMechanism(epsilon=1.0, d=5),
-    PiecewiseMechanism(epsilon=4.0, d=5),
-    HybridMechanism(epsilon=1.0, d=5),
-    HybridMechanism(epsilon=0.5, d=5),
-], ids=repr)
+
+@pytest.mark.parametrize(
+    "mech",
+    [
+        LaplaceMechanism(epsilon=1.0, d=5),
+        Duchi1D(epsilon=1.0, d=5),
+        PiecewiseMechanism(epsilon=1.0, d=5),
+        PiecewiseMechanism(epsilon=4.0, d=5),
+        HybridMechanism(epsilon=1.0, d=5),
+        HybridMechanism(epsilon=0.5, d=5),
+    ],
+    ids=repr,
+)
 def test_coordinatewise_moments(mech, rng):
     assert_moments(mech, T5, rng)
 
 
-@pytest.mark.parametrize("eps, t_row", [
-    (0.5, [1.0, -0.2]),
-    (1.0, [-1.0, 0.4, 0.0]),
-    (1.0, [-1.0, -0.3, 0.5, 1.0]),
-    (2.0, [1.0, 0.9, -0.1, 0.0, -0.7]),
-    (1.0, [0.2, -0.4, 0.6, 1.0, -1.0, 0.0]),
-])
+@pytest.mark.parametrize(
+    "eps, t_row",
+    [
+        (0.5, [1.0, -0.2]),
+        (1.0, [-1.0, 0.4, 0.0]),
+        (1.0, [-1.0, -0.3, 0.5, 1.0]),
+        (2.0, [1.0, 0.9, -0.1, 0.0, -0.7]),
+        (1.0, [0.2, -0.4, 0.6, 1.0, -1.0, 0.0]),
+    ],
+)
 def test_duchi_multidim_moments(eps, t_row, rng):
     assert_moments(DuchiMultidim(epsilon=eps, d=len(t_row)), t_row, rng)
 
 
-@pytest.mark.parametrize("eps, d, base, n", [
-    (1.0, 5, "pm", M),      # k = 1
-    (10.0, 10, "pm", M),    # k = 4, Floyd subsets
-    (6.0, 5, "hm", M),      # k = 2
-    (10.0, 4, "hm", M),     # k = d
-    (50.0, 40, "pm", 200_000),   # k = 20, argpartition subsets
-])
+@pytest.mark.parametrize(
+    "eps, d, base, n",
+    [
+        (1.0, 5, "pm", M),  # k = 1
+        (10.0, 10, "pm", M),  # k = 4, Floyd subsets
+        (6.0, 5, "hm", M),  # k = 2
+        (10.0, 4, "hm", M),  # k = d
+        (50.0, 40, "pm", 200_000),  # k = 20, argpartition subsets
+    ],
+)
 def test_algorithm4_moments(eps, d, base, n, rng):
     mech = PiecewiseMultidim(epsilon=eps, d=d, base=base)
     reports = assert_moments(mech, np.linspace(-1.0, 1.0, d), rng, n=n)
@@ -115,6 +126,7 @@ def test_algorithm4_moments(eps, d, base, n, rng):
 
 # --- output distributions and the epsilon ratio ---------------------------------------------
 
+
 def pm_cdf(x, t, eps):
     """CDF of the PM output written from SPEC §3.1's density (independent of the sampler)."""
     h = math.exp(eps / 2)
@@ -123,8 +135,11 @@ def pm_cdf(x, t, eps):
     left = (c + 1) / 2 * t - (c - 1) / 2
     right = left + c - 1
     x = np.asarray(x, dtype=np.float64)
-    return (p / math.exp(eps) * (np.clip(x, -c, left) + c) + p * (np.clip(x, left, right) - left)
-            + p / math.exp(eps) * (np.clip(x, right, c) - right))
+    return (
+        p / math.exp(eps) * (np.clip(x, -c, left) + c)
+        + p * (np.clip(x, left, right) - left)
+        + p / math.exp(eps) * (np.clip(x, right, c) - right)
+    )
 
 
 @pytest.mark.parametrize("eps", [1.0, 3.0])
@@ -132,7 +147,7 @@ def test_pm_distribution_and_ratio(eps, rng):
     mech = PiecewiseMechanism(epsilon=eps)
     c = mech.constant
     edges = np.linspace(-c, c, 61)
-    edges[0], edges[-1] = -c - 1e-6, c + 1e-6      # snapped extremes stay inside
+    edges[0], edges[-1] = -c - 1e-6, c + 1e-6  # snapped extremes stay inside
     outputs = {}
     for t in (-1.0, 0.3, 1.0):
         outputs[t] = mech.privatize(np.full((M, 1), t), rng)[:, 0]
@@ -188,8 +203,8 @@ def duchi_exact(t, eps):
         if pv == 0:
             continue
         s = vertices @ v
-        w_plus = np.where(s > 0, 2.0 ** (1 - d), np.where(s == 0, 2.0 ** -d, 0.0))
-        w_minus = np.where(s < 0, 2.0 ** (1 - d), np.where(s == 0, 2.0 ** -d, 0.0))
+        w_plus = np.where(s > 0, 2.0 ** (1 - d), np.where(s == 0, 2.0**-d, 0.0))
+        w_minus = np.where(s < 0, 2.0 ** (1 - d), np.where(s == 0, 2.0**-d, 0.0))
         probs += pv * (p * w_plus + (1 - p) * w_minus)
     return vertices, probs
 
@@ -204,18 +219,17 @@ def vertex_index(reports):
 def test_duchi_multidim_vertex_probabilities_and_ratio(d, rng):
     eps = 1.0
     mech = DuchiMultidim(epsilon=eps, d=d)
-    inputs = [np.ones(d), -np.ones(d), np.array([1.0, -1.0] * (d // 2) + [1.0] * (d % 2)),
-              np.linspace(-0.6, 0.3, d)]
+    inputs = [np.ones(d), -np.ones(d), np.array([1.0, -1.0] * (d // 2) + [1.0] * (d % 2)), np.linspace(-0.6, 0.3, d)]
     freqs = []
     for t in inputs:
         vertices, exact = duchi_exact(t, eps)
         assert exact.sum() == pytest.approx(1.0)
-        counts = np.bincount(vertex_index(mech.privatize(np.broadcast_to(t, (M, d)), rng)), minlength=2 ** d)
+        counts = np.bincount(vertex_index(mech.privatize(np.broadcast_to(t, (M, d)), rng)), minlength=2**d)
         z = (counts - M * exact) / np.sqrt(M * exact * (1 - exact))
         assert np.max(np.abs(z)) <= Z, (t, counts / M, exact)
         freqs.append(counts)
     # The ratio e^eps is attained at z = (1, ..., 1) for t = (1, ..., 1) against t = -(1, ..., 1) ...
-    top = 2 ** d - 1
+    top = 2**d - 1
     k1, k2 = freqs[0][top], freqs[1][top]
     assert abs(math.log(k1 / k2) - eps) <= Z * log_ratio_se(k1, k2, M, M)
     # ... and never exceeded over all vertex outputs and these inputs,
@@ -230,9 +244,9 @@ def test_duchi_multidim_vertex_probabilities_and_ratio(d, rng):
 
 def test_algorithm4_ratio(rng):
     eps = 1.0
-    mech = PiecewiseMultidim(epsilon=eps, d=2)          # k = 1: one attribute with the whole eps
+    mech = PiecewiseMultidim(epsilon=eps, d=2)  # k = 1: one attribute with the whole eps
     out = mech.privatize(np.repeat([[1.0, 0.0], [-1.0, 0.0]], M, axis=0), rng)
-    region = mech.scale * 1.0                           # (d/k) * [1, C]: PM's centre piece for t = 1
+    region = mech.scale * 1.0  # (d/k) * [1, C]: PM's centre piece for t = 1
     k1, k2 = np.count_nonzero(out[:M, 0] >= region), np.count_nonzero(out[M:, 0] >= region)
     assert k1 / M == pytest.approx(0.5 * PiecewiseMechanism(epsilon=eps).p_centre, abs=Z * math.sqrt(0.25 / M))
     assert abs(math.log(k1 / k2) - eps) <= Z * log_ratio_se(k1, k2, M, M)
@@ -243,7 +257,7 @@ def test_hm_atoms(rng):
     mech = HybridMechanism(epsilon=eps)
     out = mech.privatize(np.full((M, 1), t), rng)[:, 0]
     c_d = Duchi1D(epsilon=eps).constant
-    expected = (1 - mech.alpha) * (1 + t / c_d) / 2      # P[t* = +C_D]
+    expected = (1 - mech.alpha) * (1 + t / c_d) / 2  # P[t* = +C_D]
     k = np.count_nonzero(out == c_d)
     assert abs(k / M - expected) <= Z * math.sqrt(expected * (1 - expected) / M)
 

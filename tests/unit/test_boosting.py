@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from privfed.common.boosting import (
+from privfed.common.boosting.federated import (
     FederatedBoosting,
     owner_local_error,
     owner_update_weights,
@@ -15,10 +15,10 @@ from privfed.common.boosting import (
 )
 from privfed.common.datasets import load_builtin, partition
 from privfed.common.errors import ConfigError, PrivfedError
-from privfed.common.fixedpoint import FixedPoint
 from privfed.common.learners.samme import SammeBoost, SammeStep
 from privfed.common.learners.stump import binarize, cross_tables, select_stump, stump_share
 from privfed.common.mechanisms import make_mechanism
+from privfed.common.secagg.fixedpoint import FixedPoint
 
 
 @pytest.fixture(scope="module")
@@ -32,16 +32,27 @@ def _stumps(run):
 
 def _samme_on_groups(ds, groups, n_bins):
     """Centralised SAMME whose round m fits its stump on group m's rows (exact tables)."""
+
     def base_fit(X, y, w, m):
         rows = groups[m]
-        return select_stump(cross_tables(binarize(X[rows], ds.bounds, n_bins), y[rows], w[rows], 2),
-                            bounds=ds.bounds, n_bins=n_bins)
+        return select_stump(
+            cross_tables(binarize(X[rows], ds.bounds, n_bins), y[rows], w[rows], 2), bounds=ds.bounds, n_bins=n_bins
+        )
+
     return SammeBoost(base_fit, len(groups), 2).fit(ds.X, ds.y)
 
 
 def test_one_round_with_all_owners_equals_centralised_samme(data, rng):
-    fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=1, n_bins=4,
-                           weight_bound=1e6, eval_row_bound=1e6, eval_groups="all")
+    fb = FederatedBoosting(
+        epsilon=math.inf,
+        n_classes=2,
+        bounds=data.bounds,
+        n_rounds=1,
+        n_bins=4,
+        weight_bound=1e6,
+        eval_row_bound=1e6,
+        eval_groups="all",
+    )
     run = fb.fit(data.X, data.y, rng=rng)
     assert run.groups.shape == (1, data.n)
     ref = _samme_on_groups(data, [np.arange(data.n)], 4)
@@ -51,8 +62,17 @@ def test_one_round_with_all_owners_equals_centralised_samme(data, rng):
 
 @pytest.mark.parametrize("vectorised", [True, False])
 def test_rounds_with_fresh_groups_equal_centralised_samme(data, rng, vectorised):
-    fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=6, n_bins=4,
-                           weight_bound=1e6, eval_row_bound=1e6, vectorised=vectorised, eval_groups="all")
+    fb = FederatedBoosting(
+        epsilon=math.inf,
+        n_classes=2,
+        bounds=data.bounds,
+        n_rounds=6,
+        n_bins=4,
+        weight_bound=1e6,
+        eval_row_bound=1e6,
+        vectorised=vectorised,
+        eval_groups="all",
+    )
     run = fb.fit(data.X, data.y, rng=rng)
     ref = _samme_on_groups(data, run.groups, 4)
     assert all(r.step == "keep" for r in run.rounds) and ref.stop_reason_ == "n_estimators"
@@ -65,9 +85,12 @@ def test_rounds_with_fresh_groups_equal_centralised_samme(data, rng, vectorised)
 @pytest.mark.parametrize("base", ["stump", "ncc", "lr"])
 def test_vectorised_driver_equals_per_owner_calls(data, base):
     owners = partition(data.n, 40, seed=1)
-    runs = [FederatedBoosting(base=base, epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=3,
-                              vectorised=v).fit(data.X, data.y, owners=owners, rng=np.random.Generator(
-                                  np.random.PCG64(7))) for v in (True, False)]
+    runs = [
+        FederatedBoosting(base=base, epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=3, vectorised=v).fit(
+            data.X, data.y, owners=owners, rng=np.random.Generator(np.random.PCG64(7))
+        )
+        for v in (True, False)
+    ]
     np.testing.assert_array_equal(runs[0].groups, runs[1].groups)
     np.testing.assert_allclose(runs[0].model.alphas, runs[1].model.alphas, rtol=1e-9)
     np.testing.assert_allclose(runs[0].weights, runs[1].weights, rtol=1e-9)
@@ -81,13 +104,23 @@ def test_stump_table_vectors_equal_stump_share(data, rng):
         owner_of_row[idx] = i
     w = rng.uniform(0.0, 0.5, data.n)  # owners hold 16 rows: most totals exceed the bound and are scaled
     group = np.array([3, 0, 17, 9])
-    got = stump_table_vectors(data.X, data.y, w, owner_of_row, group, bounds=data.bounds, n_bins=3, n_classes=2,
-                              weight_bound=5.0)
+    got = stump_table_vectors(
+        data.X, data.y, w, owner_of_row, group, bounds=data.bounds, n_bins=3, n_classes=2, weight_bound=5.0
+    )
     identity = make_mechanism("pm", epsilon=math.inf, d=got.shape[1])
     for row, o in zip(got, group):
         idx = owners[o]
-        want = stump_share(data.X[idx], data.y[idx], w[idx], bounds=data.bounds, n_bins=3, n_classes=2,
-                           weight_bound=5.0, mechanism=identity, rng=rng)
+        want = stump_share(
+            data.X[idx],
+            data.y[idx],
+            w[idx],
+            bounds=data.bounds,
+            n_bins=3,
+            n_classes=2,
+            weight_bound=5.0,
+            mechanism=identity,
+            rng=rng,
+        )
         np.testing.assert_allclose(row, want, rtol=0, atol=1e-12)
 
 
@@ -133,18 +166,33 @@ def test_ring_sum_of_local_errors_equals_plain_sum_within_fixed_point_bound(seed
 
 def test_ring_and_plain_drivers_agree(data, rng):
     owners = partition(data.n, 20, seed=0)
-    kw = dict(epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=3, weight_bound=1e6, eval_row_bound=1e6,
-              max_owner_rows=1)
+    kw = dict(
+        epsilon=math.inf,
+        n_classes=2,
+        bounds=data.bounds,
+        n_rounds=3,
+        weight_bound=1e6,
+        eval_row_bound=1e6,
+        max_owner_rows=1,
+    )
     plain = FederatedBoosting(**kw).fit(data.X, data.y, owners=owners, rng=np.random.Generator(np.random.PCG64(5)))
-    ring = FederatedBoosting(secure_sum="ring", **kw).fit(data.X, data.y, owners=owners,
-                                                          rng=np.random.Generator(np.random.PCG64(5)))
+    ring = FederatedBoosting(secure_sum="ring", **kw).fit(
+        data.X, data.y, owners=owners, rng=np.random.Generator(np.random.PCG64(5))
+    )
     assert _stumps(ring) == _stumps(plain)
     np.testing.assert_allclose(ring.model.alphas, plain.model.alphas, rtol=1e-6)
 
 
 def test_weight_update_keeps_total_and_makes_last_learner_chance(data, rng):
-    fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=1, weight_bound=1e6, eval_row_bound=1e6,
-              max_owner_rows=1)
+    fb = FederatedBoosting(
+        epsilon=math.inf,
+        n_classes=2,
+        bounds=data.bounds,
+        n_rounds=1,
+        weight_bound=1e6,
+        eval_row_bound=1e6,
+        max_owner_rows=1,
+    )
     learner = fb.fit(data.X, data.y, rng=rng).model.learners[0]
     owners = partition(data.n, 10, seed=4)
     w = rng.uniform(0.5, 1.5, data.n)
@@ -169,11 +217,27 @@ def test_reject_rules(data):
     assert FederatedBoosting(**kw).coordinator_decide(0.0, 1.0, 0).step is SammeStep.KEEP_AND_STOP
 
 
-@pytest.mark.parametrize("bad", [dict(base="tree"), dict(epsilon=0.0), dict(epsilon="1"), dict(mechanism="gauss"),
-                                 dict(n_rounds=0), dict(n_bins=1), dict(weight_bound=0.0),
-                                 dict(weight_bound=math.inf), dict(secure_sum="mpc"), dict(on_reject="retry"),
-                                 dict(group_size=0), dict(labels="noisy"), dict(bounds=(0.0, 1.0)),
-                                 dict(eval_fraction=0.0), dict(eval_fraction=1.0), dict(eval_groups="some")])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(base="tree"),
+        dict(epsilon=0.0),
+        dict(epsilon="1"),
+        dict(mechanism="gauss"),
+        dict(n_rounds=0),
+        dict(n_bins=1),
+        dict(weight_bound=0.0),
+        dict(weight_bound=math.inf),
+        dict(secure_sum="mpc"),
+        dict(on_reject="retry"),
+        dict(group_size=0),
+        dict(labels="noisy"),
+        dict(bounds=(0.0, 1.0)),
+        dict(eval_fraction=0.0),
+        dict(eval_fraction=1.0),
+        dict(eval_groups="some"),
+    ],
+)
 def test_invalid_parameters(data, bad):
     kw = dict(epsilon=1.0, n_classes=2, bounds=data.bounds, n_rounds=2) | bad
     with pytest.raises(ConfigError):
@@ -192,7 +256,7 @@ def test_release_dimensions(data):
 def test_evaluation_noise_has_the_laplace_variance_of_the_row_bound_whatever_the_rows(rng):
     """Per coordinate Var = 2 (2 b / eps)^2 = 8 b^2 / eps^2 (SPEC §1), within SPEC §0's 1.5% at 10^6
     draws, for a one-row pair and a 400-row pair alike: the noise follows the row bound, not the rows."""
-    from privfed.common.boosting import evaluation_noise_scale, noisy_contributions
+    from privfed.common.boosting.federated import evaluation_noise_scale, noisy_contributions
 
     b, eps, m = 3.0, 0.7, 10**6
     assert evaluation_noise_scale(b, eps) == pytest.approx(2 * b / eps)
@@ -203,10 +267,10 @@ def test_evaluation_noise_has_the_laplace_variance_of_the_row_bound_whatever_the
 
 
 def test_one_row_moves_each_evaluation_coordinate_by_at_most_the_row_bound(data, rng):
-    """The sensitivity argument (common/boosting.py): with rows clipped to b, adding, removing or
+    """The sensitivity argument (common/boosting/federated.py): with rows clipped to b, adding, removing or
     replacing one row of an owner -- any features, label or weight -- moves (err_sum, w_sum) by at
     most b in each coordinate, whatever the owner's row count."""
-    from privfed.common.boosting import owner_local_error
+    from privfed.common.boosting.federated import owner_local_error
     from privfed.common.learners.stump import Stump
 
     b = 2.0
@@ -229,7 +293,7 @@ def test_one_row_moves_each_evaluation_coordinate_by_at_most_the_row_bound(data,
 
 
 def test_evaluation_pairs_are_clipped_to_the_public_range(rng):
-    from privfed.common.boosting import clip_contributions, contribution_bound, noisy_contributions
+    from privfed.common.boosting.federated import clip_contributions, contribution_bound, noisy_contributions
 
     got = clip_contributions([[3.0, 12.0], [-1.0, 2.0], [5.0, 2.0], [0.5, 1.0]])
     np.testing.assert_allclose(got, [[3.0, 12.0], [0.0, 2.0], [2.0, 2.0], [0.5, 1.0]])
@@ -250,12 +314,20 @@ def test_the_evaluation_noise_depends_on_the_row_bound_only(data):
 
 def test_nothing_to_boost_says_why_with_the_numbers(data):
     fb = FederatedBoosting(epsilon=2.0, n_classes=2, bounds=data.bounds, n_rounds=2)
-    drowned = fb.nothing_to_boost([(4, 30.0, 50.0), (4, 26.0, 48.0)])   # noise std ~9.4 against W ~49
+    drowned = fb.nothing_to_boost([(4, 30.0, 50.0), (4, 26.0, 48.0)])  # noise std ~9.4 against W ~49
     assert "\n" not in drowned
-    for part in ("[0.6, 0.542]", f"{fb.eval_noise_scale:.3g} per owner", f"std ~{math.sqrt(8) * fb.eval_noise_scale:.3g}",
-                 "W ~49", "the noise drowns", "more owners", "larger epsilon (now 2)", "eval fraction (now 0.3)"):
+    for part in (
+        "[0.6, 0.542]",
+        f"{fb.eval_noise_scale:.3g} per owner",
+        f"std ~{math.sqrt(8) * fb.eval_noise_scale:.3g}",
+        "W ~49",
+        "the noise drowns",
+        "more owners",
+        "larger epsilon (now 2)",
+        "eval fraction (now 0.3)",
+    ):
         assert part in drowned, (part, drowned)
-    small = fb.nothing_to_boost([(4, 410.0, 790.0), (4, 402.0, 801.0)])   # W ~796: the learners are the cause
+    small = fb.nothing_to_boost([(4, 410.0, 790.0), (4, 402.0, 801.0)])  # W ~796: the learners are the cause
     assert "the noise is small" in small and "share group" in small and "W ~796" in small
     tiny = FederatedBoosting(epsilon=1e-3, n_classes=2, bounds=data.bounds, n_rounds=2, on_reject="skip")
     with pytest.raises(PrivfedError, match="no base learner was better than chance"):
@@ -264,7 +336,7 @@ def test_nothing_to_boost_says_why_with_the_numbers(data):
 
 
 def test_evaluation_groups_cover_every_owner_once_and_avoid_the_share_group(rng):
-    from privfed.common.boosting import evaluation_groups
+    from privfed.common.boosting.federated import evaluation_groups
 
     groups = sample_groups(103, 5, 12, rng)
     evals = evaluation_groups(groups, 103, "disjoint", rng)
@@ -274,19 +346,19 @@ def test_evaluation_groups_cover_every_owner_once_and_avoid_the_share_group(rng)
 
 
 def test_budget_split_adds_up_to_the_run_epsilon(data):
-    from privfed.common.boostwire import config_to_dict
+    from privfed.common.boosting.wire import config_to_dict
     from privfed.common.messages import boost_eval_epsilon, boost_release_epsilons
 
     for how, per_run in (("disjoint", 1), ("all", 4)):
         for base in ("stump", "ncc"):
-            fb = FederatedBoosting(base=base, epsilon=2.0, n_classes=2, bounds=data.bounds, n_rounds=4,
-                                   eval_groups=how)
+            fb = FederatedBoosting(base=base, epsilon=2.0, n_classes=2, bounds=data.bounds, n_rounds=4, eval_groups=how)
             config = config_to_dict(fb, "run")
             share = sum(e for e, _, _ in boost_release_epsilons(config))
             assert boost_eval_epsilon(config) == pytest.approx(fb.eval_round_epsilon)
             assert share + per_run * boost_eval_epsilon(config) == pytest.approx(2.0)
-    inf = config_to_dict(FederatedBoosting(base="ncc", epsilon=math.inf, n_classes=2, bounds=data.bounds,
-                                           n_rounds=2), "run")
+    inf = config_to_dict(
+        FederatedBoosting(base="ncc", epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=2), "run"
+    )
     assert all(e == math.inf for e, _, _ in boost_release_epsilons(inf))  # not NaN (issue 10)
 
 
@@ -299,7 +371,7 @@ def test_noisy_totals_never_trigger_the_zero_error_stop(data):
 
 @pytest.mark.parametrize("eps", [5e-324, 1e-310])
 def test_an_epsilon_with_non_finite_noise_is_refused_before_any_release(eps, rng):
-    from privfed.common.boosting import noisy_contributions
+    from privfed.common.boosting.federated import noisy_contributions
 
     with pytest.raises(ConfigError, match="non-finite"):
         noisy_contributions([[0.5, 1.0]], row_bound=1.0, epsilon=eps, rng=rng)
@@ -312,12 +384,18 @@ def test_check_learner_accepts_the_run_kind_and_shapes_and_refuses_others(data):
     d = data.bounds.d
     ncc = FederatedBoosting(base="ncc", epsilon=1.0, n_classes=2, bounds=data.bounds, n_rounds=2)
     ncc.check_learner(NearestCentroidModel(np.zeros((2, d))))
-    for bad in (NearestCentroidModel(np.zeros((3, d))), NearestCentroidModel(np.zeros((2, d + 1))),
-                LinearModel(np.zeros((1, d)), np.zeros(1), data.bounds, np.arange(2))):
+    for bad in (
+        NearestCentroidModel(np.zeros((3, d))),
+        NearestCentroidModel(np.zeros((2, d + 1))),
+        LinearModel(np.zeros((1, d)), np.zeros(1), data.bounds, np.arange(2)),
+    ):
         with pytest.raises(ConfigError):
             ncc.check_learner(bad)
     lr = FederatedBoosting(base="lr", epsilon=1.0, n_classes=2, bounds=data.bounds, n_rounds=2)
     lr.check_learner(LinearModel(np.zeros((1, d)), np.zeros(1), data.bounds, np.arange(2)))
     with pytest.raises(ConfigError):
-        lr.check_learner(LinearModel(np.zeros((1, d)), np.zeros(1), data.bounds.__class__(data.bounds.lo - 1,
-                                                                                          data.bounds.hi), np.arange(2)))
+        lr.check_learner(
+            LinearModel(
+                np.zeros((1, d)), np.zeros(1), data.bounds.__class__(data.bounds.lo - 1, data.bounds.hi), np.arange(2)
+            )
+        )

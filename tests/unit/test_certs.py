@@ -84,7 +84,8 @@ def test_flat_view_keeps_the_root_usable_for_one_host_without_exposing_the_ca_ke
         assert TlsFiles.in_dir(root, name).read() == TlsFiles.in_dir(party_dir(root, name), name).read()
     assert not (root / "ca-key.pem").exists()
     assert sorted(p.name for p in root.iterdir() if p.is_symlink()) == sorted(
-        f"{n}{s}" for n in ["coordinator", "owner-0", "owner-1"] for s in (".pem", "-key.pem"))
+        f"{n}{s}" for n in ["coordinator", "owner-0", "owner-1"] for s in (".pem", "-key.pem")
+    )
     bare = make_certs(tmp_path / "bare", owners=1, flat=False)
     assert sorted(p.name for p in bare.iterdir()) == ["ca", "coordinator", "owner-0"]
 

@@ -355,8 +355,9 @@ def test_federation_split_is_a_pure_function_of_public_name_and_seed():
     from privfed.owner import data
 
     assert data.federation_split is federation_split  # the owner package re-exports the common one
-    (tr1, te1), (tr2, te2) = (federation_split("synthetic", seed=4, test_fraction=0.25, n_samples=120)
-                              for _ in range(2))
+    (tr1, te1), (tr2, te2) = (
+        federation_split("synthetic", seed=4, test_fraction=0.25, n_samples=120) for _ in range(2)
+    )
     np.testing.assert_array_equal(tr1.X, tr2.X)
     np.testing.assert_array_equal(te1.y, te2.y)
     assert (tr1.X.shape[0], te1.X.shape[0]) == (90, 30)

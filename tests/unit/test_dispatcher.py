@@ -15,20 +15,35 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from privfed.common.errors import (
-    BudgetExceeded, ConfigError, JobAborted, LocalProtocolError, PrivfedError, RemoteProtocolError, ResourceExhausted,
-    RingClosed, RoundFailed,
+    BudgetExceeded,
+    ConfigError,
+    JobAborted,
+    LocalProtocolError,
+    PrivfedError,
+    RemoteProtocolError,
+    ResourceExhausted,
+    RingClosed,
+    RoundFailed,
 )
 from privfed.common.identity import owner_id
 from privfed.common.messages import OwnerInfo, Refusal, Result, RingMessageTask, Task
-from privfed.common.securesum import Inbound, MessageKind, new_session_id
+from privfed.common.secagg.ring import Inbound, MessageKind, new_session_id
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto.transport import (
-    MAX_MESSAGE_BYTES, RELAY_TIMEOUT, REGISTER_TIMEOUT, TlsFiles, channel_credentials, channel_options,
+    MAX_MESSAGE_BYTES,
+    REGISTER_TIMEOUT,
+    RELAY_TIMEOUT,
+    TlsFiles,
+    channel_credentials,
+    channel_options,
 )
 from privfed.server.app import CoordinatorServer
 from privfed.server.dispatcher import (
-    MAX_OWNERS_PER_NODE, MAX_QUEUED_BYTES_PER_OWNER, MAX_QUEUED_ENVELOPES_PER_OWNER, Dispatcher,
+    MAX_OWNERS_PER_NODE,
+    MAX_QUEUED_BYTES_PER_OWNER,
+    MAX_QUEUED_ENVELOPES_PER_OWNER,
+    Dispatcher,
 )
 from privfed.server.servicer import status_code
 
@@ -63,6 +78,7 @@ def ring_tasks(d: Dispatcher, node: str) -> list[bytes]:
 
 # ---- registration (item 4) -----------------------------------------------------------
 
+
 def test_a_node_cannot_register_another_nodes_owner_id(dispatcher):
     with pytest.raises(RemoteProtocolError, match="does not belong to node"):
         dispatcher.register("node-b", [info(B0), info(A0)])
@@ -94,11 +110,12 @@ def test_registration_size_and_id_length_are_bounded():
 def test_re_registration_replaces_only_the_nodes_own_owners(dispatcher):
     dispatcher.register("node-a", [info(A1), info(owner_id("node-a", 2))])
     assert set(dispatcher.owners()) == {A1, owner_id("node-a", 2), B0, C0}
-    dispatcher.register("node-a", [info(A0), info(A1)])   # and back, as a restarted node does
+    dispatcher.register("node-a", [info(A0), info(A1)])  # and back, as a restarted node does
     assert set(dispatcher.owners()) == {A0, A1, B0, C0}
 
 
 # ---- relay (item 8, contract 5) --------------------------------------------------------
+
 
 def test_relay_within_an_open_session_reaches_the_recipients_node(dispatcher):
     s = new_session_id()
@@ -132,7 +149,7 @@ def test_relay_from_an_owner_the_node_does_not_host_is_refused(dispatcher):
     s = new_session_id()
     dispatcher.open_ring(s, [A0, B0, C0])
     with pytest.raises(RemoteProtocolError, match="does not host"):
-        dispatcher.relay("node-c", [(B0, envelope(s, A0, B0))])   # node-c forging A0
+        dispatcher.relay("node-c", [(B0, envelope(s, A0, B0))])  # node-c forging A0
     assert ring_tasks(dispatcher, "node-b") == []
 
 
@@ -144,7 +161,7 @@ def test_relay_to_a_non_member_or_with_a_mismatched_header_is_refused(dispatcher
     with pytest.raises(RemoteProtocolError, match="header recipient"):
         dispatcher.relay("node-a", [(C0, envelope(s, A0, B0))])
     with pytest.raises(RemoteProtocolError):
-        dispatcher.relay("node-a", [(B0, b"\0" * 100)])           # not an envelope at all
+        dispatcher.relay("node-a", [(B0, b"\0" * 100)])  # not an envelope at all
     # A bad envelope in a batch queues nothing of the batch.
     with pytest.raises(RemoteProtocolError):
         dispatcher.relay("node-a", [(B0, envelope(s, A0, B0)), (C0, envelope(s, A0, C0))])
@@ -183,8 +200,11 @@ def test_relay_beyond_the_per_recipient_bytes_is_resource_exhausted(dispatcher):
 
 
 @settings(max_examples=300, deadline=None)
-@given(cut=st.integers(0, 200), flips=st.lists(st.tuples(st.integers(0, 200), st.integers(1, 255)), max_size=4),
-       tail=st.binary(max_size=8))
+@given(
+    cut=st.integers(0, 200),
+    flips=st.lists(st.tuples(st.integers(0, 200), st.integers(1, 255)), max_size=4),
+    tail=st.binary(max_size=8),
+)
 def test_a_mangled_envelope_is_refused_as_a_protocol_error_and_nothing_is_queued(cut, flips, tail):
     d = Dispatcher()
     d.register("node-a", [info(A0)])
@@ -193,12 +213,12 @@ def test_a_mangled_envelope_is_refused_as_a_protocol_error_and_nothing_is_queued
     data = bytearray(envelope("s", A0, B0, payload=b"\1" * 40))
     for at, x in flips:
         data[at % len(data)] ^= x
-    data = bytes(data[:len(data) - cut % len(data)]) + tail
+    data = bytes(data[: len(data) - cut % len(data)]) + tail
     try:
         d.relay("node-a", [(B0, data)])
     except RemoteProtocolError:
         assert d.queued_relay() == (0, 0)
-    else:   # only a mangling that still names s, A0 -> B0 is accepted (the recipient authenticates it)
+    else:  # only a mangling that still names s, A0 -> B0 is accepted (the recipient authenticates it)
         header = Inbound.from_bytes(data)
         assert (header.session_id, header.sender, header.recipient) == ("s", A0, B0)
 
@@ -221,7 +241,7 @@ def test_closing_a_session_drops_its_queued_envelopes_only(dispatcher):
     dispatcher.open_ring(t, [A1, B0])
     dispatcher.relay("node-a", [(B0, envelope(s, A0, B0)), (B0, envelope(t, A1, B0))])
     dispatcher.close_ring(s)
-    dispatcher.close_ring(s)   # idempotent
+    dispatcher.close_ring(s)  # idempotent
     assert [Inbound.from_bytes(d).session_id for d in ring_tasks(dispatcher, "node-b")] == [t]
     assert dispatcher.queued_relay() == (0, 0)
 
@@ -232,7 +252,7 @@ def test_open_ring_checks_its_arguments(dispatcher):
     with pytest.raises(ConfigError):
         dispatcher.open_ring("s", [A0, A0])
     dispatcher.open_ring("s", [A0, B0])
-    dispatcher.open_ring("s", [B0, A0])   # same members: no-op
+    dispatcher.open_ring("s", [B0, A0])  # same members: no-op
     with pytest.raises(ConfigError):
         dispatcher.open_ring("s", [A0, C0])
 
@@ -258,16 +278,19 @@ def test_a_task_for_an_owner_that_left_fails_the_round_not_the_configuration(dis
         dispatcher.peer_key(C0)
 
 
-@pytest.mark.parametrize("exc, code", [
-    (RingClosed("closed"), grpc.StatusCode.FAILED_PRECONDITION),      # subclass of RemoteProtocolError
-    (RemoteProtocolError("bad"), grpc.StatusCode.INVALID_ARGUMENT),
-    (ConfigError("no model"), grpc.StatusCode.FAILED_PRECONDITION),
-    (BudgetExceeded("spent"), grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (ResourceExhausted("full"), grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (RoundFailed("no owner released"), grpc.StatusCode.INTERNAL),      # the coordinator's job, never a call's
-    (JobAborted("SIGTERM"), grpc.StatusCode.INTERNAL),
-    (LocalProtocolError("bug"), grpc.StatusCode.INTERNAL),
-])
+@pytest.mark.parametrize(
+    "exc, code",
+    [
+        (RingClosed("closed"), grpc.StatusCode.FAILED_PRECONDITION),  # subclass of RemoteProtocolError
+        (RemoteProtocolError("bad"), grpc.StatusCode.INVALID_ARGUMENT),
+        (ConfigError("no model"), grpc.StatusCode.FAILED_PRECONDITION),
+        (BudgetExceeded("spent"), grpc.StatusCode.RESOURCE_EXHAUSTED),
+        (ResourceExhausted("full"), grpc.StatusCode.RESOURCE_EXHAUSTED),
+        (RoundFailed("no owner released"), grpc.StatusCode.INTERNAL),  # the coordinator's job, never a call's
+        (JobAborted("SIGTERM"), grpc.StatusCode.INTERNAL),
+        (LocalProtocolError("bug"), grpc.StatusCode.INTERNAL),
+    ],
+)
 def test_the_servicer_maps_errors_to_status_codes_by_type(exc, code):
     assert status_code(exc) == code
 
@@ -277,12 +300,16 @@ def test_every_error_privfed_raises_on_purpose_is_a_privfed_error():
 
     for cls in (RoundFailed, JobAborted, ResourceExhausted, RingClosed):
         assert issubclass(cls, PrivfedError) and cls.__module__ == "privfed.common.errors"
-    defined_here = [name for name, v in vars(dispatcher_module).items()
-                    if isinstance(v, type) and issubclass(v, Exception) and v.__module__ == dispatcher_module.__name__]
-    assert defined_here == []   # errors live in privfed.common.errors only
+    defined_here = [
+        name
+        for name, v in vars(dispatcher_module).items()
+        if isinstance(v, type) and issubclass(v, Exception) and v.__module__ == dispatcher_module.__name__
+    ]
+    assert defined_here == []  # errors live in privfed.common.errors only
 
 
 # ---- over gRPC --------------------------------------------------------------------------
+
 
 def test_servicer_maps_relay_errors_and_refuses_oversized_messages():
     server = CoordinatorServer(tls=None)
@@ -292,8 +319,10 @@ def test_servicer_maps_relay_errors_and_refuses_oversized_messages():
             stub = pb_grpc.CoordinatorStub(channel)
 
             def register(node, owners):
-                return stub.RegisterNode(pb.RegisterNodeRequest(
-                    node_id=node, owners=[pb.OwnerInfo(owner_id=o) for o in owners]), timeout=REGISTER_TIMEOUT)
+                return stub.RegisterNode(
+                    pb.RegisterNodeRequest(node_id=node, owners=[pb.OwnerInfo(owner_id=o) for o in owners]),
+                    timeout=REGISTER_TIMEOUT,
+                )
 
             register("node-a", [A0])
             register("node-b", [B0])
@@ -302,16 +331,18 @@ def test_servicer_maps_relay_errors_and_refuses_oversized_messages():
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
             def relay(data, node="node-a", to=B0):
-                return stub.Relay(pb.RelayRequest(node_id=node, envelopes=[pb.Envelope(recipient=to, data=data)]),
-                                  timeout=RELAY_TIMEOUT)
+                return stub.Relay(
+                    pb.RelayRequest(node_id=node, envelopes=[pb.Envelope(recipient=to, data=data)]),
+                    timeout=RELAY_TIMEOUT,
+                )
 
             s = new_session_id()
             with pytest.raises(grpc.RpcError) as err:
                 relay(envelope(s, A0, B0))
-            assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION   # not open: drop, don't retry
+            assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION  # not open: drop, don't retry
             server.dispatcher.open_ring(s, [A0, B0])
             with pytest.raises(grpc.RpcError) as err:
-                relay(envelope(s, B0, A0))                                   # forging node-b's owner
+                relay(envelope(s, B0, A0))  # forging node-b's owner
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert relay(envelope(s, A0, B0)).accepted == 1
             for k in range(MAX_QUEUED_ENVELOPES_PER_OWNER - 1):
@@ -323,8 +354,9 @@ def test_servicer_maps_relay_errors_and_refuses_oversized_messages():
         # A client that ignores the bound: the server's gRPC refuses the message from its length
         # prefix, before the servicer (or an allocation of its size) sees it.
         with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", -1)]) as channel:
-            request = pb.RelayRequest(node_id="node-a", envelopes=[
-                pb.Envelope(recipient=B0, data=b"\0" * (MAX_MESSAGE_BYTES + 1))])
+            request = pb.RelayRequest(
+                node_id="node-a", envelopes=[pb.Envelope(recipient=B0, data=b"\0" * (MAX_MESSAGE_BYTES + 1))]
+            )
             with pytest.raises(grpc.RpcError) as err:
                 pb_grpc.CoordinatorStub(channel).Relay(request, timeout=RELAY_TIMEOUT)
             assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -338,16 +370,19 @@ def test_a_round_does_not_wait_for_an_owner_its_node_dropped_on_re_registration(
     d = Dispatcher(clock=lambda: now[0])
     d.register("node-a", [info(A0), info(A1)])
     done = []
-    runner = threading.Thread(target=lambda: done.append(d.run([Task("t0", A0, "r", RingMessageTask(b"")),
-                                                                Task("t1", A1, "r", RingMessageTask(b""))], timeout=60)))
+    runner = threading.Thread(
+        target=lambda: done.append(
+            d.run([Task("t0", A0, "r", RingMessageTask(b"")), Task("t1", A1, "r", RingMessageTask(b""))], timeout=60)
+        )
+    )
     runner.start()
     tasks, _ = d.pull("node-a", 1.0)
     assert {t.task_id for t in tasks} == {"t0", "t1"}
-    d.register("node-a", [info(A0)])                       # A1 is gone
-    tasks, _ = d.pull("node-a", 1.0)                       # t0 redelivered to the new incarnation
+    d.register("node-a", [info(A0)])  # A1 is gone
+    tasks, _ = d.pull("node-a", 1.0)  # t0 redelivered to the new incarnation
     assert [t.task_id for t in tasks] == ["t0"]
     d.push("node-a", [Result("t0", A0, Refusal("internal", "test"))])
-    now[0] += 1.0                                          # past the next liveness check
+    now[0] += 1.0  # past the next liveness check
     runner.join(5)
     assert not runner.is_alive() and done[0].lost == ["t1"] and set(done[0].results) == {"t0"}
 
@@ -363,8 +398,9 @@ def test_a_pull_answer_stays_under_the_message_bound_and_the_rest_waits():
         d.register("node-b", [info(B0), info(b1)])
         s = new_session_id()
         d.open_ring(s, [A0, B0, b1])
-        sent = [envelope(s, A0, to, payload=bytes([k]) * (7 * 1024 * 1024), seq=k)
-                for k, to in enumerate([B0, b1, B0, b1])]
+        sent = [
+            envelope(s, A0, to, payload=bytes([k]) * (7 * 1024 * 1024), seq=k) for k, to in enumerate([B0, b1, B0, b1])
+        ]
         for data in sent:
             d.relay("node-a", [(Inbound.from_bytes(data).recipient, data)])
         received = []
@@ -389,30 +425,36 @@ def test_over_mtls_a_node_registers_only_owners_under_its_certificate_name(tmp_p
     server = CoordinatorServer(tls=TlsFiles.in_dir(tmp_path, "coordinator"))
     port = server.start("127.0.0.1:0")
     try:
-        with grpc.secure_channel(f"localhost:{port}", channel_credentials(TlsFiles.in_dir(tmp_path, "owner-1")),
-                                 options=channel_options()) as channel:
+        with grpc.secure_channel(
+            f"localhost:{port}", channel_credentials(TlsFiles.in_dir(tmp_path, "owner-1")), options=channel_options()
+        ) as channel:
             stub = pb_grpc.CoordinatorStub(channel)
 
             def register(node, owners):
-                return stub.RegisterNode(pb.RegisterNodeRequest(
-                    node_id=node, owners=[pb.OwnerInfo(owner_id=o) for o in owners]), timeout=REGISTER_TIMEOUT)
+                return stub.RegisterNode(
+                    pb.RegisterNodeRequest(node_id=node, owners=[pb.OwnerInfo(owner_id=o) for o in owners]),
+                    timeout=REGISTER_TIMEOUT,
+                )
 
-            for node, owners in [("owner-1", [owner_id("owner-0", 0)]),              # another node's owner
-                                 ("owner-1", [owner_id("owner-1", 0), "owner-0"]),   # an id of the old form
-                                 ("owner-0", [owner_id("owner-0", 0)])]:             # another node's name
+            for node, owners in [
+                ("owner-1", [owner_id("owner-0", 0)]),  # another node's owner
+                ("owner-1", [owner_id("owner-1", 0), "owner-0"]),  # an id of the old form
+                ("owner-0", [owner_id("owner-0", 0)]),
+            ]:  # another node's name
                 with pytest.raises(grpc.RpcError) as err:
                     register(node, owners)
                 assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert server.dispatcher.owners() == {}
             register("owner-1", [owner_id("owner-1", 0), owner_id("owner-1", 1)])
-            register("owner-1", [owner_id("owner-1", 1)])   # a restart with fewer owners
+            register("owner-1", [owner_id("owner-1", 1)])  # a restart with fewer owners
             assert set(server.dispatcher.owners()) == {owner_id("owner-1", 1)}
     finally:
         server.stop(0)
 
 
-_ids = st.one_of(st.text(max_size=12), st.sampled_from([A0, B0, "node-a", "node-b", "s"]),
-                 st.text(min_size=256, max_size=300))
+_ids = st.one_of(
+    st.text(max_size=12), st.sampled_from([A0, B0, "node-a", "node-b", "s"]), st.text(min_size=256, max_size=300)
+)
 _members = st.sampled_from([A0, B0, C0, "owner-0"])
 
 
@@ -429,23 +471,36 @@ def live_server():
 
 
 @settings(max_examples=150, deadline=None)
-@given(kind=st.sampled_from(["register", "pull", "relay"]), node=_ids, owners=st.lists(_ids, max_size=4),
-       data=st.one_of(st.binary(max_size=64), st.builds(envelope, st.sampled_from(["s", "t"]), _members, _members)), wait=st.integers(0, 2))
-def test_random_requests_get_a_client_error_and_the_coordinator_keeps_serving(live_server, kind, node, owners,
-                                                                             data, wait):
+@given(
+    kind=st.sampled_from(["register", "pull", "relay"]),
+    node=_ids,
+    owners=st.lists(_ids, max_size=4),
+    data=st.one_of(st.binary(max_size=64), st.builds(envelope, st.sampled_from(["s", "t"]), _members, _members)),
+    wait=st.integers(0, 2),
+)
+def test_random_requests_get_a_client_error_and_the_coordinator_keeps_serving(
+    live_server, kind, node, owners, data, wait
+):
     server, stub = live_server
     request, call = {
-        "register": (pb.RegisterNodeRequest(node_id=node, owners=[pb.OwnerInfo(owner_id=o) for o in owners]),
-                     stub.RegisterNode),
+        "register": (
+            pb.RegisterNodeRequest(node_id=node, owners=[pb.OwnerInfo(owner_id=o) for o in owners]),
+            stub.RegisterNode,
+        ),
         "pull": (pb.PullTasksRequest(node_id=node, wait_ms=wait), stub.PullTasks),
-        "relay": (pb.RelayRequest(node_id=node, envelopes=[pb.Envelope(recipient=o, data=data) for o in owners]),
-                  stub.Relay),
+        "relay": (
+            pb.RelayRequest(node_id=node, envelopes=[pb.Envelope(recipient=o, data=data) for o in owners]),
+            stub.Relay,
+        ),
     }[kind]
     try:
         call(request, timeout=RELAY_TIMEOUT)
     except grpc.RpcError as err:
-        assert err.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
-                              grpc.StatusCode.RESOURCE_EXHAUSTED), err.details()
+        assert err.code() in (
+            grpc.StatusCode.INVALID_ARGUMENT,
+            grpc.StatusCode.FAILED_PRECONDITION,
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+        ), err.details()
     # Whatever came before, the honest pair still works (a fuzzed node may have registered itself).
     server.dispatcher.register("node-a", [info(A0)])
     server.dispatcher.register("node-b", [info(B0)])
@@ -468,7 +523,8 @@ def test_server_interceptors_see_every_call():
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}", options=channel_options()) as channel:
             pb_grpc.CoordinatorStub(channel).RegisterNode(
-                pb.RegisterNodeRequest(node_id="node-a", owners=[pb.OwnerInfo(owner_id=A0)]), timeout=REGISTER_TIMEOUT)
+                pb.RegisterNodeRequest(node_id="node-a", owners=[pb.OwnerInfo(owner_id=A0)]), timeout=REGISTER_TIMEOUT
+            )
     finally:
         server.stop(0)
     assert record.methods == ["/privfed.v1.Coordinator/RegisterNode"]

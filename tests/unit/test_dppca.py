@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from privfed.common.bounds import Bounds
-from privfed.common.dppca import (
+from privfed.common.errors import ConfigError
+from privfed.common.feddpdr.pca import (
     analytic_gaussian_delta,
     dp_pca,
     gaussian_sigma,
@@ -16,10 +17,9 @@ from privfed.common.dppca import (
     symmetric_gaussian_noise,
     top_k_eigenvectors,
 )
-from privfed.common.errors import ConfigError
-
 
 # --- sigma calibration ---------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("epsilon, sigma", [(0.5, 9.689611), (0.1, 48.448053)])
 def test_classic_sigma_matches_spec_table(epsilon, sigma):
@@ -37,10 +37,17 @@ def test_classic_sigma_refuses_epsilon_one_and_the_table_value_is_still_valid():
 
 
 # Reference values computed independently with Balle & Wang's Algorithm 1 (the B+/B- bisection).
-@pytest.mark.parametrize("epsilon, delta, sigma", [
-    (0.01, 1e-5, 243.785438), (0.1, 1e-5, 30.749566), (0.5, 1e-5, 7.031827),
-    (1.0, 1e-5, 3.730632), (2.0, 1e-5, 1.993812), (0.1, 1e-4, 24.508106),
-])
+@pytest.mark.parametrize(
+    "epsilon, delta, sigma",
+    [
+        (0.01, 1e-5, 243.785438),
+        (0.1, 1e-5, 30.749566),
+        (0.5, 1e-5, 7.031827),
+        (1.0, 1e-5, 3.730632),
+        (2.0, 1e-5, 1.993812),
+        (0.1, 1e-4, 24.508106),
+    ],
+)
 def test_analytic_sigma_values(epsilon, delta, sigma):
     assert gaussian_sigma(epsilon, delta) == pytest.approx(sigma, abs=1e-6)
 
@@ -62,11 +69,17 @@ def test_sigma_is_linear_in_sensitivity_and_zero_at_infinite_epsilon():
     assert gaussian_sigma(math.inf, 1e-5) == 0.0
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(epsilon=0.0, delta=1e-5), dict(epsilon=-1.0, delta=1e-5), dict(epsilon=1.0, delta=0.0),
-    dict(epsilon=1.0, delta=1.0), dict(epsilon=1.0, delta=1e-5, sensitivity=0.0),
-    dict(epsilon=1.0, delta=1e-5, method="laplace"),
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(epsilon=0.0, delta=1e-5),
+        dict(epsilon=-1.0, delta=1e-5),
+        dict(epsilon=1.0, delta=0.0),
+        dict(epsilon=1.0, delta=1.0),
+        dict(epsilon=1.0, delta=1e-5, sensitivity=0.0),
+        dict(epsilon=1.0, delta=1e-5, method="laplace"),
+    ],
+)
 def test_invalid_sigma_parameters(kwargs):
     with pytest.raises(ConfigError):
         gaussian_sigma(**kwargs)
@@ -78,6 +91,7 @@ def test_sigma_rejects_non_numbers():
 
 
 # --- the noise matrix ----------------------------------------------------------------------------
+
 
 def test_noise_is_symmetric_with_variance_sigma_squared_everywhere(rng):
     sigma, d, draws = math.sqrt(2 * math.log(1.25e5)), 20, 5000
@@ -102,8 +116,10 @@ def test_noisy_covariance_adds_calibrated_noise(rng):
     assert np.array_equal(exact, X.T @ X)
     seed = 7
     E1 = noisy_covariance(X, epsilon=0.5, delta=1e-5, rng=np.random.default_rng(seed)) - exact
-    E2 = noisy_covariance(X, epsilon=0.5, delta=1e-5, rng=np.random.default_rng(seed),
-                          neighbouring="replace-one") - exact
+    E2 = (
+        noisy_covariance(X, epsilon=0.5, delta=1e-5, rng=np.random.default_rng(seed), neighbouring="replace-one")
+        - exact
+    )
     assert np.allclose(E1, E1.T)
     assert np.allclose(E2, math.sqrt(2) * E1)
     expected = symmetric_gaussian_noise(4, gaussian_sigma(0.5, 1e-5), np.random.default_rng(seed))
@@ -118,6 +134,7 @@ def test_noisy_covariance_refuses_rows_outside_the_unit_ball(rng):
 
 
 # --- scaling, eigenvectors, release --------------------------------------------------------------
+
 
 def test_scale_rows_uses_public_midpoint_and_radius():
     b = Bounds(np.array([0.0, -2.0]), np.array([4.0, 2.0]))
@@ -169,15 +186,15 @@ def test_owner_pca_release_returns_basis_and_count(rng):
 
 def test_normalise_rows_uses_only_the_bounds_and_the_row():
     from privfed.common.bounds import Bounds
-    from privfed.common.dppca import normalise_rows, scale_rows
+    from privfed.common.feddpdr.pca import normalise_rows, scale_rows
 
     bounds = Bounds.of(0.0, 255.0, 4)
     X = np.array([[0, 0, 0, 0], [255, 0, 0, 0], [10, 20, 30, 40], [300, -5, 0, 0]], dtype=float)
     Z = normalise_rows(X, bounds)
     assert np.allclose(np.linalg.norm(Z, axis=1), [0, 1, 1, 1])
     assert np.allclose(Z[2], np.array([1, 2, 3, 4]) / math.sqrt(30))
-    assert np.allclose(Z[3], [1, 0, 0, 0])                             # clipped into the bounds first
-    assert np.array_equal(normalise_rows(X[2:3], bounds), Z[2:3])      # row by row: no other row is read
+    assert np.allclose(Z[3], [1, 0, 0, 0])  # clipped into the bounds first
+    assert np.array_equal(normalise_rows(X[2:3], bounds), Z[2:3])  # row by row: no other row is read
     assert np.array_equal(scale_rows(X, bounds, "normalise"), Z)
     with pytest.raises(ConfigError):
         scale_rows(X, bounds, "other")

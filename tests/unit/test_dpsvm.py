@@ -7,7 +7,8 @@ import pytest
 import scipy.optimize
 
 from privfed.common.bounds import Bounds
-from privfed.common.dpsvm import (
+from privfed.common.errors import ConfigError
+from privfed.common.feddpdr.svm import (
     add_bias_feature,
     feddpdr_fit,
     fit_dp_svm,
@@ -22,7 +23,6 @@ from privfed.common.dpsvm import (
     privacy_adjustment,
     sample_b,
 )
-from privfed.common.errors import ConfigError
 
 
 def _blobs(rng, n, d, n_classes, spread=0.15):
@@ -33,6 +33,7 @@ def _blobs(rng, n, d, n_classes, spread=0.15):
 
 
 # --- loss, adjustment, noise ---------------------------------------------------------------------
+
 
 def test_huber_hinge_values():
     z = np.array([-1, 0, 0.5, 0.75, 1, 1.25, 1.5, 2])
@@ -46,12 +47,15 @@ def test_huber_derivative_matches_finite_differences():
     assert np.allclose(huber_hinge_derivative(z), numeric, atol=1e-6)
 
 
-@pytest.mark.parametrize("epsilon, n, lam, eps_prime, delta_reg", [
-    (1, 1000, 0.01, 0.809380, 0.0),
-    (0.1, 1000, 0.001, 0.05, 0.038502),
-    (1, 100, 0.001, 0.5, 0.034208),
-    (0.5, 10000, 1e-4, 0.25, 0.000651),
-])
+@pytest.mark.parametrize(
+    "epsilon, n, lam, eps_prime, delta_reg",
+    [
+        (1, 1000, 0.01, 0.809380, 0.0),
+        (0.1, 1000, 0.001, 0.05, 0.038502),
+        (1, 100, 0.001, 0.5, 0.034208),
+        (0.5, 10000, 1e-4, 0.25, 0.000651),
+    ],
+)
 def test_privacy_adjustment_table(epsilon, n, lam, eps_prime, delta_reg):
     got_eps, got_delta = privacy_adjustment(epsilon, n, lam)
     assert got_eps == pytest.approx(eps_prime, abs=1e-6)
@@ -77,6 +81,7 @@ def test_sample_b_shapes_and_bypass(rng):
 
 # --- objective -----------------------------------------------------------------------------------
 
+
 def test_objective_unit_example():
     X, y, f, b = np.eye(2), np.array([1.0, -1.0]), np.array([0.5, 0.5]), np.array([2.0, 1.0])
     assert objective(f, X, y, 0.1, b, 0.0) == pytest.approx(1.775, abs=1e-12)
@@ -88,14 +93,17 @@ def test_gradient_matches_finite_differences(rng):
     y = np.where(y == 1, 1.0, -1.0)
     b, f = rng.standard_normal(5) * 3, rng.standard_normal(5)
     step = 1e-6
-    numeric = np.array([
-        (objective(f + step * e, X, y, 0.05, b, 0.02) - objective(f - step * e, X, y, 0.05, b, 0.02)) / (2 * step)
-        for e in np.eye(5)
-    ])
+    numeric = np.array(
+        [
+            (objective(f + step * e, X, y, 0.05, b, 0.02) - objective(f - step * e, X, y, 0.05, b, 0.02)) / (2 * step)
+            for e in np.eye(5)
+        ]
+    )
     assert np.allclose(objective_gradient(f, X, y, 0.05, b, 0.02), numeric, atol=1e-7)
 
 
 # --- fitting -------------------------------------------------------------------------------------
+
 
 def _independent_objective(f, X, y, lam):
     """The non-private Huber SVM objective written out separately from the module's code."""
@@ -111,8 +119,13 @@ def test_non_private_fit_is_the_huber_svm_minimiser(rng):
     X, y = _blobs(rng, 60, 3, 2, spread=0.8)
     y = np.where(y == 1, 1.0, -1.0)
     f = fit_dp_svm(X, y, epsilon=math.inf, lam=0.1, rng=rng)
-    ref = scipy.optimize.minimize(_independent_objective, np.ones(3), args=(X, y, 0.1), method="Powell",
-                                  options={"xtol": 1e-12, "ftol": 1e-15, "maxiter": 100000})
+    ref = scipy.optimize.minimize(
+        _independent_objective,
+        np.ones(3),
+        args=(X, y, 0.1),
+        method="Powell",
+        options={"xtol": 1e-12, "ftol": 1e-15, "maxiter": 100000},
+    )
     assert np.allclose(f, ref.x, atol=1e-5)
     assert _independent_objective(f, X, y, 0.1) <= ref.fun + 1e-12
     assert np.max(np.abs(objective_gradient(f, X, y, 0.1, np.zeros(3), 0.0))) < 1e-8
@@ -185,8 +198,9 @@ def test_ovr_binary_is_one_problem(rng):
     X, y = _blobs(rng, 100, 3, 2)
     W, eps = fit_dp_svm_ovr(X, y, 2, epsilon=0.8, lam=0.05, rng=np.random.default_rng(2))
     assert np.allclose(W[0], -W[1]) and np.allclose(eps, [0.8])
-    f = fit_dp_svm(add_bias_feature(X), np.where(y == 1, 1.0, -1.0), epsilon=0.8, lam=0.05,
-                   rng=np.random.default_rng(2))
+    f = fit_dp_svm(
+        add_bias_feature(X), np.where(y == 1, 1.0, -1.0), epsilon=0.8, lam=0.05, rng=np.random.default_rng(2)
+    )
     assert np.allclose(W[1], f, atol=1e-6)
 
 
@@ -201,6 +215,7 @@ def test_ovr_and_predict_validate(rng):
 
 
 # --- owner release and the whole pipeline --------------------------------------------------------
+
 
 def _raw_parts(rng, sizes, d=6, n_classes=3):
     X, y = _blobs(rng, sum(sizes), d, n_classes)
@@ -232,8 +247,7 @@ def test_feddpdr_non_private_pipeline_learns(rng):
 
 def test_feddpdr_is_reproducible_and_private_runs_differ(rng):
     parts, bounds = _raw_parts(rng, [40, 40])
-    fit = lambda seed: feddpdr_fit(parts, bounds, 2, 0.5, 1e-5, 0.5, 0.01, np.random.default_rng(seed),
-                                   n_classes=3)
+    fit = lambda seed: feddpdr_fit(parts, bounds, 2, 0.5, 1e-5, 0.5, 0.01, np.random.default_rng(seed), n_classes=3)
     a, b, c = fit(1), fit(1), fit(2)
     assert np.array_equal(a.coef, b.coef) and np.array_equal(a.components, b.components)
     assert not np.allclose(a.coef, c.coef)
@@ -242,7 +256,7 @@ def test_feddpdr_is_reproducible_and_private_runs_differ(rng):
 
 # --- multiclass objective perturbation with one budget (fit_dp_softmax) -------------------------
 
-from privfed.common.dpsvm import (  # noqa: E402
+from privfed.common.feddpdr.svm import (  # noqa: E402
     SOFTMAX_GRADIENT_BOUND,
     _softmax_joint,
     fit_dp_softmax,
@@ -269,7 +283,7 @@ def test_softmax_gradient_sensitivity_is_at_most_2_sqrt2():
     and the check is not vacuous: opposite rows, each sure of a wrong class, reach sqrt(6)."""
     rng = np.random.default_rng(0)
     K, d, worst = 10, 6, 0.0
-    for trial in range(4000):
+    for _trial in range(4000):
         F = rng.standard_normal((K, d)) * rng.choice([0.1, 1.0, 10.0, 100.0])
         x, x2 = _unit(rng, d), _unit(rng, d)
         g1, _ = _softmax_row_grad(F, x, rng.integers(K))
@@ -277,9 +291,11 @@ def test_softmax_gradient_sensitivity_is_at_most_2_sqrt2():
         worst = max(worst, np.linalg.norm(g1 - g2))
     assert worst <= 2 * SOFTMAX_GRADIENT_BOUND + 1e-12
     x = np.eye(d)[0]
-    F = np.zeros((K, d)); F[2, 0] = 50.0; F[3, 0] = -50.0
-    g1, _ = _softmax_row_grad(F, x, 0)       # p = e_2, label 0
-    g2, _ = _softmax_row_grad(F, -x, 0)      # p = e_3, label 0
+    F = np.zeros((K, d))
+    F[2, 0] = 50.0
+    F[3, 0] = -50.0
+    g1, _ = _softmax_row_grad(F, x, 0)  # p = e_2, label 0
+    g2, _ = _softmax_row_grad(F, -x, 0)  # p = e_3, label 0
     assert np.linalg.norm(g1 - g2) > math.sqrt(6) - 1e-6
 
 
@@ -288,7 +304,7 @@ def test_softmax_jacobian_ratio_is_at_most_exp_1_over_n_lambda():
     rng = np.random.default_rng(1)
     K, d, n, lam = 4, 3, 6, 0.05
     worst = 0.0
-    for trial in range(300):
+    for _trial in range(300):
         X = np.array([_unit(rng, d) for _ in range(n)])
         y = rng.integers(K, size=n)
         x_new, y_new = _unit(rng, d), rng.integers(K)
@@ -298,12 +314,15 @@ def test_softmax_jacobian_ratio_is_at_most_exp_1_over_n_lambda():
             H = n * lam * np.eye(K * d)
             for x, _ in zip(rows, labels):
                 s = F @ x
-                p = np.exp(s - s.max()); p /= p.sum()
+                p = np.exp(s - s.max())
+                p /= p.sum()
                 H += np.kron(np.diag(p) - np.outer(p, p), np.outer(x, x))
             return H
 
-        X2 = X.copy(); X2[0] = x_new
-        y2 = y.copy(); y2[0] = y_new
+        X2 = X.copy()
+        X2[0] = x_new
+        y2 = y.copy()
+        y2[0] = y_new
         a = np.linalg.slogdet(hessian(X, y))[1]
         b = np.linalg.slogdet(hessian(X2, y2))[1]
         worst = max(worst, abs(a - b) * n * lam)
@@ -313,6 +332,7 @@ def test_softmax_jacobian_ratio_is_at_most_exp_1_over_n_lambda():
 
 def test_softmax_noise_sigma_meets_its_condition():
     from scipy.stats import chi2
+
     for eps, delta, K in [(0.5, 1e-5, 10), (0.1, 1e-6, 2), (3.0, 1e-5, 26)]:
         s = softmax_noise_sigma(eps, delta, K)
         q = math.sqrt(chi2.isf(delta / 2, K))
@@ -361,10 +381,11 @@ def test_fit_dp_softmax_is_the_exact_minimiser_and_learns():
 def test_owner_svm_release_keeps_its_positional_api():
     rng = np.random.default_rng(5)
     bounds = Bounds.of(-1.0, 1.0, 4)
-    X = rng.uniform(-1, 1, (50, 4)); y = rng.integers(0, 3, 50)
-    W, n, eps_each = owner_svm_release(X, y, bounds, None, 3, 1.0, 0.1, rng)      # the handlers' call
+    X = rng.uniform(-1, 1, (50, 4))
+    y = rng.integers(0, 3, 50)
+    W, n, eps_each = owner_svm_release(X, y, bounds, None, 3, 1.0, 0.1, rng)  # the handlers' call
     assert W.shape == (3, 5) and n == 50 and math.isclose(eps_each.sum(), 1.0)
     W, n, eps_each = owner_svm_release(X, y, bounds, None, 3, 1.0, 0.1, rng, model="softmax", delta=1e-5)
     assert W.shape == (3, 5) and list(eps_each) == [1.0]
     with pytest.raises(ConfigError):
-        owner_svm_release(X, y, bounds, None, 3, 1.0, 0.1, rng, model="softmax")   # delta must be debited
+        owner_svm_release(X, y, bounds, None, 3, 1.0, 0.1, rng, model="softmax")  # delta must be debited

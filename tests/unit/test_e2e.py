@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import struct
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from cryptography import x509
@@ -13,13 +13,19 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.x509.oid import NameOID
 
-from privfed.common.e2e import (
-    SEAL_OVERHEAD, AadFields, Box, generate_private_key, local_boxes, public_bytes, sign_public_key,
+from privfed.common.errors import ConfigError, LocalProtocolError, RemoteProtocolError
+from privfed.common.secagg.boxes import (
+    SEAL_OVERHEAD,
+    AadFields,
+    Box,
+    generate_private_key,
+    local_boxes,
+    public_bytes,
+    sign_public_key,
     verify_public_key,
 )
-from privfed.common.errors import ConfigError, LocalProtocolError, RemoteProtocolError
 
-NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
 
 
@@ -27,19 +33,36 @@ def _name(cn: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
 
-def make_cert(subject_key, cn, issuer_key=None, issuer_cert=None, *, ca=False, san=(), days=(-1, 365),
-              digital_signature=True):
+def make_cert(
+    subject_key, cn, issuer_key=None, issuer_cert=None, *, ca=False, san=(), days=(-1, 365), digital_signature=True
+):
     """A certificate for ``subject_key``; self-signed when no issuer is given."""
     issuer_key = subject_key if issuer_key is None else issuer_key
     issuer = _name(cn) if issuer_cert is None else issuer_cert.subject
-    builder = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(issuer)
-               .public_key(subject_key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(NOW + days[0] * DAY).not_valid_after(NOW + days[1] * DAY)
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-               .add_extension(x509.KeyUsage(digital_signature=digital_signature, content_commitment=False,
-                                            key_encipherment=False, data_encipherment=False, key_agreement=False,
-                                            key_cert_sign=ca, crl_sign=ca, encipher_only=False, decipher_only=False),
-                              critical=True))
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(_name(cn))
+        .issuer_name(issuer)
+        .public_key(subject_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(NOW + days[0] * DAY)
+        .not_valid_after(NOW + days[1] * DAY)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=digital_signature,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=ca,
+                crl_sign=ca,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+    )
     if san:
         builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(s) for s in san]), critical=False)
     algorithm = None if isinstance(issuer_key, ed25519.Ed25519PrivateKey) else hashes.SHA256()
@@ -100,7 +123,7 @@ def test_tampering_with_any_byte_fails(x25519):
         forged[i] ^= 0x80
         with pytest.raises(RemoteProtocolError, match="fails authentication"):
             boxes["b"]["a"].open(bytes(forged), aad)
-    for short in (ct[:-1], ct[:SEAL_OVERHEAD - 1], b""):
+    for short in (ct[:-1], ct[: SEAL_OVERHEAD - 1], b""):
         with pytest.raises(RemoteProtocolError):
             boxes["b"]["a"].open(short, aad)
 
@@ -158,12 +181,16 @@ def test_local_boxes_limits_pairs(x25519):
 # ---------------------------------------------------------------- signed public keys
 
 
-@pytest.mark.parametrize("make_key", [
-    lambda: ec.generate_private_key(ec.SECP256R1()),
-    lambda: ec.generate_private_key(ec.SECP384R1()),
-    ed25519.Ed25519PrivateKey.generate,
-    lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048),
-], ids=["p256", "p384", "ed25519", "rsa2048"])
+@pytest.mark.parametrize(
+    "make_key",
+    [
+        lambda: ec.generate_private_key(ec.SECP256R1()),
+        lambda: ec.generate_private_key(ec.SECP384R1()),
+        ed25519.Ed25519PrivateKey.generate,
+        lambda: rsa.generate_private_key(public_exponent=65537, key_size=2048),
+    ],
+    ids=["p256", "p384", "ed25519", "rsa2048"],
+)
 def test_sign_and_verify_each_certificate_key_type(pki, make_key):
     ca_key, ca, _, _ = pki
     key = make_key()

@@ -32,19 +32,23 @@ def test_budget_split_adds_up(digits, eps):
 
 def test_counts_released_once_and_svm_only_to_owners_that_gave_one(tmp_path, digits):
     train, _ = digits
-    owners = {o.owner_id: o for o in build_owners(train, node_id="owner-0", n_owners=4, shards=range(4), seed=0,
-                                                  rng_kind="seeded", rng_seed=0)}
+    owners = {
+        o.owner_id: o
+        for o in build_owners(
+            train, node_id="owner-0", n_owners=4, shards=range(4), seed=0, rng_kind="seeded", rng_seed=0
+        )
+    }
     ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=2.0, delta_budget=1e-5)
     silent = sorted(owners)[-1]
     sent = []
 
     def execute(tasks, timeout=None):
         sent.append(tasks)
-        return [r for r in handle_batch(tasks, owners, ledger) if r.owner_id != silent]   # a lost node
+        return [r for r in handle_batch(tasks, owners, ledger) if r.owner_id != silent]  # a lost node
 
     model = FedDpdrStrategy(epsilon=2.0, n_classes=10, bounds=train.bounds, k=5).run(sorted(owners), execute)
     assert [type(t.spec) for t in sent[0]] == [PcaShareTask] * 4
-    assert [t.owner_id for t in sent[1]] == sorted(owners)[:-1]            # no count, no SVM task
+    assert [t.owner_id for t in sent[1]] == sorted(owners)[:-1]  # no count, no SVM task
     assert all(isinstance(t.spec, SvmShareTask) for t in sent[1])
     assert len(model.owner_sizes) == 3 and all(isinstance(n, int) and n >= 1 for n in model.owner_sizes)
     for oid in sorted(owners)[:-1]:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from privfed.common.errors import ConfigError
-from privfed.common.fixedpoint import MAX_CHOSEN_FRAC_BITS, FixedPoint
+from privfed.common.secagg.fixedpoint import MAX_CHOSEN_FRAC_BITS, FixedPoint
 
 
 def test_spec_encode_minus_one_f16():
@@ -85,17 +85,20 @@ def test_choose_refuses_when_min_frac_bits_unsafe():
         FixedPoint.choose(3, 1.0, min_frac_bits=41)
 
 
-@pytest.mark.parametrize("f, n, max_abs, pattern", [
-    (40, 10_000, 1e6, "frac_bits <= 29"),        # N(max_abs 2^f + 1/2) >= 2^63
-    (34, 1, 2.0**20, "2\\^53"),                     # max_abs 2^f > 2^53
-    (0, 10, 1e300, "no frac_bits >= 0 is safe"),
-    (63, 1, 1.0, "frac_bits must be in"),
-    (-1, 1, 1.0, "frac_bits must be in"),
-    (16, 0, 1.0, "n_parties must be >= 1"),
-    (16, 2, 0.0, "max_abs must be finite and > 0"),
-    (16, 2, float("inf"), "max_abs must be finite"),
-    (16, 2, float("nan"), "max_abs must be finite"),
-])
+@pytest.mark.parametrize(
+    "f, n, max_abs, pattern",
+    [
+        (40, 10_000, 1e6, "frac_bits <= 29"),  # N(max_abs 2^f + 1/2) >= 2^63
+        (34, 1, 2.0**20, "2\\^53"),  # max_abs 2^f > 2^53
+        (0, 10, 1e300, "no frac_bits >= 0 is safe"),
+        (63, 1, 1.0, "frac_bits must be in"),
+        (-1, 1, 1.0, "frac_bits must be in"),
+        (16, 0, 1.0, "n_parties must be >= 1"),
+        (16, 2, 0.0, "max_abs must be finite and > 0"),
+        (16, 2, float("inf"), "max_abs must be finite"),
+        (16, 2, float("nan"), "max_abs must be finite"),
+    ],
+)
 def test_invalid_parameters(f, n, max_abs, pattern):
     with pytest.raises(ConfigError, match=pattern):
         FixedPoint(f, n, max_abs)

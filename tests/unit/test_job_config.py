@@ -36,6 +36,7 @@ def keep_sigterm():
 
 # ---- validation ------------------------------------------------------------------------
 
+
 def test_the_defaults_are_valid_and_the_config_is_frozen():
     config = JobConfig(task="ncc", epsilon=math.inf)
     assert config.labels == "rr" and config.share_weight_bound == DEFAULT_WEIGHT_BOUND
@@ -43,20 +44,45 @@ def test_the_defaults_are_valid_and_the_config_is_frozen():
         config.epsilon = 2.0
 
 
-@pytest.mark.parametrize("field, value, flag", [
-    ("task", "svm", "--task"), ("mechanism", "gauss", "--mechanism"), ("labels", "plain", "--labels"),
-    ("base", "tree", "--base"), ("epsilon", 0.0, "--epsilon"), ("epsilon", -1.0, "--epsilon"),
-    ("epsilon", math.nan, "--epsilon"), ("label_fraction", 1.0, "--label-fraction"), ("c", 0.0, "--C"),
-    ("param_bound", math.inf, "--param-bound"), ("k", 0, "--k"), ("delta", 1.0, "--delta"), ("lam", -0.1, "--lam"),
-    ("n_rounds", 0, "--rounds"), ("n_rounds", 2.5, "--rounds"), ("group_size", 0, "--group-size"),
-    ("n_bins", 1, "--n-bins"), ("weight_bound", 0.0, "--weight-bound"), ("weight_bound", math.inf, "--weight-bound"),
-    ("rows_per_owner", 0.0, "--rows-per-owner"), ("eval_fraction", 0.0, "--eval-fraction"),
-    ("eval_row_bound", 0.0, "--eval-row-bound"), ("max_owner_rows", 0, "--max-owner-rows"),
-    ("ring_timeout", 0.0, "--ring-timeout"), ("seed", -1, "--seed"), ("n_samples", 0, "--n-samples"),
-    ("test_fraction", 0.0, "--test-fraction"), ("owners", 0, "--owners"), ("round_timeout", 0.0, "--round-timeout"),
-    ("register_timeout", -1.0, "--register-timeout"), ("node_timeout", math.inf, "--node-timeout"),
-    ("dataset", "", "--dataset"), ("listen", "", "--listen"), ("owners", True, "--owners"),
-])
+@pytest.mark.parametrize(
+    "field, value, flag",
+    [
+        ("task", "svm", "--task"),
+        ("mechanism", "gauss", "--mechanism"),
+        ("labels", "plain", "--labels"),
+        ("base", "tree", "--base"),
+        ("epsilon", 0.0, "--epsilon"),
+        ("epsilon", -1.0, "--epsilon"),
+        ("epsilon", math.nan, "--epsilon"),
+        ("label_fraction", 1.0, "--label-fraction"),
+        ("c", 0.0, "--C"),
+        ("param_bound", math.inf, "--param-bound"),
+        ("k", 0, "--k"),
+        ("delta", 1.0, "--delta"),
+        ("lam", -0.1, "--lam"),
+        ("n_rounds", 0, "--rounds"),
+        ("n_rounds", 2.5, "--rounds"),
+        ("group_size", 0, "--group-size"),
+        ("n_bins", 1, "--n-bins"),
+        ("weight_bound", 0.0, "--weight-bound"),
+        ("weight_bound", math.inf, "--weight-bound"),
+        ("rows_per_owner", 0.0, "--rows-per-owner"),
+        ("eval_fraction", 0.0, "--eval-fraction"),
+        ("eval_row_bound", 0.0, "--eval-row-bound"),
+        ("max_owner_rows", 0, "--max-owner-rows"),
+        ("ring_timeout", 0.0, "--ring-timeout"),
+        ("seed", -1, "--seed"),
+        ("n_samples", 0, "--n-samples"),
+        ("test_fraction", 0.0, "--test-fraction"),
+        ("owners", 0, "--owners"),
+        ("round_timeout", 0.0, "--round-timeout"),
+        ("register_timeout", -1.0, "--register-timeout"),
+        ("node_timeout", math.inf, "--node-timeout"),
+        ("dataset", "", "--dataset"),
+        ("listen", "", "--listen"),
+        ("owners", True, "--owners"),
+    ],
+)
 def test_every_invalid_value_is_a_config_error_naming_the_flag_and_the_value(field, value, flag):
     with pytest.raises(ConfigError) as info:
         JobConfig(**{"task": "bdt", "epsilon": 1.0, field: value})
@@ -69,20 +95,25 @@ def test_replace_validates_again():
         JobConfig(task="lr", epsilon=1.0).replace(epsilon=0.0)
 
 
-@pytest.mark.parametrize("weight_bound, rows_per_owner, expected, source", [
-    (7.0, 3.0, 7.0, "--weight-bound"),       # explicit wins
-    (None, 2.5, 6.0, "--rows-per-owner"),    # 2 * ceil(rows)
-    (None, 0.4, 2.0, "--rows-per-owner"),    # at least one row
-    (None, None, DEFAULT_WEIGHT_BOUND, "default"),
-])
+@pytest.mark.parametrize(
+    "weight_bound, rows_per_owner, expected, source",
+    [
+        (7.0, 3.0, 7.0, "--weight-bound"),  # explicit wins
+        (None, 2.5, 6.0, "--rows-per-owner"),  # 2 * ceil(rows)
+        (None, 0.4, 2.0, "--rows-per-owner"),  # at least one row
+        (None, None, DEFAULT_WEIGHT_BOUND, "default"),
+    ],
+)
 def test_the_share_weight_bound_is_explicit_or_derived_from_public_rows_or_the_default(
-        weight_bound, rows_per_owner, expected, source):
+    weight_bound, rows_per_owner, expected, source
+):
     config = JobConfig(task="bdt", epsilon=1.0, weight_bound=weight_bound, rows_per_owner=rows_per_owner)
     assert config.share_weight_bound == expected and config.weight_bound_source == source
     assert config.to_report()["share_weight_bound"] == expected
 
 
 # ---- from the command line to the strategy ---------------------------------------------
+
 
 def test_every_field_has_a_coordinator_flag():
     args = parsed()
@@ -92,21 +123,44 @@ def test_every_field_has_a_coordinator_flag():
 
 
 def test_coordinator_task_bdt_uses_the_configured_weight_bound(caplog):
-    strategy, _ = coordinator_strategy(job_config(parsed("--task", "bdt", "--weight-bound", "7", "--rounds", "3",
-                                                         "--n-bins", "5", "--eval-fraction", "0.4", "--C", "2")))
+    strategy, _ = coordinator_strategy(
+        job_config(
+            parsed(
+                "--task",
+                "bdt",
+                "--weight-bound",
+                "7",
+                "--rounds",
+                "3",
+                "--n-bins",
+                "5",
+                "--eval-fraction",
+                "0.4",
+                "--C",
+                "2",
+            )
+        )
+    )
     booster = strategy.booster
-    assert (booster.weight_bound, booster.n_rounds, booster.n_bins, booster.eval_fraction, booster.C) == (7.0, 3, 5, 0.4, 2.0)
+    assert (booster.weight_bound, booster.n_rounds, booster.n_bins, booster.eval_fraction, booster.C) == (
+        7.0,
+        3,
+        5,
+        0.4,
+        2.0,
+    )
     strategy, _ = coordinator_strategy(job_config(parsed("--task", "bdt", "--rows-per-owner", "2.5")))
     assert strategy.booster.weight_bound == 6.0
     with caplog.at_level(logging.WARNING, logger="privfed.coordinator"):
         strategy, _ = coordinator_strategy(job_config(parsed("--task", "bdt")))
     assert strategy.booster.weight_bound == DEFAULT_WEIGHT_BOUND
-    assert "neither --weight-bound nor --rows-per-owner" in caplog.text   # the default is never silent
+    assert "neither --weight-bound nor --rows-per-owner" in caplog.text  # the default is never silent
 
 
 def test_flags_reach_the_single_round_strategies():
-    strategy, test = coordinator_strategy(job_config(parsed("--task", "lr", "--param-bound", "8", "--C", "0.5",
-                                                            "--mechanism", "duchi")))
+    strategy, test = coordinator_strategy(
+        job_config(parsed("--task", "lr", "--param-bound", "8", "--C", "0.5", "--mechanism", "duchi"))
+    )
     assert isinstance(strategy, LrStrategy) and strategy.n_classes == len(test.classes)
     assert (strategy.param_bound, strategy.c, strategy.mechanism, strategy.epsilon) == (8.0, 0.5, "duchi", 1.0)
 
@@ -114,14 +168,16 @@ def test_flags_reach_the_single_round_strategies():
 def test_the_task_name_shorthand_builds_the_same_strategy_as_a_job_config():
     config = JobConfig(task="bdt", epsilon=2.0, n_rounds=2, weight_bound=4.0, seed=5)
     a = make_strategy(config, n_classes=2, bounds=BOUNDS)
-    b = make_strategy("bdt", epsilon=2.0, n_rounds=2, weight_bound=4.0, seed=5, group_size=None, n_classes=2,
-                      bounds=BOUNDS)
+    b = make_strategy(
+        "bdt", epsilon=2.0, n_rounds=2, weight_bound=4.0, seed=5, group_size=None, n_classes=2, bounds=BOUNDS
+    )
     assert a.booster == b.booster
     with pytest.raises(TypeError):
-        make_strategy(config, n_classes=2, bounds=BOUNDS, epsilon=3.0)   # a JobConfig is the whole job
+        make_strategy(config, n_classes=2, bounds=BOUNDS, epsilon=3.0)  # a JobConfig is the whole job
 
 
 # ---- one-line errors --------------------------------------------------------------------
+
 
 def test_an_invalid_flag_value_is_one_line_naming_the_flag(capsys, keep_sigterm):
     assert main([*COORDINATOR, "--insecure", "--rounds", "0"]) == 2
@@ -130,15 +186,30 @@ def test_an_invalid_flag_value_is_one_line_naming_the_flag(capsys, keep_sigterm)
 
 
 def test_a_failed_job_is_one_line_exit_2_not_a_traceback(capsys, tmp_path, keep_sigterm):
-    code = main(["coordinator", "--owners", "1", "--epsilon", "1", "--insecure", "--listen", "127.0.0.1:0",
-                 "--register-timeout", "0.2", "--out", str(tmp_path)])
+    code = main(
+        [
+            "coordinator",
+            "--owners",
+            "1",
+            "--epsilon",
+            "1",
+            "--insecure",
+            "--listen",
+            "127.0.0.1:0",
+            "--register-timeout",
+            "0.2",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
     assert err[0].startswith("privfed coordinator: error: only 0 of 1 owners registered")
-    assert "--register-timeout" in err[0]   # says what to change
-    with pytest.raises(RoundFailed):         # a failed round, not a configuration error
-        run_coordinator(JobConfig(task="ncc", epsilon=1.0, owners=1, listen="127.0.0.1:0", register_timeout=0.2,
-                                  out=tmp_path), None)
+    assert "--register-timeout" in err[0]  # says what to change
+    with pytest.raises(RoundFailed):  # a failed round, not a configuration error
+        run_coordinator(
+            JobConfig(task="ncc", epsilon=1.0, owners=1, listen="127.0.0.1:0", register_timeout=0.2, out=tmp_path), None
+        )
 
 
 def test_nothing_of_argparse_below_deploy_in_the_coordinator():
@@ -151,7 +222,12 @@ def test_nothing_of_argparse_below_deploy_in_the_coordinator():
     offenders = []
     for path in Path(privfed.server.__file__).parent.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "argparse"]
     assert offenders == []

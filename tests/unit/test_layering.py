@@ -5,10 +5,23 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FORBIDDEN_IN_COMMON = {"grpc", "socket", "threading", "time", "asyncio", "subprocess", "random",
-                       "privfed.server", "privfed.owner", "privfed.proto", "privfed.deploy"}
-GLOBAL_DRAW = re.compile(r"np\.random\.(rand|randn|random|normal|uniform|laplace|choice|seed|shuffle|"
-                         r"permutation|randint|default_rng\(\))\b")
+FORBIDDEN_IN_COMMON = {
+    "grpc",
+    "socket",
+    "threading",
+    "time",
+    "asyncio",
+    "subprocess",
+    "random",
+    "privfed.server",
+    "privfed.owner",
+    "privfed.proto",
+    "privfed.deploy",
+}
+GLOBAL_DRAW = re.compile(
+    r"np\.random\.(rand|randn|random|normal|uniform|laplace|choice|seed|shuffle|"
+    r"permutation|randint|default_rng\(\))\b"
+)
 
 
 def imports(path: Path) -> set[str]:

@@ -128,8 +128,11 @@ def test_sample_weight_zero_drops_rows(rng):
     X, y = data(rng, n=120)
     w = np.ones(120)
     w[:40] = 0.0
-    np.testing.assert_allclose(fit_local_logistic(X, y, bounds=BOUNDS, n_classes=2, sample_weight=w),
-                               fit_local_logistic(X[40:], y[40:], bounds=BOUNDS, n_classes=2), atol=1e-7)
+    np.testing.assert_allclose(
+        fit_local_logistic(X, y, bounds=BOUNDS, n_classes=2, sample_weight=w),
+        fit_local_logistic(X[40:], y[40:], bounds=BOUNDS, n_classes=2),
+        atol=1e-7,
+    )
 
 
 def test_share_clips_and_scales(rng):
@@ -179,14 +182,20 @@ def test_binary_predict_threshold_at_zero():
 
 def expected_failures(estimator):
     if math.isfinite(estimator.epsilon):
-        return {"check_classifiers_train": "DP: LDP noise at eps = 1 on the check's ~100 rows keeps accuracy "
-                                           "below the 0.83 the check demands"}
+        return {
+            "check_classifiers_train": "DP: LDP noise at eps = 1 on the check's ~100 rows keeps accuracy "
+            "below the 0.83 the check demands"
+        }
     return {}
 
 
-@parametrize_with_checks([LdpLogisticRegression(epsilon=INF, param_bound=100.0, bounds=(-100.0, 100.0), random_state=0),
-                          LdpLogisticRegression(epsilon=1.0, param_bound=5.0, bounds=(-100.0, 100.0), random_state=0)],
-                         expected_failed_checks=expected_failures)
+@parametrize_with_checks(
+    [
+        LdpLogisticRegression(epsilon=INF, param_bound=100.0, bounds=(-100.0, 100.0), random_state=0),
+        LdpLogisticRegression(epsilon=1.0, param_bound=5.0, bounds=(-100.0, 100.0), random_state=0),
+    ],
+    expected_failed_checks=expected_failures,
+)
 def test_sklearn_estimator_contract(estimator, check):
     """scikit-learn's estimator checks (STYLE rule 6); scalar bounds fit every width the checks use."""
     check(estimator)
@@ -198,9 +207,19 @@ def test_bounds_missing_raises(rng):
         LdpLogisticRegression(epsilon=INF).fit(X, y)
 
 
-@pytest.mark.parametrize("params", [dict(epsilon=0.0), dict(mechanism="gauss"), dict(param_bound=0.0),
-                                    dict(param_bound=INF),
-                                    dict(C=-1.0), dict(n_owners=0), dict(bounds="wide"), dict(random_state=1.5)])
+@pytest.mark.parametrize(
+    "params",
+    [
+        dict(epsilon=0.0),
+        dict(mechanism="gauss"),
+        dict(param_bound=0.0),
+        dict(param_bound=INF),
+        dict(C=-1.0),
+        dict(n_owners=0),
+        dict(bounds="wide"),
+        dict(random_state=1.5),
+    ],
+)
 def test_invalid_params_raise(rng, params):
     X, y = data(rng)
     params.setdefault("bounds", BOUNDS)

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 from sklearn.neighbors import NearestCentroid
-from sklearn.utils.estimator_checks import parametrize_with_checks
 from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
@@ -33,15 +33,34 @@ def blobs(rng, n=400, k=3):
     return np.clip(X, BOUNDS.lo, BOUNDS.hi), y
 
 
-@pytest.mark.parametrize(("args", "expected"), [((1.0, "clear"), (1.0, 0.0)), ((1.0, "rr"), (0.8, 0.2)),
-                                                ((2.0, "rr", 0.5), (1.0, 1.0)), ((INF, "rr"), (INF, INF)),
-                                                ((INF, "clear"), (INF, 0.0))])
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ((1.0, "clear"), (1.0, 0.0)),
+        ((1.0, "rr"), (0.8, 0.2)),
+        ((2.0, "rr", 0.5), (1.0, 1.0)),
+        ((INF, "rr"), (INF, INF)),
+        ((INF, "clear"), (INF, 0.0)),
+    ],
+)
 def test_split_label_budget(args, expected):
     assert split_label_budget(*args) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("args", [(0.0, "clear"), (-1.0, "rr"), (math.nan, "rr"), ("1", "rr"), (True, "rr"),
-                                  (1.0, "plain"), (1.0, "rr", 0.0), (1.0, "rr", 1.0), (1.0, "rr", -0.1)])
+@pytest.mark.parametrize(
+    "args",
+    [
+        (0.0, "clear"),
+        (-1.0, "rr"),
+        (math.nan, "rr"),
+        ("1", "rr"),
+        (True, "rr"),
+        (1.0, "plain"),
+        (1.0, "rr", 0.0),
+        (1.0, "rr", 1.0),
+        (1.0, "rr", -0.1),
+    ],
+)
 def test_split_label_budget_invalid(args):
     with pytest.raises(ConfigError):
         split_label_budget(*args)
@@ -72,8 +91,9 @@ def test_many_owners_same_as_one(rng):
     parts = np.array_split(np.arange(len(y)), 7)
     shares = [ncc_share(X[p], y[p], bounds=BOUNDS, mechanism=mech, rng=rng) for p in parts]
     one = ncc_share(X, y, bounds=BOUNDS, mechanism=mech, rng=rng)
-    np.testing.assert_allclose(ncc_centroids(shares, n_classes=3, bounds=BOUNDS),
-                               ncc_centroids(one, n_classes=3, bounds=BOUNDS), atol=1e-12)
+    np.testing.assert_allclose(
+        ncc_centroids(shares, n_classes=3, bounds=BOUNDS), ncc_centroids(one, n_classes=3, bounds=BOUNDS), atol=1e-12
+    )
     assert np.all(np.abs(one.reports) <= 1.0)
 
 
@@ -82,8 +102,10 @@ def test_weighted_share_gives_weighted_centroids(rng):
     w = rng.exponential(size=len(y))
     mech = make_mechanism("pm", epsilon=INF, d=5)
     parts = np.array_split(np.arange(len(y)), 3)
-    shares = [ncc_share(X[p], y[p], bounds=BOUNDS, mechanism=mech, rng=rng, sample_weight=w[p],
-                        weight_bound=float(w.max())) for p in parts]
+    shares = [
+        ncc_share(X[p], y[p], bounds=BOUNDS, mechanism=mech, rng=rng, sample_weight=w[p], weight_bound=float(w.max()))
+        for p in parts
+    ]
     assert shares[0].reports.shape[1] == 5
     expected = np.array([np.average(X[y == k], axis=0, weights=w[y == k]) for k in range(3)])
     np.testing.assert_allclose(ncc_centroids(shares, n_classes=3, bounds=BOUNDS), expected, atol=1e-12)
@@ -117,8 +139,15 @@ def test_debiased_class_sums_are_unbiased(weighted):
     t = BOUNDS.to_unit(X)
     true_sums = np.array([(u[:, None] * t)[y == c].sum(axis=0) for c in range(k)])
     true_counts = np.array([u[y == c].sum() for c in range(k)])
-    est = [ncc_class_sums(ncc_share(X, y, bounds=BOUNDS, mechanism=mech, label_rr=rr, rng=gen, sample_weight=w,
-                                    weight_bound=2.0), n_classes=k, d=4, label_rr=rr) for _ in range(reps)]
+    est = [
+        ncc_class_sums(
+            ncc_share(X, y, bounds=BOUNDS, mechanism=mech, label_rr=rr, rng=gen, sample_weight=w, weight_bound=2.0),
+            n_classes=k,
+            d=4,
+            label_rr=rr,
+        )
+        for _ in range(reps)
+    ]
     sums = np.stack([e[0] for e in est])
     counts = np.stack([e[1] for e in est])
     for values, truth in ((sums, true_sums), (counts, true_counts)):
@@ -159,14 +188,20 @@ def test_model_round_trip_and_ties(rng):
 
 def expected_failures(estimator):
     if math.isfinite(estimator.epsilon):
-        return {"check_classifiers_train": "DP: LDP noise at eps = 1 on the check's ~100 rows keeps accuracy "
-                                           "below the 0.83 the check demands"}
+        return {
+            "check_classifiers_train": "DP: LDP noise at eps = 1 on the check's ~100 rows keeps accuracy "
+            "below the 0.83 the check demands"
+        }
     return {}
 
 
-@parametrize_with_checks([LdpNearestCentroid(epsilon=INF, bounds=(-100.0, 100.0), random_state=0),
-                          LdpNearestCentroid(epsilon=1.0, labels="rr", bounds=(-100.0, 100.0), random_state=0)],
-                         expected_failed_checks=expected_failures)
+@parametrize_with_checks(
+    [
+        LdpNearestCentroid(epsilon=INF, bounds=(-100.0, 100.0), random_state=0),
+        LdpNearestCentroid(epsilon=1.0, labels="rr", bounds=(-100.0, 100.0), random_state=0),
+    ],
+    expected_failed_checks=expected_failures,
+)
 def test_sklearn_estimator_contract(estimator, check):
     """scikit-learn's estimator checks (STYLE rule 6); scalar bounds fit every width the checks use."""
     check(estimator)
@@ -180,9 +215,19 @@ def test_bounds_missing_raises(rng):
         LdpNearestCentroid(epsilon=INF, bounds=Bounds.of(-1.0, 1.0, 3)).fit(X, y)
 
 
-@pytest.mark.parametrize("params", [dict(epsilon=0.0), dict(epsilon=-1.0), dict(mechanism="gauss"),
-                                    dict(labels="plain"), dict(label_fraction=1.0), dict(bounds=[0, 1]),
-                                    dict(random_state=-1), dict(random_state="x")])
+@pytest.mark.parametrize(
+    "params",
+    [
+        dict(epsilon=0.0),
+        dict(epsilon=-1.0),
+        dict(mechanism="gauss"),
+        dict(labels="plain"),
+        dict(label_fraction=1.0),
+        dict(bounds=[0, 1]),
+        dict(random_state=-1),
+        dict(random_state="x"),
+    ],
+)
 def test_invalid_params_raise(rng, params):
     X, y = blobs(rng)
     params.setdefault("bounds", BOUNDS)
@@ -202,8 +247,15 @@ def test_single_class_and_bad_labels_raise(rng):
     with pytest.raises(ConfigError):
         ncc_share(X, y, bounds=BOUNDS, mechanism=make_mechanism("pm", epsilon=INF, d=5), rng=rng)
     with pytest.raises(ConfigError):
-        ncc_share(X, y, bounds=BOUNDS, mechanism=make_mechanism("pm", epsilon=INF, d=5), rng=rng,
-                  sample_weight=np.ones(len(y)), weight_bound=0.0)
+        ncc_share(
+            X,
+            y,
+            bounds=BOUNDS,
+            mechanism=make_mechanism("pm", epsilon=INF, d=5),
+            rng=rng,
+            sample_weight=np.ones(len(y)),
+            weight_bound=0.0,
+        )
     share = ncc_share(X, y, bounds=BOUNDS, mechanism=mech, rng=rng)
     with pytest.raises(ConfigError):
         ncc_centroids(share, n_classes=2, bounds=BOUNDS)  # label 2 outside 0..1

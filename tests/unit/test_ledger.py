@@ -39,7 +39,9 @@ def test_budget_add_and_inf():
     assert Budget(5.0) <= Budget(math.inf) and not (Budget(math.inf) <= Budget(5.0))
 
 
-@pytest.mark.parametrize("eps, delta", [(-0.1, 0.0), (math.nan, 0.0), (1.0, math.inf), (1.0, -1e-9), ("1", 0.0), (True, 0.0)])
+@pytest.mark.parametrize(
+    "eps, delta", [(-0.1, 0.0), (math.nan, 0.0), (1.0, math.inf), (1.0, -1e-9), ("1", 0.0), (True, 0.0)]
+)
 def test_budget_invalid(eps, delta):
     with pytest.raises(ConfigError):
         Budget(eps, delta)
@@ -260,14 +262,17 @@ def test_closed_ledger_refuses(path):
 
 # --- non-private entries (issue 9, contract 6) and the schema migration -----------------------
 
+
 def test_nonprivate_entry_is_recorded_apart_from_epsilon(tmp_path):
     with Ledger(tmp_path / "l.sqlite", epsilon_budget=1.0) as led:
         led.debit("o", 1.0, purpose="ncc-features", release_id="t#0")
         led.debit("o", 0.0, purpose="clear-labels", release_id="t#clear-labels", nonprivate=True)
-        assert led.spent("o") == Budget(1.0, 0.0)          # the budget is full ...
-        assert led.nonprivate_count("o") == 1              # ... and the clear labels are on the record
+        assert led.spent("o") == Budget(1.0, 0.0)  # the budget is full ...
+        assert led.nonprivate_count("o") == 1  # ... and the clear labels are on the record
         assert [(h["purpose"], h["nonprivate"]) for h in led.history("o")] == [
-            ("ncc-features", False), ("clear-labels", True)]
+            ("ncc-features", False),
+            ("clear-labels", True),
+        ]
         assert led.has_release_id("o", "t#clear-labels") and not led.has_release_id("o", "t#1")
 
 
@@ -299,7 +304,7 @@ def test_version_1_ledger_is_migrated_in_place(tmp_path):
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
     conn.close()
-    with Ledger(path, epsilon_budget=2.0) as led:   # reopening a migrated file is a no-op
+    with Ledger(path, epsilon_budget=2.0) as led:  # reopening a migrated file is a no-op
         assert led.nonprivate_count("o") == 1
 
 

@@ -47,6 +47,7 @@ def _rows(rng, n, d):
 
 # --- SPEC tables ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("eps, b, v", [(0.5, 4, 32), (1, 2, 8), (2, 1, 2)])
 def test_laplace_table(eps, b, v):
     mech = LaplaceMechanism(epsilon=eps, d=1)
@@ -57,16 +58,19 @@ def test_laplace_table(eps, b, v):
 
 def test_laplace_splits_budget_over_d():
     mech = LaplaceMechanism(epsilon=1.0, d=4)
-    assert mech.scale == pytest.approx(8.0)                    # b = 2d/eps
-    np.testing.assert_allclose(mech.variance(np.zeros(4)), 8 * 16 / 1.0)   # 8 d^2 / eps^2
+    assert mech.scale == pytest.approx(8.0)  # b = 2d/eps
+    np.testing.assert_allclose(mech.variance(np.zeros(4)), 8 * 16 / 1.0)  # 8 d^2 / eps^2
 
 
-@pytest.mark.parametrize("eps, c, p_half, v0, v1", [
-    (0.5, 4.082988, 0.561230, 16.670792, 15.670792),
-    (1, 2.163953, 0.615529, 4.682694, 3.682694),
-    (2, 1.313035, 0.690399, 1.724062, 0.724062),
-    (4, 1.037315, 0.741007, 1.076022, 0.076022),
-])
+@pytest.mark.parametrize(
+    "eps, c, p_half, v0, v1",
+    [
+        (0.5, 4.082988, 0.561230, 16.670792, 15.670792),
+        (1, 2.163953, 0.615529, 4.682694, 3.682694),
+        (2, 1.313035, 0.690399, 1.724062, 0.724062),
+        (4, 1.037315, 0.741007, 1.076022, 0.076022),
+    ],
+)
 def test_duchi_1d_table(eps, c, p_half, v0, v1):
     mech = Duchi1D(epsilon=eps)
     assert mech.constant == pytest.approx(c, abs=1e-6)
@@ -76,14 +80,17 @@ def test_duchi_1d_table(eps, c, p_half, v0, v1):
     assert mech.output_bounds == (-mech.constant, mech.constant)
 
 
-@pytest.mark.parametrize("d, b05, b1, b2, v0", [
-    (1, 4.082988, 2.163953, 1.313035, 4.682694),
-    (2, 8.165976, 4.327907, 2.626071, 18.730778),
-    (3, 8.165976, 4.327907, 2.626071, 18.730778),
-    (4, 10.887968, 5.770542, 3.501427, 33.299160),
-    (5, 10.887968, 5.770542, 3.501427, 33.299160),
-    (6, 13.065562, 6.924651, 4.201713, 47.950790),
-])
+@pytest.mark.parametrize(
+    "d, b05, b1, b2, v0",
+    [
+        (1, 4.082988, 2.163953, 1.313035, 4.682694),
+        (2, 8.165976, 4.327907, 2.626071, 18.730778),
+        (3, 8.165976, 4.327907, 2.626071, 18.730778),
+        (4, 10.887968, 5.770542, 3.501427, 33.299160),
+        (5, 10.887968, 5.770542, 3.501427, 33.299160),
+        (6, 13.065562, 6.924651, 4.201713, 47.950790),
+    ],
+)
 def test_duchi_multidim_table(d, b05, b1, b2, v0):
     for eps, b in [(0.5, b05), (1, b1), (2, b2)]:
         assert DuchiMultidim(epsilon=eps, d=d).constant == pytest.approx(b, abs=1e-6)
@@ -95,7 +102,7 @@ def test_duchi_multidim_table(d, b05, b1, b2, v0):
 @pytest.mark.parametrize("d", [1, 2, 7, 64, 1000, 20001, 20002])
 def test_duchi_constant_matches_exact_binomial(d):
     m = (d - 1) // 2
-    exact = duchi_constant(1.0) * ((1 << (d - 1)) / math.comb(d - 1, m))   # big-int division, correctly rounded
+    exact = duchi_constant(1.0) * ((1 << (d - 1)) / math.comb(d - 1, m))  # big-int division, correctly rounded
     # gammaln(d) ~ d ln d carries an absolute error ~ 1e-16 d ln d, which becomes B's relative error.
     assert duchi_multidim_constant(d, 1.0) == pytest.approx(exact, rel=1e-14 + 1e-15 * d * math.log(d + 1))
 
@@ -108,12 +115,15 @@ def test_duchi_constant_large_d_grows_like_sqrt_d():
         assert b / (duchi_constant(1.0) * math.sqrt(math.pi * (d - 1) / 2)) == pytest.approx(1.0, rel=1e-5)
 
 
-@pytest.mark.parametrize("eps, c, p, p_centre, l0, v0, v1", [
-    (0.5, 8.041623, 0.079836, 0.562177, -3.520812, 17.701757, 21.222569),
-    (1, 4.082988, 0.201901, 0.622459, -1.541494, 3.682103, 5.223597),
-    (2, 2.163953, 0.628082, 0.731059, -0.581977, 0.645588, 1.227565),
-    (4, 1.313035, 2.813731, 0.880797, -0.156518, 0.084836, 0.241354),
-])
+@pytest.mark.parametrize(
+    "eps, c, p, p_centre, l0, v0, v1",
+    [
+        (0.5, 8.041623, 0.079836, 0.562177, -3.520812, 17.701757, 21.222569),
+        (1, 4.082988, 0.201901, 0.622459, -1.541494, 3.682103, 5.223597),
+        (2, 2.163953, 0.628082, 0.731059, -0.581977, 0.645588, 1.227565),
+        (4, 1.313035, 2.813731, 0.880797, -0.156518, 0.084836, 0.241354),
+    ],
+)
 def test_pm_table(eps, c, p, p_centre, l0, v0, v1):
     mech = PiecewiseMechanism(epsilon=eps)
     assert mech.constant == pytest.approx(c, abs=1e-6)
@@ -122,20 +132,23 @@ def test_pm_table(eps, c, p, p_centre, l0, v0, v1):
     left, right = mech.centre_interval(0.0)
     assert left == pytest.approx(l0, abs=1e-6)
     assert right - left == pytest.approx(mech.constant - 1, abs=1e-12)
-    assert (right - left) * mech.p == pytest.approx(mech.p_centre, rel=1e-12)   # centre mass
+    assert (right - left) * mech.p == pytest.approx(mech.p_centre, rel=1e-12)  # centre mass
     np.testing.assert_allclose(mech.variance(np.array([0.0, 1.0, -1.0])), [v0, v1, v1], atol=1e-6)
     lo, hi = mech.output_bounds
     assert hi == -lo and mech.constant <= hi <= mech.constant + SNAP_STEP
 
 
-@pytest.mark.parametrize("d, eps, k, base, v0, v1", [
-    (5, 1, 1, "pm", 18.410517, 30.117987),
-    (5, 1, 1, "hm", 21.444962, 25.444962),
-    (5, 6, 2, "pm", 0.514326, 2.732368),
-    (10, 5, 2, "pm", 1.744207, 7.751963),
-    (10, 10, 4, "pm", 0.872104, 3.375981),
-    (4, 10, 4, "hm", 0.647049, 0.647049),
-])
+@pytest.mark.parametrize(
+    "d, eps, k, base, v0, v1",
+    [
+        (5, 1, 1, "pm", 18.410517, 30.117987),
+        (5, 1, 1, "hm", 21.444962, 25.444962),
+        (5, 6, 2, "pm", 0.514326, 2.732368),
+        (10, 5, 2, "pm", 1.744207, 7.751963),
+        (10, 10, 4, "pm", 0.872104, 3.375981),
+        (4, 10, 4, "hm", 0.647049, 0.647049),
+    ],
+)
 def test_algorithm4_table(d, eps, k, base, v0, v1):
     mech = PiecewiseMultidim(epsilon=eps, d=d, base=base)
     assert mech.k == k
@@ -185,6 +198,7 @@ def test_kary_rr_debias_inverts_expected_counts():
 
 # --- large epsilon stays finite ---------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", sorted(ALL_BUILDERS))
 @pytest.mark.parametrize("eps", [30.0, 1000.0, 5000.0])
 def test_large_epsilon_is_finite_and_quiet(name, eps, rng):
@@ -201,19 +215,31 @@ def test_large_epsilon_is_finite_and_quiet(name, eps, rng):
 
 # --- validation ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", sorted(ALL_BUILDERS))
-@pytest.mark.parametrize("eps, exc", [
-    ("1", TypeError), (None, TypeError), (True, TypeError), (1 + 0j, TypeError), ([1.0], TypeError),
-    (0, ConfigError), (-1.0, ConfigError), (math.nan, ConfigError), (math.inf, ConfigError),
-])
+@pytest.mark.parametrize(
+    "eps, exc",
+    [
+        ("1", TypeError),
+        (None, TypeError),
+        (True, TypeError),
+        (1 + 0j, TypeError),
+        ([1.0], TypeError),
+        (0, ConfigError),
+        (-1.0, ConfigError),
+        (math.nan, ConfigError),
+        (math.inf, ConfigError),
+    ],
+)
 def test_invalid_epsilon(name, eps, exc):
     with pytest.raises(exc, match="epsilon"):
         ALL_BUILDERS[name](eps, 2)
 
 
 @pytest.mark.parametrize("name", sorted(ALL_BUILDERS))
-@pytest.mark.parametrize("d, exc", [(2.0, TypeError), ("3", TypeError), (True, TypeError), (0, ConfigError),
-                                    (-2, ConfigError)])
+@pytest.mark.parametrize(
+    "d, exc", [(2.0, TypeError), ("3", TypeError), (True, TypeError), (0, ConfigError), (-2, ConfigError)]
+)
 def test_invalid_d(name, d, exc):
     with pytest.raises(exc, match="d must be an int"):
         ALL_BUILDERS[name](1.0, d)
@@ -364,6 +390,7 @@ def test_kary_rr_validation(rng):
 
 # --- sampling: reproducibility and support ----------------------------------------------------
 
+
 @pytest.mark.parametrize("name", sorted(ALL_BUILDERS))
 def test_seeded_reproducibility(name):
     mech = ALL_BUILDERS[name](2.0, 5)
@@ -390,9 +417,9 @@ def test_output_support(name, eps, d, rng):
     if name in ("duchi1d", "duchi"):
         assert set(np.unique(np.abs(out))) == {hi}
     if name in CONTINUOUS:
-        np.testing.assert_array_equal(out, snap(out.copy()))   # on the 2**-20 grid
+        np.testing.assert_array_equal(out, snap(out.copy()))  # on the 2**-20 grid
     if name == "pm1d":
-        assert out.min() < lo + 0.05 and out.max() > hi - 0.05    # tails reached
+        assert out.min() < lo + 0.05 and out.max() > hi - 0.05  # tails reached
     if name in ("pm", "pm-hm"):
         nonzero = np.count_nonzero(out, axis=1)
         assert nonzero.max() <= mech.k and nonzero.mean() > mech.k - 0.01
@@ -400,10 +427,10 @@ def test_output_support(name, eps, d, rng):
 
 
 def test_snap_grid():
-    x = np.array([0.0, 1e-9, -0.3, 2.0 ** -21, 3 * 2.0 ** -22, 12345.678, -1e6 / 3])
+    x = np.array([0.0, 1e-9, -0.3, 2.0**-21, 3 * 2.0**-22, 12345.678, -1e6 / 3])
     y = snap(x.copy())
-    assert np.all(np.abs(y - x) <= 2.0 ** -21)
-    np.testing.assert_array_equal(y * 2 ** 20, np.rint(y * 2 ** 20))
+    assert np.all(np.abs(y - x) <= 2.0**-21)
+    np.testing.assert_array_equal(y * 2**20, np.rint(y * 2**20))
     np.testing.assert_array_equal(snap(y.copy()), y)
 
 
@@ -436,8 +463,10 @@ def test_kary_rr_output(rng):
     out = rr.privatize(labels, rng)
     assert out.shape == labels.shape and out.dtype == np.int64
     assert out.min() >= 0 and out.max() <= 3
-    np.testing.assert_array_equal(rr.privatize(labels, np.random.Generator(np.random.PCG64(3))),
-                                  rr.privatize(labels, np.random.Generator(np.random.PCG64(3))))
+    np.testing.assert_array_equal(
+        rr.privatize(labels, np.random.Generator(np.random.PCG64(3))),
+        rr.privatize(labels, np.random.Generator(np.random.PCG64(3))),
+    )
     assert rr.privatize(np.zeros(0, dtype=int), rng).shape == (0,)
     assert math.isfinite(pm_constant(1.0))
 
@@ -452,6 +481,7 @@ def test_memory_layout_does_not_change_reports(name):
 
 
 # --- ε too small for the wire (issue 9, item 7) and the geometric count mechanism -------------
+
 
 @pytest.mark.parametrize("name", sorted(ALL_BUILDERS))
 @pytest.mark.parametrize("eps", [1e-300, 5e-324, 1e-13])
@@ -486,8 +516,17 @@ def test_geometric_mechanism_is_unbiased_integer_noise_with_its_variance(rng):
     assert abs(math.log(p40 / p40_from_41) - 0.5) < 0.1
 
 
-@pytest.mark.parametrize("eps,exc", [(0.0, ConfigError), (-1.0, ConfigError), (math.inf, ConfigError),
-                                     (math.nan, ConfigError), (1e-12, ConfigError), ("1", TypeError)])
+@pytest.mark.parametrize(
+    "eps,exc",
+    [
+        (0.0, ConfigError),
+        (-1.0, ConfigError),
+        (math.inf, ConfigError),
+        (math.nan, ConfigError),
+        (1e-12, ConfigError),
+        ("1", TypeError),
+    ],
+)
 def test_geometric_mechanism_validates_epsilon(eps, exc):
     from privfed.common.mechanisms import GeometricMechanism
 

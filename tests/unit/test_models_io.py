@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from privfed.common.boosting import FederatedBoosting
+from privfed.common.boosting.federated import FederatedBoosting
 from privfed.common.errors import ConfigError
 from privfed.owner.data import federation_split
 from privfed.server.models import load_model, save_model

@@ -21,8 +21,11 @@ SPEC_TABLE = [  # ε, t, α, x̃, e_utility, e_privacy
 
 def _problem(rng, F, m_d, m_c, n=40):
     scale = rng.lognormal(0.0, 1.0, size=3)
-    return (rng.normal(size=(F, m_d)) * scale[0], rng.normal(size=(F, m_c)) * scale[1],
-            rng.normal(size=(n, F)) * scale[2])
+    return (
+        rng.normal(size=(F, m_d)) * scale[0],
+        rng.normal(size=(F, m_c)) * scale[1],
+        rng.normal(size=(n, F)) * scale[2],
+    )
 
 
 def _random_problems(rng, count, *, full_rank_c=None):
@@ -234,30 +237,36 @@ def test_fit_linear_map_recovers_affine_model(rng):
     np.testing.assert_allclose(fit_linear_map(X, X @ A, center=False), A, atol=1e-10)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"epsilon": -0.1}, "epsilon must be finite and ≥ 0"),
-    ({"epsilon": float("nan")}, "epsilon must be finite"),
-    ({"epsilon": float("inf")}, "epsilon must be finite"),
-    ({"epsilon": True}, "epsilon must be a real number"),
-    ({"epsilon": "0.1"}, "epsilon must be a real number"),
-    ({"epsilon": 0.1, "method": "qr"}, "method must be one of"),
-    ({"epsilon": 0.1, "regularization": "big"}, "regularization must be 'auto'"),
-    ({"epsilon": 0.1, "regularization": -1e-3}, "regularization must be 'auto' or a finite float"),
-    ({"epsilon": 0.1, "regularization": 1e-3, "method": "subspace"}, "applies only to method='generalized'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"epsilon": -0.1}, "epsilon must be finite and ≥ 0"),
+        ({"epsilon": float("nan")}, "epsilon must be finite"),
+        ({"epsilon": float("inf")}, "epsilon must be finite"),
+        ({"epsilon": True}, "epsilon must be a real number"),
+        ({"epsilon": "0.1"}, "epsilon must be a real number"),
+        ({"epsilon": 0.1, "method": "qr"}, "method must be one of"),
+        ({"epsilon": 0.1, "regularization": "big"}, "regularization must be 'auto'"),
+        ({"epsilon": 0.1, "regularization": -1e-3}, "regularization must be 'auto' or a finite float"),
+        ({"epsilon": 0.1, "regularization": 1e-3, "method": "subspace"}, "applies only to method='generalized'"),
+    ],
+)
 def test_bad_parameters(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         NullSpaceCleaner(**kwargs).fit(A_D, A_C)
 
 
-@pytest.mark.parametrize("A_d, A_c, match", [
-    (np.ones((3, 2)), np.ones((4, 1)), r"A_d has shape \(3, 2\) and A_c has shape \(4, 1\)"),
-    (np.array([[np.nan, 1.0], [0.0, 1.0]]), np.eye(2), "A_d has 1 non-finite"),
-    (np.eye(2), np.array([[np.inf], [0.0]]), "A_c has 1 non-finite"),
-    (np.eye(2), np.zeros((2, 3)), "A_c is all zeros"),
-    (np.ones((2, 2, 2)), np.eye(2), "A_d must be a non-empty 2-D array"),
-    (np.eye(2), np.empty((2, 0)), "A_c must be a non-empty 2-D array"),
-])
+@pytest.mark.parametrize(
+    "A_d, A_c, match",
+    [
+        (np.ones((3, 2)), np.ones((4, 1)), r"A_d has shape \(3, 2\) and A_c has shape \(4, 1\)"),
+        (np.array([[np.nan, 1.0], [0.0, 1.0]]), np.eye(2), "A_d has 1 non-finite"),
+        (np.eye(2), np.array([[np.inf], [0.0]]), "A_c has 1 non-finite"),
+        (np.eye(2), np.zeros((2, 3)), "A_c is all zeros"),
+        (np.ones((2, 2, 2)), np.eye(2), "A_d must be a non-empty 2-D array"),
+        (np.eye(2), np.empty((2, 0)), "A_c must be a non-empty 2-D array"),
+    ],
+)
 def test_bad_maps(A_d, A_c, match):
     with pytest.raises(ConfigError, match=match):
         NullSpaceCleaner(epsilon=0.1).fit(A_d, A_c)
@@ -286,6 +295,7 @@ def test_bad_queries():
 
 # --- experiment (server/experiments/nullspace.py) on a small synthetic Mulan-style file -------
 
+
 def _synthetic_csv(path, rng, n=300, F=6):
     X = rng.normal(size=(n, F))
     logits = X @ rng.normal(size=(F, 3))
@@ -302,8 +312,24 @@ def _args(tmp_path, data, **over):
 
     parser = argparse.ArgumentParser()
     exp.add_arguments(parser)
-    argv = ["--data", str(data), "--n-features", "6", "--desired", "1", "--confidential", "2",
-            "--runs", "2", "--epsilon", "0", "0.01", "0.05", "--out", str(tmp_path / "out")]
+    argv = [
+        "--data",
+        str(data),
+        "--n-features",
+        "6",
+        "--desired",
+        "1",
+        "--confidential",
+        "2",
+        "--runs",
+        "2",
+        "--epsilon",
+        "0",
+        "0.01",
+        "0.05",
+        "--out",
+        str(tmp_path / "out"),
+    ]
     args = parser.parse_args(argv + over.get("extra", []))
     args.experiment = "nullspace"
     return exp, args

@@ -11,8 +11,18 @@ import pytest
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
 from privfed.common.messages import (
-    REFUSAL_TEXTS, BoostShareTask, LrShareReply, LrShareTask, NccShareReply, NccShareTask, PcaShareReply,
-    PcaShareTask, Refusal, SvmShareReply, SvmShareTask, Task,
+    REFUSAL_TEXTS,
+    BoostShareTask,
+    LrShareReply,
+    LrShareTask,
+    NccShareReply,
+    NccShareTask,
+    PcaShareReply,
+    PcaShareTask,
+    Refusal,
+    SvmShareReply,
+    SvmShareTask,
+    Task,
 )
 from privfed.owner.data import build_owners, federation_split
 from privfed.owner.handlers import handle_batch, share_is_sendable
@@ -26,13 +36,21 @@ def digits():
 
 
 def owners(train, n=2):
-    return {o.owner_id: o for o in build_owners(train, node_id=NODE, n_owners=n, shards=range(n), seed=0,
-                                                rng_kind="seeded", rng_seed=0)}
+    return {
+        o.owner_id: o
+        for o in build_owners(train, node_id=NODE, n_owners=n, shards=range(n), seed=0, rng_kind="seeded", rng_seed=0)
+    }
 
 
 def ncc(train, eps=1.0, labels="rr", mechanism="pm", n_classes=10):
-    return NccShareTask(mechanism=mechanism, epsilon=eps, labels=labels, label_epsilon=0.25 * eps,
-                        n_classes=n_classes, bounds=train.bounds)
+    return NccShareTask(
+        mechanism=mechanism,
+        epsilon=eps,
+        labels=labels,
+        label_epsilon=0.25 * eps,
+        n_classes=n_classes,
+        bounds=train.bounds,
+    )
 
 
 def pca(train, eps=0.5, count_eps=0.05, delta=1e-5):
@@ -48,23 +66,29 @@ def refusal(result, code):
 
 def test_owner_ids_are_bound_to_the_node(digits):
     train, _ = digits
-    assert sorted(owners(train, 3)) == [owner_id(NODE, i) for i in range(3)] == \
-        ["owner-0.o00000", "owner-0.o00001", "owner-0.o00002"]
+    assert (
+        sorted(owners(train, 3))
+        == [owner_id(NODE, i) for i in range(3)]
+        == ["owner-0.o00000", "owner-0.o00001", "owner-0.o00002"]
+    )
 
 
 def test_feddpdr_debits_pca_count_then_epsilon2_per_class_and_refuses_past_budget(tmp_path, digits):
     train, _ = digits
     hosted = owners(train)
     ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=1.0, delta_budget=1e-5)
-    replies = handle_batch([Task(f"p{i}", oid, "pca", pca(train, 0.45, 0.05)) for i, oid in enumerate(hosted)],
-                           hosted, ledger)
+    replies = handle_batch(
+        [Task(f"p{i}", oid, "pca", pca(train, 0.45, 0.05)) for i, oid in enumerate(hosted)], hosted, ledger
+    )
     assert all(isinstance(r.payload, PcaShareReply) for r in replies)
     oid = next(iter(hosted))
     assert [h["purpose"] for h in ledger.history(oid)] == ["dp-pca:pca", "dp-count:pca"]
     assert math.isclose(ledger.spent(oid).epsilon, 0.5) and ledger.spent(oid).delta == 1e-5
     U = replies[0].payload.subspace
-    svm = [Task(f"s{i}", o, "svm", SvmShareTask(epsilon=0.5, lam=0.01, n_classes=10, bounds=train.bounds,
-                                                subspace=U)) for i, o in enumerate(hosted)]
+    svm = [
+        Task(f"s{i}", o, "svm", SvmShareTask(epsilon=0.5, lam=0.01, n_classes=10, bounds=train.bounds, subspace=U))
+        for i, o in enumerate(hosted)
+    ]
     replies = handle_batch(svm, hosted, ledger)
     assert all(isinstance(r.payload, SvmShareReply) for r in replies)
     history = [h for h in ledger.history(oid) if h["purpose"].startswith("svm-ovr")]
@@ -72,7 +96,7 @@ def test_feddpdr_debits_pca_count_then_epsilon2_per_class_and_refuses_past_budge
     assert math.isclose(ledger.spent(oid).epsilon, 1.0)
     again = handle_batch([Task("p9", oid, "pca2", pca(train, 0.1, 0.01, 0.0))], hosted, ledger)
     message = refusal(again[0], "budget_exceeded")
-    assert "spent" not in message and "1.0" not in message   # the ledger's state is not told
+    assert "spent" not in message and "1.0" not in message  # the ledger's state is not told
     assert len(ledger.history(oid)) == 12  # nothing debited for the refusal
 
 
@@ -82,8 +106,10 @@ def test_pca_count_is_noised_and_exact_only_at_infinite_epsilon(tmp_path, digits
     oid = next(iter(hosted))
     n = hosted[oid].X.shape[0]
     ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=math.inf, delta_budget=1.0)
-    noisy = [handle_batch([Task(f"p{i}", oid, f"r{i}", pca(train, 1.0, 0.05))], hosted, ledger)[0].payload.noisy_count
-             for i in range(20)]
+    noisy = [
+        handle_batch([Task(f"p{i}", oid, f"r{i}", pca(train, 1.0, 0.05))], hosted, ledger)[0].payload.noisy_count
+        for i in range(20)
+    ]
     assert all(isinstance(c, int) for c in noisy) and len(set(noisy)) > 1 and any(c != n for c in noisy)
     exact = handle_batch([Task("pinf", oid, "rinf", pca(train, math.inf, math.inf))], hosted, ledger)[0]
     assert exact.payload.noisy_count == n
@@ -104,8 +130,7 @@ def test_rr_labels_debit_features_and_labels_separately(tmp_path, digits):
     hosted = owners(train, 1)
     oid = next(iter(hosted))
     ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=2.0)
-    spec = NccShareTask(mechanism="pm", epsilon=1.6, labels="rr", label_epsilon=0.4, n_classes=10,
-                        bounds=train.bounds)
+    spec = NccShareTask(mechanism="pm", epsilon=1.6, labels="rr", label_epsilon=0.4, n_classes=10, bounds=train.bounds)
     out = handle_batch([Task("n", oid, "r1", spec)], hosted, ledger)
     assert isinstance(out[0].payload, NccShareReply)
     assert sorted(h["purpose"].split(":")[0] for h in ledger.history(oid)) == ["ncc-features", "ncc-labels"]
@@ -127,10 +152,9 @@ def test_clear_labels_are_refused_by_policy_unless_the_owner_opted_in(tmp_path, 
 
     out = handle_batch([Task("n2", oid, "r2", ncc(train, labels="clear"))], hosted, ledger, allow_clear_labels=True)
     assert isinstance(out[0].payload, NccShareReply)
-    np.testing.assert_array_equal(out[0].payload.labels, hosted[oid].y)   # clear: the true labels
+    np.testing.assert_array_equal(out[0].payload.labels, hosted[oid].y)  # clear: the true labels
     history = ledger.history(oid)
-    assert [(h["purpose"], h["nonprivate"]) for h in history] == [("ncc-features:r2", False),
-                                                                  ("clear-labels:r2", True)]
+    assert [(h["purpose"], h["nonprivate"]) for h in history] == [("ncc-features:r2", False), ("clear-labels:r2", True)]
     assert ledger.spent(oid).epsilon == 1.0 and ledger.nonprivate_count(oid) == 1
 
 
@@ -144,8 +168,9 @@ def test_class_count_is_checked_against_public_configuration_not_the_labels(tmp_
     out = handle_batch(tasks, hosted, ledger)
     messages = {r.payload.message for r in out if r.payload.code == "invalid_task"}
     assert len(out) == 8 and all(r.payload.code == "invalid_task" for r in out)
-    assert messages == {f"{REFUSAL_TEXTS['invalid_task']} (task says {k} classes; this owner's data set declares 10)"
-                        for k in (1, 2)}
+    assert messages == {
+        f"{REFUSAL_TEXTS['invalid_task']} (task says {k} classes; this owner's data set declares 10)" for k in (1, 2)
+    }
     assert all(ledger.history(o) == [] for o in hosted)
 
 
@@ -153,8 +178,14 @@ def test_wrong_feature_count_is_refused_with_public_detail(tmp_path, digits):
     train, _ = digits
     hosted = owners(train, 1)
     oid = next(iter(hosted))
-    spec = LrShareTask(mechanism="pm", epsilon=1.0, param_bound=4.0, c=1.0, n_classes=10,
-                       bounds=train.bounds.__class__(train.bounds.lo[:5], train.bounds.hi[:5]))
+    spec = LrShareTask(
+        mechanism="pm",
+        epsilon=1.0,
+        param_bound=4.0,
+        c=1.0,
+        n_classes=10,
+        bounds=train.bounds.__class__(train.bounds.lo[:5], train.bounds.hi[:5]),
+    )
     out = handle_batch([Task("l", oid, "r1", spec)], hosted, Ledger(tmp_path / "l.sqlite", epsilon_budget=1.0))
     assert "task bounds describe 5 features; this owner's schema has 64" in refusal(out[0], "invalid_task")
 
@@ -167,14 +198,24 @@ def test_one_bad_task_is_refused_alone_and_nothing_is_debited_for_it(tmp_path, d
     hosted = owners(train, 3)
     a, b, c = hosted
     ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=5.0)
-    tasks = [Task("ok1", a, "r1", ncc(train)),
-             Task("tiny", b, "r1", ncc(train, eps=1e-300)),
-             Task("tiny-lap", b, "r1", LrShareTask(mechanism="laplace", epsilon=1e-300, param_bound=4.0, c=1.0,
-                                                   n_classes=10, bounds=train.bounds)),
-             Task("dup", c, "r1", ncc(train)),
-             Task("dup", a, "r1", LrShareTask(mechanism="pm", epsilon=1.0, param_bound=4.0, c=1.0, n_classes=10,
-                                              bounds=train.bounds)),
-             Task("x", "owner-9.o00000", "r1", ncc(train))]
+    tasks = [
+        Task("ok1", a, "r1", ncc(train)),
+        Task("tiny", b, "r1", ncc(train, eps=1e-300)),
+        Task(
+            "tiny-lap",
+            b,
+            "r1",
+            LrShareTask(mechanism="laplace", epsilon=1e-300, param_bound=4.0, c=1.0, n_classes=10, bounds=train.bounds),
+        ),
+        Task("dup", c, "r1", ncc(train)),
+        Task(
+            "dup",
+            a,
+            "r1",
+            LrShareTask(mechanism="pm", epsilon=1.0, param_bound=4.0, c=1.0, n_classes=10, bounds=train.bounds),
+        ),
+        Task("x", "owner-9.o00000", "r1", ncc(train)),
+    ]
     out = handle_batch(tasks, hosted, ledger)
     assert [(r.task_id, r.owner_id) for r in out] == [(t.task_id, t.owner_id) for t in tasks]
     assert isinstance(out[0].payload, NccShareReply) and isinstance(out[3].payload, NccShareReply)
@@ -214,23 +255,33 @@ def test_lr_share_is_answered(tmp_path, digits):
     assert isinstance(out[0].payload, LrShareReply) and out[0].payload.reports.shape == (1, 65 * 10)
 
 
-@pytest.mark.parametrize("share,ok", [
-    (NccShareReply(reports=np.zeros((2, 3)), labels=np.array([0, 1])), True),
-    (NccShareReply(reports=np.array([[np.nan, 0.0]]), labels=np.array([0])), False),
-    (LrShareReply(reports=np.array([[2.0 ** 43]])), False),
-    (PcaShareReply(subspace=np.array([[np.inf]]), noisy_count=3), False),
-    (SvmShareReply(coef=np.ones((2, 3))), True),
-])
+@pytest.mark.parametrize(
+    "share,ok",
+    [
+        (NccShareReply(reports=np.zeros((2, 3)), labels=np.array([0, 1])), True),
+        (NccShareReply(reports=np.array([[np.nan, 0.0]]), labels=np.array([0])), False),
+        (LrShareReply(reports=np.array([[2.0**43]])), False),
+        (PcaShareReply(subspace=np.array([[np.inf]]), noisy_count=3), False),
+        (SvmShareReply(coef=np.ones((2, 3))), True),
+    ],
+)
 def test_only_finite_shares_within_the_wire_range_are_sendable(share, ok):
     assert share_is_sendable(share) is ok
 
 
-@pytest.mark.parametrize("config,detail", [
-    ({"base": "stump", "labels": "rr", "n_classes": 3, "bounds": {"lo": [0.0] * 64, "hi": [16.0] * 64}},
-     "task says 3 classes; this owner's data set declares 10"),
-    ({"base": "stump", "labels": "rr", "n_classes": 10, "bounds": {"lo": [0.0] * 5, "hi": [16.0] * 5}},
-     "task bounds must list 64 features"),
-])
+@pytest.mark.parametrize(
+    "config,detail",
+    [
+        (
+            {"base": "stump", "labels": "rr", "n_classes": 3, "bounds": {"lo": [0.0] * 64, "hi": [16.0] * 64}},
+            "task says 3 classes; this owner's data set declares 10",
+        ),
+        (
+            {"base": "stump", "labels": "rr", "n_classes": 10, "bounds": {"lo": [0.0] * 5, "hi": [16.0] * 5}},
+            "task bounds must list 64 features",
+        ),
+    ],
+)
 def test_boosting_share_is_checked_against_public_configuration(tmp_path, digits, config, detail):
     train, _ = digits
     hosted = owners(train, 1)
@@ -248,8 +299,9 @@ def test_two_tasks_for_one_owner_in_a_batch_are_checked_together(tmp_path, digit
     hosted = owners(train, 1)
     oid = next(iter(hosted))
     ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=2.0)
-    out = handle_batch([Task("a", oid, "r1", ncc(train, eps=1.0)), Task("b", oid, "r2", ncc(train, eps=1.0))],
-                       hosted, ledger)
+    out = handle_batch(
+        [Task("a", oid, "r1", ncc(train, eps=1.0)), Task("b", oid, "r2", ncc(train, eps=1.0))], hosted, ledger
+    )
     assert isinstance(out[0].payload, NccShareReply)
     refusal(out[1], "budget_exceeded")
     assert [h["release_id"] for h in ledger.history(oid)] == ["a#0", "a#1"]

@@ -13,12 +13,10 @@ import subprocess
 import sys
 import textwrap
 
-
 #: Top-level distributions an owner node may have loaded once it is ready to register.
 #: ``grpc_tools``/``grpc_health``: grpcio's own ``import grpc`` imports them when installed (its
 #: backwards-compatibility shims), ``google``: protobuf, ``typing_extensions``: cryptography's.
-ALLOWED = {"numpy", "grpc", "grpc_tools", "grpc_health", "google", "cryptography", "randomgen",
-           "typing_extensions"}
+ALLOWED = {"numpy", "grpc", "grpc_tools", "grpc_health", "google", "cryptography", "randomgen", "typing_extensions"}
 
 PROBE = textwrap.dedent("""
     import json, sys, tempfile

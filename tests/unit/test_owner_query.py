@@ -12,7 +12,13 @@ from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.learners.logistic import LinearModel
 from privfed.deploy.cli import build_parser
 from privfed.owner.query import (
-    check_linear_stage, clean_queries, parse_columns, public_centre, read_table, run_query, split_features,
+    check_linear_stage,
+    clean_queries,
+    parse_columns,
+    public_centre,
+    read_table,
+    run_query,
+    split_features,
 )
 from privfed.server.servicer import model_linear_stage
 
@@ -36,7 +42,7 @@ ALL_METHODS = ["projection", *NULL_SPACE]
 def _null_space_of(A_d):
     """Orthonormal columns spanning the directions A_d does not read."""
     _, _, Vt = np.linalg.svd(A_d.T)
-    return Vt[np.linalg.matrix_rank(A_d):].T
+    return Vt[np.linalg.matrix_rank(A_d) :].T
 
 
 @pytest.mark.parametrize("method", NULL_SPACE)
@@ -92,7 +98,7 @@ def test_rows_sent_do_not_depend_on_the_training_mean(problem, method, eps, rng)
     # and the rows' affine hull points at the public centre, not at the training mean (generalized:
     # rounding puts ~2e-8 relative of x's other directions into x̃; owner/query.py, "What x̃ reveals")
     sv = np.linalg.svd(m1 - centre, compute_uv=False)
-    assert np.all(sv[A_d.shape[1]:] <= sv[0] * (1e-7 if method == "generalized" else 1e-13))
+    assert np.all(sv[A_d.shape[1] :] <= sv[0] * (1e-7 if method == "generalized" else 1e-13))
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.5])
@@ -116,8 +122,9 @@ def test_null_space_rows_reveal_the_confidential_map_direction(rng):
     y_c = (X @ rng.standard_normal(F) > 0).astype(float)
     a_d = rng.standard_normal((F, 1))
     centre = np.zeros(F)
-    out = clean_queries(rng.standard_normal((1, F)), a_d, X, y_c[:, None], centre=centre, epsilon=0.0,
-                        method="subspace")
+    out = clean_queries(
+        rng.standard_normal((1, F)), a_d, X, y_c[:, None], centre=centre, epsilon=0.0, method="subspace"
+    )
     w = (out.rows[0] - centre) / np.linalg.norm(out.rows[0] - centre)
     guess = a_d[:, 0] - (a_d[:, 0] @ w) * w  # P_c a_d, read off by the coordinator
     a_c = out.A_c[:, 0]
@@ -156,8 +163,9 @@ def test_rank_is_bounded_and_one_redundant_column_allowed(rng):
     assert check_linear_stage("m", "lr", below_tolerance, F, max_rank=1) == 1
     queries = rng.standard_normal((20, F))
     for method in ALL_METHODS:
-        rows = clean_queries(queries, below_tolerance, queries, queries[:, :1] > 0, centre=np.zeros(F),
-                             epsilon=0.0, method=method).rows
+        rows = clean_queries(
+            queries, below_tolerance, queries, queries[:, :1] > 0, centre=np.zeros(F), epsilon=0.0, method=method
+        ).rows
         rel = 1e-6 if method == "generalized" else 1e-12  # generalized: its rounding, as with any stage
         assert np.linalg.matrix_rank(rows, tol=rel * np.abs(rows).max()) == 1, method
 
@@ -168,13 +176,16 @@ def test_refusal_is_one_line_whatever_the_coordinator_calls_the_model():
     assert "\n" not in str(exc.value) and len(str(exc.value)) < 400
 
 
-@pytest.mark.parametrize("A_d,message", [
-    (np.array([[1.0], [np.nan], [0.0]]), "1 non-finite value"),
-    (np.array([[1.0], [np.inf], [-np.inf]]), "2 non-finite value"),
-    (np.ones((4, 1)), "does not fit its 3 features"),
-    (np.ones((3, 0)), "does not fit its 3 features"),
-    (np.ones(3), "does not fit its 3 features"),
-])
+@pytest.mark.parametrize(
+    "A_d,message",
+    [
+        (np.array([[1.0], [np.nan], [0.0]]), "1 non-finite value"),
+        (np.array([[1.0], [np.inf], [-np.inf]]), "2 non-finite value"),
+        (np.ones((4, 1)), "does not fit its 3 features"),
+        (np.ones((3, 0)), "does not fit its 3 features"),
+        (np.ones(3), "does not fit its 3 features"),
+    ],
+)
 def test_malformed_stage_is_refused(A_d, message):
     with pytest.raises(RemoteProtocolError, match=message):
         check_linear_stage("m", "lr", A_d, 3, max_rank=3)
@@ -209,11 +220,14 @@ def test_read_table_npz_joins_x_and_y(tmp_path):
     assert np.array_equal(read_table(tmp_path / "q.npz", "--queries"), X)
 
 
-@pytest.mark.parametrize("content,message", [
-    ("1,2\n3,x\n", "not a numeric CSV"),
-    ("1,2\n3,nan\n", "row 2, column 2 is not finite"),
-    ("f0,f1\n", "no data rows"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("1,2\n3,x\n", "not a numeric CSV"),
+        ("1,2\n3,nan\n", "row 2, column 2 is not finite"),
+        ("f0,f1\n", "no data rows"),
+    ],
+)
 def test_read_table_bad_csv(tmp_path, content, message):
     path = tmp_path / "bad.csv"
     path.write_text(content)
@@ -246,12 +260,23 @@ def _query_args(*extra):
     return ["query", "--coordinator", "h:1", "--model-id", "m", "--queries", "q.csv", *extra]
 
 
-@pytest.mark.parametrize("extra", [
-    ["--clean-epsilon", "-1"], ["--clean-epsilon", "nan"], ["--clean-epsilon", "inf"], ["--clean-epsilon", "x"],
-    ["--confidential-labels", "1,1"], ["--confidential-labels", "-1"], ["--confidential-labels", "a"],
-    ["--confidential-labels", ""], ["--method", "eigh"], ["--max-rank", "0"], ["--max-rank", "1.5"],
-    ["--max-rank", "-2"],
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--clean-epsilon", "-1"],
+        ["--clean-epsilon", "nan"],
+        ["--clean-epsilon", "inf"],
+        ["--clean-epsilon", "x"],
+        ["--confidential-labels", "1,1"],
+        ["--confidential-labels", "-1"],
+        ["--confidential-labels", "a"],
+        ["--confidential-labels", ""],
+        ["--method", "eigh"],
+        ["--max-rank", "0"],
+        ["--max-rank", "1.5"],
+        ["--max-rank", "-2"],
+    ],
+)
 def test_bad_flags_are_refused_by_the_parser(extra, capsys):
     with pytest.raises(SystemExit) as exc:
         build_parser().parse_args(_query_args(*extra))
@@ -262,19 +287,32 @@ def test_bad_flags_are_refused_by_the_parser(extra, capsys):
 def test_flag_defaults():
     args = build_parser().parse_args(_query_args())
     assert (args.name, args.clean_epsilon, args.method, args.insecure, args.out, args.max_rank) == (
-        "owner-0", 0.0, "projection", False, None, 1)
+        "owner-0",
+        0.0,
+        "projection",
+        False,
+        None,
+        1,
+    )
     assert (args.train_data, args.confidential_labels, args.allow_confidential_map_leak) == (None, None, False)
     args = build_parser().parse_args(_query_args("--confidential-labels", "1", "--max-rank", "5"))
     assert args.confidential_labels == (1,) and args.max_rank == 5
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--method", "subspace", "--train-data", "t.csv", "--confidential-labels", "1"],
-     "pass --allow-confidential-map-leak to accept that"),
-    (["--method", "generalized", "--allow-confidential-map-leak", "--confidential-labels", "1"],
-     "needs --train-data (the confidential map"),
-    (["--method", "subspace", "--allow-confidential-map-leak"], "needs --train-data and --confidential-labels"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (
+            ["--method", "subspace", "--train-data", "t.csv", "--confidential-labels", "1"],
+            "pass --allow-confidential-map-leak to accept that",
+        ),
+        (
+            ["--method", "generalized", "--allow-confidential-map-leak", "--confidential-labels", "1"],
+            "needs --train-data (the confidential map",
+        ),
+        (["--method", "subspace", "--allow-confidential-map-leak"], "needs --train-data and --confidential-labels"),
+    ],
+)
 def test_null_space_flags_are_checked_before_anything_is_read_or_sent(extra, message):
     """A ConfigError (the CLI's one-line error, exit 2); the query file does not exist and the
     coordinator address is dead, so reaching either would give another error."""

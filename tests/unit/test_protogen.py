@@ -1,6 +1,5 @@
 """The committed generated code is exactly what `make proto` would write now."""
 
-
 from privfed.deploy.protogen import GENERATED, PROTO_DIR, generate
 
 

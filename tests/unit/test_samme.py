@@ -25,8 +25,9 @@ from privfed.common.learners.samme import (
 from privfed.common.learners.stump import Stump, binarize, cross_tables, select_stump
 
 
-@pytest.mark.parametrize(("k", "err", "alpha"), [(2, 0.3, 0.847298), (3, 0.4, 1.098612), (4, 0.1, 3.295837),
-                                                 (10, 0.85, 0.462624)])
+@pytest.mark.parametrize(
+    ("k", "err", "alpha"), [(2, 0.3, 0.847298), (3, 0.4, 1.098612), (4, 0.1, 3.295837), (10, 0.85, 0.462624)]
+)
 def test_alpha_spec_table(k, err, alpha):
     assert samme_alpha(err, k) == pytest.approx(alpha, abs=1e-6)
 
@@ -41,8 +42,9 @@ def test_alpha_zero_error_uses_e0(err):
     assert samme_alpha(err, 3) == pytest.approx(math.log((1 - E0) / E0) + math.log(2), rel=1e-12)
 
 
-@pytest.mark.parametrize(("err", "k"), [(math.nan, 2), (math.inf, 2), (1.5, 2), ("0.3", 2), (0.3, 1), (0.3, 2.0),
-                                        (0.3, True)])
+@pytest.mark.parametrize(
+    ("err", "k"), [(math.nan, 2), (math.inf, 2), (1.5, 2), ("0.3", 2), (0.3, 1), (0.3, 2.0), (0.3, True)]
+)
 def test_alpha_invalid(err, k):
     with pytest.raises(ConfigError):
         samme_alpha(err, k)
@@ -86,9 +88,16 @@ def test_update_with_external_total_matches_split_owners(rng):
     np.testing.assert_allclose(split, samme_update(w, miss, alpha), rtol=1e-13)
 
 
-@pytest.mark.parametrize(("w", "miss", "total"), [([0.5, -0.1], [1, 0], None), ([0.5, np.nan], [1, 0], None),
-                                                  ([0.5, 0.5], [1], None), ([0.5, 0.5], [1, 0], 0.0),
-                                                  ([0.5, 0.5], [1, 0], math.inf)])
+@pytest.mark.parametrize(
+    ("w", "miss", "total"),
+    [
+        ([0.5, -0.1], [1, 0], None),
+        ([0.5, np.nan], [1, 0], None),
+        ([0.5, 0.5], [1], None),
+        ([0.5, 0.5], [1, 0], 0.0),
+        ([0.5, 0.5], [1, 0], math.inf),
+    ],
+)
 def test_update_invalid(w, miss, total):
     with pytest.raises(ConfigError):
         samme_update(w, miss, 1.0, total=total)
@@ -189,8 +198,15 @@ def test_samme_boost_first_learner_worse_than_chance_raises(rng):
         SammeBoost(lambda X_, y_, w, m: Fixed(1 - y_), n_estimators=3, n_classes=2).fit(X, y)
 
 
-@pytest.mark.parametrize("kwargs", [dict(n_estimators=0, n_classes=2), dict(n_estimators=2, n_classes=1),
-                                    dict(n_estimators=1.5, n_classes=2), dict(n_estimators=2, n_classes=2, base_fit=3)])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(n_estimators=0, n_classes=2),
+        dict(n_estimators=2, n_classes=1),
+        dict(n_estimators=1.5, n_classes=2),
+        dict(n_estimators=2, n_classes=2, base_fit=3),
+    ],
+)
 def test_samme_boost_invalid(kwargs):
     kwargs.setdefault("base_fit", lambda *a: None)
     with pytest.raises(ConfigError):
@@ -206,6 +222,7 @@ def test_samme_boost_invalid_labels():
 
 
 # --- the boosted model ---
+
 
 def test_vote_ties_go_to_lowest_class():
     a = Stump(0, 1, 0.0, (2, 2), 0.1)
@@ -226,9 +243,11 @@ def test_weighted_vote_sums_alphas():
 
 def test_to_dict_round_trip_mixed_learners(rng):
     bounds = Bounds.of(-1.0, 1.0, 2)
-    learners = [Stump(1, 2, 0.25, (0, 2), 0.3),
-                NearestCentroidModel([[-0.5, 0.0], [0.5, 0.0], [0.0, 0.5]]),
-                LinearModel([[1.0, -1.0], [0.0, 1.0], [-1.0, 0.0]], [0.0, 0.1, -0.1], bounds)]
+    learners = [
+        Stump(1, 2, 0.25, (0, 2), 0.3),
+        NearestCentroidModel([[-0.5, 0.0], [0.5, 0.0], [0.0, 0.5]]),
+        LinearModel([[1.0, -1.0], [0.0, 1.0], [-1.0, 0.0]], [0.0, 0.1, -0.1], bounds),
+    ]
     model = BoostedModel(learners, [0.9, 0.4, 0.7], classes=np.array([3, 5, 7]))
     restored = BoostedModel.from_dict(json.loads(json.dumps(model.to_dict())))
     X = rng.uniform(-1, 1, size=(200, 2))
@@ -236,8 +255,9 @@ def test_to_dict_round_trip_mixed_learners(rng):
     np.testing.assert_array_equal(restored.votes(X), model.votes(X))
 
 
-@pytest.mark.parametrize("data", [{"kind": "other"}, {"kind": "samme", "classes": [0, 1], "alphas": [1.0],
-                                                        "learners": [{"kind": "tree"}]}])
+@pytest.mark.parametrize(
+    "data", [{"kind": "other"}, {"kind": "samme", "classes": [0, 1], "alphas": [1.0], "learners": [{"kind": "tree"}]}]
+)
 def test_from_dict_rejects_unknown(data):
     with pytest.raises(ConfigError):
         BoostedModel.from_dict(data)

@@ -9,9 +9,27 @@ import pytest
 from privfed.common.bounds import Bounds
 from privfed.common.errors import RemoteProtocolError
 from privfed.common.messages import (
-    REFUSAL_CODES, BoostEvaluateTask, BoostShareReply, BoostShareTask, LrShareReply, LrShareTask, NccShareReply,
-    NccShareTask, OwnerInfo, PcaShareReply, PcaShareTask, PeerKey, Refusal, Result, RingJoined, RingMessageTask,
-    RingSpec, RingTotal, SvmShareReply, SvmShareTask, Task,
+    REFUSAL_CODES,
+    BoostEvaluateTask,
+    BoostShareReply,
+    BoostShareTask,
+    LrShareReply,
+    LrShareTask,
+    NccShareReply,
+    NccShareTask,
+    OwnerInfo,
+    PcaShareReply,
+    PcaShareTask,
+    PeerKey,
+    Refusal,
+    Result,
+    RingJoined,
+    RingMessageTask,
+    RingSpec,
+    RingTotal,
+    SvmShareReply,
+    SvmShareTask,
+    Task,
 )
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import serde
@@ -64,9 +82,15 @@ def test_owner_info_roundtrip_carries_no_row_count():
     assert [f.name for f in dataclasses.fields(OwnerInfo)] == ["owner_id", "x25519_public_key", "key_signature"]
 
 
-RING = RingSpec(session_id="s1", ring=("owner-0.o00000", "owner-1.o00001"), frac_bits=24, n_parties=2,
-                max_abs=10.0, peers=(PeerKey("owner-1.o00001", "owner-1", b"p" * 32, b"g" * 64),),
-                certificates={"owner-1": b"-----BEGIN CERTIFICATE-----\n"})
+RING = RingSpec(
+    session_id="s1",
+    ring=("owner-0.o00000", "owner-1.o00001"),
+    frac_bits=24,
+    n_parties=2,
+    max_abs=10.0,
+    peers=(PeerKey("owner-1.o00001", "owner-1", b"p" * 32, b"g" * 64),),
+    certificates={"owner-1": b"-----BEGIN CERTIFICATE-----\n"},
+)
 BOOST_CONFIG = {"base": "stump", "epsilon": 1.0, "labels": "rr", "bounds": {"lo": [0.0], "hi": [1.0]}}
 HISTORY = {"learners": [], "alphas": [], "totals": []}
 
@@ -96,7 +120,7 @@ PAYLOADS = [
     NccShareReply(reports=np.arange(6.0).reshape(2, 3), labels=np.array([0, 2])),
     LrShareReply(reports=np.linspace(-1, 1, 9)[:8].reshape(1, 8)),
     PcaShareReply(subspace=np.eye(3)[:, :2], noisy_count=41),
-    PcaShareReply(subspace=np.eye(3)[:, :2], noisy_count=-3),     # a noisy count may be negative
+    PcaShareReply(subspace=np.eye(3)[:, :2], noisy_count=-3),  # a noisy count may be negative
     SvmShareReply(coef=np.arange(9.0).reshape(3, 3) / 3),
     BoostShareReply(reports=np.arange(4.0).reshape(1, 4) / 8, labels=np.zeros(0, dtype=np.int64)),
     BoostShareReply(reports=np.arange(8.0).reshape(2, 4) / 8, labels=np.array([1, 0])),
@@ -116,9 +140,9 @@ def test_result_roundtrip(payload):
 def test_one_malformed_task_is_refused_alone():
     good = serde.task_to_proto(Task("ok", "owner-0.o00000", "r", TASK_SPECS[2]))
     bad = serde.task_to_proto(Task("bad", "owner-0.o00001", "r", TASK_SPECS[2]))
-    bad.lr_share.bounds.data = bad.lr_share.bounds.data[:-8]     # a Matrix with a wrong byte count
+    bad.lr_share.bounds.data = bad.lr_share.bounds.data[:-8]  # a Matrix with a wrong byte count
     deep = serde.task_to_proto(Task("deep", "owner-0.o00002", "r", TASK_SPECS[7]))
-    deep.boost_share.config_json = "[" * 100_000                 # hostile JSON: RecursionError, not ValueError
+    deep.boost_share.config_json = "[" * 100_000  # hostile JSON: RecursionError, not ValueError
     task, refusal = serde.task_or_refusal(good)
     assert refusal is None and task.task_id == "ok"
     for m in (bad, deep, pb.Task(task_id="empty", owner_id="owner-0.o00003")):
@@ -154,8 +178,11 @@ def test_oversized_matrix_is_rejected():
 def test_task_without_kind_and_bad_bounds_are_rejected():
     with pytest.raises(RemoteProtocolError, match="no known kind"):
         serde.task_from_proto(pb.Task(task_id="x"))
-    bad = serde.task_to_proto(Task("t", "o", "r", LrShareTask(mechanism="pm", epsilon=1.0, param_bound=1.0, c=1.0,
-                                                                 n_classes=2, bounds=BOUNDS)))
+    bad = serde.task_to_proto(
+        Task(
+            "t", "o", "r", LrShareTask(mechanism="pm", epsilon=1.0, param_bound=1.0, c=1.0, n_classes=2, bounds=BOUNDS)
+        )
+    )
     bad.lr_share.bounds.CopyFrom(serde.matrix_to_proto(np.array([[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]])))
     with pytest.raises(RemoteProtocolError, match="lo < hi"):
         serde.task_from_proto(bad)

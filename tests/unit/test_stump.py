@@ -89,8 +89,9 @@ def test_noisy_tables_used_as_they_are():
 def test_stump_predict_matches_binarized_attribute(rng):
     bounds = Bounds.of(-2.0, 2.0, 3)
     X = rng.uniform(-2, 2, size=(100, 3))
-    stump = Stump(attribute=2, threshold_index=3, threshold=float(thresholds(bounds, 5)[2, 2]), leaves=(1, 0),
-                  error=0.2)
+    stump = Stump(
+        attribute=2, threshold_index=3, threshold=float(thresholds(bounds, 5)[2, 2]), leaves=(1, 0), error=0.2
+    )
     side = binarize(X, bounds, 5)[:, 2 * 4 + 2]
     np.testing.assert_array_equal(stump.predict(X), np.where(side, 0, 1))
     assert Stump.from_dict(json.loads(json.dumps(stump.to_dict()))) == stump
@@ -110,8 +111,22 @@ def test_shares_aggregate_to_exact_tables_without_noise(rng):
     X, y, w, parts = owners_data(rng)
     weight_bound = 40.0
     mech = make_mechanism("pm", epsilon=math.inf, d=3 * 5 * 2 * k)
-    reports = np.stack([stump_share(X[p], y[p], w[p], bounds=bounds, n_bins=n_bins, n_classes=k,
-                                    weight_bound=weight_bound, mechanism=mech, rng=rng) for p in parts])
+    reports = np.stack(
+        [
+            stump_share(
+                X[p],
+                y[p],
+                w[p],
+                bounds=bounds,
+                n_bins=n_bins,
+                n_classes=k,
+                weight_bound=weight_bound,
+                mechanism=mech,
+                rng=rng,
+            )
+            for p in parts
+        ]
+    )
     assert np.all(np.abs(reports) <= 1.0)
     total = stump_aggregate(reports, weight_bound=weight_bound, n_attributes=15, n_classes=k)
     np.testing.assert_allclose(total, cross_tables(binarize(X, bounds, n_bins), y, w, k), atol=1e-12)
@@ -126,31 +141,44 @@ def test_perturbed_tables_are_unbiased():
     bounds, k, reps = Bounds.of(-3.0, 5.0, 3), 2, 2000
     X, y, w, _ = owners_data(gen, n_owners=1, k=k)
     mech = make_mechanism("pm", epsilon=2.0, d=3 * 2 * 2 * k)
-    reports = np.stack([stump_share(X, y, w, bounds=bounds, n_bins=3, n_classes=k, weight_bound=30.0, mechanism=mech,
-                                    rng=gen) for _ in range(reps)])
+    reports = np.stack(
+        [
+            stump_share(X, y, w, bounds=bounds, n_bins=3, n_classes=k, weight_bound=30.0, mechanism=mech, rng=gen)
+            for _ in range(reps)
+        ]
+    )
     lo, hi = mech.output_bounds
     assert np.all((reports >= lo) & (reports <= hi))
     decoded = np.stack([stump_aggregate(r[None, :], weight_bound=30.0, n_attributes=6, n_classes=k) for r in reports])
     se = decoded.std(axis=0, ddof=1) / math.sqrt(reps)
     truth = cross_tables(binarize(X, bounds, 3), y, w, k)
     assert np.all(np.abs(decoded.mean(axis=0) - truth) < 4 * se)
-    np.testing.assert_allclose(stump_aggregate(reports, weight_bound=30.0, n_attributes=6, n_classes=k),
-                               decoded.sum(axis=0), rtol=1e-10)
+    np.testing.assert_allclose(
+        stump_aggregate(reports, weight_bound=30.0, n_attributes=6, n_classes=k), decoded.sum(axis=0), rtol=1e-10
+    )
 
 
 def test_share_scales_owner_weights_down_to_the_bound(rng):
     bounds, k = Bounds.of(-3.0, 5.0, 3), 3
     X, y, w, _ = owners_data(rng, n_owners=1)
     mech = make_mechanism("pm", epsilon=math.inf, d=3 * 1 * 2 * k)
-    report = stump_share(X, y, w * 10, bounds=bounds, n_bins=2, n_classes=k, weight_bound=2.0, mechanism=mech,
-                         rng=rng)
+    report = stump_share(X, y, w * 10, bounds=bounds, n_bins=2, n_classes=k, weight_bound=2.0, mechanism=mech, rng=rng)
     total = stump_aggregate(report[None, :], weight_bound=2.0, n_attributes=3, n_classes=k)
     np.testing.assert_allclose(total, cross_tables(binarize(X, bounds, 2), y, w * 2.0 / w.sum(), k), atol=1e-12)
     assert total[0].sum() == pytest.approx(2.0)
 
 
-@pytest.mark.parametrize("kwargs", [dict(weight_bound=0.0), dict(weight_bound=math.inf), dict(weight_bound=True),
-                                    dict(n_bins=1), dict(n_classes=1), dict(d_mech=17)])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(weight_bound=0.0),
+        dict(weight_bound=math.inf),
+        dict(weight_bound=True),
+        dict(n_bins=1),
+        dict(n_classes=1),
+        dict(d_mech=17),
+    ],
+)
 def test_share_invalid(rng, kwargs):
     X, y, w, _ = owners_data(rng, n_owners=1)
     args = dict(bounds=Bounds.of(-3.0, 5.0, 3), n_bins=2, n_classes=3, weight_bound=10.0)

@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from privfed.common.dppca import dp_pca
 from privfed.common.errors import ConfigError
-from privfed.common.subspace import aggregate_subspaces, owner_weights, weighted_average
+from privfed.common.feddpdr.pca import dp_pca
+from privfed.common.feddpdr.subspace import aggregate_subspaces, owner_weights, weighted_average
 
 
 def _angle_deg(u):

@@ -45,16 +45,16 @@ import numpy as np
 import scipy.optimize
 
 from privfed.common.bounds import Bounds
-from privfed.common.dppca import (
+from privfed.common.errors import ConfigError, PrivfedError
+from privfed.common.feddpdr.pca import (
     DEFAULT_ROW_SCALING,
     check_unit_rows,
     clip_rows_to_unit_ball,
     owner_pca_release,
     scale_rows,
 )
-from privfed.common.errors import ConfigError, PrivfedError
+from privfed.common.feddpdr.subspace import aggregate_subspaces, owner_weights, weighted_average
 from privfed.common.rng import spawn
-from privfed.common.subspace import aggregate_subspaces, owner_weights, weighted_average
 
 HUBER_H = 0.5
 """Huber hinge width, the seed's and Chapelle's (2007) typical value."""
@@ -177,7 +177,11 @@ def _minimise(X, Y, reg, B, h) -> np.ndarray:
     linear noise term): doubles resolve the objective, and so the gradient, only to that scale.
     """
     result = scipy.optimize.minimize(
-        _joint, np.zeros(B.size), args=(X, Y, reg, B, h), jac=True, method="L-BFGS-B",
+        _joint,
+        np.zeros(B.size),
+        args=(X, Y, reg, B, h),
+        jac=True,
+        method="L-BFGS-B",
         options={"gtol": 1e-10, "ftol": 0.0, "maxiter": 20000, "maxcor": 20},
     )
     F = result.x.reshape(B.shape)
@@ -200,8 +204,9 @@ def _check_labels(y, n: int) -> np.ndarray:
     return y
 
 
-def fit_dp_svm(X_unit_ball, y_pm1, *, epsilon: float, lam: float, rng: np.random.Generator,
-               h: float = HUBER_H) -> np.ndarray:
+def fit_dp_svm(
+    X_unit_ball, y_pm1, *, epsilon: float, lam: float, rng: np.random.Generator, h: float = HUBER_H
+) -> np.ndarray:
     """epsilon-DP Huber SVM by objective perturbation (Chaudhuri et al. 2011 Alg. 2, Thm 9; seed 004
     Alg. 3; SPEC §8).
 
@@ -244,8 +249,9 @@ def ovr_epsilons(epsilon: float, n_classes: int) -> np.ndarray:
     return np.full(problems, epsilon / problems)
 
 
-def fit_dp_svm_ovr(X, y, n_classes: int, *, epsilon: float, lam: float, rng: np.random.Generator,
-                   h: float = HUBER_H) -> tuple[np.ndarray, np.ndarray]:
+def fit_dp_svm_ovr(
+    X, y, n_classes: int, *, epsilon: float, lam: float, rng: np.random.Generator, h: float = HUBER_H
+) -> tuple[np.ndarray, np.ndarray]:
     """One-vs-rest epsilon-DP Huber SVM on ``[x, 1]/sqrt(2)`` (seed 004 Alg. 3 per class; SPEC §8).
 
     Parameters
@@ -334,8 +340,9 @@ def _softmax_joint(F_flat, X, y, K, reg, B):
     return value, grad.ravel()
 
 
-def fit_dp_softmax(X_unit_ball, y, n_classes: int, *, epsilon: float, delta: float, lam: float,
-                   rng: np.random.Generator) -> tuple[np.ndarray, dict]:
+def fit_dp_softmax(
+    X_unit_ball, y, n_classes: int, *, epsilon: float, delta: float, lam: float, rng: np.random.Generator
+) -> tuple[np.ndarray, dict]:
     """(epsilon, delta)-DP multiclass linear classifier by objective perturbation with ONE budget.
 
     Minimises ``J(F) = (1/n) sum_i CE(softmax(F x_i), y_i) + ((lam + Delta)/2) ||F||_F^2 + <B, F>/n``
@@ -394,15 +401,21 @@ def fit_dp_softmax(X_unit_ball, y, n_classes: int, *, epsilon: float, delta: flo
     B = rng.standard_normal((K, d)) * sigma if sigma > 0 else np.zeros((K, d))
     reg = lam + Delta
     result = scipy.optimize.minimize(
-        _softmax_joint, np.zeros(K * d), args=(X, y.astype(np.intp), K, reg, B), jac=True, method="L-BFGS-B",
-        options={"gtol": 1e-10, "ftol": 0.0, "maxiter": 20000, "maxcor": 20})
+        _softmax_joint,
+        np.zeros(K * d),
+        args=(X, y.astype(np.intp), K, reg, B),
+        jac=True,
+        method="L-BFGS-B",
+        options={"gtol": 1e-10, "ftol": 0.0, "maxiter": 20000, "maxcor": 20},
+    )
     F = result.x.reshape(K, d)
     scale = 1.0 + float(np.max(np.abs(B), initial=0.0)) / n
     worst = float(np.max(np.abs(_softmax_joint(F.ravel(), X, y.astype(np.intp), K, reg, B)[1])))
     if not np.all(np.isfinite(F)) or worst > GRADIENT_TOLERANCE * scale:
         raise PrivfedError(
             f"the softmax objective was not minimised (max |gradient| {worst:.3g}); the privacy proof needs "
-            f"the exact minimiser, nothing is released ({result.message})")
+            f"the exact minimiser, nothing is released ({result.message})"
+        )
     return F, {"eps_jacobian": eps_j, "eps_noise": eps_b, "Delta": Delta, "sigma": sigma, "delta": delta}
 
 
@@ -430,13 +443,23 @@ def _project(X_unit: np.ndarray, U: np.ndarray | None) -> np.ndarray:
     return clip_rows_to_unit_ball(X_unit @ U)
 
 
-def owner_svm_release(X, y, bounds: Bounds, U_global: np.ndarray | None, n_classes: int, epsilon2: float,
-                      lam: float, rng: np.random.Generator, *, delta: float | None = None,
-                      model: str = DEFAULT_SVM_MODEL, scaling: str = DEFAULT_ROW_SCALING,
-                      ) -> tuple[np.ndarray, int, np.ndarray]:
+def owner_svm_release(
+    X,
+    y,
+    bounds: Bounds,
+    U_global: np.ndarray | None,
+    n_classes: int,
+    epsilon2: float,
+    lam: float,
+    rng: np.random.Generator,
+    *,
+    delta: float | None = None,
+    model: str = DEFAULT_SVM_MODEL,
+    scaling: str = DEFAULT_ROW_SCALING,
+) -> tuple[np.ndarray, int, np.ndarray]:
     """Owner side of FedDPDR-DPML phase 2 (seed 004 Alg. 1 lines 5-7, Alg. 3): what an owner releases.
 
-    Scales the raw rows with the public bounds (``scaling``, :data:`privfed.common.dppca.ROW_SCALINGS`),
+    Scales the raw rows with the public bounds (``scaling``, :data:`privfed.common.feddpdr.pca.ROW_SCALINGS`),
     projects onto the broadcast ``U_global`` (``None``: no reduction, the DPML baseline), and fits
     on ``[z, 1]/sqrt(2)``:
 
@@ -494,9 +517,21 @@ class FedDPDRModel:
         return float(np.mean(self.predict(X) == np.asarray(y)))
 
 
-def feddpdr_fit(parts, bounds: Bounds, k: int, epsilon1: float, delta: float, epsilon2: float, lam: float,
-                rng: np.random.Generator, *, n_classes: int, neighbouring: str = "add-remove",
-                model: str = DEFAULT_SVM_MODEL, scaling: str = DEFAULT_ROW_SCALING) -> FedDPDRModel:
+def feddpdr_fit(
+    parts,
+    bounds: Bounds,
+    k: int,
+    epsilon1: float,
+    delta: float,
+    epsilon2: float,
+    lam: float,
+    rng: np.random.Generator,
+    *,
+    n_classes: int,
+    neighbouring: str = "add-remove",
+    model: str = DEFAULT_SVM_MODEL,
+    scaling: str = DEFAULT_ROW_SCALING,
+) -> FedDPDRModel:
     """FedDPDR-DPML in process (seed 004 Alg. 1), through the functions the network path calls.
 
     Phase 1: each owner :func:`owner_pca_release` at ``(epsilon1, delta)``; the coordinator
@@ -519,20 +554,38 @@ def feddpdr_fit(parts, bounds: Bounds, k: int, epsilon1: float, delta: float, ep
     if model not in SVM_MODELS:
         raise ConfigError(f"model must be one of {SVM_MODELS}, got {model!r}")
     delta1 = delta / 2 if model == "softmax" else delta  # the softmax phase spends the other half
-    releases = [owner_pca_release(X, bounds, k, epsilon1, delta1, r, neighbouring=neighbouring, scaling=scaling)
-                for (X, _), r in zip(parts, rngs[: len(parts)])]
+    releases = [
+        owner_pca_release(X, bounds, k, epsilon1, delta1, r, neighbouring=neighbouring, scaling=scaling)
+        for (X, _), r in zip(parts, rngs[: len(parts)])
+    ]
     ns = [n for _, n in releases]
     U_global, eigenvalues = aggregate_subspaces([U for U, _ in releases], owner_weights(ns))
-    models = [owner_svm_release(X, y, bounds, U_global, n_classes, epsilon2, lam, r, delta=delta - delta1, model=model,
-                                scaling=scaling)
-              for (X, y), r in zip(parts, rngs[len(parts):])]
+    models = [
+        owner_svm_release(
+            X, y, bounds, U_global, n_classes, epsilon2, lam, r, delta=delta - delta1, model=model, scaling=scaling
+        )
+        for (X, y), r in zip(parts, rngs[len(parts) :])
+    ]
     W = weighted_average([W for W, _, _ in models], owner_weights(ns))
     return FedDPDRModel(bounds, U_global, W, eigenvalues, tuple(ns), models[0][2], scaling)
 
 
 __all__ = [
-    "FedDPDRModel", "add_bias_feature", "feddpdr_fit", "fit_dp_softmax", "fit_dp_svm", "fit_dp_svm_ovr",
-    "softmax_noise_sigma", "softmax_privacy_split",
-    "huber_hinge", "huber_hinge_derivative", "objective", "objective_gradient", "ovr_epsilons",
-    "owner_svm_release", "predict_linear", "privacy_adjustment", "sample_b",
+    "FedDPDRModel",
+    "add_bias_feature",
+    "feddpdr_fit",
+    "fit_dp_softmax",
+    "fit_dp_svm",
+    "fit_dp_svm_ovr",
+    "softmax_noise_sigma",
+    "softmax_privacy_split",
+    "huber_hinge",
+    "huber_hinge_derivative",
+    "objective",
+    "objective_gradient",
+    "ovr_epsilons",
+    "owner_svm_release",
+    "predict_linear",
+    "privacy_adjustment",
+    "sample_b",
 ]

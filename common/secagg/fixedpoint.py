@@ -90,10 +90,16 @@ class FixedPoint:
         sum_ok, exact_ok = _overflow_ok(self.frac_bits, self.n_parties, self.max_abs)
         if not (sum_ok and exact_ok):
             safe = _largest_safe_frac_bits(self.n_parties, self.max_abs, upper=62)
-            hint = (f"use frac_bits <= {safe}" if safe is not None
-                    else "no frac_bits >= 0 is safe: lower max_abs (rescale the values) or n_parties")
-            which = ("N(max_abs*2^f + 1/2) < 2^63 (the sum would overflow int64)" if not sum_ok
-                     else "max_abs*2^f <= 2^53 (beyond float64's exact integers)")
+            hint = (
+                f"use frac_bits <= {safe}"
+                if safe is not None
+                else "no frac_bits >= 0 is safe: lower max_abs (rescale the values) or n_parties"
+            )
+            which = (
+                "N(max_abs*2^f + 1/2) < 2^63 (the sum would overflow int64)"
+                if not sum_ok
+                else "max_abs*2^f <= 2^53 (beyond float64's exact integers)"
+            )
             raise ConfigError(
                 f"FixedPoint(frac_bits={self.frac_bits}, n_parties={self.n_parties}, max_abs={self.max_abs!r}) "
                 f"violates {which}; {hint}"

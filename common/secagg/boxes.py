@@ -84,8 +84,9 @@ def public_bytes(private_key: X25519PrivateKey) -> bytes:
     return private_key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
 
 
-def _binding_message(owner_id: str, x25519_public_bytes: bytes, session_id: str | None,
-                     error: type[Exception]) -> bytes:
+def _binding_message(
+    owner_id: str, x25519_public_bytes: bytes, session_id: str | None, error: type[Exception]
+) -> bytes:
     if not isinstance(x25519_public_bytes, bytes) or len(x25519_public_bytes) != X25519_PUBLIC_BYTES:
         raise error(f"an X25519 public key is {X25519_PUBLIC_BYTES} raw bytes, got {x25519_public_bytes!r:.40}")
     session = b"\x00" if session_id is None else b"\x01" + _lp(_id_bytes("session_id", session_id, error))
@@ -100,8 +101,9 @@ def _ec_hash(curve: ec.EllipticCurve) -> hashes.HashAlgorithm:
 _PSS = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=padding.PSS.DIGEST_LENGTH)
 
 
-def sign_public_key(cert_private_key, x25519_public_bytes: bytes, owner_id: str,
-                    session_id: str | None = None) -> bytes:
+def sign_public_key(
+    cert_private_key, x25519_public_bytes: bytes, owner_id: str, session_id: str | None = None
+) -> bytes:
     """Sign ``(owner_id, session_id?, x25519_public_bytes)`` with the owner's certificate key.
 
     Parameters
@@ -129,8 +131,10 @@ def sign_public_key(cert_private_key, x25519_public_bytes: bytes, owner_id: str,
         return cert_private_key.sign(data, _PSS, hashes.SHA256())
     if isinstance(cert_private_key, dsa.DSAPrivateKey):
         return cert_private_key.sign(data, hashes.SHA256())
-    raise ConfigError(f"certificate key type {type(cert_private_key).__name__} cannot sign; "
-                      "use an Ed25519, ECDSA, RSA or DSA certificate key")
+    raise ConfigError(
+        f"certificate key type {type(cert_private_key).__name__} cannot sign; "
+        "use an Ed25519, ECDSA, RSA or DSA certificate key"
+    )
 
 
 def _verify_signature(public_key, signature: bytes, data: bytes) -> None:
@@ -162,12 +166,24 @@ def _cert_names(cert: x509.Certificate) -> set[str]:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         return names
-    return names | set(san.get_values_for_type(x509.DNSName)) | set(san.get_values_for_type(x509.UniformResourceIdentifier))
+    return (
+        names
+        | set(san.get_values_for_type(x509.DNSName))
+        | set(san.get_values_for_type(x509.UniformResourceIdentifier))
+    )
 
 
-def verify_public_key(cert: x509.Certificate, ca_cert: x509.Certificate, owner_id: str,
-                      x25519_public_bytes: bytes, signature: bytes, *, now: datetime,
-                      session_id: str | None = None, cert_identity: str | None = None) -> None:
+def verify_public_key(
+    cert: x509.Certificate,
+    ca_cert: x509.Certificate,
+    owner_id: str,
+    x25519_public_bytes: bytes,
+    signature: bytes,
+    *,
+    now: datetime,
+    session_id: str | None = None,
+    cert_identity: str | None = None,
+) -> None:
     """Accept a peer's X25519 public key only if its owner's CA-issued certificate signed it.
 
     Checks, in order: ``now`` is within both certificates' validity; ``cert`` is directly
@@ -223,7 +239,9 @@ def verify_public_key(cert: x509.Certificate, ca_cert: x509.Certificate, owner_i
     try:
         _verify_signature(cert.public_key(), signature, data)
     except InvalidSignature as exc:
-        raise RemoteProtocolError(f"signature over {owner_id!r}'s X25519 key does not verify under its certificate") from exc
+        raise RemoteProtocolError(
+            f"signature over {owner_id!r}'s X25519 key does not verify under its certificate"
+        ) from exc
 
 
 # ---------------------------------------------------------------- boxes
@@ -248,9 +266,14 @@ class AadFields:
         err = LocalProtocolError
         if isinstance(self.seq, bool) or not isinstance(self.seq, int) or not 0 <= self.seq < 2**64:
             raise err(f"seq must be an int in [0, 2^64), got {self.seq!r}")
-        return (_AAD_TAG + _lp(_id_bytes("session_id", self.session_id, err)) + _lp(_id_bytes("sender", self.sender, err))
-                + _lp(_id_bytes("recipient", self.recipient, err)) + _lp(_id_bytes("kind", self.kind, err))
-                + struct.pack(">Q", self.seq))
+        return (
+            _AAD_TAG
+            + _lp(_id_bytes("session_id", self.session_id, err))
+            + _lp(_id_bytes("sender", self.sender, err))
+            + _lp(_id_bytes("recipient", self.recipient, err))
+            + _lp(_id_bytes("kind", self.kind, err))
+            + struct.pack(">Q", self.seq)
+        )
 
 
 class Box:
@@ -302,8 +325,9 @@ class Box:
             If ``aad`` does not name this box's direction (own → peer).
         """
         if (aad.sender, aad.recipient) != (self.own_id, self.peer_id):
-            raise LocalProtocolError(f"{self!r} seals only {self.own_id!r} -> {self.peer_id!r}, "
-                                     f"got {aad.sender!r} -> {aad.recipient!r}")
+            raise LocalProtocolError(
+                f"{self!r} seals only {self.own_id!r} -> {self.peer_id!r}, got {aad.sender!r} -> {aad.recipient!r}"
+            )
         nonce = secrets.token_bytes(NONCE_BYTES)
         return nonce + self._aead(aad.session_id, LocalProtocolError).encrypt(nonce, bytes(plaintext), aad.to_bytes())
 
@@ -317,8 +341,9 @@ class Box:
             or associated data.
         """
         if (aad.sender, aad.recipient) != (self.peer_id, self.own_id):
-            raise RemoteProtocolError(f"{self!r} opens only {self.peer_id!r} -> {self.own_id!r}, "
-                                      f"got {aad.sender!r} -> {aad.recipient!r}")
+            raise RemoteProtocolError(
+                f"{self!r} opens only {self.peer_id!r} -> {self.own_id!r}, got {aad.sender!r} -> {aad.recipient!r}"
+            )
         if not isinstance(ciphertext, bytes) or len(ciphertext) < SEAL_OVERHEAD:
             raise RemoteProtocolError(f"sealed message too short: {len(ciphertext)} < {SEAL_OVERHEAD} bytes")
         try:
@@ -327,7 +352,8 @@ class Box:
             raise RemoteProtocolError(str(exc)) from exc
         try:
             return self._aead(aad.session_id, RemoteProtocolError).decrypt(
-                ciphertext[:NONCE_BYTES], ciphertext[NONCE_BYTES:], aad_bytes)
+                ciphertext[:NONCE_BYTES], ciphertext[NONCE_BYTES:], aad_bytes
+            )
         except InvalidTag as exc:
             raise RemoteProtocolError(
                 f"message {aad.sender!r} -> {aad.recipient!r} ({aad.kind}, seq {aad.seq}, session {aad.session_id}) "
@@ -335,11 +361,12 @@ class Box:
             ) from exc
 
 
-def local_boxes(private_keys: Mapping[str, X25519PrivateKey],
-                peers_of: Callable[[str], Iterable[str]] | None = None) -> dict[str, dict[str, Box]]:
+def local_boxes(
+    private_keys: Mapping[str, X25519PrivateKey], peers_of: Callable[[str], Iterable[str]] | None = None
+) -> dict[str, dict[str, Box]]:
     """``boxes[owner][peer]`` for owners whose keys all live in one process (tests, simulations, benchmarks).
 
-    ``peers_of(owner)`` limits the pairs built (e.g. :func:`privfed.common.securesum.ring_peers`);
+    ``peers_of(owner)`` limits the pairs built (e.g. :func:`privfed.common.secagg.ring.ring_peers`);
     by default every ordered pair, which costs ``N(N-1)`` X25519 exchanges.
     """
     publics = {owner: public_bytes(key) for owner, key in private_keys.items()}

@@ -35,7 +35,7 @@ perturbs every row at ε, so parallel composition over rows, seed 002 §3.5.1; F
 add/remove-one-row DP, SPEC §7-8). A row's SAMME weight is a function of that row alone and of
 the history the coordinator sends (kept learners, their α, the published totals E, W of earlier
 rounds, themselves post-processing of releases already debited;
-:func:`privfed.common.boostwire.owner_weights`), so after the clip each row adds a pair
+:func:`privfed.common.boosting.wire.owner_weights`), so after the clip each row adds a pair
 ``(u miss, u)`` with ``0 <= u <= b`` to the owner's sums, whatever its features and label and
 whatever history and learner the coordinator names. Adding, removing or replacing one row therefore moves each
 coordinate by at most ``b``: L1 sensitivity ``2 b``, and ``Lap(2 b / epsilon)`` per coordinate
@@ -125,7 +125,7 @@ stays the row count (with the row clip, ``E / W`` is that of the clipped weights
 the normaliser only). SAMME is invariant to the scale of the weights; the scale only matters for
 the bounds.
 
-Secure sum. ``secure_sum="ring"`` runs :func:`~privfed.common.securesum.run_ring_in_process` (the
+Secure sum. ``secure_sum="ring"`` runs :func:`~privfed.common.secagg.ring.run_ring_in_process` (the
 networked state machines, AES-GCM hops) on the fixed-point values; ``"plain"`` adds the same
 per-owner values in float64. Both sum the owners' *noisy* evaluation releases (above), so a
 measured utility is the deployed one. The ring is exact in Z_2^64, so the two differ only by the
@@ -151,18 +151,17 @@ import numpy as np
 import scipy.sparse as sp
 
 from privfed.common.bounds import Bounds
-from privfed.common.e2e import generate_private_key, local_boxes
 from privfed.common.errors import ConfigError, LocalProtocolError, PrivfedError
-from privfed.common.fixedpoint import FixedPoint
 from privfed.common.learners.logistic import LinearModel, fit_local_logistic, lr_aggregate, lr_share, n_parameters
 from privfed.common.learners.ncc import NccShare, NearestCentroidModel, ncc_centroids, ncc_share, split_label_budget
 from privfed.common.learners.samme import BoostedModel, SammeDecision, SammeStep, samme_decide, samme_update
-from privfed.common.learners.stump import Stump, binarize, select_stump, stump_aggregate, stump_share
-from privfed.common.learners.stump import thresholds
+from privfed.common.learners.stump import Stump, binarize, select_stump, stump_aggregate, stump_share, thresholds
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, make_mechanism
 from privfed.common.mechanisms.base import snap
 from privfed.common.mechanisms.laplace import LaplaceMechanism
-from privfed.common.securesum import ring_peers, run_ring_in_process
+from privfed.common.secagg.boxes import generate_private_key, local_boxes
+from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.ring import ring_peers, run_ring_in_process
 
 BASE_LEARNERS = ("stump", "ncc", "lr")
 SECURE_SUMS = ("plain", "ring")
@@ -206,14 +205,17 @@ def sample_groups(n_owners: int, n_rounds: int, group_size: int, rng: np.random.
     n_owners, n_rounds = _int("n_owners", n_owners, 1), _int("n_rounds", n_rounds, 1)
     group_size = _int("group_size", group_size, 1)
     if n_rounds * group_size > n_owners:
-        raise ConfigError(f"n_rounds * group_size = {n_rounds} * {group_size} = {n_rounds * group_size} exceeds "
-                          f"the {n_owners} owners: an owner would release twice; use group_size <= "
-                          f"{n_owners // n_rounds} or fewer rounds")
+        raise ConfigError(
+            f"n_rounds * group_size = {n_rounds} * {group_size} = {n_rounds * group_size} exceeds "
+            f"the {n_owners} owners: an owner would release twice; use group_size <= "
+            f"{n_owners // n_rounds} or fewer rounds"
+        )
     return rng.permutation(n_owners)[: n_rounds * group_size].reshape(n_rounds, group_size)
 
 
-def stump_table_vectors(X, y, w, owner_of_row, group, *, bounds: Bounds, n_bins: int, n_classes: int,
-                        weight_bound: float) -> np.ndarray:
+def stump_table_vectors(
+    X, y, w, owner_of_row, group, *, bounds: Bounds, n_bins: int, n_classes: int, weight_bound: float
+) -> np.ndarray:
     """The vectors :func:`~privfed.common.learners.stump.stump_share` perturbs, for a whole group at once.
 
     Row ``i`` of the result is what owner ``group[i]`` feeds its mechanism: its weighted cross
@@ -306,8 +308,9 @@ def clip_contributions(sums) -> np.ndarray:
     return np.stack([np.clip(sums[:, 0], 0.0, w), w], axis=1)
 
 
-def noisy_contributions(sums, *, row_bound: float, epsilon: float, max_rows: int = MAX_OWNER_ROWS,
-                        rng: np.random.Generator) -> np.ndarray:
+def noisy_contributions(
+    sums, *, row_bound: float, epsilon: float, max_rows: int = MAX_OWNER_ROWS, rng: np.random.Generator
+) -> np.ndarray:
     """Each owner's evaluation release: its row-clipped ``(err_sum, w_sum)`` + Laplace, clipped to ``[-M, M]``.
 
     ``epsilon``-DP for every row of the owner, ``epsilon``-LDP for a one-row owner (module
@@ -339,8 +342,10 @@ def noisy_contributions(sums, *, row_bound: float, epsilon: float, max_rows: int
     if math.isinf(epsilon):
         return np.clip(pairs, -bound, bound)
     if not (math.isfinite(bound) and math.isfinite(evaluation_noise_scale(row_bound, epsilon) * 40.0)):
-        raise ConfigError(f"epsilon={epsilon!r} with eval_row_bound={row_bound!r} gives a non-finite noise scale; "
-                          "use a larger epsilon")
+        raise ConfigError(
+            f"epsilon={epsilon!r} with eval_row_bound={row_bound!r} gives a non-finite noise scale; "
+            "use a larger epsilon"
+        )
     half = float(row_bound) / 2.0
     noise = LaplaceMechanism(epsilon=epsilon, d=2).privatize(np.zeros_like(pairs), rng)  # Lap(4/ε) in units b/2
     noisy = snap(pairs / half + noise) * half
@@ -378,8 +383,9 @@ def owner_update_weights(model, alpha: float, X, y, w, *, err_total: float, weig
     return samme_update(w, _misses(model, X, y), alpha, total=scale)
 
 
-def secure_total(values, *, method: str = "plain", fixed_point: FixedPoint | None = None,
-                 boxes=None, ids=None) -> np.ndarray:
+def secure_total(
+    values, *, method: str = "plain", fixed_point: FixedPoint | None = None, boxes=None, ids=None
+) -> np.ndarray:
     """Sum per-owner vectors: ``values`` (N, m) -> (m,).
 
     ``"plain"``: float64 sum. ``"ring"``: :func:`run_ring_in_process` over parties ``ids``
@@ -514,8 +520,11 @@ class FederatedBoosting:
         _choice("secure_sum", self.secure_sum, SECURE_SUMS)
         _choice("on_reject", self.on_reject, ON_REJECT)
         _choice("eval_groups", self.eval_groups, EVAL_GROUPS)
-        if isinstance(self.eval_fraction, bool) or not isinstance(self.eval_fraction, Real) \
-                or not 0 < self.eval_fraction < 1:
+        if (
+            isinstance(self.eval_fraction, bool)
+            or not isinstance(self.eval_fraction, Real)
+            or not 0 < self.eval_fraction < 1
+        ):
             raise ConfigError(f"eval_fraction must be a number in (0, 1), got {self.eval_fraction!r}")
         if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, Real) or not self.epsilon > 0:
             raise ConfigError(f"epsilon must be a number > 0 (math.inf: no noise), got {self.epsilon!r}")
@@ -568,8 +577,9 @@ class FederatedBoosting:
 
         ``sums`` must be row-clipped (:meth:`evaluation_sums`).
         """
-        return noisy_contributions(sums, row_bound=self.eval_row_bound, epsilon=self.eval_round_epsilon,
-                                   max_rows=self.max_owner_rows, rng=rng)
+        return noisy_contributions(
+            sums, row_bound=self.eval_row_bound, epsilon=self.eval_round_epsilon, max_rows=self.max_owner_rows, rng=rng
+        )
 
     def nothing_to_boost(self, rounds) -> str:
         """One line saying why no round kept a learner, with the numbers and what to change.
@@ -586,18 +596,24 @@ class FederatedBoosting:
         ring = int(np.median([n for n, _, _ in rounds])) if rounds else 0
         noise_std = math.sqrt(2.0 * max(1, ring)) * self.eval_noise_scale
         w_med = float(np.median([w for _, _, w in rounds])) if rounds else math.nan
-        head = (f"no base learner was better than chance (error < {chance:.3g}) in any of {len(rounds)} round(s): "
-                f"noisy E/W per round {ratios}; evaluation noise: Laplace scale 2b/eps_e = "
-                f"2*{self.eval_row_bound:g}/{self.eval_round_epsilon:.3g} = {self.eval_noise_scale:.3g} per owner, "
-                f"std ~{noise_std:.3g} for a ring of {ring} owners, against weight totals W ~{w_med:.3g} "
-                f"(about the ring's rows)")
+        head = (
+            f"no base learner was better than chance (error < {chance:.3g}) in any of {len(rounds)} round(s): "
+            f"noisy E/W per round {ratios}; evaluation noise: Laplace scale 2b/eps_e = "
+            f"2*{self.eval_row_bound:g}/{self.eval_round_epsilon:.3g} = {self.eval_noise_scale:.3g} per owner, "
+            f"std ~{noise_std:.3g} for a ring of {ring} owners, against weight totals W ~{w_med:.3g} "
+            f"(about the ring's rows)"
+        )
         if not w_med > 10.0 * noise_std:
-            return (f"{head}: the noise drowns the error; use more owners or rows per evaluation ring (more owners "
-                    f"or fewer rounds), a larger epsilon (now {self.epsilon:g}) or a larger eval fraction "
-                    f"(now {self.eval_fraction:g})")
-        return (f"{head}: the noise is small, the selected learners themselves are no better than chance (their "
-                f"shares are too noisy); use more owners per share group (more owners or fewer rounds) or a larger "
-                f"epsilon (now {self.epsilon:g}, eval fraction {self.eval_fraction:g})")
+            return (
+                f"{head}: the noise drowns the error; use more owners or rows per evaluation ring (more owners "
+                f"or fewer rounds), a larger epsilon (now {self.epsilon:g}) or a larger eval fraction "
+                f"(now {self.eval_fraction:g})"
+            )
+        return (
+            f"{head}: the noise is small, the selected learners themselves are no better than chance (their "
+            f"shares are too noisy); use more owners per share group (more owners or fewer rounds) or a larger "
+            f"epsilon (now {self.epsilon:g}, eval fraction {self.eval_fraction:g})"
+        )
 
     def check_learner(self, learner) -> None:
         """Raise :class:`ConfigError` unless ``learner`` is of this run's base kind and shape.
@@ -609,17 +625,22 @@ class FederatedBoosting:
         kind = getattr(learner, "kind", None)
         expected_kind = {"stump": Stump, "ncc": NearestCentroidModel, "lr": LinearModel}[self.base].kind
         if kind != expected_kind:
-            raise ConfigError(f"learner kind {kind!r} does not match the run's base learner {self.base!r} "
-                              f"(kind {expected_kind!r})")
+            raise ConfigError(
+                f"learner kind {kind!r} does not match the run's base learner {self.base!r} (kind {expected_kind!r})"
+            )
         d, k = self.bounds.d, self.n_classes
         if self.base == "stump":
             if not (0 <= learner.attribute < d and 1 <= learner.threshold_index < self.n_bins):
-                raise ConfigError(f"stump (feature {learner.attribute}, threshold {learner.threshold_index}) is "
-                                  f"outside the run's {d} features and thresholds 1..{self.n_bins - 1}")
+                raise ConfigError(
+                    f"stump (feature {learner.attribute}, threshold {learner.threshold_index}) is "
+                    f"outside the run's {d} features and thresholds 1..{self.n_bins - 1}"
+                )
             expected = float(thresholds(self.bounds, self.n_bins)[learner.attribute, learner.threshold_index - 1])
             if learner.threshold != expected:
-                raise ConfigError(f"stump threshold {learner.threshold!r} is not the public threshold {expected!r} "
-                                  f"of feature {learner.attribute}, index {learner.threshold_index} (SPEC §6)")
+                raise ConfigError(
+                    f"stump threshold {learner.threshold!r} is not the public threshold {expected!r} "
+                    f"of feature {learner.attribute}, index {learner.threshold_index} (SPEC §6)"
+                )
             if not all(0 <= c < k for c in learner.leaves):
                 raise ConfigError(f"stump leaves {learner.leaves} are not classes of 0..{k - 1}")
             return
@@ -649,8 +670,11 @@ class FederatedBoosting:
     @cached_property
     def release_mechanism(self):
         """The ε-LDP mechanism of a release (ε for the features under NCC's label split)."""
-        eps = split_label_budget(self.share_epsilon, self.labels, self.label_fraction)[0] if self.base == "ncc" \
+        eps = (
+            split_label_budget(self.share_epsilon, self.labels, self.label_fraction)[0]
+            if self.base == "ncc"
             else self.share_epsilon
+        )
         return make_mechanism(self.mechanism, epsilon=eps, d=self.release_dim)
 
     def label_rr(self) -> KaryRandomizedResponse | None:
@@ -668,38 +692,74 @@ class FederatedBoosting:
         """
         mech = self.release_mechanism
         if self.base == "stump":
-            return stump_share(X, y, w, bounds=self.bounds, n_bins=self.n_bins, n_classes=self.n_classes,
-                               weight_bound=self.weight_bound, mechanism=mech, rng=rng)
+            return stump_share(
+                X,
+                y,
+                w,
+                bounds=self.bounds,
+                n_bins=self.n_bins,
+                n_classes=self.n_classes,
+                weight_bound=self.weight_bound,
+                mechanism=mech,
+                rng=rng,
+            )
         if self.base == "ncc":
-            return ncc_share(X, y, bounds=self.bounds, mechanism=mech, label_rr=self.label_rr(), rng=rng,
-                             sample_weight=w, weight_bound=self.weight_bound)
+            return ncc_share(
+                X,
+                y,
+                bounds=self.bounds,
+                mechanism=mech,
+                label_rr=self.label_rr(),
+                rng=rng,
+                sample_weight=w,
+                weight_bound=self.weight_bound,
+            )
         theta = fit_local_logistic(X, y, bounds=self.bounds, n_classes=self.n_classes, C=self.C, sample_weight=w)
         return lr_share(theta, param_bound=self.param_bound, mechanism=mech, rng=rng)
 
     def group_release(self, X, y, w, owner_of_row, group, *, rng: np.random.Generator):
         """All releases of ``group`` at once; what ``[owner_release(owner) for owner in group]`` gives."""
         if self.base == "stump":
-            t = stump_table_vectors(X, y, w, owner_of_row, group, bounds=self.bounds, n_bins=self.n_bins,
-                                    n_classes=self.n_classes, weight_bound=self.weight_bound)
+            t = stump_table_vectors(
+                X,
+                y,
+                w,
+                owner_of_row,
+                group,
+                bounds=self.bounds,
+                n_bins=self.n_bins,
+                n_classes=self.n_classes,
+                weight_bound=self.weight_bound,
+            )
             return self.release_mechanism.privatize(t, rng)
         if self.base == "ncc":  # row-wise mechanism: one call over the group's rows = one call per owner
             rows = np.flatnonzero(np.isin(owner_of_row, group))
             return self.owner_release(X[rows], y[rows], w[rows], rng=rng)
-        return np.stack([self.owner_release(X[owner_of_row == o], y[owner_of_row == o], w[owner_of_row == o],
-                                            rng=rng) for o in group])
+        return np.stack(
+            [
+                self.owner_release(X[owner_of_row == o], y[owner_of_row == o], w[owner_of_row == o], rng=rng)
+                for o in group
+            ]
+        )
 
     # ------------------------------------------------------------------ coordinator side
     def coordinator_select(self, releases):
         """Coordinator side (Alg. 2 line 10): aggregate one group's releases into the base learner."""
         if self.base == "stump":
-            tables = stump_aggregate(np.atleast_2d(releases), weight_bound=self.weight_bound,
-                                     n_attributes=self.n_attributes, n_classes=self.n_classes)
+            tables = stump_aggregate(
+                np.atleast_2d(releases),
+                weight_bound=self.weight_bound,
+                n_attributes=self.n_attributes,
+                n_classes=self.n_classes,
+            )
             return select_stump(tables, bounds=self.bounds, n_bins=self.n_bins)
         if self.base == "ncc":
-            return NearestCentroidModel(ncc_centroids(releases, n_classes=self.n_classes, bounds=self.bounds,
-                                                      label_rr=self.label_rr()))
-        return lr_aggregate(np.atleast_2d(releases), param_bound=self.param_bound, n_classes=self.n_classes,
-                            bounds=self.bounds)
+            return NearestCentroidModel(
+                ncc_centroids(releases, n_classes=self.n_classes, bounds=self.bounds, label_rr=self.label_rr())
+            )
+        return lr_aggregate(
+            np.atleast_2d(releases), param_bound=self.param_bound, n_classes=self.n_classes, bounds=self.bounds
+        )
 
     def floor_error_total(self, err_total: float, n_evaluators: int) -> float:
         """The published ``E``: at least one noise standard deviation of the sum when the totals are noisy.
@@ -760,13 +820,13 @@ class FederatedBoosting:
         evaluators = evaluation_groups(groups, n_owners, self.eval_groups, rng)
         mine = owner_of_row >= 0
         w = np.where(mine, 1.0, 0.0)
-        keys = ({f"o{i}": generate_private_key() for i in range(n_owners)} if self.secure_sum == "ring" else None)
+        keys = {f"o{i}": generate_private_key() for i in range(n_owners)} if self.secure_sum == "ring" else None
         ring_boxes: dict[int, tuple] = {}  # id(evaluator array) -> (fixed point, boxes) for its ring
         released = np.zeros(n_owners, dtype=bool)
         learners, alphas, rounds, stop, published = [], [], [], "n_rounds", []
         per_owner = None
         if not self.vectorised:  # rows of each owner, by one stable sort
-            order = np.argsort(owner_of_row, kind="stable")[int((~mine).sum()):]
+            order = np.argsort(owner_of_row, kind="stable")[int((~mine).sum()) :]
             per_owner = np.split(order, np.cumsum(np.bincount(owner_of_row[mine], minlength=n_owners))[:-1])
         for t, group in enumerate(groups):
             if released[group].any():
@@ -775,29 +835,43 @@ class FederatedBoosting:
             if self.vectorised:
                 releases = self.group_release(X, y, w, owner_of_row, group, rng=rng)
             else:
-                releases = [self.owner_release(X[per_owner[o]], y[per_owner[o]], w[per_owner[o]], rng=rng)
-                            for o in group]
+                releases = [
+                    self.owner_release(X[per_owner[o]], y[per_owner[o]], w[per_owner[o]], rng=rng) for o in group
+                ]
                 releases = NccShare.concat(releases) if self.base == "ncc" else np.stack(releases)
             learner = self.coordinator_select(releases)
             evals = evaluators[t]
             if self.vectorised:  # the row clip of evaluation_sums, for all owners at once
                 miss = _misses(learner, X, y) & mine
                 u = np.minimum(w, self.eval_row_bound)
-                sums = np.stack([np.bincount(owner_of_row[mine], weights=(u * miss)[mine], minlength=n_owners),
-                                 np.bincount(owner_of_row[mine], weights=u[mine], minlength=n_owners)], axis=1)[evals]
+                sums = np.stack(
+                    [
+                        np.bincount(owner_of_row[mine], weights=(u * miss)[mine], minlength=n_owners),
+                        np.bincount(owner_of_row[mine], weights=u[mine], minlength=n_owners),
+                    ],
+                    axis=1,
+                )[evals]
             else:
-                sums = np.array([self.evaluation_sums(learner, X[per_owner[o]], y[per_owner[o]], w[per_owner[o]])
-                                 for o in evals]).reshape(-1, 2)
+                sums = np.array(
+                    [self.evaluation_sums(learner, X[per_owner[o]], y[per_owner[o]], w[per_owner[o]]) for o in evals]
+                ).reshape(-1, 2)
             noisy = self.evaluation_release(sums, rng=rng)  # what each evaluating owner releases
             fixed_point = boxes = None
             if self.secure_sum == "ring":
                 if id(evals) not in ring_boxes:
                     ids = [f"o{i}" for i in evals]
-                    ring_boxes[id(evals)] = (FixedPoint.choose(len(ids), self.contribution_bound),
-                                             local_boxes({p: keys[p] for p in ids}, partial(ring_peers, ids)))
+                    ring_boxes[id(evals)] = (
+                        FixedPoint.choose(len(ids), self.contribution_bound),
+                        local_boxes({p: keys[p] for p in ids}, partial(ring_peers, ids)),
+                    )
                 fixed_point, boxes = ring_boxes[id(evals)]
-            err_total, w_total = secure_total(noisy, method=self.secure_sum, fixed_point=fixed_point, boxes=boxes,
-                                              ids=None if boxes is None else [f"o{i}" for i in evals])
+            err_total, w_total = secure_total(
+                noisy,
+                method=self.secure_sum,
+                fixed_point=fixed_point,
+                boxes=boxes,
+                ids=None if boxes is None else [f"o{i}" for i in evals],
+            )
             err_total = self.floor_error_total(float(err_total), len(evals))
             decision = self.coordinator_decide(float(err_total), float(w_total), len(learners))
             published.append((len(evals), float(err_total), float(w_total)))
@@ -816,12 +890,24 @@ class FederatedBoosting:
                 stop = "zero_error"
                 break
             if self.vectorised:
-                w = np.where(mine, owner_update_weights(learner, decision.alpha, X, y, w, err_total=float(err_total),
-                                                        weight_total=float(w_total)), 0.0)
+                w = np.where(
+                    mine,
+                    owner_update_weights(
+                        learner, decision.alpha, X, y, w, err_total=float(err_total), weight_total=float(w_total)
+                    ),
+                    0.0,
+                )
             else:
                 for idx in per_owner:
-                    w[idx] = owner_update_weights(learner, decision.alpha, X[idx], y[idx], w[idx],
-                                                  err_total=float(err_total), weight_total=float(w_total))
+                    w[idx] = owner_update_weights(
+                        learner,
+                        decision.alpha,
+                        X[idx],
+                        y[idx],
+                        w[idx],
+                        err_total=float(err_total),
+                        weight_total=float(w_total),
+                    )
         if not learners:
             raise PrivfedError(self.nothing_to_boost(published))
         model = BoostedModel(learners, alphas, n_classes=self.n_classes)

@@ -1,7 +1,7 @@
 """Ring-masked secure sum as a sans-I/O state machine (SPEC §11.2; seed paper 002 §3.3; STYLE rule 8).
 
 Parties ``P_1..P_N`` (``ring``, in order) each hold a vector ``x_i`` of ``m`` reals, encoded
-as ``e_i = enc(x_i)`` in Z_2^64 (:mod:`privfed.common.fixedpoint`). The leader ``P_1`` draws
+as ``e_i = enc(x_i)`` in Z_2^64 (:mod:`privfed.common.secagg.fixedpoint`). The leader ``P_1`` draws
 ``R`` uniform in Z_2^64^m from :mod:`secrets` and sends ``R + e_1`` to ``P_2``; each ``P_i``
 adds ``e_i`` and passes the vector on; ``P_N`` sends it back to ``P_1``, which subtracts ``R``
 and decodes ``Σ x_i``. Every hop value is ``R`` plus something independent of ``R``, hence
@@ -22,7 +22,7 @@ coordinator (which learns only the aggregate) is the driver's job.
 
 Every message travels as an :class:`Outbound` / :class:`Inbound` envelope whose plaintext
 header (session, sender, recipient, kind, seq) lets an untrusted relay route it, and whose
-ciphertext is sealed with the :class:`~privfed.common.e2e.Box` of (sender, recipient) with that
+ciphertext is sealed with the :class:`~privfed.common.secagg.boxes.Box` of (sender, recipient) with that
 header as associated data. ``seq`` is the sender's 1-based ring position for ``HOP`` and
 ``N + 1`` for ``RESULT``, so each message has exactly one valid slot per session: misrouted,
 tampered, replayed, reordered or cross-session messages fail the header check or
@@ -39,7 +39,7 @@ not protect an input from whoever chooses the ring. A coordinator that forms the
 ``[A, B]``, ``[A, C]``, ``[B, C]`` reads ``A``'s input as ``(ab + ac - bc) / 2`` (issue 9, item
 1), and ``N ≥ 2`` does not prevent it. So an input must already be a private release when it
 enters: in boosting each owner's ``(err_sum, w_sum)`` is clipped, Laplace-noised and debited at
-the owner before its party starts (:mod:`privfed.common.boosting`, "Evaluation releases";
+the owner before its party starts (:mod:`privfed.common.boosting.federated`, "Evaluation releases";
 ``privfed.owner.boosting.RingDriver``), and the ring only keeps the individual noisy values from
 the relay.
 """
@@ -57,9 +57,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from privfed.common.e2e import MAX_ID_BYTES, SEAL_OVERHEAD, AadFields, Box, generate_private_key, local_boxes
 from privfed.common.errors import ConfigError, LocalProtocolError, ProtocolError, RemoteProtocolError
-from privfed.common.fixedpoint import FixedPoint
+from privfed.common.secagg.boxes import MAX_ID_BYTES, SEAL_OVERHEAD, AadFields, Box, generate_private_key, local_boxes
+from privfed.common.secagg.fixedpoint import FixedPoint
 
 #: Largest vector length ``m`` a ring session carries (8 MiB of ring values per message).
 MAX_VALUES = 1 << 20
@@ -82,12 +82,12 @@ _CODE_KIND = {code: kind for kind, code in _KIND_CODE.items()}
 
 
 class State(enum.Enum):
-    IDLE = "idle"                  # built, start() not called yet
-    AWAIT_HOP = "await_hop"        # member: waiting for the predecessor's hop
+    IDLE = "idle"  # built, start() not called yet
+    AWAIT_HOP = "await_hop"  # member: waiting for the predecessor's hop
     AWAIT_RETURN = "await_return"  # leader: waiting for P_N's hop
     AWAIT_RESULT = "await_result"  # member: forwarded, waiting for the leader's RESULT
-    DONE = "done"                  # terminal: result() holds the total
-    FAILED = "failed"              # terminal: failure_reason says why
+    DONE = "done"  # terminal: result() holds the total
+    FAILED = "failed"  # terminal: failure_reason says why
 
 
 class Role(enum.Enum):
@@ -142,18 +142,25 @@ class _Envelope:
         if isinstance(self.seq, bool) or not isinstance(self.seq, int) or not 0 <= self.seq < 2**32:
             raise self._error(f"seq must be an int in [0, 2^32), got {self.seq!r}")
         if not isinstance(self.ciphertext, bytes) or len(self.ciphertext) > MAX_MESSAGE_BYTES:
-            raise self._error(f"ciphertext must be bytes of at most {MAX_MESSAGE_BYTES}, "
-                              f"got {type(self.ciphertext).__name__}")
+            raise self._error(
+                f"ciphertext must be bytes of at most {MAX_MESSAGE_BYTES}, got {type(self.ciphertext).__name__}"
+            )
 
     def aad(self) -> AadFields:
         return AadFields(self.session_id, self.sender, self.recipient, self.kind.value, self.seq)
 
     def to_bytes(self) -> bytes:
         """``magic ‖ kind ‖ seq ‖ lp(session) ‖ lp(sender) ‖ lp(recipient) ‖ len ‖ ciphertext``."""
-        ids = b"".join(_LEN16.pack(len(raw)) + raw for raw in
-                       (s.encode("utf-8") for s in (self.session_id, self.sender, self.recipient)))
-        return (_HEAD.pack(_MAGIC, _KIND_CODE[self.kind], self.seq) + ids
-                + _LEN32.pack(len(self.ciphertext)) + self.ciphertext)
+        ids = b"".join(
+            _LEN16.pack(len(raw)) + raw
+            for raw in (s.encode("utf-8") for s in (self.session_id, self.sender, self.recipient))
+        )
+        return (
+            _HEAD.pack(_MAGIC, _KIND_CODE[self.kind], self.seq)
+            + ids
+            + _LEN32.pack(len(self.ciphertext))
+            + self.ciphertext
+        )
 
     @classmethod
     def from_bytes(cls, data: bytes):
@@ -169,10 +176,10 @@ class _Envelope:
             pos, fields = _HEAD.size, []
             for _ in range(3):
                 (n,) = _LEN16.unpack_from(data, pos)
-                fields.append(data[pos + 2:pos + 2 + n].decode("utf-8"))
+                fields.append(data[pos + 2 : pos + 2 + n].decode("utf-8"))
                 pos += 2 + n
             (n,) = _LEN32.unpack_from(data, pos)
-            ciphertext = data[pos + 4:pos + 4 + n]
+            ciphertext = data[pos + 4 : pos + 4 + n]
         except (struct.error, UnicodeDecodeError) as exc:
             raise err(f"malformed envelope: {exc}") from exc
         if magic != _MAGIC or code not in _CODE_KIND:
@@ -218,8 +225,10 @@ def _check_ring(ring: Sequence[str]) -> tuple[str, ...]:
     if len(set(ring)) != len(ring):
         raise ConfigError(f"ring has duplicate party ids: {list(ring)}")
     if len(ring) < 2:
-        raise ConfigError(f"a ring secure sum needs at least 2 parties, got {list(ring)}; with one party the sum "
-                          "is that party's own input, so nothing can be hidden")
+        raise ConfigError(
+            f"a ring secure sum needs at least 2 parties, got {list(ring)}; with one party the sum "
+            "is that party's own input, so nothing can be hidden"
+        )
     _RingCheckCache.last = ring
     return ring
 
@@ -276,18 +285,33 @@ class RingParty:
         Largest vector length accepted (≤ :data:`MAX_VALUES`).
     """
 
-    def __init__(self, party_id: str, ring: Sequence[str], session_id: str, fixed_point: FixedPoint,
-                 box_for: Mapping[str, Box] | Callable[[str], Box], *, max_values: int = MAX_VALUES):
+    def __init__(
+        self,
+        party_id: str,
+        ring: Sequence[str],
+        session_id: str,
+        fixed_point: FixedPoint,
+        box_for: Mapping[str, Box] | Callable[[str], Box],
+        *,
+        max_values: int = MAX_VALUES,
+    ):
         self.ring = _check_ring(ring)
         if party_id not in self.ring:
             raise ConfigError(f"party {party_id!r} is not in ring {self.ring}")
         _check_id("session_id", session_id, ConfigError)
         if not isinstance(fixed_point, FixedPoint) or fixed_point.n_parties < len(self.ring):
-            raise ConfigError(f"fixed_point must be a FixedPoint with n_parties >= {len(self.ring)} (ring size), "
-                              f"got {fixed_point!r}; build it with FixedPoint.choose(n_parties=len(ring), ...)")
+            raise ConfigError(
+                f"fixed_point must be a FixedPoint with n_parties >= {len(self.ring)} (ring size), "
+                f"got {fixed_point!r}; build it with FixedPoint.choose(n_parties=len(ring), ...)"
+            )
         if isinstance(max_values, bool) or not isinstance(max_values, int) or not 1 <= max_values <= MAX_VALUES:
             raise ConfigError(f"max_values must be an int in [1, {MAX_VALUES}], got {max_values!r}")
-        self.party_id, self.session_id, self.fixed_point, self.max_values = party_id, session_id, fixed_point, max_values
+        self.party_id, self.session_id, self.fixed_point, self.max_values = (
+            party_id,
+            session_id,
+            fixed_point,
+            max_values,
+        )
         self.index = self.ring.index(party_id)
         self.role = Role.LEADER if self.index == 0 else Role.MEMBER
         self._boxes = {peer: self._resolve_box(box_for, peer) for peer in ring_peers(self.ring, party_id)}
@@ -301,8 +325,9 @@ class RingParty:
         try:
             box = box_for(peer) if callable(box_for) else box_for[peer]
         except KeyError as exc:
-            raise ConfigError(f"party {self.party_id!r} has no Box for peer {peer!r} "
-                              f"(needs {ring_peers(self.ring, self.party_id)})") from exc
+            raise ConfigError(
+                f"party {self.party_id!r} has no Box for peer {peer!r} (needs {ring_peers(self.ring, self.party_id)})"
+            ) from exc
         if not isinstance(box, Box) or (box.own_id, box.peer_id) != (self.party_id, peer):
             raise ConfigError(f"box for {peer!r} must be a Box({self.party_id!r} <-> {peer!r}), got {box!r}")
         return box
@@ -410,11 +435,14 @@ class RingParty:
             raise RemoteProtocolError(f"unexpected {msg.kind.name} from {msg.sender!r} in state {self._state.name}")
         kind, sender, seq = self._expected()
         if (msg.sender, msg.seq) != (sender, seq):
-            raise RemoteProtocolError(f"expected {kind.name} seq {seq} from {sender!r}, "
-                                      f"got seq {msg.seq} from {msg.sender!r}")
+            raise RemoteProtocolError(
+                f"expected {kind.name} seq {seq} from {sender!r}, got seq {msg.seq} from {msg.sender!r}"
+            )
         if len(msg.ciphertext) != SEAL_OVERHEAD + 8 * self._m:
-            raise RemoteProtocolError(f"{kind.name} of {len(msg.ciphertext)} bytes, expected "
-                                      f"{SEAL_OVERHEAD + 8 * self._m} for m = {self._m} values")
+            raise RemoteProtocolError(
+                f"{kind.name} of {len(msg.ciphertext)} bytes, expected "
+                f"{SEAL_OVERHEAD + 8 * self._m} for m = {self._m} values"
+            )
         value = np.frombuffer(self._boxes[sender].open(msg.ciphertext, msg.aad()), dtype="<u8").astype(np.uint64)
         out: list[Outbound] = []
         if self.role is Role.LEADER:
@@ -438,9 +466,14 @@ class RingParty:
         return []
 
 
-def run_ring_in_process(values_by_party: Mapping[str, np.ndarray], fixed_point: FixedPoint,
-                        boxes: Mapping[str, Mapping[str, Box]] | None = None,
-                        ring_order: Sequence[str] | None = None, *, session_id: str | None = None) -> np.ndarray:
+def run_ring_in_process(
+    values_by_party: Mapping[str, np.ndarray],
+    fixed_point: FixedPoint,
+    boxes: Mapping[str, Mapping[str, Box]] | None = None,
+    ring_order: Sequence[str] | None = None,
+    *,
+    session_id: str | None = None,
+) -> np.ndarray:
     """Run one ring secure sum with every party in this process; return the total.
 
     The same :class:`RingParty` machines as the networked driver, messages passed through

@@ -2,7 +2,7 @@
 
 Owners are stateless between rounds: each boosting task carries the run's configuration and
 its history (kept learners, their α and the round's published totals E and W -- sums of the
-owners' noisy evaluation releases, :mod:`privfed.common.boosting`), from which an owner
+owners' noisy evaluation releases, :mod:`privfed.common.boosting.federated`), from which an owner
 recomputes its own SAMME row weights (seed 002 Alg. 2 lines 13-15). A restarted owner
 therefore needs nothing but its rows; and the coordinator can't give different owners
 different weights without it showing in what it sends.
@@ -14,14 +14,29 @@ import math
 
 import numpy as np
 
+from privfed.common.boosting.federated import FederatedBoosting, owner_update_weights
 from privfed.common.bounds import Bounds
-from privfed.common.boosting import FederatedBoosting, owner_update_weights
 from privfed.common.errors import RemoteProtocolError
 from privfed.common.learners.samme import LEARNER_KINDS
 
-_CONFIG_FIELDS = ("base", "epsilon", "mechanism", "n_classes", "n_rounds", "group_size", "n_bins", "weight_bound",
-                  "labels", "label_fraction", "C", "param_bound", "eval_fraction", "eval_groups",
-                  "eval_row_bound", "max_owner_rows")
+_CONFIG_FIELDS = (
+    "base",
+    "epsilon",
+    "mechanism",
+    "n_classes",
+    "n_rounds",
+    "group_size",
+    "n_bins",
+    "weight_bound",
+    "labels",
+    "label_fraction",
+    "C",
+    "param_bound",
+    "eval_fraction",
+    "eval_groups",
+    "eval_row_bound",
+    "max_owner_rows",
+)
 
 
 def config_to_dict(fb: FederatedBoosting, run_id: str) -> dict:
@@ -35,8 +50,9 @@ def config_from_dict(data: dict) -> FederatedBoosting:
     try:
         kwargs = {f: data[f] for f in _CONFIG_FIELDS}
         kwargs["epsilon"] = math.inf if kwargs["epsilon"] == "inf" else float(kwargs["epsilon"])
-        return FederatedBoosting(bounds=Bounds(data["bounds"]["lo"], data["bounds"]["hi"]), secure_sum="plain",
-                                 **kwargs)
+        return FederatedBoosting(
+            bounds=Bounds(data["bounds"]["lo"], data["bounds"]["hi"]), secure_sum="plain", **kwargs
+        )
     except (KeyError, TypeError, AttributeError) as exc:
         raise RemoteProtocolError(f"boosting config is incomplete or malformed: {exc!r}") from exc
 
@@ -73,15 +89,20 @@ def history_round(history: dict, n_rounds: int) -> int:
     if not consistent:
         raise RemoteProtocolError("boosting history has learners, alphas and totals of different lengths")
     if isinstance(round_no, bool) or not isinstance(round_no, int) or not kept <= round_no < n_rounds:
-        raise RemoteProtocolError(f"boosting round {round_no!r} is not an int in [{kept}, {n_rounds}) "
-                                  f"({kept} kept learners, {n_rounds} rounds in the run)")
+        raise RemoteProtocolError(
+            f"boosting round {round_no!r} is not an int in [{kept}, {n_rounds}) "
+            f"({kept} kept learners, {n_rounds} rounds in the run)"
+        )
     return round_no
 
 
 def with_round(history: dict, learner, alpha: float, err_total: float, weight_total: float) -> dict:
     """The history after keeping ``learner`` with weight ``alpha`` (totals are this round's E, W)."""
-    return {"learners": history["learners"] + [learner.to_dict()], "alphas": history["alphas"] + [float(alpha)],
-            "totals": history["totals"] + [[float(err_total), float(weight_total)]]}
+    return {
+        "learners": history["learners"] + [learner.to_dict()],
+        "alphas": history["alphas"] + [float(alpha)],
+        "totals": history["totals"] + [[float(err_total), float(weight_total)]],
+    }
 
 
 def learner_from_dict(data: dict):
@@ -95,6 +116,7 @@ def owner_weights(history: dict, X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """This owner's SAMME row weights after the kept rounds (mean-1 convention: start at 1)."""
     w = np.ones(X.shape[0])
     for learner, alpha, (err_total, weight_total) in zip(history["learners"], history["alphas"], history["totals"]):
-        w = owner_update_weights(learner_from_dict(learner), alpha, X, y, w, err_total=err_total,
-                                 weight_total=weight_total)
+        w = owner_update_weights(
+            learner_from_dict(learner), alpha, X, y, w, err_total=err_total, weight_total=weight_total
+        )
     return w

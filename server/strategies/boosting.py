@@ -2,7 +2,7 @@
 
 Per round t: a fresh group of owners (never reused: T × group ≤ N, checked) releases perturbed
 shares with their SAMME weights; the coordinator fits the base learner from them; round t's
-evaluation group (:func:`~privfed.common.boosting.evaluation_groups`) then puts its noisy,
+evaluation group (:func:`~privfed.common.boosting.federated.evaluation_groups`) then puts its noisy,
 debited ``(err_sum, w_sum)`` releases into a ring secure sum, so the coordinator learns only the
 sums E and W of noisy values; it computes α (SAMME) and publishes (learner, α, E, W) in the next
 tasks, from which owners update their weights locally.
@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from privfed.common.boosting import FederatedBoosting, evaluation_groups, sample_groups
-from privfed.common.boostwire import at_round, config_to_dict, empty_history, with_round
+from privfed.common.boosting.federated import FederatedBoosting, evaluation_groups, sample_groups
+from privfed.common.boosting.wire import at_round, config_to_dict, empty_history, with_round
 from privfed.common.errors import RoundFailed
-from privfed.common.fixedpoint import FixedPoint
 from privfed.common.learners.ncc import NccShare
 from privfed.common.learners.samme import BoostedModel, SammeStep
 from privfed.common.messages import (
@@ -41,7 +40,8 @@ from privfed.common.messages import (
     RingTotal,
     Task,
 )
-from privfed.common.securesum import new_session_id
+from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.ring import new_session_id
 
 log = logging.getLogger("privfed.coordinator")
 
@@ -64,7 +64,7 @@ class BoostingStrategy:
     booster: FederatedBoosting
     rng: np.random.Generator
     ring_timeout: float | None = None
-    rounds: list = field(default_factory=list)   # per round: what the report shows
+    rounds: list = field(default_factory=list)  # per round: what the report shows
     dropped: list = field(default_factory=list)  # owners removed from a ring (silent or refusing)
     refused: dict = field(default_factory=dict)  # owner -> refusal code of its evaluation
     evaluators: list = field(default_factory=list)  # per round: the owner ids asked to evaluate
@@ -72,12 +72,20 @@ class BoostingStrategy:
     def privacy(self) -> dict:
         """The run's per-owner ε split and the evaluation noise, for the report."""
         fb = self.booster
-        return {"epsilon": fb.epsilon, "share_epsilon": fb.share_epsilon, "eval_fraction": fb.eval_fraction,
-                "eval_epsilon": fb.eval_epsilon, "eval_groups": fb.eval_groups,
-                "eval_round_epsilon": fb.eval_round_epsilon, "eval_noise_scale": fb.eval_noise_scale,
-                "weight_bound": fb.weight_bound, "eval_row_bound": fb.eval_row_bound,
-                "max_owner_rows": fb.max_owner_rows, "contribution_bound": fb.contribution_bound,
-                "labels": fb.labels if fb.base == "ncc" else "in perturbed tables"}
+        return {
+            "epsilon": fb.epsilon,
+            "share_epsilon": fb.share_epsilon,
+            "eval_fraction": fb.eval_fraction,
+            "eval_epsilon": fb.eval_epsilon,
+            "eval_groups": fb.eval_groups,
+            "eval_round_epsilon": fb.eval_round_epsilon,
+            "eval_noise_scale": fb.eval_noise_scale,
+            "weight_bound": fb.weight_bound,
+            "eval_row_bound": fb.eval_row_bound,
+            "max_owner_rows": fb.max_owner_rows,
+            "contribution_bound": fb.contribution_bound,
+            "labels": fb.labels if fb.base == "ncc" else "in perturbed tables",
+        }
 
     def _releases(self, replies: list[BoostShareReply]):
         if self.booster.base == "ncc":
@@ -86,7 +94,7 @@ class BoostingStrategy:
 
     def _ring_sum(self, ring, learner, config, history, transport, round_no) -> tuple[float, float]:
         """E and W (sums of noisy releases) over every owner still in the ring, re-forming it after a drop."""
-        max_abs = self.booster.contribution_bound   # public: row bound x max rows + noise headroom, never row counts
+        max_abs = self.booster.contribution_bound  # public: row bound x max rows + noise headroom, never row counts
         certificates = transport.certificates()
         timeout = self.ring_timeout or 30.0 + 0.01 * len(ring)
         learner_dict = learner.to_dict()
@@ -105,10 +113,20 @@ class BoostingStrategy:
                 first = node not in sent_to
                 sent_to.add(node)
                 peers = tuple(transport.peer_key(p) for p in ring_peers_of(ring_tuple, index[owner_id]))
-                return BoostEvaluateTask(config=config, history=history, learner=learner_dict,
-                                         ring=RingSpec(session, ring_tuple if first else (), fp.frac_bits,
-                                                       fp.n_parties, max_abs, peers,
-                                                       certificates if first else {}))
+                return BoostEvaluateTask(
+                    config=config,
+                    history=history,
+                    learner=learner_dict,
+                    ring=RingSpec(
+                        session,
+                        ring_tuple if first else (),
+                        fp.frac_bits,
+                        fp.n_parties,
+                        max_abs,
+                        peers,
+                        certificates if first else {},
+                    ),
+                )
 
             t0 = time.perf_counter()
             transport.open_ring(session, ring_tuple)
@@ -124,19 +142,31 @@ class BoostingStrategy:
                     joined.add(ring[0])  # the leader answers only with the total, or a refusal
             finally:
                 transport.close_ring(session)
-            totals = [r.payload for r in results if isinstance(r.payload, RingTotal) and r.payload.session_id == session]
+            totals = [
+                r.payload for r in results if isinstance(r.payload, RingTotal) and r.payload.session_id == session
+            ]
             if totals:
                 self.rounds[-1].update(ring_size=len(ring), ring_s=time.perf_counter() - t0, ring_attempts=attempt)
                 return float(totals[0].values[0]), float(totals[0].values[1])
             self.refused.update(refusing)
-            gone = sorted(((set(ring) - joined) & transport.silent_owners()) | set(refusing)
-                          | (set(ring[1:]) - joined - set(refusing)))
+            gone = sorted(
+                ((set(ring) - joined) & transport.silent_owners())
+                | set(refusing)
+                | (set(ring[1:]) - joined - set(refusing))
+            )
             if not gone:
                 gone = sorted(set(ring) & transport.silent_owners())
             if not gone:
-                raise RoundFailed(f"ring {session} did not close within {timeout:.0f} s and no party is known to be gone")
-            log.warning("ring %s: %d party(ies) dropped (%d refused; %s...); re-running without them", session,
-                        len(gone), len(refusing), gone[:3])
+                raise RoundFailed(
+                    f"ring {session} did not close within {timeout:.0f} s and no party is known to be gone"
+                )
+            log.warning(
+                "ring %s: %d party(ies) dropped (%d refused; %s...); re-running without them",
+                session,
+                len(gone),
+                len(refusing),
+                gone[:3],
+            )
             self.dropped += gone
             ring = [o for o in ring if o not in set(gone)]
         raise RoundFailed(f"the ring secure sum failed {MAX_RING_ATTEMPTS} times")
@@ -155,24 +185,40 @@ class BoostingStrategy:
         for t, group in enumerate(groups, start=1):
             t0 = time.perf_counter()
             sent = at_round(history, t - 1)
-            replies = [r.payload for r in transport(_tasks([owner_ids[i] for i in group], run_id,
-                                                           lambda _: BoostShareTask(config, sent)))
-                       if isinstance(r.payload, BoostShareReply)]
+            replies = [
+                r.payload
+                for r in transport(
+                    _tasks([owner_ids[i] for i in group], run_id, lambda _: BoostShareTask(config, sent))
+                )
+                if isinstance(r.payload, BoostShareReply)
+            ]
             if not replies:
                 raise RoundFailed(f"round {t}: no owner of the group released a share")
             learner = fb.coordinator_select(self._releases(replies))
-            self.rounds.append({"round": t, "group": len(group), "released": len(replies),
-                                "share_s": time.perf_counter() - t0, "share_epsilon": fb.share_epsilon,
-                                "eval_epsilon": fb.eval_round_epsilon, "eval_noise_scale": fb.eval_noise_scale})
+            self.rounds.append(
+                {
+                    "round": t,
+                    "group": len(group),
+                    "released": len(replies),
+                    "share_s": time.perf_counter() - t0,
+                    "share_epsilon": fb.share_epsilon,
+                    "eval_epsilon": fb.eval_round_epsilon,
+                    "eval_noise_scale": fb.eval_noise_scale,
+                }
+            )
             gone = set(self.dropped) | transport.silent_owners()
             ring = [owner_ids[i] for i in evaluators[t - 1] if owner_ids[i] not in gone]
             err, wsum = self._ring_sum(ring, learner, config, sent, transport, t)
             err = fb.floor_error_total(err, self.rounds[-1]["ring_size"])
             decision = fb.coordinator_decide(err, wsum, n_kept=len(alphas))
             published.append((self.rounds[-1]["ring_size"], err, wsum))
-            self.rounds[-1].update(err_total=err, weight_total=wsum, error=err / wsum if wsum > 0 else None,
-                                   alpha=None if decision is None else decision.alpha,
-                                   step="skip" if decision is None else decision.step.value)
+            self.rounds[-1].update(
+                err_total=err,
+                weight_total=wsum,
+                error=err / wsum if wsum > 0 else None,
+                alpha=None if decision is None else decision.alpha,
+                step="skip" if decision is None else decision.step.value,
+            )
             if decision is None:
                 continue
             if decision.step is SammeStep.DISCARD_AND_STOP:

@@ -1,0 +1,6 @@
+"""LDP boosting (seed 002): federated SAMME over perturbed base-learner shares.
+
+``federated``: the run's public configuration (:class:`FederatedBoosting`), the owner and
+coordinator steps of Alg. 2 and the evaluation releases; ``wire``: the public state a boosting
+task carries.
+"""

@@ -1,0 +1,85 @@
+"""Round logic, one module per task (STYLE rule 12): a strategy builds tasks and aggregates
+results; the transport it is given sends them (:mod:`privfed.server.job`).
+
+``ncc``, ``lr``: one-round LDP learners (seed 002 §3.5); ``feddpdr``: FedDPDR-DPML (seed 004);
+``boosting``: federated SAMME (seed 002 Alg. 2). :func:`make_strategy` builds the one a
+:class:`~privfed.server.config.JobConfig` names.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from privfed.common.bounds import Bounds
+from privfed.server.config import JobConfig
+from privfed.server.strategies.base import SingleRound, refusals
+from privfed.server.strategies.feddpdr import FedDpdrStrategy
+from privfed.server.strategies.lr import LrStrategy
+from privfed.server.strategies.ncc import NccStrategy
+
+__all__ = ["FedDpdrStrategy", "LrStrategy", "NccStrategy", "SingleRound", "make_strategy", "refusals"]
+
+
+def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds, **options):
+    """Build the round logic of ``config.task`` for a federation with this public schema.
+
+    Parameters
+    ----------
+    config : JobConfig or str
+        The job; a task name is shorthand for ``JobConfig(task=config, **options)`` (options left
+        out or None keep :class:`JobConfig`'s defaults), as tests and benchmarks use it.
+    n_classes, bounds : int, Bounds
+        The data set's public number of classes and feature bounds.
+
+    Boosting gets :attr:`JobConfig.share_weight_bound` as its share weight bound, and a group
+    sampler seeded by ``config.seed`` (group sampling is public: it needs no secrecy).
+    """
+    if isinstance(config, str):
+        config = JobConfig(task=config, **{k: v for k, v in options.items() if v is not None})
+    elif options:
+        raise TypeError(f"make_strategy(JobConfig, ...) takes only n_classes and bounds, got {sorted(options)}")
+    if config.task == "ncc":
+        return NccStrategy(
+            mechanism=config.mechanism,
+            epsilon=config.epsilon,
+            n_classes=n_classes,
+            bounds=bounds,
+            labels=config.labels,
+            label_fraction=config.label_fraction,
+        )
+    if config.task == "lr":
+        return LrStrategy(
+            mechanism=config.mechanism,
+            epsilon=config.epsilon,
+            n_classes=n_classes,
+            bounds=bounds,
+            param_bound=config.param_bound,
+            c=config.c,
+        )
+    if config.task == "feddpdr":
+        return FedDpdrStrategy(
+            epsilon=config.epsilon, n_classes=n_classes, bounds=bounds, k=config.k, delta=config.delta, lam=config.lam
+        )
+    from privfed.common.boosting.federated import FederatedBoosting
+    from privfed.server.strategies.boosting import BoostingStrategy
+
+    booster = FederatedBoosting(
+        base=config.base,
+        epsilon=config.epsilon,
+        mechanism=config.mechanism,
+        n_classes=n_classes,
+        bounds=bounds,
+        n_rounds=config.n_rounds,
+        group_size=config.group_size,
+        n_bins=config.n_bins,
+        weight_bound=config.share_weight_bound,
+        labels=config.labels,
+        label_fraction=config.label_fraction,
+        C=config.c,
+        param_bound=config.param_bound,
+        eval_fraction=config.eval_fraction,
+        eval_row_bound=config.eval_row_bound,
+        max_owner_rows=config.max_owner_rows,
+    )
+    rng = np.random.Generator(np.random.PCG64(config.seed))
+    return BoostingStrategy(booster, rng, ring_timeout=config.ring_timeout)

@@ -1,0 +1,49 @@
+"""Logistic regression from perturbed local models (seed 002 §3.5.2), one round."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from privfed.common.bounds import Bounds
+from privfed.common.errors import ConfigError, RoundFailed
+from privfed.common.learners.logistic import lr_aggregate
+from privfed.common.mechanisms import MECHANISMS
+from privfed.common.messages import LrShareReply, LrShareTask, Result, Task
+from privfed.server.strategies.base import SingleRound, new_tasks, shares_of
+
+
+@dataclass
+class LrStrategy(SingleRound):
+    """Logistic regression from perturbed local models (seed 002 §3.5.2): every owner fits an
+    L2-regularised model, clips it to ``param_bound`` and perturbs it; the coordinator averages."""
+
+    mechanism: str
+    epsilon: float
+    n_classes: int
+    bounds: Bounds
+    param_bound: float = 4.0
+    c: float = 1.0
+
+    def __post_init__(self):
+        if self.mechanism not in MECHANISMS:
+            raise ConfigError(f"mechanism must be one of {MECHANISMS}, got {self.mechanism!r}")
+
+    def configure(self, owner_ids, round_id: str) -> list[Task]:
+        spec = LrShareTask(
+            mechanism=self.mechanism,
+            epsilon=self.epsilon,
+            param_bound=self.param_bound,
+            c=self.c,
+            n_classes=self.n_classes,
+            bounds=self.bounds,
+        )
+        return new_tasks(owner_ids, round_id, spec)
+
+    def aggregate(self, results: list[Result]):
+        replies = shares_of(results, LrShareReply)
+        if not replies:
+            raise RoundFailed("no owner released a share: cannot fit logistic regression")
+        reports = np.concatenate([r.reports.reshape(1, -1) for r in replies])
+        return lr_aggregate(reports, param_bound=self.param_bound, n_classes=self.n_classes, bounds=self.bounds)

@@ -1,0 +1,56 @@
+"""Nearest centroid from perturbed samples (seed 002 §3.5.1), one round."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from privfed.common.bounds import Bounds
+from privfed.common.errors import ConfigError, RoundFailed
+from privfed.common.learners.ncc import NccShare, NearestCentroidModel, ncc_centroids, split_label_budget
+from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse
+from privfed.common.messages import NccShareReply, NccShareTask, Result, Task
+from privfed.server.strategies.base import SingleRound, new_tasks, shares_of
+
+
+@dataclass
+class NccStrategy(SingleRound):
+    """Nearest centroid from perturbed samples (seed 002 §3.5.1): every owner releases its
+    rows once; the coordinator averages them per (reported) class."""
+
+    mechanism: str
+    epsilon: float
+    n_classes: int
+    bounds: Bounds
+    labels: str = "rr"  # private by default; "clear" is answered only by owners that opted in (contract 6)
+    label_fraction: float = 0.2
+
+    def __post_init__(self):
+        if self.mechanism not in MECHANISMS:
+            raise ConfigError(f"mechanism must be one of {MECHANISMS}, got {self.mechanism!r}")
+        self.eps_features, self.eps_labels = split_label_budget(self.epsilon, self.labels, self.label_fraction)
+
+    def configure(self, owner_ids, round_id: str) -> list[Task]:
+        spec = NccShareTask(
+            mechanism=self.mechanism,
+            epsilon=self.eps_features,
+            labels=self.labels,
+            label_epsilon=self.eps_labels,
+            n_classes=self.n_classes,
+            bounds=self.bounds,
+        )
+        return new_tasks(owner_ids, round_id, spec)
+
+    def aggregate(self, results: list[Result]) -> NearestCentroidModel:
+        replies = shares_of(results, NccShareReply)
+        if not replies:
+            raise RoundFailed("no owner released a share: cannot fit nearest centroids")
+        shares = [NccShare(reports=r.reports, labels=r.labels) for r in replies]
+        label_rr = (
+            KaryRandomizedResponse(epsilon=self.eps_labels, n_classes=self.n_classes)
+            if self.labels == "rr" and np.isfinite(self.eps_labels)
+            else None
+        )
+        centroids = ncc_centroids(shares, n_classes=self.n_classes, bounds=self.bounds, label_rr=label_rr)
+        return NearestCentroidModel(centroids, np.arange(self.n_classes))
