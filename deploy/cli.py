@@ -204,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_certs)
 
     p = sub.add_parser("experiment", help="run a named experiment (JSON + PNG)")
-    from privfed.server.experiments import EXPERIMENTS
+    from privfed.deploy.experiments import EXPERIMENTS
 
     p.add_argument("experiment", choices=sorted(EXPERIMENTS))
     p.set_defaults(func=_experiment)
@@ -280,7 +280,7 @@ def _certs(args) -> int:
 
 
 def _experiment(args) -> int:
-    from privfed.server.experiments import EXPERIMENTS
+    from privfed.deploy.experiments import EXPERIMENTS
 
     module = importlib.import_module(EXPERIMENTS[args.experiment])
     sub = argparse.ArgumentParser(prog=f"privfed experiment {args.experiment}")

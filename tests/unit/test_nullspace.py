@@ -293,7 +293,7 @@ def test_bad_queries():
         fit_linear_map(np.ones((5, 2)), np.ones(4))
 
 
-# --- experiment (server/experiments/nullspace.py) on a small synthetic Mulan-style file -------
+# --- experiment (deploy/experiments/nullspace.py) on a small synthetic Mulan-style file -------
 
 
 def _synthetic_csv(path, rng, n=300, F=6):
@@ -308,7 +308,7 @@ def _synthetic_csv(path, rng, n=300, F=6):
 def _args(tmp_path, data, **over):
     import argparse
 
-    from privfed.server.experiments import nullspace as exp
+    from privfed.deploy.experiments import nullspace as exp
 
     parser = argparse.ArgumentParser()
     exp.add_arguments(parser)

@@ -363,7 +363,7 @@ def run(args) -> Path:
 
 
 def main(argv: list[str] | None = None) -> Path:
-    """``python -m privfed.server.experiments.feddpdr NAME [options]``."""
+    """``python -m privfed.deploy.experiments.feddpdr NAME [options]``."""
     parser = argparse.ArgumentParser(prog="feddpdr", description=__doc__.splitlines()[0])
     parser.add_argument("experiment", choices=NAMES)
     add_arguments(parser)

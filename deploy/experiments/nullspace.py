@@ -336,7 +336,7 @@ def _plots(out_dir: Path, epsilons, summary) -> None:
 
 
 def main(argv=None) -> Path:
-    """``python -m privfed.server.experiments.nullspace ...`` (same flags as the CLI)."""
+    """``python -m privfed.deploy.experiments.nullspace ...`` (same flags as the CLI)."""
     parser = argparse.ArgumentParser(prog="privfed experiment nullspace", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
