@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install test test-fast lint demo bench proto clean
+.PHONY: install test test-fast lint demo bench fuzz proto clean
 
 install: $(STAMP)
 
@@ -31,6 +31,10 @@ bench: install
 	$(PY) bench/mechanisms.py
 	$(PY) bench/securesum.py
 	$(PY) bench/federation.py
+
+# A longer hunt than CI's (tests/fuzz: 60 examples per RPC, 25 task batches).
+fuzz: install
+	PRIVFED_FUZZ_EXAMPLES=2000 $(PY) -m pytest -q tests/fuzz
 
 proto: install
 	$(PY) deploy/protogen.py

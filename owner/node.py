@@ -50,7 +50,15 @@ from privfed.proto.transport import (
 
 log = logging.getLogger("privfed.owner")
 
-_RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED}
+# Worth another try, with backoff, until --connect-timeout: the coordinator is unreachable, slow,
+# or answered with something this node could not decode or a failure of its own (INTERNAL,
+# UNKNOWN: a garbled or buggy answer says nothing about this node's registration or tasks).
+_RETRYABLE = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.UNKNOWN,
+}
 # The coordinator refused what one push or relay carried (a round it forgot, a ring session it
 # closed or never opened, a limit): those results or envelopes are dropped and the node goes on.
 # Nothing the coordinator answers to one call may end the node (issue 9, item 7).
@@ -157,7 +165,12 @@ class OwnerNode:
                         exc.code(),
                     ) from exc
                 delay = backoff.next_delay()
-                log.info("%s: coordinator not reachable (%s); retrying in %.2f s", what, exc.code().name, delay)
+                log.info(
+                    "%s: coordinator not reachable or answered badly (%s); retrying in %.2f s",
+                    what,
+                    exc.code().name,
+                    delay,
+                )
                 self.stop_event.wait(delay)
 
     def _push(self, stub, results) -> None:

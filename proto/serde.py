@@ -49,7 +49,9 @@ def matrix_to_proto(a: np.ndarray) -> pb.Matrix:
 def _checked_shape(m, what: str) -> tuple[int, ...]:
     """The shape a peer declared, checked against the size bound and the bytes it sent."""
     shape = tuple(int(s) for s in m.shape)
-    size = math.prod(shape) if shape else 0
+    if not shape:
+        raise RemoteProtocolError(f"{what} has no shape (a 0-d value is not a matrix)")
+    size = math.prod(shape)
     if size > MAX_MATRIX_VALUES:
         raise RemoteProtocolError(f"{what} of shape {shape} exceeds {MAX_MATRIX_VALUES} values")
     if len(m.data) != 8 * size:

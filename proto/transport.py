@@ -113,3 +113,41 @@ class Backoff:
         self.attempt += 1
         # Jitter needs no secrecy, but privfed never touches the `random` module.
         return ceiling * secrets.randbelow(1_000_001) / 1_000_000
+
+
+# --- undecodable requests ---------------------------------------------------------------
+class _Undecodable:
+    """What a request that does not parse as its message type decodes to (never raises)."""
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+
+class RejectUndecodable(grpc.ServerInterceptor):
+    """Answer a request whose bytes are not its protobuf message with INVALID_ARGUMENT.
+
+    gRPC's own deserialisation failure is INTERNAL ("Exception deserializing request!"), which
+    reads as a server bug; a malformed request is the caller's. Unary-unary methods only (every
+    privfed RPC and the health check); others pass through unchanged.
+    """
+
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
+            return handler
+        decode, behaviour = handler.request_deserializer, handler.unary_unary
+
+        def tolerant_decode(data: bytes):
+            try:
+                return decode(data)
+            except Exception as exc:  # any parse failure is the caller's malformed message
+                return _Undecodable(exc)
+
+        def guarded(request, context):
+            if isinstance(request, _Undecodable):
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "malformed request: not a valid protobuf message")
+            return behaviour(request, context)
+
+        return grpc.unary_unary_rpc_method_handler(
+            guarded, request_deserializer=tolerant_decode, response_serializer=handler.response_serializer
+        )

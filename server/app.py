@@ -10,7 +10,13 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from privfed.proto import privfed_pb2_grpc as pb_grpc
-from privfed.proto.transport import SHUTDOWN_GRACE, TlsFiles, server_credentials, server_options
+from privfed.proto.transport import (
+    SHUTDOWN_GRACE,
+    RejectUndecodable,
+    TlsFiles,
+    server_credentials,
+    server_options,
+)
 from privfed.server.dispatcher import Dispatcher
 from privfed.server.servicer import CoordinatorServicer, ModelStore
 
@@ -40,7 +46,7 @@ class CoordinatorServer:
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers),
             options=server_options(),
-            interceptors=tuple(interceptors),
+            interceptors=(RejectUndecodable(), *interceptors),
         )
         pb_grpc.add_CoordinatorServicer_to_server(
             CoordinatorServicer(self.dispatcher, self.models, require_identity=tls is not None), self._server

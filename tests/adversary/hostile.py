@@ -328,6 +328,7 @@ class HostileCoordinator:
     get_models: list[pb.GetModelRequest] = field(default_factory=list)
     model: pb.GetModelResponse | None = None
     shutdown: bool = False
+    bind_port: int = 0  # 0: any free port
 
     def __post_init__(self):
         self._cv = threading.Condition()
@@ -338,7 +339,7 @@ class HostileCoordinator:
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=server_options())
         pb_grpc.add_CoordinatorServicer_to_server(_Servicer(self), self._server)
         self.port = self._server.add_secure_port(
-            "127.0.0.1:0", server_credentials(tls_files(self.certs, "coordinator"))
+            f"127.0.0.1:{self.bind_port}", server_credentials(tls_files(self.certs, "coordinator"))
         )
         self._server.start()
 
