@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install test test-fast lint demo bench fuzz proto clean
+.PHONY: install test test-fast lint demo bench fuzz soak proto clean
 
 install: $(STAMP)
 
@@ -35,6 +35,10 @@ bench: install
 # A longer hunt than CI's (tests/fuzz: 60 examples per RPC, 25 task batches).
 fuzz: install
 	PRIVFED_FUZZ_EXAMPLES=2000 $(PY) -m pytest -q tests/fuzz
+
+# Not in CI (tests/soak runs its short variant there): 1000 consecutive jobs, 100 nodes x 100 owners.
+soak: install
+	PRIVFED_SOAK_JOBS=1000 PRIVFED_SOAK_NODES=100 PRIVFED_SOAK_OWNERS=100 $(PY) -m pytest -q -s tests/soak
 
 proto: install
 	$(PY) deploy/protogen.py
