@@ -7,7 +7,7 @@ malformed and wrongly-vouched tasks are refused before anything leaves."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -56,6 +56,7 @@ class Owner:
     X: np.ndarray
     y: np.ndarray
     rng: np.random.Generator
+    boost_applied: dict = field(default_factory=dict)
 
 
 class Federation:
@@ -98,13 +99,13 @@ class Federation:
         return oid.split(".")[0]
 
     def spec(self, config, history, learner, ring, *, session=None, peers=None, max_abs=None):
-        fb_bound = FederatedBoosting(**_fb_kwargs(config)).contribution_bound if max_abs is None else max_abs
+        fb_bound = config.booster.contribution_bound if max_abs is None else max_abs
         fp = FixedPoint.choose(len(ring), fb_bound)
         peers = tuple(self.peer_keys[o] for o in ring) if peers is None else peers
         return BoostEvaluateTask(
             config=config,
             history=history,
-            learner=learner.to_dict(),
+            learner=learner,
             ring=RingSpec(
                 session or new_session_id(), tuple(ring), fp.frac_bits, fp.n_parties, fb_bound, peers, self.certificates
             ),
@@ -127,28 +128,6 @@ class Federation:
             if isinstance(payload, RingTotal):
                 total = payload.values
         return total
-
-
-def _fb_kwargs(config):
-    keys = (
-        "base",
-        "mechanism",
-        "n_classes",
-        "n_rounds",
-        "group_size",
-        "n_bins",
-        "weight_bound",
-        "labels",
-        "label_fraction",
-        "C",
-        "param_bound",
-        "eval_fraction",
-        "eval_groups",
-        "eval_row_bound",
-        "max_owner_rows",
-    )
-    eps = math.inf if config["epsilon"] == "inf" else config["epsilon"]
-    return {k: config[k] for k in keys} | {"epsilon": eps, "bounds": BOUNDS}
 
 
 def _config(eps=2.0, run="boost-r1", **kw):
@@ -290,7 +269,7 @@ def test_a_run_config_cannot_change_between_tasks(fed):
     _, config = _config()
     ring = list(fed.owners)[:2]
     fed.drivers["owner-0"].note_share(config)
-    changed = dict(config, eval_fraction=0.9)
+    changed = replace(config, booster=replace(config.booster, eval_fraction=0.9))
     with pytest.raises(RemoteProtocolError, match="differs"):
         fed.evaluate(ring[1], fed.spec(changed, at_round(empty_history(), 0), _stump(), ring))
 
