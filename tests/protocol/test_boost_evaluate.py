@@ -22,13 +22,14 @@ from privfed.common.boosting.wire import at_round, config_to_dict, empty_history
 from privfed.common.bounds import Bounds
 from privfed.common.errors import BudgetExceeded, ConfigError, RemoteProtocolError, RoundFailed
 from privfed.common.identity import owner_id
+from privfed.common.learners.ncc import NearestCentroidModel
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.ledger import Ledger
 from privfed.common.messages import BoostEvaluateTask, PeerKey, RingJoined, RingSpec, RingTotal
 from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import Inbound, new_session_id
-from privfed.owner.boosting import AlreadyReleased, RingDriver
+from privfed.owner.boosting import AlreadyReleased, HistoryRewritten, RingDriver
 
 NOW = datetime.now(UTC)
 BOUNDS = Bounds.of(-1.0, 1.0, 3)
@@ -440,3 +441,32 @@ def test_a_run_that_keeps_nothing_says_why_with_the_noise_and_weight_numbers(tmp
         "eval fraction (now 0.3)",
     ):
         assert part in msg, (part, msg)
+
+
+def test_an_evaluation_whose_history_rewrites_an_applied_round_is_refused_without_a_debit(fed):
+    """The node applied round 0's learner with α = 0.7 in round 1; a round-2 task that says α = 0.9
+    for it is a rewritten history (``HistoryRewritten``, answered ``invalid_task``), the honest one is not."""
+    fb, config = _config(eval_groups="all")
+    ring = list(fed.owners)[:2]
+    kept = with_round(empty_history(), _stump(1, 2), 0.7, 1.0, 8.0)
+    fed.run_ring(fed.spec(config, at_round(kept, 1), _stump(), ring))
+    rewritten = at_round(with_round(with_round(empty_history(), _stump(1, 2), 0.9, 1.0, 8.0), _stump(), 0.5, 2, 8), 2)
+    with pytest.raises(HistoryRewritten):
+        fed.evaluate(ring[1], fed.spec(config, rewritten, _stump(2, 3), ring))
+    assert len(fed.ledgers["owner-0"].history(ring[1])) == 1  # round 1's release only
+    honest = at_round(with_round(kept, _stump(), 0.5, 2.0, 8.0), 2)
+    assert fed.run_ring(fed.spec(config, honest, _stump(2, 3), ring)) is not None
+    assert len(fed.ledgers["owner-0"].history(ring[1])) == 2
+
+
+def test_a_boosted_ncc_evaluation_with_rr_labels_at_infinite_epsilon_is_accepted(tmp_path):
+    """Issue 10: ε = ∞ with labels="rr" used to give a NaN debit and an invalid_task refusal."""
+    fed = Federation(tmp_path, budget=math.inf)
+    fb, config = _config(eps=math.inf, base="ncc", labels="rr")
+    learner = NearestCentroidModel(np.array([[-0.5, 0.0, 0.0], [0.5, 0.0, 0.0]]))
+    ring = list(fed.owners)
+    spec = fed.spec(config, at_round(empty_history(), 0), learner, ring)
+    total = fed.run_ring(spec)
+    exact = [owner_local_error(learner, o.X, o.y, np.ones(4), row_bound=1.0) for o in fed.owners.values()]
+    np.testing.assert_allclose(total, np.sum(exact, axis=0), atol=1e-6)  # no noise at ε = ∞
+    assert spec.ledger_entries() == [(math.inf, 0.0, "boost-eval")]
