@@ -55,7 +55,7 @@ def matrix_to_proto(a: np.ndarray) -> pb.Matrix:
 def _checked_shape(m, what: str) -> tuple[int, ...]:
     """The shape a peer declared, checked against the size bound and the bytes it sent."""
     shape = tuple(int(s) for s in m.shape)
-    size = math.prod(shape) if shape else 0
+    size = math.prod(shape)  # () is a scalar: one value
     if size > MAX_MATRIX_VALUES:
         raise RemoteProtocolError(f"{what} of shape {shape} exceeds {MAX_MATRIX_VALUES} values")
     if len(m.data) != 8 * size:
@@ -63,8 +63,8 @@ def _checked_shape(m, what: str) -> tuple[int, ...]:
     return shape
 
 
-def matrix_from_proto(m: pb.Matrix) -> np.ndarray:
-    shape = _checked_shape(m, "matrix")
+def matrix_from_proto(m: pb.Matrix, what: str = "matrix") -> np.ndarray:
+    shape = _checked_shape(m, what)
     return np.frombuffer(m.data, dtype="<f8").reshape(shape).astype(np.float64)
 
 
@@ -92,7 +92,7 @@ def bounds_to_proto(b: Bounds) -> pb.Matrix:
 
 
 def bounds_from_proto(m: pb.Matrix) -> Bounds:
-    a = matrix_from_proto(m)
+    a = matrix_from_proto(m, "bounds")
     if a.ndim != 2 or a.shape[0] != 2:
         raise RemoteProtocolError(f"bounds must have shape (2, d), got {a.shape}")
     try:
@@ -214,7 +214,7 @@ def learner_from_proto(m: pb.BoostLearner) -> Learner:
             )
         return Stump(int(s.attribute), int(s.threshold_index), float(s.threshold), tuple(s.leaves), float(s.error))
     if kind == "nearest_centroid":
-        centroids = _two_d(matrix_from_proto(m.nearest_centroid.centroids), "centroids")
+        centroids = _two_d(matrix_from_proto(m.nearest_centroid.centroids, "centroids"), "centroids")
         return NearestCentroidModel(centroids, np.asarray(m.nearest_centroid.classes, dtype=np.int64))
     if kind == "linear":
         k = m.linear
@@ -222,7 +222,7 @@ def learner_from_proto(m: pb.BoostLearner) -> Learner:
         if not np.all(np.isfinite(intercept)):
             raise RemoteProtocolError("linear model intercept must be finite")
         return LinearModel(
-            _two_d(matrix_from_proto(k.coef), "coef"),
+            _two_d(matrix_from_proto(k.coef, "coef"), "coef"),
             intercept,
             bounds_from_proto(k.bounds),
             np.asarray(k.classes, dtype=np.int64),
