@@ -53,6 +53,7 @@ from privfed.common.messages import (
 from privfed.common.secagg.boxes import Box, verify_public_key
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import Inbound, RingParty
+from privfed.proto import serde
 
 if TYPE_CHECKING:  # common/boosting imports scipy: loaded once a boosting task arrives
     from privfed.common.boosting.wire import BoostConfig, BoostHistory
@@ -105,8 +106,6 @@ def history_digests(config: BoostConfig, kept) -> list[bytes]:
     Each link hashes the previous digest and the round's deterministic wire form
     (``proto/serde.py``), so a digest names one exact prefix of one run's history.
     """
-    from privfed.proto import serde
-
     h = hashlib.sha256(
         b"privfed-boost-history\0" + serde.boost_config_to_proto(config).SerializeToString(deterministic=True)
     )
@@ -260,10 +259,10 @@ class RingDriver:
             raise ConfigError(
                 f"task bounds describe {fb.bounds.d} features, this owner's schema has {owner.X.shape[1]}"
             )
-        check_history(owner, spec.config, spec.history)
-        fb.check_learner(spec.learner)
         self._check_run_config(spec.config)
         self._check_against_share(owner.owner_id, spec.config)
+        check_history(owner, spec.config, spec.history)
+        fb.check_learner(spec.learner)
         return fb, spec.history.round, spec.learner
 
     def _check_against_share(self, owner_id: str, config: BoostConfig) -> None:
