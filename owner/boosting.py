@@ -32,6 +32,7 @@ import hashlib
 import logging
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -56,7 +57,8 @@ from privfed.common.secagg.ring import Inbound, RingParty
 from privfed.proto import serde
 
 if TYPE_CHECKING:  # common/boosting imports scipy: loaded once a boosting task arrives
-    from privfed.common.boosting.wire import BoostConfig, BoostHistory
+    from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound
+    from privfed.owner.handlers import LocalOwner
 
 log = logging.getLogger("privfed.owner")
 
@@ -70,7 +72,7 @@ class AlreadyReleased(RemoteProtocolError):
     (another round of a run that evaluates once, or a release whose cached value a restart lost)."""
 
 
-def boost_share(owner, spec: BoostShareTask) -> BoostShareReply:
+def boost_share(owner: LocalOwner, spec: BoostShareTask) -> BoostShareReply:
     """The perturbed share of this round's base learner, with this owner's SAMME weights."""
     check_history(owner, spec.config, spec.history)
     fb = spec.config.booster
@@ -100,7 +102,7 @@ class AppliedHistory:
     weights: np.ndarray
 
 
-def history_digests(config: BoostConfig, kept) -> list[bytes]:
+def history_digests(config: BoostConfig, kept: Sequence[KeptRound]) -> list[bytes]:
     """SHA-256 chain over the run's config and its kept rounds: entry k digests the first k rounds.
 
     Each link hashes the previous digest and the round's deterministic wire form
@@ -116,7 +118,7 @@ def history_digests(config: BoostConfig, kept) -> list[bytes]:
     return out
 
 
-def _applied_prefix(owner, config: BoostConfig, digests: list[bytes]) -> AppliedHistory | None:
+def _applied_prefix(owner: LocalOwner, config: BoostConfig, digests: list[bytes]) -> AppliedHistory | None:
     """What this node applied for ``owner`` in the run, checked to be a prefix of the task's history."""
     applied = owner.boost_applied.get(config.run_id)
     if applied is not None and (applied.n_kept >= len(digests) or digests[applied.n_kept] != applied.digest):
@@ -127,7 +129,7 @@ def _applied_prefix(owner, config: BoostConfig, digests: list[bytes]) -> Applied
     return applied
 
 
-def check_history(owner, config: BoostConfig, history: BoostHistory) -> None:
+def check_history(owner: LocalOwner, config: BoostConfig, history: BoostHistory) -> None:
     """A task's history against the run's public configuration and what this node applied.
 
     The round is in ``[len(kept), n_rounds)``, every kept learner has the run's kind and shape
@@ -152,7 +154,7 @@ def check_history(owner, config: BoostConfig, history: BoostHistory) -> None:
     _applied_prefix(owner, config, history_digests(config, history.kept))
 
 
-def history_weights(owner, config: BoostConfig, history: BoostHistory) -> np.ndarray:
+def history_weights(owner: LocalOwner, config: BoostConfig, history: BoostHistory) -> np.ndarray:
     """``owner``'s SAMME row weights after ``history``'s kept rounds, applying only the rounds this
     node has not applied for the run yet (all of them after a restart), and remembering the result.
 
@@ -210,7 +212,8 @@ class RingDriver:
         seen = self._runs.setdefault(config.run_id, config)
         if seen != config:
             raise RemoteProtocolError(
-                f"boosting run {config.run_id!r}: this task's config differs from the one this node already saw for the run"
+                f"boosting run {config.run_id!r}: this task's config differs from the one this node "
+                "already saw for the run"
             )
 
     def _session(self, ring_spec) -> tuple[tuple, dict]:
@@ -269,7 +272,7 @@ class RingDriver:
         """If this owner released a share in the run, its debits must be the share part of this config.
 
         So a coordinator can't release a share under one ε split and then ask for evaluations
-        under another: the run's total per owner stays ``config["epsilon"]`` (the ledger keeps the
+        under another: the run's total per owner stays ``config.booster.epsilon`` (the ledger keeps the
         share's entries under ``<label>:<run id>``, ``privfed.owner.handlers``).
         """
         run = config.run_id

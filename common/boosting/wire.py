@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -164,7 +165,7 @@ def with_round(
     return BoostHistory(kept, max(history.round, len(kept)))
 
 
-def apply_rounds(w: np.ndarray, rounds, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+def apply_rounds(w: np.ndarray, rounds: Iterable[KeptRound], X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Row weights ``w`` after the SAMME updates of ``rounds`` (:class:`KeptRound` items), in order."""
     for r in rounds:
         w = owner_update_weights(r.learner, r.alpha, X, y, w, err_total=r.err_total, weight_total=r.weight_total)
