@@ -7,13 +7,16 @@ perturbed shares and refusals (the DESIGN.md allowlist). No raw row has a field 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
+
+if TYPE_CHECKING:  # the boosting types import scipy (common/boosting/federated.py): only once a task needs them
+    from privfed.common.boosting.wire import BoostConfig, BoostHistory, Learner
 
 LABEL_MODES = ("clear", "rr")
 REFUSAL_CODES = ("budget_exceeded", "invalid_task", "duplicate_task", "already_released", "policy", "internal")
@@ -132,58 +135,42 @@ class SvmShareTask:
         return [(float(e), 0.0, f"svm-ovr-{c}") for c, e in enumerate(ovr_epsilons(self.epsilon, self.n_classes))]
 
 
-def _boost_epsilons(config: dict) -> tuple[float, float, float]:
-    """(share ε, ε of one evaluation release, evaluation releases per run) of a boosting config.
-
-    The same split as :class:`privfed.common.boosting.federated.FederatedBoosting` (``share_epsilon``,
-    ``eval_round_epsilon``): ``(1 - eval_fraction) ε`` for the one share, ``eval_fraction ε``
-    for the evaluations, once (``eval_groups="disjoint"``) or ``1/T`` of it in each of T rounds.
-    """
-    try:
-        eps = math.inf if config["epsilon"] == "inf" else float(config["epsilon"])
-        fraction = float(config["eval_fraction"])
-        per_run = int(config["n_rounds"]) if config["eval_groups"] == "all" else 1
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(
-            f"boosting config lacks a valid epsilon, eval_fraction, eval_groups or n_rounds: {exc!r}"
-        ) from exc
-    if not (eps > 0 and 0 < fraction < 1 and per_run >= 1):
-        raise ConfigError(f"boosting config: epsilon {eps!r} must be > 0, eval_fraction {fraction!r} in (0, 1)")
-    return eps * (1.0 - fraction), eps * fraction / per_run, per_run
-
-
-def boost_release_epsilons(config: dict) -> list[tuple[float, float, str]]:
+def boost_release_epsilons(config: BoostConfig) -> list[tuple[float, float, str]]:
     """Ledger entries of one boosting share (seed 002 Alg. 2): the share part of the run's ε, once.
 
-    NCC with ``labels="rr"`` splits it between features and labels by
-    :func:`~privfed.common.learners.ncc.split_label_budget` (finite at ε = ∞: ``(inf, inf)``).
+    ``FederatedBoosting.share_epsilon``, ``(1 - eval_fraction) ε``. NCC splits it between features
+    and labels by :func:`~privfed.common.learners.ncc.split_label_budget`, the one split the share's
+    mechanisms use too (``FederatedBoosting.release_mechanism``, ``label_rr``); at ε = ∞ both parts
+    are ∞, never NaN.
     """
     from privfed.common.learners.ncc import split_label_budget
 
-    share = _boost_epsilons(config)[0]
-    if config.get("base") == "ncc" and config.get("labels") == "rr":
-        features, labels = split_label_budget(share, "rr", float(config.get("label_fraction", 0.2)))
-        return [(features, 0.0, "boost-share-features"), (labels, 0.0, "boost-share-labels")]
-    return [(share, 0.0, "boost-share")]
+    fb = config.booster
+    if fb.base != "ncc":
+        return [(fb.share_epsilon, 0.0, "boost-share")]
+    features, labels = split_label_budget(fb.share_epsilon, fb.labels, fb.label_fraction)
+    if fb.labels != "rr":
+        return [(features, 0.0, "boost-share")]
+    return [(features, 0.0, "boost-share-features"), (labels, 0.0, "boost-share-labels")]
 
 
-def boost_eval_epsilon(config: dict) -> float:
-    """ε of one evaluation release of a boosting run (see :func:`_boost_epsilons`)."""
-    return _boost_epsilons(config)[1]
+def boost_eval_epsilon(config: BoostConfig) -> float:
+    """ε of one evaluation release of a boosting run (``FederatedBoosting.eval_round_epsilon``)."""
+    return config.booster.eval_round_epsilon
 
 
 @dataclass(frozen=True, eq=False)
 class BoostShareTask:
     """Release one perturbed share for this round's base learner, with SAMME weights the owner
-    recomputes from the public ``history``.
+    computes from the public ``history``.
 
     An owner releases in at most one round of a run, where the run is named by the task's round
     id: a coordinator that sends another run id gets another release, and it is debited like any
     other -- the owner's ledger bounds the total over all runs, nothing bounds the number of runs.
     """
 
-    config: dict
-    history: dict
+    config: BoostConfig
+    history: BoostHistory
 
     def ledger_entries(self) -> list[tuple[float, float, str]]:
         return boost_release_epsilons(self.config)
@@ -209,23 +196,35 @@ class BoostEvaluateTask:
     config (row-level DP, LDP for a one-row owner; :mod:`privfed.common.boosting.federated`), debited under
     :attr:`release_id` before the ring's first envelope leaves. One release per (run, round) -- per run under
     ``eval_groups="disjoint"`` -- whatever ring it is asked for; a re-formed ring gets the same
-    noisy pair. ``history["round"]`` is the 0-based round.
+    noisy pair. ``history.round`` is the 0-based round.
+
+    ``learner`` may also be given in its saved-model form (``learner.to_dict()``, what callers
+    passed before the typed wire); it is turned into the learner here, once.
     """
 
-    config: dict
-    history: dict
-    learner: dict
+    config: BoostConfig
+    history: BoostHistory
+    learner: Learner
     ring: RingSpec
 
+    def __post_init__(self):
+        if isinstance(self.learner, dict):
+            from privfed.common.learners.samme import LEARNER_KINDS
+
+            kind = self.learner.get("kind")
+            if kind not in LEARNER_KINDS:
+                raise ConfigError(f"unknown learner kind {kind!r}; known: {sorted(LEARNER_KINDS)}")
+            object.__setattr__(self, "learner", LEARNER_KINDS[kind].from_dict(self.learner))
+
     @property
-    def round(self):
-        return self.history.get("round") if isinstance(self.history, dict) else None
+    def round(self) -> int:
+        return self.history.round
 
     @property
     def release_id(self) -> str:
         """The ledger key of this evaluation release: ``boost-eval:<run id>:<round>`` (or ``:once``)."""
-        slot = self.round if self.config.get("eval_groups") == "all" else "once"
-        return f"boost-eval:{self.config.get('run_id')}:{slot}"
+        slot = self.round if self.config.booster.eval_groups == "all" else "once"
+        return f"boost-eval:{self.config.run_id}:{slot}"
 
     def ledger_entries(self) -> list[tuple[float, float, str]]:
         return [(boost_eval_epsilon(self.config), 0.0, "boost-eval")]

@@ -15,14 +15,27 @@ individual noisy pairs from a curious relay. After a restart the cache is gone: 
 record of the release then makes the owner refuse (a fresh draw would be a second release under
 the same debit). A new run id is a new release, debited like any other: the ledger bounds the
 total over runs, nothing bounds the number of runs.
+
+SAMME weights are applied incrementally (:func:`history_weights`): a node keeps, per (run, owner),
+the weights after the rounds it applied and the digest of the config and those rounds
+(:func:`history_digests`); a task's history must extend that prefix, and only its new rounds are
+applied. A history that rewrites an applied round is refused (:class:`HistoryRewritten`, code
+``invalid_task``); a restarted node, or a run it no longer keeps, recomputes from the full history.
+Every learner in a history is still checked against the run's public configuration
+(:func:`check_history`). The weights are not a release: they only ever leave inside a noised,
+debited share or evaluation, whose sensitivity does not depend on them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 from cryptography import x509
@@ -30,10 +43,22 @@ from cryptography import x509
 from privfed.common.errors import ConfigError, LocalProtocolError, PrivfedError, ProtocolError, RemoteProtocolError
 from privfed.common.identity import node_of
 from privfed.common.ledger import Debit, Ledger
-from privfed.common.messages import BoostEvaluateTask, BoostShareReply, RingJoined, RingTotal, boost_release_epsilons
+from privfed.common.messages import (
+    BoostEvaluateTask,
+    BoostShareReply,
+    BoostShareTask,
+    RingJoined,
+    RingTotal,
+    boost_release_epsilons,
+)
 from privfed.common.secagg.boxes import Box, verify_public_key
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import Inbound, RingParty
+from privfed.proto import serde
+
+if TYPE_CHECKING:  # common/boosting imports scipy: loaded once a boosting task arrives
+    from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound
+    from privfed.owner.handlers import LocalOwner
 
 log = logging.getLogger("privfed.owner")
 
@@ -47,31 +72,108 @@ class AlreadyReleased(RemoteProtocolError):
     (another round of a run that evaluates once, or a release whose cached value a restart lost)."""
 
 
-def boost_share(owner, spec) -> BoostShareReply:
+def boost_share(owner: LocalOwner, spec: BoostShareTask) -> BoostShareReply:
     """The perturbed share of this round's base learner, with this owner's SAMME weights."""
-    from privfed.common.boosting.wire import config_from_dict, owner_weights  # lazily: scipy.sparse only for boosting
-
-    fb = config_from_dict(spec.config)
-    _check_history(fb, spec.history)
-    w = owner_weights(spec.history, owner.X, owner.y)
-    share = fb.owner_release(owner.X, owner.y, w, rng=owner.rng)
+    check_history(owner, spec.config, spec.history)
+    fb = spec.config.booster
+    share = fb.owner_release(owner.X, owner.y, history_weights(owner, spec.config, spec.history), rng=owner.rng)
     if fb.base == "ncc":
         return BoostShareReply(reports=share.reports, labels=share.labels)
     return BoostShareReply(reports=np.asarray(share).reshape(1, -1), labels=np.zeros(0, dtype=np.int64))
 
 
-def _check_history(fb, history) -> None:
-    """Every kept learner of ``history`` has the run's kind and shape; alphas and totals are finite."""
-    from privfed.common.boosting.wire import learner_from_dict
+class HistoryRewritten(RemoteProtocolError):
+    """A task's history does not extend the rounds this node already applied for the run (another
+    learner, α, E or W in one of them, fewer kept rounds, or another config under the run id)."""
 
-    try:
-        for item in history["learners"]:
-            fb.check_learner(learner_from_dict(item))
-        numbers = [float(a) for a in history["alphas"]] + [float(v) for pair in history["totals"] for v in pair]
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        raise RemoteProtocolError(f"boosting history is malformed: {exc!r}") from exc
-    if not all(math.isfinite(v) for v in numbers):
-        raise RemoteProtocolError("boosting history holds a non-finite alpha or total")
+
+#: Runs whose applied history a node keeps per owner (the latest ones); a task of an older run
+#: recomputes its weights from the full history, as a restarted node does.
+APPLIED_RUNS = 4
+
+
+@dataclass(frozen=True)
+class AppliedHistory:
+    """An owner's SAMME weights after the first ``n_kept`` rounds of a run, and the digest of the
+    run's config and those rounds (:func:`history_digests`) they came from."""
+
+    n_kept: int
+    digest: bytes
+    weights: np.ndarray
+
+
+def history_digests(config: BoostConfig, kept: Sequence[KeptRound]) -> list[bytes]:
+    """SHA-256 chain over the run's config and its kept rounds: entry k digests the first k rounds.
+
+    Each link hashes the previous digest and the round's deterministic wire form
+    (``proto/serde.py``), so a digest names one exact prefix of one run's history.
+    """
+    h = hashlib.sha256(
+        b"privfed-boost-history\0" + serde.boost_config_to_proto(config).SerializeToString(deterministic=True)
+    )
+    out = [h.digest()]
+    for r in kept:
+        h = hashlib.sha256(out[-1] + serde.kept_round_to_proto(r).SerializeToString(deterministic=True))
+        out.append(h.digest())
+    return out
+
+
+def _applied_prefix(owner: LocalOwner, config: BoostConfig, digests: list[bytes]) -> AppliedHistory | None:
+    """What this node applied for ``owner`` in the run, checked to be a prefix of the task's history."""
+    applied = owner.boost_applied.get(config.run_id)
+    if applied is not None and (applied.n_kept >= len(digests) or digests[applied.n_kept] != applied.digest):
+        raise HistoryRewritten(
+            f"boosting run {config.run_id!r}: the task's history does not extend the {applied.n_kept} "
+            "round(s) this node applied for the run"
+        )
+    return applied
+
+
+def check_history(owner: LocalOwner, config: BoostConfig, history: BoostHistory) -> None:
+    """A task's history against the run's public configuration and what this node applied.
+
+    The round is in ``[len(kept), n_rounds)``, every kept learner has the run's kind and shape
+    (``FederatedBoosting.check_learner``; α, E and W are finite by construction of the history),
+    and the history extends the rounds this node applied for ``owner`` in the run.
+
+    Raises
+    ------
+    ConfigError
+        A learner that does not fit the run.
+    RemoteProtocolError
+        A round outside the run; :class:`HistoryRewritten` for a history that rewrites applied rounds.
+    """
+    fb = config.booster
+    if not history.round < fb.n_rounds:
+        raise RemoteProtocolError(
+            f"boosting round {history.round} is not in [{len(history.kept)}, {fb.n_rounds}) "
+            f"({len(history.kept)} kept learners, {fb.n_rounds} rounds in the run)"
+        )
+    for r in history.kept:
+        fb.check_learner(r.learner)
+    _applied_prefix(owner, config, history_digests(config, history.kept))
+
+
+def history_weights(owner: LocalOwner, config: BoostConfig, history: BoostHistory) -> np.ndarray:
+    """``owner``'s SAMME row weights after ``history``'s kept rounds, applying only the rounds this
+    node has not applied for the run yet (all of them after a restart), and remembering the result.
+
+    Raises :class:`HistoryRewritten` if ``history`` does not extend what was applied (the weights
+    are then not touched). The returned array is read-only: it is also the node's cached state.
+    """
+    from privfed.common.boosting.wire import apply_rounds
+
+    digests = history_digests(config, history.kept)
+    applied = _applied_prefix(owner, config, digests)
+    start, w = (0, np.ones(owner.X.shape[0])) if applied is None else (applied.n_kept, applied.weights)
+    w = apply_rounds(w, history.kept[start:], owner.X, owner.y)
+    w.setflags(write=False)
+    cache = owner.boost_applied
+    cache.pop(config.run_id, None)
+    cache[config.run_id] = AppliedHistory(len(history.kept), digests[-1], w)
+    while len(cache) > APPLIED_RUNS:
+        cache.pop(next(iter(cache)))
+    return w
 
 
 class RingDriver:
@@ -99,21 +201,19 @@ class RingDriver:
         self._verified: dict[tuple, bytes] = {}
         self._sessions: dict[str, tuple] = {}  # session id -> (ring, certificates), sent once per node
         self._released: dict[tuple[str, str], tuple[int, np.ndarray]] = {}  # (owner, release id) -> (round, pair)
-        self._runs: dict[str, dict] = {}  # run id -> the config this node first saw for it
+        self._runs: dict[str, BoostConfig] = {}  # run id -> the config this node first saw for it
 
     # ------------------------------------------------------------------ validation
-    def note_share(self, config: dict) -> None:
+    def note_share(self, config: BoostConfig) -> None:
         """Remember the config of a run's share task: its evaluations must carry the same one."""
         self._check_run_config(config)
 
-    def _check_run_config(self, config: dict) -> None:
-        run_id = config.get("run_id") if isinstance(config, dict) else None
-        if not isinstance(run_id, str) or not run_id:
-            raise RemoteProtocolError("boosting config has no run_id")
-        seen = self._runs.setdefault(run_id, config)
+    def _check_run_config(self, config: BoostConfig) -> None:
+        seen = self._runs.setdefault(config.run_id, config)
         if seen != config:
             raise RemoteProtocolError(
-                f"boosting run {run_id!r}: this task's config differs from the one this node already saw for the run"
+                f"boosting run {config.run_id!r}: this task's config differs from the one this node "
+                "already saw for the run"
             )
 
     def _session(self, ring_spec) -> tuple[tuple, dict]:
@@ -157,34 +257,25 @@ class RingDriver:
 
     def _check_task(self, owner, spec: BoostEvaluateTask):
         """(run config, round, learner) of a valid evaluate task; raises ConfigError/RemoteProtocolError."""
-        from privfed.common.boosting.wire import config_from_dict, history_round, learner_from_dict
-
-        if not isinstance(spec.config, dict) or not isinstance(spec.history, dict):
-            raise RemoteProtocolError("boosting config and history must be JSON objects")
-        fb = config_from_dict(spec.config)
+        fb = spec.config.booster
         if fb.bounds.d != owner.X.shape[1]:
             raise ConfigError(
                 f"task bounds describe {fb.bounds.d} features, this owner's schema has {owner.X.shape[1]}"
             )
-        round_no = history_round(spec.history, fb.n_rounds)
-        _check_history(fb, spec.history)
-        try:
-            learner = learner_from_dict(spec.learner)
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
-            raise RemoteProtocolError(f"learner is malformed: {exc!r}") from exc
-        fb.check_learner(learner)
         self._check_run_config(spec.config)
         self._check_against_share(owner.owner_id, spec.config)
-        return fb, round_no, learner
+        check_history(owner, spec.config, spec.history)
+        fb.check_learner(spec.learner)
+        return fb, spec.history.round, spec.learner
 
-    def _check_against_share(self, owner_id: str, config: dict) -> None:
+    def _check_against_share(self, owner_id: str, config: BoostConfig) -> None:
         """If this owner released a share in the run, its debits must be the share part of this config.
 
         So a coordinator can't release a share under one ε split and then ask for evaluations
-        under another: the run's total per owner stays ``config["epsilon"]`` (the ledger keeps the
+        under another: the run's total per owner stays ``config.booster.epsilon`` (the ledger keeps the
         share's entries under ``<label>:<run id>``, ``privfed.owner.handlers``).
         """
-        run = config["run_id"]
+        run = config.run_id
         purposes = {f"{label}:{run}": label for label in SHARE_LABELS}
         debited = sorted(
             (purposes[h["purpose"]], h["epsilon"]) for h in self._ledger.history(owner_id) if h["purpose"] in purposes
@@ -249,14 +340,12 @@ class RingDriver:
         if cached[0] != round_no:
             raise AlreadyReleased(
                 f"{owner_id} already evaluated round {cached[0]} of run "
-                f"{spec.config['run_id']!r}, which evaluates once per owner"
+                f"{spec.config.run_id!r}, which evaluates once per owner"
             )
         return cached[1]
 
     def _draw(self, owner, spec: BoostEvaluateTask, fb, learner) -> tuple[Debit, np.ndarray]:
         """The noisy pair of a release not made yet, and its debit (not committed)."""
-        from privfed.common.boosting.wire import owner_weights
-
         if self._ledger.has_released(owner.owner_id, spec.release_id):
             raise AlreadyReleased(
                 f"{owner.owner_id} released {spec.release_id!r} before this process started; "
@@ -264,7 +353,7 @@ class RingDriver:
             )
         epsilon = fb.eval_round_epsilon
         self._ledger.check(owner.owner_id, epsilon)  # BudgetExceeded before any computation
-        w = owner_weights(spec.history, owner.X, owner.y)
+        w = history_weights(owner, spec.config, spec.history)
         pair = fb.evaluation_release(np.array([fb.evaluation_sums(learner, owner.X, owner.y, w)]), rng=owner.rng)[0]
         return Debit(owner.owner_id, epsilon, 0.0, spec.release_id, spec.release_id), pair
 

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError
+from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError, RemoteProtocolError
 from privfed.common.learners.logistic import fit_local_logistic, lr_share
 from privfed.common.learners.ncc import ncc_share
 from privfed.common.ledger import Debit, Ledger
@@ -53,6 +54,9 @@ from privfed.common.messages import (
     total_budget,
 )
 
+if TYPE_CHECKING:
+    from privfed.common.boosting.wire import BoostConfig
+
 log = logging.getLogger("privfed.owner")
 
 #: Ledger purpose of the non-private entry recorded with every clear-label release.
@@ -70,6 +74,8 @@ class LocalOwner:
     y: np.ndarray
     rng: np.random.Generator
     n_classes: int
+    #: run id -> the SAMME weights this node applied for the run (``privfed.owner.boosting.history_weights``)
+    boost_applied: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n_features(self) -> int:
@@ -94,7 +100,7 @@ def releases_clear_labels(spec) -> bool:
     if isinstance(spec, NccShareTask):
         return spec.labels == "clear"
     if isinstance(spec, BoostShareTask):
-        return isinstance(spec.config, dict) and spec.config.get("base") == "ncc" and spec.config.get("labels") != "rr"
+        return spec.config.booster.base == "ncc" and spec.config.booster.labels != "rr"
     return False
 
 
@@ -110,21 +116,37 @@ def _positive(name: str, value, *, allow_inf: bool = False) -> None:
         raise TaskRefused("invalid_task", f"{name}={value!r} must be > 0{' or inf' if allow_inf else ' and finite'}")
 
 
-def check_boost_config(owner: LocalOwner, config) -> None:
+def check_boost_config(owner: LocalOwner, config: BoostConfig) -> None:
     """The public parts of a boosting configuration against the owner's public configuration:
     its class count and its feature count. Checked before the boosting code sees the rows, so
     whether a boosting task is answered never depends on the labels held."""
-    if not isinstance(config, dict):
-        raise TaskRefused("invalid_task", "the boosting configuration must be an object")
-    n_classes = config.get("n_classes")
-    if n_classes != owner.n_classes:
+    from privfed.common.boosting import wire  # lazily: scipy only for boosting
+
+    if not isinstance(config, wire.BoostConfig):
+        raise TaskRefused("invalid_task", "the boosting configuration must be a BoostConfig")
+    fb = config.booster
+    if fb.n_classes != owner.n_classes:
         raise TaskRefused(
-            "invalid_task", f"task says {n_classes!r} classes; this owner's data set declares {owner.n_classes}"
+            "invalid_task", f"task says {fb.n_classes!r} classes; this owner's data set declares {owner.n_classes}"
         )
-    bounds = config.get("bounds")
-    lo = bounds.get("lo") if isinstance(bounds, dict) else None
-    if not isinstance(lo, list) or len(lo) != owner.n_features:
+    if fb.bounds.d != owner.n_features:
         raise TaskRefused("invalid_task", f"task bounds must list {owner.n_features} features (this owner's schema)")
+
+
+def check_boost_share(owner: LocalOwner, spec: BoostShareTask) -> None:
+    """A boosting share task against the owner's public configuration and the run's history
+    (:func:`privfed.owner.boosting.check_history`), before anything is computed. A history that
+    rewrites rounds this node applied is refused with the fixed text alone."""
+    from privfed.owner.boosting import HistoryRewritten, check_history
+
+    check_boost_config(owner, spec.config)
+    try:
+        check_history(owner, spec.config, spec.history)
+    except HistoryRewritten as exc:
+        log.warning("boosting share for %s: %s", owner.owner_id, exc)
+        raise TaskRefused("invalid_task") from exc
+    except (ConfigError, RemoteProtocolError) as exc:
+        raise TaskRefused("invalid_task", str(exc)) from exc  # built from the task's fields only
 
 
 def validate_task(owner: LocalOwner, spec, *, allow_clear_labels: bool) -> None:
@@ -140,8 +162,8 @@ def validate_task(owner: LocalOwner, spec, *, allow_clear_labels: bool) -> None:
             "clear labels are released only by an owner started with --allow-clear-labels; ask for labels='rr'",
         )
     if isinstance(spec, BoostShareTask):
-        check_boost_config(owner, spec.config)
-        return  # the rest is validated by the boosting code (owner/boosting.py) when the share is computed
+        check_boost_share(owner, spec)
+        return
     if not isinstance(spec, (NccShareTask, LrShareTask, PcaShareTask, SvmShareTask)):
         raise TaskRefused("invalid_task", f"task kind {type(spec).__name__} is not a share task")
     d = spec.bounds.d

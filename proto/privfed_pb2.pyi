@@ -130,13 +130,117 @@ class SvmShareTask(_message.Message):
     subspace: Matrix
     def __init__(self, epsilon: _Optional[float] = ..., lam: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., subspace: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
 
+class BoostConfig(_message.Message):
+    __slots__ = ("run_id", "base", "epsilon", "mechanism", "n_classes", "n_rounds", "group_size", "n_bins", "weight_bound", "labels", "label_fraction", "c", "param_bound", "eval_fraction", "eval_groups", "eval_row_bound", "max_owner_rows", "bounds")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    BASE_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    N_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    N_ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_SIZE_FIELD_NUMBER: _ClassVar[int]
+    N_BINS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_BOUND_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    C_FIELD_NUMBER: _ClassVar[int]
+    PARAM_BOUND_FIELD_NUMBER: _ClassVar[int]
+    EVAL_FRACTION_FIELD_NUMBER: _ClassVar[int]
+    EVAL_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    EVAL_ROW_BOUND_FIELD_NUMBER: _ClassVar[int]
+    MAX_OWNER_ROWS_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    base: str
+    epsilon: float
+    mechanism: str
+    n_classes: int
+    n_rounds: int
+    group_size: int
+    n_bins: int
+    weight_bound: float
+    labels: str
+    label_fraction: float
+    c: float
+    param_bound: float
+    eval_fraction: float
+    eval_groups: str
+    eval_row_bound: float
+    max_owner_rows: int
+    bounds: Matrix
+    def __init__(self, run_id: _Optional[str] = ..., base: _Optional[str] = ..., epsilon: _Optional[float] = ..., mechanism: _Optional[str] = ..., n_classes: _Optional[int] = ..., n_rounds: _Optional[int] = ..., group_size: _Optional[int] = ..., n_bins: _Optional[int] = ..., weight_bound: _Optional[float] = ..., labels: _Optional[str] = ..., label_fraction: _Optional[float] = ..., c: _Optional[float] = ..., param_bound: _Optional[float] = ..., eval_fraction: _Optional[float] = ..., eval_groups: _Optional[str] = ..., eval_row_bound: _Optional[float] = ..., max_owner_rows: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+
+class Stump(_message.Message):
+    __slots__ = ("attribute", "threshold_index", "threshold", "leaves", "error")
+    ATTRIBUTE_FIELD_NUMBER: _ClassVar[int]
+    THRESHOLD_INDEX_FIELD_NUMBER: _ClassVar[int]
+    THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    LEAVES_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    attribute: int
+    threshold_index: int
+    threshold: float
+    leaves: _containers.RepeatedScalarFieldContainer[int]
+    error: float
+    def __init__(self, attribute: _Optional[int] = ..., threshold_index: _Optional[int] = ..., threshold: _Optional[float] = ..., leaves: _Optional[_Iterable[int]] = ..., error: _Optional[float] = ...) -> None: ...
+
+class NearestCentroid(_message.Message):
+    __slots__ = ("centroids", "classes")
+    CENTROIDS_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    centroids: Matrix
+    classes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, centroids: _Optional[_Union[Matrix, _Mapping]] = ..., classes: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class LinearModel(_message.Message):
+    __slots__ = ("coef", "intercept", "bounds", "classes")
+    COEF_FIELD_NUMBER: _ClassVar[int]
+    INTERCEPT_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    coef: Matrix
+    intercept: _containers.RepeatedScalarFieldContainer[float]
+    bounds: Matrix
+    classes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, coef: _Optional[_Union[Matrix, _Mapping]] = ..., intercept: _Optional[_Iterable[float]] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., classes: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class BoostLearner(_message.Message):
+    __slots__ = ("stump", "nearest_centroid", "linear")
+    STUMP_FIELD_NUMBER: _ClassVar[int]
+    NEAREST_CENTROID_FIELD_NUMBER: _ClassVar[int]
+    LINEAR_FIELD_NUMBER: _ClassVar[int]
+    stump: Stump
+    nearest_centroid: NearestCentroid
+    linear: LinearModel
+    def __init__(self, stump: _Optional[_Union[Stump, _Mapping]] = ..., nearest_centroid: _Optional[_Union[NearestCentroid, _Mapping]] = ..., linear: _Optional[_Union[LinearModel, _Mapping]] = ...) -> None: ...
+
+class KeptRound(_message.Message):
+    __slots__ = ("learner", "alpha", "err_total", "weight_total")
+    LEARNER_FIELD_NUMBER: _ClassVar[int]
+    ALPHA_FIELD_NUMBER: _ClassVar[int]
+    ERR_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    learner: BoostLearner
+    alpha: float
+    err_total: float
+    weight_total: float
+    def __init__(self, learner: _Optional[_Union[BoostLearner, _Mapping]] = ..., alpha: _Optional[float] = ..., err_total: _Optional[float] = ..., weight_total: _Optional[float] = ...) -> None: ...
+
+class BoostHistory(_message.Message):
+    __slots__ = ("kept", "round")
+    KEPT_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    kept: _containers.RepeatedCompositeFieldContainer[KeptRound]
+    round: int
+    def __init__(self, kept: _Optional[_Iterable[_Union[KeptRound, _Mapping]]] = ..., round: _Optional[int] = ...) -> None: ...
+
 class BoostShareTask(_message.Message):
-    __slots__ = ("config_json", "history_json")
-    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
-    HISTORY_JSON_FIELD_NUMBER: _ClassVar[int]
-    config_json: str
-    history_json: str
-    def __init__(self, config_json: _Optional[str] = ..., history_json: _Optional[str] = ...) -> None: ...
+    __slots__ = ("config", "history")
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
+    config: BoostConfig
+    history: BoostHistory
+    def __init__(self, config: _Optional[_Union[BoostConfig, _Mapping]] = ..., history: _Optional[_Union[BoostHistory, _Mapping]] = ...) -> None: ...
 
 class PeerKey(_message.Message):
     __slots__ = ("owner_id", "node_id", "x25519_public_key", "key_signature")
@@ -177,16 +281,16 @@ class RingSpec(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., ring: _Optional[_Iterable[str]] = ..., frac_bits: _Optional[int] = ..., n_parties: _Optional[int] = ..., max_abs: _Optional[float] = ..., peers: _Optional[_Iterable[_Union[PeerKey, _Mapping]]] = ..., certificates: _Optional[_Iterable[_Union[NodeCertificate, _Mapping]]] = ...) -> None: ...
 
 class BoostEvaluateTask(_message.Message):
-    __slots__ = ("config_json", "history_json", "learner_json", "ring")
-    CONFIG_JSON_FIELD_NUMBER: _ClassVar[int]
-    HISTORY_JSON_FIELD_NUMBER: _ClassVar[int]
-    LEARNER_JSON_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("ring", "config", "history", "learner")
     RING_FIELD_NUMBER: _ClassVar[int]
-    config_json: str
-    history_json: str
-    learner_json: str
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
+    LEARNER_FIELD_NUMBER: _ClassVar[int]
     ring: RingSpec
-    def __init__(self, config_json: _Optional[str] = ..., history_json: _Optional[str] = ..., learner_json: _Optional[str] = ..., ring: _Optional[_Union[RingSpec, _Mapping]] = ...) -> None: ...
+    config: BoostConfig
+    history: BoostHistory
+    learner: BoostLearner
+    def __init__(self, ring: _Optional[_Union[RingSpec, _Mapping]] = ..., config: _Optional[_Union[BoostConfig, _Mapping]] = ..., history: _Optional[_Union[BoostHistory, _Mapping]] = ..., learner: _Optional[_Union[BoostLearner, _Mapping]] = ...) -> None: ...
 
 class RingMessageTask(_message.Message):
     __slots__ = ("data",)

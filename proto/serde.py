@@ -6,13 +6,16 @@ peer sent and raises :class:`RemoteProtocolError` on anything malformed.
 
 from __future__ import annotations
 
-import json
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, RemoteProtocolError
+from privfed.common.learners.logistic import LinearModel
+from privfed.common.learners.ncc import NearestCentroidModel
+from privfed.common.learners.stump import Stump
 from privfed.common.mechanisms.base import REPORT_LIMIT, SNAP_BITS
 from privfed.common.messages import (
     BoostEvaluateTask,
@@ -38,6 +41,9 @@ from privfed.common.messages import (
 )
 from privfed.proto import privfed_pb2 as pb
 
+if TYPE_CHECKING:
+    from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound, Learner
+
 MAX_MATRIX_VALUES = 8_000_000  # 64 MB of float64; matches the transport's message bound
 
 
@@ -49,9 +55,7 @@ def matrix_to_proto(a: np.ndarray) -> pb.Matrix:
 def _checked_shape(m, what: str) -> tuple[int, ...]:
     """The shape a peer declared, checked against the size bound and the bytes it sent."""
     shape = tuple(int(s) for s in m.shape)
-    if not shape:
-        raise RemoteProtocolError(f"{what} has no shape (a 0-d value is not a matrix)")
-    size = math.prod(shape)
+    size = math.prod(shape)  # () is a scalar: one value
     if size > MAX_MATRIX_VALUES:
         raise RemoteProtocolError(f"{what} of shape {shape} exceeds {MAX_MATRIX_VALUES} values")
     if len(m.data) != 8 * size:
@@ -59,8 +63,8 @@ def _checked_shape(m, what: str) -> tuple[int, ...]:
     return shape
 
 
-def matrix_from_proto(m: pb.Matrix) -> np.ndarray:
-    shape = _checked_shape(m, "matrix")
+def matrix_from_proto(m: pb.Matrix, what: str = "matrix") -> np.ndarray:
+    shape = _checked_shape(m, what)
     return np.frombuffer(m.data, dtype="<f8").reshape(shape).astype(np.float64)
 
 
@@ -88,7 +92,7 @@ def bounds_to_proto(b: Bounds) -> pb.Matrix:
 
 
 def bounds_from_proto(m: pb.Matrix) -> Bounds:
-    a = matrix_from_proto(m)
+    a = matrix_from_proto(m, "bounds")
     if a.ndim != 2 or a.shape[0] != 2:
         raise RemoteProtocolError(f"bounds must have shape (2, d), got {a.shape}")
     try:
@@ -109,14 +113,139 @@ def owner_info_from_proto(m: pb.OwnerInfo) -> OwnerInfo:
     )
 
 
-def _json_to_dict(text: str, what: str) -> dict:
-    try:
-        value = json.loads(text) if text else {}
-    except ValueError as exc:
-        raise RemoteProtocolError(f"{what} is not valid JSON: {exc}") from exc
-    if not isinstance(value, dict):
-        raise RemoteProtocolError(f"{what} must be a JSON object")
-    return value
+def _wire():
+    """:mod:`privfed.common.boosting.wire`, imported once a boosting message is decoded (it imports
+    scipy, which an owner node loads only for the tasks that need it)."""
+    from privfed.common.boosting import wire
+
+    return wire
+
+
+def boost_config_to_proto(c: BoostConfig) -> pb.BoostConfig:
+    fb = c.booster
+    return pb.BoostConfig(
+        run_id=c.run_id,
+        base=fb.base,
+        epsilon=fb.epsilon,
+        mechanism=fb.mechanism,
+        n_classes=fb.n_classes,
+        n_rounds=fb.n_rounds,
+        group_size=fb.group_size,
+        n_bins=fb.n_bins,
+        weight_bound=fb.weight_bound,
+        labels=fb.labels,
+        label_fraction=fb.label_fraction,
+        c=fb.C,
+        param_bound=fb.param_bound,
+        eval_fraction=fb.eval_fraction,
+        eval_groups=fb.eval_groups,
+        eval_row_bound=fb.eval_row_bound,
+        max_owner_rows=fb.max_owner_rows,
+        bounds=bounds_to_proto(fb.bounds),
+    )
+
+
+def boost_config_from_proto(m: pb.BoostConfig) -> BoostConfig:
+    """The run's configuration, validated as :class:`~privfed.common.boosting.federated.FederatedBoosting` validates it."""
+    wire = _wire()
+    booster = wire.FederatedBoosting(
+        base=m.base,
+        epsilon=m.epsilon,
+        mechanism=m.mechanism,
+        n_classes=int(m.n_classes),
+        n_rounds=int(m.n_rounds),
+        group_size=int(m.group_size) if m.HasField("group_size") else None,
+        n_bins=int(m.n_bins),
+        weight_bound=m.weight_bound,
+        labels=m.labels,
+        label_fraction=m.label_fraction,
+        C=m.c,
+        param_bound=m.param_bound,
+        eval_fraction=m.eval_fraction,
+        eval_groups=m.eval_groups,
+        eval_row_bound=m.eval_row_bound,
+        max_owner_rows=int(m.max_owner_rows),
+        bounds=bounds_from_proto(m.bounds),
+    )
+    return wire.BoostConfig(m.run_id, booster)
+
+
+def learner_to_proto(learner: Learner) -> pb.BoostLearner:
+    if isinstance(learner, Stump):
+        return pb.BoostLearner(
+            stump=pb.Stump(
+                attribute=learner.attribute,
+                threshold_index=learner.threshold_index,
+                threshold=learner.threshold,
+                leaves=list(learner.leaves),
+                error=learner.error,
+            )
+        )
+    if isinstance(learner, NearestCentroidModel):
+        return pb.BoostLearner(
+            nearest_centroid=pb.NearestCentroid(
+                centroids=matrix_to_proto(learner.centroids), classes=np.asarray(learner.classes).tolist()
+            )
+        )
+    if isinstance(learner, LinearModel):
+        return pb.BoostLearner(
+            linear=pb.LinearModel(
+                coef=matrix_to_proto(learner.coef_),
+                intercept=learner.intercept_.tolist(),
+                bounds=bounds_to_proto(learner.bounds),
+                classes=np.asarray(learner.classes).tolist(),
+            )
+        )
+    raise TypeError(f"no wire form for learner {type(learner).__name__}")
+
+
+def learner_from_proto(m: pb.BoostLearner) -> Learner:
+    """A base learner, its shapes and values checked (finite; the stump's ``error`` may be nan).
+
+    Whether it fits a run (kind, features, thresholds, classes) is the owner's check against the
+    run's configuration (``FederatedBoosting.check_learner``).
+    """
+    kind = m.WhichOneof("kind")
+    if kind == "stump":
+        s = m.stump
+        if len(s.leaves) != 2 or not math.isfinite(s.threshold):
+            raise RemoteProtocolError(
+                f"stump needs 2 leaves and a finite threshold, got {list(s.leaves)}, {s.threshold}"
+            )
+        return Stump(int(s.attribute), int(s.threshold_index), float(s.threshold), tuple(s.leaves), float(s.error))
+    if kind == "nearest_centroid":
+        centroids = _two_d(matrix_from_proto(m.nearest_centroid.centroids, "centroids"), "centroids")
+        return NearestCentroidModel(centroids, np.asarray(m.nearest_centroid.classes, dtype=np.int64))
+    if kind == "linear":
+        k = m.linear
+        intercept = np.asarray(k.intercept, dtype=np.float64)
+        if not np.all(np.isfinite(intercept)):
+            raise RemoteProtocolError("linear model intercept must be finite")
+        return LinearModel(
+            _two_d(matrix_from_proto(k.coef, "coef"), "coef"),
+            intercept,
+            bounds_from_proto(k.bounds),
+            np.asarray(k.classes, dtype=np.int64),
+        )
+    raise RemoteProtocolError(f"learner has no known kind ({kind!r})")
+
+
+def kept_round_to_proto(r: KeptRound) -> pb.KeptRound:
+    return pb.KeptRound(
+        learner=learner_to_proto(r.learner), alpha=r.alpha, err_total=r.err_total, weight_total=r.weight_total
+    )
+
+
+def kept_round_from_proto(m: pb.KeptRound) -> KeptRound:
+    return _wire().KeptRound(learner_from_proto(m.learner), m.alpha, m.err_total, m.weight_total)
+
+
+def boost_history_to_proto(h: BoostHistory) -> pb.BoostHistory:
+    return pb.BoostHistory(kept=[kept_round_to_proto(r) for r in h.kept], round=h.round)
+
+
+def boost_history_from_proto(m: pb.BoostHistory) -> BoostHistory:
+    return _wire().BoostHistory(tuple(kept_round_from_proto(r) for r in m.kept), int(m.round))
 
 
 def ring_spec_to_proto(r: RingSpec) -> pb.RingSpec:
@@ -196,14 +325,14 @@ def task_to_proto(t: Task) -> pb.Task:
         )
     elif isinstance(s, BoostShareTask):
         msg.boost_share.CopyFrom(
-            pb.BoostShareTask(config_json=json.dumps(s.config), history_json=json.dumps(s.history))
+            pb.BoostShareTask(config=boost_config_to_proto(s.config), history=boost_history_to_proto(s.history))
         )
     elif isinstance(s, BoostEvaluateTask):
         msg.boost_evaluate.CopyFrom(
             pb.BoostEvaluateTask(
-                config_json=json.dumps(s.config),
-                history_json=json.dumps(s.history),
-                learner_json=json.dumps(s.learner),
+                config=boost_config_to_proto(s.config),
+                history=boost_history_to_proto(s.history),
+                learner=learner_to_proto(s.learner),
                 ring=ring_spec_to_proto(s.ring),
             )
         )
@@ -258,15 +387,13 @@ def task_from_proto(m: pb.Task) -> Task:
             )
         elif kind == "boost_share":
             k = m.boost_share
-            spec = BoostShareTask(
-                config=_json_to_dict(k.config_json, "config"), history=_json_to_dict(k.history_json, "history")
-            )
+            spec = BoostShareTask(config=boost_config_from_proto(k.config), history=boost_history_from_proto(k.history))
         elif kind == "boost_evaluate":
             k = m.boost_evaluate
             spec = BoostEvaluateTask(
-                config=_json_to_dict(k.config_json, "config"),
-                history=_json_to_dict(k.history_json, "history"),
-                learner=_json_to_dict(k.learner_json, "learner"),
+                config=boost_config_from_proto(k.config),
+                history=boost_history_from_proto(k.history),
+                learner=learner_from_proto(k.learner),
                 ring=ring_spec_from_proto(k.ring),
             )
         elif kind == "ring_message":
@@ -283,8 +410,8 @@ def task_or_refusal(m: pb.Task) -> tuple[Task | None, Result | None]:
     that cannot be decoded, so one malformed task never costs the rest of a batch.
 
     The refusal (code ``invalid_task``) names what was wrong with the task's own fields; nothing
-    of the owner's enters it. Any exception a hostile message can provoke in decoding (deep JSON,
-    odd shapes) is caught here.
+    of the owner's enters it. Any exception a hostile message can provoke in decoding (odd shapes,
+    values a constructor rejects) is caught here.
     """
     try:
         return task_from_proto(m), None

@@ -1,25 +1,42 @@
-"""The public state of a federated boosting run as plain dicts (what boosting tasks carry).
+"""The public state of a federated boosting run, typed: what boosting tasks carry.
 
-Owners are stateless between rounds: each boosting task carries the run's configuration and
-its history (kept learners, their α and the round's published totals E and W -- sums of the
-owners' noisy evaluation releases, :mod:`privfed.common.boosting.federated`), from which an owner
-recomputes its own SAMME row weights (seed 002 Alg. 2 lines 13-15). A restarted owner
-therefore needs nothing but its rows; and the coordinator can't give different owners
+Each boosting task carries the run's public configuration (:class:`BoostConfig`) and its history
+(:class:`BoostHistory`: the kept rounds, each a base learner, its SAMME weight α and the round's
+published totals E and W -- sums of the owners' noisy evaluation releases,
+:mod:`privfed.common.boosting.federated`), from which an owner computes its own SAMME row weights
+(seed 002 Alg. 2 lines 13-15). A node applies only the rounds it has not applied yet and refuses a
+history that rewrites them (``privfed.owner.boosting``); a restarted node recomputes from the full
+history, so it needs nothing but its rows, and the coordinator can't give different owners
 different weights without it showing in what it sends.
+
+These are frozen dataclasses validated when built; ``proto/serde.py`` maps them to and from the
+``BoostConfig``, ``BoostLearner``, ``KeptRound`` and ``BoostHistory`` messages.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from numbers import Integral, Real
 
 import numpy as np
 
 from privfed.common.boosting.federated import FederatedBoosting, owner_update_weights
-from privfed.common.bounds import Bounds
-from privfed.common.errors import RemoteProtocolError
-from privfed.common.learners.samme import LEARNER_KINDS
+from privfed.common.errors import ConfigError
+from privfed.common.learners.logistic import LinearModel
+from privfed.common.learners.ncc import NearestCentroidModel
+from privfed.common.learners.stump import Stump
 
-_CONFIG_FIELDS = (
+#: The base learners a boosting history can hold (``FederatedBoosting.base``: stump, ncc, lr).
+Learner = Stump | NearestCentroidModel | LinearModel
+LEARNER_TYPES = (Stump, NearestCentroidModel, LinearModel)
+
+#: The fields of :class:`FederatedBoosting` that are the run's public configuration and travel in
+#: every task; the others (``secure_sum``, ``on_reject``, ``vectorised``) are the coordinator's
+#: own choices and stay at their defaults in a :class:`BoostConfig`.
+PUBLIC_FIELDS = (
     "base",
     "epsilon",
     "mechanism",
@@ -36,87 +53,125 @@ _CONFIG_FIELDS = (
     "eval_groups",
     "eval_row_bound",
     "max_owner_rows",
+    "bounds",
 )
 
 
-def config_to_dict(fb: FederatedBoosting, run_id: str) -> dict:
-    out = {f: getattr(fb, f) for f in _CONFIG_FIELDS}
-    out["epsilon"] = "inf" if math.isinf(fb.epsilon) else fb.epsilon
-    out.update(bounds=fb.bounds.to_list(), run_id=run_id)
-    return out
+@dataclass(frozen=True, eq=False)
+class BoostConfig:
+    """The public configuration of one boosting run, named by its run id.
 
-
-def config_from_dict(data: dict) -> FederatedBoosting:
-    try:
-        kwargs = {f: data[f] for f in _CONFIG_FIELDS}
-        kwargs["epsilon"] = math.inf if kwargs["epsilon"] == "inf" else float(kwargs["epsilon"])
-        return FederatedBoosting(
-            bounds=Bounds(data["bounds"]["lo"], data["bounds"]["hi"]), secure_sum="plain", **kwargs
-        )
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise RemoteProtocolError(f"boosting config is incomplete or malformed: {exc!r}") from exc
-
-
-def empty_history() -> dict:
-    return {"learners": [], "alphas": [], "totals": []}
-
-
-def at_round(history: dict, round_no: int) -> dict:
-    """``history`` as sent with round ``round_no``'s tasks (0-based): the kept rounds plus the round number.
-
-    The round number keys an owner's evaluation release (one per (run, round), cached for a
-    re-formed ring; :class:`privfed.owner.boosting.RingDriver`).
+    ``booster`` keeps only the :data:`PUBLIC_FIELDS` of the coordinator's configuration (the rest
+    at their defaults), so what the coordinator builds equals what an owner decodes. Two configs
+    are equal when their run ids and public fields are (bounds compared exactly).
     """
-    return dict(history, round=int(round_no))
+
+    run_id: str
+    booster: FederatedBoosting
+
+    def __post_init__(self):
+        if not isinstance(self.run_id, str) or not self.run_id:
+            raise ConfigError(f"a boosting run needs a non-empty run_id string, got {self.run_id!r}")
+        if not isinstance(self.booster, FederatedBoosting):
+            raise ConfigError(f"booster must be a FederatedBoosting, got {type(self.booster).__name__}")
+        public = FederatedBoosting(**{f: getattr(self.booster, f) for f in PUBLIC_FIELDS})
+        object.__setattr__(self, "booster", public)
+
+    def _key(self) -> tuple:
+        fb = self.booster
+        bounds = (fb.bounds.lo.tobytes(), fb.bounds.hi.tobytes())
+        return (self.run_id, *(getattr(fb, f) for f in PUBLIC_FIELDS if f != "bounds"), *bounds)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BoostConfig) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
 
-def history_round(history: dict, n_rounds: int) -> int:
-    """The round number of a task's history, checked: ``len(kept) <= round < n_rounds``.
+def _finite(name: str, value, *, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
+    if positive and not value > 0:
+        raise ConfigError(f"{name} must be > 0, got {value!r}")
+    return float(value)
 
-    A history without ``"round"`` is for the round after its kept learners.
 
-    Raises
-    ------
-    RemoteProtocolError
-        Missing, malformed or out-of-range round, or learners, alphas and totals of different lengths.
+@dataclass(frozen=True)
+class KeptRound:
+    """One kept round of a run: its base learner, SAMME weight ``alpha`` and published totals E, W.
+
+    ``alpha`` and ``err_total`` must be finite, ``weight_total`` finite and > 0 (an owner divides
+    by it, :func:`~privfed.common.boosting.federated.owner_update_weights`).
     """
-    try:
-        kept = len(history["learners"])
-        consistent = kept == len(history["alphas"]) == len(history["totals"])
-        round_no = history.get("round", kept)  # default: the round after the kept ones
-    except (KeyError, TypeError) as exc:
-        raise RemoteProtocolError(f"boosting history is incomplete or malformed: {exc!r}") from exc
-    if not consistent:
-        raise RemoteProtocolError("boosting history has learners, alphas and totals of different lengths")
-    if isinstance(round_no, bool) or not isinstance(round_no, int) or not kept <= round_no < n_rounds:
-        raise RemoteProtocolError(
-            f"boosting round {round_no!r} is not an int in [{kept}, {n_rounds}) "
-            f"({kept} kept learners, {n_rounds} rounds in the run)"
-        )
-    return round_no
+
+    learner: Learner
+    alpha: float
+    err_total: float
+    weight_total: float
+
+    def __post_init__(self):
+        if not isinstance(self.learner, LEARNER_TYPES):
+            raise ConfigError(
+                f"unknown learner kind {type(self.learner).__name__}; known: {[t.__name__ for t in LEARNER_TYPES]}"
+            )
+        object.__setattr__(self, "alpha", _finite("alpha", self.alpha))
+        object.__setattr__(self, "err_total", _finite("err_total", self.err_total))
+        object.__setattr__(self, "weight_total", _finite("weight_total", self.weight_total, positive=True))
 
 
-def with_round(history: dict, learner, alpha: float, err_total: float, weight_total: float) -> dict:
+@dataclass(frozen=True)
+class BoostHistory:
+    """The history of a run as sent with round ``round``'s tasks (0-based): the rounds kept so far.
+
+    ``round`` keys an owner's evaluation release (one per (run, round), cached for a re-formed
+    ring; ``privfed.owner.boosting.RingDriver``); it is at least ``len(kept)`` (a skipped round
+    keeps nothing) and an owner checks it against the run's ``n_rounds``.
+    """
+
+    kept: tuple[KeptRound, ...] = ()
+    round: int = 0
+
+    def __post_init__(self):
+        kept = tuple(self.kept)
+        if not all(isinstance(r, KeptRound) for r in kept):
+            raise ConfigError("a boosting history holds KeptRound items only")
+        object.__setattr__(self, "kept", kept)
+        if isinstance(self.round, bool) or not isinstance(self.round, Integral) or self.round < len(kept):
+            raise ConfigError(f"boosting round {self.round!r} must be an int >= the {len(kept)} kept rounds")
+        object.__setattr__(self, "round", int(self.round))
+
+
+def config_to_dict(fb: FederatedBoosting, run_id: str) -> BoostConfig:
+    """The public configuration of run ``run_id`` (name kept for callers; returns a :class:`BoostConfig`)."""
+    return BoostConfig(run_id, fb)
+
+
+def empty_history() -> BoostHistory:
+    """The history of a run's first round: nothing kept."""
+    return BoostHistory()
+
+
+def at_round(history: BoostHistory, round_no: int) -> BoostHistory:
+    """``history`` as sent with round ``round_no``'s tasks (0-based)."""
+    return dataclasses.replace(history, round=round_no)
+
+
+def with_round(
+    history: BoostHistory, learner: Learner, alpha: float, err_total: float, weight_total: float
+) -> BoostHistory:
     """The history after keeping ``learner`` with weight ``alpha`` (totals are this round's E, W)."""
-    return {
-        "learners": history["learners"] + [learner.to_dict()],
-        "alphas": history["alphas"] + [float(alpha)],
-        "totals": history["totals"] + [[float(err_total), float(weight_total)]],
-    }
+    kept = (*history.kept, KeptRound(learner, alpha, err_total, weight_total))
+    return BoostHistory(kept, max(history.round, len(kept)))
 
 
-def learner_from_dict(data: dict):
-    kind = data.get("kind")
-    if kind not in LEARNER_KINDS:
-        raise RemoteProtocolError(f"unknown learner kind {kind!r}; known: {sorted(LEARNER_KINDS)}")
-    return LEARNER_KINDS[kind].from_dict(data)
-
-
-def owner_weights(history: dict, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """This owner's SAMME row weights after the kept rounds (mean-1 convention: start at 1)."""
-    w = np.ones(X.shape[0])
-    for learner, alpha, (err_total, weight_total) in zip(history["learners"], history["alphas"], history["totals"]):
-        w = owner_update_weights(
-            learner_from_dict(learner), alpha, X, y, w, err_total=err_total, weight_total=weight_total
-        )
+def apply_rounds(w: np.ndarray, rounds: Iterable[KeptRound], X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Row weights ``w`` after the SAMME updates of ``rounds`` (:class:`KeptRound` items), in order."""
+    for r in rounds:
+        w = owner_update_weights(r.learner, r.alpha, X, y, w, err_total=r.err_total, weight_total=r.weight_total)
     return w
+
+
+def owner_weights(history: BoostHistory, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """This owner's SAMME row weights after the kept rounds, from scratch (mean-1 convention: start at 1)."""
+    return apply_rounds(np.ones(np.asarray(X).shape[0]), history.kept, X, y)

@@ -22,7 +22,6 @@ Nothing here is mocked: the owner side is the real ``privfed owner`` command in 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import secrets
@@ -487,11 +486,11 @@ class HostileCoordinator:
     def run_ring(
         self,
         ring: list[str],
-        learner: dict,
-        config: dict,
+        learner,
+        config,
         *,
         round_id: str,
-        history: dict | None = None,
+        history=None,
         max_abs: float = 8.0,
         timeout: float = WAIT,
     ) -> RingOutcome:
@@ -605,9 +604,9 @@ def boost_config(
     weight_bound: float = 1.0,
     n_bins: int = 2,
     n_rounds: int = 4,
-) -> dict:
+):
     """A boosting configuration exactly as the coordinator's strategy sends it
-    (``privfed.common.boosting.wire.config_to_dict``), so it carries every field the owner expects."""
+    (``privfed.common.boosting.wire.config_to_dict``, a ``BoostConfig``)."""
     from privfed.common.boosting.federated import FederatedBoosting
     from privfed.common.boosting.wire import config_to_dict
     from privfed.common.bounds import Bounds
@@ -624,56 +623,54 @@ def boost_config(
         weight_bound=weight_bound,
         labels=labels,
     )
-    return json.loads(json.dumps(config_to_dict(fb, run_id)))
+    return config_to_dict(fb, run_id)
 
 
-def empty_history() -> dict:
-    """The history of a run's first round, in the form the coordinator sends (common/boosting/wire.py)."""
+def empty_history(round_no: int = 0):
+    """The history of a run with nothing kept, as sent with round ``round_no``'s tasks (common/boosting/wire.py)."""
     from privfed.common.boosting import wire as boostwire
 
-    history = boostwire.empty_history()
-    return boostwire.at_round(history, 0) if hasattr(boostwire, "at_round") else history
+    return boostwire.at_round(boostwire.empty_history(), round_no)
 
 
-def boost_share(task_id: str, owner_id: str, round_id: str, config: dict, history: dict | None = None) -> pb.Task:
+def boost_share(task_id: str, owner_id: str, round_id: str, config, history=None) -> pb.Task:
+    from privfed.proto import serde
+
     history = history or empty_history()
     return pb.Task(
         task_id=task_id,
         owner_id=owner_id,
         round_id=round_id,
-        boost_share=pb.BoostShareTask(config_json=json.dumps(config), history_json=json.dumps(history)),
+        boost_share=pb.BoostShareTask(
+            config=serde.boost_config_to_proto(config), history=serde.boost_history_to_proto(history)
+        ),
     )
 
 
-def boost_evaluate(
-    task_id: str, owner_id: str, round_id: str, config: dict, history: dict, learner: dict, ring: pb.RingSpec
-) -> pb.Task:
+def boost_evaluate(task_id: str, owner_id: str, round_id: str, config, history, learner, ring: pb.RingSpec) -> pb.Task:
+    from privfed.proto import serde
+
     return pb.Task(
         task_id=task_id,
         owner_id=owner_id,
         round_id=round_id,
         boost_evaluate=pb.BoostEvaluateTask(
-            config_json=json.dumps(config),
-            history_json=json.dumps(history),
-            learner_json=json.dumps(learner),
+            config=serde.boost_config_to_proto(config),
+            history=serde.boost_history_to_proto(history),
+            learner=serde.learner_to_proto(learner),
             ring=ring,
         ),
     )
 
 
-def stump(attribute: int, threshold: float, leaves=(0, 1), *, threshold_index: int = 1) -> dict:
-    """A stump learner dict with a threshold of the coordinator's choosing."""
-    return {
-        "kind": "stump",
-        "attribute": attribute,
-        "threshold_index": int(threshold_index),
-        "threshold": float(threshold),
-        "leaves": list(leaves),
-        "error": 0.0,
-    }
+def stump(attribute: int, threshold: float, leaves=(0, 1), *, threshold_index: int = 1):
+    """A stump learner with a threshold of the coordinator's choosing."""
+    from privfed.common.learners.stump import Stump
+
+    return Stump(attribute, int(threshold_index), float(threshold), tuple(leaves), 0.0)
 
 
-def grid_stump(attribute: int, index: int, n_bins: int, leaves=(0, 1), lo: float = 0.0, hi: float = 1.0) -> dict:
+def grid_stump(attribute: int, index: int, n_bins: int, leaves=(0, 1), lo: float = 0.0, hi: float = 1.0):
     """A stump at public threshold ``index`` of ``n_bins`` on [lo, hi] (SPEC §6), computed as the
     owner computes it, so the owner's learner check accepts it."""
     from privfed.common.bounds import Bounds

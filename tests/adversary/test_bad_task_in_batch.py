@@ -8,7 +8,7 @@ and nothing is debited for a refused task.
 """
 
 import numpy as np
-from hostile import assert_still_serving, kind, ledger_history, ncc_task, pb
+from hostile import assert_still_serving, boost_config, boost_share, kind, ledger_history, ncc_task, pb
 
 D = 2
 X = np.array([[0.1, 0.2], [0.3, 0.4], [0.5, 0.6], [0.7, 0.8], [0.9, 0.15]])
@@ -19,6 +19,14 @@ UNKNOWN_FIELD = b"\x98\x06\x01"
 
 def _with_unknown_field(task: pb.Task) -> pb.Task:
     return pb.Task.FromString(task.SerializeToString() + UNKNOWN_FIELD)
+
+
+def _nan_alpha_share(task_id: str, owner_id: str) -> pb.Task:
+    """A boosting share whose history keeps a round with α = NaN (the config itself is valid)."""
+    task = boost_share(task_id, owner_id, "nan-run", boost_config(D, "nan-run"))
+    task.boost_share.history.kept.add(alpha=float("nan"), weight_total=1.0).learner.stump.leaves.extend([0, 1])
+    task.boost_share.history.round = 1
+    return task
 
 
 def test_bad_tasks_are_refused_alone(coordinator, owners):
@@ -40,9 +48,10 @@ def test_bad_tasks_are_refused_alone(coordinator, owners):
         pb.Task(
             task_id="badjson",
             owner_id=o[2],
-            round_id="r",  # malformed boosting JSON
-            boost_share=pb.BoostShareTask(config_json="{not json", history_json="[]"),
+            round_id="r",  # a malformed boosting config: NaN ε, no bounds
+            boost_share=pb.BoostShareTask(config=pb.BoostConfig(run_id="r", epsilon=float("nan"))),
         ),
+        _nan_alpha_share("badhistory", o[3]),
         pb.Task(
             task_id="stranger",
             owner_id="owner-7.o00000",
@@ -68,14 +77,14 @@ def test_bad_tasks_are_refused_alone(coordinator, owners):
 
     for tid in ("ok-1", "ok-2", "unknown"):
         assert tid in by and kind(by[tid][0]) == "ncc_share", f"valid task {tid} lost or refused: {by.get(tid)}"
-    for tid in ("tiny", "bytes", "huge", "nan", "giant", "nokind", "badjson"):
+    for tid in ("tiny", "bytes", "huge", "nan", "giant", "nokind", "badjson", "badhistory"):
         assert tid in by, f"no answer for bad task {tid}:\n{node.log()[-3000:]}"
         assert all(kind(r) == "refusal" for r in by[tid]), by[tid]
     assert by["tiny"][0].refusal.code == "invalid_task"
     assert by["bytes"][0].refusal.code == "invalid_task"
     assert by["bytes"][0].owner_id == o[4]
     assert by["huge"][0].refusal.code in ("invalid_task", "budget_exceeded")
-    assert by["nokind"][0].refusal.code == "invalid_task" and by["badjson"][0].refusal.code == "invalid_task"
+    assert all(by[t][0].refusal.code == "invalid_task" for t in ("nokind", "badjson", "badhistory"))
     # a task for an owner the node does not host: refused or ignored, never answered with data
     assert all(kind(r) == "refusal" for r in by.get("stranger", []))
     # the duplicated id: refused (at least its second use); each answer names its own owner

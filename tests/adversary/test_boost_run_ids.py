@@ -72,7 +72,7 @@ def test_one_evaluation_release_per_run_whatever_the_coordinator_changes(coordin
     spent = {o: spent_epsilon(ledger_history(node.ledger, o)) for o in (a, b)}
     assert all(v > 0 for v in spent.values()), spent
 
-    round_one = dict(empty_history(), round=1)
+    round_one = empty_history(1)
     variants = {
         "other-epsilon": (boost_config(D, run, epsilon=2 * RUN_EPSILON), None),
         "other-weight-bound": (boost_config(D, run, epsilon=RUN_EPSILON, weight_bound=0.5), None),

@@ -22,7 +22,6 @@ no second debit); a fresh round is a fresh debit, until the budget is spent. So 
 * the honest node is alive and still answers a normal task.
 """
 
-import json
 import secrets
 
 import numpy as np
@@ -92,7 +91,7 @@ def test_ring_difference_attack_learns_no_more_than_the_debits(coordinator, owne
     for step in range(MAX_ROUNDS):
         index = min(N_BINS - 1, max(1, round((lo + hi) / 2 * N_BINS)))
         learner = grid_stump(0, index, N_BINS)
-        threshold = learner["threshold"]
+        threshold = learner.threshold
         # A fresh boosting run id and round id per step: whatever an owner keys its releases by,
         # each step is a new (run, round), which must be a new, debited release.
         round_id = f"{attack}-s{step:02d}"
@@ -189,7 +188,9 @@ def test_malformed_rings_are_refused_without_a_debit(coordinator, owners):
     """Rings no honest coordinator forms: one party (its "sum" is its own value), a party twice,
     an owner asked to join a ring it is not in, a learner of another kind. Each is refused by the
     owner before anything is computed or debited, and the node keeps serving."""
-    from hostile import empty_history, kind, pb
+    from hostile import boost_evaluate, empty_history, kind
+
+    from privfed.common.learners.ncc import NearestCentroidModel
 
     node = owners("owner-0", X, Y)
     A, B, C, spare = node.owner_ids
@@ -211,18 +212,8 @@ def test_malformed_rings_are_refused_without_a_debit(coordinator, owners):
         del spec.ring[:]
         spec.ring.extend(ring)
         spec.n_parties = len(ring)
-        lrn = {"kind": "ncc", "centroids": [[0.0, 0.0]], "classes": [0]} if name == "foreign-learner" else learner
-        task = pb.Task(
-            task_id=f"{name}-{secrets.token_hex(3)}",
-            owner_id=target,
-            round_id=name,
-            boost_evaluate=pb.BoostEvaluateTask(
-                config_json=json.dumps(config),
-                history_json=json.dumps(empty_history()),
-                learner_json=json.dumps(lrn),
-                ring=spec,
-            ),
-        )
+        lrn = NearestCentroidModel([[0.0, 0.0], [1.0, 1.0]]) if name == "foreign-learner" else learner
+        task = boost_evaluate(f"{name}-{secrets.token_hex(3)}", target, name, config, empty_history(), lrn, spec)
         coordinator.send([task])
         got = coordinator.wait_results([task.task_id])
         assert got and kind(got[0]) == "refusal", f"{name}: {got}\n{node.log()[-2000:]}"

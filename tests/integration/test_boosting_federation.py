@@ -13,7 +13,7 @@ import pytest
 from fedharness import Federation
 
 from privfed.common.boosting.federated import clip_contributions
-from privfed.common.boosting.wire import owner_weights
+from privfed.common.boosting.wire import empty_history, owner_weights, with_round
 from privfed.common.ledger import Ledger
 from privfed.common.messages import BoostShareTask, Refusal, Task
 from privfed.owner.data import build_owners, federation_split
@@ -51,7 +51,7 @@ def test_boosting_rounds_with_exact_ring_totals(tmp_path):
         for node, shards in (("owner-0", range(60)), ("owner-1", range(60, 120)))
         for o in _build(train, node, shards)
     }
-    history = {"learners": [], "alphas": [], "totals": []}
+    history = empty_history()
     model = outcome.model
     kept = 0
     for t, rec in enumerate(strategy.rounds):
@@ -67,11 +67,7 @@ def test_boosting_rounds_with_exact_ring_totals(tmp_path):
         assert math.isclose(rec["err_total"], err, abs_tol=1e-6) and math.isclose(
             rec["weight_total"], wsum, abs_tol=1e-6
         )
-        history = {
-            "learners": history["learners"] + [learner.to_dict()],
-            "alphas": history["alphas"] + [rec["alpha"]],
-            "totals": history["totals"] + [[rec["err_total"], rec["weight_total"]]],
-        }
+        history = with_round(history, learner, rec["alpha"], rec["err_total"], rec["weight_total"])
         kept += 1
     assert float(np.mean(model.predict(test.X) == test.y)) > 0.6
 
@@ -106,7 +102,7 @@ def test_evaluations_are_debited_once_per_run_and_totals_are_noisy(tmp_path):
 
 def test_an_owner_releases_in_at_most_one_round_of_a_run(tmp_path):
     strategy, _ = bdt(2.0)
-    from privfed.common.boosting.wire import config_to_dict, empty_history
+    from privfed.common.boosting.wire import config_to_dict
 
     config = config_to_dict(strategy.booster, "boost-run1")
     fed = Federation(tmp_path)

@@ -7,7 +7,7 @@ malformed and wrongly-vouched tasks are refused before anything leaves."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -22,13 +22,14 @@ from privfed.common.boosting.wire import at_round, config_to_dict, empty_history
 from privfed.common.bounds import Bounds
 from privfed.common.errors import BudgetExceeded, ConfigError, RemoteProtocolError, RoundFailed
 from privfed.common.identity import owner_id
+from privfed.common.learners.ncc import NearestCentroidModel
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.ledger import Ledger
 from privfed.common.messages import BoostEvaluateTask, PeerKey, RingJoined, RingSpec, RingTotal
 from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import Inbound, new_session_id
-from privfed.owner.boosting import AlreadyReleased, RingDriver
+from privfed.owner.boosting import AlreadyReleased, HistoryRewritten, RingDriver
 
 NOW = datetime.now(UTC)
 BOUNDS = Bounds.of(-1.0, 1.0, 3)
@@ -56,6 +57,7 @@ class Owner:
     X: np.ndarray
     y: np.ndarray
     rng: np.random.Generator
+    boost_applied: dict = field(default_factory=dict)
 
 
 class Federation:
@@ -98,13 +100,13 @@ class Federation:
         return oid.split(".")[0]
 
     def spec(self, config, history, learner, ring, *, session=None, peers=None, max_abs=None):
-        fb_bound = FederatedBoosting(**_fb_kwargs(config)).contribution_bound if max_abs is None else max_abs
+        fb_bound = config.booster.contribution_bound if max_abs is None else max_abs
         fp = FixedPoint.choose(len(ring), fb_bound)
         peers = tuple(self.peer_keys[o] for o in ring) if peers is None else peers
         return BoostEvaluateTask(
             config=config,
             history=history,
-            learner=learner.to_dict(),
+            learner=learner,
             ring=RingSpec(
                 session or new_session_id(), tuple(ring), fp.frac_bits, fp.n_parties, fb_bound, peers, self.certificates
             ),
@@ -127,28 +129,6 @@ class Federation:
             if isinstance(payload, RingTotal):
                 total = payload.values
         return total
-
-
-def _fb_kwargs(config):
-    keys = (
-        "base",
-        "mechanism",
-        "n_classes",
-        "n_rounds",
-        "group_size",
-        "n_bins",
-        "weight_bound",
-        "labels",
-        "label_fraction",
-        "C",
-        "param_bound",
-        "eval_fraction",
-        "eval_groups",
-        "eval_row_bound",
-        "max_owner_rows",
-    )
-    eps = math.inf if config["epsilon"] == "inf" else config["epsilon"]
-    return {k: config[k] for k in keys} | {"epsilon": eps, "bounds": BOUNDS}
 
 
 def _config(eps=2.0, run="boost-r1", **kw):
@@ -290,7 +270,7 @@ def test_a_run_config_cannot_change_between_tasks(fed):
     _, config = _config()
     ring = list(fed.owners)[:2]
     fed.drivers["owner-0"].note_share(config)
-    changed = dict(config, eval_fraction=0.9)
+    changed = replace(config, booster=replace(config.booster, eval_fraction=0.9))
     with pytest.raises(RemoteProtocolError, match="differs"):
         fed.evaluate(ring[1], fed.spec(changed, at_round(empty_history(), 0), _stump(), ring))
 
@@ -461,3 +441,32 @@ def test_a_run_that_keeps_nothing_says_why_with_the_noise_and_weight_numbers(tmp
         "eval fraction (now 0.3)",
     ):
         assert part in msg, (part, msg)
+
+
+def test_an_evaluation_whose_history_rewrites_an_applied_round_is_refused_without_a_debit(fed):
+    """The node applied round 0's learner with α = 0.7 in round 1; a round-2 task that says α = 0.9
+    for it is a rewritten history (``HistoryRewritten``, answered ``invalid_task``), the honest one is not."""
+    fb, config = _config(eval_groups="all")
+    ring = list(fed.owners)[:2]
+    kept = with_round(empty_history(), _stump(1, 2), 0.7, 1.0, 8.0)
+    fed.run_ring(fed.spec(config, at_round(kept, 1), _stump(), ring))
+    rewritten = at_round(with_round(with_round(empty_history(), _stump(1, 2), 0.9, 1.0, 8.0), _stump(), 0.5, 2, 8), 2)
+    with pytest.raises(HistoryRewritten):
+        fed.evaluate(ring[1], fed.spec(config, rewritten, _stump(2, 3), ring))
+    assert len(fed.ledgers["owner-0"].history(ring[1])) == 1  # round 1's release only
+    honest = at_round(with_round(kept, _stump(), 0.5, 2.0, 8.0), 2)
+    assert fed.run_ring(fed.spec(config, honest, _stump(2, 3), ring)) is not None
+    assert len(fed.ledgers["owner-0"].history(ring[1])) == 2
+
+
+def test_a_boosted_ncc_evaluation_with_rr_labels_at_infinite_epsilon_is_accepted(tmp_path):
+    """Issue 10: ε = ∞ with labels="rr" used to give a NaN debit and an invalid_task refusal."""
+    fed = Federation(tmp_path, budget=math.inf)
+    fb, config = _config(eps=math.inf, base="ncc", labels="rr")
+    learner = NearestCentroidModel(np.array([[-0.5, 0.0, 0.0], [0.5, 0.0, 0.0]]))
+    ring = list(fed.owners)
+    spec = fed.spec(config, at_round(empty_history(), 0), learner, ring)
+    total = fed.run_ring(spec)
+    exact = [owner_local_error(learner, o.X, o.y, np.ones(4), row_bound=1.0) for o in fed.owners.values()]
+    np.testing.assert_allclose(total, np.sum(exact, axis=0), atol=1e-6)  # no noise at ε = ∞
+    assert spec.ledger_entries() == [(math.inf, 0.0, "boost-eval")]

@@ -145,7 +145,7 @@ def test_clear_labels_are_refused_by_policy_unless_the_owner_opted_in(tmp_path, 
     out = handle_batch([Task("n1", oid, "r1", ncc(train, labels="clear"))], hosted, ledger)
     refusal(out[0], "policy")
     assert ledger.history(oid) == []
-    boost_ncc_clear = BoostShareTask(config={"base": "ncc", "labels": "clear", "epsilon": 1.0}, history={})
+    boost_ncc_clear = BoostShareTask(boost_config(base="ncc", labels="clear", n_classes=10, d=64), empty_history())
     out = handle_batch([Task("b1", oid, "boost-run", boost_ncc_clear)], hosted, ledger)
     refusal(out[0], "policy")
     assert ledger.history(oid) == []
@@ -269,17 +269,26 @@ def test_only_finite_shares_within_the_wire_range_are_sendable(share, ok):
     assert share_is_sendable(share) is ok
 
 
+def boost_config(*, n_classes: int, d: int, **kw):
+    from privfed.common.boosting.federated import FederatedBoosting
+    from privfed.common.boosting.wire import config_to_dict
+    from privfed.common.bounds import Bounds
+
+    fb = FederatedBoosting(epsilon=1.0, n_classes=n_classes, bounds=Bounds.of(0.0, 16.0, d), n_rounds=2, **kw)
+    return config_to_dict(fb, "boost-run")
+
+
+def empty_history():
+    from privfed.common.boosting.wire import empty_history
+
+    return empty_history()
+
+
 @pytest.mark.parametrize(
     "config,detail",
     [
-        (
-            {"base": "stump", "labels": "rr", "n_classes": 3, "bounds": {"lo": [0.0] * 64, "hi": [16.0] * 64}},
-            "task says 3 classes; this owner's data set declares 10",
-        ),
-        (
-            {"base": "stump", "labels": "rr", "n_classes": 10, "bounds": {"lo": [0.0] * 5, "hi": [16.0] * 5}},
-            "task bounds must list 64 features",
-        ),
+        ({"n_classes": 3, "d": 64}, "task says 3 classes; this owner's data set declares 10"),
+        ({"n_classes": 10, "d": 5}, "task bounds must list 64 features"),
     ],
 )
 def test_boosting_share_is_checked_against_public_configuration(tmp_path, digits, config, detail):
@@ -287,7 +296,8 @@ def test_boosting_share_is_checked_against_public_configuration(tmp_path, digits
     hosted = owners(train, 1)
     oid = next(iter(hosted))
     ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=5.0)
-    out = handle_batch([Task("b", oid, "boost-run", BoostShareTask(config=config, history={}))], hosted, ledger)
+    task = Task("b", oid, "boost-run", BoostShareTask(boost_config(**config), empty_history()))
+    out = handle_batch([task], hosted, ledger)
     assert detail in refusal(out[0], "invalid_task")
     assert ledger.history(oid) == []
 

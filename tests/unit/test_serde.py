@@ -6,8 +6,13 @@ import math
 import numpy as np
 import pytest
 
+from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound
 from privfed.common.bounds import Bounds
 from privfed.common.errors import RemoteProtocolError
+from privfed.common.learners.logistic import LinearModel
+from privfed.common.learners.ncc import NearestCentroidModel
+from privfed.common.learners.stump import Stump
 from privfed.common.messages import (
     REFUSAL_CODES,
     BoostEvaluateTask,
@@ -71,6 +76,12 @@ def assert_same(a, b, path="value"):
         assert len(a) == len(b), path
         for i, (x, y) in enumerate(zip(a, b)):
             assert_same(x, y, f"{path}[{i}]")
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            assert_same(a[k], b[k], f"{path}[{k!r}]")
+    elif hasattr(a, "__dict__"):  # a learner model (NearestCentroidModel, LinearModel): its attributes
+        assert_same(vars(a), vars(b), path)
     else:
         assert a == b, f"{path}: {a!r} != {b!r}"
 
@@ -91,8 +102,37 @@ RING = RingSpec(
     peers=(PeerKey("owner-1.o00001", "owner-1", b"p" * 32, b"g" * 64),),
     certificates={"owner-1": b"-----BEGIN CERTIFICATE-----\n"},
 )
-BOOST_CONFIG = {"base": "stump", "epsilon": 1.0, "labels": "rr", "bounds": {"lo": [0.0], "hi": [1.0]}}
-HISTORY = {"learners": [], "alphas": [], "totals": []}
+# Every field away from its default and from the others, so a swapped or dropped field shows.
+BOOST_CONFIG = BoostConfig(
+    "run-7",
+    FederatedBoosting(
+        base="ncc",
+        epsilon=1.7,
+        mechanism="duchi",
+        n_classes=3,
+        bounds=BOUNDS,
+        n_rounds=5,
+        group_size=7,
+        n_bins=4,
+        weight_bound=2.5,
+        labels="rr",
+        label_fraction=0.15,
+        C=0.75,
+        param_bound=1.25,
+        eval_fraction=0.35,
+        eval_groups="all",
+        eval_row_bound=1.5,
+        max_owner_rows=1234,
+    ),
+)
+INF_CONFIG = BoostConfig("run-inf", FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=BOUNDS, n_rounds=2))
+STUMP = Stump(2, 3, 3.125, (1, 0), 0.3125)
+CENTROIDS = NearestCentroidModel(np.arange(9.0).reshape(3, 3) / 7, np.array([0, 1, 2]))
+LINEAR = LinearModel(np.arange(6.0).reshape(2, 3) / 5, np.array([0.5, -0.25]), BOUNDS)
+HISTORY = BoostHistory(
+    (KeptRound(STUMP, 0.75, 12.5, 100.25), KeptRound(CENTROIDS, 1.5, 3.0, 99.0), KeptRound(LINEAR, 0.25, 7.0, 98.5)),
+    round=4,
+)
 
 TASK_SPECS = [
     NccShareTask(mechanism="pm", epsilon=1.5, labels="rr", label_epsilon=0.5, n_classes=3, bounds=BOUNDS),
@@ -103,7 +143,10 @@ TASK_SPECS = [
     SvmShareTask(epsilon=1.0, lam=0.01, n_classes=3, bounds=BOUNDS, subspace=np.arange(6.0).reshape(3, 2) / 7),
     SvmShareTask(epsilon=1.0, lam=0.01, n_classes=3, bounds=BOUNDS, subspace=None),
     BoostShareTask(config=BOOST_CONFIG, history=HISTORY),
-    BoostEvaluateTask(config=BOOST_CONFIG, history=HISTORY, learner={"kind": "stump", "feature": 0}, ring=RING),
+    BoostShareTask(config=INF_CONFIG, history=BoostHistory()),
+    BoostEvaluateTask(config=BOOST_CONFIG, history=HISTORY, learner=STUMP, ring=RING),
+    BoostEvaluateTask(config=BOOST_CONFIG, history=BoostHistory(round=2), learner=CENTROIDS, ring=RING),
+    BoostEvaluateTask(config=INF_CONFIG, history=HISTORY, learner=LINEAR, ring=RING),
     RingMessageTask(data=b"\x00sealed\xff"),
 ]
 
@@ -142,7 +185,7 @@ def test_one_malformed_task_is_refused_alone():
     bad = serde.task_to_proto(Task("bad", "owner-0.o00001", "r", TASK_SPECS[2]))
     bad.lr_share.bounds.data = bad.lr_share.bounds.data[:-8]  # a Matrix with a wrong byte count
     deep = serde.task_to_proto(Task("deep", "owner-0.o00002", "r", TASK_SPECS[7]))
-    deep.boost_share.config_json = "[" * 100_000  # hostile JSON: RecursionError, not ValueError
+    deep.boost_share.history.kept[1].alpha = math.nan  # a boosting message a constructor rejects
     task, refusal = serde.task_or_refusal(good)
     assert refusal is None and task.task_id == "ok"
     for m in (bad, deep, pb.Task(task_id="empty", owner_id="owner-0.o00003")):
