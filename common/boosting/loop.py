@@ -54,6 +54,10 @@ class RoundSteps(Protocol):
         """The round's learner was kept with weight ``alpha``: publish it (owners update their weights)."""
         ...
 
+    def decided(self, record: RoundRecord) -> None:
+        """What the coordinator decided in a round (for a report); called for every round."""
+        ...
+
 
 @dataclass(frozen=True)
 class RoundRecord:
@@ -97,29 +101,33 @@ class BoostingRun:
         return np.asarray(out)
 
 
-def run_rounds(fb: FederatedBoosting, n_owners: int, steps: RoundSteps, rng: np.random.Generator) -> BoostingRun:
-    """Seed 002 Alg. 2 over ``n_owners`` owners (indices ``0..n_owners-1``): the one SAMME loop.
+def plan_rounds(fb: FederatedBoosting, n_owners: int, rng: np.random.Generator) -> tuple[np.ndarray, list]:
+    """The run's share groups and evaluation groups (owner indices), drawn from ``rng`` in that order.
+
+    Public: they need no secrecy. Raises :class:`ConfigError` when ``n_rounds * group_size``
+    exceeds the owners (some owner would release twice).
+    """
+    group_size = fb.group_size or n_owners // fb.n_rounds
+    groups = sample_groups(n_owners, fb.n_rounds, max(group_size, 1), rng)
+    return groups, evaluation_groups(groups, n_owners, fb.eval_groups, rng)
+
+
+def run_rounds(fb: FederatedBoosting, steps: RoundSteps, groups: np.ndarray, evaluators: list) -> BoostingRun:
+    """Seed 002 Alg. 2 over the planned rounds (:func:`plan_rounds`): the one SAMME loop.
 
     Parameters
     ----------
     fb : FederatedBoosting
         The run's public configuration.
-    n_owners : int
     steps : RoundSteps
         Releases, secure sums and publication (networked or simulated).
-    rng : numpy.random.Generator
-        Draws the share groups, then the evaluation groups (public: no secrecy needed).
+    groups, evaluators : from :func:`plan_rounds`
 
     Raises
     ------
     RoundFailed
         No round kept a learner (the message says why, :meth:`FederatedBoosting.nothing_to_boost`).
-    ConfigError
-        ``n_rounds * group_size`` exceeds the owners.
     """
-    group_size = fb.group_size or n_owners // fb.n_rounds
-    groups = sample_groups(n_owners, fb.n_rounds, max(group_size, 1), rng)
-    evaluators = evaluation_groups(groups, n_owners, fb.eval_groups, rng)
     learners: list = []
     alphas: list[float] = []
     rounds: list[RoundRecord] = []
@@ -135,18 +143,22 @@ def run_rounds(fb: FederatedBoosting, n_owners: int, steps: RoundSteps, rng: np.
         if decision is None:
             error = err / wsum if wsum > 0 else math.nan
             rounds.append(RoundRecord(t, len(group), learner, error, None, "skip", **sums))
-            continue
-        if decision.step is SammeStep.DISCARD_AND_STOP:
+        elif decision.step is SammeStep.DISCARD_AND_STOP:
             rounds.append(RoundRecord(t, len(group), learner, decision.error, None, "stop", **sums))
             stop = "no_better_than_chance"
+        else:
+            learners.append(learner)
+            alphas.append(decision.alpha)
+            rounds.append(
+                RoundRecord(t, len(group), learner, decision.error, decision.alpha, decision.step.value, **sums)
+            )
+            if decision.step is SammeStep.KEEP_AND_STOP:
+                stop = "zero_error"
+        steps.decided(rounds[-1])
+        if stop != "n_rounds":
             break
-        learners.append(learner)
-        alphas.append(decision.alpha)
-        rounds.append(RoundRecord(t, len(group), learner, decision.error, decision.alpha, decision.step.value, **sums))
-        if decision.step is SammeStep.KEEP_AND_STOP:
-            stop = "zero_error"
-            break
-        steps.keep(t, learner, decision.alpha, err, wsum)
+        if rounds[-1].alpha is not None:
+            steps.keep(t, learner, decision.alpha, err, wsum)
     if not learners:
         raise RoundFailed(f"nothing to boost: {fb.nothing_to_boost(published)}")
     model = BoostedModel(learners, alphas, n_classes=fb.n_classes)

@@ -21,7 +21,7 @@ from functools import partial
 import numpy as np
 
 from privfed.common.boosting.federated import FederatedBoosting, _misses, owner_update_weights, secure_total
-from privfed.common.boosting.loop import BoostingRun, Evaluation, run_rounds
+from privfed.common.boosting.loop import BoostingRun, Evaluation, RoundRecord, plan_rounds, run_rounds
 from privfed.common.errors import ConfigError, LocalProtocolError
 from privfed.common.learners.ncc import NccShare
 from privfed.common.secagg.boxes import generate_private_key, local_boxes
@@ -127,10 +127,13 @@ class SimulatedOwners:
                 learner, alpha, X[idx], y[idx], self.w[idx], err_total=err_total, weight_total=weight_total
             )
 
+    def decided(self, record: RoundRecord) -> None:
+        """Nothing to report: :func:`run_rounds` returns the records."""
+
 
 def simulate(fb: FederatedBoosting, X, y, *, owners=None, rng: np.random.Generator) -> BoostingRun:
     """:func:`run_rounds` with every owner simulated in this process (:class:`SimulatedOwners`)."""
     steps = SimulatedOwners(fb, X, y, owners, rng)
-    run = run_rounds(fb, steps.n_owners, steps, rng)
+    run = run_rounds(fb, steps, *plan_rounds(fb, steps.n_owners, rng))
     run.weights = steps.w
     return run
