@@ -17,6 +17,7 @@ The secure sum is ``"plain"`` (float64) or ``"ring"`` (the ring state machines i
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,9 @@ class SimulatedOwners:
         The owners' noise (seeded for reproducible simulations).
     """
 
-    def __init__(self, fb: FederatedBoosting, X, y, owners, rng: np.random.Generator):
+    def __init__(
+        self, fb: FederatedBoosting, X: np.ndarray, y: np.ndarray, owners: list | None, rng: np.random.Generator
+    ):
         X = np.atleast_2d(np.asarray(X, dtype=np.float64))
         y = np.asarray(y)
         n = X.shape[0]
@@ -70,7 +73,7 @@ class SimulatedOwners:
         )
         self._ring_boxes: dict[int, tuple] = {}  # id(evaluator array) -> (fixed point, boxes) of its ring
 
-    def release(self, round_no: int, group: np.ndarray):
+    def release(self, round_no: int, group: np.ndarray) -> np.ndarray | NccShare:
         if self.released[group].any():
             raise LocalProtocolError(
                 f"round {round_no}: owners {group[self.released[group]].tolist()} already released"
@@ -102,7 +105,7 @@ class SimulatedOwners:
             axis=1,
         )[evals]
 
-    def evaluate(self, round_no: int, evaluators: np.ndarray, learner) -> Evaluation:
+    def evaluate(self, round_no: int, evaluators: np.ndarray, learner: Any) -> Evaluation:
         noisy = self.fb.evaluation_release(self._sums(evaluators, learner), rng=self.rng)  # each owner's release
         fixed_point = boxes = ids = None
         if self._keys is not None:
@@ -116,7 +119,7 @@ class SimulatedOwners:
         err, wsum = secure_total(noisy, method=self.fb.secure_sum, fixed_point=fixed_point, boxes=boxes, ids=ids)
         return Evaluation(float(err), float(wsum), len(evaluators))
 
-    def keep(self, round_no: int, learner, alpha: float, err_total: float, weight_total: float) -> None:
+    def keep(self, round_no: int, learner: Any, alpha: float, err_total: float, weight_total: float) -> None:
         fb, X, y = self.fb, self.X, self.y
         if fb.vectorised:
             new = owner_update_weights(learner, alpha, X, y, self.w, err_total=err_total, weight_total=weight_total)
@@ -131,7 +134,9 @@ class SimulatedOwners:
         """Nothing to report: :func:`run_rounds` returns the records."""
 
 
-def simulate(fb: FederatedBoosting, X, y, *, owners=None, rng: np.random.Generator) -> BoostingRun:
+def simulate(
+    fb: FederatedBoosting, X: np.ndarray, y: np.ndarray, *, owners: list | None = None, rng: np.random.Generator
+) -> BoostingRun:
     """:func:`run_rounds` with every owner simulated in this process (:class:`SimulatedOwners`)."""
     steps = SimulatedOwners(fb, X, y, owners, rng)
     run = run_rounds(fb, steps, *plan_rounds(fb, steps.n_owners, rng))

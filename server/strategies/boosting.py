@@ -28,6 +28,7 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -97,7 +98,7 @@ class _FederationSteps:
         self.config = config_to_dict(strategy.booster, run_id)
         self.history = empty_history()
 
-    def release(self, round_no: int, group: np.ndarray):
+    def release(self, round_no: int, group: np.ndarray) -> np.ndarray | NccShare:
         fb, t0 = self.strategy.booster, time.perf_counter()
         spec = BoostShareTask(self.config, at_round(self.history, round_no))
         results = self.transport.run_tasks(new_tasks([self.owner_ids[i] for i in group], self.run_id, spec))
@@ -119,7 +120,7 @@ class _FederationSteps:
             return NccShare.concat([NccShare(reports=r.reports, labels=r.labels) for r in replies])
         return np.concatenate([r.reports for r in replies])
 
-    def evaluate(self, round_no: int, evaluators: np.ndarray, learner) -> Evaluation:
+    def evaluate(self, round_no: int, evaluators: np.ndarray, learner: Any) -> Evaluation:
         strategy = self.strategy
         gone = set(strategy.dropped) | self.transport.silent_owners()
         ring = [self.owner_ids[i] for i in evaluators if self.owner_ids[i] not in gone]
@@ -147,5 +148,5 @@ class _FederationSteps:
             step={"stop": "discard_and_stop"}.get(record.step, record.step),
         )
 
-    def keep(self, round_no: int, learner, alpha: float, err_total: float, weight_total: float) -> None:
+    def keep(self, round_no: int, learner: Any, alpha: float, err_total: float, weight_total: float) -> None:
         self.history = with_round(self.history, learner, alpha, err_total, weight_total)
