@@ -195,7 +195,7 @@ class RoundTimer:
         model = None
         for r in range(self.repeats):
             t0 = time.perf_counter()
-            model = self.lr.aggregate(transport(self.lr.configure(owner_ids, f"bench-r{r}")))
+            model = self.lr.aggregate(transport.run_tasks(self.lr.configure(owner_ids, f"bench-r{r}")))
             self.times.append(time.perf_counter() - t0)
         return model
 

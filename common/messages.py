@@ -207,15 +207,6 @@ class BoostEvaluateTask:
     learner: Learner
     ring: RingSpec
 
-    def __post_init__(self):
-        if isinstance(self.learner, dict):
-            from privfed.common.learners.samme import LEARNER_KINDS
-
-            kind = self.learner.get("kind")
-            if kind not in LEARNER_KINDS:
-                raise ConfigError(f"unknown learner kind {kind!r}; known: {sorted(LEARNER_KINDS)}")
-            object.__setattr__(self, "learner", LEARNER_KINDS[kind].from_dict(self.learner))
-
     @property
     def round(self) -> int:
         return self.history.round

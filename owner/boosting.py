@@ -396,7 +396,7 @@ class RingDriver:
                         e for (j, key, _, _, _), e in zip(draws, errors) if key == (owner.owner_id, spec.release_id)
                     )
                     raise AlreadyReleased(str(error)) if isinstance(error, LocalProtocolError) else error
-                self._parties[owner.owner_id] = party
+                self._replace_party(owner.owner_id, party)
                 # Clipping the noisy pair to the ring's public range is post-processing of the release.
                 out = party.start(np.clip(pair, -bound, bound))
                 # Members answer at once; the leader answers with the total when the ring closes.
@@ -426,8 +426,23 @@ class RingDriver:
             raise outcome
         return outcome
 
+    def _replace_party(self, owner_id: str, party: RingParty) -> None:
+        """``party`` is the owner's party now. A previous one still running belongs to a session the
+        coordinator gave up on (it re-forms a ring only after the attempt's deadline): it times out."""
+        old = self._parties.get(owner_id)
+        if old is not None and old.session_id != party.session_id:
+            old.on_timeout()
+            if old.failure_reason:
+                log.info("ring session %s abandoned: %s", old.session_id, old.failure_reason)
+        self._parties[owner_id] = party
+
     def deliver(self, owner_id: str, data: bytes):
-        """A relayed envelope for ``owner_id``: returns (RingTotal or None, outbound envelopes)."""
+        """A relayed envelope for ``owner_id``: returns (RingTotal or None, outbound envelopes).
+
+        The leader's total answers its evaluate task, and its RESULT envelopes go to every member
+        (the seed paper's "distributes to all other data owners"), whose machines then end DONE
+        with the same total; a member's party is forgotten once done.
+        """
         party = self._parties.get(owner_id)
         if party is None:
             log.warning("ring message for %s, which is in no ring here: dropped", owner_id)
@@ -438,9 +453,10 @@ class RingDriver:
             log.warning("ring party %s failed: %s", owner_id, exc)
             return None, []
         total = party.result()
-        if total is not None and party.index == 0:
-            self._parties.pop(owner_id)
-            # The leader's RESULT broadcast is not relayed: members never need the totals
-            # (the coordinator publishes them with α in the next round's history).
-            return RingTotal(party.session_id, np.asarray(total)), []
+        if total is None:
+            return None, out
+        self._parties.pop(owner_id)
+        if party.index == 0:
+            return RingTotal(party.session_id, np.asarray(total)), out
+        log.debug("ring session %s closed for %s", party.session_id, owner_id)
         return None, out

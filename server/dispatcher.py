@@ -47,6 +47,7 @@ class _Queued:
     session_id: str
     recipient: str
     size: int
+    hop_from: str = ""  # sender of a HOP envelope (what stalled-party detection needs), else ""
 
 
 @dataclass
@@ -81,6 +82,7 @@ class Dispatcher:
         self._waiting: set[str] = set()
         self._aborted = False
         self._rings: dict[str, frozenset[str]] = {}  # open ring session -> member owner ids
+        self._hop_senders: dict[str, set[str]] = {}  # open ring session -> senders of HOPs relayed in it
         self._queued: dict[str, _Queued] = {}  # relay task id -> what it holds
         self._load: dict[str, tuple[int, int]] = {}  # recipient -> (envelopes, bytes) queued
         self._queued_bytes = 0
@@ -192,6 +194,8 @@ class Dispatcher:
             accepted = [self._check_envelope(node_id, recipient, data) for recipient, data in envelopes]
             self._check_room(accepted)
             for q, (_, data) in zip(accepted, envelopes):
+                if q.hop_from:
+                    self._hop_senders[q.session_id].add(q.hop_from)
                 # A relayed envelope's round is its ring session (it debits nothing).
                 task = Task(f"relay-{secrets.token_hex(6)}", q.recipient, q.session_id, RingMessageTask(bytes(data)))
                 self._nodes[self._owner_node[q.recipient]].queue.append(task)
@@ -223,7 +227,8 @@ class Dispatcher:
             )
         if recipient not in self._owner_node:
             raise RemoteProtocolError(f"relay to unknown owner {recipient!r:.80}")
-        return _Queued(header.session_id, recipient, len(data))
+        hop_from = header.sender if header.kind is securesum.MessageKind.HOP else ""
+        return _Queued(header.session_id, recipient, len(data), hop_from)
 
     def _check_room(self, batch: list[_Queued]) -> None:
         added: dict[str, tuple[int, int]] = {}
@@ -304,11 +309,13 @@ class Dispatcher:
                     "use a new session id (securesum.new_session_id) for a re-formed ring"
                 )
             self._rings[session_id] = ring
+            self._hop_senders.setdefault(session_id, set())
 
     def close_ring(self, session_id: str) -> None:
         """Refuse further envelopes of ``session_id`` and drop those still queued. Closing a
         session that is not open does nothing."""
         with self._cv:
+            self._hop_senders.pop(session_id, None)
             if self._rings.pop(session_id, None) is None:
                 return
             dropped = {tid for tid, q in self._queued.items() if q.session_id == session_id}
@@ -319,6 +326,12 @@ class Dispatcher:
                     gone = [t for t in node.queue if t.task_id in dropped]
                     node.queue = deque(t for t in node.queue if t.task_id not in dropped)
                     self._release(gone)
+
+    def hop_senders(self, session_id: str) -> set[str]:
+        """Senders of the ``HOP`` envelopes relayed in the open session ``session_id`` (empty if
+        it is not open): the input of :func:`~privfed.common.secagg.ring.stalled_party`."""
+        with self._cv:
+            return set(self._hop_senders.get(session_id, ()))
 
     def queued_relay(self) -> tuple[int, int]:
         """(envelopes, bytes) of relayed envelopes waiting in the queues."""

@@ -1,17 +1,31 @@
-"""One federated job on a running coordinator: wait for owners, run the rounds, fit the model."""
+"""One federated job on a running coordinator: wait for owners, run the rounds over the gRPC transport, fit the model."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
 from privfed.common.errors import JobAborted, RoundFailed
-from privfed.common.messages import BoostEvaluateTask, total_budget
+from privfed.common.messages import (
+    BoostEvaluateTask,
+    PeerKey,
+    Result,
+    RingSpec,
+    RingTotal,
+    Task,
+    TaskSpec,
+    total_budget,
+)
+from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.ring import ring_peers
+from privfed.common.secagg.session import Phase, RingSession
 from privfed.server.app import CoordinatorServer
-from privfed.server.strategies import refusals
+from privfed.server.dispatcher import Dispatcher
+from privfed.server.strategies.base import RingSum, Strategy, new_tasks, refusal_codes, refusals
 
 log = logging.getLogger("privfed.coordinator")
 
@@ -27,29 +41,136 @@ class JobOutcome:
     timings: dict[str, float] = field(default_factory=dict)
 
 
-class Transport:
-    """What a strategy may use: run a round, look up the public owner directory, and open and
-    close ring sessions (contract 5: the dispatcher relays only among an open session's members).
+class RelayedSecureSum:
+    """:meth:`Transport.secure_sum` for owners whose ring envelopes go through the coordinator's relay.
 
-    No row counts (contract 2): a registration carries none, and a strategy needs only public
-    bounds.
+    The session logic (joins, refusals, drops, re-forming, attempts, stalled parties) is the
+    sans-I/O :class:`~privfed.common.secagg.session.RingSession`; this driver only builds each
+    owner's :class:`RingSpec`, sends the tasks, opens and closes the relay for exactly the
+    attempt's members (contract 5) and feeds the answers back. A subclass provides the moves:
+    ``run_tasks``, ``silent_owners``, ``peer_key(owner)``, ``certificates()``,
+    ``open_ring(session, members)``, ``close_ring(session)`` and ``hop_senders(session)`` (the
+    senders of the ``HOP`` envelopes relayed in an open session, for stalled-party detection).
     """
 
-    def __init__(self, execute, dispatcher):
-        self._execute = execute
-        self.peer_key = dispatcher.peer_key
-        self.certificates = dispatcher.certificates
-        self.silent_owners = dispatcher.silent_owners
-        self.open_ring = dispatcher.open_ring
-        self.close_ring = dispatcher.close_ring
+    def secure_sum(
+        self,
+        ring: Sequence[str],
+        task_for: Callable[[RingSpec], TaskSpec],
+        *,
+        max_abs: float,
+        round_id: str,
+        timeout: float | None = None,
+    ) -> RingSum:
+        t0 = time.perf_counter()
+        session = RingSession(ring, timeout=timeout)
+        certificates = self.certificates()
+        while session.phase is not Phase.DONE:  # the session raises RoundFailed when it gives up
+            attempt = session.attempt
+            spec_for = self._ring_specs(attempt.session_id, attempt.ring, max_abs, certificates, task_for)
+            self.open_ring(attempt.session_id, attempt.ring)
+            try:
+                # Members first: each answers at once with a join or a refusal, and nothing moves
+                # until the leader starts, so a refusing member is dropped before any hop is sent.
+                results = self.run_tasks(new_tasks(attempt.members, round_id, spec_for), timeout=attempt.timeout)
+                refused = refusal_codes(results)
+                joined = {r.owner_id for r in results} - set(refused)
+                if session.on_members(joined, refused, silent=self.silent_owners()) is Phase.SUMMING:
+                    results = self.run_tasks(new_tasks([attempt.leader], round_id, spec_for), timeout=attempt.timeout)
+                    total = next(
+                        (
+                            r.payload.values
+                            for r in results
+                            if isinstance(r.payload, RingTotal) and r.payload.session_id == attempt.session_id
+                        ),
+                        None,
+                    )
+                    session.on_leader(
+                        total,
+                        refused=refusal_codes(results).get(attempt.leader),
+                        silent=self.silent_owners(),
+                        hop_senders=self.hop_senders(attempt.session_id),
+                    )
+            finally:
+                self.close_ring(attempt.session_id)
+            if session.phase is Phase.JOINING:
+                log.warning(
+                    "ring %s: %d party(ies) dropped so far (%d refused; %s...); re-running without them",
+                    attempt.session_id,
+                    len(session.dropped),
+                    len(session.refused),
+                    session.dropped[:3],
+                )
+        return RingSum(
+            totals=session.total,
+            ring=session.attempt.ring,
+            attempts=len(session.attempts),
+            dropped=list(session.dropped),
+            refused=dict(session.refused),
+            seconds=time.perf_counter() - t0,
+        )
 
-    def __call__(self, tasks, timeout=None):
+    def _ring_specs(self, session_id, ring, max_abs, certificates, task_for) -> Callable[[str], TaskSpec]:
+        """Each owner's task of one attempt. The ring order and the certificates go once per node
+        and session (the node caches them): per owner they would cost O(N) bytes each, O(N^2) a ring."""
+        fp = FixedPoint.choose(n_parties=len(ring), max_abs=max_abs)
+        index = {o: i for i, o in enumerate(ring)}
+        sent_to: set[str] = set()
+
+        def spec(owner_id: str) -> TaskSpec:
+            node = self.peer_key(owner_id).node_id
+            first = node not in sent_to
+            sent_to.add(node)
+            peers = tuple(self.peer_key(p) for p in ring_peers(ring, owner_id, index[owner_id]))
+            return task_for(
+                RingSpec(
+                    session_id,
+                    ring if first else (),
+                    fp.frac_bits,
+                    fp.n_parties,
+                    max_abs,
+                    peers,
+                    certificates if first else {},
+                )
+            )
+
+        return spec
+
+
+class GrpcTransport(RelayedSecureSum):
+    """The :class:`~privfed.server.strategies.base.Transport` of a running coordinator: tasks go
+    through the dispatcher to the owner nodes, which pull them over gRPC; ring envelopes are
+    relayed only among an open session's members (contract 5)."""
+
+    def __init__(self, execute: Callable[[list[Task], float | None], list[Result]], dispatcher: Dispatcher):
+        self._execute = execute
+        self._dispatcher = dispatcher
+
+    def run_tasks(self, tasks: list[Task], timeout: float | None = None) -> list[Result]:
         return self._execute(tasks, timeout)
+
+    def silent_owners(self) -> set[str]:
+        return self._dispatcher.silent_owners()
+
+    def peer_key(self, owner_id: str) -> PeerKey:
+        return self._dispatcher.peer_key(owner_id)
+
+    def certificates(self) -> dict[str, bytes]:
+        return self._dispatcher.certificates()
+
+    def open_ring(self, session_id: str, members: Sequence[str]) -> None:
+        self._dispatcher.open_ring(session_id, members)
+
+    def close_ring(self, session_id: str) -> None:
+        self._dispatcher.close_ring(session_id)
+
+    def hop_senders(self, session_id: str) -> set[str]:
+        return self._dispatcher.hop_senders(session_id)
 
 
 def run_job(
     server: CoordinatorServer,
-    strategy,
+    strategy: Strategy,
     *,
     expected_owners: int,
     register_timeout: float = 120.0,
@@ -115,7 +236,7 @@ def run_job(
                 answered.add(r.owner_id)
         return results
 
-    model = strategy.run(owner_ids, Transport(execute, server.dispatcher))
+    model = strategy.run(owner_ids, GrpcTransport(execute, server.dispatcher))
     t2 = time.perf_counter()
     return JobOutcome(
         model=model,

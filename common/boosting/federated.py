@@ -132,36 +132,38 @@ measured utility is the deployed one. The ring is exact in Z_2^64, so the two di
 fixed-point rounding, at most ``N 2^(-f-1)`` (SPEC §11.1; tested): ``"plain"`` keeps runs with
 10^4 owners fast.
 
-Vectorised driver. With ``vectorised=True`` the driver applies the owner steps to all owners' rows
-at once (:func:`stump_table_vectors` + one ``privatize`` call for a whole group; per-owner sums by
-``bincount``). Every owner step is row-wise or a per-owner sum, and the mechanisms perturb row by
-row, so this is the same computation; at ε = ∞ the two paths give identical models (tested).
-With a finite ε the noise draws differ (one generator stream instead of one per owner) but have
-the same distribution.
+Drivers. This module holds the steps; the round loop that calls them is written once,
+:func:`privfed.common.boosting.loop.run_rounds`, used by the networked strategy
+(``privfed.server.strategies.boosting``) and by :meth:`FederatedBoosting.fit`, which simulates
+every owner in this process, vectorised over owners by default
+(:mod:`privfed.common.boosting.simulation`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from functools import cached_property, partial
+from dataclasses import dataclass
+from functools import cached_property
 from numbers import Integral, Real
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
 from privfed.common.bounds import Bounds
-from privfed.common.errors import ConfigError, LocalProtocolError, PrivfedError
+from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.learners.logistic import LinearModel, fit_local_logistic, lr_aggregate, lr_share, n_parameters
-from privfed.common.learners.ncc import NccShare, NearestCentroidModel, ncc_centroids, ncc_share, split_label_budget
-from privfed.common.learners.samme import BoostedModel, SammeDecision, SammeStep, samme_decide, samme_update
+from privfed.common.learners.ncc import NearestCentroidModel, ncc_centroids, ncc_share, split_label_budget
+from privfed.common.learners.samme import SammeDecision, SammeStep, samme_decide, samme_update
 from privfed.common.learners.stump import Stump, binarize, select_stump, stump_aggregate, stump_share, thresholds
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, make_mechanism
 from privfed.common.mechanisms.base import snap
 from privfed.common.mechanisms.laplace import LaplaceMechanism
-from privfed.common.secagg.boxes import generate_private_key, local_boxes
 from privfed.common.secagg.fixedpoint import FixedPoint
-from privfed.common.secagg.ring import ring_peers, run_ring_in_process
+from privfed.common.secagg.ring import run_ring_in_process
+
+if TYPE_CHECKING:
+    from privfed.common.boosting.loop import BoostingRun
 
 BASE_LEARNERS = ("stump", "ncc", "lr")
 SECURE_SUMS = ("plain", "ring")
@@ -399,45 +401,6 @@ def secure_total(
         raise ConfigError("secure_total(method='ring') needs fixed_point (FixedPoint.choose(n_parties, max_abs))")
     ids = [f"o{i}" for i in range(values.shape[0])] if ids is None else list(ids)
     return run_ring_in_process(dict(zip(ids, values)), fixed_point, boxes)
-
-
-@dataclass(frozen=True)
-class RoundRecord:
-    """What the coordinator learned in one round."""
-
-    round: int
-    group_size: int
-    learner: object  # the selected base learner (Stump, NearestCentroidModel, LinearModel)
-    error: float  # E / W from the secure sums
-    alpha: float | None  # None: rejected
-    step: str  # "keep", "keep_and_stop", "skip" or "stop"
-
-
-@dataclass
-class BoostingRun:
-    """Result of :meth:`FederatedBoosting.fit`."""
-
-    model: BoostedModel
-    rounds: list[RoundRecord]
-    groups: np.ndarray
-    weights: np.ndarray
-    stop_reason: str
-    evaluators: list = field(default_factory=list)  # per round: the owners whose noisy sums were added
-
-    def staged_misclassification(self, X, y) -> np.ndarray:
-        """Misclassification of the ensemble after each round, on class indices ``y``.
-
-        A rejected round repeats the previous value; before the first kept learner the empty vote
-        predicts class 0 (ties go to the lowest class, SPEC §5).
-        """
-        y = np.asarray(y)
-        votes = np.zeros((y.shape[0], self.model.classes.shape[0]))
-        out, rows = [], np.arange(y.shape[0])
-        for rec in self.rounds:
-            if rec.alpha is not None:
-                votes[rows, np.asarray(rec.learner.predict(X), dtype=np.int64)] += rec.alpha
-            out.append(float(np.mean(np.argmax(votes, axis=1) != y)))
-        return np.asarray(out)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -793,7 +756,9 @@ class FederatedBoosting:
 
     # ------------------------------------------------------------------ in-process driver
     def fit(self, X, y, *, owners=None, rng: np.random.Generator) -> BoostingRun:
-        """Run Alg. 2 with every party in this process.
+        """Run Alg. 2 with every party in this process: the one round loop
+        (:func:`~privfed.common.boosting.loop.run_rounds`) over simulated owners
+        (:class:`~privfed.common.boosting.simulation.SimulatedOwners`).
 
         Parameters
         ----------
@@ -803,112 +768,6 @@ class FederatedBoosting:
         rng : numpy.random.Generator
             Groups and noise (seeded for reproducible simulations).
         """
-        X = np.atleast_2d(np.asarray(X, dtype=np.float64))
-        y = np.asarray(y)
-        n = X.shape[0]
-        if y.shape != (n,) or not np.issubdtype(y.dtype, np.integer) or y.min() < 0 or y.max() >= self.n_classes:
-            raise ConfigError(f"y must be {n} class indices in 0..{self.n_classes - 1}")
-        owner_of_row = np.arange(n) if owners is None else np.full(n, -1, dtype=np.int64)
-        if owners is not None:
-            for i, idx in enumerate(owners):
-                if np.any(owner_of_row[idx] >= 0):
-                    raise ConfigError(f"owner {i} shares rows with another owner; owners must be disjoint")
-                owner_of_row[idx] = i
-        n_owners = n if owners is None else len(owners)
-        group_size = self.group_size or n_owners // self.n_rounds
-        groups = sample_groups(n_owners, self.n_rounds, max(group_size, 1), rng)
-        evaluators = evaluation_groups(groups, n_owners, self.eval_groups, rng)
-        mine = owner_of_row >= 0
-        w = np.where(mine, 1.0, 0.0)
-        keys = {f"o{i}": generate_private_key() for i in range(n_owners)} if self.secure_sum == "ring" else None
-        ring_boxes: dict[int, tuple] = {}  # id(evaluator array) -> (fixed point, boxes) for its ring
-        released = np.zeros(n_owners, dtype=bool)
-        learners, alphas, rounds, stop, published = [], [], [], "n_rounds", []
-        per_owner = None
-        if not self.vectorised:  # rows of each owner, by one stable sort
-            order = np.argsort(owner_of_row, kind="stable")[int((~mine).sum()) :]
-            per_owner = np.split(order, np.cumsum(np.bincount(owner_of_row[mine], minlength=n_owners))[:-1])
-        for t, group in enumerate(groups):
-            if released[group].any():
-                raise LocalProtocolError(f"round {t}: owners {group[released[group]].tolist()} already released")
-            released[group] = True
-            if self.vectorised:
-                releases = self.group_release(X, y, w, owner_of_row, group, rng=rng)
-            else:
-                releases = [
-                    self.owner_release(X[per_owner[o]], y[per_owner[o]], w[per_owner[o]], rng=rng) for o in group
-                ]
-                releases = NccShare.concat(releases) if self.base == "ncc" else np.stack(releases)
-            learner = self.coordinator_select(releases)
-            evals = evaluators[t]
-            if self.vectorised:  # the row clip of evaluation_sums, for all owners at once
-                miss = _misses(learner, X, y) & mine
-                u = np.minimum(w, self.eval_row_bound)
-                sums = np.stack(
-                    [
-                        np.bincount(owner_of_row[mine], weights=(u * miss)[mine], minlength=n_owners),
-                        np.bincount(owner_of_row[mine], weights=u[mine], minlength=n_owners),
-                    ],
-                    axis=1,
-                )[evals]
-            else:
-                sums = np.array(
-                    [self.evaluation_sums(learner, X[per_owner[o]], y[per_owner[o]], w[per_owner[o]]) for o in evals]
-                ).reshape(-1, 2)
-            noisy = self.evaluation_release(sums, rng=rng)  # what each evaluating owner releases
-            fixed_point = boxes = None
-            if self.secure_sum == "ring":
-                if id(evals) not in ring_boxes:
-                    ids = [f"o{i}" for i in evals]
-                    ring_boxes[id(evals)] = (
-                        FixedPoint.choose(len(ids), self.contribution_bound),
-                        local_boxes({p: keys[p] for p in ids}, partial(ring_peers, ids)),
-                    )
-                fixed_point, boxes = ring_boxes[id(evals)]
-            err_total, w_total = secure_total(
-                noisy,
-                method=self.secure_sum,
-                fixed_point=fixed_point,
-                boxes=boxes,
-                ids=None if boxes is None else [f"o{i}" for i in evals],
-            )
-            err_total = self.floor_error_total(float(err_total), len(evals))
-            decision = self.coordinator_decide(float(err_total), float(w_total), len(learners))
-            published.append((len(evals), float(err_total), float(w_total)))
-            if decision is None:
-                error = float(err_total / w_total) if w_total > 0 else math.nan
-                rounds.append(RoundRecord(t, len(group), learner, error, None, "skip"))
-                continue
-            if decision.step is SammeStep.DISCARD_AND_STOP:
-                rounds.append(RoundRecord(t, len(group), learner, decision.error, None, "stop"))
-                stop = "no_better_than_chance"
-                break
-            learners.append(learner)
-            alphas.append(decision.alpha)
-            rounds.append(RoundRecord(t, len(group), learner, decision.error, decision.alpha, decision.step.value))
-            if decision.step is SammeStep.KEEP_AND_STOP:
-                stop = "zero_error"
-                break
-            if self.vectorised:
-                w = np.where(
-                    mine,
-                    owner_update_weights(
-                        learner, decision.alpha, X, y, w, err_total=float(err_total), weight_total=float(w_total)
-                    ),
-                    0.0,
-                )
-            else:
-                for idx in per_owner:
-                    w[idx] = owner_update_weights(
-                        learner,
-                        decision.alpha,
-                        X[idx],
-                        y[idx],
-                        w[idx],
-                        err_total=float(err_total),
-                        weight_total=float(w_total),
-                    )
-        if not learners:
-            raise PrivfedError(self.nothing_to_boost(published))
-        model = BoostedModel(learners, alphas, n_classes=self.n_classes)
-        return BoostingRun(model, rounds, groups, w, stop, evaluators)
+        from privfed.common.boosting.simulation import simulate  # the loop module imports this one
+
+        return simulate(self, X, y, owners=owners, rng=rng)

@@ -1,5 +1,6 @@
 """Secure aggregation: ring-masked sums in Z_2^64 relayed end-to-end encrypted (SPEC §11).
 
 ``fixedpoint``: reals <-> Z_2^64 with overflow bounds; ``boxes``: X25519 + HKDF + AES-GCM
-envelopes and signed key checks; ``ring``: the ring protocol as a sans-I/O state machine.
+envelopes and signed key checks; ``ring``: the ring protocol as a sans-I/O state machine (one per
+party); ``session``: the coordinator's machine that forms, re-forms and gives up on a ring.
 """

@@ -7,8 +7,9 @@ adds ``e_i`` and passes the vector on; ``P_N`` sends it back to ``P_1``, which s
 and decodes ``Σ x_i``. Every hop value is ``R`` plus something independent of ``R``, hence
 uniform on the ring whatever the inputs (one-time pad). Two colluding neighbours of ``P_i``
 learn ``e_i``; no mask or dropout recovery is attempted (SPEC §11.2) — a party that does not
-answer makes every machine time out, and the driver re-forms the ring without it
-(:func:`reform_ring`, :func:`stalled_party`) under a fresh session id (:func:`new_session_id`).
+answer makes every machine time out, and the coordinator's session machine
+(:class:`privfed.common.secagg.session.RingSession`, with :func:`reform_ring` and
+:func:`stalled_party`) re-forms the ring without it under a fresh session id (:func:`new_session_id`).
 
 This is the SPEC's variant (one mask, drawn by the leader). The seed paper's variant, where
 every party adds and later removes its own mask, needs a second lap and gives nothing more
@@ -233,13 +234,20 @@ def _check_ring(ring: Sequence[str]) -> tuple[str, ...]:
     return ring
 
 
-def ring_peers(ring: Sequence[str], party_id: str) -> list[str]:
+def ring_peers(ring: Sequence[str], party_id: str, index: int | None = None) -> list[str]:
     """The peers ``party_id`` needs a :class:`Box` for: all others for the leader (RESULT), else
-    predecessor, successor and leader."""
-    k = ring.index(party_id)
+    predecessor, successor and leader.
+
+    ``index`` is ``party_id``'s position in ``ring`` if the caller knows it (O(1) for a member
+    instead of a scan: a coordinator that builds the peers of every member of a ring of N
+    parties would otherwise spend O(N^2)).
+    """
+    k = list(ring).index(party_id) if index is None else index
+    if ring[k] != party_id:
+        raise ConfigError(f"ring position {k} holds {ring[k]!r}, not {party_id!r}")
     if k == 0:
-        return ring[1:]
-    return list(dict.fromkeys(p for p in (ring[k - 1], ring[(k + 1) % len(ring)], ring[0])))
+        return list(ring[1:])
+    return list(dict.fromkeys((ring[k - 1], ring[(k + 1) % len(ring)], ring[0])))
 
 
 def reform_ring(ring: Sequence[str], dropped: Iterable[str]) -> list[str]:
@@ -314,7 +322,7 @@ class RingParty:
         )
         self.index = self.ring.index(party_id)
         self.role = Role.LEADER if self.index == 0 else Role.MEMBER
-        self._boxes = {peer: self._resolve_box(box_for, peer) for peer in ring_peers(self.ring, party_id)}
+        self._boxes = {peer: self._resolve_box(box_for, peer) for peer in ring_peers(self.ring, party_id, self.index)}
         self._state = State.IDLE
         self.failure_reason: str | None = None
         self._m: int | None = None

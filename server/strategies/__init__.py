@@ -1,5 +1,6 @@
 """Round logic, one module per task (STYLE rule 12): a strategy builds tasks and aggregates
-results; the transport it is given sends them (:mod:`privfed.server.job`).
+results; the transport it is given sends them (:class:`~privfed.server.strategies.base.Transport`:
+gRPC in :mod:`privfed.server.job`, in-process in ``privfed.deploy.inprocess``).
 
 ``ncc``, ``lr``: one-round LDP learners (seed 002 §3.5); ``feddpdr``: FedDPDR-DPML (seed 004);
 ``boosting``: federated SAMME (seed 002 Alg. 2). :func:`make_strategy` builds the one a
@@ -12,15 +13,24 @@ import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.server.config import JobConfig
-from privfed.server.strategies.base import SingleRound, refusals
+from privfed.server.strategies.base import SingleRound, Strategy, Transport, refusals
 from privfed.server.strategies.feddpdr import FedDpdrStrategy
 from privfed.server.strategies.lr import LrStrategy
 from privfed.server.strategies.ncc import NccStrategy
 
-__all__ = ["FedDpdrStrategy", "LrStrategy", "NccStrategy", "SingleRound", "make_strategy", "refusals"]
+__all__ = [
+    "FedDpdrStrategy",
+    "LrStrategy",
+    "NccStrategy",
+    "SingleRound",
+    "Strategy",
+    "Transport",
+    "make_strategy",
+    "refusals",
+]
 
 
-def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds, **options):
+def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds, **options) -> Strategy:
     """Build the round logic of ``config.task`` for a federation with this public schema.
 
     Parameters

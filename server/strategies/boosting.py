@@ -10,57 +10,52 @@ tasks, from which owners update their weights locally.
 Nothing here uses an owner's row count (contract 2): the ring's fixed-point range is the public
 ``FederatedBoosting.contribution_bound`` (row bound times the public ``max_owner_rows`` plus 40
 Laplace scales; every owner clips its noisy pair to it before encoding, which is post-processing). Each ring is opened at the
-dispatcher for exactly its members and closed afterwards (contract 5). An owner that refuses
+relay for exactly its members and closed afterwards (contract 5). An owner that refuses
 its evaluation (budget, invalid task, already released) or stays silent (node past the node
 timeout) is removed and the ring re-run without it under a fresh session; the members that
 already released reuse their cached noisy pair, so a re-run costs them nothing. The report
 records the ε split, the noise scale and the drops.
+
+The round loop is :func:`privfed.common.boosting.loop.run_rounds`, the same one the in-process
+simulation (:meth:`FederatedBoosting.fit`) runs; this module supplies its steps over a
+:class:`~privfed.server.strategies.base.Transport`: share tasks for a group, the ring secure sum
+(:meth:`Transport.secure_sum`, which drops refusing or silent owners and re-forms the ring), and
+the published history.
 """
 
 from __future__ import annotations
 
-import logging
 import secrets
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from privfed.common.boosting.federated import FederatedBoosting, evaluation_groups, sample_groups
+from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.loop import Evaluation, RoundRecord, plan_rounds, run_rounds
 from privfed.common.boosting.wire import at_round, config_to_dict, empty_history, with_round
 from privfed.common.errors import RoundFailed
 from privfed.common.learners.ncc import NccShare
-from privfed.common.learners.samme import BoostedModel, SammeStep
-from privfed.common.messages import (
-    BoostEvaluateTask,
-    BoostShareReply,
-    BoostShareTask,
-    Refusal,
-    RingSpec,
-    RingTotal,
-    Task,
-)
-from privfed.common.secagg.fixedpoint import FixedPoint
-from privfed.common.secagg.ring import new_session_id
-
-log = logging.getLogger("privfed.coordinator")
-
-MAX_RING_ATTEMPTS = 5
-
-
-def ring_peers_of(ring: tuple, k: int) -> list[str]:
-    """:func:`ring_peers` by position (O(1) for members; the leader needs everyone)."""
-    if k == 0:
-        return list(ring[1:])
-    return list(dict.fromkeys((ring[k - 1], ring[(k + 1) % len(ring)], ring[0])))
-
-
-def _tasks(owner_ids, round_id, spec_for) -> list[Task]:
-    return [Task(f"{round_id}-{secrets.token_hex(6)}", o, round_id, spec_for(o)) for o in owner_ids]
+from privfed.common.learners.samme import BoostedModel
+from privfed.common.messages import BoostEvaluateTask, BoostShareReply, BoostShareTask
+from privfed.server.strategies.base import Transport, new_tasks
 
 
 @dataclass
 class BoostingStrategy:
+    """Federated SAMME over a transport (module docstring).
+
+    Parameters
+    ----------
+    booster : FederatedBoosting
+        The run's public configuration.
+    rng : numpy.random.Generator
+        Draws the share and evaluation groups (public).
+    ring_timeout : float or None
+        Seconds per ring attempt (default :func:`~privfed.common.secagg.session.attempt_timeout`).
+    """
+
     booster: FederatedBoosting
     rng: np.random.Generator
     ring_timeout: float | None = None
@@ -87,147 +82,71 @@ class BoostingStrategy:
             "labels": fb.labels if fb.base == "ncc" else "in perturbed tables",
         }
 
-    def _releases(self, replies: list[BoostShareReply]):
-        if self.booster.base == "ncc":
+    def run(self, owner_ids: list[str], transport: Transport) -> BoostedModel:
+        groups, evaluators = plan_rounds(self.booster, len(owner_ids), self.rng)
+        self.evaluators = [[owner_ids[i] for i in e] for e in evaluators]
+        steps = _FederationSteps(self, list(owner_ids), transport, f"boost-{secrets.token_hex(4)}")
+        return run_rounds(self.booster, steps, groups, evaluators).model
+
+
+class _FederationSteps:
+    """The owner steps of :func:`run_rounds` as tasks over a transport; the public history grows
+    with every kept round and goes with every task (``privfed.common.boosting.wire``)."""
+
+    def __init__(self, strategy: BoostingStrategy, owner_ids: list[str], transport: Transport, run_id: str):
+        self.strategy, self.owner_ids, self.transport, self.run_id = strategy, owner_ids, transport, run_id
+        self.config = config_to_dict(strategy.booster, run_id)
+        self.history = empty_history()
+
+    def release(self, round_no: int, group: np.ndarray) -> np.ndarray | NccShare:
+        fb, t0 = self.strategy.booster, time.perf_counter()
+        spec = BoostShareTask(self.config, at_round(self.history, round_no))
+        results = self.transport.run_tasks(new_tasks([self.owner_ids[i] for i in group], self.run_id, spec))
+        replies = [r.payload for r in results if isinstance(r.payload, BoostShareReply)]
+        if not replies:
+            raise RoundFailed(f"round {round_no + 1}: no owner of the group released a share")
+        self.strategy.rounds.append(
+            {
+                "round": round_no + 1,
+                "group": len(group),
+                "released": len(replies),
+                "share_s": time.perf_counter() - t0,
+                "share_epsilon": fb.share_epsilon,
+                "eval_epsilon": fb.eval_round_epsilon,
+                "eval_noise_scale": fb.eval_noise_scale,
+            }
+        )
+        if fb.base == "ncc":
             return NccShare.concat([NccShare(reports=r.reports, labels=r.labels) for r in replies])
         return np.concatenate([r.reports for r in replies])
 
-    def _ring_sum(self, ring, learner, config, history, transport, round_no) -> tuple[float, float]:
-        """E and W (sums of noisy releases) over every owner still in the ring, re-forming it after a drop."""
-        max_abs = self.booster.contribution_bound  # public: row bound x max rows + noise headroom, never row counts
-        certificates = transport.certificates()
-        timeout = self.ring_timeout or 30.0 + 0.01 * len(ring)
-        learner_dict = learner.to_dict()
-        for attempt in range(1, MAX_RING_ATTEMPTS + 1):
-            if len(ring) < 2:
-                raise RoundFailed(f"round {round_no}: fewer than 2 owners left to evaluate; nothing to sum")
-            session = new_session_id()
-            fp = FixedPoint.choose(n_parties=len(ring), max_abs=max_abs)
-            ring_tuple, sent_to = tuple(ring), set()
-            index = {o: i for i, o in enumerate(ring)}
+    def evaluate(self, round_no: int, evaluators: np.ndarray, learner: Any) -> Evaluation:
+        strategy = self.strategy
+        gone = set(strategy.dropped) | self.transport.silent_owners()
+        ring = [self.owner_ids[i] for i in evaluators if self.owner_ids[i] not in gone]
+        if len(ring) < 2:
+            raise RoundFailed(f"round {round_no + 1}: fewer than 2 owners left to evaluate; nothing to sum")
+        sent = at_round(self.history, round_no)
+        outcome = self.transport.secure_sum(
+            ring,
+            lambda ring_spec: BoostEvaluateTask(self.config, sent, learner, ring_spec),
+            max_abs=strategy.booster.contribution_bound,  # public: row bound x max rows + noise headroom
+            round_id=f"ring{round_no + 1}",
+            timeout=strategy.ring_timeout,
+        )
+        strategy.dropped += outcome.dropped
+        strategy.refused.update(outcome.refused)
+        strategy.rounds[-1].update(ring_size=len(outcome.ring), ring_s=outcome.seconds, ring_attempts=outcome.attempts)
+        return Evaluation(float(outcome.totals[0]), float(outcome.totals[1]), len(outcome.ring))
 
-            def spec(owner_id):
-                # The ring order and the certificates go once per node and session (the node
-                # caches them): per owner they would cost O(N) bytes each, O(N^2) a round.
-                node = transport.peer_key(owner_id).node_id
-                first = node not in sent_to
-                sent_to.add(node)
-                peers = tuple(transport.peer_key(p) for p in ring_peers_of(ring_tuple, index[owner_id]))
-                return BoostEvaluateTask(
-                    config=config,
-                    history=history,
-                    learner=learner_dict,
-                    ring=RingSpec(
-                        session,
-                        ring_tuple if first else (),
-                        fp.frac_bits,
-                        fp.n_parties,
-                        max_abs,
-                        peers,
-                        certificates if first else {},
-                    ),
-                )
+    def decided(self, record: RoundRecord) -> None:
+        self.strategy.rounds[-1].update(
+            err_total=record.err_total,
+            weight_total=record.weight_total,
+            error=record.err_total / record.weight_total if record.weight_total > 0 else None,
+            alpha=record.alpha,
+            step={"stop": "discard_and_stop"}.get(record.step, record.step),
+        )
 
-            t0 = time.perf_counter()
-            transport.open_ring(session, ring_tuple)
-            try:
-                # Members first: each answers at once with a join or a refusal, and nothing moves
-                # until the leader starts, so a refusing member is dropped before any hop is sent.
-                results = transport(_tasks(ring[1:], f"ring{round_no}", spec), timeout=timeout)
-                refusing = {r.owner_id: r.payload.code for r in results if isinstance(r.payload, Refusal)}
-                joined = {r.owner_id for r in results} - set(refusing)
-                if not refusing and joined == set(ring[1:]):
-                    results = transport(_tasks(ring[:1], f"ring{round_no}", spec), timeout=timeout)
-                    refusing = {r.owner_id: r.payload.code for r in results if isinstance(r.payload, Refusal)}
-                    joined.add(ring[0])  # the leader answers only with the total, or a refusal
-            finally:
-                transport.close_ring(session)
-            totals = [
-                r.payload for r in results if isinstance(r.payload, RingTotal) and r.payload.session_id == session
-            ]
-            if totals:
-                self.rounds[-1].update(ring_size=len(ring), ring_s=time.perf_counter() - t0, ring_attempts=attempt)
-                return float(totals[0].values[0]), float(totals[0].values[1])
-            self.refused.update(refusing)
-            gone = sorted(
-                ((set(ring) - joined) & transport.silent_owners())
-                | set(refusing)
-                | (set(ring[1:]) - joined - set(refusing))
-            )
-            if not gone:
-                gone = sorted(set(ring) & transport.silent_owners())
-            if not gone:
-                raise RoundFailed(
-                    f"ring {session} did not close within {timeout:.0f} s and no party is known to be gone"
-                )
-            log.warning(
-                "ring %s: %d party(ies) dropped (%d refused; %s...); re-running without them",
-                session,
-                len(gone),
-                len(refusing),
-                gone[:3],
-            )
-            self.dropped += gone
-            ring = [o for o in ring if o not in set(gone)]
-        raise RoundFailed(f"the ring secure sum failed {MAX_RING_ATTEMPTS} times")
-
-    def run(self, owner_ids, transport):
-        fb = self.booster
-        n = len(owner_ids)
-        group_size = fb.group_size or n // fb.n_rounds
-        groups = sample_groups(n, fb.n_rounds, group_size, self.rng)
-        evaluators = evaluation_groups(groups, n, fb.eval_groups, self.rng)
-        self.evaluators = [[owner_ids[i] for i in e] for e in evaluators]
-        run_id = f"boost-{secrets.token_hex(4)}"
-        config = config_to_dict(fb, run_id)
-        history = empty_history()
-        learners, alphas, published = [], [], []
-        for t, group in enumerate(groups, start=1):
-            t0 = time.perf_counter()
-            sent = at_round(history, t - 1)
-            replies = [
-                r.payload
-                for r in transport(
-                    _tasks([owner_ids[i] for i in group], run_id, lambda _: BoostShareTask(config, sent))
-                )
-                if isinstance(r.payload, BoostShareReply)
-            ]
-            if not replies:
-                raise RoundFailed(f"round {t}: no owner of the group released a share")
-            learner = fb.coordinator_select(self._releases(replies))
-            self.rounds.append(
-                {
-                    "round": t,
-                    "group": len(group),
-                    "released": len(replies),
-                    "share_s": time.perf_counter() - t0,
-                    "share_epsilon": fb.share_epsilon,
-                    "eval_epsilon": fb.eval_round_epsilon,
-                    "eval_noise_scale": fb.eval_noise_scale,
-                }
-            )
-            gone = set(self.dropped) | transport.silent_owners()
-            ring = [owner_ids[i] for i in evaluators[t - 1] if owner_ids[i] not in gone]
-            err, wsum = self._ring_sum(ring, learner, config, sent, transport, t)
-            err = fb.floor_error_total(err, self.rounds[-1]["ring_size"])
-            decision = fb.coordinator_decide(err, wsum, n_kept=len(alphas))
-            published.append((self.rounds[-1]["ring_size"], err, wsum))
-            self.rounds[-1].update(
-                err_total=err,
-                weight_total=wsum,
-                error=err / wsum if wsum > 0 else None,
-                alpha=None if decision is None else decision.alpha,
-                step="skip" if decision is None else decision.step.value,
-            )
-            if decision is None:
-                continue
-            if decision.step is SammeStep.DISCARD_AND_STOP:
-                break
-            learners.append(learner)
-            alphas.append(decision.alpha)
-            history = with_round(history, learner, decision.alpha, err, wsum)
-            if decision.step is SammeStep.KEEP_AND_STOP:
-                break
-        if not learners:
-            raise RoundFailed(f"nothing to boost: {fb.nothing_to_boost(published)}")
-        return BoostedModel(learners, alphas, np.arange(fb.n_classes))
+    def keep(self, round_no: int, learner: Any, alpha: float, err_total: float, weight_total: float) -> None:
+        self.history = with_round(self.history, learner, alpha, err_total, weight_total)

@@ -10,7 +10,7 @@ from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.feddpdr.subspace import aggregate_subspaces, owner_weights, weighted_average
 from privfed.common.feddpdr.svm import FedDPDRModel, ovr_epsilons
 from privfed.common.messages import PcaShareReply, PcaShareTask, SvmShareReply, SvmShareTask
-from privfed.server.strategies.base import new_tasks
+from privfed.server.strategies.base import Transport, new_tasks
 
 
 @dataclass
@@ -55,11 +55,11 @@ class FedDpdrStrategy:
         pca = math.inf if math.isinf(half) else half - count
         return {"pca": pca, "count": count, "svm": half}
 
-    def run(self, owner_ids, execute):
+    def run(self, owner_ids: list[str], transport: Transport) -> FedDPDRModel:
         split = self.budget_split()
         pca = {
             r.owner_id: r.payload
-            for r in execute(
+            for r in transport.run_tasks(
                 new_tasks(
                     owner_ids,
                     "pca",
@@ -82,7 +82,7 @@ class FedDpdrStrategy:
         )
         svm = {
             r.owner_id: r.payload
-            for r in execute(
+            for r in transport.run_tasks(
                 new_tasks(
                     [o for o in owner_ids if o in pca],
                     "svm",

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, RoundFailed
-from privfed.common.learners.logistic import lr_aggregate
+from privfed.common.learners.logistic import LinearModel, lr_aggregate
 from privfed.common.mechanisms import MECHANISMS
 from privfed.common.messages import LrShareReply, LrShareTask, Result, Task
 from privfed.server.strategies.base import SingleRound, new_tasks, shares_of
@@ -30,7 +31,7 @@ class LrStrategy(SingleRound):
         if self.mechanism not in MECHANISMS:
             raise ConfigError(f"mechanism must be one of {MECHANISMS}, got {self.mechanism!r}")
 
-    def configure(self, owner_ids, round_id: str) -> list[Task]:
+    def configure(self, owner_ids: Sequence[str], round_id: str) -> list[Task]:
         spec = LrShareTask(
             mechanism=self.mechanism,
             epsilon=self.epsilon,
@@ -41,7 +42,7 @@ class LrStrategy(SingleRound):
         )
         return new_tasks(owner_ids, round_id, spec)
 
-    def aggregate(self, results: list[Result]):
+    def aggregate(self, results: list[Result]) -> LinearModel:
         replies = shares_of(results, LrShareReply)
         if not replies:
             raise RoundFailed("no owner released a share: cannot fit logistic regression")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +32,7 @@ class NccStrategy(SingleRound):
             raise ConfigError(f"mechanism must be one of {MECHANISMS}, got {self.mechanism!r}")
         self.eps_features, self.eps_labels = split_label_budget(self.epsilon, self.labels, self.label_fraction)
 
-    def configure(self, owner_ids, round_id: str) -> list[Task]:
+    def configure(self, owner_ids: Sequence[str], round_id: str) -> list[Task]:
         spec = NccShareTask(
             mechanism=self.mechanism,
             epsilon=self.eps_features,

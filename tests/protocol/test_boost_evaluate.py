@@ -30,6 +30,7 @@ from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import Inbound, new_session_id
 from privfed.owner.boosting import AlreadyReleased, HistoryRewritten, RingDriver
+from privfed.server.job import RelayedSecureSum
 
 NOW = datetime.now(UTC)
 BOUNDS = Bounds.of(-1.0, 1.0, 3)
@@ -297,7 +298,7 @@ def test_a_peer_key_signed_by_a_node_that_does_not_own_the_id_is_refused(fed):
     assert fed.ledgers["owner-1"].history(b) == []
 
 
-class LocalTransport:
+class LocalTransport(RelayedSecureSum):
     """The coordinator's ``Transport`` over in-process nodes: tasks go to the real drivers, a raised
     refusal becomes a ``Refusal`` (as ``owner/node.py`` answers), envelopes are routed as bytes,
     and relaying is allowed only inside an open ring session (contract 5)."""
@@ -315,7 +316,10 @@ class LocalTransport:
     def close_ring(self, session):
         self.open.pop(session)
 
-    def __call__(self, tasks, timeout=None):
+    def hop_senders(self, session):
+        return set()
+
+    def run_tasks(self, tasks, timeout=None):
         from privfed.common.messages import BoostShareTask, Refusal, Result
         from privfed.owner.boosting import boost_share
 

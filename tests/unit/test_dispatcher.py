@@ -246,6 +246,18 @@ def test_closing_a_session_drops_its_queued_envelopes_only(dispatcher):
     assert dispatcher.queued_relay() == (0, 0)
 
 
+def test_the_relay_records_who_sent_hops_in_an_open_session_for_stalled_party_detection(dispatcher):
+    s, t = new_session_id(), new_session_id()
+    dispatcher.open_ring(s, [A0, B0, C0])
+    dispatcher.open_ring(t, [A1, B0])
+    result = Inbound(s, B0, A0, MessageKind.RESULT, 4, b"\0" * 32).to_bytes()
+    dispatcher.relay("node-a", [(B0, envelope(s, A0, B0)), (B0, envelope(t, A1, B0))])
+    dispatcher.relay("node-b", [(C0, envelope(s, B0, C0, seq=2)), (A0, result)])
+    assert dispatcher.hop_senders(s) == {A0, B0} and dispatcher.hop_senders(t) == {A1}  # a RESULT is no hop
+    dispatcher.close_ring(s)
+    assert dispatcher.hop_senders(s) == set() and dispatcher.hop_senders(t) == {A1}
+
+
 def test_open_ring_checks_its_arguments(dispatcher):
     with pytest.raises(ConfigError):
         dispatcher.open_ring("s", [A0])

@@ -236,13 +236,3 @@ def test_the_node_answers_the_rest_of_a_batch_after_malformed_boosting_tasks(tmp
     (result,) = handle_batch([t for t, _ in decoded if t is not None], {owner.owner_id: owner}, ledger)
     assert result.task_id == "good" and isinstance(result.payload, BoostShareReply)
     assert [h["purpose"] for h in ledger.history(owner.owner_id)] == ["boost-share:run-ok"]
-
-
-def test_an_evaluate_task_takes_a_learner_in_its_saved_model_form():
-    """Callers that still pass ``learner.to_dict()`` get the learner itself, once, at construction."""
-    for learner in (STUMP, CENTROIDS, LINEAR):
-        task = BoostEvaluateTask(CONFIG, HISTORY, learner.to_dict(), RING)
-        assert type(task.learner) is type(learner)
-        assert serde.learner_to_proto(task.learner) == serde.learner_to_proto(learner)
-    with pytest.raises(ConfigError, match="unknown learner kind"):
-        BoostEvaluateTask(CONFIG, HISTORY, {"kind": "tree"}, RING)

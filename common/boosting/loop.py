@@ -1,0 +1,165 @@
+"""The round loop of federated SAMME boosting, written once (seed 002 Alg. 2; SPEC §5).
+
+Per round t: a fresh group of owners (never reused: :func:`~privfed.common.boosting.federated.sample_groups`)
+releases perturbed shares with their SAMME weights; the coordinator fits the base learner from
+them (:meth:`FederatedBoosting.coordinator_select`); round t's evaluation group
+(:func:`~privfed.common.boosting.federated.evaluation_groups`) puts its noisy ``(err_sum, w_sum)``
+releases into a secure sum; the coordinator floors ``E`` (:meth:`FederatedBoosting.floor_error_total`),
+applies SAMME's weight and stop rules (:meth:`FederatedBoosting.coordinator_decide`,
+:func:`~privfed.common.learners.samme.samme_decide`) and publishes (learner, α, E, W), from which
+owners update their weights (:func:`~privfed.common.boosting.federated.owner_update_weights`).
+
+:func:`run_rounds` is that loop, pure: what differs between a federation and a simulation is
+*who* releases and sums, which a :class:`RoundSteps` object supplies. The networked strategy
+(``privfed.server.strategies.boosting``) supplies steps that send tasks over a transport (gRPC
+or in-process); :meth:`FederatedBoosting.fit` supplies the vectorised in-process owner steps
+(:mod:`privfed.common.boosting.simulation`). The centralised reference
+:class:`~privfed.common.learners.samme.SammeBoost` uses the same ``samme_decide`` / ``samme_update``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
+
+from privfed.common.boosting.federated import FederatedBoosting, evaluation_groups, sample_groups
+from privfed.common.errors import RoundFailed
+from privfed.common.learners.samme import BoostedModel, SammeStep
+
+
+class Evaluation(NamedTuple):
+    """A round's secure sum: ``E``, ``W`` (sums of noisy releases) over ``n_parties`` owners."""
+
+    err_total: float
+    weight_total: float
+    n_parties: int
+
+
+class RoundSteps(Protocol):
+    """Who releases and sums in :func:`run_rounds` (owners over a transport, or simulated)."""
+
+    def release(self, round_no: int, group: np.ndarray) -> Any:
+        """The releases of owner indices ``group`` in round ``round_no`` (0-based), in the form
+        :meth:`FederatedBoosting.coordinator_select` takes."""
+        ...
+
+    def evaluate(self, round_no: int, evaluators: np.ndarray, learner: Any) -> Evaluation:
+        """The secure sum of the evaluators' noisy ``(err_sum, w_sum)`` releases for ``learner``."""
+        ...
+
+    def keep(self, round_no: int, learner: Any, alpha: float, err_total: float, weight_total: float) -> None:
+        """The round's learner was kept with weight ``alpha``: publish it (owners update their weights)."""
+        ...
+
+    def decided(self, record: RoundRecord) -> None:
+        """What the coordinator decided in a round (for a report); called for every round."""
+        ...
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """What the coordinator learned in one round."""
+
+    round: int
+    group_size: int
+    learner: object  # the selected base learner (Stump, NearestCentroidModel, LinearModel)
+    error: float  # E / W from the secure sums
+    alpha: float | None  # None: rejected
+    step: str  # "keep", "keep_and_stop", "skip" or "stop"
+    err_total: float = math.nan  # E as published (floored)
+    weight_total: float = math.nan  # W
+    n_evaluators: int = 0  # owners whose releases the secure sum added
+
+
+@dataclass
+class BoostingRun:
+    """Result of :func:`run_rounds` (and :meth:`FederatedBoosting.fit`)."""
+
+    model: BoostedModel
+    rounds: list[RoundRecord]
+    groups: np.ndarray
+    weights: np.ndarray | None
+    stop_reason: str
+    evaluators: list = field(default_factory=list)  # per round: the owners whose noisy sums were added
+
+    def staged_misclassification(self, X, y) -> np.ndarray:
+        """Misclassification of the ensemble after each round, on class indices ``y``.
+
+        A rejected round repeats the previous value; before the first kept learner the empty vote
+        predicts class 0 (ties go to the lowest class, SPEC §5).
+        """
+        y = np.asarray(y)
+        votes = np.zeros((y.shape[0], self.model.classes.shape[0]))
+        out, rows = [], np.arange(y.shape[0])
+        for rec in self.rounds:
+            if rec.alpha is not None:
+                votes[rows, np.asarray(rec.learner.predict(X), dtype=np.int64)] += rec.alpha
+            out.append(float(np.mean(np.argmax(votes, axis=1) != y)))
+        return np.asarray(out)
+
+
+def plan_rounds(fb: FederatedBoosting, n_owners: int, rng: np.random.Generator) -> tuple[np.ndarray, list]:
+    """The run's share groups and evaluation groups (owner indices), drawn from ``rng`` in that order.
+
+    Public: they need no secrecy. Raises :class:`ConfigError` when ``n_rounds * group_size``
+    exceeds the owners (some owner would release twice).
+    """
+    group_size = fb.group_size or n_owners // fb.n_rounds
+    groups = sample_groups(n_owners, fb.n_rounds, max(group_size, 1), rng)
+    return groups, evaluation_groups(groups, n_owners, fb.eval_groups, rng)
+
+
+def run_rounds(fb: FederatedBoosting, steps: RoundSteps, groups: np.ndarray, evaluators: list) -> BoostingRun:
+    """Seed 002 Alg. 2 over the planned rounds (:func:`plan_rounds`): the one SAMME loop.
+
+    Parameters
+    ----------
+    fb : FederatedBoosting
+        The run's public configuration.
+    steps : RoundSteps
+        Releases, secure sums and publication (networked or simulated).
+    groups, evaluators : from :func:`plan_rounds`
+
+    Raises
+    ------
+    RoundFailed
+        No round kept a learner (the message says why, :meth:`FederatedBoosting.nothing_to_boost`).
+    """
+    learners: list = []
+    alphas: list[float] = []
+    rounds: list[RoundRecord] = []
+    published: list[tuple[int, float, float]] = []
+    stop = "n_rounds"
+    for t, group in enumerate(groups):
+        learner = fb.coordinator_select(steps.release(t, group))
+        ev = steps.evaluate(t, evaluators[t], learner)
+        err, wsum = fb.floor_error_total(float(ev.err_total), ev.n_parties), float(ev.weight_total)
+        decision = fb.coordinator_decide(err, wsum, n_kept=len(learners))
+        published.append((ev.n_parties, err, wsum))
+        sums = dict(err_total=err, weight_total=wsum, n_evaluators=ev.n_parties)
+        if decision is None:
+            error = err / wsum if wsum > 0 else math.nan
+            rounds.append(RoundRecord(t, len(group), learner, error, None, "skip", **sums))
+        elif decision.step is SammeStep.DISCARD_AND_STOP:
+            rounds.append(RoundRecord(t, len(group), learner, decision.error, None, "stop", **sums))
+            stop = "no_better_than_chance"
+        else:
+            learners.append(learner)
+            alphas.append(decision.alpha)
+            rounds.append(
+                RoundRecord(t, len(group), learner, decision.error, decision.alpha, decision.step.value, **sums)
+            )
+            if decision.step is SammeStep.KEEP_AND_STOP:
+                stop = "zero_error"
+        steps.decided(rounds[-1])
+        if stop != "n_rounds":
+            break
+        if rounds[-1].alpha is not None:
+            steps.keep(t, learner, decision.alpha, err, wsum)
+    if not learners:
+        raise RoundFailed(f"nothing to boost: {fb.nothing_to_boost(published)}")
+    model = BoostedModel(learners, alphas, n_classes=fb.n_classes)
+    return BoostingRun(model, rounds, groups, None, stop, evaluators)

@@ -1,0 +1,211 @@
+"""The in-process transport: every owner node in this process, called directly (no sockets).
+
+:class:`InProcessTransport` implements :class:`privfed.server.strategies.base.Transport` the way
+Flower's simulation ``Grid`` and h11's ``ConnectionPair`` join two sides in memory: a task goes
+to its owner's real handler (:func:`privfed.owner.handlers.handle_batch`, one batch per node, with
+that node's real ledger, so every release is debited before it "leaves"), an evaluation task to
+the node's real :class:`privfed.owner.boosting.RingDriver`, and ring envelopes travel as bytes
+through an in-memory relay that, like the coordinator's dispatcher, accepts them only inside an
+open session between its members and records the ``HOP`` senders. The ring secure sum is the
+same driver as the gRPC transport's (:class:`privfed.server.job.RelayedSecureSum` over
+:class:`privfed.common.secagg.session.RingSession`), so strategies run here exactly the code
+they run in a federation, with refusals, silent owners and re-formed rings.
+
+The owners of a silent node (``silent_nodes=``) never answer and their envelopes are lost: a
+dead node, which :meth:`InProcessTransport.silent_owners` reports once one of its tasks went
+unanswered (as the dispatcher notices a node only when it stops polling). Ring keys are
+X25519 keys per owner, unsigned (``RingDriver(ca_pem=None)``): nothing relays them here, so
+there is no coordinator that could swap them; the signature checks run in the protocol and
+integration tests.
+
+This is the per-owner path. The experiments with 10^4 owners run the same SAMME loop over
+vectorised simulated owners (:meth:`privfed.common.boosting.federated.FederatedBoosting.fit`);
+a test checks the two give the same model at ε = ∞.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from privfed.common.errors import BudgetExceeded, ConfigError, ProtocolError, RemoteProtocolError
+from privfed.common.identity import node_of
+from privfed.common.ledger import Ledger
+from privfed.common.messages import (
+    BoostEvaluateTask,
+    BoostShareReply,
+    BoostShareTask,
+    PeerKey,
+    Refusal,
+    Result,
+    RingTotal,
+    Task,
+)
+from privfed.common.secagg.boxes import generate_private_key, public_bytes
+from privfed.common.secagg.ring import Inbound, MessageKind, Outbound
+from privfed.owner.boosting import AlreadyReleased, RingDriver
+from privfed.owner.handlers import LocalOwner, TaskRefused, check_boost_config, handle_batch
+from privfed.server.job import RelayedSecureSum
+
+log = logging.getLogger("privfed.inprocess")
+
+
+class InProcessTransport(RelayedSecureSum):
+    """Owner nodes in this process behind the :class:`Transport` interface (module docstring).
+
+    Parameters
+    ----------
+    owners : sequence of LocalOwner
+        Every logical owner; its node is the node part of its id (``owner-0.o00003``).
+    ledgers : mapping node id -> Ledger
+        Each node's ledger (e.g. ``Ledger(":memory:", ...)`` or a file in a temp dir).
+    silent_nodes : iterable of str
+        Nodes that never answer (their owners' tasks unanswered, envelopes to them lost).
+    allow_clear_labels : bool
+        As ``privfed owner --allow-clear-labels``.
+    """
+
+    def __init__(
+        self,
+        owners: Sequence[LocalOwner],
+        ledgers: Mapping[str, Ledger],
+        *,
+        silent_nodes: Iterable[str] = (),
+        allow_clear_labels: bool = False,
+    ):
+        self.owners = {o.owner_id: o for o in owners}
+        self._node = {oid: node_of(oid) for oid in self.owners}
+        if missing := sorted(set(self._node.values()) - set(ledgers)):
+            raise ConfigError(f"no ledger for node(s) {missing}; every node debits its own ledger")
+        self.ledgers = dict(ledgers)
+        self.silent = {oid for oid, node in self._node.items() if node in set(silent_nodes)}
+        self._noticed: set[str] = set()  # silent nodes that left a task unanswered
+        self.allow_clear_labels = allow_clear_labels
+        keys = {oid: generate_private_key() for oid in self.owners}
+        self._peer_keys = {oid: PeerKey(oid, self._node[oid], public_bytes(k), b"") for oid, k in keys.items()}
+        self.drivers = {
+            node: RingDriver({o: k for o, k in keys.items() if self._node[o] == node}, None, ledger)
+            for node, ledger in self.ledgers.items()
+        }
+        self._open: dict[str, frozenset[str]] = {}  # open ring session -> members
+        self._hops: dict[str, set[str]] = {}
+        self._evaluate_task: dict[str, str] = {}  # owner -> its current evaluate task id (answered by the total)
+        self.opened: list[tuple[str, ...]] = []  # every ring opened, in order (tests read it)
+
+    @classmethod
+    def with_ledgers(
+        cls,
+        owners: Sequence[LocalOwner],
+        *,
+        epsilon_budget: float,
+        delta_budget: float = 0.0,
+        ledger_dir: Path | None = None,
+        **options,
+    ) -> InProcessTransport:
+        """One fresh ledger per node: SQLite files in ``ledger_dir``, or in memory."""
+        nodes = sorted({node_of(o.owner_id) for o in owners})
+        ledgers = {
+            n: Ledger(
+                ":memory:" if ledger_dir is None else Path(ledger_dir) / f"{n}.sqlite",
+                epsilon_budget=epsilon_budget,
+                delta_budget=delta_budget,
+            )
+            for n in nodes
+        }
+        return cls(owners, ledgers, **options)
+
+    # ------------------------------------------------------------------ Transport
+    def run_tasks(self, tasks: list[Task], timeout: float | None = None) -> list[Result]:
+        """Answer ``tasks`` node by node, in order, as each owner node does (``privfed.owner.node``)."""
+        results: list[Result] = []
+        by_node: dict[str, list[Task]] = {}
+        for t in tasks:
+            if t.owner_id not in self.owners:
+                raise ConfigError(f"task {t.task_id!r} is for owner {t.owner_id!r}, which is not in this federation")
+            if t.owner_id in self.silent:
+                self._noticed.add(self._node[t.owner_id])
+            else:
+                by_node.setdefault(self._node[t.owner_id], []).append(t)
+        for node, node_tasks in by_node.items():
+            shares = [t for t in node_tasks if not isinstance(t.spec, BoostEvaluateTask)]
+            if shares:
+                owners = {t.owner_id: self.owners[t.owner_id] for t in shares}
+                answered = handle_batch(shares, owners, self.ledgers[node], allow_clear_labels=self.allow_clear_labels)
+                self._note_shares(node, shares, answered)
+                results += answered
+            for t in node_tasks:
+                if isinstance(t.spec, BoostEvaluateTask):
+                    results += self._evaluate(node, t)
+        return results
+
+    def silent_owners(self) -> set[str]:
+        return {oid for oid in self.silent if self._node[oid] in self._noticed}
+
+    # ------------------------------------------------------------------ what RelayedSecureSum needs
+    def peer_key(self, owner_id: str) -> PeerKey:
+        return self._peer_keys[owner_id]
+
+    def certificates(self) -> dict[str, bytes]:
+        return {}
+
+    def open_ring(self, session_id: str, members: Sequence[str]) -> None:
+        self._open[session_id] = frozenset(members)
+        self._hops[session_id] = set()
+        self.opened.append(tuple(members))
+
+    def close_ring(self, session_id: str) -> None:
+        self._open.pop(session_id, None)
+        self._hops.pop(session_id, None)
+
+    def hop_senders(self, session_id: str) -> set[str]:
+        return set(self._hops.get(session_id, ()))
+
+    # ------------------------------------------------------------------ owner side
+    def _note_shares(self, node: str, tasks: list[Task], answered: list[Result]) -> None:
+        released = {r.task_id for r in answered if isinstance(r.payload, BoostShareReply)}
+        for t in tasks:
+            if t.task_id in released and isinstance(t.spec, BoostShareTask):
+                try:
+                    self.drivers[node].note_share(t.spec.config)
+                except ProtocolError as exc:  # its evaluations will be refused
+                    log.warning("boosting share %s: %s", t.task_id, exc)
+
+    def _evaluate(self, node: str, task: Task) -> list[Result]:
+        """Start the owner's ring party (debited first) and route what follows until the ring is quiet."""
+        owner = self.owners[task.owner_id]
+        try:
+            check_boost_config(owner, task.spec.config)  # public checks only, before any row is read
+            payload, out = self.drivers[node].evaluate(owner, task.spec)
+        except TaskRefused as exc:
+            return [Result(task.task_id, task.owner_id, Refusal.of(exc.code, exc.detail))]
+        except BudgetExceeded:
+            return [Result(task.task_id, task.owner_id, Refusal.of("budget_exceeded"))]
+        except AlreadyReleased:
+            return [Result(task.task_id, task.owner_id, Refusal.of("already_released"))]
+        except (ConfigError, ProtocolError, ValueError):
+            return [Result(task.task_id, task.owner_id, Refusal.of("invalid_task"))]
+        self._evaluate_task[task.owner_id] = task.task_id
+        results = [] if payload is None else [Result(task.task_id, task.owner_id, payload)]
+        return results + self._route(out)
+
+    def _route(self, outbound: list[Outbound]) -> list[Result]:
+        """Relay envelopes as bytes (open sessions, members only) and deliver them; the leader's total
+        answers its evaluate task."""
+        results, queue = [], deque(outbound)
+        while queue:
+            data = queue.popleft().to_bytes()
+            header = Inbound.from_bytes(data)
+            members = self._open.get(header.session_id)
+            if members is None or not {header.sender, header.recipient} <= members:
+                raise RemoteProtocolError(f"envelope outside an open session's members: {header.session_id!r:.40}")
+            if header.kind is MessageKind.HOP:
+                self._hops[header.session_id].add(header.sender)
+            if header.recipient in self.silent:
+                continue
+            payload, out = self.drivers[self._node[header.recipient]].deliver(header.recipient, data)
+            queue.extend(out)
+            if isinstance(payload, RingTotal):
+                results.append(Result(self._evaluate_task[header.recipient], header.recipient, payload))
+        return results

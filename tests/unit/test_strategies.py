@@ -1,0 +1,171 @@
+"""Every strategy (ncc, lr, feddpdr, boosting) over the in-process transport (deploy/inprocess.py):
+real owner handlers, real ring drivers and state machines, real SQLite ledgers in memory, so the
+debits are real; silent and refusing owners; and the per-owner federation against the vectorised
+simulation of the same SAMME loop (:meth:`FederatedBoosting.fit`), equal at ε = ∞."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.datasets import load_builtin, partition
+from privfed.common.errors import RoundFailed
+from privfed.common.learners.logistic import fit_local_logistic, lr_aggregate, lr_share
+from privfed.common.mechanisms import make_mechanism
+from privfed.common.messages import LrShareTask
+from privfed.deploy.inprocess import InProcessTransport
+from privfed.owner.data import build_owners
+from privfed.server.strategies import make_strategy
+from privfed.server.strategies.base import Strategy, Transport
+from privfed.server.strategies.boosting import BoostingStrategy
+
+N_OWNERS = 24
+
+
+@pytest.fixture(scope="module")
+def data():
+    return load_builtin("synthetic", n_samples=480, seed=5)
+
+
+def _owners(ds, n_owners=N_OWNERS, n_nodes=4, seed=0):
+    """``n_owners`` owners of a partition of ``ds`` (seed ``seed``) over ``n_nodes`` nodes, in index order."""
+    per = -(-n_owners // n_nodes)
+    out = []
+    for j in range(n_nodes):
+        shards = range(j * per, min((j + 1) * per, n_owners))
+        out += build_owners(
+            ds, node_id=f"owner-{j}", n_owners=n_owners, shards=shards, seed=seed, rng_kind="seeded", rng_seed=seed
+        )
+    return out
+
+
+def _transport(ds, budget=math.inf, **options):
+    return InProcessTransport.with_ledgers(_owners(ds), epsilon_budget=budget, **options)
+
+
+def _spent(transport, oid):
+    return transport.ledgers[oid.split(".")[0]].spent(oid).epsilon
+
+
+def test_both_transports_and_every_strategy_satisfy_the_protocols(data):
+    from privfed.server.job import GrpcTransport
+
+    assert isinstance(_transport(data), Transport)
+    assert all(callable(getattr(GrpcTransport, name, None)) for name in ("run_tasks", "secure_sum", "silent_owners"))
+    for task in ("ncc", "lr", "feddpdr", "bdt"):
+        assert isinstance(make_strategy(task, n_classes=2, bounds=data.bounds, epsilon=1.0, n_rounds=2), Strategy)
+
+
+def test_ncc_at_infinite_epsilon_is_the_exact_nearest_centroid_and_every_owner_is_debited(data):
+    t = _transport(data)
+    model = make_strategy("ncc", n_classes=2, bounds=data.bounds, epsilon=math.inf).run(sorted(t.owners), t)
+    rows = np.concatenate([o.X for o in t.owners.values()])
+    labels = np.concatenate([o.y for o in t.owners.values()])
+    exact = [data.bounds.clip(rows[labels == k])[0].mean(axis=0) for k in range(2)]
+    np.testing.assert_allclose(model.centroids, exact, atol=1e-9)
+    t = _transport(data, budget=3.0)
+    make_strategy("ncc", n_classes=2, bounds=data.bounds, epsilon=2.0).run(sorted(t.owners), t)
+    assert all(_spent(t, o) == pytest.approx(2.0) for o in t.owners)
+
+
+def test_lr_aggregates_what_the_owners_release_and_a_silent_node_is_left_out(data):
+    t = _transport(data, budget=1.0, silent_nodes={"owner-3"})
+    strategy = make_strategy("lr", n_classes=2, bounds=data.bounds, epsilon=1.0)
+    model = strategy.run(sorted(t.owners), t)
+    silent = {o for o in t.owners if o.startswith("owner-3.")}
+    assert t.silent_owners() == silent and all(_spent(t, o) == 0.0 for o in silent)
+    assert all(_spent(t, o) == pytest.approx(1.0) for o in t.owners if o not in silent)
+    # the same releases, recomputed from the owners' seeded streams: the model is their aggregate
+    owners = [o for o in _owners(data) if o.owner_id not in silent]
+    mech = make_mechanism("pm", epsilon=1.0, d=model.coef_.size + model.intercept_.size)
+    task = LrShareTask(mechanism="pm", epsilon=1.0, param_bound=4.0, c=1.0, n_classes=2, bounds=data.bounds)
+    reports = [
+        lr_share(
+            fit_local_logistic(o.X, o.y, bounds=data.bounds, n_classes=2, C=task.c),
+            param_bound=task.param_bound,
+            mechanism=mech,
+            rng=o.rng,
+        )
+        for o in owners
+    ]
+    expected = lr_aggregate(np.stack(reports), param_bound=4.0, n_classes=2, bounds=data.bounds)
+    np.testing.assert_allclose(model.coef_, expected.coef_, atol=1e-9)
+
+
+def test_feddpdr_runs_both_phases_and_spends_exactly_epsilon(data):
+    t = _transport(data, budget=2.0, delta_budget=1e-5)
+    model = make_strategy("feddpdr", n_classes=2, bounds=data.bounds, epsilon=2.0, k=3).run(sorted(t.owners), t)
+    assert len(model.owner_sizes) == N_OWNERS
+    assert all(_spent(t, o) == pytest.approx(2.0) for o in t.owners)
+    test = load_builtin("synthetic", n_samples=480, seed=6)
+    assert model.predict(test.X).shape == (test.n,)
+
+
+def _booster(ds, **kw):
+    return FederatedBoosting(
+        **{
+            "epsilon": math.inf,
+            "n_classes": 2,
+            "bounds": ds.bounds,
+            "n_rounds": 3,
+            "n_bins": 4,
+            "weight_bound": 80.0,
+            "max_owner_rows": 40,
+            **kw,
+        }
+    )
+
+
+@pytest.mark.parametrize("base", ["stump", "lr"])
+def test_boosting_over_per_owner_handlers_equals_the_vectorised_simulation_at_infinite_epsilon(data, base):
+    fb = _booster(data, base=base, secure_sum="ring")
+    t = _transport(data)
+    strategy = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(11)))
+    model = strategy.run(sorted(t.owners), t)
+    sim = fb.fit(
+        data.X, data.y, owners=partition(data.n, N_OWNERS, seed=0), rng=np.random.Generator(np.random.PCG64(11))
+    )
+    assert [r["step"] for r in strategy.rounds][: len(sim.rounds)] == [
+        {"stop": "discard_and_stop"}.get(r.step, r.step) for r in sim.rounds
+    ]
+    assert len(model.learners) == len(sim.model.learners)
+    for ours, theirs in zip(model.learners, sim.model.learners):
+        np.testing.assert_array_equal(ours.predict(data.X), theirs.predict(data.X))
+    np.testing.assert_allclose(model.alphas, sim.model.alphas, rtol=1e-9)
+    np.testing.assert_array_equal(model.predict(data.X), sim.model.predict(data.X))
+    # the leader's RESULT reached every member: no party of a finished ring is left waiting
+    assert all(not driver._parties for driver in t.drivers.values())
+
+
+def test_boosting_drops_a_silent_and_a_refusing_evaluator_and_sums_the_rest(data):
+    fb = _booster(data, epsilon=4.0, n_rounds=2)
+    probe = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(2)))
+    t = _transport(data, budget=4.0)
+    try:
+        probe.run(sorted(t.owners), t)
+    except RoundFailed:
+        pass
+    ring = probe.evaluators[0]  # round 1's evaluation ring
+    silent_node = ring[1].split(".")[0]
+    silent = {o for o in ring if o.startswith(silent_node + ".")}
+    refusing = next(o for o in ring[1:] if o not in silent)
+    t = _transport(data, budget=4.0, silent_nodes={silent_node})
+    ledger = t.ledgers[refusing.split(".")[0]]
+    ledger.debit(refusing, 4.0 - fb.eval_round_epsilon / 2, purpose="elsewhere", release_id="x")  # no room left
+    strategy = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(2)))
+    try:
+        strategy.run(sorted(t.owners), t)
+    except RoundFailed:
+        pass  # the learners may be no better than chance; the rings are what is tested
+    assert strategy.evaluators == probe.evaluators
+    rec = strategy.rounds[0]
+    assert set(strategy.dropped) >= {refusing} and strategy.refused[refusing] == "budget_exceeded"
+    assert rec["ring_size"] == len(ring) - len(silent) - 1 and rec["ring_attempts"] == 2
+    assert tuple(o for o in ring if o not in silent | {refusing}) in t.opened
+    for o in t.owners:  # one share and at most one evaluation release per owner, within ε
+        entries = [h["purpose"].split(":")[0] for h in t.ledgers[o.split(".")[0]].history(o)]
+        assert entries.count("boost-eval") <= 1 and _spent(t, o) <= 4.0 + 1e-9
+    assert all(_spent(t, o) == 0.0 for o in silent)
