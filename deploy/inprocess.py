@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from privfed.common.errors import BudgetExceeded, ConfigError, ProtocolError, RemoteProtocolError
+from privfed.common.errors import ConfigError, ProtocolError, RemoteProtocolError
 from privfed.common.identity import node_of
 from privfed.common.ledger import Ledger
 from privfed.common.messages import (
@@ -38,15 +38,14 @@ from privfed.common.messages import (
     BoostShareReply,
     BoostShareTask,
     PeerKey,
-    Refusal,
     Result,
     RingTotal,
     Task,
 )
 from privfed.common.secagg.boxes import generate_private_key, public_bytes
 from privfed.common.secagg.ring import Inbound, MessageKind, Outbound
-from privfed.owner.boosting import AlreadyReleased, RingDriver
-from privfed.owner.handlers import LocalOwner, TaskRefused, check_boost_config, handle_batch
+from privfed.owner.boosting import RingDriver
+from privfed.owner.handlers import LocalOwner, handle_batch
 from privfed.server.job import RelayedSecureSum
 
 log = logging.getLogger("privfed.inprocess")
@@ -175,17 +174,9 @@ class InProcessTransport(RelayedSecureSum):
     def _evaluate(self, node: str, task: Task) -> list[Result]:
         """Start the owner's ring party (debited first) and route what follows until the ring is quiet."""
         owner = self.owners[task.owner_id]
-        try:
-            check_boost_config(owner, task.spec.config)  # public checks only, before any row is read
-            payload, out = self.drivers[node].evaluate(owner, task.spec)
-        except TaskRefused as exc:
-            return [Result(task.task_id, task.owner_id, Refusal.of(exc.code, exc.detail))]
-        except BudgetExceeded:
-            return [Result(task.task_id, task.owner_id, Refusal.of("budget_exceeded"))]
-        except AlreadyReleased:
-            return [Result(task.task_id, task.owner_id, Refusal.of("already_released"))]
-        except (ConfigError, ProtocolError, ValueError):
-            return [Result(task.task_id, task.owner_id, Refusal.of("invalid_task"))]
+        refusal, payload, out = self.drivers[node].start_evaluation(owner, task.spec)
+        if refusal is not None:
+            return [Result(task.task_id, task.owner_id, refusal)]
         self._evaluate_task[task.owner_id] = task.task_id
         results = [] if payload is None else [Result(task.task_id, task.owner_id, payload)]
         return results + self._route(out)

@@ -40,13 +40,21 @@ from typing import TYPE_CHECKING
 import numpy as np
 from cryptography import x509
 
-from privfed.common.errors import ConfigError, LocalProtocolError, PrivfedError, ProtocolError, RemoteProtocolError
+from privfed.common.errors import (
+    BudgetExceeded,
+    ConfigError,
+    LocalProtocolError,
+    PrivfedError,
+    ProtocolError,
+    RemoteProtocolError,
+)
 from privfed.common.identity import node_of
 from privfed.common.ledger import Debit, Ledger
 from privfed.common.messages import (
     BoostEvaluateTask,
     BoostShareReply,
     BoostShareTask,
+    Refusal,
     RingJoined,
     RingTotal,
     boost_release_epsilons,
@@ -425,6 +433,36 @@ class RingDriver:
         if isinstance(outcome, BaseException):
             raise outcome
         return outcome
+
+    def start_evaluation(self, owner: LocalOwner, spec: BoostEvaluateTask) -> tuple[Refusal | None, object, list]:
+        """:meth:`evaluate` with every failure turned into the refusal a coordinator gets:
+        ``(refusal, None, [])`` or ``(None, payload, outbound envelopes)``.
+
+        The one place that maps an evaluation's errors to refusal codes, for the gRPC node and the
+        in-process transport alike. A refused evaluation sends no envelope (contract 4); the
+        refusal text is the code's fixed text (contract 3): an exception's message may quote
+        private values, so it goes to the log only.
+        """
+        from privfed.owner.handlers import TaskRefused, check_boost_config
+
+        try:
+            check_boost_config(owner, spec.config)  # public checks only, before any row is read
+            payload, out = self.evaluate(owner, spec)
+        except TaskRefused as exc:
+            code, detail, reason = exc.code, exc.detail, exc
+        except BudgetExceeded as exc:
+            code, detail, reason = "budget_exceeded", "", exc
+        except AlreadyReleased as exc:
+            code, detail, reason = "already_released", "", exc
+        except (ConfigError, ProtocolError, ValueError) as exc:
+            code, detail, reason = "invalid_task", "", exc
+        except Exception as exc:  # noqa: BLE001 - nothing a task does may take the node down
+            log.exception("ring evaluation for %s failed", owner.owner_id)
+            code, detail, reason = "internal", "", exc
+        else:
+            return None, payload, out
+        log.warning("refusing ring evaluation for %s (%s): %s", owner.owner_id, code, reason)
+        return Refusal.of(code, detail), None, []
 
     def _replace_party(self, owner_id: str, party: RingParty) -> None:
         """``party`` is the owner's party now. A previous one still running belongs to a session the

@@ -18,7 +18,7 @@ import time
 import grpc
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-from privfed.common.errors import BudgetExceeded, ConfigError, ProtocolError
+from privfed.common.errors import ProtocolError
 from privfed.common.ledger import Ledger
 from privfed.common.messages import (
     BoostEvaluateTask,
@@ -31,8 +31,8 @@ from privfed.common.messages import (
     Task,
 )
 from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
-from privfed.owner.boosting import AlreadyReleased, RingDriver
-from privfed.owner.handlers import LocalOwner, TaskRefused, check_boost_config, handle_batch
+from privfed.owner.boosting import RingDriver
+from privfed.owner.handlers import LocalOwner, handle_batch
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
@@ -228,22 +228,9 @@ class OwnerNode:
                     Refusal.of("invalid_task", f"owner {task.owner_id!r} is not hosted by this node"),
                 ), []
             self._evaluate_task[task.owner_id] = task.task_id
-            try:
-                check_boost_config(owner, task.spec.config)  # public checks only, before any row is read
-            except TaskRefused as exc:
-                log.warning("refusing ring evaluation %s for %s: %s", task.task_id, task.owner_id, exc)
-                return Result(task.task_id, task.owner_id, Refusal.of(exc.code, exc.detail)), []
-            try:
-                payload, out = self._ring.evaluate(owner, task.spec)
-            except BudgetExceeded as exc:
-                return self._ring_refusal(task, "budget_exceeded", exc), []
-            except AlreadyReleased as exc:
-                return self._ring_refusal(task, "already_released", exc), []
-            except (ConfigError, ProtocolError, ValueError) as exc:
-                return self._ring_refusal(task, "invalid_task", exc), []
-            except Exception as exc:  # noqa: BLE001 - nothing a task does may exit the node
-                log.exception("ring evaluation %s failed", task.task_id)
-                return self._ring_refusal(task, "internal", exc), []
+            refusal, payload, out = self._ring.start_evaluation(owner, task.spec)
+            if refusal is not None:
+                return Result(task.task_id, task.owner_id, refusal), []
         else:
             if owner is None:
                 return None, []
@@ -267,11 +254,6 @@ class OwnerNode:
                     self._ring.note_share(task.spec.config)
                 except ProtocolError as exc:  # a run whose config changed: its evaluations will be refused
                     log.warning("boosting share %s: %s", task.task_id, exc)
-
-    @staticmethod
-    def _ring_refusal(task, code: str, exc: Exception) -> Result:
-        log.warning("refusing ring evaluation %s for %s (%s): %s", task.task_id, task.owner_id, code, exc)
-        return Result(task.task_id, task.owner_id, Refusal.of(code))
 
     def _heartbeat(self, stub, done: threading.Event) -> None:
         """While a long batch is computed, an empty push every PUSH_EVERY s keeps the node visibly alive."""
