@@ -76,6 +76,10 @@ class LocalOwner:
     n_classes: int
     #: run id -> the SAMME weights this node applied for the run (``privfed.owner.boosting.history_weights``)
     boost_applied: dict = field(default_factory=dict, repr=False, compare=False)
+    #: run id -> the boosting share this owner released in the run: asked again (a coordinator
+    #: resumed after a crash lost the answer), it is sent again, never recomputed: the same
+    #: release, no new debit. In memory: a restarted node refuses instead (``already_released``).
+    boost_released: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n_features(self) -> int:
@@ -307,6 +311,9 @@ def _prepare(
         if isinstance(task.spec, BoostShareTask) and any(
             ledger.has_released(task.owner_id, f"{label}:{task.round_id}") for _, _, label in task.spec.ledger_entries()
         ):
+            if task.round_id in owner.boost_released:  # the same release again: nothing new leaves
+                log.info("task %s: boosting run %r's share sent again", task.task_id, task.round_id)
+                return Result(task.task_id, task.owner_id, owner.boost_released[task.round_id])
             raise TaskRefused(
                 "already_released", f"boosting run {task.round_id!r}: an owner releases in at most one round of a run"
             )
@@ -335,6 +342,16 @@ def _prepare(
             log.info("task %s: %d value(s) outside the public bounds clipped", task.task_id, clipped)
     pending[task.owner_id] = (before[0] + eps, before[1] + delta)
     return share
+
+
+#: Boosting runs whose share an owner keeps for sending again (the latest ones).
+KEPT_SHARES = 4
+
+
+def _remember_share(owner: LocalOwner, run_id: str, share: object) -> None:
+    owner.boost_released[run_id] = share
+    while len(owner.boost_released) > KEPT_SHARES:
+        owner.boost_released.pop(next(iter(owner.boost_released)))
 
 
 def handle_batch(
@@ -371,6 +388,8 @@ def handle_batch(
         share = shares.pop(key)
         if refused is None:
             results[key] = Result(task.task_id, task.owner_id, share)
+            if isinstance(task.spec, BoostShareTask):
+                _remember_share(owners[task.owner_id], task.round_id, share)
         elif isinstance(refused, LocalProtocolError):
             results[key] = _refuse(task, "already_released", f"task id {task.task_id!r}", str(refused))
         else:

@@ -59,6 +59,29 @@ class RoundSteps(Protocol):
         ...
 
 
+class RoundJournal(Protocol):
+    """What the coordinator wrote down of earlier rounds, so a restarted coordinator continues a
+    run instead of starting it over (issue 14: the coordinator's journal, ``privfed.server.journal``).
+
+    Each round has two checkpoints: the learner the shares selected, and the secure sum of its
+    evaluation. :func:`run_rounds` records each one before it is used and, on a rerun, takes a
+    recorded one instead of asking owners again: owners that released for a recorded step are
+    never asked twice, and the decisions replayed from the recorded sums are the same.
+    """
+
+    def learner(self, round_no: int) -> Any | None:
+        """The recorded learner of round ``round_no``, or None."""
+        ...
+
+    def record_learner(self, round_no: int, learner: Any) -> None: ...
+
+    def evaluation(self, round_no: int) -> Evaluation | None:
+        """The recorded secure sum of round ``round_no``, or None."""
+        ...
+
+    def record_evaluation(self, round_no: int, evaluation: Evaluation) -> None: ...
+
+
 @dataclass(frozen=True)
 class RoundRecord:
     """What the coordinator learned in one round."""
@@ -112,7 +135,13 @@ def plan_rounds(fb: FederatedBoosting, n_owners: int, rng: np.random.Generator) 
     return groups, evaluation_groups(groups, n_owners, fb.eval_groups, rng)
 
 
-def run_rounds(fb: FederatedBoosting, steps: RoundSteps, groups: np.ndarray, evaluators: list) -> BoostingRun:
+def run_rounds(
+    fb: FederatedBoosting,
+    steps: RoundSteps,
+    groups: np.ndarray,
+    evaluators: list,
+    journal: RoundJournal | None = None,
+) -> BoostingRun:
     """Seed 002 Alg. 2 over the planned rounds (:func:`plan_rounds`): the one SAMME loop.
 
     Parameters
@@ -122,6 +151,9 @@ def run_rounds(fb: FederatedBoosting, steps: RoundSteps, groups: np.ndarray, eva
     steps : RoundSteps
         Releases, secure sums and publication (networked or simulated).
     groups, evaluators : from :func:`plan_rounds`
+    journal : RoundJournal, optional
+        Checkpoints of a run that may be resumed: recorded learners and sums are used instead
+        of new releases, and new ones are recorded before they are used.
 
     Raises
     ------
@@ -134,8 +166,16 @@ def run_rounds(fb: FederatedBoosting, steps: RoundSteps, groups: np.ndarray, eva
     published: list[tuple[int, float, float]] = []
     stop = "n_rounds"
     for t, group in enumerate(groups):
-        learner = fb.coordinator_select(steps.release(t, group))
-        ev = steps.evaluate(t, evaluators[t], learner)
+        learner = journal.learner(t) if journal is not None else None
+        if learner is None:
+            learner = fb.coordinator_select(steps.release(t, group))
+            if journal is not None:
+                journal.record_learner(t, learner)
+        ev = journal.evaluation(t) if journal is not None else None
+        if ev is None:
+            ev = steps.evaluate(t, evaluators[t], learner)
+            if journal is not None:
+                journal.record_evaluation(t, ev)
         err, wsum = fb.floor_error_total(float(ev.err_total), ev.n_parties), float(ev.weight_total)
         decision = fb.coordinator_decide(err, wsum, n_kept=len(learners))
         published.append((ev.n_parties, err, wsum))

@@ -39,6 +39,8 @@ from privfed.common.errors import RoundFailed
 from privfed.common.learners.ncc import NccShare
 from privfed.common.learners.samme import BoostedModel
 from privfed.common.messages import BoostEvaluateTask, BoostShareReply, BoostShareTask
+from privfed.proto import serde
+from privfed.server.journal import Journal, fingerprint
 from privfed.server.strategies.base import Transport, new_tasks
 
 
@@ -54,11 +56,17 @@ class BoostingStrategy:
         Draws the share and evaluation groups (public).
     ring_timeout : float or None
         Seconds per ring attempt (default :func:`~privfed.common.secagg.session.attempt_timeout`).
+    journal : Journal or None
+        Checkpoints every round there (:mod:`privfed.server.journal`); with ``resume``, a job the
+        journal holds is continued from its last checkpoint.
     """
 
     booster: FederatedBoosting
     rng: np.random.Generator
     ring_timeout: float | None = None
+    journal: Journal | None = None
+    resume: bool = False
+    seed: int = 0  # the group sampler's seed: part of the job's fingerprint
     rounds: list = field(default_factory=list)  # per round: what the report shows
     dropped: list = field(default_factory=list)  # owners removed from a ring (silent or refusing)
     refused: dict = field(default_factory=dict)  # owner -> refusal code of its evaluation
@@ -85,8 +93,20 @@ class BoostingStrategy:
     def run(self, owner_ids: list[str], transport: Transport) -> BoostedModel:
         groups, evaluators = plan_rounds(self.booster, len(owner_ids), self.rng)
         self.evaluators = [[owner_ids[i] for i in e] for e in evaluators]
-        steps = _FederationSteps(self, list(owner_ids), transport, f"boost-{secrets.token_hex(4)}")
-        return run_rounds(self.booster, steps, groups, evaluators).model
+        run_id = f"boost-{secrets.token_hex(4)}"
+        if self.journal is not None:
+            public = serde.boost_config_to_proto(config_to_dict(self.booster, "-")).SerializeToString()
+            run_id = self.journal.begin(
+                fingerprint=fingerprint(public, str(self.seed)),
+                owner_ids=list(owner_ids),
+                run_id=run_id,
+                resume=self.resume,
+            )
+        steps = _FederationSteps(self, list(owner_ids), transport, run_id)
+        model = run_rounds(self.booster, steps, groups, evaluators, self.journal).model
+        if self.journal is not None:
+            self.journal.finish()
+        return model
 
 
 class _FederationSteps:
@@ -105,16 +125,13 @@ class _FederationSteps:
         replies = [r.payload for r in results if isinstance(r.payload, BoostShareReply)]
         if not replies:
             raise RoundFailed(f"round {round_no + 1}: no owner of the group released a share")
-        self.strategy.rounds.append(
-            {
-                "round": round_no + 1,
-                "group": len(group),
-                "released": len(replies),
-                "share_s": time.perf_counter() - t0,
-                "share_epsilon": fb.share_epsilon,
-                "eval_epsilon": fb.eval_round_epsilon,
-                "eval_noise_scale": fb.eval_noise_scale,
-            }
+        self._entry(round_no).update(
+            group=len(group),
+            released=len(replies),
+            share_s=time.perf_counter() - t0,
+            share_epsilon=fb.share_epsilon,
+            eval_epsilon=fb.eval_round_epsilon,
+            eval_noise_scale=fb.eval_noise_scale,
         )
         if fb.base == "ncc":
             return NccShare.concat([NccShare(reports=r.reports, labels=r.labels) for r in replies])
@@ -136,11 +153,24 @@ class _FederationSteps:
         )
         strategy.dropped += outcome.dropped
         strategy.refused.update(outcome.refused)
-        strategy.rounds[-1].update(ring_size=len(outcome.ring), ring_s=outcome.seconds, ring_attempts=outcome.attempts)
+        self._entry(round_no).update(
+            ring_size=len(outcome.ring), ring_s=outcome.seconds, ring_attempts=outcome.attempts
+        )
         return Evaluation(float(outcome.totals[0]), float(outcome.totals[1]), len(outcome.ring))
 
+    def _entry(self, round_no: int) -> dict:
+        """The report's entry of round ``round_no`` (0-based); a round taken from the journal gets one
+        marked ``from_journal``."""
+        rounds = self.strategy.rounds
+        if not rounds or rounds[-1]["round"] != round_no + 1:
+            rounds.append({"round": round_no + 1})
+        return rounds[-1]
+
     def decided(self, record: RoundRecord) -> None:
-        self.strategy.rounds[-1].update(
+        entry = self._entry(record.round)
+        if "share_s" not in entry:
+            entry["from_journal"] = "learner" if "ring_s" in entry else "learner and sums"
+        entry.update(
             err_total=record.err_total,
             weight_total=record.weight_total,
             error=record.err_total / record.weight_total if record.weight_total > 0 else None,

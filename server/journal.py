@@ -1,0 +1,159 @@
+"""The coordinator's journal: a boosting job's checkpoints in SQLite, so a coordinator killed
+at any point (kill -9 included) continues the job with ``--resume`` instead of starting it over
+(issue 14, item 1).
+
+What is recorded, per job: a fingerprint of its public configuration, the owners it runs over,
+and its run id (owners key their releases by it); per round, the learner the shares selected and
+then the secure sum of its evaluation, each committed before it is used
+(:class:`privfed.common.boosting.loop.RoundJournal`). The SAMME decisions, the published history
+and the groups are recomputed from these and the seed, so they come out the same.
+
+What a resume therefore costs the owners: nothing for a recorded step (nobody is asked again);
+for the step that was in flight when the coordinator died, the owners that already released
+refuse to release again (their ledgers know the run id and round), so that step goes on without
+them -- the ledger bound holds either way. A ring interrupted mid-sum is re-run under a fresh
+session and the members' cached noisy pairs make it cost them nothing (while their nodes live).
+
+Only public values are recorded: learners, noisy sums, owner ids and configuration -- what the
+coordinator learned anyway. The file is written with SQLite's journaling (each checkpoint one
+transaction), so a crash leaves either the checkpoint or nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from privfed.common.boosting.loop import Evaluation
+from privfed.common.errors import ConfigError
+from privfed.proto import privfed_pb2 as pb
+from privfed.proto import serde
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS job (
+    fingerprint TEXT NOT NULL,
+    owners TEXT NOT NULL,          -- JSON list of owner ids, in the job's order
+    run_id TEXT NOT NULL,
+    finished INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS rounds (
+    round INTEGER PRIMARY KEY,     -- 0-based
+    learner BLOB NOT NULL,         -- privfed.v1.BoostLearner
+    err_total REAL,                -- the round's secure sum, once done
+    weight_total REAL,
+    n_parties INTEGER
+);
+"""
+
+
+class Journal:
+    """One job's checkpoints in the SQLite file ``path`` (created if missing).
+
+    Use :meth:`begin` once per job, then the :class:`~privfed.common.boosting.loop.RoundJournal`
+    methods; :meth:`finish` marks the job done (a finished journal is not resumed).
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        try:
+            self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise ConfigError(f"journal {self.path}: cannot open or create it ({exc})") from exc
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ the job
+    def recorded_rounds(self) -> int:
+        """How many rounds have a recorded learner."""
+        return int(self._db.execute("SELECT COUNT(*) FROM rounds").fetchone()[0])
+
+    def begin(self, *, fingerprint: str, owner_ids: list[str], run_id: str, resume: bool) -> str:
+        """Start the job, or continue the one recorded; returns the run id to use.
+
+        Raises
+        ------
+        ConfigError
+            The file holds a job and ``resume`` is false (it would be overwritten), or it holds
+            another job (configuration or owners differ), or a finished one.
+        """
+        row = self._db.execute("SELECT fingerprint, owners, run_id, finished FROM job").fetchone()
+        if row is None:
+            with self._db:
+                self._db.execute("BEGIN")
+                self._db.execute(
+                    "INSERT INTO job (fingerprint, owners, run_id) VALUES (?, ?, ?)",
+                    (fingerprint, json.dumps(list(owner_ids)), run_id),
+                )
+            return run_id
+        recorded_fp, owners, recorded_run, finished = row
+        if not resume:
+            raise ConfigError(
+                f"journal {self.path} already holds job {recorded_run} ({self.recorded_rounds()} round(s)); "
+                "pass --resume to continue it, or another journal file to start a new job"
+            )
+        if finished:
+            raise ConfigError(f"journal {self.path}: job {recorded_run} has finished; nothing to resume")
+        if recorded_fp != fingerprint:
+            raise ConfigError(
+                f"journal {self.path} holds job {recorded_run} with another configuration; resume it with the "
+                "same task, data set, bounds, epsilon and seed"
+            )
+        if json.loads(owners) != list(owner_ids):
+            raise ConfigError(
+                f"journal {self.path}: job {recorded_run} ran over other owners than those registered now; "
+                "start the same owner nodes (same --name and --shards) before resuming"
+            )
+        return recorded_run
+
+    def finish(self) -> None:
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("UPDATE job SET finished = 1")
+
+    # ------------------------------------------------------------------ RoundJournal
+    def learner(self, round_no: int) -> Any | None:
+        row = self._db.execute("SELECT learner FROM rounds WHERE round = ?", (round_no,)).fetchone()
+        return None if row is None else serde.learner_from_proto(pb.BoostLearner.FromString(row[0]))
+
+    def record_learner(self, round_no: int, learner: Any) -> None:
+        blob = serde.learner_to_proto(learner).SerializeToString()
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT INTO rounds (round, learner) VALUES (?, ?)", (round_no, blob))
+
+    def evaluation(self, round_no: int) -> Evaluation | None:
+        row = self._db.execute(
+            "SELECT err_total, weight_total, n_parties FROM rounds WHERE round = ? AND n_parties IS NOT NULL",
+            (round_no,),
+        ).fetchone()
+        return None if row is None else Evaluation(float(row[0]), float(row[1]), int(row[2]))
+
+    def record_evaluation(self, round_no: int, evaluation: Evaluation) -> None:
+        with self._db:
+            self._db.execute("BEGIN")
+            updated = self._db.execute(
+                "UPDATE rounds SET err_total = ?, weight_total = ?, n_parties = ? WHERE round = ?",
+                (float(evaluation.err_total), float(evaluation.weight_total), int(evaluation.n_parties), round_no),
+            ).rowcount
+            if updated != 1:
+                raise ConfigError(f"journal {self.path}: round {round_no} has no recorded learner to evaluate")
+
+
+def fingerprint(*parts: bytes | str) -> str:
+    """SHA-256 over the job's public configuration, in a fixed order."""
+    h = hashlib.sha256()
+    for part in parts:
+        data = part.encode() if isinstance(part, str) else part
+        h.update(len(data).to_bytes(8, "big") + data)
+    return h.hexdigest()

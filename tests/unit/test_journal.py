@@ -1,0 +1,169 @@
+"""The coordinator's journal (server/journal.py, issue 14 item 1): a boosting job interrupted at
+any checkpoint and resumed from its journal ends with the same model as an uninterrupted run
+with the same seeds, and no owner releases anything twice.
+
+The coordinator's crash is an exception raised by its transport at a chosen call (the owner side
+-- handlers, ring drivers, ledgers -- lives on, as owner nodes do when only the coordinator dies);
+the resumed job is a new strategy object over a reopened journal. The process-level test
+(kill -9 of a real ``privfed coordinator``) is in tests/integration/test_coordinator_resume.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.datasets import load_builtin
+from privfed.common.errors import ConfigError
+from privfed.deploy.inprocess import InProcessTransport
+from privfed.owner.data import build_owners
+from privfed.server.journal import Journal
+from privfed.server.strategies.boosting import BoostingStrategy
+
+N_OWNERS, N_NODES, ROUNDS, SEED = 40, 4, 4, 11
+
+
+class Crash(Exception):
+    """The coordinator process dies here."""
+
+
+def crashing(owner_side: InProcessTransport, crash_at: int | None, after: bool = False) -> InProcessTransport:
+    """``owner_side`` whose ``run_tasks`` (share batches and every ring attempt's batches alike)
+    raises :class:`Crash` on its ``crash_at``-th call -- before the owners see the batch, or
+    ``after`` they answered it (their releases made, the answers lost with the coordinator);
+    ``owner_side.batches`` counts the calls."""
+    run_tasks = type(owner_side).run_tasks
+    owner_side.batches = 0
+
+    def run(tasks, timeout=None):
+        owner_side.batches += 1
+        if owner_side.batches == crash_at and not after:
+            raise Crash(f"coordinator killed before task batch {owner_side.batches}")
+        results = run_tasks(owner_side, tasks, timeout)
+        if owner_side.batches == crash_at:
+            raise Crash(f"coordinator killed after task batch {owner_side.batches}")
+        return results
+
+    owner_side.run_tasks = run
+    return owner_side
+
+
+@pytest.fixture(scope="module")
+def data():
+    return load_builtin("synthetic", n_samples=800, seed=5)
+
+
+def _owner_side(ds) -> InProcessTransport:
+    per = N_OWNERS // N_NODES
+    owners = []
+    for j in range(N_NODES):
+        owners += build_owners(
+            ds,
+            node_id=f"owner-{j}",
+            n_owners=N_OWNERS,
+            shards=range(j * per, (j + 1) * per),
+            seed=0,
+            rng_kind="seeded",
+            rng_seed=j,
+        )
+    return InProcessTransport.with_ledgers(owners, epsilon_budget=8.0)
+
+
+def _booster(ds) -> FederatedBoosting:
+    return FederatedBoosting(
+        epsilon=4.0, n_classes=2, bounds=ds.bounds, n_rounds=ROUNDS, n_bins=4, weight_bound=40.0, max_owner_rows=40
+    )
+
+
+def _run(ds, transport, journal=None, resume=False):
+    strategy = BoostingStrategy(
+        _booster(ds), np.random.Generator(np.random.PCG64(SEED)), journal=journal, resume=resume, seed=SEED
+    )
+    return strategy.run(sorted(transport.owners), transport), strategy
+
+
+def _debits(owner_side: InProcessTransport) -> dict[str, list[tuple[str, float]]]:
+    """Per owner: (what was released, ε) in debit order; the run id (random per job) left out."""
+    return {
+        o: [(h["purpose"].split(":")[0], h["epsilon"]) for h in owner_side.ledgers[o.split(".")[0]].history(o)]
+        for o in sorted(owner_side.owners)
+    }
+
+
+def test_a_restarted_owner_node_refuses_to_release_again_and_the_job_goes_on_without_it(tmp_path, data):
+    """Owners whose node restarted lost the shares they sent to the dead coordinator: they refuse
+    (``already_released``) rather than release twice, and the resumed round learns from the rest."""
+    owner_side = _owner_side(data)
+    with Journal(tmp_path / "j.sqlite") as journal, pytest.raises(Crash):
+        _run(data, crashing(owner_side, 1, after=True), journal)
+    restarted_node = "owner-1"  # loses what it kept in memory: the shares it sent, its cached pairs
+    for oid, owner in owner_side.owners.items():
+        if oid.startswith(restarted_node + "."):
+            owner.boost_released.clear()
+            owner.boost_applied.clear()
+    owner_side.drivers[restarted_node]._released.clear()
+    owner_side.run_tasks = type(owner_side).run_tasks.__get__(owner_side)
+    survivors = owner_side
+    with Journal(tmp_path / "j.sqlite") as journal:
+        _, strategy = _run(data, survivors, journal, resume=True)
+    first = strategy.rounds[0]
+    assert first["released"] < first["group"]
+    assert set(strategy.refused) == set() or all(c == "already_released" for c in strategy.refused.values())
+    for o, entries in _debits(survivors).items():
+        assert len(entries) == len(set(entries)), f"{o} released something twice: {entries}"
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(data):
+    owner_side = _owner_side(data)
+    model, strategy = _run(data, owner_side)
+    batches = crashing(_owner_side(data), None)
+    _run(data, batches)
+    return model, _debits(owner_side), batches.batches
+
+
+def test_uninterrupted_runs_are_reproducible(data, uninterrupted):
+    model, debits, _ = uninterrupted
+    again, _ = _run(data, _owner_side(data))
+    np.testing.assert_array_equal(again.predict(data.X), model.predict(data.X))
+    np.testing.assert_allclose(again.alphas, model.alphas)
+
+
+@pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
+@pytest.mark.parametrize("crash_at", range(1, 14))
+def test_a_job_killed_at_any_task_batch_resumes_to_the_same_model(tmp_path, data, uninterrupted, crash_at, after):
+    model, clean_debits, n_batches = uninterrupted
+    if crash_at > n_batches:
+        pytest.skip(f"the job has {n_batches} task batches")
+    owner_side = _owner_side(data)
+    journal_path = tmp_path / "journal.sqlite"
+    with Journal(journal_path) as journal, pytest.raises(Crash):
+        _run(data, crashing(owner_side, crash_at, after), journal)
+    owner_side.run_tasks = type(owner_side).run_tasks.__get__(owner_side)  # the new coordinator's calls
+    with Journal(journal_path) as journal:
+        resumed, strategy = _run(data, owner_side, journal, resume=True)
+    # Nothing is released twice and nothing is lost: a recorded step is never asked again; a
+    # share batch whose answers died with the coordinator is answered again with the same shares
+    # (no new debit); a ring re-run reuses its members' cached noisy pairs.
+    np.testing.assert_array_equal(resumed.predict(data.X), model.predict(data.X))
+    np.testing.assert_allclose(resumed.alphas, model.alphas)
+    assert _debits(owner_side) == clean_debits
+    assert any("from_journal" in r for r in strategy.rounds) or crash_at == 1
+
+
+def test_a_journal_is_not_overwritten_or_resumed_with_another_job(tmp_path, data):
+    path = tmp_path / "journal.sqlite"
+    with Journal(path) as journal:
+        journal.begin(fingerprint="a", owner_ids=["x"], run_id="boost-1", resume=False)
+    with Journal(path) as journal, pytest.raises(ConfigError, match="--resume"):
+        journal.begin(fingerprint="a", owner_ids=["x"], run_id="boost-2", resume=False)
+    with Journal(path) as journal, pytest.raises(ConfigError, match="another configuration"):
+        journal.begin(fingerprint="b", owner_ids=["x"], run_id="boost-2", resume=True)
+    with Journal(path) as journal, pytest.raises(ConfigError, match="other owners"):
+        journal.begin(fingerprint="a", owner_ids=["y"], run_id="boost-2", resume=True)
+    with Journal(path) as journal:
+        assert journal.begin(fingerprint="a", owner_ids=["x"], run_id="boost-2", resume=True) == "boost-1"
+        journal.finish()
+    with Journal(path) as journal, pytest.raises(ConfigError, match="finished"):
+        journal.begin(fingerprint="a", owner_ids=["x"], run_id="boost-3", resume=True)
