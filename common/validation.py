@@ -162,3 +162,17 @@ def check_real_array(values: object, *, name: str) -> np.ndarray:
     if arr.dtype.kind not in "iuf":
         raise ConfigTypeError(f"{name} must be a real-valued array, got dtype {arr.dtype}")
     return arr
+
+
+def check_int_array(values: object, *, name: str, fix: str | None = None) -> np.ndarray:
+    """``values`` as an ndarray of (signed or unsigned) integers, not converted: class labels, counts.
+
+    Raises
+    ------
+    ConfigTypeError
+        The array's dtype is not an integer type (booleans and floats included, even ``1.0``).
+    """
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iu":
+        raise ConfigTypeError(_with_fix(f"{name} must be an array of integers, got dtype {arr.dtype}", fix))
+    return arr

@@ -11,6 +11,7 @@ from privfed.common.validation import (
     check_choice,
     check_fraction,
     check_int,
+    check_int_array,
     check_non_negative,
     check_positive,
     check_real,
@@ -137,3 +138,13 @@ def test_check_real_array_keeps_integer_and_float_arrays_unconverted():
     for bad in (np.array([True]), np.array([1 + 0j]), np.array(["a"]), np.array([None])):
         with pytest.raises(ConfigTypeError, match=r"^t must be a real-valued array, got dtype"):
             check_real_array(bad, name="t")
+
+
+def test_check_int_array_refuses_floats_and_booleans():
+    labels = np.array([0, 2, 1], dtype=np.int32)
+    assert check_int_array(labels, name="y") is labels
+    assert check_int_array([3], name="y").dtype.kind == "i"
+    assert check_int_array(np.zeros(2, dtype=np.uint16), name="y").dtype == np.uint16
+    for bad in (np.array([1.0]), np.array([True]), np.array(["1"])):
+        with pytest.raises(ConfigTypeError, match=r"^y must be an array of integers, got dtype .*; encode them$"):
+            check_int_array(bad, name="y", fix="encode them")
