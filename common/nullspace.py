@@ -76,13 +76,13 @@ K. Xu, S. Shah, T. Cao, C. Maung, H. Schweitzer. Enhancing the Privacy of Predic
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
 
 from privfed.common.errors import ConfigError
+from privfed.common.validation import check_choice, check_non_negative
 
 METHODS = ("generalized", "subspace")  # NullSpaceCleaner; "projection" is StageProjection
 ETA_SCALE = 1e-8  # η = ETA_SCALE · tr(B_c) / F when B_c is singular (SPEC §10)
@@ -233,23 +233,17 @@ class NullSpaceCleaner:
         self.method = method
 
     def _validate_params(self) -> None:
-        eps = self.epsilon
-        if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
-            raise ConfigError(f"epsilon must be a real number ≥ 0, got {eps!r} ({type(eps).__name__})")
-        if not np.isfinite(eps) or eps < 0:
-            raise ConfigError(
-                f"epsilon must be finite and ≥ 0 (the requested e_utility), got {eps}; "
-                "use 0 for exact null-space cleaning"
-            )
-        if self.method not in METHODS:
-            raise ConfigError(f"method must be one of {METHODS}, got {self.method!r}")
+        check_non_negative(
+            self.epsilon, name="epsilon", fix="the requested e_utility; use 0 for exact null-space cleaning"
+        )
+        check_choice(self.method, name="method", allowed=METHODS)
         reg = self.regularization
         if isinstance(reg, str):
             if reg != "auto":
-                raise ConfigError(f"regularization must be 'auto' or a float ≥ 0, got {reg!r}")
-        elif isinstance(reg, bool) or not isinstance(reg, numbers.Real) or not np.isfinite(reg) or reg < 0:
-            raise ConfigError(f"regularization must be 'auto' or a finite float ≥ 0, got {reg!r}")
-        elif self.method == "subspace":
+                raise ConfigError(f"regularization must be 'auto' or a float >= 0, got {reg!r}")
+            return
+        check_non_negative(reg, name="regularization", fix="or leave regularization='auto'")
+        if self.method == "subspace":
             raise ConfigError(
                 f"regularization={reg!r} applies only to method='generalized'; the subspace method "
                 "needs no η: leave regularization='auto'"

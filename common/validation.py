@@ -15,7 +15,7 @@ bug, not the value 1. numpy scalars are accepted (``np.int64(3)``, ``np.float32(
 registers them as :mod:`numbers` types) and converted to ``int`` / ``float``.
 
 Messages name the parameter, the value received and the allowed range; ``fix`` appends the remedy
-the caller knows (``"use 0 for exact null-space cleaning"``).
+the caller knows (``"use 0 for exact null-space cleaning"``) to type and range errors alike.
 
 Pure: imports only the stdlib, numpy and :mod:`privfed.common.errors` (STYLE rule 1).
 """
@@ -46,7 +46,7 @@ def check_int(value: object, *, name: str, minimum: int, maximum: int | None = N
         ``value`` is below ``minimum`` or above ``maximum``.
     """
     if isinstance(value, bool) or not isinstance(value, Integral):
-        raise ConfigTypeError(f"{name} must be an int, got {value!r} of type {type(value).__name__}")
+        raise ConfigTypeError(_with_fix(f"{name} must be an int, got {value!r} of type {type(value).__name__}", fix))
     number = int(value)
     if maximum is None and number < minimum:
         raise ConfigError(_with_fix(f"{name} must be an int >= {minimum}, got {value!r}", fix))
@@ -55,7 +55,7 @@ def check_int(value: object, *, name: str, minimum: int, maximum: int | None = N
     return number
 
 
-def check_real(value: object, *, name: str) -> float:
+def check_real(value: object, *, name: str, fix: str | None = None) -> float:
     """``value`` as a ``float``; any real number passes, NaN and ±inf included (the range checkers
     below refuse them).
 
@@ -65,7 +65,9 @@ def check_real(value: object, *, name: str) -> float:
         ``value`` is not a real number (``bool``, ``complex`` and strings included).
     """
     if isinstance(value, bool) or not isinstance(value, Real):
-        raise ConfigTypeError(f"{name} must be a real number, got {value!r} of type {type(value).__name__}")
+        raise ConfigTypeError(
+            _with_fix(f"{name} must be a real number, got {value!r} of type {type(value).__name__}", fix)
+        )
     return float(value)
 
 
@@ -80,7 +82,7 @@ def check_positive(value: object, *, name: str, allow_inf: bool = False, fix: st
     ConfigError
         ``value`` is <= 0 or NaN, or infinite without ``allow_inf``.
     """
-    number = check_real(value, name=name)
+    number = check_real(value, name=name, fix=fix)
     if allow_inf and not number > 0:  # also NaN
         raise ConfigError(_with_fix(f"{name} must be > 0 or math.inf, got {value!r}", fix))
     if not allow_inf and not 0 < number < math.inf:
@@ -98,7 +100,7 @@ def check_non_negative(value: object, *, name: str, fix: str | None = None) -> f
     ConfigError
         ``value`` is negative, NaN or infinite.
     """
-    number = check_real(value, name=name)
+    number = check_real(value, name=name, fix=fix)
     if not 0 <= number < math.inf:
         raise ConfigError(_with_fix(f"{name} must be finite and >= 0, got {value!r}", fix))
     return number
@@ -114,7 +116,7 @@ def check_fraction(value: object, *, name: str, fix: str | None = None) -> float
     ConfigError
         ``value`` is not in the open interval ``(0, 1)``.
     """
-    number = check_real(value, name=name)
+    number = check_real(value, name=name, fix=fix)
     if not 0 < number < 1:
         raise ConfigError(_with_fix(f"{name} must be a number in (0, 1), got {value!r}", fix))
     return number

@@ -23,14 +23,12 @@ Model space. The model works on rows mapped to ``[-1, 1]^d`` by the public bound
 
 from __future__ import annotations
 
-import math
-from numbers import Integral, Real
-
 import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.mechanisms import estimate_mean
+from privfed.common.validation import check_int, check_positive
 
 
 def __getattr__(name: str):
@@ -56,21 +54,9 @@ _NEWTON_GTOL = 1e-10
 _NEWTON_MAX_STEPS = 100
 
 
-def _check_n_classes(n_classes) -> int:
-    if isinstance(n_classes, bool) or not isinstance(n_classes, Integral) or n_classes < 2:
-        raise ConfigError(f"n_classes must be an int >= 2, got {n_classes!r}")
-    return int(n_classes)
-
-
-def _check_positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or not 0 < value < math.inf:
-        raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
-
-
 def n_parameters(n_classes: int, d: int) -> int:
     """Length of the parameter vector: ``d + 1`` for two classes, ``K (d + 1)`` one-vs-rest."""
-    return (1 if _check_n_classes(n_classes) == 2 else n_classes) * (d + 1)
+    return (1 if check_int(n_classes, name="n_classes", minimum=2) == 2 else n_classes) * (d + 1)
 
 
 def fit_local_logistic(X, y, *, bounds: Bounds, n_classes: int, C: float = 1.0, sample_weight=None) -> np.ndarray:
@@ -112,8 +98,8 @@ def fit_local_logistic(X, y, *, bounds: Bounds, n_classes: int, C: float = 1.0, 
     theta : ndarray (K' (d + 1),)
         Rows ``(w_k, b_k)`` stacked row-major, see :func:`n_parameters`.
     """
-    k = _check_n_classes(n_classes)
-    C = _check_positive("C", C)
+    k = check_int(n_classes, name="n_classes", minimum=2)
+    C = check_positive(C, name="C")
     t = bounds.to_unit(np.atleast_2d(np.asarray(X, dtype=np.float64)))
     n, d = t.shape
     y = np.asarray(y)
@@ -164,7 +150,7 @@ def fit_local_logistic(X, y, *, bounds: Bounds, n_classes: int, C: float = 1.0, 
 
 def clip_parameters(theta, param_bound: float) -> np.ndarray:
     """Clip every coordinate of ``theta`` to ``[-param_bound, param_bound]`` (public bound)."""
-    param_bound = _check_positive("param_bound", param_bound)
+    param_bound = check_positive(param_bound, name="param_bound")
     theta = np.asarray(theta, dtype=np.float64)
     if not np.all(np.isfinite(theta)):
         raise ConfigError("theta must be finite numbers")
@@ -291,8 +277,8 @@ def lr_aggregate(reports, *, param_bound: float, n_classes: int, bounds: Bounds)
     LinearModel
         ``coef_`` (K', d), ``intercept_`` (K',) with K' = 1 for two classes.
     """
-    param_bound = _check_positive("param_bound", param_bound)
-    k = _check_n_classes(n_classes)
+    param_bound = check_positive(param_bound, name="param_bound")
+    k = check_int(n_classes, name="n_classes", minimum=2)
     d = bounds.d
     p = n_parameters(k, d)
     reports = np.asarray(reports, dtype=np.float64)

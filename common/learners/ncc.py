@@ -18,15 +18,15 @@ outside DESIGN's allowlist ("labels only through a mechanism"); networked runs s
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.mechanisms import KaryRandomizedResponse
+from privfed.common.validation import check_int, check_positive
 
 LABEL_SCHEMES = ("clear", "rr")
 
@@ -40,12 +40,8 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _check_epsilon(epsilon) -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, Real):
-        raise ConfigError(f"epsilon must be a number, got {epsilon!r}")
-    if not epsilon > 0:  # also rejects nan
-        raise ConfigError(f"epsilon must be > 0 (math.inf for a non-private run), got {epsilon!r}")
-    return float(epsilon)
+def _check_epsilon(epsilon: object) -> float:
+    return check_positive(epsilon, name="epsilon", allow_inf=True, fix="math.inf for a non-private run")
 
 
 def split_label_budget(epsilon: float, labels: str = "clear", label_fraction: float = 0.2) -> tuple[float, float]:
@@ -177,8 +173,9 @@ def ncc_share(
     t = bounds.to_unit(np.atleast_2d(np.asarray(X, dtype=np.float64)))
     y = _check_labels(y, t.shape[0], None if label_rr is None else label_rr.n_classes)
     if sample_weight is not None:
-        if isinstance(weight_bound, bool) or not isinstance(weight_bound, Real) or not 0 < weight_bound < math.inf:
-            raise ConfigError(f"weight_bound must be a finite number > 0 with sample_weight, got {weight_bound!r}")
+        weight_bound = check_positive(
+            weight_bound, name="weight_bound", fix="a public bound is required with sample_weight"
+        )
         w = np.asarray(sample_weight, dtype=np.float64)
         if w.shape != y.shape or not np.all(np.isfinite(w)) or np.any(w < 0):
             raise ConfigError(f"sample_weight must be {y.shape} finite non-negative numbers")
@@ -218,8 +215,7 @@ def ncc_class_sums(
         Estimates of ``sum_{i in class k} u_i`` (row counts when unweighted). May be <= 0
         under randomized response or weighted noise.
     """
-    if isinstance(n_classes, bool) or not isinstance(n_classes, Integral) or n_classes < 2:
-        raise ConfigError(f"n_classes must be an int >= 2, got {n_classes!r}")
+    n_classes = check_int(n_classes, name="n_classes", minimum=2)
     if label_rr is not None and label_rr.n_classes != n_classes:
         raise ConfigError(f"label_rr has {label_rr.n_classes} classes but n_classes={n_classes}")
     share = NccShare.concat(shares)

@@ -54,11 +54,15 @@ def test_check_int_range_is_closed_at_both_ends():
         check_int(-1, name="f", minimum=0, maximum=62)
 
 
-def test_fix_is_appended_to_range_errors():
+def test_fix_is_appended_to_type_and_range_errors():
     with pytest.raises(ConfigError, match=r"^d must be an int >= 1, got 0; pass one column$"):
         check_int(0, name="d", minimum=1, fix="pass one column")
     with pytest.raises(ConfigError, match=r"^lam must be finite and > 0, got 0; try 1e-3$"):
         check_positive(0, name="lam", fix="try 1e-3")
+    with pytest.raises(ConfigTypeError, match=r"^lam must be a real number, got None of type NoneType; try 1e-3$"):
+        check_positive(None, name="lam", fix="try 1e-3")
+    with pytest.raises(ConfigTypeError, match=r"^d must be an int, got '2' of type str; pass one column$"):
+        check_int("2", name="d", minimum=1, fix="pass one column")
 
 
 @pytest.mark.parametrize("value", [0.5, 2, np.float32(0.5), np.int64(2), Fraction(1, 2), -1.0, math.inf, math.nan])
