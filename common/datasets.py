@@ -20,7 +20,7 @@ import functools
 import gzip
 import json
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,7 +119,7 @@ class Dataset:
     classes: np.ndarray
     feature_names: tuple[str, ...] | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         X = np.asarray(self.X, dtype=np.float64).view()
         y = np.asarray(self.y)
         classes = np.asarray(self.classes).view()
@@ -286,7 +286,9 @@ def _is_number(field: str) -> bool:
     return True
 
 
-def _parse_csv(name: str, text: str, n_label_columns: int):
+def _parse_csv(
+    name: str, text: str, n_label_columns: int
+) -> tuple[np.ndarray, np.ndarray, tuple[str, ...] | None, np.ndarray]:
     """Parse numeric CSV text: (X, labels (n, L) float, feature names or None, 1-based line numbers)."""
     numbered = [(i + 1, line) for i, line in enumerate(text.splitlines()) if line.strip()]
     if not numbered:
@@ -324,7 +326,9 @@ def _parse_csv(name: str, text: str, n_label_columns: int):
     return X, labels, names, linenos
 
 
-def _diagnose(name, rows, linenos, n_cols, ref, has_header, exc) -> ConfigError:
+def _diagnose(
+    name: str, rows: list[str], linenos: np.ndarray, n_cols: int, ref: int, has_header: bool, exc: Exception
+) -> ConfigError:
     """Find the first bad row after numpy's fast parser failed (error path only)."""
     where = f"line {ref}, the header" if has_header else f"line {ref}"
     for lineno, line in zip(linenos, rows):
@@ -340,7 +344,7 @@ def _diagnose(name, rows, linenos, n_cols, ref, has_header, exc) -> ConfigError:
     return ConfigError(f"{name}: not a numeric CSV file: {_one_line(exc)}")
 
 
-def _check_labels(name: str, labels: np.ndarray, where) -> None:
+def _check_labels(name: str, labels: np.ndarray, where: Callable[[int, int], str]) -> None:
     """Labels must be finite integers (exactly representable); ``where(r, c)`` names the cell."""
     ok = np.isfinite(labels) & (np.abs(labels) <= 2.0**53)
     ok[ok] = labels[ok] == np.round(labels[ok])
@@ -352,7 +356,7 @@ def _check_labels(name: str, labels: np.ndarray, where) -> None:
         )
 
 
-def _load_npz(path: Path):
+def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
     name = path.name
     try:
         with np.load(path, allow_pickle=False) as z:

@@ -18,20 +18,22 @@ outside DESIGN's allowlist ("labels only through a mechanism"); networked runs s
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.mechanisms import KaryRandomizedResponse
+from privfed.common.mechanisms import KaryRandomizedResponse, Mechanism
 from privfed.common.validation import check_int, check_positive
 
 LABEL_SCHEMES = ("clear", "rr")
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type:
     # PEP 562: the scikit-learn estimator lives in .estimators (an owner node never imports sklearn).
     if name == "LdpNearestCentroid":
         from privfed.common.learners.estimators import LdpNearestCentroid
@@ -75,7 +77,7 @@ def split_label_budget(epsilon: float, labels: str = "clear", label_fraction: fl
     return epsilon * (1.0 - label_fraction), epsilon * label_fraction
 
 
-def _check_labels(y, n: int, n_classes: int | None = None) -> np.ndarray:
+def _check_labels(y: ArrayLike, n: int, n_classes: int | None = None) -> np.ndarray:
     y = np.asarray(y)
     if y.shape != (n,):
         raise ConfigError(f"labels must have shape ({n},), got {y.shape}")
@@ -104,7 +106,7 @@ class NccShare:
     reports: np.ndarray
     labels: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         reports = np.asarray(self.reports, dtype=np.float64)
         if reports.ndim != 2:
             raise ConfigError(f"NccShare reports must be 2-D (rows, columns), got shape {reports.shape}")
@@ -114,7 +116,7 @@ class NccShare:
         object.__setattr__(self, "labels", _check_labels(self.labels, reports.shape[0]))
 
     @classmethod
-    def concat(cls, shares) -> NccShare:
+    def concat(cls, shares: NccShare | Iterable[NccShare]) -> NccShare:
         """One share holding the rows of all ``shares`` (all with the same number of columns)."""
         shares = [shares] if isinstance(shares, NccShare) else list(shares)
         if not shares:
@@ -126,14 +128,14 @@ class NccShare:
 
 
 def ncc_share(
-    X,
-    y,
+    X: ArrayLike,
+    y: ArrayLike,
     *,
     bounds: Bounds,
-    mechanism,
+    mechanism: Mechanism,
     label_rr: KaryRandomizedResponse | None = None,
     rng: np.random.Generator,
-    sample_weight=None,
+    sample_weight: ArrayLike | None = None,
     weight_bound: float | None = None,
 ) -> NccShare:
     """Owner side of NCC: perturb each row once (seed 002 §3.5.1; Alg. 4 for the rows).
@@ -194,7 +196,7 @@ def ncc_share(
 
 
 def ncc_class_sums(
-    shares, *, n_classes: int, d: int, label_rr: KaryRandomizedResponse | None = None
+    shares: NccShare | Iterable[NccShare], *, n_classes: int, d: int, label_rr: KaryRandomizedResponse | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Coordinator side: unbiased per-class sums of the t-space rows and per-class counts.
 
@@ -241,7 +243,11 @@ def ncc_class_sums(
 
 
 def ncc_centroids(
-    shares, *, n_classes: int, bounds: Bounds, label_rr: KaryRandomizedResponse | None = None
+    shares: NccShare | Iterable[NccShare],
+    *,
+    n_classes: int,
+    bounds: Bounds,
+    label_rr: KaryRandomizedResponse | None = None,
 ) -> np.ndarray:
     """Coordinator side of NCC: class centroids in data space (seed 002 §3.5.1).
 
@@ -277,14 +283,14 @@ class NearestCentroidModel:
 
     kind = "nearest_centroid"
 
-    def __init__(self, centroids, classes=None):
+    def __init__(self, centroids: ArrayLike, classes: ArrayLike | None = None) -> None:
         self.centroids = np.atleast_2d(np.asarray(centroids, dtype=np.float64))
         k = self.centroids.shape[0]
         self.classes = np.arange(k) if classes is None else np.asarray(classes)
         if self.classes.shape != (k,):
             raise ConfigError(f"classes must have shape ({k},), got {self.classes.shape}")
 
-    def predict_index(self, X) -> np.ndarray:
+    def predict_index(self, X: ArrayLike) -> np.ndarray:
         """Index (0..K-1) of the nearest centroid for each row."""
         X = np.atleast_2d(np.asarray(X, dtype=np.float64))
         if X.shape[1] != self.centroids.shape[1]:
@@ -293,10 +299,10 @@ class NearestCentroidModel:
         dist2 = (X * X).sum(axis=1)[:, None] - 2.0 * X @ c.T + (c * c).sum(axis=1)[None, :]
         return np.argmin(dist2, axis=1)
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         return self.classes[self.predict_index(X)]
 
-    def score(self, X, y) -> float:
+    def score(self, X: ArrayLike, y: ArrayLike) -> float:
         """Accuracy on ``(X, y)``."""
         return float(np.mean(self.predict(X) == np.asarray(y)))
 

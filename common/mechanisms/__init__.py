@@ -55,7 +55,7 @@ __all__ = [
 _LAZY = {"Duchi1D", "DuchiMultidim", "duchi_constant", "duchi_multidim_constant"}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     if name in _LAZY:
         from privfed.common.mechanisms import duchi
 

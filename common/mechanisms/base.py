@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from privfed.common.errors import ConfigError
 from privfed.common.validation import check_int, check_positive, check_real, check_real_array, check_rng
@@ -129,7 +130,7 @@ class Mechanism(ABC):
     epsilon: float
     d: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "d", check_int(self.d, name="d", minimum=1))
         self._check_output_range()
@@ -153,7 +154,7 @@ class Mechanism(ABC):
                 "1/epsilon, so choose a larger epsilon"
             )
 
-    def _rows(self, t) -> np.ndarray:
+    def _rows(self, t: ArrayLike) -> np.ndarray:
         """``t`` as an (n, d) real array; values are checked block by block in :meth:`privatize`."""
         arr = check_real_array(t, name="t")
         if arr.ndim != 2 or arr.shape[1] != self.d:
@@ -208,7 +209,7 @@ class Mechanism(ABC):
     def _sample_block(self, t: np.ndarray, rng: np.random.Generator, out: np.ndarray) -> None:
         """Write the reports of the rows ``t`` (shape (m, d)) into ``out`` (C-contiguous, same shape)."""
 
-    def variance(self, t) -> np.ndarray:
+    def variance(self, t: ArrayLike) -> np.ndarray:
         """Per-coordinate ``Var[t*_j | t]``, same shape as ``t``.
 
         In every mechanism here it depends on ``t_j`` alone, so any shape of values in
@@ -220,7 +221,7 @@ class Mechanism(ABC):
     def _variance(self, t: np.ndarray) -> np.ndarray:
         """Closed-form variance for validated values ``t``."""
 
-    def bias(self, t) -> np.ndarray:
+    def bias(self, t: ArrayLike) -> np.ndarray:
         """``E[t* | t] - t``: zero, the mechanisms are unbiased (up to snapping, at most ``2**-21``)."""
         return np.zeros_like(check_unit_values(t))
 
@@ -240,7 +241,7 @@ class IdentityMechanism(Mechanism):
 
     epsilon: float = math.inf
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if check_real(self.epsilon, name="epsilon") != math.inf:
             raise ConfigError(
                 f"IdentityMechanism is only for epsilon = inf, got {self.epsilon!r}; "
@@ -253,10 +254,12 @@ class IdentityMechanism(Mechanism):
         check_rng(rng)
         return np.array(_unit_float64(self._rows(t), "t"), dtype=np.float64, copy=True)
 
-    def _sample_block(self, t, rng, out):  # pragma: no cover - privatize is overridden
+    def _sample_block(
+        self, t: np.ndarray, rng: np.random.Generator, out: np.ndarray
+    ) -> None:  # pragma: no cover - privatize is overridden
         out[...] = t
 
-    def _variance(self, t):
+    def _variance(self, t: np.ndarray) -> np.ndarray:
         return np.zeros_like(t)
 
     @property

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from privfed.common.errors import ConfigError
 from privfed.common.mechanisms.base import check_epsilon
@@ -56,7 +57,7 @@ class GeometricMechanism:
     epsilon: float
     sensitivity: int = 1
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "sensitivity", check_int(self.sensitivity, name="sensitivity", minimum=1))
         if self.epsilon < MIN_EPSILON:
@@ -70,7 +71,7 @@ class GeometricMechanism:
         """``a = exp(-epsilon / sensitivity)``."""
         return math.exp(-self.epsilon / self.sensitivity)
 
-    def privatize(self, counts, rng: np.random.Generator) -> np.ndarray:
+    def privatize(self, counts: ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """``counts + Z`` elementwise, as int64.
 
         Raises
@@ -84,12 +85,12 @@ class GeometricMechanism:
         noise = rng.geometric(p, size=arr.shape).astype(np.int64) - rng.geometric(p, size=arr.shape).astype(np.int64)
         return arr.astype(np.int64) + noise
 
-    def variance(self, counts=None) -> float:
+    def variance(self, counts: ArrayLike | None = None) -> float:
         """``2a / (1 - a)^2``, the same for every count."""
         a = self.alpha
         return 2.0 * a / math.expm1(-self.epsilon / self.sensitivity) ** 2
 
-    def bias(self, counts=None) -> float:
+    def bias(self, counts: ArrayLike | None = None) -> float:
         """0: the noise is symmetric."""
         return 0.0
 

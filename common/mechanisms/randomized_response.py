@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from privfed.common.errors import ConfigError
 from privfed.common.mechanisms.base import check_epsilon
@@ -44,7 +45,7 @@ class KaryRandomizedResponse:
     epsilon: float
     n_classes: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "n_classes", check_int(self.n_classes, name="n_classes", minimum=2))
 
@@ -80,7 +81,7 @@ class KaryRandomizedResponse:
         other += other >= y  # uniform over the K - 1 labels != y
         return np.where(keep, y, other)
 
-    def _counts(self, counts) -> np.ndarray:
+    def _counts(self, counts: ArrayLike) -> np.ndarray:
         c = np.asarray(check_real_array(counts, name="counts"), dtype=np.float64)
         if c.ndim == 0 or c.shape[-1] != self.n_classes:
             raise ConfigError(f"counts must have shape (..., {self.n_classes}), one count per class, got {c.shape}")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from privfed.common.errors import ConfigError
 from privfed.common.validation import check_int, check_positive
@@ -119,7 +120,7 @@ class FixedPoint:
         """Worst-case rounding error of a decoded sum of ``N`` encodings: ``N·2^(-f-1)``."""
         return self.n_parties * 2.0 ** (-self.frac_bits - 1)
 
-    def encode(self, x) -> np.ndarray:
+    def encode(self, x: ArrayLike) -> np.ndarray:
         """``round(x·2^f) mod 2^64`` as a ``uint64`` array of the shape of ``x``.
 
         Raises
@@ -137,18 +138,18 @@ class FixedPoint:
             )
         return np.rint(np.ldexp(x, self.frac_bits)).astype(np.int64).view(np.uint64)
 
-    def decode(self, u) -> np.ndarray:
+    def decode(self, u: ArrayLike) -> np.ndarray:
         """``int64(u) / 2^f`` as float64 (exact division; only the int64 → float64 cast rounds)."""
         u = np.asarray(u, dtype=np.uint64)
         return np.ldexp(u.view(np.int64).astype(np.float64), -self.frac_bits)
 
     @staticmethod
-    def add(a, b) -> np.ndarray:
+    def add(a: ArrayLike, b: ArrayLike) -> np.ndarray:
         """``a + b mod 2^64`` (numpy ``uint64`` arithmetic on arrays wraps)."""
         return np.add(np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64))
 
     @staticmethod
-    def sub(a, b) -> np.ndarray:
+    def sub(a: ArrayLike, b: ArrayLike) -> np.ndarray:
         """``a - b mod 2^64``."""
         return np.subtract(np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64))
 
