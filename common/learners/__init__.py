@@ -17,6 +17,7 @@ The names listed in ``__all__`` are re-exported lazily: each submodule is import
 from __future__ import annotations
 
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 
@@ -100,7 +101,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> object:
+def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
