@@ -20,6 +20,7 @@ test: install
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"

@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -152,7 +153,8 @@ class Bench:
             stderr=subprocess.DEVNULL,
             text=True,
         )
-        procs = []
+        procs: list[subprocess.Popen] = []
+        assert coord.stdin is not None and coord.stdout is not None  # PIPE
         try:
             port = int(coord.stdout.readline())
             t0 = time.perf_counter()
@@ -188,10 +190,11 @@ class Bench:
 class RoundTimer:
     """A strategy that runs the LR round ``repeats`` times (new round id each) and times each."""
 
-    def __init__(self, lr, repeats: int):
-        self.lr, self.repeats, self.times = lr, repeats, []
+    def __init__(self, lr: Any, repeats: int) -> None:
+        self.lr, self.repeats = lr, repeats
+        self.times: list[float] = []
 
-    def run(self, owner_ids, transport):
+    def run(self, owner_ids: list[str], transport: Any) -> Any:
         model = None
         for r in range(self.repeats):
             t0 = time.perf_counter()
@@ -200,7 +203,7 @@ class RoundTimer:
         return model
 
 
-def lr_strategy():
+def lr_strategy() -> Any:
     from privfed.common.bounds import Bounds
 
     return make_strategy("lr", mechanism="pm", epsilon=float("inf"), n_classes=2, bounds=Bounds.of(-BOUND, BOUND, D))
@@ -238,7 +241,7 @@ def line(name: str, base: float, cand: float, unit: str = "") -> None:
     print(f"{name:<28}{base:>12.3f}{unit}{cand:>12.3f}{unit}{cand / base:>8.2f}", flush=True)
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)

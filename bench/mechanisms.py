@@ -32,31 +32,32 @@ import argparse
 import math
 import statistics
 import time
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from privfed.common.mechanisms import Duchi1D, PiecewiseMechanism, make_mechanism
+from privfed.common.mechanisms import Duchi1D, Mechanism, PiecewiseMechanism, PiecewiseMultidim, make_mechanism
 from privfed.common.rng import make_rng
 from privfed.server.report import host_info
 
 
-def _uniform_count(name: str, mech, n: int, d: int) -> int:
+def _uniform_count(name: str, mech: Mechanism, n: int, d: int) -> int:
     if name == "laplace" or name.endswith("-1d"):
         return n * d
     if name == "duchi":
         return n * (d + 1) + math.ceil(n * d / 64)
-    if name == "pm":
+    if name == "pm" and isinstance(mech, PiecewiseMultidim):
         return 2 * n * mech.k
     raise ValueError(name)
 
 
-def _timed(fn) -> float:
+def _timed(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
 
 
-def _mechanisms(epsilon: float, d: int) -> dict:
+def _mechanisms(epsilon: float, d: int) -> dict[str, Mechanism]:
     return {
         "pm": make_mechanism("pm", epsilon=epsilon, d=d),
         "duchi": make_mechanism("duchi", epsilon=epsilon, d=d),
@@ -66,7 +67,7 @@ def _mechanisms(epsilon: float, d: int) -> dict:
     }
 
 
-def run(n: int, d: int, epsilon: float, repeats: int, seed: int, only=()) -> list[dict]:
+def run(n: int, d: int, epsilon: float, repeats: int, seed: int, only: Sequence[str] = ()) -> list[dict]:
     t = np.random.Generator(np.random.PCG64(seed)).uniform(-1.0, 1.0, size=(n, d))
     rows = []
     header = f"{'name':<20} {'baseline (uniforms/s)':>22} {'candidate (values/s)':>22} {'ratio':>7}"
@@ -103,7 +104,7 @@ def run(n: int, d: int, epsilon: float, repeats: int, seed: int, only=()) -> lis
     return rows
 
 
-def main(argv=None) -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small n for a CI smoke run")
     parser.add_argument("--n", type=int, default=None, help="rows (default 10^6, 10^4 with --quick)")

@@ -18,7 +18,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,10 +40,11 @@ from privfed.server.strategies import make_strategy
 class RingTimer:
     """A strategy that only runs rings: what one boosting round's secure sum costs."""
 
-    def __init__(self, boosting, learner, repeats):
-        self.boosting, self.learner, self.repeats, self.times = boosting, learner, repeats, []
+    def __init__(self, boosting: Any, learner: Any, repeats: int) -> None:
+        self.boosting, self.learner, self.repeats = boosting, learner, repeats
+        self.times: list[float] = []
 
-    def run(self, owner_ids, transport):
+    def run(self, owner_ids: list[str], transport: Any) -> None:
         config = config_to_dict(self.boosting.booster, "bench")
         self.boosting.rounds.append({})
         for _ in range(self.repeats):
@@ -120,11 +123,11 @@ def in_process_ring(n: int, repeats: int) -> float:
     return statistics.median(times)
 
 
-def slope(xs, ys) -> float:
+def slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     return float(np.polyfit(np.asarray(xs, float), np.asarray(ys, float), 1)[0])
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10,100,1000")
     parser.add_argument("--repeats", type=int, default=5)

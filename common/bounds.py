@@ -25,7 +25,7 @@ class Bounds:
     lo: np.ndarray
     hi: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         lo = np.atleast_1d(np.asarray(self.lo, dtype=np.float64))
         hi = np.atleast_1d(np.asarray(self.hi, dtype=np.float64))
         if lo.shape != hi.shape or lo.ndim != 1:

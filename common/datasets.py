@@ -20,7 +20,7 @@ import functools
 import gzip
 import json
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +29,7 @@ import numpy as np
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.rng import make_rng
+from privfed.common.validation import check_fraction, check_int
 
 BUILTINS = ("digits", "breast_cancer", "synthetic", "mnist5k")
 
@@ -118,7 +119,7 @@ class Dataset:
     classes: np.ndarray
     feature_names: tuple[str, ...] | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         X = np.asarray(self.X, dtype=np.float64).view()
         y = np.asarray(self.y)
         classes = np.asarray(self.classes).view()
@@ -168,14 +169,6 @@ class Dataset:
 
 
 # ---------------------------------------------------------------------------- validation helpers
-def _int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ConfigError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ConfigError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
 def _one_line(text: object, limit: int = 200) -> str:
     s = " ".join(str(text).split())
     return s if len(s) <= limit else s[: limit - 3] + "..."
@@ -242,11 +235,11 @@ def load_builtin(name: str, *, n_samples: int | None = None, seed: int = 0) -> D
     if name not in BUILTINS:
         raise ConfigError(f"unknown data set {name!r}; choose one of {', '.join(BUILTINS)} or give a file")
     if n_samples is not None:
-        n_samples = _int("n_samples", n_samples, 2 if name == "synthetic" else 1)
+        n_samples = check_int(n_samples, name="n_samples", minimum=2 if name == "synthetic" else 1)
     if name == "synthetic":
         from sklearn.datasets import make_classification
 
-        _int("seed", seed, 0)
+        check_int(seed, name="seed", minimum=0)
         X, y = make_classification(
             n_samples=n_samples or SYNTHETIC_N_SAMPLES,
             n_features=20,
@@ -293,7 +286,9 @@ def _is_number(field: str) -> bool:
     return True
 
 
-def _parse_csv(name: str, text: str, n_label_columns: int):
+def _parse_csv(
+    name: str, text: str, n_label_columns: int
+) -> tuple[np.ndarray, np.ndarray, tuple[str, ...] | None, np.ndarray]:
     """Parse numeric CSV text: (X, labels (n, L) float, feature names or None, 1-based line numbers)."""
     numbered = [(i + 1, line) for i, line in enumerate(text.splitlines()) if line.strip()]
     if not numbered:
@@ -331,7 +326,9 @@ def _parse_csv(name: str, text: str, n_label_columns: int):
     return X, labels, names, linenos
 
 
-def _diagnose(name, rows, linenos, n_cols, ref, has_header, exc) -> ConfigError:
+def _diagnose(
+    name: str, rows: list[str], linenos: np.ndarray, n_cols: int, ref: int, has_header: bool, exc: Exception
+) -> ConfigError:
     """Find the first bad row after numpy's fast parser failed (error path only)."""
     where = f"line {ref}, the header" if has_header else f"line {ref}"
     for lineno, line in zip(linenos, rows):
@@ -347,7 +344,7 @@ def _diagnose(name, rows, linenos, n_cols, ref, has_header, exc) -> ConfigError:
     return ConfigError(f"{name}: not a numeric CSV file: {_one_line(exc)}")
 
 
-def _check_labels(name: str, labels: np.ndarray, where) -> None:
+def _check_labels(name: str, labels: np.ndarray, where: Callable[[int, int], str]) -> None:
     """Labels must be finite integers (exactly representable); ``where(r, c)`` names the cell."""
     ok = np.isfinite(labels) & (np.abs(labels) <= 2.0**53)
     ok[ok] = labels[ok] == np.round(labels[ok])
@@ -359,7 +356,7 @@ def _check_labels(name: str, labels: np.ndarray, where) -> None:
         )
 
 
-def _load_npz(path: Path):
+def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
     name = path.name
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -421,7 +418,7 @@ def load_file(path: str | Path, *, bounds: Bounds | str | None = None, n_label_c
         )
     if not isinstance(bounds, (Bounds, str)):
         raise ConfigError(f"bounds must be Bounds or a 'lo:hi' / JSON-path string, got {type(bounds).__name__}")
-    n_label_columns = _int("n_label_columns", n_label_columns, 1)
+    n_label_columns = check_int(n_label_columns, name="n_label_columns", minimum=1)
     if not path.is_file():
         raise ConfigError(f"{path}: file not found")
     names = None
@@ -449,7 +446,7 @@ def parse_bounds(spec: str, d: int) -> Bounds:
     ``"source"`` string documents where they come from. A spec ending in ``.json``, or naming an
     existing file, is read as a file.
     """
-    d = _int("d", d, 1)
+    d = check_int(d, name="d", minimum=1)
     if not isinstance(spec, str) or not spec.strip():
         raise ConfigError(f"bounds spec must be 'lo:hi' or a JSON file path, got {spec!r}")
     if spec.lower().endswith(".json") or Path(spec).is_file():
@@ -500,8 +497,7 @@ def train_test_split(ds: Dataset, *, test_fraction: float, seed: int) -> tuple[D
 
     Rows are drawn with a seeded PCG64 generator; both parts keep ``ds``'s bounds and classes.
     """
-    if isinstance(test_fraction, bool) or not isinstance(test_fraction, (int, float)) or not 0 < test_fraction < 1:
-        raise ConfigError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
+    test_fraction = check_fraction(test_fraction, name="test_fraction")
     perm = make_rng("seeded", seed).permutation(ds.n)
     perm = perm[np.argsort(ds.y[perm], kind="stable")]  # grouped by class, random within a class
     counts = np.bincount(ds.y, minlength=ds.n_classes)
@@ -540,14 +536,14 @@ def partition(n_rows: int, n_owners: int, *, seed: int, sizes: Sequence[int] | N
     -------
     list of n_owners disjoint int64 index arrays; deterministic in ``(n_rows, n_owners, seed, sizes)``.
     """
-    n_rows = _int("n_rows", n_rows, 1)
-    n_owners = _int("n_owners", n_owners, 1)
+    n_rows = check_int(n_rows, name="n_rows", minimum=1)
+    n_owners = check_int(n_owners, name="n_owners", minimum=1)
     if n_owners > n_rows:
         raise ConfigError(f"n_owners={n_owners} exceeds the {n_rows} rows; every owner needs at least one row")
     perm = make_rng("seeded", seed).permutation(n_rows).astype(np.int64)
     if sizes is None:
         return np.array_split(perm, n_owners)
-    sizes = [_int("sizes[i]", s, 1) for s in sizes]
+    sizes = [check_int(s, name="sizes[i]", minimum=1) for s in sizes]
     if len(sizes) != n_owners:
         raise ConfigError(f"sizes has {len(sizes)} entries for n_owners={n_owners}")
     if sum(sizes) > n_rows:
@@ -557,8 +553,8 @@ def partition(n_rows: int, n_owners: int, *, seed: int, sizes: Sequence[int] | N
 
 def owner_rows(ds: Dataset, n_owners: int, index: int, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Owner ``index``'s (X, y) in the even :func:`partition` of ``ds`` (same seed, same rows)."""
-    index = _int("index", index, 0)
-    if index >= _int("n_owners", n_owners, 1):
+    index = check_int(index, name="index", minimum=0)
+    if index >= check_int(n_owners, name="n_owners", minimum=1):
         raise ConfigError(f"owner index {index} out of range for n_owners={n_owners}")
     idx = partition(ds.n, n_owners, seed=seed)[index]
     return ds.X[idx], ds.y[idx]

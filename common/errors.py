@@ -12,6 +12,15 @@ class ConfigError(PrivfedError, ValueError):
     """A parameter, flag or input file is invalid."""
 
 
+class ConfigTypeError(ConfigError, TypeError):
+    """A parameter has the wrong type (a string or ``bool`` where a number belongs).
+
+    Both a :class:`ConfigError` and a ``TypeError``, as scikit-learn's ``InvalidParameterError`` is
+    both a ``ValueError`` and a ``TypeError``: STYLE rule 4 asks for a ``TypeError``, rule 9 for an
+    error inside the privfed hierarchy. Raised by :mod:`privfed.common.validation`.
+    """
+
+
 class BudgetExceeded(PrivfedError):
     """A release would spend more privacy budget than the owner has left.
 

@@ -76,19 +76,20 @@ K. Xu, S. Shah, T. Cao, C. Maung, H. Schweitzer. Enhancing the Privacy of Predic
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+from numpy.typing import ArrayLike
 
 from privfed.common.errors import ConfigError
+from privfed.common.validation import check_choice, check_non_negative
 
 METHODS = ("generalized", "subspace")  # NullSpaceCleaner; "projection" is StageProjection
 ETA_SCALE = 1e-8  # η = ETA_SCALE · tr(B_c) / F when B_c is singular (SPEC §10)
 
 
-def _matrix(name: str, value, *, rows_name: str = "rows", cols_name: str = "columns") -> np.ndarray:
+def _matrix(name: str, value: ArrayLike, *, rows_name: str = "rows", cols_name: str = "columns") -> np.ndarray:
     """``value`` as a finite float 2-D array; a 1-D array is read as one column."""
     try:
         arr = np.asarray(value, dtype=np.float64)
@@ -104,7 +105,7 @@ def _matrix(name: str, value, *, rows_name: str = "rows", cols_name: str = "colu
     return arr
 
 
-def _rows(name: str, X, n_features: int) -> np.ndarray:
+def _rows(name: str, X: ArrayLike, n_features: int) -> np.ndarray:
     """Query rows as a finite (n, F) array; a 1-D ``X`` is one row."""
     try:
         arr = np.asarray(X, dtype=np.float64)
@@ -122,7 +123,7 @@ def _rows(name: str, X, n_features: int) -> np.ndarray:
     return arr2
 
 
-def fit_linear_map(X, Y, *, center: bool = True) -> np.ndarray:
+def fit_linear_map(X: ArrayLike, Y: ArrayLike, *, center: bool = True) -> np.ndarray:
     """Least-squares linear map ``A`` (F×m) with ``Y ≈ XA`` (Algorithm 1, step 1).
 
     Intercept handling: with ``center=True`` (default) ``X`` and ``Y`` are centred by their column
@@ -154,17 +155,17 @@ def fit_linear_map(X, Y, *, center: bool = True) -> np.ndarray:
     return A
 
 
-def e_utility(A_d, x, x_clean) -> np.ndarray:
+def e_utility(A_d: ArrayLike, x: ArrayLike, x_clean: ArrayLike) -> np.ndarray:
     """Per-row ``‖A_dᵀ(x − x̃)‖²`` (SPEC §10); scalar for a single 1-D row."""
     return _prediction_change("A_d", A_d, x, x_clean)
 
 
-def e_privacy(A_c, x, x_clean) -> np.ndarray:
+def e_privacy(A_c: ArrayLike, x: ArrayLike, x_clean: ArrayLike) -> np.ndarray:
     """Per-row ``‖A_cᵀ(x − x̃)‖²`` (SPEC §10); scalar for a single 1-D row."""
     return _prediction_change("A_c", A_c, x, x_clean)
 
 
-def _prediction_change(name, A, x, x_clean):
+def _prediction_change(name: str, A: ArrayLike, x: ArrayLike, x_clean: ArrayLike) -> np.ndarray:
     A = _matrix(name, A, rows_name="F features", cols_name="m labels")
     single = np.ndim(x) == 1
     x = _rows("x", x, A.shape[0])
@@ -233,29 +234,23 @@ class NullSpaceCleaner:
         self.method = method
 
     def _validate_params(self) -> None:
-        eps = self.epsilon
-        if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
-            raise ConfigError(f"epsilon must be a real number ≥ 0, got {eps!r} ({type(eps).__name__})")
-        if not np.isfinite(eps) or eps < 0:
-            raise ConfigError(
-                f"epsilon must be finite and ≥ 0 (the requested e_utility), got {eps}; "
-                "use 0 for exact null-space cleaning"
-            )
-        if self.method not in METHODS:
-            raise ConfigError(f"method must be one of {METHODS}, got {self.method!r}")
+        check_non_negative(
+            self.epsilon, name="epsilon", fix="the requested e_utility; use 0 for exact null-space cleaning"
+        )
+        check_choice(self.method, name="method", allowed=METHODS)
         reg = self.regularization
         if isinstance(reg, str):
             if reg != "auto":
-                raise ConfigError(f"regularization must be 'auto' or a float ≥ 0, got {reg!r}")
-        elif isinstance(reg, bool) or not isinstance(reg, numbers.Real) or not np.isfinite(reg) or reg < 0:
-            raise ConfigError(f"regularization must be 'auto' or a finite float ≥ 0, got {reg!r}")
-        elif self.method == "subspace":
+                raise ConfigError(f"regularization must be 'auto' or a float >= 0, got {reg!r}")
+            return
+        check_non_negative(reg, name="regularization", fix="or leave regularization='auto'")
+        if self.method == "subspace":
             raise ConfigError(
                 f"regularization={reg!r} applies only to method='generalized'; the subspace method "
                 "needs no η: leave regularization='auto'"
             )
 
-    def fit(self, A_d, A_c) -> NullSpaceCleaner:
+    def fit(self, A_d: ArrayLike, A_c: ArrayLike) -> NullSpaceCleaner:
         """Solve the generalised eigenproblem for the desired and confidential maps.
 
         Parameters
@@ -293,7 +288,7 @@ class NullSpaceCleaner:
         self.n_features_in_ = A_d.shape[0]
         return self
 
-    def _fit_generalized(self, A_d, A_c, rank_d, rank_c) -> None:
+    def _fit_generalized(self, A_d: np.ndarray, A_c: np.ndarray, rank_d: int, rank_c: int) -> None:
         F = A_d.shape[0]
         B_d = A_d @ A_d.T
         B_c = A_c @ A_c.T
@@ -322,9 +317,9 @@ class NullSpaceCleaner:
         self.dual_ = (M @ V).T
         self.utility_weights_ = gamma.copy()
         self.eta_ = eta
-        self.span_ = None
+        self.span_: np.ndarray | None = None
 
-    def _fit_subspace(self, A_d, A_c, rank_d, rank_c) -> None:
+    def _fit_subspace(self, A_d: np.ndarray, A_c: np.ndarray, rank_d: int, rank_c: int) -> None:
         m_d = A_d.shape[1]
         K = np.hstack([A_d, A_c])
         U, s, Et = np.linalg.svd(K, full_matrices=False)
@@ -350,12 +345,12 @@ class NullSpaceCleaner:
         self.eta_ = 0.0
         self.span_ = Q
 
-    def transform(self, X) -> np.ndarray:
+    def transform(self, X: ArrayLike) -> np.ndarray:
         """Clean query rows: ``(n, F) → (n, F)`` (a 1-D row gives a 1-D row)."""
         result = self.transform_with_details(X)
         return result.x_clean[0] if np.ndim(X) == 1 else result.x_clean
 
-    def transform_with_details(self, X) -> CleaningResult:
+    def transform_with_details(self, X: ArrayLike) -> CleaningResult:
         """Clean query rows and return the per-row trace of Algorithm 1 (all rows at once)."""
         if not hasattr(self, "components_"):
             raise ConfigError("this NullSpaceCleaner is not fitted yet; call fit(A_d, A_c) first")
@@ -438,7 +433,7 @@ class StageProjection:
     def __init__(self, *, epsilon: float):
         self.epsilon = epsilon
 
-    def fit(self, A_d) -> StageProjection:
+    def fit(self, A_d: ArrayLike) -> StageProjection:
         NullSpaceCleaner(epsilon=self.epsilon)._validate_params()
         A_d = _matrix("A_d", A_d, rows_name="F features", cols_name="m_d desired labels")
         U, s, _ = np.linalg.svd(A_d, full_matrices=False)
@@ -448,12 +443,12 @@ class StageProjection:
         self.n_features_in_ = A_d.shape[0]
         return self
 
-    def transform(self, X) -> np.ndarray:
+    def transform(self, X: ArrayLike) -> np.ndarray:
         """Clean query rows: ``(n, F) → (n, F)`` (a 1-D row gives a 1-D row)."""
         result = self.transform_with_details(X)
         return result.x_clean[0] if np.ndim(X) == 1 else result.x_clean
 
-    def transform_with_details(self, X) -> CleaningResult:
+    def transform_with_details(self, X: ArrayLike) -> CleaningResult:
         """The trace in :class:`CleaningResult` form, one component per row (``P_d x``)."""
         if not hasattr(self, "basis_"):
             raise ConfigError("this StageProjection is not fitted yet; call fit(A_d) first")

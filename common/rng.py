@@ -19,6 +19,7 @@ import secrets
 import numpy as np
 
 from privfed.common.errors import ConfigError
+from privfed.common.validation import check_choice, check_int
 
 RNG_KINDS = ("seeded", "secure")
 
@@ -32,19 +33,16 @@ def make_rng(kind: str, seed: int | None = None) -> np.random.Generator:
     seed : int, required for ``seeded`` and forbidden for ``secure`` (a secure stream
         keyed by a known seed would not be secure).
     """
-    if kind == "seeded":
-        if seed is None or isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-            raise ConfigError(f"rng 'seeded' needs an integer seed, got {seed!r}; pass --seed N")
-        return np.random.Generator(np.random.PCG64(int(seed)))
-    if kind == "secure":
-        if seed is not None:
-            raise ConfigError("rng 'secure' takes no seed (its key comes from the OS); drop --seed or use --rng seeded")
-        # Imported here: randomgen loads all its bit generators (~8 MB RSS), which a seeded
-        # simulation never uses (issue 10, "a lean owner node").
-        from randomgen import AESCounter
+    if check_choice(kind, name="rng kind", allowed=RNG_KINDS) == "seeded":
+        seed = check_int(seed, name="the seed of rng 'seeded'", minimum=0, fix="pass --seed N")
+        return np.random.Generator(np.random.PCG64(seed))
+    if seed is not None:
+        raise ConfigError("rng 'secure' takes no seed (its key comes from the OS); drop --seed or use --rng seeded")
+    # Imported here: randomgen loads all its bit generators (~8 MB RSS), which a seeded
+    # simulation never uses (issue 10, "a lean owner node").
+    from randomgen import AESCounter
 
-        return np.random.Generator(AESCounter(seed=secrets.randbits(128)))
-    raise ConfigError(f"rng kind must be one of {RNG_KINDS}, got {kind!r}")
+    return np.random.Generator(AESCounter(seed=secrets.randbits(128)))
 
 
 def spawn(rng: np.random.Generator, n: int) -> list[np.random.Generator]:

@@ -32,11 +32,17 @@ import datetime as dt
 import ipaddress
 import os
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.types import (
+    CertificateIssuerPrivateKeyTypes,
+    CertificatePublicKeyTypes,
+    PrivateKeyTypes,
+)
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from privfed.common.errors import ConfigError
@@ -78,7 +84,7 @@ def _name(cn: str) -> x509.Name:
     )
 
 
-def _pem_key(key) -> bytes:
+def _pem_key(key: PrivateKeyTypes) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
@@ -108,7 +114,7 @@ def write_file(path: Path, data: bytes, *, mode: int, replace: bool = False) -> 
         raise
 
 
-def write_private_key(path: Path, key, *, replace: bool = False) -> None:
+def write_private_key(path: Path, key: PrivateKeyTypes, *, replace: bool = False) -> None:
     """Write ``key`` (PKCS#8 PEM, unencrypted) to ``path`` with mode 0600; see :func:`write_file`."""
     write_file(path, _pem_key(key), mode=0o600, replace=replace)
 
@@ -136,10 +142,10 @@ def new_key() -> ec.EllipticCurvePrivateKey:
 
 
 def issue(
-    ca_key,
+    ca_key: CertificateIssuerPrivateKeyTypes,
     ca_cert: x509.Certificate,
     cn: str,
-    public_key,
+    public_key: CertificatePublicKeyTypes,
     *,
     sans: list[str],
     server: bool,
@@ -172,7 +178,7 @@ def issue(
     )
 
 
-def _new_ca(now: dt.datetime):
+def _new_ca(now: dt.datetime) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     key = new_key()
     name = _name("privfed federation CA")
     cert = (
@@ -203,7 +209,7 @@ def _new_ca(now: dt.datetime):
     return key, cert
 
 
-def load_ca(root: str | Path):
+def load_ca(root: str | Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     """The CA key and certificate in ``root/ca`` (written by :func:`make_certs`)."""
     ca = Path(root) / CA_DIR
     try:
@@ -213,6 +219,8 @@ def load_ca(root: str | Path):
         raise ConfigError(
             f"no federation CA in {ca} ({exc.filename} is missing); make one with `privfed certs --out DIR`"
         ) from None
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise ConfigError(f"{ca / 'ca-key.pem'}: not an ECDSA key; make the CA with `privfed certs --out DIR`")
     return key, cert
 
 
@@ -238,7 +246,7 @@ def _link(root: Path, name: str, file: str, replace: bool) -> None:
     os.symlink(f"{name}/{file}", link)
 
 
-def coordinator_sans(extra: list[str] = ()) -> list[str]:
+def coordinator_sans(extra: Sequence[str] = ()) -> list[str]:
     """The coordinator certificate's SANs: :data:`BASE_SANS` and ``extra``, without repeats."""
     return list(dict.fromkeys([*BASE_SANS, *extra]))
 
@@ -247,7 +255,7 @@ def write_party(
     d: Path,
     name: str,
     *,
-    ca,
+    ca: tuple[ec.EllipticCurvePrivateKey, x509.Certificate],
     sans: list[str],
     server: bool,
     force: bool = False,
@@ -286,7 +294,7 @@ def make_certs(
     out: str | Path,
     *,
     owners: int,
-    sans: list[str] = (),
+    sans: Sequence[str] = (),
     owner_names: list[str] | None = None,
     force: bool = False,
     add: bool = False,

@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="clean query rows locally (projection onto what the model reads by default; "
         "null-space cleaning on opt-in), then ask a served model for labels",
     )
-    from privfed.owner.query import add_arguments as add_query_arguments
+    from privfed.deploy.query_flags import add_arguments as add_query_arguments
 
     add_query_arguments(p)
     p.set_defaults(func=_query)
@@ -261,9 +261,10 @@ def _owner(args) -> int:
 
 
 def _query(args) -> int:
+    from privfed.deploy.query_flags import query_config
     from privfed.owner.query import run_query
 
-    return run_query(args, _tls(args, args.name))
+    return run_query(query_config(args), _tls(args, args.name))
 
 
 def _certs(args) -> int:

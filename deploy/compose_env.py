@@ -34,6 +34,7 @@ import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from privfed.common.errors import ConfigError
 
@@ -80,19 +81,18 @@ def interpolate(text: str, env: dict[str, str]) -> str:
         op, arg, value = m.group("op"), m.group("arg") or "", env.get(name)
         if op is None:
             return value or ""
-        is_set = value is not None and (value != "" or not op.startswith(":"))
-        if op.endswith("-"):
-            return value if is_set else arg
-        if op.endswith("+"):
-            return arg if is_set else ""
-        if not is_set:  # "?" and ":?"
-            raise ConfigError(f"required variable {name} is missing a value: {arg or '(no message)'}")
-        return value
+        if value is None or (value == "" and op.startswith(":")):  # unset (or empty, for the ":" forms)
+            if op.endswith("-"):
+                return arg
+            if op.endswith("+"):
+                return ""
+            raise ConfigError(f"required variable {name} is missing a value: {arg or '(no message)'}")  # ? and :?
+        return arg if op.endswith("+") else value
 
     return _VAR.sub(sub, text)
 
 
-def _interpolate_tree(node, env):
+def _interpolate_tree(node: object, env: dict[str, str]) -> Any:
     if isinstance(node, str):
         return interpolate(node, env)
     if isinstance(node, list):
@@ -146,7 +146,7 @@ def _exec_form(text: str) -> list[str]:
     return ["/bin/sh", "-c", text]
 
 
-def _as_argv(value) -> list[str] | None:
+def _as_argv(value: str | list[object] | None) -> list[str] | None:
     if value is None:
         return None
     return shlex.split(value) if isinstance(value, str) else [str(v) for v in value]
@@ -336,7 +336,7 @@ class ComposeProject:
         if test is None:
             return image["healthcheck"]
         test = _as_argv(test) if not isinstance(test, str) else ["CMD-SHELL", test]
-        if test[0] == "NONE":
+        if not test or test[0] == "NONE":
             return None
         if test[0] == "CMD-SHELL":
             return ["/bin/sh", "-c", " ".join(test[1:])]

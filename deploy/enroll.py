@@ -37,12 +37,14 @@ import argparse
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes
 from cryptography.x509.oid import NameOID
 
 from privfed.common.errors import ConfigError
@@ -64,11 +66,11 @@ ISSUED = "issued"
 POLL = 0.2  # seconds between looks at the exchange directory
 
 
-def _public(obj) -> bytes:
+def _public(obj: CertificatePublicKeyTypes) -> bytes:
     return obj.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
 
 
-def init(pki: Path, coordinator: Path, exchange: Path, *, sans: list[str] = ()) -> None:
+def init(pki: Path, coordinator: Path, exchange: Path, *, sans: Sequence[str] = ()) -> None:
     """Make the CA in ``pki`` and the coordinator pair in ``coordinator`` if missing; reset ``exchange``.
 
     The coordinator pair goes to its own directory (in compose: the volume only the coordinator
@@ -92,7 +94,7 @@ def sign_pending(pki: Path, exchange: Path, names: list[str], done: set[str]) ->
         A request is not a valid, self-signed P-256 CSR.
     """
     signed = []
-    ca_key = ca_cert = None
+    ca: tuple[ec.EllipticCurvePrivateKey, x509.Certificate] | None = None
     for name in names:
         path = exchange / REQUESTS / f"{name}.csr"
         if name in done or not path.is_file():
@@ -105,9 +107,9 @@ def sign_pending(pki: Path, exchange: Path, names: list[str], done: set[str]) ->
             or not isinstance(key.curve, ec.SECP256R1)
         ):
             raise ConfigError(f"{path}: not a self-signed ECDSA P-256 certificate request")
-        if ca_key is None:
-            ca_key, ca_cert = load_ca(pki)
-        cert = issue(ca_key, ca_cert, name, key, sans=[name], server=False)
+        if ca is None:
+            ca = load_ca(pki)
+        cert = issue(*ca, name, key, sans=[name], server=False)
         write_file(
             exchange / ISSUED / f"{name}.pem", cert.public_bytes(serialization.Encoding.PEM), mode=0o644, replace=True
         )
@@ -143,6 +145,8 @@ def enroll(exchange: Path, tls_dir: Path, name: str, *, timeout: float) -> Path:
     key_path = d / f"{name}-key.pem"
     if key_path.exists():  # a restarted container keeps its key
         key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ConfigError(f"{key_path}: not an ECDSA key; delete it and enroll again")
     else:
         key = new_key()
         write_private_key(key_path, key)

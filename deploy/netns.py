@@ -22,6 +22,7 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass
+from typing import Any
 
 #: How long one ``ip`` command may take before it counts as hung (seconds).
 IP_TIMEOUT = 20.0
@@ -127,7 +128,7 @@ class Lan:
         ip("netns", "add", name)
         self._made.append(name)
 
-    def popen(self, host: Host, argv: list[str], **kwargs) -> subprocess.Popen:
+    def popen(self, host: Host, argv: list[str], **kwargs: Any) -> subprocess.Popen:
         """Start ``argv`` inside ``host``'s namespace (``ip netns exec``); stopped by :meth:`down`."""
         proc = subprocess.Popen(["ip", "netns", "exec", host.netns, *argv], **kwargs)
         self._procs.append(proc)
@@ -159,5 +160,5 @@ class Lan:
         self.up()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.down()

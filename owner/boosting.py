@@ -434,7 +434,9 @@ class RingDriver:
             raise outcome
         return outcome
 
-    def start_evaluation(self, owner: LocalOwner, spec: BoostEvaluateTask) -> tuple[Refusal | None, object, list]:
+    def start_evaluation(
+        self, owner: LocalOwner, spec: BoostEvaluateTask
+    ) -> tuple[Refusal | None, RingJoined | RingTotal | None, list]:
         """:meth:`evaluate` with every failure turned into the refusal a coordinator gets:
         ``(refusal, None, [])`` or ``(None, payload, outbound envelopes)``.
 

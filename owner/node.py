@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 import grpc
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
@@ -31,6 +33,7 @@ from privfed.common.messages import (
     Task,
 )
 from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
+from privfed.common.secagg.ring import Outbound
 from privfed.owner.boosting import RingDriver
 from privfed.owner.handlers import LocalOwner, handle_batch
 from privfed.proto import privfed_pb2 as pb
@@ -48,6 +51,7 @@ from privfed.proto.transport import (
     channel_options,
 )
 
+_T = TypeVar("_T")
 log = logging.getLogger("privfed.owner")
 
 # Worth another try, with backoff, until --connect-timeout: the coordinator is unreachable, slow,
@@ -84,6 +88,11 @@ class ConnectError(RuntimeError):
     def __init__(self, message: str, code: grpc.StatusCode | None = None):
         super().__init__(message)
         self.code = code
+
+
+def _is_batch_task(item: Task | Result) -> bool:
+    """A task answered in a batch by the handlers (not a ring hop, not a refusal made at decoding)."""
+    return isinstance(item, Task) and not isinstance(item.spec, (BoostEvaluateTask, RingMessageTask))
 
 
 class OwnerNode:
@@ -136,7 +145,7 @@ class OwnerNode:
             infos.append(OwnerInfo(oid, pub, sig))  # no row count (contract 2)
         return infos, cert
 
-    def _register(self, stub) -> None:
+    def _register(self, stub: pb_grpc.CoordinatorStub) -> None:
         infos, cert = self._owner_infos()
         request = pb.RegisterNodeRequest(
             node_id=self.node_id, node_certificate=cert, owners=[serde.owner_info_to_proto(i) for i in infos]
@@ -144,7 +153,7 @@ class OwnerNode:
         if self._retry(lambda: stub.RegisterNode(request, timeout=REGISTER_TIMEOUT), "register") is not None:
             log.info("node %s registered %d owner(s) with %s", self.node_id, len(self._owners), self._target)
 
-    def _retry(self, call, what: str):
+    def _retry(self, call: Callable[[], _T], what: str) -> _T | None:
         """Call until it succeeds; on a stop request, give up after one more attempt (so
         results already debited still get their chance to be delivered)."""
         backoff, started = Backoff(), time.monotonic()
@@ -173,7 +182,7 @@ class OwnerNode:
                 )
                 self.stop_event.wait(delay)
 
-    def _push(self, stub, results) -> None:
+    def _push(self, stub: pb_grpc.CoordinatorStub, results: list[Result]) -> None:
         self._unsent.extend(results)
         request = pb.PushResultsRequest(node_id=self.node_id, results=[serde.result_to_proto(r) for r in self._unsent])
         try:
@@ -185,7 +194,7 @@ class OwnerNode:
                 raise
         self._unsent = []
 
-    def _relay(self, stub, outbounds) -> list:
+    def _relay(self, stub: pb_grpc.CoordinatorStub, outbounds: Sequence[Outbound]) -> list[Task | Result]:
         """Send sealed envelopes; returns the tasks the coordinator had queued for this node."""
         if not outbounds:
             return []
@@ -202,17 +211,20 @@ class OwnerNode:
         return [] if reply is None else self._decode(reply.tasks)
 
     @staticmethod
-    def _decode(protos) -> list[Task | Result]:
+    def _decode(protos: Iterable[pb.Task]) -> list[Task | Result]:
         """Each task decoded alone: a Task, or the Result refusing a task that cannot be decoded."""
-        items = []
+        items: list[Task | Result] = []
         for m in protos:
             task, refusal = serde.task_or_refusal(m)
-            if refusal is not None:
-                log.warning("refusing task %s for %s: %s", m.task_id, m.owner_id, refusal.payload.message)
-            items.append(task if task is not None else refusal)
+            if task is not None:
+                items.append(task)
+            elif refusal is not None:
+                reason = refusal.payload.message if isinstance(refusal.payload, Refusal) else refusal.payload
+                log.warning("refusing task %s for %s: %s", m.task_id, m.owner_id, reason)
+                items.append(refusal)
         return items
 
-    def _ring_task(self, stub, task) -> tuple[Result | None, list]:
+    def _ring_task(self, stub: pb_grpc.CoordinatorStub, task: Task) -> tuple[Result | None, list[Task | Result]]:
         """Start a party or deliver an envelope; relay what it emits at once (hops are sequential).
         Returns the answer, if any, and the tasks the relay call brought back.
 
@@ -231,7 +243,7 @@ class OwnerNode:
             refusal, payload, out = self._ring.start_evaluation(owner, task.spec)
             if refusal is not None:
                 return Result(task.task_id, task.owner_id, refusal), []
-        else:
+        elif isinstance(task.spec, RingMessageTask):
             if owner is None:
                 return None, []
             try:
@@ -239,13 +251,15 @@ class OwnerNode:
             except Exception:  # noqa: BLE001 - a bad envelope is dropped, never fatal
                 log.exception("ring message for %s dropped", task.owner_id)
                 return None, []
+        else:  # the caller routes only ring tasks here
+            return None, []
         more = self._relay(stub, out)
         # answers the owner's evaluate task: a join, or the leader's total
         evaluate_id = self._evaluate_task.get(task.owner_id)
         result = None if payload is None or evaluate_id is None else Result(evaluate_id, task.owner_id, payload)
         return result, more
 
-    def _note_shares(self, batch, answered) -> None:
+    def _note_shares(self, batch: Sequence[Task], answered: Sequence[Result]) -> None:
         """A run's released share fixes its config: later evaluations of the run must carry the same."""
         released = {r.task_id for r in answered if isinstance(r.payload, BoostShareReply)}
         for task in batch:
@@ -255,7 +269,7 @@ class OwnerNode:
                 except ProtocolError as exc:  # a run whose config changed: its evaluations will be refused
                     log.warning("boosting share %s: %s", task.task_id, exc)
 
-    def _heartbeat(self, stub, done: threading.Event) -> None:
+    def _heartbeat(self, stub: pb_grpc.CoordinatorStub, done: threading.Event) -> None:
         """While a long batch is computed, an empty push every PUSH_EVERY s keeps the node visibly alive."""
         request = pb.PushResultsRequest(node_id=self.node_id)
         while not done.wait(PUSH_EVERY):
@@ -264,7 +278,7 @@ class OwnerNode:
             except grpc.RpcError as exc:
                 log.debug("heartbeat failed: %s", exc.code().name)
 
-    def _answer(self, stub, tasks) -> None:
+    def _answer(self, stub: pb_grpc.CoordinatorStub, tasks: Iterable[Task | Result]) -> None:
         tasks = list(tasks)
         if len(tasks) <= 1:  # a relayed ring hop: answered in milliseconds
             self._answer_in_order(stub, tasks)
@@ -278,33 +292,30 @@ class OwnerNode:
             done.set()
             beat.join()
 
-    def _answer_in_order(self, stub, tasks) -> None:
+    def _answer_in_order(self, stub: pb_grpc.CoordinatorStub, tasks: list[Task | Result]) -> None:
         """Answer tasks in order, pushing results in chunks of at most CHUNK or every PUSH_EVERY s."""
-        ready, last_push, i = [], time.monotonic(), 0
+        ready: list[Result] = []
+        last_push, i = time.monotonic(), 0
         seen: set[str] = set()  # share task ids of this pass: a copy is refused, never answered twice
         while i < len(tasks):
             if self.stop_event.is_set():
                 log.info("stopping: %d task(s) left unanswered, nothing released for them", len(tasks) - i)
                 break
-            if isinstance(tasks[i], Result):  # a task refused at decoding
-                ready.append(tasks[i])
+            item = tasks[i]
+            if isinstance(item, Result):  # a task refused at decoding
+                ready.append(item)
                 i += 1
-            elif isinstance(tasks[i].spec, (BoostEvaluateTask, RingMessageTask)):
-                result, more = self._ring_task(stub, tasks[i])
+            elif isinstance(item.spec, (BoostEvaluateTask, RingMessageTask)):
+                result, more = self._ring_task(stub, item)
                 ready += [result] if result is not None else []
                 tasks += more  # handed back by the relay call: answered in this same pass
                 i += 1
             else:
                 j = i
-                while (
-                    j < len(tasks)
-                    and j - i < BATCH
-                    and isinstance(tasks[j], Task)
-                    and not isinstance(tasks[j].spec, (BoostEvaluateTask, RingMessageTask))
-                ):
+                while j < len(tasks) and j - i < BATCH and _is_batch_task(tasks[j]):
                     j += 1
-                batch = []
-                for t in tasks[i:j]:
+                batch: list[Task] = []
+                for t in (t for t in tasks[i:j] if isinstance(t, Task)):  # all are (the loop above)
                     if t.task_id in seen:
                         log.warning("refusing task %s for %s: duplicate task id", t.task_id, t.owner_id)
                         ready.append(

@@ -109,9 +109,7 @@ K. Xu, S. Shah, T. Cao, C. Maung, H. Schweitzer. Enhancing the Privacy of Predic
 
 from __future__ import annotations
 
-import argparse
 import logging
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,6 +120,7 @@ import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, PrivfedError, RemoteProtocolError
+from privfed.common.validation import check_choice, check_int, check_non_negative
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
@@ -149,100 +148,103 @@ QUERY_METHODS = ("projection", "generalized", "subspace")
 MAP_METHODS = QUERY_METHODS[1:]
 
 
-# ---------------------------------------------------------------------------- command line
-def _clean_epsilon(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--clean-epsilon takes a number >= 0, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(
-            f"--clean-epsilon must be finite and >= 0 (the utility loss per row; 0 keeps every desired score), "
-            f"got {text!r}"
+# ---------------------------------------------------------------------------- configuration
+@dataclass(frozen=True, kw_only=True)
+class QueryConfig:
+    """One ``privfed query`` run, validated when built (the CLI builds it from its flags:
+    :mod:`privfed.deploy.query_flags`). Errors name the flag.
+
+    Attributes
+    ----------
+    coordinator : str
+        ``HOST:PORT`` of the coordinator serving the model.
+    model_id : str
+        Id of the served model.
+    queries : Path
+        Query rows: CSV (F feature columns, then optional label columns, ignored) or NPZ with ``X``.
+    target_name : str or None
+        TLS name to expect from the coordinator when dialing an address.
+    train_data : Path or None
+        Null-space methods only: this owner's rows, F feature columns then label columns.
+    confidential_labels : tuple of int or None
+        Null-space methods only: distinct 0-based indices among the label columns of ``train_data``.
+    clean_epsilon : float >= 0
+        Utility loss per row ``||A_dᵀ(x − x̃)||²``; 0 keeps every desired score.
+    method : {"projection", "generalized", "subspace"}
+        Module docstring, step 3.
+    allow_confidential_map_leak : bool
+        Required by the null-space methods ("What x̃ reveals").
+    max_rank : int >= 1
+        Largest rank of a linear stage the owner sends rows through ("Rank").
+    out : Path or None
+        CSV to write the labels to (header ``label``); None prints them.
+
+    Raises
+    ------
+    ConfigError
+        A value out of range, or a null-space method without its opt-in, ``train_data`` or
+        ``confidential_labels`` (checked before anything is read or sent).
+    """
+
+    coordinator: str
+    model_id: str
+    queries: Path
+    target_name: str | None = None
+    train_data: Path | None = None
+    confidential_labels: tuple[int, ...] | None = None
+    clean_epsilon: float = 0.0
+    method: str = "projection"
+    allow_confidential_map_leak: bool = False
+    max_rank: int = DEFAULT_MAX_RANK
+    out: Path | None = None
+
+    def __post_init__(self) -> None:
+        clean_epsilon = check_non_negative(
+            self.clean_epsilon,
+            name="--clean-epsilon",
+            fix="it is the utility loss per row; 0 keeps every desired score",
         )
-    return value
-
-
-def _max_rank(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--max-rank takes a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(
-            f"--max-rank must be >= 1 (directions of a row the model may read), got {text!r}"
+        object.__setattr__(self, "clean_epsilon", clean_epsilon)
+        max_rank = check_int(
+            self.max_rank, name="--max-rank", minimum=1, fix="it counts the directions of a row the model may read"
         )
-    return value
+        object.__setattr__(self, "max_rank", max_rank)
+        check_choice(self.method, name="--method", allowed=QUERY_METHODS)
+        if self.confidential_labels is not None:
+            cols = tuple(check_int(c, name="--confidential-labels index", minimum=0) for c in self.confidential_labels)
+            if not cols or len(set(cols)) != len(cols):
+                raise ConfigError(
+                    f"--confidential-labels needs at least one index, each >= 0 and none repeated, got {cols}"
+                )
+            object.__setattr__(self, "confidential_labels", cols)
+        self._check_method_flags()
 
+    @property
+    def training(self) -> tuple[Path, tuple[int, ...]] | None:
+        """``(train_data, confidential_labels)`` for a null-space method; None for ``projection``,
+        which uses no training data."""
+        if self.method not in MAP_METHODS or self.train_data is None or self.confidential_labels is None:
+            return None
+        return self.train_data, self.confidential_labels
 
-def parse_columns(text: str) -> tuple[int, ...]:
-    """``"0,2"`` -> ``(0, 2)``: distinct 0-based label-column indices."""
-    try:
-        cols = tuple(int(c) for c in text.split(",") if c.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--confidential-labels takes 0-based column indices separated by commas (e.g. 1,2), got {text!r}"
-        ) from None
-    if not cols or min(cols) < 0 or len(set(cols)) != len(cols):
-        raise argparse.ArgumentTypeError(
-            f"--confidential-labels needs at least one index, each >= 0 and none repeated, got {text!r}"
-        )
-    return cols
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--coordinator", required=True, help="HOST:PORT of the coordinator serving the model")
-    p.add_argument("--name", default="owner-0", help="this node's identity: the CN of its certificate")
-    p.add_argument("--certs", type=Path, help="directory written by `privfed certs`")
-    p.add_argument("--insecure", action="store_true", help="no TLS (byte-capture tests only)")
-    p.add_argument("--target-name", help="TLS name to expect from the coordinator when dialing an address")
-    p.add_argument("--model-id", required=True, help="id of the served model")
-    p.add_argument(
-        "--queries",
-        type=Path,
-        required=True,
-        help="query rows: CSV (F feature columns, optionally label columns after them, ignored) or NPZ with X",
-    )
-    p.add_argument(
-        "--train-data",
-        type=Path,
-        help="null-space methods only: this owner's own rows, CSV with F feature columns then label "
-        "columns, or NPZ with X, y; they never leave this process, but the cleaned rows reveal "
-        "the directions of the map fitted on them (see --allow-confidential-map-leak)",
-    )
-    p.add_argument(
-        "--confidential-labels",
-        type=parse_columns,
-        help="null-space methods only: 0-based indices among the label columns of --train-data (comma-separated)",
-    )
-    p.add_argument(
-        "--clean-epsilon",
-        type=_clean_epsilon,
-        default=0.0,
-        help="utility loss per row ||A_d^T (x - x~)||^2; 0 keeps every desired score (default)",
-    )
-    p.add_argument(
-        "--method",
-        choices=QUERY_METHODS,
-        default="projection",
-        help="'projection' (default): send only what the model reads, no training data used; "
-        "'subspace' (robust) or 'generalized' (SPEC as written): null-space cleaning against "
-        "a confidential map fitted on --train-data",
-    )
-    p.add_argument(
-        "--allow-confidential-map-leak",
-        action="store_true",
-        help="needed by the null-space methods: the rows they send let the coordinator read the "
-        "directions of the confidential map, a non-private statistic of --train-data",
-    )
-    p.add_argument(
-        "--max-rank",
-        type=_max_rank,
-        default=DEFAULT_MAX_RANK,
-        help="refuse a model whose linear stage reads more than this many directions of a row "
-        "(default %(default)s: a binary lr model; a K-class lr model needs K, feddpdr its k)",
-    )
-    p.add_argument("--out", type=Path, help="write the labels to this CSV (header 'label') instead of printing them")
+    def _check_method_flags(self) -> None:
+        """Flag combinations, checked before anything is read or sent."""
+        if self.method in MAP_METHODS:
+            if not self.allow_confidential_map_leak:
+                raise ConfigError(
+                    f"--method {self.method} shapes the sent rows with a map fitted on --train-data, "
+                    "whose directions the coordinator can then read (a non-private statistic of your "
+                    "rows); pass --allow-confidential-map-leak to accept that, or use --method projection"
+                )
+            given = (("--train-data", self.train_data), ("--confidential-labels", self.confidential_labels))
+            missing = [flag for flag, value in given if value is None]
+            if missing:
+                raise ConfigError(
+                    f"--method {self.method} needs {' and '.join(missing)} (the confidential map is "
+                    "fitted on your rows); or use --method projection, which needs neither"
+                )
+        elif self.train_data is not None or self.confidential_labels is not None:
+            log.info("--method projection uses no training data: --train-data/--confidential-labels are ignored")
 
 
 # ---------------------------------------------------------------------------- local files
@@ -425,8 +427,7 @@ def clean_queries(
         Shapes that do not match, non-finite values, a confidential map that is all zeros, a
         null-space method without training rows.
     """
-    if method not in QUERY_METHODS:
-        raise ConfigError(f"method must be one of {QUERY_METHODS}, got {method!r}")
+    check_choice(method, name="method", allowed=QUERY_METHODS)
     from privfed.common.nullspace import NullSpaceCleaner, StageProjection, fit_linear_map  # scipy.linalg
 
     queries = np.asarray(queries, dtype=np.float64)
@@ -521,85 +522,59 @@ def _write_labels(labels: np.ndarray, out: Path | None) -> None:
     out.write_text("label\n" + (text + "\n" if text else ""))
 
 
-def _check_method_flags(args) -> None:
-    """Flag combinations, checked before anything is read or sent."""
-    if args.method in MAP_METHODS:
-        if not args.allow_confidential_map_leak:
-            raise ConfigError(
-                f"--method {args.method} shapes the sent rows with a map fitted on --train-data, "
-                "whose directions the coordinator can then read (a non-private statistic of your "
-                "rows); pass --allow-confidential-map-leak to accept that, or use --method projection"
-            )
-        missing = [
-            flag
-            for flag, value in (("--train-data", args.train_data), ("--confidential-labels", args.confidential_labels))
-            if value is None
-        ]
-        if missing:
-            raise ConfigError(
-                f"--method {args.method} needs {' and '.join(missing)} (the confidential map is "
-                "fitted on your rows); or use --method projection, which needs neither"
-            )
-    elif args.train_data is not None or args.confidential_labels is not None:
-        log.info("--method projection uses no training data: --train-data/--confidential-labels are ignored")
-
-
-def run_query(args, tls: TlsFiles | None) -> int:
+def run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
     """``privfed query``: check the model, clean locally, ask the served model, print or write the labels."""
-    _check_method_flags(args)
-    queries_table = read_table(args.queries, "--queries")
-    uses_map = args.method in MAP_METHODS
-    train_table = read_table(args.train_data, "--train-data") if uses_map else None
-    with _channel(args.coordinator, tls, args.target_name) as channel:
-        coordinator = _Coordinator(channel, args.coordinator)
-        kind, bounds, A_d = coordinator.get_model(args.model_id)
+    queries_table = read_table(config.queries, "--queries")
+    training = config.training
+    train_table = None if training is None else read_table(training[0], "--train-data")
+    with _channel(config.coordinator, tls, config.target_name) as channel:
+        coordinator = _Coordinator(channel, config.coordinator)
+        kind, bounds, A_d = coordinator.get_model(config.model_id)
         F = bounds.d
-        rank = check_linear_stage(args.model_id, kind, A_d, F, max_rank=args.max_rank)
+        rank = check_linear_stage(config.model_id, kind, A_d, F, max_rank=config.max_rank)
         log.info(
             "model %r (%r): F = %d features, first linear stage A_d of shape %s and rank %d (--max-rank %d)",
-            args.model_id,
+            config.model_id,
             kind,
             F,
             A_d.shape,
             rank,
-            args.max_rank,
+            config.max_rank,
         )
-        queries, _ = split_features(queries_table, F, f"--queries {args.queries.name}")
+        queries, _ = split_features(queries_table, F, f"--queries {config.queries.name}")
         X_own = Y_conf = None
-        if uses_map:
-            X_own, labels = split_features(train_table, F, f"--train-data {args.train_data.name}")
-            cols = list(args.confidential_labels)
-            if max(cols) >= labels.shape[1]:
-                valid = f"valid indices 0..{labels.shape[1] - 1}" if labels.shape[1] else "add them after the features"
-                raise ConfigError(
-                    f"--confidential-labels {','.join(map(str, cols))}: --train-data "
-                    f"{args.train_data.name} has {labels.shape[1]} label column(s) after its {F} "
-                    f"features ({valid})"
-                )
-            Y_conf = labels[:, cols]
+        if training is not None and train_table is not None:
+            X_own, Y_conf = _confidential_columns(training, train_table, F)
         cleaned = clean_queries(
-            queries, A_d, X_own, Y_conf, centre=public_centre(bounds), epsilon=args.clean_epsilon, method=args.method
+            queries,
+            A_d,
+            X_own,
+            Y_conf,
+            centre=public_centre(bounds),
+            epsilon=config.clean_epsilon,
+            method=config.method,
         )
         if not np.all(np.isfinite(cleaned.rows)):
             raise ConfigError(
-                f"cleaning against model {args.model_id!r}'s linear stage gave non-finite rows "
+                f"cleaning against model {config.model_id!r}'s linear stage gave non-finite rows "
                 "(is its scale extreme?); nothing sent"
             )
         changed = int(np.count_nonzero(np.any(cleaned.rows != queries, axis=1)))
         n = queries.shape[0]
         mean_utility = float(np.mean(cleaned.details.e_utility)) if n else 0.0
-        if uses_map:
+        if X_own is not None and Y_conf is not None:
+            e_privacy = cleaned.e_privacy
             log.info(
                 "cleaned %d of %d query row(s) (clean-epsilon %g, %s, A_c from %d own row(s) and %d "
                 "confidential label(s)): mean e_utility %.6g, mean e_privacy %.6g against the local A_c",
                 changed,
                 n,
-                args.clean_epsilon,
-                args.method,
+                config.clean_epsilon,
+                config.method,
                 X_own.shape[0],
                 Y_conf.shape[1],
                 mean_utility,
-                float(np.mean(cleaned.e_privacy)) if n else 0.0,
+                float(np.mean(e_privacy)) if n and e_privacy is not None else 0.0,
             )
         else:
             log.info(
@@ -607,7 +582,7 @@ def run_query(args, tls: TlsFiles | None) -> int:
                 "direction(s)): mean e_utility %.6g",
                 changed,
                 n,
-                args.clean_epsilon,
+                config.clean_epsilon,
                 rank,
                 mean_utility,
             )
@@ -618,7 +593,22 @@ def run_query(args, tls: TlsFiles | None) -> int:
                 "would undo the cleaning), and the model's own clipping may change those rows' labels",
                 outside,
             )
-        predicted, calls = coordinator.predict(args.model_id, cleaned.rows)
+        predicted, calls = coordinator.predict(config.model_id, cleaned.rows)
     log.info("%d label(s) from %d Predict call(s)", predicted.shape[0], calls)
-    _write_labels(predicted, args.out)
+    _write_labels(predicted, config.out)
     return 0
+
+
+def _confidential_columns(
+    training: tuple[Path, tuple[int, ...]], train_table: np.ndarray, n_features: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(X_own, Y_conf)``: the training rows' F features and their ``--confidential-labels`` columns."""
+    train_data, cols = training
+    X_own, labels = split_features(train_table, n_features, f"--train-data {train_data.name}")
+    if max(cols) >= labels.shape[1]:
+        valid = f"valid indices 0..{labels.shape[1] - 1}" if labels.shape[1] else "add them after the features"
+        raise ConfigError(
+            f"--confidential-labels {','.join(map(str, cols))}: --train-data {train_data.name} has "
+            f"{labels.shape[1]} label column(s) after its {n_features} features ({valid})"
+        )
+    return X_own, labels[:, list(cols)]

@@ -7,11 +7,12 @@ from pathlib import Path
 
 from privfed.common.errors import ConfigError
 from privfed.common.learners.samme import LEARNER_KINDS, BoostedModel
+from privfed.server.servicer import ServedModel
 
 _KINDS = {**LEARNER_KINDS, BoostedModel.kind: BoostedModel}
 
 
-def save_model(path: str | Path, model) -> Path | None:
+def save_model(path: str | Path, model: object) -> Path | None:
     """Write ``model`` as JSON if it knows how (``to_dict``); returns the path or None."""
     if not hasattr(model, "to_dict"):
         return None
@@ -20,7 +21,8 @@ def save_model(path: str | Path, model) -> Path | None:
     return path
 
 
-def load_model(path: str | Path):
+def load_model(path: str | Path) -> ServedModel:
+    """The model saved at ``path`` by :func:`save_model`; ConfigError if it cannot be read."""
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:

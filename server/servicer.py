@@ -4,6 +4,7 @@ map domain errors to status codes."""
 from __future__ import annotations
 
 import logging
+from typing import Any, NoReturn
 
 import grpc
 import numpy as np
@@ -25,6 +26,11 @@ from privfed.server.dispatcher import Dispatcher
 
 log = logging.getLogger("privfed.coordinator")
 
+#: A fitted model the coordinator serves: LinearModel, NearestCentroidModel, FedDPDRModel or
+#: BoostedModel (each has ``predict``; the linear ones also ``bounds``). Any until those classes
+#: share a protocol (several are being rewritten for issue 10).
+ServedModel = Any
+
 _STATUS = [  # first match wins: subclasses before their bases
     (RingClosed, grpc.StatusCode.FAILED_PRECONDITION),
     (RemoteProtocolError, grpc.StatusCode.INVALID_ARGUMENT),
@@ -44,18 +50,19 @@ def status_code(exc: PrivfedError) -> grpc.StatusCode:
     return next((c for t, c in _STATUS if isinstance(exc, t)), grpc.StatusCode.INTERNAL)
 
 
-def _abort(context, exc: PrivfedError):
+def _abort(context: grpc.ServicerContext, exc: PrivfedError) -> NoReturn:
     log.warning("rejecting call: %s", exc)
     context.abort(status_code(exc), str(exc))
+    raise AssertionError("grpc.ServicerContext.abort raises")  # for the type checker
 
 
-def peer_identity(context) -> str | None:
+def peer_identity(context: grpc.ServicerContext) -> str | None:
     """The common name of the client's verified certificate (None without TLS)."""
     names = context.auth_context().get("x509_common_name")
     return names[0].decode() if names else None
 
 
-def model_linear_stage(model) -> tuple[str, np.ndarray]:
+def model_linear_stage(model: ServedModel) -> tuple[str, np.ndarray]:
     """(kind, A_d): the first linear map a served model applies to data-space rows, (d, m).
 
     Null-space cleaning (seed 003) needs it to know which directions the model reads:
@@ -82,13 +89,13 @@ def model_linear_stage(model) -> tuple[str, np.ndarray]:
 class ModelStore:
     """Trained models the coordinator serves, by id."""
 
-    def __init__(self):
-        self._models = {}
+    def __init__(self) -> None:
+        self._models: dict[str, ServedModel] = {}
 
-    def put(self, model_id: str, model) -> None:
+    def put(self, model_id: str, model: ServedModel) -> None:
         self._models[model_id] = model
 
-    def get(self, model_id: str):
+    def get(self, model_id: str) -> ServedModel:
         model = self._models.get(model_id)
         if model is None:
             raise ConfigError(f"no model {model_id!r}; served models: {sorted(self._models)}")
@@ -110,7 +117,8 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
     def _encode_tasks(self, node_id: str, tasks: list[Task]) -> list[pb.Task]:
         """Encode tasks for one response of at most MAX_RESPONSE_TASK_BYTES; the rest go back to
         the front of the node's queue for its next call (always at least one task per response)."""
-        encoded, size = [], 0
+        encoded: list[pb.Task] = []
+        size = 0
         for k, t in enumerate(tasks):
             msg = serde.task_to_proto(t)
             size += msg.ByteSize()
@@ -120,13 +128,13 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
             encoded.append(msg)
         return encoded
 
-    def _node_id(self, claimed: str, context) -> str:
+    def _node_id(self, claimed: str, context: grpc.ServicerContext) -> str:
         identity = peer_identity(context)
         if self._require_identity and identity != claimed:
             raise RemoteProtocolError(f"node id {claimed!r} does not match its certificate ({identity!r})")
         return claimed
 
-    def RegisterNode(self, request, context):
+    def RegisterNode(self, request: pb.RegisterNodeRequest, context: grpc.ServicerContext) -> pb.RegisterNodeResponse:
         try:
             node_id = self._node_id(request.node_id, context)
             owners = [serde.owner_info_from_proto(o) for o in request.owners]
@@ -136,7 +144,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         except PrivfedError as exc:
             _abort(context, exc)
 
-    def PullTasks(self, request, context):
+    def PullTasks(self, request: pb.PullTasksRequest, context: grpc.ServicerContext) -> pb.PullTasksResponse:
         try:
             node_id = self._node_id(request.node_id, context)
             tasks, shutdown = self._dispatcher.pull(node_id, min(request.wait_ms / 1000.0, PULL_WAIT))
@@ -144,7 +152,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         except PrivfedError as exc:
             _abort(context, exc)
 
-    def PushResults(self, request, context):
+    def PushResults(self, request: pb.PushResultsRequest, context: grpc.ServicerContext) -> pb.PushResultsResponse:
         try:
             node_id = self._node_id(request.node_id, context)
             results = [serde.result_from_proto(r) for r in request.results]
@@ -152,7 +160,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         except PrivfedError as exc:
             _abort(context, exc)
 
-    def Relay(self, request, context):
+    def Relay(self, request: pb.RelayRequest, context: grpc.ServicerContext) -> pb.RelayResponse:
         try:
             node_id = self._node_id(request.node_id, context)
             accepted, tasks = self._dispatcher.relay(node_id, [(e.recipient, bytes(e.data)) for e in request.envelopes])
@@ -160,14 +168,14 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         except PrivfedError as exc:
             _abort(context, exc)
 
-    def Predict(self, request, context):
+    def Predict(self, request: pb.PredictRequest, context: grpc.ServicerContext) -> pb.PredictResponse:
         try:
             labels = self._models.predict(request.model_id, serde.reports_from_proto(request.rows))
             return pb.PredictResponse(labels=labels.astype(np.int64).tolist())
         except PrivfedError as exc:
             _abort(context, exc)
 
-    def GetModel(self, request, context):
+    def GetModel(self, request: pb.GetModelRequest, context: grpc.ServicerContext) -> pb.GetModelResponse:
         try:
             model = self._models.get(request.model_id)
             kind, stage = model_linear_stage(model)

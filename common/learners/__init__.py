@@ -17,6 +17,7 @@ The names listed in ``__all__`` are re-exported lazily: each submodule is import
 from __future__ import annotations
 
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.rng import make_rng
 
 
-def resolve_bounds(bounds, d: int) -> Bounds:
+def resolve_bounds(bounds: object, d: int) -> Bounds:
     """Turn an estimator's ``bounds`` parameter into :class:`Bounds` for ``d`` features.
 
     Parameters
@@ -52,7 +53,7 @@ def resolve_bounds(bounds, d: int) -> Bounds:
     raise ConfigError(f"bounds must be a Bounds or a (lo, hi) pair of numbers, got {bounds!r}")
 
 
-def resolve_rng(random_state) -> np.random.Generator:
+def resolve_rng(random_state: object) -> np.random.Generator:
     """Generator for an estimator's ``random_state``.
 
     An int seeds PCG64 (reproducible simulations; record the seed). A ``Generator`` is used
@@ -100,7 +101,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 from numbers import Integral, Real
+from typing import Self
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
@@ -75,7 +77,16 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
         "random_state": [Interval(Integral, 0, None, closed="left"), np.random.Generator, None],
     }
 
-    def __init__(self, epsilon=1.0, mechanism="pm", param_bound=1.0, C=1.0, n_owners=1, bounds=None, random_state=None):
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        mechanism: str = "pm",
+        param_bound: float = 1.0,
+        C: float = 1.0,
+        n_owners: int = 1,
+        bounds: Bounds | tuple[float, float] | None = None,
+        random_state: int | np.random.Generator | None = None,
+    ) -> None:
         self.epsilon = epsilon
         self.mechanism = mechanism
         self.param_bound = param_bound
@@ -84,7 +95,7 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
         self.bounds = bounds
         self.random_state = random_state
 
-    def fit(self, X, y):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         self._validate_params()
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
@@ -115,11 +126,11 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
         self.classes_, self.bounds_ = classes, bounds
         return self
 
-    def decision_function(self, X):
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
         check_is_fitted(self)
         return self.model_.decision_function(validate_data(self, X, reset=False, dtype=np.float64))
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> np.ndarray:
         check_is_fitted(self)
         return self.model_.predict(validate_data(self, X, reset=False, dtype=np.float64))
 
@@ -160,7 +171,15 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
         "random_state": [Interval(Integral, 0, None, closed="left"), np.random.Generator, None],
     }
 
-    def __init__(self, epsilon=1.0, mechanism="pm", labels="clear", label_fraction=0.2, bounds=None, random_state=None):
+    def __init__(
+        self,
+        epsilon: float = 1.0,
+        mechanism: str = "pm",
+        labels: str = "clear",
+        label_fraction: float = 0.2,
+        bounds: Bounds | tuple[float, float] | None = None,
+        random_state: int | np.random.Generator | None = None,
+    ) -> None:
         self.epsilon = epsilon
         self.mechanism = mechanism
         self.labels = labels
@@ -168,7 +187,7 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
         self.bounds = bounds
         self.random_state = random_state
 
-    def fit(self, X, y):
+    def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         self._validate_params()
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
@@ -191,7 +210,7 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
         self.epsilon_features_, self.epsilon_labels_ = eps_f, eps_l
         return self
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> np.ndarray:
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         return self.model_.predict(X)

@@ -23,17 +23,16 @@ Model space. The model works on rows mapped to ``[-1, 1]^d`` by the public bound
 
 from __future__ import annotations
 
-import math
-from numbers import Integral, Real
-
 import numpy as np
+from numpy.typing import ArrayLike
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.mechanisms import estimate_mean
+from privfed.common.mechanisms import Mechanism, estimate_mean
+from privfed.common.validation import check_int, check_positive
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type:
     # PEP 562: ``from privfed.common.learners.logistic import LdpLogisticRegression`` keeps working,
     # and only that import loads scikit-learn.
     if name == "LdpLogisticRegression":
@@ -56,24 +55,20 @@ _NEWTON_GTOL = 1e-10
 _NEWTON_MAX_STEPS = 100
 
 
-def _check_n_classes(n_classes) -> int:
-    if isinstance(n_classes, bool) or not isinstance(n_classes, Integral) or n_classes < 2:
-        raise ConfigError(f"n_classes must be an int >= 2, got {n_classes!r}")
-    return int(n_classes)
-
-
-def _check_positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or not 0 < value < math.inf:
-        raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
-
-
 def n_parameters(n_classes: int, d: int) -> int:
     """Length of the parameter vector: ``d + 1`` for two classes, ``K (d + 1)`` one-vs-rest."""
-    return (1 if _check_n_classes(n_classes) == 2 else n_classes) * (d + 1)
+    return (1 if check_int(n_classes, name="n_classes", minimum=2) == 2 else n_classes) * (d + 1)
 
 
-def fit_local_logistic(X, y, *, bounds: Bounds, n_classes: int, C: float = 1.0, sample_weight=None) -> np.ndarray:
+def fit_local_logistic(
+    X: ArrayLike,
+    y: ArrayLike,
+    *,
+    bounds: Bounds,
+    n_classes: int,
+    C: float = 1.0,
+    sample_weight: ArrayLike | None = None,
+) -> np.ndarray:
     """Owner side: L2-regularised logistic regression on rows mapped to ``[-1, 1]`` (seed 002 eq. 3).
 
     Minimises, for each of the K' binary problems (K' = 1 for two classes: class 1 vs 0;
@@ -112,8 +107,8 @@ def fit_local_logistic(X, y, *, bounds: Bounds, n_classes: int, C: float = 1.0, 
     theta : ndarray (K' (d + 1),)
         Rows ``(w_k, b_k)`` stacked row-major, see :func:`n_parameters`.
     """
-    k = _check_n_classes(n_classes)
-    C = _check_positive("C", C)
+    k = check_int(n_classes, name="n_classes", minimum=2)
+    C = check_positive(C, name="C")
     t = bounds.to_unit(np.atleast_2d(np.asarray(X, dtype=np.float64)))
     n, d = t.shape
     y = np.asarray(y)
@@ -127,7 +122,7 @@ def fit_local_logistic(X, y, *, bounds: Bounds, n_classes: int, C: float = 1.0, 
     t1 = np.hstack([t, np.ones((n, 1))])
     scale = 1.0 / (C * max(s.sum(), 1.0))  # same argmin; keeps gradients O(1) for the tolerance
 
-    def objective(flat):
+    def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
         theta = flat.reshape(k_out, d + 1)
         margin = signs * (t1 @ theta.T)
         loss = C * np.sum(s[:, None] * np.logaddexp(0.0, -margin)) + 0.5 * np.dot(flat, flat)
@@ -162,16 +157,16 @@ def fit_local_logistic(X, y, *, bounds: Bounds, n_classes: int, C: float = 1.0, 
     return theta.ravel()
 
 
-def clip_parameters(theta, param_bound: float) -> np.ndarray:
+def clip_parameters(theta: ArrayLike, param_bound: float) -> np.ndarray:
     """Clip every coordinate of ``theta`` to ``[-param_bound, param_bound]`` (public bound)."""
-    param_bound = _check_positive("param_bound", param_bound)
+    param_bound = check_positive(param_bound, name="param_bound")
     theta = np.asarray(theta, dtype=np.float64)
     if not np.all(np.isfinite(theta)):
         raise ConfigError("theta must be finite numbers")
     return np.clip(theta, -param_bound, param_bound)
 
 
-def lr_share(theta, *, param_bound: float, mechanism, rng: np.random.Generator) -> np.ndarray:
+def lr_share(theta: ArrayLike, *, param_bound: float, mechanism: Mechanism, rng: np.random.Generator) -> np.ndarray:
     """Owner side: perturb the local parameter vector once (seed 002 §3.5.2; Alg. 4).
 
     ``t = clip(theta, ±param_bound) / param_bound`` lies in ``[-1, 1]^p``; the report is
@@ -204,7 +199,9 @@ class LinearModel:
 
     kind = "linear"
 
-    def __init__(self, coef_, intercept_, bounds: Bounds, classes=None):
+    def __init__(
+        self, coef_: ArrayLike, intercept_: ArrayLike, bounds: Bounds, classes: ArrayLike | None = None
+    ) -> None:
         self.coef_ = np.atleast_2d(np.asarray(coef_, dtype=np.float64))
         self.intercept_ = np.atleast_1d(np.asarray(intercept_, dtype=np.float64))
         k_out, d = self.coef_.shape
@@ -239,20 +236,20 @@ class LinearModel:
         coef = self.coef_ / half
         return coef, self.intercept_ - coef @ mid
 
-    def decision_function(self, X) -> np.ndarray:
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
         """Scores: shape (n,) for two classes, (n, K) otherwise."""
         t = self.bounds.to_unit(np.atleast_2d(np.asarray(X, dtype=np.float64)))
         scores = t @ self.coef_.T + self.intercept_
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
-    def predict_index(self, X) -> np.ndarray:
+    def predict_index(self, X: ArrayLike) -> np.ndarray:
         scores = self.decision_function(X)
         return (scores > 0).astype(np.int64) if scores.ndim == 1 else np.argmax(scores, axis=1)
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         return self.classes[self.predict_index(X)]
 
-    def score(self, X, y) -> float:
+    def score(self, X: ArrayLike, y: ArrayLike) -> float:
         """Accuracy on ``(X, y)``."""
         return float(np.mean(self.predict(X) == np.asarray(y)))
 
@@ -273,7 +270,7 @@ class LinearModel:
         return cls(data["coef"], data["intercept"], bounds, data["classes"])
 
 
-def lr_aggregate(reports, *, param_bound: float, n_classes: int, bounds: Bounds) -> LinearModel:
+def lr_aggregate(reports: ArrayLike, *, param_bound: float, n_classes: int, bounds: Bounds) -> LinearModel:
     """Coordinator side: average the perturbed parameter vectors (seed 002 eq. 4).
 
     Parameters
@@ -291,8 +288,8 @@ def lr_aggregate(reports, *, param_bound: float, n_classes: int, bounds: Bounds)
     LinearModel
         ``coef_`` (K', d), ``intercept_`` (K',) with K' = 1 for two classes.
     """
-    param_bound = _check_positive("param_bound", param_bound)
-    k = _check_n_classes(n_classes)
+    param_bound = check_positive(param_bound, name="param_bound")
+    k = check_int(n_classes, name="n_classes", minimum=2)
     d = bounds.d
     p = n_parameters(k, d)
     reports = np.asarray(reports, dtype=np.float64)

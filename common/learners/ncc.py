@@ -18,20 +18,22 @@ outside DESIGN's allowlist ("labels only through a mechanism"); networked runs s
 
 from __future__ import annotations
 
-import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.mechanisms import KaryRandomizedResponse
+from privfed.common.mechanisms import KaryRandomizedResponse, Mechanism
+from privfed.common.validation import check_int, check_positive
 
 LABEL_SCHEMES = ("clear", "rr")
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type:
     # PEP 562: the scikit-learn estimator lives in .estimators (an owner node never imports sklearn).
     if name == "LdpNearestCentroid":
         from privfed.common.learners.estimators import LdpNearestCentroid
@@ -40,12 +42,8 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _check_epsilon(epsilon) -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, Real):
-        raise ConfigError(f"epsilon must be a number, got {epsilon!r}")
-    if not epsilon > 0:  # also rejects nan
-        raise ConfigError(f"epsilon must be > 0 (math.inf for a non-private run), got {epsilon!r}")
-    return float(epsilon)
+def _check_epsilon(epsilon: object) -> float:
+    return check_positive(epsilon, name="epsilon", allow_inf=True, fix="math.inf for a non-private run")
 
 
 def split_label_budget(epsilon: float, labels: str = "clear", label_fraction: float = 0.2) -> tuple[float, float]:
@@ -79,7 +77,7 @@ def split_label_budget(epsilon: float, labels: str = "clear", label_fraction: fl
     return epsilon * (1.0 - label_fraction), epsilon * label_fraction
 
 
-def _check_labels(y, n: int, n_classes: int | None = None) -> np.ndarray:
+def _check_labels(y: ArrayLike, n: int, n_classes: int | None = None) -> np.ndarray:
     y = np.asarray(y)
     if y.shape != (n,):
         raise ConfigError(f"labels must have shape ({n},), got {y.shape}")
@@ -108,7 +106,7 @@ class NccShare:
     reports: np.ndarray
     labels: np.ndarray
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         reports = np.asarray(self.reports, dtype=np.float64)
         if reports.ndim != 2:
             raise ConfigError(f"NccShare reports must be 2-D (rows, columns), got shape {reports.shape}")
@@ -118,7 +116,7 @@ class NccShare:
         object.__setattr__(self, "labels", _check_labels(self.labels, reports.shape[0]))
 
     @classmethod
-    def concat(cls, shares) -> NccShare:
+    def concat(cls, shares: NccShare | Iterable[NccShare]) -> NccShare:
         """One share holding the rows of all ``shares`` (all with the same number of columns)."""
         shares = [shares] if isinstance(shares, NccShare) else list(shares)
         if not shares:
@@ -130,14 +128,14 @@ class NccShare:
 
 
 def ncc_share(
-    X,
-    y,
+    X: ArrayLike,
+    y: ArrayLike,
     *,
     bounds: Bounds,
-    mechanism,
+    mechanism: Mechanism,
     label_rr: KaryRandomizedResponse | None = None,
     rng: np.random.Generator,
-    sample_weight=None,
+    sample_weight: ArrayLike | None = None,
     weight_bound: float | None = None,
 ) -> NccShare:
     """Owner side of NCC: perturb each row once (seed 002 §3.5.1; Alg. 4 for the rows).
@@ -177,8 +175,9 @@ def ncc_share(
     t = bounds.to_unit(np.atleast_2d(np.asarray(X, dtype=np.float64)))
     y = _check_labels(y, t.shape[0], None if label_rr is None else label_rr.n_classes)
     if sample_weight is not None:
-        if isinstance(weight_bound, bool) or not isinstance(weight_bound, Real) or not 0 < weight_bound < math.inf:
-            raise ConfigError(f"weight_bound must be a finite number > 0 with sample_weight, got {weight_bound!r}")
+        weight_bound = check_positive(
+            weight_bound, name="weight_bound", fix="a public bound is required with sample_weight"
+        )
         w = np.asarray(sample_weight, dtype=np.float64)
         if w.shape != y.shape or not np.all(np.isfinite(w)) or np.any(w < 0):
             raise ConfigError(f"sample_weight must be {y.shape} finite non-negative numbers")
@@ -197,7 +196,7 @@ def ncc_share(
 
 
 def ncc_class_sums(
-    shares, *, n_classes: int, d: int, label_rr: KaryRandomizedResponse | None = None
+    shares: NccShare | Iterable[NccShare], *, n_classes: int, d: int, label_rr: KaryRandomizedResponse | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Coordinator side: unbiased per-class sums of the t-space rows and per-class counts.
 
@@ -218,8 +217,7 @@ def ncc_class_sums(
         Estimates of ``sum_{i in class k} u_i`` (row counts when unweighted). May be <= 0
         under randomized response or weighted noise.
     """
-    if isinstance(n_classes, bool) or not isinstance(n_classes, Integral) or n_classes < 2:
-        raise ConfigError(f"n_classes must be an int >= 2, got {n_classes!r}")
+    n_classes = check_int(n_classes, name="n_classes", minimum=2)
     if label_rr is not None and label_rr.n_classes != n_classes:
         raise ConfigError(f"label_rr has {label_rr.n_classes} classes but n_classes={n_classes}")
     share = NccShare.concat(shares)
@@ -245,7 +243,11 @@ def ncc_class_sums(
 
 
 def ncc_centroids(
-    shares, *, n_classes: int, bounds: Bounds, label_rr: KaryRandomizedResponse | None = None
+    shares: NccShare | Iterable[NccShare],
+    *,
+    n_classes: int,
+    bounds: Bounds,
+    label_rr: KaryRandomizedResponse | None = None,
 ) -> np.ndarray:
     """Coordinator side of NCC: class centroids in data space (seed 002 §3.5.1).
 
@@ -281,14 +283,14 @@ class NearestCentroidModel:
 
     kind = "nearest_centroid"
 
-    def __init__(self, centroids, classes=None):
+    def __init__(self, centroids: ArrayLike, classes: ArrayLike | None = None) -> None:
         self.centroids = np.atleast_2d(np.asarray(centroids, dtype=np.float64))
         k = self.centroids.shape[0]
         self.classes = np.arange(k) if classes is None else np.asarray(classes)
         if self.classes.shape != (k,):
             raise ConfigError(f"classes must have shape ({k},), got {self.classes.shape}")
 
-    def predict_index(self, X) -> np.ndarray:
+    def predict_index(self, X: ArrayLike) -> np.ndarray:
         """Index (0..K-1) of the nearest centroid for each row."""
         X = np.atleast_2d(np.asarray(X, dtype=np.float64))
         if X.shape[1] != self.centroids.shape[1]:
@@ -297,10 +299,10 @@ class NearestCentroidModel:
         dist2 = (X * X).sum(axis=1)[:, None] - 2.0 * X @ c.T + (c * c).sum(axis=1)[None, :]
         return np.argmin(dist2, axis=1)
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         return self.classes[self.predict_index(X)]
 
-    def score(self, X, y) -> float:
+    def score(self, X: ArrayLike, y: ArrayLike) -> float:
         """Accuracy on ``(X, y)``."""
         return float(np.mean(self.predict(X) == np.asarray(y)))
 

@@ -11,11 +11,19 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import NearestCentroid
 from sklearn.tree import DecisionTreeClassifier
 
+from privfed.common.datasets import Dataset
 from privfed.common.errors import ConfigError
 
 
 def reference_accuracy(
-    task: str, train, test, *, C: float = 1.0, k: int = 20, lam: float = 0.01, boost: dict | None = None
+    task: str,
+    train: Dataset,
+    test: Dataset,
+    *,
+    C: float = 1.0,
+    k: int = 20,
+    lam: float = 0.01,
+    boost: dict | None = None,
 ) -> float:
     """Test accuracy of the non-private counterpart of ``task`` (rows mapped by the public bounds)."""
     Xtr, Xte = train.bounds.to_unit(train.X), test.bounds.to_unit(test.X)

@@ -10,6 +10,8 @@ Duchi's mechanisms (:mod:`.duchi`, which needs ``scipy.special``) are re-exporte
 owner node that never builds one does not import scipy (issue 10, "a lean owner node").
 """
 
+from typing import Any
+
 from privfed.common.mechanisms.base import (
     MECHANISMS,
     SNAP_STEP,
@@ -55,7 +57,7 @@ __all__ = [
 _LAZY = {"Duchi1D", "DuchiMultidim", "duchi_constant", "duchi_multidim_constant"}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
         from privfed.common.mechanisms import duchi
 

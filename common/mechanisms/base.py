@@ -18,11 +18,13 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from privfed.common.errors import ConfigError
+from privfed.common.validation import check_int, check_positive, check_real, check_real_array, check_rng
 
 MECHANISMS = ("pm", "duchi", "laplace")
 
@@ -61,54 +63,26 @@ def snap_up(value: float) -> float:
     return math.ceil(value * 2.0**SNAP_BITS) * SNAP_STEP
 
 
-def check_epsilon(epsilon, *, name: str = "epsilon") -> float:
-    """Validate a privacy parameter: a real number, finite and > 0. Returns it as ``float``.
+def check_epsilon(epsilon: object, *, name: str = "epsilon") -> float:
+    """A mechanism's privacy budget: a real number, finite and > 0. Returns it as ``float``.
+
+    ``math.inf`` is refused with a pointer to :func:`make_mechanism`, which builds the
+    :class:`IdentityMechanism` for a non-private run.
 
     Raises
     ------
-    TypeError
-        ``epsilon`` is not a real number (``bool`` and strings included).
+    ConfigTypeError
+        ``epsilon`` is not a real number (``bool`` and strings included); also a ``TypeError``.
     ConfigError
         ``epsilon`` is not > 0, is NaN, or is infinite.
     """
-    if isinstance(epsilon, bool) or not isinstance(epsilon, Real):
-        raise TypeError(f"{name} must be a real number > 0, got {epsilon!r} of type {type(epsilon).__name__}")
-    value = float(epsilon)
-    if math.isnan(value) or value <= 0:
-        raise ConfigError(f"{name} must be > 0, got {epsilon!r}; choose a positive privacy budget such as 1.0")
+    value = check_positive(epsilon, name=name, allow_inf=True, fix="choose a positive privacy budget such as 1.0")
     if math.isinf(value):
         raise ConfigError(
             f"{name} must be finite, got {epsilon!r}; for a non-private run use "
             "make_mechanism(name, epsilon=math.inf, d=d), which returns the IdentityMechanism"
         )
     return value
-
-
-def check_positive_int(value, *, name: str, minimum: int = 1) -> int:
-    """Validate an integer parameter ``>= minimum`` (``bool`` rejected). Returns it as ``int``."""
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an int >= {minimum}, got {value!r} of type {type(value).__name__}")
-    if value < minimum:
-        raise ConfigError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def check_rng(rng) -> np.random.Generator:
-    """``rng`` must be a ``numpy.random.Generator`` (never None: there is no global default)."""
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(
-            f"rng must be a numpy.random.Generator, got {type(rng).__name__}; "
-            "build one with privfed.common.rng.make_rng('seeded', seed) or make_rng('secure')"
-        )
-    return rng
-
-
-def check_real_array(t, *, name: str = "t") -> np.ndarray:
-    """``t`` as an ndarray of integers or floats (not converted); anything else raises ``TypeError``."""
-    arr = np.asarray(t)
-    if arr.dtype.kind not in "iuf":
-        raise TypeError(f"{name} must be a real-valued array, got dtype {arr.dtype}")
-    return arr
 
 
 def _unit_float64(arr: np.ndarray, name: str) -> np.ndarray:
@@ -126,7 +100,7 @@ def _unit_float64(arr: np.ndarray, name: str) -> np.ndarray:
     return arr
 
 
-def check_unit_values(t, *, name: str = "t") -> np.ndarray:
+def check_unit_values(t: object, *, name: str = "t") -> np.ndarray:
     """``t`` as a float64 array with every value in ``[-1, 1]``.
 
     Values within :data:`UNIT_TOLERANCE` outside are clipped; anything further out, NaN or
@@ -156,9 +130,9 @@ class Mechanism(ABC):
     epsilon: float
     d: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        object.__setattr__(self, "d", check_positive_int(self.d, name="d"))
+        object.__setattr__(self, "d", check_int(self.d, name="d", minimum=1))
         self._check_output_range()
 
     @property
@@ -180,9 +154,9 @@ class Mechanism(ABC):
                 "1/epsilon, so choose a larger epsilon"
             )
 
-    def _rows(self, t) -> np.ndarray:
+    def _rows(self, t: ArrayLike) -> np.ndarray:
         """``t`` as an (n, d) real array; values are checked block by block in :meth:`privatize`."""
-        arr = check_real_array(t)
+        arr = check_real_array(t, name="t")
         if arr.ndim != 2 or arr.shape[1] != self.d:
             raise ConfigError(
                 f"t must have shape (n, {self.d}) (one row per report), got shape {arr.shape}; "
@@ -235,7 +209,7 @@ class Mechanism(ABC):
     def _sample_block(self, t: np.ndarray, rng: np.random.Generator, out: np.ndarray) -> None:
         """Write the reports of the rows ``t`` (shape (m, d)) into ``out`` (C-contiguous, same shape)."""
 
-    def variance(self, t) -> np.ndarray:
+    def variance(self, t: ArrayLike) -> np.ndarray:
         """Per-coordinate ``Var[t*_j | t]``, same shape as ``t``.
 
         In every mechanism here it depends on ``t_j`` alone, so any shape of values in
@@ -247,7 +221,7 @@ class Mechanism(ABC):
     def _variance(self, t: np.ndarray) -> np.ndarray:
         """Closed-form variance for validated values ``t``."""
 
-    def bias(self, t) -> np.ndarray:
+    def bias(self, t: ArrayLike) -> np.ndarray:
         """``E[t* | t] - t``: zero, the mechanisms are unbiased (up to snapping, at most ``2**-21``)."""
         return np.zeros_like(check_unit_values(t))
 
@@ -267,25 +241,25 @@ class IdentityMechanism(Mechanism):
 
     epsilon: float = math.inf
 
-    def __post_init__(self):
-        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, Real):
-            raise TypeError(f"epsilon must be a real number, got {self.epsilon!r}")
-        if self.epsilon != math.inf:
+    def __post_init__(self) -> None:
+        if check_real(self.epsilon, name="epsilon") != math.inf:
             raise ConfigError(
                 f"IdentityMechanism is only for epsilon = inf, got {self.epsilon!r}; "
                 "use make_mechanism(name, epsilon=..., d=...) for a private mechanism"
             )
         object.__setattr__(self, "epsilon", math.inf)
-        object.__setattr__(self, "d", check_positive_int(self.d, name="d"))
+        object.__setattr__(self, "d", check_int(self.d, name="d", minimum=1))
 
     def privatize(self, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         check_rng(rng)
         return np.array(_unit_float64(self._rows(t), "t"), dtype=np.float64, copy=True)
 
-    def _sample_block(self, t, rng, out):  # pragma: no cover - privatize is overridden
+    def _sample_block(
+        self, t: np.ndarray, rng: np.random.Generator, out: np.ndarray
+    ) -> None:  # pragma: no cover - privatize is overridden
         out[...] = t
 
-    def _variance(self, t):
+    def _variance(self, t: np.ndarray) -> np.ndarray:
         return np.zeros_like(t)
 
     @property
@@ -306,10 +280,7 @@ def estimate_mean(reports: np.ndarray) -> np.ndarray:
     ndarray of shape (d,)
         ``MSE = (1/n^2) sum_i V(t_i)`` per coordinate.
     """
-    arr = np.asarray(reports)
-    if arr.dtype.kind not in "iuf":
-        raise TypeError(f"reports must be a real-valued array, got dtype {arr.dtype}")
-    arr = np.asarray(arr, dtype=np.float64)
+    arr = np.asarray(check_real_array(reports, name="reports"), dtype=np.float64)
     if arr.ndim != 2 or arr.shape[0] == 0:
         raise ConfigError(f"reports must have shape (n >= 1, d), got {arr.shape}")
     mean = arr.mean(axis=0)

@@ -66,11 +66,11 @@ class Duchi1D(Mechanism):
         """``C_D(epsilon)``."""
         return duchi_constant(self.epsilon)
 
-    def _sample_block(self, t, rng, out):
+    def _sample_block(self, t: np.ndarray, rng: np.random.Generator, out: np.ndarray) -> None:
         rng.random(out=out)
         duchi_from_uniform(t, out, self.epsilon)
 
-    def _variance(self, t):
+    def _variance(self, t: np.ndarray) -> np.ndarray:
         return self.constant**2 - t * t
 
     @property
@@ -145,7 +145,7 @@ class DuchiMultidim(Mechanism):
         """``P[u = 1] = e^eps / (e^eps + 1)``."""
         return 1.0 / (1.0 + math.exp(-self.epsilon))
 
-    def _sample_block(self, t, rng, out):
+    def _sample_block(self, t: np.ndarray, rng: np.random.Generator, out: np.ndarray) -> None:
         m, d = out.shape
         b = self.constant
         rng.random(out=out)
@@ -162,7 +162,7 @@ class DuchiMultidim(Mechanism):
         np.multiply(negative, -2.0 * b, out=out)
         out += b
 
-    def _variance(self, t):
+    def _variance(self, t: np.ndarray) -> np.ndarray:
         return self.constant**2 - t * t
 
     @property

@@ -12,9 +12,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from privfed.common.errors import ConfigError
-from privfed.common.mechanisms.base import check_epsilon, check_positive_int, check_rng
+from privfed.common.mechanisms.base import check_epsilon
+from privfed.common.validation import check_int, check_int_array, check_rng
 
 #: The noise of one count must fit an int64 with a wide margin: its scale is about
 #: ``sensitivity / epsilon``, so epsilon below this is refused (the output would be meaningless and
@@ -55,9 +57,9 @@ class GeometricMechanism:
     epsilon: float
     sensitivity: int = 1
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        object.__setattr__(self, "sensitivity", check_positive_int(self.sensitivity, name="sensitivity"))
+        object.__setattr__(self, "sensitivity", check_int(self.sensitivity, name="sensitivity", minimum=1))
         if self.epsilon < MIN_EPSILON:
             raise ConfigError(
                 f"GeometricMechanism epsilon={self.epsilon!r} is below {MIN_EPSILON:g}: the noise "
@@ -69,7 +71,7 @@ class GeometricMechanism:
         """``a = exp(-epsilon / sensitivity)``."""
         return math.exp(-self.epsilon / self.sensitivity)
 
-    def privatize(self, counts, rng: np.random.Generator) -> np.ndarray:
+    def privatize(self, counts: ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """``counts + Z`` elementwise, as int64.
 
         Raises
@@ -78,19 +80,17 @@ class GeometricMechanism:
             ``counts`` is not an integer array, or ``rng`` is not a Generator.
         """
         check_rng(rng)
-        arr = np.asarray(counts)
-        if arr.dtype.kind not in "iu":
-            raise TypeError(f"counts must be integers, got dtype {arr.dtype}")
+        arr = check_int_array(counts, name="counts")
         p = -math.expm1(-self.epsilon / self.sensitivity)  # 1 - a, exact for small epsilon
         noise = rng.geometric(p, size=arr.shape).astype(np.int64) - rng.geometric(p, size=arr.shape).astype(np.int64)
         return arr.astype(np.int64) + noise
 
-    def variance(self, counts=None) -> float:
+    def variance(self, counts: ArrayLike | None = None) -> float:
         """``2a / (1 - a)^2``, the same for every count."""
         a = self.alpha
         return 2.0 * a / math.expm1(-self.epsilon / self.sensitivity) ** 2
 
-    def bias(self, counts=None) -> float:
+    def bias(self, counts: ArrayLike | None = None) -> float:
         """0: the noise is symmetric."""
         return 0.0
 

@@ -55,7 +55,7 @@ class LaplaceMechanism(Mechanism):
         """Laplace scale per coordinate, ``b = 2 d / epsilon``."""
         return 2.0 * self.d / self.epsilon
 
-    def _sample_block(self, t, rng, out):
+    def _sample_block(self, t: np.ndarray, rng: np.random.Generator, out: np.ndarray) -> None:
         raw = rng.bit_generator.random_raw(out.size).reshape(out.shape)
         mag = raw & _LOW53
         mag += _ONE
@@ -66,7 +66,7 @@ class LaplaceMechanism(Mechanism):
         out += t
         snap(out)
 
-    def _variance(self, t):
+    def _variance(self, t: np.ndarray) -> np.ndarray:
         return np.full_like(t, 2.0 * self.scale**2)
 
     @property

@@ -37,7 +37,7 @@ def pm_constant(epsilon: float) -> float:
     return 1.0 / math.tanh(epsilon / 4.0)
 
 
-def pm_variance(t, epsilon: float):
+def pm_variance(t: np.ndarray, epsilon: float) -> np.ndarray:
     """``V(t) = t^2/(e^(eps/2) - 1) + (e^(eps/2) + 3)/(3 (e^(eps/2) - 1)^2)`` (SPEC §3.1), stable form."""
     g = 1.0 / math.expm1(epsilon / 2.0) if epsilon < 1400.0 else 0.0
     e = math.exp(-epsilon / 2.0)
@@ -135,17 +135,17 @@ class PiecewiseMechanism(Mechanism):
         """Probability of the centre piece, ``e^(eps/2) / (e^(eps/2) + 1)``."""
         return 1.0 / (1.0 + math.exp(-self.epsilon / 2.0))
 
-    def centre_interval(self, t):
+    def centre_interval(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(l(t), r(t))`` for values ``t``."""
         c = self.constant
         left = (c + 1.0) / 2.0 * np.asarray(t, dtype=np.float64) - (c - 1.0) / 2.0
         return left, left + c - 1.0
 
-    def _sample_block(self, t, rng, out):
+    def _sample_block(self, t: np.ndarray, rng: np.random.Generator, out: np.ndarray) -> None:
         rng.random(out=out)
         pm_from_uniform(t, out, self.epsilon)
 
-    def _variance(self, t):
+    def _variance(self, t: np.ndarray) -> np.ndarray:
         return pm_variance(t, self.epsilon)
 
     @property
@@ -162,7 +162,7 @@ def hm_alpha(epsilon: float) -> float:
     return -math.expm1(-epsilon / 2.0) if epsilon > HM_EPSILON_STAR else 0.0
 
 
-def hm_variance(t, epsilon: float):
+def hm_variance(t: np.ndarray, epsilon: float) -> np.ndarray:
     """``alpha V_PM(t) + (1 - alpha)(C_D^2 - t^2)``; constant in ``t`` for ``eps > eps*``."""
     alpha = hm_alpha(epsilon)
     return alpha * pm_variance(t, epsilon) + (1.0 - alpha) * (duchi_constant(epsilon) ** 2 - t * t)
@@ -174,7 +174,9 @@ def hm_bound(epsilon: float, scale: float = 1.0) -> float:
     return max(snap_up(scale * pm_constant(epsilon)), duchi) if hm_alpha(epsilon) > 0 else duchi
 
 
-def sample_hm(t: np.ndarray, epsilon: float, rng: np.random.Generator, out: np.ndarray, scale: float = 1.0):
+def sample_hm(
+    t: np.ndarray, epsilon: float, rng: np.random.Generator, out: np.ndarray, scale: float = 1.0
+) -> np.ndarray:
     """Write ``scale * HM(t, epsilon)`` into ``out``: PM values snapped, Duchi values exact. Two uniforms per value."""
     rng.random(out=out)
     duchi = duchi_from_uniform(t, out.copy(), epsilon, scale)
@@ -214,10 +216,10 @@ class HybridMechanism(Mechanism):
     def alpha(self) -> float:
         return hm_alpha(self.epsilon)
 
-    def _sample_block(self, t, rng, out):
+    def _sample_block(self, t: np.ndarray, rng: np.random.Generator, out: np.ndarray) -> None:
         sample_hm(t, self.epsilon, rng, out)
 
-    def _variance(self, t):
+    def _variance(self, t: np.ndarray) -> np.ndarray:
         return hm_variance(t, self.epsilon)
 
     @property
@@ -281,7 +283,7 @@ class PiecewiseMultidim(Mechanism):
 
     base: str = "pm"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         super().__post_init__()
         if not isinstance(self.base, str):
             raise TypeError(f"base must be a str, one of {BASES}, got {self.base!r}")
@@ -302,7 +304,7 @@ class PiecewiseMultidim(Mechanism):
     def scale(self) -> float:
         return self.d / self.k
 
-    def _base_sample(self, t, rng, out):
+    def _base_sample(self, t: np.ndarray, rng: np.random.Generator, out: np.ndarray) -> None:
         if self.base == "pm":
             rng.random(out=out)
             pm_from_uniform(t, out, self.attribute_epsilon, self.scale)
@@ -319,7 +321,7 @@ class PiecewiseMultidim(Mechanism):
         # stays in cache (2 MB).
         return max(1, (4 * BLOCK_VALUES) // self.d)
 
-    def _sample_block(self, t, rng, out):
+    def _sample_block(self, t: np.ndarray, rng: np.random.Generator, out: np.ndarray) -> None:
         m, d = out.shape
         k = self.k
         if k == d:
@@ -332,7 +334,7 @@ class PiecewiseMultidim(Mechanism):
         self._base_sample(np.take(t.reshape(-1), flat), rng, values)
         np.put(out.reshape(-1), flat, values)  # the other coordinates stay 0
 
-    def _variance(self, t):
+    def _variance(self, t: np.ndarray) -> np.ndarray:
         base = pm_variance(t, self.attribute_epsilon) if self.base == "pm" else hm_variance(t, self.attribute_epsilon)
         return self.scale * base + (self.scale - 1.0) * t * t
 

@@ -6,9 +6,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from privfed.common.errors import ConfigError
-from privfed.common.mechanisms.base import check_epsilon, check_positive_int, check_rng
+from privfed.common.mechanisms.base import check_epsilon
+from privfed.common.validation import check_int, check_int_array, check_real_array, check_rng
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,9 +45,9 @@ class KaryRandomizedResponse:
     epsilon: float
     n_classes: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        object.__setattr__(self, "n_classes", check_positive_int(self.n_classes, name="n_classes", minimum=2))
+        object.__setattr__(self, "n_classes", check_int(self.n_classes, name="n_classes", minimum=2))
 
     @property
     def p(self) -> float:
@@ -70,12 +72,7 @@ class KaryRandomizedResponse:
         int64 array of the same shape.
         """
         check_rng(rng)
-        y = np.asarray(labels)
-        if y.dtype.kind not in "iu":
-            raise TypeError(
-                f"labels must be an integer array (class indices 0..{self.n_classes - 1}), "
-                f"got dtype {y.dtype}; encode classes as integers first"
-            )
+        y = check_int_array(labels, name="labels", fix=f"encode classes as integers 0..{self.n_classes - 1} first")
         y = y.astype(np.int64, copy=False)
         if y.size and (y.min() < 0 or y.max() >= self.n_classes):
             raise ConfigError(f"labels must lie in 0..{self.n_classes - 1}, got values in [{y.min()}, {y.max()}]")
@@ -84,11 +81,8 @@ class KaryRandomizedResponse:
         other += other >= y  # uniform over the K - 1 labels != y
         return np.where(keep, y, other)
 
-    def _counts(self, counts) -> np.ndarray:
-        c = np.asarray(counts)
-        if c.dtype.kind not in "iuf":
-            raise TypeError(f"counts must be a real-valued array, got dtype {c.dtype}")
-        c = np.asarray(c, dtype=np.float64)
+    def _counts(self, counts: ArrayLike) -> np.ndarray:
+        c = np.asarray(check_real_array(counts, name="counts"), dtype=np.float64)
         if c.ndim == 0 or c.shape[-1] != self.n_classes:
             raise ConfigError(f"counts must have shape (..., {self.n_classes}), one count per class, got {c.shape}")
         if not np.all(np.isfinite(c)):

@@ -38,6 +38,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature, InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes, PrivateKeyTypes
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -62,7 +63,7 @@ def _lp(data: bytes) -> bytes:
     return struct.pack(">H", len(data)) + data
 
 
-def _id_bytes(name: str, value, error: type[Exception]) -> bytes:
+def _id_bytes(name: str, value: object, error: type[Exception]) -> bytes:
     if not isinstance(value, str):
         raise error(f"{name} must be a str, got {type(value).__name__}")
     raw = value.encode("utf-8")
@@ -102,7 +103,10 @@ _PSS = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=padding.PSS.DI
 
 
 def sign_public_key(
-    cert_private_key, x25519_public_bytes: bytes, owner_id: str, session_id: str | None = None
+    cert_private_key: PrivateKeyTypes,
+    x25519_public_bytes: bytes,
+    owner_id: str,
+    session_id: str | None = None,
 ) -> bytes:
     """Sign ``(owner_id, session_id?, x25519_public_bytes)`` with the owner's certificate key.
 
@@ -137,7 +141,7 @@ def sign_public_key(
     )
 
 
-def _verify_signature(public_key, signature: bytes, data: bytes) -> None:
+def _verify_signature(public_key: CertificatePublicKeyTypes, signature: bytes, data: bytes) -> None:
     """Raises InvalidSignature on a bad signature, RemoteProtocolError on an unusable key type."""
     if isinstance(public_key, (ed25519.Ed25519PublicKey, ed448.Ed448PublicKey)):
         public_key.verify(signature, data)

@@ -11,13 +11,14 @@ drops low bits and leaks magnitude through the exponent (SPEC §11.2, §12).
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from privfed.common.errors import ConfigError
+from privfed.common.validation import check_int, check_positive
 
 #: Largest number of fractional bits :meth:`FixedPoint.choose` will pick.
 MAX_CHOSEN_FRAC_BITS = 40
@@ -72,21 +73,11 @@ class FixedPoint:
     max_abs: float
 
     def __post_init__(self) -> None:
-        for name in ("frac_bits", "n_parties"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise TypeError(f"FixedPoint {name} must be an int, got {type(value).__name__} {value!r}")
-        if isinstance(self.max_abs, bool) or not isinstance(self.max_abs, numbers.Real):
-            raise TypeError(f"FixedPoint max_abs must be a real number, got {type(self.max_abs).__name__}")
-        object.__setattr__(self, "frac_bits", int(self.frac_bits))
-        object.__setattr__(self, "n_parties", int(self.n_parties))
-        object.__setattr__(self, "max_abs", float(self.max_abs))
-        if not 0 <= self.frac_bits <= 62:
-            raise ConfigError(f"FixedPoint frac_bits must be in [0, 62], got {self.frac_bits}")
-        if self.n_parties < 1:
-            raise ConfigError(f"FixedPoint n_parties must be >= 1, got {self.n_parties}")
-        if not (np.isfinite(self.max_abs) and self.max_abs > 0):
-            raise ConfigError(f"FixedPoint max_abs must be finite and > 0, got {self.max_abs!r}")
+        object.__setattr__(
+            self, "frac_bits", check_int(self.frac_bits, name="FixedPoint frac_bits", minimum=0, maximum=62)
+        )
+        object.__setattr__(self, "n_parties", check_int(self.n_parties, name="FixedPoint n_parties", minimum=1))
+        object.__setattr__(self, "max_abs", check_positive(self.max_abs, name="FixedPoint max_abs"))
         sum_ok, exact_ok = _overflow_ok(self.frac_bits, self.n_parties, self.max_abs)
         if not (sum_ok and exact_ok):
             safe = _largest_safe_frac_bits(self.n_parties, self.max_abs, upper=62)
@@ -114,10 +105,7 @@ class FixedPoint:
         ConfigError
             If even ``f = min_frac_bits`` is unsafe (``max_abs`` too large for ``n_parties``).
         """
-        if isinstance(min_frac_bits, bool) or not isinstance(min_frac_bits, numbers.Integral):
-            raise TypeError(f"min_frac_bits must be an int, got {min_frac_bits!r}")
-        if not 0 <= min_frac_bits <= MAX_CHOSEN_FRAC_BITS:
-            raise ConfigError(f"min_frac_bits must be in [0, {MAX_CHOSEN_FRAC_BITS}], got {min_frac_bits}")
+        min_frac_bits = check_int(min_frac_bits, name="min_frac_bits", minimum=0, maximum=MAX_CHOSEN_FRAC_BITS)
         coarsest = cls(0, n_parties, max_abs)  # validates n_parties and max_abs; raises if even f = 0 is unsafe
         f = _largest_safe_frac_bits(coarsest.n_parties, coarsest.max_abs, upper=MAX_CHOSEN_FRAC_BITS)
         if f is None or f < min_frac_bits:
@@ -132,7 +120,7 @@ class FixedPoint:
         """Worst-case rounding error of a decoded sum of ``N`` encodings: ``N·2^(-f-1)``."""
         return self.n_parties * 2.0 ** (-self.frac_bits - 1)
 
-    def encode(self, x) -> np.ndarray:
+    def encode(self, x: ArrayLike) -> np.ndarray:
         """``round(x·2^f) mod 2^64`` as a ``uint64`` array of the shape of ``x``.
 
         Raises
@@ -150,18 +138,18 @@ class FixedPoint:
             )
         return np.rint(np.ldexp(x, self.frac_bits)).astype(np.int64).view(np.uint64)
 
-    def decode(self, u) -> np.ndarray:
+    def decode(self, u: ArrayLike) -> np.ndarray:
         """``int64(u) / 2^f`` as float64 (exact division; only the int64 → float64 cast rounds)."""
         u = np.asarray(u, dtype=np.uint64)
         return np.ldexp(u.view(np.int64).astype(np.float64), -self.frac_bits)
 
     @staticmethod
-    def add(a, b) -> np.ndarray:
+    def add(a: ArrayLike, b: ArrayLike) -> np.ndarray:
         """``a + b mod 2^64`` (numpy ``uint64`` arithmetic on arrays wraps)."""
         return np.add(np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64))
 
     @staticmethod
-    def sub(a, b) -> np.ndarray:
+    def sub(a: ArrayLike, b: ArrayLike) -> np.ndarray:
         """``a - b mod 2^64``."""
         return np.subtract(np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64))
 

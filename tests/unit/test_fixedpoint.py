@@ -91,9 +91,9 @@ def test_choose_refuses_when_min_frac_bits_unsafe():
         (40, 10_000, 1e6, "frac_bits <= 29"),  # N(max_abs 2^f + 1/2) >= 2^63
         (34, 1, 2.0**20, "2\\^53"),  # max_abs 2^f > 2^53
         (0, 10, 1e300, "no frac_bits >= 0 is safe"),
-        (63, 1, 1.0, "frac_bits must be in"),
-        (-1, 1, 1.0, "frac_bits must be in"),
-        (16, 0, 1.0, "n_parties must be >= 1"),
+        (63, 1, 1.0, "frac_bits must be an int in"),
+        (-1, 1, 1.0, "frac_bits must be an int in"),
+        (16, 0, 1.0, "n_parties must be an int >= 1"),
         (16, 2, 0.0, "max_abs must be finite and > 0"),
         (16, 2, float("inf"), "max_abs must be finite"),
         (16, 2, float("nan"), "max_abs must be finite"),

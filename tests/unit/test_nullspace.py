@@ -240,14 +240,14 @@ def test_fit_linear_map_recovers_affine_model(rng):
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"epsilon": -0.1}, "epsilon must be finite and ≥ 0"),
+        ({"epsilon": -0.1}, "epsilon must be finite and >= 0"),
         ({"epsilon": float("nan")}, "epsilon must be finite"),
         ({"epsilon": float("inf")}, "epsilon must be finite"),
         ({"epsilon": True}, "epsilon must be a real number"),
         ({"epsilon": "0.1"}, "epsilon must be a real number"),
         ({"epsilon": 0.1, "method": "qr"}, "method must be one of"),
         ({"epsilon": 0.1, "regularization": "big"}, "regularization must be 'auto'"),
-        ({"epsilon": 0.1, "regularization": -1e-3}, "regularization must be 'auto' or a finite float"),
+        ({"epsilon": 0.1, "regularization": -1e-3}, r"regularization must be finite and >= 0.*regularization='auto'"),
         ({"epsilon": 0.1, "regularization": 1e-3, "method": "subspace"}, "applies only to method='generalized'"),
     ],
 )

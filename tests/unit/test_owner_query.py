@@ -3,6 +3,7 @@ cleaning around the public centre, what the cleaned rows carry, the local file r
 command-line checks (owner/query.py)."""
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,13 +12,13 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.learners.logistic import LinearModel
 from privfed.deploy.cli import build_parser
+from privfed.deploy.query_flags import parse_columns, query_config
 from privfed.owner.query import (
+    QueryConfig,
     check_linear_stage,
     clean_queries,
-    parse_columns,
     public_centre,
     read_table,
-    run_query,
     split_features,
 )
 from privfed.server.servicer import model_linear_stage
@@ -263,25 +264,57 @@ def _query_args(*extra):
 @pytest.mark.parametrize(
     "extra",
     [
-        ["--clean-epsilon", "-1"],
-        ["--clean-epsilon", "nan"],
-        ["--clean-epsilon", "inf"],
         ["--clean-epsilon", "x"],
-        ["--confidential-labels", "1,1"],
-        ["--confidential-labels", "-1"],
         ["--confidential-labels", "a"],
-        ["--confidential-labels", ""],
+        ["--confidential-labels", "1,b"],
         ["--method", "eigh"],
-        ["--max-rank", "0"],
         ["--max-rank", "1.5"],
-        ["--max-rank", "-2"],
     ],
 )
-def test_bad_flags_are_refused_by_the_parser(extra, capsys):
+def test_flags_that_are_not_values_are_refused_by_the_parser(extra, capsys):
     with pytest.raises(SystemExit) as exc:
         build_parser().parse_args(_query_args(*extra))
     assert exc.value.code == 2
     assert "error:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--clean-epsilon", "-1"], "--clean-epsilon must be finite and >= 0, got -1.0"),
+        (["--clean-epsilon", "nan"], "--clean-epsilon must be finite and >= 0, got nan"),
+        (["--clean-epsilon", "inf"], "--clean-epsilon must be finite and >= 0, got inf"),
+        (["--confidential-labels", "1,1"], "none repeated, got (1, 1)"),
+        (["--confidential-labels", ""], "needs at least one index"),
+        (["--confidential-labels", "-1"], "--confidential-labels index must be an int >= 0, got -1"),
+        (["--max-rank", "0"], "--max-rank must be an int >= 1, got 0"),
+        (["--max-rank", "-2"], "--max-rank must be an int >= 1, got -2"),
+    ],
+)
+def test_flag_values_out_of_range_are_refused_by_the_config(extra, message):
+    """A ConfigError naming the flag: the CLI prints it as one line and exits with status 2."""
+    args = build_parser().parse_args(_query_args(*extra))
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        query_config(args)
+
+
+def test_query_config_checks_values_given_in_code():
+    config = QueryConfig(coordinator="h:1", model_id="m", queries=Path("q.csv"), max_rank=np.int64(3))
+    assert type(config.max_rank) is int and config.training is None
+    with pytest.raises(ConfigError, match="--method must be one of"):
+        QueryConfig(coordinator="h:1", model_id="m", queries=Path("q.csv"), method="eigh")
+    with pytest.raises(TypeError, match="--max-rank must be an int"):
+        QueryConfig(coordinator="h:1", model_id="m", queries=Path("q.csv"), max_rank=1.0)
+    mapped = QueryConfig(
+        coordinator="h:1",
+        model_id="m",
+        queries=Path("q.csv"),
+        method="subspace",
+        allow_confidential_map_leak=True,
+        train_data=Path("t.csv"),
+        confidential_labels=[2, 0],
+    )
+    assert mapped.training == (Path("t.csv"), (2, 0))
 
 
 def test_flag_defaults():
@@ -314,8 +347,8 @@ def test_flag_defaults():
     ],
 )
 def test_null_space_flags_are_checked_before_anything_is_read_or_sent(extra, message):
-    """A ConfigError (the CLI's one-line error, exit 2); the query file does not exist and the
-    coordinator address is dead, so reaching either would give another error."""
+    """A ConfigError (the CLI's one-line error, exit 2) when the configuration is built, before
+    run_query could read the (missing) query file or dial the (dead) coordinator address."""
     args = build_parser().parse_args(_query_args("--insecure", *extra))
     with pytest.raises(ConfigError, match=f"^--method .*{re.escape(message)}"):
-        run_query(args, None)
+        query_config(args)

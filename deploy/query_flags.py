@@ -1,0 +1,96 @@
+"""The flags of ``privfed query`` and the :class:`~privfed.owner.query.QueryConfig` they build.
+
+argparse stays in ``deploy/`` (issue 10): the parser turns text into values, and
+:class:`QueryConfig` checks them (ranges, the null-space methods' opt-in and inputs) with errors
+that name the flag, before anything is read or sent.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from privfed.owner.query import DEFAULT_MAX_RANK, QUERY_METHODS, QueryConfig
+
+
+def parse_columns(text: str) -> tuple[int, ...]:
+    """``"0,2"`` -> ``(0, 2)``: 0-based label-column indices (their range is QueryConfig's check)."""
+    try:
+        return tuple(int(c) for c in text.split(",") if c.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--confidential-labels takes 0-based column indices separated by commas (e.g. 1,2), got {text!r}"
+        ) from None
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``privfed query`` flags; :func:`query_config` builds the run's configuration from them."""
+    p.add_argument("--coordinator", required=True, help="HOST:PORT of the coordinator serving the model")
+    p.add_argument("--name", default="owner-0", help="this node's identity: the CN of its certificate")
+    p.add_argument("--certs", type=Path, help="directory written by `privfed certs`")
+    p.add_argument("--insecure", action="store_true", help="no TLS (byte-capture tests only)")
+    p.add_argument("--target-name", help="TLS name to expect from the coordinator when dialing an address")
+    p.add_argument("--model-id", required=True, help="id of the served model")
+    p.add_argument(
+        "--queries",
+        type=Path,
+        required=True,
+        help="query rows: CSV (F feature columns, optionally label columns after them, ignored) or NPZ with X",
+    )
+    p.add_argument(
+        "--train-data",
+        type=Path,
+        help="null-space methods only: this owner's own rows, CSV with F feature columns then label "
+        "columns, or NPZ with X, y; they never leave this process, but the cleaned rows reveal "
+        "the directions of the map fitted on them (see --allow-confidential-map-leak)",
+    )
+    p.add_argument(
+        "--confidential-labels",
+        type=parse_columns,
+        help="null-space methods only: 0-based indices among the label columns of --train-data (comma-separated)",
+    )
+    p.add_argument(
+        "--clean-epsilon",
+        type=float,
+        default=0.0,
+        help="utility loss per row ||A_d^T (x - x~)||^2, finite and >= 0; 0 keeps every desired score (default)",
+    )
+    p.add_argument(
+        "--method",
+        choices=QUERY_METHODS,
+        default="projection",
+        help="'projection' (default): send only what the model reads, no training data used; "
+        "'subspace' (robust) or 'generalized' (SPEC as written): null-space cleaning against "
+        "a confidential map fitted on --train-data",
+    )
+    p.add_argument(
+        "--allow-confidential-map-leak",
+        action="store_true",
+        help="needed by the null-space methods: the rows they send let the coordinator read the "
+        "directions of the confidential map, a non-private statistic of --train-data",
+    )
+    p.add_argument(
+        "--max-rank",
+        type=int,
+        default=DEFAULT_MAX_RANK,
+        help="refuse a model whose linear stage reads more than this many directions of a row, >= 1 "
+        "(default %(default)s: a binary lr model; a K-class lr model needs K, feddpdr its k)",
+    )
+    p.add_argument("--out", type=Path, help="write the labels to this CSV (header 'label') instead of printing them")
+
+
+def query_config(args: argparse.Namespace) -> QueryConfig:
+    """The :class:`QueryConfig` of parsed ``privfed query`` flags (raises its ConfigError)."""
+    return QueryConfig(
+        coordinator=args.coordinator,
+        model_id=args.model_id,
+        queries=args.queries,
+        target_name=args.target_name,
+        train_data=args.train_data,
+        confidential_labels=args.confidential_labels,
+        clean_epsilon=args.clean_epsilon,
+        method=args.method,
+        allow_confidential_map_leak=args.allow_confidential_map_leak,
+        max_rank=args.max_rank,
+        out=args.out,
+    )
