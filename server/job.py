@@ -11,9 +11,12 @@ from tqdm import tqdm
 from privfed.common.errors import JobAborted, RoundFailed
 from privfed.common.messages import BoostEvaluateTask, total_budget
 from privfed.server.app import CoordinatorServer
+from privfed.server.report import refusal_summary
 from privfed.server.strategies import refusals
 
 log = logging.getLogger("privfed.coordinator")
+#: One line per round (``privfed simulate`` shows it instead of progress bars when stderr is no terminal).
+round_log = logging.getLogger("privfed.coordinator.rounds")
 
 
 @dataclass
@@ -100,6 +103,9 @@ def run_job(
             )
         lost_nodes.update(outcome.lost_nodes)
         results = list(outcome.results.values())
+        round_log.info(
+            "%sround %s: %d of %d task(s) answered", label, tasks[0].round_id if tasks else "", len(results), len(tasks)
+        )
         round_refused = refusals(results)
         refused.update(round_refused)
         by_task = {t.task_id: t for t in tasks}
@@ -115,7 +121,13 @@ def run_job(
                 answered.add(r.owner_id)
         return results
 
-    model = strategy.run(owner_ids, Transport(execute, server.dispatcher))
+    try:
+        model = strategy.run(owner_ids, Transport(execute, server.dispatcher))
+    except RoundFailed as exc:  # say why owners did not answer: their refusals, the nodes lost
+        why = [str(exc), refusal_summary(refused, len(owner_ids))]
+        if lost_nodes:
+            why.append(f"nodes lost: {', '.join(sorted(lost_nodes))}")
+        raise RoundFailed("; ".join(w for w in why if w)) from exc
     t2 = time.perf_counter()
     return JobOutcome(
         model=model,
