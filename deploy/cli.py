@@ -19,8 +19,13 @@ import re
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from privfed.common.errors import PrivfedError
+
+if TYPE_CHECKING:
+    from privfed.owner.main import OwnerConfig
+    from privfed.server.config import JobConfig
 
 TASK_CHOICES = ("ncc", "lr", "feddpdr", "bdt")
 DATASETS = "synthetic, digits, breast_cancer, mnist5k"
@@ -186,7 +191,7 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_data(p, *, dataset_group=None) -> None:
+def _add_data(p: argparse.ArgumentParser, *, dataset_group: argparse._MutuallyExclusiveGroup | None = None) -> None:
     (dataset_group or p).add_argument("--dataset", default="synthetic", help=f"built-in data set: {DATASETS}")
     p.add_argument(
         "--n-samples", type=int, default=None, help="rows of the synthetic data set (default: the data set's own)"
@@ -391,7 +396,7 @@ def _tls(args, name: str):
     return TlsFiles.in_dir(args.certs, name)
 
 
-def job_config(args: argparse.Namespace, **overrides):
+def job_config(args: argparse.Namespace, **overrides) -> JobConfig:
     """The :class:`~privfed.server.config.JobConfig` of a parsed command line: every field whose
     flag the command has and was given (or has a default), then ``overrides``; the rest keep the
     JobConfig defaults. Validation (ConfigError naming the flag) happens in JobConfig."""
@@ -405,7 +410,7 @@ def job_config(args: argparse.Namespace, **overrides):
     return JobConfig(**(values | overrides))
 
 
-def owner_config(args: argparse.Namespace):
+def owner_config(args: argparse.Namespace) -> OwnerConfig:
     """The :class:`~privfed.owner.main.OwnerConfig` of a parsed ``privfed owner`` command line."""
     from dataclasses import fields
 

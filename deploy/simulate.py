@@ -11,6 +11,7 @@ report names the release and counts the non-private entries the owners' ledgers 
 
 from __future__ import annotations
 
+import argparse
 import logging
 import subprocess
 import sys
@@ -68,7 +69,15 @@ def node_ranges(n_owners: int, processes: int) -> list[range]:
 
 
 def owner_command(
-    args, *, node: int, shards: range, port: int, certs: Path | None, ledger: Path, budget: float, seed: int
+    args: argparse.Namespace,
+    *,
+    node: int,
+    shards: range,
+    port: int,
+    certs: Path | None,
+    ledger: Path,
+    budget: float,
+    seed: int,
 ) -> list[str]:
     cmd = [
         sys.executable,
@@ -161,7 +170,9 @@ def _spent(ledgers: list[Path], ranges: list[range], budget: float, args_delta: 
     return spent, nonprivate
 
 
-def run_point(args, config: JobConfig, point_dir: Path, certs: Path | None, test: Dataset, show_progress: bool) -> dict:
+def run_point(
+    args: argparse.Namespace, config: JobConfig, point_dir: Path, certs: Path | None, test: Dataset, show_progress: bool
+) -> dict:
     """One federation at ``config.epsilon`` and ``config.seed``; ``args`` only says how to start
     the owner processes. Raises :class:`NodeExited` if a node process exits during the job."""
     epsilon = config.epsilon
@@ -243,7 +254,7 @@ def run_point(args, config: JobConfig, point_dir: Path, certs: Path | None, test
     } | {"_spent": spent}
 
 
-def simulate(args) -> Path:
+def simulate(args: argparse.Namespace) -> Path:
     """Run ``args.repeats`` federations per ε of ``args.epsilon``; returns the run directory.
 
     Repeat r uses seed ``args.seed + r`` for the split, the partition and (with ``--rng seeded``)
@@ -343,7 +354,15 @@ def _print_point(point: dict, reference: float, chance: float, majority: float) 
     )
 
 
-def _plot(path: Path, args, job: JobConfig, points: list[dict], reference: float, chance: float, majority: float):
+def _plot(
+    path: Path,
+    args: argparse.Namespace,
+    job: JobConfig,
+    points: list[dict],
+    reference: float,
+    chance: float,
+    majority: float,
+) -> None:
     eps = [p["epsilon"] for p in points]
     label = learner_label(job)
     plot_lines(

@@ -11,7 +11,7 @@ import platform
 import socket
 import subprocess
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -158,7 +158,7 @@ def write_json(path: str | Path, obj) -> Path:
     return path
 
 
-def log_axis(x) -> tuple[list[float], dict[float, str]]:
+def log_axis(x: Iterable[float]) -> tuple[list[float], dict[float, str]]:
     """Positions on a log x axis and their tick labels. ``inf`` (ε = ∞, the run without noise)
     cannot sit on a log axis: it is drawn at 4 × the largest finite x (or 1 if there is none), a
     clear step right of the rest, and labelled ∞."""
@@ -174,7 +174,7 @@ def log_axis(x) -> tuple[list[float], dict[float, str]]:
 
 def plot_lines(
     path: str | Path,
-    x,
+    x: Iterable,
     series: dict,
     *,
     xlabel: str,
