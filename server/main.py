@@ -138,6 +138,7 @@ def run_coordinator(config: JobConfig, tls) -> int:
         return 0
     except JobAborted as exc:
         log.warning("SIGTERM: %s; nodes told to exit, nothing more is released", exc)
+        write_json(new_run_dir(config.out) / "report.json", report | {"status": "aborted", "error": f"SIGTERM: {exc}"})
         time.sleep(PULL_WAIT + 0.5)  # let nodes see the shutdown flag at their next poll
         return 0
     finally:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -162,3 +163,23 @@ def test_a_spent_ledger_reaches_the_coordinator_as_refusals_and_a_failed_report(
     report = _report(tmp / "runs2")
     assert report["status"] == "failed" and "5/5 owners refused: budget_exceeded" in report["error"]
     assert owner_code == 0  # told the job is over, not left to find the coordinator gone
+
+
+def test_a_coordinator_stopped_while_waiting_writes_an_aborted_report(tmp_path):
+    port = _free_port()
+    coordinator = _coordinator(port, tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # serving: the port is taken
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        coordinator.send_signal(signal.SIGTERM)
+        coordinator.communicate(timeout=30)
+    finally:
+        if coordinator.poll() is None:
+            coordinator.kill()
+    assert coordinator.returncode == 0
+    report = _report(tmp_path)
+    assert report["status"] == "aborted" and report["error"].startswith("SIGTERM")
