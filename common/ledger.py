@@ -190,6 +190,76 @@ def _fits(spent: float, request: float, budget: float) -> bool:
     return spent + request <= budget * (1.0 + REL_TOL)
 
 
+def _remaining(budget: Budget, spent: Budget) -> Budget:
+    eps = math.inf if math.isinf(budget.epsilon) else max(0.0, budget.epsilon - spent.epsilon)
+    return Budget(eps, max(0.0, budget.delta - spent.delta))
+
+
+@dataclass(frozen=True)
+class OwnerAccount:
+    """One owner's account as a ledger file records it (:func:`read_accounts`).
+
+    ``releases`` are dicts as :meth:`Ledger.history` returns them, in debit order.
+    """
+
+    owner_id: str
+    budget: Budget
+    spent: Budget
+    releases: tuple[dict, ...]
+
+    @property
+    def remaining(self) -> Budget:
+        """``budget - spent`` per component, never negative; ∞ while the budget is ∞."""
+        return _remaining(self.budget, self.spent)
+
+    @property
+    def nonprivate(self) -> int:
+        """How many of the releases were non-private (module docstring, "Non-private entries")."""
+        return sum(r["nonprivate"] for r in self.releases)
+
+
+def read_accounts(path: str | Path) -> list[OwnerAccount]:
+    """Every owner recorded in the ledger file ``path``, sorted by owner id, read without writing.
+
+    The file is opened read-only (SQLite ``mode=ro``): no table is created, no schema migrated and
+    no budget stored, so an audit can run beside the owner node that uses the ledger. An owner
+    appears once it has debited (its budget is stored with its first release).
+
+    Raises
+    ------
+    ConfigError
+        The file is missing, unreadable, or not a privfed ledger.
+    """
+    path = Path(path)
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    except sqlite3.Error as exc:
+        raise ConfigError(f"ledger {path}: cannot open ({exc})") from exc
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (1, SCHEMA_VERSION):
+            raise ConfigError(f"ledger {path}: not a privfed ledger (schema version {version})")
+        nonprivate = "nonprivate" if version == SCHEMA_VERSION else "0"
+        releases: dict[str, list[dict]] = {}
+        keys = ("release_id", "purpose", "epsilon", "delta", "ts")
+        for row in conn.execute(
+            f"SELECT owner_id, release_id, purpose, epsilon, delta, ts, {nonprivate} FROM releases ORDER BY seq"
+        ):
+            releases.setdefault(row[0], []).append(dict(zip(keys, row[1:6]), nonprivate=bool(row[6])))
+        accounts = []
+        for owner, eps, delta in conn.execute(
+            "SELECT owner_id, epsilon_budget, delta_budget FROM owners ORDER BY owner_id"
+        ):
+            rows = releases.get(owner, [])
+            spent = Budget(math.fsum(r["epsilon"] for r in rows), math.fsum(r["delta"] for r in rows))
+            accounts.append(OwnerAccount(owner, Budget(eps, delta), spent, tuple(rows)))
+        return accounts
+    except sqlite3.Error as exc:
+        raise ConfigError(f"ledger {path}: not a readable privfed ledger ({exc})") from exc
+    finally:
+        conn.close()
+
+
 class Ledger:
     """SQLite ledger of the (ε, δ) spent by each logical owner.
 
@@ -295,9 +365,7 @@ class Ledger:
 
     def remaining(self, owner_id: str) -> Budget:
         """``budget - spent`` per component, never negative; ∞ while the budget is ∞."""
-        b, s = self.budget(owner_id), self.spent(owner_id)
-        eps = math.inf if math.isinf(b.epsilon) else max(0.0, b.epsilon - s.epsilon)
-        return Budget(eps, max(0.0, b.delta - s.delta))
+        return _remaining(self.budget(owner_id), self.spent(owner_id))
 
     def has_released(self, owner_id: str, purpose: str) -> bool:
         """Whether the owner has any recorded release with this purpose."""

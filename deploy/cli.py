@@ -1,47 +1,138 @@
-"""The ``privfed`` command line: coordinator, owner, certs, simulate, experiment."""
+"""The ``privfed`` command line: simulate, coordinator, owner, query, certs, ledger, experiment.
+
+One convention for every command: ε lists are ``--epsilon 0.5,1,inf``; every ``--help`` shows
+defaults and units; a bad argument, a taken port or an unreadable file is one line on stderr
+and exit code 2 (no traceback). Only this layer parses flags: it builds the typed configs
+(:class:`~privfed.server.config.JobConfig`, :class:`~privfed.owner.main.OwnerConfig`) that
+``server/`` and ``owner/`` run.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import logging
 import math
+import os
+import re
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from privfed.common.errors import PrivfedError
 
+if TYPE_CHECKING:
+    from privfed.owner.main import OwnerConfig
+    from privfed.server.config import JobConfig
+
 TASK_CHOICES = ("ncc", "lr", "feddpdr", "bdt")
+DATASETS = "synthetic, digits, breast_cancer, mnist5k"
 
 
-def _epsilons(text: str) -> list[float]:
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows ``(default: X)`` after a flag's help, unless the flag is required, has no default
+    value (None, False, an empty list) or its help already says what the default means."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if action.required or default is None or default is False or default == [] or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with privfed's conventions: defaults in every ``--help``, one-line errors (exit 2),
+    and values such as ``-1:16`` (negative bounds) taken as values, not as unknown flags."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+        # argparse reads "-1:16" as an option because it starts with "-"; a leading negative
+        # number followed by ":" (a lo:hi range) is a value. Only "--flags" are options here.
+        self._negative_number_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?:")
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def epsilon_list(text: str) -> list[float]:
+    """``"0.5,1,inf"`` -> ``[0.5, 1.0, inf]``: the one way every command takes ε values
+    (comma-separated numbers > 0; ``inf`` or ``∞`` is the run without noise)."""
     try:
         values = [math.inf if v.strip() in ("inf", "∞") else float(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--epsilon takes numbers separated by commas (or inf), got {text!r}"
-        ) from None
+        raise argparse.ArgumentTypeError(f"epsilon takes numbers separated by commas (or inf), got {text!r}") from None
     if not values or any(not v > 0 for v in values):
-        raise argparse.ArgumentTypeError(f"every epsilon must be > 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"every epsilon must be a number > 0 (or inf), got {text!r}")
     return values
 
 
+def _one_epsilon(text: str) -> float:
+    values = epsilon_list(text)
+    if len(values) != 1:
+        raise argparse.ArgumentTypeError(
+            f"a coordinator runs one job: give one epsilon, got {text!r} (privfed simulate takes a list)"
+        )
+    return values[0]
+
+
 def _positive_float(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}") from None
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
     return value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
+    return value
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: privfed's version and, from a git checkout, its commit (looked up only when asked)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kwargs):
+        super().__init__(option_strings, dest=dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from privfed.server.report import version_info
+
+        info = version_info()
+        commit = f" (commit {info['commit']})" if info["commit"] else ""
+        print(f"privfed {info['privfed'] or 'unknown version'}{commit}")
+        parser.exit(0)
+
+
+def _add_tls(p: argparse.ArgumentParser) -> None:
+    tls = p.add_mutually_exclusive_group()
+    tls.add_argument("--certs", type=Path, help="directory written by `privfed certs` (mTLS, the default transport)")
+    tls.add_argument("--insecure", action="store_true", help="no TLS (byte-capture tests only)")
+
+
 def _add_learning(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", choices=TASK_CHOICES, default="ncc")
-    p.add_argument("--mechanism", choices=("pm", "duchi", "laplace"), default="pm")
+    p.add_argument("--task", choices=TASK_CHOICES, default="ncc", help="what the federation learns (README, Tasks)")
+    p.add_argument(
+        "--mechanism",
+        choices=("pm", "duchi", "laplace"),
+        default="pm",
+        help="LDP mechanism of the ncc, lr and bdt releases (feddpdr uses none)",
+    )
     p.add_argument(
         "--labels",
         choices=("clear", "rr"),
         default="rr",
-        help="ncc and bdt with --base ncc: labels by k-ary randomized response (default), or in the "
+        help="ncc and bdt with --base ncc: labels by k-ary randomized response, or in the "
         "clear (the paper's scheme; owners refuse it unless started with --allow-clear-labels)",
     )
     p.add_argument(
@@ -54,63 +145,94 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lam", type=_positive_float, default=0.01, help="feddpdr only: SVM regularisation")
     p.add_argument("--base", choices=("stump", "ncc", "lr"), default="stump", help="bdt only: base learner")
     p.add_argument("--rounds", type=int, default=10, help="bdt only: boosting rounds T")
-    p.add_argument("--group-size", type=int, default=None, help="bdt only: owners per round (default N // T)")
+    p.add_argument(
+        "--group-size", type=int, default=None, help="bdt only: owners per round (default: --owners // --rounds)"
+    )
     p.add_argument("--n-bins", type=int, default=4, help="bdt only: public thresholds per attribute + 1")
     p.add_argument(
         "--weight-bound",
         type=_positive_float,
         default=None,
-        help="bdt only: public bound on an owner's total SAMME "
-        "weight in a share (mean-1 weights; default: 2 x --rows-per-owner rounded up, else 2, the bound "
-        "for one row per owner)",
+        help="bdt only: public bound on an owner's total SAMME weight in a share (mean-1 weights; default: "
+        "2 x --rows-per-owner rounded up, else 2, the bound for one row per owner)",
     )
     p.add_argument(
         "--rows-per-owner",
         type=_positive_float,
         default=None,
-        help="bdt only: rows each owner holds, "
-        "when that is public configuration; sets the default --weight-bound (simulate computes it)",
+        help="bdt only: rows each owner holds, when that is public configuration; sets the default "
+        "--weight-bound (default: unknown; simulate computes it)",
     )
     p.add_argument(
         "--eval-fraction",
         type=float,
         default=None,
-        help="bdt only: share of epsilon for the noisy (err_sum, w_sum) evaluation releases (default 0.3)",
+        help="bdt only: share of epsilon for the noisy (err_sum, w_sum) evaluation releases (default: 0.3)",
     )
     p.add_argument(
         "--eval-row-bound",
         type=_positive_float,
         default=None,
-        help="bdt only: public bound b on one "
-        "row's SAMME weight in an evaluation release; noise Lap(2b/eps_e) whatever the owner's rows (default 1)",
+        help="bdt only: public bound b on one row's SAMME weight in an evaluation release; noise "
+        "Lap(2b/eps_e) whatever the owner's rows (default: 1)",
     )
     p.add_argument(
         "--max-owner-rows",
         type=int,
         default=None,
-        help="bdt only: public bound on the rows an owner "
-        "holds; sizes the ring's range only, never the noise (default 10^6)",
+        help="bdt only: public bound on the rows an owner holds; sizes the ring's range only, never the "
+        "noise (default: 10^6)",
     )
-    p.add_argument("--ring-timeout", type=_positive_float, default=None, help="bdt only: seconds per ring")
+    p.add_argument(
+        "--ring-timeout",
+        type=_positive_float,
+        default=None,
+        help="bdt only: seconds per ring secure sum (default: 30 s + 10 ms per member)",
+    )
 
 
-def _add_data(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dataset", default="synthetic", help="built-in: digits, breast_cancer, synthetic, mnist5k")
-    p.add_argument("--n-samples", type=int, default=None, help="rows of the synthetic data set")
+def _add_data(p: argparse.ArgumentParser, *, dataset_group: argparse._MutuallyExclusiveGroup | None = None) -> None:
+    (dataset_group or p).add_argument("--dataset", default="synthetic", help=f"built-in data set: {DATASETS}")
+    p.add_argument(
+        "--n-samples", type=int, default=None, help="rows of the synthetic data set (default: the data set's own)"
+    )
     p.add_argument("--seed", type=int, default=0, help="split/partition seed (and noise seed with --rng seeded)")
-    p.add_argument("--test-fraction", type=float, default=0.2)
+    p.add_argument("--test-fraction", type=float, default=0.2, help="share of the rows in the public test split")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="privfed", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true")
-    sub = parser.add_subparsers(dest="command", required=True)
+    """The whole ``privfed`` command line (cheap to build: nothing heavy is imported)."""
+    parser = _Parser(
+        prog="privfed",
+        description="Federated learning with local differential privacy: owners keep their rows and "
+        "release only noised, ledger-debited shares to an untrusted coordinator. "
+        "`privfed COMMAND --help` lists each command's options with their defaults.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action=_VersionAction, help="print privfed's version and git commit, then exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("simulate", help="coordinator + P owner node processes on loopback, once per epsilon")
-    p.add_argument("--owners", type=int, default=200, help="logical owners N")
-    p.add_argument("--processes", type=int, default=2, help="owner node processes P")
-    p.add_argument("--epsilon", type=_epsilons, default=_epsilons("0.5,1,2,4,8"), help="comma-separated list")
-    p.add_argument("--out", type=Path, default=Path("runs"))
+    p = sub.add_parser(
+        "simulate",
+        help="coordinator + P owner node processes on loopback, once per epsilon",
+        description="A whole federation on loopback (a coordinator and P owner node processes over gRPC with "
+        "mTLS), once per epsilon with fresh ledgers; writes OUT/<timestamp>/report.json and a plot.",
+    )
+    p.add_argument("--owners", type=_positive_int, default=200, help="logical owners N")
+    p.add_argument("--processes", type=_positive_int, default=2, help="owner node processes P")
+    p.add_argument(
+        "--epsilon",
+        type=epsilon_list,
+        default="0.5,1,2,4,8",
+        help="each owner's budget per run, comma-separated (inf: no noise)",
+    )
+    p.add_argument(
+        "--repeats",
+        type=_positive_int,
+        default=1,
+        help="federations per epsilon (seeds --seed, --seed+1, ...); the plot shows mean ± std",
+    )
+    p.add_argument("--out", type=Path, default=Path("runs"), help="directory that receives the run directory")
     p.add_argument("--insecure", action="store_true", help="no TLS (byte-capture tests only)")
     p.add_argument(
         "--rng",
@@ -118,62 +240,94 @@ def build_parser() -> argparse.ArgumentParser:
         default="seeded",
         help="owners' noise: seeded from --seed (reproducible simulation) or secure",
     )
-    p.add_argument("--node-timeout", type=float, default=15.0)
-    p.add_argument("--round-timeout", type=float, default=600.0)
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument(
+        "--node-timeout", type=_positive_float, default=15.0, help="seconds a silent node keeps its place in a round"
+    )
+    p.add_argument("--round-timeout", type=_positive_float, default=600.0, help="seconds a round may take")
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bars even on a terminal (without a terminal: one log line per round anyway)",
+    )
     _add_learning(p)
     _add_data(p)
     p.set_defaults(func=_simulate)
 
-    p = sub.add_parser("coordinator", help="run the coordinator for one job")
-    p.add_argument("--listen", default="0.0.0.0:50051")
-    p.add_argument("--certs", type=Path, help="directory written by `privfed certs`")
-    p.add_argument("--insecure", action="store_true")
-    p.add_argument("--owners", type=int, required=True, help="logical owners to wait for")
-    p.add_argument("--epsilon", type=float, required=True)
-    p.add_argument("--out", type=Path, default=Path("runs"))
-    p.add_argument("--register-timeout", type=float, default=300.0)
-    p.add_argument("--round-timeout", type=float, default=600.0)
-    p.add_argument("--node-timeout", type=float, default=15.0)
-    p.add_argument("--serve", action="store_true", help="keep serving Predict after training until SIGTERM")
+    p = sub.add_parser(
+        "coordinator",
+        help="run the coordinator for one job",
+        description="Serve owners over gRPC, wait for --owners logical owners, run one job, write "
+        "OUT/<timestamp>/report.json (also when the job fails, saying why).",
+    )
+    p.add_argument("--listen", default="0.0.0.0:50051", help="HOST:PORT to serve on")
+    _add_tls(p)
+    p.add_argument("--owners", type=_positive_int, required=True, help="logical owners to wait for")
     p.add_argument(
+        "--epsilon", type=_one_epsilon, required=True, help="each owner's budget for the job (inf: no noise)"
+    )
+    p.add_argument("--out", type=Path, default=Path("runs"), help="directory that receives the run directory")
+    p.add_argument(
+        "--register-timeout", type=_positive_float, default=300.0, help="seconds to wait for the owners to register"
+    )
+    p.add_argument("--round-timeout", type=_positive_float, default=600.0, help="seconds a round may take")
+    p.add_argument(
+        "--node-timeout", type=_positive_float, default=15.0, help="seconds a silent node keeps its place in a round"
+    )
+    serving = p.add_mutually_exclusive_group()
+    serving.add_argument(
+        "--serve",
+        action="store_true",
+        help="after training, release the owner nodes and keep serving Predict until SIGTERM",
+    )
+    serving.add_argument(
         "--load-model",
         type=Path,
-        help="serve this saved model.json (from a run directory) instead of training; implies --serve",
+        help="serve this saved model.json (from a run directory) instead of training, until SIGTERM",
     )
     _add_learning(p)
     _add_data(p)
     p.set_defaults(func=_coordinator)
 
-    p = sub.add_parser("owner", help="run an owner node hosting one or many logical owners")
-    p.add_argument("--coordinator", required=True, help="HOST:PORT")
+    p = sub.add_parser(
+        "owner",
+        help="run an owner node hosting one or many logical owners",
+        description="Serve a coordinator with this node's logical owners: the shards of a built-in data "
+        "set (--dataset) or the node's own rows (--data). Every release is debited in --ledger first.",
+    )
+    p.add_argument("--coordinator", required=True, help="HOST:PORT of the coordinator")
     p.add_argument("--name", required=True, help="node identity: the CN of its certificate (owner-<i>)")
-    p.add_argument("--certs", type=Path)
-    p.add_argument("--insecure", action="store_true")
-    p.add_argument("--data", help="this owner's own rows (CSV: features then label; or NPZ with X, y)")
-    p.add_argument("--bounds", help="public bounds for --data: lo:hi or a JSON file {lo: [...], hi: [...]}")
+    _add_tls(p)
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--data", help="this owner's own rows (CSV: features then label; or NPZ with X, y)")
+    p.add_argument(
+        "--bounds", help="public bounds for --data: lo:hi (e.g. -1:16) or a JSON file {lo: [...], hi: [...]}"
+    )
     p.add_argument(
         "--classes",
         type=int,
         default=2,
-        help="with --data: the public number of classes K (default 2); labels must be 0..K-1, a row "
-        "with another label is rejected when the file is loaded",
+        help="with --data: the public number of classes K; labels must be 0..K-1, a row with another "
+        "label is rejected when the file is loaded",
     )
     p.add_argument(
         "--allow-clear-labels",
         action="store_true",
         help="answer tasks that ask for labels in the clear (NCC, boosting with the ncc base); each such "
-        "release is recorded in the ledger as non-private. Off by default: they are refused",
+        "release is recorded in the ledger as non-private. Off: they are refused",
     )
-    p.add_argument("--n-owners", type=int, default=1, help="logical owners in the whole federation partition")
-    p.add_argument("--shards", default="1", help="logical owners hosted here: A:B, or a count K")
+    p.add_argument("--n-owners", type=_positive_int, default=1, help="logical owners in the whole federation partition")
+    p.add_argument("--shards", default="1", help="logical owners hosted here: A:B (owners A..B-1), or a count K")
     p.add_argument("--ledger", type=Path, required=True, help="SQLite privacy ledger of this node")
-    p.add_argument("--epsilon-budget", type=float, required=True)
-    p.add_argument("--delta-budget", type=float, default=0.0, help="needed by (ε, δ) releases such as DP-PCA")
-    p.add_argument("--rng", choices=("seeded", "secure"), default="secure")
-    p.add_argument("--connect-timeout", type=float, default=120.0)
+    p.add_argument(
+        "--epsilon-budget", type=float, required=True, help="each hosted owner's total epsilon (inf: unlimited)"
+    )
+    p.add_argument("--delta-budget", type=float, default=0.0, help="each hosted owner's total delta (DP-PCA needs > 0)")
+    p.add_argument("--rng", choices=("seeded", "secure"), default="secure", help="noise stream (seeded: tests only)")
+    p.add_argument(
+        "--connect-timeout", type=_positive_float, default=120.0, help="seconds to keep trying to reach the coordinator"
+    )
     p.add_argument("--target-name", help="TLS name to expect from the coordinator when dialing an address")
-    _add_data(p)
+    _add_data(p, dataset_group=source)
     p.set_defaults(func=_owner)
 
     p = sub.add_parser(
@@ -187,8 +341,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_query)
 
     p = sub.add_parser("certs", help="make a federation CA and mTLS certificates")
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--owners", type=int, required=True, help="owner node certificates owner-0..owner-<N-1>")
+    p.add_argument("--out", type=Path, required=True, help="directory for the CA and one directory per party")
+    p.add_argument("--owners", type=_positive_int, required=True, help="owner node certificates owner-0..owner-<N-1>")
     p.add_argument("--san", action="append", default=[], help="extra coordinator name or IP (repeatable)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument(
@@ -203,10 +357,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_certs)
 
-    p = sub.add_parser("experiment", help="run a named experiment (JSON + PNG)")
+    p = sub.add_parser("ledger", help="inspect an owner node's privacy ledger (read-only)")
+    what = p.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
+    show = what.add_parser(
+        "show",
+        help="spent and remaining epsilon/delta per owner, and the releases",
+        description="Read a ledger file without changing it: each owner's budget, spent and remaining "
+        "(epsilon, delta), and its releases in debit order.",
+    )
+    show.add_argument("--ledger", type=Path, required=True, help="the SQLite ledger file of an owner node")
+    show.add_argument("--owner", action="append", help="only this owner id (repeatable; default: every owner)")
+    show.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    show.set_defaults(func=_ledger_show)
+
     from privfed.deploy.experiments import EXPERIMENTS
 
-    p.add_argument("experiment", choices=sorted(EXPERIMENTS))
+    p = sub.add_parser(
+        "experiment",
+        help="run a named experiment (JSON + PNG); privfed experiment NAME --help for its options",
+        description="Run a named experiment; each writes report.json and PNGs. "
+        "`privfed experiment NAME --help` lists NAME's own options.",
+    )
+    p.add_argument("experiment", metavar="NAME", choices=sorted(EXPERIMENTS), help=", ".join(sorted(EXPERIMENTS)))
+    p.add_argument("options", nargs=argparse.REMAINDER, help="the experiment's own options")
     p.set_defaults(func=_experiment)
     return parser
 
@@ -223,7 +396,7 @@ def _tls(args, name: str):
     return TlsFiles.in_dir(args.certs, name)
 
 
-def job_config(args: argparse.Namespace, **overrides):
+def job_config(args: argparse.Namespace, **overrides) -> JobConfig:
     """The :class:`~privfed.server.config.JobConfig` of a parsed command line: every field whose
     flag the command has and was given (or has a default), then ``overrides``; the rest keep the
     JobConfig defaults. Validation (ConfigError naming the flag) happens in JobConfig."""
@@ -237,12 +410,21 @@ def job_config(args: argparse.Namespace, **overrides):
     return JobConfig(**(values | overrides))
 
 
+def owner_config(args: argparse.Namespace) -> OwnerConfig:
+    """The :class:`~privfed.owner.main.OwnerConfig` of a parsed ``privfed owner`` command line."""
+    from dataclasses import fields
+
+    from privfed.owner.main import OwnerConfig
+
+    return OwnerConfig(**{f.name: getattr(args, f.name) for f in fields(OwnerConfig)})
+
+
 def _simulate(args) -> int:
     from privfed.deploy.simulate import simulate
 
-    if args.processes < 1 or args.owners < args.processes:
-        raise PrivfedError(f"need 1 <= --processes <= --owners, got {args.processes} and {args.owners}")
-    if not args.verbose:  # the progress bars and one line per epsilon say enough
+    if args.owners < args.processes:
+        raise PrivfedError(f"need --processes <= --owners, got {args.processes} and {args.owners}")
+    if not args.verbose:  # the progress bars (or one line per round) and one line per epsilon say enough
         logging.getLogger("privfed").setLevel(logging.WARNING)
     simulate(args)
     return 0
@@ -257,7 +439,7 @@ def _coordinator(args) -> int:
 def _owner(args) -> int:
     from privfed.owner.main import run_owner
 
-    return run_owner(args, _tls(args, args.name))
+    return run_owner(owner_config(args), _tls(args, args.name))
 
 
 def _query(args) -> int:
@@ -280,13 +462,74 @@ def _certs(args) -> int:
     return 0
 
 
+def _fmt(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:.6g}"
+
+
+def _ledger_show(args) -> int:
+    from privfed.common.ledger import read_accounts
+
+    accounts = read_accounts(args.ledger)
+    if args.owner:
+        missing = sorted(set(args.owner) - {a.owner_id for a in accounts})
+        if missing:
+            raise PrivfedError(f"ledger {args.ledger}: no release recorded for owner(s) {', '.join(missing)}")
+        accounts = [a for a in accounts if a.owner_id in set(args.owner)]
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "owner_id": a.owner_id,
+                        "budget": {"epsilon": _fmt(a.budget.epsilon), "delta": a.budget.delta},
+                        "spent": {"epsilon": _fmt(a.spent.epsilon), "delta": a.spent.delta},
+                        "remaining": {"epsilon": _fmt(a.remaining.epsilon), "delta": a.remaining.delta},
+                        "nonprivate_releases": a.nonprivate,
+                        "releases": [r | {"epsilon": _fmt(r["epsilon"])} for r in a.releases],
+                    }
+                    for a in accounts
+                ],
+                indent=2,
+            )
+        )
+        return 0
+    print(f"ledger {args.ledger}: {len(accounts)} owner(s) with releases")
+    header = ("owner", "eps budget", "eps spent", "eps left", "delta budget", "delta spent", "delta left", "releases")
+    rows = [
+        (
+            a.owner_id,
+            _fmt(a.budget.epsilon),
+            _fmt(a.spent.epsilon),
+            _fmt(a.remaining.epsilon),
+            _fmt(a.budget.delta),
+            _fmt(a.spent.delta),
+            _fmt(a.remaining.delta),
+            f"{len(a.releases)}" + (f" ({a.nonprivate} non-private)" if a.nonprivate else ""),
+        )
+        for a in accounts
+    ]
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for r in [header, *rows]:
+        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
+    if accounts:
+        print("\nreleases (debit order):")
+    for a in accounts:
+        for r in a.releases:
+            kind = "NON-PRIVATE" if r["nonprivate"] else f"eps={_fmt(r['epsilon'])} delta={_fmt(r['delta'])}"
+            print(f"  {a.owner_id}  {r['ts']}  {r['purpose']}  {kind}  release {r['release_id']}")
+    return 0
+
+
 def _experiment(args) -> int:
     from privfed.deploy.experiments import EXPERIMENTS
 
     module = importlib.import_module(EXPERIMENTS[args.experiment])
-    sub = argparse.ArgumentParser(prog=f"privfed experiment {args.experiment}")
+    sub = _Parser(
+        prog=f"privfed experiment {args.experiment}",
+        description=(module.__doc__ or "").strip().split("\n\n")[0] or None,
+    )
     module.add_arguments(sub)
-    sub_args = sub.parse_args(args.rest)
+    sub_args = sub.parse_args(args.options)
     sub_args.experiment = args.experiment
     path = module.run(sub_args)
     print(f"results: {path}")
@@ -294,26 +537,24 @@ def _experiment(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``privfed``: parse, run one command, map every expected failure to one line and exit 2."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     # Until a command installs its own graceful handler, SIGTERM means "stop, nothing started".
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    parser = build_parser()
-    args, rest = parser.parse_known_args(argv)
-    if args.command != "experiment" and rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    args.rest = rest
+    if not {"-v", "--verbose"} & set(argv):  # gRPC's C core logs e.g. a failed bind on its own lines
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )
+    command = args.command + (f" {args.ledger_command}" if args.command == "ledger" else "")
     try:
         return args.func(args)
-    except PrivfedError as exc:
-        print(f"privfed {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except FileNotFoundError as exc:
-        print(f"privfed {args.command}: error: {exc}", file=sys.stderr)
+    except (PrivfedError, OSError) as exc:  # OSError: an unreadable, missing or unwritable file or directory
+        print(f"privfed {command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"privfed {args.command}: interrupted", file=sys.stderr)
+        print(f"privfed {command}: interrupted", file=sys.stderr)
         return 130
 
 

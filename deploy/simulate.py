@@ -11,15 +11,18 @@ report names the release and counts the non-private entries the owners' ledgers 
 
 from __future__ import annotations
 
+import argparse
 import logging
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
-from privfed.common.datasets import federation_split
+from privfed.common.datasets import Dataset, federation_split
+from privfed.common.errors import JobAborted, PrivfedError
 from privfed.common.identity import owner_id
 from privfed.common.learners.reference import reference_accuracy
 from privfed.common.ledger import Ledger
@@ -30,10 +33,34 @@ from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
 from privfed.server.job import run_job
 from privfed.server.models import save_model
-from privfed.server.report import host_info, new_run_dir, nonprivate_releases, plot_lines, write_json
+from privfed.server.report import (
+    baselines,
+    host_info,
+    learner_label,
+    new_run_dir,
+    nonprivate_releases,
+    plot_lines,
+    refusal_summary,
+    version_info,
+    write_json,
+)
 from privfed.server.strategies import make_strategy
 
 log = logging.getLogger("privfed.simulate")
+
+#: How often the launcher checks that its owner node processes are still running (seconds).
+WATCH_INTERVAL = 0.1
+
+REFERENCE_LEARNERS = {
+    "ncc": "sklearn NearestCentroid",
+    "lr": "sklearn LogisticRegression",
+    "feddpdr": "PCA + Huber SVM without noise (one owner)",
+    "bdt": "sklearn AdaBoost (SAMME) with depth-1 trees, T rounds",
+}
+
+
+class NodeExited(PrivfedError):
+    """An owner node process exited while the job still needed it."""
 
 
 def node_ranges(n_owners: int, processes: int) -> list[range]:
@@ -42,7 +69,15 @@ def node_ranges(n_owners: int, processes: int) -> list[range]:
 
 
 def owner_command(
-    args, *, node: int, shards: range, port: int, certs: Path | None, ledger: Path, budget: float
+    args: argparse.Namespace,
+    *,
+    node: int,
+    shards: range,
+    port: int,
+    certs: Path | None,
+    ledger: Path,
+    budget: float,
+    seed: int,
 ) -> list[str]:
     cmd = [
         sys.executable,
@@ -60,7 +95,7 @@ def owner_command(
         "--shards",
         f"{shards.start}:{shards.stop}",
         "--seed",
-        str(args.seed),
+        str(seed),
         "--test-fraction",
         str(args.test_fraction),
         "--ledger",
@@ -82,6 +117,48 @@ def owner_command(
     return cmd
 
 
+def last_line(path: Path) -> str:
+    """The last non-empty line of a log file (a node's one-line error, or a traceback's last line)."""
+    try:
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+class NodeWatch:
+    """Stops a job within :data:`WATCH_INTERVAL` of an owner node process exiting.
+
+    The job needs every node it started: a node that exits (a bad configuration, more owners
+    than rows, a crash) aborts the dispatcher, so the job raises ``JobAborted`` at once instead of
+    waiting out the registration or round timeout; :meth:`error` then names the node and its
+    last log line. Call :meth:`stop` before telling the nodes the job is over.
+    """
+
+    def __init__(self, procs: list[subprocess.Popen], logs: list[Path], server: CoordinatorServer):
+        self._procs, self._logs, self._server = procs, logs, server
+        self._done = threading.Event()
+        self.exited: tuple[int, int] | None = None  # (node index, exit code)
+        self._thread = threading.Thread(target=self._watch, name="node-watch", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(WATCH_INTERVAL):
+            for i, p in enumerate(self._procs):
+                if p.poll() is not None:
+                    self.exited = (i, p.returncode)
+                    self._server.dispatcher.abort()
+                    return
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def error(self) -> NodeExited:
+        i, code = self.exited
+        return NodeExited(f"owner node {i} exited with code {code} during the job: {last_line(self._logs[i])}")
+
+
 def _spent(ledgers: list[Path], ranges: list[range], budget: float, args_delta: float) -> tuple[dict[str, float], int]:
     """ε spent per owner and the number of non-private entries, read from each node's own ledger after the run."""
     spent, nonprivate = {}, 0
@@ -93,40 +170,53 @@ def _spent(ledgers: list[Path], ranges: list[range], budget: float, args_delta: 
     return spent, nonprivate
 
 
-def run_point(args, config: JobConfig, run_dir: Path, certs: Path | None, test) -> dict:
-    """One federation at ``config.epsilon``; ``args`` only says how to start the owner processes."""
+def run_point(
+    args: argparse.Namespace, config: JobConfig, point_dir: Path, certs: Path | None, test: Dataset, show_progress: bool
+) -> dict:
+    """One federation at ``config.epsilon`` and ``config.seed``; ``args`` only says how to start
+    the owner processes. Raises :class:`NodeExited` if a node process exits during the job."""
     epsilon = config.epsilon
-    point_dir = run_dir / f"eps-{epsilon:g}"
-    point_dir.mkdir()
+    point_dir.mkdir(parents=True)
     server = CoordinatorServer(
         tls=None if certs is None else TlsFiles.in_dir(certs, "coordinator"), node_timeout=config.node_timeout
     )
     port = server.start("127.0.0.1:0")
     ranges = node_ranges(args.owners, args.processes)
     ledgers = [point_dir / f"ledger-node{i}.sqlite" for i in range(len(ranges))]
+    logs = [point_dir / f"node{i}.log" for i in range(len(ranges))]
     budget = epsilon
     procs = []
     try:
         for i, shards in enumerate(ranges):
-            logf = open(point_dir / f"node{i}.log", "w")
-            procs.append(
-                subprocess.Popen(
-                    owner_command(
-                        args, node=i, shards=shards, port=port, certs=certs, ledger=ledgers[i], budget=budget
-                    ),
-                    stdout=logf,
-                    stderr=subprocess.STDOUT,
+            with open(logs[i], "w") as logf:
+                cmd = owner_command(
+                    args,
+                    node=i,
+                    shards=shards,
+                    port=port,
+                    certs=certs,
+                    ledger=ledgers[i],
+                    budget=budget,
+                    seed=config.seed,
                 )
-            )
+                procs.append(subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT))
         strategy = make_strategy(config, n_classes=len(test.classes), bounds=test.bounds)
-        outcome = run_job(
-            server,
-            strategy,
-            expected_owners=config.owners,
-            show_progress=not args.no_progress,
-            label=f"eps={epsilon:g}: ",
-            round_timeout=config.round_timeout,
-        )
+        watch = NodeWatch(procs, logs, server)
+        try:
+            outcome = run_job(
+                server,
+                strategy,
+                expected_owners=config.owners,
+                show_progress=show_progress,
+                label=f"eps={epsilon:g}: ",
+                round_timeout=config.round_timeout,
+            )
+        except JobAborted:
+            if watch.exited is not None:
+                raise watch.error() from None
+            raise
+        finally:
+            watch.stop()
         accuracy = float(np.mean(outcome.model.predict(test.X) == test.y))
         server.models.put(f"{config.task}-eps{epsilon:g}", outcome.model)
         save_model(point_dir / "model.json", outcome.model)
@@ -140,17 +230,18 @@ def run_point(args, config: JobConfig, run_dir: Path, certs: Path | None, test) 
         for p in procs:
             if p.poll() is None:
                 p.kill()
+                p.wait()
         server.stop()
     spent, nonprivate = _spent(ledgers, ranges, budget, config.delta if config.task == "feddpdr" else 0.0)
-    boosting = getattr(strategy, "rounds", None)
     return {
-        "epsilon": epsilon,
+        "seed": config.seed,
         "accuracy": accuracy,
-        "boosting_rounds": boosting,
+        "boosting_rounds": getattr(strategy, "rounds", None),
         "dropped_from_ring": getattr(strategy, "dropped", None),
         "owners": outcome.n_owners,
         "answered": outcome.answered,
         "refused": outcome.refused,
+        "refusal_summary": refusal_summary(outcome.refused, outcome.n_owners),
         "lost_nodes": outcome.lost_nodes,
         "timings": outcome.timings,
         "nonprivate_releases": nonprivate_releases(config.task, config.labels, config.base, outcome.answered),
@@ -158,73 +249,130 @@ def run_point(args, config: JobConfig, run_dir: Path, certs: Path | None, test) 
         "epsilon_spent": {
             "max": max(spent.values(), default=0.0),
             "min": min(spent.values(), default=0.0),
-            "per_owner_file": f"eps-{epsilon:g}/epsilon_spent.json",
         },
         "node_exit_codes": [p.returncode for p in procs],
     } | {"_spent": spent}
 
 
-def simulate(args) -> Path:
+def simulate(args: argparse.Namespace) -> Path:
+    """Run ``args.repeats`` federations per ε of ``args.epsilon``; returns the run directory.
+
+    Repeat r uses seed ``args.seed + r`` for the split, the partition and (with ``--rng seeded``)
+    the owners' noise. A failure (a node exiting, every owner refusing, ...) still writes
+    ``report.json`` with ``status: failed`` and the reason, then raises it naming the report.
+    """
     t0 = time.perf_counter()
     run_dir = new_run_dir(args.out)
-    train, test = federation_split(
-        args.dataset, seed=args.seed, test_fraction=args.test_fraction, n_samples=args.n_samples
-    )
-    certs = None if args.insecure else make_certs(run_dir / "certs", owners=args.processes)
+    show_progress = not args.no_progress and sys.stderr.isatty()
+    if not show_progress:  # no bars on a pipe or a file: one log line per round instead
+        logging.getLogger("privfed.coordinator.rounds").setLevel(logging.INFO)
+    seeds = [args.seed + r for r in range(args.repeats)]
+    splits = {
+        s: federation_split(args.dataset, seed=s, test_fraction=args.test_fraction, n_samples=args.n_samples)
+        for s in seeds
+    }
+    train0, test0 = splits[args.seed]
     # The simulation plays every owner: their row count is public configuration here.
-    rows = args.rows_per_owner if args.rows_per_owner is not None else train.X.shape[0] / args.owners
+    rows = args.rows_per_owner if args.rows_per_owner is not None else train0.X.shape[0] / args.owners
     job = job_config(args, epsilon=args.epsilon[0], rows_per_owner=rows)  # validated before any process starts
-    reference = reference_accuracy(
-        job.task, train, test, C=job.c, k=job.k, lam=job.lam, boost={"n_rounds": job.n_rounds}
-    )
-    points = []
-    for eps in args.epsilon:
-        point = run_point(args, job.replace(epsilon=eps), run_dir, certs, test)
-        write_json(run_dir / point["epsilon_spent"]["per_owner_file"], point.pop("_spent"))
-        points.append(point)
-        print(
-            f"  eps={eps:<6g} accuracy={point['accuracy']:.4f}  (non-private reference {reference:.4f}, "
-            f"{point['answered']}/{point['owners']} owners released, rounds {point['timings']['rounds_s']:.2f} s)",
-            file=sys.stderr,
-        )
+    references = {
+        s: reference_accuracy(job.task, tr, te, C=job.c, k=job.k, lam=job.lam, boost={"n_rounds": job.n_rounds})
+        for s, (tr, te) in splits.items()
+    }
+    base = {s: baselines(te.y, len(te.classes)) for s, (_, te) in splits.items()}
+    reference = float(np.mean(list(references.values())))
+    chance = float(np.mean([b["chance"] for b in base.values()]))
+    majority = float(np.mean([b["majority_class"] for b in base.values()]))
+    points: list[dict] = []
     report = {
+        "status": "running",
         "config": {k: v for k, v in vars(args).items() if k not in ("func",)}
         | {
             k: v
             for k, v in job.to_report().items()
             if k in ("rows_per_owner", "share_weight_bound", "weight_bound_source")
         },
+        "version": version_info(),
+        "learner": learner_label(job),
         "labels_mode": args.labels if args.task == "ncc" else None,
         "transport": "grpc+insecure" if args.insecure else "grpc+mTLS",
-        "rng": {"kind": args.rng, "seed": args.seed},
+        "rng": {"kind": args.rng, "seed": args.seed, "repeats": args.repeats},
         "reference_accuracy": reference,
-        "reference_learner": {
-            "ncc": "sklearn NearestCentroid",
-            "lr": "sklearn LogisticRegression",
-            "feddpdr": "PCA + Huber SVM without noise (one owner)",
-            "bdt": "sklearn AdaBoost (SAMME) with depth-1 trees, T rounds",
-        }[args.task],
-        "train_rows": int(train.X.shape[0]),
-        "test_rows": int(test.X.shape[0]),
+        "reference_learner": REFERENCE_LEARNERS[args.task],
+        "baselines": {"chance": chance, "majority_class": majority},
+        "train_rows": int(train0.X.shape[0]),
+        "test_rows": int(test0.X.shape[0]),
         "points": points,
         "host": host_info(),
-        "wall_time_s": time.perf_counter() - t0,
     }
+    certs = None if args.insecure else make_certs(run_dir / "certs", owners=args.processes)
+    try:
+        for eps in args.epsilon:
+            runs = []
+            for s in seeds:
+                point_dir = run_dir / f"eps-{eps:g}" / (f"seed-{s}" if args.repeats > 1 else "")
+                run = run_point(args, job.replace(epsilon=eps, seed=s), point_dir, certs, splits[s][1], show_progress)
+                spent_file = write_json(point_dir / "epsilon_spent.json", run.pop("_spent"))
+                run["epsilon_spent"]["per_owner_file"] = str(spent_file.relative_to(run_dir))
+                runs.append(run)
+            points.append(_point(eps, runs))
+            _print_point(points[-1], reference, chance, majority)
+    except PrivfedError as exc:
+        report |= {"status": "failed", "error": str(exc), "wall_time_s": time.perf_counter() - t0}
+        write_json(run_dir / "report.json", report)
+        raise type(exc)(f"{exc} (report: {run_dir / 'report.json'})") from exc
+    report |= {"status": "ok", "wall_time_s": time.perf_counter() - t0}
     write_json(run_dir / "report.json", report)
-    if len(points) > 0:
-        plot_lines(
-            run_dir / "accuracy_vs_epsilon.png",
-            [p["epsilon"] for p in points],
-            {
-                f"{args.task} ({args.mechanism}, labels={args.labels})"
-                if args.task == "ncc"
-                else f"{args.task} ({args.mechanism})": [p["accuracy"] for p in points],
-                "non-private reference": [reference] * len(points),
-            },
-            xlabel="epsilon",
-            ylabel="test accuracy",
-            logx=True,
-            title=f"{args.dataset}: {args.owners} owners, {args.processes} node processes",
-        )
+    _plot(run_dir / "accuracy_vs_epsilon.png", args, job, points, reference, chance, majority)
     print(f"report: {run_dir / 'report.json'}", file=sys.stderr)
     return run_dir
+
+
+def _point(epsilon: float, runs: list[dict]) -> dict:
+    """One ε: its runs' mean accuracy and standard deviation (ddof 1; 0 for a single run)."""
+    acc = np.array([r["accuracy"] for r in runs])
+    point = {
+        "epsilon": epsilon,
+        "accuracy": float(acc.mean()),
+        "accuracy_std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0,
+        "answered": min(r["answered"] for r in runs),
+        "owners": runs[0]["owners"],
+        "rounds_s": float(np.mean([r["timings"]["rounds_s"] for r in runs])),
+    }
+    if len(runs) == 1:
+        return point | {k: v for k, v in runs[0].items() if k not in point}
+    return point | {"runs": runs}
+
+
+def _print_point(point: dict, reference: float, chance: float, majority: float) -> None:
+    spread = f" ± {point['accuracy_std']:.4f}" if "runs" in point else ""
+    print(
+        f"  eps={point['epsilon']:<6g} accuracy={point['accuracy']:.4f}{spread}  (non-private reference "
+        f"{reference:.4f}, majority class {majority:.4f}, chance {chance:.4f}; {point['answered']}/"
+        f"{point['owners']} owners released, rounds {point['rounds_s']:.2f} s)",
+        file=sys.stderr,
+    )
+
+
+def _plot(
+    path: Path,
+    args: argparse.Namespace,
+    job: JobConfig,
+    points: list[dict],
+    reference: float,
+    chance: float,
+    majority: float,
+) -> None:
+    eps = [p["epsilon"] for p in points]
+    label = learner_label(job)
+    plot_lines(
+        path,
+        eps,
+        {label: [p["accuracy"] for p in points], "non-private reference": [reference] * len(points)},
+        errors={label: [p["accuracy_std"] for p in points]} if args.repeats > 1 else None,
+        hlines={"majority class": majority, "chance": chance},
+        xlabel="epsilon",
+        ylabel="test accuracy" + (f" (mean ± std of {args.repeats} runs)" if args.repeats > 1 else ""),
+        logx=True,
+        title=f"{args.dataset}: {args.owners} owners, {args.processes} node processes",
+    )

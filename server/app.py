@@ -9,6 +9,7 @@ from concurrent import futures
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from privfed.common.errors import ConfigError
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto.transport import (
     SHUTDOWN_GRACE,
@@ -45,7 +46,9 @@ class CoordinatorServer:
         self._tls = tls
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers),
-            options=server_options(),
+            # No SO_REUSEPORT (gRPC's default on Linux): a second coordinator on a taken port must
+            # fail to bind, not silently share the port and take half the owners' calls.
+            options=[*server_options(), ("grpc.so_reuseport", 0)],
             interceptors=(RejectUndecodable(), *interceptors),
         )
         pb_grpc.add_CoordinatorServicer_to_server(
@@ -56,13 +59,21 @@ class CoordinatorServer:
         self.port: int | None = None
 
     def start(self, address: str = "127.0.0.1:0") -> int:
-        if self._tls is None:
-            log.warning("coordinator listening WITHOUT TLS on %s (--insecure: byte-capture tests only)", address)
-            self.port = self._server.add_insecure_port(address)
-        else:
-            self.port = self._server.add_secure_port(address, server_credentials(self._tls))
+        """Bind ``address`` and serve; returns the port. A taken or unavailable address raises
+        :class:`ConfigError` naming it."""
+        try:
+            if self._tls is None:
+                log.warning("coordinator listening WITHOUT TLS on %s (--insecure: byte-capture tests only)", address)
+                self.port = self._server.add_insecure_port(address)
+            else:
+                self.port = self._server.add_secure_port(address, server_credentials(self._tls))
+        except RuntimeError:  # grpc's "Failed to bind"
+            self.port = 0
         if not self.port:
-            raise OSError(f"could not bind {address}")
+            raise ConfigError(
+                f"--listen {address}: cannot listen there (port in use by another process, or not an address of "
+                "this host); stop the other process or choose another port"
+            )
         self._server.start()
         for name in ("", SERVICE_NAME):
             self._health.set(name, health_pb2.HealthCheckResponse.SERVING)

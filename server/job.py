@@ -25,9 +25,12 @@ from privfed.common.secagg.ring import ring_peers
 from privfed.common.secagg.session import Phase, RingSession
 from privfed.server.app import CoordinatorServer
 from privfed.server.dispatcher import Dispatcher
+from privfed.server.report import refusal_summary
 from privfed.server.strategies.base import RingSum, Strategy, new_tasks, refusal_codes, refusals
 
 log = logging.getLogger("privfed.coordinator")
+#: One line per round (``privfed simulate`` shows it instead of progress bars when stderr is no terminal).
+round_log = logging.getLogger("privfed.coordinator.rounds")
 
 
 @dataclass
@@ -221,6 +224,9 @@ def run_job(
             )
         lost_nodes.update(outcome.lost_nodes)
         results = list(outcome.results.values())
+        round_log.info(
+            "%sround %s: %d of %d task(s) answered", label, tasks[0].round_id if tasks else "", len(results), len(tasks)
+        )
         round_refused = refusals(results)
         refused.update(round_refused)
         by_task = {t.task_id: t for t in tasks}
@@ -236,7 +242,13 @@ def run_job(
                 answered.add(r.owner_id)
         return results
 
-    model = strategy.run(owner_ids, GrpcTransport(execute, server.dispatcher))
+    try:
+        model = strategy.run(owner_ids, GrpcTransport(execute, server.dispatcher))
+    except RoundFailed as exc:  # say why owners did not answer: their refusals, the nodes lost
+        why = [str(exc), refusal_summary(refused, len(owner_ids))]
+        if lost_nodes:
+            why.append(f"nodes lost: {', '.join(sorted(lost_nodes))}")
+        raise RoundFailed("; ".join(w for w in why if w)) from exc
     t2 = time.perf_counter()
     return JobOutcome(
         model=model,

@@ -10,13 +10,21 @@ import time
 import numpy as np
 
 from privfed.common.datasets import federation_split
-from privfed.common.errors import ConfigError, JobAborted
+from privfed.common.errors import ConfigError, JobAborted, RoundFailed
 from privfed.proto.transport import PULL_WAIT
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
 from privfed.server.job import run_job
 from privfed.server.models import load_model, save_model
-from privfed.server.report import host_info, new_run_dir, nonprivate_releases, write_json
+from privfed.server.report import (
+    baselines,
+    host_info,
+    new_run_dir,
+    nonprivate_releases,
+    refusal_summary,
+    version_info,
+    write_json,
+)
 from privfed.server.strategies import make_strategy
 
 log = logging.getLogger("privfed.coordinator")
@@ -38,7 +46,13 @@ def coordinator_strategy(config: JobConfig):
 
 
 def run_coordinator(config: JobConfig, tls) -> int:
-    """Serve, wait for ``config.owners`` owners, run the job, write the report (or serve a saved model)."""
+    """Serve, wait for ``config.owners`` owners, run the job, write the report (or serve a saved model).
+
+    A job that fails (too few owners, every owner refused, ...) still writes ``report.json`` with
+    ``status: failed`` and the reason, then raises :class:`RoundFailed` naming the report. When
+    training ends, well or not, the owner nodes are told the job is over at their next poll and
+    exit 0; with ``serve`` the coordinator then keeps serving Predict until SIGTERM.
+    """
     if config.owners is None and config.load_model is None:
         raise ConfigError(
             "--owners is required to train (the number of logical owners to wait for); "
@@ -63,17 +77,32 @@ def run_coordinator(config: JobConfig, tls) -> int:
         server.stop()
         return 0
     server.start(config.listen)
+    report = {
+        "status": "running",
+        "config": config.to_report(),
+        "transport": "grpc+insecure" if tls is None else "grpc+mTLS",
+        "version": version_info(),
+        "baselines": baselines(test.y, len(test.classes)),
+        "host": host_info(),
+    }
     try:
         if stop.is_set():
             return 0
-        outcome = run_job(
-            server,
-            strategy,
-            expected_owners=config.owners,
-            register_timeout=config.register_timeout,
-            round_timeout=config.round_timeout,
-            show_progress=False,
-        )
+        try:
+            outcome = run_job(
+                server,
+                strategy,
+                expected_owners=config.owners,
+                register_timeout=config.register_timeout,
+                round_timeout=config.round_timeout,
+                show_progress=False,
+            )
+        except RoundFailed as exc:
+            run_dir = new_run_dir(config.out)
+            write_json(run_dir / "report.json", report | {"status": "failed", "error": str(exc)})
+            _release_owners(server)
+            raise RoundFailed(f"{exc} (report: {run_dir / 'report.json'})") from exc
+        _release_owners(server)  # training is over: owners need not stay up, even with --serve
         accuracy = float(np.mean(outcome.model.predict(test.X) == test.y))
         model_id = f"{config.task}-eps{config.epsilon:g}"
         server.models.put(model_id, outcome.model)
@@ -81,32 +110,43 @@ def run_coordinator(config: JobConfig, tls) -> int:
         save_model(run_dir / "model.json", outcome.model)
         write_json(
             run_dir / "report.json",
-            {
-                "config": config.to_report(),
-                "transport": "grpc+insecure" if tls is None else "grpc+mTLS",
+            report
+            | {
+                "status": "ok",
                 "model_id": model_id,
                 "accuracy": accuracy,
                 "owners": outcome.n_owners,
                 "answered": outcome.answered,
                 "refused": outcome.refused,
+                "refusal_summary": refusal_summary(outcome.refused, outcome.n_owners),
                 "lost_nodes": outcome.lost_nodes,
                 "nonprivate_releases": nonprivate_releases(config.task, config.labels, config.base, outcome.answered),
                 "epsilon_by_owner": outcome.epsilon_by_owner,
                 "timings": outcome.timings,
-                "host": host_info(),
             },
         )
         log.info("job done: accuracy %.4f, report %s", accuracy, run_dir / "report.json")
-        print(f"accuracy={accuracy:.4f} report={run_dir / 'report.json'}", flush=True)
+        chance, majority = report["baselines"]["chance"], report["baselines"]["majority_class"]
+        print(
+            f"accuracy={accuracy:.4f} (chance {chance:.4f}, majority class {majority:.4f}) "
+            f"report={run_dir / 'report.json'}",
+            flush=True,
+        )
         if config.serve:
             log.info("serving model %s until SIGTERM", model_id)
             stop.wait()
-        server.dispatcher.shutdown()
-        stop.wait(2.0)  # let nodes see the shutdown flag at their next poll
         return 0
     except JobAborted as exc:
         log.warning("SIGTERM: %s; nodes told to exit, nothing more is released", exc)
+        write_json(new_run_dir(config.out) / "report.json", report | {"status": "aborted", "error": f"SIGTERM: {exc}"})
         time.sleep(PULL_WAIT + 0.5)  # let nodes see the shutdown flag at their next poll
         return 0
     finally:
         server.stop()
+
+
+def _release_owners(server: CoordinatorServer) -> None:
+    """Tell every node the job is over (PullTasks answers ``shutdown``) and give the nodes one
+    long poll to hear it, so they exit 0 instead of finding the coordinator gone."""
+    server.dispatcher.shutdown()
+    time.sleep(PULL_WAIT + 0.5)

@@ -1,15 +1,26 @@
-"""Run reports: a timestamped directory holding ``report.json`` and PNG plots."""
+"""Run reports: a timestamped directory holding ``report.json`` and PNG plots, and the few
+summaries every report carries so a reader can judge a result at a glance: the baselines an
+accuracy must beat, why owners refused, and which privfed version produced it."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import platform
 import socket
+import subprocess
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from privfed.server.config import JobConfig
 
 
 def new_run_dir(out: str | Path) -> Path:
@@ -60,8 +71,84 @@ def nonprivate_releases(task: str, labels: str | None, base: str | None, answere
     ]
 
 
+def refusal_summary(refused: Mapping[str, str], n_owners: int) -> str:
+    """One line saying how many owners refused and why, e.g. ``"5/5 owners refused: budget_exceeded
+    (the owner's privacy budget does not cover this release; nothing was released)"``.
+
+    ``refused`` maps owner id to ``"code: text"`` (:func:`privfed.server.strategies.refusals`).
+    Codes are listed most frequent first, each with its count when owners refused for several
+    reasons, and with its most frequent text: the fixed text of the code plus a detail built
+    only from the task and public configuration (``common.messages.REFUSAL_TEXTS``), so the
+    line may be shown to anyone who sees the report. Empty when nobody refused.
+    """
+    if not refused:
+        return ""
+    by_code: dict[str, Counter] = {}
+    for message in refused.values():
+        code, _, text = message.partition(": ")
+        by_code.setdefault(code, Counter())[text] += 1
+    ranked = sorted(by_code.items(), key=lambda item: (-item[1].total(), item[0]))
+    parts = [f"{texts.total()} {code} ({texts.most_common(1)[0][0]})" for code, texts in ranked]
+    if len(ranked) == 1:  # one reason: the count is the one in front
+        parts = [parts[0].split(" ", 1)[1]]
+    return f"{len(refused)}/{n_owners} owners refused: " + "; ".join(parts)
+
+
+def learner_label(config: JobConfig) -> str:
+    """What a job trained, as a plot legend says it: the task and only the parameters it uses
+    (FedDPDR-DPML uses no LDP mechanism: its noise is the analytic Gaussian and objective
+    perturbation of seed 004)."""
+    if config.task == "ncc":
+        return f"ncc ({config.mechanism}, labels {config.labels})"
+    if config.task == "lr":
+        return f"lr ({config.mechanism})"
+    if config.task == "bdt":
+        return f"bdt ({config.base}, {config.mechanism}, T={config.n_rounds})"
+    return f"feddpdr (k={config.k}, analytic Gaussian + objective perturbation)"
+
+
+def baselines(y_test: np.ndarray, n_classes: int) -> dict[str, float]:
+    """The accuracies a classifier must beat to have learned anything, on the public test split.
+
+    ``chance``: 1/K, a uniform random guess over the K public classes. ``majority_class``: the
+    accuracy of always answering the test split's most frequent class (the best constant
+    predictor there; a boosted stump that collapsed to one class scores exactly this).
+    """
+    y = np.asarray(y_test)
+    if y.size == 0:
+        return {"chance": 1.0 / n_classes, "majority_class": math.nan}
+    return {"chance": 1.0 / n_classes, "majority_class": float(np.bincount(y).max() / y.size)}
+
+
+@functools.cache
+def version_info() -> dict[str, str | None]:
+    """privfed's installed version, and the git commit of the source tree when it is a checkout
+    (``git describe --always --dirty``: a ``-dirty`` suffix marks uncommitted changes), else None."""
+    try:
+        version = metadata.version("privfed")
+    except metadata.PackageNotFoundError:
+        version = None
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--abbrev=12"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+        commit = out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {"privfed": version, "commit": commit}
+
+
 def host_info() -> dict:
-    return {"host": socket.gethostname(), "python": platform.python_version(), "machine": platform.machine()}
+    """Where and with what a result was produced: host, Python, machine, privfed version and commit."""
+    return {
+        "host": socket.gethostname(),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+    } | {"privfed_version": version_info()["privfed"], "git_commit": version_info()["commit"]}
 
 
 def write_json(path: str | Path, obj) -> Path:
@@ -71,9 +158,23 @@ def write_json(path: str | Path, obj) -> Path:
     return path
 
 
+def log_axis(x: Iterable[float]) -> tuple[list[float], dict[float, str]]:
+    """Positions on a log x axis and their tick labels. ``inf`` (ε = ∞, the run without noise)
+    cannot sit on a log axis: it is drawn at 4 × the largest finite x (or 1 if there is none), a
+    clear step right of the rest, and labelled ∞."""
+    xs = [float(v) for v in x]
+    finite = [v for v in xs if math.isfinite(v)]
+    inf_at = max(finite) * 4.0 if finite else 1.0
+    positions = [inf_at if v == math.inf else v for v in xs]
+    labels = {v: f"{v:g}" for v in sorted(set(finite))}
+    if len(finite) < len(xs):
+        labels[inf_at] = "∞"
+    return positions, labels
+
+
 def plot_lines(
     path: str | Path,
-    x,
+    x: Iterable,
     series: dict,
     *,
     xlabel: str,
@@ -81,21 +182,29 @@ def plot_lines(
     title: str,
     logx: bool = False,
     errors: dict | None = None,
+    hlines: Mapping[str, float] | None = None,
 ) -> Path:
-    """Save a line plot of ``series`` (name -> y values over ``x``) as a PNG."""
+    """Save a line plot of ``series`` (name -> y values over ``x``) as a PNG.
+
+    ``errors`` (name -> error bar half-widths) draws error bars; ``hlines`` (name -> y) draws
+    dashed horizontal reference lines such as the chance and majority-class baselines. With
+    ``logx``, an x of ``inf`` is drawn and labelled ∞ (:func:`log_axis`).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    xs, ticks = log_axis(x) if logx else (list(x), None)
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, ys in series.items():
         err = (errors or {}).get(name)
-        ax.errorbar(x, ys, yerr=err, marker="o", capsize=3 if err is not None else 0, label=name)
-    if logx:
+        ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3 if err is not None else 0, label=name)
+    for (name, y), style in zip((hlines or {}).items(), ("--", ":", "-.")):
+        ax.axhline(y, linestyle=style, color="grey", linewidth=1, label=name)
+    if ticks is not None:
         ax.set_xscale("log")
-        finite = [v for v in x if math.isfinite(v)]
-        ax.set_xticks(finite, [f"{v:g}" for v in finite])
+        ax.set_xticks(list(ticks), list(ticks.values()))
         ax.minorticks_off()
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)

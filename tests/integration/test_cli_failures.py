@@ -1,0 +1,185 @@
+"""Failures reach the person running the job (issue 11, item 2), over real processes: a node that
+exits stops ``privfed simulate`` at once with its error; owners' refusals reach the coordinator's
+message and report; a failed job still writes its report; a taken port or an unreadable file is
+one line and exit 2; a serving coordinator releases its owners when training ends."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from privfed.common.errors import ConfigError
+from privfed.server.app import CoordinatorServer
+
+PRIVFED = [sys.executable, "-m", "privfed.deploy.cli"]
+DATA = ["--dataset", "synthetic", "--n-samples", "200", "--seed", "1"]
+
+
+def _privfed(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([*PRIVFED, *argv], capture_output=True, text=True, timeout=timeout)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _one_error_line(proc: subprocess.CompletedProcess, command: str) -> str:
+    """The one error line on stderr (log lines, which start with their timestamp, aside)."""
+    lines = [line for line in proc.stderr.strip().splitlines() if not re.match(r"\d{4}-\d\d-\d\d ", line)]
+    assert proc.returncode == 2, proc.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"privfed {command}: error: "), proc.stderr
+    return lines[0]
+
+
+def _report(out: Path) -> dict:
+    (path,) = out.glob("*/report.json")
+    return json.loads(path.read_text())
+
+
+@pytest.mark.slow
+def test_a_node_that_exits_stops_simulate_with_its_error_and_a_report(tmp_path):
+    # 160 training rows for 300 owners: every owner node refuses to start
+    t0 = time.monotonic()
+    proc = _privfed("simulate", "--owners", "300", "--processes", "2", "--epsilon", "1", "--out", str(tmp_path), *DATA)
+    elapsed = time.monotonic() - t0
+    line = _one_error_line(proc, "simulate")
+    assert "owner node" in line and "exited with code 2" in line
+    assert "n_owners=300 exceeds the 160 rows" in line  # the node's own last line
+    assert elapsed < 60, f"simulate waited {elapsed:.0f} s for owners that had exited (registration allows 120 s)"
+    report = _report(tmp_path)
+    assert report["status"] == "failed" and "exceeds the 160 rows" in report["error"]
+    assert report["version"]["privfed"] and "baselines" in report
+
+
+def test_a_taken_port_is_one_line_exit_2():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        proc = _privfed("coordinator", "--owners", "1", "--epsilon", "1", "--insecure", "--listen", f"127.0.0.1:{port}")
+    line = _one_error_line(proc, "coordinator")
+    assert f"--listen 127.0.0.1:{port}" in line and "in use" in line
+
+
+def test_a_second_coordinator_cannot_share_a_port():
+    first = CoordinatorServer(tls=None)
+    port = first.start("127.0.0.1:0")
+    try:
+        with pytest.raises(ConfigError, match="--listen"):
+            CoordinatorServer(tls=None).start(f"127.0.0.1:{port}")
+    finally:
+        first.stop(0)
+
+
+@pytest.mark.parametrize("what", ["missing data file", "data is a directory", "ledger directory missing"])
+def test_an_unreadable_file_is_one_line_exit_2(tmp_path, what):
+    data = {"missing data file": tmp_path / "nope.csv", "data is a directory": tmp_path}.get(what)
+    ledger = tmp_path / ("no-such-dir/l.sqlite" if what == "ledger directory missing" else "l.sqlite")
+    source = ["--data", str(data), "--bounds", "-1:16"] if data is not None else DATA
+    proc = _privfed(
+        "owner", "--coordinator", "127.0.0.1:1", "--name", "owner-0", "--insecure",
+        "--ledger", str(ledger), "--epsilon-budget", "1", *source,
+    )  # fmt: skip
+    line = _one_error_line(proc, "owner")
+    assert str(data if data is not None else ledger) in line
+
+
+def _coordinator(port: int, out: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*PRIVFED, "coordinator", "--owners", "5", "--epsilon", "1", "--insecure", "--listen", f"127.0.0.1:{port}",
+         "--out", str(out), "--register-timeout", "90", *DATA, *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def _owner(port: int, ledger: Path, log: Path) -> subprocess.Popen:
+    with open(log, "w") as f:
+        return subprocess.Popen(
+            [*PRIVFED, "owner", "--coordinator", f"127.0.0.1:{port}", "--name", "owner-0", "--insecure",
+             "--n-owners", "5", "--shards", "0:5", "--ledger", str(ledger), "--epsilon-budget", "1",
+             "--rng", "seeded", "--connect-timeout", "60", *DATA],
+            stdout=f, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A ``coordinator --serve`` job over one owner node hosting 5 owners, each spending its whole ε."""
+    tmp = tmp_path_factory.mktemp("serve")
+    port = _free_port()
+    coordinator = _coordinator(port, tmp / "runs", "--serve")
+    owner = _owner(port, tmp / "ledger.sqlite", tmp / "owner.log")
+    try:
+        owner_code = owner.wait(timeout=120)
+        still_serving = coordinator.poll() is None
+    finally:
+        coordinator.terminate()
+        out, err = coordinator.communicate(timeout=30)
+        if owner.poll() is None:
+            owner.kill()
+    return {"tmp": tmp, "owner_code": owner_code, "still_serving": still_serving, "out": out, "err": err,
+            "code": coordinator.returncode}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_serving_coordinator_releases_its_owners_when_training_ends(served):
+    assert served["owner_code"] == 0 and served["still_serving"], served["err"]
+    assert "coordinator ended the job" in (served["tmp"] / "owner.log").read_text()
+    assert served["code"] == 0
+    assert "chance 0.5000" in served["out"] and "majority class" in served["out"]
+    report = _report(served["tmp"] / "runs")
+    assert report["status"] == "ok" and report["refusal_summary"] == ""
+    assert report["baselines"]["chance"] == 0.5 and report["version"]["privfed"]
+
+
+@pytest.mark.slow
+def test_a_spent_ledger_reaches_the_coordinator_as_refusals_and_a_failed_report(served):
+    tmp = served["tmp"]
+    port = _free_port()
+    coordinator = _coordinator(port, tmp / "runs2")
+    owner = _owner(port, tmp / "ledger.sqlite", tmp / "owner2.log")
+    try:
+        out, err = coordinator.communicate(timeout=120)
+        owner_code = owner.wait(timeout=30)
+    finally:
+        for p in (coordinator, owner):
+            if p.poll() is None:
+                p.kill()
+    lines = err.strip().splitlines()
+    assert coordinator.returncode == 2, err
+    assert lines[-1].startswith("privfed coordinator: error: no owner released a share")
+    assert "5/5 owners refused: budget_exceeded" in lines[-1] and "report:" in lines[-1]
+    assert "Traceback" not in err
+    report = _report(tmp / "runs2")
+    assert report["status"] == "failed" and "5/5 owners refused: budget_exceeded" in report["error"]
+    assert owner_code == 0  # told the job is over, not left to find the coordinator gone
+
+
+def test_a_coordinator_stopped_while_waiting_writes_an_aborted_report(tmp_path):
+    port = _free_port()
+    coordinator = _coordinator(port, tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # serving: the port is taken
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        coordinator.send_signal(signal.SIGTERM)
+        coordinator.communicate(timeout=30)
+    finally:
+        if coordinator.poll() is None:
+            coordinator.kill()
+    assert coordinator.returncode == 0
+    report = _report(tmp_path)
+    assert report["status"] == "aborted" and report["error"].startswith("SIGTERM")

@@ -1,0 +1,95 @@
+"""``privfed ledger show``: spent and remaining (ε, δ) per owner and the releases, read without
+writing (issue 11, item 3)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+import pytest
+
+from privfed.common.errors import ConfigError
+from privfed.common.ledger import Debit, Ledger, read_accounts
+from privfed.deploy.cli import main
+
+
+@pytest.fixture
+def ledger_file(tmp_path):
+    path = tmp_path / "node.sqlite"
+    with Ledger(path, epsilon_budget=2.0, delta_budget=1e-5) as ledger:
+        ledger.debit_many(
+            [
+                Debit("n.o0", 0.5, 0.0, "ncc-features", "r1-a"),
+                Debit("n.o0", 0.25, 1e-6, "dp-pca", "r2-a"),
+                Debit("n.o0", 0.0, 0.0, "clear-labels", "r1-a#labels", nonprivate=True),
+                Debit("n.o1", 2.0, 0.0, "lr-model", "r1-b"),
+            ]
+        )
+    return path
+
+
+def _digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_accounts_match_what_the_ledger_itself_reports(ledger_file):
+    accounts = {a.owner_id: a for a in read_accounts(ledger_file)}
+    with Ledger(ledger_file, epsilon_budget=2.0, delta_budget=1e-5) as ledger:
+        for owner in ("n.o0", "n.o1"):
+            assert accounts[owner].spent == ledger.spent(owner)
+            assert accounts[owner].remaining == ledger.remaining(owner)
+            assert list(accounts[owner].releases) == ledger.history(owner)
+    assert accounts["n.o0"].spent.epsilon == pytest.approx(0.75)
+    assert accounts["n.o0"].remaining.epsilon == pytest.approx(1.25) and accounts["n.o0"].nonprivate == 1
+    assert accounts["n.o1"].remaining.epsilon == 0.0
+
+
+def test_reading_changes_nothing_in_the_file(ledger_file):
+    before = _digest(ledger_file)
+    read_accounts(ledger_file)
+    assert main(["ledger", "show", "--ledger", str(ledger_file)]) == 0
+    assert _digest(ledger_file) == before
+
+
+def test_an_infinite_budget_leaves_infinite_epsilon(tmp_path):
+    path = tmp_path / "inf.sqlite"
+    with Ledger(path, epsilon_budget=math.inf) as ledger:
+        ledger.debit_many([Debit("n.o0", 3.0, 0.0, "lr-model", "r1")])
+    (account,) = read_accounts(path)
+    assert account.remaining.epsilon == math.inf
+
+
+def test_the_table_shows_spent_remaining_and_every_release(ledger_file, capsys):
+    assert main(["ledger", "show", "--ledger", str(ledger_file)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("n.o0 "))
+    assert row.split()[1:7] == ["2", "0.75", "1.25", "1e-05", "1e-06", "9e-06"]
+    for release in ("r1-a", "r2-a", "r1-a#labels", "r1-b"):
+        assert f"release {release}" in out
+    assert "NON-PRIVATE" in out
+
+
+def test_json_output_for_one_owner(ledger_file, capsys):
+    assert main(["ledger", "show", "--ledger", str(ledger_file), "--owner", "n.o1", "--json"]) == 0
+    (owner,) = json.loads(capsys.readouterr().out)
+    assert owner["owner_id"] == "n.o1" and owner["remaining"]["epsilon"] == "0"
+    assert [r["purpose"] for r in owner["releases"]] == ["lr-model"]
+
+
+@pytest.mark.parametrize("make", ["missing", "not-sqlite", "empty-sqlite"])
+def test_a_file_that_is_not_a_ledger_is_one_line_exit_2(tmp_path, capsys, make):
+    path = tmp_path / "x.sqlite"
+    if make == "not-sqlite":
+        path.write_text("owner,epsilon\n")
+    elif make == "empty-sqlite":
+        import sqlite3
+
+        sqlite3.connect(path).close()
+    with pytest.raises(ConfigError):
+        read_accounts(path)
+    assert main(["ledger", "show", "--ledger", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("privfed ledger show: error: ledger ")
+    if make == "missing":
+        assert not path.exists()  # read-only: nothing was created

@@ -1,0 +1,78 @@
+"""What a report says at a glance (issue 11, items 2 and 4): why owners refused, the baselines
+an accuracy must beat, ε = ∞ on the plot, the learner named by what it used."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from privfed.common.messages import REFUSAL_TEXTS
+from privfed.server.config import JobConfig
+from privfed.server.report import baselines, learner_label, log_axis, plot_lines, refusal_summary
+
+
+def _refusal(code: str, detail: str = "") -> str:
+    return f"{code}: {REFUSAL_TEXTS[code]}" + (f" ({detail})" if detail else "")
+
+
+def test_one_reason_for_every_owner_reads_as_one_phrase():
+    refused = {f"n.o{i}": _refusal("budget_exceeded") for i in range(5)}
+    assert refusal_summary(refused, 5) == f"5/5 owners refused: budget_exceeded ({REFUSAL_TEXTS['budget_exceeded']})"
+
+
+def test_several_reasons_are_counted_most_frequent_first_with_their_most_frequent_detail():
+    refused = {
+        "n.o0": _refusal("invalid_task", "task has 20 features, owner has 5"),
+        "n.o1": _refusal("invalid_task", "task has 20 features, owner has 5"),
+        "n.o2": _refusal("invalid_task", "task has 3 classes"),
+        "n.o3": _refusal("budget_exceeded"),
+    }
+    summary = refusal_summary(refused, 10)
+    assert summary.startswith("4/10 owners refused: 3 invalid_task (")
+    assert "task has 20 features, owner has 5" in summary and "task has 3 classes" not in summary
+    assert summary.endswith(f"; 1 budget_exceeded ({REFUSAL_TEXTS['budget_exceeded']})")
+
+
+def test_nobody_refused_is_an_empty_summary():
+    assert refusal_summary({}, 3) == ""
+
+
+def test_baselines_are_chance_and_the_best_constant_predictor():
+    y = np.array([0, 0, 0, 1, 2, 2, 0, 1])
+    b = baselines(y, 3)
+    assert b["chance"] == pytest.approx(1 / 3)
+    assert b["majority_class"] == pytest.approx(4 / 8)
+    best_constant = max(np.mean(y == k) for k in range(3))
+    assert b["majority_class"] == best_constant
+
+
+def test_infinite_epsilon_gets_a_place_and_a_label_on_the_log_axis():
+    positions, labels = log_axis([0.5, 1, 8, math.inf])
+    assert positions[:3] == [0.5, 1.0, 8.0] and positions[3] > 8 and math.isfinite(positions[3])
+    assert labels[positions[3]] == "∞" and labels[8.0] == "8"
+    assert log_axis([1, 2]) == ([1.0, 2.0], {1.0: "1", 2.0: "2"})
+    assert log_axis([math.inf]) == ([1.0], {1.0: "∞"})
+
+
+def test_a_plot_with_infinite_epsilon_and_baselines_is_written(tmp_path):
+    path = plot_lines(
+        tmp_path / "a.png",
+        [1, 4, math.inf],
+        {"lr (pm)": [0.6, 0.7, 0.8]},
+        errors={"lr (pm)": [0.01, 0.02, 0.0]},
+        hlines={"majority class": 0.5, "chance": 0.5},
+        xlabel="epsilon",
+        ylabel="accuracy",
+        title="t",
+        logx=True,
+    )
+    assert path.stat().st_size > 1000
+
+
+def test_the_legend_names_only_what_the_learner_used():
+    assert "pm" not in learner_label(JobConfig(task="feddpdr", epsilon=1.0, mechanism="pm"))
+    assert learner_label(JobConfig(task="lr", epsilon=1.0, mechanism="duchi")) == "lr (duchi)"
+    assert learner_label(JobConfig(task="ncc", epsilon=1.0, labels="clear")) == "ncc (pm, labels clear)"
+    assert "T=3" in learner_label(JobConfig(task="bdt", epsilon=1.0, n_rounds=3))
