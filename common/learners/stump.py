@@ -398,7 +398,7 @@ class SampledEncoding:
             bits[has] = Xbin[r[:, None], coords[has]]
             values = np.where(
                 has,
-                (bits @ (1 << np.arange(m))) * self.n_classes + np.where(has, y[np.maximum(row, 0)], 0),
+                (bits @ (1 << np.arange(m))) * self.n_classes + y[np.maximum(row, 0)],
                 2**m * self.n_classes,
             )
         reports = self.frequency_oracle.privatize(values, rng)
@@ -417,6 +417,8 @@ class SampledEncoding:
         coords = np.asarray(reports.coordinates, dtype=np.int64)
         if coords.size and (coords.min() < 0 or coords.max() >= self.n_coordinates):
             raise ConfigError(f"sampled coordinates must lie in 0..{self.n_coordinates - 1}")
+        if m > 1 and np.any(np.diff(np.sort(coords, axis=1), axis=1) == 0):
+            raise ConfigError("an owner's sampled coordinates must be distinct (sampled without replacement)")
         support = oracle.supports(reports.reports)
         scale = self.weight_bound * self.n_coordinates / m / (oracle.p - oracle.q)
         values = np.arange(2**m * (self.n_classes if self.kind == "cells" else 1))

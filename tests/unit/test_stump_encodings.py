@@ -160,6 +160,9 @@ def test_aggregate_rejects_mismatched_reports(rng):
     bad = SampledReports("signs", "krr", 2.0, share.coordinates + 10, share.reports)
     with pytest.raises(ConfigError):
         stump_aggregate(bad, weight_bound=1.0, n_attributes=3, n_classes=2)
+    twice = SampledReports("signs", "krr", 2.0, np.repeat(share.coordinates[:, :1], 2, axis=1), share.reports)
+    with pytest.raises(ConfigError):
+        stump_aggregate(twice, weight_bound=1.0, n_attributes=3, n_classes=2)
     other = stump_share(
         X, y, np.ones(10) / 10, bounds=BOUNDS, n_bins=2, n_classes=2, weight_bound=1.0, rng=rng, epsilon=5.0
     )
