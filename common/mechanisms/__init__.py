@@ -4,7 +4,8 @@ Row-level mechanisms take rows already mapped to ``[-1, 1]^d`` by
 :meth:`privfed.common.bounds.Bounds.to_unit` and return unbiased reports; build them with
 :func:`make_mechanism` (``"pm"``, ``"duchi"``, ``"laplace"``; ``epsilon=math.inf`` gives the
 non-private identity). Labels go through :class:`KaryRandomizedResponse`, row counts through
-:class:`GeometricMechanism`.
+:class:`GeometricMechanism`. Categorical values (stump cells) go through a frequency oracle of
+:mod:`.frequency` (k-RR, OUE, OLH; :func:`make_oracle`).
 
 Duchi's mechanisms (:mod:`.duchi`, which needs ``scipy.special``) are re-exported lazily, so an
 owner node that never builds one does not import scipy (issue 10, "a lean owner node").
@@ -20,6 +21,14 @@ from privfed.common.mechanisms.base import (
     estimate_mean,
     make_mechanism,
     snap,
+)
+from privfed.common.mechanisms.frequency import (
+    ORACLES,
+    DirectEncoding,
+    FrequencyOracle,
+    OptimizedLocalHashing,
+    OptimizedUnaryEncoding,
+    make_oracle,
 )
 from privfed.common.mechanisms.geometric import GeometricMechanism
 from privfed.common.mechanisms.laplace import LaplaceMechanism
@@ -52,6 +61,12 @@ __all__ = [
     "pm_constant",
     "KaryRandomizedResponse",
     "GeometricMechanism",
+    "ORACLES",
+    "FrequencyOracle",
+    "DirectEncoding",
+    "OptimizedUnaryEncoding",
+    "OptimizedLocalHashing",
+    "make_oracle",
 ]
 
 _LAZY = {"Duchi1D", "DuchiMultidim", "duchi_constant", "duchi_multidim_constant"}

@@ -11,10 +11,11 @@ stump-hit-rate (Figs. 11-12)
     The synthetic set (2 classes, 20 attributes: 10 informative, 10 linear combinations; seed 002
     §4.3), ``--owners`` rows (10^4), one row per owner, weight 1 each. Each numeric attribute is
     binarised at its public midpoint (``--n-bins 2``, SPEC §6), so the binary attributes are the 20
-    attributes. Per run, every owner releases its cross-table vector once through the mechanism
-    (:func:`~privfed.common.boosting.federated.stump_table_vectors`, one ``privatize`` call over the stacked
-    ``(n, A*2*K)`` vectors) and the coordinator picks the stump from the summed perturbed tables
-    (``stump_aggregate`` + ``select_stump``).
+    attributes. Per run, every owner releases one share of its cross tables in each encoding of
+    ``--encodings`` (:func:`~privfed.common.learners.stump.stump_shares`, vectorised over owners;
+    ``table`` and ``pair`` once per ``--mechanisms``, the sampled ``signs`` / ``cells-<oracle>`` with
+    the variance-optimal number m of sampled coordinates) and the coordinator picks the stump from
+    the aggregated shares (``stump_aggregate`` + ``select_stump``).
 
     **Hit (our precise definition of the paper's "top-k hitting rate").** Rank the binary
     attributes by their misclassification error on the *exact* summed tables (SPEC §6). The
@@ -24,8 +25,37 @@ stump-hit-rate (Figs. 11-12)
     that hit, with its binomial standard error. The data are fixed (``--seed``); runs differ only
     in the noise. With ``--n-bins > 2`` the ranked units are (attribute, threshold) pairs.
     Diagnostics in the report: the exact errors of the top attributes, the gaps in weighted
-    rows, and the predicted standard deviation of the perturbed estimate of the best
-    attribute's correctly classified weight (from the mechanism's closed-form ``variance``).
+    rows, and the standard deviation over runs of the estimated correctly classified weight
+    of the best attribute ("score sd", in rows; for ``signs`` it matches the closed form
+    ``sqrt(n (A + 1) / (m (p - q)^2)) / 2``, 188 rows at ε = 3).
+
+    Measured (issue 12 item 1; 2 cores; top-3 hit rate; standard errors <= 0.035 synthetic, <= 0.05 MNIST):
+    ``privfed experiment stump-hit-rate --runs 200 --epsilons 1,3,5,8`` (synthetic, 10^4
+    one-row owners; gap best-4th 493 rows) and ``--datasets mnist4v9-pool --runs 100
+    --mechanisms pm`` (1000 owners, 16 attributes, chance 0.19; gap best-4th 126 rows):
+
+    ==============  =========================  =========================
+    encoding        synthetic ε=1/3/5/8        MNIST 4v9 pooled
+    ==============  =========================  =========================
+    signs           0.68 / 0.98 / 1.00 / 1.00  0.38 / 0.85 / 1.00 / 1.00
+    cells-krr       0.36 / 0.88 / 0.98 / 1.00  0.26 / 0.61 / 0.93 / 1.00
+    cells-oue       0.28 / 0.73 / 0.82 / 0.97  0.23 / 0.36 / 0.67 / 0.93
+    cells-olh       0.25 / 0.73 / 0.84 / 0.98  0.20 / 0.34 / 0.70 / 0.91
+    pair/pm         0.38 / 0.74 / 0.78 / 0.90  0.26 / 0.37 / 0.44 / 0.71
+    pair/duchi      0.28 / 0.62 / 0.66 / 0.58  -
+    table/pm        0.23 / 0.47 / 0.64 / 0.70  0.25 / 0.20 / 0.28 / 0.38
+    table/duchi     0.27 / 0.44 / 0.44 / 0.47  -
+    ==============  =========================  =========================
+
+    Raw MNIST 4v9 pixels (``--datasets mnist4v9``, 784 attributes, chance 0.004, 50 runs): signs
+    0.00 / 0.02 / 0.06 / 0.18, table/pm 0.00 / 0.00 / 0.00 / 0.02: with 1000 owners each of 785
+    coordinates is sampled by about 10 owners, so a smaller public feature map is what helps.
+    ``mnist4v9-pool`` is that map: 7x7 mean pooling of the 28x28 pixels to a 4x4 grid of 16
+    features, fixed in advance and independent of the data, bounds [0, 255] kept (so it costs no
+    ε); it stands in for the paper's HOG + bag-of-words features. Its best stump is weaker than
+    the best raw pixel's (error 0.331 against 0.131). 4x4 pooling (49 features, best error 0.385,
+    gap best-4th 42 rows) gave signs 0.09 / 0.20 / 0.46 / 0.72; 7x7 pooling with ``--n-bins 4``
+    (48 attributes) 0.08 / 0.38 / 0.57 / 0.91.
 
 bdt-error (Figs. 13-14) and boosted-ncc (Fig. 10)
     Stratified train/test split (``--test-fraction``), one owner per training row, T rounds
@@ -46,7 +76,8 @@ bdt-error (Figs. 13-14) and boosted-ncc (Fig. 10)
     :mod:`privfed.common.boosting.federated`, "Evaluation releases").
 
 Data sets: ``synthetic`` (scikit-learn make_classification, public bounds ±10); ``mnist4v9``
-(MNIST-5k digits 4 and 9, raw pixels, bounds [0, 255]); ``mnist`` (MNIST-5k, 10 classes, 4x4
+(MNIST-5k digits 4 and 9, raw pixels, bounds [0, 255]); ``mnist4v9-pool`` (the same rows 7x7
+mean-pooled to 16 features, see stump-hit-rate); ``mnist`` (MNIST-5k, 10 classes, 4x4
 mean-pooled to 7x7 = 49 features, bounds [0, 255]: a public, data-independent reduction standing
 in for the paper's HOG + bag-of-visual-words features, which we do not have); ``digits``.
 """
@@ -60,16 +91,23 @@ from pathlib import Path
 
 import numpy as np
 
-from privfed.common.boosting.federated import EVAL_ROW_BOUND, FederatedBoosting, stump_table_vectors
+from privfed.common.boosting.federated import EVAL_ROW_BOUND, FederatedBoosting
 from privfed.common.bounds import Bounds
 from privfed.common.datasets import Dataset, binary_subset, load_builtin, train_test_split
 from privfed.common.errors import ConfigError, PrivfedError
-from privfed.common.learners.stump import binarize, cross_tables, select_stump, stump_aggregate, table_errors
+from privfed.common.learners.stump import (
+    binarize,
+    cross_tables,
+    select_stump,
+    stump_aggregate,
+    stump_shares,
+    table_errors,
+)
 from privfed.common.mechanisms import MECHANISMS, make_mechanism
 from privfed.server.report import host_info, new_run_dir, plot_lines, write_json
 
 NAMES = ("stump-hit-rate", "bdt-error", "boosted-ncc")
-DATASETS = ("synthetic", "mnist4v9", "mnist", "digits")
+DATASETS = ("synthetic", "mnist4v9", "mnist4v9-pool", "mnist", "digits")
 PAPER = {
     "stump-hit-rate": "seed 002 Fig. 12: top-3 hit rate of PM almost 100% once eps reaches 3.0 (10,000 owners, "
     "synthetic); top-k rates increase with eps; PM above Duchi",
@@ -105,6 +143,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--mechanisms", type=_csv(str), help=f"comma-separated, of {MECHANISMS} (hit rate pm,duchi; others pm)"
     )
     parser.add_argument("--datasets", type=_csv(str), help=f"comma-separated, of {DATASETS}")
+    parser.add_argument(
+        "--encodings",
+        type=_csv(str),
+        default=list(HIT_ENCODINGS),
+        help=f"stump-hit-rate: share encodings, comma-separated, of {HIT_ENCODINGS} (default all; "
+        "table and pair once per --mechanisms)",
+    )
     parser.add_argument("--owners", type=int, default=10000, help="synthetic: owners = training rows (10^4)")
     parser.add_argument("--rounds", type=int, default=10, help="boosting rounds T (default 10)")
     parser.add_argument("--n-bins", type=int, default=2, help="stump thresholds lo + b(hi-lo)/B, b<B (default 2)")
@@ -164,6 +209,8 @@ def load(name: str, args) -> Dataset:
         return load_builtin("synthetic", n_samples=round(args.owners / (1 - args.test_fraction)), seed=args.seed)
     if name == "mnist4v9":
         return binary_subset(load_builtin("mnist5k"), (4, 9))
+    if name == "mnist4v9-pool":
+        return pooled_mnist(binary_subset(load_builtin("mnist5k"), (4, 9)), factor=7)
     if name == "mnist":
         return pooled_mnist(load_builtin("mnist5k"))
     if name == "digits":
@@ -176,20 +223,33 @@ def _rng(*key: int) -> np.random.Generator:
 
 
 # ---------------------------------------------------------------------------- stump-hit-rate
-def hit_rates(ds: Dataset, mechanisms, epsilons, runs: int, n_bins: int, seed: int) -> dict:
-    """Top-1 / top-3 hit rates of the stump selected from perturbed tables (module docstring)."""
+#: ``--encodings`` names: a stump share encoding (``common/learners/stump.py``), for the sampled
+#: ones with the frequency oracle after a dash. ``table`` and ``pair`` run once per ``--mechanisms``.
+HIT_ENCODINGS = ("signs", "cells-krr", "cells-oue", "cells-olh", "pair", "table")
+
+
+def _variants(encodings, mechanisms) -> list[tuple[str, str, dict]]:
+    """``(label, encoding, share keyword builder)`` for every encoding (and mechanism of the row encodings)."""
+    out = []
+    for name in encodings:
+        if name in ("table", "pair"):
+            out += [(f"{name}/{m}", name, {"mechanism": m}) for m in mechanisms]
+        else:
+            encoding, _, oracle = name.partition("-")
+            out.append((name, encoding, {"oracle": oracle or "krr"}))
+    return out
+
+
+def hit_rates(ds: Dataset, encodings, mechanisms, epsilons, runs: int, n_bins: int, seed: int) -> dict:
+    """Top-1 / top-3 hit rates of the stump selected from perturbed shares (module docstring)."""
     n, K = ds.n, ds.n_classes
     owners = np.arange(n)
-    t = stump_table_vectors(
-        ds.X, ds.y, np.ones(n), owners, owners, bounds=ds.bounds, n_bins=n_bins, n_classes=K, weight_bound=1.0
-    )
     A = ds.d * (n_bins - 1)
     exact = cross_tables(binarize(ds.X, ds.bounds, n_bins), ds.y, np.ones(n), K)
     err = table_errors(exact)
     ranked = np.sort(err)
     top = {k: set(np.flatnonzero(err <= ranked[k - 1]).tolist()) for k in (1, 3)}
     best = int(np.argmin(err))
-    cells = [v * K + int(np.argmax(exact[best, v])) for v in (0, 1)]
     correct = n * (1 - ranked)
     out = {
         "exact_errors_top5": ranked[:5],
@@ -199,28 +259,36 @@ def hit_rates(ds: Dataset, mechanisms, epsilons, runs: int, n_bins: int, seed: i
         "gap_rows_1_4": correct[0] - correct[3],
         "results": {},
     }
-    for mi, name in enumerate(mechanisms):
+    for vi, (label, encoding, extra) in enumerate(_variants(encodings, mechanisms)):
         for ei, eps in enumerate(epsilons):
-            mech = make_mechanism(name, epsilon=eps, d=t.shape[1])
-            sd = 0.5 * math.sqrt(float(mech.variance(t[:, [best * 2 * K + c for c in cells]]).sum()))
-            hits = {1: 0, 3: 0}
+            if "mechanism" in extra:
+                d = A * 2 * (K if encoding == "table" else 1)
+                kw = {"mechanism": make_mechanism(extra["mechanism"], epsilon=eps, d=d)}
+            else:
+                kw = {"epsilon": eps, "oracle": extra["oracle"]}
+            hits, scores, sampled = {1: 0, 3: 0}, [], None
             for r in range(runs):
-                tables = stump_aggregate(
-                    mech.privatize(t, _rng(seed, mi, ei, r)), weight_bound=1.0, n_attributes=A, n_classes=K
-                )
+                reports = stump_shares(
+                    ds.X, ds.y, np.ones(n), owners, n, bounds=ds.bounds, n_bins=n_bins, n_classes=K,
+                    weight_bound=1.0, rng=_rng(seed, vi, ei, r), encoding=encoding, **kw,
+                )  # fmt: skip
+                sampled = getattr(reports, "coordinates", None)
+                tables = stump_aggregate(reports, weight_bound=1.0, n_attributes=A, n_classes=K, encoding=encoding)
                 stump = select_stump(tables, bounds=ds.bounds, n_bins=n_bins)
+                scores.append(float(tables[best].max(axis=1).sum()))
                 a = stump.attribute * (n_bins - 1) + stump.threshold_index - 1
                 for k in hits:
                     hits[k] += a in top[k]
             rates = {k: hits[k] / runs for k in hits}
-            out["results"][f"{name}@{eps:g}"] = {
-                "mechanism": name,
+            out["results"][f"{label}@{eps:g}"] = {
+                "encoding": label,
                 "epsilon": eps,
+                "n_sampled": None if sampled is None else int(sampled.shape[1]),
                 "top1": rates[1],
                 "top3": rates[3],
                 "top1_se": math.sqrt(rates[1] * (1 - rates[1]) / runs),
                 "top3_se": math.sqrt(rates[3] * (1 - rates[3]) / runs),
-                "noise_sd_rows": sd,
+                "noise_sd_rows": float(np.std(scores, ddof=1)) if runs > 1 else math.nan,
             }
     return out
 
@@ -228,23 +296,25 @@ def hit_rates(ds: Dataset, mechanisms, epsilons, runs: int, n_bins: int, seed: i
 def _run_hit_rate(args, run_dir: Path) -> dict:
     name = args.datasets[0]  # no split: every row is an owner (--owners of them for the synthetic set)
     ds = load_builtin("synthetic", n_samples=args.owners, seed=args.seed) if name == "synthetic" else load(name, args)
-    res = hit_rates(ds, args.mechanisms, args.epsilons, args.runs, args.n_bins, args.seed)
+    res = hit_rates(ds, args.encodings, args.mechanisms, args.epsilons, args.runs, args.n_bins, args.seed)
     print(
-        f"{ds.name}: {ds.n} owners, exact errors of the top 5 attributes {np.round(res['exact_errors_top5'], 4)}; "
-        f"gap best-2nd {res['gap_rows_1_2']:.0f} rows, best-4th {res['gap_rows_1_4']:.0f} rows"
+        f"{ds.name}: {ds.n} owners, {ds.d * (args.n_bins - 1)} binary attributes, exact errors of the top 5 "
+        f"{np.round(res['exact_errors_top5'], 4)}; gap best-2nd {res['gap_rows_1_2']:.0f} rows, best-4th "
+        f"{res['gap_rows_1_4']:.0f} rows"
     )
-    print(f"{'mechanism':<8} {'eps':>4} {'top-1':>7} {'top-3':>7} {'noise sd (rows)':>16}")
+    print(f"{'encoding':<12} {'eps':>4} {'m':>3} {'top-1':>7} {'top-3':>7} {'score sd (rows)':>16}")
     for row in res["results"].values():
+        m = "-" if row["n_sampled"] is None else row["n_sampled"]
         print(
-            f"{row['mechanism']:<8} {row['epsilon']:>4g} {row['top1']:>7.2f} {row['top3']:>7.2f} "
+            f"{row['encoding']:<12} {row['epsilon']:>4g} {m:>3} {row['top1']:>7.2f} {row['top3']:>7.2f} "
             f"{row['noise_sd_rows']:>16.0f}"
         )
     series, errors = {}, {}
-    for name in args.mechanisms:
-        rows = [res["results"][f"{name}@{e:g}"] for e in args.epsilons]
+    for label, _, _ in _variants(args.encodings, args.mechanisms):
+        rows = [res["results"][f"{label}@{e:g}"] for e in args.epsilons]
         for k in (1, 3):
-            series[f"{name} top-{k}"] = [r[f"top{k}"] for r in rows]
-            errors[f"{name} top-{k}"] = [r[f"top{k}_se"] for r in rows]
+            series[f"{label} top-{k}"] = [r[f"top{k}"] for r in rows]
+            errors[f"{label} top-{k}"] = [r[f"top{k}_se"] for r in rows]
     plot_lines(
         run_dir / "stump_hit_rate.png",
         args.epsilons,
@@ -369,8 +439,11 @@ def _resolve(args) -> None:
     args.datasets = args.datasets or list(datasets)
     args.mechanisms = args.mechanisms or list(mechs)
     bad = [m for m in args.mechanisms if m not in MECHANISMS] + [d for d in args.datasets if d not in DATASETS]
+    bad += [e for e in args.encodings if e not in HIT_ENCODINGS]
     if bad or args.runs < 1 or any(not e > 0 for e in args.epsilons):
-        raise ConfigError(f"invalid --mechanisms/--datasets {bad}, --runs {args.runs} or --epsilons {args.epsilons}")
+        raise ConfigError(
+            f"invalid --mechanisms/--datasets/--encodings {bad}, --runs {args.runs} or --epsilons {args.epsilons}"
+        )
 
 
 def run(args) -> Path:
