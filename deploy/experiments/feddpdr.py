@@ -11,8 +11,6 @@ partition, through the functions the networked federation calls (:mod:`privfed.c
   same epsilon); the mean accuracy over the N parties. ``DPDR-DPML-best`` is the best single party.
 * ``DPDR-DPML-pooled``: one owner holding all training rows (central DP; not the paper's baseline).
 * ``FedDPDR-DPML``: N owners (Alg. 1).
-* ``diffprivlib-LR`` (optional): diffprivlib's DP logistic regression at the same epsilon on the
-  same scaled rows; skipped, with the reason recorded, when diffprivlib cannot be imported.
 * chance = 1/K is recorded in the report.
 
 Budget: epsilon1 = epsilon2 = epsilon/2 (seed §5.2: "eps1 = eps2 = 0.5 eps"), delta = 1e-5 by default
@@ -38,7 +36,7 @@ import numpy as np
 
 from privfed.common.datasets import load_builtin, partition, train_test_split
 from privfed.common.errors import ConfigError
-from privfed.common.feddpdr.pca import NEIGHBOURING_SENSITIVITY, ROW_SCALINGS, gaussian_sigma, scale_rows
+from privfed.common.feddpdr.pca import NEIGHBOURING_SENSITIVITY, ROW_SCALINGS, gaussian_sigma
 from privfed.common.feddpdr.svm import (
     SVM_MODELS,
     FedDPDRModel,
@@ -52,7 +50,7 @@ from privfed.common.feddpdr.svm import (
 from privfed.server.report import host_info, new_run_dir, plot_lines, write_json
 
 NAMES = ("feddpdr-k", "feddpdr-epsilon", "feddpdr-n", "feddpdr-uneven", "feddpdr-time")
-METHODS = ("Non-Priv", "DPML", "DPDR-DPML", "DPDR-DPML-best", "DPDR-DPML-pooled", "FedDPDR-DPML", "diffprivlib-LR")
+METHODS = ("Non-Priv", "DPML", "DPDR-DPML", "DPDR-DPML-best", "DPDR-DPML-pooled", "FedDPDR-DPML")
 K_GRID = (5, 10, 20, 50, 100)
 EPSILON_GRID = (0.01, 0.05, 0.1, 0.5, 1.0, 2.0)
 PAPER_N_GRID = (100, 500, 1000, 5000, 10000)
@@ -152,15 +150,7 @@ def _settings(args, d: int, n_train: int) -> tuple[str, list, list[dict]]:
     raise ConfigError(f"unknown experiment {args.experiment!r}; choose one of {NAMES}")
 
 
-def _diffprivlib_lr():
-    try:
-        from diffprivlib.models import LogisticRegression
-    except ImportError as exc:  # diffprivlib 0.6 fails to import against scikit-learn >= 1.6
-        return None, f"{type(exc).__name__}: {exc}"
-    return LogisticRegression, None
-
-
-def _fit_methods(train, parts_idx, setting, args, seed: int, dp_lr) -> dict:
+def _fit_methods(train, parts_idx, setting, args, seed: int) -> dict:
     """Fit every method on one setting; returns {method: (model or None, seconds)}."""
     bounds, K = train.bounds, train.n_classes
     eps, k, delta, lam = setting["epsilon"], setting["k"], args.delta, args.lam
@@ -191,8 +181,6 @@ def _fit_methods(train, parts_idx, setting, args, seed: int, dp_lr) -> dict:
         ),
         "FedDPDR-DPML": lambda r: feddpdr_fit(parts, bounds, k, eps / 2, delta, eps / 2, lam, r, **common),
     }
-    if dp_lr is not None:
-        jobs["diffprivlib-LR"] = lambda r: _DiffprivlibModel(dp_lr, X_all, y_all, bounds, eps, r)
     out = {}
     for name, job in jobs.items():
         start = time.perf_counter()
@@ -216,18 +204,6 @@ class _Parties:
 
     def score(self, X, y) -> float:
         return float(self.pick([m.score(X, y) for m in self.models]))
-
-
-class _DiffprivlibModel:
-    """diffprivlib LogisticRegression on the same unit-ball rows (data_norm = 1, so no leak warning)."""
-
-    def __init__(self, cls, X, y, bounds, epsilon, rng):
-        self.bounds = bounds
-        self.model = cls(epsilon=epsilon, data_norm=1.0, random_state=int(rng.integers(2**31)))
-        self.model.fit(scale_rows(X, bounds, "ball"), y)
-
-    def score(self, X, y) -> float:
-        return float(np.mean(self.model.predict(scale_rows(X, self.bounds, "ball")) == y))
 
 
 def _mechanism_notes(setting: dict, args, n_classes: int) -> dict:
@@ -284,8 +260,7 @@ def run(args) -> Path:
     ds = load_builtin(dataset)
     n_train = train_test_split(ds, test_fraction=args.test_fraction, seed=args.seed)[0].n  # same for every seed
     xlabel, xs, settings = _settings(args, ds.d, n_train)
-    dp_lr, dp_lr_skip = _diffprivlib_lr()
-    methods = [m for m in METHODS if m != "diffprivlib-LR" or dp_lr is not None]
+    methods = list(METHODS)
     acc = {m: [[] for _ in settings] for m in methods}
     secs = {m: [[] for _ in settings] for m in methods}
     seeds = [args.seed + r for r in range(runs)]
@@ -294,7 +269,7 @@ def run(args) -> Path:
         train, test = train_test_split(ds, test_fraction=args.test_fraction, seed=seed)
         for j, setting in enumerate(settings):
             parts_idx = partition(train.n, args.owners, seed=seed, sizes=setting["sizes"])
-            fitted = _fit_methods(train, parts_idx, setting, args, seed * 1000 + j, dp_lr)
+            fitted = _fit_methods(train, parts_idx, setting, args, seed * 1000 + j)
             for name, (model, seconds) in fitted.items():
                 acc[name][j].append(model.score(test.X, test.y))
                 secs[name][j].append(seconds)
@@ -326,7 +301,6 @@ def run(args) -> Path:
             "methods": methods,
             "accuracy": accuracy,
             "fit_seconds": timing,
-            "skipped": {"diffprivlib-LR": dp_lr_skip} if dp_lr_skip else {},
             "total_seconds": time.perf_counter() - started,
             "host": host_info(),
         },
@@ -357,8 +331,6 @@ def run(args) -> Path:
     if args.experiment == "feddpdr-time":
         print("fit seconds mean±std (owners run one after another in process)")
         print(_table(xlabel, xs, timing, methods, "{:.3f}±{:.3f}"))
-    if dp_lr_skip:
-        print(f"diffprivlib-LR skipped: {dp_lr_skip.splitlines()[0][:120]}")
     return run_dir
 
 
