@@ -375,7 +375,10 @@ def fit_dp_softmax(
 
     Compared with one-vs-rest at ``epsilon/K`` per class (:func:`fit_dp_svm_ovr`) the noise per
     coordinate drops by about ``sqrt(K d) / q`` from the Gamma-norm noise and by ``K / sqrt 2`` from the
-    budget split; on MNIST-5k (K = 10, d = 21) that is from chance to learning.
+    budget split. Measured on MNIST-5k (K = 10, 800 rows per party, exact top-20 subspace, 5 owners
+    averaged, eps = 1.25 split in half): 0.26-0.29 test accuracy, against 0.6-0.7 for the DP class sums of
+    :mod:`privfed.common.feddpdr.centroid` at the same budget, whose noise the coordinator sums before
+    anything non-linear happens; so the federation's default is ``centroid`` (:data:`DEFAULT_SVM_MODEL`).
 
     Parameters
     ----------
