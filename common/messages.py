@@ -118,9 +118,15 @@ class PcaShareTask:
 
 @dataclass(frozen=True, eq=False)
 class SvmShareTask:
-    """Release an objective-perturbed one-vs-rest Huber SVM (seed 004 Alg. 3; SPEC §8).
+    """Release FedDPDR-DPML's phase-2 classifier on rows projected onto ``subspace`` (seed 004 Alg. 3).
 
-    The budget is split across the one-vs-rest problems; each problem is its own ledger entry.
+    ``model`` (:data:`privfed.common.feddpdr.svm.SVM_MODELS`) says what is released and debited:
+
+    * ``"centroid"``: DP class sums (Gaussian, :mod:`privfed.common.feddpdr.centroid`), one
+      ``(epsilon, delta)`` ledger entry ``svm-class-sums`` for all classes;
+    * ``"softmax"``: one objective-perturbed multiclass model, one ``(epsilon, delta)`` entry ``svm-softmax``;
+    * ``"ovr-huber"`` (the default, the seed's and the wire's meaning when no model is named): one-vs-rest
+      Huber SVMs, pure epsilon split across the problems, one entry per problem; ``delta`` must be 0.
     """
 
     epsilon: float
@@ -128,8 +134,16 @@ class SvmShareTask:
     n_classes: int
     bounds: Bounds
     subspace: np.ndarray | None  # (d, k) global subspace, None = no reduction (DPML)
+    delta: float = 0.0
+    model: str = "ovr-huber"
 
     def ledger_entries(self) -> list[tuple[float, float, str]]:
+        if self.model == "centroid":
+            return [(self.epsilon, self.delta, "svm-class-sums")]
+        if self.model == "softmax":
+            return [(self.epsilon, self.delta, "svm-softmax")]
+        if self.model != "ovr-huber":
+            raise ConfigError(f"unknown SVM model {self.model!r}")
         from privfed.common.feddpdr.svm import ovr_epsilons
 
         return [(float(e), 0.0, f"svm-ovr-{c}") for c, e in enumerate(ovr_epsilons(self.epsilon, self.n_classes))]
@@ -289,7 +303,7 @@ class PcaShareReply:
 
 @dataclass(frozen=True)
 class SvmShareReply:
-    coef: np.ndarray  # (K, k + 1); weighted by the owner's noisy count from the PCA phase
+    coef: np.ndarray  # (K, k + 1): DP coefficients, or DP class sums for model "centroid" (the coordinator sums them)
 
 
 @dataclass(frozen=True)

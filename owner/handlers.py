@@ -200,8 +200,18 @@ def validate_task(owner: LocalOwner, spec, *, allow_clear_labels: bool) -> None:
             if math.isfinite(spec.count_epsilon):
                 GeometricMechanism(epsilon=spec.count_epsilon)
         elif isinstance(spec, SvmShareTask):
+            from privfed.common.feddpdr.svm import DELTA_MODELS, SVM_MODELS
+
             _positive("epsilon", spec.epsilon, allow_inf=True)
             _positive("lam", spec.lam)
+            if spec.model not in SVM_MODELS:
+                raise TaskRefused("invalid_task", f"model={spec.model!r} must be one of {SVM_MODELS}")
+            if spec.model in DELTA_MODELS:
+                delta_ok = 0 < spec.delta < 1 or (spec.delta == 0 and math.isinf(spec.epsilon))
+            else:
+                delta_ok = spec.delta == 0  # pure epsilon-DP: a delta would be debited for nothing
+            if not delta_ok:
+                raise TaskRefused("invalid_task", f"delta={spec.delta!r} does not fit model {spec.model!r}")
             if spec.subspace is not None and (
                 spec.subspace.ndim != 2 or spec.subspace.shape[0] != d or not np.all(np.isfinite(spec.subspace))
             ):
@@ -244,7 +254,16 @@ def compute_share(owner: LocalOwner, spec):
         from privfed.common.feddpdr.svm import owner_svm_release
 
         W, _, _ = owner_svm_release(
-            owner.X, owner.y, spec.bounds, spec.subspace, spec.n_classes, spec.epsilon, spec.lam, owner.rng
+            owner.X,
+            owner.y,
+            spec.bounds,
+            spec.subspace,
+            spec.n_classes,
+            spec.epsilon,
+            spec.lam,
+            owner.rng,
+            delta=spec.delta,
+            model=spec.model,
         )
         return SvmShareReply(coef=W)
     raise ConfigError(f"unknown task kind {type(spec).__name__}")

@@ -117,18 +117,22 @@ class PcaShareTask(_message.Message):
     def __init__(self, epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., k: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., count_epsilon: _Optional[float] = ...) -> None: ...
 
 class SvmShareTask(_message.Message):
-    __slots__ = ("epsilon", "lam", "n_classes", "bounds", "subspace")
+    __slots__ = ("epsilon", "lam", "n_classes", "bounds", "subspace", "delta", "model")
     EPSILON_FIELD_NUMBER: _ClassVar[int]
     LAM_FIELD_NUMBER: _ClassVar[int]
     N_CLASSES_FIELD_NUMBER: _ClassVar[int]
     BOUNDS_FIELD_NUMBER: _ClassVar[int]
     SUBSPACE_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
     epsilon: float
     lam: float
     n_classes: int
     bounds: Matrix
     subspace: Matrix
-    def __init__(self, epsilon: _Optional[float] = ..., lam: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., subspace: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+    delta: float
+    model: str
+    def __init__(self, epsilon: _Optional[float] = ..., lam: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., subspace: _Optional[_Union[Matrix, _Mapping]] = ..., delta: _Optional[float] = ..., model: _Optional[str] = ...) -> None: ...
 
 class BoostConfig(_message.Message):
     __slots__ = ("run_id", "base", "epsilon", "mechanism", "n_classes", "n_rounds", "group_size", "n_bins", "weight_bound", "labels", "label_fraction", "c", "param_bound", "eval_fraction", "eval_groups", "eval_row_bound", "max_owner_rows", "bounds")

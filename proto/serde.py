@@ -321,6 +321,8 @@ def task_to_proto(t: Task) -> pb.Task:
                 n_classes=s.n_classes,
                 bounds=bounds_to_proto(s.bounds),
                 subspace=matrix_to_proto(np.zeros((0,)) if s.subspace is None else s.subspace),
+                delta=s.delta,
+                model=s.model,
             )
         )
     elif isinstance(s, BoostShareTask):
@@ -384,6 +386,8 @@ def task_from_proto(m: pb.Task) -> Task:
                 n_classes=int(k.n_classes),
                 bounds=bounds_from_proto(k.bounds),
                 subspace=U if U.size else None,
+                delta=k.delta,
+                model=k.model or "ovr-huber",
             )
         elif kind == "boost_share":
             k = m.boost_share

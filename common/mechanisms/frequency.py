@@ -45,8 +45,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfed.common.errors import ConfigError
-from privfed.common.mechanisms.base import check_epsilon, check_positive_int, check_rng
+from privfed.common.mechanisms.base import check_epsilon
 from privfed.common.mechanisms.randomized_response import KaryRandomizedResponse
+from privfed.common.validation import check_int, check_rng
 
 ORACLES = ("krr", "oue", "olh")
 #: Prime modulus of OLH's hash family ``((a c + b) mod P) mod g``.
@@ -70,7 +71,7 @@ class FrequencyOracle(ABC):
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        object.__setattr__(self, "domain", check_positive_int(self.domain, name="domain", minimum=2))
+        object.__setattr__(self, "domain", check_int(self.domain, name="domain", minimum=2))
 
     @property
     @abstractmethod

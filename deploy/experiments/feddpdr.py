@@ -11,19 +11,20 @@ partition, through the functions the networked federation calls (:mod:`privfed.c
   same epsilon); the mean accuracy over the N parties. ``DPDR-DPML-best`` is the best single party.
 * ``DPDR-DPML-pooled``: one owner holding all training rows (central DP; not the paper's baseline).
 * ``FedDPDR-DPML``: N owners (Alg. 1).
-* ``diffprivlib-LR`` (optional): diffprivlib's DP logistic regression at the same epsilon on the
-  same scaled rows; skipped, with the reason recorded, when diffprivlib cannot be imported.
 * chance = 1/K is recorded in the report.
 
 Budget: epsilon1 = epsilon2 = epsilon/2 (seed §5.2: "eps1 = eps2 = 0.5 eps"), delta = 1e-5 by default
-(the seed uses 1e-4; ``--delta``), lambda = 0.01 (seed §5.2). Classifier (``--model``): ``softmax``
-(default; :func:`privfed.common.feddpdr.svm.fit_dp_softmax`: one objective-perturbed multiclass problem at
-(epsilon2, delta/2), DP-PCA gets delta/2) or ``ovr-huber`` (the seed's one-vs-rest Huber SVM, epsilon2/K
-per class, pure DP; DP-PCA gets all of delta). Rows (``--scaling``): ``normalise`` (default; shift to
+(the seed uses 1e-4; ``--delta``), lambda = 0.01 (seed §5.2). Classifier (``--model``): ``centroid``
+(default; :mod:`privfed.common.feddpdr.centroid`: DP class sums at (epsilon2, delta/2), one Gaussian release
+for all K classes, summed by the coordinator; DP-PCA gets delta/2), ``softmax``
+(:func:`privfed.common.feddpdr.svm.fit_dp_softmax`: one objective-perturbed multiclass problem at
+(epsilon2, delta/2), averaged) or ``ovr-huber`` (the seed's one-vs-rest Huber SVM, epsilon2/K per class,
+pure DP; DP-PCA gets all of delta). Rows (``--scaling``): ``normalise`` (default; shift to
 [0, 1] by the public bounds, divide each row by its own norm) or ``ball`` (midpoint and worst-case
 radius of the bounds). Both are data-independent (:data:`privfed.common.feddpdr.pca.ROW_SCALINGS`).
 Noise in both phases scales with 1/(n eps): MNIST-5k's 800 rows per party at eps = 1.25 match the
-paper's 10^4 rows at eps = 0.1. The seed's n = 10^4 rows per owner and N = 5 do not fit the bundled data
+paper's 10^4 rows at eps = 0.1; ``feddpdr-epsilon`` adds that value (``0.1 * 10^4 / rows per party``) to
+its default grid and labels it "paper's n*eps". The seed's n = 10^4 rows per owner and N = 5 do not fit the bundled data
 (mnist5k: 4000 training rows), so the sizes are scaled to the data available and recorded.
 """
 
@@ -38,8 +39,10 @@ import numpy as np
 
 from privfed.common.datasets import load_builtin, partition, train_test_split
 from privfed.common.errors import ConfigError
-from privfed.common.feddpdr.pca import NEIGHBOURING_SENSITIVITY, ROW_SCALINGS, gaussian_sigma, scale_rows
+from privfed.common.feddpdr.centroid import class_sums_sigma
+from privfed.common.feddpdr.pca import NEIGHBOURING_SENSITIVITY, ROW_SCALINGS, gaussian_sigma
 from privfed.common.feddpdr.svm import (
+    DEFAULT_SVM_MODEL,
     SVM_MODELS,
     FedDPDRModel,
     feddpdr_fit,
@@ -52,7 +55,7 @@ from privfed.common.feddpdr.svm import (
 from privfed.server.report import host_info, new_run_dir, plot_lines, write_json
 
 NAMES = ("feddpdr-k", "feddpdr-epsilon", "feddpdr-n", "feddpdr-uneven", "feddpdr-time")
-METHODS = ("Non-Priv", "DPML", "DPDR-DPML", "DPDR-DPML-best", "DPDR-DPML-pooled", "FedDPDR-DPML", "diffprivlib-LR")
+METHODS = ("Non-Priv", "DPML", "DPDR-DPML", "DPDR-DPML-best", "DPDR-DPML-pooled", "FedDPDR-DPML")
 K_GRID = (5, 10, 20, 50, 100)
 EPSILON_GRID = (0.01, 0.05, 0.1, 0.5, 1.0, 2.0)
 PAPER_N_GRID = (100, 500, 1000, 5000, 10000)
@@ -92,9 +95,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         choices=SVM_MODELS,
-        default="softmax",
-        help="phase-2 classifier: one multiclass objective (softmax, default) or the seed's "
-        "one-vs-rest Huber SVMs at eps/K each (ovr-huber)",
+        default=DEFAULT_SVM_MODEL,
+        help="phase-2 classifier: DP class sums summed by the coordinator (centroid, default), one "
+        "multiclass objective (softmax) or the seed's one-vs-rest Huber SVMs at eps/K each (ovr-huber)",
     )
     parser.add_argument(
         "--scaling",
@@ -130,6 +133,15 @@ def _uneven_sets(n_train: int) -> list[list[int]]:
     return out
 
 
+PAPER_ROWS_PER_PARTY, PAPER_EPSILON = 10_000, 0.1
+
+
+def paper_n_epsilon(rows_per_party: int) -> float:
+    """The epsilon at which ``rows_per_party`` rows see the noise the paper's 10^4 rows see at 0.1
+    (both phases' noise scales with 1/(n eps)): 1.25 for MNIST-5k's 800 rows per party."""
+    return PAPER_EPSILON * PAPER_ROWS_PER_PARTY / rows_per_party
+
+
 def _settings(args, d: int, n_train: int) -> tuple[str, list, list[dict]]:
     """(x label, x values, settings): each setting fixes k, epsilon and the owners' sizes."""
     N, cap = args.owners, n_train // args.owners
@@ -139,7 +151,7 @@ def _settings(args, d: int, n_train: int) -> tuple[str, list, list[dict]]:
         ks = sorted({min(k, d) for k in grid})
         return "target dimension k", ks, [dict(base, k=k) for k in ks]
     if args.experiment == "feddpdr-epsilon":
-        grid = list(args.grid or EPSILON_GRID)
+        grid = list(args.grid or sorted({*EPSILON_GRID, paper_n_epsilon(cap)}))
         return "epsilon", grid, [dict(base, epsilon=e) for e in grid]
     if args.experiment in ("feddpdr-n", "feddpdr-time"):
         ns = _n_grid(cap, args.quick)
@@ -152,15 +164,7 @@ def _settings(args, d: int, n_train: int) -> tuple[str, list, list[dict]]:
     raise ConfigError(f"unknown experiment {args.experiment!r}; choose one of {NAMES}")
 
 
-def _diffprivlib_lr():
-    try:
-        from diffprivlib.models import LogisticRegression
-    except ImportError as exc:  # diffprivlib 0.6 fails to import against scikit-learn >= 1.6
-        return None, f"{type(exc).__name__}: {exc}"
-    return LogisticRegression, None
-
-
-def _fit_methods(train, parts_idx, setting, args, seed: int, dp_lr) -> dict:
+def _fit_methods(train, parts_idx, setting, args, seed: int) -> dict:
     """Fit every method on one setting; returns {method: (model or None, seconds)}."""
     bounds, K = train.bounds, train.n_classes
     eps, k, delta, lam = setting["epsilon"], setting["k"], args.delta, args.lam
@@ -169,7 +173,7 @@ def _fit_methods(train, parts_idx, setting, args, seed: int, dp_lr) -> dict:
     X_all, y_all = train.X[union], train.y[union]
     seeds = np.random.SeedSequence([seed, 4]).spawn(len(METHODS))
     rngs = {m: np.random.Generator(np.random.PCG64(s)) for m, s in zip(METHODS, seeds)}
-    svm_model, scaling = getattr(args, "model", "softmax"), getattr(args, "scaling", "normalise")
+    svm_model, scaling = getattr(args, "model", DEFAULT_SVM_MODEL), getattr(args, "scaling", "normalise")
     common = dict(n_classes=K, neighbouring=args.neighbouring, model=svm_model, scaling=scaling)
     alone = {}  # each party alone, fitted once for the mean and the best
 
@@ -191,8 +195,6 @@ def _fit_methods(train, parts_idx, setting, args, seed: int, dp_lr) -> dict:
         ),
         "FedDPDR-DPML": lambda r: feddpdr_fit(parts, bounds, k, eps / 2, delta, eps / 2, lam, r, **common),
     }
-    if dp_lr is not None:
-        jobs["diffprivlib-LR"] = lambda r: _DiffprivlibModel(dp_lr, X_all, y_all, bounds, eps, r)
     out = {}
     for name, job in jobs.items():
         start = time.perf_counter()
@@ -218,23 +220,20 @@ class _Parties:
         return float(self.pick([m.score(X, y) for m in self.models]))
 
 
-class _DiffprivlibModel:
-    """diffprivlib LogisticRegression on the same unit-ball rows (data_norm = 1, so no leak warning)."""
-
-    def __init__(self, cls, X, y, bounds, epsilon, rng):
-        self.bounds = bounds
-        self.model = cls(epsilon=epsilon, data_norm=1.0, random_state=int(rng.integers(2**31)))
-        self.model.fit(scale_rows(X, bounds, "ball"), y)
-
-    def score(self, X, y) -> float:
-        return float(np.mean(self.model.predict(scale_rows(X, self.bounds, "ball")) == y))
-
-
 def _mechanism_notes(setting: dict, args, n_classes: int) -> dict:
     """Noise scales behind the numbers: DP-PCA sigma, and the phase-2 noise of one party and of all rows."""
     eps, sizes = setting["epsilon"], setting["sizes"]
     sens = NEIGHBOURING_SENSITIVITY[args.neighbouring]
-    if getattr(args, "model", "softmax") == "softmax":
+    if getattr(args, "model", DEFAULT_SVM_MODEL) == "centroid":
+        return {
+            "pca_sigma": gaussian_sigma(eps / 2, args.delta / 2, sens),
+            "class_sums_sigma": class_sums_sigma(eps / 2, args.delta / 2),
+            "class_mean_noise_owner1": class_sums_sigma(eps / 2, args.delta / 2) / (int(sizes[0]) / n_classes),
+            "class_mean_noise_federation": math.sqrt(len(sizes))
+            * class_sums_sigma(eps / 2, args.delta / 2)
+            / (int(sum(sizes)) / n_classes),
+        }
+    if getattr(args, "model", DEFAULT_SVM_MODEL) == "softmax":
         notes = {"pca_sigma": gaussian_sigma(eps / 2, args.delta / 2, sens)}
         for key, n in (("owner1", int(sizes[0])), ("all_rows", int(sum(sizes)))):
             eps_j, eps_b, Delta = softmax_privacy_split(eps / 2, n, args.lam)
@@ -257,12 +256,14 @@ def _mechanism_notes(setting: dict, args, n_classes: int) -> dict:
     }
 
 
-def _table(xlabel: str, xs, stats: dict, methods, fmt: str) -> str:
+def _table(xlabel: str, xs, stats: dict, methods, fmt: str, labels: dict | None = None) -> str:
     width = max(14, *(len(m) + 2 for m in methods))
-    lines = [f"{xlabel:>18}" + "".join(f"{m:>{width}}" for m in methods)]
+    head = max(18, *(len(f"{x:.4g} ({labels[x]})") + 1 for x in (labels or {})))
+    lines = [f"{xlabel:>{head}}" + "".join(f"{m:>{width}}" for m in methods)]
     for i, x in enumerate(xs):
         cells = [fmt.format(stats[m]["mean"][i], stats[m]["std"][i]) for m in methods]
-        lines.append(f"{str(x):>18}" + "".join(f"{c:>{width}}" for c in cells))
+        name = f"{x:.4g} ({(labels or {})[x]})" if x in (labels or {}) else str(x)
+        lines.append(f"{name:>{head}}" + "".join(f"{c:>{width}}" for c in cells))
     return "\n".join(lines)
 
 
@@ -284,8 +285,7 @@ def run(args) -> Path:
     ds = load_builtin(dataset)
     n_train = train_test_split(ds, test_fraction=args.test_fraction, seed=args.seed)[0].n  # same for every seed
     xlabel, xs, settings = _settings(args, ds.d, n_train)
-    dp_lr, dp_lr_skip = _diffprivlib_lr()
-    methods = [m for m in METHODS if m != "diffprivlib-LR" or dp_lr is not None]
+    methods = list(METHODS)
     acc = {m: [[] for _ in settings] for m in methods}
     secs = {m: [[] for _ in settings] for m in methods}
     seeds = [args.seed + r for r in range(runs)]
@@ -294,7 +294,7 @@ def run(args) -> Path:
         train, test = train_test_split(ds, test_fraction=args.test_fraction, seed=seed)
         for j, setting in enumerate(settings):
             parts_idx = partition(train.n, args.owners, seed=seed, sizes=setting["sizes"])
-            fitted = _fit_methods(train, parts_idx, setting, args, seed * 1000 + j, dp_lr)
+            fitted = _fit_methods(train, parts_idx, setting, args, seed * 1000 + j)
             for name, (model, seconds) in fitted.items():
                 acc[name][j].append(model.score(test.X, test.y))
                 secs[name][j].append(seconds)
@@ -312,7 +312,11 @@ def run(args) -> Path:
         n_classes=ds.n_classes,
         sigma_method="analytic",
         chance=1.0 / ds.n_classes,
+        paper_n_epsilon=paper_n_epsilon(n_train // args.owners),
     )
+    labels = {}
+    if args.experiment == "feddpdr-epsilon":
+        labels = {x: "paper's n*eps" for x in xs if math.isclose(x, config["paper_n_epsilon"])}
     write_json(
         run_dir / "report.json",
         {
@@ -320,13 +324,13 @@ def run(args) -> Path:
             "config": config,
             "x_label": xlabel,
             "x": xs,
+            "x_labels": {str(x): v for x, v in labels.items()},
             "settings": settings,
             "mechanisms": [_mechanism_notes(s, args, ds.n_classes) for s in settings],
             "seeds": seeds,
             "methods": methods,
             "accuracy": accuracy,
             "fit_seconds": timing,
-            "skipped": {"diffprivlib-LR": dp_lr_skip} if dp_lr_skip else {},
             "total_seconds": time.perf_counter() - started,
             "host": host_info(),
         },
@@ -352,13 +356,11 @@ def run(args) -> Path:
         logx=args.experiment == "feddpdr-epsilon",
     )
     print(f"{title}: test accuracy mean±std; report {run_dir / 'report.json'}")
-    print(_table(xlabel, xs, accuracy, methods, "{:.3f}±{:.3f}"))
+    print(_table(xlabel, xs, accuracy, methods, "{:.3f}±{:.3f}", labels))
     print(f"chance = 1/K = {1.0 / ds.n_classes:.3f}; model={config.get('model')}, scaling={config.get('scaling')}")
     if args.experiment == "feddpdr-time":
         print("fit seconds mean±std (owners run one after another in process)")
         print(_table(xlabel, xs, timing, methods, "{:.3f}±{:.3f}"))
-    if dp_lr_skip:
-        print(f"diffprivlib-LR skipped: {dp_lr_skip.splitlines()[0][:120]}")
     return run_dir
 
 

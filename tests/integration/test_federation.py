@@ -108,8 +108,8 @@ def test_round_completes_when_a_node_is_killed_mid_round(tmp_path):
 
 def test_feddpdr_two_phases_over_grpc(tmp_path):
     """FedDPDR-DPML over gRPC with mTLS: ε = ∞ matches the non-private PCA + SVM reference;
-    at finite ε each owner's ledger holds (0.95 ε/2, δ) for DP-PCA, 0.05 ε/2 for its noisy row
-    count, and ε/2 split over the classes; the model's owner sizes are the noisy counts."""
+    at finite ε each owner's ledger holds (0.95 ε/2, δ/2) for DP-PCA, 0.05 ε/2 for its noisy row
+    count, and (ε/2, δ/2) for its DP class sums; the model's owner sizes are the noisy counts."""
     train, test = federation_split("digits", seed=0, test_fraction=0.2)
     dataset = ["--dataset", "digits", "--seed", "0", "--test-fraction", "0.2"]
     accuracies = {}
@@ -132,10 +132,8 @@ def test_feddpdr_two_phases_over_grpc(tmp_path):
         accuracies[eps] = accuracy(outcome.model, test)
         ledger = Ledger(tmp_path / f"eps{eps}" / "owner-0.sqlite", epsilon_budget=eps, delta_budget=1e-5)
         history = ledger.history(owner_id("owner-0", 0))
-        assert [h["purpose"].split(":")[0] for h in history] == ["dp-pca", "dp-count"] + [
-            f"svm-ovr-{c}" for c in range(10)
-        ]
-        assert history[0]["delta"] == 1e-5 and math.isclose(sum(h["epsilon"] for h in history[2:]), eps / 2)
+        assert [h["purpose"].split(":")[0] for h in history] == ["dp-pca", "dp-count", "svm-class-sums"]
+        assert history[0]["delta"] == history[2]["delta"] == 5e-6 and history[2]["epsilon"] == eps / 2
         if math.isfinite(eps):
             assert math.isclose(history[0]["epsilon"], 0.95 * eps / 2)
             assert math.isclose(history[1]["epsilon"], 0.05 * eps / 2)

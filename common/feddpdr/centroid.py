@@ -1,0 +1,107 @@
+"""DP class sums: the one-budget multiclass classifier of privfed's FedDPDR-DPML (issue 13.1).
+
+An owner releases its **class sums** ``S_i = Y_i^T [Z_i, 1] / sqrt(2)`` (K x (k + 1): per class, the sum
+of its projected rows and, in the last column, its row count over sqrt 2) through the Gaussian
+mechanism, one release for all K classes at ``(epsilon, delta)``. The coordinator **sums** the owners'
+releases and turns the total into a nearest-centroid linear model (:func:`centroid_coef`).
+
+Privacy (add/remove-one neighbours, like DP-PCA's default, :mod:`privfed.common.feddpdr.pca`). Rows are
+mapped into the unit ball by the public scaling and projected onto the public ``U_global``, so
+``||z|| <= 1`` and ``||[z, 1]/sqrt 2|| <= 1``. Adding or removing one row ``(z, y)`` changes ``S`` by
+``e_y [z, 1]^T / sqrt 2``, whose Frobenius norm is at most 1, whatever K is: the L2 sensitivity is 1 and
+the budget is **not** divided by K (one-vs-rest pays ``epsilon/K`` per class, seed 004 Alg. 3). With
+``sigma = gaussian_sigma(epsilon, delta, 1)`` (analytic Gaussian mechanism, Balle & Wang ICML 2018
+Thm 8) the release is ``(epsilon, delta)``-DP for each owner (Dwork & Roth 2014 Thm A.1 for the
+mechanism). The coordinator's sum and everything after it are post-processing.
+
+Why sums and not models. Each owner's release has the same privacy as before, but the coordinator adds
+N independent noises of variance ``sigma^2`` to a signal that grows with ``sum_i n_i``: the relative error
+of a class mean is ``sqrt(N) sigma / (sum n_c)`` instead of the ``sigma / n_{i,c}`` of every
+owner's own model, and nothing non-linear happens to an owner's noise before it is averaged away. The
+score ``<z, m_c>`` sees the noise only through ``<z, e>``, of standard deviation ``sigma ||z|| <= sigma``
+independently of the dimension, so the classifier also works without dimensionality reduction.
+Measured on MNIST-5k (800 rows per party, d = 784, K = 10): at eps = 1.25 the objective-perturbed
+softmax (:func:`privfed.common.feddpdr.svm.fit_dp_softmax`) averaged over 5 owners reaches 0.26 on the
+exact top-20 subspace; these class sums reach 0.6-0.7 in the full space (see ``deploy/experiments``).
+
+Model. With the summed class sums ``S`` (noise variance ``v = N sigma^2`` per entry),
+``m_c = S_c[:k] / S_c[k]`` estimates the class mean and ``S_c[k] sqrt 2`` the class count (clipped to at
+least one row). Each coordinate of ``m_c`` carries noise of variance ``v / S_c[k]^2``, so
+``||m_c||^2 - k v / S_c[k]^2`` is an unbiased estimate of the squared norm of the class mean. The model
+scores ``<z, m_c> - ||m_c||^2 / 2`` (nearest centroid; LDA with identity covariance and equal priors),
+written as coefficients on ``[z, 1]/sqrt 2`` for :func:`privfed.common.feddpdr.svm.predict_linear`.
+
+References
+----------
+C. Dwork, A. Roth, "The algorithmic foundations of differential privacy", 2014 (Thm A.1).
+B. Balle, Y.-X. Wang, "Improving the Gaussian mechanism for differential privacy", ICML 2018 (Thm 8).
+T. Wang et al., CMC 78(3), 2024 (seed 004): the two-phase FedDPDR-DPML this classifier plugs into.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from privfed.common.errors import ConfigError
+from privfed.common.feddpdr.pca import check_unit_rows, gaussian_sigma
+
+CLASS_SUMS_SENSITIVITY = 1.0
+"""L2 (Frobenius) sensitivity of ``Y^T [Z, 1]/sqrt 2`` under add/remove-one, rows ``||z|| <= 1``."""
+
+
+def class_sums_sigma(epsilon: float, delta: float) -> float:
+    """Noise scale of one owner's :func:`dp_class_sums` release; public (the coordinator recomputes it)."""
+    return gaussian_sigma(epsilon, delta, CLASS_SUMS_SENSITIVITY)
+
+
+def exact_class_sums(Z_unit: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
+    """``Y^T [Z, 1] / sqrt 2``, shape (n_classes, k + 1); the quantity :func:`dp_class_sums` perturbs."""
+    Z = check_unit_rows(Z_unit, "Z_unit")
+    y = np.asarray(y)
+    K = int(n_classes)
+    if K < 2 or y.shape != (Z.shape[0],):
+        raise ConfigError(f"need n_classes >= 2 and one label per row; got {n_classes!r} and labels {y.shape}")
+    if not np.issubdtype(y.dtype, np.integer) or np.any((y < 0) | (y >= K)):
+        raise ConfigError(f"labels must be integers in [0, {K})")
+    Zb = np.hstack([Z, np.ones((Z.shape[0], 1))]) / math.sqrt(2.0)
+    S = np.zeros((K, Zb.shape[1]))
+    np.add.at(S, y, Zb)
+    return S
+
+
+def dp_class_sums(
+    Z_unit: np.ndarray, y: np.ndarray, n_classes: int, *, epsilon: float, delta: float, rng: np.random.Generator
+) -> np.ndarray:
+    """(epsilon, delta)-DP class sums: :func:`exact_class_sums` plus i.i.d. ``N(0, sigma^2)`` per entry.
+
+    ``sigma = class_sums_sigma(epsilon, delta)`` (sensitivity 1, module docstring); ``epsilon = inf``
+    adds no noise (the non-private reference).
+    """
+    S = exact_class_sums(Z_unit, y, n_classes)
+    sigma = class_sums_sigma(epsilon, delta)
+    return S if sigma == 0.0 else S + rng.normal(0.0, sigma, size=S.shape)
+
+
+def centroid_coef(S_total: np.ndarray, noise_variance: float) -> np.ndarray:
+    """Nearest-centroid coefficients (K, k + 1) on ``[z, 1]/sqrt 2`` from summed class sums.
+
+    Parameters
+    ----------
+    S_total : (K, k + 1) sum of the owners' :func:`dp_class_sums` releases.
+    noise_variance : public variance of each entry's total noise, ``N * class_sums_sigma(eps, delta)^2``.
+    """
+    S = np.asarray(S_total, dtype=np.float64)
+    if S.ndim != 2 or S.shape[1] < 2 or not np.all(np.isfinite(S)):
+        raise ConfigError(f"class sums must be a finite (K, k + 1) matrix, got shape {S.shape}")
+    if not (math.isfinite(noise_variance) and noise_variance >= 0):
+        raise ConfigError(f"noise_variance must be finite and >= 0, got {noise_variance!r}")
+    k = S.shape[1] - 1
+    half_counts = np.maximum(S[:, k], 1.0 / math.sqrt(2.0))  # at least one row per class
+    means = S[:, :k] / half_counts[:, None]
+    sq_norms = np.maximum(np.sum(means**2, axis=1) - k * noise_variance / half_counts**2, 0.0)
+    return math.sqrt(2.0) * np.hstack([means, -0.5 * sq_norms[:, None]])
+
+
+__all__ = ["CLASS_SUMS_SENSITIVITY", "centroid_coef", "class_sums_sigma", "dp_class_sums", "exact_class_sums"]

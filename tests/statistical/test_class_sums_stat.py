@@ -1,0 +1,80 @@
+"""Noise of the DP class sums (privfed.common.feddpdr.centroid): i.i.d. N(0, sigma^2) per entry with
+sigma from the analytic Gaussian mechanism at sensitivity 1, and the coordinator's sum of N releases
+has variance N sigma^2 per entry. Tolerances are 4 standard errors (SPEC §0)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from privfed.common.feddpdr.centroid import class_sums_sigma, dp_class_sums, exact_class_sums
+from privfed.common.feddpdr.pca import analytic_gaussian_delta
+from privfed.common.feddpdr.svm import aggregate_classifier
+
+pytestmark = pytest.mark.slow
+
+DRAWS = 4000
+
+
+def _rows(rng, n=30, k=4, K=3):
+    Z = rng.standard_normal((n, k))
+    Z /= np.maximum(1.0, np.linalg.norm(Z, axis=1, keepdims=True))
+    return Z, rng.integers(0, K, n)
+
+
+@pytest.mark.parametrize("epsilon, delta", [(0.3, 1e-5), (1.25, 5e-6), (4.0, 1e-6)])
+def test_noise_is_gaussian_with_the_calibrated_sigma(rng, epsilon, delta):
+    Z, y = _rows(rng)
+    exact = exact_class_sums(Z, y, 3)
+    sigma = class_sums_sigma(epsilon, delta)
+    # the calibration itself: the smallest sigma whose exact delta (Balle & Wang Thm 8) is <= delta
+    assert analytic_gaussian_delta(sigma, epsilon, 1.0) <= delta < analytic_gaussian_delta(0.999 * sigma, epsilon, 1.0)
+    noise = np.stack([dp_class_sums(Z, y, 3, epsilon=epsilon, delta=delta, rng=rng) - exact for _ in range(DRAWS)])
+    flat = noise.reshape(DRAWS, -1)
+    m = flat.shape[1]
+    assert abs(flat.mean()) < 4 * sigma / math.sqrt(DRAWS * m)
+    var = flat.var(axis=0, ddof=1).mean()
+    assert abs(var / sigma**2 - 1) < 4 * math.sqrt(2 / ((DRAWS - 1) * m))
+    assert stats.kstest(flat[:, 0] / sigma, "norm").pvalue > 1e-3
+    corr = np.corrcoef(flat[:, :3].T)
+    assert np.all(np.abs(corr[np.triu_indices(3, 1)]) < 4 / math.sqrt(DRAWS))
+
+
+def test_summed_releases_have_n_times_the_variance_and_the_model_knows_it(rng):
+    """The coordinator's total noise is N sigma^2 per entry, the variance centroid_coef debiases with."""
+    parts = [_rows(rng, n=40) for _ in range(5)]
+    eps, delta = 0.8, 1e-5
+    sigma = class_sums_sigma(eps, delta)
+    exact_total = sum(exact_class_sums(Z, y, 3) for Z, y in parts)
+    totals = np.stack(
+        [sum(dp_class_sums(Z, y, 3, epsilon=eps, delta=delta, rng=rng) for Z, y in parts) for _ in range(DRAWS)]
+    )
+    flat = (totals - exact_total).reshape(DRAWS, -1)
+    m = flat.shape[1]
+    assert abs(flat.var(axis=0, ddof=1).mean() / (5 * sigma**2) - 1) < 4 * math.sqrt(2 / ((DRAWS - 1) * m))
+
+
+def test_debiased_class_mean_norm_is_unbiased(rng):
+    """centroid_coef subtracts k v / count^2 from ||m_c||^2 (v = N sigma^2): over many federations the
+    mean of its estimate matches the exact class-mean norm, and the raw (not debiased) norm does not."""
+    k, K, eps, delta = 50, 2, 2.0, 1e-5
+    centres = rng.standard_normal((K, k))
+    centres *= 0.5 / np.linalg.norm(centres, axis=1, keepdims=True)
+    parts = []
+    for _ in range(5):
+        y = rng.integers(0, K, 100)
+        Z = centres[y] + 0.05 * rng.standard_normal((100, k))
+        parts.append((Z / np.maximum(1.0, np.linalg.norm(Z, axis=1, keepdims=True)), y))
+    exact_total = sum(exact_class_sums(Z, y, K) for Z, y in parts)
+    target = 0.5 * np.sum((exact_total[:, :k] / exact_total[:, k:]) ** 2, axis=1)
+    draws = 1000
+    releases = [[dp_class_sums(Z, y, K, epsilon=eps, delta=delta, rng=rng) for Z, y in parts] for _ in range(draws)]
+    coefs = np.stack(
+        [aggregate_classifier(r, np.ones(5), model="centroid", epsilon=eps, delta=delta) for r in releases]
+    )
+    half_sq = -coefs[:, :, k] / math.sqrt(2.0)
+    se = half_sq.std(axis=0, ddof=1) / math.sqrt(draws)
+    assert np.all(np.abs(half_sq.mean(axis=0) - target) < 4 * se + 0.01 * target)  # 1 %: the noisy count's ratio bias
+    raw = np.stack([0.5 * np.sum((sum(r)[:, :k] / sum(r)[:, k:]) ** 2, axis=1) for r in releases])
+    assert np.all(raw.mean(axis=0) - target > 10 * se)  # without the correction the norm is biased up
