@@ -12,6 +12,7 @@ the batch proceeds; a ring evaluation that fails (bad ring, bad peer key, budget
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -324,7 +325,18 @@ class OwnerNode:
                     else:
                         seen.add(t.task_id)
                         batch.append(t)
-                answered = handle_batch(batch, self._owners, self._ledger, allow_clear_labels=self._allow_clear_labels)
+                try:
+                    answered = handle_batch(
+                        batch, self._owners, self._ledger, allow_clear_labels=self._allow_clear_labels
+                    )
+                except sqlite3.Error as exc:  # the debits' transaction rolled back: nothing recorded or sent
+                    log.error(
+                        "ledger %s cannot record debits (%s): refusing %d task(s), nothing released",
+                        self._ledger.path,
+                        exc,
+                        len(batch),
+                    )
+                    answered = [Result(t.task_id, t.owner_id, Refusal.of("internal")) for t in batch]
                 self._note_shares(batch, answered)
                 ready += answered
                 i = j

@@ -349,6 +349,19 @@ class Dispatcher:
         with self._cv:
             return {n: c for n, c in self._certificates.items() if c}
 
+    def _ring_stalled(self, task_id: str, gone: set[str | None]) -> bool:
+        """Whether waiting task ``task_id`` is a ring leader's that cannot be answered: its open
+        ring has a member on a silent node that has not passed the sum on (no HOP from it was
+        relayed), so the ring cannot close. The caller ends the wait instead of sitting out the
+        attempt's timeout; the session then drops the silent member and re-forms (contract 5).
+        Call with the lock held."""
+        ring = getattr(self._pending[task_id].spec, "ring", None)
+        members = self._rings.get(getattr(ring, "session_id", None))
+        if not members:
+            return False
+        passed = self._hop_senders.get(ring.session_id, set())
+        return any(self._owner_node.get(m) in gone and m not in passed for m in members)
+
     def silent_owners(self) -> set[str]:
         """Owners whose node has been silent for longer than the node timeout."""
         now = self._clock()
@@ -416,7 +429,10 @@ class Dispatcher:
                     # An owner its node no longer registers will not answer either (None).
                     gone: set[str | None] = {None}
                     gone.update(nid for nid, n in self._nodes.items() if now - n.last_seen > self._node_timeout)
-                    if all(self._owner_node.get(self._pending[i].owner_id) in gone for i in self._waiting):
+                    if all(
+                        self._owner_node.get(self._pending[i].owner_id) in gone or self._ring_stalled(i, gone)
+                        for i in self._waiting
+                    ):
                         break
                 self._cv.wait(min(0.5, deadline - now))
             if progress:

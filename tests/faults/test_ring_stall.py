@@ -1,0 +1,62 @@
+"""A ring whose member went silent before passing the sum on cannot close: the coordinator stops
+waiting for its leader once the member's node is past the node timeout, instead of sitting out
+the attempt's timeout (30 s by default); the fault matrix's ``ring-hop`` cases run this over real
+processes. Driven on the dispatcher directly, with a manual clock."""
+
+from __future__ import annotations
+
+import threading
+
+from privfed.common.identity import owner_id
+from privfed.common.messages import BoostEvaluateTask, OwnerInfo, Refusal, Result, RingSpec, Task
+from privfed.common.secagg.ring import Inbound, MessageKind, new_session_id
+from privfed.server.dispatcher import Dispatcher
+
+A0, B0, C0 = owner_id("node-a", 0), owner_id("node-b", 0), owner_id("node-c", 0)
+NODE_TIMEOUT = 2.0
+
+
+def leader_task(session: str) -> Task:
+    ring = RingSpec(session, (A0, B0, C0), 20, 3, 1.0, (), {})
+    return Task("lead", A0, "r", BoostEvaluateTask(config=None, history=None, learner=None, ring=ring))
+
+
+def hop(session: str, sender: str, recipient: str, seq: int) -> tuple[str, bytes]:
+    return recipient, Inbound(session, sender, recipient, MessageKind.HOP, seq, b"\0" * 32).to_bytes()
+
+
+def wait_for_leader(b_passed_on: bool) -> tuple[bool, list]:
+    """Node b goes silent after (or before) relaying its HOP; nodes a and c keep polling for 10 s
+    of the clock. Returns whether the run ended and its lost tasks."""
+    now = [0.0]
+    d = Dispatcher(node_timeout=NODE_TIMEOUT, clock=lambda: now[0])
+    for node, o in (("node-a", A0), ("node-b", B0), ("node-c", C0)):
+        d.register(node, [OwnerInfo(owner_id=o)])
+    s = new_session_id()
+    d.open_ring(s, [A0, B0, C0])
+    done: list = []
+    runner = threading.Thread(target=lambda: done.append(d.run([leader_task(s)], timeout=60)), daemon=True)
+    runner.start()
+    d.pull("node-a", 1.0)  # the leader took its task and started the ring
+    d.relay("node-a", [hop(s, A0, B0, 1)])
+    if b_passed_on:
+        d.relay("node-b", [hop(s, B0, C0, 2)])
+    for _ in range(20):  # b is silent from here on
+        now[0] += 0.5
+        d.pull("node-a", 0.0)
+        d.pull("node-c", 0.0)
+        runner.join(0.05)
+    ended = not runner.is_alive()
+    d.push("node-a", [Result("lead", A0, Refusal.of("internal"))])  # ends a wait still going on
+    runner.join(5)
+    return ended, (done[0].lost if done else None)
+
+
+def test_the_wait_for_a_leader_ends_when_a_member_went_silent_before_passing_the_sum_on():
+    ended, lost = wait_for_leader(b_passed_on=False)
+    assert ended and lost == ["lead"]
+
+
+def test_a_member_that_passed_the_sum_on_before_going_silent_does_not_end_the_wait():
+    ended, _ = wait_for_leader(b_passed_on=True)
+    assert not ended
