@@ -279,6 +279,17 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="after training, release the owner nodes and keep serving Predict until SIGTERM",
     )
+    p.add_argument(
+        "--journal",
+        type=Path,
+        default=None,
+        help="bdt only: checkpoint every round in this SQLite file, so a killed coordinator can --resume",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the job the --journal file holds (same task, data set, epsilon, seed and owners)",
+    )
     serving.add_argument(
         "--load-model",
         type=Path,

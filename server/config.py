@@ -71,6 +71,8 @@ FLAGS = {
     "out": "--out",
     "serve": "--serve",
     "load_model": "--load-model",
+    "journal": "--journal",
+    "resume": "--resume",
 }
 
 
@@ -124,6 +126,9 @@ class JobConfig:
     listen : str; out : Path; serve : bool; load_model : Path or None
         ``--listen``, ``--out``, ``--serve``, ``--load-model``: where to serve, where run
         directories go, whether to keep serving Predict, and a saved model to serve instead of training.
+    journal : Path or None; resume : bool
+        ``--journal``, ``--resume``: bdt only: the SQLite file where each round is checkpointed
+        (:mod:`privfed.server.journal`), and whether to continue the job it holds.
     """
 
     task: str
@@ -158,6 +163,8 @@ class JobConfig:
     out: Path = Path("runs")
     serve: bool = False
     load_model: Path | None = None
+    journal: Path | None = None
+    resume: bool = False
 
     def __post_init__(self) -> None:
         _choice(self, "task", TASKS)

@@ -84,10 +84,18 @@ class Journal:
         Raises
         ------
         ConfigError
-            The file holds a job and ``resume`` is false (it would be overwritten), or it holds
-            another job (configuration or owners differ), or a finished one.
+            The file holds an unfinished job and ``resume`` is false (it would be overwritten), or
+            it holds another unfinished job (configuration or owners differ). A finished job's
+            journal is replaced: ``--resume`` on every start (compose) continues a killed job and
+            starts the next one afresh.
         """
         row = self._db.execute("SELECT fingerprint, owners, run_id, finished FROM job").fetchone()
+        if row is not None and row[3]:  # a finished job: its results are in its report; start afresh
+            with self._db:
+                self._db.execute("BEGIN")
+                self._db.execute("DELETE FROM job")
+                self._db.execute("DELETE FROM rounds")
+            row = None
         if row is None:
             with self._db:
                 self._db.execute("BEGIN")
@@ -96,14 +104,12 @@ class Journal:
                     (fingerprint, json.dumps(list(owner_ids)), run_id),
                 )
             return run_id
-        recorded_fp, owners, recorded_run, finished = row
+        recorded_fp, owners, recorded_run, _ = row
         if not resume:
             raise ConfigError(
                 f"journal {self.path} already holds job {recorded_run} ({self.recorded_rounds()} round(s)); "
                 "pass --resume to continue it, or another journal file to start a new job"
             )
-        if finished:
-            raise ConfigError(f"journal {self.path}: job {recorded_run} has finished; nothing to resume")
         if recorded_fp != fingerprint:
             raise ConfigError(
                 f"journal {self.path} holds job {recorded_run} with another configuration; resume it with the "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from privfed.common.bounds import Bounds
+from privfed.common.errors import ConfigError
 from privfed.server.config import JobConfig
 from privfed.server.strategies.base import SingleRound, Strategy, Transport, refusals
 from privfed.server.strategies.feddpdr import FedDpdrStrategy
@@ -92,4 +93,13 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
         max_owner_rows=config.max_owner_rows,
     )
     rng = np.random.Generator(np.random.PCG64(config.seed))
-    return BoostingStrategy(booster, rng, ring_timeout=config.ring_timeout)
+    journal = None
+    if config.journal is not None:
+        from privfed.server.journal import Journal
+
+        journal = Journal(config.journal)
+    elif config.resume:
+        raise ConfigError("--resume needs --journal FILE (the journal of the job to continue)")
+    return BoostingStrategy(
+        booster, rng, ring_timeout=config.ring_timeout, journal=journal, resume=config.resume, seed=config.seed
+    )

@@ -165,5 +165,6 @@ def test_a_journal_is_not_overwritten_or_resumed_with_another_job(tmp_path, data
     with Journal(path) as journal:
         assert journal.begin(fingerprint="a", owner_ids=["x"], run_id="boost-2", resume=True) == "boost-1"
         journal.finish()
-    with Journal(path) as journal, pytest.raises(ConfigError, match="finished"):
-        journal.begin(fingerprint="a", owner_ids=["x"], run_id="boost-3", resume=True)
+    with Journal(path) as journal:  # a finished job's journal is replaced by the next job
+        assert journal.begin(fingerprint="b", owner_ids=["y"], run_id="boost-3", resume=True) == "boost-3"
+        assert journal.recorded_rounds() == 0
