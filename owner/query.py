@@ -519,7 +519,13 @@ def _write_labels(labels: np.ndarray, out: Path | None) -> None:
         if text:
             sys.stdout.write(text + "\n")
         return
-    out.write_text("label\n" + (text + "\n" if text else ""))
+    partial = out.with_name(out.name + ".partial")  # a full disk leaves no half-written labels file
+    try:
+        partial.write_text("label\n" + (text + "\n" if text else ""))
+        partial.replace(out)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise ConfigError(f"--out {out}: cannot write the labels ({exc.strerror or exc})") from exc
 
 
 def run_query(config: QueryConfig, tls: TlsFiles | None) -> int:

@@ -105,9 +105,7 @@ STEPS = {
     "svm": ("feddpdr", Trigger("task", "svm_share")),
 }
 #: Cases that expose a bug outside the files this package may fix (see the report of issue 14).
-XFAIL: dict[tuple[str, str], str] = {
-    ("predict", "diskfull"): "privfed query: a full disk at --out ends in an OSError traceback, not a one-line error",
-}
+XFAIL: dict[tuple[str, str], str] = {}  # (step, fault) -> a known bug, one line
 
 
 def record(row: dict) -> None:
