@@ -40,7 +40,7 @@ def test_per_owner_and_vectorised_evaluations_have_the_same_mean_and_variance():
         config, history = config_to_dict(fb, f"stat-{r}"), at_round(empty_history(), 0)
         outcome = transport.secure_sum(
             ids,
-            lambda ring, config=config, history=history: BoostEvaluateTask(config, history, stump.to_dict(), ring),
+            lambda ring, config=config, history=history: BoostEvaluateTask(config, history, stump, ring),
             max_abs=fb.contribution_bound,
             round_id=f"ring-{r}",
         )

@@ -3,6 +3,7 @@ sensitivity bound, the nearest-centroid model, the wire form of SvmShareTask's m
 owner's ledger entry (epsilon, delta) and the strategy's (epsilon, delta) split over real handlers."""
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -142,7 +143,8 @@ def test_strategy_spends_exactly_epsilon_and_delta_per_owner_and_learns(tmp_path
     owners = _owners(train, 4)
     ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=8.0, delta_budget=1e-5)
     strategy = FedDpdrStrategy(epsilon=8.0, n_classes=10, bounds=train.bounds, k=20, delta=1e-5)
-    model = strategy.run(sorted(owners), lambda tasks, timeout=None: handle_batch(tasks, owners, ledger))
+    one_node = SimpleNamespace(run_tasks=lambda tasks, timeout=None: handle_batch(tasks, owners, ledger))
+    model = strategy.run(sorted(owners), one_node)
     for oid in owners:
         spent = ledger.spent(oid)
         assert math.isclose(spent.epsilon, 8.0) and math.isclose(spent.delta, 1e-5)
