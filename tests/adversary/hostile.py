@@ -716,3 +716,42 @@ def assert_still_serving(coordinator, node, owner_id, *, d):
         assert len(result.ncc_share.labels) == 1
     assert node.alive()
     return result
+
+
+# ----------------------------------------------------------------------------- pytest fixtures
+# Imported by the conftest files of tests/adversary and tests/fuzz.
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def certs(tmp_path):
+    return make_federation_certs(tmp_path / "certs", owners=3)
+
+
+@pytest.fixture
+def coordinator(certs):
+    hc = HostileCoordinator(certs)
+    yield hc
+    hc.stop()
+
+
+@pytest.fixture
+def owners(tmp_path, coordinator, certs):
+    """``owners(name, X, y, **kw)`` spawns an honest ``privfed owner`` node against the hostile
+    coordinator and waits until its owners registered."""
+    spawned = []
+
+    def spawn(name, X, y, *, wait=True, **kw):
+        proc = spawn_owner(tmp_path, coordinator.port, name, X, y, certs=certs, **kw)
+        spawned.append(proc)
+        if wait:
+            try:
+                coordinator.wait_registered(proc.owner_ids)
+            except AssertionError:
+                raise AssertionError(f"{name} did not register; its log:\n{proc.log()}") from None
+        return proc
+
+    yield spawn
+    coordinator.shutdown = True
+    for proc in spawned:
+        proc.stop()
