@@ -39,6 +39,20 @@ from privfed.common.learners.ncc import (
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, make_mechanism
 
 
+def _fit_inputs(
+    estimator: BaseEstimator, X: ArrayLike, y: ArrayLike
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, Bounds]:
+    """What every estimator's ``fit`` starts with: validated parameters and data, class indices
+    ``y_idx`` into ``classes`` (at least two), and the public bounds."""
+    estimator._validate_params()
+    X, y = validate_data(estimator, X, y, dtype=np.float64)
+    check_classification_targets(y)
+    classes, y_idx = np.unique(y, return_inverse=True)
+    if classes.shape[0] < 2:
+        raise ConfigError(f"need at least 2 classes to fit, got one class: {classes.tolist()}")
+    return X, y_idx, classes, resolve_bounds(estimator.bounds, X.shape[1])
+
+
 class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
     """Logistic regression from perturbed local models, simulated in-process (seed 002 §3.5.2).
 
@@ -96,14 +110,8 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
-        self._validate_params()
-        X, y = validate_data(self, X, y, dtype=np.float64)
-        check_classification_targets(y)
-        bounds = resolve_bounds(self.bounds, X.shape[1])
-        classes, y_idx = np.unique(y, return_inverse=True)
+        X, y_idx, classes, bounds = _fit_inputs(self, X, y)
         k = classes.shape[0]
-        if k < 2:
-            raise ConfigError(f"need at least 2 classes to fit, got one class: {classes.tolist()}")
         if self.n_owners > X.shape[0]:
             raise ConfigError(f"n_owners={self.n_owners} exceeds the {X.shape[0]} rows; every owner needs a row")
         rng = resolve_rng(self.random_state)
@@ -188,13 +196,7 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
-        self._validate_params()
-        X, y = validate_data(self, X, y, dtype=np.float64)
-        check_classification_targets(y)
-        bounds = resolve_bounds(self.bounds, X.shape[1])
-        classes, y_idx = np.unique(y, return_inverse=True)
-        if classes.shape[0] < 2:
-            raise ConfigError(f"need at least 2 classes to fit, got one class: {classes.tolist()}")
+        X, y_idx, classes, bounds = _fit_inputs(self, X, y)
         eps_f, eps_l = split_label_budget(self.epsilon, self.labels, self.label_fraction)
         rng = resolve_rng(self.random_state)
         mech = make_mechanism(self.mechanism, epsilon=eps_f, d=X.shape[1])
