@@ -47,12 +47,13 @@ the ledger (sqlite3's default ``check_same_thread``).
 from __future__ import annotations
 
 import math
-import numbers
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError
+from privfed.common.validation import check_non_negative, check_probability
 
 #: Relative tolerance on the budget comparison (module docstring, "Floating point").
 REL_TOL = 1e-12
@@ -100,9 +101,9 @@ class Budget:
     epsilon: float
     delta: float = 0.0
 
-    def __post_init__(self):
-        object.__setattr__(self, "epsilon", _nonneg("epsilon", self.epsilon, allow_inf=True))
-        object.__setattr__(self, "delta", _nonneg("delta", self.delta, allow_inf=False))
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_non_negative(self.epsilon, name="epsilon", allow_inf=True))
+        object.__setattr__(self, "delta", check_non_negative(self.delta, name="delta"))
 
     def __add__(self, other: Budget) -> Budget:
         if not isinstance(other, Budget):
@@ -148,12 +149,12 @@ class Debit:
     release_id: str
     nonprivate: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _name("owner_id", self.owner_id)
         _name("purpose", self.purpose)
         _name("release_id", self.release_id)
-        object.__setattr__(self, "epsilon", _nonneg("epsilon", self.epsilon, allow_inf=True))
-        object.__setattr__(self, "delta", _probability("delta", self.delta))
+        object.__setattr__(self, "epsilon", check_non_negative(self.epsilon, name="epsilon", allow_inf=True))
+        object.__setattr__(self, "delta", check_probability(self.delta, name="delta"))
         if not isinstance(self.nonprivate, bool):
             raise ConfigError(f"nonprivate must be a bool, got {self.nonprivate!r}")
         if self.nonprivate and (self.epsilon != 0 or self.delta != 0):
@@ -163,24 +164,7 @@ class Debit:
             )
 
 
-def _nonneg(name: str, value, *, allow_inf: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ConfigError(f"{name} must be a real number, got {value!r}")
-    v = float(value)
-    if math.isnan(v) or v < 0 or (math.isinf(v) and not allow_inf):
-        allowed = "[0, inf]" if allow_inf else "[0, inf)"
-        raise ConfigError(f"{name} must be in {allowed}, got {value!r}")
-    return v
-
-
-def _probability(name: str, value) -> float:
-    v = _nonneg(name, value, allow_inf=False)
-    if v > 1:
-        raise ConfigError(f"{name} is a probability and must be in [0, 1], got {value!r}")
-    return v
-
-
-def _name(name: str, value) -> str:
+def _name(name: str, value: object) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
     return value
@@ -205,7 +189,7 @@ class OwnerAccount:
     owner_id: str
     budget: Budget
     spent: Budget
-    releases: tuple[dict, ...]
+    releases: tuple[dict[str, Any], ...]
 
     @property
     def remaining(self) -> Budget:
@@ -240,7 +224,7 @@ def read_accounts(path: str | Path) -> list[OwnerAccount]:
         if version not in (1, SCHEMA_VERSION):
             raise ConfigError(f"ledger {path}: not a privfed ledger (schema version {version})")
         nonprivate = "nonprivate" if version == SCHEMA_VERSION else "0"
-        releases: dict[str, list[dict]] = {}
+        releases: dict[str, list[dict[str, Any]]] = {}
         keys = ("release_id", "purpose", "epsilon", "delta", "ts")
         for row in conn.execute(
             f"SELECT owner_id, release_id, purpose, epsilon, delta, ts, {nonprivate} FROM releases ORDER BY seq"
@@ -289,8 +273,8 @@ class Ledger:
 
     def __init__(self, path: str | Path, *, epsilon_budget: float, delta_budget: float = 0.0) -> None:
         self._default = Budget(
-            _nonneg("epsilon_budget", epsilon_budget, allow_inf=True),
-            _probability("delta_budget", delta_budget),
+            check_non_negative(epsilon_budget, name="epsilon_budget", allow_inf=True),
+            check_probability(delta_budget, name="delta_budget"),
         )
         self.path = Path(path)
         self._conn: sqlite3.Connection | None = None
@@ -392,13 +376,13 @@ class Ledger:
     def nonprivate_count(self, owner_id: str) -> int:
         """How many non-private releases the owner made (module docstring, "Non-private entries")."""
         _name("owner_id", owner_id)
-        return (
+        return int(
             self._db()
             .execute("SELECT COUNT(*) FROM releases WHERE owner_id = ? AND nonprivate != 0", (owner_id,))
             .fetchone()[0]
         )
 
-    def history(self, owner_id: str) -> list[dict]:
+    def history(self, owner_id: str) -> list[dict[str, Any]]:
         """The owner's releases in debit order: dicts with release_id, purpose, epsilon, delta, ts, nonprivate.
 
         ``ts`` is SQLite's ``CURRENT_TIMESTAMP`` at commit (UTC, ``YYYY-MM-DD HH:MM:SS``);
@@ -418,13 +402,15 @@ class Ledger:
         Call before any computation (STYLE rule 7); :meth:`debit` checks again atomically.
         """
         _name("owner_id", owner_id)
-        request = Budget(_nonneg("epsilon", epsilon, allow_inf=True), _probability("delta", delta))
+        request = Budget(
+            check_non_negative(epsilon, name="epsilon", allow_inf=True), check_probability(delta, name="delta")
+        )
         error = self._refusal(owner_id, request, self.spent(owner_id), self.budget(owner_id), "")
         if error is not None:
             raise error
 
     @staticmethod
-    def _refusal(owner_id: str, request: Budget, spent: Budget, budget: Budget, purpose: str):
+    def _refusal(owner_id: str, request: Budget, spent: Budget, budget: Budget, purpose: str) -> BudgetExceeded | None:
         if _fits(spent.epsilon, request.epsilon, budget.epsilon) and _fits(spent.delta, request.delta, budget.delta):
             return None
         what = f" for {purpose!r}" if purpose else ""
@@ -517,7 +503,9 @@ class Ledger:
             raise
         return results
 
-    def _load(self, conn: sqlite3.Connection, owners: list[str]):
+    def _load(
+        self, conn: sqlite3.Connection, owners: list[str]
+    ) -> tuple[dict[str, Budget], dict[str, list[float]], dict[str, list[float]], set[tuple[str, str]]]:
         """Stored budgets, recorded ε and δ lists and used (owner, release_id) keys of ``owners``."""
         budgets: dict[str, Budget] = {}
         eps: dict[str, list[float]] = {o: [] for o in owners}
@@ -548,5 +536,5 @@ class Ledger:
     def __enter__(self) -> Ledger:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

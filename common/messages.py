@@ -14,6 +14,7 @@ import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
+from privfed.common.validation import check_choice, check_positive
 
 if TYPE_CHECKING:  # the boosting types import scipy (common/boosting/federated.py): only once a task needs them
     from privfed.common.boosting.wire import BoostConfig, BoostHistory, Learner
@@ -64,9 +65,8 @@ class NccShareTask:
     n_classes: int
     bounds: Bounds
 
-    def __post_init__(self):
-        if self.labels not in LABEL_MODES:
-            raise ConfigError(f"labels must be one of {LABEL_MODES}, got {self.labels!r}")
+    def __post_init__(self) -> None:
+        check_choice(self.labels, name="labels", allowed=LABEL_MODES)
 
     def ledger_entries(self) -> list[tuple[float, float, str]]:
         entries = [(self.epsilon, 0.0, "ncc-features")]
@@ -108,9 +108,10 @@ class PcaShareTask:
     bounds: Bounds
     count_epsilon: float
 
-    def __post_init__(self):
-        if not (isinstance(self.count_epsilon, (int, float)) and self.count_epsilon > 0):
-            raise ConfigError(f"count_epsilon must be > 0 (or inf), got {self.count_epsilon!r}")
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "count_epsilon", check_positive(self.count_epsilon, name="count_epsilon", allow_inf=True)
+        )
 
     def ledger_entries(self) -> list[tuple[float, float, str]]:
         return [(self.epsilon, self.delta, "dp-pca"), (self.count_epsilon, 0.0, "dp-count")]
@@ -198,7 +199,7 @@ class RingSpec:
     n_parties: int
     max_abs: float
     peers: tuple[PeerKey, ...]
-    certificates: dict  # node_id -> PEM bytes
+    certificates: dict[str, bytes]  # node_id -> PEM bytes
 
 
 @dataclass(frozen=True, eq=False)
@@ -248,7 +249,7 @@ TaskSpec = (
 )
 
 
-def total_budget(spec) -> tuple[float, float]:
+def total_budget(spec: TaskSpec) -> tuple[float, float]:
     """(ε, δ) a task spends in all, by basic composition of its ledger entries."""
     entries = spec.ledger_entries()
     return sum(e for e, _, _ in entries), sum(d for _, d, _ in entries)
@@ -272,15 +273,13 @@ class Refusal:
     code: str
     message: str
 
-    def __post_init__(self):
-        if self.code not in REFUSAL_CODES:
-            raise ConfigError(f"refusal code must be one of {REFUSAL_CODES}, got {self.code!r}")
+    def __post_init__(self) -> None:
+        check_choice(self.code, name="refusal code", allowed=REFUSAL_CODES)
 
     @classmethod
     def of(cls, code: str, detail: str = "") -> Refusal:
         """The fixed text of ``code``, plus ``detail`` (built only from the task and public configuration)."""
-        if code not in REFUSAL_TEXTS:
-            raise ConfigError(f"refusal code must be one of {REFUSAL_CODES}, got {code!r}")
+        check_choice(code, name="refusal code", allowed=REFUSAL_CODES)
         return cls(code, f"{REFUSAL_TEXTS[code]} ({detail})" if detail else REFUSAL_TEXTS[code])
 
 

@@ -90,19 +90,38 @@ def check_positive(value: object, *, name: str, allow_inf: bool = False, fix: st
     return number
 
 
-def check_non_negative(value: object, *, name: str, fix: str | None = None) -> float:
-    """``value`` as a finite ``float >= 0``.
+def check_non_negative(value: object, *, name: str, allow_inf: bool = False, fix: str | None = None) -> float:
+    """``value`` as a ``float >= 0``: finite, or also ``math.inf`` with ``allow_inf`` (the ε of a
+    ledger entry or budget, where ``inf`` records a non-private release).
 
     Raises
     ------
     ConfigTypeError
         ``value`` is not a real number.
     ConfigError
-        ``value`` is negative, NaN or infinite.
+        ``value`` is negative or NaN, or infinite without ``allow_inf``.
     """
     number = check_real(value, name=name, fix=fix)
-    if not 0 <= number < math.inf:
+    if allow_inf and not number >= 0:  # also NaN
+        raise ConfigError(_with_fix(f"{name} must be >= 0 or math.inf, got {value!r}", fix))
+    if not allow_inf and not 0 <= number < math.inf:
         raise ConfigError(_with_fix(f"{name} must be finite and >= 0, got {value!r}", fix))
+    return number
+
+
+def check_probability(value: object, *, name: str, fix: str | None = None) -> float:
+    """``value`` as a ``float`` in the closed interval ``[0, 1]`` (a δ of (ε, δ)-DP).
+
+    Raises
+    ------
+    ConfigTypeError
+        ``value`` is not a real number.
+    ConfigError
+        ``value`` is not in ``[0, 1]`` (NaN included).
+    """
+    number = check_real(value, name=name, fix=fix)
+    if not 0 <= number <= 1:
+        raise ConfigError(_with_fix(f"{name} is a probability and must be in [0, 1], got {value!r}", fix))
     return number
 
 

@@ -42,6 +42,8 @@ from privfed.common.messages import (
 from privfed.proto import privfed_pb2 as pb
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound, Learner
 
 MAX_MATRIX_VALUES = 8_000_000  # 64 MB of float64; matches the transport's message bound
@@ -52,7 +54,7 @@ def matrix_to_proto(a: np.ndarray) -> pb.Matrix:
     return pb.Matrix(shape=list(a.shape), data=a.tobytes())
 
 
-def _checked_shape(m, what: str) -> tuple[int, ...]:
+def _checked_shape(m: pb.Matrix | pb.Reports, what: str) -> tuple[int, ...]:
     """The shape a peer declared, checked against the size bound and the bytes it sent."""
     shape = tuple(int(s) for s in m.shape)
     size = math.prod(shape)  # () is a scalar: one value
@@ -113,7 +115,7 @@ def owner_info_from_proto(m: pb.OwnerInfo) -> OwnerInfo:
     )
 
 
-def _wire():
+def _wire() -> ModuleType:
     """:mod:`privfed.common.boosting.wire`, imported once a boosting message is decoded (it imports
     scipy, which an owner node loads only for the tasks that need it)."""
     from privfed.common.boosting import wire

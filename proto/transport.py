@@ -8,10 +8,15 @@ explicitly instead of gRPC's defaults.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
+
+#: One gRPC channel or server option: a name and an int or string value.
+Option = tuple[str, int | str]
 
 # --- deadlines (seconds) --------------------------------------------------------------
 REGISTER_TIMEOUT = 10.0
@@ -36,7 +41,7 @@ MAX_RESPONSE_TASK_BYTES = MAX_MESSAGE_BYTES - 1024 * 1024
 _KEEPALIVE_TIME_MS = 20_000
 
 
-def _common_options() -> list[tuple[str, int]]:
+def _common_options() -> list[Option]:
     return [
         # Bound what one message may cost us (not gRPC's 4 MiB receive / unbounded send, nor
         # Flower's 2 GiB).
@@ -45,7 +50,7 @@ def _common_options() -> list[tuple[str, int]]:
     ]
 
 
-def server_options() -> list[tuple[str, int]]:
+def server_options() -> list[Option]:
     return _common_options() + [
         # Accept client pings as often as the client sends them (see channel_options).
         ("grpc.http2.min_recv_ping_interval_without_data_ms", _KEEPALIVE_TIME_MS // 2),
@@ -54,8 +59,8 @@ def server_options() -> list[tuple[str, int]]:
     ]
 
 
-def channel_options(target_name_override: str | None = None) -> list[tuple[str, int | str]]:
-    opts: list[tuple[str, int | str]] = _common_options() + [
+def channel_options(target_name_override: str | None = None) -> list[Option]:
+    opts = _common_options() + [
         # Ping every 20 s so a dead coordinator is noticed between long polls.
         ("grpc.keepalive_time_ms", _KEEPALIVE_TIME_MS),
         ("grpc.keepalive_timeout_ms", 10_000),
@@ -119,7 +124,7 @@ class Backoff:
 class _Undecodable:
     """What a request that does not parse as its message type decodes to (never raises)."""
 
-    def __init__(self, error: Exception):
+    def __init__(self, error: Exception) -> None:
         self.error = error
 
 
@@ -131,19 +136,23 @@ class RejectUndecodable(grpc.ServerInterceptor):
     privfed RPC and the health check); others pass through unchanged.
     """
 
-    def intercept_service(self, continuation, handler_call_details):
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
         handler = continuation(handler_call_details)
         if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
             return handler
         decode, behaviour = handler.request_deserializer, handler.unary_unary
 
-        def tolerant_decode(data: bytes):
+        def tolerant_decode(data: bytes) -> Any:
             try:
                 return decode(data)
             except Exception as exc:  # any parse failure is the caller's malformed message
                 return _Undecodable(exc)
 
-        def guarded(request, context):
+        def guarded(request: Any, context: grpc.ServicerContext) -> Any:
             if isinstance(request, _Undecodable):
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, "malformed request: not a valid protobuf message")
             return behaviour(request, context)

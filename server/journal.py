@@ -25,12 +25,15 @@ import hashlib
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from privfed.common.boosting.loop import Evaluation
 from privfed.common.errors import ConfigError
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import serde
+
+if TYPE_CHECKING:
+    from privfed.common.boosting.wire import Learner
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS job (
@@ -56,7 +59,7 @@ class Journal:
     methods; :meth:`finish` marks the job done (a finished journal is not resumed).
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         try:
             self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
@@ -120,7 +123,7 @@ class Journal:
                 f"journal {self.path}: job {recorded_run} ran over other owners than those registered now; "
                 "start the same owner nodes (same --name and --shards) before resuming"
             )
-        return recorded_run
+        return str(recorded_run)
 
     def finish(self) -> None:
         with self._db:
@@ -128,11 +131,11 @@ class Journal:
             self._db.execute("UPDATE job SET finished = 1")
 
     # ------------------------------------------------------------------ RoundJournal
-    def learner(self, round_no: int) -> Any | None:
+    def learner(self, round_no: int) -> Learner | None:
         row = self._db.execute("SELECT learner FROM rounds WHERE round = ?", (round_no,)).fetchone()
         return None if row is None else serde.learner_from_proto(pb.BoostLearner.FromString(row[0]))
 
-    def record_learner(self, round_no: int, learner: Any) -> None:
+    def record_learner(self, round_no: int, learner: Learner) -> None:
         blob = serde.learner_to_proto(learner).SerializeToString()
         with self._db:
             self._db.execute("BEGIN")

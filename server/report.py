@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 if TYPE_CHECKING:
     from privfed.server.config import JobConfig
@@ -34,7 +35,7 @@ def new_run_dir(out: str | Path) -> Path:
     return path
 
 
-def _jsonable(value):
+def _jsonable(value: object) -> object:
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -50,7 +51,7 @@ def _jsonable(value):
     return value
 
 
-def nonprivate_releases(task: str, labels: str | None, base: str | None, answered: int) -> list[dict]:
+def nonprivate_releases(task: str, labels: str | None, base: str | None, answered: int) -> list[dict[str, object]]:
     """What a run received WITHOUT a DP guarantee, for the report (issue 9, contract 6).
 
     Clear labels are the one such release: NCC with ``labels="clear"``, or boosting with the ncc
@@ -83,7 +84,7 @@ def refusal_summary(refused: Mapping[str, str], n_owners: int) -> str:
     """
     if not refused:
         return ""
-    by_code: dict[str, Counter] = {}
+    by_code: dict[str, Counter[str]] = {}
     for message in refused.values():
         code, _, text = message.partition(": ")
         by_code.setdefault(code, Counter())[text] += 1
@@ -142,7 +143,7 @@ def version_info() -> dict[str, str | None]:
     return {"privfed": version, "commit": commit}
 
 
-def host_info() -> dict:
+def host_info() -> dict[str, str | None]:
     """Where and with what a result was produced: host, Python, machine, privfed version and commit."""
     return {
         "host": socket.gethostname(),
@@ -151,7 +152,7 @@ def host_info() -> dict:
     } | {"privfed_version": version_info()["privfed"], "git_commit": version_info()["commit"]}
 
 
-def write_json(path: str | Path, obj) -> Path:
+def write_json(path: str | Path, obj: object) -> Path:
     """Write ``obj`` as indented JSON; numpy values and infinities are converted."""
     path = Path(path)
     path.write_text(json.dumps(_jsonable(obj), indent=2) + "\n")
@@ -174,14 +175,14 @@ def log_axis(x: Iterable[float]) -> tuple[list[float], dict[float, str]]:
 
 def plot_lines(
     path: str | Path,
-    x: Iterable,
-    series: dict,
+    x: Iterable[float],
+    series: Mapping[str, ArrayLike],
     *,
     xlabel: str,
     ylabel: str,
     title: str,
     logx: bool = False,
-    errors: dict | None = None,
+    errors: Mapping[str, ArrayLike] | None = None,
     hlines: Mapping[str, float] | None = None,
 ) -> Path:
     """Save a line plot of ``series`` (name -> y values over ``x``) as a PNG.

@@ -9,6 +9,8 @@ gRPC in :mod:`privfed.server.job`, in-process in ``privfed.deploy.inprocess``).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from privfed.common.bounds import Bounds
@@ -31,7 +33,7 @@ __all__ = [
 ]
 
 
-def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds, **options) -> Strategy:
+def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds, **options: Any) -> Strategy:
     """Build the round logic of ``config.task`` for a federation with this public schema.
 
     Parameters

@@ -12,7 +12,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -78,7 +78,11 @@ def new_tasks(owner_ids: Sequence[str], round_id: str, spec: TaskSpec | Callable
     ]
 
 
-def shares_of(results: list[Result], kind: type) -> list:
+P = TypeVar("P")
+
+
+def shares_of(results: list[Result], kind: type[P]) -> list[P]:
+    """The payloads of ``results`` that are ``kind`` (the shares; refusals and others left out)."""
     return [r.payload for r in results if isinstance(r.payload, kind)]
 
 

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfed.common.bounds import Bounds
-from privfed.common.errors import ConfigError, RoundFailed
+from privfed.common.errors import RoundFailed
 from privfed.common.learners.logistic import LinearModel, lr_aggregate
 from privfed.common.mechanisms import MECHANISMS
 from privfed.common.messages import LrShareReply, LrShareTask, Result, Task
+from privfed.common.validation import check_choice
 from privfed.server.strategies.base import SingleRound, new_tasks, shares_of
 
 
@@ -27,9 +28,8 @@ class LrStrategy(SingleRound):
     param_bound: float = 4.0
     c: float = 1.0
 
-    def __post_init__(self):
-        if self.mechanism not in MECHANISMS:
-            raise ConfigError(f"mechanism must be one of {MECHANISMS}, got {self.mechanism!r}")
+    def __post_init__(self) -> None:
+        check_choice(self.mechanism, name="mechanism", allowed=MECHANISMS)
 
     def configure(self, owner_ids: Sequence[str], round_id: str) -> list[Task]:
         spec = LrShareTask(

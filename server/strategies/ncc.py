@@ -8,10 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfed.common.bounds import Bounds
-from privfed.common.errors import ConfigError, RoundFailed
+from privfed.common.errors import RoundFailed
 from privfed.common.learners.ncc import NccShare, NearestCentroidModel, ncc_centroids, split_label_budget
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse
 from privfed.common.messages import NccShareReply, NccShareTask, Result, Task
+from privfed.common.validation import check_choice
 from privfed.server.strategies.base import SingleRound, new_tasks, shares_of
 
 
@@ -27,9 +28,8 @@ class NccStrategy(SingleRound):
     labels: str = "rr"  # private by default; "clear" is answered only by owners that opted in (contract 6)
     label_fraction: float = 0.2
 
-    def __post_init__(self):
-        if self.mechanism not in MECHANISMS:
-            raise ConfigError(f"mechanism must be one of {MECHANISMS}, got {self.mechanism!r}")
+    def __post_init__(self) -> None:
+        check_choice(self.mechanism, name="mechanism", allowed=MECHANISMS)
         self.eps_features, self.eps_labels = split_label_budget(self.epsilon, self.labels, self.label_fraction)
 
     def configure(self, owner_ids: Sequence[str], round_id: str) -> list[Task]:

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError
+from privfed.common.errors import BudgetExceeded, ConfigError, ConfigTypeError, LocalProtocolError
 from privfed.common.ledger import Budget, Debit, Ledger
 
 
@@ -154,6 +154,19 @@ def test_debit_invalid_arguments(ledger, kwargs):
 def test_invalid_ledger_budget(path, eps, delta):
     with pytest.raises(ConfigError):
         Ledger(path, epsilon_budget=eps, delta_budget=delta)
+
+
+def test_invalid_values_name_the_parameter_and_wrong_types_are_type_errors(path):
+    """The shared checkers (common/validation): a TypeError for a wrong type, the range in the message."""
+    with pytest.raises(ConfigTypeError, match="^epsilon_budget must be a real number"):
+        Ledger(path, epsilon_budget="1")
+    with pytest.raises(ConfigError, match=r"^delta_budget is a probability and must be in \[0, 1\], got 2"):
+        Ledger(path, epsilon_budget=1.0, delta_budget=2)
+    with pytest.raises(ConfigError, match="^epsilon must be >= 0 or math.inf, got -1"):
+        Debit("o", -1, 0.0, "p", "r")
+    with pytest.raises(ConfigError, match="^delta must be finite and >= 0, got inf"):
+        Budget(1.0, math.inf)
+    assert Debit("o", math.inf, 0.0, "p", "r").epsilon == math.inf
 
 
 # ---------------------------------------------------------------- batches

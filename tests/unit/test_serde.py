@@ -236,3 +236,20 @@ def test_ncc_share_with_mismatched_labels_is_rejected():
     del msg.ncc_share.labels[:]
     with pytest.raises(RemoteProtocolError, match="reports for 0 labels"):
         serde.result_from_proto(msg)
+
+
+def test_fields_a_message_refuses_arrive_as_remote_protocol_errors_naming_the_field():
+    """The messages check their fields with common/validation; from a peer that is its fault."""
+    ncc = serde.task_to_proto(Task("t", "o", "r", TASK_SPECS[0]))
+    ncc.ncc_share.labels = "plain"
+    with pytest.raises(RemoteProtocolError, match=r"labels must be one of \('clear', 'rr'\), got 'plain'"):
+        serde.task_from_proto(ncc)
+    for count_epsilon in (0.0, -1.0, math.nan):
+        pca = serde.task_to_proto(Task("t", "o", "r", TASK_SPECS[3]))
+        pca.pca_share.count_epsilon = count_epsilon
+        with pytest.raises(RemoteProtocolError, match="count_epsilon must be > 0 or math.inf"):
+            serde.task_from_proto(pca)
+    refusal = serde.result_to_proto(Result("t", "o", Refusal.of("policy")))
+    refusal.refusal.code = "because"
+    with pytest.raises(RemoteProtocolError, match="refusal code must be one of .*, got 'because'"):
+        serde.result_from_proto(refusal)

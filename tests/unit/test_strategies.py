@@ -12,13 +12,13 @@ import pytest
 
 from privfed.common.boosting.federated import FederatedBoosting
 from privfed.common.datasets import load_builtin, partition
-from privfed.common.errors import RoundFailed
+from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.learners.logistic import fit_local_logistic, lr_aggregate, lr_share
 from privfed.common.mechanisms import make_mechanism
 from privfed.common.messages import LrShareTask
 from privfed.deploy.inprocess import InProcessTransport
 from privfed.owner.data import build_owners
-from privfed.server.strategies import make_strategy
+from privfed.server.strategies import LrStrategy, NccStrategy, make_strategy
 from privfed.server.strategies.base import Strategy, Transport
 from privfed.server.strategies.boosting import BoostingStrategy
 
@@ -169,3 +169,9 @@ def test_boosting_drops_a_silent_and_a_refusing_evaluator_and_sums_the_rest(data
         entries = [h["purpose"].split(":")[0] for h in t.ledgers[o.split(".")[0]].history(o)]
         assert entries.count("boost-eval") <= 1 and _spent(t, o) <= 4.0 + 1e-9
     assert all(_spent(t, o) == 0.0 for o in silent)
+
+
+@pytest.mark.parametrize("strategy", [NccStrategy, LrStrategy])
+def test_an_unknown_mechanism_is_refused_when_the_strategy_is_built(strategy, data):
+    with pytest.raises(ConfigError, match=r"^mechanism must be one of \('pm', 'duchi', 'laplace'\), got 'gauss'$"):
+        strategy(mechanism="gauss", epsilon=1.0, n_classes=2, bounds=data.bounds)

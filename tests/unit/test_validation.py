@@ -14,6 +14,7 @@ from privfed.common.validation import (
     check_int_array,
     check_non_negative,
     check_positive,
+    check_probability,
     check_real,
     check_real_array,
     check_rng,
@@ -79,7 +80,7 @@ def test_check_real_refuses_non_reals(value):
 
 
 @pytest.mark.parametrize("value", NOT_NUMBERS)
-@pytest.mark.parametrize("checker", [check_positive, check_non_negative, check_fraction])
+@pytest.mark.parametrize("checker", [check_positive, check_non_negative, check_fraction, check_probability])
 def test_range_checkers_refuse_non_reals_with_a_type_error(checker, value):
     with pytest.raises(ConfigTypeError, match="must be a real number"):
         checker(value, name="x")
@@ -108,6 +109,23 @@ def test_check_non_negative():
     for bad in (-1e-300, math.nan, math.inf, -math.inf):
         with pytest.raises(ConfigError, match=r"^eta must be finite and >= 0, got"):
             check_non_negative(bad, name="eta")
+
+
+def test_check_non_negative_with_inf_allowed():
+    assert check_non_negative(math.inf, name="epsilon", allow_inf=True) == math.inf
+    assert check_non_negative(0, name="epsilon", allow_inf=True) == 0.0
+    for bad in (-1e-300, math.nan, -math.inf):
+        with pytest.raises(ConfigError, match=r"^epsilon must be >= 0 or math.inf, got"):
+            check_non_negative(bad, name="epsilon", allow_inf=True)
+
+
+def test_check_probability_is_the_closed_unit_interval():
+    assert check_probability(0, name="delta") == 0.0
+    assert type(check_probability(1, name="delta")) is float
+    assert check_probability(np.float64(1e-6), name="delta") == 1e-6
+    for bad in (-1e-300, 1 + 1e-15, math.nan, math.inf):
+        with pytest.raises(ConfigError, match=r"^delta is a probability and must be in \[0, 1\], got"):
+            check_probability(bad, name="delta")
 
 
 def test_check_fraction_is_the_open_unit_interval():
