@@ -145,19 +145,28 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 from numbers import Integral, Real
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.learners.logistic import LinearModel, fit_local_logistic, lr_aggregate, lr_share, n_parameters
 from privfed.common.learners.ncc import NearestCentroidModel, ncc_centroids, ncc_share, split_label_budget
 from privfed.common.learners.samme import SammeDecision, SammeStep, samme_decide, samme_update
-from privfed.common.learners.stump import Stump, binarize, select_stump, stump_aggregate, stump_share, thresholds
+from privfed.common.learners.stump import Stump, binarize, select_stump, thresholds
+from privfed.common.learners.stump_encodings import (
+    STUMP_ENCODINGS,
+    RowEncoding,
+    SampledReports,
+    StumpEncoding,
+    default_encoding,
+    encoding_shares,
+    make_stump_encoding,
+)
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, make_mechanism
-from privfed.common.mechanisms.base import snap
+from privfed.common.mechanisms.base import Mechanism, snap
+from privfed.common.mechanisms.frequency import ORACLES
 from privfed.common.mechanisms.laplace import LaplaceMechanism
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import run_ring_in_process
@@ -213,48 +222,6 @@ def sample_groups(n_owners: int, n_rounds: int, group_size: int, rng: np.random.
             f"{n_owners // n_rounds} or fewer rounds"
         )
     return rng.permutation(n_owners)[: n_rounds * group_size].reshape(n_rounds, group_size)
-
-
-def stump_table_vectors(
-    X, y, w, owner_of_row, group, *, bounds: Bounds, n_bins: int, n_classes: int, weight_bound: float
-) -> np.ndarray:
-    """The vectors :func:`~privfed.common.learners.stump.stump_share` perturbs, for a whole group at once.
-
-    Row ``i`` of the result is what owner ``group[i]`` feeds its mechanism: its weighted cross
-    tables (weights scaled down to total ``weight_bound`` if they exceed it), mapped to
-    ``t = 2 W / weight_bound - 1`` and flattened to ``A * 2 * K`` values. Equal to the per-owner
-    computation inside ``stump_share`` up to float rounding (tested).
-
-    Parameters
-    ----------
-    X, y, w : arrays (n, d), (n,), (n,)
-        All rows, labels (class indices) and weights.
-    owner_of_row : int array (n,)
-        Owner index of every row (``-1``: no owner).
-    group : int array (g,)
-        The owners releasing.
-
-    Returns
-    -------
-    ndarray (g, A * 2 * K)
-    """
-    owner_of_row = np.asarray(owner_of_row, dtype=np.int64)
-    group = np.asarray(group, dtype=np.int64)
-    pos = np.full(max(int(owner_of_row.max(initial=-1)), int(group.max(initial=-1))) + 1, -1, dtype=np.int64)
-    pos[group] = np.arange(group.shape[0])
-    rows = np.flatnonzero((owner_of_row >= 0) & (pos[np.maximum(owner_of_row, 0)] >= 0))
-    xbin = binarize(np.asarray(X)[rows], bounds, n_bins)
-    r, a = xbin.shape
-    yr, wr = np.asarray(y)[rows], np.asarray(w, dtype=np.float64)[rows]
-    cells = np.zeros((r, a, 2, n_classes))
-    cells[np.arange(r)[:, None], np.arange(a)[None, :], xbin.astype(np.intp), yr[:, None]] = wr[:, None]
-    owner_pos = pos[owner_of_row[rows]]
-    gather = sp.csr_matrix((np.ones(r), (owner_pos, np.arange(r))), shape=(group.shape[0], r))
-    tables = np.asarray(gather @ cells.reshape(r, -1))
-    total = np.bincount(owner_pos, weights=wr, minlength=group.shape[0])
-    over = np.isfinite(total) & (total > weight_bound)
-    tables[over] *= (weight_bound / total[over])[:, None]
-    return np.clip(2.0 * tables / weight_bound - 1.0, -1.0, 1.0)
 
 
 def evaluation_groups(groups: np.ndarray, n_owners: int, how: str, rng: np.random.Generator) -> list[np.ndarray]:
@@ -476,8 +443,11 @@ class FederatedBoosting:
     eval_groups: str = "disjoint"
     eval_row_bound: float = EVAL_ROW_BOUND
     max_owner_rows: int = MAX_OWNER_ROWS
+    stump_encoding: str | None = None
+    oracle: str = "krr"
+    n_sampled: int | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         _choice("base", self.base, BASE_LEARNERS)
         _choice("mechanism", self.mechanism, MECHANISMS)
         _choice("secure_sum", self.secure_sum, SECURE_SUMS)
@@ -504,6 +474,14 @@ class FederatedBoosting:
         if not isinstance(self.bounds, Bounds):
             raise ConfigError(f"bounds must be a Bounds (public configuration), got {type(self.bounds).__name__}")
         split_label_budget(self.share_epsilon, self.labels, self.label_fraction)  # validates the NCC label options
+        if self.stump_encoding is None:
+            object.__setattr__(self, "stump_encoding", default_encoding(self.n_classes))
+        _choice("stump_encoding", self.stump_encoding, STUMP_ENCODINGS)
+        _choice("oracle", self.oracle, ORACLES)
+        if self.n_sampled is not None:
+            _int("n_sampled", self.n_sampled, 1)
+        if self.base == "stump":
+            self.share_encoding  # noqa: B018 - builds (validates) the encoding: oracle, n_sampled, classes
 
     # ------------------------------------------------------------------ shared configuration
     @property
@@ -621,18 +599,45 @@ class FederatedBoosting:
     def n_attributes(self) -> int:
         return self.bounds.d * (self.n_bins - 1)
 
+    @cached_property
+    def share_encoding(self) -> StumpEncoding:
+        """Stumps: the encoding of an owner's share at ``share_epsilon``
+        (:mod:`privfed.common.learners.stump_encodings`).
+
+        ``stump_encoding`` names it (default :func:`default_encoding`: ``"signs"`` for two classes,
+        ``"cells"`` otherwise; ``"pair"`` is the paper's two values per attribute, ``"table"`` the whole
+        table, both through ``mechanism``). At ``epsilon = inf`` every encoding is the exact table
+        (no noise, no sampling): the non-private reference.
+        """
+        common = dict(n_attributes=self.n_attributes, n_classes=self.n_classes, weight_bound=self.weight_bound)
+        kind = str(self.stump_encoding)
+        if not math.isfinite(self.share_epsilon):
+            kind = "table"
+        if kind in ("table", "pair"):
+            dim = self.n_attributes * 2 * (self.n_classes if kind == "table" else 1)
+            mech = make_mechanism(self.mechanism, epsilon=self.share_epsilon, d=dim)
+            return make_stump_encoding(kind, mechanism=mech, **common)
+        return make_stump_encoding(
+            kind, epsilon=self.share_epsilon, n_sampled=self.n_sampled, oracle=self.oracle, **common
+        )
+
     @property
     def release_dim(self) -> int:
-        """Length of one release vector (per owner for stump/LR, per row for NCC)."""
+        """Length of one release vector (per owner for stump/LR, per row for NCC; stump: a row encoding's)."""
         if self.base == "stump":
-            return self.n_attributes * 2 * self.n_classes
+            enc = self.share_encoding
+            return enc.dim if isinstance(enc, RowEncoding) else enc.frequency_oracle.report_width
         if self.base == "ncc":
             return self.bounds.d + 1
         return n_parameters(self.n_classes, self.bounds.d)
 
     @cached_property
-    def release_mechanism(self):
-        """The ε-LDP mechanism of a release (ε for the features under NCC's label split)."""
+    def release_mechanism(self) -> Mechanism:
+        """The ε-LDP row mechanism of an NCC or LR release (ε for the features under NCC's label split).
+
+        A stump share's mechanism is part of its :attr:`share_encoding`."""
+        if self.base == "stump":
+            raise ConfigError("a stump share's mechanism is part of its share_encoding")
         eps = (
             split_label_budget(self.share_epsilon, self.labels, self.label_fraction)[0]
             if self.base == "ncc"
@@ -653,19 +658,11 @@ class FederatedBoosting:
 
         Returns a stump table vector (``A * 2 * K``), an :class:`NccShare`, or an LR parameter vector.
         """
-        mech = self.release_mechanism
         if self.base == "stump":
-            return stump_share(
-                X,
-                y,
-                w,
-                bounds=self.bounds,
-                n_bins=self.n_bins,
-                n_classes=self.n_classes,
-                weight_bound=self.weight_bound,
-                mechanism=mech,
-                rng=rng,
-            )
+            n = np.atleast_2d(np.asarray(X)).shape[0]
+            out = self._stump_shares(X, y, w, np.zeros(n, dtype=np.int64), 1, rng)
+            return out if isinstance(out, SampledReports) else out[0]
+        mech = self.release_mechanism
         if self.base == "ncc":
             return ncc_share(
                 X,
@@ -683,18 +680,12 @@ class FederatedBoosting:
     def group_release(self, X, y, w, owner_of_row, group, *, rng: np.random.Generator):
         """All releases of ``group`` at once; what ``[owner_release(owner) for owner in group]`` gives."""
         if self.base == "stump":
-            t = stump_table_vectors(
-                X,
-                y,
-                w,
-                owner_of_row,
-                group,
-                bounds=self.bounds,
-                n_bins=self.n_bins,
-                n_classes=self.n_classes,
-                weight_bound=self.weight_bound,
-            )
-            return self.release_mechanism.privatize(t, rng)
+            owner_of_row = np.asarray(owner_of_row, dtype=np.int64)
+            group = np.asarray(group, dtype=np.int64)
+            pos = np.full(max(int(owner_of_row.max(initial=-1)), int(group.max(initial=-1))) + 1, -1, dtype=np.int64)
+            pos[group] = np.arange(group.shape[0])
+            rows = np.flatnonzero((owner_of_row >= 0) & (pos[np.maximum(owner_of_row, 0)] >= 0))
+            return self._stump_shares(X[rows], y[rows], w[rows], pos[owner_of_row[rows]], group.shape[0], rng)
         if self.base == "ncc":  # row-wise mechanism: one call over the group's rows = one call per owner
             rows = np.flatnonzero(np.isin(owner_of_row, group))
             return self.owner_release(X[rows], y[rows], w[rows], rng=rng)
@@ -705,16 +696,28 @@ class FederatedBoosting:
             ]
         )
 
+    def _stump_shares(
+        self, X: Any, y: Any, w: Any, owner_of_row: np.ndarray, n_owners: int, rng: np.random.Generator
+    ) -> np.ndarray | SampledReports:
+        """The stump shares of ``n_owners`` owners (rows ``owner_of_row``) in :attr:`share_encoding`."""
+        Xbin = binarize(X, self.bounds, self.n_bins)
+        return encoding_shares(self.share_encoding, Xbin, y, w, owner_of_row, n_owners, rng)
+
+    def stump_reports(self, reports: np.ndarray, coordinates: np.ndarray) -> np.ndarray | SampledReports:
+        """Stump shares received as arrays (the wire: report rows, and each owner's sampled coordinates, if any)
+        in the form :meth:`coordinator_select` takes."""
+        enc = self.share_encoding
+        if isinstance(enc, RowEncoding):
+            if np.asarray(coordinates).size:
+                raise ConfigError(f"a {enc.kind!r} stump share has no sampled coordinates")
+            return np.asarray(reports, dtype=np.float64)
+        return enc.reports_of(coordinates, reports)
+
     # ------------------------------------------------------------------ coordinator side
     def coordinator_select(self, releases):
         """Coordinator side (Alg. 2 line 10): aggregate one group's releases into the base learner."""
         if self.base == "stump":
-            tables = stump_aggregate(
-                np.atleast_2d(releases),
-                weight_bound=self.weight_bound,
-                n_attributes=self.n_attributes,
-                n_classes=self.n_classes,
-            )
+            tables = self.share_encoding.aggregate(releases)
             return select_stump(tables, bounds=self.bounds, n_bins=self.n_bins)
         if self.base == "ncc":
             return NearestCentroidModel(

@@ -2,7 +2,7 @@
 
 :class:`SimulatedOwners` holds all owners' rows and SAMME weights and applies the owner steps of
 :mod:`privfed.common.boosting.federated` to them: with ``vectorised=True`` (default) to all owners
-at once (:func:`~privfed.common.boosting.federated.stump_table_vectors` + one ``privatize`` call
+at once (:meth:`~privfed.common.boosting.federated.FederatedBoosting.group_release`: one share call
 for a whole group, per-owner sums by ``bincount``), else owner by owner. Every owner step is
 row-wise or a per-owner sum and the mechanisms perturb row by row, so both are the computation
 each owner's handler does (``privfed.owner``); at ε = ∞ they give identical models, and with a
@@ -25,6 +25,7 @@ from privfed.common.boosting.federated import FederatedBoosting, _misses, owner_
 from privfed.common.boosting.loop import BoostingRun, Evaluation, RoundRecord, plan_rounds, run_rounds
 from privfed.common.errors import ConfigError, LocalProtocolError
 from privfed.common.learners.ncc import NccShare
+from privfed.common.learners.stump_encodings import SampledReports
 from privfed.common.secagg.boxes import generate_private_key, local_boxes
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import ring_peers
@@ -84,7 +85,9 @@ class SimulatedOwners:
             return fb.group_release(X, y, w, self.owner_of_row, group, rng=self.rng)
         rows = self.per_owner
         releases = [fb.owner_release(X[rows[o]], y[rows[o]], w[rows[o]], rng=self.rng) for o in group]
-        return NccShare.concat(releases) if fb.base == "ncc" else np.stack(releases)
+        if fb.base == "ncc":
+            return NccShare.concat(releases)
+        return SampledReports.concat(releases) if isinstance(releases[0], SampledReports) else np.stack(releases)
 
     def _sums(self, evals: np.ndarray, learner) -> np.ndarray:
         """Each evaluator's row-clipped ``(err_sum, w_sum)`` (``FederatedBoosting.evaluation_sums``)."""

@@ -54,6 +54,9 @@ PUBLIC_FIELDS = (
     "eval_row_bound",
     "max_owner_rows",
     "bounds",
+    "stump_encoding",
+    "oracle",
+    "n_sampled",
 )
 
 

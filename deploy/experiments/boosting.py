@@ -30,7 +30,7 @@ stump-hit-rate (Figs. 11-12)
     ``sqrt(n (A + 1) / (m (p - q)^2)) / 2``, 188 rows at ε = 3).
 
     Measured (issue 12 item 1; 2 cores; top-3 hit rate; standard errors <= 0.035 synthetic, <= 0.05 MNIST):
-    ``privfed experiment stump-hit-rate --runs 200 --epsilons 1,3,5,8`` (synthetic, 10^4
+    ``privfed experiment stump-hit-rate --runs 200 --epsilon 1,3,5,8`` (synthetic, 10^4
     one-row owners; gap best-4th 493 rows) and ``--datasets mnist4v9-pool --runs 100
     --mechanisms pm`` (1000 owners, 16 attributes, chance 0.19; gap best-4th 126 rows):
 
@@ -69,7 +69,7 @@ bdt-error (Figs. 13-14) and boosted-ncc (Fig. 10)
     class 0, also for a run in which no round was kept. ``kept`` counts the learners kept.
     Settings: ``non-private`` (ε = ∞, weights never clipped), ``eps=inf, clipped`` (bdt-error
     only: ε = ∞ with the private runs' ``--weight-bound`` and ``--eval-row-bound``, which
-    separates the effect of the weight clips from the noise), and each ε of ``--epsilons`` with
+    separates the effect of the weight clips from the noise), and each ε of ``--epsilon`` with
     ``--mechanism``. ``--rows-per-owner k`` gives each owner k training rows (``--owners`` rows in
     all, ``--owners // k`` owners; share weight bound ``2 k`` unless ``--weight-bound``): the
     evaluation noise ``Lap(2 b / ε_e)`` per owner does not grow with k (row-level calibration,
@@ -95,15 +95,10 @@ from privfed.common.boosting.federated import EVAL_ROW_BOUND, FederatedBoosting
 from privfed.common.bounds import Bounds
 from privfed.common.datasets import Dataset, binary_subset, load_builtin, train_test_split
 from privfed.common.errors import ConfigError, PrivfedError
-from privfed.common.learners.stump import (
-    binarize,
-    cross_tables,
-    select_stump,
-    stump_aggregate,
-    stump_shares,
-    table_errors,
-)
+from privfed.common.learners.stump import binarize, cross_tables, select_stump, table_errors
+from privfed.common.learners.stump_encodings import STUMP_ENCODINGS, stump_aggregate, stump_shares
 from privfed.common.mechanisms import MECHANISMS, make_mechanism
+from privfed.deploy.cli import epsilon_list
 from privfed.server.report import host_info, new_run_dir, plot_lines, write_json
 
 NAMES = ("stump-hit-rate", "bdt-error", "boosted-ncc")
@@ -138,7 +133,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="small fast variant (< 30 s on 2 cores)")
     parser.add_argument("--seed", type=int, default=0, help="data seed; runs use seed+run for splits and noise")
     parser.add_argument("--runs", type=int, help="repetitions (hit rate 100, others 10; --quick 20 / 2)")
-    parser.add_argument("--epsilons", type=_csv(float), help="comma-separated eps (hit rate 1..9; bdt 1,3,5; ncc 3,5)")
+    parser.add_argument(
+        "--epsilon",
+        dest="epsilons",
+        type=epsilon_list,
+        help="comma-separated eps, inf allowed in bdt-error/boosted-ncc (hit rate 1..9; bdt 1,3,5; ncc 3,5)",
+    )
     parser.add_argument(
         "--mechanisms", type=_csv(str), help=f"comma-separated, of {MECHANISMS} (hit rate pm,duchi; others pm)"
     )
@@ -192,6 +192,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="disjoint",
         help="who evaluates a round: each owner once at the whole evaluation budget (default), "
         "or every owner every round at 1/T of it",
+    )
+    parser.add_argument(
+        "--stump-encoding",
+        choices=STUMP_ENCODINGS,
+        default=None,
+        help="bdt-error: the owners' stump share encoding (default: signs for two classes, cells for more)",
     )
     parser.add_argument("--secure-sum", choices=("plain", "ring"), default="plain")
     parser.add_argument("--test-fraction", type=float, default=0.2)
@@ -339,6 +345,7 @@ def _settings(args, base: str, n_rows: int) -> dict:
         mechanism=args.mechanisms[0],
         eval_fraction=args.eval_fraction,
         eval_groups=args.eval_groups,
+        stump_encoding=args.stump_encoding,
     )
     k = args.rows_per_owner
     weight_bound = args.weight_bound or (1.0 if k == 1 else 2.0 * k)
@@ -442,7 +449,7 @@ def _resolve(args) -> None:
     bad += [e for e in args.encodings if e not in HIT_ENCODINGS]
     if bad or args.runs < 1 or any(not e > 0 for e in args.epsilons):
         raise ConfigError(
-            f"invalid --mechanisms/--datasets/--encodings {bad}, --runs {args.runs} or --epsilons {args.epsilons}"
+            f"invalid --mechanisms/--datasets/--encodings {bad}, --runs {args.runs} or --epsilon {args.epsilons}"
         )
 
 

@@ -135,7 +135,12 @@ class _FederationSteps:
         )
         if fb.base == "ncc":
             return NccShare.concat([NccShare(reports=r.reports, labels=r.labels) for r in replies])
-        return np.concatenate([r.reports for r in replies])
+        reports = np.concatenate([r.reports for r in replies])
+        if fb.base == "stump":
+            return fb.stump_reports(
+                reports, np.concatenate([r.coordinates.reshape(-1) for r in replies]).reshape(len(replies), -1)
+            )
+        return reports
 
     def evaluate(self, round_no: int, evaluators: np.ndarray, learner: Any) -> Evaluation:
         strategy = self.strategy
