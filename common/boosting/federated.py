@@ -142,9 +142,9 @@ every owner in this process, vectorised over owners by default
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -152,7 +152,7 @@ import numpy as np
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.learners.logistic import LinearModel, fit_local_logistic, lr_aggregate, lr_share, n_parameters
-from privfed.common.learners.ncc import NearestCentroidModel, ncc_centroids, ncc_share, split_label_budget
+from privfed.common.learners.ncc import NccShare, NearestCentroidModel, ncc_centroids, ncc_share, split_label_budget
 from privfed.common.learners.samme import SammeDecision, SammeStep, samme_decide, samme_update
 from privfed.common.learners.stump import Stump, binarize, select_stump, thresholds
 from privfed.common.learners.stump_encodings import (
@@ -170,9 +170,15 @@ from privfed.common.mechanisms.frequency import ORACLES
 from privfed.common.mechanisms.laplace import LaplaceMechanism
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import run_ring_in_process
+from privfed.common.validation import check_choice, check_fraction, check_int, check_positive
 
 if TYPE_CHECKING:
     from privfed.common.boosting.loop import BoostingRun
+
+#: The base learners a boosting run can hold (``base``: stump, ncc, lr).
+Learner = Stump | NearestCentroidModel | LinearModel
+#: What owners release for the base learner: stump shares (vectors, or sampled reports), NCC rows, LR models.
+Release = np.ndarray | SampledReports | NccShare
 
 BASE_LEARNERS = ("stump", "ncc", "lr")
 SECURE_SUMS = ("plain", "ring")
@@ -189,18 +195,6 @@ EVAL_ROW_BOUND = 1.0
 MAX_OWNER_ROWS = 10**6
 
 
-def _int(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
-        raise ConfigError(f"{name} must be an int >= {low}, got {value!r}")
-    return int(value)
-
-
-def _choice(name: str, value, allowed) -> str:
-    if value not in allowed:
-        raise ConfigError(f"{name} must be one of {allowed}, got {value!r}")
-    return value
-
-
 def sample_groups(n_owners: int, n_rounds: int, group_size: int, rng: np.random.Generator) -> np.ndarray:
     """Disjoint uniform groups of owners, one per round (seed 002 §3.4.1, Alg. 2 lines 9-10).
 
@@ -213,8 +207,11 @@ def sample_groups(n_owners: int, n_rounds: int, group_size: int, rng: np.random.
     ConfigError
         ``n_rounds * group_size > n_owners``: some owner would release twice.
     """
-    n_owners, n_rounds = _int("n_owners", n_owners, 1), _int("n_rounds", n_rounds, 1)
-    group_size = _int("group_size", group_size, 1)
+    n_owners, n_rounds = (
+        check_int(n_owners, name="n_owners", minimum=1),
+        check_int(n_rounds, name="n_rounds", minimum=1),
+    )
+    group_size = check_int(group_size, name="group_size", minimum=1)
     if n_rounds * group_size > n_owners:
         raise ConfigError(
             f"n_rounds * group_size = {n_rounds} * {group_size} = {n_rounds * group_size} exceeds "
@@ -235,7 +232,7 @@ def evaluation_groups(groups: np.ndarray, n_owners: int, how: str, rng: np.rando
     """
     groups = np.atleast_2d(np.asarray(groups, dtype=np.int64))
     n_rounds = groups.shape[0]
-    _choice("eval_groups", how, EVAL_GROUPS)
+    check_choice(how, name="eval_groups", allowed=EVAL_GROUPS)
     if how == "all":
         return [np.arange(n_owners)] * n_rounds
     rest = np.setdiff1d(np.arange(n_owners), groups.ravel())
@@ -262,7 +259,7 @@ def evaluation_noise_scale(row_bound: float, epsilon: float) -> float:
     return 0.0 if math.isinf(epsilon) else 2.0 * float(row_bound) / float(epsilon)
 
 
-def clip_contributions(sums) -> np.ndarray:
+def clip_contributions(sums: Any) -> np.ndarray:
     """Each owner's ``(err_sum, w_sum)`` made well-formed: ``w_sum >= 0``, ``err_sum`` in ``[0, w_sum]``.
 
     The row clip that bounds the sensitivity happens before the sums (:func:`owner_local_error`
@@ -278,7 +275,7 @@ def clip_contributions(sums) -> np.ndarray:
 
 
 def noisy_contributions(
-    sums, *, row_bound: float, epsilon: float, max_rows: int = MAX_OWNER_ROWS, rng: np.random.Generator
+    sums: Any, *, row_bound: float, epsilon: float, max_rows: int = MAX_OWNER_ROWS, rng: np.random.Generator
 ) -> np.ndarray:
     """Each owner's evaluation release: its row-clipped ``(err_sum, w_sum)`` + Laplace, clipped to ``[-M, M]``.
 
@@ -323,11 +320,11 @@ def noisy_contributions(
     return np.clip(noisy, -bound, bound)
 
 
-def _misses(model, X, y) -> np.ndarray:
+def _misses(model: Learner, X: Any, y: Any) -> np.ndarray:
     return np.asarray(model.predict(np.atleast_2d(np.asarray(X, dtype=np.float64)))) != np.asarray(y)
 
 
-def owner_local_error(model, X, y, w, *, row_bound: float = math.inf) -> tuple[float, float]:
+def owner_local_error(model: Learner, X: Any, y: Any, w: Any, *, row_bound: float = math.inf) -> tuple[float, float]:
     """Owner side, every round (Alg. 2 lines 11-12): ``(sum_i u_i 1[model(x_i) != y_i], sum_i u_i)``.
 
     ``u_i = min(w_i, row_bound)``: an evaluation release clips every row's weight to the public
@@ -339,7 +336,9 @@ def owner_local_error(model, X, y, w, *, row_bound: float = math.inf) -> tuple[f
     return float(np.dot(w, _misses(model, X, y))), float(w.sum())
 
 
-def owner_update_weights(model, alpha: float, X, y, w, *, err_total: float, weight_total: float) -> np.ndarray:
+def owner_update_weights(
+    model: Learner, alpha: float, X: Any, y: Any, w: Any, *, err_total: float, weight_total: float
+) -> np.ndarray:
     """Owner side: SAMME update ``w_i exp(alpha 1[miss_i])``, renormalised to keep ``sum w = weight_total``.
 
     ``err_total`` and ``weight_total`` are this round's secure sums ``E`` and ``W``; the
@@ -353,7 +352,12 @@ def owner_update_weights(model, alpha: float, X, y, w, *, err_total: float, weig
 
 
 def secure_total(
-    values, *, method: str = "plain", fixed_point: FixedPoint | None = None, boxes=None, ids=None
+    values: Any,
+    *,
+    method: str = "plain",
+    fixed_point: FixedPoint | None = None,
+    boxes: Any = None,
+    ids: Iterable[str] | None = None,
 ) -> np.ndarray:
     """Sum per-owner vectors: ``values`` (N, m) -> (m,).
 
@@ -362,7 +366,7 @@ def secure_total(
     differs from the plain sum by at most ``fixed_point.error_bound`` (SPEC §11.1).
     """
     values = np.atleast_2d(np.asarray(values, dtype=np.float64))
-    if _choice("method", method, SECURE_SUMS) == "plain":
+    if check_choice(method, name="method", allowed=SECURE_SUMS) == "plain":
         return values.sum(axis=0)
     if fixed_point is None:
         raise ConfigError("secure_total(method='ring') needs fixed_point (FixedPoint.choose(n_parties, max_abs))")
@@ -448,38 +452,30 @@ class FederatedBoosting:
     n_sampled: int | None = None
 
     def __post_init__(self) -> None:
-        _choice("base", self.base, BASE_LEARNERS)
-        _choice("mechanism", self.mechanism, MECHANISMS)
-        _choice("secure_sum", self.secure_sum, SECURE_SUMS)
-        _choice("on_reject", self.on_reject, ON_REJECT)
-        _choice("eval_groups", self.eval_groups, EVAL_GROUPS)
-        if (
-            isinstance(self.eval_fraction, bool)
-            or not isinstance(self.eval_fraction, Real)
-            or not 0 < self.eval_fraction < 1
-        ):
-            raise ConfigError(f"eval_fraction must be a number in (0, 1), got {self.eval_fraction!r}")
-        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, Real) or not self.epsilon > 0:
-            raise ConfigError(f"epsilon must be a number > 0 (math.inf: no noise), got {self.epsilon!r}")
-        _int("n_classes", self.n_classes, 2)
-        _int("n_rounds", self.n_rounds, 1)
-        _int("n_bins", self.n_bins, 2)
+        check_choice(self.base, name="base", allowed=BASE_LEARNERS)
+        check_choice(self.mechanism, name="mechanism", allowed=MECHANISMS)
+        check_choice(self.secure_sum, name="secure_sum", allowed=SECURE_SUMS)
+        check_choice(self.on_reject, name="on_reject", allowed=ON_REJECT)
+        check_choice(self.eval_groups, name="eval_groups", allowed=EVAL_GROUPS)
+        check_fraction(self.eval_fraction, name="eval_fraction")
+        check_positive(self.epsilon, name="epsilon", allow_inf=True, fix="math.inf: no noise")
+        check_int(self.n_classes, name="n_classes", minimum=2)
+        check_int(self.n_rounds, name="n_rounds", minimum=1)
+        check_int(self.n_bins, name="n_bins", minimum=2)
         if self.group_size is not None:
-            _int("group_size", self.group_size, 1)
-        _int("max_owner_rows", self.max_owner_rows, 1)
+            check_int(self.group_size, name="group_size", minimum=1)
+        check_int(self.max_owner_rows, name="max_owner_rows", minimum=1)
         for name in ("weight_bound", "C", "param_bound", "eval_row_bound"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, Real) or not 0 < value < math.inf:
-                raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
+            check_positive(getattr(self, name), name=name)
         if not isinstance(self.bounds, Bounds):
             raise ConfigError(f"bounds must be a Bounds (public configuration), got {type(self.bounds).__name__}")
         split_label_budget(self.share_epsilon, self.labels, self.label_fraction)  # validates the NCC label options
         if self.stump_encoding is None:
             object.__setattr__(self, "stump_encoding", default_encoding(self.n_classes))
-        _choice("stump_encoding", self.stump_encoding, STUMP_ENCODINGS)
-        _choice("oracle", self.oracle, ORACLES)
+        check_choice(self.stump_encoding, name="stump_encoding", allowed=STUMP_ENCODINGS)
+        check_choice(self.oracle, name="oracle", allowed=ORACLES)
         if self.n_sampled is not None:
-            _int("n_sampled", self.n_sampled, 1)
+            check_int(self.n_sampled, name="n_sampled", minimum=1)
         if self.base == "stump":
             self.share_encoding  # noqa: B018 - builds (validates) the encoding: oracle, n_sampled, classes
 
@@ -509,11 +505,11 @@ class FederatedBoosting:
         """Public ``M``: every coordinate of a noisy evaluation release is in ``[-M, M]``."""
         return contribution_bound(self.eval_row_bound, self.eval_round_epsilon, self.max_owner_rows)
 
-    def evaluation_sums(self, learner, X, y, w) -> tuple[float, float]:
+    def evaluation_sums(self, learner: Learner, X: Any, y: Any, w: Any) -> tuple[float, float]:
         """One owner's row-clipped ``(err_sum, w_sum)`` (:func:`owner_local_error` at ``eval_row_bound``)."""
         return owner_local_error(learner, X, y, w, row_bound=self.eval_row_bound)
 
-    def evaluation_release(self, sums, *, rng: np.random.Generator) -> np.ndarray:
+    def evaluation_release(self, sums: Any, *, rng: np.random.Generator) -> np.ndarray:
         """The owners' noisy ``(err_sum, w_sum)`` (:func:`noisy_contributions` at this run's bounds and ε).
 
         ``sums`` must be row-clipped (:meth:`evaluation_sums`).
@@ -522,7 +518,7 @@ class FederatedBoosting:
             sums, row_bound=self.eval_row_bound, epsilon=self.eval_round_epsilon, max_rows=self.max_owner_rows, rng=rng
         )
 
-    def nothing_to_boost(self, rounds) -> str:
+    def nothing_to_boost(self, rounds: Iterable[tuple[int, float, float]]) -> str:
         """One line saying why no round kept a learner, with the numbers and what to change.
 
         ``rounds``: per round ``(ring size n, E, W)`` as published (noisy sums). Compares the
@@ -556,7 +552,7 @@ class FederatedBoosting:
             f"epsilon (now {self.epsilon:g}, eval fraction {self.eval_fraction:g})"
         )
 
-    def check_learner(self, learner) -> None:
+    def check_learner(self, learner: Any) -> None:
         """Raise :class:`ConfigError` unless ``learner`` is of this run's base kind and shape.
 
         An owner checks every learner a coordinator names before computing anything with it:
@@ -564,7 +560,7 @@ class FederatedBoosting:
         classes ``< K``; NCC centroids and LR coefficients have this run's shapes and classes.
         """
         kind = getattr(learner, "kind", None)
-        expected_kind = {"stump": Stump, "ncc": NearestCentroidModel, "lr": LinearModel}[self.base].kind
+        expected_kind = {"stump": Stump.kind, "ncc": NearestCentroidModel.kind, "lr": LinearModel.kind}[self.base]
         if kind != expected_kind:
             raise ConfigError(
                 f"learner kind {kind!r} does not match the run's base learner {self.base!r} (kind {expected_kind!r})"
@@ -609,17 +605,15 @@ class FederatedBoosting:
         table, both through ``mechanism``). At ``epsilon = inf`` every encoding is the exact table
         (no noise, no sampling): the non-private reference.
         """
-        common = dict(n_attributes=self.n_attributes, n_classes=self.n_classes, weight_bound=self.weight_bound)
-        kind = str(self.stump_encoding)
-        if not math.isfinite(self.share_epsilon):
-            kind = "table"
+        A, K, B = self.n_attributes, self.n_classes, self.weight_bound
+        kind = str(self.stump_encoding) if math.isfinite(self.share_epsilon) else "table"
         if kind in ("table", "pair"):
-            dim = self.n_attributes * 2 * (self.n_classes if kind == "table" else 1)
-            mech = make_mechanism(self.mechanism, epsilon=self.share_epsilon, d=dim)
-            return make_stump_encoding(kind, mechanism=mech, **common)
+            mech = make_mechanism(self.mechanism, epsilon=self.share_epsilon, d=A * 2 * (K if kind == "table" else 1))
+            return make_stump_encoding(kind, n_attributes=A, n_classes=K, weight_bound=B, mechanism=mech)
         return make_stump_encoding(
-            kind, epsilon=self.share_epsilon, n_sampled=self.n_sampled, oracle=self.oracle, **common
-        )
+            kind, n_attributes=A, n_classes=K, weight_bound=B, epsilon=self.share_epsilon, n_sampled=self.n_sampled,
+            oracle=self.oracle,
+        )  # fmt: skip
 
     @property
     def release_dim(self) -> int:
@@ -653,10 +647,11 @@ class FederatedBoosting:
         return KaryRandomizedResponse(epsilon=eps_l, n_classes=self.n_classes)
 
     # ------------------------------------------------------------------ owner side
-    def owner_release(self, X, y, w, *, rng: np.random.Generator):
+    def owner_release(self, X: Any, y: Any, w: Any, *, rng: np.random.Generator) -> Release:
         """Owner side, once per run (Alg. 2 lines 6-9): the perturbed share for the base learner.
 
-        Returns a stump table vector (``A * 2 * K``), an :class:`NccShare`, or an LR parameter vector.
+        Returns a stump share (a row encoding's vector, or :class:`SampledReports` of one row), an
+        :class:`NccShare`, or an LR parameter vector.
         """
         if self.base == "stump":
             n = np.atleast_2d(np.asarray(X)).shape[0]
@@ -674,10 +669,11 @@ class FederatedBoosting:
                 sample_weight=w,
                 weight_bound=self.weight_bound,
             )
-        theta = fit_local_logistic(X, y, bounds=self.bounds, n_classes=self.n_classes, C=self.C, sample_weight=w)
-        return lr_share(theta, param_bound=self.param_bound, mechanism=mech, rng=rng)
+        return self._lr_release(X, y, w, rng)
 
-    def group_release(self, X, y, w, owner_of_row, group, *, rng: np.random.Generator):
+    def group_release(
+        self, X: Any, y: Any, w: Any, owner_of_row: Any, group: Any, *, rng: np.random.Generator
+    ) -> Release:
         """All releases of ``group`` at once; what ``[owner_release(owner) for owner in group]`` gives."""
         if self.base == "stump":
             owner_of_row = np.asarray(owner_of_row, dtype=np.int64)
@@ -690,11 +686,13 @@ class FederatedBoosting:
             rows = np.flatnonzero(np.isin(owner_of_row, group))
             return self.owner_release(X[rows], y[rows], w[rows], rng=rng)
         return np.stack(
-            [
-                self.owner_release(X[owner_of_row == o], y[owner_of_row == o], w[owner_of_row == o], rng=rng)
-                for o in group
-            ]
+            [self._lr_release(X[owner_of_row == o], y[owner_of_row == o], w[owner_of_row == o], rng) for o in group]
         )
+
+    def _lr_release(self, X: Any, y: Any, w: Any, rng: np.random.Generator) -> np.ndarray:
+        """One owner's perturbed local LR model (seed 002 §3.5.2), fitted with its SAMME weights."""
+        theta = fit_local_logistic(X, y, bounds=self.bounds, n_classes=self.n_classes, C=self.C, sample_weight=w)
+        return lr_share(theta, param_bound=self.param_bound, mechanism=self.release_mechanism, rng=rng)
 
     def _stump_shares(
         self, X: Any, y: Any, w: Any, owner_of_row: np.ndarray, n_owners: int, rng: np.random.Generator
@@ -714,7 +712,7 @@ class FederatedBoosting:
         return enc.reports_of(coordinates, reports)
 
     # ------------------------------------------------------------------ coordinator side
-    def coordinator_select(self, releases):
+    def coordinator_select(self, releases: Any) -> Learner:
         """Coordinator side (Alg. 2 line 10): aggregate one group's releases into the base learner."""
         if self.base == "stump":
             tables = self.share_encoding.aggregate(releases)
@@ -758,7 +756,7 @@ class FederatedBoosting:
         return decision
 
     # ------------------------------------------------------------------ in-process driver
-    def fit(self, X, y, *, owners=None, rng: np.random.Generator) -> BoostingRun:
+    def fit(self, X: Any, y: Any, *, owners: list[Any] | None = None, rng: np.random.Generator) -> BoostingRun:
         """Run Alg. 2 with every party in this process: the one round loop
         (:func:`~privfed.common.boosting.loop.run_rounds`) over simulated owners
         (:class:`~privfed.common.boosting.simulation.SimulatedOwners`).

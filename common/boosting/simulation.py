@@ -21,7 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from privfed.common.boosting.federated import FederatedBoosting, _misses, owner_update_weights, secure_total
+from privfed.common.boosting.federated import (
+    FederatedBoosting,
+    Learner,
+    Release,
+    _misses,
+    owner_update_weights,
+    secure_total,
+)
 from privfed.common.boosting.loop import BoostingRun, Evaluation, RoundRecord, plan_rounds, run_rounds
 from privfed.common.errors import ConfigError, LocalProtocolError
 from privfed.common.learners.ncc import NccShare
@@ -64,7 +71,7 @@ class SimulatedOwners:
         self.mine = owner_of_row >= 0
         self.w = np.where(self.mine, 1.0, 0.0)
         self.released = np.zeros(self.n_owners, dtype=bool)
-        self.per_owner = None
+        self.per_owner: list[np.ndarray] = []
         if not fb.vectorised:  # rows of each owner, by one stable sort
             order = np.argsort(owner_of_row, kind="stable")[int((~self.mine).sum()) :]
             counts = np.bincount(owner_of_row[self.mine], minlength=self.n_owners)
@@ -74,7 +81,7 @@ class SimulatedOwners:
         )
         self._ring_boxes: dict[int, tuple] = {}  # id(evaluator array) -> (fixed point, boxes) of its ring
 
-    def release(self, round_no: int, group: np.ndarray) -> np.ndarray | NccShare:
+    def release(self, round_no: int, group: np.ndarray) -> Release:
         if self.released[group].any():
             raise LocalProtocolError(
                 f"round {round_no}: owners {group[self.released[group]].tolist()} already released"
@@ -85,11 +92,13 @@ class SimulatedOwners:
             return fb.group_release(X, y, w, self.owner_of_row, group, rng=self.rng)
         rows = self.per_owner
         releases = [fb.owner_release(X[rows[o]], y[rows[o]], w[rows[o]], rng=self.rng) for o in group]
-        if fb.base == "ncc":
-            return NccShare.concat(releases)
-        return SampledReports.concat(releases) if isinstance(releases[0], SampledReports) else np.stack(releases)
+        ncc = [r for r in releases if isinstance(r, NccShare)]
+        sampled = [r for r in releases if isinstance(r, SampledReports)]
+        if ncc or sampled:
+            return NccShare.concat(ncc) if ncc else SampledReports.concat(sampled)
+        return np.stack([r for r in releases if isinstance(r, np.ndarray)])
 
-    def _sums(self, evals: np.ndarray, learner) -> np.ndarray:
+    def _sums(self, evals: np.ndarray, learner: Learner) -> np.ndarray:
         """Each evaluator's row-clipped ``(err_sum, w_sum)`` (``FederatedBoosting.evaluation_sums``)."""
         fb, X, y, w = self.fb, self.X, self.y, self.w
         if not fb.vectorised:

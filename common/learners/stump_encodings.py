@@ -290,6 +290,13 @@ class SampledEncoding:
         object.__setattr__(self, "n_sampled", m)
 
     @property
+    def m(self) -> int:
+        """The number of coordinates each owner samples (``n_sampled`` as resolved when built)."""
+        if self.n_sampled is None:  # never: __post_init__ resolves it
+            raise ConfigError("n_sampled was not resolved")
+        return self.n_sampled
+
+    @property
     def n_coordinates(self) -> int:
         return self.n_attributes + (1 if self.kind == "signs" else 0)
 
@@ -311,7 +318,7 @@ class SampledEncoding:
 
     @cached_property
     def frequency_oracle(self) -> FrequencyOracle:
-        return make_oracle(self.oracle, epsilon=self.epsilon, domain=self._domain(self.n_sampled))
+        return make_oracle(self.oracle, epsilon=self.epsilon, domain=self._domain(self.m))
 
     def statistic(self, tables: Any) -> np.ndarray:
         """What the encoding estimates: the tables (cells), or ``(U_1..U_A, D)`` (signs), from exact tables."""
@@ -325,7 +332,7 @@ class SampledEncoding:
         self, Xbin: Any, y: Any, w: Any, owner_of_row: np.ndarray, n_owners: int, rng: np.random.Generator
     ) -> SampledReports:
         """Reports of ``n_owners`` owners (rows ``owner_of_row``), vectorised over owners."""
-        m, C = self.n_sampled, self.n_coordinates
+        m, C = self.m, self.n_coordinates
         coords = np.argsort(rng.random((n_owners, C)), axis=1)[:, :m].astype(np.int64)
         row = _pick_rows(
             _clipped_weights(w, owner_of_row, n_owners, self.weight_bound),
@@ -356,7 +363,7 @@ class SampledEncoding:
 
     def estimate(self, reports: SampledReports) -> np.ndarray:
         """Unbiased estimate of the summed statistic: tables (A, 2, K) or ``(U_1..U_A, D)``."""
-        m, oracle = self.n_sampled, self.frequency_oracle
+        m, oracle = self.m, self.frequency_oracle
         if (reports.encoding, reports.oracle, reports.epsilon, reports.coordinates.shape[1]) != (
             self.kind,
             self.oracle,
@@ -388,7 +395,7 @@ class SampledEncoding:
 
     def variance(self, tables: Any) -> np.ndarray:
         """Closed-form variance of one owner's contribution to :meth:`estimate`, from its exact (clipped) tables."""
-        m, oracle, B = self.n_sampled, self.frequency_oracle, self.weight_bound
+        m, oracle, B = self.m, self.frequency_oracle, self.weight_bound
         stat = self.statistic(tables)
         gap = (oracle.p - oracle.q) ** 2
         if self.kind == "signs":
@@ -411,9 +418,9 @@ class SampledEncoding:
         coords = np.asarray(coordinates, dtype=np.float64)
         values = np.asarray(reports, dtype=np.float64)
         width = self.frequency_oracle.report_width
-        if coords.ndim != 2 or coords.shape[1] != self.n_sampled or values.shape != (coords.shape[0], width):
+        if coords.ndim != 2 or coords.shape[1] != self.m or values.shape != (coords.shape[0], width):
             raise ConfigError(
-                f"sampled reports must be ({self.n_sampled} coordinates, {width} report values) per owner, got "
+                f"sampled reports must be ({self.m} coordinates, {width} report values) per owner, got "
                 f"{coords.shape} and {values.shape}"
             )
         if not (np.all(coords == np.rint(coords)) and np.all(values == np.rint(values))):

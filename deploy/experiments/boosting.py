@@ -87,7 +87,9 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -118,8 +120,8 @@ DEFAULTS = {  # experiment: (runs, quick runs, epsilons, quick epsilons, dataset
 }
 
 
-def _csv(kind):
-    def parse(text: str):
+def _csv(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
+    def parse(text: str) -> list[Any]:
         try:
             return [kind(v) for v in text.split(",") if v.strip()]
         except ValueError:
@@ -210,7 +212,7 @@ def pooled_mnist(ds: Dataset, factor: int = 4) -> Dataset:
     return Dataset(f"{ds.name}-pool{factor}", X, ds.y, Bounds.of(0.0, 255.0, side * side), ds.classes)
 
 
-def load(name: str, args) -> Dataset:
+def load(name: str, args: argparse.Namespace) -> Dataset:
     if name == "synthetic":  # owners training rows after the split
         return load_builtin("synthetic", n_samples=round(args.owners / (1 - args.test_fraction)), seed=args.seed)
     if name == "mnist4v9":
@@ -234,7 +236,7 @@ def _rng(*key: int) -> np.random.Generator:
 HIT_ENCODINGS = ("signs", "cells-krr", "cells-oue", "cells-olh", "pair", "table")
 
 
-def _variants(encodings, mechanisms) -> list[tuple[str, str, dict]]:
+def _variants(encodings: Iterable[str], mechanisms: Iterable[str]) -> list[tuple[str, str, dict[str, str]]]:
     """``(label, encoding, share keyword builder)`` for every encoding (and mechanism of the row encodings)."""
     out = []
     for name in encodings:
@@ -246,7 +248,15 @@ def _variants(encodings, mechanisms) -> list[tuple[str, str, dict]]:
     return out
 
 
-def hit_rates(ds: Dataset, encodings, mechanisms, epsilons, runs: int, n_bins: int, seed: int) -> dict:
+def hit_rates(
+    ds: Dataset,
+    encodings: Iterable[str],
+    mechanisms: Iterable[str],
+    epsilons: Iterable[float],
+    runs: int,
+    n_bins: int,
+    seed: int,
+) -> dict[str, Any]:
     """Top-1 / top-3 hit rates of the stump selected from perturbed shares (module docstring)."""
     n, K = ds.n, ds.n_classes
     owners = np.arange(n)
@@ -299,7 +309,7 @@ def hit_rates(ds: Dataset, encodings, mechanisms, epsilons, runs: int, n_bins: i
     return out
 
 
-def _run_hit_rate(args, run_dir: Path) -> dict:
+def _run_hit_rate(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     name = args.datasets[0]  # no split: every row is an owner (--owners of them for the synthetic set)
     ds = load_builtin("synthetic", n_samples=args.owners, seed=args.seed) if name == "synthetic" else load(name, args)
     res = hit_rates(ds, args.encodings, args.mechanisms, args.epsilons, args.runs, args.n_bins, args.seed)
@@ -334,7 +344,7 @@ def _run_hit_rate(args, run_dir: Path) -> dict:
 
 
 # ---------------------------------------------------------------------------- bdt-error, boosted-ncc
-def _settings(args, base: str, n_rows: int) -> dict:
+def _settings(args: argparse.Namespace, base: str, n_rows: int) -> dict[str, dict[str, Any]]:
     """name -> FederatedBoosting keyword arguments beyond the data set's."""
     common = dict(
         base=base,
@@ -367,7 +377,7 @@ def _settings(args, base: str, n_rows: int) -> dict:
     return out
 
 
-def _owners(n: int, k: int, rng: np.random.Generator):
+def _owners(n: int, k: int, rng: np.random.Generator) -> list[np.ndarray] | None:
     """``n // k`` owners of ``k`` rows each (a random partition; ``None``: one row each)."""
     if k == 1:
         return None
@@ -376,9 +386,10 @@ def _owners(n: int, k: int, rng: np.random.Generator):
     return np.array_split(rng.permutation(n)[: n // k * k], n // k)
 
 
-def boosting_curves(ds: Dataset, args, base: str) -> dict:
+def boosting_curves(ds: Dataset, args: argparse.Namespace, base: str) -> dict[str, Any]:
     """Staged test misclassification per setting, over ``args.runs`` runs (module docstring)."""
-    curves, meta = {}, {}
+    curves: dict[str, list[np.ndarray]] = {}
+    meta: dict[str, list[dict[str, Any]]] = {}
     for r in range(args.runs):
         train, test = train_test_split(ds, test_fraction=args.test_fraction, seed=args.seed + r)
         for si, (name, kw) in enumerate(_settings(args, base, train.n).items()):
@@ -411,7 +422,7 @@ def boosting_curves(ds: Dataset, args, base: str) -> dict:
     }
 
 
-def _run_curves(args, run_dir: Path, base: str) -> dict:
+def _run_curves(args: argparse.Namespace, run_dir: Path, base: str) -> dict[str, Any]:
     results = {}
     label = "rounds (stumps offered)" if base == "stump" else "rounds (NCCs offered)"
     print(f"{'dataset':<16} {'setting':<18} {'round 1':>8} {'round T/2':>10} {'round T':>8} {'kept':>6}")
@@ -437,7 +448,7 @@ def _run_curves(args, run_dir: Path, base: str) -> dict:
     return results
 
 
-def _resolve(args) -> None:
+def _resolve(args: argparse.Namespace) -> None:
     if args.experiment not in NAMES:
         raise ConfigError(f"unknown experiment {args.experiment!r}; choose one of {NAMES}")
     runs, quick_runs, eps, quick_eps, datasets, mechs = DEFAULTS[args.experiment]
@@ -453,7 +464,7 @@ def _resolve(args) -> None:
         )
 
 
-def run(args) -> Path:
+def run(args: argparse.Namespace) -> Path:
     _resolve(args)
     run_dir = new_run_dir(args.out)
     start = time.perf_counter()

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.federated import FederatedBoosting, Release
 from privfed.common.boosting.loop import Evaluation, RoundRecord, plan_rounds, run_rounds
 from privfed.common.boosting.wire import at_round, config_to_dict, empty_history, with_round
 from privfed.common.errors import RoundFailed
@@ -118,7 +118,7 @@ class _FederationSteps:
         self.config = config_to_dict(strategy.booster, run_id)
         self.history = empty_history()
 
-    def release(self, round_no: int, group: np.ndarray) -> np.ndarray | NccShare:
+    def release(self, round_no: int, group: np.ndarray) -> Release:
         fb, t0 = self.strategy.booster, time.perf_counter()
         spec = BoostShareTask(self.config, at_round(self.history, round_no))
         results = self.transport.run_tasks(new_tasks([self.owner_ids[i] for i in group], self.run_id, spec))
