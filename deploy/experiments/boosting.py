@@ -101,10 +101,10 @@ from privfed.common.learners.stump import binarize, cross_tables, select_stump, 
 from privfed.common.learners.stump_encodings import STUMP_ENCODINGS, stump_aggregate, stump_shares
 from privfed.common.mechanisms import MECHANISMS, make_mechanism
 from privfed.deploy.cli import epsilon_list
-from privfed.server.report import host_info, new_run_dir, plot_lines, write_json
+from privfed.server.report import host_info, plot_lines, write_json
 
 NAMES = ("stump-hit-rate", "bdt-error", "boosted-ncc")
-DATASETS = ("synthetic", "mnist4v9", "mnist4v9-pool", "mnist", "digits")
+DATASETS = ("synthetic", "mnist4v9", "mnist4v9-pool", "mnist4v9-pool4", "mnist", "digits")
 PAPER = {
     "stump-hit-rate": "seed 002 Fig. 12: top-3 hit rate of PM almost 100% once eps reaches 3.0 (10,000 owners, "
     "synthetic); top-k rates increase with eps; PM above Duchi",
@@ -131,7 +131,9 @@ def _csv(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=Path("runs"), help="runs directory (default runs/)")
+    parser.add_argument(
+        "--out", type=Path, default=Path("runs"), help="writes report.json and PNGs here (default runs/)"
+    )
     parser.add_argument("--quick", action="store_true", help="small fast variant (< 30 s on 2 cores)")
     parser.add_argument("--seed", type=int, default=0, help="data seed; runs use seed+run for splits and noise")
     parser.add_argument("--runs", type=int, help="repetitions (hit rate 100, others 10; --quick 20 / 2)")
@@ -219,6 +221,8 @@ def load(name: str, args: argparse.Namespace) -> Dataset:
         return binary_subset(load_builtin("mnist5k"), (4, 9))
     if name == "mnist4v9-pool":
         return pooled_mnist(binary_subset(load_builtin("mnist5k"), (4, 9)), factor=7)
+    if name == "mnist4v9-pool4":
+        return pooled_mnist(binary_subset(load_builtin("mnist5k"), (4, 9)), factor=4)
     if name == "mnist":
         return pooled_mnist(load_builtin("mnist5k"))
     if name == "digits":
@@ -464,9 +468,17 @@ def _resolve(args: argparse.Namespace) -> None:
         )
 
 
+def out_dir(out: Path) -> Path:
+    """``--out``, created: an experiment writes ``report.json`` and its PNGs straight into it
+    (``make reproduce`` runs ``privfed experiment NAME ... --out DIR`` and reads ``DIR/report.json``)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def run(args: argparse.Namespace) -> Path:
     _resolve(args)
-    run_dir = new_run_dir(args.out)
+    run_dir = out_dir(args.out)
     start = time.perf_counter()
     if args.experiment == "stump-hit-rate":
         results = _run_hit_rate(args, run_dir)
