@@ -342,6 +342,15 @@ def noisy_contributions(
     return np.clip(noisy, -bound, bound)
 
 
+def concat_releases(releases: list[Release]) -> Release:
+    """Several owners' releases of one run as one (stacked vectors, or concatenated NCC shares or sampled reports)."""
+    ncc = [r for r in releases if isinstance(r, NccShare)]
+    sampled = [r for r in releases if isinstance(r, SampledReports)]
+    if ncc or sampled:
+        return NccShare.concat(ncc) if ncc else SampledReports.concat(sampled)
+    return np.concatenate([np.atleast_2d(r) for r in releases if isinstance(r, np.ndarray)])
+
+
 def _misses(model: Learner, X: Any, y: Any) -> np.ndarray:
     return np.asarray(model.predict(np.atleast_2d(np.asarray(X, dtype=np.float64)))) != np.asarray(y)
 
@@ -737,9 +746,10 @@ class FederatedBoosting:
         in the form :meth:`coordinator_select` takes."""
         enc = self.share_encoding
         if isinstance(enc, RowEncoding):
-            if np.asarray(coordinates).size:
-                raise ConfigError(f"a {enc.kind!r} stump share has no sampled coordinates")
-            return np.asarray(reports, dtype=np.float64)
+            reports = np.asarray(reports, dtype=np.float64)
+            if np.asarray(coordinates).size or reports.ndim != 2 or reports.shape[1] != enc.dim:
+                raise ConfigError(f"a {enc.kind!r} stump share is (n, {enc.dim}) reports and no sampled coordinates")
+            return reports
         return enc.reports_of(coordinates, reports)
 
     # ------------------------------------------------------------------ coordinator side

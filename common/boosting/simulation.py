@@ -26,13 +26,12 @@ from privfed.common.boosting.federated import (
     Learner,
     Release,
     _misses,
+    concat_releases,
     owner_update_weights,
     secure_total,
 )
 from privfed.common.boosting.loop import BoostingRun, Evaluation, RoundRecord, plan_rounds, run_rounds
 from privfed.common.errors import ConfigError, LocalProtocolError
-from privfed.common.learners.ncc import NccShare
-from privfed.common.learners.stump_encodings import SampledReports
 from privfed.common.secagg.boxes import generate_private_key, local_boxes
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import ring_peers
@@ -92,11 +91,7 @@ class SimulatedOwners:
             return fb.group_release(X, y, w, self.owner_of_row, group, rng=self.rng)
         rows = self.per_owner
         releases = [fb.owner_release(X[rows[o]], y[rows[o]], w[rows[o]], rng=self.rng) for o in group]
-        ncc = [r for r in releases if isinstance(r, NccShare)]
-        sampled = [r for r in releases if isinstance(r, SampledReports)]
-        if ncc or sampled:
-            return NccShare.concat(ncc) if ncc else SampledReports.concat(sampled)
-        return np.stack([r for r in releases if isinstance(r, np.ndarray)])
+        return concat_releases(releases)
 
     def _sums(self, evals: np.ndarray, learner: Learner) -> np.ndarray:
         """Each evaluator's row-clipped ``(err_sum, w_sum)`` (``FederatedBoosting.evaluation_sums``)."""

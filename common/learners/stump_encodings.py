@@ -413,7 +413,8 @@ class SampledEncoding:
         Raises
         ------
         ConfigError
-            Shapes that do not fit the encoding, or non-integer values.
+            Shapes that do not fit the encoding, non-integer values, coordinates outside
+            ``0..n_coordinates-1`` or repeated within an owner, reports outside the oracle's domain.
         """
         coords = np.asarray(coordinates, dtype=np.float64)
         values = np.asarray(reports, dtype=np.float64)
@@ -425,7 +426,13 @@ class SampledEncoding:
             )
         if not (np.all(coords == np.rint(coords)) and np.all(values == np.rint(values))):
             raise ConfigError("sampled coordinates and reports must be integers")
-        return SampledReports(self.kind, self.oracle, self.epsilon, coords.astype(np.int64), values.astype(np.int64))
+        out = SampledReports(self.kind, self.oracle, self.epsilon, coords.astype(np.int64), values.astype(np.int64))
+        if out.coordinates.size and (out.coordinates.min() < 0 or out.coordinates.max() >= self.n_coordinates):
+            raise ConfigError(f"sampled coordinates must lie in 0..{self.n_coordinates - 1}")
+        if np.any(np.diff(np.sort(out.coordinates, axis=1), axis=1) == 0):
+            raise ConfigError("an owner's sampled coordinates must be distinct (sampled without replacement)")
+        self.frequency_oracle.supports(out.reports)  # refuses reports outside the oracle's domain
+        return out
 
     def to_tables(self, estimate: np.ndarray, n_owners: int) -> np.ndarray:
         if self.kind == "cells":
