@@ -476,6 +476,21 @@ def out_dir(out: Path) -> Path:
     return out
 
 
+def write_report(run_dir: Path, args: argparse.Namespace, paper: str, start: float, results: dict[str, Any]) -> None:
+    """``run_dir/report.json``: the experiment, its configuration, the host, the paper's claim, the time and results."""
+    write_json(
+        run_dir / "report.json",
+        {
+            "experiment": args.experiment,
+            "config": {k: v for k, v in vars(args).items() if k != "func"},
+            "host": host_info(),
+            "paper": paper,
+            "seconds": time.perf_counter() - start,
+            "results": results,
+        },
+    )
+
+
 def run(args: argparse.Namespace) -> Path:
     _resolve(args)
     run_dir = out_dir(args.out)
@@ -484,17 +499,6 @@ def run(args: argparse.Namespace) -> Path:
         results = _run_hit_rate(args, run_dir)
     else:
         results = _run_curves(args, run_dir, "stump" if args.experiment == "bdt-error" else "ncc")
-    config = {k: v for k, v in vars(args).items() if k not in ("func",)}
-    write_json(
-        run_dir / "report.json",
-        {
-            "experiment": args.experiment,
-            "config": config,
-            "host": host_info(),
-            "paper": PAPER[args.experiment],
-            "seconds": time.perf_counter() - start,
-            "results": results,
-        },
-    )
+    write_report(run_dir, args, PAPER[args.experiment], start, results)
     print(f"wrote {run_dir}")
     return run_dir

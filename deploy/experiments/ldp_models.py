@@ -73,8 +73,8 @@ from privfed.common.learners.logistic import clip_parameters, fit_local_logistic
 from privfed.common.learners.ncc import NearestCentroidModel, ncc_centroids, ncc_share, split_label_budget
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, estimate_mean, make_mechanism
 from privfed.deploy.cli import epsilon_list
-from privfed.deploy.experiments.boosting import out_dir, pooled_mnist
-from privfed.server.report import host_info, plot_lines, write_json
+from privfed.deploy.experiments.boosting import out_dir, pooled_mnist, write_report
+from privfed.server.report import plot_lines
 
 NAMES = ("lr-epsilon", "ncc-epsilon", "mechanism-mse")
 DATASETS = ("mnist", "synthetic")
@@ -227,17 +227,7 @@ def run(args: argparse.Namespace) -> Path:
         title=f"{args.experiment}: {train.name}, {len(parts)} owners",
         hlines=hlines,
     )
-    config = {k: v for k, v in vars(args).items() if k != "func"}
-    write_json(
-        run_dir / "report.json",
-        {
-            "experiment": args.experiment,
-            "config": config,
-            "host": host_info(),
-            "paper": PAPER[args.experiment],
-            "seconds": time.perf_counter() - start,
-            "results": {"dataset": train.name, "n_owners": len(parts), "chance": 1 / train.n_classes, **results},
-        },
-    )
+    summary = {"dataset": train.name, "n_owners": len(parts), "chance": 1 / train.n_classes, **results}
+    write_report(run_dir, args, PAPER[args.experiment], start, summary)
     print(f"wrote {run_dir}")
     return run_dir
