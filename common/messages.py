@@ -7,7 +7,7 @@ perturbed shares and refusals (the DESIGN.md allowlist). No raw row has a field 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -307,8 +307,9 @@ class SvmShareReply:
 
 @dataclass(frozen=True)
 class BoostShareReply:
-    reports: np.ndarray  # (1, p) stump tables / LR parameters, or (m, d + 1) weighted NCC rows
+    reports: np.ndarray  # (1, p) stump share / LR parameters, or (m, d + 1) weighted NCC rows
     labels: np.ndarray  # (m,) NCC labels, else empty
+    coordinates: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))  # sampled stump encodings
 
 
 @dataclass(frozen=True)

@@ -82,11 +82,15 @@ class AlreadyReleased(RemoteProtocolError):
 
 def boost_share(owner: LocalOwner, spec: BoostShareTask) -> BoostShareReply:
     """The perturbed share of this round's base learner, with this owner's SAMME weights."""
+    from privfed.common.learners.stump_encodings import SampledReports
+
     check_history(owner, spec.config, spec.history)
     fb = spec.config.booster
     share = fb.owner_release(owner.X, owner.y, history_weights(owner, spec.config, spec.history), rng=owner.rng)
     if fb.base == "ncc":
         return BoostShareReply(reports=share.reports, labels=share.labels)
+    if isinstance(share, SampledReports):  # a sampled stump encoding: integer reports and the sampled coordinates
+        return BoostShareReply(reports=share.reports, labels=np.zeros(0, dtype=np.int64), coordinates=share.coordinates)
     return BoostShareReply(reports=np.asarray(share).reshape(1, -1), labels=np.zeros(0, dtype=np.int64))
 
 

@@ -44,6 +44,7 @@ from privfed.common.messages import (
     LrShareTask,
     NccShareReply,
     NccShareTask,
+    Payload,
     PcaShareReply,
     PcaShareTask,
     Refusal,
@@ -51,11 +52,14 @@ from privfed.common.messages import (
     SvmShareReply,
     SvmShareTask,
     Task,
+    TaskSpec,
     total_budget,
 )
+from privfed.common.validation import check_positive
 
 if TYPE_CHECKING:
     from privfed.common.boosting.wire import BoostConfig
+    from privfed.owner.boosting import AppliedHistory
 
 log = logging.getLogger("privfed.owner")
 
@@ -75,11 +79,11 @@ class LocalOwner:
     rng: np.random.Generator
     n_classes: int
     #: run id -> the SAMME weights this node applied for the run (``privfed.owner.boosting.history_weights``)
-    boost_applied: dict = field(default_factory=dict, repr=False, compare=False)
+    boost_applied: dict[str, AppliedHistory] = field(default_factory=dict, repr=False, compare=False)
     #: run id -> the boosting share this owner released in the run: asked again (a coordinator
     #: resumed after a crash lost the answer), it is sent again, never recomputed: the same
     #: release, no new debit. In memory: a restarted node refuses instead (``already_released``).
-    boost_released: dict = field(default_factory=dict, repr=False, compare=False)
+    boost_released: dict[str, Payload] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def n_features(self) -> int:
@@ -95,7 +99,7 @@ class TaskRefused(Exception):
         self.detail = detail
 
 
-def releases_clear_labels(spec) -> bool:
+def releases_clear_labels(spec: TaskSpec) -> bool:
     """Whether answering ``spec`` sends labels without randomized response.
 
     NCC with ``labels="clear"``; a boosting share whose base learner is NCC and whose labels are
@@ -112,12 +116,6 @@ def lr_parameter_count(d: int, n_classes: int) -> int:
     """Length of an owner's logistic-regression parameter vector: ``(d + 1)`` per binary problem,
     one problem for two classes, ``K`` one-vs-rest problems otherwise."""
     return (d + 1) * (1 if n_classes == 2 else n_classes)
-
-
-def _positive(name: str, value, *, allow_inf: bool = False) -> None:
-    v = float(value)
-    if math.isnan(v) or v <= 0 or (math.isinf(v) and not allow_inf):
-        raise TaskRefused("invalid_task", f"{name}={value!r} must be > 0{' or inf' if allow_inf else ' and finite'}")
 
 
 def check_boost_config(owner: LocalOwner, config: BoostConfig) -> None:
@@ -153,7 +151,7 @@ def check_boost_share(owner: LocalOwner, spec: BoostShareTask) -> None:
         raise TaskRefused("invalid_task", str(exc)) from exc  # built from the task's fields only
 
 
-def validate_task(owner: LocalOwner, spec, *, allow_clear_labels: bool) -> None:
+def validate_task(owner: LocalOwner, spec: TaskSpec, *, allow_clear_labels: bool) -> None:
     """Raise :class:`TaskRefused` if ``spec`` cannot be answered by ``owner``.
 
     Looks at the task's fields and the owner's public configuration only (module docstring).
@@ -186,13 +184,13 @@ def validate_task(owner: LocalOwner, spec, *, allow_clear_labels: bool) -> None:
             if spec.labels == "rr" and math.isfinite(spec.label_epsilon):
                 KaryRandomizedResponse(epsilon=spec.label_epsilon, n_classes=spec.n_classes)
             elif spec.labels == "rr":
-                _positive("label_epsilon", spec.label_epsilon, allow_inf=True)
+                check_positive(spec.label_epsilon, name="label_epsilon", allow_inf=True)
         elif isinstance(spec, LrShareTask):
             make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=lr_parameter_count(d, spec.n_classes))
-            _positive("param_bound", spec.param_bound)
-            _positive("c", spec.c)
+            check_positive(spec.param_bound, name="param_bound")
+            check_positive(spec.c, name="c")
         elif isinstance(spec, PcaShareTask):
-            _positive("epsilon", spec.epsilon, allow_inf=True)
+            check_positive(spec.epsilon, name="epsilon", allow_inf=True)
             if not 0 <= spec.delta < 1:
                 raise TaskRefused("invalid_task", f"delta={spec.delta!r} must be in [0, 1)")
             if not 1 <= spec.k <= d:
@@ -202,8 +200,8 @@ def validate_task(owner: LocalOwner, spec, *, allow_clear_labels: bool) -> None:
         elif isinstance(spec, SvmShareTask):
             from privfed.common.feddpdr.svm import DELTA_MODELS, SVM_MODELS
 
-            _positive("epsilon", spec.epsilon, allow_inf=True)
-            _positive("lam", spec.lam)
+            check_positive(spec.epsilon, name="epsilon", allow_inf=True)
+            check_positive(spec.lam, name="lam")
             if spec.model not in SVM_MODELS:
                 raise TaskRefused("invalid_task", f"model={spec.model!r} must be one of {SVM_MODELS}")
             if spec.model in DELTA_MODELS:
@@ -220,7 +218,7 @@ def validate_task(owner: LocalOwner, spec, *, allow_clear_labels: bool) -> None:
         raise TaskRefused("invalid_task", str(exc)) from exc  # built from the task's fields only
 
 
-def compute_share(owner: LocalOwner, spec):
+def compute_share(owner: LocalOwner, spec: TaskSpec) -> Payload:
     """The perturbed share for one task (pure computation; nothing is released here)."""
     if isinstance(spec, BoostShareTask):
         from privfed.owner.boosting import boost_share
@@ -269,7 +267,7 @@ def compute_share(owner: LocalOwner, spec):
     raise ConfigError(f"unknown task kind {type(spec).__name__}")
 
 
-def share_is_sendable(share) -> bool:
+def share_is_sendable(share: Payload) -> bool:
     """Every array of the share finite, and every report within the wire's range (:data:`REPORT_LIMIT`)."""
     for name in ("reports", "subspace", "coef", "labels"):
         a = getattr(share, name, None)
@@ -315,7 +313,7 @@ def _prepare(
     ledger: Ledger,
     allow_clear_labels: bool,
     pending: dict[str, tuple[float, float]],
-):
+) -> Result | Payload:
     """Steps 2-4 of the module docstring for one task: its share, or a refusal.
 
     ``pending`` holds what earlier tasks of the batch will debit per owner; the budget check adds
@@ -367,7 +365,7 @@ def _prepare(
 KEPT_SHARES = 4
 
 
-def _remember_share(owner: LocalOwner, run_id: str, share: object) -> None:
+def _remember_share(owner: LocalOwner, run_id: str, share: Payload) -> None:
     owner.boost_released[run_id] = share
     while len(owner.boost_released) > KEPT_SHARES:
         owner.boost_released.pop(next(iter(owner.boost_released)))
@@ -380,7 +378,7 @@ def handle_batch(
     committed) before this returns. One bad task is refused alone; the others proceed."""
     results: dict[tuple[str, str], Result] = {}
     order: list[tuple[str, str] | Result] = []
-    shares: dict[tuple[str, str], object] = {}
+    shares: dict[tuple[str, str], Payload] = {}
     seen: set[str] = set()
     pending: dict[str, tuple[float, float]] = {}
     for task in tasks:

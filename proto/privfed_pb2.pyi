@@ -135,7 +135,7 @@ class SvmShareTask(_message.Message):
     def __init__(self, epsilon: _Optional[float] = ..., lam: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., subspace: _Optional[_Union[Matrix, _Mapping]] = ..., delta: _Optional[float] = ..., model: _Optional[str] = ...) -> None: ...
 
 class BoostConfig(_message.Message):
-    __slots__ = ("run_id", "base", "epsilon", "mechanism", "n_classes", "n_rounds", "group_size", "n_bins", "weight_bound", "labels", "label_fraction", "c", "param_bound", "eval_fraction", "eval_groups", "eval_row_bound", "max_owner_rows", "bounds")
+    __slots__ = ("run_id", "base", "epsilon", "mechanism", "n_classes", "n_rounds", "group_size", "n_bins", "weight_bound", "labels", "label_fraction", "c", "param_bound", "eval_fraction", "eval_groups", "eval_row_bound", "max_owner_rows", "bounds", "stump_encoding", "oracle", "n_sampled")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     BASE_FIELD_NUMBER: _ClassVar[int]
     EPSILON_FIELD_NUMBER: _ClassVar[int]
@@ -154,6 +154,9 @@ class BoostConfig(_message.Message):
     EVAL_ROW_BOUND_FIELD_NUMBER: _ClassVar[int]
     MAX_OWNER_ROWS_FIELD_NUMBER: _ClassVar[int]
     BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    STUMP_ENCODING_FIELD_NUMBER: _ClassVar[int]
+    ORACLE_FIELD_NUMBER: _ClassVar[int]
+    N_SAMPLED_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     base: str
     epsilon: float
@@ -172,7 +175,10 @@ class BoostConfig(_message.Message):
     eval_row_bound: float
     max_owner_rows: int
     bounds: Matrix
-    def __init__(self, run_id: _Optional[str] = ..., base: _Optional[str] = ..., epsilon: _Optional[float] = ..., mechanism: _Optional[str] = ..., n_classes: _Optional[int] = ..., n_rounds: _Optional[int] = ..., group_size: _Optional[int] = ..., n_bins: _Optional[int] = ..., weight_bound: _Optional[float] = ..., labels: _Optional[str] = ..., label_fraction: _Optional[float] = ..., c: _Optional[float] = ..., param_bound: _Optional[float] = ..., eval_fraction: _Optional[float] = ..., eval_groups: _Optional[str] = ..., eval_row_bound: _Optional[float] = ..., max_owner_rows: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+    stump_encoding: str
+    oracle: str
+    n_sampled: int
+    def __init__(self, run_id: _Optional[str] = ..., base: _Optional[str] = ..., epsilon: _Optional[float] = ..., mechanism: _Optional[str] = ..., n_classes: _Optional[int] = ..., n_rounds: _Optional[int] = ..., group_size: _Optional[int] = ..., n_bins: _Optional[int] = ..., weight_bound: _Optional[float] = ..., labels: _Optional[str] = ..., label_fraction: _Optional[float] = ..., c: _Optional[float] = ..., param_bound: _Optional[float] = ..., eval_fraction: _Optional[float] = ..., eval_groups: _Optional[str] = ..., eval_row_bound: _Optional[float] = ..., max_owner_rows: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., stump_encoding: _Optional[str] = ..., oracle: _Optional[str] = ..., n_sampled: _Optional[int] = ...) -> None: ...
 
 class Stump(_message.Message):
     __slots__ = ("attribute", "threshold_index", "threshold", "leaves", "error")
@@ -363,12 +369,14 @@ class SvmShare(_message.Message):
     def __init__(self, coef: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
 
 class BoostShare(_message.Message):
-    __slots__ = ("reports", "labels")
+    __slots__ = ("reports", "labels", "coordinates")
     REPORTS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    COORDINATES_FIELD_NUMBER: _ClassVar[int]
     reports: Reports
     labels: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, reports: _Optional[_Union[Reports, _Mapping]] = ..., labels: _Optional[_Iterable[int]] = ...) -> None: ...
+    coordinates: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, reports: _Optional[_Union[Reports, _Mapping]] = ..., labels: _Optional[_Iterable[int]] = ..., coordinates: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class RingJoined(_message.Message):
     __slots__ = ("session_id",)

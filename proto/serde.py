@@ -144,6 +144,9 @@ def boost_config_to_proto(c: BoostConfig) -> pb.BoostConfig:
         eval_row_bound=fb.eval_row_bound,
         max_owner_rows=fb.max_owner_rows,
         bounds=bounds_to_proto(fb.bounds),
+        stump_encoding=fb.stump_encoding,
+        oracle=fb.oracle,
+        n_sampled=fb.n_sampled,
     )
 
 
@@ -168,6 +171,9 @@ def boost_config_from_proto(m: pb.BoostConfig) -> BoostConfig:
         eval_row_bound=m.eval_row_bound,
         max_owner_rows=int(m.max_owner_rows),
         bounds=bounds_from_proto(m.bounds),
+        stump_encoding=m.stump_encoding or None,  # unset: the default for the classes
+        oracle=m.oracle or "krr",
+        n_sampled=int(m.n_sampled) if m.HasField("n_sampled") else None,
     )
     return wire.BoostConfig(m.run_id, booster)
 
@@ -451,7 +457,11 @@ def result_to_proto(r: Result) -> pb.Result:
         msg.svm_share.CopyFrom(pb.SvmShare(coef=matrix_to_proto(p.coef)))
     elif isinstance(p, BoostShareReply):
         msg.boost_share.CopyFrom(
-            pb.BoostShare(reports=reports_to_proto(p.reports), labels=np.asarray(p.labels, dtype=np.int64).tolist())
+            pb.BoostShare(
+                reports=reports_to_proto(p.reports),
+                labels=np.asarray(p.labels, dtype=np.int64).tolist(),
+                coordinates=np.asarray(p.coordinates, dtype=np.int64).ravel().tolist(),
+            )
         )
     elif isinstance(p, RingJoined):
         msg.ring_joined.CopyFrom(pb.RingJoined(session_id=p.session_id))
@@ -489,7 +499,12 @@ def result_from_proto(m: pb.Result) -> Result:
         labels = np.asarray(m.boost_share.labels, dtype=np.int64)
         if reports.ndim != 2 or (labels.size and labels.shape[0] != reports.shape[0]):
             raise RemoteProtocolError(f"boost share: {reports.shape} reports for {labels.shape[0]} labels")
-        payload = BoostShareReply(reports=reports, labels=labels)
+        coordinates = np.asarray(m.boost_share.coordinates, dtype=np.int64)
+        n = reports.shape[0]
+        if coordinates.size and (n == 0 or coordinates.size % n):
+            raise RemoteProtocolError(f"boost share: {coordinates.size} coordinates for {n} reports")
+        shape = (n, coordinates.size // n) if coordinates.size else (0, 0)
+        payload = BoostShareReply(reports=reports, labels=labels, coordinates=coordinates.reshape(shape))
     elif kind == "ring_joined":
         payload = RingJoined(session_id=m.ring_joined.session_id)
     elif kind == "ring_total":

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from privfed.common.boosting.federated import FederatedBoosting, evaluation_groups, sample_groups
+from privfed.common.boosting.federated import FederatedBoosting, Learner, evaluation_groups, sample_groups
 from privfed.common.errors import RoundFailed
 from privfed.common.learners.samme import BoostedModel, SammeStep
 
@@ -88,7 +88,7 @@ class RoundRecord:
 
     round: int
     group_size: int
-    learner: object  # the selected base learner (Stump, NearestCentroidModel, LinearModel)
+    learner: Learner  # the selected base learner
     error: float  # E / W from the secure sums
     alpha: float | None  # None: rejected
     step: str  # "keep", "keep_and_stop", "skip" or "stop"
@@ -108,7 +108,7 @@ class BoostingRun:
     stop_reason: str
     evaluators: list = field(default_factory=list)  # per round: the owners whose noisy sums were added
 
-    def staged_misclassification(self, X, y) -> np.ndarray:
+    def staged_misclassification(self, X: Any, y: Any) -> np.ndarray:
         """Misclassification of the ensemble after each round, on class indices ``y``.
 
         A rejected round repeats the previous value; before the first kept learner the empty vote
@@ -179,7 +179,7 @@ def run_rounds(
         err, wsum = fb.floor_error_total(float(ev.err_total), ev.n_parties), float(ev.weight_total)
         decision = fb.coordinator_decide(err, wsum, n_kept=len(learners))
         published.append((ev.n_parties, err, wsum))
-        sums = dict(err_total=err, weight_total=wsum, n_evaluators=ev.n_parties)
+        sums: dict[str, Any] = dict(err_total=err, weight_total=wsum, n_evaluators=ev.n_parties)
         if decision is None:
             error = err / wsum if wsum > 0 else math.nan
             rounds.append(RoundRecord(t, len(group), learner, error, None, "skip", **sums))
@@ -187,18 +187,18 @@ def run_rounds(
             rounds.append(RoundRecord(t, len(group), learner, decision.error, None, "stop", **sums))
             stop = "no_better_than_chance"
         else:
+            alpha = decision.kept_alpha
             learners.append(learner)
-            alphas.append(decision.alpha)
-            rounds.append(
-                RoundRecord(t, len(group), learner, decision.error, decision.alpha, decision.step.value, **sums)
-            )
+            alphas.append(alpha)
+            rounds.append(RoundRecord(t, len(group), learner, decision.error, alpha, decision.step.value, **sums))
             if decision.step is SammeStep.KEEP_AND_STOP:
                 stop = "zero_error"
         steps.decided(rounds[-1])
         if stop != "n_rounds":
             break
-        if rounds[-1].alpha is not None:
-            steps.keep(t, learner, decision.alpha, err, wsum)
+        kept_alpha = rounds[-1].alpha
+        if kept_alpha is not None:
+            steps.keep(t, learner, kept_alpha, err, wsum)
     if not learners:
         raise RoundFailed(f"nothing to boost: {fb.nothing_to_boost(published)}")
     model = BoostedModel(learners, alphas, n_classes=fb.n_classes)

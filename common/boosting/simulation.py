@@ -2,7 +2,7 @@
 
 :class:`SimulatedOwners` holds all owners' rows and SAMME weights and applies the owner steps of
 :mod:`privfed.common.boosting.federated` to them: with ``vectorised=True`` (default) to all owners
-at once (:func:`~privfed.common.boosting.federated.stump_table_vectors` + one ``privatize`` call
+at once (:meth:`~privfed.common.boosting.federated.FederatedBoosting.group_release`: one share call
 for a whole group, per-owner sums by ``bincount``), else owner by owner. Every owner step is
 row-wise or a per-owner sum and the mechanisms perturb row by row, so both are the computation
 each owner's handler does (``privfed.owner``); at ε = ∞ they give identical models, and with a
@@ -21,10 +21,17 @@ from typing import Any
 
 import numpy as np
 
-from privfed.common.boosting.federated import FederatedBoosting, _misses, owner_update_weights, secure_total
+from privfed.common.boosting.federated import (
+    FederatedBoosting,
+    Learner,
+    Release,
+    _misses,
+    concat_releases,
+    owner_update_weights,
+    secure_total,
+)
 from privfed.common.boosting.loop import BoostingRun, Evaluation, RoundRecord, plan_rounds, run_rounds
 from privfed.common.errors import ConfigError, LocalProtocolError
-from privfed.common.learners.ncc import NccShare
 from privfed.common.secagg.boxes import generate_private_key, local_boxes
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import ring_peers
@@ -63,7 +70,7 @@ class SimulatedOwners:
         self.mine = owner_of_row >= 0
         self.w = np.where(self.mine, 1.0, 0.0)
         self.released = np.zeros(self.n_owners, dtype=bool)
-        self.per_owner = None
+        self.per_owner: list[np.ndarray] = []
         if not fb.vectorised:  # rows of each owner, by one stable sort
             order = np.argsort(owner_of_row, kind="stable")[int((~self.mine).sum()) :]
             counts = np.bincount(owner_of_row[self.mine], minlength=self.n_owners)
@@ -73,7 +80,7 @@ class SimulatedOwners:
         )
         self._ring_boxes: dict[int, tuple] = {}  # id(evaluator array) -> (fixed point, boxes) of its ring
 
-    def release(self, round_no: int, group: np.ndarray) -> np.ndarray | NccShare:
+    def release(self, round_no: int, group: np.ndarray) -> Release:
         if self.released[group].any():
             raise LocalProtocolError(
                 f"round {round_no}: owners {group[self.released[group]].tolist()} already released"
@@ -84,9 +91,9 @@ class SimulatedOwners:
             return fb.group_release(X, y, w, self.owner_of_row, group, rng=self.rng)
         rows = self.per_owner
         releases = [fb.owner_release(X[rows[o]], y[rows[o]], w[rows[o]], rng=self.rng) for o in group]
-        return NccShare.concat(releases) if fb.base == "ncc" else np.stack(releases)
+        return concat_releases(releases)
 
-    def _sums(self, evals: np.ndarray, learner) -> np.ndarray:
+    def _sums(self, evals: np.ndarray, learner: Learner) -> np.ndarray:
         """Each evaluator's row-clipped ``(err_sum, w_sum)`` (``FederatedBoosting.evaluation_sums``)."""
         fb, X, y, w = self.fb, self.X, self.y, self.w
         if not fb.vectorised:

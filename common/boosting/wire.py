@@ -19,18 +19,17 @@ import dataclasses
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 
-from privfed.common.boosting.federated import FederatedBoosting, owner_update_weights
+from privfed.common.boosting.federated import FederatedBoosting, Learner, owner_update_weights
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import LinearModel
 from privfed.common.learners.ncc import NearestCentroidModel
 from privfed.common.learners.stump import Stump
+from privfed.common.validation import check_positive, check_real
 
-#: The base learners a boosting history can hold (``FederatedBoosting.base``: stump, ncc, lr).
-Learner = Stump | NearestCentroidModel | LinearModel
 LEARNER_TYPES = (Stump, NearestCentroidModel, LinearModel)
 
 #: The fields of :class:`FederatedBoosting` that are the run's public configuration and travel in
@@ -54,6 +53,9 @@ PUBLIC_FIELDS = (
     "eval_row_bound",
     "max_owner_rows",
     "bounds",
+    "stump_encoding",
+    "oracle",
+    "n_sampled",
 )
 
 
@@ -69,7 +71,7 @@ class BoostConfig:
     run_id: str
     booster: FederatedBoosting
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.run_id, str) or not self.run_id:
             raise ConfigError(f"a boosting run needs a non-empty run_id string, got {self.run_id!r}")
         if not isinstance(self.booster, FederatedBoosting):
@@ -89,12 +91,13 @@ class BoostConfig:
         return hash(self._key())
 
 
-def _finite(name: str, value, *, positive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+def _finite(name: str, value: object, *, positive: bool = False) -> float:
+    if positive:
+        return check_positive(value, name=name)
+    number = check_real(value, name=name)
+    if not math.isfinite(number):
         raise ConfigError(f"{name} must be a finite number, got {value!r}")
-    if positive and not value > 0:
-        raise ConfigError(f"{name} must be > 0, got {value!r}")
-    return float(value)
+    return number
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,7 @@ class KeptRound:
     err_total: float
     weight_total: float
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.learner, LEARNER_TYPES):
             raise ConfigError(
                 f"unknown learner kind {type(self.learner).__name__}; known: {[t.__name__ for t in LEARNER_TYPES]}"
@@ -132,7 +135,7 @@ class BoostHistory:
     kept: tuple[KeptRound, ...] = ()
     round: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         kept = tuple(self.kept)
         if not all(isinstance(r, KeptRound) for r in kept):
             raise ConfigError("a boosting history holds KeptRound items only")

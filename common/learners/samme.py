@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from numbers import Integral, Real
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +40,7 @@ E0 = 1e-10
 LEARNER_KINDS = {cls.kind: cls for cls in (Stump, NearestCentroidModel, LinearModel)}
 
 
-def _check_n_classes(n_classes) -> int:
+def _check_n_classes(n_classes: object) -> int:
     if isinstance(n_classes, bool) or not isinstance(n_classes, Integral) or n_classes < 2:
         raise ConfigError(f"n_classes must be an int >= 2, got {n_classes!r}")
     return int(n_classes)
@@ -59,7 +60,7 @@ def samme_alpha(err: float, n_classes: int) -> float | None:
     return math.log((1.0 - e) / e) + math.log(k - 1.0)
 
 
-def _check_weights(w, miss) -> tuple[np.ndarray, np.ndarray]:
+def _check_weights(w: Any, miss: Any) -> tuple[np.ndarray, np.ndarray]:
     w = np.asarray(w, dtype=np.float64)
     miss = np.asarray(miss)
     if w.ndim != 1 or miss.shape != w.shape:
@@ -69,7 +70,7 @@ def _check_weights(w, miss) -> tuple[np.ndarray, np.ndarray]:
     return w, miss.astype(bool)
 
 
-def samme_reweight(w, miss, alpha: float) -> np.ndarray:
+def samme_reweight(w: Any, miss: Any, alpha: float) -> np.ndarray:
     """``w_i exp(alpha 1[miss_i])``, not normalised.
 
     The networked round uses this on every owner, secure-sums the results and divides by the
@@ -79,7 +80,7 @@ def samme_reweight(w, miss, alpha: float) -> np.ndarray:
     return w * np.exp(float(alpha) * miss)
 
 
-def samme_update(w, miss, alpha: float, total: float | None = None) -> np.ndarray:
+def samme_update(w: Any, miss: Any, alpha: float, total: float | None = None) -> np.ndarray:
     """SAMME weight update with renormalisation (SPEC §5).
 
     Parameters
@@ -112,6 +113,13 @@ class SammeDecision:
     step: SammeStep
     alpha: float | None
     error: float
+
+    @property
+    def kept_alpha(self) -> float:
+        """``alpha`` of a kept learner (steps KEEP and KEEP_AND_STOP)."""
+        if self.alpha is None:
+            raise ConfigError(f"a {self.step.value} decision keeps no learner and has no alpha")
+        return self.alpha
 
 
 def samme_decide(err_sum: float, weight_sum: float, n_classes: int, *, n_kept: int) -> SammeDecision:
@@ -169,7 +177,7 @@ class BoostedModel:
 
     kind = "samme"
 
-    def __init__(self, learners, alphas, classes=None, n_classes: int | None = None):
+    def __init__(self, learners: Iterable[Any], alphas: Any, classes: Any = None, n_classes: int | None = None) -> None:
         self.learners = list(learners)
         self.alphas = np.asarray(alphas, dtype=np.float64).reshape(-1)
         if len(self.learners) != self.alphas.shape[0]:
@@ -184,7 +192,7 @@ class BoostedModel:
         if self.classes.ndim != 1 or self.classes.shape[0] < 2:
             raise ConfigError(f"classes must be 1-D with at least 2 entries, got shape {self.classes.shape}")
 
-    def votes(self, X) -> np.ndarray:
+    def votes(self, X: Any) -> np.ndarray:
         """``(n, K)`` array of summed learner weights per class."""
         X = np.atleast_2d(np.asarray(X, dtype=np.float64))
         n, k = X.shape[0], self.classes.shape[0]
@@ -195,10 +203,10 @@ class BoostedModel:
             votes[rows, idx] += alpha
         return votes
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X: Any) -> np.ndarray:
         return self.classes[np.argmax(self.votes(X), axis=1)]
 
-    def score(self, X, y) -> float:
+    def score(self, X: Any, y: Any) -> float:
         """Accuracy on ``(X, y)``."""
         return float(np.mean(self.predict(X) == np.asarray(y)))
 
@@ -244,7 +252,11 @@ class SammeBoost:
         ``"n_estimators"``, ``"zero_error"``, ``"no_better_than_chance"`` or ``"weights"``.
     """
 
-    def __init__(self, base_fit: Callable, n_estimators: int, n_classes: int):
+    base_fit: Callable[..., Any]
+    n_estimators: int
+    n_classes: int
+
+    def __init__(self, base_fit: Callable[..., Any], n_estimators: int, n_classes: int) -> None:
         if not callable(base_fit):
             raise ConfigError(f"base_fit must be callable, got {base_fit!r}")
         if isinstance(n_estimators, bool) or not isinstance(n_estimators, Integral) or n_estimators < 1:
@@ -253,7 +265,7 @@ class SammeBoost:
         self.n_estimators = int(n_estimators)
         self.n_classes = _check_n_classes(n_classes)
 
-    def fit(self, X, y, sample_weight=None) -> SammeBoost:
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> SammeBoost:
         y = np.asarray(y)
         n = y.shape[0]
         if y.ndim != 1 or n == 0 or not np.issubdtype(y.dtype, np.integer) or y.min() < 0 or y.max() >= self.n_classes:
@@ -263,7 +275,9 @@ class SammeBoost:
         if w.sum() <= 0:
             raise ConfigError("sample_weight must have a positive sum")
         w = w / w.sum()
-        learners, alphas, self.errors_ = [], [], []
+        learners: list[Any] = []
+        alphas: list[float] = []
+        self.errors_: list[float] = []
         self.stop_reason_ = "n_estimators"
         for m in range(self.n_estimators):
             learner = self.base_fit(X, y, w, m)
@@ -274,11 +288,11 @@ class SammeBoost:
                 self.stop_reason_ = "no_better_than_chance"
                 break
             learners.append(learner)
-            alphas.append(decision.alpha)
+            alphas.append(decision.kept_alpha)
             if decision.step is SammeStep.KEEP_AND_STOP:
                 self.stop_reason_ = "zero_error"
                 break
-            w = samme_reweight(w, miss, decision.alpha)
+            w = samme_reweight(w, miss, decision.kept_alpha)
             total = float(w.sum())
             if not math.isfinite(total) or total <= 0:
                 self.stop_reason_ = "weights"
@@ -287,5 +301,5 @@ class SammeBoost:
         self.model_ = BoostedModel(learners, alphas, n_classes=self.n_classes)
         return self
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X: Any) -> np.ndarray:
         return self.model_.predict(X)

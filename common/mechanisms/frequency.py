@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -69,7 +70,7 @@ class FrequencyOracle(ABC):
     epsilon: float
     domain: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "domain", check_int(self.domain, name="domain", minimum=2))
 
@@ -93,7 +94,7 @@ class FrequencyOracle(ABC):
         """Reports (n, report_width) of validated values (n,)."""
 
     @abstractmethod
-    def supports(self, reports) -> np.ndarray:
+    def supports(self, reports: Any) -> np.ndarray:
         """Support sets of reports (n, report_width): bool (n, domain)."""
 
     @property
@@ -101,7 +102,7 @@ class FrequencyOracle(ABC):
         """Whether the support bits of one report are independent (OUE, OLH) or exclusive (k-RR)."""
         return True
 
-    def privatize(self, values, rng: np.random.Generator) -> np.ndarray:
+    def privatize(self, values: Any, rng: np.random.Generator) -> np.ndarray:
         """One report per value.
 
         Parameters
@@ -122,18 +123,18 @@ class FrequencyOracle(ABC):
             raise ConfigError(f"values must lie in 0..{self.domain - 1}, got [{v.min()}, {v.max()}]")
         return self._sample(v, rng)
 
-    def _reports(self, reports) -> np.ndarray:
+    def _reports(self, reports: Any) -> np.ndarray:
         r = np.asarray(reports)
         if r.ndim != 2 or r.shape[1] != self.report_width or r.dtype.kind not in "iu":
             raise ConfigError(f"reports must be an integer array (n, {self.report_width}), got {r.dtype} {r.shape}")
         return r.astype(np.int64, copy=False)
 
-    def estimate_counts(self, support_counts, n: int) -> np.ndarray:
+    def estimate_counts(self, support_counts: Any, n: int) -> np.ndarray:
         """Unbiased counts ``(s - n q) / (p - q)`` from summed supports of ``n`` reports ([WBLJ17] eq. 1)."""
         s = np.asarray(support_counts, dtype=np.float64)
         return (s - n * self.q) / (self.p - self.q)
 
-    def count_variance(self, true_counts) -> np.ndarray:
+    def count_variance(self, true_counts: Any) -> np.ndarray:
         """``Var`` of :meth:`estimate_counts` per value ([WBLJ17] eq. 2): ``n q(1-q)/(p-q)^2 + n_c (1-p-q)/(p-q)``."""
         c = np.asarray(true_counts, dtype=np.float64)
         n = c.sum(axis=-1, keepdims=True)
@@ -187,10 +188,10 @@ class DirectEncoding(FrequencyOracle):
     def independent_supports(self) -> bool:
         return False
 
-    def _sample(self, values, rng):
+    def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         return self._krr.privatize(values, rng)[:, None]
 
-    def supports(self, reports) -> np.ndarray:
+    def supports(self, reports: Any) -> np.ndarray:
         r = self._reports(reports)[:, 0]
         if r.size and (r.min() < 0 or r.max() >= self.domain):
             raise ConfigError(f"k-RR reports must lie in 0..{self.domain - 1}")
@@ -219,13 +220,13 @@ class OptimizedUnaryEncoding(FrequencyOracle):
     def report_width(self) -> int:
         return self.domain
 
-    def _sample(self, values, rng):
+    def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         n = values.shape[0]
         bits = rng.random((n, self.domain)) < self.q
         bits[np.arange(n), values] = rng.random(n) < self.p
         return bits.astype(np.int64)
 
-    def supports(self, reports) -> np.ndarray:
+    def supports(self, reports: Any) -> np.ndarray:
         r = self._reports(reports)
         if r.size and (r.min() < 0 or r.max() > 1):
             raise ConfigError("OUE reports must be bit vectors")
@@ -268,12 +269,12 @@ class OptimizedLocalHashing(FrequencyOracle):
             h = (h * c + coef[..., j]) % HASH_PRIME
         return h % self.g
 
-    def _sample(self, values, rng):
+    def _sample(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         coef = rng.integers(0, HASH_PRIME, size=(values.shape[0], 3), dtype=np.int64)
         bucket = KaryRandomizedResponse(epsilon=self.epsilon, n_classes=self.g).privatize(self._hash(coef, values), rng)
         return np.concatenate([coef, bucket[:, None]], axis=1)
 
-    def supports(self, reports) -> np.ndarray:
+    def supports(self, reports: Any) -> np.ndarray:
         r = self._reports(reports)
         values = np.arange(self.domain, dtype=np.int64)[None, :]
         return self._hash(r[:, None, :3], values) == r[:, 3:4]
@@ -281,7 +282,11 @@ class OptimizedLocalHashing(FrequencyOracle):
 
 def make_oracle(name: str, *, epsilon: float, domain: int) -> FrequencyOracle:
     """Build a frequency oracle by name: ``"krr"``, ``"oue"`` or ``"olh"`` (module docstring)."""
-    classes = {"krr": DirectEncoding, "oue": OptimizedUnaryEncoding, "olh": OptimizedLocalHashing}
+    classes: dict[str, type[DirectEncoding | OptimizedUnaryEncoding | OptimizedLocalHashing]] = {
+        "krr": DirectEncoding,
+        "oue": OptimizedUnaryEncoding,
+        "olh": OptimizedLocalHashing,
+    }
     if name not in classes:
         raise ConfigError(f"unknown frequency oracle {name!r}; choose one of {ORACLES}")
     return classes[name](epsilon=epsilon, domain=domain)

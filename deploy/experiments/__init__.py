@@ -11,4 +11,7 @@ EXPERIMENTS = {
     "stump-hit-rate": "privfed.deploy.experiments.boosting",
     "bdt-error": "privfed.deploy.experiments.boosting",
     "boosted-ncc": "privfed.deploy.experiments.boosting",
+    "lr-epsilon": "privfed.deploy.experiments.ldp_models",
+    "ncc-epsilon": "privfed.deploy.experiments.ldp_models",
+    "mechanism-mse": "privfed.deploy.experiments.ldp_models",
 }

@@ -30,7 +30,7 @@ stump-hit-rate (Figs. 11-12)
     ``sqrt(n (A + 1) / (m (p - q)^2)) / 2``, 188 rows at ε = 3).
 
     Measured (issue 12 item 1; 2 cores; top-3 hit rate; standard errors <= 0.035 synthetic, <= 0.05 MNIST):
-    ``privfed experiment stump-hit-rate --runs 200 --epsilons 1,3,5,8`` (synthetic, 10^4
+    ``privfed experiment stump-hit-rate --runs 200 --epsilon 1,3,5,8`` (synthetic, 10^4
     one-row owners; gap best-4th 493 rows) and ``--datasets mnist4v9-pool --runs 100
     --mechanisms pm`` (1000 owners, 16 attributes, chance 0.19; gap best-4th 126 rows):
 
@@ -69,7 +69,7 @@ bdt-error (Figs. 13-14) and boosted-ncc (Fig. 10)
     class 0, also for a run in which no round was kept. ``kept`` counts the learners kept.
     Settings: ``non-private`` (ε = ∞, weights never clipped), ``eps=inf, clipped`` (bdt-error
     only: ε = ∞ with the private runs' ``--weight-bound`` and ``--eval-row-bound``, which
-    separates the effect of the weight clips from the noise), and each ε of ``--epsilons`` with
+    separates the effect of the weight clips from the noise), and each ε of ``--epsilon`` with
     ``--mechanism``. ``--rows-per-owner k`` gives each owner k training rows (``--owners`` rows in
     all, ``--owners // k`` owners; share weight bound ``2 k`` unless ``--weight-bound``): the
     evaluation noise ``Lap(2 b / ε_e)`` per owner does not grow with k (row-level calibration,
@@ -87,7 +87,9 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -95,19 +97,14 @@ from privfed.common.boosting.federated import EVAL_ROW_BOUND, FederatedBoosting
 from privfed.common.bounds import Bounds
 from privfed.common.datasets import Dataset, binary_subset, load_builtin, train_test_split
 from privfed.common.errors import ConfigError, PrivfedError
-from privfed.common.learners.stump import (
-    binarize,
-    cross_tables,
-    select_stump,
-    stump_aggregate,
-    stump_shares,
-    table_errors,
-)
+from privfed.common.learners.stump import binarize, cross_tables, select_stump, table_errors
+from privfed.common.learners.stump_encodings import STUMP_ENCODINGS, stump_aggregate, stump_shares
 from privfed.common.mechanisms import MECHANISMS, make_mechanism
-from privfed.server.report import host_info, new_run_dir, plot_lines, write_json
+from privfed.deploy.cli import epsilon_list
+from privfed.server.report import host_info, plot_lines, write_json
 
 NAMES = ("stump-hit-rate", "bdt-error", "boosted-ncc")
-DATASETS = ("synthetic", "mnist4v9", "mnist4v9-pool", "mnist", "digits")
+DATASETS = ("synthetic", "mnist4v9", "mnist4v9-pool", "mnist4v9-pool4", "mnist", "digits")
 PAPER = {
     "stump-hit-rate": "seed 002 Fig. 12: top-3 hit rate of PM almost 100% once eps reaches 3.0 (10,000 owners, "
     "synthetic); top-k rates increase with eps; PM above Duchi",
@@ -123,8 +120,8 @@ DEFAULTS = {  # experiment: (runs, quick runs, epsilons, quick epsilons, dataset
 }
 
 
-def _csv(kind):
-    def parse(text: str):
+def _csv(kind: Callable[[str], Any]) -> Callable[[str], list[Any]]:
+    def parse(text: str) -> list[Any]:
         try:
             return [kind(v) for v in text.split(",") if v.strip()]
         except ValueError:
@@ -134,11 +131,18 @@ def _csv(kind):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, default=Path("runs"), help="runs directory (default runs/)")
+    parser.add_argument(
+        "--out", type=Path, default=Path("runs"), help="writes report.json and PNGs here (default runs/)"
+    )
     parser.add_argument("--quick", action="store_true", help="small fast variant (< 30 s on 2 cores)")
     parser.add_argument("--seed", type=int, default=0, help="data seed; runs use seed+run for splits and noise")
     parser.add_argument("--runs", type=int, help="repetitions (hit rate 100, others 10; --quick 20 / 2)")
-    parser.add_argument("--epsilons", type=_csv(float), help="comma-separated eps (hit rate 1..9; bdt 1,3,5; ncc 3,5)")
+    parser.add_argument(
+        "--epsilon",
+        dest="epsilons",
+        type=epsilon_list,
+        help="comma-separated eps, inf allowed in bdt-error/boosted-ncc (hit rate 1..9; bdt 1,3,5; ncc 3,5)",
+    )
     parser.add_argument(
         "--mechanisms", type=_csv(str), help=f"comma-separated, of {MECHANISMS} (hit rate pm,duchi; others pm)"
     )
@@ -193,6 +197,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="who evaluates a round: each owner once at the whole evaluation budget (default), "
         "or every owner every round at 1/T of it",
     )
+    parser.add_argument(
+        "--stump-encoding",
+        choices=STUMP_ENCODINGS,
+        default=None,
+        help="bdt-error: the owners' stump share encoding (default: signs for two classes, cells for more)",
+    )
     parser.add_argument("--secure-sum", choices=("plain", "ring"), default="plain")
     parser.add_argument("--test-fraction", type=float, default=0.2)
 
@@ -204,13 +214,15 @@ def pooled_mnist(ds: Dataset, factor: int = 4) -> Dataset:
     return Dataset(f"{ds.name}-pool{factor}", X, ds.y, Bounds.of(0.0, 255.0, side * side), ds.classes)
 
 
-def load(name: str, args) -> Dataset:
+def load(name: str, args: argparse.Namespace) -> Dataset:
     if name == "synthetic":  # owners training rows after the split
         return load_builtin("synthetic", n_samples=round(args.owners / (1 - args.test_fraction)), seed=args.seed)
     if name == "mnist4v9":
         return binary_subset(load_builtin("mnist5k"), (4, 9))
     if name == "mnist4v9-pool":
         return pooled_mnist(binary_subset(load_builtin("mnist5k"), (4, 9)), factor=7)
+    if name == "mnist4v9-pool4":
+        return pooled_mnist(binary_subset(load_builtin("mnist5k"), (4, 9)), factor=4)
     if name == "mnist":
         return pooled_mnist(load_builtin("mnist5k"))
     if name == "digits":
@@ -228,7 +240,7 @@ def _rng(*key: int) -> np.random.Generator:
 HIT_ENCODINGS = ("signs", "cells-krr", "cells-oue", "cells-olh", "pair", "table")
 
 
-def _variants(encodings, mechanisms) -> list[tuple[str, str, dict]]:
+def _variants(encodings: Iterable[str], mechanisms: Iterable[str]) -> list[tuple[str, str, dict[str, str]]]:
     """``(label, encoding, share keyword builder)`` for every encoding (and mechanism of the row encodings)."""
     out = []
     for name in encodings:
@@ -240,7 +252,15 @@ def _variants(encodings, mechanisms) -> list[tuple[str, str, dict]]:
     return out
 
 
-def hit_rates(ds: Dataset, encodings, mechanisms, epsilons, runs: int, n_bins: int, seed: int) -> dict:
+def hit_rates(
+    ds: Dataset,
+    encodings: Iterable[str],
+    mechanisms: Iterable[str],
+    epsilons: Iterable[float],
+    runs: int,
+    n_bins: int,
+    seed: int,
+) -> dict[str, Any]:
     """Top-1 / top-3 hit rates of the stump selected from perturbed shares (module docstring)."""
     n, K = ds.n, ds.n_classes
     owners = np.arange(n)
@@ -293,7 +313,7 @@ def hit_rates(ds: Dataset, encodings, mechanisms, epsilons, runs: int, n_bins: i
     return out
 
 
-def _run_hit_rate(args, run_dir: Path) -> dict:
+def _run_hit_rate(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     name = args.datasets[0]  # no split: every row is an owner (--owners of them for the synthetic set)
     ds = load_builtin("synthetic", n_samples=args.owners, seed=args.seed) if name == "synthetic" else load(name, args)
     res = hit_rates(ds, args.encodings, args.mechanisms, args.epsilons, args.runs, args.n_bins, args.seed)
@@ -328,7 +348,7 @@ def _run_hit_rate(args, run_dir: Path) -> dict:
 
 
 # ---------------------------------------------------------------------------- bdt-error, boosted-ncc
-def _settings(args, base: str, n_rows: int) -> dict:
+def _settings(args: argparse.Namespace, base: str, n_rows: int) -> dict[str, dict[str, Any]]:
     """name -> FederatedBoosting keyword arguments beyond the data set's."""
     common = dict(
         base=base,
@@ -339,6 +359,7 @@ def _settings(args, base: str, n_rows: int) -> dict:
         mechanism=args.mechanisms[0],
         eval_fraction=args.eval_fraction,
         eval_groups=args.eval_groups,
+        stump_encoding=args.stump_encoding,
     )
     k = args.rows_per_owner
     weight_bound = args.weight_bound or (1.0 if k == 1 else 2.0 * k)
@@ -360,7 +381,7 @@ def _settings(args, base: str, n_rows: int) -> dict:
     return out
 
 
-def _owners(n: int, k: int, rng: np.random.Generator):
+def _owners(n: int, k: int, rng: np.random.Generator) -> list[np.ndarray] | None:
     """``n // k`` owners of ``k`` rows each (a random partition; ``None``: one row each)."""
     if k == 1:
         return None
@@ -369,9 +390,10 @@ def _owners(n: int, k: int, rng: np.random.Generator):
     return np.array_split(rng.permutation(n)[: n // k * k], n // k)
 
 
-def boosting_curves(ds: Dataset, args, base: str) -> dict:
+def boosting_curves(ds: Dataset, args: argparse.Namespace, base: str) -> dict[str, Any]:
     """Staged test misclassification per setting, over ``args.runs`` runs (module docstring)."""
-    curves, meta = {}, {}
+    curves: dict[str, list[np.ndarray]] = {}
+    meta: dict[str, list[dict[str, Any]]] = {}
     for r in range(args.runs):
         train, test = train_test_split(ds, test_fraction=args.test_fraction, seed=args.seed + r)
         for si, (name, kw) in enumerate(_settings(args, base, train.n).items()):
@@ -404,7 +426,7 @@ def boosting_curves(ds: Dataset, args, base: str) -> dict:
     }
 
 
-def _run_curves(args, run_dir: Path, base: str) -> dict:
+def _run_curves(args: argparse.Namespace, run_dir: Path, base: str) -> dict[str, Any]:
     results = {}
     label = "rounds (stumps offered)" if base == "stump" else "rounds (NCCs offered)"
     print(f"{'dataset':<16} {'setting':<18} {'round 1':>8} {'round T/2':>10} {'round T':>8} {'kept':>6}")
@@ -430,7 +452,7 @@ def _run_curves(args, run_dir: Path, base: str) -> dict:
     return results
 
 
-def _resolve(args) -> None:
+def _resolve(args: argparse.Namespace) -> None:
     if args.experiment not in NAMES:
         raise ConfigError(f"unknown experiment {args.experiment!r}; choose one of {NAMES}")
     runs, quick_runs, eps, quick_eps, datasets, mechs = DEFAULTS[args.experiment]
@@ -442,29 +464,41 @@ def _resolve(args) -> None:
     bad += [e for e in args.encodings if e not in HIT_ENCODINGS]
     if bad or args.runs < 1 or any(not e > 0 for e in args.epsilons):
         raise ConfigError(
-            f"invalid --mechanisms/--datasets/--encodings {bad}, --runs {args.runs} or --epsilons {args.epsilons}"
+            f"invalid --mechanisms/--datasets/--encodings {bad}, --runs {args.runs} or --epsilon {args.epsilons}"
         )
 
 
-def run(args) -> Path:
+def out_dir(out: Path) -> Path:
+    """``--out``, created: an experiment writes ``report.json`` and its PNGs straight into it
+    (``make reproduce`` runs ``privfed experiment NAME ... --out DIR`` and reads ``DIR/report.json``)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def write_report(run_dir: Path, args: argparse.Namespace, paper: str, start: float, results: dict[str, Any]) -> None:
+    """``run_dir/report.json``: the experiment, its configuration, the host, the paper's claim, the time and results."""
+    write_json(
+        run_dir / "report.json",
+        {
+            "experiment": args.experiment,
+            "config": {k: v for k, v in vars(args).items() if k != "func"},
+            "host": host_info(),
+            "paper": paper,
+            "seconds": time.perf_counter() - start,
+            "results": results,
+        },
+    )
+
+
+def run(args: argparse.Namespace) -> Path:
     _resolve(args)
-    run_dir = new_run_dir(args.out)
+    run_dir = out_dir(args.out)
     start = time.perf_counter()
     if args.experiment == "stump-hit-rate":
         results = _run_hit_rate(args, run_dir)
     else:
         results = _run_curves(args, run_dir, "stump" if args.experiment == "bdt-error" else "ncc")
-    config = {k: v for k, v in vars(args).items() if k not in ("func",)}
-    write_json(
-        run_dir / "report.json",
-        {
-            "experiment": args.experiment,
-            "config": config,
-            "host": host_info(),
-            "paper": PAPER[args.experiment],
-            "seconds": time.perf_counter() - start,
-            "results": results,
-        },
-    )
+    write_report(run_dir, args, PAPER[args.experiment], start, results)
     print(f"wrote {run_dir}")
     return run_dir

@@ -25,6 +25,7 @@ the published history.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -32,16 +33,18 @@ from typing import Any
 
 import numpy as np
 
-from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.federated import FederatedBoosting, Release, concat_releases
 from privfed.common.boosting.loop import Evaluation, RoundRecord, plan_rounds, run_rounds
 from privfed.common.boosting.wire import at_round, config_to_dict, empty_history, with_round
-from privfed.common.errors import RoundFailed
+from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.learners.ncc import NccShare
 from privfed.common.learners.samme import BoostedModel
 from privfed.common.messages import BoostEvaluateTask, BoostShareReply, BoostShareTask
 from privfed.proto import serde
 from privfed.server.journal import Journal, fingerprint
 from privfed.server.strategies.base import Transport, new_tasks
+
+log = logging.getLogger("privfed.coordinator")
 
 
 @dataclass
@@ -118,7 +121,7 @@ class _FederationSteps:
         self.config = config_to_dict(strategy.booster, run_id)
         self.history = empty_history()
 
-    def release(self, round_no: int, group: np.ndarray) -> np.ndarray | NccShare:
+    def release(self, round_no: int, group: np.ndarray) -> Release:
         fb, t0 = self.strategy.booster, time.perf_counter()
         spec = BoostShareTask(self.config, at_round(self.history, round_no))
         results = self.transport.run_tasks(new_tasks([self.owner_ids[i] for i in group], self.run_id, spec))
@@ -135,7 +138,19 @@ class _FederationSteps:
         )
         if fb.base == "ncc":
             return NccShare.concat([NccShare(reports=r.reports, labels=r.labels) for r in replies])
-        return np.concatenate([r.reports for r in replies])
+        if fb.base == "lr":
+            return np.concatenate([r.reports for r in replies])
+        shares: list[Release] = []
+        for r in replies:  # each owner's stump share checked alone: a malformed one is dropped, not the round
+            try:
+                shares.append(fb.stump_reports(r.reports, r.coordinates))
+            except ConfigError as exc:
+                log.warning(
+                    "round %d: a stump share that does not fit the run's encoding was dropped: %s", round_no + 1, exc
+                )
+        if not shares:
+            raise RoundFailed(f"round {round_no + 1}: no owner of the group released a well-formed share")
+        return concat_releases(shares)
 
     def evaluate(self, round_no: int, evaluators: np.ndarray, learner: Any) -> Evaluation:
         strategy = self.strategy

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from privfed.common.bounds import Bounds
-from privfed.common.learners.stump import (
+from privfed.common.learners.stump import binarize
+from privfed.common.learners.stump_encodings import (
     RowEncoding,
     SampledReports,
-    binarize,
     make_stump_encoding,
     owner_tables,
     stump_shares,

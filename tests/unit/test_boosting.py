@@ -11,13 +11,11 @@ from privfed.common.boosting.federated import (
     owner_update_weights,
     sample_groups,
     secure_total,
-    stump_table_vectors,
 )
 from privfed.common.datasets import load_builtin, partition
 from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.learners.samme import SammeBoost, SammeStep
-from privfed.common.learners.stump import binarize, cross_tables, select_stump, stump_share
-from privfed.common.mechanisms import make_mechanism
+from privfed.common.learners.stump import binarize, cross_tables, select_stump
 from privfed.common.secagg.fixedpoint import FixedPoint
 
 
@@ -97,31 +95,23 @@ def test_vectorised_driver_equals_per_owner_calls(data, base):
     np.testing.assert_array_equal(runs[0].model.predict(data.X), runs[1].model.predict(data.X))
 
 
-def test_stump_table_vectors_equal_stump_share(data, rng):
+def test_group_release_equals_each_owners_release(data, rng):
+    """One vectorised share call for a group = each owner's own share (exact tables at eps = inf)."""
     owners = partition(data.n, 25, seed=2)
     owner_of_row = np.empty(data.n, dtype=np.int64)
     for i, idx in enumerate(owners):
         owner_of_row[idx] = i
     w = rng.uniform(0.0, 0.5, data.n)  # owners hold 16 rows: most totals exceed the bound and are scaled
     group = np.array([3, 0, 17, 9])
-    got = stump_table_vectors(
-        data.X, data.y, w, owner_of_row, group, bounds=data.bounds, n_bins=3, n_classes=2, weight_bound=5.0
-    )
-    identity = make_mechanism("pm", epsilon=math.inf, d=got.shape[1])
+    fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=4, n_bins=3, weight_bound=5.0)
+    got = fb.group_release(data.X, data.y, w, owner_of_row, group, rng=rng)
+    assert got.shape == (4, data.d * 2 * 2 * 2)
     for row, o in zip(got, group):
         idx = owners[o]
-        want = stump_share(
-            data.X[idx],
-            data.y[idx],
-            w[idx],
-            bounds=data.bounds,
-            n_bins=3,
-            n_classes=2,
-            weight_bound=5.0,
-            mechanism=identity,
-            rng=rng,
-        )
-        np.testing.assert_allclose(row, want, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(row, fb.owner_release(data.X[idx], data.y[idx], w[idx], rng=rng), rtol=0, atol=1e-12)
+        tables = cross_tables(binarize(data.X[idx], data.bounds, 3), data.y[idx], w[idx], 2)
+        want = tables * min(1.0, 5.0 / w[idx].sum())
+        np.testing.assert_allclose(fb.share_encoding.aggregate(row), want, atol=1e-5)
 
 
 def test_groups_are_disjoint_and_sized(rng):
@@ -246,7 +236,16 @@ def test_invalid_parameters(data, bad):
 
 def test_release_dimensions(data):
     kw = dict(epsilon=2.0, n_classes=3, bounds=data.bounds, n_rounds=1)
-    assert FederatedBoosting(n_bins=4, **kw).release_mechanism.d == 20 * 3 * 2 * 3
+    table = FederatedBoosting(n_bins=4, stump_encoding="table", **kw)
+    assert table.release_dim == table.share_encoding.mechanism.d == 20 * 3 * 2 * 3
+    assert table.share_encoding.mechanism.epsilon == pytest.approx(2.0 * 0.7)
+    cells = FederatedBoosting(n_bins=4, **kw)  # the default for three classes: one k-RR report per owner
+    assert cells.stump_encoding == "cells" and cells.release_dim == 1
+    assert cells.share_encoding.epsilon == pytest.approx(2.0 * 0.7)
+    with pytest.raises(ConfigError, match="stump_encoding"):
+        FederatedBoosting(stump_encoding="dense", **kw)
+    with pytest.raises(ConfigError, match="two classes"):
+        FederatedBoosting(stump_encoding="signs", **kw)
     assert FederatedBoosting(base="ncc", **kw).release_mechanism.d == 21
     assert FederatedBoosting(base="lr", **kw).release_mechanism.d == 3 * 21
     assert FederatedBoosting(base="ncc", labels="rr", **kw).label_rr().epsilon == pytest.approx(2.0 * 0.7 * 0.2)

@@ -316,3 +316,33 @@ def test_two_tasks_for_one_owner_in_a_batch_are_checked_together(tmp_path, digit
     refusal(out[1], "budget_exceeded")
     assert [h["release_id"] for h in ledger.history(oid)] == ["a#0", "a#1"]
     assert math.isclose(ledger.spent(oid).epsilon, 1.25)
+
+
+@pytest.mark.parametrize("encoding", ["cells", "table"])
+def test_a_stump_share_in_each_encoding_debits_the_share_epsilon_once_and_decodes_at_the_coordinator(
+    tmp_path, digits, encoding
+):
+    """Owner handler -> wire -> coordinator: what the owner debits is the share's epsilon, and the
+    coordinator reads the reply (sampled coordinates included) into a stump of the run."""
+    from privfed.common.messages import BoostShareReply
+    from privfed.proto import serde
+
+    train, _ = digits
+    hosted = owners(train, 3)
+    ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=5.0)
+    config = boost_config(n_classes=10, d=64, stump_encoding=encoding)
+    fb = config.booster
+    tasks = [Task(f"b{i}", oid, "boost-run", BoostShareTask(config, empty_history())) for i, oid in enumerate(hosted)]
+    replies = []
+    for result in handle_batch(tasks, hosted, ledger):
+        back = serde.result_from_proto(serde.result_to_proto(result)).payload
+        assert isinstance(back, BoostShareReply)
+        assert back.coordinates.shape == ((1, fb.share_encoding.m) if encoding == "cells" else (0, 0))
+        replies.append(back)
+        history = ledger.history(result.owner_id)
+        assert [(h["purpose"], h["epsilon"]) for h in history] == [("boost-share:boost-run", fb.share_epsilon)]
+    shares = fb.stump_reports(
+        np.concatenate([r.reports for r in replies]), np.concatenate([r.coordinates for r in replies])
+    )
+    stump = fb.coordinator_select(shares)
+    fb.check_learner(stump)

@@ -43,6 +43,9 @@ CONFIG = BoostConfig(
         eval_groups="all",
         eval_row_bound=1.25,
         max_owner_rows=4321,
+        stump_encoding="cells",
+        oracle="oue",
+        n_sampled=2,
     ),
 )
 STUMP = Stump(1, 2, float(thresholds(BOUNDS, 4)[1, 1]), (1, 0), 0.125)
@@ -93,6 +96,34 @@ def test_decoding_is_the_inverse_of_encoding_on_the_wire_bytes(spec):
     again = serde.task_from_proto(pb.Task.FromString(first))
     assert _task_proto(again.spec).SerializeToString(deterministic=True) == first
     assert again.spec.config == CONFIG
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        BoostShareReply(reports=np.array([[5.0]]), labels=np.zeros(0, np.int64), coordinates=np.array([[3, 0, 7]])),
+        BoostShareReply(reports=np.array([[0.5, -0.25]]), labels=np.zeros(0, np.int64)),
+        BoostShareReply(reports=np.array([[0.5, 1.0], [0.25, 0.0]]), labels=np.array([1, 0])),
+    ],
+    ids=["sampled-stump", "vector", "ncc"],
+)
+def test_a_boosting_share_reply_survives_the_wire(reply):
+    """Sampled stump shares carry each owner's sampled coordinates; the others none."""
+    from privfed.common.messages import Result
+
+    back = serde.result_from_proto(serde.result_to_proto(Result("t", "owner-0.o00000", reply))).payload
+    np.testing.assert_array_equal(back.reports, reply.reports)
+    np.testing.assert_array_equal(back.labels, reply.labels)
+    np.testing.assert_array_equal(back.coordinates, reply.coordinates)
+    assert back.coordinates.shape == reply.coordinates.shape
+
+
+def test_a_stump_encoding_left_unset_on_the_wire_is_the_default_for_the_classes():
+    msg = serde.boost_config_to_proto(CONFIG)
+    msg.ClearField("stump_encoding")
+    msg.ClearField("n_sampled")
+    booster = serde.boost_config_from_proto(msg).booster
+    assert booster.stump_encoding == "cells" and booster.n_sampled is None  # three classes
 
 
 def test_a_config_of_another_run_or_another_value_is_not_equal():
@@ -159,6 +190,9 @@ MALFORMED = {
     "no-rounds": (("config.n_rounds", 0), "n_rounds"),
     "one-class": (("config.n_classes", 1), "n_classes"),
     "no-run-id": (("config.run_id", ""), "run_id"),
+    "unknown-encoding": (("config.stump_encoding", "dense"), "stump_encoding"),
+    "unknown-oracle": (("config.oracle", "hadamard"), "oracle"),
+    "no-sampled": (("config.n_sampled", 0), "n_sampled"),
     "bounds-shape": (("config.bounds", _matrix((3, 2), np.zeros(6))), "bounds must have shape (2, d)"),
     "bounds-bytes": (("config.bounds", pb.Matrix(shape=[2, 2], data=b"\0" * 31)), "needs 32 bytes"),
     "bounds-empty": (("config.bounds", pb.Matrix()), "bounds"),

@@ -175,3 +175,44 @@ def test_boosting_drops_a_silent_and_a_refusing_evaluator_and_sums_the_rest(data
 def test_an_unknown_mechanism_is_refused_when_the_strategy_is_built(strategy, data):
     with pytest.raises(ConfigError, match=r"^mechanism must be one of \('pm', 'duchi', 'laplace'\), got 'gauss'$"):
         strategy(mechanism="gauss", epsilon=1.0, n_classes=2, bounds=data.bounds)
+
+
+def test_a_sampled_stump_share_that_does_not_fit_the_encoding_is_dropped_alone(data):
+    """Over real owner handlers: the default (signs) shares arrive with their sampled coordinates and
+    each owner is debited the share's epsilon once; a share with a repeated coordinate (it would count
+    that owner twice) or a report outside the oracle's domain is dropped, the rest of the group kept."""
+    import dataclasses
+
+    from privfed.common.learners.stump_encodings import SampledReports
+    from privfed.server.strategies.boosting import _FederationSteps
+
+    fb = _booster(data, epsilon=4.0, weight_bound=40.0)
+    assert fb.stump_encoding == "signs"
+    t = _transport(data, budget=4.0)
+
+    class Corrupting:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def run_tasks(self, tasks):
+            out = self.inner.run_tasks(tasks)
+            first, second = out[0].payload, out[1].payload
+            repeated = np.repeat(first.coordinates[:, :1], first.coordinates.shape[1], axis=1)
+            out[0] = dataclasses.replace(out[0], payload=dataclasses.replace(first, coordinates=repeated))
+            out[1] = dataclasses.replace(out[1], payload=dataclasses.replace(second, reports=second.reports + 1000))
+            return out
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    owner_ids = sorted(t.owners)
+    steps = _FederationSteps(
+        BoostingStrategy(fb, np.random.Generator(np.random.PCG64(1))), owner_ids, Corrupting(t), "r"
+    )
+    group = np.arange(8)
+    shares = steps.release(0, group)
+    assert isinstance(shares, SampledReports) and len(shares) == len(group) - 2
+    assert shares.coordinates.shape[1] == fb.share_encoding.m
+    fb.check_learner(fb.coordinator_select(shares))
+    for o in owner_ids[:8]:
+        assert _spent(t, o) == pytest.approx(fb.share_epsilon)

@@ -13,11 +13,10 @@ from privfed.common.learners.stump import (
     binarize,
     cross_tables,
     select_stump,
-    stump_aggregate,
-    stump_share,
     table_errors,
     thresholds,
 )
+from privfed.common.learners.stump_encodings import stump_aggregate, stump_share
 from privfed.common.mechanisms import make_mechanism
 
 W1 = [[0.20, 0.05, 0.05], [0.10, 0.35, 0.25]]

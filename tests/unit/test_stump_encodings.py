@@ -7,16 +7,14 @@ import pytest
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.learners.stump import (
+from privfed.common.learners.stump import binarize, cross_tables, select_stump
+from privfed.common.learners.stump_encodings import (
     SampledEncoding,
     SampledReports,
     _pick_rows,
-    binarize,
-    cross_tables,
     default_encoding,
     make_stump_encoding,
     owner_tables,
-    select_stump,
     stump_aggregate,
     stump_share,
     stump_shares,
