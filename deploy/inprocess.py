@@ -29,6 +29,7 @@ import logging
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from privfed.common.errors import ConfigError, ProtocolError, RemoteProtocolError
 from privfed.common.identity import node_of
@@ -101,7 +102,7 @@ class InProcessTransport(RelayedSecureSum):
         epsilon_budget: float,
         delta_budget: float = 0.0,
         ledger_dir: Path | None = None,
-        **options,
+        **options: Any,
     ) -> InProcessTransport:
         """One fresh ledger per node: SQLite files in ``ledger_dir``, or in memory."""
         nodes = sorted({node_of(o.owner_id) for o in owners})
@@ -174,6 +175,8 @@ class InProcessTransport(RelayedSecureSum):
     def _evaluate(self, node: str, task: Task) -> list[Result]:
         """Start the owner's ring party (debited first) and route what follows until the ring is quiet."""
         owner = self.owners[task.owner_id]
+        if not isinstance(task.spec, BoostEvaluateTask):
+            raise TypeError(f"not an evaluate task: {type(task.spec).__name__}")
         refusal, payload, out = self.drivers[node].start_evaluation(owner, task.spec)
         if refusal is not None:
             return [Result(task.task_id, task.owner_id, refusal)]

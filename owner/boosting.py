@@ -32,13 +32,14 @@ import hashlib
 import logging
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import numpy as np
 from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from privfed.common.errors import (
     BudgetExceeded,
@@ -54,18 +55,21 @@ from privfed.common.messages import (
     BoostEvaluateTask,
     BoostShareReply,
     BoostShareTask,
+    PeerKey,
     Refusal,
     RingJoined,
+    RingSpec,
     RingTotal,
     boost_release_epsilons,
 )
 from privfed.common.secagg.boxes import Box, verify_public_key
 from privfed.common.secagg.fixedpoint import FixedPoint
-from privfed.common.secagg.ring import Inbound, RingParty
+from privfed.common.secagg.ring import Inbound, Outbound, RingParty
 from privfed.proto import serde
 
 if TYPE_CHECKING:  # common/boosting imports scipy: loaded once a boosting task arrives
-    from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound
+    from privfed.common.boosting.federated import FederatedBoosting
+    from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound, Learner
     from privfed.owner.handlers import LocalOwner
 
 log = logging.getLogger("privfed.owner")
@@ -184,6 +188,11 @@ def history_weights(owner: LocalOwner, config: BoostConfig, history: BoostHistor
     return w
 
 
+#: What starting one evaluation gives: the answer to its task (a member's join, or None for the
+#: leader, which answers with the total later) and the envelopes to relay.
+Evaluated = tuple["RingJoined | None", list[Outbound]]
+
+
 class RingDriver:
     """Holds the ring parties of the logical owners hosted by this node, and their evaluation releases.
 
@@ -198,7 +207,13 @@ class RingDriver:
         The node's ledger; every evaluation release is debited here before it leaves.
     """
 
-    def __init__(self, keys: dict, ca_pem: bytes | None, ledger: Ledger, clock=lambda: datetime.now(UTC)):
+    def __init__(
+        self,
+        keys: dict[str, X25519PrivateKey],
+        ca_pem: bytes | None,
+        ledger: Ledger,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         if not isinstance(ledger, Ledger):
             raise ConfigError(f"RingDriver needs the node's Ledger, got {type(ledger).__name__}")
         self._keys = keys  # owner_id -> X25519 private key
@@ -206,8 +221,10 @@ class RingDriver:
         self._ledger = ledger
         self._clock = clock
         self._parties: dict[str, RingParty] = {}  # owner_id -> its party in the current session
-        self._verified: dict[tuple, bytes] = {}
-        self._sessions: dict[str, tuple] = {}  # session id -> (ring, certificates), sent once per node
+        self._verified: dict[tuple[str, str, bytes, bytes], bytes] = {}
+        self._sessions: dict[
+            str, tuple[tuple[str, ...], dict[str, bytes]]
+        ] = {}  # session id -> (ring, certificates), sent once per node
         self._released: dict[tuple[str, str], tuple[int, np.ndarray]] = {}  # (owner, release id) -> (round, pair)
         self._runs: dict[str, BoostConfig] = {}  # run id -> the config this node first saw for it
 
@@ -224,14 +241,14 @@ class RingDriver:
                 "already saw for the run"
             )
 
-    def _session(self, ring_spec) -> tuple[tuple, dict]:
+    def _session(self, ring_spec: RingSpec) -> tuple[tuple[str, ...], dict[str, bytes]]:
         if ring_spec.ring:
             self._sessions = {ring_spec.session_id: (ring_spec.ring, ring_spec.certificates)}
         if ring_spec.session_id not in self._sessions:
             raise ConfigError(f"ring session {ring_spec.session_id} arrived without its ring order")
         return self._sessions[ring_spec.session_id]
 
-    def _peer_key(self, certificates, peer) -> bytes:
+    def _peer_key(self, certificates: Mapping[str, bytes], peer: PeerKey) -> bytes:
         cache_key = (peer.owner_id, peer.node_id, peer.x25519_public_key, peer.key_signature)
         if cache_key in self._verified:
             return self._verified[cache_key]
@@ -263,7 +280,7 @@ class RingDriver:
         self._verified[cache_key] = peer.x25519_public_key
         return peer.x25519_public_key
 
-    def _check_task(self, owner, spec: BoostEvaluateTask):
+    def _check_task(self, owner: LocalOwner, spec: BoostEvaluateTask) -> tuple[FederatedBoosting, int, Learner]:
         """(run config, round, learner) of a valid evaluate task; raises ConfigError/RemoteProtocolError."""
         fb = spec.config.booster
         if fb.bounds.d != owner.X.shape[1]:
@@ -306,7 +323,9 @@ class RingDriver:
         cached = self._released.get((owner_id, release_id))
         return None if cached is None else cached[1].copy()
 
-    def _prepare(self, owner, spec: BoostEvaluateTask):
+    def _prepare(
+        self, owner: LocalOwner, spec: BoostEvaluateTask
+    ) -> tuple[FederatedBoosting, int, Learner, RingParty, float]:
         """Validate one evaluate task and build its party; nothing is computed from rows yet.
 
         Returns (run config, round, learner, party, ring range).
@@ -352,7 +371,9 @@ class RingDriver:
             )
         return cached[1]
 
-    def _draw(self, owner, spec: BoostEvaluateTask, fb, learner) -> tuple[Debit, np.ndarray]:
+    def _draw(
+        self, owner: LocalOwner, spec: BoostEvaluateTask, fb: FederatedBoosting, learner: Learner
+    ) -> tuple[Debit, np.ndarray]:
         """The noisy pair of a release not made yet, and its debit (not committed)."""
         if self._ledger.has_released(owner.owner_id, spec.release_id):
             raise AlreadyReleased(
@@ -365,7 +386,7 @@ class RingDriver:
         pair = fb.evaluation_release(np.array([fb.evaluation_sums(learner, owner.X, owner.y, w)]), rng=owner.rng)[0]
         return Debit(owner.owner_id, epsilon, 0.0, spec.release_id, spec.release_id), pair
 
-    def evaluate_many(self, items) -> list:
+    def evaluate_many(self, items: Sequence[tuple[LocalOwner, BoostEvaluateTask]]) -> list[Evaluated | Exception]:
         """Start the parties of many evaluate tasks, with their new releases debited in ONE transaction.
 
         ``items`` is a list of ``(owner, spec)``. Returns, per item, either ``(payload, outbound)``
@@ -373,8 +394,8 @@ class RingDriver:
         refusal). Every pair that leaves was committed to the ledger (or cached from an earlier
         commit) before its party starts; one bad item never spoils the others.
         """
-        outcomes: list = [None] * len(items)
-        prepared: dict[int, tuple] = {}
+        outcomes: list[Evaluated | Exception | None] = [None] * len(items)
+        prepared: dict[int, tuple[RingParty, float, int]] = {}
         draws: list[tuple[int, tuple, Debit, np.ndarray, int]] = []
         pending: set[tuple[str, str]] = set()
         for i, (owner, spec) in enumerate(items):
@@ -403,7 +424,9 @@ class RingDriver:
                     error = next(
                         e for (j, key, _, _, _), e in zip(draws, errors) if key == (owner.owner_id, spec.release_id)
                     )
-                    raise AlreadyReleased(str(error)) if isinstance(error, LocalProtocolError) else error
+                    if error is None or isinstance(error, LocalProtocolError):
+                        raise AlreadyReleased(str(error))
+                    raise error
                 self._replace_party(owner.owner_id, party)
                 # Clipping the noisy pair to the ring's public range is post-processing of the release.
                 out = party.start(np.clip(pair, -bound, bound))
@@ -413,9 +436,9 @@ class RingDriver:
                 if not isinstance(exc, (PrivfedError, ValueError)):
                     log.exception("evaluate task for %s failed", owner.owner_id)
                 outcomes[i] = exc
-        return outcomes
+        return [LocalProtocolError("evaluation not started") if o is None else o for o in outcomes]
 
-    def evaluate(self, owner, spec: BoostEvaluateTask):
+    def evaluate(self, owner: LocalOwner, spec: BoostEvaluateTask) -> Evaluated:
         """Start this owner's party: returns (result payload or None, outbound envelopes).
 
         The owner's noisy pair is debited (or taken from the cache of this (run, round)) before
@@ -436,7 +459,7 @@ class RingDriver:
 
     def start_evaluation(
         self, owner: LocalOwner, spec: BoostEvaluateTask
-    ) -> tuple[Refusal | None, RingJoined | RingTotal | None, list]:
+    ) -> tuple[Refusal | None, RingJoined | RingTotal | None, list[Outbound]]:
         """:meth:`evaluate` with every failure turned into the refusal a coordinator gets:
         ``(refusal, None, [])`` or ``(None, payload, outbound envelopes)``.
 
@@ -476,7 +499,7 @@ class RingDriver:
                 log.info("ring session %s abandoned: %s", old.session_id, old.failure_reason)
         self._parties[owner_id] = party
 
-    def deliver(self, owner_id: str, data: bytes):
+    def deliver(self, owner_id: str, data: bytes) -> tuple[RingTotal | None, list[Outbound]]:
         """A relayed envelope for ``owner_id``: returns (RingTotal or None, outbound envelopes).
 
         The leader's total answers its evaluate task, and its RESULT envelopes go to every member
