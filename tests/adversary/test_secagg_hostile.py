@@ -10,6 +10,7 @@ of asking for both is refused, with nothing revealed and the machine out of the 
 
 import sys
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -151,12 +152,11 @@ def test_a_mask_key_not_signed_by_the_node_named_in_the_owner_id_is_refused(tmp_
             cert_identity=node,
         )
 
-    fed = Federation(12, verify=verify)
-    signed = {
-        o: m.start(lambda pk, o=o: sign_public_key(cert_key(certs, node_of(o)), pk, o, "run-test"))
-        for o, m in fed.owners.items()
-    }
-    requests = fed.server.on_adverts(signed)
+    def sign(owner_id: str, pk: bytes) -> bytes:
+        return sign_public_key(cert_key(certs, node_of(owner_id)), pk, owner_id, "run-test")
+
+    fed = Federation(12, verify=verify, sign=sign)
+    requests = fed.server.on_adverts({o: m.start(partial(sign, o)) for o, m in fed.owners.items()})
     fed.owners["o000"].on_share_keys(requests["o000"])  # honest signatures: accepted
     victim = requests["o007"]
     forged_for = victim.adverts[0].owner_id
