@@ -35,7 +35,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 from cryptography import x509
@@ -191,6 +191,8 @@ def history_weights(owner: LocalOwner, config: BoostConfig, history: BoostHistor
 #: What starting one evaluation gives: the answer to its task (a member's join, or None for the
 #: leader, which answers with the total later) and the envelopes to relay.
 Evaluated = tuple["RingJoined | None", list[Outbound]]
+P = TypeVar("P")  # a secure sum's party
+T = TypeVar("T")  # what starting it gives
 
 
 class RingDriver:
@@ -323,18 +325,13 @@ class RingDriver:
         cached = self._released.get((owner_id, release_id))
         return None if cached is None else cached[1].copy()
 
-    def _prepare(
-        self, owner: LocalOwner, spec: BoostEvaluateTask
-    ) -> tuple[FederatedBoosting, int, Learner, RingParty, float]:
-        """Validate one evaluate task and build its party; nothing is computed from rows yet.
-
-        Returns (run config, round, learner, party, ring range).
-        """
+    def _party(self, owner: LocalOwner, spec: BoostEvaluateTask) -> RingParty:
+        """The ring party of one evaluate task; nothing is computed from rows yet."""
         ring = spec.ring
         # The ring order and certificates come once per node and session: keep them even if this
         # owner's own task is refused, the node's other members of the ring need them.
         order, certificates = self._session(ring)
-        fb, round_no, learner = self._check_task(owner, spec)
+        fb = spec.config.booster
         if owner.owner_id not in order:
             raise RemoteProtocolError(f"{owner.owner_id} is not in the ring of session {ring.session_id}")
         if len(order) < 2:
@@ -351,14 +348,13 @@ class RingDriver:
                 for pid in peers
                 if pid != owner.owner_id
             }
-            party = RingParty(owner.owner_id, order, ring.session_id, fixed_point, boxes)
+            return RingParty(owner.owner_id, order, ring.session_id, fixed_point, boxes)
         except KeyError as exc:
             raise ConfigError(f"ring session {ring.session_id}: no key for {exc}") from exc
         except ValueError as exc:  # an unparsable certificate or key from the coordinator
             if isinstance(exc, ConfigError):
                 raise
             raise RemoteProtocolError(f"ring session {ring.session_id}: unusable peer material: {exc}") from exc
-        return fb, round_no, learner, party, bound
 
     def _cached(self, owner_id: str, spec: BoostEvaluateTask, round_no: int) -> np.ndarray | None:
         cached = self._released.get((owner_id, spec.release_id))
@@ -386,22 +382,31 @@ class RingDriver:
         pair = fb.evaluation_release(np.array([fb.evaluation_sums(learner, owner.X, owner.y, w)]), rng=owner.rng)[0]
         return Debit(owner.owner_id, epsilon, 0.0, spec.release_id, spec.release_id), pair
 
-    def evaluate_many(self, items: Sequence[tuple[LocalOwner, BoostEvaluateTask]]) -> list[Evaluated | Exception]:
-        """Start the parties of many evaluate tasks, with their new releases debited in ONE transaction.
+    def contribute_many(
+        self,
+        items: Sequence[tuple[LocalOwner, BoostEvaluateTask]],
+        prepare: Callable[[LocalOwner, BoostEvaluateTask], P],
+        start: Callable[[LocalOwner, BoostEvaluateTask, P, np.ndarray], T],
+    ) -> list[T | Exception]:
+        """Contribute the evaluation releases of many tasks to a secure sum, their new releases
+        debited in ONE transaction; the secure sum's protocol only enters through two callbacks.
 
-        ``items`` is a list of ``(owner, spec)``. Returns, per item, either ``(payload, outbound)``
-        as :meth:`evaluate` returns, or the exception that refuses it (the caller answers with a
-        refusal). Every pair that leaves was committed to the ledger (or cached from an earlier
-        commit) before its party starts; one bad item never spoils the others.
+        ``prepare(owner, spec)`` builds the protocol's party (nothing computed from rows yet; it may
+        raise to refuse); then each task's release is taken from the cache or drawn and debited
+        (:meth:`_draw`, the same noise and ledger entry whatever the protocol), clipped to the secure
+        sum's public range (post-processing), and ``start(owner, spec, party, pair)`` gives the
+        protocol the pair. Returns, per item, what ``start`` returned or the exception that refuses
+        it (the caller answers with a refusal). One bad item never spoils the others.
         """
-        outcomes: list[Evaluated | Exception | None] = [None] * len(items)
-        prepared: dict[int, tuple[RingParty, float, int]] = {}
-        draws: list[tuple[int, tuple, Debit, np.ndarray, int]] = []
+        outcomes: list[T | Exception | None] = [None] * len(items)
+        prepared: dict[int, tuple[P, float, int]] = {}
+        draws: list[tuple[int, tuple[str, str], Debit, np.ndarray, int]] = []
         pending: set[tuple[str, str]] = set()
         for i, (owner, spec) in enumerate(items):
             try:
-                fb, round_no, learner, party, bound = self._prepare(owner, spec)
-                prepared[i] = (party, bound, round_no)
+                party = prepare(owner, spec)  # first: it may keep session data the node's other owners need
+                fb, round_no, learner = self._check_task(owner, spec)
+                prepared[i] = (party, min(float(spec.ring.max_abs), fb.contribution_bound), round_no)
                 key = (owner.owner_id, spec.release_id)
                 if self._cached(owner.owner_id, spec, round_no) is None and key not in pending:
                     debit, pair = self._draw(owner, spec, fb, learner)
@@ -427,16 +432,29 @@ class RingDriver:
                     if error is None or isinstance(error, LocalProtocolError):
                         raise AlreadyReleased(str(error))
                     raise error
-                self._replace_party(owner.owner_id, party)
-                # Clipping the noisy pair to the ring's public range is post-processing of the release.
-                out = party.start(np.clip(pair, -bound, bound))
-                # Members answer at once; the leader answers with the total when the ring closes.
-                outcomes[i] = (None if party.index == 0 else RingJoined(spec.ring.session_id)), out
+                # Clipping the noisy pair to the secure sum's public range is post-processing of the release.
+                outcomes[i] = start(owner, spec, party, np.clip(pair, -bound, bound))
             except Exception as exc:  # noqa: BLE001 - as above
                 if not isinstance(exc, (PrivfedError, ValueError)):
                     log.exception("evaluate task for %s failed", owner.owner_id)
                 outcomes[i] = exc
         return [LocalProtocolError("evaluation not started") if o is None else o for o in outcomes]
+
+    def evaluate_many(self, items: Sequence[tuple[LocalOwner, BoostEvaluateTask]]) -> list[Evaluated | Exception]:
+        """Start the ring parties of many evaluate tasks (:meth:`contribute_many`).
+
+        Returns, per item, ``(payload, outbound)`` as :meth:`evaluate` returns, or the exception
+        that refuses it. Every pair that leaves was committed to the ledger (or cached from an
+        earlier commit) before its party starts.
+        """
+
+        def start(owner: LocalOwner, spec: BoostEvaluateTask, party: RingParty, pair: np.ndarray) -> Evaluated:
+            self._replace_party(owner.owner_id, party)
+            out = party.start(pair)
+            # Members answer at once; the leader answers with the total when the ring closes.
+            return (None if party.index == 0 else RingJoined(spec.ring.session_id)), out
+
+        return self.contribute_many(items, self._party, start)
 
     def evaluate(self, owner: LocalOwner, spec: BoostEvaluateTask) -> Evaluated:
         """Start this owner's party: returns (result payload or None, outbound envelopes).
