@@ -195,6 +195,26 @@ P = TypeVar("P")  # a secure sum's party
 T = TypeVar("T")  # what starting it gives
 
 
+def evaluation_refusal(owner_id: str, exc: Exception) -> Refusal:
+    """The refusal a coordinator gets for an evaluation that failed with ``exc`` (whatever the
+    secure sum): the code's fixed text (contract 3), the exception's message to the log only."""
+    from privfed.owner.handlers import TaskRefused
+
+    if isinstance(exc, TaskRefused):
+        code, detail = exc.code, exc.detail
+    elif isinstance(exc, BudgetExceeded):
+        code, detail = "budget_exceeded", ""
+    elif isinstance(exc, AlreadyReleased):
+        code, detail = "already_released", ""
+    elif isinstance(exc, (ConfigError, ProtocolError, ValueError)):
+        code, detail = "invalid_task", ""
+    else:
+        log.error("evaluation for %s failed", owner_id, exc_info=exc)
+        code, detail = "internal", ""
+    log.warning("refusing evaluation for %s (%s): %s", owner_id, code, exc)
+    return Refusal.of(code, detail)
+
+
 class RingDriver:
     """Holds the ring parties of the logical owners hosted by this node, and their evaluation releases.
 
@@ -219,7 +239,7 @@ class RingDriver:
         if not isinstance(ledger, Ledger):
             raise ConfigError(f"RingDriver needs the node's Ledger, got {type(ledger).__name__}")
         self._keys = keys  # owner_id -> X25519 private key
-        self._ca = x509.load_pem_x509_certificate(ca_pem) if ca_pem else None
+        self.ca = x509.load_pem_x509_certificate(ca_pem) if ca_pem else None
         self._ledger = ledger
         self._clock = clock
         self._parties: dict[str, RingParty] = {}  # owner_id -> its party in the current session
@@ -250,11 +270,20 @@ class RingDriver:
             raise ConfigError(f"ring session {ring_spec.session_id} arrived without its ring order")
         return self._sessions[ring_spec.session_id]
 
-    def _peer_key(self, certificates: Mapping[str, bytes], peer: PeerKey) -> bytes:
+    def own_key(self, owner_id: str) -> X25519PrivateKey:
+        """The long-lived X25519 key of an owner this node hosts (its end-to-end boxes)."""
+        try:
+            return self._keys[owner_id]
+        except KeyError as exc:
+            raise ConfigError(f"this node holds no key for {owner_id!r}") from exc
+
+    def peer_key(self, certificates: Mapping[str, bytes], peer: PeerKey) -> bytes:
+        """A peer's end-to-end key, accepted only if signed by the certificate of the node its id
+        names (skipped without a CA); verified once and cached."""
         cache_key = (peer.owner_id, peer.node_id, peer.x25519_public_key, peer.key_signature)
         if cache_key in self._verified:
             return self._verified[cache_key]
-        if self._ca is not None:
+        if self.ca is not None:
             # Only an owner node's certificate may vouch for a ring key: the coordinator holds a
             # CA-issued certificate too, and must not be able to list itself as a peer's node.
             if not OWNER_NODE_NAME.fullmatch(peer.node_id):
@@ -272,7 +301,7 @@ class RingDriver:
                 raise ConfigError(f"no certificate for node {peer.node_id!r} of peer {peer.owner_id!r}")
             verify_public_key(
                 x509.load_pem_x509_certificate(pem),
-                self._ca,
+                self.ca,
                 peer.owner_id,
                 peer.x25519_public_key,
                 peer.key_signature,
@@ -344,7 +373,7 @@ class RingDriver:
         peers = {p.owner_id: p for p in ring.peers}
         try:
             boxes = {
-                pid: Box(owner.owner_id, self._keys[owner.owner_id], pid, self._peer_key(certificates, peers[pid]))
+                pid: Box(owner.owner_id, self._keys[owner.owner_id], pid, self.peer_key(certificates, peers[pid]))
                 for pid in peers
                 if pid != owner.owner_id
             }
@@ -486,26 +515,14 @@ class RingDriver:
         refusal text is the code's fixed text (contract 3): an exception's message may quote
         private values, so it goes to the log only.
         """
-        from privfed.owner.handlers import TaskRefused, check_boost_config
+        from privfed.owner.handlers import check_boost_config
 
         try:
             check_boost_config(owner, spec.config)  # public checks only, before any row is read
             payload, out = self.evaluate(owner, spec)
-        except TaskRefused as exc:
-            code, detail, reason = exc.code, exc.detail, exc
-        except BudgetExceeded as exc:
-            code, detail, reason = "budget_exceeded", "", exc
-        except AlreadyReleased as exc:
-            code, detail, reason = "already_released", "", exc
-        except (ConfigError, ProtocolError, ValueError) as exc:
-            code, detail, reason = "invalid_task", "", exc
         except Exception as exc:  # noqa: BLE001 - nothing a task does may take the node down
-            log.exception("ring evaluation for %s failed", owner.owner_id)
-            code, detail, reason = "internal", "", exc
-        else:
-            return None, payload, out
-        log.warning("refusing ring evaluation for %s (%s): %s", owner.owner_id, code, reason)
-        return Refusal.of(code, detail), None, []
+            return evaluation_refusal(owner.owner_id, exc), None, []
+        return None, payload, out
 
     def _replace_party(self, owner_id: str, party: RingParty) -> None:
         """``party`` is the owner's party now. A previous one still running belongs to a session the

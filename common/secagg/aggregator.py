@@ -100,6 +100,11 @@ class SecAggServer:
         if self.phase not in phases:
             raise LocalProtocolError(f"secure sum is {self.phase.name}, this step needs {[p.name for p in phases]}")
 
+    @property
+    def rounds_left(self) -> int:
+        """Secure sums the key agreement can still serve."""
+        return self.rounds - self._round - 1
+
     def _t(self, owner: str) -> int:
         return threshold(len(self.graph[owner]))
 
