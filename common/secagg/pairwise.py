@@ -54,6 +54,7 @@ from __future__ import annotations
 import enum
 import secrets
 from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
@@ -75,6 +76,8 @@ from privfed.common.secagg.messages import (
     UnmaskReply,
     UnmaskRequest,
 )
+
+R = TypeVar("R")
 
 
 class OwnerState(enum.Enum):
@@ -150,17 +153,15 @@ class SecAggOwner:
         self._state, self.failure_reason = OwnerState.FAILED, f"{self.owner_id}: {reason}"
         self._mask_key, self._pair_keys, self._seeds, self._held = None, {}, [], {}
 
-    def _step(self, msg: object) -> None:
+    def _guard(self, msg: object, handler: Callable[[], R]) -> R:
+        """Run ``handler`` for ``msg`` if the transition table allows it; a peer's violation fails the machine."""
         if self._state is OwnerState.IDLE:
             raise LocalProtocolError(f"{self.owner_id}: call start() before delivering messages")
         if self._state is OwnerState.FAILED:
             raise LocalProtocolError(f"{self.owner_id}: machine FAILED ({self.failure_reason})")
-        if type(msg) not in TRANSITIONS[self._state]:
-            raise RemoteProtocolError(f"unexpected {type(msg).__name__} in state {self._state.name}")
-
-    def _guard(self, msg: object, handler: Callable[[], object]) -> object:
-        self._step(msg)
         try:
+            if type(msg) not in TRANSITIONS[self._state]:
+                raise RemoteProtocolError(f"unexpected {type(msg).__name__} in state {self._state.name}")
             out = handler()
         except RemoteProtocolError as exc:
             self._fail(str(exc))
@@ -181,7 +182,7 @@ class SecAggOwner:
     # ------------------------------------------------------------------ step 1
     def on_share_keys(self, msg: ShareKeysRequest) -> KeyShares:
         """Check the neighbours' keys and send the sealed shares of ``s_u^SK`` (step 1)."""
-        return self._guard(msg, lambda: self._share_keys(msg))  # type: ignore[return-value]
+        return self._guard(msg, lambda: self._share_keys(msg))
 
     def _share_keys(self, msg: ShareKeysRequest) -> KeyShares:
         members = msg.members
@@ -225,7 +226,7 @@ class SecAggOwner:
 
         ``values`` is the owner's contribution, already a noised, debited release.
         """
-        return self._guard(msg, lambda: self._masked_input(msg, values))  # type: ignore[return-value]
+        return self._guard(msg, lambda: self._masked_input(msg, values))
 
     def _masked_input(self, msg: InputRequest, values: np.ndarray) -> MaskedInput:
         if not self._round < msg.round < len(self._seeds):
@@ -261,7 +262,7 @@ class SecAggOwner:
     # ------------------------------------------------------------------ step 3
     def on_unmask(self, msg: UnmaskRequest) -> UnmaskReply:
         """Shares of the survivors' self-mask seeds and of the dropped owners' mask keys (step 3)."""
-        return self._guard(msg, lambda: self._unmask(msg))  # type: ignore[return-value]
+        return self._guard(msg, lambda: self._unmask(msg))
 
     def _unmask(self, msg: UnmaskRequest) -> UnmaskReply:
         if msg.round != self._round:

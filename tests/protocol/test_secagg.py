@@ -12,6 +12,7 @@ from privfed.common.secagg import shamir
 from privfed.common.secagg.aggregator import SecAggServer
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.masking import degree, neighbour_graph, threshold
+from privfed.common.secagg.messages import UnmaskRequest
 from privfed.common.secagg.pairwise import OwnerState, run_in_process
 
 from .secagg_harness import Federation
@@ -248,3 +249,12 @@ def test_messages_before_start_are_the_driver_bug():
     fed = Federation(5)
     with pytest.raises(LocalProtocolError):
         fed.owners["o000"].on_unmask(None)  # type: ignore[arg-type]
+
+
+def test_an_unexpected_message_fails_the_machine():
+    fed = Federation(5)
+    fed.key_agreement()
+    owner = fed.owners["o000"]
+    with pytest.raises(RemoteProtocolError, match="unexpected UnmaskRequest"):
+        owner.on_unmask(UnmaskRequest(0, (), ()))
+    assert owner.state is OwnerState.FAILED
