@@ -504,25 +504,46 @@ class RingDriver:
             raise outcome
         return outcome
 
-    def start_evaluation(
-        self, owner: LocalOwner, spec: BoostEvaluateTask
-    ) -> tuple[Refusal | None, RingJoined | RingTotal | None, list[Outbound]]:
-        """:meth:`evaluate` with every failure turned into the refusal a coordinator gets:
-        ``(refusal, None, [])`` or ``(None, payload, outbound envelopes)``.
+    def start_evaluations(
+        self, items: Sequence[tuple[LocalOwner, BoostEvaluateTask]]
+    ) -> list[tuple[Refusal | None, RingJoined | RingTotal | None, list[Outbound]]]:
+        """:meth:`evaluate_many` (one ledger transaction for all new releases) with every failure
+        turned into the refusal a coordinator gets: per item ``(refusal, None, [])`` or
+        ``(None, payload, outbound envelopes)``.
 
-        The one place that maps an evaluation's errors to refusal codes, for the gRPC node and the
-        in-process transport alike. A refused evaluation sends no envelope (contract 4); the
-        refusal text is the code's fixed text (contract 3): an exception's message may quote
-        private values, so it goes to the log only.
+        The one place that maps an evaluation's errors to refusal codes (:func:`evaluation_refusal`),
+        for the gRPC node and the in-process transport alike. A refused evaluation sends no envelope
+        (contract 4); the refusal text is the code's fixed text (contract 3): an exception's message
+        may quote private values, so it goes to the log only.
         """
         from privfed.owner.handlers import check_boost_config
 
+        answers: list[tuple[Refusal | None, RingJoined | RingTotal | None, list[Outbound]]] = [
+            (None, None, []) for _ in items
+        ]
+        checked = []
+        for i, (owner, spec) in enumerate(items):
+            try:
+                check_boost_config(owner, spec.config)  # public checks only, before any row is read
+                checked.append(i)
+            except Exception as exc:  # noqa: BLE001 - nothing a task does may take the node down
+                answers[i] = (evaluation_refusal(owner.owner_id, exc), None, [])
         try:
-            check_boost_config(owner, spec.config)  # public checks only, before any row is read
-            payload, out = self.evaluate(owner, spec)
-        except Exception as exc:  # noqa: BLE001 - nothing a task does may take the node down
-            return evaluation_refusal(owner.owner_id, exc), None, []
-        return None, payload, out
+            outcomes: list[Evaluated | Exception] = self.evaluate_many([items[i] for i in checked])
+        except Exception as exc:  # noqa: BLE001 - e.g. a ledger that cannot record (full disk): nothing released
+            outcomes = [exc] * len(checked)
+        for i, outcome in zip(checked, outcomes):
+            if isinstance(outcome, Exception):
+                answers[i] = (evaluation_refusal(items[i][0].owner_id, outcome), None, [])
+            else:
+                answers[i] = (None, *outcome)
+        return answers
+
+    def start_evaluation(
+        self, owner: LocalOwner, spec: BoostEvaluateTask
+    ) -> tuple[Refusal | None, RingJoined | RingTotal | None, list[Outbound]]:
+        """:meth:`start_evaluations` of one task."""
+        return self.start_evaluations([(owner, spec)])[0]
 
     def _replace_party(self, owner_id: str, party: RingParty) -> None:
         """``party`` is the owner's party now. A previous one still running belongs to a session the

@@ -141,7 +141,10 @@ class SecAggDriver:
         def start(owner: LocalOwner, spec: BoostEvaluateTask, machine: SecAggOwner, pair: np.ndarray) -> MaskedInput:
             return machine.masked_input(requests[(owner.owner_id, spec.ring.session_id)], pair)
 
-        return self._releases.contribute_many([(o, s) for o, s, _ in items], prepare, start)
+        try:
+            return self._releases.contribute_many([(o, s) for o, s, _ in items], prepare, start)
+        except Exception as exc:  # noqa: BLE001 - e.g. a ledger that cannot record (full disk): nothing released
+            return [exc] * len(items)
 
     def unmask(self, owner_id: str, session_id: str, request: UnmaskRequest) -> UnmaskReply:
         """Step 3."""
