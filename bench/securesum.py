@@ -1,12 +1,19 @@
-"""Ring secure sum over real gRPC (mTLS, loopback) vs the same state machines in process.
+"""Secure sums: the ring vs pairwise-mask secure aggregation in process, and the ring over gRPC.
 
-For N in {10, 100, 1000} owners hosted by two owner node processes, times one ring secure
-sum of (local error, weight sum) driven by the coordinator exactly as a boosting round does
-(sealed envelopes relayed through the coordinator, every hop over the network), next to
-``run_ring_in_process`` on the same N measured in the same run, and prints the per-owner
-slope of both (least squares over N). Lines: ``name  baseline  candidate  ratio``.
+Part 1, the pure cores (no sockets), for N in ``--core-sizes`` (10 ... 10^4): one ring secure sum
+(``run_ring_in_process``, the baseline) vs one round of pairwise-mask secure aggregation after its
+key agreement (``InProcessSecAgg.round``), and the key agreement itself (once per run, amortised
+over ``--rounds`` rounds in the last line of each N). The ring needs N sequential relay hops on a
+network, secagg 2 round trips per round (plus 2 once per run), so the networked gap is larger than
+the in-process one: the per-hop network cost is part 2's per-owner slope.
 
-    python bench/securesum.py [--sizes 10,100,1000] [--repeats 5]
+Part 2, the ring over real gRPC (mTLS, loopback) for N in ``--sizes`` owners hosted by two owner
+node processes, driven by the coordinator exactly as a boosting round does, next to
+``run_ring_in_process`` on the same N, and the per-owner slope of both (least squares over N).
+
+Lines: ``name  baseline  candidate  ratio``, medians of ``--repeats`` measured in the same run.
+
+    python bench/securesum.py [--core-sizes 10,100,1000,10000] [--sizes 10,100,1000] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import numpy as np
 
 from privfed.common.boosting.wire import config_to_dict, empty_history
 from privfed.common.learners.stump import Stump
+from privfed.common.secagg.aggregator import InProcessSecAgg
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import run_ring_in_process
 from privfed.deploy.certs import make_certs
@@ -123,17 +131,51 @@ def in_process_ring(n: int, repeats: int) -> float:
     return statistics.median(times)
 
 
+def core_pair(n: int, repeats: int, rounds: int) -> tuple[float, float, float]:
+    """(ring s, secagg round s, secagg key agreement s): medians over ``repeats`` on the same values."""
+    rng = np.random.Generator(np.random.PCG64(n))
+    values = {f"o{i:05d}": rng.random(2) for i in range(n)}
+    fp = FixedPoint.choose(n_parties=n, max_abs=1.0)
+    ring, rounds_s, keys = [], [], []
+    for r in range(repeats):
+        t0 = time.perf_counter()
+        run_ring_in_process(values, fp)
+        t1 = time.perf_counter()
+        run = InProcessSecAgg(list(values), fp, f"bench-{n}-{r}", rounds=rounds)
+        run.key_agreement()
+        t2 = time.perf_counter()
+        for _ in range(rounds):
+            run.round(values)
+        t3 = time.perf_counter()
+        ring.append(t1 - t0)
+        keys.append(t2 - t1)
+        rounds_s.append((t3 - t2) / rounds)
+    return statistics.median(ring), statistics.median(rounds_s), statistics.median(keys)
+
+
 def slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     return float(np.polyfit(np.asarray(xs, float), np.asarray(ys, float), 1)[0])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="10,100,1000")
+    parser.add_argument("--core-sizes", default="10,100,1000")
+    parser.add_argument("--sizes", default="10,100,1000", help="gRPC ring sizes ('' to skip part 2)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=10, help="secagg rounds per key agreement")
     args = parser.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",")]
-    print(f"# ring secure sum, 2 values per owner; host {host_info()}; median of {args.repeats}")
+    print(f"# part 1: pure cores, 2 values per owner; host {host_info()}; median of {args.repeats}; seed N")
+    print(f"{'name':<30}{'ring s':>12}{'secagg s':>12}{'ratio':>9}")
+    for n in [int(s) for s in args.core_sizes.split(",") if s]:
+        ring, per_round, keys = core_pair(n, args.repeats, args.rounds)
+        print(f"{f'N={n} one sum (after keys)':<30}{ring:>12.4f}{per_round:>12.4f}{per_round / ring:>9.2f}")
+        print(f"{f'N={n} key agreement':<30}{ring:>12.4f}{keys:>12.4f}{keys / ring:>9.2f}")
+        amortised = per_round + keys / args.rounds
+        print(f"{f'N={n} per sum, {args.rounds} rounds':<30}{ring:>12.4f}{amortised:>12.4f}{amortised / ring:>9.2f}")
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    if not sizes:
+        return 0
+    print(f"# part 2: ring secure sum over gRPC, 2 values per owner; median of {args.repeats}")
     print(f"{'name':<22}{'in-process s':>14}{'gRPC+mTLS s':>14}{'ratio':>9}")
     base, net = [], []
     with tempfile.TemporaryDirectory() as tmp:

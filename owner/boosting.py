@@ -32,13 +32,14 @@ import hashlib
 import logging
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from privfed.common.errors import (
     BudgetExceeded,
@@ -54,18 +55,21 @@ from privfed.common.messages import (
     BoostEvaluateTask,
     BoostShareReply,
     BoostShareTask,
+    PeerKey,
     Refusal,
     RingJoined,
+    RingSpec,
     RingTotal,
     boost_release_epsilons,
 )
 from privfed.common.secagg.boxes import Box, verify_public_key
 from privfed.common.secagg.fixedpoint import FixedPoint
-from privfed.common.secagg.ring import Inbound, RingParty
+from privfed.common.secagg.ring import Inbound, Outbound, RingParty
 from privfed.proto import serde
 
 if TYPE_CHECKING:  # common/boosting imports scipy: loaded once a boosting task arrives
-    from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound
+    from privfed.common.boosting.federated import FederatedBoosting
+    from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound, Learner
     from privfed.owner.handlers import LocalOwner
 
 log = logging.getLogger("privfed.owner")
@@ -82,12 +86,13 @@ class AlreadyReleased(RemoteProtocolError):
 
 def boost_share(owner: LocalOwner, spec: BoostShareTask) -> BoostShareReply:
     """The perturbed share of this round's base learner, with this owner's SAMME weights."""
+    from privfed.common.learners.ncc import NccShare
     from privfed.common.learners.stump_encodings import SampledReports
 
     check_history(owner, spec.config, spec.history)
     fb = spec.config.booster
     share = fb.owner_release(owner.X, owner.y, history_weights(owner, spec.config, spec.history), rng=owner.rng)
-    if fb.base == "ncc":
+    if isinstance(share, NccShare):
         return BoostShareReply(reports=share.reports, labels=share.labels)
     if isinstance(share, SampledReports):  # a sampled stump encoding: integer reports and the sampled coordinates
         return BoostShareReply(reports=share.reports, labels=np.zeros(0, dtype=np.int64), coordinates=share.coordinates)
@@ -188,6 +193,33 @@ def history_weights(owner: LocalOwner, config: BoostConfig, history: BoostHistor
     return w
 
 
+#: What starting one evaluation gives: the answer to its task (a member's join, or None for the
+#: leader, which answers with the total later) and the envelopes to relay.
+Evaluated = tuple["RingJoined | None", list[Outbound]]
+P = TypeVar("P")  # a secure sum's party
+T = TypeVar("T")  # what starting it gives
+
+
+def evaluation_refusal(owner_id: str, exc: Exception) -> Refusal:
+    """The refusal a coordinator gets for an evaluation that failed with ``exc`` (whatever the
+    secure sum): the code's fixed text (contract 3), the exception's message to the log only."""
+    from privfed.owner.handlers import TaskRefused
+
+    if isinstance(exc, TaskRefused):
+        code, detail = exc.code, exc.detail
+    elif isinstance(exc, BudgetExceeded):
+        code, detail = "budget_exceeded", ""
+    elif isinstance(exc, AlreadyReleased):
+        code, detail = "already_released", ""
+    elif isinstance(exc, (ConfigError, ProtocolError, ValueError)):
+        code, detail = "invalid_task", ""
+    else:
+        log.error("evaluation for %s failed", owner_id, exc_info=exc)
+        code, detail = "internal", ""
+    log.warning("refusing evaluation for %s (%s): %s", owner_id, code, exc)
+    return Refusal.of(code, detail)
+
+
 class RingDriver:
     """Holds the ring parties of the logical owners hosted by this node, and their evaluation releases.
 
@@ -202,16 +234,24 @@ class RingDriver:
         The node's ledger; every evaluation release is debited here before it leaves.
     """
 
-    def __init__(self, keys: dict, ca_pem: bytes | None, ledger: Ledger, clock=lambda: datetime.now(UTC)):
+    def __init__(
+        self,
+        keys: dict[str, X25519PrivateKey],
+        ca_pem: bytes | None,
+        ledger: Ledger,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         if not isinstance(ledger, Ledger):
             raise ConfigError(f"RingDriver needs the node's Ledger, got {type(ledger).__name__}")
         self._keys = keys  # owner_id -> X25519 private key
-        self._ca = x509.load_pem_x509_certificate(ca_pem) if ca_pem else None
+        self.ca = x509.load_pem_x509_certificate(ca_pem) if ca_pem else None
         self._ledger = ledger
         self._clock = clock
         self._parties: dict[str, RingParty] = {}  # owner_id -> its party in the current session
-        self._verified: dict[tuple, bytes] = {}
-        self._sessions: dict[str, tuple] = {}  # session id -> (ring, certificates), sent once per node
+        self._verified: dict[tuple[str, str, bytes, bytes], bytes] = {}
+        self._sessions: dict[
+            str, tuple[tuple[str, ...], dict[str, bytes]]
+        ] = {}  # session id -> (ring, certificates), sent once per node
         self._released: dict[tuple[str, str], tuple[int, np.ndarray]] = {}  # (owner, release id) -> (round, pair)
         self._runs: dict[str, BoostConfig] = {}  # run id -> the config this node first saw for it
 
@@ -228,18 +268,27 @@ class RingDriver:
                 "already saw for the run"
             )
 
-    def _session(self, ring_spec) -> tuple[tuple, dict]:
+    def _session(self, ring_spec: RingSpec) -> tuple[tuple[str, ...], dict[str, bytes]]:
         if ring_spec.ring:
             self._sessions = {ring_spec.session_id: (ring_spec.ring, ring_spec.certificates)}
         if ring_spec.session_id not in self._sessions:
             raise ConfigError(f"ring session {ring_spec.session_id} arrived without its ring order")
         return self._sessions[ring_spec.session_id]
 
-    def _peer_key(self, certificates, peer) -> bytes:
+    def own_key(self, owner_id: str) -> X25519PrivateKey:
+        """The long-lived X25519 key of an owner this node hosts (its end-to-end boxes)."""
+        try:
+            return self._keys[owner_id]
+        except KeyError as exc:
+            raise ConfigError(f"this node holds no key for {owner_id!r}") from exc
+
+    def peer_key(self, certificates: Mapping[str, bytes], peer: PeerKey) -> bytes:
+        """A peer's end-to-end key, accepted only if signed by the certificate of the node its id
+        names (skipped without a CA); verified once and cached."""
         cache_key = (peer.owner_id, peer.node_id, peer.x25519_public_key, peer.key_signature)
         if cache_key in self._verified:
             return self._verified[cache_key]
-        if self._ca is not None:
+        if self.ca is not None:
             # Only an owner node's certificate may vouch for a ring key: the coordinator holds a
             # CA-issued certificate too, and must not be able to list itself as a peer's node.
             if not OWNER_NODE_NAME.fullmatch(peer.node_id):
@@ -257,7 +306,7 @@ class RingDriver:
                 raise ConfigError(f"no certificate for node {peer.node_id!r} of peer {peer.owner_id!r}")
             verify_public_key(
                 x509.load_pem_x509_certificate(pem),
-                self._ca,
+                self.ca,
                 peer.owner_id,
                 peer.x25519_public_key,
                 peer.key_signature,
@@ -267,7 +316,7 @@ class RingDriver:
         self._verified[cache_key] = peer.x25519_public_key
         return peer.x25519_public_key
 
-    def _check_task(self, owner, spec: BoostEvaluateTask):
+    def _check_task(self, owner: LocalOwner, spec: BoostEvaluateTask) -> tuple[FederatedBoosting, int, Learner]:
         """(run config, round, learner) of a valid evaluate task; raises ConfigError/RemoteProtocolError."""
         fb = spec.config.booster
         if fb.bounds.d != owner.X.shape[1]:
@@ -310,16 +359,13 @@ class RingDriver:
         cached = self._released.get((owner_id, release_id))
         return None if cached is None else cached[1].copy()
 
-    def _prepare(self, owner, spec: BoostEvaluateTask):
-        """Validate one evaluate task and build its party; nothing is computed from rows yet.
-
-        Returns (run config, round, learner, party, ring range).
-        """
+    def _party(self, owner: LocalOwner, spec: BoostEvaluateTask) -> RingParty:
+        """The ring party of one evaluate task; nothing is computed from rows yet."""
         ring = spec.ring
         # The ring order and certificates come once per node and session: keep them even if this
         # owner's own task is refused, the node's other members of the ring need them.
         order, certificates = self._session(ring)
-        fb, round_no, learner = self._check_task(owner, spec)
+        fb = spec.config.booster
         if owner.owner_id not in order:
             raise RemoteProtocolError(f"{owner.owner_id} is not in the ring of session {ring.session_id}")
         if len(order) < 2:
@@ -332,18 +378,17 @@ class RingDriver:
         peers = {p.owner_id: p for p in ring.peers}
         try:
             boxes = {
-                pid: Box(owner.owner_id, self._keys[owner.owner_id], pid, self._peer_key(certificates, peers[pid]))
+                pid: Box(owner.owner_id, self._keys[owner.owner_id], pid, self.peer_key(certificates, peers[pid]))
                 for pid in peers
                 if pid != owner.owner_id
             }
-            party = RingParty(owner.owner_id, order, ring.session_id, fixed_point, boxes)
+            return RingParty(owner.owner_id, order, ring.session_id, fixed_point, boxes)
         except KeyError as exc:
             raise ConfigError(f"ring session {ring.session_id}: no key for {exc}") from exc
         except ValueError as exc:  # an unparsable certificate or key from the coordinator
             if isinstance(exc, ConfigError):
                 raise
             raise RemoteProtocolError(f"ring session {ring.session_id}: unusable peer material: {exc}") from exc
-        return fb, round_no, learner, party, bound
 
     def _cached(self, owner_id: str, spec: BoostEvaluateTask, round_no: int) -> np.ndarray | None:
         cached = self._released.get((owner_id, spec.release_id))
@@ -356,7 +401,9 @@ class RingDriver:
             )
         return cached[1]
 
-    def _draw(self, owner, spec: BoostEvaluateTask, fb, learner) -> tuple[Debit, np.ndarray]:
+    def _draw(
+        self, owner: LocalOwner, spec: BoostEvaluateTask, fb: FederatedBoosting, learner: Learner
+    ) -> tuple[Debit, np.ndarray]:
         """The noisy pair of a release not made yet, and its debit (not committed)."""
         if self._ledger.has_released(owner.owner_id, spec.release_id):
             raise AlreadyReleased(
@@ -369,22 +416,31 @@ class RingDriver:
         pair = fb.evaluation_release(np.array([fb.evaluation_sums(learner, owner.X, owner.y, w)]), rng=owner.rng)[0]
         return Debit(owner.owner_id, epsilon, 0.0, spec.release_id, spec.release_id), pair
 
-    def evaluate_many(self, items) -> list:
-        """Start the parties of many evaluate tasks, with their new releases debited in ONE transaction.
+    def contribute_many(
+        self,
+        items: Sequence[tuple[LocalOwner, BoostEvaluateTask]],
+        prepare: Callable[[LocalOwner, BoostEvaluateTask], P],
+        start: Callable[[LocalOwner, BoostEvaluateTask, P, np.ndarray], T],
+    ) -> list[T | Exception]:
+        """Contribute the evaluation releases of many tasks to a secure sum, their new releases
+        debited in ONE transaction; the secure sum's protocol only enters through two callbacks.
 
-        ``items`` is a list of ``(owner, spec)``. Returns, per item, either ``(payload, outbound)``
-        as :meth:`evaluate` returns, or the exception that refuses it (the caller answers with a
-        refusal). Every pair that leaves was committed to the ledger (or cached from an earlier
-        commit) before its party starts; one bad item never spoils the others.
+        ``prepare(owner, spec)`` builds the protocol's party (nothing computed from rows yet; it may
+        raise to refuse); then each task's release is taken from the cache or drawn and debited
+        (:meth:`_draw`, the same noise and ledger entry whatever the protocol), clipped to the secure
+        sum's public range (post-processing), and ``start(owner, spec, party, pair)`` gives the
+        protocol the pair. Returns, per item, what ``start`` returned or the exception that refuses
+        it (the caller answers with a refusal). One bad item never spoils the others.
         """
-        outcomes: list = [None] * len(items)
-        prepared: dict[int, tuple] = {}
-        draws: list[tuple[int, tuple, Debit, np.ndarray, int]] = []
+        outcomes: list[T | Exception | None] = [None] * len(items)
+        prepared: dict[int, tuple[P, float, int]] = {}
+        draws: list[tuple[int, tuple[str, str], Debit, np.ndarray, int]] = []
         pending: set[tuple[str, str]] = set()
         for i, (owner, spec) in enumerate(items):
             try:
-                fb, round_no, learner, party, bound = self._prepare(owner, spec)
-                prepared[i] = (party, bound, round_no)
+                party = prepare(owner, spec)  # first: it may keep session data the node's other owners need
+                fb, round_no, learner = self._check_task(owner, spec)
+                prepared[i] = (party, min(float(spec.ring.max_abs), fb.contribution_bound), round_no)
                 key = (owner.owner_id, spec.release_id)
                 if self._cached(owner.owner_id, spec, round_no) is None and key not in pending:
                     debit, pair = self._draw(owner, spec, fb, learner)
@@ -407,19 +463,34 @@ class RingDriver:
                     error = next(
                         e for (j, key, _, _, _), e in zip(draws, errors) if key == (owner.owner_id, spec.release_id)
                     )
-                    raise AlreadyReleased(str(error)) if isinstance(error, LocalProtocolError) else error
-                self._replace_party(owner.owner_id, party)
-                # Clipping the noisy pair to the ring's public range is post-processing of the release.
-                out = party.start(np.clip(pair, -bound, bound))
-                # Members answer at once; the leader answers with the total when the ring closes.
-                outcomes[i] = (None if party.index == 0 else RingJoined(spec.ring.session_id)), out
+                    if error is None or isinstance(error, LocalProtocolError):
+                        raise AlreadyReleased(str(error))
+                    raise error
+                # Clipping the noisy pair to the secure sum's public range is post-processing of the release.
+                outcomes[i] = start(owner, spec, party, np.clip(pair, -bound, bound))
             except Exception as exc:  # noqa: BLE001 - as above
                 if not isinstance(exc, (PrivfedError, ValueError)):
                     log.exception("evaluate task for %s failed", owner.owner_id)
                 outcomes[i] = exc
-        return outcomes
+        return [LocalProtocolError("evaluation not started") if o is None else o for o in outcomes]
 
-    def evaluate(self, owner, spec: BoostEvaluateTask):
+    def evaluate_many(self, items: Sequence[tuple[LocalOwner, BoostEvaluateTask]]) -> list[Evaluated | Exception]:
+        """Start the ring parties of many evaluate tasks (:meth:`contribute_many`).
+
+        Returns, per item, ``(payload, outbound)`` as :meth:`evaluate` returns, or the exception
+        that refuses it. Every pair that leaves was committed to the ledger (or cached from an
+        earlier commit) before its party starts.
+        """
+
+        def start(owner: LocalOwner, spec: BoostEvaluateTask, party: RingParty, pair: np.ndarray) -> Evaluated:
+            self._replace_party(owner.owner_id, party)
+            out = party.start(pair)
+            # Members answer at once; the leader answers with the total when the ring closes.
+            return (None if party.index == 0 else RingJoined(spec.ring.session_id)), out
+
+        return self.contribute_many(items, self._party, start)
+
+    def evaluate(self, owner: LocalOwner, spec: BoostEvaluateTask) -> Evaluated:
         """Start this owner's party: returns (result payload or None, outbound envelopes).
 
         The owner's noisy pair is debited (or taken from the cache of this (run, round)) before
@@ -438,37 +509,46 @@ class RingDriver:
             raise outcome
         return outcome
 
+    def start_evaluations(
+        self, items: Sequence[tuple[LocalOwner, BoostEvaluateTask]]
+    ) -> list[tuple[Refusal | None, RingJoined | RingTotal | None, list[Outbound]]]:
+        """:meth:`evaluate_many` (one ledger transaction for all new releases) with every failure
+        turned into the refusal a coordinator gets: per item ``(refusal, None, [])`` or
+        ``(None, payload, outbound envelopes)``.
+
+        The one place that maps an evaluation's errors to refusal codes (:func:`evaluation_refusal`),
+        for the gRPC node and the in-process transport alike. A refused evaluation sends no envelope
+        (contract 4); the refusal text is the code's fixed text (contract 3): an exception's message
+        may quote private values, so it goes to the log only.
+        """
+        from privfed.owner.handlers import check_boost_config
+
+        answers: list[tuple[Refusal | None, RingJoined | RingTotal | None, list[Outbound]]] = [
+            (None, None, []) for _ in items
+        ]
+        checked = []
+        for i, (owner, spec) in enumerate(items):
+            try:
+                check_boost_config(owner, spec.config)  # public checks only, before any row is read
+                checked.append(i)
+            except Exception as exc:  # noqa: BLE001 - nothing a task does may take the node down
+                answers[i] = (evaluation_refusal(owner.owner_id, exc), None, [])
+        try:
+            outcomes: list[Evaluated | Exception] = self.evaluate_many([items[i] for i in checked])
+        except Exception as exc:  # noqa: BLE001 - e.g. a ledger that cannot record (full disk): nothing released
+            outcomes = [exc] * len(checked)
+        for i, outcome in zip(checked, outcomes):
+            if isinstance(outcome, Exception):
+                answers[i] = (evaluation_refusal(items[i][0].owner_id, outcome), None, [])
+            else:
+                answers[i] = (None, *outcome)
+        return answers
+
     def start_evaluation(
         self, owner: LocalOwner, spec: BoostEvaluateTask
-    ) -> tuple[Refusal | None, RingJoined | RingTotal | None, list]:
-        """:meth:`evaluate` with every failure turned into the refusal a coordinator gets:
-        ``(refusal, None, [])`` or ``(None, payload, outbound envelopes)``.
-
-        The one place that maps an evaluation's errors to refusal codes, for the gRPC node and the
-        in-process transport alike. A refused evaluation sends no envelope (contract 4); the
-        refusal text is the code's fixed text (contract 3): an exception's message may quote
-        private values, so it goes to the log only.
-        """
-        from privfed.owner.handlers import TaskRefused, check_boost_config
-
-        try:
-            check_boost_config(owner, spec.config)  # public checks only, before any row is read
-            payload, out = self.evaluate(owner, spec)
-        except TaskRefused as exc:
-            code, detail, reason = exc.code, exc.detail, exc
-        except BudgetExceeded as exc:
-            code, detail, reason = "budget_exceeded", "", exc
-        except AlreadyReleased as exc:
-            code, detail, reason = "already_released", "", exc
-        except (ConfigError, ProtocolError, ValueError) as exc:
-            code, detail, reason = "invalid_task", "", exc
-        except Exception as exc:  # noqa: BLE001 - nothing a task does may take the node down
-            log.exception("ring evaluation for %s failed", owner.owner_id)
-            code, detail, reason = "internal", "", exc
-        else:
-            return None, payload, out
-        log.warning("refusing ring evaluation for %s (%s): %s", owner.owner_id, code, reason)
-        return Refusal.of(code, detail), None, []
+    ) -> tuple[Refusal | None, RingJoined | RingTotal | None, list[Outbound]]:
+        """:meth:`start_evaluations` of one task."""
+        return self.start_evaluations([(owner, spec)])[0]
 
     def _replace_party(self, owner_id: str, party: RingParty) -> None:
         """``party`` is the owner's party now. A previous one still running belongs to a session the
@@ -480,7 +560,7 @@ class RingDriver:
                 log.info("ring session %s abandoned: %s", old.session_id, old.failure_reason)
         self._parties[owner_id] = party
 
-    def deliver(self, owner_id: str, data: bytes):
+    def deliver(self, owner_id: str, data: bytes) -> tuple[RingTotal | None, list[Outbound]]:
         """A relayed envelope for ``owner_id``: returns (RingTotal or None, outbound envelopes).
 
         The leader's total answers its evaluate task, and its RESULT envelopes go to every member

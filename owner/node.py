@@ -91,6 +91,10 @@ class ConnectError(RuntimeError):
         self.code = code
 
 
+def _is_evaluate(item: Task | Result) -> bool:
+    return isinstance(item, Task) and isinstance(item.spec, BoostEvaluateTask)
+
+
 def _is_batch_task(item: Task | Result) -> bool:
     """A task answered in a batch by the handlers (not a ring hop, not a refusal made at decoding)."""
     return isinstance(item, Task) and not isinstance(item.spec, (BoostEvaluateTask, RingMessageTask))
@@ -225,37 +229,42 @@ class OwnerNode:
                 items.append(refusal)
         return items
 
-    def _ring_task(self, stub: pb_grpc.CoordinatorStub, task: Task) -> tuple[Result | None, list[Task | Result]]:
-        """Start a party or deliver an envelope; relay what it emits at once (hops are sequential).
-        Returns the answer, if any, and the tasks the relay call brought back.
-
-        An evaluation that fails (a malformed ring or learner, a peer key that does not verify, the
-        budget of the contribution) is answered with a refusal and sends no envelope (contract 4).
+    def _evaluate(self, stub: pb_grpc.CoordinatorStub, batch: list[Task]) -> tuple[list[Result], list[Task | Result]]:
+        """Start the ring parties of many evaluate tasks, their releases debited in one ledger
+        transaction (one fsync, not one per owner), and relay what they emit. Returns the answers
+        and the tasks the relay call brought back. A refused evaluation sends no envelope (contract 4).
         """
-        owner = self._owners.get(task.owner_id)
-        if isinstance(task.spec, BoostEvaluateTask):
-            if owner is None:
-                return Result(
-                    task.task_id,
-                    task.owner_id,
-                    Refusal.of("invalid_task", f"owner {task.owner_id!r} is not hosted by this node"),
-                ), []
+        results = [
+            Result(
+                t.task_id, t.owner_id, Refusal.of("invalid_task", f"owner {t.owner_id!r} is not hosted by this node")
+            )
+            for t in batch
+            if t.owner_id not in self._owners
+        ]
+        hosted = [t for t in batch if t.owner_id in self._owners and isinstance(t.spec, BoostEvaluateTask)]
+        items = [(self._owners[t.owner_id], t.spec) for t in hosted if isinstance(t.spec, BoostEvaluateTask)]
+        out: list[Outbound] = []
+        for task, (refusal, payload, emitted) in zip(hosted, self._ring.start_evaluations(items)):
             self._evaluate_task[task.owner_id] = task.task_id
-            refusal, payload, out = self._ring.start_evaluation(owner, task.spec)
-            if refusal is not None:
-                return Result(task.task_id, task.owner_id, refusal), []
-        elif isinstance(task.spec, RingMessageTask):
-            if owner is None:
-                return None, []
-            try:
-                payload, out = self._ring.deliver(task.owner_id, task.spec.data)
-            except Exception:  # noqa: BLE001 - a bad envelope is dropped, never fatal
-                log.exception("ring message for %s dropped", task.owner_id)
-                return None, []
-        else:  # the caller routes only ring tasks here
+            answer = refusal if refusal is not None else payload
+            if answer is not None:  # a refusal, or a member's join; the leader answers with the total later
+                results.append(Result(task.task_id, task.owner_id, answer))
+            out += emitted
+        return results, self._relay(stub, out)
+
+    def _ring_task(self, stub: pb_grpc.CoordinatorStub, task: Task) -> tuple[Result | None, list[Task | Result]]:
+        """Deliver a relayed envelope; relay what the party emits at once (hops are sequential).
+        Returns the answer (the leader's total), if any, and the tasks the relay call brought back."""
+        owner = self._owners.get(task.owner_id)
+        if owner is None or not isinstance(task.spec, RingMessageTask):
+            return None, []
+        try:
+            payload, out = self._ring.deliver(task.owner_id, task.spec.data)
+        except Exception:  # noqa: BLE001 - a bad envelope is dropped, never fatal
+            log.exception("ring message for %s dropped", task.owner_id)
             return None, []
         more = self._relay(stub, out)
-        # answers the owner's evaluate task: a join, or the leader's total
+        # answers the owner's evaluate task: the leader's total
         evaluate_id = self._evaluate_task.get(task.owner_id)
         result = None if payload is None or evaluate_id is None else Result(evaluate_id, task.owner_id, payload)
         return result, more
@@ -306,7 +315,15 @@ class OwnerNode:
             if isinstance(item, Result):  # a task refused at decoding
                 ready.append(item)
                 i += 1
-            elif isinstance(item.spec, (BoostEvaluateTask, RingMessageTask)):
+            elif isinstance(item.spec, BoostEvaluateTask):  # a run of them: one ledger transaction
+                j = i + 1
+                while j < len(tasks) and _is_evaluate(tasks[j]):
+                    j += 1
+                results, more = self._evaluate(stub, [t for t in tasks[i:j] if isinstance(t, Task)])
+                ready += results
+                tasks += more
+                i = j
+            elif isinstance(item.spec, RingMessageTask):
                 result, more = self._ring_task(stub, item)
                 ready += [result] if result is not None else []
                 tasks += more  # handed back by the relay call: answered in this same pass

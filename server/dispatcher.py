@@ -23,7 +23,7 @@ from privfed.common.errors import (
     RoundFailed,
 )
 from privfed.common.identity import check_owned_by
-from privfed.common.messages import OwnerInfo, PeerKey, Result, RingMessageTask, Task
+from privfed.common.messages import BoostEvaluateTask, OwnerInfo, PeerKey, Result, RingMessageTask, Task
 from privfed.common.secagg import ring as securesum
 from privfed.common.secagg.boxes import MAX_ID_BYTES
 
@@ -250,6 +250,8 @@ class Dispatcher:
 
     def _book(self, task: Task) -> None:
         """Count a relayed envelope entering a queue against its recipient's limits."""
+        if not isinstance(task.spec, RingMessageTask):
+            raise TypeError(f"only relayed envelopes are booked, got {type(task.spec).__name__}")
         q = _Queued(task.round_id, task.owner_id, len(task.spec.data))
         self._queued[task.task_id] = q
         count, size = self._load.get(q.recipient, (0, 0))
@@ -355,8 +357,11 @@ class Dispatcher:
         relayed), so the ring cannot close. The caller ends the wait instead of sitting out the
         attempt's timeout; the session then drops the silent member and re-forms (contract 5).
         Call with the lock held."""
-        ring = getattr(self._pending[task_id].spec, "ring", None)
-        members = self._rings.get(getattr(ring, "session_id", None))
+        spec = self._pending[task_id].spec
+        if not isinstance(spec, BoostEvaluateTask):
+            return False
+        ring = spec.ring
+        members = self._rings.get(ring.session_id)
         if not members:
             return False
         passed = self._hop_senders.get(ring.session_id, set())

@@ -56,6 +56,34 @@ class RelayedSecureSum:
     senders of the ``HOP`` envelopes relayed in an open session, for stalled-party detection).
     """
 
+    def run_tasks(self, tasks: list[Task], timeout: float | None = None) -> list[Result]:
+        """Send ``tasks``, wait for the answers (or ``timeout``), return those that came."""
+        raise NotImplementedError
+
+    def silent_owners(self) -> set[str]:
+        """Owners whose node stopped answering."""
+        raise NotImplementedError
+
+    def peer_key(self, owner_id: str) -> PeerKey:
+        """The owner's signed end-to-end key, as its node registered it."""
+        raise NotImplementedError
+
+    def certificates(self) -> dict[str, bytes]:
+        """node id -> certificate PEM of every owner node."""
+        raise NotImplementedError
+
+    def open_ring(self, session_id: str, members: Sequence[str]) -> None:
+        """Allow relaying among ``members`` under ``session_id``."""
+        raise NotImplementedError
+
+    def close_ring(self, session_id: str) -> None:
+        """Stop relaying for ``session_id``."""
+        raise NotImplementedError
+
+    def hop_senders(self, session_id: str) -> set[str]:
+        """Senders of the ``HOP`` envelopes relayed in the open session ``session_id``."""
+        raise NotImplementedError
+
     def secure_sum(
         self,
         ring: Sequence[str],
@@ -104,6 +132,7 @@ class RelayedSecureSum:
                     len(session.refused),
                     session.dropped[:3],
                 )
+        assert session.total is not None  # DONE
         return RingSum(
             totals=session.total,
             ring=session.attempt.ring,
@@ -113,7 +142,14 @@ class RelayedSecureSum:
             seconds=time.perf_counter() - t0,
         )
 
-    def _ring_specs(self, session_id, ring, max_abs, certificates, task_for) -> Callable[[str], TaskSpec]:
+    def _ring_specs(
+        self,
+        session_id: str,
+        ring: tuple[str, ...],
+        max_abs: float,
+        certificates: dict[str, bytes],
+        task_for: Callable[[RingSpec], TaskSpec],
+    ) -> Callable[[str], TaskSpec]:
         """Each owner's task of one attempt. The ring order and the certificates go once per node
         and session (the node caches them): per owner they would cost O(N) bytes each, O(N^2) a ring."""
         fp = FixedPoint.choose(n_parties=len(ring), max_abs=max_abs)
@@ -203,7 +239,7 @@ def run_job(
     lost_nodes: set[str] = set()
     answered: set[str] = set()
 
-    def execute(tasks, timeout=None):
+    def execute(tasks: list[Task], timeout: float | None = None) -> list[Result]:
         """Send one round's tasks, wait for the answers, keep the accounting."""
         with tqdm(
             total=len(tasks),

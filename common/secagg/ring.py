@@ -54,9 +54,10 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import ClassVar
+from typing import ClassVar, Self
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from privfed.common.errors import ConfigError, LocalProtocolError, ProtocolError, RemoteProtocolError
 from privfed.common.secagg.boxes import MAX_ID_BYTES, SEAL_OVERHEAD, AadFields, Box, generate_private_key, local_boxes
@@ -117,7 +118,7 @@ TRANSITIONS: dict[Role, dict[State, dict[object, State]]] = {
 _TERMINAL = (State.DONE, State.FAILED)
 
 
-def _check_id(name: str, value, error: type[Exception]) -> None:
+def _check_id(name: str, value: object, error: type[Exception]) -> None:
     if not isinstance(value, str) or not 1 <= len(value.encode("utf-8")) <= MAX_ID_BYTES:
         raise error(f"{name} must be a str of 1..{MAX_ID_BYTES} UTF-8 bytes, got {value!r:.80}")
 
@@ -164,7 +165,7 @@ class _Envelope:
         )
 
     @classmethod
-    def from_bytes(cls, data: bytes):
+    def from_bytes(cls, data: bytes) -> Self:
         """Parse :meth:`to_bytes` output, refusing anything oversized, truncated or with trailing bytes."""
         err = cls._error
         if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -329,7 +330,7 @@ class RingParty:
         self._secret: np.ndarray | None = None  # leader: the mask R; member: its encoded input e_i
         self._total: np.ndarray | None = None
 
-    def _resolve_box(self, box_for, peer: str) -> Box:
+    def _resolve_box(self, box_for: Mapping[str, Box] | Callable[[str], Box], peer: str) -> Box:
         try:
             box = box_for(peer) if callable(box_for) else box_for[peer]
         except KeyError as exc:
@@ -368,14 +369,14 @@ class RingParty:
 
     def result(self) -> np.ndarray | None:
         """The decoded total ``Σ x_i`` (float64, length ``m``) once ``DONE``, else ``None``."""
-        return None if self._state is not State.DONE else self.fixed_point.decode(self._total)
+        return None if self._state is not State.DONE or self._total is None else self.fixed_point.decode(self._total)
 
     def result_encoded(self) -> np.ndarray | None:
         """The exact ring total ``Σ e_i mod 2^64`` (uint64) once ``DONE``, else ``None``."""
-        return None if self._state is not State.DONE else self._total.copy()
+        return None if self._state is not State.DONE or self._total is None else self._total.copy()
 
     # ------------------------------------------------------------ transitions
-    def _transition(self, event) -> None:
+    def _transition(self, event: object) -> None:
         self._state = TRANSITIONS[self.role][self._state][event]
 
     def _fail(self, reason: str) -> None:
@@ -387,7 +388,7 @@ class RingParty:
         ciphertext = self._boxes[recipient].seal(payload.astype("<u8").tobytes(), aad)
         return Outbound(self.session_id, self.party_id, recipient, kind, seq, ciphertext)
 
-    def start(self, values) -> list[Outbound]:
+    def start(self, values: ArrayLike) -> list[Outbound]:
         """Contribute ``values`` (1-D, ``|x| ≤ max_abs``). The leader returns its first hop.
 
         Raises
@@ -441,7 +442,10 @@ class RingParty:
             raise RemoteProtocolError(f"misrouted message addressed to {msg.recipient!r}")
         if msg.kind not in TRANSITIONS[self.role].get(self._state, {}):
             raise RemoteProtocolError(f"unexpected {msg.kind.name} from {msg.sender!r} in state {self._state.name}")
-        kind, sender, seq = self._expected()
+        expected = self._expected()
+        if expected is None or self._m is None:
+            raise LocalProtocolError(f"{self.party_id}: no message is expected in state {self._state.name}")
+        kind, sender, seq = expected
         if (msg.sender, msg.seq) != (sender, seq):
             raise RemoteProtocolError(
                 f"expected {kind.name} seq {seq} from {sender!r}, got seq {msg.seq} from {msg.sender!r}"
@@ -453,12 +457,15 @@ class RingParty:
             )
         value = np.frombuffer(self._boxes[sender].open(msg.ciphertext, msg.aad()), dtype="<u8").astype(np.uint64)
         out: list[Outbound] = []
-        if self.role is Role.LEADER:
-            self._total = FixedPoint.sub(value, self._secret)
+        secret = self._secret
+        if kind is MessageKind.HOP and secret is None:
+            raise LocalProtocolError(f"{self.party_id}: no secret held in state {self._state.name}")
+        if self.role is Role.LEADER and secret is not None:
+            self._total = FixedPoint.sub(value, secret)
             out = [self._send(MessageKind.RESULT, p, len(self.ring) + 1, self._total) for p in self.ring[1:]]
-        elif kind is MessageKind.HOP:
+        elif kind is MessageKind.HOP and secret is not None:
             succ = self.ring[(self.index + 1) % len(self.ring)]
-            out = [self._send(MessageKind.HOP, succ, self.index + 1, FixedPoint.add(value, self._secret))]
+            out = [self._send(MessageKind.HOP, succ, self.index + 1, FixedPoint.add(value, secret))]
         else:
             self._total = value
         self._secret = None
@@ -523,4 +530,6 @@ def run_ring_in_process(
     stuck = {p: m.state.name for p, m in parties.items() if m.state is not State.DONE}
     if stuck:
         raise LocalProtocolError(f"in-process ring ended with parties not DONE: {stuck}")
-    return parties[ring[0]].result()
+    total = parties[ring[0]].result()
+    assert total is not None  # every party is DONE
+    return total

@@ -1,0 +1,355 @@
+"""Pairwise-mask secure aggregation, the coordinator's side, sans-I/O (Bonawitz et al. CCS 2017, Fig. 4).
+
+:class:`SecAggServer` is the server of the protocol in :mod:`privfed.common.secagg.pairwise`: it
+decides who takes part in each step and forwards the sealed shares (which it cannot read), then
+recovers the sum. It learns ``Σ_{u∈S} x_u`` over the round's survivors ``S`` and nothing else, as
+long as fewer than ``t`` of each owner's neighbours collude with it:
+
+* **Self-masks.** For each survivor ``u`` it combines ``t`` shares of ``b_u^r`` from ``u``'s
+  surviving neighbours and removes ``PRG(b_u^r)``.
+* **Dropped owners.** For each participant ``v`` whose ``y_v`` never came it combines ``t`` shares
+  of ``s_v^SK`` from ``v``'s surviving neighbours, checks the key against ``v``'s advert, and
+  removes the pairwise masks the survivors added for ``v``. ``v`` is out of the run from then on
+  (its key is known); honest owners refuse it as a participant.
+* **Too few.** A survivor with fewer than ``t`` surviving neighbours could not have its self-mask
+  recovered: it is counted as dropped (its neighbours cancel its pairwise masks instead), repeated
+  until stable. When a needed secret still has fewer than ``t`` shares, the round fails with
+  :class:`RoundFailed` and nothing is decoded.
+
+The driver (``privfed.server.job``, ``privfed.deploy.inprocess``) only moves the messages: it asks
+:meth:`SecAggServer.on_adverts` etc. whom to send what, and feeds back what came (a missing owner
+in a reply mapping is one that did not answer in time).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
+
+import numpy as np
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+
+from privfed.common.errors import ConfigError, LocalProtocolError, RemoteProtocolError, RoundFailed
+from privfed.common.secagg import shamir
+from privfed.common.secagg.boxes import Box, generate_private_key, public_bytes
+from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.masking import MIN_MEMBERS, neighbour_graph, pair_key, pair_masks, self_mask, threshold
+from privfed.common.secagg.messages import (
+    MAX_ROUNDS,
+    InputRequest,
+    KeyAdvert,
+    KeyShares,
+    MaskedInput,
+    SealedShare,
+    ShareKeysRequest,
+    UnmaskReply,
+    UnmaskRequest,
+)
+from privfed.common.validation import check_int
+
+
+class Phase(enum.Enum):
+    KEYS = "keys"  # waiting for the adverts
+    SHARES = "shares"  # ShareKeysRequests out, waiting for the key shares
+    READY = "ready"  # keys agreed: a round may start
+    MASKING = "masking"  # InputRequests out, waiting for masked inputs
+    UNMASKING = "unmasking"  # UnmaskRequests out, waiting for the shares
+
+
+class SecAggServer:
+    """The coordinator's machine for all secure sums of one run (module docstring).
+
+    Parameters
+    ----------
+    run_id : str
+        Public; seeds the neighbour graph and salts every key derivation.
+    owners : sequence of str
+        The owners asked to advertise keys.
+    fixed_point : FixedPoint
+        The run's encoding; ``n_parties >= len(owners)``.
+    rounds : int
+        Secure sums (attempts included) the run's key agreement serves: each owner shares one
+        self-mask seed per round up front.
+    """
+
+    def __init__(self, run_id: str, owners: Sequence[str], fixed_point: FixedPoint, *, rounds: int) -> None:
+        if len(set(owners)) != len(owners) or len(owners) < MIN_MEMBERS:
+            raise ConfigError(f"a pairwise-mask secure sum needs at least {MIN_MEMBERS} distinct owners")
+        if not isinstance(fixed_point, FixedPoint) or fixed_point.n_parties < len(owners):
+            raise ConfigError(f"fixed_point must be a FixedPoint with n_parties >= {len(owners)}, got {fixed_point!r}")
+        self.run_id, self.owners, self.fixed_point = run_id, tuple(owners), fixed_point
+        self.rounds = check_int(rounds, name="rounds", minimum=1, maximum=MAX_ROUNDS)
+        self.phase = Phase.KEYS
+        self.members: tuple[str, ...] = ()
+        self.graph: dict[str, tuple[str, ...]] = {}
+        self.keyed: set[str] = set()  # members whose key shares went out
+        self.burned: set[str] = set()  # members whose mask key was revealed: out of the run
+        self.included: tuple[str, ...] = ()  # the last round's survivors (whose inputs the total sums)
+        self._adverts: dict[str, KeyAdvert] = {}
+        self._key_inbox: dict[str, list[SealedShare]] = {}  # recipient -> key shares sealed to it
+        self._key_shares_sent: set[str] = set()
+        self._unmasked: set[str] = set()  # owners whose self-mask was revealed in some round
+        self._round = -1
+        self._participants: dict[str, tuple[str, ...]] = {}
+        self._masked: dict[str, MaskedInput] = {}
+        self._survivors: dict[str, tuple[str, ...]] = {}
+        self._dropped: set[str] = set()
+
+    def _expect(self, *phases: Phase) -> None:
+        if self.phase not in phases:
+            raise LocalProtocolError(f"secure sum is {self.phase.name}, this step needs {[p.name for p in phases]}")
+
+    @property
+    def rounds_left(self) -> int:
+        """Secure sums the key agreement can still serve."""
+        return self.rounds - self._round - 1
+
+    def _t(self, owner: str) -> int:
+        return threshold(len(self.graph[owner]))
+
+    # ------------------------------------------------------------------ once per run
+    def on_adverts(self, adverts: Mapping[str, KeyAdvert]) -> dict[str, ShareKeysRequest]:
+        """Step 0 answers (owners that did not advertise are left out); returns the step 1 requests."""
+        self._expect(Phase.KEYS)
+        self._adverts = {o: a for o, a in adverts.items() if o in set(self.owners) and a.owner_id == o}
+        self.members = tuple(sorted(self._adverts))
+        if len(self.members) < MIN_MEMBERS:
+            raise RoundFailed(f"only {len(self.members)} owner(s) advertised a mask key; at least {MIN_MEMBERS} needed")
+        self.graph = neighbour_graph(self.run_id, self.members)
+        self.phase = Phase.SHARES
+        return {
+            u: ShareKeysRequest(self.members, tuple(self._adverts[v] for v in self.graph[u]), self.rounds)
+            for u in self.members
+        }
+
+    def on_key_shares(self, replies: Mapping[str, KeyShares]) -> None:
+        """Step 1 answers: an owner whose shares are not one to each neighbour is left out of the run."""
+        self._expect(Phase.SHARES)
+        for u, reply in replies.items():
+            if u not in self.graph or reply.owner_id != u:
+                continue
+            if [s.recipient for s in reply.shares] != list(self.graph[u]) or any(s.sender != u for s in reply.shares):
+                continue
+            self.keyed.add(u)
+            for s in reply.shares:
+                self._key_inbox.setdefault(s.recipient, []).append(s)
+        self.phase = Phase.READY
+
+    # ------------------------------------------------------------------ per round
+    def _stable(self, candidates: set[str], pool: set[str]) -> dict[str, tuple[str, ...]]:
+        """Each candidate's neighbours in ``pool``, dropping candidates with fewer than ``t`` until stable."""
+        live = set(candidates)
+        while True:
+            around = {u: tuple(v for v in self.graph[u] if v in pool and v in live) for u in live}
+            short = {u for u, near in around.items() if len(near) < self._t(u)}
+            if not short:
+                return around
+            live -= short
+
+    def input_requests(self, owners: Sequence[str] | None = None) -> dict[str, InputRequest]:
+        """Step 2 requests of the next round, to ``owners`` (default all) still in the run."""
+        self._expect(Phase.READY, Phase.MASKING, Phase.UNMASKING)
+        candidates = (self.keyed - self.burned) & set(self.keyed if owners is None else owners)
+        if self._round + 1 >= self.rounds:
+            raise RoundFailed(f"the run's key agreement served its {self.rounds} secure sums; start a new run")
+        self._participants = self._stable(candidates, candidates)
+        self._round += 1
+        requests = {}
+        for u, near in self._participants.items():
+            first = u not in self._key_shares_sent
+            self._key_shares_sent.add(u)
+            requests[u] = InputRequest(self._round, near, tuple(self._key_inbox.get(u, ())) if first else ())
+        self.phase = Phase.MASKING
+        return requests
+
+    def on_masked(self, replies: Mapping[str, MaskedInput]) -> dict[str, UnmaskRequest]:
+        """Step 2 answers; returns the step 3 requests (to the survivors).
+
+        Raises
+        ------
+        RoundFailed
+            A participant whose self-mask was revealed in an earlier round dropped (revealing its
+            mask key now would expose its earlier inputs, so neighbours refuse), or a dropped
+            participant has fewer than ``t`` surviving neighbours to recover its key from. No
+            unmasking request goes out; the silent participants are out of the run and the
+            round must be run again (:meth:`input_requests`).
+        """
+        self._expect(Phase.MASKING)
+        part = self._participants
+        ok = {u for u, r in replies.items() if u in part and r.owner_id == u and r.round == self._round}
+        sizes = {replies[u].masked.shape[0] for u in ok}
+        if len(sizes) > 1:
+            self.phase = Phase.READY
+            raise RoundFailed(f"masked inputs of different lengths {sorted(sizes)}")
+        survivors = self._stable(ok, ok)
+        dropped = set(part) - set(survivors)
+        owed = {v for v in dropped if any(w in survivors for w in self.graph[v])}  # masks to cancel
+        lost = sorted(v for v in owed if v in self._unmasked)
+        short = sorted(v for v in owed if sum(w in survivors for w in self.graph[v]) < self._t(v))
+        if lost or short:  # fail before anyone reveals a share; run again without the silent ones
+            self.burned |= set(part) - ok
+            self.phase = Phase.READY
+            raise RoundFailed(
+                f"round {self._round}: {len(lost)} dropped owner(s) were unmasked in an earlier round "
+                f"({lost[:3]}; their mask keys must stay secret) and {len(short)} have fewer than t surviving "
+                f"neighbours ({short[:3]}); the round is run again without the silent owners"
+            )
+        self.burned |= dropped  # out of the run: honest neighbours reveal their keys now
+        self._masked = {u: replies[u] for u in survivors}
+        self._survivors, self._dropped = survivors, dropped
+        self._unmasked |= set(survivors)
+        self.phase = Phase.UNMASKING
+        return {
+            u: UnmaskRequest(self._round, near, tuple(v for v in part[u] if v in dropped))
+            for u, near in survivors.items()
+        }
+
+    def _combine(self, owner: str, shares_by_holder: Mapping[str, bytes], what: str) -> bytes:
+        position = {v: i + 1 for i, v in enumerate(self.graph[owner])}
+        shares = {position[w]: s for w, s in shares_by_holder.items() if w in position}
+        if len(shares) < self._t(owner):
+            raise RoundFailed(
+                f"round {self._round}: {len(shares)} share(s) of {owner}'s {what}, fewer than the threshold "
+                f"{self._t(owner)}; nothing is decoded"
+            )
+        try:
+            return shamir.combine(shares, self._t(owner))
+        except RemoteProtocolError as exc:
+            raise RoundFailed(f"round {self._round}: {owner}'s {what}: {exc}") from exc
+
+    def on_unmask(self, replies: Mapping[str, UnmaskReply]) -> np.ndarray:
+        """Step 3 answers; returns the decoded sum over :attr:`included`.
+
+        Raises
+        ------
+        RoundFailed
+            A survivor's self-mask seed or a dropped owner's key has fewer than ``t`` shares, or the
+            shares do not recover the advertised key; the run stays usable for the next round.
+        """
+        self._expect(Phase.UNMASKING)
+        self.phase = Phase.READY
+        answers = {u: r for u, r in replies.items() if u in self._survivors and r.round == self._round}
+        m = next(iter(self._masked.values())).masked.shape[0] if self._masked else 0
+        if not self._masked:
+            raise RoundFailed(f"round {self._round}: no masked input survived")
+        total = np.zeros(m, dtype=np.uint64)
+        for u, reply in self._masked.items():
+            seed = self._combine(
+                u,
+                {
+                    w: answers[w].self_shares[u]
+                    for w in self.graph[u]
+                    if u in getattr(answers.get(w), "self_shares", ())
+                },
+                "self-mask",
+            )
+            total = FixedPoint.add(total, FixedPoint.sub(reply.masked, self_mask(seed, self._round, m)))
+        for v in sorted(self._dropped):
+            owed = [w for w in self.graph[v] if w in self._masked]
+            if not owed:
+                continue
+            raw = self._combine(
+                v,
+                {w: answers[w].key_shares[v] for w in self.graph[v] if v in getattr(answers.get(w), "key_shares", ())},
+                "mask key",
+            )
+            key = X25519PrivateKey.from_private_bytes(raw)
+            if public_bytes(key) != self._adverts[v].public_key:
+                raise RoundFailed(f"round {self._round}: the shares of {v}'s mask key do not match its advert")
+            for w in owed:
+                agreed = key.exchange(X25519PublicKey.from_public_bytes(self._adverts[w].public_key))
+                total = FixedPoint.sub(total, pair_masks({v: pair_key(agreed, self.run_id, w, v)}, w, self._round, m))
+        self.included = tuple(sorted(self._masked))
+        return self.fixed_point.decode(total)
+
+
+# ---------------------------------------------------------------------- in-process driver
+
+
+class InProcessSecAgg:
+    """Owners' machines and the coordinator's machine of one run in this process, joined in memory.
+
+    For tests, experiments and benchmarks: long-lived box keys drawn here, mask keys unsigned
+    unless ``verify`` and ``sign`` are given. Each step takes the owners that stay silent in it.
+    """
+
+    def __init__(
+        self,
+        owners: Sequence[str],
+        fixed_point: FixedPoint,
+        run_id: str,
+        *,
+        rounds: int,
+        verify: Callable[[KeyAdvert], None] = lambda advert: None,
+        sign: Callable[[str, bytes], bytes] = lambda owner, pk: b"",
+    ) -> None:
+        from privfed.common.secagg.pairwise import SecAggOwner
+
+        self.ids = list(owners)
+        self.fp = fixed_point
+        self._sign = sign
+        keys = {o: generate_private_key() for o in self.ids}
+        publics = {o: public_bytes(k) for o, k in keys.items()}
+
+        def box_for(o: str) -> Callable[[str], Box]:
+            return lambda peer: Box(o, keys[o], peer, publics[peer])
+
+        self.owners = {o: SecAggOwner(o, run_id, fixed_point, box_for(o), verify) for o in self.ids}
+        self.server = SecAggServer(run_id, self.ids, fixed_point, rounds=rounds)
+
+    def key_agreement(self, *, no_advert: Iterable[str] = (), no_shares: Iterable[str] = ()) -> None:
+        """Steps 0 and 1."""
+        skip = set(no_advert)
+        adverts = {o: m.start(partial(self._sign, o)) for o, m in self.owners.items() if o not in skip}
+        requests = self.server.on_adverts(adverts)
+        skip |= set(no_shares)
+        self.server.on_key_shares({o: self.owners[o].on_share_keys(r) for o, r in requests.items() if o not in skip})
+
+    def masked(self, values: Mapping[str, np.ndarray], *, silent: Iterable[str] = ()) -> dict[str, MaskedInput]:
+        """Step 2 of the next round: the masked inputs of those that answer."""
+        requests = self.server.input_requests()
+        quiet = set(silent)
+        return {o: self.owners[o].masked_input(r, values[o]) for o, r in requests.items() if o not in quiet}
+
+    def unmask(self, requests: Mapping[str, UnmaskRequest], *, silent: Iterable[str] = ()) -> dict[str, UnmaskReply]:
+        """Step 3 answers of those that answer."""
+        quiet = set(silent)
+        return {o: self.owners[o].on_unmask(r) for o, r in requests.items() if o not in quiet}
+
+    def round(
+        self,
+        values: Mapping[str, np.ndarray],
+        *,
+        silent_input: Iterable[str] = (),
+        silent_unmask: Iterable[str] = (),
+        attempts: int = 1,
+    ) -> np.ndarray:
+        """One secure sum; run again (up to ``attempts`` in all) when :meth:`SecAggServer.on_masked` asks."""
+        for attempt in range(attempts):
+            try:
+                requests = self.server.on_masked(self.masked(values, silent=silent_input))
+            except RoundFailed:
+                if attempt + 1 == attempts:
+                    raise
+                continue
+            return self.server.on_unmask(self.unmask(requests, silent=silent_unmask))
+        raise RoundFailed("no attempt")  # attempts < 1
+
+
+def drive_in_process(
+    values: Mapping[str, np.ndarray],
+    fixed_point: FixedPoint,
+    run_id: str,
+    *,
+    rounds: int = 1,
+    drop: Mapping[str, Sequence[str]],
+) -> list[np.ndarray]:
+    """The body of :func:`privfed.common.secagg.pairwise.run_in_process`."""
+    run = InProcessSecAgg(list(values), fixed_point, run_id, rounds=2 * rounds)
+    run.key_agreement(no_advert=drop.get("keys", ()), no_shares={*drop.get("keys", ()), *drop.get("shares", ())})
+    gone = {o for step in ("keys", "shares", "input") for o in drop.get(step, ())}
+    totals = [run.round(values, silent_input=gone, silent_unmask=drop.get("unmask", ()), attempts=2)]
+    gone |= set(drop.get("unmask", ()))
+    totals += [run.round(values, silent_input=gone, attempts=2) for _ in range(rounds - 1)]
+    return totals

@@ -1,0 +1,151 @@
+"""Owner side of the pairwise-mask secure sum: the machines of a node's owners, fed the same release.
+
+:class:`SecAggDriver` holds one :class:`~privfed.common.secagg.pairwise.SecAggOwner` per (owner,
+secure-sum session) and only moves messages in and out of them. An owner's contribution is the
+evaluation release of :class:`~privfed.owner.boosting.RingDriver`: validated against the run's
+public configuration, noised, debited in the node's ledger and cached per (run, round) by
+:meth:`RingDriver.contribute_many` before the machine sees it, so the noise and the ledger entry
+are the same whichever secure sum the coordinator runs (``--secure-sum ring|secagg``).
+
+Keys: the owner's long-lived X25519 key seals the shares end-to-end (a peer's key accepted only as
+:meth:`RingDriver.peer_key` accepts a ring peer's: signed by the certificate of the node its id
+names); the run's mask keys are drawn by the machines, signed with the node's certificate key
+(``sign``) and checked by each neighbour against that node's certificate (``verify_advert``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+
+import numpy as np
+from cryptography import x509
+
+from privfed.common.errors import ConfigError, RemoteProtocolError
+from privfed.common.identity import node_of
+from privfed.common.messages import BoostEvaluateTask, PeerKey
+from privfed.common.secagg.boxes import Box, verify_public_key
+from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.messages import (
+    InputRequest,
+    KeyAdvert,
+    KeyShares,
+    MaskedInput,
+    ShareKeysRequest,
+    UnmaskReply,
+    UnmaskRequest,
+)
+from privfed.common.secagg.pairwise import SecAggOwner
+from privfed.owner.boosting import RingDriver
+from privfed.owner.handlers import LocalOwner, check_boost_config
+
+#: Sessions whose machines a node keeps (the latest ones).
+KEPT_SESSIONS = 4
+
+
+class SecAggDriver:
+    """The pairwise-mask secure-sum machines of the owners one node hosts (module docstring).
+
+    Parameters
+    ----------
+    releases : RingDriver
+        The node's evaluation releases (and its owners' box keys and peer-key checks).
+    sign : callable or None
+        ``sign(owner_id, session_id, public key)`` with the node's certificate key; ``None``
+        (in-process simulations, no certificates) sends unsigned keys.
+    certificates : mapping
+        node id -> PEM of every owner node's certificate, to check adverts (unused without a CA).
+    """
+
+    def __init__(
+        self,
+        releases: RingDriver,
+        *,
+        sign: Callable[[str, str, bytes], bytes] | None = None,
+        certificates: Mapping[str, bytes] | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._releases = releases
+        self._sign = sign
+        self._certificates = dict(certificates or {})
+        self._clock = clock
+        self._machines: dict[str, dict[str, SecAggOwner]] = {}  # session -> owner -> machine
+
+    def _machine(self, session_id: str, owner_id: str) -> SecAggOwner:
+        try:
+            return self._machines[session_id][owner_id]
+        except KeyError as exc:
+            raise RemoteProtocolError(f"{owner_id} has no machine in secure-sum session {session_id!r}") from exc
+
+    def _verify_advert(self, session_id: str, advert: KeyAdvert) -> None:
+        ca = self._releases.ca
+        if ca is None:
+            return
+        node = node_of(advert.owner_id)
+        pem = self._certificates.get(node)
+        if pem is None:
+            raise RemoteProtocolError(f"no certificate for node {node!r} of {advert.owner_id!r}")
+        verify_public_key(
+            x509.load_pem_x509_certificate(pem),
+            ca,
+            advert.owner_id,
+            advert.public_key,
+            advert.signature,
+            now=self._clock(),
+            session_id=session_id,
+            cert_identity=node,
+        )
+
+    def advertise(
+        self, owner_id: str, session_id: str, fixed_point: FixedPoint, keys: Mapping[str, PeerKey]
+    ) -> KeyAdvert:
+        """Step 0: a fresh machine for ``owner_id`` in ``session_id``, and its signed mask key.
+
+        ``keys`` maps owner ids to their long-lived box keys (those of its neighbours are looked up,
+        checked as a ring peer's); one mapping may serve every owner of the session.
+        """
+
+        def box_for(peer: str) -> Box:
+            if peer not in keys:
+                raise RemoteProtocolError(f"no box key for neighbour {peer!r}")
+            public = self._releases.peer_key(self._certificates, keys[peer])
+            return Box(owner_id, self._releases.own_key(owner_id), peer, public)
+
+        machine = SecAggOwner(
+            owner_id, session_id, fixed_point, box_for, lambda advert: self._verify_advert(session_id, advert)
+        )
+        sessions = self._machines.setdefault(session_id, {})
+        sessions[owner_id] = machine
+        while len(self._machines) > KEPT_SESSIONS:
+            self._machines.pop(next(iter(self._machines)))
+        sign = self._sign
+        return machine.start(lambda pk: b"" if sign is None else sign(owner_id, session_id, pk))
+
+    def share_keys(self, owner_id: str, session_id: str, request: ShareKeysRequest) -> KeyShares:
+        """Step 1."""
+        return self._machine(session_id, owner_id).on_share_keys(request)
+
+    def masked_inputs(
+        self, items: Sequence[tuple[LocalOwner, BoostEvaluateTask, InputRequest]]
+    ) -> list[MaskedInput | Exception]:
+        """Step 2 for many owners: each one's evaluation release, debited first (in one ledger
+        transaction), masked by its machine. An item that fails is returned as its exception."""
+        requests = {(owner.owner_id, spec.ring.session_id): req for owner, spec, req in items}
+
+        def prepare(owner: LocalOwner, spec: BoostEvaluateTask) -> SecAggOwner:
+            check_boost_config(owner, spec.config)  # public checks only, before any row is read
+            if spec.ring.ring:
+                raise ConfigError("a pairwise-mask secure sum carries no ring order")
+            return self._machine(spec.ring.session_id, owner.owner_id)
+
+        def start(owner: LocalOwner, spec: BoostEvaluateTask, machine: SecAggOwner, pair: np.ndarray) -> MaskedInput:
+            return machine.masked_input(requests[(owner.owner_id, spec.ring.session_id)], pair)
+
+        try:
+            return self._releases.contribute_many([(o, s) for o, s, _ in items], prepare, start)
+        except Exception as exc:  # noqa: BLE001 - e.g. a ledger that cannot record (full disk): nothing released
+            return [exc] * len(items)
+
+    def unmask(self, owner_id: str, session_id: str, request: UnmaskRequest) -> UnmaskReply:
+        """Step 3."""
+        return self._machine(session_id, owner_id).on_unmask(request)
