@@ -7,8 +7,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from tqdm import tqdm
-
 from privfed.common.errors import JobAborted, RoundFailed
 from privfed.common.messages import (
     BoostEvaluateTask,
@@ -217,6 +215,8 @@ def run_job(
     show_progress: bool = True,
     label: str = "",
 ) -> JobOutcome:
+    from tqdm import tqdm  # here: a coordinator that shows no progress never loads it
+
     t0 = time.perf_counter()
     with tqdm(
         total=expected_owners, desc=f"{label}owners registered", disable=not show_progress, leave=False, unit="owner"

@@ -41,7 +41,6 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
@@ -79,6 +78,8 @@ def owner_tables(
     w = _clipped_weights(w, owner_of_row, n_owners, weight_bound)
     cells = np.zeros((r, a, 2, n_classes))
     cells[np.arange(r)[:, None], np.arange(a)[None, :], Xbin.astype(np.intp), np.asarray(y)[:, None]] = w[:, None]
+    import scipy.sparse as sp  # here, not at import: the coordinator's and owner's import paths stay scipy-free
+
     gather = sp.csr_matrix((np.ones(r), (owner_of_row, np.arange(r))), shape=(n_owners, r))
     return np.asarray(gather @ cells.reshape(r, -1)).reshape((n_owners, a, 2, n_classes))
 

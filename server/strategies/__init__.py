@@ -17,7 +17,6 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.server.config import JobConfig
 from privfed.server.strategies.base import SingleRound, Strategy, Transport, refusals
-from privfed.server.strategies.feddpdr import FedDpdrStrategy
 from privfed.server.strategies.lr import LrStrategy
 from privfed.server.strategies.ncc import NccStrategy
 
@@ -70,6 +69,8 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
             c=config.c,
         )
     if config.task == "feddpdr":
+        from privfed.server.strategies.feddpdr import FedDpdrStrategy  # imports scipy: only for this task
+
         return FedDpdrStrategy(
             epsilon=config.epsilon, n_classes=n_classes, bounds=bounds, k=config.k, delta=config.delta, lam=config.lam
         )
@@ -105,3 +106,12 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
     return BoostingStrategy(
         booster, rng, ring_timeout=config.ring_timeout, journal=journal, resume=config.resume, seed=config.seed
     )
+
+
+def __getattr__(name: str) -> object:
+    """``FedDpdrStrategy`` on first use: it imports scipy, which the other tasks' coordinators never load."""
+    if name == "FedDpdrStrategy":
+        from privfed.server.strategies.feddpdr import FedDpdrStrategy
+
+        return FedDpdrStrategy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
