@@ -70,3 +70,24 @@ def test_query_methods_spelled_out_match_the_cleaners():
 
     assert QUERY_METHODS == ("projection", *METHODS)
     assert MAP_METHODS == METHODS
+
+
+COORDINATOR_PROBE = textwrap.dedent("""
+    import json, sys
+    from privfed.deploy.cli import build_parser
+
+    build_parser().parse_args(["coordinator", "--task", "bdt", "--insecure", "--owners", "2", "--epsilon", "1"])
+    import privfed.server.app, privfed.server.job, privfed.server.main  # noqa: F401, E401
+    from privfed.server.strategies import make_strategy  # noqa: F401
+    std = set(sys.stdlib_module_names)
+    tops = {name.split(".")[0] for name in sys.modules}
+    print(json.dumps(sorted(t for t in tops if t not in std and t != "privfed" and not t.startswith("_")
+                            and t != "cython_runtime")))
+""")
+
+
+def test_an_idle_coordinator_loads_the_lean_set_too():
+    """The coordinator imports scipy (FedDPDR, stump tables), tqdm (a progress bar on a terminal)
+    only when a job needs them: waiting for owners costs what an owner node costs."""
+    loaded = _third_party_modules(COORDINATOR_PROBE)
+    assert loaded <= ALLOWED, f"unexpected on the coordinator path: {sorted(loaded - ALLOWED)}"
