@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from privfed.common.boosting.federated import BASE_LEARNERS, EVAL_ROW_BOUND, MAX_OWNER_ROWS
+from privfed.common.datasets import BUILTINS
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND
 from privfed.common.mechanisms import MECHANISMS
@@ -194,8 +195,11 @@ class JobConfig:
         for name in ("group_size", "n_samples", "owners"):
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name=FLAGS[name], minimum=1)
-        if not isinstance(self.dataset, str) or not self.dataset:
-            raise ConfigError(f"--dataset must name a data set, got {self.dataset!r}")
+        if self.dataset not in BUILTINS:
+            raise ConfigError(
+                f"--dataset must be one of {', '.join(BUILTINS)}, got {self.dataset!r}; for owners' own files give "
+                "the coordinator a federation schema instead (--schema FILE; README, 'Your own data')"
+            )
         if not isinstance(self.listen, str) or not self.listen:
             raise ConfigError(f"--listen must be HOST:PORT, got {self.listen!r}")
         object.__setattr__(self, "out", Path(self.out))

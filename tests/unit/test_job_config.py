@@ -79,6 +79,7 @@ def test_the_defaults_are_valid_and_the_config_is_frozen():
         ("register_timeout", -1.0, "--register-timeout"),
         ("node_timeout", math.inf, "--node-timeout"),
         ("dataset", "", "--dataset"),
+        ("dataset", "rows.csv", "--dataset"),
         ("listen", "", "--listen"),
         ("owners", True, "--owners"),
     ],
