@@ -435,11 +435,14 @@ def load_file(path: str | Path, *, bounds: Bounds | str | None = None, n_label_c
 
 
 def read_rows(
-    path: str | Path, n_label_columns: int = 1
+    path: str | Path, n_label_columns: int = 1, *, text_labels: bool = False
 ) -> tuple[np.ndarray, np.ndarray, tuple[str, ...] | None, Callable[[int], str]]:
     """The rows of a CSV or NPZ file as :func:`load_file` reads them: ``(X, labels (n, L) float,
     feature names or None, where)``, where ``where(i)`` names row i in the file ("line 7" for CSV,
-    "row 7" for NPZ) for error messages. Raises the same one-line ConfigErrors as load_file."""
+    "row 7" for NPZ) for error messages. Raises the same one-line ConfigErrors as load_file.
+
+    ``text_labels`` (CSV, one label column): labels are read as the text of the last field
+    (``"cat"``, ``"-1"``), an object array of str; a federation schema maps them by value."""
     path = Path(path)
     n_label_columns = check_int(n_label_columns, name="n_label_columns", minimum=1)
     if not path.is_file():
@@ -449,7 +452,21 @@ def read_rows(
     if path.suffix.lower() == ".npz" or magic == b"PK":
         X, labels = _load_npz(path)
         return X, labels, None, lambda i: f"row {i + 1}"
-    X, labels, names, linenos = _parse_csv(path.name, _read_text(path), n_label_columns)
+    text = _read_text(path)
+    texts: list[str] = []
+    if text_labels and n_label_columns == 1:  # the last field of each data line, replaced by 0 for the parser
+        lines = text.splitlines()
+        data = [k for k, line in enumerate(lines) if line.strip()]
+        if data and not any(_is_number(f) for f in lines[data[0]].split(",")[:-1] or [""]):
+            data = data[1:]  # a header: its names are not numbers (its label column's name is kept)
+        for k in data:
+            head, _, last = lines[k].rpartition(",")
+            texts.append(last.strip())
+            lines[k] = f"{head},0"
+        text = "\n".join(lines)
+    X, labels, names, linenos = _parse_csv(path.name, text, n_label_columns)
+    if texts:
+        labels = np.array(texts, dtype=object).reshape(-1, 1)
     return X, labels, names, lambda i: f"line {linenos[i]}"
 
 

@@ -223,10 +223,10 @@ class FederationSchema:
             )
         y, bad = self.class_indices(labels)
         if bad is not None:
-            value = np.asarray(labels).reshape(-1)[bad]
-            shown = int(value) if isinstance(value, (float, np.floating)) and float(value).is_integer() else value
+            text = _label_text(np.asarray(labels).reshape(-1)[bad])
+            shown = text if _is_numeral(text) else repr(text)
             raise ConfigError(
-                f"{name}: {where(bad)}: label {shown!r} is not a class of the federation schema "
+                f"{name}: {where(bad)}: label {shown} is not a class of the federation schema "
                 f"(classes {list(self.classes)})"
             )
         names = feature_names if feature_names is not None else self.features
@@ -234,22 +234,41 @@ class FederationSchema:
 
     def class_indices(self, labels: np.ndarray) -> tuple[np.ndarray, int | None]:
         """``(indices, first)``: each label's class index by value, and the position of the first
-        label that is not a class value (None if every label is one). Numeric labels match integer
-        class values exactly (3.0 is 3); strings match string class values."""
+        label that is not a class value (None if every label is one). Labels may be numbers or
+        the text of a file's label field: integer class values match the numbers and texts that
+        equal them (3, 3.0, "3", "3.0"); string class values match texts exactly."""
         labels = np.asarray(labels).reshape(-1)
-        values = np.array(self.classes, dtype=object if isinstance(self.classes[0], str) else np.float64)
-        if labels.dtype.kind in "iuf" and values.dtype.kind == "f":
+        if labels.dtype.kind in "iuf" and not isinstance(self.classes[0], str):
+            values = np.array(self.classes, dtype=np.float64)
             order = np.argsort(values)
             pos = np.searchsorted(values[order], labels).clip(0, len(values) - 1)
             found = values[order][pos] == labels
             indices = order[pos]
         else:
             lookup = {str(v): k for k, v in enumerate(self.classes)}
-            hits = [lookup.get(str(v), -1) for v in labels]
-            indices = np.array(hits, dtype=np.int64)
+            indices = np.array([lookup.get(_label_text(v), -1) for v in labels], dtype=np.int64)
             found = indices >= 0
         bad = np.flatnonzero(~found)
         return np.where(found, indices, 0).astype(np.int64), (int(bad[0]) if bad.size else None)
+
+
+def _label_text(value: object) -> str:
+    """A label as the text class values are matched against: a number that is an integer as
+    its integer ("3.0" -> "3", 3.0 -> "3"), anything else as its stripped text."""
+    text = str(value).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return str(int(number)) if number.is_integer() and abs(number) <= 2.0**53 else text
+
+
+def _is_numeral(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _per_feature(value: object, d: int, name: str) -> tuple[float, ...]:

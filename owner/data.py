@@ -94,7 +94,7 @@ class OwnerRows:
 def read_owner_rows(path: str) -> OwnerRows:
     """Read an owner's CSV (features, then one label column) or NPZ (X, y) file; one-line
     ConfigErrors naming file and line for unreadable content (:func:`privfed.common.datasets.read_rows`)."""
-    X, labels, names, where = read_rows(path, n_label_columns=1)
+    X, labels, names, where = read_rows(path, n_label_columns=1, text_labels=True)
     return OwnerRows(Path(path).name, X, labels[:, 0], names, where)
 
 

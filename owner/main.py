@@ -29,6 +29,10 @@ from privfed.proto.transport import TlsFiles
 
 log = logging.getLogger("privfed.owner")
 
+#: Seconds a node whose rows fail its local schema check tries to reach the coordinator to report
+#: it (at most ``--connect-timeout``) before it exits with the error anyway.
+REPORT_TIMEOUT = 10.0
+
 
 @dataclass(frozen=True, kw_only=True)
 class OwnerConfig:
@@ -136,8 +140,9 @@ def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
         try:
             check_owner_rows(rows, local)
         except ConfigError as exc:
-            log.error("%s", exc)
-            early = exc
+            hint = "" if config.schema is not None else "; --bounds means class values 0..K-1 (--classes K)"
+            early = ConfigError(f"{exc}{hint}")
+            log.error("%s; telling the coordinator (up to %g s)", early, REPORT_TIMEOUT)
     try:  # a file's owners are this node's alone: the partition has B (or K) of them
         count = int(config.shards.rpartition(":")[2])
     except ValueError:
@@ -176,7 +181,10 @@ def run_owner(config: OwnerConfig, tls: TlsFiles | None) -> int:
         tls=tls,
         owners=owners,
         ledger=ledger,
-        connect_timeout=config.connect_timeout,
+        # a node whose rows were refused only reports that (schema_mismatch): it waits less for the coordinator
+        connect_timeout=config.connect_timeout
+        if not isinstance(owners, DeferredOwners) or owners.error is None
+        else min(config.connect_timeout, REPORT_TIMEOUT),
         target_name_override=config.target_name,
         allow_clear_labels=config.allow_clear_labels,
     )

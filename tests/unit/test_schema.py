@@ -135,3 +135,22 @@ def test_an_owner_schema_must_agree_with_the_coordinators():
     assert agreed_schema(same, two, from_file=False) is two  # names and test file are not compared
     with pytest.raises(ConfigError, match="no federation schema"):
         agreed_schema(None, None, from_file=False)
+
+
+def test_string_class_values_match_the_label_text_of_an_owner_file(tmp_path):
+    schema = FederationSchema.parse('features = ["w", "h"]\nclasses = ["cat", "dog"]\n[bounds]\nlo = 0\nhi = 9\n')
+    pets = check_owner_rows(read_owner_rows(_csv(tmp_path, "p.csv", "w,h,kind\n1,2,dog\n\n3,4, cat\n")), schema)
+    assert pets.y.tolist() == [1, 0] and pets.classes.tolist() == ["cat", "dog"]
+    with pytest.raises(ConfigError) as info:
+        check_owner_rows(read_owner_rows(_csv(tmp_path, "q.csv", "1,2,dog\n3,4,cow\n")), schema)
+    assert (
+        str(info.value) == "q.csv: line 2: label 'cow' is not a class of the federation schema (classes ['cat', 'dog'])"
+    )
+
+
+def test_integer_class_values_match_integral_label_texts_only(tmp_path):
+    schema = FederationSchema.parse(TOML)
+    rows = check_owner_rows(read_owner_rows(_csv(tmp_path, "n.csv", "1,2,3.0\n1,2,-1\n1,2,7e0\n")), schema)
+    assert rows.y.tolist() == [1, 0, 2]
+    with pytest.raises(ConfigError, match="n.csv: line 2: label 2.5 is not a class"):
+        check_owner_rows(read_owner_rows(_csv(tmp_path, "n.csv", "1,2,3\n1,2,2.5\n")), schema)
