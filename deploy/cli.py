@@ -234,7 +234,16 @@ def build_parser() -> argparse.ArgumentParser:
         "processes; also read under [tool.privfed]); flags given on the command line override it",
     )
     p.add_argument("--owners", type=_positive_int, default=200, help="logical owners N")
-    p.add_argument("--processes", type=_positive_int, default=2, help="owner node processes P")
+    p.add_argument(
+        "--processes", type=_positive_int, default=2, help="owner node processes P (with --data: one per file)"
+    )
+    p.add_argument(
+        "--data",
+        nargs="+",
+        type=Path,
+        help="owners' own files, one owner node process each, checked against --schema (which must name a "
+        "public test file); default: partitions of --dataset",
+    )
     p.add_argument(
         "--epsilon",
         type=epsilon_list,
@@ -265,7 +274,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="no progress bars even on a terminal (without a terminal: one log line per round anyway)",
     )
     _add_learning(p)
-    _add_data(p)
+    source = p.add_mutually_exclusive_group()
+    source.add_argument(
+        "--schema",
+        type=Path,
+        help="federation schema (TOML or JSON) of the --data files, sent to every owner at registration",
+    )
+    _add_data(p, dataset_group=source)
     p.set_defaults(func=_simulate)
 
     p = sub.add_parser(
@@ -470,14 +485,18 @@ def simulation_config(args: argparse.Namespace) -> SimulationConfig:
     def settings(ns: argparse.Namespace) -> dict[str, Any]:
         values = {name: getattr(ns, flag.lstrip("-").replace("-", "_"), None) for name, flag in FLAGS.items()}
         values = {k: v for k, v in values.items() if v is not None and k != "epsilon"}
-        return values | {
-            "epsilon": list(ns.epsilon),
-            "processes": ns.processes,
-            "repeats": ns.repeats,
-            "rng": ns.rng,
-            "insecure": ns.insecure,
-            "progress": not ns.no_progress,
-        }
+        return (
+            values
+            | {
+                "epsilon": list(ns.epsilon),
+                "processes": ns.processes,
+                "repeats": ns.repeats,
+                "rng": ns.rng,
+                "insecure": ns.insecure,
+                "progress": not ns.no_progress,
+            }
+            | ({"data": list(ns.data), "processes": len(ns.data)} if ns.data else {})
+        )
 
     given = settings(args)
     if args.config is None:

@@ -29,12 +29,15 @@ from privfed.common.errors import ConfigError, JobAborted, PrivfedError
 from privfed.common.identity import owner_id
 from privfed.common.learners.reference import reference_accuracy
 from privfed.common.ledger import Ledger
+from privfed.common.schema import FederationSchema
 from privfed.common.validation import check_choice, check_int, check_positive
 from privfed.deploy.certs import make_certs
+from privfed.owner.data import check_owner_rows, read_owner_rows
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
-from privfed.server.config import JobConfig
+from privfed.server.config import TASKS, JobConfig
 from privfed.server.job import run_job
+from privfed.server.main import federation_schema
 from privfed.server.models import save_model
 from privfed.server.report import (
     baselines,
@@ -64,7 +67,7 @@ REFERENCE_LEARNERS = {
 
 
 #: The keys of a simulation config that are not :class:`JobConfig` fields.
-SIMULATION_KEYS = ("epsilon", "processes", "repeats", "rng", "insecure", "progress")
+SIMULATION_KEYS = ("epsilon", "processes", "repeats", "rng", "insecure", "progress", "data")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,6 +91,10 @@ class SimulationConfig:
         ``--insecure``: no TLS (byte-capture tests only).
     progress : bool
         Progress bars when stderr is a terminal (``--no-progress`` turns them off).
+    data : tuple of Path
+        ``--data``: owners' own files, one owner node process each (``processes`` is their
+        number), checked against the federation schema ``job.schema`` (required with them, and
+        naming a public test file). Empty: partitions of the built-in ``job.dataset``.
     """
 
     job: JobConfig
@@ -97,8 +104,17 @@ class SimulationConfig:
     rng: str = "seeded"
     insecure: bool = False
     progress: bool = True
+    data: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "data", tuple(Path(p) for p in self.data))
+        if bool(self.data) != (self.job.schema is not None):
+            raise ConfigError(
+                "--data FILE ... (owners' own files, one node each) and --schema FILE go together: the files "
+                "are checked against the schema, and a schema describes owners' files"
+            )
+        if self.data and self.processes != len(self.data):
+            raise ConfigError(f"--processes is the number of --data files ({len(self.data)}), got {self.processes}")
         if not isinstance(self.job, JobConfig):
             raise ConfigError(f"job must be a privfed.JobConfig, got {type(self.job).__name__}")
         epsilons = tuple(self.epsilons) or (self.job.epsilon,)
@@ -131,11 +147,16 @@ class SimulationConfig:
                 f"{source}: unknown key(s) {unknown}; keys are {', '.join(SIMULATION_KEYS)} and the job's: "
                 f"{', '.join(sorted(fields - {'epsilon'}))}"
             )
+        if "task" not in doc:
+            raise ConfigError(f"{source}: task is required (one of {', '.join(TASKS)})")
         eps = doc.pop("epsilon", 1.0)
         epsilons = tuple(eps) if isinstance(eps, (list, tuple)) else (eps,)
         if not epsilons:
             raise ConfigError(f"{source}: epsilon must be a number or a non-empty list")
         sim = {k: doc.pop(k) for k in SIMULATION_KEYS if k in doc}
+        if "data" in sim:
+            sim["data"] = tuple(sim["data"]) if isinstance(sim["data"], (list, tuple)) else (sim["data"],)
+            sim.setdefault("processes", len(sim["data"]))
         doc.setdefault("owners", 200)
         return cls(job=JobConfig(epsilon=epsilons[0], **doc), epsilons=epsilons, **sim)
 
@@ -162,6 +183,7 @@ class SimulationConfig:
             "repeats": self.repeats,
             "rng": self.rng,
             "insecure": self.insecure,
+            "data": [str(p) for p in self.data],
         }
 
 
@@ -194,12 +216,18 @@ def owner_command(
         f"127.0.0.1:{port}",
         "--name",
         f"owner-{node}",
-        "--dataset",
-        config.job.dataset,
-        "--n-owners",
-        str(config.owners),
-        "--shards",
-        f"{shards.start}:{shards.stop}",
+        *(
+            ["--data", str(config.data[node]), "--shards", str(len(shards))]  # checked against the coordinator's schema
+            if config.data
+            else [
+                "--dataset",
+                config.job.dataset,
+                "--n-owners",
+                str(config.owners),
+                "--shards",
+                f"{shards.start}:{shards.stop}",
+            ]
+        ),
         "--seed",
         str(seed),
         "--test-fraction",
@@ -215,7 +243,7 @@ def owner_command(
         "--delta-budget",
         repr(config.job.delta if config.job.task == "feddpdr" else 0.0),
     ]
-    if config.job.n_samples:
+    if config.job.n_samples and not config.data:
         cmd += ["--n-samples", str(config.job.n_samples)]
     if config.job.labels == "clear":
         cmd += ["--allow-clear-labels"]
@@ -279,14 +307,22 @@ def _spent(ledgers: list[Path], ranges: list[range], budget: float, delta: float
 
 
 def run_point(
-    sim: SimulationConfig, config: JobConfig, point_dir: Path, certs: Path | None, test: Dataset, show_progress: bool
+    sim: SimulationConfig,
+    config: JobConfig,
+    point_dir: Path,
+    certs: Path | None,
+    test: Dataset,
+    show_progress: bool,
+    schema: FederationSchema,
 ) -> dict[str, Any]:
     """One federation at ``config.epsilon`` and ``config.seed``; ``sim`` says how to start the
     owner processes. Raises :class:`NodeExited` if a node process exits during the job."""
     epsilon = config.epsilon
     point_dir.mkdir(parents=True)
     server = CoordinatorServer(
-        tls=None if certs is None else TlsFiles.in_dir(certs, "coordinator"), node_timeout=config.node_timeout
+        tls=None if certs is None else TlsFiles.in_dir(certs, "coordinator"),
+        node_timeout=config.node_timeout,
+        schema=schema,
     )
     port = server.start("127.0.0.1:0")
     ranges = node_ranges(sim.owners, sim.processes)
@@ -341,7 +377,8 @@ def run_point(
                 p.kill()
                 p.wait()
         server.stop()
-    spent, nonprivate = _spent(ledgers, ranges, budget, config.delta if config.task == "feddpdr" else 0.0)
+    hosted = [range(len(r)) if sim.data else r for r in ranges]  # a file's owners are numbered from 0 on its node
+    spent, nonprivate = _spent(ledgers, hosted, budget, config.delta if config.task == "feddpdr" else 0.0)
     return {
         "seed": config.seed,
         "accuracy": accuracy,
@@ -378,11 +415,20 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
     if not show_progress:  # no bars on a pipe or a file: one log line per round instead
         logging.getLogger("privfed.coordinator.rounds").setLevel(logging.INFO)
     seeds = [job.seed + r for r in range(config.repeats)]
-    splits = {
-        s: federation_split(job.dataset, seed=s, test_fraction=job.test_fraction, n_samples=job.n_samples)
-        for s in seeds
-    }
+    if config.data:  # owners' own files: pooled only for the non-private reference, never shipped
+        schema, public_test = federation_schema(job)
+        if public_test is None:
+            raise ConfigError(f'{job.schema}: simulate needs a public test file in the schema (test = "FILE")')
+        pooled = _pooled(config.data, schema)
+        splits = {s: (pooled, public_test) for s in seeds}
+    else:
+        splits = {
+            s: federation_split(job.dataset, seed=s, test_fraction=job.test_fraction, n_samples=job.n_samples)
+            for s in seeds
+        }
     train0, test0 = splits[job.seed]
+    if not config.data:
+        schema = FederationSchema.of_dataset(test0)
     if job.rows_per_owner is None:  # the simulation plays every owner: their row count is public configuration here
         job = job.replace(rows_per_owner=train0.n / config.owners)
     references = {
@@ -417,7 +463,9 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
             runs = []
             for s in seeds:
                 point_dir = run_dir / f"eps-{eps:g}" / (f"seed-{s}" if config.repeats > 1 else "")
-                run = run_point(config, job.replace(epsilon=eps, seed=s), point_dir, certs, splits[s][1], show_progress)
+                run = run_point(
+                    config, job.replace(epsilon=eps, seed=s), point_dir, certs, splits[s][1], show_progress, schema
+                )
                 spent_file = write_json(point_dir / "epsilon_spent.json", run.pop("_spent"))
                 run["epsilon_spent"]["per_owner_file"] = str(spent_file.relative_to(run_dir))
                 runs.append(run)
@@ -432,6 +480,18 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
     _plot(run_dir / "accuracy_vs_epsilon.png", config, job, points, reference, chance, majority)
     print(f"report: {run_dir / 'report.json'}", file=sys.stderr)
     return report
+
+
+def _pooled(files: tuple[Path, ...], schema: FederationSchema) -> Dataset:
+    """The rows of every owner file, each checked against ``schema``, pooled (the reference's training set)."""
+    parts = [check_owner_rows(read_owner_rows(str(path)), schema) for path in files]
+    return Dataset(
+        "+".join(p.name for p in parts),
+        np.vstack([p.X for p in parts]),
+        np.concatenate([p.y for p in parts]),
+        schema.bounds,
+        np.array(schema.classes),
+    )
 
 
 def _point(epsilon: float, runs: list[dict]) -> dict:

@@ -90,6 +90,16 @@ out = "{tmp_path}"
         ('task = "nope"\n', "--task must be one of"),
         ('task = "ncc"\nrng = "lucky"\n', "--rng must be one of"),
         ("task = [", "invalid TOML"),
+        ("owners = 3\n", "task is required (one of ncc, lr, feddpdr, bdt)"),
+        (
+            'task = "ncc"\ndata = ["a.csv", "b.csv"]\n',
+            "--data FILE ... (owners' own files, one node each) and --schema",
+        ),
+        ('task = "ncc"\nschema = "s.toml"\n', "--data FILE ... (owners' own files, one node each) and --schema"),
+        (
+            'task = "ncc"\nschema = "s.toml"\ndata = ["a.csv", "b.csv"]\nprocesses = 3\n',
+            "--processes is the number of --data files (2)",
+        ),
     ],
 )
 def test_a_bad_config_file_is_one_config_error(text, fragment):
