@@ -23,6 +23,7 @@ import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,6 +31,9 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.rng import make_rng
 from privfed.common.validation import check_fraction, check_int
+
+if TYPE_CHECKING:
+    from privfed.common.schema import FederationSchema
 
 BUILTINS = ("digits", "breast_cancer", "synthetic", "mnist5k")
 
@@ -418,16 +422,7 @@ def load_file(path: str | Path, *, bounds: Bounds | str | None = None, n_label_c
         )
     if not isinstance(bounds, (Bounds, str)):
         raise ConfigError(f"bounds must be Bounds or a 'lo:hi' / JSON-path string, got {type(bounds).__name__}")
-    n_label_columns = check_int(n_label_columns, name="n_label_columns", minimum=1)
-    if not path.is_file():
-        raise ConfigError(f"{path}: file not found")
-    names = None
-    with path.open("rb") as fh:
-        magic = fh.read(2)
-    if path.suffix.lower() == ".npz" or magic == b"PK":
-        X, labels = _load_npz(path)
-    else:
-        X, labels, names, _ = _parse_csv(path.name, _read_text(path), n_label_columns)
+    X, labels, names, _ = read_rows(path, n_label_columns)
     if labels.shape[1] == 1:
         classes, y = np.unique(labels[:, 0].astype(np.int64), return_inverse=True)
     else:
@@ -437,6 +432,56 @@ def load_file(path: str | Path, *, bounds: Bounds | str | None = None, n_label_c
     if bounds.d != X.shape[1]:
         raise ConfigError(f"{path.name}: the bounds describe {bounds.d} features but the file has {X.shape[1]}")
     return Dataset(path.name, X, y.reshape(-1), bounds, classes, names)
+
+
+def read_rows(
+    path: str | Path, n_label_columns: int = 1, *, text_labels: bool = False
+) -> tuple[np.ndarray, np.ndarray, tuple[str, ...] | None, Callable[[int], str]]:
+    """The rows of a CSV or NPZ file as :func:`load_file` reads them: ``(X, labels (n, L) float,
+    feature names or None, where)``, where ``where(i)`` names row i in the file ("line 7" for CSV,
+    "row 7" for NPZ) for error messages. Raises the same one-line ConfigErrors as load_file.
+
+    ``text_labels`` (CSV, one label column): labels are read as the text of the last field
+    (``"cat"``, ``"-1"``), an object array of str; a federation schema maps them by value."""
+    path = Path(path)
+    n_label_columns = check_int(n_label_columns, name="n_label_columns", minimum=1)
+    if not path.is_file():
+        raise ConfigError(f"{path}: file not found")
+    with path.open("rb") as fh:
+        magic = fh.read(2)
+    if path.suffix.lower() == ".npz" or magic == b"PK":
+        X, labels = _load_npz(path)
+        return X, labels, None, lambda i: f"row {i + 1}"
+    text = _read_text(path)
+    texts: list[str] = []
+    if text_labels and n_label_columns == 1:  # the last field of each data line, replaced by 0 for the parser
+        lines = text.splitlines()
+        data = [k for k, line in enumerate(lines) if line.strip()]
+        if data and not any(_is_number(f) for f in lines[data[0]].split(",")[:-1] or [""]):
+            data = data[1:]  # a header: its names are not numbers (its label column's name is kept)
+        for k in data:
+            head, _, last = lines[k].rpartition(",")
+            texts.append(last.strip())
+            lines[k] = f"{head},0"
+        text = "\n".join(lines)
+    X, labels, names, linenos = _parse_csv(path.name, text, n_label_columns)
+    if texts:
+        labels = np.array(texts, dtype=object).reshape(-1, 1)
+    return X, labels, names, lambda i: f"line {linenos[i]}"
+
+
+def read_schema(path: str | Path) -> FederationSchema:
+    """The federation schema in file ``path`` (TOML, or JSON starting with ``{``; :mod:`privfed.common.schema`)."""
+    from privfed.common.schema import FederationSchema  # schema.py imports this module
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: schema file not found")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    return FederationSchema.parse(text, source=str(path))
 
 
 def parse_bounds(spec: str, d: int) -> Bounds:

@@ -20,7 +20,15 @@ if TYPE_CHECKING:  # the boosting types import scipy (common/boosting/federated.
     from privfed.common.boosting.wire import BoostConfig, BoostHistory, Learner
 
 LABEL_MODES = ("clear", "rr")
-REFUSAL_CODES = ("budget_exceeded", "invalid_task", "duplicate_task", "already_released", "policy", "internal")
+REFUSAL_CODES = (
+    "budget_exceeded",
+    "invalid_task",
+    "duplicate_task",
+    "already_released",
+    "policy",
+    "internal",
+    "schema_mismatch",
+)
 
 #: The fixed text of each refusal code. A refusal says its code, this text and at most a detail
 #: built from the task's own fields and the owner's public configuration (its feature count, its
@@ -33,6 +41,7 @@ REFUSAL_TEXTS = {
     "already_released": "this release was already made; a release is never made twice",
     "policy": "the owner's policy does not allow this release; nothing was released",
     "internal": "the owner failed to compute this release; nothing was released",
+    "schema_mismatch": "the owner's data does not fit the federation schema; nothing was released",
 }
 
 

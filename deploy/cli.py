@@ -18,13 +18,16 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from privfed.common.errors import PrivfedError
 
 if TYPE_CHECKING:
+    from privfed.deploy.simulate import SimulationConfig
     from privfed.owner.main import OwnerConfig
+    from privfed.proto.transport import TlsFiles
     from privfed.server.config import JobConfig
 
 TASK_CHOICES = ("ncc", "lr", "feddpdr", "bdt")
@@ -40,21 +43,21 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         default = action.default
         if action.required or default is None or default is False or default == [] or "default" in text:
             return text
-        return super()._get_help_string(action)
+        return super()._get_help_string(action) or ""
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse with privfed's conventions: defaults in every ``--help``, one-line errors (exit 2),
     and values such as ``-1:16`` (negative bounds) taken as values, not as unknown flags."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(*args, **kwargs)
         # argparse reads "-1:16" as an option because it starts with "-"; a leading negative
         # number followed by ":" (a lo:hi range) is a value. Only "--flags" are options here.
         self._negative_number_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?:")
 
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
@@ -102,10 +105,16 @@ def _positive_int(text: str) -> int:
 class _VersionAction(argparse.Action):
     """``--version``: privfed's version and, from a git checkout, its commit (looked up only when asked)."""
 
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kwargs):
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
         super().__init__(option_strings, dest=dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
         from privfed.server.report import version_info
 
         info = version_info()
@@ -218,8 +227,23 @@ def build_parser() -> argparse.ArgumentParser:
         description="A whole federation on loopback (a coordinator and P owner node processes over gRPC with "
         "mTLS), once per epsilon with fresh ledgers; writes OUT/<timestamp>/report.json and a plot.",
     )
+    p.add_argument(
+        "--config",
+        type=Path,
+        help="a TOML file of settings (keys: the flags' names with _, e.g. task, owners, epsilon = [1, 4], "
+        "processes; also read under [tool.privfed]); flags given on the command line override it",
+    )
     p.add_argument("--owners", type=_positive_int, default=200, help="logical owners N")
-    p.add_argument("--processes", type=_positive_int, default=2, help="owner node processes P")
+    p.add_argument(
+        "--processes", type=_positive_int, default=2, help="owner node processes P (with --data: one per file)"
+    )
+    p.add_argument(
+        "--data",
+        nargs="+",
+        type=Path,
+        help="owners' own files, one owner node process each, checked against --schema (which must name a "
+        "public test file); default: partitions of --dataset",
+    )
     p.add_argument(
         "--epsilon",
         type=epsilon_list,
@@ -250,7 +274,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="no progress bars even on a terminal (without a terminal: one log line per round anyway)",
     )
     _add_learning(p)
-    _add_data(p)
+    source = p.add_mutually_exclusive_group()
+    source.add_argument(
+        "--schema",
+        type=Path,
+        help="federation schema (TOML or JSON) of the --data files, sent to every owner at registration",
+    )
+    _add_data(p, dataset_group=source)
     p.set_defaults(func=_simulate)
 
     p = sub.add_parser(
@@ -296,7 +326,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve this saved model.json (from a run directory) instead of training, until SIGTERM",
     )
     _add_learning(p)
-    _add_data(p)
+    source = p.add_mutually_exclusive_group()
+    source.add_argument(
+        "--schema",
+        type=Path,
+        help="federation schema (TOML or JSON: features, public bounds, class values, optional public test "
+        "file) for owners' own data; sent to every owner at registration (default: --dataset's schema)",
+    )
+    _add_data(p, dataset_group=source)
     p.set_defaults(func=_coordinator)
 
     p = sub.add_parser(
@@ -310,15 +347,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_tls(p)
     source = p.add_mutually_exclusive_group()
     source.add_argument("--data", help="this owner's own rows (CSV: features then label; or NPZ with X, y)")
-    p.add_argument(
-        "--bounds", help="public bounds for --data: lo:hi (e.g. -1:16) or a JSON file {lo: [...], hi: [...]}"
+    declared = p.add_mutually_exclusive_group()
+    declared.add_argument(
+        "--schema",
+        type=Path,
+        help="the federation schema file; must be the coordinator's (same sha256). Default: the schema the "
+        "coordinator sends at registration",
+    )
+    declared.add_argument(
+        "--bounds",
+        help="shorthand schema for --data: public bounds lo:hi (e.g. -1:16) or a JSON file {lo: [...], hi: [...]}, "
+        "with class values 0..K-1 (--classes); must match the coordinator's schema",
     )
     p.add_argument(
         "--classes",
         type=int,
         default=2,
-        help="with --data: the public number of classes K; labels must be 0..K-1, a row with another "
-        "label is rejected when the file is loaded",
+        help="with --bounds: the public number of classes K; labels must be 0..K-1",
     )
     p.add_argument(
         "--allow-clear-labels",
@@ -395,7 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _tls(args, name: str):
+def _tls(args: argparse.Namespace, name: str) -> TlsFiles | None:
     from privfed.proto.transport import TlsFiles
 
     if args.insecure:
@@ -407,7 +452,7 @@ def _tls(args, name: str):
     return TlsFiles.in_dir(args.certs, name)
 
 
-def job_config(args: argparse.Namespace, **overrides) -> JobConfig:
+def job_config(args: argparse.Namespace, **overrides: Any) -> JobConfig:
     """The :class:`~privfed.server.config.JobConfig` of a parsed command line: every field whose
     flag the command has and was given (or has a default), then ``overrides``; the rest keep the
     JobConfig defaults. Validation (ConfigError naming the flag) happens in JobConfig."""
@@ -430,37 +475,70 @@ def owner_config(args: argparse.Namespace) -> OwnerConfig:
     return OwnerConfig(**{f.name: getattr(args, f.name) for f in fields(OwnerConfig)})
 
 
-def _simulate(args) -> int:
+def simulation_config(args: argparse.Namespace) -> SimulationConfig:
+    """The :class:`~privfed.deploy.simulate.SimulationConfig` of a parsed ``privfed simulate``:
+    the ``--config`` file's settings, overridden by every flag given with a value other than its
+    default (without ``--config``: every flag)."""
+    from privfed.deploy.simulate import SimulationConfig
+    from privfed.server.config import FLAGS
+
+    def settings(ns: argparse.Namespace) -> dict[str, Any]:
+        values = {name: getattr(ns, flag.lstrip("-").replace("-", "_"), None) for name, flag in FLAGS.items()}
+        values = {k: v for k, v in values.items() if v is not None and k != "epsilon"}
+        return (
+            values
+            | {
+                "epsilon": list(ns.epsilon),
+                "processes": ns.processes,
+                "repeats": ns.repeats,
+                "rng": ns.rng,
+                "insecure": ns.insecure,
+                "progress": not ns.no_progress,
+            }
+            | ({"data": list(ns.data), "processes": len(ns.data)} if ns.data else {})
+        )
+
+    given = settings(args)
+    if args.config is None:
+        return SimulationConfig.from_mapping(given)
+    defaults = settings(build_parser().parse_args(["simulate"]))
+    text = args.config.read_text(encoding="utf-8")
+    doc = SimulationConfig.toml_mapping(text, source=str(args.config))
+    return SimulationConfig.from_mapping(
+        doc | {k: v for k, v in given.items() if v != defaults.get(k)}, source=str(args.config)
+    )
+
+
+def _simulate(args: argparse.Namespace) -> int:
     from privfed.deploy.simulate import simulate
 
-    if args.owners < args.processes:
-        raise PrivfedError(f"need --processes <= --owners, got {args.processes} and {args.owners}")
+    config = simulation_config(args)  # validated before any process starts
     if not args.verbose:  # the progress bars (or one line per round) and one line per epsilon say enough
         logging.getLogger("privfed").setLevel(logging.WARNING)
-    simulate(args)
+    simulate(config)
     return 0
 
 
-def _coordinator(args) -> int:
+def _coordinator(args: argparse.Namespace) -> int:
     from privfed.server.main import run_coordinator
 
     return run_coordinator(job_config(args), _tls(args, "coordinator"))
 
 
-def _owner(args) -> int:
+def _owner(args: argparse.Namespace) -> int:
     from privfed.owner.main import run_owner
 
     return run_owner(owner_config(args), _tls(args, args.name))
 
 
-def _query(args) -> int:
+def _query(args: argparse.Namespace) -> int:
     from privfed.deploy.query_flags import query_config
     from privfed.owner.query import run_query
 
     return run_query(query_config(args), _tls(args, args.name))
 
 
-def _certs(args) -> int:
+def _certs(args: argparse.Namespace) -> int:
     from privfed.deploy.certs import make_certs
 
     out = make_certs(args.out, owners=args.owners, sans=args.san, force=args.force, add=args.add)
@@ -477,7 +555,7 @@ def _fmt(x: float) -> str:
     return "inf" if math.isinf(x) else f"{x:.6g}"
 
 
-def _ledger_show(args) -> int:
+def _ledger_show(args: argparse.Namespace) -> int:
     from privfed.common.ledger import read_accounts
 
     accounts = read_accounts(args.ledger)
@@ -531,7 +609,7 @@ def _ledger_show(args) -> int:
     return 0
 
 
-def _experiment(args) -> int:
+def _experiment(args: argparse.Namespace) -> int:
     from privfed.deploy.experiments import EXPERIMENTS
 
     module = importlib.import_module(EXPERIMENTS[args.experiment])

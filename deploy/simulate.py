@@ -11,27 +11,33 @@ report names the release and counts the non-private entries the owners' ledgers 
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import logging
 import subprocess
 import sys
 import threading
 import time
+import tomllib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from privfed.common.datasets import Dataset, federation_split
-from privfed.common.errors import JobAborted, PrivfedError
+from privfed.common.errors import ConfigError, JobAborted, PrivfedError
 from privfed.common.identity import owner_id
 from privfed.common.learners.reference import reference_accuracy
 from privfed.common.ledger import Ledger
+from privfed.common.schema import FederationSchema
+from privfed.common.validation import check_choice, check_int, check_positive
 from privfed.deploy.certs import make_certs
-from privfed.deploy.cli import job_config
+from privfed.owner.data import check_owner_rows, read_owner_rows
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
-from privfed.server.config import JobConfig
+from privfed.server.config import TASKS, JobConfig
 from privfed.server.job import run_job
+from privfed.server.main import federation_schema
 from privfed.server.models import save_model
 from privfed.server.report import (
     baselines,
@@ -44,6 +50,7 @@ from privfed.server.report import (
     version_info,
     write_json,
 )
+from privfed.server.servicer import ServedModel
 from privfed.server.strategies import make_strategy
 
 log = logging.getLogger("privfed.simulate")
@@ -59,6 +66,127 @@ REFERENCE_LEARNERS = {
 }
 
 
+#: The keys of a simulation config that are not :class:`JobConfig` fields.
+SIMULATION_KEYS = ("epsilon", "processes", "repeats", "rng", "insecure", "progress", "data")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimulationConfig:
+    """A whole simulated federation: the job, the ε values it is run at, and how its owners run.
+
+    Parameters
+    ----------
+    job : JobConfig
+        The coordinator's job (task, learning parameters, data set, ``owners``, timeouts, ``out``);
+        its ``epsilon`` is ignored in favour of ``epsilons``. ``owners`` is required.
+    epsilons : tuple of float > 0 (math.inf: no noise)
+        ``--epsilon``: one federation per value, each with fresh ledgers. Default: ``(job.epsilon,)``.
+    processes : int >= 1, <= job.owners
+        ``--processes``: owner node processes sharing the owners.
+    repeats : int >= 1
+        ``--repeats``: federations per ε, with seeds ``job.seed``, ``job.seed + 1``, ...
+    rng : {"seeded", "secure"}
+        ``--rng``: the owners' noise (seeded from the seed: reproducible).
+    insecure : bool
+        ``--insecure``: no TLS (byte-capture tests only).
+    progress : bool
+        Progress bars when stderr is a terminal (``--no-progress`` turns them off).
+    data : tuple of Path
+        ``--data``: owners' own files, one owner node process each (``processes`` is their
+        number), checked against the federation schema ``job.schema`` (required with them, and
+        naming a public test file). Empty: partitions of the built-in ``job.dataset``.
+    """
+
+    job: JobConfig
+    epsilons: tuple[float, ...] = ()
+    processes: int = 2
+    repeats: int = 1
+    rng: str = "seeded"
+    insecure: bool = False
+    progress: bool = True
+    data: tuple[Path, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "data", tuple(Path(p) for p in self.data))
+        if bool(self.data) != (self.job.schema is not None):
+            raise ConfigError(
+                "--data FILE ... (owners' own files, one node each) and --schema FILE go together: the files "
+                "are checked against the schema, and a schema describes owners' files"
+            )
+        if self.data and self.processes != len(self.data):
+            raise ConfigError(f"--processes is the number of --data files ({len(self.data)}), got {self.processes}")
+        if not isinstance(self.job, JobConfig):
+            raise ConfigError(f"job must be a privfed.JobConfig, got {type(self.job).__name__}")
+        epsilons = tuple(self.epsilons) or (self.job.epsilon,)
+        for eps in epsilons:
+            check_positive(eps, name="--epsilon", allow_inf=True, fix="math.inf (or 'inf') means no noise")
+        object.__setattr__(self, "epsilons", tuple(float(e) for e in epsilons))
+        if self.job.owners is None:
+            raise ConfigError("--owners is required: the number of logical owners to simulate")
+        check_int(
+            self.processes, name="--processes", minimum=1, maximum=self.job.owners, fix="need --processes <= --owners"
+        )
+        check_int(self.repeats, name="--repeats", minimum=1)
+        check_choice(self.rng, name="--rng", allowed=("seeded", "secure"))
+
+    @property
+    def owners(self) -> int:
+        assert self.job.owners is not None  # __post_init__
+        return self.job.owners
+
+    @classmethod
+    def from_mapping(cls, doc: dict[str, Any], *, source: str = "config") -> SimulationConfig:
+        """A config from flat keys: :class:`JobConfig` field names, ``epsilon`` (a number or a
+        list; TOML's ``inf`` is no noise) and the other fields of this class (``owners``: 200 if
+        not given, as ``privfed simulate``)."""
+        doc = dict(doc)
+        fields = {f.name for f in dataclasses.fields(JobConfig)}
+        unknown = sorted(set(doc) - fields - set(SIMULATION_KEYS))
+        if unknown:
+            raise ConfigError(
+                f"{source}: unknown key(s) {unknown}; keys are {', '.join(SIMULATION_KEYS)} and the job's: "
+                f"{', '.join(sorted(fields - {'epsilon'}))}"
+            )
+        if "task" not in doc:
+            raise ConfigError(f"{source}: task is required (one of {', '.join(TASKS)})")
+        eps = doc.pop("epsilon", 1.0)
+        epsilons = tuple(eps) if isinstance(eps, (list, tuple)) else (eps,)
+        if not epsilons:
+            raise ConfigError(f"{source}: epsilon must be a number or a non-empty list")
+        sim = {k: doc.pop(k) for k in SIMULATION_KEYS if k in doc}
+        if "data" in sim:
+            sim["data"] = tuple(sim["data"]) if isinstance(sim["data"], (list, tuple)) else (sim["data"],)
+            sim.setdefault("processes", len(sim["data"]))
+        doc.setdefault("owners", 200)
+        return cls(job=JobConfig(epsilon=epsilons[0], **doc), epsilons=epsilons, **sim)
+
+    @staticmethod
+    def toml_mapping(text: str, *, source: str = "config") -> dict[str, Any]:
+        """The settings of TOML text: its top level, or its ``[tool.privfed]`` table if it has one."""
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{source}: invalid TOML ({exc})") from None
+        tool = doc.get("tool")
+        return dict(tool["privfed"]) if isinstance(tool, dict) and isinstance(tool.get("privfed"), dict) else doc
+
+    @classmethod
+    def from_toml(cls, text: str, *, source: str = "config") -> SimulationConfig:
+        """A config from TOML text (see :meth:`from_mapping` and :meth:`toml_mapping`)."""
+        return cls.from_mapping(cls.toml_mapping(text, source=source), source=source)
+
+    def to_report(self) -> dict[str, Any]:
+        """Every setting by name, as report.json records it."""
+        return self.job.to_report() | {
+            "epsilon": list(self.epsilons),
+            "processes": self.processes,
+            "repeats": self.repeats,
+            "rng": self.rng,
+            "insecure": self.insecure,
+            "data": [str(p) for p in self.data],
+        }
+
+
 class NodeExited(PrivfedError):
     """An owner node process exited while the job still needed it."""
 
@@ -69,7 +197,7 @@ def node_ranges(n_owners: int, processes: int) -> list[range]:
 
 
 def owner_command(
-    args: argparse.Namespace,
+    config: SimulationConfig,
     *,
     node: int,
     shards: range,
@@ -88,30 +216,36 @@ def owner_command(
         f"127.0.0.1:{port}",
         "--name",
         f"owner-{node}",
-        "--dataset",
-        args.dataset,
-        "--n-owners",
-        str(args.owners),
-        "--shards",
-        f"{shards.start}:{shards.stop}",
+        *(
+            ["--data", str(config.data[node]), "--shards", str(len(shards))]  # checked against the coordinator's schema
+            if config.data
+            else [
+                "--dataset",
+                config.job.dataset,
+                "--n-owners",
+                str(config.owners),
+                "--shards",
+                f"{shards.start}:{shards.stop}",
+            ]
+        ),
         "--seed",
         str(seed),
         "--test-fraction",
-        str(args.test_fraction),
+        str(config.job.test_fraction),
         "--ledger",
         str(ledger),
         "--epsilon-budget",
         repr(budget),
         "--rng",
-        args.rng,
+        config.rng,
         "--connect-timeout",
         "60",
         "--delta-budget",
-        repr(args.delta if args.task == "feddpdr" else 0.0),
+        repr(config.job.delta if config.job.task == "feddpdr" else 0.0),
     ]
-    if args.n_samples:
-        cmd += ["--n-samples", str(args.n_samples)]
-    if args.labels == "clear":
+    if config.job.n_samples and not config.data:
+        cmd += ["--n-samples", str(config.job.n_samples)]
+    if config.job.labels == "clear":
         cmd += ["--allow-clear-labels"]
     cmd += ["--insecure"] if certs is None else ["--certs", str(certs)]
     return cmd
@@ -155,15 +289,17 @@ class NodeWatch:
         self._thread.join()
 
     def error(self) -> NodeExited:
+        if self.exited is None:
+            return NodeExited("no owner node has exited")
         i, code = self.exited
         return NodeExited(f"owner node {i} exited with code {code} during the job: {last_line(self._logs[i])}")
 
 
-def _spent(ledgers: list[Path], ranges: list[range], budget: float, args_delta: float) -> tuple[dict[str, float], int]:
+def _spent(ledgers: list[Path], ranges: list[range], budget: float, delta: float) -> tuple[dict[str, float], int]:
     """ε spent per owner and the number of non-private entries, read from each node's own ledger after the run."""
     spent, nonprivate = {}, 0
     for node, (path, shards) in enumerate(zip(ledgers, ranges)):
-        with Ledger(path, epsilon_budget=budget, delta_budget=args_delta) as ledger:
+        with Ledger(path, epsilon_budget=budget, delta_budget=delta) as ledger:
             ids = [owner_id(f"owner-{node}", i) for i in shards]
             spent.update({o: ledger.spent(o).epsilon for o in ids})
             nonprivate += sum(ledger.nonprivate_count(o) for o in ids)
@@ -171,17 +307,25 @@ def _spent(ledgers: list[Path], ranges: list[range], budget: float, args_delta: 
 
 
 def run_point(
-    args: argparse.Namespace, config: JobConfig, point_dir: Path, certs: Path | None, test: Dataset, show_progress: bool
-) -> dict:
-    """One federation at ``config.epsilon`` and ``config.seed``; ``args`` only says how to start
-    the owner processes. Raises :class:`NodeExited` if a node process exits during the job."""
+    sim: SimulationConfig,
+    config: JobConfig,
+    point_dir: Path,
+    certs: Path | None,
+    test: Dataset,
+    show_progress: bool,
+    schema: FederationSchema,
+) -> dict[str, Any]:
+    """One federation at ``config.epsilon`` and ``config.seed``; ``sim`` says how to start the
+    owner processes. Raises :class:`NodeExited` if a node process exits during the job."""
     epsilon = config.epsilon
     point_dir.mkdir(parents=True)
     server = CoordinatorServer(
-        tls=None if certs is None else TlsFiles.in_dir(certs, "coordinator"), node_timeout=config.node_timeout
+        tls=None if certs is None else TlsFiles.in_dir(certs, "coordinator"),
+        node_timeout=config.node_timeout,
+        schema=schema,
     )
     port = server.start("127.0.0.1:0")
-    ranges = node_ranges(args.owners, args.processes)
+    ranges = node_ranges(sim.owners, sim.processes)
     ledgers = [point_dir / f"ledger-node{i}.sqlite" for i in range(len(ranges))]
     logs = [point_dir / f"node{i}.log" for i in range(len(ranges))]
     budget = epsilon
@@ -190,7 +334,7 @@ def run_point(
         for i, shards in enumerate(ranges):
             with open(logs[i], "w") as logf:
                 cmd = owner_command(
-                    args,
+                    sim,
                     node=i,
                     shards=shards,
                     port=port,
@@ -206,7 +350,7 @@ def run_point(
             outcome = run_job(
                 server,
                 strategy,
-                expected_owners=config.owners,
+                expected_owners=sim.owners,
                 show_progress=show_progress,
                 label=f"eps={epsilon:g}: ",
                 round_timeout=config.round_timeout,
@@ -217,7 +361,8 @@ def run_point(
             raise
         finally:
             watch.stop()
-        accuracy = float(np.mean(outcome.model.predict(test.X) == test.y))
+        model: ServedModel = outcome.model
+        accuracy = float(np.mean(model.predict(test.X) == test.y))
         server.models.put(f"{config.task}-eps{epsilon:g}", outcome.model)
         save_model(point_dir / "model.json", outcome.model)
         server.dispatcher.shutdown()
@@ -232,7 +377,8 @@ def run_point(
                 p.kill()
                 p.wait()
         server.stop()
-    spent, nonprivate = _spent(ledgers, ranges, budget, config.delta if config.task == "feddpdr" else 0.0)
+    hosted = [range(len(r)) if sim.data else r for r in ranges]  # a file's owners are numbered from 0 on its node
+    spent, nonprivate = _spent(ledgers, hosted, budget, config.delta if config.task == "feddpdr" else 0.0)
     return {
         "seed": config.seed,
         "accuracy": accuracy,
@@ -254,27 +400,37 @@ def run_point(
     } | {"_spent": spent}
 
 
-def simulate(args: argparse.Namespace) -> Path:
-    """Run ``args.repeats`` federations per ε of ``args.epsilon``; returns the run directory.
+def simulate(config: SimulationConfig) -> dict[str, Any]:
+    """Run ``config.repeats`` federations per ε of ``config.epsilons``; returns the report (also
+    written to ``<run_dir>/report.json``; ``report["run_dir"]`` names the directory).
 
-    Repeat r uses seed ``args.seed + r`` for the split, the partition and (with ``--rng seeded``)
+    Repeat r uses seed ``job.seed + r`` for the split, the partition and (with ``rng="seeded"``)
     the owners' noise. A failure (a node exiting, every owner refusing, ...) still writes
     ``report.json`` with ``status: failed`` and the reason, then raises it naming the report.
     """
     t0 = time.perf_counter()
-    run_dir = new_run_dir(args.out)
-    show_progress = not args.no_progress and sys.stderr.isatty()
+    job = config.job
+    run_dir = new_run_dir(job.out)
+    show_progress = config.progress and sys.stderr.isatty()
     if not show_progress:  # no bars on a pipe or a file: one log line per round instead
         logging.getLogger("privfed.coordinator.rounds").setLevel(logging.INFO)
-    seeds = [args.seed + r for r in range(args.repeats)]
-    splits = {
-        s: federation_split(args.dataset, seed=s, test_fraction=args.test_fraction, n_samples=args.n_samples)
-        for s in seeds
-    }
-    train0, test0 = splits[args.seed]
-    # The simulation plays every owner: their row count is public configuration here.
-    rows = args.rows_per_owner if args.rows_per_owner is not None else train0.X.shape[0] / args.owners
-    job = job_config(args, epsilon=args.epsilon[0], rows_per_owner=rows)  # validated before any process starts
+    seeds = [job.seed + r for r in range(config.repeats)]
+    if config.data:  # owners' own files: pooled only for the non-private reference, never shipped
+        schema, public_test = federation_schema(job)
+        if public_test is None:
+            raise ConfigError(f'{job.schema}: simulate needs a public test file in the schema (test = "FILE")')
+        pooled = _pooled(config.data, schema)
+        splits = {s: (pooled, public_test) for s in seeds}
+    else:
+        splits = {
+            s: federation_split(job.dataset, seed=s, test_fraction=job.test_fraction, n_samples=job.n_samples)
+            for s in seeds
+        }
+    train0, test0 = splits[job.seed]
+    if not config.data:
+        schema = FederationSchema.of_dataset(test0)
+    if job.rows_per_owner is None:  # the simulation plays every owner: their row count is public configuration here
+        job = job.replace(rows_per_owner=train0.n / config.owners)
     references = {
         s: reference_accuracy(job.task, tr, te, C=job.c, k=job.k, lam=job.lam, boost={"n_rounds": job.n_rounds})
         for s, (tr, te) in splits.items()
@@ -283,35 +439,33 @@ def simulate(args: argparse.Namespace) -> Path:
     reference = float(np.mean(list(references.values())))
     chance = float(np.mean([b["chance"] for b in base.values()]))
     majority = float(np.mean([b["majority_class"] for b in base.values()]))
-    points: list[dict] = []
-    report = {
+    points: list[dict[str, Any]] = []
+    report: dict[str, Any] = {
         "status": "running",
-        "config": {k: v for k, v in vars(args).items() if k not in ("func",)}
-        | {
-            k: v
-            for k, v in job.to_report().items()
-            if k in ("rows_per_owner", "share_weight_bound", "weight_bound_source")
-        },
+        "run_dir": str(run_dir),
+        "config": dataclasses.replace(config, job=job).to_report(),
         "version": version_info(),
         "learner": learner_label(job),
-        "labels_mode": args.labels if args.task == "ncc" else None,
-        "transport": "grpc+insecure" if args.insecure else "grpc+mTLS",
-        "rng": {"kind": args.rng, "seed": args.seed, "repeats": args.repeats},
+        "labels_mode": job.labels if job.task == "ncc" else None,
+        "transport": "grpc+insecure" if config.insecure else "grpc+mTLS",
+        "rng": {"kind": config.rng, "seed": job.seed, "repeats": config.repeats},
         "reference_accuracy": reference,
-        "reference_learner": REFERENCE_LEARNERS[args.task],
+        "reference_learner": REFERENCE_LEARNERS[job.task],
         "baselines": {"chance": chance, "majority_class": majority},
         "train_rows": int(train0.X.shape[0]),
         "test_rows": int(test0.X.shape[0]),
         "points": points,
         "host": host_info(),
     }
-    certs = None if args.insecure else make_certs(run_dir / "certs", owners=args.processes)
+    certs = None if config.insecure else make_certs(run_dir / "certs", owners=config.processes)
     try:
-        for eps in args.epsilon:
+        for eps in config.epsilons:
             runs = []
             for s in seeds:
-                point_dir = run_dir / f"eps-{eps:g}" / (f"seed-{s}" if args.repeats > 1 else "")
-                run = run_point(args, job.replace(epsilon=eps, seed=s), point_dir, certs, splits[s][1], show_progress)
+                point_dir = run_dir / f"eps-{eps:g}" / (f"seed-{s}" if config.repeats > 1 else "")
+                run = run_point(
+                    config, job.replace(epsilon=eps, seed=s), point_dir, certs, splits[s][1], show_progress, schema
+                )
                 spent_file = write_json(point_dir / "epsilon_spent.json", run.pop("_spent"))
                 run["epsilon_spent"]["per_owner_file"] = str(spent_file.relative_to(run_dir))
                 runs.append(run)
@@ -323,9 +477,21 @@ def simulate(args: argparse.Namespace) -> Path:
         raise type(exc)(f"{exc} (report: {run_dir / 'report.json'})") from exc
     report |= {"status": "ok", "wall_time_s": time.perf_counter() - t0}
     write_json(run_dir / "report.json", report)
-    _plot(run_dir / "accuracy_vs_epsilon.png", args, job, points, reference, chance, majority)
+    _plot(run_dir / "accuracy_vs_epsilon.png", config, job, points, reference, chance, majority)
     print(f"report: {run_dir / 'report.json'}", file=sys.stderr)
-    return run_dir
+    return report
+
+
+def _pooled(files: tuple[Path, ...], schema: FederationSchema) -> Dataset:
+    """The rows of every owner file, each checked against ``schema``, pooled (the reference's training set)."""
+    parts = [check_owner_rows(read_owner_rows(str(path)), schema) for path in files]
+    return Dataset(
+        "+".join(p.name for p in parts),
+        np.vstack([p.X for p in parts]),
+        np.concatenate([p.y for p in parts]),
+        schema.bounds,
+        np.array(schema.classes),
+    )
 
 
 def _point(epsilon: float, runs: list[dict]) -> dict:
@@ -356,7 +522,7 @@ def _print_point(point: dict, reference: float, chance: float, majority: float) 
 
 def _plot(
     path: Path,
-    args: argparse.Namespace,
+    config: SimulationConfig,
     job: JobConfig,
     points: list[dict],
     reference: float,
@@ -369,10 +535,10 @@ def _plot(
         path,
         eps,
         {label: [p["accuracy"] for p in points], "non-private reference": [reference] * len(points)},
-        errors={label: [p["accuracy_std"] for p in points]} if args.repeats > 1 else None,
+        errors={label: [p["accuracy_std"] for p in points]} if config.repeats > 1 else None,
         hlines={"majority class": majority, "chance": chance},
         xlabel="epsilon",
-        ylabel="test accuracy" + (f" (mean ± std of {args.repeats} runs)" if args.repeats > 1 else ""),
+        ylabel="test accuracy" + (f" (mean ± std of {config.repeats} runs)" if config.repeats > 1 else ""),
         logx=True,
-        title=f"{args.dataset}: {args.owners} owners, {args.processes} node processes",
+        title=f"{job.dataset}: {config.owners} owners, {config.processes} node processes",
     )

@@ -1,18 +1,40 @@
 """Where an owner node's rows come from: a partition of a built-in data set (simulation) or
-its own file. The split and partition are deterministic in the seed, so the launcher and every
+its own file, checked against the federation schema (:mod:`privfed.common.schema`). The split and partition are deterministic in the seed, so the launcher and every
 node agree on who holds which rows without any row being shipped."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
 import numpy as np
 
-from privfed.common.datasets import Dataset, federation_split, load_file, partition  # federation_split: re-exported
+from privfed.common.datasets import (  # federation_split: re-exported
+    Dataset,
+    federation_split,
+    parse_bounds,
+    partition,
+    read_rows,
+)
 from privfed.common.errors import ConfigError
 from privfed.common.identity import owner_id
 from privfed.common.rng import make_rng
+from privfed.common.schema import FederationSchema
 from privfed.owner.handlers import LocalOwner
 
-__all__ = ["owner_id", "parse_shards", "federation_split", "owner_generator", "build_owners", "load_owner_file"]
+__all__ = [
+    "owner_id",
+    "parse_shards",
+    "federation_split",
+    "owner_generator",
+    "build_owners",
+    "OwnerRows",
+    "read_owner_rows",
+    "shorthand_schema",
+    "check_owner_rows",
+    "load_owner_file",
+]
 
 
 def parse_shards(spec: str, n_owners: int) -> range:
@@ -56,33 +78,47 @@ def build_owners(
     ]
 
 
-def load_owner_file(path: str, bounds_spec: str | None, n_classes: int | None, n_label_columns: int = 1) -> Dataset:
-    """An owner's own rows with its declared public configuration.
+@dataclass(frozen=True)
+class OwnerRows:
+    """An owner's own file as read, before it is checked against the federation schema: ``X``,
+    the raw label values ``labels`` (n,), the header's feature names, and ``where(i)``, which
+    names row i in the file ("line 7") for error messages."""
 
-    ``n_classes`` (``--classes K``, 2 by default) is public: labels are the integers ``0 .. K-1``
-    and a row whose label falls outside them is rejected here, with a one-line local error. The
-    number of classes is never taken from the rows (a task's class count is checked against it,
-    and a refusal that depended on the labels held would tell the coordinator about them).
-    """
+    name: str
+    X: np.ndarray
+    labels: np.ndarray
+    feature_names: tuple[str, ...] | None
+    where: Callable[[int], str]
+
+
+def read_owner_rows(path: str) -> OwnerRows:
+    """Read an owner's CSV (features, then one label column) or NPZ (X, y) file; one-line
+    ConfigErrors naming file and line for unreadable content (:func:`privfed.common.datasets.read_rows`)."""
+    X, labels, names, where = read_rows(path, n_label_columns=1, text_labels=True)
+    return OwnerRows(Path(path).name, X, labels[:, 0], names, where)
+
+
+def shorthand_schema(rows: OwnerRows, bounds_spec: str | None, n_classes: int) -> FederationSchema:
+    """The schema the flags ``--bounds`` and ``--classes K`` describe for ``rows``: its feature
+    count, the public bounds, class values ``0 .. K-1``. Never read from the rows' values."""
     if bounds_spec is None:
         raise ConfigError(
-            f"{path}: public bounds are required with --data (--bounds lo:hi or a JSON file); "
-            "they are never computed from the private rows"
+            f"{rows.name}: public bounds are required with --data (--schema FILE, or --bounds lo:hi or a JSON "
+            "file); they are never computed from the private rows"
         )
-    if not isinstance(n_classes, int) or n_classes < 2:
-        raise ConfigError(
-            f"{path}: --classes K must be an integer >= 2: the number of classes is public "
-            f"configuration, never read from the private rows (got {n_classes!r})"
-        )
+    return FederationSchema.shorthand(parse_bounds(bounds_spec, rows.X.shape[1]), n_classes)
+
+
+def check_owner_rows(rows: OwnerRows, schema: FederationSchema) -> Dataset:
+    """``rows`` as a data set of ``schema``, labels mapped by value (:meth:`FederationSchema.dataset`);
+    a wrong feature count or an unknown label is a one-line ConfigError naming file and line."""
+    return schema.dataset(rows.name, rows.X, rows.labels, rows.where, rows.feature_names)
+
+
+def load_owner_file(path: str, bounds_spec: str | None, n_classes: int, n_label_columns: int = 1) -> Dataset:
+    """An owner's own rows under the shorthand schema of ``--bounds`` and ``--classes K``
+    (labels must be ``0 .. K-1``); see :func:`check_owner_rows`. Owner files have one label column."""
     if n_label_columns != 1:
         raise ConfigError(f"{path}: owner files have exactly one label column, got n_label_columns={n_label_columns}")
-    ds = load_file(path, bounds=bounds_spec, n_label_columns=1)
-    labels = np.asarray(ds.classes)[ds.y]  # load_file stores labels as indices into the values it found
-    bad = np.flatnonzero((labels < 0) | (labels >= n_classes))
-    if bad.size:
-        raise ConfigError(
-            f"{ds.name}: row {int(bad[0]) + 1} has label {int(labels[bad[0]])}, outside the declared "
-            f"classes 0..{n_classes - 1} (--classes {n_classes}; declare the number of classes with "
-            "--classes K)"
-        )
-    return Dataset(ds.name, ds.X, labels.astype(np.int64), ds.bounds, np.arange(n_classes), ds.feature_names)
+    rows = read_owner_rows(path)
+    return check_owner_rows(rows, shorthand_schema(rows, bounds_spec, n_classes))

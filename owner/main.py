@@ -10,14 +10,28 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from privfed.common.errors import PrivfedError
+from privfed.common.datasets import Dataset, read_schema
+from privfed.common.errors import ConfigError, PrivfedError
+from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
-from privfed.owner.data import build_owners, federation_split, load_owner_file, parse_shards
+from privfed.common.schema import FederationSchema
+from privfed.owner.data import (
+    build_owners,
+    check_owner_rows,
+    federation_split,
+    parse_shards,
+    read_owner_rows,
+    shorthand_schema,
+)
 from privfed.owner.handlers import LocalOwner
-from privfed.owner.node import ConnectError, OwnerNode
+from privfed.owner.node import ConnectError, DeferredOwners, OwnerNode
 from privfed.proto.transport import TlsFiles
 
 log = logging.getLogger("privfed.owner")
+
+#: Seconds a node whose rows fail its local schema check tries to reach the coordinator to report
+#: it (at most ``--connect-timeout``) before it exits with the error anyway.
+REPORT_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,9 +49,14 @@ class OwnerConfig:
     ledger : Path; epsilon_budget : float; delta_budget : float
         ``--ledger``, ``--epsilon-budget``, ``--delta-budget``: the node's SQLite privacy ledger
         and each hosted owner's total (ε, δ).
-    data : str or None; bounds : str or None; classes : int
-        ``--data``, ``--bounds``, ``--classes``: the owner's own rows, their public bounds and the
-        public number of classes. None: a partition of the built-in ``dataset`` (simulation).
+    data : str or None
+        ``--data``: the owner's own rows (None: a partition of the built-in ``dataset``, simulation).
+    schema : Path or None
+        ``--schema``: the federation schema file; it must be the coordinator's (same digest).
+    bounds : str or None; classes : int
+        ``--bounds``, ``--classes``: shorthand for a schema with these public bounds and class
+        values ``0 .. K-1``; it must match the coordinator's in features, bounds and classes.
+        With neither, the rows are checked against the schema the coordinator sends.
     shards : str
         ``--shards``: ``A:B`` (owners A..B-1 of the partition) or a count K.
     dataset : str; n_owners : int; seed : int; test_fraction : float; n_samples : int or None
@@ -59,6 +78,7 @@ class OwnerConfig:
     epsilon_budget: float
     delta_budget: float = 0.0
     data: str | None = None
+    schema: Path | None = None
     bounds: str | None = None
     classes: int = 2
     shards: str = "1"
@@ -73,26 +93,78 @@ class OwnerConfig:
     allow_clear_labels: bool = False
 
 
-def load_owners(config: OwnerConfig) -> list[LocalOwner]:
-    """The logical owners this node hosts: from its own file, or its shards of a built-in partition."""
-    if config.data:
-        train = load_owner_file(config.data, config.bounds, config.classes)
-        try:  # a file's owners are this node's alone: the partition has B (or K) of them
-            count = int(config.shards.rpartition(":")[2])
-        except ValueError:
-            count = 0  # parse_shards says what is wrong
-        shards = parse_shards(config.shards, count)
-        n_owners = shards.stop
-    else:
+def agreed_schema(
+    local: FederationSchema | None, remote: FederationSchema | None, *, from_file: bool
+) -> FederationSchema:
+    """The schema an owner checks its rows against: the coordinator's (``remote``), which a local
+    one must match: by digest if it comes from ``--schema`` (``from_file``), else (``--bounds``,
+    ``--classes``) in features, bounds and classes."""
+    if remote is None or local is None:
+        only = remote if remote is not None else local
+        if only is None:
+            raise ConfigError("no federation schema: the coordinator sent none; give --schema FILE or --bounds")
+        return only
+    differences = local.differences(remote, names=from_file)
+    if from_file and local.digest() != remote.digest():
+        raise ConfigError(
+            f"--schema (sha256 {local.digest()[:12]}) is not the coordinator's schema (sha256 "
+            f"{remote.digest()[:12]}): {', '.join(differences) or 'formatting'}; use the federation's schema file"
+        )
+    if differences:
+        raise ConfigError(
+            f"--bounds/--classes do not match the coordinator's federation schema: {', '.join(differences)}; "
+            "use the federation's schema file (--schema)"
+        )
+    return remote
+
+
+def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
+    """The logical owners this node hosts: its shards of a built-in partition, or -- with
+    ``--data`` -- owners whose rows are checked against the federation schema the coordinator
+    sends at registration (:class:`~privfed.owner.node.DeferredOwners`).
+
+    The file is read, and checked against a local schema (``--schema``, or ``--bounds`` and
+    ``--classes``), before the node dials out, so a malformed file fails at once; a mismatch is
+    still reported to the coordinator (the node registers and refuses every task)."""
+    local = read_schema(config.schema) if config.schema is not None else None
+    if not config.data:
         train, _ = federation_split(
             config.dataset, seed=config.seed, test_fraction=config.test_fraction, n_samples=config.n_samples
         )
-        n_owners, shards = config.n_owners, parse_shards(config.shards, config.n_owners)
+        return build_node_owners(config, train, n_owners=config.n_owners)
+    rows = read_owner_rows(config.data)
+    if local is None and config.bounds is not None:
+        local = shorthand_schema(rows, config.bounds, config.classes)
+    early: ConfigError | None = None
+    if local is not None:
+        try:
+            check_owner_rows(rows, local)
+        except ConfigError as exc:
+            hint = "" if config.schema is not None else "; --bounds means class values 0..K-1 (--classes K)"
+            early = ConfigError(f"{exc}{hint}")
+            log.error("%s; telling the coordinator (up to %g s)", early, REPORT_TIMEOUT)
+    try:  # a file's owners are this node's alone: the partition has B (or K) of them
+        count = int(config.shards.rpartition(":")[2])
+    except ValueError:
+        count = 0  # parse_shards says what is wrong
+    shards = parse_shards(config.shards, count)
+
+    def load(remote: FederationSchema | None) -> list[LocalOwner]:
+        if early is not None:
+            raise early
+        schema = agreed_schema(local, remote, from_file=config.schema is not None)
+        return build_node_owners(config, check_owner_rows(rows, schema), n_owners=shards.stop)
+
+    return DeferredOwners(tuple(owner_id(config.name, i) for i in shards), load, None if early is None else str(early))
+
+
+def build_node_owners(config: OwnerConfig, train: Dataset, *, n_owners: int) -> list[LocalOwner]:
+    """The node's shards (``--shards``) of an even partition of ``train`` into ``n_owners``."""
     return build_owners(
         train,
         node_id=config.name,
         n_owners=n_owners,
-        shards=shards,
+        shards=parse_shards(config.shards, n_owners),
         seed=config.seed,
         rng_kind=config.rng,
         rng_seed=config.seed,
@@ -101,7 +173,7 @@ def load_owners(config: OwnerConfig) -> list[LocalOwner]:
 
 def run_owner(config: OwnerConfig, tls: TlsFiles | None) -> int:
     """Load the node's rows, open its ledger and serve the coordinator until the job ends (0)."""
-    owners = load_owners(config)
+    owners = hosted_owners(config)
     ledger = Ledger(config.ledger, epsilon_budget=config.epsilon_budget, delta_budget=config.delta_budget)
     node = OwnerNode(
         node_id=config.name,
@@ -109,7 +181,10 @@ def run_owner(config: OwnerConfig, tls: TlsFiles | None) -> int:
         tls=tls,
         owners=owners,
         ledger=ledger,
-        connect_timeout=config.connect_timeout,
+        # a node whose rows were refused only reports that (schema_mismatch): it waits less for the coordinator
+        connect_timeout=config.connect_timeout
+        if not isinstance(owners, DeferredOwners) or owners.error is None
+        else min(config.connect_timeout, REPORT_TIMEOUT),
         target_name_override=config.target_name,
         allow_clear_labels=config.allow_clear_labels,
     )
@@ -119,12 +194,22 @@ def run_owner(config: OwnerConfig, tls: TlsFiles | None) -> int:
             "recorded in the ledger as non-private (purpose 'clear-labels')"
         )
     signal.signal(signal.SIGTERM, lambda *_: node.stop_event.set())
-    log.info(
-        "node %s hosts %d logical owner(s), %d row(s)", config.name, len(owners), sum(o.X.shape[0] for o in owners)
-    )
+    if isinstance(owners, DeferredOwners):
+        log.info(
+            "node %s hosts %d logical owner(s) of its own file %s", config.name, len(owners.owner_ids), config.data
+        )
+    else:
+        log.info(
+            "node %s hosts %d logical owner(s), %d row(s)", config.name, len(owners), sum(o.X.shape[0] for o in owners)
+        )
     try:
-        return node.run()
+        code = node.run()
     except ConnectError as exc:
+        if isinstance(owners, DeferredOwners) and owners.error is not None:  # the data error matters more
+            raise ConfigError(f"{owners.error} (and the coordinator could not be told: {exc})") from exc
         raise PrivfedError(str(exc)) from exc
     finally:
         ledger.close()
+    if node.fatal is not None:  # already reported to the coordinator (schema_mismatch refusals)
+        raise ConfigError(node.fatal)
+    return code

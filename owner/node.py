@@ -16,12 +16,13 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import grpc
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-from privfed.common.errors import ProtocolError
+from privfed.common.errors import ConfigError, ProtocolError
 from privfed.common.ledger import Ledger
 from privfed.common.messages import (
     BoostEvaluateTask,
@@ -33,6 +34,7 @@ from privfed.common.messages import (
     RingMessageTask,
     Task,
 )
+from privfed.common.schema import FederationSchema
 from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
 from privfed.common.secagg.ring import Outbound
 from privfed.owner.boosting import RingDriver
@@ -95,6 +97,19 @@ def _is_evaluate(item: Task | Result) -> bool:
     return isinstance(item, Task) and isinstance(item.spec, BoostEvaluateTask)
 
 
+@dataclass(frozen=True)
+class DeferredOwners:
+    """Logical owners whose rows are checked against the federation schema the coordinator sends
+    at registration: their ids (registered first) and ``load(schema)``, called once with that
+    schema (None if the coordinator sent none). A ConfigError from ``load`` is the node's fatal
+    error: it refuses every task as ``schema_mismatch`` (a fixed text, no data) and exits 2.
+    ``error``: a local check of the rows already failed with this message (``load`` raises it)."""
+
+    owner_ids: tuple[str, ...]
+    load: Callable[[FederationSchema | None], list[LocalOwner]]
+    error: str | None = None
+
+
 def _is_batch_task(item: Task | Result) -> bool:
     """A task answered in a batch by the handlers (not a ring hop, not a refusal made at decoding)."""
     return isinstance(item, Task) and not isinstance(item.spec, (BoostEvaluateTask, RingMessageTask))
@@ -107,7 +122,7 @@ class OwnerNode:
         node_id: str,
         target: str,
         tls: TlsFiles | None,
-        owners: list[LocalOwner],
+        owners: list[LocalOwner] | DeferredOwners,
         ledger: Ledger,
         connect_timeout: float = 60.0,
         target_name_override: str | None = None,
@@ -116,7 +131,11 @@ class OwnerNode:
         self.node_id = node_id
         self._target = target
         self._tls = tls
-        self._owners = {o.owner_id: o for o in owners}
+        self._deferred = owners if isinstance(owners, DeferredOwners) else None
+        self._owners = {} if isinstance(owners, DeferredOwners) else {o.owner_id: o for o in owners}
+        self._owner_ids = list(owners.owner_ids) if isinstance(owners, DeferredOwners) else list(self._owners)
+        #: The node's fatal error (its rows do not fit the federation schema), or None.
+        self.fatal: str | None = None
         self._ledger = ledger
         self._allow_clear_labels = allow_clear_labels
         self._connect_timeout = connect_timeout
@@ -125,7 +144,7 @@ class OwnerNode:
         self._unsent: list = []
         # One X25519 key per logical owner for end-to-end ring messages, signed with this
         # node's certificate key so peers can check the relaying coordinator didn't swap it.
-        self._x25519 = {oid: generate_private_key() for oid in self._owners}
+        self._x25519 = {oid: generate_private_key() for oid in self._owner_ids}
         ca_pem = tls.read()[0] if tls is not None else None
         self._ring = RingDriver(self._x25519, ca_pem, ledger)  # ring contributions are debited releases
         self._evaluate_task: dict[str, str] = {}
@@ -144,7 +163,7 @@ class OwnerNode:
             _, cert, key = self._tls.read()
             signer = load_pem_private_key(key, password=None)
         infos = []
-        for oid in self._owners:
+        for oid in self._owner_ids:
             pub = public_bytes(self._x25519[oid])
             sig = sign_public_key(signer, pub, oid) if signer is not None else b""
             infos.append(OwnerInfo(oid, pub, sig))  # no row count (contract 2)
@@ -155,8 +174,39 @@ class OwnerNode:
         request = pb.RegisterNodeRequest(
             node_id=self.node_id, node_certificate=cert, owners=[serde.owner_info_to_proto(i) for i in infos]
         )
-        if self._retry(lambda: stub.RegisterNode(request, timeout=REGISTER_TIMEOUT), "register") is not None:
-            log.info("node %s registered %d owner(s) with %s", self.node_id, len(self._owners), self._target)
+        reply = self._retry(lambda: stub.RegisterNode(request, timeout=REGISTER_TIMEOUT), "register")
+        if reply is not None:
+            log.info("node %s registered %d owner(s) with %s", self.node_id, len(self._owner_ids), self._target)
+            self._receive_schema(reply.schema)
+
+    def _receive_schema(self, text: str) -> None:
+        """Load deferred owners' rows against the coordinator's schema (once: a re-registration
+        keeps them). A schema that does not parse, or rows that do not fit it, make the node fatal."""
+        if self._deferred is None or self._owners or self.fatal is not None:
+            return
+        try:
+            schema = FederationSchema.parse(text, source="the coordinator's federation schema") if text else None
+            owners = self._deferred.load(schema)
+            if sorted(o.owner_id for o in owners) != sorted(self._owner_ids):
+                raise ConfigError("the loaded owners are not the registered ones")  # a bug of the caller
+        except ConfigError as exc:
+            self.fatal = str(exc)
+            log.error("%s; this node refuses every task (schema_mismatch) and exits", exc)
+            return
+        self._owners = {o.owner_id: o for o in owners}
+        log.info("rows of %d owner(s) fit the federation schema", len(owners))
+
+    def _refuse_all(self, stub: pb_grpc.CoordinatorStub, tasks: Iterable[Task | Result]) -> bool:
+        """A fatal node answers every task it pulls with a ``schema_mismatch`` refusal; True once
+        it has refused at least one (the coordinator now knows), so the node may exit."""
+        refused = [
+            Result(t.task_id, t.owner_id, Refusal.of("schema_mismatch"))
+            for t in tasks
+            if isinstance(t, Task) and not isinstance(t.spec, RingMessageTask)
+        ]
+        if refused:
+            self._push(stub, refused)
+        return bool(refused)
 
     def _retry(self, call: Callable[[], _T], what: str) -> _T | None:
         """Call until it succeeds; on a stop request, give up after one more attempt (so
@@ -364,7 +414,8 @@ class OwnerNode:
             self._push(stub, ready)
 
     def run(self) -> int:
-        """Serve until the coordinator says the job is over (0) or SIGTERM (0)."""
+        """Serve until the coordinator says the job is over (0) or SIGTERM (0); a fatal node (see
+        :class:`DeferredOwners`) returns 2 once it has refused a batch of tasks or is stopped."""
         with self._channel() as channel:
             stub = pb_grpc.CoordinatorStub(channel)
             self._register(stub)
@@ -384,7 +435,11 @@ class OwnerNode:
                     continue
                 if reply.shutdown:
                     log.info("coordinator ended the job; node %s exits", self.node_id)
-                    return 0
+                    return 0 if self.fatal is None else 2
+                if self.fatal is not None:
+                    if self._refuse_all(stub, self._decode(reply.tasks)):
+                        return 2
+                    continue
                 self._answer(stub, self._decode(reply.tasks))
             log.info("node %s stopping on request", self.node_id)
-            return 0
+            return 0 if self.fatal is None else 2

@@ -45,10 +45,12 @@ class RegisterNodeRequest(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerInfo, _Mapping]]] = ..., node_certificate: _Optional[bytes] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
-    __slots__ = ("session_id",)
+    __slots__ = ("session_id", "schema")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+    schema: str
+    def __init__(self, session_id: _Optional[str] = ..., schema: _Optional[str] = ...) -> None: ...
 
 class PullTasksRequest(_message.Message):
     __slots__ = ("node_id", "wait_ms")

@@ -10,6 +10,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from privfed.common.errors import ConfigError
+from privfed.common.schema import FederationSchema
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto.transport import (
     SHUTDOWN_GRACE,
@@ -40,6 +41,7 @@ class CoordinatorServer:
         node_timeout: float = 15.0,
         max_workers: int = 32,
         interceptors: Sequence[grpc.ServerInterceptor] = (),
+        schema: FederationSchema | None = None,
     ):
         self.dispatcher = Dispatcher(node_timeout=node_timeout)
         self.models = ModelStore()
@@ -52,7 +54,8 @@ class CoordinatorServer:
             interceptors=(RejectUndecodable(), *interceptors),
         )
         pb_grpc.add_CoordinatorServicer_to_server(
-            CoordinatorServicer(self.dispatcher, self.models, require_identity=tls is not None), self._server
+            CoordinatorServicer(self.dispatcher, self.models, require_identity=tls is not None, schema=schema),
+            self._server,
         )
         self._health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)

@@ -19,12 +19,15 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from numbers import Real
 from pathlib import Path
+from typing import Any
 
 from privfed.common.boosting.federated import BASE_LEARNERS, EVAL_ROW_BOUND, MAX_OWNER_ROWS
+from privfed.common.datasets import BUILTINS
 from privfed.common.errors import ConfigError
+from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND
 from privfed.common.mechanisms import MECHANISMS
+from privfed.common.validation import check_choice, check_fraction, check_int, check_non_negative, check_positive
 
 TASKS = ("ncc", "lr", "feddpdr", "bdt")
 LABEL_SCHEMES = ("rr", "clear")
@@ -73,6 +76,7 @@ FLAGS = {
     "load_model": "--load-model",
     "journal": "--journal",
     "resume": "--resume",
+    "schema": "--schema",
 }
 
 
@@ -129,6 +133,10 @@ class JobConfig:
     journal : Path or None; resume : bool
         ``--journal``, ``--resume``: bdt only: the SQLite file where each round is checkpointed
         (:mod:`privfed.server.journal`), and whether to continue the job it holds.
+    schema : Path or None
+        ``--schema``: the federation schema file (:mod:`privfed.common.schema`): features, public
+        bounds and class values of owners' own data, and optionally a public test file. Sent to
+        every owner at registration. None: the schema of the built-in ``dataset``.
     """
 
     task: str
@@ -136,7 +144,7 @@ class JobConfig:
     mechanism: str = "pm"
     labels: str = "rr"
     label_fraction: float = 0.2
-    param_bound: float = 4.0
+    param_bound: float = DEFAULT_PARAM_BOUND
     c: float = 1.0
     k: int = 20
     delta: float = 1e-5
@@ -165,36 +173,39 @@ class JobConfig:
     load_model: Path | None = None
     journal: Path | None = None
     resume: bool = False
+    schema: Path | None = None
 
     def __post_init__(self) -> None:
-        _choice(self, "task", TASKS)
-        _choice(self, "mechanism", MECHANISMS)
-        _choice(self, "labels", LABEL_SCHEMES)
-        _choice(self, "base", BASE_LEARNERS)
-        _number(self, "epsilon", low=0.0, allow_inf=True, fix="math.inf (or 'inf') means no noise")
+        check_choice(self.task, name=FLAGS["task"], allowed=TASKS)
+        check_choice(self.mechanism, name=FLAGS["mechanism"], allowed=MECHANISMS)
+        check_choice(self.labels, name=FLAGS["labels"], allowed=LABEL_SCHEMES)
+        check_choice(self.base, name=FLAGS["base"], allowed=BASE_LEARNERS)
+        check_positive(self.epsilon, name=FLAGS["epsilon"], allow_inf=True, fix="math.inf (or 'inf') means no noise")
         for name in ("param_bound", "c", "lam", "eval_row_bound", "register_timeout", "round_timeout", "node_timeout"):
-            _number(self, name, low=0.0)
+            check_positive(getattr(self, name), name=FLAGS[name])
         for name in ("weight_bound", "rows_per_owner", "ring_timeout"):
             if getattr(self, name) is not None:
-                _number(self, name, low=0.0)
+                check_positive(getattr(self, name), name=FLAGS[name])
         for name in ("label_fraction", "eval_fraction", "test_fraction"):
-            _number(self, name, low=0.0, high=1.0)
-        _number(self, "delta", low=0.0, high=1.0, low_open=False)
-        _integer(self, "k", 1)
-        _integer(self, "n_rounds", 1)
-        _integer(self, "n_bins", 2)
-        _integer(self, "max_owner_rows", 1)
-        _integer(self, "seed", 0)
+            check_fraction(getattr(self, name), name=FLAGS[name])
+        if check_non_negative(self.delta, name=FLAGS["delta"]) >= 1:
+            raise ConfigError(f"{FLAGS['delta']} must be a number in [0, 1), got {self.delta!r}")
+        for name, low in (("k", 1), ("n_rounds", 1), ("n_bins", 2), ("max_owner_rows", 1), ("seed", 0)):
+            check_int(getattr(self, name), name=FLAGS[name], minimum=low)
         for name in ("group_size", "n_samples", "owners"):
             if getattr(self, name) is not None:
-                _integer(self, name, 1)
-        if not isinstance(self.dataset, str) or not self.dataset:
-            raise ConfigError(f"--dataset must name a data set, got {self.dataset!r}")
+                check_int(getattr(self, name), name=FLAGS[name], minimum=1)
+        if self.dataset not in BUILTINS:
+            raise ConfigError(
+                f"--dataset must be one of {', '.join(BUILTINS)}, got {self.dataset!r}; for owners' own files give "
+                "the coordinator a federation schema instead (--schema FILE; README, 'Your own data')"
+            )
         if not isinstance(self.listen, str) or not self.listen:
             raise ConfigError(f"--listen must be HOST:PORT, got {self.listen!r}")
         object.__setattr__(self, "out", Path(self.out))
-        if self.load_model is not None:
-            object.__setattr__(self, "load_model", Path(self.load_model))
+        for name in ("load_model", "journal", "schema"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, Path(getattr(self, name)))
 
     @property
     def share_weight_bound(self) -> float:
@@ -214,50 +225,13 @@ class JobConfig:
             return FLAGS["weight_bound"]
         return FLAGS["rows_per_owner"] if self.rows_per_owner is not None else "default"
 
-    def replace(self, **changes) -> JobConfig:
+    def replace(self, **changes: Any) -> JobConfig:
         """A copy with ``changes`` applied and validated again (e.g. one ε of a simulation)."""
         return dataclasses.replace(self, **changes)
 
-    def to_report(self) -> dict:
+    def to_report(self) -> dict[str, Any]:
         """Every field by name, plus the share weight bound used and where it came from."""
         return dataclasses.asdict(self) | {
             "share_weight_bound": self.share_weight_bound,
             "weight_bound_source": self.weight_bound_source,
         }
-
-
-def _choice(config: JobConfig, name: str, allowed: tuple[str, ...]) -> None:
-    value = getattr(config, name)
-    if value not in allowed:
-        raise ConfigError(f"{FLAGS[name]} must be one of {', '.join(allowed)}, got {value!r}")
-
-
-def _number(
-    config: JobConfig,
-    name: str,
-    *,
-    low: float,
-    high: float | None = None,
-    low_open: bool = True,
-    allow_inf: bool = False,
-    fix: str = "",
-) -> None:
-    value = getattr(config, name)
-    ok = isinstance(value, Real) and not isinstance(value, bool) and not math.isnan(value)
-    if ok:
-        ok = (value > low if low_open else value >= low) and (math.isfinite(value) or allow_inf)
-        ok = ok and (high is None or value < high)
-    if not ok:
-        lower = f"> {low:g}" if low_open else f">= {low:g}"
-        span = (
-            f"a number {lower}"
-            + (f" and < {high:g}" if high is not None else "")
-            + ("" if allow_inf or high is not None else " and finite")
-        )
-        raise ConfigError(f"{FLAGS[name]} must be {span}, got {value!r}" + (f"; {fix}" if fix else ""))
-
-
-def _integer(config: JobConfig, name: str, low: int) -> None:
-    value = getattr(config, name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{FLAGS[name]} must be an integer >= {low}, got {value!r}")

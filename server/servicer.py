@@ -18,6 +18,7 @@ from privfed.common.errors import (
     RingClosed,
 )
 from privfed.common.messages import Task
+from privfed.common.schema import FederationSchema
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
@@ -109,10 +110,20 @@ class ModelStore:
 
 
 class CoordinatorServicer(pb_grpc.CoordinatorServicer):
-    def __init__(self, dispatcher: Dispatcher, models: ModelStore, *, require_identity: bool):
+    """``schema``: the federation schema every registering node receives (public configuration)."""
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        models: ModelStore,
+        *,
+        require_identity: bool,
+        schema: FederationSchema | None = None,
+    ):
         self._dispatcher = dispatcher
         self._models = models
         self._require_identity = require_identity
+        self._schema = "" if schema is None else schema.to_json()
 
     def _encode_tasks(self, node_id: str, tasks: list[Task]) -> list[pb.Task]:
         """Encode tasks for one response of at most MAX_RESPONSE_TASK_BYTES; the rest go back to
@@ -140,7 +151,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
             owners = [serde.owner_info_from_proto(o) for o in request.owners]
             session = self._dispatcher.register(node_id, owners, bytes(request.node_certificate))
             log.info("node %s registered %d owner(s)", node_id, len(owners))
-            return pb.RegisterNodeResponse(session_id=session)
+            return pb.RegisterNodeResponse(session_id=session, schema=self._schema)
         except PrivfedError as exc:
             _abort(context, exc)
 

@@ -23,6 +23,7 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.learners import resolve_bounds, resolve_rng
 from privfed.common.learners.logistic import (
+    DEFAULT_PARAM_BOUND,
     LinearModel,
     fit_local_logistic,
     lr_aggregate,
@@ -53,6 +54,14 @@ def _fit_inputs(
     return X, y_idx, classes, resolve_bounds(estimator.bounds, X.shape[1])
 
 
+def _softmax(scores: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of scores (n, K); scores of shape (n,) are the two-class logit."""
+    if scores.ndim == 1:
+        scores = np.column_stack([np.zeros_like(scores), scores])
+    z = np.exp(scores - scores.max(axis=1, keepdims=True))
+    return z / z.sum(axis=1, keepdims=True)
+
+
 class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
     """Logistic regression from perturbed local models, simulated in-process (seed 002 §3.5.2).
 
@@ -65,8 +74,8 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
         Each owner's budget for its one parameter vector.
     mechanism : {"pm", "duchi", "laplace"}
     param_bound : float > 0
-        Public clip bound for every parameter. 1.0 by default, which suits unit-space rows and
-        ``C`` around 1; larger bounds clip less but scale the noise up.
+        Public clip bound for every parameter. ``DEFAULT_PARAM_BOUND`` (4.0) by default, as
+        ``privfed --param-bound``; larger bounds clip less but scale the noise up.
     C : float > 0
         Inverse regularisation strength of each local model.
     n_owners : int >= 1
@@ -95,7 +104,7 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
         self,
         epsilon: float = 1.0,
         mechanism: str = "pm",
-        param_bound: float = 1.0,
+        param_bound: float = DEFAULT_PARAM_BOUND,
         C: float = 1.0,
         n_owners: int = 1,
         bounds: Bounds | tuple[float, float] | None = None,
@@ -141,6 +150,11 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
     def predict(self, X: ArrayLike) -> np.ndarray:
         check_is_fitted(self)
         return self.model_.predict(validate_data(self, X, reset=False, dtype=np.float64))
+
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
+        """Class probabilities (n, K) in the order of ``classes_``: the logistic model's softmax
+        (sigmoid for two classes) of :meth:`decision_function` (seed 002 §3.5.2, eq. 3)."""
+        return _softmax(self.decision_function(X))
 
 
 class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
@@ -216,3 +230,11 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         return self.model_.predict(X)
+
+    def predict_proba(self, X: ArrayLike) -> np.ndarray:
+        """Class probabilities (n, K) in the order of ``classes_``: the softmax of minus half the
+        squared Euclidean distance to each centroid (classes as unit-variance Gaussians around
+        the centroids, as scikit-learn's ``NearestCentroid.predict_proba``; the argmax is :meth:`predict`)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        return _softmax(-0.5 * ((X[:, None, :] - self.centroids_[None, :, :]) ** 2).sum(axis=2))

@@ -51,6 +51,9 @@ def _expit(z: np.ndarray) -> np.ndarray:
 
 #: Newton's stopping rule: Euclidean norm of the gradient of the objective divided by
 #: ``C * max(sum s, 1)`` (scipy trust-ncg's ``gtol`` on the same scaled objective was 1e-9).
+#: The default public clip bound of the parameters, for the federation (``--param-bound``,
+#: JobConfig) and the in-process estimator alike.
+DEFAULT_PARAM_BOUND = 4.0
 _NEWTON_GTOL = 1e-10
 _NEWTON_MAX_STEPS = 100
 

@@ -36,3 +36,44 @@ def test_simulate_reports_baselines_repeats_and_infinite_epsilon_without_bars_on
         assert point["accuracy"] == pytest.approx(sum(accuracies) / 2)
         assert point["accuracy_std"] == pytest.approx(abs(accuracies[0] - accuracies[1]) / 2**0.5)
     assert (report_path.parent / "accuracy_vs_epsilon.png").stat().st_size > 1000
+
+
+def _own_files(tmp_path, bad_line: int | None = None):
+    """Two owners' CSV files (labels {3, 7} and {-1, 3, 7}), a public test file and their schema."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    centres = {-1: (2.0, 2.0), 3: (8.0, 2.0), 7: (5.0, 8.0)}
+    for name, labels, n in (("a.csv", [3, 7], 60), ("b.csv", [-1, 3, 7], 60), ("test.csv", [-1, 3, 7], 90)):
+        y = rng.choice(labels, size=n)
+        X = np.clip(np.array([centres[int(v)] for v in y]) + rng.normal(0, 1.0, (n, 2)), 0, 10)
+        lines = [f"{a:.3f},{b:.3f},{int(v)}" for (a, b), v in zip(X, y)]
+        if name == "b.csv" and bad_line is not None:
+            lines[bad_line - 1] = "1,1,5"
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    (tmp_path / "schema.toml").write_text(
+        'features = ["a", "b"]\nclasses = [-1, 3, 7]\ntest = "test.csv"\n[bounds]\nlo = 0\nhi = 10\n'
+    )
+    return ["--schema", str(tmp_path / "schema.toml"), "--data", str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]
+
+
+@pytest.mark.slow
+def test_simulate_on_owners_own_files_matches_the_pooled_reference_without_noise(tmp_path):
+    args = [sys.executable, "-m", "privfed.deploy.cli", "simulate", *_own_files(tmp_path), "--owners", "12"]
+    args += ["--epsilon", "inf", "--task", "ncc", "--insecure", "--out", str(tmp_path / "runs")]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (report_path,) = (tmp_path / "runs").glob("*/report.json")
+    report = json.loads(report_path.read_text())
+    assert report["config"]["processes"] == 2 and report["train_rows"] == 120 and report["test_rows"] == 90
+    assert report["reference_accuracy"] > 0.9 and report["points"][0]["accuracy"] == report["reference_accuracy"]
+    assert report["points"][0]["answered"] == 12
+
+
+@pytest.mark.slow
+def test_simulate_stops_at_an_owner_file_with_an_unknown_label(tmp_path):
+    args = [sys.executable, "-m", "privfed.deploy.cli", "simulate", *_own_files(tmp_path, bad_line=4)]
+    args += ["--owners", "12", "--epsilon", "1", "--insecure", "--out", str(tmp_path / "runs")]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "b.csv: line 4: label 5 is not a class of the federation schema" in done.stderr.strip().splitlines()[-1]

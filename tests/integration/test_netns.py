@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from privfed.common.ledger import Ledger
@@ -31,8 +32,8 @@ CLI = [sys.executable, "-m", "privfed.deploy.cli"]
 WAIT = 120  # seconds a process may take before the test gives up on it
 
 
-def make_certs(out: Path, *sans: str) -> Path:
-    cmd = [*CLI, "certs", "--out", str(out), "--owners", "2"] + [a for s in sans for a in ("--san", s)]
+def make_certs(out: Path, *sans: str, owners: int = 2) -> Path:
+    cmd = [*CLI, "certs", "--out", str(out), "--owners", str(owners)] + [a for s in sans for a in ("--san", s)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=WAIT)
     return out
 
@@ -136,3 +137,76 @@ def test_owner_refuses_a_coordinator_whose_certificate_lacks_its_address(tmp_pat
         assert coord.poll() is None  # still waiting for owners: nobody got through
     assert code == 2, logs(tmp_path)
     assert "unreachable" in (tmp_path / "owner-0.log").read_text()
+
+
+# ------------------------------------------------------------------ owners' own files, one schema
+SCHEMA = """# the federation's public schema: given to the coordinator, sent to every owner
+features = ["a", "b", "c"]
+classes = [-1, 3, 7]
+test = "public_test.csv"
+
+[bounds]
+lo = 0.0
+hi = 16.0
+"""
+CENTRES = {-1: (3.0, 3.0, 3.0), 3: (9.0, 4.0, 8.0), 7: (4.0, 10.0, 12.0)}
+
+
+def write_rows(path: Path, labels: list[int], n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` rows with labels drawn from ``labels`` around fixed centres, written as a CSV with a header."""
+    y = rng.choice(labels, size=n)
+    X = np.clip(np.array([CENTRES[int(v)] for v in y]) + rng.normal(0.0, 2.0, (n, 3)), 0.0, 16.0)
+    lines = ["a,b,c,label"] + [",".join(f"{v:.4f}" for v in row) + f",{int(label)}" for row, label in zip(X, y)]
+    path.write_text("\n".join(lines) + "\n")
+    return X, y
+
+
+def test_owners_own_files_checked_against_the_coordinators_schema(tmp_path):
+    """Three machines hold their own CSV files: labels {3, 7} on one, {-1, 3, 7} on another (mapped
+    by value, not renumbered per file), and a file with an unknown label on line 5 on the third,
+    which exits 2 naming file and line and reaches the coordinator as schema_mismatch refusals.
+    At ε = ∞ the federated nearest centroid matches the pooled non-private model."""
+    from sklearn.neighbors import NearestCentroid
+
+    rng = np.random.default_rng(11)
+    Xa, ya = write_rows(tmp_path / "a.csv", [3, 7], 150, rng)
+    Xb, yb = write_rows(tmp_path / "b.csv", [-1, 3, 7], 150, rng)
+    Xt, yt = write_rows(tmp_path / "public_test.csv", [-1, 3, 7], 300, rng)
+    write_rows(tmp_path / "c.csv", [3, 7], 40, rng)
+    lines = (tmp_path / "c.csv").read_text().splitlines()
+    lines[4] = lines[4].rsplit(",", 1)[0] + ",5"
+    (tmp_path / "c.csv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "schema.toml").write_text(SCHEMA)
+    certs = make_certs(tmp_path / "certs", "10.77.0.1", owners=3)
+    with Lan(4, subnet="10.77.0.0/24") as lan:
+        coord_host, *hosts = lan.hosts
+        common = ["--certs", str(certs), "--epsilon-budget", "inf", "--rng", "seeded", "--connect-timeout", "60"]
+        coord = lan.popen(
+            coord_host,
+            [*CLI, "coordinator", "--listen", f"{coord_host.address}:{PORT}", "--certs", str(certs), "--owners", "30"]
+            + ["--epsilon", "inf", "--task", "ncc", "--schema", str(tmp_path / "schema.toml")]
+            + ["--out", str(tmp_path / "runs"), "--register-timeout", "60"],
+            stdout=open(tmp_path / "coordinator.log", "w"),
+            stderr=subprocess.STDOUT,
+        )
+        nodes = []
+        for i, (host, name, extra) in enumerate(
+            zip(hosts, "abc", (["--schema", str(tmp_path / "schema.toml")], [], [])),
+        ):
+            cmd = [*CLI, "owner", "--coordinator", f"{coord_host.address}:{PORT}", "--name", f"owner-{i}"]
+            cmd += ["--data", str(tmp_path / f"{name}.csv"), "--shards", "10", "--ledger", str(tmp_path / f"{i}.db")]
+            log = open(tmp_path / f"owner-{i}.log", "w")
+            nodes.append(lan.popen(host, cmd + common + extra, stdout=log, stderr=subprocess.STDOUT))
+        codes = [p.wait(timeout=WAIT) for p in [coord, *nodes]]
+    assert codes == [0, 0, 0, 2], logs(tmp_path)
+    assert (tmp_path / "owner-2.log").read_text().strip().splitlines()[-1] == (
+        "privfed owner: error: c.csv: line 5: label 5 is not a class of the federation schema (classes [-1, 3, 7])"
+    )
+    report = json.loads(next((tmp_path / "runs").glob("*/report.json")).read_text())
+    assert report["status"] == "ok" and (report["owners"], report["answered"]) == (30, 20)
+    assert set(report["refused"]) == {owner_id("owner-2", i) for i in range(10)}
+    assert report["refusal_summary"].startswith("10/30 owners refused: schema_mismatch")
+    pooled = NearestCentroid().fit(np.vstack([Xa, Xb]), np.concatenate([ya, yb]))
+    reference = float(np.mean(pooled.predict(Xt) == yt))
+    assert reference > 0.8  # the task is learnable; renumbered labels ({3, 7} -> {0, 1}) would break it
+    assert abs(report["accuracy"] - reference) <= 0.01, (report["accuracy"], reference)

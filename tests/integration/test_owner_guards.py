@@ -98,7 +98,7 @@ def test_node_claiming_another_identity_is_rejected(tmp_path):
         ("1.0,2.0,0\n3.0,4.0\n", "(row|line) 2"),
         ("1.0,2.0,0\n3.0,abc,1\n", "(row|line) 2"),
         ("1.0,2.0,0\n3.0,4.0,x\n", "(row|line) 2"),
-        ("1.0,2.0,0\n3.0,4.0,2\n", "row 2 has label 2, outside the declared classes 0..1"),
+        ("1.0,2.0,0\n3.0,4.0,2\n", "line 2: label 2 is not a class of the federation schema"),
     ],
 )
 def test_malformed_data_file_gives_one_line_error(tmp_path, content, expect):
@@ -180,7 +180,7 @@ def test_data_file_labels_beyond_the_default_two_classes_need_declared_classes(t
         "--insecure",
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and "row 3 has label 4" in proc.stderr and "--classes K" in proc.stderr
+    assert proc.returncode == 2 and "line 3: label 4 is not a class" in proc.stderr and "--classes K" in proc.stderr
 
 
 def test_bad_tasks_are_refused_alone_and_the_node_keeps_serving(tmp_path):

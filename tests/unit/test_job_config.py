@@ -79,6 +79,7 @@ def test_the_defaults_are_valid_and_the_config_is_frozen():
         ("register_timeout", -1.0, "--register-timeout"),
         ("node_timeout", math.inf, "--node-timeout"),
         ("dataset", "", "--dataset"),
+        ("dataset", "rows.csv", "--dataset"),
         ("listen", "", "--listen"),
         ("owners", True, "--owners"),
     ],
@@ -123,7 +124,7 @@ def test_every_field_has_a_coordinator_flag():
 
 
 def test_coordinator_task_bdt_uses_the_configured_weight_bound(caplog):
-    strategy, _ = coordinator_strategy(
+    strategy, _, _ = coordinator_strategy(
         job_config(
             parsed(
                 "--task",
@@ -149,19 +150,19 @@ def test_coordinator_task_bdt_uses_the_configured_weight_bound(caplog):
         0.4,
         2.0,
     )
-    strategy, _ = coordinator_strategy(job_config(parsed("--task", "bdt", "--rows-per-owner", "2.5")))
+    strategy, _, _ = coordinator_strategy(job_config(parsed("--task", "bdt", "--rows-per-owner", "2.5")))
     assert strategy.booster.weight_bound == 6.0
     with caplog.at_level(logging.WARNING, logger="privfed.coordinator"):
-        strategy, _ = coordinator_strategy(job_config(parsed("--task", "bdt")))
+        strategy, _, _ = coordinator_strategy(job_config(parsed("--task", "bdt")))
     assert strategy.booster.weight_bound == DEFAULT_WEIGHT_BOUND
     assert "neither --weight-bound nor --rows-per-owner" in caplog.text  # the default is never silent
 
 
 def test_flags_reach_the_single_round_strategies():
-    strategy, test = coordinator_strategy(
+    strategy, _, test = coordinator_strategy(
         job_config(parsed("--task", "lr", "--param-bound", "8", "--C", "0.5", "--mechanism", "duchi"))
     )
-    assert isinstance(strategy, LrStrategy) and strategy.n_classes == len(test.classes)
+    assert isinstance(strategy, LrStrategy) and test is not None and strategy.n_classes == len(test.classes)
     assert (strategy.param_bound, strategy.c, strategy.mechanism, strategy.epsilon) == (8.0, 0.5, "duchi", 1.0)
 
 
@@ -182,7 +183,7 @@ def test_the_task_name_shorthand_builds_the_same_strategy_as_a_job_config():
 def test_an_invalid_flag_value_is_one_line_naming_the_flag(capsys, keep_sigterm):
     assert main([*COORDINATOR, "--insecure", "--rounds", "0"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "privfed coordinator: error: --rounds must be an integer >= 1, got 0"
+    assert err == "privfed coordinator: error: --rounds must be an int >= 1, got 0"
 
 
 def test_a_failed_job_is_one_line_exit_2_not_a_traceback(capsys, tmp_path, keep_sigterm):

@@ -1,0 +1,1 @@
+../../privfed/__init__.py

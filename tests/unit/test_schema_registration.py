@@ -1,0 +1,85 @@
+"""The schema over the wire, with real parts: a coordinator server sends its federation schema at
+registration; an owner node whose own file fits it answers a task, one whose file does not answers
+every task with the fixed schema_mismatch refusal (no data in it) and exits 2."""
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from privfed.common.ledger import Ledger
+from privfed.common.messages import REFUSAL_TEXTS, NccShareReply, NccShareTask, Refusal
+from privfed.common.schema import FederationSchema
+from privfed.owner.main import OwnerConfig, hosted_owners
+from privfed.owner.node import DeferredOwners, OwnerNode
+from privfed.server.app import CoordinatorServer
+from privfed.server.strategies.base import new_tasks
+
+SCHEMA = FederationSchema.parse('features = ["a", "b"]\nclasses = [-1, 3, 7]\n[bounds]\nlo = 0\nhi = 10\n')
+
+
+@pytest.fixture
+def server():
+    server = CoordinatorServer(tls=None, node_timeout=5.0, schema=SCHEMA)
+    port = server.start("127.0.0.1:0")
+    yield server, port
+    server.stop(grace=0)
+
+
+def _node(tmp_path: Path, port: int, name: str, rows: str) -> tuple[list[OwnerNode], threading.Thread, list[int]]:
+    (tmp_path / f"{name}.csv").write_text(rows)
+    config = OwnerConfig(
+        coordinator=f"127.0.0.1:{port}",
+        name=name,
+        ledger=tmp_path / f"{name}.db",
+        epsilon_budget=4.0,
+        data=str(tmp_path / f"{name}.csv"),
+        shards="2",
+        rng="seeded",
+        connect_timeout=10.0,
+    )
+    owners = hosted_owners(config)
+    assert isinstance(owners, DeferredOwners) and owners.error is None  # no local schema: checked after registering
+    nodes: list[OwnerNode] = []
+    codes: list[int] = []
+
+    def serve() -> None:  # the ledger's SQLite connection belongs to the node's thread
+        node = OwnerNode(
+            node_id=name,
+            target=config.coordinator,
+            tls=None,
+            owners=owners,
+            ledger=Ledger(config.ledger, epsilon_budget=4.0),
+        )
+        nodes.append(node)
+        codes.append(node.run())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return nodes, thread, codes
+
+
+def test_owners_receive_the_schema_and_a_file_that_does_not_fit_is_refused_with_a_fixed_text(server, tmp_path):
+    srv, port = server
+    good, good_thread, good_codes = _node(tmp_path, port, "owner-0", "1,2,3\n4,5,7\n6,1,7\n2,2,3\n")
+    bad, bad_thread, bad_codes = _node(tmp_path, port, "owner-1", "1,2,3\n4,5,9\n")
+    assert srv.dispatcher.wait_for_owners(4, timeout=20) == 4
+    spec = NccShareTask("pm", 2.0, "rr", 0.5, SCHEMA.n_classes, SCHEMA.bounds)
+    outcome = srv.dispatcher.run(new_tasks(sorted(srv.dispatcher.owners()), "r1", spec), timeout=20)
+    payloads = {r.owner_id: r.payload for r in outcome.results.values()}
+    assert len(payloads) == 4
+    for i in range(2):
+        assert isinstance(payloads[f"owner-0.o{i:05d}"], NccShareReply)
+        assert payloads[f"owner-1.o{i:05d}"] == Refusal("schema_mismatch", REFUSAL_TEXTS["schema_mismatch"])
+    # the good node's labels went by value: classes 3 and 7 are indices 1 and 2 of [-1, 3, 7]
+    labels = np.concatenate([payloads[f"owner-0.o{i:05d}"].labels for i in range(2)])
+    assert set(labels.tolist()) <= {0, 1, 2} and len(labels) == 4
+    bad_thread.join(timeout=10)
+    assert (
+        bad_codes == [2]
+        and bad[0].fatal == "owner-1.csv: line 2: label 9 is not a class of the federation schema (classes [-1, 3, 7])"
+    )
+    srv.dispatcher.shutdown()
+    good_thread.join(timeout=10)
+    assert good_codes == [0] and good[0].fatal is None
