@@ -17,9 +17,7 @@ the two ``common`` modules allowed to (STYLE rule 1). mlxtend is imported lazily
 from __future__ import annotations
 
 import functools
-import gzip
 import json
-import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -269,6 +267,8 @@ def load_builtin(name: str, *, n_samples: int | None = None, seed: int = 0) -> D
 def _read_text(path: Path) -> str:
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
+        import gzip  # here: an owner node reading plain CSV never loads it
+
         try:
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as exc:
@@ -361,6 +361,8 @@ def _check_labels(name: str, labels: np.ndarray, where: Callable[[int, int], str
 
 
 def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    import zipfile  # np.load's own reader: loaded only for NPZ files
+
     name = path.name
     try:
         with np.load(path, allow_pickle=False) as z:
