@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -77,6 +78,7 @@ class Run:
     out: Path
     returncode: int | None = None
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     error: str = ""
     report_path: Path | None = None
 
@@ -147,7 +149,7 @@ def execute(run: Run, timeout: float) -> None:
     """Run ``run.argv`` as ``python -m privfed.deploy.cli ...``, its output in ``run.out/../<name>.log``."""
     run.out.mkdir(parents=True, exist_ok=True)
     log = run.out.with_suffix(".log")
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu()
     with log.open("w") as fh:
         try:
             done = subprocess.run(
@@ -161,12 +163,19 @@ def execute(run: Run, timeout: float) -> None:
         except subprocess.TimeoutExpired:
             run.returncode = -1
             run.error = f"timed out after {timeout:g} s (--timeout)"
-    run.seconds = time.perf_counter() - start
+    run.seconds, run.cpu_seconds = time.perf_counter() - start, _children_cpu() - cpu
     lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
     if run.returncode != 0 and not run.error:
         run.error = lines[-1] if lines else f"exit code {run.returncode}, no output"
     reports = sorted(run.out.rglob("report.json"), key=lambda p: p.stat().st_mtime)
     run.report_path = reports[-1] if reports else None
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of the finished child processes (the machine may be shared: wall
+    time alone says little about what an experiment costs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def evaluate(section: Section, run: Run) -> Outcome:
@@ -219,8 +228,8 @@ def reproduce(
             runs[key] = run
             state = "done  " if run.returncode == 0 else "FAILED"
             print(
-                f"{tag} {state} {section.key} in {run.seconds:.1f} s (elapsed {_clock(time.perf_counter() - started)})"
-                + (f": {run.error}" if run.error else ""),
+                f"{tag} {state} {section.key} in {run.seconds:.1f} s, CPU {run.cpu_seconds:.1f} s "
+                f"(elapsed {_clock(time.perf_counter() - started)})" + (f": {run.error}" if run.error else ""),
                 flush=True,
             )
         else:
@@ -257,6 +266,8 @@ def run(args: argparse.Namespace, sections: tuple[Section, ...] = SECTIONS) -> i
         "seed": args.seed,
         "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "wall_time_s": seconds,
+        "cpu_s": sum({id(o.run): o.run.cpu_seconds for o in outcomes if o.run is not None}.values()),
+        "load_average_1_5_15": os.getloadavg(),
         "command": "privfed " + " ".join(sys.argv[1:]) if sys.argv[1:] else "privfed reproduce",
         "host": host_info() | {"cpus": os.cpu_count()},
         "timeout_s": timeout,

@@ -51,7 +51,7 @@ def verdict_of(o: Outcome) -> str:
 
 
 def wall_time(o: Outcome) -> str:
-    return "-" if o.run is None else f"{o.run.seconds:.1f} s"
+    return "-" if o.run is None else f"{o.run.seconds:.1f} s (CPU {o.run.cpu_seconds:.1f} s)"
 
 
 def summary_rows(outcomes: list[Outcome]) -> list[tuple[str, ...]]:
@@ -76,7 +76,7 @@ def markdown_summary(outcomes: list[Outcome], meta: dict[str, Any]) -> str:
     lines = [
         f"privfed reproduce{' --quick' if meta['quick'] else ''}: {meta['generated']}, privfed "
         f"{host.get('privfed_version')} commit {host.get('git_commit')}, host {host.get('host')} "
-        f"({host.get('cpus')} CPUs), seed {meta['seed']}, wall time {meta['wall_time_s']:.0f} s",
+        f"({host.get('cpus')} CPUs), seed {meta['seed']}, wall time {meta['wall_time_s']:.0f} s (CPU {meta['cpu_s']:.0f} s)",
         "",
         "| " + " | ".join(SUMMARY_HEADER) + " |",
         "|" + "---|" * len(SUMMARY_HEADER),
@@ -150,7 +150,8 @@ def html_report(outcomes: list[Outcome], meta: dict[str, Any], out: Path) -> str
         "git commit": str(host.get("git_commit")),
         "host": f"{host.get('host')} ({host.get('machine')}, {host.get('cpus')} CPUs, Python {host.get('python')})",
         "seed": f"{meta['seed']} (passed as --seed to every experiment; runs use seed, seed+1, ...)",
-        "wall time": f"{meta['wall_time_s']:.1f} s (each experiment limited to {meta['timeout_s']:g} s)",
+        "wall time": f"{meta['wall_time_s']:.1f} s, CPU {meta['cpu_s']:.1f} s (each experiment limited to "
+        f"{meta['timeout_s']:g} s); load average at the end {', '.join(f'{x:.1f}' for x in meta['load_average_1_5_15'])}",
         "verdicts": ", ".join(f"{v}: {n}" for v, n in sorted(counts.items())),
     }
     head.append("<table>" + "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in facts.items()))
@@ -191,6 +192,7 @@ def outcome_json(o: Outcome, out: Path) -> dict[str, Any]:
         "read_from": {q.label: q.where() for q in s.quantities},
         "command": None if o.run is None else "privfed " + " ".join(o.run.argv),
         "wall_time_s": None if o.run is None else o.run.seconds,
+        "cpu_s": None if o.run is None else o.run.cpu_seconds,
         "report": None if o.run is None or o.run.report_path is None else str(o.run.report_path.relative_to(out)),
         "plots": [str(p.relative_to(out)) for p in o.plots],
         "differences": list(s.differences),
