@@ -245,20 +245,21 @@ def _clock(seconds: float) -> str:
 def run(args: argparse.Namespace, sections: tuple[Section, ...] = SECTIONS) -> int:
     """``privfed reproduce``: run ``sections`` (all of :data:`SECTIONS` by default; ``--only``
     picks some), write the report, return 1 when a section failed."""
+    from privfed.common.errors import ConfigError
+    from privfed.common.validation import check_positive
+    from privfed.deploy.reproduce_report import write_report
+    from privfed.server.report import host_info
+
     date = datetime.now(UTC).strftime("%Y-%m-%d")
     out = args.out or Path("reports") / (f"{date}-quick" if args.quick else date)
     if args.only:
         wanted = [k.strip() for k in args.only.split(",") if k.strip()]
         unknown = sorted(set(wanted) - {s.key for s in sections})
         if unknown:
-            from privfed.common.errors import ConfigError
-
             raise ConfigError(f"--only: unknown section(s) {unknown}; choose from {[s.key for s in sections]}")
         sections = tuple(s for s in sections if s.key in wanted)
-    from privfed.deploy.reproduce_report import write_report
-    from privfed.server.report import host_info
-
-    timeout = args.timeout or (QUICK_TIMEOUT_S if args.quick else TIMEOUT_S)
+    default = QUICK_TIMEOUT_S if args.quick else TIMEOUT_S
+    timeout = default if args.timeout is None else check_positive(args.timeout, name="--timeout")
     out.mkdir(parents=True, exist_ok=True)
     outcomes, seconds = reproduce(sections, out, quick=args.quick, seed=args.seed, timeout=timeout)
     meta = {

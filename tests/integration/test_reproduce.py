@@ -147,6 +147,21 @@ def test_runner_reports_every_outcome_and_exits_1_on_failure(tmp_path: Path, tin
     assert "(quick)" in page and "seed" in page
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [(["--only", "stump-synthetic,nope"], "unknown section(s) ['nope']"), (["--timeout", "0"], "--timeout must be")],
+)
+def test_bad_flags_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    from privfed.deploy.cli import main
+
+    assert main(["reproduce", "--out", str(tmp_path / "r"), *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r" / "runs").exists()  # nothing ran
+
+
 # ---------------------------------------------------------------------------- the whole quick report (CI)
 @pytest.mark.slow
 def test_quick_report_is_complete(tmp_path: Path) -> None:
