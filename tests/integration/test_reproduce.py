@@ -60,6 +60,8 @@ def test_beats_compares_every_element_with_every_other() -> None:
     assert rule({"pm": [0.8, 0.9], "duchi": [0.81, 0.8], "laplace": [0.1, 0.2]}) == CLOSE
     assert rule({"pm": [0.8, 0.9], "duchi": [0.7, 0.95], "laplace": [0.1, 0.2]}) == NOT_MET
     assert rule({"pm": 0.8, "duchi": 0.8, "laplace": 0.1}) == CLOSE  # a tie is not "above"
+    assert rule({"pm": 0.78, "duchi": 0.8, "laplace": 0.1}) == NOT_MET  # 0.02 on the wrong side
+    assert Beats("pm", ("duchi",), close=0.0)({"pm": 0.8, "duchi": 0.8}) == NOT_MET  # no close band
     lower = Beats("pm", ("laplace",), close=0.0, lower=True)
     assert lower({"pm": [0.5, 0.01], "laplace": [27.5, 0.33]}) == MET
     assert lower({"pm": [0.5, 0.5], "laplace": [27.5, 0.33]}) == NOT_MET
