@@ -269,7 +269,11 @@ def run(args: argparse.Namespace, sections: tuple[Section, ...] = SECTIONS) -> i
         "wall_time_s": seconds,
         "cpu_s": sum({id(o.run): o.run.cpu_seconds for o in outcomes if o.run is not None}.values()),
         "load_average_1_5_15": os.getloadavg(),
-        "command": "privfed " + " ".join(sys.argv[1:]) if sys.argv[1:] else "privfed reproduce",
+        "command": " ".join(
+            ["privfed reproduce", *(["--quick"] if args.quick else []), "--out", str(out), "--seed", str(args.seed)]
+            + (["--only", args.only] if args.only else [])
+            + (["--timeout", f"{timeout:g}"] if args.timeout is not None else [])
+        ),
         "host": host_info() | {"cpus": os.cpu_count()},
         "timeout_s": timeout,
     }
