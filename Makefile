@@ -42,7 +42,7 @@ soak: install
 	PRIVFED_SOAK_JOBS=1000 PRIVFED_SOAK_NODES=100 PRIVFED_SOAK_OWNERS=100 $(PY) -m pytest -q -s tests/soak
 
 # Every table and figure of the seed papers into reports/<UTC date>/index.html (README, "Reproducing
-# the papers"): about 30 minutes on 2 cores; exits 1 when an experiment failed (the report says which).
+# the papers"): under 30 minutes on 2 cores; exits 1 when an experiment failed (the report says which).
 reproduce: install
 	$(VENV)/bin/privfed reproduce
 
