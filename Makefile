@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install test test-fast lint demo bench fuzz soak proto clean
+.PHONY: install test test-fast lint demo bench fuzz soak proto clean reproduce reproduce-quick
 
 install: $(STAMP)
 
@@ -40,6 +40,15 @@ fuzz: install
 # Not in CI (tests/soak runs its short variant there): 1000 consecutive jobs, 100 nodes x 100 owners.
 soak: install
 	PRIVFED_SOAK_JOBS=1000 PRIVFED_SOAK_NODES=100 PRIVFED_SOAK_OWNERS=100 $(PY) -m pytest -q -s tests/soak
+
+# Every table and figure of the seed papers into reports/<UTC date>/index.html (README, "Reproducing
+# the papers"): under 30 minutes on 2 cores; exits 1 when an experiment failed (the report says which).
+reproduce: install
+	$(VENV)/bin/privfed reproduce
+
+# The same report at small n and repeats, under 3 minutes: reports/<UTC date>-quick/.
+reproduce-quick: install
+	$(VENV)/bin/privfed reproduce --quick
 
 proto: install
 	$(PY) deploy/protogen.py

@@ -437,6 +437,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("experiment", metavar="NAME", choices=sorted(EXPERIMENTS), help=", ".join(sorted(EXPERIMENTS)))
     p.add_argument("options", nargs=argparse.REMAINDER, help="the experiment's own options")
     p.set_defaults(func=_experiment)
+
+    from privfed.deploy import reproduce
+
+    p = sub.add_parser("reproduce", help="every table and figure of the seed papers in one report (README)")
+    reproduce.add_arguments(p)
+    p.set_defaults(func=reproduce.run)
     return parser
 
 
