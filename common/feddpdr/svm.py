@@ -534,20 +534,18 @@ def aggregate_classifier(
 ) -> np.ndarray:
     """The global coefficients (K, k + 1) from the owners' phase-2 releases (coordinator side).
 
-    ``centroid``: the releases are summed and :func:`privfed.common.feddpdr.centroid.centroid_coef` uses
-    the public total noise variance ``N sigma(epsilon, delta)^2``; ``weights`` are not needed (a sum
-    weighs each owner by its rows already). Other models: :func:`weighted_average` with ``weights``
+    ``centroid``: the releases are summed, each weighted by the row count it carries
+    (:func:`privfed.common.feddpdr.centroid.combine_class_sums`: never worse than the biggest owner
+    alone), and :func:`privfed.common.feddpdr.centroid.centroid_coef` uses the public noise variance of
+    that sum; ``weights`` are not used. Other models: :func:`weighted_average` with ``weights``
     (seed 004 Alg. 1 line 8). Post-processing of DP releases either way.
     """
     if len(releases) == 0:
         raise ConfigError("aggregate_classifier needs at least one release")
     if model == "centroid":
-        from privfed.common.feddpdr.centroid import centroid_coef, class_sums_sigma
+        from privfed.common.feddpdr.centroid import centroid_coef, class_sums_sigma, combine_class_sums
 
-        arrays = [np.asarray(r, dtype=np.float64) for r in releases]
-        if any(a.shape != arrays[0].shape for a in arrays):
-            raise ConfigError(f"class sums must share one shape, got {[a.shape for a in arrays]}")
-        return centroid_coef(np.sum(arrays, axis=0), len(arrays) * class_sums_sigma(epsilon, delta) ** 2)
+        return centroid_coef(*combine_class_sums(releases, class_sums_sigma(epsilon, delta)))
     if model not in SVM_MODELS:
         raise ConfigError(f"model must be one of {SVM_MODELS}, got {model!r}")
     return weighted_average(releases, weights)
