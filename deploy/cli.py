@@ -61,15 +61,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def epsilon_list(text: str) -> list[float]:
+def epsilon_list(text: str, *, allow_zero: bool = False) -> list[float]:
     """``"0.5,1,inf"`` -> ``[0.5, 1.0, inf]``: the one way every command takes ε values
-    (comma-separated numbers > 0; ``inf`` or ``∞`` is the run without noise)."""
+    (comma-separated numbers > 0; ``inf`` or ``∞`` is the run without noise). ``allow_zero``: also
+    0 (null-space cleaning's ε is a utility loss, and 0 is its exact variant)."""
     try:
         values = [math.inf if v.strip() in ("inf", "∞") else float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"epsilon takes numbers separated by commas (or inf), got {text!r}") from None
-    if not values or any(not v > 0 for v in values):
-        raise argparse.ArgumentTypeError(f"every epsilon must be a number > 0 (or inf), got {text!r}")
+    if not values or any(not (v >= 0 if allow_zero else v > 0) for v in values):
+        least = ">= 0" if allow_zero else "> 0"
+        raise argparse.ArgumentTypeError(f"every epsilon must be a number {least} (or inf), got {text!r}")
     return values
 
 

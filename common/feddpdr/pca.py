@@ -38,6 +38,7 @@ from scipy.special import log_ndtr, ndtr
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
+from privfed.common.validation import check_choice, check_fraction, check_int, check_positive, check_real
 
 NEIGHBOURING_SENSITIVITY = {"add-remove": 1.0, "replace-one": math.sqrt(2.0)}
 """L2 sensitivity of ``X^T X`` for rows in the unit ball, per neighbouring relation."""
@@ -47,16 +48,12 @@ NORM_TOLERANCE = 1e-9
 """Rows may exceed norm 1 by this much (float round-off) before a function refuses them."""
 
 
-def _check_epsilon_delta(epsilon, delta) -> tuple[float, float]:
-    for name, value in (("epsilon", epsilon), ("delta", delta)):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise TypeError(f"{name} must be a real number, got {value!r}")
-    epsilon, delta = float(epsilon), float(delta)
-    if not epsilon > 0:
-        raise ConfigError(f"epsilon must be > 0 (or inf for no privacy), got {epsilon}")
-    if epsilon != math.inf and not 0.0 < delta < 1.0:
-        raise ConfigError(f"delta must lie in (0, 1), got {delta}; the seed uses 1e-4, privfed defaults to 1e-5")
-    return epsilon, delta
+def _check_epsilon_delta(epsilon: object, delta: object) -> tuple[float, float]:
+    eps = check_positive(epsilon, name="epsilon", allow_inf=True, fix="inf asks for no privacy")
+    dlt = check_real(delta, name="delta")
+    if eps != math.inf:
+        dlt = check_fraction(dlt, name="delta", fix="the seed uses 1e-4, privfed defaults to 1e-5")
+    return eps, dlt
 
 
 def clip_rows_to_unit_ball(A: np.ndarray) -> np.ndarray:
@@ -187,10 +184,8 @@ def gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0, *, me
     calibration and optimal denoising", ICML 2018.
     """
     epsilon, delta = _check_epsilon_delta(epsilon, delta)
-    if not (isinstance(sensitivity, (int, float, np.integer, np.floating)) and sensitivity > 0):
-        raise ConfigError(f"sensitivity must be a number > 0, got {sensitivity!r}")
-    if method not in SIGMA_METHODS:
-        raise ConfigError(f"method must be one of {SIGMA_METHODS}, got {method!r}")
+    sensitivity = check_positive(sensitivity, name="sensitivity")
+    check_choice(method, name="method", allowed=SIGMA_METHODS)
     if epsilon == math.inf:
         return 0.0
     classic = math.sqrt(2.0 * math.log(1.25 / delta)) * sensitivity / epsilon
@@ -260,9 +255,8 @@ def top_k_eigenvectors(C: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     ``scipy.linalg.eigh`` returns ascending order, so the last k are taken and reversed (SPEC §7).
     """
     d = C.shape[0]
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= d:
-        raise ConfigError(f"k must be an integer in [1, {d}] (the dimension), got {k!r}")
-    values, vectors = scipy.linalg.eigh(C, subset_by_index=[d - int(k), d - 1])
+    k = check_int(k, name="k", minimum=1, maximum=d, fix="k is at most the dimension")
+    values, vectors = scipy.linalg.eigh(C, subset_by_index=[d - k, d - 1])
     return vectors[:, ::-1], values[::-1]
 
 

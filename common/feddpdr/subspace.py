@@ -17,22 +17,25 @@ Everything here is post-processing of DP releases, so it costs no privacy budget
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from privfed.common.errors import ConfigError
 
 
-def owner_weights(ns) -> np.ndarray:
+def owner_weights(ns: ArrayLike) -> np.ndarray:
     """``w_i = n_i / sum_j n_j`` (seed 004 §4.1). Every ``n_i`` must be a positive count."""
-    ns = np.asarray(ns)
-    if ns.ndim != 1 or ns.size == 0:
-        raise ConfigError(f"ns must be a non-empty 1-D list of row counts, got shape {ns.shape}")
-    if not np.issubdtype(ns.dtype, np.integer) or np.any(ns <= 0):
-        raise ConfigError(f"row counts must be positive integers, got {ns.tolist()}")
-    return ns.astype(np.float64) / float(ns.sum())
+    counts = np.asarray(ns)
+    if counts.ndim != 1 or counts.size == 0:
+        raise ConfigError(f"ns must be a non-empty 1-D list of row counts, got shape {counts.shape}")
+    if not np.issubdtype(counts.dtype, np.integer) or np.any(counts <= 0):
+        raise ConfigError(f"row counts must be positive integers, got {counts.tolist()}")
+    return counts.astype(np.float64) / float(counts.sum())
 
 
-def _normalised(weights, count: int) -> np.ndarray:
+def _normalised(weights: ArrayLike, count: int) -> np.ndarray:
     w = np.asarray(weights, dtype=np.float64)
     if w.shape != (count,):
         raise ConfigError(f"need one weight per owner ({count}), got shape {w.shape}")
@@ -41,7 +44,7 @@ def _normalised(weights, count: int) -> np.ndarray:
     return w / w.sum()
 
 
-def weighted_average(params: list[np.ndarray], weights) -> np.ndarray:
+def weighted_average(params: Sequence[np.ndarray], weights: ArrayLike) -> np.ndarray:
     """``sum_i w_i theta_i`` over same-shaped arrays (seed 004 Alg. 1 line 8; SPEC §9).
 
     Weights are relative: they are divided by their sum (so raw counts work too).
@@ -64,7 +67,7 @@ def _canonical_signs(U: np.ndarray) -> np.ndarray:
     return U * signs
 
 
-def aggregate_subspaces(Us: list[np.ndarray], weights) -> tuple[np.ndarray, np.ndarray]:
+def aggregate_subspaces(Us: Sequence[np.ndarray], weights: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Weighted projector average of k-dimensional subspaces (SPEC §9; seed 004 Alg. 1 line 4).
 
     ``P = sum_i w_i U_i U_i^T`` is never formed: with ``M = [sqrt(w_1) U_1, ..., sqrt(w_N) U_N]``

@@ -39,13 +39,16 @@ T. Wang et al., "Differentially private support vector machines with knowledge a
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.optimize
+from numpy.typing import ArrayLike
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, PrivfedError
+from privfed.common.feddpdr.basis import BASES, PUBLIC_BASES, public_basis
 from privfed.common.feddpdr.pca import (
     DEFAULT_ROW_SCALING,
     check_unit_rows,
@@ -55,22 +58,13 @@ from privfed.common.feddpdr.pca import (
 )
 from privfed.common.feddpdr.subspace import aggregate_subspaces, owner_weights, weighted_average
 from privfed.common.rng import spawn
+from privfed.common.validation import check_choice, check_int, check_positive
 
 HUBER_H = 0.5
 """Huber hinge width, the seed's and Chapelle's (2007) typical value."""
 GRADIENT_TOLERANCE = 1e-7
 """Largest ``|dJ/df_j| / (1 + max|b|/n)`` accepted at the returned point; L-BFGS-B is asked for 1e-10
 and a few Newton steps polish its result when it stops short."""
-
-
-def _check_positive(name: str, value, allow_inf: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    if not value > 0 or (value == math.inf and not allow_inf) or math.isnan(value):
-        allowed = "> 0 (inf for no privacy)" if allow_inf else "a finite number > 0"
-        raise ConfigError(f"{name} must be {allowed}, got {value}")
-    return value
 
 
 def huber_hinge(z: np.ndarray, h: float = HUBER_H) -> np.ndarray:
@@ -92,11 +86,10 @@ def privacy_adjustment(epsilon: float, n: int, lam: float, c: float = 1.0 / (2.0
     ``eps' = eps - log(1 + 2c/(n lam) + c^2/(n^2 lam^2))``; if ``eps' > 0`` then ``Delta = 0``, else
     ``Delta = c/(n(e^{eps/4} - 1)) - lam`` and ``eps' = eps/2``. ``epsilon=inf`` gives ``(inf, 0)``.
     """
-    epsilon = _check_positive("epsilon", epsilon, allow_inf=True)
-    lam = _check_positive("lam", lam)
-    c = _check_positive("c", c)
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ConfigError(f"n must be a positive integer row count, got {n!r}")
+    epsilon = check_positive(epsilon, name="epsilon", allow_inf=True)
+    lam = check_positive(lam, name="lam")
+    c = check_positive(c, name="c")
+    n = check_int(n, name="n", minimum=1, fix="n is the row count")
     if epsilon == math.inf:
         return math.inf, 0.0
     a = c / (n * lam)
@@ -112,9 +105,8 @@ def sample_b(d: int, eps_prime: float, rng: np.random.Generator, size: int | Non
     Direction ``g / ||g||`` with ``g ~ N(0, I_d)``; radius ``~ Gamma(shape=d, scale=2/eps')``.
     Returns shape (d,), or (size, d) when ``size`` is given; zeros when ``eps' = inf``.
     """
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-        raise ConfigError(f"d must be a positive integer, got {d!r}")
-    eps_prime = _check_positive("eps_prime", eps_prime, allow_inf=True)
+    d = check_int(d, name="d", minimum=1)
+    eps_prime = check_positive(eps_prime, name="eps_prime", allow_inf=True)
     shape = (d,) if size is None else (int(size), d)
     if eps_prime == math.inf:
         return np.zeros(shape)
@@ -123,7 +115,9 @@ def sample_b(d: int, eps_prime: float, rng: np.random.Generator, size: int | Non
     return g / np.linalg.norm(g, axis=-1, keepdims=True) * np.asarray(radius)[..., None]
 
 
-def _joint(F_flat, X, Y, reg, B, h):
+def _joint(
+    F_flat: np.ndarray, X: np.ndarray, Y: np.ndarray, reg: float, B: np.ndarray, h: float
+) -> tuple[float, np.ndarray]:
     """Value and gradient of ``sum_k J_k(f_k)`` for K separable problems (F is K x d)."""
     n = X.shape[0]
     F = F_flat.reshape(B.shape)
@@ -133,7 +127,9 @@ def _joint(F_flat, X, Y, reg, B, h):
     return value, grad.ravel()
 
 
-def objective(f, X, y, lam, b, Delta, h: float = HUBER_H) -> float:
+def objective(
+    f: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float, b: np.ndarray, Delta: float, h: float = HUBER_H
+) -> float:
     """``J(f) = (1/n) sum l(y_i f^T x_i) + (lam/2)||f||^2 + b^T f / n + (Delta/2)||f||^2`` (SPEC §8;
     seed 004 Eq. 9 with theta = Delta)."""
     f = np.asarray(f, dtype=np.float64)
@@ -141,14 +137,18 @@ def objective(f, X, y, lam, b, Delta, h: float = HUBER_H) -> float:
     return float(_joint(f, X, np.asarray(y, float)[:, None], lam + Delta, np.asarray(b, float)[None, :], h)[0])
 
 
-def objective_gradient(f, X, y, lam, b, Delta, h: float = HUBER_H) -> np.ndarray:
+def objective_gradient(
+    f: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float, b: np.ndarray, Delta: float, h: float = HUBER_H
+) -> np.ndarray:
     """``grad J = (1/n) sum l'(z_i) y_i x_i + (lam + Delta) f + b/n`` (SPEC §8)."""
     f = np.asarray(f, dtype=np.float64)
     X = np.asarray(X, dtype=np.float64)
     return _joint(f, X, np.asarray(y, float)[:, None], lam + Delta, np.asarray(b, float)[None, :], h)[1]
 
 
-def _newton_polish(F, X, Y, reg, B, h, steps: int = 3) -> np.ndarray:
+def _newton_polish(
+    F: np.ndarray, X: np.ndarray, Y: np.ndarray, reg: float, B: np.ndarray, h: float, steps: int = 3
+) -> np.ndarray:
     """Semi-smooth Newton steps from the L-BFGS point; the Hessian of problem k is
     ``reg I + (1/(2h n)) X_a^T X_a`` over the rows in the quadratic band of the Huber hinge. On this
     piecewise-quadratic objective a step is exact once the band is right; the best point is kept."""
@@ -170,7 +170,7 @@ def _newton_polish(F, X, Y, reg, B, h, steps: int = 3) -> np.ndarray:
     return best
 
 
-def _minimise(X, Y, reg, B, h) -> np.ndarray:
+def _minimise(X: np.ndarray, Y: np.ndarray, reg: float, B: np.ndarray, h: float) -> np.ndarray:
     """Exact minimiser of ``sum_k J_k``, or :class:`PrivfedError` (nothing is released).
 
     The gradient tolerance is relative to the problem's scale ``1 + max|b|/n`` (the size of the
@@ -197,7 +197,7 @@ def _minimise(X, Y, reg, B, h) -> np.ndarray:
     return F
 
 
-def _check_labels(y, n: int) -> np.ndarray:
+def _check_labels(y: np.ndarray, n: int) -> np.ndarray:
     y = np.asarray(y)
     if y.shape != (n,):
         raise ConfigError(f"labels must have shape ({n},) to match the rows, got {y.shape}")
@@ -205,7 +205,13 @@ def _check_labels(y, n: int) -> np.ndarray:
 
 
 def fit_dp_svm(
-    X_unit_ball, y_pm1, *, epsilon: float, lam: float, rng: np.random.Generator, h: float = HUBER_H
+    X_unit_ball: np.ndarray,
+    y_pm1: np.ndarray,
+    *,
+    epsilon: float,
+    lam: float,
+    rng: np.random.Generator,
+    h: float = HUBER_H,
 ) -> np.ndarray:
     """epsilon-DP Huber SVM by objective perturbation (Chaudhuri et al. 2011 Alg. 2, Thm 9; seed 004
     Alg. 3; SPEC §8).
@@ -228,7 +234,7 @@ def fit_dp_svm(
     y = _check_labels(y_pm1, n).astype(np.float64)
     if not np.all(np.abs(y) == 1):
         raise ConfigError("y_pm1 must contain only -1 and +1")
-    h = _check_positive("h", h)
+    h = check_positive(h, name="h")
     eps_prime, Delta = privacy_adjustment(epsilon, n, lam, 1.0 / (2.0 * h))
     b = sample_b(d, eps_prime, rng)
     return _minimise(X, y[:, None], lam + Delta, b[None, :], h)[0]
@@ -242,15 +248,21 @@ def add_bias_feature(X: np.ndarray) -> np.ndarray:
 
 def ovr_epsilons(epsilon: float, n_classes: int) -> np.ndarray:
     """Per-problem budgets of one-vs-rest: ``[eps]`` for K = 2, else K copies of ``eps/K``."""
-    if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
-        raise ConfigError(f"n_classes must be an integer >= 2, got {n_classes!r}")
-    epsilon = _check_positive("epsilon", epsilon, allow_inf=True)
+    n_classes = check_int(n_classes, name="n_classes", minimum=2)
+    epsilon = check_positive(epsilon, name="epsilon", allow_inf=True)
     problems = 1 if n_classes == 2 else int(n_classes)
     return np.full(problems, epsilon / problems)
 
 
 def fit_dp_svm_ovr(
-    X, y, n_classes: int, *, epsilon: float, lam: float, rng: np.random.Generator, h: float = HUBER_H
+    X: np.ndarray,
+    y: np.ndarray,
+    n_classes: int,
+    *,
+    epsilon: float,
+    lam: float,
+    rng: np.random.Generator,
+    h: float = HUBER_H,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One-vs-rest epsilon-DP Huber SVM on ``[x, 1]/sqrt(2)`` (seed 004 Alg. 3 per class; SPEC §8).
 
@@ -272,7 +284,7 @@ def fit_dp_svm_ovr(
     eps_each = ovr_epsilons(epsilon, n_classes)
     if not np.issubdtype(y.dtype, np.integer) or np.any((y < 0) | (y >= n_classes)):
         raise ConfigError(f"labels must be integers in [0, {n_classes}), got values {np.unique(y)[:10]}")
-    h = _check_positive("h", h)
+    h = check_positive(h, name="h")
     Xb = clip_rows_to_unit_ball(add_bias_feature(X))
     classes = np.array([1]) if n_classes == 2 else np.arange(n_classes)
     Y = np.where(y[:, None] == classes[None, :], 1.0, -1.0)
@@ -298,10 +310,9 @@ def softmax_privacy_split(epsilon: float, n: int, lam: float) -> tuple[float, fl
     :func:`fit_dp_softmax`). As in Chaudhuri et al. Alg. 2: if ``1/(n lam) <= eps/2`` then ``Delta = 0``
     and the noise gets ``eps - 1/(n lam)``; else ``Delta = 2/(n eps) - lam`` and each part gets ``eps/2``.
     """
-    epsilon = _check_positive("epsilon", epsilon, allow_inf=True)
-    lam = _check_positive("lam", lam)
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ConfigError(f"n must be a positive integer row count, got {n!r}")
+    epsilon = check_positive(epsilon, name="epsilon", allow_inf=True)
+    lam = check_positive(lam, name="lam")
+    n = check_int(n, name="n", minimum=1, fix="n is the row count")
     if epsilon == math.inf:
         return 0.0, math.inf, 0.0
     eps_j = SOFTMAX_CURVATURE_BOUND / (n * lam)
@@ -315,7 +326,7 @@ def softmax_noise_sigma(eps_noise: float, delta: float, n_classes: int) -> float
     ``q = sqrt(chi2_K^{-1}(1 - delta/2))`` (the derivation is in :func:`fit_dp_softmax`)."""
     from scipy.stats import chi2
 
-    eps_noise = _check_positive("eps_noise", eps_noise, allow_inf=True)
+    eps_noise = check_positive(eps_noise, name="eps_noise", allow_inf=True)
     if eps_noise == math.inf:
         return 0.0
     if not 0 < delta < 1:
@@ -326,7 +337,9 @@ def softmax_noise_sigma(eps_noise: float, delta: float, n_classes: int) -> float
     return (a + math.sqrt(a * a + 16.0 * eps_noise)) / (2.0 * eps_noise)
 
 
-def _softmax_joint(F_flat, X, y, K, reg, B):
+def _softmax_joint(
+    F_flat: np.ndarray, X: np.ndarray, y: np.ndarray, K: int, reg: float, B: np.ndarray
+) -> tuple[float, np.ndarray]:
     n = X.shape[0]
     F = F_flat.reshape(K, X.shape[1])
     S = X @ F.T
@@ -341,8 +354,15 @@ def _softmax_joint(F_flat, X, y, K, reg, B):
 
 
 def fit_dp_softmax(
-    X_unit_ball, y, n_classes: int, *, epsilon: float, delta: float, lam: float, rng: np.random.Generator
-) -> tuple[np.ndarray, dict]:
+    X_unit_ball: np.ndarray,
+    y: np.ndarray,
+    n_classes: int,
+    *,
+    epsilon: float,
+    delta: float,
+    lam: float,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, dict[str, float]]:
     """(epsilon, delta)-DP multiclass linear classifier by objective perturbation with ONE budget.
 
     Minimises ``J(F) = (1/n) sum_i CE(softmax(F x_i), y_i) + ((lam + Delta)/2) ||F||_F^2 + <B, F>/n``
@@ -453,8 +473,8 @@ def _project(X_unit: np.ndarray, U: np.ndarray | None) -> np.ndarray:
 
 
 def owner_svm_release(
-    X,
-    y,
+    X: np.ndarray,
+    y: np.ndarray,
     bounds: Bounds,
     U_global: np.ndarray | None,
     n_classes: int,
@@ -510,24 +530,22 @@ def owner_svm_release(
 
 
 def aggregate_classifier(
-    releases: list[np.ndarray], weights, *, model: str, epsilon: float, delta: float
+    releases: Sequence[np.ndarray], weights: ArrayLike, *, model: str, epsilon: float, delta: float
 ) -> np.ndarray:
     """The global coefficients (K, k + 1) from the owners' phase-2 releases (coordinator side).
 
-    ``centroid``: the releases are summed and :func:`privfed.common.feddpdr.centroid.centroid_coef` uses
-    the public total noise variance ``N sigma(epsilon, delta)^2``; ``weights`` are not needed (a sum
-    weighs each owner by its rows already). Other models: :func:`weighted_average` with ``weights``
+    ``centroid``: the releases are summed, each weighted by the row count it carries
+    (:func:`privfed.common.feddpdr.centroid.combine_class_sums`: never worse than the biggest owner
+    alone), and :func:`privfed.common.feddpdr.centroid.centroid_coef` uses the public noise variance of
+    that sum; ``weights`` are not used. Other models: :func:`weighted_average` with ``weights``
     (seed 004 Alg. 1 line 8). Post-processing of DP releases either way.
     """
     if len(releases) == 0:
         raise ConfigError("aggregate_classifier needs at least one release")
     if model == "centroid":
-        from privfed.common.feddpdr.centroid import centroid_coef, class_sums_sigma
+        from privfed.common.feddpdr.centroid import centroid_coef, class_sums_sigma, combine_class_sums
 
-        arrays = [np.asarray(r, dtype=np.float64) for r in releases]
-        if any(a.shape != arrays[0].shape for a in arrays):
-            raise ConfigError(f"class sums must share one shape, got {[a.shape for a in arrays]}")
-        return centroid_coef(np.sum(arrays, axis=0), len(arrays) * class_sums_sigma(epsilon, delta) ** 2)
+        return centroid_coef(*combine_class_sums(releases, class_sums_sigma(epsilon, delta)))
     if model not in SVM_MODELS:
         raise ConfigError(f"model must be one of {SVM_MODELS}, got {model!r}")
     return weighted_average(releases, weights)
@@ -548,19 +566,34 @@ class FedDPDRModel:
     per_class_epsilon: np.ndarray
     scaling: str = DEFAULT_ROW_SCALING
 
-    def transform(self, X) -> np.ndarray:
+    def transform(self, X: np.ndarray) -> np.ndarray:
         """Public scaling then projection, exactly as the owners did before training."""
         return _project(scale_rows(X, self.bounds, self.scaling), self.components)
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X: np.ndarray) -> np.ndarray:
         return predict_linear(self.coef, self.transform(X))
 
-    def score(self, X, y) -> float:
+    def score(self, X: np.ndarray, y: np.ndarray) -> float:
         return float(np.mean(self.predict(X) == np.asarray(y)))
 
 
+def delta_split(delta: float, *, basis: str, model: str) -> tuple[float, float]:
+    """``(delta of DP-PCA, delta of the classifier)``; they add up to at most ``delta`` (seed 004 Thm 4.3).
+
+    A public basis (:data:`privfed.common.feddpdr.basis.PUBLIC_BASES`) spends nothing, so the classifier
+    gets all of delta if it uses any; otherwise the models of :data:`DELTA_MODELS` share delta
+    half and half with DP-PCA, and the pure-epsilon ``ovr-huber`` leaves all of it to DP-PCA.
+    """
+    check_choice(basis, name="basis", allowed=BASES)
+    check_choice(model, name="model", allowed=SVM_MODELS)
+    classifier = delta if model in DELTA_MODELS else 0.0
+    if basis in PUBLIC_BASES:
+        return 0.0, classifier
+    return (delta / 2, delta / 2) if model in DELTA_MODELS else (delta, 0.0)
+
+
 def feddpdr_fit(
-    parts,
+    parts: Sequence[tuple[np.ndarray, np.ndarray]],
     bounds: Bounds,
     k: int,
     epsilon1: float,
@@ -573,44 +606,49 @@ def feddpdr_fit(
     neighbouring: str = "add-remove",
     model: str = DEFAULT_SVM_MODEL,
     scaling: str = DEFAULT_ROW_SCALING,
+    basis: str = "dp-pca",
 ) -> FedDPDRModel:
     """FedDPDR-DPML in process (seed 004 Alg. 1), through the functions the network path calls.
 
-    Phase 1: each owner :func:`owner_pca_release` at ``(epsilon1, delta)``; the coordinator
-    :func:`aggregate_subspaces` with :func:`owner_weights`. Phase 2: each owner
-    :func:`owner_svm_release` at ``epsilon2`` on the global subspace; the coordinator
-    :func:`weighted_average`. Each owner is ``(epsilon1 + epsilon2, delta)``-DP (seed Thm 4.3): with
-    ``model="ovr-huber"`` DP-PCA spends all of delta, with the models of :data:`DELTA_MODELS` DP-PCA and
-    the classifier spend ``delta/2`` each. One
-    owner holding all rows is DPDR-DPML; ``epsilon1 = epsilon2 = inf`` is the non-private pipeline.
+    Phase 1 (``basis="dp-pca"``, the paper's): each owner :func:`owner_pca_release` at
+    ``(epsilon1, delta1)``; the coordinator :func:`aggregate_subspaces` with :func:`owner_weights`.
+    With a public basis (``"dct"``, ``"identity"``: :mod:`privfed.common.feddpdr.basis`) nobody releases
+    anything in phase 1 and ``epsilon1`` must be 0. Phase 2: each owner :func:`owner_svm_release` at
+    ``(epsilon2, delta2)`` on the global subspace; the coordinator :func:`aggregate_classifier`. Each
+    owner is ``(epsilon1 + epsilon2, delta)``-DP (seed Thm 4.3), ``(delta1, delta2)`` from
+    :func:`delta_split`. One owner holding all rows is DPDR-DPML; ``epsilon1 = epsilon2 = inf`` is
+    the non-private pipeline.
 
     Parameters
     ----------
     parts : list of (X_i, y_i), raw rows and integer labels per owner.
     n_classes : public number of classes (never derived from the labels).
     rng : parent generator; each owner gets independent children (:func:`privfed.common.rng.spawn`).
+    basis : :data:`privfed.common.feddpdr.basis.BASES`.
     """
     if len(parts) == 0:
         raise ConfigError("feddpdr_fit needs at least one owner")
     rngs = spawn(rng, 2 * len(parts))
-    if model not in SVM_MODELS:
-        raise ConfigError(f"model must be one of {SVM_MODELS}, got {model!r}")
-    delta1 = delta / 2 if model in DELTA_MODELS else delta  # the classifier spends the other half
-    releases = [
-        owner_pca_release(X, bounds, k, epsilon1, delta1, r, neighbouring=neighbouring, scaling=scaling)
-        for (X, _), r in zip(parts, rngs[: len(parts)])
-    ]
-    ns = [n for _, n in releases]
-    U_global, eigenvalues = aggregate_subspaces([U for U, _ in releases], owner_weights(ns))
+    delta1, delta2 = delta_split(delta, basis=basis, model=model)
+    U_global: np.ndarray | None
+    if basis in PUBLIC_BASES:
+        if epsilon1 != 0:
+            raise ConfigError(f"basis={basis!r} is public and spends nothing: pass epsilon1=0, got {epsilon1!r}")
+        U_global, eigenvalues, ns = public_basis(basis, bounds.d, k), np.zeros(0), [len(y) for _, y in parts]
+    else:
+        releases = [
+            owner_pca_release(X, bounds, k, epsilon1, delta1, r, neighbouring=neighbouring, scaling=scaling)
+            for (X, _), r in zip(parts, rngs[: len(parts)])
+        ]
+        ns = [n for _, n in releases]
+        U_global, eigenvalues = aggregate_subspaces([U for U, _ in releases], owner_weights(ns))
     models = [
         owner_svm_release(
-            X, y, bounds, U_global, n_classes, epsilon2, lam, r, delta=delta - delta1, model=model, scaling=scaling
+            X, y, bounds, U_global, n_classes, epsilon2, lam, r, delta=delta2, model=model, scaling=scaling
         )
         for (X, y), r in zip(parts, rngs[len(parts) :])
     ]
-    W = aggregate_classifier(
-        [W for W, _, _ in models], owner_weights(ns), model=model, epsilon=epsilon2, delta=delta - delta1
-    )
+    W = aggregate_classifier([W for W, _, _ in models], owner_weights(ns), model=model, epsilon=epsilon2, delta=delta2)
     return FedDPDRModel(bounds, U_global, W, eigenvalues, tuple(ns), models[0][2], scaling)
 
 
@@ -619,6 +657,7 @@ __all__ = [
     "FedDPDRModel",
     "SVM_MODELS",
     "aggregate_classifier",
+    "delta_split",
     "add_bias_feature",
     "feddpdr_fit",
     "fit_dp_softmax",

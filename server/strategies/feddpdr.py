@@ -8,17 +8,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfed.common.bounds import Bounds
-from privfed.common.errors import ConfigError, RoundFailed
+from privfed.common.errors import RoundFailed
+from privfed.common.feddpdr.basis import BASES, PUBLIC_BASES, public_basis
 from privfed.common.feddpdr.subspace import aggregate_subspaces, owner_weights
 from privfed.common.feddpdr.svm import (
     DEFAULT_SVM_MODEL,
-    DELTA_MODELS,
     SVM_MODELS,
     FedDPDRModel,
     aggregate_classifier,
+    delta_split,
     ovr_epsilons,
 )
 from privfed.common.messages import PcaShareReply, PcaShareTask, SvmShareReply, SvmShareTask
+from privfed.common.validation import check_choice, check_fraction, check_int
 from privfed.server.strategies.base import Transport, new_tasks
 
 
@@ -29,9 +31,10 @@ class FedDpdrStrategy:
     broadcast U_global (:data:`privfed.common.feddpdr.svm.SVM_MODELS`), combined by
     :func:`privfed.common.feddpdr.svm.aggregate_classifier`.
 
-    Budget: ε₁ = ε₂ = ε/2 (the paper's split, §5.2). Within ε₁, a share ``count_fraction``
-    (5 % by default) pays for each owner's row count through the two-sided geometric mechanism
-    and the rest, ``(1 - count_fraction) ε/2``, for DP-PCA. δ: with a model of
+    Budget with ``basis="dp-pca"`` (the paper's, the default): ε₁ = ε₂ = ε/2 (§5.2). Within ε₁, a
+    share ``count_fraction`` (5 % by default) pays for each owner's row count through the two-sided
+    geometric mechanism and the rest, ``(1 - count_fraction) ε/2``, for DP-PCA. δ is split by
+    :func:`privfed.common.feddpdr.svm.delta_split`: with a model of
     :data:`~privfed.common.feddpdr.svm.DELTA_MODELS` (the default ``centroid``: DP class sums, one
     Gaussian release for all K classes, summed by the coordinator) DP-PCA and the classifier get
     δ/2 each, so every owner spends at most (ε, δ); with ``ovr-huber`` (the seed's one-vs-rest
@@ -39,6 +42,11 @@ class FedDpdrStrategy:
     counts, clipped to ≥ 1 (post-processing): the count is released once, in phase 1, and reused
     for phase 2, and the exact ``n_i`` never leaves an owner (issue 9, contract 7). Phase 2 goes
     only to owners whose count was received. At ε = ∞ every part is exact (the non-private reference).
+
+    With a public basis (``basis="dct"`` or ``"identity"``, :mod:`privfed.common.feddpdr.basis`) there is
+    no phase 1: the coordinator computes the basis itself (it reads no row), sends it with the
+    phase-2 task, and the classifier gets all of (ε, δ). No count is released, so models that are
+    averaged (``softmax``, ``ovr-huber``) get equal weights; class sums need none (they are summed).
 
     Owners scale rows with :data:`privfed.common.feddpdr.pca.DEFAULT_ROW_SCALING` and the model
     applies the same map.
@@ -52,44 +60,41 @@ class FedDpdrStrategy:
     lam: float = 0.01
     count_fraction: float = 0.05
     model: str = DEFAULT_SVM_MODEL
+    basis: str = "dp-pca"
 
-    def __post_init__(self):
-        if not 1 <= self.k <= self.bounds.d:
-            raise ConfigError(f"k must be in [1, d={self.bounds.d}], got {self.k}")
-        if not 0 < self.count_fraction < 1:
-            raise ConfigError(f"count_fraction must be in (0, 1), got {self.count_fraction}")
-        if self.model not in SVM_MODELS:
-            raise ConfigError(f"model must be one of {SVM_MODELS}, got {self.model!r}")
+    def __post_init__(self) -> None:
+        check_int(self.k, name="k", minimum=1, maximum=self.bounds.d)
+        check_fraction(self.count_fraction, name="count_fraction")
+        check_choice(self.model, name="model", allowed=SVM_MODELS)
+        check_choice(self.basis, name="basis", allowed=BASES)
+        if self.basis in PUBLIC_BASES:
+            public_basis(self.basis, self.bounds.d, self.k)  # refuses a k the basis cannot have
 
     def budget_split(self) -> dict[str, float]:
         """ε of each part: DP-PCA, the row count, and the classifier phase."""
+        if self.basis in PUBLIC_BASES:
+            return {"pca": 0.0, "count": 0.0, "svm": self.epsilon}
         half = self.epsilon / 2
         count = math.inf if math.isinf(half) else half * self.count_fraction
         pca = math.inf if math.isinf(half) else half - count
         return {"pca": pca, "count": count, "svm": half}
 
     def delta_split(self) -> dict[str, float]:
-        """δ of DP-PCA and of the classifier phase; they add up to ``delta``."""
-        svm = self.delta / 2 if self.model in DELTA_MODELS else 0.0
-        return {"pca": self.delta - svm, "svm": svm}
+        """δ of DP-PCA and of the classifier phase; they add up to at most ``delta``."""
+        pca, svm = delta_split(self.delta, basis=self.basis, model=self.model)
+        return {"pca": pca, "svm": svm}
 
-    def run(self, owner_ids: list[str], transport: Transport) -> FedDPDRModel:
+    def _phase1(self, owner_ids: list[str], transport: Transport) -> tuple[np.ndarray | None, np.ndarray, dict]:
+        """(U_global, eigenvalues, noisy counts by owner): DP-PCA over the federation, or the public basis."""
+        if self.basis in PUBLIC_BASES:
+            return public_basis(self.basis, self.bounds.d, self.k), np.zeros(0), {o: 1 for o in owner_ids}
         split, deltas = self.budget_split(), self.delta_split()
+        task = PcaShareTask(
+            epsilon=split["pca"], delta=deltas["pca"], k=self.k, bounds=self.bounds, count_epsilon=split["count"]
+        )
         pca = {
             r.owner_id: r.payload
-            for r in transport.run_tasks(
-                new_tasks(
-                    owner_ids,
-                    "pca",
-                    PcaShareTask(
-                        epsilon=split["pca"],
-                        delta=deltas["pca"],
-                        k=self.k,
-                        bounds=self.bounds,
-                        count_epsilon=split["count"],
-                    ),
-                )
-            )
+            for r in transport.run_tasks(new_tasks(owner_ids, "pca", task))
             if isinstance(r.payload, PcaShareReply)
         }
         if not pca:
@@ -98,23 +103,24 @@ class FedDpdrStrategy:
         U, eigenvalues = aggregate_subspaces(
             [p.subspace for p in pca.values()], owner_weights([counts[o] for o in pca])
         )
+        return U, eigenvalues, counts
+
+    def run(self, owner_ids: list[str], transport: Transport) -> FedDPDRModel:
+        """Both phases over ``transport``; the fitted model (post-processing of the owners' releases)."""
+        split, deltas = self.budget_split(), self.delta_split()
+        U, eigenvalues, counts = self._phase1(owner_ids, transport)
+        task = SvmShareTask(
+            epsilon=split["svm"],
+            lam=self.lam,
+            n_classes=self.n_classes,
+            bounds=self.bounds,
+            subspace=U,
+            delta=deltas["svm"],
+            model=self.model,
+        )
         svm = {
             r.owner_id: r.payload
-            for r in transport.run_tasks(
-                new_tasks(
-                    [o for o in owner_ids if o in pca],
-                    "svm",
-                    SvmShareTask(
-                        epsilon=split["svm"],
-                        lam=self.lam,
-                        n_classes=self.n_classes,
-                        bounds=self.bounds,
-                        subspace=U,
-                        delta=deltas["svm"],
-                        model=self.model,
-                    ),
-                )
-            )
+            for r in transport.run_tasks(new_tasks([o for o in owner_ids if o in counts], "svm", task))
             if isinstance(r.payload, SvmShareReply)
         }
         if not svm:
@@ -132,6 +138,6 @@ class FedDpdrStrategy:
             components=U,
             coef=coef,
             eigenvalues=eigenvalues,
-            owner_sizes=tuple(counts[o] for o in svm),
+            owner_sizes=() if self.basis in PUBLIC_BASES else tuple(counts[o] for o in svm),
             per_class_epsilon=np.asarray(per_problem, dtype=np.float64),
         )

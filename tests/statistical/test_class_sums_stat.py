@@ -78,3 +78,33 @@ def test_debiased_class_mean_norm_is_unbiased(rng):
     assert np.all(np.abs(half_sq.mean(axis=0) - target) < 4 * se + 0.01 * target)  # 1 %: the noisy count's ratio bias
     raw = np.stack([0.5 * np.sum((sum(r)[:, :k] / sum(r)[:, k:]) ** 2, axis=1) for r in releases])
     assert np.all(raw.mean(axis=0) - target > 10 * se)  # without the correction the norm is biased up
+
+
+def _hockey_stick(releases_d1: np.ndarray, mean_d0: np.ndarray, mean_d1: np.ndarray, sigma: float, eps: float):
+    """Monte-Carlo ``delta(eps) = E_{S ~ M(D1)} [max(0, 1 - e^eps p_D0(S) / p_D1(S))]`` with the
+    Gaussian densities of scale ``sigma`` around the two exact releases; returns (estimate, standard error)."""
+    diff = (mean_d1 - mean_d0).ravel()
+    centred = releases_d1.reshape(len(releases_d1), -1) - mean_d1.ravel()
+    log_ratio = (centred @ diff) / sigma**2 + diff @ diff / (2 * sigma**2)  # log p_D1(S) - log p_D0(S)
+    terms = np.maximum(0.0, 1.0 - np.exp(eps - log_ratio))
+    return float(terms.mean()), float(terms.std(ddof=1) / math.sqrt(len(terms)))
+
+
+@pytest.mark.parametrize("epsilon, delta", [(0.3, 0.05), (1.0, 0.01)])
+def test_release_on_neighbours_meets_epsilon_delta_and_the_bound_is_tight(rng, epsilon, delta):
+    """End to end on the worst-case neighbours (D1 = D0 plus one row on the unit sphere): releases drawn
+    by dp_class_sums on D1 give a hockey-stick divergence to D0's output distribution of at most delta
+    (within 4 standard errors), and a 20 % smaller sigma would exceed it (the test can fail)."""
+    Z, y = _rows(rng, n=20, k=4, K=3)
+    extra = rng.standard_normal(4)
+    Z1, y1 = np.vstack([Z, extra / np.linalg.norm(extra)]), np.append(y, 2)
+    S0, S1 = exact_class_sums(Z, y, 3), exact_class_sums(Z1, y1, 3)
+    assert math.isclose(np.linalg.norm(S1 - S0), 1.0)  # the sensitivity is reached
+    sigma = class_sums_sigma(epsilon, delta)
+    draws = np.stack([dp_class_sums(Z1, y1, 3, epsilon=epsilon, delta=delta, rng=rng) for _ in range(40000)])
+    estimate, se = _hockey_stick(draws, S0, S1, sigma, epsilon)
+    assert estimate <= delta + 4 * se
+    assert estimate > 0.5 * delta  # the analytic calibration is tight, not loose
+    tighter = S1 + (draws - S1) * 0.8  # the same draws at 0.8 sigma
+    over, se_over = _hockey_stick(tighter, S0, S1, 0.8 * sigma, epsilon)
+    assert over > delta + 4 * se_over

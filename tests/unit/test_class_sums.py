@@ -66,9 +66,35 @@ def test_aggregate_classifier_sums_class_sums_and_averages_models(rng):
     W = aggregate_classifier(releases, [1, 2, 3, 4], model="centroid", epsilon=1.0, delta=1e-5)
     from privfed.common.feddpdr.centroid import class_sums_sigma
 
-    assert np.allclose(W, centroid_coef(sum(releases), 4 * class_sums_sigma(1.0, 1e-5) ** 2))
+    sigma = class_sums_sigma(1.0, 1e-5)
+    sizes = np.array([math.sqrt(2) * r[:, 4].sum() for r in releases])
+    w = 4 * sizes / sizes.sum()  # each release weighted by the row count it carries
+    assert np.allclose(W, centroid_coef(sum(wi * r for wi, r in zip(w, releases)), sigma**2 * np.sum(w**2)))
+    equal = [releases[0]] * 4  # equal sizes: the plain sum and N sigma^2
+    W_equal = aggregate_classifier(equal, [1, 1, 1, 1], model="centroid", epsilon=1.0, delta=1e-5)
+    assert np.allclose(W_equal, centroid_coef(4 * releases[0], 4 * sigma**2))
     avg = aggregate_classifier(releases, [1, 1, 1, 1], model="softmax", epsilon=1.0, delta=1e-5)
     assert np.allclose(avg, np.mean(releases, axis=0))
+
+
+def test_size_weighted_sum_beats_the_biggest_owner_where_the_plain_sum_does_not(rng):
+    """Uneven owners (the paper's uneven set 2, scaled): weighting each release by its own count gives a
+    class-mean error below the biggest owner's alone, where the plain sum's is above it."""
+    from privfed.common.feddpdr.centroid import combine_class_sums
+
+    sizes, sigma, k, draws = (24, 120, 240, 1204, 2409), 8.0, 5, 400
+    exact = [np.hstack([np.full((1, k), 0.5 * n), [[n / math.sqrt(2)]]]) for n in sizes]  # one class, mean 0.5
+    err = {"weighted": [], "plain": [], "biggest": []}
+    for _ in range(draws):
+        noisy = [e + rng.normal(0, sigma, e.shape) for e in exact]
+        for name, S in (
+            ("weighted", combine_class_sums(noisy, sigma)[0]),
+            ("plain", sum(noisy)),
+            ("biggest", noisy[-1]),
+        ):
+            err[name].append(np.sum((S[0, :k] / S[0, k] / math.sqrt(2) - 0.5) ** 2))
+    mse = {name: float(np.mean(v)) for name, v in err.items()}
+    assert mse["weighted"] < 0.9 * mse["biggest"] < 0.9 * mse["plain"]
 
 
 @pytest.mark.parametrize("model, delta", [("centroid", 5e-6), ("softmax", 5e-6), ("ovr-huber", 0.0)])

@@ -1,6 +1,7 @@
 """Null-space cleaning (Xu et al. AAAI 2017, Algorithm 1 / Theorem 1; SPEC §10)."""
 
 import gzip
+import math
 
 import numpy as np
 import pytest
@@ -324,9 +325,7 @@ def _args(tmp_path, data, **over):
         "--runs",
         "2",
         "--epsilon",
-        "0",
-        "0.01",
-        "0.05",
+        "0,0.01,0.05",
         "--out",
         str(tmp_path / "out"),
     ]
@@ -343,7 +342,7 @@ def test_experiment_writes_report(tmp_path, rng, capsys):
     exp, args = _args(tmp_path, data)
     out = exp.run(args)
     report = json.loads((out / "report.json").read_text())
-    assert {p.name for p in out.glob("*.png")} == {"cp.png", "e_privacy.png"}
+    assert {p.name for p in out.glob("*.png")} == {"cp.png", "e_privacy.png", "mse_ratio.png"}
     res = report["results"]
     clean, lap = res["clean"], res["laplace"]
     assert clean["e_utility"]["mean"][0] == pytest.approx(0.0, abs=1e-20)
@@ -351,6 +350,43 @@ def test_experiment_writes_report(tmp_path, rng, capsys):
     np.testing.assert_allclose(lap["e_utility"]["mean"], clean["e_utility"]["mean"], rtol=1e-9, atol=1e-20)
     assert max(clean["theorem1_rel_err"]["mean"]) < 1e-9
     assert "clean_attack" in capsys.readouterr().out
+    # F = 6 >= K1 + K2 = 3: cleaning sets the confidential linear prediction to exactly the mean, so
+    # without the attack every row is a tie: the paper's strict CP is 0 and the ties are reported apart
+    assert clean["cp"]["mean"] == [0.0, 0.0, 0.0] and clean["tie"]["mean"] == [1.0, 1.0, 1.0]
+    assert clean["cp_with_ties"]["mean"] == [1.0, 1.0, 1.0]
+    assert report["split"].startswith("pool: toy.csv.gz (300 rows), a random 270/30 train/test split per run")
+    assert report["total_seconds"] > 0 and report["config"]["adversary"] == "ridge-gcv"
+
+
+def test_experiment_epsilon_is_one_comma_separated_list(tmp_path, rng):
+    data = tmp_path / "toy.csv.gz"
+    _synthetic_csv(data, rng, n=50)
+    exp, args = _args(tmp_path, data)
+    assert args.epsilon == [0.0, 0.01, 0.05]  # 0 is the exact null-space variant
+    args.epsilon = [0.01, math.inf]
+    with pytest.raises(ConfigError, match="inf"):
+        exp.run(args)
+    with pytest.raises(SystemExit):
+        _args(tmp_path, data, extra=["--epsilon", "-1"])
+
+
+def test_gcv_ridge_beats_least_squares_where_least_squares_overfits(rng):
+    """Few rows per feature and weak signal: the GCV-chosen ridge map predicts held-out labels better
+    than plain least squares, and on pure-noise labels it shrinks to (almost) the mean."""
+    n, F = 120, 60
+    X = rng.normal(size=(2 * n, F))
+    y = X[:, :2] @ np.array([0.3, -0.3]) + rng.normal(size=2 * n)
+    mse = {}
+    for alpha in (0.0, "gcv"):
+        A = fit_linear_map(X[:n], y[:n], alpha=alpha)
+        pred = y[:n].mean() + (X[n:] - X[:n].mean(axis=0)) @ A
+        mse[alpha] = float(np.mean((y[n:, None] - pred) ** 2))
+    assert mse["gcv"] < 0.8 * mse[0.0]
+    np.testing.assert_allclose(fit_linear_map(X, y, alpha=0.0), fit_linear_map(X, y), atol=1e-12)
+    noise = fit_linear_map(X[:n], rng.normal(size=n), alpha="gcv")
+    assert np.linalg.norm(noise) < 0.2 * np.linalg.norm(fit_linear_map(X[:n], rng.normal(size=n)))
+    with pytest.raises(ConfigError, match="alpha"):
+        fit_linear_map(X, y, alpha=-1.0)
 
 
 def test_experiment_rejects_bad_columns(tmp_path, rng):

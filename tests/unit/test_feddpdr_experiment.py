@@ -1,0 +1,49 @@
+"""``privfed experiment feddpdr-*`` (deploy/experiments/feddpdr.py) on digits: the report carries the
+numbers, the paper's pipeline beside privfed's, the deviations and the wall time; epsilon comes as one
+comma-separated list; at epsilon = inf the federation's summed class sums are the pooled ones."""
+
+import argparse
+import json
+
+import pytest
+
+from privfed.common.errors import ConfigError
+from privfed.deploy.experiments import feddpdr as exp
+
+
+def _args(tmp_path, *argv):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("experiment")
+    exp.add_arguments(parser)
+    return parser.parse_args([*argv, "--out", str(tmp_path)])
+
+
+def test_epsilon_sweep_writes_the_report_with_both_pipelines(tmp_path, capsys):
+    args = _args(tmp_path, "feddpdr-epsilon", "--quick", "--runs", "1", "--epsilon", "2,inf")
+    out = exp.run(args)
+    report = json.loads((out / "report.json").read_text())
+    assert {p.name for p in out.glob("*.png")} == {"accuracy.png", "fit_seconds.png"}
+    assert report["x"] == [2.0, "inf"] and report["chance"] == 0.1
+    assert set(report["methods"]) >= {"FedDPDR-DPML", "FedDPDR-DPML-paper", "DPML", "DPDR-DPML", "Non-Priv"}
+    assert {"data", "basis", "model", "scaling", "delta"} <= set(report["deviations"])
+    assert report["total_seconds"] > 0 and report["paper_result"].startswith("Fig. 3")
+    notes = report["mechanisms"][0]
+    assert notes["FedDPDR-DPML"]["epsilon1"] == 0.0 and notes["FedDPDR-DPML"]["epsilon2"] == 2.0
+    assert notes["FedDPDR-DPML-paper"]["epsilon1"] == 1.0 and notes["FedDPDR-DPML-paper"]["svm_eps_per_class"] == 0.1
+    acc = {m: v["mean"] for m, v in report["accuracy"].items()}
+    # without noise, the sum of the owners' class sums is the pooled class sums: the same model
+    assert acc["FedDPDR-DPML"][1] == pytest.approx(acc["Non-Priv"][1])
+    assert acc["FedDPDR-DPML"][0] > acc["DPDR-DPML"][0]  # the federation beats a party alone
+    assert "FedDPDR-DPML-paper" in capsys.readouterr().out
+
+
+def test_epsilon_and_k_lists_go_where_they_belong(tmp_path):
+    with pytest.raises(SystemExit):
+        _args(tmp_path, "feddpdr-epsilon", "--epsilon", "0,1")  # epsilon_list: every value > 0
+    with pytest.raises(ConfigError, match="one epsilon"):
+        exp.run(_args(tmp_path, "feddpdr-k", "--quick", "--epsilon", "1,2"))
+    with pytest.raises(ConfigError, match="--grid sets the k values"):
+        exp.run(_args(tmp_path, "feddpdr-epsilon", "--quick", "--grid", "5,10"))
+    with pytest.raises(ConfigError, match="identity"):
+        exp.run(_args(tmp_path, "feddpdr-k", "--quick", "--basis", "identity"))
+    assert exp.paper_n_epsilon(800) == pytest.approx(1.25)
