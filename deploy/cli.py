@@ -154,6 +154,13 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
     p.add_argument("--k", type=int, default=20, help="feddpdr only: subspace dimension")
     p.add_argument("--delta", type=float, default=1e-5, help="feddpdr only: delta of the DP-PCA phase")
     p.add_argument("--lam", type=_positive_float, default=0.01, help="feddpdr only: SVM regularisation")
+    p.add_argument(
+        "--basis",
+        choices=("dp-pca", "dct", "identity"),
+        default="dp-pca",
+        help="feddpdr only: phase 1, the paper's DP-PCA (spends eps/2) or a public basis that spends nothing "
+        "(dct: square images; identity: --k = number of features)",
+    )
     p.add_argument("--base", choices=("stump", "ncc", "lr"), default="stump", help="bdt only: base learner")
     p.add_argument("--rounds", type=int, default=10, help="bdt only: boosting rounds T")
     p.add_argument(

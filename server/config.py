@@ -25,6 +25,7 @@ from typing import Any
 from privfed.common.boosting.federated import BASE_LEARNERS, EVAL_ROW_BOUND, MAX_OWNER_ROWS
 from privfed.common.datasets import BUILTINS
 from privfed.common.errors import ConfigError
+from privfed.common.feddpdr.basis import BASES
 from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND
 from privfed.common.mechanisms import MECHANISMS
 from privfed.common.validation import check_choice, check_fraction, check_int, check_non_negative, check_positive
@@ -52,6 +53,7 @@ FLAGS = {
     "k": "--k",
     "delta": "--delta",
     "lam": "--lam",
+    "basis": "--basis",
     "base": "--base",
     "n_rounds": "--rounds",
     "group_size": "--group-size",
@@ -102,6 +104,9 @@ class JobConfig:
         ``--param-bound``, ``--C``: lr's public clip bound and inverse L2 strength.
     k : int >= 1; delta : float in [0, 1); lam : float > 0
         ``--k``, ``--delta``, ``--lam``: FedDPDR's subspace dimension, DP-PCA δ, SVM regularisation.
+    basis : {"dp-pca", "dct", "identity"}
+        ``--basis``: FedDPDR's phase 1, the paper's DP-PCA (the default), or a public basis that
+        spends nothing and leaves all of ε to the classifier (:mod:`privfed.common.feddpdr.basis`).
     base : {"stump", "ncc", "lr"}; n_rounds : int >= 1; group_size : int >= 1 or None; n_bins : int >= 2
         ``--base``, ``--rounds``, ``--group-size`` (default ``owners // rounds``), ``--n-bins``:
         boosting's base learner, T, owners per round and public thresholds per attribute + 1.
@@ -149,6 +154,7 @@ class JobConfig:
     k: int = 20
     delta: float = 1e-5
     lam: float = 0.01
+    basis: str = "dp-pca"
     base: str = "stump"
     n_rounds: int = 10
     group_size: int | None = None
@@ -180,6 +186,7 @@ class JobConfig:
         check_choice(self.mechanism, name=FLAGS["mechanism"], allowed=MECHANISMS)
         check_choice(self.labels, name=FLAGS["labels"], allowed=LABEL_SCHEMES)
         check_choice(self.base, name=FLAGS["base"], allowed=BASE_LEARNERS)
+        check_choice(self.basis, name=FLAGS["basis"], allowed=BASES)
         check_positive(self.epsilon, name=FLAGS["epsilon"], allow_inf=True, fix="math.inf (or 'inf') means no noise")
         for name in ("param_bound", "c", "lam", "eval_row_bound", "register_timeout", "round_timeout", "node_timeout"):
             check_positive(getattr(self, name), name=FLAGS[name])

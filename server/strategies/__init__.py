@@ -72,7 +72,13 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
         from privfed.server.strategies.feddpdr import FedDpdrStrategy  # imports scipy: only for this task
 
         return FedDpdrStrategy(
-            epsilon=config.epsilon, n_classes=n_classes, bounds=bounds, k=config.k, delta=config.delta, lam=config.lam
+            epsilon=config.epsilon,
+            n_classes=n_classes,
+            bounds=bounds,
+            k=config.k,
+            delta=config.delta,
+            lam=config.lam,
+            basis=config.basis,
         )
     from privfed.common.boosting.federated import FederatedBoosting
     from privfed.server.strategies.boosting import BoostingStrategy

@@ -60,6 +60,7 @@ def test_the_defaults_are_valid_and_the_config_is_frozen():
         ("k", 0, "--k"),
         ("delta", 1.0, "--delta"),
         ("lam", -0.1, "--lam"),
+        ("basis", "pca", "--basis"),
         ("n_rounds", 0, "--rounds"),
         ("n_rounds", 2.5, "--rounds"),
         ("group_size", 0, "--group-size"),
@@ -164,6 +165,17 @@ def test_flags_reach_the_single_round_strategies():
     )
     assert isinstance(strategy, LrStrategy) and test is not None and strategy.n_classes == len(test.classes)
     assert (strategy.param_bound, strategy.c, strategy.mechanism, strategy.epsilon) == (8.0, 0.5, "duchi", 1.0)
+
+
+def test_the_feddpdr_basis_flag_reaches_the_strategy():
+    """--basis dct: the public DCT basis, no DP-PCA phase, the classifier gets all of epsilon."""
+    strategy, _, _ = coordinator_strategy(
+        job_config(parsed("--task", "feddpdr", "--dataset", "digits", "--basis", "dct"))
+    )
+    assert strategy.basis == "dct"
+    assert strategy.budget_split()["svm"] == strategy.epsilon
+    paper, _, _ = coordinator_strategy(job_config(parsed("--task", "feddpdr", "--dataset", "digits")))
+    assert paper.basis == "dp-pca" and paper.budget_split()["svm"] < paper.epsilon
 
 
 def test_the_task_name_shorthand_builds_the_same_strategy_as_a_job_config():
