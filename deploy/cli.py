@@ -85,23 +85,23 @@ def _one_epsilon(text: str) -> float:
 
 
 def _positive_float(text: str) -> float:
+    """argparse ``type=``: a number > 0 (:func:`~privfed.common.validation.check_positive`)."""
+    from privfed.common.validation import check_positive
+
     try:
-        value = float(text)
-    except ValueError:
+        return check_positive(float(text), name="value")
+    except (ValueError, PrivfedError):
         raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-    return value
 
 
 def _positive_int(text: str) -> int:
+    """argparse ``type=``: an integer >= 1 (:func:`~privfed.common.validation.check_int`)."""
+    from privfed.common.validation import check_int
+
     try:
-        value = int(text)
-    except ValueError:
+        return check_int(int(text), name="value", minimum=1)
+    except (ValueError, PrivfedError):
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return value
 
 
 class _VersionAction(argparse.Action):
