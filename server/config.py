@@ -25,6 +25,7 @@ from pathlib import Path
 from privfed.common.boosting.federated import BASE_LEARNERS, EVAL_ROW_BOUND, MAX_OWNER_ROWS
 from privfed.common.errors import ConfigError
 from privfed.common.mechanisms import MECHANISMS
+from privfed.common.secagg import SECURE_SUMS
 
 TASKS = ("ncc", "lr", "feddpdr", "bdt")
 LABEL_SCHEMES = ("rr", "clear")
@@ -59,6 +60,7 @@ FLAGS = {
     "eval_row_bound": "--eval-row-bound",
     "max_owner_rows": "--max-owner-rows",
     "ring_timeout": "--ring-timeout",
+    "secure_sum": "--secure-sum",
     "seed": "--seed",
     "dataset": "--dataset",
     "n_samples": "--n-samples",
@@ -114,6 +116,8 @@ class JobConfig:
         releases (:class:`~privfed.common.boosting.federated.FederatedBoosting`).
     ring_timeout : float > 0 or None
         ``--ring-timeout``: seconds per ring secure sum (None: 30 s + 10 ms per member).
+    secure_sum : {"ring", "secagg"}
+        ``--secure-sum``: boosting's evaluation secure sum, the ring or pairwise masks.
     seed : int >= 0
         ``--seed``: the public split and partition, and boosting's public group sampling.
     dataset : str; n_samples : int >= 1 or None; test_fraction : float in (0, 1)
@@ -151,6 +155,7 @@ class JobConfig:
     eval_row_bound: float = EVAL_ROW_BOUND
     max_owner_rows: int = MAX_OWNER_ROWS
     ring_timeout: float | None = None
+    secure_sum: str = "ring"
     seed: int = 0
     dataset: str = "synthetic"
     n_samples: int | None = None
@@ -171,6 +176,7 @@ class JobConfig:
         _choice(self, "mechanism", MECHANISMS)
         _choice(self, "labels", LABEL_SCHEMES)
         _choice(self, "base", BASE_LEARNERS)
+        _choice(self, "secure_sum", SECURE_SUMS)
         _number(self, "epsilon", low=0.0, allow_inf=True, fix="math.inf (or 'inf') means no noise")
         for name in ("param_bound", "c", "lam", "eval_row_bound", "register_timeout", "round_timeout", "node_timeout"):
             _number(self, name, low=0.0)

@@ -66,7 +66,7 @@ def test_same_model_with_either_secure_sum_at_infinite_epsilon(data):
     np.testing.assert_array_equal(model.predict(data.X), ring_model.predict(data.X))
     np.testing.assert_allclose(model.alphas, ring_model.alphas, rtol=1e-9)
     assert [r["ring_size"] for r in strategy.rounds] == [r["ring_size"] for r in ring_strategy.rounds]
-    assert t._keyed, "the pairwise-mask secure sum never ran"
+    assert t._secagg_runs, "the pairwise-mask secure sum never ran"
 
 
 def test_same_noisy_contribution_and_ledger_entries_with_either_secure_sum(data):
