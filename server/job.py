@@ -25,6 +25,7 @@ from privfed.common.messages import (
 from privfed.common.secagg import SECURE_SUMS
 from privfed.common.secagg.aggregator import SecAggServer
 from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.masking import MIN_MEMBERS
 from privfed.common.secagg.messages import KeyAdvert, KeyShares, MaskedInput, UnmaskReply
 from privfed.common.secagg.ring import new_session_id, ring_peers
 from privfed.common.secagg.session import Phase, RingSession
@@ -39,6 +40,8 @@ log = logging.getLogger("privfed.coordinator")
 round_log = logging.getLogger("privfed.coordinator.rounds")
 #: Secure sums one pairwise-mask key agreement serves before the members agree new keys.
 SECAGG_ROUNDS = 16
+#: Attempts of one pairwise-mask secure sum before the round fails.
+SECAGG_ATTEMPTS = 3
 
 
 @dataclass
@@ -182,43 +185,48 @@ class RelayedSecureSum:
         (with, the first time, the key shares its neighbours sealed to it, which the coordinator
         forwards unread) and is answered by the same debited release the ring would get, masked;
         step 3: the survivors' unmasking shares. A refusing or silent owner is a dropped one, its
-        masks cancelled from its neighbours' shares; a round the server asks to run again (an owner
-        unmasked in an earlier round dropped) is run once more without it.
+        masks cancelled from its neighbours' key shares (no new attempt). When the server cannot
+        finish a round (an owner unmasked in an earlier round dropped, or so many dropped that
+        too few neighbours hold someone's shares), the sum is attempted again (at most
+        :data:`SECAGG_ATTEMPTS` in all) among the owners that sent a masked input, keyed anew if
+        needed; their releases are cached per (run, round), so nothing is debited twice.
         """
         t0 = time.perf_counter()
-        server = self._key_agreement(owners, max_abs, round_id, timeout)
-        fp = server.fixed_point
-        spec = task_for(RingSpec(server.run_id, (), fp.frac_bits, fp.n_parties, max_abs, (), {}))
-        if not isinstance(spec, BoostEvaluateTask):
-            raise ConfigError(f"a secure sum contributes evaluation releases, got {type(spec).__name__}")
-        refused: dict[str, str] = {}
-        for attempt in (1, 2):
-            inputs = server.input_requests(owners)
+        live, refused = list(owners), {}
+        for attempt in range(1, SECAGG_ATTEMPTS + 1):
+            server = self._key_agreement(live, max_abs, round_id, timeout)
+            fp = server.fixed_point
+            spec = task_for(RingSpec(server.run_id, (), fp.frac_bits, fp.n_parties, max_abs, (), {}))
+            if not isinstance(spec, BoostEvaluateTask):
+                raise ConfigError(f"a secure sum contributes evaluation releases, got {type(spec).__name__}")
+            inputs = server.input_requests(live)
             results = self.run_tasks(
                 new_tasks(list(inputs), round_id, lambda o: replace(spec, secagg=inputs[o])), timeout=timeout
             )
             refused.update(refusal_codes(results))
+            masked = {r.owner_id: r.payload for r in results if isinstance(r.payload, MaskedInput)}
             try:
-                unmask = server.on_masked(
-                    {r.owner_id: r.payload for r in results if isinstance(r.payload, MaskedInput)}
+                unmask = server.on_masked(masked)
+                results = self.run_tasks(
+                    new_tasks(list(unmask), round_id, lambda o: SecAggUnmaskTask(server.run_id, unmask[o])),
+                    timeout=timeout,
                 )
-                break
-            except RoundFailed:
-                if attempt == 2:
+                total = server.on_unmask({r.owner_id: r.payload for r in results if isinstance(r.payload, UnmaskReply)})
+            except RoundFailed as exc:
+                live = [o for o in live if o in masked]
+                if attempt == SECAGG_ATTEMPTS or len(live) < MIN_MEMBERS:
                     raise
-                log.warning("secure sum %s: round asked to run again without its silent owners", server.run_id)
-        results = self.run_tasks(
-            new_tasks(list(unmask), round_id, lambda o: SecAggUnmaskTask(server.run_id, unmask[o])), timeout=timeout
-        )
-        total = server.on_unmask({r.owner_id: r.payload for r in results if isinstance(r.payload, UnmaskReply)})
-        return RingSum(
-            totals=total,
-            ring=server.included,
-            attempts=attempt,
-            dropped=[o for o in owners if o not in set(server.included)],
-            refused=refused,
-            seconds=time.perf_counter() - t0,
-        )
+                log.warning("secure sum %s: %s; attempted again among %d owner(s)", server.run_id, exc, len(live))
+                continue
+            return RingSum(
+                totals=total,
+                ring=server.included,
+                attempts=attempt,
+                dropped=[o for o in owners if o not in set(server.included)],
+                refused=refused,
+                seconds=time.perf_counter() - t0,
+            )
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _key_agreement(
         self, owners: Sequence[str], max_abs: float, round_id: str, timeout: float | None
