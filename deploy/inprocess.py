@@ -6,10 +6,12 @@ to its owner's real handler (:func:`privfed.owner.handlers.handle_batch`, one ba
 that node's real ledger, so every release is debited before it "leaves"), an evaluation task to
 the node's real :class:`privfed.owner.boosting.RingDriver`, and ring envelopes travel as bytes
 through an in-memory relay that, like the coordinator's dispatcher, accepts them only inside an
-open session between its members and records the ``HOP`` senders. The ring secure sum is the
+open session between its members and records the ``HOP`` senders. Both secure sums are the
 same driver as the gRPC transport's (:class:`privfed.server.job.RelayedSecureSum` over
-:class:`privfed.common.secagg.session.RingSession`), so strategies run here exactly the code
-they run in a federation, with refusals, silent owners and re-formed rings.
+:class:`privfed.common.secagg.session.RingSession`, or over the pairwise-mask
+:class:`~privfed.common.secagg.aggregator.SecAggServer` with its steps answered by each node's
+:class:`~privfed.owner.secagg.SecAggDriver`), so strategies run here exactly the code they run in
+a federation, with refusals, silent owners, re-formed rings and dropped owners.
 
 The owners of a silent node (``silent_nodes=``) never answer and their envelopes are lost: a
 dead node, which :meth:`InProcessTransport.silent_owners` reports once one of its tasks went
@@ -66,6 +68,9 @@ class InProcessTransport(RelayedSecureSum):
         Nodes that never answer (their owners' tasks unanswered, envelopes to them lost).
     allow_clear_labels : bool
         As ``privfed owner --allow-clear-labels``.
+    secure_sum : {"ring", "secagg"}
+        The default secure sum (:class:`RelayedSecureSum`): the steps of a pairwise-mask sum go
+        to each node's :class:`SecAggDriver` as the owner node's dispatch sends them.
     """
 
     def __init__(

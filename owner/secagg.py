@@ -16,6 +16,7 @@ names); the run's mask keys are drawn by the machines, signed with the node's ce
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -50,6 +51,10 @@ from privfed.owner.handlers import LocalOwner, check_boost_config
 
 #: Sessions whose machines a node keeps (the latest ones).
 KEPT_SESSIONS = 4
+#: Checked mask-key adverts a node remembers (then it forgets them all and checks again).
+MAX_VERIFIED = 200_000
+#: Parsed node certificates a node keeps.
+MAX_PARSED = 1024
 
 
 class SecAggDriver:
@@ -77,6 +82,9 @@ class SecAggDriver:
         self._machines: dict[str, dict[str, SecAggOwner]] = {}  # session -> owner -> machine
         self._certificates: dict[str, dict[str, bytes]] = {}  # session -> node id -> PEM (sent once per node)
         self._keys: dict[str, dict[str, PeerKey]] = {}  # session -> owner id -> its long-lived box key
+        self._verified: set[tuple[str, str, bytes, bytes]] = set()  # (session, owner, key, signature) checked
+        self._parsed: dict[bytes, x509.Certificate] = {}
+        self._members: dict[str, tuple[str, ...]] = {}  # session -> its members (sent once per node)
 
     def _machine(self, session_id: str, owner_id: str) -> SecAggOwner:
         try:
@@ -85,15 +93,22 @@ class SecAggDriver:
             raise RemoteProtocolError(f"{owner_id} has no machine in secure-sum session {session_id!r}") from exc
 
     def _verify_advert(self, session_id: str, advert: KeyAdvert) -> None:
+        """Accept a neighbour's mask key only if signed by the certificate of the node its id names;
+        an advert is checked once per node and session (the node's owners share neighbours)."""
         ca = self._releases.ca
-        if ca is None:
+        checked = (session_id, advert.owner_id, advert.public_key, advert.signature)
+        if ca is None or checked in self._verified:
             return
         node = node_of(advert.owner_id)
         pem = self._certificates.get(session_id, {}).get(node)
         if pem is None:
             raise RemoteProtocolError(f"no certificate for node {node!r} of {advert.owner_id!r}")
+        if pem not in self._parsed:
+            if len(self._parsed) > MAX_PARSED:
+                self._parsed.clear()
+            self._parsed[pem] = x509.load_pem_x509_certificate(pem)
         verify_public_key(
-            x509.load_pem_x509_certificate(pem),
+            self._parsed[pem],
             ca,
             advert.owner_id,
             advert.public_key,
@@ -102,6 +117,9 @@ class SecAggDriver:
             session_id=session_id,
             cert_identity=node,
         )
+        if len(self._verified) > MAX_VERIFIED:
+            self._verified.clear()
+        self._verified.add(checked)
 
     def advertise(self, owner_id: str, session_id: str, fixed_point: FixedPoint) -> KeyAdvert:
         """Step 0: a fresh machine for ``owner_id`` in ``session_id``, and its signed mask key."""
@@ -120,7 +138,7 @@ class SecAggDriver:
             self._machines[session_id] = {}
             while len(self._machines) > KEPT_SESSIONS:
                 gone = next(iter(self._machines))
-                for table in (self._machines, self._certificates, self._keys):
+                for table in (self._machines, self._certificates, self._keys, self._members):
                     table.pop(gone, None)
         self._machines[session_id][owner_id] = machine
         sign = self._sign
@@ -134,10 +152,15 @@ class SecAggDriver:
         keys: Sequence[PeerKey] = (),
         certificates: Mapping[str, bytes] | None = None,
     ) -> KeyShares:
-        """Step 1, with the neighbours' box keys and (once per node and session) the nodes' certificates."""
+        """Step 1, with the neighbours' box keys and (once per node and session) the nodes' certificates
+        and the run's members (an empty ``request.members`` means the ones the node was sent)."""
         if session_id in self._machines:  # kept even if this owner's step fails: the node's others need them
             self._keys.setdefault(session_id, {}).update({k.owner_id: k for k in keys})
             self._certificates.setdefault(session_id, {}).update(certificates or {})
+            if request.members:
+                self._members[session_id] = request.members
+        if not request.members:
+            request = replace(request, members=self._members.get(session_id, ()))
         return self._machine(session_id, owner_id).on_share_keys(request)
 
     def masked_inputs(

@@ -28,7 +28,7 @@ from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.masking import MIN_MEMBERS
 from privfed.common.secagg.messages import KeyAdvert, KeyShares, MaskedInput, UnmaskReply
 from privfed.common.secagg.ring import new_session_id, ring_peers
-from privfed.common.secagg.session import Phase, RingSession
+from privfed.common.secagg.session import Phase, RingSession, attempt_timeout
 from privfed.common.validation import check_choice
 from privfed.server.app import CoordinatorServer
 from privfed.server.dispatcher import Dispatcher
@@ -192,6 +192,7 @@ class RelayedSecureSum:
         needed; their releases are cached per (run, round), so nothing is debited twice.
         """
         t0 = time.perf_counter()
+        timeout = attempt_timeout(len(owners), timeout)  # per step, as the ring's per attempt
         live, refused = list(owners), {}
         for attempt in range(1, SECAGG_ATTEMPTS + 1):
             server = self._key_agreement(live, max_abs, round_id, timeout)
@@ -233,7 +234,8 @@ class RelayedSecureSum:
     ) -> SecAggServer:
         """A keyed run whose members include ``owners`` (same public range, rounds left), or a new one:
         step 0 (each owner signs a fresh mask key) and step 1 (each seals key shares to its
-        neighbours, given their box keys and, once per node, the nodes' certificates)."""
+        neighbours, given their box keys and, once per node, the members and the nodes'
+        certificates: per owner they would cost O(N) bytes each, O(N^2) a run)."""
         wanted = set(owners)
         for server in reversed(self._secagg_runs):
             if (
@@ -254,9 +256,10 @@ class RelayedSecureSum:
             node = self.peer_key(owner_id).node_id
             first = node not in sent_to
             sent_to.add(node)
+            request = requests[owner_id]
             return replace(
                 advertise,
-                request=requests[owner_id],
+                request=request if first else replace(request, members=()),
                 peers=tuple(self.peer_key(v) for v in server.graph[owner_id]),
                 certificates=certificates if first else {},
             )
