@@ -38,7 +38,10 @@ from privfed.server.strategies.base import RingSum, Strategy, new_tasks, refusal
 log = logging.getLogger("privfed.coordinator")
 #: One line per round (``privfed simulate`` shows it instead of progress bars when stderr is no terminal).
 round_log = logging.getLogger("privfed.coordinator.rounds")
-#: Secure sums one pairwise-mask key agreement serves before the members agree new keys.
+#: Secure sums one pairwise-mask key agreement serves before the members agree new keys, for
+#: members keyed before (boosting's ``eval_groups="all"``); members keyed for the first time (a
+#: disjoint evaluation group, which sums once) share seeds for SECAGG_ATTEMPTS only: each owner
+#: Shamir-shares one seed per round up front, the largest cost of the key agreement.
 SECAGG_ROUNDS = 16
 #: Attempts of one pairwise-mask secure sum before the round fails.
 SECAGG_ATTEMPTS = 3
@@ -246,7 +249,8 @@ class RelayedSecureSum:
                 return server
         session = new_session_id()
         fp = FixedPoint.choose(n_parties=len(owners), max_abs=max_abs)
-        server = SecAggServer(session, sorted(owners), fp, rounds=SECAGG_ROUNDS)
+        again = any(set(s.members) == wanted for s in self._secagg_runs)
+        server = SecAggServer(session, sorted(owners), fp, rounds=SECAGG_ROUNDS if again else SECAGG_ATTEMPTS)
         advertise = SecAggKeysTask(session, fp.frac_bits, fp.n_parties, max_abs)
         results = self.run_tasks(new_tasks(sorted(owners), round_id, advertise), timeout=timeout)
         requests = server.on_adverts({r.owner_id: r.payload for r in results if isinstance(r.payload, KeyAdvert)})
