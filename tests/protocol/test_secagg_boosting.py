@@ -113,3 +113,16 @@ def test_an_owner_over_budget_is_refused_and_the_rest_summed(data):
 def test_unknown_secure_sum_is_a_config_error(data):
     with pytest.raises(ConfigError, match="secure_sum"):
         _transport(data, "onion")
+
+
+def test_a_key_agreement_serves_the_sums_of_its_members_then_they_key_again(data):
+    """Every owner evaluates every round (``eval_groups="all"``): the first key agreement shares
+    seeds for SECAGG_ATTEMPTS sums and serves them, then the same members key again for
+    SECAGG_ROUNDS; each round's sum is over every owner."""
+    from privfed.server.job import SECAGG_ATTEMPTS, SECAGG_ROUNDS
+
+    fb = _booster(data, n_rounds=SECAGG_ATTEMPTS + 1, eval_groups="all")
+    t, strategy, _ = _run(data, "secagg", fb)
+    assert [s.rounds for s in t._secagg_runs] == [SECAGG_ATTEMPTS, SECAGG_ROUNDS]
+    assert [s.rounds_left for s in t._secagg_runs] == [0, SECAGG_ROUNDS - 1]
+    assert [r["ring_size"] for r in strategy.rounds] == [N_OWNERS] * (SECAGG_ATTEMPTS + 1)
