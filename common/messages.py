@@ -14,6 +14,15 @@ import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
+from privfed.common.secagg.messages import (
+    InputRequest,
+    KeyAdvert,
+    KeyShares,
+    MaskedInput,
+    ShareKeysRequest,
+    UnmaskReply,
+    UnmaskRequest,
+)
 from privfed.common.validation import check_choice, check_positive
 
 if TYPE_CHECKING:  # the boosting types import scipy (common/boosting/federated.py): only once a task needs them
@@ -230,6 +239,9 @@ class BoostEvaluateTask:
     history: BoostHistory
     learner: Learner
     ring: RingSpec
+    #: Pairwise-mask secure sum: this round's step-2 request (``ring.ring`` and ``ring.peers`` empty,
+    #: ``ring.session_id`` the secagg session); None for the ring.
+    secagg: InputRequest | None = None
 
     @property
     def round(self) -> int:
@@ -253,8 +265,50 @@ class RingMessageTask:
         return []
 
 
+@dataclass(frozen=True, eq=False)
+class SecAggKeysTask:
+    """The key agreement of a pairwise-mask secure sum (:mod:`privfed.common.secagg.pairwise`).
+
+    ``request`` None: step 0, draw and sign the session's mask key (the reply is a
+    :class:`KeyAdvert`). Otherwise step 1 (the reply is :class:`KeyShares`), with the neighbours'
+    long-lived box keys (``peers``) and, in the first task of a node per session, the owner
+    nodes' certificates (as :class:`RingSpec` carries them). Not a release: no ledger entry.
+    """
+
+    session_id: str
+    frac_bits: int
+    n_parties: int
+    max_abs: float
+    request: ShareKeysRequest | None = None
+    peers: tuple[PeerKey, ...] = ()
+    certificates: dict[str, bytes] = field(default_factory=dict)
+
+    def ledger_entries(self) -> list[tuple[float, float, str]]:
+        return []
+
+
+@dataclass(frozen=True, eq=False)
+class SecAggUnmaskTask:
+    """Step 3 of a pairwise-mask secure sum round: the shares the coordinator needs to unmask the
+    sum (never one owner's input; the machine refuses requests that would reveal one)."""
+
+    session_id: str
+    request: UnmaskRequest
+
+    def ledger_entries(self) -> list[tuple[float, float, str]]:
+        return []
+
+
 TaskSpec = (
-    NccShareTask | LrShareTask | PcaShareTask | SvmShareTask | BoostShareTask | BoostEvaluateTask | RingMessageTask
+    NccShareTask
+    | LrShareTask
+    | PcaShareTask
+    | SvmShareTask
+    | BoostShareTask
+    | BoostEvaluateTask
+    | RingMessageTask
+    | SecAggKeysTask
+    | SecAggUnmaskTask
 )
 
 
@@ -333,7 +387,18 @@ class RingTotal:
 
 
 Payload = (
-    Refusal | NccShareReply | LrShareReply | PcaShareReply | SvmShareReply | BoostShareReply | RingJoined | RingTotal
+    Refusal
+    | NccShareReply
+    | LrShareReply
+    | PcaShareReply
+    | SvmShareReply
+    | BoostShareReply
+    | RingJoined
+    | RingTotal
+    | KeyAdvert  # pairwise-mask secure sum, step 0: a signed mask public key
+    | KeyShares  # step 1: Shamir shares sealed end-to-end to each neighbour
+    | MaskedInput  # step 2: the owner's debited release, masked in Z_2^64
+    | UnmaskReply  # step 3: shares of survivors' self-mask seeds and dropped owners' keys
 )
 
 

@@ -207,6 +207,13 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
         default=None,
         help="bdt only: seconds per ring secure sum (default: 30 s + 10 ms per member)",
     )
+    p.add_argument(
+        "--secure-sum",
+        choices=("ring", "secagg"),
+        default="ring",
+        help="bdt only: the evaluations' secure sum: the paper's ring (N sequential hops) or pairwise masks "
+        "(secagg: Bonawitz et al. 2017, O(1) round trips, dropped owners recovered)",
+    )
 
 
 def _add_data(p: argparse.ArgumentParser, *, dataset_group: argparse._MutuallyExclusiveGroup | None = None) -> None:

@@ -6,10 +6,12 @@ to its owner's real handler (:func:`privfed.owner.handlers.handle_batch`, one ba
 that node's real ledger, so every release is debited before it "leaves"), an evaluation task to
 the node's real :class:`privfed.owner.boosting.RingDriver`, and ring envelopes travel as bytes
 through an in-memory relay that, like the coordinator's dispatcher, accepts them only inside an
-open session between its members and records the ``HOP`` senders. The ring secure sum is the
+open session between its members and records the ``HOP`` senders. Both secure sums are the
 same driver as the gRPC transport's (:class:`privfed.server.job.RelayedSecureSum` over
-:class:`privfed.common.secagg.session.RingSession`), so strategies run here exactly the code
-they run in a federation, with refusals, silent owners and re-formed rings.
+:class:`privfed.common.secagg.session.RingSession`, or over the pairwise-mask
+:class:`~privfed.common.secagg.aggregator.SecAggServer` with its steps answered by each node's
+:class:`~privfed.owner.secagg.SecAggDriver`), so strategies run here exactly the code they run in
+a federation, with refusals, silent owners, re-formed rings and dropped owners.
 
 The owners of a silent node (``silent_nodes=``) never answer and their envelopes are lost: a
 dead node, which :meth:`InProcessTransport.silent_owners` reports once one of its tasks went
@@ -26,13 +28,12 @@ a test checks the two give the same model at ε = ∞.
 from __future__ import annotations
 
 import logging
-import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from privfed.common.errors import ConfigError, ProtocolError, RemoteProtocolError, RoundFailed
+from privfed.common.errors import ConfigError, ProtocolError, RemoteProtocolError
 from privfed.common.identity import node_of
 from privfed.common.ledger import Ledger
 from privfed.common.messages import (
@@ -41,28 +42,17 @@ from privfed.common.messages import (
     BoostShareTask,
     PeerKey,
     Result,
-    RingSpec,
     RingTotal,
     Task,
-    TaskSpec,
 )
-from privfed.common.secagg.aggregator import SecAggServer
 from privfed.common.secagg.boxes import generate_private_key, public_bytes
-from privfed.common.secagg.fixedpoint import FixedPoint
-from privfed.common.secagg.messages import KeyShares, MaskedInput
-from privfed.common.secagg.ring import Inbound, MessageKind, Outbound, new_session_id
-from privfed.common.validation import check_choice
-from privfed.owner.boosting import RingDriver, evaluation_refusal
+from privfed.common.secagg.ring import Inbound, MessageKind, Outbound
+from privfed.owner.boosting import RingDriver
 from privfed.owner.handlers import LocalOwner, handle_batch
-from privfed.owner.secagg import SecAggDriver
+from privfed.owner.secagg import SecAggDriver, is_secagg_task
 from privfed.server.job import RelayedSecureSum
-from privfed.server.strategies.base import RingSum
 
 log = logging.getLogger("privfed.inprocess")
-#: The secure sums: the seed paper's ring, or pairwise masks (``privfed.common.secagg.pairwise``).
-SECURE_SUMS = ("ring", "secagg")
-#: Secure sums one pairwise-mask key agreement serves before the members agree new keys.
-SECAGG_ROUNDS = 16
 
 
 class InProcessTransport(RelayedSecureSum):
@@ -78,6 +68,9 @@ class InProcessTransport(RelayedSecureSum):
         Nodes that never answer (their owners' tasks unanswered, envelopes to them lost).
     allow_clear_labels : bool
         As ``privfed owner --allow-clear-labels``.
+    secure_sum : {"ring", "secagg"}
+        The default secure sum (:class:`RelayedSecureSum`): the steps of a pairwise-mask sum go
+        to each node's :class:`SecAggDriver` as the owner node's dispatch sends them.
     """
 
     def __init__(
@@ -89,7 +82,7 @@ class InProcessTransport(RelayedSecureSum):
         allow_clear_labels: bool = False,
         secure_sum: str = "ring",
     ) -> None:
-        self.secure_sum_protocol = check_choice(secure_sum, name="secure_sum", allowed=SECURE_SUMS)
+        super().__init__(secure_sum)
         self.owners = {o.owner_id: o for o in owners}
         self._node = {oid: node_of(oid) for oid in self.owners}
         if missing := sorted(set(self._node.values()) - set(ledgers)):
@@ -105,7 +98,6 @@ class InProcessTransport(RelayedSecureSum):
             for node, ledger in self.ledgers.items()
         }
         self.secagg = {node: SecAggDriver(driver) for node, driver in self.drivers.items()}
-        self._keyed: dict[tuple[tuple[str, ...], float], SecAggServer] = {}  # (members, max_abs) -> its run
         self._open: dict[str, frozenset[str]] = {}  # open ring session -> members
         self._hops: dict[str, set[str]] = {}
         self._evaluate_task: dict[str, str] = {}  # owner -> its current evaluate task id (answered by the total)
@@ -146,6 +138,10 @@ class InProcessTransport(RelayedSecureSum):
             else:
                 by_node.setdefault(self._node[t.owner_id], []).append(t)
         for node, node_tasks in by_node.items():
+            steps = [t for t in node_tasks if is_secagg_task(t)]  # pairwise-mask secure sum, as the node answers
+            if steps:
+                results += self.secagg[node].answer(steps, self.owners)
+            node_tasks = [t for t in node_tasks if not is_secagg_task(t)]
             shares = [t for t in node_tasks if not isinstance(t.spec, BoostEvaluateTask)]
             if shares:
                 owners = {t.owner_id: self.owners[t.owner_id] for t in shares}
@@ -159,98 +155,6 @@ class InProcessTransport(RelayedSecureSum):
 
     def silent_owners(self) -> set[str]:
         return {oid for oid in self.silent if self._node[oid] in self._noticed}
-
-    def secure_sum(
-        self,
-        ring: Sequence[str],
-        task_for: Callable[[RingSpec], TaskSpec],
-        *,
-        max_abs: float,
-        round_id: str,
-        timeout: float | None = None,
-    ) -> RingSum:
-        """The ring (:class:`RelayedSecureSum`) or a pairwise-mask secure sum, as configured.
-
-        Pairwise masks: one key agreement per set of members (reused while it has rounds left),
-        then one round: every member's task and :class:`InputRequest` go to its node's
-        :class:`SecAggDriver` (the same debited release as the ring's), the masked inputs to the
-        :class:`SecAggServer`, its unmasking requests back to the owners. A round the server asks
-        to run again (an owner unmasked before dropped) is run once more.
-        """
-        if self.secure_sum_protocol == "ring":
-            return super().secure_sum(ring, task_for, max_abs=max_abs, round_id=round_id, timeout=timeout)
-        t0 = time.perf_counter()
-        server = self._key_agreement(tuple(sorted(ring)), max_abs)
-        fp = server.fixed_point
-        spec = task_for(RingSpec(server.run_id, (), fp.frac_bits, fp.n_parties, max_abs, (), {}))
-        if not isinstance(spec, BoostEvaluateTask):
-            raise ConfigError(f"a secure sum contributes evaluation releases, got {type(spec).__name__}")
-        refused: dict[str, str] = {}
-        for attempt in (1, 2):
-            inputs = server.input_requests()
-            masked: dict[str, MaskedInput] = {}
-            for node, owner_ids in self._by_node(inputs).items():
-                items = [(self.owners[o], spec, inputs[o]) for o in owner_ids]
-                for o, out in zip(owner_ids, self.secagg[node].masked_inputs(items)):
-                    if isinstance(out, Exception):
-                        refused[o] = evaluation_refusal(o, out).code
-                    else:
-                        masked[o] = out
-            try:
-                requests = server.on_masked(masked)
-                break
-            except RoundFailed:
-                if attempt == 2:
-                    raise
-        replies = {
-            o: self.secagg[node].unmask(o, server.run_id, requests[o])
-            for node, owner_ids in self._by_node(requests).items()
-            for o in owner_ids
-        }
-        total = server.on_unmask(replies)
-        return RingSum(
-            totals=total,
-            ring=server.included,
-            attempts=attempt,
-            dropped=[o for o in ring if o not in set(server.included)],
-            refused=refused,
-            seconds=time.perf_counter() - t0,
-        )
-
-    def _by_node(self, owner_ids: Iterable[str]) -> dict[str, list[str]]:
-        """Owners grouped by node; a silent node's owners never answer (and the node is noticed)."""
-        by_node: dict[str, list[str]] = {}
-        for o in owner_ids:
-            if o in self.silent:
-                self._noticed.add(self._node[o])
-            else:
-                by_node.setdefault(self._node[o], []).append(o)
-        return by_node
-
-    def _key_agreement(self, members: tuple[str, ...], max_abs: float) -> SecAggServer:
-        """The run of these members, keyed once (steps 0 and 1) while it has rounds left."""
-        server = self._keyed.get((members, max_abs))
-        if server is not None and server.rounds_left > 0:
-            return server
-        session = new_session_id()
-        fp = FixedPoint.choose(n_parties=len(members), max_abs=max_abs)
-        server = SecAggServer(session, members, fp, rounds=SECAGG_ROUNDS)
-        adverts = {
-            o: self.secagg[node].advertise(o, session, fp, self._peer_keys)
-            for node, owner_ids in self._by_node(members).items()
-            for o in owner_ids
-        }
-        shares: dict[str, KeyShares] = {}
-        server_requests = server.on_adverts(adverts)
-        for node, owner_ids in self._by_node(server_requests).items():
-            for o in owner_ids:
-                try:
-                    shares[o] = self.secagg[node].share_keys(o, session, server_requests[o])
-                except ProtocolError as exc:  # left out of the run
-                    log.warning("secure-sum key agreement: %s left out: %s", o, exc)
-        server.on_key_shares(shares)
-        self._keyed[(members, max_abs)] = server
-        return server
 
     # ------------------------------------------------------------------ what RelayedSecureSum needs
     def peer_key(self, owner_id: str) -> PeerKey:

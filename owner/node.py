@@ -39,6 +39,7 @@ from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign
 from privfed.common.secagg.ring import Outbound
 from privfed.owner.boosting import RingDriver
 from privfed.owner.handlers import LocalOwner, handle_batch
+from privfed.owner.secagg import SecAggDriver, is_secagg_task
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
@@ -94,7 +95,11 @@ class ConnectError(RuntimeError):
 
 
 def _is_evaluate(item: Task | Result) -> bool:
-    return isinstance(item, Task) and isinstance(item.spec, BoostEvaluateTask)
+    return isinstance(item, Task) and isinstance(item.spec, BoostEvaluateTask) and not is_secagg_task(item)
+
+
+def _is_secagg(item: Task | Result) -> bool:
+    return isinstance(item, Task) and is_secagg_task(item)
 
 
 @dataclass(frozen=True)
@@ -112,7 +117,11 @@ class DeferredOwners:
 
 def _is_batch_task(item: Task | Result) -> bool:
     """A task answered in a batch by the handlers (not a ring hop, not a refusal made at decoding)."""
-    return isinstance(item, Task) and not isinstance(item.spec, (BoostEvaluateTask, RingMessageTask))
+    return (
+        isinstance(item, Task)
+        and not isinstance(item.spec, (BoostEvaluateTask, RingMessageTask))
+        and not _is_secagg(item)
+    )
 
 
 class OwnerNode:
@@ -147,6 +156,11 @@ class OwnerNode:
         self._x25519 = {oid: generate_private_key() for oid in self._owner_ids}
         ca_pem = tls.read()[0] if tls is not None else None
         self._ring = RingDriver(self._x25519, ca_pem, ledger)  # ring contributions are debited releases
+        signer = load_pem_private_key(tls.read()[2], password=None) if tls is not None else None
+        self._secagg = SecAggDriver(  # pairwise-mask secure sums: the same debited releases as the ring
+            self._ring,
+            sign=None if signer is None else lambda owner, session, pk: sign_public_key(signer, pk, owner, session),
+        )
         self._evaluate_task: dict[str, str] = {}
 
     def _channel(self) -> grpc.Channel:
@@ -365,6 +379,12 @@ class OwnerNode:
             if isinstance(item, Result):  # a task refused at decoding
                 ready.append(item)
                 i += 1
+            elif _is_secagg(item):  # a run of secure-sum steps; masked inputs debited in one transaction
+                j = i + 1
+                while j < len(tasks) and _is_secagg(tasks[j]):
+                    j += 1
+                ready += self._secagg.answer([t for t in tasks[i:j] if isinstance(t, Task)], self._owners)
+                i = j
             elif isinstance(item.spec, BoostEvaluateTask):  # a run of them: one ledger transaction
                 j = i + 1
                 while j < len(tasks) and _is_evaluate(tasks[j]):

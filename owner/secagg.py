@@ -16,6 +16,7 @@ names); the run's mask keys are drawn by the machines, signed with the node's ce
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -23,7 +24,16 @@ from cryptography import x509
 
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.identity import node_of
-from privfed.common.messages import BoostEvaluateTask, PeerKey
+from privfed.common.messages import (
+    BoostEvaluateTask,
+    PeerKey,
+    Refusal,
+    Result,
+    SecAggKeysTask,
+    SecAggUnmaskTask,
+    Task,
+    TaskSpec,
+)
 from privfed.common.secagg.boxes import Box, verify_public_key
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.messages import (
@@ -36,11 +46,15 @@ from privfed.common.secagg.messages import (
     UnmaskRequest,
 )
 from privfed.common.secagg.pairwise import SecAggOwner
-from privfed.owner.boosting import RingDriver
+from privfed.owner.boosting import RingDriver, evaluation_refusal
 from privfed.owner.handlers import LocalOwner, check_boost_config
 
 #: Sessions whose machines a node keeps (the latest ones).
 KEPT_SESSIONS = 4
+#: Checked mask-key adverts a node remembers (then it forgets them all and checks again).
+MAX_VERIFIED = 200_000
+#: Parsed node certificates a node keeps.
+MAX_PARSED = 1024
 
 
 class SecAggDriver:
@@ -53,8 +67,6 @@ class SecAggDriver:
     sign : callable or None
         ``sign(owner_id, session_id, public key)`` with the node's certificate key; ``None``
         (in-process simulations, no certificates) sends unsigned keys.
-    certificates : mapping
-        node id -> PEM of every owner node's certificate, to check adverts (unused without a CA).
     """
 
     def __init__(
@@ -62,14 +74,17 @@ class SecAggDriver:
         releases: RingDriver,
         *,
         sign: Callable[[str, str, bytes], bytes] | None = None,
-        certificates: Mapping[str, bytes] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._releases = releases
         self._sign = sign
-        self._certificates = dict(certificates or {})
         self._clock = clock
         self._machines: dict[str, dict[str, SecAggOwner]] = {}  # session -> owner -> machine
+        self._certificates: dict[str, dict[str, bytes]] = {}  # session -> node id -> PEM (sent once per node)
+        self._keys: dict[str, dict[str, PeerKey]] = {}  # session -> owner id -> its long-lived box key
+        self._verified: set[tuple[str, str, bytes, bytes]] = set()  # (session, owner, key, signature) checked
+        self._parsed: dict[bytes, x509.Certificate] = {}
+        self._members: dict[str, tuple[str, ...]] = {}  # session -> its members (sent once per node)
 
     def _machine(self, session_id: str, owner_id: str) -> SecAggOwner:
         try:
@@ -78,15 +93,22 @@ class SecAggDriver:
             raise RemoteProtocolError(f"{owner_id} has no machine in secure-sum session {session_id!r}") from exc
 
     def _verify_advert(self, session_id: str, advert: KeyAdvert) -> None:
+        """Accept a neighbour's mask key only if signed by the certificate of the node its id names;
+        an advert is checked once per node and session (the node's owners share neighbours)."""
         ca = self._releases.ca
-        if ca is None:
+        checked = (session_id, advert.owner_id, advert.public_key, advert.signature)
+        if ca is None or checked in self._verified:
             return
         node = node_of(advert.owner_id)
-        pem = self._certificates.get(node)
+        pem = self._certificates.get(session_id, {}).get(node)
         if pem is None:
             raise RemoteProtocolError(f"no certificate for node {node!r} of {advert.owner_id!r}")
+        if pem not in self._parsed:
+            if len(self._parsed) > MAX_PARSED:
+                self._parsed.clear()
+            self._parsed[pem] = x509.load_pem_x509_certificate(pem)
         verify_public_key(
-            x509.load_pem_x509_certificate(pem),
+            self._parsed[pem],
             ca,
             advert.owner_id,
             advert.public_key,
@@ -95,34 +117,50 @@ class SecAggDriver:
             session_id=session_id,
             cert_identity=node,
         )
+        if len(self._verified) > MAX_VERIFIED:
+            self._verified.clear()
+        self._verified.add(checked)
 
-    def advertise(
-        self, owner_id: str, session_id: str, fixed_point: FixedPoint, keys: Mapping[str, PeerKey]
-    ) -> KeyAdvert:
-        """Step 0: a fresh machine for ``owner_id`` in ``session_id``, and its signed mask key.
-
-        ``keys`` maps owner ids to their long-lived box keys (those of its neighbours are looked up,
-        checked as a ring peer's); one mapping may serve every owner of the session.
-        """
+    def advertise(self, owner_id: str, session_id: str, fixed_point: FixedPoint) -> KeyAdvert:
+        """Step 0: a fresh machine for ``owner_id`` in ``session_id``, and its signed mask key."""
 
         def box_for(peer: str) -> Box:
-            if peer not in keys:
+            key = self._keys.get(session_id, {}).get(peer)
+            if key is None:
                 raise RemoteProtocolError(f"no box key for neighbour {peer!r}")
-            public = self._releases.peer_key(self._certificates, keys[peer])
+            public = self._releases.peer_key(self._certificates.get(session_id, {}), key)
             return Box(owner_id, self._releases.own_key(owner_id), peer, public)
 
         machine = SecAggOwner(
             owner_id, session_id, fixed_point, box_for, lambda advert: self._verify_advert(session_id, advert)
         )
-        sessions = self._machines.setdefault(session_id, {})
-        sessions[owner_id] = machine
-        while len(self._machines) > KEPT_SESSIONS:
-            self._machines.pop(next(iter(self._machines)))
+        if session_id not in self._machines:
+            self._machines[session_id] = {}
+            while len(self._machines) > KEPT_SESSIONS:
+                gone = next(iter(self._machines))
+                for table in (self._machines, self._certificates, self._keys, self._members):
+                    table.pop(gone, None)
+        self._machines[session_id][owner_id] = machine
         sign = self._sign
         return machine.start(lambda pk: b"" if sign is None else sign(owner_id, session_id, pk))
 
-    def share_keys(self, owner_id: str, session_id: str, request: ShareKeysRequest) -> KeyShares:
-        """Step 1."""
+    def share_keys(
+        self,
+        owner_id: str,
+        session_id: str,
+        request: ShareKeysRequest,
+        keys: Sequence[PeerKey] = (),
+        certificates: Mapping[str, bytes] | None = None,
+    ) -> KeyShares:
+        """Step 1, with the neighbours' box keys and (once per node and session) the nodes' certificates
+        and the run's members (an empty ``request.members`` means the ones the node was sent)."""
+        if session_id in self._machines:  # kept even if this owner's step fails: the node's others need them
+            self._keys.setdefault(session_id, {}).update({k.owner_id: k for k in keys})
+            self._certificates.setdefault(session_id, {}).update(certificates or {})
+            if request.members:
+                self._members[session_id] = request.members
+        if not request.members:
+            request = replace(request, members=self._members.get(session_id, ()))
         return self._machine(session_id, owner_id).on_share_keys(request)
 
     def masked_inputs(
@@ -149,3 +187,48 @@ class SecAggDriver:
     def unmask(self, owner_id: str, session_id: str, request: UnmaskRequest) -> UnmaskReply:
         """Step 3."""
         return self._machine(session_id, owner_id).on_unmask(request)
+
+    def answer(self, tasks: Sequence[Task], owners: Mapping[str, LocalOwner]) -> list[Result]:
+        """A node's secure-sum tasks (:func:`is_secagg_task`) answered in order: the key agreement
+        and unmasking steps one by one, the masked inputs of a run of evaluate tasks in one ledger
+        transaction. A task that fails is refused (:func:`evaluation_refusal`), alone."""
+        results: list[Result] = []
+        evaluations: list[tuple[Task, LocalOwner, BoostEvaluateTask, InputRequest]] = []
+        for task in tasks:
+            spec, owner = task.spec, owners.get(task.owner_id)
+            if owner is None or not is_secagg_task(task):
+                detail = f"owner {task.owner_id!r} is not hosted by this node" if owner is None else "not a secure sum"
+                results.append(Result(task.task_id, task.owner_id, Refusal.of("invalid_task", detail)))
+            elif isinstance(spec, BoostEvaluateTask) and spec.secagg is not None:
+                evaluations.append((task, owner, spec, spec.secagg))
+            else:
+                try:
+                    results.append(Result(task.task_id, task.owner_id, self._step(task.owner_id, spec)))
+                except Exception as exc:  # noqa: BLE001 - refused alone: a peer's message never ends the node
+                    results.append(Result(task.task_id, task.owner_id, evaluation_refusal(task.owner_id, exc)))
+        outs = self.masked_inputs([(owner, spec, request) for _, owner, spec, request in evaluations])
+        for (task, _, _, _), out in zip(evaluations, outs):
+            payload = evaluation_refusal(task.owner_id, out) if isinstance(out, Exception) else out
+            results.append(Result(task.task_id, task.owner_id, payload))
+        return results
+
+    def _step(self, owner_id: str, spec: TaskSpec) -> KeyAdvert | KeyShares | UnmaskReply:
+        if isinstance(spec, SecAggUnmaskTask):
+            return self.unmask(owner_id, spec.session_id, spec.request)
+        if not isinstance(spec, SecAggKeysTask):
+            raise ConfigError(f"not a secure-sum step: {type(spec).__name__}")
+        if spec.request is not None:
+            return self.share_keys(owner_id, spec.session_id, spec.request, spec.peers, spec.certificates)
+        try:
+            fixed_point = FixedPoint(frac_bits=spec.frac_bits, n_parties=spec.n_parties, max_abs=spec.max_abs)
+        except (TypeError, ValueError) as exc:
+            raise RemoteProtocolError(f"secure-sum encoding is unusable: {exc}") from exc
+        return self.advertise(owner_id, spec.session_id, fixed_point)
+
+
+def is_secagg_task(task: Task) -> bool:
+    """A step of a pairwise-mask secure sum (key agreement, masked input, unmasking)."""
+    spec = task.spec
+    return isinstance(spec, (SecAggKeysTask, SecAggUnmaskTask)) or (
+        isinstance(spec, BoostEvaluateTask) and spec.secagg is not None
+    )

@@ -293,16 +293,120 @@ class RingSpec(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., ring: _Optional[_Iterable[str]] = ..., frac_bits: _Optional[int] = ..., n_parties: _Optional[int] = ..., max_abs: _Optional[float] = ..., peers: _Optional[_Iterable[_Union[PeerKey, _Mapping]]] = ..., certificates: _Optional[_Iterable[_Union[NodeCertificate, _Mapping]]] = ...) -> None: ...
 
 class BoostEvaluateTask(_message.Message):
-    __slots__ = ("ring", "config", "history", "learner")
+    __slots__ = ("ring", "config", "history", "learner", "secagg")
     RING_FIELD_NUMBER: _ClassVar[int]
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
     LEARNER_FIELD_NUMBER: _ClassVar[int]
+    SECAGG_FIELD_NUMBER: _ClassVar[int]
     ring: RingSpec
     config: BoostConfig
     history: BoostHistory
     learner: BoostLearner
-    def __init__(self, ring: _Optional[_Union[RingSpec, _Mapping]] = ..., config: _Optional[_Union[BoostConfig, _Mapping]] = ..., history: _Optional[_Union[BoostHistory, _Mapping]] = ..., learner: _Optional[_Union[BoostLearner, _Mapping]] = ...) -> None: ...
+    secagg: SecAggInput
+    def __init__(self, ring: _Optional[_Union[RingSpec, _Mapping]] = ..., config: _Optional[_Union[BoostConfig, _Mapping]] = ..., history: _Optional[_Union[BoostHistory, _Mapping]] = ..., learner: _Optional[_Union[BoostLearner, _Mapping]] = ..., secagg: _Optional[_Union[SecAggInput, _Mapping]] = ...) -> None: ...
+
+class KeyAdvert(_message.Message):
+    __slots__ = ("owner_id", "public_key", "signature")
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    owner_id: str
+    public_key: bytes
+    signature: bytes
+    def __init__(self, owner_id: _Optional[str] = ..., public_key: _Optional[bytes] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class SealedShare(_message.Message):
+    __slots__ = ("sender", "recipient", "ciphertext")
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    RECIPIENT_FIELD_NUMBER: _ClassVar[int]
+    CIPHERTEXT_FIELD_NUMBER: _ClassVar[int]
+    sender: str
+    recipient: str
+    ciphertext: bytes
+    def __init__(self, sender: _Optional[str] = ..., recipient: _Optional[str] = ..., ciphertext: _Optional[bytes] = ...) -> None: ...
+
+class ShareKeysRequest(_message.Message):
+    __slots__ = ("members", "adverts", "rounds")
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    ADVERTS_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedScalarFieldContainer[str]
+    adverts: _containers.RepeatedCompositeFieldContainer[KeyAdvert]
+    rounds: int
+    def __init__(self, members: _Optional[_Iterable[str]] = ..., adverts: _Optional[_Iterable[_Union[KeyAdvert, _Mapping]]] = ..., rounds: _Optional[int] = ...) -> None: ...
+
+class SecAggKeysTask(_message.Message):
+    __slots__ = ("session_id", "frac_bits", "n_parties", "max_abs", "share_keys", "peers", "certificates")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    FRAC_BITS_FIELD_NUMBER: _ClassVar[int]
+    N_PARTIES_FIELD_NUMBER: _ClassVar[int]
+    MAX_ABS_FIELD_NUMBER: _ClassVar[int]
+    SHARE_KEYS_FIELD_NUMBER: _ClassVar[int]
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    CERTIFICATES_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    frac_bits: int
+    n_parties: int
+    max_abs: float
+    share_keys: ShareKeysRequest
+    peers: _containers.RepeatedCompositeFieldContainer[PeerKey]
+    certificates: _containers.RepeatedCompositeFieldContainer[NodeCertificate]
+    def __init__(self, session_id: _Optional[str] = ..., frac_bits: _Optional[int] = ..., n_parties: _Optional[int] = ..., max_abs: _Optional[float] = ..., share_keys: _Optional[_Union[ShareKeysRequest, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerKey, _Mapping]]] = ..., certificates: _Optional[_Iterable[_Union[NodeCertificate, _Mapping]]] = ...) -> None: ...
+
+class SecAggInput(_message.Message):
+    __slots__ = ("round", "participants", "key_shares")
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    PARTICIPANTS_FIELD_NUMBER: _ClassVar[int]
+    KEY_SHARES_FIELD_NUMBER: _ClassVar[int]
+    round: int
+    participants: _containers.RepeatedScalarFieldContainer[str]
+    key_shares: _containers.RepeatedCompositeFieldContainer[SealedShare]
+    def __init__(self, round: _Optional[int] = ..., participants: _Optional[_Iterable[str]] = ..., key_shares: _Optional[_Iterable[_Union[SealedShare, _Mapping]]] = ...) -> None: ...
+
+class SecAggUnmaskTask(_message.Message):
+    __slots__ = ("session_id", "round", "survivors", "dropped")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    SURVIVORS_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    round: int
+    survivors: _containers.RepeatedScalarFieldContainer[str]
+    dropped: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session_id: _Optional[str] = ..., round: _Optional[int] = ..., survivors: _Optional[_Iterable[str]] = ..., dropped: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class KeyShares(_message.Message):
+    __slots__ = ("shares",)
+    SHARES_FIELD_NUMBER: _ClassVar[int]
+    shares: _containers.RepeatedCompositeFieldContainer[SealedShare]
+    def __init__(self, shares: _Optional[_Iterable[_Union[SealedShare, _Mapping]]] = ...) -> None: ...
+
+class MaskedInput(_message.Message):
+    __slots__ = ("round", "masked")
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    MASKED_FIELD_NUMBER: _ClassVar[int]
+    round: int
+    masked: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, round: _Optional[int] = ..., masked: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class OwnerShare(_message.Message):
+    __slots__ = ("owner_id", "share")
+    OWNER_ID_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
+    owner_id: str
+    share: bytes
+    def __init__(self, owner_id: _Optional[str] = ..., share: _Optional[bytes] = ...) -> None: ...
+
+class UnmaskReply(_message.Message):
+    __slots__ = ("round", "self_shares", "key_shares")
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    SELF_SHARES_FIELD_NUMBER: _ClassVar[int]
+    KEY_SHARES_FIELD_NUMBER: _ClassVar[int]
+    round: int
+    self_shares: _containers.RepeatedCompositeFieldContainer[OwnerShare]
+    key_shares: _containers.RepeatedCompositeFieldContainer[OwnerShare]
+    def __init__(self, round: _Optional[int] = ..., self_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ..., key_shares: _Optional[_Iterable[_Union[OwnerShare, _Mapping]]] = ...) -> None: ...
 
 class RingMessageTask(_message.Message):
     __slots__ = ("data",)
@@ -311,7 +415,7 @@ class RingMessageTask(_message.Message):
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("task_id", "owner_id", "round_id", "ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "boost_evaluate", "ring_message")
+    __slots__ = ("task_id", "owner_id", "round_id", "ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "boost_evaluate", "ring_message", "secagg_keys", "secagg_unmask")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
@@ -322,6 +426,8 @@ class Task(_message.Message):
     BOOST_SHARE_FIELD_NUMBER: _ClassVar[int]
     BOOST_EVALUATE_FIELD_NUMBER: _ClassVar[int]
     RING_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SECAGG_KEYS_FIELD_NUMBER: _ClassVar[int]
+    SECAGG_UNMASK_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     owner_id: str
     round_id: str
@@ -332,7 +438,9 @@ class Task(_message.Message):
     boost_share: BoostShareTask
     boost_evaluate: BoostEvaluateTask
     ring_message: RingMessageTask
-    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., round_id: _Optional[str] = ..., ncc_share: _Optional[_Union[NccShareTask, _Mapping]] = ..., lr_share: _Optional[_Union[LrShareTask, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShareTask, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShareTask, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShareTask, _Mapping]] = ..., boost_evaluate: _Optional[_Union[BoostEvaluateTask, _Mapping]] = ..., ring_message: _Optional[_Union[RingMessageTask, _Mapping]] = ...) -> None: ...
+    secagg_keys: SecAggKeysTask
+    secagg_unmask: SecAggUnmaskTask
+    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., round_id: _Optional[str] = ..., ncc_share: _Optional[_Union[NccShareTask, _Mapping]] = ..., lr_share: _Optional[_Union[LrShareTask, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShareTask, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShareTask, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShareTask, _Mapping]] = ..., boost_evaluate: _Optional[_Union[BoostEvaluateTask, _Mapping]] = ..., ring_message: _Optional[_Union[RingMessageTask, _Mapping]] = ..., secagg_keys: _Optional[_Union[SecAggKeysTask, _Mapping]] = ..., secagg_unmask: _Optional[_Union[SecAggUnmaskTask, _Mapping]] = ...) -> None: ...
 
 class Refusal(_message.Message):
     __slots__ = ("code", "message")
@@ -395,7 +503,7 @@ class RingTotal(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class Result(_message.Message):
-    __slots__ = ("task_id", "owner_id", "refusal", "ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "ring_joined", "ring_total")
+    __slots__ = ("task_id", "owner_id", "refusal", "ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "ring_joined", "ring_total", "key_advert", "key_shares", "masked_input", "unmask_reply")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     REFUSAL_FIELD_NUMBER: _ClassVar[int]
@@ -406,6 +514,10 @@ class Result(_message.Message):
     BOOST_SHARE_FIELD_NUMBER: _ClassVar[int]
     RING_JOINED_FIELD_NUMBER: _ClassVar[int]
     RING_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    KEY_ADVERT_FIELD_NUMBER: _ClassVar[int]
+    KEY_SHARES_FIELD_NUMBER: _ClassVar[int]
+    MASKED_INPUT_FIELD_NUMBER: _ClassVar[int]
+    UNMASK_REPLY_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     owner_id: str
     refusal: Refusal
@@ -416,7 +528,11 @@ class Result(_message.Message):
     boost_share: BoostShare
     ring_joined: RingJoined
     ring_total: RingTotal
-    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., ncc_share: _Optional[_Union[NccShare, _Mapping]] = ..., lr_share: _Optional[_Union[LrShare, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShare, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShare, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShare, _Mapping]] = ..., ring_joined: _Optional[_Union[RingJoined, _Mapping]] = ..., ring_total: _Optional[_Union[RingTotal, _Mapping]] = ...) -> None: ...
+    key_advert: KeyAdvert
+    key_shares: KeyShares
+    masked_input: MaskedInput
+    unmask_reply: UnmaskReply
+    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., ncc_share: _Optional[_Union[NccShare, _Mapping]] = ..., lr_share: _Optional[_Union[LrShare, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShare, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShare, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShare, _Mapping]] = ..., ring_joined: _Optional[_Union[RingJoined, _Mapping]] = ..., ring_total: _Optional[_Union[RingTotal, _Mapping]] = ..., key_advert: _Optional[_Union[KeyAdvert, _Mapping]] = ..., key_shares: _Optional[_Union[KeyShares, _Mapping]] = ..., masked_input: _Optional[_Union[MaskedInput, _Mapping]] = ..., unmask_reply: _Optional[_Union[UnmaskReply, _Mapping]] = ...) -> None: ...
 
 class PushResultsRequest(_message.Message):
     __slots__ = ("node_id", "results")

@@ -7,6 +7,7 @@ peer sent and raises :class:`RemoteProtocolError` on anything malformed.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -35,9 +36,21 @@ from privfed.common.messages import (
     RingMessageTask,
     RingSpec,
     RingTotal,
+    SecAggKeysTask,
+    SecAggUnmaskTask,
     SvmShareReply,
     SvmShareTask,
     Task,
+)
+from privfed.common.secagg.messages import (
+    InputRequest,
+    KeyAdvert,
+    KeyShares,
+    MaskedInput,
+    SealedShare,
+    ShareKeysRequest,
+    UnmaskReply,
+    UnmaskRequest,
 )
 from privfed.proto import privfed_pb2 as pb
 
@@ -256,6 +269,19 @@ def boost_history_from_proto(m: pb.BoostHistory) -> BoostHistory:
     return _wire().BoostHistory(tuple(kept_round_from_proto(r) for r in m.kept), int(m.round))
 
 
+def _peer_keys_to_proto(peers: Sequence[PeerKey]) -> list[pb.PeerKey]:
+    return [
+        pb.PeerKey(
+            owner_id=p.owner_id, node_id=p.node_id, x25519_public_key=p.x25519_public_key, key_signature=p.key_signature
+        )
+        for p in peers
+    ]
+
+
+def _peer_keys_from_proto(peers: Iterable[pb.PeerKey]) -> tuple[PeerKey, ...]:
+    return tuple(PeerKey(p.owner_id, p.node_id, bytes(p.x25519_public_key), bytes(p.key_signature)) for p in peers)
+
+
 def ring_spec_to_proto(r: RingSpec) -> pb.RingSpec:
     return pb.RingSpec(
         session_id=r.session_id,
@@ -263,15 +289,7 @@ def ring_spec_to_proto(r: RingSpec) -> pb.RingSpec:
         frac_bits=r.frac_bits,
         n_parties=r.n_parties,
         max_abs=r.max_abs,
-        peers=[
-            pb.PeerKey(
-                owner_id=p.owner_id,
-                node_id=p.node_id,
-                x25519_public_key=p.x25519_public_key,
-                key_signature=p.key_signature,
-            )
-            for p in r.peers
-        ],
+        peers=_peer_keys_to_proto(r.peers),
         certificates=[pb.NodeCertificate(node_id=n, pem=pem) for n, pem in r.certificates.items()],
     )
 
@@ -283,11 +301,82 @@ def ring_spec_from_proto(m: pb.RingSpec) -> RingSpec:
         frac_bits=int(m.frac_bits),
         n_parties=int(m.n_parties),
         max_abs=float(m.max_abs),
-        peers=tuple(
-            PeerKey(p.owner_id, p.node_id, bytes(p.x25519_public_key), bytes(p.key_signature)) for p in m.peers
-        ),
+        peers=_peer_keys_from_proto(m.peers),
         certificates={c.node_id: bytes(c.pem) for c in m.certificates},
     )
+
+
+# ---------------------------------------------------------------------- pairwise-mask secure sum
+
+
+def _sealed_to_proto(shares: Iterable[SealedShare]) -> list[pb.SealedShare]:
+    return [pb.SealedShare(sender=s.sender, recipient=s.recipient, ciphertext=s.ciphertext) for s in shares]
+
+
+def _sealed_from_proto(shares: Iterable[pb.SealedShare]) -> tuple[SealedShare, ...]:
+    return tuple(SealedShare(s.sender, s.recipient, bytes(s.ciphertext)) for s in shares)
+
+
+def _advert_to_proto(a: KeyAdvert) -> pb.KeyAdvert:
+    return pb.KeyAdvert(owner_id=a.owner_id, public_key=a.public_key, signature=a.signature)
+
+
+def _advert_from_proto(m: pb.KeyAdvert) -> KeyAdvert:
+    return KeyAdvert(m.owner_id, bytes(m.public_key), bytes(m.signature))
+
+
+def secagg_keys_to_proto(t: SecAggKeysTask) -> pb.SecAggKeysTask:
+    msg = pb.SecAggKeysTask(
+        session_id=t.session_id,
+        frac_bits=t.frac_bits,
+        n_parties=t.n_parties,
+        max_abs=t.max_abs,
+        peers=_peer_keys_to_proto(t.peers),
+        certificates=[pb.NodeCertificate(node_id=n, pem=pem) for n, pem in t.certificates.items()],
+    )
+    if t.request is not None:
+        r = t.request
+        msg.share_keys.CopyFrom(
+            pb.ShareKeysRequest(
+                members=list(r.members), adverts=[_advert_to_proto(a) for a in r.adverts], rounds=r.rounds
+            )
+        )
+    return msg
+
+
+def secagg_keys_from_proto(m: pb.SecAggKeysTask) -> SecAggKeysTask:
+    request = None
+    if m.HasField("share_keys"):
+        k = m.share_keys
+        request = ShareKeysRequest(tuple(k.members), tuple(_advert_from_proto(a) for a in k.adverts), int(k.rounds))
+    return SecAggKeysTask(
+        session_id=m.session_id,
+        frac_bits=int(m.frac_bits),
+        n_parties=int(m.n_parties),
+        max_abs=float(m.max_abs),
+        request=request,
+        peers=_peer_keys_from_proto(m.peers),
+        certificates={c.node_id: bytes(c.pem) for c in m.certificates},
+    )
+
+
+def _input_request_to_proto(r: InputRequest) -> pb.SecAggInput:
+    return pb.SecAggInput(round=r.round, participants=list(r.participants), key_shares=_sealed_to_proto(r.key_shares))
+
+
+def _input_request_from_proto(m: pb.SecAggInput) -> InputRequest:
+    return InputRequest(int(m.round), tuple(m.participants), _sealed_from_proto(m.key_shares))
+
+
+def _owner_shares(shares: Mapping[str, bytes]) -> list[pb.OwnerShare]:
+    return [pb.OwnerShare(owner_id=o, share=s) for o, s in shares.items()]
+
+
+def _owner_shares_from_proto(shares: Sequence[pb.OwnerShare], what: str) -> dict[str, bytes]:
+    out = {s.owner_id: bytes(s.share) for s in shares}
+    if len(out) != len(shares):
+        raise RemoteProtocolError(f"unmask reply: an owner named twice in its {what}")
+    return out
 
 
 def task_to_proto(t: Task) -> pb.Task:
@@ -346,8 +435,19 @@ def task_to_proto(t: Task) -> pb.Task:
                 ring=ring_spec_to_proto(s.ring),
             )
         )
+        if s.secagg is not None:
+            msg.boost_evaluate.secagg.CopyFrom(_input_request_to_proto(s.secagg))
     elif isinstance(s, RingMessageTask):
         msg.ring_message.CopyFrom(pb.RingMessageTask(data=s.data))
+    elif isinstance(s, SecAggKeysTask):
+        msg.secagg_keys.CopyFrom(secagg_keys_to_proto(s))
+    elif isinstance(s, SecAggUnmaskTask):
+        r = s.request
+        msg.secagg_unmask.CopyFrom(
+            pb.SecAggUnmaskTask(
+                session_id=s.session_id, round=r.round, survivors=list(r.survivors), dropped=list(r.dropped)
+            )
+        )
     else:
         raise TypeError(f"no wire form for task spec {type(s).__name__}")
     return msg
@@ -407,9 +507,15 @@ def task_from_proto(m: pb.Task) -> Task:
                 history=boost_history_from_proto(k.history),
                 learner=learner_from_proto(k.learner),
                 ring=ring_spec_from_proto(k.ring),
+                secagg=_input_request_from_proto(k.secagg) if k.HasField("secagg") else None,
             )
         elif kind == "ring_message":
             spec = RingMessageTask(data=bytes(m.ring_message.data))
+        elif kind == "secagg_keys":
+            spec = secagg_keys_from_proto(m.secagg_keys)
+        elif kind == "secagg_unmask":
+            k = m.secagg_unmask
+            spec = SecAggUnmaskTask(k.session_id, UnmaskRequest(int(k.round), tuple(k.survivors), tuple(k.dropped)))
         else:
             raise RemoteProtocolError(f"task {m.task_id!r} has no known kind ({kind!r})")
     except ConfigError as exc:
@@ -467,6 +573,18 @@ def result_to_proto(r: Result) -> pb.Result:
         msg.ring_joined.CopyFrom(pb.RingJoined(session_id=p.session_id))
     elif isinstance(p, RingTotal):
         msg.ring_total.CopyFrom(pb.RingTotal(session_id=p.session_id, values=np.asarray(p.values).tolist()))
+    elif isinstance(p, KeyAdvert):
+        msg.key_advert.CopyFrom(_advert_to_proto(p))
+    elif isinstance(p, KeyShares):
+        msg.key_shares.CopyFrom(pb.KeyShares(shares=_sealed_to_proto(p.shares)))
+    elif isinstance(p, MaskedInput):
+        msg.masked_input.CopyFrom(pb.MaskedInput(round=p.round, masked=p.masked.tolist()))
+    elif isinstance(p, UnmaskReply):
+        msg.unmask_reply.CopyFrom(
+            pb.UnmaskReply(
+                round=p.round, self_shares=_owner_shares(p.self_shares), key_shares=_owner_shares(p.key_shares)
+            )
+        )
     else:
         raise TypeError(f"no wire form for payload {type(p).__name__}")
     return msg
@@ -509,6 +627,22 @@ def result_from_proto(m: pb.Result) -> Result:
         payload = RingJoined(session_id=m.ring_joined.session_id)
     elif kind == "ring_total":
         payload = RingTotal(session_id=m.ring_total.session_id, values=np.asarray(m.ring_total.values, dtype=float))
+    elif kind == "key_advert":
+        payload = _advert_from_proto(m.key_advert)
+        if payload.owner_id != m.owner_id:
+            raise RemoteProtocolError(f"a mask key advert of {payload.owner_id!r} in a result of {m.owner_id!r}")
+    elif kind == "key_shares":  # the answering owner is the sender (the coordinator checks each share's)
+        payload = KeyShares(m.owner_id, _sealed_from_proto(m.key_shares.shares))
+    elif kind == "masked_input":
+        payload = MaskedInput(m.owner_id, int(m.masked_input.round), np.asarray(m.masked_input.masked, dtype=np.uint64))
+    elif kind == "unmask_reply":
+        k = m.unmask_reply
+        payload = UnmaskReply(
+            m.owner_id,
+            int(k.round),
+            _owner_shares_from_proto(k.self_shares, "self-mask shares"),
+            _owner_shares_from_proto(k.key_shares, "key shares"),
+        )
     else:
         raise RemoteProtocolError(f"result for task {m.task_id!r} has no known kind ({kind!r})")
     return Result(task_id=m.task_id, owner_id=m.owner_id, payload=payload)

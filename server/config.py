@@ -28,6 +28,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.basis import BASES
 from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND
 from privfed.common.mechanisms import MECHANISMS
+from privfed.common.secagg import SECURE_SUMS
 from privfed.common.validation import check_choice, check_fraction, check_int, check_non_negative, check_positive
 
 TASKS = ("ncc", "lr", "feddpdr", "bdt")
@@ -64,6 +65,7 @@ FLAGS = {
     "eval_row_bound": "--eval-row-bound",
     "max_owner_rows": "--max-owner-rows",
     "ring_timeout": "--ring-timeout",
+    "secure_sum": "--secure-sum",
     "seed": "--seed",
     "dataset": "--dataset",
     "n_samples": "--n-samples",
@@ -123,6 +125,8 @@ class JobConfig:
         releases (:class:`~privfed.common.boosting.federated.FederatedBoosting`).
     ring_timeout : float > 0 or None
         ``--ring-timeout``: seconds per ring secure sum (None: 30 s + 10 ms per member).
+    secure_sum : {"ring", "secagg"}
+        ``--secure-sum``: boosting's evaluation secure sum, the ring or pairwise masks.
     seed : int >= 0
         ``--seed``: the public split and partition, and boosting's public group sampling.
     dataset : str; n_samples : int >= 1 or None; test_fraction : float in (0, 1)
@@ -165,6 +169,7 @@ class JobConfig:
     eval_row_bound: float = EVAL_ROW_BOUND
     max_owner_rows: int = MAX_OWNER_ROWS
     ring_timeout: float | None = None
+    secure_sum: str = "ring"
     seed: int = 0
     dataset: str = "synthetic"
     n_samples: int | None = None
@@ -188,6 +193,7 @@ class JobConfig:
         check_choice(self.base, name=FLAGS["base"], allowed=BASE_LEARNERS)
         check_choice(self.basis, name=FLAGS["basis"], allowed=BASES)
         check_positive(self.epsilon, name=FLAGS["epsilon"], allow_inf=True, fix="math.inf (or 'inf') means no noise")
+        check_choice(self.secure_sum, name=FLAGS["secure_sum"], allowed=SECURE_SUMS)
         for name in ("param_bound", "c", "lam", "eval_row_bound", "register_timeout", "round_timeout", "node_timeout"):
             check_positive(getattr(self, name), name=FLAGS[name])
         for name in ("weight_bound", "rows_per_owner", "ring_timeout"):

@@ -5,22 +5,29 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from privfed.common.errors import JobAborted, RoundFailed
+from privfed.common.errors import ConfigError, JobAborted, RoundFailed
 from privfed.common.messages import (
     BoostEvaluateTask,
     PeerKey,
     Result,
     RingSpec,
     RingTotal,
+    SecAggKeysTask,
+    SecAggUnmaskTask,
     Task,
     TaskSpec,
     total_budget,
 )
+from privfed.common.secagg import SECURE_SUMS
+from privfed.common.secagg.aggregator import SecAggServer
 from privfed.common.secagg.fixedpoint import FixedPoint
-from privfed.common.secagg.ring import ring_peers
-from privfed.common.secagg.session import Phase, RingSession
+from privfed.common.secagg.masking import MIN_MEMBERS
+from privfed.common.secagg.messages import KeyAdvert, KeyShares, MaskedInput, UnmaskReply
+from privfed.common.secagg.ring import new_session_id, ring_peers
+from privfed.common.secagg.session import Phase, RingSession, attempt_timeout
+from privfed.common.validation import check_choice
 from privfed.server.app import CoordinatorServer
 from privfed.server.dispatcher import Dispatcher
 from privfed.server.report import refusal_summary
@@ -29,6 +36,13 @@ from privfed.server.strategies.base import RingSum, Strategy, new_tasks, refusal
 log = logging.getLogger("privfed.coordinator")
 #: One line per round (``privfed simulate`` shows it instead of progress bars when stderr is no terminal).
 round_log = logging.getLogger("privfed.coordinator.rounds")
+#: Secure sums one pairwise-mask key agreement serves before the members agree new keys, for
+#: members keyed before (boosting's ``eval_groups="all"``); members keyed for the first time (a
+#: disjoint evaluation group, which sums once) share seeds for SECAGG_ATTEMPTS only: each owner
+#: Shamir-shares one seed per round up front, the largest cost of the key agreement.
+SECAGG_ROUNDS = 16
+#: Attempts of one pairwise-mask secure sum before the round fails.
+SECAGG_ATTEMPTS = 3
 
 
 @dataclass
@@ -52,7 +66,17 @@ class RelayedSecureSum:
     ``run_tasks``, ``silent_owners``, ``peer_key(owner)``, ``certificates()``,
     ``open_ring(session, members)``, ``close_ring(session)`` and ``hop_senders(session)`` (the
     senders of the ``HOP`` envelopes relayed in an open session, for stalled-party detection).
+
+    ``secure_sum="secagg"`` runs the pairwise-mask secure sum instead (:meth:`_secagg_sum`), driving
+    the sans-I/O :class:`~privfed.common.secagg.aggregator.SecAggServer` with the same tasks and
+    the same evaluation releases.
     """
+
+    secure_sum_protocol = "ring"
+    _secagg_runs: tuple[SecAggServer, ...] = ()  # keyed pairwise-mask runs, newest last
+
+    def __init__(self, secure_sum: str = "ring") -> None:
+        self.secure_sum_protocol = check_choice(secure_sum, name="secure_sum", allowed=SECURE_SUMS)
 
     def run_tasks(self, tasks: list[Task], timeout: float | None = None) -> list[Result]:
         """Send ``tasks``, wait for the answers (or ``timeout``), return those that came."""
@@ -90,7 +114,13 @@ class RelayedSecureSum:
         max_abs: float,
         round_id: str,
         timeout: float | None = None,
+        protocol: str | None = None,
     ) -> RingSum:
+        """:meth:`Transport.secure_sum`; ``protocol`` (default: the transport's ``secure_sum``) picks
+        the ring or the pairwise-mask secure sum."""
+        protocol = check_choice(protocol or self.secure_sum_protocol, name="secure_sum", allowed=SECURE_SUMS)
+        if protocol == "secagg":
+            return self._secagg_sum(ring, task_for, max_abs=max_abs, round_id=round_id, timeout=timeout)
         t0 = time.perf_counter()
         session = RingSession(ring, timeout=timeout)
         certificates = self.certificates()
@@ -140,6 +170,107 @@ class RelayedSecureSum:
             seconds=time.perf_counter() - t0,
         )
 
+    def _secagg_sum(
+        self,
+        owners: Sequence[str],
+        task_for: Callable[[RingSpec], TaskSpec],
+        *,
+        max_abs: float,
+        round_id: str,
+        timeout: float | None,
+    ) -> RingSum:
+        """One pairwise-mask secure sum (Bonawitz et al. CCS 2017 §4, sparse graph of Bell et al. 2020).
+
+        The members' key agreement (steps 0-1, :meth:`_key_agreement`) is reused while it has
+        rounds left; then step 2: each owner's evaluate task carries its :class:`InputRequest`
+        (with, the first time, the key shares its neighbours sealed to it, which the coordinator
+        forwards unread) and is answered by the same debited release the ring would get, masked;
+        step 3: the survivors' unmasking shares. A refusing or silent owner is a dropped one, its
+        masks cancelled from its neighbours' key shares (no new attempt). When the server cannot
+        finish a round (an owner unmasked in an earlier round dropped, or so many dropped that
+        too few neighbours hold someone's shares), the sum is attempted again (at most
+        :data:`SECAGG_ATTEMPTS` in all) among the owners that sent a masked input, keyed anew if
+        needed; their releases are cached per (run, round), so nothing is debited twice.
+        """
+        t0 = time.perf_counter()
+        timeout = attempt_timeout(len(owners), timeout)  # per step, as the ring's per attempt
+        live, refused = list(owners), {}
+        for attempt in range(1, SECAGG_ATTEMPTS + 1):
+            server = self._key_agreement(live, max_abs, round_id, timeout)
+            fp = server.fixed_point
+            spec = task_for(RingSpec(server.run_id, (), fp.frac_bits, fp.n_parties, max_abs, (), {}))
+            if not isinstance(spec, BoostEvaluateTask):
+                raise ConfigError(f"a secure sum contributes evaluation releases, got {type(spec).__name__}")
+            inputs = server.input_requests(live)
+            results = self.run_tasks(
+                new_tasks(list(inputs), round_id, lambda o: replace(spec, secagg=inputs[o])), timeout=timeout
+            )
+            refused.update(refusal_codes(results))
+            masked = {r.owner_id: r.payload for r in results if isinstance(r.payload, MaskedInput)}
+            try:
+                unmask = server.on_masked(masked)
+                results = self.run_tasks(
+                    new_tasks(list(unmask), round_id, lambda o: SecAggUnmaskTask(server.run_id, unmask[o])),
+                    timeout=timeout,
+                )
+                total = server.on_unmask({r.owner_id: r.payload for r in results if isinstance(r.payload, UnmaskReply)})
+            except RoundFailed as exc:
+                live = [o for o in live if o in masked]
+                if attempt == SECAGG_ATTEMPTS or len(live) < MIN_MEMBERS:
+                    raise
+                log.warning("secure sum %s: %s; attempted again among %d owner(s)", server.run_id, exc, len(live))
+                continue
+            return RingSum(
+                totals=total,
+                ring=server.included,
+                attempts=attempt,
+                dropped=[o for o in owners if o not in set(server.included)],
+                refused=refused,
+                seconds=time.perf_counter() - t0,
+            )
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _key_agreement(
+        self, owners: Sequence[str], max_abs: float, round_id: str, timeout: float | None
+    ) -> SecAggServer:
+        """A keyed run whose members include ``owners`` (same public range, rounds left), or a new one:
+        step 0 (each owner signs a fresh mask key) and step 1 (each seals key shares to its
+        neighbours, given their box keys and, once per node, the members and the nodes'
+        certificates: per owner they would cost O(N) bytes each, O(N^2) a run)."""
+        wanted = set(owners)
+        for server in reversed(self._secagg_runs):
+            if (
+                server.rounds_left > 0
+                and server.fixed_point.max_abs == max_abs
+                and wanted <= server.keyed - server.burned
+            ):
+                return server
+        session = new_session_id()
+        fp = FixedPoint.choose(n_parties=len(owners), max_abs=max_abs)
+        again = any(set(s.members) == wanted for s in self._secagg_runs)
+        server = SecAggServer(session, sorted(owners), fp, rounds=SECAGG_ROUNDS if again else SECAGG_ATTEMPTS)
+        advertise = SecAggKeysTask(session, fp.frac_bits, fp.n_parties, max_abs)
+        results = self.run_tasks(new_tasks(sorted(owners), round_id, advertise), timeout=timeout)
+        requests = server.on_adverts({r.owner_id: r.payload for r in results if isinstance(r.payload, KeyAdvert)})
+        certificates, sent_to = self.certificates(), set()
+
+        def share_keys(owner_id: str) -> SecAggKeysTask:
+            node = self.peer_key(owner_id).node_id
+            first = node not in sent_to
+            sent_to.add(node)
+            request = requests[owner_id]
+            return replace(
+                advertise,
+                request=request if first else replace(request, members=()),
+                peers=tuple(self.peer_key(v) for v in server.graph[owner_id]),
+                certificates=certificates if first else {},
+            )
+
+        results = self.run_tasks(new_tasks(list(requests), round_id, share_keys), timeout=timeout)
+        server.on_key_shares({r.owner_id: r.payload for r in results if isinstance(r.payload, KeyShares)})
+        self._secagg_runs = (*self._secagg_runs[-3:], server)
+        return server
+
     def _ring_specs(
         self,
         session_id: str,
@@ -179,7 +310,14 @@ class GrpcTransport(RelayedSecureSum):
     through the dispatcher to the owner nodes, which pull them over gRPC; ring envelopes are
     relayed only among an open session's members (contract 5)."""
 
-    def __init__(self, execute: Callable[[list[Task], float | None], list[Result]], dispatcher: Dispatcher):
+    def __init__(
+        self,
+        execute: Callable[[list[Task], float | None], list[Result]],
+        dispatcher: Dispatcher,
+        *,
+        secure_sum: str = "ring",
+    ) -> None:
+        super().__init__(secure_sum)
         self._execute = execute
         self._dispatcher = dispatcher
 

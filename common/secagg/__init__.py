@@ -7,3 +7,6 @@ party); ``session``: the coordinator's machine that forms, re-forms and gives up
 round trips (Bonawitz et al. 2017 on Bell et al.'s sparse graph), with ``masking`` (graph,
 threshold, masks), ``shamir`` (t-of-n shares) and ``messages``.
 """
+
+#: The secure sums a federation runs (``--secure-sum``): the seed paper's ring, or pairwise masks.
+SECURE_SUMS = ("ring", "secagg")

@@ -110,7 +110,13 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
     elif config.resume:
         raise ConfigError("--resume needs --journal FILE (the journal of the job to continue)")
     return BoostingStrategy(
-        booster, rng, ring_timeout=config.ring_timeout, journal=journal, resume=config.resume, seed=config.seed
+        booster,
+        rng,
+        ring_timeout=config.ring_timeout,
+        secure_sum=config.secure_sum,
+        journal=journal,
+        resume=config.resume,
+        seed=config.seed,
     )
 
 

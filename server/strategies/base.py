@@ -50,11 +50,13 @@ class Transport(Protocol):
         max_abs: float,
         round_id: str,
         timeout: float | None = None,
+        protocol: str | None = None,
     ) -> RingSum:
         """A ring secure sum of the owners ``ring`` (in order; ``ring[0]`` leads), each asked with
         ``task_for(its ring spec)``, with refusing and silent owners dropped and the ring re-formed
         (:class:`privfed.common.secagg.session.RingSession`). ``max_abs`` bounds every contribution
-        (public); ``timeout`` is per attempt. Raises :class:`RoundFailed` when it gives up."""
+        (public); ``timeout`` is per attempt; ``protocol`` ``"ring"`` or ``"secagg"`` (pairwise masks; None: the
+        transport's default). Raises :class:`RoundFailed` when it gives up."""
         ...
 
     def silent_owners(self) -> set[str]:

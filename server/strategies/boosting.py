@@ -59,6 +59,8 @@ class BoostingStrategy:
         Draws the share and evaluation groups (public).
     ring_timeout : float or None
         Seconds per ring attempt (default :func:`~privfed.common.secagg.session.attempt_timeout`).
+    secure_sum : {"ring", "secagg"} or None
+        The evaluations' secure sum (``--secure-sum``); None: the transport's default.
     journal : Journal or None
         Checkpoints every round there (:mod:`privfed.server.journal`); with ``resume``, a job the
         journal holds is continued from its last checkpoint.
@@ -67,6 +69,7 @@ class BoostingStrategy:
     booster: FederatedBoosting
     rng: np.random.Generator
     ring_timeout: float | None = None
+    secure_sum: str | None = None
     journal: Journal | None = None
     resume: bool = False
     seed: int = 0  # the group sampler's seed: part of the job's fingerprint
@@ -165,6 +168,7 @@ class _FederationSteps:
             max_abs=strategy.booster.contribution_bound,  # public: row bound x max rows + noise headroom
             round_id=f"ring{round_no + 1}",
             timeout=strategy.ring_timeout,
+            protocol=strategy.secure_sum,
         )
         strategy.dropped += outcome.dropped
         strategy.refused.update(outcome.refused)

@@ -66,7 +66,7 @@ def test_same_model_with_either_secure_sum_at_infinite_epsilon(data):
     np.testing.assert_array_equal(model.predict(data.X), ring_model.predict(data.X))
     np.testing.assert_allclose(model.alphas, ring_model.alphas, rtol=1e-9)
     assert [r["ring_size"] for r in strategy.rounds] == [r["ring_size"] for r in ring_strategy.rounds]
-    assert t._keyed, "the pairwise-mask secure sum never ran"
+    assert t._secagg_runs, "the pairwise-mask secure sum never ran"
 
 
 def test_same_noisy_contribution_and_ledger_entries_with_either_secure_sum(data):
@@ -113,3 +113,16 @@ def test_an_owner_over_budget_is_refused_and_the_rest_summed(data):
 def test_unknown_secure_sum_is_a_config_error(data):
     with pytest.raises(ConfigError, match="secure_sum"):
         _transport(data, "onion")
+
+
+def test_a_key_agreement_serves_the_sums_of_its_members_then_they_key_again(data):
+    """Every owner evaluates every round (``eval_groups="all"``): the first key agreement shares
+    seeds for SECAGG_ATTEMPTS sums and serves them, then the same members key again for
+    SECAGG_ROUNDS; each round's sum is over every owner."""
+    from privfed.server.job import SECAGG_ATTEMPTS, SECAGG_ROUNDS
+
+    fb = _booster(data, n_rounds=SECAGG_ATTEMPTS + 1, eval_groups="all")
+    t, strategy, _ = _run(data, "secagg", fb)
+    assert [s.rounds for s in t._secagg_runs] == [SECAGG_ATTEMPTS, SECAGG_ROUNDS]
+    assert [s.rounds_left for s in t._secagg_runs] == [0, SECAGG_ROUNDS - 1]
+    assert [r["ring_size"] for r in strategy.rounds] == [N_OWNERS] * (SECAGG_ATTEMPTS + 1)
