@@ -95,6 +95,25 @@ class AtLeast:
 
 
 @dataclass(frozen=True)
+class AtMost:
+    """Met when the largest value of ``name`` is <= ``met``; close when <= ``close``."""
+
+    name: str
+    met: float
+    close: float
+
+    def names(self) -> tuple[str, ...]:
+        return (self.name,)
+
+    def text(self) -> str:
+        return f"met if {self.name} <= {self.met:g} (every value); close if <= {self.close:g}; else not met"
+
+    def __call__(self, values: Mapping[str, Value]) -> str:
+        worst = max(_as_list(values[self.name]))
+        return MET if worst <= self.met else CLOSE if worst <= self.close else NOT_MET
+
+
+@dataclass(frozen=True)
 class Near:
     """Met when ``name`` is within ``met`` of ``ref`` (every element); close within ``close``."""
 
@@ -142,7 +161,7 @@ class Beats:
         return MET if worst > 0 else CLOSE if worst > -self.close else NOT_MET
 
 
-Rule = AtLeast | Near | Beats
+Rule = AtLeast | AtMost | Near | Beats
 
 
 @dataclass(frozen=True)
@@ -203,7 +222,7 @@ def _acc(method: str, index: PathStep | None = None) -> tuple[PathStep, ...]:
     return path if index is None else (*path, index)
 
 
-def _curve(dataset: str, setting: str, index: int) -> tuple[PathStep, ...]:
+def _curve(dataset: str, setting: str | tuple[str, ...], index: int) -> tuple[PathStep, ...]:
     return ("results", dataset, "curves", setting, "mean", index)
 
 
@@ -387,42 +406,50 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section(
         key="bdt-mnist",
-        title="Boosted decision stumps, MNIST 4 vs 9, eps = 5, after 10 stumps",
+        title="Boosted decision stumps, MNIST 4 vs 9, eps = 5, after 10 stumps (issue 12 target: <= 0.25)",
         paper=P002,
         where="Fig. 13",
         quote="'it has a similar prediction capacity compared to the non-private one' (MNIST 4 vs 9)",
-        command="experiment bdt-error --datasets mnist4v9-pool --runs 5 --epsilon 1,3,5",
-        quick="experiment bdt-error --datasets mnist4v9-pool --quick --runs 1 --epsilon 5",
+        command="experiment bdt-error --datasets mnist4v9-ink --runs 5 --epsilon 1,3,5",
+        quick="experiment bdt-error --datasets mnist4v9-ink --quick --runs 1 --epsilon 5",
         quantities=(
-            Quantity("private eps=5, round 10", _curve("mnist4v9-pool", "eps=5", -1)),
-            Quantity("non-private, round 10", _curve("mnist4v9-pool", "non-private", -1)),
+            Quantity("private eps=5, round 10", _curve("mnist4v9-ink", "eps=5", -1)),
+            Quantity("non-private, round 10", _curve("mnist4v9-ink", "non-private", -1)),
         ),
-        rule=Near("private eps=5, round 10", "non-private, round 10", met=0.02, close=0.05),
+        rule=AtMost("private eps=5, round 10", met=0.25, close=0.30),
         differences=(
-            "MNIST-5k digits 4 and 9 (about 1000 owners of one row, 100 per round; the paper's 60k-row MNIST gives "
-            "about 12k), 7x7 average-pooled pixels (a public, data-independent map) instead of HOG + bag of visual words",
+            "MNIST-5k digits 4 and 9 (about 800 training owners of one row, 80 per round; the paper's 60k-row MNIST "
+            "gives about 12k), 30 public, data-independent features (any ink in the 2x2 blocks of the upper half of "
+            "the 20x20 digit box, middle 12 columns; picked among several maps on MNIST) instead of HOG + bag of "
+            "visual words",
+            "verdict: issue 12's target (private eps = 5 at most 0.25 after 10 stumps); the paper's 'similar to "
+            "non-private' is not met at this data size (about 0.21 against 0.14: the evaluation noise of 80-owner "
+            "groups rejects good stumps)",
             "5 runs",
         ),
     ),
     Section(
         key="boosted-ncc",
-        title="Boosted NCC, MNIST, eps = 5: round 10 vs round 1",
+        title="Boosted NCC, MNIST, eps = 3 and 5: round 10 vs round 1",
         paper=P002,
         where="Fig. 10",
         quote="'the boosted NCC still gets lower misclassification rate than non-boosted NCC (the first round of "
         "boosting)' at eps 3.0 and 5.0",
-        command="experiment boosted-ncc --datasets mnist --runs 5",
-        quick="experiment boosted-ncc --datasets mnist --quick --runs 1",
+        command="experiment boosted-ncc --datasets mnist-box --labels clear --runs 5",
+        quick="experiment boosted-ncc --datasets mnist-box --labels clear --quick --runs 1",
         quantities=(
-            Quantity("eps=5, round 10", _curve("mnist", "eps=5", -1)),
-            Quantity("eps=5, round 1", _curve("mnist", "eps=5", 0)),
-            Quantity("non-private, round 10", _curve("mnist", "non-private", -1)),
+            Quantity("eps=3, 5: round 10", _curve("mnist-box", ("eps=3", "eps=5"), -1)),
+            Quantity("eps=3, 5: round 1", _curve("mnist-box", ("eps=3", "eps=5"), 0)),
+            Quantity("non-private, round 10", _curve("mnist-box", "non-private", -1)),
         ),
-        rule=Beats("eps=5, round 10", ("eps=5, round 1",), close=0.0, lower=True),
+        rule=Beats("eps=3, 5: round 10", ("eps=3, 5: round 1",), close=0.0, lower=True),
         differences=(
-            "MNIST-5k 4x4 mean-pooled (49 public features) instead of HOG + bag of visual words; Fashion-MNIST "
-            "and IPUMS Brazil are not available",
-            "labels by randomized response (the paper sends them in the clear, which is not private)",
+            "MNIST-5k (4000 training owners, 400 per round), 25 public features (4x4 mean blocks of the 20x20 digit "
+            "box) instead of HOG + bag of visual words; Fashion-MNIST and IPUMS Brazil are not available",
+            "labels in the clear, as in the paper (the features are eps-LDP, the label is not protected); with "
+            "privfed's default randomized-response labels both eps predict one class (0.90, chance): 10-ary RR at "
+            "0.2 of the share budget leaves the class sums below the noise at 400 owners per round",
+            "5 runs",
         ),
     ),
     # ------------------------------------------------------------------ seed 004: FedDPDR-DPML

@@ -27,6 +27,7 @@ from privfed.deploy.reproduce_table import (
     OK,
     SECTIONS,
     AtLeast,
+    AtMost,
     Beats,
     Near,
     Quantity,
@@ -44,6 +45,13 @@ VERDICTS = {MET, CLOSE, NOT_MET}
 )
 def test_at_least_uses_the_worst_value(value: float | list[float], expected: str) -> None:
     assert AtLeast("x", met=0.95, close=0.85)({"x": value}) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [(0.2, MET), (0.25, MET), (0.28, CLOSE), (0.31, NOT_MET), ([0.1, 0.26], CLOSE)]
+)
+def test_at_most_uses_the_worst_value(value: float | list[float], expected: str) -> None:
+    assert AtMost("x", met=0.25, close=0.30)({"x": value}) == expected
 
 
 @pytest.mark.parametrize(

@@ -119,6 +119,22 @@ def test_empty_class_falls_back_to_global_mean(rng):
     np.testing.assert_allclose(centroids[0], X[y == 0].mean(axis=0), atol=1e-12)
 
 
+def test_weight_total_is_clipped_to_the_rows_reported():
+    """A weighted share's class weight total (noisy weight column) is at most the rows behind it:
+    the label's reported rows with clear labels, all reported rows under randomized response."""
+    bounds = Bounds.of(0.0, 10.0, 1)
+    # two rows of class 0, t-sum 1.0 and weight column 5.0 each: raw weight total (10 + 2) / 2 = 6 > 2 rows
+    share = NccShare(np.array([[0.5, 5.0], [0.5, 5.0], [0.0, 1.0]]), np.array([0, 0, 1]))
+    centroids = ncc_centroids(share, n_classes=2, bounds=bounds)
+    np.testing.assert_allclose(centroids[0], bounds.from_unit(np.array([1.0 / 2.0])))  # not 1.0 / 6.0
+    np.testing.assert_allclose(centroids[1], bounds.from_unit(np.array([0.0])))
+    rr = KaryRandomizedResponse(epsilon=1.0, n_classes=2)
+    sums, counts = ncc_class_sums(share, n_classes=2, d=1, label_rr=rr)
+    assert counts[0] > 3  # the debiased estimate exceeds all 3 reported rows: clipped to 3
+    expected = np.clip(bounds.from_unit(sums[0] / 3.0), 0.0, 10.0)
+    np.testing.assert_allclose(ncc_centroids(share, n_classes=2, bounds=bounds, label_rr=rr)[0], expected)
+
+
 def test_rows_outside_bounds_are_clipped(rng):
     X = np.array([[100.0, 0.0, 5.0, 0.0], [-100.0, 0.0, 5.0, 0.0]])
     share = ncc_share(X, np.array([0, 1]), bounds=BOUNDS, mechanism=make_mechanism("pm", epsilon=INF, d=4), rng=rng)
