@@ -32,7 +32,7 @@ from privfed.common.secagg import SECURE_SUMS
 from privfed.common.validation import check_choice, check_fraction, check_int, check_non_negative, check_positive
 
 TASKS = ("ncc", "lr", "feddpdr", "bdt")
-LABEL_SCHEMES = ("rr", "clear")
+LABEL_SCHEMES = ("auto", "joint", "rr", "clear")
 
 #: Share weight bound used for ``--task bdt`` when neither ``--weight-bound`` nor
 #: ``--rows-per-owner`` is given: the bound for owners holding one row each (the local-DP setting),
@@ -97,9 +97,13 @@ class JobConfig:
         ``--epsilon``: each owner's budget for the job (``inf``: no noise, the non-private reference).
     mechanism : {"pm", "duchi", "laplace"}
         ``--mechanism``: LDP mechanism of the ncc, lr and bdt releases.
-    labels : {"rr", "clear"}
-        ``--labels``: k-ary randomized response (default) or clear labels, which owners answer
-        only when started with ``--allow-clear-labels`` (issue 9, contract 6).
+    labels : {"auto", "joint", "rr", "clear"}
+        ``--labels``: ``"joint"`` (boosting with the ncc base only: one k-RR report of (label, sign)
+        per row, :class:`~privfed.common.learners.ncc.JointLabelEncoding`), k-ary randomized response
+        of the label (``"rr"``), or clear labels, which owners answer only when started with
+        ``--allow-clear-labels`` (issue 9, contract 6). ``"auto"`` (default) becomes ``"joint"`` for
+        ``bdt`` (measured better than ``"rr"``, :mod:`privfed.deploy.experiments.boosting`) and ``"rr"``
+        for the other tasks.
     label_fraction : float in (0, 1)
         ``--label-fraction``: share of ε spent on labels with ``labels="rr"``.
     param_bound, c : float > 0
@@ -151,7 +155,7 @@ class JobConfig:
     task: str
     epsilon: float
     mechanism: str = "pm"
-    labels: str = "rr"
+    labels: str = "auto"
     label_fraction: float = 0.2
     param_bound: float = DEFAULT_PARAM_BOUND
     c: float = 1.0
@@ -189,7 +193,13 @@ class JobConfig:
     def __post_init__(self) -> None:
         check_choice(self.task, name=FLAGS["task"], allowed=TASKS)
         check_choice(self.mechanism, name=FLAGS["mechanism"], allowed=MECHANISMS)
-        check_choice(self.labels, name=FLAGS["labels"], allowed=LABEL_SCHEMES)
+        if check_choice(self.labels, name=FLAGS["labels"], allowed=LABEL_SCHEMES) == "auto":
+            object.__setattr__(self, "labels", "joint" if self.task == "bdt" else "rr")
+        if self.labels == "joint" and self.task != "bdt":
+            raise ConfigError(
+                f"{FLAGS['labels']} joint is boosted NCC's scheme (--task bdt --base ncc); --task {self.task} "
+                "takes rr or clear"
+            )
         check_choice(self.base, name=FLAGS["base"], allowed=BASE_LEARNERS)
         check_choice(self.basis, name=FLAGS["basis"], allowed=BASES)
         check_positive(self.epsilon, name=FLAGS["epsilon"], allow_inf=True, fix="math.inf (or 'inf') means no noise")

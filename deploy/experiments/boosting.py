@@ -250,9 +250,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--labels",
-        choices=("clear", "rr"),
-        default="rr",
-        help="NCC label scheme (default rr; the paper's clear labels are not private)",
+        choices=("joint", "rr", "clear"),
+        default="joint",
+        help="NCC label scheme (default joint: one k-RR report of (label, sign) per row; rr: the label by "
+        "randomized response at 0.2 of eps; the paper's clear labels are not private)",
     )
     parser.add_argument(
         "--eval-fraction",
