@@ -419,7 +419,7 @@ class JointLabelEncoding:
         m = t.shape[0]
         y = _check_labels(y, m, self.n_classes)
         u = np.ones(m) if sample_weight is None else _scaled_weights(sample_weight, self.weight_bound, m)
-        j = rng.integers(0, self.d, size=m, dtype=np.int64)
+        j = np.asarray(rng.integers(0, self.d, size=m), dtype=np.int64)
         takes_part = rng.random(m) < u
         plus = rng.random(m) < (1.0 + t[np.arange(m), j]) / 2.0
         values = np.where(takes_part, 2 * y + plus, 2 * self.n_classes)

@@ -10,6 +10,7 @@ randomized response (contract 6).
 import secrets
 
 import numpy as np
+import pytest
 from hostile import (
     assert_still_serving,
     boost_config,
@@ -70,3 +71,8 @@ def test_label_scheme_defaults_to_randomized_response():
     bounds = Bounds(np.zeros(D), np.ones(D))
     assert make_strategy("ncc", mechanism="pm", epsilon=1.0, n_classes=2, bounds=bounds).labels == "rr"
     assert FederatedBoosting(epsilon=1.0, n_classes=2, bounds=bounds, n_rounds=1).labels == "joint"
+    from privfed.common.errors import ConfigError
+    from privfed.server.config import JobConfig
+
+    with pytest.raises(ConfigError, match="joint is boosted NCC's scheme"):
+        JobConfig(task="ncc", epsilon=1.0, labels="joint")  # plain NCC has no joint scheme: never silently clear
