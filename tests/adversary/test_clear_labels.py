@@ -68,6 +68,7 @@ def test_label_scheme_defaults_to_randomized_response():
     assert args.labels == "auto" and job_config(args).labels == "rr"
     args = parser.parse_args(["simulate", "--task", "bdt", "--base", "ncc"])
     assert args.labels == "auto" and job_config(args, epsilon=1.0).labels == "joint"
+    assert job_config(args, epsilon=1.0, rows_per_owner=3.0).share_weight_bound == 1.0  # a row's weight, for NCC
     bounds = Bounds(np.zeros(D), np.ones(D))
     assert make_strategy("ncc", mechanism="pm", epsilon=1.0, n_classes=2, bounds=bounds).labels == "rr"
     assert FederatedBoosting(epsilon=1.0, n_classes=2, bounds=bounds, n_rounds=1).labels == "joint"
