@@ -442,6 +442,8 @@ class JointLabelEncoding:
         """
         coords = np.asarray(coordinates, dtype=np.float64)
         values = np.asarray(reports, dtype=np.float64)
+        if coords.size == 0 and values.size == 0:  # an owner without rows (the wire drops the empty shape)
+            coords, values = coords.reshape(0, 1), values.reshape(0, 1)
         if coords.ndim != 2 or coords.shape[1] != 1 or values.shape != coords.shape:
             raise ConfigError(
                 f"joint NCC reports are one coordinate and one report per row, got {coords.shape} and {values.shape}"

@@ -358,6 +358,8 @@ def test_joint_encoding_refuses_malformed_reports_and_settings():
     enc = JointLabelEncoding(epsilon=1.0, n_classes=3, d=4)
     good = enc.reports_of([[0], [3]], [[6], [0]])
     assert good.reports.tolist() == [[6], [0]]
+    empty = enc.share(np.zeros((0, 4)), np.zeros(0, dtype=np.int64), bounds=BOUNDS, rng=np.random.default_rng(0))
+    assert len(enc.reports_of(np.zeros((0, 0)), empty.reports)) == 0  # an owner without rows, as the wire gives it
     for coords, reports in (([[4]], [[0]]), ([[-1]], [[0]]), ([[0]], [[7]]), ([[0]], [[0.5]]), ([[0, 1]], [[0]])):
         with pytest.raises(ConfigError):
             enc.reports_of(coords, reports)
