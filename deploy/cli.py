@@ -141,10 +141,11 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--labels",
-        choices=("clear", "rr"),
-        default="rr",
-        help="ncc and bdt with --base ncc: labels by k-ary randomized response, or in the "
-        "clear (the paper's scheme; owners refuse it unless started with --allow-clear-labels)",
+        choices=("auto", "joint", "rr", "clear"),
+        default="auto",
+        help="ncc and bdt with --base ncc: joint (bdt only: one k-ary randomized response of (label, sign of one "
+        "sampled feature) per row), rr (the label by k-ary randomized response), or clear (the paper's scheme; "
+        "owners refuse it unless started with --allow-clear-labels); auto: joint for bdt, rr for ncc",
     )
     p.add_argument(
         "--label-fraction", type=float, default=0.2, help="share of epsilon spent on labels with --labels rr"

@@ -103,12 +103,13 @@ def releases_clear_labels(spec: TaskSpec) -> bool:
     """Whether answering ``spec`` sends labels without randomized response.
 
     NCC with ``labels="clear"``; a boosting share whose base learner is NCC and whose labels are
-    anything but ``"rr"`` (a missing or unknown value counts as clear: the safe side).
+    anything but ``"rr"`` or ``"joint"`` (both through randomized response; a missing or unknown
+    value counts as clear: the safe side).
     """
     if isinstance(spec, NccShareTask):
         return spec.labels == "clear"
     if isinstance(spec, BoostShareTask):
-        return spec.config.booster.base == "ncc" and spec.config.booster.labels != "rr"
+        return spec.config.booster.base == "ncc" and spec.config.booster.labels not in ("rr", "joint")
     return False
 
 
@@ -161,7 +162,8 @@ def validate_task(owner: LocalOwner, spec: TaskSpec, *, allow_clear_labels: bool
     if releases_clear_labels(spec) and not allow_clear_labels:
         raise TaskRefused(
             "policy",
-            "clear labels are released only by an owner started with --allow-clear-labels; ask for labels='rr'",
+            "clear labels are released only by an owner started with --allow-clear-labels; ask for labels='rr' "
+            "(or 'joint' for boosted NCC)",
         )
     if isinstance(spec, BoostShareTask):
         check_boost_share(owner, spec)

@@ -174,7 +174,14 @@ import numpy as np
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.learners.logistic import LinearModel, fit_local_logistic, lr_aggregate, lr_share, n_parameters
-from privfed.common.learners.ncc import NccShare, NearestCentroidModel, ncc_centroids, ncc_share, split_label_budget
+from privfed.common.learners.ncc import (
+    JointLabelEncoding,
+    NccShare,
+    NearestCentroidModel,
+    ncc_centroids,
+    ncc_share,
+    split_label_budget,
+)
 from privfed.common.learners.samme import SammeDecision, SammeStep, samme_decide, samme_update
 from privfed.common.learners.stump import Stump, binarize, select_stump, thresholds
 from privfed.common.learners.stump_encodings import (
@@ -434,7 +441,10 @@ class FederatedBoosting:
         never the privacy); the noise grows linearly with it. Shares only: the evaluation
         releases are calibrated to ``eval_row_bound``.
     labels, label_fraction : NCC label scheme (:func:`split_label_budget`) of the share budget;
-        default ``"rr"`` (randomized response; the paper's ``"clear"`` only by owner opt-in).
+        default ``"joint"`` (one k-RR report of (label, sign) per row at the whole share ε,
+        :class:`~privfed.common.learners.ncc.JointLabelEncoding`, :attr:`joint_encoding`; measured
+        better than ``"rr"``, which is at chance on 10-class MNIST); ``"rr"`` (the label by
+        randomized response at ``label_fraction`` of ε); the paper's ``"clear"`` only by owner opt-in.
     C, param_bound : LR regularisation and public parameter clip bound.
     secure_sum : {"plain", "ring"}
     on_reject : {"skip", "stop"}
@@ -476,7 +486,7 @@ class FederatedBoosting:
     group_size: int | None = None
     n_bins: int = 2
     weight_bound: float = 1.0
-    labels: str = "rr"
+    labels: str = "joint"
     label_fraction: float = 0.2
     C: float = 1.0
     param_bound: float = 1.0
@@ -679,6 +689,16 @@ class FederatedBoosting:
         )
         return make_mechanism(self.mechanism, epsilon=eps, d=self.release_dim)
 
+    @cached_property
+    def joint_encoding(self) -> JointLabelEncoding | None:
+        """NCC with ``labels="joint"`` and finite ε: the rows' (label, sign) encoding at the share ε; else None
+        (ε = ∞ releases the exact weighted rows, the non-private reference)."""
+        if self.base != "ncc" or self.labels != "joint" or not math.isfinite(self.share_epsilon):
+            return None
+        return JointLabelEncoding(
+            epsilon=self.share_epsilon, n_classes=self.n_classes, d=self.bounds.d, weight_bound=self.weight_bound
+        )
+
     def label_rr(self) -> KaryRandomizedResponse | None:
         """NCC with ``labels="rr"`` and finite ε: the labels' randomized response; else None."""
         eps_l = split_label_budget(self.share_epsilon, self.labels, self.label_fraction)[1]
@@ -691,12 +711,14 @@ class FederatedBoosting:
         """Owner side, once per run (Alg. 2 lines 6-9): the perturbed share for the base learner.
 
         Returns a stump share (a row encoding's vector, or :class:`SampledReports` of one row), an
-        :class:`NccShare`, or an LR parameter vector.
+        :class:`NccShare` (:class:`SampledReports` of its rows under ``labels="joint"``), or an LR parameter vector.
         """
         if self.base == "stump":
             n = np.atleast_2d(np.asarray(X)).shape[0]
             out = self._stump_shares(X, y, w, np.zeros(n, dtype=np.int64), 1, rng)
             return out if isinstance(out, SampledReports) else out[0]
+        if self.joint_encoding is not None:
+            return self.joint_encoding.share(X, y, bounds=self.bounds, rng=rng, sample_weight=w)
         mech = self.release_mechanism
         if self.base == "ncc":
             return ncc_share(
@@ -752,6 +774,17 @@ class FederatedBoosting:
             return reports
         return enc.reports_of(coordinates, reports)
 
+    def ncc_reports(self, reports: Any, labels: Any, coordinates: Any) -> NccShare | SampledReports:
+        """An NCC share received as arrays (the wire: report rows, labels, sampled coordinates) in the form
+        :meth:`coordinator_select` takes: :class:`SampledReports` under ``labels="joint"``, else an :class:`NccShare`."""
+        if self.joint_encoding is not None:
+            if np.asarray(labels).size:
+                raise ConfigError("a joint NCC share carries its labels inside the reports, not beside them")
+            return self.joint_encoding.reports_of(coordinates, reports)
+        if np.asarray(coordinates).size:
+            raise ConfigError(f"an NCC share with labels={self.labels!r} has no sampled coordinates")
+        return NccShare(reports=reports, labels=labels)
+
     # ------------------------------------------------------------------ coordinator side
     def coordinator_select(self, releases: Any) -> Learner:
         """Coordinator side (Alg. 2 line 10): aggregate one group's releases into the base learner."""
@@ -759,6 +792,8 @@ class FederatedBoosting:
             tables = self.share_encoding.aggregate(releases)
             return select_stump(tables, bounds=self.bounds, n_bins=self.n_bins)
         if self.base == "ncc":
+            if self.joint_encoding is not None:
+                return NearestCentroidModel(self.joint_encoding.centroids(releases, bounds=self.bounds))
             return NearestCentroidModel(
                 ncc_centroids(releases, n_classes=self.n_classes, bounds=self.bounds, label_rr=self.label_rr())
             )

@@ -37,7 +37,6 @@ from privfed.common.boosting.federated import FederatedBoosting, Release, concat
 from privfed.common.boosting.loop import Evaluation, RoundRecord, plan_rounds, run_rounds
 from privfed.common.boosting.wire import at_round, config_to_dict, empty_history, with_round
 from privfed.common.errors import ConfigError, RoundFailed
-from privfed.common.learners.ncc import NccShare
 from privfed.common.learners.samme import BoostedModel
 from privfed.common.messages import BoostEvaluateTask, BoostShareReply, BoostShareTask
 from privfed.proto import serde
@@ -140,7 +139,7 @@ class _FederationSteps:
             eval_noise_scale=fb.eval_noise_scale,
         )
         if fb.base == "ncc":
-            return NccShare.concat([NccShare(reports=r.reports, labels=r.labels) for r in replies])
+            return concat_releases([fb.ncc_reports(r.reports, r.labels, r.coordinates) for r in replies])
         if fb.base == "lr":
             return np.concatenate([r.reports for r in replies])
         shares: list[Release] = []

@@ -10,6 +10,7 @@ randomized response (contract 6).
 import secrets
 
 import numpy as np
+import pytest
 from hostile import (
     assert_still_serving,
     boost_config,
@@ -56,14 +57,23 @@ def test_clear_labels_with_opt_in_are_recorded_as_nonprivate(coordinator, owners
 
 
 def test_label_scheme_defaults_to_randomized_response():
+    """Private by default: rr for NCC, joint (one k-RR report of label and sign) for boosted NCC."""
     from privfed.common.boosting.federated import FederatedBoosting
     from privfed.common.bounds import Bounds
-    from privfed.deploy.cli import build_parser
+    from privfed.deploy.cli import build_parser, job_config
     from privfed.server.strategies import make_strategy
 
     parser = build_parser()
-    assert parser.parse_args(["coordinator", "--owners", "1", "--epsilon", "1"]).labels == "rr"
-    assert parser.parse_args(["simulate"]).labels == "rr"
+    args = parser.parse_args(["coordinator", "--owners", "1", "--epsilon", "1", "--task", "ncc"])
+    assert args.labels == "auto" and job_config(args).labels == "rr"
+    args = parser.parse_args(["simulate", "--task", "bdt", "--base", "ncc"])
+    assert args.labels == "auto" and job_config(args, epsilon=1.0).labels == "joint"
+    assert job_config(args, epsilon=1.0, rows_per_owner=3.0).share_weight_bound == 1.0  # a row's weight, for NCC
     bounds = Bounds(np.zeros(D), np.ones(D))
     assert make_strategy("ncc", mechanism="pm", epsilon=1.0, n_classes=2, bounds=bounds).labels == "rr"
-    assert FederatedBoosting(epsilon=1.0, n_classes=2, bounds=bounds, n_rounds=1).labels == "rr"
+    assert FederatedBoosting(epsilon=1.0, n_classes=2, bounds=bounds, n_rounds=1).labels == "joint"
+    from privfed.common.errors import ConfigError
+    from privfed.server.config import JobConfig
+
+    with pytest.raises(ConfigError, match="joint is boosted NCC's scheme"):
+        JobConfig(task="ncc", epsilon=1.0, labels="joint")  # plain NCC has no joint scheme: never silently clear

@@ -302,18 +302,22 @@ def honest_captures(tmp_path_factory):
                 weight_bound=4.0,
                 seed=5,
             ),
-            "bdt-ncc": make_strategy(
-                "bdt",
-                base="ncc",
-                label_fraction=LABEL_FRACTION,
-                mechanism="pm",
-                epsilon=EPSILON,
-                n_classes=N_CLASSES,
-                bounds=test.bounds,
-                n_rounds=2,
-                weight_bound=4.0,
-                seed=5,
-            ),
+            **{
+                name: make_strategy(
+                    "bdt",
+                    base="ncc",
+                    labels=labels,  # the default (joint: the label inside one k-RR report), and rr
+                    label_fraction=LABEL_FRACTION,
+                    mechanism="pm",
+                    epsilon=EPSILON,
+                    n_classes=N_CLASSES,
+                    bounds=test.bounds,
+                    n_rounds=2,
+                    weight_bound=4.0,
+                    seed=5,
+                )
+                for name, labels in (("bdt-ncc", None), ("bdt-ncc-rr", "rr"))
+            },
         }
         for task, strategy in jobs.items():
             mark = rec.mark()
@@ -358,11 +362,11 @@ def honest_captures(tmp_path_factory):
         outcomes["query"] = proc
     finally:
         fed.close()
-    boost_label_epsilon = split_label_budget(jobs["bdt-ncc"].booster.share_epsilon, "rr", LABEL_FRACTION)[1]
+    boost_label_epsilon = split_label_budget(jobs["bdt-ncc-rr"].booster.share_epsilon, "rr", LABEL_FRACTION)[1]
     return captured, outcomes, rows, test, query_owners, boost_label_epsilon
 
 
-TASKS = ("ncc", "lr", "feddpdr", "bdt", "bdt-ncc", "query")
+TASKS = ("ncc", "lr", "feddpdr", "bdt", "bdt-ncc", "bdt-ncc-rr", "query")
 
 
 @pytest.mark.slow
@@ -393,13 +397,16 @@ def test_no_private_value_on_the_wire(honest_captures, task):
 
 @pytest.mark.slow
 def test_labels_agree_with_the_truth_only_at_the_rr_rate(honest_captures):
-    """NCC shares and boosting's NCC shares, both with the default label scheme (rr, contract 6):
-    the labels the coordinator decodes agree with the truth at the randomized-response rate, not
-    100%; whole label sequences come through unchanged no more often than RR allows. Tasks without
-    labels send none."""
+    """NCC shares (default rr, contract 6) and boosting's NCC shares with rr: the labels the
+    coordinator decodes agree with the truth at the randomized-response rate, not 100%; whole label
+    sequences come through unchanged no more often than RR allows. Tasks without labels send none;
+    boosting's default joint NCC shares send none beside their k-RR reports (integers 0..2K)."""
     captured, _, rows, _, _, boost_label_epsilon = honest_captures
     truth = {i: y for i, _, y in rows}
-    for task, kind, eps in (("ncc", "ncc_share", LABEL_EPSILON), ("bdt-ncc", "boost_share", boost_label_epsilon)):
+    joint = [r.boost_share for r in pushed_results(captured["bdt-ncc"]) if r.WhichOneof("kind") == "boost_share"]
+    assert joint and not any(len(b.labels) for b in joint)
+    assert all(len(b.coordinates) == b.reports.shape[0] for b in joint)  # one sampled feature per row
+    for task, kind, eps in (("ncc", "ncc_share", LABEL_EPSILON), ("bdt-ncc-rr", "boost_share", boost_label_epsilon)):
         reported = reported_labels(captured[task], kind)
         assert len(reported) >= N_OWNERS // 2, (task, len(reported))
         stats = rr_agreement(reported, truth, epsilon=eps, n_classes=N_CLASSES)
