@@ -56,6 +56,8 @@ PUBLIC_FIELDS = (
     "stump_encoding",
     "oracle",
     "n_sampled",
+    "share_groups",
+    "eval_mechanism",
 )
 
 

@@ -93,7 +93,7 @@ from typing import Any
 
 import numpy as np
 
-from privfed.common.boosting.federated import EVAL_ROW_BOUND, FederatedBoosting
+from privfed.common.boosting.federated import EVAL_MECHANISMS, EVAL_ROW_BOUND, SHARE_GROUPS, FederatedBoosting
 from privfed.common.bounds import Bounds
 from privfed.common.datasets import Dataset, binary_subset, load_builtin, train_test_split
 from privfed.common.errors import ConfigError, PrivfedError
@@ -196,6 +196,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="disjoint",
         help="who evaluates a round: each owner once at the whole evaluation budget (default), "
         "or every owner every round at 1/T of it",
+    )
+    parser.add_argument(
+        "--share-groups",
+        choices=SHARE_GROUPS,
+        default="disjoint",
+        help="who releases a share in a round: a fresh group of owners/T at the whole share epsilon (default), "
+        "or every owner every round at 1/T of it",
+    )
+    parser.add_argument(
+        "--eval-mechanism",
+        choices=EVAL_MECHANISMS,
+        default=None,
+        help="the evaluation release: laplace (row-level) or rr (randomized response on a sampled category, "
+        "owner-level); default: the smaller worst-case noise for the owners' rows (rr for one row)",
     )
     parser.add_argument(
         "--stump-encoding",
@@ -361,9 +375,10 @@ def _settings(args: argparse.Namespace, base: str, n_rows: int) -> dict[str, dic
         eval_groups=args.eval_groups,
         stump_encoding=args.stump_encoding,
     )
+    shares = dict(share_groups=args.share_groups, eval_mechanism=args.eval_mechanism)
     k = args.rows_per_owner
     weight_bound = args.weight_bound or (1.0 if k == 1 else 2.0 * k)
-    private = dict(common, weight_bound=weight_bound, eval_row_bound=args.eval_row_bound, max_owner_rows=k)
+    private = dict(common, **shares, weight_bound=weight_bound, eval_row_bound=args.eval_row_bound, max_owner_rows=k)
     out = {
         "non-private": dict(
             common,
