@@ -93,7 +93,13 @@ from typing import Any
 
 import numpy as np
 
-from privfed.common.boosting.federated import EVAL_MECHANISMS, EVAL_ROW_BOUND, SHARE_GROUPS, FederatedBoosting
+from privfed.common.boosting.federated import (
+    EVAL_MECHANISMS,
+    EVAL_ROW_BOUND,
+    SHARE_GROUPS,
+    FederatedBoosting,
+    default_weight_bound,
+)
 from privfed.common.bounds import Bounds
 from privfed.common.datasets import Dataset, binary_subset, load_builtin, train_test_split
 from privfed.common.errors import ConfigError, PrivfedError
@@ -161,8 +167,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--weight-bound",
         type=float,
         default=None,
-        help="shares: public bound on an owner's (row's, for NCC) weight in rows (default 1 with "
-        "one row per owner, else 2 x --rows-per-owner)",
+        help="shares: public bound on an owner's (row's, for NCC) weight in rows (default --rows-per-owner, "
+        "measured best)",
     )
     parser.add_argument(
         "--eval-row-bound",
@@ -377,7 +383,7 @@ def _settings(args: argparse.Namespace, base: str, n_rows: int) -> dict[str, dic
     )
     shares = dict(share_groups=args.share_groups, eval_mechanism=args.eval_mechanism)
     k = args.rows_per_owner
-    weight_bound = args.weight_bound or (1.0 if k == 1 else 2.0 * k)
+    weight_bound = args.weight_bound or default_weight_bound(k)
     private = dict(common, **shares, weight_bound=weight_bound, eval_row_bound=args.eval_row_bound, max_owner_rows=k)
     out = {
         "non-private": dict(
