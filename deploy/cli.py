@@ -191,7 +191,7 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
         "--eval-fraction",
         type=float,
         default=None,
-        help="bdt only: share of epsilon for the noisy (err_sum, w_sum) evaluation releases (default: 0.3)",
+        help="bdt only: share of epsilon for the noisy (err_sum, w_sum) evaluation releases (default: 0.4)",
     )
     p.add_argument(
         "--eval-row-bound",

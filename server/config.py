@@ -24,6 +24,7 @@ from typing import Any
 
 from privfed.common.boosting.federated import (
     BASE_LEARNERS,
+    EVAL_FRACTION,
     EVAL_MECHANISMS,
     EVAL_ROW_BOUND,
     MAX_OWNER_ROWS,
@@ -178,7 +179,7 @@ class JobConfig:
     n_bins: int = 2
     weight_bound: float | None = None
     rows_per_owner: float | None = None
-    eval_fraction: float = 0.3
+    eval_fraction: float = EVAL_FRACTION
     eval_row_bound: float = EVAL_ROW_BOUND
     max_owner_rows: int | None = None
     share_groups: str = "disjoint"

@@ -5,7 +5,7 @@ SAMME (SPEC §5), stumps from cross tables (SPEC §6), ring secure sum (SPEC §1
 pure function of one party's data, so the networked path (owner handlers, coordinator strategy)
 and the in-process driver :meth:`FederatedBoosting.fit` call the same code:
 
-* owner, once per run and only when in round t's group: :meth:`FederatedBoosting.owner_release`
+* owner, in the round(s) of its share group (once per run by default): :meth:`FederatedBoosting.owner_release`
   (perturbed stump tables, weighted NCC rows or a perturbed local LR model, all with the SAMME
   weights the owner holds);
 * coordinator: :meth:`FederatedBoosting.coordinator_select` (aggregate the group's releases,
@@ -52,91 +52,102 @@ does not matter for privacy; the totals the coordinator learns are post-processi
 releases.
 
 What is public: ``b``, ``epsilon`` and ``max_owner_rows`` are configuration of the run (sent in
-every task, checked by the owner). The noise does not depend on ``max_owner_rows``; it only
-sizes the public clip range ``M`` and with it the ring's fixed-point encoding (SPEC §11.1): the
-default ``10^6`` rows leaves ``>= 24`` fractional bits for rings of up to ``10^5`` owners
-(rounding error below ``10^-2`` weight units). Row counts are never public (contract 2).
+every task, checked by the owner). The Laplace noise does not depend on ``max_owner_rows``;
+it chooses the evaluation mechanism (below) and sizes the public clip range ``M`` and with it
+the ring's fixed-point encoding (SPEC §11.1): the default ``10^6`` rows leaves ``>= 24``
+fractional bits for rings of up to ``10^5`` owners (rounding error below ``10^-2`` weight units).
+Row counts are never public (contract 2).
 
-Choice of ``b``. Weights have mean 1: every row starts at 1 and a misclassified row is multiplied
-by ``e^alpha / (1 + err (e^alpha - 1))`` per round (about 1.7 at err = 0.3, 1.25 at err = 0.45), a
-correct one divided by about the same. The clip is a bias of the *evaluation* only (SAMME's update
-uses the unclipped weights; only its normaliser reads the clipped ``E / W``), while the noise grows
-linearly in ``b``; measured, the noise wins at every setting, so :data:`EVAL_ROW_BOUND` is 1 (a
-row counts at most as much as it did in round 1). ``privfed experiment bdt-error --runs 20
---datasets synthetic``, T = 10, PM stump shares, ε_e = 0.3 ε, test misclassification after round
-10 (mean ± standard error; runs paired across ``b``):
-
-=====================  =============  ======  ======  ======  ======  ==============
-owners x rows, ε       non-private    b = 1   b = 2   b = 4   b = 8   owner-level B
-=====================  =============  ======  ======  ======  ======  ==============
-10^4 x 1, ε = 1        0.320 ± 0.003  0.478   0.485   0.500   0.492   = b = 1
-10^4 x 1, ε = 3                       0.431   0.437   0.438   0.473
-10^4 x 1, ε = 5                       0.408   0.417   0.421   0.451
-40 x 200, ε = 1        0.303 ± 0.003  0.439   0.450   0.468   0.487   0.498 (B = 400)
-40 x 200, ε = 2                       0.420   0.420   0.444   0.467   0.503
-40 x 200, ε = 5                       0.422   0.423   0.436   0.449   0.512
-=====================  =============  ======  ======  ======  ======  ==============
-
-(standard errors 0.008-0.016; ε = ∞ with the clip: 0.325 / 0.332 / 0.333 one-row, 0.309 / 0.305
-/ 0.307 with 200 rows, so the clip itself costs at most 0.01). With 200 rows per owner the
-owner-level calibration (``B = 2 x 200``) kept almost no learner; the row-level one leaves the
-share (stump selection from 4 owners' perturbed tables, issue 12) as the gap to non-private.
+Evaluation mechanisms (issue 12 item 2). ``eval_mechanism="laplace"`` is the release above;
+``"rr"`` (:func:`rr_contributions`) draws one *category* from the same clipped sums -- "missed" with
+probability ``e / B``, "hit" with ``(w - e) / B``, "nothing" otherwise, ``B = b max_owner_rows``
+(a row picked in proportion to its clipped weight, as the ``"signs"`` share picks its row) --
+reports it by 3-ary randomized response at the round's evaluation ε and releases the unbiased
+pair that report stands for. The category is a randomised function of the owner's data and of
+public history, and k-RR is ε-LDP over all three values, so the release is ε-LDP for the owner's
+whole data set (owner level, stronger than the Laplace release's row level); its four possible
+values are fixed numbers of the integer report. Its per-owner standard deviation,
+``B / (2 (p - q))`` at worst, beats Laplace's ``sqrt(2) 2 b / ε`` for one-row owners (0.93 against
+1.89 at ε_e = 1.5) but grows with ``max_owner_rows``, so the default
+(:func:`default_eval_mechanism`) compares the two on the public configuration: ``"rr"`` for
+owners of one row (``simulate`` and ``bdt-error`` know the rows per owner; a coordinator takes
+``--max-owner-rows`` or ``--rows-per-owner``), Laplace for three rows or more and whenever the rows
+are unknown.
 
 Budget split. A run's ``epsilon`` per owner is ``share_epsilon + eval_epsilon`` with
-``eval_epsilon = eval_fraction * epsilon``: the share (once, in the owner's share group) spends
-``(1 - eval_fraction) epsilon``, the evaluations spend ``eval_epsilon`` in all (basic
-composition). ``eval_groups="disjoint"`` (default): the owners are split into T evaluation
-groups (:func:`evaluation_groups`; round t's group is disjoint from round t's share group, so a
-learner is never scored on the rows it was fitted on) and each owner evaluates in one round at
-the whole ``eval_epsilon``. ``eval_groups="all"``: every owner evaluates every round at
-``eval_epsilon / T``. The disjoint design keeps more signal: the estimate ``E / W`` of a group of
-``N / T`` one-row owners has relative noise ``sqrt(2 T / N) * 2 b / (eval_epsilon err)``, every
-owner every round ``T sqrt(2 / N) * 2 b / (eval_epsilon err)``, worse by ``sqrt(T)``; in general, each
-owner evaluating in k of the T rounds at ``eval_epsilon / k`` gives groups of ``k N / T`` and a
-relative noise proportional to ``sqrt(k T / N)``, smallest at k = 1
-(measured in ``privfed experiment bdt-error``; see the README). SAMME only needs the ratio
-``E / W``: owners renormalise their weights by ``1 + (E / W)(e^alpha - 1)``, so noisy totals of a
-sub-population serve as well as totals over everyone.
+``eval_epsilon = eval_fraction * epsilon`` (default :data:`EVAL_FRACTION` = 0.4, measured below):
+the shares spend ``(1 - eval_fraction) epsilon``, the evaluations ``eval_epsilon`` (basic
+composition). ``eval_groups="disjoint"`` (default): the owners are split into T evaluation groups
+(:func:`evaluation_groups`; round t's group is disjoint from round t's share group, so a learner is
+never scored on the rows it was fitted on) and each owner evaluates in one round at the whole
+``eval_epsilon``; ``"all"``: every owner evaluates every round at ``eval_epsilon / T``, which leaves
+``sqrt(T)`` more relative noise in ``E / W`` (each owner in k of T rounds at ``eval_epsilon / k``:
+groups of ``k N / T``, relative noise ``~ sqrt(k T / N)``, smallest at k = 1; measured 0.06 against
+0.22 for the std of one learner's ``E / W`` at ε = 5). SAMME only needs the ratio ``E / W``: owners
+renormalise by ``1 + (E / W)(e^alpha - 1)``, so noisy totals of a sub-population serve.
 
-Groups (§3.4.1). Round t's group is drawn uniformly from the owners that have not released yet
-(:func:`sample_groups`), so an owner releases one share per run; ``T * group`` must not exceed
-the number of owners. On the networked path an owner refuses a second share or evaluation *of
-the same run id*; a coordinator that starts another run (another run id) gets fresh releases,
-each debited. That is the honest claim (issue 9, item 9): the owner's ledger bounds the total
-over all runs; nothing bounds the number of runs.
-
-Measured before the row-level calibration (``privfed experiment bdt-error --runs 20 --datasets
-synthetic``, 10^4 owners of one row, evaluation bound 1, T = 10, PM stump shares, test
-misclassification after round 10; non-private 0.320):
-``eval_groups="disjoint"``, ``eval_fraction=0.3``: 0.478 / 0.431 / 0.408 at ε = 1 / 3 / 5
-(standard errors 0.007 / 0.014 / 0.012); ``"all"`` (every owner every round at ε_e/T), 0.3:
-0.495 / 0.461 / 0.412 (0.011 / 0.012 / 0.011); disjoint with 0.15: 0.494 / 0.430 / 0.413; with
-0.5: 0.480 / 0.437 / 0.389. With exact shares the noise of ``E / W`` for one learner (std over
-200 draws, ε = 5, fraction 0.3) is 0.06 disjoint against 0.22 all. So disjoint is the default;
-the fraction matters less than the stump selection, which dominates the gap to non-private
-(issue 12).
+Rounds and groups (§3.4.1; issue 12 item 2). ``share_groups="disjoint"`` (default): round t's
+share group is drawn uniformly from the owners that have not shared yet (:func:`sample_groups`),
+so an owner releases one share per run at the whole ``share_epsilon`` (``T * group <= N``);
+``"all"``: every owner releases a share in every round at ``share_epsilon / T``
+(:attr:`FederatedBoosting.share_round_epsilon`; sequential composition, each share debited,
+an owner refusing past T shares of a run). At these ε a k-RR report's signal falls about like ε
+while its noise stays, so a share sum's signal-to-noise ratio is about ``sqrt(n) eps``:
+``sqrt(N / T) eps`` for fresh groups against ``sqrt(N) eps / T`` for every owner at ε/T, ``sqrt(T)``
+better for fresh groups (stump top-3 hit rate 0.53 against 0.32 at share ε 3.5, T = 10). On the
+networked path an owner refuses a share or evaluation beyond the run's allowance *of the same run
+id*; another run id gets fresh releases, each debited: the ledger bounds the total over all runs,
+nothing bounds the number of runs (issue 9, item 9).
 
 Stump shares (issue 12). An owner's stump share is one report in :attr:`FederatedBoosting.share_encoding`
 (:mod:`privfed.common.learners.stump_encodings`): by default ``"signs"`` for two classes (each owner
-samples m signed coordinates and reports their sign pattern by k-RR at the whole share ε), the
-paper's ``"pair"`` and the old dense ``"table"`` as options. The same encoding code runs in
+samples m signed coordinates and reports their sign pattern by k-RR at the share ε), the paper's
+``"pair"`` and the dense ``"table"`` as options; the same code runs in
 :meth:`FederatedBoosting.group_release` (in-process) and :meth:`FederatedBoosting.owner_release`
-(the owner node); the networked share carries the sampled coordinates next to the integer report.
+(the owner node). Bounds: the share weight bound (an owner's total SAMME weight, default
+:func:`default_weight_bound`, ``ceil(rows)``) and the evaluation row bound ``b`` (default
+:data:`EVAL_ROW_BOUND` = 1) both clip the mean-1 weights; the noise grows linearly with each, and
+the noise wins: one-row owners at ε = 5, 20 runs, share bound / row bound 1 / 1: 0.333, 1 / 2: 0.355,
+2 / 1: 0.352, 2 / 2: 0.366, 3 / 1: 0.375 (s.e. 0.004-0.009); two-row owners at ε = 4 (10 runs):
+share bound 2: 0.355, 3: 0.363, 4: 0.375. At ε = ∞ the clips cost 0.005 (0.325 against 0.320).
+``n_bins`` 4 (60 candidates for 61 sampled coordinates) gave 0.358 against 0.343 for ``n_bins`` 2 at
+ε = 4 (10 runs), although its non-private error is lower (0.294 against 0.316): the share's
+sampled coordinates cover three times more candidates.
 
-Rounds (issue 12 item 2). Fresh disjoint groups of N/T owners at the whole share ε against every
-owner in every round at ε/T (same total per owner, sequential composition): a round's stump
-selection, measured as the top-3 hit rate of the ``"signs"`` encoding on the synthetic set
-(60 runs, share ε = 3.5 = 0.7 x 5, T = 10): 0.53 for 1000 owners at 3.5 against 0.32 for 10^4
-owners at 0.35. At these ε a k-RR report's signal falls like ε while its noise stays, so the
-estimate's signal-to-noise ratio is about ``sqrt(n) eps``: ``sqrt(N / T) eps`` for disjoint groups
-against ``sqrt(N) eps / T`` for every owner at ε/T, ``sqrt(T)`` better for disjoint groups (the same
-argument as for the evaluations above). Disjoint groups stay the default. Where the remaining gap to
-non-private goes (``privfed experiment bdt-error``, synthetic, 10^4 one-row owners, ε = 5, T = 10,
-round-10 test misclassification, 6 paired runs): non-private 0.316; ε = ∞ with the weight clips
-0.328; noisy shares with exact evaluations 0.321; exact shares with noisy evaluations 0.326; both
-noisy 0.336 (standard errors 0.005-0.007). So the share noise, the evaluation noise and the clips
-each cost about 0.01; a larger ``weight_bound`` (2), ``eval_fraction`` 0.15 / 0.2 / 0.4 / 0.5 or
-``eval_row_bound`` 0.5 measured no better (within one standard error, or worse).
+Measured (issue 12 item 2). Synthetic set, 10^4 one-row owners, T = 10, test misclassification
+after round 10, mean ± standard error over 20 runs, ``privfed experiment bdt-error --datasets
+synthetic --runs 20 --epsilon 1,3,5 [--share-groups G] [--eval-mechanism M] [--eval-fraction f]``;
+non-private 0.320 ± 0.003 (ε = ∞ with the clips 0.325); in brackets the learners kept of 10:
+
+=================================================  ==============  ==============  ==============
+design (shares, evaluation, eval fraction)         ε = 1           ε = 3           ε = 5
+=================================================  ==============  ==============  ==============
+fresh groups, Laplace, 0.3 (the previous default)  0.433 ± 0.012   0.366 ± 0.006   0.351 ± 0.004
+every owner at ε/T, Laplace, 0.3                   0.464 ± 0.015   0.402 ± 0.010   0.363 ± 0.006
+every owner at ε/T, rr, 0.3                        0.427 ± 0.010   0.367 ± 0.007   0.352 ± 0.005
+fresh groups, rr, 0.2                              0.401 ± 0.012   0.350 ± 0.004   0.334 ± 0.003
+fresh groups, rr, 0.3                              0.411 ± 0.008   0.349 ± 0.005   0.336 ± 0.002
+**fresh groups, rr, 0.4 (default)**                0.376 ± 0.008   0.345 ± 0.005   0.336 ± 0.003
+=================================================  ==============  ==============  ==============
+
+(kept learners at ε = 5: 7.4 with Laplace, 8.7 with rr.) At ε = 5 the default is 0.015 ± 0.004
+above non-private (paired over the runs); with the runs' other noise seeds of a script driving
+:meth:`FederatedBoosting.fit` (40 runs, paired gaps) 0.014 ± 0.003 at ε = 5 and 0.023 ± 0.003 at ε = 3.
+Where the rest goes (ε = 5, Laplace evaluations, 20 runs, a part made exact by ε x 1000):
+exact shares with noisy evaluations 0.332, noisy shares with exact evaluations 0.327, both exact
+0.320: the evaluation noise is the larger part. Measured and not adopted (same script, 20-40
+runs): SAMME shrinkage ν = 0.7 / 0.5 / 0.3 (0.339 / 0.338 / 0.343 at ε = 5, worse also without noise)
+and α caps (no effect); weights kept
+<= 1 without renormalising (MadaBoost-like: exact at ε = ∞, 0.322, but 0.397 at ε = 5, the signal
+shrinks with the weights) and partial renormalisation (monotonically worse); ``n_sampled`` 2 / 5 / 6
+against the variance-optimal 3 (0.337 / 0.334 / 0.347 against 0.330); the evaluation group scoring
+the share's top-2 stumps by one 5-ary k-RR report and choosing by it (gap 0.010 ± 0.003 against
+0.014 ± 0.003 at ε = 5, 0.021 against 0.023 at ε = 3: within noise, for a learner list on the wire);
+owners that either share or evaluate, each at the whole ε (groups of 500 + 500 per round: 0.329 /
+0.340 / 0.372 at ε = 5 / 3 / 1 against 0.330 / 0.345 / 0.416 -- a gain at ε = 1 only, not built).
+Not measured: an error estimate from the round's own share (its selection bias needs a correction;
+its closed-form noise, std ~0.065 in ``E / W`` at share ε 3 for 1000 owners, is above the rr
+evaluation's ~0.04).
 
 Weights. Owners start with weight 1 per row (mean-1 weights, so ``weight_bound`` and
 ``eval_row_bound`` are in rows).
@@ -218,6 +229,8 @@ NOISE_HEADROOM = 40.0
 #: Default public per-row bound ``b`` on a row's SAMME weight in an evaluation release (module
 #: docstring, "Choice of b"; measured in ``privfed experiment bdt-error``).
 EVAL_ROW_BOUND = 1.0
+#: Default share of an owner's ε for its evaluation release(s) (module docstring, "Measured").
+EVAL_FRACTION = 0.4
 #: Default public bound on the rows an owner holds: sizes the clip range of a noisy evaluation pair
 #: (and the ring's fixed-point range) only, never the noise.
 MAX_OWNER_ROWS = 10**6
@@ -591,7 +604,7 @@ class FederatedBoosting:
     secure_sum: str = "plain"
     on_reject: str = "skip"
     vectorised: bool = True
-    eval_fraction: float = 0.3
+    eval_fraction: float = EVAL_FRACTION
     eval_groups: str = "disjoint"
     eval_row_bound: float = EVAL_ROW_BOUND
     max_owner_rows: int = MAX_OWNER_ROWS

@@ -94,6 +94,7 @@ from typing import Any
 import numpy as np
 
 from privfed.common.boosting.federated import (
+    EVAL_FRACTION,
     EVAL_MECHANISMS,
     EVAL_ROW_BOUND,
     SHARE_GROUPS,
@@ -193,8 +194,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--eval-fraction",
         type=float,
-        default=0.3,
-        help="share of each owner's epsilon for its noisy (err_sum, w_sum) releases (default 0.3)",
+        default=EVAL_FRACTION,
+        help=f"share of each owner's epsilon for its noisy (err_sum, w_sum) releases (default {EVAL_FRACTION:g})",
     )
     parser.add_argument(
         "--eval-groups",

@@ -191,7 +191,9 @@ def test_a_release_sums_row_weights_clipped_to_the_row_bound(tmp_path):
     np.testing.assert_allclose(released, clipped, atol=2.0**-20)
     assert np.all(released[:, 1] <= 2.0 * 4) and total[1] < sum(w.sum() for w in weights.values())
     assert spec.ring.max_abs == pytest.approx(2.0 * 10)  # b * max_owner_rows at ε = ∞: public, no row count
-    assert _config(eps=2.0, eval_row_bound=2.0)[0].eval_noise_scale == pytest.approx(2 * 2.0 / 0.6)
+    assert _config(eps=2.0, eval_row_bound=2.0)[0].eval_noise_scale == pytest.approx(
+        2 * 2.0 / 0.8
+    )  # eval fraction 0.4 of eps 2
 
 
 def test_reformed_ring_gets_the_same_release_without_a_second_debit(fed):
@@ -243,7 +245,7 @@ def test_after_a_restart_a_released_evaluation_is_refused_not_redrawn(fed):
 
 def test_over_budget_is_refused_before_anything_is_computed_or_sent(tmp_path):
     fed = Federation(tmp_path, budget=0.5)
-    _, config = _config(eps=2.0)  # evaluation release at 0.3 * 2 = 0.6 > 0.5
+    _, config = _config(eps=2.0)  # evaluation release at 0.4 * 2 = 0.8 > 0.5
     ring = list(fed.owners)[:2]
     with pytest.raises(BudgetExceeded):
         fed.evaluate(ring[1], fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
@@ -442,7 +444,7 @@ def test_a_run_that_keeps_nothing_says_why_with_the_noise_and_weight_numbers(tmp
         "the noise drowns",
         "more owners",
         "larger epsilon (now 0.001)",
-        "eval fraction (now 0.3)",
+        "eval fraction (now 0.4)",
     ):
         assert part in msg, (part, msg)
 

@@ -45,7 +45,12 @@ def test_rr_release_is_unbiased_and_within_its_noise_bound(epsilon):
     assert np.all(np.abs(out.mean(axis=0) - [0.3, 0.8]) < 5 * se)
     assert np.all(out.std(axis=0) <= bound * 1.01)
     fb = FederatedBoosting(
-        epsilon=epsilon / 0.3, n_classes=2, bounds=Bounds.of(0.0, 1.0, 2), n_rounds=2, max_owner_rows=1
+        epsilon=epsilon / 0.3,
+        eval_fraction=0.3,
+        n_classes=2,
+        bounds=Bounds.of(0.0, 1.0, 2),
+        n_rounds=2,
+        max_owner_rows=1,
     )
     assert fb.eval_mechanism == "rr"
     assert np.all(np.abs(out) <= fb.contribution_bound + 1e-12)
