@@ -705,14 +705,15 @@ class FederatedBoosting:
     def contribution_bound(self) -> float:
         """Public ``M``: every coordinate of a noisy evaluation release is in ``[-M, M]``.
 
-        ``"rr"``: ``B (1 - q) / (p - q)`` (``B`` at ε = ∞), the largest value either coordinate takes.
+        ``"rr"``: ``B (1 - q) / (p - q)`` (``B`` at ε = ∞), the largest value either coordinate takes,
+        with ``1e-9`` relative headroom for floating-point rounding (so the ring's clip never binds).
         """
         if self.eval_mechanism == "rr":
             bound = owner_weight_bound(self.eval_row_bound, self.max_owner_rows)
             if math.isinf(self.eval_round_epsilon):
                 return bound
             rr = rr_evaluation_oracle(self.eval_round_epsilon)
-            return bound * (1.0 - rr.q) / (rr.p - rr.q)
+            return bound * (1.0 - rr.q) / (rr.p - rr.q) * (1.0 + 1e-9)
         return contribution_bound(self.eval_row_bound, self.eval_round_epsilon, self.max_owner_rows)
 
     def evaluation_sums(self, learner: Learner, X: Any, y: Any, w: Any) -> tuple[float, float]:

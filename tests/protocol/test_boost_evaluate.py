@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from privfed.common.boosting.federated import FederatedBoosting, owner_local_error
+from privfed.common.boosting.federated import FederatedBoosting, owner_local_error, rr_evaluation_oracle
 from privfed.common.boosting.wire import at_round, config_to_dict, empty_history, owner_weights, with_round
 from privfed.common.bounds import Bounds
 from privfed.common.errors import BudgetExceeded, ConfigError, RemoteProtocolError, RoundFailed
@@ -194,6 +194,29 @@ def test_a_release_sums_row_weights_clipped_to_the_row_bound(tmp_path):
     assert _config(eps=2.0, eval_row_bound=2.0)[0].eval_noise_scale == pytest.approx(
         2 * 2.0 / 0.8
     )  # eval fraction 0.4 of eps 2
+
+
+def test_an_rr_evaluation_over_the_ring_is_one_of_three_debited_values_summed_exactly(fed):
+    """``eval_mechanism="rr"`` over the real owner drivers and ring: each owner's release is one of
+    the three pairs its k-RR report can stand for (nothing else about its rows leaves), inside the
+    public range the ring is sized for, debited once at the evaluation ε; the ring total is their sum."""
+    rows = max(o.X.shape[0] for o in fed.owners.values())
+    fb, config = _config(eval_mechanism="rr", max_owner_rows=rows)
+    assert fb.eval_mechanism == "rr"
+    ring = list(fed.owners)
+    spec = fed.spec(config, at_round(empty_history(), 0), _stump(), ring)
+    total = fed.run_ring(spec)
+    released = np.array([fed.drivers[fed.node(o)].release_of(o, spec.release_id) for o in ring])
+    rr = rr_evaluation_oracle(fb.eval_round_epsilon)
+    unit = fb.eval_row_bound * rows / (rr.p - rr.q)
+    values = unit * np.array([[1 - rr.q, 1 - 2 * rr.q], [-rr.q, 1 - 2 * rr.q], [-rr.q, -2 * rr.q]])
+    assert all(np.any(np.all(np.isclose(values, pair, atol=2.0**-20), axis=1)) for pair in released)
+    assert np.all(np.abs(released) <= fb.contribution_bound) and spec.ring.max_abs <= fb.contribution_bound
+    fp = FixedPoint(spec.ring.frac_bits, spec.ring.n_parties, spec.ring.max_abs)
+    np.testing.assert_allclose(total, released.sum(axis=0), rtol=0, atol=fp.error_bound)
+    for o in ring:
+        entries = fed.ledgers[fed.node(o)].history(o)
+        assert [(e["release_id"], e["epsilon"]) for e in entries] == [(spec.release_id, pytest.approx(fb.eval_epsilon))]
 
 
 def test_reformed_ring_gets_the_same_release_without_a_second_debit(fed):
