@@ -215,6 +215,13 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
         "epsilon (default), or every owner every round at 1/rounds of it",
     )
     p.add_argument(
+        "--budget-split",
+        choices=("epsilon", "owners"),
+        default=None,
+        help="bdt only: epsilon: every owner shares and evaluates, epsilon split by --eval-fraction (default); "
+        "owners: --eval-fraction of the owners only evaluate, the others only share, each at the whole epsilon",
+    )
+    p.add_argument(
         "--eval-mechanism",
         choices=("laplace", "rr"),
         default=None,

@@ -120,6 +120,22 @@ def shares_released(ledger: Ledger, owner_id: str, spec: BoostShareTask, run_id:
     return sum(1 for h in ledger.history(owner_id) if h["purpose"] == purpose)
 
 
+def check_one_role(ledger: Ledger, owner_id: str, config: BoostConfig, role: str) -> None:
+    """Under ``budget_split="owners"`` an owner releases in one role per run, at the whole ε: refuse a
+    share (``role="share"``) after an evaluation of the run, and an evaluation after a share.
+
+    Raises :class:`AlreadyReleased` (refusal ``already_released``); nothing is computed or debited.
+    """
+    if config.booster.budget_split != "owners":
+        return
+    other = f"boost-eval:{config.run_id}:" if role == "share" else tuple(f"{lb}:{config.run_id}" for lb in SHARE_LABELS)
+    if any(h["purpose"].startswith(other) for h in ledger.history(owner_id)):
+        raise AlreadyReleased(
+            f"boosting run {config.run_id!r} splits its budget between owners: {owner_id} already released "
+            f"{'an evaluation' if role == 'share' else 'a share'} in it"
+        )
+
+
 class HistoryRewritten(RemoteProtocolError):
     """A task's history does not extend the rounds this node already applied for the run (another
     learner, α, E or W in one of them, fewer kept rounds, or another config under the run id)."""
@@ -345,6 +361,7 @@ class RingDriver:
                 f"task bounds describe {fb.bounds.d} features, this owner's schema has {owner.X.shape[1]}"
             )
         self._check_run_config(spec.config)
+        check_one_role(self._ledger, owner.owner_id, spec.config, "evaluate")
         self._check_against_share(owner.owner_id, spec.config)
         check_history(owner, spec.config, spec.history)
         fb.check_learner(spec.learner)

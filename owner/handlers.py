@@ -327,8 +327,12 @@ def _prepare(
         if any(ledger.has_release_id(d.owner_id, d.release_id) for d in debits):
             raise TaskRefused("already_released", f"task id {task.task_id!r}")
         if isinstance(task.spec, BoostShareTask):
-            from privfed.owner.boosting import share_key, shares_released
+            from privfed.owner.boosting import AlreadyReleased, check_one_role, share_key, shares_released
 
+            try:
+                check_one_role(ledger, task.owner_id, task.spec.config, "share")
+            except AlreadyReleased as exc:
+                raise TaskRefused("already_released", "") from exc
             released, key = shares_released(ledger, task.owner_id, task.spec, task.round_id), share_key(task)
             if released and key in owner.boost_released:  # the same release again: nothing new leaves
                 log.info("task %s: boosting run %r's share sent again", task.task_id, task.round_id)

@@ -24,6 +24,7 @@ from typing import Any
 
 from privfed.common.boosting.federated import (
     BASE_LEARNERS,
+    BUDGET_SPLITS,
     EVAL_FRACTION,
     EVAL_MECHANISMS,
     EVAL_ROW_BOUND,
@@ -74,6 +75,7 @@ FLAGS = {
     "max_owner_rows": "--max-owner-rows",
     "share_groups": "--share-groups",
     "eval_mechanism": "--eval-mechanism",
+    "budget_split": "--budget-split",
     "ring_timeout": "--ring-timeout",
     "secure_sum": "--secure-sum",
     "seed": "--seed",
@@ -137,6 +139,8 @@ class JobConfig:
     share_groups : {"disjoint", "all"}; eval_mechanism : {"laplace", "rr"} or None
         ``--share-groups``, ``--eval-mechanism``: who shares in a round, and the evaluation release
         (None: the smaller noise for the owners' rows bound, ``"rr"`` for one row).
+    budget_split : {"epsilon", "owners"}
+        ``--budget-split``: every owner shares and evaluates, or each owner does one of them at the whole ε.
     ring_timeout : float > 0 or None
         ``--ring-timeout``: seconds per ring secure sum (None: 30 s + 10 ms per member).
     secure_sum : {"ring", "secagg"}
@@ -184,6 +188,7 @@ class JobConfig:
     max_owner_rows: int | None = None
     share_groups: str = "disjoint"
     eval_mechanism: str | None = None
+    budget_split: str = "epsilon"
     ring_timeout: float | None = None
     secure_sum: str = "ring"
     seed: int = 0
@@ -222,6 +227,7 @@ class JobConfig:
         for name, low in (("k", 1), ("n_rounds", 1), ("n_bins", 2), ("seed", 0)):
             check_int(getattr(self, name), name=FLAGS[name], minimum=low)
         check_choice(self.share_groups, name=FLAGS["share_groups"], allowed=SHARE_GROUPS)
+        check_choice(self.budget_split, name=FLAGS["budget_split"], allowed=BUDGET_SPLITS)
         if self.eval_mechanism is not None:
             check_choice(self.eval_mechanism, name=FLAGS["eval_mechanism"], allowed=EVAL_MECHANISMS)
         for name in ("group_size", "n_samples", "owners", "max_owner_rows"):

@@ -130,6 +130,8 @@ def plan_rounds(fb: FederatedBoosting, n_owners: int, rng: np.random.Generator) 
     Public: they need no secrecy. ``share_groups="disjoint"``: fresh groups (:func:`sample_groups`;
     raises :class:`ConfigError` when ``n_rounds * group_size`` exceeds the owners, some owner would
     release twice); ``"all"``: every owner in every round (``group_size`` must then be unset or N).
+    ``budget_split="owners"``: groups of ``(1 - eval_fraction) N / T`` sharers, and the other owners
+    evaluate.
     """
     if fb.share_groups == "all":
         if fb.group_size not in (None, n_owners):
@@ -138,9 +140,11 @@ def plan_rounds(fb: FederatedBoosting, n_owners: int, rng: np.random.Generator) 
             )
         groups = np.tile(np.arange(n_owners), (fb.n_rounds, 1))
         return groups, evaluation_groups(groups, n_owners, fb.eval_groups, rng)
-    group_size = fb.group_size or n_owners // fb.n_rounds
+    owners = fb.budget_split == "owners"  # then only the (1 - eval_fraction) N sharers are in share groups
+    sharers = int(n_owners * (1.0 - fb.eval_fraction)) if owners else n_owners
+    group_size = fb.group_size or sharers // fb.n_rounds
     groups = sample_groups(n_owners, fb.n_rounds, max(group_size, 1), rng)
-    return groups, evaluation_groups(groups, n_owners, fb.eval_groups, rng)
+    return groups, evaluation_groups(groups, n_owners, fb.eval_groups, rng, sharers_evaluate=not owners)
 
 
 def run_rounds(

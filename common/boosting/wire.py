@@ -58,6 +58,7 @@ PUBLIC_FIELDS = (
     "n_sampled",
     "share_groups",
     "eval_mechanism",
+    "budget_split",
 )
 
 

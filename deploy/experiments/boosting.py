@@ -94,6 +94,7 @@ from typing import Any
 import numpy as np
 
 from privfed.common.boosting.federated import (
+    BUDGET_SPLITS,
     EVAL_FRACTION,
     EVAL_MECHANISMS,
     EVAL_ROW_BOUND,
@@ -210,6 +211,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="disjoint",
         help="who releases a share in a round: a fresh group of owners/T at the whole share epsilon (default), "
         "or every owner every round at 1/T of it",
+    )
+    parser.add_argument(
+        "--budget-split",
+        choices=BUDGET_SPLITS,
+        default="epsilon",
+        help="epsilon: every owner shares and evaluates, ε split by --eval-fraction (default); owners: "
+        "--eval-fraction of the owners only evaluate, the others only share, each at the whole ε",
     )
     parser.add_argument(
         "--eval-mechanism",
@@ -382,7 +390,7 @@ def _settings(args: argparse.Namespace, base: str, n_rows: int) -> dict[str, dic
         eval_groups=args.eval_groups,
         stump_encoding=args.stump_encoding,
     )
-    shares = dict(share_groups=args.share_groups, eval_mechanism=args.eval_mechanism)
+    shares = dict(share_groups=args.share_groups, eval_mechanism=args.eval_mechanism, budget_split=args.budget_split)
     k = args.rows_per_owner
     weight_bound = args.weight_bound or default_weight_bound(k)
     private = dict(common, **shares, weight_bound=weight_bound, eval_row_bound=args.eval_row_bound, max_owner_rows=k)

@@ -102,6 +102,7 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
         max_owner_rows=config.owner_rows_bound,
         share_groups=config.share_groups,
         eval_mechanism=config.eval_mechanism,
+        budget_split=config.budget_split,
     )
     rng = np.random.Generator(np.random.PCG64(config.seed))
     journal = None

@@ -499,3 +499,18 @@ def test_a_boosted_ncc_evaluation_with_rr_labels_at_infinite_epsilon_is_accepted
     exact = [owner_local_error(learner, o.X, o.y, np.ones(4), row_bound=1.0) for o in fed.owners.values()]
     np.testing.assert_allclose(total, np.sum(exact, axis=0), atol=1e-6)  # no noise at ε = ∞
     assert spec.ledger_entries() == [(math.inf, 0.0, "boost-eval")]
+
+
+def test_an_owner_that_shared_in_an_owners_split_run_refuses_to_evaluate(fed):
+    """``budget_split="owners"``: one role per owner and run, so a shared owner's evaluation is refused
+    before anything is computed or debited; an owner that did not share evaluates at the whole ε."""
+    fb, config = _config(eps=2.0, budget_split="owners")
+    a, b = "owner-0.o00000", "owner-0.o00001"
+    ledger = fed.ledgers["owner-0"]
+    ledger.debit(a, 2.0, purpose="boost-share:boost-r1", release_id="t-a#0")
+    ring = [a, b]
+    with pytest.raises(AlreadyReleased):
+        fed.evaluate(a, fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
+    assert len(ledger.history(a)) == 1
+    fed.evaluate(b, fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
+    assert [e["epsilon"] for e in ledger.history(b)] == [pytest.approx(fb.eval_epsilon)] and fb.eval_epsilon == 2.0

@@ -158,3 +158,46 @@ def test_an_owner_node_debits_each_of_t_shares_at_share_epsilon_over_t_and_refus
     later = handle_batch([Task("d1", oid, "run-d", BoostShareTask(disjoint, BoostHistory(round=1)))], hosted, ledger)
     assert later[0].payload == ok[0].payload  # the run's one share, sent again
     assert sum(h["purpose"] == "boost-share:run-d" for h in ledger.history(oid)) == 1
+
+
+def test_budget_split_by_owners_gives_each_owner_one_role_at_the_whole_epsilon():
+    fb = _fb(budget_split="owners", eval_fraction=0.3)
+    assert fb.share_epsilon == fb.eval_epsilon == fb.eval_round_epsilon == 5.0
+    groups, evaluators = plan_rounds(fb, 100, _rng())
+    assert groups.shape == (4, 70 // 4)
+    sharers, evals = set(groups.ravel().tolist()), np.concatenate(evaluators)
+    assert not sharers & set(evals.tolist()) and len(evals) == len(set(evals.tolist())) == 100 - 68
+    with pytest.raises(ConfigError, match="share_groups"):
+        _fb(budget_split="owners", share_groups="all")
+
+
+def test_an_owner_node_refuses_the_other_role_of_an_owners_split_run(tmp_path):
+    """Over the real handler and ledger: an owner that evaluated in a ``budget_split="owners"`` run
+    refuses its share (``already_released``, nothing debited), and one that shared refuses to evaluate."""
+    from privfed.owner.boosting import AlreadyReleased, check_one_role
+
+    train, _ = federation_split("synthetic", seed=0, test_fraction=0.2, n_samples=50)
+    hosted = {
+        o.owner_id: o
+        for o in build_owners(
+            train, node_id="owner-0", n_owners=40, shards=range(2), seed=0, rng_kind="seeded", rng_seed=0
+        )
+    }
+    a, b = sorted(hosted)
+    ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=10.0)
+    fb = FederatedBoosting(epsilon=5.0, n_classes=2, bounds=train.bounds, n_rounds=3, budget_split="owners")
+    config = config_to_dict(fb, "run-o")
+    ledger.debit(a, 5.0, purpose="boost-eval:run-o:once", release_id="boost-eval:run-o:once")  # a evaluated
+    out = handle_batch([Task("sa", a, "run-o", BoostShareTask(config, BoostHistory(round=0)))], hosted, ledger)
+    assert isinstance(out[0].payload, Refusal) and out[0].payload.code == "already_released"
+    assert len(ledger.history(a)) == 1
+    shared = handle_batch([Task("sb", b, "run-o", BoostShareTask(config, BoostHistory(round=0)))], hosted, ledger)
+    assert isinstance(shared[0].payload, BoostShareReply)
+    assert [(h["purpose"], h["epsilon"]) for h in ledger.history(b)] == [("boost-share:run-o", 5.0)]
+    with pytest.raises(AlreadyReleased):
+        check_one_role(ledger, b, config, "evaluate")
+    check_one_role(ledger, a, config_to_dict(FederatedBoosting(**{**_kw(fb), "budget_split": "epsilon"}), "x"), "share")
+
+
+def _kw(fb: FederatedBoosting) -> dict:
+    return dict(epsilon=fb.epsilon, n_classes=fb.n_classes, bounds=fb.bounds, n_rounds=fb.n_rounds)
