@@ -143,7 +143,11 @@ per owner and run) and an option. The clips are data-dependent: on the data set 
 0.027, all of it the clip (ε = ∞ with the clips: 0.164); bounds 1.5 / 1.5 give gaps 0.023 (seed 0)
 and 0.020 (seed 1, 10 runs), 2 / 2 give 0.033 and 0.018, bounds growing by 0.05 or 0.1 per round
 0.018 / 0.025 and 0.023 / 0.020: no fixed bound is within 0.02 on both; 1 / 1 is best on the
-reference set.
+reference set. The default on the ``--seed 1`` set at ε = 1 / 3 / 5 (20 runs): 0.227 ± 0.015 /
+0.167 ± 0.003 / 0.166 ± 0.003. An rr row bound of 1.5 with share bound 1 (``--eval-row-bound
+1.5``) narrows the ε = 5 gaps (seed 0: 0.014 ± 0.003 and 0.021 ± 0.004 in two 40-run sets; seed 1:
+0.022 and 0.021 ± 0.003) but costs at ε = 1 (0.423 ± 0.008 against 0.379 ± 0.005, seed 0; the rr
+noise grows with b): not adopted.
 
 (kept learners at ε = 5: 7.4 with Laplace, 8.7 with rr.) At ε = 5 the default is 0.015 ± 0.004
 above non-private (paired over the runs); with the runs' other noise seeds of a script driving
