@@ -71,7 +71,7 @@ bdt-error (Figs. 13-14) and boosted-ncc (Fig. 10)
     only: ε = ∞ with the private runs' ``--weight-bound`` and ``--eval-row-bound``, which
     separates the effect of the weight clips from the noise), and each ε of ``--epsilon`` with
     ``--mechanism``. ``--rows-per-owner k`` gives each owner k training rows (``--owners`` rows in
-    all, ``--owners // k`` owners; share weight bound ``2 k`` unless ``--weight-bound``): the
+    all, ``--owners // k`` owners; share weight bound ``k`` unless ``--weight-bound``): the
     evaluation noise ``Lap(2 b / ε_e)`` per owner does not grow with k (row-level calibration,
     :mod:`privfed.common.boosting.federated`, "Evaluation releases").
 
