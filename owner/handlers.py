@@ -314,11 +314,14 @@ def _prepare(
     ledger: Ledger,
     allow_clear_labels: bool,
     pending: dict[str, tuple[float, float]],
+    pending_shares: dict[tuple[str, str], int],
 ) -> Result | Payload:
     """Steps 2-4 of the module docstring for one task: its share, or a refusal.
 
     ``pending`` holds what earlier tasks of the batch will debit per owner; the budget check adds
-    it, so a second task for the same owner is refused whole instead of half-debited."""
+    it, so a second task for the same owner is refused whole instead of half-debited.
+    ``pending_shares`` counts the boosting shares earlier tasks of the batch release per (owner,
+    run): with the ledger's, at most the run's ``shares_per_owner`` leave."""
     if owner is None:
         return _refuse(task, "invalid_task", f"owner {task.owner_id!r} is not hosted by this node")
     try:
@@ -334,6 +337,7 @@ def _prepare(
             except AlreadyReleased as exc:
                 raise TaskRefused("already_released", "") from exc
             released, key = shares_released(ledger, task.owner_id, task.spec, task.round_id), share_key(task)
+            released += pending_shares.get((task.owner_id, task.round_id), 0)
             if released and key in owner.boost_released:  # the same release again: nothing new leaves
                 log.info("task %s: boosting run %r's share sent again", task.task_id, task.round_id)
                 return Result(task.task_id, task.owner_id, owner.boost_released[key])
@@ -367,6 +371,9 @@ def _prepare(
         if clipped:
             log.info("task %s: %d value(s) outside the public bounds clipped", task.task_id, clipped)
     pending[task.owner_id] = (before[0] + eps, before[1] + delta)
+    if isinstance(task.spec, BoostShareTask):
+        run = (task.owner_id, task.round_id)
+        pending_shares[run] = pending_shares.get(run, 0) + 1
     return share
 
 
@@ -390,6 +397,7 @@ def handle_batch(
     shares: dict[tuple[str, str], Payload] = {}
     seen: set[str] = set()
     pending: dict[str, tuple[float, float]] = {}
+    pending_shares: dict[tuple[str, str], int] = {}
     for task in tasks:
         key = (task.owner_id, task.task_id)
         if task.task_id in seen:
@@ -397,7 +405,7 @@ def handle_batch(
             continue
         seen.add(task.task_id)
         order.append(key)
-        outcome = _prepare(task, owners.get(task.owner_id), ledger, allow_clear_labels, pending)
+        outcome = _prepare(task, owners.get(task.owner_id), ledger, allow_clear_labels, pending, pending_shares)
         if isinstance(outcome, Result):
             results[key] = outcome
         else:

@@ -201,3 +201,25 @@ def test_an_owner_node_refuses_the_other_role_of_an_owners_split_run(tmp_path):
 
 def _kw(fb: FederatedBoosting) -> dict:
     return dict(epsilon=fb.epsilon, n_classes=fb.n_classes, bounds=fb.bounds, n_rounds=fb.n_rounds)
+
+
+def test_one_batch_of_share_tasks_releases_at_most_the_runs_shares_per_owner(tmp_path):
+    """T + 1 share tasks for one owner in one batch: T shares leave (each debited at share_epsilon / T),
+    the last is refused; under fresh groups two tasks of a run release one share."""
+    train, _ = federation_split("synthetic", seed=0, test_fraction=0.2, n_samples=50)
+    hosted = {
+        o.owner_id: o
+        for o in build_owners(
+            train, node_id="owner-0", n_owners=40, shards=range(1), seed=0, rng_kind="seeded", rng_seed=0
+        )
+    }
+    (oid,) = hosted
+    ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=20.0)
+    for groups, run, allowed in (("all", "run-a", 2), ("disjoint", "run-d", 1)):
+        fb = FederatedBoosting(epsilon=5.0, n_classes=2, bounds=train.bounds, n_rounds=2, share_groups=groups)
+        config = config_to_dict(fb, run)
+        tasks = [Task(f"{run}-{i}", oid, run, BoostShareTask(config, BoostHistory(round=i % 2))) for i in range(3)]
+        out = [r.payload for r in handle_batch(tasks, hosted, ledger)]
+        assert sum(isinstance(p, BoostShareReply) for p in out) == allowed
+        assert all(p.code == "already_released" for p in out if isinstance(p, Refusal))
+        assert sum(h["purpose"] == f"boost-share:{run}" for h in ledger.history(oid)) == allowed
