@@ -169,9 +169,10 @@ class SvmShareTask:
 
 
 def boost_release_epsilons(config: BoostConfig) -> list[tuple[float, float, str]]:
-    """Ledger entries of one boosting share (seed 002 Alg. 2): the share part of the run's ε, once.
+    """Ledger entries of one boosting share (seed 002 Alg. 2): the share part of the run's ε, or 1/T of it.
 
-    ``FederatedBoosting.share_epsilon``, ``(1 - eval_fraction) ε``. NCC splits it between features
+    ``FederatedBoosting.share_round_epsilon``: ``(1 - eval_fraction) ε`` for the one share of an owner,
+    ``1/T`` of it for each of the T shares under ``share_groups="all"``. NCC splits it between features
     and labels by :func:`~privfed.common.learners.ncc.split_label_budget`, the one split the share's
     mechanisms use too (``FederatedBoosting.release_mechanism``, ``label_rr``); at ε = ∞ both parts
     are ∞, never NaN.
@@ -180,8 +181,8 @@ def boost_release_epsilons(config: BoostConfig) -> list[tuple[float, float, str]
 
     fb = config.booster
     if fb.base != "ncc":
-        return [(fb.share_epsilon, 0.0, "boost-share")]
-    features, labels = split_label_budget(fb.share_epsilon, fb.labels, fb.label_fraction)
+        return [(fb.share_round_epsilon, 0.0, "boost-share")]
+    features, labels = split_label_budget(fb.share_round_epsilon, fb.labels, fb.label_fraction)
     if fb.labels != "rr":
         return [(features, 0.0, "boost-share")]
     return [(features, 0.0, "boost-share-features"), (labels, 0.0, "boost-share-labels")]

@@ -167,13 +167,19 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--group-size", type=int, default=None, help="bdt only: owners per round (default: --owners // --rounds)"
     )
-    p.add_argument("--n-bins", type=int, default=4, help="bdt only: public thresholds per attribute + 1")
+    p.add_argument(
+        "--n-bins",
+        type=int,
+        default=2,
+        help="bdt only: public thresholds per attribute + 1 (default 2, the midpoint: more candidates "
+        "spread the owners' share reports thinner, measured worse under LDP)",
+    )
     p.add_argument(
         "--weight-bound",
         type=_positive_float,
         default=None,
         help="bdt only: public bound on an owner's total SAMME weight in a share (mean-1 weights; default: "
-        "2 x --rows-per-owner rounded up, else 2, the bound for one row per owner)",
+        "--rows-per-owner rounded up, else 1, the bound for one row per owner)",
     )
     p.add_argument(
         "--rows-per-owner",
@@ -186,7 +192,7 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
         "--eval-fraction",
         type=float,
         default=None,
-        help="bdt only: share of epsilon for the noisy (err_sum, w_sum) evaluation releases (default: 0.3)",
+        help="bdt only: share of epsilon for the noisy (err_sum, w_sum) evaluation releases (default: 0.4)",
     )
     p.add_argument(
         "--eval-row-bound",
@@ -199,8 +205,29 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
         "--max-owner-rows",
         type=int,
         default=None,
-        help="bdt only: public bound on the rows an owner holds; sizes the ring's range only, never the "
-        "noise (default: 10^6)",
+        help="bdt only: public bound on the rows an owner holds; sizes the ring's range and chooses the "
+        "evaluation mechanism (default: --rows-per-owner rounded up, else 10^6)",
+    )
+    p.add_argument(
+        "--share-groups",
+        choices=("disjoint", "all"),
+        default=None,
+        help="bdt only: who releases a share in a round: a fresh group of owners/rounds at the whole share "
+        "epsilon (default), or every owner every round at 1/rounds of it",
+    )
+    p.add_argument(
+        "--budget-split",
+        choices=("epsilon", "owners"),
+        default=None,
+        help="bdt only: epsilon: every owner shares and evaluates, epsilon split by --eval-fraction (default); "
+        "owners: --eval-fraction of the owners only evaluate, the others only share, each at the whole epsilon",
+    )
+    p.add_argument(
+        "--eval-mechanism",
+        choices=("laplace", "rr"),
+        default=None,
+        help="bdt only: the evaluation release, Laplace (row-level) or randomized response on a sampled "
+        "category (owner-level); default: the smaller noise for --max-owner-rows (rr for one row)",
     )
     p.add_argument(
         "--ring-timeout",

@@ -32,6 +32,7 @@ import hashlib
 import logging
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -60,6 +61,7 @@ from privfed.common.messages import (
     RingJoined,
     RingSpec,
     RingTotal,
+    Task,
     boost_release_epsilons,
 )
 from privfed.common.secagg.boxes import Box, verify_public_key
@@ -97,6 +99,41 @@ def boost_share(owner: LocalOwner, spec: BoostShareTask) -> BoostShareReply:
     if isinstance(share, SampledReports):  # a sampled stump encoding: integer reports and the sampled coordinates
         return BoostShareReply(reports=share.reports, labels=np.zeros(0, dtype=np.int64), coordinates=share.coordinates)
     return BoostShareReply(reports=np.asarray(share).reshape(1, -1), labels=np.zeros(0, dtype=np.int64))
+
+
+def share_key(task: Task) -> str:
+    """Where a node caches the boosting share of ``task`` (``LocalOwner.boost_released``): its run id,
+    or run id and round when every owner shares in every round (``share_groups="all"``)."""
+    spec = task.spec
+    if not isinstance(spec, BoostShareTask) or spec.config.booster.shares_per_owner == 1:
+        return task.round_id
+    return f"{task.round_id}#r{spec.history.round}"
+
+
+def shares_released(ledger: Ledger, owner_id: str, spec: BoostShareTask, run_id: str) -> int:
+    """How many shares ``owner_id`` released in run ``run_id``: its ledger entries of the share's first label.
+
+    An owner releases at most ``FederatedBoosting.shares_per_owner`` shares in a run (1, or T at
+    ``share_epsilon / T`` each under ``share_groups="all"``), each debited before it leaves.
+    """
+    purpose = f"{spec.ledger_entries()[0][2]}:{run_id}"
+    return sum(1 for h in ledger.history(owner_id) if h["purpose"] == purpose)
+
+
+def check_one_role(ledger: Ledger, owner_id: str, config: BoostConfig, role: str) -> None:
+    """Under ``budget_split="owners"`` an owner releases in one role per run, at the whole ε: refuse a
+    share (``role="share"``) after an evaluation of the run, and an evaluation after a share.
+
+    Raises :class:`AlreadyReleased` (refusal ``already_released``); nothing is computed or debited.
+    """
+    if config.booster.budget_split != "owners":
+        return
+    other = f"boost-eval:{config.run_id}:" if role == "share" else tuple(f"{lb}:{config.run_id}" for lb in SHARE_LABELS)
+    if any(h["purpose"].startswith(other) for h in ledger.history(owner_id)):
+        raise AlreadyReleased(
+            f"boosting run {config.run_id!r} splits its budget between owners: {owner_id} already released "
+            f"{'an evaluation' if role == 'share' else 'a share'} in it"
+        )
 
 
 class HistoryRewritten(RemoteProtocolError):
@@ -324,6 +361,7 @@ class RingDriver:
                 f"task bounds describe {fb.bounds.d} features, this owner's schema has {owner.X.shape[1]}"
             )
         self._check_run_config(spec.config)
+        check_one_role(self._ledger, owner.owner_id, spec.config, "evaluate")
         self._check_against_share(owner.owner_id, spec.config)
         check_history(owner, spec.config, spec.history)
         fb.check_learner(spec.learner)
@@ -334,7 +372,8 @@ class RingDriver:
 
         So a coordinator can't release a share under one ε split and then ask for evaluations
         under another: the run's total per owner stays ``config.booster.epsilon`` (the ledger keeps the
-        share's entries under ``<label>:<run id>``, ``privfed.owner.handlers``).
+        share's entries under ``<label>:<run id>``, ``privfed.owner.handlers``; one per share, at most
+        ``shares_per_owner`` of them, each at ``share_round_epsilon``).
         """
         run = config.run_id
         purposes = {f"{label}:{run}": label for label in SHARE_LABELS}
@@ -343,13 +382,17 @@ class RingDriver:
         )
         if not debited:
             return
-        expected = sorted((label, eps) for eps, _, label in boost_release_epsilons(config))
-        same = len(debited) == len(expected) and all(
-            a == b and (x == y or math.isclose(x, y, rel_tol=1e-9)) for (a, x), (b, y) in zip(debited, expected)
+        expected = {label: eps for eps, _, label in boost_release_epsilons(config)}
+        counts = Counter(label for label, _ in debited)
+        same = (
+            set(counts) == set(expected)
+            and len(set(counts.values())) == 1
+            and max(counts.values()) <= config.booster.shares_per_owner
+            and all(x == expected[a] or math.isclose(x, expected[a], rel_tol=1e-9) for a, x in debited)
         )
         if not same:
             raise RemoteProtocolError(
-                f"boosting run {run!r}: this config's share budget {expected} differs from "
+                f"boosting run {run!r}: this config's share budget {sorted(expected.items())} differs from "
                 f"the share this owner released in the run {debited}"
             )
 

@@ -80,9 +80,10 @@ class LocalOwner:
     n_classes: int
     #: run id -> the SAMME weights this node applied for the run (``privfed.owner.boosting.history_weights``)
     boost_applied: dict[str, AppliedHistory] = field(default_factory=dict, repr=False, compare=False)
-    #: run id -> the boosting share this owner released in the run: asked again (a coordinator
-    #: resumed after a crash lost the answer), it is sent again, never recomputed: the same
-    #: release, no new debit. In memory: a restarted node refuses instead (``already_released``).
+    #: run id (run id and round when owners share every round, ``privfed.owner.boosting.share_key``)
+    #: -> the boosting share this owner released there: asked again (a coordinator resumed after
+    #: a crash lost the answer), it is sent again, never recomputed: the same release, no new
+    #: debit. In memory: a restarted node refuses instead (``already_released``).
     boost_released: dict[str, Payload] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -315,11 +316,14 @@ def _prepare(
     ledger: Ledger,
     allow_clear_labels: bool,
     pending: dict[str, tuple[float, float]],
+    pending_shares: dict[tuple[str, str], int],
 ) -> Result | Payload:
     """Steps 2-4 of the module docstring for one task: its share, or a refusal.
 
     ``pending`` holds what earlier tasks of the batch will debit per owner; the budget check adds
-    it, so a second task for the same owner is refused whole instead of half-debited."""
+    it, so a second task for the same owner is refused whole instead of half-debited.
+    ``pending_shares`` counts the boosting shares earlier tasks of the batch release per (owner,
+    run): with the ledger's, at most the run's ``shares_per_owner`` leave."""
     if owner is None:
         return _refuse(task, "invalid_task", f"owner {task.owner_id!r} is not hosted by this node")
     try:
@@ -327,15 +331,24 @@ def _prepare(
         debits = release_debits(task)
         if any(ledger.has_release_id(d.owner_id, d.release_id) for d in debits):
             raise TaskRefused("already_released", f"task id {task.task_id!r}")
-        if isinstance(task.spec, BoostShareTask) and any(
-            ledger.has_released(task.owner_id, f"{label}:{task.round_id}") for _, _, label in task.spec.ledger_entries()
-        ):
-            if task.round_id in owner.boost_released:  # the same release again: nothing new leaves
+        if isinstance(task.spec, BoostShareTask):
+            from privfed.owner.boosting import AlreadyReleased, check_one_role, share_key, shares_released
+
+            try:
+                check_one_role(ledger, task.owner_id, task.spec.config, "share")
+            except AlreadyReleased as exc:
+                raise TaskRefused("already_released", "") from exc
+            released, key = shares_released(ledger, task.owner_id, task.spec, task.round_id), share_key(task)
+            released += pending_shares.get((task.owner_id, task.round_id), 0)
+            if released and key in owner.boost_released:  # the same release again: nothing new leaves
                 log.info("task %s: boosting run %r's share sent again", task.task_id, task.round_id)
-                return Result(task.task_id, task.owner_id, owner.boost_released[task.round_id])
-            raise TaskRefused(
-                "already_released", f"boosting run {task.round_id!r}: an owner releases in at most one round of a run"
-            )
+                return Result(task.task_id, task.owner_id, owner.boost_released[key])
+            if released >= task.spec.config.booster.shares_per_owner:
+                raise TaskRefused(
+                    "already_released",
+                    f"boosting run {task.round_id!r}: an owner releases at most "
+                    f"{task.spec.config.booster.shares_per_owner} share(s) in a run",
+                )
         eps, delta = total_budget(task.spec)
         before = pending.get(task.owner_id, (0.0, 0.0))
         ledger.check(task.owner_id, before[0] + eps, before[1] + delta)
@@ -360,6 +373,9 @@ def _prepare(
         if clipped:
             log.info("task %s: %d value(s) outside the public bounds clipped", task.task_id, clipped)
     pending[task.owner_id] = (before[0] + eps, before[1] + delta)
+    if isinstance(task.spec, BoostShareTask):
+        run = (task.owner_id, task.round_id)
+        pending_shares[run] = pending_shares.get(run, 0) + 1
     return share
 
 
@@ -383,6 +399,7 @@ def handle_batch(
     shares: dict[tuple[str, str], Payload] = {}
     seen: set[str] = set()
     pending: dict[str, tuple[float, float]] = {}
+    pending_shares: dict[tuple[str, str], int] = {}
     for task in tasks:
         key = (task.owner_id, task.task_id)
         if task.task_id in seen:
@@ -390,7 +407,7 @@ def handle_batch(
             continue
         seen.add(task.task_id)
         order.append(key)
-        outcome = _prepare(task, owners.get(task.owner_id), ledger, allow_clear_labels, pending)
+        outcome = _prepare(task, owners.get(task.owner_id), ledger, allow_clear_labels, pending, pending_shares)
         if isinstance(outcome, Result):
             results[key] = outcome
         else:
@@ -408,7 +425,9 @@ def handle_batch(
         if refused is None:
             results[key] = Result(task.task_id, task.owner_id, share)
             if isinstance(task.spec, BoostShareTask):
-                _remember_share(owners[task.owner_id], task.round_id, share)
+                from privfed.owner.boosting import share_key
+
+                _remember_share(owners[task.owner_id], share_key(task), share)
         elif isinstance(refused, LocalProtocolError):
             results[key] = _refuse(task, "already_released", f"task id {task.task_id!r}", str(refused))
         else:

@@ -137,7 +137,7 @@ class SvmShareTask(_message.Message):
     def __init__(self, epsilon: _Optional[float] = ..., lam: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., subspace: _Optional[_Union[Matrix, _Mapping]] = ..., delta: _Optional[float] = ..., model: _Optional[str] = ...) -> None: ...
 
 class BoostConfig(_message.Message):
-    __slots__ = ("run_id", "base", "epsilon", "mechanism", "n_classes", "n_rounds", "group_size", "n_bins", "weight_bound", "labels", "label_fraction", "c", "param_bound", "eval_fraction", "eval_groups", "eval_row_bound", "max_owner_rows", "bounds", "stump_encoding", "oracle", "n_sampled")
+    __slots__ = ("run_id", "base", "epsilon", "mechanism", "n_classes", "n_rounds", "group_size", "n_bins", "weight_bound", "labels", "label_fraction", "c", "param_bound", "eval_fraction", "eval_groups", "eval_row_bound", "max_owner_rows", "bounds", "stump_encoding", "oracle", "n_sampled", "share_groups", "eval_mechanism", "budget_split")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     BASE_FIELD_NUMBER: _ClassVar[int]
     EPSILON_FIELD_NUMBER: _ClassVar[int]
@@ -159,6 +159,9 @@ class BoostConfig(_message.Message):
     STUMP_ENCODING_FIELD_NUMBER: _ClassVar[int]
     ORACLE_FIELD_NUMBER: _ClassVar[int]
     N_SAMPLED_FIELD_NUMBER: _ClassVar[int]
+    SHARE_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    EVAL_MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_SPLIT_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     base: str
     epsilon: float
@@ -180,7 +183,10 @@ class BoostConfig(_message.Message):
     stump_encoding: str
     oracle: str
     n_sampled: int
-    def __init__(self, run_id: _Optional[str] = ..., base: _Optional[str] = ..., epsilon: _Optional[float] = ..., mechanism: _Optional[str] = ..., n_classes: _Optional[int] = ..., n_rounds: _Optional[int] = ..., group_size: _Optional[int] = ..., n_bins: _Optional[int] = ..., weight_bound: _Optional[float] = ..., labels: _Optional[str] = ..., label_fraction: _Optional[float] = ..., c: _Optional[float] = ..., param_bound: _Optional[float] = ..., eval_fraction: _Optional[float] = ..., eval_groups: _Optional[str] = ..., eval_row_bound: _Optional[float] = ..., max_owner_rows: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., stump_encoding: _Optional[str] = ..., oracle: _Optional[str] = ..., n_sampled: _Optional[int] = ...) -> None: ...
+    share_groups: str
+    eval_mechanism: str
+    budget_split: str
+    def __init__(self, run_id: _Optional[str] = ..., base: _Optional[str] = ..., epsilon: _Optional[float] = ..., mechanism: _Optional[str] = ..., n_classes: _Optional[int] = ..., n_rounds: _Optional[int] = ..., group_size: _Optional[int] = ..., n_bins: _Optional[int] = ..., weight_bound: _Optional[float] = ..., labels: _Optional[str] = ..., label_fraction: _Optional[float] = ..., c: _Optional[float] = ..., param_bound: _Optional[float] = ..., eval_fraction: _Optional[float] = ..., eval_groups: _Optional[str] = ..., eval_row_bound: _Optional[float] = ..., max_owner_rows: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., stump_encoding: _Optional[str] = ..., oracle: _Optional[str] = ..., n_sampled: _Optional[int] = ..., share_groups: _Optional[str] = ..., eval_mechanism: _Optional[str] = ..., budget_split: _Optional[str] = ...) -> None: ...
 
 class Stump(_message.Message):
     __slots__ = ("attribute", "threshold_index", "threshold", "leaves", "error")

@@ -160,6 +160,9 @@ def boost_config_to_proto(c: BoostConfig) -> pb.BoostConfig:
         stump_encoding=fb.stump_encoding,
         oracle=fb.oracle,
         n_sampled=fb.n_sampled,
+        share_groups=fb.share_groups,
+        eval_mechanism=fb.eval_mechanism,
+        budget_split=fb.budget_split,
     )
 
 
@@ -187,6 +190,9 @@ def boost_config_from_proto(m: pb.BoostConfig) -> BoostConfig:
         stump_encoding=m.stump_encoding or None,  # unset: the default for the classes
         oracle=m.oracle or "krr",
         n_sampled=int(m.n_sampled) if m.HasField("n_sampled") else None,
+        share_groups=m.share_groups or "disjoint",
+        eval_mechanism=m.eval_mechanism or "laplace",  # unset: a peer from before the field, which used Laplace
+        budget_split=m.budget_split or "epsilon",
     )
     return wire.BoostConfig(m.run_id, booster)
 

@@ -22,7 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from privfed.common.boosting.federated import BASE_LEARNERS, EVAL_ROW_BOUND, MAX_OWNER_ROWS
+from privfed.common.boosting.federated import (
+    BASE_LEARNERS,
+    BUDGET_SPLITS,
+    EVAL_FRACTION,
+    EVAL_MECHANISMS,
+    EVAL_ROW_BOUND,
+    MAX_OWNER_ROWS,
+    SHARE_GROUPS,
+    default_weight_bound,
+)
 from privfed.common.datasets import BUILTINS
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.basis import BASES
@@ -35,11 +44,11 @@ TASKS = ("ncc", "lr", "feddpdr", "bdt")
 LABEL_SCHEMES = ("auto", "joint", "rr", "clear")
 
 #: Share weight bound used for ``--task bdt`` when neither ``--weight-bound`` nor
-#: ``--rows-per-owner`` is given: the bound for owners holding one row each (the local-DP setting),
-#: whose mean-1 SAMME weight may grow to about 2. An owner holding more rows has its share's
-#: weights scaled down to this total before release -- a biased share, never a privacy loss -- so
-#: a federation of multi-row owners should declare ``--rows-per-owner`` or ``--weight-bound``.
-DEFAULT_WEIGHT_BOUND = 2.0
+#: ``--rows-per-owner`` is given: the bound for owners holding one row each (the local-DP setting;
+#: :func:`~privfed.common.boosting.federated.default_weight_bound`). An owner holding more rows has
+#: its share's weights scaled down to this total before release -- a biased share, never a privacy
+#: loss -- so a federation of multi-row owners should declare ``--rows-per-owner`` or ``--weight-bound``.
+DEFAULT_WEIGHT_BOUND = default_weight_bound(None)
 #: Share weight bound of ``--task bdt --base ncc`` when ``--weight-bound`` is not given: NCC bounds each
 #: *row's* weight (:func:`~privfed.common.learners.ncc.ncc_share`), whatever the rows per owner, and a row
 #: takes part in a ``labels="joint"`` share with probability ``w / B``, so 1 (the round-1 weight) keeps every
@@ -71,6 +80,9 @@ FLAGS = {
     "eval_fraction": "--eval-fraction",
     "eval_row_bound": "--eval-row-bound",
     "max_owner_rows": "--max-owner-rows",
+    "share_groups": "--share-groups",
+    "eval_mechanism": "--eval-mechanism",
+    "budget_split": "--budget-split",
     "ring_timeout": "--ring-timeout",
     "secure_sum": "--secure-sum",
     "seed": "--seed",
@@ -130,11 +142,17 @@ class JobConfig:
         :data:`DEFAULT_WEIGHT_BOUND`; :attr:`share_weight_bound` is the value used.
     rows_per_owner : float > 0 or None
         ``--rows-per-owner``: the rows each owner holds, when that is public configuration of the
-        federation (``privfed simulate`` knows it: it plays every owner). Only sets the default
-        share weight bound, ``2 * ceil(rows_per_owner)``.
-    eval_fraction : float in (0, 1); eval_row_bound : float > 0; max_owner_rows : int >= 1
+        federation (``privfed simulate`` knows it: it plays every owner). Only sets defaults: the
+        share weight bound, ``ceil(rows_per_owner)`` (:func:`~privfed.common.boosting.federated.default_weight_bound`),
+        and the bound on an owner's rows, :attr:`owner_rows_bound`.
+    eval_fraction : float in (0, 1); eval_row_bound : float > 0; max_owner_rows : int >= 1 or None
         ``--eval-fraction``, ``--eval-row-bound``, ``--max-owner-rows``: boosting's evaluation
-        releases (:class:`~privfed.common.boosting.federated.FederatedBoosting`).
+        releases (:class:`~privfed.common.boosting.federated.FederatedBoosting`); None: :attr:`owner_rows_bound`.
+    share_groups : {"disjoint", "all"}; eval_mechanism : {"laplace", "rr"} or None
+        ``--share-groups``, ``--eval-mechanism``: who shares in a round, and the evaluation release
+        (None: the smaller noise for the owners' rows bound, ``"rr"`` for one row).
+    budget_split : {"epsilon", "owners"}
+        ``--budget-split``: every owner shares and evaluates, or each owner does one of them at the whole ε.
     ring_timeout : float > 0 or None
         ``--ring-timeout``: seconds per ring secure sum (None: 30 s + 10 ms per member).
     secure_sum : {"ring", "secagg"}
@@ -174,12 +192,15 @@ class JobConfig:
     base: str = "stump"
     n_rounds: int = 10
     group_size: int | None = None
-    n_bins: int = 4
+    n_bins: int = 2
     weight_bound: float | None = None
     rows_per_owner: float | None = None
-    eval_fraction: float = 0.3
+    eval_fraction: float = EVAL_FRACTION
     eval_row_bound: float = EVAL_ROW_BOUND
-    max_owner_rows: int = MAX_OWNER_ROWS
+    max_owner_rows: int | None = None
+    share_groups: str = "disjoint"
+    eval_mechanism: str | None = None
+    budget_split: str = "epsilon"
     ring_timeout: float | None = None
     secure_sum: str = "ring"
     seed: int = 0
@@ -221,9 +242,13 @@ class JobConfig:
             check_fraction(getattr(self, name), name=FLAGS[name])
         if check_non_negative(self.delta, name=FLAGS["delta"]) >= 1:
             raise ConfigError(f"{FLAGS['delta']} must be a number in [0, 1), got {self.delta!r}")
-        for name, low in (("k", 1), ("n_rounds", 1), ("n_bins", 2), ("max_owner_rows", 1), ("seed", 0)):
+        for name, low in (("k", 1), ("n_rounds", 1), ("n_bins", 2), ("seed", 0)):
             check_int(getattr(self, name), name=FLAGS[name], minimum=low)
-        for name in ("group_size", "n_samples", "owners"):
+        check_choice(self.share_groups, name=FLAGS["share_groups"], allowed=SHARE_GROUPS)
+        check_choice(self.budget_split, name=FLAGS["budget_split"], allowed=BUDGET_SPLITS)
+        if self.eval_mechanism is not None:
+            check_choice(self.eval_mechanism, name=FLAGS["eval_mechanism"], allowed=EVAL_MECHANISMS)
+        for name in ("group_size", "n_samples", "owners", "max_owner_rows"):
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name=FLAGS[name], minimum=1)
         if self.dataset not in BUILTINS:
@@ -242,15 +267,25 @@ class JobConfig:
     def share_weight_bound(self) -> float:
         """The public bound on an owner's total weight (a row's, with the ncc base) in a boosting share that
         the job uses: ``weight_bound`` if given, else :data:`NCC_ROW_WEIGHT_BOUND` for the ncc base, else
-        ``2 * ceil(rows_per_owner)`` (mean-1 weights sum to about the row count; the factor 2 leaves room
-        for reweighting), else :data:`DEFAULT_WEIGHT_BOUND`."""
+        ``ceil(rows_per_owner)`` (mean-1 weights sum to about the
+        row count), else :data:`DEFAULT_WEIGHT_BOUND` (:func:`~privfed.common.boosting.federated.default_weight_bound`)."""
         if self.weight_bound is not None:
             return float(self.weight_bound)
         if self.base == "ncc":
             return NCC_ROW_WEIGHT_BOUND
+        return default_weight_bound(self.rows_per_owner)
+
+    @property
+    def owner_rows_bound(self) -> int:
+        """The public bound on an owner's rows the job uses: ``max_owner_rows`` if given, else
+        ``ceil(rows_per_owner)`` (an even split: sizes differ by at most one row), else
+        :data:`~privfed.common.boosting.federated.MAX_OWNER_ROWS`. An owner holding more is clipped
+        or scaled down in its evaluation release (biased, never less private)."""
+        if self.max_owner_rows is not None:
+            return int(self.max_owner_rows)
         if self.rows_per_owner is not None:
-            return 2.0 * max(1.0, float(math.ceil(self.rows_per_owner)))
-        return DEFAULT_WEIGHT_BOUND
+            return max(1, math.ceil(self.rows_per_owner))
+        return MAX_OWNER_ROWS
 
     @property
     def weight_bound_source(self) -> str:
@@ -270,4 +305,5 @@ class JobConfig:
         return dataclasses.asdict(self) | {
             "share_weight_bound": self.share_weight_bound,
             "weight_bound_source": self.weight_bound_source,
+            "owner_rows_bound": self.owner_rows_bound,
         }

@@ -5,7 +5,7 @@ SAMME (SPEC §5), stumps from cross tables (SPEC §6), ring secure sum (SPEC §1
 pure function of one party's data, so the networked path (owner handlers, coordinator strategy)
 and the in-process driver :meth:`FederatedBoosting.fit` call the same code:
 
-* owner, once per run and only when in round t's group: :meth:`FederatedBoosting.owner_release`
+* owner, in the round(s) of its share group (once per run by default): :meth:`FederatedBoosting.owner_release`
   (perturbed stump tables, weighted NCC rows or a perturbed local LR model, all with the SAMME
   weights the owner holds);
 * coordinator: :meth:`FederatedBoosting.coordinator_select` (aggregate the group's releases,
@@ -52,91 +52,135 @@ does not matter for privacy; the totals the coordinator learns are post-processi
 releases.
 
 What is public: ``b``, ``epsilon`` and ``max_owner_rows`` are configuration of the run (sent in
-every task, checked by the owner). The noise does not depend on ``max_owner_rows``; it only
-sizes the public clip range ``M`` and with it the ring's fixed-point encoding (SPEC §11.1): the
-default ``10^6`` rows leaves ``>= 24`` fractional bits for rings of up to ``10^5`` owners
-(rounding error below ``10^-2`` weight units). Row counts are never public (contract 2).
+every task, checked by the owner). The Laplace noise does not depend on ``max_owner_rows``;
+it chooses the evaluation mechanism (below) and sizes the public clip range ``M`` and with it
+the ring's fixed-point encoding (SPEC §11.1): the default ``10^6`` rows leaves ``>= 24``
+fractional bits for rings of up to ``10^5`` owners (rounding error below ``10^-2`` weight units).
+Row counts are never public (contract 2).
 
-Choice of ``b``. Weights have mean 1: every row starts at 1 and a misclassified row is multiplied
-by ``e^alpha / (1 + err (e^alpha - 1))`` per round (about 1.7 at err = 0.3, 1.25 at err = 0.45), a
-correct one divided by about the same. The clip is a bias of the *evaluation* only (SAMME's update
-uses the unclipped weights; only its normaliser reads the clipped ``E / W``), while the noise grows
-linearly in ``b``; measured, the noise wins at every setting, so :data:`EVAL_ROW_BOUND` is 1 (a
-row counts at most as much as it did in round 1). ``privfed experiment bdt-error --runs 20
---datasets synthetic``, T = 10, PM stump shares, ε_e = 0.3 ε, test misclassification after round
-10 (mean ± standard error; runs paired across ``b``):
-
-=====================  =============  ======  ======  ======  ======  ==============
-owners x rows, ε       non-private    b = 1   b = 2   b = 4   b = 8   owner-level B
-=====================  =============  ======  ======  ======  ======  ==============
-10^4 x 1, ε = 1        0.320 ± 0.003  0.478   0.485   0.500   0.492   = b = 1
-10^4 x 1, ε = 3                       0.431   0.437   0.438   0.473
-10^4 x 1, ε = 5                       0.408   0.417   0.421   0.451
-40 x 200, ε = 1        0.303 ± 0.003  0.439   0.450   0.468   0.487   0.498 (B = 400)
-40 x 200, ε = 2                       0.420   0.420   0.444   0.467   0.503
-40 x 200, ε = 5                       0.422   0.423   0.436   0.449   0.512
-=====================  =============  ======  ======  ======  ======  ==============
-
-(standard errors 0.008-0.016; ε = ∞ with the clip: 0.325 / 0.332 / 0.333 one-row, 0.309 / 0.305
-/ 0.307 with 200 rows, so the clip itself costs at most 0.01). With 200 rows per owner the
-owner-level calibration (``B = 2 x 200``) kept almost no learner; the row-level one leaves the
-share (stump selection from 4 owners' perturbed tables, issue 12) as the gap to non-private.
+Evaluation mechanisms (issue 12 item 2). ``eval_mechanism="laplace"`` is the release above;
+``"rr"`` (:func:`rr_contributions`) draws one *category* from the same clipped sums -- "missed" with
+probability ``e / B``, "hit" with ``(w - e) / B``, "nothing" otherwise, ``B = b max_owner_rows``
+(a row picked in proportion to its clipped weight, as the ``"signs"`` share picks its row) --
+reports it by 3-ary randomized response at the round's evaluation ε and releases the unbiased
+pair that report stands for. The category is a randomised function of the owner's data and of
+public history, and k-RR is ε-LDP over all three values, so the release is ε-LDP for the owner's
+whole data set (owner level, stronger than the Laplace release's row level); its four possible
+values are fixed numbers of the integer report. Its per-owner standard deviation,
+``B / (2 (p - q))`` at worst, beats Laplace's ``sqrt(2) 2 b / ε`` for one-row owners (0.93 against
+1.89 at ε_e = 1.5) but grows with ``max_owner_rows``, so the default
+(:func:`default_eval_mechanism`) compares the two on the public configuration: ``"rr"`` for
+owners of one row (``simulate`` and ``bdt-error`` know the rows per owner; a coordinator takes
+``--max-owner-rows`` or ``--rows-per-owner``), Laplace for three rows or more and whenever the rows
+are unknown.
 
 Budget split. A run's ``epsilon`` per owner is ``share_epsilon + eval_epsilon`` with
-``eval_epsilon = eval_fraction * epsilon``: the share (once, in the owner's share group) spends
-``(1 - eval_fraction) epsilon``, the evaluations spend ``eval_epsilon`` in all (basic
-composition). ``eval_groups="disjoint"`` (default): the owners are split into T evaluation
-groups (:func:`evaluation_groups`; round t's group is disjoint from round t's share group, so a
-learner is never scored on the rows it was fitted on) and each owner evaluates in one round at
-the whole ``eval_epsilon``. ``eval_groups="all"``: every owner evaluates every round at
-``eval_epsilon / T``. The disjoint design keeps more signal: the estimate ``E / W`` of a group of
-``N / T`` one-row owners has relative noise ``sqrt(2 T / N) * 2 b / (eval_epsilon err)``, every
-owner every round ``T sqrt(2 / N) * 2 b / (eval_epsilon err)``, worse by ``sqrt(T)``; in general, each
-owner evaluating in k of the T rounds at ``eval_epsilon / k`` gives groups of ``k N / T`` and a
-relative noise proportional to ``sqrt(k T / N)``, smallest at k = 1
-(measured in ``privfed experiment bdt-error``; see the README). SAMME only needs the ratio
-``E / W``: owners renormalise their weights by ``1 + (E / W)(e^alpha - 1)``, so noisy totals of a
-sub-population serve as well as totals over everyone.
+``eval_epsilon = eval_fraction * epsilon`` (default :data:`EVAL_FRACTION` = 0.4, measured below):
+the shares spend ``(1 - eval_fraction) epsilon``, the evaluations ``eval_epsilon`` (basic
+composition). ``budget_split="owners"`` splits the owners instead: a fraction ``eval_fraction`` of
+them only evaluates and the others only share, each at the whole ε (one release per owner and run;
+an owner node refuses the other role of the run, ``privfed.owner.boosting.check_one_role``).
+``eval_groups="disjoint"`` (default): the owners are split into T evaluation groups
+(:func:`evaluation_groups`; round t's group is disjoint from round t's share group, so a learner is
+never scored on the rows it was fitted on) and each owner evaluates in one round at the whole
+``eval_epsilon``; ``"all"``: every owner evaluates every round at ``eval_epsilon / T``, which leaves
+``sqrt(T)`` more relative noise in ``E / W`` (each owner in k of T rounds at ``eval_epsilon / k``:
+groups of ``k N / T``, relative noise ``~ sqrt(k T / N)``, smallest at k = 1; measured 0.06 against
+0.22 for the std of one learner's ``E / W`` at ε = 5). SAMME only needs the ratio ``E / W``: owners
+renormalise by ``1 + (E / W)(e^alpha - 1)``, so noisy totals of a sub-population serve.
 
-Groups (§3.4.1). Round t's group is drawn uniformly from the owners that have not released yet
-(:func:`sample_groups`), so an owner releases one share per run; ``T * group`` must not exceed
-the number of owners. On the networked path an owner refuses a second share or evaluation *of
-the same run id*; a coordinator that starts another run (another run id) gets fresh releases,
-each debited. That is the honest claim (issue 9, item 9): the owner's ledger bounds the total
-over all runs; nothing bounds the number of runs.
-
-Measured before the row-level calibration (``privfed experiment bdt-error --runs 20 --datasets
-synthetic``, 10^4 owners of one row, evaluation bound 1, T = 10, PM stump shares, test
-misclassification after round 10; non-private 0.320):
-``eval_groups="disjoint"``, ``eval_fraction=0.3``: 0.478 / 0.431 / 0.408 at ε = 1 / 3 / 5
-(standard errors 0.007 / 0.014 / 0.012); ``"all"`` (every owner every round at ε_e/T), 0.3:
-0.495 / 0.461 / 0.412 (0.011 / 0.012 / 0.011); disjoint with 0.15: 0.494 / 0.430 / 0.413; with
-0.5: 0.480 / 0.437 / 0.389. With exact shares the noise of ``E / W`` for one learner (std over
-200 draws, ε = 5, fraction 0.3) is 0.06 disjoint against 0.22 all. So disjoint is the default;
-the fraction matters less than the stump selection, which dominates the gap to non-private
-(issue 12).
+Rounds and groups (§3.4.1; issue 12 item 2). ``share_groups="disjoint"`` (default): round t's
+share group is drawn uniformly from the owners that have not shared yet (:func:`sample_groups`),
+so an owner releases one share per run at the whole ``share_epsilon`` (``T * group <= N``);
+``"all"``: every owner releases a share in every round at ``share_epsilon / T``
+(:attr:`FederatedBoosting.share_round_epsilon`; sequential composition, each share debited,
+an owner refusing past T shares of a run). At these ε a k-RR report's signal falls about like ε
+while its noise stays, so a share sum's signal-to-noise ratio is about ``sqrt(n) eps``:
+``sqrt(N / T) eps`` for fresh groups against ``sqrt(N) eps / T`` for every owner at ε/T, ``sqrt(T)``
+better for fresh groups (stump top-3 hit rate 0.53 against 0.32 at share ε 3.5, T = 10). On the
+networked path an owner refuses a share or evaluation beyond the run's allowance *of the same run
+id*; another run id gets fresh releases, each debited: the ledger bounds the total over all runs,
+nothing bounds the number of runs (issue 9, item 9).
 
 Stump shares (issue 12). An owner's stump share is one report in :attr:`FederatedBoosting.share_encoding`
 (:mod:`privfed.common.learners.stump_encodings`): by default ``"signs"`` for two classes (each owner
-samples m signed coordinates and reports their sign pattern by k-RR at the whole share ε), the
-paper's ``"pair"`` and the old dense ``"table"`` as options. The same encoding code runs in
+samples m signed coordinates and reports their sign pattern by k-RR at the share ε), the paper's
+``"pair"`` and the dense ``"table"`` as options; the same code runs in
 :meth:`FederatedBoosting.group_release` (in-process) and :meth:`FederatedBoosting.owner_release`
-(the owner node); the networked share carries the sampled coordinates next to the integer report.
+(the owner node). Bounds: the share weight bound (an owner's total SAMME weight, default
+:func:`default_weight_bound`, ``ceil(rows)``) and the evaluation row bound ``b`` (default
+:data:`EVAL_ROW_BOUND` = 1) both clip the mean-1 weights; the noise grows linearly with each, and
+the noise wins: one-row owners at ε = 5, 20 runs, share bound / row bound 1 / 1: 0.333, 1 / 2: 0.355,
+2 / 1: 0.352, 2 / 2: 0.366, 3 / 1: 0.375 (s.e. 0.004-0.009); two-row owners at ε = 4 (10 runs):
+share bound 2: 0.355, 3: 0.363, 4: 0.375. At ε = ∞ the clips cost 0.005 (0.325 against 0.320).
+``n_bins`` 4 (60 candidates for 61 sampled coordinates) gave 0.358 against 0.343 for ``n_bins`` 2 at
+ε = 4 (10 runs), although its non-private error is lower (0.294 against 0.316): the share's
+sampled coordinates cover three times more candidates.
 
-Rounds (issue 12 item 2). Fresh disjoint groups of N/T owners at the whole share ε against every
-owner in every round at ε/T (same total per owner, sequential composition): a round's stump
-selection, measured as the top-3 hit rate of the ``"signs"`` encoding on the synthetic set
-(60 runs, share ε = 3.5 = 0.7 x 5, T = 10): 0.53 for 1000 owners at 3.5 against 0.32 for 10^4
-owners at 0.35. At these ε a k-RR report's signal falls like ε while its noise stays, so the
-estimate's signal-to-noise ratio is about ``sqrt(n) eps``: ``sqrt(N / T) eps`` for disjoint groups
-against ``sqrt(N) eps / T`` for every owner at ε/T, ``sqrt(T)`` better for disjoint groups (the same
-argument as for the evaluations above). Disjoint groups stay the default. Where the remaining gap to
-non-private goes (``privfed experiment bdt-error``, synthetic, 10^4 one-row owners, ε = 5, T = 10,
-round-10 test misclassification, 6 paired runs): non-private 0.316; ε = ∞ with the weight clips
-0.328; noisy shares with exact evaluations 0.321; exact shares with noisy evaluations 0.326; both
-noisy 0.336 (standard errors 0.005-0.007). So the share noise, the evaluation noise and the clips
-each cost about 0.01; a larger ``weight_bound`` (2), ``eval_fraction`` 0.15 / 0.2 / 0.4 / 0.5 or
-``eval_row_bound`` 0.5 measured no better (within one standard error, or worse).
+Measured (issue 12 item 2). Synthetic set, 10^4 one-row owners, T = 10, test misclassification
+after round 10, mean ± standard error over 20 runs, ``privfed experiment bdt-error --datasets
+synthetic --runs 20 --epsilon 1,3,5 [--share-groups G] [--eval-mechanism M] [--eval-fraction f]``;
+non-private 0.320 ± 0.003 (ε = ∞ with the clips 0.325); in brackets the learners kept of 10:
+
+=================================================  ==============  ==============  ==============
+design (shares, evaluation, eval fraction)         ε = 1           ε = 3           ε = 5
+=================================================  ==============  ==============  ==============
+fresh groups, Laplace, 0.3 (the previous default)  0.433 ± 0.012   0.366 ± 0.006   0.351 ± 0.004
+every owner at ε/T, Laplace, 0.3                   0.464 ± 0.015   0.402 ± 0.010   0.363 ± 0.006
+every owner at ε/T, rr, 0.3                        0.427 ± 0.010   0.367 ± 0.007   0.352 ± 0.005
+fresh groups, rr, 0.2                              0.401 ± 0.012   0.350 ± 0.004   0.334 ± 0.003
+fresh groups, rr, 0.3                              0.411 ± 0.008   0.349 ± 0.005   0.336 ± 0.002
+**fresh groups, rr, 0.4 (default)**                0.376 ± 0.008   0.345 ± 0.005   0.336 ± 0.003
+the default again, 40 runs                         0.379 ± 0.005   0.348 ± 0.003   0.337 ± 0.003
+fresh groups, rr, 0.5 (40 runs)                    0.390 ± 0.007   0.351 ± 0.004   0.339 ± 0.003
+owners split (``--budget-split owners``), rr, 0.3  0.383 ± 0.007   0.342 ± 0.004   0.332 ± 0.003
+owners split, rr, 0.5                              0.390 ± 0.009   0.344 ± 0.004   0.337 ± 0.003
+=================================================  ==============  ==============  ==============
+
+The owners split is within a standard error or two of the default (paired gaps at ε = 5: 0.011 ±
+0.005 against 0.016 ± 0.003), so the default stays; it is the simpler privacy story (one release
+per owner and run) and an option. The clips are data-dependent: on the data set of ``--seed 1``
+(easier, non-private 0.138 ± 0.002, 20 runs) the default reaches 0.166 ± 0.002 at ε = 5, a gap of
+0.027, all of it the clip (ε = ∞ with the clips: 0.164); bounds 1.5 / 1.5 give gaps 0.023 (seed 0)
+and 0.020 (seed 1, 10 runs), 2 / 2 give 0.033 and 0.018, bounds growing by 0.05 or 0.1 per round
+0.018 / 0.025 and 0.023 / 0.020: no fixed bound is within 0.02 on both; 1 / 1 is best on the
+reference set. The default on the ``--seed 1`` set at ε = 1 / 3 / 5 (20 runs): 0.227 ± 0.015 /
+0.167 ± 0.003 / 0.166 ± 0.003. An rr row bound of 1.5 with share bound 1 (``--eval-row-bound
+1.5``) narrows the ε = 5 gaps (seed 0: 0.014 ± 0.003 and 0.021 ± 0.004 in two 40-run sets; seed 1:
+0.022 and 0.021 ± 0.003) but costs at ε = 1 (0.423 ± 0.008 against 0.379 ± 0.005, seed 0; the rr
+noise grows with b): not adopted.
+
+(kept learners at ε = 5: 7.4 with Laplace, 8.7 with rr.) At ε = 5 the default is 0.015 ± 0.004
+above non-private (paired over the runs); with the runs' other noise seeds of a script driving
+:meth:`FederatedBoosting.fit` (40 runs, paired gaps) 0.014 ± 0.003 at ε = 5 and 0.023 ± 0.003 at ε = 3.
+Where the rest goes (ε = 5, Laplace evaluations, 20 runs, a part made exact by ε x 1000):
+exact shares with noisy evaluations 0.332, noisy shares with exact evaluations 0.327, both exact
+0.320: the evaluation noise is the larger part. Measured and not adopted (same script, 20-40
+runs): SAMME shrinkage ν = 0.7 / 0.5 / 0.3 (0.339 / 0.338 / 0.343 at ε = 5, worse also without noise)
+and α caps (no effect); weights kept
+<= 1 without renormalising (MadaBoost-like: exact at ε = ∞, 0.322, but 0.397 at ε = 5, the signal
+shrinks with the weights) and partial renormalisation (monotonically worse); ``n_sampled`` 2 / 5 / 6
+against the variance-optimal 3 (0.337 / 0.334 / 0.347 against 0.330); the evaluation group scoring
+the share's top-2 stumps by one 5-ary k-RR report and choosing by it (gap 0.010 ± 0.003 against
+0.014 ± 0.003 at ε = 5, 0.021 against 0.023 at ε = 3: within noise, for a learner list on the wire);
+owners that either share or evaluate, each at the whole ε (groups of 500 + 500 per round: 0.329 /
+0.340 / 0.372 at ε = 5 / 3 / 1 against 0.330 / 0.345 / 0.416 -- a gain at ε = 1 only, not built).
+Not measured: an error estimate from the round's own share (its selection bias needs a correction;
+its closed-form noise, std ~0.065 in ``E / W`` at share ε 3 for 1000 owners, is above the rr
+evaluation's ~0.04).
+
+Networked against in-process (issue 12 item 2). ``privfed simulate --task bdt --owners 10000
+--processes 4 --rounds 10 --epsilon 4 --n-samples 12500 --n-bins 2`` (gRPC, one row per owner, the
+defaults above: rr evaluations, share bound 1, eval fraction 0.4; every owner's ledger at exactly
+ε = 4) gave test misclassification 0.330 (accuracy 0.670; one run, 10 rounds, round 1 skipped);
+``privfed experiment bdt-error --datasets synthetic --epsilon 4 --runs 5`` on the same split
+(``federation_split`` of seed 0 is run 0's) 0.344 ± 0.006; with ``--seed 1`` 0.174 networked
+against 0.165 ± 0.005. Before (``--n-bins 4``, share bound 2 x rows, Laplace evaluations at
+fraction 0.3) the networked run skipped rounds with estimated error > 0.5: 60 candidates for the
+share's few sampled coordinates and a doubled share noise. The same three causes with two rows
+per owner (``bdt-error --owners 20000 --rows-per-owner 2 --epsilon 4 --runs 5``): 0.358 ± 0.011
+(6.4 learners kept) with ``--n-bins 4 --weight-bound 4 --eval-mechanism laplace --eval-fraction
+0.3``, 0.290 ± 0.013 (9.8 kept) with the defaults.
 
 Weights. Owners start with weight 1 per row (mean-1 weights, so ``weight_bound`` and
 ``eval_row_bound`` are in rows).
@@ -213,12 +257,23 @@ BASE_LEARNERS = ("stump", "ncc", "lr")
 SECURE_SUMS = ("plain", "ring")
 ON_REJECT = ("skip", "stop")
 EVAL_GROUPS = ("disjoint", "all")
+#: Who releases a share in a round (module docstring, "Rounds"): a fresh group of N/T owners at the
+#: whole share ε, or every owner in every round at 1/T of it.
+SHARE_GROUPS = ("disjoint", "all")
+#: How an owner's ε is split (module docstring, "Budget split"): between its share and its
+#: evaluation, or between owners (each either shares or evaluates, at the whole ε).
+BUDGET_SPLITS = ("epsilon", "owners")
+#: The evaluation release's mechanism (module docstring, "Evaluation mechanisms"): Laplace on the
+#: row-clipped pair (row-level DP), or randomized response on one sampled category (owner-level LDP).
+EVAL_MECHANISMS = ("laplace", "rr")
 #: The noisy evaluation pair is clipped to its largest possible value plus this many Laplace scales
 #: (module docstring); the sampler's own truncation (36.7 scales) is below it.
 NOISE_HEADROOM = 40.0
 #: Default public per-row bound ``b`` on a row's SAMME weight in an evaluation release (module
 #: docstring, "Choice of b"; measured in ``privfed experiment bdt-error``).
 EVAL_ROW_BOUND = 1.0
+#: Default share of an owner's ε for its evaluation release(s) (module docstring, "Measured").
+EVAL_FRACTION = 0.4
 #: Default public bound on the rows an owner holds: sizes the clip range of a noisy evaluation pair
 #: (and the ring's fixed-point range) only, never the noise.
 MAX_OWNER_ROWS = 10**6
@@ -250,20 +305,32 @@ def sample_groups(n_owners: int, n_rounds: int, group_size: int, rng: np.random.
     return rng.permutation(n_owners)[: n_rounds * group_size].reshape(n_rounds, group_size)
 
 
-def evaluation_groups(groups: np.ndarray, n_owners: int, how: str, rng: np.random.Generator) -> list[np.ndarray]:
+def evaluation_groups(
+    groups: np.ndarray, n_owners: int, how: str, rng: np.random.Generator, *, sharers_evaluate: bool = True
+) -> list[np.ndarray]:
     """The owners whose noisy ``(err_sum, w_sum)`` enter round t's secure sum, one array per round.
 
     ``"all"``: every owner every round. ``"disjoint"``: the owners (share groups in round order,
     then the owners in no share group, shuffled) are rotated by one share group and split into
     T near-equal parts, so round t's evaluators are disjoint from round t's share group when
     T >= 2 (the learner is not scored on the rows it was fitted on) and every owner evaluates
-    exactly once.
+    exactly once. When the share groups overlap (``share_groups="all"``: everyone shares every
+    round) no evaluation group can avoid them: a uniform split of the owners into T parts.
+    ``sharers_evaluate=False`` (``budget_split="owners"``): only the owners in no share group
+    evaluate, every round (``"all"``) or split into T parts.
     """
     groups = np.atleast_2d(np.asarray(groups, dtype=np.int64))
     n_rounds = groups.shape[0]
     check_choice(how, name="eval_groups", allowed=EVAL_GROUPS)
+    if not sharers_evaluate:
+        rest = np.setdiff1d(np.arange(n_owners), groups.ravel())
+        if how == "all":
+            return [rest] * n_rounds
+        return [np.sort(g) for g in np.array_split(rng.permutation(rest), n_rounds)]
     if how == "all":
         return [np.arange(n_owners)] * n_rounds
+    if np.unique(groups).size < groups.size:
+        return [np.sort(g) for g in np.array_split(rng.permutation(n_owners), n_rounds)]
     rest = np.setdiff1d(np.arange(n_owners), groups.ravel())
     order = np.concatenate([groups.ravel(), rng.permutation(rest)])
     return [np.sort(g) for g in np.array_split(np.roll(order, -groups.shape[1]), n_rounds)]
@@ -349,6 +416,67 @@ def noisy_contributions(
     return np.clip(noisy, -bound, bound)
 
 
+def owner_weight_bound(row_bound: float, max_rows: int) -> float:
+    """``B = b * max_rows``: the public bound on the clipped weight an owner's evaluation pair can hold."""
+    return float(row_bound) * float(max_rows)
+
+
+def rr_evaluation_oracle(epsilon: float) -> KaryRandomizedResponse:
+    """The 3-ary randomized response of an ``"rr"`` evaluation release: categories miss, hit, nothing."""
+    return KaryRandomizedResponse(epsilon=epsilon, n_classes=3)
+
+
+def rr_noise_std(row_bound: float, epsilon: float, max_rows: int) -> float:
+    """Largest standard deviation of one coordinate of an ``"rr"`` evaluation release: ``B / (2 (p - q))``.
+
+    A coordinate is ``B (1[report in S] - |S| q) / (p - q)``, the indicator Bernoulli with some ``P``,
+    so its variance is ``B^2 P (1 - P) / (p - q)^2 <= B^2 / (4 (p - q)^2)`` (sampling included).
+    """
+    if math.isinf(epsilon):
+        return 0.0
+    rr = rr_evaluation_oracle(epsilon)
+    return owner_weight_bound(row_bound, max_rows) / (2.0 * (rr.p - rr.q))
+
+
+def rr_contributions(
+    sums: Any, *, row_bound: float, epsilon: float, max_rows: int = MAX_OWNER_ROWS, rng: np.random.Generator
+) -> np.ndarray:
+    """Each owner's ``"rr"`` evaluation release: an unbiased ``(err_sum, w_sum)`` from one randomized category.
+
+    Wang & Chang's evaluation step (seed 002 Alg. 2 lines 11-12) with the pair replaced by k-ary
+    randomized response (Warner 1965; Kairouz, Bonawitz, Ramage, ICML 2016) on a *sampled category*,
+    the weight-proportional sampling of the ``"signs"`` share (:mod:`privfed.common.learners.stump_encodings`):
+    with ``(e, w)`` the owner's row-clipped sums (scaled down to ``w <= B`` if it holds more than
+    ``max_rows`` rows: biased, never less private) and ``B = b max_rows``, the owner draws
+    ``c = miss`` with probability ``e / B``, ``hit`` with ``(w - e) / B``, else ``nothing``
+    (that is a row picked with probability ``min(w_r, b) / B``, and whether the learner misses it),
+    reports ``c`` by 3-ary k-RR at ``epsilon`` (``p = e^ε / (e^ε + 2)``, ``q = 1 / (e^ε + 2)``) and
+    releases ``B (1[r = miss] - q) / (p - q)`` and ``B (1[r in {miss, hit}] - 2 q) / (p - q)``, whose
+    expectations are ``e`` and ``w``.
+
+    Privacy: the category is a randomised function of the owner's data set (rows, labels, weights)
+    and of public history; k-RR is ε-LDP over all three categories, and the released pair is a
+    function of the report alone. So the release is ε-LDP for the owner's whole data set -- owner
+    level, stronger than the row-level guarantee of :func:`noisy_contributions`. The values are
+    four fixed numbers of the integer report: no floating-point leak (SPEC §12).
+
+    Returns
+    -------
+    ndarray (n, 2); ``epsilon = inf``: the (scaled) pairs, no sampling.
+    """
+    pairs = clip_contributions(sums)
+    bound = owner_weight_bound(row_bound, max_rows)
+    pairs *= np.minimum(1.0, bound / np.maximum(pairs[:, 1], 1e-300))[:, None]
+    if math.isinf(epsilon):
+        return pairs
+    rr = rr_evaluation_oracle(epsilon)
+    u = rng.random(pairs.shape[0]) * bound
+    category = np.where(u < pairs[:, 0], 0, np.where(u < pairs[:, 1], 1, 2))
+    report = rr.privatize(category, rng)
+    miss, counted = (report == 0).astype(np.float64), (report <= 1).astype(np.float64)
+    return np.stack([miss - rr.q, counted - 2.0 * rr.q], axis=1) * (bound / (rr.p - rr.q))
+
+
 def concat_releases(releases: list[Release]) -> Release:
     """Several owners' releases of one run as one (stacked vectors, or concatenated NCC shares or sampled reports)."""
     ncc = [r for r in releases if isinstance(r, NccShare)]
@@ -410,6 +538,34 @@ def secure_total(
         raise ConfigError("secure_total(method='ring') needs fixed_point (FixedPoint.choose(n_parties, max_abs))")
     ids = [f"o{i}" for i in range(values.shape[0])] if ids is None else list(ids)
     return run_ring_in_process(dict(zip(ids, values)), fixed_point, boxes)
+
+
+def default_weight_bound(rows_per_owner: float | None) -> float:
+    """The default public share weight bound for owners of ``rows_per_owner`` rows: ``max(1, ceil(rows))``.
+
+    Mean-1 SAMME weights sum to about an owner's row count; a larger bound leaves room for
+    reweighting but the share noise grows linearly with it, and the noise wins (measured,
+    module docstring "Bounds": one-row owners 0.333 at bound 1 against 0.352 at 2; two-row owners
+    0.355 at 2 against 0.375 at 4). None (rows unknown): 1, the one-row setting.
+    """
+    if rows_per_owner is None:
+        return 1.0
+    return float(max(1, math.ceil(check_positive(rows_per_owner, name="rows_per_owner"))))
+
+
+def default_eval_mechanism(row_bound: float, epsilon: float, max_rows: int) -> str:
+    """The evaluation mechanism with the smaller worst-case noise per coordinate at this public configuration.
+
+    Laplace's standard deviation ``sqrt(2) 2 b / epsilon`` does not depend on the rows an owner
+    holds; randomized response's ``b max_rows / (2 (p - q))`` (:func:`rr_noise_std`) grows with them.
+    ``"rr"`` wins for owners of one row at evaluation ε up to about 5.6 (a 4x smaller variance at
+    ε = 1.5, the default split of ε = 5), Laplace for owners of three or more rows (two rows: a tie
+    near ε = 1.5). ``epsilon = inf``: ``"laplace"`` (both exact). Public configuration only.
+    """
+    if math.isinf(epsilon):
+        return "laplace"
+    laplace = math.sqrt(2.0) * evaluation_noise_scale(row_bound, epsilon)
+    return "rr" if rr_noise_std(row_bound, epsilon, max_rows) <= laplace else "laplace"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -475,6 +631,21 @@ class FederatedBoosting:
         The frequency oracle of ``"cells"`` (``"signs"`` uses k-RR).
     n_sampled : int or None
         Coordinates each owner samples in ``"signs"``/``"cells"``; None: the variance-optimal number for ε.
+    budget_split : {"epsilon", "owners"}
+        ``"epsilon"`` (default): every owner shares once at ``(1 - eval_fraction) epsilon`` and
+        evaluates at ``eval_fraction * epsilon``; ``"owners"``: a fraction ``eval_fraction`` of the
+        owners only evaluates and the others only share, each at the whole ``epsilon`` (an owner
+        node refuses the other role in the run; module docstring, "Budget split").
+    share_groups : {"disjoint", "all"}
+        Who releases a share in a round (module docstring, "Rounds"): a fresh group of
+        ``group_size`` owners at the whole share ε, each owner once (default, measured better), or
+        every owner in every round at ``share_epsilon / T`` (sequential composition; each debited).
+    eval_mechanism : {"laplace", "rr"} or None
+        The evaluation release (module docstring, "Evaluation mechanisms"): Laplace on the
+        row-clipped pair (:func:`noisy_contributions`) or randomized response on a sampled category
+        (:func:`rr_contributions`). None: the one with the smaller worst-case noise standard
+        deviation at this public configuration (:func:`default_eval_mechanism`; ``"rr"`` for owners of
+        one or two rows).
     """
 
     base: str = "stump"
@@ -493,13 +664,16 @@ class FederatedBoosting:
     secure_sum: str = "plain"
     on_reject: str = "skip"
     vectorised: bool = True
-    eval_fraction: float = 0.3
+    eval_fraction: float = EVAL_FRACTION
     eval_groups: str = "disjoint"
     eval_row_bound: float = EVAL_ROW_BOUND
     max_owner_rows: int = MAX_OWNER_ROWS
     stump_encoding: str | None = None
     oracle: str = "krr"
     n_sampled: int | None = None
+    share_groups: str = "disjoint"
+    eval_mechanism: str | None = None
+    budget_split: str = "epsilon"
 
     def __post_init__(self) -> None:
         check_choice(self.base, name="base", allowed=BASE_LEARNERS)
@@ -507,6 +681,13 @@ class FederatedBoosting:
         check_choice(self.secure_sum, name="secure_sum", allowed=SECURE_SUMS)
         check_choice(self.on_reject, name="on_reject", allowed=ON_REJECT)
         check_choice(self.eval_groups, name="eval_groups", allowed=EVAL_GROUPS)
+        check_choice(self.share_groups, name="share_groups", allowed=SHARE_GROUPS)
+        check_choice(self.budget_split, name="budget_split", allowed=BUDGET_SPLITS)
+        if self.budget_split == "owners" and self.share_groups == "all":
+            raise ConfigError(
+                "budget_split='owners' gives sharing and evaluating to different owners; "
+                "share_groups='all' would make every owner share: use share_groups='disjoint'"
+            )
         check_fraction(self.eval_fraction, name="eval_fraction")
         check_positive(self.epsilon, name="epsilon", allow_inf=True, fix="math.inf: no noise")
         check_int(self.n_classes, name="n_classes", minimum=2)
@@ -519,25 +700,48 @@ class FederatedBoosting:
             check_positive(getattr(self, name), name=name)
         if not isinstance(self.bounds, Bounds):
             raise ConfigError(f"bounds must be a Bounds (public configuration), got {type(self.bounds).__name__}")
-        split_label_budget(self.share_epsilon, self.labels, self.label_fraction)  # validates the NCC label options
+        split_label_budget(self.share_round_epsilon, self.labels, self.label_fraction)  # validates NCC's label options
         if self.stump_encoding is None:
             object.__setattr__(self, "stump_encoding", default_encoding(self.n_classes))
         check_choice(self.stump_encoding, name="stump_encoding", allowed=STUMP_ENCODINGS)
         check_choice(self.oracle, name="oracle", allowed=ORACLES)
         if self.n_sampled is not None:
             check_int(self.n_sampled, name="n_sampled", minimum=1)
+        if self.eval_mechanism is None:
+            object.__setattr__(
+                self,
+                "eval_mechanism",
+                default_eval_mechanism(self.eval_row_bound, self.eval_round_epsilon, self.max_owner_rows),
+            )
+        check_choice(self.eval_mechanism, name="eval_mechanism", allowed=EVAL_MECHANISMS)
         if self.base == "stump":
             self.share_encoding  # noqa: B018 - builds (validates) the encoding: oracle, n_sampled, classes
 
     # ------------------------------------------------------------------ shared configuration
     @property
     def share_epsilon(self) -> float:
-        """ε of an owner's one share release: ``(1 - eval_fraction) epsilon``."""
+        """ε of all of an owner's share releases in a run: ``(1 - eval_fraction) epsilon`` (``epsilon``
+        under ``budget_split="owners"``)."""
+        if self.budget_split == "owners":
+            return float(self.epsilon)
         return float(self.epsilon) * (1.0 - float(self.eval_fraction))
 
     @property
+    def shares_per_owner(self) -> int:
+        """Share releases an owner makes in a run: 1, or T under ``share_groups="all"``."""
+        return self.n_rounds if self.share_groups == "all" else 1
+
+    @property
+    def share_round_epsilon(self) -> float:
+        """ε of one share release: ``share_epsilon / shares_per_owner`` (the debit of each share)."""
+        return self.share_epsilon / self.shares_per_owner
+
+    @property
     def eval_epsilon(self) -> float:
-        """ε of all of an owner's evaluation releases in a run: ``eval_fraction * epsilon``."""
+        """ε of all of an owner's evaluation releases in a run: ``eval_fraction * epsilon`` (``epsilon``
+        under ``budget_split="owners"``)."""
+        if self.budget_split == "owners":
+            return float(self.epsilon)
         return float(self.epsilon) * float(self.eval_fraction)
 
     @property
@@ -547,12 +751,29 @@ class FederatedBoosting:
 
     @property
     def eval_noise_scale(self) -> float:
-        """Laplace scale per coordinate of one evaluation release, in weight units: ``2 b / eval_round_epsilon``."""
+        """Laplace scale per coordinate of one evaluation release, in weight units: ``2 b / eval_round_epsilon``.
+
+        For ``eval_mechanism="rr"`` the Laplace scale of the same worst-case variance,
+        ``rr_noise_std / sqrt(2)``, so ``sqrt(2 n) * eval_noise_scale`` is the noise standard deviation
+        of a sum over n owners either way.
+        """
+        if self.eval_mechanism == "rr":
+            return rr_noise_std(self.eval_row_bound, self.eval_round_epsilon, self.max_owner_rows) / math.sqrt(2.0)
         return evaluation_noise_scale(self.eval_row_bound, self.eval_round_epsilon)
 
     @property
     def contribution_bound(self) -> float:
-        """Public ``M``: every coordinate of a noisy evaluation release is in ``[-M, M]``."""
+        """Public ``M``: every coordinate of a noisy evaluation release is in ``[-M, M]``.
+
+        ``"rr"``: ``B (1 - q) / (p - q)`` (``B`` at ε = ∞), the largest value either coordinate takes,
+        with ``1e-9`` relative headroom for floating-point rounding (so the ring's clip never binds).
+        """
+        if self.eval_mechanism == "rr":
+            bound = owner_weight_bound(self.eval_row_bound, self.max_owner_rows)
+            if math.isinf(self.eval_round_epsilon):
+                return bound
+            rr = rr_evaluation_oracle(self.eval_round_epsilon)
+            return bound * (1.0 - rr.q) / (rr.p - rr.q) * (1.0 + 1e-9)
         return contribution_bound(self.eval_row_bound, self.eval_round_epsilon, self.max_owner_rows)
 
     def evaluation_sums(self, learner: Learner, X: Any, y: Any, w: Any) -> tuple[float, float]:
@@ -564,7 +785,8 @@ class FederatedBoosting:
 
         ``sums`` must be row-clipped (:meth:`evaluation_sums`).
         """
-        return noisy_contributions(
+        release = rr_contributions if self.eval_mechanism == "rr" else noisy_contributions
+        return release(
             sums, row_bound=self.eval_row_bound, epsilon=self.eval_round_epsilon, max_rows=self.max_owner_rows, rng=rng
         )
 
@@ -647,7 +869,7 @@ class FederatedBoosting:
 
     @cached_property
     def share_encoding(self) -> StumpEncoding:
-        """Stumps: the encoding of an owner's share at ``share_epsilon``
+        """Stumps: the encoding of an owner's share at ``share_round_epsilon``
         (:mod:`privfed.common.learners.stump_encodings`).
 
         ``stump_encoding`` names it (default :func:`default_encoding`: ``"signs"`` for two classes,
@@ -656,12 +878,13 @@ class FederatedBoosting:
         (no noise, no sampling): the non-private reference.
         """
         A, K, B = self.n_attributes, self.n_classes, self.weight_bound
-        kind = str(self.stump_encoding) if math.isfinite(self.share_epsilon) else "table"
+        eps = self.share_round_epsilon
+        kind = str(self.stump_encoding) if math.isfinite(eps) else "table"
         if kind in ("table", "pair"):
-            mech = make_mechanism(self.mechanism, epsilon=self.share_epsilon, d=A * 2 * (K if kind == "table" else 1))
+            mech = make_mechanism(self.mechanism, epsilon=eps, d=A * 2 * (K if kind == "table" else 1))
             return make_stump_encoding(kind, n_attributes=A, n_classes=K, weight_bound=B, mechanism=mech)
         return make_stump_encoding(
-            kind, n_attributes=A, n_classes=K, weight_bound=B, epsilon=self.share_epsilon, n_sampled=self.n_sampled,
+            kind, n_attributes=A, n_classes=K, weight_bound=B, epsilon=eps, n_sampled=self.n_sampled,
             oracle=self.oracle,
         )  # fmt: skip
 
@@ -683,9 +906,9 @@ class FederatedBoosting:
         if self.base == "stump":
             raise ConfigError("a stump share's mechanism is part of its share_encoding")
         eps = (
-            split_label_budget(self.share_epsilon, self.labels, self.label_fraction)[0]
+            split_label_budget(self.share_round_epsilon, self.labels, self.label_fraction)[0]
             if self.base == "ncc"
-            else self.share_epsilon
+            else self.share_round_epsilon
         )
         return make_mechanism(self.mechanism, epsilon=eps, d=self.release_dim)
 
@@ -701,7 +924,7 @@ class FederatedBoosting:
 
     def label_rr(self) -> KaryRandomizedResponse | None:
         """NCC with ``labels="rr"`` and finite ε: the labels' randomized response; else None."""
-        eps_l = split_label_budget(self.share_epsilon, self.labels, self.label_fraction)[1]
+        eps_l = split_label_budget(self.share_round_epsilon, self.labels, self.label_fraction)[1]
         if self.base != "ncc" or self.labels != "rr" or not math.isfinite(eps_l):
             return None
         return KaryRandomizedResponse(epsilon=eps_l, n_classes=self.n_classes)

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from privfed.common.boosting.federated import FederatedBoosting, Learner, evaluation_groups, sample_groups
-from privfed.common.errors import RoundFailed
+from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.learners.samme import BoostedModel, SammeStep
 
 
@@ -127,12 +127,24 @@ class BoostingRun:
 def plan_rounds(fb: FederatedBoosting, n_owners: int, rng: np.random.Generator) -> tuple[np.ndarray, list]:
     """The run's share groups and evaluation groups (owner indices), drawn from ``rng`` in that order.
 
-    Public: they need no secrecy. Raises :class:`ConfigError` when ``n_rounds * group_size``
-    exceeds the owners (some owner would release twice).
+    Public: they need no secrecy. ``share_groups="disjoint"``: fresh groups (:func:`sample_groups`;
+    raises :class:`ConfigError` when ``n_rounds * group_size`` exceeds the owners, some owner would
+    release twice); ``"all"``: every owner in every round (``group_size`` must then be unset or N).
+    ``budget_split="owners"``: groups of ``(1 - eval_fraction) N / T`` sharers, and the other owners
+    evaluate.
     """
-    group_size = fb.group_size or n_owners // fb.n_rounds
+    if fb.share_groups == "all":
+        if fb.group_size not in (None, n_owners):
+            raise ConfigError(
+                f"share_groups='all' asks every owner every round; group_size={fb.group_size} must be unset"
+            )
+        groups = np.tile(np.arange(n_owners), (fb.n_rounds, 1))
+        return groups, evaluation_groups(groups, n_owners, fb.eval_groups, rng)
+    owners = fb.budget_split == "owners"  # then only the (1 - eval_fraction) N sharers are in share groups
+    sharers = int(n_owners * (1.0 - fb.eval_fraction)) if owners else n_owners
+    group_size = fb.group_size or sharers // fb.n_rounds
     groups = sample_groups(n_owners, fb.n_rounds, max(group_size, 1), rng)
-    return groups, evaluation_groups(groups, n_owners, fb.eval_groups, rng)
+    return groups, evaluation_groups(groups, n_owners, fb.eval_groups, rng, sharers_evaluate=not owners)
 
 
 def run_rounds(

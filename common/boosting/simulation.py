@@ -69,7 +69,7 @@ class SimulatedOwners:
         self.owner_of_row = owner_of_row
         self.mine = owner_of_row >= 0
         self.w = np.where(self.mine, 1.0, 0.0)
-        self.released = np.zeros(self.n_owners, dtype=bool)
+        self.released = np.zeros(self.n_owners, dtype=np.int64)  # shares released per owner
         self.per_owner: list[np.ndarray] = []
         if not fb.vectorised:  # rows of each owner, by one stable sort
             order = np.argsort(owner_of_row, kind="stable")[int((~self.mine).sum()) :]
@@ -81,11 +81,13 @@ class SimulatedOwners:
         self._ring_boxes: dict[int, tuple] = {}  # id(evaluator array) -> (fixed point, boxes) of its ring
 
     def release(self, round_no: int, group: np.ndarray) -> Release:
-        if self.released[group].any():
+        spent = self.released[group] >= self.fb.shares_per_owner
+        if spent.any():
             raise LocalProtocolError(
-                f"round {round_no}: owners {group[self.released[group]].tolist()} already released"
+                f"round {round_no}: owners {group[spent].tolist()} already released their "
+                f"{self.fb.shares_per_owner} share(s)"
             )
-        self.released[group] = True
+        self.released[group] += 1
         fb, X, y, w = self.fb, self.X, self.y, self.w
         if fb.vectorised:
             return fb.group_release(X, y, w, self.owner_of_row, group, rng=self.rng)

@@ -56,6 +56,9 @@ PUBLIC_FIELDS = (
     "stump_encoding",
     "oracle",
     "n_sampled",
+    "share_groups",
+    "eval_mechanism",
+    "budget_split",
 )
 
 

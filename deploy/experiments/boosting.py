@@ -74,7 +74,7 @@ bdt-error (Figs. 13-14) and boosted-ncc (Fig. 10)
     only: ε = ∞ with the private runs' ``--weight-bound`` and ``--eval-row-bound``, which
     separates the effect of the weight clips from the noise), and each ε of ``--epsilon`` with
     ``--mechanism``. ``--rows-per-owner k`` gives each owner k training rows (``--owners`` rows in
-    all, ``--owners // k`` owners; share weight bound ``2 k`` unless ``--weight-bound``): the
+    all, ``--owners // k`` owners; share weight bound ``k`` unless ``--weight-bound``): the
     evaluation noise ``Lap(2 b / ε_e)`` per owner does not grow with k (row-level calibration,
     :mod:`privfed.common.boosting.federated`, "Evaluation releases").
 
@@ -187,7 +187,15 @@ from typing import Any
 
 import numpy as np
 
-from privfed.common.boosting.federated import EVAL_ROW_BOUND, FederatedBoosting
+from privfed.common.boosting.federated import (
+    BUDGET_SPLITS,
+    EVAL_FRACTION,
+    EVAL_MECHANISMS,
+    EVAL_ROW_BOUND,
+    SHARE_GROUPS,
+    FederatedBoosting,
+    default_weight_bound,
+)
 from privfed.common.bounds import Bounds
 from privfed.common.datasets import Dataset, binary_subset, load_builtin, train_test_split
 from privfed.common.errors import ConfigError, PrivfedError
@@ -256,8 +264,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--weight-bound",
         type=float,
         default=None,
-        help="shares: public bound on an owner's (row's, for NCC) weight in rows (default 1 with "
-        "one row per owner, else 2 x --rows-per-owner)",
+        help="shares: public bound on an owner's (row's, for NCC) weight in rows (default --rows-per-owner, "
+        "measured best)",
     )
     parser.add_argument(
         "--eval-row-bound",
@@ -283,8 +291,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--eval-fraction",
         type=float,
-        default=0.3,
-        help="share of each owner's epsilon for its noisy (err_sum, w_sum) releases (default 0.3)",
+        default=EVAL_FRACTION,
+        help=f"share of each owner's epsilon for its noisy (err_sum, w_sum) releases (default {EVAL_FRACTION:g})",
     )
     parser.add_argument(
         "--eval-groups",
@@ -292,6 +300,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="disjoint",
         help="who evaluates a round: each owner once at the whole evaluation budget (default), "
         "or every owner every round at 1/T of it",
+    )
+    parser.add_argument(
+        "--share-groups",
+        choices=SHARE_GROUPS,
+        default="disjoint",
+        help="who releases a share in a round: a fresh group of owners/T at the whole share epsilon (default), "
+        "or every owner every round at 1/T of it",
+    )
+    parser.add_argument(
+        "--budget-split",
+        choices=BUDGET_SPLITS,
+        default="epsilon",
+        help="epsilon: every owner shares and evaluates, ε split by --eval-fraction (default); owners: "
+        "--eval-fraction of the owners only evaluate, the others only share, each at the whole ε",
+    )
+    parser.add_argument(
+        "--eval-mechanism",
+        choices=EVAL_MECHANISMS,
+        default=None,
+        help="the evaluation release: laplace (row-level) or rr (randomized response on a sampled category, "
+        "owner-level); default: the smaller worst-case noise for the owners' rows (rr for one row)",
     )
     parser.add_argument(
         "--stump-encoding",
@@ -467,9 +496,10 @@ def _settings(args: argparse.Namespace, base: str, n_rows: int) -> dict[str, dic
         eval_groups=args.eval_groups,
         stump_encoding=args.stump_encoding,
     )
+    shares = dict(share_groups=args.share_groups, eval_mechanism=args.eval_mechanism, budget_split=args.budget_split)
     k = args.rows_per_owner
-    weight_bound = args.weight_bound or (1.0 if k == 1 else 2.0 * k)
-    private = dict(common, weight_bound=weight_bound, eval_row_bound=args.eval_row_bound, max_owner_rows=k)
+    weight_bound = args.weight_bound or default_weight_bound(k)
+    private = dict(common, **shares, weight_bound=weight_bound, eval_row_bound=args.eval_row_bound, max_owner_rows=k)
     out = {
         "non-private": dict(
             common,

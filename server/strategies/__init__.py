@@ -99,7 +99,10 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
         param_bound=config.param_bound,
         eval_fraction=config.eval_fraction,
         eval_row_bound=config.eval_row_bound,
-        max_owner_rows=config.max_owner_rows,
+        max_owner_rows=config.owner_rows_bound,
+        share_groups=config.share_groups,
+        eval_mechanism=config.eval_mechanism,
+        budget_split=config.budget_split,
     )
     rng = np.random.Generator(np.random.PCG64(config.seed))
     journal = None

@@ -183,7 +183,7 @@ def test_simulate_runs_bdt_with_the_weight_bound_of_its_public_rows_per_owner(tm
     report = json.loads(report_path.read_text())
     rows = 400 * (1 - 0.2) / 8  # default --test-fraction 0.2
     assert report["config"]["rows_per_owner"] == rows
-    assert report["config"]["share_weight_bound"] == 2 * math.ceil(rows)
+    assert report["config"]["share_weight_bound"] == math.ceil(rows)
     assert report["config"]["weight_bound_source"] == "--rows-per-owner"
     (point,) = report["points"]
     assert point["epsilon"] == "inf" and point["owners"] == 8 and point["answered"] > 0

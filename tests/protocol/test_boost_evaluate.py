@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from privfed.common.boosting.federated import FederatedBoosting, owner_local_error
+from privfed.common.boosting.federated import FederatedBoosting, owner_local_error, rr_evaluation_oracle
 from privfed.common.boosting.wire import at_round, config_to_dict, empty_history, owner_weights, with_round
 from privfed.common.bounds import Bounds
 from privfed.common.errors import BudgetExceeded, ConfigError, RemoteProtocolError, RoundFailed
@@ -191,7 +191,32 @@ def test_a_release_sums_row_weights_clipped_to_the_row_bound(tmp_path):
     np.testing.assert_allclose(released, clipped, atol=2.0**-20)
     assert np.all(released[:, 1] <= 2.0 * 4) and total[1] < sum(w.sum() for w in weights.values())
     assert spec.ring.max_abs == pytest.approx(2.0 * 10)  # b * max_owner_rows at ε = ∞: public, no row count
-    assert _config(eps=2.0, eval_row_bound=2.0)[0].eval_noise_scale == pytest.approx(2 * 2.0 / 0.6)
+    assert _config(eps=2.0, eval_row_bound=2.0)[0].eval_noise_scale == pytest.approx(
+        2 * 2.0 / 0.8
+    )  # eval fraction 0.4 of eps 2
+
+
+def test_an_rr_evaluation_over_the_ring_is_one_of_three_debited_values_summed_exactly(fed):
+    """``eval_mechanism="rr"`` over the real owner drivers and ring: each owner's release is one of
+    the three pairs its k-RR report can stand for (nothing else about its rows leaves), inside the
+    public range the ring is sized for, debited once at the evaluation ε; the ring total is their sum."""
+    rows = max(o.X.shape[0] for o in fed.owners.values())
+    fb, config = _config(eval_mechanism="rr", max_owner_rows=rows)
+    assert fb.eval_mechanism == "rr"
+    ring = list(fed.owners)
+    spec = fed.spec(config, at_round(empty_history(), 0), _stump(), ring)
+    total = fed.run_ring(spec)
+    released = np.array([fed.drivers[fed.node(o)].release_of(o, spec.release_id) for o in ring])
+    rr = rr_evaluation_oracle(fb.eval_round_epsilon)
+    unit = fb.eval_row_bound * rows / (rr.p - rr.q)
+    values = unit * np.array([[1 - rr.q, 1 - 2 * rr.q], [-rr.q, 1 - 2 * rr.q], [-rr.q, -2 * rr.q]])
+    assert all(np.any(np.all(np.isclose(values, pair, atol=2.0**-20), axis=1)) for pair in released)
+    assert np.all(np.abs(released) <= fb.contribution_bound) and spec.ring.max_abs <= fb.contribution_bound
+    fp = FixedPoint(spec.ring.frac_bits, spec.ring.n_parties, spec.ring.max_abs)
+    np.testing.assert_allclose(total, released.sum(axis=0), rtol=0, atol=fp.error_bound)
+    for o in ring:
+        entries = fed.ledgers[fed.node(o)].history(o)
+        assert [(e["release_id"], e["epsilon"]) for e in entries] == [(spec.release_id, pytest.approx(fb.eval_epsilon))]
 
 
 def test_reformed_ring_gets_the_same_release_without_a_second_debit(fed):
@@ -243,7 +268,7 @@ def test_after_a_restart_a_released_evaluation_is_refused_not_redrawn(fed):
 
 def test_over_budget_is_refused_before_anything_is_computed_or_sent(tmp_path):
     fed = Federation(tmp_path, budget=0.5)
-    _, config = _config(eps=2.0)  # evaluation release at 0.3 * 2 = 0.6 > 0.5
+    _, config = _config(eps=2.0)  # evaluation release at 0.4 * 2 = 0.8 > 0.5
     ring = list(fed.owners)[:2]
     with pytest.raises(BudgetExceeded):
         fed.evaluate(ring[1], fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
@@ -442,7 +467,7 @@ def test_a_run_that_keeps_nothing_says_why_with_the_noise_and_weight_numbers(tmp
         "the noise drowns",
         "more owners",
         "larger epsilon (now 0.001)",
-        "eval fraction (now 0.3)",
+        "eval fraction (now 0.4)",
     ):
         assert part in msg, (part, msg)
 
@@ -474,3 +499,18 @@ def test_a_boosted_ncc_evaluation_with_rr_labels_at_infinite_epsilon_is_accepted
     exact = [owner_local_error(learner, o.X, o.y, np.ones(4), row_bound=1.0) for o in fed.owners.values()]
     np.testing.assert_allclose(total, np.sum(exact, axis=0), atol=1e-6)  # no noise at ε = ∞
     assert spec.ledger_entries() == [(math.inf, 0.0, "boost-eval")]
+
+
+def test_an_owner_that_shared_in_an_owners_split_run_refuses_to_evaluate(fed):
+    """``budget_split="owners"``: one role per owner and run, so a shared owner's evaluation is refused
+    before anything is computed or debited; an owner that did not share evaluates at the whole ε."""
+    fb, config = _config(eps=2.0, budget_split="owners")
+    a, b = "owner-0.o00000", "owner-0.o00001"
+    ledger = fed.ledgers["owner-0"]
+    ledger.debit(a, 2.0, purpose="boost-share:boost-r1", release_id="t-a#0")
+    ring = [a, b]
+    with pytest.raises(AlreadyReleased):
+        fed.evaluate(a, fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
+    assert len(ledger.history(a)) == 1
+    fed.evaluate(b, fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
+    assert [e["epsilon"] for e in ledger.history(b)] == [pytest.approx(fb.eval_epsilon)] and fb.eval_epsilon == 2.0

@@ -141,8 +141,8 @@ def test_another_config_under_the_same_run_id_does_not_extend_the_history():
     owner = _owner()
     history_weights(owner, _config(), _history(1))
     with pytest.raises(HistoryRewritten):
-        history_weights(owner, _config(eval_fraction=0.4), _history(2))
-    history_weights(owner, _config(run="run-2", eval_fraction=0.4), _history(2))  # another run: fine
+        history_weights(owner, _config(eval_fraction=0.5), _history(2))
+    history_weights(owner, _config(run="run-2", eval_fraction=0.5), _history(2))  # another run: fine
 
 
 def test_every_learner_of_the_history_is_still_checked_against_the_run(tmp_path):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from privfed.common.boosting.federated import (
+    EVAL_FRACTION,
     FederatedBoosting,
     owner_local_error,
     owner_update_weights,
@@ -238,17 +239,19 @@ def test_release_dimensions(data):
     kw = dict(epsilon=2.0, n_classes=3, bounds=data.bounds, n_rounds=1)
     table = FederatedBoosting(n_bins=4, stump_encoding="table", **kw)
     assert table.release_dim == table.share_encoding.mechanism.d == 20 * 3 * 2 * 3
-    assert table.share_encoding.mechanism.epsilon == pytest.approx(2.0 * 0.7)
+    assert table.share_encoding.mechanism.epsilon == pytest.approx(2.0 * (1 - EVAL_FRACTION))
     cells = FederatedBoosting(n_bins=4, **kw)  # the default for three classes: one k-RR report per owner
     assert cells.stump_encoding == "cells" and cells.release_dim == 1
-    assert cells.share_encoding.epsilon == pytest.approx(2.0 * 0.7)
+    assert cells.share_encoding.epsilon == pytest.approx(2.0 * (1 - EVAL_FRACTION))
     with pytest.raises(ConfigError, match="stump_encoding"):
         FederatedBoosting(stump_encoding="dense", **kw)
     with pytest.raises(ConfigError, match="two classes"):
         FederatedBoosting(stump_encoding="signs", **kw)
     assert FederatedBoosting(base="ncc", **kw).release_mechanism.d == 21
     assert FederatedBoosting(base="lr", **kw).release_mechanism.d == 3 * 21
-    assert FederatedBoosting(base="ncc", labels="rr", **kw).label_rr().epsilon == pytest.approx(2.0 * 0.7 * 0.2)
+    assert FederatedBoosting(base="ncc", labels="rr", **kw).label_rr().epsilon == pytest.approx(
+        2.0 * (1 - EVAL_FRACTION) * 0.2
+    )
 
 
 # ---------------------------------------------------------------- evaluation releases (issue 9, contract 4)
@@ -306,8 +309,12 @@ def test_evaluation_pairs_are_clipped_to_the_public_range(rng):
 def test_the_evaluation_noise_depends_on_the_row_bound_only(data):
     kw = dict(epsilon=2.0, n_classes=2, bounds=data.bounds, n_rounds=10)
     one, many = FederatedBoosting(weight_bound=2.0, **kw), FederatedBoosting(weight_bound=400.0, **kw)
-    assert one.eval_noise_scale == many.eval_noise_scale == pytest.approx(2 * one.eval_row_bound / (2.0 * 0.3))
-    assert FederatedBoosting(eval_row_bound=4.0, **kw).eval_noise_scale == pytest.approx(2 * 4.0 / 0.6)
+    assert (
+        one.eval_noise_scale == many.eval_noise_scale == pytest.approx(2 * one.eval_row_bound / (2.0 * EVAL_FRACTION))
+    )
+    assert FederatedBoosting(eval_row_bound=4.0, **kw).eval_noise_scale == pytest.approx(
+        2 * 4.0 / (2.0 * EVAL_FRACTION)
+    )
     assert FederatedBoosting(max_owner_rows=10, **kw).contribution_bound < one.contribution_bound
 
 
@@ -323,7 +330,7 @@ def test_nothing_to_boost_says_why_with_the_numbers(data):
         "the noise drowns",
         "more owners",
         "larger epsilon (now 2)",
-        "eval fraction (now 0.3)",
+        "eval fraction (now 0.4)",
     ):
         assert part in drowned, (part, drowned)
     small = fb.nothing_to_boost([(4, 410.0, 790.0), (4, 402.0, 801.0)])  # W ~796: the learners are the cause

@@ -101,8 +101,8 @@ def test_replace_validates_again():
     "weight_bound, rows_per_owner, expected, source",
     [
         (7.0, 3.0, 7.0, "--weight-bound"),  # explicit wins
-        (None, 2.5, 6.0, "--rows-per-owner"),  # 2 * ceil(rows)
-        (None, 0.4, 2.0, "--rows-per-owner"),  # at least one row
+        (None, 2.5, 3.0, "--rows-per-owner"),  # ceil(rows)
+        (None, 0.4, 1.0, "--rows-per-owner"),  # at least one row
         (None, None, DEFAULT_WEIGHT_BOUND, "default"),
     ],
 )
@@ -152,7 +152,11 @@ def test_coordinator_task_bdt_uses_the_configured_weight_bound(caplog):
         2.0,
     )
     strategy, _, _ = coordinator_strategy(job_config(parsed("--task", "bdt", "--rows-per-owner", "2.5")))
-    assert strategy.booster.weight_bound == 6.0
+    assert strategy.booster.weight_bound == 3.0 and strategy.booster.max_owner_rows == 3
+    strategy, _, _ = coordinator_strategy(
+        job_config(parsed("--task", "bdt", "--rows-per-owner", "1", "--epsilon", "4"))
+    )
+    assert (strategy.booster.max_owner_rows, strategy.booster.eval_mechanism, strategy.booster.n_bins) == (1, "rr", 2)
     with caplog.at_level(logging.WARNING, logger="privfed.coordinator"):
         strategy, _, _ = coordinator_strategy(job_config(parsed("--task", "bdt")))
     assert strategy.booster.weight_bound == DEFAULT_WEIGHT_BOUND
