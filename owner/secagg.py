@@ -49,8 +49,8 @@ from privfed.common.secagg.pairwise import SecAggOwner
 from privfed.owner.boosting import RingDriver, evaluation_refusal
 from privfed.owner.handlers import LocalOwner, check_boost_config
 
-#: Sessions whose machines a node keeps (the latest ones).
-KEPT_SESSIONS = 4
+#: Sessions whose machines a node keeps (the latest ones; a job keys one per evaluation group up front).
+KEPT_SESSIONS = 64
 #: Checked mask-key adverts a node remembers (then it forgets them all and checks again).
 MAX_VERIFIED = 200_000
 #: Parsed node certificates a node keeps.

@@ -58,7 +58,7 @@ def threshold(k: int) -> int:
     return k // 2 + 1
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=16)
 def neighbour_graph(run_id: str, members: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """Each member's neighbours (sorted) in the run's public random graph (module docstring).
 
