@@ -20,7 +20,7 @@ from privfed.common.messages import (
     TaskSpec,
     total_budget,
 )
-from privfed.common.secagg import SECURE_SUMS
+from privfed.common.secagg import SECURE_SUMS, secure_sum_for
 from privfed.common.secagg.aggregator import SecAggServer
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.masking import MIN_MEMBERS
@@ -69,15 +69,16 @@ class RelayedSecureSum:
     ``open_ring(session, members)``, ``close_ring(session)`` and ``hop_senders(session)`` (the
     senders of the ``HOP`` envelopes relayed in an open session, for stalled-party detection).
 
-    ``secure_sum="secagg"`` runs the pairwise-mask secure sum instead (:meth:`_secagg_sum`), driving
+    ``secure_sum="secagg"`` (or ``"auto"`` for a sum of at least :data:`~privfed.common.secagg.SECAGG_FROM`
+    owners) runs the pairwise-mask secure sum instead (:meth:`_secagg_sum`), driving
     the sans-I/O :class:`~privfed.common.secagg.aggregator.SecAggServer` with the same tasks and
     the same evaluation releases.
     """
 
-    secure_sum_protocol = "ring"
+    secure_sum_protocol = "auto"
     _secagg_runs: tuple[SecAggServer, ...] = ()  # keyed pairwise-mask runs, newest last
 
-    def __init__(self, secure_sum: str = "ring") -> None:
+    def __init__(self, secure_sum: str = "auto") -> None:
         self.secure_sum_protocol = check_choice(secure_sum, name="secure_sum", allowed=SECURE_SUMS)
 
     def run_tasks(self, tasks: list[Task], timeout: float | None = None) -> list[Result]:
@@ -119,9 +120,8 @@ class RelayedSecureSum:
         protocol: str | None = None,
     ) -> RingSum:
         """:meth:`Transport.secure_sum`; ``protocol`` (default: the transport's ``secure_sum``) picks
-        the ring or the pairwise-mask secure sum."""
-        protocol = check_choice(protocol or self.secure_sum_protocol, name="secure_sum", allowed=SECURE_SUMS)
-        if protocol == "secagg":
+        the ring or the pairwise-mask secure sum, ``auto`` by the number of members (:func:`secure_sum_for`)."""
+        if secure_sum_for(protocol or self.secure_sum_protocol, len(ring)) == "secagg":
             return self._secagg_sum(ring, task_for, max_abs=max_abs, round_id=round_id, timeout=timeout)
         t0 = time.perf_counter()
         session = RingSession(ring, timeout=timeout)
@@ -248,13 +248,13 @@ class RelayedSecureSum:
         self-mask seed per sum of the group plus ``SECAGG_ATTEMPTS - 1`` for attempts again; the
         steps 0 and 1 of disjoint groups go out as one batch of tasks, so each round then costs only
         its masked inputs and unmasking (Bonawitz et al. CCS 2017 §4: keys agreed once, each round's
-        masks derived from (pair key, round)). Nothing for the ring; a group overlapping another
+        masks derived from (pair key, round)). Nothing for a group summed by the ring; a group overlapping another
         of the batch, or whose key agreement fails here, is keyed by its first sum instead.
         """
-        if check_choice(protocol or self.secure_sum_protocol, name="secure_sum", allowed=SECURE_SUMS) != "secagg":
-            return
         sums: dict[tuple[str, ...], int] = {}
         for group in groups:
+            if secure_sum_for(protocol or self.secure_sum_protocol, len(set(group))) != "secagg":
+                continue
             members = tuple(sorted(set(group)))
             sums[members] = sums.get(members, 0) + 1
         batch: list[tuple[tuple[str, ...], int]] = []

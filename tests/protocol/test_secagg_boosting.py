@@ -172,3 +172,28 @@ def test_unprepared_sums_key_lazily_then_the_same_members_key_again(data):
     assert [s.rounds for s in t._secagg_runs] == [SECAGG_ATTEMPTS, SECAGG_ROUNDS]
     assert [s.rounds_left for s in t._secagg_runs] == [0, SECAGG_ROUNDS - 1]
     assert [r["ring_size"] for r in strategy.rounds] == [N_OWNERS] * (SECAGG_ATTEMPTS + 1)
+
+
+def test_secure_sum_for_picks_pairwise_masks_from_the_crossover_on():
+    from privfed.common.secagg import SECAGG_FROM, secure_sum_for
+
+    assert secure_sum_for("auto", SECAGG_FROM - 1) == "ring"
+    assert secure_sum_for("auto", SECAGG_FROM) == "secagg"
+    assert secure_sum_for("ring", 10**6) == "ring" and secure_sum_for("secagg", 3) == "secagg"
+    with pytest.raises(ConfigError, match="secure_sum"):
+        secure_sum_for("onion", 10)
+
+
+@pytest.mark.parametrize("crossover, secagg", [(N_OWNERS, True), (N_OWNERS + 1, False)])
+def test_auto_is_the_default_and_sums_by_pairwise_masks_from_the_crossover_on(data, monkeypatch, crossover, secagg):
+    """The transport's default ``auto``: every round's sum of all N owners runs pairwise masks when
+    N reaches the crossover, the ring otherwise (no pairwise-mask run keyed)."""
+    import privfed.common.secagg
+
+    monkeypatch.setattr(privfed.common.secagg, "SECAGG_FROM", crossover)
+    t = _transport(data, "auto")
+    assert InProcessTransport.with_ledgers([], epsilon_budget=1.0).secure_sum_protocol == "auto"
+    strategy = BoostingStrategy(_booster(data, n_rounds=2, eval_groups="all"), np.random.Generator(np.random.PCG64(11)))
+    strategy.run(sorted(t.owners), t)
+    assert bool(t._secagg_runs) is secagg
+    assert [r["ring_size"] for r in strategy.rounds] == [N_OWNERS] * 2
