@@ -28,6 +28,7 @@ per key, and a secure-sum session sends a handful per key.
 
 from __future__ import annotations
 
+import hmac
 import secrets
 import struct
 from collections.abc import Callable, Iterable, Mapping
@@ -42,7 +43,6 @@ from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, p
 from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes, PrivateKeyTypes
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from cryptography.x509.oid import NameOID
 
@@ -71,6 +71,17 @@ def _id_bytes(name: str, value: object, error: type[Exception]) -> bytes:
     if not 1 <= len(raw) <= MAX_ID_BYTES:
         raise error(f"{name} must be 1..{MAX_ID_BYTES} UTF-8 bytes, got {len(raw)}")
     return raw
+
+
+def hkdf_sha256(ikm: bytes, *, salt: bytes, info: bytes) -> bytes:
+    """32 bytes of HKDF-SHA256 (RFC 5869): ``HMAC(HMAC(salt, ikm), info ‖ 0x01)``.
+
+    The same bytes as ``cryptography``'s ``HKDF(SHA256(), 32, salt, info)`` (a test checks it), from
+    two stdlib ``hmac.digest`` calls: ~2 µs instead of ~20 µs for building the HKDF object, and a
+    10^4-owner run derives ~5·10^5 box and pair keys.
+    """
+    prk = hmac.digest(salt or bytes(32), ikm, "sha256")
+    return hmac.digest(prk, info + b"\x01", "sha256")
 
 
 # ---------------------------------------------------------------- keys and signatures
@@ -329,7 +340,7 @@ class Box:
 
     def _aead(self, session_id: str, error: type[Exception]) -> AESGCM:
         salt = _id_bytes("session_id", session_id, error)
-        return AESGCM(HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=self._info).derive(self._shared))
+        return AESGCM(hkdf_sha256(self._shared, salt=salt, info=self._info))
 
     def seal(self, plaintext: bytes, aad: AadFields) -> bytes:
         """``nonce ‖ AES-GCM(plaintext, aad)`` for a message from ``own_id`` to ``peer_id``.

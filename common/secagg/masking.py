@@ -35,10 +35,9 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 import numpy as np
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from privfed.common.errors import ConfigError
+from privfed.common.secagg.boxes import hkdf_sha256
 
 #: Fewest members of a pairwise-mask secure sum: with two, each learns the other's input from the sum.
 MIN_MEMBERS = 3
@@ -107,7 +106,7 @@ def pair_key(agreed: bytes, run_id: str, own: str, peer: str) -> bytes:
     """The run's mask key of the pair: ``HKDF(s_{u,v}, salt = run id, info = "pair" ‖ lp(min id) ‖ lp(max id))``."""
     lo, hi = sorted((own, peer))
     info = _PAIR + _lp(lo.encode("utf-8")) + _lp(hi.encode("utf-8"))
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=run_id.encode("utf-8"), info=info).derive(agreed)
+    return hkdf_sha256(agreed, salt=run_id.encode("utf-8"), info=info)
 
 
 def pair_masks(keys: Mapping[str, bytes], own: str, round_no: int, m: int) -> np.ndarray:
