@@ -43,8 +43,12 @@ round_log = logging.getLogger("privfed.coordinator.rounds")
 SECAGG_ROUNDS = 16
 #: Attempts of one pairwise-mask secure sum before the round fails.
 SECAGG_ATTEMPTS = 3
-#: Keyed pairwise-mask runs the coordinator keeps (a job keys one per evaluation group up front).
+#: Keyed pairwise-mask runs the coordinator keeps, as many as an owner node keeps sessions
+#: (:data:`privfed.owner.secagg.KEPT_SESSIONS`): both forget the oldest first.
 KEPT_RUNS = 64
+#: Runs one :meth:`RelayedSecureSum.prepare_secure_sums` keys at most (the first groups): half
+#: of what both sides keep, so runs keyed later by their first sum never evict a prepared one unused.
+PREPARED_RUNS = KEPT_RUNS // 2
 
 
 @dataclass
@@ -248,8 +252,9 @@ class RelayedSecureSum:
         self-mask seed per sum of the group plus ``SECAGG_ATTEMPTS - 1`` for attempts again; the
         steps 0 and 1 of disjoint groups go out as one batch of tasks, so each round then costs only
         its masked inputs and unmasking (Bonawitz et al. CCS 2017 §4: keys agreed once, each round's
-        masks derived from (pair key, round)). Nothing for a group summed by the ring; a group overlapping another
-        of the batch, or whose key agreement fails here, is keyed by its first sum instead.
+        masks derived from (pair key, round)). At most :data:`PREPARED_RUNS` groups, the first ones;
+        nothing for a group summed by the ring; a later group, one overlapping another of the
+        batch, or one whose key agreement fails here, is keyed by its first sum instead.
         """
         sums: dict[tuple[str, ...], int] = {}
         for group in groups:
@@ -260,6 +265,8 @@ class RelayedSecureSum:
         batch: list[tuple[tuple[str, ...], int]] = []
         taken: set[str] = set()
         for members, n in sums.items():
+            if len(batch) == PREPARED_RUNS:  # the rest are keyed by their first sum
+                break
             if len(members) >= MIN_MEMBERS and taken.isdisjoint(members) and self._keyed(members, max_abs) is None:
                 taken.update(members)
                 batch.append((members, min(MAX_ROUNDS, n + SECAGG_ATTEMPTS - 1)))

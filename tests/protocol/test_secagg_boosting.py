@@ -145,6 +145,22 @@ def test_every_evaluation_group_is_keyed_in_one_batch_before_the_first_round(dat
     assert all(s.rounds_left == s.rounds - 1 for s in t._secagg_runs)  # each served its one sum
 
 
+def test_groups_past_the_prepared_runs_are_keyed_by_their_first_sum(data, monkeypatch):
+    """At most PREPARED_RUNS groups are keyed up front (both sides keep a bounded number of runs);
+    a later group is keyed when its round comes, and still sums over all its members."""
+    import privfed.server.job
+
+    monkeypatch.setattr(privfed.server.job, "PREPARED_RUNS", 2)
+    t = _transport(data, "secagg")
+    batches = _recording(t)
+    strategy = BoostingStrategy(_booster(data, n_rounds=3), np.random.Generator(np.random.PCG64(11)))
+    strategy.run(sorted(t.owners), t)
+    keys = [i for i, b in enumerate(batches) if b == {"SecAggKeysTask"}]
+    assert keys[:2] == [0, 1] and len(keys) == 4 and keys[2] > 2, batches
+    assert [set(s.members) for s in t._secagg_runs] == [set(e) for e in strategy.evaluators]
+    assert [r["ring_size"] for r in strategy.rounds] == [len(e) for e in strategy.evaluators]
+
+
 def test_a_prepared_key_agreement_serves_every_round_of_the_same_members(data):
     """Every owner evaluates every round (``eval_groups="all"``): one run, keyed up front with a
     seed per round plus SECAGG_ATTEMPTS - 1 for attempts again, serves every round's sum."""
