@@ -89,6 +89,7 @@ class SecAggDriver:
         # against them (they were drawn here), not against a signature (25% fewer ECDSA checks on 4 nodes).
         self._adverts: dict[tuple[str, str], KeyAdvert] = {}  # (session, owner) -> its advert
         self._own_public: dict[str, bytes] = {}  # owner -> its long-lived box key
+        self._cohosted: dict[tuple[str, str], Box] = {}  # (owner, co-hosted peer) -> box, until the peer's side
 
     def _machine(self, session_id: str, owner_id: str) -> SecAggOwner:
         try:
@@ -139,10 +140,22 @@ class SecAggDriver:
                 raise RemoteProtocolError(f"no box key for neighbour {peer!r}")
             public = self._own_public.get(peer)  # an owner of this node: its key is known here
             if public is None:
-                public = self._releases.peer_key(self._certificates.get(session_id, {}), key)
-            elif public != key.x25519_public_key:
+                return Box(
+                    owner_id,
+                    self._releases.own_key(owner_id),
+                    peer,
+                    self._releases.peer_key(self._certificates.get(session_id, {}), key),
+                )
+            if public != key.x25519_public_key:
                 raise RemoteProtocolError(f"the box key of {peer!r} is not the one this node holds")
-            return Box(owner_id, self._releases.own_key(owner_id), peer, public)
+            turned = self._cohosted.pop((peer, owner_id), None)  # the peer's side, made for its own shares
+            if turned is not None:
+                return turned.turned()
+            box = Box(owner_id, self._releases.own_key(owner_id), peer, public)
+            if len(self._cohosted) >= MAX_VERIFIED:
+                self._cohosted.clear()
+            self._cohosted[(owner_id, peer)] = box
+            return box
 
         machine = SecAggOwner(
             owner_id, session_id, fixed_point, box_for, lambda advert: self._verify_advert(session_id, advert)

@@ -6,7 +6,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from privfed.common.errors import RemoteProtocolError
+from privfed.common.errors import LocalProtocolError, RemoteProtocolError
 from privfed.common.secagg import shamir
 from privfed.common.secagg.boxes import hkdf_sha256
 
@@ -32,3 +32,18 @@ def test_shamir_shares_are_the_polynomial_at_each_point_and_any_t_recover_the_se
         assert shamir.combine({x: shares[x] for x in xs}, 7) == secret
     with pytest.raises(RemoteProtocolError):
         shamir.combine({x: shares[x] for x in range(1, 7)}, 7)
+
+
+def test_a_turned_box_is_the_peers_box():
+    """``Box.turned()`` (a node holding both owners' keys) opens and seals as the peer's own box does."""
+    from privfed.common.secagg.boxes import AadFields, Box, generate_private_key, public_bytes
+
+    a, b = generate_private_key(), generate_private_key()
+    ab = Box("owner-0.o1", a, "owner-0.o2", public_bytes(b))
+    ba, turned = Box("owner-0.o2", b, "owner-0.o1", public_bytes(a)), ab.turned()
+    there, back = AadFields("s", "owner-0.o1", "owner-0.o2", "k", 0), AadFields("s", "owner-0.o2", "owner-0.o1", "k", 0)
+    assert (turned.own_id, turned.peer_id) == (ba.own_id, ba.peer_id)
+    assert turned.open(ab.seal(b"x", there), there) == ba.open(ab.seal(b"x", there), there) == b"x"
+    assert ab.open(turned.seal(b"y", back), back) == b"y"
+    with pytest.raises(LocalProtocolError):
+        turned.seal(b"z", there)
