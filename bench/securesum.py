@@ -7,9 +7,11 @@ over ``--rounds`` rounds in the last line of each N). The ring needs N sequentia
 network, secagg 2 round trips per round (plus 2 once per run), so the networked gap is larger than
 the in-process one: the per-hop network cost is part 2's per-owner slope.
 
-Part 2, the ring over real gRPC (mTLS, loopback) for N in ``--sizes`` owners hosted by two owner
-node processes, driven by the coordinator exactly as a boosting round does, next to
-``run_ring_in_process`` on the same N, and the per-owner slope of both (least squares over N).
+Part 2, one secure sum over real gRPC (mTLS, loopback) for N in ``--sizes`` owners hosted by two
+owner node processes, driven by the coordinator's transport exactly as a boosting round does: the
+ring vs the pairwise-mask sum with its key agreement (what a disjoint evaluation group costs), the
+per-owner slope of both (least squares over N) and where the fitted lines cross: ``--secure-sum
+auto``'s :data:`~privfed.common.secagg.SECAGG_FROM`.
 
 Lines: ``name  baseline  candidate  ratio``, medians of ``--repeats`` measured in the same run.
 
@@ -32,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from privfed.common.boosting.wire import config_to_dict, empty_history
-from privfed.common.learners.stump import Stump
+from privfed.common.learners.stump import Stump, thresholds
+from privfed.common.messages import BoostEvaluateTask
 from privfed.common.secagg.aggregator import InProcessSecAgg
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import run_ring_in_process
@@ -45,26 +48,33 @@ from privfed.server.report import host_info
 from privfed.server.strategies import make_strategy
 
 
-class RingTimer:
-    """A strategy that only runs rings: what one boosting round's secure sum costs."""
+class SumTimer:
+    """A strategy that only runs secure sums of one evaluation release per owner: what one boosting
+    round's secure sum costs, by ``protocol``. Every pairwise-mask sum is keyed anew, as a disjoint
+    evaluation group's is (its key agreement, once per run and group, included)."""
 
-    def __init__(self, boosting: Any, learner: Any, repeats: int) -> None:
-        self.boosting, self.learner, self.repeats = boosting, learner, repeats
+    def __init__(self, boosting: Any, learner: Any, repeats: int, protocol: str) -> None:
+        self.boosting, self.learner, self.repeats, self.protocol = boosting, learner, repeats, protocol
         self.times: list[float] = []
 
     def run(self, owner_ids: list[str], transport: Any) -> None:
-        config = config_to_dict(self.boosting.booster, "bench")
-        self.boosting.rounds.append({})
+        config, history = config_to_dict(self.boosting.booster, "bench"), empty_history()
         for _ in range(self.repeats):
+            transport._secagg_runs = ()  # a fresh key agreement per sum
             t0 = time.perf_counter()
-            self.boosting._ring_sum(list(owner_ids), self.learner, config, empty_history(), transport, 0)
+            transport.secure_sum(
+                list(owner_ids),
+                lambda spec: BoostEvaluateTask(config, history, self.learner, spec),
+                max_abs=self.boosting.booster.contribution_bound,
+                round_id="ring1",
+                protocol=self.protocol,
+            )
             self.times.append(time.perf_counter() - t0)
-        return None
 
 
-def network_ring(n: int, repeats: int, tmp: Path) -> float:
+def network_sum(n: int, repeats: int, tmp: Path, protocol: str) -> float:
     _, test = federation_split("synthetic", seed=0, test_fraction=0.2, n_samples=max(2 * n, 200))
-    certs = make_certs(tmp / f"certs{n}", owners=2)
+    certs = make_certs(tmp / f"certs{n}-{protocol}", owners=2)
     server = CoordinatorServer(tls=TlsFiles.in_dir(certs, "coordinator"))
     port = server.start("127.0.0.1:0")
     half = n // 2
@@ -92,7 +102,7 @@ def network_ring(n: int, repeats: int, tmp: Path) -> float:
                 "--shards",
                 shards,
                 "--ledger",
-                str(tmp / f"l{n}-{i}.sqlite"),
+                str(tmp / f"l{n}-{i}-{protocol}.sqlite"),
                 "--epsilon-budget",
                 "1",
             ],
@@ -102,11 +112,12 @@ def network_ring(n: int, repeats: int, tmp: Path) -> float:
         for i, shards in enumerate((f"0:{half}", f"{half}:{n}"))
     ]
     try:
-        boosting = make_strategy(
+        boosting: Any = make_strategy(
             "bdt", mechanism="pm", epsilon=1.0, n_classes=2, bounds=test.bounds, n_rounds=1, weight_bound=2.0, seed=0
         )
-        stump = Stump(attribute=0, threshold_index=0, threshold=0.0, leaves=(0, 1), error=0.0)
-        timer = RingTimer(boosting, stump, repeats)
+        cut = float(thresholds(test.bounds, boosting.booster.n_bins)[0, 0])  # a public threshold (SPEC §6)
+        stump = Stump(attribute=0, threshold_index=1, threshold=cut, leaves=(0, 1), error=0.0)
+        timer = SumTimer(boosting, stump, repeats, protocol)
         run_job(server, timer, expected_owners=n, show_progress=False)
         return statistics.median(timer.times)
     finally:
@@ -117,18 +128,6 @@ def network_ring(n: int, repeats: int, tmp: Path) -> float:
             except subprocess.TimeoutExpired:
                 p.kill()
         server.stop(0)
-
-
-def in_process_ring(n: int, repeats: int) -> float:
-    rng = np.random.Generator(np.random.PCG64(0))
-    values = {f"o{i}": rng.random(2) for i in range(n)}
-    fp = FixedPoint.choose(n_parties=n, max_abs=1.0)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        run_ring_in_process(values, fp)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def core_pair(n: int, repeats: int, rounds: int) -> tuple[float, float, float]:
@@ -175,17 +174,22 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     if not sizes:
         return 0
-    print(f"# part 2: ring secure sum over gRPC, 2 values per owner; median of {args.repeats}")
-    print(f"{'name':<22}{'in-process s':>14}{'gRPC+mTLS s':>14}{'ratio':>9}")
-    base, net = [], []
+    print(f"# part 2: one secure sum over gRPC + mTLS, 2 owner node processes; median of {args.repeats}")
+    print(f"{'name':<22}{'ring s':>14}{'secagg s':>14}{'ratio':>9}  (secagg: key agreement + sum)")
+    rings: list[float] = []
+    secaggs: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
-            base.append(in_process_ring(n, args.repeats))
-            net.append(network_ring(n, args.repeats, Path(tmp)))
-            print(f"{f'ring N={n}':<22}{base[-1]:>14.4f}{net[-1]:>14.4f}{net[-1] / base[-1]:>9.1f}")
+            rings.append(network_sum(n, args.repeats, Path(tmp), "ring"))
+            secaggs.append(network_sum(n, args.repeats, Path(tmp), "secagg"))
+            print(f"{f'N={n}':<22}{rings[-1]:>14.4f}{secaggs[-1]:>14.4f}{secaggs[-1] / rings[-1]:>9.2f}")
     if len(sizes) > 1:
-        b, c = slope(sizes, base), slope(sizes, net)
-        print(f"{'per-owner slope':<22}{b * 1e3:>12.3f}ms{c * 1e3:>12.3f}ms{c / b if b > 0 else math.inf:>9.1f}")
+        r, c = slope(sizes, rings), slope(sizes, secaggs)
+        print(f"{'per-owner slope':<22}{r * 1e3:>12.3f}ms{c * 1e3:>12.3f}ms{c / r if r > 0 else math.inf:>9.2f}")
+        fit_ring, fit_secagg = np.polyfit(sizes, rings, 1), np.polyfit(sizes, secaggs, 1)
+        if fit_ring[0] > fit_secagg[0]:
+            crossover = (fit_secagg[1] - fit_ring[1]) / (fit_ring[0] - fit_secagg[0])
+            print(f"{'crossover N (fit)':<22}{crossover:>14.0f}")
     return 0
 
 

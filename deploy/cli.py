@@ -235,12 +235,15 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
         default=None,
         help="bdt only: seconds per ring secure sum (default: 30 s + 10 ms per member)",
     )
+    from privfed.common.secagg import SECAGG_FROM, SECURE_SUMS  # here: numpy-free imports for the other commands
+
     p.add_argument(
         "--secure-sum",
-        choices=("ring", "secagg"),
-        default="ring",
+        choices=SECURE_SUMS,
+        default="auto",
         help="bdt only: the evaluations' secure sum: the paper's ring (N sequential hops) or pairwise masks "
-        "(secagg: Bonawitz et al. 2017, O(1) round trips, dropped owners recovered)",
+        "(secagg: Bonawitz et al. 2017, O(1) round trips, dropped owners recovered); auto: secagg for sums of "
+        f"at least {SECAGG_FROM} owners, the ring below",
     )
 
 

@@ -68,7 +68,7 @@ class InProcessTransport(RelayedSecureSum):
         Nodes that never answer (their owners' tasks unanswered, envelopes to them lost).
     allow_clear_labels : bool
         As ``privfed owner --allow-clear-labels``.
-    secure_sum : {"ring", "secagg"}
+    secure_sum : {"auto", "ring", "secagg"}
         The default secure sum (:class:`RelayedSecureSum`): the steps of a pairwise-mask sum go
         to each node's :class:`SecAggDriver` as the owner node's dispatch sends them.
     """
@@ -80,7 +80,7 @@ class InProcessTransport(RelayedSecureSum):
         *,
         silent_nodes: Iterable[str] = (),
         allow_clear_labels: bool = False,
-        secure_sum: str = "ring",
+        secure_sum: str = "auto",
     ) -> None:
         super().__init__(secure_sum)
         self.owners = {o.owner_id: o for o in owners}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -167,8 +168,15 @@ def boost_config_to_proto(c: BoostConfig) -> pb.BoostConfig:
 
 
 def boost_config_from_proto(m: pb.BoostConfig) -> BoostConfig:
-    """The run's configuration, validated as :class:`~privfed.common.boosting.federated.FederatedBoosting` validates it."""
-    wire = _wire()
+    """The run's configuration, validated as :class:`~privfed.common.boosting.federated.FederatedBoosting` validates it.
+
+    Decoded once per distinct message (every task of a run carries the same one; building it costs ~1 ms)."""
+    return _boost_config(m.SerializeToString(deterministic=True))
+
+
+@lru_cache(maxsize=8)
+def _boost_config(raw: bytes) -> BoostConfig:
+    m, wire = pb.BoostConfig.FromString(raw), _wire()
     booster = wire.FederatedBoosting(
         base=m.base,
         epsilon=m.epsilon,

@@ -155,8 +155,9 @@ class JobConfig:
         ``--budget-split``: every owner shares and evaluates, or each owner does one of them at the whole ε.
     ring_timeout : float > 0 or None
         ``--ring-timeout``: seconds per ring secure sum (None: 30 s + 10 ms per member).
-    secure_sum : {"ring", "secagg"}
-        ``--secure-sum``: boosting's evaluation secure sum, the ring or pairwise masks.
+    secure_sum : {"auto", "ring", "secagg"}
+        ``--secure-sum``: boosting's evaluation secure sum, the ring or pairwise masks; ``auto``
+        pairwise masks for sums of at least :data:`~privfed.common.secagg.SECAGG_FROM` owners.
     seed : int >= 0
         ``--seed``: the public split and partition, and boosting's public group sampling.
     dataset : str; n_samples : int >= 1 or None; test_fraction : float in (0, 1)
@@ -202,7 +203,7 @@ class JobConfig:
     eval_mechanism: str | None = None
     budget_split: str = "epsilon"
     ring_timeout: float | None = None
-    secure_sum: str = "ring"
+    secure_sum: str = "auto"
     seed: int = 0
     dataset: str = "synthetic"
     n_samples: int | None = None

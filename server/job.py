@@ -20,11 +20,11 @@ from privfed.common.messages import (
     TaskSpec,
     total_budget,
 )
-from privfed.common.secagg import SECURE_SUMS
+from privfed.common.secagg import SECURE_SUMS, secure_sum_for
 from privfed.common.secagg.aggregator import SecAggServer
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.masking import MIN_MEMBERS
-from privfed.common.secagg.messages import KeyAdvert, KeyShares, MaskedInput, UnmaskReply
+from privfed.common.secagg.messages import MAX_ROUNDS, KeyAdvert, KeyShares, MaskedInput, ShareKeysRequest, UnmaskReply
 from privfed.common.secagg.ring import new_session_id, ring_peers
 from privfed.common.secagg.session import Phase, RingSession, attempt_timeout
 from privfed.common.validation import check_choice
@@ -43,6 +43,12 @@ round_log = logging.getLogger("privfed.coordinator.rounds")
 SECAGG_ROUNDS = 16
 #: Attempts of one pairwise-mask secure sum before the round fails.
 SECAGG_ATTEMPTS = 3
+#: Keyed pairwise-mask runs the coordinator keeps, as many as an owner node keeps sessions
+#: (:data:`privfed.owner.secagg.KEPT_SESSIONS`): both forget the oldest first.
+KEPT_RUNS = 64
+#: Runs one :meth:`RelayedSecureSum.prepare_secure_sums` keys at most (the first groups): half
+#: of what both sides keep, so runs keyed later by their first sum never evict a prepared one unused.
+PREPARED_RUNS = KEPT_RUNS // 2
 
 
 @dataclass
@@ -67,15 +73,16 @@ class RelayedSecureSum:
     ``open_ring(session, members)``, ``close_ring(session)`` and ``hop_senders(session)`` (the
     senders of the ``HOP`` envelopes relayed in an open session, for stalled-party detection).
 
-    ``secure_sum="secagg"`` runs the pairwise-mask secure sum instead (:meth:`_secagg_sum`), driving
+    ``secure_sum="secagg"`` (or ``"auto"`` for a sum of at least :data:`~privfed.common.secagg.SECAGG_FROM`
+    owners) runs the pairwise-mask secure sum instead (:meth:`_secagg_sum`), driving
     the sans-I/O :class:`~privfed.common.secagg.aggregator.SecAggServer` with the same tasks and
     the same evaluation releases.
     """
 
-    secure_sum_protocol = "ring"
+    secure_sum_protocol = "auto"
     _secagg_runs: tuple[SecAggServer, ...] = ()  # keyed pairwise-mask runs, newest last
 
-    def __init__(self, secure_sum: str = "ring") -> None:
+    def __init__(self, secure_sum: str = "auto") -> None:
         self.secure_sum_protocol = check_choice(secure_sum, name="secure_sum", allowed=SECURE_SUMS)
 
     def run_tasks(self, tasks: list[Task], timeout: float | None = None) -> list[Result]:
@@ -117,9 +124,8 @@ class RelayedSecureSum:
         protocol: str | None = None,
     ) -> RingSum:
         """:meth:`Transport.secure_sum`; ``protocol`` (default: the transport's ``secure_sum``) picks
-        the ring or the pairwise-mask secure sum."""
-        protocol = check_choice(protocol or self.secure_sum_protocol, name="secure_sum", allowed=SECURE_SUMS)
-        if protocol == "secagg":
+        the ring or the pairwise-mask secure sum, ``auto`` by the number of members (:func:`secure_sum_for`)."""
+        if secure_sum_for(protocol or self.secure_sum_protocol, len(ring)) == "secagg":
             return self._secagg_sum(ring, task_for, max_abs=max_abs, round_id=round_id, timeout=timeout)
         t0 = time.perf_counter()
         session = RingSession(ring, timeout=timeout)
@@ -230,46 +236,125 @@ class RelayedSecureSum:
             )
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _key_agreement(
-        self, owners: Sequence[str], max_abs: float, round_id: str, timeout: float | None
-    ) -> SecAggServer:
-        """A keyed run whose members include ``owners`` (same public range, rounds left), or a new one:
-        step 0 (each owner signs a fresh mask key) and step 1 (each seals key shares to its
-        neighbours, given their box keys and, once per node, the members and the nodes'
-        certificates: per owner they would cost O(N) bytes each, O(N^2) a run)."""
+    def prepare_secure_sums(
+        self,
+        groups: Sequence[Sequence[str]],
+        *,
+        max_abs: float,
+        round_id: str = "keys",
+        timeout: float | None = None,
+        protocol: str | None = None,
+    ) -> None:
+        """Key the pairwise-mask runs of a job's planned secure sums in one batch, before its first round.
+
+        ``groups``: the members of each planned sum (boosting: each round's evaluators, public from
+        the start). Each distinct group gets its own run (session id, graph, mask keys), with one
+        self-mask seed per sum of the group plus ``SECAGG_ATTEMPTS - 1`` for attempts again; the
+        steps 0 and 1 of disjoint groups go out as one batch of tasks, so each round then costs only
+        its masked inputs and unmasking (Bonawitz et al. CCS 2017 §4: keys agreed once, each round's
+        masks derived from (pair key, round)). At most :data:`PREPARED_RUNS` groups, the first ones;
+        nothing for a group summed by the ring; a later group, one overlapping another of the
+        batch, or one whose key agreement fails here, is keyed by its first sum instead.
+        """
+        sums: dict[tuple[str, ...], int] = {}
+        for group in groups:
+            if secure_sum_for(protocol or self.secure_sum_protocol, len(set(group))) != "secagg":
+                continue
+            members = tuple(sorted(set(group)))
+            sums[members] = sums.get(members, 0) + 1
+        batch: list[tuple[tuple[str, ...], int]] = []
+        taken: set[str] = set()
+        for members, n in sums.items():
+            if len(batch) == PREPARED_RUNS:  # the rest are keyed by their first sum
+                break
+            if len(members) >= MIN_MEMBERS and taken.isdisjoint(members) and self._keyed(members, max_abs) is None:
+                taken.update(members)
+                batch.append((members, min(MAX_ROUNDS, n + SECAGG_ATTEMPTS - 1)))
+        if batch:
+            self._key_agreements(batch, max_abs, round_id, attempt_timeout(len(taken), timeout), strict=False)
+
+    def _keyed(self, owners: Sequence[str], max_abs: float) -> SecAggServer | None:
+        """A keyed run (same public range, rounds left) in which every one of ``owners`` can take part:
+        still in the run, with ``t`` neighbours among them (owners of its members that are gone,
+        e.g. a node found silent since, may leave too few around some; then keys are agreed anew)."""
         wanted = set(owners)
         for server in reversed(self._secagg_runs):
             if (
                 server.rounds_left > 0
                 and server.fixed_point.max_abs == max_abs
                 and wanted <= server.keyed - server.burned
+                and len(server.participants(owners)) == len(wanted)
             ):
                 return server
-        session = new_session_id()
-        fp = FixedPoint.choose(n_parties=len(owners), max_abs=max_abs)
-        again = any(set(s.members) == wanted for s in self._secagg_runs)
-        server = SecAggServer(session, sorted(owners), fp, rounds=SECAGG_ROUNDS if again else SECAGG_ATTEMPTS)
-        advertise = SecAggKeysTask(session, fp.frac_bits, fp.n_parties, max_abs)
-        results = self.run_tasks(new_tasks(sorted(owners), round_id, advertise), timeout=timeout)
-        requests = server.on_adverts({r.owner_id: r.payload for r in results if isinstance(r.payload, KeyAdvert)})
+        return None
+
+    def _key_agreement(
+        self, owners: Sequence[str], max_abs: float, round_id: str, timeout: float | None
+    ) -> SecAggServer:
+        """A keyed run whose members include ``owners`` (:meth:`_keyed`), or a new one; members keyed
+        before (boosting's ``eval_groups="all"``) share seeds for SECAGG_ROUNDS sums, new ones for
+        SECAGG_ATTEMPTS."""
+        server = self._keyed(owners, max_abs)
+        if server is not None:
+            return server
+        again = any(set(s.members) == set(owners) for s in self._secagg_runs)
+        rounds = SECAGG_ROUNDS if again else SECAGG_ATTEMPTS
+        return self._key_agreements([(tuple(sorted(owners)), rounds)], max_abs, round_id, timeout, strict=True)[0]
+
+    def _key_agreements(
+        self,
+        batch: Sequence[tuple[tuple[str, ...], int]],
+        max_abs: float,
+        round_id: str,
+        timeout: float | None,
+        *,
+        strict: bool,
+    ) -> list[SecAggServer]:
+        """New runs over disjoint member sets ``(members, rounds)``, keyed together: step 0 (each owner
+        signs a fresh mask key) and step 1 (each seals key shares to its neighbours, given their box
+        keys and, once per node and run, the members and the nodes' certificates: per owner they
+        would cost O(N) bytes each, O(N^2) a run) each one batch of tasks for all runs. A run too
+        few owners advertised in raises :class:`RoundFailed` if ``strict``, else is left out."""
+        servers: dict[str, SecAggServer] = {}
+        advertise: dict[str, SecAggKeysTask] = {}
+        for members, rounds in batch:
+            session = new_session_id()
+            fp = FixedPoint.choose(n_parties=len(members), max_abs=max_abs)
+            servers[session] = SecAggServer(session, members, fp, rounds=rounds)
+            advertise[session] = SecAggKeysTask(session, fp.frac_bits, fp.n_parties, max_abs)
+        run_of = {o: session for session, server in servers.items() for o in server.owners}
+        results = self.run_tasks(new_tasks(list(run_of), round_id, lambda o: advertise[run_of[o]]), timeout=timeout)
+        adverts = {r.owner_id: r.payload for r in results if isinstance(r.payload, KeyAdvert)}
+        requests: dict[str, ShareKeysRequest] = {}
+        for session, server in list(servers.items()):
+            try:
+                requests.update(server.on_adverts({o: a for o, a in adverts.items() if run_of[o] == session}))
+            except RoundFailed:
+                if strict:
+                    raise
+                log.warning("secure sum %s: too few mask keys advertised; keyed by its first sum instead", session)
+                del servers[session]
         certificates, sent_to = self.certificates(), set()
 
         def share_keys(owner_id: str) -> SecAggKeysTask:
-            node = self.peer_key(owner_id).node_id
+            session = run_of[owner_id]
+            node = (session, self.peer_key(owner_id).node_id)
             first = node not in sent_to
             sent_to.add(node)
             request = requests[owner_id]
             return replace(
-                advertise,
+                advertise[session],
                 request=request if first else replace(request, members=()),
-                peers=tuple(self.peer_key(v) for v in server.graph[owner_id]),
+                peers=tuple(self.peer_key(v) for v in servers[session].graph[owner_id]),
                 certificates=certificates if first else {},
             )
 
         results = self.run_tasks(new_tasks(list(requests), round_id, share_keys), timeout=timeout)
-        server.on_key_shares({r.owner_id: r.payload for r in results if isinstance(r.payload, KeyShares)})
-        self._secagg_runs = (*self._secagg_runs[-3:], server)
-        return server
+        replies = {r.owner_id: r.payload for r in results if isinstance(r.payload, KeyShares)}
+        for session, server in servers.items():
+            server.on_key_shares({o: k for o, k in replies.items() if run_of[o] == session})
+        self._secagg_runs = (*self._secagg_runs, *servers.values())[-KEPT_RUNS:]
+        return list(servers.values())
 
     def _ring_specs(
         self,

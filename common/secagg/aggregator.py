@@ -147,13 +147,18 @@ class SecAggServer:
                 return around
             live -= short
 
-    def input_requests(self, owners: Sequence[str] | None = None) -> dict[str, InputRequest]:
-        """Step 2 requests of the next round, to ``owners`` (default all) still in the run."""
-        self._expect(Phase.READY, Phase.MASKING, Phase.UNMASKING)
+    def participants(self, owners: Sequence[str] | None = None) -> dict[str, tuple[str, ...]]:
+        """Who of ``owners`` (default all) a round among them would ask, each with its participating
+        neighbours: those still in the run with at least ``t`` such neighbours (until stable)."""
         candidates = (self.keyed - self.burned) & set(self.keyed if owners is None else owners)
+        return self._stable(candidates, candidates)
+
+    def input_requests(self, owners: Sequence[str] | None = None) -> dict[str, InputRequest]:
+        """Step 2 requests of the next round, to :meth:`participants` of ``owners``."""
+        self._expect(Phase.READY, Phase.MASKING, Phase.UNMASKING)
         if self._round + 1 >= self.rounds:
             raise RoundFailed(f"the run's key agreement served its {self.rounds} secure sums; start a new run")
-        self._participants = self._stable(candidates, candidates)
+        self._participants = self.participants(owners)
         self._round += 1
         requests = {}
         for u, near in self._participants.items():

@@ -35,10 +35,9 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 import numpy as np
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from privfed.common.errors import ConfigError
+from privfed.common.secagg.boxes import hkdf_sha256
 
 #: Fewest members of a pairwise-mask secure sum: with two, each learns the other's input from the sum.
 MIN_MEMBERS = 3
@@ -58,7 +57,7 @@ def threshold(k: int) -> int:
     return k // 2 + 1
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=16)
 def neighbour_graph(run_id: str, members: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """Each member's neighbours (sorted) in the run's public random graph (module docstring).
 
@@ -72,20 +71,18 @@ def neighbour_graph(run_id: str, members: tuple[str, ...]) -> dict[str, tuple[st
         return {m: tuple(p for p in members if p != m) for m in members}
     seed = int.from_bytes(hashlib.sha256(b"privfed-secagg-graph\0" + run_id.encode("utf-8")).digest(), "big")
     rng = np.random.default_rng(seed)
-    near: list[set[int]] = [set() for _ in range(n)]
-    for _ in range(k // 2):
-        best: tuple[int, list[tuple[int, int]]] = (n + 1, [])
+    near = np.full((n, k), -1, dtype=np.int64)  # columns 2c, 2c+1: successor, predecessor on cycle c
+    for c in range(k // 2):
+        best, fewest = np.arange(n), n + 1
         for _ in range(_CYCLE_TRIES):  # prefer a cycle that shares no edge with the earlier ones
-            cycle = rng.permutation(n).tolist()
-            edges = list(zip(cycle, cycle[1:] + cycle[:1]))
-            shared = sum(b in near[a] for a, b in edges)
-            best = min(best, (shared, edges), key=lambda pair: pair[0])
+            cycle = rng.permutation(n)
+            shared = int(np.count_nonzero((near[cycle, : 2 * c] == np.roll(cycle, -1)[:, None]).any(axis=1)))
+            if shared < fewest:
+                best, fewest = cycle, shared
             if not shared:
                 break
-        for a, b in best[1]:
-            near[a].add(b)
-            near[b].add(a)
-    return {members[i]: tuple(members[j] for j in sorted(near[i])) for i in range(n)}
+        near[best, 2 * c], near[best, 2 * c + 1] = np.roll(best, -1), np.roll(best, 1)
+    return {members[i]: tuple(members[j] for j in np.unique(near[i]).tolist()) for i in range(n)}
 
 
 def _prg(keys: Sequence[bytes], label: bytes, round_no: int, m: int) -> np.ndarray:
@@ -109,7 +106,7 @@ def pair_key(agreed: bytes, run_id: str, own: str, peer: str) -> bytes:
     """The run's mask key of the pair: ``HKDF(s_{u,v}, salt = run id, info = "pair" ‖ lp(min id) ‖ lp(max id))``."""
     lo, hi = sorted((own, peer))
     info = _PAIR + _lp(lo.encode("utf-8")) + _lp(hi.encode("utf-8"))
-    return HKDF(algorithm=hashes.SHA256(), length=32, salt=run_id.encode("utf-8"), info=info).derive(agreed)
+    return hkdf_sha256(agreed, salt=run_id.encode("utf-8"), info=info)
 
 
 def pair_masks(keys: Mapping[str, bytes], own: str, round_no: int, m: int) -> np.ndarray:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 from functools import lru_cache
+from operator import mul
 
 from privfed.common.errors import ConfigError, RemoteProtocolError
 
@@ -62,7 +63,13 @@ def split(secret: bytes, xs: Sequence[int], threshold: int) -> dict[int, bytes]:
     coefficients = [int.from_bytes(secret, "big")] + [
         int.from_bytes(noise[i : i + _COEFF_BYTES], "big") % PRIME for i in range(0, len(noise), _COEFF_BYTES)
     ]
-    return {x: (sum(c * x**j for j, c in enumerate(coefficients)) % PRIME).to_bytes(SHARE_BYTES, "big") for x in xs}
+    return {x: (sum(map(mul, coefficients, _powers(x, threshold))) % PRIME).to_bytes(SHARE_BYTES, "big") for x in xs}
+
+
+@lru_cache(maxsize=4096)
+def _powers(x: int, t: int) -> tuple[int, ...]:
+    """``(x^0, ..., x^(t-1))``: share points repeat (1..k for every owner), so these are computed once."""
+    return tuple(x**j for j in range(t))
 
 
 @lru_cache(maxsize=4096)

@@ -108,6 +108,14 @@ class BoostingStrategy:
                 resume=self.resume,
             )
         steps = _FederationSteps(self, list(owner_ids), transport, run_id)
+        prepare = getattr(transport, "prepare_secure_sums", None)  # the evaluation groups are public: key them now
+        if prepare is not None:
+            prepare(
+                self.evaluators,
+                max_abs=self.booster.contribution_bound,
+                timeout=self.ring_timeout,
+                protocol=self.secure_sum,
+            )
         model = run_rounds(self.booster, steps, groups, evaluators, self.journal).model
         if self.journal is not None:
             self.journal.finish()

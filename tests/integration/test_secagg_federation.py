@@ -93,32 +93,38 @@ def test_secagg_debits_what_the_ring_debits_at_finite_epsilon(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "victim_owners, attempts",
+    "victim_owners, attempts, when",
     [
-        (6, {1}),  # 10 %: every survivor keeps t of its neighbours, the dropped owners' masks are cancelled
-        (20, {1, 2}),  # a third: the sparse graph may lose t around some survivors; then keyed anew once
+        (6, {1}, "input"),  # 10 %: every survivor keeps t of its neighbours, the dropped owners' masks are cancelled
+        (20, {1, 2}, "input"),  # a third: the sparse graph may lose t around some survivors; then keyed anew once
+        (6, {1}, "keys"),  # found silent before the round: left out of it, the run keyed up front still serves
+        (20, {1}, "keys"),  # too few neighbours left around some: keyed anew among the live ones before asking
     ],
 )
-def test_a_node_killed_after_the_key_agreement_is_recovered(tmp_path, monkeypatch, victim_owners, attempts):
-    """SIGKILL owner-2 once the coordinator holds every key share: its owners never send a masked
-    input, and the round is summed over the others exactly (ε = ∞), without re-running while the
-    survivors hold enough shares."""
+def test_a_node_killed_after_the_key_agreement_is_recovered(tmp_path, monkeypatch, victim_owners, attempts, when):
+    """SIGKILL owner-2 once the coordinator holds every key share (keyed up front, before the first
+    share round), either just then (``keys``: the round's share tasks find the node silent, so its
+    owners are not asked to evaluate) or just before the round's masked inputs (``input``: they
+    never send one, and their masks are cancelled from their neighbours' key shares). The round is
+    summed over the others exactly (ε = ∞), without re-running while the survivors hold enough shares."""
     strategy, _ = _strategy(math.inf, "secagg", ring_timeout=8.0, n_rounds=1)
     split = (N_OWNERS - victim_owners) // 2
     nodes = {"owner-0": f"0:{split}", "owner-1": f"{split}:{N_OWNERS - victim_owners}"}
     nodes["owner-2"] = f"{N_OWNERS - victim_owners}:{N_OWNERS}"
     fed = Federation(tmp_path, node_timeout=2.0)
     killed = []
-    original = SecAggServer.on_key_shares
+    hook = "on_key_shares" if when == "keys" else "input_requests"
+    original = getattr(SecAggServer, hook)
 
-    def kill_after_key_agreement(self, replies):
-        original(self, replies)
+    def kill_after_key_agreement(self, *args):
+        out = original(self, *args)
         if not killed:
             os.kill(victim.pid, signal.SIGKILL)
             victim.wait(10)
             killed.append(sorted(o for o in self.keyed if o.startswith("owner-2")))
+        return out
 
-    monkeypatch.setattr(SecAggServer, "on_key_shares", kill_after_key_agreement)
+    monkeypatch.setattr(SecAggServer, hook, kill_after_key_agreement)
     try:
         for node, shards in nodes.items():
             proc = fed.spawn(node, n_owners=N_OWNERS, shards=shards, budget=math.inf, dataset=DATA)
@@ -132,7 +138,8 @@ def test_a_node_killed_after_the_key_agreement_is_recovered(tmp_path, monkeypatc
     evaluators = strategy.evaluators[0]
     survivors = [o for o in evaluators if not o.startswith("owner-2")]
     assert len(survivors) < len(evaluators), "owner-2 hosts evaluators of the round"
-    assert set(strategy.dropped) == set(evaluators) - set(survivors) and rec["ring_size"] == len(survivors)
+    assert set(strategy.dropped) == (set(evaluators) - set(survivors) if when == "input" else set())
+    assert rec["ring_size"] == len(survivors)
     # The total is exactly the survivors' contributions, recomputed from their rows.
     train, _ = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=480)
     owners = {

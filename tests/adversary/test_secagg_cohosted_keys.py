@@ -1,0 +1,100 @@
+"""A node checks the mask and box keys of its own owners against the ones it holds, not their signatures.
+
+Two real :class:`SecAggDriver` s (the owner node's code, real certificates from ``privfed certs``)
+and a hostile coordinator that swaps a key of an owner hosted on the *same* node as the victim:
+the signature path is skipped for co-hosted neighbours, so the local comparison must refuse it.
+"""
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from privfed.common.errors import RemoteProtocolError
+from privfed.common.ledger import Ledger
+from privfed.common.messages import PeerKey
+from privfed.common.secagg.aggregator import SecAggServer
+from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
+from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.messages import KeyAdvert
+from privfed.owner.boosting import RingDriver
+from privfed.owner.secagg import SecAggDriver
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hostile import cert_key, cert_pem, make_federation_certs  # noqa: E402
+
+SESSION = "run-cohosted"
+
+
+@pytest.fixture
+def federation(tmp_path):
+    certs = make_federation_certs(tmp_path / "certs", owners=2)
+    ca_pem = (certs / "ca.pem").read_bytes()
+    ids = {node: [f"{node}.o{i:05d}" for i in range(4 * j, 4 * j + 4)] for j, node in enumerate(("owner-0", "owner-1"))}
+    keys = {o: generate_private_key() for owners in ids.values() for o in owners}
+    drivers, peers = {}, {}
+    for node, owners in ids.items():
+        signer = cert_key(certs, node)
+        releases = RingDriver({o: keys[o] for o in owners}, ca_pem, Ledger(":memory:", epsilon_budget=1.0))
+        drivers[node] = SecAggDriver(releases, sign=lambda o, s, pk, k=signer: sign_public_key(k, pk, o, s))
+        for o in owners:
+            pk = public_bytes(keys[o])
+            peers[o] = PeerKey(o, node, pk, sign_public_key(signer, pk, o))
+    fp = FixedPoint.choose(n_parties=8, max_abs=10.0)
+    adverts = {o: drivers[node].advertise(o, SESSION, fp) for node, owners in ids.items() for o in owners}
+    server = SecAggServer(SESSION, sorted(adverts), fp, rounds=1)
+    requests = server.on_adverts(adverts)
+    certificates = {node: cert_pem(certs, node) for node in ids}
+    return drivers, peers, requests, server, certificates
+
+
+def _victim(server):
+    """An owner of owner-0 with a neighbour on owner-0 too."""
+    return next(
+        (u, v) for u in server.members if u.startswith("owner-0") for v in server.graph[u] if v.startswith("owner-0")
+    )
+
+
+def test_honest_keys_of_co_hosted_neighbours_are_accepted_without_their_signatures(federation):
+    drivers, peers, requests, server, certificates = federation
+    u, v = _victim(server)
+    request = requests[u]
+    unsigned = tuple(replace(a, signature=b"") if a.owner_id == v else a for a in request.adverts)
+    keys = [replace(peers[w], key_signature=b"") if w == v else peers[w] for w in server.graph[u]]
+    shares = drivers["owner-0"].share_keys(u, SESSION, replace(request, adverts=unsigned), keys, certificates)
+    assert [s.recipient for s in shares.shares] == list(server.graph[u])
+
+
+def test_a_swapped_mask_key_of_a_co_hosted_neighbour_is_refused(federation):
+    drivers, peers, requests, server, certificates = federation
+    u, v = _victim(server)
+    request = requests[u]
+    swapped = public_bytes(generate_private_key())
+    adverts = tuple(KeyAdvert(v, swapped, a.signature) if a.owner_id == v else a for a in request.adverts)
+    keys = [peers[w] for w in server.graph[u]]
+    with pytest.raises(RemoteProtocolError, match="not the one this node drew"):
+        drivers["owner-0"].share_keys(u, SESSION, replace(request, adverts=adverts), keys, certificates)
+
+
+def test_a_swapped_box_key_of_a_co_hosted_neighbour_is_refused(federation):
+    drivers, peers, requests, server, certificates = federation
+    u, v = _victim(server)
+    swapped = public_bytes(generate_private_key())
+    keys = [replace(peers[w], x25519_public_key=swapped) if w == v else peers[w] for w in server.graph[u]]
+    with pytest.raises(RemoteProtocolError, match="not the one this node holds"):
+        drivers["owner-0"].share_keys(u, SESSION, requests[u], keys, certificates)
+
+
+def test_a_neighbour_on_another_node_still_needs_its_signature(federation):
+    drivers, peers, requests, server, certificates = federation
+    u = next(
+        u for u in server.members if u.startswith("owner-0") and any(w.startswith("owner-1") for w in server.graph[u])
+    )
+    v = next(w for w in server.graph[u] if w.startswith("owner-1"))
+    request = requests[u]
+    unsigned = tuple(replace(a, signature=b"\x00" * 70) if a.owner_id == v else a for a in request.adverts)
+    with pytest.raises(RemoteProtocolError):
+        drivers["owner-0"].share_keys(
+            u, SESSION, replace(request, adverts=unsigned), [peers[w] for w in server.graph[u]], certificates
+        )

@@ -1,0 +1,49 @@
+"""The fast paths of the secure-sum primitives give the same bytes as the reference ones."""
+
+import secrets
+
+import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from privfed.common.errors import LocalProtocolError, RemoteProtocolError
+from privfed.common.secagg import shamir
+from privfed.common.secagg.boxes import hkdf_sha256
+
+
+@pytest.mark.parametrize("salt", [b"", b"run-1", b"s" * 100])
+@pytest.mark.parametrize("ikm", [b"", b"k" * 32, b"\x00" * 32])
+def test_hkdf_sha256_is_rfc5869_hkdf(salt, ikm):
+    info = secrets.token_bytes(40)
+    reference = HKDF(algorithm=hashes.SHA256(), length=32, salt=salt or None, info=info).derive(ikm)
+    assert hkdf_sha256(ikm, salt=salt, info=info) == reference
+
+
+def test_shamir_shares_are_the_polynomial_at_each_point_and_any_t_recover_the_secret():
+    secret = secrets.token_bytes(shamir.SECRET_BYTES)
+    shares = shamir.split(secret, range(1, 13), 7)
+    values = {x: int.from_bytes(v, "big") for x, v in shares.items()}
+    # f has degree 6: its 7th finite difference over the points 1..12 is zero mod p
+    diffs = [values[x] for x in range(1, 13)]
+    for _ in range(7):
+        diffs = [(b - a) % shamir.PRIME for a, b in zip(diffs, diffs[1:])]
+    assert set(diffs) == {0}
+    for xs in ((1, 2, 3, 4, 5, 6, 7), (6, 7, 8, 9, 10, 11, 12), (1, 3, 5, 7, 9, 11, 12)):
+        assert shamir.combine({x: shares[x] for x in xs}, 7) == secret
+    with pytest.raises(RemoteProtocolError):
+        shamir.combine({x: shares[x] for x in range(1, 7)}, 7)
+
+
+def test_a_turned_box_is_the_peers_box():
+    """``Box.turned()`` (a node holding both owners' keys) opens and seals as the peer's own box does."""
+    from privfed.common.secagg.boxes import AadFields, Box, generate_private_key, public_bytes
+
+    a, b = generate_private_key(), generate_private_key()
+    ab = Box("owner-0.o1", a, "owner-0.o2", public_bytes(b))
+    ba, turned = Box("owner-0.o2", b, "owner-0.o1", public_bytes(a)), ab.turned()
+    there, back = AadFields("s", "owner-0.o1", "owner-0.o2", "k", 0), AadFields("s", "owner-0.o2", "owner-0.o1", "k", 0)
+    assert (turned.own_id, turned.peer_id) == (ba.own_id, ba.peer_id)
+    assert turned.open(ab.seal(b"x", there), there) == ba.open(ab.seal(b"x", there), there) == b"x"
+    assert ab.open(turned.seal(b"y", back), back) == b"y"
+    with pytest.raises(LocalProtocolError):
+        turned.seal(b"z", there)
