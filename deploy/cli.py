@@ -250,7 +250,11 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
 def _add_data(p: argparse.ArgumentParser, *, dataset_group: argparse._MutuallyExclusiveGroup | None = None) -> None:
     (dataset_group or p).add_argument("--dataset", default="synthetic", help=f"built-in data set: {DATASETS}")
     p.add_argument(
-        "--n-samples", type=int, default=None, help="rows of the synthetic data set (default: the data set's own)"
+        "--n-samples",
+        type=int,
+        default=None,
+        help="rows of the synthetic data set (default: its own 10000; privfed simulate: enough for one "
+        "training row per owner when --owners needs more)",
     )
     p.add_argument("--seed", type=int, default=0, help="split/partition seed (and noise seed with --rng seeded)")
     p.add_argument("--test-fraction", type=float, default=0.2, help="share of the rows in the public test split")

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
+import os
 import subprocess
 import sys
 import threading
@@ -24,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from privfed.common.datasets import Dataset, federation_split
+from privfed.common.datasets import SPLIT_CACHE_ENV, SYNTHETIC_N_SAMPLES, Dataset, federation_split
 from privfed.common.errors import ConfigError, JobAborted, PrivfedError
 from privfed.common.identity import owner_id
 from privfed.common.learners.reference import reference_accuracy
@@ -68,6 +70,14 @@ REFERENCE_LEARNERS = {
 
 #: The keys of a simulation config that are not :class:`JobConfig` fields.
 SIMULATION_KEYS = ("epsilon", "processes", "repeats", "rng", "insecure", "progress", "data")
+
+
+def synthetic_rows(owners: int, test_fraction: float) -> int:
+    """Rows of the synthetic set when ``--n-samples`` is not given: at least
+    :data:`~privfed.common.datasets.SYNTHETIC_N_SAMPLES`, and enough that every one of ``owners`` holds a
+    training row after the split (seed 002 §4.3: 10^4 owners of one row each). One row of slack covers
+    the split's rounding per class (``train_test_split``)."""
+    return max(SYNTHETIC_N_SAMPLES, math.ceil((owners + 1) / (1.0 - test_fraction)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,6 +137,9 @@ class SimulationConfig:
             self.processes, name="--processes", minimum=1, maximum=self.job.owners, fix="need --processes <= --owners"
         )
         check_int(self.repeats, name="--repeats", minimum=1)
+        if self.job.dataset == "synthetic" and self.job.n_samples is None and not self.data:
+            rows = synthetic_rows(self.job.owners, self.job.test_fraction)
+            object.__setattr__(self, "job", self.job.replace(n_samples=rows))
         check_choice(self.rng, name="--rng", allowed=("seeded", "secure"))
 
     @property
@@ -314,9 +327,12 @@ def run_point(
     test: Dataset,
     show_progress: bool,
     schema: FederationSchema,
+    split_cache: Path | None = None,
 ) -> dict[str, Any]:
     """One federation at ``config.epsilon`` and ``config.seed``; ``sim`` says how to start the
-    owner processes. Raises :class:`NodeExited` if a node process exits during the job."""
+    owner processes, which read the built-in data set's split from ``split_cache`` when given
+    (:data:`~privfed.common.datasets.SPLIT_CACHE_ENV`). Raises :class:`NodeExited` if a node
+    process exits during the job."""
     epsilon = config.epsilon
     point_dir.mkdir(parents=True)
     server = CoordinatorServer(
@@ -330,6 +346,7 @@ def run_point(
     logs = [point_dir / f"node{i}.log" for i in range(len(ranges))]
     budget = epsilon
     procs = []
+    env = os.environ | ({SPLIT_CACHE_ENV: str(split_cache)} if split_cache is not None else {})
     try:
         for i, shards in enumerate(ranges):
             with open(logs[i], "w") as logf:
@@ -343,7 +360,7 @@ def run_point(
                     budget=budget,
                     seed=config.seed,
                 )
-                procs.append(subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT))
+                procs.append(subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env))
         strategy = make_strategy(config, n_classes=len(test.classes), bounds=test.bounds)
         watch = NodeWatch(procs, logs, server)
         try:
@@ -415,15 +432,19 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
     if not show_progress:  # no bars on a pipe or a file: one log line per round instead
         logging.getLogger("privfed.coordinator.rounds").setLevel(logging.INFO)
     seeds = [job.seed + r for r in range(config.repeats)]
+    split_cache = None
     if config.data:  # owners' own files: pooled only for the non-private reference, never shipped
         schema, public_test = federation_schema(job)
         if public_test is None:
             raise ConfigError(f'{job.schema}: simulate needs a public test file in the schema (test = "FILE")')
         pooled = _pooled(config.data, schema)
         splits = {s: (pooled, public_test) for s in seeds}
-    else:
+    else:  # computed once here, read by the owner processes with numpy alone
+        split_cache = run_dir / "splits"
         splits = {
-            s: federation_split(job.dataset, seed=s, test_fraction=job.test_fraction, n_samples=job.n_samples)
+            s: federation_split(
+                job.dataset, seed=s, test_fraction=job.test_fraction, n_samples=job.n_samples, cache_dir=split_cache
+            )
             for s in seeds
         }
     train0, test0 = splits[job.seed]
@@ -464,7 +485,14 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
             for s in seeds:
                 point_dir = run_dir / f"eps-{eps:g}" / (f"seed-{s}" if config.repeats > 1 else "")
                 run = run_point(
-                    config, job.replace(epsilon=eps, seed=s), point_dir, certs, splits[s][1], show_progress, schema
+                    config,
+                    job.replace(epsilon=eps, seed=s),
+                    point_dir,
+                    certs,
+                    splits[s][1],
+                    show_progress,
+                    schema,
+                    split_cache,
                 )
                 spent_file = write_json(point_dir / "epsilon_spent.json", run.pop("_spent"))
                 run["epsilon_spent"]["per_owner_file"] = str(spent_file.relative_to(run_dir))

@@ -1,0 +1,30 @@
+"""privfed simulate's synthetic set grows with --owners: every owner gets a training row by default."""
+
+from __future__ import annotations
+
+import pytest
+
+from privfed.common.datasets import SYNTHETIC_N_SAMPLES, federation_split
+from privfed.deploy.cli import build_parser, simulation_config
+from privfed.deploy.simulate import synthetic_rows
+
+
+@pytest.mark.parametrize("owners", [5, 8000, 10000, 12345])
+@pytest.mark.parametrize("test_fraction", [0.2, 0.3])
+def test_default_synthetic_rows_leave_a_training_row_per_owner(owners, test_fraction):
+    rows = synthetic_rows(owners, test_fraction)
+    assert rows >= SYNTHETIC_N_SAMPLES
+    train, _ = federation_split("synthetic", seed=0, test_fraction=test_fraction, n_samples=rows)
+    assert train.n >= owners
+    assert rows <= max(SYNTHETIC_N_SAMPLES, owners / (1 - test_fraction) + 3)  # no more than the slack
+
+
+def _config(*extra: str):
+    return simulation_config(build_parser().parse_args(["simulate", "--task", "bdt", "--processes", "2", *extra]))
+
+
+def test_simulate_sizes_the_synthetic_set_from_owners_unless_told():
+    assert _config("--owners", "10000").job.n_samples == synthetic_rows(10000, 0.2)
+    assert _config("--owners", "100").job.n_samples == SYNTHETIC_N_SAMPLES
+    assert _config("--owners", "10000", "--n-samples", "25000").job.n_samples == 25000
+    assert _config("--owners", "100", "--dataset", "digits").job.n_samples is None
