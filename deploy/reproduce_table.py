@@ -14,9 +14,11 @@ Papers: seed 002 (Wang & Chang, *Privacy-Preserving Boosting in the Local Settin
 from __future__ import annotations
 
 import math
+import operator
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 Value = float | list[float]
 #: A key, a list index (negative: from the end), or a tuple of keys/indices: one value each (a list).
@@ -82,35 +84,29 @@ class AtLeast:
     name: str
     met: float
     close: float
+    #: The comparison every value must pass; :class:`AtMost` turns it around.
+    op: ClassVar[str] = ">="
 
     def names(self) -> tuple[str, ...]:
         return (self.name,)
 
     def text(self) -> str:
-        return f"met if {self.name} >= {self.met:g} (every value); close if >= {self.close:g}; else not met"
+        return (
+            f"met if {self.name} {self.op} {self.met:g} (every value); close if {self.op} {self.close:g}; else not met"
+        )
 
     def __call__(self, values: Mapping[str, Value]) -> str:
-        worst = min(_as_list(values[self.name]))
-        return MET if worst >= self.met else CLOSE if worst >= self.close else NOT_MET
+        passes = operator.ge if self.op == ">=" else operator.le
+        vals = _as_list(values[self.name])
+        worst = min(vals) if self.op == ">=" else max(vals)
+        return MET if passes(worst, self.met) else CLOSE if passes(worst, self.close) else NOT_MET
 
 
 @dataclass(frozen=True)
-class AtMost:
+class AtMost(AtLeast):
     """Met when the largest value of ``name`` is <= ``met``; close when <= ``close``."""
 
-    name: str
-    met: float
-    close: float
-
-    def names(self) -> tuple[str, ...]:
-        return (self.name,)
-
-    def text(self) -> str:
-        return f"met if {self.name} <= {self.met:g} (every value); close if <= {self.close:g}; else not met"
-
-    def __call__(self, values: Mapping[str, Value]) -> str:
-        worst = max(_as_list(values[self.name]))
-        return MET if worst <= self.met else CLOSE if worst <= self.close else NOT_MET
+    op: ClassVar[str] = "<="
 
 
 @dataclass(frozen=True)
