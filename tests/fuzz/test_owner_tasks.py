@@ -126,17 +126,24 @@ def test_mutated_tasks_are_refused_and_nothing_is_lost(coordinator, node):
             assert r.owner_id == awaited[r.task_id]
 
     batch()
+    assert_still_serving(coordinator, node, hosted[2], d=D)  # also lets results still in flight arrive
     releases = {tid: r for tid, r in answered.items() if kind(r) in RELEASES}
+    # Every boosting share that reached the coordinator, awaited or not: a share first released
+    # under a task nobody awaited (a mutated seed task) is the debited original a later task gets again.
+    every_share = [r for r in coordinator.results if kind(r) == "boost_share"]
     for owner_id in hosted:
         history = ledger_history(node.ledger, owner_id)
         debited = {h["release_id"].split("#")[0].split(":")[0] for h in history}
-        first_shares = {}  # a boosting run's share, by its bytes: a repeat must be the debited one
+
+        def is_debited(tid: str) -> bool:
+            return tid in debited or any(h["release_id"].startswith(tid) for h in history)
+
+        # a boosting run's share, by its bytes: a repeat must be the debited one
+        first_shares = {
+            r.boost_share.SerializeToString() for r in every_share if r.owner_id == owner_id and is_debited(r.task_id)
+        }
         for tid, r in releases.items():
-            if r.owner_id != owner_id:
-                continue
-            if tid in debited or any(h["release_id"].startswith(tid) for h in history):
-                if kind(r) == "boost_share":
-                    first_shares[r.boost_share.SerializeToString()] = tid
+            if r.owner_id != owner_id or is_debited(tid):
                 continue
             # not debited under its own id: only a boosting share sent again (the same bytes as
             # the debited share of its run; handlers.LocalOwner.boost_released) may be that
@@ -148,4 +155,3 @@ def test_mutated_tasks_are_refused_and_nothing_is_lost(coordinator, node):
         assert all(math.isfinite(h["epsilon"]) for h in history if not h["nonprivate"])
     refused = sum(kind(r) == "refusal" for r in answered.values())
     assert refused > 0, "no mutated task was refused: the fuzzer is not reaching validation"
-    assert_still_serving(coordinator, node, hosted[2], d=D)
