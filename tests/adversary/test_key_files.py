@@ -152,12 +152,19 @@ out, report = sys.argv[1], sys.argv[2]
 os.umask(0o022)
 from privfed.common.ledger import Ledger
 from privfed.server.journal import Journal
-seen = {}
+seen, busy = {}, []
 
 def hook(event, args):
-    for name in os.listdir(out):
-        st = os.lstat(os.path.join(out, name))
-        seen.setdefault(name, set()).add(st.st_mode & 0o777)
+    if busy:  # listing the directory raises audit events of its own
+        return
+    busy.append(1)
+    try:
+        for entry in os.scandir(out):
+            seen.setdefault(entry.name, set()).add(entry.stat(follow_symlinks=False).st_mode & 0o777)
+    except FileNotFoundError:  # a -journal file deleted while listing
+        pass
+    finally:
+        busy.clear()
 
 sys.addaudithook(hook)
 with Ledger(os.path.join(out, "owner-0.sqlite"), epsilon_budget=1.0) as ledger:
