@@ -57,13 +57,15 @@ else:   # the compose path: CA + coordinator pair, then an owner makes its own k
     import threading
     from pathlib import Path
     from privfed.deploy import enroll
+    from privfed.deploy.owner_entry import claim_slot
     root_p = Path(out)
     enroll.init(root_p / "pki", root_p / "coordinator", root_p / "exchange")
+    _, lock = claim_slot(root_p / "exchange" / "slots", 1)
     box = {}
     t = threading.Thread(target=lambda: box.setdefault("dir", enroll.enroll(
-        root_p / "exchange", root_p / "tls", "owner-0", timeout=60)))
+        root_p / "exchange", root_p / "tls", "owner-0", lock, timeout=60)))
     t.start()
-    enroll.sign(root_p / "pki", root_p / "exchange", ["owner-0"], timeout=60)
+    enroll.sign(root_p / "pki", root_p / "exchange", root_p / "exchange" / "slots", 1, timeout=60)
     t.join()
     code = 0 if "dir" in box else 1
 hook("end", ())
