@@ -74,7 +74,9 @@ class WireSession:
         ring = RingSpec(self.session, (), self.fp.frac_bits, self.fp.n_parties, MAX_ABS, (), {})
         self.evaluate = BoostEvaluateTask(config, empty_history(0), grid_stump(0, 1, 2), ring)
         self.certificates = {
-            r.node_id: bytes(r.request.node_certificate) for r in coordinator.registrations if r.request.node_certificate
+            r.node_id: bytes(r.request.node_certificate)
+            for r in coordinator.registrations
+            if r.request.node_certificate
         }
 
     def run(self, specs: dict[str, object]) -> dict[str, Result]:
@@ -172,7 +174,11 @@ def test_rekeying_neighbours_does_not_unmask_a_target(coordinator, owners):
     print(
         f"\nre-key attack: t = {t} of k = {len(near)}, 0 colluders; step-0 answers {_codes(step0)}; "
         f"steps 1-3 {_codes(step1)} {_codes(step2)} {_codes(replies)}; key shares of the target obtained: {len(key_shares)}; "
-        + ("nothing recovered" if recovered is None else f"recovered {recovered}, truth {truth}: |difference| = {np.abs(recovered - truth).max()}")
+        + (
+            "nothing recovered"
+            if recovered is None
+            else f"recovered {recovered}, truth {truth}: |difference| = {np.abs(recovered - truth).max()}"
+        )
     )
     assert not fresh, f"a second step 0 for a keyed session was answered: {sorted(fresh)}"
     assert set(_codes(step0).values()) == {"already_released"}

@@ -124,7 +124,9 @@ class Federation:
         sealed = tuple(self.sealed[session][(v, owner)] for v in near)
         self.attempt(self.masked_input, session, owner, InputRequest(round_no, near, sealed))
         gone = tuple(v for v in near if v in dropped)
-        self.attempt(self.unmask, session, owner, UnmaskRequest(round_no, tuple(v for v in near if v not in gone), gone))
+        self.attempt(
+            self.unmask, session, owner, UnmaskRequest(round_no, tuple(v for v in near if v not in gone), gone)
+        )
 
 
 HOLDERS = st.sampled_from([MEMBERS[0], MEMBERS[-1]])  # one per node: attacks on one holder meet more often
