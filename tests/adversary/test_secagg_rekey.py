@@ -133,8 +133,11 @@ def test_rekeying_neighbours_does_not_unmask_a_target(coordinator, owners):
     """Measured on main at bd5ff64 (before the fix): with 6 one-row owners on 2 nodes (complete
     graph, k = 5, t = 3) and 0 colluding owners, re-keying 3 neighbours gave 3 shares of the
     target's mask key; its public key matched the target's advert, and ``y_u`` minus the recovered
-    masks equalled ``total_0 - total_1`` to 0.0 (both coordinates, exactly). The re-keyed
-    neighbours' evaluations came from their cache: no ledger entry beyond the honest rounds'."""
+    masks was (-15.32115078, -6.05494308), equal to ``total_0 - total_1`` to 0.0 (both
+    coordinates, exactly). The re-keyed neighbours' evaluations came from their cache: one ledger
+    entry per owner, the honest rounds'. Now: the 3 second step 0s are refused
+    (``already_released``), the steps after them fail the first machines (``invalid_task``), and no
+    key share of the target comes back."""
     nodes = [owners(name, *X[name]) for name in X]
     members = sorted(o for node in nodes for o in node.owner_ids)
     wire = WireSession(coordinator, members)
