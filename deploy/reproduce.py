@@ -20,6 +20,7 @@ import argparse
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -119,9 +120,10 @@ def _argv(args: tuple[str, ...], data: Path | None) -> list[str]:
     return [a.replace("{data}", str(data)) for a in args]
 
 
-def execute(run: Run, timeout: float, threads: int | None = None) -> None:
+def execute(run: Run, timeout: float, threads: int | None = None, stop: threading.Event | None = None) -> None:
     """Run ``run.argv`` as ``python -m privfed.deploy.cli ...``, its output in ``run.out/../<name>.log``;
-    wall and CPU time are this child's own (``os.wait4``), whatever else runs beside it."""
+    wall and CPU time are this child's own (``os.wait4``), whatever else runs beside it. The child
+    is killed after ``timeout`` seconds, or as soon as ``stop`` is set (the report was interrupted)."""
     run.out.mkdir(parents=True, exist_ok=True)
     log = run.out.with_suffix(".log")
     env = os.environ | {"MPLBACKEND": "Agg"}
@@ -136,10 +138,11 @@ def execute(run: Run, timeout: float, threads: int | None = None) -> None:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
-            if time.perf_counter() - start > timeout:
+            stopped = stop is not None and stop.is_set()
+            if stopped or time.perf_counter() - start > timeout:
                 proc.kill()
                 pid, status, usage = os.wait4(proc.pid, 0)
-                run.error = f"timed out after {timeout:g} s (--timeout)"
+                run.error = "interrupted" if stopped else f"timed out after {timeout:g} s (--timeout)"
                 break
             time.sleep(0.1)
         proc.returncode = run.returncode = -1 if run.error else os.waitstatus_to_exitcode(status)
@@ -214,11 +217,15 @@ def reproduce(
     started, total = time.perf_counter(), len(runs)
     order = sorted(runs.values(), key=lambda r: "feddpdr" not in r.argv[1])  # the long ones first
 
+    stop = threading.Event()
+
     def one(item: tuple[int, Run]) -> None:
         i, run = item
+        if stop.is_set():
+            return
         tag = f"[{i:>2}/{total}]"
         print(f"{tag} start  {run.out.name}: privfed {' '.join(run.argv)}", flush=True)
-        execute(run, timeout, threads=1 if jobs > 1 else None)
+        execute(run, timeout, threads=1 if jobs > 1 else None, stop=stop)
         state = "done  " if run.returncode == 0 else "FAILED"
         print(
             f"{tag} {state} {run.out.name} in {run.seconds:.1f} s, CPU {run.cpu_seconds:.1f} s "
@@ -226,8 +233,12 @@ def reproduce(
             flush=True,
         )
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
         list(pool.map(one, enumerate(order, 1)))
+    finally:  # also on SIGTERM (SystemExit) or Ctrl-C: no new experiment starts, running ones are killed
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
     outcomes = []
     for section in sections:
         if section.key in skipped:

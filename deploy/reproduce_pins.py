@@ -45,7 +45,7 @@ HEADLINES: tuple[tuple[str, str, str], ...] = (
     ("boosted-ncc", "clear eps=5, round 10", LOWER),
     ("feddpdr-epsilon", "FedDPDR-DPML (ours)", HIGHER),
     ("feddpdr-epsilon", "FedDPDR-DPML (paper's)", HIGHER),
-    ("feddpdr-epsilon", "paper's Non-Priv (PCA-20 + SVM)", HIGHER),
+    ("feddpdr-epsilon", "paper's Non-Priv (PCA-20 + linear SVM)", HIGHER),
     ("nullspace-attack", "CP clean+attack (ours)", HIGHER),
 )
 

@@ -22,7 +22,7 @@ A claim about several values at once ("PM above Duchi at every ε") is met when 
 clears its side (an intersection-union test: its level is the level of each interval, no
 multiplicity correction is needed) and not met as soon as one interval clears the other side.
 
-Pure: numpy and scipy only.
+Pure: numpy, and scipy imported where an interval is computed.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 MET, NOT_MET, INCONCLUSIVE = "met", "not met", "inconclusive"
 VERDICTS = (MET, NOT_MET, INCONCLUSIVE)
@@ -68,6 +67,8 @@ def mean_interval(values: Sequence[float], level: float = LEVEL) -> Interval:
     mean = float(x.mean())
     if x.size == 1:
         return Interval(mean, -math.inf, math.inf, 1)
+    from scipy import stats  # not at import: ``privfed owner`` builds the CLI and must stay lean
+
     half = float(stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
     return Interval(mean, mean - half, mean + half, int(x.size))
 
@@ -77,6 +78,8 @@ def proportion_interval(outcomes: Sequence[float], level: float = LEVEL) -> Inte
     x = np.asarray(outcomes, dtype=np.float64)
     if x.ndim != 1 or x.size == 0 or not np.all((x == 0) | (x == 1)):
         raise ValueError(f"need one or more 0/1 outcomes, got {outcomes!r}")
+    from scipy import stats
+
     n, p = int(x.size), float(x.mean())
     z = float(stats.norm.ppf(0.5 + level / 2))
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)

@@ -15,4 +15,5 @@ EXPERIMENTS = {
     "ncc-epsilon": "privfed.deploy.experiments.ldp_models",
     "mechanism-mse": "privfed.deploy.experiments.ldp_models",
     "select-map": "privfed.deploy.experiments.map_selection",
+    "pca-svm": "privfed.deploy.experiments.baselines",
 }
