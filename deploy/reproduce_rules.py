@@ -12,7 +12,7 @@ and the evidence, each number with its unit and interval.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -291,6 +291,14 @@ class Section:
 
     def command(self, key: str) -> Command:
         return next(c for c in self.commands if c.key == key)
+
+
+def pipelines(
+    text: str, rule: Callable[[str], Rule], paper: tuple[str, ...], ours: tuple[str, ...]
+) -> tuple[Claim, Claim]:
+    """``text`` tested on the paper's pipeline and on ours: ``rule(who)`` reads that pipeline's numbers,
+    labelled ``(paper's)`` or ``(ours)``; ``paper`` and ``ours`` are each pipeline's deviations."""
+    return Claim(PAPER, text, rule("paper's"), paper), Claim(OURS, text, rule("ours"), ours)
 
 
 P002 = "seed 002 (Wang & Chang, LDP boosting)"

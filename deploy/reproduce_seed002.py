@@ -240,7 +240,7 @@ def _bdt(key: str, dataset: str, title: str, where: str, quote: str, data_note: 
     """Boosted stumps at eps = 5 after 10 rounds, ours (signs) and the paper's (PM on cross tables)."""
     full, quick = (
         f"experiment bdt-error --datasets {dataset} --runs {runs}",
-        f"experiment bdt-error --datasets {dataset} --quick --runs 5",
+        f"experiment bdt-error --datasets {dataset} --quick --runs 20",
     )  # noqa: E501
     table = "--stump-encoding table --mechanisms pm --epsilon 5"
     q = [
@@ -312,12 +312,12 @@ BOOSTED_NCC = Section(
     commands=(
         Command(
             "experiment boosted-ncc --datasets mnist-box --labels clear --runs 10",
-            "experiment boosted-ncc --datasets mnist-box --labels clear --quick --runs 5",
+            "experiment boosted-ncc --datasets mnist-box --labels clear --quick --runs 20",
             key="paper",
         ),
         Command(
             "experiment boosted-ncc --datasets mnist-box --labels joint --runs 10",
-            "experiment boosted-ncc --datasets mnist-box --labels joint --quick --runs 5",
+            "experiment boosted-ncc --datasets mnist-box --labels joint --quick --runs 20",
         ),
     ),  # fmt: skip
     quantities=(

@@ -9,18 +9,7 @@ experiment's defaults; :mod:`privfed.deploy.experiments.nullspace` says why).
 
 from __future__ import annotations
 
-from privfed.deploy.reproduce_rules import (
-    EVERY,
-    OURS,
-    P003,
-    PAPER,
-    AtLeast,
-    Better,
-    Claim,
-    Command,
-    Quantity,
-    Section,
-)
+from privfed.deploy.reproduce_rules import EVERY, P003, AtLeast, Better, Command, Quantity, Section, pipelines
 
 CP = "CP (fraction of test rows)"
 PAPER_FLAGS = "--method generalized --adversary lstsq"
@@ -70,9 +59,11 @@ NULLSPACE_CLEAN = Section(
     "'typically the adversary would be no more advantageous using the cleaned feature vector'",
     commands=_command(1),
     quantities=(*_both("clean", "CP clean"), _raw()),
-    claims=(
-        Claim(PAPER, "CP of cleaned rows above 0.5 (wq 1/13: 52.6 %)", AtLeast("CP clean (paper's)", 0.5), PAPER_DEV),
-        Claim(OURS, "CP of cleaned rows above 0.5 (wq 1/13: 52.6 %)", AtLeast("CP clean (ours)", 0.5), OURS_DEV),
+    claims=pipelines(
+        "CP of cleaned rows above 0.5 (wq 1/13: 52.6 %)",
+        lambda who: AtLeast(f"CP clean ({who})", 0.5),
+        PAPER_DEV,
+        OURS_DEV,
     ),
     lines=("CP of raw rows",),
     notes=(
@@ -91,17 +82,12 @@ NULLSPACE_ATTACK = Section(
     quote="with attack, eps = 0.01: wq 1/13 CP 48.9 %, e_privacy 0.308; scene 1/5 CP 51.0 %, e_privacy 0.289",
     commands=_command(1),
     quantities=(*_both("clean_attack", "CP clean+attack"), _raw()),
-    claims=(
-        Claim(
-            PAPER,
-            "CP with the attack above 0.45 (wq 1/13: 48.9 %)",
-            AtLeast("CP clean+attack (paper's)", 0.45),
-            PAPER_DEV,
-        ),
-        Claim(
-            OURS, "CP with the attack above 0.45 (wq 1/13: 48.9 %)", AtLeast("CP clean+attack (ours)", 0.45), OURS_DEV
-        ),
-    ),  # fmt: skip
+    claims=pipelines(
+        "CP with the attack above 0.45 (wq 1/13: 48.9 %)",
+        lambda who: AtLeast(f"CP clean+attack ({who})", 0.45),
+        PAPER_DEV,
+        OURS_DEV,
+    ),
     lines=("CP of raw rows",),
     notes=NOTES,
     plots=("cp.png",),
@@ -120,20 +106,12 @@ def _laplace(desired: int, paper_rows: str) -> Section:
         "Laplace mechanism'",
         commands=_command(desired),
         quantities=(*_both("clean_attack", "CP clean+attack"), *_both("laplace", "CP Laplace"), _raw()),
-        claims=(
-            Claim(
-                PAPER,
-                "CP of cleaning with the attack above CP of Laplace at equal e_utility",
-                Better((("CP clean+attack (paper's)", "CP Laplace (paper's)"),)),
-                PAPER_DEV,
-            ),
-            Claim(
-                OURS,
-                "CP of cleaning with the attack above CP of Laplace at equal e_utility",
-                Better((("CP clean+attack (ours)", "CP Laplace (ours)"),)),
-                OURS_DEV,
-            ),
-        ),  # fmt: skip
+        claims=pipelines(
+            "CP of cleaning with the attack above CP of Laplace at equal e_utility",
+            lambda who: Better(((f"CP clean+attack ({who})", f"CP Laplace ({who})"),)),
+            PAPER_DEV,
+            OURS_DEV,
+        ),
         lines=("CP of raw rows",),
         notes=(*NOTES, "the comparison is with Laplace against the fixed predictor, as the paper's figure"),
         plots=("cp.png",),

@@ -17,18 +17,20 @@ names :data:`FED`, :data:`NON_PRIV`, :data:`DPML`, :data:`DPDR`, and the paths
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from privfed.deploy.reproduce_rules import (
-    OURS,
     P004,
-    PAPER,
     SIMILAR,
     Better,
     Claim,
     Command,
     PathStep,
     Quantity,
+    Rule,
     Section,
     Similar,
+    pipelines,
 )
 
 ACC, SECONDS = "accuracy", "fit seconds"
@@ -99,6 +101,10 @@ def _beats(setting: int, tag: str) -> tuple[Quantity, ...]:
     )
 
 
+def _claims(text: str, rule: Callable[[str], Rule]) -> tuple[Claim, Claim]:
+    return pipelines(text, rule, PAPER_DEV, OURS_DEV)
+
+
 def _better(who: str, tags: tuple[str, ...], others: tuple[str, ...] = (DPML, DPDR)) -> Better:
     return Better(tuple((f"{FED} ({who}){t}", f"{o} ({who}){t}") for t in tags for o in others))
 
@@ -112,12 +118,7 @@ FEDDPDR_K = Section(
     "... FedDPDR-DPML has the best accuracy on all datasets' (eps = 0.1, n = 10,000, N = 5)",
     commands=_cmd("feddpdr-k"),
     quantities=(*_beats(AT_K20, ""), _paper_nonpriv(), _implemented_nonpriv(AT_K20), _chance()),
-    claims=(
-        Claim(
-            PAPER, "FedDPDR-DPML above DPML and DPDR-DPML (mean party) at k = 20", _better("paper's", ("",)), PAPER_DEV
-        ),
-        Claim(OURS, "FedDPDR-DPML above DPML and DPDR-DPML (mean party) at k = 20", _better("ours", ("",)), OURS_DEV),
-    ),  # fmt: skip
+    claims=_claims("FedDPDR-DPML above DPML and DPDR-DPML (mean party) at k = 20", lambda who: _better(who, ("",))),
     lines=("chance", NON_PRIV_PAPER, "Non-Priv of the paper's pipeline as implemented (lambda 0.01)"),
     notes=("k grid 5, 10, 20, 50, 100 (quick 5..50); the claim is tested at the paper's k = 20",),
     plots=("accuracy.png",),
@@ -151,20 +152,10 @@ FEDDPDR_EPSILON = Section(
         _implemented_nonpriv(AT_N_EPS),
         _chance(),
     ),
-    claims=(
-        Claim(
-            PAPER,
-            f"FedDPDR-DPML within ±{SIMILAR:g} of the paper's Non-Priv at n*eps",
-            Similar(f"{FED} (paper's)", NON_PRIV_PAPER, SIMILAR),
-            PAPER_DEV,
-        ),
-        Claim(
-            OURS,
-            f"FedDPDR-DPML within ±{SIMILAR:g} of the paper's Non-Priv at n*eps",
-            Similar(f"{FED} (ours)", NON_PRIV_PAPER, SIMILAR),
-            OURS_DEV,
-        ),
-    ),  # fmt: skip
+    claims=_claims(
+        f"FedDPDR-DPML within ±{SIMILAR:g} of the paper's Non-Priv at n*eps",
+        lambda who: Similar(f"{FED} ({who})", NON_PRIV_PAPER, SIMILAR),
+    ),
     lines=(
         "chance",
         NON_PRIV_PAPER,
@@ -197,20 +188,10 @@ FEDDPDR_N = Section(
         _paper_nonpriv(),
         _chance(),
     ),  # fmt: skip
-    claims=(
-        Claim(
-            PAPER,
-            "FedDPDR-DPML above DPML at the smallest and the largest n",
-            _better("paper's", (" n smallest", " n largest"), (DPML,)),
-            PAPER_DEV,
-        ),
-        Claim(
-            OURS,
-            "FedDPDR-DPML above DPML at the smallest and the largest n",
-            _better("ours", (" n smallest", " n largest"), (DPML,)),
-            OURS_DEV,
-        ),
-    ),  # fmt: skip
+    claims=_claims(
+        "FedDPDR-DPML above DPML at the smallest and the largest n",
+        lambda who: _better(who, (" n smallest", " n largest"), (DPML,)),
+    ),
     lines=("chance", NON_PRIV_PAPER),
     notes=("n grid 100, 200, 400, 500, 800 (quick 71, 143, 287): capped at the rows per party the data has",),
     plots=("accuracy.png",),
@@ -233,30 +214,15 @@ FEDDPDR_UNEVEN = Section(
         _paper_nonpriv(),
         _chance(),
     ),  # fmt: skip
-    claims=(
-        Claim(
-            PAPER,
-            f"FedDPDR-DPML within ±{SIMILAR:g} of the paper's Non-Priv on every set",
-            Similar(
-                f"{FED} (paper's) set 1",
-                NON_PRIV_PAPER,
-                SIMILAR,
-                more=tuple((f"{FED} (paper's) set {i}", NON_PRIV_PAPER) for i in (2, 3)),
-            ),
-            PAPER_DEV,
+    claims=_claims(
+        f"FedDPDR-DPML within ±{SIMILAR:g} of the paper's Non-Priv on every set",
+        lambda who: Similar(
+            f"{FED} ({who}) set 1",
+            NON_PRIV_PAPER,
+            SIMILAR,
+            more=tuple((f"{FED} ({who}) set {i}", NON_PRIV_PAPER) for i in (2, 3)),
         ),
-        Claim(
-            OURS,
-            f"FedDPDR-DPML within ±{SIMILAR:g} of the paper's Non-Priv on every set",
-            Similar(
-                f"{FED} (ours) set 1",
-                NON_PRIV_PAPER,
-                SIMILAR,
-                more=tuple((f"{FED} (ours) set {i}", NON_PRIV_PAPER) for i in (2, 3)),
-            ),
-            OURS_DEV,
-        ),
-    ),  # fmt: skip
+    ),
     lines=("chance", NON_PRIV_PAPER),
     notes=(
         "the paper's uneven sizes scaled down to the training rows, ratios kept; the Non-Priv baseline uses all "
@@ -278,20 +244,10 @@ FEDDPDR_TIME = Section(
         for run, who in (("ours", "ours"), ("paper", "paper's"))
         for m in (FED, DPML)
     ),
-    claims=(
-        Claim(
-            PAPER,
-            "FedDPDR-DPML fits faster than DPML",
-            Better(((f"{FED} (paper's) s", f"{DPML} (paper's) s"),), lower=True),
-            PAPER_DEV,
-        ),
-        Claim(
-            OURS,
-            "FedDPDR-DPML fits faster than DPML",
-            Better(((f"{FED} (ours) s", f"{DPML} (ours) s"),), lower=True),
-            OURS_DEV,
-        ),
-    ),  # fmt: skip
+    claims=_claims(
+        "FedDPDR-DPML fits faster than DPML",
+        lambda who: Better(((f"{FED} ({who}) s", f"{DPML} ({who}) s"),), lower=True),
+    ),
     notes=("owners fit one after another in one process; wall seconds on a possibly shared machine",),
     plots=("fit_seconds.png",),
 )

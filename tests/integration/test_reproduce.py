@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -130,6 +132,34 @@ def test_bad_flags_are_one_line_errors(
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r" / "runs").exists()  # nothing ran
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and text in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_sigterm_stops_the_running_experiments(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "privfed.deploy.cli", "reproduce", "--quick", "--only", "feddpdr-k", "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not list(out.glob("runs/*.log")) and time.monotonic() < deadline:
+        time.sleep(0.1)  # an experiment has started
+    assert [c for c in _processes_mentioning(str(out / "runs")) if c != parent.pid], "no experiment started"
+    parent.send_signal(signal.SIGTERM)
+    parent.wait(timeout=30)
+    time.sleep(0.5)
+    assert _processes_mentioning(str(out / "runs")) == []  # no experiment outlives the report
 
 
 # ---------------------------------------------------------------------------- the whole quick report (CI)
