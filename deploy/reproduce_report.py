@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from privfed.deploy.reproduce_rules import SIMILAR
 from privfed.deploy.reproduce_stats import LEVEL
 from privfed.deploy.reproduce_table import NOT_AVAILABLE, OK
 from privfed.server.report import write_json
@@ -33,7 +34,7 @@ VERDICT_RULES = (
     "fresh noise): 'met' means the interval clears the paper's claim, 'not met' that it clears the other side, "
     "'inconclusive' anything else. A mean over seeds has Student's t interval; a hit rate Wilson's interval over "
     "the runs; a comparison ('lower than', 'above', 'similar to') is the interval of the per-seed paired "
-    "differences; 'similar' means within ±0.03 (the papers give no number). A claim over several values is met "
+    f"differences; 'similar' means within ±{SIMILAR:g} (the papers give no number). A claim over several values is met "
     "when every interval clears and not met when one clears the other side. Every section runs the paper's own "
     "pipeline and, where privfed's default differs, ours beside it; each number carries its unit and, next to "
     "it, every way its pipeline differs from the paper. 'not available' means this build has no experiment or "
