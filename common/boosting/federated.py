@@ -227,7 +227,7 @@ from privfed.common.learners.ncc import (
     split_label_budget,
 )
 from privfed.common.learners.samme import SammeDecision, SammeStep, samme_decide, samme_update
-from privfed.common.learners.stump import Stump, binarize, select_stump, thresholds
+from privfed.common.learners.stump import Stump, binarize, check_split_points, select_stump, thresholds
 from privfed.common.learners.stump_encodings import (
     STUMP_ENCODINGS,
     RowEncoding,
@@ -590,7 +590,10 @@ class FederatedBoosting:
     group_size : int or None
         Owners per round; default ``n_owners // n_rounds``.
     n_bins : int >= 2
-        Stumps: ``B``, thresholds ``lo + b (hi - lo) / B`` (SPEC §6). Default 2 (the midpoint).
+        Stumps: ``B``, thresholds ``lo + b (hi - lo) / B`` (SPEC §6), or ``split_points``. Default 2.
+    split_points : (d, n_bins - 1) thresholds or None
+        Stumps: public thresholds chosen before the run, e.g. LDP quantiles from a group of owners
+        that takes no other part (:mod:`privfed.common.learners.split_points`); None: equal-width.
     weight_bound : float > 0
         Public bound on an owner's total weight (stump) or a row's weight (NCC), in rows (weights
         have mean 1). Larger weights are scaled down before release (biases the selection,
@@ -674,6 +677,7 @@ class FederatedBoosting:
     share_groups: str = "disjoint"
     eval_mechanism: str | None = None
     budget_split: str = "epsilon"
+    split_points: tuple[tuple[float, ...], ...] | None = None
 
     def __post_init__(self) -> None:
         check_choice(self.base, name="base", allowed=BASE_LEARNERS)
@@ -701,6 +705,9 @@ class FederatedBoosting:
         if not isinstance(self.bounds, Bounds):
             raise ConfigError(f"bounds must be a Bounds (public configuration), got {type(self.bounds).__name__}")
         split_label_budget(self.share_round_epsilon, self.labels, self.label_fraction)  # validates NCC's label options
+        if self.split_points is not None:
+            sp = check_split_points(self.split_points, self.bounds, self.n_bins)
+            object.__setattr__(self, "split_points", tuple(tuple(float(v) for v in row) for row in sp))
         if self.stump_encoding is None:
             object.__setattr__(self, "stump_encoding", default_encoding(self.n_classes))
         check_choice(self.stump_encoding, name="stump_encoding", allowed=STUMP_ENCODINGS)
@@ -844,7 +851,7 @@ class FederatedBoosting:
                     f"stump (feature {learner.attribute}, threshold {learner.threshold_index}) is "
                     f"outside the run's {d} features and thresholds 1..{self.n_bins - 1}"
                 )
-            expected = float(thresholds(self.bounds, self.n_bins)[learner.attribute, learner.threshold_index - 1])
+            expected = float(self.thresholds[learner.attribute, learner.threshold_index - 1])
             if learner.threshold != expected:
                 raise ConfigError(
                     f"stump threshold {learner.threshold!r} is not the public threshold {expected!r} "
@@ -862,6 +869,11 @@ class FederatedBoosting:
             return
         if np.asarray(learner.coef_).shape[-1] != d or learner.bounds.to_list() != self.bounds.to_list():
             raise ConfigError("LR model does not match the run's features or bounds")
+
+    @property
+    def thresholds(self) -> np.ndarray:
+        """The stumps' public thresholds (d, n_bins - 1): ``split_points``, else equal-width (SPEC §6)."""
+        return thresholds(self.bounds, self.n_bins, self.split_points)
 
     @property
     def n_attributes(self) -> int:
@@ -983,7 +995,7 @@ class FederatedBoosting:
         self, X: Any, y: Any, w: Any, owner_of_row: np.ndarray, n_owners: int, rng: np.random.Generator
     ) -> np.ndarray | SampledReports:
         """The stump shares of ``n_owners`` owners (rows ``owner_of_row``) in :attr:`share_encoding`."""
-        Xbin = binarize(X, self.bounds, self.n_bins)
+        Xbin = binarize(X, self.bounds, self.n_bins, self.split_points)
         return encoding_shares(self.share_encoding, Xbin, y, w, owner_of_row, n_owners, rng)
 
     def stump_reports(self, reports: np.ndarray, coordinates: np.ndarray) -> np.ndarray | SampledReports:
@@ -1013,7 +1025,7 @@ class FederatedBoosting:
         """Coordinator side (Alg. 2 line 10): aggregate one group's releases into the base learner."""
         if self.base == "stump":
             tables = self.share_encoding.aggregate(releases)
-            return select_stump(tables, bounds=self.bounds, n_bins=self.n_bins)
+            return select_stump(tables, bounds=self.bounds, n_bins=self.n_bins, split_points=self.split_points)
         if self.base == "ncc":
             if self.joint_encoding is not None:
                 return NearestCentroidModel(self.joint_encoding.centroids(releases, bounds=self.bounds))

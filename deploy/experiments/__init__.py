@@ -14,4 +14,5 @@ EXPERIMENTS = {
     "lr-epsilon": "privfed.deploy.experiments.ldp_models",
     "ncc-epsilon": "privfed.deploy.experiments.ldp_models",
     "mechanism-mse": "privfed.deploy.experiments.ldp_models",
+    "tabular": "privfed.deploy.experiments.tabular",
 }
