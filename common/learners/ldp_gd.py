@@ -52,6 +52,8 @@ GD_MECHANISMS = ("pm", "hm", "duchi", "laplace")
 #: Default iterations: at most this many, and at least :data:`MIN_GROUP` owners per iteration.
 MAX_ITERATIONS = 8
 MIN_GROUP = 100
+#: Iterations at ε = ∞ (no noise: more steps only help), at most one per owner.
+NOISELESS_ITERATIONS = 100
 #: Default step size η (iteration t uses ``η / sqrt(t + 1)``) and L2 weight λ, in unit space.
 LEARNING_RATE = 2.0
 L2 = 1e-3
@@ -130,13 +132,16 @@ class LdpGradientDescent:
         Public feature bounds (rows are mapped to ``[-1, 1]^d`` by them).
     mechanism : {"pm", "hm", "duchi", "laplace"}
     n_iterations : int or None
-        T; None: ``min(MAX_ITERATIONS, max(1, n_owners // MIN_GROUP))``.
+        T; None: ``min(MAX_ITERATIONS, max(1, n_owners // min_group))`` (``NOISELESS_ITERATIONS`` at
+        ε = ∞), never more than the owners.
     learning_rate : float > 0
         η; iteration t steps by ``η / sqrt(t + 1)``.
     l2 : float >= 0
         λ, applied by the coordinator (no privacy cost).
     param_bound : float > 0
         Public clip of every parameter (post-processing).
+    min_group : int >= 1
+        Fewest owners per iteration when T is chosen by default.
     """
 
     epsilon: float
@@ -147,6 +152,7 @@ class LdpGradientDescent:
     learning_rate: float = LEARNING_RATE
     l2: float = L2
     param_bound: float = GD_PARAM_BOUND
+    min_group: int = MIN_GROUP
 
     def __post_init__(self) -> None:
         check_positive(self.epsilon, name="epsilon", allow_inf=True, fix="math.inf: no noise")
@@ -156,6 +162,7 @@ class LdpGradientDescent:
             check_int(self.n_iterations, name="n_iterations", minimum=1)
         check_positive(self.learning_rate, name="learning_rate")
         check_positive(self.param_bound, name="param_bound")
+        check_int(self.min_group, name="min_group", minimum=1)
         if not (isinstance(self.l2, (int, float)) and 0.0 <= self.l2 < math.inf):
             raise ConfigError(f"l2 must be a finite number >= 0, got {self.l2!r}")
         if not isinstance(self.bounds, Bounds):
@@ -171,7 +178,12 @@ class LdpGradientDescent:
     def iterations(self, n_owners: int) -> int:
         """T for ``n_owners`` owners (public)."""
         n_owners = check_int(n_owners, name="n_owners", minimum=1)
-        t = self.n_iterations or min(MAX_ITERATIONS, max(1, n_owners // MIN_GROUP))
+        if self.n_iterations is not None:
+            t = self.n_iterations
+        elif math.isinf(self.epsilon):  # no noise to average: many small steps (the non-private reference)
+            t = NOISELESS_ITERATIONS
+        else:
+            t = min(MAX_ITERATIONS, max(1, n_owners // self.min_group))
         return min(t, n_owners)
 
     def plan(self, n_owners: int, rng: np.random.Generator) -> list[np.ndarray]:

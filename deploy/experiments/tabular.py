@@ -35,6 +35,7 @@ import argparse
 import math
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="split s uses seed + s; noise seeds follow")
     parser.add_argument("--legacy", action="store_true", help="the learners at main's defaults before issue 22")
     parser.add_argument("--quick", action="store_true", help="CI size: iris and 600 random rows of fair, 2 splits")
+    parser.add_argument(
+        "--validate", action="store_true", help="score candidate defaults on validation splits (other seeds) instead"
+    )
 
 
 # ---------------------------------------------------------------------------- the learners
@@ -79,9 +83,11 @@ def _rng(*key: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(list(key))))
 
 
-def fit_ncc(train: Dataset, epsilon: float, rng: np.random.Generator, *, legacy: bool = False) -> NearestCentroidModel:
+def fit_ncc(
+    train: Dataset, epsilon: float, rng: np.random.Generator, *, legacy: bool = False, label_fraction: float = 0.2
+) -> NearestCentroidModel:
     """Nearest centroid from one perturbed row per owner, labels by randomized response (``labels="rr"``)."""
-    eps_x, eps_y = split_label_budget(epsilon, "rr")
+    eps_x, eps_y = split_label_budget(epsilon, "rr", label_fraction)
     rr = KaryRandomizedResponse(epsilon=eps_y, n_classes=train.n_classes) if math.isfinite(eps_y) else None
     mech = make_mechanism("pm", epsilon=eps_x, d=train.d)
     share = ncc_share(train.X, train.y, bounds=train.bounds, mechanism=mech, label_rr=rr, rng=rng)
@@ -89,10 +95,11 @@ def fit_ncc(train: Dataset, epsilon: float, rng: np.random.Generator, *, legacy:
     return NearestCentroidModel(centroids, bounds=None if legacy else train.bounds)
 
 
-def fit_lr(train: Dataset, epsilon: float, rng: np.random.Generator, *, legacy: bool = False) -> Any:
-    """LDP gradient descent (one gradient per owner); ``legacy``: the average of perturbed one-row local models."""
+def fit_lr(train: Dataset, epsilon: float, rng: np.random.Generator, *, legacy: bool = False, **options: Any) -> Any:
+    """LDP gradient descent (one gradient per owner; ``options``: its keywords); ``legacy``: the average of
+    perturbed one-row local models."""
     if not legacy:
-        gd = LdpGradientDescent(epsilon=epsilon, n_classes=train.n_classes, bounds=train.bounds)
+        gd = LdpGradientDescent(epsilon=epsilon, n_classes=train.n_classes, bounds=train.bounds, **options)
         return gd.fit(train.X, train.y, rng=rng)
     k = train.n_classes
     thetas = np.stack([fit_local_logistic(train.X[i : i + 1], train.y[i : i + 1], bounds=train.bounds, n_classes=k)
@@ -114,7 +121,8 @@ def fit_bdt(
     if not legacy:
         order = rng.permutation(train.n)
         m = split_owner_count(train.n, split_fraction)
-        split_points = private_split_points(X[order[:m]], train.bounds, n_bins, epsilon=epsilon, rng=rng)
+        sp = private_split_points(X[order[:m]], train.bounds, n_bins, epsilon=epsilon, rng=rng)
+        split_points = tuple(tuple(row) for row in sp.tolist())
         X, y = X[order[m:]], y[order[m:]]
     kw: dict[str, Any] = dict(n_rounds=min(ROUNDS, X.shape[0]), n_bins=n_bins, max_owner_rows=1) | options
     fb = FederatedBoosting(
@@ -149,7 +157,7 @@ def baseline_scores(train: Dataset, test: Dataset) -> dict[str, float]:
         }
 
 
-FITTERS = {"ncc": fit_ncc, "lr": fit_lr}
+FITTERS: dict[str, Callable[..., Any]] = {"ncc": fit_ncc, "lr": fit_lr}
 
 
 # ---------------------------------------------------------------------------- the benchmark
@@ -181,7 +189,9 @@ def run_dataset(ds: Dataset, args: argparse.Namespace, di: int) -> dict[str, Any
                 else:
                     model = FITTERS[learner](train, eps, rng, legacy=args.legacy)
                 acc[learner][f"{eps:g}"].append(_score(model, test))
-    cells = {lrn: {e: mean_ci(v) | {"values": v} for e, v in per.items()} for lrn, per in acc.items()}
+    cells: dict[str, dict[str, dict[str, Any]]] = {
+        lrn: {e: {**mean_ci(v), "values": v} for e, v in per.items()} for lrn, per in acc.items()
+    }
     warn = []
     for learner, per in acc.items():
         for e, values in per.items():
@@ -273,6 +283,10 @@ def run(args: argparse.Namespace) -> Path:
     if args.splits < 2:
         raise ConfigError(f"--splits must be >= 2 (a confidence interval needs two), got {args.splits}")
     args.epsilon = [float(e) for e in args.epsilon]
+    if args.validate:
+        from privfed.deploy.experiments.tabular_validate import run as run_validation
+
+        return run_validation(args)
     run_dir = out_dir(args.out)
     start = time.perf_counter()
     results = {ds.name: run_dataset(ds, args, di) for di, ds in enumerate(_datasets(args))}

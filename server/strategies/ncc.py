@@ -54,4 +54,4 @@ class NccStrategy(SingleRound):
             else None
         )
         centroids = ncc_centroids(shares, n_classes=self.n_classes, bounds=self.bounds, label_rr=label_rr)
-        return NearestCentroidModel(centroids, np.arange(self.n_classes))
+        return NearestCentroidModel(centroids, np.arange(self.n_classes), bounds=self.bounds)  # scale-aware (issue 22)

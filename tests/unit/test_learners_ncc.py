@@ -69,16 +69,20 @@ def test_split_label_budget_invalid(args):
         split_label_budget(*args)
 
 
-def test_eps_inf_equals_sklearn_nearest_centroid(rng):
+def test_eps_inf_equals_sklearn_nearest_centroid_on_rows_scaled_by_the_bounds(rng):
+    """Scale-aware (issue 22): at ε = ∞ the model is scikit-learn's NearestCentroid on rows mapped to
+    [-1, 1] by the public bounds; its centroids, mapped back, are the data-space class means."""
     X, y = blobs(rng)
     labels = np.array(["a", "b", "c"])[y]
     ours = LdpNearestCentroid(epsilon=INF, bounds=BOUNDS, random_state=1).fit(X, labels)
-    ref = NearestCentroid().fit(X, labels)
+    ref = NearestCentroid().fit(BOUNDS.to_unit(X), labels)
     np.testing.assert_array_equal(ours.classes_, ref.classes_)
-    np.testing.assert_allclose(ours.centroids_, ref.centroids_, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(BOUNDS.to_unit(ours.centroids_), ref.centroids_, rtol=1e-12, atol=1e-12)
     Xt, _ = blobs(rng, n=300)
-    np.testing.assert_array_equal(ours.predict(Xt), ref.predict(Xt))
-    assert ours.score(X, labels) == pytest.approx(ref.score(X, labels))
+    np.testing.assert_array_equal(ours.predict(Xt), ref.predict(BOUNDS.to_unit(Xt)))
+    assert ours.score(X, labels) == pytest.approx(ref.score(BOUNDS.to_unit(X), labels))
+    data_space = NearestCentroid().fit(X, labels)  # the old metric differs on these unequal ranges
+    assert not np.array_equal(ours.predict(Xt), data_space.predict(Xt))
 
 
 def test_eps_inf_rr_labels_are_exact(rng):
