@@ -177,6 +177,19 @@ def private_split_points(
     return oracle.split_points(features, reports, bounds, n_bins)
 
 
+def with_midpoints(split_points: ArrayLike, bounds: Bounds) -> np.ndarray:
+    """The bounds' midpoints added to every feature's thresholds, sorted: (d, B) from (d, B - 1).
+
+    A feature whose documented range is symmetric around its values (a 1..7 opinion scale) splits well
+    at the midpoint, one whose values crowd at one end (an area, a count) at its quantiles; with both as
+    candidates the stump's selection picks (measured in :mod:`privfed.deploy.experiments.tabular_validate`).
+    Use the result with ``n_bins = B + 1``.
+    """
+    sp = np.asarray(split_points, dtype=np.float64)
+    mid = (bounds.lo + bounds.hi) / 2.0
+    return np.sort(np.hstack([sp.reshape(bounds.d, -1), mid[:, None]]), axis=1)
+
+
 def split_owner_count(n_owners: int, fraction: float = SPLIT_FRACTION) -> int:
     """How many of ``n_owners`` report split points: ``round(fraction n)``, at least 1 and leaving one."""
     n_owners = check_int(n_owners, name="n_owners", minimum=2)

@@ -48,7 +48,13 @@ from privfed.common.learners.ldp_gd import LdpGradientDescent
 from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND, fit_local_logistic, lr_aggregate
 from privfed.common.learners.ncc import NearestCentroidModel, ncc_centroids, ncc_share, split_label_budget
 from privfed.common.learners.reference import reference_accuracy
-from privfed.common.learners.split_points import SPLIT_FRACTION, private_split_points, split_owner_count
+from privfed.common.learners.split_points import (
+    N_GRID,
+    SPLIT_FRACTION,
+    private_split_points,
+    split_owner_count,
+    with_midpoints,
+)
 from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
 from privfed.common.tabular import TABULAR
 from privfed.deploy.cli import epsilon_list
@@ -117,11 +123,15 @@ def fit_bdt(
     ``split_fraction``, ``n_bins``)."""
     split_fraction = options.pop("split_fraction", SPLIT_FRACTION)
     n_bins = options.pop("n_bins", 2)
+    midpoints = options.pop("midpoints", False)  # the bounds' midpoints as candidates too
+    n_grid = options.pop("n_grid", N_GRID)
     X, y, split_points = train.X, train.y, None
     if not legacy:
         order = rng.permutation(train.n)
         m = split_owner_count(train.n, split_fraction)
-        sp = private_split_points(X[order[:m]], train.bounds, n_bins, epsilon=epsilon, rng=rng)
+        sp = private_split_points(X[order[:m]], train.bounds, n_bins, epsilon=epsilon, rng=rng, n_grid=n_grid)
+        if midpoints:
+            sp, n_bins = with_midpoints(sp, train.bounds), n_bins + 1
         split_points = tuple(tuple(row) for row in sp.tolist())
         X, y = X[order[m:]], y[order[m:]]
     kw: dict[str, Any] = dict(n_rounds=min(ROUNDS, X.shape[0]), n_bins=n_bins, max_owner_rows=1) | options
@@ -292,7 +302,13 @@ def run(args: argparse.Namespace) -> Path:
     results = {ds.name: run_dataset(ds, args, di) for di, ds in enumerate(_datasets(args))}
     _print(results, args)
     _plot(run_dir / "tabular.png", results, args)
-    summary = {"datasets": results, "goals": check_goals(results, args.epsilon),
+    goals = check_goals(results, args.epsilon)
+    values = {
+        "bdt@3 gap to adaboost": [g["bdt@3"]["gap_to_adaboost"] for g in goals.values() if "bdt@3" in g],
+        "ncc@5 short of target": [g["ncc@5"]["short_by"] for g in goals.values() if "ncc@5" in g],
+        "lr@5 short of target": [g["lr@5"]["short_by"] for g in goals.values() if "lr@5" in g],
+    }
+    summary = {"datasets": results, "goals": goals, "goal_values": values,
                "warnings": [w for r in results.values() for w in r["warnings"]]}  # fmt: skip
     write_report(run_dir, args, PAPER, start, summary)
     print(f"wrote {run_dir}")

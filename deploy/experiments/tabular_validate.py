@@ -35,15 +35,20 @@ VALIDATION_SEED = 1000
 
 #: Candidate settings per learner: name -> keyword arguments of its fit function.
 GRIDS: dict[str, dict[str, dict[str, Any]]] = {
-    "ncc": {f"label_fraction={f}": {"label_fraction": f} for f in (0.1, 0.2, 0.3, 0.5)},
+    "ncc": {f"label_fraction={f}": {"label_fraction": f} for f in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)},
     "lr": {
-        f"min_group={g},learning_rate={r}": {"min_group": g, "learning_rate": r}
-        for g, r in itertools.product((25, 50, 100, 200), (0.5, 1.0, 2.0, 4.0))
+        f"min_group={g},learning_rate={r},mechanism={m}": {"min_group": g, "learning_rate": r, "mechanism": m}
+        for g, r, m in itertools.product((10, 25, 50), (1.0, 2.0, 3.0), ("pm", "hm"))
     },
     "bdt": {"midpoints (legacy)": {"legacy": True}}
     | {
-        f"split_fraction={f},n_bins={b},eval_fraction={e}": {"split_fraction": f, "n_bins": b, "eval_fraction": e}
-        for f, b, e in itertools.product((0.1, 0.2, 0.3), (2, 3, 4), (0.2, 0.4))
+        f"split_fraction={f},n_bins={b},midpoints={mid},n_grid={g}": {
+            "split_fraction": f,
+            "n_bins": b,
+            "midpoints": mid,
+            "n_grid": g,
+        }
+        for f, b, mid, g in itertools.product((0.05, 0.1, 0.2), (2, 3), (False, True), (8, 16))
     },
 }
 
