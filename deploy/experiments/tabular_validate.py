@@ -34,22 +34,32 @@ from privfed.deploy.experiments.boosting import out_dir, write_report
 VALIDATION_SEED = 1000
 
 #: Candidate settings per learner: name -> keyword arguments of its fit function.
+_THRESHOLDS = {
+    f"split_fraction={f},n_bins={b},midpoints={mid},n_grid={g}": {
+        "split_fraction": f,
+        "n_bins": b,
+        "midpoints": mid,
+        "n_grid": g,
+    }
+    for f, b, mid, g in itertools.product((0.05, 0.1, 0.2), (2, 3), (False, True), (8, 16))
+}
+#: The best thresholds of the grid above (the first bdt table), with the budget split and the weight bounds.
+_CHOSEN = {"split_fraction": 0.05, "n_bins": 2, "midpoints": True, "n_grid": 8}
+_BOUNDS = {
+    f"chosen thresholds,eval_fraction={e},weight_bound={w},eval_row_bound={r}": _CHOSEN
+    | {"eval_fraction": e, "weight_bound": w, "eval_row_bound": r}
+    for e, w, r in itertools.product((0.3, 0.4, 0.5), (1.0, 2.0), (1.0, 1.5))
+}
+
+#: Candidate settings per learner: name -> keyword arguments of its fit function (``--grid`` picks bdt's).
 GRIDS: dict[str, dict[str, dict[str, Any]]] = {
     "ncc": {f"label_fraction={f}": {"label_fraction": f} for f in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)},
     "lr": {
         f"min_group={g},learning_rate={r},mechanism={m}": {"min_group": g, "learning_rate": r, "mechanism": m}
         for g, r, m in itertools.product((10, 25, 50), (1.0, 2.0, 3.0), ("pm", "hm"))
     },
-    "bdt": {"midpoints (legacy)": {"legacy": True}}
-    | {
-        f"split_fraction={f},n_bins={b},midpoints={mid},n_grid={g}": {
-            "split_fraction": f,
-            "n_bins": b,
-            "midpoints": mid,
-            "n_grid": g,
-        }
-        for f, b, mid, g in itertools.product((0.05, 0.1, 0.2), (2, 3), (False, True), (8, 16))
-    },
+    "bdt": {f"midpoints (legacy),n_bins={b}": {"legacy": True, "n_bins": b} for b in (2, 3, 4)} | _THRESHOLDS,
+    "bdt-bounds": _BOUNDS,
 }
 
 
@@ -64,19 +74,19 @@ def validate(args: argparse.Namespace) -> dict[str, Any]:
     """Scores of every candidate setting of every learner in ``args.learners`` (module docstring)."""
     datasets = bench._datasets(args)
     out: dict[str, Any] = {}
-    for learner in args.learners:
+    for learner in args.learners + (["bdt-bounds"] if "bdt" in args.learners else []):
         scores: dict[str, list[float]] = {name: [] for name in GRIDS[learner]}
         accuracy: dict[str, dict[str, list[float]]] = {name: {} for name in GRIDS[learner]}
         for di, ds in enumerate(datasets):
             for s in range(args.splits):
                 train, _ = train_test_split(ds, test_fraction=0.2, seed=VALIDATION_SEED + s)
                 fit, val = train_test_split(train, test_fraction=0.25, seed=VALIDATION_SEED + s)
-                majority, ref = _reference(learner, fit, val)
+                majority, ref = _reference(learner.split("-")[0], fit, val)
                 for ci, (name, options) in enumerate(GRIDS[learner].items()):
                     for ei, eps in enumerate(args.epsilon):
                         rng = bench._rng(VALIDATION_SEED, di, s, ci, ei)
-                        if learner == "bdt":
-                            model = bench.fit_bdt(fit, eps, rng, **options)[0]
+                        if learner.startswith("bdt"):
+                            model = bench.fit_bdt(fit, eps, rng, **dict(options))[0]
                         else:
                             model = bench.FITTERS[learner](fit, eps, rng, **options)
                         acc = bench._score(model, val)
