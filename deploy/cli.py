@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from privfed.common.errors import PrivfedError
+from privfed.common.learners.ncc import LABEL_FRACTION
 
 if TYPE_CHECKING:
     from privfed.deploy.simulate import SimulationConfig
@@ -148,7 +149,10 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
         "owners refuse it unless started with --allow-clear-labels); auto: joint for bdt, rr for ncc",
     )
     p.add_argument(
-        "--label-fraction", type=float, default=0.2, help="share of epsilon spent on labels with --labels rr"
+        "--label-fraction",
+        type=float,
+        default=LABEL_FRACTION,
+        help="share of epsilon spent on labels with --labels rr (chosen on validation splits of real tables)",
     )
     p.add_argument("--param-bound", type=_positive_float, default=4.0, help="lr only: public clip bound of parameters")
     p.add_argument("--C", type=_positive_float, default=1.0, help="lr only: inverse L2 strength of local fits")

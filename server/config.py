@@ -36,6 +36,7 @@ from privfed.common.datasets import BUILTINS
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.basis import BASES
 from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND
+from privfed.common.learners.ncc import LABEL_FRACTION
 from privfed.common.mechanisms import MECHANISMS
 from privfed.common.secagg import SECURE_SUMS
 from privfed.common.validation import check_choice, check_fraction, check_int, check_non_negative, check_positive
@@ -183,7 +184,7 @@ class JobConfig:
     epsilon: float
     mechanism: str = "pm"
     labels: str = "auto"
-    label_fraction: float = 0.2
+    label_fraction: float = LABEL_FRACTION
     param_bound: float = DEFAULT_PARAM_BOUND
     c: float = 1.0
     k: int = 20

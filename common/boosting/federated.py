@@ -219,6 +219,7 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.learners.logistic import LinearModel, fit_local_logistic, lr_aggregate, lr_share, n_parameters
 from privfed.common.learners.ncc import (
+    LABEL_FRACTION,
     JointLabelEncoding,
     NccShare,
     NearestCentroidModel,
@@ -661,7 +662,7 @@ class FederatedBoosting:
     n_bins: int = 2
     weight_bound: float = 1.0
     labels: str = "joint"
-    label_fraction: float = 0.2
+    label_fraction: float = LABEL_FRACTION
     C: float = 1.0
     param_bound: float = 1.0
     secure_sum: str = "plain"

@@ -32,6 +32,7 @@ from privfed.common.learners.logistic import (
     n_parameters,
 )
 from privfed.common.learners.ncc import (
+    LABEL_FRACTION,
     LABEL_SCHEMES,
     NearestCentroidModel,
     ncc_centroids,
@@ -220,7 +221,7 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
         epsilon: float = 1.0,
         mechanism: str = "pm",
         labels: str = "rr",
-        label_fraction: float = 0.2,
+        label_fraction: float = LABEL_FRACTION,
         bounds: Bounds | tuple[float, float] | None = None,
         random_state: int | np.random.Generator | None = None,
     ) -> None:

@@ -46,7 +46,13 @@ from privfed.common.datasets import Dataset, load_builtin, train_test_split
 from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.learners.ldp_gd import LdpGradientDescent
 from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND, fit_local_logistic, lr_aggregate
-from privfed.common.learners.ncc import NearestCentroidModel, ncc_centroids, ncc_share, split_label_budget
+from privfed.common.learners.ncc import (
+    LABEL_FRACTION,
+    NearestCentroidModel,
+    ncc_centroids,
+    ncc_share,
+    split_label_budget,
+)
 from privfed.common.learners.reference import reference_accuracy
 from privfed.common.learners.split_points import (
     N_GRID,
@@ -90,7 +96,12 @@ def _rng(*key: int) -> np.random.Generator:
 
 
 def fit_ncc(
-    train: Dataset, epsilon: float, rng: np.random.Generator, *, legacy: bool = False, label_fraction: float = 0.2
+    train: Dataset,
+    epsilon: float,
+    rng: np.random.Generator,
+    *,
+    legacy: bool = False,
+    label_fraction: float = LABEL_FRACTION,
 ) -> NearestCentroidModel:
     """Nearest centroid from one perturbed row per owner, labels by randomized response (``labels="rr"``)."""
     eps_x, eps_y = split_label_budget(epsilon, "rr", label_fraction)

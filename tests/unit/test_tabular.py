@@ -39,3 +39,12 @@ def test_the_quick_benchmark_reports_every_cell_its_baselines_goals_and_warnings
     assert set(report["goals"]["fair"]) == {"ncc@5", "lr@5"}  # no eps = 3 asked: no bdt goal
     out = capsys.readouterr().out
     assert all(w in out for w in report["warnings"])
+
+
+def test_rows_scaled_into_the_unit_ball_feature_by_feature():
+    """The shared scale-aware map (FedDPDR's input can call it): each feature by its own documented range."""
+    ds = load_builtin("wine")
+    z = ds.bounds.to_unit_ball(ds.X)
+    assert np.all(np.linalg.norm(z, axis=1) <= 1.0 + 1e-12)
+    np.testing.assert_allclose(z * np.sqrt(ds.d), ds.bounds.to_unit(ds.X))
+    assert np.all(z.std(axis=0) > 0.02)  # proline (up to 1680) does not drown hue (up to 1.71)
