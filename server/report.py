@@ -152,21 +152,26 @@ def below_majority(what: str, accuracy: Iterable[float], majority: Iterable[floa
 
 
 def accuracy_warning(epsilon: float, accuracy: float, majority: float, n_test: int, spread: float = 0.0) -> str | None:
-    """A one-line warning when a federation's test ``accuracy`` is below the majority class beyond its noise.
+    """A one-line warning when a federation's test ``accuracy`` shows no sign of learning, else None.
 
-    Noise: the binomial standard error of an accuracy on ``n_test`` rows, ``sqrt(m (1 - m) / n_test)`` at
-    the majority share ``m``, and ``spread`` (the standard error of a mean over repeats, if any); the
-    warning is given when ``accuracy < majority - 2 sqrt(se^2 + spread^2)`` (issue 22: no silent failure).
+    Noise: ``2 sqrt(m (1 - m) / n_test + spread^2)``, from the binomial standard error of an accuracy on
+    ``n_test`` rows at the majority share ``m`` and ``spread`` (the standard error of a mean over repeats,
+    if any). Below ``majority - noise`` the model is worse than always answering the most common class;
+    below ``majority + noise`` it is no better, within its noise (issue 22: no silent failure).
     """
     if not (math.isfinite(accuracy) and math.isfinite(majority)) or n_test < 1:
         return None
     noise = 2.0 * math.sqrt(majority * (1.0 - majority) / n_test + spread**2)
-    if accuracy >= majority - noise:
+    if accuracy >= majority + noise:
         return None
+    head = f"warning: at eps={epsilon:g} the model's accuracy {accuracy:.3f} is"
+    if accuracy < majority - noise:
+        what = f"{head} below always answering the most common class ({majority:.3f}) by more than its noise"
+    else:
+        what = f"{head} within the noise of always answering the most common class ({majority:.3f})"
     return (
-        f"warning: at eps={epsilon:g} the model's accuracy {accuracy:.3f} is below always answering the most "
-        f"common class ({majority:.3f}) by more than its noise (±{noise:.3f}): it learned nothing usable at this "
-        "privacy level; more owners (or rows per owner), fewer features or a larger epsilon would help"
+        f"{what} (±{noise:.3f}): it learned nothing usable at this privacy level; more owners (or rows per "
+        "owner), fewer features or a larger epsilon would help"
     )
 
 
