@@ -605,7 +605,7 @@ SECTIONS: tuple[Section, ...] = (
         where="goals",
         quote="BDT at eps = 3 within 0.03 of AdaBoost-10 stumps on every data set; ncc and lr at eps = 5 at least "
         "the majority class plus half the gap to their non-private counterpart",
-        command="experiment tabular --splits 5",
+        command="experiment tabular",
         quick="experiment tabular --quick",
         quantities=(
             Quantity("AdaBoost-10 minus bdt, eps=3", ("results", "goal_values", "bdt@3 gap to adaboost")),

@@ -80,7 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("runs"), help="writes report.json and tabular.png here")
     parser.add_argument("--datasets", default=",".join(TABULAR), help=f"comma-separated, of {', '.join(TABULAR)}")
     parser.add_argument("--epsilon", type=epsilon_list, default=[1.0, 3.0, 5.0, 8.0], help="default 1,3,5,8")
-    parser.add_argument("--splits", type=int, default=5, help="stratified train/test splits (default 5)")
+    parser.add_argument("--splits", type=int, default=10, help="stratified train/test splits (default 10)")
     parser.add_argument("--learners", default=",".join(LEARNERS), help="comma-separated, of ncc,lr,bdt")
     parser.add_argument("--seed", type=int, default=0, help="split s uses seed + s; noise seeds follow")
     parser.add_argument("--legacy", action="store_true", help="the learners at main's defaults before issue 22")
