@@ -92,10 +92,16 @@ def _half_unit(printed: str) -> float:
     return 0.5 * 10.0**-decimals
 
 
+def printed_range(lo: str, hi: str) -> tuple[float, float]:
+    """A documented ``Min``/``Max`` pair widened outward by half a unit of its last printed digit (a true
+    value that rounds to the printed one lies within), the lower end kept >= 0 (every such feature here is
+    a non-negative measurement)."""
+    return max(0.0, float(lo) - _half_unit(lo)), float(hi) + _half_unit(hi)
+
+
 def breast_cancer_bounds() -> Bounds:
     """Public WDBC bounds from the published description (see ``_WDBC_DESCR_MIN_MAX``)."""
-    lo = [max(0.0, float(a) - _half_unit(a)) for a, _ in _WDBC_DESCR_MIN_MAX]
-    hi = [float(b) + _half_unit(b) for _, b in _WDBC_DESCR_MIN_MAX]
+    lo, hi = zip(*(printed_range(a, b) for a, b in _WDBC_DESCR_MIN_MAX))
     return Bounds(np.array(lo), np.array(hi))
 
 

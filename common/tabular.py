@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfed.common.bounds import Bounds
+from privfed.common.datasets import printed_range
 from privfed.common.errors import ConfigError
 
 
@@ -70,13 +71,6 @@ class TabularSpec:
         return tuple(f[0] for f in self.features)
 
 
-def _range(lo: str, hi: str) -> tuple[float, float]:
-    """A printed ``Min``/``Max`` pair widened by half a unit of its last printed digit (a true value that
-    rounds to the printed one lies within), as the WDBC bounds of :mod:`privfed.common.datasets`."""
-    half = [0.5 * 10.0 ** -(len(v.split(".")[1]) if "." in v else 0) for v in (lo, hi)]
-    return max(0.0, float(lo) - half[0]), float(hi) + half[1]
-
-
 _WINE = (  # scikit-learn load_wine().DESCR, "Summary Statistics" (Min, Max), UCI wine documentation
     ("alcohol", "11.0", "14.8"),
     ("malic_acid", "0.74", "5.80"),
@@ -106,7 +100,7 @@ _LARGEST_US_PLACE_1990 = 7323.0
 SPECS: dict[str, TabularSpec] = {
     "breast_cancer": TabularSpec(
         "breast_cancer",
-        (),  # filled from privfed.common.datasets.breast_cancer_bounds (the WDBC description)
+        (),  # privfed.common.datasets.breast_cancer_bounds (the WDBC description)
         "0 = malignant, 1 = benign",
         ("malignant", "benign"),
         "sklearn.datasets.load_breast_cancer",
@@ -115,7 +109,7 @@ SPECS: dict[str, TabularSpec] = {
     ),
     "wine": TabularSpec(
         "wine",
-        tuple((n, *_range(lo, hi)) for n, lo, hi in _WINE),
+        tuple((n, *printed_range(lo, hi)) for n, lo, hi in _WINE),
         "cultivar 0, 1, 2",
         ("class_0", "class_1", "class_2"),
         "sklearn.datasets.load_wine",
@@ -123,7 +117,7 @@ SPECS: dict[str, TabularSpec] = {
     ),
     "iris": TabularSpec(
         "iris",
-        tuple((n, *_range(lo, hi)) for n, lo, hi in _IRIS),
+        tuple((n, *printed_range(lo, hi)) for n, lo, hi in _IRIS),
         "species 0 = setosa, 1 = versicolour, 2 = virginica",
         ("setosa", "versicolor", "virginica"),
         "sklearn.datasets.load_iris",
