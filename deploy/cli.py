@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from privfed.common.boosting.federated import N_BINS
 from privfed.common.errors import PrivfedError
 from privfed.common.learners.ncc import LABEL_FRACTION
 
@@ -174,9 +175,9 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--n-bins",
         type=int,
-        default=2,
-        help="bdt only: public thresholds per attribute + 1 (default 2, the midpoint: more candidates "
-        "spread the owners' share reports thinner, measured worse under LDP)",
+        default=N_BINS,
+        help=f"bdt only: public thresholds per attribute + 1 (default {N_BINS}: cuts at thirds of each feature's "
+        "public range, chosen on validation splits of real tables; 2 is the midpoint, the paper's synthetic set's best)",
     )
     p.add_argument(
         "--weight-bound",

@@ -29,6 +29,7 @@ from privfed.common.boosting.federated import (
     EVAL_MECHANISMS,
     EVAL_ROW_BOUND,
     MAX_OWNER_ROWS,
+    N_BINS,
     SHARE_GROUPS,
     default_weight_bound,
 )
@@ -194,7 +195,7 @@ class JobConfig:
     base: str = "stump"
     n_rounds: int = 10
     group_size: int | None = None
-    n_bins: int = 2
+    n_bins: int = N_BINS
     weight_bound: float | None = None
     rows_per_owner: float | None = None
     eval_fraction: float = EVAL_FRACTION

@@ -14,13 +14,13 @@ owner (every training row is its own data owner), ``--splits`` stratified train/
   - ``ncc``: nearest centroid from perturbed rows (PM, Alg. 4), labels by randomized response at
     ``label_fraction`` of ε, distances in the bounds' unit space (:class:`NearestCentroidModel`);
   - ``lr``: logistic regression by LDP gradient descent (:mod:`privfed.common.learners.ldp_gd`);
-  - ``bdt``: 10 rounds of federated SAMME over stumps (:class:`FederatedBoosting` defaults), its
-    thresholds at LDP quantiles from a ``split_fraction`` of the owners
-    (:mod:`privfed.common.learners.split_points`), the other owners boosting.
+  - ``bdt``: 10 rounds of federated SAMME over stumps at :class:`FederatedBoosting`'s defaults (thresholds
+    at thirds of each feature's public range; LDP quantiles, :mod:`privfed.common.learners.split_points`,
+    are an option that lost on validation splits).
 
 ``--legacy`` runs the learners as main had them before issue 22 (the same library functions at main's
-defaults): ncc with distances in data space, lr averaging perturbed one-row local models
-(``param_bound`` 4, C = 1), bdt with the bounds' midpoints as thresholds over all owners.
+defaults): ncc with distances in data space and 20 % of ε for the label, lr averaging perturbed one-row
+local models (``param_bound`` 4, C = 1), bdt with the bounds' midpoints as thresholds (``n_bins`` 2).
 
 Every cell is the mean over the splits ± the half-width of a 95 % Student-t interval. A private cell
 whose accuracy is below the majority class beyond its noise (the 95 % interval of the paired
@@ -56,7 +56,6 @@ from privfed.common.learners.ncc import (
 from privfed.common.learners.reference import reference_accuracy
 from privfed.common.learners.split_points import (
     N_GRID,
-    SPLIT_FRACTION,
     private_split_points,
     split_owner_count,
     with_midpoints,
@@ -78,7 +77,9 @@ ROUNDS = 10
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("runs"), help="writes report.json and tabular.png here")
-    parser.add_argument("--datasets", default=",".join(TABULAR), help=f"comma-separated, of {', '.join(TABULAR)}")
+    parser.add_argument(
+        "--datasets", default=",".join(TABULAR), help=f"comma-separated, of {', '.join(TABULAR)} (and synthetic)"
+    )
     parser.add_argument("--epsilon", type=epsilon_list, default=[1.0, 3.0, 5.0, 8.0], help="default 1,3,5,8")
     parser.add_argument("--splits", type=int, default=10, help="stratified train/test splits (default 10)")
     parser.add_argument("--learners", default=",".join(LEARNERS), help="comma-separated, of ncc,lr,bdt")
@@ -103,8 +104,9 @@ def fit_ncc(
     legacy: bool = False,
     label_fraction: float = LABEL_FRACTION,
 ) -> NearestCentroidModel:
-    """Nearest centroid from one perturbed row per owner, labels by randomized response (``labels="rr"``)."""
-    eps_x, eps_y = split_label_budget(epsilon, "rr", label_fraction)
+    """Nearest centroid from one perturbed row per owner, labels by randomized response (``labels="rr"``);
+    ``legacy``: distances in data space and main's label share 0.2."""
+    eps_x, eps_y = split_label_budget(epsilon, "rr", 0.2 if legacy else label_fraction)
     rr = KaryRandomizedResponse(epsilon=eps_y, n_classes=train.n_classes) if math.isfinite(eps_y) else None
     mech = make_mechanism("pm", epsilon=eps_x, d=train.d)
     share = ncc_share(train.X, train.y, bounds=train.bounds, mechanism=mech, label_rr=rr, rng=rng)
@@ -129,23 +131,26 @@ def fit_lr(train: Dataset, epsilon: float, rng: np.random.Generator, *, legacy: 
 def fit_bdt(
     train: Dataset, epsilon: float, rng: np.random.Generator, *, legacy: bool = False, **options: Any
 ) -> tuple[Any, bool]:
-    """Federated SAMME over stumps, T = 10; ``(model or None, kept anything)``. Thresholds at LDP quantiles
-    of ``split_fraction`` of the owners unless ``legacy`` (``options``: FederatedBoosting keywords, and
-    ``split_fraction``, ``n_bins``)."""
-    split_fraction = options.pop("split_fraction", SPLIT_FRACTION)
-    n_bins = options.pop("n_bins", 2)
-    midpoints = options.pop("midpoints", False)  # the bounds' midpoints as candidates too
+    """Federated SAMME over stumps, T = 10, at :class:`FederatedBoosting`'s defaults; ``(model or None, kept
+    anything)``. ``legacy``: main's ``n_bins = 2`` before issue 22. ``options``: FederatedBoosting keywords,
+    and ``split_fraction`` (thresholds at LDP quantiles from that fraction of the owners, who then take no
+    other part), ``midpoints`` (the bounds' midpoints as candidates too) and ``n_grid`` for them."""
+    split_fraction = options.pop("split_fraction", None)
+    midpoints = options.pop("midpoints", False)
     n_grid = options.pop("n_grid", N_GRID)
+    if legacy:
+        options["n_bins"] = 2
     X, y, split_points = train.X, train.y, None
-    if not legacy:
+    if split_fraction is not None:
+        n_bins = options.pop("n_bins", 2)
         order = rng.permutation(train.n)
         m = split_owner_count(train.n, split_fraction)
         sp = private_split_points(X[order[:m]], train.bounds, n_bins, epsilon=epsilon, rng=rng, n_grid=n_grid)
         if midpoints:
             sp, n_bins = with_midpoints(sp, train.bounds), n_bins + 1
-        split_points = tuple(tuple(row) for row in sp.tolist())
+        split_points, options["n_bins"] = tuple(tuple(row) for row in sp.tolist()), n_bins
         X, y = X[order[m:]], y[order[m:]]
-    kw: dict[str, Any] = dict(n_rounds=min(ROUNDS, X.shape[0]), n_bins=n_bins, max_owner_rows=1) | options
+    kw: dict[str, Any] = dict(n_rounds=min(ROUNDS, X.shape[0]), max_owner_rows=1) | options
     fb = FederatedBoosting(
         epsilon=epsilon, n_classes=train.n_classes, bounds=train.bounds, split_points=split_points, **kw
     )
@@ -186,9 +191,9 @@ def _datasets(args: argparse.Namespace) -> list[Dataset]:
     names = [n for n in str(args.datasets).split(",") if n]
     if args.quick:
         names = ["iris", "fair"]
-    unknown = [n for n in names if n not in TABULAR]
+    unknown = [n for n in names if n not in (*TABULAR, "synthetic")]
     if unknown or not names:
-        raise ConfigError(f"--datasets must name some of {', '.join(TABULAR)}, got {args.datasets!r}")
+        raise ConfigError(f"--datasets must name some of {', '.join(TABULAR)}, synthetic; got {args.datasets!r}")
     return [load_builtin(n, n_samples=600 if args.quick and n == "fair" else None, seed=args.seed) for n in names]
 
 

@@ -37,7 +37,7 @@ VALIDATION_SEED = 1000
 #: or both. A wider screening of the quantiles (fractions 0.05 / 0.1 / 0.2, B = 2 / 3, with and without the
 #: midpoints, grids of 8 / 16 cells; 24 settings, 20 splits) ranked them from 0.23 to 0.31, the leaders within
 #: 0.01 of each other; these are its leaders, against the midpoints.
-_THRESHOLDS = {f"midpoints,n_bins={b}": {"legacy": True, "n_bins": b} for b in (2, 3, 4)} | {
+_THRESHOLDS = {f"equal-width,n_bins={b}": {"n_bins": b} for b in (2, 3, 4)} | {
     "quantiles,split_fraction=0.1,n_grid=16": {"split_fraction": 0.1, "n_grid": 16},
     "quantiles,split_fraction=0.2,n_grid=16": {"split_fraction": 0.2, "n_grid": 16},
     "quantiles+midpoints,split_fraction=0.2,n_grid=16": {"split_fraction": 0.2, "midpoints": True, "n_grid": 16},
@@ -48,7 +48,7 @@ _THRESHOLDS = {f"midpoints,n_bins={b}": {"legacy": True, "n_bins": b} for b in (
         "n_grid": 16,
     },
 }
-#: The budget split and the weight bounds, at the default thresholds.
+#: The budget split and the weight bounds, at FederatedBoosting's default thresholds.
 _BOUNDS = {
     f"eval_fraction={e},weight_bound={w},eval_row_bound={r}": {
         "eval_fraction": e,
