@@ -21,6 +21,14 @@ NDSS 2020), the estimated CDF at the cell edges, and threshold ``b`` of ``B - 1`
 the CDF reaches ``b / B``. A feature with no report, or whose counts sum to nothing, keeps the
 equal-width thresholds. All of it is post-processing.
 
+Measured (issue 22): not the default. On validation splits of six real tables (120-5093 one-row owners;
+``privfed experiment tabular --validate --learners bdt``) quantile thresholds from 10-20 % of the owners,
+with or without the midpoints, closed 0.28-0.32 of the majority-to-AdaBoost gap, against 0.42 for the
+data-independent thirds of the range (:data:`~privfed.common.boosting.federated.N_BINS`): at these sizes the
+owners they take from boosting and the noise of the quantiles cost more than better-placed cuts gain. They
+help where the values crowd at one end of a wide documented range (breast cancer's areas) and need no
+networked change to try: ``FederatedBoosting(split_points=...)``.
+
 Budget: the split-point owners are a fraction of the run's owners (``split_fraction``) that release this
 one report at the whole ε and take no other part in the run, so every owner still releases once per
 run (:func:`private_split_points`; the boosting run then uses the rest). Spending a fraction of every
@@ -45,8 +53,8 @@ from privfed.common.validation import check_fraction, check_int, check_positive
 
 #: Default cells of the public range per feature.
 N_GRID = 16
-#: Default fraction of a run's owners that report split points (chosen on validation splits,
-#: ``privfed experiment tabular --validate``).
+#: Default fraction of a run's owners that report split points (among the best on validation splits,
+#: ``privfed experiment tabular --validate``; 0.1 scored the same).
 SPLIT_FRACTION = 0.2
 
 

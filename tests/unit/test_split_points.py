@@ -60,7 +60,7 @@ def test_one_report_per_owner_and_the_feature_is_drawn_whatever_the_data(rng):
 
 def test_boosting_uses_only_the_public_split_points(rng):
     sp = ((2.0,), (0.5,))
-    fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=BOUNDS, n_rounds=2, split_points=sp)
+    fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=BOUNDS, n_rounds=2, n_bins=2, split_points=sp)
     X = skewed(rng, 400)
     y = (X[:, 0] >= 2.0).astype(np.int64)
     model = fb.fit(X, y, rng=rng).model
@@ -73,7 +73,7 @@ def test_boosting_uses_only_the_public_split_points(rng):
 @pytest.mark.parametrize("sp", [((2.0, 3.0), (0.5, 0.6)), ((20.0,), (0.5,)), ((math.nan,), (0.5,)), ((1.0,),)])
 def test_split_points_of_the_wrong_shape_or_outside_the_bounds_are_refused(sp):
     with pytest.raises(ConfigError):
-        FederatedBoosting(epsilon=1.0, n_classes=2, bounds=BOUNDS, n_rounds=2, split_points=sp)
+        FederatedBoosting(epsilon=1.0, n_classes=2, bounds=BOUNDS, n_rounds=2, n_bins=2, split_points=sp)
 
 
 def test_midpoints_join_the_quantiles_and_split_owners_leave_boosting_owners():
