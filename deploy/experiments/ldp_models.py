@@ -74,7 +74,7 @@ from privfed.common.learners.ncc import NearestCentroidModel, ncc_centroids, ncc
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, estimate_mean, make_mechanism
 from privfed.deploy.cli import epsilon_list
 from privfed.deploy.experiments.boosting import out_dir, pooled_mnist, write_report
-from privfed.server.report import plot_lines
+from privfed.server.report import accuracy_warning, plot_lines
 
 NAMES = ("lr-epsilon", "ncc-epsilon", "mechanism-mse")
 DATASETS = ("mnist", "synthetic")
@@ -212,8 +212,18 @@ def run(args: argparse.Namespace) -> Path:
     for mech in args.mechanisms:
         cells = [results[key][f"{mech}@{e:g}"] for e in args.epsilon]
         print(f"{mech:<8}" + "".join(f"{c['mean']:>11.4g} ± {c['sd']:<5.2g}" for c in cells))
+    warnings = []
     if "non_private" in results:
-        print(f"non-private {results['non_private']:.3f}, chance {1 / train.n_classes:.3f}")
+        majority = float(np.bincount(test.y).max() / test.n)
+        print(
+            f"non-private {results['non_private']:.3f}, chance {1 / train.n_classes:.3f}, majority class {majority:.3f}"
+        )
+        for cell_key, cell in results[key].items():  # issue 22: no silent failure
+            mech, eps = cell_key.split("@")
+            text = accuracy_warning(float(eps), cell["mean"], majority, test.n, cell["sd"] / math.sqrt(args.runs))
+            if text:
+                warnings.append(f"{mech}: {text}")
+                print(warnings[-1])
     series = {m: [results[key][f"{m}@{e:g}"]["mean"] for e in args.epsilon] for m in args.mechanisms}
     errors = {m: [results[key][f"{m}@{e:g}"]["sd"] for e in args.epsilon] for m in args.mechanisms}
     hlines = {"non-private": results["non_private"], "chance": 1.0 / train.n_classes} if key == "accuracy" else None
@@ -228,6 +238,7 @@ def run(args: argparse.Namespace) -> Path:
         hlines=hlines,
     )
     summary = {"dataset": train.name, "n_owners": len(parts), "chance": 1 / train.n_classes, **results}
+    summary["warnings"] = warnings
     write_report(run_dir, args, PAPER[args.experiment], start, summary)
     print(f"wrote {run_dir}")
     return run_dir
