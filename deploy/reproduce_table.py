@@ -26,6 +26,7 @@ from privfed.deploy.reproduce_rules import Section, check_section
 from privfed.deploy.reproduce_seed002 import SECTIONS_002
 from privfed.deploy.reproduce_seed003 import SECTIONS_003
 from privfed.deploy.reproduce_seed004 import SECTIONS_004
+from privfed.deploy.reproduce_tabular import SECTIONS_TABULAR
 
 #: Statuses of a section besides its verdicts: run and read (ok), not runnable in this build, an
 #: experiment failed (non-zero exit or timeout), or a report lacks a number read.
@@ -45,4 +46,4 @@ def check_unique(sections: Sequence[Section]) -> None:
             raise ValueError(f"reproduce section {s.key}: {'; '.join(problems)}")
 
 
-SECTIONS: tuple[Section, ...] = (*SECTIONS_002, *SECTIONS_004, *SECTIONS_003)
+SECTIONS: tuple[Section, ...] = (*SECTIONS_002, *SECTIONS_004, *SECTIONS_003, *SECTIONS_TABULAR)

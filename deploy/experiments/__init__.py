@@ -16,4 +16,5 @@ EXPERIMENTS = {
     "mechanism-mse": "privfed.deploy.experiments.ldp_models",
     "select-map": "privfed.deploy.experiments.map_selection",
     "pca-svm": "privfed.deploy.experiments.baselines",
+    "tabular": "privfed.deploy.experiments.tabular",
 }

@@ -78,7 +78,7 @@ from privfed.common.learners.ncc import NearestCentroidModel, ncc_centroids, ncc
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, estimate_mean, make_mechanism
 from privfed.deploy.cli import epsilon_list
 from privfed.deploy.experiments.boosting import out_dir, pooled_mnist, write_report
-from privfed.server.report import plot_lines
+from privfed.server.report import accuracy_warning, plot_lines
 
 NAMES = ("lr-epsilon", "ncc-epsilon", "mechanism-mse")
 DATASETS = ("mnist", "synthetic")
@@ -209,16 +209,22 @@ def _stats(values: list[float]) -> dict[str, Any]:
 def _runs(args: argparse.Namespace) -> tuple[dict[str, Any], Dataset, list[np.ndarray]]:
     """Every run on its own split (seed ``--seed + r``); each number as mean, sd and per-run values."""
     step = {"lr-epsilon": _lr, "ncc-epsilon": _ncc, "mechanism-mse": _mse}[args.experiment]
+    key = "mse" if args.experiment == "mechanism-mse" else "accuracy"
     per_run: dict[str, list[float]] = {}
     for r in range(args.runs):
         train, test, parts = _data(args, args.seed + r)
         for name, value in step(args, train, test, parts, r).items():
             per_run.setdefault(name, []).append(float(value))
-    key = "mse" if args.experiment == "mechanism-mse" else "accuracy"
-    extra = {n: per_run.pop(n) for n in ("non_private", "p") if n in per_run}
+        if key == "accuracy":
+            per_run.setdefault("majority", []).append(float(np.bincount(test.y).max() / test.n))
+            per_run.setdefault("test_rows", []).append(float(test.n))
+    extra = {n: per_run.pop(n) for n in ("non_private", "p", "majority", "test_rows") if n in per_run}
     results: dict[str, Any] = {key: {n: _stats(v) for n, v in per_run.items()}}
     if "non_private" in extra:
         results["non_private"] = _stats(extra["non_private"])
+    if "majority" in extra:
+        results["majority"] = _stats(extra["majority"])
+        results["test_rows"] = int(min(extra["test_rows"]))
     if "p" in extra:
         results["p"] = int(extra["p"][0])
     return results, train, parts
@@ -244,8 +250,21 @@ def run(args: argparse.Namespace) -> Path:
     for mech in args.mechanisms:
         cells = [results[key][f"{mech}@{e:g}"] for e in args.epsilon]
         print(f"{mech:<8}" + "".join(f"{c['mean']:>11.4g} ± {c['sd']:<5.2g}" for c in cells))
+    warnings = []
     if "non_private" in results:
-        print(f"non-private {results['non_private']['mean']:.3f}, chance {1 / train.n_classes:.3f}")
+        majority = results["majority"]["mean"]
+        print(
+            f"non-private {results['non_private']['mean']:.3f}, chance {1 / train.n_classes:.3f}, "
+            f"majority class {majority:.3f}"
+        )
+        for cell_key, cell in results[key].items():  # issue 22: no silent failure
+            mech, eps = cell_key.split("@")
+            text = accuracy_warning(
+                float(eps), cell["mean"], majority, results["test_rows"], cell["sd"] / math.sqrt(args.runs)
+            )
+            if text:
+                warnings.append(f"{mech}: {text}")
+                print(warnings[-1])
     series = {m: [results[key][f"{m}@{e:g}"]["mean"] for e in args.epsilon] for m in args.mechanisms}
     errors = {m: [results[key][f"{m}@{e:g}"]["sd"] for e in args.epsilon] for m in args.mechanisms}
     hlines = (
@@ -262,6 +281,7 @@ def run(args: argparse.Namespace) -> Path:
         hlines=hlines,
     )
     summary = {"dataset": train.name, "n_owners": len(parts), "chance": 1 / train.n_classes, **results}
+    summary["warnings"] = warnings
     write_report(run_dir, args, PAPER[args.experiment], start, summary)
     print(f"wrote {run_dir}")
     return run_dir
