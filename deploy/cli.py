@@ -344,6 +344,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_tls(p)
     p.add_argument("--owners", type=_positive_int, required=True, help="logical owners to wait for")
     p.add_argument(
+        "--min-owners",
+        type=_positive_int,
+        help="quorum: the job fails, before later rounds spend anyone's budget, once fewer owners are still "
+        "taking part (not refused, rejected or lost); default: half of --owners, rounded up",
+    )
+    p.add_argument(
         "--epsilon", type=_one_epsilon, required=True, help="each owner's budget for the job (inf: no noise)"
     )
     p.add_argument("--out", type=Path, default=Path("runs"), help="directory that receives the run directory")

@@ -44,6 +44,7 @@ from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
 from privfed.proto.transport import (
+    IDENTITY_RETRY,
     PULL_TIMEOUT,
     PULL_WAIT,
     PUSH_TIMEOUT,
@@ -53,6 +54,7 @@ from privfed.proto.transport import (
     TlsFiles,
     channel_credentials,
     channel_options,
+    tls_failure,
 )
 
 _T = TypeVar("_T")
@@ -226,10 +228,21 @@ class OwnerNode:
         """Call until it succeeds; on a stop request, give up after one more attempt (so
         results already debited still get their chance to be delivered)."""
         backoff, started = Backoff(), time.monotonic()
+        in_use_since: float | None = None
         while True:
             try:
                 return call()
             except grpc.RpcError as exc:
+                cause = tls_failure(exc.details() or "")
+                if cause is not None:  # verification fails the same way every time: no retry
+                    raise ConnectError(f"TLS with coordinator {self._target} failed: {cause}", exc.code()) from exc
+                if exc.code() == grpc.StatusCode.ALREADY_EXISTS:  # another live process holds this node id
+                    if in_use_since is None:
+                        in_use_since = time.monotonic()
+                        log.warning("%s refused: %s; retrying for %.0f s", what, exc.details(), IDENTITY_RETRY)
+                    if time.monotonic() - in_use_since < IDENTITY_RETRY and not self.stop_event.is_set():
+                        self.stop_event.wait(backoff.next_delay())
+                        continue
                 if exc.code() not in _RETRYABLE:
                     raise ConnectError(
                         f"{what} refused by coordinator: {exc.code().name}: {exc.details()}", exc.code()

@@ -90,6 +90,7 @@ FLAGS = {
     "n_samples": "--n-samples",
     "test_fraction": "--test-fraction",
     "owners": "--owners",
+    "min_owners": "--min-owners",
     "register_timeout": "--register-timeout",
     "round_timeout": "--round-timeout",
     "node_timeout": "--node-timeout",
@@ -165,6 +166,11 @@ class JobConfig:
         data set's public schema (bounds, classes).
     owners : int >= 1 or None
         ``--owners``: logical owners to wait for (None only for a config that just builds a strategy).
+    min_owners : int >= 1 or None
+        ``--min-owners``: the quorum, the fewest owners that must still be taking part (neither
+        refused, rejected for a reply that broke its contract, nor on a lost node) after every batch
+        of tasks; below it the job fails before a later batch spends anyone's budget. None:
+        :attr:`quorum`'s default, half the owners.
     register_timeout, round_timeout, node_timeout : float > 0
         ``--register-timeout``, ``--round-timeout``, ``--node-timeout``, in seconds.
     listen : str; out : Path; serve : bool; load_model : Path or None
@@ -209,6 +215,7 @@ class JobConfig:
     n_samples: int | None = None
     test_fraction: float = 0.2
     owners: int | None = None
+    min_owners: int | None = None
     register_timeout: float = 300.0
     round_timeout: float = 600.0
     node_timeout: float = 15.0
@@ -249,9 +256,14 @@ class JobConfig:
         check_choice(self.budget_split, name=FLAGS["budget_split"], allowed=BUDGET_SPLITS)
         if self.eval_mechanism is not None:
             check_choice(self.eval_mechanism, name=FLAGS["eval_mechanism"], allowed=EVAL_MECHANISMS)
-        for name in ("group_size", "n_samples", "owners", "max_owner_rows"):
+        for name in ("group_size", "n_samples", "owners", "max_owner_rows", "min_owners"):
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name=FLAGS[name], minimum=1)
+        if self.min_owners is not None and self.owners is not None and self.min_owners > self.owners:
+            raise ConfigError(
+                f"{FLAGS['min_owners']} {self.min_owners} exceeds {FLAGS['owners']} {self.owners}: the job could "
+                f"never reach its quorum; choose {FLAGS['min_owners']} between 1 and {self.owners}"
+            )
         if self.dataset not in BUILTINS:
             raise ConfigError(
                 f"--dataset must be one of {', '.join(BUILTINS)}, got {self.dataset!r}; for owners' own files give "
@@ -289,6 +301,16 @@ class JobConfig:
         return MAX_OWNER_ROWS
 
     @property
+    def quorum(self) -> int:
+        """The fewest owners still taking part for the job to go on (``min_owners``): by default half of
+        ``owners``, rounded up, for every task: a one-round task (ncc, lr) then publishes no model built
+        from a minority of its owners, and a multi-round one (bdt, feddpdr) stops before its later rounds
+        spend the budgets of a federation that has lost most of its owners. 1 without ``owners``."""
+        if self.min_owners is not None:
+            return int(self.min_owners)
+        return max(1, math.ceil((self.owners or 1) / 2))
+
+    @property
     def weight_bound_source(self) -> str:
         """Where :attr:`share_weight_bound` comes from: ``--weight-bound``, ``--rows-per-owner`` or ``default``."""
         if self.weight_bound is not None:
@@ -307,4 +329,5 @@ class JobConfig:
             "share_weight_bound": self.share_weight_bound,
             "weight_bound_source": self.weight_bound_source,
             "owner_rows_bound": self.owner_rows_bound,
+            "quorum": self.quorum,
         }
