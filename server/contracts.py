@@ -49,6 +49,7 @@ from privfed.common.mechanisms import GeometricMechanism, IdentityMechanism, Mec
 from privfed.common.mechanisms.base import SNAP_STEP
 from privfed.common.mechanisms.piecewise import PiecewiseMultidim
 from privfed.common.messages import (
+    BoostEvaluateTask,
     BoostShareReply,
     BoostShareTask,
     LrShareReply,
@@ -59,10 +60,13 @@ from privfed.common.messages import (
     PcaShareReply,
     PcaShareTask,
     Refusal,
+    RingJoined,
+    RingTotal,
     SvmShareReply,
     SvmShareTask,
     TaskSpec,
 )
+from privfed.common.secagg.messages import MaskedInput
 
 #: Why a reply was rejected: the codes the report's ``rejected_owners`` uses.
 REJECTION_CODES = {
@@ -187,7 +191,7 @@ def count_limit(max_rows: int, count_epsilon: float) -> int:
     if math.isinf(count_epsilon):
         return max_rows
     mech = GeometricMechanism(epsilon=count_epsilon)
-    tail = math.log(COUNT_TAIL / 2.0) / math.log(mech.alpha) - 1.0
+    tail = math.log(COUNT_TAIL * (1.0 + mech.alpha) / 2.0) / math.log(mech.alpha) - 1.0
     return max_rows + max(0, math.ceil(tail))
 
 
@@ -225,6 +229,18 @@ def _svm(spec: SvmShareTask, payload: Payload, limits: PublicLimits) -> None:
     reply = _kind(payload, SvmShareReply)
     k = spec.bounds.d if spec.subspace is None else int(np.asarray(spec.subspace).shape[1])
     _matrix(reply.coef, "classifier release", (spec.n_classes, k + 1))
+
+
+def _boost_evaluate(spec: BoostEvaluateTask, payload: Payload, limits: PublicLimits) -> None:
+    """A ring member's join, or the leader's total of the ring: two sums of at most ``n_parties``
+    contributions, each within the public ``max_abs``; a pairwise-mask input is checked by the sum."""
+    if isinstance(payload, (RingJoined, MaskedInput)):
+        return
+    total = _kind(payload, RingTotal)
+    values = _matrix(total.values, "ring total", (2,))
+    top = spec.ring.n_parties * spec.ring.max_abs
+    if float(np.max(np.abs(values))) > top:
+        raise ContractViolation("out_of_range", f"ring total {values.tolist()} beyond ±{top:.6g} (n × max_abs)")
 
 
 def _boost_share(spec: BoostShareTask, payload: Payload, limits: PublicLimits) -> None:
@@ -269,7 +285,11 @@ CONTRACTS: dict[type, Contract] = {
     PcaShareTask: _pca,
     SvmShareTask: _svm,
     BoostShareTask: _boost_share,
+    BoostEvaluateTask: _boost_evaluate,
 }
+#: The task kinds each owner answers on its own: one unanswered by a live node is a stalling owner
+#: (``no_answer``). A ring leader's answer waits for the other members, so it is not among them.
+ANSWERED_ALONE = (NccShareTask, LrShareTask, PcaShareTask, SvmShareTask, BoostShareTask)
 
 
 def check_reply(spec: TaskSpec, payload: Payload, limits: PublicLimits) -> None:

@@ -23,6 +23,7 @@ from privfed.server.models import load_model, save_model
 from privfed.server.registration import Expected, certificate_nodes
 from privfed.server.report import (
     baselines,
+    failure_reason,
     host_info,
     new_run_dir,
     nonprivate_releases,
@@ -36,6 +37,10 @@ from privfed.server.strategies import make_strategy
 from privfed.server.strategies.base import Strategy
 
 log = logging.getLogger("privfed.coordinator")
+
+#: Seconds a coordinator keeps serving after telling the nodes the job is over: one long poll
+#: (``PULL_WAIT``) and a margin, so they hear it and exit 0 instead of finding it gone.
+RELEASE_GRACE = PULL_WAIT + 0.5
 
 
 def federation_schema(config: JobConfig) -> tuple[FederationSchema, Dataset | None]:
@@ -157,10 +162,10 @@ def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
         why = f"stopped by {stopped[0]}: {exc}" if stopped else str(exc)
         log.warning("%s; nodes told to exit, nothing more is released", why)
         report.fail(why)
-        time.sleep(PULL_WAIT + 0.5)  # let nodes see the shutdown flag at their next poll
+        time.sleep(RELEASE_GRACE)  # let nodes see the shutdown flag at their next poll
         return 130 if stopped and stopped[0] == "SIGINT" else 0
     except BaseException as exc:  # every other way out: the report says why, then the error goes on
-        path = report.fail(str(exc) or type(exc).__name__)
+        path = report.fail(failure_reason(exc))
         if server is not None:
             _release_owners(server)
         if isinstance(exc, PrivfedError):
@@ -254,4 +259,4 @@ def _release_owners(server: CoordinatorServer) -> None:
     """Tell every node the job is over (PullTasks answers ``shutdown``) and give the nodes one
     long poll to hear it, so they exit 0 instead of finding the coordinator gone."""
     server.dispatcher.shutdown()
-    time.sleep(PULL_WAIT + 0.5)
+    time.sleep(RELEASE_GRACE)

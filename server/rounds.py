@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from privfed.common.errors import QuorumLost
 from privfed.common.identity import node_of
 from privfed.common.messages import BoostEvaluateTask, Result, Task, total_budget
-from privfed.server.contracts import CONTRACTS, ContractViolation, PublicLimits, Rejection, check_reply
+from privfed.server.contracts import ANSWERED_ALONE, ContractViolation, PublicLimits, Rejection, check_reply
 from privfed.server.dispatcher import RunOutcome
 from privfed.server.report import refusal_summary
 from privfed.server.strategies.base import refusals
@@ -81,7 +81,7 @@ class JobBook:
         silent = set(outcome.lost_nodes) | set(silent_nodes)
         for task_id in outcome.lost:  # a live node that never answered a share task: a stalling owner
             task = by_task[task_id]
-            if type(task.spec) in CONTRACTS and node_of(task.owner_id) not in silent:
+            if isinstance(task.spec, ANSWERED_ALONE) and node_of(task.owner_id) not in silent:
                 self.reject(Rejection(task_id, task.owner_id, "no_answer", f"round {task.round_id}"))
         usable: list[Result] = []
         for r in outcome.results.values():

@@ -64,6 +64,10 @@ from privfed.proto.transport import (
     channel_options,
 )
 
+#: Seconds a hostile node keeps trying to register while the coordinator is not up.
+CONNECT_TIMEOUT = 60.0
+RETRY = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
 #: What an attack answers one task with: a payload of any shape, or None (stall: never answer).
 Answer = Callable[[Task], Payload | None]
 
@@ -202,12 +206,15 @@ class HostileOwner:
     def _run(self) -> None:
         with self._channel() as channel:
             stub = pb_grpc.CoordinatorStub(channel)
-            try:
-                stub.RegisterNode(self.register_request(), timeout=REGISTER_TIMEOUT, wait_for_ready=True)
-            except grpc.RpcError as exc:
-                self.error = exc
-                return
-            self.registered.set()
+            deadline = time.monotonic() + CONNECT_TIMEOUT
+            while not self.registered.is_set():
+                try:
+                    stub.RegisterNode(self.register_request(), timeout=REGISTER_TIMEOUT, wait_for_ready=True)
+                    self.registered.set()
+                except grpc.RpcError as exc:  # the coordinator is not up yet: try again, as an honest node does
+                    self.error = exc
+                    if exc.code() not in RETRY or time.monotonic() > deadline or self._stop.wait(0.2):
+                        return
             while not self._stop.is_set():
                 try:
                     reply = stub.PullTasks(
