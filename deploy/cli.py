@@ -695,6 +695,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if not {"-v", "--verbose"} & set(argv):  # gRPC's C core logs e.g. a failed bind on its own lines
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    if next((a for a in argv if not a.startswith("-")), None) == "coordinator" and not {
+        "--insecure",
+        "-v",
+        "--verbose",
+    } & set(argv):
+        from privfed.server.handshakes import log_rejected_handshakes
+
+        log_rejected_handshakes()  # a log line per rejected TLS handshake: before the parser imports gRPC
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s"
