@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import queue
 import re
 import sys
 import threading
@@ -60,16 +61,23 @@ def parse_record(record: str) -> tuple[str, str] | None:
     return (peer.group(1) if peer else "unknown"), detail[:200]
 
 
-def _pump(read_fd: int, out_fd: int) -> None:
-    """Pass stderr through, except the core's trace, whose failed-handshake records are logged."""
+def _log_rejections(found: queue.SimpleQueue) -> None:
+    """Log what :func:`_pump` found, from a thread of its own: a log line goes to stderr, the pipe the
+    pump reads, which must never wait for itself."""
+    while True:
+        log.warning("TLS handshake from %s rejected: %s", *found.get())
+
+
+def _pump(read_fd: int, out_fd: int, found: queue.SimpleQueue) -> None:
+    """Pass stderr through, except the core's trace, whose failed-handshake records go to ``found``."""
     record: list[str] = []
 
     def flush() -> None:
         if record:
-            found = parse_record("\n".join(record))
+            rejected = parse_record("\n".join(record))
             record.clear()
-            if found is not None:
-                log.warning("TLS handshake from %s rejected: %s", *found)
+            if rejected is not None:
+                found.put(rejected)
 
     with os.fdopen(read_fd, "r", errors="replace", closefd=True) as pipe:
         for line in pipe:
@@ -99,8 +107,10 @@ def log_rejected_handshakes() -> bool:
     out_fd = os.dup(2)
     os.dup2(write_fd, 2)
     os.close(write_fd)
-    reader = threading.Thread(target=_pump, args=(read_fd, out_fd), name="handshake-log", daemon=True)
+    found: queue.SimpleQueue = queue.SimpleQueue()
+    reader = threading.Thread(target=_pump, args=(read_fd, out_fd, found), name="handshake-trace", daemon=True)
     reader.start()
+    threading.Thread(target=_log_rejections, args=(found,), name="handshake-log", daemon=True).start()
 
     def drain() -> None:  # at exit: close the pipe (the core's last words go nowhere), pass the rest on
         sys.stderr.flush()
