@@ -122,3 +122,14 @@ def test_a_simulation_that_fails_anywhere_writes_a_failed_report(tmp_path, monke
     report = _report(tmp_path)
     assert report["status"] == "failed" and report["error"]
     assert "interrupted" in report["error"] if kind == "ctrl-c" else str(failure) in report["error"]
+
+
+def test_a_job_its_owners_cannot_do_fails_before_the_port_opens_with_a_report(tmp_path, monkeypatch):
+    listened = []
+    monkeypatch.setattr(CoordinatorServer, "start", lambda self, address: listened.append(address))
+    config = JobConfig(task="bdt", epsilon=1.0, owners=3, listen="127.0.0.1:0", out=tmp_path)
+    with pytest.raises(ConfigError, match="--task bdt cannot run with 3 owners"):
+        main_module.run_coordinator(config, None)
+    assert listened == []  # nobody could connect, nobody was asked for anything
+    report = _report(tmp_path)
+    assert report["status"] == "failed" and "cannot run with 3 owners" in report["error"]

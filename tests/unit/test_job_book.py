@@ -146,3 +146,27 @@ def test_the_servicer_answers_a_second_process_already_exists():
     from privfed.server.servicer import status_code
 
     assert status_code(NodeIdInUse("x")).name == "ALREADY_EXISTS"
+
+
+# ---- a job its owners cannot do ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "owners,flags,says",
+    [
+        (3, {}, "each of its 10 rounds asks a fresh group of 1 owner(s) to share (an owner shares once), 10 owners in "
+         "all; use --rounds 1 or fewer"),
+        (10, {}, "each round's error is summed securely over at least 2 owners, but 10 owners split over 10 rounds "
+         "leave 1 in a round; use --rounds 5 or fewer"),
+        (40, {"group_size": 5}, "10 rounds asks a fresh group of 5 owner(s)"),
+    ],
+)  # fmt: skip
+def test_a_boosting_job_its_owners_cannot_do_is_refused_in_the_flags_terms(owners, flags, says):
+    from privfed.common.errors import ConfigError
+
+    strategy = make_strategy("bdt", epsilon=1.0, n_classes=2, bounds=BOUNDS, **flags)
+    with pytest.raises(ConfigError, match=f"--task bdt cannot run with {owners} owners") as err:
+        strategy.check_feasible(owners)
+    assert says in str(err.value)
+    assert "group_size" not in str(err.value)  # the flags' names, not the code's
+    strategy.check_feasible(20 if not flags else 50)
