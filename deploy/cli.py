@@ -347,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--min-owners",
         type=_positive_int,
         help="quorum: the job fails, before later rounds spend anyone's budget, once fewer owners are still "
-        "taking part (not refused, rejected or lost); default: half of --owners, rounded up",
+        "taking part (not refused, rejected or lost); default: 1 for ncc and lr, half of --owners for bdt and feddpdr",
     )
     p.add_argument(
         "--epsilon", type=_one_epsilon, required=True, help="each owner's budget for the job (inf: no noise)"

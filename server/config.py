@@ -170,7 +170,7 @@ class JobConfig:
         ``--min-owners``: the quorum, the fewest owners that must still be taking part (neither
         refused, rejected for a reply that broke its contract, nor on a lost node) after every batch
         of tasks; below it the job fails before a later batch spends anyone's budget. None:
-        :attr:`quorum`'s default, half the owners.
+        :attr:`quorum`'s default per task (1 for ncc and lr, half the owners for bdt and feddpdr).
     register_timeout, round_timeout, node_timeout : float > 0
         ``--register-timeout``, ``--round-timeout``, ``--node-timeout``, in seconds.
     listen : str; out : Path; serve : bool; load_model : Path or None
@@ -302,12 +302,15 @@ class JobConfig:
 
     @property
     def quorum(self) -> int:
-        """The fewest owners still taking part for the job to go on (``min_owners``): by default half of
-        ``owners``, rounded up, for every task: a one-round task (ncc, lr) then publishes no model built
-        from a minority of its owners, and a multi-round one (bdt, feddpdr) stops before its later rounds
-        spend the budgets of a federation that has lost most of its owners. 1 without ``owners``."""
+        """The fewest owners still taking part for the job to go on (``min_owners``). By default, per task:
+        1 for the one-round tasks (ncc, lr), whose one round has spent every budget it will by the time
+        the check can fail, so a degraded model with its report (who was lost, refused or rejected) is
+        worth more than none; half of ``owners``, rounded up, for the multi-round ones (bdt, feddpdr),
+        which then stop before later rounds spend the budgets of a federation that lost most of its owners."""
         if self.min_owners is not None:
             return int(self.min_owners)
+        if self.task in ("ncc", "lr"):
+            return 1
         return max(1, math.ceil((self.owners or 1) / 2))
 
     @property

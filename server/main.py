@@ -83,6 +83,11 @@ def public_rows_per_owner(config: JobConfig) -> JobConfig:
     train, _ = federation_split(
         config.dataset, seed=config.seed, test_fraction=config.test_fraction, n_samples=config.n_samples
     )
+    if config.owners > train.n:
+        raise ConfigError(
+            f"--owners {config.owners} exceeds the {train.n} training rows of --dataset {config.dataset}: every "
+            "owner of its partition needs a row; use fewer owners or more rows (--n-samples)"
+        )
     return config.replace(rows_per_owner=train.n / config.owners)
 
 
