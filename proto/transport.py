@@ -31,7 +31,7 @@ SHUTDOWN_GRACE = 2.0  # server.stop(grace): in-flight RPCs may finish
 #: A node id refused as registered by another live process (ALREADY_EXISTS) is retried this
 #: long: a restarted node's previous process is seen dead within the coordinator's
 #: ``IDENTITY_LIVENESS`` (3 s) of its last call; a true second process then gives up.
-IDENTITY_RETRY = 8.0
+IDENTITY_RETRY = 6.0
 
 # --- sizes ----------------------------------------------------------------------------
 #: Largest message either side sends or accepts. gRPC refuses a larger one from its length

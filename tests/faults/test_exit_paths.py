@@ -73,7 +73,7 @@ def _report(out: Path) -> dict:
     return json.loads(path.read_text())
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(stage=st.sampled_from(STAGES), kind=st.sampled_from(sorted(FAILURES)))
 def test_a_coordinator_job_that_fails_anywhere_writes_a_failed_report(tmp_path_factory, stage, kind):
     out = tmp_path_factory.mktemp("runs")
