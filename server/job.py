@@ -444,18 +444,18 @@ def run_job(
     round_timeout: float = 600.0,
     show_progress: bool = True,
     label: str = "",
-    min_owners: int = 1,
-    limits: PublicLimits | None = None,
+    book: JobBook | None = None,
     expected: Expected | None = None,
 ) -> JobOutcome:
     """Wait for ``expected_owners`` owners, check the job can be done with them, run ``strategy``.
 
     Every reply is checked against its task's contract before the strategy sees it; an owner
-    whose reply breaks it is rejected and asked for nothing more (:class:`~privfed.server.rounds.JobBook`).
-    After every batch, fewer than ``min_owners`` owners still taking part ends the job
-    (:class:`~privfed.server.rounds.QuorumLost`). ``limits``: the public bounds the contracts need
-    (default: :data:`~privfed.common.boosting.federated.MAX_OWNER_ROWS` rows per owner);
-    ``expected``: who to name while waiting (:mod:`privfed.server.registration`).
+    whose reply breaks it is rejected and asked for nothing more. ``book``
+    (:class:`~privfed.server.rounds.JobBook`) keeps that account, with the contracts' public limits
+    and the quorum: after every batch, fewer owners still taking part end the job
+    (:class:`~privfed.common.errors.QuorumLost`); the caller reads it for its report, also when the
+    job fails. Default: no quorum, :data:`~privfed.common.boosting.federated.MAX_OWNER_ROWS` rows
+    per owner. ``expected``: who to name while waiting (:mod:`privfed.server.registration`).
     """
     from tqdm import tqdm  # here: a coordinator that shows no progress never loads it
 
@@ -479,7 +479,8 @@ def run_job(
     check_feasible = getattr(strategy, "check_feasible", None)
     if check_feasible is not None:  # before any owner is asked for anything
         check_feasible(len(owner_ids))
-    book = JobBook(owner_ids, limits or PublicLimits(max_rows=MAX_OWNER_ROWS), quorum=min_owners)
+    book = book if book is not None else JobBook(PublicLimits(max_rows=MAX_OWNER_ROWS))
+    book.begin(owner_ids)
 
     def execute(tasks: list[Task], timeout: float | None = None) -> list[Result]:
         """Send one batch of tasks (none to a rejected owner), wait, keep only replies that fit their contract."""

@@ -31,7 +31,7 @@ from privfed.server.report import (
     version_info,
     write_json,
 )
-from privfed.server.rounds import rejection_summary
+from privfed.server.rounds import JobBook, rejection_summary
 from privfed.server.servicer import ServedModel
 from privfed.server.strategies import make_strategy
 from privfed.server.strategies.base import Strategy
@@ -118,6 +118,7 @@ def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
     })  # fmt: skip
     stopped: list[str] = []
     server: CoordinatorServer | None = None
+    book: JobBook | None = None  # what became of the owners, once the job knows its limits
 
     def on_signal(signum: int, _: object) -> None:
         stopped.append(signal.Signals(signum).name)
@@ -127,6 +128,7 @@ def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         config = public_rows_per_owner(config)
+        book = JobBook(PublicLimits(max_rows=config.owner_rows_bound), quorum=config.quorum)
         strategy, schema, test = coordinator_strategy(config)
         report.update(
             config=config.to_report(),
@@ -152,8 +154,7 @@ def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
             register_timeout=config.register_timeout,
             round_timeout=config.round_timeout,
             show_progress=False,
-            min_owners=config.quorum,
-            limits=PublicLimits(max_rows=config.owner_rows_bound),
+            book=book,
             expected=expected,
         )
         _release_owners(server)  # training is over: owners need not stay up, even with --serve
@@ -166,11 +167,11 @@ def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
     except JobAborted as exc:
         why = f"stopped by {stopped[0]}: {exc}" if stopped else str(exc)
         log.warning("%s; nodes told to exit, nothing more is released", why)
-        report.fail(why)
+        report.fail(why, book)
         time.sleep(RELEASE_GRACE)  # let nodes see the shutdown flag at their next poll
         return 130 if stopped and stopped[0] == "SIGINT" else 0
     except BaseException as exc:  # every other way out: the report says why, then the error goes on
-        path = report.fail(failure_reason(exc))
+        path = report.fail(failure_reason(exc), book)
         if server is not None:
             _release_owners(server)
         if isinstance(exc, PrivfedError):
@@ -200,8 +201,10 @@ class JobReport:
         write_json(self.path, self.fields)
         return self.path
 
-    def fail(self, reason: str) -> Path:
-        return self.write(status="failed", error=reason)
+    def fail(self, reason: str, book: JobBook | None = None) -> Path:
+        """A failed job's report: the reason, and what became of its owners if they had registered."""
+        owners = book.to_report() if book is not None and book.owner_ids else {}
+        return self.write(status="failed", error=reason, **owners)
 
 
 def _finish(

@@ -16,6 +16,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from privfed.common.errors import QuorumLost
 from privfed.common.identity import node_of
@@ -42,12 +43,13 @@ class JobBook:
     """The owners of one job and what became of each (module docstring).
 
     ``limits``: the public configuration the reply contracts need; ``quorum``: the fewest owners
-    that must still be taking part after every batch (1: any).
+    that must still be taking part after every batch (1: any); ``owner_ids``: the job's owners,
+    known once they registered (:meth:`begin`).
     """
 
-    owner_ids: list[str]
     limits: PublicLimits
     quorum: int = 1
+    owner_ids: list[str] = field(default_factory=list)
     epsilon_by_owner: dict[str, float] = field(default_factory=dict)  # what the coordinator received shares for
     refused: dict[str, str] = field(default_factory=dict)  # owner -> "code: text" of its refusal
     rejected: dict[str, str] = field(default_factory=dict)  # owner -> "code: detail" of the rejected reply
@@ -56,7 +58,24 @@ class JobBook:
     _counted: set[tuple[str, str]] = field(default_factory=set)  # (owner, release id): a re-formed ring reuses one
 
     def __post_init__(self) -> None:
+        self.begin(self.owner_ids)
+
+    def begin(self, owner_ids: list[str]) -> None:
+        """The job's owners, once registered."""
+        self.owner_ids = list(owner_ids)
         self.epsilon_by_owner = {o: 0.0 for o in self.owner_ids} | self.epsilon_by_owner
+
+    def to_report(self) -> dict[str, Any]:
+        """What a report says about the owners, also when the job failed."""
+        n = len(self.owner_ids)
+        return {
+            "refused": self.refused,
+            "refusal_summary": refusal_summary(self.refused, n),
+            "rejected_owners": self.rejected,
+            "rejection_summary": rejection_summary(self.rejected, n),
+            "lost_nodes": sorted(self.lost_nodes),
+            "epsilon_by_owner": self.epsilon_by_owner,
+        }
 
     def to_ask(self, tasks: list[Task]) -> list[Task]:
         """The tasks of a batch that go out: none for a rejected owner."""

@@ -162,6 +162,7 @@ def test_a_spent_ledger_reaches_the_coordinator_as_refusals_and_a_failed_report(
     assert "Traceback" not in err
     report = _report(tmp / "runs2")
     assert report["status"] == "failed" and "5/5 owners refused: budget_exceeded" in report["error"]
+    assert len(report["refused"]) == 5 and report["rejected_owners"] == {}  # what became of each owner
     assert owner_code == 0  # told the job is over, not left to find the coordinator gone
 
 

@@ -37,7 +37,7 @@ def _reply(rows: int = 1, label: int = 0) -> NccShareReply:
 
 def test_a_reply_that_breaks_its_contract_rejects_its_owner_and_the_others_are_used():
     tasks = _tasks()
-    book = JobBook(OWNERS, PublicLimits(max_rows=2), quorum=2)
+    book = JobBook(PublicLimits(max_rows=2), quorum=2, owner_ids=OWNERS)
     results = {
         tasks[0].task_id: Result(tasks[0].task_id, OWNERS[0], _reply()),
         tasks[1].task_id: Result(tasks[1].task_id, OWNERS[1], _reply(rows=3)),  # beyond the row bound
@@ -59,7 +59,7 @@ def test_a_reply_that_breaks_its_contract_rejects_its_owner_and_the_others_are_u
 
 def test_an_undecodable_answer_and_a_live_node_that_never_answers_are_rejected():
     tasks = _tasks()
-    book = JobBook(OWNERS, PublicLimits(max_rows=2))
+    book = JobBook(PublicLimits(max_rows=2), owner_ids=OWNERS)
     bad = serde.result_to_proto(Result(tasks[0].task_id, OWNERS[0], _reply()))
     bad.ncc_share.reports.data = b"\0" * 3  # not the 8 * d bytes its shape says
     good = serde.result_to_proto(Result(tasks[1].task_id, OWNERS[1], _reply()))
