@@ -92,7 +92,9 @@ def _pump(read_fd: int, out_fd: int, found: queue.SimpleQueue) -> None:
                 flush()
             except Exception:  # noqa: BLE001 - a parse problem must never swallow the process's stderr
                 record.clear()
-            os.write(out_fd, line.encode(errors="replace"))
+            data = line.encode(errors="replace")
+            while data:
+                data = data[os.write(out_fd, data) :]
     flush()
 
 
