@@ -349,6 +349,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_tls(p)
     p.add_argument("--owners", type=_positive_int, required=True, help="logical owners to wait for")
     p.add_argument(
+        "--min-owners",
+        type=_positive_int,
+        help="quorum: the job fails, before later rounds spend anyone's budget, once fewer owners are still "
+        "taking part (not refused, rejected or lost); default: 1 for ncc and lr, half of --owners for bdt and feddpdr",
+    )
+    p.add_argument(
         "--epsilon", type=_one_epsilon, required=True, help="each owner's budget for the job (inf: no noise)"
     )
     p.add_argument("--out", type=Path, default=Path("runs"), help="directory that receives the run directory")
@@ -694,6 +700,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if not {"-v", "--verbose"} & set(argv):  # gRPC's C core logs e.g. a failed bind on its own lines
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    if next((a for a in argv if not a.startswith("-")), None) == "coordinator" and not {
+        "--insecure",
+        "-v",
+        "--verbose",
+    } & set(argv):
+        from privfed.server.handshakes import log_rejected_handshakes
+
+        log_rejected_handshakes()  # a log line per rejected TLS handshake: before the parser imports gRPC
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s"

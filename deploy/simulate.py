@@ -44,6 +44,7 @@ from privfed.server.models import save_model
 from privfed.server.report import (
     accuracy_warning,
     baselines,
+    failure_reason,
     host_info,
     learner_label,
     new_run_dir,
@@ -427,8 +428,31 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
     ``report.json`` with ``status: failed`` and the reason, then raises it naming the report.
     """
     t0 = time.perf_counter()
+    run_dir = new_run_dir(config.job.out)
+    report: dict[str, Any] = {
+        "status": "running",
+        "run_dir": str(run_dir),
+        "config": config.to_report(),
+        "version": version_info(),
+        "host": host_info(),
+    }
+    try:
+        _simulate(config, run_dir, report)
+    except BaseException as exc:  # every way out writes the report (issue 23, item 3), then the error goes on
+        report |= {"status": "failed", "error": failure_reason(exc), "wall_time_s": time.perf_counter() - t0}
+        write_json(run_dir / "report.json", report)
+        if isinstance(exc, PrivfedError):
+            raise type(exc)(f"{exc} (report: {run_dir / 'report.json'})") from exc
+        raise
+    report |= {"status": "ok", "wall_time_s": time.perf_counter() - t0}
+    write_json(run_dir / "report.json", report)
+    print(f"report: {run_dir / 'report.json'}", file=sys.stderr)
+    return report
+
+
+def _simulate(config: SimulationConfig, run_dir: Path, report: dict[str, Any]) -> None:
+    """The body of :func:`simulate`: fills ``report`` (points, references) as the federations run."""
     job = config.job
-    run_dir = new_run_dir(job.out)
     show_progress = config.progress and sys.stderr.isatty()
     if not show_progress:  # no bars on a pipe or a file: one log line per round instead
         logging.getLogger("privfed.coordinator.rounds").setLevel(logging.INFO)
@@ -462,7 +486,11 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
     chance = float(np.mean([b["chance"] for b in base.values()]))
     majority = float(np.mean([b["majority_class"] for b in base.values()]))
     points: list[dict[str, Any]] = []
-    report: dict[str, Any] = {
+    strategy = make_strategy(job, n_classes=len(test0.classes), bounds=test0.bounds)
+    check_feasible = getattr(strategy, "check_feasible", None)
+    if check_feasible is not None:  # before any node process starts
+        check_feasible(config.owners)
+    report |= {
         "status": "running",
         "run_dir": str(run_dir),
         "config": dataclasses.replace(config, job=job).to_report(),
@@ -480,40 +508,31 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
         "host": host_info(),
     }
     certs = None if config.insecure else make_certs(run_dir / "certs", owners=config.processes)
-    try:
-        for eps in config.epsilons:
-            runs = []
-            for s in seeds:
-                point_dir = run_dir / f"eps-{eps:g}" / (f"seed-{s}" if config.repeats > 1 else "")
-                run = run_point(
-                    config,
-                    job.replace(epsilon=eps, seed=s),
-                    point_dir,
-                    certs,
-                    splits[s][1],
-                    show_progress,
-                    schema,
-                    split_cache,
-                )
-                spent_file = write_json(point_dir / "epsilon_spent.json", run.pop("_spent"))
-                run["epsilon_spent"]["per_owner_file"] = str(spent_file.relative_to(run_dir))
-                runs.append(run)
-            points.append(_point(eps, runs))
-            spread = points[-1]["accuracy_std"] / math.sqrt(len(runs))
-            warning = accuracy_warning(eps, points[-1]["accuracy"], majority, int(test0.y.shape[0]), spread)
-            if warning:
-                points[-1]["warning"] = warning
-            _print_point(points[-1], reference, chance, majority)
-    except PrivfedError as exc:
-        report |= {"status": "failed", "error": str(exc), "wall_time_s": time.perf_counter() - t0}
-        write_json(run_dir / "report.json", report)
-        raise type(exc)(f"{exc} (report: {run_dir / 'report.json'})") from exc
-    report |= {"status": "ok", "warnings": [p["warning"] for p in points if "warning" in p]}
-    report |= {"wall_time_s": time.perf_counter() - t0}
-    write_json(run_dir / "report.json", report)
+    for eps in config.epsilons:
+        runs = []
+        for s in seeds:
+            point_dir = run_dir / f"eps-{eps:g}" / (f"seed-{s}" if config.repeats > 1 else "")
+            run = run_point(
+                config,
+                job.replace(epsilon=eps, seed=s),
+                point_dir,
+                certs,
+                splits[s][1],
+                show_progress,
+                schema,
+                split_cache,
+            )
+            spent_file = write_json(point_dir / "epsilon_spent.json", run.pop("_spent"))
+            run["epsilon_spent"]["per_owner_file"] = str(spent_file.relative_to(run_dir))
+            runs.append(run)
+        points.append(_point(eps, runs))
+        spread = points[-1]["accuracy_std"] / math.sqrt(len(runs))
+        warning = accuracy_warning(eps, points[-1]["accuracy"], majority, int(test0.y.shape[0]), spread)
+        if warning:
+            points[-1]["warning"] = warning
+        _print_point(points[-1], reference, chance, majority)
+    report["warnings"] = [p["warning"] for p in points if "warning" in p]
     _plot(run_dir / "accuracy_vs_epsilon.png", config, job, points, reference, chance, majority)
-    print(f"report: {run_dir / 'report.json'}", file=sys.stderr)
-    return report
 
 
 def _pooled(files: tuple[Path, ...], schema: FederationSchema) -> Dataset:

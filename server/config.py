@@ -92,6 +92,7 @@ FLAGS = {
     "n_samples": "--n-samples",
     "test_fraction": "--test-fraction",
     "owners": "--owners",
+    "min_owners": "--min-owners",
     "register_timeout": "--register-timeout",
     "round_timeout": "--round-timeout",
     "node_timeout": "--node-timeout",
@@ -167,6 +168,11 @@ class JobConfig:
         data set's public schema (bounds, classes).
     owners : int >= 1 or None
         ``--owners``: logical owners to wait for (None only for a config that just builds a strategy).
+    min_owners : int >= 1 or None
+        ``--min-owners``: the quorum, the fewest owners that must still be taking part (neither
+        refused, rejected for a reply that broke its contract, nor on a lost node) after every batch
+        of tasks; below it the job fails before a later batch spends anyone's budget. None:
+        :attr:`quorum`'s default per task (1 for ncc and lr, half the owners for bdt and feddpdr).
     register_timeout, round_timeout, node_timeout : float > 0
         ``--register-timeout``, ``--round-timeout``, ``--node-timeout``, in seconds.
     listen : str; out : Path; serve : bool; load_model : Path or None
@@ -211,6 +217,7 @@ class JobConfig:
     n_samples: int | None = None
     test_fraction: float = 0.2
     owners: int | None = None
+    min_owners: int | None = None
     register_timeout: float = 300.0
     round_timeout: float = 600.0
     node_timeout: float = 15.0
@@ -251,9 +258,14 @@ class JobConfig:
         check_choice(self.budget_split, name=FLAGS["budget_split"], allowed=BUDGET_SPLITS)
         if self.eval_mechanism is not None:
             check_choice(self.eval_mechanism, name=FLAGS["eval_mechanism"], allowed=EVAL_MECHANISMS)
-        for name in ("group_size", "n_samples", "owners", "max_owner_rows"):
+        for name in ("group_size", "n_samples", "owners", "max_owner_rows", "min_owners"):
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name=FLAGS[name], minimum=1)
+        if self.min_owners is not None and self.owners is not None and self.min_owners > self.owners:
+            raise ConfigError(
+                f"{FLAGS['min_owners']} {self.min_owners} exceeds {FLAGS['owners']} {self.owners}: the job could "
+                f"never reach its quorum; choose {FLAGS['min_owners']} between 1 and {self.owners}"
+            )
         if self.dataset not in BUILTINS:
             raise ConfigError(
                 f"--dataset must be one of {', '.join(BUILTINS)}, got {self.dataset!r}; for owners' own files give "
@@ -291,6 +303,19 @@ class JobConfig:
         return MAX_OWNER_ROWS
 
     @property
+    def quorum(self) -> int:
+        """The fewest owners still taking part for the job to go on (``min_owners``). By default, per task:
+        1 for the one-round tasks (ncc, lr), whose one round has spent every budget it will by the time
+        the check can fail, so a degraded model with its report (who was lost, refused or rejected) is
+        worth more than none; half of ``owners``, rounded up, for the multi-round ones (bdt, feddpdr),
+        which then stop before later rounds spend the budgets of a federation that lost most of its owners."""
+        if self.min_owners is not None:
+            return int(self.min_owners)
+        if self.task in ("ncc", "lr"):
+            return 1
+        return max(1, math.ceil((self.owners or 1) / 2))
+
+    @property
     def weight_bound_source(self) -> str:
         """Where :attr:`share_weight_bound` comes from: ``--weight-bound``, ``--rows-per-owner`` or ``default``."""
         if self.weight_bound is not None:
@@ -309,4 +334,5 @@ class JobConfig:
             "share_weight_bound": self.share_weight_bound,
             "weight_bound_source": self.weight_bound_source,
             "owner_rows_bound": self.owner_rows_bound,
+            "quorum": self.quorum,
         }

@@ -4,6 +4,7 @@ map domain errors to status codes."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any, NoReturn
 
 import grpc
@@ -12,17 +13,19 @@ import numpy as np
 from privfed.common.errors import (
     BudgetExceeded,
     ConfigError,
+    NodeIdInUse,
     PrivfedError,
     RemoteProtocolError,
     ResourceExhausted,
     RingClosed,
 )
-from privfed.common.messages import Task
+from privfed.common.messages import Result, Task
 from privfed.common.schema import FederationSchema
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
 from privfed.proto.transport import MAX_RESPONSE_TASK_BYTES, PULL_WAIT
+from privfed.server.contracts import Rejection
 from privfed.server.dispatcher import Dispatcher
 
 log = logging.getLogger("privfed.coordinator")
@@ -33,6 +36,7 @@ log = logging.getLogger("privfed.coordinator")
 ServedModel = Any
 
 _STATUS = [  # first match wins: subclasses before their bases
+    (NodeIdInUse, grpc.StatusCode.ALREADY_EXISTS),
     (RingClosed, grpc.StatusCode.FAILED_PRECONDITION),
     (RemoteProtocolError, grpc.StatusCode.INVALID_ARGUMENT),
     (ConfigError, grpc.StatusCode.FAILED_PRECONDITION),
@@ -52,9 +56,23 @@ def status_code(exc: PrivfedError) -> grpc.StatusCode:
 
 
 def _abort(context: grpc.ServicerContext, exc: PrivfedError) -> NoReturn:
-    log.warning("rejecting call: %s", exc)
+    log.warning("rejecting call from %s: %s", context.peer(), exc)
     context.abort(status_code(exc), str(exc))
     raise AssertionError("grpc.ServicerContext.abort raises")  # for the type checker
+
+
+def decode_results(messages: Iterable[pb.Result]) -> tuple[list[Result], list[Rejection]]:
+    """Each result decoded alone: one that does not decode (a non-finite matrix, a shape that does
+    not match its bytes, an unknown refusal code) becomes a :class:`Rejection` of its owner, and
+    the other results of the push still count (issue 23, item 1)."""
+    results: list[Result] = []
+    rejected: list[Rejection] = []
+    for m in messages:
+        try:
+            results.append(serde.result_from_proto(m))
+        except (PrivfedError, ValueError, TypeError) as exc:
+            rejected.append(Rejection(m.task_id, m.owner_id, "undecodable", f"{exc}"[:200]))
+    return results, rejected
 
 
 def peer_identity(context: grpc.ServicerContext) -> str | None:
@@ -149,8 +167,8 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         try:
             node_id = self._node_id(request.node_id, context)
             owners = [serde.owner_info_from_proto(o) for o in request.owners]
-            session = self._dispatcher.register(node_id, owners, bytes(request.node_certificate))
-            log.info("node %s registered %d owner(s)", node_id, len(owners))
+            session = self._dispatcher.register(node_id, owners, bytes(request.node_certificate), context.peer())
+            log.info("node %s registered %d owner(s) from %s", node_id, len(owners), context.peer())
             return pb.RegisterNodeResponse(session_id=session, schema=self._schema)
         except PrivfedError as exc:
             _abort(context, exc)
@@ -158,7 +176,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
     def PullTasks(self, request: pb.PullTasksRequest, context: grpc.ServicerContext) -> pb.PullTasksResponse:
         try:
             node_id = self._node_id(request.node_id, context)
-            tasks, shutdown = self._dispatcher.pull(node_id, min(request.wait_ms / 1000.0, PULL_WAIT))
+            tasks, shutdown = self._dispatcher.pull(node_id, min(request.wait_ms / 1000.0, PULL_WAIT), context.peer())
             return pb.PullTasksResponse(tasks=self._encode_tasks(node_id, tasks), shutdown=shutdown)
         except PrivfedError as exc:
             _abort(context, exc)
@@ -166,8 +184,8 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
     def PushResults(self, request: pb.PushResultsRequest, context: grpc.ServicerContext) -> pb.PushResultsResponse:
         try:
             node_id = self._node_id(request.node_id, context)
-            results = [serde.result_from_proto(r) for r in request.results]
-            return pb.PushResultsResponse(accepted=self._dispatcher.push(node_id, results))
+            results, rejected = decode_results(request.results)
+            return pb.PushResultsResponse(accepted=self._dispatcher.push(node_id, results, rejected))
         except PrivfedError as exc:
             _abort(context, exc)
 
