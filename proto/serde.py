@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -393,6 +393,8 @@ def _owner_shares_from_proto(shares: Sequence[pb.OwnerShare], what: str) -> dict
     return out
 
 
+_E = TypeVar("_E", "pb.SvmModel", "pb.RowScaling")
+
 #: FedDPDR's public choices (common/feddpdr/choices.py) and their wire enums. The wire has no default:
 #: UNSPECIFIED (0, what an unset field reads as) is malformed, so the one default is Python's.
 SVM_MODEL_WIRE = {
@@ -404,13 +406,13 @@ SVM_MODEL_WIRE = {
 ROW_SCALING_WIRE = {"ball": pb.ROW_SCALING_BALL, "normalise": pb.ROW_SCALING_NORMALISE}
 
 
-def _to_enum(table: Mapping[str, int], name: str) -> int:
+def _to_enum(table: Mapping[str, _E], name: str) -> _E:
     if name not in table:
         raise ConfigError(f"no wire value for {name!r}; known: {sorted(table)}")
     return table[name]
 
 
-def _from_enum(table: Mapping[str, int], value: int, field: str) -> str:
+def _from_enum(table: Mapping[str, _E], value: _E, field: str) -> str:
     for name, number in table.items():
         if number == value:
             return name

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from privfed.common.errors import ConfigError
 from privfed.common.learners.samme import LEARNER_KINDS, BoostedModel
@@ -12,8 +13,8 @@ from privfed.server.servicer import ServedModel
 FEDDPDR_KIND = "feddpdr"  # FedDPDRModel.kind; its module imports scipy, so it is loaded only for such a file
 
 
-def _kinds(kind: object) -> dict[str, type]:
-    kinds: dict[str, type] = {**LEARNER_KINDS, BoostedModel.kind: BoostedModel}
+def _kinds(kind: object) -> dict[str, Any]:
+    kinds: dict[str, Any] = {**LEARNER_KINDS, BoostedModel.kind: BoostedModel}
     if kind == FEDDPDR_KIND:
         from privfed.common.feddpdr.model import FedDPDRModel
 
