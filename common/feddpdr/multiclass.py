@@ -152,6 +152,25 @@ def score_gradients(S: np.ndarray, y: np.ndarray, loss: str) -> tuple[np.ndarray
     return huber_hinge(margin, MC_HUBER_H), G
 
 
+def score_hessian(s: np.ndarray, y: int, loss: str) -> np.ndarray:
+    """One row's Hessian in its scores (K, K), the matrix the Jacobian bound is about (module docstring)."""
+    s = np.asarray(s, dtype=np.float64)
+    if loss == "softmax":
+        p = np.exp(s - s.max())
+        p /= p.sum()
+        return np.diag(p) - np.outer(p, p)
+    o = s / MC_HUBER_T
+    o[y] = -np.inf
+    q = np.exp(o - o.max())
+    q /= q.sum()
+    margin = s[y] - MC_HUBER_T * math.log(float(np.sum(np.exp(np.delete(s, y) / MC_HUBER_T))))
+    c = q.copy()
+    c[y] -= 1.0  # -(e_y - q)
+    curvature = 1.0 / (2.0 * MC_HUBER_H) if abs(1.0 - margin) <= MC_HUBER_H else 0.0
+    slope = -float(huber_hinge_derivative(np.array(margin), MC_HUBER_H))
+    return curvature * np.outer(c, c) + slope * (np.diag(q) - np.outer(q, q)) / MC_HUBER_T
+
+
 def perturbed_objective(
     F_flat: np.ndarray, X: np.ndarray, y: np.ndarray, loss: str, Lambda: float, B: np.ndarray
 ) -> tuple[float, np.ndarray]:
@@ -224,4 +243,5 @@ __all__ = [
     "perturbed_objective",
     "privacy_split",
     "score_gradients",
+    "score_hessian",
 ]

@@ -22,21 +22,10 @@ pytestmark = pytest.mark.slow
 K, DRAWS = 3, 300
 
 
-def _row_hessian(s, y, loss, step=1e-6):
-    H = np.zeros((K, K))
-    for j in range(K):
-        e = np.eye(K)[j] * step
-        H[:, j] = (
-            mc.score_gradients((s + e)[None], np.array([y]), loss)[1][0]
-            - mc.score_gradients((s - e)[None], np.array([y]), loss)[1][0]
-        ) / (2 * step)
-    return (H + H.T) / 2
-
-
 def _log_density(F, X, y, loss, Lambda, sigma):
     """log of nu(B_D(F)) |det J| up to the constant of nu."""
     B = -(mc.perturbed_objective(F.ravel(), X, y, loss, Lambda, np.zeros_like(F))[1].reshape(F.shape))
-    A = Lambda * np.eye(F.size) + sum(np.kron(_row_hessian(F @ x, yy, loss), np.outer(x, x)) for x, yy in zip(X, y))
+    A = Lambda * np.eye(F.size) + sum(np.kron(mc.score_hessian(F @ x, yy, loss), np.outer(x, x)) for x, yy in zip(X, y))
     return -np.sum(B**2) / (2 * sigma**2) + np.linalg.slogdet(A)[1]
 
 

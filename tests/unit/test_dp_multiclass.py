@@ -27,16 +27,10 @@ def _blobs(rng, n, d, K):
     return X / np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True)), y
 
 
-def _score_hessian(s, y, loss, step=1e-5):
-    """Finite-difference Hessian of one row's loss in its scores."""
+def _finite_difference_hessian(s, y, loss, step=1e-5):
     K = s.size
-    H = np.zeros((K, K))
-    for j in range(K):
-        e = np.eye(K)[j] * step
-        H[:, j] = (
-            mc.score_gradients((s + e)[None], np.array([y]), loss)[1][0]
-            - mc.score_gradients((s - e)[None], np.array([y]), loss)[1][0]
-        ) / (2 * step)
+    grad = lambda v: mc.score_gradients(v[None], np.array([y]), loss)[1][0]  # noqa: E731
+    H = np.column_stack([(grad(s + e) - grad(s - e)) / (2 * step) for e in np.eye(K) * step])
     return (H + H.T) / 2
 
 
@@ -55,10 +49,12 @@ def test_gradient_norm_hessian_trace_and_inner_product_bounds(loss):
         assert c @ c <= mc.GRADIENT_NORM_SQ + 1e-12
         u = rng.standard_normal(K)
         assert abs(c @ u) <= np.max(np.abs(u[y] - np.delete(u, y))) + 1e-12
-        H = _score_hessian(s, y, loss)
-        assert np.linalg.eigvalsh(H).min() >= -1e-6
+        H = mc.score_hessian(s, y, loss)
+        if np.min(np.abs(1 - (s[y] - np.max(np.delete(s, y))))) > 0.05:  # away from Huber's kinks
+            assert np.allclose(H, _finite_difference_hessian(s, y, loss), atol=1e-4)
+        assert np.linalg.eigvalsh(H).min() >= -1e-9
         worst_trace = max(worst_trace, np.trace(H))
-    assert worst_trace <= mc.TRACE_BOUND[loss] + 1e-5
+    assert worst_trace <= mc.TRACE_BOUND[loss] + 1e-12
     assert worst_trace > 0.3 * mc.TRACE_BOUND[loss]  # the bound is not vacuous
 
 
@@ -86,11 +82,11 @@ def test_jacobian_ratio_of_adding_one_row_is_at_most_exp_epsilon_j():
     K, d, n, Lambda = 4, 3, 5, 0.4
     for loss in mc.LOSSES:
         worst = 0.0
-        for _ in range(150):
+        for _ in range(80):
             X = np.array([_unit(rng, d) for _ in range(n + 1)])
             y = rng.integers(K, size=n + 1)
             F = rng.standard_normal((K, d)) * rng.choice([0.3, 1.0, 3.0])
-            H = [np.kron(_score_hessian(F @ x, yy, loss), np.outer(x, x)) for x, yy in zip(X, y)]
+            H = [np.kron(mc.score_hessian(F @ x, yy, loss), np.outer(x, x)) for x, yy in zip(X, y)]
             base = Lambda * np.eye(K * d) + sum(H[:n])
             change = np.linalg.slogdet(base + H[n])[1] - np.linalg.slogdet(base)[1]
             assert -1e-9 <= change <= mc.TRACE_BOUND[loss] / Lambda + 1e-6
