@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.basis import BASES, PUBLIC_BASES
-from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DELTA_MODELS, ROW_SCALINGS, SVM_MODELS
+from privfed.common.feddpdr.choices import DELTA_MODELS, ROW_SCALINGS, SVM_MODELS
 from privfed.common.feddpdr.pca import clip_rows_to_unit_ball, scale_rows
 from privfed.common.feddpdr.subspace import weighted_average
 from privfed.common.validation import check_choice
@@ -106,8 +106,8 @@ class FedDPDRModel:
     eigenvalues: np.ndarray
     owner_sizes: tuple[int, ...]
     per_class_epsilon: np.ndarray
-    scaling: str = DEFAULT_ROW_SCALING
-    model: str = "centroid"
+    scaling: str
+    model: str
 
     kind = "feddpdr"
 

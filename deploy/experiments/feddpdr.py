@@ -78,6 +78,8 @@ METHODS = (
     "FedDPDR-DPML",
     "FedDPDR-DPML-paper",
 )
+VALIDATION_SEED = 10_000
+"""``--validation`` splits each run's training rows again with seed ``seed + VALIDATION_SEED``."""
 PAPER_BASIS, PAPER_MODEL = "dp-pca", "ovr-huber"
 """``FedDPDR-DPML-paper``: seed 004 Alg. 1-3 as written (the scaling stays the run's)."""
 K_GRID = (5, 10, 20, 50, 100)
@@ -112,6 +114,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="first seed (split, partition and noise)")
     parser.add_argument("--quick", action="store_true", help="small fast variant: digits, 2 runs, shorter grids")
+    parser.add_argument(
+        "--validation",
+        action="store_true",
+        help="score on a validation split (a fifth of each run's training rows, the rest trains) instead of the "
+        "test split: for choosing defaults without looking at the reported numbers",
+    )
     parser.add_argument(
         "--epsilon",
         type=epsilon_list,
@@ -417,14 +425,24 @@ def run(args: argparse.Namespace) -> Path:
         raise ConfigError(f"--runs and --owners must be >= 1, got {runs} and {args.owners}")
     ds = load_builtin(dataset)
     n_train = train_test_split(ds, test_fraction=args.test_fraction, seed=args.seed)[0].n  # same for every seed
+    if args.validation:
+        n_train = train_test_split(
+            train_test_split(ds, test_fraction=args.test_fraction, seed=args.seed)[0],
+            test_fraction=args.test_fraction,
+            seed=args.seed + VALIDATION_SEED,
+        )[0].n
     xlabel, xs, settings = _settings(args, ds.d, n_train)
     methods = list(METHODS)
     acc: dict[str, list[list[float]]] = {m: [[] for _ in settings] for m in methods}
     secs: dict[str, list[list[float]]] = {m: [[] for _ in settings] for m in methods}
     seeds = [args.seed + r for r in range(runs)]
     started = time.perf_counter()
+    n_scored = 0
     for seed in seeds:
         train, test = train_test_split(ds, test_fraction=args.test_fraction, seed=seed)
+        if args.validation:  # the test split is never read: defaults are chosen on the training rows
+            train, test = train_test_split(train, test_fraction=args.test_fraction, seed=seed + VALIDATION_SEED)
+        n_scored = test.n
         for j, setting in enumerate(settings):
             parts_idx = partition(train.n, args.owners, seed=seed, sizes=setting["sizes"])
             fitted = _fit_methods(train, parts_idx, setting, args, seed * 1000 + j)
@@ -439,13 +457,16 @@ def run(args: argparse.Namespace) -> Path:
         dataset=dataset,
         runs=runs,
         n_train=n_train,
-        n_test=ds.n - n_train,
+        n_test=n_scored,
         d=ds.d,
         n_classes=ds.n_classes,
         sigma_method="analytic",
         chance=1.0 / ds.n_classes,
         paper_n_epsilon=paper_n_epsilon(cap),
-        split=f"stratified train/test split of {dataset}, test fraction {args.test_fraction}, seed per run",
+        split=f"stratified train/test split of {dataset}, test fraction {args.test_fraction}, seed per run"
+        + (
+            f"; scored on a validation split of the training rows (seed + {VALIDATION_SEED})" if args.validation else ""
+        ),
     )
     labels = {x: "paper's n*eps" for x in xs if isinstance(x, float) and math.isclose(x, config["paper_n_epsilon"])}
     if args.experiment != "feddpdr-epsilon" and math.isclose(settings[0]["epsilon"], config["paper_n_epsilon"]):
