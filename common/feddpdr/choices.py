@@ -17,8 +17,6 @@ imports nothing heavy, so messages and the coordinator's flags can use it withou
 
 from __future__ import annotations
 
-import math
-
 from privfed.common.validation import check_choice, check_int, check_positive
 
 SVM_MODELS = ("centroid", "mc-huber", "softmax", "ovr-huber")
@@ -27,8 +25,6 @@ DEFAULT_SVM_MODEL = "centroid"
 FedDPDR; the best SVM, ``mc-huber``, is second)."""
 DELTA_MODELS = ("centroid", "mc-huber", "softmax")
 """Models whose release spends delta (FedDPDR gives them delta/2 and DP-PCA the other half)."""
-SUMMED_MODELS = ("centroid",)
-"""Models whose releases the coordinator sums (sufficient statistics) instead of averaging."""
 ROW_SCALINGS = ("ball", "normalise")
 """How FedDPDR owners map raw rows into the unit ball (both data-independent, SPEC §4):
 
@@ -63,23 +59,13 @@ def ledger_entries(model: str, epsilon: float, delta: float, n_classes: int) -> 
     return [(e, 0.0, f"svm-ovr-{c}") for c, e in enumerate(ovr_epsilons(epsilon, n_classes))]
 
 
-def delta_fits(model: str, epsilon: float, delta: float) -> bool:
-    """Whether a release of ``model`` may take this delta: in (0, 1) for the Gaussian models (0 only
-    without noise), exactly 0 for the pure-epsilon ``ovr-huber`` (a delta would be debited for nothing)."""
-    if model in DELTA_MODELS:
-        return 0 < delta < 1 or (delta == 0 and math.isinf(epsilon))
-    return delta == 0
-
-
 __all__ = [
     "DEFAULT_ROW_SCALING",
     "DEFAULT_SVM_MODEL",
     "ROW_SCALINGS",
     "DELTA_MODELS",
     "LEDGER_PURPOSE",
-    "SUMMED_MODELS",
     "SVM_MODELS",
-    "delta_fits",
     "ledger_entries",
     "ovr_epsilons",
 ]
