@@ -51,9 +51,9 @@ class PaperPipeline:
     """Seed 004's non-private pipeline (§5.1, "Non-Priv"): PCA to ``k`` dimensions, then a linear SVM
     (scikit-learn ``PCA`` + ``LinearSVC``, C = 1), on rows mapped to [0, 1] by the public bounds."""
 
-    def __init__(self, bounds: Bounds, k: int) -> None:
+    def __init__(self, bounds: Bounds, k: int, *, C: float = 1.0, random_state: int = 0) -> None:
         self.bounds = bounds
-        self.pipeline = make_pipeline(PCA(k, random_state=0), LinearSVC(C=1.0, max_iter=5000))
+        self.pipeline = make_pipeline(PCA(k, random_state=random_state), LinearSVC(C=C, max_iter=5000))
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> PaperPipeline:
         self.pipeline.fit((self.bounds.to_unit(X) + 1.0) / 2.0, y)
@@ -66,6 +66,8 @@ class PaperPipeline:
         return float(np.mean(self.predict(X) == np.asarray(y)))
 
 
-def paper_nonprivate_pipeline(X: np.ndarray, y: np.ndarray, bounds: Bounds, k: int) -> PaperPipeline:
+def paper_nonprivate_pipeline(
+    X: np.ndarray, y: np.ndarray, bounds: Bounds, k: int, *, C: float = 1.0, random_state: int = 0
+) -> PaperPipeline:
     """:class:`PaperPipeline` fitted on ``(X, y)`` (``k`` capped at the number of features and rows)."""
-    return PaperPipeline(bounds, min(k, X.shape[1], X.shape[0])).fit(X, y)
+    return PaperPipeline(bounds, min(k, X.shape[1], X.shape[0]), C=C, random_state=random_state).fit(X, y)
