@@ -157,9 +157,31 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--param-bound", type=_positive_float, default=4.0, help="lr only: public clip bound of parameters")
     p.add_argument("--C", type=_positive_float, default=1.0, help="lr only: inverse L2 strength of local fits")
+    from privfed.common.feddpdr.choices import (  # here, like SECURE_SUMS below: only commands that learn load it
+        DEFAULT_ROW_SCALING,
+        DEFAULT_SVM_MODEL,
+        ROW_SCALINGS,
+        SVM_MODELS,
+    )
+
     p.add_argument("--k", type=int, default=20, help="feddpdr only: subspace dimension")
-    p.add_argument("--delta", type=float, default=1e-5, help="feddpdr only: delta of the DP-PCA phase")
-    p.add_argument("--lam", type=_positive_float, default=0.01, help="feddpdr only: SVM regularisation")
+    p.add_argument("--delta", type=float, default=1e-5, help="feddpdr only: delta per owner (split across phases)")
+    p.add_argument(
+        "--model",
+        choices=SVM_MODELS,
+        default=None,
+        help="feddpdr only: the phase-2 classifier: centroid (DP class sums), mc-huber (multiclass Huber SVM by "
+        "objective perturbation, one budget for all classes), softmax (the same with the logistic loss), "
+        f"ovr-huber (the paper's one-vs-rest Huber SVMs at eps/K each); default {DEFAULT_SVM_MODEL}",
+    )
+    p.add_argument(
+        "--scaling",
+        choices=ROW_SCALINGS,
+        default=None,
+        help="feddpdr only: public map of rows into the unit ball: ball (bounds' centre and radius; a served "
+        f"model stays linear for query cleaning) or normalise (each row by its own norm); default {DEFAULT_ROW_SCALING}",
+    )
+    p.add_argument("--lam", type=_positive_float, default=0.01, help="feddpdr --model ovr-huber only: SVM lambda")
     p.add_argument(
         "--basis",
         choices=("dp-pca", "dct", "identity"),

@@ -65,7 +65,7 @@ WATCH_INTERVAL = 0.1
 REFERENCE_LEARNERS = {
     "ncc": "sklearn NearestCentroid",
     "lr": "sklearn LogisticRegression",
-    "feddpdr": "PCA + Huber SVM without noise (one owner)",
+    "feddpdr": "sklearn PCA(k) + LinearSVC on all rows (the seed's non-private pipeline)",
     "bdt": "sklearn AdaBoost (SAMME) with depth-1 trees, T rounds",
 }
 

@@ -36,6 +36,7 @@ from privfed.common.boosting.federated import (
 from privfed.common.datasets import BUILTINS
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.basis import BASES
+from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DEFAULT_SVM_MODEL, ROW_SCALINGS, SVM_MODELS
 from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND
 from privfed.common.learners.ncc import LABEL_FRACTION
 from privfed.common.mechanisms import MECHANISMS
@@ -73,6 +74,8 @@ FLAGS = {
     "delta": "--delta",
     "lam": "--lam",
     "basis": "--basis",
+    "model": "--model",
+    "scaling": "--scaling",
     "base": "--base",
     "n_rounds": "--rounds",
     "group_size": "--group-size",
@@ -131,10 +134,14 @@ class JobConfig:
     param_bound, c : float > 0
         ``--param-bound``, ``--C``: lr's public clip bound and inverse L2 strength.
     k : int >= 1; delta : float in [0, 1); lam : float > 0
-        ``--k``, ``--delta``, ``--lam``: FedDPDR's subspace dimension, DP-PCA δ, SVM regularisation.
+        ``--k``, ``--delta``, ``--lam``: FedDPDR's subspace dimension, each owner's δ (split between
+        the phases), and the seed's SVM regularisation λ (``ovr-huber`` only).
     basis : {"dp-pca", "dct", "identity"}
         ``--basis``: FedDPDR's phase 1, the paper's DP-PCA (the default), or a public basis that
         spends nothing and leaves all of ε to the classifier (:mod:`privfed.common.feddpdr.basis`).
+    model : str; scaling : str
+        ``--model``, ``--scaling``: FedDPDR's phase-2 classifier and public row scaling
+        (:mod:`privfed.common.feddpdr.choices`, which declares both defaults).
     base : {"stump", "ncc", "lr"}; n_rounds : int >= 1; group_size : int >= 1 or None; n_bins : int >= 2
         ``--base``, ``--rounds``, ``--group-size`` (default ``owners // rounds``), ``--n-bins``:
         boosting's base learner, T, owners per round and public thresholds per attribute + 1.
@@ -198,6 +205,8 @@ class JobConfig:
     delta: float = 1e-5
     lam: float = 0.01
     basis: str = "dp-pca"
+    model: str = DEFAULT_SVM_MODEL
+    scaling: str = DEFAULT_ROW_SCALING
     base: str = "stump"
     n_rounds: int = 10
     group_size: int | None = None
@@ -241,6 +250,8 @@ class JobConfig:
             )
         check_choice(self.base, name=FLAGS["base"], allowed=BASE_LEARNERS)
         check_choice(self.basis, name=FLAGS["basis"], allowed=BASES)
+        check_choice(self.model, name=FLAGS["model"], allowed=SVM_MODELS)
+        check_choice(self.scaling, name=FLAGS["scaling"], allowed=ROW_SCALINGS)
         check_positive(self.epsilon, name=FLAGS["epsilon"], allow_inf=True, fix="math.inf (or 'inf') means no noise")
         check_choice(self.secure_sum, name=FLAGS["secure_sum"], allowed=SECURE_SUMS)
         for name in ("param_bound", "c", "lam", "eval_row_bound", "register_timeout", "round_timeout", "node_timeout"):

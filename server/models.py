@@ -1,15 +1,25 @@
-"""Saving and loading trained models as JSON (learners, boosted ensembles), to serve them again."""
+"""Saving and loading trained models as JSON (learners, boosted ensembles, FedDPDR), to serve them again."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from privfed.common.errors import ConfigError
 from privfed.common.learners.samme import LEARNER_KINDS, BoostedModel
 from privfed.server.servicer import ServedModel
 
-_KINDS = {**LEARNER_KINDS, BoostedModel.kind: BoostedModel}
+FEDDPDR_KIND = "feddpdr"  # FedDPDRModel.kind; its module imports scipy, so it is loaded only for such a file
+
+
+def _kinds(kind: object) -> dict[str, Any]:
+    kinds: dict[str, Any] = {**LEARNER_KINDS, BoostedModel.kind: BoostedModel}
+    if kind == FEDDPDR_KIND:
+        from privfed.common.feddpdr.model import FedDPDRModel
+
+        kinds[FedDPDRModel.kind] = FedDPDRModel
+    return kinds
 
 
 def save_model(path: str | Path, model: object) -> Path | None:
@@ -28,6 +38,7 @@ def load_model(path: str | Path) -> ServedModel:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: cannot read a saved model: {exc}") from exc
     kind = data.get("kind") if isinstance(data, dict) else None
-    if kind not in _KINDS:
-        raise ConfigError(f"{path}: unknown model kind {kind!r}; known: {sorted(_KINDS)}")
-    return _KINDS[kind].from_dict(data)
+    kinds = _kinds(kind)
+    if kind not in kinds:
+        raise ConfigError(f"{path}: unknown model kind {kind!r}; known: {sorted(kinds) + [FEDDPDR_KIND]}")
+    return kinds[kind].from_dict(data)

@@ -88,7 +88,7 @@ def model_linear_stage(model: ServedModel) -> tuple[str, np.ndarray]:
     for LR, A_d = coef_dataᵀ; for FedDPDR, U_k divided by the public radius of the scaling
     (the centring offset cancels in x − x̃). Nearest centroid has no linear first stage.
     """
-    from privfed.common.feddpdr.svm import FedDPDRModel
+    from privfed.common.feddpdr.model import FedDPDRModel
     from privfed.common.learners.logistic import LinearModel
 
     if isinstance(model, LinearModel):
