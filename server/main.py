@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from privfed.common.datasets import Dataset, federation_split, read_rows, read_schema
+from privfed.common.datasets import Dataset, federation_split, read_schema, read_table
 from privfed.common.errors import ConfigError, JobAborted, RoundFailed
 from privfed.common.schema import FederationSchema
 from privfed.proto.transport import PULL_WAIT, TlsFiles
@@ -46,8 +46,7 @@ def federation_schema(config: JobConfig) -> tuple[FederationSchema, Dataset | No
     schema = read_schema(config.schema)
     if schema.test is None:
         return schema, None
-    X, labels, names, where = read_rows(config.schema.parent / schema.test)
-    return schema, schema.dataset(schema.test, X, labels[:, 0], where, names)
+    return schema, schema.dataset(read_table(config.schema.parent / schema.test))
 
 
 def coordinator_strategy(config: JobConfig) -> tuple[Strategy, FederationSchema, Dataset | None]:
