@@ -380,8 +380,9 @@ def run_point(
             watch.stop()
         model: ServedModel = outcome.model
         accuracy = float(np.mean(model.predict(test.X) == test.y))
-        server.models.put(f"{config.task}-eps{epsilon:g}", outcome.model)
-        save_model(point_dir / "model.json", outcome.model)
+        model_id = f"{config.task}-eps{epsilon:g}"
+        server.models.put(model_id, outcome.model, schema=schema)
+        save_model(point_dir / "model.json", outcome.model, model_id=model_id, task=config.task, schema=schema)
         server.dispatcher.shutdown()
         for p in procs:
             try:

@@ -6,6 +6,7 @@ import logging
 import signal
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -70,8 +71,10 @@ def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
     training ends, well or not, the owner nodes are told the job is over at their next poll and
     exit 0; with ``serve`` the coordinator then keeps serving Predict until SIGTERM.
     """
+    if config.load_model is not None:
+        return serve_saved_model(config.load_model, config.listen, tls)
     owners = config.owners
-    if owners is None and config.load_model is None:
+    if owners is None:
         raise ConfigError(
             "--owners is required to train (the number of logical owners to wait for); "
             "only --load-model serves without owners"
@@ -85,15 +88,6 @@ def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
         server.dispatcher.abort()
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    if config.load_model is not None:
-        model_id = config.load_model.parent.name or "model"
-        server.models.put(model_id, load_model(config.load_model))
-        server.start(config.listen)
-        log.info("serving saved model %s as %r until SIGTERM", config.load_model, model_id)
-        print(f"serving model_id={model_id}", flush=True)
-        stop.wait()
-        server.stop()
-        return 0
     assert owners is not None  # checked above: only --load-model serves without owners
     server.start(config.listen)
     report: dict[str, Any] = {
@@ -126,9 +120,9 @@ def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
         model: ServedModel = outcome.model
         accuracy = None if test is None else float(np.mean(model.predict(test.X) == test.y))
         model_id = f"{config.task}-eps{config.epsilon:g}"
-        server.models.put(model_id, outcome.model)
+        server.models.put(model_id, outcome.model, schema=schema)
         run_dir = new_run_dir(config.out)
-        save_model(run_dir / "model.json", outcome.model)
+        save_model(run_dir / "model.json", outcome.model, model_id=model_id, task=config.task, schema=schema)
         write_json(
             run_dir / "report.json",
             report
@@ -170,6 +164,24 @@ def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
         return 0
     finally:
         server.stop()
+
+
+def serve_saved_model(path: Path, listen: str, tls: TlsFiles | None) -> int:
+    """``privfed coordinator --load-model FILE``: serve a saved ``model.json`` under the id it was
+    trained and served under, with its label values and schema, until SIGTERM. Needs no training
+    configuration: everything Predict and GetModel answer is in the file."""
+    trained = load_model(path)
+    model_id = trained.model_id or "model"
+    server = CoordinatorServer(tls=tls, schema=trained.schema)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    server.models.put(model_id, trained.model, classes=trained.classes, schema=trained.schema)
+    server.start(listen)
+    log.info("serving saved model %s as %r until SIGTERM", path, model_id)
+    print(f"serving model_id={model_id}", flush=True)
+    stop.wait()
+    server.stop()
+    return 0
 
 
 def _release_owners(server: CoordinatorServer) -> None:

@@ -130,7 +130,9 @@ class FederationSchema:
             raise ConfigError(f"schema: test must be a file path, got {self.test!r}")
         if self.header not in (True, False, None):
             raise ConfigError(f"schema: header must be true or false, got {self.header!r}")
-        if self.label is not None and (not isinstance(self.label, str) or not self.label.strip() or self.label in known):
+        if self.label is not None and (
+            not isinstance(self.label, str) or not self.label.strip() or self.label in known
+        ):
             raise ConfigError(f"schema: label must name the label column (not a feature), got {self.label!r}")
 
     def _check_fill(self) -> None:
@@ -140,7 +142,9 @@ class FederationSchema:
             if name in cats:
                 if value not in cats[name]:
                     raise ConfigError(f"schema: fill of {name!r} must be one of its categories {list(cats[name])}")
-            elif isinstance(value, str) or not math.isfinite(value) or not numeric[name][0] <= value <= numeric[name][1]:
+            elif (
+                isinstance(value, str) or not math.isfinite(value) or not numeric[name][0] <= value <= numeric[name][1]
+            ):
                 lo, hi = numeric[name]
                 raise ConfigError(f"schema: fill of {name!r} must be a number within its bounds [{lo}, {hi}]")
 

@@ -107,7 +107,7 @@ def split_line(line: str) -> list[str]:
 def load_rows(schema: FederationSchema, table: RawTable, *, labels: bool | None = True) -> LoadedRows:
     """Apply ``schema`` to ``table`` (module docstring). ``labels``: True, the file has a label column;
     None, it may have one (query files: read past); False, it has none."""
-    lines, linenos, start = list(table.lines), list(table.linenos), 0
+    lines, start = list(table.lines), 0
     if not lines:
         raise ConfigError(f"{table.name}: empty file (no rows)")
     header = None if table.positional or schema.header is False else [c.strip() for c in split_line(lines[0])]
@@ -214,7 +214,9 @@ def _fast(
         raise _SlowPath
     cats = dict(schema.categories)
     numeric = [c for f, c in zip(schema.features, columns) if f not in cats]
-    text_cols = [c for f, c in zip(schema.features, columns) if f in cats] + ([label_col] if label_col is not None else [])
+    text_cols = [c for f, c in zip(schema.features, columns) if f in cats] + (
+        [label_col] if label_col is not None else []
+    )
     options = {"delimiter": ",", "ndmin": 2, "comments": None, "quotechar": '"'}
     try:
         values = np.loadtxt(body, dtype=np.float64, usecols=numeric, **options) if numeric else None

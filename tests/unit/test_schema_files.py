@@ -82,7 +82,10 @@ def test_columns_are_matched_by_header_name_whatever_their_order(tmp_path):
             "age = ...) or complete the file",
         ),
         ("age,sex,bmi,y\n40,f,22,benign\n41,m,22,\n", "h.csv: line 3, column 4: missing label"),
-        ("age,sex,bmi,y\n40,f,22,benign\n41,m,lots,benign\n", "h.csv: line 3, column 3 (bmi): non-numeric value 'lots'"),
+        (
+            "age,sex,bmi,y\n40,f,22,benign\n41,m,lots,benign\n",
+            "h.csv: line 3, column 3 (bmi): non-numeric value 'lots'",
+        ),
         ("age,sex,bmi,y\n40,f,inf,benign\n", "h.csv: line 2, column 3 (bmi): value 'inf' is not finite"),
         ("age,sex,bmi,y\n40,f,22,benign\n41,m,22,cured\n", "h.csv: line 3: label 'cured' is not a class of the "),
     ],
@@ -114,7 +117,7 @@ def test_a_file_without_a_header_is_taken_as_given_only_when_the_schema_says_so(
     assert rows.X.tolist() == [[40, 1, 0, 22], [41, 0, 1, 25]] and rows.y.tolist() == [0, 1]
     with pytest.raises(ConfigError, match=r"line 1, column 1 \(age\): non-numeric value 'age'"):
         _load(tmp_path, "age,sex,bmi,y\n40,f,22,benign\n", headerless)
-    counted = FederationSchema.parse('features = 2\nclasses = [0, 1]\n[bounds]\nlo = 0\nhi = 1\n')
+    counted = FederationSchema.parse("features = 2\nclasses = [0, 1]\n[bounds]\nlo = 0\nhi = 1\n")
     assert counted.header is False  # a count names no feature: columns in order
 
 
