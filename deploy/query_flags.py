@@ -45,8 +45,12 @@ def parse_columns(text: str) -> tuple[int, ...]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``privfed query`` flags; :func:`query_config` builds the run's configuration from them."""
-    p.add_argument("--coordinator", required=True, help="HOST:PORT of the coordinator serving the model")
-    p.add_argument("--name", default="owner-0", help="this node's identity: the CN of its certificate")
+    from privfed.deploy.cli import address  # the CLI's HOST:PORT type (cli imports this module when building)
+
+    p.add_argument("--coordinator", type=address, required=True, help="HOST:PORT of the coordinator serving the model")
+    p.add_argument(
+        "--name", default="owner-0", help="this node's identity: the CN of its certificate (e.g. hospital-a)"
+    )
     p.add_argument("--certs", type=Path, help="directory written by `privfed certs`")
     p.add_argument("--insecure", action="store_true", help="no TLS (byte-capture tests only)")
     p.add_argument("--target-name", help="TLS name to expect from the coordinator when dialing an address")

@@ -13,31 +13,28 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import subprocess
 import sys
 import threading
 import time
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from privfed.common.datasets import SPLIT_CACHE_ENV, SYNTHETIC_N_SAMPLES, Dataset, federation_split
+from privfed.common.datasets import SPLIT_CACHE_ENV, Dataset, federation_split
 from privfed.common.errors import ConfigError, JobAborted, PrivfedError
 from privfed.common.identity import owner_id
 from privfed.common.learners.reference import reference_accuracy
 from privfed.common.ledger import Ledger
 from privfed.common.schema import FederationSchema
-from privfed.common.validation import check_choice, check_int, check_positive
 from privfed.deploy.certs import make_certs
+from privfed.deploy.simulation_config import SimulationConfig  # re-exported
 from privfed.owner.data import check_owner_rows, read_owner_rows
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
-from privfed.server.config import TASKS, JobConfig
+from privfed.server.config import JobConfig
 from privfed.server.job import run_job
 from privfed.server.main import federation_schema
 from privfed.server.models import save_model
@@ -66,138 +63,6 @@ REFERENCE_LEARNERS = {
     "feddpdr": "PCA + Huber SVM without noise (one owner)",
     "bdt": "sklearn AdaBoost (SAMME) with depth-1 trees, T rounds",
 }
-
-
-#: The keys of a simulation config that are not :class:`JobConfig` fields.
-SIMULATION_KEYS = ("epsilon", "processes", "repeats", "rng", "insecure", "progress", "data")
-
-
-def synthetic_rows(owners: int, test_fraction: float) -> int:
-    """Rows of the synthetic set when ``--n-samples`` is not given: at least
-    :data:`~privfed.common.datasets.SYNTHETIC_N_SAMPLES`, and enough that every one of ``owners`` holds a
-    training row after the split (seed 002 §4.3: 10^4 owners of one row each). One row of slack covers
-    the split's rounding per class (``train_test_split``)."""
-    return max(SYNTHETIC_N_SAMPLES, math.ceil((owners + 1) / (1.0 - test_fraction)))
-
-
-@dataclass(frozen=True, kw_only=True)
-class SimulationConfig:
-    """A whole simulated federation: the job, the ε values it is run at, and how its owners run.
-
-    Parameters
-    ----------
-    job : JobConfig
-        The coordinator's job (task, learning parameters, data set, ``owners``, timeouts, ``out``);
-        its ``epsilon`` is ignored in favour of ``epsilons``. ``owners`` is required.
-    epsilons : tuple of float > 0 (math.inf: no noise)
-        ``--epsilon``: one federation per value, each with fresh ledgers. Default: ``(job.epsilon,)``.
-    processes : int >= 1, <= job.owners
-        ``--processes``: owner node processes sharing the owners.
-    repeats : int >= 1
-        ``--repeats``: federations per ε, with seeds ``job.seed``, ``job.seed + 1``, ...
-    rng : {"seeded", "secure"}
-        ``--rng``: the owners' noise (seeded from the seed: reproducible).
-    insecure : bool
-        ``--insecure``: no TLS (byte-capture tests only).
-    progress : bool
-        Progress bars when stderr is a terminal (``--no-progress`` turns them off).
-    data : tuple of Path
-        ``--data``: owners' own files, one owner node process each (``processes`` is their
-        number), checked against the federation schema ``job.schema`` (required with them, and
-        naming a public test file). Empty: partitions of the built-in ``job.dataset``.
-    """
-
-    job: JobConfig
-    epsilons: tuple[float, ...] = ()
-    processes: int = 2
-    repeats: int = 1
-    rng: str = "seeded"
-    insecure: bool = False
-    progress: bool = True
-    data: tuple[Path, ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "data", tuple(Path(p) for p in self.data))
-        if bool(self.data) != (self.job.schema is not None):
-            raise ConfigError(
-                "--data FILE ... (owners' own files, one node each) and --schema FILE go together: the files "
-                "are checked against the schema, and a schema describes owners' files"
-            )
-        if self.data and self.processes != len(self.data):
-            raise ConfigError(f"--processes is the number of --data files ({len(self.data)}), got {self.processes}")
-        if not isinstance(self.job, JobConfig):
-            raise ConfigError(f"job must be a privfed.JobConfig, got {type(self.job).__name__}")
-        epsilons = tuple(self.epsilons) or (self.job.epsilon,)
-        for eps in epsilons:
-            check_positive(eps, name="--epsilon", allow_inf=True, fix="math.inf (or 'inf') means no noise")
-        object.__setattr__(self, "epsilons", tuple(float(e) for e in epsilons))
-        if self.job.owners is None:
-            raise ConfigError("--owners is required: the number of logical owners to simulate")
-        check_int(
-            self.processes, name="--processes", minimum=1, maximum=self.job.owners, fix="need --processes <= --owners"
-        )
-        check_int(self.repeats, name="--repeats", minimum=1)
-        if self.job.dataset == "synthetic" and self.job.n_samples is None and not self.data:
-            rows = synthetic_rows(self.job.owners, self.job.test_fraction)
-            object.__setattr__(self, "job", self.job.replace(n_samples=rows))
-        check_choice(self.rng, name="--rng", allowed=("seeded", "secure"))
-
-    @property
-    def owners(self) -> int:
-        assert self.job.owners is not None  # __post_init__
-        return self.job.owners
-
-    @classmethod
-    def from_mapping(cls, doc: dict[str, Any], *, source: str = "config") -> SimulationConfig:
-        """A config from flat keys: :class:`JobConfig` field names, ``epsilon`` (a number or a
-        list; TOML's ``inf`` is no noise) and the other fields of this class (``owners``: 200 if
-        not given, as ``privfed simulate``)."""
-        doc = dict(doc)
-        fields = {f.name for f in dataclasses.fields(JobConfig)}
-        unknown = sorted(set(doc) - fields - set(SIMULATION_KEYS))
-        if unknown:
-            raise ConfigError(
-                f"{source}: unknown key(s) {unknown}; keys are {', '.join(SIMULATION_KEYS)} and the job's: "
-                f"{', '.join(sorted(fields - {'epsilon'}))}"
-            )
-        if "task" not in doc:
-            raise ConfigError(f"{source}: task is required (one of {', '.join(TASKS)})")
-        eps = doc.pop("epsilon", 1.0)
-        epsilons = tuple(eps) if isinstance(eps, (list, tuple)) else (eps,)
-        if not epsilons:
-            raise ConfigError(f"{source}: epsilon must be a number or a non-empty list")
-        sim = {k: doc.pop(k) for k in SIMULATION_KEYS if k in doc}
-        if "data" in sim:
-            sim["data"] = tuple(sim["data"]) if isinstance(sim["data"], (list, tuple)) else (sim["data"],)
-            sim.setdefault("processes", len(sim["data"]))
-        doc.setdefault("owners", 200)
-        return cls(job=JobConfig(epsilon=epsilons[0], **doc), epsilons=epsilons, **sim)
-
-    @staticmethod
-    def toml_mapping(text: str, *, source: str = "config") -> dict[str, Any]:
-        """The settings of TOML text: its top level, or its ``[tool.privfed]`` table if it has one."""
-        try:
-            doc = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{source}: invalid TOML ({exc})") from None
-        tool = doc.get("tool")
-        return dict(tool["privfed"]) if isinstance(tool, dict) and isinstance(tool.get("privfed"), dict) else doc
-
-    @classmethod
-    def from_toml(cls, text: str, *, source: str = "config") -> SimulationConfig:
-        """A config from TOML text (see :meth:`from_mapping` and :meth:`toml_mapping`)."""
-        return cls.from_mapping(cls.toml_mapping(text, source=source), source=source)
-
-    def to_report(self) -> dict[str, Any]:
-        """Every setting by name, as report.json records it."""
-        return self.job.to_report() | {
-            "epsilon": list(self.epsilons),
-            "processes": self.processes,
-            "repeats": self.repeats,
-            "rng": self.rng,
-            "insecure": self.insecure,
-            "data": [str(p) for p in self.data],
-        }
 
 
 class NodeExited(PrivfedError):
@@ -341,7 +206,7 @@ def run_point(
         schema=schema,
     )
     port = server.start("127.0.0.1:0")
-    ranges = node_ranges(sim.owners, sim.processes)
+    ranges = node_ranges(sim.owners, sim.n_processes)
     ledgers = [point_dir / f"ledger-node{i}.sqlite" for i in range(len(ranges))]
     logs = [point_dir / f"node{i}.log" for i in range(len(ranges))]
     budget = epsilon
@@ -479,7 +344,7 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
         "points": points,
         "host": host_info(),
     }
-    certs = None if config.insecure else make_certs(run_dir / "certs", owners=config.processes)
+    certs = None if config.insecure else make_certs(run_dir / "certs", owners=config.n_processes)
     try:
         for eps in config.epsilons:
             runs = []
@@ -569,5 +434,5 @@ def _plot(
         xlabel="epsilon",
         ylabel="test accuracy" + (f" (mean ± std of {config.repeats} runs)" if config.repeats > 1 else ""),
         logx=True,
-        title=f"{job.dataset}: {config.owners} owners, {config.processes} node processes",
+        title=f"{job.dataset}: {config.owners} owners, {config.n_processes} node processes",
     )
