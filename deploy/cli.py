@@ -641,7 +641,16 @@ def _coordinator(args: argparse.Namespace) -> int:
     missing = [flag for flag, value in (("--owners", args.owners), ("--epsilon", args.epsilon)) if value is None]
     if missing:
         raise PrivfedError(f"{' and '.join(missing)} required to train (or --load-model FILE to serve a saved model)")
-    return run_coordinator(job_config(args), _tls(args, "coordinator"))
+    config = job_config(args)
+    return run_coordinator(config, _tls(args, "coordinator"), reference=lambda: _reference(config))
+
+
+def _reference(config: JobConfig) -> dict[str, Any]:
+    """The coordinator report's non-private reference (imported once training is over: an idle
+    coordinator stays lean)."""
+    from privfed.deploy.reference import coordinator_reference
+
+    return coordinator_reference(config)
 
 
 def _owner(args: argparse.Namespace) -> int:

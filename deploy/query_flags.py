@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from privfed.owner.query import DEFAULT_MAX_RANK, QUERY_METHODS, QueryConfig
 
@@ -21,7 +23,7 @@ class _DeprecatedAlias(argparse._StoreAction):
         self,
         parser: argparse.ArgumentParser,
         namespace: argparse.Namespace,
-        values: object,
+        values: str | Sequence[Any] | None,
         option_string: str | None = None,
     ) -> None:
         if option_string == "--clean-epsilon":

@@ -26,10 +26,10 @@ import numpy as np
 from privfed.common.datasets import SPLIT_CACHE_ENV, Dataset, federation_split
 from privfed.common.errors import ConfigError, JobAborted, PrivfedError
 from privfed.common.identity import owner_id
-from privfed.common.learners.reference import reference_accuracy
 from privfed.common.ledger import Ledger
 from privfed.common.schema import FederationSchema
 from privfed.deploy.certs import make_certs
+from privfed.deploy.reference import even_parts, report_reference
 from privfed.deploy.simulation_config import SimulationConfig  # re-exported
 from privfed.owner.data import check_owner_rows, read_owner_rows
 from privfed.proto.transport import TlsFiles
@@ -56,13 +56,6 @@ log = logging.getLogger("privfed.simulate")
 
 #: How often the launcher checks that its owner node processes are still running (seconds).
 WATCH_INTERVAL = 0.1
-
-REFERENCE_LEARNERS = {
-    "ncc": "sklearn NearestCentroid",
-    "lr": "sklearn LogisticRegression",
-    "feddpdr": "PCA + Huber SVM without noise (one owner)",
-    "bdt": "sklearn AdaBoost (SAMME) with depth-1 trees, T rounds",
-}
 
 
 class NodeExited(PrivfedError):
@@ -303,7 +296,7 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
         schema, public_test = federation_schema(job)
         if public_test is None:
             raise ConfigError(f'{job.schema}: simulate needs a public test file in the schema (test = "FILE")')
-        pooled = _pooled(config.data, schema)
+        pooled, sizes = _pooled(config.data, schema)
         splits = {s: (pooled, public_test) for s in seeds}
     else:  # computed once here, read by the owner processes with numpy alone
         split_cache = run_dir / "splits"
@@ -318,12 +311,21 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
         schema = FederationSchema.of_dataset(test0)
     if job.rows_per_owner is None:  # the simulation plays every owner: their row count is public configuration here
         job = job.replace(rows_per_owner=train0.n / config.owners)
+
+    def owner_parts(seed: int, train: Dataset) -> list[np.ndarray]:
+        """The rows of each owner, as the nodes partition them (a file's rows among its node's owners)."""
+        if not config.data:
+            return even_parts(train.n, config.owners, seed)
+        starts = np.cumsum([0, *sizes])
+        ranges = node_ranges(config.owners, config.n_processes)
+        return [starts[i] + p for i, r in enumerate(ranges) for p in even_parts(sizes[i], len(r), seed)]
+
     references = {
-        s: reference_accuracy(job.task, tr, te, C=job.c, k=job.k, lam=job.lam, boost={"n_rounds": job.n_rounds})
-        for s, (tr, te) in splits.items()
+        s: report_reference(job.replace(seed=s), tr, te, owner_parts(s, tr)) for s, (tr, te) in splits.items()
     }
     base = {s: baselines(te.y, len(te.classes)) for s, (_, te) in splits.items()}
-    reference = float(np.mean(list(references.values())))
+    reference_learner = references[job.seed]["reference_learner"]
+    reference = float(np.mean([r["reference_accuracy"] for r in references.values()]))
     chance = float(np.mean([b["chance"] for b in base.values()]))
     majority = float(np.mean([b["majority_class"] for b in base.values()]))
     points: list[dict[str, Any]] = []
@@ -337,7 +339,7 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
         "transport": "grpc+insecure" if config.insecure else "grpc+mTLS",
         "rng": {"kind": config.rng, "seed": job.seed, "repeats": config.repeats},
         "reference_accuracy": reference,
-        "reference_learner": REFERENCE_LEARNERS[job.task],
+        "reference_learner": reference_learner,
         "baselines": {"chance": chance, "majority_class": majority},
         "train_rows": int(train0.X.shape[0]),
         "test_rows": int(test0.X.shape[0]),
@@ -376,16 +378,19 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
     return report
 
 
-def _pooled(files: tuple[Path, ...], schema: FederationSchema) -> Dataset:
-    """The rows of every owner file, each checked against ``schema``, pooled (the reference's training set)."""
+def _pooled(files: tuple[Path, ...], schema: FederationSchema) -> tuple[Dataset, list[int]]:
+    """The rows of every owner file, each checked against ``schema``, pooled (the reference's training
+    set), and each file's row count."""
     parts = [check_owner_rows(read_owner_rows(str(path)), schema) for path in files]
-    return Dataset(
+    pooled = Dataset(
         "+".join(p.name for p in parts),
         np.vstack([p.X for p in parts]),
         np.concatenate([p.y for p in parts]),
         schema.bounds,
         np.array(schema.classes),
+        schema.encoded_features,
     )
+    return pooled, [p.n for p in parts]
 
 
 def _point(epsilon: float, runs: list[dict]) -> dict:
@@ -425,14 +430,19 @@ def _plot(
 ) -> None:
     eps = [p["epsilon"] for p in points]
     label = learner_label(job)
+    names = [p.name for p in config.data]
+    data = (", ".join(names[:3]) + (f", ... ({len(names)} files)" if len(names) > 3 else "")) if names else job.dataset
     plot_lines(
         path,
         eps,
-        {label: [p["accuracy"] for p in points], "non-private reference": [reference] * len(points)},
+        {
+            label: [p["accuracy"] for p in points],
+            "non-private reference (privfed at eps=inf)": [reference] * len(points),
+        },
         errors={label: [p["accuracy_std"] for p in points]} if config.repeats > 1 else None,
         hlines={"majority class": majority, "chance": chance},
         xlabel="epsilon",
         ylabel="test accuracy" + (f" (mean ± std of {config.repeats} runs)" if config.repeats > 1 else ""),
         logx=True,
-        title=f"{job.dataset}: {config.owners} owners, {config.n_processes} node processes",
+        title=f"{data}: {config.owners} owners, {config.n_processes} node processes",
     )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -428,6 +430,17 @@ class GrpcTransport(RelayedSecureSum):
         return self._dispatcher.hop_senders(session_id)
 
 
+def bar_shape() -> dict[str, int]:
+    """Columns and rows for a progress bar on stderr. tqdm reads the terminal's size, and a
+    pseudo-terminal that has none set (``script``, CI runners, ``docker run -t``, a pty a test
+    opens) reports 0 x 0, from which tqdm draws nothing at all; there the bar gets 80 x 24."""
+    try:
+        size = os.get_terminal_size(sys.stderr.fileno())
+    except (OSError, ValueError):
+        return {}
+    return {} if size.columns > 0 and size.lines > 0 else {"ncols": 80, "nrows": 24}
+
+
 def run_job(
     server: CoordinatorServer,
     strategy: Strategy,
@@ -440,9 +453,15 @@ def run_job(
 ) -> JobOutcome:
     from tqdm import tqdm  # here: a coordinator that shows no progress never loads it
 
+    shape = bar_shape() if show_progress else {}
     t0 = time.perf_counter()
     with tqdm(
-        total=expected_owners, desc=f"{label}owners registered", disable=not show_progress, leave=False, unit="owner"
+        total=expected_owners,
+        desc=f"{label}owners registered",
+        disable=not show_progress,
+        leave=False,
+        unit="owner",
+        **shape,
     ) as bar:
         n = server.dispatcher.wait_for_owners(
             expected_owners, register_timeout, progress=lambda k: bar.update(k - bar.n)
@@ -470,6 +489,7 @@ def run_job(
             disable=not show_progress,
             leave=False,
             unit="owner",
+            **shape,
         ) as bar:
             outcome = server.dispatcher.run(
                 tasks, timeout=timeout or round_timeout, progress=lambda done, total: bar.update(done - bar.n)

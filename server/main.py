@@ -6,6 +6,7 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +64,13 @@ def coordinator_strategy(config: JobConfig) -> tuple[Strategy, FederationSchema,
     return make_strategy(config, n_classes=schema.n_classes, bounds=schema.bounds), schema, test
 
 
-def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
+def run_coordinator(
+    config: JobConfig, tls: TlsFiles | None, *, reference: Callable[[], dict[str, Any]] | None = None
+) -> int:
     """Serve, wait for ``config.owners`` owners, run the job, write the report (or serve a saved model).
+
+    ``reference``: computes the report's ``reference_accuracy`` and ``reference_learner`` once training
+    is over (the CLI passes privfed's own model at ε = ∞, ``privfed.deploy.reference``); None records none.
 
     A job that fails (too few owners, every owner refused, ...) still writes ``report.json`` with
     ``status: failed`` and the reason, then raises :class:`RoundFailed` naming the report. When
@@ -119,6 +125,7 @@ def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
         _release_owners(server)  # training is over: owners need not stay up, even with --serve
         model: ServedModel = outcome.model
         accuracy = None if test is None else float(np.mean(model.predict(test.X) == test.y))
+        ref = {"reference_accuracy": None, "reference_learner": None} if reference is None else reference()
         model_id = f"{config.task}-eps{config.epsilon:g}"
         server.models.put(model_id, outcome.model, schema=schema)
         run_dir = new_run_dir(config.out)
@@ -130,6 +137,7 @@ def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
                 "status": "ok",
                 "model_id": model_id,
                 "accuracy": accuracy,
+                **ref,
                 "owners": outcome.n_owners,
                 "answered": outcome.answered,
                 "refused": outcome.refused,
@@ -146,9 +154,11 @@ def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
         else:
             chance, majority = report["baselines"]["chance"], report["baselines"]["majority_class"]
             log.info("job done: accuracy %.4f, report %s", accuracy, run_dir / "report.json")
+            shown = ref["reference_accuracy"]
             print(
-                f"accuracy={accuracy:.4f} (chance {chance:.4f}, majority class {majority:.4f}) "
-                f"report={run_dir / 'report.json'}",
+                f"accuracy={accuracy:.4f} (non-private reference "
+                f"{'none' if shown is None else format(shown, '.4f')}, chance {chance:.4f}, majority class "
+                f"{majority:.4f}) report={run_dir / 'report.json'}",
                 flush=True,
             )
         if outcome.refused:

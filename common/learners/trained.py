@@ -132,7 +132,12 @@ def _feddpdr_from_dict(data: dict) -> Any:
 
 def _own(model_type: Callable[[], type]) -> tuple[Callable[[Any], dict], Callable[[dict], Any]]:
     """The save/load pair of a class that writes itself (``to_dict``/``from_dict``)."""
-    return (lambda m: m.to_dict()), (lambda d: model_type().from_dict(d))
+
+    def load(data: dict) -> Any:
+        cls: Any = model_type()
+        return cls.from_dict(data)
+
+    return (lambda m: m.to_dict()), load
 
 
 #: Every kind of model a federation trains, by the ``kind`` its JSON carries. FedDPDR's comes last:
@@ -159,7 +164,7 @@ def kind_of(model: Any) -> ModelKind:
 def model_from_dict(data: object, *, source: str = "model") -> Any:
     """The model a kind's JSON describes (ConfigError naming ``source`` if it is not one)."""
     kind = data.get("kind") if isinstance(data, dict) else None
-    if kind not in KINDS:
+    if kind not in KINDS or not isinstance(data, dict):
         raise ConfigError(f"{source}: unknown model kind {kind!r}; known: {sorted(KINDS)}")
     try:
         return KINDS[kind].from_dict(data)

@@ -217,10 +217,9 @@ def _fast(
     text_cols = [c for f, c in zip(schema.features, columns) if f in cats] + (
         [label_col] if label_col is not None else []
     )
-    options = {"delimiter": ",", "ndmin": 2, "comments": None, "quotechar": '"'}
     try:
-        values = np.loadtxt(body, dtype=np.float64, usecols=numeric, **options) if numeric else None
-        texts = np.char.strip(np.loadtxt(body, dtype=str, usecols=text_cols, **options)) if text_cols else None
+        values = _loadtxt(body, np.float64, numeric) if numeric else None
+        texts = np.char.strip(_loadtxt(body, str, text_cols)) if text_cols else None
     except ValueError:
         raise _SlowPath from None
     if values is not None and not np.all(np.isfinite(values)):
@@ -242,6 +241,10 @@ def _fast(
     X = np.hstack(parts) if parts else np.zeros((n, 0))
     label_text = texts[:, -1].astype(object) if label_col is not None and texts is not None else None
     return X, label_text, {}
+
+
+def _loadtxt(body: list[str], dtype: type, columns: list[int]) -> np.ndarray:
+    return np.loadtxt(body, dtype=dtype, usecols=columns, delimiter=",", ndmin=2, comments=None, quotechar='"')
 
 
 def _slow(
