@@ -122,14 +122,14 @@ def run_coordinator(
             write_json(run_dir / "report.json", report | {"status": "failed", "error": str(exc)})
             _release_owners(server)
             raise RoundFailed(f"{exc} (report: {run_dir / 'report.json'})") from exc
+        model_id = f"{config.task}-eps{config.epsilon:g}"
+        server.models.put(model_id, outcome.model, schema=schema)  # served and saved before the owners hear
+        run_dir = new_run_dir(config.out)  # that the job ended
+        save_model(run_dir / "model.json", outcome.model, model_id=model_id, task=config.task, schema=schema)
         _release_owners(server)  # training is over: owners need not stay up, even with --serve
         model: ServedModel = outcome.model
         accuracy = None if test is None else float(np.mean(model.predict(test.X) == test.y))
         ref = {"reference_accuracy": None, "reference_learner": None} if reference is None else reference()
-        model_id = f"{config.task}-eps{config.epsilon:g}"
-        server.models.put(model_id, outcome.model, schema=schema)
-        run_dir = new_run_dir(config.out)
-        save_model(run_dir / "model.json", outcome.model, model_id=model_id, task=config.task, schema=schema)
         write_json(
             run_dir / "report.json",
             report
