@@ -311,7 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="a TOML file of settings (keys: the flags' names without the dashes, e.g. task, owners, rounds, C, "
         "epsilon = [1, 4]; also read under [tool.privfed]); flags given on the command line override it",
     )
-    p.add_argument("--owners", type=_positive_int, default=200, help="logical owners N")
+    from privfed.deploy.simulation_config import DEFAULT_EPSILONS, DEFAULT_OWNERS
+
+    p.add_argument("--owners", type=_positive_int, default=DEFAULT_OWNERS, help="logical owners N")
     p.add_argument(
         "--processes",
         type=_positive_int,
@@ -328,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--epsilon",
         type=epsilon_list,
-        default="0.5,1,2,4,8",
+        default=",".join(f"{e:g}" for e in DEFAULT_EPSILONS),
         help="each owner's budget per run, comma-separated (inf: no noise)",
     )
     p.add_argument(

@@ -46,6 +46,10 @@ SIMULATION_KEYS = {
     "no_progress": "progress",
     "data": "data",
 }
+#: ``--epsilon``'s default: one federation per value.
+DEFAULT_EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
+#: ``--owners``' default.
+DEFAULT_OWNERS = 200
 #: Every key a simulation config may hold: exactly ``privfed simulate``'s flags.
 KEYS = tuple(sorted(JOB_KEYS.keys() | SIMULATION_KEYS.keys(), key=str.lower))
 
@@ -147,8 +151,8 @@ class SimulationConfig:
     @classmethod
     def from_mapping(cls, doc: dict[str, Any], *, source: str = "config") -> SimulationConfig:
         """A config from the flags' names (:data:`KEYS`; ``-`` or ``_`` alike): ``epsilon`` is a number
-        or a list (TOML's ``inf`` is no noise), ``data`` a file or a list; ``owners`` is 200 if not
-        given, as ``privfed simulate``'s."""
+        or a list (TOML's ``inf`` is no noise), ``data`` a file or a list. A key left out takes the
+        flag's default (``owners`` :data:`DEFAULT_OWNERS`, ``epsilon`` :data:`DEFAULT_EPSILONS`)."""
         doc = {key.replace("-", "_"): value for key, value in doc.items()}
         unknown = sorted(set(doc) - set(KEYS))
         if unknown:
@@ -160,7 +164,7 @@ class SimulationConfig:
             )
         if "task" not in doc:
             raise ConfigError(f"{source}: task is required (one of {', '.join(TASKS)})")
-        eps = doc.pop("epsilon", 1.0)
+        eps = doc.pop("epsilon", list(DEFAULT_EPSILONS))
         epsilons = tuple(eps) if isinstance(eps, (list, tuple)) else (eps,)
         if not epsilons:
             raise ConfigError(f"{source}: epsilon must be a number or a non-empty list")
@@ -170,7 +174,7 @@ class SimulationConfig:
         if "data" in sim:
             sim["data"] = tuple(sim["data"]) if isinstance(sim["data"], (list, tuple)) else (sim["data"],)
         job = {JOB_KEYS[k]: v for k, v in doc.items()}
-        job.setdefault("owners", 200)
+        job.setdefault("owners", DEFAULT_OWNERS)
         return cls(job=JobConfig(epsilon=epsilons[0], **job), epsilons=epsilons, **sim)
 
     @staticmethod
