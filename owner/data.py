@@ -92,9 +92,9 @@ def shorthand_schema(rows: RawTable, bounds_spec: str | None, n_classes: int) ->
             f"{rows.name}: public bounds are required with --data (--schema FILE, or --bounds lo:hi or a JSON "
             "file); they are never computed from the private rows"
         )
-    d = len(split_line(rows.lines[-1])) - 1  # the last line is a data row, never a header
+    d = len(split_line(rows.lines[0])) - 1  # a header line, if any, has as many columns as the rows
     if d < 1:
-        raise ConfigError(f"{rows.name}: {rows.where(len(rows.lines) - 1)}: no feature column before the label")
+        raise ConfigError(f"{rows.name}: {rows.where(0)}: no feature column before the label")
     return FederationSchema.shorthand(parse_bounds(bounds_spec, d), n_classes)
 
 
