@@ -582,18 +582,24 @@ class PushResultsResponse(_message.Message):
     def __init__(self, accepted: _Optional[int] = ...) -> None: ...
 
 class PredictRequest(_message.Message):
-    __slots__ = ("model_id", "rows")
+    __slots__ = ("model_id", "rows", "probabilities")
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
+    PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     rows: Reports
-    def __init__(self, model_id: _Optional[str] = ..., rows: _Optional[_Union[Reports, _Mapping]] = ...) -> None: ...
+    probabilities: bool
+    def __init__(self, model_id: _Optional[str] = ..., rows: _Optional[_Union[Reports, _Mapping]] = ..., probabilities: _Optional[bool] = ...) -> None: ...
 
 class PredictResponse(_message.Message):
-    __slots__ = ("labels",)
+    __slots__ = ("labels", "label_values", "probabilities")
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    LABEL_VALUES_FIELD_NUMBER: _ClassVar[int]
+    PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
     labels: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, labels: _Optional[_Iterable[int]] = ...) -> None: ...
+    label_values: _containers.RepeatedScalarFieldContainer[str]
+    probabilities: Matrix
+    def __init__(self, labels: _Optional[_Iterable[int]] = ..., label_values: _Optional[_Iterable[str]] = ..., probabilities: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
 
 class GetModelRequest(_message.Message):
     __slots__ = ("model_id",)
@@ -602,16 +608,22 @@ class GetModelRequest(_message.Message):
     def __init__(self, model_id: _Optional[str] = ...) -> None: ...
 
 class GetModelResponse(_message.Message):
-    __slots__ = ("model_id", "kind", "bounds", "linear_stage")
+    __slots__ = ("model_id", "kind", "bounds", "linear_stage", "classes", "probabilities", "schema")
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     BOUNDS_FIELD_NUMBER: _ClassVar[int]
     LINEAR_STAGE_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     kind: str
     bounds: Matrix
     linear_stage: Matrix
-    def __init__(self, model_id: _Optional[str] = ..., kind: _Optional[str] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., linear_stage: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+    classes: _containers.RepeatedScalarFieldContainer[str]
+    probabilities: bool
+    schema: str
+    def __init__(self, model_id: _Optional[str] = ..., kind: _Optional[str] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., linear_stage: _Optional[_Union[Matrix, _Mapping]] = ..., classes: _Optional[_Iterable[str]] = ..., probabilities: _Optional[bool] = ..., schema: _Optional[str] = ...) -> None: ...
 
 class Envelope(_message.Message):
     __slots__ = ("recipient", "data")

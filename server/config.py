@@ -284,6 +284,13 @@ class JobConfig:
             )
         if not isinstance(self.listen, str) or not self.listen:
             raise ConfigError(f"--listen must be HOST:PORT, got {self.listen!r}")
+        if self.resume and self.journal is None:
+            raise ConfigError("--resume needs --journal FILE (the journal of the job to continue)")
+        if self.journal is not None and self.task != "bdt":
+            raise ConfigError(
+                f"--journal checkpoints boosting rounds; --task {self.task} runs one round and has nothing to "
+                "resume (drop --journal, or use --task bdt)"
+            )
         object.__setattr__(self, "out", Path(self.out))
         for name in ("load_model", "journal", "schema"):
             if getattr(self, name) is not None:

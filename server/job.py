@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -435,6 +437,17 @@ class GrpcTransport(RelayedSecureSum):
         return self._dispatcher.hop_senders(session_id)
 
 
+def bar_shape() -> dict[str, int]:
+    """Columns and rows for a progress bar on stderr. tqdm reads the terminal's size, and a
+    pseudo-terminal that has none set (``script``, CI runners, ``docker run -t``, a pty a test
+    opens) reports 0 x 0, from which tqdm draws nothing at all; there the bar gets 80 x 24."""
+    try:
+        size = os.get_terminal_size(sys.stderr.fileno())
+    except (OSError, ValueError):
+        return {}
+    return {} if size.columns > 0 and size.lines > 0 else {"ncols": 80, "nrows": 24}
+
+
 def run_job(
     server: CoordinatorServer,
     strategy: Strategy,
@@ -460,9 +473,15 @@ def run_job(
     from tqdm import tqdm  # here: a coordinator that shows no progress never loads it
 
     expected = expected or Expected(expected_owners)
+    shape = bar_shape() if show_progress else {}
     t0 = time.perf_counter()
     with tqdm(
-        total=expected_owners, desc=f"{label}owners registered", disable=not show_progress, leave=False, unit="owner"
+        total=expected_owners,
+        desc=f"{label}owners registered",
+        disable=not show_progress,
+        leave=False,
+        unit="owner",
+        **shape,
     ) as bar:
         n = wait_for_registration(
             server.dispatcher, expected, register_timeout, progress=lambda k: bar.update(k - bar.n)
@@ -493,6 +512,7 @@ def run_job(
             disable=not show_progress,
             leave=False,
             unit="owner",
+            **shape,
         ) as bar:
             outcome = server.dispatcher.run(
                 tasks, timeout=timeout or round_timeout, progress=lambda done, total: bar.update(done - bar.n)

@@ -6,12 +6,13 @@ import logging
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from privfed.common.datasets import Dataset, federation_split, read_rows, read_schema
+from privfed.common.datasets import Dataset, federation_split, read_schema, read_table
 from privfed.common.errors import ConfigError, JobAborted, PrivfedError
 from privfed.common.schema import FederationSchema
 from privfed.proto.transport import PULL_WAIT, TlsFiles
@@ -56,8 +57,7 @@ def federation_schema(config: JobConfig) -> tuple[FederationSchema, Dataset | No
     schema = read_schema(config.schema)
     if schema.test is None:
         return schema, None
-    X, labels, names, where = read_rows(config.schema.parent / schema.test)
-    return schema, schema.dataset(schema.test, X, labels[:, 0], where, names)
+    return schema, schema.dataset(read_table(config.schema.parent / schema.test))
 
 
 def coordinator_strategy(config: JobConfig) -> tuple[Strategy, FederationSchema, Dataset | None]:
@@ -92,8 +92,13 @@ def public_rows_per_owner(config: JobConfig) -> JobConfig:
     return config.replace(rows_per_owner=train.n / config.owners)
 
 
-def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
+def run_coordinator(
+    config: JobConfig, tls: TlsFiles | None, *, reference: Callable[[], dict[str, Any]] | None = None
+) -> int:
     """Serve, wait for ``config.owners`` owners, run the job, write the report (or serve a saved model).
+
+    ``reference``: computes the report's ``reference_accuracy`` and ``reference_learner`` once training
+    is over (the CLI passes privfed's own model at ε = ∞, ``privfed.deploy.reference``); None records none.
 
     Every way a job ends writes ``report.json`` (issue 23, item 3): a job that fails (too few
     owners, a job that cannot be done with them, the quorum lost, every owner refusing, an
@@ -103,13 +108,13 @@ def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
     told the job is over at their next poll and exit 0; with ``serve`` the coordinator then keeps
     serving Predict until SIGTERM.
     """
-    if config.owners is None and config.load_model is None:
+    if config.load_model is not None:
+        return serve_saved_model(config.load_model, config.listen, tls)
+    if config.owners is None:
         raise ConfigError(
             "--owners is required to train (the number of logical owners to wait for); "
             "only --load-model serves without owners"
         )
-    if config.load_model is not None:
-        return _serve_saved_model(config, tls)
     report = JobReport(config.out, {
         "status": "running",
         "config": config.to_report(),
@@ -158,8 +163,11 @@ def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
             book=book,
             expected=expected,
         )
-        _release_owners(server)  # training is over: owners need not stay up, even with --serve
-        _finish(config, server, outcome, test, report)
+        model_id = f"{config.task}-eps{config.epsilon:g}"
+        server.models.put(model_id, outcome.model, schema=schema)  # served and saved before the owners
+        save_model(report.run_dir() / "model.json", outcome.model, model_id=model_id, task=config.task, schema=schema)
+        _release_owners(server)  # hear that training is over: they need not stay up, even with --serve
+        _finish(config, outcome, test, report, model_id, reference)
         if config.serve:
             log.info("serving model %s until SIGTERM", f"{config.task}-eps{config.epsilon:g}")
             while not stopped:
@@ -195,12 +203,17 @@ class JobReport:
     def update(self, **fields: Any) -> None:
         self.fields |= fields
 
-    def write(self, **fields: Any) -> Path:
-        self.fields |= fields
+    def run_dir(self) -> Path:
+        """The job's run directory (made on first use): ``report.json`` and ``model.json`` go there."""
         if self.path is None:
             self.path = new_run_dir(self.out) / "report.json"
-        write_json(self.path, self.fields)
-        return self.path
+        return self.path.parent
+
+    def write(self, **fields: Any) -> Path:
+        self.fields |= fields
+        path = self.run_dir() / "report.json"
+        write_json(path, self.fields)
+        return path
 
     def fail(self, reason: str, book: JobBook | None = None) -> Path:
         """A failed job's report: the reason, and what became of its owners if they had registered."""
@@ -209,21 +222,26 @@ class JobReport:
 
 
 def _finish(
-    config: JobConfig, server: CoordinatorServer, outcome: JobOutcome, test: Dataset | None, report: JobReport
+    config: JobConfig,
+    outcome: JobOutcome,
+    test: Dataset | None,
+    report: JobReport,
+    model_id: str,
+    reference: Callable[[], dict[str, Any]] | None,
 ) -> None:
-    """Serve the trained model, save it, write the ok report and print the result line."""
+    """Write the ok report of the served and saved model ``model_id`` and print the result line."""
     model: ServedModel = outcome.model
     accuracy = None if test is None else float(np.mean(model.predict(test.X) == test.y))
     warning = None
     if accuracy is not None and test is not None and report.fields.get("baselines") is not None:
         majority = report.fields["baselines"]["majority_class"]
         warning = accuracy_warning(config.epsilon, accuracy, majority, int(test.y.shape[0]))
-    model_id = f"{config.task}-eps{config.epsilon:g}"
-    server.models.put(model_id, outcome.model)
+    ref = {"reference_accuracy": None, "reference_learner": None} if reference is None else reference()
     path = report.write(
         status="ok",
         model_id=model_id,
         accuracy=accuracy,
+        **ref,
         warnings=[warning] if warning else [],
         owners=outcome.n_owners,
         answered=outcome.answered,
@@ -237,14 +255,18 @@ def _finish(
         epsilon_by_owner=outcome.epsilon_by_owner,
         timings=outcome.timings,
     )
-    save_model(path.parent / "model.json", outcome.model)
     if test is None:
         log.info("job done (the schema names no public test file: no accuracy), report %s", path)
         print(f"accuracy=none (no public test file in the schema) report={path}", flush=True)
     else:
         chance, majority = report.fields["baselines"]["chance"], report.fields["baselines"]["majority_class"]
         log.info("job done: accuracy %.4f, report %s", accuracy, path)
-        print(f"accuracy={accuracy:.4f} (chance {chance:.4f}, majority class {majority:.4f}) report={path}", flush=True)
+        shown = ref["reference_accuracy"]
+        print(
+            f"accuracy={accuracy:.4f} (non-private reference {'none' if shown is None else format(shown, '.4f')}, "
+            f"chance {chance:.4f}, majority class {majority:.4f}) report={path}",
+            flush=True,
+        )
     for line in (
         warning,
         refusal_summary(outcome.refused, outcome.n_owners),
@@ -254,16 +276,18 @@ def _finish(
             print(line, flush=True)
 
 
-def _serve_saved_model(config: JobConfig, tls: TlsFiles | None) -> int:
-    """``--load-model``: serve a saved model until SIGTERM (no job, no report)."""
-    assert config.load_model is not None
-    server = CoordinatorServer(tls=tls, node_timeout=config.node_timeout)
+def serve_saved_model(path: Path, listen: str, tls: TlsFiles | None) -> int:
+    """``privfed coordinator --load-model FILE``: serve a saved ``model.json`` under the id it was
+    trained and served under, with its label values and schema, until SIGTERM. Needs no training
+    configuration: everything Predict and GetModel answer is in the file."""
+    trained = load_model(path)
+    model_id = trained.model_id or "model"
+    server = CoordinatorServer(tls=tls, schema=trained.schema)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    model_id = config.load_model.parent.name or "model"
-    server.models.put(model_id, load_model(config.load_model))
-    server.start(config.listen)
-    log.info("serving saved model %s as %r until SIGTERM", config.load_model, model_id)
+    server.models.put(model_id, trained.model, classes=trained.classes, schema=trained.schema)
+    server.start(listen)
+    log.info("serving saved model %s as %r until SIGTERM", path, model_id)
     print(f"serving model_id={model_id}", flush=True)
     stop.wait()
     server.stop()

@@ -4,7 +4,8 @@ map domain errors to status codes."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import grpc
@@ -105,26 +106,82 @@ def model_linear_stage(model: ServedModel) -> tuple[str, np.ndarray]:
     raise ConfigError(f"a {type(model).__name__} has no linear first stage to clean queries against")
 
 
+def has_probabilities(model: ServedModel) -> bool:
+    """Whether Predict can answer class probabilities for ``model`` (its kind has them)."""
+    from privfed.common.learners.trained import kind_of
+
+    try:
+        return kind_of(model).proba is not None
+    except ConfigError:  # a model object no saved kind describes (tests wrap models)
+        return False
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What Predict answers: class indices, their label values (text) and, if asked and the model
+    has them, class probabilities (n, K)."""
+
+    indices: np.ndarray
+    values: list[str]
+    probabilities: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class ServedEntry:
+    """A served model, the label value (as text) of each class index, and the schema it reads rows by."""
+
+    model: ServedModel
+    classes: tuple[str, ...]
+    schema: FederationSchema | None
+
+
 class ModelStore:
     """Trained models the coordinator serves, by id."""
 
     def __init__(self) -> None:
-        self._models: dict[str, ServedModel] = {}
+        self._models: dict[str, ServedEntry] = {}
 
-    def put(self, model_id: str, model: ServedModel) -> None:
-        self._models[model_id] = model
+    def put(
+        self,
+        model_id: str,
+        model: ServedModel,
+        *,
+        classes: Sequence[object] | None = None,
+        schema: FederationSchema | None = None,
+    ) -> None:
+        """Serve ``model`` as ``model_id``; class index k means ``classes[k]`` (default: the schema's
+        classes, else the model's own)."""
+        if classes is None:
+            classes = schema.classes if schema is not None else np.asarray(getattr(model, "classes", [])).tolist()
+        self._models[model_id] = ServedEntry(model, tuple(str(c) for c in classes), schema)
+
+    def entry(self, model_id: str) -> ServedEntry:
+        entry = self._models.get(model_id)
+        if entry is None:
+            raise ConfigError(f"no model {model_id!r}; served models: {sorted(self._models)}")
+        return entry
 
     def get(self, model_id: str) -> ServedModel:
-        model = self._models.get(model_id)
-        if model is None:
-            raise ConfigError(f"no model {model_id!r}; served models: {sorted(self._models)}")
-        return model
+        return self.entry(model_id).model
 
     def predict(self, model_id: str, rows: np.ndarray) -> np.ndarray:
+        """Class indices of ``rows``."""
         model = self.get(model_id)
         if rows.ndim != 2:
             raise RemoteProtocolError(f"rows must be a 2-D matrix, got shape {rows.shape}")
         return np.asarray(model.predict(rows))
+
+    def answer(self, model_id: str, rows: np.ndarray, *, probabilities: bool = False) -> Prediction:
+        """:class:`Prediction` of ``rows``: indices, label values, probabilities if asked (and the model has them)."""
+        from privfed.common.learners.trained import probabilities as class_probabilities
+
+        entry = self.entry(model_id)
+        if probabilities and not has_probabilities(entry.model):
+            raise ConfigError(f"model {model_id!r} has no class probabilities")
+        indices = self.predict(model_id, rows).astype(np.int64)
+        values = [entry.classes[i] if 0 <= i < len(entry.classes) else str(i) for i in indices.tolist()]
+        proba = class_probabilities(entry.model, rows) if probabilities else None
+        return Prediction(indices, values, proba)
 
 
 class CoordinatorServicer(pb_grpc.CoordinatorServicer):
@@ -199,20 +256,25 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
 
     def Predict(self, request: pb.PredictRequest, context: grpc.ServicerContext) -> pb.PredictResponse:
         try:
-            labels = self._models.predict(request.model_id, serde.reports_from_proto(request.rows))
-            return pb.PredictResponse(labels=labels.astype(np.int64).tolist())
+            rows = serde.reports_from_proto(request.rows)
+            answer = self._models.answer(request.model_id, rows, probabilities=request.probabilities)
+            proba = None if answer.probabilities is None else serde.matrix_to_proto(answer.probabilities)
+            return pb.PredictResponse(labels=answer.indices.tolist(), label_values=answer.values, probabilities=proba)
         except PrivfedError as exc:
             _abort(context, exc)
 
     def GetModel(self, request: pb.GetModelRequest, context: grpc.ServicerContext) -> pb.GetModelResponse:
         try:
-            model = self._models.get(request.model_id)
-            kind, stage = model_linear_stage(model)
+            entry = self._models.entry(request.model_id)
+            kind, stage = model_linear_stage(entry.model)
             return pb.GetModelResponse(
                 model_id=request.model_id,
                 kind=kind,
-                bounds=serde.bounds_to_proto(model.bounds),
+                bounds=serde.bounds_to_proto(entry.model.bounds),
                 linear_stage=serde.matrix_to_proto(stage),
+                classes=entry.classes,
+                probabilities=has_probabilities(entry.model),
+                schema="" if entry.schema is None else entry.schema.to_json(),
             )
         except PrivfedError as exc:
             _abort(context, exc)

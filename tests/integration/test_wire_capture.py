@@ -347,7 +347,7 @@ def honest_captures(tmp_path_factory):
                 str(files["train"]),
                 "--confidential-labels",
                 "1",
-                "--clean-epsilon",
+                "--utility-loss",
                 "0",
                 "--certs",
                 str(fed.certs),

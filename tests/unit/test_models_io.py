@@ -15,8 +15,9 @@ def test_boosted_model_roundtrip(tmp_path):
     train, test = federation_split("synthetic", seed=1, test_fraction=0.25, n_samples=800)
     fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=train.bounds, n_rounds=4, n_bins=4)
     model = fb.fit(train.X, train.y, rng=np.random.Generator(np.random.PCG64(0))).model
-    loaded = load_model(save_model(tmp_path / "model.json", model))
-    np.testing.assert_array_equal(loaded.predict(test.X), model.predict(test.X))
+    loaded = load_model(save_model(tmp_path / "model.json", model, model_id="bdt-epsinf", task="bdt", schema=None))
+    np.testing.assert_array_equal(loaded.model.predict(test.X), model.predict(test.X))
+    assert loaded.model_id == "bdt-epsinf"
 
 
 def test_unknown_or_broken_files_are_refused(tmp_path):
