@@ -342,6 +342,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p.add_argument("--owners", type=_positive_int, default=DEFAULT_OWNERS, help="logical owners N")
     p.add_argument(
+        "--min-owners",
+        type=_positive_int,
+        help="quorum: a federation fails, before later rounds spend anyone's budget, once fewer owners are still "
+        "taking part; default: 1 for ncc and lr, half of --owners for bdt and feddpdr",
+    )
+    p.add_argument(
         "--processes",
         type=_positive_int,
         default=None,

@@ -115,6 +115,11 @@ class FedDPDRModel:
         """Public scaling then projection, exactly as the owners did before training."""
         return project(scale_rows(X, self.bounds, self.scaling), self.components)
 
+    @property
+    def classes(self) -> np.ndarray:
+        """Class indices ``0..K-1``, one per row of ``coef`` (as the other models' ``classes``)."""
+        return np.arange(self.coef.shape[0])
+
     def predict(self, X: np.ndarray) -> np.ndarray:
         return predict_linear(self.coef, self.transform(X))
 

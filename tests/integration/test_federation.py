@@ -163,7 +163,8 @@ def test_feddpdr_paper_pipeline_over_grpc_debits_epsilon_over_k_per_class(tmp_pa
     assert [p for p, _, _ in history] == ["dp-pca", "dp-count"] + [f"svm-ovr-{c}" for c in range(10)]
     assert history[0][1:] == pytest.approx((0.95 * eps / 2, 1e-5)) and history[1][1] == pytest.approx(0.05 * eps / 2)
     assert all(e == pytest.approx(eps / 20) and d == 0 for _, e, d in history[2:])
-    reloaded = load_model(save_model(tmp_path / "model.json", outcome.model))
+    saved = save_model(tmp_path / "model.json", outcome.model, model_id="feddpdr-eps2", task="feddpdr", schema=None)
+    reloaded = load_model(saved).model
     assert reloaded.model == "ovr-huber" and np.array_equal(reloaded.predict(test.X), outcome.model.predict(test.X))
 
 

@@ -19,6 +19,7 @@ from privfed.deploy.simulation_config import KEYS, SimulationConfig
 #: needs beside it. A flag missing here fails the walk: every flag must have its TOML key.
 SAMPLES = {
     "owners": (30, "30", []),
+    "min_owners": (12, "12", []),
     "processes": (3, "3", []),
     "data": (["a.csv", "b.csv"], ["a.csv", "b.csv"], ["--schema", "s.toml"]),
     "epsilon": ([1.0, math.inf], "1,inf", []),
@@ -39,6 +40,8 @@ SAMPLES = {
     "delta": (1e-6, "1e-6", []),
     "lam": (0.1, "0.1", []),
     "basis": ("dct", "dct", []),
+    "model": ("mc-huber", "mc-huber", []),
+    "scaling": ("ball", "ball", []),
     "base": ("ncc", "ncc", []),
     "rounds": (4, "4", []),
     "group_size": (3, "3", []),

@@ -87,7 +87,7 @@ def test_honest_replies_meet_their_contract(tmp_path, task, mechanism, epsilon):
 def test_honest_feddpdr_replies_meet_their_contract(tmp_path):
     strategy = make_strategy("feddpdr", epsilon=4.0, n_classes=K, bounds=BOUNDS, k=2, delta=1e-3)
     split = strategy.budget_split()
-    pca = PcaShareTask(split["pca"], 1e-4, 2, BOUNDS, split["count"])
+    pca = PcaShareTask(split["pca"], 1e-4, 2, BOUNDS, split["count"], "ball")
     tasks = [Task(f"t{i}", o, "pca", pca) for i, o in enumerate(_owners())]
     for task, result in zip(tasks, _honest(tmp_path, tasks)):
         check_reply(task.spec, result.payload, LIMITS)
@@ -150,7 +150,7 @@ def test_lr_reply_is_one_vector_of_the_tasks_width():
 
 
 def test_a_dp_pca_reply_is_an_orthonormal_basis_with_a_bounded_count():
-    spec = PcaShareTask(1.0, 1e-5, 2, BOUNDS, 0.05)
+    spec = PcaShareTask(1.0, 1e-5, 2, BOUNDS, 0.05, "ball")
     basis = np.eye(D, 2)
     top = count_limit(ROWS, 0.05)
     check_reply(spec, PcaShareReply(basis, top), LIMITS)
@@ -173,7 +173,7 @@ def test_the_count_limit_is_the_geometric_noise_tail():
 def test_an_svm_reply_has_the_tasks_shape_and_is_finite():
     from privfed.common.messages import SvmShareTask
 
-    spec = SvmShareTask(1.0, 0.01, K, BOUNDS, np.eye(D, 2), 1e-5, "centroid")
+    spec = SvmShareTask(1.0, 0.01, K, BOUNDS, np.eye(D, 2), 1e-5, "centroid", "ball")
     check_reply(spec, SvmShareReply(np.zeros((K, 3))), LIMITS)
     assert _code(spec, SvmShareReply(np.zeros((K, 4)))) == "shape"
     assert _code(spec, SvmShareReply(np.full((K, 3), math.inf))) == "not_finite"

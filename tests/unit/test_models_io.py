@@ -37,8 +37,8 @@ def test_scale_aware_nearest_centroid_roundtrip_keeps_its_bounds(tmp_path):
     X = np.array([[0.3, 518.0], [0.7, 501.0]])
     np.testing.assert_array_equal(model.predict(X), [0, 1])  # unit space: the first feature decides
     np.testing.assert_array_equal(NearestCentroidModel(model.centroids).predict(X), [1, 0])  # data space
-    loaded = load_model(save_model(tmp_path / "model.json", model))
-    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    loaded = load_model(save_model(tmp_path / "model.json", model, model_id="ncc-eps4", task="ncc", schema=None))
+    np.testing.assert_array_equal(loaded.model.predict(X), model.predict(X))
 
 
 @pytest.mark.parametrize("basis, k", [("dct", 20), ("identity", 64)])
@@ -63,11 +63,13 @@ def test_feddpdr_model_roundtrip_and_broken_files(tmp_path, basis, k):
         scaling="normalise",
         lam=0.01,
     )
-    loaded = load_model(save_model(tmp_path / "model.json", model))
-    assert (loaded.model, loaded.scaling) == ("mc-huber", "normalise")
-    np.testing.assert_array_equal(loaded.predict(test.X), model.predict(test.X))
+    loaded = load_model(
+        save_model(tmp_path / "model.json", model, model_id="feddpdr-eps4", task="feddpdr", schema=None)
+    )
+    assert (loaded.model_id, loaded.model.model, loaded.model.scaling) == ("feddpdr-eps4", "mc-huber", "normalise")
+    np.testing.assert_array_equal(loaded.model.predict(test.X), model.predict(test.X))
     data = json.loads((tmp_path / "model.json").read_text())
-    data["coef"] = data["coef"][:3] + [[1.0]]
+    data["model"]["coef"] = data["model"]["coef"][:3] + [[1.0]]
     (tmp_path / "model.json").write_text(json.dumps(data))
     with pytest.raises(ConfigError, match="FedDPDR"):
         load_model(tmp_path / "model.json")
