@@ -63,3 +63,12 @@ class ResourceExhausted(PrivfedError):
 class RingClosed(RemoteProtocolError):
     """A relay names a ring session that is not open (any more): FAILED_PRECONDITION, so a node
     can tell a ring the coordinator gave up on (drop the envelope) from a malformed call."""
+
+
+class EpsilonOutOfRange(ConfigError):
+    """A mechanism was asked for an ε outside its public floor and ceiling (SPEC §12).
+
+    Raised when the mechanism is built, from public parameters only, so an owner refuses the task
+    with its fixed ``invalid_task`` code before anything is debited or computed
+    (:func:`privfed.common.mechanisms.snapping.check_epsilon_range`).
+    """

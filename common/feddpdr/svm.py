@@ -24,8 +24,10 @@ Choices
   is the tuple of the K minimisers.
 * ``epsilon=inf`` gives the non-private Huber SVM (b = 0, Delta = 0) through the same code.
 
-Floating point: the Gamma radius and Gaussian direction are numpy doubles (SPEC §12 applies); the
-released vector is an optimiser output, not the raw noise.
+Floating point (SPEC §12): the Gamma radius, the Gaussian direction and the softmax noise come from the
+float-safe samplers of :mod:`privfed.common.mechanisms.gaussian` (full-precision uniforms, no gaps in
+the tails). The released vector is an optimiser output, not the raw noise, and is not rounded to a
+grid here: its float guarantee is the solver's (see the README, "Floating point").
 
 References
 ----------
@@ -57,6 +59,8 @@ from privfed.common.feddpdr.pca import (
     scale_rows,
 )
 from privfed.common.feddpdr.subspace import aggregate_subspaces, owner_weights, weighted_average
+from privfed.common.mechanisms.gaussian import gamma_integer_shape, standard_normal
+from privfed.common.mechanisms.snapping import check_epsilon_range
 from privfed.common.rng import spawn
 from privfed.common.validation import check_choice, check_int, check_positive
 
@@ -102,7 +106,8 @@ def privacy_adjustment(epsilon: float, n: int, lam: float, c: float = 1.0 / (2.0
 def sample_b(d: int, eps_prime: float, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
     """Noise with density proportional to ``exp(-(eps'/2) ||b||)`` on R^d (SPEC §8).
 
-    Direction ``g / ||g||`` with ``g ~ N(0, I_d)``; radius ``~ Gamma(shape=d, scale=2/eps')``.
+    Direction ``g / ||g||`` with ``g ~ N(0, I_d)``; radius ``~ Gamma(shape=d, scale=2/eps')``, both from
+    the float-safe samplers of :mod:`privfed.common.mechanisms.gaussian`.
     Returns shape (d,), or (size, d) when ``size`` is given; zeros when ``eps' = inf``.
     """
     d = check_int(d, name="d", minimum=1)
@@ -110,8 +115,8 @@ def sample_b(d: int, eps_prime: float, rng: np.random.Generator, size: int | Non
     shape = (d,) if size is None else (int(size), d)
     if eps_prime == math.inf:
         return np.zeros(shape)
-    g = rng.standard_normal(shape)
-    radius = rng.gamma(shape=d, scale=2.0 / eps_prime, size=shape[:-1])
+    g = standard_normal(rng, shape)
+    radius = gamma_integer_shape(rng, d, 2.0 / eps_prime, shape[:-1])
     return g / np.linalg.norm(g, axis=-1, keepdims=True) * np.asarray(radius)[..., None]
 
 
@@ -421,7 +426,7 @@ def fit_dp_softmax(
         raise ConfigError(f"labels must be integers in [0, {K}), got values {np.unique(y)[:10]}")
     eps_j, eps_b, Delta = softmax_privacy_split(epsilon, n, lam)
     sigma = softmax_noise_sigma(eps_b, delta, K)
-    B = rng.standard_normal((K, d)) * sigma if sigma > 0 else np.zeros((K, d))
+    B = standard_normal(rng, (K, d)) * sigma if sigma > 0 else np.zeros((K, d))
     reg = lam + Delta
     result = scipy.optimize.minimize(
         _softmax_joint,
@@ -512,6 +517,8 @@ def owner_svm_release(
         ``epsilon2``): ``[epsilon2]`` for centroid and softmax (one release for all classes), K copies of
         ``epsilon2/K`` for one-vs-rest.
     """
+    if math.isfinite(epsilon2):  # public floor and ceiling, before the rows are read (SPEC §12)
+        check_epsilon_range(epsilon2, what="an SVM release")
     Z = _project(scale_rows(X, bounds, scaling), U_global)
     if model == "ovr-huber":
         W, eps_each = fit_dp_svm_ovr(Z, y, n_classes, epsilon=epsilon2, lam=lam, rng=rng)

@@ -23,6 +23,7 @@ from privfed.common.feddpdr.svm import (
     privacy_adjustment,
     sample_b,
 )
+from privfed.common.mechanisms.gaussian import standard_normal
 
 
 def _blobs(rng, n, d, n_classes, spread=0.15):
@@ -371,7 +372,7 @@ def test_fit_dp_softmax_is_the_exact_minimiser_and_learns():
     assert np.mean(np.argmax(Xb @ F.T, 1) == y) > 0.95 and info["sigma"] == 0
     F, info = fit_dp_softmax(Xb, y, 4, epsilon=2.0, delta=1e-5, lam=1e-2, rng=np.random.default_rng(4))
     # recover B from the stationarity condition: it is Gaussian noise of scale sigma, so F is the argmin
-    B = np.random.default_rng(4).standard_normal(F.shape) * info["sigma"]
+    B = standard_normal(np.random.default_rng(4), F.shape) * info["sigma"]  # the float-safe sampler (SPEC §12)
     grad = _softmax_joint(F.ravel(), Xb, y, 4, 1e-2 + info["Delta"], B)[1]
     assert np.max(np.abs(grad)) < 1e-6 * (1 + np.max(np.abs(B)) / 600)
     with pytest.raises(ConfigError):
