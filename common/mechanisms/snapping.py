@@ -216,8 +216,9 @@ def cell_probabilities(
 ) -> np.ndarray:
     """Exact probability of each output in ``cells`` of a release driven by one :func:`full_uniform` draw.
 
-    ``release(U, flag)`` maps arrays of uniforms and flags to outputs, and for a fixed flag is
-    monotone in ``U`` (the samplers here are). For each target ``c`` and flag, bisection over the
+    ``release(U, flag)`` maps arrays of uniforms and flags, always of ``cells``' shape (so a caller
+    may pair each cell with its own input), to outputs, and for a fixed flag is monotone in ``U``
+    (the samplers here are). For each target ``c`` and flag, bisection over the
     bit patterns of the doubles finds the interval ``[a, b)`` of uniforms released as ``c``; its
     probability is ``b - a`` exactly (``P[U < u] = u`` for a double ``u``), computed from the two
     endpoints so that tail cells keep their relative precision. Returns ``P[output == c]`` summed
@@ -228,8 +229,8 @@ def cell_probabilities(
     total = np.zeros_like(cells)
     for flag in flags:
         flags_ = np.full(cells.shape, flag)
-        ends = release(np.array([2.0**-1022, 1.0 - 2.0**-53]), np.array([flag, flag]))
-        increasing = bool(ends[1] >= ends[0])
+        first, last = (release(np.full(cells.shape, u), flags_).ravel()[:1] for u in (2.0**-1022, 1.0 - 2.0**-53))
+        increasing = bool(last[0] >= first[0])
         if increasing:  # {release == c} = [first u with release > before, first u with release > c)
             width = _first_past(release, cells, flags_, True) - _first_past(release, before, flags_, True)
         else:  # {release == c} = [first u with release <= c, first u with release <= before)

@@ -2,10 +2,16 @@
 owner's float sampler can reach (Mironov, CCS 2012).
 
 Real certificates, a real ``privfed owner`` process with ``--rng secure`` holding five one-row owners
-with integer features in the schema's own bounds [0, 16]. The coordinator sends Laplace and PM share
-tasks at the smallest ε the owner accepts and, for every report, replays the owner's sampler: for each
-candidate feature value it bisects over the sampler's uniform for an input that lands exactly on the
-observed report. A candidate from which the report is unreachable is ruled out, whatever ε says.
+with three integer features in the schema's own bounds [0, 16]. The coordinator sends Laplace and PM
+share tasks at the smallest ε the owner accepts and, for every report, replays the owner's sampler:
+for each candidate feature value it bisects over the sampler's uniform for a draw that lands exactly
+on the observed report. A candidate from which the report is unreachable is ruled out, whatever ε says.
+
+Before the fix (commit dacd6b2, 53-bit uniforms, a fixed 2^-20 grid, no clamp, no ε floor): at
+ε = 5.1e-11 per Laplace task all 15 features were pinned exactly after 5 tasks per owner
+(5.1e-10 ε debited per owner, labels' k-RR included); at ε = 2.8e-12 per PM task, 5 of 15 after 30.
+After it, ε below the floor (1e-5) is refused before any debit, and at the floor no candidate is
+ever ruled out: every value in [0, 16] can produce every report.
 """
 
 from __future__ import annotations
@@ -18,7 +24,10 @@ from hostile import kind, ledger_history, ncc_task, spent_epsilon
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.mechanisms import make_mechanism
+from privfed.common.mechanisms import EPSILON_FLOOR, make_mechanism
+from privfed.common.mechanisms.laplace import laplace_from_uniform
+from privfed.common.mechanisms.piecewise import pm_from_uniform
+from privfed.common.mechanisms.snapping import cell_probabilities
 from privfed.proto import serde
 
 D = 3
@@ -45,58 +54,30 @@ def smallest_accepted(name: str, d: int) -> float:
     return 10.0**hi
 
 
-def _first(f, lo, hi, increasing):
-    """Vectorised bisection over integer indices: the first i in [lo, hi) with f(i) true (hi if none);
-    ``f`` is monotone in i (false then true)."""
-    lo, hi = np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64)
-    while np.any(lo < hi):
-        mid = lo + (hi - lo) // 2
-        ok = f(mid)
-        lo, hi = np.where(ok | (lo >= hi), lo, mid + 1), np.where(ok & (lo < hi), mid, hi)
-    return lo
-
-
 def reachable(name: str, eps: float, t: np.ndarray, observed: np.ndarray) -> np.ndarray:
-    """For each (candidate t, observed report) pair: can the owner's sampler produce it?"""
+    """For each (candidate t, observed report) pair: can the owner's sampler produce that report?
+
+    The attacker replays the release the owner runs (the same functions, fed every double as the
+    uniform): :func:`cell_probabilities` bisects over the uniform's bit patterns for the draws that
+    land on the report, and the report is reachable iff they have positive probability."""
     mech = make_mechanism(name, epsilon=eps, d=D)
-    hit = np.zeros(np.broadcast(t, observed).shape, dtype=bool)
-    t, observed = np.broadcast_arrays(t, observed)
-    for release, lo, hi in _releases(mech):
-        for flag in (False, True):
-            out = lambda i, f=flag: release(t, i, f)  # noqa: E731
-            increasing = out(np.full(t.shape, hi - 1))[0] >= out(np.full(t.shape, lo))[0]
-            first = _first(
-                lambda i: (out(i) >= observed) if increasing else (out(i) <= observed),
-                np.full(t.shape, lo),
-                np.full(t.shape, hi),
-                increasing,
-            )
-            hit |= (first < hi) & (out(np.minimum(first, hi - 1)) == observed)
-    return hit
+    t = np.asarray(t, dtype=np.float64)
+    if name == "laplace":
+
+        def release(u, flag):
+            return laplace_from_uniform(t, u.copy(), flag, scale=mech.scale, grid=mech.output_grid)
+
+    else:
+
+        def release(u, flag):
+            return pm_from_uniform(t, u.copy(), flag, mech.attribute_epsilon, mech.output_grid, mech.scale)
+
+    return cell_probabilities(release, np.asarray(observed, dtype=np.float64)) > 0
 
 
-def _releases(mech):
-    """The sampler of today's code as a function of its uniform index: (release(t, index, flag), lo, hi)."""
-    from privfed.common.mechanisms.piecewise import pm_from_uniform
-
-    if mech.__class__.__name__ == "LaplaceMechanism":
-
-        def laplace(t, mag, negative):
-            v = np.log(mag.astype(np.float64) * 2.0**-53) * mech.scale
-            v = np.copysign(v, -1.0 if negative else 1.0)
-            v = v + t
-            return np.rint(v * 2.0**20) * 2.0**-20
-
-        return [(laplace, 1, 2**53 + 1)]
-
-    def pm(t, k, _flag):
-        return pm_from_uniform(t, k.astype(np.float64) * 2.0**-53, mech.attribute_epsilon, mech.scale)
-
-    return [(pm, 0, 2**53)]
-
-
-def attack(coordinator, node, name: str, eps: float) -> tuple[list[int], float]:
-    """ROUNDS share tasks per owner; after each round, how many (owner, feature) pairs are pinned down."""
+def attack(coordinator, node, name: str, eps: float) -> tuple[list[int], list[int], float]:
+    """ROUNDS share tasks per owner; after each round, how many (owner, feature) pairs are pinned down,
+    how many candidates are left per (owner, feature), and the ε the owners' ledgers recorded."""
     owner_ids = node.owner_ids
     truth = node.rows()
     alive = {(o, j): np.ones(CANDIDATES.size, dtype=bool) for o in owner_ids for j in range(D)}
@@ -128,7 +109,7 @@ def attack(coordinator, node, name: str, eps: float) -> tuple[list[int], float]:
             for j in range(D):
                 assert alive[(o, j)][int(truth[o][0][j])], "the true value was ruled out: the replay is wrong"
     spent = math.fsum(spent_epsilon(ledger_history(node.ledger, o, node.budget)) for o in owner_ids)
-    return pinned, spent
+    return pinned, [int(a.sum()) for a in alive.values()], spent
 
 
 def _bounds_pb():
@@ -138,10 +119,18 @@ def _bounds_pb():
 @pytest.mark.parametrize("name", ["laplace", "pm"])
 def test_replaying_the_sampler_rules_out_no_candidate(coordinator, owners, name):
     node = owners("owner-0", X, Y, rng="secure", lo=LO, hi=HI, classes=2)
-    eps = smallest_accepted(name, D) * 1.02
-    pinned, spent = attack(coordinator, node, name, eps)
+    eps = smallest_accepted(name, D)
+    assert eps == pytest.approx(EPSILON_FLOOR, rel=0.01), "the public floor is the smallest epsilon a mechanism takes"
+    below = ncc_task(f"{name}-below", node.owner_ids[0], d=D, epsilon=EPSILON_FLOOR / 2, label_epsilon=EPSILON_FLOOR)
+    refused = coordinator.run([below])[below.task_id]
+    assert kind(refused) == "refusal" and refused.refusal.code == "invalid_task", refused
+    assert spent_epsilon(ledger_history(node.ledger, node.owner_ids[0], node.budget)) == 0.0
+
+    pinned, candidates, spent = attack(coordinator, node, name, EPSILON_FLOOR)
     print(
-        f"\n{name}: eps per task {eps:.3g}; (owner, feature) pairs pinned after each round {pinned} "
-        f"of {N_OWNERS * D}; total debited {spent:.3g}"
+        f"\n{name}: eps per task {EPSILON_FLOOR:g}; (owner, feature) pairs pinned after each round {pinned} "
+        f"of {N_OWNERS * D}; fewest candidates left {min(candidates)} of {CANDIDATES.size}; total debited {spent:.3g}"
     )
     assert pinned[-1] == 0, f"{pinned[-1]} of {N_OWNERS * D} features recovered exactly at {spent:.3g} total epsilon"
+    assert min(candidates) == CANDIDATES.size, "a report was unreachable from some feature value: the support leaks"
+    assert spent == pytest.approx(ROUNDS * N_OWNERS * 2 * EPSILON_FLOOR)  # every release debited (features + label)
