@@ -226,7 +226,8 @@ class Mechanism(ABC):
         """Closed-form variance for validated values ``t``."""
 
     def bias(self, t: ArrayLike) -> np.ndarray:
-        """``E[t* | t] - t``: zero, the mechanisms are unbiased (up to snapping, at most ``2**-21``)."""
+        """``E[t* | t] - t``: zero, the exact mechanisms are unbiased. The float-safe releases of the
+        continuous mechanisms are unbiased up to their ``bias_bound`` (rounding to the grid, SPEC §12)."""
         return np.zeros_like(check_unit_values(t))
 
     @property

@@ -98,6 +98,11 @@ class LaplaceMechanism(Mechanism):
         return np.full_like(t, 2.0 * self.scale**2)
 
     @property
+    def bias_bound(self) -> float:
+        """``|E[t*] - t| <= L^2 / (4 b) + b e^-40`` for the float-safe release (rounding, then the clamp)."""
+        return self.output_grid.grid**2 / (4.0 * self.scale) + self.scale * math.exp(-TAIL_SCALES)
+
+    @property
     def output_bounds(self) -> tuple[float, float]:
         bound = self.output_grid.bound
         return (-bound, bound)

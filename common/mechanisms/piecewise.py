@@ -56,6 +56,18 @@ def pm_grid(epsilon: float, scale: float = 1.0) -> OutputGrid:
     return OutputGrid.for_noise(scale * 2.0 / math.expm1(eps / 2.0), scale * pm_constant(eps))
 
 
+def pm_bias_bound(epsilon: float, scale: float = 1.0) -> float:
+    """``|E[report] - scale t|`` of the float-safe ``scale * PM`` release: at most ``min(L, 2 L^2 p / scale)``.
+
+    Rounding a density of total variation ``2 p / scale`` to the grid ``L`` moves the mean by at most
+    ``L^2 p / (2 scale)``; the clamp moves a mass below ``3 L p / (2 scale)`` by at most ``3 L / 2``; and no
+    report moves by more than ``L`` in all."""
+    grid = pm_grid(epsilon, scale).grid
+    eps = min(epsilon, _SAMPLER_EPS_CAP)
+    p = 0.5 * math.exp(eps / 2.0) * math.tanh(eps / 4.0)
+    return min(grid, 2.0 * grid**2 * p / scale)
+
+
 def pm_inverse_cdf(t: np.ndarray, u: np.ndarray, epsilon: float) -> np.ndarray:
     """The PM output with CDF value ``u`` for inputs ``t``, written into ``u`` (one uniform per value).
 
@@ -189,6 +201,11 @@ class PiecewiseMechanism(Mechanism):
         return pm_variance(t, self.epsilon)
 
     @property
+    def bias_bound(self) -> float:
+        """Bound on ``|E[t*] - t|`` of the float-safe release (:func:`pm_bias_bound`)."""
+        return pm_bias_bound(self.epsilon)
+
+    @property
     def output_bounds(self) -> tuple[float, float]:
         c = self.output_grid.bound
         return (-c, c)
@@ -259,11 +276,21 @@ class HybridMechanism(Mechanism):
     def alpha(self) -> float:
         return hm_alpha(self.epsilon)
 
+    @cached_property
+    def output_grid(self) -> OutputGrid:
+        """The grid and clamp of the PM branch's reports (:func:`pm_grid`)."""
+        return pm_grid(self.epsilon)
+
     def _sample_block(self, t: np.ndarray, rng: np.random.Generator, out: np.ndarray) -> None:
         sample_hm(t, self.epsilon, rng, out)
 
     def _variance(self, t: np.ndarray) -> np.ndarray:
         return hm_variance(t, self.epsilon)
+
+    @property
+    def bias_bound(self) -> float:
+        """Bound on ``|E[t*] - t|``: the PM branch's (:func:`pm_bias_bound`); the Duchi branch is exact."""
+        return pm_bias_bound(self.epsilon) if self.alpha > 0 else 0.0
 
     @property
     def output_bounds(self) -> tuple[float, float]:
@@ -382,6 +409,13 @@ class PiecewiseMultidim(Mechanism):
         t = t if t.flags.c_contiguous else np.ascontiguousarray(t)
         self._base_sample(np.take(t.reshape(-1), flat), rng, values)
         np.put(out.reshape(-1), flat, values)  # the other coordinates stay 0
+
+    @property
+    def bias_bound(self) -> float:
+        """Bound on ``|E[t*_j] - t_j|``: the scaled PM branch's (:func:`pm_bias_bound`); the zeros are exact."""
+        if self.base == "hm" and hm_alpha(self.attribute_epsilon) == 0.0:
+            return 0.0
+        return pm_bias_bound(self.attribute_epsilon, self.scale)
 
     def _variance(self, t: np.ndarray) -> np.ndarray:
         base = pm_variance(t, self.attribute_epsilon) if self.base == "pm" else hm_variance(t, self.attribute_epsilon)
