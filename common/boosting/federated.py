@@ -22,10 +22,10 @@ single owners' values off the totals. So each owner, in its own process, (1) cli
 SAMME weight to the public *row* bound ``b = eval_row_bound`` and sums
 ``e = sum_r min(w_r, b) miss_r``, ``w = sum_r min(w_r, b)`` (:func:`owner_local_error` with
 ``row_bound``); (2) adds Laplace noise ``Lap(2 b / epsilon)`` to each coordinate (SPEC §1,
-``LaplaceMechanism`` with ``d = 2``, whose scale ``4 / epsilon`` is in units of ``b / 2``; Dwork,
-McSherry, Nissim, Smith TCC 2006), the result snapped to the grid of SPEC §12; (3) clips the noisy
+scale ``4 / epsilon`` in units of ``b / 2``; Dwork, McSherry, Nissim, Smith TCC 2006), released
+float-safely on its grid (SPEC §12, :mod:`privfed.common.mechanisms.laplace`); (3) clips the noisy
 pair to the public range ``[-M, M]``, ``M = b (max_owner_rows + 80 / epsilon)`` (the largest
-possible pair plus 40 noise scales; the sampler never exceeds 36.7, so the clip binds only for an
+possible pair plus 40 noise scales, where the release's own clamp sits, so the clip binds only for an
 owner holding more than ``max_owner_rows`` rows -- biased, never less private: it is
 post-processing); and the networked owner debits its ledger before the ring's first envelope
 leaves (``privfed.owner.boosting.RingDriver``).
@@ -240,7 +240,7 @@ from privfed.common.learners.stump_encodings import (
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, make_mechanism
 from privfed.common.mechanisms.base import Mechanism
 from privfed.common.mechanisms.frequency import ORACLES
-from privfed.common.mechanisms.laplace import laplace_from_uniform, laplace_grid
+from privfed.common.mechanisms.laplace import TAIL_SCALES, laplace_from_uniform, laplace_grid
 from privfed.common.mechanisms.snapping import check_epsilon_range, full_uniform
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import run_ring_in_process
@@ -268,8 +268,8 @@ BUDGET_SPLITS = ("epsilon", "owners")
 #: row-clipped pair (row-level DP), or randomized response on one sampled category (owner-level LDP).
 EVAL_MECHANISMS = ("laplace", "rr")
 #: The noisy evaluation pair is clipped to its largest possible value plus this many Laplace scales
-#: (module docstring); the sampler's own truncation (36.7 scales) is below it.
-NOISE_HEADROOM = 40.0
+#: (module docstring): the float-safe Laplace release's own clamp (SPEC §12).
+NOISE_HEADROOM = TAIL_SCALES
 #: Default public per-row bound ``b`` on a row's SAMME weight in an evaluation release (module
 #: docstring, "Choice of b"; measured in ``privfed experiment bdt-error``).
 EVAL_ROW_BOUND = 1.0

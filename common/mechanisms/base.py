@@ -60,11 +60,6 @@ def snap(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def snap_up(value: float) -> float:
-    """The smallest grid point ``>= value``: the bound of a snapped output whose exact range ends at ``value``."""
-    return math.ceil(value * 2.0**SNAP_BITS) * SNAP_STEP
-
-
 def check_epsilon(epsilon: object, *, name: str = "epsilon") -> float:
     """A mechanism's privacy budget: a real number in ``[EPSILON_FLOOR, EPSILON_CEILING]``, as ``float``.
 

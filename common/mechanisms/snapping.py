@@ -16,10 +16,11 @@ pieces below, so that the set of outputs it can produce does not depend on its i
    (``U = 2^-1022``); a 53-bit uniform leaves gaps of ``b e^(|y|/b) 2^-53`` in the tails.
 2. **A power-of-two grid that grows with the noise scale** (:func:`grid_for`). Outputs are rounded
    to multiples of ``L = 2^(ceil(log2 s) - GRID_BITS)``, ``s`` the mechanism's noise scale (the
-   Laplace scale, the Gaussian sigma, the PM output half-width), and never finer than the wire's
-   ``2^-20`` (``proto/serde.py`` sends reports as int64 indices on it). Each cell of width ``L``
-   is then hit by at least ``2^(52 - 12 - 10)`` distinct doubles, so every cell between the clamps
-   is reachable from every input.
+   Laplace scale, the Gaussian sigma, the width of PM's centre piece), and never finer than the wire's
+   ``2^-20`` (``proto/serde.py`` sends reports as int64 indices on it). Out to 708 scales the
+   noise steps by at most ``b 2^-41`` between neighbouring uniforms, so each cell of width ``L``
+   is hit by at least ``2^29`` distinct doubles and every cell between the clamps is reachable
+   from every input whose clamps the noise reaches.
 3. **A public clamp** (:class:`OutputGrid`). Outputs are clamped to ``[-B, B]``, ``B`` a multiple
    of ``L`` fixed by public parameters; each mechanism puts ``B`` far enough out that the clamp
    moves a negligible mass (Laplace: 40 scales, a bias below ``b e^-40``) and close enough that
@@ -37,9 +38,10 @@ and ``np.cos`` are within 4 ulp (a unit test checks ``np.log`` against the corre
 than one ulp. Within ``T`` noise scales of the input that is ``eta / L <= 2^-(37 - log2 T)``; the
 densities used here change by a factor of at most ``e^(L/b)`` across a cell, so each output's
 probability is within a factor ``1 +- rho``, ``rho <= 2 e^(1 + L/b) eta / L``, of ``M``'s, and the
-release is ``(epsilon + 2 ln((1 + rho)/(1 - rho)))``-DP. For the mechanisms here ``T <= 70`` and
-``rho <= 2^-28``: the excess is below ``2^-25``, 0.3 % of the smallest ε allowed
-(:data:`EPSILON_FLOOR`). The unit tests compute the float implementation's exact cell probabilities
+release is ``(epsilon + 2 ln((1 + rho)/(1 - rho)))``-DP. For the local mechanisms here ``T <= 70`` and
+``rho <= 2^-28``: the excess is below ``2^-25``, 0.3 % of the smallest ε allowed (:data:`EPSILON_FLOOR`);
+cells up to 708 scales out, which only a central release reaches, have ``rho <= 2^-25``, an excess
+below ``2^-23``. The unit tests compute the float implementation's exact cell probabilities
 (:func:`cell_probabilities`, by bisection over the doubles) and check the ε-ratio against them.
 
 Limits. (a) ``np.log`` is not correctly rounded (Mironov assumes crlibm's ``log_rn``); the argument
