@@ -418,8 +418,8 @@ def noisy_contributions(
     check_epsilon_range(epsilon, what="an evaluation release")
     half = float(row_bound) / 2.0
     scale = 4.0 / epsilon  # Lap(2b/eps) in units of b/2 (SPEC §1), float-safe on its grid (SPEC §12)
-    u, negative = full_uniform(rng, pairs.shape)
-    noisy = laplace_from_uniform(pairs / half, u, negative, scale=scale, grid=laplace_grid(scale, 2.0 * max_rows))
+    u, signed_scale = full_uniform(rng, pairs.shape, scale)
+    noisy = laplace_from_uniform(pairs / half, u, signed_scale, grid=laplace_grid(scale, 2.0 * max_rows))
     return np.clip(noisy * half, -bound, bound)
 
 

@@ -128,7 +128,8 @@ class GaussianMechanism:
         """Each entry of ``values`` released with its own noise (same shape, float64)."""
         check_rng(rng)
         x = np.asarray(check_real_array(values, name="values"), dtype=np.float64)
-        noise = standard_normal(rng, x.shape) * (self.sigma / self.output_grid.grid)
+        noise = standard_normal(rng, x.shape)
+        noise *= self.sigma
         return self.output_grid.add(x, noise)
 
     def privatize_symmetric(self, matrix: ArrayLike, rng: np.random.Generator) -> np.ndarray:

@@ -16,19 +16,18 @@ TAIL_SCALES = 40.0
 
 
 def laplace_from_uniform(
-    x: np.ndarray, u: np.ndarray, negative: np.ndarray, *, scale: float, grid: OutputGrid, out: np.ndarray | None = None
+    x: np.ndarray, u: np.ndarray, signed_scale: np.ndarray, *, grid: OutputGrid, out: np.ndarray | None = None
 ) -> np.ndarray:
-    """``clamp(round(x + s b (-ln u)))`` on ``grid``: the Laplace release of ``x`` from uniforms ``u``.
+    """``clamp(round(x + s b ln u))`` on ``grid``: the Laplace release of ``x`` from uniforms ``u``.
 
-    ``u`` comes from :func:`~privfed.common.mechanisms.snapping.full_uniform` and ``s = -1`` where
-    ``negative``: ``b (-ln U)`` is exponential with scale ``b`` and a random sign makes it Laplace.
-    Monotone in ``u`` for a fixed sign (the adversary tests and
+    ``(u, s b)`` come from :func:`~privfed.common.mechanisms.snapping.full_uniform` with
+    ``magnitude=b`` (``signed_scale``): ``b (-ln U)`` is exponential with scale ``b`` and a random sign
+    ``s = +-1`` makes it Laplace. Monotone in ``u`` for a fixed sign (the adversary tests and
     :func:`~privfed.common.mechanisms.snapping.cell_probabilities` replay it). Written into ``out``
     (a new array if None), which must not be ``u``'s buffer if ``u`` is needed afterwards.
     """
     out = np.log(u, out=out)  # ln U in [-708, 0)
-    out *= -scale / grid.grid  # the exponential, in grid units
-    np.negative(out, out=out, where=negative)
+    out *= signed_scale  # -s times an exponential of scale b
     return grid.add(x, out)
 
 
@@ -91,8 +90,8 @@ class LaplaceMechanism(Mechanism):
         return laplace_grid(self.scale, 1.0)
 
     def _sample_block(self, t: np.ndarray, rng: np.random.Generator, out: np.ndarray) -> None:
-        u, negative = full_uniform(rng, out.shape)
-        laplace_from_uniform(t, u, negative, scale=self.scale, grid=self.output_grid, out=out)
+        u, signed_scale = full_uniform(rng, out.shape, self.scale, work=out)
+        laplace_from_uniform(t, u, signed_scale, grid=self.output_grid, out=out)
 
     def _variance(self, t: np.ndarray) -> np.ndarray:
         return np.full_like(t, 2.0 * self.scale**2)

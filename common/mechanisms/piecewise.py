@@ -68,14 +68,18 @@ def pm_bias_bound(epsilon: float, scale: float = 1.0) -> float:
     return min(grid, 2.0 * grid**2 * p / scale)
 
 
-def pm_inverse_cdf(t: np.ndarray, u: np.ndarray, epsilon: float) -> np.ndarray:
-    """The PM output with CDF value ``u`` for inputs ``t``, written into ``u`` (one uniform per value).
+def pm_inverse_cdf(
+    t: np.ndarray, u: np.ndarray, epsilon: float, factor: float = 1.0, out: np.ndarray | None = None
+) -> np.ndarray:
+    """``factor`` times the PM output with CDF value ``u`` for inputs ``t``; in ``out`` (may be ``t``), ``u`` destroyed.
 
     Exact inverse CDF of the PM output density: with the left-tail line ``y1 = s U - C``,
     the centre line ``y2 = l(t) + a (U - L(t))`` and the right-tail line
     ``y3 = C - s (1 - U)`` (``s`` the tail slope, ``a`` the centre slope, ``L(t)`` the left
     tail mass), the inverse CDF is their median ``max(min(y1, y2), y3)``: the tails are
-    steeper than the centre and ``y3 < y1``. Non-decreasing in ``u``.
+    steeper than the centre and ``y3 < y1``. Non-decreasing in ``u``. ``factor`` scales the lines'
+    constants, and ``y2`` is formed as ``a (u + (c1 t + c0) / a)``, so no block-sized temporary is
+    needed; those roundings are part of the float error the privacy argument bounds.
     """
     eps = min(epsilon, _SAMPLER_EPS_CAP)
     c = pm_constant(eps)
@@ -85,35 +89,42 @@ def pm_inverse_cdf(t: np.ndarray, u: np.ndarray, epsilon: float) -> np.ndarray:
     shrink = -math.expm1(-eps)  # 1 - a/s
     c1 = shrink * (c + 1.0) / 2.0  # y2 = a U + c1 t + c0
     c0 = -shrink * (c - 1.0) / 2.0 - c * math.exp(-eps)
-    centre = t * c1
-    centre += c0
-    tmp = u * slope_centre
-    centre += tmp  # y2
+    c, slope_tail, slope_centre, c1, c0 = (factor * v for v in (c, slope_tail, slope_centre, c1, c0))
+    centre = np.multiply(t, c1 / slope_centre, out=out)
+    centre += c0 / slope_centre
+    centre += u
+    centre *= slope_centre  # y2
     u *= slope_tail
     u -= c  # y1
     np.minimum(u, centre, out=centre)
     u += 2.0 * c - slope_tail  # y3
-    np.maximum(u, centre, out=u)
-    return u
+    np.maximum(u, centre, out=centre)
+    return centre
 
 
 def pm_from_uniform(
-    t: np.ndarray, u: np.ndarray, flip: np.ndarray, epsilon: float, grid: OutputGrid, scale: float = 1.0
+    t: np.ndarray,
+    u: np.ndarray,
+    sign: np.ndarray,
+    epsilon: float,
+    grid: OutputGrid,
+    scale: float = 1.0,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``clamp(round(scale * PM(t, epsilon)))`` on ``grid`` from full-precision uniforms ``u`` and fair bits ``flip``; in ``u``.
+    """``clamp(round(scale * PM(t, epsilon)))`` on ``grid`` from full-precision uniforms ``u`` (destroyed)
+    and signs ``+-1``; in ``out`` (a new array if None).
 
     The PM output is symmetric, ``PM(-t) = -PM(t)`` in distribution, so with ``W = u / 2`` uniform on
-    ``(0, 1/2)`` the output ``F_t^-1(W)`` (``flip`` False) or ``-F_-t^-1(W)`` (= ``F_t^-1(1 - W)``,
-    ``flip`` True) is ``F_t^-1`` of a uniform on (0, 1) whose both tails are at full double precision
-    (a 53-bit uniform leaves gaps of ``slope * 2^-53`` in the tails, which grow like ``e^(eps/2)``).
-    Monotone in ``u`` for a fixed ``flip``.
+    ``(0, 1/2)`` the output ``s F_st^-1(W)`` is ``F_t^-1(W)`` for ``s = 1`` and ``-F_-t^-1(W) =
+    F_t^-1(1 - W)`` for ``s = -1``: ``F_t^-1`` of a uniform on (0, 1) whose both tails are at full
+    double precision (a 53-bit uniform leaves gaps of ``slope * 2^-53`` in the tails, which grow like
+    ``e^(eps/2)``). Monotone in ``u`` for a fixed sign.
     """
     u *= 0.5
-    ts = np.where(flip, -t, t)
-    pm_inverse_cdf(ts, u, epsilon)
-    np.negative(u, out=u, where=flip)
-    u *= scale / grid.grid
-    return grid.round(u)
+    flipped = np.multiply(t, sign, out=out)
+    out = pm_inverse_cdf(flipped, u, epsilon, scale / grid.grid, out=flipped)  # in grid units
+    out *= sign
+    return grid.round(out)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,7 +148,7 @@ class PiecewiseMechanism(Mechanism):
 
     Notes
     -----
-    Sampler: one 64-bit word per value, a full-precision uniform and a fair bit, through the exact
+    Sampler: one 64-bit word per value, a full-precision uniform and a fair sign, through the exact
     inverse CDF (:func:`pm_from_uniform`); the SPEC's two-uniform recipe gives the same distribution.
 
     Float-safe release (SPEC §12, Mironov CCS 2012; :mod:`.snapping`): reports are rounded to the
@@ -194,8 +205,8 @@ class PiecewiseMechanism(Mechanism):
         return pm_grid(self.epsilon)
 
     def _sample_block(self, t: np.ndarray, rng: np.random.Generator, out: np.ndarray) -> None:
-        u, flip = full_uniform(rng, out.shape)
-        out[...] = pm_from_uniform(t, u, flip, self.epsilon, self.output_grid)
+        u, sign = full_uniform(rng, out.shape, work=out)
+        pm_from_uniform(t, u, sign, self.epsilon, self.output_grid, out=out)
 
     def _variance(self, t: np.ndarray) -> np.ndarray:
         return pm_variance(t, self.epsilon)
@@ -242,8 +253,8 @@ def sample_hm(
     if alpha == 0.0:
         out[...] = duchi
         return out
-    u, flip = full_uniform(rng, out.shape)
-    out[...] = pm_from_uniform(t, u, flip, epsilon, pm_grid(epsilon, scale), scale)
+    u, sign = full_uniform(rng, out.shape)
+    pm_from_uniform(t, u, sign, epsilon, pm_grid(epsilon, scale), scale, out=out)
     use_duchi = rng.random(out.shape) >= alpha
     np.copyto(out, duchi, where=use_duchi)
     return out
@@ -382,8 +393,8 @@ class PiecewiseMultidim(Mechanism):
 
     def _base_sample(self, t: np.ndarray, rng: np.random.Generator, out: np.ndarray) -> None:
         if self.base == "pm":
-            u, flip = full_uniform(rng, out.shape)
-            out[...] = pm_from_uniform(t, u, flip, self.attribute_epsilon, self.output_grid, self.scale)
+            u, sign = full_uniform(rng, out.shape, work=out)
+            pm_from_uniform(t, u, sign, self.attribute_epsilon, self.output_grid, self.scale, out=out)
         else:
             sample_hm(t, self.attribute_epsilon, rng, out, self.scale)
 
@@ -393,9 +404,9 @@ class PiecewiseMultidim(Mechanism):
 
     def _block_rows(self) -> int:
         # Only k values per row are sampled, so blocks can hold more rows than for the other
-        # mechanisms (less per-block overhead) while the (rows, d) slice of t that is checked
-        # stays in cache (2 MB).
-        return max(1, (4 * BLOCK_VALUES) // self.d)
+        # mechanisms (less per-block overhead): at most BLOCK_VALUES sampled values, while the
+        # (rows, d) slice of t that is checked stays in cache (2 MB).
+        return max(1, min((16 * BLOCK_VALUES) // self.d, BLOCK_VALUES // self.k))
 
     def _sample_block(self, t: np.ndarray, rng: np.random.Generator, out: np.ndarray) -> None:
         m, d = out.shape

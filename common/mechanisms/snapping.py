@@ -25,9 +25,10 @@ pieces below, so that the set of outputs it can produce does not depend on its i
    of ``L`` fixed by public parameters; each mechanism puts ``B`` far enough out that the clamp
    moves a negligible mass (Laplace: 40 scales, a bias below ``b e^-40``) and close enough that
    the noise reaches it from every input in its public input range.
-4. **The input split on the grid** (:meth:`OutputGrid.add`). ``x = k L + r`` with ``k`` an integer
-   and ``|r| <= L/2``, both exact; the noise is added to ``r``, rounded, and ``k`` added back in
-   exact integer arithmetic. The rounding error then does not grow with ``|x|``.
+4. **The input split on the grid** (:meth:`OutputGrid.add`, for ranges wider than ``2^22`` cells).
+   ``x = k L + r`` with ``k`` an integer and ``|r| <= L/2``, both exact; the noise is added to ``r``,
+   rounded, and ``k`` added back in exact integer arithmetic. The rounding error then does not grow
+   with ``|x|``.
 
 Privacy argument. Let ``M`` be the mechanism computed in real arithmetic and followed by the same
 rounding and clamp: post-processing of the exact mechanism, so it has the exact mechanism's ε (and
@@ -90,10 +91,13 @@ WIRE_GRID = 2.0**-WIRE_GRID_BITS
 #: Largest exponent ``z`` of :func:`full_uniform` (``U >= 2^-(z+1) = 2^-1022``, the smallest normal).
 _MAX_ZEROS = 1021
 _LOW11 = np.uint64(0x7FF)
-_FLAG_BIT = np.uint64(0x800)
-#: Exponent field of ``U`` for each value of 11 random bits: ``1022 - leading zeros``, so that
-#: ``U`` lies in ``[2^-(z+1), 2^-z)`` with ``P[z] = 2^-(z+1)``. Value 0 (11 zeros) is completed below.
-_EXPONENT11 = np.array([(1022 - (11 - v.bit_length())) << 52 for v in range(2048)], dtype=np.uint64)
+_SIGN_SHIFT = np.uint64(52)  # bit 11 of a word to its sign bit
+_SIGN_BIT = np.uint64(1 << 63)
+_MANTISSA_SHIFT = np.uint64(12)
+_ONE_BITS = np.uint64(0x3FF0000000000000)  # the exponent field of 1.0: ``bits | _ONE_BITS`` is in [1, 2)
+_EXPONENT_MASK = np.uint64(0x7FF0000000000000)
+_TWO52_BITS = np.uint64(0x4330000000000000)  # the exponent field of 2^52
+_ELEVEN_BINADES = np.uint64(11 << 52)  # subtracted from an exponent field: times 2^-11
 
 
 def check_epsilon_range(epsilon: float, *, name: str = "epsilon", what: str = "this mechanism") -> float:
@@ -117,32 +121,50 @@ def grid_for(scale: float) -> float:
     return max(math.ldexp(1.0, ceil_log2 - GRID_BITS), WIRE_GRID)
 
 
-def full_uniform(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """``(U, flag)``: ``U`` uniform on (0, 1) at full double precision, and an independent fair bit.
+def full_uniform(
+    rng: np.random.Generator, shape: tuple[int, ...], magnitude: float = 1.0, work: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(U, s * magnitude)``: ``U`` uniform on (0, 1) at full double precision, and an independent fair
+    sign ``s = +-1`` times ``magnitude`` (a positive double, given so that callers save a pass).
+    ``work``, a C-contiguous float64 array of ``shape`` the caller overwrites next, serves as scratch
+    (a block-sized temporary fewer: each costs page faults).
 
     Every double ``u`` in ``[2^-1022, 1)`` is a possible ``U``, with ``P[U = u] = ulp(u)``: ``U`` is
     a real uniform rounded down to a double. One 64-bit word per value: its top 52 bits are the
-    mantissa, bit 11 is ``flag``, and the leading zeros of bits 10..0 (continued into further words
-    for the one value in 2048 whose 11 bits are all zero) are the exponent. The lowest binade also
-    holds the mass ``2^-1022`` below it (never drawn in practice).
+    mantissa, bit 11 is the sign, and the leading zeros ``z`` of bits 10..0 (continued into further
+    words for the one value in 2048 whose 11 bits are all zero) give the binade
+    ``[2^-(z+1), 2^-z)``. Vectorised with exact bit and float operations only: bits 10..0 as a
+    double ``v`` (``(2^52 + v) - 2^52``) with its mantissa cleared is ``2^floor(log2 v) = 2^(10 - z)``, and
+    ``U = (1.m) 2^(10 - z) 2^-11``. The lowest binade also holds the mass ``2^-1022`` below it (never
+    drawn in practice).
     """
     size = math.prod(shape)
     raw = rng.bit_generator.random_raw(size)
-    bits = _EXPONENT11[raw & _LOW11]
-    flag = (raw & _FLAG_BIT) != 0
-    raw >>= np.uint64(12)
-    bits |= raw
-    short = np.flatnonzero(bits >> np.uint64(52) == 1022 - 11)  # the 11 bits were all zero
-    zeros = np.full(short.size, 11, dtype=np.int64)
-    todo = np.arange(short.size)
-    while todo.size:
-        more = _leading_zeros64(rng.bit_generator.random_raw(todo.size))
-        zeros[todo] += more
-        todo = todo[(more == 64) & (zeros[todo] < _MAX_ZEROS)]
+    sign_bits = np.left_shift(raw, _SIGN_SHIFT)  # bit 11 to bit 63
+    sign_bits &= _SIGN_BIT
+    sign_bits |= np.float64(check_positive(magnitude, name="magnitude")).view(np.uint64)
+    scale = np.empty(size) if work is None else work.reshape(size)  # every step in place
+    bits = scale.view(np.uint64)
+    np.bitwise_and(raw, _LOW11, out=bits)
+    bits |= _TWO52_BITS  # the double 2^52 + v, exactly
+    scale -= 2.0**52  # v as a double, exactly
+    bits &= _EXPONENT_MASK  # 2^floor(log2 v), 0 for v = 0
+    short = np.flatnonzero(bits == 0)  # the 11 bits were all zero: continue in further words
+    bits -= _ELEVEN_BINADES  # 2^(floor(log2 v) - 11) (garbage where v = 0: replaced below)
+    raw >>= _MANTISSA_SHIFT
+    raw |= _ONE_BITS
+    u = raw.view(np.float64)  # 1.m, in [1, 2)
+    frac = u[short]
+    u *= scale
     if short.size:
-        exponent = (1022 - np.minimum(zeros, _MAX_ZEROS)).astype(np.uint64) << np.uint64(52)
-        bits[short] = (bits[short] & np.uint64((1 << 52) - 1)) | exponent
-    return bits.view(np.float64).reshape(shape), flag.reshape(shape)
+        zeros = np.full(short.size, 11, dtype=np.int64)
+        todo = np.arange(short.size)
+        while todo.size:
+            more = _leading_zeros64(rng.bit_generator.random_raw(todo.size))
+            zeros[todo] += more
+            todo = todo[(more == 64) & (zeros[todo] < _MAX_ZEROS)]
+        u[short] = np.ldexp(frac, -(np.minimum(zeros, _MAX_ZEROS) + 1).astype(np.int32))
+    return u.reshape(shape), sign_bits.view(np.float64).reshape(shape)  # (sign | |magnitude|): +-magnitude
 
 
 def _leading_zeros64(words: np.ndarray) -> np.ndarray:
@@ -181,15 +203,24 @@ class OutputGrid:
         return cls(grid=grid, bound=cells * grid)
 
     def add(self, x: np.ndarray, noise: np.ndarray) -> np.ndarray:
-        """``clamp(round(x + noise * grid))`` with the noise given in grid units; written into ``noise``.
+        """``clamp(round(x + noise))`` on the grid, written into ``noise``.
 
-        ``x`` is split into ``k grid + r`` exactly (``x / grid`` is exact, so is ``x/grid - rint``),
-        the noise is added to ``r`` and rounded, ``k`` is added back as an integer: no rounding error
-        grows with ``|x|``. ``x`` is clamped to ``[-bound, bound]`` first.
+        If the range holds more than ``2^22`` cells, ``x`` is first clamped and split into
+        ``k grid + r`` exactly (``x / grid`` is exact, so is ``x/grid - rint``), the noise is added to
+        ``r`` and rounded, and ``k`` is added back as an integer: no rounding error grows with ``|x|``.
+        Otherwise ``|x| <= bound <= 2^22 grid`` and adding ``x`` directly errs by less than
+        ``2^-31`` cells (every step in place: temporaries of a block's size cost page faults).
         """
-        q = np.clip(x, -self.bound, self.bound) / self.grid
+        if self.bound / self.grid <= 2.0**22:
+            noise += x
+            noise /= self.grid
+            np.rint(noise, out=noise)
+            return self._clamp(noise)
+        q = np.clip(x, -self.bound, self.bound)
+        q /= self.grid
         k = np.rint(q)
         q -= k
+        noise /= self.grid
         noise += q
         np.rint(noise, out=noise)
         noise += k
@@ -214,35 +245,35 @@ _HIGHEST = np.nextafter(1.0, 0.0).view(np.int64)
 
 
 def cell_probabilities(
-    release: Callable[[np.ndarray, np.ndarray], np.ndarray], cells: np.ndarray, flags: tuple[bool, ...] = (False, True)
+    release: Callable[[np.ndarray, np.ndarray], np.ndarray], cells: np.ndarray, signs: tuple[float, ...] = (1.0, -1.0)
 ) -> np.ndarray:
     """Exact probability of each output in ``cells`` of a release driven by one :func:`full_uniform` draw.
 
-    ``release(U, flag)`` maps arrays of uniforms and flags, always of ``cells``' shape (so a caller
-    may pair each cell with its own input), to outputs, and for a fixed flag is monotone in ``U``
-    (the samplers here are). For each target ``c`` and flag, bisection over the
+    ``release(U, sign)`` maps arrays of uniforms and signs (:func:`full_uniform`'s pair), always of
+    ``cells``' shape (so a caller may pair each cell with its own input), to outputs, and for a fixed
+    sign is monotone in ``U`` (the samplers here are). For each target ``c`` and sign, bisection over the
     bit patterns of the doubles finds the interval ``[a, b)`` of uniforms released as ``c``; its
     probability is ``b - a`` exactly (``P[U < u] = u`` for a double ``u``), computed from the two
     endpoints so that tail cells keep their relative precision. Returns ``P[output == c]`` summed
-    over the flags, each weighted 1/2: the float implementation's distribution, not the ideal one.
+    over the signs, each weighted 1/2: the float implementation's distribution, not the ideal one.
     """
     cells = np.asarray(cells, dtype=np.float64)
     before = np.nextafter(cells, -np.inf)  # the outputs are on a grid: "<= before" is "< c"
     total = np.zeros_like(cells)
-    for flag in flags:
-        flags_ = np.full(cells.shape, flag)
-        first, last = (release(np.full(cells.shape, u), flags_).ravel()[:1] for u in (2.0**-1022, 1.0 - 2.0**-53))
+    for sign in signs:
+        signs_ = np.full(cells.shape, sign)
+        first, last = (release(np.full(cells.shape, u), signs_).ravel()[:1] for u in (2.0**-1022, 1.0 - 2.0**-53))
         increasing = bool(last[0] >= first[0])
         if increasing:  # {release == c} = [first u with release > before, first u with release > c)
-            width = _first_past(release, cells, flags_, True) - _first_past(release, before, flags_, True)
+            width = _first_past(release, cells, signs_, True) - _first_past(release, before, signs_, True)
         else:  # {release == c} = [first u with release <= c, first u with release <= before)
-            width = _first_past(release, before, flags_, False) - _first_past(release, cells, flags_, False)
+            width = _first_past(release, before, signs_, False) - _first_past(release, cells, signs_, False)
         total += 0.5 * width
     return total
 
 
 def _first_past(
-    release: Callable[[np.ndarray, np.ndarray], np.ndarray], c: np.ndarray, flags: np.ndarray, increasing: bool
+    release: Callable[[np.ndarray, np.ndarray], np.ndarray], c: np.ndarray, signs: np.ndarray, increasing: bool
 ) -> np.ndarray:
     """The first uniform ``u`` (as a real number: 0 if every double qualifies, 1 if none does) with
     ``release(u) > c`` (increasing) or ``release(u) <= c`` (decreasing), by bisection over bit patterns."""
@@ -250,7 +281,7 @@ def _first_past(
     hi = np.full(c.shape, _HIGHEST + 1, dtype=np.int64)  # _HIGHEST + 1: "no double qualifies"
     while np.any(lo < hi):
         mid = lo + (hi - lo) // 2
-        out = release(np.minimum(mid, _HIGHEST).view(np.float64), flags)
+        out = release(np.minimum(mid, _HIGHEST).view(np.float64), signs)
         qualifies = (out > c) if increasing else (out <= c)
         open_ = lo < hi
         hi = np.where(open_ & qualifies, mid, hi)

@@ -64,13 +64,13 @@ def reachable(name: str, eps: float, t: np.ndarray, observed: np.ndarray) -> np.
     t = np.asarray(t, dtype=np.float64)
     if name == "laplace":
 
-        def release(u, flag):
-            return laplace_from_uniform(t, u.copy(), flag, scale=mech.scale, grid=mech.output_grid)
+        def release(u, sign):
+            return laplace_from_uniform(t, u.copy(), sign * mech.scale, grid=mech.output_grid)
 
     else:
 
-        def release(u, flag):
-            return pm_from_uniform(t, u.copy(), flag, mech.attribute_epsilon, mech.output_grid, mech.scale)
+        def release(u, sign):
+            return pm_from_uniform(t, u.copy(), sign, mech.attribute_epsilon, mech.output_grid, mech.scale)
 
     return cell_probabilities(release, np.asarray(observed, dtype=np.float64)) > 0
 

@@ -66,7 +66,7 @@ def test_full_uniform_takes_its_bits_exactly():
     mantissa = 0xABCDE12345678  # 52 bits
     top = mantissa << 12
     words = [  # one word per value, then the continuations of the values whose 11 bits were all zero
-        top | (1 << 11) | 0b100_0000_0000,  # flag set, exponent bits 1xxxxxxxxxx: U in [1/2, 1)
+        top | (1 << 11) | 0b100_0000_0000,  # sign bit set, exponent bits 1xxxxxxxxxx: U in [1/2, 1)
         top | 0b000_0000_0001,  # 10 leading zeros: U in [2^-11, 2^-10)
         top,  # 11 zero bits, continued below
         top,  # 11 zero bits, continued below
@@ -75,20 +75,20 @@ def test_full_uniform_takes_its_bits_exactly():
         0,  # ... and 64 more ...
         1 << 63,  # ... and none: 11 + 128 zeros
     ]
-    u, flag = full_uniform(_Rng(words), (4,))
+    u, sign = full_uniform(_Rng(words), (4,))
     frac = 1.0 + mantissa * 2.0**-52
     assert u.tolist() == [frac / 2, frac * 2.0**-11, frac * 2.0**-15, frac * 2.0**-140]
-    assert flag.tolist() == [True, False, False, False]
+    assert sign.tolist() == [-1.0, 1.0, 1.0, 1.0]
 
 
 def test_full_uniform_is_uniform_with_geometric_binades(rng):
-    u, flag = full_uniform(rng, (400_000,))
+    u, sign = full_uniform(rng, (400_000,))
     assert u.min() > 0 and u.max() < 1
     z = -np.frexp(u)[1]  # u in [2^-(z+1), 2^-z)
     counts = np.bincount(z, minlength=12)[:12]
     expected = u.size * 2.0 ** -(np.arange(12) + 1.0)
     assert np.all(np.abs(counts - expected) <= 5 * np.sqrt(expected))
-    assert abs(flag.mean() - 0.5) < 5 * math.sqrt(0.25 / u.size)
+    assert np.all(np.abs(sign) == 1.0) and abs(np.mean(sign < 0) - 0.5) < 5 * math.sqrt(0.25 / u.size)
     # within a binade the mantissa is uniform: the mean of the binade [1/2, 1) is 3/4
     top = u[u >= 0.5]
     assert abs(top.mean() - 0.75) < 5 * math.sqrt(1 / 48 / top.size)
@@ -139,15 +139,13 @@ def test_gaussian_sigma_is_capped_by_the_floor_and_bounded_below():
 
 
 def laplace_release(mech, t):
-    return lambda u, flag: laplace_from_uniform(
-        np.full(u.shape, t), u.copy(), flag, scale=mech.scale, grid=mech.output_grid
-    )
+    return lambda u, sign: laplace_from_uniform(np.full(u.shape, t), u.copy(), sign * mech.scale, grid=mech.output_grid)
 
 
 def pm_release(mech, t):
     eps = mech.attribute_epsilon if isinstance(mech, PiecewiseMultidim) else mech.epsilon
     scale = mech.scale if isinstance(mech, PiecewiseMultidim) else 1.0
-    return lambda u, flag: pm_from_uniform(np.full(u.shape, t), u.copy(), flag, eps, mech.output_grid, scale)
+    return lambda u, sign: pm_from_uniform(np.full(u.shape, t), u.copy(), sign, eps, mech.output_grid, scale)
 
 
 def window_cells(grid: OutputGrid, centre_scale: float, rng, width=300, random=1500):
@@ -224,9 +222,9 @@ def test_gaussian_reaches_every_cell_within_its_reach_from_both_neighbours():
     grid = mech.output_grid
     for x in (0.3, 1.3, 2.0**20 + 0.3):
 
-        def release(u, flag, x=x):
-            z = np.sqrt(-2.0 * np.log(u)) * np.where(flag, -1.0, 1.0)  # cos(0) = 1, cos(pi) = -1
-            return grid.add(np.full(u.shape, x), z * (mech.sigma / grid.grid))
+        def release(u, sign, x=x):
+            z = np.sqrt(-2.0 * np.log(u)) * sign  # cos(0) = 1, cos(pi) = -1
+            return grid.add(np.full(u.shape, x), z * mech.sigma)
 
         k = round(x / grid.grid)
         reach = int(36 * mech.sigma / grid.grid)
@@ -243,7 +241,7 @@ def test_the_check_finds_the_gaps_a_53_bit_uniform_leaves():
 
     def coarse(t):
         full = laplace_release(mech, t)
-        return lambda u, flag: full(np.maximum(np.floor(u * 2.0**53), 1.0) * 2.0**-53, flag)
+        return lambda u, sign: full(np.maximum(np.floor(u * 2.0**53), 1.0) * 2.0**-53, sign)
 
     cells = window_cells(mech.output_grid, 1.0, np.random.default_rng(5))
     probs = np.array([cell_probabilities(coarse(t), cells) for t in (-1.0, 1.0)])
