@@ -404,9 +404,9 @@ class PiecewiseMultidim(Mechanism):
 
     def _block_rows(self) -> int:
         # Only k values per row are sampled, so blocks can hold more rows than for the other
-        # mechanisms (less per-block overhead): at most BLOCK_VALUES sampled values, while the
-        # (rows, d) slice of t that is checked stays in cache (2 MB).
-        return max(1, min((16 * BLOCK_VALUES) // self.d, BLOCK_VALUES // self.k))
+        # mechanisms (less per-block overhead) while the (rows, d) slice of t that is checked
+        # stays in cache (2 MB).
+        return max(1, (4 * BLOCK_VALUES) // self.d)
 
     def _sample_block(self, t: np.ndarray, rng: np.random.Generator, out: np.ndarray) -> None:
         m, d = out.shape
