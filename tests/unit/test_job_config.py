@@ -11,6 +11,7 @@ import signal
 import numpy as np
 import pytest
 
+from privfed.common.boosting.federated import N_BINS
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, RoundFailed
 from privfed.deploy.cli import build_parser, job_config, main
@@ -61,6 +62,8 @@ def test_the_defaults_are_valid_and_the_config_is_frozen():
         ("delta", 1.0, "--delta"),
         ("lam", -0.1, "--lam"),
         ("basis", "pca", "--basis"),
+        ("model", "svm", "--model"),
+        ("scaling", "unit", "--scaling"),
         ("n_rounds", 0, "--rounds"),
         ("n_rounds", 2.5, "--rounds"),
         ("group_size", 0, "--group-size"),
@@ -156,7 +159,11 @@ def test_coordinator_task_bdt_uses_the_configured_weight_bound(caplog):
     strategy, _, _ = coordinator_strategy(
         job_config(parsed("--task", "bdt", "--rows-per-owner", "1", "--epsilon", "4"))
     )
-    assert (strategy.booster.max_owner_rows, strategy.booster.eval_mechanism, strategy.booster.n_bins) == (1, "rr", 2)
+    assert (strategy.booster.max_owner_rows, strategy.booster.eval_mechanism, strategy.booster.n_bins) == (
+        1,
+        "rr",
+        N_BINS,
+    )
     with caplog.at_level(logging.WARNING, logger="privfed.coordinator"):
         strategy, _, _ = coordinator_strategy(job_config(parsed("--task", "bdt")))
     assert strategy.booster.weight_bound == DEFAULT_WEIGHT_BOUND
@@ -180,6 +187,20 @@ def test_the_feddpdr_basis_flag_reaches_the_strategy():
     assert strategy.budget_split()["svm"] == strategy.epsilon
     paper, _, _ = coordinator_strategy(job_config(parsed("--task", "feddpdr", "--dataset", "digits")))
     assert paper.basis == "dp-pca" and paper.budget_split()["svm"] < paper.epsilon
+
+
+def test_the_feddpdr_model_and_scaling_flags_reach_the_strategy_and_have_one_default():
+    """--model and --scaling go command line -> JobConfig -> strategy -> every task; left out, all of
+    them take the one default that privfed.common.feddpdr.choices declares."""
+    from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DEFAULT_SVM_MODEL
+
+    argv = ("--task", "feddpdr", "--dataset", "digits", "--model", "mc-huber", "--scaling", "normalise")
+    strategy, _, _ = coordinator_strategy(job_config(parsed(*argv)))
+    assert (strategy.model, strategy.scaling) == ("mc-huber", "normalise")
+    config = job_config(parsed("--task", "feddpdr", "--dataset", "digits"))
+    default, _, _ = coordinator_strategy(config)
+    assert (config.model, default.model) == (DEFAULT_SVM_MODEL, DEFAULT_SVM_MODEL)
+    assert (config.scaling, default.scaling) == (DEFAULT_ROW_SCALING, DEFAULT_ROW_SCALING)
 
 
 def test_the_task_name_shorthand_builds_the_same_strategy_as_a_job_config():
