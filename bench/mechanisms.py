@@ -15,13 +15,16 @@ Each time is the median of ``--repeats`` (>= 5) runs, baseline and candidate int
 
 Uniforms consumed per call (``n`` rows, ``d`` coordinates):
 
-* ``laplace``: ``n d`` (one 64-bit word per value: 53 bits of magnitude, 1 bit of sign).
+* ``laplace``: ``n d`` (one 64-bit word per value: a full-precision uniform from 52 mantissa bits
+  and 11 exponent bits, 1 bit of sign; one more word for the 1 value in 2048 whose exponent bits
+  are all zero; SPEC §12).
 * ``duchi`` (Alg. 3): ``n d + n + n d / 64`` (``v`` per coordinate, ``u`` per row, ``d``
   random bits per row for ``z``).
 * ``pm`` (Alg. 4): ``2 n k`` (``k`` subset indices and ``k`` PM uniforms per row,
   ``k = max(1, min(d, floor(eps / 2.5)))``). Its time is dominated by writing the dense
   ``(n, d)`` output, mostly zeros: see the ``dense zeros`` line.
-* ``pm-1d`` and ``duchi-1d``: the coordinate-wise building blocks, ``n d`` (one per value).
+* ``pm-1d`` and ``duchi-1d``: the coordinate-wise building blocks, ``n d`` (one per value; PM's is
+  a full-precision uniform and a flip bit, as Laplace's).
 
 Run: ``python bench/mechanisms.py`` (n = 10^6, d = 64) or ``--quick`` for a CI smoke run.
 """

@@ -73,3 +73,12 @@ class NodeIdInUse(RemoteProtocolError):
 class QuorumLost(RoundFailed):
     """Fewer owners than the job's quorum (``--min-owners``) are still taking part: the job stops
     before a later round spends anyone's budget (issue 23, item 2)."""
+
+
+class EpsilonOutOfRange(ConfigError):
+    """A mechanism was asked for an ε outside its public floor and ceiling (SPEC §12).
+
+    Raised when the mechanism is built, from public parameters only, so an owner refuses the task
+    with its fixed ``invalid_task`` code before anything is debited or computed
+    (:func:`privfed.common.mechanisms.snapping.check_epsilon_range`).
+    """

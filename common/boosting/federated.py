@@ -22,10 +22,10 @@ single owners' values off the totals. So each owner, in its own process, (1) cli
 SAMME weight to the public *row* bound ``b = eval_row_bound`` and sums
 ``e = sum_r min(w_r, b) miss_r``, ``w = sum_r min(w_r, b)`` (:func:`owner_local_error` with
 ``row_bound``); (2) adds Laplace noise ``Lap(2 b / epsilon)`` to each coordinate (SPEC §1,
-``LaplaceMechanism`` with ``d = 2``, whose scale ``4 / epsilon`` is in units of ``b / 2``; Dwork,
-McSherry, Nissim, Smith TCC 2006), the result snapped to the grid of SPEC §12; (3) clips the noisy
+scale ``4 / epsilon`` in units of ``b / 2``; Dwork, McSherry, Nissim, Smith TCC 2006), released
+float-safely on its grid (SPEC §12, :mod:`privfed.common.mechanisms.laplace`); (3) clips the noisy
 pair to the public range ``[-M, M]``, ``M = b (max_owner_rows + 80 / epsilon)`` (the largest
-possible pair plus 40 noise scales; the sampler never exceeds 36.7, so the clip binds only for an
+possible pair plus 40 noise scales, where the release's own clamp sits, so the clip binds only for an
 owner holding more than ``max_owner_rows`` rows -- biased, never less private: it is
 post-processing); and the networked owner debits its ledger before the ring's first envelope
 leaves (``privfed.owner.boosting.RingDriver``).
@@ -257,9 +257,10 @@ from privfed.common.learners.stump_encodings import (
     make_stump_encoding,
 )
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, make_mechanism
-from privfed.common.mechanisms.base import Mechanism, snap
+from privfed.common.mechanisms.base import Mechanism
 from privfed.common.mechanisms.frequency import ORACLES
-from privfed.common.mechanisms.laplace import LaplaceMechanism
+from privfed.common.mechanisms.laplace import TAIL_SCALES, laplace_from_uniform, laplace_grid
+from privfed.common.mechanisms.snapping import check_epsilon_range, full_uniform
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import run_ring_in_process
 from privfed.common.validation import check_choice, check_fraction, check_int, check_positive
@@ -286,8 +287,8 @@ BUDGET_SPLITS = ("epsilon", "owners")
 #: row-clipped pair (row-level DP), or randomized response on one sampled category (owner-level LDP).
 EVAL_MECHANISMS = ("laplace", "rr")
 #: The noisy evaluation pair is clipped to its largest possible value plus this many Laplace scales
-#: (module docstring); the sampler's own truncation (36.7 scales) is below it.
-NOISE_HEADROOM = 40.0
+#: (module docstring): the float-safe Laplace release's own clamp (SPEC §12).
+NOISE_HEADROOM = TAIL_SCALES
 #: Default public per-row bound ``b`` on a row's SAMME weight in an evaluation release (module
 #: docstring, "Choice of b"; measured in ``privfed experiment bdt-error``).
 EVAL_ROW_BOUND = 1.0
@@ -399,9 +400,15 @@ def noisy_contributions(
 
     ``epsilon``-DP for every row of the owner, ``epsilon``-LDP for a one-row owner (module
     docstring, "Sensitivity argument"): noise ``Lap(2 b / epsilon)`` per coordinate, variance
-    ``8 b^2 / epsilon^2`` (SPEC §1), drawn by ``LaplaceMechanism(epsilon, d=2)`` (scale ``4 / epsilon``
-    in units of ``b / 2``) and the noisy value snapped to its grid (SPEC §12);
-    ``M = contribution_bound(b, epsilon, max_rows)``. ``epsilon = inf``: the pairs, no noise.
+    ``8 b^2 / epsilon^2`` (SPEC §1), in units of ``b / 2`` (scale ``4 / epsilon``) released by the
+    float-safe Laplace sampler of :mod:`privfed.common.mechanisms.laplace` on the public grid
+    :func:`~privfed.common.mechanisms.laplace.laplace_grid` of inputs up to ``2 max_rows`` (SPEC §12:
+    full-precision uniform, grid ``2^-12`` of the scale, clamp 40 scales out); then clipped to
+    ``M = contribution_bound(b, epsilon, max_rows)``. ``epsilon = inf``: the pairs, no noise. ε must
+    lie in ``[EPSILON_FLOOR, EPSILON_CEILING]`` (:class:`~privfed.common.errors.EpsilonOutOfRange`).
+    For an owner of one row every output on the grid is reachable from every input; for larger
+    owners, neighbouring inputs (one row apart) reach the same outputs except beyond 700 noise
+    scales (probability below ``e^-700``, counted as δ).
 
     Parameters
     ----------
@@ -430,12 +437,12 @@ def noisy_contributions(
             f"epsilon={epsilon!r} with eval_row_bound={row_bound!r} gives a non-finite noise scale; "
             "use a larger epsilon"
         )
+    check_epsilon_range(epsilon, what="an evaluation release")
     half = float(row_bound) / 2.0
-    noise = LaplaceMechanism(epsilon=epsilon, d=2).privatize(np.zeros_like(pairs), rng)  # Lap(4/ε) in units b/2
-    noisy = snap(pairs / half + noise) * half
-    if not np.all(np.isfinite(noisy)):  # cannot happen with a finite scale; never release it if it does
-        raise ConfigError("the evaluation noise came out non-finite; nothing was released")
-    return np.clip(noisy, -bound, bound)
+    scale = 4.0 / epsilon  # Lap(2b/eps) in units of b/2 (SPEC §1), float-safe on its grid (SPEC §12)
+    u, signed_scale = full_uniform(rng, pairs.shape, scale)
+    noisy = laplace_from_uniform(pairs / half, u, signed_scale, grid=laplace_grid(scale, 2.0 * max_rows))
+    return np.clip(noisy * half, -bound, bound)
 
 
 def owner_weight_bound(row_bound: float, max_rows: int) -> float:

@@ -51,6 +51,7 @@ import numpy as np
 
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.pca import check_unit_rows, gaussian_sigma
+from privfed.common.mechanisms.gaussian import GaussianMechanism
 
 CLASS_SUMS_SENSITIVITY = 1.0
 """L2 (Frobenius) sensitivity of ``Y^T [Z, 1]/sqrt 2`` under add/remove-one, rows ``||z|| <= 1``."""
@@ -81,12 +82,18 @@ def dp_class_sums(
 ) -> np.ndarray:
     """(epsilon, delta)-DP class sums: :func:`exact_class_sums` plus i.i.d. ``N(0, sigma^2)`` per entry.
 
-    ``sigma = class_sums_sigma(epsilon, delta)`` (sensitivity 1, module docstring); ``epsilon = inf``
+    ``sigma = class_sums_sigma(epsilon, delta)`` (sensitivity 1, module docstring), released float-safely
+    by :class:`~privfed.common.mechanisms.gaussian.GaussianMechanism` (SPEC §12); ``epsilon = inf``
     adds no noise (the non-private reference).
     """
-    S = exact_class_sums(Z_unit, y, n_classes)
     sigma = class_sums_sigma(epsilon, delta)
-    return S if sigma == 0.0 else S + rng.normal(0.0, sigma, size=S.shape)
+    release = (
+        None
+        if sigma == 0.0
+        else GaussianMechanism(epsilon=epsilon, delta=delta, sigma=sigma, sensitivity=CLASS_SUMS_SENSITIVITY)
+    )
+    S = exact_class_sums(Z_unit, y, n_classes)
+    return S if release is None else release.privatize(S, rng)
 
 
 def combine_class_sums(releases: Sequence[np.ndarray], sigma: float) -> tuple[np.ndarray, float]:

@@ -57,7 +57,9 @@ K x p gradient of norm ``<= sqrt 2``, and the class count enters only through ``
 ``sqrt(2 ln(2 (K - 1)/delta))``). The regulariser is a sum-form constant, so the calibration needs no
 row count: under add/remove the count is private.
 
-Floating point: the noises are numpy doubles (SPEC §12 applies); the release is a solver output.
+Floating point (SPEC §12): the noises come from the float-safe samplers of
+:mod:`privfed.common.mechanisms.gaussian` (directly or through :func:`~privfed.common.feddpdr.svm.sample_b`);
+the release is a solver output, not rounded to a grid (README, "Floating point").
 
 References
 ----------
@@ -81,6 +83,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.pca import check_unit_rows
 from privfed.common.feddpdr.solver import AMP_FRACTION, AMP_RADIUS, minimise_within
 from privfed.common.feddpdr.svm import huber_hinge, huber_hinge_derivative, sample_b
+from privfed.common.mechanisms.gaussian import standard_normal
 from privfed.common.validation import check_choice, check_positive
 
 LOSSES = ("mc-huber", "softmax")
@@ -183,7 +186,7 @@ def perturbed_objective(
 
 def _gaussian_matrix(shape: tuple[int, int], sigma: float, rng: np.random.Generator) -> np.ndarray:
     """``B`` with i.i.d. ``N(0, sigma^2)`` entries (zeros for sigma = 0): the objective's noise."""
-    return rng.standard_normal(shape) * sigma if sigma > 0 else np.zeros(shape)
+    return standard_normal(rng, shape) * sigma if sigma > 0 else np.zeros(shape)  # float-safe (SPEC §12)
 
 
 def fit_dp_multiclass(

@@ -39,6 +39,7 @@ from scipy.special import log_ndtr, ndtr
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, ROW_SCALINGS
+from privfed.common.mechanisms.gaussian import GaussianMechanism, standard_normal
 from privfed.common.validation import check_choice, check_fraction, check_int, check_positive, check_real
 
 NEIGHBOURING_SENSITIVITY = {"add-remove": 1.0, "replace-one": math.sqrt(2.0)}
@@ -194,9 +195,15 @@ def gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0, *, me
 
 
 def symmetric_gaussian_noise(d: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
-    """``E`` of shape (d, d): upper triangle incl. diagonal i.i.d. N(0, sigma^2), mirrored (SPEC §7)."""
-    upper = np.triu(rng.normal(0.0, sigma, size=(d, d)))
-    return upper + np.triu(upper, 1).T
+    """``E`` of shape (d, d): upper triangle incl. diagonal i.i.d. N(0, sigma^2), mirrored (SPEC §7).
+
+    Drawn by the float-safe sampler :func:`~privfed.common.mechanisms.gaussian.standard_normal`; a
+    release adds it through :class:`~privfed.common.mechanisms.gaussian.GaussianMechanism` instead
+    (:func:`noisy_covariance`), which also rounds and clamps."""
+    upper = np.triu_indices(d)
+    E = np.zeros((d, d))
+    E[upper] = standard_normal(rng, upper[0].shape) * sigma  # the draws, in the order the release takes them
+    return E + np.triu(E, 1).T
 
 
 def noisy_covariance(
@@ -209,6 +216,10 @@ def noisy_covariance(
     method: str = "analytic",
 ) -> np.ndarray:
     """``X^T X + E``, the (epsilon, delta)-DP second-moment matrix (seed 004 Alg. 2 lines 3-4; SPEC §7).
+
+    Released float-safely by :class:`~privfed.common.mechanisms.gaussian.GaussianMechanism` (SPEC §12:
+    epsilon in ``[1e-5, 30]``, noise from full-precision uniforms, entries rounded to a grid ``2^-12``
+    of sigma and clamped); the checks run before the rows are read.
 
     Parameters
     ----------
@@ -226,11 +237,13 @@ def noisy_covariance(
     if neighbouring not in NEIGHBOURING_SENSITIVITY:
         raise ConfigError(f"neighbouring must be one of {tuple(NEIGHBOURING_SENSITIVITY)}, got {neighbouring!r}")
     sigma = gaussian_sigma(epsilon, delta, NEIGHBOURING_SENSITIVITY[neighbouring], method=method)
+    sensitivity = NEIGHBOURING_SENSITIVITY[neighbouring]
+    release = (
+        None if sigma == 0.0 else GaussianMechanism(epsilon=epsilon, delta=delta, sigma=sigma, sensitivity=sensitivity)
+    )
     X = check_unit_rows(X_unit, "X_unit")
     C = X.T @ X
-    if sigma == 0.0:
-        return C
-    return C + symmetric_gaussian_noise(X.shape[1], sigma, rng)
+    return C if release is None else release.privatize_symmetric(C, rng)
 
 
 def top_k_eigenvectors(C: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

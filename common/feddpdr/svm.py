@@ -28,8 +28,10 @@ Choices
 :func:`owner_svm_release` is the owner's phase 2 for every classifier of
 :data:`~privfed.common.feddpdr.choices.SVM_MODELS`.
 
-Floating point: the Gamma radius and Gaussian direction are numpy doubles (SPEC §12 applies); the
-released vector is an optimiser output, not the raw noise.
+Floating point (SPEC §12): the Gamma radius, the Gaussian direction and the softmax noise come from the
+float-safe samplers of :mod:`privfed.common.mechanisms.gaussian` (full-precision uniforms, no gaps in
+the tails). The released vector is an optimiser output, not the raw noise, and is not rounded to a
+grid here: its float guarantee is the solver's (see the README, "Floating point").
 
 References
 ----------
@@ -52,6 +54,8 @@ from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DELTA_MODELS, SV
 from privfed.common.feddpdr.model import add_bias_feature, project
 from privfed.common.feddpdr.pca import check_unit_rows, clip_rows_to_unit_ball, scale_rows
 from privfed.common.feddpdr.solver import AMP_FRACTION, AMP_RADIUS, minimise_within
+from privfed.common.mechanisms.gaussian import gamma_integer_shape, standard_normal
+from privfed.common.mechanisms.snapping import check_epsilon_range
 from privfed.common.validation import check_int, check_positive
 
 HUBER_H = 0.5
@@ -93,7 +97,8 @@ def privacy_adjustment(epsilon: float, n: int, lam: float, c: float = 1.0 / (2.0
 def sample_b(d: int, eps_prime: float, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
     """Noise with density proportional to ``exp(-(eps'/2) ||b||)`` on R^d (SPEC §8).
 
-    Direction ``g / ||g||`` with ``g ~ N(0, I_d)``; radius ``~ Gamma(shape=d, scale=2/eps')``.
+    Direction ``g / ||g||`` with ``g ~ N(0, I_d)``; radius ``~ Gamma(shape=d, scale=2/eps')``, both from
+    the float-safe samplers of :mod:`privfed.common.mechanisms.gaussian`.
     Returns shape (d,), or (size, d) when ``size`` is given; zeros when ``eps' = inf``.
     """
     d = check_int(d, name="d", minimum=1)
@@ -101,8 +106,8 @@ def sample_b(d: int, eps_prime: float, rng: np.random.Generator, size: int | Non
     shape = (d,) if size is None else (int(size), d)
     if eps_prime == math.inf:
         return np.zeros(shape)
-    g = rng.standard_normal(shape)
-    radius = rng.gamma(shape=d, scale=2.0 / eps_prime, size=shape[:-1])
+    g = standard_normal(rng, shape)
+    radius = gamma_integer_shape(rng, d, 2.0 / eps_prime, shape[:-1])
     return g / np.linalg.norm(g, axis=-1, keepdims=True) * np.asarray(radius)[..., None]
 
 
@@ -279,6 +284,8 @@ def owner_svm_release(
         raise ConfigError(f"model must be one of {SVM_MODELS}, got {model!r}")
     if model in DELTA_MODELS and not (0 < delta < 1 or math.isinf(epsilon2)):
         raise ConfigError(f"model={model!r} is (epsilon, delta)-DP: pass the delta in (0, 1) that is debited for it")
+    if math.isfinite(epsilon2):  # public floor and ceiling, before the rows are read (SPEC §12)
+        check_epsilon_range(epsilon2, what="an SVM release")
     Z = project(scale_rows(X, bounds, scaling), U_global)
     n = int(Z.shape[0])
     if model == "ovr-huber":

@@ -7,6 +7,11 @@ non-private identity). Labels go through :class:`KaryRandomizedResponse`, row co
 :class:`GeometricMechanism`. Categorical values (stump cells) go through a frequency oracle of
 :mod:`.frequency` (k-RR, OUE, OLH; :func:`make_oracle`).
 
+Every mechanism accepts ε only in ``[EPSILON_FLOOR, EPSILON_CEILING]`` and releases float-safely
+(SPEC §12): continuous noise through :mod:`.snapping` (full-precision uniforms, a grid that grows
+with the noise scale, public clamps), counts through an exact integer sampler (:mod:`.geometric`),
+Gaussian releases through :mod:`.gaussian`.
+
 Duchi's mechanisms (:mod:`.duchi`, which needs ``scipy.special``) are re-exported lazily, so an
 owner node that never builds one does not import scipy (issue 10, "a lean owner node").
 """
@@ -30,7 +35,8 @@ from privfed.common.mechanisms.frequency import (
     OptimizedUnaryEncoding,
     make_oracle,
 )
-from privfed.common.mechanisms.geometric import GeometricMechanism
+from privfed.common.mechanisms.gaussian import GaussianMechanism
+from privfed.common.mechanisms.geometric import GeometricMechanism, discrete_laplace
 from privfed.common.mechanisms.laplace import LaplaceMechanism
 from privfed.common.mechanisms.piecewise import (
     HM_EPSILON_STAR,
@@ -40,10 +46,14 @@ from privfed.common.mechanisms.piecewise import (
     pm_constant,
 )
 from privfed.common.mechanisms.randomized_response import KaryRandomizedResponse
+from privfed.common.mechanisms.snapping import EPSILON_CEILING, EPSILON_FLOOR, check_epsilon_range
 
 __all__ = [
     "MECHANISMS",
     "SNAP_STEP",
+    "EPSILON_FLOOR",
+    "EPSILON_CEILING",
+    "check_epsilon_range",
     "Mechanism",
     "IdentityMechanism",
     "estimate_mean",
@@ -61,6 +71,8 @@ __all__ = [
     "pm_constant",
     "KaryRandomizedResponse",
     "GeometricMechanism",
+    "GaussianMechanism",
+    "discrete_laplace",
     "ORACLES",
     "FrequencyOracle",
     "DirectEncoding",

@@ -5,12 +5,13 @@ Every mechanism maps rows ``t`` in ``[-1, 1]^d`` (already mapped by
 aggregator's estimate of the mean is the plain column mean of the reports (SPEC §0).
 
 Floating point (SPEC §12, Mironov CCS 2012). Textbook floating-point samplers of continuous
-noise reach a sparse, input-dependent set of doubles, which an observer can use to tell
-inputs apart. Continuous outputs (Laplace, Piecewise) are therefore rounded to the fixed grid
-``2**-20`` after sampling (:func:`snap`). Rounding is post-processing of the exact mechanism;
-it moves each value by at most ``2**-21``, so the reports keep a bias of at most ``2**-21``
-per coordinate, far below any standard error at practical ``n``. The ``bias`` methods report
-the exact mechanism's zero.
+noise reach a sparse, input-dependent set of doubles, which an observer can use to tell inputs
+apart. Every mechanism accepts ε only in ``[EPSILON_FLOOR, EPSILON_CEILING]``
+(:func:`check_epsilon`); continuous outputs (Laplace, Piecewise) are drawn from full-precision
+uniforms, rounded to a power-of-two grid that grows with the noise scale and clamped to a public
+range (:mod:`.snapping`), so the set of reachable reports does not depend on the input. Each
+mechanism's docstring states its grid, clamp and bias bound; the ``bias`` methods report the exact
+mechanism's zero.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from privfed.common.errors import ConfigError
+from privfed.common.mechanisms.snapping import WIRE_GRID_BITS, check_epsilon_range
 from privfed.common.validation import check_int, check_positive, check_real, check_real_array, check_rng
 
 MECHANISMS = ("pm", "duchi", "laplace")
 
-SNAP_BITS = 20
-SNAP_STEP = 2.0**-SNAP_BITS  #: spacing of the output grid for continuous mechanisms (SPEC §12)
+SNAP_BITS = WIRE_GRID_BITS
+SNAP_STEP = 2.0**-SNAP_BITS  #: spacing of the wire's grid; every continuous report is a multiple of it (SPEC §12)
 
 #: Largest magnitude a report may reach: reports travel as int64 indices on the ``2**-20`` grid
 #: (``proto/serde.py``), which hold ``|value| < 2**42`` with room to spare. A mechanism whose
@@ -43,12 +45,13 @@ UNIT_TOLERANCE = 1e-12
 
 #: Rows are sampled in blocks of about this many values, so temporaries stay in cache and
 #: peak memory stays at the size of the output. The block size is fixed, so a seeded
-#: generator gives the same reports on every run.
+#: generator gives the same reports on every run. (Block-sized temporaries can cost page faults
+#: when the C allocator maps each afresh, so the samplers work in place where they can.)
 BLOCK_VALUES = 1 << 16
 
 
 def snap(x: np.ndarray) -> np.ndarray:
-    """Round ``x`` in place to the nearest multiple of ``2**-20`` and return it (SPEC §12).
+    """Round ``x`` in place to the nearest multiple of the wire's ``2**-20`` and return it.
 
     Multiplying by a power of two is exact, so the result is exactly ``rint(x * 2**20) / 2**20``.
     """
@@ -58,13 +61,8 @@ def snap(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def snap_up(value: float) -> float:
-    """The smallest grid point ``>= value``: the bound of a snapped output whose exact range ends at ``value``."""
-    return math.ceil(value * 2.0**SNAP_BITS) * SNAP_STEP
-
-
 def check_epsilon(epsilon: object, *, name: str = "epsilon") -> float:
-    """A mechanism's privacy budget: a real number, finite and > 0. Returns it as ``float``.
+    """A mechanism's privacy budget: a real number in ``[EPSILON_FLOOR, EPSILON_CEILING]``, as ``float``.
 
     ``math.inf`` is refused with a pointer to :func:`make_mechanism`, which builds the
     :class:`IdentityMechanism` for a non-private run.
@@ -75,6 +73,8 @@ def check_epsilon(epsilon: object, *, name: str = "epsilon") -> float:
         ``epsilon`` is not a real number (``bool`` and strings included); also a ``TypeError``.
     ConfigError
         ``epsilon`` is not > 0, is NaN, or is infinite.
+    EpsilonOutOfRange
+        ``epsilon`` is outside the public floor and ceiling (:mod:`.snapping`), a ``ConfigError``.
     """
     value = check_positive(epsilon, name=name, allow_inf=True, fix="choose a positive privacy budget such as 1.0")
     if math.isinf(value):
@@ -82,7 +82,7 @@ def check_epsilon(epsilon: object, *, name: str = "epsilon") -> float:
             f"{name} must be finite, got {epsilon!r}; for a non-private run use "
             "make_mechanism(name, epsilon=math.inf, d=d), which returns the IdentityMechanism"
         )
-    return value
+    return check_epsilon_range(value, name=name)
 
 
 def _unit_float64(arr: np.ndarray, name: str) -> np.ndarray:
@@ -222,7 +222,8 @@ class Mechanism(ABC):
         """Closed-form variance for validated values ``t``."""
 
     def bias(self, t: ArrayLike) -> np.ndarray:
-        """``E[t* | t] - t``: zero, the mechanisms are unbiased (up to snapping, at most ``2**-21``)."""
+        """``E[t* | t] - t``: zero, the exact mechanisms are unbiased. The float-safe releases of the
+        continuous mechanisms are unbiased up to their ``bias_bound`` (rounding to the grid, SPEC §12)."""
         return np.zeros_like(check_unit_values(t))
 
     @property

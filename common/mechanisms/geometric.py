@@ -1,4 +1,5 @@
-"""Two-sided geometric mechanism for counts (issue 9, contract 7: row counts are released noised).
+"""Two-sided geometric (discrete Laplace) mechanism for counts, with an exact integer sampler
+(issue 9, contract 7: row counts are released noised; issue 20: float-safe noise).
 
 A FedDPDR owner weights its subspace and its SVM by its row count ``n_i`` (seed 004 §4.1,
 ``w_i = n_i / sum n``). The exact count is private (an owner of one row is told apart from an
@@ -14,44 +15,109 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from privfed.common.errors import ConfigError
 from privfed.common.mechanisms.base import check_epsilon
 from privfed.common.validation import check_int, check_int_array, check_rng
 
-#: The noise of one count must fit an int64 with a wide margin: its scale is about
-#: ``sensitivity / epsilon``, so epsilon below this is refused (the output would be meaningless and
-#: numpy's geometric sampler loses its exactness far out in the tail).
-MIN_EPSILON = 1e-9
+#: Significant bits kept of ε: the sampler uses ``epsilon`` rounded *down* to ``s 2^-k`` with
+#: ``s < 2^EPSILON_BITS``, a rational it can draw with exactly (relative change below ``2^-19``,
+#: never less private).
+EPSILON_BITS = 20
+#: Largest sensitivity: keeps every integer of the sampler below ``2^63`` with a margin of ``2^16``
+#: noise scales.
+MAX_SENSITIVITY = 1024
+#: Public clamp of a released count: ``[-COUNT_LIMIT, COUNT_LIMIT]`` (the noise reaches it from every
+#: input; an int64 on the wire).
+COUNT_LIMIT = 2**62
+
+
+def dyadic_rate(epsilon: float, sensitivity: int) -> tuple[int, int]:
+    """``(s, t)`` with ``s / t <= epsilon / sensitivity``: ε rounded down to :data:`EPSILON_BITS` bits."""
+    mantissa, exponent = math.frexp(epsilon)  # epsilon = mantissa 2^exponent, mantissa in [1/2, 1)
+    s = math.floor(math.ldexp(mantissa, EPSILON_BITS))
+    return s, sensitivity * 2 ** (EPSILON_BITS - exponent)
+
+
+def _bernoulli_exp(num: np.ndarray, den: int, rng: np.random.Generator) -> np.ndarray:
+    """Exact ``Bernoulli(exp(-num/den))`` for integers ``0 <= num <= den`` (Canonne, Kamath, Steinke
+    2020, Algorithm 1): draw ``A_k ~ Bernoulli(gamma/k)`` for k = 1, 2, ... until one fails; the result
+    is 1 iff the first failure has odd k (``P = sum_k (-gamma)^k / k! = e^-gamma``)."""
+    k = np.ones(num.shape, dtype=np.int64)
+    active = np.flatnonzero(np.ones(num.shape, dtype=bool))
+    while active.size:
+        success = rng.integers(0, den * k[active]) < num[active]  # Bernoulli(num / (den k)), exactly
+        k[active[success]] += 1
+        active = active[success]
+    return k % 2 == 1
+
+
+def discrete_laplace(
+    shape: tuple[int, ...], *, epsilon: float, sensitivity: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``Z`` with ``P[Z = z] proportional to exp(-eps' |z| / sensitivity)``, exactly, as int64.
+
+    Canonne, Kamath, Steinke (NeurIPS 2020), Algorithm 2 with ``eps' / sensitivity = s / t``
+    (:func:`dyadic_rate`): ``U`` uniform on ``{0..t-1}`` kept with probability ``e^(-U/t)``,
+    ``V`` the number of successes of ``Bernoulli(e^-1)`` before a failure, ``X = U + t V`` (geometric
+    with ratio ``e^(-1/t)``), ``Y = floor(X / s)`` (geometric with ratio ``e^(-s/t)``), a random sign,
+    and ``(-, 0)`` rejected so that 0 is not counted twice. Only integer comparisons of uniform
+    integers (numpy's bounded integers are exact): no floating point touches the noise. Vectorised:
+    the rejection loops run over the values still pending.
+    """
+    s, t = dyadic_rate(epsilon, sensitivity)
+    size = math.prod(shape)
+    out = np.empty(size, dtype=np.int64)
+    pending = np.arange(size)
+    while pending.size:
+        m = pending.size
+        u = rng.integers(0, t, size=m)
+        keep = _bernoulli_exp(u, t, rng)
+        v = np.zeros(m, dtype=np.int64)
+        going = np.flatnonzero(keep)
+        while going.size:  # V: successes of Bernoulli(e^-1) before the first failure
+            success = _bernoulli_exp(np.full(going.size, t, dtype=np.int64), t, rng)
+            v[going[success]] += 1
+            going = going[success]
+        y = (u + t * v) // s
+        negative = rng.integers(0, 2, size=m, dtype=np.int64) == 1
+        done = keep & ~(negative & (y == 0))
+        out[pending[done]] = np.where(negative, -y, y)[done]
+        pending = pending[~done]
+    return out.reshape(shape)
 
 
 @dataclass(frozen=True, kw_only=True)
 class GeometricMechanism:
     """Two-sided geometric mechanism of Ghosh, Roughgarden and Sundararajan (STOC 2009, §2).
 
-    ``n* = n + Z`` with ``P[Z = z] = (1 - a)/(1 + a) a^|z|``, ``a = exp(-epsilon / sensitivity)``:
-    the discrete Laplace distribution, ``epsilon``-DP for integer queries of the given
-    sensitivity (a row count has sensitivity 1 under add/remove of a row). Unbiased;
-    ``Var = 2a / (1 - a)^2``. Outputs are integers and may be zero or negative; a consumer that
-    needs a positive weight clips (post-processing).
+    ``n* = clamp(n + Z)`` with ``P[Z = z] = (1 - a)/(1 + a) a^|z|``, ``a = exp(-eps' / sensitivity)``:
+    the discrete Laplace distribution, ``eps'``-DP for integer queries of the given sensitivity (a
+    row count has sensitivity 1 under add/remove of a row), ``eps' <= epsilon`` the budget rounded
+    down to 20 significant bits (:func:`dyadic_rate`). Unbiased; ``Var = 2a / (1 - a)^2``. Outputs
+    are integers and may be zero or negative; a consumer that needs a positive weight clips
+    (post-processing).
 
     Parameters
     ----------
     epsilon : float
-        Finite, ``>= MIN_EPSILON`` (``1e-9``).
+        In ``[EPSILON_FLOOR, EPSILON_CEILING] = [1e-5, 30]``.
     sensitivity : int, default 1
+        At most :data:`MAX_SENSITIVITY`.
 
     Notes
     -----
-    Sampler: ``Z = G1 - G2`` with ``G1, G2`` i.i.d. geometric on ``{1, 2, ...}`` with success
-    probability ``1 - a`` (numpy's ``Generator.geometric``); their difference has exactly the
-    two-sided geometric law. Integer outputs have no least-significant-bit channel of the kind
-    Mironov found in floating-point Laplace samplers (SPEC §12); the sampler's own inversion is
-    in floating point, which perturbs the tail probabilities by about ``2^-53`` relative.
+    Float-safe by construction (SPEC §12): ``Z`` comes from the exact integer sampler of Canonne,
+    Kamath and Steinke (:func:`discrete_laplace`), so every integer has its exact probability and
+    the set of reachable outputs is every integer in the public clamp ``[-2^62, 2^62]`` whatever
+    the count. (numpy's ``Generator.geometric`` inverts a 53-bit uniform in floating point; its far
+    tail skips integers, and which ones depends on the count.) The sampler's integers stay below
+    ``2^63`` unless ``V`` exceeds ``2^16``, an event of probability ``e^-65536``.
 
     References
     ----------
     .. [GRS09] A. Ghosh, T. Roughgarden, M. Sundararajan, "Universally utility-maximizing
        privacy mechanisms", STOC 2009.
+    .. [CKS20] C. L. Canonne, G. Kamath, T. Steinke, "The discrete Gaussian for differential
+       privacy", NeurIPS 2020 (Algorithms 1 and 2).
     """
 
     epsilon: float
@@ -59,20 +125,23 @@ class GeometricMechanism:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        object.__setattr__(self, "sensitivity", check_int(self.sensitivity, name="sensitivity", minimum=1))
-        if self.epsilon < MIN_EPSILON:
-            raise ConfigError(
-                f"GeometricMechanism epsilon={self.epsilon!r} is below {MIN_EPSILON:g}: the noise "
-                "of a count would be astronomically large; choose a larger epsilon"
-            )
+        object.__setattr__(
+            self, "sensitivity", check_int(self.sensitivity, name="sensitivity", minimum=1, maximum=MAX_SENSITIVITY)
+        )
+
+    @property
+    def effective_epsilon(self) -> float:
+        """``eps'``: ``epsilon`` rounded down to the rational the sampler draws with."""
+        s, t = dyadic_rate(self.epsilon, self.sensitivity)
+        return self.sensitivity * s / t
 
     @property
     def alpha(self) -> float:
-        """``a = exp(-epsilon / sensitivity)``."""
-        return math.exp(-self.epsilon / self.sensitivity)
+        """``a = exp(-eps' / sensitivity)``."""
+        return math.exp(-self.effective_epsilon / self.sensitivity)
 
     def privatize(self, counts: ArrayLike, rng: np.random.Generator) -> np.ndarray:
-        """``counts + Z`` elementwise, as int64.
+        """``clamp(counts + Z)`` elementwise, as int64.
 
         Raises
         ------
@@ -80,21 +149,20 @@ class GeometricMechanism:
             ``counts`` is not an integer array, or ``rng`` is not a Generator.
         """
         check_rng(rng)
-        arr = check_int_array(counts, name="counts")
-        p = -math.expm1(-self.epsilon / self.sensitivity)  # 1 - a, exact for small epsilon
-        noise = rng.geometric(p, size=arr.shape).astype(np.int64) - rng.geometric(p, size=arr.shape).astype(np.int64)
-        return arr.astype(np.int64) + noise
+        arr = np.clip(check_int_array(counts, name="counts").astype(np.int64), -COUNT_LIMIT, COUNT_LIMIT)
+        noise = discrete_laplace(arr.shape, epsilon=self.epsilon, sensitivity=self.sensitivity, rng=rng)
+        return np.clip(arr + noise, -COUNT_LIMIT, COUNT_LIMIT)
 
     def variance(self, counts: ArrayLike | None = None) -> float:
         """``2a / (1 - a)^2``, the same for every count."""
-        a = self.alpha
-        return 2.0 * a / math.expm1(-self.epsilon / self.sensitivity) ** 2
+        rate = self.effective_epsilon / self.sensitivity
+        return 2.0 * math.exp(-rate) / math.expm1(-rate) ** 2
 
     def bias(self, counts: ArrayLike | None = None) -> float:
-        """0: the noise is symmetric."""
+        """0: the noise is symmetric (the clamp at ``2^62`` never binds for a count)."""
         return 0.0
 
     @property
     def output_bounds(self) -> tuple[float, float]:
-        """Unbounded: ``(-inf, inf)``."""
-        return (-math.inf, math.inf)
+        """The public clamp ``(-2^62, 2^62)``."""
+        return (-float(COUNT_LIMIT), float(COUNT_LIMIT))

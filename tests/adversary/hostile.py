@@ -152,8 +152,10 @@ def owner_command(
     hi: float = 1.0,
     classes: int = 2,
     extra: tuple[str, ...] = (),
+    rng: str = "seeded",
 ) -> list[str]:
-    """``privfed owner`` as tests/integration/fedharness.py's ``owner_cmd`` spawns it, on its own file."""
+    """``privfed owner`` as tests/integration/fedharness.py's ``owner_cmd`` spawns it, on its own file
+    (``rng="secure"``: the deployment's AES-CTR stream, no seed)."""
     cmd = [
         sys.executable,
         "-m",
@@ -175,10 +177,7 @@ def owner_command(
         repr(budget),
         "--delta-budget",
         "1e-3",
-        "--rng",
-        "seeded",
-        "--seed",
-        str(seed),
+        *(["--rng", "seeded", "--seed", str(seed)] if rng == "seeded" else ["--rng", rng]),
         "--connect-timeout",
         "20",
         *extra,
@@ -208,6 +207,9 @@ def spawn_owner(
     seed: int = 7,
     classes: int = 2,
     extra: tuple[str, ...] = (),
+    rng: str = "seeded",
+    lo: float = 0.0,
+    hi: float = 1.0,
 ) -> OwnerProcess:
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
     data = write_rows(tmp / f"{name}.csv", X, y)
@@ -224,10 +226,14 @@ def spawn_owner(
         seed=seed,
         classes=classes,
         extra=extra,
+        rng=rng,
+        lo=lo,
+        hi=hi,
     )
     with open(log_path, "a") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    return OwnerProcess(name, proc, log_path, ledger, X, np.asarray(y), seed, budget)
+    partition_seed = seed if rng == "seeded" else 0  # a secure node takes no --seed: its partition uses the default 0
+    return OwnerProcess(name, proc, log_path, ledger, X, np.asarray(y), partition_seed, budget)
 
 
 # ----------------------------------------------------------------------------- ledger (read-only)

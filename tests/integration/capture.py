@@ -182,10 +182,14 @@ def float32_rows(X, bounds, encoding: str) -> np.ndarray:
 
 def label_needles(y) -> list[bytes]:
     """An owner's label sequence whole, in every multi-byte encoding it would take if sent. Only
-    for sequences of at least 4 labels that are not all equal (a constant short sequence is a run
-    of zero bytes or one repeated word)."""
+    for sequences of at least 4 labels with at least two labels of each of two classes: a constant
+    sequence is a run of zero bytes or one repeated word, and one that is constant but for one label
+    is such a run with one odd word, which reports with many zero coordinates on a coarse grid
+    (Algorithm 4 at a large noise scale, SPEC §12) contain by chance: ``[0]*7 + [1]`` as float64 is
+    62 zero bytes and ``f0 3f``."""
     y = np.asarray(y, dtype=np.int64)
-    if y.size < 4 or np.all(y == y[0]):
+    counts = np.sort(np.bincount(y - y.min())) if y.size else np.zeros(1, dtype=np.int64)
+    if y.size < 4 or counts.size < 2 or counts[-2] < 2:
         return []
     return [
         y.astype("<i8").tobytes(),

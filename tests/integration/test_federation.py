@@ -103,7 +103,9 @@ def test_round_completes_when_a_node_is_killed_mid_round(tmp_path):
         fed.close()
     assert outcome.lost_nodes == ["owner-2"]
     assert outcome.answered == 40
-    assert accuracy(outcome.model, test) > 0.6
+    # 40 owners' PM shares at eps = 5: accuracy 0.70 with sd 0.05 over seeds (in process, 300 seeds, the
+    # same on main and with the float-safe samplers), so one seeded run lies below 0.6 one time in 20
+    assert accuracy(outcome.model, test) > 0.55
 
 
 def _feddpdr_over_grpc(tmp_path, eps, **options):

@@ -17,13 +17,13 @@ def _report(out: Path, *argv: str) -> dict:
 
 
 def test_hit_rate_keeps_every_runs_outcome_on_fresh_data(tmp_path: Path) -> None:
-    argv = ["stump-hit-rate", "--owners", "1000", "--runs", "4", "--epsilon", "0.5,50", "--encodings", "signs"]
+    argv = ["stump-hit-rate", "--owners", "1000", "--runs", "4", "--epsilon", "0.5,30", "--encodings", "signs"]
     res = _report(tmp_path / "h", *argv)
     assert res["fresh_data"] is True and res["chance_top3"] == 3 / res["n_attributes"]
-    for key in ("signs@0.5", "signs@50"):
+    for key in ("signs@0.5", "signs@30"):
         hits = res["results"][key]["hits3"]
         assert len(hits) == 4 and set(hits) <= {0.0, 1.0} and np.mean(hits) == res["results"][key]["top3"]
-    assert res["results"]["signs@50"]["top3"] >= res["results"]["signs@0.5"]["top3"]
+    assert res["results"]["signs@30"]["top3"] >= res["results"]["signs@0.5"]["top3"]
     fixed = _report(tmp_path / "f", "stump-hit-rate", "--datasets", "mnist4v9-pool", "--runs", "3", "--epsilon", "5",
                     "--encodings", "signs")  # fmt: skip
     assert fixed["fresh_data"] is False  # every MNIST row is an owner: the runs differ in the noise only

@@ -13,6 +13,7 @@ from privfed.common.feddpdr import multiclass as mc
 from privfed.common.feddpdr.model import add_bias_feature
 from privfed.common.feddpdr.solver import AMP_FRACTION, AMP_RADIUS
 from privfed.common.feddpdr.svm import sample_b
+from privfed.common.mechanisms.gaussian import standard_normal
 
 
 def _unit(rng, d):
@@ -145,7 +146,7 @@ def test_fit_is_the_perturbed_minimiser_plus_amp_noise_and_learns(loss):
     F, info = mc.fit_dp_multiclass(Xb, y, 4, loss=loss, epsilon=3.0, delta=1e-5, rng=np.random.default_rng(5))
     assert np.mean(np.argmax(Xb @ F.T, 1) == y) > 0.8
     draws = np.random.default_rng(5)  # the same draws the fit made: B, then AMP's output noise
-    B = draws.standard_normal(F.shape) * info["sigma"]
+    B = standard_normal(draws, F.shape) * info["sigma"]  # the float-safe sampler (SPEC §12)
     V = AMP_RADIUS * sample_b(F.size, info["epsilon_out"], draws).reshape(F.shape)
     grad = mc.perturbed_objective((F - V).ravel(), Xb, y, loss, info["Lambda"], B)[1]
     assert np.linalg.norm(grad) <= info["Lambda"] * AMP_RADIUS  # within r of the exact minimiser

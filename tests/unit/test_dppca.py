@@ -17,6 +17,7 @@ from privfed.common.feddpdr.pca import (
     symmetric_gaussian_noise,
     top_k_eigenvectors,
 )
+from privfed.common.mechanisms.snapping import grid_for
 
 # --- sigma calibration ---------------------------------------------------------------------------
 
@@ -120,10 +121,12 @@ def test_noisy_covariance_adds_calibrated_noise(rng):
         noisy_covariance(X, epsilon=0.5, delta=1e-5, rng=np.random.default_rng(seed), neighbouring="replace-one")
         - exact
     )
-    assert np.allclose(E1, E1.T)
-    assert np.allclose(E2, math.sqrt(2) * E1)
+    # the release rounds X^T X + E to a grid 2^-12 of sigma (SPEC §12): equal up to the grid
+    grid = grid_for(math.sqrt(2) * gaussian_sigma(0.5, 1e-5))
+    assert np.array_equal(E1, E1.T)
+    assert np.allclose(E2, math.sqrt(2) * E1, rtol=0, atol=2 * grid)
     expected = symmetric_gaussian_noise(4, gaussian_sigma(0.5, 1e-5), np.random.default_rng(seed))
-    assert np.allclose(E1, expected)
+    assert np.allclose(E1, expected, rtol=0, atol=grid)
 
 
 def test_noisy_covariance_refuses_rows_outside_the_unit_ball(rng):

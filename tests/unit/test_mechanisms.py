@@ -6,11 +6,10 @@ import warnings
 import numpy as np
 import pytest
 
-from privfed.common.errors import ConfigError
+from privfed.common.errors import ConfigError, EpsilonOutOfRange
 from privfed.common.mechanisms import (
     HM_EPSILON_STAR,
     MECHANISMS,
-    SNAP_STEP,
     Duchi1D,
     DuchiMultidim,
     HybridMechanism,
@@ -28,6 +27,7 @@ from privfed.common.mechanisms import (
     snap,
 )
 from privfed.common.mechanisms.piecewise import sample_subsets
+from privfed.common.mechanisms.snapping import EPSILON_CEILING, EPSILON_FLOOR
 
 ALL_BUILDERS = {
     "laplace": lambda eps, d: LaplaceMechanism(epsilon=eps, d=d),
@@ -53,7 +53,9 @@ def test_laplace_table(eps, b, v):
     mech = LaplaceMechanism(epsilon=eps, d=1)
     assert mech.scale == pytest.approx(b, rel=1e-15)
     assert mech.variance(0.3) == pytest.approx(v, rel=1e-15)
-    assert mech.output_bounds == (-math.inf, math.inf)
+    # the float-safe release clamps 40 scales beyond [-1, 1], rounded down to its grid (SPEC §12)
+    grid = mech.output_grid.grid
+    assert mech.output_bounds == (-math.floor((1 + 40 * b) / grid) * grid, math.floor((1 + 40 * b) / grid) * grid)
 
 
 def test_laplace_splits_budget_over_d():
@@ -134,8 +136,8 @@ def test_pm_table(eps, c, p, p_centre, l0, v0, v1):
     assert right - left == pytest.approx(mech.constant - 1, abs=1e-12)
     assert (right - left) * mech.p == pytest.approx(mech.p_centre, rel=1e-12)  # centre mass
     np.testing.assert_allclose(mech.variance(np.array([0.0, 1.0, -1.0])), [v0, v1, v1], atol=1e-6)
-    lo, hi = mech.output_bounds
-    assert hi == -lo and mech.constant <= hi <= mech.constant + SNAP_STEP
+    lo, hi = mech.output_bounds  # C rounded down to the grid (SPEC §12)
+    assert hi == -lo and mech.constant - mech.output_grid.grid < hi <= mech.constant
 
 
 @pytest.mark.parametrize(
@@ -157,7 +159,7 @@ def test_algorithm4_table(d, eps, k, base, v0, v1):
     np.testing.assert_allclose(mech.variance(np.ones(d)), v1, atol=1e-6)
 
 
-@pytest.mark.parametrize("d, eps, k", [(3, 100, 3), (10, 2, 1), (10, 2.5, 1), (10, 4.99, 1), (10, 5, 2), (64, 0.1, 1)])
+@pytest.mark.parametrize("d, eps, k", [(3, 30, 3), (10, 2, 1), (10, 2.5, 1), (10, 4.99, 1), (10, 5, 2), (64, 0.1, 1)])
 def test_algorithm4_k(d, eps, k):
     assert PiecewiseMultidim(epsilon=eps, d=d).k == k
 
@@ -200,7 +202,7 @@ def test_kary_rr_debias_inverts_expected_counts():
 
 
 @pytest.mark.parametrize("name", sorted(ALL_BUILDERS))
-@pytest.mark.parametrize("eps", [30.0, 1000.0, 5000.0])
+@pytest.mark.parametrize("eps", [20.0, EPSILON_CEILING])
 def test_large_epsilon_is_finite_and_quiet(name, eps, rng):
     mech = ALL_BUILDERS[name](eps, 3)
     t = _rows(rng, 200, 3)
@@ -484,10 +486,25 @@ def test_memory_layout_does_not_change_reports(name):
 
 
 @pytest.mark.parametrize("name", sorted(ALL_BUILDERS))
-@pytest.mark.parametrize("eps", [1e-300, 5e-324, 1e-13])
-def test_epsilon_whose_reports_leave_the_wire_range_is_refused_when_built(name, eps):
-    with pytest.raises(ConfigError, match="2\\^42"):
+@pytest.mark.parametrize("eps", [1e-300, 5e-324, 1e-13, EPSILON_FLOOR * 0.99, EPSILON_CEILING * 1.01, 1000.0, 1e300])
+def test_epsilon_outside_the_floor_and_ceiling_is_refused_when_built(name, eps):
+    with pytest.raises(EpsilonOutOfRange, match="outside \\[1e-05, 30\\]"):
         ALL_BUILDERS[name](eps, 8)
+
+
+@pytest.mark.parametrize("name, d", [("laplace", 10**6), ("pm", 2 * 10**7), ("pm-hm", 3 * 10**7)])
+def test_epsilon_whose_reports_leave_the_wire_range_is_refused_when_built(name, d):
+    # at the floor the reports of a very wide row no longer fit the wire's int64 indices on 2^-20
+    with pytest.raises(ConfigError, match="2\\^42"):
+        ALL_BUILDERS[name](EPSILON_FLOOR, d)
+
+
+@pytest.mark.parametrize("name", sorted(ALL_BUILDERS))
+@pytest.mark.parametrize("eps", [EPSILON_FLOOR, EPSILON_CEILING])
+def test_floor_and_ceiling_are_accepted(name, eps, rng):
+    mech = ALL_BUILDERS[name](eps, 4)
+    out = mech.privatize(_rows(rng, 100, 4), rng)
+    assert np.all(np.isfinite(out)) and np.all(np.abs(out) <= mech.max_abs_output)
 
 
 @pytest.mark.parametrize("name", sorted(ALL_BUILDERS))
