@@ -35,9 +35,30 @@ Non-private entries
     could describe them), but on the record, so :meth:`Ledger.history` and
     :meth:`Ledger.nonprivate_count` show the owner what left without noise.
 
+Budgets follow the rows (issue 20, finding 4)
+    Every debit is added to *accounts*: the owner id's own, and one per row the owner holds in this
+    process (:meth:`Ledger.bind_rows`, keyed by a salted digest of the row's content and its
+    occurrence in the data, ``privfed.owner.data.row_digests``). An owner's spent budget is the most
+    any of its accounts has spent. So re-sharding the same data (another ``--shards``), renaming the
+    node (another ``--name``) or re-ordering the file never gives a row a fresh budget: a new
+    logical owner inherits the most any of its rows has spent. The owner id's account keeps ledgers
+    written before row accounts binding (and holds a reused id to what it spent; conservative).
+    Limits: a fresh ledger file starts every row at zero; a row whose content changes is a new row;
+    identical rows are told apart by their order in the data (re-ordering two identical rows can
+    swap their accounts); rows live in the process that binds them (owners sharing rows across two
+    nodes' ledgers are not linked).
+
+Schema decisions (issue 20, finding 5)
+    The digest of the federation schema an owner node checked its rows against, and whether they
+    fitted, recorded before the node answers anything (:meth:`Ledger.record_schema`,
+    :meth:`Ledger.schema_decision`): ``privfed.owner.main`` refuses another schema after a restart
+    without reading the rows.
+
 Schema versions
-    1: the original tables. 2: ``releases.nonprivate``. A version-1 file is migrated in place
-    (``ALTER TABLE ... ADD COLUMN``, its rows marked private) the first time it is opened.
+    1: the original tables. 2: ``releases.nonprivate``. 3: ``accounts`` (per owner id and per row),
+    ``meta`` (the row-key salt) and ``schema_decisions``. An older file is migrated in place the
+    first time it is opened (a version-1 file's rows marked private; each owner's account set to the
+    sum of its releases).
 
 A ledger is used by one process; the connection has a busy timeout anyway so that a second reader
 (e.g. an audit tool) waits instead of failing. The connection belongs to the thread that opened
@@ -46,8 +67,11 @@ the ledger (sqlite3's default ``check_same_thread``).
 
 from __future__ import annotations
 
+import hashlib
 import math
+import secrets
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,7 +84,7 @@ REL_TOL = 1e-12
 #: Seconds a statement waits for a lock held by another connection before failing.
 BUSY_TIMEOUT_S = 30.0
 #: Schema version stored in ``PRAGMA user_version``.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: Owners per ``IN (...)`` query: below SQLite's historical limit of 999 bound variables.
 _CHUNK = 500
 
@@ -83,7 +107,27 @@ CREATE TABLE IF NOT EXISTS releases (
     UNIQUE (owner_id, release_id)
 );
 CREATE INDEX IF NOT EXISTS releases_purpose ON releases (owner_id, purpose);
+CREATE TABLE IF NOT EXISTS accounts (
+    key     TEXT PRIMARY KEY,
+    epsilon REAL NOT NULL,
+    delta   REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS schema_decisions (
+    seq      INTEGER PRIMARY KEY,
+    digest   TEXT NOT NULL,
+    accepted INTEGER NOT NULL,
+    ts       TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
+);
 """
+
+
+def owner_account(owner_id: str) -> str:
+    """The account key of an owner id (module docstring, "Budgets follow the rows")."""
+    return f"owner:{owner_id}"
 
 
 def _fmt(x: float) -> str:
@@ -221,9 +265,14 @@ def read_accounts(path: str | Path) -> list[OwnerAccount]:
         raise ConfigError(f"ledger {path}: cannot open ({exc})") from exc
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (1, SCHEMA_VERSION):
+        if version not in (1, 2, SCHEMA_VERSION):
             raise ConfigError(f"ledger {path}: not a privfed ledger (schema version {version})")
-        nonprivate = "nonprivate" if version == SCHEMA_VERSION else "0"
+        nonprivate = "nonprivate" if version >= 2 else "0"
+        kept = dict(
+            ((k, (e, d)) for k, e, d in conn.execute("SELECT key, epsilon, delta FROM accounts"))
+            if version >= 3
+            else ()
+        )
         releases: dict[str, list[dict[str, Any]]] = {}
         keys = ("release_id", "purpose", "epsilon", "delta", "ts")
         for row in conn.execute(
@@ -236,6 +285,8 @@ def read_accounts(path: str | Path) -> list[OwnerAccount]:
         ):
             rows = releases.get(owner, [])
             spent = Budget(math.fsum(r["epsilon"] for r in rows), math.fsum(r["delta"] for r in rows))
+            if owner_account(owner) in kept:  # the running sum the ledger checks against
+                spent = Budget(*kept[owner_account(owner)])
             accounts.append(OwnerAccount(owner, Budget(eps, delta), spent, tuple(rows)))
         return accounts
     except sqlite3.Error as exc:
@@ -291,11 +342,12 @@ class Ledger:
             conn.close()
             raise
         self._conn = conn
+        self._bound: dict[str, tuple[str, ...]] = {}  # owner id -> its accounts (bind_rows)
 
     def _init_db(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, 1, SCHEMA_VERSION):
-            raise ConfigError(f"ledger {self.path}: schema version {version}, this code reads 1 and {SCHEMA_VERSION}")
+        if version not in (0, 1, 2, SCHEMA_VERSION):
+            raise ConfigError(f"ledger {self.path}: schema version {version}, this code reads 1 to {SCHEMA_VERSION}")
         conn.execute("PRAGMA journal_mode=WAL")  # returns 'memory' for ':memory:', which is fine
         conn.execute("PRAGMA synchronous=FULL")  # module docstring, "Durability"
         conn.execute("PRAGMA foreign_keys=ON")
@@ -306,6 +358,12 @@ class Ledger:
             for statement in _SCHEMA.split(";"):  # not executescript: it would COMMIT first
                 if statement.strip():
                     conn.execute(statement)
+            if version in (1, 2):  # every owner's account: the sum of its releases
+                conn.execute(
+                    "INSERT INTO accounts (key, epsilon, delta) SELECT 'owner:' || owner_id, SUM(epsilon), SUM(delta) "
+                    "FROM releases GROUP BY owner_id"
+                )
+            conn.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('row_salt', ?)", (secrets.token_hex(16),))
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             row = conn.execute(
                 "SELECT owner_id, epsilon_budget, delta_budget FROM owners "
@@ -342,10 +400,40 @@ class Ledger:
         return self._default if row is None else Budget(row[0], row[1])
 
     def spent(self, owner_id: str) -> Budget:
-        """Exact-rounded sum of the owner's recorded releases."""
+        """The most any of the owner's accounts has spent (module docstring, "Budgets follow the rows"):
+        its id's, and each of its bound rows'."""
         _name("owner_id", owner_id)
-        rows = self._db().execute("SELECT epsilon, delta FROM releases WHERE owner_id = ?", (owner_id,)).fetchall()
-        return Budget(math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
+        return self._spent(self._db(), owner_id)
+
+    def _spent(self, conn: sqlite3.Connection, owner_id: str) -> Budget:
+        sums = self._account_sums(conn, self.accounts(owner_id))
+        return Budget(max(e for e, _ in sums.values()), max(d for _, d in sums.values()))
+
+    # ------------------------------------------------------------------ accounts
+    def accounts(self, owner_id: str) -> tuple[str, ...]:
+        """The account keys a debit of ``owner_id`` is added to: its id's, then its bound rows'."""
+        return self._bound.get(owner_id, (owner_account(owner_id),))
+
+    def bind_rows(self, owner_id: str, row_keys: Sequence[bytes]) -> None:
+        """The rows ``owner_id`` holds in this process, as digests (``privfed.owner.data.row_digests``):
+        from now on its debits are added to each row's account too, and its spent budget is the most
+        any of them has spent. The ledger stores a salted digest of each (the salt is the file's own)."""
+        _name("owner_id", owner_id)
+        salt = self._db().execute("SELECT value FROM meta WHERE name = 'row_salt'").fetchone()[0].encode()
+        rows = (f"row:{hashlib.sha256(salt + bytes(k)).hexdigest()[:32]}" for k in row_keys)
+        self._bound[owner_id] = (owner_account(owner_id), *rows)
+
+    @staticmethod
+    def _account_sums(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, tuple[float, float]]:
+        """(ε, δ) recorded on each account of ``keys``; (0, 0) for an account with no debit yet."""
+        sums = dict.fromkeys(keys, (0.0, 0.0))
+        unique = list(sums)
+        for start in range(0, len(unique), _CHUNK):
+            chunk = unique[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for k, e, d in conn.execute(f"SELECT key, epsilon, delta FROM accounts WHERE key IN ({marks})", chunk):
+                sums[k] = (e, d)
+        return sums
 
     def remaining(self, owner_id: str) -> Budget:
         """``budget - spent`` per component, never negative; ∞ while the budget is ∞."""
@@ -409,6 +497,26 @@ class Ledger:
         if error is not None:
             raise error
 
+    # ------------------------------------------------------------------ schema decisions
+    def schema_decision(self) -> tuple[str, bool] | None:
+        """The latest recorded schema decision: (the schema's digest, whether the rows fitted it)."""
+        row = self._db().execute("SELECT digest, accepted FROM schema_decisions ORDER BY seq DESC LIMIT 1").fetchone()
+        return None if row is None else (str(row[0]), bool(row[1]))
+
+    def record_schema(self, digest: str, accepted: bool) -> None:
+        """Record, in one committed transaction, that this node checked its rows against the schema of
+        ``digest`` and whether they fitted (module docstring, "Schema decisions")."""
+        _name("digest", digest)
+        conn = self._db()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("INSERT INTO schema_decisions (digest, accepted) VALUES (?, ?)", (digest, int(bool(accepted))))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
     @staticmethod
     def _refusal(owner_id: str, request: Budget, spent: Budget, budget: Budget, purpose: str) -> BudgetExceeded | None:
         if _fits(spent.epsilon, request.epsilon, budget.epsilon) and _fits(spent.delta, request.delta, budget.delta):
@@ -465,7 +573,8 @@ class Ledger:
         owners = list(dict.fromkeys(e.owner_id for e in entries))
         conn.execute("BEGIN IMMEDIATE")
         try:
-            budgets, eps, dlt, used = self._load(conn, owners)
+            budgets, used = self._load(conn, owners)
+            sums = self._account_sums(conn, [k for o in owners for k in self.accounts(o)])
             results: list[BudgetExceeded | LocalProtocolError | None] = []
             new_owners, rows = [], []
             for e in entries:
@@ -479,7 +588,8 @@ class Ledger:
                     )
                     continue
                 budget = budgets.get(e.owner_id, self._default)
-                spent = Budget(math.fsum(eps[e.owner_id]), math.fsum(dlt[e.owner_id]))
+                accounts = self.accounts(e.owner_id)
+                spent = Budget(max(sums[k][0] for k in accounts), max(sums[k][1] for k in accounts))
                 error = self._refusal(e.owner_id, Budget(e.epsilon, e.delta), spent, budget, e.purpose)
                 results.append(error)
                 if error is None:
@@ -487,14 +597,20 @@ class Ledger:
                         budgets[e.owner_id] = self._default
                         new_owners.append((e.owner_id, self._default.epsilon, self._default.delta))
                     used.add(key)
-                    eps[e.owner_id].append(e.epsilon)
-                    dlt[e.owner_id].append(e.delta)
+                    for k in accounts:
+                        sums[k] = (sums[k][0] + e.epsilon, sums[k][1] + e.delta)
                     rows.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate)))
             conn.executemany("INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES (?, ?, ?)", new_owners)
             conn.executemany(
                 "INSERT INTO releases (owner_id, release_id, purpose, epsilon, delta, nonprivate) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 rows,
+            )
+            touched = {k for e in entries for k in self.accounts(e.owner_id)}
+            conn.executemany(
+                "INSERT INTO accounts (key, epsilon, delta) VALUES (?, ?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET epsilon = excluded.epsilon, delta = excluded.delta",
+                [(k, *sums[k]) for k in touched],
             )
             conn.execute("COMMIT")
         except BaseException:
@@ -503,13 +619,9 @@ class Ledger:
             raise
         return results
 
-    def _load(
-        self, conn: sqlite3.Connection, owners: list[str]
-    ) -> tuple[dict[str, Budget], dict[str, list[float]], dict[str, list[float]], set[tuple[str, str]]]:
-        """Stored budgets, recorded ε and δ lists and used (owner, release_id) keys of ``owners``."""
+    def _load(self, conn: sqlite3.Connection, owners: list[str]) -> tuple[dict[str, Budget], set[tuple[str, str]]]:
+        """Stored budgets and used (owner, release_id) keys of ``owners``."""
         budgets: dict[str, Budget] = {}
-        eps: dict[str, list[float]] = {o: [] for o in owners}
-        dlt: dict[str, list[float]] = {o: [] for o in owners}
         used: set[tuple[str, str]] = set()
         for start in range(0, len(owners), _CHUNK):
             chunk = owners[start : start + _CHUNK]
@@ -518,13 +630,9 @@ class Ledger:
                 f"SELECT owner_id, epsilon_budget, delta_budget FROM owners WHERE owner_id IN ({marks})", chunk
             ):
                 budgets[o] = Budget(e, d)
-            for o, r, e, d in conn.execute(
-                f"SELECT owner_id, release_id, epsilon, delta FROM releases WHERE owner_id IN ({marks})", chunk
-            ):
-                eps[o].append(e)
-                dlt[o].append(d)
+            for o, r in conn.execute(f"SELECT owner_id, release_id FROM releases WHERE owner_id IN ({marks})", chunk):
                 used.add((o, r))
-        return budgets, eps, dlt, used
+        return budgets, used
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

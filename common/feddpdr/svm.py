@@ -501,7 +501,7 @@ def owner_svm_release(
 
     ``delta`` is required by the models of :data:`DELTA_MODELS` (it is debited with epsilon2).
 
-    The positional signature is the one ``privfed.owner.handlers`` calls; the keywords are new.
+    The positional signature is the one ``privfed.owner.kinds.feddpdr`` calls; the keywords are new.
 
     Returns
     -------

@@ -45,7 +45,7 @@ Per secure-sum round ``r`` (strictly increasing, below the number of rounds shar
 **Inputs are releases.** A secure sum hides a contribution from the coordinator only while
 enough neighbours are honest; a coordinator that controls the graph's neighbourhoods or drops
 owners at will learns more. So, as for the ring, every owner's input is already a noised release
-debited in its ledger before :meth:`SecAggOwner.masked_input` sees it (``privfed.owner.boosting``);
+debited in its ledger before :meth:`SecAggOwner.masked_input` sees it (``privfed.owner.core``);
 the secure sum only keeps individual noisy values from the coordinator.
 """
 

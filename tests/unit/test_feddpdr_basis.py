@@ -13,8 +13,8 @@ from privfed.common.feddpdr.basis import dct_basis, image_side, public_basis
 from privfed.common.feddpdr.svm import delta_split, feddpdr_fit
 from privfed.common.ledger import Ledger
 from privfed.common.messages import SvmShareTask
+from privfed.owner.core import handle_batch
 from privfed.owner.data import build_owners, federation_split
-from privfed.owner.handlers import handle_batch
 from privfed.server.strategies import FedDpdrStrategy
 
 

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from privfed.common.errors import BudgetExceeded, ConfigError, ConfigTypeError, LocalProtocolError
-from privfed.common.ledger import Budget, Debit, Ledger
+from privfed.common.ledger import SCHEMA_VERSION, Budget, Debit, Ledger
 
 
 @pytest.fixture
@@ -315,7 +315,7 @@ def test_version_1_ledger_is_migrated_in_place(tmp_path):
         led.debit("o", 0.0, purpose="clear-labels", release_id="r2", nonprivate=True)
         assert led.spent("o").epsilon == 0.5 and led.nonprivate_count("o") == 1
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     conn.close()
     with Ledger(path, epsilon_budget=2.0) as led:  # reopening a migrated file is a no-op
         assert led.nonprivate_count("o") == 1
