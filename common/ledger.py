@@ -36,13 +36,14 @@ Non-private entries
     :meth:`Ledger.nonprivate_count` show the owner what left without noise.
 
 Budgets follow the rows (issue 20, finding 4)
-    Every debit is added to *accounts*: the owner id's own, and one per row the owner holds in this
-    process (:meth:`Ledger.bind_rows`, keyed by a salted digest of the row's content and its
-    occurrence in the data, ``privfed.owner.data.row_digests``). An owner's spent budget is the most
-    any of its accounts has spent. So re-sharding the same data (another ``--shards``), renaming the
-    node (another ``--name``) or re-ordering the file never gives a row a fresh budget: a new
-    logical owner inherits the most any of its rows has spent. The owner id's account keeps ledgers
-    written before row accounts binding (and holds a reused id to what it spent; conservative).
+    Every debit is added to *accounts*: one per row the owner holds in this process
+    (:meth:`Ledger.bind_rows`, keyed by a salted digest of the row's content and its occurrence in
+    the data, ``privfed.owner.data.row_digests``), or the owner id's own when it has no bound rows.
+    An owner's spent budget is the most any of its rows, or its id's account, has spent. So
+    re-sharding the same data (another ``--shards``), renaming the node (another ``--name``) or
+    re-ordering the file never gives a row a fresh budget: a new logical owner inherits the most
+    any of its rows has spent. The id's account keeps what was spent before rows were bound (a
+    ledger from before schema 3) binding; a reused id still answers for it (conservative).
     Limits: a fresh ledger file starts every row at zero; a row whose content changes is a new row;
     identical rows are told apart by their order in the data (re-ordering two identical rows can
     swap their accounts); rows live in the process that binds them (owners sharing rows across two
@@ -411,17 +412,21 @@ class Ledger:
 
     # ------------------------------------------------------------------ accounts
     def accounts(self, owner_id: str) -> tuple[str, ...]:
-        """The account keys a debit of ``owner_id`` is added to: its id's, then its bound rows'."""
-        return self._bound.get(owner_id, (owner_account(owner_id),))
+        """The accounts an owner's spent budget is read from: its id's, then its bound rows'."""
+        return (owner_account(owner_id), *self._bound.get(owner_id, ()))
+
+    def _debited_accounts(self, owner_id: str) -> tuple[str, ...]:
+        """The accounts a debit of the owner is added to: its bound rows', or its id's if it has none."""
+        return self._bound.get(owner_id) or (owner_account(owner_id),)
 
     def bind_rows(self, owner_id: str, row_keys: Sequence[bytes]) -> None:
         """The rows ``owner_id`` holds in this process, as digests (``privfed.owner.data.row_digests``):
-        from now on its debits are added to each row's account too, and its spent budget is the most
-        any of them has spent. The ledger stores a salted digest of each (the salt is the file's own)."""
+        from now on its debits are added to each row's account, and its spent budget is the most any
+        of its rows, or its id's account (what the id spent before it had rows), has spent. The ledger
+        stores a salted digest of each row (the salt is the file's own)."""
         _name("owner_id", owner_id)
         salt = self._db().execute("SELECT value FROM meta WHERE name = 'row_salt'").fetchone()[0].encode()
-        rows = (f"row:{hashlib.sha256(salt + bytes(k)).hexdigest()[:32]}" for k in row_keys)
-        self._bound[owner_id] = (owner_account(owner_id), *rows)
+        self._bound[owner_id] = tuple(f"row:{hashlib.sha256(salt + bytes(k)).hexdigest()[:32]}" for k in row_keys)
 
     @staticmethod
     def _account_sums(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, tuple[float, float]]:
@@ -589,15 +594,19 @@ class Ledger:
                     continue
                 budget = budgets.get(e.owner_id, self._default)
                 accounts = self.accounts(e.owner_id)
-                spent = Budget(max(sums[k][0] for k in accounts), max(sums[k][1] for k in accounts))
-                error = self._refusal(e.owner_id, Budget(e.epsilon, e.delta), spent, budget, e.purpose)
+                eps = max(sums[k][0] for k in accounts)
+                dlt = max(sums[k][1] for k in accounts)
+                if _fits(eps, e.epsilon, budget.epsilon) and _fits(dlt, e.delta, budget.delta):
+                    error = None
+                else:
+                    error = self._refusal(e.owner_id, Budget(e.epsilon, e.delta), Budget(eps, dlt), budget, e.purpose)
                 results.append(error)
                 if error is None:
                     if e.owner_id not in budgets:
                         budgets[e.owner_id] = self._default
                         new_owners.append((e.owner_id, self._default.epsilon, self._default.delta))
                     used.add(key)
-                    for k in accounts:
+                    for k in self._debited_accounts(e.owner_id):
                         sums[k] = (sums[k][0] + e.epsilon, sums[k][1] + e.delta)
                     rows.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate)))
             conn.executemany("INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES (?, ?, ?)", new_owners)
@@ -606,7 +615,7 @@ class Ledger:
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 rows,
             )
-            touched = {k for e in entries for k in self.accounts(e.owner_id)}
+            touched = {k for e in entries for k in self._debited_accounts(e.owner_id)}
             conn.executemany(
                 "INSERT INTO accounts (key, epsilon, delta) VALUES (?, ?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET epsilon = excluded.epsilon, delta = excluded.delta",

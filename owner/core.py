@@ -60,10 +60,6 @@ from privfed.owner.secagg import SecAggDriver
 
 log = logging.getLogger("privfed.owner")
 
-#: Release tasks computed and debited together (one ledger transaction); evaluations and secure-sum
-#: steps are cheap and go in runs of any length, a ring hop alone (its envelope is relayed at once).
-BATCH = 16
-
 
 @dataclass(frozen=True)
 class Answer:
@@ -89,12 +85,13 @@ class _Admitted:
 _Planned = Result | _Admitted | tuple[Task, StepKind[Any]]
 
 
-def refusal_for(task: Task, exc: BaseException) -> Result:
+def refusal_for(task: Task, exc: BaseException, *, detail: bool = True) -> Result:
     """The refusal a coordinator gets for a task that failed with ``exc``: the code's fixed text and
-    at most a detail from the task and public configuration; the exception in full to the log only."""
-    detail = ""
+    at most a detail from the task and public configuration (``validate``'s messages; a secure
+    sum's steps give none); the exception in full to the log only."""
+    text = ""
     if isinstance(exc, Refused):
-        code, detail = exc.code, exc.detail
+        code, text = exc.code, exc.detail
     elif isinstance(exc, BudgetExceeded):
         code = "budget_exceeded"
     elif isinstance(exc, LocalProtocolError):  # AlreadyReleased, or a release id the ledger holds
@@ -102,14 +99,14 @@ def refusal_for(task: Task, exc: BaseException) -> Result:
     elif isinstance(exc, HistoryRewritten):
         code = "invalid_task"  # the fixed text alone
     elif isinstance(exc, ConfigError | ProtocolError):
-        code, detail = "invalid_task", str(exc)  # raised by validate, which sees public inputs only
+        code, text = "invalid_task", str(exc)  # raised by validate, which sees public inputs only
     elif isinstance(exc, TypeError | ValueError | ArithmeticError):
         code = "invalid_task"
     else:
         log.error("task %s for %s failed", task.task_id, task.owner_id, exc_info=exc)
         code = "internal"
     log.warning("refusing task %s for %s (%s): %s", task.task_id, task.owner_id, code, exc)
-    return Result(task.task_id, task.owner_id, Refusal.of(code, detail))
+    return Result(task.task_id, task.owner_id, Refusal.of(code, text if detail else ""))
 
 
 def is_sendable(release: object) -> bool:
@@ -167,22 +164,19 @@ class OwnerCore:
 
     # ------------------------------------------------------------------ batches
     def chunk_end(self, items: Sequence[Task | Result], start: int) -> int:
-        """Where the batch starting at ``items[start]`` ends (:data:`BATCH`): a node answers a pull
-        batch by batch and relays each batch's envelopes before the next."""
-        limit = self._limit(items[start])
+        """Where the batch starting at ``items[start]`` ends: a run of tasks of one batch size, at
+        most that many (``TaskKind.batch``). A node answers a pull batch by batch and relays each
+        batch's envelopes before the next."""
+        limit = self._batch(items[start])
         end = start + 1
-        while end < len(items) and end - start < limit and self._limit(items[end]) == limit:
+        while end < len(items) and end - start < limit and self._batch(items[end]) == limit:
             end += 1
         return end
 
     @staticmethod
-    def _limit(item: Task | Result) -> float:
+    def _batch(item: Task | Result) -> float:
         kind = kind_of(item.spec) if isinstance(item, Task) else None
-        if isinstance(kind, StepKind):
-            return 1 if kind.mod == "ring" else math.inf
-        if isinstance(kind, TaskKind) and kind.name != "boost_evaluate":
-            return BATCH
-        return math.inf
+        return math.inf if kind is None else kind.batch
 
     def answer(self, items: Iterable[Task | Result], *, seen: set[str] | None = None) -> Answer:
         """Answer a batch: a result per task (a refusal, a release, a secure sum's answer; a ring hop
@@ -287,7 +281,7 @@ class OwnerCore:
             try:
                 return self.mods[step.mod].step(task)
             except Exception as exc:  # noqa: BLE001 - a peer's message never ends the node
-                return refusal_for(task, exc), []
+                return refusal_for(task, exc, detail=False), []
         if p.refused is not None:
             return p.refused, []
         task, kind, spec = p.task, p.kind, p.task.spec

@@ -8,6 +8,8 @@ step kinds are a secure sum's protocol messages, handed to the mod they name.
 
 from __future__ import annotations
 
+import math
+
 from privfed.common.messages import RingMessageTask, SecAggKeysTask, SecAggUnmaskTask
 from privfed.owner.kinds.base import StepKind, TaskKind
 from privfed.owner.kinds.boosting import BoostEvaluateKind, BoostShareKind
@@ -24,9 +26,10 @@ KINDS: tuple[Kind, ...] = (
     SvmShareKind(),
     BoostShareKind(),
     BoostEvaluateKind(),
-    StepKind("ring_message", RingMessageTask, mod="ring"),
-    StepKind("secagg_keys", SecAggKeysTask, mod="secagg"),
-    StepKind("secagg_unmask", SecAggUnmaskTask, mod="secagg"),
+    # a ring hop alone: the next hop waits for its envelope; the secure-sum steps are cheap, any number
+    StepKind("ring_message", RingMessageTask, mod="ring", batch=1),
+    StepKind("secagg_keys", SecAggKeysTask, mod="secagg", batch=math.inf),
+    StepKind("secagg_unmask", SecAggUnmaskTask, mod="secagg", batch=math.inf),
 )
 REGISTRY: dict[type, Kind] = {kind.spec_type: kind for kind in KINDS}
 

@@ -183,6 +183,9 @@ class TaskKind(ABC, Generic[S]):
     name: ClassVar[str]
     #: The ``common.messages`` dataclass of the task.
     spec_type: ClassVar[type]
+    #: At most this many of its tasks are computed between two relays of a node's envelopes (one
+    #: ledger transaction each): releases that read many rows come in small batches.
+    batch: ClassVar[float] = 16
 
     def mod(self, spec: S) -> str | None:
         """The secure sum this release goes through, by name; None: answered directly."""
@@ -235,7 +238,8 @@ class TaskKind(ABC, Generic[S]):
 class StepKind(Generic[S]):
     """A secure sum's protocol message (module docstring): handed to its mod, no ledger entry."""
 
-    def __init__(self, name: str, spec_type: type, mod: str) -> None:
+    def __init__(self, name: str, spec_type: type, mod: str, batch: float) -> None:
         self.name = name
         self.spec_type = spec_type
         self.mod = mod
+        self.batch = batch

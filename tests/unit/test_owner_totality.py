@@ -219,3 +219,24 @@ def test_the_update_is_the_samme_update_inside_the_bounds():
     expected = w * np.exp(alpha * miss) / (1 + (e / total) * math.expm1(alpha))
     new = owner_update_weights(_stump(), alpha, X, y, w, err_total=e, weight_total=total)
     np.testing.assert_allclose(new, expected, rtol=1e-13)
+
+
+def test_a_node_answers_a_pull_in_batches_of_each_kinds_size():
+    """Shares 16 at a time (one ledger transaction each), evaluations and secure-sum steps in runs of
+    any length, every ring hop alone (its envelope is relayed before the next task)."""
+    from privfed.common.messages import RingMessageTask, SecAggKeysTask
+
+    specs = _specs()
+    owner = "owner-0.o00000"
+    items = (
+        [Task(f"s{i}", owner, "r", specs[NccShareTask]) for i in range(20)]
+        + [Task(f"e{i}", owner, "r", specs[BoostEvaluateTask]) for i in range(3)]
+        + [Task(f"h{i}", owner, "ring", RingMessageTask(b"")) for i in range(2)]
+        + [Task("k", owner, "k", SecAggKeysTask("s", 24, 2, 8.0))]
+    )
+    core = OwnerCore(_owners().values(), Ledger(":memory:", epsilon_budget=1.0))
+    ends, start = [], 0
+    while start < len(items):
+        start = core.chunk_end(items, start)
+        ends.append(start)
+    assert ends == [16, 20, 23, 24, 25, 26]
