@@ -2,7 +2,7 @@
 
 Seed paper 002 (Wang & Chang, "Privacy-Preserving Boosting in the Local Setting"), Alg. 2;
 SAMME (SPEC §5), stumps from cross tables (SPEC §6), ring secure sum (SPEC §11). Every step is a
-pure function of one party's data, so the networked path (owner handlers, coordinator strategy)
+pure function of one party's data, so the networked path (owner core, coordinator strategy)
 and the in-process driver :meth:`FederatedBoosting.fit` call the same code:
 
 * owner, in the round(s) of its share group (once per run by default): :meth:`FederatedBoosting.owner_release`

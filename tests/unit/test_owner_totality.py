@@ -15,22 +15,19 @@ import pytest
 from privfed.common.boosting.federated import WEIGHT_MAX, WEIGHT_MIN, FederatedBoosting, owner_update_weights
 from privfed.common.boosting.wire import BoostHistory, KeptRound, config_to_dict
 from privfed.common.bounds import Bounds
-from privfed.common.ledger import Ledger
 from privfed.common.learners.samme import max_alpha, samme_alpha
 from privfed.common.learners.stump import Stump, thresholds
+from privfed.common.ledger import Ledger
 from privfed.common.messages import (
     BoostEvaluateTask,
     BoostShareReply,
     BoostShareTask,
     LrShareReply,
     LrShareTask,
-    NccShareReply,
     NccShareTask,
-    PcaShareReply,
     PcaShareTask,
     Refusal,
     RingSpec,
-    SvmShareReply,
     SvmShareTask,
     Task,
     TaskSpec,
