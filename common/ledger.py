@@ -36,18 +36,17 @@ Non-private entries
     :meth:`Ledger.nonprivate_count` show the owner what left without noise.
 
 Budgets follow the rows (issue 20, finding 4)
-    Every debit is added to *accounts*: one per row the owner holds in this process
-    (:meth:`Ledger.bind_rows`, keyed by a salted digest of the row's content and its occurrence in
-    the data, ``privfed.owner.data.row_digests``), or the owner id's own when it has no bound rows.
-    An owner's spent budget is the most any of its rows, or its id's account, has spent. So
-    re-sharding the same data (another ``--shards``), renaming the node (another ``--name``) or
-    re-ordering the file never gives a row a fresh budget: a new logical owner inherits the most
-    any of its rows has spent. The id's account keeps what was spent before rows were bound (a
-    ledger from before schema 3) binding; a reused id still answers for it (conservative).
+    Besides its own record (the releases of its id), an owner has *row accounts*: one per row it
+    holds in this process (:meth:`Ledger.bind_rows`, keyed by a salted digest of the row's content
+    and its occurrence in the data, ``privfed.owner.data.row_digests``), to which each of its
+    debits is added. Its spent budget is the larger of what its id released and what the
+    most-spent of its rows has. So re-sharding the same data (another ``--shards``), renaming the
+    node (another ``--name``) or re-ordering the file never gives a row a fresh budget: a new
+    logical owner inherits the most any of its rows has spent (and a reused id what it released).
     Limits: a fresh ledger file starts every row at zero; a row whose content changes is a new row;
     identical rows are told apart by their order in the data (re-ordering two identical rows can
     swap their accounts); rows live in the process that binds them (owners sharing rows across two
-    nodes' ledgers are not linked).
+    nodes' ledgers are not linked); releases recorded before schema 3 are on their ids only.
 
 Schema decisions (issue 20, finding 5)
     The digest of the federation schema an owner node checked its rows against, and whether they
@@ -56,10 +55,9 @@ Schema decisions (issue 20, finding 5)
     without reading the rows.
 
 Schema versions
-    1: the original tables. 2: ``releases.nonprivate``. 3: ``accounts`` (per owner id and per row),
-    ``meta`` (the row-key salt) and ``schema_decisions``. An older file is migrated in place the
-    first time it is opened (a version-1 file's rows marked private; each owner's account set to the
-    sum of its releases).
+    1: the original tables. 2: ``releases.nonprivate``. 3: ``accounts`` (rows), ``meta`` (the row-key
+    salt) and ``schema_decisions``. An older file is migrated in place the first time it is opened
+    (a version-1 file's rows marked private).
 
 A ledger is used by one process; the connection has a busy timeout anyway so that a second reader
 (e.g. an audit tool) waits instead of failing. The connection belongs to the thread that opened
@@ -124,11 +122,6 @@ CREATE TABLE IF NOT EXISTS schema_decisions (
     ts       TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
 );
 """
-
-
-def owner_account(owner_id: str) -> str:
-    """The account key of an owner id (module docstring, "Budgets follow the rows")."""
-    return f"owner:{owner_id}"
 
 
 def _fmt(x: float) -> str:
@@ -269,11 +262,6 @@ def read_accounts(path: str | Path) -> list[OwnerAccount]:
         if version not in (1, 2, SCHEMA_VERSION):
             raise ConfigError(f"ledger {path}: not a privfed ledger (schema version {version})")
         nonprivate = "nonprivate" if version >= 2 else "0"
-        kept = dict(
-            ((k, (e, d)) for k, e, d in conn.execute("SELECT key, epsilon, delta FROM accounts"))
-            if version >= 3
-            else ()
-        )
         releases: dict[str, list[dict[str, Any]]] = {}
         keys = ("release_id", "purpose", "epsilon", "delta", "ts")
         for row in conn.execute(
@@ -286,8 +274,6 @@ def read_accounts(path: str | Path) -> list[OwnerAccount]:
         ):
             rows = releases.get(owner, [])
             spent = Budget(math.fsum(r["epsilon"] for r in rows), math.fsum(r["delta"] for r in rows))
-            if owner_account(owner) in kept:  # the running sum the ledger checks against
-                spent = Budget(*kept[owner_account(owner)])
             accounts.append(OwnerAccount(owner, Budget(eps, delta), spent, tuple(rows)))
         return accounts
     except sqlite3.Error as exc:
@@ -359,11 +345,6 @@ class Ledger:
             for statement in _SCHEMA.split(";"):  # not executescript: it would COMMIT first
                 if statement.strip():
                     conn.execute(statement)
-            if version in (1, 2):  # every owner's account: the sum of its releases
-                conn.execute(
-                    "INSERT INTO accounts (key, epsilon, delta) SELECT 'owner:' || owner_id, SUM(epsilon), SUM(delta) "
-                    "FROM releases GROUP BY owner_id"
-                )
             conn.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('row_salt', ?)", (secrets.token_hex(16),))
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             row = conn.execute(
@@ -401,29 +382,31 @@ class Ledger:
         return self._default if row is None else Budget(row[0], row[1])
 
     def spent(self, owner_id: str) -> Budget:
-        """The most any of the owner's accounts has spent (module docstring, "Budgets follow the rows"):
-        its id's, and each of its bound rows'."""
+        """What the owner has spent: the exact-rounded sum of its id's releases, or more if one of
+        its bound rows has spent more (module docstring, "Budgets follow the rows")."""
         _name("owner_id", owner_id)
-        return self._spent(self._db(), owner_id)
+        conn = self._db()
+        rows = conn.execute("SELECT epsilon, delta FROM releases WHERE owner_id = ?", (owner_id,)).fetchall()
+        own = (math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
+        return Budget(*self._most(own, self._account_sums(conn, self._bound.get(owner_id, ())), owner_id))
 
-    def _spent(self, conn: sqlite3.Connection, owner_id: str) -> Budget:
-        sums = self._account_sums(conn, self.accounts(owner_id))
-        return Budget(max(e for e, _ in sums.values()), max(d for _, d in sums.values()))
+    def _most(
+        self, own: tuple[float, float], sums: dict[str, tuple[float, float]], owner_id: str
+    ) -> tuple[float, float]:
+        """(ε, δ) spent by an owner: the larger of its id's record and each of its rows' accounts."""
+        rows = self._bound.get(owner_id, ())
+        return max([own[0], *(sums[k][0] for k in rows)]), max([own[1], *(sums[k][1] for k in rows)])
 
-    # ------------------------------------------------------------------ accounts
+    # ------------------------------------------------------------------ row accounts
     def accounts(self, owner_id: str) -> tuple[str, ...]:
-        """The accounts an owner's spent budget is read from: its id's, then its bound rows'."""
-        return (owner_account(owner_id), *self._bound.get(owner_id, ()))
-
-    def _debited_accounts(self, owner_id: str) -> tuple[str, ...]:
-        """The accounts a debit of the owner is added to: its bound rows', or its id's if it has none."""
-        return self._bound.get(owner_id) or (owner_account(owner_id),)
+        """The row accounts of ``owner_id`` (:meth:`bind_rows`); empty for an owner without bound rows."""
+        return self._bound.get(owner_id, ())
 
     def bind_rows(self, owner_id: str, row_keys: Sequence[bytes]) -> None:
         """The rows ``owner_id`` holds in this process, as digests (``privfed.owner.data.row_digests``):
-        from now on its debits are added to each row's account, and its spent budget is the most any
-        of its rows, or its id's account (what the id spent before it had rows), has spent. The ledger
-        stores a salted digest of each row (the salt is the file's own)."""
+        from now on each of its debits is added to each row's account too, and it may spend only what
+        the most-spent of them leaves. The ledger stores a salted digest of each row (the salt is the
+        file's own)."""
         _name("owner_id", owner_id)
         salt = self._db().execute("SELECT value FROM meta WHERE name = 'row_salt'").fetchone()[0].encode()
         self._bound[owner_id] = tuple(f"row:{hashlib.sha256(salt + bytes(k)).hexdigest()[:32]}" for k in row_keys)
@@ -578,7 +561,7 @@ class Ledger:
         owners = list(dict.fromkeys(e.owner_id for e in entries))
         conn.execute("BEGIN IMMEDIATE")
         try:
-            budgets, used = self._load(conn, owners)
+            budgets, eps, dlt, used = self._load(conn, owners)
             sums = self._account_sums(conn, [k for o in owners for k in self.accounts(o)])
             results: list[BudgetExceeded | LocalProtocolError | None] = []
             new_owners, rows = [], []
@@ -593,20 +576,20 @@ class Ledger:
                     )
                     continue
                 budget = budgets.get(e.owner_id, self._default)
-                accounts = self.accounts(e.owner_id)
-                eps = max(sums[k][0] for k in accounts)
-                dlt = max(sums[k][1] for k in accounts)
-                if _fits(eps, e.epsilon, budget.epsilon) and _fits(dlt, e.delta, budget.delta):
+                spent = self._most((math.fsum(eps[e.owner_id]), math.fsum(dlt[e.owner_id])), sums, e.owner_id)
+                if _fits(spent[0], e.epsilon, budget.epsilon) and _fits(spent[1], e.delta, budget.delta):
                     error = None
                 else:
-                    error = self._refusal(e.owner_id, Budget(e.epsilon, e.delta), Budget(eps, dlt), budget, e.purpose)
+                    error = self._refusal(e.owner_id, Budget(e.epsilon, e.delta), Budget(*spent), budget, e.purpose)
                 results.append(error)
                 if error is None:
                     if e.owner_id not in budgets:
                         budgets[e.owner_id] = self._default
                         new_owners.append((e.owner_id, self._default.epsilon, self._default.delta))
                     used.add(key)
-                    for k in self._debited_accounts(e.owner_id):
+                    eps[e.owner_id].append(e.epsilon)
+                    dlt[e.owner_id].append(e.delta)
+                    for k in self.accounts(e.owner_id):
                         sums[k] = (sums[k][0] + e.epsilon, sums[k][1] + e.delta)
                     rows.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate)))
             conn.executemany("INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES (?, ?, ?)", new_owners)
@@ -615,7 +598,7 @@ class Ledger:
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 rows,
             )
-            touched = {k for e in entries for k in self._debited_accounts(e.owner_id)}
+            touched = {k for e in entries for k in self.accounts(e.owner_id)}
             conn.executemany(
                 "INSERT INTO accounts (key, epsilon, delta) VALUES (?, ?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET epsilon = excluded.epsilon, delta = excluded.delta",
@@ -628,9 +611,13 @@ class Ledger:
             raise
         return results
 
-    def _load(self, conn: sqlite3.Connection, owners: list[str]) -> tuple[dict[str, Budget], set[tuple[str, str]]]:
-        """Stored budgets and used (owner, release_id) keys of ``owners``."""
+    def _load(
+        self, conn: sqlite3.Connection, owners: list[str]
+    ) -> tuple[dict[str, Budget], dict[str, list[float]], dict[str, list[float]], set[tuple[str, str]]]:
+        """Stored budgets, recorded ε and δ lists and used (owner, release_id) keys of ``owners``."""
         budgets: dict[str, Budget] = {}
+        eps: dict[str, list[float]] = {o: [] for o in owners}
+        dlt: dict[str, list[float]] = {o: [] for o in owners}
         used: set[tuple[str, str]] = set()
         for start in range(0, len(owners), _CHUNK):
             chunk = owners[start : start + _CHUNK]
@@ -639,9 +626,13 @@ class Ledger:
                 f"SELECT owner_id, epsilon_budget, delta_budget FROM owners WHERE owner_id IN ({marks})", chunk
             ):
                 budgets[o] = Budget(e, d)
-            for o, r in conn.execute(f"SELECT owner_id, release_id FROM releases WHERE owner_id IN ({marks})", chunk):
+            for o, r, e, d in conn.execute(
+                f"SELECT owner_id, release_id, epsilon, delta FROM releases WHERE owner_id IN ({marks})", chunk
+            ):
+                eps[o].append(e)
+                dlt[o].append(d)
                 used.add((o, r))
-        return budgets, used
+        return budgets, eps, dlt, used
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

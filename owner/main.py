@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,14 +140,21 @@ def checked_rows(rows: OwnerRows, schema: FederationSchema, ledger: Ledger, *, p
             f"(sha256 {recorded[0][:12]}): refused without reading the rows; to accept a new schema, give it "
             "with --schema FILE"
         )
+    dataset: Dataset | None = None
+    error: ConfigError | None = None
     try:
         dataset = check_owner_rows(rows, schema)
-    except ConfigError:
-        if recorded != (digest, False):
-            ledger.record_schema(digest, False)
-        raise
-    if recorded != (digest, True):
-        ledger.record_schema(digest, True)
+    except ConfigError as exc:
+        error = exc
+    if recorded != (digest, dataset is not None):
+        try:
+            ledger.record_schema(digest, dataset is not None)
+        except sqlite3.Error as exc:  # e.g. a full disk: the check's outcome must not show either way
+            raise ConfigError(
+                f"ledger {ledger.path} cannot record the schema decision ({exc}); nothing is answered"
+            ) from exc
+    if error is not None or dataset is None:
+        raise error or ConfigError("the rows were not checked")
     return dataset
 
 

@@ -1,7 +1,7 @@
-"""Owner task handlers with a real SQLite ledger: the budget is checked before anything is
-computed, every part of a release is debited before it is returned, an overspend is refused with
-nothing released, and one bad task is refused alone with a refusal that carries no data (issue 9,
-items 2, 3, 6, 7)."""
+"""The owner core with a real SQLite ledger: the budget is checked before anything is computed,
+every part of a release is debited before it is computed and returned, an overspend is refused
+with nothing released, and one bad task is refused alone with a refusal that carries no data
+(issue 9, items 2, 3, 6, 7)."""
 
 import math
 
