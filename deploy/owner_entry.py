@@ -6,7 +6,7 @@ logical owners ``slot_ranges(n_owners, nodes)[i]``, present certificate ``owner-
 its own ledger, so the index is derived here, inside the container:
 
 Slots
-    ``--slots DIR`` is a directory in a volume shared by the replicas (``/ledgers/slots``).
+    ``--slots DIR`` is a directory in a volume shared by the replicas (``/enroll/slots``).
     Each replica takes the lowest i in ``[0, nodes)`` whose ``slot-<i>.lock`` it can lock with
     ``flock(LOCK_EX | LOCK_NB)``. Locks on one kernel are atomic, so two replicas never get the
     same slot; the lock belongs to the open file, which is inherited across ``exec`` and held by
@@ -22,9 +22,11 @@ Partition record
 Certificate
     With ``--enroll EXCHANGE --tls-dir DIR`` the replica, once it holds slot i, makes its own
     key ``DIR/owner-<i>/owner-<i>-key.pem`` (mode 0600, in a directory no other container
-    mounts) and has the CA sign a request for ``owner-<i>`` through the exchange directory
-    (``deploy/enroll.py``); it then runs ``privfed owner --certs DIR/owner-<i>``. So no replica
-    ever sees another node's key, nor the CA's. Without ``--enroll``, pass ``--certs`` yourself.
+    mounts) and has the CA signer sign a request for ``owner-<i>`` through its socket in the
+    exchange directory, passing the open file that holds the slot's lock as the proof that it
+    holds slot i (``deploy/enroll.py``); it then runs ``privfed owner --certs DIR/owner-<i>``. So
+    no replica ever sees another node's key, nor the CA's, and none gets another slot's
+    certificate. Without ``--enroll``, pass ``--certs`` yourself.
 
 Usage (the owner services of ``docker-compose.yml``)::
 
@@ -64,6 +66,16 @@ def slot_ranges(n_owners: int, nodes: int) -> list[range]:
     return [range(i * n_owners // nodes, (i + 1) * n_owners // nodes) for i in range(nodes)]
 
 
+def slot_name(index: int) -> str:
+    """The node name (and certificate common name) of slot ``index``."""
+    return f"owner-{index}"
+
+
+def slot_lock(slots: Path, index: int) -> Path:
+    """The lock file whose holder is slot ``index`` (the CA signer checks it too, ``deploy/enroll.py``)."""
+    return slots / f"slot-{index}.lock"
+
+
 def claim_slot(slots: Path, nodes: int) -> tuple[int, int]:
     """Lock the lowest free ``slot-<i>.lock`` in ``slots``; return ``(i, fd)``.
 
@@ -77,7 +89,7 @@ def claim_slot(slots: Path, nodes: int) -> tuple[int, int]:
     """
     slots.mkdir(parents=True, exist_ok=True)
     for i in range(nodes):
-        fd = os.open(slots / f"slot-{i}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(slot_lock(slots, i), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -173,11 +185,12 @@ def main(argv: list[str] | None = None) -> int:
         probe = build_parser().parse_args(owner_argv(0, range(0, 1), args.ledger_dir, rest, certs))
         ranges = slot_ranges(probe.n_owners, args.nodes)
         check_partition(args.ledger_dir, {"nodes": args.nodes} | {k: getattr(probe, k) for k in _PARTITION})
-        index, _lock_fd = claim_slot(args.slots, args.nodes)
+        index, lock_fd = claim_slot(args.slots, args.nodes)
         if args.enroll is not None:
             from privfed.deploy.enroll import enroll
 
-            certs = enroll(args.enroll, args.tls_dir, f"owner-{index}", timeout=args.enroll_timeout)
+            # The slot's lock goes with the request: the signer signs owner-<i> only for its holder.
+            certs = enroll(args.enroll, args.tls_dir, slot_name(index), lock_fd, timeout=args.enroll_timeout)
     except ConfigError as exc:
         print(f"owner_entry: error: {exc}", file=sys.stderr)
         return 2

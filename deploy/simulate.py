@@ -42,6 +42,7 @@ from privfed.server.job import run_job
 from privfed.server.main import federation_schema
 from privfed.server.models import save_model
 from privfed.server.report import (
+    accuracy_warning,
     baselines,
     host_info,
     learner_label,
@@ -498,12 +499,17 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
                 run["epsilon_spent"]["per_owner_file"] = str(spent_file.relative_to(run_dir))
                 runs.append(run)
             points.append(_point(eps, runs))
+            spread = points[-1]["accuracy_std"] / math.sqrt(len(runs))
+            warning = accuracy_warning(eps, points[-1]["accuracy"], majority, int(test0.y.shape[0]), spread)
+            if warning:
+                points[-1]["warning"] = warning
             _print_point(points[-1], reference, chance, majority)
     except PrivfedError as exc:
         report |= {"status": "failed", "error": str(exc), "wall_time_s": time.perf_counter() - t0}
         write_json(run_dir / "report.json", report)
         raise type(exc)(f"{exc} (report: {run_dir / 'report.json'})") from exc
-    report |= {"status": "ok", "wall_time_s": time.perf_counter() - t0}
+    report |= {"status": "ok", "warnings": [p["warning"] for p in points if "warning" in p]}
+    report |= {"wall_time_s": time.perf_counter() - t0}
     write_json(run_dir / "report.json", report)
     _plot(run_dir / "accuracy_vs_epsilon.png", config, job, points, reference, chance, majority)
     print(f"report: {run_dir / 'report.json'}", file=sys.stderr)
@@ -546,6 +552,8 @@ def _print_point(point: dict, reference: float, chance: float, majority: float) 
         f"{point['owners']} owners released, rounds {point['rounds_s']:.2f} s)",
         file=sys.stderr,
     )
+    if "warning" in point:
+        print(f"  {point['warning']}", file=sys.stderr)
 
 
 def _plot(

@@ -8,6 +8,12 @@ configuration, noised, debited in the node's ledger and kept per (run, round) be
 sees it, so the noise and the ledger entry are the same whichever secure sum the coordinator runs
 (``--secure-sum ring|secagg``).
 
+A session is keyed once per owner (issue 20, finding 3): a second step 0 for a session an owner
+has a machine in, or for a session whose machines were forgotten (:data:`KEPT_SESSIONS`), is
+refused with the fixed code ``already_released``, whatever the data. The record lives as long as
+the node process; a restarted node draws new box keys (``privfed.owner.node``) and new mask keys,
+and the shares are sealed to both, so nothing sent before a restart opens after it.
+
 Keys: the owner's long-lived X25519 key seals the shares end-to-end (a peer's key accepted only as
 :meth:`OwnerKeys.peer_key` accepts a ring peer's: signed by the certificate of the node its id
 names); the run's mask keys are drawn by the machines, signed with the node's certificate key
@@ -47,6 +53,7 @@ from privfed.common.secagg.messages import (
 from privfed.common.secagg.pairwise import SecAggOwner
 from privfed.common.secagg.ring import Outbound
 from privfed.owner.keys import OwnerKeys
+from privfed.owner.kinds.base import Refused
 
 #: Sessions whose machines a node keeps (the latest ones; a job keys one per evaluation group up front).
 KEPT_SESSIONS = 64
@@ -79,6 +86,7 @@ class SecAggDriver:
         self._sign = sign
         self._clock = clock
         self._machines: dict[str, dict[str, SecAggOwner]] = {}  # session -> owner -> machine
+        self._forgotten: set[str] = set()  # sessions whose machines were dropped: never keyed again
         self._certificates: dict[str, dict[str, bytes]] = {}  # session -> node id -> PEM (sent once per node)
         self._keys: dict[str, dict[str, PeerKey]] = {}  # session -> owner id -> its long-lived box key
         self._verified: set[tuple[str, str, bytes, bytes]] = set()  # (session, owner, key, signature) checked
@@ -131,7 +139,15 @@ class SecAggDriver:
         self._verified.add(checked)
 
     def advertise(self, owner_id: str, session_id: str, fixed_point: FixedPoint) -> KeyAdvert:
-        """Step 0: a fresh machine for ``owner_id`` in ``session_id``, and its signed mask key."""
+        """Step 0: a fresh machine for ``owner_id`` in ``session_id``, and its signed mask key.
+
+        Raises
+        ------
+        Refused
+            ``already_released``: the owner was keyed in the session before (module docstring).
+        """
+        if session_id in self._forgotten or owner_id in self._machines.get(session_id, {}):
+            raise Refused("already_released", f"secure-sum session {session_id!r} is keyed once per owner")
 
         def box_for(peer: str) -> Box:
             key = self._keys.get(session_id, {}).get(peer)
@@ -163,6 +179,7 @@ class SecAggDriver:
             self._machines[session_id] = {}
             while len(self._machines) > KEPT_SESSIONS:
                 gone = next(iter(self._machines))
+                self._forgotten.add(gone)
                 for table in (self._machines, self._certificates, self._keys, self._members):
                     table.pop(gone, None)
                 self._adverts = {k: a for k, a in self._adverts.items() if k[0] != gone}

@@ -29,6 +29,7 @@ from privfed.common.boosting.federated import (
     EVAL_MECHANISMS,
     EVAL_ROW_BOUND,
     MAX_OWNER_ROWS,
+    N_BINS,
     SHARE_GROUPS,
     default_weight_bound,
 )
@@ -36,6 +37,7 @@ from privfed.common.datasets import BUILTINS
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.basis import BASES
 from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND
+from privfed.common.learners.ncc import LABEL_FRACTION
 from privfed.common.mechanisms import MECHANISMS
 from privfed.common.secagg import SECURE_SUMS
 from privfed.common.validation import check_choice, check_fraction, check_int, check_non_negative, check_positive
@@ -183,7 +185,7 @@ class JobConfig:
     epsilon: float
     mechanism: str = "pm"
     labels: str = "auto"
-    label_fraction: float = 0.2
+    label_fraction: float = LABEL_FRACTION
     param_bound: float = DEFAULT_PARAM_BOUND
     c: float = 1.0
     k: int = 20
@@ -193,7 +195,7 @@ class JobConfig:
     base: str = "stump"
     n_rounds: int = 10
     group_size: int | None = None
-    n_bins: int = 2
+    n_bins: int = N_BINS
     weight_bound: float | None = None
     rows_per_owner: float | None = None
     eval_fraction: float = EVAL_FRACTION

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from privfed.common.boosting.loop import Evaluation
 from privfed.common.errors import ConfigError
+from privfed.common.files import private_sqlite_file
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import serde
 
@@ -61,6 +62,7 @@ class Journal:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        private_sqlite_file(self.path)  # 0600, and SQLite's -journal file with it
         try:
             self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
             self._db.executescript(_SCHEMA)

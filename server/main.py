@@ -19,6 +19,7 @@ from privfed.server.config import JobConfig
 from privfed.server.job import run_job
 from privfed.server.models import load_model, save_model
 from privfed.server.report import (
+    accuracy_warning,
     baselines,
     host_info,
     new_run_dir,
@@ -126,6 +127,10 @@ def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
         _release_owners(server)  # training is over: owners need not stay up, even with --serve
         model: ServedModel = outcome.model
         accuracy = None if test is None else float(np.mean(model.predict(test.X) == test.y))
+        warning = None
+        if accuracy is not None and test is not None and report["baselines"] is not None:
+            majority = report["baselines"]["majority_class"]
+            warning = accuracy_warning(config.epsilon, accuracy, majority, int(test.y.shape[0]))
         model_id = f"{config.task}-eps{config.epsilon:g}"
         server.models.put(model_id, outcome.model)
         run_dir = new_run_dir(config.out)
@@ -137,6 +142,7 @@ def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
                 "status": "ok",
                 "model_id": model_id,
                 "accuracy": accuracy,
+                "warnings": [warning] if warning else [],
                 "owners": outcome.n_owners,
                 "answered": outcome.answered,
                 "refused": outcome.refused,
@@ -158,6 +164,8 @@ def run_coordinator(config: JobConfig, tls: TlsFiles | None) -> int:
                 f"report={run_dir / 'report.json'}",
                 flush=True,
             )
+            if warning:
+                print(warning, flush=True)
         if outcome.refused:
             print(refusal_summary(outcome.refused, outcome.n_owners), flush=True)
         if config.serve:

@@ -121,6 +121,60 @@ def baselines(y_test: np.ndarray, n_classes: int) -> dict[str, float]:
     return {"chance": 1.0 / n_classes, "majority_class": float(np.bincount(y).max() / y.size)}
 
 
+def mean_ci(values: Iterable[float], level: float = 0.95) -> dict[str, float]:
+    """Mean and the half-width of its Student-t confidence interval (0 for a single value)."""
+    v = np.asarray(list(values), dtype=np.float64)
+    if v.size < 2:
+        return {"mean": float(v.mean()) if v.size else math.nan, "ci": 0.0, "n": int(v.size)}
+    from scipy.stats import t  # here: an idle coordinator does not load scipy
+
+    half = float(t.ppf(0.5 + level / 2.0, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+    return {"mean": float(v.mean()), "ci": half, "n": int(v.size)}
+
+
+def below_majority(what: str, accuracy: Iterable[float], majority: Iterable[float]) -> str | None:
+    """A one-line warning when ``accuracy`` is below the majority baseline beyond its noise, else None.
+
+    ``accuracy`` and ``majority`` are paired values (the same splits or seeds); the warning is given when
+    the 95 % Student-t interval of their differences lies below 0 (issue 22: no silent failure). A single
+    pair has no interval: use :func:`accuracy_warning`.
+    """
+    diff = np.asarray(list(accuracy), dtype=np.float64) - np.asarray(list(majority), dtype=np.float64)
+    stats = mean_ci(diff)
+    if not stats["mean"] + stats["ci"] < 0.0:
+        return None
+    acc = float(np.mean(list(accuracy)))
+    return (
+        f"warning: {what}: accuracy {acc:.3f} is below always answering the most common class by "
+        f"{-stats['mean']:.3f} (± {stats['ci']:.3f}): this model learned nothing usable; more owners or a larger "
+        "epsilon would help"
+    )
+
+
+def accuracy_warning(epsilon: float, accuracy: float, majority: float, n_test: int, spread: float = 0.0) -> str | None:
+    """A one-line warning when a federation's test ``accuracy`` shows no sign of learning, else None.
+
+    Noise: ``2 sqrt(m (1 - m) / n_test + spread^2)``, from the binomial standard error of an accuracy on
+    ``n_test`` rows at the majority share ``m`` and ``spread`` (the standard error of a mean over repeats,
+    if any). Below ``majority - noise`` the model is worse than always answering the most common class;
+    below ``majority + noise`` it is no better, within its noise (issue 22: no silent failure).
+    """
+    if not (math.isfinite(accuracy) and math.isfinite(majority)) or n_test < 1:
+        return None
+    noise = 2.0 * math.sqrt(majority * (1.0 - majority) / n_test + spread**2)
+    if accuracy >= majority + noise:
+        return None
+    head = f"warning: at eps={epsilon:g} the model's accuracy {accuracy:.3f} is"
+    if accuracy < majority - noise:
+        what = f"{head} below always answering the most common class ({majority:.3f}) by more than its noise"
+    else:
+        what = f"{head} within the noise of always answering the most common class ({majority:.3f})"
+    return (
+        f"{what} (±{noise:.3f}): it learned nothing usable at this privacy level; more owners (or rows per "
+        "owner), fewer features or a larger epsilon would help"
+    )
+
+
 @functools.cache
 def version_info() -> dict[str, str | None]:
     """privfed's installed version, and the git commit of the source tree when it is a checkout

@@ -22,6 +22,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.learners import resolve_bounds, resolve_rng
+from privfed.common.learners.ldp_gd import LdpGradientDescent
 from privfed.common.learners.logistic import (
     DEFAULT_PARAM_BOUND,
     LinearModel,
@@ -31,6 +32,7 @@ from privfed.common.learners.logistic import (
     n_parameters,
 )
 from privfed.common.learners.ncc import (
+    LABEL_FRACTION,
     LABEL_SCHEMES,
     NearestCentroidModel,
     ncc_centroids,
@@ -63,10 +65,14 @@ def _softmax(scores: np.ndarray) -> np.ndarray:
 
 
 class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
-    """Logistic regression from perturbed local models, simulated in-process (seed 002 §3.5.2).
+    """Logistic regression under LDP, simulated in-process.
 
-    Rows are shuffled and split evenly among ``n_owners`` owners (as in the paper's §4.1);
-    each runs :func:`fit_local_logistic` and :func:`lr_share`; :func:`lr_aggregate` averages.
+    Rows are shuffled and split evenly among ``n_owners`` owners (as in the paper's §4.1). With
+    ``solver="gd"`` (default, issue 22) the owners are split into groups, one per step of gradient
+    descent, and each reports one perturbed gradient (:class:`~privfed.common.learners.ldp_gd.LdpGradientDescent`;
+    Wang et al. ICDE 2019 §V): it learns with one row per owner. With ``solver="local"`` each owner runs
+    :func:`fit_local_logistic` and :func:`lr_share`, and :func:`lr_aggregate` averages (seed 002 §3.5.2):
+    it needs owners with many rows each.
 
     Parameters
     ----------
@@ -77,9 +83,10 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
         Public clip bound for every parameter. ``DEFAULT_PARAM_BOUND`` (4.0) by default, as
         ``privfed --param-bound``; larger bounds clip less but scale the noise up.
     C : float > 0
-        Inverse regularisation strength of each local model.
-    n_owners : int >= 1
-        Number of simulated owners (each needs at least one row).
+        Inverse regularisation strength of each local model (``solver="local"``).
+    n_owners : int >= 1 or None
+        Number of simulated owners (each needs at least one row); None: one row each.
+    solver : {"gd", "local"}
     bounds : Bounds or (lo, hi)
         Public feature bounds. Required: ``None`` raises ``ConfigError`` in ``fit``.
     random_state : int, numpy Generator or None
@@ -95,7 +102,8 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
         "mechanism": [StrOptions(set(MECHANISMS))],
         "param_bound": [Interval(Real, 0, None, closed="neither")],
         "C": [Interval(Real, 0, None, closed="neither")],
-        "n_owners": [Interval(Integral, 1, None, closed="left")],
+        "n_owners": [Interval(Integral, 1, None, closed="left"), None],
+        "solver": [StrOptions({"gd", "local"})],
         "bounds": [Bounds, tuple, None],
         "random_state": [Interval(Integral, 0, None, closed="left"), np.random.Generator, None],
     }
@@ -106,7 +114,8 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
         mechanism: str = "pm",
         param_bound: float = DEFAULT_PARAM_BOUND,
         C: float = 1.0,
-        n_owners: int = 1,
+        n_owners: int | None = None,
+        solver: str = "gd",
         bounds: Bounds | tuple[float, float] | None = None,
         random_state: int | np.random.Generator | None = None,
     ) -> None:
@@ -115,17 +124,26 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
         self.param_bound = param_bound
         self.C = C
         self.n_owners = n_owners
+        self.solver = solver
         self.bounds = bounds
         self.random_state = random_state
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         X, y_idx, classes, bounds = _fit_inputs(self, X, y)
         k = classes.shape[0]
-        if self.n_owners > X.shape[0]:
-            raise ConfigError(f"n_owners={self.n_owners} exceeds the {X.shape[0]} rows; every owner needs a row")
+        n_owners = X.shape[0] if self.n_owners is None else self.n_owners
+        if n_owners > X.shape[0]:
+            raise ConfigError(f"n_owners={n_owners} exceeds the {X.shape[0]} rows; every owner needs a row")
         rng = resolve_rng(self.random_state)
+        parts = np.array_split(rng.permutation(X.shape[0]), n_owners)
+        if self.solver == "gd":
+            gd = LdpGradientDescent(
+                epsilon=float(self.epsilon), n_classes=k, bounds=bounds, mechanism=self.mechanism,
+                param_bound=float(self.param_bound),
+            )  # fmt: skip
+            model = gd.fit(X, y_idx, owners=None if n_owners == X.shape[0] else parts, rng=rng)
+            return self._fitted(model, classes, bounds)
         mech = make_mechanism(self.mechanism, epsilon=float(self.epsilon), d=n_parameters(k, X.shape[1]))
-        parts = np.array_split(rng.permutation(X.shape[0]), self.n_owners)
         reports = np.stack(
             [
                 lr_share(
@@ -137,7 +155,11 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
                 for idx in parts
             ]
         )
-        model = lr_aggregate(reports, param_bound=self.param_bound, n_classes=k, bounds=bounds)
+        return self._fitted(
+            lr_aggregate(reports, param_bound=self.param_bound, n_classes=k, bounds=bounds), classes, bounds
+        )
+
+    def _fitted(self, model: LinearModel, classes: np.ndarray, bounds: Bounds) -> Self:
         self.model_ = LinearModel(model.coef_, model.intercept_, bounds, classes)
         self.coef_, self.intercept_ = model.coef_, model.intercept_
         self.classes_, self.bounds_ = classes, bounds
@@ -169,8 +191,9 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
         Row-level budget (``inf``: no perturbation, equals scikit-learn's ``NearestCentroid``).
     mechanism : {"pm", "duchi", "laplace"}
         Feature mechanism; "pm" is Alg. 4 with PM (SPEC §3.2), the paper's choice.
-    labels : {"clear", "rr"}
-        How labels travel (see :func:`split_label_budget`).
+    labels : {"rr", "clear"}
+        How labels travel (see :func:`split_label_budget`): ``"rr"`` (default, as the CLI) by randomized
+        response; ``"clear"`` is the paper's scheme, the label unprotected.
     label_fraction : float in (0, 1)
         Share of ε for the labels under ``"rr"``.
     bounds : Bounds or (lo, hi)
@@ -197,8 +220,8 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
         self,
         epsilon: float = 1.0,
         mechanism: str = "pm",
-        labels: str = "clear",
-        label_fraction: float = 0.2,
+        labels: str = "rr",
+        label_fraction: float = LABEL_FRACTION,
         bounds: Bounds | tuple[float, float] | None = None,
         random_state: int | np.random.Generator | None = None,
     ) -> None:
@@ -221,7 +244,7 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
         share = ncc_share(X, y_idx, bounds=bounds, mechanism=mech, label_rr=rr, rng=rng)
         self.centroids_ = ncc_centroids(share, n_classes=classes.shape[0], bounds=bounds, label_rr=rr)
         self.classes_ = classes
-        self.model_ = NearestCentroidModel(self.centroids_, classes)
+        self.model_ = NearestCentroidModel(self.centroids_, classes, bounds=bounds)  # scale-aware (issue 22)
         self.bounds_ = bounds
         self.epsilon_features_, self.epsilon_labels_ = eps_f, eps_l
         return self
@@ -233,8 +256,9 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
         """Class probabilities (n, K) in the order of ``classes_``: the softmax of minus half the
-        squared Euclidean distance to each centroid (classes as unit-variance Gaussians around
-        the centroids, as scikit-learn's ``NearestCentroid.predict_proba``; the argmax is :meth:`predict`)."""
+        squared Euclidean distance to each centroid in the bounds' unit space (classes as unit-variance
+        Gaussians around the centroids, as scikit-learn's ``NearestCentroid.predict_proba``; the argmax is
+        :meth:`predict`)."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64)
-        return _softmax(-0.5 * ((X[:, None, :] - self.centroids_[None, :, :]) ** 2).sum(axis=2))
+        return _softmax(-0.5 * self.model_.squared_distances(X))

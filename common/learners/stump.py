@@ -23,20 +23,36 @@ from privfed.common.errors import ConfigError
 from privfed.common.validation import check_int
 
 
-def thresholds(bounds: Bounds, n_bins: int) -> np.ndarray:
-    """Data-independent thresholds ``theta[j, b-1] = lo_j + b (hi_j - lo_j) / B``, b = 1..B-1 (SPEC §6).
+def thresholds(bounds: Bounds, n_bins: int, split_points: Any = None) -> np.ndarray:
+    """The stumps' thresholds ``theta[j, b-1]``, b = 1..B-1: ``split_points`` when given, else the
+    data-independent ``lo_j + b (hi_j - lo_j) / B`` (SPEC §6).
+
+    ``split_points`` (d, B - 1) are public thresholds chosen before the run, e.g. LDP quantiles
+    (:mod:`privfed.common.learners.split_points`); each row must be finite and inside the bounds.
 
     Returns
     -------
     ndarray (d, B - 1)
     """
     n_bins = check_int(n_bins, name="n_bins", minimum=2)
+    if split_points is not None:
+        return check_split_points(split_points, bounds, n_bins)
     b = np.arange(1, n_bins)
     return bounds.lo[:, None] + b[None, :] * (bounds.hi - bounds.lo)[:, None] / n_bins
 
 
-def binarize(X: Any, bounds: Bounds, n_bins: int) -> np.ndarray:
-    """Binary attributes ``1[x_j >= theta_{j,b}]``, column ``a = j (B - 1) + (b - 1)``.
+def check_split_points(split_points: Any, bounds: Bounds, n_bins: int) -> np.ndarray:
+    """``split_points`` as a (d, B - 1) float array of finite thresholds inside the bounds, or ConfigError."""
+    sp = np.asarray(split_points, dtype=np.float64)
+    if sp.shape != (bounds.d, n_bins - 1) or not np.all(np.isfinite(sp)):
+        raise ConfigError(f"split points must be ({bounds.d}, {n_bins - 1}) finite thresholds, got shape {sp.shape}")
+    if np.any(sp < bounds.lo[:, None]) or np.any(sp > bounds.hi[:, None]):
+        raise ConfigError("split points must lie inside the public bounds of their features")
+    return sp
+
+
+def binarize(X: Any, bounds: Bounds, n_bins: int, split_points: Any = None) -> np.ndarray:
+    """Binary attributes ``1[x_j >= theta_{j,b}]``, column ``a = j (B - 1) + (b - 1)`` (:func:`thresholds`).
 
     Returns
     -------
@@ -45,7 +61,7 @@ def binarize(X: Any, bounds: Bounds, n_bins: int) -> np.ndarray:
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
     if X.shape[1] != bounds.d:
         raise ConfigError(f"rows have {X.shape[1]} features but the bounds describe {bounds.d}")
-    return (X[:, :, None] >= thresholds(bounds, n_bins)[None, :, :]).reshape(X.shape[0], -1)
+    return (X[:, :, None] >= thresholds(bounds, n_bins, split_points)[None, :, :]).reshape(X.shape[0], -1)
 
 
 def check_rows(y: Any, w: Any, n: int, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -148,7 +164,7 @@ def table_errors(tables: Any) -> np.ndarray:
     return 1.0 - correct / total if total > 0 else np.full(tables.shape[0], np.nan)
 
 
-def select_stump(tables: Any, *, bounds: Bounds, n_bins: int) -> Stump:
+def select_stump(tables: Any, *, bounds: Bounds, n_bins: int, split_points: Any = None) -> Stump:
     """Coordinator side: the stump with minimal misclassification error (SPEC §6).
 
     Ties go to the lowest attribute, then the lowest threshold (the lowest flat index
@@ -161,6 +177,8 @@ def select_stump(tables: Any, *, bounds: Bounds, n_bins: int) -> Stump:
         Summed cross tables (exact, or :func:`stump_aggregate` output).
     bounds : Bounds
     n_bins : int >= 2
+    split_points : array (d, B - 1), optional
+        Public thresholds (:func:`thresholds`); default the equal-width ones.
     """
     tables = np.asarray(tables, dtype=np.float64)
     n_bins = check_int(n_bins, name="n_bins", minimum=2)
@@ -176,7 +194,7 @@ def select_stump(tables: Any, *, bounds: Bounds, n_bins: int) -> Stump:
     return Stump(
         attribute=j,
         threshold_index=b + 1,
-        threshold=float(thresholds(bounds, n_bins)[j, b]),
+        threshold=float(thresholds(bounds, n_bins, split_points)[j, b]),
         leaves=(int(leaves[0]), int(leaves[1])),
         error=float(errors[a]),
     )

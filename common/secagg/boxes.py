@@ -17,7 +17,9 @@ issue's ``sorted(ids)`` concatenated without lengths would be ambiguous) and sea
 AES-256-GCM. The associated data binds ``(session_id, sender, recipient, kind, seq)``
 (:class:`AadFields`), so the relay cannot redirect a ciphertext to another party, move it to
 another session or message slot, or replay it as a different step undetected. The session id
-is also the HKDF salt, so keys differ per session as well.
+is also the HKDF salt, so keys differ per session as well. A box bound to a secret of one
+session (:meth:`Box.bound_to`) takes ``X25519(sk_own, pk_peer) ‖ lp(secret)`` as the HKDF input:
+only a party holding both can open it.
 
 Nonces are 96 random bits from :mod:`secrets`, sent in front of the ciphertext. A counter
 would need state shared by both directions (the key is symmetric) and kept across crashes;
@@ -343,6 +345,21 @@ class Box:
         node that holds both owners' keys, one X25519 exchange per pair instead of two."""
         box = object.__new__(Box)
         box.own_id, box.peer_id, box._shared, box._info = self.peer_id, self.own_id, self._shared, self._info
+        return box
+
+    def bound_to(self, secret: bytes) -> Box:
+        """The same channel keyed also by ``secret``, a value both ends derive for one session only.
+
+        Its keys are HKDF over ``X25519(sk_own, pk_peer) ‖ lp(secret)``: opening a message needs
+        both owners' long-lived box key agreement *and* ``secret``. The pairwise-mask secure sum
+        binds its sealed shares to the session's pair key this way, so a party that re-keys the
+        session (a fresh mask key, hence another pair key) cannot open what was sealed before.
+        """
+        if not isinstance(secret, bytes) or not 16 <= len(secret) <= MAX_ID_BYTES:
+            raise LocalProtocolError(f"a box binding is 16..{MAX_ID_BYTES} bytes, got {secret!r:.20}")
+        box = object.__new__(Box)
+        box.own_id, box.peer_id, box._info = self.own_id, self.peer_id, self._info
+        box._shared = self._shared + _lp(secret)
         return box
 
     def _aead(self, session_id: str, error: type[Exception]) -> AESGCM:

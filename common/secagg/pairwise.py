@@ -19,10 +19,13 @@ Once per run (the run's *key agreement*):
    ``k_{u,v}`` from ``X25519(s_u^SK, s_v^PK)``, draws one self-mask seed ``b_u^r`` per round of
    the run from :mod:`secrets`, and sends each of its ``k`` neighbours Shamir ``t``-of-``k``
    shares of ``s_u^SK`` and of every ``b_u^r``, sealed end-to-end in the
-   :class:`~privfed.common.secagg.boxes.Box` of ``(u, v)`` (the owners' long-lived, separately
-   signed box keys: revealing a dropped owner's ``s^SK`` must not open its mail, Bonawitz §4);
-   the coordinator only forwards them. Sharing every round's seed up front keeps a round to two
-   messages per owner.
+   :class:`~privfed.common.secagg.boxes.Box` of ``(u, v)`` bound to ``k_{u,v}``
+   (:meth:`~privfed.common.secagg.boxes.Box.bound_to`): opening needs the owners' long-lived,
+   separately signed box keys (revealing a dropped owner's ``s^SK`` must not open its mail,
+   Bonawitz §4) *and* the session's mask key of the recipient (a neighbour keyed again for the
+   session, or a node restarted with the same box key, cannot open shares sealed to its first
+   mask key); the coordinator only forwards them. Sharing every round's seed up front keeps a
+   round to two messages per owner.
 
 Per secure-sum round ``r`` (strictly increasing, below the number of rounds shared for):
 
@@ -41,6 +44,13 @@ Per secure-sum round ``r`` (strictly increasing, below the number of rounds shar
    neighbours (its own self-mask could not be recovered; answering would only leak). An owner
    that survived an unmasked round and drops later is therefore not recovered: the coordinator
    runs the round again without it (:meth:`~privfed.common.secagg.aggregator.SecAggServer.on_masked`).
+
+**Keyed once.** That memory of what was revealed is one machine's, so it only protects an owner
+if each neighbour holds one machine per run for the run's whole life. A node refuses a second
+step 0 for a run it keyed (``privfed.owner.secagg``), and shares are sealed to the recipient's
+mask key of the run (step 1), so even a machine made anew for the run (a node that forgot the
+run) cannot open what its predecessor was sent: a coordinator cannot collect ``t`` key shares of
+an owner whose self-mask shares it holds by keying neighbours again (issue 20, finding 3).
 
 **Inputs are releases.** A secure sum hides a contribution from the coordinator only while
 enough neighbours are honest; a coordinator that controls the graph's neighbourhoods or drops
@@ -208,7 +218,7 @@ class SecAggOwner:
             except ValueError as exc:
                 raise RemoteProtocolError(f"unusable mask key of {v!r}: {exc}") from exc
             self._pair_keys[v] = pair_key(agreed, self.run_id, self.owner_id, v)
-            self._boxes[v] = self._box_for(v)
+            self._boxes[v] = self._box_for(v).bound_to(self._pair_keys[v])  # module docstring, step 1
         self._seeds = [secrets.token_bytes(shamir.SECRET_BYTES) for _ in range(msg.rounds)]
         xs = range(1, len(self.neighbours) + 1)
         split = [shamir.split(secret, xs, self.threshold) for secret in [secret_bytes_of(self._mask_key), *self._seeds]]

@@ -14,4 +14,7 @@ EXPERIMENTS = {
     "lr-epsilon": "privfed.deploy.experiments.ldp_models",
     "ncc-epsilon": "privfed.deploy.experiments.ldp_models",
     "mechanism-mse": "privfed.deploy.experiments.ldp_models",
+    "select-map": "privfed.deploy.experiments.map_selection",
+    "pca-svm": "privfed.deploy.experiments.baselines",
+    "tabular": "privfed.deploy.experiments.tabular",
 }

@@ -11,12 +11,15 @@ lr-epsilon (Fig. 3)
     Every owner fits its L2-regularised local LR (``--C``) on its rows, clips the parameters to
     the public ``--param-bound`` and perturbs the vector once with PM (Alg. 4), Duchi or Laplace
     at ε (:func:`lr_share`); the coordinator averages (eq. 4, :func:`lr_aggregate`). Test accuracy
-    per ε and mechanism, mean ± sd over ``--runs`` runs (noise seeds), with the non-private line
-    (the same average without noise) and chance.
+    per ε and mechanism, mean ± sd and the per-run values over ``--runs`` runs, with the non-private
+    line (the same average without noise) and chance. Every run draws a fresh stratified train/test
+    split and a fresh partition into owners (seed ``--seed`` + run) and fresh noise, so the per-run
+    values are independent and ``privfed reproduce`` puts confidence intervals on them.
 ncc-epsilon (§3.5.1)
     Every row perturbed once at ε by the mechanism, its label by k-ary randomized response with
-    20 % of ε (``labels="rr"``; the paper sends labels in the clear); centroids from the debiased
-    class sums (:func:`ncc_centroids`).
+    20 % of ε (``--labels rr``, default), or sent in the clear at the whole ε for the features
+    (``--labels clear``, the paper's, not private); centroids from the debiased class sums
+    (:func:`ncc_centroids`).
 mechanism-mse (Table II)
     The local LR parameter vectors of lr-epsilon, clipped and scaled to ``[-1, 1]^p``, perturbed
     by each mechanism; MSE (per parameter, in parameter units, i.e. times ``param_bound^2``) of the
@@ -42,7 +45,8 @@ with raw pixels: 0.09-0.13 for every mechanism up to ε = 9). Three causes, in o
 With 800 owners and 500 parameters the mean remains noisy at any ε the paper plots; the
 synthetic set (20 features, ``p = 21``, 10^4 owners) shows the rise with ε cleanly.
 
-Measured (2 cores; mean over runs; ε = 1 / 3 / 5 / 7 / 9):
+Measured (2 cores; mean over runs; ε = 1 / 3 / 5 / 7 / 9; before runs drew fresh splits, so
+these varied the noise only):
 
 * ``mechanism-mse --runs 5`` (MNIST pooled, 800 x 5, p = 500, param_bound 0.25): PM 0.167 /
   0.0166 / 0.0115 / 0.0070 / 0.0056, Duchi 0.300 / 0.078 / 0.062 / 0.063 / 0.057, Laplace 153 /
@@ -74,7 +78,7 @@ from privfed.common.learners.ncc import NearestCentroidModel, ncc_centroids, ncc
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, estimate_mean, make_mechanism
 from privfed.deploy.cli import epsilon_list
 from privfed.deploy.experiments.boosting import out_dir, pooled_mnist, write_report
-from privfed.server.report import plot_lines
+from privfed.server.report import accuracy_warning, plot_lines
 
 NAMES = ("lr-epsilon", "ncc-epsilon", "mechanism-mse")
 DATASETS = ("mnist", "synthetic")
@@ -107,26 +111,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--pool", type=int, choices=(4, 7), default=4, help="mnist: mean-pool 4x4 (49 features) or 7x7 (16)"
     )
     parser.add_argument("--C", type=float, default=1.0, help="local LR inverse regularisation (default 1)")
-    parser.add_argument("--runs", type=int, default=5, help="noise repetitions (default 5)")
+    parser.add_argument(
+        "--runs", type=int, default=5, help="runs, each on a fresh split and partition (seed --seed + run; default 5)"
+    )
+    parser.add_argument(
+        "--labels",
+        choices=("rr", "clear"),
+        default="rr",
+        help="ncc-epsilon: labels by k-ary randomized response at 0.2 of eps (default) or the paper's clear "
+        "labels (not private)",
+    )
     parser.add_argument("--seed", type=int, default=0)
 
 
-def _data(args: argparse.Namespace) -> tuple[Dataset, Dataset, list[np.ndarray]]:
+def _data(args: argparse.Namespace, seed: int) -> tuple[Dataset, Dataset, list[np.ndarray]]:
+    """The split and the owners of one run (``seed`` = ``--seed`` + run): a fresh stratified
+    train/test split and a fresh partition of the training rows every run."""
     owners = args.owners or (800 if args.dataset == "mnist" else 10000)
     k = args.rows_per_owner or (5 if args.dataset == "mnist" else 1)
     if owners < 1 or k < 1:
         raise ConfigError(f"--owners and --rows-per-owner must be >= 1, got {owners} and {k}")
     if args.dataset == "mnist":
         ds = pooled_mnist(load_builtin("mnist5k"), factor=args.pool)
-        test_fraction = 0.2
-    else:
-        n = owners * k
-        ds = load_builtin("synthetic", n_samples=round(n / 0.8), seed=args.seed)
-        test_fraction = 0.2
-    train, test = train_test_split(ds, test_fraction=test_fraction, seed=args.seed)
+    else:  # the synthetic set is drawn once (--seed); its split changes every run
+        ds = load_builtin("synthetic", n_samples=round(owners * k / 0.8), seed=args.seed)
+    train, test = train_test_split(ds, test_fraction=0.2, seed=seed)
     if owners * k > train.n:
         raise ConfigError(f"{owners} owners x {k} rows exceed the {train.n} training rows of {args.dataset}")
-    parts = partition(train.n, owners, seed=args.seed, sizes=[k] * owners)
+    parts = partition(train.n, owners, seed=seed, sizes=[k] * owners)
     return train, test, parts
 
 
@@ -141,53 +153,81 @@ def local_models(train: Dataset, parts: list[np.ndarray], C: float, param_bound:
     return clip_parameters(np.stack(thetas), param_bound) / param_bound
 
 
-def _lr(args: argparse.Namespace, train: Dataset, test: Dataset, parts: list[np.ndarray]) -> dict[str, Any]:
+def _lr(args: argparse.Namespace, train: Dataset, test: Dataset, parts: list[np.ndarray], r: int) -> dict[str, float]:
+    """One run of lr-epsilon: the non-private average and one noisy average per mechanism and ε."""
     t = local_models(train, parts, args.C, args.param_bound)
     agg = dict(param_bound=args.param_bound, n_classes=train.n_classes, bounds=train.bounds)
-    out: dict[str, Any] = {"non_private": lr_aggregate(t, **agg).score(test.X, test.y), "accuracy": {}}
+    out = {"non_private": lr_aggregate(t, **agg).score(test.X, test.y)}
     for mi, mech in enumerate(args.mechanisms):
         for ei, eps in enumerate(args.epsilon):
             m = make_mechanism(mech, epsilon=eps, d=t.shape[1])
-            acc = [lr_aggregate(m.privatize(t, _rng(args.seed, mi, ei, r)), **agg).score(test.X, test.y)
-                   for r in range(args.runs)]  # fmt: skip
-            out["accuracy"][f"{mech}@{eps:g}"] = {"mean": float(np.mean(acc)), "sd": float(np.std(acc))}
+            out[f"{mech}@{eps:g}"] = lr_aggregate(m.privatize(t, _rng(args.seed, mi, ei, r)), **agg).score(
+                test.X, test.y
+            )
     return out
 
 
-def _ncc(args: argparse.Namespace, train: Dataset, test: Dataset, parts: list[np.ndarray]) -> dict[str, Any]:
+def _ncc(args: argparse.Namespace, train: Dataset, test: Dataset, parts: list[np.ndarray], r: int) -> dict[str, float]:
+    """One run of ncc-epsilon: exact centroids, and centroids from rows perturbed per mechanism and ε
+    with the labels of ``--labels`` (rr: k-RR at 0.2 of ε; clear: the paper's, unprotected)."""
     rows = np.concatenate(parts)
     X, y, K = train.X[rows], train.y[rows], train.n_classes
     exact = ncc_centroids(
         ncc_share(X, y, bounds=train.bounds, mechanism=make_mechanism("pm", epsilon=math.inf, d=train.d),
-                  rng=_rng(args.seed)),
+                  rng=_rng(args.seed, r)),
         n_classes=K, bounds=train.bounds,
     )  # fmt: skip
-    out: dict[str, Any] = {"non_private": NearestCentroidModel(exact).score(test.X, test.y), "accuracy": {}}
+    out = {"non_private": NearestCentroidModel(exact).score(test.X, test.y)}
     for mi, mech in enumerate(args.mechanisms):
         for ei, eps in enumerate(args.epsilon):
-            eps_x, eps_y = split_label_budget(eps, "rr")
+            eps_x, eps_y = split_label_budget(eps, args.labels)
             m = make_mechanism(mech, epsilon=eps_x, d=train.d)
-            rr = KaryRandomizedResponse(epsilon=eps_y, n_classes=K) if math.isfinite(eps_y) else None
-            acc = []
-            for r in range(args.runs):
-                share = ncc_share(X, y, bounds=train.bounds, mechanism=m, label_rr=rr, rng=_rng(args.seed, mi, ei, r))
-                centroids = ncc_centroids(share, n_classes=K, bounds=train.bounds, label_rr=rr)
-                acc.append(NearestCentroidModel(centroids).score(test.X, test.y))
-            out["accuracy"][f"{mech}@{eps:g}"] = {"mean": float(np.mean(acc)), "sd": float(np.std(acc))}
+            rr = KaryRandomizedResponse(epsilon=eps_y, n_classes=K) if args.labels == "rr" else None
+            share = ncc_share(X, y, bounds=train.bounds, mechanism=m, label_rr=rr, rng=_rng(args.seed, mi, ei, r))
+            centroids = ncc_centroids(share, n_classes=K, bounds=train.bounds, label_rr=rr)
+            out[f"{mech}@{eps:g}"] = NearestCentroidModel(centroids).score(test.X, test.y)
     return out
 
 
-def _mse(args: argparse.Namespace, train: Dataset, test: Dataset, parts: list[np.ndarray]) -> dict[str, Any]:
+def _mse(args: argparse.Namespace, train: Dataset, test: Dataset, parts: list[np.ndarray], r: int) -> dict[str, float]:
+    """One run of mechanism-mse: the squared error of each mechanism's mean, per parameter."""
     t = local_models(train, parts, args.C, args.param_bound)
     truth = t.mean(axis=0)
-    out: dict[str, Any] = {"p": int(t.shape[1]), "mse": {}}
+    out = {"p": float(t.shape[1])}
     for mi, mech in enumerate(args.mechanisms):
         for ei, eps in enumerate(args.epsilon):
             m = make_mechanism(mech, epsilon=eps, d=t.shape[1])
-            mse = [float(np.mean((estimate_mean(m.privatize(t, _rng(args.seed, mi, ei, r))) - truth) ** 2))
-                   * args.param_bound**2 for r in range(args.runs)]  # fmt: skip
-            out["mse"][f"{mech}@{eps:g}"] = {"mean": float(np.mean(mse)), "sd": float(np.std(mse))}
+            noisy = estimate_mean(m.privatize(t, _rng(args.seed, mi, ei, r)))
+            out[f"{mech}@{eps:g}"] = float(np.mean((noisy - truth) ** 2)) * args.param_bound**2
     return out
+
+
+def _stats(values: list[float]) -> dict[str, Any]:
+    return {"mean": float(np.mean(values)), "sd": float(np.std(values)), "values": [float(v) for v in values]}
+
+
+def _runs(args: argparse.Namespace) -> tuple[dict[str, Any], Dataset, list[np.ndarray]]:
+    """Every run on its own split (seed ``--seed + r``); each number as mean, sd and per-run values."""
+    step = {"lr-epsilon": _lr, "ncc-epsilon": _ncc, "mechanism-mse": _mse}[args.experiment]
+    key = "mse" if args.experiment == "mechanism-mse" else "accuracy"
+    per_run: dict[str, list[float]] = {}
+    for r in range(args.runs):
+        train, test, parts = _data(args, args.seed + r)
+        for name, value in step(args, train, test, parts, r).items():
+            per_run.setdefault(name, []).append(float(value))
+        if key == "accuracy":
+            per_run.setdefault("majority", []).append(float(np.bincount(test.y).max() / test.n))
+            per_run.setdefault("test_rows", []).append(float(test.n))
+    extra = {n: per_run.pop(n) for n in ("non_private", "p", "majority", "test_rows") if n in per_run}
+    results: dict[str, Any] = {key: {n: _stats(v) for n, v in per_run.items()}}
+    if "non_private" in extra:
+        results["non_private"] = _stats(extra["non_private"])
+    if "majority" in extra:
+        results["majority"] = _stats(extra["majority"])
+        results["test_rows"] = int(min(extra["test_rows"]))
+    if "p" in extra:
+        results["p"] = int(extra["p"][0])
+    return results, train, parts
 
 
 def run(args: argparse.Namespace) -> Path:
@@ -202,9 +242,7 @@ def run(args: argparse.Namespace) -> Path:
     args.epsilon = [e for e in args.epsilon if math.isfinite(e)]  # the non-private line is always drawn
     run_dir = out_dir(args.out)
     start = time.perf_counter()
-    train, test, parts = _data(args)
-    step = {"lr-epsilon": _lr, "ncc-epsilon": _ncc, "mechanism-mse": _mse}[args.experiment]
-    results = step(args, train, test, parts)
+    results, train, parts = _runs(args)
     key = "mse" if args.experiment == "mechanism-mse" else "accuracy"
     print(f"{args.experiment}: {train.name}, {len(parts)} owners x {len(parts[0])} rows, {key} (mean ± sd, "
           f"{args.runs} runs)")  # fmt: skip
@@ -212,11 +250,26 @@ def run(args: argparse.Namespace) -> Path:
     for mech in args.mechanisms:
         cells = [results[key][f"{mech}@{e:g}"] for e in args.epsilon]
         print(f"{mech:<8}" + "".join(f"{c['mean']:>11.4g} ± {c['sd']:<5.2g}" for c in cells))
+    warnings = []
     if "non_private" in results:
-        print(f"non-private {results['non_private']:.3f}, chance {1 / train.n_classes:.3f}")
+        majority = results["majority"]["mean"]
+        print(
+            f"non-private {results['non_private']['mean']:.3f}, chance {1 / train.n_classes:.3f}, "
+            f"majority class {majority:.3f}"
+        )
+        for cell_key, cell in results[key].items():  # issue 22: no silent failure
+            mech, eps = cell_key.split("@")
+            text = accuracy_warning(
+                float(eps), cell["mean"], majority, results["test_rows"], cell["sd"] / math.sqrt(args.runs)
+            )
+            if text:
+                warnings.append(f"{mech}: {text}")
+                print(warnings[-1])
     series = {m: [results[key][f"{m}@{e:g}"]["mean"] for e in args.epsilon] for m in args.mechanisms}
     errors = {m: [results[key][f"{m}@{e:g}"]["sd"] for e in args.epsilon] for m in args.mechanisms}
-    hlines = {"non-private": results["non_private"], "chance": 1.0 / train.n_classes} if key == "accuracy" else None
+    hlines = (
+        {"non-private": results["non_private"]["mean"], "chance": 1.0 / train.n_classes} if key == "accuracy" else None
+    )
     plot_lines(
         run_dir / f"{args.experiment}.png",
         args.epsilon,
@@ -228,6 +281,7 @@ def run(args: argparse.Namespace) -> Path:
         hlines=hlines,
     )
     summary = {"dataset": train.name, "n_owners": len(parts), "chance": 1 / train.n_classes, **results}
+    summary["warnings"] = warnings
     write_report(run_dir, args, PAPER[args.experiment], start, summary)
     print(f"wrote {run_dir}")
     return run_dir

@@ -9,7 +9,13 @@ import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import RoundFailed
-from privfed.common.learners.ncc import NccShare, NearestCentroidModel, ncc_centroids, split_label_budget
+from privfed.common.learners.ncc import (
+    LABEL_FRACTION,
+    NccShare,
+    NearestCentroidModel,
+    ncc_centroids,
+    split_label_budget,
+)
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse
 from privfed.common.messages import NccShareReply, NccShareTask, Result, Task
 from privfed.common.validation import check_choice
@@ -26,7 +32,7 @@ class NccStrategy(SingleRound):
     n_classes: int
     bounds: Bounds
     labels: str = "rr"  # private by default; "clear" is answered only by owners that opted in (contract 6)
-    label_fraction: float = 0.2
+    label_fraction: float = LABEL_FRACTION
 
     def __post_init__(self) -> None:
         check_choice(self.mechanism, name="mechanism", allowed=MECHANISMS)
@@ -54,4 +60,4 @@ class NccStrategy(SingleRound):
             else None
         )
         centroids = ncc_centroids(shares, n_classes=self.n_classes, bounds=self.bounds, label_rr=label_rr)
-        return NearestCentroidModel(centroids, np.arange(self.n_classes))
+        return NearestCentroidModel(centroids, np.arange(self.n_classes), bounds=self.bounds)  # scale-aware (issue 22)

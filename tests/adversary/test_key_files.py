@@ -57,13 +57,15 @@ else:   # the compose path: CA + coordinator pair, then an owner makes its own k
     import threading
     from pathlib import Path
     from privfed.deploy import enroll
+    from privfed.deploy.owner_entry import claim_slot
     root_p = Path(out)
     enroll.init(root_p / "pki", root_p / "coordinator", root_p / "exchange")
+    _, lock = claim_slot(root_p / "exchange" / "slots", 1)
     box = {}
     t = threading.Thread(target=lambda: box.setdefault("dir", enroll.enroll(
-        root_p / "exchange", root_p / "tls", "owner-0", timeout=60)))
+        root_p / "exchange", root_p / "tls", "owner-0", lock, timeout=60)))
     t.start()
-    enroll.sign(root_p / "pki", root_p / "exchange", ["owner-0"], timeout=60)
+    enroll.sign(root_p / "pki", root_p / "exchange", root_p / "exchange" / "slots", 1, timeout=60)
     t.join()
     code = 0 if "dir" in box else 1
 hook("end", ())
@@ -143,3 +145,52 @@ def test_compose_mounts_the_ca_only_into_certificate_services():
         assert "pki" not in mounts and "certs" not in mounts, f"service {name} mounts {mounts}"
         checked.append(name)
     assert any("coordinator" in n for n in checked) and any("owner" in n for n in checked), checked
+
+
+# ---- issue 20, item 9: ledgers and journals --------------------------------------------------
+HOOKED_STORES = r"""
+import json, os, sys
+out, report = sys.argv[1], sys.argv[2]
+os.umask(0o022)
+from privfed.common.ledger import Ledger
+from privfed.server.journal import Journal
+seen, busy = {}, []
+
+def hook(event, args):
+    if busy:  # listing the directory raises audit events of its own
+        return
+    busy.append(1)
+    try:
+        for entry in os.scandir(out):
+            seen.setdefault(entry.name, set()).add(entry.stat(follow_symlinks=False).st_mode & 0o777)
+    except FileNotFoundError:  # a -journal file deleted while listing
+        pass
+    finally:
+        busy.clear()
+
+sys.addaudithook(hook)
+with Ledger(os.path.join(out, "owner-0.sqlite"), epsilon_budget=1.0) as ledger:
+    ledger.debit("owner-0.o00000", 0.1, purpose="test", release_id="r-0")
+    hook("open", ())  # while open: the -wal and -shm files exist
+with Journal(os.path.join(out, "journal.sqlite")) as journal:
+    journal.begin(fingerprint="f", owner_ids=["owner-0.o00000"], run_id="run", resume=False)
+    hook("open", ())
+hook("end", ())
+with open(report, "w") as f:
+    json.dump({name: sorted(modes) for name, modes in seen.items()}, f)
+"""
+
+
+def test_ledger_and_journal_files_are_0600_from_creation(tmp_path):
+    """A ledger records which releases an owner made and a journal the coordinator's rounds: with
+    umask 022 SQLite would create both (and the ledger's -wal and -shm files) 0644."""
+    out, report = tmp_path / "stores", tmp_path / "report.json"
+    out.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-c", HOOKED_STORES, str(out), str(report)], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(report.read_text())
+    assert {"owner-0.sqlite", "owner-0.sqlite-wal", "owner-0.sqlite-shm", "journal.sqlite"} <= set(seen), seen
+    readable = {name: [oct(m) for m in modes] for name, modes in seen.items() if any(m & 0o077 for m in modes)}
+    assert not readable, f"readable by group or others at some point: {readable}"

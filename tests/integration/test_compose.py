@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -24,9 +25,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from privfed.common.errors import ConfigError
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
+from privfed.deploy.certs import load_ca
 from privfed.deploy.cli import TASK_CHOICES
 from privfed.deploy.compose_env import ComposeProject, dockerfile_defaults, interpolate
-from privfed.deploy.enroll import enroll, init, sign
+from privfed.deploy.enroll import SOCKET, Refused, answer, enroll, init, sign
 from privfed.deploy.owner_entry import check_partition, claim_slot, slot_ranges
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,14 +174,19 @@ def assert_each_service_reaches_only_its_own_keys(p: ComposeProject, root: Path,
 
 def test_enrolment_gives_each_owner_a_certificate_for_its_own_key(tmp_path):
     pki, coord, exchange, tls = (tmp_path / d for d in ("pki", "coordinator-tls", "enroll", "tls"))
+    slots = exchange / "slots"
     init(pki, coord, exchange, sans=["coordinator-lr"])
     ca = (pki / "ca" / "ca.pem").read_bytes()
     assert sorted(p.name for p in coord.iterdir()) == ["ca.pem", "coordinator-key.pem", "coordinator.pem"]
     assert not (pki / "coordinator").exists() and _private_keys([exchange]) == set()
-    (exchange / "issued" / "owner-0.pem").write_bytes((coord / "coordinator.pem").read_bytes())  # stale
-    signer = threading.Thread(target=sign, args=(pki, exchange, ["owner-0", "owner-1"]), kwargs={"timeout": 60})
+    signer = threading.Thread(target=sign, args=(pki, exchange, slots, 2), kwargs={"timeout": 60})
     signer.start()
-    dirs = [enroll(exchange, tls, f"owner-{i}", timeout=60) for i in (1, 0)]
+    claims = [claim_slot(slots, 2) for _ in range(2)]
+    try:
+        dirs = [enroll(exchange, tls, f"owner-{i}", fd, timeout=60) for i, fd in reversed(claims)]
+    finally:
+        for _, fd in claims:
+            os.close(fd)
     signer.join(60)
     assert not signer.is_alive()  # exits once every slot is signed
     for d, i in zip(dirs, (1, 0)):
@@ -193,20 +200,26 @@ def test_enrolment_gives_each_owner_a_certificate_for_its_own_key(tmp_path):
     before = (coord / "coordinator-key.pem").read_bytes()
     init(pki, coord, exchange, sans=["coordinator-lr"])
     assert (coord / "coordinator-key.pem").read_bytes() == before and (pki / "ca" / "ca.pem").read_bytes() == ca
-    assert list((exchange / "requests").iterdir()) == list((exchange / "issued").iterdir()) == []
+    assert not (exchange / SOCKET).exists()
 
 
 def test_signer_refuses_a_bad_request_and_names_the_slots_it_waited_for(tmp_path):
     pki, exchange = tmp_path / "pki", tmp_path / "enroll"
     init(pki, tmp_path / "coordinator-tls", exchange)
     with pytest.raises(ConfigError, match="owner-1"):
-        sign(pki, exchange, ["owner-0", "owner-1"], timeout=0.0)
+        sign(pki, exchange, exchange / "slots", 2, timeout=0.0)
+    slot, lock = claim_slot(exchange / "slots", 1)
     key = ec.generate_private_key(ec.SECP384R1())  # not the federation's curve
     csr = x509.CertificateSigningRequestBuilder().subject_name(x509.Name([])).sign(key, hashes.SHA256())
-    (exchange / "requests" / "owner-0.csr").write_bytes(csr.public_bytes(serialization.Encoding.PEM))
-    with pytest.raises(ConfigError, match="P-256"):
-        sign(pki, exchange, ["owner-0"], timeout=1.0)
-    assert list((exchange / "issued").iterdir()) == []
+    client, server = socket.socketpair(socket.AF_UNIX)
+    with client, server:
+        socket.send_fds(client, [csr.public_bytes(serialization.Encoding.PEM)], [lock])
+        client.shutdown(socket.SHUT_WR)
+        done: set[str] = set()
+        with pytest.raises(Refused, match="P-256"):
+            answer(server, load_ca(pki), exchange / "slots", 1, done)
+        assert client.recv(4096).startswith(b"refused: not a self-signed ECDSA P-256") and done == set()
+    os.close(lock)
 
 
 def test_owner_entry_sets_certs_itself_when_enrolling(tmp_path):

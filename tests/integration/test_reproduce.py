@@ -6,97 +6,57 @@ existing, summary table present)."""
 from __future__ import annotations
 
 import argparse
+import html
 import json
-import math
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from privfed.deploy import reproduce
-from privfed.deploy.reproduce_table import (
-    CLOSE,
-    FAILED,
-    MET,
-    NO_NUMBER,
-    NOT_AVAILABLE,
-    NOT_MET,
-    OK,
-    SECTIONS,
+from privfed.deploy import reproduce, reproduce_pins
+from privfed.deploy.reproduce_rules import (
+    EVERY,
+    OURS,
+    PAPER,
     AtLeast,
-    AtMost,
-    Beats,
-    Near,
+    Claim,
+    Command,
     Quantity,
     Section,
-    check_unique,
+    check_section,
 )
+from privfed.deploy.reproduce_stats import VERDICTS
+from privfed.deploy.reproduce_table import FAILED, NO_NUMBER, NOT_AVAILABLE, OK, SECTIONS, check_unique
 
-VERDICTS = {MET, CLOSE, NOT_MET}
-
-
-# ---------------------------------------------------------------------------- the rules
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [(0.96, MET), (0.95, MET), (0.9, CLOSE), (0.85, CLOSE), (0.84, NOT_MET), ([0.99, 0.8], NOT_MET)],
-)
-def test_at_least_uses_the_worst_value(value: float | list[float], expected: str) -> None:
-    assert AtLeast("x", met=0.95, close=0.85)({"x": value}) == expected
+PINS = Path(__file__).with_name("reproduce_quick_pins.json")
 
 
-@pytest.mark.parametrize(
-    ("value", "expected"), [(0.2, MET), (0.25, MET), (0.28, CLOSE), (0.31, NOT_MET), ([0.1, 0.26], CLOSE)]
-)
-def test_at_most_uses_the_worst_value(value: float | list[float], expected: str) -> None:
-    assert AtMost("x", met=0.25, close=0.30)({"x": value}) == expected
-
-
-@pytest.mark.parametrize(
-    ("a", "b", "expected"),
-    [(0.50, 0.51, MET), (0.50, 0.54, CLOSE), (0.50, 0.60, NOT_MET), ([0.5, 0.5], [0.51, 0.7], NOT_MET), (0.5, [0.51, 0.49], MET)],
-)  # fmt: skip
-def test_near_uses_the_largest_gap(a: float | list[float], b: float | list[float], expected: str) -> None:
-    assert Near("a", "b", met=0.02, close=0.05)({"a": a, "b": b}) == expected
-
-
-def test_beats_compares_every_element_with_every_other() -> None:
-    rule = Beats("pm", ("duchi", "laplace"), close=0.02)
-    assert rule({"pm": [0.8, 0.9], "duchi": [0.7, 0.8], "laplace": [0.1, 0.2]}) == MET
-    assert rule({"pm": [0.8, 0.9], "duchi": [0.81, 0.8], "laplace": [0.1, 0.2]}) == CLOSE
-    assert rule({"pm": [0.8, 0.9], "duchi": [0.7, 0.95], "laplace": [0.1, 0.2]}) == NOT_MET
-    assert rule({"pm": 0.8, "duchi": 0.8, "laplace": 0.1}) == CLOSE  # a tie is not "above"
-    assert rule({"pm": 0.78, "duchi": 0.8, "laplace": 0.1}) == NOT_MET  # 0.02 on the wrong side
-    assert Beats("pm", ("duchi",), close=0.0)({"pm": 0.8, "duchi": 0.8}) == NOT_MET  # no close band
-    lower = Beats("pm", ("laplace",), close=0.0, lower=True)
-    assert lower({"pm": [0.5, 0.01], "laplace": [27.5, 0.33]}) == MET
-    assert lower({"pm": [0.5, 0.5], "laplace": [27.5, 0.33]}) == NOT_MET
-    with pytest.raises(ValueError, match="cannot compare"):
-        rule({"pm": [0.8, 0.9], "duchi": [0.7, 0.8, 0.9], "laplace": 0.1})
-
-
-def test_every_rule_names_quantities_its_section_reads() -> None:
+# ---------------------------------------------------------------------------- the sections
+def test_every_section_is_consistent_and_runs_the_papers_pipeline() -> None:
     check_unique(SECTIONS)
     for s in SECTIONS:
-        labels = {q.label for q in s.quantities}
-        assert set(s.rule.names()) <= labels, s.key
-        assert s.args(False)[0] == "experiment" and s.args(True)[1] == s.experiment, s.key
-        assert s.quote and s.where and s.differences, s.key
+        assert not check_section(s), s.key
+        pipelines = {c.pipeline for c in s.claims}
+        assert PAPER in pipelines, s.key  # the paper's own pipeline is in every section
+        for c in s.claims:
+            if c.pipeline == OURS:
+                assert c.deviations, (s.key, c.text)  # ours always says how it differs
+        for cmd in s.commands:
+            assert cmd.args(False)[0] == "experiment" and cmd.args(True)[1] == cmd.args(False)[1], s.key
+        assert all(q.unit for q in s.quantities), s.key
 
 
-def test_read_path_keys_indices_fan_out_and_difference() -> None:
-    report = {"a": {"x": [1.0, 2.0, 3.0], "m@1": {"v": 0.5}, "m@9": {"v": "inf"}}, "t": {"v": [0.25]}}
-    assert reproduce.read_path(report, ("a", "x", -1)) == 3.0
-    assert reproduce.read_path(report, ("a", "x")) == [1.0, 2.0, 3.0]
-    assert reproduce.read_path(report, ("a", ("m@1", "m@9"), "v")) == [0.5, math.inf]
-    assert reproduce.quantity(report, Quantity("d", ("a", "x", 2), minus=("t", "v", 0))) == 2.75
-    with pytest.raises(KeyError):
-        reproduce.read_path(report, ("a", "missing"))
-    assert Quantity("q", ("results", "mse", ("pm@1", "pm@9"), "mean", -1)).where() == (
-        "results.mse['pm@1'|'pm@9'].mean[-1]"
-    )
+def test_comparisons_pair_numbers_of_one_unit() -> None:
+    for s in SECTIONS:
+        units = {q.label: q.unit for q in s.quantities}
+        for c in s.claims:
+            for a, b in getattr(c.rule, "pairs", ()):
+                assert units[a] == units[b], (s.key, a, b)
 
 
 # ---------------------------------------------------------------------------- the runner, real subprocesses
@@ -111,42 +71,45 @@ def tiny_csv(tmp_path: Path) -> Path:
     return path
 
 
-def _tiny_section(key: str, command: str, quantities: tuple[Quantity, ...]) -> Section:
+def _tiny_section(key: str, command: str, quantities: tuple[Quantity, ...], paper: str | None = None) -> Section:
+    commands = (Command(command, command),) + ((Command(paper, paper, key="paper"),) if paper else ())
     return Section(
         key=key,
         title=key,
         paper="test",
         where="Fig. 0",
         quote="a number",
-        command=command,
-        quick=command,
+        commands=commands,
         quantities=quantities,
-        rule=AtLeast(quantities[0].label, met=0.5, close=0.4),
-        differences=("a tiny CSV",),
+        claims=(Claim(PAPER, "above 0.5", AtLeast(quantities[0].label, 0.5), ("a tiny CSV",)),),
     )
 
 
 def test_runner_reports_every_outcome_and_exits_1_on_failure(tmp_path: Path, tiny_csv: Path) -> None:
-    ns = f"experiment nullspace --data {tiny_csv} --n-features 3 --desired 1 --confidential 1 --epsilon 0.01 --runs 1"
-    cp = Quantity("CP", ("results", "clean", "cp", "mean", 0))
+    ns = f"experiment nullspace --data {tiny_csv} --n-features 3 --desired 1 --confidential 1 --epsilon 0.01 --runs 3"
+    cp = Quantity("CP", ("per_run", EVERY, "clean_attack", "cp", 0), "CP")
+    lstsq = Quantity("CP lstsq", ("per_run", EVERY, "clean_attack", "cp", 0), "CP", run="paper")
     sections = (
-        _tiny_section("good", ns, (cp,)),
-        _tiny_section("shares-the-run", ns, (Quantity("ties", ("results", "clean", "tie", "mean", 0)),)),
-        _tiny_section("no-number", ns, (Quantity("x", ("results", "no_such_variant", "cp")),)),
+        _tiny_section("good", ns, (cp, lstsq), paper=f"{ns} --adversary lstsq"),
+        _tiny_section("shares-the-run", ns, (Quantity("ties", ("per_run", EVERY, "clean", "tie", 0), "fraction"),)),
+        _tiny_section("no-number", ns, (Quantity("x", ("results", "no_such_variant", "cp"), "CP"),)),
         _tiny_section("missing", "experiment no-such-experiment --runs 1", (cp,)),
         _tiny_section("fails", f"experiment nullspace --data {tmp_path / 'absent.csv'} --n-features 3 --desired 1 "
                       "--confidential 1", (cp,)),
     )  # fmt: skip
-    args = argparse.Namespace(quick=True, out=tmp_path / "report", seed=3, only=None, timeout=60.0)
+    args = argparse.Namespace(quick=True, out=tmp_path / "report", seed=3, only=None, timeout=60.0, jobs=2)
     assert reproduce.run(args, sections) == 1
     out = json.loads((tmp_path / "report" / "reproduce.json").read_text())
     by_key = {s["key"]: s for s in out["sections"]}
     assert list(by_key) == [s.key for s in sections]
     good = by_key["good"]
-    assert good["status"] == OK and good["verdict"] in VERDICTS and 0.0 <= good["values"]["CP"] <= 1.0
-    assert good["command"].endswith(f"--seed 3 --out {tmp_path / 'report' / 'runs' / 'good'}")
-    assert good["wall_time_s"] > 0 and good["plots"] and good["report"].endswith("report.json")
-    assert by_key["shares-the-run"]["report"] == good["report"]  # one subprocess for both
+    assert good["status"] == OK and good["claims"][0]["verdict"] in VERDICTS
+    cp_values = good["values"]["CP"]
+    assert len(cp_values["values"]) == 3 and cp_values["lo"] <= cp_values["mean"] <= cp_values["hi"]
+    assert good["commands"]["ours"].endswith(f"--seed 3 --out {tmp_path / 'report' / 'runs' / 'good'}")
+    assert good["commands"]["paper"].endswith(f"--out {tmp_path / 'report' / 'runs' / 'good-paper'}")
+    assert good["wall_time_s"] > 0 and good["plots"] and set(good["reports"]) == {"ours", "paper"}
+    assert by_key["shares-the-run"]["reports"]["ours"] == good["reports"]["ours"]  # one subprocess for both
     assert by_key["no-number"]["status"] == NO_NUMBER and "no_such_variant" in by_key["no-number"]["reason"]
     assert by_key["missing"]["status"] == NOT_AVAILABLE
     assert "not available in this build" in by_key["missing"]["reason"]
@@ -154,7 +117,7 @@ def test_runner_reports_every_outcome_and_exits_1_on_failure(tmp_path: Path, tin
     page = (tmp_path / "report" / "index.html").read_text()
     for p in good["plots"]:
         assert (tmp_path / "report" / p).is_file() and f'src="{p}"' in page
-    assert "(quick)" in page and "seed" in page
+    assert "(quick)" in page and "a tiny CSV" in page
 
 
 @pytest.mark.parametrize(
@@ -172,38 +135,69 @@ def test_bad_flags_are_one_line_errors(
     assert not (tmp_path / "r" / "runs").exists()  # nothing ran
 
 
+def _processes_mentioning(text: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and text in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_sigterm_stops_the_running_experiments(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "privfed.deploy.cli", "reproduce", "--quick", "--only", "feddpdr-k", "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not list(out.glob("runs/*.log")) and time.monotonic() < deadline:
+        time.sleep(0.1)  # an experiment has started
+    assert [c for c in _processes_mentioning(str(out / "runs")) if c != parent.pid], "no experiment started"
+    parent.send_signal(signal.SIGTERM)
+    parent.wait(timeout=30)
+    time.sleep(0.5)
+    assert _processes_mentioning(str(out / "runs")) == []  # no experiment outlives the report
+
+
 # ---------------------------------------------------------------------------- the whole quick report (CI)
 @pytest.mark.slow
-def test_quick_report_is_complete(tmp_path: Path) -> None:
+def test_quick_report_is_complete_and_keeps_its_pinned_numbers(tmp_path: Path) -> None:
     out = tmp_path / "reports"
     done = subprocess.run(
         [sys.executable, "-m", "privfed.deploy.cli", "reproduce", "--quick", "--out", str(out)],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
     )
     report = json.loads((out / "reproduce.json").read_text())
     sections = {s["key"]: s for s in report["sections"]}
     assert list(sections) == [s.key for s in SECTIONS]
-    failed = [k for k, s in sections.items() if s["status"] in (FAILED, NO_NUMBER)]
-    assert done.returncode == (1 if failed else 0), done.stderr[-2000:]
-    # one progress line per experiment started and finished, with elapsed time
-    assert len(re.findall(r"^\[\s*\d+/\d+\] (done|FAILED) .* in [\d.]+ s", done.stdout, re.M)) == len(
-        {s["command"] for s in sections.values() if s["command"]}
-    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    # one progress line per distinct experiment finished, with its time
+    commands = {c for s in sections.values() for c in s["commands"].values()}
+    assert len(re.findall(r"^\[\s*\d+/\d+\] done .* in [\d.]+ s", done.stdout, re.M)) == len(commands)
     page = (out / "index.html").read_text()
     summary = (out / "summary.md").read_text()
     assert "(quick)" in page and "--quick" in summary.splitlines()[0]
     assert report["host"]["git_commit"] and report["host"]["host"] and report["seed"] == 0
-    assert summary.count("\n| ") == len(SECTIONS) + 1  # header and one row per section
+    assert summary.count("\n| ") == sum(len(s.claims) for s in SECTIONS) + 1  # header and one row per claim
     for key, s in sections.items():
         assert f'id="{key}"' in page
-        if s["status"] == NOT_AVAILABLE:
-            assert s["reason"].startswith("not available"), key
-            continue
-        assert s["values"] or s["reason"], key  # a number, or the failure's last error line
-        if s["status"] == OK:
-            assert s["verdict"] in VERDICTS and s["values"], key
-            assert s["plots"], key
+        assert s["status"] == OK, (key, s["reason"])
+        assert s["plots"], key
         for p in s["plots"]:
             assert (out / p).is_file() and f'src="{p}"' in page, (key, p)
+        for claim in s["claims"]:
+            assert claim["verdict"] in VERDICTS and claim["evidence"], (key, claim["claim"])
+            for line in claim["deviations"]:
+                assert html.escape(line) in page, (key, line)  # written next to its number
+        for label, v in s["values"].items():
+            assert v["unit"], (key, label)
+            if v["kind"] != "constant":
+                assert len(v["values"]) >= 5, (key, label)  # at least 5 seeds (or runs) behind every number
+    failures = reproduce_pins.check(report, json.loads(PINS.read_text()))
+    assert not failures, "\n".join(failures)

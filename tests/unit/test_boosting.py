@@ -15,6 +15,7 @@ from privfed.common.boosting.federated import (
 )
 from privfed.common.datasets import load_builtin, partition
 from privfed.common.errors import ConfigError, PrivfedError
+from privfed.common.learners.ncc import LABEL_FRACTION
 from privfed.common.learners.samme import SammeBoost, SammeStep
 from privfed.common.learners.stump import binarize, cross_tables, select_stump
 from privfed.common.secagg.fixedpoint import FixedPoint
@@ -250,7 +251,7 @@ def test_release_dimensions(data):
     assert FederatedBoosting(base="ncc", **kw).release_mechanism.d == 21
     assert FederatedBoosting(base="lr", **kw).release_mechanism.d == 3 * 21
     assert FederatedBoosting(base="ncc", labels="rr", **kw).label_rr().epsilon == pytest.approx(
-        2.0 * (1 - EVAL_FRACTION) * 0.2
+        2.0 * (1 - EVAL_FRACTION) * LABEL_FRACTION
     )
 
 

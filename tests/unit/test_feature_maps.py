@@ -30,7 +30,7 @@ def test_ink_blocks_marks_a_block_with_one_pixel_above_the_level() -> None:
     np.testing.assert_array_equal(ink_blocks(X, block=2, side=4), [[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
 
 
-@pytest.mark.parametrize(("fmap", "d", "lo", "hi"), [(mnist_top_ink, 30, 0.0, 1.0), (mnist_box_pool, 25, 0.0, 255.0)])
+@pytest.mark.parametrize(("fmap", "d", "lo", "hi"), [(mnist_top_ink, 30, 0.0, 1.0), (mnist_box_pool, 100, 0.0, 255.0)])
 def test_mnist_maps_shapes_and_public_bounds(fmap, d: int, lo: float, hi: float) -> None:
     X = _images(50)
     F = fmap(X)

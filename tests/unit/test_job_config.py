@@ -11,6 +11,7 @@ import signal
 import numpy as np
 import pytest
 
+from privfed.common.boosting.federated import N_BINS
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, RoundFailed
 from privfed.deploy.cli import build_parser, job_config, main
@@ -156,7 +157,11 @@ def test_coordinator_task_bdt_uses_the_configured_weight_bound(caplog):
     strategy, _, _ = coordinator_strategy(
         job_config(parsed("--task", "bdt", "--rows-per-owner", "1", "--epsilon", "4"))
     )
-    assert (strategy.booster.max_owner_rows, strategy.booster.eval_mechanism, strategy.booster.n_bins) == (1, "rr", 2)
+    assert (strategy.booster.max_owner_rows, strategy.booster.eval_mechanism, strategy.booster.n_bins) == (
+        1,
+        "rr",
+        N_BINS,
+    )
     with caplog.at_level(logging.WARNING, logger="privfed.coordinator"):
         strategy, _, _ = coordinator_strategy(job_config(parsed("--task", "bdt")))
     assert strategy.booster.weight_bound == DEFAULT_WEIGHT_BOUND

@@ -25,3 +25,16 @@ def test_unknown_or_broken_files_are_refused(tmp_path):
         load_model(tmp_path / "bad.json")
     with pytest.raises(ConfigError, match="cannot read"):
         load_model(tmp_path / "missing.json")
+
+
+def test_scale_aware_nearest_centroid_roundtrip_keeps_its_bounds(tmp_path):
+    from privfed.common.bounds import Bounds
+    from privfed.common.learners.ncc import NearestCentroidModel
+
+    bounds = Bounds(np.array([0.0, 0.0]), np.array([1.0, 1000.0]))
+    model = NearestCentroidModel([[0.2, 500.0], [0.8, 520.0]], bounds=bounds)
+    X = np.array([[0.3, 518.0], [0.7, 501.0]])
+    np.testing.assert_array_equal(model.predict(X), [0, 1])  # unit space: the first feature decides
+    np.testing.assert_array_equal(NearestCentroidModel(model.centroids).predict(X), [1, 0])  # data space
+    loaded = load_model(save_model(tmp_path / "model.json", model))
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))

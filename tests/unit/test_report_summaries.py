@@ -76,3 +76,25 @@ def test_the_legend_names_only_what_the_learner_used():
     assert learner_label(JobConfig(task="lr", epsilon=1.0, mechanism="duchi")) == "lr (duchi)"
     assert learner_label(JobConfig(task="ncc", epsilon=1.0, labels="clear")) == "ncc (pm, labels clear)"
     assert "T=3" in learner_label(JobConfig(task="bdt", epsilon=1.0, n_rounds=3))
+
+
+def test_a_model_below_the_majority_class_beyond_its_noise_gets_a_one_line_warning():
+    """Issue 22, no silent failure: the demo's 0.406 at eps = 0.5 on a balanced binary test split of 2000 rows."""
+    from privfed.server.report import accuracy_warning
+
+    text = accuracy_warning(0.5, 0.406, 0.5, 2000)
+    assert text is not None and "\n" not in text and "below always answering the most common class" in text
+    within = accuracy_warning(0.5, 0.49, 0.5, 2000)  # within 2 binomial standard errors (0.022): no sign of learning
+    assert within is not None and "within the noise" in within and "eps=0.5" in within
+    assert "within the noise" in accuracy_warning(0.5, 0.46, 0.5, 2000, spread=0.03)  # repeats widen the noise
+    assert accuracy_warning(8.0, 0.9, 0.5, 2000) is None and accuracy_warning(2.0, 0.53, 0.5, 2000) is None
+
+
+def test_paired_splits_below_the_majority_class_warn_only_when_the_interval_excludes_it():
+    from privfed.server.report import below_majority, mean_ci
+
+    majority = [0.68, 0.68, 0.67, 0.68, 0.68]
+    assert below_majority("fair ncc at eps=5", [0.65, 0.64, 0.66, 0.65, 0.66], majority)
+    assert below_majority("fair ncc at eps=5", [0.70, 0.64, 0.72, 0.65, 0.66], majority) is None
+    stats = mean_ci([1.0, 2.0, 3.0])
+    assert stats["mean"] == 2.0 and stats["ci"] == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)

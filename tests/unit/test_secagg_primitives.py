@@ -47,3 +47,22 @@ def test_a_turned_box_is_the_peers_box():
     assert ab.open(turned.seal(b"y", back), back) == b"y"
     with pytest.raises(LocalProtocolError):
         turned.seal(b"z", there)
+
+
+def test_a_bound_box_opens_only_with_the_same_binding():
+    """``Box.bound_to(secret)``: the peer's box bound to the same secret opens it (also turned); the
+    unbound box, or one bound to another session's secret, does not."""
+    from privfed.common.secagg.boxes import AadFields, Box, generate_private_key, public_bytes
+
+    a, b = generate_private_key(), generate_private_key()
+    ab = Box("owner-0.o1", a, "owner-1.o2", public_bytes(b))
+    ba = Box("owner-1.o2", b, "owner-0.o1", public_bytes(a))
+    aad = AadFields("s", "owner-0.o1", "owner-1.o2", "k", 0)
+    first, second = secrets.token_bytes(32), secrets.token_bytes(32)
+    sealed = ab.bound_to(first).seal(b"shares", aad)
+    assert ba.bound_to(first).open(sealed, aad) == ab.bound_to(first).turned().open(sealed, aad) == b"shares"
+    for other in (ba, ba.bound_to(second)):
+        with pytest.raises(RemoteProtocolError, match="authentication"):
+            other.open(sealed, aad)
+    with pytest.raises(LocalProtocolError):
+        ab.bound_to(b"short")

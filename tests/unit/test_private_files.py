@@ -1,0 +1,48 @@
+"""Ledger and journal files are the owner's alone (issue 20, item 9): created 0600, and an older
+file left readable by group or others is tightened when opened. (From creation, under the audit
+hook: tests/adversary/test_key_files.py.)"""
+
+import os
+import sqlite3
+import stat
+
+from privfed.common.files import private_sqlite_file
+from privfed.common.ledger import Ledger
+from privfed.server.journal import Journal
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_an_older_readable_ledger_and_its_wal_are_tightened_when_opened(tmp_path):
+    path = tmp_path / "old.sqlite"
+    old = os.umask(0o022)
+    try:
+        conn = sqlite3.connect(path)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE t (x)")
+        conn.execute("INSERT INTO t VALUES (1)")
+        conn.commit()
+        assert _mode(path) == 0o644 and _mode(f"{path}-wal") == 0o644  # what SQLite alone makes
+        with Ledger(path, epsilon_budget=1.0):
+            assert _mode(path) == _mode(f"{path}-wal") == _mode(f"{path}-shm") == 0o600
+        conn.close()
+    finally:
+        os.umask(old)
+
+
+def test_a_new_journal_is_0600_under_umask_022(tmp_path):
+    old = os.umask(0o022)
+    try:
+        with Journal(tmp_path / "journal.sqlite") as journal:
+            journal.begin(fingerprint="f", owner_ids=["owner-0.o00000"], run_id="run", resume=False)
+        assert _mode(tmp_path / "journal.sqlite") == 0o600
+    finally:
+        os.umask(old)
+
+
+def test_memory_and_missing_directories_are_left_to_sqlite(tmp_path):
+    private_sqlite_file(":memory:")
+    private_sqlite_file(tmp_path / "missing" / "ledger.sqlite")
+    assert not (tmp_path / "missing").exists()

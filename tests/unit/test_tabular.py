@@ -1,0 +1,51 @@
+"""Real tabular data sets with documented bounds, and the benchmark on them (issue 22 item 1)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from privfed.common.datasets import BUILTINS, load_builtin
+from privfed.common.tabular import SPECS, TABULAR
+from privfed.deploy.cli import main
+
+
+@pytest.mark.parametrize("name", TABULAR)
+def test_each_set_loads_offline_with_its_documented_bounds_and_classes(name):
+    ds = load_builtin(name)
+    spec = SPECS[name]
+    assert name in BUILTINS and ds.n_classes == len(spec.class_names) and ds.d == ds.bounds.d
+    assert set(np.unique(ds.y)) == set(range(ds.n_classes))
+    if spec.features:  # bounds are the constants written down from the documentation
+        np.testing.assert_array_equal(ds.bounds.lo, [f[1] for f in spec.features])
+        np.testing.assert_array_equal(ds.bounds.hi, [f[2] for f in spec.features])
+    assert ds.bounds.clip(ds.X)[1] == 0  # the documentation's ranges hold every value
+    assert spec.bounds_source and spec.source
+
+
+def test_the_quick_benchmark_reports_every_cell_its_baselines_goals_and_warnings(tmp_path, capsys):
+    assert main(["experiment", "tabular", "--quick", "--epsilon", "1,5", "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())["results"]
+    assert set(report["datasets"]) == set(TABULAR) and (tmp_path / "tabular.png").exists()
+    assert all(r["rows"] <= 600 for r in report["datasets"].values())  # --quick: every set, at most 600 rows
+    iris = report["datasets"]["iris"]
+    assert set(iris["baselines"]) == {
+        "majority", "logistic_regression", "adaboost10_stumps", "gradient_boosting", "nearest_centroid"
+    }  # fmt: skip
+    for learner in ("ncc", "lr", "bdt"):
+        cell = iris["private"][learner]["5"]
+        assert len(cell["values"]) == 2 and cell["ci"] >= 0.0 and 0.0 <= cell["mean"] <= 1.0
+    assert set(report["goals"]["fair"]) == {"ncc@5", "lr@5"}  # no eps = 3 asked: no bdt goal
+    out = capsys.readouterr().out
+    assert all(w in out for w in report["warnings"])
+
+
+def test_rows_scaled_into_the_unit_ball_feature_by_feature():
+    """The shared scale-aware map (FedDPDR's input can call it): each feature by its own documented range."""
+    ds = load_builtin("wine")
+    z = ds.bounds.to_unit_ball(ds.X)
+    assert np.all(np.linalg.norm(z, axis=1) <= 1.0 + 1e-12)
+    np.testing.assert_allclose(z * np.sqrt(ds.d), ds.bounds.to_unit(ds.X))
+    assert np.all(z.std(axis=0) > 0.02)  # proline (up to 1680) does not drown hue (up to 1.71)
