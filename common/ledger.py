@@ -331,7 +331,7 @@ class Ledger:
             conn.close()
             raise
         self._conn = conn
-        self._bound: dict[str, tuple[str, ...]] = {}  # owner id -> its accounts (bind_rows)
+        self._bound: dict[str, tuple[str, ...]] = {}  # owner id -> its row accounts (bind_rows)
 
     def _init_db(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]

@@ -132,6 +132,11 @@ class BoostShareKind(TaskKind[BoostShareTask]):
 
     def validate(self, task: Task, spec: BoostShareTask, view: PublicView) -> Cached | None:
         check_config(spec.config, view)
+        fb = spec.config.booster
+        if fb.base != "stump":  # build the share's mechanisms now (a stump's encoding was built with the config)
+            if fb.joint_encoding is None:
+                fb.release_mechanism  # noqa: B018 - builds (validates) the mechanism at the share's epsilon
+            fb.label_rr()
         check_history(view.applied.get(spec.config.run_id), spec.config, spec.history)
         if any(view.ledger.has_release_id(d.release_id) for d in self.debits(task, spec)):
             raise Refused("already_released", f"task id {task.task_id!r}")
