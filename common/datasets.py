@@ -32,7 +32,7 @@ from privfed.common.rng import make_rng
 from privfed.common.validation import check_fraction, check_int
 
 if TYPE_CHECKING:
-    from privfed.common.schema import FederationSchema
+    from privfed.common.schema import FederationSchema, RawTable
 
 #: Built-in data sets: the papers' (synthetic, digits, mnist5k) and the real tabular sets of
 #: :mod:`privfed.common.tabular` (breast_cancer, wine, iris, fair, anes96, star98; bounds from their documentation).
@@ -452,39 +452,48 @@ def load_file(path: str | Path, *, bounds: Bounds | str | None = None, n_label_c
 
 
 def read_rows(
-    path: str | Path, n_label_columns: int = 1, *, text_labels: bool = False
+    path: str | Path, n_label_columns: int = 1
 ) -> tuple[np.ndarray, np.ndarray, tuple[str, ...] | None, Callable[[int], str]]:
     """The rows of a CSV or NPZ file as :func:`load_file` reads them: ``(X, labels (n, L) float,
     feature names or None, where)``, where ``where(i)`` names row i in the file ("line 7" for CSV,
     "row 7" for NPZ) for error messages. Raises the same one-line ConfigErrors as load_file.
-
-    ``text_labels`` (CSV, one label column): labels are read as the text of the last field
-    (``"cat"``, ``"-1"``), an object array of str; a federation schema maps them by value."""
+    Owners' files are read against a federation schema instead (:func:`read_table`)."""
     path = Path(path)
     n_label_columns = check_int(n_label_columns, name="n_label_columns", minimum=1)
     if not path.is_file():
         raise ConfigError(f"{path}: file not found")
-    with path.open("rb") as fh:
-        magic = fh.read(2)
-    if path.suffix.lower() == ".npz" or magic == b"PK":
+    if _is_npz(path):
         X, labels = _load_npz(path)
         return X, labels, None, lambda i: f"row {i + 1}"
-    text = _read_text(path)
-    texts: list[str] = []
-    if text_labels and n_label_columns == 1:  # the last field of each data line, replaced by 0 for the parser
-        lines = text.splitlines()
-        data = [k for k, line in enumerate(lines) if line.strip()]
-        if data and not any(_is_number(f) for f in lines[data[0]].split(",")[:-1] or [""]):
-            data = data[1:]  # a header: its names are not numbers (its label column's name is kept)
-        for k in data:
-            head, _, last = lines[k].rpartition(",")
-            texts.append(last.strip())
-            lines[k] = f"{head},0"
-        text = "\n".join(lines)
-    X, labels, names, linenos = _parse_csv(path.name, text, n_label_columns)
-    if texts:
-        labels = np.array(texts, dtype=object).reshape(-1, 1)
+    X, labels, names, linenos = _parse_csv(path.name, _read_text(path), n_label_columns)
     return X, labels, names, lambda i: f"line {linenos[i]}"
+
+
+def _is_npz(path: Path) -> bool:
+    with path.open("rb") as fh:
+        magic = fh.read(2)
+    return path.suffix.lower() == ".npz" or magic == b"PK"
+
+
+def read_table(path: str | Path) -> RawTable:
+    """A data file as read, before any schema applies (:class:`~privfed.common.schema.RawTable`):
+    a CSV's non-blank lines (UTF-8, optionally gzip-compressed), or an NPZ's ``X`` and ``y`` arrays
+    written as lines (no header: columns in schema order). One-line ConfigErrors for a missing,
+    binary or empty file; the schema names any bad line or cell (:func:`privfed.common.schema.load_rows`)."""
+    from privfed.common.schema import RawTable  # the schema package imports this module lazily
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: file not found")
+    if _is_npz(path):
+        X, labels = _load_npz(path)
+        cells = np.hstack([X.astype(str), labels.astype(str)])
+        lines = tuple(",".join(row) for row in cells)
+        return RawTable(path.name, lines, tuple(range(1, len(lines) + 1)), unit="row", positional=True)
+    numbered = [(i + 1, line) for i, line in enumerate(_read_text(path).splitlines()) if line.strip()]
+    if not numbered:
+        raise ConfigError(f"{path.name}: empty file (no rows)")
+    return RawTable(path.name, tuple(line for _, line in numbered), tuple(k for k, _ in numbered))
 
 
 def read_schema(path: str | Path) -> FederationSchema:

@@ -63,3 +63,13 @@ class ResourceExhausted(PrivfedError):
 class RingClosed(RemoteProtocolError):
     """A relay names a ring session that is not open (any more): FAILED_PRECONDITION, so a node
     can tell a ring the coordinator gave up on (drop the envelope) from a malformed call."""
+
+
+class NodeIdInUse(RemoteProtocolError):
+    """A second process registers a node id whose first process is alive: ALREADY_EXISTS, so the
+    second one can tell a duplicate certificate from a malformed call (issue 23, item 4)."""
+
+
+class QuorumLost(RoundFailed):
+    """Fewer owners than the job's quorum (``--min-owners``) are still taking part: the job stops
+    before a later round spends anyone's budget (issue 23, item 2)."""

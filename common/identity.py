@@ -1,7 +1,8 @@
 """Owner identities bound to node certificates.
 
 A logical owner's id is ``<node id>.<local name>``, where the node id is the common name of the
-certificate its node presents over mTLS (``owner-<i>`` from ``privfed certs``) and the local name
+certificate its node presents over mTLS (a free-form name such as ``hospital-a`` from
+``privfed certs --names``, or ``owner-<i>`` from ``privfed certs --owners N``) and the local name
 (``o00042``) says which shard of that node it is. So the certificate a node holds decides which
 owner ids it may speak for:
 
@@ -16,10 +17,28 @@ Pure string functions; no I/O.
 
 from __future__ import annotations
 
+import re
+
 from privfed.common.errors import ConfigError, RemoteProtocolError
 
 #: Separates the node part from the local part of an owner id.
 SEPARATOR = "."
+#: A node name: letters, digits, ``-`` and ``_``, starting with a letter or digit, at most 64
+#: characters (an X.509 common name's limit); it is a certificate's CN, a directory name under
+#: ``privfed certs --out`` and the first part of every owner id the node hosts.
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+#: Names a node cannot take: the coordinator's certificate and the CA's directory.
+RESERVED_NAMES = ("coordinator", "ca")
+
+
+def check_node_name(name: str, *, flag: str = "--name") -> str:
+    """``name`` if it can name an owner node (:data:`NODE_NAME`, not :data:`RESERVED_NAMES`), else ConfigError."""
+    if not isinstance(name, str) or not NODE_NAME.fullmatch(name) or name.lower() in RESERVED_NAMES:
+        raise ConfigError(
+            f"{flag} {name!r} cannot name an owner node: use letters, digits, '-' and '_' (at most 64, starting "
+            f"with a letter or digit; not {' or '.join(RESERVED_NAMES)}), e.g. hospital-a"
+        )
+    return name
 
 
 def owner_id(node_id: str, index: int) -> str:

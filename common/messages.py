@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from privfed.common.bounds import Bounds
-from privfed.common.errors import ConfigError
+from privfed.common.feddpdr.choices import ROW_SCALINGS, SVM_MODELS, ledger_entries
 from privfed.common.secagg.messages import (
     InputRequest,
     KeyAdvert,
@@ -125,11 +125,13 @@ class PcaShareTask:
     k: int
     bounds: Bounds
     count_epsilon: float
+    scaling: str  # public row scaling into the unit ball (privfed.common.feddpdr.pca.ROW_SCALINGS)
 
     def __post_init__(self) -> None:
         object.__setattr__(
             self, "count_epsilon", check_positive(self.count_epsilon, name="count_epsilon", allow_inf=True)
         )
+        check_choice(self.scaling, name="scaling", allowed=ROW_SCALINGS)
 
     def ledger_entries(self) -> list[tuple[float, float, str]]:
         return [(self.epsilon, self.delta, "dp-pca"), (self.count_epsilon, 0.0, "dp-count")]
@@ -139,13 +141,12 @@ class PcaShareTask:
 class SvmShareTask:
     """Release FedDPDR-DPML's phase-2 classifier on rows projected onto ``subspace`` (seed 004 Alg. 3).
 
-    ``model`` (:data:`privfed.common.feddpdr.svm.SVM_MODELS`) says what is released and debited:
-
-    * ``"centroid"``: DP class sums (Gaussian, :mod:`privfed.common.feddpdr.centroid`), one
-      ``(epsilon, delta)`` ledger entry ``svm-class-sums`` for all classes;
-    * ``"softmax"``: one objective-perturbed multiclass model, one ``(epsilon, delta)`` entry ``svm-softmax``;
-    * ``"ovr-huber"`` (the default, the seed's and the wire's meaning when no model is named): one-vs-rest
-      Huber SVMs, pure epsilon split across the problems, one entry per problem; ``delta`` must be 0.
+    ``model`` (:data:`privfed.common.feddpdr.choices.SVM_MODELS`, no default: the task names it)
+    says what is released and debited (:func:`privfed.common.feddpdr.choices.ledger_entries`): one
+    ``(epsilon, delta)`` entry for the one-budget models (``centroid``, ``mc-huber``, ``softmax``), one
+    pure-epsilon entry per one-vs-rest problem for ``ovr-huber`` (``delta`` must be 0). ``lam`` is the
+    seed's regulariser of ``ovr-huber``; the one-budget objective-perturbation models take theirs from
+    epsilon (:func:`privfed.common.feddpdr.multiclass.privacy_split`). ``scaling`` is the public row scaling.
     """
 
     epsilon: float
@@ -153,19 +154,16 @@ class SvmShareTask:
     n_classes: int
     bounds: Bounds
     subspace: np.ndarray | None  # (d, k) global subspace, None = no reduction (DPML)
-    delta: float = 0.0
-    model: str = "ovr-huber"
+    delta: float
+    model: str
+    scaling: str
+
+    def __post_init__(self) -> None:
+        check_choice(self.model, name="model", allowed=SVM_MODELS)
+        check_choice(self.scaling, name="scaling", allowed=ROW_SCALINGS)
 
     def ledger_entries(self) -> list[tuple[float, float, str]]:
-        if self.model == "centroid":
-            return [(self.epsilon, self.delta, "svm-class-sums")]
-        if self.model == "softmax":
-            return [(self.epsilon, self.delta, "svm-softmax")]
-        if self.model != "ovr-huber":
-            raise ConfigError(f"unknown SVM model {self.model!r}")
-        from privfed.common.feddpdr.svm import ovr_epsilons
-
-        return [(float(e), 0.0, f"svm-ovr-{c}") for c, e in enumerate(ovr_epsilons(self.epsilon, self.n_classes))]
+        return ledger_entries(self.model, self.epsilon, self.delta, self.n_classes)
 
 
 def boost_release_epsilons(config: BoostConfig) -> list[tuple[float, float, str]]:

@@ -27,7 +27,7 @@ from privfed.common.errors import PrivfedError
 from privfed.common.learners.ncc import LABEL_FRACTION
 
 if TYPE_CHECKING:
-    from privfed.deploy.simulate import SimulationConfig
+    from privfed.deploy.simulation_config import SimulationConfig
     from privfed.owner.main import OwnerConfig
     from privfed.proto.transport import TlsFiles
     from privfed.server.config import JobConfig
@@ -67,14 +67,41 @@ def epsilon_list(text: str, *, allow_zero: bool = False) -> list[float]:
     """``"0.5,1,inf"`` -> ``[0.5, 1.0, inf]``: the one way every command takes ε values
     (comma-separated numbers > 0; ``inf`` or ``∞`` is the run without noise). ``allow_zero``: also
     0 (null-space cleaning's ε is a utility loss, and 0 is its exact variant)."""
+    items = [v.strip() for v in text.split(",")]
+    if "" in items:
+        raise argparse.ArgumentTypeError(
+            f"epsilon takes numbers separated by single commas, got {text!r} (an empty item between commas)"
+        )
     try:
-        values = [math.inf if v.strip() in ("inf", "∞") else float(v) for v in text.split(",") if v.strip()]
+        values = [math.inf if v in ("inf", "∞") else float(v) for v in items]
     except ValueError:
         raise argparse.ArgumentTypeError(f"epsilon takes numbers separated by commas (or inf), got {text!r}") from None
     if not values or any(not (v >= 0 if allow_zero else v > 0) for v in values):
         least = ">= 0" if allow_zero else "> 0"
         raise argparse.ArgumentTypeError(f"every epsilon must be a number {least} (or inf), got {text!r}")
     return values
+
+
+def address(text: str, *, lowest_port: int = 1) -> str:
+    """argparse ``type=``: ``HOST:PORT`` to dial (``[v6]:PORT`` for IPv6), the port an integer
+    1..65535. Without a port gRPC would dial 443, which is never the coordinator's (50051 by default)."""
+    host, sep, port = text.rpartition(":")
+    if (
+        not sep
+        or not host
+        or not port.isdigit()
+        or not lowest_port <= int(port) <= 65535
+        or (":" in host and host[0] != "[")
+    ):
+        raise argparse.ArgumentTypeError(
+            f"must be HOST:PORT (e.g. coord.example.org:50051, or [::1]:50051), got {text!r}"
+        )
+    return text
+
+
+def _listen_address(text: str) -> str:
+    """``--listen HOST:PORT``; port 0 asks the system for a free one."""
+    return address(text, lowest_port=0)
 
 
 def _one_epsilon(text: str) -> float:
@@ -157,9 +184,31 @@ def _add_learning(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--param-bound", type=_positive_float, default=4.0, help="lr only: public clip bound of parameters")
     p.add_argument("--C", type=_positive_float, default=1.0, help="lr only: inverse L2 strength of local fits")
+    from privfed.common.feddpdr.choices import (  # here, like SECURE_SUMS below: only commands that learn load it
+        DEFAULT_ROW_SCALING,
+        DEFAULT_SVM_MODEL,
+        ROW_SCALINGS,
+        SVM_MODELS,
+    )
+
     p.add_argument("--k", type=int, default=20, help="feddpdr only: subspace dimension")
-    p.add_argument("--delta", type=float, default=1e-5, help="feddpdr only: delta of the DP-PCA phase")
-    p.add_argument("--lam", type=_positive_float, default=0.01, help="feddpdr only: SVM regularisation")
+    p.add_argument("--delta", type=float, default=1e-5, help="feddpdr only: delta per owner (split across phases)")
+    p.add_argument(
+        "--model",
+        choices=SVM_MODELS,
+        default=None,
+        help="feddpdr only: the phase-2 classifier: centroid (DP class sums), mc-huber (multiclass Huber SVM by "
+        "objective perturbation, one budget for all classes), softmax (the same with the logistic loss), "
+        f"ovr-huber (the paper's one-vs-rest Huber SVMs at eps/K each); default {DEFAULT_SVM_MODEL}",
+    )
+    p.add_argument(
+        "--scaling",
+        choices=ROW_SCALINGS,
+        default=None,
+        help="feddpdr only: public map of rows into the unit ball: ball (bounds' centre and radius; a served "
+        f"model stays linear for query cleaning) or normalise (each row by its own norm); default {DEFAULT_ROW_SCALING}",
+    )
+    p.add_argument("--lam", type=_positive_float, default=0.01, help="feddpdr --model ovr-huber only: SVM lambda")
     p.add_argument(
         "--basis",
         choices=("dp-pca", "dct", "identity"),
@@ -286,12 +335,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--config",
         type=Path,
-        help="a TOML file of settings (keys: the flags' names with _, e.g. task, owners, epsilon = [1, 4], "
-        "processes; also read under [tool.privfed]); flags given on the command line override it",
+        help="a TOML file of settings (keys: the flags' names without the dashes, e.g. task, owners, rounds, C, "
+        "epsilon = [1, 4]; also read under [tool.privfed]); flags given on the command line override it",
     )
-    p.add_argument("--owners", type=_positive_int, default=200, help="logical owners N")
+    from privfed.deploy.simulation_config import DEFAULT_EPSILONS, DEFAULT_OWNERS
+
+    p.add_argument("--owners", type=_positive_int, default=DEFAULT_OWNERS, help="logical owners N")
     p.add_argument(
-        "--processes", type=_positive_int, default=2, help="owner node processes P (with --data: one per file)"
+        "--processes",
+        type=_positive_int,
+        default=None,
+        help="owner node processes P (default 2; not with --data, which runs one per file)",
     )
     p.add_argument(
         "--data",
@@ -303,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--epsilon",
         type=epsilon_list,
-        default="0.5,1,2,4,8",
+        default=",".join(f"{e:g}" for e in DEFAULT_EPSILONS),
         help="each owner's budget per run, comma-separated (inf: no noise)",
     )
     p.add_argument(
@@ -345,11 +399,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve owners over gRPC, wait for --owners logical owners, run one job, write "
         "OUT/<timestamp>/report.json (also when the job fails, saying why).",
     )
-    p.add_argument("--listen", default="0.0.0.0:50051", help="HOST:PORT to serve on")
+    p.add_argument("--listen", type=_listen_address, default="0.0.0.0:50051", help="HOST:PORT to serve on")
     _add_tls(p)
-    p.add_argument("--owners", type=_positive_int, required=True, help="logical owners to wait for")
+    p.add_argument("--owners", type=_positive_int, help="logical owners to wait for (required to train)")
     p.add_argument(
-        "--epsilon", type=_one_epsilon, required=True, help="each owner's budget for the job (inf: no noise)"
+        "--min-owners",
+        type=_positive_int,
+        help="quorum: the job fails, before later rounds spend anyone's budget, once fewer owners are still "
+        "taking part (not refused, rejected or lost); default: 1 for ncc and lr, half of --owners for bdt and feddpdr",
+    )
+    p.add_argument(
+        "--epsilon", type=_one_epsilon, help="each owner's budget for the job (inf: no noise; required to train)"
     )
     p.add_argument("--out", type=Path, default=Path("runs"), help="directory that receives the run directory")
     p.add_argument(
@@ -379,7 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
     serving.add_argument(
         "--load-model",
         type=Path,
-        help="serve this saved model.json (from a run directory) instead of training, until SIGTERM",
+        help="serve this saved model.json (from a run directory) under the id it was trained as, instead of "
+        "training, until SIGTERM; takes no training flags (only --listen and --certs/--insecure)",
     )
     _add_learning(p)
     source = p.add_mutually_exclusive_group()
@@ -398,8 +459,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve a coordinator with this node's logical owners: the shards of a built-in data "
         "set (--dataset) or the node's own rows (--data). Every release is debited in --ledger first.",
     )
-    p.add_argument("--coordinator", required=True, help="HOST:PORT of the coordinator")
-    p.add_argument("--name", required=True, help="node identity: the CN of its certificate (owner-<i>)")
+    p.add_argument("--coordinator", type=address, required=True, help="HOST:PORT of the coordinator")
+    p.add_argument(
+        "--name",
+        required=True,
+        help="node identity: the CN of its certificate (e.g. hospital-a from privfed certs --names, or owner-<i>); "
+        "its owners' ids are NAME.o00000, NAME.o00001, ...",
+    )
     _add_tls(p)
     source = p.add_mutually_exclusive_group()
     source.add_argument("--data", help="this owner's own rows (CSV: features then label; or NPZ with X, y)")
@@ -452,9 +518,28 @@ def build_parser() -> argparse.ArgumentParser:
     add_query_arguments(p)
     p.set_defaults(func=_query)
 
+    p = sub.add_parser(
+        "export",
+        help="write a trained model (model.json) as a scikit-learn classifier file, used without the network",
+        description="Read a model.json a job wrote and write it as a pickled scikit-learn classifier "
+        "(privfed.TrainedClassifier: predict gives label values, predict_proba where the model has "
+        "probabilities, raw rows read by the federation schema). Load it with joblib.load or pickle.load.",
+    )
+    p.add_argument("--model", type=Path, required=True, help="a model.json from a run directory")
+    p.add_argument("--out", type=Path, required=True, help="the estimator file to write (e.g. model.pkl)")
+    p.set_defaults(func=_export)
+
     p = sub.add_parser("certs", help="make a federation CA and mTLS certificates")
     p.add_argument("--out", type=Path, required=True, help="directory for the CA and one directory per party")
-    p.add_argument("--owners", type=_positive_int, required=True, help="owner node certificates owner-0..owner-<N-1>")
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--owners", type=_positive_int, help="owner node certificates owner-0..owner-<N-1>")
+    who.add_argument(
+        "--names",
+        nargs="+",
+        metavar="NAME",
+        help="owner node certificates with these names (e.g. hospital-a hospital-b): each node runs with "
+        "--name NAME, and its owners' ids start with NAME",
+    )
     p.add_argument("--san", action="append", default=[], help="extra coordinator name or IP (repeatable)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument(
@@ -479,7 +564,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.add_argument("--ledger", type=Path, required=True, help="the SQLite ledger file of an owner node")
     show.add_argument("--owner", action="append", help="only this owner id (repeatable; default: every owner)")
-    show.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    show.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON instead of tables (epsilon and delta as numbers; null: infinite)",
+    )
     show.set_defaults(func=_ledger_show)
 
     from privfed.deploy.experiments import EXPERIMENTS
@@ -538,27 +627,16 @@ def owner_config(args: argparse.Namespace) -> OwnerConfig:
 
 
 def simulation_config(args: argparse.Namespace) -> SimulationConfig:
-    """The :class:`~privfed.deploy.simulate.SimulationConfig` of a parsed ``privfed simulate``:
+    """The :class:`~privfed.deploy.simulation_config.SimulationConfig` of a parsed ``privfed simulate``:
     the ``--config`` file's settings, overridden by every flag given with a value other than its
-    default (without ``--config``: every flag)."""
-    from privfed.deploy.simulate import SimulationConfig
-    from privfed.server.config import FLAGS
+    default (without ``--config``: every flag). A flag's key is its argparse destination, which is
+    also its TOML key (:data:`~privfed.deploy.simulation_config.KEYS`)."""
+    from privfed.deploy.simulation_config import KEYS, SimulationConfig
 
     def settings(ns: argparse.Namespace) -> dict[str, Any]:
-        values = {name: getattr(ns, flag.lstrip("-").replace("-", "_"), None) for name, flag in FLAGS.items()}
-        values = {k: v for k, v in values.items() if v is not None and k != "epsilon"}
-        return (
-            values
-            | {
-                "epsilon": list(ns.epsilon),
-                "processes": ns.processes,
-                "repeats": ns.repeats,
-                "rng": ns.rng,
-                "insecure": ns.insecure,
-                "progress": not ns.no_progress,
-            }
-            | ({"data": list(ns.data), "processes": len(ns.data)} if ns.data else {})
-        )
+        values = {key: getattr(ns, key) for key in KEYS}
+        values["data"] = list(values["data"]) if values["data"] else None
+        return {k: v for k, v in values.items() if v is not None}
 
     given = settings(args)
     if args.config is None:
@@ -581,15 +659,40 @@ def _simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _coordinator(args: argparse.Namespace) -> int:
-    from privfed.server.main import run_coordinator
+#: ``privfed coordinator`` flags that still mean something with ``--load-model``.
+SERVING_FLAGS = ("listen", "certs", "insecure", "load_model", "verbose", "command", "func")
 
-    return run_coordinator(job_config(args), _tls(args, "coordinator"))
+
+def _coordinator(args: argparse.Namespace) -> int:
+    from privfed.server.main import run_coordinator, serve_saved_model
+
+    if args.load_model is not None:
+        defaults = vars(build_parser().parse_args(["coordinator", "--insecure"]))
+        given = sorted(k for k, v in vars(args).items() if k not in SERVING_FLAGS and v != defaults.get(k))
+        if given:
+            flags = ", ".join("--" + k.replace("_", "-") for k in given)
+            raise PrivfedError(f"--load-model serves a saved model; {flags} do nothing with it (drop them)")
+        return serve_saved_model(args.load_model, args.listen, _tls(args, "coordinator"))
+    missing = [flag for flag, value in (("--owners", args.owners), ("--epsilon", args.epsilon)) if value is None]
+    if missing:
+        raise PrivfedError(f"{' and '.join(missing)} required to train (or --load-model FILE to serve a saved model)")
+    config = job_config(args)
+    return run_coordinator(config, _tls(args, "coordinator"), reference=lambda: _reference(config))
+
+
+def _reference(config: JobConfig) -> dict[str, Any]:
+    """The coordinator report's non-private reference (imported once training is over: an idle
+    coordinator stays lean)."""
+    from privfed.deploy.reference import coordinator_reference
+
+    return coordinator_reference(config)
 
 
 def _owner(args: argparse.Namespace) -> int:
+    from privfed.common.identity import check_node_name
     from privfed.owner.main import run_owner
 
+    check_node_name(args.name)
     return run_owner(owner_config(args), _tls(args, args.name))
 
 
@@ -600,10 +703,32 @@ def _query(args: argparse.Namespace) -> int:
     return run_query(query_config(args), _tls(args, args.name))
 
 
+def _export(args: argparse.Namespace) -> int:
+    import pickle
+
+    from privfed.common.learners.exported import TrainedClassifier
+
+    estimator = TrainedClassifier.from_file(args.model)
+    partial = args.out.with_name(args.out.name + ".partial")
+    partial.write_bytes(pickle.dumps(estimator, protocol=pickle.HIGHEST_PROTOCOL))
+    partial.replace(args.out)
+    kinds = "predict, predict_proba" if hasattr(estimator, "predict_proba") else "predict (no probabilities)"
+    print(
+        f"wrote {args.out}: model {estimator.model_id_ or '(no id)'} as a scikit-learn classifier "
+        f"({kinds}; classes {estimator.classes_.tolist()}); load it with joblib.load or pickle.load"
+    )
+    return 0
+
+
 def _certs(args: argparse.Namespace) -> int:
+    from privfed.common.identity import check_node_name
     from privfed.deploy.certs import make_certs
 
-    out = make_certs(args.out, owners=args.owners, sans=args.san, force=args.force, add=args.add)
+    names = None if args.names is None else [check_node_name(n, flag="--names") for n in args.names]
+    if names is not None and len(set(names)) != len(names):
+        raise PrivfedError(f"--names must be distinct, got {names}")
+    owners = len(names) if names else args.owners
+    out = make_certs(args.out, owners=owners, owner_names=names, sans=args.san, force=args.force, add=args.add)
     what = (
         "issued the missing certificates under the existing CA"
         if args.add
@@ -617,6 +742,12 @@ def _fmt(x: float) -> str:
     return "inf" if math.isinf(x) else f"{x:.6g}"
 
 
+def _json_number(x: float) -> float | None:
+    """ε or δ as a JSON number: 12 significant digits (a sum of debits such as 3 x 1e-5 prints as
+    3e-05, not 3.0000000000000004e-05); None (null) for infinity, which JSON has no number for."""
+    return None if math.isinf(x) else float(f"{x:.12g}")
+
+
 def _ledger_show(args: argparse.Namespace) -> int:
     from privfed.common.ledger import read_accounts
 
@@ -627,16 +758,23 @@ def _ledger_show(args: argparse.Namespace) -> int:
             raise PrivfedError(f"ledger {args.ledger}: no release recorded for owner(s) {', '.join(missing)}")
         accounts = [a for a in accounts if a.owner_id in set(args.owner)]
     if args.json:
+
+        def budget(b: Any) -> dict[str, float | None]:
+            return {"epsilon": _json_number(b.epsilon), "delta": _json_number(b.delta)}
+
         print(
             json.dumps(
                 [
                     {
                         "owner_id": a.owner_id,
-                        "budget": {"epsilon": _fmt(a.budget.epsilon), "delta": a.budget.delta},
-                        "spent": {"epsilon": _fmt(a.spent.epsilon), "delta": a.spent.delta},
-                        "remaining": {"epsilon": _fmt(a.remaining.epsilon), "delta": a.remaining.delta},
+                        "budget": budget(a.budget),
+                        "spent": budget(a.spent),
+                        "remaining": budget(a.remaining),
                         "nonprivate_releases": a.nonprivate,
-                        "releases": [r | {"epsilon": _fmt(r["epsilon"])} for r in a.releases],
+                        "releases": [
+                            r | {"epsilon": _json_number(r["epsilon"]), "delta": _json_number(r["delta"])}
+                            for r in a.releases
+                        ],
                     }
                     for a in accounts
                 ],
@@ -694,6 +832,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if not {"-v", "--verbose"} & set(argv):  # gRPC's C core logs e.g. a failed bind on its own lines
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    if next((a for a in argv if not a.startswith("-")), None) == "coordinator" and not {
+        "--insecure",
+        "-v",
+        "--verbose",
+    } & set(argv):
+        from privfed.server.handshakes import log_rejected_handshakes
+
+        log_rejected_handshakes()  # a log line per rejected TLS handshake: before the parser imports gRPC
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s"
@@ -701,6 +847,10 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command + (f" {args.ledger_command}" if args.command == "ledger" else "")
     try:
         return args.func(args)
+    except BrokenPipeError:  # the reader went away (`privfed ledger show | head`): what it read was all it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's last flush does not fail again
+        return 0
     except (PrivfedError, OSError) as exc:  # OSError: an unreadable, missing or unwritable file or directory
         print(f"privfed {command}: error: {exc}", file=sys.stderr)
         return 2

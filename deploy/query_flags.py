@@ -8,9 +8,31 @@ that name the flag, before anything is read or sent.
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from privfed.owner.query import DEFAULT_MAX_RANK, QUERY_METHODS, QueryConfig
+
+
+class _DeprecatedAlias(argparse._StoreAction):
+    """Stores like ``store``; given as ``--clean-epsilon`` (the old name) it warns once on stderr."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        if option_string == "--clean-epsilon":
+            print(
+                "privfed query: warning: --clean-epsilon is deprecated (it is a utility loss, not a privacy "
+                "epsilon); use --utility-loss",
+                file=sys.stderr,
+            )
+        super().__call__(parser, namespace, values, option_string)
 
 
 def parse_columns(text: str) -> tuple[int, ...]:
@@ -25,8 +47,12 @@ def parse_columns(text: str) -> tuple[int, ...]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``privfed query`` flags; :func:`query_config` builds the run's configuration from them."""
-    p.add_argument("--coordinator", required=True, help="HOST:PORT of the coordinator serving the model")
-    p.add_argument("--name", default="owner-0", help="this node's identity: the CN of its certificate")
+    from privfed.deploy.cli import address  # the CLI's HOST:PORT type (cli imports this module when building)
+
+    p.add_argument("--coordinator", type=address, required=True, help="HOST:PORT of the coordinator serving the model")
+    p.add_argument(
+        "--name", default="owner-0", help="this node's identity: the CN of its certificate (e.g. hospital-a)"
+    )
     p.add_argument("--certs", type=Path, help="directory written by `privfed certs`")
     p.add_argument("--insecure", action="store_true", help="no TLS (byte-capture tests only)")
     p.add_argument("--target-name", help="TLS name to expect from the coordinator when dialing an address")
@@ -50,10 +76,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="null-space methods only: 0-based indices among the label columns of --train-data (comma-separated)",
     )
     p.add_argument(
+        "--utility-loss",
         "--clean-epsilon",
+        dest="utility_loss",
         type=float,
         default=0.0,
-        help="utility loss per row ||A_d^T (x - x~)||^2, finite and >= 0; 0 keeps every desired score (default)",
+        action=_DeprecatedAlias,
+        help="the squared change of the model's scores allowed per row, ||A_d^T (x - x~)||^2 (the paper's "
+        "e_utility; not a privacy epsilon): finite and >= 0; 0 keeps every desired score (default). "
+        "--clean-epsilon is its old, deprecated name",
+    )
+    p.add_argument(
+        "--probabilities",
+        action="store_true",
+        help="also print each class's probability (refused for a model that has none)",
     )
     p.add_argument(
         "--method",
@@ -76,7 +112,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="refuse a model whose linear stage reads more than this many directions of a row, >= 1 "
         "(default %(default)s: a binary lr model; a K-class lr model needs K, feddpdr its k)",
     )
-    p.add_argument("--out", type=Path, help="write the labels to this CSV (header 'label') instead of printing them")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="write the label values to this CSV instead of printing them (header: the schema's label name, "
+        "else 'label'; with --probabilities one column per class)",
+    )
 
 
 def query_config(args: argparse.Namespace) -> QueryConfig:
@@ -88,9 +129,10 @@ def query_config(args: argparse.Namespace) -> QueryConfig:
         target_name=args.target_name,
         train_data=args.train_data,
         confidential_labels=args.confidential_labels,
-        clean_epsilon=args.clean_epsilon,
+        utility_loss=args.utility_loss,
         method=args.method,
         allow_confidential_map_leak=args.allow_confidential_map_leak,
         max_rank=args.max_rank,
         out=args.out,
+        probabilities=args.probabilities,
     )

@@ -19,31 +19,30 @@ import subprocess
 import sys
 import threading
 import time
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from privfed.common.datasets import SPLIT_CACHE_ENV, SYNTHETIC_N_SAMPLES, Dataset, federation_split
+from privfed.common.datasets import SPLIT_CACHE_ENV, Dataset, federation_split
 from privfed.common.errors import ConfigError, JobAborted, PrivfedError
 from privfed.common.identity import owner_id
-from privfed.common.learners.reference import reference_accuracy
 from privfed.common.ledger import Ledger
 from privfed.common.schema import FederationSchema
-from privfed.common.validation import check_choice, check_int, check_positive
 from privfed.deploy.certs import make_certs
+from privfed.deploy.reference import even_parts, report_reference
+from privfed.deploy.simulation_config import SimulationConfig  # re-exported
 from privfed.owner.data import check_owner_rows, read_owner_rows
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
-from privfed.server.config import TASKS, JobConfig
+from privfed.server.config import JobConfig
 from privfed.server.job import run_job
 from privfed.server.main import federation_schema
 from privfed.server.models import save_model
 from privfed.server.report import (
     accuracy_warning,
     baselines,
+    failure_reason,
     host_info,
     learner_label,
     new_run_dir,
@@ -60,145 +59,6 @@ log = logging.getLogger("privfed.simulate")
 
 #: How often the launcher checks that its owner node processes are still running (seconds).
 WATCH_INTERVAL = 0.1
-
-REFERENCE_LEARNERS = {
-    "ncc": "sklearn NearestCentroid",
-    "lr": "sklearn LogisticRegression",
-    "feddpdr": "PCA + Huber SVM without noise (one owner)",
-    "bdt": "sklearn AdaBoost (SAMME) with depth-1 trees, T rounds",
-}
-
-
-#: The keys of a simulation config that are not :class:`JobConfig` fields.
-SIMULATION_KEYS = ("epsilon", "processes", "repeats", "rng", "insecure", "progress", "data")
-
-
-def synthetic_rows(owners: int, test_fraction: float) -> int:
-    """Rows of the synthetic set when ``--n-samples`` is not given: at least
-    :data:`~privfed.common.datasets.SYNTHETIC_N_SAMPLES`, and enough that every one of ``owners`` holds a
-    training row after the split (seed 002 §4.3: 10^4 owners of one row each). One row of slack covers
-    the split's rounding per class (``train_test_split``)."""
-    return max(SYNTHETIC_N_SAMPLES, math.ceil((owners + 1) / (1.0 - test_fraction)))
-
-
-@dataclass(frozen=True, kw_only=True)
-class SimulationConfig:
-    """A whole simulated federation: the job, the ε values it is run at, and how its owners run.
-
-    Parameters
-    ----------
-    job : JobConfig
-        The coordinator's job (task, learning parameters, data set, ``owners``, timeouts, ``out``);
-        its ``epsilon`` is ignored in favour of ``epsilons``. ``owners`` is required.
-    epsilons : tuple of float > 0 (math.inf: no noise)
-        ``--epsilon``: one federation per value, each with fresh ledgers. Default: ``(job.epsilon,)``.
-    processes : int >= 1, <= job.owners
-        ``--processes``: owner node processes sharing the owners.
-    repeats : int >= 1
-        ``--repeats``: federations per ε, with seeds ``job.seed``, ``job.seed + 1``, ...
-    rng : {"seeded", "secure"}
-        ``--rng``: the owners' noise (seeded from the seed: reproducible).
-    insecure : bool
-        ``--insecure``: no TLS (byte-capture tests only).
-    progress : bool
-        Progress bars when stderr is a terminal (``--no-progress`` turns them off).
-    data : tuple of Path
-        ``--data``: owners' own files, one owner node process each (``processes`` is their
-        number), checked against the federation schema ``job.schema`` (required with them, and
-        naming a public test file). Empty: partitions of the built-in ``job.dataset``.
-    """
-
-    job: JobConfig
-    epsilons: tuple[float, ...] = ()
-    processes: int = 2
-    repeats: int = 1
-    rng: str = "seeded"
-    insecure: bool = False
-    progress: bool = True
-    data: tuple[Path, ...] = ()
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "data", tuple(Path(p) for p in self.data))
-        if bool(self.data) != (self.job.schema is not None):
-            raise ConfigError(
-                "--data FILE ... (owners' own files, one node each) and --schema FILE go together: the files "
-                "are checked against the schema, and a schema describes owners' files"
-            )
-        if self.data and self.processes != len(self.data):
-            raise ConfigError(f"--processes is the number of --data files ({len(self.data)}), got {self.processes}")
-        if not isinstance(self.job, JobConfig):
-            raise ConfigError(f"job must be a privfed.JobConfig, got {type(self.job).__name__}")
-        epsilons = tuple(self.epsilons) or (self.job.epsilon,)
-        for eps in epsilons:
-            check_positive(eps, name="--epsilon", allow_inf=True, fix="math.inf (or 'inf') means no noise")
-        object.__setattr__(self, "epsilons", tuple(float(e) for e in epsilons))
-        if self.job.owners is None:
-            raise ConfigError("--owners is required: the number of logical owners to simulate")
-        check_int(
-            self.processes, name="--processes", minimum=1, maximum=self.job.owners, fix="need --processes <= --owners"
-        )
-        check_int(self.repeats, name="--repeats", minimum=1)
-        if self.job.dataset == "synthetic" and self.job.n_samples is None and not self.data:
-            rows = synthetic_rows(self.job.owners, self.job.test_fraction)
-            object.__setattr__(self, "job", self.job.replace(n_samples=rows))
-        check_choice(self.rng, name="--rng", allowed=("seeded", "secure"))
-
-    @property
-    def owners(self) -> int:
-        assert self.job.owners is not None  # __post_init__
-        return self.job.owners
-
-    @classmethod
-    def from_mapping(cls, doc: dict[str, Any], *, source: str = "config") -> SimulationConfig:
-        """A config from flat keys: :class:`JobConfig` field names, ``epsilon`` (a number or a
-        list; TOML's ``inf`` is no noise) and the other fields of this class (``owners``: 200 if
-        not given, as ``privfed simulate``)."""
-        doc = dict(doc)
-        fields = {f.name for f in dataclasses.fields(JobConfig)}
-        unknown = sorted(set(doc) - fields - set(SIMULATION_KEYS))
-        if unknown:
-            raise ConfigError(
-                f"{source}: unknown key(s) {unknown}; keys are {', '.join(SIMULATION_KEYS)} and the job's: "
-                f"{', '.join(sorted(fields - {'epsilon'}))}"
-            )
-        if "task" not in doc:
-            raise ConfigError(f"{source}: task is required (one of {', '.join(TASKS)})")
-        eps = doc.pop("epsilon", 1.0)
-        epsilons = tuple(eps) if isinstance(eps, (list, tuple)) else (eps,)
-        if not epsilons:
-            raise ConfigError(f"{source}: epsilon must be a number or a non-empty list")
-        sim = {k: doc.pop(k) for k in SIMULATION_KEYS if k in doc}
-        if "data" in sim:
-            sim["data"] = tuple(sim["data"]) if isinstance(sim["data"], (list, tuple)) else (sim["data"],)
-            sim.setdefault("processes", len(sim["data"]))
-        doc.setdefault("owners", 200)
-        return cls(job=JobConfig(epsilon=epsilons[0], **doc), epsilons=epsilons, **sim)
-
-    @staticmethod
-    def toml_mapping(text: str, *, source: str = "config") -> dict[str, Any]:
-        """The settings of TOML text: its top level, or its ``[tool.privfed]`` table if it has one."""
-        try:
-            doc = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{source}: invalid TOML ({exc})") from None
-        tool = doc.get("tool")
-        return dict(tool["privfed"]) if isinstance(tool, dict) and isinstance(tool.get("privfed"), dict) else doc
-
-    @classmethod
-    def from_toml(cls, text: str, *, source: str = "config") -> SimulationConfig:
-        """A config from TOML text (see :meth:`from_mapping` and :meth:`toml_mapping`)."""
-        return cls.from_mapping(cls.toml_mapping(text, source=source), source=source)
-
-    def to_report(self) -> dict[str, Any]:
-        """Every setting by name, as report.json records it."""
-        return self.job.to_report() | {
-            "epsilon": list(self.epsilons),
-            "processes": self.processes,
-            "repeats": self.repeats,
-            "rng": self.rng,
-            "insecure": self.insecure,
-            "data": [str(p) for p in self.data],
-        }
 
 
 class NodeExited(PrivfedError):
@@ -342,7 +202,7 @@ def run_point(
         schema=schema,
     )
     port = server.start("127.0.0.1:0")
-    ranges = node_ranges(sim.owners, sim.processes)
+    ranges = node_ranges(sim.owners, sim.n_processes)
     ledgers = [point_dir / f"ledger-node{i}.sqlite" for i in range(len(ranges))]
     logs = [point_dir / f"node{i}.log" for i in range(len(ranges))]
     budget = epsilon
@@ -381,8 +241,9 @@ def run_point(
             watch.stop()
         model: ServedModel = outcome.model
         accuracy = float(np.mean(model.predict(test.X) == test.y))
-        server.models.put(f"{config.task}-eps{epsilon:g}", outcome.model)
-        save_model(point_dir / "model.json", outcome.model)
+        model_id = f"{config.task}-eps{epsilon:g}"
+        server.models.put(model_id, outcome.model, schema=schema)
+        save_model(point_dir / "model.json", outcome.model, model_id=model_id, task=config.task, schema=schema)
         server.dispatcher.shutdown()
         for p in procs:
             try:
@@ -427,8 +288,31 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
     ``report.json`` with ``status: failed`` and the reason, then raises it naming the report.
     """
     t0 = time.perf_counter()
+    run_dir = new_run_dir(config.job.out)
+    report: dict[str, Any] = {
+        "status": "running",
+        "run_dir": str(run_dir),
+        "config": config.to_report(),
+        "version": version_info(),
+        "host": host_info(),
+    }
+    try:
+        _simulate(config, run_dir, report)
+    except BaseException as exc:  # every way out writes the report (issue 23, item 3), then the error goes on
+        report |= {"status": "failed", "error": failure_reason(exc), "wall_time_s": time.perf_counter() - t0}
+        write_json(run_dir / "report.json", report)
+        if isinstance(exc, PrivfedError):
+            raise type(exc)(f"{exc} (report: {run_dir / 'report.json'})") from exc
+        raise
+    report |= {"status": "ok", "wall_time_s": time.perf_counter() - t0}
+    write_json(run_dir / "report.json", report)
+    print(f"report: {run_dir / 'report.json'}", file=sys.stderr)
+    return report
+
+
+def _simulate(config: SimulationConfig, run_dir: Path, report: dict[str, Any]) -> None:
+    """The body of :func:`simulate`: fills ``report`` (points, references) as the federations run."""
     job = config.job
-    run_dir = new_run_dir(job.out)
     show_progress = config.progress and sys.stderr.isatty()
     if not show_progress:  # no bars on a pipe or a file: one log line per round instead
         logging.getLogger("privfed.coordinator.rounds").setLevel(logging.INFO)
@@ -438,7 +322,7 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
         schema, public_test = federation_schema(job)
         if public_test is None:
             raise ConfigError(f'{job.schema}: simulate needs a public test file in the schema (test = "FILE")')
-        pooled = _pooled(config.data, schema)
+        pooled, sizes = _pooled(config.data, schema)
         splits = {s: (pooled, public_test) for s in seeds}
     else:  # computed once here, read by the owner processes with numpy alone
         split_cache = run_dir / "splits"
@@ -453,16 +337,29 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
         schema = FederationSchema.of_dataset(test0)
     if job.rows_per_owner is None:  # the simulation plays every owner: their row count is public configuration here
         job = job.replace(rows_per_owner=train0.n / config.owners)
+
+    def owner_parts(seed: int, train: Dataset) -> list[np.ndarray]:
+        """The rows of each owner, as the nodes partition them (a file's rows among its node's owners)."""
+        if not config.data:
+            return even_parts(train.n, config.owners, seed)
+        starts = np.cumsum([0, *sizes])
+        ranges = node_ranges(config.owners, config.n_processes)
+        return [starts[i] + p for i, r in enumerate(ranges) for p in even_parts(sizes[i], len(r), seed)]
+
     references = {
-        s: reference_accuracy(job.task, tr, te, C=job.c, k=job.k, lam=job.lam, boost={"n_rounds": job.n_rounds})
-        for s, (tr, te) in splits.items()
+        s: report_reference(job.replace(seed=s), tr, te, owner_parts(s, tr)) for s, (tr, te) in splits.items()
     }
     base = {s: baselines(te.y, len(te.classes)) for s, (_, te) in splits.items()}
-    reference = float(np.mean(list(references.values())))
+    reference_learner = references[job.seed]["reference_learner"]
+    reference = float(np.mean([r["reference_accuracy"] for r in references.values()]))
     chance = float(np.mean([b["chance"] for b in base.values()]))
     majority = float(np.mean([b["majority_class"] for b in base.values()]))
     points: list[dict[str, Any]] = []
-    report: dict[str, Any] = {
+    strategy = make_strategy(job, n_classes=len(test0.classes), bounds=test0.bounds)
+    check_feasible = getattr(strategy, "check_feasible", None)
+    if check_feasible is not None:  # before any node process starts
+        check_feasible(config.owners)
+    report |= {
         "status": "running",
         "run_dir": str(run_dir),
         "config": dataclasses.replace(config, job=job).to_report(),
@@ -472,60 +369,54 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
         "transport": "grpc+insecure" if config.insecure else "grpc+mTLS",
         "rng": {"kind": config.rng, "seed": job.seed, "repeats": config.repeats},
         "reference_accuracy": reference,
-        "reference_learner": REFERENCE_LEARNERS[job.task],
+        "reference_learner": reference_learner,
         "baselines": {"chance": chance, "majority_class": majority},
         "train_rows": int(train0.X.shape[0]),
         "test_rows": int(test0.X.shape[0]),
         "points": points,
         "host": host_info(),
     }
-    certs = None if config.insecure else make_certs(run_dir / "certs", owners=config.processes)
-    try:
-        for eps in config.epsilons:
-            runs = []
-            for s in seeds:
-                point_dir = run_dir / f"eps-{eps:g}" / (f"seed-{s}" if config.repeats > 1 else "")
-                run = run_point(
-                    config,
-                    job.replace(epsilon=eps, seed=s),
-                    point_dir,
-                    certs,
-                    splits[s][1],
-                    show_progress,
-                    schema,
-                    split_cache,
-                )
-                spent_file = write_json(point_dir / "epsilon_spent.json", run.pop("_spent"))
-                run["epsilon_spent"]["per_owner_file"] = str(spent_file.relative_to(run_dir))
-                runs.append(run)
-            points.append(_point(eps, runs))
-            spread = points[-1]["accuracy_std"] / math.sqrt(len(runs))
-            warning = accuracy_warning(eps, points[-1]["accuracy"], majority, int(test0.y.shape[0]), spread)
-            if warning:
-                points[-1]["warning"] = warning
-            _print_point(points[-1], reference, chance, majority)
-    except PrivfedError as exc:
-        report |= {"status": "failed", "error": str(exc), "wall_time_s": time.perf_counter() - t0}
-        write_json(run_dir / "report.json", report)
-        raise type(exc)(f"{exc} (report: {run_dir / 'report.json'})") from exc
-    report |= {"status": "ok", "warnings": [p["warning"] for p in points if "warning" in p]}
-    report |= {"wall_time_s": time.perf_counter() - t0}
-    write_json(run_dir / "report.json", report)
+    certs = None if config.insecure else make_certs(run_dir / "certs", owners=config.n_processes)
+    for eps in config.epsilons:
+        runs = []
+        for s in seeds:
+            point_dir = run_dir / f"eps-{eps:g}" / (f"seed-{s}" if config.repeats > 1 else "")
+            run = run_point(
+                config,
+                job.replace(epsilon=eps, seed=s),
+                point_dir,
+                certs,
+                splits[s][1],
+                show_progress,
+                schema,
+                split_cache,
+            )
+            spent_file = write_json(point_dir / "epsilon_spent.json", run.pop("_spent"))
+            run["epsilon_spent"]["per_owner_file"] = str(spent_file.relative_to(run_dir))
+            runs.append(run)
+        points.append(_point(eps, runs))
+        spread = points[-1]["accuracy_std"] / math.sqrt(len(runs))
+        warning = accuracy_warning(eps, points[-1]["accuracy"], majority, int(test0.y.shape[0]), spread)
+        if warning:
+            points[-1]["warning"] = warning
+        _print_point(points[-1], reference, chance, majority)
+    report["warnings"] = [p["warning"] for p in points if "warning" in p]
     _plot(run_dir / "accuracy_vs_epsilon.png", config, job, points, reference, chance, majority)
-    print(f"report: {run_dir / 'report.json'}", file=sys.stderr)
-    return report
 
 
-def _pooled(files: tuple[Path, ...], schema: FederationSchema) -> Dataset:
-    """The rows of every owner file, each checked against ``schema``, pooled (the reference's training set)."""
+def _pooled(files: tuple[Path, ...], schema: FederationSchema) -> tuple[Dataset, list[int]]:
+    """The rows of every owner file, each checked against ``schema``, pooled (the reference's training
+    set), and each file's row count."""
     parts = [check_owner_rows(read_owner_rows(str(path)), schema) for path in files]
-    return Dataset(
+    pooled = Dataset(
         "+".join(p.name for p in parts),
         np.vstack([p.X for p in parts]),
         np.concatenate([p.y for p in parts]),
         schema.bounds,
         np.array(schema.classes),
+        schema.encoded_features,
     )
+    return pooled, [p.n for p in parts]
 
 
 def _point(epsilon: float, runs: list[dict]) -> dict:
@@ -567,14 +458,19 @@ def _plot(
 ) -> None:
     eps = [p["epsilon"] for p in points]
     label = learner_label(job)
+    names = [p.name for p in config.data]
+    data = (", ".join(names[:3]) + (f", ... ({len(names)} files)" if len(names) > 3 else "")) if names else job.dataset
     plot_lines(
         path,
         eps,
-        {label: [p["accuracy"] for p in points], "non-private reference": [reference] * len(points)},
+        {
+            label: [p["accuracy"] for p in points],
+            "non-private reference (privfed at eps=inf)": [reference] * len(points),
+        },
         errors={label: [p["accuracy_std"] for p in points]} if config.repeats > 1 else None,
         hlines={"majority class": majority, "chance": chance},
         xlabel="epsilon",
         ylabel="test accuracy" + (f" (mean ± std of {config.repeats} runs)" if config.repeats > 1 else ""),
         logx=True,
-        title=f"{job.dataset}: {config.owners} owners, {config.processes} node processes",
+        title=f"{data}: {config.owners} owners, {config.n_processes} node processes",
     )

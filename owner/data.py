@@ -5,10 +5,8 @@ node agree on who holds which rows without any row being shipped."""
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -17,12 +15,13 @@ from privfed.common.datasets import (  # federation_split: re-exported
     federation_split,
     parse_bounds,
     partition,
-    read_rows,
+    read_table,
 )
 from privfed.common.errors import ConfigError
 from privfed.common.identity import owner_id
 from privfed.common.rng import make_rng
-from privfed.common.schema import FederationSchema
+from privfed.common.schema import FederationSchema, RawTable
+from privfed.common.schema.table import split_line
 from privfed.owner.local import LocalOwner
 
 __all__ = [
@@ -32,7 +31,6 @@ __all__ = [
     "owner_generator",
     "row_digests",
     "build_owners",
-    "OwnerRows",
     "read_owner_rows",
     "shorthand_schema",
     "check_owner_rows",
@@ -101,41 +99,38 @@ def build_owners(
     ]
 
 
-@dataclass(frozen=True)
-class OwnerRows:
-    """An owner's own file as read, before it is checked against the federation schema: ``X``,
-    the raw label values ``labels`` (n,), the header's feature names, and ``where(i)``, which
-    names row i in the file ("line 7") for error messages."""
-
-    name: str
-    X: np.ndarray
-    labels: np.ndarray
-    feature_names: tuple[str, ...] | None
-    where: Callable[[int], str]
+def read_owner_rows(path: str) -> RawTable:
+    """Read an owner's CSV (a header naming the features and the label, unless the schema says
+    files have none) or NPZ (X, y) file as text (:func:`privfed.common.datasets.read_table`); the
+    federation schema then reads it (:func:`check_owner_rows`)."""
+    return read_table(path)
 
 
-def read_owner_rows(path: str) -> OwnerRows:
-    """Read an owner's CSV (features, then one label column) or NPZ (X, y) file; one-line
-    ConfigErrors naming file and line for unreadable content (:func:`privfed.common.datasets.read_rows`)."""
-    X, labels, names, where = read_rows(path, n_label_columns=1, text_labels=True)
-    return OwnerRows(Path(path).name, X, labels[:, 0], names, where)
-
-
-def shorthand_schema(rows: OwnerRows, bounds_spec: str | None, n_classes: int) -> FederationSchema:
+def shorthand_schema(rows: RawTable, bounds_spec: str | None, n_classes: int) -> FederationSchema:
     """The schema the flags ``--bounds`` and ``--classes K`` describe for ``rows``: its feature
-    count, the public bounds, class values ``0 .. K-1``. Never read from the rows' values."""
+    count (the columns before the label), the public bounds, class values ``0 .. K-1``, columns in
+    order. Never read from the rows' values."""
     if bounds_spec is None:
         raise ConfigError(
             f"{rows.name}: public bounds are required with --data (--schema FILE, or --bounds lo:hi or a JSON "
             "file); they are never computed from the private rows"
         )
-    return FederationSchema.shorthand(parse_bounds(bounds_spec, rows.X.shape[1]), n_classes)
+    d = len(split_line(rows.lines[0])) - 1  # a header line, if any, has as many columns as the rows
+    if d < 1:
+        raise ConfigError(f"{rows.name}: {rows.where(0)}: no feature column before the label")
+    return FederationSchema.shorthand(parse_bounds(bounds_spec, d), n_classes)
 
 
-def check_owner_rows(rows: OwnerRows, schema: FederationSchema) -> Dataset:
-    """``rows`` as a data set of ``schema``, labels mapped by value (:meth:`FederationSchema.dataset`);
-    a wrong feature count or an unknown label is a one-line ConfigError naming file and line."""
-    return schema.dataset(rows.name, rows.X, rows.labels, rows.where, rows.feature_names)
+def check_owner_rows(rows: RawTable, schema: FederationSchema, *, log_to: logging.Logger | None = None) -> Dataset:
+    """``rows`` as a data set of ``schema`` (:meth:`FederationSchema.dataset`): columns matched by the
+    header's names, missing cells filled, categories one-hot, labels mapped by value. A file that does
+    not fit is a one-line ConfigError naming file, line and column. ``log_to``: where the load's notes
+    go (filled cells per feature, reordered columns): the owner's own log, never the wire."""
+    loaded = schema.load(rows)
+    if log_to is not None:
+        for note in loaded.notes():
+            log_to.info("%s", note)
+    return loaded.dataset(schema)
 
 
 def load_owner_file(path: str, bounds_spec: str | None, n_classes: int, n_label_columns: int = 1) -> Dataset:

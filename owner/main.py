@@ -16,9 +16,8 @@ from privfed.common.datasets import Dataset, read_schema
 from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
-from privfed.common.schema import FederationSchema
+from privfed.common.schema import FederationSchema, RawTable
 from privfed.owner.data import (
-    OwnerRows,
     build_owners,
     check_owner_rows,
     federation_split,
@@ -121,7 +120,7 @@ def agreed_schema(
     return remote
 
 
-def checked_rows(rows: OwnerRows, schema: FederationSchema, ledger: Ledger, *, pinned: bool) -> Dataset:
+def checked_rows(rows: RawTable, schema: FederationSchema, ledger: Ledger, *, pinned: bool) -> Dataset:
     """``rows`` checked against ``schema``, the decision recorded in the node's ledger first (issue 20,
     finding 5: "the schema decision is persisted").
 
@@ -143,7 +142,7 @@ def checked_rows(rows: OwnerRows, schema: FederationSchema, ledger: Ledger, *, p
     dataset: Dataset | None = None
     error: ConfigError | None = None
     try:
-        dataset = check_owner_rows(rows, schema)
+        dataset = check_owner_rows(rows, schema, log_to=log)
     except ConfigError as exc:
         error = exc
     if recorded != (digest, dataset is not None):

@@ -35,6 +35,7 @@ from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
 from privfed.proto.transport import (
+    IDENTITY_RETRY,
     PULL_TIMEOUT,
     PULL_WAIT,
     PUSH_TIMEOUT,
@@ -44,6 +45,7 @@ from privfed.proto.transport import (
     TlsFiles,
     channel_credentials,
     channel_options,
+    tls_failure,
 )
 
 _T = TypeVar("_T")
@@ -201,10 +203,24 @@ class OwnerNode:
         """Call until it succeeds; on a stop request, give up after one more attempt (so
         results already debited still get their chance to be delivered)."""
         backoff, started = Backoff(), time.monotonic()
+        in_use: tuple[float, str] | None = None  # since when, and why, another live process holds our node id
         while True:
             try:
                 return call()
             except grpc.RpcError as exc:
+                cause = tls_failure(exc.details() or "")
+                if cause is not None:  # verification fails the same way every time: no retry
+                    raise ConnectError(f"TLS with coordinator {self._target} failed: {cause}", exc.code()) from exc
+                if exc.code() == grpc.StatusCode.ALREADY_EXISTS and in_use is None:
+                    in_use = (time.monotonic(), exc.details())
+                    log.warning("%s refused: %s; retrying for %.0f s", what, exc.details(), IDENTITY_RETRY)
+                if in_use is not None:  # a restarted node's previous process is soon seen dead; a second one is not
+                    if self.stop_event.is_set():
+                        return None
+                    if time.monotonic() - in_use[0] > IDENTITY_RETRY:
+                        raise ConnectError(f"{what} refused by coordinator: ALREADY_EXISTS: {in_use[1]}") from exc
+                    self.stop_event.wait(backoff.next_delay())
+                    continue
                 if exc.code() not in _RETRYABLE:
                     raise ConnectError(
                         f"{what} refused by coordinator: {exc.code().name}: {exc.details()}", exc.code()

@@ -20,7 +20,8 @@ leaves is bounded below ("What x̃ reveals").
      labels (Algorithm 1). ``Y_c``, ``A_c`` and the raw rows never leave this process, but the
      cleaned rows reveal ``A_c``'s directions, so these methods need
      ``--allow-confidential-map-leak``.
-4. ``Predict`` with the cleaned rows in chunks; print or write the labels.
+4. ``Predict`` with the cleaned rows in chunks (:mod:`privfed.owner.query_client`); print or write the
+   label values, and class probabilities with ``--probabilities``.
 
 The refusals in steps 1-3 (bad flags, a stage over the bound, non-finite cleaned rows) are one-line
 errors, exit status 2, and come before any row is sent.
@@ -110,34 +111,23 @@ K. Xu, S. Shah, T. Cao, C. Maung, H. Schweitzer. Enhancing the Privacy of Predic
 from __future__ import annotations
 
 import logging
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import grpc
 import numpy as np
 
 from privfed.common.bounds import Bounds
-from privfed.common.errors import ConfigError, PrivfedError, RemoteProtocolError
+from privfed.common.errors import ConfigError, RemoteProtocolError
+from privfed.common.schema import FederationSchema
 from privfed.common.validation import check_choice, check_int, check_non_negative
-from privfed.proto import privfed_pb2 as pb
-from privfed.proto import privfed_pb2_grpc as pb_grpc
-from privfed.proto import serde
-from privfed.proto.transport import (
-    MAX_MESSAGE_BYTES,
-    PREDICT_TIMEOUT,
-    TlsFiles,
-    channel_credentials,
-    channel_options,
-)
+from privfed.proto.transport import TlsFiles
 
 if TYPE_CHECKING:
     from privfed.common.nullspace import CleaningResult
 
 log = logging.getLogger("privfed.query")
 
-CHUNK_ROWS = 1000  # rows per Predict call (fewer when F is so large that a call would near the size bound)
 #: ``--max-rank`` default: a binary LR model reads one direction of a row (module docstring, "Rank").
 DEFAULT_MAX_RANK = 1
 #: ``--method`` choices: the training-free projection (default) and the two null-space solvers.
@@ -168,8 +158,10 @@ class QueryConfig:
         Null-space methods only: this owner's rows, F feature columns then label columns.
     confidential_labels : tuple of int or None
         Null-space methods only: distinct 0-based indices among the label columns of ``train_data``.
-    clean_epsilon : float >= 0
-        Utility loss per row ``||A_dᵀ(x − x̃)||²``; 0 keeps every desired score.
+    utility_loss : float >= 0
+        ``--utility-loss`` (formerly ``--clean-epsilon``): the squared change of the model's scores
+        allowed per row, ``||A_dᵀ(x − x̃)||²`` (the paper's e_utility = ε, not a DP ε); 0 keeps every
+        desired score.
     method : {"projection", "generalized", "subspace"}
         Module docstring, step 3.
     allow_confidential_map_leak : bool
@@ -177,7 +169,9 @@ class QueryConfig:
     max_rank : int >= 1
         Largest rank of a linear stage the owner sends rows through ("Rank").
     out : Path or None
-        CSV to write the labels to (header ``label``); None prints them.
+        CSV to write the label values to (header: the schema's label name, else ``label``); None prints them.
+    probabilities : bool
+        ``--probabilities``: also ask for class probabilities (refused for a model without them).
 
     Raises
     ------
@@ -192,19 +186,20 @@ class QueryConfig:
     target_name: str | None = None
     train_data: Path | None = None
     confidential_labels: tuple[int, ...] | None = None
-    clean_epsilon: float = 0.0
+    utility_loss: float = 0.0
     method: str = "projection"
     allow_confidential_map_leak: bool = False
     max_rank: int = DEFAULT_MAX_RANK
     out: Path | None = None
+    probabilities: bool = False
 
     def __post_init__(self) -> None:
-        clean_epsilon = check_non_negative(
-            self.clean_epsilon,
-            name="--clean-epsilon",
-            fix="it is the utility loss per row; 0 keeps every desired score",
+        utility_loss = check_non_negative(
+            self.utility_loss,
+            name="--utility-loss",
+            fix="it is the squared change of the model's scores allowed per row; 0 keeps every desired score",
         )
-        object.__setattr__(self, "clean_epsilon", clean_epsilon)
+        object.__setattr__(self, "utility_loss", utility_loss)
         max_rank = check_int(
             self.max_rank, name="--max-rank", minimum=1, fix="it counts the directions of a row the model may read"
         )
@@ -453,111 +448,44 @@ def clean_queries(
     return CleanedQueries(rows=centre + details.x_clean, details=details, centre=centre, A_c=A_c, centred=centred)
 
 
-# ---------------------------------------------------------------------------- network
-def _rpc_error(exc: grpc.RpcError, what: str, target: str, timeout: float) -> PrivfedError:
-    code, details = exc.code(), " ".join(str(exc.details()).split())  # the coordinator's text, on one line
-    if code == grpc.StatusCode.UNAVAILABLE:
-        return PrivfedError(
-            f"{what}: coordinator {target} unreachable ({details}); is it running, and do "
-            "--certs/--name/--target-name match its certificate?"
-        )
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return PrivfedError(f"{what}: coordinator {target} did not answer within {timeout:.0f} s")
-    if code == grpc.StatusCode.FAILED_PRECONDITION:
-        return ConfigError(f"{what}: the coordinator refused: {details}")
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return PrivfedError(f"{what}: the coordinator rejected the request as malformed: {details}")
-    return PrivfedError(f"{what}: the coordinator answered {code.name}: {details}")
-
-
-class _Coordinator:
-    """The two RPCs of private prediction on one channel, errors mapped by ``.code()``."""
-
-    def __init__(self, channel: grpc.Channel, target: str):
-        self._stub = pb_grpc.CoordinatorStub(channel)
-        self._target = target
-
-    def get_model(self, model_id: str) -> tuple[str, Bounds, np.ndarray]:
-        try:
-            reply = self._stub.GetModel(pb.GetModelRequest(model_id=model_id), timeout=PREDICT_TIMEOUT)
-        except grpc.RpcError as exc:
-            raise _rpc_error(exc, "GetModel", self._target, PREDICT_TIMEOUT) from exc
-        bounds = serde.bounds_from_proto(reply.bounds)
-        A_d = serde.matrix_from_proto(reply.linear_stage)  # checked by check_linear_stage before use
-        return reply.kind, bounds, A_d
-
-    def predict(self, model_id: str, rows: np.ndarray) -> tuple[np.ndarray, int]:
-        """Labels for ``rows``, in chunks; returns ``(labels, number of calls)``."""
-        per_call = max(1, min(CHUNK_ROWS, MAX_MESSAGE_BYTES // (2 * 8 * max(rows.shape[1], 1))))
-        chunks = [rows[start : start + per_call] for start in range(0, rows.shape[0], per_call)]
-        # every chunk is encoded before the first is sent: a row the wire cannot carry stops the run whole
-        requests = [pb.PredictRequest(model_id=model_id, rows=serde.reports_to_proto(c)) for c in chunks]
-        labels, calls = [], 0
-        for chunk, request in zip(chunks, requests):
-            try:
-                reply = self._stub.Predict(request, timeout=PREDICT_TIMEOUT)
-            except grpc.RpcError as exc:
-                raise _rpc_error(exc, "Predict", self._target, PREDICT_TIMEOUT) from exc
-            if len(reply.labels) != chunk.shape[0]:
-                raise RemoteProtocolError(f"Predict answered {len(reply.labels)} label(s) for {chunk.shape[0]} rows")
-            labels.append(np.asarray(reply.labels, dtype=np.int64))
-            calls += 1
-        return (np.concatenate(labels) if labels else np.zeros(0, dtype=np.int64)), calls
-
-
-def _channel(target: str, tls: TlsFiles | None, target_name: str | None) -> grpc.Channel:
-    opts = channel_options(target_name)
-    if tls is None:
-        log.warning("--insecure: query traffic is not encrypted (byte-capture tests only)")
-        return grpc.insecure_channel(target, options=opts)
-    return grpc.secure_channel(target, channel_credentials(tls), options=opts)
-
-
-def _write_labels(labels: np.ndarray, out: Path | None) -> None:
-    text = "\n".join(map(str, np.asarray(labels, dtype=np.int64).tolist()))
-    if out is None:
-        if text:
-            sys.stdout.write(text + "\n")
-        return
-    partial = out.with_name(out.name + ".partial")  # a full disk leaves no half-written labels file
-    try:
-        partial.write_text("label\n" + (text + "\n" if text else ""))
-        partial.replace(out)
-    except OSError as exc:
-        partial.unlink(missing_ok=True)
-        raise ConfigError(f"--out {out}: cannot write the labels ({exc.strerror or exc})") from exc
-
-
 def run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
-    """``privfed query``: check the model, clean locally, ask the served model, print or write the labels."""
-    queries_table = read_table(config.queries, "--queries")
+    """``privfed query``: check the model, clean locally, ask the served model, print or write the
+    label values (and, with ``--probabilities``, the class probabilities)."""
+    from privfed.owner.query_client import ModelClient, answers_csv, channel, write_answers
+
+    if not Path(config.queries).is_file():
+        raise ConfigError(f"--queries {config.queries}: file not found")
     training = config.training
     train_table = None if training is None else read_table(training[0], "--train-data")
-    with _channel(config.coordinator, tls, config.target_name) as channel:
-        coordinator = _Coordinator(channel, config.coordinator)
-        kind, bounds, A_d = coordinator.get_model(config.model_id)
-        F = bounds.d
-        rank = check_linear_stage(config.model_id, kind, A_d, F, max_rank=config.max_rank)
+    with channel(config.coordinator, tls, config.target_name) as ch:
+        client = ModelClient(ch, config.coordinator)
+        model = client.get_model(config.model_id)
+        if config.probabilities and not model.probabilities:
+            raise ConfigError(
+                f"model {config.model_id!r} ({model.kind[:40]!r}) has no class probabilities; nothing sent"
+            )
+        F = model.bounds.d
+        rank = check_linear_stage(config.model_id, model.kind, model.A_d, F, max_rank=config.max_rank)
         log.info(
             "model %r (%r): F = %d features, first linear stage A_d of shape %s and rank %d (--max-rank %d)",
             config.model_id,
-            kind,
+            model.kind,
             F,
-            A_d.shape,
+            model.A_d.shape,
             rank,
             config.max_rank,
         )
-        queries, _ = split_features(queries_table, F, f"--queries {config.queries.name}")
+        queries = query_rows(config.queries, model.schema, F)
         X_own = Y_conf = None
         if training is not None and train_table is not None:
             X_own, Y_conf = _confidential_columns(training, train_table, F)
         cleaned = clean_queries(
             queries,
-            A_d,
+            model.A_d,
             X_own,
             Y_conf,
-            centre=public_centre(bounds),
-            epsilon=config.clean_epsilon,
+            centre=public_centre(model.bounds),
+            epsilon=config.utility_loss,
             method=config.method,
         )
         if not np.all(np.isfinite(cleaned.rows)):
@@ -565,44 +493,77 @@ def run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
                 f"cleaning against model {config.model_id!r}'s linear stage gave non-finite rows "
                 "(is its scale extreme?); nothing sent"
             )
-        changed = int(np.count_nonzero(np.any(cleaned.rows != queries, axis=1)))
-        n = queries.shape[0]
-        mean_utility = float(np.mean(cleaned.details.e_utility)) if n else 0.0
-        if X_own is not None and Y_conf is not None:
-            e_privacy = cleaned.e_privacy
-            log.info(
-                "cleaned %d of %d query row(s) (clean-epsilon %g, %s, A_c from %d own row(s) and %d "
-                "confidential label(s)): mean e_utility %.6g, mean e_privacy %.6g against the local A_c",
-                changed,
-                n,
-                config.clean_epsilon,
-                config.method,
-                X_own.shape[0],
-                Y_conf.shape[1],
-                mean_utility,
-                float(np.mean(e_privacy)) if n and e_privacy is not None else 0.0,
-            )
-        else:
-            log.info(
-                "cleaned %d of %d query row(s) (clean-epsilon %g, projection onto the model's %d "
-                "direction(s)): mean e_utility %.6g",
-                changed,
-                n,
-                config.clean_epsilon,
-                rank,
-                mean_utility,
-            )
-        _, outside = bounds.clip(cleaned.rows)
+        _log_cleaning(config, cleaned, queries, rank, X_own, Y_conf)
+        _, outside = model.bounds.clip(cleaned.rows)
         if outside:
             log.warning(
                 "%d cleaned value(s) lie outside the public bounds; they are sent unclipped (clipping "
                 "would undo the cleaning), and the model's own clipping may change those rows' labels",
                 outside,
             )
-        predicted, calls = coordinator.predict(config.model_id, cleaned.rows)
-    log.info("%d label(s) from %d Predict call(s)", predicted.shape[0], calls)
-    _write_labels(predicted, config.out)
+        answers = client.predict(config.model_id, cleaned.rows, probabilities=config.probabilities)
+    log.info("%d label(s) from %d Predict call(s)", len(answers.values), answers.calls)
+    label = (model.schema.label if model.schema is not None else None) or "label"
+    lines = answers_csv(answers, model.classes, label)
+    write_answers(lines, config.out, None if config.probabilities else label)
     return 0
+
+
+def query_rows(path: Path, schema: FederationSchema | None, n_features: int) -> np.ndarray:
+    """The query rows as the model reads them: by the federation schema when the model names one
+    (columns matched by the header's names, categories one-hot, missing cells filled, a label
+    column read past), else the first F numeric columns (:func:`read_table`)."""
+    if schema is not None and not _is_npz(path):
+        from privfed.common.datasets import read_table as read_raw_table
+
+        loaded = schema.load(read_raw_table(path), labels=None)
+        for note in loaded.notes():
+            log.info("--queries %s", note)
+        return loaded.X
+    queries, _ = split_features(read_table(path, "--queries"), n_features, f"--queries {Path(path).name}")
+    return queries
+
+
+def _is_npz(path: Path) -> bool:
+    with Path(path).open("rb") as fh:
+        return Path(path).suffix.lower() == ".npz" or fh.read(2) == b"PK"
+
+
+def _log_cleaning(
+    config: QueryConfig,
+    cleaned: CleanedQueries,
+    queries: np.ndarray,
+    rank: int,
+    X_own: np.ndarray | None,
+    Y_conf: np.ndarray | None,
+) -> None:
+    changed = int(np.count_nonzero(np.any(cleaned.rows != queries, axis=1)))
+    n = queries.shape[0]
+    mean_utility = float(np.mean(cleaned.details.e_utility)) if n else 0.0
+    if X_own is not None and Y_conf is not None:
+        e_privacy = cleaned.e_privacy
+        log.info(
+            "cleaned %d of %d query row(s) (utility loss %g, %s, A_c from %d own row(s) and %d "
+            "confidential label(s)): mean e_utility %.6g, mean e_privacy %.6g against the local A_c",
+            changed,
+            n,
+            config.utility_loss,
+            config.method,
+            X_own.shape[0],
+            Y_conf.shape[1],
+            mean_utility,
+            float(np.mean(e_privacy)) if n and e_privacy is not None else 0.0,
+        )
+        return
+    log.info(
+        "cleaned %d of %d query row(s) (utility loss %g, projection onto the model's %d direction(s)): "
+        "mean e_utility %.6g",
+        changed,
+        n,
+        config.utility_loss,
+        rank,
+        mean_utility,
+    )
 
 
 def _confidential_columns(

@@ -13,6 +13,9 @@ Python API: a simulated federation run from a typed config, and the in-process e
     model = privfed.LdpNearestCentroid(epsilon=4.0, bounds=(0.0, 16.0), random_state=0).fit(X, y)
     model.predict_proba(X[:3])
 
+    trained = privfed.TrainedClassifier.from_file("runs/<timestamp>/eps-4/model.json")
+    trained.predict(X[:3])  # label values; raw rows are read by the federation schema
+
 Names are imported on first use (PEP 562), so ``import privfed.owner.main`` -- an owner node --
 loads none of them.
 """
@@ -24,18 +27,21 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from privfed.common.learners.estimators import LdpLogisticRegression, LdpNearestCentroid
+    from privfed.common.learners.exported import TrainedClassifier
     from privfed.common.schema import FederationSchema
-    from privfed.deploy.simulate import SimulationConfig, simulate
+    from privfed.deploy.simulate import simulate
+    from privfed.deploy.simulation_config import SimulationConfig
     from privfed.server.config import JobConfig
 
 #: Public name -> the module that defines it.
 _EXPORTS = {
     "simulate": "privfed.deploy.simulate",
-    "SimulationConfig": "privfed.deploy.simulate",
+    "SimulationConfig": "privfed.deploy.simulation_config",
     "JobConfig": "privfed.server.config",
     "FederationSchema": "privfed.common.schema",
     "LdpNearestCentroid": "privfed.common.learners.estimators",
     "LdpLogisticRegression": "privfed.common.learners.estimators",
+    "TrainedClassifier": "privfed.common.learners.exported",
 }
 
 __all__ = [
@@ -44,6 +50,7 @@ __all__ = [
     "LdpLogisticRegression",
     "LdpNearestCentroid",
     "SimulationConfig",
+    "TrainedClassifier",
     "simulate",
 ]
 

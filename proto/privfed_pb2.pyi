@@ -1,10 +1,33 @@
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class RowScaling(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ROW_SCALING_UNSPECIFIED: _ClassVar[RowScaling]
+    ROW_SCALING_BALL: _ClassVar[RowScaling]
+    ROW_SCALING_NORMALISE: _ClassVar[RowScaling]
+
+class SvmModel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SVM_MODEL_UNSPECIFIED: _ClassVar[SvmModel]
+    SVM_MODEL_CENTROID: _ClassVar[SvmModel]
+    SVM_MODEL_MC_HUBER: _ClassVar[SvmModel]
+    SVM_MODEL_SOFTMAX: _ClassVar[SvmModel]
+    SVM_MODEL_OVR_HUBER: _ClassVar[SvmModel]
+ROW_SCALING_UNSPECIFIED: RowScaling
+ROW_SCALING_BALL: RowScaling
+ROW_SCALING_NORMALISE: RowScaling
+SVM_MODEL_UNSPECIFIED: SvmModel
+SVM_MODEL_CENTROID: SvmModel
+SVM_MODEL_MC_HUBER: SvmModel
+SVM_MODEL_SOFTMAX: SvmModel
+SVM_MODEL_OVR_HUBER: SvmModel
 
 class Matrix(_message.Message):
     __slots__ = ("shape", "data")
@@ -105,21 +128,23 @@ class LrShareTask(_message.Message):
     def __init__(self, mechanism: _Optional[_Union[MechanismSpec, _Mapping]] = ..., param_bound: _Optional[float] = ..., c: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
 
 class PcaShareTask(_message.Message):
-    __slots__ = ("epsilon", "delta", "k", "bounds", "count_epsilon")
+    __slots__ = ("epsilon", "delta", "k", "bounds", "count_epsilon", "scaling")
     EPSILON_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     K_FIELD_NUMBER: _ClassVar[int]
     BOUNDS_FIELD_NUMBER: _ClassVar[int]
     COUNT_EPSILON_FIELD_NUMBER: _ClassVar[int]
+    SCALING_FIELD_NUMBER: _ClassVar[int]
     epsilon: float
     delta: float
     k: int
     bounds: Matrix
     count_epsilon: float
-    def __init__(self, epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., k: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., count_epsilon: _Optional[float] = ...) -> None: ...
+    scaling: RowScaling
+    def __init__(self, epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., k: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., count_epsilon: _Optional[float] = ..., scaling: _Optional[_Union[RowScaling, str]] = ...) -> None: ...
 
 class SvmShareTask(_message.Message):
-    __slots__ = ("epsilon", "lam", "n_classes", "bounds", "subspace", "delta", "model")
+    __slots__ = ("epsilon", "lam", "n_classes", "bounds", "subspace", "delta", "model", "scaling")
     EPSILON_FIELD_NUMBER: _ClassVar[int]
     LAM_FIELD_NUMBER: _ClassVar[int]
     N_CLASSES_FIELD_NUMBER: _ClassVar[int]
@@ -127,14 +152,16 @@ class SvmShareTask(_message.Message):
     SUBSPACE_FIELD_NUMBER: _ClassVar[int]
     DELTA_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    SCALING_FIELD_NUMBER: _ClassVar[int]
     epsilon: float
     lam: float
     n_classes: int
     bounds: Matrix
     subspace: Matrix
     delta: float
-    model: str
-    def __init__(self, epsilon: _Optional[float] = ..., lam: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., subspace: _Optional[_Union[Matrix, _Mapping]] = ..., delta: _Optional[float] = ..., model: _Optional[str] = ...) -> None: ...
+    model: SvmModel
+    scaling: RowScaling
+    def __init__(self, epsilon: _Optional[float] = ..., lam: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., subspace: _Optional[_Union[Matrix, _Mapping]] = ..., delta: _Optional[float] = ..., model: _Optional[_Union[SvmModel, str]] = ..., scaling: _Optional[_Union[RowScaling, str]] = ...) -> None: ...
 
 class BoostConfig(_message.Message):
     __slots__ = ("run_id", "base", "epsilon", "mechanism", "n_classes", "n_rounds", "group_size", "n_bins", "weight_bound", "labels", "label_fraction", "c", "param_bound", "eval_fraction", "eval_groups", "eval_row_bound", "max_owner_rows", "bounds", "stump_encoding", "oracle", "n_sampled", "share_groups", "eval_mechanism", "budget_split")
@@ -555,18 +582,24 @@ class PushResultsResponse(_message.Message):
     def __init__(self, accepted: _Optional[int] = ...) -> None: ...
 
 class PredictRequest(_message.Message):
-    __slots__ = ("model_id", "rows")
+    __slots__ = ("model_id", "rows", "probabilities")
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
+    PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     rows: Reports
-    def __init__(self, model_id: _Optional[str] = ..., rows: _Optional[_Union[Reports, _Mapping]] = ...) -> None: ...
+    probabilities: bool
+    def __init__(self, model_id: _Optional[str] = ..., rows: _Optional[_Union[Reports, _Mapping]] = ..., probabilities: _Optional[bool] = ...) -> None: ...
 
 class PredictResponse(_message.Message):
-    __slots__ = ("labels",)
+    __slots__ = ("labels", "label_values", "probabilities")
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    LABEL_VALUES_FIELD_NUMBER: _ClassVar[int]
+    PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
     labels: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, labels: _Optional[_Iterable[int]] = ...) -> None: ...
+    label_values: _containers.RepeatedScalarFieldContainer[str]
+    probabilities: Matrix
+    def __init__(self, labels: _Optional[_Iterable[int]] = ..., label_values: _Optional[_Iterable[str]] = ..., probabilities: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
 
 class GetModelRequest(_message.Message):
     __slots__ = ("model_id",)
@@ -575,16 +608,22 @@ class GetModelRequest(_message.Message):
     def __init__(self, model_id: _Optional[str] = ...) -> None: ...
 
 class GetModelResponse(_message.Message):
-    __slots__ = ("model_id", "kind", "bounds", "linear_stage")
+    __slots__ = ("model_id", "kind", "bounds", "linear_stage", "classes", "probabilities", "schema")
     MODEL_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     BOUNDS_FIELD_NUMBER: _ClassVar[int]
     LINEAR_STAGE_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
     model_id: str
     kind: str
     bounds: Matrix
     linear_stage: Matrix
-    def __init__(self, model_id: _Optional[str] = ..., kind: _Optional[str] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., linear_stage: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+    classes: _containers.RepeatedScalarFieldContainer[str]
+    probabilities: bool
+    schema: str
+    def __init__(self, model_id: _Optional[str] = ..., kind: _Optional[str] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., linear_stage: _Optional[_Union[Matrix, _Mapping]] = ..., classes: _Optional[_Iterable[str]] = ..., probabilities: _Optional[bool] = ..., schema: _Optional[str] = ...) -> None: ...
 
 class Envelope(_message.Message):
     __slots__ = ("recipient", "data")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -393,6 +393,32 @@ def _owner_shares_from_proto(shares: Sequence[pb.OwnerShare], what: str) -> dict
     return out
 
 
+_E = TypeVar("_E", "pb.SvmModel", "pb.RowScaling")
+
+#: FedDPDR's public choices (common/feddpdr/choices.py) and their wire enums. The wire has no default:
+#: UNSPECIFIED (0, what an unset field reads as) is malformed, so the one default is Python's.
+SVM_MODEL_WIRE = {
+    "centroid": pb.SVM_MODEL_CENTROID,
+    "mc-huber": pb.SVM_MODEL_MC_HUBER,
+    "softmax": pb.SVM_MODEL_SOFTMAX,
+    "ovr-huber": pb.SVM_MODEL_OVR_HUBER,
+}
+ROW_SCALING_WIRE = {"ball": pb.ROW_SCALING_BALL, "normalise": pb.ROW_SCALING_NORMALISE}
+
+
+def _to_enum(table: Mapping[str, _E], name: str) -> _E:
+    if name not in table:
+        raise ConfigError(f"no wire value for {name!r}; known: {sorted(table)}")
+    return table[name]
+
+
+def _from_enum(table: Mapping[str, _E], value: _E, field: str) -> str:
+    for name, number in table.items():
+        if number == value:
+            return name
+    raise RemoteProtocolError(f"{field} must name one of {sorted(table)}, got enum value {value}")
+
+
 def task_to_proto(t: Task) -> pb.Task:
     msg = pb.Task(task_id=t.task_id, owner_id=t.owner_id, round_id=t.round_id)
     s = t.spec
@@ -421,7 +447,12 @@ def task_to_proto(t: Task) -> pb.Task:
     elif isinstance(s, PcaShareTask):
         msg.pca_share.CopyFrom(
             pb.PcaShareTask(
-                epsilon=s.epsilon, delta=s.delta, k=s.k, bounds=bounds_to_proto(s.bounds), count_epsilon=s.count_epsilon
+                epsilon=s.epsilon,
+                delta=s.delta,
+                k=s.k,
+                bounds=bounds_to_proto(s.bounds),
+                count_epsilon=s.count_epsilon,
+                scaling=_to_enum(ROW_SCALING_WIRE, s.scaling),
             )
         )
     elif isinstance(s, SvmShareTask):
@@ -433,7 +464,8 @@ def task_to_proto(t: Task) -> pb.Task:
                 bounds=bounds_to_proto(s.bounds),
                 subspace=matrix_to_proto(np.zeros((0,)) if s.subspace is None else s.subspace),
                 delta=s.delta,
-                model=s.model,
+                model=_to_enum(SVM_MODEL_WIRE, s.model),
+                scaling=_to_enum(ROW_SCALING_WIRE, s.scaling),
             )
         )
     elif isinstance(s, BoostShareTask):
@@ -498,6 +530,7 @@ def task_from_proto(m: pb.Task) -> Task:
                 k=int(k.k),
                 bounds=bounds_from_proto(k.bounds),
                 count_epsilon=k.count_epsilon,
+                scaling=_from_enum(ROW_SCALING_WIRE, k.scaling, "scaling"),
             )
         elif kind == "svm_share":
             k = m.svm_share
@@ -509,7 +542,8 @@ def task_from_proto(m: pb.Task) -> Task:
                 bounds=bounds_from_proto(k.bounds),
                 subspace=U if U.size else None,
                 delta=k.delta,
-                model=k.model or "ovr-huber",
+                model=_from_enum(SVM_MODEL_WIRE, k.model, "model"),
+                scaling=_from_enum(ROW_SCALING_WIRE, k.scaling, "scaling"),
             )
         elif kind == "boost_share":
             k = m.boost_share

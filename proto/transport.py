@@ -28,6 +28,11 @@ PREDICT_TIMEOUT = 30.0
 HEALTH_TIMEOUT = 2.0
 SHUTDOWN_GRACE = 2.0  # server.stop(grace): in-flight RPCs may finish
 
+#: A node id refused as registered by another live process (ALREADY_EXISTS) is retried this
+#: long: a restarted node's previous process is seen dead within the coordinator's
+#: ``IDENTITY_LIVENESS`` (3 s) of its last call; a true second process then gives up.
+IDENTITY_RETRY = 6.0
+
 # --- sizes ----------------------------------------------------------------------------
 #: Largest message either side sends or accepts. gRPC refuses a larger one from its length
 #: prefix, before reading it (RESOURCE_EXHAUSTED), so one call can cost the coordinator at most
@@ -103,6 +108,26 @@ def server_credentials(tls: TlsFiles) -> grpc.ServerCredentials:
 def channel_credentials(tls: TlsFiles) -> grpc.ChannelCredentials:
     ca, cert, key = tls.read()
     return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+
+
+def tls_failure(details: str) -> str | None:
+    """The one-line cause of a failed call whose TLS handshake failed verification at this end,
+    or None. Such a failure never heals by retrying (issue 23, item 5): the peer's certificate is
+    not signed by our CA, or does not name the address dialled."""
+    if "not in peer certificate" in details:
+        return (
+            "the coordinator's certificate does not name the address dialled (its subject alternative names "
+            "list the names it may be reached by); dial one of them, or re-issue it with `privfed certs --san`"
+        )
+    if "andshake failed" not in details:  # gRPC writes "Tls handshake failed" / "Ssl handshake failed"
+        return None
+    reason = details.rpartition("SSL_ERROR_SSL:")[2].strip().rpartition(":")[0].rpartition(":")[2].strip()
+    verify = ("signature failure", "local issuer", "verify failed", "VERIFY_FAILED", "self signed", "self-signed")
+    if any(v in details for v in verify):
+        return (
+            f"the coordinator's certificate is not signed by this node's CA (ca.pem): {reason or 'verification failed'}"
+        )
+    return f"the TLS handshake with the coordinator failed: {reason or details.strip()[:200]}"
 
 
 @dataclass

@@ -36,6 +36,7 @@ from privfed.common.boosting.federated import (
 from privfed.common.datasets import BUILTINS
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.basis import BASES
+from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DEFAULT_SVM_MODEL, ROW_SCALINGS, SVM_MODELS
 from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND
 from privfed.common.learners.ncc import LABEL_FRACTION
 from privfed.common.mechanisms import MECHANISMS
@@ -73,6 +74,8 @@ FLAGS = {
     "delta": "--delta",
     "lam": "--lam",
     "basis": "--basis",
+    "model": "--model",
+    "scaling": "--scaling",
     "base": "--base",
     "n_rounds": "--rounds",
     "group_size": "--group-size",
@@ -92,6 +95,7 @@ FLAGS = {
     "n_samples": "--n-samples",
     "test_fraction": "--test-fraction",
     "owners": "--owners",
+    "min_owners": "--min-owners",
     "register_timeout": "--register-timeout",
     "round_timeout": "--round-timeout",
     "node_timeout": "--node-timeout",
@@ -130,10 +134,14 @@ class JobConfig:
     param_bound, c : float > 0
         ``--param-bound``, ``--C``: lr's public clip bound and inverse L2 strength.
     k : int >= 1; delta : float in [0, 1); lam : float > 0
-        ``--k``, ``--delta``, ``--lam``: FedDPDR's subspace dimension, DP-PCA δ, SVM regularisation.
+        ``--k``, ``--delta``, ``--lam``: FedDPDR's subspace dimension, each owner's δ (split between
+        the phases), and the seed's SVM regularisation λ (``ovr-huber`` only).
     basis : {"dp-pca", "dct", "identity"}
         ``--basis``: FedDPDR's phase 1, the paper's DP-PCA (the default), or a public basis that
         spends nothing and leaves all of ε to the classifier (:mod:`privfed.common.feddpdr.basis`).
+    model : str; scaling : str
+        ``--model``, ``--scaling``: FedDPDR's phase-2 classifier and public row scaling
+        (:mod:`privfed.common.feddpdr.choices`, which declares both defaults).
     base : {"stump", "ncc", "lr"}; n_rounds : int >= 1; group_size : int >= 1 or None; n_bins : int >= 2
         ``--base``, ``--rounds``, ``--group-size`` (default ``owners // rounds``), ``--n-bins``:
         boosting's base learner, T, owners per round and public thresholds per attribute + 1.
@@ -167,6 +175,11 @@ class JobConfig:
         data set's public schema (bounds, classes).
     owners : int >= 1 or None
         ``--owners``: logical owners to wait for (None only for a config that just builds a strategy).
+    min_owners : int >= 1 or None
+        ``--min-owners``: the quorum, the fewest owners that must still be taking part (neither
+        refused, rejected for a reply that broke its contract, nor on a lost node) after every batch
+        of tasks; below it the job fails before a later batch spends anyone's budget. None:
+        :attr:`quorum`'s default per task (1 for ncc and lr, half the owners for bdt and feddpdr).
     register_timeout, round_timeout, node_timeout : float > 0
         ``--register-timeout``, ``--round-timeout``, ``--node-timeout``, in seconds.
     listen : str; out : Path; serve : bool; load_model : Path or None
@@ -192,6 +205,8 @@ class JobConfig:
     delta: float = 1e-5
     lam: float = 0.01
     basis: str = "dp-pca"
+    model: str = DEFAULT_SVM_MODEL
+    scaling: str = DEFAULT_ROW_SCALING
     base: str = "stump"
     n_rounds: int = 10
     group_size: int | None = None
@@ -211,6 +226,7 @@ class JobConfig:
     n_samples: int | None = None
     test_fraction: float = 0.2
     owners: int | None = None
+    min_owners: int | None = None
     register_timeout: float = 300.0
     round_timeout: float = 600.0
     node_timeout: float = 15.0
@@ -234,6 +250,8 @@ class JobConfig:
             )
         check_choice(self.base, name=FLAGS["base"], allowed=BASE_LEARNERS)
         check_choice(self.basis, name=FLAGS["basis"], allowed=BASES)
+        check_choice(self.model, name=FLAGS["model"], allowed=SVM_MODELS)
+        check_choice(self.scaling, name=FLAGS["scaling"], allowed=ROW_SCALINGS)
         check_positive(self.epsilon, name=FLAGS["epsilon"], allow_inf=True, fix="math.inf (or 'inf') means no noise")
         check_choice(self.secure_sum, name=FLAGS["secure_sum"], allowed=SECURE_SUMS)
         for name in ("param_bound", "c", "lam", "eval_row_bound", "register_timeout", "round_timeout", "node_timeout"):
@@ -251,9 +269,14 @@ class JobConfig:
         check_choice(self.budget_split, name=FLAGS["budget_split"], allowed=BUDGET_SPLITS)
         if self.eval_mechanism is not None:
             check_choice(self.eval_mechanism, name=FLAGS["eval_mechanism"], allowed=EVAL_MECHANISMS)
-        for name in ("group_size", "n_samples", "owners", "max_owner_rows"):
+        for name in ("group_size", "n_samples", "owners", "max_owner_rows", "min_owners"):
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name=FLAGS[name], minimum=1)
+        if self.min_owners is not None and self.owners is not None and self.min_owners > self.owners:
+            raise ConfigError(
+                f"{FLAGS['min_owners']} {self.min_owners} exceeds {FLAGS['owners']} {self.owners}: the job could "
+                f"never reach its quorum; choose {FLAGS['min_owners']} between 1 and {self.owners}"
+            )
         if self.dataset not in BUILTINS:
             raise ConfigError(
                 f"--dataset must be one of {', '.join(BUILTINS)}, got {self.dataset!r}; for owners' own files give "
@@ -261,6 +284,13 @@ class JobConfig:
             )
         if not isinstance(self.listen, str) or not self.listen:
             raise ConfigError(f"--listen must be HOST:PORT, got {self.listen!r}")
+        if self.resume and self.journal is None:
+            raise ConfigError("--resume needs --journal FILE (the journal of the job to continue)")
+        if self.journal is not None and self.task != "bdt":
+            raise ConfigError(
+                f"--journal checkpoints boosting rounds; --task {self.task} runs one round and has nothing to "
+                "resume (drop --journal, or use --task bdt)"
+            )
         object.__setattr__(self, "out", Path(self.out))
         for name in ("load_model", "journal", "schema"):
             if getattr(self, name) is not None:
@@ -291,6 +321,19 @@ class JobConfig:
         return MAX_OWNER_ROWS
 
     @property
+    def quorum(self) -> int:
+        """The fewest owners still taking part for the job to go on (``min_owners``). By default, per task:
+        1 for the one-round tasks (ncc, lr), whose one round has spent every budget it will by the time
+        the check can fail, so a degraded model with its report (who was lost, refused or rejected) is
+        worth more than none; half of ``owners``, rounded up, for the multi-round ones (bdt, feddpdr),
+        which then stop before later rounds spend the budgets of a federation that lost most of its owners."""
+        if self.min_owners is not None:
+            return int(self.min_owners)
+        if self.task in ("ncc", "lr"):
+            return 1
+        return max(1, math.ceil((self.owners or 1) / 2))
+
+    @property
     def weight_bound_source(self) -> str:
         """Where :attr:`share_weight_bound` comes from: ``--weight-bound``, ``--rows-per-owner`` or ``default``."""
         if self.weight_bound is not None:
@@ -309,4 +352,5 @@ class JobConfig:
             "share_weight_bound": self.share_weight_bound,
             "weight_bound_source": self.weight_bound_source,
             "owner_rows_bound": self.owner_rows_bound,
+            "quorum": self.quorum,
         }

@@ -7,6 +7,7 @@ Time is injected (``clock``) so the waiting logic can be driven in tests.
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from privfed.common.errors import (
     ConfigError,
     JobAborted,
+    NodeIdInUse,
     RemoteProtocolError,
     ResourceExhausted,
     RingClosed,
@@ -26,6 +28,9 @@ from privfed.common.identity import check_owned_by
 from privfed.common.messages import BoostEvaluateTask, OwnerInfo, PeerKey, Result, RingMessageTask, Task
 from privfed.common.secagg import ring as securesum
 from privfed.common.secagg.boxes import MAX_ID_BYTES
+from privfed.server.contracts import Rejection
+
+log = logging.getLogger("privfed.coordinator")
 
 #: At most this many owners in one registration (generous: a node process hosts thousands).
 MAX_OWNERS_PER_NODE = 100_000
@@ -38,6 +43,10 @@ MAX_QUEUED_BYTES_PER_OWNER = 2 * securesum.MAX_MESSAGE_BYTES
 #: At most this many relayed bytes wait in the coordinator in all: memory stays bounded however
 #: many owners the rings hold.
 MAX_QUEUED_BYTES = 256 * 1024 * 1024
+#: A registered node that called within this many seconds is alive: a node long-polls back to
+#: back (each poll at most ``PULL_WAIT`` = 1 s) and pushes a heartbeat every second while it
+#: computes, so a process that died is seen dead this soon after its last call.
+IDENTITY_LIVENESS = 3.0
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,8 @@ class _Node:
     owners: list[str]
     queue: deque = field(default_factory=deque)
     last_seen: float = 0.0
+    keys: frozenset[bytes] = frozenset()  # the owners' ring keys: fresh per node process, the same on re-registration
+    peer: str | None = None  # the connection the registration came from (None: unknown, in-process callers)
 
 
 @dataclass
@@ -65,6 +76,7 @@ class RunOutcome:
     results: dict[str, Result]  # task_id -> result
     lost: list[str]  # task ids never answered (node dead or deadline passed)
     lost_nodes: list[str]  # nodes of unanswered tasks that are silent (dead or cut off)
+    rejected: dict[str, Rejection] = field(default_factory=dict)  # task_id -> an answer that could not be decoded
 
 
 class Dispatcher:
@@ -77,6 +89,7 @@ class Dispatcher:
         self._owner_node: dict[str, str] = {}
         self._pending: dict[str, Task] = {}
         self._results: dict[str, Result] = {}
+        self._rejections: dict[str, Rejection] = {}
         self._shutdown = False
         self._certificates: dict[str, bytes] = {}
         self._waiting: set[str] = set()
@@ -90,7 +103,7 @@ class Dispatcher:
         self.session_id = secrets.token_hex(8)
 
     # ---- called by the servicer --------------------------------------------------------
-    def register(self, node_id: str, owners: list[OwnerInfo], certificate: bytes = b"") -> str:
+    def register(self, node_id: str, owners: list[OwnerInfo], certificate: bytes = b"", peer: str | None = None) -> str:
         """Register (or re-register) node ``node_id`` hosting ``owners``; returns the job session id.
 
         ``node_id`` is the caller's verified certificate name (the servicer checks the claimed id
@@ -98,17 +111,27 @@ class Dispatcher:
         ``<node_id>.<local name>`` (:func:`privfed.common.identity.check_owned_by`), so a node can
         neither register another node's owners nor invent owners under another name. A node that
         registers again replaces its own owners and nobody else's.
+
+        A node id serves one process at a time (issue 23, item 4). A node process draws fresh ring
+        keys for its owners when it starts and registers the same ones again after a reconnect;
+        other keys for a node id that called within :data:`IDENTITY_LIVENESS` seconds are a second
+        process with the same certificate, refused with :class:`NodeIdInUse` (the first keeps its
+        place). A node silent for longer is taken over by the new process (a restart), and the old
+        connection ``peer`` is fenced: :meth:`pull` refuses it until it registers again.
         """
         self._check_registration(node_id, owners)
+        keys = frozenset(o.x25519_public_key for o in owners if o.x25519_public_key)
         with self._cv:
             old = self._nodes.get(node_id)
+            if old is not None and old.keys and keys and old.keys != keys:
+                self._take_over(old, peer)
             if old is not None:
                 self._release(old.queue)  # relayed envelopes die with the old connection's queue
                 kept = {o.owner_id for o in owners}
                 for gone in (o for o in old.owners if o not in kept):
                     self._owners.pop(gone, None)
                     self._owner_node.pop(gone, None)
-            node = _Node(node_id, [o.owner_id for o in owners], last_seen=self._clock())
+            node = _Node(node_id, [o.owner_id for o in owners], last_seen=self._clock(), keys=keys, peer=peer)
             # A (re)connecting node gets every unanswered task of its owners again: tasks its
             # previous incarnation pulled may have died with it, or been taken by a stale long
             # poll of the dead connection. Redelivery can't double-spend: the owner's ledger
@@ -122,6 +145,24 @@ class Dispatcher:
                 self._owner_node[o.owner_id] = node_id
             self._cv.notify_all()
         return self.session_id
+
+    def _take_over(self, old: _Node, peer: str | None) -> None:
+        """A new process registers ``old``'s node id: refused while ``old`` is alive, else logged."""
+        quiet = self._clock() - old.last_seen
+        if quiet < IDENTITY_LIVENESS:
+            raise NodeIdInUse(
+                f"node id {old.node_id!r} is already registered by another live process (connection "
+                f"{old.peer or 'unknown'}, last call {quiet:.1f} s ago); one node certificate serves one "
+                "node process at a time: stop the other process, or give this one its own certificate"
+            )
+        log.warning(
+            "node %s registered again from another process (connection %s); its previous process "
+            "(connection %s, silent for %.1f s) is fenced",
+            old.node_id,
+            peer or "unknown",
+            old.peer or "unknown",
+            quiet,
+        )
 
     @staticmethod
     def _check_registration(node_id: str, owners: list[OwnerInfo]) -> None:
@@ -141,10 +182,19 @@ class Dispatcher:
                 raise RemoteProtocolError(f"owner id {o.owner_id!r} appears twice in one registration")
             seen.add(o.owner_id)
 
-    def pull(self, node_id: str, wait: float) -> tuple[list[Task], bool]:
+    def pull(self, node_id: str, wait: float, peer: str | None = None) -> tuple[list[Task], bool]:
+        """The node's queued tasks (waiting up to ``wait`` s for one) and whether the job is over.
+
+        A call from another connection than the registration's (``peer``; None: not checked) is
+        refused with :class:`RemoteProtocolError`: a node that reconnected registers again (same
+        keys: accepted at once), a fenced process is then refused as a second process."""
         deadline = self._clock() + wait
         with self._cv:
             node = self._known(node_id)
+            if peer is not None and node.peer is not None and peer != node.peer:
+                raise RemoteProtocolError(
+                    f"node {node_id!r} is registered from connection {node.peer}, not {peer}; register again"
+                )
             while not node.queue and not self._shutdown:
                 node.last_seen = self._clock()
                 left = deadline - self._clock()
@@ -156,20 +206,28 @@ class Dispatcher:
             tasks = self._drain(node)
             return tasks, self._shutdown and not tasks
 
-    def push(self, node_id: str, results: list[Result]) -> int:
+    def push(self, node_id: str, results: list[Result], rejected: Sequence[Rejection] = ()) -> int:
+        """Record the node's answers; ``rejected`` are answers that could not be decoded, which
+        end their tasks as answered (the job rejects the owner at once instead of waiting)."""
         with self._cv:
             node = self._known(node_id)
             node.last_seen = self._clock()
             accepted = 0
-            for r in results:
-                if self._owner_node.get(r.owner_id) != node_id:
-                    raise RemoteProtocolError(f"node {node_id!r} answered for owner {r.owner_id!r} it does not host")
-                task = self._pending.get(r.task_id)
-                if task is None or task.owner_id != r.owner_id:
+            answers: list[Result | Rejection] = [*results, *rejected]
+            for answer in answers:
+                if self._owner_node.get(answer.owner_id) != node_id:
+                    raise RemoteProtocolError(
+                        f"node {node_id!r} answered for owner {answer.owner_id!r} it does not host"
+                    )
+                task = self._pending.get(answer.task_id)
+                if task is None or task.owner_id != answer.owner_id:
                     continue  # its round is over (or it never was ours): drop it, keep the rest
-                del self._pending[r.task_id]
-                self._waiting.discard(r.task_id)
-                self._results[r.task_id] = r
+                del self._pending[answer.task_id]
+                self._waiting.discard(answer.task_id)
+                if isinstance(answer, Rejection):
+                    self._rejections[answer.task_id] = answer
+                else:
+                    self._results[answer.task_id] = answer
                 accepted += 1
             self._cv.notify_all()
             return accepted
@@ -385,6 +443,11 @@ class Dispatcher:
         with self._cv:
             return dict(self._owners)
 
+    def nodes(self) -> dict[str, int]:
+        """node id -> number of owners it registered."""
+        with self._cv:
+            return {n: len(node.owners) for n, node in self._nodes.items()}
+
     def wait_for_owners(self, n: int, timeout: float, progress: Callable[[int], None] | None = None) -> int:
         deadline = self._clock() + timeout
         with self._cv:
@@ -459,9 +522,10 @@ class Dispatcher:
                 if any(t.task_id in lost_set for t in node.queue):
                     node.queue = deque(t for t in node.queue if t.task_id not in lost_set)
             results = {i: self._results.pop(i) for i in ids if i in self._results}
+            rejected = {i: self._rejections.pop(i) for i in ids if i in self._rejections}
             if self._aborted:
                 raise JobAborted(f"job aborted with {len(lost)} task(s) of the round unanswered")
-            return RunOutcome(results=results, lost=lost, lost_nodes=lost_nodes)
+            return RunOutcome(results=results, lost=lost, lost_nodes=lost_nodes, rejected=rejected)
 
     def shutdown(self) -> None:
         """Tell every node, at its next poll, that the job is over."""

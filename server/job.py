@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from privfed.common.boosting.federated import MAX_OWNER_ROWS
 from privfed.common.errors import ConfigError, JobAborted, RoundFailed
+from privfed.common.identity import node_of
 from privfed.common.messages import (
     BoostEvaluateTask,
     PeerKey,
@@ -18,7 +22,6 @@ from privfed.common.messages import (
     SecAggUnmaskTask,
     Task,
     TaskSpec,
-    total_budget,
 )
 from privfed.common.secagg import SECURE_SUMS, secure_sum_for
 from privfed.common.secagg.aggregator import SecAggServer
@@ -29,9 +32,11 @@ from privfed.common.secagg.ring import new_session_id, ring_peers
 from privfed.common.secagg.session import Phase, RingSession, attempt_timeout
 from privfed.common.validation import check_choice
 from privfed.server.app import CoordinatorServer
+from privfed.server.contracts import PublicLimits
 from privfed.server.dispatcher import Dispatcher
-from privfed.server.report import refusal_summary
-from privfed.server.strategies.base import RingSum, Strategy, new_tasks, refusal_codes, refusals
+from privfed.server.registration import Expected, status, wait_for_registration
+from privfed.server.rounds import JobBook
+from privfed.server.strategies.base import RingSum, Strategy, new_tasks, refusal_codes
 
 log = logging.getLogger("privfed.coordinator")
 #: One line per round (``privfed simulate`` shows it instead of progress bars when stderr is no terminal).
@@ -59,6 +64,7 @@ class JobOutcome:
     refused: dict[str, str]
     lost_nodes: list[str]
     epsilon_by_owner: dict[str, float]  # what the coordinator received shares for
+    rejected: dict[str, str] = field(default_factory=dict)  # owner -> "code: detail" of its rejected reply
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -401,16 +407,19 @@ class GrpcTransport(RelayedSecureSum):
         dispatcher: Dispatcher,
         *,
         secure_sum: str = "ring",
+        rejected: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(secure_sum)
         self._execute = execute
         self._dispatcher = dispatcher
+        self._rejected = rejected if rejected is not None else {}
 
     def run_tasks(self, tasks: list[Task], timeout: float | None = None) -> list[Result]:
         return self._execute(tasks, timeout)
 
     def silent_owners(self) -> set[str]:
-        return self._dispatcher.silent_owners()
+        """Owners on silent nodes, and rejected owners: neither is asked into a ring."""
+        return self._dispatcher.silent_owners() | set(self._rejected)
 
     def peer_key(self, owner_id: str) -> PeerKey:
         return self._dispatcher.peer_key(owner_id)
@@ -428,6 +437,17 @@ class GrpcTransport(RelayedSecureSum):
         return self._dispatcher.hop_senders(session_id)
 
 
+def bar_shape() -> dict[str, int]:
+    """Columns and rows for a progress bar on stderr. tqdm reads the terminal's size, and a
+    pseudo-terminal that has none set (``script``, CI runners, ``docker run -t``, a pty a test
+    opens) reports 0 x 0, from which tqdm draws nothing at all; there the bar gets 80 x 24."""
+    try:
+        size = os.get_terminal_size(sys.stderr.fileno())
+    except (OSError, ValueError):
+        return {}
+    return {} if size.columns > 0 and size.lines > 0 else {"ncols": 80, "nrows": 24}
+
+
 def run_job(
     server: CoordinatorServer,
     strategy: Strategy,
@@ -437,39 +457,62 @@ def run_job(
     round_timeout: float = 600.0,
     show_progress: bool = True,
     label: str = "",
+    book: JobBook | None = None,
+    expected: Expected | None = None,
 ) -> JobOutcome:
+    """Wait for ``expected_owners`` owners, check the job can be done with them, run ``strategy``.
+
+    Every reply is checked against its task's contract before the strategy sees it; an owner
+    whose reply breaks it is rejected and asked for nothing more. ``book``
+    (:class:`~privfed.server.rounds.JobBook`) keeps that account, with the contracts' public limits
+    and the quorum: after every batch, fewer owners still taking part end the job
+    (:class:`~privfed.common.errors.QuorumLost`); the caller reads it for its report, also when the
+    job fails. Default: no quorum, :data:`~privfed.common.boosting.federated.MAX_OWNER_ROWS` rows
+    per owner. ``expected``: who to name while waiting (:mod:`privfed.server.registration`).
+    """
     from tqdm import tqdm  # here: a coordinator that shows no progress never loads it
 
+    expected = expected or Expected(expected_owners)
+    shape = bar_shape() if show_progress else {}
     t0 = time.perf_counter()
     with tqdm(
-        total=expected_owners, desc=f"{label}owners registered", disable=not show_progress, leave=False, unit="owner"
+        total=expected_owners,
+        desc=f"{label}owners registered",
+        disable=not show_progress,
+        leave=False,
+        unit="owner",
+        **shape,
     ) as bar:
-        n = server.dispatcher.wait_for_owners(
-            expected_owners, register_timeout, progress=lambda k: bar.update(k - bar.n)
+        n = wait_for_registration(
+            server.dispatcher, expected, register_timeout, progress=lambda k: bar.update(k - bar.n)
         )
     if server.dispatcher.aborted:
         raise JobAborted("job aborted while waiting for owners")
     if n < expected_owners:
         raise RoundFailed(
-            f"only {n} of {expected_owners} owners registered within {register_timeout:.0f} s; "
+            f"only {status(server.dispatcher, expected)} within {register_timeout:.0f} s; "
             "start the missing owner nodes, or pass a larger --register-timeout or a smaller --owners"
         )
     t1 = time.perf_counter()
     owner_ids = sorted(server.dispatcher.owners())
-    eps = {o: 0.0 for o in owner_ids}
-    counted: set[tuple[str, str]] = set()  # (owner, release id) already counted (a re-formed ring reuses it)
-    refused: dict[str, str] = {}
-    lost_nodes: set[str] = set()
-    answered: set[str] = set()
+    check_feasible = getattr(strategy, "check_feasible", None)
+    if check_feasible is not None:  # before any owner is asked for anything
+        check_feasible(len(owner_ids))
+    book = book if book is not None else JobBook(PublicLimits(max_rows=MAX_OWNER_ROWS))
+    book.begin(owner_ids)
 
     def execute(tasks: list[Task], timeout: float | None = None) -> list[Result]:
-        """Send one round's tasks, wait for the answers, keep the accounting."""
+        """Send one batch of tasks (none to a rejected owner), wait, keep only replies that fit their contract."""
+        tasks = book.to_ask(tasks)
+        if not tasks:
+            return []
         with tqdm(
             total=len(tasks),
-            desc=f"{label}round {tasks[0].round_id if tasks else ''}",
+            desc=f"{label}round {tasks[0].round_id}",
             disable=not show_progress,
             leave=False,
             unit="owner",
+            **shape,
         ) as bar:
             outcome = server.dispatcher.run(
                 tasks, timeout=timeout or round_timeout, progress=lambda done, total: bar.update(done - bar.n)
@@ -481,40 +524,26 @@ def run_job(
                 len(outcome.lost),
                 outcome.lost_nodes or "none",
             )
-        lost_nodes.update(outcome.lost_nodes)
-        results = list(outcome.results.values())
+        silent = server.dispatcher.silent_owners()
+        results = book.record(tasks, outcome, {node_of(o) for o in silent})
         round_log.info(
-            "%sround %s: %d of %d task(s) answered", label, tasks[0].round_id if tasks else "", len(results), len(tasks)
+            "%sround %s: %d of %d task(s) answered", label, tasks[0].round_id, len(outcome.results), len(tasks)
         )
-        round_refused = refusals(results)
-        refused.update(round_refused)
-        by_task = {t.task_id: t for t in tasks}
-        for r in results:
-            task = by_task[r.task_id]
-            if r.owner_id in round_refused or not task.spec.ledger_entries():  # not a release
-                continue
-            key = (r.owner_id, getattr(task.spec, "release_id", task.task_id))
-            if key not in counted:
-                counted.add(key)
-                eps[r.owner_id] += total_budget(task.spec)[0]
-            if not isinstance(task.spec, BoostEvaluateTask):
-                answered.add(r.owner_id)
+        book.check_quorum(silent)
         return results
 
     try:
-        model = strategy.run(owner_ids, GrpcTransport(execute, server.dispatcher))
-    except RoundFailed as exc:  # say why owners did not answer: their refusals, the nodes lost
-        why = [str(exc), refusal_summary(refused, len(owner_ids))]
-        if lost_nodes:
-            why.append(f"nodes lost: {', '.join(sorted(lost_nodes))}")
-        raise RoundFailed("; ".join(w for w in why if w)) from exc
+        model = strategy.run(owner_ids, GrpcTransport(execute, server.dispatcher, rejected=book.rejected))
+    except RoundFailed as exc:  # say why owners did not answer: their refusals, rejections, the nodes lost
+        raise type(exc)("; ".join(w for w in (str(exc), book.why()) if w)) from exc
     t2 = time.perf_counter()
     return JobOutcome(
         model=model,
         n_owners=len(owner_ids),
-        answered=len(answered - set(refused)),
-        refused=refused,
-        lost_nodes=sorted(lost_nodes),
-        epsilon_by_owner=eps,
+        answered=book.contributed(),
+        refused=book.refused,
+        lost_nodes=sorted(book.lost_nodes),
+        epsilon_by_owner=book.epsilon_by_owner,
+        rejected=book.rejected,
         timings={"register_s": t1 - t0, "rounds_s": t2 - t1},
     )

@@ -51,6 +51,16 @@ def _jsonable(value: object) -> object:
     return value
 
 
+def failure_reason(exc: BaseException) -> str:
+    """The reason a failed job's report gives for ``exc``: its message, or what stopped the process
+    (SIGINT is a ``KeyboardInterrupt``; the command line's SIGTERM handler exits with ``SystemExit``)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted (SIGINT)"
+    if isinstance(exc, SystemExit):
+        return f"stopped (SIGTERM or exit {exc.code})"
+    return str(exc) or type(exc).__name__
+
+
 def nonprivate_releases(task: str, labels: str | None, base: str | None, answered: int) -> list[dict[str, object]]:
     """What a run received WITHOUT a DP guarantee, for the report (issue 9, contract 6).
 

@@ -4,6 +4,8 @@ map domain errors to status codes."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import grpc
@@ -12,17 +14,19 @@ import numpy as np
 from privfed.common.errors import (
     BudgetExceeded,
     ConfigError,
+    NodeIdInUse,
     PrivfedError,
     RemoteProtocolError,
     ResourceExhausted,
     RingClosed,
 )
-from privfed.common.messages import Task
+from privfed.common.messages import Result, Task
 from privfed.common.schema import FederationSchema
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
 from privfed.proto.transport import MAX_RESPONSE_TASK_BYTES, PULL_WAIT
+from privfed.server.contracts import Rejection
 from privfed.server.dispatcher import Dispatcher
 
 log = logging.getLogger("privfed.coordinator")
@@ -33,6 +37,7 @@ log = logging.getLogger("privfed.coordinator")
 ServedModel = Any
 
 _STATUS = [  # first match wins: subclasses before their bases
+    (NodeIdInUse, grpc.StatusCode.ALREADY_EXISTS),
     (RingClosed, grpc.StatusCode.FAILED_PRECONDITION),
     (RemoteProtocolError, grpc.StatusCode.INVALID_ARGUMENT),
     (ConfigError, grpc.StatusCode.FAILED_PRECONDITION),
@@ -52,9 +57,23 @@ def status_code(exc: PrivfedError) -> grpc.StatusCode:
 
 
 def _abort(context: grpc.ServicerContext, exc: PrivfedError) -> NoReturn:
-    log.warning("rejecting call: %s", exc)
+    log.warning("rejecting call from %s: %s", context.peer(), exc)
     context.abort(status_code(exc), str(exc))
     raise AssertionError("grpc.ServicerContext.abort raises")  # for the type checker
+
+
+def decode_results(messages: Iterable[pb.Result]) -> tuple[list[Result], list[Rejection]]:
+    """Each result decoded alone: one that does not decode (a non-finite matrix, a shape that does
+    not match its bytes, an unknown refusal code) becomes a :class:`Rejection` of its owner, and
+    the other results of the push still count (issue 23, item 1)."""
+    results: list[Result] = []
+    rejected: list[Rejection] = []
+    for m in messages:
+        try:
+            results.append(serde.result_from_proto(m))
+        except (PrivfedError, ValueError, TypeError) as exc:
+            rejected.append(Rejection(m.task_id, m.owner_id, "undecodable", f"{exc}"[:200]))
+    return results, rejected
 
 
 def peer_identity(context: grpc.ServicerContext) -> str | None:
@@ -70,7 +89,7 @@ def model_linear_stage(model: ServedModel) -> tuple[str, np.ndarray]:
     for LR, A_d = coef_dataᵀ; for FedDPDR, U_k divided by the public radius of the scaling
     (the centring offset cancels in x − x̃). Nearest centroid has no linear first stage.
     """
-    from privfed.common.feddpdr.svm import FedDPDRModel
+    from privfed.common.feddpdr.model import FedDPDRModel
     from privfed.common.learners.logistic import LinearModel
 
     if isinstance(model, LinearModel):
@@ -87,26 +106,82 @@ def model_linear_stage(model: ServedModel) -> tuple[str, np.ndarray]:
     raise ConfigError(f"a {type(model).__name__} has no linear first stage to clean queries against")
 
 
+def has_probabilities(model: ServedModel) -> bool:
+    """Whether Predict can answer class probabilities for ``model`` (its kind has them)."""
+    from privfed.common.learners.trained import kind_of
+
+    try:
+        return kind_of(model).proba is not None
+    except ConfigError:  # a model object no saved kind describes (tests wrap models)
+        return False
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What Predict answers: class indices, their label values (text) and, if asked and the model
+    has them, class probabilities (n, K)."""
+
+    indices: np.ndarray
+    values: list[str]
+    probabilities: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class ServedEntry:
+    """A served model, the label value (as text) of each class index, and the schema it reads rows by."""
+
+    model: ServedModel
+    classes: tuple[str, ...]
+    schema: FederationSchema | None
+
+
 class ModelStore:
     """Trained models the coordinator serves, by id."""
 
     def __init__(self) -> None:
-        self._models: dict[str, ServedModel] = {}
+        self._models: dict[str, ServedEntry] = {}
 
-    def put(self, model_id: str, model: ServedModel) -> None:
-        self._models[model_id] = model
+    def put(
+        self,
+        model_id: str,
+        model: ServedModel,
+        *,
+        classes: Sequence[object] | None = None,
+        schema: FederationSchema | None = None,
+    ) -> None:
+        """Serve ``model`` as ``model_id``; class index k means ``classes[k]`` (default: the schema's
+        classes, else the model's own)."""
+        if classes is None:
+            classes = schema.classes if schema is not None else np.asarray(getattr(model, "classes", [])).tolist()
+        self._models[model_id] = ServedEntry(model, tuple(str(c) for c in classes), schema)
+
+    def entry(self, model_id: str) -> ServedEntry:
+        entry = self._models.get(model_id)
+        if entry is None:
+            raise ConfigError(f"no model {model_id!r}; served models: {sorted(self._models)}")
+        return entry
 
     def get(self, model_id: str) -> ServedModel:
-        model = self._models.get(model_id)
-        if model is None:
-            raise ConfigError(f"no model {model_id!r}; served models: {sorted(self._models)}")
-        return model
+        return self.entry(model_id).model
 
     def predict(self, model_id: str, rows: np.ndarray) -> np.ndarray:
+        """Class indices of ``rows``."""
         model = self.get(model_id)
         if rows.ndim != 2:
             raise RemoteProtocolError(f"rows must be a 2-D matrix, got shape {rows.shape}")
         return np.asarray(model.predict(rows))
+
+    def answer(self, model_id: str, rows: np.ndarray, *, probabilities: bool = False) -> Prediction:
+        """:class:`Prediction` of ``rows``: indices, label values, probabilities if asked (and the model has them)."""
+        from privfed.common.learners.trained import probabilities as class_probabilities
+
+        entry = self.entry(model_id)
+        if probabilities and not has_probabilities(entry.model):
+            raise ConfigError(f"model {model_id!r} has no class probabilities")
+        indices = self.predict(model_id, rows).astype(np.int64)
+        values = [entry.classes[i] if 0 <= i < len(entry.classes) else str(i) for i in indices.tolist()]
+        proba = class_probabilities(entry.model, rows) if probabilities else None
+        return Prediction(indices, values, proba)
 
 
 class CoordinatorServicer(pb_grpc.CoordinatorServicer):
@@ -149,8 +224,8 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         try:
             node_id = self._node_id(request.node_id, context)
             owners = [serde.owner_info_from_proto(o) for o in request.owners]
-            session = self._dispatcher.register(node_id, owners, bytes(request.node_certificate))
-            log.info("node %s registered %d owner(s)", node_id, len(owners))
+            session = self._dispatcher.register(node_id, owners, bytes(request.node_certificate), context.peer())
+            log.info("node %s registered %d owner(s) from %s", node_id, len(owners), context.peer())
             return pb.RegisterNodeResponse(session_id=session, schema=self._schema)
         except PrivfedError as exc:
             _abort(context, exc)
@@ -158,7 +233,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
     def PullTasks(self, request: pb.PullTasksRequest, context: grpc.ServicerContext) -> pb.PullTasksResponse:
         try:
             node_id = self._node_id(request.node_id, context)
-            tasks, shutdown = self._dispatcher.pull(node_id, min(request.wait_ms / 1000.0, PULL_WAIT))
+            tasks, shutdown = self._dispatcher.pull(node_id, min(request.wait_ms / 1000.0, PULL_WAIT), context.peer())
             return pb.PullTasksResponse(tasks=self._encode_tasks(node_id, tasks), shutdown=shutdown)
         except PrivfedError as exc:
             _abort(context, exc)
@@ -166,8 +241,8 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
     def PushResults(self, request: pb.PushResultsRequest, context: grpc.ServicerContext) -> pb.PushResultsResponse:
         try:
             node_id = self._node_id(request.node_id, context)
-            results = [serde.result_from_proto(r) for r in request.results]
-            return pb.PushResultsResponse(accepted=self._dispatcher.push(node_id, results))
+            results, rejected = decode_results(request.results)
+            return pb.PushResultsResponse(accepted=self._dispatcher.push(node_id, results, rejected))
         except PrivfedError as exc:
             _abort(context, exc)
 
@@ -181,20 +256,25 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
 
     def Predict(self, request: pb.PredictRequest, context: grpc.ServicerContext) -> pb.PredictResponse:
         try:
-            labels = self._models.predict(request.model_id, serde.reports_from_proto(request.rows))
-            return pb.PredictResponse(labels=labels.astype(np.int64).tolist())
+            rows = serde.reports_from_proto(request.rows)
+            answer = self._models.answer(request.model_id, rows, probabilities=request.probabilities)
+            proba = None if answer.probabilities is None else serde.matrix_to_proto(answer.probabilities)
+            return pb.PredictResponse(labels=answer.indices.tolist(), label_values=answer.values, probabilities=proba)
         except PrivfedError as exc:
             _abort(context, exc)
 
     def GetModel(self, request: pb.GetModelRequest, context: grpc.ServicerContext) -> pb.GetModelResponse:
         try:
-            model = self._models.get(request.model_id)
-            kind, stage = model_linear_stage(model)
+            entry = self._models.entry(request.model_id)
+            kind, stage = model_linear_stage(entry.model)
             return pb.GetModelResponse(
                 model_id=request.model_id,
                 kind=kind,
-                bounds=serde.bounds_to_proto(model.bounds),
+                bounds=serde.bounds_to_proto(entry.model.bounds),
                 linear_stage=serde.matrix_to_proto(stage),
+                classes=entry.classes,
+                probabilities=has_probabilities(entry.model),
+                schema="" if entry.schema is None else entry.schema.to_json(),
             )
         except PrivfedError as exc:
             _abort(context, exc)

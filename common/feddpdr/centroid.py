@@ -21,9 +21,9 @@ of a class mean is ``sqrt(N) sigma / (sum n_c)`` instead of the ``sigma / n_{i,c
 owner's own model, and nothing non-linear happens to an owner's noise before it is averaged away. The
 score ``<z, m_c>`` sees the noise only through ``<z, e>``, of standard deviation ``sigma ||z|| <= sigma``
 independently of the dimension, so the classifier also works without dimensionality reduction.
-Measured on MNIST-5k (800 rows per party, N = 5, d = 784, K = 10, eps = 1.25, the paper's n*eps): the
-objective-perturbed softmax (:func:`privfed.common.feddpdr.svm.fit_dp_softmax`) averaged over 5 owners
-reaches 0.26 on the exact top-20 subspace; these class sums with the whole budget reach 0.66 / 0.77 / 0.78
+Measured on MNIST-5k (800 rows per party, N = 5, d = 784, K = 10, eps = 1.25, the paper's n*eps): issue
+13's replace-one objective-perturbed softmax averaged over 5 owners reached 0.26 on the exact top-20
+subspace (the one-budget models of :mod:`privfed.common.feddpdr.multiclass` do better, README); these class sums with the whole budget reach 0.66 / 0.77 / 0.78
 on the first 20 / 50 / 100 columns of the public DCT basis (non-private 0.72 / 0.78 / 0.82; 2 runs of
 ``privfed experiment feddpdr-k``) and 0.76 in the full space (:mod:`privfed.common.feddpdr.basis`), but
 only 0.2-0.36 on a DP-PCA subspace that took part of the budget.
@@ -33,7 +33,7 @@ Model. With the summed class sums ``S`` (noise variance ``v = N sigma^2`` per en
 least one row). Each coordinate of ``m_c`` carries noise of variance ``v / S_c[k]^2``, so
 ``||m_c||^2 - k v / S_c[k]^2`` is an unbiased estimate of the squared norm of the class mean. The model
 scores ``<z, m_c> - ||m_c||^2 / 2`` (nearest centroid; LDA with identity covariance and equal priors),
-written as coefficients on ``[z, 1]/sqrt 2`` for :func:`privfed.common.feddpdr.svm.predict_linear`.
+written as coefficients on ``[z, 1]/sqrt 2`` for :func:`privfed.common.feddpdr.model.predict_linear`.
 
 References
 ----------

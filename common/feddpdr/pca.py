@@ -38,6 +38,7 @@ from scipy.special import log_ndtr, ndtr
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
+from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, ROW_SCALINGS
 from privfed.common.validation import check_choice, check_fraction, check_int, check_positive, check_real
 
 NEIGHBOURING_SENSITIVITY = {"add-remove": 1.0, "replace-one": math.sqrt(2.0)}
@@ -86,23 +87,6 @@ def scale_rows_to_unit_ball(X: np.ndarray, bounds: Bounds) -> np.ndarray:
     half = (bounds.hi - bounds.lo) / 2.0
     radius = float(np.sqrt(np.sum(half**2)))
     return clip_rows_to_unit_ball((X - (bounds.lo + bounds.hi) / 2.0) / radius)
-
-
-ROW_SCALINGS = ("ball", "normalise")
-"""How FedDPDR owners map raw rows into the unit ball (both data-independent, SPEC §4):
-
-* ``"ball"``: :func:`scale_rows_to_unit_ball` (centre at the bounds' midpoint, divide by the
-  worst-case radius of the box). For MNIST ([0, 255]^784) every row lands near the same point
-  (background pixels at -1/28 each), so the signal is a small fraction of the unit norm.
-* ``"normalise"``: :func:`normalise_rows` (shift to ``[0, 1]`` with the bounds, then divide each row
-  by its own norm). Every row has norm exactly 1 (an all-zero row stays 0), the tightest public
-  per-row bound; a per-row map reads only that row, so it is a fixed preprocessing step that the
-  sensitivity arguments of §7/§8 apply to unchanged. The model applies it again at prediction.
-"""
-#: The federation's default is ``"ball"``: an affine map, so a served model's first stage stays linear
-#: in data space (``privfed query`` cleans against it). ``"normalise"`` divides by the row's own norm,
-#: which is not linear; the experiments use it by default (``--scaling``).
-DEFAULT_ROW_SCALING = "ball"
 
 
 def normalise_rows(X: np.ndarray, bounds: Bounds) -> np.ndarray:
@@ -302,7 +286,5 @@ def owner_pca_release(
     contract 7; ``privfed.owner.kinds.feddpdr``).
     """
     X_unit = scale_rows(X, bounds, scaling)
-    if X_unit.shape[0] == 0:
-        raise ConfigError("an owner needs at least one row to take part in DP-PCA")
     U = dp_pca(X_unit, k, epsilon=epsilon1, delta=delta, rng=rng, neighbouring=neighbouring)
     return U, int(X_unit.shape[0])

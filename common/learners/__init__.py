@@ -16,7 +16,7 @@ The names listed in ``__all__`` are re-exported lazily: each submodule is import
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -31,26 +31,38 @@ def resolve_bounds(bounds: object, d: int) -> Bounds:
 
     Parameters
     ----------
-    bounds : Bounds, or a pair ``(lo, hi)`` of scalars applied to every feature.
-        Public configuration. ``None`` raises: bounds are never derived from private rows
-        (STYLE rule 6; SPEC §4).
+    bounds : Bounds, or a pair ``(lo, hi)`` of scalars (every feature) or of ``d``-long arrays
+        (per feature). Public configuration. ``None`` raises: bounds are never derived from
+        private rows (STYLE rule 6; SPEC §4).
     d : int
         Number of features of the rows being fitted.
     """
     if bounds is None:
         raise ConfigError(
-            "bounds is required: pass public per-feature bounds (privfed.common.bounds.Bounds or a "
-            "(lo, hi) pair); they are never derived from the private rows"
+            "bounds is required: pass public bounds as a (lo, hi) pair of numbers or of per-feature arrays "
+            "(or a privfed.common.bounds.Bounds); they are never derived from the private rows"
         )
+    if isinstance(bounds, tuple) and len(bounds) == 2:
+        lo, hi = (np.asarray(b, dtype=np.float64) if _numeric(b) else None for b in bounds)
+        if lo is not None and hi is not None and lo.ndim <= 1 and hi.ndim <= 1:
+            lo, hi = (np.full(d, float(b.reshape(-1)[0])) if b.size == 1 else b for b in (lo, hi))
+            bounds = Bounds(lo, hi)
     if isinstance(bounds, Bounds):
         if bounds.d != d:
             raise ConfigError(
                 f"bounds describe {bounds.d} features but the rows have {d}; pass bounds for {d} features"
             )
         return bounds
-    if isinstance(bounds, tuple) and len(bounds) == 2 and all(isinstance(b, Real) for b in bounds):
-        return Bounds.of(float(bounds[0]), float(bounds[1]), d)
-    raise ConfigError(f"bounds must be a Bounds or a (lo, hi) pair of numbers, got {bounds!r}")
+    raise ConfigError(f"bounds must be a (lo, hi) pair of numbers or of arrays of {d} numbers, got {bounds!r}")
+
+
+def _numeric(value: object) -> bool:
+    """A number or a sequence of numbers (not a string, not bool)."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError):
+        return False
+    return arr.dtype.kind in "iuf"
 
 
 def resolve_rng(random_state: object) -> np.random.Generator:

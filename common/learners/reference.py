@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
+from sklearn.decomposition import PCA
 from sklearn.ensemble import AdaBoostClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import NearestCentroid
+from sklearn.pipeline import make_pipeline
+from sklearn.svm import LinearSVC
 from sklearn.tree import DecisionTreeClassifier
 
+from privfed.common.bounds import Bounds
 from privfed.common.datasets import Dataset
 from privfed.common.errors import ConfigError
 
@@ -38,20 +41,33 @@ def reference_accuracy(
             DecisionTreeClassifier(max_depth=1), n_estimators=(boost or {}).get("n_rounds", 10), random_state=0
         ).fit(Xtr, train.y)
     elif task == "feddpdr":
-        from privfed.common.feddpdr.svm import feddpdr_fit
-
-        model = feddpdr_fit(
-            [(train.X, train.y)],
-            train.bounds,
-            min(k, train.X.shape[1]),
-            math.inf,
-            1e-5,
-            math.inf,
-            lam,
-            np.random.Generator(np.random.PCG64(0)),
-            n_classes=len(train.classes),
-        )
-        return float(np.mean(model.predict(test.X) == test.y))
+        return paper_nonprivate_pipeline(train.X, train.y, train.bounds, k).score(test.X, test.y)
     else:
         raise ConfigError(f"no reference learner for task {task!r}")
     return float(np.mean(model.predict(Xte) == test.y))
+
+
+class PaperPipeline:
+    """Seed 004's non-private pipeline (§5.1, "Non-Priv"): PCA to ``k`` dimensions, then a linear SVM
+    (scikit-learn ``PCA`` + ``LinearSVC``, C = 1), on rows mapped to [0, 1] by the public bounds."""
+
+    def __init__(self, bounds: Bounds, k: int, *, C: float = 1.0, random_state: int = 0) -> None:
+        self.bounds = bounds
+        self.pipeline = make_pipeline(PCA(k, random_state=random_state), LinearSVC(C=C, max_iter=5000))
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> PaperPipeline:
+        self.pipeline.fit((self.bounds.to_unit(X) + 1.0) / 2.0, y)
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.asarray(self.pipeline.predict((self.bounds.to_unit(X) + 1.0) / 2.0))
+
+    def score(self, X: np.ndarray, y: np.ndarray) -> float:
+        return float(np.mean(self.predict(X) == np.asarray(y)))
+
+
+def paper_nonprivate_pipeline(
+    X: np.ndarray, y: np.ndarray, bounds: Bounds, k: int, *, C: float = 1.0, random_state: int = 0
+) -> PaperPipeline:
+    """:class:`PaperPipeline` fitted on ``(X, y)`` (``k`` capped at the number of features and rows)."""
+    return PaperPipeline(bounds, min(k, X.shape[1], X.shape[0]), C=C, random_state=random_state).fit(X, y)

@@ -3,9 +3,12 @@
 ``privfed experiment feddpdr-k | feddpdr-epsilon | feddpdr-n | feddpdr-uneven | feddpdr-time``
 
 Every method runs in the same run on the same stratified train/test split and the same owner
-partition, through the functions the networked federation calls (:mod:`privfed.common.feddpdr.svm`).
-The paper's competitors (§5.1) as the paper means them, with the phase-1 basis (``--basis``) and
-classifier (``--model``) of the run:
+partition, and every private one is the federation itself: :class:`~privfed.server.strategies.feddpdr.FedDpdrStrategy`
+(the round logic ``privfed coordinator --task feddpdr`` runs) over
+:class:`~privfed.deploy.inprocess.InProcessTransport` (the owners' real task handlers and ledgers, no
+sockets), so the accounting is the network's: DP row counts as weights, the strategy's budget split,
+every release debited. The paper's competitors (§5.1) as the paper means them, with the phase-1 basis
+(``--basis``) and classifier (``--model``) of the run:
 
 * ``Non-Priv``: the reduction and the classifier on all training rows, no noise (epsilon = inf, same code).
 * ``DPML``: the DP classifier without the reduction step (k = d), one party (owner 1) alone, whole epsilon.
@@ -15,6 +18,8 @@ classifier (``--model``) of the run:
 * ``FedDPDR-DPML``: N owners (Alg. 1) with ``--basis`` and ``--model``.
 * ``FedDPDR-DPML-paper``: the paper's algorithm as written: DP-PCA at epsilon/2, one-vs-rest Huber SVMs
   (epsilon/2 split over the K classes), weighted average; always run, whatever ``--basis``/``--model`` say.
+* ``Non-Priv-paper``: the paper's non-private pipeline, PCA to k then a linear SVM (scikit-learn
+  ``PCA`` + ``LinearSVC``) on all training rows mapped to [0, 1] by the public bounds.
 * chance = 1/K is drawn on the plot and recorded in the report.
 
 Defaults and why they differ from the paper (recorded in ``report.json["deviations"]``):
@@ -46,27 +51,26 @@ from typing import Any
 
 import numpy as np
 
+from privfed.common.bounds import Bounds
 from privfed.common.datasets import Dataset, load_builtin, partition, train_test_split
 from privfed.common.errors import ConfigError
-from privfed.common.feddpdr.basis import BASES, PUBLIC_BASES
+from privfed.common.feddpdr.basis import BASES
 from privfed.common.feddpdr.centroid import class_sums_sigma
-from privfed.common.feddpdr.pca import NEIGHBOURING_SENSITIVITY, ROW_SCALINGS, gaussian_sigma
-from privfed.common.feddpdr.svm import (
-    SVM_MODELS,
-    FedDPDRModel,
-    delta_split,
-    feddpdr_fit,
-    ovr_epsilons,
-    privacy_adjustment,
-    softmax_noise_sigma,
-    softmax_privacy_split,
-)
+from privfed.common.feddpdr.choices import DELTA_MODELS, ROW_SCALINGS, SVM_MODELS, ovr_epsilons
+from privfed.common.feddpdr.model import FedDPDRModel
+from privfed.common.feddpdr.pca import NEIGHBOURING_SENSITIVITY, gaussian_sigma
+from privfed.common.identity import owner_id
+from privfed.common.learners.reference import paper_nonprivate_pipeline
 from privfed.deploy.cli import epsilon_list
+from privfed.deploy.inprocess import InProcessTransport
+from privfed.owner.local import LocalOwner
 from privfed.server.report import host_info, new_run_dir, plot_lines, write_json
+from privfed.server.strategies.feddpdr import FedDpdrStrategy
 
 NAMES = ("feddpdr-k", "feddpdr-epsilon", "feddpdr-n", "feddpdr-uneven", "feddpdr-time")
 METHODS = (
     "Non-Priv",
+    "Non-Priv-paper",
     "DPML",
     "DPDR-DPML",
     "DPDR-DPML-best",
@@ -74,6 +78,8 @@ METHODS = (
     "FedDPDR-DPML",
     "FedDPDR-DPML-paper",
 )
+VALIDATION_SEED = 10_000
+"""``--validation`` splits each run's training rows again with seed ``seed + VALIDATION_SEED``."""
 PAPER_BASIS, PAPER_MODEL = "dp-pca", "ovr-huber"
 """``FedDPDR-DPML-paper``: seed 004 Alg. 1-3 as written (the scaling stays the run's)."""
 K_GRID = (5, 10, 20, 50, 100)
@@ -109,6 +115,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="first seed (split, partition and noise)")
     parser.add_argument("--quick", action="store_true", help="small fast variant: digits, 2 runs, shorter grids")
     parser.add_argument(
+        "--validation",
+        action="store_true",
+        help="score on a validation split (a fifth of each run's training rows, the rest trains) instead of the "
+        "test split: for choosing defaults without looking at the reported numbers",
+    )
+    parser.add_argument(
         "--epsilon",
         type=epsilon_list,
         default=None,
@@ -125,14 +137,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="feddpdr-k only: the k values, comma-separated (default 5,10,20,50,100)",
     )
     parser.add_argument("--owners", type=int, default=5, help="number of owners N (seed: 5)")
-    parser.add_argument("--lam", type=float, default=0.01, help="SVM regularisation lambda (seed: 0.01)")
-    parser.add_argument("--test-fraction", type=float, default=0.2)
     parser.add_argument(
-        "--neighbouring",
-        choices=tuple(NEIGHBOURING_SENSITIVITY),
-        default="add-remove",
-        help="neighbouring relation of DP-PCA's sensitivity (the SVM phase is replace-one)",
+        "--lam", type=float, default=0.01, help="the seed's SVM regularisation lambda of ovr-huber (seed: 0.01)"
     )
+    parser.add_argument("--test-fraction", type=float, default=0.2)
     parser.add_argument(
         "--basis",
         choices=BASES,
@@ -144,8 +152,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--model",
         choices=SVM_MODELS,
         default="centroid",
-        help="phase-2 classifier: DP class sums summed by the coordinator (centroid, default), one "
-        "multiclass objective (softmax) or the seed's one-vs-rest Huber SVMs at eps/K each (ovr-huber)",
+        help="phase-2 classifier: DP class sums summed by the coordinator (centroid, default), one multiclass "
+        "Huber SVM (mc-huber) or logistic model (softmax) by objective perturbation at the whole eps, or the "
+        "seed's one-vs-rest Huber SVMs at eps/K each (ovr-huber)",
     )
     parser.add_argument(
         "--scaling",
@@ -219,11 +228,6 @@ def _settings(args: argparse.Namespace, d: int, n_train: int) -> tuple[str, list
     raise ConfigError(f"unknown experiment {args.experiment!r}; choose one of {NAMES}")
 
 
-def _budget(epsilon: float, basis: str) -> tuple[float, float]:
-    """``(epsilon1, epsilon2)``: a public basis spends nothing; DP-PCA gets half (seed §5.2)."""
-    return (0.0, epsilon) if basis in PUBLIC_BASES else (epsilon / 2, epsilon / 2)
-
-
 class _Parties:
     """Each party alone: ``score`` is ``pick`` (mean or max) of the parties' test accuracies."""
 
@@ -234,12 +238,49 @@ class _Parties:
         return float(self.pick([m.score(X, y) for m in self.models]))
 
 
+def federated_fit(
+    parts: Sequence[tuple[np.ndarray, np.ndarray]],
+    bounds: Bounds,
+    n_classes: int,
+    rng: np.random.Generator,
+    *,
+    epsilon: float,
+    delta: float,
+    k: int,
+    basis: str,
+    model: str,
+    scaling: str,
+    lam: float,
+) -> FedDPDRModel:
+    """FedDPDR-DPML on ``parts`` (one owner per part) as the federation runs it: the strategy's rounds
+    over the in-process transport, each owner with its own generator (children of ``rng``) and a fresh
+    ledger holding ``(epsilon, delta)``; one part is DPDR-DPML (a party alone)."""
+    seeds = rng.spawn(len(parts))
+    owners = [
+        LocalOwner(owner_id=owner_id("party", i), X=X, y=y, rng=r, n_classes=n_classes, bounds=bounds)
+        for i, ((X, y), r) in enumerate(zip(parts, seeds))
+    ]
+    transport = InProcessTransport.with_ledgers(owners, epsilon_budget=epsilon, delta_budget=delta)
+    strategy = FedDpdrStrategy(
+        epsilon=epsilon,
+        n_classes=n_classes,
+        bounds=bounds,
+        k=k,
+        delta=delta,
+        lam=lam,
+        model=model,
+        basis=basis,
+        scaling=scaling,
+    )
+    return strategy.run([o.owner_id for o in owners], transport)
+
+
 def _fit_methods(
     train: Dataset, parts_idx: list[np.ndarray], setting: dict[str, Any], args: argparse.Namespace, seed: int
-) -> dict[str, tuple[FedDPDRModel | _Parties, float]]:
+) -> dict[str, tuple[FedDPDRModel | _Parties | Any, float]]:
     """Fit every method on one setting; returns {method: (model, seconds)}."""
     bounds, K = train.bounds, train.n_classes
-    eps, k, delta, lam = setting["epsilon"], setting["k"], args.delta, args.lam
+    eps, k = setting["epsilon"], setting["k"]
     parts = [(train.X[i], train.y[i]) for i in parts_idx]
     union = np.concatenate(parts_idx)
     pooled = [(train.X[union], train.y[union])]
@@ -254,34 +295,30 @@ def _fit_methods(
         model: str = args.model,
         k: int = k,
     ) -> FedDPDRModel:
-        eps1, eps2 = _budget(epsilon, basis)
-        return feddpdr_fit(
+        return federated_fit(
             owners,
             bounds,
-            k,
-            eps1,
-            delta,
-            eps2,
-            lam,
+            K,
             rng,
-            n_classes=K,
-            neighbouring=args.neighbouring,
+            epsilon=epsilon,
+            delta=args.delta,
+            k=k,
+            basis=basis,
             model=model,
             scaling=args.scaling,
-            basis=basis,
+            lam=args.lam,
         )
 
     alone: list[FedDPDRModel] = []  # each party alone, fitted once for the mean and the best
 
     def each_party(r: np.random.Generator, pick: Callable[[list[float]], Any]) -> _Parties:
         if not alone:
-            alone.extend(
-                fit([p], eps, rr) for p, rr in zip(parts, np.random.default_rng(r.integers(2**63)).spawn(len(parts)))
-            )
+            alone.extend(fit([p], eps, rr) for p, rr in zip(parts, r.spawn(len(parts))))
         return _Parties(alone, pick)
 
-    jobs: dict[str, Callable[[np.random.Generator], FedDPDRModel | _Parties]] = {
+    jobs: dict[str, Callable[[np.random.Generator], FedDPDRModel | _Parties | Any]] = {
         "Non-Priv": lambda r: fit(pooled, math.inf, r),
+        "Non-Priv-paper": lambda r: paper_nonprivate_pipeline(*pooled[0], bounds, k),
         "DPML": lambda r: fit(parts[:1], eps, r, basis="identity", k=bounds.d),
         "DPDR-DPML": lambda r: each_party(r, np.mean),
         "DPDR-DPML-best": lambda r: each_party(r, np.max),
@@ -297,26 +334,35 @@ def _fit_methods(
     return out
 
 
-def _mechanism_notes(setting: dict[str, Any], args: argparse.Namespace, n_classes: int, basis: str, model: str) -> dict:
-    """Noise scales behind the numbers: DP-PCA sigma, and the phase-2 noise of one party and of all rows."""
+def _mechanism_notes(
+    setting: dict[str, Any], args: argparse.Namespace, bounds: Bounds, n_classes: int, basis: str, model: str
+) -> dict:
+    """Noise scales behind the numbers, from the strategy's own budget and delta split: the DP-PCA
+    sigma, and the phase-2 noise of one party and of all rows."""
     eps, sizes = setting["epsilon"], setting["sizes"]
-    eps1, eps2 = _budget(eps, basis)
-    delta1, delta2 = delta_split(args.delta, basis=basis, model=model)
-    notes: dict[str, Any] = {"basis": basis, "model": model, "epsilon1": eps1, "epsilon2": eps2, "delta1": delta1}
-    notes["delta2"] = delta2
+    k = bounds.d if basis == "identity" else setting["k"]
+    strategy = FedDpdrStrategy(
+        epsilon=eps, n_classes=n_classes, bounds=bounds, k=k, delta=args.delta, lam=args.lam, model=model, basis=basis
+    )
+    split, deltas = strategy.budget_split(), strategy.delta_split()
+    notes: dict[str, Any] = {"basis": basis, "model": model, "epsilon1": split["pca"] + split["count"]}
+    notes.update(epsilon2=split["svm"], delta1=deltas["pca"], delta2=deltas["svm"], count_epsilon=split["count"])
     if basis == "dp-pca":
-        notes["pca_sigma"] = gaussian_sigma(eps1, delta1, NEIGHBOURING_SENSITIVITY[args.neighbouring])
+        notes["pca_sigma"] = gaussian_sigma(split["pca"], deltas["pca"], NEIGHBOURING_SENSITIVITY["add-remove"])
+    eps2, delta2 = split["svm"], deltas["svm"]
     if model == "centroid":
         sigma = class_sums_sigma(eps2, delta2)
         notes["class_sums_sigma"] = sigma
         notes["class_mean_noise_owner1"] = sigma / (int(sizes[0]) / n_classes)
         notes["class_mean_noise_federation"] = math.sqrt(len(sizes)) * sigma / (int(sum(sizes)) / n_classes)
-    elif model == "softmax":
-        for key, n in (("owner1", int(sizes[0])), ("all_rows", int(sum(sizes)))):
-            eps_j, eps_b, Delta = softmax_privacy_split(eps2, n, args.lam)
-            sigma = softmax_noise_sigma(eps_b, delta2, n_classes)
-            notes[f"softmax_{key}"] = {"eps_jacobian": eps_j, "eps_noise": eps_b, "Delta": Delta, "sigma": sigma}
+    elif model in DELTA_MODELS:
+        from privfed.common.feddpdr.multiclass import noise_sigma, privacy_split
+
+        mc = privacy_split(eps2, model)
+        notes["objective_perturbation"] = {**mc, "sigma": noise_sigma(mc["epsilon_B"], delta2, n_classes)}
     else:
+        from privfed.common.feddpdr.svm import privacy_adjustment
+
         eps_class = float(ovr_epsilons(eps2, n_classes)[0])
         notes["svm_eps_per_class"] = eps_class
         notes["svm_owner1_eps_prime_Delta"] = privacy_adjustment(eps_class, int(sizes[0]), args.lam)
@@ -379,14 +425,24 @@ def run(args: argparse.Namespace) -> Path:
         raise ConfigError(f"--runs and --owners must be >= 1, got {runs} and {args.owners}")
     ds = load_builtin(dataset)
     n_train = train_test_split(ds, test_fraction=args.test_fraction, seed=args.seed)[0].n  # same for every seed
+    if args.validation:
+        n_train = train_test_split(
+            train_test_split(ds, test_fraction=args.test_fraction, seed=args.seed)[0],
+            test_fraction=args.test_fraction,
+            seed=args.seed + VALIDATION_SEED,
+        )[0].n
     xlabel, xs, settings = _settings(args, ds.d, n_train)
     methods = list(METHODS)
     acc: dict[str, list[list[float]]] = {m: [[] for _ in settings] for m in methods}
     secs: dict[str, list[list[float]]] = {m: [[] for _ in settings] for m in methods}
     seeds = [args.seed + r for r in range(runs)]
     started = time.perf_counter()
+    n_scored = 0
     for seed in seeds:
         train, test = train_test_split(ds, test_fraction=args.test_fraction, seed=seed)
+        if args.validation:  # the test split is never read: defaults are chosen on the training rows
+            train, test = train_test_split(train, test_fraction=args.test_fraction, seed=seed + VALIDATION_SEED)
+        n_scored = test.n
         for j, setting in enumerate(settings):
             parts_idx = partition(train.n, args.owners, seed=seed, sizes=setting["sizes"])
             fitted = _fit_methods(train, parts_idx, setting, args, seed * 1000 + j)
@@ -401,13 +457,16 @@ def run(args: argparse.Namespace) -> Path:
         dataset=dataset,
         runs=runs,
         n_train=n_train,
-        n_test=ds.n - n_train,
+        n_test=n_scored,
         d=ds.d,
         n_classes=ds.n_classes,
         sigma_method="analytic",
         chance=1.0 / ds.n_classes,
         paper_n_epsilon=paper_n_epsilon(cap),
-        split=f"stratified train/test split of {dataset}, test fraction {args.test_fraction}, seed per run",
+        split=f"stratified train/test split of {dataset}, test fraction {args.test_fraction}, seed per run"
+        + (
+            f"; scored on a validation split of the training rows (seed + {VALIDATION_SEED})" if args.validation else ""
+        ),
     )
     labels = {x: "paper's n*eps" for x in xs if isinstance(x, float) and math.isclose(x, config["paper_n_epsilon"])}
     if args.experiment != "feddpdr-epsilon" and math.isclose(settings[0]["epsilon"], config["paper_n_epsilon"]):
@@ -426,8 +485,8 @@ def run(args: argparse.Namespace) -> Path:
             "settings": settings,
             "mechanisms": [
                 {
-                    "FedDPDR-DPML": _mechanism_notes(s, args, ds.n_classes, args.basis, args.model),
-                    "FedDPDR-DPML-paper": _mechanism_notes(s, args, ds.n_classes, PAPER_BASIS, PAPER_MODEL),
+                    "FedDPDR-DPML": _mechanism_notes(s, args, ds.bounds, ds.n_classes, args.basis, args.model),
+                    "FedDPDR-DPML-paper": _mechanism_notes(s, args, ds.bounds, ds.n_classes, PAPER_BASIS, PAPER_MODEL),
                 }
                 for s in settings
             ],

@@ -86,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="split s uses seed + s; noise seeds follow")
     parser.add_argument("--legacy", action="store_true", help="the learners at main's defaults before issue 22")
     parser.add_argument(
-        "--quick", action="store_true", help="CI size: every data set at most 600 random rows, 2 splits"
+        "--quick", action="store_true", help="CI size: every data set at most 600 random rows, at most 5 splits"
     )
     parser.add_argument(
         "--validate", action="store_true", help="score candidate defaults on validation splits (other seeds) instead"
@@ -199,6 +199,8 @@ def _datasets(args: argparse.Namespace) -> list[Dataset]:
 
 #: Rows of each data set in ``--quick`` (CI size): at most this many, drawn at random.
 QUICK_ROWS = 600
+#: Splits in ``--quick``: the fewest the reproduce report accepts behind a number.
+QUICK_SPLITS = 5
 
 
 def _load(name: str, cap: int | None, seed: int) -> Dataset:
@@ -319,7 +321,7 @@ def run(args: argparse.Namespace) -> Path:
     if not args.learners or any(x not in LEARNERS for x in args.learners):
         raise ConfigError(f"--learners must name some of {', '.join(LEARNERS)}, got {args.learners!r}")
     if args.quick:
-        args.splits = min(args.splits, 2)
+        args.splits = min(args.splits, QUICK_SPLITS)
     if args.splits < 2:
         raise ConfigError(f"--splits must be >= 2 (a confidence interval needs two), got {args.splits}")
     args.epsilon = [float(e) for e in args.epsilon]

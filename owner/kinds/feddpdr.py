@@ -51,7 +51,9 @@ class PcaShareKind(TaskKind[PcaShareTask]):
     def compute(self, task: Task, spec: PcaShareTask, owner: LocalOwner) -> PcaShareReply:
         from privfed.common.feddpdr.pca import owner_pca_release
 
-        U, n = owner_pca_release(owner.X, spec.bounds, spec.k, spec.epsilon, spec.delta, owner.rng)
+        U, n = owner_pca_release(
+            owner.X, spec.bounds, spec.k, spec.epsilon, spec.delta, owner.rng, scaling=spec.scaling
+        )
         return PcaShareReply(subspace=U, noisy_count=_noisy_count(n, spec.count_epsilon, owner.rng))
 
     def fallback(
@@ -66,13 +68,13 @@ class PcaShareKind(TaskKind[PcaShareTask]):
 
 
 class SvmShareKind(TaskKind[SvmShareTask]):
-    """The phase-2 classifier (:data:`privfed.common.feddpdr.svm.SVM_MODELS`) on projected rows."""
+    """The phase-2 classifier (:data:`privfed.common.feddpdr.choices.SVM_MODELS`) on projected rows."""
 
     name = "svm_share"
     spec_type = SvmShareTask
 
     def validate(self, task: Task, spec: SvmShareTask, view: PublicView) -> Cached | None:
-        from privfed.common.feddpdr.svm import DELTA_MODELS, SVM_MODELS
+        from privfed.common.feddpdr.choices import DELTA_MODELS, SVM_MODELS
 
         check_schema(spec.bounds, view)
         check_classes(spec.n_classes, view)
@@ -99,16 +101,24 @@ class SvmShareKind(TaskKind[SvmShareTask]):
         return None
 
     def _noise(self, spec: SvmShareTask, public: PublicConfig) -> tuple[int, float, float]:
-        """(k + 1, noise parameter, regulariser) of the fallback; computing them checks the privacy parameters."""
+        """(k + 1, noise parameter, regulariser) of the fallback; computing them checks the privacy
+        parameters: the Gaussian scale of the class sums or of the multiclass objective's noise
+        (:mod:`privfed.common.feddpdr.multiclass`), or the one-vs-rest ``eps'`` (Chaudhuri et al.)."""
         from privfed.common.feddpdr.centroid import class_sums_sigma
-        from privfed.common.feddpdr.svm import ovr_epsilons, privacy_adjustment
+        from privfed.common.feddpdr.choices import ovr_epsilons
 
         width = (public.n_features if spec.subspace is None else spec.subspace.shape[1]) + 1
         if spec.model == "centroid":
             return width, class_sums_sigma(spec.epsilon, spec.delta), 0.0
-        eps = float(ovr_epsilons(spec.epsilon, spec.n_classes)[0]) if spec.model == "ovr-huber" else spec.epsilon
-        eps_prime, Delta = privacy_adjustment(eps, 1, spec.lam)
-        return width, eps_prime, spec.lam + Delta
+        if spec.model == "ovr-huber":
+            from privfed.common.feddpdr.svm import privacy_adjustment
+
+            eps_prime, Delta = privacy_adjustment(ovr_epsilons(spec.epsilon, spec.n_classes)[0], 1, spec.lam)
+            return width, eps_prime, spec.lam + Delta
+        from privfed.common.feddpdr.multiclass import noise_sigma, privacy_split
+
+        split = privacy_split(spec.epsilon, spec.model)
+        return width, noise_sigma(split["epsilon_B"], spec.delta, spec.n_classes), split["Lambda"]
 
     def compute(self, task: Task, spec: SvmShareTask, owner: LocalOwner) -> SvmShareReply:
         from privfed.common.feddpdr.svm import owner_svm_release
@@ -124,6 +134,7 @@ class SvmShareKind(TaskKind[SvmShareTask]):
             owner.rng,
             delta=spec.delta,
             model=spec.model,
+            scaling=spec.scaling,
         )
         return SvmShareReply(coef=W)
 
@@ -131,12 +142,14 @@ class SvmShareKind(TaskKind[SvmShareTask]):
         self, spec: SvmShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator
     ) -> SvmShareReply:
         """Zero class sums plus their Gaussian noise (``centroid``); else the minimiser ``-b / reg`` of
-        the perturbed objective of no data at n = 1, per problem (Chaudhuri et al. Alg. 2)."""
+        the perturbed objective of no data: ``b`` the mechanism's noise (Gaussian for the one-budget
+        models; Chaudhuri et al.'s at the public stand-in n = 1, per one-vs-rest problem)."""
         from privfed.common.feddpdr.svm import sample_b
 
         width, noise, reg = self._noise(spec, public)
         K = spec.n_classes
-        if spec.model == "centroid":
-            return SvmShareReply(coef=rng.normal(0.0, noise, size=(K, width)) if noise > 0 else np.zeros((K, width)))
+        if spec.model != "ovr-huber":
+            B = rng.normal(0.0, noise, size=(K, width)) if noise > 0 else np.zeros((K, width))
+            return SvmShareReply(coef=B if spec.model == "centroid" else -B / reg)
         F = -sample_b(width, noise, rng, size=1 if K == 2 else K) / reg
         return SvmShareReply(coef=np.vstack([-F[0], F[0]]) if K == 2 else F)

@@ -79,6 +79,8 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
             delta=config.delta,
             lam=config.lam,
             basis=config.basis,
+            model=config.model,
+            scaling=config.scaling,
         )
     from privfed.common.boosting.federated import FederatedBoosting
     from privfed.server.strategies.boosting import BoostingStrategy

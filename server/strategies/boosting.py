@@ -39,6 +39,8 @@ from privfed.common.boosting.wire import at_round, config_to_dict, empty_history
 from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.learners.samme import BoostedModel
 from privfed.common.messages import BoostEvaluateTask, BoostShareReply, BoostShareTask
+from privfed.common.secagg import secure_sum_for
+from privfed.common.secagg.masking import MIN_MEMBERS
 from privfed.proto import serde
 from privfed.server.journal import Journal, fingerprint
 from privfed.server.strategies.base import Transport, new_tasks
@@ -94,6 +96,33 @@ class BoostingStrategy:
             "contribution_bound": fb.contribution_bound,
             "labels": fb.labels if fb.base == "ncc" else "in perturbed tables",
         }
+
+    def check_feasible(self, n_owners: int) -> None:
+        """Raise :class:`ConfigError`, in the flags' terms, unless ``n_owners`` owners can run this job:
+        every round's share group fresh (rounds × group size ≤ owners) and every round's evaluation
+        secure sum large enough for its protocol. Called before any owner is asked for anything
+        (issue 23, item 2)."""
+        fb = self.booster
+        try:  # a throwaway generator: the job's own groups are drawn by run()
+            _, evaluators = plan_rounds(fb, n_owners, np.random.Generator(np.random.PCG64(0)))
+        except ConfigError as exc:
+            group = fb.group_size or 1
+            fixes = [f"--rounds {max(1, min(n_owners // group, n_owners // 2))} or fewer"]
+            if fb.group_size and n_owners // fb.n_rounds:
+                fixes.append(f"--group-size {n_owners // fb.n_rounds} or smaller")
+            raise ConfigError(
+                f"--task bdt cannot run with {n_owners} owners: each of its {fb.n_rounds} rounds asks a fresh group "
+                f"of {group} owner(s) to share (an owner shares once), {fb.n_rounds * group} owners in all; use "
+                f"{', '.join(fixes)}, --share-groups all, or more owners"
+            ) from exc
+        smallest = min((len(e) for e in evaluators), default=0)
+        need = MIN_MEMBERS if secure_sum_for(self.secure_sum or "auto", smallest) == "secagg" else 2
+        if smallest < need:
+            raise ConfigError(
+                f"--task bdt cannot run with {n_owners} owners: each round's error is summed securely over at least "
+                f"{need} owners, but {n_owners} owners split over {fb.n_rounds} rounds leave {smallest} in a round; "
+                f"use --rounds {max(1, n_owners // need)} or fewer, or more owners"
+            )
 
     def run(self, owner_ids: list[str], transport: Transport) -> BoostedModel:
         groups, evaluators = plan_rounds(self.booster, len(owner_ids), self.rng)

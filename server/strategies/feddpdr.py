@@ -8,17 +8,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfed.common.bounds import Bounds
-from privfed.common.errors import RoundFailed
+from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.feddpdr.basis import BASES, PUBLIC_BASES, public_basis
-from privfed.common.feddpdr.subspace import aggregate_subspaces, owner_weights
-from privfed.common.feddpdr.svm import (
+from privfed.common.feddpdr.choices import (
+    DEFAULT_ROW_SCALING,
     DEFAULT_SVM_MODEL,
+    DELTA_MODELS,
+    ROW_SCALINGS,
     SVM_MODELS,
-    FedDPDRModel,
-    aggregate_classifier,
-    delta_split,
     ovr_epsilons,
 )
+from privfed.common.feddpdr.model import FedDPDRModel, aggregate_classifier, delta_split
+from privfed.common.feddpdr.subspace import aggregate_subspaces, owner_weights
 from privfed.common.messages import PcaShareReply, PcaShareTask, SvmShareReply, SvmShareTask
 from privfed.common.validation import check_choice, check_fraction, check_int
 from privfed.server.strategies.base import Transport, new_tasks
@@ -28,17 +29,17 @@ from privfed.server.strategies.base import Transport, new_tasks
 class FedDpdrStrategy:
     """FedDPDR-DPML (seed 004 Alg. 1): phase 1 DP-PCA subspaces aggregated by the weighted
     projector average (SPEC §9); phase 2 the classifier ``model`` on rows projected onto the
-    broadcast U_global (:data:`privfed.common.feddpdr.svm.SVM_MODELS`), combined by
-    :func:`privfed.common.feddpdr.svm.aggregate_classifier`.
+    broadcast U_global (:data:`privfed.common.feddpdr.choices.SVM_MODELS`), combined by
+    :func:`privfed.common.feddpdr.model.aggregate_classifier`. This is the only FedDPDR loop: the
+    networked job runs it over gRPC, the experiments over the in-process transport.
 
     Budget with ``basis="dp-pca"`` (the paper's, the default): ε₁ = ε₂ = ε/2 (§5.2). Within ε₁, a
     share ``count_fraction`` (5 % by default) pays for each owner's row count through the two-sided
     geometric mechanism and the rest, ``(1 - count_fraction) ε/2``, for DP-PCA. δ is split by
-    :func:`privfed.common.feddpdr.svm.delta_split`: with a model of
-    :data:`~privfed.common.feddpdr.svm.DELTA_MODELS` (the default ``centroid``: DP class sums, one
-    Gaussian release for all K classes, summed by the coordinator) DP-PCA and the classifier get
-    δ/2 each, so every owner spends at most (ε, δ); with ``ovr-huber`` (the seed's one-vs-rest
-    Huber SVMs, pure ε₂/K per class) DP-PCA gets all of δ. The weights ``n_i / Σn`` use the noisy
+    :func:`privfed.common.feddpdr.model.delta_split`: with a model of
+    :data:`~privfed.common.feddpdr.choices.DELTA_MODELS` (one (ε, δ) release for all K classes) DP-PCA
+    and the classifier get δ/2 each, so every owner spends at most (ε, δ); with ``ovr-huber`` (the
+    seed's one-vs-rest Huber SVMs, pure ε₂/K per class) DP-PCA gets all of δ. The weights ``n_i / Σn`` use the noisy
     counts, clipped to ≥ 1 (post-processing): the count is released once, in phase 1, and reused
     for phase 2, and the exact ``n_i`` never leaves an owner (issue 9, contract 7). Phase 2 goes
     only to owners whose count was received. At ε = ∞ every part is exact (the non-private reference).
@@ -46,10 +47,10 @@ class FedDpdrStrategy:
     With a public basis (``basis="dct"`` or ``"identity"``, :mod:`privfed.common.feddpdr.basis`) there is
     no phase 1: the coordinator computes the basis itself (it reads no row), sends it with the
     phase-2 task, and the classifier gets all of (ε, δ). No count is released, so models that are
-    averaged (``softmax``, ``ovr-huber``) get equal weights; class sums need none (they are summed).
+    averaged get equal weights; class sums need none (they are summed).
 
-    Owners scale rows with :data:`privfed.common.feddpdr.pca.DEFAULT_ROW_SCALING` and the model
-    applies the same map.
+    Owners scale rows with ``scaling`` (:data:`privfed.common.feddpdr.choices.ROW_SCALINGS`), named in
+    every task, and the model applies the same map.
     """
 
     epsilon: float
@@ -61,12 +62,18 @@ class FedDpdrStrategy:
     count_fraction: float = 0.05
     model: str = DEFAULT_SVM_MODEL
     basis: str = "dp-pca"
+    scaling: str = DEFAULT_ROW_SCALING
 
     def __post_init__(self) -> None:
         check_int(self.k, name="k", minimum=1, maximum=self.bounds.d)
         check_fraction(self.count_fraction, name="count_fraction")
         check_choice(self.model, name="model", allowed=SVM_MODELS)
         check_choice(self.basis, name="basis", allowed=BASES)
+        check_choice(self.scaling, name="scaling", allowed=ROW_SCALINGS)
+        if self.model in DELTA_MODELS and math.isfinite(self.epsilon) and not 0 < self.delta < 1:
+            raise ConfigError(
+                f"model {self.model!r} is (epsilon, delta)-DP: delta must be in (0, 1), got {self.delta!r}"
+            )
         if self.basis in PUBLIC_BASES:
             public_basis(self.basis, self.bounds.d, self.k)  # refuses a k the basis cannot have
 
@@ -90,7 +97,12 @@ class FedDpdrStrategy:
             return public_basis(self.basis, self.bounds.d, self.k), np.zeros(0), {o: 1 for o in owner_ids}
         split, deltas = self.budget_split(), self.delta_split()
         task = PcaShareTask(
-            epsilon=split["pca"], delta=deltas["pca"], k=self.k, bounds=self.bounds, count_epsilon=split["count"]
+            epsilon=split["pca"],
+            delta=deltas["pca"],
+            k=self.k,
+            bounds=self.bounds,
+            count_epsilon=split["count"],
+            scaling=self.scaling,
         )
         pca = {
             r.owner_id: r.payload
@@ -117,6 +129,7 @@ class FedDpdrStrategy:
             subspace=U,
             delta=deltas["svm"],
             model=self.model,
+            scaling=self.scaling,
         )
         svm = {
             r.owner_id: r.payload
@@ -132,7 +145,7 @@ class FedDpdrStrategy:
             epsilon=split["svm"],
             delta=deltas["svm"],
         )
-        per_problem = ovr_epsilons(split["svm"], self.n_classes) if self.model == "ovr-huber" else [split["svm"]]
+        per_problem = ovr_epsilons(split["svm"], self.n_classes) if self.model not in DELTA_MODELS else [split["svm"]]
         return FedDPDRModel(
             bounds=self.bounds,
             components=U,
@@ -140,4 +153,6 @@ class FedDpdrStrategy:
             eigenvalues=eigenvalues,
             owner_sizes=() if self.basis in PUBLIC_BASES else tuple(counts[o] for o in svm),
             per_class_epsilon=np.asarray(per_problem, dtype=np.float64),
+            scaling=self.scaling,
+            model=self.model,
         )

@@ -122,7 +122,13 @@ def _svm(task_id, owner_id, *, epsilon, lam):
         owner_id=owner_id,
         round_id=task_id,
         svm_share=pb.SvmShareTask(
-            epsilon=epsilon, lam=lam, n_classes=2, bounds=bounds_matrix(D), subspace=matrix(np.eye(D))
+            epsilon=epsilon,
+            lam=lam,
+            n_classes=2,
+            bounds=bounds_matrix(D),
+            subspace=matrix(np.eye(D)),
+            model=pb.SVM_MODEL_OVR_HUBER,
+            scaling=pb.ROW_SCALING_BALL,
         ),
     )
 

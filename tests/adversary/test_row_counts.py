@@ -29,7 +29,14 @@ def _pca(task_id, owner_id, count_epsilon):
         task_id=task_id,
         owner_id=owner_id,
         round_id="pca",
-        pca_share=pb.PcaShareTask(epsilon=0.3, delta=1e-4, k=1, bounds=bounds_matrix(D), count_epsilon=count_epsilon),
+        pca_share=pb.PcaShareTask(
+            epsilon=0.3,
+            delta=1e-4,
+            k=1,
+            bounds=bounds_matrix(D),
+            count_epsilon=count_epsilon,
+            scaling=pb.ROW_SCALING_BALL,
+        ),
     )
 
 
@@ -38,7 +45,15 @@ def _svm(task_id, owner_id, U):
         task_id=task_id,
         owner_id=owner_id,
         round_id="svm",
-        svm_share=pb.SvmShareTask(epsilon=0.3, lam=0.1, n_classes=2, bounds=bounds_matrix(D), subspace=matrix(U)),
+        svm_share=pb.SvmShareTask(
+            epsilon=0.3,
+            lam=0.1,
+            n_classes=2,
+            bounds=bounds_matrix(D),
+            subspace=matrix(U),
+            model=pb.SVM_MODEL_OVR_HUBER,
+            scaling=pb.ROW_SCALING_BALL,
+        ),
     )
 
 

@@ -195,13 +195,14 @@ def _spec(data, core: OwnerCore, owner_id: str):
                 _pick(data, data.draw(st.integers(1, D)), 0, D + 1),
                 _bounds(data),
                 _eps(data),
+                data.draw(st.sampled_from(["ball", "normalise"])),
             )
         )
     if kind == "svm":
         subspace = _pick(
             data, data.draw(st.sampled_from([None, np.eye(D)[:, :2]])), np.eye(D)[:, :2] * 2.0, np.full((D, 1), np.nan)
         )
-        model = _pick(data, data.draw(st.sampled_from(["ovr-huber", "centroid", "softmax"])), "nope")
+        model = _pick(data, data.draw(st.sampled_from(["ovr-huber", "centroid", "mc-huber", "softmax"])), "nope")
         delta = _pick(data, 0.0 if model == "ovr-huber" else 1e-5, 0.0, 1e-5)
         return _build(
             lambda: SvmShareTask(
@@ -212,6 +213,7 @@ def _spec(data, core: OwnerCore, owner_id: str):
                 subspace,
                 delta=delta,
                 model=model,
+                scaling=data.draw(st.sampled_from(["ball", "normalise"])),
             )
         )
     if kind == "step":

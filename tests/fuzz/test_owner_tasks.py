@@ -67,14 +67,22 @@ def _seed_tasks(owner_id: str) -> list[pb.Task]:
             task_id="seed",
             owner_id=owner_id,
             round_id="pca",
-            pca_share=pb.PcaShareTask(epsilon=0.01, delta=1e-6, k=2, bounds=bounds, count_epsilon=0.01),
+            pca_share=pb.PcaShareTask(
+                epsilon=0.01, delta=1e-6, k=2, bounds=bounds, count_epsilon=0.01, scaling=pb.ROW_SCALING_BALL
+            ),
         ),
         pb.Task(
             task_id="seed",
             owner_id=owner_id,
             round_id="svm",
             svm_share=pb.SvmShareTask(
-                epsilon=0.01, lam=0.01, n_classes=2, bounds=bounds, subspace=matrix(np.eye(D)[:, :2])
+                epsilon=0.01,
+                lam=0.01,
+                n_classes=2,
+                bounds=bounds,
+                subspace=matrix(np.eye(D)[:, :2]),
+                model=pb.SVM_MODEL_OVR_HUBER,
+                scaling=pb.ROW_SCALING_BALL,
             ),
         ),
         boost_share("seed", owner_id, "boost-fuzz", boost_config(D, "boost-fuzz", epsilon=0.02)),

@@ -157,15 +157,16 @@ def test_a_spent_ledger_reaches_the_coordinator_as_refusals_and_a_failed_report(
                 p.kill()
     lines = err.strip().splitlines()
     assert coordinator.returncode == 2, err
-    assert lines[-1].startswith("privfed coordinator: error: no owner released a share")
+    assert lines[-1].startswith("privfed coordinator: error: only 0 of 5 owners are still taking part")
     assert "5/5 owners refused: budget_exceeded" in lines[-1] and "report:" in lines[-1]
     assert "Traceback" not in err
     report = _report(tmp / "runs2")
     assert report["status"] == "failed" and "5/5 owners refused: budget_exceeded" in report["error"]
+    assert len(report["refused"]) == 5 and report["rejected_owners"] == {}  # what became of each owner
     assert owner_code == 0  # told the job is over, not left to find the coordinator gone
 
 
-def test_a_coordinator_stopped_while_waiting_writes_an_aborted_report(tmp_path):
+def test_a_coordinator_stopped_while_waiting_writes_a_failed_report(tmp_path):
     port = _free_port()
     coordinator = _coordinator(port, tmp_path)
     try:
@@ -182,4 +183,81 @@ def test_a_coordinator_stopped_while_waiting_writes_an_aborted_report(tmp_path):
             coordinator.kill()
     assert coordinator.returncode == 0
     report = _report(tmp_path)
-    assert report["status"] == "aborted" and report["error"].startswith("SIGTERM")
+    assert report["status"] == "failed" and report["error"].startswith("stopped by SIGTERM")
+
+
+def _wait_for(path: Path, text: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in (path.read_text() if path.exists() else ""):
+        assert time.monotonic() < deadline, f"{text!r} not in {path}"
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_a_duplicate_node_and_foreign_certificates_fail_fast_and_are_named_at_both_ends(tmp_path):
+    """Issue 23, items 4 and 5, over real processes with mTLS: a second process with a node's certificate
+    is refused (ALREADY_EXISTS) with one line at both ends; a node that does not trust the coordinator's
+    certificate exits at once with the cause; the coordinator logs each handshake it rejects with the
+    peer's address."""
+    from privfed.deploy.certs import make_certs
+
+    certs, rogue = Path(make_certs(tmp_path / "certs", owners=2)), Path(make_certs(tmp_path / "rogue", owners=2))
+    foreign = tmp_path / "foreign"  # the federation's CA, but a certificate another CA signed
+    foreign.mkdir()
+    (foreign / "ca.pem").write_bytes((certs / "ca.pem").read_bytes())
+    for suffix in (".pem", "-key.pem"):
+        (foreign / f"owner-1{suffix}").write_bytes((rogue / f"owner-1{suffix}").read_bytes())
+    port, log = _free_port(), tmp_path / "coordinator.log"
+
+    def owner(name: str, cert_dir: Path, shards: str, *extra: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            [*PRIVFED, "owner", "--coordinator", f"127.0.0.1:{port}", "--name", name, "--certs", str(cert_dir),
+             "--n-owners", "3", "--shards", shards, "--ledger", str(tmp_path / f"{name}-{cert_dir.name}-{shards}.sqlite"),
+             "--epsilon-budget", "1", "--rng", "seeded", "--connect-timeout", "60", *extra, *DATA],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+    with open(log, "w") as coordinator_log:
+        coordinator = subprocess.Popen(
+            [*PRIVFED, "coordinator", "--owners", "3", "--epsilon", "1", "--certs", str(certs),
+             "--listen", f"127.0.0.1:{port}", "--out", str(tmp_path / "runs"), "--register-timeout", "120", *DATA],
+            stdout=subprocess.DEVNULL, stderr=coordinator_log,
+        )  # fmt: skip
+    first = owner("owner-0", certs, "0:2")
+    procs = [coordinator, first]
+    try:
+        _wait_for(log, "node owner-0 registered 2 owner(s)")
+        second = owner("owner-0", certs, "0:2")
+        distrusting = owner("owner-1", rogue, "2:3")
+        untrusted = owner("owner-1", foreign, "2:3", "--connect-timeout", "2")
+        procs += [second, distrusting, untrusted]
+        _, distrust_err = distrusting.communicate(timeout=50)  # it would retry for its --connect-timeout 60 s
+        _, second_err = second.communicate(timeout=60)
+        untrusted.communicate(timeout=60)
+        _wait_for(log, "TLS handshake from")
+        coordinator.send_signal(signal.SIGTERM)  # still waiting for owner-1: stop it, it reports why
+        coordinator.wait(timeout=60)
+        first.communicate(timeout=30)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert distrusting.returncode == 2 and "retrying" not in distrust_err, distrust_err  # no retry: it cannot heal
+    assert (
+        distrust_err.strip()
+        .splitlines()[-1]
+        .endswith(
+            "failed: the coordinator's certificate is not signed by this node's CA (ca.pem): certificate signature failure"
+        )
+    ), distrust_err
+    assert second.returncode == 2
+    line = second_err.strip().splitlines()[-1]
+    assert line.startswith("privfed owner: error: register refused by coordinator: ALREADY_EXISTS: node id 'owner-0'")
+    assert "already registered by another live process" in line
+    text = log.read_text()
+    assert re.search(r"rejecting call from ipv4:127.0.0.1:\d+: node id 'owner-0' is already registered", text)
+    assert re.search(r"TLS handshake from ipv4:127.0.0.1:\d+ rejected: the node's certificate is not signed", text)
+    assert re.search(r"TLS handshake from ipv4:127.0.0.1:\d+ rejected: the peer closed the connection", text)
+    assert coordinator.returncode == 0 and first.returncode == 0  # the first node was told the job is over
+    report = _report(tmp_path / "runs")
+    assert report["status"] == "failed" and report["error"].startswith("stopped by SIGTERM")

@@ -47,9 +47,12 @@ def _own_files(tmp_path, bad_line: int | None = None):
     for name, labels, n in (("a.csv", [3, 7], 60), ("b.csv", [-1, 3, 7], 60), ("test.csv", [-1, 3, 7], 90)):
         y = rng.choice(labels, size=n)
         X = np.clip(np.array([centres[int(v)] for v in y]) + rng.normal(0, 1.0, (n, 2)), 0, 10)
-        lines = [f"{a:.3f},{b:.3f},{int(v)}" for (a, b), v in zip(X, y)]
+        if name == "b.csv":  # this owner exports its columns in another order: matched by the header's names
+            lines = ["b,a,y"] + [f"{b:.3f},{a:.3f},{int(v)}" for (a, b), v in zip(X, y)]
+        else:
+            lines = ["a,b,y"] + [f"{a:.3f},{b:.3f},{int(v)}" for (a, b), v in zip(X, y)]
         if name == "b.csv" and bad_line is not None:
-            lines[bad_line - 1] = "1,1,5"
+            lines[bad_line - 1] = "1,1,5"  # file line bad_line
         (tmp_path / name).write_text("\n".join(lines) + "\n")
     (tmp_path / "schema.toml").write_text(
         'features = ["a", "b"]\nclasses = [-1, 3, 7]\ntest = "test.csv"\n[bounds]\nlo = 0\nhi = 10\n'
@@ -58,15 +61,19 @@ def _own_files(tmp_path, bad_line: int | None = None):
 
 
 @pytest.mark.slow
-def test_simulate_on_owners_own_files_matches_the_pooled_reference_without_noise(tmp_path):
+def test_simulate_on_owners_own_files_meets_the_reference_without_noise(tmp_path):
+    """The reference is privfed's own model at ε = ∞ with owners holding the rows as the nodes hold
+    them (issue 24): the federation at ε = ∞ gives exactly its accuracy, for averaged local LR models
+    too (which depend on who holds which rows)."""
     args = [sys.executable, "-m", "privfed.deploy.cli", "simulate", *_own_files(tmp_path), "--owners", "12"]
-    args += ["--epsilon", "inf", "--task", "ncc", "--insecure", "--out", str(tmp_path / "runs")]
+    args += ["--epsilon", "inf", "--task", "lr", "--insecure", "--out", str(tmp_path / "runs")]
     done = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     (report_path,) = (tmp_path / "runs").glob("*/report.json")
     report = json.loads(report_path.read_text())
     assert report["config"]["processes"] == 2 and report["train_rows"] == 120 and report["test_rows"] == 90
-    assert report["reference_accuracy"] > 0.9 and report["points"][0]["accuracy"] == report["reference_accuracy"]
+    assert report["reference_accuracy"] > 0.6 and report["points"][0]["accuracy"] == report["reference_accuracy"]
+    assert report["reference_learner"] == "privfed lr at epsilon=inf, 12 owner(s) holding the training rows"
     assert report["points"][0]["answered"] == 12
 
 

@@ -106,41 +106,72 @@ def test_round_completes_when_a_node_is_killed_mid_round(tmp_path):
     assert accuracy(outcome.model, test) > 0.6
 
 
-def test_feddpdr_two_phases_over_grpc(tmp_path):
-    """FedDPDR-DPML over gRPC with mTLS: ε = ∞ matches the non-private PCA + SVM reference;
-    at finite ε each owner's ledger holds (0.95 ε/2, δ/2) for DP-PCA, 0.05 ε/2 for its noisy row
-    count, and (ε/2, δ/2) for its DP class sums; the model's owner sizes are the noisy counts."""
+def _feddpdr_over_grpc(tmp_path, eps, **options):
+    """One FedDPDR job over gRPC with mTLS: 4 logical owners of digits on 2 owner node processes."""
     train, test = federation_split("digits", seed=0, test_fraction=0.2)
     dataset = ["--dataset", "digits", "--seed", "0", "--test-fraction", "0.2"]
-    accuracies = {}
-    for eps in (math.inf, 2.0):
-        fed = Federation(tmp_path / f"eps{eps}")
-        try:
-            for i, shards in enumerate(("0:2", "2:4")):
-                fed.spawn(
-                    f"owner-{i}",
-                    n_owners=4,
-                    shards=shards,
-                    budget=eps,
-                    dataset=dataset,
-                    extra=["--delta-budget", "1e-5"],
-                )
-            outcome = fed.run(make_strategy("feddpdr", epsilon=eps, n_classes=10, bounds=test.bounds, k=20), 4)
-        finally:
-            fed.close()
-        assert outcome.answered == 4 and not outcome.refused
-        accuracies[eps] = accuracy(outcome.model, test)
-        ledger = Ledger(tmp_path / f"eps{eps}" / "owner-0.sqlite", epsilon_budget=eps, delta_budget=1e-5)
-        history = ledger.history(owner_id("owner-0", 0))
-        assert [h["purpose"].split(":")[0] for h in history] == ["dp-pca", "dp-count", "svm-class-sums"]
-        assert history[0]["delta"] == history[2]["delta"] == 5e-6 and history[2]["epsilon"] == eps / 2
-        if math.isfinite(eps):
-            assert math.isclose(history[0]["epsilon"], 0.95 * eps / 2)
-            assert math.isclose(history[1]["epsilon"], 0.05 * eps / 2)
-        else:  # an infinite count budget releases the exact counts
-            exact = sorted(len(p) for p in partition(train.X.shape[0], 4, seed=0))
-            assert sorted(outcome.model.owner_sizes) == exact
-    assert abs(accuracies[math.inf] - reference_accuracy("feddpdr", train, test, k=20)) <= 0.01
+    fed = Federation(tmp_path)
+    try:
+        for i, shards in enumerate(("0:2", "2:4")):
+            fed.spawn(
+                f"owner-{i}", n_owners=4, shards=shards, budget=eps, dataset=dataset, extra=["--delta-budget", "1e-5"]
+            )
+        outcome = fed.run(make_strategy("feddpdr", epsilon=eps, n_classes=10, bounds=test.bounds, **options), 4)
+    finally:
+        fed.close()
+    assert outcome.answered == 4 and not outcome.refused
+    history = Ledger(tmp_path / "owner-0.sqlite", epsilon_budget=eps, delta_budget=1e-5).history(owner_id("owner-0", 0))
+    return train, test, outcome, [(h["purpose"].split(":")[0], h["epsilon"], h["delta"]) for h in history]
+
+
+def test_feddpdr_two_phases_over_grpc_match_the_in_process_federation(tmp_path):
+    """At ε = ∞ the networked job and the experiments' in-process federation (the same strategy over
+    the owners' handlers) give the same model: the transport only moves bytes. The ledger holds
+    DP-PCA, the exact count (an infinite count budget) and the class sums."""
+    from privfed.deploy.experiments.feddpdr import federated_fit
+
+    train, test, outcome, history = _feddpdr_over_grpc(tmp_path, math.inf, k=20, model="centroid")
+    assert [p for p, _, _ in history] == ["dp-pca", "dp-count", "svm-class-sums"]
+    exact = sorted(len(p) for p in partition(train.X.shape[0], 4, seed=0))
+    assert sorted(outcome.model.owner_sizes) == exact
+    parts = [(train.X[i], train.y[i]) for i in partition(train.X.shape[0], 4, seed=0)]
+    local = federated_fit(
+        parts,
+        train.bounds,
+        10,
+        np.random.default_rng(0),
+        epsilon=math.inf,
+        delta=1e-5,
+        k=20,
+        basis="dp-pca",
+        model="centroid",
+        scaling="ball",
+        lam=0.01,
+    )
+    assert accuracy(outcome.model, test) == pytest.approx(local.score(test.X, test.y), abs=0.01)
+    assert accuracy(outcome.model, test) > 0.85
+
+
+def test_feddpdr_paper_pipeline_over_grpc_debits_epsilon_over_k_per_class(tmp_path):
+    """The seed's pipeline (DP-PCA + one-vs-rest Huber SVMs) over the network: (0.95 ε/2, δ) for DP-PCA,
+    0.05 ε/2 for the noisy row count, ε/2K per one-vs-rest problem; the model saved as model.json
+    reloads and predicts the same labels."""
+    from privfed.server.models import load_model, save_model
+
+    eps = 2.0
+    _, test, outcome, history = _feddpdr_over_grpc(tmp_path, eps, k=20, model="ovr-huber")
+    assert [p for p, _, _ in history] == ["dp-pca", "dp-count"] + [f"svm-ovr-{c}" for c in range(10)]
+    assert history[0][1:] == pytest.approx((0.95 * eps / 2, 1e-5)) and history[1][1] == pytest.approx(0.05 * eps / 2)
+    assert all(e == pytest.approx(eps / 20) and d == 0 for _, e, d in history[2:])
+    reloaded = load_model(save_model(tmp_path / "model.json", outcome.model))
+    assert reloaded.model == "ovr-huber" and np.array_equal(reloaded.predict(test.X), outcome.model.predict(test.X))
+
+
+def test_feddpdr_multiclass_svm_over_grpc_debits_one_epsilon_delta_and_learns(tmp_path):
+    """The one-budget multiclass Huber SVM on a public basis: one (ε, δ) entry per owner, and it learns."""
+    _, test, outcome, history = _feddpdr_over_grpc(tmp_path, 4.0, k=20, model="mc-huber", basis="dct")
+    assert history == [("svm-mc-huber", 4.0, 1e-5)]
+    assert accuracy(outcome.model, test) > 0.5  # chance 0.1
 
 
 def test_simulate_runs_bdt_with_the_weight_bound_of_its_public_rows_per_owner(tmp_path):

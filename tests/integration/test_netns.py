@@ -210,3 +210,84 @@ def test_owners_own_files_checked_against_the_coordinators_schema(tmp_path):
     reference = float(np.mean(pooled.predict(Xt) == yt))
     assert reference > 0.8  # the task is learnable; renumbered labels ({3, 7} -> {0, 1}) would break it
     assert abs(report["accuracy"] - reference) <= 0.01, (report["accuracy"], reference)
+
+
+# ------------------------------------------------------------------ the README's own-data walkthrough
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def walkthrough() -> tuple[str, list[str]]:
+    """The README's own-data walkthrough: the Python that writes the example files, and each shell
+    command (continuation lines joined, comments dropped) in order."""
+    import re
+
+    block = re.search(r"<!-- own-data-walkthrough -->\n```sh\n(.*?)```", README.read_text(), re.S)
+    assert block is not None, "README lost its own-data walkthrough"
+    script, _, rest = block.group(1).partition("\nPY\n")
+    python = script.split("\n", 1)[1]  # after the `python3 - <<'PY'` line
+    commands = [c.split("#")[0].strip() for c in rest.replace("\\\n", " ").splitlines()]
+    return python, [c for c in commands if c]
+
+
+def test_the_readme_own_data_walkthrough_runs_across_machines(tmp_path):
+    """The walkthrough's commands as written, each on its machine: the coordinator on one, each
+    hospital on its own (its --name), the query from hospital-a's machine; 127.0.0.1 becomes the
+    coordinator's address, and its certificate names that address (--san). The files have their
+    columns in different orders, text labels, a categorical column and a missing value; the query
+    prints label values, the ones the exported scikit-learn classifier gives."""
+    import pickle
+    import shlex
+
+    import pandas as pd
+
+    python, commands = walkthrough()
+    subprocess.run([sys.executable, "-c", python], cwd=tmp_path, check=True, timeout=WAIT)
+    with Lan(3, subnet="10.77.0.0/24") as lan:
+        coord_host, *hospitals = lan.hosts
+        machine = {"hospital-a": hospitals[0], "hospital-b": hospitals[1]}
+        background: list[subprocess.Popen] = []
+        query = None
+        for command in commands:
+            argv = shlex.split(command.replace("127.0.0.1", coord_host.address).rstrip("&"))
+            if argv[0] != "privfed":
+                if argv[:2] == ["kill", "%1"]:
+                    background[0].terminate()  # the coordinator, serving until SIGTERM
+                    assert background[0].wait(timeout=WAIT) == 0, logs(tmp_path)
+                else:
+                    subprocess.run(command, shell=True, cwd=tmp_path, check=True, timeout=WAIT)
+                continue
+            argv = CLI + argv[1:] + (["--san", coord_host.address] if argv[1] == "certs" else [])
+            if argv[len(CLI)] in ("certs", "export", "ledger"):  # run where the files are: this host
+                argv = [str(next(tmp_path.glob(a))) if "*" in a else a for a in argv]  # as the shell would
+                subprocess.run(argv, cwd=tmp_path, check=True, timeout=WAIT, capture_output=True)
+                continue
+            name = argv[argv.index("--name") + 1] if "--name" in argv else "coordinator"
+            host = machine.get(name, coord_host)
+            if argv[len(CLI)] == "query":
+                query = lan.popen(host, argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                out, err = query.communicate(timeout=WAIT)
+                assert query.returncode == 0, err + logs(tmp_path)
+                continue
+            log = open(tmp_path / f"{name}.log", "w")
+            proc = lan.popen(host, argv, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+            if command.endswith("&"):
+                background.append(proc)
+            else:
+                assert proc.wait(timeout=WAIT) == 0, logs(tmp_path)
+        assert [p.wait(timeout=WAIT) for p in background] == [0, 0], logs(tmp_path)
+    assert query is not None
+    labels = out.split()
+    estimator = pickle.loads((tmp_path / "model.pkl").read_bytes())
+    assert labels == estimator.predict(pd.read_csv(tmp_path / "queries.csv")).tolist()
+    assert len(labels) == 10 and set(labels) <= {"malignant", "benign"}
+    b_log = (tmp_path / "hospital-b.log").read_text()
+    assert "b.csv: columns matched to the schema's features by the header's names" in b_log
+    assert "b.csv: filled 1 missing value(s) with the schema's public fill values (concavity 1)" in b_log
+    report = json.loads(next((tmp_path / "runs").glob("*/report.json")).read_text())
+    assert (report["status"], report["model_id"], report["owners"], report["answered"]) == ("ok", "lr-eps4", 20, 20)
+    assert report["reference_accuracy"] > report["baselines"]["majority_class"]
+    assert "cross-validated on the public test file" in report["reference_learner"]
+    coordinator_line = (tmp_path / "coordinator.log").read_text()
+    assert f"accuracy={report['accuracy']:.4f} (non-private reference {report['reference_accuracy']:.4f}" in (
+        coordinator_line
+    )

@@ -4,7 +4,7 @@ a real federation trained (owner processes, mTLS), served by the coordinator.
 What is checked, on what the coordinator actually received (the served models are wrapped in a
 subclass that keeps every batch of rows ``Predict`` hands them):
 
-* ``--clean-epsilon 0`` keeps the desired labels, for every method: the tool's labels equal the
+* ``--utility-loss 0`` keeps the desired labels, for every method: the tool's labels equal the
   model's labels for the raw rows, and ``A_dᵀ(x − x̃)`` is zero up to the 2^-20 wire grid (LR and
   FedDPDR).
 * the default ``projection`` sends nothing outside what the model reads (``x̃ − c`` lies in
@@ -190,7 +190,7 @@ def query_cmd(
         model_id,
         "--queries",
         str(files["queries"]),
-        "--clean-epsilon",
+        "--utility-loss",
         repr(epsilon),
         "--method",
         method,
@@ -381,17 +381,17 @@ import dataclasses, sys
 import grpc
 import numpy as np
 from privfed.deploy import cli
-from privfed.owner import query
+from privfed.owner import query, query_client
 from privfed.proto import privfed_pb2 as pb, serde
 
-honest_clean, honest_predict, kept = query.clean_queries, query._Coordinator.predict, {}
+honest_clean, honest_predict, kept = query.clean_queries, query_client.ModelClient.predict, {}
 
 def clean_nothing(queries, A_d, X_own=None, Y_conf=None, **kw):  # bug 1: the raw rows go out
     kept["labels"] = np.asarray(Y_conf)
     return dataclasses.replace(honest_clean(queries, A_d, X_own, Y_conf, **kw), rows=np.asarray(queries, float))
 
-def predict_and_leak(self, model_id, rows):  # bug 2: a confidential label column sent as rows
-    out = honest_predict(self, model_id, rows)
+def predict_and_leak(self, model_id, rows, **kw):  # bug 2: a confidential label column sent as rows
+    out = honest_predict(self, model_id, rows, **kw)
     try:
         self._stub.Predict(pb.PredictRequest(model_id=model_id, rows=serde.reports_to_proto(kept["labels"][:, :1])),
                            timeout=10)
@@ -399,7 +399,7 @@ def predict_and_leak(self, model_id, rows):  # bug 2: a confidential label colum
         pass
     return out
 
-query.clean_queries, query._Coordinator.predict = clean_nothing, predict_and_leak
+query.clean_queries, query_client.ModelClient.predict = clean_nothing, predict_and_leak
 sys.exit(cli.main(sys.argv[1:]))
 """
 

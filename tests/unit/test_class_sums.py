@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from privfed.common.errors import ConfigError
+from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.feddpdr.centroid import centroid_coef, dp_class_sums, exact_class_sums
-from privfed.common.feddpdr.svm import aggregate_classifier, predict_linear
+from privfed.common.feddpdr.model import aggregate_classifier, predict_linear
 from privfed.common.ledger import Ledger
 from privfed.common.messages import Refusal, SvmShareReply, SvmShareTask, Task
 from privfed.owner.core import handle_batch
@@ -97,24 +97,28 @@ def test_size_weighted_sum_beats_the_biggest_owner_where_the_plain_sum_does_not(
     assert mse["weighted"] < 0.9 * mse["biggest"] < 0.9 * mse["plain"]
 
 
-@pytest.mark.parametrize("model, delta", [("centroid", 5e-6), ("softmax", 5e-6), ("ovr-huber", 0.0)])
+@pytest.mark.parametrize(
+    "model, delta", [("centroid", 5e-6), ("mc-huber", 5e-6), ("softmax", 5e-6), ("ovr-huber", 0.0)]
+)
 def test_svm_task_model_and_delta_cross_the_wire(model, delta, digits):
     train, _ = digits
-    spec = SvmShareTask(
-        epsilon=0.7, lam=0.01, n_classes=10, bounds=train.bounds, subspace=None, delta=delta, model=model
-    )
+    spec = SvmShareTask(0.7, 0.01, 10, train.bounds, None, delta, model, "normalise")
     back = task_from_proto(task_to_proto(Task("t", "o", "r", spec))).spec
-    assert (back.model, back.delta, back.epsilon) == (model, delta, 0.7)
+    assert (back.model, back.delta, back.epsilon, back.scaling) == (model, delta, 0.7, "normalise")
     assert back.ledger_entries() == spec.ledger_entries()
 
 
-def test_a_wire_task_without_a_model_is_the_pure_epsilon_one_vs_rest(digits):
+@pytest.mark.parametrize("field", ["model", "scaling"])
+def test_a_wire_task_that_names_no_model_or_scaling_is_malformed(digits, field):
+    """The wire has no default: an unset (0) or unknown enum is refused, never read as some model."""
     train, _ = digits
-    msg = task_to_proto(Task("t", "o", "r", SvmShareTask(0.5, 0.01, 10, train.bounds, None)))
-    msg.svm_share.ClearField("model")
-    spec = task_from_proto(pb.Task.FromString(msg.SerializeToString())).spec
-    assert spec.model == "ovr-huber" and spec.delta == 0.0
-    assert len(spec.ledger_entries()) == 10 and all(d == 0.0 for _, d, _ in spec.ledger_entries())
+    msg = task_to_proto(Task("t", "o", "r", SvmShareTask(0.5, 0.01, 10, train.bounds, None, 0.0, "ovr-huber", "ball")))
+    msg.svm_share.ClearField(field)
+    with pytest.raises(RemoteProtocolError, match=field):
+        task_from_proto(pb.Task.FromString(msg.SerializeToString()))
+    setattr(msg.svm_share, field, 99)  # a value from a newer schema
+    with pytest.raises(RemoteProtocolError, match=field):
+        task_from_proto(pb.Task.FromString(msg.SerializeToString()))
 
 
 def _owners(train, n=2):
@@ -131,7 +135,7 @@ def test_owner_debits_epsilon_and_delta_once_for_the_class_sums(tmp_path, digits
     hosted = _owners(train)
     oid = sorted(hosted)[0]
     ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=1.0, delta_budget=1e-5)
-    spec = SvmShareTask(0.6, 0.01, 10, train.bounds, None, delta=4e-6, model="centroid")
+    spec = SvmShareTask(0.6, 0.01, 10, train.bounds, None, 4e-6, "centroid", "ball")
     (reply,) = handle_batch([Task("s", oid, "r", spec)], hosted, ledger)
     assert isinstance(reply.payload, SvmShareReply) and reply.payload.coef.shape == (10, train.d + 1)
     (entry,) = ledger.history(oid)
@@ -150,7 +154,7 @@ def test_owner_debits_epsilon_and_delta_once_for_the_class_sums(tmp_path, digits
         ("softmax", 0.0, 0.5),
         ("ovr-huber", 1e-6, 0.5),
         ("centroid", 1.0, 0.5),
-        ("lda", 0.0, 1.0),
+        ("mc-huber", 0.0, 0.5),
     ],
 )
 def test_owner_refuses_a_delta_that_does_not_fit_the_model(tmp_path, digits, model, delta, eps):
@@ -158,7 +162,7 @@ def test_owner_refuses_a_delta_that_does_not_fit_the_model(tmp_path, digits, mod
     hosted = _owners(train, 1)
     oid = next(iter(hosted))
     ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=10.0, delta_budget=1.0)
-    spec = SvmShareTask(eps, 0.01, 10, train.bounds, None, delta=delta, model=model)
+    spec = SvmShareTask(eps, 0.01, 10, train.bounds, None, delta, model, "ball")
     (reply,) = handle_batch([Task("s", oid, "r", spec)], hosted, ledger)
     assert isinstance(reply.payload, Refusal) and reply.payload.code == "invalid_task"
     assert ledger.history(oid) == []
@@ -168,7 +172,7 @@ def test_strategy_spends_exactly_epsilon_and_delta_per_owner_and_learns(tmp_path
     train, test = digits
     owners = _owners(train, 4)
     ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=8.0, delta_budget=1e-5)
-    strategy = FedDpdrStrategy(epsilon=8.0, n_classes=10, bounds=train.bounds, k=20, delta=1e-5)
+    strategy = FedDpdrStrategy(epsilon=8.0, n_classes=10, bounds=train.bounds, k=20, delta=1e-5, model="centroid")
     one_node = SimpleNamespace(run_tasks=lambda tasks, timeout=None: handle_batch(tasks, owners, ledger))
     model = strategy.run(sorted(owners), one_node)
     for oid in owners:

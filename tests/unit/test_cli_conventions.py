@@ -61,7 +61,8 @@ def test_a_coordinator_takes_one_epsilon_in_one_line(capsys):
         ["simulate", "--epsilon", "0"],
         ["simulate", "--task", "svm"],
         ["simulate", "--frobnicate"],
-        ["coordinator", "--epsilon", "1"],  # --owners missing
+        ["simulate", "--epsilon", "1,,2"],  # an empty item
+        ["owner", "--coordinator", "127.0.0.1", "--name", "a", "--ledger", "l", "--epsilon-budget", "1"],  # no port
         ["coordinator", "--owners", "1", "--epsilon", "1", "--insecure", "--certs", "x"],  # mutually exclusive
         [
             "owner",

@@ -10,9 +10,10 @@ import pytest
 
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.basis import dct_basis, image_side, public_basis
-from privfed.common.feddpdr.svm import delta_split, feddpdr_fit
+from privfed.common.feddpdr.model import delta_split
 from privfed.common.ledger import Ledger
 from privfed.common.messages import SvmShareTask
+from privfed.deploy.experiments.feddpdr import federated_fit
 from privfed.owner.core import handle_batch
 from privfed.owner.data import build_owners, federation_split
 from privfed.server.strategies import FedDpdrStrategy
@@ -66,18 +67,14 @@ def test_delta_split(basis, model, split):
 
 
 def test_public_basis_pipeline_spends_nothing_in_phase_one_and_learns(digits):
+    """The experiments' in-process federation (the strategy over real owner handlers) with a public basis."""
     train, test = digits
     parts = [(train.X[i::4], train.y[i::4]) for i in range(4)]
-    with pytest.raises(ConfigError, match="epsilon1=0"):
-        feddpdr_fit(parts, train.bounds, 20, 0.5, 1e-5, 1.0, 0.01, np.random.default_rng(0), n_classes=10, basis="dct")
-    model = feddpdr_fit(
-        parts, train.bounds, 20, 0.0, 1e-5, 4.0, 0.01, np.random.default_rng(0), n_classes=10, basis="dct"
-    )
+    options = dict(epsilon=4.0, delta=1e-5, model="centroid", scaling="ball", lam=0.01)
+    model = federated_fit(parts, train.bounds, 10, np.random.default_rng(0), k=20, basis="dct", **options)
     np.testing.assert_allclose(model.components, dct_basis(64, 20))
     assert model.score(test.X, test.y) > 0.6  # chance 0.1
-    full = feddpdr_fit(
-        parts, train.bounds, 64, 0.0, 1e-5, 4.0, 0.01, np.random.default_rng(0), n_classes=10, basis="identity"
-    )
+    full = federated_fit(parts, train.bounds, 10, np.random.default_rng(0), k=64, basis="identity", **options)
     assert full.components is None and full.score(test.X, test.y) > 0.6
 
 
@@ -97,7 +94,7 @@ def test_strategy_with_a_public_basis_sends_only_the_classifier_task_and_debits_
         sent.append(tasks)
         return handle_batch(tasks, owners, ledger)
 
-    strategy = FedDpdrStrategy(epsilon=4.0, n_classes=10, bounds=train.bounds, k=20, basis="dct")
+    strategy = FedDpdrStrategy(epsilon=4.0, n_classes=10, bounds=train.bounds, k=20, basis="dct", model="centroid")
     assert strategy.budget_split() == {"pca": 0.0, "count": 0.0, "svm": 4.0}
     model = strategy.run(sorted(owners), SimpleNamespace(run_tasks=run_tasks))
     assert len(sent) == 1 and all(isinstance(t.spec, SvmShareTask) for t in sent[0])

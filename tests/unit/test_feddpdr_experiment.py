@@ -47,3 +47,19 @@ def test_epsilon_and_k_lists_go_where_they_belong(tmp_path):
     with pytest.raises(ConfigError, match="identity"):
         exp.run(_args(tmp_path, "feddpdr-k", "--quick", "--basis", "identity"))
     assert exp.paper_n_epsilon(800) == pytest.approx(1.25)
+
+
+def test_validation_scores_on_training_rows_only(tmp_path):
+    """--validation: defaults are chosen on a split of the training rows, never the reported test split."""
+    args = _args(
+        tmp_path, "feddpdr-n", "--quick", "--runs", "1", "--validation", "--epsilon", "4", "--model", "mc-huber"
+    )
+    report = json.loads((exp.run(args) / "report.json").read_text())
+    full = json.loads(
+        (exp.run(_args(tmp_path, "feddpdr-n", "--quick", "--runs", "1", "--epsilon", "4")) / "report.json").read_text()
+    )
+    assert "validation split" in report["config"]["split"] and "validation" not in full["config"]["split"]
+    assert (
+        report["config"]["n_train"] + report["config"]["n_test"] < full["config"]["n_train"] + full["config"]["n_test"]
+    )
+    assert report["config"]["n_train"] < full["config"]["n_train"]

@@ -62,6 +62,8 @@ def test_the_defaults_are_valid_and_the_config_is_frozen():
         ("delta", 1.0, "--delta"),
         ("lam", -0.1, "--lam"),
         ("basis", "pca", "--basis"),
+        ("model", "svm", "--model"),
+        ("scaling", "unit", "--scaling"),
         ("n_rounds", 0, "--rounds"),
         ("n_rounds", 2.5, "--rounds"),
         ("group_size", 0, "--group-size"),
@@ -185,6 +187,20 @@ def test_the_feddpdr_basis_flag_reaches_the_strategy():
     assert strategy.budget_split()["svm"] == strategy.epsilon
     paper, _, _ = coordinator_strategy(job_config(parsed("--task", "feddpdr", "--dataset", "digits")))
     assert paper.basis == "dp-pca" and paper.budget_split()["svm"] < paper.epsilon
+
+
+def test_the_feddpdr_model_and_scaling_flags_reach_the_strategy_and_have_one_default():
+    """--model and --scaling go command line -> JobConfig -> strategy -> every task; left out, all of
+    them take the one default that privfed.common.feddpdr.choices declares."""
+    from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DEFAULT_SVM_MODEL
+
+    argv = ("--task", "feddpdr", "--dataset", "digits", "--model", "mc-huber", "--scaling", "normalise")
+    strategy, _, _ = coordinator_strategy(job_config(parsed(*argv)))
+    assert (strategy.model, strategy.scaling) == ("mc-huber", "normalise")
+    config = job_config(parsed("--task", "feddpdr", "--dataset", "digits"))
+    default, _, _ = coordinator_strategy(config)
+    assert (config.model, default.model) == (DEFAULT_SVM_MODEL, DEFAULT_SVM_MODEL)
+    assert (config.scaling, default.scaling) == (DEFAULT_ROW_SCALING, DEFAULT_ROW_SCALING)
 
 
 def test_the_task_name_shorthand_builds_the_same_strategy_as_a_job_config():

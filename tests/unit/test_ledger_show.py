@@ -73,7 +73,7 @@ def test_the_table_shows_spent_remaining_and_every_release(ledger_file, capsys):
 def test_json_output_for_one_owner(ledger_file, capsys):
     assert main(["ledger", "show", "--ledger", str(ledger_file), "--owner", "n.o1", "--json"]) == 0
     (owner,) = json.loads(capsys.readouterr().out)
-    assert owner["owner_id"] == "n.o1" and owner["remaining"]["epsilon"] == "0"
+    assert owner["owner_id"] == "n.o1" and owner["remaining"]["epsilon"] == 0
     assert [r["purpose"] for r in owner["releases"]] == ["lr-model"]
 
 

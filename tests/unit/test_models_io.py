@@ -15,8 +15,9 @@ def test_boosted_model_roundtrip(tmp_path):
     train, test = federation_split("synthetic", seed=1, test_fraction=0.25, n_samples=800)
     fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=train.bounds, n_rounds=4, n_bins=4)
     model = fb.fit(train.X, train.y, rng=np.random.Generator(np.random.PCG64(0))).model
-    loaded = load_model(save_model(tmp_path / "model.json", model))
-    np.testing.assert_array_equal(loaded.predict(test.X), model.predict(test.X))
+    loaded = load_model(save_model(tmp_path / "model.json", model, model_id="bdt-epsinf", task="bdt", schema=None))
+    np.testing.assert_array_equal(loaded.model.predict(test.X), model.predict(test.X))
+    assert loaded.model_id == "bdt-epsinf"
 
 
 def test_unknown_or_broken_files_are_refused(tmp_path):
@@ -38,3 +39,35 @@ def test_scale_aware_nearest_centroid_roundtrip_keeps_its_bounds(tmp_path):
     np.testing.assert_array_equal(NearestCentroidModel(model.centroids).predict(X), [1, 0])  # data space
     loaded = load_model(save_model(tmp_path / "model.json", model))
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+
+
+@pytest.mark.parametrize("basis, k", [("dct", 20), ("identity", 64)])
+def test_feddpdr_model_roundtrip_and_broken_files(tmp_path, basis, k):
+    """model.json of FedDPDR (issue 21): same predictions after reloading; a tampered file is refused."""
+    import json
+
+    from privfed.deploy.experiments.feddpdr import federated_fit
+
+    train, test = federation_split("digits", seed=0, test_fraction=0.2)
+    parts = [(train.X[i::2], train.y[i::2]) for i in range(2)]
+    model = federated_fit(
+        parts,
+        train.bounds,
+        10,
+        np.random.default_rng(0),
+        epsilon=4.0,
+        delta=1e-5,
+        k=k,
+        basis=basis,
+        model="mc-huber",
+        scaling="normalise",
+        lam=0.01,
+    )
+    loaded = load_model(save_model(tmp_path / "model.json", model))
+    assert (loaded.model, loaded.scaling) == ("mc-huber", "normalise")
+    np.testing.assert_array_equal(loaded.predict(test.X), model.predict(test.X))
+    data = json.loads((tmp_path / "model.json").read_text())
+    data["coef"] = data["coef"][:3] + [[1.0]]
+    (tmp_path / "model.json").write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="FedDPDR"):
+        load_model(tmp_path / "model.json")

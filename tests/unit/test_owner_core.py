@@ -54,7 +54,7 @@ def ncc(train, eps=1.0, labels="rr", mechanism="pm", n_classes=10):
 
 
 def pca(train, eps=0.5, count_eps=0.05, delta=1e-5):
-    return PcaShareTask(epsilon=eps, delta=delta, k=5, bounds=train.bounds, count_epsilon=count_eps)
+    return PcaShareTask(epsilon=eps, delta=delta, k=5, bounds=train.bounds, count_epsilon=count_eps, scaling="ball")
 
 
 def refusal(result, code):
@@ -86,7 +86,7 @@ def test_feddpdr_debits_pca_count_then_epsilon2_per_class_and_refuses_past_budge
     assert math.isclose(ledger.spent(oid).epsilon, 0.5) and ledger.spent(oid).delta == 1e-5
     U = replies[0].payload.subspace
     svm = [
-        Task(f"s{i}", o, "svm", SvmShareTask(epsilon=0.5, lam=0.01, n_classes=10, bounds=train.bounds, subspace=U))
+        Task(f"s{i}", o, "svm", SvmShareTask(0.5, 0.01, 10, train.bounds, U, 0.0, "ovr-huber", "ball"))
         for i, o in enumerate(hosted)
     ]
     replies = handle_batch(svm, hosted, ledger)

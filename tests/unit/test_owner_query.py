@@ -281,9 +281,9 @@ def test_flags_that_are_not_values_are_refused_by_the_parser(extra, capsys):
 @pytest.mark.parametrize(
     "extra,message",
     [
-        (["--clean-epsilon", "-1"], "--clean-epsilon must be finite and >= 0, got -1.0"),
-        (["--clean-epsilon", "nan"], "--clean-epsilon must be finite and >= 0, got nan"),
-        (["--clean-epsilon", "inf"], "--clean-epsilon must be finite and >= 0, got inf"),
+        (["--utility-loss", "-1"], "--utility-loss must be finite and >= 0, got -1.0"),
+        (["--utility-loss", "nan"], "--utility-loss must be finite and >= 0, got nan"),
+        (["--clean-epsilon", "inf"], "--utility-loss must be finite and >= 0, got inf"),
         (["--confidential-labels", "1,1"], "none repeated, got (1, 1)"),
         (["--confidential-labels", ""], "needs at least one index"),
         (["--confidential-labels", "-1"], "--confidential-labels index must be an int >= 0, got -1"),
@@ -319,7 +319,7 @@ def test_query_config_checks_values_given_in_code():
 
 def test_flag_defaults():
     args = build_parser().parse_args(_query_args())
-    assert (args.name, args.clean_epsilon, args.method, args.insecure, args.out, args.max_rank) == (
+    assert (args.name, args.utility_loss, args.method, args.insecure, args.out, args.max_rank) == (
         "owner-0",
         0.0,
         "projection",

@@ -40,7 +40,7 @@ def test_the_first_schema_is_checked_and_recorded_and_a_later_other_one_refused_
     assert ledger.schema_decision() == (first.digest(), True)
     reads = []
     real = owner_data.check_owner_rows
-    monkeypatch.setattr("privfed.owner.main.check_owner_rows", lambda *a: reads.append(a) or real(*a))
+    monkeypatch.setattr("privfed.owner.main.check_owner_rows", lambda *a, **kw: reads.append(a) or real(*a, **kw))
     with pytest.raises(ConfigError, match="refused without reading the rows"):
         checked_rows(rows, fitting, ledger, pinned=False)  # the rows would fit: still refused
     assert reads == [] and ledger.schema_decision() == (first.digest(), True)

@@ -72,8 +72,8 @@ def _specs() -> dict[type, TaskSpec]:
     return {
         NccShareTask: NccShareTask("pm", 1.0, "rr", 0.5, K, BOUNDS),
         LrShareTask: LrShareTask("pm", 1.0, 1.0, 1.0, K, BOUNDS),
-        PcaShareTask: PcaShareTask(1.0, 1e-5, 2, BOUNDS, 0.5),
-        SvmShareTask: SvmShareTask(1.0, 0.1, K, BOUNDS, np.eye(D)[:, :2]),
+        PcaShareTask: PcaShareTask(1.0, 1e-5, 2, BOUNDS, 0.5, "ball"),
+        SvmShareTask: SvmShareTask(1.0, 0.1, K, BOUNDS, np.eye(D)[:, :2], 0.0, "ovr-huber", "ball"),
         BoostShareTask: BoostShareTask(config, BoostHistory()),
         BoostEvaluateTask: BoostEvaluateTask(config, BoostHistory(), _stump(), ring),
     }
@@ -84,9 +84,17 @@ def test_every_task_spec_has_one_kind_in_the_registry():
     assert len({k.name for k in REGISTRY.values()}) == len(REGISTRY)
 
 
-@pytest.mark.parametrize("spec_type", list(_specs()), ids=lambda t: t.__name__)
-def test_every_release_kind_has_a_sendable_data_independent_fallback_shaped_like_its_release(spec_type):
-    spec = _specs()[spec_type]
+def _svm(model: str) -> SvmShareTask:
+    return SvmShareTask(1.0, 0.1, K, BOUNDS, np.eye(D)[:, :2], 0.0 if model == "ovr-huber" else 1e-5, model, "ball")
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [*_specs().values(), *(_svm(m) for m in ("centroid", "mc-huber", "softmax"))],
+    ids=lambda s: type(s).__name__ + (f"-{s.model}" if isinstance(s, SvmShareTask) else ""),
+)
+def test_every_release_kind_has_a_sendable_data_independent_fallback_shaped_like_its_release(spec):
+    spec_type = type(spec)
     kind = REGISTRY[spec_type]
     assert isinstance(kind, TaskKind)
     owner = next(iter(_owners().values()))

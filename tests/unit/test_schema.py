@@ -81,7 +81,7 @@ def _csv(tmp_path: Path, name: str, text: str) -> str:
 def test_owner_files_holding_different_label_subsets_get_the_same_class_indices(tmp_path):
     schema = FederationSchema.parse(TOML)
     only_3_7 = check_owner_rows(read_owner_rows(_csv(tmp_path, "a.csv", "a,b,y\n1,2,3\n2,3,7\n")), schema)
-    all_three = check_owner_rows(read_owner_rows(_csv(tmp_path, "b.csv", "1,2,-1\n\n2,3,7\n4,4,3\n")), schema)
+    all_three = check_owner_rows(read_owner_rows(_csv(tmp_path, "b.csv", "b,a,y\n2,1,-1\n\n3,2,7\n4,4,3\n")), schema)
     assert only_3_7.y.tolist() == [1, 2] and all_three.y.tolist() == [0, 2, 1]
     assert only_3_7.classes.tolist() == all_three.classes.tolist() == [-1, 3, 7]
     assert only_3_7.feature_names == ("a", "b") and all_three.feature_names == ("a", "b")  # from the schema
@@ -96,8 +96,13 @@ def test_owner_files_holding_different_label_subsets_get_the_same_class_indices(
             "c.csv: line 4: label 5 is not a class of the federation schema (classes [-1, 3, 7])",
         ),
         (
-            "1,2,3,3\n1,2,3,7\n",
-            "c.csv: line 1: 3 feature column(s) before the label, but the federation schema has 2 features",
+            "a,b,c,y\n1,2,3,3\n1,2,3,7\n",
+            "c.csv: line 1: cannot tell the label column: the columns besides the features are ['c', 'y'] (name it "
+            'with label = "..." in the schema)',
+        ),
+        (
+            "a,b,y\n1,2,3\n1,2\n",
+            "c.csv: line 3: 2 columns, expected 3 (as on line 1)",
         ),
     ],
 )
@@ -142,15 +147,15 @@ def test_string_class_values_match_the_label_text_of_an_owner_file(tmp_path):
     pets = check_owner_rows(read_owner_rows(_csv(tmp_path, "p.csv", "w,h,kind\n1,2,dog\n\n3,4, cat\n")), schema)
     assert pets.y.tolist() == [1, 0] and pets.classes.tolist() == ["cat", "dog"]
     with pytest.raises(ConfigError) as info:
-        check_owner_rows(read_owner_rows(_csv(tmp_path, "q.csv", "1,2,dog\n3,4,cow\n")), schema)
+        check_owner_rows(read_owner_rows(_csv(tmp_path, "q.csv", "w,h,kind\n1,2,dog\n3,4,cow\n")), schema)
     assert (
-        str(info.value) == "q.csv: line 2: label 'cow' is not a class of the federation schema (classes ['cat', 'dog'])"
+        str(info.value) == "q.csv: line 3: label 'cow' is not a class of the federation schema (classes ['cat', 'dog'])"
     )
 
 
 def test_integer_class_values_match_integral_label_texts_only(tmp_path):
     schema = FederationSchema.parse(TOML)
-    rows = check_owner_rows(read_owner_rows(_csv(tmp_path, "n.csv", "1,2,3.0\n1,2,-1\n1,2,7e0\n")), schema)
+    rows = check_owner_rows(read_owner_rows(_csv(tmp_path, "n.csv", "a,b,y\n1,2,3.0\n1,2,-1\n1,2,7e0\n")), schema)
     assert rows.y.tolist() == [1, 0, 2]
-    with pytest.raises(ConfigError, match="n.csv: line 2: label 2.5 is not a class"):
-        check_owner_rows(read_owner_rows(_csv(tmp_path, "n.csv", "1,2,3\n1,2,2.5\n")), schema)
+    with pytest.raises(ConfigError, match="n.csv: line 3: label 2.5 is not a class"):
+        check_owner_rows(read_owner_rows(_csv(tmp_path, "n.csv", "a,b,y\n1,2,3\n1,2,2.5\n")), schema)

@@ -62,8 +62,8 @@ def _node(tmp_path: Path, port: int, name: str, rows: str) -> tuple[list[OwnerNo
 
 def test_owners_receive_the_schema_and_a_file_that_does_not_fit_is_refused_with_a_fixed_text(server, tmp_path):
     srv, port = server
-    good, good_thread, good_codes = _node(tmp_path, port, "owner-0", "1,2,3\n4,5,7\n6,1,7\n2,2,3\n")
-    bad, bad_thread, bad_codes = _node(tmp_path, port, "owner-1", "1,2,3\n4,5,9\n")
+    good, good_thread, good_codes = _node(tmp_path, port, "owner-0", "b,a,y\n2,1,3\n5,4,7\n1,6,7\n2,2,3\n")
+    bad, bad_thread, bad_codes = _node(tmp_path, port, "owner-1", "a,b,y\n1,2,3\n4,5,9\n")
     assert srv.dispatcher.wait_for_owners(4, timeout=20) == 4
     spec = NccShareTask("pm", 2.0, "rr", 0.5, SCHEMA.n_classes, SCHEMA.bounds)
     outcome = srv.dispatcher.run(new_tasks(sorted(srv.dispatcher.owners()), "r1", spec), timeout=20)
@@ -78,7 +78,7 @@ def test_owners_receive_the_schema_and_a_file_that_does_not_fit_is_refused_with_
     bad_thread.join(timeout=10)
     assert (
         bad_codes == [2]
-        and bad[0].fatal == "owner-1.csv: line 2: label 9 is not a class of the federation schema (classes [-1, 3, 7])"
+        and bad[0].fatal == "owner-1.csv: line 3: label 9 is not a class of the federation schema (classes [-1, 3, 7])"
     )
     srv.dispatcher.shutdown()
     good_thread.join(timeout=10)

@@ -138,16 +138,18 @@ TASK_SPECS = [
     NccShareTask(mechanism="pm", epsilon=1.5, labels="rr", label_epsilon=0.5, n_classes=3, bounds=BOUNDS),
     NccShareTask(mechanism="duchi", epsilon=math.inf, labels="clear", label_epsilon=0.0, n_classes=2, bounds=BOUNDS),
     LrShareTask(mechanism="laplace", epsilon=2.0, param_bound=4.0, c=0.5, n_classes=4, bounds=BOUNDS),
-    PcaShareTask(epsilon=0.95, delta=1e-5, k=2, bounds=BOUNDS, count_epsilon=0.05),
-    PcaShareTask(epsilon=math.inf, delta=0.0, k=3, bounds=BOUNDS, count_epsilon=math.inf),
-    SvmShareTask(epsilon=1.0, lam=0.01, n_classes=3, bounds=BOUNDS, subspace=np.arange(6.0).reshape(3, 2) / 7),
-    SvmShareTask(epsilon=1.0, lam=0.01, n_classes=3, bounds=BOUNDS, subspace=None),
+    PcaShareTask(epsilon=0.95, delta=1e-5, k=2, bounds=BOUNDS, count_epsilon=0.05, scaling="ball"),
+    PcaShareTask(epsilon=math.inf, delta=0.0, k=3, bounds=BOUNDS, count_epsilon=math.inf, scaling="normalise"),
+    SvmShareTask(1.0, 0.01, 3, BOUNDS, np.arange(6.0).reshape(3, 2) / 7, 0.0, "ovr-huber", "ball"),
+    SvmShareTask(1.0, 0.01, 3, BOUNDS, None, 1e-6, "mc-huber", "normalise"),
     BoostShareTask(config=BOOST_CONFIG, history=HISTORY),
     BoostShareTask(config=INF_CONFIG, history=BoostHistory()),
     BoostEvaluateTask(config=BOOST_CONFIG, history=HISTORY, learner=STUMP, ring=RING),
     BoostEvaluateTask(config=BOOST_CONFIG, history=BoostHistory(round=2), learner=CENTROIDS, ring=RING),
     BoostEvaluateTask(config=INF_CONFIG, history=HISTORY, learner=LINEAR, ring=RING),
     RingMessageTask(data=b"\x00sealed\xff"),
+    SvmShareTask(1.0, 0.01, 3, BOUNDS, None, 1e-6, "softmax", "ball"),  # appended: tests index the ones above
+    SvmShareTask(1.0, 0.01, 3, BOUNDS, None, 1e-6, "centroid", "ball"),
 ]
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from privfed.common.datasets import SYNTHETIC_N_SAMPLES, federation_split
 from privfed.deploy.cli import build_parser, simulation_config
-from privfed.deploy.simulate import synthetic_rows
+from privfed.deploy.simulation_config import synthetic_rows
 
 
 @pytest.mark.parametrize("owners", [5, 8000, 10000, 12345])

@@ -26,7 +26,7 @@ def test_each_set_loads_offline_with_its_documented_bounds_and_classes(name):
 
 
 def test_the_quick_benchmark_reports_every_cell_its_baselines_goals_and_warnings(tmp_path, capsys):
-    assert main(["experiment", "tabular", "--quick", "--epsilon", "1,5", "--out", str(tmp_path)]) == 0
+    assert main(["experiment", "tabular", "--quick", "--splits", "2", "--epsilon", "1,5", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "report.json").read_text())["results"]
     assert set(report["datasets"]) == set(TABULAR) and (tmp_path / "tabular.png").exists()
     assert all(r["rows"] <= 600 for r in report["datasets"].values())  # --quick: every set, at most 600 rows

@@ -1,0 +1,71 @@
+"""The public choices of a FedDPDR-DPML job: the phase-2 classifiers (their names, the default, what
+each debits; issue 21) and the row scalings.
+
+This is the one place that declares them; the command line, :class:`~privfed.server.config.JobConfig`,
+the strategy, the wire (``proto/privfed.proto``'s ``SvmModel``) and the owner read it from here. It
+imports nothing heavy, so messages and the coordinator's flags can use it without scipy.
+
+* ``"centroid"``: DP class sums, one Gaussian release for all K classes, summed by the coordinator
+  into a nearest-centroid model (:mod:`privfed.common.feddpdr.centroid`); ``(epsilon, delta)``.
+* ``"mc-huber"``: one multiclass Huber SVM (smoothed Crammer-Singer margin) by Gaussian objective
+  perturbation with one budget for all classes, averaged (:mod:`privfed.common.feddpdr.multiclass`);
+  ``(epsilon, delta)``.
+* ``"softmax"``: the same mechanism with the multinomial logistic loss; ``(epsilon, delta)``.
+* ``"ovr-huber"``: the seed's one-vs-rest Huber SVMs (Chaudhuri et al. 2011 Alg. 2), pure epsilon
+  split over the K binary problems, averaged (:mod:`privfed.common.feddpdr.svm`).
+"""
+
+from __future__ import annotations
+
+from privfed.common.validation import check_choice, check_int, check_positive
+
+SVM_MODELS = ("centroid", "mc-huber", "softmax", "ovr-huber")
+DEFAULT_SVM_MODEL = "centroid"
+"""The federation's default classifier: the most accurate on validation splits of MNIST-5k (README,
+FedDPDR; the best SVM, ``mc-huber``, is second)."""
+DELTA_MODELS = ("centroid", "mc-huber", "softmax")
+"""Models whose release spends delta (FedDPDR gives them delta/2 and DP-PCA the other half)."""
+ROW_SCALINGS = ("ball", "normalise")
+"""How FedDPDR owners map raw rows into the unit ball (both data-independent, SPEC §4):
+
+* ``"ball"``: :func:`~privfed.common.feddpdr.pca.scale_rows_to_unit_ball` (centre at the bounds' midpoint, divide by the
+  worst-case radius of the box). For MNIST ([0, 255]^784) every row lands near the same point
+  (background pixels at -1/28 each), so the signal is a small fraction of the unit norm.
+* ``"normalise"``: :func:`~privfed.common.feddpdr.pca.normalise_rows` (shift to ``[0, 1]`` with the bounds, then divide each row
+  by its own norm). Every row has norm exactly 1 (an all-zero row stays 0), the tightest public
+  per-row bound; a per-row map reads only that row, so it is a fixed preprocessing step that the
+  sensitivity arguments of §7/§8 apply to unchanged. The model applies it again at prediction.
+"""
+#: The federation's default is ``"ball"``: an affine map, so a served model's first stage stays linear
+#: in data space (``privfed query`` cleans against it). ``"normalise"`` divides by the row's own norm,
+#: which is not linear; the experiments use it by default (``--scaling``).
+DEFAULT_ROW_SCALING = "ball"
+LEDGER_PURPOSE = {"centroid": "svm-class-sums", "mc-huber": "svm-mc-huber", "softmax": "svm-softmax"}
+
+
+def ovr_epsilons(epsilon: float, n_classes: int) -> list[float]:
+    """Per-problem budgets of one-vs-rest: ``[eps]`` for K = 2, else K copies of ``eps/K``."""
+    n_classes = check_int(n_classes, name="n_classes", minimum=2)
+    epsilon = check_positive(epsilon, name="epsilon", allow_inf=True)
+    problems = 1 if n_classes == 2 else n_classes
+    return [epsilon / problems] * problems
+
+
+def ledger_entries(model: str, epsilon: float, delta: float, n_classes: int) -> list[tuple[float, float, str]]:
+    """``(epsilon, delta, purpose)`` of each part of one owner's phase-2 release."""
+    check_choice(model, name="model", allowed=SVM_MODELS)
+    if model in DELTA_MODELS:
+        return [(epsilon, delta, LEDGER_PURPOSE[model])]
+    return [(e, 0.0, f"svm-ovr-{c}") for c, e in enumerate(ovr_epsilons(epsilon, n_classes))]
+
+
+__all__ = [
+    "DEFAULT_ROW_SCALING",
+    "DEFAULT_SVM_MODEL",
+    "ROW_SCALINGS",
+    "DELTA_MODELS",
+    "LEDGER_PURPOSE",
+    "SVM_MODELS",
+    "ledger_entries",
+    "ovr_epsilons",
+]

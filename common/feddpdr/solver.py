@@ -1,0 +1,112 @@
+"""A total minimiser for the strongly convex objectives of objective perturbation (SPEC §8).
+
+Objective perturbation (Chaudhuri, Monteleoni, Sarwate 2011; Kifer, Smith, Thakurta 2012) is private
+for the *exact* minimiser of ``J``. A solver in floating point returns an approximate one, and one that
+gives up (L-BFGS does when huge noise makes the objective too big for its line search) must not turn
+into a refusal that depends on the rows (issue 20, finding 2). Approximate Minima Perturbation (AMP,
+Iyengar et al. 2019, Alg. 1) closes both gaps:
+
+1. the solver returns a point within a public radius ``r`` of the exact minimiser, **always**:
+   :func:`minimise_within` runs L-BFGS, accepts its point if ``||grad J|| <= mu r`` (then
+   ``||x - x*|| <= ||grad J(x)|| / mu <= r`` by ``mu``-strong convexity), and otherwise runs Nesterov's
+   accelerated gradient method for a number of steps that provably reaches the radius (no test, no
+   refusal: a data-independent guarantee);
+2. the mechanism adds output noise calibrated to L2 sensitivity ``2 r``: given the exact minimiser
+   ``x*`` (the objective-perturbation release), any point within ``r`` of it differs by at most ``2 r``
+   between neighbouring data sets, so the noised point is a further ``epsilon_out``-DP release, and the
+   pair composes (adaptive composition) to the budget of the objective perturbation plus
+   ``epsilon_out``. Which of the two solver branches ran depends on the rows and needs no privacy:
+   both land within ``r`` of ``x*``.
+
+The mechanisms (:mod:`privfed.common.feddpdr.svm`, :mod:`privfed.common.feddpdr.multiclass`) give
+``epsilon_out`` a small public share of their budget (:data:`AMP_FRACTION`) and add the noise.
+
+References
+----------
+R. Iyengar, J. P. Near, D. Song, O. Thakkar, A. Thakurta, L. Wang, "Towards practical differentially
+private convex optimization", IEEE S&P 2019 (Algorithm 1, AMP).
+S. Bubeck, "Convex optimization: algorithms and complexity", FnT ML 8(3-4), 2015 (Theorem 3.18,
+Nesterov's method for strongly convex smooth functions).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import scipy.optimize
+
+from privfed.common.errors import ConfigError
+
+Objective = Callable[[np.ndarray], tuple[float, np.ndarray]]
+"""``x -> (J(x), grad J(x))`` on a flat float64 vector."""
+
+AMP_RADIUS = 1e-6
+"""Public radius ``r`` around the exact minimiser within which the released point lies (AMP)."""
+AMP_FRACTION = 0.01
+"""Share of a release's epsilon that pays for the output noise of AMP (its sensitivity is ``2 r``)."""
+LBFGS_OPTIONS = {"gtol": 1e-12, "ftol": 0.0, "maxiter": 20000, "maxcor": 20}
+
+
+def accelerated_steps(kappa: float, start_distance: float, radius: float) -> int:
+    """Steps of Nesterov's method after which ``||y_t - x*|| <= radius`` (Bubeck 2015, Thm 3.18).
+
+    ``f(y_t) - f* <= (mu + L)/2 ||x_1 - x*||^2 exp(-(t - 1)/sqrt(kappa))`` and ``mu``-strong convexity
+    give ``||y_t - x*|| <= sqrt(1 + kappa) ||x_1 - x*|| exp(-(t - 1)/(2 sqrt(kappa)))``.
+    """
+    if not (kappa >= 1 and radius > 0 and start_distance >= 0):
+        raise ConfigError(f"need kappa >= 1, radius > 0, distance >= 0; got {kappa}, {radius}, {start_distance}")
+    if start_distance <= radius:
+        return 0
+    ratio = math.sqrt(1.0 + kappa) * start_distance / radius
+    return 1 + math.ceil(2.0 * math.sqrt(kappa) * math.log(ratio))
+
+
+def _nesterov(fun: Objective, x0: np.ndarray, mu: float, smooth: float, steps: int) -> np.ndarray:
+    """Nesterov's accelerated gradient method with constant momentum for a ``mu``-strongly convex,
+    ``smooth``-smooth function (Bubeck 2015, §3.7.1)."""
+    q = math.sqrt(mu / smooth)
+    momentum = (1.0 - q) / (1.0 + q)
+    x = y = x0
+    for _ in range(steps):
+        y_next = x - fun(x)[1] / smooth
+        x = y_next + momentum * (y_next - y)
+        y = y_next
+    return y
+
+
+def minimise_within(fun: Objective, size: int, *, mu: float, smooth: float, radius: float = AMP_RADIUS) -> np.ndarray:
+    """A point within ``radius`` of the minimiser of ``fun``, for every input (module docstring).
+
+    Parameters
+    ----------
+    fun : ``x -> (J(x), grad J(x))``, ``mu``-strongly convex and ``smooth``-smooth on R^size.
+    mu, smooth : public bounds on the curvature, ``0 < mu <= smooth``.
+    radius : the public ``r`` of AMP.
+
+    Returns
+    -------
+    x : ndarray (size,), finite, with ``||x - argmin J|| <= radius`` (in real arithmetic).
+    """
+    if not (0 < mu <= smooth and math.isfinite(smooth)):
+        raise ConfigError(f"need 0 < mu <= smooth < inf, got mu={mu!r}, smooth={smooth!r}")
+    x0 = np.zeros(size)
+    with np.errstate(all="ignore"):  # a diverging line search must not stop us: its point is tested below
+        result = scipy.optimize.minimize(fun, x0, jac=True, method="L-BFGS-B", options=LBFGS_OPTIONS)
+        x = np.asarray(result.x, dtype=np.float64)
+        grad = fun(x)[1] if np.all(np.isfinite(x)) else np.full(size, np.inf)
+    if np.all(np.isfinite(grad)) and float(np.linalg.norm(grad)) <= mu * radius:
+        return x
+    return accelerate_within(fun, size, mu=mu, smooth=smooth, radius=radius)
+
+
+def accelerate_within(fun: Objective, size: int, *, mu: float, smooth: float, radius: float = AMP_RADIUS) -> np.ndarray:
+    """The fallback of :func:`minimise_within`: Nesterov's method from 0 for
+    :func:`accelerated_steps` steps, ``||x_1 - x*|| <= ||grad J(0)|| / mu`` (strong convexity)."""
+    x0 = np.zeros(size)
+    start = float(np.linalg.norm(fun(x0)[1])) / mu
+    return _nesterov(fun, x0, mu, smooth, accelerated_steps(smooth / mu, start, radius))
+
+
+__all__ = ["AMP_FRACTION", "AMP_RADIUS", "accelerate_within", "accelerated_steps", "minimise_within"]

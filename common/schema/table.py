@@ -1,0 +1,334 @@
+"""A data file read against the federation schema: columns matched by name, missing cells filled,
+categories one-hot encoded, labels mapped by value.
+
+:class:`RawTable` is a file as read (:func:`privfed.common.datasets.read_table` reads one): its
+non-blank lines, nothing interpreted. :func:`load_rows` applies a schema to it and returns the
+model's rows, or raises one :class:`ConfigError` naming the file, the line and, where there is
+one, the column:
+
+* ``header = true``: line 1 names the columns. Every feature must be there (in any order: the
+  columns are reordered by name, and :attr:`LoadedRows.reordered` says so), plus the label column
+  (``label = "..."`` in the schema, else the one column that is not a feature); a missing feature,
+  a duplicate or an unknown column is refused, naming it.
+* ``header = false``: no header; the features in schema order, then the label.
+* a missing cell (empty, ``NA``, ``N/A``, ``NaN``, ``null`` or ``?``) takes the feature's public
+  fill value, and :attr:`LoadedRows.filled` counts them per feature for the owner's own log (they
+  are never sent); without a fill value it is refused, as is a missing label.
+* a categorical cell must be one of the feature's public categories; it becomes one-hot columns.
+
+Pure: parses given text. A fast path (numpy's C parser) reads clean files; anything it cannot
+read goes through the cell-by-cell path, which finds and names the first bad cell.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from privfed.common.errors import ConfigError
+from privfed.common.schema.document import is_numeral, value_text
+
+if TYPE_CHECKING:
+    from privfed.common.datasets import Dataset
+    from privfed.common.schema.document import FederationSchema
+
+#: Cell texts (case-insensitive, stripped) that mean "missing".
+MISSING = frozenset({"", "na", "n/a", "nan", "null", "?"})
+
+
+@dataclass(frozen=True)
+class RawTable:
+    """A data file as read: ``lines`` (its non-blank lines, CSV text) and their numbers in the file.
+
+    ``positional``: the file cannot have a header (an NPZ file's arrays, written as lines here),
+    so its columns are taken in schema order whatever the schema's header rule. ``unit`` names a
+    position in messages ("line" for CSV, "row" for NPZ).
+    """
+
+    name: str
+    lines: tuple[str, ...]
+    linenos: tuple[int, ...]
+    unit: str = "line"
+    positional: bool = False
+
+    def where(self, i: int) -> str:
+        return f"{self.unit} {self.linenos[i]}"
+
+
+@dataclass(frozen=True)
+class LoadedRows:
+    """The rows of a file as a schema reads them.
+
+    ``X`` (n, d) in the schema's encoded columns; ``y`` class indices (None when the file had no
+    label column to read); ``filled``: missing cells filled, per feature; ``reordered``: the
+    header listed the features in another order; ``ignored``: header columns read past (queries).
+    """
+
+    name: str
+    X: np.ndarray
+    y: np.ndarray | None
+    where: Callable[[int], str]
+    filled: dict[str, int] = field(default_factory=dict)
+    reordered: bool = False
+    ignored: tuple[str, ...] = ()
+
+    def dataset(self, schema: FederationSchema) -> Dataset:
+        from privfed.common.datasets import Dataset  # datasets.py imports the schema package lazily too
+
+        if self.y is None:
+            raise ConfigError(f"{self.name}: no label column")
+        return Dataset(self.name, self.X, self.y, schema.bounds, np.array(schema.classes), schema.encoded_features)
+
+    def notes(self) -> list[str]:
+        """What the owner's log says about the load (never sent)."""
+        out = []
+        if self.reordered:
+            out.append(f"{self.name}: columns matched to the schema's features by the header's names")
+        if self.filled:
+            counts = ", ".join(f"{f} {n}" for f, n in self.filled.items())
+            out.append(
+                f"{self.name}: filled {sum(self.filled.values())} missing value(s) with the schema's public fill "
+                f"values ({counts})"
+            )
+        if self.ignored:
+            out.append(f"{self.name}: column(s) {list(self.ignored)} are not features; ignored")
+        return out
+
+
+def split_line(line: str) -> list[str]:
+    """One CSV line's cells (double quotes as in RFC 4180), unstripped."""
+    return next(csv.reader([line]))
+
+
+def load_rows(schema: FederationSchema, table: RawTable, *, labels: bool | None = True) -> LoadedRows:
+    """Apply ``schema`` to ``table`` (module docstring). ``labels``: True, the file has a label column;
+    None, it may have one (query files: read past); False, it has none."""
+    lines, start = list(table.lines), 0
+    if not lines:
+        raise ConfigError(f"{table.name}: empty file (no rows)")
+    header = None if table.positional or schema.header is False else [c.strip() for c in split_line(lines[0])]
+    if header is not None and schema.header is None and any(is_numeral(c) for c in header):
+        header = None  # built-in schemas and --bounds: a first line holding a number is data
+    matched = None if header is None or schema.header is not True else _match_header(schema, header, table, labels)
+    if header is not None:
+        start = 1
+        if len(lines) == 1:
+            raise ConfigError(f"{table.name}: {table.where(0)}: a header but no data rows follow")
+    body = lines[start:]
+    where = _where(table, start)
+    if matched is not None:
+        columns, label_col, ignored = matched
+    else:
+        columns, label_col = _positional(schema, len(split_line(body[0])), table.name, where(0), labels)
+        ignored = ()
+    n_cols = len(header) if header is not None else len(split_line(body[0]))
+    reordered = columns != list(range(len(columns)))
+    try:
+        X, label_text, filled = _fast(schema, body, columns, label_col, n_cols)
+    except _SlowPath:
+        X, label_text, filled = _slow(schema, body, columns, label_col, n_cols, table, start)
+    y = None
+    if label_text is not None:
+        y, bad = schema.class_indices(label_text)
+        if bad is not None:
+            text = value_text(label_text[bad])
+            shown = text if is_numeral(text) else repr(text)
+            raise ConfigError(
+                f"{table.name}: {where(bad)}: label {shown} is not a class of the federation schema "
+                f"(classes {list(schema.classes)})"
+            )
+    return LoadedRows(table.name, X, y, where, filled, reordered, ignored)
+
+
+def _where(table: RawTable, start: int) -> Callable[[int], str]:
+    return lambda i: table.where(start + i)
+
+
+def _match_header(
+    schema: FederationSchema, header: list[str], table: RawTable, labels: bool | None
+) -> tuple[list[int], int | None, tuple[str, ...]]:
+    """(file column of each feature, label column or None, ignored names) from the header's names."""
+    at = f"{table.name}: {table.where(0)}"
+    if dupes := sorted({h for h in header if header.count(h) > 1}):
+        raise ConfigError(f"{at}: the header names column(s) {dupes} more than once")
+    missing = [f for f in schema.features if f not in header]
+    extra = [h for h in header if h not in schema.features]
+    if missing:
+        hint = (
+            " (is the header line missing? files without one need header = false in the schema)"
+            if not set(header) & set(schema.features)
+            else ""
+        )
+        unknown = f"; not in the schema: {extra}" if extra else ""
+        raise ConfigError(f"{at}: the header lacks feature(s) {missing} of the federation schema{unknown}{hint}")
+    label_col = None
+    if schema.label is not None and schema.label in header:
+        label_col = header.index(schema.label)
+    elif schema.label is not None and labels:
+        raise ConfigError(f"{at}: the header has no label column {schema.label!r} (the schema's label)")
+    elif schema.label is None and len(extra) == 1 and labels is not False:
+        label_col = header.index(extra[0])
+    others = [h for h in extra if label_col is None or h != header[label_col]]
+    if labels and label_col is None:
+        raise ConfigError(
+            f"{at}: cannot tell the label column: the columns besides the features are {extra or 'none'} "
+            '(name it with label = "..." in the schema)'
+        )
+    if others and labels is not None:
+        raise ConfigError(
+            f"{at}: the header has column(s) {others} that are not in the federation schema (features "
+            f"{list(schema.features)}{'' if label_col is None else ', label ' + repr(header[label_col])})"
+        )
+    return [header.index(f) for f in schema.features], label_col, tuple(others)
+
+
+def _positional(
+    schema: FederationSchema, n_cols: int, name: str, where: str, labels: bool | None
+) -> tuple[list[int], int | None]:
+    d = len(schema.features)
+    with_label = n_cols == d + 1 if labels is None else bool(labels)
+    if n_cols != d + with_label:
+        if with_label:
+            raise ConfigError(
+                f"{name}: {where}: {n_cols - 1} feature column(s) before the label, but the federation schema "
+                f"has {d} features"
+            )
+        raise ConfigError(f"{name}: {where}: {n_cols} column(s), but the federation schema has {d} features")
+    return list(range(d)), (d if with_label else None)
+
+
+class _SlowPath(Exception):
+    """The fast parser could not read the file as is: go cell by cell."""
+
+
+def _fast(
+    schema: FederationSchema, body: list[str], columns: list[int], label_col: int | None, n_cols: int
+) -> tuple[np.ndarray, np.ndarray | None, dict[str, int]]:
+    """Clean files: numpy's C parser for the numeric columns, text columns read as text. Lines with
+    quotes or another number of cells go the slow way (which checks every line's cells)."""
+    if any('"' in line or line.count(",") != n_cols - 1 for line in body):
+        raise _SlowPath
+    cats = dict(schema.categories)
+    numeric = [c for f, c in zip(schema.features, columns) if f not in cats]
+    text_cols = [c for f, c in zip(schema.features, columns) if f in cats] + (
+        [label_col] if label_col is not None else []
+    )
+    try:
+        values = _loadtxt(body, np.float64, numeric) if numeric else None
+        texts = np.char.strip(_loadtxt(body, str, text_cols)) if text_cols else None
+    except ValueError:
+        raise _SlowPath from None
+    if values is not None and not np.all(np.isfinite(values)):
+        raise _SlowPath
+    if texts is not None and np.isin(np.char.lower(texts), list(MISSING)).any():
+        raise _SlowPath
+    n = len(body)
+    parts: list[np.ndarray] = []
+    num_i = text_i = 0
+    for f in schema.features:
+        if f in cats:
+            assert texts is not None
+            parts.append(_one_hot(texts[:, text_i], cats[f], f, None))
+            text_i += 1
+        else:
+            assert values is not None
+            parts.append(values[:, num_i : num_i + 1])
+            num_i += 1
+    X = np.hstack(parts) if parts else np.zeros((n, 0))
+    label_text = texts[:, -1].astype(object) if label_col is not None and texts is not None else None
+    return X, label_text, {}
+
+
+def _loadtxt(body: list[str], dtype: type, columns: list[int]) -> np.ndarray:
+    return np.loadtxt(body, dtype=dtype, usecols=columns, delimiter=",", ndmin=2, comments=None, quotechar='"')
+
+
+def _slow(
+    schema: FederationSchema,
+    body: list[str],
+    columns: list[int],
+    label_col: int | None,
+    n_cols: int,
+    table: RawTable,
+    start: int,
+) -> tuple[np.ndarray, np.ndarray | None, dict[str, int]]:
+    """Cell by cell: every cell checked, the first bad one named; missing cells filled."""
+    rows = [split_line(line) for line in body]
+    for i, row in enumerate(rows):
+        if len(row) != n_cols:
+            first = table.where(0)
+            raise ConfigError(
+                f"{table.name}: {table.where(start + i)}: {len(row)} columns, expected {n_cols} (as on {first})"
+            )
+    cells = np.array(rows, dtype=object).reshape(len(rows), n_cols)
+    cats, fills = dict(schema.categories), dict(schema.fill)
+    filled: dict[str, int] = {}
+
+    def at(i: int, col: int, feature: str) -> str:
+        return f"{table.name}: {table.where(start + i)}, column {col + 1} ({feature})"
+
+    parts = []
+    for f, col in zip(schema.features, columns):
+        texts = [str(c).strip() for c in cells[:, col]]
+        missing = np.array([t.lower() in MISSING for t in texts], dtype=bool)
+        if missing.any():
+            first = int(np.argmax(missing))
+            if f not in fills:
+                raise ConfigError(
+                    f"{at(first, col, f)}: missing value; declare a public fill value for it in the schema "
+                    f"([fill] {f} = ...) or complete the file"
+                )
+            filled[f] = int(missing.sum())
+        if f in cats:
+            parts.append(_one_hot(np.array(texts, dtype=object), cats[f], f, (at, col, missing, fills.get(f))))
+            continue
+        values = np.full(len(texts), np.nan)
+        for i, t in enumerate(texts):
+            if missing[i]:
+                values[i] = float(fills[f])
+                continue
+            if "_" in t or not is_numeral(t):
+                raise ConfigError(f"{at(i, col, f)}: non-numeric value {t[:40]!r}")
+            values[i] = float(t)
+            if not np.isfinite(values[i]):
+                raise ConfigError(f"{at(i, col, f)}: value {t[:40]!r} is not finite")
+        parts.append(values[:, None])
+    label_text = None
+    if label_col is not None:
+        label_text = np.array([str(c).strip() for c in cells[:, label_col]], dtype=object)
+        gaps = [i for i, t in enumerate(label_text) if t.lower() in MISSING]
+        if gaps:
+            raise ConfigError(f"{table.name}: {table.where(start + gaps[0])}, column {label_col + 1}: missing label")
+    return np.hstack(parts), label_text, filled
+
+
+def _one_hot(
+    texts: np.ndarray,
+    categories: Sequence[str],
+    feature: str,
+    slow: tuple[Callable[[int, int, str], str], int, np.ndarray, object] | None,
+) -> np.ndarray:
+    """One-hot columns (n, len(categories)) of a categorical feature's cells. ``slow``: (how to name a
+    cell, its column, the missing mask, the fill category) for the cell-by-cell path; the fast path
+    has no missing cells and raises :class:`_SlowPath` on an unknown category."""
+    lookup = {c: k for k, c in enumerate(categories)}
+    index = np.empty(len(texts), dtype=np.int64)
+    for i, t in enumerate(texts):
+        if slow is not None and slow[2][i]:
+            t = slow[3]
+        k = lookup.get(value_text(t), -1)
+        if k < 0:
+            if slow is None:
+                raise _SlowPath
+            raise ConfigError(
+                f"{slow[0](i, slow[1], feature)}: category {str(t)[:40]!r} is not one of the schema's categories "
+                f"{list(categories)}"
+            )
+        index[i] = k
+    out = np.zeros((len(texts), len(categories)))
+    out[np.arange(len(texts)), index] = 1.0
+    return out

@@ -1,0 +1,152 @@
+"""What a job learns about its owners, batch by batch: who answered, refused, broke a reply's
+contract or fell silent, what each was debited for, and whether the job still has its quorum.
+
+:class:`JobBook.record` turns one batch's :class:`~privfed.server.dispatcher.RunOutcome` into the
+results a strategy may use: every reply is checked against its task's contract
+(:mod:`privfed.server.contracts`) first, and an owner whose reply breaks it, whose reply could not
+be decoded, or whose live node never answered a share task, is rejected: named in the report's
+``rejected_owners`` with a reason code and asked for nothing more (issue 23, item 1).
+:meth:`JobBook.check_quorum` ends the job with :class:`QuorumLost` once fewer than ``quorum``
+owners are still taking part, before a later batch spends anyone's budget (item 2).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from privfed.common.errors import QuorumLost
+from privfed.common.identity import node_of
+from privfed.common.messages import BoostEvaluateTask, Result, Task, total_budget
+from privfed.server.contracts import ANSWERED_ALONE, ContractViolation, PublicLimits, Rejection, check_reply
+from privfed.server.dispatcher import RunOutcome
+from privfed.server.report import refusal_summary
+from privfed.server.strategies.base import refusals
+
+log = logging.getLogger("privfed.coordinator")
+
+
+def rejection_summary(rejected: dict[str, str], n_owners: int) -> str:
+    """One line: how many owners were rejected and why, most frequent code first (empty if none)."""
+    if not rejected:
+        return ""
+    codes = Counter(line.partition(":")[0] for line in rejected.values())
+    parts = ", ".join(f"{n} {code}" for code, n in sorted(codes.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"{len(rejected)}/{n_owners} owners rejected for replies that broke their task's contract: {parts}"
+
+
+@dataclass
+class JobBook:
+    """The owners of one job and what became of each (module docstring).
+
+    ``limits``: the public configuration the reply contracts need; ``quorum``: the fewest owners
+    that must still be taking part after every batch (1: any); ``owner_ids``: the job's owners,
+    known once they registered (:meth:`begin`).
+    """
+
+    limits: PublicLimits
+    quorum: int = 1
+    owner_ids: list[str] = field(default_factory=list)
+    epsilon_by_owner: dict[str, float] = field(default_factory=dict)  # what the coordinator received shares for
+    refused: dict[str, str] = field(default_factory=dict)  # owner -> "code: text" of its refusal
+    rejected: dict[str, str] = field(default_factory=dict)  # owner -> "code: detail" of the rejected reply
+    lost_nodes: set[str] = field(default_factory=set)
+    answered: set[str] = field(default_factory=set)
+    _counted: set[tuple[str, str]] = field(default_factory=set)  # (owner, release id): a re-formed ring reuses one
+
+    def __post_init__(self) -> None:
+        self.begin(self.owner_ids)
+
+    def begin(self, owner_ids: list[str]) -> None:
+        """The job's owners, once registered."""
+        self.owner_ids = list(owner_ids)
+        self.epsilon_by_owner = {o: 0.0 for o in self.owner_ids} | self.epsilon_by_owner
+
+    def to_report(self) -> dict[str, Any]:
+        """What a report says about the owners, also when the job failed."""
+        n = len(self.owner_ids)
+        return {
+            "refused": self.refused,
+            "refusal_summary": refusal_summary(self.refused, n),
+            "rejected_owners": self.rejected,
+            "rejection_summary": rejection_summary(self.rejected, n),
+            "lost_nodes": sorted(self.lost_nodes),
+            "epsilon_by_owner": self.epsilon_by_owner,
+        }
+
+    def to_ask(self, tasks: list[Task]) -> list[Task]:
+        """The tasks of a batch that go out: none for a rejected owner."""
+        return [t for t in tasks if t.owner_id not in self.rejected]
+
+    def reject(self, rejection: Rejection) -> None:
+        if rejection.owner_id not in self.rejected:
+            log.warning(
+                "owner %s rejected (task %s): %s; the job goes on without it",
+                rejection.owner_id,
+                rejection.task_id,
+                rejection.line(),
+            )
+        self.rejected.setdefault(rejection.owner_id, rejection.line())
+
+    def record(self, tasks: list[Task], outcome: RunOutcome, silent_nodes: Iterable[str]) -> list[Result]:
+        """The usable results of one batch; everything else is booked (module docstring)."""
+        self.lost_nodes.update(outcome.lost_nodes)
+        by_task = {t.task_id: t for t in tasks}
+        for rejection in outcome.rejected.values():
+            self.reject(rejection)
+        silent = set(outcome.lost_nodes) | set(silent_nodes)
+        for task_id in outcome.lost:  # a live node that never answered a share task: a stalling owner
+            task = by_task[task_id]
+            if isinstance(task.spec, ANSWERED_ALONE) and node_of(task.owner_id) not in silent:
+                self.reject(Rejection(task_id, task.owner_id, "no_answer", f"round {task.round_id}"))
+        usable: list[Result] = []
+        for r in outcome.results.values():
+            task = by_task[r.task_id]
+            try:
+                check_reply(task.spec, r.payload, self.limits)
+            except ContractViolation as exc:
+                self.reject(Rejection(r.task_id, r.owner_id, exc.code, exc.detail))
+                continue
+            usable.append(r)
+        round_refused = refusals(usable)
+        self.refused.update(round_refused)
+        for r in usable:
+            task = by_task[r.task_id]
+            if r.owner_id in round_refused or not task.spec.ledger_entries():  # not a release
+                continue
+            key = (r.owner_id, getattr(task.spec, "release_id", task.task_id))
+            if key not in self._counted:
+                self._counted.add(key)
+                self.epsilon_by_owner[r.owner_id] += total_budget(task.spec)[0]
+            if not isinstance(task.spec, BoostEvaluateTask):
+                self.answered.add(r.owner_id)
+        return usable
+
+    def taking_part(self, silent_owners: set[str]) -> int:
+        """Owners neither refused, rejected nor on a silent node."""
+        gone = set(self.refused) | set(self.rejected) | silent_owners
+        return sum(1 for o in self.owner_ids if o not in gone)
+
+    def check_quorum(self, silent_owners: set[str]) -> None:
+        """Raise :class:`QuorumLost` when fewer than ``quorum`` owners are still taking part."""
+        left = self.taking_part(silent_owners)
+        if left < self.quorum:
+            raise QuorumLost(
+                f"only {left} of {len(self.owner_ids)} owners are still taking part, fewer than the quorum "
+                f"(--min-owners {self.quorum}); the job stops before anyone spends more"
+            )
+
+    def why(self) -> str:
+        """Why owners did not contribute: refusals, rejections, lost nodes (one line; empty if none)."""
+        n = len(self.owner_ids)
+        parts = [refusal_summary(self.refused, n), rejection_summary(self.rejected, n)]
+        if self.lost_nodes:
+            parts.append(f"nodes lost: {', '.join(sorted(self.lost_nodes))}")
+        return "; ".join(p for p in parts if p)
+
+    def contributed(self) -> int:
+        """Owners whose releases were received and used (evaluations aside)."""
+        return len(self.answered - set(self.refused) - set(self.rejected))

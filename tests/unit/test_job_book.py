@@ -1,0 +1,172 @@
+"""The coordinator's side of issue 23, driven in-process with an injected clock: replies that break
+their contract, fail to decode or never come reject their owner and the job goes on
+(:class:`~privfed.server.rounds.JobBook`); the quorum stops a job; registration names who is
+missing; one node id serves one live process (the dispatcher refuses a second, fences a dead one)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from privfed.common.bounds import Bounds
+from privfed.common.errors import NodeIdInUse, QuorumLost, RemoteProtocolError
+from privfed.common.identity import owner_id
+from privfed.common.messages import NccShareReply, OwnerInfo, Refusal, Result
+from privfed.proto import serde
+from privfed.server.contracts import PublicLimits
+from privfed.server.dispatcher import IDENTITY_LIVENESS, Dispatcher, RunOutcome
+from privfed.server.registration import Expected, certificate_nodes, missing, status, wait_for_registration
+from privfed.server.rounds import JobBook
+from privfed.server.servicer import decode_results
+from privfed.server.strategies import make_strategy
+
+D = 3
+BOUNDS = Bounds.of(0.0, 1.0, D)
+OWNERS = [owner_id("owner-0", i) for i in range(3)] + [owner_id("owner-1", 3)]
+
+
+def _tasks():
+    return make_strategy("ncc", epsilon=2.0, n_classes=2, bounds=BOUNDS).configure(OWNERS, "r1")
+
+
+def _reply(rows: int = 1, label: int = 0) -> NccShareReply:
+    return NccShareReply(np.zeros((rows, D)), np.full(rows, label, dtype=np.int64))
+
+
+def test_a_reply_that_breaks_its_contract_rejects_its_owner_and_the_others_are_used():
+    tasks = _tasks()
+    book = JobBook(PublicLimits(max_rows=2), quorum=2, owner_ids=OWNERS)
+    results = {
+        tasks[0].task_id: Result(tasks[0].task_id, OWNERS[0], _reply()),
+        tasks[1].task_id: Result(tasks[1].task_id, OWNERS[1], _reply(rows=3)),  # beyond the row bound
+        tasks[2].task_id: Result(tasks[2].task_id, OWNERS[2], _reply(label=7)),
+        tasks[3].task_id: Result(tasks[3].task_id, OWNERS[3], Refusal("budget_exceeded", "spent")),
+    }
+    usable = book.record(tasks, RunOutcome(results, [], []), silent_nodes=())
+    assert [r.owner_id for r in usable] == [OWNERS[0], OWNERS[3]]  # the refusal is an answer, not a share
+    assert book.rejected == {
+        OWNERS[1]: "too_many_rows: 3 report rows; an owner holds at most 2 rows (public bound)",
+        OWNERS[2]: "label_out_of_range: labels in [7, 7], the task's classes are 0..1",
+    }
+    assert book.epsilon_by_owner[OWNERS[0]] > 0 and book.epsilon_by_owner[OWNERS[1]] == 0
+    assert book.contributed() == 1 and "2/4 owners rejected" in book.why() and "1/4 owners refused" in book.why()
+    assert [t.owner_id for t in book.to_ask(tasks)] == [OWNERS[0], OWNERS[3]]  # never asked again
+    with pytest.raises(QuorumLost, match=r"only 1 of 4 owners .* \(--min-owners 2\)"):
+        book.check_quorum(silent_owners=set())
+
+
+def test_an_undecodable_answer_and_a_live_node_that_never_answers_are_rejected():
+    tasks = _tasks()
+    book = JobBook(PublicLimits(max_rows=2), owner_ids=OWNERS)
+    bad = serde.result_to_proto(Result(tasks[0].task_id, OWNERS[0], _reply()))
+    bad.ncc_share.reports.data = b"\0" * 3  # not the 8 * d bytes its shape says
+    good = serde.result_to_proto(Result(tasks[1].task_id, OWNERS[1], _reply()))
+    results, rejected = decode_results([bad, good])
+    assert [r.owner_id for r in results] == [OWNERS[1]] and [r.code for r in rejected] == ["undecodable"]
+    outcome = RunOutcome(
+        {tasks[1].task_id: results[0]},
+        lost=[tasks[2].task_id, tasks[3].task_id],
+        lost_nodes=["owner-1"],
+        rejected={tasks[0].task_id: rejected[0]},
+    )
+    book.record(tasks, outcome, silent_nodes=())
+    assert set(book.rejected) == {OWNERS[0], OWNERS[2]}  # owner-1's node is silent: lost, not rejected
+    assert book.rejected[OWNERS[2]] == "no_answer: round r1"
+    assert book.lost_nodes == {"owner-1"}
+
+
+def test_the_dispatcher_ends_a_task_whose_answer_did_not_decode_at_once():
+    d = Dispatcher()
+    d.register("owner-0", [OwnerInfo(o) for o in OWNERS[:3]])
+    tasks = _tasks()[:3]
+    box: list = []
+    runner = threading.Thread(target=lambda: box.append(d.run(tasks, timeout=60)))
+    runner.start()
+    d.pull("owner-0", 1.0)
+    answers = [serde.result_to_proto(Result(t.task_id, t.owner_id, _reply())) for t in tasks]
+    answers[2].ncc_share.reports.shape[:] = [5, D]  # the last answer does not decode
+    results, rejected = decode_results(answers)
+    d.push("owner-0", results, rejected)
+    runner.join(5)
+    assert not runner.is_alive(), "the round waited for an answer that had come, undecodable"
+    (outcome,) = box
+    assert set(outcome.results) == {tasks[0].task_id, tasks[1].task_id} and outcome.lost == []
+    assert outcome.rejected[tasks[2].task_id].code == "undecodable"
+
+
+# ---- registration ----------------------------------------------------------------------
+
+
+def test_waiting_names_the_nodes_and_partition_owners_not_registered(tmp_path, caplog):
+    for name in ("ca", "coordinator", "coordinator-key", "owner-0", "owner-0-key", "owner-1", "owner-10", "owner-2"):
+        (tmp_path / f"{name}.pem").write_text("")
+    assert certificate_nodes(tmp_path) == ("owner-0", "owner-1", "owner-2", "owner-10")
+    d = Dispatcher()
+    d.register("owner-0", [OwnerInfo(owner_id("owner-0", i)) for i in (0, 1, 2, 5)])
+    expected = Expected(owners=8, nodes=("owner-0", "owner-1"), partition=8)
+    assert missing(expected, d.owners(), d.nodes()) == (
+        "no node registered yet with certificate owner-1; owner indices 3-4, 6-7 of the 8-owner partition not registered"
+    )
+    assert status(d, expected).startswith("4 of 8 owners registered (nodes: owner-0 with 4); no node registered")
+    with caplog.at_level("INFO", logger="privfed.coordinator"):
+        assert wait_for_registration(d, expected, timeout=0.35, every=0.1) == 4
+    assert caplog.text.count("waiting for owners: 4 of 8 owners registered") >= 2  # at intervals
+
+
+# ---- one node id, one live process -----------------------------------------------------
+
+
+def _keyed(node: str, key: bytes, n: int = 2) -> list[OwnerInfo]:
+    return [OwnerInfo(owner_id(node, i), x25519_public_key=key + bytes([i])) for i in range(n)]
+
+
+def test_a_second_live_process_with_the_same_node_id_is_refused_and_a_dead_one_is_taken_over():
+    now = [0.0]
+    d = Dispatcher(clock=lambda: now[0])
+    d.register("owner-0", _keyed("owner-0", b"first"), peer="ipv4:10.0.0.1:1111")
+    d.register("owner-0", _keyed("owner-0", b"first"), peer="ipv4:10.0.0.1:2222")  # the same process reconnecting
+    now[0] += IDENTITY_LIVENESS / 2
+    with pytest.raises(
+        NodeIdInUse, match=r"already registered by another live process \(connection ipv4:10.0.0.1:2222"
+    ):
+        d.register("owner-0", _keyed("owner-0", b"second"), peer="ipv4:10.0.0.2:3333")
+    assert d.pull("owner-0", 0.0, peer="ipv4:10.0.0.1:2222") == ([], False)  # the first keeps its place
+    now[0] += IDENTITY_LIVENESS + 0.1  # the first went silent: a restart takes over
+    d.register("owner-0", _keyed("owner-0", b"second"), peer="ipv4:10.0.0.2:3333")
+    with pytest.raises(RemoteProtocolError, match="register again"):  # the old connection is fenced
+        d.pull("owner-0", 0.0, peer="ipv4:10.0.0.1:2222")
+    with pytest.raises(NodeIdInUse):  # and, registering again, refused: the new process is alive
+        d.register("owner-0", _keyed("owner-0", b"first"), peer="ipv4:10.0.0.1:2222")
+    assert d.pull("owner-0", 0.0, peer="ipv4:10.0.0.2:3333") == ([], False)
+
+
+def test_the_servicer_answers_a_second_process_already_exists():
+    from privfed.server.servicer import status_code
+
+    assert status_code(NodeIdInUse("x")).name == "ALREADY_EXISTS"
+
+
+# ---- a job its owners cannot do ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "owners,flags,says",
+    [
+        (3, {}, "each of its 10 rounds asks a fresh group of 1 owner(s) to share (an owner shares once), 10 owners in "
+         "all; use --rounds 1 or fewer"),
+        (10, {}, "each round's error is summed securely over at least 2 owners, but 10 owners split over 10 rounds "
+         "leave 1 in a round; use --rounds 5 or fewer"),
+        (40, {"group_size": 5}, "10 rounds asks a fresh group of 5 owner(s)"),
+    ],
+)  # fmt: skip
+def test_a_boosting_job_its_owners_cannot_do_is_refused_in_the_flags_terms(owners, flags, says):
+    from privfed.common.errors import ConfigError
+
+    strategy = make_strategy("bdt", epsilon=1.0, n_classes=2, bounds=BOUNDS, **flags)
+    with pytest.raises(ConfigError, match=f"--task bdt cannot run with {owners} owners") as err:
+        strategy.check_feasible(owners)
+    assert says in str(err.value)
+    assert "group_size" not in str(err.value)  # the flags' names, not the code's
+    strategy.check_feasible(20 if not flags else 50)

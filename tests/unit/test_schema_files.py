@@ -1,0 +1,162 @@
+"""Owners' real files against the federation schema (issue 24): the header matched by feature name
+(reordered, or refused naming the columns), files without a header only when the schema says so,
+string class values, categorical features one-hot encoded with implied bounds, and missing cells
+filled with the schema's public values, counted for the owner's own log."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from privfed.common.datasets import read_table
+from privfed.common.errors import ConfigError
+from privfed.common.schema import FederationSchema
+
+SCHEMA = """
+features = ["age", "sex", "bmi"]
+classes = ["benign", "malignant"]
+[bounds]
+lo = [0, 10]
+hi = [120, 60]
+[categories]
+sex = ["f", "m"]
+[fill]
+bmi = 25.0
+"""
+
+
+def _file(tmp_path: Path, text: str, name: str = "h.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _load(tmp_path: Path, text: str, schema: str = SCHEMA, **kw):
+    return FederationSchema.parse(schema).load(read_table(_file(tmp_path, text)), **kw)
+
+
+def test_categorical_features_are_one_hot_with_bounds_implied_and_names_per_category():
+    s = FederationSchema.parse(SCHEMA)
+    assert s.encoded_features == ("age", "sex=f", "sex=m", "bmi") and s.d == 4 and s.header is True
+    assert s.bounds.lo.tolist() == [0, 0, 0, 10] and s.bounds.hi.tolist() == [120, 1, 1, 60]
+    assert FederationSchema.parse(s.to_json()) == s  # categories and fill travel in the canonical form
+
+
+def test_columns_are_matched_by_header_name_whatever_their_order(tmp_path):
+    in_order = _load(tmp_path, "age,sex,bmi,diagnosis\n40,f,22.5,benign\n71,m,31,malignant\n")
+    shuffled = _load(tmp_path, "bmi,diagnosis,sex,age\n22.5,benign,f,40\n31,malignant,m,71\n")
+    assert np.array_equal(in_order.X, shuffled.X) and in_order.X.tolist()[1] == [71, 0, 1, 31]
+    assert in_order.y.tolist() == shuffled.y.tolist() == [0, 1]
+    assert not in_order.reordered and shuffled.reordered
+    assert "matched to the schema's features by the header's names" in shuffled.notes()[0]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (  # every name changed: refused, naming the columns
+            "a,b,c,d\n40,f,22,benign\n",
+            "h.csv: line 1: the header lacks feature(s) ['age', 'sex', 'bmi'] of the federation schema; not in the "
+            "schema: ['a', 'b', 'c', 'd'] (is the header line missing? files without one need header = false in the "
+            "schema)",
+        ),
+        (
+            "age,sexx,bmi,label\n40,f,22,benign\n",
+            "h.csv: line 1: the header lacks feature(s) ['sex'] of the federation schema; not in the schema: ['sexx', "
+            "'label']",
+        ),
+        (  # no header where the schema expects one
+            "40,f,22,benign\n41,m,22,benign\n",
+            "h.csv: line 1: the header lacks feature(s) ['age', 'sex', 'bmi'] of the federation schema; not in the "
+            "schema: ['40', 'f', '22', 'benign'] (is the header line missing? files without one need header = false "
+            "in the schema)",
+        ),
+        ("age,sex,bmi,age,y\n1,f,2,3,benign\n", "h.csv: line 1: the header names column(s) ['age'] more than once"),
+        (
+            "age,sex,bmi,y\n40,x,22,benign\n",
+            "h.csv: line 2, column 2 (sex): category 'x' is not one of the schema's categories ['f', 'm']",
+        ),
+        (
+            "age,sex,bmi,y\n40,f,22,benign\n,m,22,benign\n",
+            "h.csv: line 3, column 1 (age): missing value; declare a public fill value for it in the schema ([fill] "
+            "age = ...) or complete the file",
+        ),
+        ("age,sex,bmi,y\n40,f,22,benign\n41,m,22,\n", "h.csv: line 3, column 4: missing label"),
+        (
+            "age,sex,bmi,y\n40,f,22,benign\n41,m,lots,benign\n",
+            "h.csv: line 3, column 3 (bmi): non-numeric value 'lots'",
+        ),
+        ("age,sex,bmi,y\n40,f,inf,benign\n", "h.csv: line 2, column 3 (bmi): value 'inf' is not finite"),
+        ("age,sex,bmi,y\n40,f,22,benign\n41,m,22,cured\n", "h.csv: line 3: label 'cured' is not a class of the "),
+    ],
+)
+def test_a_file_that_does_not_fit_is_one_line_naming_file_line_and_column(tmp_path, text, message):
+    with pytest.raises(ConfigError) as info:
+        _load(tmp_path, text)
+    assert str(info.value).startswith(message), str(info.value)
+
+
+def test_missing_cells_take_the_public_fill_and_are_counted_for_the_log_only(tmp_path):
+    schema = SCHEMA + 'sex = "m"\n'
+    rows = _load(tmp_path, "age,sex,bmi,y\n40,f,NA,benign\n41,,?,malignant\n42,f, ,benign\n", schema)
+    assert rows.X[:, 1:].tolist() == [[1, 0, 25], [0, 1, 25], [1, 0, 25]]
+    assert rows.filled == {"sex": 1, "bmi": 3}
+    assert "filled 4 missing value(s) with the schema's public fill values (sex 1, bmi 3)" in rows.notes()[0]
+
+
+def test_the_cell_by_cell_path_reads_what_the_fast_path_reads(tmp_path):
+    clean = "age,sex,bmi,y\n40,f,22.5,benign\n71,m,31,malignant\n"
+    quoted = 'age,sex,bmi,y\n"40",f,22.5,"benign"\n71,"m",31,malignant\n'  # quotes: the slow path
+    a, b = _load(tmp_path, clean), _load(tmp_path, quoted)
+    assert np.array_equal(a.X, b.X) and a.y.tolist() == b.y.tolist()
+
+
+def test_a_file_without_a_header_is_taken_as_given_only_when_the_schema_says_so(tmp_path):
+    headerless = SCHEMA.replace("[bounds]", "header = false\n[bounds]")
+    rows = _load(tmp_path, "40,f,22,benign\n41,m,,malignant\n", headerless)
+    assert rows.X.tolist() == [[40, 1, 0, 22], [41, 0, 1, 25]] and rows.y.tolist() == [0, 1]
+    with pytest.raises(ConfigError, match=r"line 1, column 1 \(age\): non-numeric value 'age'"):
+        _load(tmp_path, "age,sex,bmi,y\n40,f,22,benign\n", headerless)
+    counted = FederationSchema.parse("features = 2\nclasses = [0, 1]\n[bounds]\nlo = 0\nhi = 1\n")
+    assert counted.header is False  # a count names no feature: columns in order
+
+
+def test_the_label_column_may_be_named_and_queries_may_leave_it_out(tmp_path):
+    named = SCHEMA.replace("[bounds]", 'label = "diagnosis"\n[bounds]')
+    rows = _load(tmp_path, "diagnosis,age,sex,bmi\nmalignant,40,f,22\n", named)
+    assert rows.y.tolist() == [1] and rows.X.tolist() == [[40, 1, 0, 22]]
+    query = _load(tmp_path, "sex,bmi,age\nm,30,50\n", named, labels=None)
+    assert query.y is None and query.X.tolist() == [[50, 0, 1, 30]]
+    with_label = _load(tmp_path, "sex,bmi,age,diagnosis,note\nm,30,50,benign,x\n", named, labels=None)
+    assert with_label.X.tolist() == [[50, 0, 1, 30]] and with_label.ignored == ("note",)
+
+
+def test_an_npz_file_holds_the_features_in_schema_order(tmp_path):
+    schema = 'features = ["a", "b"]\nclasses = [3, 7]\n[bounds]\nlo = 0\nhi = 9\n'
+    np.savez(tmp_path / "o.npz", X=np.array([[1.5, 2.0], [3.0, 4.0]]), y=np.array([7, 3]))
+    ds = FederationSchema.parse(schema).dataset(read_table(tmp_path / "o.npz"))
+    assert ds.X.tolist() == [[1.5, 2.0], [3.0, 4.0]] and ds.y.tolist() == [1, 0]
+
+
+BASE = 'features = ["age", "sex", "bmi"]\nclasses = [0, 1]\n'
+TABLES = "[bounds]\nlo = [0, 10]\nhi = [120, 60]\n[categories]\nsex = ['f', 'm']\n"
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        (BASE + TABLES + "smoker = [1, 2]\n", "categories: ['smoker'] not among the features"),
+        (BASE + TABLES.replace("['f', 'm']", "[]"), "categories.sex must be a non-empty list"),
+        (BASE + TABLES.replace("['f', 'm']", "[1.5]"), "categories.sex must be a non-empty list"),
+        (BASE + TABLES + "[fill]\nbmi = 99.0\n", "fill of 'bmi' must be a number within its bounds [10.0, 60.0]"),
+        (BASE + TABLES + "[fill]\nsex = 'x'\n", "fill of 'sex' must be one of its categories ['f', 'm']"),
+        (BASE + TABLES + "[fill]\nbmi = [1]\n", "fill.bmi must be a number or a category"),
+        (BASE + "header = 1\n" + TABLES, "header must be true or false"),
+        (BASE + "label = 'age'\n" + TABLES, "label must name the label column (not a feature)"),
+        (BASE + TABLES.replace("[0, 10]", "[0, 1, 10]"), "bounds.lo must be a number or a list of 2 numbers"),
+    ],
+)
+def test_bad_categories_fill_or_header_keys_are_refused_naming_them(text, fragment):
+    with pytest.raises(ConfigError) as info:
+        FederationSchema.parse(text, source="s.toml")
+    assert str(info.value).startswith("s.toml: ") and fragment in str(info.value), str(info.value)
