@@ -151,6 +151,7 @@ SENSITIVITY_LIMITS = {
     "weight_bound": (2.0**-20, 2.0**20),  # boosting shares: an owner's (or a row's) weight clip, in rows
     "eval_row_bound": (2.0**-20, 2.0**20),  # boosting evaluations: a row's weight clip b
     "max_owner_rows": (1, 10**9),  # boosting evaluations: sizes the public clip range M
+    "lam": (2.0**-20, 2.0**20),  # FedDPDR's SVM regulariser: its solver's work grows like 1/sqrt(lam)
 }
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from privfed.common.mechanisms import GeometricMechanism
 from privfed.common.messages import PcaShareReply, PcaShareTask, SvmShareReply, SvmShareTask, Task
 from privfed.common.validation import check_positive
-from privfed.owner.kinds.base import PublicView, Refused, TaskKind, check_classes, check_schema
+from privfed.owner.kinds.base import PublicView, Refused, TaskKind, check_classes, check_limit, check_schema
 from privfed.owner.local import Cached, LocalOwner, PublicConfig
 
 
@@ -80,6 +80,7 @@ class SvmShareKind(TaskKind[SvmShareTask]):
         check_classes(spec.n_classes, view)
         check_positive(spec.epsilon, name="epsilon", allow_inf=True)
         check_positive(spec.lam, name="lam")
+        check_limit("lam", spec.lam)
         if spec.model not in SVM_MODELS:
             raise Refused("invalid_task", f"model={spec.model!r} must be one of {SVM_MODELS}")
         if spec.model in DELTA_MODELS:

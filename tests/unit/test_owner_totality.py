@@ -157,8 +157,9 @@ def test_a_kind_without_a_working_fallback_is_refused_as_internal_with_its_debit
         (LrShareTask("pm", 1.0, 1e30, 1.0, K, BOUNDS), "param_bound=1e+30 is outside the public range"),
         (BoostShareTask(_config(weight_bound=1e-30), BoostHistory()), "weight_bound=1e-30 is outside"),
         (BoostShareTask(_config(eval_row_bound=1e9), BoostHistory()), "eval_row_bound=1000000000.0 is outside"),
+        (SvmShareTask(1e3, 1e-15, K, BOUNDS, None, 0.0, "ovr-huber", "ball"), "lam=1e-15 is outside"),
     ],
-    ids=["wider", "shifted", "param-bound", "weight-bound", "row-bound"],
+    ids=["wider", "shifted", "param-bound", "weight-bound", "row-bound", "svm-lambda"],
 )
 def test_sensitivity_comes_from_the_owners_public_configuration(spec, detail):
     owners = _owners()
@@ -167,7 +168,7 @@ def test_sensitivity_comes_from_the_owners_public_configuration(spec, detail):
     for r in results.results:
         assert r.payload.code == "invalid_task" and detail in r.payload.message, r.payload
         assert ledger.history(r.owner_id) == []
-    assert set(SENSITIVITY_LIMITS) == {"param_bound", "weight_bound", "eval_row_bound", "max_owner_rows"}
+    assert set(SENSITIVITY_LIMITS) == {"param_bound", "weight_bound", "eval_row_bound", "max_owner_rows", "lam"}
 
 
 def _history(alpha: float, n_kept: int, e: float = 0.0, w: float = 1.0, leaves=(1, 1)) -> BoostHistory:
