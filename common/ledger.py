@@ -35,9 +35,29 @@ Non-private entries
     could describe them), but on the record, so :meth:`Ledger.history` and
     :meth:`Ledger.nonprivate_count` show the owner what left without noise.
 
+Budgets follow the rows (issue 20, finding 4)
+    Besides its own record (the releases of its id), an owner has *row accounts*: one per row it
+    holds in this process (:meth:`Ledger.bind_rows`, keyed by a salted digest of the row's content
+    and its occurrence in the data, ``privfed.owner.data.row_digests``), to which each of its
+    debits is added. Its spent budget is the larger of what its id released and what the
+    most-spent of its rows has. So re-sharding the same data (another ``--shards``), renaming the
+    node (another ``--name``) or re-ordering the file never gives a row a fresh budget: a new
+    logical owner inherits the most any of its rows has spent (and a reused id what it released).
+    Limits: a fresh ledger file starts every row at zero; a row whose content changes is a new row;
+    identical rows are told apart by their order in the data (re-ordering two identical rows can
+    swap their accounts); rows live in the process that binds them (owners sharing rows across two
+    nodes' ledgers are not linked); releases recorded before schema 3 are on their ids only.
+
+Schema decisions (issue 20, finding 5)
+    The digest of the federation schema an owner node checked its rows against, and whether they
+    fitted, recorded before the node answers anything (:meth:`Ledger.record_schema`,
+    :meth:`Ledger.schema_decision`): ``privfed.owner.main`` refuses another schema after a restart
+    without reading the rows.
+
 Schema versions
-    1: the original tables. 2: ``releases.nonprivate``. A version-1 file is migrated in place
-    (``ALTER TABLE ... ADD COLUMN``, its rows marked private) the first time it is opened.
+    1: the original tables. 2: ``releases.nonprivate``. 3: ``accounts`` (rows), ``meta`` (the row-key
+    salt) and ``schema_decisions``. An older file is migrated in place the first time it is opened
+    (a version-1 file's rows marked private).
 
 A ledger is used by one process; the connection has a busy timeout anyway so that a second reader
 (e.g. an audit tool) waits instead of failing. The connection belongs to the thread that opened
@@ -46,8 +66,11 @@ the ledger (sqlite3's default ``check_same_thread``).
 
 from __future__ import annotations
 
+import hashlib
 import math
+import secrets
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,7 +84,7 @@ REL_TOL = 1e-12
 #: Seconds a statement waits for a lock held by another connection before failing.
 BUSY_TIMEOUT_S = 30.0
 #: Schema version stored in ``PRAGMA user_version``.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: Owners per ``IN (...)`` query: below SQLite's historical limit of 999 bound variables.
 _CHUNK = 500
 
@@ -84,6 +107,21 @@ CREATE TABLE IF NOT EXISTS releases (
     UNIQUE (owner_id, release_id)
 );
 CREATE INDEX IF NOT EXISTS releases_purpose ON releases (owner_id, purpose);
+CREATE TABLE IF NOT EXISTS accounts (
+    key     TEXT PRIMARY KEY,
+    epsilon REAL NOT NULL,
+    delta   REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS schema_decisions (
+    seq      INTEGER PRIMARY KEY,
+    digest   TEXT NOT NULL,
+    accepted INTEGER NOT NULL,
+    ts       TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
+);
 """
 
 
@@ -222,9 +260,9 @@ def read_accounts(path: str | Path) -> list[OwnerAccount]:
         raise ConfigError(f"ledger {path}: cannot open ({exc})") from exc
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (1, SCHEMA_VERSION):
+        if version not in (1, 2, SCHEMA_VERSION):
             raise ConfigError(f"ledger {path}: not a privfed ledger (schema version {version})")
-        nonprivate = "nonprivate" if version == SCHEMA_VERSION else "0"
+        nonprivate = "nonprivate" if version >= 2 else "0"
         releases: dict[str, list[dict[str, Any]]] = {}
         keys = ("release_id", "purpose", "epsilon", "delta", "ts")
         for row in conn.execute(
@@ -293,11 +331,12 @@ class Ledger:
             conn.close()
             raise
         self._conn = conn
+        self._bound: dict[str, tuple[str, ...]] = {}  # owner id -> its row accounts (bind_rows)
 
     def _init_db(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, 1, SCHEMA_VERSION):
-            raise ConfigError(f"ledger {self.path}: schema version {version}, this code reads 1 and {SCHEMA_VERSION}")
+        if version not in (0, 1, 2, SCHEMA_VERSION):
+            raise ConfigError(f"ledger {self.path}: schema version {version}, this code reads 1 to {SCHEMA_VERSION}")
         conn.execute("PRAGMA journal_mode=WAL")  # returns 'memory' for ':memory:', which is fine
         conn.execute("PRAGMA synchronous=FULL")  # module docstring, "Durability"
         conn.execute("PRAGMA foreign_keys=ON")
@@ -308,6 +347,7 @@ class Ledger:
             for statement in _SCHEMA.split(";"):  # not executescript: it would COMMIT first
                 if statement.strip():
                     conn.execute(statement)
+            conn.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('row_salt', ?)", (secrets.token_hex(16),))
             conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             row = conn.execute(
                 "SELECT owner_id, epsilon_budget, delta_budget FROM owners "
@@ -344,10 +384,46 @@ class Ledger:
         return self._default if row is None else Budget(row[0], row[1])
 
     def spent(self, owner_id: str) -> Budget:
-        """Exact-rounded sum of the owner's recorded releases."""
+        """What the owner has spent: the exact-rounded sum of its id's releases, or more if one of
+        its bound rows has spent more (module docstring, "Budgets follow the rows")."""
         _name("owner_id", owner_id)
-        rows = self._db().execute("SELECT epsilon, delta FROM releases WHERE owner_id = ?", (owner_id,)).fetchall()
-        return Budget(math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
+        conn = self._db()
+        rows = conn.execute("SELECT epsilon, delta FROM releases WHERE owner_id = ?", (owner_id,)).fetchall()
+        own = (math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
+        return Budget(*self._most(own, self._account_sums(conn, self._bound.get(owner_id, ())), owner_id))
+
+    def _most(
+        self, own: tuple[float, float], sums: dict[str, tuple[float, float]], owner_id: str
+    ) -> tuple[float, float]:
+        """(ε, δ) spent by an owner: the larger of its id's record and each of its rows' accounts."""
+        rows = self._bound.get(owner_id, ())
+        return max([own[0], *(sums[k][0] for k in rows)]), max([own[1], *(sums[k][1] for k in rows)])
+
+    # ------------------------------------------------------------------ row accounts
+    def accounts(self, owner_id: str) -> tuple[str, ...]:
+        """The row accounts of ``owner_id`` (:meth:`bind_rows`); empty for an owner without bound rows."""
+        return self._bound.get(owner_id, ())
+
+    def bind_rows(self, owner_id: str, row_keys: Sequence[bytes]) -> None:
+        """The rows ``owner_id`` holds in this process, as digests (``privfed.owner.data.row_digests``):
+        from now on each of its debits is added to each row's account too, and it may spend only what
+        the most-spent of them leaves. The ledger stores a salted digest of each row (the salt is the
+        file's own)."""
+        _name("owner_id", owner_id)
+        salt = self._db().execute("SELECT value FROM meta WHERE name = 'row_salt'").fetchone()[0].encode()
+        self._bound[owner_id] = tuple(f"row:{hashlib.sha256(salt + bytes(k)).hexdigest()[:32]}" for k in row_keys)
+
+    @staticmethod
+    def _account_sums(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, tuple[float, float]]:
+        """(ε, δ) recorded on each account of ``keys``; (0, 0) for an account with no debit yet."""
+        sums = dict.fromkeys(keys, (0.0, 0.0))
+        unique = list(sums)
+        for start in range(0, len(unique), _CHUNK):
+            chunk = unique[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for k, e, d in conn.execute(f"SELECT key, epsilon, delta FROM accounts WHERE key IN ({marks})", chunk):
+                sums[k] = (e, d)
+        return sums
 
     def remaining(self, owner_id: str) -> Budget:
         """``budget - spent`` per component, never negative; ∞ while the budget is ∞."""
@@ -411,6 +487,26 @@ class Ledger:
         if error is not None:
             raise error
 
+    # ------------------------------------------------------------------ schema decisions
+    def schema_decision(self) -> tuple[str, bool] | None:
+        """The latest recorded schema decision: (the schema's digest, whether the rows fitted it)."""
+        row = self._db().execute("SELECT digest, accepted FROM schema_decisions ORDER BY seq DESC LIMIT 1").fetchone()
+        return None if row is None else (str(row[0]), bool(row[1]))
+
+    def record_schema(self, digest: str, accepted: bool) -> None:
+        """Record, in one committed transaction, that this node checked its rows against the schema of
+        ``digest`` and whether they fitted (module docstring, "Schema decisions")."""
+        _name("digest", digest)
+        conn = self._db()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("INSERT INTO schema_decisions (digest, accepted) VALUES (?, ?)", (digest, int(bool(accepted))))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
     @staticmethod
     def _refusal(owner_id: str, request: Budget, spent: Budget, budget: Budget, purpose: str) -> BudgetExceeded | None:
         if _fits(spent.epsilon, request.epsilon, budget.epsilon) and _fits(spent.delta, request.delta, budget.delta):
@@ -468,6 +564,7 @@ class Ledger:
         conn.execute("BEGIN IMMEDIATE")
         try:
             budgets, eps, dlt, used = self._load(conn, owners)
+            sums = self._account_sums(conn, [k for o in owners for k in self.accounts(o)])
             results: list[BudgetExceeded | LocalProtocolError | None] = []
             new_owners, rows = [], []
             for e in entries:
@@ -481,8 +578,11 @@ class Ledger:
                     )
                     continue
                 budget = budgets.get(e.owner_id, self._default)
-                spent = Budget(math.fsum(eps[e.owner_id]), math.fsum(dlt[e.owner_id]))
-                error = self._refusal(e.owner_id, Budget(e.epsilon, e.delta), spent, budget, e.purpose)
+                spent = self._most((math.fsum(eps[e.owner_id]), math.fsum(dlt[e.owner_id])), sums, e.owner_id)
+                if _fits(spent[0], e.epsilon, budget.epsilon) and _fits(spent[1], e.delta, budget.delta):
+                    error = None
+                else:
+                    error = self._refusal(e.owner_id, Budget(e.epsilon, e.delta), Budget(*spent), budget, e.purpose)
                 results.append(error)
                 if error is None:
                     if e.owner_id not in budgets:
@@ -491,12 +591,20 @@ class Ledger:
                     used.add(key)
                     eps[e.owner_id].append(e.epsilon)
                     dlt[e.owner_id].append(e.delta)
+                    for k in self.accounts(e.owner_id):
+                        sums[k] = (sums[k][0] + e.epsilon, sums[k][1] + e.delta)
                     rows.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate)))
             conn.executemany("INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES (?, ?, ?)", new_owners)
             conn.executemany(
                 "INSERT INTO releases (owner_id, release_id, purpose, epsilon, delta, nonprivate) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 rows,
+            )
+            touched = {k for e in entries for k in self.accounts(e.owner_id)}
+            conn.executemany(
+                "INSERT INTO accounts (key, epsilon, delta) VALUES (?, ?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET epsilon = excluded.epsilon, delta = excluded.delta",
+                [(k, *sums[k]) for k in touched],
             )
             conn.execute("COMMIT")
         except BaseException:

@@ -1,6 +1,6 @@
 """Domain messages exchanged between the coordinator and owners (transport-free).
 
-These frozen dataclasses are what strategies and owner handlers see; ``proto/serde.py`` maps
+These frozen dataclasses are what strategies and the owner core see; ``proto/serde.py`` maps
 them to and from protobuf. Every payload an owner can send is listed here: registration data,
 perturbed shares and refusals (the DESIGN.md allowlist). No raw row has a field to go in.
 """

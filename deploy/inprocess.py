@@ -1,22 +1,22 @@
 """The in-process transport: every owner node in this process, called directly (no sockets).
 
 :class:`InProcessTransport` implements :class:`privfed.server.strategies.base.Transport` the way
-Flower's simulation ``Grid`` and h11's ``ConnectionPair`` join two sides in memory: a task goes
-to its owner's real handler (:func:`privfed.owner.handlers.handle_batch`, one batch per node, with
-that node's real ledger, so every release is debited before it "leaves"), an evaluation task to
-the node's real :class:`privfed.owner.boosting.RingDriver`, and ring envelopes travel as bytes
-through an in-memory relay that, like the coordinator's dispatcher, accepts them only inside an
-open session between its members and records the ``HOP`` senders. Both secure sums are the
-same driver as the gRPC transport's (:class:`privfed.server.job.RelayedSecureSum` over
+Flower's simulation ``Grid`` and h11's ``ConnectionPair`` join two sides in memory: a node's tasks
+go to its real owner core (:class:`privfed.owner.core.OwnerCore`, one batch per node, with that
+node's real ledger, so every release is debited before it is computed), and ring envelopes travel
+as bytes through an in-memory relay that, like the coordinator's dispatcher, accepts them only
+inside an open session between its members and records the ``HOP`` senders; each is delivered to
+its recipient's core as the ring-message task a node would pull. Both secure sums are the same
+driver as the gRPC transport's (:class:`privfed.server.job.RelayedSecureSum` over
 :class:`privfed.common.secagg.session.RingSession`, or over the pairwise-mask
 :class:`~privfed.common.secagg.aggregator.SecAggServer` with its steps answered by each node's
-:class:`~privfed.owner.secagg.SecAggDriver`), so strategies run here exactly the code they run in
-a federation, with refusals, silent owners, re-formed rings and dropped owners.
+core), so strategies run here exactly the code they run in a federation, with refusals, silent
+owners, re-formed rings and dropped owners.
 
 The owners of a silent node (``silent_nodes=``) never answer and their envelopes are lost: a
 dead node, which :meth:`InProcessTransport.silent_owners` reports once one of its tasks went
 unanswered (as the dispatcher notices a node only when it stops polling). Ring keys are
-X25519 keys per owner, unsigned (``RingDriver(ca_pem=None)``): nothing relays them here, so
+X25519 keys per owner, unsigned (``OwnerKeys(..., ca_pem=None)``): nothing relays them here, so
 there is no coordinator that could swap them; the signature checks run in the protocol and
 integration tests.
 
@@ -27,32 +27,24 @@ a test checks the two give the same model at ε = ∞.
 
 from __future__ import annotations
 
-import logging
+import itertools
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from privfed.common.errors import ConfigError, ProtocolError, RemoteProtocolError
+import numpy as np
+
+from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.identity import node_of
 from privfed.common.ledger import Ledger
-from privfed.common.messages import (
-    BoostEvaluateTask,
-    BoostShareReply,
-    BoostShareTask,
-    PeerKey,
-    Result,
-    RingTotal,
-    Task,
-)
+from privfed.common.messages import PeerKey, Result, RingMessageTask, Task
 from privfed.common.secagg.boxes import generate_private_key, public_bytes
 from privfed.common.secagg.ring import Inbound, MessageKind, Outbound
-from privfed.owner.boosting import RingDriver
-from privfed.owner.handlers import LocalOwner, handle_batch
-from privfed.owner.secagg import SecAggDriver, is_secagg_task
+from privfed.owner.core import OwnerCore
+from privfed.owner.keys import OwnerKeys
+from privfed.owner.local import LocalOwner
 from privfed.server.job import RelayedSecureSum
-
-log = logging.getLogger("privfed.inprocess")
 
 
 class InProcessTransport(RelayedSecureSum):
@@ -70,7 +62,7 @@ class InProcessTransport(RelayedSecureSum):
         As ``privfed owner --allow-clear-labels``.
     secure_sum : {"auto", "ring", "secagg"}
         The default secure sum (:class:`RelayedSecureSum`): the steps of a pairwise-mask sum go
-        to each node's :class:`SecAggDriver` as the owner node's dispatch sends them.
+        to each node's core as the owner node's dispatch sends them.
     """
 
     def __init__(
@@ -93,14 +85,18 @@ class InProcessTransport(RelayedSecureSum):
         self.allow_clear_labels = allow_clear_labels
         keys = {oid: generate_private_key() for oid in self.owners}
         self._peer_keys = {oid: PeerKey(oid, self._node[oid], public_bytes(k), b"") for oid, k in keys.items()}
-        self.drivers = {
-            node: RingDriver({o: k for o, k in keys.items() if self._node[o] == node}, None, ledger)
+        self.cores = {
+            node: OwnerCore(
+                [o for o in self.owners.values() if self._node[o.owner_id] == node],
+                ledger,
+                keys=OwnerKeys({o: k for o, k in keys.items() if self._node[o] == node}, None),
+                allow_clear_labels=allow_clear_labels,
+            )
             for node, ledger in self.ledgers.items()
         }
-        self.secagg = {node: SecAggDriver(driver) for node, driver in self.drivers.items()}
         self._open: dict[str, frozenset[str]] = {}  # open ring session -> members
         self._hops: dict[str, set[str]] = {}
-        self._evaluate_task: dict[str, str] = {}  # owner -> its current evaluate task id (answered by the total)
+        self._relayed = itertools.count()
         self.opened: list[tuple[str, ...]] = []  # every ring opened, in order (tests read it)
 
     @classmethod
@@ -137,21 +133,12 @@ class InProcessTransport(RelayedSecureSum):
                 self._noticed.add(self._node[t.owner_id])
             else:
                 by_node.setdefault(self._node[t.owner_id], []).append(t)
+        outbound: list[Outbound] = []
         for node, node_tasks in by_node.items():
-            steps = [t for t in node_tasks if is_secagg_task(t)]  # pairwise-mask secure sum, as the node answers
-            if steps:
-                results += self.secagg[node].answer(steps, self.owners)
-            node_tasks = [t for t in node_tasks if not is_secagg_task(t)]
-            shares = [t for t in node_tasks if not isinstance(t.spec, BoostEvaluateTask)]
-            if shares:
-                owners = {t.owner_id: self.owners[t.owner_id] for t in shares}
-                answered = handle_batch(shares, owners, self.ledgers[node], allow_clear_labels=self.allow_clear_labels)
-                self._note_shares(node, shares, answered)
-                results += answered
-            for t in node_tasks:
-                if isinstance(t.spec, BoostEvaluateTask):
-                    results += self._evaluate(node, t)
-        return results
+            answer = self.cores[node].answer(node_tasks)
+            results += answer.results
+            outbound += answer.outbound
+        return results + self._route(outbound)
 
     def silent_owners(self) -> set[str]:
         return {oid for oid in self.silent if self._node[oid] in self._noticed}
@@ -175,31 +162,15 @@ class InProcessTransport(RelayedSecureSum):
     def hop_senders(self, session_id: str) -> set[str]:
         return set(self._hops.get(session_id, ()))
 
-    # ------------------------------------------------------------------ owner side
-    def _note_shares(self, node: str, tasks: list[Task], answered: list[Result]) -> None:
-        released = {r.task_id for r in answered if isinstance(r.payload, BoostShareReply)}
-        for t in tasks:
-            if t.task_id in released and isinstance(t.spec, BoostShareTask):
-                try:
-                    self.drivers[node].note_share(t.spec.config)
-                except ProtocolError as exc:  # its evaluations will be refused
-                    log.warning("boosting share %s: %s", t.task_id, exc)
+    def release_of(self, owner_id: str, release_id: str) -> np.ndarray | None:
+        """The release an owner made under ``release_id`` and keeps (its own audit), e.g. an evaluation pair."""
+        cached = self.owners[owner_id].released.get(release_id)
+        return None if cached is None else np.array(cached.payload, copy=True)
 
-    def _evaluate(self, node: str, task: Task) -> list[Result]:
-        """Start the owner's ring party (debited first) and route what follows until the ring is quiet."""
-        owner = self.owners[task.owner_id]
-        if not isinstance(task.spec, BoostEvaluateTask):
-            raise TypeError(f"not an evaluate task: {type(task.spec).__name__}")
-        refusal, payload, out = self.drivers[node].start_evaluation(owner, task.spec)
-        if refusal is not None:
-            return [Result(task.task_id, task.owner_id, refusal)]
-        self._evaluate_task[task.owner_id] = task.task_id
-        results = [] if payload is None else [Result(task.task_id, task.owner_id, payload)]
-        return results + self._route(out)
-
+    # ------------------------------------------------------------------ the relay
     def _route(self, outbound: list[Outbound]) -> list[Result]:
-        """Relay envelopes as bytes (open sessions, members only) and deliver them; the leader's total
-        answers its evaluate task."""
+        """Relay envelopes as bytes (open sessions, members only) to their recipients' cores, as the
+        ring-message tasks a node pulls; the leader's total answers its evaluate task."""
         results, queue = [], deque(outbound)
         while queue:
             data = queue.popleft().to_bytes()
@@ -211,8 +182,8 @@ class InProcessTransport(RelayedSecureSum):
                 self._hops[header.session_id].add(header.sender)
             if header.recipient in self.silent:
                 continue
-            payload, out = self.drivers[self._node[header.recipient]].deliver(header.recipient, data)
-            queue.extend(out)
-            if isinstance(payload, RingTotal):
-                results.append(Result(self._evaluate_task[header.recipient], header.recipient, payload))
+            hop = Task(f"relay-{next(self._relayed)}", header.recipient, "ring", RingMessageTask(data))
+            answer = self.cores[self._node[header.recipient]].answer([hop])
+            results += answer.results
+            queue.extend(answer.outbound)
         return results

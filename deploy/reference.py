@@ -30,7 +30,7 @@ from privfed.common.datasets import Dataset, federation_split, partition
 from privfed.common.identity import owner_id
 from privfed.common.rng import make_rng
 from privfed.deploy.inprocess import InProcessTransport
-from privfed.owner.handlers import LocalOwner
+from privfed.owner.local import LocalOwner
 from privfed.server.config import JobConfig
 from privfed.server.strategies import make_strategy
 
@@ -49,7 +49,9 @@ def reference_model(job: JobConfig, train: Dataset, parts: Sequence[np.ndarray])
         rng = np.random.Generator(np.random.PCG64(job.seed))
         return booster.fit(train.X, train.y, owners=[np.asarray(p) for p in parts], rng=rng).model
     owners = [
-        LocalOwner(owner_id(NODE, i), train.X[p], train.y[p], make_rng("seeded", job.seed + i), train.n_classes)
+        LocalOwner(
+            owner_id(NODE, i), train.X[p], train.y[p], make_rng("seeded", job.seed + i), train.n_classes, train.bounds
+        )
         for i, p in enumerate(parts)
     ]
     # the reference plays every owner, and nothing leaves this process: clear labels are allowed

@@ -4,7 +4,9 @@ node agree on who holds which rows without any row being shipped."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
+from collections import Counter
 
 import numpy as np
 
@@ -20,13 +22,14 @@ from privfed.common.identity import owner_id
 from privfed.common.rng import make_rng
 from privfed.common.schema import FederationSchema, RawTable
 from privfed.common.schema.table import split_line
-from privfed.owner.handlers import LocalOwner
+from privfed.owner.local import LocalOwner
 
 __all__ = [
     "owner_id",
     "parse_shards",
     "federation_split",
     "owner_generator",
+    "row_digests",
     "build_owners",
     "read_owner_rows",
     "shorthand_schema",
@@ -57,13 +60,31 @@ def owner_generator(kind: str, seed: int | None, index: int) -> np.random.Genera
     return make_rng("secure")
 
 
+def row_digests(X: np.ndarray, y: np.ndarray) -> list[bytes]:
+    """One digest per row: SHA-256 of the row's features and label (float64 and int64 bytes) and
+    of how many identical rows come before it. The ledger keeps an account per digest
+    (``Ledger.bind_rows``), so a row's spent budget follows its content and its occurrence, not
+    the owner id or the partition it is in (issue 20, finding 4)."""
+    X = np.ascontiguousarray(X, dtype="<f8")
+    y = np.ascontiguousarray(y, dtype="<i8")
+    seen: Counter[bytes] = Counter()
+    out = []
+    for i in range(X.shape[0]):
+        content = X[i].tobytes() + y[i].tobytes()
+        out.append(hashlib.sha256(b"privfed-row\0" + content + seen[content].to_bytes(8, "little")).digest())
+        seen[content] += 1
+    return out
+
+
 def build_owners(
     train: Dataset, *, node_id: str, n_owners: int, shards: range, seed: int, rng_kind: str, rng_seed: int | None
 ) -> list[LocalOwner]:
     """The logical owners ``shards`` of a partition of ``train`` into ``n_owners``, hosted by node
     ``node_id``: owner ``i`` is ``owner_id(node_id, i)`` (contract 1), so the node's certificate
-    decides which ids it speaks for. Each owner's public configuration is the data set's classes."""
+    decides which ids it speaks for. Each owner's public configuration is the data set's classes and
+    bounds; each row carries its digest (:func:`row_digests`) for the ledger's row accounts."""
     parts = partition(train.X.shape[0], n_owners, seed=seed)
+    digests = row_digests(train.X, train.y)
     return [
         LocalOwner(
             owner_id=owner_id(node_id, i),
@@ -71,6 +92,8 @@ def build_owners(
             y=train.y[parts[i]],
             rng=owner_generator(rng_kind, rng_seed, i),
             n_classes=train.n_classes,
+            bounds=train.bounds,
+            row_keys=tuple(digests[j] for j in parts[i]),
         )
         for i in shards
     ]

@@ -5,8 +5,10 @@ decides which owners it speaks for."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from privfed.common.datasets import Dataset, read_schema
 from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
-from privfed.common.schema import FederationSchema
+from privfed.common.schema import FederationSchema, RawTable
 from privfed.owner.data import (
     build_owners,
     check_owner_rows,
@@ -23,7 +25,7 @@ from privfed.owner.data import (
     read_owner_rows,
     shorthand_schema,
 )
-from privfed.owner.handlers import LocalOwner
+from privfed.owner.local import LocalOwner
 from privfed.owner.node import ConnectError, DeferredOwners, OwnerNode
 from privfed.proto.transport import TlsFiles
 
@@ -118,6 +120,43 @@ def agreed_schema(
     return remote
 
 
+def checked_rows(rows: RawTable, schema: FederationSchema, ledger: Ledger, *, pinned: bool) -> Dataset:
+    """``rows`` checked against ``schema``, the decision recorded in the node's ledger first (issue 20,
+    finding 5: "the schema decision is persisted").
+
+    A node given no local schema checks its rows against the coordinator's. Its ledger records the
+    digest of the first schema it checked and whether the rows fitted; after a restart, a schema
+    with another digest is refused without the rows being read (a ConfigError: the node refuses
+    every task with ``schema_mismatch``), so a coordinator that gets the node restarted learns
+    nothing new -- only the first schema's check tells one bit. A schema the operator pins
+    (``--schema``, ``--bounds``/``--classes``: ``pinned``) is the operator's decision and is checked.
+    """
+    digest = schema.digest()
+    recorded = ledger.schema_decision()
+    if recorded is not None and recorded[0] != digest and not pinned:
+        raise ConfigError(
+            f"the coordinator's federation schema (sha256 {digest[:12]}) is not the one this node's ledger recorded "
+            f"(sha256 {recorded[0][:12]}): refused without reading the rows; to accept a new schema, give it "
+            "with --schema FILE"
+        )
+    dataset: Dataset | None = None
+    error: ConfigError | None = None
+    try:
+        dataset = check_owner_rows(rows, schema, log_to=log)
+    except ConfigError as exc:
+        error = exc
+    if recorded != (digest, dataset is not None):
+        try:
+            ledger.record_schema(digest, dataset is not None)
+        except sqlite3.Error as exc:  # e.g. a full disk: the check's outcome must not show either way
+            raise ConfigError(
+                f"ledger {ledger.path} cannot record the schema decision ({exc}); nothing is answered"
+            ) from exc
+    if error is not None or dataset is None:
+        raise error or ConfigError("the rows were not checked")
+    return dataset
+
+
 def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
     """The logical owners this node hosts: its shards of a built-in partition, or -- with
     ``--data`` -- owners whose rows are checked against the federation schema the coordinator
@@ -125,7 +164,9 @@ def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
 
     The file is read, and checked against a local schema (``--schema``, or ``--bounds`` and
     ``--classes``), before the node dials out, so a malformed file fails at once; a mismatch is
-    still reported to the coordinator (the node registers and refuses every task)."""
+    still reported to the coordinator (the node registers and refuses every task). Every check of
+    the rows against a schema is recorded in the node's ledger when the owners are loaded
+    (:func:`checked_rows`)."""
     local = read_schema(config.schema) if config.schema is not None else None
     if not config.data:
         train, _ = federation_split(
@@ -149,11 +190,16 @@ def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
         count = 0  # parse_shards says what is wrong
     shards = parse_shards(config.shards, count)
 
-    def load(remote: FederationSchema | None) -> list[LocalOwner]:
+    def load(remote: FederationSchema | None, ledger: Ledger) -> list[LocalOwner]:
         if early is not None:
+            if local is not None:
+                with contextlib.suppress(ConfigError):  # the decision on the record; the error is ``early``
+                    checked_rows(rows, local, ledger, pinned=True)
             raise early
         schema = agreed_schema(local, remote, from_file=config.schema is not None)
-        return build_node_owners(config, check_owner_rows(rows, schema, log_to=log), n_owners=shards.stop)
+        return build_node_owners(
+            config, checked_rows(rows, schema, ledger, pinned=local is not None), n_owners=shards.stop
+        )
 
     return DeferredOwners(tuple(owner_id(config.name, i) for i in shards), load, None if early is None else str(early))
 

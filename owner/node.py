@@ -4,15 +4,15 @@ The node reconnects with jittered exponential backoff while the coordinator is n
 restarts), gives up with a clear error after ``connect_timeout`` seconds of continuous
 failure, and stops cleanly at the coordinator's shutdown signal or on SIGTERM.
 
-Nothing a coordinator sends can make the node exit (issue 9, item 7): each task is decoded and
-validated alone (``serde.task_or_refusal``), a bad one is answered with a refusal and the rest of
-the batch proceeds; a ring evaluation that fails (bad ring, bad peer key, budget) is refused too.
+Nothing a coordinator sends can make the node exit (issue 9, item 7): each task is decoded alone
+(``serde.task_or_refusal``) and answered by the owner core (:class:`~privfed.owner.core.OwnerCore`,
+the one gate: validate, debit, compute, secure-sum mods); a bad task is refused and the rest of the
+batch proceeds. The node only moves the core's input and output: pulls, pushes and relays.
 """
 
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -22,24 +22,15 @@ from typing import TypeVar
 import grpc
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-from privfed.common.errors import ConfigError, ProtocolError
+from privfed.common.errors import ConfigError
 from privfed.common.ledger import Ledger
-from privfed.common.messages import (
-    BoostEvaluateTask,
-    BoostShareReply,
-    BoostShareTask,
-    OwnerInfo,
-    Refusal,
-    Result,
-    RingMessageTask,
-    Task,
-)
+from privfed.common.messages import OwnerInfo, Refusal, Result, RingMessageTask, Task
 from privfed.common.schema import FederationSchema
 from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
 from privfed.common.secagg.ring import Outbound
-from privfed.owner.boosting import RingDriver
-from privfed.owner.handlers import LocalOwner, handle_batch
-from privfed.owner.secagg import SecAggDriver, is_secagg_task
+from privfed.owner.core import OwnerCore
+from privfed.owner.keys import OwnerKeys
+from privfed.owner.local import LocalOwner
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
@@ -82,7 +73,6 @@ _CALL_REFUSED = {
 }
 CHUNK = 200  # at most this many results per PushResults: keeps messages small
 PUSH_EVERY = 1.0  # seconds: push at least this often during long work so the node stays visibly alive
-BATCH = 16  # tasks computed and debited together (one ledger transaction)
 
 
 class ConnectError(RuntimeError):
@@ -96,34 +86,18 @@ class ConnectError(RuntimeError):
         self.code = code
 
 
-def _is_evaluate(item: Task | Result) -> bool:
-    return isinstance(item, Task) and isinstance(item.spec, BoostEvaluateTask) and not is_secagg_task(item)
-
-
-def _is_secagg(item: Task | Result) -> bool:
-    return isinstance(item, Task) and is_secagg_task(item)
-
-
 @dataclass(frozen=True)
 class DeferredOwners:
     """Logical owners whose rows are checked against the federation schema the coordinator sends
-    at registration: their ids (registered first) and ``load(schema)``, called once with that
-    schema (None if the coordinator sent none). A ConfigError from ``load`` is the node's fatal
+    at registration: their ids (registered first) and ``load(schema, ledger)``, called once with
+    that schema (None if the coordinator sent none) and the node's ledger, where the decision is
+    recorded (``privfed.owner.main.checked_rows``). A ConfigError from ``load`` is the node's fatal
     error: it refuses every task as ``schema_mismatch`` (a fixed text, no data) and exits 2.
     ``error``: a local check of the rows already failed with this message (``load`` raises it)."""
 
     owner_ids: tuple[str, ...]
-    load: Callable[[FederationSchema | None], list[LocalOwner]]
+    load: Callable[[FederationSchema | None, Ledger], list[LocalOwner]]
     error: str | None = None
-
-
-def _is_batch_task(item: Task | Result) -> bool:
-    """A task answered in a batch by the handlers (not a ring hop, not a refusal made at decoding)."""
-    return (
-        isinstance(item, Task)
-        and not isinstance(item.spec, (BoostEvaluateTask, RingMessageTask))
-        and not _is_secagg(item)
-    )
 
 
 class OwnerNode:
@@ -143,8 +117,7 @@ class OwnerNode:
         self._target = target
         self._tls = tls
         self._deferred = owners if isinstance(owners, DeferredOwners) else None
-        self._owners = {} if isinstance(owners, DeferredOwners) else {o.owner_id: o for o in owners}
-        self._owner_ids = list(owners.owner_ids) if isinstance(owners, DeferredOwners) else list(self._owners)
+        self._owner_ids = list(owners.owner_ids) if isinstance(owners, DeferredOwners) else [o.owner_id for o in owners]
         #: The node's fatal error (its rows do not fit the federation schema), or None.
         self.fatal: str | None = None
         self._ledger = ledger
@@ -156,14 +129,16 @@ class OwnerNode:
         # One X25519 key per logical owner for end-to-end ring messages, signed with this
         # node's certificate key so peers can check the relaying coordinator didn't swap it.
         self._x25519 = {oid: generate_private_key() for oid in self._owner_ids}
-        ca_pem = tls.read()[0] if tls is not None else None
-        self._ring = RingDriver(self._x25519, ca_pem, ledger)  # ring contributions are debited releases
+        self._keys = OwnerKeys(self._x25519, tls.read()[0] if tls is not None else None)
         signer = load_pem_private_key(tls.read()[2], password=None) if tls is not None else None
-        self._secagg = SecAggDriver(  # pairwise-mask secure sums: the same debited releases as the ring
-            self._ring,
-            sign=None if signer is None else lambda owner, session, pk: sign_public_key(signer, pk, owner, session),
+        self._sign = None if signer is None else lambda owner, session, pk: sign_public_key(signer, pk, owner, session)
+        #: The owner core (None until a node with its own file has loaded its rows).
+        self._core = None if isinstance(owners, DeferredOwners) else self._make_core(list(owners))
+
+    def _make_core(self, owners: list[LocalOwner]) -> OwnerCore:
+        return OwnerCore(
+            owners, self._ledger, keys=self._keys, allow_clear_labels=self._allow_clear_labels, sign=self._sign
         )
-        self._evaluate_task: dict[str, str] = {}
 
     def _channel(self) -> grpc.Channel:
         opts = channel_options(self._override)
@@ -198,18 +173,18 @@ class OwnerNode:
     def _receive_schema(self, text: str) -> None:
         """Load deferred owners' rows against the coordinator's schema (once: a re-registration
         keeps them). A schema that does not parse, or rows that do not fit it, make the node fatal."""
-        if self._deferred is None or self._owners or self.fatal is not None:
+        if self._deferred is None or self._core is not None or self.fatal is not None:
             return
         try:
             schema = FederationSchema.parse(text, source="the coordinator's federation schema") if text else None
-            owners = self._deferred.load(schema)
+            owners = self._deferred.load(schema, self._ledger)
             if sorted(o.owner_id for o in owners) != sorted(self._owner_ids):
                 raise ConfigError("the loaded owners are not the registered ones")  # a bug of the caller
         except ConfigError as exc:
             self.fatal = str(exc)
             log.error("%s; this node refuses every task (schema_mismatch) and exits", exc)
             return
-        self._owners = {o.owner_id: o for o in owners}
+        self._core = self._make_core(owners)
         log.info("rows of %d owner(s) fit the federation schema", len(owners))
 
     def _refuse_all(self, stub: pb_grpc.CoordinatorStub, tasks: Iterable[Task | Result]) -> bool:
@@ -309,56 +284,6 @@ class OwnerNode:
                 items.append(refusal)
         return items
 
-    def _evaluate(self, stub: pb_grpc.CoordinatorStub, batch: list[Task]) -> tuple[list[Result], list[Task | Result]]:
-        """Start the ring parties of many evaluate tasks, their releases debited in one ledger
-        transaction (one fsync, not one per owner), and relay what they emit. Returns the answers
-        and the tasks the relay call brought back. A refused evaluation sends no envelope (contract 4).
-        """
-        results = [
-            Result(
-                t.task_id, t.owner_id, Refusal.of("invalid_task", f"owner {t.owner_id!r} is not hosted by this node")
-            )
-            for t in batch
-            if t.owner_id not in self._owners
-        ]
-        hosted = [t for t in batch if t.owner_id in self._owners and isinstance(t.spec, BoostEvaluateTask)]
-        items = [(self._owners[t.owner_id], t.spec) for t in hosted if isinstance(t.spec, BoostEvaluateTask)]
-        out: list[Outbound] = []
-        for task, (refusal, payload, emitted) in zip(hosted, self._ring.start_evaluations(items)):
-            self._evaluate_task[task.owner_id] = task.task_id
-            answer = refusal if refusal is not None else payload
-            if answer is not None:  # a refusal, or a member's join; the leader answers with the total later
-                results.append(Result(task.task_id, task.owner_id, answer))
-            out += emitted
-        return results, self._relay(stub, out)
-
-    def _ring_task(self, stub: pb_grpc.CoordinatorStub, task: Task) -> tuple[Result | None, list[Task | Result]]:
-        """Deliver a relayed envelope; relay what the party emits at once (hops are sequential).
-        Returns the answer (the leader's total), if any, and the tasks the relay call brought back."""
-        owner = self._owners.get(task.owner_id)
-        if owner is None or not isinstance(task.spec, RingMessageTask):
-            return None, []
-        try:
-            payload, out = self._ring.deliver(task.owner_id, task.spec.data)
-        except Exception:  # noqa: BLE001 - a bad envelope is dropped, never fatal
-            log.exception("ring message for %s dropped", task.owner_id)
-            return None, []
-        more = self._relay(stub, out)
-        # answers the owner's evaluate task: the leader's total
-        evaluate_id = self._evaluate_task.get(task.owner_id)
-        result = None if payload is None or evaluate_id is None else Result(evaluate_id, task.owner_id, payload)
-        return result, more
-
-    def _note_shares(self, batch: Sequence[Task], answered: Sequence[Result]) -> None:
-        """A run's released share fixes its config: later evaluations of the run must carry the same."""
-        released = {r.task_id for r in answered if isinstance(r.payload, BoostShareReply)}
-        for task in batch:
-            if task.task_id in released and isinstance(task.spec, BoostShareTask):
-                try:
-                    self._ring.note_share(task.spec.config)
-                except ProtocolError as exc:  # a run whose config changed: its evaluations will be refused
-                    log.warning("boosting share %s: %s", task.task_id, exc)
-
     def _heartbeat(self, stub: pb_grpc.CoordinatorStub, done: threading.Event) -> None:
         """While a long batch is computed, an empty push every PUSH_EVERY s keeps the node visibly alive."""
         request = pb.PushResultsRequest(node_id=self.node_id)
@@ -383,66 +308,24 @@ class OwnerNode:
             beat.join()
 
     def _answer_in_order(self, stub: pb_grpc.CoordinatorStub, tasks: list[Task | Result]) -> None:
-        """Answer tasks in order, pushing results in chunks of at most CHUNK or every PUSH_EVERY s."""
+        """Answer tasks batch by batch through the owner core (``OwnerCore.chunk_end``), relaying each
+        batch's envelopes at once; tasks the relay call brings back are answered in this same pass.
+        Results are pushed in chunks of at most CHUNK or every PUSH_EVERY s."""
+        core = self._core
+        if core is None:  # registered, rows not loaded yet: nothing can be answered
+            return
         ready: list[Result] = []
         last_push, i = time.monotonic(), 0
-        seen: set[str] = set()  # share task ids of this pass: a copy is refused, never answered twice
+        seen: set[str] = set()  # task ids of this pass: a copy is refused, never answered twice
         while i < len(tasks):
             if self.stop_event.is_set():
                 log.info("stopping: %d task(s) left unanswered, nothing released for them", len(tasks) - i)
                 break
-            item = tasks[i]
-            if isinstance(item, Result):  # a task refused at decoding
-                ready.append(item)
-                i += 1
-            elif _is_secagg(item):  # a run of secure-sum steps; masked inputs debited in one transaction
-                j = i + 1
-                while j < len(tasks) and _is_secagg(tasks[j]):
-                    j += 1
-                ready += self._secagg.answer([t for t in tasks[i:j] if isinstance(t, Task)], self._owners)
-                i = j
-            elif isinstance(item.spec, BoostEvaluateTask):  # a run of them: one ledger transaction
-                j = i + 1
-                while j < len(tasks) and _is_evaluate(tasks[j]):
-                    j += 1
-                results, more = self._evaluate(stub, [t for t in tasks[i:j] if isinstance(t, Task)])
-                ready += results
-                tasks += more
-                i = j
-            elif isinstance(item.spec, RingMessageTask):
-                result, more = self._ring_task(stub, item)
-                ready += [result] if result is not None else []
-                tasks += more  # handed back by the relay call: answered in this same pass
-                i += 1
-            else:
-                j = i
-                while j < len(tasks) and j - i < BATCH and _is_batch_task(tasks[j]):
-                    j += 1
-                batch: list[Task] = []
-                for t in (t for t in tasks[i:j] if isinstance(t, Task)):  # all are (the loop above)
-                    if t.task_id in seen:
-                        log.warning("refusing task %s for %s: duplicate task id", t.task_id, t.owner_id)
-                        ready.append(
-                            Result(t.task_id, t.owner_id, Refusal.of("duplicate_task", f"task id {t.task_id!r}"))
-                        )
-                    else:
-                        seen.add(t.task_id)
-                        batch.append(t)
-                try:
-                    answered = handle_batch(
-                        batch, self._owners, self._ledger, allow_clear_labels=self._allow_clear_labels
-                    )
-                except sqlite3.Error as exc:  # the debits' transaction rolled back: nothing recorded or sent
-                    log.error(
-                        "ledger %s cannot record debits (%s): refusing %d task(s), nothing released",
-                        self._ledger.path,
-                        exc,
-                        len(batch),
-                    )
-                    answered = [Result(t.task_id, t.owner_id, Refusal.of("internal")) for t in batch]
-                self._note_shares(batch, answered)
-                ready += answered
-                i = j
+            end = core.chunk_end(tasks, i)
+            answer = core.answer(tasks[i:end], seen=seen)
+            ready += answer.results
+            tasks += self._relay(stub, answer.outbound)
+            i = end
             if len(ready) >= CHUNK or (ready and time.monotonic() - last_push >= PUSH_EVERY):
                 self._push(stub, ready)
                 ready, last_push = [], time.monotonic()

@@ -1,11 +1,12 @@
 """Owner side of the pairwise-mask secure sum: the machines of a node's owners, fed the same release.
 
 :class:`SecAggDriver` holds one :class:`~privfed.common.secagg.pairwise.SecAggOwner` per (owner,
-secure-sum session) and only moves messages in and out of them. An owner's contribution is the
-evaluation release of :class:`~privfed.owner.boosting.RingDriver`: validated against the run's
-public configuration, noised, debited in the node's ledger and cached per (run, round) by
-:meth:`RingDriver.contribute_many` before the machine sees it, so the noise and the ledger entry
-are the same whichever secure sum the coordinator runs (``--secure-sum ring|secagg``).
+secure-sum session) and only moves messages in and out of them: it is the mod an evaluation
+release goes through when the coordinator runs pairwise masks (``privfed.owner.core``). An owner's
+contribution is the evaluation release of the owner core: validated against the run's public
+configuration, noised, debited in the node's ledger and kept per (run, round) before the machine
+sees it, so the noise and the ledger entry are the same whichever secure sum the coordinator runs
+(``--secure-sum ring|secagg``).
 
 A session is keyed once per owner (issue 20, finding 3): a second step 0 for a session an owner
 has a machine in, or for a session whose machines were forgotten (:data:`KEPT_SESSIONS`), is
@@ -14,7 +15,7 @@ the node process; a restarted node draws new box keys (``privfed.owner.node``) a
 and the shares are sealed to both, so nothing sent before a restart opens after it.
 
 Keys: the owner's long-lived X25519 key seals the shares end-to-end (a peer's key accepted only as
-:meth:`RingDriver.peer_key` accepts a ring peer's: signed by the certificate of the node its id
+:meth:`OwnerKeys.peer_key` accepts a ring peer's: signed by the certificate of the node its id
 names); the run's mask keys are drawn by the machines, signed with the node's certificate key
 (``sign``) and checked by each neighbour against that node's certificate (``verify_advert``).
 """
@@ -33,7 +34,6 @@ from privfed.common.identity import node_of
 from privfed.common.messages import (
     BoostEvaluateTask,
     PeerKey,
-    Refusal,
     Result,
     SecAggKeysTask,
     SecAggUnmaskTask,
@@ -43,7 +43,6 @@ from privfed.common.messages import (
 from privfed.common.secagg.boxes import Box, public_bytes, verify_public_key
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.messages import (
-    InputRequest,
     KeyAdvert,
     KeyShares,
     MaskedInput,
@@ -52,8 +51,9 @@ from privfed.common.secagg.messages import (
     UnmaskRequest,
 )
 from privfed.common.secagg.pairwise import SecAggOwner
-from privfed.owner.boosting import RingDriver, evaluation_refusal
-from privfed.owner.handlers import LocalOwner, TaskRefused, check_boost_config
+from privfed.common.secagg.ring import Outbound
+from privfed.owner.keys import OwnerKeys
+from privfed.owner.kinds.base import Refused
 
 #: Sessions whose machines a node keeps (the latest ones; a job keys one per evaluation group up front).
 KEPT_SESSIONS = 64
@@ -68,8 +68,8 @@ class SecAggDriver:
 
     Parameters
     ----------
-    releases : RingDriver
-        The node's evaluation releases (and its owners' box keys and peer-key checks).
+    releases : OwnerKeys
+        The node's owners' box keys and peer-key checks.
     sign : callable or None
         ``sign(owner_id, session_id, public key)`` with the node's certificate key; ``None``
         (in-process simulations, no certificates) sends unsigned keys.
@@ -77,7 +77,7 @@ class SecAggDriver:
 
     def __init__(
         self,
-        releases: RingDriver,
+        releases: OwnerKeys,
         *,
         sign: Callable[[str, str, bytes], bytes] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -143,11 +143,11 @@ class SecAggDriver:
 
         Raises
         ------
-        TaskRefused
+        Refused
             ``already_released``: the owner was keyed in the session before (module docstring).
         """
         if session_id in self._forgotten or owner_id in self._machines.get(session_id, {}):
-            raise TaskRefused("already_released", f"secure-sum session {session_id!r} is keyed once per owner")
+            raise Refused("already_released", f"secure-sum session {session_id!r} is keyed once per owner")
 
         def box_for(peer: str) -> Box:
             key = self._keys.get(session_id, {}).get(peer)
@@ -210,54 +210,25 @@ class SecAggDriver:
             request = replace(request, members=self._members.get(session_id, ()))
         return self._machine(session_id, owner_id).on_share_keys(request)
 
-    def masked_inputs(
-        self, items: Sequence[tuple[LocalOwner, BoostEvaluateTask, InputRequest]]
-    ) -> list[MaskedInput | Exception]:
-        """Step 2 for many owners: each one's evaluation release, debited first (in one ledger
-        transaction), masked by its machine. An item that fails is returned as its exception."""
-        requests = {(owner.owner_id, spec.ring.session_id): req for owner, spec, req in items}
+    def prepare(self, owner_id: str, spec: BoostEvaluateTask) -> SecAggOwner:
+        """Step 2's machine for an owner's evaluate task (public checks only, before any row is read)."""
+        if spec.ring.ring or spec.secagg is None:
+            raise ConfigError("a pairwise-mask secure sum carries no ring order, and its step-2 request")
+        return self._machine(spec.ring.session_id, owner_id)
 
-        def prepare(owner: LocalOwner, spec: BoostEvaluateTask) -> SecAggOwner:
-            check_boost_config(owner, spec.config)  # public checks only, before any row is read
-            if spec.ring.ring:
-                raise ConfigError("a pairwise-mask secure sum carries no ring order")
-            return self._machine(spec.ring.session_id, owner.owner_id)
-
-        def start(owner: LocalOwner, spec: BoostEvaluateTask, machine: SecAggOwner, pair: np.ndarray) -> MaskedInput:
-            return machine.masked_input(requests[(owner.owner_id, spec.ring.session_id)], pair)
-
-        try:
-            return self._releases.contribute_many([(o, s) for o, s, _ in items], prepare, start)
-        except Exception as exc:  # noqa: BLE001 - e.g. a ledger that cannot record (full disk): nothing released
-            return [exc] * len(items)
+    def start(self, task: Task, machine: SecAggOwner, values: np.ndarray) -> tuple[MaskedInput, list[Outbound]]:
+        """Step 2: the owner's evaluation release, debited by the owner core, masked by its machine."""
+        if not isinstance(task.spec, BoostEvaluateTask) or task.spec.secagg is None:
+            raise ConfigError("a masked input answers an evaluate task of a pairwise-mask secure sum")
+        return machine.masked_input(task.spec.secagg, values), []
 
     def unmask(self, owner_id: str, session_id: str, request: UnmaskRequest) -> UnmaskReply:
         """Step 3."""
         return self._machine(session_id, owner_id).on_unmask(request)
 
-    def answer(self, tasks: Sequence[Task], owners: Mapping[str, LocalOwner]) -> list[Result]:
-        """A node's secure-sum tasks (:func:`is_secagg_task`) answered in order: the key agreement
-        and unmasking steps one by one, the masked inputs of a run of evaluate tasks in one ledger
-        transaction. A task that fails is refused (:func:`evaluation_refusal`), alone."""
-        results: list[Result] = []
-        evaluations: list[tuple[Task, LocalOwner, BoostEvaluateTask, InputRequest]] = []
-        for task in tasks:
-            spec, owner = task.spec, owners.get(task.owner_id)
-            if owner is None or not is_secagg_task(task):
-                detail = f"owner {task.owner_id!r} is not hosted by this node" if owner is None else "not a secure sum"
-                results.append(Result(task.task_id, task.owner_id, Refusal.of("invalid_task", detail)))
-            elif isinstance(spec, BoostEvaluateTask) and spec.secagg is not None:
-                evaluations.append((task, owner, spec, spec.secagg))
-            else:
-                try:
-                    results.append(Result(task.task_id, task.owner_id, self._step(task.owner_id, spec)))
-                except Exception as exc:  # noqa: BLE001 - refused alone: a peer's message never ends the node
-                    results.append(Result(task.task_id, task.owner_id, evaluation_refusal(task.owner_id, exc)))
-        outs = self.masked_inputs([(owner, spec, request) for _, owner, spec, request in evaluations])
-        for (task, _, _, _), out in zip(evaluations, outs):
-            payload = evaluation_refusal(task.owner_id, out) if isinstance(out, Exception) else out
-            results.append(Result(task.task_id, task.owner_id, payload))
-        return results
+    def step(self, task: Task) -> tuple[Result, list[Outbound]]:
+        """Steps 0, 1 and 3 (key agreement, unmasking) for a hosted owner: its answer."""
+        return Result(task.task_id, task.owner_id, self._step(task.owner_id, task.spec)), []
 
     def _step(self, owner_id: str, spec: TaskSpec) -> KeyAdvert | KeyShares | UnmaskReply:
         if isinstance(spec, SecAggUnmaskTask):
@@ -271,11 +242,3 @@ class SecAggDriver:
         except (TypeError, ValueError) as exc:
             raise RemoteProtocolError(f"secure-sum encoding is unusable: {exc}") from exc
         return self.advertise(owner_id, spec.session_id, fixed_point)
-
-
-def is_secagg_task(task: Task) -> bool:
-    """A step of a pairwise-mask secure sum (key agreement, masked input, unmasking)."""
-    spec = task.spec
-    return isinstance(spec, (SecAggKeysTask, SecAggUnmaskTask)) or (
-        isinstance(spec, BoostEvaluateTask) and spec.secagg is not None
-    )

@@ -2,7 +2,7 @@
 
 Seed paper 002 (Wang & Chang, "Privacy-Preserving Boosting in the Local Setting"), Alg. 2;
 SAMME (SPEC §5), stumps from cross tables (SPEC §6), ring secure sum (SPEC §11). Every step is a
-pure function of one party's data, so the networked path (owner handlers, coordinator strategy)
+pure function of one party's data, so the networked path (owner core, coordinator strategy)
 and the in-process driver :meth:`FederatedBoosting.fit` call the same code:
 
 * owner, in the round(s) of its share group (once per run by default): :meth:`FederatedBoosting.owner_release`
@@ -28,7 +28,7 @@ pair to the public range ``[-M, M]``, ``M = b (max_owner_rows + 80 / epsilon)`` 
 possible pair plus 40 noise scales, where the release's own clamp sits, so the clip binds only for an
 owner holding more than ``max_owner_rows`` rows -- biased, never less private: it is
 post-processing); and the networked owner debits its ledger before the ring's first envelope
-leaves (``privfed.owner.boosting.RingDriver``).
+leaves (``privfed.owner.core``).
 
 Sensitivity argument: row-level DP, the unit the rest of privfed uses for multi-row owners (NCC
 perturbs every row at ε, so parallel composition over rows, seed 002 §3.5.1; FedDPDR is
@@ -79,7 +79,7 @@ Budget split. A run's ``epsilon`` per owner is ``share_epsilon + eval_epsilon`` 
 the shares spend ``(1 - eval_fraction) epsilon``, the evaluations ``eval_epsilon`` (basic
 composition). ``budget_split="owners"`` splits the owners instead: a fraction ``eval_fraction`` of
 them only evaluates and the others only share, each at the whole ε (one release per owner and run;
-an owner node refuses the other role of the run, ``privfed.owner.boosting.check_one_role``).
+an owner node refuses the other role of the run, ``privfed.owner.kinds.boosting.check_one_role``).
 ``eval_groups="disjoint"`` (default): the owners are split into T evaluation groups
 (:func:`evaluation_groups`; round t's group is disjoint from round t's share group, so a learner is
 never scored on the rows it was fitted on) and each owner evaluates in one round at the whole
@@ -245,7 +245,7 @@ from privfed.common.learners.ncc import (
     ncc_share,
     split_label_budget,
 )
-from privfed.common.learners.samme import SammeDecision, SammeStep, samme_decide, samme_update
+from privfed.common.learners.samme import SammeDecision, SammeStep, max_alpha, samme_decide
 from privfed.common.learners.stump import Stump, binarize, check_split_points, select_stump, thresholds
 from privfed.common.learners.stump_encodings import (
     STUMP_ENCODINGS,
@@ -531,19 +531,36 @@ def owner_local_error(model: Learner, X: Any, y: Any, w: Any, *, row_bound: floa
     return float(np.dot(w, _misses(model, X, y))), float(w.sum())
 
 
+#: Public bounds an owner's SAMME row weights saturate at (issue 20, "Totality"): whatever history a
+#: coordinator sends, every weight is a finite positive number, so every sum over at most
+#: :data:`MAX_OWNER_ROWS` rows is finite and no computation on the rows can fail. An honest run's
+#: mean-1 weights stay far inside (a row missed by 16 learners of error 1e-7 weighs ~2^370).
+WEIGHT_MIN, WEIGHT_MAX = 2.0**-512, 2.0**512
+
+
 def owner_update_weights(
     model: Learner, alpha: float, X: Any, y: Any, w: Any, *, err_total: float, weight_total: float
 ) -> np.ndarray:
     """Owner side: SAMME update ``w_i exp(alpha 1[miss_i])``, renormalised to keep ``sum w = weight_total``.
 
     ``err_total`` and ``weight_total`` are this round's secure sums ``E`` and ``W``; the
-    normaliser ``(W - E + E e^alpha) / W`` is the new total over all owners divided by ``W``.
+    normaliser ``(W - E + E e^alpha) / W = 1 + r (e^alpha - 1)``, ``r = E / W`` (clipped to [0, 1]),
+    is taken in the log domain (``log(1 - r + r e^alpha)``) and the weights saturate at
+    :data:`WEIGHT_MIN`, :data:`WEIGHT_MAX`: for any finite history the result is finite and positive
+    (a hostile ``alpha = 709`` used to overflow a missed row's weight to inf, and the share code then
+    refused the task, a noiseless bit about the row; issue 20, finding 2).
     """
     w = np.asarray(w, dtype=np.float64)
     if w.shape[0] == 0:
         return w.copy()
-    scale = (weight_total - err_total + err_total * math.exp(alpha)) / weight_total
-    return samme_update(w, _misses(model, X, y), alpha, total=scale)
+    alpha = float(alpha)
+    r = min(max(float(err_total) / float(weight_total), 0.0), 1.0)
+    log_scale = float(
+        np.logaddexp(math.log1p(-r) if r < 1.0 else -math.inf, alpha + math.log(r) if r > 0.0 else -math.inf)
+    )
+    with np.errstate(over="ignore", under="ignore"):
+        new = w * np.exp(alpha * _misses(model, X, y) - log_scale)
+    return np.clip(new, WEIGHT_MIN, WEIGHT_MAX)
 
 
 def secure_total(
@@ -898,6 +915,34 @@ class FederatedBoosting:
             return
         if np.asarray(learner.coef_).shape[-1] != d or learner.bounds.to_list() != self.bounds.to_list():
             raise ConfigError("LR model does not match the run's features or bounds")
+
+    def check_samme_round(self, alpha: float, err_total: float, weight_total: float) -> None:
+        """Raise :class:`ConfigError` unless a kept round's ``alpha``, ``E`` and ``W`` are ones SAMME
+        can publish: ``0 <= alpha <= max_alpha(K)`` (:func:`~privfed.common.learners.samme.max_alpha`,
+        a public constant) and ``0 <= E <= W`` (a kept learner's error ``E / W`` is below ``1 - 1/K``)."""
+        if not 0.0 <= alpha <= max_alpha(self.n_classes):
+            raise ConfigError(
+                f"a kept round's alpha={alpha!r} is outside [0, {max_alpha(self.n_classes):.6g}], the weights SAMME "
+                f"gives for {self.n_classes} classes"
+            )
+        if not 0.0 <= err_total <= weight_total:
+            raise ConfigError(f"a kept round's totals E={err_total!r}, W={weight_total!r} do not satisfy 0 <= E <= W")
+
+    def check_evaluation(self) -> None:
+        """Raise :class:`ConfigError` unless this run's evaluation release can be drawn: its mechanism
+        builds at the round's ε (the mechanisms' public floor and ceiling) and its noise scale and
+        clip range are finite. Public parameters only; an owner checks it before any row is read."""
+        eps = self.eval_round_epsilon
+        if not (math.isfinite(self.contribution_bound) and math.isfinite(NOISE_HEADROOM * self.eval_noise_scale)):
+            raise ConfigError(
+                f"the evaluation release at epsilon={eps!r} with eval_row_bound={self.eval_row_bound!r} has a "
+                "non-finite noise scale or range; use a larger epsilon"
+            )
+        if math.isfinite(eps):
+            if self.eval_mechanism == "rr":
+                rr_evaluation_oracle(eps)
+            else:
+                LaplaceMechanism(epsilon=eps, d=2)
 
     @property
     def thresholds(self) -> np.ndarray:

@@ -5,7 +5,7 @@ Each boosting task carries the run's public configuration (:class:`BoostConfig`)
 published totals E and W -- sums of the owners' noisy evaluation releases,
 :mod:`privfed.common.boosting.federated`), from which an owner computes its own SAMME row weights
 (seed 002 Alg. 2 lines 13-15). A node applies only the rounds it has not applied yet and refuses a
-history that rewrites them (``privfed.owner.boosting``); a restarted node recomputes from the full
+history that rewrites them (``privfed.owner.history``); a restarted node recomputes from the full
 history, so it needs nothing but its rows, and the coordinator can't give different owners
 different weights without it showing in what it sends.
 
@@ -131,7 +131,7 @@ class BoostHistory:
     """The history of a run as sent with round ``round``'s tasks (0-based): the rounds kept so far.
 
     ``round`` keys an owner's evaluation release (one per (run, round), cached for a re-formed
-    ring; ``privfed.owner.boosting.RingDriver``); it is at least ``len(kept)`` (a skipped round
+    ring; ``privfed.owner.kinds.boosting``); it is at least ``len(kept)`` (a skipped round
     keeps nothing) and an owner checks it against the run's ``n_rounds``.
     """
 

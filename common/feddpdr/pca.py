@@ -296,7 +296,7 @@ def owner_pca_release(
     returns ``(U_i, n_i)``. ``n_i`` is the exact local count and stays at the owner: the seed
     releases it in the clear for the weights ``w_i = n_i / sum n``, here only a DP count leaves
     (the two-sided geometric mechanism at ``PcaShareTask.count_epsilon``, debited; issue 9,
-    contract 7; ``privfed.owner.handlers``).
+    contract 7; ``privfed.owner.kinds.feddpdr``).
     """
     X_unit = scale_rows(X, bounds, scaling)
     U = dp_pca(X_unit, k, epsilon=epsilon1, delta=delta, rng=rng, neighbouring=neighbouring)

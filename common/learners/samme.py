@@ -8,7 +8,8 @@ Pieces, usable one by one by the networked round (where the error and weight sum
 secure sum over all owners) or together by the in-process :class:`SammeBoost`:
 
 * :func:`samme_alpha` -- ``alpha = log((1 - err)/err) + log(K - 1)``; ``None`` when the learner
-  is no better than chance (``err >= 1 - 1/K``); ``err <= 0`` uses ``e0 = 1e-10``.
+  is no better than chance (``err >= 1 - 1/K``); ``err <= 0`` uses ``e0 = 1e-10``, so
+  :func:`max_alpha` bounds every weight SAMME gives.
 * :func:`samme_decide` -- the stop rules, from the aggregated sums.
 * :func:`samme_reweight` / :func:`samme_update` -- ``w_i <- w_i exp(alpha 1[miss_i])``, and renormalised.
 * :class:`BoostedModel` -- weighted vote ``argmax_k sum_m alpha_m 1[T_m(x) = k]``, ties to the
@@ -58,6 +59,15 @@ def samme_alpha(err: float, n_classes: int) -> float | None:
         return None
     e = err if err > 0 else E0
     return math.log((1.0 - e) / e) + math.log(k - 1.0)
+
+
+def max_alpha(n_classes: int) -> float:
+    """The largest learner weight SAMME gives for ``n_classes`` classes: :func:`samme_alpha` at error 0
+    (``e0``), ``log((1 - e0) / e0) + log(K - 1)``; a public bound an owner checks a history against."""
+    alpha = samme_alpha(0.0, n_classes)
+    if alpha is None:  # cannot happen: error 0 is always better than chance
+        raise ConfigError(f"no SAMME weight for n_classes={n_classes!r}")
+    return alpha
 
 
 def _check_weights(w: Any, miss: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -55,7 +55,7 @@ an owner whose self-mask shares it holds by keying neighbours again (issue 20, f
 **Inputs are releases.** A secure sum hides a contribution from the coordinator only while
 enough neighbours are honest; a coordinator that controls the graph's neighbourhoods or drops
 owners at will learns more. So, as for the ring, every owner's input is already a noised release
-debited in its ledger before :meth:`SecAggOwner.masked_input` sees it (``privfed.owner.boosting``);
+debited in its ledger before :meth:`SecAggOwner.masked_input` sees it (``privfed.owner.core``);
 the secure sum only keeps individual noisy values from the coordinator.
 """
 

@@ -41,7 +41,7 @@ not protect an input from whoever chooses the ring. A coordinator that forms the
 1), and ``N ≥ 2`` does not prevent it. So an input must already be a private release when it
 enters: in boosting each owner's ``(err_sum, w_sum)`` is clipped, Laplace-noised and debited at
 the owner before its party starts (:mod:`privfed.common.boosting.federated`, "Evaluation releases";
-``privfed.owner.boosting.RingDriver``), and the ring only keeps the individual noisy values from
+``privfed.owner.kinds.boosting``), and the ring only keeps the individual noisy values from
 the relay.
 """
 

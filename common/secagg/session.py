@@ -20,7 +20,7 @@ bytes: it asks :attr:`RingSession.attempt` whom to send what, feeds back what ca
 :attr:`RingSession.phase`.
 
 Re-forming is safe for privacy because each party's input is already a debited release cached
-per (run, round) at the owner (``privfed.owner.boosting.RingDriver``): a re-formed ring gets
+per (run, round) at the owner (``privfed.owner.kinds.boosting``): a re-formed ring gets
 the same noisy value and no new debit.
 """
 

@@ -63,7 +63,7 @@ from privfed.common.identity import owner_id
 from privfed.common.learners.reference import paper_nonprivate_pipeline
 from privfed.deploy.cli import epsilon_list
 from privfed.deploy.inprocess import InProcessTransport
-from privfed.owner.handlers import LocalOwner
+from privfed.owner.local import LocalOwner
 from privfed.server.report import host_info, new_run_dir, plot_lines, write_json
 from privfed.server.strategies.feddpdr import FedDpdrStrategy
 
@@ -257,7 +257,7 @@ def federated_fit(
     ledger holding ``(epsilon, delta)``; one part is DPDR-DPML (a party alone)."""
     seeds = rng.spawn(len(parts))
     owners = [
-        LocalOwner(owner_id=owner_id("party", i), X=X, y=y, rng=r, n_classes=n_classes)
+        LocalOwner(owner_id=owner_id("party", i), X=X, y=y, rng=r, n_classes=n_classes, bounds=bounds)
         for i, ((X, y), r) in enumerate(zip(parts, seeds))
     ]
     transport = InProcessTransport.with_ledgers(owners, epsilon_budget=epsilon, delta_budget=delta)

@@ -334,6 +334,7 @@ class HostileCoordinator:
     model: pb.GetModelResponse | None = None
     shutdown: bool = False
     bind_port: int = 0  # 0: any free port
+    schema: str = ""  # the federation schema (canonical JSON) sent at registration; "" sends none
 
     def __post_init__(self):
         self._cv = threading.Condition()
@@ -366,7 +367,7 @@ class HostileCoordinator:
                 self._owners[o.owner_id] = o
             self._certificates[request.node_id] = bytes(request.node_certificate)
             self._cv.notify_all()
-        return pb.RegisterNodeResponse(session_id="hostile")
+        return pb.RegisterNodeResponse(session_id="hostile", schema=self.schema)
 
     def _pull(self, node_id: str, wait: float):
         deadline = time.monotonic() + wait

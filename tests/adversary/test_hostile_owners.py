@@ -26,8 +26,8 @@ from hostile_owner import ATTACKS, HostileOwner
 from privfed.common.ledger import Ledger
 from privfed.common.messages import Refusal, Result, Task
 from privfed.deploy.certs import make_certs
+from privfed.owner.core import handle_batch
 from privfed.owner.data import build_owners, federation_split
-from privfed.owner.handlers import handle_batch
 from privfed.proto.transport import TlsFiles
 from privfed.server.config import JobConfig
 from privfed.server.main import coordinator_strategy

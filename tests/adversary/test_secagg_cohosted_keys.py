@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 
 from privfed.common.errors import RemoteProtocolError
-from privfed.common.ledger import Ledger
 from privfed.common.messages import PeerKey
 from privfed.common.secagg.aggregator import SecAggServer
 from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.messages import KeyAdvert
-from privfed.owner.boosting import RingDriver
+from privfed.owner.keys import OwnerKeys
 from privfed.owner.secagg import SecAggDriver
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -36,7 +35,7 @@ def federation(tmp_path):
     drivers, peers = {}, {}
     for node, owners in ids.items():
         signer = cert_key(certs, node)
-        releases = RingDriver({o: keys[o] for o in owners}, ca_pem, Ledger(":memory:", epsilon_budget=1.0))
+        releases = OwnerKeys({o: keys[o] for o in owners}, ca_pem)
         drivers[node] = SecAggDriver(releases, sign=lambda o, s, pk, k=signer: sign_public_key(k, pk, o, s))
         for o in owners:
             pk = public_bytes(keys[o])

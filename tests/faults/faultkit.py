@@ -36,9 +36,9 @@ REQUESTS = {
     "Predict": pb.PredictRequest,
     "PullTasks": pb.PullTasksRequest,
 }
-#: Result kinds that carry a release an owner debits (handlers.release_debits: ``<task id>#<j>``).
+#: Result kinds that carry a release an owner debits (the owner core's debits: ``<task id>#<j>``).
 SHARE_KINDS = ("ncc_share", "lr_share", "pca_share", "svm_share", "boost_share")
-#: Result kinds that say the owner's ring evaluation left (owner/boosting.py: debited before the party starts).
+#: Result kinds that say the owner's ring evaluation left (the owner core: debited before the party starts).
 RING_KINDS = ("ring_joined", "ring_total")
 
 

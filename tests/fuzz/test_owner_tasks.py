@@ -154,7 +154,7 @@ def test_mutated_tasks_are_refused_and_nothing_is_lost(coordinator, node):
             if r.owner_id != owner_id or is_debited(tid):
                 continue
             # not debited under its own id: only a boosting share sent again (the same bytes as
-            # the debited share of its run; handlers.LocalOwner.boost_released) may be that
+            # the debited share of its run; owner.local.LocalOwner.released) may be that
             assert kind(r) == "boost_share", f"release {tid} ({kind(r)}) left without a debit: {history}"
         for tid, r in releases.items():
             if r.owner_id == owner_id and kind(r) == "boost_share" and tid not in debited:

@@ -1,13 +1,15 @@
 """Evaluation releases of LDP boosting at the owner (issue 9 item 1, contract 4), through the real
-``RingDriver``: real certificates and signed ring keys, a real SQLite ledger, envelopes routed
-as bytes between nodes. The ring totals are the sum of the owners' *noisy* releases; a
-re-formed ring reuses the release without a second debit; over-budget, replayed-after-restart,
-malformed and wrongly-vouched tasks are refused before anything leaves."""
+owner core (``privfed.owner.core.OwnerCore``, its ring mod): real certificates and signed ring keys,
+a real SQLite ledger, envelopes routed as bytes between nodes as ring-message tasks. The ring totals
+are the sum of the owners' *noisy* releases; a re-formed ring reuses the release without a second
+debit; over-budget, replayed-after-restart, malformed and wrongly-vouched tasks are refused before
+anything leaves."""
 
 from __future__ import annotations
 
+import itertools
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -20,16 +22,28 @@ from cryptography.x509.oid import NameOID
 from privfed.common.boosting.federated import FederatedBoosting, owner_local_error, rr_evaluation_oracle
 from privfed.common.boosting.wire import at_round, config_to_dict, empty_history, owner_weights, with_round
 from privfed.common.bounds import Bounds
-from privfed.common.errors import BudgetExceeded, ConfigError, RemoteProtocolError, RoundFailed
+from privfed.common.errors import RoundFailed
 from privfed.common.identity import owner_id
 from privfed.common.learners.ncc import NearestCentroidModel
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.ledger import Ledger
-from privfed.common.messages import BoostEvaluateTask, PeerKey, RingJoined, RingSpec, RingTotal
+from privfed.common.messages import (
+    BoostEvaluateTask,
+    PeerKey,
+    Refusal,
+    RingJoined,
+    RingMessageTask,
+    RingSpec,
+    RingTotal,
+    Task,
+)
 from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import Inbound, new_session_id
-from privfed.owner.boosting import AlreadyReleased, HistoryRewritten, RingDriver
+from privfed.owner.core import OwnerCore
+from privfed.owner.keys import OwnerKeys
+from privfed.owner.kinds.boosting import note_run
+from privfed.owner.local import LocalOwner
 from privfed.server.job import RelayedSecureSum
 
 NOW = datetime.now(UTC)
@@ -50,19 +64,8 @@ def _cert(key, cn, ca_key, ca_name):
     )
 
 
-@dataclass
-class Owner:
-    """The fields of a hosted owner the driver reads (``privfed.owner.handlers.LocalOwner``'s)."""
-
-    owner_id: str
-    X: np.ndarray
-    y: np.ndarray
-    rng: np.random.Generator
-    boost_applied: dict = field(default_factory=dict)
-
-
 class Federation:
-    """Two owner nodes (``owner-0``, ``owner-1``) with signed ring keys, ledgers and drivers."""
+    """Two owner nodes (``owner-0``, ``owner-1``) with signed ring keys, ledgers and owner cores."""
 
     def __init__(self, tmp_path, *, per_node=3, budget=10.0, seed=0):
         ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -74,28 +77,29 @@ class Federation:
             n: _cert(k, n, ca_key, ca_name).public_bytes(serialization.Encoding.PEM) for n, k in self.node_keys.items()
         }
         rng = np.random.Generator(np.random.PCG64(seed))
-        self.owners, self.x25519, self.peer_keys, self.ledgers, self.drivers = {}, {}, {}, {}, {}
+        self.owners, self.x25519, self.peer_keys, self.ledgers, self.cores = {}, {}, {}, {}, {}
         self.budget, self.tmp_path = budget, tmp_path
+        self._ids = itertools.count()
         for j, node in enumerate(self.node_keys):
             for i in range(per_node):
                 oid = owner_id(node, j * per_node + i)
                 X = rng.uniform(-1, 1, (4, 3))
-                self.owners[oid] = Owner(
-                    oid,
-                    X,
-                    (X[:, 0] > 0).astype(np.int64) ^ (rng.random(4) < 0.2),
-                    np.random.Generator(np.random.PCG64([seed, j, i])),
-                )
+                y = (X[:, 0] > 0).astype(np.int64) ^ (rng.random(4) < 0.2)
+                self.owners[oid] = LocalOwner(oid, X, y, np.random.Generator(np.random.PCG64([seed, j, i])), 2, BOUNDS)
                 self.x25519[oid] = generate_private_key()
                 pub = public_bytes(self.x25519[oid])
                 self.peer_keys[oid] = PeerKey(oid, node, pub, sign_public_key(self.node_keys[node], pub, oid))
             self.restart(node)
 
     def restart(self, node):
-        """A fresh driver (empty cache) over the node's ledger file."""
+        """A fresh core over the node's ledger file; its owners forget what they kept in memory."""
         self.ledgers[node] = Ledger(self.tmp_path / f"{node}.sqlite", epsilon_budget=self.budget)
-        keys = {o: k for o, k in self.x25519.items() if o.startswith(node + ".")}
-        self.drivers[node] = RingDriver(keys, self.ca_pem, self.ledgers[node])
+        hosted = [o for oid, o in self.owners.items() if self.node(oid) == node]
+        for o in hosted:
+            o.released.clear()
+            o.boost_applied.clear()
+        keys = {o.owner_id: self.x25519[o.owner_id] for o in hosted}
+        self.cores[node] = OwnerCore(hosted, self.ledgers[node], keys=OwnerKeys(keys, self.ca_pem))
 
     def node(self, oid):
         return oid.split(".")[0]
@@ -113,23 +117,49 @@ class Federation:
             ),
         )
 
+    def answer(self, node, tasks):
+        answer = self.cores[node].answer(tasks)
+        return answer.results, answer.outbound
+
+    def task(self, oid, spec):
+        return Task(f"e{next(self._ids)}", oid, "run", spec)
+
     def evaluate(self, oid, spec):
-        return self.drivers[self.node(oid)].evaluate(self.owners[oid], spec)
+        """One evaluate task: its answer now (a join, a refusal, or None for the leader) and envelopes."""
+        results, out = self.answer(self.node(oid), [self.task(oid, spec)])
+        return (results[0].payload if results else None), out
+
+    def refusal(self, oid, spec, match=""):
+        """The code of an evaluate task that must be refused, with nothing sent (and ``match`` in its text)."""
+        payload, out = self.evaluate(oid, spec)
+        assert isinstance(payload, Refusal) and not out, (payload, out)
+        assert match in payload.message, payload.message
+        return payload.code
+
+    def release_of(self, oid, release_id):
+        cached = self.owners[oid].released.get(release_id)
+        return None if cached is None else np.array(cached.payload)
+
+    def route(self, queue):
+        """Deliver envelopes as bytes (ring-message tasks) until quiet; the results they produce."""
+        results, queue = [], list(queue)
+        while queue:
+            msg = Inbound.from_bytes(queue.pop(0).to_bytes())
+            hop = Task(f"relay-{next(self._ids)}", msg.recipient, "ring", RingMessageTask(msg.to_bytes()))
+            got, out = self.answer(self.node(msg.recipient), [hop])
+            results += got
+            queue += out
+        return results
 
     def run_ring(self, spec):
         """Every member evaluates, then envelopes are routed as bytes until the leader reports the total."""
-        queue, total = [], None
+        queue = []
         for oid in spec.ring.ring:
             payload, out = self.evaluate(oid, spec)
-            assert payload is None if oid == spec.ring.ring[0] else isinstance(payload, RingJoined)
+            assert payload is None if oid == spec.ring.ring[0] else isinstance(payload, RingJoined), payload
             queue += out
-        while queue:
-            msg = Inbound.from_bytes(queue.pop(0).to_bytes())
-            payload, out = self.drivers[self.node(msg.recipient)].deliver(msg.recipient, msg.to_bytes())
-            queue += out
-            if isinstance(payload, RingTotal):
-                total = payload.values
-        return total
+        totals = [r.payload.values for r in self.route(queue) if isinstance(r.payload, RingTotal)]
+        return totals[0] if totals else None
 
 
 def _config(eps=2.0, run="boost-r1", **kw):
@@ -151,7 +181,7 @@ def test_ring_total_is_the_sum_of_the_owners_noisy_releases_each_debited_once(fe
     ring = list(fed.owners)
     spec = fed.spec(config, at_round(empty_history(), 0), _stump(), ring)
     total = fed.run_ring(spec)
-    released = np.array([fed.drivers[fed.node(o)].release_of(o, spec.release_id) for o in ring])
+    released = np.array([fed.release_of(o, spec.release_id) for o in ring])
     exact = np.array(
         [
             owner_local_error(
@@ -182,7 +212,7 @@ def test_a_release_sums_row_weights_clipped_to_the_row_bound(tmp_path):
     ring = list(fed.owners)
     spec = fed.spec(config, history, _stump(), ring)
     total = fed.run_ring(spec)
-    released = np.array([fed.drivers[fed.node(o)].release_of(o, spec.release_id) for o in ring])
+    released = np.array([fed.release_of(o, spec.release_id) for o in ring])
     weights = {o: owner_weights(history, fed.owners[o].X, fed.owners[o].y) for o in ring}
     assert max(w.max() for w in weights.values()) > 10.0
     clipped = np.array(
@@ -206,7 +236,7 @@ def test_an_rr_evaluation_over_the_ring_is_one_of_three_debited_values_summed_ex
     ring = list(fed.owners)
     spec = fed.spec(config, at_round(empty_history(), 0), _stump(), ring)
     total = fed.run_ring(spec)
-    released = np.array([fed.drivers[fed.node(o)].release_of(o, spec.release_id) for o in ring])
+    released = np.array([fed.release_of(o, spec.release_id) for o in ring])
     rr = rr_evaluation_oracle(fb.eval_round_epsilon)
     unit = fb.eval_row_bound * rows / (rr.p - rr.q)
     values = unit * np.array([[1 - rr.q, 1 - 2 * rr.q], [-rr.q, 1 - 2 * rr.q], [-rr.q, -2 * rr.q]])
@@ -227,7 +257,7 @@ def test_reformed_ring_gets_the_same_release_without_a_second_debit(fed):
     # A coordinator re-forms the ring into pairs and asks again: the totals are sums of the same values.
     pairs = [ring[0:2], ring[1:3], [ring[0], ring[2]]]
     sums = [fed.run_ring(fed.spec(config, history, _stump(), p)) for p in pairs]
-    released = {o: fed.drivers[fed.node(o)].release_of(o, "boost-eval:boost-r1:once") for o in ring}
+    released = {o: fed.release_of(o, "boost-eval:boost-r1:once") for o in ring}
     for p, s in zip(pairs, sums):
         np.testing.assert_allclose(s, released[p[0]] + released[p[1]], atol=1e-6)
     assert first is not None
@@ -240,8 +270,7 @@ def test_another_round_of_a_run_that_evaluates_once_is_refused(fed):
     _, config = _config()
     ring = list(fed.owners)[:2]
     fed.run_ring(fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
-    with pytest.raises(AlreadyReleased):
-        fed.evaluate(ring[0], fed.spec(config, at_round(empty_history(), 1), _stump(), ring))
+    assert fed.refusal(ring[0], fed.spec(config, at_round(empty_history(), 1), _stump(), ring)) == "already_released"
 
 
 def test_every_round_mode_debits_each_round_at_a_tth_of_the_evaluation_budget(fed):
@@ -251,8 +280,10 @@ def test_every_round_mode_debits_each_round_at_a_tth_of_the_evaluation_budget(fe
         fed.run_ring(fed.spec(config, at_round(empty_history(), t), _stump(), ring))
     spent = [e["epsilon"] for e in fed.ledgers["owner-0"].history(ring[0])]
     assert spent == [pytest.approx(fb.eval_epsilon / 3)] * 3
-    with pytest.raises(RemoteProtocolError, match="round"):  # round 3 of a 3-round run does not exist
-        fed.evaluate(ring[0], fed.spec(config, at_round(empty_history(), 3), _stump(), ring))
+    assert (
+        fed.refusal(ring[0], fed.spec(config, at_round(empty_history(), 3), _stump(), ring), match="round")
+        == "invalid_task"
+    )  # round 3 of a 3-round run does not exist
 
 
 def test_after_a_restart_a_released_evaluation_is_refused_not_redrawn(fed):
@@ -261,8 +292,7 @@ def test_after_a_restart_a_released_evaluation_is_refused_not_redrawn(fed):
     spec = fed.spec(config, at_round(empty_history(), 0), _stump(), ring)
     fed.run_ring(spec)
     fed.restart("owner-0")
-    with pytest.raises(AlreadyReleased, match="before this process started"):
-        fed.evaluate(ring[0], fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
+    assert fed.refusal(ring[0], fed.spec(config, at_round(empty_history(), 0), _stump(), ring)) == "already_released"
     assert len(fed.ledgers["owner-0"].history(ring[0])) == 1
 
 
@@ -270,8 +300,7 @@ def test_over_budget_is_refused_before_anything_is_computed_or_sent(tmp_path):
     fed = Federation(tmp_path, budget=0.5)
     _, config = _config(eps=2.0)  # evaluation release at 0.4 * 2 = 0.8 > 0.5
     ring = list(fed.owners)[:2]
-    with pytest.raises(BudgetExceeded):
-        fed.evaluate(ring[1], fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
+    assert fed.refusal(ring[1], fed.spec(config, at_round(empty_history(), 0), _stump(), ring)) == "budget_exceeded"
     assert fed.ledgers["owner-0"].history(ring[1]) == []
 
 
@@ -287,27 +316,29 @@ def test_over_budget_is_refused_before_anything_is_computed_or_sent(tmp_path):
 def test_learners_outside_the_run_config_are_refused(fed, learner):
     _, config = _config()
     ring = list(fed.owners)[:2]
-    with pytest.raises(ConfigError):
-        fed.evaluate(ring[1], fed.spec(config, at_round(empty_history(), 0), learner, ring))
+    assert fed.refusal(ring[1], fed.spec(config, at_round(empty_history(), 0), learner, ring)) == "invalid_task"
     assert fed.ledgers["owner-0"].history(ring[1]) == []
 
 
 def test_a_run_config_cannot_change_between_tasks(fed):
     _, config = _config()
     ring = list(fed.owners)[:2]
-    fed.drivers["owner-0"].note_share(config)
+    note_run(fed.cores["owner-0"].node, config)  # what a released share of the run records
     changed = replace(config, booster=replace(config.booster, eval_fraction=0.9))
-    with pytest.raises(RemoteProtocolError, match="differs"):
-        fed.evaluate(ring[1], fed.spec(changed, at_round(empty_history(), 0), _stump(), ring))
+    assert (
+        fed.refusal(ring[1], fed.spec(changed, at_round(empty_history(), 0), _stump(), ring), match="differs")
+        == "invalid_task"
+    )
 
 
 def test_a_ring_without_this_owner_or_with_one_party_is_refused(fed):
     _, config = _config()
     ids = list(fed.owners)
-    with pytest.raises(RemoteProtocolError, match="not in the ring"):
-        fed.evaluate(ids[0], fed.spec(config, at_round(empty_history(), 0), _stump(), ids[1:3]))
-    with pytest.raises((ConfigError, RemoteProtocolError)):
-        fed.evaluate(ids[0], fed.spec(config, at_round(empty_history(), 0), _stump(), ids[:1]))
+    assert (
+        fed.refusal(ids[0], fed.spec(config, at_round(empty_history(), 0), _stump(), ids[1:3]), match="not in the ring")
+        == "invalid_task"
+    )
+    assert fed.refusal(ids[0], fed.spec(config, at_round(empty_history(), 0), _stump(), ids[:1])) == "invalid_task"
     assert fed.ledgers["owner-0"].history(ids[0]) == []
 
 
@@ -318,15 +349,14 @@ def test_a_peer_key_signed_by_a_node_that_does_not_own_the_id_is_refused(fed):
     forged_pub = public_bytes(generate_private_key())
     forged = PeerKey(a, "owner-1", forged_pub, sign_public_key(fed.node_keys["owner-1"], forged_pub, a))
     spec = fed.spec(config, at_round(empty_history(), 0), _stump(), [b, a], peers=(forged, fed.peer_keys[b]))
-    with pytest.raises(RemoteProtocolError, match="not an owner of node"):
-        fed.evaluate(b, spec)
+    assert fed.refusal(b, spec, match="not an owner of node") == "invalid_task"
     assert fed.ledgers["owner-1"].history(b) == []
 
 
 class LocalTransport(RelayedSecureSum):
-    """The coordinator's ``Transport`` over in-process nodes: tasks go to the real drivers, a raised
-    refusal becomes a ``Refusal`` (as ``owner/node.py`` answers), envelopes are routed as bytes,
-    and relaying is allowed only inside an open ring session (contract 5)."""
+    """The coordinator's ``Transport`` over in-process nodes: tasks go to the real owner cores,
+    envelopes are routed as bytes, and relaying is allowed only inside an open ring session
+    (contract 5)."""
 
     def __init__(self, fed):
         self.fed, self.open, self.opened = fed, {}, []
@@ -345,36 +375,14 @@ class LocalTransport(RelayedSecureSum):
         return set()
 
     def run_tasks(self, tasks, timeout=None):
-        from privfed.common.messages import BoostShareTask, Refusal, Result
-        from privfed.owner.boosting import boost_share
-
-        results, queue, leader_task = [], [], {}
-        for task in tasks:
-            owner = self.fed.owners[task.owner_id]
-            if isinstance(task.spec, BoostShareTask):
-                try:
-                    results.append(Result(task.task_id, task.owner_id, boost_share(owner, task.spec)))
-                except ConfigError:
-                    results.append(Result(task.task_id, task.owner_id, Refusal("invalid_task", "invalid")))
-                continue
-            try:
-                payload, out = self.fed.evaluate(task.owner_id, task.spec)
-            except BudgetExceeded:
-                payload, out = Refusal("budget_exceeded", "over budget"), []
-            except (ConfigError, RemoteProtocolError):
-                payload, out = Refusal("invalid_task", "invalid"), []
-            leader_task[task.owner_id] = task.task_id
-            if payload is not None:
-                results.append(Result(task.task_id, task.owner_id, payload))
+        results, queue = [], []
+        for node in self.fed.cores:
+            got, out = self.fed.answer(node, [t for t in tasks if self.fed.node(t.owner_id) == node])
+            results += got
             queue += out
-        while queue:
-            msg = Inbound.from_bytes(queue.pop(0).to_bytes())
-            assert {msg.sender, msg.recipient} <= self.open[msg.session_id]
-            payload, out = self.fed.drivers[self.fed.node(msg.recipient)].deliver(msg.recipient, msg.to_bytes())
-            queue += out
-            if isinstance(payload, RingTotal):
-                results.append(Result(leader_task[msg.recipient], msg.recipient, payload))
-        return results
+        for env in queue:
+            assert {env.sender, env.recipient} <= self.open[env.session_id]
+        return results + self.fed.route(queue)
 
 
 def test_strategy_drops_a_refusing_owner_before_the_ring_moves_and_sums_the_rest(tmp_path):
@@ -383,7 +391,10 @@ def test_strategy_drops_a_refusing_owner_before_the_ring_moves_and_sums_the_rest
 
     fed = Federation(tmp_path, per_node=3, budget=math.inf)
     victim = "owner-1.o00004"
-    fed.owners[victim].X = fed.owners[victim].X[:, :2]  # its schema no longer fits the run: it refuses
+    v = fed.owners[victim]  # its schema no longer fits the run: it refuses
+    fed.owners[victim] = LocalOwner(victim, v.X[:, :2], v.y, v.rng, 2, Bounds.of(-1.0, 1.0, 2))
+    fed.ledgers["owner-1"].close()
+    fed.restart("owner-1")
     fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=BOUNDS, n_rounds=2, n_bins=4, weight_bound=4.0)
     strategy = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(3)))
     transport = LocalTransport(fed)
@@ -399,9 +410,7 @@ def test_strategy_drops_a_refusing_owner_before_the_ring_moves_and_sums_the_rest
     assert not transport.open  # every ring session was closed
     rest = [o for o in strategy.evaluators[t] if o != victim]
     assert tuple(rest) in transport.opened  # the re-formed ring, opened for exactly its members
-    released = np.array(
-        [fed.drivers[fed.node(o)].release_of(o, f"boost-eval:{strategy_run_id(fed, o)}:once") for o in rest]
-    )
+    released = np.array([fed.release_of(o, f"boost-eval:{strategy_run_id(fed, o)}:once") for o in rest])
     np.testing.assert_allclose(
         [rec["err_total"], rec["weight_total"]], clip_contributions(released).sum(axis=0), atol=1e-6
     )
@@ -420,8 +429,10 @@ def test_an_evaluation_config_must_match_the_share_the_owner_released_in_the_run
     ledger.debit(a, fb.share_epsilon, purpose="boost-share:boost-r1", release_id="t-a#0")  # as the handler records it
     ledger.debit(b, 2.0, purpose="boost-share:boost-r1", release_id="t-b#0")  # a share at the whole ε
     ring = [a, b]
-    with pytest.raises(RemoteProtocolError, match="differs from the share"):
-        fed.evaluate(b, fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
+    assert (
+        fed.refusal(b, fed.spec(config, at_round(empty_history(), 0), _stump(), ring), match="differs from the share")
+        == "invalid_task"
+    )
     payload, _ = fed.evaluate(a, fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
     assert payload is None  # the leader started: a's share and this evaluation add up to the run's ε
     assert math.fsum(h["epsilon"] for h in ledger.history(a)) == pytest.approx(2.0)
@@ -433,13 +444,14 @@ def test_a_batch_of_evaluations_is_debited_together_and_each_refusal_stays_alone
     ids = [o for o in fed.owners if o.startswith(node + ".")]
     fed.ledgers[node].debit(ids[2], 9.9, purpose="other", release_id="x")  # no room left for a 0.6 release
     spec = fed.spec(config, at_round(empty_history(), 0), _stump(), list(fed.owners))
-    items = [(fed.owners[o], spec) for o in ids] + [(fed.owners[ids[1]], spec)]  # ids[1] twice
-    outcomes = fed.drivers[node].evaluate_many(items)
-    assert outcomes[0][0] is None and outcomes[0][1]  # the leader started: its first hop
-    assert isinstance(outcomes[1][0], RingJoined) and isinstance(outcomes[3][0], RingJoined)
-    assert isinstance(outcomes[2], BudgetExceeded)
-    driver = fed.drivers[node]
-    assert driver.release_of(ids[2], spec.release_id) is None
+    tasks = [fed.task(o, spec) for o in ids] + [fed.task(ids[1], spec)]  # ids[1] twice
+    results, out = fed.answer(node, tasks)
+    payloads = {r.task_id: r.payload for r in results}
+    assert tasks[0].task_id not in payloads and out  # the leader started: its first hop, no answer yet
+    assert isinstance(payloads[tasks[1].task_id], RingJoined)
+    assert payloads[tasks[2].task_id].code == "budget_exceeded"
+    assert payloads[tasks[3].task_id].code == "already_released"  # the batch's first task of ids[1] released it
+    assert fed.release_of(ids[2], spec.release_id) is None
     assert [len(fed.ledgers[node].history(o)) for o in ids] == [1, 1, 1]  # ids[2]: only its earlier entry
 
 
@@ -480,8 +492,7 @@ def test_an_evaluation_whose_history_rewrites_an_applied_round_is_refused_withou
     kept = with_round(empty_history(), _stump(1, 2), 0.7, 1.0, 8.0)
     fed.run_ring(fed.spec(config, at_round(kept, 1), _stump(), ring))
     rewritten = at_round(with_round(with_round(empty_history(), _stump(1, 2), 0.9, 1.0, 8.0), _stump(), 0.5, 2, 8), 2)
-    with pytest.raises(HistoryRewritten):
-        fed.evaluate(ring[1], fed.spec(config, rewritten, _stump(2, 3), ring))
+    assert fed.refusal(ring[1], fed.spec(config, rewritten, _stump(2, 3), ring)) == "invalid_task"
     assert len(fed.ledgers["owner-0"].history(ring[1])) == 1  # round 1's release only
     honest = at_round(with_round(kept, _stump(), 0.5, 2.0, 8.0), 2)
     assert fed.run_ring(fed.spec(config, honest, _stump(2, 3), ring)) is not None
@@ -509,8 +520,7 @@ def test_an_owner_that_shared_in_an_owners_split_run_refuses_to_evaluate(fed):
     ledger = fed.ledgers["owner-0"]
     ledger.debit(a, 2.0, purpose="boost-share:boost-r1", release_id="t-a#0")
     ring = [a, b]
-    with pytest.raises(AlreadyReleased):
-        fed.evaluate(a, fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
+    assert fed.refusal(a, fed.spec(config, at_round(empty_history(), 0), _stump(), ring)) == "already_released"
     assert len(ledger.history(a)) == 1
     fed.evaluate(b, fed.spec(config, at_round(empty_history(), 0), _stump(), ring))
     assert [e["epsilon"] for e in ledger.history(b)] == [pytest.approx(fb.eval_epsilon)] and fb.eval_epsilon == 2.0

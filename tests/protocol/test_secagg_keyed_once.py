@@ -20,14 +20,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from privfed.common.errors import PrivfedError
-from privfed.common.ledger import Ledger
 from privfed.common.messages import PeerKey
 from privfed.common.secagg.aggregator import SecAggServer
 from privfed.common.secagg.boxes import generate_private_key, public_bytes
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.messages import InputRequest, KeyAdvert, UnmaskReply, UnmaskRequest
-from privfed.owner.boosting import RingDriver
-from privfed.owner.handlers import TaskRefused
+from privfed.owner.keys import OwnerKeys
+from privfed.owner.kinds.base import Refused as TaskRefused
 from privfed.owner.secagg import SecAggDriver
 
 NODES = {"owner-0": [f"owner-0.o{i:05d}" for i in range(3)], "owner-1": [f"owner-1.o{i:05d}" for i in range(3)]}
@@ -43,8 +42,7 @@ class Federation:
         keys = {o: generate_private_key() for o in MEMBERS}
         self.peers = {o: PeerKey(o, o.split(".")[0], public_bytes(keys[o]), b"") for o in MEMBERS}
         self.driver = {
-            node: SecAggDriver(RingDriver({o: keys[o] for o in owners}, None, Ledger(":memory:", epsilon_budget=1.0)))
-            for node, owners in NODES.items()
+            node: SecAggDriver(OwnerKeys({o: keys[o] for o in owners}, None)) for node, owners in NODES.items()
         }
         self.servers: dict[str, SecAggServer] = {}
         self.requests: dict[str, dict] = {}

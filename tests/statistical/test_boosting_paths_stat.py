@@ -1,5 +1,5 @@
 """The two owner paths of a boosting evaluation agree in distribution at finite ε: the per-owner
-path (real RingDrivers through the in-process transport's ring secure sum, each release debited
+path (real owner cores through the in-process transport's ring secure sum, each release debited
 in a real ledger) and the vectorised simulation (``SimulatedOwners``, one generator stream) both
 give ``E`` with mean the exact clipped error sum and variance ``n * 2 s^2``, ``s = 2 b / ε_e``
 (Laplace per owner, SPEC §1). Tolerances from the standard errors (SPEC §0)."""

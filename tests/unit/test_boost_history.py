@@ -28,9 +28,10 @@ from privfed.common.learners.ncc import split_label_budget
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.ledger import Ledger
 from privfed.common.messages import REFUSAL_TEXTS, BoostShareReply, BoostShareTask, Refusal, Task
-from privfed.owner import boosting
-from privfed.owner.boosting import APPLIED_RUNS, HistoryRewritten, check_history, history_weights
-from privfed.owner.handlers import LocalOwner, handle_batch
+from privfed.owner import history as boosting
+from privfed.owner.core import handle_batch
+from privfed.owner.history import APPLIED_RUNS, HistoryRewritten, applied_digest, check_history, history_weights
+from privfed.owner.local import LocalOwner
 from privfed.proto import serde
 
 BOUNDS = Bounds.of(0.0, 1.0, 3)
@@ -45,7 +46,7 @@ def _owner(seed: int = 0, n: int = 40) -> LocalOwner:
     rng = np.random.Generator(np.random.PCG64(seed))
     X = rng.uniform(0.0, 1.0, (n, 3))
     y = ((X[:, 0] + 0.3 * rng.standard_normal(n)) > 0.5).astype(np.int64)
-    return LocalOwner(f"owner-0.o{seed:05d}", X, y, np.random.Generator(np.random.PCG64(seed + 100)), 2)
+    return LocalOwner(f"owner-0.o{seed:05d}", X, y, np.random.Generator(np.random.PCG64(seed + 100)), 2, BOUNDS)
 
 
 def _config(run: str = "run-1", **kw):
@@ -151,9 +152,9 @@ def test_every_learner_of_the_history_is_still_checked_against_the_run(tmp_path)
     off_grid = Stump(0, 2, 0.4999, (0, 1), 0.25)  # not the public threshold of feature 0, index 2
     bad = at_round(with_round(_history(2), off_grid, 0.2, 10.0, 40.0), 3)
     with pytest.raises(ConfigError, match="public threshold"):
-        check_history(owner, config, bad)
+        check_history(applied_digest(owner, config.run_id), config, bad)
     with pytest.raises(RemoteProtocolError, match="not in"):  # round 6 of a 6-round run
-        check_history(owner, config, at_round(_history(2), 6))
+        check_history(applied_digest(owner, config.run_id), config, at_round(_history(2), 6))
     ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=10.0)
     (result,) = handle_batch(
         [Task("share", owner.owner_id, config.run_id, _wire(BoostShareTask(config, bad)))],

@@ -24,8 +24,8 @@ from privfed.common.datasets import load_builtin
 from privfed.common.errors import ConfigError, LocalProtocolError
 from privfed.common.ledger import Ledger
 from privfed.common.messages import BoostShareReply, BoostShareTask, Refusal, Task
+from privfed.owner.core import handle_batch
 from privfed.owner.data import build_owners, federation_split
-from privfed.owner.handlers import handle_batch
 
 N = 200_000
 
@@ -147,7 +147,7 @@ def test_an_owner_node_debits_each_of_t_shares_at_share_epsilon_over_t_and_refus
     assert math.isclose(ledger.spent(oid).epsilon, fb.share_epsilon)
     again = Task("s0-again", oid, "run-all", BoostShareTask(config, BoostHistory(round=0)))
     assert handle_batch([again], hosted, ledger)[0].payload == first  # cached: sent again, not a 4th release
-    hosted[oid].boost_released.clear()  # a restarted node: the shares are gone, the ledger's T debits stay
+    hosted[oid].released.clear()  # a restarted node: the shares are gone, the ledger's T debits stay
     out = handle_batch([Task("s0-new", oid, "run-all", again.spec)], hosted, ledger)[0].payload
     assert isinstance(out, Refusal) and out.code == "already_released"
     assert len(ledger.history(oid)) == 3
@@ -174,7 +174,8 @@ def test_budget_split_by_owners_gives_each_owner_one_role_at_the_whole_epsilon()
 def test_an_owner_node_refuses_the_other_role_of_an_owners_split_run(tmp_path):
     """Over the real handler and ledger: an owner that evaluated in a ``budget_split="owners"`` run
     refuses its share (``already_released``, nothing debited), and one that shared refuses to evaluate."""
-    from privfed.owner.boosting import AlreadyReleased, check_one_role
+    from privfed.owner.kinds.base import LedgerView
+    from privfed.owner.kinds.boosting import AlreadyReleased, check_one_role
 
     train, _ = federation_split("synthetic", seed=0, test_fraction=0.2, n_samples=50)
     hosted = {
@@ -195,8 +196,13 @@ def test_an_owner_node_refuses_the_other_role_of_an_owners_split_run(tmp_path):
     assert isinstance(shared[0].payload, BoostShareReply)
     assert [(h["purpose"], h["epsilon"]) for h in ledger.history(b)] == [("boost-share:run-o", 5.0)]
     with pytest.raises(AlreadyReleased):
-        check_one_role(ledger, b, config, "evaluate")
-    check_one_role(ledger, a, config_to_dict(FederatedBoosting(**{**_kw(fb), "budget_split": "epsilon"}), "x"), "share")
+        check_one_role(LedgerView(ledger, b), b, config, "evaluate")
+    check_one_role(
+        LedgerView(ledger, a),
+        a,
+        config_to_dict(FederatedBoosting(**{**_kw(fb), "budget_split": "epsilon"}), "x"),
+        "share",
+    )
 
 
 def _kw(fb: FederatedBoosting) -> dict:

@@ -13,8 +13,8 @@ from privfed.common.feddpdr.centroid import centroid_coef, dp_class_sums, exact_
 from privfed.common.feddpdr.model import aggregate_classifier, predict_linear
 from privfed.common.ledger import Ledger
 from privfed.common.messages import Refusal, SvmShareReply, SvmShareTask, Task
+from privfed.owner.core import handle_batch
 from privfed.owner.data import build_owners, federation_split
-from privfed.owner.handlers import handle_batch
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto.serde import task_from_proto, task_to_proto
 from privfed.server.strategies import FedDpdrStrategy

@@ -33,7 +33,8 @@ from privfed.common.messages import (
     SvmShareReply,
     Task,
 )
-from privfed.owner.handlers import LocalOwner, handle_batch
+from privfed.owner.core import handle_batch
+from privfed.owner.local import LocalOwner
 from privfed.server.contracts import (
     COUNT_TAIL,
     ContractViolation,
@@ -58,6 +59,7 @@ def _owners(n: int = 6, rows: int = ROWS) -> dict[str, LocalOwner]:
             rng.integers(0, K, rows),
             np.random.Generator(np.random.PCG64(10 + i)),
             K,
+            BOUNDS,
         )
         for i in range(n)
     }

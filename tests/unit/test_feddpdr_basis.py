@@ -14,8 +14,8 @@ from privfed.common.feddpdr.model import delta_split
 from privfed.common.ledger import Ledger
 from privfed.common.messages import SvmShareTask
 from privfed.deploy.experiments.feddpdr import federated_fit
+from privfed.owner.core import handle_batch
 from privfed.owner.data import build_owners, federation_split
-from privfed.owner.handlers import handle_batch
 from privfed.server.strategies import FedDpdrStrategy
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from privfed.common.ledger import Ledger
 from privfed.common.messages import PcaShareTask, SvmShareTask
+from privfed.owner.core import handle_batch
 from privfed.owner.data import build_owners, federation_split
-from privfed.owner.handlers import handle_batch
 from privfed.server.report import nonprivate_releases
 from privfed.server.strategies import FedDpdrStrategy
 

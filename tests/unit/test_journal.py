@@ -100,9 +100,8 @@ def test_a_restarted_owner_node_refuses_to_release_again_and_the_job_goes_on_wit
     restarted_node = "owner-1"  # loses what it kept in memory: the shares it sent, its cached pairs
     for oid, owner in owner_side.owners.items():
         if oid.startswith(restarted_node + "."):
-            owner.boost_released.clear()
+            owner.released.clear()
             owner.boost_applied.clear()
-    owner_side.drivers[restarted_node]._released.clear()
     owner_side.run_tasks = type(owner_side).run_tasks.__get__(owner_side)
     survivors = owner_side
     with Journal(tmp_path / "j.sqlite") as journal:

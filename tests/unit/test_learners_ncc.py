@@ -382,8 +382,8 @@ def test_boosted_joint_share_over_the_owner_handler_and_the_wire(tmp_path):
     from privfed.common.boosting.wire import config_to_dict, empty_history
     from privfed.common.ledger import Ledger
     from privfed.common.messages import BoostShareReply, BoostShareTask, Result, Task
+    from privfed.owner.core import handle_batch
     from privfed.owner.data import build_owners, federation_split
-    from privfed.owner.handlers import handle_batch
     from privfed.proto import serde
 
     train, _ = federation_split("digits", seed=0, test_fraction=0.2)

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from privfed.common.errors import BudgetExceeded, ConfigError, ConfigTypeError, LocalProtocolError
-from privfed.common.ledger import Budget, Debit, Ledger
+from privfed.common.ledger import SCHEMA_VERSION, Budget, Debit, Ledger
 
 
 @pytest.fixture
@@ -315,7 +315,7 @@ def test_version_1_ledger_is_migrated_in_place(tmp_path):
         led.debit("o", 0.0, purpose="clear-labels", release_id="r2", nonprivate=True)
         assert led.spent("o").epsilon == 0.5 and led.nonprivate_count("o") == 1
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     conn.close()
     with Ledger(path, epsilon_budget=2.0) as led:  # reopening a migrated file is a no-op
         assert led.nonprivate_count("o") == 1
@@ -328,3 +328,73 @@ def test_unknown_schema_version_is_refused(tmp_path):
     conn.close()
     with pytest.raises(ConfigError, match="schema version 9"):
         Ledger(path, epsilon_budget=1.0)
+
+
+# ----------------------------------------------------------------------------- budgets follow the rows
+ROWS = [bytes([i]) * 32 for i in range(4)]  # row digests (privfed.owner.data.row_digests)
+
+
+def test_a_row_keeps_its_spent_budget_under_any_owner_id_and_partition(path):
+    """Issue 20, finding 4: owner o0 holding rows 0 and 1 spends 1.5 of 2; after a restart with
+    another partition (o5 holds rows 1 and 2) and under another node name (n2.o0 holds row 0) each
+    new owner inherits the most any of its rows spent; a row no owner spent on starts at zero."""
+    with Ledger(path, epsilon_budget=2.0) as led:
+        led.bind_rows("n.o0", ROWS[:2])
+        led.debit("n.o0", 1.5, purpose="p", release_id="r1")
+    with Ledger(path, epsilon_budget=2.0) as led:  # restarted, re-sharded and renamed
+        led.bind_rows("n.o5", ROWS[1:3])
+        led.bind_rows("n2.o0", ROWS[:1])
+        led.bind_rows("n2.o1", ROWS[3:])
+        assert led.spent("n.o5").epsilon == 1.5 and led.spent("n2.o0").epsilon == 1.5
+        assert led.spent("n2.o1").epsilon == 0.0
+        with pytest.raises(BudgetExceeded):
+            led.debit("n.o5", 0.6, purpose="p", release_id="r2")
+        led.debit("n.o5", 0.5, purpose="p", release_id="r3")  # rows 1 and 2 now at 2.0 and 0.5
+        assert led.spent("n2.o0").epsilon == 1.5  # row 0 was not in n.o5
+        led.bind_rows("n3.o0", ROWS[2:])
+        assert led.spent("n3.o0").epsilon == 0.5
+        assert [h["release_id"] for h in led.history("n.o5")] == ["r3"]  # the record stays per owner id
+
+
+def test_a_batch_debit_checks_and_adds_every_account_of_each_owner(ledger):
+    ledger.bind_rows("a", ROWS[:2])
+    ledger.bind_rows("b", ROWS[2:])
+    out = ledger.debit_many(
+        [Debit("a", 0.5, 0.0, "p", "r1"), Debit("b", 0.5, 0.0, "p", "r1"), Debit("a", 0.6, 0.0, "p", "r2")]
+    )
+    assert out[:2] == [None, None] and isinstance(out[2], BudgetExceeded)
+    ledger.bind_rows("c", [ROWS[0], ROWS[3]])
+    assert ledger.spent("c").epsilon == 0.5
+
+
+def test_row_accounts_are_salted_per_file(tmp_path):
+    keys = []
+    for name in ("a.sqlite", "b.sqlite"):
+        with Ledger(tmp_path / name, epsilon_budget=1.0) as led:
+            led.bind_rows("o", ROWS[:1])
+            keys.append(led.accounts("o")[0])
+            assert ROWS[0].hex() not in keys[-1]
+    assert keys[0] != keys[1] and all(k.startswith("row:") for k in keys)
+
+
+def test_a_version_2_ledger_keeps_each_owners_spent_budget_when_migrated(tmp_path):
+    path = tmp_path / "v2.sqlite"
+    with Ledger(path, epsilon_budget=2.0) as led:
+        led.debit("o", 0.75, purpose="p", release_id="r1")
+    conn = sqlite3.connect(path)
+    conn.executescript("DROP TABLE accounts; DROP TABLE meta; DROP TABLE schema_decisions; PRAGMA user_version = 2;")
+    conn.close()
+    with Ledger(path, epsilon_budget=2.0) as led:
+        led.bind_rows("o", ROWS[:1])
+        assert led.spent("o").epsilon == 0.75
+        with pytest.raises(BudgetExceeded):
+            led.debit("o", 1.5, purpose="p", release_id="r2")
+
+
+def test_schema_decisions_are_recorded_and_the_latest_read_back(path):
+    with Ledger(path, epsilon_budget=1.0) as led:
+        assert led.schema_decision() is None
+        led.record_schema("abc", False)
+        led.record_schema("def", True)
+    with Ledger(path, epsilon_budget=1.0) as led:
+        assert led.schema_decision() == ("def", True)

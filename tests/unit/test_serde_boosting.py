@@ -18,7 +18,8 @@ from privfed.common.learners.ncc import NearestCentroidModel
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.ledger import Ledger
 from privfed.common.messages import BoostEvaluateTask, BoostShareReply, BoostShareTask, RingSpec, Task
-from privfed.owner.handlers import LocalOwner, handle_batch
+from privfed.owner.core import handle_batch
+from privfed.owner.local import LocalOwner
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import serde
 
@@ -257,7 +258,7 @@ def test_the_node_answers_the_rest_of_a_batch_after_malformed_boosting_tasks(tmp
     rng = np.random.Generator(np.random.PCG64(5))
     X = rng.uniform(0, 1, (6, 2))
     owner = LocalOwner(
-        "owner-0.o00000", X, (X[:, 0] > 0.5).astype(np.int64), np.random.Generator(np.random.PCG64(6)), 2
+        "owner-0.o00000", X, (X[:, 0] > 0.5).astype(np.int64), np.random.Generator(np.random.PCG64(6)), 2, BOUNDS
     )
     config = BoostConfig("run-ok", FederatedBoosting(epsilon=1.0, n_classes=2, bounds=BOUNDS, n_rounds=3, n_bins=4))
     good = serde.task_to_proto(

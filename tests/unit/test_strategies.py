@@ -137,7 +137,7 @@ def test_boosting_over_per_owner_handlers_equals_the_vectorised_simulation_at_in
     np.testing.assert_allclose(model.alphas, sim.model.alphas, rtol=1e-9)
     np.testing.assert_array_equal(model.predict(data.X), sim.model.predict(data.X))
     # the leader's RESULT reached every member: no party of a finished ring is left waiting
-    assert all(not driver._parties for driver in t.drivers.values())
+    assert all(not core.mods["ring"]._parties for core in t.cores.values())
 
 
 def test_boosting_drops_a_silent_and_a_refusing_evaluator_and_sums_the_rest(data):

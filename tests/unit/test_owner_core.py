@@ -1,7 +1,7 @@
-"""Owner task handlers with a real SQLite ledger: the budget is checked before anything is
-computed, every part of a release is debited before it is returned, an overspend is refused with
-nothing released, and one bad task is refused alone with a refusal that carries no data (issue 9,
-items 2, 3, 6, 7)."""
+"""The owner core with a real SQLite ledger: the budget is checked before anything is computed,
+every part of a release is debited before it is computed and returned, an overspend is refused
+with nothing released, and one bad task is refused alone with a refusal that carries no data
+(issue 9, items 2, 3, 6, 7)."""
 
 import math
 
@@ -24,8 +24,8 @@ from privfed.common.messages import (
     SvmShareTask,
     Task,
 )
+from privfed.owner.core import handle_batch, is_sendable
 from privfed.owner.data import build_owners, federation_split
-from privfed.owner.handlers import handle_batch, share_is_sendable
 
 NODE = "owner-0"
 
@@ -94,7 +94,7 @@ def test_feddpdr_debits_pca_count_then_epsilon2_per_class_and_refuses_past_budge
     history = [h for h in ledger.history(oid) if h["purpose"].startswith("svm-ovr")]
     assert len(history) == 10 and math.isclose(sum(h["epsilon"] for h in history), 0.5)
     assert math.isclose(ledger.spent(oid).epsilon, 1.0)
-    again = handle_batch([Task("p9", oid, "pca2", pca(train, 0.1, 0.01, 0.0))], hosted, ledger)
+    again = handle_batch([Task("p9", oid, "pca2", pca(train, 0.1, 0.01, 1e-6))], hosted, ledger)
     message = refusal(again[0], "budget_exceeded")
     assert "spent" not in message and "1.0" not in message  # the ledger's state is not told
     assert len(ledger.history(oid)) == 12  # nothing debited for the refusal
@@ -266,15 +266,15 @@ def test_lr_share_is_answered(tmp_path, digits):
     ],
 )
 def test_only_finite_shares_within_the_wire_range_are_sendable(share, ok):
-    assert share_is_sendable(share) is ok
+    assert is_sendable(share) is ok
 
 
-def boost_config(*, n_classes: int, d: int, **kw):
+def boost_config(*, n_classes: int, d: int, lo: float = 0.0, **kw):
     from privfed.common.boosting.federated import FederatedBoosting
     from privfed.common.boosting.wire import config_to_dict
     from privfed.common.bounds import Bounds
 
-    fb = FederatedBoosting(epsilon=1.0, n_classes=n_classes, bounds=Bounds.of(0.0, 16.0, d), n_rounds=2, **kw)
+    fb = FederatedBoosting(epsilon=1.0, n_classes=n_classes, bounds=Bounds.of(lo, 16.0, d), n_rounds=2, **kw)
     return config_to_dict(fb, "boost-run")
 
 
@@ -288,7 +288,8 @@ def empty_history():
     "config,detail",
     [
         ({"n_classes": 3, "d": 64}, "task says 3 classes; this owner's data set declares 10"),
-        ({"n_classes": 10, "d": 5}, "task bounds must list 64 features"),
+        ({"n_classes": 10, "d": 5}, "task bounds describe 5 features; this owner's schema has 64"),
+        ({"n_classes": 10, "d": 64, "lo": -1.0}, "task bounds differ from the public bounds of this owner's schema"),
     ],
 )
 def test_boosting_share_is_checked_against_public_configuration(tmp_path, digits, config, detail):

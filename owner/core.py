@@ -1,0 +1,330 @@
+"""The owner core: the one gate every task passes, free of network I/O (issue 20 item 1; DESIGN
+"Release discipline").
+
+``OwnerCore.answer(tasks) -> Answer(results, outbound)`` is everything an owner node does with what
+a coordinator sends; the gRPC node (``privfed.owner.node``) and the in-process transport
+(``privfed.deploy.inprocess``) only move its input and output. For each task, in order:
+
+1. its kind is looked up in the registry (:mod:`privfed.owner.kinds`); a task id seen before in
+   the pass is refused (``duplicate_task``), as is a task for an owner this node does not host;
+2. **validate**: the kind sees the task and a ``PublicView`` -- the owner's public configuration,
+   the node's policy, the owner's ledger record with the batch's earlier debits, what it released
+   before -- and refuses, or accepts a fresh release, or names a release to send again. Then the
+   release's ledger entries are checked (``already_released``, ``budget_exceeded``). No row is
+   read until here, so **whether a task is refused is a function of public inputs**;
+3. **debit**: every accepted release of the batch is committed in ONE ledger transaction (one
+   fsync for thousands of owners) *before anything is computed*;
+4. **compute**, in task order. Compute is total: whatever it raises, or a release that is not
+   finite or outside the wire's range, is replaced by the kind's data-independent fallback (the
+   same mechanism around a public value). The release leaves whatever happened: once rows have
+   been read, nothing is refused any more (issue 20, finding 2). A release that goes through a
+   secure sum (the boosting evaluation pair) is handed to its mod (ring or pairwise masks), which
+   answers the task and emits envelopes, as a Flower mod wraps a ClientApp's reply; a secure sum's
+   protocol messages (step kinds) go to their mod in the same order.
+
+Refusals carry no data (contract 3): a fixed text per code (``REFUSAL_TEXTS``) and at most a detail
+built from the task's own fields and the owner's public configuration. The full reason goes to
+the local log. A release kept by the owner (a boosting run's share, an evaluation pair) is sent
+again when asked again, never recomputed: no new draw, no debit.
+
+Limits: a ledger that cannot record (a full disk) refuses the batch's releases (``internal``)
+before anything is computed. A fallback or a secure sum that fails after the debit is a bug: the
+task is then refused (``internal``) with its debit on the record. Timing is not covered: compute
+time may depend on the data.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any
+
+import numpy as np
+
+from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError, ProtocolError
+from privfed.common.ledger import Debit, Ledger
+from privfed.common.mechanisms.base import REPORT_LIMIT
+from privfed.common.messages import Refusal, Result, Task
+from privfed.common.secagg.boxes import generate_private_key
+from privfed.common.secagg.ring import Outbound
+from privfed.owner.history import HistoryRewritten, applied_digest
+from privfed.owner.keys import OwnerKeys
+from privfed.owner.kinds import Kind, kind_of
+from privfed.owner.kinds.base import LedgerView, NodeState, Policy, PublicView, Refused, SecureSum, StepKind, TaskKind
+from privfed.owner.local import Cached, LocalOwner, Release
+from privfed.owner.ring import RingMod
+from privfed.owner.secagg import SecAggDriver
+
+log = logging.getLogger("privfed.owner")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What answering a batch gives: the results, in task order, and the envelopes to relay."""
+
+    results: list[Result]
+    outbound: list[Outbound]
+
+
+@dataclass
+class _Admitted:
+    """A task that passed validation: a fresh release (``debits``) or one to send again (``cached``)."""
+
+    task: Task
+    kind: TaskKind[Any]
+    owner: LocalOwner
+    party: object
+    debits: list[Debit]
+    cached: Cached | None = None
+    refused: Result | None = None
+
+
+_Planned = Result | _Admitted | tuple[Task, StepKind[Any]]
+
+
+def refusal_for(task: Task, exc: BaseException, *, detail: bool = True) -> Result:
+    """The refusal a coordinator gets for a task that failed with ``exc``: the code's fixed text and
+    at most a detail from the task and public configuration (``validate``'s messages; a secure
+    sum's steps give none); the exception in full to the log only."""
+    text = ""
+    if isinstance(exc, Refused):
+        code, text = exc.code, exc.detail
+    elif isinstance(exc, BudgetExceeded):
+        code = "budget_exceeded"
+    elif isinstance(exc, LocalProtocolError):  # AlreadyReleased, or a release id the ledger holds
+        code = "already_released"
+    elif isinstance(exc, HistoryRewritten):
+        code = "invalid_task"  # the fixed text alone
+    elif isinstance(exc, ConfigError | ProtocolError):
+        code, text = "invalid_task", str(exc)  # raised by validate, which sees public inputs only
+    elif isinstance(exc, TypeError | ValueError | ArithmeticError):
+        code = "invalid_task"
+    else:
+        log.error("task %s for %s failed", task.task_id, task.owner_id, exc_info=exc)
+        code = "internal"
+    log.warning("refusing task %s for %s (%s): %s", task.task_id, task.owner_id, code, exc)
+    return Result(task.task_id, task.owner_id, Refusal.of(code, text if detail else ""))
+
+
+def is_sendable(release: object) -> bool:
+    """Every array of a release finite, and every report within the wire's range (:data:`REPORT_LIMIT`)."""
+    arrays = (
+        [(f.name, getattr(release, f.name)) for f in fields(release)]
+        if is_dataclass(release)
+        else [("values", release)]
+    )
+    for name, a in arrays:
+        if not isinstance(a, np.ndarray) or not a.size:
+            continue
+        if a.dtype.kind not in "iuf" or not np.all(np.isfinite(a)):
+            return False
+        if name == "reports" and np.max(np.abs(a)) >= REPORT_LIMIT:
+            return False
+    return True
+
+
+class OwnerCore:
+    """The gate of one owner node (module docstring).
+
+    Parameters
+    ----------
+    owners : iterable of LocalOwner
+        The logical owners the node hosts.
+    ledger : Ledger
+        The node's ledger; every release is debited here before it is computed. Each owner's rows
+        are bound to it (``Ledger.bind_rows``): a row's spent budget follows it into any partition.
+    keys : OwnerKeys, optional
+        The owners' end-to-end keys and the federation CA (default: fresh keys, no CA: in-process).
+    allow_clear_labels : bool
+        ``privfed owner --allow-clear-labels``.
+    sign : callable, optional
+        Signs an owner's secure-sum mask key with the node's certificate key.
+    """
+
+    def __init__(
+        self,
+        owners: Iterable[LocalOwner],
+        ledger: Ledger,
+        *,
+        keys: OwnerKeys | None = None,
+        allow_clear_labels: bool = False,
+        sign: Callable[[str, str, bytes], bytes] | None = None,
+    ) -> None:
+        self.owners = {o.owner_id: o for o in owners}
+        self.ledger = ledger
+        self.policy = Policy(allow_clear_labels=allow_clear_labels)
+        self.node = NodeState()
+        self.keys = keys if keys is not None else OwnerKeys({o: generate_private_key() for o in self.owners}, None)
+        self.mods: dict[str, SecureSum] = {"ring": RingMod(self.keys), "secagg": SecAggDriver(self.keys, sign=sign)}
+        for owner in self.owners.values():
+            ledger.bind_rows(owner.owner_id, owner.row_keys)
+
+    # ------------------------------------------------------------------ batches
+    def chunk_end(self, items: Sequence[Task | Result], start: int) -> int:
+        """Where the batch starting at ``items[start]`` ends: a run of tasks of one batch size, at
+        most that many (``TaskKind.batch``). A node answers a pull batch by batch and relays each
+        batch's envelopes before the next."""
+        limit = self._batch(items[start])
+        end = start + 1
+        while end < len(items) and end - start < limit and self._batch(items[end]) == limit:
+            end += 1
+        return end
+
+    @staticmethod
+    def _batch(item: Task | Result) -> float:
+        kind = kind_of(item.spec) if isinstance(item, Task) else None
+        return math.inf if kind is None else kind.batch
+
+    def answer(self, items: Iterable[Task | Result], *, seen: set[str] | None = None) -> Answer:
+        """Answer a batch: a result per task (a refusal, a release, a secure sum's answer; a ring hop
+        may have none) in order, and the envelopes to relay. ``items`` may hold results already made
+        (a task refused at decoding), passed through. ``seen``: task ids of the pass so far."""
+        seen = set() if seen is None else seen
+        pending: dict[str, list[Debit]] = {}
+        plan = [self._admit(item, seen, pending) for item in items]
+        self._debit([p for p in plan if isinstance(p, _Admitted) and p.cached is None])
+        results: list[Result] = []
+        outbound: list[Outbound] = []
+        for p in plan:
+            result, out = self._finish(p)
+            if result is not None:
+                results.append(result)
+            outbound += out
+        return Answer(results, outbound)
+
+    # ------------------------------------------------------------------ 1-2: kind, validate, budget
+    def _view(self, owner: LocalOwner, pending: Sequence[Debit]) -> PublicView:
+        return PublicView(
+            owner_id=owner.owner_id,
+            config=owner.public,
+            policy=self.policy,
+            ledger=LedgerView(self.ledger, owner.owner_id, pending),
+            node=self.node,
+            applied={run: d for run in owner.boost_applied if (d := applied_digest(owner, run)) is not None},
+            cached=owner.released,
+        )
+
+    def _admit(self, item: Task | Result, seen: set[str], pending: dict[str, list[Debit]]) -> _Planned:
+        if isinstance(item, Result):
+            return item
+        task = item
+        kind: Kind | None = kind_of(task.spec)
+        if kind is None:
+            return refusal_for(task, Refused("invalid_task", f"task kind {type(task.spec).__name__} is not answered"))
+        owner = self.owners.get(task.owner_id)
+        if owner is None:
+            return refusal_for(task, Refused("invalid_task", f"owner {task.owner_id!r} is not hosted by this node"))
+        if isinstance(kind, StepKind):
+            return task, kind
+        if task.task_id in seen:
+            return refusal_for(task, Refused("duplicate_task", f"task id {task.task_id!r}"))
+        seen.add(task.task_id)
+        queued = pending.setdefault(owner.owner_id, [])
+        try:
+            spec = task.spec
+            if kind.releases_clear_labels(spec) and not self.policy.allow_clear_labels:
+                raise Refused(
+                    "policy",
+                    "clear labels are released only by an owner started with --allow-clear-labels; ask for "
+                    "labels='rr' (or 'joint' for boosted NCC)",
+                )
+            mod = kind.mod(spec)
+            party = self.mods[mod].prepare(owner.owner_id, spec) if mod is not None else None
+            view = self._view(owner, queued)
+            cached = kind.validate(task, spec, view)
+            if cached is not None:
+                return _Admitted(task, kind, owner, party, [], cached)
+            debits = kind.debits(task, spec)
+            if any(view.ledger.has_release_id(d.release_id) for d in debits):
+                raise Refused("already_released", f"task id {task.task_id!r}")
+            eps, delta = math.fsum(d.epsilon for d in debits), math.fsum(d.delta for d in debits)
+            try:
+                view.ledger.check(eps, delta)
+            except BudgetExceeded as exc:
+                log.warning("task %s for %s: %s", task.task_id, task.owner_id, exc)
+                raise Refused("budget_exceeded", f"request epsilon={eps:g}, delta={delta:g}") from exc
+        except Exception as exc:  # noqa: BLE001 - refused alone; nothing a task does may take the node down
+            return refusal_for(task, exc)
+        queued.extend(debits)
+        return _Admitted(task, kind, owner, party, debits)
+
+    # ------------------------------------------------------------------ 3: debit
+    def _debit(self, fresh: list[_Admitted]) -> None:
+        """Commit every fresh release's entries in one transaction; a release whose entry is refused
+        (it was checked with the batch's earlier entries, so only a concurrent writer could) is not made."""
+        entries = [d for a in fresh for d in a.debits]
+        if not entries:
+            return
+        try:
+            outcomes = self.ledger.debit_many(entries)
+        except (sqlite3.Error, ConfigError) as exc:  # rolled back: nothing recorded, nothing computed
+            log.error("ledger %s cannot record debits (%s): refusing %d task(s)", self.ledger.path, exc, len(fresh))
+            for a in fresh:
+                a.refused = Result(a.task.task_id, a.task.owner_id, Refusal.of("internal"))
+            return
+        i = 0
+        for a in fresh:
+            error = next((o for o in outcomes[i : i + len(a.debits)] if o is not None), None)
+            i += len(a.debits)
+            if error is not None:
+                a.refused = refusal_for(a.task, error)
+
+    # ------------------------------------------------------------------ 4: compute, mods
+    def _finish(self, p: _Planned) -> tuple[Result | None, list[Outbound]]:
+        if isinstance(p, Result):
+            return p, []
+        if isinstance(p, tuple):
+            task, step = p
+            try:
+                return self.mods[step.mod].step(task)
+            except Exception as exc:  # noqa: BLE001 - a peer's message never ends the node
+                return refusal_for(task, exc, detail=False), []
+        if p.refused is not None:
+            return p.refused, []
+        task, kind, spec = p.task, p.kind, p.task.spec
+        try:
+            if p.cached is not None:
+                release = p.cached.payload
+            else:
+                release = self._compute(kind, task, p.owner)
+                kind.released(task, spec, release, p.owner, self.node)
+            mod = kind.mod(spec)
+            if mod is None:
+                if isinstance(release, np.ndarray):
+                    raise ConfigError(f"task kind {kind.name} answers with a message, not an array")
+                return Result(task.task_id, task.owner_id, release), []
+            payload, out = self.mods[mod].start(task, p.party, kind.mod_input(spec, release))
+            return (None if payload is None else Result(task.task_id, task.owner_id, payload)), out
+        except Exception as exc:  # noqa: BLE001 - a bug after the debit: refused, the debit stays on record
+            log.exception("task %s for %s failed after its debit: %s", task.task_id, task.owner_id, exc)
+            return Result(task.task_id, task.owner_id, Refusal.of("internal")), []
+
+    @staticmethod
+    def _compute(kind: TaskKind[Any], task: Task, owner: LocalOwner) -> Release:
+        """The release from the rows, or the kind's data-independent fallback (module docstring, step 4)."""
+        spec = task.spec
+        try:
+            release = kind.compute(task, spec, owner)
+            if is_sendable(release):
+                return release
+            reason = "the release is not finite or outside the wire's range"
+        except Exception as exc:  # noqa: BLE001 - totality: nothing raised here may become a refusal
+            reason = f"{type(exc).__name__}: {exc}"
+        log.error(
+            "task %s for %s: %s; its data-independent fallback is released (already debited)",
+            task.task_id,
+            task.owner_id,
+            reason,
+        )
+        return kind.fallback(spec, owner.public, owner.n_rows, owner.rng)
+
+
+def handle_batch(
+    tasks: Sequence[Task], owners: dict[str, LocalOwner], ledger: Ledger, *, allow_clear_labels: bool = False
+) -> list[Result]:
+    """Answer release tasks with a one-off core over ``owners`` (scripts and tests; a node keeps one
+    :class:`OwnerCore`). The owners keep what they released, so a later call can send it again."""
+    return OwnerCore(owners.values(), ledger, allow_clear_labels=allow_clear_labels).answer(tasks).results

@@ -1,0 +1,139 @@
+"""A boosting run's history at an owner: checked against the run's public configuration, then
+applied incrementally to the owner's SAMME row weights (seed 002 Alg. 2 lines 13-15).
+
+A node keeps, per (run, owner), the weights after the rounds it applied and the digest of the
+config and those rounds (:func:`history_digests`); a task's history must extend that prefix, and
+only its new rounds are applied. A history that rewrites an applied round is refused
+(:class:`HistoryRewritten`, code ``invalid_task``); a restarted node, or a run it no longer keeps,
+recomputes from the full history.
+
+Two halves, as the owner core wants them (``privfed.owner.core``): :func:`check_history` is public
+-- the history's rounds against the run's configuration (every learner's kind and shape, every α
+within the public bound :func:`~privfed.common.learners.samme.max_alpha`, ``0 <= E <= W``) and
+against the digests of what was applied, never a weight; :func:`history_weights` reads the rows
+and is total: the weights saturate at public bounds
+(:func:`~privfed.common.boosting.federated.owner_update_weights`). The weights are not a release:
+they only ever leave inside a noised, debited share or evaluation, whose sensitivity does not
+depend on them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from privfed.common.errors import RemoteProtocolError
+from privfed.proto import serde
+
+if TYPE_CHECKING:  # common/boosting imports scipy: loaded once a boosting task arrives
+    from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound
+    from privfed.owner.local import LocalOwner
+
+
+class HistoryRewritten(RemoteProtocolError):
+    """A task's history does not extend the rounds this node already applied for the run (another
+    learner, α, E or W in one of them, fewer kept rounds, or another config under the run id)."""
+
+
+#: Runs whose applied history a node keeps per owner (the latest ones); a task of an older run
+#: recomputes its weights from the full history, as a restarted node does.
+APPLIED_RUNS = 4
+
+
+@dataclass(frozen=True)
+class AppliedHistory:
+    """An owner's SAMME weights after the first ``n_kept`` rounds of a run, and the digest of the
+    run's config and those rounds (:func:`history_digests`) they came from. ``n_kept`` and
+    ``digest`` are public (functions of tasks); ``weights`` are not."""
+
+    n_kept: int
+    digest: bytes
+    weights: np.ndarray
+
+
+def history_digests(config: BoostConfig, kept: Sequence[KeptRound]) -> list[bytes]:
+    """SHA-256 chain over the run's config and its kept rounds: entry k digests the first k rounds.
+
+    Each link hashes the previous digest and the round's deterministic wire form
+    (``proto/serde.py``), so a digest names one exact prefix of one run's history.
+    """
+    h = hashlib.sha256(
+        b"privfed-boost-history\0" + serde.boost_config_to_proto(config).SerializeToString(deterministic=True)
+    )
+    out = [h.digest()]
+    for r in kept:
+        h = hashlib.sha256(out[-1] + serde.kept_round_to_proto(r).SerializeToString(deterministic=True))
+        out.append(h.digest())
+    return out
+
+
+def _check_prefix(applied: tuple[int, bytes] | None, config: BoostConfig, digests: list[bytes]) -> None:
+    """``applied`` = (rounds applied, their digest) for the run, or None; raise if the task's history
+    does not extend it."""
+    if applied is not None and (applied[0] >= len(digests) or digests[applied[0]] != applied[1]):
+        raise HistoryRewritten(
+            f"boosting run {config.run_id!r}: the task's history does not extend the {applied[0]} "
+            "round(s) this node applied for the run"
+        )
+
+
+def check_history(applied: tuple[int, bytes] | None, config: BoostConfig, history: BoostHistory) -> None:
+    """A task's history against the run's public configuration and what this node applied.
+
+    ``applied`` is the public half of the owner's :class:`AppliedHistory` for the run (rounds applied
+    and their digest; ``PublicView.applied``), or None. The round is in ``[len(kept), n_rounds)``,
+    every kept learner has the run's kind and shape (``FederatedBoosting.check_learner``), every α, E
+    and W is one SAMME can publish (``FederatedBoosting.check_samme_round``), and the history
+    extends the rounds this node applied for the owner in the run.
+
+    Raises
+    ------
+    ConfigError
+        A learner or a round that does not fit the run.
+    RemoteProtocolError
+        A round outside the run; :class:`HistoryRewritten` for a history that rewrites applied rounds.
+    """
+    fb = config.booster
+    if not history.round < fb.n_rounds:
+        raise RemoteProtocolError(
+            f"boosting round {history.round} is not in [{len(history.kept)}, {fb.n_rounds}) "
+            f"({len(history.kept)} kept learners, {fb.n_rounds} rounds in the run)"
+        )
+    for r in history.kept:
+        fb.check_learner(r.learner)
+        fb.check_samme_round(r.alpha, r.err_total, r.weight_total)
+    _check_prefix(applied, config, history_digests(config, history.kept))
+
+
+def applied_digest(owner: LocalOwner, run_id: str) -> tuple[int, bytes] | None:
+    """The public half of what ``owner`` applied for a run: (rounds applied, their digest), or None."""
+    applied = owner.boost_applied.get(run_id)
+    return None if applied is None else (applied.n_kept, applied.digest)
+
+
+def history_weights(owner: LocalOwner, config: BoostConfig, history: BoostHistory) -> np.ndarray:
+    """``owner``'s SAMME row weights after ``history``'s kept rounds, applying only the rounds this
+    node has not applied for the run yet (all of them after a restart), and remembering the result.
+
+    Raises :class:`HistoryRewritten` if ``history`` does not extend what was applied (the weights
+    are then not touched; :func:`check_history` refuses such a task before this is called). The
+    returned array is read-only: it is also the node's cached state.
+    """
+    from privfed.common.boosting.wire import apply_rounds
+
+    digests = history_digests(config, history.kept)
+    applied = owner.boost_applied.get(config.run_id)
+    _check_prefix(applied_digest(owner, config.run_id), config, digests)
+    start, w = (0, np.ones(owner.n_rows)) if applied is None else (applied.n_kept, applied.weights)
+    w = apply_rounds(w, history.kept[start:], owner.X, owner.y)
+    w.setflags(write=False)
+    cache = owner.boost_applied
+    cache.pop(config.run_id, None)
+    cache[config.run_id] = AppliedHistory(len(history.kept), digests[-1], w)
+    while len(cache) > APPLIED_RUNS:
+        cache.pop(next(iter(cache)))
+    return w

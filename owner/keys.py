@@ -1,0 +1,89 @@
+"""The end-to-end key material of the owners a node hosts, and the check of their peers' keys.
+
+Each logical owner has a long-lived X25519 key for its boxes (ring hops, sealed Shamir shares). A
+peer's key is accepted only when it is signed by the certificate of the owner node its id names
+(contract 1), checked against the federation CA: the coordinator relays keys and must not be
+able to swap them. Without a CA (``--insecure``, in-process simulations) keys are taken as sent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+
+from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+from privfed.common.errors import ConfigError, RemoteProtocolError
+from privfed.common.identity import node_of
+from privfed.common.messages import PeerKey
+from privfed.common.secagg.boxes import verify_public_key
+
+OWNER_NODE_NAME = re.compile(r"owner-\d+")  # the names `privfed certs` gives owner node certificates
+
+
+class OwnerKeys:
+    """The hosted owners' X25519 keys and the federation CA.
+
+    Parameters
+    ----------
+    keys : mapping owner_id -> X25519PrivateKey
+    ca_pem : bytes or None
+        The federation CA. ``None`` (``--insecure``) skips the check of peers' key signatures:
+        byte-capture tests and in-process simulations only, never a deployment.
+    clock : callable
+        The time certificates are checked at.
+    """
+
+    def __init__(
+        self,
+        keys: Mapping[str, X25519PrivateKey],
+        ca_pem: bytes | None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._keys = dict(keys)
+        self.ca = x509.load_pem_x509_certificate(ca_pem) if ca_pem else None
+        self._clock = clock
+        self._verified: dict[tuple[str, str, bytes, bytes], bytes] = {}
+
+    def own_key(self, owner_id: str) -> X25519PrivateKey:
+        """The long-lived X25519 key of an owner this node hosts (its end-to-end boxes)."""
+        try:
+            return self._keys[owner_id]
+        except KeyError as exc:
+            raise ConfigError(f"this node holds no key for {owner_id!r}") from exc
+
+    def peer_key(self, certificates: Mapping[str, bytes], peer: PeerKey) -> bytes:
+        """A peer's end-to-end key, accepted only if signed by the certificate of the node its id
+        names (skipped without a CA); verified once and cached."""
+        cache_key = (peer.owner_id, peer.node_id, peer.x25519_public_key, peer.key_signature)
+        if cache_key in self._verified:
+            return self._verified[cache_key]
+        if self.ca is not None:
+            # Only an owner node's certificate may vouch for a ring key: the coordinator holds a
+            # CA-issued certificate too, and must not be able to list itself as a peer's node.
+            if not OWNER_NODE_NAME.fullmatch(peer.node_id):
+                raise RemoteProtocolError(
+                    f"peer {peer.owner_id!r} is said to live on {peer.node_id!r}, which is not an owner node"
+                )
+            # And only the node that owns the id (contract 1): owner-1 must not vouch for owner-0's owners.
+            if node_of(peer.owner_id) != peer.node_id:
+                raise RemoteProtocolError(
+                    f"peer {peer.owner_id!r} is not an owner of node {peer.node_id!r}; "
+                    "its key must be signed by the node its id names"
+                )
+            pem = certificates.get(peer.node_id)
+            if pem is None:
+                raise ConfigError(f"no certificate for node {peer.node_id!r} of peer {peer.owner_id!r}")
+            verify_public_key(
+                x509.load_pem_x509_certificate(pem),
+                self.ca,
+                peer.owner_id,
+                peer.x25519_public_key,
+                peer.key_signature,
+                now=self._clock(),
+                cert_identity=peer.node_id,
+            )
+        self._verified[cache_key] = peer.x25519_public_key
+        return peer.x25519_public_key

@@ -1,0 +1,264 @@
+"""Task kinds of LDP boosting (seed 002 Alg. 2): an owner's share for the round's base learner,
+and its evaluation release, the noisy ``(err_sum, w_sum)`` that goes into a secure sum.
+
+Both compute the owner's SAMME weights from the public history (``privfed.owner.history``): the
+history is checked in ``validate`` against the run's public configuration (every α within the
+public bound, ``0 <= E <= W``, learners of the run's kind and shape) and against what this node
+applied; the weights saturate at public bounds, so a history the checks let through is computed,
+never refused (issue 20, finding 2).
+
+An evaluation is a release (issue 9 item 1, contract 4): every row's weight clipped to the public
+row bound ``b``, noise calibrated to it (``FederatedBoosting.evaluation_release``; the sensitivity
+argument is in :mod:`privfed.common.boosting.federated`, "Evaluation releases"), debited under its
+release id before the secure sum's first message. The noisy pair is kept per (owner, release id):
+a ring re-formed for the same (run, round) gets the same pair and no new debit. After a restart
+the pair is gone: the ledger's record of the release then makes the owner refuse (a fresh draw
+would be a second release under the same debit). A new run id is a new release, debited like any
+other: the ledger bounds the total over runs, nothing bounds the number of runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from privfed.common.errors import LocalProtocolError, RemoteProtocolError
+from privfed.common.ledger import Debit
+from privfed.common.messages import BoostEvaluateTask, BoostShareReply, BoostShareTask, Task, boost_release_epsilons
+from privfed.owner.history import check_history, history_weights
+from privfed.owner.kinds.base import (
+    LedgerView,
+    NodeState,
+    PublicView,
+    Refused,
+    TaskKind,
+    check_classes,
+    check_limit,
+    check_schema,
+)
+from privfed.owner.local import Cached, LocalOwner, PublicConfig, Release
+
+if TYPE_CHECKING:
+    from privfed.common.boosting.wire import BoostConfig
+
+log = logging.getLogger("privfed.owner")
+
+#: Ledger labels of a boosting share (``privfed.common.messages.boost_release_epsilons``).
+SHARE_LABELS = ("boost-share", "boost-share-features", "boost-share-labels")
+
+
+class AlreadyReleased(LocalProtocolError):
+    """The coordinator asked for a release this owner already made and can't repeat (another round
+    of a run that evaluates once, or a release whose kept value a restart lost)."""
+
+
+def check_config(config: BoostConfig, view: PublicView) -> None:
+    """The public parts of a boosting configuration against the owner's public configuration: its
+    class count, its schema bounds and the public limits of the weight bounds."""
+    from privfed.common.boosting import wire  # lazily: scipy only for boosting
+
+    if not isinstance(config, wire.BoostConfig):
+        raise Refused("invalid_task", "the boosting configuration must be a BoostConfig")
+    fb = config.booster
+    check_classes(fb.n_classes, view)
+    check_schema(fb.bounds, view)
+    for name in ("weight_bound", "eval_row_bound", "param_bound", "max_owner_rows"):
+        check_limit(name, getattr(fb, name))
+
+
+def check_one_role(ledger: LedgerView, owner_id: str, config: BoostConfig, role: str) -> None:
+    """Under ``budget_split="owners"`` an owner releases in one role per run, at the whole ε: refuse a
+    share (``role="share"``) after an evaluation of the run, and an evaluation after a share."""
+    if config.booster.budget_split != "owners":
+        return
+    other = f"boost-eval:{config.run_id}:" if role == "share" else tuple(f"{lb}:{config.run_id}" for lb in SHARE_LABELS)
+    if any(h["purpose"].startswith(other) for h in ledger.history()):
+        raise AlreadyReleased(
+            f"boosting run {config.run_id!r} splits its budget between owners: {owner_id} already released "
+            f"{'an evaluation' if role == 'share' else 'a share'} in it"
+        )
+
+
+def share_key(task: Task, spec: BoostShareTask) -> str:
+    """Where an owner keeps the boosting share of ``task``: its run id, or run id and round when
+    every owner shares in every round (``share_groups="all"``)."""
+    if spec.config.booster.shares_per_owner == 1:
+        return f"boost-share:{task.round_id}"
+    return f"boost-share:{task.round_id}#r{spec.history.round}"
+
+
+def boost_share(owner: LocalOwner, spec: BoostShareTask) -> BoostShareReply:
+    """The perturbed share of this round's base learner, with this owner's SAMME weights."""
+    return _share_reply(spec, spec.config.booster.owner_release(owner.X, owner.y, _weights(owner, spec), rng=owner.rng))
+
+
+def _weights(owner: LocalOwner, spec: BoostShareTask | BoostEvaluateTask) -> np.ndarray:
+    return history_weights(owner, spec.config, spec.history)
+
+
+def _share_reply(spec: BoostShareTask, share: object) -> BoostShareReply:
+    from privfed.common.learners.ncc import NccShare
+    from privfed.common.learners.stump_encodings import SampledReports
+
+    if isinstance(share, NccShare):
+        return BoostShareReply(reports=share.reports, labels=share.labels)
+    if isinstance(share, SampledReports):  # a sampled stump encoding: integer reports and the sampled coordinates
+        return BoostShareReply(reports=share.reports, labels=np.zeros(0, dtype=np.int64), coordinates=share.coordinates)
+    return BoostShareReply(reports=np.asarray(share).reshape(1, -1), labels=np.zeros(0, dtype=np.int64))
+
+
+def note_run(node: NodeState, config: BoostConfig) -> None:
+    """The config this node first saw for a run; a task of the run with another one is refused."""
+    seen = node.runs.setdefault(config.run_id, config)
+    if seen != config:
+        raise RemoteProtocolError(
+            f"boosting run {config.run_id!r}: this task's config differs from the one this node already saw for the run"
+        )
+
+
+class BoostShareKind(TaskKind[BoostShareTask]):
+    """One perturbed share per owner and run (T under ``share_groups="all"``), with SAMME weights."""
+
+    name = "boost_share"
+    spec_type = BoostShareTask
+
+    def releases_clear_labels(self, spec: BoostShareTask) -> bool:
+        # NCC labels other than "rr" or "joint" (both through randomized response) count as clear: the safe side.
+        return spec.config.booster.base == "ncc" and spec.config.booster.labels not in ("rr", "joint")
+
+    def validate(self, task: Task, spec: BoostShareTask, view: PublicView) -> Cached | None:
+        check_config(spec.config, view)
+        fb = spec.config.booster
+        if fb.base != "stump":  # build the share's mechanisms now (a stump's encoding was built with the config)
+            if fb.joint_encoding is None:
+                fb.release_mechanism  # noqa: B018 - builds (validates) the mechanism at the share's epsilon
+            fb.label_rr()
+        check_history(view.applied.get(spec.config.run_id), spec.config, spec.history)
+        if any(view.ledger.has_release_id(d.release_id) for d in self.debits(task, spec)):
+            raise Refused("already_released", f"task id {task.task_id!r}")
+        try:
+            check_one_role(view.ledger, task.owner_id, spec.config, "share")
+        except AlreadyReleased as exc:
+            raise Refused("already_released") from exc
+        purpose = f"{spec.ledger_entries()[0][2]}:{task.round_id}"
+        released = sum(1 for h in view.ledger.history() if h["purpose"] == purpose)
+        cached = view.cached.get(share_key(task, spec))
+        if released and cached is not None:  # the same release again: nothing new leaves
+            log.info("task %s: boosting run %r's share sent again", task.task_id, task.round_id)
+            return cached
+        allowed = spec.config.booster.shares_per_owner
+        if released >= allowed:
+            raise Refused(
+                "already_released",
+                f"boosting run {task.round_id!r}: an owner releases at most {allowed} share(s) in a run",
+            )
+        return None
+
+    def compute(self, task: Task, spec: BoostShareTask, owner: LocalOwner) -> BoostShareReply:
+        return boost_share(owner, spec)
+
+    def fallback(
+        self, spec: BoostShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator
+    ) -> BoostShareReply:
+        from privfed.owner.kinds.shares import midpoint_rows
+
+        rows = midpoint_rows(public.bounds, n_rows)
+        n = rows.shape[0]
+        share = spec.config.booster.owner_release(rows, np.zeros(n, dtype=np.int64), np.ones(n), rng=rng)
+        return _share_reply(spec, share)
+
+    def released(self, task: Task, spec: BoostShareTask, release: Release, owner: LocalOwner, node: NodeState) -> None:
+        owner.remember(share_key(task, spec), Cached(release))
+        try:  # a run's released share fixes its config: later evaluations of the run must carry the same
+            note_run(node, spec.config)
+        except RemoteProtocolError as exc:  # its evaluations will be refused
+            log.warning("boosting share %s: %s", task.task_id, exc)
+
+
+def _check_against_share(ledger: LedgerView, config: BoostConfig) -> None:
+    """If this owner released a share in the run, its debits must be the share part of this config.
+
+    So a coordinator can't release a share under one ε split and then ask for evaluations
+    under another: the run's total per owner stays ``config.booster.epsilon`` (the ledger keeps the
+    share's entries under ``<label>:<run id>``; one per share, at most ``shares_per_owner`` of
+    them, each at ``share_round_epsilon``).
+    """
+    purposes = {f"{label}:{config.run_id}": label for label in SHARE_LABELS}
+    debited = sorted((purposes[h["purpose"]], h["epsilon"]) for h in ledger.history() if h["purpose"] in purposes)
+    if not debited:
+        return
+    expected = {label: eps for eps, _, label in boost_release_epsilons(config)}
+    counts = Counter(label for label, _ in debited)
+    same = (
+        set(counts) == set(expected)
+        and len(set(counts.values())) == 1
+        and max(counts.values()) <= config.booster.shares_per_owner
+        and all(x == expected[a] or math.isclose(x, expected[a], rel_tol=1e-9) for a, x in debited)
+    )
+    if not same:
+        raise RemoteProtocolError(
+            f"boosting run {config.run_id!r}: this config's share budget {sorted(expected.items())} differs from "
+            f"the share this owner released in the run {debited}"
+        )
+
+
+class BoostEvaluateKind(TaskKind[BoostEvaluateTask]):
+    """The evaluation release: the noisy, debited ``(err_sum, w_sum)``, into the task's secure sum."""
+
+    name = "boost_evaluate"
+    spec_type = BoostEvaluateTask
+    batch = math.inf  # cheap, and a ring waits for every member's first message: all in one transaction
+
+    def mod(self, spec: BoostEvaluateTask) -> str:
+        return "ring" if spec.secagg is None else "secagg"
+
+    def validate(self, task: Task, spec: BoostEvaluateTask, view: PublicView) -> Cached | None:
+        config = spec.config
+        check_config(config, view)
+        fb = config.booster
+        note_run(view.node, config)
+        check_one_role(view.ledger, task.owner_id, config, "evaluate")
+        _check_against_share(view.ledger, config)
+        check_history(view.applied.get(config.run_id), config, spec.history)
+        fb.check_learner(spec.learner)
+        fb.check_evaluation()
+        cached = view.cached.get(spec.release_id)
+        if cached is not None:
+            if cached.tag != spec.round:
+                raise AlreadyReleased(
+                    f"{task.owner_id} already evaluated round {cached.tag} of run {config.run_id!r}, which evaluates once"
+                )
+            return cached
+        if view.ledger.has_release_id(spec.release_id):
+            raise AlreadyReleased(
+                f"{task.owner_id} released {spec.release_id!r} before this process started; "
+                "the noisy value is gone and a fresh draw would be a second release"
+            )
+        return None
+
+    def debits(self, task: Task, spec: BoostEvaluateTask) -> list[Debit]:
+        return [Debit(task.owner_id, spec.config.booster.eval_round_epsilon, 0.0, spec.release_id, spec.release_id)]
+
+    def compute(self, task: Task, spec: BoostEvaluateTask, owner: LocalOwner) -> np.ndarray:
+        fb = spec.config.booster
+        sums = fb.evaluation_sums(spec.learner, owner.X, owner.y, _weights(owner, spec))
+        return fb.evaluation_release(np.array([sums]), rng=owner.rng)[0]
+
+    def fallback(
+        self, spec: BoostEvaluateTask, public: PublicConfig, n_rows: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        return spec.config.booster.evaluation_release(np.zeros((1, 2)), rng=rng)[0]
+
+    def released(
+        self, task: Task, spec: BoostEvaluateTask, release: Release, owner: LocalOwner, node: NodeState
+    ) -> None:
+        owner.remember(spec.release_id, Cached(release, tag=spec.round))
+
+    def mod_input(self, spec: BoostEvaluateTask, release: Release) -> np.ndarray:
+        """The pair clipped to the secure sum's public range: post-processing of the release."""
+        bound = min(float(spec.ring.max_abs), spec.config.booster.contribution_bound)
+        return np.clip(np.asarray(release, dtype=np.float64), -bound, bound)

@@ -1,0 +1,340 @@
+"""Issue 20 item 10: refusals never depend on data, proved differentially on the owner core.
+
+Two :class:`~privfed.owner.core.OwnerCore` s host the same logical owners with the same public
+configuration (schema bounds, declared classes) but different rows: other values (some at or
+beyond the bounds), other labels, other row counts. Hypothesis sends both the same sequence of
+task batches of every kind -- NCC, LR, DP-PCA, SVM, boosting shares with hostile histories (α over
+the public bound, E > W, off-grid stumps), boosting evaluations in a ring, secure-sum steps and
+relayed garbage -- with extreme and tiny ε, odd bounds and malformed sub-fields. After every batch:
+
+* the two cores refused exactly the same tasks, with the same refusal (code and text);
+* every release that left was debited: its ledger entries are committed under the task's id (or,
+  for an evaluation, under its release id), or it is a boosting share sent again, equal to one
+  released and debited before;
+* no owner's ledger is over its budget, and the data-independent fallback of every accepted
+  release can be drawn and is sendable (the core's totality rests on it).
+
+In-process and seeded: the bounded run in CI takes a few seconds; ``PRIVFED_FUZZ_EXAMPLES`` (as
+``make fuzz`` sets it) runs longer.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from privfed.common.bounds import Bounds
+from privfed.common.errors import PrivfedError
+from privfed.common.ledger import Ledger
+from privfed.common.messages import (
+    BoostEvaluateTask,
+    BoostShareTask,
+    LrShareTask,
+    NccShareTask,
+    PcaShareTask,
+    PeerKey,
+    Refusal,
+    RingMessageTask,
+    RingSpec,
+    SecAggKeysTask,
+    SecAggUnmaskTask,
+    SvmShareTask,
+    Task,
+)
+from privfed.common.secagg.boxes import public_bytes
+from privfed.common.secagg.messages import UnmaskRequest
+from privfed.owner.core import OwnerCore, is_sendable
+from privfed.owner.kinds import kind_of
+from privfed.owner.kinds.base import TaskKind
+from privfed.owner.local import LocalOwner
+
+EXAMPLES = int(os.environ.get("PRIVFED_FUZZ_EXAMPLES", "30"))
+D, K, BUDGET = 3, 3, 4.0
+BOUNDS = Bounds.of(0.0, 1.0, D)
+OWNERS = [f"owner-0.o{i:05d}" for i in range(3)]
+EPSILONS = [1e-300, 1e-12, 1e-4, 0.05, 0.5, 1.5, 60.0, math.inf, 0.0, -1.0, math.nan]
+
+
+def _rows(seed: int, sizes: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each owner's rows: uniform in the bounds, with one row at a corner and one beyond the bounds."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    out = []
+    for n in sizes:
+        X = rng.uniform(0.0, 1.0, (n, D))
+        X[0] = rng.choice([0.0, 1.0], D)
+        if n > 1:
+            X[1] = rng.uniform(-3.0, 4.0, D)  # clipped to the public bounds by every mechanism
+        out.append((X, rng.integers(0, K, n)))
+    return out
+
+
+def _core(seed: int, sizes: list[int]) -> OwnerCore:
+    owners = [
+        LocalOwner(o, X, y, np.random.Generator(np.random.PCG64([seed, i])), K, BOUNDS)
+        for i, (o, (X, y)) in enumerate(zip(OWNERS, _rows(seed, sizes)))
+    ]
+    return OwnerCore(owners, Ledger(":memory:", epsilon_budget=BUDGET, delta_budget=1e-3))
+
+
+#: Whether the task being drawn is hostile (then each field is hostile one time in three).
+_hostile = [False]
+
+
+def _pick(data, usual, *hostile):
+    """``usual`` for a well-meant task; for a hostile one, one of the ``hostile`` values one time in three."""
+    if not _hostile[0] or not hostile:
+        return usual
+    return data.draw(st.sampled_from([usual] * 2 * len(hostile) + list(hostile)))
+
+
+def _bounds(data) -> Bounds:
+    return _pick(data, BOUNDS, Bounds.of(0.0, 2.0, D), Bounds.of(-1.0, 1.0, D), Bounds.of(0.0, 1.0, 2))
+
+
+def _eps(data) -> float:
+    return _pick(data, data.draw(st.sampled_from([0.05, 0.5, 1.5])), *EPSILONS)
+
+
+def _build(make):
+    """A spec, or None when its own constructor refuses the values (serde refuses them the same way)."""
+    try:
+        return make()
+    except (PrivfedError, ValueError, TypeError, OverflowError, ZeroDivisionError):
+        return None
+
+
+def _boost_config(data, run: str, base: str):
+    from privfed.common.boosting.federated import FederatedBoosting
+    from privfed.common.boosting.wire import BoostConfig
+
+    kw = dict(
+        base=base,
+        epsilon=_pick(data, data.draw(st.sampled_from([0.5, 2.0])), 1e-9, 50.0, math.inf),
+        n_classes=_pick(data, K, 2),
+        bounds=_bounds(data),
+        n_rounds=_pick(data, 4, 2, 10_000),
+        n_bins=data.draw(st.sampled_from([2, 4, 8])),
+        weight_bound=_pick(data, 1.0, 1e-30, 1e30),
+        eval_row_bound=_pick(data, 1.0, 1e-30, 1e30),
+        labels=_pick(data, "joint", "rr"),
+        eval_groups=data.draw(st.sampled_from(["disjoint", "all"])),
+        eval_mechanism=data.draw(st.sampled_from([None, "laplace", "rr"])),
+        budget_split=_pick(data, "epsilon", "owners"),
+    )
+    return _build(lambda: BoostConfig(run, FederatedBoosting(**kw)))
+
+
+def _learner(data, config):
+    from privfed.common.learners.stump import Stump, thresholds
+
+    fb = config.booster
+    bins = fb.n_bins
+    a = _pick(data, data.draw(st.integers(0, D - 1)), D)
+    b = _pick(data, data.draw(st.integers(1, bins - 1)), bins)
+    grid = thresholds(fb.bounds, bins)
+    t = _pick(data, float(grid[min(a, fb.bounds.d - 1), min(b, bins - 1) - 1]), 0.123)
+    leaves = (_pick(data, data.draw(st.integers(0, K - 1)), K), data.draw(st.integers(0, K - 1)))
+    return _build(lambda: Stump(a, b, t, leaves, 0.3))
+
+
+def _history(data, config, round_no: int):
+    from privfed.common.boosting.wire import BoostHistory, KeptRound
+    from privfed.common.learners.samme import max_alpha
+
+    kept = []
+    for _ in range(data.draw(st.integers(0, 3)) if config.booster.base == "stump" else 0):
+        learner = _learner(data, config)
+        alpha = _pick(
+            data, data.draw(st.sampled_from([0.0, 0.7, max_alpha(K)])), max_alpha(K) * 1.001, 709.0, 1e300, -1.0
+        )
+        e, w = _pick(
+            data, data.draw(st.sampled_from([(0.0, 1.0), (3.0, 10.0)])), (5.0, 1.0), (-1.0, 2.0), (1e-300, 1e-300)
+        )
+        r = _build(lambda learner=learner, alpha=alpha, e=e, w=w: KeptRound(learner, alpha, e, w))
+        if r is not None:
+            kept.append(r)
+    return _build(lambda: BoostHistory(tuple(kept), max(round_no, len(kept))))
+
+
+def _spec(data, core: OwnerCore, owner_id: str):
+    kind = data.draw(
+        st.sampled_from(["ncc", "lr", "pca", "svm", "share", "share", "evaluate", "evaluate", "step", "ring"])
+    )
+    eps = _eps(data)
+    if kind == "ncc":
+        return _build(
+            lambda: NccShareTask(
+                _pick(data, data.draw(st.sampled_from(["pm", "duchi", "laplace"])), "nope"),
+                eps,
+                _pick(data, "rr", "clear"),
+                _eps(data),
+                _pick(data, K, 2, 1),
+                _bounds(data),
+            )
+        )
+    if kind == "lr":
+        return _build(
+            lambda: LrShareTask(
+                data.draw(st.sampled_from(["pm", "laplace"])),
+                eps,
+                _pick(data, 1.0, 1e-30, 1e30, -1.0),
+                _pick(data, 1.0, 1e-9),
+                _pick(data, K, 2),
+                _bounds(data),
+            )
+        )
+    if kind == "pca":
+        return _build(
+            lambda: PcaShareTask(
+                eps,
+                _pick(data, 1e-5, 0.0, 0.5, 1.0),
+                _pick(data, data.draw(st.integers(1, D)), 0, D + 1),
+                _bounds(data),
+                _eps(data),
+                data.draw(st.sampled_from(["ball", "normalise"])),
+            )
+        )
+    if kind == "svm":
+        subspace = _pick(
+            data, data.draw(st.sampled_from([None, np.eye(D)[:, :2]])), np.eye(D)[:, :2] * 2.0, np.full((D, 1), np.nan)
+        )
+        model = _pick(data, data.draw(st.sampled_from(["ovr-huber", "centroid", "mc-huber", "softmax"])), "nope")
+        delta = _pick(data, 0.0 if model == "ovr-huber" else 1e-5, 0.0, 1e-5)
+        return _build(
+            lambda: SvmShareTask(
+                _pick(data, data.draw(st.sampled_from([0.05, 1.0])), math.inf, 0.0),
+                _pick(data, 0.1, 1e-15),
+                _pick(data, K, 2),
+                _bounds(data),
+                subspace,
+                delta=delta,
+                model=model,
+                scaling=data.draw(st.sampled_from(["ball", "normalise"])),
+            )
+        )
+    if kind == "step":
+        session = data.draw(st.sampled_from(["s1", "s2"]))
+        if data.draw(st.booleans()):
+            return SecAggKeysTask(session, 24, 4, data.draw(st.sampled_from([8.0, math.inf, -1.0])))
+        return SecAggUnmaskTask(session, UnmaskRequest(0, (owner_id,), ()))
+    if kind == "ring":
+        return RingMessageTask(data.draw(st.binary(max_size=80)))
+    base = _pick(data, "stump", "ncc", "lr") if kind == "share" else _pick(data, "stump", "ncc")
+    config = _boost_config(data, data.draw(st.sampled_from(["run-a", "run-b"])), base)
+    if config is None:
+        return None
+    history = _history(data, config, data.draw(st.integers(0, 3)))
+    if history is None:
+        return None
+    if kind == "share":
+        return BoostShareTask(config, history)
+    learner = _learner(data, config)
+    if learner is None:
+        return None
+    other = OWNERS[(OWNERS.index(owner_id) + 1) % len(OWNERS)] if owner_id in OWNERS else OWNERS[0]
+    ring = _pick(data, data.draw(st.sampled_from([(owner_id, other), (other, owner_id)])), (other, other))
+    peers = tuple(PeerKey(o, "owner-0", public_bytes(core.keys.own_key(o)), b"") for o in OWNERS)
+    max_abs = _pick(data, 8.0, 1e6, -1.0)
+    return _build(
+        lambda: BoostEvaluateTask(config, history, learner, RingSpec("ring-1", ring, 24, 2, max_abs, peers, {}))
+    )
+
+
+def _outcome(payload) -> object:
+    """What must be the same for both cores: the refusal itself, or that the task was not refused."""
+    return payload if isinstance(payload, Refusal) else "answered"
+
+
+def _assert_debited(core: OwnerCore, task: Task, payload, released: dict) -> None:
+    ledger = core.ledger
+    if isinstance(task.spec, BoostEvaluateTask):
+        assert ledger.has_release_id(task.owner_id, task.spec.release_id), task
+        return
+    debited = any(h["release_id"].startswith(f"{task.task_id}#") for h in ledger.history(task.owner_id))
+    if isinstance(task.spec, BoostShareTask) and not debited:  # a share sent again: one debited before
+        assert any(p is payload for p in released.values()), f"share {task.task_id} left without a debit"
+        return
+    assert debited, f"release {task.task_id} ({type(payload).__name__}) left without a debit"
+    released[task.task_id] = payload
+
+
+def _assert_fallback_total(core: OwnerCore, task: Task) -> None:
+    kind = kind_of(task.spec)
+    if isinstance(kind, TaskKind):
+        owner = core.owners[task.owner_id]
+        fallback = kind.fallback(task.spec, owner.public, owner.n_rows, np.random.Generator(np.random.PCG64(0)))
+        assert is_sendable(fallback), (task, fallback)
+
+
+def _differential(data, cores: tuple[OwnerCore, OwnerCore]) -> None:
+    """Send both cores the same batches; check the module docstring's properties after each."""
+    released: tuple[dict, dict] = ({}, {})
+    ids = iter(range(10**6))
+    for _ in range(data.draw(st.integers(1, 3))):
+        batch = []
+        for _ in range(data.draw(st.integers(1, 6))):
+            _hostile[0] = data.draw(st.booleans())
+            owner_id = _pick(data, data.draw(st.sampled_from(OWNERS)), "owner-9.o00000")
+            spec = _spec(data, cores[0], owner_id)
+            if spec is not None:
+                releases = isinstance(kind_of(spec), TaskKind)
+                task_id = data.draw(st.sampled_from([f"t{next(ids)}", "dup"])) if releases else f"t{next(ids)}"
+                batch.append(Task(task_id, owner_id, data.draw(st.sampled_from(["r1", "r2"])), spec))
+        answers = [core.answer(batch).results for core in cores]
+        assert [(r.task_id, r.owner_id, _outcome(r.payload)) for r in answers[0]] == [
+            (r.task_id, r.owner_id, _outcome(r.payload)) for r in answers[1]
+        ]
+        assert not any(isinstance(r.payload, Refusal) and r.payload.code == "internal" for a in answers for r in a)
+        for core, results, seen in zip(cores, answers, released):
+            by_id: dict[tuple[str, str], Task] = {}
+            for t in batch:  # a release answers the first task of its id (a copy is refused)
+                by_id.setdefault((t.task_id, t.owner_id), t)
+            for r in results:
+                task = by_id.get((r.task_id, r.owner_id))
+                if task is None or isinstance(r.payload, Refusal) or not isinstance(kind_of(task.spec), TaskKind):
+                    continue
+                _assert_debited(core, task, r.payload, seen)
+                _assert_fallback_total(core, task)
+    for core in cores:
+        for o in OWNERS:
+            spent = core.ledger.spent(o)
+            assert spent.epsilon <= BUDGET * (1 + 1e-9) and spent.delta <= 1e-3 * (1 + 1e-9), (o, spent)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(data=st.data(), sizes=st.lists(st.integers(1, 5), min_size=3, max_size=3))
+def test_two_cores_with_different_rows_refuse_exactly_the_same_tasks(data, sizes):
+    _differential(data, (_core(1, [1, 2, 3]), _core(2, sizes)))
+
+
+def test_the_comparison_catches_a_refusal_that_depends_on_the_rows(monkeypatch):
+    """The positive control: with the fallback taken away and a compute that fails when an owner's
+    first label is 0 (the shape of finding 2), the two cores' outcomes differ; with the real core
+    they do not."""
+    from privfed.owner.kinds.shares import NccShareKind
+
+    batch = [Task(f"n{i}", o, "r", NccShareTask("pm", 0.5, "rr", 0.5, K, BOUNDS)) for i, o in enumerate(OWNERS)]
+
+    def outcomes(core):
+        return [(r.task_id, _outcome(r.payload)) for r in core.answer(batch).results]
+
+    assert outcomes(_core(1, [1, 2, 3])) == outcomes(_core(2, [2, 2, 2]))
+    real = NccShareKind.compute
+
+    def leaky(self, task, spec, owner):
+        if owner.y[0] == 0:
+            raise FloatingPointError("a weight overflowed")
+        return real(self, task, spec, owner)
+
+    monkeypatch.setattr(NccShareKind, "compute", leaky)
+    assert outcomes(_core(1, [1, 2, 3])) == outcomes(_core(2, [2, 2, 2]))  # the fallback still stops it
+    monkeypatch.setattr(
+        OwnerCore, "_compute", staticmethod(lambda kind, task, owner: kind.compute(task, task.spec, owner))
+    )
+    a, b = _core(1, [1, 2, 3]), _core(2, [2, 2, 2])
+    assert [o.y[0] == 0 for o in a.owners.values()] != [o.y[0] == 0 for o in b.owners.values()]
+    assert outcomes(a) != outcomes(b)
