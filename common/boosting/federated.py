@@ -942,7 +942,7 @@ class FederatedBoosting:
             if self.eval_mechanism == "rr":
                 rr_evaluation_oracle(eps)
             else:
-                LaplaceMechanism(epsilon=eps, d=2)
+                check_epsilon_range(eps, name="evaluation epsilon", what="the Laplace evaluation release")
 
     @property
     def thresholds(self) -> np.ndarray:

@@ -62,6 +62,15 @@ def class_sums_sigma(epsilon: float, delta: float) -> float:
     return gaussian_sigma(epsilon, delta, CLASS_SUMS_SENSITIVITY)
 
 
+def class_sums_release(epsilon: float, delta: float) -> GaussianMechanism | None:
+    """The Gaussian mechanism of :func:`dp_class_sums` (None at ``epsilon = inf``), from public parameters
+    only: an owner builds it before reading a row (its ε floor and ceiling and σ bounds refuse there)."""
+    sigma = class_sums_sigma(epsilon, delta)
+    if sigma == 0.0:
+        return None
+    return GaussianMechanism(epsilon=epsilon, delta=delta, sigma=sigma, sensitivity=CLASS_SUMS_SENSITIVITY)
+
+
 def exact_class_sums(Z_unit: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
     """``Y^T [Z, 1] / sqrt 2``, shape (n_classes, k + 1); the quantity :func:`dp_class_sums` perturbs."""
     Z = check_unit_rows(Z_unit, "Z_unit")
@@ -86,12 +95,7 @@ def dp_class_sums(
     by :class:`~privfed.common.mechanisms.gaussian.GaussianMechanism` (SPEC §12); ``epsilon = inf``
     adds no noise (the non-private reference).
     """
-    sigma = class_sums_sigma(epsilon, delta)
-    release = (
-        None
-        if sigma == 0.0
-        else GaussianMechanism(epsilon=epsilon, delta=delta, sigma=sigma, sensitivity=CLASS_SUMS_SENSITIVITY)
-    )
+    release = class_sums_release(epsilon, delta)
     S = exact_class_sums(Z_unit, y, n_classes)
     return S if release is None else release.privatize(S, rng)
 

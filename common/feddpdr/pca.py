@@ -206,6 +206,21 @@ def symmetric_gaussian_noise(d: int, sigma: float, rng: np.random.Generator) -> 
     return E + np.triu(E, 1).T
 
 
+def covariance_release(
+    epsilon: float, delta: float, *, neighbouring: str = "add-remove", method: str = "analytic"
+) -> GaussianMechanism | None:
+    """The Gaussian mechanism of :func:`noisy_covariance` (None at ``epsilon = inf``: no noise). Built from
+    public parameters only, so an owner builds it before reading a row; ConfigError (its ε floor and
+    ceiling, its σ bounds) refuses the task there."""
+    if neighbouring not in NEIGHBOURING_SENSITIVITY:
+        raise ConfigError(f"neighbouring must be one of {tuple(NEIGHBOURING_SENSITIVITY)}, got {neighbouring!r}")
+    sensitivity = NEIGHBOURING_SENSITIVITY[neighbouring]
+    sigma = gaussian_sigma(epsilon, delta, sensitivity, method=method)
+    if sigma == 0.0:
+        return None
+    return GaussianMechanism(epsilon=epsilon, delta=delta, sigma=sigma, sensitivity=sensitivity)
+
+
 def noisy_covariance(
     X_unit: np.ndarray,
     *,
@@ -234,13 +249,7 @@ def noisy_covariance(
     ConfigError
         A row of norm > 1, or invalid privacy parameters.
     """
-    if neighbouring not in NEIGHBOURING_SENSITIVITY:
-        raise ConfigError(f"neighbouring must be one of {tuple(NEIGHBOURING_SENSITIVITY)}, got {neighbouring!r}")
-    sigma = gaussian_sigma(epsilon, delta, NEIGHBOURING_SENSITIVITY[neighbouring], method=method)
-    sensitivity = NEIGHBOURING_SENSITIVITY[neighbouring]
-    release = (
-        None if sigma == 0.0 else GaussianMechanism(epsilon=epsilon, delta=delta, sigma=sigma, sensitivity=sensitivity)
-    )
+    release = covariance_release(epsilon, delta, neighbouring=neighbouring, method=method)
     X = check_unit_rows(X_unit, "X_unit")
     C = X.T @ X
     return C if release is None else release.privatize_symmetric(C, rng)

@@ -245,6 +245,35 @@ def fit_dp_svm_ovr(
     return W, eps_each
 
 
+def check_svm_release(model: str, epsilon: float, delta: float, n_classes: int) -> None:
+    """Raise ConfigError unless :func:`owner_svm_release` can release ``model`` at ``(epsilon, delta)``:
+    the model, its delta rule, and every mechanism's public ε floor and ceiling (each one-vs-rest problem's
+    ε/K; the class sums' Gaussian with its σ bounds). Public parameters only: an owner checks it before
+    reading a row (SPEC §12)."""
+    if model not in SVM_MODELS:
+        raise ConfigError(f"model must be one of {SVM_MODELS}, got {model!r}")
+    if model in DELTA_MODELS and not (0 < delta < 1 or (delta == 0 and math.isinf(epsilon))):
+        raise ConfigError(f"model={model!r} is (epsilon, delta)-DP: pass the delta in (0, 1) that is debited for it")
+    if model not in DELTA_MODELS and delta != 0:
+        raise ConfigError(f"model={model!r} is pure epsilon-DP: delta={delta!r} would be debited for nothing")
+    if math.isinf(epsilon):
+        return
+    if model == "centroid":
+        from privfed.common.feddpdr.centroid import class_sums_release
+
+        class_sums_release(epsilon, delta)
+        return
+    if model == "ovr-huber":
+        parts = ovr_epsilons(epsilon, n_classes)
+    else:
+        from privfed.common.feddpdr.multiclass import privacy_split
+
+        split = privacy_split(epsilon, model)
+        parts = [split["epsilon_B"], split["epsilon_out"]]  # the objective's noise and AMP's output noise
+    for eps in parts:
+        check_epsilon_range(eps, what="each noise of an SVM release")
+
+
 def owner_svm_release(
     X: np.ndarray,
     y: np.ndarray,
@@ -280,12 +309,7 @@ def owner_svm_release(
     (W_i, n_i, per_class_eps) : W_i (K, k + 1), the release; n_i the exact local count, which is NOT
         released; per_class_eps the epsilon of each separately fitted problem (it sums to ``epsilon2``).
     """
-    if model not in SVM_MODELS:
-        raise ConfigError(f"model must be one of {SVM_MODELS}, got {model!r}")
-    if model in DELTA_MODELS and not (0 < delta < 1 or math.isinf(epsilon2)):
-        raise ConfigError(f"model={model!r} is (epsilon, delta)-DP: pass the delta in (0, 1) that is debited for it")
-    if math.isfinite(epsilon2):  # public floor and ceiling, before the rows are read (SPEC §12)
-        check_epsilon_range(epsilon2, what="an SVM release")
+    check_svm_release(model, epsilon2, delta, n_classes)
     Z = project(scale_rows(X, bounds, scaling), U_global)
     n = int(Z.shape[0])
     if model == "ovr-huber":

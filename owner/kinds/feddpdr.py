@@ -35,7 +35,7 @@ class PcaShareKind(TaskKind[PcaShareTask]):
     spec_type = PcaShareTask
 
     def validate(self, task: Task, spec: PcaShareTask, view: PublicView) -> Cached | None:
-        from privfed.common.feddpdr.pca import gaussian_sigma  # lazily: scipy only for the tasks that need it
+        from privfed.common.feddpdr.pca import covariance_release  # lazily: scipy only for the tasks that need it
 
         check_schema(spec.bounds, view)
         check_positive(spec.epsilon, name="epsilon", allow_inf=True)
@@ -43,7 +43,7 @@ class PcaShareKind(TaskKind[PcaShareTask]):
             raise Refused("invalid_task", f"delta={spec.delta!r} must be in [0, 1)")
         if not 1 <= spec.k <= spec.bounds.d:
             raise Refused("invalid_task", f"k={spec.k} must be in [1, {spec.bounds.d}]")
-        gaussian_sigma(spec.epsilon, spec.delta)
+        covariance_release(spec.epsilon, spec.delta)  # its ε floor and ceiling and σ bounds refuse here
         if math.isfinite(spec.count_epsilon):
             GeometricMechanism(epsilon=spec.count_epsilon)
         return None
@@ -59,12 +59,13 @@ class PcaShareKind(TaskKind[PcaShareTask]):
     def fallback(
         self, spec: PcaShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator
     ) -> PcaShareReply:
-        from privfed.common.feddpdr.pca import gaussian_sigma, symmetric_gaussian_noise, top_k_eigenvectors
+        """The same release of no rows (the Gaussian mechanism on a zero covariance, a count of 0), drawn by
+        the same code as :meth:`compute`, so a fallback's outputs range over what a release's do."""
+        from privfed.common.feddpdr.pca import owner_pca_release
 
-        d = public.n_features
-        C = symmetric_gaussian_noise(d, gaussian_sigma(spec.epsilon, spec.delta), rng)
-        U, _ = top_k_eigenvectors(C, spec.k)
-        return PcaShareReply(subspace=U, noisy_count=_noisy_count(0, spec.count_epsilon, rng))
+        empty = np.zeros((0, public.n_features))
+        U, n = owner_pca_release(empty, spec.bounds, spec.k, spec.epsilon, spec.delta, rng, scaling=spec.scaling)
+        return PcaShareReply(subspace=U, noisy_count=_noisy_count(n, spec.count_epsilon, rng))
 
 
 class SvmShareKind(TaskKind[SvmShareTask]):
@@ -74,21 +75,14 @@ class SvmShareKind(TaskKind[SvmShareTask]):
     spec_type = SvmShareTask
 
     def validate(self, task: Task, spec: SvmShareTask, view: PublicView) -> Cached | None:
-        from privfed.common.feddpdr.choices import DELTA_MODELS, SVM_MODELS
+        from privfed.common.feddpdr.svm import check_svm_release
 
         check_schema(spec.bounds, view)
         check_classes(spec.n_classes, view)
         check_positive(spec.epsilon, name="epsilon", allow_inf=True)
         check_positive(spec.lam, name="lam")
         check_limit("lam", spec.lam)
-        if spec.model not in SVM_MODELS:
-            raise Refused("invalid_task", f"model={spec.model!r} must be one of {SVM_MODELS}")
-        if spec.model in DELTA_MODELS:
-            delta_ok = 0 < spec.delta < 1 or (spec.delta == 0 and math.isinf(spec.epsilon))
-        else:
-            delta_ok = spec.delta == 0  # pure epsilon-DP: a delta would be debited for nothing
-        if not delta_ok:
-            raise Refused("invalid_task", f"delta={spec.delta!r} does not fit model {spec.model!r}")
+        check_svm_release(spec.model, spec.epsilon, spec.delta, spec.n_classes)  # every mechanism's public range
         U, d = spec.subspace, spec.bounds.d
         if U is not None and (
             U.ndim != 2
@@ -98,28 +92,7 @@ class SvmShareKind(TaskKind[SvmShareTask]):
             or not np.allclose(U.T @ U, np.eye(U.shape[1]), atol=1e-8)
         ):
             raise Refused("invalid_task", f"subspace of shape {U.shape} must be ({d}, k) with orthonormal columns")
-        self._noise(spec, view.config)
         return None
-
-    def _noise(self, spec: SvmShareTask, public: PublicConfig) -> tuple[int, float, float]:
-        """(k + 1, noise parameter, regulariser) of the fallback; computing them checks the privacy
-        parameters: the Gaussian scale of the class sums or of the multiclass objective's noise
-        (:mod:`privfed.common.feddpdr.multiclass`), or the one-vs-rest ``eps'`` (Chaudhuri et al.)."""
-        from privfed.common.feddpdr.centroid import class_sums_sigma
-        from privfed.common.feddpdr.choices import ovr_epsilons
-
-        width = (public.n_features if spec.subspace is None else spec.subspace.shape[1]) + 1
-        if spec.model == "centroid":
-            return width, class_sums_sigma(spec.epsilon, spec.delta), 0.0
-        if spec.model == "ovr-huber":
-            from privfed.common.feddpdr.svm import privacy_adjustment
-
-            eps_prime, Delta = privacy_adjustment(ovr_epsilons(spec.epsilon, spec.n_classes)[0], 1, spec.lam)
-            return width, eps_prime, spec.lam + Delta
-        from privfed.common.feddpdr.multiclass import noise_sigma, privacy_split
-
-        split = privacy_split(spec.epsilon, spec.model)
-        return width, noise_sigma(split["epsilon_B"], spec.delta, spec.n_classes), split["Lambda"]
 
     def compute(self, task: Task, spec: SvmShareTask, owner: LocalOwner) -> SvmShareReply:
         from privfed.common.feddpdr.svm import owner_svm_release
@@ -142,15 +115,22 @@ class SvmShareKind(TaskKind[SvmShareTask]):
     def fallback(
         self, spec: SvmShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator
     ) -> SvmShareReply:
-        """Zero class sums plus their Gaussian noise (``centroid``); else the minimiser ``-b / reg`` of
-        the perturbed objective of no data: ``b`` the mechanism's noise (Gaussian for the one-budget
-        models; Chaudhuri et al.'s at the public stand-in n = 1, per one-vs-rest problem)."""
-        from privfed.common.feddpdr.svm import sample_b
+        """The same release of no rows: zero class sums plus their noise (``centroid``), else the minimiser
+        of the perturbed objective of no data, drawn by the same code as :meth:`compute` (the solvers are
+        total on an empty set), so a fallback's outputs range over what a release's do."""
+        from privfed.common.feddpdr.svm import owner_svm_release
 
-        width, noise, reg = self._noise(spec, public)
-        K = spec.n_classes
-        if spec.model != "ovr-huber":
-            B = rng.normal(0.0, noise, size=(K, width)) if noise > 0 else np.zeros((K, width))
-            return SvmShareReply(coef=B if spec.model == "centroid" else -B / reg)
-        F = -sample_b(width, noise, rng, size=1 if K == 2 else K) / reg
-        return SvmShareReply(coef=np.vstack([-F[0], F[0]]) if K == 2 else F)
+        W, _, _ = owner_svm_release(
+            np.zeros((0, public.n_features)),
+            np.zeros(0, dtype=np.int64),
+            spec.bounds,
+            spec.subspace,
+            spec.n_classes,
+            spec.epsilon,
+            spec.lam,
+            rng,
+            delta=spec.delta,
+            model=spec.model,
+            scaling=spec.scaling,
+        )
+        return SvmShareReply(coef=W)
