@@ -38,6 +38,7 @@ import ssl
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -63,6 +64,7 @@ from privfed.deploy.certs import (
 )
 from privfed.deploy.tokens import (
     BOOK,
+    DATA_USER,
     NAME,
     SERVER,
     Entry,
@@ -85,14 +87,21 @@ CLIENT_TIMEOUT = 5.0
 POLL = 0.5  # seconds between attempts to reach the signer
 
 
-def init(pki: Path, owners: list[str], *, public: Path | None = None, deliver: Path | None = None) -> list[str]:
-    """Make the CA (if missing) and tokens for the coordinator and ``owners`` (those without one).
+def init(
+    pki: Path,
+    owners: list[str],
+    *,
+    data_users: Sequence[str] = (),
+    public: Path | None = None,
+    deliver: Path | None = None,
+) -> list[str]:
+    """Make the CA (if missing) and tokens for the coordinator, ``owners`` and ``data_users`` without one.
 
     ``ca.pem`` is copied into ``public``; each party's token into ``deliver/<name>/token`` where
     that directory exists (in Compose: the party's own volume). Returns the names minted now.
     """
     make_certs(pki, owners=0, add=True, flat=False, coordinator=False)
-    minted = mint(pki, party_roles(owners))
+    minted = mint(pki, party_roles(owners, data_users))
     if public is not None:
         public.mkdir(parents=True, exist_ok=True)
         write_file(public / "ca.pem", (pki / CA_DIR / "ca.pem").read_bytes(), mode=0o644, replace=True)
@@ -131,7 +140,8 @@ class Signer:
             entry = self.spent.check(self.book, name, token)
             server = entry.role == SERVER
             sans = self._coordinator_sans if server else [name]
-            cert = issue(*self.ca, name, key, sans=sans, server=server)
+            unit = DATA_USER if entry.role == DATA_USER else None
+            cert = issue(*self.ca, name, key, sans=sans, server=server, org_unit=unit)
             self.spent.spend(entry)
         return entry, cert.public_bytes(serialization.Encoding.PEM)
 
@@ -156,7 +166,7 @@ def _log(line: str) -> None:
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: _SignerServer
+    server: SignerServer
     timeout = CLIENT_TIMEOUT
     protocol_version = "HTTP/1.0"
 
@@ -197,7 +207,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._reply(200, pem.decode())
 
 
-class _SignerServer(ThreadingHTTPServer):
+class SignerServer(ThreadingHTTPServer):
+    """The signer's HTTPS server; :meth:`start` serves it in a thread."""
+
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], signer: Signer, ctx: ssl.SSLContext):
@@ -214,6 +226,27 @@ class _SignerServer(ThreadingHTTPServer):
     def handle_error(self, request: object, client_address: object) -> None:
         _log(f"refused a request from {client_address}: {sys.exc_info()[1]!r}")
 
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    @classmethod
+    def start(
+        cls, pki: Path, state: Path, listen: str, *, sans: Sequence[str] = (), coordinator_names: Sequence[str] = ()
+    ) -> SignerServer:
+        """Bind ``listen`` (port 0: any free port, see :attr:`port`) and serve in a daemon thread."""
+        signer = Signer(pki, state, coordinator_names=list(coordinator_names))
+        server = cls(split_address(listen), signer, signer.server_context(state, list(sans)))
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True).start()
+        _log(
+            f"signer listening on {listen.rpartition(':')[0]}:{server.port}: {len(signer.book)} tokens, {len(signer.spent)} spent"
+        )
+        return server
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
 
 def split_address(address: str) -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
@@ -224,17 +257,12 @@ def split_address(address: str) -> tuple[str, int]:
 
 def serve(pki: Path, state: Path, listen: str, *, sans: list[str], coordinator_names: list[str]) -> None:
     """Serve ``POST /enroll`` on ``listen`` until SIGTERM or SIGINT."""
-    signer = Signer(pki, state, coordinator_names=coordinator_names)
-    server = _SignerServer(split_address(listen), signer, signer.server_context(state, sans))
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    worker = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True)
-    worker.start()
-    _log(f"signer listening on {listen}: {len(signer.book)} tokens, {len(signer.spent)} spent")
+    server = SignerServer.start(pki, state, listen, sans=sans, coordinator_names=coordinator_names)
     stop.wait()
-    server.shutdown()
-    server.server_close()
+    server.stop()
 
 
 # ---- the party's side ---------------------------------------------------------------------
@@ -336,6 +364,7 @@ def _parser() -> argparse.ArgumentParser:
     q = sub.add_parser("init", help="CA and tokens if missing; ca.pem and tokens delivered")
     q.add_argument("--pki", type=Path, required=True, help="CA root (DIR/ca, DIR/tokens)")
     q.add_argument("--owners", type=int, required=True, help="owner nodes owner-0..owner-<N-1>")
+    q.add_argument("--data-user", action="append", default=[], help="a data user's name (repeatable)")
     q.add_argument("--public", type=Path, help="directory to copy ca.pem into")
     q.add_argument("--deliver", type=Path, help="directory of per-party directories to put each token into")
     q = sub.add_parser("serve", help="the CA signer: sign CSRs for one-time tokens over HTTPS")

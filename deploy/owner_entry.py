@@ -2,7 +2,7 @@
 
 Owner node i must host logical owners ``slot_ranges(n_owners, nodes)[i]``, present certificate
 ``owner-<i>`` and keep its own ledger. Its index comes from where it is deployed:
-``docker-compose.yml`` declares one service per node (``--index 0``, ``--index 1``, ...), and in
+``docker-compose.yml`` declares one service per node (``PRIVFED_NODE_INDEX=0``, ``1``, ...), and in
 Kubernetes (``deploy/k8s/``) the StatefulSet pod's ordinal (``--index $(POD_INDEX)``, from the
 ``apps.kubernetes.io/pod-index`` label). Nothing is shared between nodes to decide it.
 
@@ -40,6 +40,8 @@ from pathlib import Path
 
 from privfed.common.errors import ConfigError
 
+#: The environment variable that gives ``--index`` when the flag is absent (docker-compose.yml).
+INDEX_VARIABLE = "PRIVFED_NODE_INDEX"
 #: Options that the entry point sets from the slot; the caller must not give them.
 _SET_HERE = ("--name", "--shards", "--ledger")
 #: ``privfed owner`` options that fix who holds which rows.
@@ -110,7 +112,12 @@ def owner_argv(
 def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog="python -m privfed.deploy.owner_entry", description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, required=True, help="owner nodes N in the federation")
-    parser.add_argument("--index", type=int, required=True, help="this node's index i in [0, N)")
+    parser.add_argument(
+        "--index",
+        type=int,
+        default=os.environ.get(INDEX_VARIABLE),
+        help=f"this node's index i in [0, N) (default: ${INDEX_VARIABLE})",
+    )
     parser.add_argument("--ledger-dir", type=Path, required=True, help="directory of this node's ledger")
     enrol = parser.add_argument_group("enrolment (deploy/enroll.py)")
     enrol.add_argument("--signer", help="HOST:PORT of the CA signer")
@@ -123,6 +130,8 @@ def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     given = [f"--{k.replace('_', '-')}" for k in ("signer", "ca", "token_file", "tls_dir") if getattr(args, k)]
     if given and len(given) != 4:
         parser.error("--signer, --ca, --token-file and --tls-dir go together")
+    if args.index is None:
+        parser.error(f"--index (or ${INDEX_VARIABLE}) is required")
     if not 0 <= args.index < args.nodes:
         parser.error(f"--index must be in [0, {args.nodes}), got {args.index}")
     rest = args.owner_args[1:] if args.owner_args[:1] == ["--"] else args.owner_args

@@ -15,7 +15,8 @@ alone. The admin's ``privfed certs --out DIR --tokens N`` writes:
 The signer records each spent token in a file of its own state directory (:class:`Spent`),
 written atomically before the certificate is sent, so a token is good for one certificate even
 across signer restarts. Roles fix what a certificate may do (``deploy/certs.issue``): an owner
-gets client auth and its name; the coordinator also server auth and the coordinator SANs.
+gets client auth and its name; the coordinator also server auth and the coordinator SANs; a
+data user (who may submit jobs to the coordinator service) client auth and ``OU=data-user``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import hmac
 import json
 import re
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,8 +38,8 @@ from privfed.deploy.certs import CA_DIR, COORDINATOR, private_dir, write_file
 BOOK = "tokens.json"
 #: The hand-out directory under ``privfed certs --out``: one token file per party.
 HANDOUT = "tokens"
-OWNER, SERVER = "owner", "coordinator"
-ROLES = (OWNER, SERVER)
+OWNER, SERVER, DATA_USER = "owner", "coordinator", "data-user"
+ROLES = (OWNER, SERVER, DATA_USER)
 #: What a party name may be (a certificate common name, a file name, a Secret key).
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _BYTES = 32  # 256-bit tokens
@@ -57,9 +59,9 @@ class Entry:
     sha256: str
 
 
-def party_roles(owner_names: list[str]) -> dict[str, str]:
-    """The coordinator and the given owner nodes, each with its role."""
-    return {COORDINATOR: SERVER} | dict.fromkeys(owner_names, OWNER)
+def party_roles(owner_names: Sequence[str], data_users: Sequence[str] = ()) -> dict[str, str]:
+    """The coordinator, the given owner nodes and data users, each with its role."""
+    return {COORDINATOR: SERVER} | dict.fromkeys(owner_names, OWNER) | dict.fromkeys(data_users, DATA_USER)
 
 
 def mint(root: str | Path, roles: dict[str, str], *, replace: bool = False) -> dict[str, Path]:
