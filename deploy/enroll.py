@@ -93,22 +93,22 @@ def init(
     *,
     data_users: Sequence[str] = (),
     public: Path | None = None,
-    deliver: Path | None = None,
+    deliver: dict[str, Path] | None = None,
 ) -> list[str]:
     """Make the CA (if missing) and tokens for the coordinator, ``owners`` and ``data_users`` without one.
 
-    ``ca.pem`` is copied into ``public``; each party's token into ``deliver/<name>/token`` where
-    that directory exists (in Compose: the party's own volume). Returns the names minted now.
+    ``ca.pem`` is copied into ``public``; a party's new token into ``deliver[name]/token`` (in
+    Compose: the party's own volume). Returns the names minted now.
     """
     make_certs(pki, owners=0, add=True, flat=False, coordinator=False)
     minted = mint(pki, party_roles(owners, data_users))
     if public is not None:
         public.mkdir(parents=True, exist_ok=True)
         write_file(public / "ca.pem", (pki / CA_DIR / "ca.pem").read_bytes(), mode=0o644, replace=True)
-    if deliver is not None:
-        for name, path in minted.items():
-            if (deliver / name).is_dir():
-                write_file(deliver / name / "token", path.read_bytes(), mode=0o600, replace=True)
+    for name, directory in (deliver or {}).items():
+        if name in minted:
+            directory.mkdir(parents=True, exist_ok=True)
+            write_file(directory / "token", minted[name].read_bytes(), mode=0o600, replace=True)
     return sorted(minted)
 
 
@@ -366,7 +366,9 @@ def _parser() -> argparse.ArgumentParser:
     q.add_argument("--owners", type=int, required=True, help="owner nodes owner-0..owner-<N-1>")
     q.add_argument("--data-user", action="append", default=[], help="a data user's name (repeatable)")
     q.add_argument("--public", type=Path, help="directory to copy ca.pem into")
-    q.add_argument("--deliver", type=Path, help="directory of per-party directories to put each token into")
+    q.add_argument(
+        "--deliver", nargs=2, action="append", default=[], metavar=("NAME", "DIR"), help="put NAME's token into DIR"
+    )
     q = sub.add_parser("serve", help="the CA signer: sign CSRs for one-time tokens over HTTPS")
     q.add_argument("--pki", type=Path, required=True, help="directory holding ca/ca.pem, ca/ca-key.pem, ca/tokens.json")
     q.add_argument("--state", type=Path, required=True, help="writable directory: spent tokens, own TLS pair")
@@ -389,7 +391,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "init":
             minted = init(
-                args.pki, [f"owner-{i}" for i in range(args.owners)], public=args.public, deliver=args.deliver
+                args.pki,
+                [f"owner-{i}" for i in range(args.owners)],
+                data_users=args.data_user,
+                public=args.public,
+                deliver={name: Path(d) for name, d in args.deliver},
             )
             _log(f"CA in {args.pki / CA_DIR}; tokens minted for {', '.join(minted) or 'nobody new'}")
         elif args.cmd == "serve":
