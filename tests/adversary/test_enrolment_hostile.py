@@ -168,9 +168,12 @@ def test_garbage_and_silent_clients_do_not_stop_the_signer(pki, tmp_path):
             "a name with a newline": json.dumps(
                 {"name": "owner-0\nenroll: signed owner-1", "token": token, "csr": _csr(p256)}
             ).encode(),
-            "too long": b"x" * (64 * 1024),
         }
         replies = {what: _post(signer.address, ca, body) for what, body in garbage.items()}
+        try:  # refused unread: the answer comes while the client still sends, and may be lost in the reset
+            too_long = _post(signer.address, ca, b"x" * (64 * 1024))[0]
+        except (ssl.SSLError, ConnectionError):
+            too_long = None
         # the silent connection still open; an honest party enrols all the same, with the token
         # every refused request above carried
         done = _enrol_process(signer.address, ca, tmp_path / "tls", "owner-0", tokens / "owner" / "owner-0")
@@ -180,8 +183,8 @@ def test_garbage_and_silent_clients_do_not_stop_the_signer(pki, tmp_path):
         signer.stop()
     print(f"\nsigner log:\n{log}")
     assert {what: status for what, (status, _) in replies.items()} == dict.fromkeys(garbage, 403), replies
-    assert done.returncode == 0, done.stderr
-    assert log.count("enroll: refused a request") >= len(garbage) and "Traceback" not in log
+    assert too_long in (403, None) and done.returncode == 0, done.stderr
+    assert log.count("enroll: refused a request") >= len(garbage) + 1 and "Traceback" not in log
     assert re.findall(r"enroll: signed (\S+)", log) == ["owner-0"]  # the injected line is not a line of its own
 
 
