@@ -70,6 +70,8 @@ def render(directory: str | Path) -> list[dict]:
     objects: list[dict] = []
     for entry in spec.get("resources", []):
         path = directory / entry
+        if path.is_dir() and path.resolve() in [directory.resolve(), *directory.resolve().parents]:
+            raise ConfigError(f"{directory / KUSTOMIZATION}: resource {entry} contains this kustomization (a cycle)")
         objects += render(path) if path.is_dir() else load_documents(path)
     for patch in spec.get("patches", []):
         ops = patch.get("patch")
