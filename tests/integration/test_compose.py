@@ -109,6 +109,11 @@ def test_image_is_non_root_installs_every_package_and_has_a_healthcheck():
     assert defaults["healthcheck"][:3] == ["python", "-m", "privfed.deploy.healthcheck"]
     proc = subprocess.run([sys.executable, *defaults["healthcheck"][1:], "--help"], capture_output=True, timeout=60)
     assert proc.returncode == 0
+    # a fresh named volume takes its mount point's owner from the image: each must exist there
+    made = set(re.search(r"mkdir -p ([^&]*)", text.replace("\\\n", " ")).group(1).split())
+    p = project()
+    targets = {t for s in p.services.values() for src, t, _ in p.volume_specs(s) if src and not src.startswith(".")}
+    assert targets <= made, targets - made
 
 
 def test_interpolation_follows_compose_rules():
