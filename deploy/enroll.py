@@ -170,7 +170,7 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = CLIENT_TIMEOUT
     protocol_version = "HTTP/1.0"
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's name
+    def log_message(self, format: str, *args: object) -> None:
         pass  # one line per decision is logged instead (_log)
 
     def _reply(self, code: int, text: str) -> None:
