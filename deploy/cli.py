@@ -740,6 +740,11 @@ def _certs(args: argparse.Namespace) -> int:
     if args.tokens is not None:
         from privfed.deploy.tokens import mint, party_roles
 
+        if args.san:
+            raise PrivfedError(
+                "--san goes with certificates made here; with --tokens the coordinator enrols, and its names "
+                "are the signer's --coordinator-san (python -m privfed.deploy.enroll serve)"
+            )
         make_certs(args.out, owners=0, force=args.force, add=args.add, flat=False, coordinator=False)
         minted = mint(args.out, party_roles([f"owner-{i}" for i in range(args.tokens)]), replace=args.force)
         print(

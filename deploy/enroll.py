@@ -141,7 +141,7 @@ class Signer:
             server = entry.role == SERVER
             sans = self._coordinator_sans if server else [name]
             unit = DATA_USER if entry.role == DATA_USER else None
-            cert = issue(*self.ca, name, key, sans=sans, server=server, org_unit=unit)
+            cert = issue(*self.ca, name, key, sans=sans, server=server, role=unit)
             self.spent.spend(entry)
         return entry, cert.public_bytes(serialization.Encoding.PEM)
 
