@@ -31,6 +31,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from privfed.common.errors import ConfigError
 from privfed.deploy.enroll import init, request
+from privfed.deploy.signer import CLIENT_TIMEOUT, MAX_CLIENTS
 
 ENROLL = [sys.executable, "-m", "privfed.deploy.enroll"]
 
@@ -217,3 +218,23 @@ def test_a_restarted_party_keeps_its_certificate_without_a_token(pki, tmp_path):
     (tokens / "owner" / "owner-1").unlink()
     again = request("127.0.0.1:9", ca, tmp_path / "tls", "owner-1", tokens / "owner" / "owner-1", timeout=0.5)
     assert {f.name: f.read_bytes() for f in again.iterdir()} == pair
+
+
+def test_a_flood_of_silent_connections_only_delays_an_honest_party(pki, tmp_path):
+    root, ca, tokens = pki
+    signer = SignerProcess(root, tmp_path / "state")
+    host, port = signer.address.split(":")
+    flood = [socket.create_connection((host, int(port))) for _ in range(MAX_CLIENTS + 3)]
+    try:
+        started = time.monotonic()
+        done = _enrol_process(signer.address, ca, tmp_path / "tls", "owner-0", tokens / "owner" / "owner-0")
+        waited = time.monotonic() - started
+        log = signer.log()
+    finally:
+        for conn in flood:
+            conn.close()
+        signer.stop()
+    print(f"\nsigner log:\n{log}")
+    assert f"{MAX_CLIENTS} connections in progress" in log  # the connections beyond the cap: closed at once
+    assert done.returncode == 0, done.stderr  # once the silent ones timed out, the party got its certificate
+    assert waited >= CLIENT_TIMEOUT * 0.8 and re.findall(r"enroll: signed (\S+)", log) == ["owner-0"]

@@ -56,9 +56,10 @@ if sys.argv[3] == "certs":
 else:   # the enrolment path: CA and tokens, then each party makes its own key and is signed
     from pathlib import Path
     from privfed.deploy import enroll
+    from privfed.deploy.signer import SignerServer
     root_p = Path(out)
     enroll.init(root_p / "pki", ["owner-0"], public=root_p / "public")
-    signer = enroll.SignerServer.start(root_p / "pki", root_p / "signer-state", "127.0.0.1:0")
+    signer = SignerServer.start(root_p / "pki", root_p / "signer-state", "127.0.0.1:0")
     for name, role in (("coordinator", "coordinator"), ("owner-0", "owner")):
         enroll.request(f"127.0.0.1:{signer.port}", root_p / "public" / "ca.pem", root_p / "tls", name,
                        root_p / "pki" / "tokens" / role / name, timeout=60)

@@ -21,6 +21,7 @@ from privfed.deploy.cli import build_parser, main
 from privfed.deploy.kustomize import containers, pod_spec, render
 from privfed.deploy.owner_entry import _parse as parse_owner_entry
 from privfed.deploy.owner_entry import owner_argv
+from privfed.deploy.signer import PORT as SIGNER_PORT
 
 yaml = pytest.importorskip("yaml", reason="PyYAML (the `test` extra) reads the manifests")
 
@@ -90,7 +91,7 @@ def test_the_fleet_has_its_parts(objects):
     pdb = _one(objects, "PodDisruptionBudget", "privfed-owner")["spec"]
     labels = owners["spec"]["template"]["metadata"]["labels"]
     assert pdb["selector"]["matchLabels"].items() <= labels.items() and pdb["maxUnavailable"] == 1
-    for name, port in (("privfed-coordinator", 50051), ("privfed-signer", enroll.PORT)):
+    for name, port in (("privfed-coordinator", 50051), ("privfed-signer", SIGNER_PORT)):
         service = _one(objects, "Service", name)["spec"]
         pods = _one(objects, "Deployment", name)["spec"]["template"]["metadata"]["labels"]
         assert service["selector"].items() <= pods.items() and [p["port"] for p in service["ports"]] == [port]
@@ -214,7 +215,7 @@ def test_owners_reach_only_the_coordinator_and_signer_ports(objects):
                 for p in rule["to"]
             }
             allowed |= {(peer, port["port"]) for peer in peers for port in rule["ports"]}
-    assert allowed == {("coordinator", 50051), ("signer", enroll.PORT), ("kube-dns", 53)}
+    assert allowed == {("coordinator", 50051), ("signer", SIGNER_PORT), ("kube-dns", 53)}
     signer = next(p for p in policies if _selects(p, "signer") and p not in deny)
     assert not signer["spec"].get("egress") and "Egress" in signer["spec"]["policyTypes"]
 
