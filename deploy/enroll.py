@@ -17,7 +17,7 @@ Roles (``docker-compose.yml`` and ``deploy/k8s/`` run them as separate container
     restarted container (its key and certificate on its own volume) needs no new token.
 
 So no private key ever crosses the network, the CA key stays in the signer, and a token
-is good for one certificate for one name, whoever holds it and whichever host it runs on.
+is good for one key and one name, whoever holds it and whichever host it runs on.
 """
 
 from __future__ import annotations

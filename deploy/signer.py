@@ -5,7 +5,9 @@ from the CA at start: parties trust it by ``ca.pem`` alone. A request is JSON wi
 its one-time token (``deploy/tokens.py``) and a certificate signing request (CSR). The signer
 signs when the token is that name's and not spent, and the CSR is a valid P-256 request (it
 proves possession of the key only: the name and the role come from the token). The token is
-recorded as spent on disk before the certificate leaves. Anything else is refused with one log
+recorded as spent, with the key it certified, on disk before the certificate leaves; the same
+token with the same key again (a party whose answer was lost: it holds the key) gets a
+certificate again, with any other key it is refused. Anything else is refused with one log
 line naming the peer and why, and an HTTP 403 answer saying less (not whose token it was); the
 signer keeps serving. At most :data:`MAX_CLIENTS` connections are served at once, each with
 :data:`CLIENT_TIMEOUT` seconds per read and for its whole body. The party's side and the
@@ -55,8 +57,9 @@ class Signer:
         self._coordinator_sans = coordinator_sans(coordinator_names)
         self._lock = threading.Lock()
 
-    def sign(self, body: bytes) -> tuple[Entry, bytes]:
-        """The entry and PEM certificate for one request body; :class:`Refused` if not signed."""
+    def sign(self, body: bytes) -> tuple[Entry, bool, bytes]:
+        """The entry, whether it was signed before (for this key) and the PEM certificate for one
+        request body; :class:`Refused` if not signed."""
         try:
             request = json.loads(body)
             name, token, csr_pem = (str(request[k]) for k in ("name", "token", "csr"))
@@ -69,14 +72,16 @@ class Signer:
         key = csr.public_key()
         if not (valid and isinstance(key, ec.EllipticCurvePublicKey) and isinstance(key.curve, ec.SECP256R1)):
             raise Refused("not a self-signed ECDSA P-256 certificate request", f"for {name}")
+        der = key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
         with self._lock:
-            entry = self.spent.check(self.book, name, token)
+            entry, again = self.spent.check(self.book, name, token, der)
             server = entry.role == SERVER
             sans = self._coordinator_sans if server else [name]
             unit = DATA_USER if entry.role == DATA_USER else None
             cert = issue(*self.ca, name, key, sans=sans, server=server, role=unit)
-            self.spent.spend(entry)
-        return entry, cert.public_bytes(serialization.Encoding.PEM)
+            if not again:
+                self.spent.spend(entry, der)
+        return entry, again, cert.public_bytes(serialization.Encoding.PEM)
 
     def server_context(self, state: Path, sans: list[str]) -> ssl.SSLContext:
         """A TLS server context with a fresh certificate for the signer itself."""
@@ -142,7 +147,7 @@ class _Handler(BaseHTTPRequestHandler):
             length = int(self.headers.get("Content-Length") or -1)
             if not 0 < length <= MAX_BODY:
                 raise Refused(f"a request is 1 to {MAX_BODY} bytes with a Content-Length")
-            entry, pem = self.server.signer.sign(self._body(length))
+            entry, again, pem = self.server.signer.sign(self._body(length))
         except Refused as exc:
             log(f"refused a request from {peer}: {exc.reason}{f' ({exc.detail})' if exc.detail else ''}")
             self._reply(403, f"refused: {exc.reason}\n")
@@ -150,7 +155,9 @@ class _Handler(BaseHTTPRequestHandler):
         except (OSError, ValueError) as exc:  # a timeout, a reset, a bad header
             log(f"refused a request from {peer}: unreadable ({type(exc).__name__})")
             return
-        log(f"signed {entry.name} ({entry.role}) for {peer}")
+        log(
+            f"signed {entry.name} ({entry.role}) for {peer}{' again: the same key (its answer was lost)' if again else ''}"
+        )
         self._reply(200, pem.decode())
 
 

@@ -12,9 +12,9 @@ alone. The admin's ``privfed certs --out DIR --tokens N`` writes:
     per party: hand ``owner-3`` only ``DIR/tokens/owner/owner-3``. ``kubectl create secret
     generic NAME --from-file=DIR/tokens/owner`` makes a Secret with one key per owner node.
 
-The signer records each spent token in a file of its own state directory (:class:`Spent`),
-written atomically before the certificate is sent, so a token is good for one certificate even
-across signer restarts. Roles fix what a certificate may do (``deploy/certs.issue``): an owner
+The signer records each spent token, with the key it certified, in a file of its own state
+directory (:class:`Spent`), written atomically before the certificate is sent, so a token is good
+for one key even across signer restarts. Roles fix what a certificate may do (``deploy/certs.issue``): an owner
 gets client auth and its name; the coordinator also server auth and the coordinator SANs; a
 data user (who may submit jobs to the coordinator service) client auth and ``OU=data-user``.
 """
@@ -129,7 +129,12 @@ class Refused(Exception):
 
 
 class Spent:
-    """The tokens a signer has honoured, by digest, in ``state/spent.json`` (kept across restarts)."""
+    """The tokens a signer has honoured, by digest, in ``state/spent.json`` (kept across restarts).
+
+    Each record keeps the SHA-256 of the public key the token certified: the same token with the
+    same key again is the same party whose answer was lost (it holds the key), and may have its
+    certificate again; with any other key it is a replay.
+    """
 
     def __init__(self, state: Path):
         self.path = private_dir(state) / "spent.json"
@@ -138,8 +143,9 @@ class Spent:
     def __len__(self) -> int:
         return len(self._spent)
 
-    def check(self, book: list[Entry], name: str, token: str) -> Entry:
-        """The entry ``token`` proves for ``name``, not spent yet; else :class:`Refused`."""
+    def check(self, book: list[Entry], name: str, token: str, key: bytes) -> tuple[Entry, bool]:
+        """The entry ``token`` proves for ``name`` and whether it is spent already, for this same
+        public ``key`` (DER); else :class:`Refused`."""
         d = digest(token)
         match = [e for e in book if hmac.compare_digest(e.sha256, d)]
         if not match:
@@ -147,11 +153,16 @@ class Spent:
         entry = match[0]
         if entry.name != name:
             raise Refused(f"no valid token for {name}", f"the token is {entry.name}'s")
-        if entry.sha256 in self._spent:
-            raise Refused(f"the token for {name} was used already", f"replay (spent {self._spent[entry.sha256]['at']})")
-        return entry
+        spent = self._spent.get(entry.sha256)
+        if spent is not None and spent.get("key") != hashlib.sha256(key).hexdigest():
+            raise Refused(f"the token for {name} was used already", f"replay with another key (spent {spent['at']})")
+        return entry, spent is not None
 
-    def spend(self, entry: Entry) -> None:
-        """Record ``entry``'s token as used (on disk before returning)."""
-        self._spent[entry.sha256] = {"name": entry.name, "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+    def spend(self, entry: Entry, key: bytes) -> None:
+        """Record ``entry``'s token as used for public ``key`` (on disk before returning)."""
+        self._spent[entry.sha256] = {
+            "name": entry.name,
+            "key": hashlib.sha256(key).hexdigest(),
+            "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        }
         write_file(self.path, json.dumps(self._spent, indent=1).encode(), mode=0o600, replace=True)

@@ -3,9 +3,9 @@ real ``python -m privfed.deploy.enroll serve`` process (as docker-compose.yml an
 it) and is attacked over its real HTTPS socket. Honest parties enrol with the real
 ``python -m privfed.deploy.enroll request`` process.
 
-A token is good for one certificate, for the one name it was minted for: a replay, an unknown
-token, a token sent with another name, garbage and a silent connection are refused (or dropped)
-with a log line, the signer keeps serving, and a refused request burns nobody's token. Spent
+A token is good for one key, for the one name it was minted for: a replay with another key, an
+unknown token, a token sent with another name, garbage and a silent connection are refused (or
+dropped) with a log line, the signer keeps serving, and a refused request burns nobody's token. Spent
 tokens stay spent across a signer restart. A party that does not reach a server holding a
 certificate from the federation CA sends nothing.
 """
@@ -30,6 +30,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from privfed.common.errors import ConfigError
+from privfed.deploy.certs import write_private_key
 from privfed.deploy.enroll import init, request
 from privfed.deploy.signer import CLIENT_TIMEOUT, MAX_CLIENTS
 
@@ -114,6 +115,12 @@ def test_one_certificate_per_token_for_its_own_name_only(pki, tmp_path):
         }
         first = _enrol_process(signer.address, ca, tmp_path / "tls", "owner-0", tokens / "owner" / "owner-0")
         replies["owner-0's token again"] = _ask(signer.address, ca, "owner-0", _token(tokens, "owner-0"))
+        # owner-1's first answer is lost (the party stopped before reading it); it kept its key, asks
+        # again with it and gets its certificate: the token was spent on that key
+        key = ec.generate_private_key(ec.SECP256R1())
+        (tmp_path / "tls" / "owner-1").mkdir(mode=0o700)
+        write_private_key(tmp_path / "tls" / "owner-1" / "owner-1-key.pem", key)
+        assert _ask(signer.address, ca, "owner-1", _token(tokens, "owner-1"), key)[0] == 200
         second = _enrol_process(signer.address, ca, tmp_path / "tls", "owner-1", tokens / "owner" / "owner-1")
         coord = _enrol_process(
             signer.address, ca, tmp_path / "tls", "coordinator", tokens / "coordinator" / "coordinator"
@@ -137,7 +144,7 @@ def test_one_certificate_per_token_for_its_own_name_only(pki, tmp_path):
     assert "the token is owner-0's" in log and "the token is coordinator's" in log and "unknown token" in log
     assert "owner-0's" not in replies["owner-0's token for owner-1"][1]
     assert log.count("enroll: refused a request") == len(replies) and "Traceback" not in log
-    assert log.count("enroll: signed") == 3
+    assert log.count("enroll: signed") == 4 and log.count("again: the same key") == 1
     assert (first.returncode, second.returncode, coord.returncode) == (0, 0, 0), (first.stderr, second.stderr)
     ca_cert = x509.load_pem_x509_certificate(ca.read_bytes())
     for name in ("owner-0", "owner-1", "coordinator"):
