@@ -109,7 +109,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
 
     def log_message(self, format: str, *args: object) -> None:
-        pass  # one line per decision is logged instead (_log)
+        pass  # one line per decision is logged instead (log)
 
     def _reply(self, code: int, text: str) -> None:
         data = text.encode()
