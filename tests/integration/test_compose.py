@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 from cryptography.x509.oid import NameOID
+from stackkit import WAIT, Stack, one_job, option, private_keys, service_mode, tail, without_policy
 
 from privfed.common.errors import ConfigError
 from privfed.common.identity import owner_id
@@ -39,28 +40,12 @@ COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 OWNERS = ["owner-0", "owner-1", "owner-2"]
 ENROLLING = {"coordinator": "coordinator", **{o: o for o in OWNERS}, "submit": "demo-user"}  # service -> party
-WAIT = 120  # seconds any one process may take before the test gives up on it
 
 
 def project(**overrides) -> ComposeProject:
     pytest.importorskip("yaml", reason="PyYAML (the `test` extra) parses docker-compose.yml")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PRIVFED_", "COMPOSE_"))}
     return ComposeProject(COMPOSE, env | overrides)
-
-
-def _option(argv: list[str], flag: str) -> str:
-    return argv[argv.index(flag) + 1]
-
-
-def _tail(argv: list[str]) -> list[str]:
-    """What a service execs after enrolling (after ``--``)."""
-    return argv[argv.index("--") + 1 :]
-
-
-def _service_mode() -> bool:
-    """Whether this branch's CLI has the service mode (issue 26 items 1-2)."""
-    commands = next(a for a in build_parser()._actions if a.dest == "command").choices
-    return {"serve", "submit"} <= set(commands)
 
 
 # ---- the file ----------------------------------------------------------------------------
@@ -83,8 +68,8 @@ def test_default_up_is_the_long_lived_stack_and_submits_the_demo_job():
         ["ca-signer", "coordinator", *OWNERS], "unless-stopped"
     )
     coordinator = p.services["coordinator"]["command"]
-    assert _tail(coordinator)[:2] == ["privfed", "serve"]
-    submit = _tail(p.services["submit"]["command"])
+    assert tail(coordinator)[:2] == ["privfed", "serve"]
+    submit = tail(p.services["submit"]["command"])
     assert submit[:2] == ["privfed", "submit"] and submit[2] == "/jobs/ncc.toml"
     assert p.services["submit"]["depends_on"] == {"coordinator": {"condition": "service_healthy"}}
     # one service per node: node i from its own environment, never from a shared lock
@@ -92,7 +77,7 @@ def test_default_up_is_the_long_lived_stack_and_submits_the_demo_job():
     assert indices == [0, 1, 2]
     for o in OWNERS:
         cmd = p.services[o]["command"]
-        assert _option(cmd, "--nodes") == "3" and "--slots" not in cmd and "--policy" in _tail(cmd)
+        assert option(cmd, "--nodes") == "3" and "--slots" not in cmd and "--policy" in tail(cmd)
     assert "flock" not in COMPOSE.read_text().split("\nx-image")[1]
 
 
@@ -145,8 +130,8 @@ def test_each_party_mounts_its_own_token_and_state_and_only_the_signer_the_ca():
         assert users[state] == {service}
         argv = p.services[service]["command"]
         own = {s: t for s, t, _ in mounts[service]}
-        assert _option(argv, "--token-file").startswith(own[f"token-{party}"] + "/")
-        assert _option(argv, "--tls-dir").startswith(own[state] + "/")
+        assert option(argv, "--token-file").startswith(own[f"token-{party}"] + "/")
+        assert option(argv, "--tls-dir").startswith(own[state] + "/")
         assert all(ro for s, _, ro in mounts[service] if s == f"token-{party}")
     delivered = p.services["certs"]["command"]
     pairs = [delivered[i + 1 : i + 3] for i, a in enumerate(delivered) if a == "--deliver"]
@@ -156,28 +141,28 @@ def test_each_party_mounts_its_own_token_and_state_and_only_the_signer_the_ca():
 
 def test_demo_jobs_are_jobs_the_owners_serve_and_their_policy_allows():
     p = project()
-    owner = _tail(p.services["owner-0"]["command"])
+    owner = tail(p.services["owner-0"]["command"])
     policy = tomllib.loads((ROOT / "deploy" / "compose" / "policy.toml").read_text())
     jobs = sorted((ROOT / "deploy" / "compose" / "jobs").glob("*.toml"))
     assert [j.stem for j in jobs] == sorted(policy["tasks"]) == ["bdt", "feddpdr", "lr", "ncc"]
     for path in jobs:
         config = SimulationConfig.from_toml(path.read_text(), source=str(path))
         assert config.job.task == path.stem
-        assert config.job.owners == int(_option(owner, "--n-owners"))
-        assert (config.job.dataset, config.job.seed) == (_option(owner, "--dataset"), int(_option(owner, "--seed")))
+        assert config.job.owners == int(option(owner, "--n-owners"))
+        assert (config.job.dataset, config.job.seed) == (option(owner, "--dataset"), int(option(owner, "--seed")))
         assert config.epsilons == (1.0,) and 1.0 <= policy["max_epsilon_per_job"]
     assert "demo-user" in policy["data_users"]
 
 
 def test_service_commands_parse_with_privfed_s_own_parser():
-    if not _service_mode():
+    if not service_mode():
         pytest.skip("`privfed serve`, `submit` and `owner --policy` come with the service mode (branch wt-service)")
     p = project()
     parser = build_parser()
-    parser.parse_args(_tail(p.services["coordinator"]["command"])[1:])
-    parser.parse_args(_tail(p.services["submit"]["command"])[1:])
+    parser.parse_args(tail(p.services["coordinator"]["command"])[1:])
+    parser.parse_args(tail(p.services["submit"]["command"])[1:])
     owner = p.services["owner-0"]["command"]
-    parser.parse_args(owner_argv(0, range(0, 100), Path("/state/ledgers"), _tail(owner), Path("/state/tls/owner-0")))
+    parser.parse_args(owner_argv(0, range(0, 100), Path("/state/ledgers"), tail(owner), Path("/state/tls/owner-0")))
 
 
 # ---- owner_entry ---------------------------------------------------------------------------
@@ -209,64 +194,13 @@ def test_ledgers_refuse_another_partition(tmp_path):
 # ---- the stack as processes, one network namespace per service ---------------------------------
 
 
-def _private_keys(dirs) -> set[str]:
-    """Names of the files holding a private key under ``dirs``."""
-    found = set()
-    for d in dirs:
-        for f in Path(d).rglob("*"):
-            if f.is_file() and not f.is_symlink() and b"PRIVATE KEY" in f.read_bytes():
-                found.add(f.name)
-    return found
-
-
 def _today(inv, job: SimulationConfig) -> list[str]:
-    """The command a service runs on a branch without the service mode: its own enrolment step,
-    then today's one-job coordinator, owner without a policy, or nothing (submit)."""
-    argv = list(inv.argv)
+    """A service's command on a branch without the service mode: the same enrolment step, then
+    today's one-job coordinator, an owner without a policy, or nothing (submit)."""
     if inv.service in OWNERS:
-        i = argv.index("--policy")
-        return argv[:i] + argv[i + 2 :]
-    enrol = argv[: argv.index("--")]
-    if inv.service != "coordinator":
-        return enrol
-    serve = _tail(argv)
-    certs, store = _option(serve, "--certs"), _option(serve, "--store")
-    j = job.job
-    return (
-        [*enrol, "--", "privfed", "coordinator", "--listen", "0.0.0.0:50051", "--certs", certs, "--out", store]
-        + ["--task", j.task, "--owners", str(j.owners), "--epsilon", str(job.epsilons[0]), "--dataset", j.dataset]
-        + ["--seed", str(j.seed)]
-    )
-
-
-class Stack:
-    """The services' processes, each in its namespace; logs in files."""
-
-    def __init__(self, lan: Lan, hosts: dict, tmp: Path):
-        self.lan, self.hosts, self.tmp = lan, hosts, tmp
-        self.procs: dict[str, subprocess.Popen] = {}
-        bin_dir = str(Path(sys.executable).parent)  # `privfed` for what the services exec
-        self.env = os.environ | {"PYTHONUNBUFFERED": "1", "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}"}
-
-    def start(self, inv, argv: list[str]) -> subprocess.Popen:
-        log = open(self.tmp / f"{inv.service}.log", "w")
-        kwargs = {"env": self.env | inv.env, "stdout": log, "stderr": subprocess.STDOUT, "cwd": self.tmp}
-        host = self.hosts.get(inv.service)
-        proc = self.lan.popen(host, argv, **kwargs) if host else subprocess.Popen(argv, **kwargs)
-        self.procs[inv.service] = proc
-        return proc
-
-    def in_netns(self, service: str, argv: list[str]) -> int:
-        return subprocess.run(["ip", "netns", "exec", self.hosts[service].netns, *argv], capture_output=True).returncode
-
-    def wait(self, service: str) -> int:
-        return self.procs[service].wait(timeout=WAIT)
-
-    def log(self, service: str) -> str:
-        return (self.tmp / f"{service}.log").read_text()
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {p.stem}\n{p.read_text()[-3000:]}" for p in sorted(self.tmp.glob("*.log")))
+        return without_policy(inv.argv)
+    enrol = inv.argv[: inv.argv.index("--") + 1]
+    return [*enrol, *one_job(tail(inv.argv), job)] if inv.service == "coordinator" else enrol[:-1]
 
 
 @pytest.mark.slow
@@ -278,29 +212,29 @@ def test_the_stack_runs_each_service_in_its_own_network(tmp_path):
     p = project()
     root = tmp_path / "compose"
     plan = {inv.service: inv for inv in p.invocations(root, map_addresses=False)}
-    job_file = Path(_tail(plan["submit"].argv)[2])
+    job_file = Path(tail(plan["submit"].argv)[2])
     job = SimulationConfig.from_toml(job_file.read_text(), source=str(job_file))
-    full = _service_mode()
+    full = service_mode()
     networked = [s for s in plan if s != "certs"]
     with Lan(len(networked), subnet="10.78.0.0/24") as lan:
         hosts = dict(zip(networked, lan.hosts))
         lan.name(hosts)
         stack = Stack(lan, hosts, tmp_path)
-        assert stack.start(plan["certs"], plan["certs"].argv).wait(timeout=WAIT) == 0, stack.logs()
-        stack.start(plan["ca-signer"], plan["ca-signer"].argv)
+        assert stack.start("certs", plan["certs"].argv).wait(timeout=WAIT) == 0, stack.logs()
+        stack.start("ca-signer", plan["ca-signer"].argv)
         coordinator = plan["coordinator"]
-        stack.start(coordinator, coordinator.argv if full else _today(coordinator, job))
+        stack.start("coordinator", coordinator.argv if full else _today(coordinator, job))
         for _ in range(WAIT):  # the coordinator's health check, from its own namespace (as Docker runs it)
             if (
-                stack.in_netns("coordinator", coordinator.healthcheck) == 0
+                stack.check("coordinator", coordinator.healthcheck) == 0
                 or stack.procs["coordinator"].poll() is not None
             ):
                 break
             time.sleep(1)
-        assert stack.in_netns("coordinator", coordinator.healthcheck) == 0, stack.logs()
+        assert stack.check("coordinator", coordinator.healthcheck) == 0, stack.logs()
         for o in OWNERS:
-            stack.start(plan[o], plan[o].argv if full else _today(plan[o], job))
-        stack.start(plan["submit"], plan["submit"].argv if full else _today(plan["submit"], job))
+            stack.start(o, plan[o].argv if full else _today(plan[o], job), env=plan[o].env)
+        stack.start("submit", plan["submit"].argv if full else _today(plan["submit"], job))
         assert stack.wait("submit") == 0, stack.logs()
         store = root / "volumes" / "coordinator-state" / "store"
         if full:
@@ -329,14 +263,14 @@ def test_the_stack_runs_each_service_in_its_own_network(tmp_path):
         units = [a.value for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)]
         assert units == (["data-user"] if service == "submit" else [])
         # what this service can reach: its own key only (and never the CA's)
-        assert _private_keys(host for _, host in p.mounts(service, root)) == {f"{party}-key.pem"}
-    assert _private_keys(host for _, host in p.mounts("ca-signer", root)) >= {"ca-key.pem"}
+        assert private_keys(host for _, host in p.mounts(service, root)) == {f"{party}-key.pem"}
+    assert private_keys(host for _, host in p.mounts("ca-signer", root)) >= {"ca-key.pem"}
     # each node's ledger is on its own volume, debited for the owners it hosts, as the report says
     spent = {}
     argv = plan["owner-0"].argv
     budget = {
-        "epsilon_budget": float(_option(argv, "--epsilon-budget")),
-        "delta_budget": float(_option(argv, "--delta-budget")),
+        "epsilon_budget": float(option(argv, "--epsilon-budget")),
+        "delta_budget": float(option(argv, "--delta-budget")),
     }
     for i, hosted in enumerate(slot_ranges(job.job.owners, len(OWNERS))):
         with Ledger(volumes / f"owner-{i}-state" / "ledgers" / f"owner-{i}.sqlite", **budget) as led:
@@ -351,8 +285,8 @@ def test_the_stack_runs_each_service_in_its_own_network(tmp_path):
     (volumes / "token-owner-0" / "token").unlink()
     restart = subprocess.run(
         [sys.executable, "-m", "privfed.deploy.enroll", "request", "--signer", "127.0.0.1:9"]
-        + ["--ca", _option(enrol, "--ca"), "--name", "owner-0", "--token-file", _option(enrol, "--token-file")]
-        + ["--tls-dir", _option(enrol, "--tls-dir"), "--timeout", "1"],
+        + ["--ca", option(enrol, "--ca"), "--name", "owner-0", "--token-file", option(enrol, "--token-file")]
+        + ["--tls-dir", option(enrol, "--tls-dir"), "--timeout", "1"],
         capture_output=True,
         text=True,
         timeout=WAIT,

@@ -9,19 +9,25 @@ the gRPC health check, and every container's command parses with privfed's own p
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+from stackkit import WAIT, Stack, one_job, option, private_keys, service_mode, without_policy
 
 from privfed.deploy import enroll
 from privfed.deploy.cli import build_parser, main
 from privfed.deploy.kustomize import containers, pod_spec, render
+from privfed.deploy.netns import Lan, unavailable_reason
 from privfed.deploy.owner_entry import _parse as parse_owner_entry
 from privfed.deploy.owner_entry import owner_argv
 from privfed.deploy.signer import PORT as SIGNER_PORT
+from privfed.deploy.simulation_config import SimulationConfig
 
 yaml = pytest.importorskip("yaml", reason="PyYAML (the `test` extra) reads the manifests")
 
@@ -301,3 +307,144 @@ def test_every_container_command_parses_with_privfed_s_parsers(objects):
                 pytest.fail(f"{obj['metadata']['name']}: unexpected command {argv}")
             checked += 1
     assert checked == 5  # signer; coordinator enrol + serve; owner enrol + daemon
+
+
+# ---- the pods' commands as processes, one network namespace per pod ----------------------------
+
+
+def _materialise(obj: dict, pod: str, objects, secrets: dict[str, Path], root: Path) -> Path:
+    """The pod's volumes laid out under ``root/<pod>`` at their mount paths (the container's file
+    system, as far as privfed's commands see it): Secrets and ConfigMaps as the kubelet writes them
+    (one file per key, or the ``items``), claims and emptyDirs empty. Returns that root."""
+    fs = root / pod
+    claims = {t["metadata"]["name"] for t in obj["spec"].get("volumeClaimTemplates", [])}
+    volumes = _volumes(obj)
+    for name in {m["name"] for c in containers(obj) for m in c.get("volumeMounts", [])}:
+        volume = volumes.get(name) if name not in claims else {}
+        paths = {m["mountPath"] for c in containers(obj) for m in c.get("volumeMounts", []) if m["name"] == name}
+        for path in paths:  # one directory per volume: a second mount of it is the same files
+            d = fs / path.lstrip("/")
+            d.mkdir(parents=True, exist_ok=True)
+            source = volume.get("secret") or volume.get("configMap")
+            if source is None:
+                continue
+            key = source.get("secretName") or source["name"]
+            if key in secrets:
+                files = {f.name: f.read_bytes() for f in secrets[key].iterdir()}
+            else:
+                files = {k: v.encode() for k, v in _one(objects, "ConfigMap", key)["data"].items()}
+            for item in source.get("items") or [{"key": k, "path": k} for k in files]:
+                (d / item["path"]).write_bytes(files[item["key"]])
+    return fs
+
+
+def _in_pod(values: list[str], fs: Path, mounts: set[str]) -> list[str]:
+    """Container paths in ``values`` (at, below or above a mount path) as paths under the pod's root ``fs``."""
+
+    def inside(v: str) -> bool:
+        return any(v == m or v.startswith(m + "/") or m.startswith(v.rstrip("/") + "/") for m in mounts)
+
+    return [str(fs) + v if v.startswith("/") and inside(v) else v for v in values]
+
+
+@pytest.mark.slow
+@pytest.mark.netns
+def test_the_pods_commands_run_each_in_its_own_network(objects, tmp_path):
+    """The README's secrets from `privfed certs --tokens 3`, and every container's command and probe
+    as the kubelet would run them (ordinal, ConfigMaps and $(VAR)s expanded, volumes as directories),
+    each pod in a network namespace of its own where the Services' names resolve. Until the service
+    mode lands, the coordinator runs today's one-job command (the compose demo job) and owners run
+    without a policy."""
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(f"network namespaces: {reason}")
+    pki = tmp_path / "pki"
+    assert main(["certs", "--out", str(pki), "--tokens", "3"]) == 0
+    secrets = {  # as the README's kubectl create secret / configmap lines make them
+        "privfed-signer-ca": pki / "ca",
+        "privfed-coordinator-token": pki / "tokens" / "coordinator",
+        "privfed-owner-tokens": pki / "tokens" / "owner",
+    }
+    (tmp_path / "ca-configmap").mkdir()
+    shutil.copy(pki / "ca" / "ca.pem", tmp_path / "ca-configmap")
+    secrets["privfed-ca"] = tmp_path / "ca-configmap"
+    job_file = ROOT / "deploy" / "compose" / "jobs" / "ncc.toml"
+    job = SimulationConfig.from_toml(job_file.read_text(), source=str(job_file))
+    full = service_mode()
+    workloads = {
+        "privfed-signer": (_one(objects, "Deployment", "privfed-signer"), 0),
+        "privfed-coordinator": (_one(objects, "Deployment", "privfed-coordinator"), 0),
+        **{f"privfed-owner-{i}": (_one(objects, "StatefulSet", "privfed-owner"), i) for i in range(3)},
+    }
+    pods = {}
+    for pod, (obj, ordinal) in workloads.items():
+        fs = _materialise(obj, pod, objects, secrets, tmp_path / "pods")
+        expanded = _expanded(obj, objects, ordinal)
+        pods[pod] = {}
+        for c in containers(obj):
+            env, mounts = expanded[f"env:{c['name']}"], {m["mountPath"] for m in c.get("volumeMounts", [])}
+            cmd = _in_pod(expanded[c["name"]], fs, mounts)
+            # nothing outside the test's directory: a path no volume stands for would be the host's own
+            assert all(a.startswith(str(tmp_path)) for a in cmd if a.startswith("/")), cmd
+            pods[pod][c["name"]] = (cmd, dict(zip(env, _in_pod(list(env.values()), fs, mounts))), c)
+    exe = {"python": [sys.executable], "privfed": [sys.executable, "-m", "privfed.deploy.cli"]}
+
+    def argv(pod: str, container: str) -> list[str]:
+        cmd, _, _ = pods[pod][container]
+        if not full and cmd[:2] == ["privfed", "serve"]:
+            cmd = one_job(cmd, job)
+        if not full and "--policy" in cmd:
+            cmd = without_policy(cmd)
+        return [*exe[cmd[0]], *cmd[1:]]
+
+    def probe(pod: str, container: str, kind: str) -> list[str]:
+        command = pods[pod][container][2][kind]["exec"]["command"]
+        return [*exe[command[0]], *command[1:]]
+
+    with Lan(len(pods), subnet="10.79.0.0/24") as lan:
+        hosts = dict(zip(pods, lan.hosts))
+        lan.name({"privfed-signer": hosts["privfed-signer"], "privfed-coordinator": hosts["privfed-coordinator"]})
+        stack = Stack(lan, hosts, tmp_path)
+        stack.start("signer", argv("privfed-signer", "signer"), host="privfed-signer")
+        while "listening" not in stack.log("signer"):
+            assert stack.procs["signer"].poll() is None, stack.logs()
+            time.sleep(0.1)
+        for pod, container in (("privfed-coordinator", "enrol"), ("privfed-coordinator", "coordinator")):
+            stack.start(f"{pod}-{container}", argv(pod, container), host=pod, env=pods[pod][container][1])
+            if container == "enrol":
+                assert stack.wait(f"{pod}-enrol") == 0, stack.logs()
+        env = pods["privfed-coordinator"]["coordinator"][1]
+        for _ in range(WAIT):
+            if (
+                stack.check("privfed-coordinator", probe("privfed-coordinator", "coordinator", "startupProbe"), env)
+                == 0
+            ):
+                break
+            time.sleep(1)
+        for kind in ("readinessProbe", "livenessProbe"):
+            assert stack.check("privfed-coordinator", probe("privfed-coordinator", "coordinator", kind), env) == 0
+        ready = {}
+        for i in range(3):
+            pod = f"privfed-owner-{i}"
+            stack.start(f"{pod}-enrol", argv(pod, "enrol"), host=pod, env=pods[pod]["enrol"][1])
+            assert stack.wait(f"{pod}-enrol") == 0, stack.logs()
+            # enrolled, and the coordinator reachable with its own certificate under its Service name
+            ready[pod] = stack.check(pod, probe(pod, "owner", "readinessProbe"), pods[pod]["owner"][1])
+            stack.start(pod, argv(pod, "owner"), host=pod, env=pods[pod]["owner"][1])
+        if full:  # daemons: all stay up, connected
+            time.sleep(3)
+            assert all(p.poll() is None for n, p in stack.procs.items() if not n.endswith("-enrol")), stack.logs()
+        else:
+            names = ["privfed-coordinator-coordinator", *(f"privfed-owner-{i}" for i in range(3))]
+            assert [stack.wait(n) for n in names] == [0] * 4, stack.logs()
+            store = Path(option(pods["privfed-coordinator"]["coordinator"][0], "--store"))
+            report = json.loads(next(store.glob("*/report.json")).read_text())
+            assert (report["owners"], report["lost_nodes"], report["answered"]) == (job.job.owners, [], job.job.owners)
+        signer_log = stack.log("signer")
+    assert ready == dict.fromkeys(ready, 0)
+    assert sorted(re.findall(r"enroll: signed (\S+)", signer_log)) == ["coordinator", "owner-0", "owner-1", "owner-2"]
+    assert "refused" not in signer_log
+    for pod in pods:
+        reach = private_keys([tmp_path / "pods" / pod])
+        party = "coordinator" if pod == "privfed-coordinator" else pod.removeprefix("privfed-")
+        assert reach == ({"ca-key.pem", "privfed-signer-key.pem"} if pod == "privfed-signer" else {f"{party}-key.pem"})
