@@ -32,6 +32,7 @@ bench: install
 	$(PY) bench/mechanisms.py
 	$(PY) bench/securesum.py
 	$(PY) bench/federation.py
+	$(PY) bench/footprint.py
 	$(PY) bench/ledger.py
 
 # A longer hunt than CI's (tests/fuzz: 60 examples per RPC, 25 task batches).
