@@ -239,6 +239,16 @@ class JobConfig:
     schema: Path | None = None
 
     def __post_init__(self) -> None:
+        self._check_learning()
+        self._check_job()
+        self._check_combinations()
+        object.__setattr__(self, "out", Path(self.out))
+        for name in ("load_model", "journal", "schema"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, Path(getattr(self, name)))
+
+    def _check_learning(self) -> None:
+        """Each parameter of what the job learns, its noise and its timeouts, alone (``labels`` "auto" resolved)."""
         check_choice(self.task, name=FLAGS["task"], allowed=TASKS)
         check_choice(self.mechanism, name=FLAGS["mechanism"], allowed=MECHANISMS)
         if check_choice(self.labels, name=FLAGS["labels"], allowed=LABEL_SCHEMES) == "auto":
@@ -265,6 +275,9 @@ class JobConfig:
             raise ConfigError(f"{FLAGS['delta']} must be a number in [0, 1), got {self.delta!r}")
         for name, low in (("k", 1), ("n_rounds", 1), ("n_bins", 2), ("seed", 0)):
             check_int(getattr(self, name), name=FLAGS[name], minimum=low)
+
+    def _check_job(self) -> None:
+        """Each parameter of how the job runs (who takes part, quorum, boosting's groups), alone."""
         check_choice(self.share_groups, name=FLAGS["share_groups"], allowed=SHARE_GROUPS)
         check_choice(self.budget_split, name=FLAGS["budget_split"], allowed=BUDGET_SPLITS)
         if self.eval_mechanism is not None:
@@ -272,6 +285,9 @@ class JobConfig:
         for name in ("group_size", "n_samples", "owners", "max_owner_rows", "min_owners"):
             if getattr(self, name) is not None:
                 check_int(getattr(self, name), name=FLAGS[name], minimum=1)
+
+    def _check_combinations(self) -> None:
+        """Parameters that are valid alone but not together, and the data set and listen address."""
         if self.min_owners is not None and self.owners is not None and self.min_owners > self.owners:
             raise ConfigError(
                 f"{FLAGS['min_owners']} {self.min_owners} exceeds {FLAGS['owners']} {self.owners}: the job could "
@@ -291,10 +307,6 @@ class JobConfig:
                 f"--journal checkpoints boosting rounds; --task {self.task} runs one round and has nothing to "
                 "resume (drop --journal, or use --task bdt)"
             )
-        object.__setattr__(self, "out", Path(self.out))
-        for name in ("load_model", "journal", "schema"):
-            if getattr(self, name) is not None:
-                object.__setattr__(self, name, Path(getattr(self, name)))
 
     @property
     def share_weight_bound(self) -> float:
