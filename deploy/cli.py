@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from privfed.common.errors import PrivfedError
+from privfed.deploy.argtypes import address
 
 if TYPE_CHECKING:
     from privfed.deploy.simulation_config import SimulationConfig
@@ -78,23 +79,6 @@ def epsilon_list(text: str, *, allow_zero: bool = False) -> list[float]:
         least = ">= 0" if allow_zero else "> 0"
         raise argparse.ArgumentTypeError(f"every epsilon must be a number {least} (or inf), got {text!r}")
     return values
-
-
-def address(text: str, *, lowest_port: int = 1) -> str:
-    """argparse ``type=``: ``HOST:PORT`` to dial (``[v6]:PORT`` for IPv6), the port an integer
-    1..65535. Without a port gRPC would dial 443, which is never the coordinator's (50051 by default)."""
-    host, sep, port = text.rpartition(":")
-    if (
-        not sep
-        or not host
-        or not port.isdigit()
-        or not lowest_port <= int(port) <= 65535
-        or (":" in host and host[0] != "[")
-    ):
-        raise argparse.ArgumentTypeError(
-            f"must be HOST:PORT (e.g. coord.example.org:50051, or [::1]:50051), got {text!r}"
-        )
-    return text
 
 
 def _listen_address(text: str) -> str:

@@ -24,9 +24,9 @@ from privfed.common.mechanisms.base import (
     IdentityMechanism,
     Mechanism,
     estimate_mean,
-    make_mechanism,
     snap,
 )
+from privfed.common.mechanisms.factory import make_mechanism
 from privfed.common.mechanisms.frequency import (
     ORACLES,
     DirectEncoding,

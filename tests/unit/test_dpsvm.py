@@ -12,6 +12,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.feddpdr import solver
 from privfed.common.feddpdr.choices import SVM_MODELS, ovr_epsilons
 from privfed.common.feddpdr.model import add_bias_feature, predict_linear
+from privfed.common.feddpdr.release import owner_svm_release
 from privfed.common.feddpdr.solver import AMP_FRACTION, AMP_RADIUS, accelerated_steps, minimise_within
 from privfed.common.feddpdr.svm import (
     fit_dp_svm,
@@ -20,7 +21,6 @@ from privfed.common.feddpdr.svm import (
     huber_hinge_derivative,
     objective,
     objective_gradient,
-    owner_svm_release,
     privacy_adjustment,
     sample_b,
 )

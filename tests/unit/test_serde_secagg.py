@@ -11,8 +11,8 @@ import pytest
 
 from privfed.common.errors import RemoteProtocolError
 from privfed.common.messages import PeerKey, Refusal, Result, SecAggKeysTask, SecAggUnmaskTask, Task
-from privfed.common.secagg.aggregator import InProcessSecAgg
 from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.inprocess import InProcessSecAgg
 from privfed.common.secagg.messages import (
     InputRequest,
     KeyAdvert,
