@@ -12,10 +12,12 @@ Every mechanism accepts ε only in ``[EPSILON_FLOOR, EPSILON_CEILING]`` and rele
 with the noise scale, public clamps), counts through an exact integer sampler (:mod:`.geometric`),
 Gaussian releases through :mod:`.gaussian`.
 
-Duchi's mechanisms (:mod:`.duchi`, which needs ``scipy.special``) are re-exported lazily, so an
-owner node that never builds one does not import scipy (issue 10, "a lean owner node").
+Duchi's mechanisms (:mod:`.duchi`) and the Gaussian releases (:mod:`.gaussian`), which need
+``scipy.special``, are re-exported lazily, so an owner node that never builds one does not import scipy
+(issue 10, "a lean owner node").
 """
 
+import importlib
 from typing import Any
 
 from privfed.common.mechanisms.base import (
@@ -35,8 +37,7 @@ from privfed.common.mechanisms.frequency import (
     OptimizedUnaryEncoding,
     make_oracle,
 )
-from privfed.common.mechanisms.gaussian import GaussianMechanism
-from privfed.common.mechanisms.geometric import GeometricMechanism, discrete_laplace
+from privfed.common.mechanisms.geometric import GeometricMechanism, discrete_laplace, noisy_count
 from privfed.common.mechanisms.laplace import LaplaceMechanism
 from privfed.common.mechanisms.piecewise import (
     HM_EPSILON_STAR,
@@ -72,7 +73,10 @@ __all__ = [
     "KaryRandomizedResponse",
     "GeometricMechanism",
     "GaussianMechanism",
+    "calibrated_gaussian",
+    "gaussian_sigma",
     "discrete_laplace",
+    "noisy_count",
     "ORACLES",
     "FrequencyOracle",
     "DirectEncoding",
@@ -81,16 +85,23 @@ __all__ = [
     "make_oracle",
 ]
 
-_LAZY = {"Duchi1D", "DuchiMultidim", "duchi_constant", "duchi_multidim_constant"}
+#: Names re-exported lazily, and the module (of this package) that holds each: they import scipy.
+_LAZY = {
+    "Duchi1D": "duchi",
+    "DuchiMultidim": "duchi",
+    "duchi_constant": "duchi",
+    "duchi_multidim_constant": "duchi",
+    "GaussianMechanism": "gaussian",
+    "calibrated_gaussian": "gaussian",
+    "gaussian_sigma": "gaussian",
+}
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from privfed.common.mechanisms import duchi
-
-        return getattr(duchi, name)
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _LAZY)
+    return sorted(set(globals()) | set(_LAZY))

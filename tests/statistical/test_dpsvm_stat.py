@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privfed.common.feddpdr.svm import privacy_adjustment, sample_b
+from privfed.common.mechanisms.amp import norm_laplace_noise as sample_b
+from privfed.common.mechanisms.objective import privacy_adjustment
 
 pytestmark = pytest.mark.slow
 
