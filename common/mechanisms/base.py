@@ -268,6 +268,23 @@ class IdentityMechanism(Mechanism):
         return (-1.0, 1.0)
 
 
+def clip_error_pairs(sums: ArrayLike) -> np.ndarray:
+    """Weighted ``(error, weight)`` pairs made well-formed: ``w >= 0``, ``e`` in ``[0, w]``, as a new (n, 2) array.
+
+    The input of the boosting evaluation releases (:class:`~.laplace.ErrorPairLaplace`,
+    :class:`~.randomized_response.ErrorPairResponse`); the clip of each row's weight that bounds their
+    sensitivity happens before the sums (``privfed.common.boosting.owner``); this only guards the pair's shape
+    and finiteness.
+    """
+    pairs = np.atleast_2d(np.asarray(sums, dtype=np.float64)).copy()
+    if pairs.shape[1] != 2:
+        raise ConfigError(f"evaluation sums must have shape (n, 2), got {pairs.shape}")
+    if not np.all(np.isfinite(pairs)):
+        raise ConfigError("evaluation sums must be finite")
+    w = np.maximum(pairs[:, 1], 0.0)
+    return np.stack([np.clip(pairs[:, 0], 0.0, w), w], axis=1)
+
+
 def estimate_mean(reports: np.ndarray) -> np.ndarray:
     """The aggregator's unbiased estimate of the mean row in t-space: the column mean (SPEC §0).
 

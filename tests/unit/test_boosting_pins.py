@@ -16,7 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.owner import evaluation_release, share
+from privfed.common.boosting.params import BoostingParams
+from privfed.common.boosting.releases import ReleasePlan
+from privfed.common.boosting.simulation import simulate
 from privfed.common.boosting.wire import config_to_dict
 from privfed.common.datasets import load_builtin, partition
 from privfed.common.errors import PrivfedError
@@ -59,9 +62,9 @@ def _fit(seed: int, n: int = 400, rows: int = 1, **kw) -> dict:
     ds = _data(n)
     owners = None if rows == 1 else partition(ds.n, ds.n // rows, seed=seed)
     sim = {k: kw.pop(k) for k in ("secure_sum", "vectorised", "on_reject") if k in kw}
-    fb = FederatedBoosting(n_classes=ds.n_classes, bounds=ds.bounds, **kw, **sim)
+    params = BoostingParams(n_classes=ds.n_classes, bounds=ds.bounds, **kw)
     try:
-        return _run_summary(fb.fit(ds.X, ds.y, owners=owners, rng=np.random.default_rng(seed)))
+        return _run_summary(simulate(params, ds.X, ds.y, owners=owners, rng=np.random.default_rng(seed), **sim))
     except PrivfedError as exc:  # no round kept a learner: the message is pinned too
         return {"error": str(exc)}
 
@@ -102,16 +105,16 @@ def _owner_releases() -> dict:
         "ncc-rr": dict(base="ncc", labels="rr"),
         "lr": dict(base="lr"),
     }.items():
-        fb = FederatedBoosting(epsilon=3.0, n_classes=2, bounds=ds.bounds, n_rounds=2, **kw)
-        rel = fb.owner_release(X, y, w, rng=np.random.default_rng(99))
+        plan = ReleasePlan(BoostingParams(epsilon=3.0, n_classes=2, bounds=ds.bounds, n_rounds=2, **kw))
+        rel = share(plan, X, y, w, rng=np.random.default_rng(99))
         parts = [getattr(rel, a) for a in ("reports", "labels", "coordinates") if hasattr(rel, a)] or [rel]
         out[name] = [_digest(p) for p in parts]
     for mech in ("laplace", "rr"):
-        fb = FederatedBoosting(epsilon=3.0, n_classes=2, bounds=ds.bounds, n_rounds=2, eval_mechanism=mech)
+        plan = ReleasePlan(BoostingParams(epsilon=3.0, n_classes=2, bounds=ds.bounds, n_rounds=2, eval_mechanism=mech))
         sums = np.array([[0.5, 2.0], [0.0, 1.0], [3.0, 3.0]])
-        out[f"eval-{mech}"] = [_hex(v) for v in fb.evaluation_release(sums, rng=np.random.default_rng(7)).ravel()]
-        out[f"bounds-{mech}"] = [_hex(fb.contribution_bound), _hex(fb.eval_noise_scale)]
-    fb = FederatedBoosting(epsilon=3.0, n_classes=2, bounds=ds.bounds, n_rounds=4, max_owner_rows=5)
+        out[f"eval-{mech}"] = [_hex(v) for v in evaluation_release(plan, sums, rng=np.random.default_rng(7)).ravel()]
+        out[f"bounds-{mech}"] = [_hex(plan.contribution_bound), _hex(plan.eval_noise_scale)]
+    fb = BoostingParams(epsilon=3.0, n_classes=2, bounds=ds.bounds, n_rounds=4, max_owner_rows=5)
     wire = serde.boost_config_to_proto(config_to_dict(fb, "run-pin")).SerializeToString(deterministic=True)
     out["wire"] = hashlib.sha256(wire).hexdigest()[:16]
     return out
