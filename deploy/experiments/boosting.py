@@ -60,7 +60,7 @@ stump-hit-rate (Figs. 11-12)
     the best raw pixel's (error 0.331 against 0.131). 4x4 pooling (49 features, best error 0.385,
     gap best-4th 42 rows) gave signs 0.09 / 0.20 / 0.46 / 0.72; 7x7 pooling with ``--n-bins 4``
     (48 attributes) 0.08 / 0.38 / 0.57 / 0.91. ``mnist4v9-ink`` (30 "any ink" bits of the digit
-    box's upper half, :func:`~privfed.common.feature_maps.mnist_top_ink`; best error 0.137, gap
+    box's upper half, :func:`~privfed.deploy.experiments.feature_maps.mnist_top_ink`; best error 0.137, gap
     best-4th 139 rows): signs 0.57 / 0.94 / 1.00 / 1.00 (``--datasets mnist4v9-ink --runs 100
     --encodings signs``).
 
@@ -119,8 +119,8 @@ bdt-error (Figs. 13-14) and boosted-ncc (Fig. 10)
     signal over too many attributes. The upper half of the box is where a 9's loop closes and a
     4 stays open; it was first picked on these test splits, and is now confirmed on validation
     splits that hold no reported test row (``privfed experiment select-map --task bdt``,
-    :mod:`privfed.common.feature_maps`, "How the maps were chosen"; a design choice on public data that
-    costs the owners no ε, :mod:`privfed.common.feature_maps`). ``mnist4v9-ink`` with
+    :mod:`privfed.deploy.experiments.feature_maps`, "How the maps were chosen"; a design choice on public data that
+    costs the owners no ε, :mod:`privfed.deploy.experiments.feature_maps`). ``mnist4v9-ink`` with
     ``--runs 5 --epsilon 1,3,5`` (the ``make reproduce`` command): non-private 0.135, ε = 1 / 3 / 5
     0.437 / 0.280 / 0.213 after round 10. What remains between ε = 5 and non-private is the engine
     (the evaluation noise of 80-owner groups rejects good stumps: 6.8 of 10 kept at ε = 5).
@@ -284,14 +284,14 @@ and 0.38 for 0.3), though their order changed between runs at other thresholds.
 
 Data sets: ``synthetic`` (scikit-learn make_classification, public bounds ±10); ``mnist4v9``
 (MNIST-5k digits 4 and 9, raw pixels, bounds [0, 255]); ``mnist4v9-ink`` (the same rows through
-:func:`~privfed.common.feature_maps.mnist_top_ink`: 30 bits, bounds [0, 1]); ``mnist4v9-pool``
+:func:`~privfed.deploy.experiments.feature_maps.mnist_top_ink`: 30 bits, bounds [0, 1]); ``mnist4v9-pool``
 (7x7 mean-pooled to 16 features, see stump-hit-rate) and ``mnist4v9-pool4`` (4x4, 49);
 ``mnist`` (MNIST-5k, 10 classes, 4x4 mean-pooled to 7x7 = 49 features, bounds [0, 255]);
-``mnist-box`` (MNIST-5k through :func:`~privfed.common.feature_maps.mnist_box_pool`: 2x2 mean
+``mnist-box`` (MNIST-5k through :func:`~privfed.deploy.experiments.feature_maps.mnist_box_pool`: 2x2 mean
 blocks of the 20x20 digit box, 100 features, bounds [0, 255]; 4x4 blocks, 25 features, before
 issue 21 re-selected it on validation splits, ``select-map --task ncc``: every boosted-NCC number in
 the table above is on the 25-feature map); ``digits``. The MNIST maps are
-public and data-independent (:mod:`privfed.common.feature_maps`), standing in for the paper's
+public and data-independent (:mod:`privfed.deploy.experiments.feature_maps`), standing in for the paper's
 HOG + bag-of-visual-words features, which we do not have.
 """
 
@@ -319,11 +319,11 @@ from privfed.common.boosting.simulation import simulate
 from privfed.common.bounds import Bounds
 from privfed.common.datasets import Dataset, binary_subset, load_builtin, train_test_split
 from privfed.common.errors import ConfigError, RoundFailed
-from privfed.common.feature_maps import block_pool, mnist_box_pool, mnist_top_ink
 from privfed.common.learners.stump import binarize, cross_tables, select_stump, table_errors
 from privfed.common.learners.stump_encodings import STUMP_ENCODINGS, stump_aggregate, stump_shares
 from privfed.common.mechanisms import MECHANISMS, make_mechanism
 from privfed.deploy.cli import epsilon_list
+from privfed.deploy.experiments.feature_maps import block_pool, mnist_box_pool, mnist_top_ink
 from privfed.server.report import host_info, plot_lines, write_json
 
 NAMES = ("stump-hit-rate", "bdt-error", "boosted-ncc")
@@ -459,7 +459,7 @@ def pooled_mnist(ds: Dataset, factor: int = 4) -> Dataset:
 
 
 def mapped(ds: Dataset, name: str, feature_map: Callable[[np.ndarray], np.ndarray], lo: float, hi: float) -> Dataset:
-    """``ds`` with every row through a public feature map (:mod:`privfed.common.feature_maps`) of bounds ``[lo, hi]``."""
+    """``ds`` with every row through a public feature map (:mod:`privfed.deploy.experiments.feature_maps`) of bounds ``[lo, hi]``."""
     X = feature_map(ds.X)
     return Dataset(name, X, ds.y, Bounds.of(lo, hi, X.shape[1]), ds.classes)
 
