@@ -410,8 +410,8 @@ class JointLabelEncoding:
             ``coordinates`` (m, 1): each row's ``j``; ``reports`` (m, 1): its k-RR output in ``0..2K``.
         """
         t, labels, u = self._unit(X, y, bounds, sample_weight)
-        j, reports = self.mechanism.privatize(t, labels, rng, u)
-        return SampledReports(self.KIND, "krr", self.epsilon, j[:, None], reports)
+        coordinates, reports = self.mechanism.privatize(t, labels, rng, u)
+        return SampledReports(self.KIND, "krr", self.epsilon, coordinates, reports)
 
     def reports_of(self, coordinates: ArrayLike, reports: ArrayLike) -> SampledReports:
         """Reports received as plain arrays (the wire: ``BoostShare.coordinates`` and ``.reports``).

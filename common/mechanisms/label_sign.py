@@ -115,7 +115,8 @@ class LabelSignResponse:
     def privatize(
         self, t: ArrayLike, labels: ArrayLike, rng: np.random.Generator, weights: ArrayLike | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """One report per row: ``(coordinates (m,) in 0..d-1, reports (m, 1) in 0..2K)``, both int64.
+        """One report per row: ``(coordinates (m, 1) in 0..d-1, reports (m, 1) in 0..2K)``, both int64 (the
+        form :meth:`class_sums` takes).
 
         ``t`` (m, d) in ``[-1, 1]``, ``labels`` (m,) in ``0..K-1``, ``weights`` (m,) in ``[0, 1]`` (default 1).
         """
@@ -127,7 +128,7 @@ class LabelSignResponse:
         plus = rng.random(m) < (1.0 + t[np.arange(m), j]) / 2.0
         values = np.where(takes_part, 2 * y + plus, 2 * self.n_classes)
         reports = self.oracle.privatize(values, rng) if m else np.zeros((0, 1), dtype=np.int64)
-        return j, reports
+        return j[:, None], reports
 
     def check_reports(self, coordinates: ArrayLike, reports: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
         """``(j (n,), r (n,))`` of reports (n, 1) and their coordinates (n, 1); ConfigError outside the support."""

@@ -213,18 +213,32 @@ class ErrorPairLaplace:
     def output_bounds(self) -> tuple[float, float]:
         return (-self.bound, self.bound)
 
+    @property
+    def unit_scale(self) -> float:
+        """The Laplace scale in units of ``b / 2``: ``4 / epsilon`` (the sampler works in these units)."""
+        return 4.0 / self.epsilon
+
+    @cached_property
+    def output_grid(self) -> OutputGrid:
+        """The public grid and clamp in units of ``b / 2`` (:func:`laplace_grid` of inputs up to ``2 max_rows``)."""
+        return laplace_grid(self.unit_scale, 2.0 * self.max_rows)
+
+    def from_uniform(self, pairs: np.ndarray, u: np.ndarray, signed_scale: np.ndarray) -> np.ndarray:
+        """The release of well-formed ``pairs`` from :func:`~.snapping.full_uniform`'s ``(U, s * unit_scale)``
+        (same shape): Laplace on the grid, back in weight units, clipped to ``[-M, M]``. Monotone in ``U`` for
+        a fixed sign, so :func:`~.snapping.cell_probabilities` gives its exact output distribution."""
+        half = float(self.row_bound) / 2.0
+        noisy = laplace_from_uniform(pairs / half, u, signed_scale, grid=self.output_grid)
+        return np.clip(noisy * half, -self.bound, self.bound)
+
     def privatize(self, sums: ArrayLike, rng: np.random.Generator) -> np.ndarray:
         """Each owner's release (n, 2) of its row-clipped ``(e, w)`` (n, 2) (class docstring)."""
         pairs = clip_error_pairs(sums)
-        bound = self.bound
         if math.isinf(self.epsilon):
-            return np.clip(pairs, -bound, bound)
+            return np.clip(pairs, -self.bound, self.bound)
         check_rng(rng)
-        half = float(self.row_bound) / 2.0
-        scale = 4.0 / self.epsilon  # Lap(2b/eps) in units of b/2 (SPEC §1), float-safe on its grid (SPEC §12)
-        u, signed_scale = full_uniform(rng, pairs.shape, scale)
-        noisy = laplace_from_uniform(pairs / half, u, signed_scale, grid=laplace_grid(scale, 2.0 * self.max_rows))
-        return np.clip(noisy * half, -bound, bound)
+        u, signed_scale = full_uniform(rng, pairs.shape, self.unit_scale)  # Lap(2b/eps) in units of b/2 (SPEC §1)
+        return self.from_uniform(pairs, u, signed_scale)
 
     def variance(self, sums: ArrayLike) -> np.ndarray:
         """``8 b^2 / epsilon^2`` per coordinate (``2 scale^2``; 0 at ``epsilon = inf``), shape of the pairs."""

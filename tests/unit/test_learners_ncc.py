@@ -302,25 +302,6 @@ def joint_rows(gen, n=200, k=3):
     return X, y, w, sums, counts
 
 
-def test_joint_class_sums_are_unbiased_with_the_closed_form_variance():
-    """Over R draws of the same rows: S (K, d) and U (K,) within 4 s.e. of the truth, and their
-    sample variances within 15 % of JointLabelEncoding.variance (chi-square(R-1)/(R-1) has sd 0.045)."""
-    gen = np.random.Generator(np.random.PCG64(11))
-    k, reps = 3, 1000
-    X, y, w, true_sums, true_counts = joint_rows(gen, k=k)
-    enc = JointLabelEncoding(epsilon=2.0, n_classes=k, d=4, weight_bound=JOINT_BOUND)
-    est = [enc.class_sums(enc.share(X, y, bounds=BOUNDS, rng=gen, sample_weight=w)) for _ in range(reps)]
-    sums, counts = np.stack([e[0] for e in est]), np.stack([e[1] for e in est])
-    var_sums, var_counts = enc.variance(X, y, bounds=BOUNDS, sample_weight=w)
-    for values, truth, var in ((sums, true_sums, var_sums), (counts, true_counts, var_counts)):
-        se = values.std(axis=0, ddof=1) / math.sqrt(reps)
-        assert np.all(np.abs(values.mean(axis=0) - truth) < 4 * se)
-        np.testing.assert_allclose(values.var(axis=0, ddof=1) / var, 1.0, atol=0.15)
-    # the estimator does something: the raw sign differences are far from the truth
-    raw = sums * (enc.oracle.p - enc.oracle.q) / enc.d
-    assert np.max(np.abs(raw.mean(axis=0) - true_sums)) > 8 * sums.std(axis=0).max() / math.sqrt(reps)
-
-
 def test_joint_reports_are_integers_in_range_and_centroids_in_the_bounds(rng):
     X, y, w, _, _ = joint_rows(rng, n=500)
     enc = JointLabelEncoding(epsilon=1.0, n_classes=3, d=4, weight_bound=JOINT_BOUND)
