@@ -31,11 +31,9 @@ from privfed.common.learners.ncc import JointLabelEncoding, split_label_budget
 from privfed.common.learners.stump import thresholds
 from privfed.common.learners.stump_encodings import RowEncoding, StumpEncoding, make_stump_encoding
 from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
-from privfed.common.mechanisms.base import Mechanism
+from privfed.common.mechanisms.base import ErrorPairRelease, Mechanism
 from privfed.common.mechanisms.laplace import ErrorPairLaplace
 from privfed.common.mechanisms.randomized_response import ErrorPairResponse
-
-EvaluationMechanism = ErrorPairLaplace | ErrorPairResponse
 
 
 class ReleasePlan:
@@ -134,10 +132,10 @@ class ReleasePlan:
         return KaryRandomizedResponse(epsilon=eps_l, n_classes=p.n_classes)
 
     @cached_property
-    def evaluation(self) -> EvaluationMechanism:
+    def evaluation(self) -> ErrorPairRelease:
         """The evaluation release's mechanism at ``eval_round_epsilon`` (``eval_mechanism``: Laplace or rr)."""
         p = self.params
-        mechanism = ErrorPairResponse if p.eval_mechanism == "rr" else ErrorPairLaplace
+        mechanism: type[ErrorPairRelease] = ErrorPairResponse if p.eval_mechanism == "rr" else ErrorPairLaplace
         return mechanism(epsilon=p.eval_round_epsilon, row_bound=p.eval_row_bound, max_rows=p.max_owner_rows)
 
     @property

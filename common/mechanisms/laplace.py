@@ -12,9 +12,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from privfed.common.errors import ConfigError
-from privfed.common.mechanisms.base import Mechanism, clip_error_pairs
+from privfed.common.mechanisms.base import ErrorPairRelease, Mechanism, clip_error_pairs
 from privfed.common.mechanisms.snapping import OutputGrid, check_epsilon_range, full_uniform
-from privfed.common.validation import check_int, check_positive, check_rng
+from privfed.common.validation import check_rng
 
 #: The clamp sits this many Laplace scales beyond the input range: the mass it moves is ``e^-40 / 2``.
 TAIL_SCALES = 40.0
@@ -127,7 +127,7 @@ def error_pair_scale(row_bound: float, epsilon: float) -> float:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ErrorPairLaplace:
+class ErrorPairLaplace(ErrorPairRelease):
     """The Laplace evaluation release of federated boosting: an owner's weighted (error, weight) pair plus
     ``Lap(2 b / epsilon)`` per coordinate, float-safe and clamped (seed 002 Alg. 2 lines 11-12; SPEC §1, §12;
     Dwork, McSherry, Nissim, Smith TCC 2006).
@@ -176,16 +176,7 @@ class ErrorPairLaplace:
     exact mechanism's ``8 b^2 / epsilon^2`` per coordinate.
     """
 
-    epsilon: float
-    row_bound: float
-    max_rows: int
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_positive(self.epsilon, name="epsilon", allow_inf=True))
-        object.__setattr__(self, "row_bound", check_positive(self.row_bound, name="eval_row_bound"))
-        object.__setattr__(self, "max_rows", check_int(self.max_rows, name="max_owner_rows", minimum=1))
-        if math.isinf(self.epsilon):
-            return
+    def _check_finite(self) -> None:
         if not (math.isfinite(self.bound) and math.isfinite(TAIL_SCALES * self.scale)):
             raise ConfigError(
                 f"the evaluation release at epsilon={self.epsilon!r} with eval_row_bound={self.row_bound!r} has a "
@@ -208,10 +199,6 @@ class ErrorPairLaplace:
         """``M = b max_rows + 40 (2 b / epsilon)``: every output coordinate is in ``[-M, M]``."""
         exact = float(self.row_bound) * float(self.max_rows)
         return exact if math.isinf(self.epsilon) else exact + TAIL_SCALES * self.scale
-
-    @property
-    def output_bounds(self) -> tuple[float, float]:
-        return (-self.bound, self.bound)
 
     @property
     def unit_scale(self) -> float:

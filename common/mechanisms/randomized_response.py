@@ -10,8 +10,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from privfed.common.errors import ConfigError
-from privfed.common.mechanisms.base import check_epsilon, clip_error_pairs
-from privfed.common.validation import check_int, check_int_array, check_positive, check_real_array, check_rng
+from privfed.common.mechanisms.base import ErrorPairRelease, check_epsilon, clip_error_pairs
+from privfed.common.validation import check_int, check_int_array, check_real_array, check_rng
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,7 +120,7 @@ class KaryRandomizedResponse:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ErrorPairResponse:
+class ErrorPairResponse(ErrorPairRelease):
     """The randomized-response evaluation release of federated boosting: one randomized category per owner
     stands for an unbiased weighted (error, weight) pair (issue 12 item 2; seed 002 Alg. 2 lines 11-12).
 
@@ -159,21 +159,13 @@ class ErrorPairResponse:
     is drawn by comparing a 53-bit uniform with the public ``B`` (no floating-point leak in the output).
     """
 
-    epsilon: float
-    row_bound: float
-    max_rows: int
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_positive(self.epsilon, name="epsilon", allow_inf=True))
-        object.__setattr__(self, "row_bound", check_positive(self.row_bound, name="eval_row_bound"))
-        object.__setattr__(self, "max_rows", check_int(self.max_rows, name="max_owner_rows", minimum=1))
-        if math.isfinite(self.epsilon):
-            self.oracle  # noqa: B018 - validates epsilon (the floor and ceiling)
-            if not math.isfinite(self.bound):
-                raise ConfigError(
-                    f"the evaluation release at epsilon={self.epsilon!r} with eval_row_bound={self.row_bound!r} "
-                    "has a non-finite range; use a larger epsilon"
-                )
+    def _check_finite(self) -> None:
+        self.oracle  # noqa: B018 - validates epsilon (the floor and ceiling)
+        if not math.isfinite(self.bound):
+            raise ConfigError(
+                f"the evaluation release at epsilon={self.epsilon!r} with eval_row_bound={self.row_bound!r} "
+                "has a non-finite range; use a larger epsilon"
+            )
 
     @property
     def oracle(self) -> KaryRandomizedResponse:
@@ -206,10 +198,6 @@ class ErrorPairResponse:
             return self.owner_bound
         rr = self.oracle
         return self.owner_bound * (1.0 - rr.q) / (rr.p - rr.q) * (1.0 + 1e-9)
-
-    @property
-    def output_bounds(self) -> tuple[float, float]:
-        return (-self.bound, self.bound)
 
     def _scaled(self, sums: ArrayLike) -> np.ndarray:
         pairs = clip_error_pairs(sums)
