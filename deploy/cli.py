@@ -146,7 +146,7 @@ def _add_tls(p: argparse.ArgumentParser) -> None:
 
 
 def _add_learning(p: argparse.ArgumentParser) -> None:
-    from privfed.common.boosting.federated import N_BINS  # here: only the commands that learn load the learners
+    from privfed.common.boosting.params import N_BINS  # here: only the commands that learn load the learners
     from privfed.common.learners.ncc import LABEL_FRACTION
 
     p.add_argument("--task", choices=TASK_CHOICES, default="ncc", help="what the federation learns (README, Tasks)")

@@ -15,8 +15,10 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DELTA_MODELS, SVM_MODELS, ovr_epsilons
 from privfed.common.feddpdr.model import add_bias_feature, project
+from privfed.common.feddpdr.multiclass import fit_dp_multiclass, mechanism
 from privfed.common.feddpdr.pca import scale_rows
 from privfed.common.feddpdr.svm import fit_dp_svm_ovr
+from privfed.common.mechanisms.objective import RANGE_WHAT
 from privfed.common.mechanisms.snapping import check_epsilon_range
 
 
@@ -38,15 +40,11 @@ def check_svm_release(model: str, epsilon: float, delta: float, n_classes: int) 
 
         class_sums_release(epsilon, delta)
         return
-    if model == "ovr-huber":
-        parts = ovr_epsilons(epsilon, n_classes)
-    else:
-        from privfed.common.feddpdr.multiclass import privacy_split  # here: it loads scipy.stats
-
-        split = privacy_split(epsilon, model)
-        parts = [split["epsilon_B"], split["epsilon_out"]]  # the objective's noise and AMP's output noise
-    for eps in parts:
-        check_epsilon_range(eps, what="each noise of an SVM release")
+    if model == "ovr-huber":  # each problem's noise (one-vs-rest): ObjectivePerturbation's range
+        for eps in ovr_epsilons(epsilon, n_classes):
+            check_epsilon_range(eps, what=RANGE_WHAT)
+        return
+    mechanism(epsilon, delta, n_classes, model)  # the objective's noise and AMP's output noise
 
 
 def owner_svm_release(
@@ -77,7 +75,7 @@ def owner_svm_release(
     * ``"ovr-huber"``: the seed's one-vs-rest Huber SVMs, :func:`fit_dp_svm_ovr`, epsilon2/K per class
       (``delta`` unused, must be 0).
 
-    Total: once the rows are read nothing raises (the solvers always return, :mod:`.solver`).
+    Total: once the rows are read nothing raises (the solvers always return, :mod:`privfed.common.mechanisms.amp`).
 
     Returns
     -------
@@ -94,7 +92,5 @@ def owner_svm_release(
         from privfed.common.feddpdr.centroid import dp_class_sums
 
         return dp_class_sums(Z, y, n_classes, epsilon=epsilon2, delta=delta, rng=rng), n, np.array([epsilon2])
-    from privfed.common.feddpdr.multiclass import fit_dp_multiclass  # here: it loads scipy.stats
-
     W, _ = fit_dp_multiclass(add_bias_feature(Z), y, n_classes, loss=model, epsilon=epsilon2, delta=delta, rng=rng)
     return W, n, np.array([float(epsilon2)])

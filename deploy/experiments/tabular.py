@@ -14,7 +14,7 @@ owner (every training row is its own data owner), ``--splits`` stratified train/
   - ``ncc``: nearest centroid from perturbed rows (PM, Alg. 4), labels by randomized response at
     ``label_fraction`` of ε, distances in the bounds' unit space (:class:`NearestCentroidModel`);
   - ``lr``: logistic regression by LDP gradient descent (:mod:`privfed.common.learners.ldp_gd`);
-  - ``bdt``: 10 rounds of federated SAMME over stumps at :class:`FederatedBoosting`'s defaults (thresholds
+  - ``bdt``: 10 rounds of federated SAMME over stumps at :class:`~privfed.common.boosting.params.BoostingParams`' defaults (thresholds
     at thirds of each feature's public range; LDP quantiles, :mod:`privfed.common.learners.split_points`,
     are an option that lost on validation splits).
 

@@ -139,8 +139,6 @@ def one_cycle(graph: dict[str, set[str]], component: list[str]) -> list[str]:
 #: the time; each is to be broken there, then removed here (the test fails on an entry that is no
 #: longer a cycle, and on any cycle not within an entry).
 KNOWN = (
-    # issue 25: common/boosting is being rewritten (federated -> simulation -> loop -> federated).
-    {"privfed.common.boosting.federated", "privfed.common.boosting.loop", "privfed.common.boosting.simulation"},
     # issue 25 (enrolment is issue 26's, wt-fleet): enroll imports owner_entry's slot helpers,
     # owner_entry imports enroll in a function.
     {"privfed.deploy.enroll", "privfed.deploy.owner_entry"},
