@@ -28,7 +28,16 @@ import numpy as np
 
 from privfed.common.errors import LocalProtocolError, RemoteProtocolError
 from privfed.common.ledger import Debit
-from privfed.common.messages import BoostEvaluateTask, BoostShareReply, BoostShareTask, Task, boost_release_epsilons
+from privfed.common.tasks import (
+    BOOST_EVALUATE,
+    BOOST_SHARE,
+    BoostEvaluateTask,
+    BoostShareReply,
+    BoostShareTask,
+    Task,
+    boost_release_epsilons,
+    share_reply,
+)
 from privfed.owner.history import check_history, history_weights
 from privfed.owner.kinds.base import (
     LedgerView,
@@ -47,7 +56,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("privfed.owner")
 
-#: Ledger labels of a boosting share (``privfed.common.messages.boost_release_epsilons``).
+#: Ledger labels of a boosting share (``privfed.common.tasks.boost_release_epsilons``).
 SHARE_LABELS = ("boost-share", "boost-share-features", "boost-share-labels")
 
 
@@ -93,22 +102,12 @@ def share_key(task: Task, spec: BoostShareTask) -> str:
 
 def boost_share(owner: LocalOwner, spec: BoostShareTask) -> BoostShareReply:
     """The perturbed share of this round's base learner, with this owner's SAMME weights."""
-    return _share_reply(spec, spec.config.booster.owner_release(owner.X, owner.y, _weights(owner, spec), rng=owner.rng))
+    fb = spec.config.booster
+    return share_reply(fb, fb.owner_release(owner.X, owner.y, _weights(owner, spec), rng=owner.rng))
 
 
 def _weights(owner: LocalOwner, spec: BoostShareTask | BoostEvaluateTask) -> np.ndarray:
     return history_weights(owner, spec.config, spec.history)
-
-
-def _share_reply(spec: BoostShareTask, share: object) -> BoostShareReply:
-    from privfed.common.learners.ncc import NccShare
-    from privfed.common.learners.stump_encodings import SampledReports
-
-    if isinstance(share, NccShare):
-        return BoostShareReply(reports=share.reports, labels=share.labels)
-    if isinstance(share, SampledReports):  # a sampled stump encoding: integer reports and the sampled coordinates
-        return BoostShareReply(reports=share.reports, labels=np.zeros(0, dtype=np.int64), coordinates=share.coordinates)
-    return BoostShareReply(reports=np.asarray(share).reshape(1, -1), labels=np.zeros(0, dtype=np.int64))
 
 
 def note_run(node: NodeState, config: BoostConfig) -> None:
@@ -123,8 +122,7 @@ def note_run(node: NodeState, config: BoostConfig) -> None:
 class BoostShareKind(TaskKind[BoostShareTask]):
     """One perturbed share per owner and run (T under ``share_groups="all"``), with SAMME weights."""
 
-    name = "boost_share"
-    spec_type = BoostShareTask
+    kind = BOOST_SHARE
 
     def releases_clear_labels(self, spec: BoostShareTask) -> bool:
         # NCC labels other than "rr" or "joint" (both through randomized response) count as clear: the safe side.
@@ -169,7 +167,7 @@ class BoostShareKind(TaskKind[BoostShareTask]):
         rows = midpoint_rows(public.bounds, n_rows)
         n = rows.shape[0]
         share = spec.config.booster.owner_release(rows, np.zeros(n, dtype=np.int64), np.ones(n), rng=rng)
-        return _share_reply(spec, share)
+        return share_reply(spec.config.booster, share)
 
     def released(self, task: Task, spec: BoostShareTask, release: Release, owner: LocalOwner, node: NodeState) -> None:
         owner.remember(share_key(task, spec), Cached(release))
@@ -209,8 +207,7 @@ def _check_against_share(ledger: LedgerView, config: BoostConfig) -> None:
 class BoostEvaluateKind(TaskKind[BoostEvaluateTask]):
     """The evaluation release: the noisy, debited ``(err_sum, w_sum)``, into the task's secure sum."""
 
-    name = "boost_evaluate"
-    spec_type = BoostEvaluateTask
+    kind = BOOST_EVALUATE
     batch = math.inf  # cheap, and a ring waits for every member's first message: all in one transaction
 
     def mod(self, spec: BoostEvaluateTask) -> str:

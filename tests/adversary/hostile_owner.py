@@ -37,7 +37,8 @@ import numpy as np
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 from privfed.common.identity import owner_id
-from privfed.common.messages import (
+from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
+from privfed.common.tasks import (
     LrShareReply,
     LrShareTask,
     NccShareReply,
@@ -50,7 +51,6 @@ from privfed.common.messages import (
     SvmShareTask,
     Task,
 )
-from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde

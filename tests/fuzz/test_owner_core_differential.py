@@ -30,7 +30,9 @@ from hypothesis import strategies as st
 from privfed.common.bounds import Bounds
 from privfed.common.errors import PrivfedError
 from privfed.common.ledger import Ledger
-from privfed.common.messages import (
+from privfed.common.secagg.boxes import public_bytes
+from privfed.common.secagg.messages import UnmaskRequest
+from privfed.common.tasks import (
     BoostEvaluateTask,
     BoostShareTask,
     LrShareTask,
@@ -45,8 +47,6 @@ from privfed.common.messages import (
     SvmShareTask,
     Task,
 )
-from privfed.common.secagg.boxes import public_bytes
-from privfed.common.secagg.messages import UnmaskRequest
 from privfed.owner.core import OwnerCore, is_sendable
 from privfed.owner.kinds import kind_of
 from privfed.owner.kinds.base import TaskKind

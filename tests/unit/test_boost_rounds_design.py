@@ -23,7 +23,7 @@ from privfed.common.bounds import Bounds
 from privfed.common.datasets import load_builtin
 from privfed.common.errors import ConfigError, LocalProtocolError
 from privfed.common.ledger import Ledger
-from privfed.common.messages import BoostShareReply, BoostShareTask, Refusal, Task
+from privfed.common.tasks import BoostShareReply, BoostShareTask, Refusal, Task
 from privfed.owner.core import handle_batch
 from privfed.owner.data import build_owners, federation_split
 
