@@ -19,7 +19,7 @@ The boosting types (``BoostConfig``, ``FederatedBoosting``) import scipy: only o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING, TypeVar, get_args
 
 import numpy as np
 
@@ -42,6 +42,8 @@ from privfed.common.tasks.steps import RingJoined, RingSpec, RingTotal
 if TYPE_CHECKING:
     from privfed.common.boosting.federated import FederatedBoosting, Release
     from privfed.common.boosting.wire import BoostConfig, BoostHistory, Learner
+
+T = TypeVar("T")
 
 
 def boost_release_epsilons(config: BoostConfig) -> LedgerEntries:
@@ -81,9 +83,15 @@ class BoostShareTask:
         return boost_release_epsilons(self.config)
 
 
-def _expect(share: object, kind: type) -> None:
+def _share_as(share: object, kind: type[T]) -> T:
+    """An owner's release as the ``kind`` its run's configuration makes it."""
     if not isinstance(share, kind):
         raise ConfigError(f"expected a {kind.__name__} share, got {type(share).__name__}")
+    return share
+
+
+def _one_row(share: object) -> np.ndarray:
+    return np.asarray(_share_as(share, np.ndarray), dtype=np.float64).reshape(1, -1)
 
 
 @dataclass(frozen=True)
@@ -94,8 +102,7 @@ class StumpShareReply:
 
     @classmethod
     def of(cls, share: Release) -> StumpShareReply:
-        _expect(share, np.ndarray)
-        return cls(np.asarray(share, dtype=np.float64).reshape(1, -1))
+        return cls(_one_row(share))
 
     def release(self, fb: FederatedBoosting) -> Release:
         return fb.stump_reports(self.reports, np.zeros((0, 0), dtype=np.int64))
@@ -118,9 +125,8 @@ class SampledStumpShareReply:
 
     @classmethod
     def of(cls, share: Release) -> SampledStumpShareReply:
-        _expect(share, SampledReports)
-        assert isinstance(share, SampledReports)
-        return cls(share.coordinates, share.reports)
+        sampled = _share_as(share, SampledReports)
+        return cls(sampled.coordinates, sampled.reports)
 
     def release(self, fb: FederatedBoosting) -> Release:
         return fb.stump_reports(self.reports, self.coordinates)
@@ -137,8 +143,7 @@ class LrParametersReply:
 
     @classmethod
     def of(cls, share: Release) -> LrParametersReply:
-        _expect(share, np.ndarray)
-        return cls(np.asarray(share, dtype=np.float64).reshape(1, -1))
+        return cls(_one_row(share))
 
     def release(self, fb: FederatedBoosting) -> Release:
         return self.reports
@@ -156,9 +161,8 @@ class NccRowsReply:
 
     @classmethod
     def of(cls, share: Release) -> NccRowsReply:
-        _expect(share, NccShare)
-        assert isinstance(share, NccShare)
-        return cls(share.reports, share.labels)
+        rows = _share_as(share, NccShare)
+        return cls(rows.reports, rows.labels)
 
     def release(self, fb: FederatedBoosting) -> Release:
         return fb.ncc_reports(self.reports, self.labels, np.zeros((0, 0), dtype=np.int64))
@@ -180,9 +184,8 @@ class JointNccReply:
 
     @classmethod
     def of(cls, share: Release) -> JointNccReply:
-        _expect(share, SampledReports)
-        assert isinstance(share, SampledReports)
-        return cls(share.coordinates.reshape(-1), share.reports.reshape(-1))
+        sampled = _share_as(share, SampledReports)
+        return cls(sampled.coordinates.reshape(-1), sampled.reports.reshape(-1))
 
     def release(self, fb: FederatedBoosting) -> Release:
         return fb.ncc_reports(self.reports.reshape(-1, 1), np.zeros(0, dtype=np.int64), self.features.reshape(-1, 1))
