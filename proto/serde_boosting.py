@@ -65,7 +65,7 @@ def _wire() -> ModuleType:
 @cache
 def boost_enums() -> Mapping[str, WireEnum[Any]]:
     """The fields of ``BoostConfig`` that name one of the run's public choices, and their wire enums."""
-    from privfed.common.boosting import federated as f
+    from privfed.common.boosting import params as f
 
     return {
         "base": WireEnum(pb.BaseLearner, f.BASE_LEARNERS),
@@ -81,8 +81,8 @@ def boost_enums() -> Mapping[str, WireEnum[Any]]:
 
 
 def boost_config_to_proto(c: BoostConfig) -> pb.BoostConfig:
-    """Every choice as the config holds it: ``FederatedBoosting`` resolved its defaults when built."""
-    fb = c.booster
+    """Every choice as the config holds it: ``BoostingParams`` resolved its defaults when built."""
+    fb = c.params
     return pb.BoostConfig(
         run_id=c.run_id,
         epsilon=fb.epsilon,
@@ -104,7 +104,7 @@ def boost_config_to_proto(c: BoostConfig) -> pb.BoostConfig:
 
 
 def boost_config_from_proto(m: pb.BoostConfig) -> BoostConfig:
-    """The run's configuration, validated as :class:`~privfed.common.boosting.federated.FederatedBoosting` validates it.
+    """The run's configuration, validated as :class:`~privfed.common.boosting.params.BoostingParams` validates it.
 
     Decoded once per distinct message (every task of a run carries the same one; building it costs ~1 ms)."""
     return _boost_config(m.SerializeToString(deterministic=True))
@@ -113,7 +113,7 @@ def boost_config_from_proto(m: pb.BoostConfig) -> BoostConfig:
 @lru_cache(maxsize=8)
 def _boost_config(raw: bytes) -> BoostConfig:
     m, wire = pb.BoostConfig.FromString(raw), _wire()
-    booster = wire.FederatedBoosting(
+    params = wire.BoostingParams(
         epsilon=m.epsilon,
         n_classes=int(m.n_classes),
         n_rounds=int(m.n_rounds),
@@ -130,7 +130,7 @@ def _boost_config(raw: bytes) -> BoostConfig:
         n_sampled=int(m.n_sampled) if m.HasField("n_sampled") else None,
         **{name: enum.from_proto(getattr(m, name), name) for name, enum in boost_enums().items()},
     )
-    return wire.BoostConfig(m.run_id, booster)
+    return wire.BoostConfig(m.run_id, params)
 
 
 def learner_to_proto(learner: Learner) -> pb.BoostLearner:
@@ -166,7 +166,7 @@ def learner_from_proto(m: pb.BoostLearner) -> Learner:
     """A base learner, its shapes and values checked (finite; the stump's ``error`` may be nan).
 
     Whether it fits a run (kind, features, thresholds, classes) is the owner's check against the
-    run's configuration (``FederatedBoosting.check_learner``).
+    run's configuration (:func:`privfed.common.boosting.owner.check_learner`).
     """
     kind = m.WhichOneof("kind")
     if kind == "stump":

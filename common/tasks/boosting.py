@@ -13,7 +13,7 @@ centroid, sampled encodings checked by the encodings' own ``reports_of``, values
 mechanism's range; an evaluation, a ring member's join or a leader's total of at most ``n_parties``
 contributions within the public ``max_abs`` (a pairwise-mask input is checked by the sum).
 
-The boosting types (``BoostConfig``, ``FederatedBoosting``) import scipy: only once a task needs them.
+The boosting types (``BoostConfig``, ``ReleasePlan``, ``CoordinatorSteps``) import scipy: only once a task needs them.
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ from privfed.common.tasks.contract import (
 from privfed.common.tasks.steps import RingJoined, RingSpec, RingTotal
 
 if TYPE_CHECKING:
-    from privfed.common.boosting.federated import FederatedBoosting, Release
+    from privfed.common.boosting.coordinator import CoordinatorSteps
+    from privfed.common.boosting.owner import Release
+    from privfed.common.boosting.releases import ReleasePlan
     from privfed.common.boosting.wire import BoostConfig, BoostHistory, Learner
 
 T = TypeVar("T")
@@ -49,15 +51,15 @@ T = TypeVar("T")
 def boost_release_epsilons(config: BoostConfig) -> LedgerEntries:
     """Ledger entries of one boosting share (seed 002 Alg. 2): the share part of the run's ε, or 1/T of it.
 
-    ``FederatedBoosting.share_round_epsilon``: ``(1 - eval_fraction) ε`` for the one share of an owner,
+    ``BoostingParams.share_round_epsilon``: ``(1 - eval_fraction) ε`` for the one share of an owner,
     ``1/T`` of it for each of the T shares under ``share_groups="all"``. NCC splits it between features
     and labels by :func:`~privfed.common.learners.ncc.split_label_budget`, the one split the share's
-    mechanisms use too (``FederatedBoosting.release_mechanism``, ``label_rr``); at ε = ∞ both parts
+    mechanisms use too (``ReleasePlan.release_mechanism``, ``label_rr``); at ε = ∞ both parts
     are ∞, never NaN.
     """
     from privfed.common.learners.ncc import split_label_budget
 
-    fb = config.booster
+    fb = config.params
     if fb.base != "ncc":
         return [(fb.share_round_epsilon, 0.0, "boost-share")]
     features, labels = split_label_budget(fb.share_round_epsilon, fb.labels, fb.label_fraction)
@@ -104,13 +106,13 @@ class StumpShareReply:
     def of(cls, share: Release) -> StumpShareReply:
         return cls(_one_row(share))
 
-    def release(self, fb: FederatedBoosting) -> Release:
-        return fb.stump_reports(self.reports, np.zeros((0, 0), dtype=np.int64))
+    def release(self, steps: CoordinatorSteps) -> Release:
+        return steps.stump_reports(self.reports, np.zeros((0, 0), dtype=np.int64))
 
-    def check(self, fb: FederatedBoosting, limits: PublicLimits) -> None:
+    def check(self, steps: CoordinatorSteps, limits: PublicLimits) -> None:
         reports = check_matrix(self.reports, "share reports", (1, None))
-        self.release(fb)  # the encoding's own format checks
-        encoding = fb.share_encoding
+        self.release(steps)  # the encoding's own format checks
+        encoding = steps.plan.share_encoding
         if isinstance(encoding, RowEncoding) and encoding.mechanism is not None:
             check_reports(reports, encoding.mechanism)
 
@@ -128,11 +130,11 @@ class SampledStumpShareReply:
         sampled = _share_as(share, SampledReports)
         return cls(sampled.coordinates, sampled.reports)
 
-    def release(self, fb: FederatedBoosting) -> Release:
-        return fb.stump_reports(self.reports, self.coordinates)
+    def release(self, steps: CoordinatorSteps) -> Release:
+        return steps.stump_reports(self.reports, self.coordinates)
 
-    def check(self, fb: FederatedBoosting, limits: PublicLimits) -> None:
-        self.release(fb)  # the encoding's shapes, distinct coordinates in range, the oracle's domain
+    def check(self, steps: CoordinatorSteps, limits: PublicLimits) -> None:
+        self.release(steps)  # the encoding's shapes, distinct coordinates in range, the oracle's domain
 
 
 @dataclass(frozen=True)
@@ -145,11 +147,12 @@ class LrParametersReply:
     def of(cls, share: Release) -> LrParametersReply:
         return cls(_one_row(share))
 
-    def release(self, fb: FederatedBoosting) -> Release:
+    def release(self, steps: CoordinatorSteps) -> Release:
         return self.reports
 
-    def check(self, fb: FederatedBoosting, limits: PublicLimits) -> None:
-        check_reports(check_matrix(self.reports, "share reports", (1, fb.release_dim)), fb.release_mechanism)
+    def check(self, steps: CoordinatorSteps, limits: PublicLimits) -> None:
+        plan = steps.plan
+        check_reports(check_matrix(self.reports, "share reports", (1, plan.release_dim)), plan.release_mechanism)
 
 
 @dataclass(frozen=True)
@@ -164,14 +167,15 @@ class NccRowsReply:
         rows = _share_as(share, NccShare)
         return cls(rows.reports, rows.labels)
 
-    def release(self, fb: FederatedBoosting) -> Release:
-        return fb.ncc_reports(self.reports, self.labels, np.zeros((0, 0), dtype=np.int64))
+    def release(self, steps: CoordinatorSteps) -> Release:
+        return steps.ncc_reports(self.reports, self.labels, np.zeros((0, 0), dtype=np.int64))
 
-    def check(self, fb: FederatedBoosting, limits: PublicLimits) -> None:
-        reports = check_matrix(self.reports, "share reports", (None, fb.release_dim))
+    def check(self, steps: CoordinatorSteps, limits: PublicLimits) -> None:
+        plan = steps.plan
+        reports = check_matrix(self.reports, "share reports", (None, plan.release_dim))
         check_rows(reports.shape[0], limits, "report rows")
-        check_labels(self.labels, reports.shape[0], fb.n_classes)
-        check_reports(reports, fb.release_mechanism)
+        check_labels(self.labels, reports.shape[0], plan.params.n_classes)
+        check_reports(reports, plan.release_mechanism)
 
 
 @dataclass(frozen=True)
@@ -187,36 +191,39 @@ class JointNccReply:
         sampled = _share_as(share, SampledReports)
         return cls(sampled.coordinates.reshape(-1), sampled.reports.reshape(-1))
 
-    def release(self, fb: FederatedBoosting) -> Release:
-        return fb.ncc_reports(self.reports.reshape(-1, 1), np.zeros(0, dtype=np.int64), self.features.reshape(-1, 1))
+    def release(self, steps: CoordinatorSteps) -> Release:
+        return steps.ncc_reports(self.reports.reshape(-1, 1), np.zeros(0, dtype=np.int64), self.features.reshape(-1, 1))
 
-    def check(self, fb: FederatedBoosting, limits: PublicLimits) -> None:
+    def check(self, steps: CoordinatorSteps, limits: PublicLimits) -> None:
         check_rows(int(np.asarray(self.reports).size), limits, "report rows")
-        self.release(fb)  # the encoding's shapes, features in range, reports in 0..2K
+        self.release(steps)  # the encoding's shapes, features in range, reports in 0..2K
 
 
 BoostShareReply = StumpShareReply | SampledStumpShareReply | LrParametersReply | NccRowsReply | JointNccReply
 
 
-def share_reply_type(fb: FederatedBoosting) -> type[BoostShareReply]:
-    """The reply a share of a run with this public configuration is (module docstring)."""
-    if fb.base == "lr":
+def share_reply_type(plan: ReleasePlan) -> type[BoostShareReply]:
+    """The reply a share of a run with these releases is (module docstring)."""
+    base = plan.params.base
+    if base == "lr":
         return LrParametersReply
-    if fb.base == "ncc":
-        return NccRowsReply if fb.joint_encoding is None else JointNccReply
-    return StumpShareReply if isinstance(fb.share_encoding, RowEncoding) else SampledStumpShareReply
+    if base == "ncc":
+        return NccRowsReply if plan.joint_encoding is None else JointNccReply
+    return StumpShareReply if isinstance(plan.share_encoding, RowEncoding) else SampledStumpShareReply
 
 
-def share_reply(fb: FederatedBoosting, share: Release) -> BoostShareReply:
-    """An owner's share (``FederatedBoosting.owner_release``) as its typed reply."""
-    return share_reply_type(fb).of(share)
+def share_reply(plan: ReleasePlan, share: Release) -> BoostShareReply:
+    """An owner's share (:func:`privfed.common.boosting.owner.share`) as its typed reply."""
+    return share_reply_type(plan).of(share)
 
 
 def check_boost_share_reply(spec: BoostShareTask, payload: Payload, limits: PublicLimits) -> None:
-    fb = spec.config.booster
-    reply = reply_of(payload, share_reply_type(fb))
+    from privfed.common.boosting.coordinator import CoordinatorSteps  # scipy: only once a boosting job runs
+
+    plan = spec.config.releases
+    reply = reply_of(payload, share_reply_type(plan))
     try:
-        reply.check(fb, limits)
+        reply.check(CoordinatorSteps(plan), limits)
     except ConfigError as exc:
         raise ContractViolation("shape", str(exc)) from exc
 
@@ -229,8 +236,8 @@ class BoostEvaluateTask:
     """The new learner's local weighted error and weight sum, noised and debited, into a secure sum.
 
     The pair is a release (issue 9, contract 4): every row's weight clipped to the run's
-    ``eval_row_bound`` b, noise at ε = ``FederatedBoosting.eval_round_epsilon`` (row-level DP, LDP for
-    a one-row owner; :mod:`privfed.common.boosting.federated`), debited under :attr:`release_id`
+    ``eval_row_bound`` b, noise at ε = ``BoostingParams.eval_round_epsilon`` (row-level DP, LDP for
+    a one-row owner; :attr:`privfed.common.boosting.releases.ReleasePlan.evaluation`), debited under :attr:`release_id`
     before the sum's first message. One release per (run, round) -- per run under
     ``eval_groups="disjoint"`` -- whatever ring it is asked for; a re-formed ring gets the same
     noisy pair. ``history.round`` is the 0-based round.
@@ -251,11 +258,11 @@ class BoostEvaluateTask:
     @property
     def release_id(self) -> str:
         """The ledger key of this evaluation release: ``boost-eval:<run id>:<round>`` (or ``:once``)."""
-        slot = self.round if self.config.booster.eval_groups == "all" else "once"
+        slot = self.round if self.config.params.eval_groups == "all" else "once"
         return f"boost-eval:{self.config.run_id}:{slot}"
 
     def ledger_entries(self) -> LedgerEntries:
-        return [(self.config.booster.eval_round_epsilon, 0.0, "boost-eval")]
+        return [(self.config.params.eval_round_epsilon, 0.0, "boost-eval")]
 
 
 def check_boost_evaluate_reply(spec: BoostEvaluateTask, payload: Payload, limits: PublicLimits) -> None:

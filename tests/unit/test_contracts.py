@@ -100,11 +100,12 @@ def test_honest_feddpdr_replies_meet_their_contract(tmp_path):
      ("ncc", "joint", None, JointNccReply), ("ncc", "rr", None, NccRowsReply), ("lr", "joint", None, LrParametersReply)],
 )  # fmt: skip
 def test_honest_boosting_shares_are_their_types_and_meet_their_contract(tmp_path, base, labels, encoding, reply):
-    from privfed.common.boosting.federated import FederatedBoosting
+    from privfed.common.boosting.coordinator import CoordinatorSteps
+    from privfed.common.boosting.params import BoostingParams
     from privfed.common.boosting.wire import at_round, config_to_dict, empty_history
     from privfed.common.tasks import BoostShareTask
 
-    fb = FederatedBoosting(
+    fb = BoostingParams(
         base=base, epsilon=4.0, labels=labels, stump_encoding=encoding, n_rounds=2, n_classes=K, bounds=BOUNDS
     )
     spec = BoostShareTask(config_to_dict(fb, "run-1"), at_round(empty_history(), 0))
@@ -113,7 +114,7 @@ def test_honest_boosting_shares_are_their_types_and_meet_their_contract(tmp_path
     assert len(results) == len(tasks) and all(type(r.payload) is reply for r in results)
     for result in results:
         check_reply(spec, result.payload, LIMITS)
-        result.payload.release(fb)  # what the coordinator's selection takes
+        result.payload.release(CoordinatorSteps(spec.config.releases))  # what the coordinator's selection takes
 
 
 def _code(spec, payload) -> str:

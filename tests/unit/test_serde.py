@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.params import BoostingParams
 from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound
 from privfed.common.bounds import Bounds
 from privfed.common.errors import RemoteProtocolError
@@ -57,7 +57,7 @@ NCC = NccShareTask(mechanism="pm", epsilon=1.5, labels="rr", label_epsilon=0.5, 
 LR = LrShareTask(mechanism="laplace", epsilon=2.0, param_bound=4.0, c=0.5, n_classes=4, bounds=BOUNDS)
 PCA = PcaShareTask(epsilon=0.95, delta=1e-5, k=2, bounds=BOUNDS, count_epsilon=0.05, scaling="ball")
 BOOST = BoostShareTask(
-    BoostConfig("run-7", FederatedBoosting(n_classes=2, epsilon=1.0, bounds=BOUNDS, n_rounds=3)),
+    BoostConfig("run-7", BoostingParams(n_classes=2, epsilon=1.0, bounds=BOUNDS, n_rounds=3)),
     BoostHistory((KeptRound(Stump(2, 1, 2.75, (1, 0), 0.25), 0.75, 12.5, 100.25),) * 2, round=4),
 )
 

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.params import BoostingParams
 from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound, at_round, empty_history
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, RemoteProtocolError
@@ -37,7 +37,7 @@ from privfed.proto import serde
 BOUNDS = Bounds.of(0.0, 1.0, 2)
 CONFIG = BoostConfig(
     "run-b",
-    FederatedBoosting(
+    BoostingParams(
         base="lr",
         epsilon=3.5,
         mechanism="laplace",
@@ -151,7 +151,7 @@ def test_a_share_of_the_wrong_shape_is_refused_at_decoding(field, value):
 
 
 def test_a_choice_left_unset_or_unknown_on_the_wire_is_refused():
-    """No silent default: the coordinator sends every choice resolved (``FederatedBoosting`` filled
+    """No silent default: the coordinator sends every choice resolved (``BoostingParams`` filled
     in its defaults), so an unset or unknown one is a malformed config, not the default."""
     for name in serde.boosting.boost_enums():
         for value in (0, 99):
@@ -161,22 +161,22 @@ def test_a_choice_left_unset_or_unknown_on_the_wire_is_refused():
                 serde.boost_config_from_proto(msg)
     msg = serde.boost_config_to_proto(CONFIG)
     msg.ClearField("n_sampled")  # an optional number: unset is Python's None (the variance-optimal count)
-    assert serde.boost_config_from_proto(msg).booster.n_sampled is None
+    assert serde.boost_config_from_proto(msg).params.n_sampled is None
 
 
 def test_a_config_of_another_run_or_another_value_is_not_equal():
     assert serde.boost_config_from_proto(serde.boost_config_to_proto(CONFIG)) == CONFIG
-    other = BoostConfig("run-c", CONFIG.booster)
+    other = BoostConfig("run-c", CONFIG.params)
     assert other != CONFIG
     for field, value in (("eval_fraction", 0.41), ("bounds", Bounds.of(0.0, 2.0, 2)), ("group_size", None)):
-        changed = BoostConfig("run-b", FederatedBoosting(**{**_public(CONFIG), field: value}))
+        changed = BoostConfig("run-b", BoostingParams(**{**_public(CONFIG), field: value}))
         assert changed != CONFIG and hash(changed) != hash(CONFIG), field
 
 
 def _public(config: BoostConfig) -> dict:
-    from privfed.common.boosting.wire import PUBLIC_FIELDS
+    from privfed.common.boosting.params import WIRE_FIELDS
 
-    return {f: getattr(config.booster, f) for f in PUBLIC_FIELDS}
+    return {f: getattr(config.params, f) for f in WIRE_FIELDS}
 
 
 def _refusal(m: pb.Task) -> str:
@@ -217,7 +217,7 @@ def _matrix(shape, data) -> pb.Matrix:
 
 
 MALFORMED = {
-    # the config: FederatedBoosting's own checks, and the bounds'
+    # the config: BoostingParams' own checks, and the bounds'
     "nan-epsilon": (("config.epsilon", math.nan), "epsilon"),
     "zero-epsilon": (("config.epsilon", 0.0), "epsilon"),
     "unknown-base": (("config.base", 17), "base"),
@@ -286,7 +286,7 @@ def test_the_domain_objects_refuse_what_the_wire_refuses():
     with pytest.raises(ConfigError, match="round"):
         at_round(empty_history(), -1)
     with pytest.raises(ConfigError, match="run_id"):
-        BoostConfig("", CONFIG.booster)
+        BoostConfig("", CONFIG.params)
 
 
 def test_the_node_answers_the_rest_of_a_batch_after_malformed_boosting_tasks(tmp_path):
@@ -297,7 +297,7 @@ def test_the_node_answers_the_rest_of_a_batch_after_malformed_boosting_tasks(tmp
     owner = LocalOwner(
         "owner-0.o00000", X, (X[:, 0] > 0.5).astype(np.int64), np.random.Generator(np.random.PCG64(6)), 2, BOUNDS
     )
-    config = BoostConfig("run-ok", FederatedBoosting(epsilon=1.0, n_classes=2, bounds=BOUNDS, n_rounds=3, n_bins=4))
+    config = BoostConfig("run-ok", BoostingParams(epsilon=1.0, n_classes=2, bounds=BOUNDS, n_rounds=3, n_bins=4))
     good = serde.task_to_proto(
         Task("good", owner.owner_id, "run-ok", BoostShareTask(config, at_round(empty_history(), 0)))
     )
