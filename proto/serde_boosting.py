@@ -62,11 +62,16 @@ def _wire() -> ModuleType:
     return wire
 
 
+def _params() -> ModuleType:
+    from privfed.common.boosting import params
+
+    return params
+
+
 @cache
 def boost_enums() -> Mapping[str, WireEnum[Any]]:
     """The fields of ``BoostConfig`` that name one of the run's public choices, and their wire enums."""
-    from privfed.common.boosting import params as f
-
+    f = _params()
     return {
         "base": WireEnum(pb.BaseLearner, f.BASE_LEARNERS),
         "mechanism": MECHANISM,
@@ -81,26 +86,15 @@ def boost_enums() -> Mapping[str, WireEnum[Any]]:
 
 
 def boost_config_to_proto(c: BoostConfig) -> pb.BoostConfig:
-    """Every choice as the config holds it: ``BoostingParams`` resolved its defaults when built."""
-    fb = c.params
-    return pb.BoostConfig(
-        run_id=c.run_id,
-        epsilon=fb.epsilon,
-        n_classes=fb.n_classes,
-        n_rounds=fb.n_rounds,
-        group_size=fb.group_size,
-        n_bins=fb.n_bins,
-        weight_bound=fb.weight_bound,
-        label_fraction=fb.label_fraction,
-        c=fb.C,
-        param_bound=fb.param_bound,
-        eval_fraction=fb.eval_fraction,
-        eval_row_bound=fb.eval_row_bound,
-        max_owner_rows=fb.max_owner_rows,
-        bounds=bounds_to_proto(fb.bounds),
-        n_sampled=fb.n_sampled,
-        **{name: enum.to_proto(getattr(fb, name)) for name, enum in boost_enums().items()},
-    )
+    """Every wire field of the run's ``BoostingParams`` (``WIRE_FIELDS``: its parameter table says which), under
+    its name in lower case (``C`` is ``c``); every choice as the params hold it, resolved when they were built."""
+    enums, values = boost_enums(), {}
+    for name in _params().WIRE_FIELDS:
+        value = getattr(c.params, name)
+        values[name.lower()] = (
+            enums[name].to_proto(value) if name in enums else bounds_to_proto(value) if name == "bounds" else value
+        )
+    return pb.BoostConfig(run_id=c.run_id, **values)
 
 
 def boost_config_from_proto(m: pb.BoostConfig) -> BoostConfig:
@@ -112,25 +106,21 @@ def boost_config_from_proto(m: pb.BoostConfig) -> BoostConfig:
 
 @lru_cache(maxsize=8)
 def _boost_config(raw: bytes) -> BoostConfig:
-    m, wire = pb.BoostConfig.FromString(raw), _wire()
-    params = wire.BoostingParams(
-        epsilon=m.epsilon,
-        n_classes=int(m.n_classes),
-        n_rounds=int(m.n_rounds),
-        group_size=int(m.group_size) if m.HasField("group_size") else None,
-        n_bins=int(m.n_bins),
-        weight_bound=m.weight_bound,
-        label_fraction=m.label_fraction,
-        C=m.c,
-        param_bound=m.param_bound,
-        eval_fraction=m.eval_fraction,
-        eval_row_bound=m.eval_row_bound,
-        max_owner_rows=int(m.max_owner_rows),
-        bounds=bounds_from_proto(m.bounds),
-        n_sampled=int(m.n_sampled) if m.HasField("n_sampled") else None,
-        **{name: enum.from_proto(getattr(m, name), name) for name, enum in boost_enums().items()},
-    )
-    return wire.BoostConfig(m.run_id, params)
+    """Each wire field back by its constraint (``PARAMETERS``): a choice from its enum, an int as an int, an
+    optional number unset as None (the params then derive it), the bounds from their matrix."""
+    m, params, enums = pb.BoostConfig.FromString(raw), _params(), boost_enums()
+    values: dict[str, Any] = {}
+    for name in params.WIRE_FIELDS:
+        field, check = name.lower(), params.PARAMETERS[name].check
+        if name in enums:
+            values[name] = enums[name].from_proto(getattr(m, field), name)
+        elif name == "bounds":
+            values[name] = bounds_from_proto(m.bounds)
+        elif check.optional and not m.HasField(field):
+            values[name] = None
+        else:
+            values[name] = int(getattr(m, field)) if check.parse is int else getattr(m, field)
+    return _wire().BoostConfig(m.run_id, params.BoostingParams(**values))
 
 
 def learner_to_proto(learner: Learner) -> pb.BoostLearner:
