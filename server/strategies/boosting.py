@@ -41,9 +41,9 @@ from privfed.common.boosting.releases import ReleasePlan
 from privfed.common.boosting.wire import at_round, config_to_dict, empty_history, with_round
 from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.learners.samme import BoostedModel
-from privfed.common.messages import BoostEvaluateTask, BoostShareReply, BoostShareTask
 from privfed.common.secagg import secure_sum_for
 from privfed.common.secagg.masking import MIN_MEMBERS
+from privfed.common.tasks import BoostEvaluateTask, BoostShareTask, share_reply_type
 from privfed.proto import serde
 from privfed.server.journal import Journal, fingerprint
 from privfed.server.strategies.base import Transport, new_tasks
@@ -171,7 +171,7 @@ class _FederationSteps:
         fb, coordinator, t0 = self.strategy.params, self.strategy.coordinator, time.perf_counter()
         spec = BoostShareTask(self.config, at_round(self.history, round_no))
         results = self.transport.run_tasks(new_tasks([self.owner_ids[i] for i in group], self.run_id, spec))
-        replies = [r.payload for r in results if isinstance(r.payload, BoostShareReply)]
+        replies = [r.payload for r in results if isinstance(r.payload, share_reply_type(coordinator.plan))]
         if not replies:
             raise RoundFailed(f"round {round_no + 1}: no owner of the group released a share")
         self._entry(round_no).update(
@@ -182,18 +182,12 @@ class _FederationSteps:
             eval_epsilon=fb.eval_round_epsilon,
             eval_noise_scale=coordinator.plan.eval_noise_scale,
         )
-        if fb.base == "ncc":
-            return concat_releases([coordinator.ncc_reports(r.reports, r.labels, r.coordinates) for r in replies])
-        if fb.base == "lr":
-            return np.concatenate([r.reports for r in replies])
         shares: list[Release] = []
-        for r in replies:  # each owner's stump share checked alone: a malformed one is dropped, not the round
+        for r in replies:  # each typed by the run's config and checked by its contract; one that fails is dropped alone
             try:
-                shares.append(coordinator.stump_reports(r.reports, r.coordinates))
+                shares.append(r.release(coordinator))
             except ConfigError as exc:
-                log.warning(
-                    "round %d: a stump share that does not fit the run's encoding was dropped: %s", round_no + 1, exc
-                )
+                log.warning("round %d: a share that does not fit the run's encoding was dropped: %s", round_no + 1, exc)
         if not shares:
             raise RoundFailed(f"round {round_no + 1}: no owner of the group released a well-formed share")
         return concat_releases(shares)

@@ -7,7 +7,7 @@ class's public methods, ``__init__``, ``__call__`` and properties; dataclass fie
 * the :class:`~privfed.server.strategies.base.Strategy` and
   :class:`~privfed.server.strategies.base.Transport` protocols,
 * the owner core, :mod:`privfed.owner.core`,
-* the task-kind registry, every module of :mod:`privfed.owner.kinds`.
+* the task-kind registry, every module of :mod:`privfed.common.tasks`.
 
 Each parameter and return annotation is evaluated in its module (``from __future__ import
 annotations`` keeps them as text) and searched for ``typing.Any``, through generics, unions,
@@ -34,11 +34,8 @@ from privfed.server.strategies.base import Strategy, Transport
 KNOWN = {
     # issue 25 items 3-4 (wt-runner): Strategy.run is to return a StrategyResult.
     "Strategy.run -> return",
-    # issue 25 items 1-2 (wt-kinds): the task-kind registry moves to common/tasks with typed parameters.
-    "privfed.owner.kinds.base.LedgerView.history -> return",
-    "privfed.owner.kinds.base.SecureSum.prepare -> spec",
-    "privfed.owner.kinds.base.SecureSum.prepare -> return",
-    "privfed.owner.kinds.base.SecureSum.start -> party",
+    # issue 25 items 1-2 (wt-kinds): the registry's lookup returns Kind[Any] for a spec of any kind.
+    "privfed.common.tasks.kind_of -> return",
 }
 
 
@@ -93,8 +90,7 @@ def _module_parts(module: types.ModuleType) -> Iterator[tuple[str, object]]:
             yield from _signature_parts(f"{module.__name__}.{name}", value, module)
 
 
-#: The task-kind registry: ``privfed.common.tasks`` where it exists (issue 25 items 1-2), and the
-#: owner's kinds while they are there.
+#: The task-kind registry: ``privfed.common.tasks`` (issue 25 items 1-2), or before it existed the owner's kinds.
 REGISTRIES = ("privfed.common.tasks", "privfed.owner.kinds")
 
 
@@ -107,7 +103,8 @@ def _package_modules(name: str) -> list[types.ModuleType]:
 
 
 def boundary_modules() -> list[types.ModuleType]:
-    return [importlib.import_module("privfed.owner.core"), *(m for r in REGISTRIES for m in _package_modules(r))]
+    registry = next(modules for r in REGISTRIES if (modules := _package_modules(r)))
+    return [importlib.import_module("privfed.owner.core"), *registry]
 
 
 def boundary_parts() -> list[tuple[str, object]]:
@@ -121,7 +118,7 @@ def test_no_any_in_the_boundaries_signatures():
     names = {n for n, _ in parts}
     assert {"Transport.run_tasks -> tasks", "Strategy.run -> transport"} <= names  # the protocols were read
     assert any(n.startswith("privfed.owner.core.OwnerCore.") for n in names)
-    assert any(n.startswith("privfed.owner.kinds.shares.") for n in names)
+    assert any(n.startswith(f"{REGISTRIES[0]}.shares.") for n in names)
     with_any = {n for n, annotation in parts if _has_any(annotation)}
     assert sorted(with_any - KNOWN) == [], "type these without Any"
     assert sorted(KNOWN - with_any) == [], "typed now (or renamed): remove them from KNOWN"
