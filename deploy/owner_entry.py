@@ -36,6 +36,11 @@ Usage (the owner services of ``docker-compose.yml``)::
 OWNER_ARGS are ``privfed owner`` arguments without ``--name``, ``--shards`` and ``--ledger``
 (nor ``--certs`` with ``--enroll``), which this entry point adds; it validates the whole command
 with the real CLI parser first.
+
+Threads
+    The replicas share one host, so unless OWNER_ARGS give ``--threads``, each gets ``--threads``
+    :func:`~privfed.deploy.threads.threads_per_node` of ``--nodes`` (the host's CPUs split among
+    them, at least one): N nodes with a BLAS thread per CPU each would fight over the cores.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ import sys
 from pathlib import Path
 
 from privfed.common.errors import ConfigError
+from privfed.deploy.threads import threads_per_node
 
 #: Options that the entry point sets from the slot; the caller must not give them.
 _SET_HERE = ("--name", "--shards", "--ledger")
@@ -151,6 +157,14 @@ def owner_argv(
     ]
 
 
+def with_threads(passthrough: list[str], nodes: int) -> list[str]:
+    """``passthrough`` and, unless it gives ``--threads``, ``--threads`` for one of ``nodes`` replicas
+    on this host (:func:`~privfed.deploy.threads.threads_per_node`: its CPUs split among them)."""
+    if any(a.split("=", 1)[0] == "--threads" for a in passthrough):
+        return passthrough
+    return [*passthrough, "--threads", str(threads_per_node(nodes))]
+
+
 def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog="python -m privfed.deploy.owner_entry", description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, required=True, help="owner node replicas (slots)")
@@ -179,10 +193,12 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = _parse(argv)
     from privfed.deploy.cli import build_parser
 
+    rest = with_threads(rest, args.nodes)
+
     try:
         # Validate the whole owner command with the real parser before claiming anything.
         certs = None if args.tls_dir is None else args.tls_dir / "owner-0"
-        probe = build_parser().parse_args(owner_argv(0, range(0, 1), args.ledger_dir, rest, certs))
+        probe = build_parser("owner").parse_args(owner_argv(0, range(0, 1), args.ledger_dir, rest, certs))
         ranges = slot_ranges(probe.n_owners, args.nodes)
         check_partition(args.ledger_dir, {"nodes": args.nodes} | {k: getattr(probe, k) for k in _PARTITION})
         index, lock_fd = claim_slot(args.slots, args.nodes)

@@ -26,10 +26,10 @@ from privfed.common.errors import ConfigError
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
 from privfed.deploy.certs import load_ca
-from privfed.deploy.cli import TASK_CHOICES
 from privfed.deploy.compose_env import ComposeProject, dockerfile_defaults, interpolate
 from privfed.deploy.enroll import SOCKET, Refused, answer, enroll, init, sign
 from privfed.deploy.owner_entry import check_partition, claim_slot, slot_ranges
+from privfed.server.parameters import TASKS as TASK_CHOICES
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
