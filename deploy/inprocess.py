@@ -21,7 +21,7 @@ there is no coordinator that could swap them; the signature checks run in the pr
 integration tests.
 
 This is the per-owner path. The experiments with 10^4 owners run the same SAMME loop over
-vectorised simulated owners (:meth:`privfed.common.boosting.federated.FederatedBoosting.fit`);
+vectorised simulated owners (:func:`privfed.common.boosting.simulation.simulate`);
 a test checks the two give the same model at ε = ∞.
 """
 
@@ -38,9 +38,9 @@ import numpy as np
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.identity import node_of
 from privfed.common.ledger import Ledger
-from privfed.common.messages import PeerKey, Result, RingMessageTask, Task
 from privfed.common.secagg.boxes import generate_private_key, public_bytes
 from privfed.common.secagg.ring import Inbound, MessageKind, Outbound
+from privfed.common.tasks import PeerKey, Result, RingMessageTask, Task
 from privfed.owner.core import OwnerCore
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.local import LocalOwner

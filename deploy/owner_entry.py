@@ -27,6 +27,12 @@ Usage::
 OWNER_ARGS are ``privfed owner`` arguments without ``--name``, ``--shards`` and ``--ledger``
 (nor ``--certs`` with ``--signer``), which this entry point adds; it validates the whole command
 with the real CLI parser first.
+
+Threads
+    Nodes may share one host (the owner services of ``docker-compose.yml``), so unless OWNER_ARGS
+    give ``--threads``, each gets ``--threads`` :func:`~privfed.deploy.threads.threads_per_node` of
+    ``--nodes`` (the CPUs it may run on split among them, at least one): N nodes with a BLAS thread
+    per CPU each would fight over the cores.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import sys
 from pathlib import Path
 
 from privfed.common.errors import ConfigError
+from privfed.deploy.threads import threads_per_node
 
 #: The environment variable that gives ``--index`` when the flag is absent (docker-compose.yml).
 INDEX_VARIABLE = "PRIVFED_NODE_INDEX"
@@ -109,6 +116,14 @@ def owner_argv(
     ]
 
 
+def with_threads(passthrough: list[str], nodes: int) -> list[str]:
+    """``passthrough`` and, unless it gives ``--threads``, ``--threads`` for one of ``nodes`` replicas
+    on this host (:func:`~privfed.deploy.threads.threads_per_node`: its CPUs split among them)."""
+    if any(a.split("=", 1)[0] == "--threads" for a in passthrough):
+        return passthrough
+    return [*passthrough, "--threads", str(threads_per_node(nodes))]
+
+
 def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog="python -m privfed.deploy.owner_entry", description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, required=True, help="owner nodes N in the federation")
@@ -150,11 +165,12 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = _parse(argv)
     from privfed.deploy.cli import build_parser
 
+    rest = with_threads(rest, args.nodes)
     index, name = args.index, slot_name(args.index)
     certs = None if args.tls_dir is None else args.tls_dir / name
     try:
         # Validate the whole owner command with the real parser before anything is made.
-        probe = build_parser().parse_args(owner_argv(index, range(0, 1), args.ledger_dir, rest, certs))
+        probe = build_parser("owner").parse_args(owner_argv(index, range(0, 1), args.ledger_dir, rest, certs))
         ranges = slot_ranges(probe.n_owners, args.nodes)
         check_partition(args.ledger_dir, {"nodes": args.nodes} | {k: getattr(probe, k) for k in _PARTITION})
         if args.signer is not None:

@@ -32,6 +32,7 @@ from privfed.common.schema import FederationSchema
 from privfed.deploy.certs import make_certs
 from privfed.deploy.reference import even_parts, report_reference
 from privfed.deploy.simulation_config import SimulationConfig  # re-exported
+from privfed.deploy.threads import threads_per_node
 from privfed.owner.data import check_owner_rows, read_owner_rows
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
@@ -116,6 +117,8 @@ def owner_command(
         "60",
         "--delta-budget",
         repr(config.job.delta if config.job.task == "feddpdr" else 0.0),
+        "--threads",  # the nodes share this host: BLAS threads each, so that they do not fight over the CPUs
+        str(threads_per_node(config.n_processes)),
     ]
     if config.job.n_samples and not config.data:
         cmd += ["--n-samples", str(config.job.n_samples)]

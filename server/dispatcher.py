@@ -25,9 +25,9 @@ from privfed.common.errors import (
     RoundFailed,
 )
 from privfed.common.identity import check_owned_by
-from privfed.common.messages import BoostEvaluateTask, OwnerInfo, PeerKey, Result, RingMessageTask, Task
 from privfed.common.secagg import ring as securesum
 from privfed.common.secagg.boxes import MAX_ID_BYTES
+from privfed.common.tasks import BoostEvaluateTask, OwnerInfo, PeerKey, Result, RingMessageTask, Task
 from privfed.server.contracts import Rejection
 
 log = logging.getLogger("privfed.coordinator")

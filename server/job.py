@@ -9,10 +9,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from privfed.common.boosting.federated import MAX_OWNER_ROWS
+from privfed.common.boosting.params import MAX_OWNER_ROWS
 from privfed.common.errors import ConfigError, JobAborted, RoundFailed
 from privfed.common.identity import node_of
-from privfed.common.messages import (
+from privfed.common.secagg import SECURE_SUMS, secure_sum_for
+from privfed.common.secagg.aggregator import SecAggServer
+from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.masking import MIN_MEMBERS
+from privfed.common.secagg.messages import MAX_ROUNDS, KeyAdvert, KeyShares, MaskedInput, ShareKeysRequest, UnmaskReply
+from privfed.common.secagg.ring import new_session_id, ring_peers
+from privfed.common.secagg.session import Phase, RingSession, attempt_timeout
+from privfed.common.tasks import (
     BoostEvaluateTask,
     PeerKey,
     Result,
@@ -23,13 +30,6 @@ from privfed.common.messages import (
     Task,
     TaskSpec,
 )
-from privfed.common.secagg import SECURE_SUMS, secure_sum_for
-from privfed.common.secagg.aggregator import SecAggServer
-from privfed.common.secagg.fixedpoint import FixedPoint
-from privfed.common.secagg.masking import MIN_MEMBERS
-from privfed.common.secagg.messages import MAX_ROUNDS, KeyAdvert, KeyShares, MaskedInput, ShareKeysRequest, UnmaskReply
-from privfed.common.secagg.ring import new_session_id, ring_peers
-from privfed.common.secagg.session import Phase, RingSession, attempt_timeout
 from privfed.common.validation import check_choice
 from privfed.server.app import CoordinatorServer
 from privfed.server.contracts import PublicLimits
@@ -467,7 +467,7 @@ def run_job(
     (:class:`~privfed.server.rounds.JobBook`) keeps that account, with the contracts' public limits
     and the quorum: after every batch, fewer owners still taking part end the job
     (:class:`~privfed.common.errors.QuorumLost`); the caller reads it for its report, also when the
-    job fails. Default: no quorum, :data:`~privfed.common.boosting.federated.MAX_OWNER_ROWS` rows
+    job fails. Default: no quorum, :data:`~privfed.common.boosting.params.MAX_OWNER_ROWS` rows
     per owner. ``expected``: who to name while waiting (:mod:`privfed.server.registration`).
     """
     from tqdm import tqdm  # here: a coordinator that shows no progress never loads it

@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-from privfed.common.messages import Refusal, Result, RingSpec, Task, TaskSpec
+from privfed.common.tasks import Refusal, Result, RingSpec, Task, TaskSpec
 
 
 @dataclass(frozen=True)

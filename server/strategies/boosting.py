@@ -2,13 +2,13 @@
 
 Per round t: a fresh group of owners (never reused: T × group ≤ N, checked) releases perturbed
 shares with their SAMME weights; the coordinator fits the base learner from them; round t's
-evaluation group (:func:`~privfed.common.boosting.federated.evaluation_groups`) then puts its noisy,
+evaluation group (:func:`~privfed.common.boosting.coordinator.evaluation_groups`) then puts its noisy,
 debited ``(err_sum, w_sum)`` releases into a ring secure sum, so the coordinator learns only the
 sums E and W of noisy values; it computes α (SAMME) and publishes (learner, α, E, W) in the next
 tasks, from which owners update their weights locally.
 
 Nothing here uses an owner's row count (contract 2): the ring's fixed-point range is the public
-``FederatedBoosting.contribution_bound`` (row bound times the public ``max_owner_rows`` plus 40
+``ReleasePlan.contribution_bound`` (row bound times the public ``max_owner_rows`` plus 40
 Laplace scales; every owner clips its noisy pair to it before encoding, which is post-processing). Each ring is opened at the
 relay for exactly its members and closed afterwards (contract 5). An owner that refuses
 its evaluation (budget, invalid task, already released) or stays silent (node past the node
@@ -17,7 +17,7 @@ already released reuse their cached noisy pair, so a re-run costs them nothing. 
 records the ε split, the noise scale and the drops.
 
 The round loop is :func:`privfed.common.boosting.loop.run_rounds`, the same one the in-process
-simulation (:meth:`FederatedBoosting.fit`) runs; this module supplies its steps over a
+simulation (:func:`privfed.common.boosting.simulation.simulate`) runs; this module supplies its steps over a
 :class:`~privfed.server.strategies.base.Transport`: share tasks for a group, the ring secure sum
 (:meth:`Transport.secure_sum`, which drops refusing or silent owners and re-forms the ring), and
 the published history.
@@ -33,14 +33,17 @@ from typing import Any
 
 import numpy as np
 
-from privfed.common.boosting.federated import FederatedBoosting, Release, concat_releases
+from privfed.common.boosting.coordinator import CoordinatorSteps, concat_releases
 from privfed.common.boosting.loop import Evaluation, RoundRecord, plan_rounds, run_rounds
+from privfed.common.boosting.owner import Release
+from privfed.common.boosting.params import BoostingParams
+from privfed.common.boosting.releases import ReleasePlan
 from privfed.common.boosting.wire import at_round, config_to_dict, empty_history, with_round
 from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.learners.samme import BoostedModel
-from privfed.common.messages import BoostEvaluateTask, BoostShareReply, BoostShareTask
 from privfed.common.secagg import secure_sum_for
 from privfed.common.secagg.masking import MIN_MEMBERS
+from privfed.common.tasks import BoostEvaluateTask, BoostShareTask, share_reply_type
 from privfed.proto import serde
 from privfed.server.journal import Journal, fingerprint
 from privfed.server.strategies.base import Transport, new_tasks
@@ -54,7 +57,7 @@ class BoostingStrategy:
 
     Parameters
     ----------
-    booster : FederatedBoosting
+    params : BoostingParams
         The run's public configuration.
     rng : numpy.random.Generator
         Draws the share and evaluation groups (public).
@@ -67,7 +70,7 @@ class BoostingStrategy:
         journal holds is continued from its last checkpoint.
     """
 
-    booster: FederatedBoosting
+    params: BoostingParams
     rng: np.random.Generator
     ring_timeout: float | None = None
     secure_sum: str | None = None
@@ -78,10 +81,14 @@ class BoostingStrategy:
     dropped: list = field(default_factory=list)  # owners removed from a ring (silent or refusing)
     refused: dict = field(default_factory=dict)  # owner -> refusal code of its evaluation
     evaluators: list = field(default_factory=list)  # per round: the owner ids asked to evaluate
+    coordinator: CoordinatorSteps = field(init=False, repr=False)  # the releases and the round's rules
+
+    def __post_init__(self) -> None:
+        self.coordinator = CoordinatorSteps(ReleasePlan(self.params))
 
     def privacy(self) -> dict:
         """The run's per-owner ε split and the evaluation noise, for the report."""
-        fb = self.booster
+        fb, plan = self.params, self.coordinator.plan
         return {
             "epsilon": fb.epsilon,
             "share_epsilon": fb.share_epsilon,
@@ -89,11 +96,11 @@ class BoostingStrategy:
             "eval_epsilon": fb.eval_epsilon,
             "eval_groups": fb.eval_groups,
             "eval_round_epsilon": fb.eval_round_epsilon,
-            "eval_noise_scale": fb.eval_noise_scale,
+            "eval_noise_scale": plan.eval_noise_scale,
             "weight_bound": fb.weight_bound,
             "eval_row_bound": fb.eval_row_bound,
             "max_owner_rows": fb.max_owner_rows,
-            "contribution_bound": fb.contribution_bound,
+            "contribution_bound": plan.contribution_bound,
             "labels": fb.labels if fb.base == "ncc" else "in perturbed tables",
         }
 
@@ -102,7 +109,7 @@ class BoostingStrategy:
         every round's share group fresh (rounds × group size ≤ owners) and every round's evaluation
         secure sum large enough for its protocol. Called before any owner is asked for anything
         (issue 23, item 2)."""
-        fb = self.booster
+        fb = self.params
         try:  # a throwaway generator: the job's own groups are drawn by run()
             _, evaluators = plan_rounds(fb, n_owners, np.random.Generator(np.random.PCG64(0)))
         except ConfigError as exc:
@@ -125,11 +132,11 @@ class BoostingStrategy:
             )
 
     def run(self, owner_ids: list[str], transport: Transport) -> BoostedModel:
-        groups, evaluators = plan_rounds(self.booster, len(owner_ids), self.rng)
+        groups, evaluators = plan_rounds(self.params, len(owner_ids), self.rng)
         self.evaluators = [[owner_ids[i] for i in e] for e in evaluators]
         run_id = f"boost-{secrets.token_hex(4)}"
         if self.journal is not None:
-            public = serde.boost_config_to_proto(config_to_dict(self.booster, "-")).SerializeToString()
+            public = serde.boost_config_to_proto(config_to_dict(self.params, "-")).SerializeToString()
             run_id = self.journal.begin(
                 fingerprint=fingerprint(public, str(self.seed)),
                 owner_ids=list(owner_ids),
@@ -141,11 +148,11 @@ class BoostingStrategy:
         if prepare is not None:
             prepare(
                 self.evaluators,
-                max_abs=self.booster.contribution_bound,
+                max_abs=self.coordinator.plan.contribution_bound,
                 timeout=self.ring_timeout,
                 protocol=self.secure_sum,
             )
-        model = run_rounds(self.booster, steps, groups, evaluators, self.journal).model
+        model = run_rounds(self.coordinator, steps, groups, evaluators, self.journal).model
         if self.journal is not None:
             self.journal.finish()
         return model
@@ -157,14 +164,14 @@ class _FederationSteps:
 
     def __init__(self, strategy: BoostingStrategy, owner_ids: list[str], transport: Transport, run_id: str):
         self.strategy, self.owner_ids, self.transport, self.run_id = strategy, owner_ids, transport, run_id
-        self.config = config_to_dict(strategy.booster, run_id)
+        self.config = config_to_dict(strategy.params, run_id)
         self.history = empty_history()
 
     def release(self, round_no: int, group: np.ndarray) -> Release:
-        fb, t0 = self.strategy.booster, time.perf_counter()
+        fb, coordinator, t0 = self.strategy.params, self.strategy.coordinator, time.perf_counter()
         spec = BoostShareTask(self.config, at_round(self.history, round_no))
         results = self.transport.run_tasks(new_tasks([self.owner_ids[i] for i in group], self.run_id, spec))
-        replies = [r.payload for r in results if isinstance(r.payload, BoostShareReply)]
+        replies = [r.payload for r in results if isinstance(r.payload, share_reply_type(coordinator.plan))]
         if not replies:
             raise RoundFailed(f"round {round_no + 1}: no owner of the group released a share")
         self._entry(round_no).update(
@@ -173,20 +180,14 @@ class _FederationSteps:
             share_s=time.perf_counter() - t0,
             share_epsilon=fb.share_epsilon,
             eval_epsilon=fb.eval_round_epsilon,
-            eval_noise_scale=fb.eval_noise_scale,
+            eval_noise_scale=coordinator.plan.eval_noise_scale,
         )
-        if fb.base == "ncc":
-            return concat_releases([fb.ncc_reports(r.reports, r.labels, r.coordinates) for r in replies])
-        if fb.base == "lr":
-            return np.concatenate([r.reports for r in replies])
         shares: list[Release] = []
-        for r in replies:  # each owner's stump share checked alone: a malformed one is dropped, not the round
+        for r in replies:  # each typed by the run's config and checked by its contract; one that fails is dropped alone
             try:
-                shares.append(fb.stump_reports(r.reports, r.coordinates))
+                shares.append(r.release(coordinator))
             except ConfigError as exc:
-                log.warning(
-                    "round %d: a stump share that does not fit the run's encoding was dropped: %s", round_no + 1, exc
-                )
+                log.warning("round %d: a share that does not fit the run's encoding was dropped: %s", round_no + 1, exc)
         if not shares:
             raise RoundFailed(f"round {round_no + 1}: no owner of the group released a well-formed share")
         return concat_releases(shares)
@@ -201,7 +202,7 @@ class _FederationSteps:
         outcome = self.transport.secure_sum(
             ring,
             lambda ring_spec: BoostEvaluateTask(self.config, sent, learner, ring_spec),
-            max_abs=strategy.booster.contribution_bound,  # public: row bound x max rows + noise headroom
+            max_abs=strategy.coordinator.plan.contribution_bound,  # public: row bound x max rows + noise headroom
             round_id=f"ring{round_no + 1}",
             timeout=strategy.ring_timeout,
             protocol=strategy.secure_sum,

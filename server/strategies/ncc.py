@@ -17,7 +17,7 @@ from privfed.common.learners.ncc import (
     split_label_budget,
 )
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse
-from privfed.common.messages import NccShareReply, NccShareTask, Result, Task
+from privfed.common.tasks import NccShareReply, NccShareTask, Result, Task
 from privfed.common.validation import check_choice
 from privfed.server.strategies.base import SingleRound, new_tasks, shares_of
 
