@@ -67,23 +67,9 @@ def render(directory: str | Path) -> list[dict]:
     spec = _yaml().safe_load((directory / KUSTOMIZATION).read_text()) or {}
     if unknown := sorted(set(spec) - _FIELDS):
         raise ConfigError(f"{directory / KUSTOMIZATION}: fields {unknown} are not supported by deploy/kustomize.py")
-    objects: list[dict] = []
-    for entry in spec.get("resources", []):
-        path = directory / entry
-        if path.is_dir() and path.resolve() in [directory.resolve(), *directory.resolve().parents]:
-            raise ConfigError(f"{directory / KUSTOMIZATION}: resource {entry} contains this kustomization (a cycle)")
-        objects += render(path) if path.is_dir() else load_documents(path)
+    objects = _resources(directory, spec.get("resources", []))
     for patch in spec.get("patches", []):
-        ops = patch.get("patch")
-        ops = _yaml().safe_load(ops if ops is not None else (directory / patch["path"]).read_text())
-        if not isinstance(ops, list):
-            raise ConfigError(f"{directory / KUSTOMIZATION}: only JSON 6902 patches (a list of operations)")
-        targets = [o for o in objects if _matches(o, patch.get("target") or {})]
-        if not targets:
-            raise ConfigError(f"{directory / KUSTOMIZATION}: no object matches patch target {patch.get('target')}")
-        for obj in targets:
-            for op in ops:
-                apply_operation(obj, op)
+        _patch(objects, patch, directory)
     for r in spec.get("replicas", []):
         for obj in objects:
             if obj["kind"] in _WORKLOADS and obj["metadata"]["name"] == r["name"]:
@@ -97,6 +83,29 @@ def render(directory: str | Path) -> list[dict]:
             if obj["kind"] not in CLUSTER_SCOPED:
                 obj["metadata"]["namespace"] = spec["namespace"]
     return objects
+
+
+def _resources(directory: Path, entries: list[str]) -> list[dict]:
+    objects: list[dict] = []
+    for entry in entries:
+        path = directory / entry
+        if path.is_dir() and path.resolve() in [directory.resolve(), *directory.resolve().parents]:
+            raise ConfigError(f"{directory / KUSTOMIZATION}: resource {entry} contains this kustomization (a cycle)")
+        objects += render(path) if path.is_dir() else load_documents(path)
+    return objects
+
+
+def _patch(objects: list[dict], patch: dict, directory: Path) -> None:
+    ops = patch.get("patch")
+    ops = _yaml().safe_load(ops if ops is not None else (directory / patch["path"]).read_text())
+    if not isinstance(ops, list):
+        raise ConfigError(f"{directory / KUSTOMIZATION}: only JSON 6902 patches (a list of operations)")
+    targets = [o for o in objects if _matches(o, patch.get("target") or {})]
+    if not targets:
+        raise ConfigError(f"{directory / KUSTOMIZATION}: no object matches patch target {patch.get('target')}")
+    for obj in targets:
+        for op in ops:
+            apply_operation(obj, op)
 
 
 def _matches(obj: dict, target: dict) -> bool:

@@ -347,6 +347,63 @@ def _in_pod(values: list[str], fs: Path, mounts: set[str]) -> list[str]:
     return [str(fs) + v if v.startswith("/") and inside(v) else v for v in values]
 
 
+def _readme_secrets(tmp_path: Path) -> dict[str, Path]:
+    """`privfed certs --tokens 3`, and the Secrets and ConfigMap the README's kubectl lines make
+    of it (name -> a directory with one file per key)."""
+    pki = tmp_path / "pki"
+    assert main(["certs", "--out", str(pki), "--tokens", "3"]) == 0
+    (tmp_path / "ca-configmap").mkdir()
+    shutil.copy(pki / "ca" / "ca.pem", tmp_path / "ca-configmap")
+    return {
+        "privfed-signer-ca": pki / "ca",
+        "privfed-coordinator-token": pki / "tokens" / "coordinator",
+        "privfed-owner-tokens": pki / "tokens" / "owner",
+        "privfed-ca": tmp_path / "ca-configmap",
+    }
+
+
+class Pods:
+    """The pods' containers as the kubelet would start them here: (argv, environment, container)
+    by pod and container name. Without the service mode, the coordinator runs ``job`` once and
+    owners run without a policy (``stackkit``)."""
+
+    EXE = {"python": [sys.executable], "privfed": [sys.executable, "-m", "privfed.deploy.cli"]}
+
+    def __init__(self, objects, workloads: dict[str, tuple[dict, int]], tmp_path: Path, job: SimulationConfig):
+        secrets = _readme_secrets(tmp_path)
+        self.job, self.full, self.pods = job, service_mode(), {}
+        for pod, (obj, ordinal) in workloads.items():
+            fs = _materialise(obj, pod, objects, secrets, tmp_path / "pods")
+            expanded = _expanded(obj, objects, ordinal)
+            self.pods[pod] = {}
+            for c in containers(obj):
+                env, mounts = expanded[f"env:{c['name']}"], {m["mountPath"] for m in c.get("volumeMounts", [])}
+                cmd = _in_pod(expanded[c["name"]], fs, mounts)
+                # nothing outside the test's directory: a path no volume stands for would be the host's own
+                assert all(a.startswith(str(tmp_path)) for a in cmd if a.startswith("/")), cmd
+                self.pods[pod][c["name"]] = (cmd, dict(zip(env, _in_pod(list(env.values()), fs, mounts))), c)
+
+    def argv(self, pod: str, container: str) -> list[str]:
+        cmd = self.pods[pod][container][0]
+        if not self.full and cmd[:2] == ["privfed", "serve"]:
+            cmd = one_job(cmd, self.job)
+        if not self.full and "--policy" in cmd:
+            cmd = without_policy(cmd)
+        return [*self.EXE[cmd[0]], *cmd[1:]]
+
+    def env(self, pod: str, container: str) -> dict[str, str]:
+        return self.pods[pod][container][1]
+
+    def probe(self, pod: str, container: str, kind: str) -> list[str]:
+        command = self.pods[pod][container][2][kind]["exec"]["command"]
+        return [*self.EXE[command[0]], *command[1:]]
+
+    def run(self, stack: Stack, pod: str, container: str, name: str | None = None):
+        return stack.start(
+            name or f"{pod}-{container}", self.argv(pod, container), host=pod, env=self.env(pod, container)
+        )
+
+
 @pytest.mark.slow
 @pytest.mark.netns
 def test_the_pods_commands_run_each_in_its_own_network(objects, tmp_path):
@@ -358,93 +415,68 @@ def test_the_pods_commands_run_each_in_its_own_network(objects, tmp_path):
     reason = unavailable_reason()
     if reason:
         pytest.skip(f"network namespaces: {reason}")
-    pki = tmp_path / "pki"
-    assert main(["certs", "--out", str(pki), "--tokens", "3"]) == 0
-    secrets = {  # as the README's kubectl create secret / configmap lines make them
-        "privfed-signer-ca": pki / "ca",
-        "privfed-coordinator-token": pki / "tokens" / "coordinator",
-        "privfed-owner-tokens": pki / "tokens" / "owner",
-    }
-    (tmp_path / "ca-configmap").mkdir()
-    shutil.copy(pki / "ca" / "ca.pem", tmp_path / "ca-configmap")
-    secrets["privfed-ca"] = tmp_path / "ca-configmap"
     job_file = ROOT / "deploy" / "compose" / "jobs" / "ncc.toml"
     job = SimulationConfig.from_toml(job_file.read_text(), source=str(job_file))
-    full = service_mode()
-    workloads = {
-        "privfed-signer": (_one(objects, "Deployment", "privfed-signer"), 0),
-        "privfed-coordinator": (_one(objects, "Deployment", "privfed-coordinator"), 0),
-        **{f"privfed-owner-{i}": (_one(objects, "StatefulSet", "privfed-owner"), i) for i in range(3)},
-    }
-    pods = {}
-    for pod, (obj, ordinal) in workloads.items():
-        fs = _materialise(obj, pod, objects, secrets, tmp_path / "pods")
-        expanded = _expanded(obj, objects, ordinal)
-        pods[pod] = {}
-        for c in containers(obj):
-            env, mounts = expanded[f"env:{c['name']}"], {m["mountPath"] for m in c.get("volumeMounts", [])}
-            cmd = _in_pod(expanded[c["name"]], fs, mounts)
-            # nothing outside the test's directory: a path no volume stands for would be the host's own
-            assert all(a.startswith(str(tmp_path)) for a in cmd if a.startswith("/")), cmd
-            pods[pod][c["name"]] = (cmd, dict(zip(env, _in_pod(list(env.values()), fs, mounts))), c)
-    exe = {"python": [sys.executable], "privfed": [sys.executable, "-m", "privfed.deploy.cli"]}
-
-    def argv(pod: str, container: str) -> list[str]:
-        cmd, _, _ = pods[pod][container]
-        if not full and cmd[:2] == ["privfed", "serve"]:
-            cmd = one_job(cmd, job)
-        if not full and "--policy" in cmd:
-            cmd = without_policy(cmd)
-        return [*exe[cmd[0]], *cmd[1:]]
-
-    def probe(pod: str, container: str, kind: str) -> list[str]:
-        command = pods[pod][container][2][kind]["exec"]["command"]
-        return [*exe[command[0]], *command[1:]]
-
-    with Lan(len(pods), subnet="10.79.0.0/24") as lan:
-        hosts = dict(zip(pods, lan.hosts))
-        lan.name({"privfed-signer": hosts["privfed-signer"], "privfed-coordinator": hosts["privfed-coordinator"]})
+    owners = _one(objects, "StatefulSet", "privfed-owner")
+    pods = Pods(
+        objects,
+        {
+            "privfed-signer": (_one(objects, "Deployment", "privfed-signer"), 0),
+            "privfed-coordinator": (_one(objects, "Deployment", "privfed-coordinator"), 0),
+            **{f"privfed-owner-{i}": (owners, i) for i in range(3)},
+        },
+        tmp_path,
+        job,
+    )
+    coordinator = "privfed-coordinator"
+    with Lan(len(pods.pods), subnet="10.79.0.0/24") as lan:
+        hosts = dict(zip(pods.pods, lan.hosts))
+        lan.name({"privfed-signer": hosts["privfed-signer"], coordinator: hosts[coordinator]})
         stack = Stack(lan, hosts, tmp_path)
-        stack.start("signer", argv("privfed-signer", "signer"), host="privfed-signer")
+        pods.run(stack, "privfed-signer", "signer", name="signer")
         while "listening" not in stack.log("signer"):
             assert stack.procs["signer"].poll() is None, stack.logs()
             time.sleep(0.1)
-        for pod, container in (("privfed-coordinator", "enrol"), ("privfed-coordinator", "coordinator")):
-            stack.start(f"{pod}-{container}", argv(pod, container), host=pod, env=pods[pod][container][1])
-            if container == "enrol":
-                assert stack.wait(f"{pod}-enrol") == 0, stack.logs()
-        env = pods["privfed-coordinator"]["coordinator"][1]
+        assert pods.run(stack, coordinator, "enrol").wait(timeout=WAIT) == 0, stack.logs()
+        pods.run(stack, coordinator, "coordinator")
         for _ in range(WAIT):
             if (
-                stack.check("privfed-coordinator", probe("privfed-coordinator", "coordinator", "startupProbe"), env)
+                stack.check(
+                    coordinator,
+                    pods.probe(coordinator, "coordinator", "startupProbe"),
+                    pods.env(coordinator, "coordinator"),
+                )
                 == 0
             ):
                 break
             time.sleep(1)
         for kind in ("readinessProbe", "livenessProbe"):
-            assert stack.check("privfed-coordinator", probe("privfed-coordinator", "coordinator", kind), env) == 0
+            assert (
+                stack.check(
+                    coordinator, pods.probe(coordinator, "coordinator", kind), pods.env(coordinator, "coordinator")
+                )
+                == 0
+            )
         ready = {}
-        for i in range(3):
-            pod = f"privfed-owner-{i}"
-            stack.start(f"{pod}-enrol", argv(pod, "enrol"), host=pod, env=pods[pod]["enrol"][1])
-            assert stack.wait(f"{pod}-enrol") == 0, stack.logs()
+        for pod in (f"privfed-owner-{i}" for i in range(3)):
+            assert pods.run(stack, pod, "enrol").wait(timeout=WAIT) == 0, stack.logs()
             # enrolled, and the coordinator reachable with its own certificate under its Service name
-            ready[pod] = stack.check(pod, probe(pod, "owner", "readinessProbe"), pods[pod]["owner"][1])
-            stack.start(pod, argv(pod, "owner"), host=pod, env=pods[pod]["owner"][1])
-        if full:  # daemons: all stay up, connected
+            ready[pod] = stack.check(pod, pods.probe(pod, "owner", "readinessProbe"), pods.env(pod, "owner"))
+            pods.run(stack, pod, "owner", name=pod)
+        if pods.full:  # daemons: all stay up, connected
             time.sleep(3)
             assert all(p.poll() is None for n, p in stack.procs.items() if not n.endswith("-enrol")), stack.logs()
         else:
-            names = ["privfed-coordinator-coordinator", *(f"privfed-owner-{i}" for i in range(3))]
+            names = [f"{coordinator}-coordinator", *(f"privfed-owner-{i}" for i in range(3))]
             assert [stack.wait(n) for n in names] == [0] * 4, stack.logs()
-            store = Path(option(pods["privfed-coordinator"]["coordinator"][0], "--store"))
+            store = Path(option(pods.pods[coordinator]["coordinator"][0], "--store"))
             report = json.loads(next(store.glob("*/report.json")).read_text())
             assert (report["owners"], report["lost_nodes"], report["answered"]) == (job.job.owners, [], job.job.owners)
         signer_log = stack.log("signer")
     assert ready == dict.fromkeys(ready, 0)
     assert sorted(re.findall(r"enroll: signed (\S+)", signer_log)) == ["coordinator", "owner-0", "owner-1", "owner-2"]
     assert "refused" not in signer_log
-    for pod in pods:
+    for pod in pods.pods:
         reach = private_keys([tmp_path / "pods" / pod])
-        party = "coordinator" if pod == "privfed-coordinator" else pod.removeprefix("privfed-")
+        party = "coordinator" if pod == coordinator else pod.removeprefix("privfed-")
         assert reach == ({"ca-key.pem", "privfed-signer-key.pem"} if pod == "privfed-signer" else {f"{party}-key.pem"})
