@@ -415,6 +415,13 @@ def _add_certs(sub: argparse._SubParsersAction) -> None:
         help="owner node certificates with these names (e.g. hospital-a hospital-b): each node runs with "
         "--name NAME, and its owners' ids start with NAME",
     )
+    who.add_argument(
+        "--tokens",
+        type=_positive_int,
+        metavar="N",
+        help="no keys but the CA's: one-time enrolment tokens for the coordinator and owner-0..owner-<N-1> in "
+        "OUT/tokens/<role>/; each party makes its own key and enrols with the CA signer (README, Kubernetes)",
+    )
     p.add_argument("--san", action="append", default=[], help="extra coordinator name or IP (repeatable)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument(
@@ -642,6 +649,21 @@ def _certs(args: argparse.Namespace) -> int:
     from privfed.common.identity import check_node_name
     from privfed.deploy.certs import make_certs
 
+    if args.tokens is not None:
+        from privfed.deploy.tokens import mint, party_roles
+
+        if args.san:
+            raise PrivfedError(
+                "--san goes with certificates made here; with --tokens the coordinator enrols, and its names "
+                "are the signer's --coordinator-san (python -m privfed.deploy.enroll serve)"
+            )
+        make_certs(args.out, owners=0, force=args.force, add=args.add, flat=False, coordinator=False)
+        minted = mint(args.out, party_roles([f"owner-{i}" for i in range(args.tokens)]), replace=args.force)
+        print(
+            f"CA in {args.out}/ca (give it to the CA signer only); new one-time tokens in {args.out}/tokens: "
+            f"{', '.join(sorted(minted)) or 'none (every party has one)'}; give party X only {args.out}/tokens/ROLE/X"
+        )
+        return 0
     names = None if args.names is None else [check_node_name(n, flag="--names") for n in args.names]
     if names is not None and len(set(names)) != len(names):
         raise PrivfedError(f"--names must be distinct, got {names}")

@@ -138,11 +138,8 @@ def one_cycle(graph: dict[str, set[str]], component: list[str]) -> list[str]:
 #: Cycles on main when this gate came (issue 25, item 7), in files being rewritten on other branches at
 #: the time; each is to be broken there, then removed here (the test fails on an entry that is no
 #: longer a cycle, and on any cycle not within an entry).
-KNOWN = (
-    # issue 25 (enrolment is issue 26's, wt-fleet): enroll imports owner_entry's slot helpers,
-    # owner_entry imports enroll in a function.
-    {"privfed.deploy.enroll", "privfed.deploy.owner_entry"},
-)
+#: (The last one, enroll <-> owner_entry, went with the flock slots: issue 26, wt-fleet.)
+KNOWN: tuple[set[str], ...] = ()
 
 
 def test_privfed_has_no_import_cycle():
