@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -119,7 +120,9 @@ class Netns:
 
     def __init__(self) -> None:
         self.name = f"pfscale{os.getpid()}"
-        ok = os.geteuid() == 0 and subprocess.run(["ip", "netns", "add", self.name], capture_output=True).returncode == 0
+        ok = (
+            os.geteuid() == 0 and subprocess.run(["ip", "netns", "add", self.name], capture_output=True).returncode == 0
+        )
         self.ok = ok and self._ip("link", "set", "lo", "up").returncode == 0
 
     def _ip(self, *args: str) -> subprocess.CompletedProcess[str]:
@@ -218,7 +221,9 @@ def print_ratios(jobs: list[Job]) -> None:
     for j in jobs[1:]:
         for name, f in metrics.items():
             b, c = f(base), f(j)
-            print(f"{j.task} N={j.owners} vs N={base.owners} {name:18}  {b:10.3f}  {c:10.3f}  {c / b if b else float('nan'):6.2f}")
+            print(
+                f"{j.task} N={j.owners} vs N={base.owners} {name:18}  {b:10.3f}  {c:10.3f}  {c / b if b else float('nan'):6.2f}"
+            )
 
 
 def main() -> None:
@@ -231,6 +236,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--pythonpath", default=None)
     args = p.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the namespace is deleted on the way out
     sizes = [int(n) for n in args.owners.split(",")]
     print(
         f"# bench/scale.py  {args.processes} node processes, epsilon {args.epsilon:g}, seed {args.seed}, "

@@ -80,9 +80,12 @@ class _Admitted:
     debits: list[Debit]
     cached: Cached | None = None
     refused: Result | None = None
+    #: The release computed with the batch (``TaskKind.compute_many``), None: compute it alone.
+    release: Release | None = None
 
 
 _Planned = Result | _Admitted | tuple[Task, StepKind]
+_UNSENDABLE = "the release is not finite or outside the wire's range"
 
 
 def refusal_for(task: Task, exc: BaseException, *, detail: bool = True) -> Result:
@@ -185,7 +188,9 @@ class OwnerCore:
         seen = set() if seen is None else seen
         pending: dict[str, list[Debit]] = {}
         plan = [self._admit(item, seen, pending) for item in items]
-        self._debit([p for p in plan if isinstance(p, _Admitted) and p.cached is None])
+        fresh = [p for p in plan if isinstance(p, _Admitted) and p.cached is None]
+        self._debit(fresh)
+        self._compute_together([a for a in fresh if a.refused is None and a.kind.mod(a.task.spec) is None])
         results: list[Result] = []
         outbound: list[Outbound] = []
         for p in plan:
@@ -289,7 +294,7 @@ class OwnerCore:
             if p.cached is not None:
                 release = p.cached.payload
             else:
-                release = self._compute(kind, task, p.owner)
+                release = p.release if p.release is not None else self._compute(kind, task, p.owner)
                 kind.released(task, spec, release, p.owner, self.node)
             mod = kind.mod(spec)
             if mod is None:
@@ -303,6 +308,31 @@ class OwnerCore:
             return Result(task.task_id, task.owner_id, Refusal.of("internal")), []
 
     @staticmethod
+    def _compute_together(debited: list[_Admitted]) -> None:
+        """Each kind's debited releases of the batch in one ``compute_many`` call (issue 27); a kind
+        without one, a call that raises, or a release that is not sendable leaves them to
+        :meth:`_compute`, one by one (a draw that never leaves the node releases nothing)."""
+        by_kind: dict[str, list[_Admitted]] = {}
+        for a in debited:
+            by_kind.setdefault(a.kind.name, []).append(a)
+        for group in by_kind.values():
+            kind = group[0].kind
+            try:
+                releases = kind.compute_many([a.task for a in group], [a.owner for a in group])
+            except Exception as exc:  # noqa: BLE001 - totality: each task is then computed alone
+                log.error(
+                    "task kind %s: computing %d release(s) together failed (%s); one by one", kind.name, len(group), exc
+                )
+                continue
+            if releases is None:
+                continue
+            for a, release in zip(group, releases, strict=True):
+                if is_sendable(release):
+                    a.release = release
+                else:  # computed alone, with its fallback; a draw that does not leave costs nothing
+                    log.error("task %s for %s: %s; computed alone", a.task.task_id, a.task.owner_id, _UNSENDABLE)
+
+    @staticmethod
     def _compute(kind: TaskKind[Any], task: Task, owner: LocalOwner) -> Release:
         """The release from the rows, or the kind's data-independent fallback (module docstring, step 4)."""
         spec = task.spec
@@ -310,7 +340,7 @@ class OwnerCore:
             release = kind.compute(task, spec, owner)
             if is_sendable(release):
                 return release
-            reason = "the release is not finite or outside the wire's range"
+            reason = _UNSENDABLE
         except Exception as exc:  # noqa: BLE001 - totality: nothing raised here may become a refusal
             reason = f"{type(exc).__name__}: {exc}"
         log.error(

@@ -220,6 +220,15 @@ class TaskKind(ABC, Generic[S]):
     def compute(self, task: Task, spec: S, owner: LocalOwner) -> Release:
         """The release from the owner's rows (pure computation; total: see the module docstring)."""
 
+    def compute_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
+        """The releases of several of its tasks at once, in order (``owners[i]`` answers
+        ``tasks[i]``); None: computed one by one with ``compute`` (the default). A node hosting
+        many owners computes a batch's releases together (issue 27): the same mechanism on each
+        owner's own values, an independent draw per owner. Totality is the core's, per release:
+        if this raises, every task is computed alone; a release that is not sendable is
+        replaced by its fallback."""
+        return None
+
     @abstractmethod
     def fallback(self, spec: S, public: PublicConfig, n_rows: int, rng: np.random.Generator) -> Release:
         """The same release around a data-independent value: what leaves if ``compute`` fails."""
