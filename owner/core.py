@@ -85,6 +85,9 @@ class _Admitted:
 
 
 _Planned = Result | _Admitted | tuple[Task, StepKind]
+#: At most this many releases are computed in one ``compute_many`` call: a batch answered in one
+#: pass (the in-process transport's) keeps its temporaries bounded.
+TOGETHER = 1024
 _UNSENDABLE = "the release is not finite or outside the wire's range"
 
 
@@ -315,18 +318,19 @@ class OwnerCore:
         by_kind: dict[str, list[_Admitted]] = {}
         for a in debited:
             by_kind.setdefault(a.kind.name, []).append(a)
-        for group in by_kind.values():
-            kind = group[0].kind
+        pieces = [group[i : i + TOGETHER] for group in by_kind.values() for i in range(0, len(group), TOGETHER)]
+        for piece in pieces:
+            kind = piece[0].kind
             try:
-                releases = kind.compute_many([a.task for a in group], [a.owner for a in group])
+                releases = kind.compute_many([a.task for a in piece], [a.owner for a in piece])
             except Exception as exc:  # noqa: BLE001 - totality: each task is then computed alone
                 log.error(
-                    "task kind %s: computing %d release(s) together failed (%s); one by one", kind.name, len(group), exc
+                    "task kind %s: computing %d release(s) together failed (%s); one by one", kind.name, len(piece), exc
                 )
                 continue
             if releases is None:
                 continue
-            for a, release in zip(group, releases, strict=True):
+            for a, release in zip(piece, releases, strict=True):
                 if is_sendable(release):
                     a.release = release
                 else:  # computed alone, with its fallback; a draw that does not leave costs nothing
