@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError, ProtocolError
-from privfed.common.ledger import Debit, Ledger
+from privfed.common.ledger import Debit, Ledger, Standing
 from privfed.common.mechanisms.base import REPORT_LIMIT
 from privfed.common.secagg.boxes import generate_private_key
 from privfed.common.secagg.ring import Outbound
@@ -190,7 +190,9 @@ class OwnerCore:
         (a task refused at decoding), passed through. ``seen``: task ids of the pass so far."""
         seen = set() if seen is None else seen
         pending: dict[str, list[Debit]] = {}
-        plan = [self._admit(item, seen, pending) for item in items]
+        items = list(items)
+        standings = self._standings(items)
+        plan = [self._admit(item, seen, pending, standings) for item in items]
         fresh = [p for p in plan if isinstance(p, _Admitted) and p.cached is None]
         self._debit(fresh)
         self._compute_together([a for a in fresh if a.refused is None and a.kind.mod(a.task.spec) is None])
@@ -204,18 +206,34 @@ class OwnerCore:
         return Answer(results, outbound)
 
     # ------------------------------------------------------------------ 1-2: kind, validate, budget
-    def _view(self, owner: LocalOwner, pending: Sequence[Debit]) -> PublicView:
+    def _standings(self, items: Sequence[Task | Result]) -> dict[str, Standing]:
+        """The ledger record of every hosted owner a release task of the batch is for, read at once
+        (``Ledger.standings``); a ledger that cannot be read leaves each check to its own query."""
+        owners = [t.owner_id for t in items if isinstance(t, Task) and t.owner_id in self.owners]
+        if len(owners) < 2:
+            return {}
+        try:
+            return self.ledger.standings(owners)
+        except (sqlite3.Error, ConfigError, LocalProtocolError) as exc:
+            log.error(
+                "ledger %s cannot be read for the batch (%s); owners are checked one by one", self.ledger.path, exc
+            )
+            return {}
+
+    def _view(self, owner: LocalOwner, pending: Sequence[Debit], standing: Standing | None = None) -> PublicView:
         return PublicView(
             owner_id=owner.owner_id,
             config=owner.public,
             policy=self.policy,
-            ledger=LedgerView(self.ledger, owner.owner_id, pending),
+            ledger=LedgerView(self.ledger, owner.owner_id, pending, standing),
             node=self.node,
             applied={run: d for run in owner.boost_applied if (d := applied_digest(owner, run)) is not None},
             cached=owner.released,
         )
 
-    def _admit(self, item: Task | Result, seen: set[str], pending: dict[str, list[Debit]]) -> _Planned:
+    def _admit(
+        self, item: Task | Result, seen: set[str], pending: dict[str, list[Debit]], standings: dict[str, Standing]
+    ) -> _Planned:
         if isinstance(item, Result):
             return item
         task = item
@@ -241,7 +259,7 @@ class OwnerCore:
                 )
             mod = kind.mod(spec)
             party = self.mods[mod].prepare(owner.owner_id, spec) if mod is not None else None
-            view = self._view(owner, queued)
+            view = self._view(owner, queued, standings.get(owner.owner_id))
             cached = kind.validate(task, spec, view)
             if cached is not None:
                 return _Admitted(task, kind, owner, party, [], cached)
