@@ -135,9 +135,13 @@ class InProcessTransport(RelayedSecureSum):
                 by_node.setdefault(self._node[t.owner_id], []).append(t)
         outbound: list[Outbound] = []
         for node, node_tasks in by_node.items():
-            answer = self.cores[node].answer(node_tasks)
-            results += answer.results
-            outbound += answer.outbound
+            core, seen, start = self.cores[node], set[str](), 0
+            while start < len(node_tasks):  # batch by batch, as a node answers a pull: bounded temporaries
+                end = core.chunk_end(node_tasks, start)
+                answer = core.answer(node_tasks[start:end], seen=seen)
+                results += answer.results
+                outbound += answer.outbound
+                start = end
         return results + self._route(outbound)
 
     def silent_owners(self) -> set[str]:
