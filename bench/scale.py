@@ -6,9 +6,11 @@ this host allows one (then every byte on its loopback is the job's). While the j
 process of its tree is sampled from ``/proc`` every ``POLL`` s: CPU (utime + stime), resident set
 (VmRSS) and peak resident set (VmHWM, the kernel's own high-water mark). Per job::
 
-    task N  wall_s  rounds_s  cpu_s  cpu_ms/owner  bytes/owner  coord_MB  node_MB  sum_MB  KB/owner  acc  ref  majority
+    task N  wall_s  rounds_s  cpu_s  cpu_ms/owner  bytes/owner  coord_MB  job_MB  node_MB  sum_MB  KB/owner  acc  ref  majority
 
-``cpu_s`` is the whole tree's; ``coord_MB`` the launcher-coordinator's peak, ``node_MB`` the
+``cpu_s`` is the whole tree's; ``coord_MB`` the launcher-coordinator's peak (VmHWM: the in-process
+non-private reference, which ``simulate`` computes before the job, included), ``job_MB`` its
+largest sampled RSS while node processes are alive (the coordinator during the job), ``node_MB`` the
 largest node's peak, ``sum_MB`` the peak of the tree's summed RSS (one instant), ``KB/owner`` that
 sum over N; ``bytes/owner`` loopback bytes (headers included) over N, ``-`` without a namespace;
 ``acc`` the model's accuracy on the public test split at that ε beside the job's own non-private
@@ -60,6 +62,7 @@ class Job:
     rounds_s: float
     procs: dict[int, Proc] = field(default_factory=dict)
     peak_sum_mb: float = 0.0
+    coord_job_mb: float = 0.0
     wire_bytes: int | None = None
     accuracy: float = float("nan")
     reference: float = float("nan")
@@ -161,10 +164,10 @@ def run_job(task: str, owners: int, args: argparse.Namespace, tmp: Path) -> Job:
     start = time.monotonic()
     proc = subprocess.Popen(netns.prefix() + cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     seen: dict[int, Proc] = {}
-    peak_sum = 0.0
+    peak_sum = coord_job = 0.0
     try:
         while proc.poll() is None:
-            total = 0.0
+            total, coord, nodes = 0.0, 0.0, False
             for pid in _descendants(proc.pid):
                 s = _sample(pid)
                 if s is None or s[0].startswith("other"):
@@ -173,7 +176,10 @@ def run_job(task: str, owners: int, args: argparse.Namespace, tmp: Path) -> Job:
                 p = seen.setdefault(pid, Proc(role))
                 p.cpu_s, p.peak_mb = cpu, max(p.peak_mb, hwm)
                 total += rss
+                nodes |= role.startswith("node")
+                coord = rss if pid == proc.pid else coord
             peak_sum = max(peak_sum, total)
+            coord_job = max(coord_job, coord) if nodes else coord_job
             time.sleep(POLL)
         wall = time.monotonic() - start
         after = netns.tx_bytes()
@@ -189,12 +195,13 @@ def run_job(task: str, owners: int, args: argparse.Namespace, tmp: Path) -> Job:
         owners,
         wall,
         float(point.get("rounds_s", float("nan"))),
-        seen,
-        peak_sum,
-        None if before is None or after is None else after - before,
-        float(point["accuracy"]),
-        float(report.get("reference_accuracy", float("nan"))),
-        float(report["baselines"]["majority_class"]),
+        procs=seen,
+        peak_sum_mb=peak_sum,
+        coord_job_mb=coord_job,
+        wire_bytes=None if before is None or after is None else after - before,
+        accuracy=float(point["accuracy"]),
+        reference=float(report.get("reference_accuracy", float("nan"))),
+        majority=float(report["baselines"]["majority_class"]),
     )
 
 
@@ -203,7 +210,7 @@ def print_job(j: Job) -> None:
     per_byte = "-" if j.wire_bytes is None else f"{j.wire_bytes / n:.0f}"
     print(
         f"{j.task:4} {n:>8}  {j.wall_s:7.1f}  {j.rounds_s:8.2f}  {j.cpu_s:6.1f}  {1000 * j.cpu_s / n:12.3f}  "
-        f"{per_byte:>11}  {j.peak('coordinator'):8.0f}  {j.peak('node'):7.0f}  {j.peak_sum_mb:6.0f}  "
+        f"{per_byte:>11}  {j.peak('coordinator'):8.0f}  {j.coord_job_mb:7.0f}  {j.peak('node'):7.0f}  {j.peak_sum_mb:6.0f}  "
         f"{1024 * j.peak_sum_mb / n:8.2f}  {j.accuracy:.4f}  {j.reference:.4f}  {j.majority:.4f}",
         flush=True,
     )
@@ -216,6 +223,7 @@ def print_ratios(jobs: list[Job]) -> None:
         "wall ms/owner": lambda j: 1000 * j.wall_s / j.owners,
         "RSS KB/owner": lambda j: 1024 * j.peak_sum_mb / j.owners,
         "coord RSS KB/owner": lambda j: 1024 * j.peak("coordinator") / j.owners,
+        "coord job KB/owner": lambda j: 1024 * j.coord_job_mb / j.owners,
         "bytes/owner": lambda j: float("nan") if j.wire_bytes is None else j.wire_bytes / j.owners,
     }
     for j in jobs[1:]:
@@ -243,7 +251,7 @@ def main() -> None:
         f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}"
     )
     print(
-        "task        N   wall_s  rounds_s   cpu_s  cpu_ms/owner  bytes/owner  coord_MB  node_MB  sum_MB  "
+        "task        N   wall_s  rounds_s   cpu_s  cpu_ms/owner  bytes/owner  coord_MB  job_MB  node_MB  sum_MB  "
         "KB/owner  acc     ref     majority"
     )
     with tempfile.TemporaryDirectory(prefix="privfed-scale-") as d:
