@@ -187,7 +187,8 @@ def run_job(task: str, owners: int, args: argparse.Namespace, tmp: Path) -> Job:
         netns.close()
         log.close()
     if proc.returncode != 0:
-        raise SystemExit(f"{task} N={owners} failed (exit {proc.returncode}); see {log.name}")
+        tail = Path(log.name).read_text(errors="replace").splitlines()[-15:]
+        raise SystemExit(f"{task} N={owners} failed (exit {proc.returncode}); the end of its log:\n" + "\n".join(tail))
     report = json.loads(next(out.glob("*/report.json")).read_text())
     point = report["points"][0]
     return Job(
