@@ -258,7 +258,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="privfed-scale-") as d:
         tmp = Path(d)
         series: list[list[Job]] = []
-        for task in args.tasks.split(","):
+        for task in [t for t in args.tasks.split(",") if t]:
             jobs = []
             for n in sizes:
                 jobs.append(run_job(task, n, args, tmp))
