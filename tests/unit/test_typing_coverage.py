@@ -25,7 +25,7 @@ UNTYPED_AT_ISSUE_10 = frozenset(
     privfed.common.feddpdr privfed.common.feddpdr.centroid privfed.common.feddpdr.pca
     privfed.common.feddpdr.subspace privfed.common.feddpdr.svm
     privfed.common.learners.samme privfed.common.learners.stump privfed.common.mechanisms.frequency
-    privfed.common.secagg.ring privfed.common.secagg.session
+    privfed.common.secagg.ring
     privfed.deploy.cli privfed.deploy.inprocess privfed.deploy.simulate
     privfed.deploy.experiments privfed.deploy.experiments.boosting privfed.deploy.experiments.feddpdr
     privfed.deploy.experiments.nullspace
