@@ -197,11 +197,13 @@ def run_point(
     show_progress: bool,
     schema: FederationSchema,
     split_cache: Path | None = None,
+    reference: dict[str, object] | None = None,
 ) -> dict[str, Any]:
     """One federation at ``config.epsilon`` and ``config.seed``, one job of the job runner with its
-    report in ``point_dir``; ``sim`` says how to start the owner processes, which read the built-in
-    data set's split from ``split_cache`` when given (:data:`~privfed.common.datasets.SPLIT_CACHE_ENV`).
-    Raises :class:`NodeExited` if a node process exits during the job."""
+    report in ``point_dir`` (with the seed's non-private ``reference``, computed before); ``sim`` says
+    how to start the owner processes, which read the built-in data set's split from ``split_cache``
+    when given (:data:`~privfed.common.datasets.SPLIT_CACHE_ENV`). Raises :class:`NodeExited` if a
+    node process exits during the job."""
     epsilon = config.epsilon
     point_dir.mkdir(parents=True)
     server = CoordinatorServer(
@@ -247,6 +249,7 @@ def run_point(
                 report,
                 release=release,
                 stopped=watch.reason,
+                reference=None if reference is None else lambda: reference,
                 show_progress=show_progress,
                 label=f"eps={epsilon:g}: ",
             )
@@ -365,7 +368,15 @@ def _simulate(config: SimulationConfig, run_dir: Path, report: JobReport) -> Non
         for s in seeds:
             point_dir = run_dir / f"eps-{eps:g}" / (f"seed-{s}" if config.repeats > 1 else "")
             run = run_point(
-                config, job.replace(epsilon=eps, seed=s), point_dir, certs, tests[s], show_progress, schema, split_cache
+                config,
+                job.replace(epsilon=eps, seed=s),
+                point_dir,
+                certs,
+                tests[s],
+                show_progress,
+                schema,
+                split_cache,
+                references[s],
             )
             spent_file = write_json(point_dir / "epsilon_spent.json", run.pop("_spent"))
             run["epsilon_spent"]["per_owner_file"] = str(spent_file.relative_to(run_dir))

@@ -71,11 +71,15 @@ def test_secagg_gives_the_rings_model_at_infinite_epsilon(tmp_path):
     ring, test = _strategy(math.inf, "ring")
     secagg, _ = _strategy(math.inf, "secagg")
     ring_outcome, outcome = _federate(tmp_path, [ring, secagg], math.inf)
-    assert [r["ring_attempts"] for r in secagg.rounds] == [1] * len(secagg.rounds)
-    for a, b in zip(secagg.rounds, ring.rounds, strict=True):
-        assert a["ring_size"] == b["ring_size"]
-        assert math.isclose(a["err_total"], b["err_total"], abs_tol=1e-6)
-        assert math.isclose(a["weight_total"], b["weight_total"], abs_tol=1e-6)
+    rounds, ring_rounds = outcome.result.rounds, ring_outcome.result.rounds
+    assert [r.secure_sum.attempts for r in rounds] == [1] * len(rounds)
+    assert {r.secure_sum.protocol for r in rounds} == {"secagg"} and {r.secure_sum.protocol for r in ring_rounds} == {
+        "ring"
+    }
+    for a, b in zip(rounds, ring_rounds, strict=True):
+        assert len(a.secure_sum.summed) == len(b.secure_sum.summed)
+        assert math.isclose(a.decision.err_total, b.decision.err_total, abs_tol=1e-6)
+        assert math.isclose(a.decision.weight_total, b.decision.weight_total, abs_tol=1e-6)
     np.testing.assert_array_equal(outcome.model.predict(test.X), ring_outcome.model.predict(test.X))
 
 
@@ -89,7 +93,7 @@ def test_secagg_debits_what_the_ring_debits_at_finite_epsilon(tmp_path):
     assert debits == _debits(tmp_path / "ring", ring_outcome.epsilon_by_owner)
     assert any(rid.startswith("boost-eval:") for _, rid, _ in debits)
     assert outcome.epsilon_by_owner == ring_outcome.epsilon_by_owner
-    assert all(r["eval_noise_scale"] > 0 for r in secagg.rounds)
+    assert outcome.result.privacy.parameters["eval_noise_scale"] > 0
 
 
 @pytest.mark.parametrize(
@@ -133,13 +137,13 @@ def test_a_node_killed_after_the_key_agreement_is_recovered(tmp_path, monkeypatc
     finally:
         fed.close()
     assert killed and killed[0], "owner-2's owners were in the key agreement"
-    rec = strategy.rounds[0]
-    assert rec["ring_attempts"] in attempts
-    evaluators = strategy.evaluators[0]
+    rec = outcome.result.rounds[0]
+    assert rec.secure_sum.attempts in attempts and rec.secure_sum.protocol == "secagg"
+    evaluators = rec.evaluators
     survivors = [o for o in evaluators if not o.startswith("owner-2")]
     assert len(survivors) < len(evaluators), "owner-2 hosts evaluators of the round"
-    assert set(strategy.dropped) == (set(evaluators) - set(survivors) if when == "input" else set())
-    assert rec["ring_size"] == len(survivors)
+    assert set(outcome.result.dropped) == (set(evaluators) - set(survivors) if when == "input" else set())
+    assert rec.secure_sum.summed == tuple(sorted(survivors))
     # The total is exactly the survivors' contributions, recomputed from their rows.
     train, _ = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=480)
     owners = {
@@ -162,5 +166,6 @@ def test_a_node_killed_after_the_key_agreement_is_recovered(tmp_path, monkeypatc
         w = np.minimum(owner_weights(empty_history(), o.X, o.y), strategy.booster.eval_row_bound)
         sums.append([float(np.dot(w, learner.predict(o.X) != o.y)), float(w.sum())])
     err, wsum = clip_contributions(sums).sum(axis=0)
-    assert math.isclose(rec["err_total"], err, abs_tol=1e-6) and math.isclose(rec["weight_total"], wsum, abs_tol=1e-6)
+    d = rec.decision
+    assert math.isclose(d.err_total, err, abs_tol=1e-6) and math.isclose(d.weight_total, wsum, abs_tol=1e-6)
     assert outcome.lost_nodes == ["owner-2"]
