@@ -25,7 +25,7 @@ from privfed.common.secagg.messages import (
 )
 from privfed.common.validation import check_choice, check_positive
 
-if TYPE_CHECKING:  # the boosting types import scipy (common/boosting/federated.py): only once a task needs them
+if TYPE_CHECKING:  # the boosting types import scipy (common/boosting/): only once a task needs them
     from privfed.common.boosting.wire import BoostConfig, BoostHistory, Learner
 
 LABEL_MODES = ("clear", "rr")
@@ -169,15 +169,15 @@ class SvmShareTask:
 def boost_release_epsilons(config: BoostConfig) -> list[tuple[float, float, str]]:
     """Ledger entries of one boosting share (seed 002 Alg. 2): the share part of the run's ε, or 1/T of it.
 
-    ``FederatedBoosting.share_round_epsilon``: ``(1 - eval_fraction) ε`` for the one share of an owner,
+    ``BoostingParams.share_round_epsilon``: ``(1 - eval_fraction) ε`` for the one share of an owner,
     ``1/T`` of it for each of the T shares under ``share_groups="all"``. NCC splits it between features
     and labels by :func:`~privfed.common.learners.ncc.split_label_budget`, the one split the share's
-    mechanisms use too (``FederatedBoosting.release_mechanism``, ``label_rr``); at ε = ∞ both parts
+    mechanisms use too (``ReleasePlan.release_mechanism``, ``label_rr``); at ε = ∞ both parts
     are ∞, never NaN.
     """
     from privfed.common.learners.ncc import split_label_budget
 
-    fb = config.booster
+    fb = config.params
     if fb.base != "ncc":
         return [(fb.share_round_epsilon, 0.0, "boost-share")]
     features, labels = split_label_budget(fb.share_round_epsilon, fb.labels, fb.label_fraction)
@@ -187,8 +187,8 @@ def boost_release_epsilons(config: BoostConfig) -> list[tuple[float, float, str]
 
 
 def boost_eval_epsilon(config: BoostConfig) -> float:
-    """ε of one evaluation release of a boosting run (``FederatedBoosting.eval_round_epsilon``)."""
-    return config.booster.eval_round_epsilon
+    """ε of one evaluation release of a boosting run (``BoostingParams.eval_round_epsilon``)."""
+    return config.params.eval_round_epsilon
 
 
 @dataclass(frozen=True, eq=False)
@@ -225,7 +225,7 @@ class BoostEvaluateTask:
 
     The pair is a release (issue 9, contract 4): every row's weight clipped to the run's
     ``eval_row_bound`` b, Laplace noise ``Lap(2 b / ε)`` at ε = :func:`boost_eval_epsilon` of the
-    config (row-level DP, LDP for a one-row owner; :mod:`privfed.common.boosting.federated`), debited under
+    config (row-level DP, LDP for a one-row owner; :class:`privfed.common.mechanisms.laplace.ErrorPairLaplace`), debited under
     :attr:`release_id` before the ring's first envelope leaves. One release per (run, round) -- per run under
     ``eval_groups="disjoint"`` -- whatever ring it is asked for; a re-formed ring gets the same
     noisy pair. ``history.round`` is the 0-based round.
@@ -249,7 +249,7 @@ class BoostEvaluateTask:
     @property
     def release_id(self) -> str:
         """The ledger key of this evaluation release: ``boost-eval:<run id>:<round>`` (or ``:once``)."""
-        slot = self.round if self.config.booster.eval_groups == "all" else "once"
+        slot = self.round if self.config.params.eval_groups == "all" else "once"
         return f"boost-eval:{self.config.run_id}:{slot}"
 
     def ledger_entries(self) -> list[tuple[float, float, str]]:

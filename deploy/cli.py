@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from privfed.common.boosting.federated import N_BINS
+from privfed.common.boosting.params import N_BINS
 from privfed.common.errors import PrivfedError
 from privfed.common.learners.ncc import LABEL_FRACTION
 

@@ -21,7 +21,7 @@ there is no coordinator that could swap them; the signature checks run in the pr
 integration tests.
 
 This is the per-owner path. The experiments with 10^4 owners run the same SAMME loop over
-vectorised simulated owners (:meth:`privfed.common.boosting.federated.FederatedBoosting.fit`);
+vectorised simulated owners (:func:`privfed.common.boosting.simulation.simulate`);
 a test checks the two give the same model at ε = ∞.
 """
 

@@ -138,7 +138,7 @@ def _wire() -> ModuleType:
 
 
 def boost_config_to_proto(c: BoostConfig) -> pb.BoostConfig:
-    fb = c.booster
+    fb = c.params
     return pb.BoostConfig(
         run_id=c.run_id,
         base=fb.base,
@@ -168,7 +168,7 @@ def boost_config_to_proto(c: BoostConfig) -> pb.BoostConfig:
 
 
 def boost_config_from_proto(m: pb.BoostConfig) -> BoostConfig:
-    """The run's configuration, validated as :class:`~privfed.common.boosting.federated.FederatedBoosting` validates it.
+    """The run's configuration, validated as :class:`~privfed.common.boosting.wire.BoostConfig` validates it.
 
     Decoded once per distinct message (every task of a run carries the same one; building it costs ~1 ms)."""
     return _boost_config(m.SerializeToString(deterministic=True))
@@ -177,7 +177,7 @@ def boost_config_from_proto(m: pb.BoostConfig) -> BoostConfig:
 @lru_cache(maxsize=8)
 def _boost_config(raw: bytes) -> BoostConfig:
     m, wire = pb.BoostConfig.FromString(raw), _wire()
-    booster = wire.FederatedBoosting(
+    params = wire.BoostingParams(
         base=m.base,
         epsilon=m.epsilon,
         mechanism=m.mechanism,
@@ -202,7 +202,7 @@ def _boost_config(raw: bytes) -> BoostConfig:
         eval_mechanism=m.eval_mechanism or "laplace",  # unset: a peer from before the field, which used Laplace
         budget_split=m.budget_split or "epsilon",
     )
-    return wire.BoostConfig(m.run_id, booster)
+    return wire.BoostConfig(m.run_id, params)
 
 
 def learner_to_proto(learner: Learner) -> pb.BoostLearner:
@@ -238,7 +238,7 @@ def learner_from_proto(m: pb.BoostLearner) -> Learner:
     """A base learner, its shapes and values checked (finite; the stump's ``error`` may be nan).
 
     Whether it fits a run (kind, features, thresholds, classes) is the owner's check against the
-    run's configuration (``FederatedBoosting.check_learner``).
+    run's configuration (:func:`privfed.common.boosting.owner.check_learner`).
     """
     kind = m.WhichOneof("kind")
     if kind == "stump":

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from privfed.common.boosting.federated import (
+from privfed.common.boosting.params import (
     BASE_LEARNERS,
     BUDGET_SPLITS,
     EVAL_FRACTION,
@@ -48,7 +48,7 @@ LABEL_SCHEMES = ("auto", "joint", "rr", "clear")
 
 #: Share weight bound used for ``--task bdt`` when neither ``--weight-bound`` nor
 #: ``--rows-per-owner`` is given: the bound for owners holding one row each (the local-DP setting;
-#: :func:`~privfed.common.boosting.federated.default_weight_bound`). An owner holding more rows has
+#: :func:`~privfed.common.boosting.params.default_weight_bound`). An owner holding more rows has
 #: its share's weights scaled down to this total before release -- a biased share, never a privacy
 #: loss -- so a federation of multi-row owners should declare ``--rows-per-owner`` or ``--weight-bound``.
 DEFAULT_WEIGHT_BOUND = default_weight_bound(None)
@@ -153,11 +153,11 @@ class JobConfig:
     rows_per_owner : float > 0 or None
         ``--rows-per-owner``: the rows each owner holds, when that is public configuration of the
         federation (``privfed simulate`` knows it: it plays every owner). Only sets defaults: the
-        share weight bound, ``ceil(rows_per_owner)`` (:func:`~privfed.common.boosting.federated.default_weight_bound`),
+        share weight bound, ``ceil(rows_per_owner)`` (:func:`~privfed.common.boosting.params.default_weight_bound`),
         and the bound on an owner's rows, :attr:`owner_rows_bound`.
     eval_fraction : float in (0, 1); eval_row_bound : float > 0; max_owner_rows : int >= 1 or None
         ``--eval-fraction``, ``--eval-row-bound``, ``--max-owner-rows``: boosting's evaluation
-        releases (:class:`~privfed.common.boosting.federated.FederatedBoosting`); None: :attr:`owner_rows_bound`.
+        releases (:class:`~privfed.common.boosting.params.BoostingParams`); None: :attr:`owner_rows_bound`.
     share_groups : {"disjoint", "all"}; eval_mechanism : {"laplace", "rr"} or None
         ``--share-groups``, ``--eval-mechanism``: who shares in a round, and the evaluation release
         (None: the smaller noise for the owners' rows bound, ``"rr"`` for one row).
@@ -301,7 +301,7 @@ class JobConfig:
         """The public bound on an owner's total weight (a row's, with the ncc base) in a boosting share that
         the job uses: ``weight_bound`` if given, else :data:`NCC_ROW_WEIGHT_BOUND` for the ncc base, else
         ``ceil(rows_per_owner)`` (mean-1 weights sum to about the
-        row count), else :data:`DEFAULT_WEIGHT_BOUND` (:func:`~privfed.common.boosting.federated.default_weight_bound`)."""
+        row count), else :data:`DEFAULT_WEIGHT_BOUND` (:func:`~privfed.common.boosting.params.default_weight_bound`)."""
         if self.weight_bound is not None:
             return float(self.weight_bound)
         if self.base == "ncc":
@@ -312,7 +312,7 @@ class JobConfig:
     def owner_rows_bound(self) -> int:
         """The public bound on an owner's rows the job uses: ``max_owner_rows`` if given, else
         ``ceil(rows_per_owner)`` (an even split: sizes differ by at most one row), else
-        :data:`~privfed.common.boosting.federated.MAX_OWNER_ROWS`. An owner holding more is clipped
+        :data:`~privfed.common.boosting.params.MAX_OWNER_ROWS`. An owner holding more is clipped
         or scaled down in its evaluation release (biased, never less private)."""
         if self.max_owner_rows is not None:
             return int(self.max_owner_rows)

@@ -244,33 +244,38 @@ def _boost_evaluate(spec: BoostEvaluateTask, payload: Payload, limits: PublicLim
 
 
 def _boost_share(spec: BoostShareTask, payload: Payload, limits: PublicLimits) -> None:
+    from privfed.common.boosting.coordinator import CoordinatorSteps  # scipy: only once a boosting job runs
+
     reply = _kind(payload, BoostShareReply)
-    fb = spec.config.booster
+    plan = spec.config.releases
+    fb, decode = plan.params, CoordinatorSteps(plan)
     reports = _matrix(reply.reports, "share reports", (None, None))
     coordinates = np.asarray(reply.coordinates)
     try:
         if fb.base == "stump":
             if reports.shape[0] != 1:
                 raise ContractViolation("shape", f"a stump share is one row per owner, got {reports.shape[0]}")
-            fb.stump_reports(reports, coordinates)  # the encoding's own format and domain checks
-            encoding = fb.share_encoding
+            decode.stump_reports(reports, coordinates)  # the encoding's own format and domain checks
+            encoding = plan.share_encoding
             mechanism = getattr(encoding, "mechanism", None)
             if mechanism is not None:
                 check_reports(reports, mechanism)
             return
         if fb.base == "lr":
-            _matrix(reports, "share reports", (1, fb.release_dim))
-            check_reports(reports, fb.release_mechanism)
+            _matrix(reports, "share reports", (1, plan.release_dim))
+            check_reports(reports, plan.release_mechanism)
             return
         _rows(reports.shape[0], limits, "report rows")
-        if fb.joint_encoding is not None:
-            fb.ncc_reports(reports, reply.labels, coordinates)  # joint (label, sign) reports: the encoding checks them
+        if plan.joint_encoding is not None:
+            decode.ncc_reports(
+                reports, reply.labels, coordinates
+            )  # joint (label, sign) reports: the encoding checks them
             return
-        _matrix(reports, "share reports", (None, fb.release_dim))
+        _matrix(reports, "share reports", (None, plan.release_dim))
         _labels(reply.labels, reports.shape[0], fb.n_classes)
         if coordinates.size:
             raise ContractViolation("shape", "an NCC share with separate labels has no sampled coordinates")
-        check_reports(reports, fb.release_mechanism)
+        check_reports(reports, plan.release_mechanism)
     except ConfigError as exc:
         raise ContractViolation("shape", str(exc)) from exc
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from privfed.common.boosting.federated import MAX_OWNER_ROWS
+from privfed.common.boosting.params import MAX_OWNER_ROWS
 from privfed.common.datasets import Dataset
 from privfed.common.errors import JobAborted, RoundFailed
 from privfed.common.identity import node_of
@@ -186,7 +186,7 @@ def run_job(
     (:class:`~privfed.server.rounds.JobBook`) keeps that account, with the contracts' public limits
     and the quorum: after every batch, fewer owners still taking part end the job
     (:class:`~privfed.common.errors.QuorumLost`); the caller reads it for its report, also when the
-    job fails. Default: no quorum, :data:`~privfed.common.boosting.federated.MAX_OWNER_ROWS` rows
+    job fails. Default: no quorum, :data:`~privfed.common.boosting.params.MAX_OWNER_ROWS` rows
     per owner. ``expected``: who to name while waiting (:mod:`privfed.server.registration`).
     """
     expected = expected or Expected(expected_owners)

@@ -40,7 +40,7 @@ not protect an input from whoever chooses the ring. A coordinator that forms the
 ``[A, B]``, ``[A, C]``, ``[B, C]`` reads ``A``'s input as ``(ab + ac - bc) / 2`` (issue 9, item
 1), and ``N ≥ 2`` does not prevent it. So an input must already be a private release when it
 enters: in boosting each owner's ``(err_sum, w_sum)`` is clipped, Laplace-noised and debited at
-the owner before its party starts (:mod:`privfed.common.boosting.federated`, "Evaluation releases";
+the owner before its party starts (:class:`privfed.common.mechanisms.laplace.ErrorPairLaplace`;
 ``privfed.owner.kinds.boosting``), and the ring only keeps the individual noisy values from
 the relay.
 """

@@ -14,7 +14,7 @@ owner (every training row is its own data owner), ``--splits`` stratified train/
   - ``ncc``: nearest centroid from perturbed rows (PM, Alg. 4), labels by randomized response at
     ``label_fraction`` of ε, distances in the bounds' unit space (:class:`NearestCentroidModel`);
   - ``lr``: logistic regression by LDP gradient descent (:mod:`privfed.common.learners.ldp_gd`);
-  - ``bdt``: 10 rounds of federated SAMME over stumps at :class:`FederatedBoosting`'s defaults (thresholds
+  - ``bdt``: 10 rounds of federated SAMME over stumps at :class:`~privfed.common.boosting.params.BoostingParams`' defaults (thresholds
     at thirds of each feature's public range; LDP quantiles, :mod:`privfed.common.learners.split_points`,
     are an option that lost on validation splits).
 
@@ -41,9 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.params import BoostingParams
+from privfed.common.boosting.simulation import simulate
 from privfed.common.datasets import Dataset, load_builtin, train_test_split
-from privfed.common.errors import ConfigError, PrivfedError
+from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.learners.ldp_gd import LdpGradientDescent
 from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND, fit_local_logistic, lr_aggregate
 from privfed.common.learners.ncc import (
@@ -133,8 +134,8 @@ def fit_lr(train: Dataset, epsilon: float, rng: np.random.Generator, *, legacy: 
 def fit_bdt(
     train: Dataset, epsilon: float, rng: np.random.Generator, *, legacy: bool = False, **options: Any
 ) -> tuple[Any, bool]:
-    """Federated SAMME over stumps, T = 10, at :class:`FederatedBoosting`'s defaults; ``(model or None, kept
-    anything)``. ``legacy``: main's ``n_bins = 2`` before issue 22. ``options``: FederatedBoosting keywords,
+    """Federated SAMME over stumps, T = 10, at :class:`~privfed.common.boosting.params.BoostingParams`' defaults; ``(model or None, kept
+    anything)``. ``legacy``: main's ``n_bins = 2`` before issue 22. ``options``: BoostingParams keywords,
     and ``split_fraction`` (thresholds at LDP quantiles from that fraction of the owners, who then take no
     other part), ``midpoints`` (the bounds' midpoints as candidates too) and ``n_grid`` for them."""
     split_fraction = options.pop("split_fraction", None)
@@ -153,12 +154,12 @@ def fit_bdt(
         split_points, options["n_bins"] = tuple(tuple(row) for row in sp.tolist()), n_bins
         X, y = X[order[m:]], y[order[m:]]
     kw: dict[str, Any] = dict(n_rounds=min(ROUNDS, X.shape[0]), max_owner_rows=1) | options
-    fb = FederatedBoosting(
+    params = BoostingParams(
         epsilon=epsilon, n_classes=train.n_classes, bounds=train.bounds, split_points=split_points, **kw
     )
     try:
-        return fb.fit(X, y, rng=rng).model, True
-    except PrivfedError:  # no round kept a learner: nothing to serve
+        return simulate(params, X, y, rng=rng).model, True
+    except RoundFailed:  # no round kept a learner: nothing to serve
         return None, False
 
 

@@ -15,17 +15,11 @@ import math
 
 import numpy as np
 
-from privfed.common.mechanisms import GeometricMechanism
+from privfed.common.mechanisms import GeometricMechanism, noisy_count
 from privfed.common.messages import PcaShareReply, PcaShareTask, SvmShareReply, SvmShareTask, Task
 from privfed.common.validation import check_positive
 from privfed.owner.kinds.base import PublicView, Refused, TaskKind, check_classes, check_limit, check_schema
 from privfed.owner.local import Cached, LocalOwner, PublicConfig
-
-
-def _noisy_count(n: int, count_epsilon: float, rng: np.random.Generator) -> int:
-    if math.isinf(count_epsilon):
-        return n
-    return int(GeometricMechanism(epsilon=count_epsilon).privatize(np.int64(n), rng))
 
 
 class PcaShareKind(TaskKind[PcaShareTask]):
@@ -54,7 +48,7 @@ class PcaShareKind(TaskKind[PcaShareTask]):
         U, n = owner_pca_release(
             owner.X, spec.bounds, spec.k, spec.epsilon, spec.delta, owner.rng, scaling=spec.scaling
         )
-        return PcaShareReply(subspace=U, noisy_count=_noisy_count(n, spec.count_epsilon, owner.rng))
+        return PcaShareReply(subspace=U, noisy_count=noisy_count(n, epsilon=spec.count_epsilon, rng=owner.rng))
 
     def fallback(
         self, spec: PcaShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator
@@ -65,7 +59,7 @@ class PcaShareKind(TaskKind[PcaShareTask]):
 
         empty = np.zeros((0, public.n_features))
         U, n = owner_pca_release(empty, spec.bounds, spec.k, spec.epsilon, spec.delta, rng, scaling=spec.scaling)
-        return PcaShareReply(subspace=U, noisy_count=_noisy_count(n, spec.count_epsilon, rng))
+        return PcaShareReply(subspace=U, noisy_count=noisy_count(n, epsilon=spec.count_epsilon, rng=rng))
 
 
 class SvmShareKind(TaskKind[SvmShareTask]):

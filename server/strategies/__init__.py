@@ -82,10 +82,10 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
             model=config.model,
             scaling=config.scaling,
         )
-    from privfed.common.boosting.federated import FederatedBoosting
+    from privfed.common.boosting.params import BoostingParams
     from privfed.server.strategies.boosting import BoostingStrategy
 
-    booster = FederatedBoosting(
+    params = BoostingParams(
         base=config.base,
         epsilon=config.epsilon,
         mechanism=config.mechanism,
@@ -115,7 +115,7 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
     elif config.resume:
         raise ConfigError("--resume needs --journal FILE (the journal of the job to continue)")
     return BoostingStrategy(
-        booster,
+        params,
         rng,
         ring_timeout=config.ring_timeout,
         secure_sum=config.secure_sum,

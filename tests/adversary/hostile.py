@@ -614,11 +614,11 @@ def boost_config(
 ):
     """A boosting configuration exactly as the coordinator's strategy sends it
     (``privfed.common.boosting.wire.config_to_dict``, a ``BoostConfig``)."""
-    from privfed.common.boosting.federated import FederatedBoosting
+    from privfed.common.boosting.params import BoostingParams
     from privfed.common.boosting.wire import config_to_dict
     from privfed.common.bounds import Bounds
 
-    fb = FederatedBoosting(
+    fb = BoostingParams(
         base=base,
         epsilon=epsilon,
         mechanism="pm",

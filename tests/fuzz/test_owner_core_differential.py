@@ -108,7 +108,7 @@ def _build(make):
 
 
 def _boost_config(data, run: str, base: str):
-    from privfed.common.boosting.federated import FederatedBoosting
+    from privfed.common.boosting.params import BoostingParams
     from privfed.common.boosting.wire import BoostConfig
 
     kw = dict(
@@ -125,13 +125,13 @@ def _boost_config(data, run: str, base: str):
         eval_mechanism=data.draw(st.sampled_from([None, "laplace", "rr"])),
         budget_split=_pick(data, "epsilon", "owners"),
     )
-    return _build(lambda: BoostConfig(run, FederatedBoosting(**kw)))
+    return _build(lambda: BoostConfig(run, BoostingParams(**kw)))
 
 
 def _learner(data, config):
     from privfed.common.learners.stump import Stump, thresholds
 
-    fb = config.booster
+    fb = config.params
     bins = fb.n_bins
     a = _pick(data, data.draw(st.integers(0, D - 1)), D)
     b = _pick(data, data.draw(st.integers(1, bins - 1)), bins)
@@ -146,7 +146,7 @@ def _history(data, config, round_no: int):
     from privfed.common.learners.samme import max_alpha
 
     kept = []
-    for _ in range(data.draw(st.integers(0, 3)) if config.booster.base == "stump" else 0):
+    for _ in range(data.draw(st.integers(0, 3)) if config.params.base == "stump" else 0):
         learner = _learner(data, config)
         alpha = _pick(
             data, data.draw(st.sampled_from([0.0, 0.7, max_alpha(K)])), max_alpha(K) * 1.001, 709.0, 1e300, -1.0

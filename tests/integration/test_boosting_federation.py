@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from fedharness import Federation
 
-from privfed.common.boosting.federated import clip_contributions
 from privfed.common.boosting.wire import empty_history, owner_weights, with_round
 from privfed.common.ledger import Ledger
+from privfed.common.mechanisms import clip_error_pairs
 from privfed.common.messages import BoostShareTask, Refusal, Task
 from privfed.owner.data import build_owners, federation_split
 from privfed.server.strategies import make_strategy
@@ -62,9 +62,9 @@ def test_boosting_rounds_with_exact_ring_totals(tmp_path):
         sums = []
         for oid in rec.evaluators:  # this round's evaluation group
             o = owners[oid.split(".")[1]]
-            w = np.minimum(owner_weights(history, o.X, o.y), strategy.booster.eval_row_bound)  # the row clip
+            w = np.minimum(owner_weights(history, o.X, o.y), strategy.params.eval_row_bound)  # the row clip
             sums.append([float(np.dot(w, learner.predict(o.X) != o.y)), float(w.sum())])
-        err, wsum = clip_contributions(sums).sum(axis=0)
+        err, wsum = clip_error_pairs(sums).sum(axis=0)
         d = rec.decision
         assert math.isclose(d.err_total, err, abs_tol=1e-6) and math.isclose(d.weight_total, wsum, abs_tol=1e-6)
         history = with_round(history, learner, d.alpha, d.err_total, d.weight_total)
@@ -85,7 +85,7 @@ def test_evaluations_are_debited_once_per_run_and_totals_are_noisy(tmp_path):
         outcome = fed.run(strategy, 120)
     finally:
         fed.close()
-    fb, result = strategy.booster, outcome.result
+    fb, result = strategy.params, outcome.result
     assert (
         result.privacy.part("boost-eval").epsilon == fb.eval_epsilon
         and result.privacy.parameters["eval_noise_scale"] > 0
@@ -109,7 +109,7 @@ def test_an_owner_releases_in_at_most_one_round_of_a_run(tmp_path):
     strategy, _ = bdt(2.0)
     from privfed.common.boosting.wire import config_to_dict
 
-    config = config_to_dict(strategy.booster, "boost-run1")
+    config = config_to_dict(strategy.params, "boost-run1")
     fed = Federation(tmp_path)
     try:
         fed.spawn("owner-0", n_owners=120, shards="0:2", budget=10.0, dataset=DATA)  # budget for five

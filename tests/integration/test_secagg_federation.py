@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from fedharness import Federation
 
-from privfed.common.boosting.federated import clip_contributions
 from privfed.common.boosting.wire import empty_history, owner_weights
 from privfed.common.ledger import Ledger
+from privfed.common.mechanisms import clip_error_pairs
 from privfed.common.secagg.aggregator import SecAggServer
 from privfed.owner.data import build_owners, federation_split
 from privfed.server.strategies import make_strategy
@@ -163,9 +163,9 @@ def test_a_node_killed_after_the_key_agreement_is_recovered(tmp_path, monkeypatc
     sums = []
     for oid in survivors:
         o = owners[oid]
-        w = np.minimum(owner_weights(empty_history(), o.X, o.y), strategy.booster.eval_row_bound)
+        w = np.minimum(owner_weights(empty_history(), o.X, o.y), strategy.params.eval_row_bound)
         sums.append([float(np.dot(w, learner.predict(o.X) != o.y)), float(w.sum())])
-    err, wsum = clip_contributions(sums).sum(axis=0)
+    err, wsum = clip_error_pairs(sums).sum(axis=0)
     d = rec.decision
     assert math.isclose(d.err_total, err, abs_tol=1e-6) and math.isclose(d.weight_total, wsum, abs_tol=1e-6)
     assert outcome.lost_nodes == ["owner-2"]

@@ -362,7 +362,7 @@ def honest_captures(tmp_path_factory):
         outcomes["query"] = proc
     finally:
         fed.close()
-    boost_label_epsilon = split_label_budget(jobs["bdt-ncc-rr"].booster.share_epsilon, "rr", LABEL_FRACTION)[1]
+    boost_label_epsilon = split_label_budget(jobs["bdt-ncc-rr"].params.share_epsilon, "rr", LABEL_FRACTION)[1]
     return captured, outcomes, rows, test, query_owners, boost_label_epsilon
 
 

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.params import BoostingParams
 from privfed.common.datasets import load_builtin
 from privfed.common.errors import ConfigError
 from privfed.deploy.inprocess import InProcessTransport
@@ -45,7 +45,7 @@ def _transport(ds, secure_sum, budget=math.inf):
 
 def _booster(ds, **kw):
     options = {"epsilon": math.inf, "n_classes": 2, "bounds": ds.bounds, "n_rounds": 3, "n_bins": 4}
-    return FederatedBoosting(**{**options, "weight_bound": 80.0, "max_owner_rows": 40, **kw})
+    return BoostingParams(**{**options, "weight_bound": 80.0, "max_owner_rows": 40, **kw})
 
 
 def _run(ds, secure_sum, fb, budget=math.inf, seed=11):

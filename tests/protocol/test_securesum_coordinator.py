@@ -21,7 +21,8 @@ from collections import deque
 import numpy as np
 import pytest
 
-from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.params import BoostingParams
+from privfed.common.boosting.releases import ReleasePlan
 from privfed.common.boosting.wire import at_round, config_to_dict, empty_history
 from privfed.common.datasets import load_builtin
 from privfed.common.errors import RoundFailed
@@ -184,24 +185,24 @@ def _pair(ds, budget=4.0, secure_sum="ring") -> Pair:
 
 
 def _boost(ds, epsilon=4.0):
-    fb = FederatedBoosting(
+    params = BoostingParams(
         epsilon=epsilon, n_classes=2, bounds=ds.bounds, n_rounds=4, n_bins=4, weight_bound=40.0, max_owner_rows=40,
         eval_groups="all",
     )  # fmt: skip
-    cut = float(thresholds(ds.bounds, fb.n_bins)[0, 0])
+    cut = float(thresholds(ds.bounds, params.n_bins)[0, 0])
     return (
-        fb,
-        config_to_dict(fb, "boost-test"),
+        ReleasePlan(params),
+        config_to_dict(params, "boost-test"),
         Stump(attribute=0, threshold_index=1, threshold=cut, leaves=(0, 1), error=0.0),
     )
 
 
-def _sum(pair: Pair, ring, fb, config, learner, round_no=0):
+def _sum(pair: Pair, ring, plan, config, learner, round_no=0):
     history = at_round(empty_history(), round_no)
     return pair.secure_sum(
         ring,
         lambda spec: BoostEvaluateTask(config, history, learner, spec),
-        max_abs=fb.contribution_bound,
+        max_abs=plan.contribution_bound,
         round_id=f"ring{round_no + 1}",
         timeout=5.0,
     )
@@ -215,13 +216,13 @@ def _released(pair: Pair, owners, round_no=0) -> np.ndarray:
 
 def test_ring_attempts_drop_a_refusing_a_silent_and_a_stalled_party_and_sum_the_rest(data):
     pair = _pair(data)
-    fb, config, learner = _boost(data)
+    plan, config, learner = _boost(data)
     ring = sorted(pair.owners)
     refusing, stalling = ring[1], ring[5]  # owner-0.o00001, owner-1.o00005
     pair.ledgers["owner-0"].debit(refusing, 4.0, purpose="elsewhere", release_id="x")  # no budget left
     pair.silent_nodes = {"owner-2"}
     pair.lost_to = {stalling}
-    out = _sum(pair, ring, fb, config, learner)
+    out = _sum(pair, ring, plan, config, learner)
     silent = [o for o in ring if o.startswith("owner-2.")]
     survivors = tuple(o for o in ring if o not in {refusing, stalling, *silent})
     record = out.record
@@ -237,21 +238,21 @@ def test_ring_attempts_drop_a_refusing_a_silent_and_a_stalled_party_and_sum_the_
 
 def test_a_ring_that_loses_everyone_but_one_gives_up_and_closes_its_sessions(data):
     pair = _pair(data)
-    fb, config, learner = _boost(data)
+    plan, config, learner = _boost(data)
     ring = [o for o in sorted(pair.owners) if o.startswith("owner-0.")] + [sorted(pair.owners)[-1]]
     pair.silent_nodes = {"owner-2"}
     pair.lost_to = set(ring[1:4])
     with pytest.raises(RoundFailed, match="fewer than 2 parties left"):
-        _sum(pair, ring, fb, config, learner)
+        _sum(pair, ring, plan, config, learner)
     assert pair.relay.open_sessions() == []
 
 
 def test_pairwise_masks_drop_an_owner_silent_at_masking_without_a_new_attempt(data):
     pair = _pair(data, secure_sum="secagg")
-    fb, config, learner = _boost(data)
+    plan, config, learner = _boost(data)
     owners = sorted(pair.owners)
     pair.quiet_in = {Phase.MASKING: {owners[3]}}
-    out = _sum(pair, owners, fb, config, learner)
+    out = _sum(pair, owners, plan, config, learner)
     assert pair.phases == [Phase.KEYS, Phase.SHARES, Phase.MASKING, Phase.UNMASKING]
     survivors = tuple(o for o in owners if o != owners[3])
     assert out.record.attempts == 1 and out.record.summed == survivors and out.record.dropped == (owners[3],)
@@ -265,14 +266,14 @@ def test_pairwise_masks_reuse_a_keyed_run_then_attempt_again_without_an_owner_un
     so the run cannot finish the round; the machine attempts again among the owners that sent a masked
     input, over the same run while it serves them, else keyed anew. Nobody is debited twice."""
     pair = _pair(data, budget=math.inf, secure_sum="secagg")
-    fb, config, learner = _boost(data, epsilon=math.inf)
+    plan, config, learner = _boost(data, epsilon=math.inf)
     owners = sorted(pair.owners)
-    first = _sum(pair, owners, fb, config, learner, round_no=0)
+    first = _sum(pair, owners, plan, config, learner, round_no=0)
     (run,) = pair.secure_sums.runs
     assert first.record.summed == tuple(owners) and run.rounds == SECAGG_ATTEMPTS
     pair.phases.clear()
     pair.quiet_in = {Phase.MASKING: {owners[0]}}  # silent in sum 2's first masking step only
-    second = _sum(pair, owners, fb, config, learner, round_no=1)
+    second = _sum(pair, owners, plan, config, learner, round_no=1)
     assert pair.phases[0] is Phase.MASKING  # the keyed run served: no key agreement
     assert second.record.attempts == 2 and second.record.summed == tuple(owners[1:])
     assert pair.phases[1] in (Phase.MASKING, Phase.KEYS) and pair.phases[-1] is Phase.UNMASKING
@@ -290,11 +291,11 @@ def test_a_run_used_up_by_its_sums_is_keyed_again_for_more_rounds(data):
     from privfed.common.secagg.coordinator import SECAGG_ROUNDS
 
     pair = _pair(data, budget=math.inf, secure_sum="secagg")
-    fb, config, learner = _boost(data, epsilon=math.inf)
+    plan, config, learner = _boost(data, epsilon=math.inf)
     owners = sorted(pair.owners)
     for r in range(SECAGG_ATTEMPTS + 1):
         pair.phases.clear()
-        out = _sum(pair, owners, fb, config, learner, round_no=r)
+        out = _sum(pair, owners, plan, config, learner, round_no=r)
         keyed = pair.phases[0] is Phase.KEYS
         assert keyed is (r in (0, SECAGG_ATTEMPTS)) and out.record.summed == tuple(owners)
     assert [s.rounds for s in pair.secure_sums.runs] == [SECAGG_ATTEMPTS, SECAGG_ROUNDS]

@@ -103,7 +103,7 @@ def test_honest_boosting_shares_meet_their_contract(tmp_path, base, labels):
     from privfed.common.messages import BoostShareTask
 
     strategy = make_strategy("bdt", epsilon=4.0, base=base, labels=labels, n_rounds=2, n_classes=K, bounds=BOUNDS)
-    spec = BoostShareTask(config_to_dict(strategy.booster, "run-1"), at_round(empty_history(), 0))
+    spec = BoostShareTask(config_to_dict(strategy.params, "run-1"), at_round(empty_history(), 0))
     tasks = [Task(f"t{i}", o, "run-1", spec) for i, o in enumerate(_owners())]
     results = _honest(tmp_path, tasks)
     assert len(results) == len(tasks) and all(isinstance(r.payload, BoostShareReply) for r in results)

@@ -12,7 +12,9 @@ import typing
 import numpy as np
 import pytest
 
-from privfed.common.boosting.federated import WEIGHT_MAX, WEIGHT_MIN, FederatedBoosting, owner_update_weights
+from privfed.common.boosting.owner import WEIGHT_MAX, WEIGHT_MIN
+from privfed.common.boosting.owner import update_weights as owner_update_weights
+from privfed.common.boosting.params import BoostingParams
 from privfed.common.boosting.wire import BoostHistory, KeptRound, config_to_dict
 from privfed.common.bounds import Bounds
 from privfed.common.learners.samme import max_alpha, samme_alpha
@@ -58,7 +60,7 @@ def _owners(n: int = 2, rows: int = 5) -> dict[str, LocalOwner]:
 
 def _config(**kw):
     kw = {"epsilon": 1.0, "n_classes": K, "bounds": BOUNDS, "n_rounds": 4, "n_bins": 4} | kw
-    return config_to_dict(FederatedBoosting(**kw), kw.pop("run", "run-1"))
+    return config_to_dict(BoostingParams(**kw), kw.pop("run", "run-1"))
 
 
 def _stump(leaves=(0, 1)) -> Stump:

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.params import BoostingParams
 from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound
 from privfed.common.bounds import Bounds
 from privfed.common.errors import RemoteProtocolError
@@ -105,7 +105,7 @@ RING = RingSpec(
 # Every field away from its default and from the others, so a swapped or dropped field shows.
 BOOST_CONFIG = BoostConfig(
     "run-7",
-    FederatedBoosting(
+    BoostingParams(
         base="ncc",
         epsilon=1.7,
         mechanism="duchi",
@@ -125,7 +125,7 @@ BOOST_CONFIG = BoostConfig(
         max_owner_rows=1234,
     ),
 )
-INF_CONFIG = BoostConfig("run-inf", FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=BOUNDS, n_rounds=2))
+INF_CONFIG = BoostConfig("run-inf", BoostingParams(epsilon=math.inf, n_classes=2, bounds=BOUNDS, n_rounds=2))
 STUMP = Stump(2, 3, 3.125, (1, 0), 0.3125)
 CENTROIDS = NearestCentroidModel(np.arange(9.0).reshape(3, 3) / 7, np.array([0, 1, 2]))
 LINEAR = LinearModel(np.arange(6.0).reshape(2, 3) / 5, np.array([0.5, -0.25]), BOUNDS)

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.params import BoostingParams
 from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound, at_round, empty_history
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
@@ -26,7 +26,7 @@ from privfed.proto import serde
 BOUNDS = Bounds.of(0.0, 1.0, 2)
 CONFIG = BoostConfig(
     "run-b",
-    FederatedBoosting(
+    BoostingParams(
         base="lr",
         epsilon=3.5,
         mechanism="laplace",
@@ -123,23 +123,23 @@ def test_a_stump_encoding_left_unset_on_the_wire_is_the_default_for_the_classes(
     msg = serde.boost_config_to_proto(CONFIG)
     msg.ClearField("stump_encoding")
     msg.ClearField("n_sampled")
-    booster = serde.boost_config_from_proto(msg).booster
+    booster = serde.boost_config_from_proto(msg).params
     assert booster.stump_encoding == "cells" and booster.n_sampled is None  # three classes
 
 
 def test_a_config_of_another_run_or_another_value_is_not_equal():
     assert serde.boost_config_from_proto(serde.boost_config_to_proto(CONFIG)) == CONFIG
-    other = BoostConfig("run-c", CONFIG.booster)
+    other = BoostConfig("run-c", CONFIG.params)
     assert other != CONFIG
     for field, value in (("eval_fraction", 0.41), ("bounds", Bounds.of(0.0, 2.0, 2)), ("group_size", None)):
-        changed = BoostConfig("run-b", FederatedBoosting(**{**_public(CONFIG), field: value}))
+        changed = BoostConfig("run-b", BoostingParams(**{**_public(CONFIG), field: value}))
         assert changed != CONFIG and hash(changed) != hash(CONFIG), field
 
 
 def _public(config: BoostConfig) -> dict:
-    from privfed.common.boosting.wire import PUBLIC_FIELDS
+    from privfed.common.boosting.params import WIRE_FIELDS
 
-    return {f: getattr(config.booster, f) for f in PUBLIC_FIELDS}
+    return {f: getattr(config.params, f) for f in WIRE_FIELDS}
 
 
 def _refusal(m: pb.Task) -> str:
@@ -180,7 +180,7 @@ def _matrix(shape, data) -> pb.Matrix:
 
 
 MALFORMED = {
-    # the config: FederatedBoosting's own checks, and the bounds'
+    # the config: BoostingParams' own checks, and the bounds'
     "nan-epsilon": (("config.epsilon", math.nan), "epsilon"),
     "zero-epsilon": (("config.epsilon", 0.0), "epsilon"),
     "unknown-base": (("config.base", "tree"), "base"),
@@ -249,7 +249,7 @@ def test_the_domain_objects_refuse_what_the_wire_refuses():
     with pytest.raises(ConfigError, match="round"):
         at_round(empty_history(), -1)
     with pytest.raises(ConfigError, match="run_id"):
-        BoostConfig("", CONFIG.booster)
+        BoostConfig("", CONFIG.params)
 
 
 def test_the_node_answers_the_rest_of_a_batch_after_malformed_boosting_tasks(tmp_path):
@@ -260,7 +260,7 @@ def test_the_node_answers_the_rest_of_a_batch_after_malformed_boosting_tasks(tmp
     owner = LocalOwner(
         "owner-0.o00000", X, (X[:, 0] > 0.5).astype(np.int64), np.random.Generator(np.random.PCG64(6)), 2, BOUNDS
     )
-    config = BoostConfig("run-ok", FederatedBoosting(epsilon=1.0, n_classes=2, bounds=BOUNDS, n_rounds=3, n_bins=4))
+    config = BoostConfig("run-ok", BoostingParams(epsilon=1.0, n_classes=2, bounds=BOUNDS, n_rounds=3, n_bins=4))
     good = serde.task_to_proto(
         Task("good", owner.owner_id, "run-ok", BoostShareTask(config, at_round(empty_history(), 0)))
     )
