@@ -1,49 +1,39 @@
-"""The coordinator's secure sums, sans-I/O: everything that moves one lives in this file (SPEC §11).
+"""The coordinator's secure sums, sans-I/O: every transition of one lives in this file (SPEC §11).
 
-As h11's ``_state.py``: every decision that changes a secure sum's state is here, and the
-transitions are data (:data:`TRANSITIONS`). The driver (``privfed.server.securesum``) owns the
-sockets, the relay and the clock; it sends what a machine asks (:class:`Ask`), opens and closes
-relay sessions when told (:class:`OpenRing`, :class:`CloseRing`), and feeds back what came
-(:class:`Answers`: the payloads, the owners whose node is known silent, and the relay's ``HOP``
-senders). A machine that gives up raises :class:`RoundFailed` and is ``FAILED`` from then on.
+As h11's ``_state.py``: the transitions are data (:data:`TRANSITIONS`, :data:`PREPARATION`) and every
+decision that moves a sum is a method here. The driver (``privfed.server.securesum``) owns sockets,
+relay and clock: it sends each :class:`Ask`, opens and closes relay sessions (:class:`OpenRing`,
+:class:`CloseRing`) and feeds back :class:`Answers` (payloads, owners whose node is silent, the relay's
+``HOP`` senders). A machine that gives up raises :class:`RoundFailed` and is ``FAILED`` from then on.
+:class:`SecureSumCoordinator` picks each sum's protocol (:func:`~privfed.common.secagg.secure_sum_for`)
+and keeps the keyed pairwise-mask runs (:class:`~privfed.common.secagg.runs.KeyedRuns`). Each sum is
+a :class:`SecureSum`:
 
-One :class:`SecureSumCoordinator` serves every secure sum of a coordinator: it picks the protocol
-per sum (:func:`~privfed.common.secagg.secure_sum_for`) and keeps the keyed pairwise-mask runs that
-later sums reuse. Each sum is a :class:`SecureSum` machine:
-
-* **Ring** (seed 002 §3.3; :mod:`privfed.common.secagg.ring`), in *attempts*, each under a fresh
-  session id over the parties still in the ring. ``JOINING``: every member but the leader is asked
-  and answers at once with a join or a refusal; nothing moves before the leader starts, so a
-  refusing member is dropped before any hop is sent. ``SUMMING``: the leader is asked and answers
-  with the total, a refusal, or nothing within the attempt's timeout. A refusing, silent or stalled
-  party is dropped and the ring re-formed without it, order kept (``REFORMED``); at most
-  :data:`MAX_ATTEMPTS` attempts, never fewer than 2 parties. Who stalled a timed-out attempt:
-  first the parties whose node is known silent, failing that the first party in ring order the
-  relay saw no ``HOP`` from (:func:`~privfed.common.secagg.ring.stalled_party`).
+* **Ring** (seed 002 §3.3; :mod:`~privfed.common.secagg.ring`), in attempts, each under a fresh session
+  id. ``JOINING``: every member but the leader joins or refuses, and a refusing member is dropped
+  before any hop is sent. ``SUMMING``: the leader answers with the total, a refusal or nothing. A
+  refusing, silent or stalled party is dropped and the ring re-formed, order kept (``REFORMED``); at
+  most :data:`MAX_ATTEMPTS` attempts, never fewer than 2 parties. A timed-out attempt blames the
+  parties whose node is silent, failing that the first party the relay saw no ``HOP`` from.
 * **Pairwise masks** (Bonawitz et al. CCS 2017 §4 on Bell et al.'s sparse graph;
-  :mod:`privfed.common.secagg.aggregator`). A keyed run whose members include the sum's owners
-  and has rounds left is reused; otherwise ``KEYS`` and ``SHARES`` agree keys (members keyed
-  before get :data:`SECAGG_ROUNDS` rounds, new ones :data:`SECAGG_ATTEMPTS`: each owner
-  Shamir-shares one seed per round up front, the key agreement's largest cost). ``MASKING`` asks
-  the owners' masked releases, ``UNMASKING`` the survivors' shares; a refusing or silent owner is
-  dropped, its masks cancelled from its neighbours' shares. When the run cannot finish a round,
-  the sum is attempted again among the owners that sent a masked input (``AGAIN`` over the same
-  run, ``REKEY`` when it no longer serves them), at most :data:`SECAGG_ATTEMPTS` attempts.
+  :mod:`~privfed.common.secagg.aggregator`). A kept run that serves the sum's owners is reused, else
+  ``KEYS`` and ``SHARES`` agree keys. ``MASKING`` asks the masked releases, ``UNMASKING`` the
+  survivors' shares; a refusing or silent owner is dropped, its masks cancelled from its neighbours'
+  shares. A run that cannot finish the round is attempted again among the owners that sent a masked
+  input (``AGAIN`` over the same run, ``REKEY`` when it no longer serves them), at most
+  :data:`~privfed.common.secagg.runs.SECAGG_ATTEMPTS` attempts. :class:`KeyPreparation` keys a job's
+  planned groups in one batch (``KEYS``, ``SHARES``, ``DONE``).
 
-:meth:`SecureSumCoordinator.prepare` keys the runs of a job's planned groups in one batch
-(:class:`KeyPreparation`: ``KEYS``, ``SHARES``, ``DONE``), so each round then costs only its
-masked inputs and unmasking.
-
-Re-forming and attempting again are safe for privacy because each owner's input is a debited
-release cached per (run, round) at the owner (``privfed.owner.kinds.boosting``): a new attempt
-gets the same noisy value and no new debit.
+Re-forming and attempting again are safe for privacy: each owner's input is a debited release cached
+per (run, round) at the owner (``privfed.owner.kinds.boosting``); a new attempt gets the same noisy
+value and no new debit.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -51,11 +41,12 @@ from privfed.common.errors import ConfigError, LocalProtocolError, RoundFailed
 from privfed.common.messages import BoostEvaluateTask, Refusal, RingSpec, RingTotal, SecAggUnmaskTask, TaskSpec
 from privfed.common.secagg import SECURE_SUMS, secure_sum_for
 from privfed.common.secagg.aggregator import SecAggServer
-from privfed.common.secagg.events import Action, Answers, Ask, CloseRing, OpenRing, PeerKeys, SumOutcome
+from privfed.common.secagg.events import Action, Answers, Ask, CloseRing, OpenRing, PeerKeys, RingAttempt, SumOutcome
 from privfed.common.secagg.masking import MIN_MEMBERS
-from privfed.common.secagg.messages import MAX_ROUNDS, MaskedInput, UnmaskReply
+from privfed.common.secagg.messages import MaskedInput, UnmaskReply
 from privfed.common.secagg.requests import KeyAgreement, ring_specs
 from privfed.common.secagg.ring import new_session_id, reform_ring, stalled_party
+from privfed.common.secagg.runs import SECAGG_ATTEMPTS, KeyedRuns
 from privfed.common.validation import check_choice, check_int
 
 #: Attempts of one ring secure sum before the round fails.
@@ -64,15 +55,6 @@ MAX_ATTEMPTS = 5
 #: :data:`TIMEOUT_PER_PARTY` per party (ring hops are sequential).
 BASE_TIMEOUT = 30.0
 TIMEOUT_PER_PARTY = 0.01
-#: Secure sums one pairwise-mask key agreement serves for members keyed before.
-SECAGG_ROUNDS = 16
-#: Attempts of one pairwise-mask secure sum, and the sums a first key agreement serves.
-SECAGG_ATTEMPTS = 3
-#: Keyed pairwise-mask runs kept, as many as an owner node keeps (``privfed.owner.secagg.KEPT_SESSIONS``).
-KEPT_RUNS = 64
-#: Runs one :meth:`SecureSumCoordinator.prepare` keys at most: half of what both sides keep, so runs
-#: keyed later by their first sum never evict a prepared one unused.
-PREPARED_RUNS = KEPT_RUNS // 2
 
 
 def attempt_timeout(n_parties: int, timeout: float | None = None) -> float:
@@ -134,12 +116,12 @@ PREPARATION: dict[Phase, dict[Outcome, Phase]] = {
 
 
 # ---------------------------------------------------------------------- the coordinator
-class SecureSumCoordinator:
+class SecureSumCoordinator(KeyedRuns):
     """Every secure sum of one coordinator (module docstring): the default protocol and the keyed runs."""
 
     def __init__(self, protocol: str = "auto") -> None:
+        super().__init__()
         self.protocol = check_choice(protocol, name="secure_sum", allowed=SECURE_SUMS)
-        self.runs: tuple[SecAggServer, ...] = ()  # keyed pairwise-mask runs, newest last
 
     def secure_sum(
         self,
@@ -166,50 +148,19 @@ class SecureSumCoordinator:
         timeout: float | None = None,
         protocol: str | None = None,
     ) -> KeyPreparation | None:
-        """Key the pairwise-mask runs of planned sums in one batch (None: nothing to key). Each distinct
-        group gets its own run, with one self-mask seed per sum of the group plus ``SECAGG_ATTEMPTS - 1``;
-        at most :data:`PREPARED_RUNS` groups, the first ones; nothing for a group summed by the ring; a
-        later group, one overlapping another of the batch, or one whose key agreement fails, is keyed
-        by its first sum instead."""
+        """Key the pairwise-mask runs of planned sums in one batch (None: nothing to key): the runs
+        :meth:`~privfed.common.secagg.runs.KeyedRuns.to_prepare` picks; nothing for a group summed by
+        the ring; a group left out, or one whose key agreement fails, is keyed by its first sum."""
         sums: dict[tuple[str, ...], int] = {}
         for group in groups:
             if secure_sum_for(protocol or self.protocol, len(set(group))) == "secagg":
                 members = tuple(sorted(set(group)))
                 sums[members] = sums.get(members, 0) + 1
-        batch: list[tuple[tuple[str, ...], int]] = []
-        taken: set[str] = set()
-        for members, n in sums.items():
-            if len(batch) == PREPARED_RUNS:
-                break
-            if len(members) >= MIN_MEMBERS and taken.isdisjoint(members) and self.keyed(members, max_abs) is None:
-                taken.update(members)
-                batch.append((members, min(MAX_ROUNDS, n + SECAGG_ATTEMPTS - 1)))
+        batch = self.to_prepare(sums, max_abs)
         if not batch:
             return None
         agreement = KeyAgreement(batch, max_abs, peer_key, certificates, strict=False)
-        return KeyPreparation(self, agreement, attempt_timeout(len(taken), timeout))
-
-    def keyed(self, owners: Iterable[str], max_abs: float) -> SecAggServer | None:
-        """A keyed run (same public range, rounds left) in which every one of ``owners`` can take part:
-        still in the run, with ``t`` neighbours among them (owners gone since may leave too few)."""
-        wanted = sorted(set(owners))
-        for server in reversed(self.runs):
-            if (
-                server.rounds_left > 0
-                and server.fixed_point.max_abs == max_abs
-                and set(wanted) <= server.keyed - server.burned
-                and len(server.participants(wanted)) == len(wanted)
-            ):
-                return server
-        return None
-
-    def rounds_for(self, owners: Iterable[str]) -> int:
-        """Rounds of a new key agreement among ``owners``: more when the same members keyed before."""
-        again = any(set(s.members) == set(owners) for s in self.runs)
-        return SECAGG_ROUNDS if again else SECAGG_ATTEMPTS
-
-    def keep(self, servers: Iterable[SecAggServer]) -> None:
-        self.runs = (*self.runs, *servers)[-KEPT_RUNS:]
+        return KeyPreparation(self, agreement, attempt_timeout(sum(len(m) for m, _ in batch), timeout))
 
 
 class _Machine:
@@ -238,25 +189,6 @@ class _Machine:
         self._move(Outcome.GAVE_UP)
         self.failure_reason = reason
         return RoundFailed(reason)
-
-
-@dataclass(frozen=True, slots=True)
-class RingAttempt:
-    """One try of a ring secure sum: a fresh session id over the parties still in the ring."""
-
-    number: int  # 1-based
-    session_id: str
-    ring: tuple[str, ...]
-    timeout: float
-
-    @property
-    def leader(self) -> str:
-        return self.ring[0]
-
-    @property
-    def members(self) -> tuple[str, ...]:
-        """The parties asked first (everyone but the leader)."""
-        return self.ring[1:]
 
 
 class SecureSum(_Machine):

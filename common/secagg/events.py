@@ -43,6 +43,25 @@ Action = Ask | OpenRing | CloseRing
 
 
 @dataclass(frozen=True, slots=True)
+class RingAttempt:
+    """One try of a ring secure sum: a fresh session id over the parties still in the ring."""
+
+    number: int  # 1-based
+    session_id: str
+    ring: tuple[str, ...]
+    timeout: float
+
+    @property
+    def leader(self) -> str:
+        return self.ring[0]
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """The parties asked first (everyone but the leader)."""
+        return self.ring[1:]
+
+
+@dataclass(frozen=True, slots=True)
 class Answers:
     """What came back for the last :class:`Ask`: owner -> payload (an owner missing did not answer in
     time), the owners whose node is known silent, and the senders of the ``HOP`` envelopes the relay

@@ -39,7 +39,8 @@ from privfed.common.messages import (
     Task,
 )
 from privfed.common.secagg.boxes import generate_private_key, public_bytes
-from privfed.common.secagg.coordinator import SECAGG_ATTEMPTS, Phase
+from privfed.common.secagg.coordinator import Phase
+from privfed.common.secagg.runs import SECAGG_ATTEMPTS
 from privfed.owner.core import OwnerCore
 from privfed.owner.data import build_owners
 from privfed.owner.keys import OwnerKeys
@@ -288,7 +289,7 @@ def test_pairwise_masks_reuse_a_keyed_run_then_attempt_again_without_an_owner_un
 def test_a_run_used_up_by_its_sums_is_keyed_again_for_more_rounds(data):
     """A first key agreement serves SECAGG_ATTEMPTS sums; the same members then agree keys for
     SECAGG_ROUNDS (they keep summing together: boosting's eval_groups="all")."""
-    from privfed.common.secagg.coordinator import SECAGG_ROUNDS
+    from privfed.common.secagg.runs import SECAGG_ROUNDS
 
     pair = _pair(data, budget=math.inf, secure_sum="secagg")
     plan, config, learner = _boost(data, epsilon=math.inf)

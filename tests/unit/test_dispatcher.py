@@ -39,7 +39,8 @@ from privfed.proto.transport import (
     channel_options,
 )
 from privfed.server.app import CoordinatorServer
-from privfed.server.dispatcher import MAX_OWNERS_PER_NODE, Dispatcher
+from privfed.server.dispatcher import Dispatcher
+from privfed.server.nodes import MAX_OWNERS_PER_NODE
 from privfed.server.relay import MAX_QUEUED_BYTES_PER_OWNER, MAX_QUEUED_ENVELOPES_PER_OWNER
 from privfed.server.servicer import status_code
 
