@@ -9,7 +9,7 @@ dispatcher's: an open session, a sender the node hosts, members only, ``HOP`` se
 each is delivered at once to its recipient's core as the ring-message task a node would pull.
 Secure sums are the same driver and machines as the gRPC transport's
 (:class:`privfed.server.securesum.RelayedTransport` over
-:class:`privfed.common.secagg.coordinator.SecureSum`, ring or pairwise masks, with every step
+:class:`privfed.common.secagg.transitions.SecureSum`, ring or pairwise masks, with every step
 answered by each node's core), so strategies run here exactly the code they run in a federation,
 with refusals, silent owners, re-formed rings and dropped owners.
 

@@ -1,6 +1,6 @@
 """What the coordinator's secure-sum machines and their driver say to each other (h11's ``_events.py``).
 
-A machine (:mod:`privfed.common.secagg.coordinator`) returns :class:`Action` s: :class:`Ask` a batch of
+A machine (:mod:`privfed.common.secagg.transitions`) returns :class:`Action` s: :class:`Ask` a batch of
 owners, :class:`OpenRing` / :class:`CloseRing` a relay session; the driver answers each :class:`Ask`
 with :class:`Answers`. A finished sum hands back its :class:`SumOutcome`. All frozen: what the
 machine emits is what the driver acts on.

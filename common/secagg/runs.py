@@ -5,7 +5,7 @@ sharing of a self-mask seed per round it serves, so a run is keyed for several s
 later sums among its members. :class:`KeyedRuns` holds them: which run serves a sum (:meth:`keyed`),
 how many rounds a new one gets (:meth:`rounds_for`), and which planned groups one batch keys up front
 (:meth:`to_prepare`). The decisions a sum takes on them are the machines'
-(:mod:`privfed.common.secagg.coordinator`).
+(:mod:`privfed.common.secagg.transitions`).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ class BoostingStrategy:
     rng : numpy.random.Generator
         Draws the share and evaluation groups (public).
     ring_timeout : float or None
-        Seconds per secure-sum attempt (default :func:`~privfed.common.secagg.coordinator.attempt_timeout`).
+        Seconds per secure-sum attempt (default :func:`~privfed.common.secagg.transitions.attempt_timeout`).
     secure_sum : {"ring", "secagg", "auto"} or None
         The evaluations' secure sum (``--secure-sum``); None: the transport's default.
     journal : Journal or None

@@ -39,8 +39,8 @@ from privfed.common.messages import (
     Task,
 )
 from privfed.common.secagg.boxes import generate_private_key, public_bytes
-from privfed.common.secagg.coordinator import Phase
 from privfed.common.secagg.runs import SECAGG_ATTEMPTS
+from privfed.common.secagg.transitions import Phase
 from privfed.owner.core import OwnerCore
 from privfed.owner.data import build_owners
 from privfed.owner.keys import OwnerKeys
