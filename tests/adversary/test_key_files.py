@@ -40,7 +40,7 @@ def hook(event, args):
             seen.setdefault(path, [])
     if event in ("os.rename", "os.replace") and len(args) >= 2:
         renames.append((os.path.abspath(os.fsdecode(args[0])), os.path.abspath(os.fsdecode(args[1]))))
-    for path, modes in seen.items():
+    for path, modes in list(seen.items()):   # the enrolling thread's hook may add paths meanwhile
         try:
             st = os.lstat(path)
         except OSError:
