@@ -7,6 +7,7 @@ its ledger entries (at finite ε, seeded owners), and the refusal of an owner ov
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -17,6 +18,7 @@ from privfed.common.datasets import load_builtin
 from privfed.common.errors import ConfigError
 from privfed.deploy.inprocess import InProcessTransport
 from privfed.owner.data import build_owners
+from privfed.server.strategies.base import Transport
 from privfed.server.strategies.boosting import BoostingStrategy
 
 N_OWNERS, N_NODES = 24, 3
@@ -179,7 +181,7 @@ def test_unprepared_sums_key_lazily_then_the_same_members_key_again(data):
 
     fb = _booster(data, n_rounds=SECAGG_ATTEMPTS + 1, eval_groups="all")
     t = _transport(data, "secagg")
-    t.prepare_secure_sums = lambda *args, **kwargs: None  # Transport's default: nothing prepared
+    t.prepare_secure_sums = functools.partial(Transport.prepare_secure_sums, t)  # the protocol's default: a no-op
     result = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(11))).run(sorted(t.owners), t)
     assert [s.rounds for s in t.secure_sums.runs] == [SECAGG_ATTEMPTS, SECAGG_ROUNDS]
     assert [s.rounds_left for s in t.secure_sums.runs] == [0, SECAGG_ROUNDS - 1]
