@@ -22,9 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from privfed.common.boosting.params import N_BINS
 from privfed.common.errors import PrivfedError
-from privfed.common.learners.ncc import LABEL_FRACTION
+from privfed.server.parameters import TASKS
 
 if TYPE_CHECKING:
     from privfed.deploy.simulation_config import SimulationConfig
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
     from privfed.proto.transport import TlsFiles
     from privfed.server.config import JobConfig
 
-TASK_CHOICES = ("ncc", "lr", "feddpdr", "bdt")
+TASK_CHOICES = TASKS
 DATASETS = "synthetic, digits, breast_cancer, mnist5k"
 
 
@@ -161,144 +160,19 @@ def _add_tls(p: argparse.ArgumentParser) -> None:
 
 
 def _add_learning(p: argparse.ArgumentParser) -> None:
+    """``--task`` and every task's parameters, one flag each, from their tables (``server/parameters.py``):
+    its text read by the parameter's constraint, its choices, its default (the ``JobConfig`` field's) and its help."""
+    from dataclasses import MISSING, fields
+
+    from privfed.server.config import JobConfig
+    from privfed.server.parameters import LEARNING
+
     p.add_argument("--task", choices=TASK_CHOICES, default="ncc", help="what the federation learns (README, Tasks)")
-    p.add_argument(
-        "--mechanism",
-        choices=("pm", "duchi", "laplace"),
-        default="pm",
-        help="LDP mechanism of the ncc, lr and bdt releases (feddpdr uses none)",
-    )
-    p.add_argument(
-        "--labels",
-        choices=("auto", "joint", "rr", "clear"),
-        default="auto",
-        help="ncc and bdt with --base ncc: joint (bdt only: one k-ary randomized response of (label, sign of one "
-        "sampled feature) per row), rr (the label by k-ary randomized response), or clear (the paper's scheme; "
-        "owners refuse it unless started with --allow-clear-labels); auto: joint for bdt, rr for ncc",
-    )
-    p.add_argument(
-        "--label-fraction",
-        type=float,
-        default=LABEL_FRACTION,
-        help="share of epsilon spent on labels with --labels rr (chosen on validation splits of real tables)",
-    )
-    p.add_argument("--param-bound", type=_positive_float, default=4.0, help="lr only: public clip bound of parameters")
-    p.add_argument("--C", type=_positive_float, default=1.0, help="lr only: inverse L2 strength of local fits")
-    from privfed.common.feddpdr.choices import (  # here, like SECURE_SUMS below: only commands that learn load it
-        DEFAULT_ROW_SCALING,
-        DEFAULT_SVM_MODEL,
-        ROW_SCALINGS,
-        SVM_MODELS,
-    )
-
-    p.add_argument("--k", type=int, default=20, help="feddpdr only: subspace dimension")
-    p.add_argument("--delta", type=float, default=1e-5, help="feddpdr only: delta per owner (split across phases)")
-    p.add_argument(
-        "--model",
-        choices=SVM_MODELS,
-        default=None,
-        help="feddpdr only: the phase-2 classifier: centroid (DP class sums), mc-huber (multiclass Huber SVM by "
-        "objective perturbation, one budget for all classes), softmax (the same with the logistic loss), "
-        f"ovr-huber (the paper's one-vs-rest Huber SVMs at eps/K each); default {DEFAULT_SVM_MODEL}",
-    )
-    p.add_argument(
-        "--scaling",
-        choices=ROW_SCALINGS,
-        default=None,
-        help="feddpdr only: public map of rows into the unit ball: ball (bounds' centre and radius; a served "
-        f"model stays linear for query cleaning) or normalise (each row by its own norm); default {DEFAULT_ROW_SCALING}",
-    )
-    p.add_argument("--lam", type=_positive_float, default=0.01, help="feddpdr --model ovr-huber only: SVM lambda")
-    p.add_argument(
-        "--basis",
-        choices=("dp-pca", "dct", "identity"),
-        default="dp-pca",
-        help="feddpdr only: phase 1, the paper's DP-PCA (spends eps/2) or a public basis that spends nothing "
-        "(dct: square images; identity: --k = number of features)",
-    )
-    p.add_argument("--base", choices=("stump", "ncc", "lr"), default="stump", help="bdt only: base learner")
-    p.add_argument("--rounds", type=int, default=10, help="bdt only: boosting rounds T")
-    p.add_argument(
-        "--group-size", type=int, default=None, help="bdt only: owners per round (default: --owners // --rounds)"
-    )
-    p.add_argument(
-        "--n-bins",
-        type=int,
-        default=N_BINS,
-        help=f"bdt only: public thresholds per attribute + 1 (default {N_BINS}: cuts at thirds of each feature's "
-        "public range, chosen on validation splits of real tables; 2 is the midpoint, the paper's synthetic set's best)",
-    )
-    p.add_argument(
-        "--weight-bound",
-        type=_positive_float,
-        default=None,
-        help="bdt only: public bound on an owner's total SAMME weight in a share (mean-1 weights; default: "
-        "--rows-per-owner rounded up, else 1, the bound for one row per owner)",
-    )
-    p.add_argument(
-        "--rows-per-owner",
-        type=_positive_float,
-        default=None,
-        help="bdt only: rows each owner holds, when that is public configuration; sets the default "
-        "--weight-bound (default: unknown; simulate computes it)",
-    )
-    p.add_argument(
-        "--eval-fraction",
-        type=float,
-        default=None,
-        help="bdt only: share of epsilon for the noisy (err_sum, w_sum) evaluation releases (default: 0.4)",
-    )
-    p.add_argument(
-        "--eval-row-bound",
-        type=_positive_float,
-        default=None,
-        help="bdt only: public bound b on one row's SAMME weight in an evaluation release; noise "
-        "Lap(2b/eps_e) whatever the owner's rows (default: 1)",
-    )
-    p.add_argument(
-        "--max-owner-rows",
-        type=int,
-        default=None,
-        help="bdt only: public bound on the rows an owner holds; sizes the ring's range and chooses the "
-        "evaluation mechanism (default: --rows-per-owner rounded up, else 10^6)",
-    )
-    p.add_argument(
-        "--share-groups",
-        choices=("disjoint", "all"),
-        default=None,
-        help="bdt only: who releases a share in a round: a fresh group of owners/rounds at the whole share "
-        "epsilon (default), or every owner every round at 1/rounds of it",
-    )
-    p.add_argument(
-        "--budget-split",
-        choices=("epsilon", "owners"),
-        default=None,
-        help="bdt only: epsilon: every owner shares and evaluates, epsilon split by --eval-fraction (default); "
-        "owners: --eval-fraction of the owners only evaluate, the others only share, each at the whole epsilon",
-    )
-    p.add_argument(
-        "--eval-mechanism",
-        choices=("laplace", "rr"),
-        default=None,
-        help="bdt only: the evaluation release, Laplace (row-level) or randomized response on a sampled "
-        "category (owner-level); default: the smaller noise for --max-owner-rows (rr for one row)",
-    )
-    p.add_argument(
-        "--ring-timeout",
-        type=_positive_float,
-        default=None,
-        help="bdt only: seconds per ring secure sum (default: 30 s + 10 ms per member)",
-    )
-    from privfed.common.secagg import SECAGG_FROM, SECURE_SUMS  # here: numpy-free imports for the other commands
-
-    p.add_argument(
-        "--secure-sum",
-        choices=SECURE_SUMS,
-        default="auto",
-        help="bdt only: the evaluations' secure sum: the paper's ring (N sequential hops) or pairwise masks "
-        "(secagg: Bonawitz et al. 2017, O(1) round trips, dropped owners recovered); auto: secagg for sums of "
-        f"at least {SECAGG_FROM} owners, the ring below",
-    )
+    defaults = {f.name: f.default for f in fields(JobConfig) if f.default is not MISSING}
+    for name, param in LEARNING.items():
+        parse = param.check.parse
+        assert param.flag is not None and parse is not None  # every task parameter has a flag
+        p.add_argument(param.flag, type=parse, choices=param.check.choices, default=defaults[name], help=param.help)
 
 
 def _add_data(p: argparse.ArgumentParser, *, dataset_group: argparse._MutuallyExclusiveGroup | None = None) -> None:

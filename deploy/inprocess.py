@@ -38,9 +38,9 @@ import numpy as np
 from privfed.common.errors import ConfigError
 from privfed.common.identity import node_of
 from privfed.common.ledger import Ledger
-from privfed.common.messages import PeerKey, Result, RingMessageTask, Task
 from privfed.common.secagg.boxes import generate_private_key, public_bytes
 from privfed.common.secagg.ring import Outbound
+from privfed.common.tasks import PeerKey, Result, RingMessageTask, Task
 from privfed.owner.core import OwnerCore
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.local import LocalOwner

@@ -16,7 +16,10 @@ import logging
 import numpy as np
 
 from privfed.common.errors import ConfigError, ProtocolError, RemoteProtocolError
-from privfed.common.messages import (
+from privfed.common.secagg.boxes import Box
+from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.ring import Inbound, Outbound, RingParty
+from privfed.common.tasks import (
     BoostEvaluateTask,
     Payload,
     Result,
@@ -26,9 +29,6 @@ from privfed.common.messages import (
     RingTotal,
     Task,
 )
-from privfed.common.secagg.boxes import Box
-from privfed.common.secagg.fixedpoint import FixedPoint
-from privfed.common.secagg.ring import Inbound, Outbound, RingParty
 from privfed.owner.keys import OwnerKeys
 
 log = logging.getLogger("privfed.owner")

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from privfed.common.errors import JobAborted, NodeIdInUse, RemoteProtocolError, RoundFailed
-from privfed.common.messages import OwnerInfo, PeerKey, Result, RingMessageTask, Task
+from privfed.common.tasks import OwnerInfo, PeerKey, Result, RingMessageTask, Task
 from privfed.server.contracts import Rejection
 from privfed.server.nodes import IDENTITY_LIVENESS, NodeQueue, check_registration
 from privfed.server.relay import Envelope, Relay

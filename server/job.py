@@ -30,8 +30,8 @@ from privfed.common.boosting.params import MAX_OWNER_ROWS
 from privfed.common.datasets import Dataset
 from privfed.common.errors import JobAborted, RoundFailed
 from privfed.common.identity import node_of
-from privfed.common.messages import PeerKey, Result, Task
 from privfed.common.schema import FederationSchema
+from privfed.common.tasks import PeerKey, Result, Task
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
 from privfed.server.contracts import PublicLimits

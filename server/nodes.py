@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from privfed.common.errors import RemoteProtocolError
 from privfed.common.identity import check_owned_by
-from privfed.common.messages import OwnerInfo
 from privfed.common.secagg.boxes import MAX_ID_BYTES
+from privfed.common.tasks import OwnerInfo
 
 #: At most this many owners in one registration (generous: a node process hosts thousands).
 MAX_OWNERS_PER_NODE = 100_000

@@ -151,7 +151,7 @@ def refusal_summary(refused: Mapping[str, str], n_owners: int) -> str:
     ``refused`` maps owner id to ``"code: text"`` (:func:`privfed.server.strategies.refusals`).
     Codes are listed most frequent first, each with its count when owners refused for several
     reasons, and with its most frequent text: the fixed text of the code plus a detail built
-    only from the task and public configuration (``common.messages.REFUSAL_TEXTS``), so the
+    only from the task and public configuration (``common.tasks.REFUSAL_TEXTS``), so the
     line may be shown to anyone who sees the report. Empty when nobody refused.
     """
     if not refused:

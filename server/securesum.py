@@ -19,10 +19,10 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from privfed.common.messages import PeerKey, Result, RingSpec, Task, TaskSpec
 from privfed.common.secagg.coordinator import SecureSumCoordinator
 from privfed.common.secagg.events import Action, Answers, Ask, CloseRing, OpenRing
 from privfed.common.secagg.transitions import KeyPreparation, SecureSum
+from privfed.common.tasks import PeerKey, Result, RingSpec, Task, TaskSpec
 from privfed.server.strategies.base import SumResult, Transport, new_tasks
 from privfed.server.strategies.result import SumRecord
 

@@ -28,7 +28,6 @@ defaults").
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 from privfed.common.bounds import Bounds
@@ -40,7 +39,8 @@ from privfed.common.mechanisms.base import MECHANISMS
 from privfed.common.mechanisms.frequency import ORACLES
 from privfed.common.mechanisms.laplace import error_pair_scale
 from privfed.common.mechanisms.randomized_response import ErrorPairResponse
-from privfed.common.validation import check_choice, check_fraction, check_int, check_positive
+from privfed.common.parameters import Param, anything, fraction, integer, options, positive, public_bounds
+from privfed.common.validation import check_positive
 
 #: The base learners a boosting run can hold: stumps from perturbed weighted cross tables (§3.5.3), nearest
 #: centroid from perturbed weighted rows (§3.5.1), logistic regression from perturbed local models (§3.5.2).
@@ -68,65 +68,9 @@ N_BINS = 3
 MAX_OWNER_ROWS = 10**6
 
 
-# ------------------------------------------------------------------------------------------ constraints
-Check = Callable[[object, str], object]
-
-
-def options(allowed: tuple[str, ...], *, optional: bool = False) -> Check:
-    """A constraint: one of ``allowed`` (or None when ``optional``)."""
-
-    def check(value: object, name: str) -> object:
-        return value if optional and value is None else check_choice(value, name=name, allowed=allowed)
-
-    return check
-
-
-def integer(minimum: int, *, optional: bool = False) -> Check:
-    """A constraint: an int ``>= minimum`` (or None when ``optional``)."""
-
-    def check(value: object, name: str) -> object:
-        return value if optional and value is None else check_int(value, name=name, minimum=minimum)
-
-    return check
-
-
-def positive(*, allow_inf: bool = False, fix: str | None = None) -> Check:
-    """A constraint: a real number > 0 (``inf`` too when ``allow_inf``)."""
-
-    def check(value: object, name: str) -> object:
-        return check_positive(value, name=name, allow_inf=allow_inf, fix=fix)
-
-    return check
-
-
-def fraction(value: object, name: str) -> object:
-    """A constraint: a real number in (0, 1)."""
-    return check_fraction(value, name=name)
-
-
-def public_bounds(value: object, name: str) -> object:
-    """A constraint: a :class:`~privfed.common.bounds.Bounds` (public configuration, never from the rows)."""
-    if not isinstance(value, Bounds):
-        raise ConfigError(f"{name} must be a Bounds (public configuration), got {type(value).__name__}")
-    return value
-
-
-def anything(value: object, name: str) -> object:
-    """No constraint of its own (checked against the other fields in :meth:`BoostingParams.__post_init__`)."""
-    return value
-
-
-@dataclass(frozen=True)
-class Param:
-    """One public parameter: its constraint, a one-line help, and whether it travels in boosting tasks."""
-
-    check: Check
-    help: str
-    wire: bool = True
-
-
 #: Every field of :class:`BoostingParams`, in the order they are checked (scikit-learn's
-#: ``_parameter_constraints``, with the help text and the wire flag beside each).
+#: ``_parameter_constraints``, with the help text and the wire flag beside each;
+#: :mod:`privfed.common.parameters`). The defaults are the dataclass fields'.
 PARAMETERS: dict[str, Param] = {
     "base": Param(options(BASE_LEARNERS), "base learner: stump, ncc (nearest centroid) or lr"),
     "mechanism": Param(options(MECHANISMS), "row mechanism of table/pair stump, NCC and LR shares"),

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from privfed.common.messages import RingSpec, TaskSpec
 from privfed.common.secagg import SECURE_SUMS, secure_sum_for
 from privfed.common.secagg.events import PeerKeys
 from privfed.common.secagg.requests import KeyAgreement
 from privfed.common.secagg.runs import KeyedRuns
 from privfed.common.secagg.transitions import KeyPreparation, SecureSum, attempt_timeout
+from privfed.common.tasks import RingSpec, TaskSpec
 from privfed.common.validation import check_choice
 
 

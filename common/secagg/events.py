@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privfed.common.messages import Payload, PeerKey, Refusal, TaskSpec
+from privfed.common.tasks import Payload, PeerKey, Refusal, TaskSpec
 
 
 @dataclass(frozen=True, slots=True)

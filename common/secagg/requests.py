@@ -12,12 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from privfed.common.errors import RoundFailed
-from privfed.common.messages import Payload, RingSpec, SecAggKeysTask, TaskSpec
 from privfed.common.secagg.aggregator import SecAggServer
 from privfed.common.secagg.events import PeerKeys
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.messages import KeyAdvert, KeyShares, ShareKeysRequest
 from privfed.common.secagg.ring import new_session_id, ring_peers
+from privfed.common.tasks import Payload, RingSpec, SecAggKeysTask, TaskSpec
 
 
 class KeyAgreement:

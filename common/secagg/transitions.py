@@ -37,7 +37,6 @@ from dataclasses import replace
 import numpy as np
 
 from privfed.common.errors import ConfigError, LocalProtocolError, RoundFailed
-from privfed.common.messages import BoostEvaluateTask, Refusal, RingSpec, RingTotal, SecAggUnmaskTask, TaskSpec
 from privfed.common.secagg.aggregator import SecAggServer
 from privfed.common.secagg.events import Action, Answers, Ask, CloseRing, OpenRing, PeerKeys, RingAttempt, SumOutcome
 from privfed.common.secagg.masking import MIN_MEMBERS
@@ -45,6 +44,7 @@ from privfed.common.secagg.messages import MaskedInput, UnmaskReply
 from privfed.common.secagg.requests import KeyAgreement, ring_specs
 from privfed.common.secagg.ring import new_session_id, reform_ring, stalled_party
 from privfed.common.secagg.runs import SECAGG_ATTEMPTS, KeyedRuns
+from privfed.common.tasks import BoostEvaluateTask, Refusal, RingSpec, RingTotal, SecAggUnmaskTask, TaskSpec
 from privfed.common.validation import check_int
 
 #: Attempts of one ring secure sum before the round fails.

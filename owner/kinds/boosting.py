@@ -28,7 +28,16 @@ import numpy as np
 
 from privfed.common.errors import LocalProtocolError, RemoteProtocolError
 from privfed.common.ledger import Debit
-from privfed.common.messages import BoostEvaluateTask, BoostShareReply, BoostShareTask, Task, boost_release_epsilons
+from privfed.common.tasks import (
+    BOOST_EVALUATE,
+    BOOST_SHARE,
+    BoostEvaluateTask,
+    BoostShareReply,
+    BoostShareTask,
+    Task,
+    boost_release_epsilons,
+    share_reply,
+)
 from privfed.owner.history import check_history, history_weights
 from privfed.owner.kinds.base import (
     LedgerView,
@@ -49,7 +58,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("privfed.owner")
 
-#: Ledger labels of a boosting share (``privfed.common.messages.boost_release_epsilons``).
+#: Ledger labels of a boosting share (``privfed.common.tasks.boost_release_epsilons``).
 SHARE_LABELS = ("boost-share", "boost-share-features", "boost-share-labels")
 
 
@@ -103,24 +112,12 @@ def share_key(task: Task, spec: BoostShareTask) -> str:
 
 def boost_share(owner: LocalOwner, spec: BoostShareTask) -> BoostShareReply:
     """The perturbed share of this round's base learner, with this owner's SAMME weights."""
-    return _share_reply(
-        spec, _steps().share(spec.config.releases, owner.X, owner.y, _weights(owner, spec), rng=owner.rng)
-    )
+    plan = spec.config.releases
+    return share_reply(plan, _steps().share(plan, owner.X, owner.y, _weights(owner, spec), rng=owner.rng))
 
 
 def _weights(owner: LocalOwner, spec: BoostShareTask | BoostEvaluateTask) -> np.ndarray:
     return history_weights(owner, spec.config, spec.history)
-
-
-def _share_reply(spec: BoostShareTask, share: object) -> BoostShareReply:
-    from privfed.common.learners.ncc import NccShare
-    from privfed.common.learners.stump_encodings import SampledReports
-
-    if isinstance(share, NccShare):
-        return BoostShareReply(reports=share.reports, labels=share.labels)
-    if isinstance(share, SampledReports):  # a sampled stump encoding: integer reports and the sampled coordinates
-        return BoostShareReply(reports=share.reports, labels=np.zeros(0, dtype=np.int64), coordinates=share.coordinates)
-    return BoostShareReply(reports=np.asarray(share).reshape(1, -1), labels=np.zeros(0, dtype=np.int64))
 
 
 def note_run(node: NodeState, config: BoostConfig) -> None:
@@ -135,8 +132,7 @@ def note_run(node: NodeState, config: BoostConfig) -> None:
 class BoostShareKind(TaskKind[BoostShareTask]):
     """One perturbed share per owner and run (T under ``share_groups="all"``), with SAMME weights."""
 
-    name = "boost_share"
-    spec_type = BoostShareTask
+    kind = BOOST_SHARE
 
     def releases_clear_labels(self, spec: BoostShareTask) -> bool:
         # NCC labels other than "rr" or "joint" (both through randomized response) count as clear: the safe side.
@@ -145,9 +141,7 @@ class BoostShareKind(TaskKind[BoostShareTask]):
     def validate(self, task: Task, spec: BoostShareTask, view: PublicView) -> Cached | None:
         check_config(spec.config, view)
         plan = spec.config.releases
-        if (
-            plan.params.base != "stump"
-        ):  # build the share's mechanisms now (a stump's encoding was built with the config)
+        if plan.params.base != "stump":  # build the share's mechanisms now (a stump's encoding: with the config)
             if plan.joint_encoding is None:
                 plan.release_mechanism  # noqa: B018 - builds (validates) the mechanism at the share's epsilon
             plan.label_rr()
@@ -182,8 +176,8 @@ class BoostShareKind(TaskKind[BoostShareTask]):
 
         rows = midpoint_rows(public.bounds, n_rows)
         n = rows.shape[0]
-        share = _steps().share(spec.config.releases, rows, np.zeros(n, dtype=np.int64), np.ones(n), rng=rng)
-        return _share_reply(spec, share)
+        plan = spec.config.releases
+        return share_reply(plan, _steps().share(plan, rows, np.zeros(n, dtype=np.int64), np.ones(n), rng=rng))
 
     def released(self, task: Task, spec: BoostShareTask, release: Release, owner: LocalOwner, node: NodeState) -> None:
         owner.remember(share_key(task, spec), Cached(release))
@@ -223,8 +217,7 @@ def _check_against_share(ledger: LedgerView, config: BoostConfig) -> None:
 class BoostEvaluateKind(TaskKind[BoostEvaluateTask]):
     """The evaluation release: the noisy, debited ``(err_sum, w_sum)``, into the task's secure sum."""
 
-    name = "boost_evaluate"
-    spec_type = BoostEvaluateTask
+    kind = BOOST_EVALUATE
     batch = math.inf  # cheap, and a ring waits for every member's first message: all in one transaction
 
     def mod(self, spec: BoostEvaluateTask) -> str:

@@ -16,7 +16,15 @@ import math
 import numpy as np
 
 from privfed.common.mechanisms import GeometricMechanism, noisy_count
-from privfed.common.messages import PcaShareReply, PcaShareTask, SvmShareReply, SvmShareTask, Task
+from privfed.common.tasks import (
+    PCA_SHARE,
+    SVM_SHARE,
+    PcaShareReply,
+    PcaShareTask,
+    SvmShareReply,
+    SvmShareTask,
+    Task,
+)
 from privfed.common.validation import check_positive
 from privfed.owner.kinds.base import PublicView, Refused, TaskKind, check_classes, check_limit, check_schema
 from privfed.owner.local import Cached, LocalOwner, PublicConfig
@@ -25,8 +33,7 @@ from privfed.owner.local import Cached, LocalOwner, PublicConfig
 class PcaShareKind(TaskKind[PcaShareTask]):
     """DP-PCA (analytic Gaussian on ``X^T X``) and a two-sided geometric row count."""
 
-    name = "pca_share"
-    spec_type = PcaShareTask
+    kind = PCA_SHARE
 
     def validate(self, task: Task, spec: PcaShareTask, view: PublicView) -> Cached | None:
         from privfed.common.feddpdr.pca import covariance_release  # lazily: scipy only for the tasks that need it
@@ -65,8 +72,7 @@ class PcaShareKind(TaskKind[PcaShareTask]):
 class SvmShareKind(TaskKind[SvmShareTask]):
     """The phase-2 classifier (:data:`privfed.common.feddpdr.choices.SVM_MODELS`) on projected rows."""
 
-    name = "svm_share"
-    spec_type = SvmShareTask
+    kind = SVM_SHARE
 
     def validate(self, task: Task, spec: SvmShareTask, view: PublicView) -> Cached | None:
         from privfed.common.feddpdr.svm import check_svm_release

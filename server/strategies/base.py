@@ -17,7 +17,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-from privfed.common.messages import Refusal, Result, RingSpec, Task, TaskSpec
+from privfed.common.tasks import Refusal, Result, RingSpec, Task, TaskSpec
 from privfed.server.strategies.result import PrivacySplit, RoundReport, StrategyResult, SumRecord, TrainedModel
 
 

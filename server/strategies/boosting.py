@@ -41,9 +41,9 @@ from privfed.common.boosting.releases import ReleasePlan
 from privfed.common.boosting.wire import at_round, config_to_dict, empty_history, with_round
 from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.learners.samme import BoostedModel
-from privfed.common.messages import BoostEvaluateTask, BoostShareReply, BoostShareTask, boost_eval_epsilon
 from privfed.common.secagg import secure_sum_for
 from privfed.common.secagg.masking import MIN_MEMBERS
+from privfed.common.tasks import BoostEvaluateTask, BoostShareTask, share_reply_type
 from privfed.proto import serde
 from privfed.server.journal import Journal, fingerprint
 from privfed.server.strategies.base import Transport, new_tasks, refusal_codes
@@ -95,7 +95,7 @@ class BoostingStrategy:
         return PrivacySplit.from_entries(
             [
                 (BoostShareTask(config, empty_history()).ledger_entries(), fb.shares_per_owner),
-                ([(boost_eval_epsilon(config), 0.0, "boost-eval")], evaluations),
+                ([(fb.eval_round_epsilon, 0.0, "boost-eval")], evaluations),  # BoostEvaluateTask.ledger_entries
             ],
             epsilon=fb.epsilon,
             delta=0.0,
@@ -207,29 +207,27 @@ class _FederationSteps:
         self._progress: dict[int, _Progress] = {}
 
     def release(self, round_no: int, group: np.ndarray) -> Release:
-        fb, coordinator, t0 = self.strategy.params, self.strategy.coordinator, time.perf_counter()
+        coordinator, t0 = self.strategy.coordinator, time.perf_counter()
         spec = BoostShareTask(self.config, at_round(self.history, round_no))
         results = self.transport.run_tasks(new_tasks([self.owner_ids[i] for i in group], self.run_id, spec))
         self.refused.update(refusal_codes(results))
-        replies = {r.owner_id: r.payload for r in results if isinstance(r.payload, BoostShareReply)}
+        reply_type = share_reply_type(coordinator.plan)
+        replies = {r.owner_id: r.payload for r in results if isinstance(r.payload, reply_type)}
         if not replies:
             raise RoundFailed(f"round {round_no + 1}: no owner of the group released a share")
         progress = self._progress.setdefault(round_no, _Progress())
         progress.released, progress.seconds = len(replies), time.perf_counter() - t0
-        if fb.base == "ncc":
-            return concat_releases(
-                [coordinator.ncc_reports(r.reports, r.labels, r.coordinates) for r in replies.values()]
-            )
-        if fb.base == "lr":
-            return np.concatenate([r.reports for r in replies.values()])
         shares: list[Release] = []
-        for owner, r in replies.items():  # each owner's stump share checked alone: a malformed one is dropped
+        for (
+            owner,
+            r,
+        ) in (
+            replies.items()
+        ):  # each typed by the run's config and checked by its contract; one that fails is dropped alone
             try:
-                shares.append(coordinator.stump_reports(r.reports, r.coordinates))
+                shares.append(r.release(coordinator))
             except ConfigError as exc:
-                log.warning(
-                    "round %d: a stump share that does not fit the run's encoding was dropped: %s", round_no + 1, exc
-                )
+                log.warning("round %d: a share that does not fit the run's encoding was dropped: %s", round_no + 1, exc)
                 self.rejected[owner] = f"share_encoding: {exc}"
         progress.released = len(shares)
         if not shares:

@@ -18,6 +18,7 @@ from hostile import (
     kind,
     ledger_history,
     ncc_task,
+    refusal_code,
 )
 
 D = 2
@@ -38,7 +39,7 @@ def test_clear_labels_refused_without_opt_in(coordinator, owners):
     for task in (ncc, boost):
         r = results.get(task.task_id)
         assert kind(r) == "refusal", f"clear labels released without opt-in: {r}"
-        assert r.refusal.code == "policy", r.refusal
+        assert refusal_code(r) == "policy", r.refusal
         # nothing left, so nothing is debited
         assert not [h for h in ledger_history(node.ledger, task.owner_id) if task.task_id in h["release_id"]]
     assert_still_serving(coordinator, node, a, d=D)

@@ -15,7 +15,7 @@ from fedharness import Federation
 from privfed.common.boosting.wire import empty_history, owner_weights, with_round
 from privfed.common.ledger import Ledger
 from privfed.common.mechanisms import clip_error_pairs
-from privfed.common.messages import BoostShareTask, Refusal, Task
+from privfed.common.tasks import BoostShareTask, Refusal, Task
 from privfed.owner.data import build_owners, federation_split
 from privfed.server.strategies import make_strategy
 

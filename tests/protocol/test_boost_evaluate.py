@@ -29,7 +29,10 @@ from privfed.common.identity import owner_id
 from privfed.common.learners.ncc import NearestCentroidModel
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.ledger import Ledger
-from privfed.common.messages import (
+from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
+from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.ring import Inbound, new_session_id
+from privfed.common.tasks import (
     BoostEvaluateTask,
     PeerKey,
     Refusal,
@@ -39,9 +42,6 @@ from privfed.common.messages import (
     RingTotal,
     Task,
 )
-from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
-from privfed.common.secagg.fixedpoint import FixedPoint
-from privfed.common.secagg.ring import Inbound, new_session_id
 from privfed.owner.core import OwnerCore
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.kinds.boosting import note_run

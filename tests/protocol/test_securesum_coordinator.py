@@ -29,7 +29,10 @@ from privfed.common.errors import RoundFailed
 from privfed.common.identity import node_of
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.ledger import Ledger
-from privfed.common.messages import (
+from privfed.common.secagg.boxes import generate_private_key, public_bytes
+from privfed.common.secagg.runs import SECAGG_ATTEMPTS
+from privfed.common.secagg.transitions import Phase
+from privfed.common.tasks import (
     BoostEvaluateTask,
     PeerKey,
     Result,
@@ -38,9 +41,6 @@ from privfed.common.messages import (
     SecAggUnmaskTask,
     Task,
 )
-from privfed.common.secagg.boxes import generate_private_key, public_bytes
-from privfed.common.secagg.runs import SECAGG_ATTEMPTS
-from privfed.common.secagg.transitions import Phase
 from privfed.owner.core import OwnerCore
 from privfed.owner.data import build_owners
 from privfed.owner.keys import OwnerKeys

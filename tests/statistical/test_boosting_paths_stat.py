@@ -17,7 +17,7 @@ from privfed.common.boosting.simulation import SimulatedOwners
 from privfed.common.boosting.wire import at_round, config_to_dict, empty_history
 from privfed.common.datasets import load_builtin, partition
 from privfed.common.learners.stump import Stump, thresholds
-from privfed.common.messages import BoostEvaluateTask
+from privfed.common.tasks import BoostEvaluateTask
 from privfed.deploy.inprocess import InProcessTransport
 from privfed.owner.data import build_owners
 

@@ -27,7 +27,7 @@ from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.learners.ncc import split_label_budget
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.ledger import Ledger
-from privfed.common.messages import REFUSAL_TEXTS, BoostShareReply, BoostShareTask, Refusal, Task
+from privfed.common.tasks import REFUSAL_TEXTS, BoostShareReply, BoostShareTask, Refusal, Task
 from privfed.owner import history as boosting
 from privfed.owner.core import handle_batch
 from privfed.owner.history import APPLIED_RUNS, HistoryRewritten, applied_digest, check_history, history_weights

@@ -19,7 +19,7 @@ from privfed.common.errors import ConfigError, LocalProtocolError
 from privfed.common.ledger import Ledger
 from privfed.common.mechanisms.laplace import error_pair_scale
 from privfed.common.mechanisms.randomized_response import ErrorPairResponse
-from privfed.common.messages import BoostShareReply, BoostShareTask, Refusal, Task
+from privfed.common.tasks import BoostShareReply, BoostShareTask, Refusal, Task
 from privfed.owner.core import handle_batch
 from privfed.owner.data import build_owners, federation_split
 

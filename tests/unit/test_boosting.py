@@ -379,15 +379,15 @@ def test_evaluation_groups_cover_every_owner_once_and_avoid_the_share_group(rng)
 
 def test_budget_split_adds_up_to_the_run_epsilon(data):
     from privfed.common.boosting.wire import config_to_dict
-    from privfed.common.messages import boost_eval_epsilon, boost_release_epsilons
+    from privfed.common.tasks import boost_release_epsilons
 
     for how, per_run in (("disjoint", 1), ("all", 4)):
         for base in ("stump", "ncc"):
             fb = BoostingParams(base=base, epsilon=2.0, n_classes=2, bounds=data.bounds, n_rounds=4, eval_groups=how)
             config = config_to_dict(fb, "run")
             share = sum(e for e, _, _ in boost_release_epsilons(config))
-            assert boost_eval_epsilon(config) == pytest.approx(fb.eval_round_epsilon)
-            assert share + per_run * boost_eval_epsilon(config) == pytest.approx(2.0)
+            assert config.params.eval_round_epsilon == pytest.approx(fb.eval_round_epsilon)
+            assert share + per_run * config.params.eval_round_epsilon == pytest.approx(2.0)
     inf = config_to_dict(
         BoostingParams(base="ncc", epsilon=math.inf, n_classes=2, bounds=data.bounds, n_rounds=2), "run"
     )

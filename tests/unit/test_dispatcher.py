@@ -26,8 +26,8 @@ from privfed.common.errors import (
     RoundFailed,
 )
 from privfed.common.identity import owner_id
-from privfed.common.messages import OwnerInfo, Refusal, Result, RingMessageTask, Task
 from privfed.common.secagg.ring import Inbound, MessageKind, new_session_id
+from privfed.common.tasks import OwnerInfo, Refusal, Result, RingMessageTask, Task
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto.transport import (

@@ -364,7 +364,7 @@ def test_boosted_joint_share_over_the_owner_handler_and_the_wire(tmp_path):
     from privfed.common.boosting.releases import ReleasePlan
     from privfed.common.boosting.wire import config_to_dict, empty_history
     from privfed.common.ledger import Ledger
-    from privfed.common.messages import BoostShareReply, BoostShareTask, Result, Task
+    from privfed.common.tasks import BoostShareTask, JointNccReply, Result, Task
     from privfed.owner.core import handle_batch
     from privfed.owner.data import build_owners, federation_split
     from privfed.proto import serde
@@ -385,19 +385,20 @@ def test_boosted_joint_share_over_the_owner_handler_and_the_wire(tmp_path):
     replies = []
     for result, (oid, owner) in zip(out, hosted.items()):
         wire = serde.result_from_proto(serde.result_to_proto(result))
-        assert isinstance(wire, Result) and isinstance(wire.payload, BoostShareReply)
+        assert isinstance(wire, Result) and isinstance(wire.payload, JointNccReply)  # no labels beside the reports
         reply = wire.payload
-        assert reply.labels.size == 0 and reply.reports.shape == reply.coordinates.shape == (owner.X.shape[0], 1)
-        assert np.all(reply.reports == np.rint(reply.reports))
+        assert reply.reports.shape == reply.features.shape == (owner.X.shape[0],)
         history = ledger.history(oid)
         assert [h["purpose"] for h in history] == ["boost-share:joint-run"] and ledger.nonprivate_count(oid) == 0
         assert history[0]["epsilon"] == pytest.approx(fb.share_epsilon)
-        replies.append(coordinator.ncc_reports(reply.reports, reply.labels, reply.coordinates))
+        replies.append(reply.release(coordinator))
     model = coordinator.select(concat_releases(replies))
     direct = coordinator.plan.joint_encoding.centroids(concat_releases(replies), bounds=train.bounds)
     np.testing.assert_array_equal(model.centroids, direct)
     with pytest.raises(ConfigError):  # labels beside joint reports are refused
-        coordinator.ncc_reports(reply.reports, np.zeros(reply.reports.shape[0], dtype=np.int64), reply.coordinates)
+        coordinator.ncc_reports(
+            reply.reports[:, None], np.zeros(reply.reports.shape[0], dtype=np.int64), reply.features[:, None]
+        )
 
 
 def test_joint_labels_learn_where_randomized_response_does_not():

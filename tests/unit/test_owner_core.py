@@ -10,7 +10,7 @@ import pytest
 
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
-from privfed.common.messages import (
+from privfed.common.tasks import (
     REFUSAL_TEXTS,
     BoostShareTask,
     LrShareReply,
@@ -325,7 +325,8 @@ def test_a_stump_share_in_each_encoding_debits_the_share_epsilon_once_and_decode
 ):
     """Owner handler -> wire -> coordinator: what the owner debits is the share's epsilon, and the
     coordinator reads the reply (sampled coordinates included) into a stump of the run."""
-    from privfed.common.messages import BoostShareReply
+    from privfed.common.boosting.coordinator import concat_releases
+    from privfed.common.tasks import SampledStumpShareReply, StumpShareReply
     from privfed.proto import serde
 
     train, _ = digits
@@ -341,13 +342,12 @@ def test_a_stump_share_in_each_encoding_debits_the_share_epsilon_once_and_decode
     replies = []
     for result in handle_batch(tasks, hosted, ledger):
         back = serde.result_from_proto(serde.result_to_proto(result)).payload
-        assert isinstance(back, BoostShareReply)
-        assert back.coordinates.shape == ((1, plan.share_encoding.m) if encoding == "cells" else (0, 0))
+        assert type(back) is (SampledStumpShareReply if encoding == "cells" else StumpShareReply)
+        if encoding == "cells":  # the coordinates the owner sampled
+            assert back.coordinates.shape == (1, plan.share_encoding.m)
         replies.append(back)
         history = ledger.history(result.owner_id)
         assert [(h["purpose"], h["epsilon"]) for h in history] == [("boost-share:boost-run", fb.share_epsilon)]
-    shares = coordinator.stump_reports(
-        np.concatenate([r.reports for r in replies]), np.concatenate([r.coordinates for r in replies])
-    )
+    shares = concat_releases([r.release(coordinator) for r in replies])
     stump = coordinator.select(shares)
     check_learner(plan, stump)

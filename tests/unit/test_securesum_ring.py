@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 from privfed.common.errors import ConfigError, LocalProtocolError, RoundFailed
-from privfed.common.messages import PeerKey, Refusal, RingJoined, RingTotal
 from privfed.common.secagg.boxes import generate_private_key, local_boxes
 from privfed.common.secagg.coordinator import SecureSumCoordinator
 from privfed.common.secagg.events import Answers, Ask, CloseRing, OpenRing
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import Inbound, MessageKind, RingParty, State, ring_peers
 from privfed.common.secagg.transitions import MAX_ATTEMPTS, TRANSITIONS, Phase, SecureSum, attempt_timeout
+from privfed.common.tasks import PeerKey, Refusal, RingJoined, RingTotal
 
 RING = ("a", "b", "c", "d", "e")
 

@@ -18,7 +18,7 @@ from privfed.common.datasets import load_builtin, partition
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import fit_local_logistic, lr_aggregate, lr_share
 from privfed.common.mechanisms import make_mechanism
-from privfed.common.messages import LrShareTask
+from privfed.common.tasks import LrShareTask
 from privfed.deploy.inprocess import InProcessTransport
 from privfed.owner.data import build_owners
 from privfed.server.strategies import LrStrategy, NccStrategy, make_strategy
