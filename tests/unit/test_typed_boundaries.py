@@ -34,8 +34,6 @@ from privfed.server.strategies.base import Strategy, Transport
 KNOWN = {
     # issue 25 items 3-4 (wt-runner): Strategy.run is to return a StrategyResult.
     "Strategy.run -> return",
-    # issue 25 items 1-2 (wt-kinds): the registry's lookup returns Kind[Any] for a spec of any kind.
-    "privfed.common.tasks.kind_of -> return",
 }
 
 
