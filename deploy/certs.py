@@ -78,9 +78,10 @@ def party_dir(root: str | Path, name: str) -> Path:
     return Path(root) / name
 
 
-def _name(cn: str) -> x509.Name:
+def _name(cn: str, role: str | None = None) -> x509.Name:
+    unit = [] if role is None else [x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, role)]
     return x509.Name(
-        [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "privfed"), x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+        [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "privfed"), *unit, x509.NameAttribute(NameOID.COMMON_NAME, cn)]
     )
 
 
@@ -150,8 +151,9 @@ def issue(
     sans: list[str],
     server: bool,
     now: dt.datetime | None = None,
+    role: str | None = None,
 ) -> x509.Certificate:
-    """Sign a leaf certificate for ``cn`` with the CA.
+    """Sign a leaf certificate for ``cn`` with the CA (``role``: the subject's OU, :mod:`privfed.common.roles`).
 
     Owners get client auth only. The coordinator (``server``) also gets client auth, so that its
     own health check (``deploy/healthcheck.py``, the image's HEALTHCHECK) can present it to the
@@ -165,7 +167,7 @@ def issue(
     )
     return (
         x509.CertificateBuilder()
-        .subject_name(_name(cn))
+        .subject_name(_name(cn, role))
         .issuer_name(ca_cert.subject)
         .public_key(public_key)
         .serial_number(x509.random_serial_number())

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from privfed.common.errors import PrivfedError
-from privfed.server.parameters import TASKS
+from privfed.deploy.argtypes import address
 
 if TYPE_CHECKING:
     from privfed.deploy.simulation_config import SimulationConfig
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from privfed.proto.transport import TlsFiles
     from privfed.server.config import JobConfig
 
-TASK_CHOICES = TASKS
 DATASETS = "synthetic, digits, breast_cancer, mnist5k"
 
 
@@ -81,23 +80,6 @@ def epsilon_list(text: str, *, allow_zero: bool = False) -> list[float]:
     return values
 
 
-def address(text: str, *, lowest_port: int = 1) -> str:
-    """argparse ``type=``: ``HOST:PORT`` to dial (``[v6]:PORT`` for IPv6), the port an integer
-    1..65535. Without a port gRPC would dial 443, which is never the coordinator's (50051 by default)."""
-    host, sep, port = text.rpartition(":")
-    if (
-        not sep
-        or not host
-        or not port.isdigit()
-        or not lowest_port <= int(port) <= 65535
-        or (":" in host and host[0] != "[")
-    ):
-        raise argparse.ArgumentTypeError(
-            f"must be HOST:PORT (e.g. coord.example.org:50051, or [::1]:50051), got {text!r}"
-        )
-    return text
-
-
 def _listen_address(text: str) -> str:
     """``--listen HOST:PORT``; port 0 asks the system for a free one."""
     return address(text, lowest_port=0)
@@ -113,23 +95,26 @@ def _one_epsilon(text: str) -> float:
 
 
 def _positive_float(text: str) -> float:
-    """argparse ``type=``: a number > 0 (:func:`~privfed.common.validation.check_positive`)."""
-    from privfed.common.validation import check_positive
-
+    """argparse ``type=``: a finite number > 0. (Plain Python, as :func:`_positive_int`: parsing an
+    owner command line must not load numpy, which :mod:`privfed.common.validation` imports.)"""
     try:
-        return check_positive(float(text), name="value")
-    except (ValueError, PrivfedError):
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}") from None
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:
-    """argparse ``type=``: an integer >= 1 (:func:`~privfed.common.validation.check_int`)."""
-    from privfed.common.validation import check_int
-
+    """argparse ``type=``: an integer >= 1."""
     try:
-        return check_int(int(text), name="value", minimum=1)
-    except (ValueError, PrivfedError):
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
 
 
 class _VersionAction(argparse.Action):
@@ -161,13 +146,15 @@ def _add_tls(p: argparse.ArgumentParser) -> None:
 
 def _add_learning(p: argparse.ArgumentParser) -> None:
     """``--task`` and every task's parameters, one flag each, from their tables (``server/parameters.py``):
-    its text read by the parameter's constraint, its choices, its default (the ``JobConfig`` field's) and its help."""
+    its text read by the parameter's constraint, its choices, its default (the ``JobConfig`` field's) and its help.
+    (Imported here: the tables load the learners and numpy, which only the commands that learn need;
+    ``privfed owner`` parses its flags before numpy loads, :mod:`privfed.deploy.threads`.)"""
     from dataclasses import MISSING, fields
 
     from privfed.server.config import JobConfig
-    from privfed.server.parameters import LEARNING
+    from privfed.server.parameters import LEARNING, TASKS
 
-    p.add_argument("--task", choices=TASK_CHOICES, default="ncc", help="what the federation learns (README, Tasks)")
+    p.add_argument("--task", choices=TASKS, default="ncc", help="what the federation learns (README, Tasks)")
     defaults = {f.name: f.default for f in fields(JobConfig) if f.default is not MISSING}
     for name, param in LEARNING.items():
         parse = param.check.parse
@@ -188,18 +175,7 @@ def _add_data(p: argparse.ArgumentParser, *, dataset_group: argparse._MutuallyEx
     p.add_argument("--test-fraction", type=float, default=0.2, help="share of the rows in the public test split")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole ``privfed`` command line (cheap to build: nothing heavy is imported)."""
-    parser = _Parser(
-        prog="privfed",
-        description="Federated learning with local differential privacy: owners keep their rows and "
-        "release only noised, ledger-debited shares to an untrusted coordinator. "
-        "`privfed COMMAND --help` lists each command's options with their defaults.",
-    )
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument("--version", action=_VersionAction, help="print privfed's version and git commit, then exit")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "simulate",
         help="coordinator + P owner node processes on loopback, once per epsilon",
@@ -273,6 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data(p, dataset_group=source)
     p.set_defaults(func=_simulate)
 
+
+def _add_coordinator(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "coordinator",
         help="run the coordinator for one job",
@@ -333,6 +311,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data(p, dataset_group=source)
     p.set_defaults(func=_coordinator)
 
+
+def _add_owner(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "owner",
         help="run an owner node hosting one or many logical owners",
@@ -385,9 +365,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--connect-timeout", type=_positive_float, default=120.0, help="seconds to keep trying to reach the coordinator"
     )
     p.add_argument("--target-name", help="TLS name to expect from the coordinator when dialing an address")
+    p.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=None,
+        help="BLAS/OpenMP threads of this node's computations. Default: OPENBLAS_NUM_THREADS or OMP_NUM_THREADS "
+        "if set, else every CPU this process may use (a node alone on its machine has them to itself, and its "
+        "larger products, e.g. d x d covariances for DP-PCA, gain from them). Launchers that start several nodes "
+        "on one host give each its share (privfed simulate, owner_entry: CPUs // nodes, at least 1)",
+    )
     _add_data(p, dataset_group=source)
     p.set_defaults(func=_owner)
 
+
+def _add_query(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "query",
         help="clean query rows locally (projection onto what the model reads by default; "
@@ -398,6 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_query_arguments(p)
     p.set_defaults(func=_query)
 
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "export",
         help="write a trained model (model.json) as a scikit-learn classifier file, used without the network",
@@ -409,6 +402,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="the estimator file to write (e.g. model.pkl)")
     p.set_defaults(func=_export)
 
+
+def _add_certs(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("certs", help="make a federation CA and mTLS certificates")
     p.add_argument("--out", type=Path, required=True, help="directory for the CA and one directory per party")
     who = p.add_mutually_exclusive_group(required=True)
@@ -419,6 +414,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="owner node certificates with these names (e.g. hospital-a hospital-b): each node runs with "
         "--name NAME, and its owners' ids start with NAME",
+    )
+    who.add_argument(
+        "--tokens",
+        type=_positive_int,
+        metavar="N",
+        help="no keys but the CA's: one-time enrolment tokens for the coordinator and owner-0..owner-<N-1> in "
+        "OUT/tokens/<role>/; each party makes its own key and enrols with the CA signer (README, Kubernetes)",
     )
     p.add_argument("--san", action="append", default=[], help="extra coordinator name or IP (repeatable)")
     mode = p.add_mutually_exclusive_group()
@@ -434,6 +436,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_certs)
 
+
+def _add_ledger(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ledger", help="inspect an owner node's privacy ledger (read-only)")
     what = p.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
     show = what.add_parser(
@@ -451,6 +455,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.set_defaults(func=_ledger_show)
 
+
+def _add_experiment(sub: argparse._SubParsersAction) -> None:
     from privfed.deploy.experiments import EXPERIMENTS
 
     p = sub.add_parser(
@@ -463,12 +469,48 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("options", nargs=argparse.REMAINDER, help="the experiment's own options")
     p.set_defaults(func=_experiment)
 
+
+def _add_reproduce(sub: argparse._SubParsersAction) -> None:
     from privfed.deploy import reproduce
 
     p = sub.add_parser("reproduce", help="every table and figure of the seed papers in one report (README)")
     reproduce.add_arguments(p)
     p.set_defaults(func=reproduce.run)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``privfed`` command line: every command, or only ``command``'s when it names one.
+
+    A process builds only the parser of the command it runs (:func:`main`): the others' flags
+    import their defaults' modules (data sets, experiments, learners), which an owner node never
+    needs, and ``privfed owner`` must parse its flags before numpy loads (:func:`_owner`)."""
+    parser = _Parser(
+        prog="privfed",
+        description="Federated learning with local differential privacy: owners keep their rows and "
+        "release only noised, ledger-debited shares to an untrusted coordinator. "
+        "`privfed COMMAND --help` lists each command's options with their defaults.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action=_VersionAction, help="print privfed's version and git commit, then exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, add in _COMMANDS.items():
+        if command not in _COMMANDS or command == name:
+            add(sub)
     return parser
+
+
+#: ``privfed COMMAND`` -> the function that adds its parser.
+_COMMANDS = {
+    "simulate": _add_simulate,
+    "coordinator": _add_coordinator,
+    "owner": _add_owner,
+    "query": _add_query,
+    "export": _add_export,
+    "certs": _add_certs,
+    "ledger": _add_ledger,
+    "experiment": _add_experiment,
+    "reproduce": _add_reproduce,
+}
 
 
 def _tls(args: argparse.Namespace, name: str) -> TlsFiles | None:
@@ -570,6 +612,9 @@ def _reference(config: JobConfig) -> dict[str, Any]:
 
 
 def _owner(args: argparse.Namespace) -> int:
+    from privfed.deploy.threads import host_threads, pin_threads
+
+    pin_threads(args.threads or host_threads())  # first: numpy is not loaded yet (build_parser("owner") needs none)
     from privfed.common.identity import check_node_name
     from privfed.owner.main import run_owner
 
@@ -605,6 +650,21 @@ def _certs(args: argparse.Namespace) -> int:
     from privfed.common.identity import check_node_name
     from privfed.deploy.certs import make_certs
 
+    if args.tokens is not None:
+        from privfed.deploy.tokens import mint, party_roles
+
+        if args.san:
+            raise PrivfedError(
+                "--san goes with certificates made here; with --tokens the coordinator enrols, and its names "
+                "are the signer's --coordinator-san (python -m privfed.deploy.enroll serve)"
+            )
+        make_certs(args.out, owners=0, force=args.force, add=args.add, flat=False, coordinator=False)
+        minted = mint(args.out, party_roles([f"owner-{i}" for i in range(args.tokens)]), replace=args.force)
+        print(
+            f"CA in {args.out}/ca (give it to the CA signer only); new one-time tokens in {args.out}/tokens: "
+            f"{', '.join(sorted(minted)) or 'none (every party has one)'}; give party X only {args.out}/tokens/ROLE/X"
+        )
+        return 0
     names = None if args.names is None else [check_node_name(n, flag="--names") for n in args.names]
     if names is not None and len(set(names)) != len(names):
         raise PrivfedError(f"--names must be distinct, got {names}")
@@ -713,15 +773,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if not {"-v", "--verbose"} & set(argv):  # gRPC's C core logs e.g. a failed bind on its own lines
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
-    if next((a for a in argv if not a.startswith("-")), None) == "coordinator" and not {
-        "--insecure",
-        "-v",
-        "--verbose",
-    } & set(argv):
+    name = next((a for a in argv if not a.startswith("-")), None)  # the command: the top level has no valued flag
+    if name == "coordinator" and not {"--insecure", "-v", "--verbose"} & set(argv):
         from privfed.server.handshakes import log_rejected_handshakes
 
         log_rejected_handshakes()  # a log line per rejected TLS handshake: before the parser imports gRPC
-    args = build_parser().parse_args(argv)
+    args = build_parser(name).parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )

@@ -14,6 +14,7 @@ from privfed.common.errors import PrivfedError
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
 from privfed.deploy.simulation_config import SimulationConfig
+from privfed.deploy.threads import threads_per_node
 from privfed.server.app import CoordinatorServer
 
 #: How often the launcher checks that its owner node processes are still running (seconds).
@@ -75,6 +76,8 @@ def owner_command(
         "60",
         "--delta-budget",
         repr(config.job.delta if config.job.task == "feddpdr" else 0.0),
+        "--threads",  # the nodes share this host: BLAS threads each, so that they do not fight over the CPUs
+        str(threads_per_node(config.n_processes)),
     ]
     if config.job.n_samples and not config.data:
         cmd += ["--n-samples", str(config.job.n_samples)]

@@ -14,7 +14,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -251,6 +250,8 @@ def accuracy_warning(epsilon: float, accuracy: float, majority: float, n_test: i
 def version_info() -> dict[str, str | None]:
     """privfed's installed version, and the git commit of the source tree when it is a checkout
     (``git describe --always --dirty``: a ``-dirty`` suffix marks uncommitted changes), else None."""
+    from importlib import metadata  # here: it loads email and zipfile (1.2 MB in an idle coordinator; issue 27)
+
     try:
         version = metadata.version("privfed")
     except metadata.PackageNotFoundError:

@@ -27,8 +27,8 @@ Choices
   one-vs-rest problems are separable and solved as one problem over the K x d matrix.
 * ``epsilon=inf`` gives the non-private Huber SVM (b = 0, Delta = 0) through the same code.
 
-:func:`owner_svm_release` is the owner's phase 2 for every classifier of
-:data:`~privfed.common.feddpdr.choices.SVM_MODELS`.
+:func:`privfed.common.feddpdr.release.owner_svm_release` is the owner's phase 2 for every classifier
+of :data:`~privfed.common.feddpdr.choices.SVM_MODELS` (this one-vs-rest SVM among them).
 
 Floating point (SPEC §12): the Gamma radius, the Gaussian direction and the softmax noise come from the
 float-safe samplers of :mod:`privfed.common.mechanisms.gaussian` (full-precision uniforms, no gaps in
@@ -46,17 +46,13 @@ T. Wang et al., "Differentially private support vector machines with knowledge a
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DELTA_MODELS, SVM_MODELS, ovr_epsilons
-from privfed.common.feddpdr.model import add_bias_feature, project
-from privfed.common.feddpdr.pca import check_unit_rows, clip_rows_to_unit_ball, scale_rows
-from privfed.common.mechanisms.objective import RANGE_WHAT, ObjectivePerturbation, perturbed
-from privfed.common.mechanisms.snapping import check_epsilon_range
+from privfed.common.feddpdr.choices import ovr_epsilons
+from privfed.common.feddpdr.model import add_bias_feature
+from privfed.common.feddpdr.pca import check_unit_rows, clip_rows_to_unit_ball
+from privfed.common.mechanisms.objective import ObjectivePerturbation, perturbed
 from privfed.common.validation import check_positive
 
 HUBER_H = 0.5
@@ -199,84 +195,6 @@ def fit_dp_svm_ovr(
     return W, eps_each
 
 
-def check_svm_release(model: str, epsilon: float, delta: float, n_classes: int) -> None:
-    """Raise ConfigError unless :func:`owner_svm_release` can release ``model`` at ``(epsilon, delta)``:
-    the model, its delta rule, and every mechanism's public ε floor and ceiling (each one-vs-rest problem's
-    ε/K; the class sums' Gaussian with its σ bounds). Public parameters only: an owner checks it before
-    reading a row (SPEC §12)."""
-    if model not in SVM_MODELS:
-        raise ConfigError(f"model must be one of {SVM_MODELS}, got {model!r}")
-    if model in DELTA_MODELS and not (0 < delta < 1 or (delta == 0 and math.isinf(epsilon))):
-        raise ConfigError(f"model={model!r} is (epsilon, delta)-DP: pass the delta in (0, 1) that is debited for it")
-    if model not in DELTA_MODELS and delta != 0:
-        raise ConfigError(f"model={model!r} is pure epsilon-DP: delta={delta!r} would be debited for nothing")
-    if math.isinf(epsilon):
-        return
-    if model == "centroid":
-        from privfed.common.feddpdr.centroid import class_sums_release
-
-        class_sums_release(epsilon, delta)
-        return
-    if model == "ovr-huber":  # each problem's noise (one-vs-rest): ObjectivePerturbation's range
-        for eps in ovr_epsilons(epsilon, n_classes):
-            check_epsilon_range(eps, what=RANGE_WHAT)
-        return
-    from privfed.common.feddpdr.multiclass import mechanism
-
-    mechanism(epsilon, delta, n_classes, model)  # the objective's noise and AMP's output noise
-
-
-def owner_svm_release(
-    X: np.ndarray,
-    y: np.ndarray,
-    bounds: Bounds,
-    U_global: np.ndarray | None,
-    n_classes: int,
-    epsilon2: float,
-    lam: float,
-    rng: np.random.Generator,
-    *,
-    delta: float,
-    model: str,
-    scaling: str = DEFAULT_ROW_SCALING,
-) -> tuple[np.ndarray, int, np.ndarray]:
-    """Owner side of FedDPDR-DPML phase 2 (seed 004 Alg. 1 lines 5-7): what an owner releases.
-
-    Scales the raw rows with the public bounds (``scaling``, :data:`privfed.common.feddpdr.pca.ROW_SCALINGS`),
-    projects onto the broadcast ``U_global`` (``None``: no reduction, the DPML baseline), and fits
-    ``model`` (:data:`~privfed.common.feddpdr.choices.SVM_MODELS`) on ``[z, 1]/sqrt(2)``:
-
-    * ``"centroid"``: :func:`privfed.common.feddpdr.centroid.dp_class_sums` at ``(epsilon2, delta)``:
-      the owner's noisy class sums (K, k + 1), which the coordinator sums; no bias feature is added (the
-      class sums carry the counts);
-    * ``"mc-huber"``, ``"softmax"``: :func:`privfed.common.feddpdr.multiclass.fit_dp_multiclass` at
-      ``(epsilon2, delta)``, one budget for all K classes;
-    * ``"ovr-huber"``: the seed's one-vs-rest Huber SVMs, :func:`fit_dp_svm_ovr`, epsilon2/K per class
-      (``delta`` unused, must be 0).
-
-    Total: once the rows are read nothing raises (the solvers always return, :mod:`privfed.common.mechanisms.amp`).
-
-    Returns
-    -------
-    (W_i, n_i, per_class_eps) : W_i (K, k + 1), the release; n_i the exact local count, which is NOT
-        released; per_class_eps the epsilon of each separately fitted problem (it sums to ``epsilon2``).
-    """
-    check_svm_release(model, epsilon2, delta, n_classes)
-    Z = project(scale_rows(X, bounds, scaling), U_global)
-    n = int(Z.shape[0])
-    if model == "ovr-huber":
-        W, eps_each = fit_dp_svm_ovr(Z, y, n_classes, epsilon=epsilon2, lam=lam, rng=rng)
-        return W, n, eps_each
-    if model == "centroid":
-        from privfed.common.feddpdr.centroid import dp_class_sums
-
-        return dp_class_sums(Z, y, n_classes, epsilon=epsilon2, delta=delta, rng=rng), n, np.array([epsilon2])
-    from privfed.common.feddpdr.multiclass import fit_dp_multiclass
-
-    W, _ = fit_dp_multiclass(add_bias_feature(Z), y, n_classes, loss=model, epsilon=epsilon2, delta=delta, rng=rng)
-    return W, n, np.array([float(epsilon2)])
-
-
 __all__ = [
     "HUBER_H",
     "fit_dp_svm",
@@ -285,5 +203,4 @@ __all__ = [
     "huber_hinge_derivative",
     "objective",
     "objective_gradient",
-    "owner_svm_release",
 ]

@@ -45,15 +45,6 @@ LABEL_FRACTION = 0.4
 #: closed over ε 1-8: 0.2 -> 0.03, 0.3 -> 0.21, 0.4 -> 0.23, 0.5 -> 0.18, 0.6 -> 0.13; it was 0.2).
 
 
-def __getattr__(name: str) -> type:
-    # PEP 562: the scikit-learn estimator lives in .estimators (an owner node never imports sklearn).
-    if name == "LdpNearestCentroid":
-        from privfed.common.learners.estimators import LdpNearestCentroid
-
-        return LdpNearestCentroid
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def _check_epsilon(epsilon: object) -> float:
     return check_positive(epsilon, name="epsilon", allow_inf=True, fix="math.inf for a non-private run")
 

@@ -32,9 +32,9 @@ from privfed.common.mechanisms.base import (
     Mechanism,
     clip_error_pairs,
     estimate_mean,
-    make_mechanism,
     snap,
 )
+from privfed.common.mechanisms.factory import make_mechanism
 from privfed.common.mechanisms.frequency import (
     ORACLES,
     DirectEncoding,

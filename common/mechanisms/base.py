@@ -1,4 +1,4 @@
-"""Shared parts of the LDP mechanisms: the interface, validation, snapping and the factory.
+"""Shared parts of the LDP mechanisms: the interface, validation and snapping (the factory is :mod:`.factory`).
 
 Every mechanism maps rows ``t`` in ``[-1, 1]^d`` (already mapped by
 :meth:`privfed.common.bounds.Bounds.to_unit`, SPEC §4) to unbiased reports ``t*``; the
@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from numbers import Real
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -359,37 +358,3 @@ def estimate_mean(reports: np.ndarray) -> np.ndarray:
     if not np.all(np.isfinite(mean)):
         raise ConfigError("reports contain NaN or infinite values; they cannot come from a mechanism here")
     return mean
-
-
-def make_mechanism(name: str, *, epsilon: float, d: int) -> Mechanism:
-    """Build a row-level ε-LDP mechanism by name.
-
-    Parameters
-    ----------
-    name : {"pm", "duchi", "laplace"}
-        ``"pm"``: :class:`PiecewiseMultidim` (Wang et al. Alg. 4, SPEC §3.2);
-        ``"duchi"``: :class:`DuchiMultidim` (Alg. 3, SPEC §2.2);
-        ``"laplace"``: :class:`LaplaceMechanism` (ε/d per coordinate, SPEC §1).
-    epsilon : float
-        Budget for a whole row, > 0. ``math.inf`` returns :class:`IdentityMechanism` (no privacy).
-    d : int
-        Coordinates per row.
-    """
-    if not isinstance(name, str):
-        raise TypeError(f"mechanism name must be a str, one of {MECHANISMS}, got {name!r}")
-    if name not in MECHANISMS:
-        raise ConfigError(f"unknown mechanism {name!r}; choose one of {MECHANISMS}")
-    if isinstance(epsilon, Real) and not isinstance(epsilon, bool) and float(epsilon) == math.inf:
-        return IdentityMechanism(d=d)
-    # Imported here: the mechanism modules import this one.
-    if name == "pm":
-        from privfed.common.mechanisms.piecewise import PiecewiseMultidim
-
-        return PiecewiseMultidim(epsilon=epsilon, d=d)
-    if name == "duchi":
-        from privfed.common.mechanisms.duchi import DuchiMultidim
-
-        return DuchiMultidim(epsilon=epsilon, d=d)
-    from privfed.common.mechanisms.laplace import LaplaceMechanism
-
-    return LaplaceMechanism(epsilon=epsilon, d=d)

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from privfed.common.datasets import train_test_split
-from privfed.deploy.experiments import tabular as bench
+from privfed.deploy.experiments import tabular_fits as bench
 from privfed.deploy.experiments.boosting import out_dir, write_report
 
 #: Seeds of the validation splits: far from the reported splits' (0..4 by default).

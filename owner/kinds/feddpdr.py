@@ -75,7 +75,7 @@ class SvmShareKind(TaskKind[SvmShareTask]):
     kind = SVM_SHARE
 
     def validate(self, task: Task, spec: SvmShareTask, view: PublicView) -> Cached | None:
-        from privfed.common.feddpdr.svm import check_svm_release
+        from privfed.common.feddpdr.release import check_svm_release
 
         check_schema(spec.bounds, view)
         check_classes(spec.n_classes, view)
@@ -95,7 +95,7 @@ class SvmShareKind(TaskKind[SvmShareTask]):
         return None
 
     def compute(self, task: Task, spec: SvmShareTask, owner: LocalOwner) -> SvmShareReply:
-        from privfed.common.feddpdr.svm import owner_svm_release
+        from privfed.common.feddpdr.release import owner_svm_release
 
         W, _, _ = owner_svm_release(
             owner.X,
@@ -118,7 +118,7 @@ class SvmShareKind(TaskKind[SvmShareTask]):
         """The same release of no rows: zero class sums plus their noise (``centroid``), else the minimiser
         of the perturbed objective of no data, drawn by the same code as :meth:`compute` (the solvers are
         total on an empty set), so a fallback's outputs range over what a release's do."""
-        from privfed.common.feddpdr.svm import owner_svm_release
+        from privfed.common.feddpdr.release import owner_svm_release
 
         W, _, _ = owner_svm_release(
             np.zeros((0, public.n_features)),

@@ -123,7 +123,7 @@ def _owner_releases() -> dict:
 def _feddpdr_releases() -> dict:
     """FedDPDR owners' releases at a fixed seed (issue 25 item 6 moves their noise into common/mechanisms)."""
     from privfed.common.feddpdr.pca import owner_pca_release
-    from privfed.common.feddpdr.svm import owner_svm_release
+    from privfed.common.feddpdr.release import owner_svm_release
 
     ds = _data(80)
     out = {}

@@ -12,9 +12,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
+from privfed.common.learners.estimators import LdpNearestCentroid
 from privfed.common.learners.ncc import (
     JointLabelEncoding,
-    LdpNearestCentroid,
     NccShare,
     NearestCentroidModel,
     ncc_centroids,

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from privfed.common.errors import RemoteProtocolError
-from privfed.common.secagg.aggregator import InProcessSecAgg
 from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.inprocess import InProcessSecAgg
 from privfed.common.secagg.messages import (
     InputRequest,
     KeyAdvert,
