@@ -55,6 +55,8 @@ from privfed.common.mechanisms import make_mechanism
 from privfed.owner.data import build_owners, load_owner_file
 from privfed.server.report import host_info
 from privfed.server.strategies import make_strategy
+from privfed.server.strategies.base import Transport
+from privfed.server.strategies.result import PrivacySplit, StrategyResult
 
 D = 10  # features
 ROWS_PER_OWNER = 20
@@ -220,13 +222,20 @@ class RoundTimer:
         self.lr, self.repeats = lr, repeats
         self.times: list[float] = []
 
-    def run(self, owner_ids: list[str], transport: Any) -> Any:
+    def privacy(self) -> PrivacySplit:
+        return self.lr.privacy()
+
+    def check_feasible(self, n_owners: int) -> None:
+        """Any number of owners can release."""
+
+    def run(self, owner_ids: list[str], transport: Transport) -> StrategyResult[Any]:
         model = None
         for r in range(self.repeats):
             t0 = time.perf_counter()
             model = self.lr.aggregate(transport.run_tasks(self.lr.configure(owner_ids, f"bench-r{r}")))
             self.times.append(time.perf_counter() - t0)
-        return model
+        assert model is not None, "at least one round"
+        return StrategyResult(model, self.privacy())
 
 
 def lr_strategy(d: int = D, k: int = 2) -> Any:

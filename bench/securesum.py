@@ -46,6 +46,7 @@ from privfed.server.app import CoordinatorServer
 from privfed.server.job import run_job
 from privfed.server.report import host_info
 from privfed.server.strategies import make_strategy
+from privfed.server.strategies.result import PrivacySplit, StrategyResult
 
 
 class SumTimer:
@@ -57,10 +58,16 @@ class SumTimer:
         self.boosting, self.learner, self.repeats, self.protocol = boosting, learner, repeats, protocol
         self.times: list[float] = []
 
-    def run(self, owner_ids: list[str], transport: Any) -> None:
+    def privacy(self) -> PrivacySplit:
+        return self.boosting.privacy()
+
+    def check_feasible(self, n_owners: int) -> None:
+        """Any number of owners (at least 2) can sum."""
+
+    def run(self, owner_ids: list[str], transport: Any) -> StrategyResult[Any]:
         config, history = config_to_dict(self.boosting.params, "bench"), empty_history()
         for _ in range(self.repeats):
-            transport._secagg_runs = ()  # a fresh key agreement per sum
+            transport.secure_sums.runs = ()  # a fresh key agreement per sum
             t0 = time.perf_counter()
             transport.secure_sum(
                 list(owner_ids),
@@ -70,6 +77,7 @@ class SumTimer:
                 protocol=self.protocol,
             )
             self.times.append(time.perf_counter() - t0)
+        return StrategyResult(self.learner, self.privacy())  # the learner the sums evaluated stands in for a model
 
 
 def network_sum(n: int, repeats: int, tmp: Path, protocol: str) -> float:

@@ -603,11 +603,12 @@ def _coordinator(args: argparse.Namespace) -> int:
 
 
 def _reference(config: JobConfig) -> dict[str, Any]:
-    """The coordinator report's non-private reference (imported once training is over: an idle
-    coordinator stays lean)."""
-    from privfed.deploy.reference import coordinator_reference
+    """The coordinator report's non-private reference, fitted once training is over in a child
+    process (issue 27, item 2): the coordinator never holds the reference's learners and data."""
+    from privfed.deploy.child import call_in_child
 
-    return coordinator_reference(config)
+    reference: dict[str, Any] = call_in_child("privfed.deploy.reference:coordinator_reference", config)
+    return reference
 
 
 def _owner(args: argparse.Namespace) -> int:

@@ -4,14 +4,14 @@
 Flower's simulation ``Grid`` and h11's ``ConnectionPair`` join two sides in memory: a node's tasks
 go to its real owner core (:class:`privfed.owner.core.OwnerCore`, one batch per node, with that
 node's real ledger, so every release is debited before it is computed), and ring envelopes travel
-as bytes through an in-memory relay that, like the coordinator's dispatcher, accepts them only
-inside an open session between its members and records the ``HOP`` senders; each is delivered to
-its recipient's core as the ring-message task a node would pull. Both secure sums are the same
-driver as the gRPC transport's (:class:`privfed.server.job.RelayedSecureSum` over
-:class:`privfed.common.secagg.session.RingSession`, or over the pairwise-mask
-:class:`~privfed.common.secagg.aggregator.SecAggServer` with its steps answered by each node's
-core), so strategies run here exactly the code they run in a federation, with refusals, silent
-owners, re-formed rings and dropped owners.
+as bytes through the coordinator's own relay rules (:class:`privfed.server.relay.Relay`, the
+dispatcher's: an open session, a sender the node hosts, members only, ``HOP`` senders recorded);
+each is delivered at once to its recipient's core as the ring-message task a node would pull.
+Secure sums are the same driver and machines as the gRPC transport's
+(:class:`privfed.server.securesum.RelayedTransport` over
+:class:`privfed.common.secagg.transitions.SecureSum`, ring or pairwise masks, with every step
+answered by each node's core), so strategies run here exactly the code they run in a federation,
+with refusals, silent owners, re-formed rings and dropped owners.
 
 The owners of a silent node (``silent_nodes=``) never answer and their envelopes are lost: a
 dead node, which :meth:`InProcessTransport.silent_owners` reports once one of its tasks went
@@ -35,19 +35,20 @@ from typing import Any
 
 import numpy as np
 
-from privfed.common.errors import ConfigError, RemoteProtocolError
+from privfed.common.errors import ConfigError
 from privfed.common.identity import node_of
 from privfed.common.ledger import Ledger
 from privfed.common.secagg.boxes import generate_private_key, public_bytes
-from privfed.common.secagg.ring import Inbound, MessageKind, Outbound
+from privfed.common.secagg.ring import Outbound
 from privfed.common.tasks import PeerKey, Result, RingMessageTask, Task
 from privfed.owner.core import OwnerCore
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.local import LocalOwner
-from privfed.server.job import RelayedSecureSum
+from privfed.server.relay import Relay
+from privfed.server.securesum import RelayedTransport
 
 
-class InProcessTransport(RelayedSecureSum):
+class InProcessTransport(RelayedTransport):
     """Owner nodes in this process behind the :class:`Transport` interface (module docstring).
 
     Parameters
@@ -61,8 +62,8 @@ class InProcessTransport(RelayedSecureSum):
     allow_clear_labels : bool
         As ``privfed owner --allow-clear-labels``.
     secure_sum : {"auto", "ring", "secagg"}
-        The default secure sum (:class:`RelayedSecureSum`): the steps of a pairwise-mask sum go
-        to each node's core as the owner node's dispatch sends them.
+        The default secure sum (:class:`~privfed.server.securesum.RelayedTransport`): the steps of a
+        pairwise-mask sum go to each node's core as the owner node's dispatch sends them.
     """
 
     def __init__(
@@ -94,8 +95,7 @@ class InProcessTransport(RelayedSecureSum):
             )
             for node, ledger in self.ledgers.items()
         }
-        self._open: dict[str, frozenset[str]] = {}  # open ring session -> members
-        self._hops: dict[str, set[str]] = {}
+        self.relay = Relay()
         self._relayed = itertools.count()
         self.opened: list[tuple[str, ...]] = []  # every ring opened, in order (tests read it)
 
@@ -122,8 +122,9 @@ class InProcessTransport(RelayedSecureSum):
         return cls(owners, ledgers, **options)
 
     # ------------------------------------------------------------------ Transport
-    def run_tasks(self, tasks: list[Task], timeout: float | None = None) -> list[Result]:
-        """Answer ``tasks`` node by node, in order, as each owner node does (``privfed.owner.node``)."""
+    def run_tasks(self, tasks: list[Task], timeout: float | None = None, *, stalls: str | None = None) -> list[Result]:
+        """Answer ``tasks`` node by node, in order, as each owner node does (``privfed.owner.node``);
+        nothing waits here, so neither ``timeout`` nor ``stalls`` changes anything."""
         results: list[Result] = []
         by_node: dict[str, list[Task]] = {}
         for t in tasks:
@@ -133,21 +134,21 @@ class InProcessTransport(RelayedSecureSum):
                 self._noticed.add(self._node[t.owner_id])
             else:
                 by_node.setdefault(self._node[t.owner_id], []).append(t)
-        outbound: list[Outbound] = []
+        outbound: list[tuple[str, Outbound]] = []
         for node, node_tasks in by_node.items():
             core, seen, start = self.cores[node], set[str](), 0
             while start < len(node_tasks):  # batch by batch, as a node answers a pull: bounded temporaries
                 end = core.chunk_end(node_tasks, start)
                 answer = core.answer(node_tasks[start:end], seen=seen)
                 results += answer.results
-                outbound += answer.outbound
+                outbound += [(node, out) for out in answer.outbound]
                 start = end
         return results + self._route(outbound)
 
     def silent_owners(self) -> set[str]:
         return {oid for oid in self.silent if self._node[oid] in self._noticed}
 
-    # ------------------------------------------------------------------ what RelayedSecureSum needs
+    # ------------------------------------------------------------------ what RelayedTransport needs
     def peer_key(self, owner_id: str) -> PeerKey:
         return self._peer_keys[owner_id]
 
@@ -155,16 +156,14 @@ class InProcessTransport(RelayedSecureSum):
         return {}
 
     def open_ring(self, session_id: str, members: Sequence[str]) -> None:
-        self._open[session_id] = frozenset(members)
-        self._hops[session_id] = set()
+        self.relay.open(session_id, members)
         self.opened.append(tuple(members))
 
     def close_ring(self, session_id: str) -> None:
-        self._open.pop(session_id, None)
-        self._hops.pop(session_id, None)
+        self.relay.close(session_id)  # nothing waits here: envelopes are delivered at once
 
     def hop_senders(self, session_id: str) -> set[str]:
-        return set(self._hops.get(session_id, ()))
+        return self.relay.hop_senders(session_id)
 
     def release_of(self, owner_id: str, release_id: str) -> np.ndarray | None:
         """The release an owner made under ``release_id`` and keeps (its own audit), e.g. an evaluation pair."""
@@ -172,22 +171,20 @@ class InProcessTransport(RelayedSecureSum):
         return None if cached is None else np.array(cached.payload, copy=True)
 
     # ------------------------------------------------------------------ the relay
-    def _route(self, outbound: list[Outbound]) -> list[Result]:
-        """Relay envelopes as bytes (open sessions, members only) to their recipients' cores, as the
-        ring-message tasks a node pulls; the leader's total answers its evaluate task."""
+    def _route(self, outbound: list[tuple[str, Outbound]]) -> list[Result]:
+        """Relay ``(sending node, envelope)`` s as bytes through :attr:`relay` (its rules raise on a
+        breach) to their recipients' cores, as the ring-message tasks a node pulls; the leader's
+        total answers its evaluate task. Envelopes to a silent node are lost."""
         results, queue = [], deque(outbound)
         while queue:
-            data = queue.popleft().to_bytes()
-            header = Inbound.from_bytes(data)
-            members = self._open.get(header.session_id)
-            if members is None or not {header.sender, header.recipient} <= members:
-                raise RemoteProtocolError(f"envelope outside an open session's members: {header.session_id!r:.40}")
-            if header.kind is MessageKind.HOP:
-                self._hops[header.session_id].add(header.sender)
-            if header.recipient in self.silent:
+            node, out = queue.popleft()
+            data = out.to_bytes()
+            (envelope,) = self.relay.accept(node, [(out.recipient, data)], self._node.get)
+            if envelope.recipient in self.silent:
                 continue
-            hop = Task(f"relay-{next(self._relayed)}", header.recipient, "ring", RingMessageTask(data))
-            answer = self.cores[self._node[header.recipient]].answer([hop])
+            hop = Task(f"relay-{next(self._relayed)}", envelope.recipient, "ring", RingMessageTask(data))
+            recipient_node = self._node[envelope.recipient]
+            answer = self.cores[recipient_node].answer([hop])
             results += answer.results
-            queue.extend(answer.outbound)
+            queue.extend((recipient_node, o) for o in answer.outbound)
         return results

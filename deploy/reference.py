@@ -61,7 +61,7 @@ def reference_model(job: JobConfig, train: Dataset, parts: Sequence[np.ndarray])
         owners, epsilon_budget=math.inf, delta_budget=1.0, allow_clear_labels=True
     )
     try:
-        return strategy.run([o.owner_id for o in owners], transport)
+        return strategy.run([o.owner_id for o in owners], transport).model
     finally:
         for ledger in transport.ledgers.values():
             ledger.close()

@@ -4,6 +4,14 @@ processes over real gRPC with mTLS — once per ε, then a report and a plot.
 Each ε point is a separate federation with fresh ledgers (a fresh set of owners), so the
 accuracy-vs-ε curve compares like with like and each owner's ledger shows exactly one release.
 
+Each federation is one job of the coordinator's job runner (:func:`privfed.server.job.run_federated_job`,
+the one ``privfed coordinator`` runs), with its own ``report.json`` and ``model.json`` in the point's
+directory; the simulation's report gathers them.
+
+The launcher is itself the coordinator, and as lean as a bare one (issue 27, item 2): the data
+splits, the non-private references (scikit-learn, scipy) and the plot (matplotlib) are computed in
+child processes (:mod:`privfed.deploy.simulation_data`), and nothing heavy is imported here.
+
 ``--labels clear`` is the one non-private choice: the simulated owners are then started with
 ``--allow-clear-labels`` (the person running a simulation plays every owner and chose it), and the
 report names the release and counts the non-private entries the owners' ledgers recorded.
@@ -17,7 +25,6 @@ import math
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -25,162 +32,32 @@ from typing import Any
 import numpy as np
 
 from privfed.common.datasets import SPLIT_CACHE_ENV, Dataset, federation_split
-from privfed.common.errors import ConfigError, JobAborted, PrivfedError
-from privfed.common.identity import owner_id
-from privfed.common.ledger import Ledger
+from privfed.common.errors import ConfigError, JobAborted
 from privfed.common.schema import FederationSchema
 from privfed.deploy.certs import make_certs
-from privfed.deploy.reference import even_parts, report_reference
+from privfed.deploy.child import call_in_child
 from privfed.deploy.simulation_config import SimulationConfig  # re-exported
-from privfed.deploy.threads import threads_per_node
-from privfed.owner.data import check_owner_rows, read_owner_rows
+from privfed.deploy.simulation_nodes import NodeWatch, node_ranges, owner_command, spent_by_owner
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
-from privfed.server.job import run_job
+from privfed.server.job import FederatedJob, run_federated_job
 from privfed.server.main import federation_schema
-from privfed.server.models import save_model
+from privfed.server.registration import Expected
 from privfed.server.report import (
+    JobReport,
     accuracy_warning,
     baselines,
-    failure_reason,
     host_info,
     learner_label,
     new_run_dir,
     nonprivate_releases,
-    plot_lines,
-    refusal_summary,
     version_info,
     write_json,
 )
-from privfed.server.servicer import ServedModel
 from privfed.server.strategies import make_strategy
 
 log = logging.getLogger("privfed.simulate")
-
-#: How often the launcher checks that its owner node processes are still running (seconds).
-WATCH_INTERVAL = 0.1
-
-
-class NodeExited(PrivfedError):
-    """An owner node process exited while the job still needed it."""
-
-
-def node_ranges(n_owners: int, processes: int) -> list[range]:
-    edges = np.linspace(0, n_owners, processes + 1).astype(int)
-    return [range(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
-
-
-def owner_command(
-    config: SimulationConfig,
-    *,
-    node: int,
-    shards: range,
-    port: int,
-    certs: Path | None,
-    ledger: Path,
-    budget: float,
-    seed: int,
-) -> list[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "privfed.deploy.cli",
-        "owner",
-        "--coordinator",
-        f"127.0.0.1:{port}",
-        "--name",
-        f"owner-{node}",
-        *(
-            ["--data", str(config.data[node]), "--shards", str(len(shards))]  # checked against the coordinator's schema
-            if config.data
-            else [
-                "--dataset",
-                config.job.dataset,
-                "--n-owners",
-                str(config.owners),
-                "--shards",
-                f"{shards.start}:{shards.stop}",
-            ]
-        ),
-        "--seed",
-        str(seed),
-        "--test-fraction",
-        str(config.job.test_fraction),
-        "--ledger",
-        str(ledger),
-        "--epsilon-budget",
-        repr(budget),
-        "--rng",
-        config.rng,
-        "--connect-timeout",
-        "60",
-        "--delta-budget",
-        repr(config.job.delta if config.job.task == "feddpdr" else 0.0),
-        "--threads",  # the nodes share this host: BLAS threads each, so that they do not fight over the CPUs
-        str(threads_per_node(config.n_processes)),
-    ]
-    if config.job.n_samples and not config.data:
-        cmd += ["--n-samples", str(config.job.n_samples)]
-    if config.job.labels == "clear":
-        cmd += ["--allow-clear-labels"]
-    cmd += ["--insecure"] if certs is None else ["--certs", str(certs)]
-    return cmd
-
-
-def last_line(path: Path) -> str:
-    """The last non-empty line of a log file (a node's one-line error, or a traceback's last line)."""
-    try:
-        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return ""
-    return lines[-1] if lines else ""
-
-
-class NodeWatch:
-    """Stops a job within :data:`WATCH_INTERVAL` of an owner node process exiting.
-
-    The job needs every node it started: a node that exits (a bad configuration, more owners
-    than rows, a crash) aborts the dispatcher, so the job raises ``JobAborted`` at once instead of
-    waiting out the registration or round timeout; :meth:`error` then names the node and its
-    last log line. Call :meth:`stop` before telling the nodes the job is over.
-    """
-
-    def __init__(self, procs: list[subprocess.Popen], logs: list[Path], server: CoordinatorServer):
-        self._procs, self._logs, self._server = procs, logs, server
-        self._done = threading.Event()
-        self.exited: tuple[int, int] | None = None  # (node index, exit code)
-        self._thread = threading.Thread(target=self._watch, name="node-watch", daemon=True)
-        self._thread.start()
-
-    def _watch(self) -> None:
-        while not self._done.wait(WATCH_INTERVAL):
-            for i, p in enumerate(self._procs):
-                if p.poll() is not None:
-                    self.exited = (i, p.returncode)
-                    self._server.dispatcher.abort()
-                    return
-
-    def stop(self) -> None:
-        self._done.set()
-        self._thread.join()
-
-    def error(self) -> NodeExited:
-        if self.exited is None:
-            return NodeExited("no owner node has exited")
-        i, code = self.exited
-        return NodeExited(f"owner node {i} exited with code {code} during the job: {last_line(self._logs[i])}")
-
-
-def _spent(ledgers: list[Path], ranges: list[range], budget: float, delta: float) -> tuple[dict[str, float], int]:
-    """ε spent per owner and the number of non-private entries, read from each node's own ledger after the run."""
-    spent, nonprivate = {}, 0
-    for node, (path, shards) in enumerate(zip(ledgers, ranges)):
-        with Ledger(path, epsilon_budget=budget, delta_budget=delta) as ledger:
-            ids = [owner_id(f"owner-{node}", i) for i in shards]
-            spent.update({o: ledger.spent(o).epsilon for o in ids})
-            nonprivate += sum(ledger.nonprivate_count(o) for o in ids)
-    return spent, nonprivate
 
 
 def run_point(
@@ -192,11 +69,13 @@ def run_point(
     show_progress: bool,
     schema: FederationSchema,
     split_cache: Path | None = None,
+    reference: dict[str, object] | None = None,
 ) -> dict[str, Any]:
-    """One federation at ``config.epsilon`` and ``config.seed``; ``sim`` says how to start the
-    owner processes, which read the built-in data set's split from ``split_cache`` when given
-    (:data:`~privfed.common.datasets.SPLIT_CACHE_ENV`). Raises :class:`NodeExited` if a node
-    process exits during the job."""
+    """One federation at ``config.epsilon`` and ``config.seed``, one job of the job runner with its
+    report in ``point_dir`` (with the seed's non-private ``reference``, computed before); ``sim`` says
+    how to start the owner processes, which read the built-in data set's split from ``split_cache``
+    when given (:data:`~privfed.common.datasets.SPLIT_CACHE_ENV`). Raises :class:`NodeExited` if a
+    node process exits during the job."""
     epsilon = config.epsilon
     point_dir.mkdir(parents=True)
     server = CoordinatorServer(
@@ -209,8 +88,9 @@ def run_point(
     ledgers = [point_dir / f"ledger-node{i}.sqlite" for i in range(len(ranges))]
     logs = [point_dir / f"node{i}.log" for i in range(len(ranges))]
     budget = epsilon
-    procs = []
+    procs: list[subprocess.Popen] = []
     env = os.environ | ({SPLIT_CACHE_ENV: str(split_cache)} if split_cache is not None else {})
+    report = JobReport(point_dir, {"status": "running", "config": config.to_report()}, run_dir=point_dir)
     try:
         for i, shards in enumerate(ranges):
             with open(logs[i], "w") as logf:
@@ -226,28 +106,29 @@ def run_point(
                 )
                 procs.append(subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env))
         strategy = make_strategy(config, n_classes=len(test.classes), bounds=test.bounds)
+        job = FederatedJob(config, strategy, schema, test, Expected(sim.owners))
         watch = NodeWatch(procs, logs, server)
+
+        def release() -> None:
+            """Tell the nodes the job is over (the watch first: they now exit on purpose)."""
+            watch.stop()
+            server.dispatcher.shutdown()
+
         try:
-            outcome = run_job(
+            done = run_federated_job(
                 server,
-                strategy,
-                expected_owners=sim.owners,
+                job,
+                report,
+                release=release,
+                stopped=watch.reason,
+                reference=None if reference is None else lambda: reference,
                 show_progress=show_progress,
                 label=f"eps={epsilon:g}: ",
-                round_timeout=config.round_timeout,
             )
         except JobAborted:
             if watch.exited is not None:
                 raise watch.error() from None
             raise
-        finally:
-            watch.stop()
-        model: ServedModel = outcome.model
-        accuracy = float(np.mean(model.predict(test.X) == test.y))
-        model_id = f"{config.task}-eps{epsilon:g}"
-        server.models.put(model_id, outcome.model, schema=schema)
-        save_model(point_dir / "model.json", outcome.model, model_id=model_id, task=config.task, schema=schema)
-        server.dispatcher.shutdown()
         for p in procs:
             try:
                 p.wait(timeout=15)
@@ -259,27 +140,20 @@ def run_point(
                 p.kill()
                 p.wait()
         server.stop()
+    outcome = done.outcome
     hosted = [range(len(r)) if sim.data else r for r in ranges]  # a file's owners are numbered from 0 on its node
-    spent, nonprivate = _spent(ledgers, hosted, budget, config.delta if config.task == "feddpdr" else 0.0)
-    return {
-        "seed": config.seed,
-        "accuracy": accuracy,
-        "boosting_rounds": getattr(strategy, "rounds", None),
-        "dropped_from_ring": getattr(strategy, "dropped", None),
-        "owners": outcome.n_owners,
-        "answered": outcome.answered,
-        "refused": outcome.refused,
-        "refusal_summary": refusal_summary(outcome.refused, outcome.n_owners),
-        "lost_nodes": outcome.lost_nodes,
-        "timings": outcome.timings,
-        "nonprivate_releases": nonprivate_releases(config.task, config.labels, config.base, outcome.answered),
-        "nonprivate_ledger_entries": nonprivate,
-        "epsilon_spent": {
-            "max": max(spent.values(), default=0.0),
-            "min": min(spent.values(), default=0.0),
-        },
-        "node_exit_codes": [p.returncode for p in procs],
-    } | {"_spent": spent}
+    spent, nonprivate = spent_by_owner(ledgers, hosted, budget, config.delta if config.task == "feddpdr" else 0.0)
+    return (
+        {"seed": config.seed, "accuracy": done.accuracy}
+        | outcome.to_report()
+        | {
+            "nonprivate_releases": nonprivate_releases(config.task, config.labels, config.base, outcome.answered),
+            "nonprivate_ledger_entries": nonprivate,
+            "epsilon_spent": {"max": max(spent.values(), default=0.0), "min": min(spent.values(), default=0.0)},
+            "node_exit_codes": [p.returncode for p in procs],
+            "_spent": spent,
+        }
+    )
 
 
 def simulate(config: SimulationConfig) -> dict[str, Any]:
@@ -292,93 +166,74 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
     """
     t0 = time.perf_counter()
     run_dir = new_run_dir(config.job.out)
-    report: dict[str, Any] = {
-        "status": "running",
-        "run_dir": str(run_dir),
-        "config": config.to_report(),
-        "version": version_info(),
-        "host": host_info(),
-    }
-    try:
-        _simulate(config, run_dir, report)
-    except BaseException as exc:  # every way out writes the report (issue 23, item 3), then the error goes on
-        report |= {"status": "failed", "error": failure_reason(exc), "wall_time_s": time.perf_counter() - t0}
-        write_json(run_dir / "report.json", report)
-        if isinstance(exc, PrivfedError):
-            raise type(exc)(f"{exc} (report: {run_dir / 'report.json'})") from exc
-        raise
-    report |= {"status": "ok", "wall_time_s": time.perf_counter() - t0}
-    write_json(run_dir / "report.json", report)
-    print(f"report: {run_dir / 'report.json'}", file=sys.stderr)
-    return report
+    report = JobReport(
+        config.job.out,
+        {
+            "status": "running",
+            "run_dir": str(run_dir),
+            "config": config.to_report(),
+            "version": version_info(),
+            "host": host_info(),
+        },
+        run_dir=run_dir,
+    )
+    with report.on_failure():  # every way out writes the report (issue 23, item 3), then the error goes on
+        try:
+            _simulate(config, run_dir, report)
+        finally:
+            report.update(wall_time_s=time.perf_counter() - t0)
+    path = report.write(status="ok")
+    print(f"report: {path}", file=sys.stderr)
+    return report.fields
 
 
-def _simulate(config: SimulationConfig, run_dir: Path, report: dict[str, Any]) -> None:
+def _simulate(config: SimulationConfig, run_dir: Path, report: JobReport) -> None:
     """The body of :func:`simulate`: fills ``report`` (points, references) as the federations run."""
     job = config.job
     show_progress = config.progress and sys.stderr.isatty()
     if not show_progress:  # no bars on a pipe or a file: one log line per round instead
         logging.getLogger("privfed.coordinator.rounds").setLevel(logging.INFO)
     seeds = [job.seed + r for r in range(config.repeats)]
-    split_cache = None
-    if config.data:  # owners' own files: pooled only for the non-private reference, never shipped
+    split_cache = None if config.data else run_dir / "splits"  # computed once, read with numpy alone
+    if config.data:  # owners' own files: the schema's public test file is the coordinator's
         schema, public_test = federation_schema(job)
         if public_test is None:
             raise ConfigError(f'{job.schema}: simulate needs a public test file in the schema (test = "FILE")')
-        pooled, sizes = _pooled(config.data, schema)
-        splits = {s: (pooled, public_test) for s in seeds}
-    else:  # computed once here, read by the owner processes with numpy alone
-        split_cache = run_dir / "splits"
-        splits = {
+    # splits, the feasibility check and the references, in a child process (issue 27, item 2)
+    prepared = call_in_child("privfed.deploy.simulation_data:prepare", config, job, seeds, split_cache)
+    if config.data:
+        tests = {s: public_test for s in seeds}
+    else:
+        tests = {
             s: federation_split(
                 job.dataset, seed=s, test_fraction=job.test_fraction, n_samples=job.n_samples, cache_dir=split_cache
-            )
+            )[1]
             for s in seeds
         }
-    train0, test0 = splits[job.seed]
-    if not config.data:
-        schema = FederationSchema.of_dataset(test0)
+        schema = FederationSchema.of_dataset(tests[job.seed])
+    test0 = tests[job.seed]
     if job.rows_per_owner is None:  # the simulation plays every owner: their row count is public configuration here
-        job = job.replace(rows_per_owner=train0.n / config.owners)
-
-    def owner_parts(seed: int, train: Dataset) -> list[np.ndarray]:
-        """The rows of each owner, as the nodes partition them (a file's rows among its node's owners)."""
-        if not config.data:
-            return even_parts(train.n, config.owners, seed)
-        starts = np.cumsum([0, *sizes])
-        ranges = node_ranges(config.owners, config.n_processes)
-        return [starts[i] + p for i, r in enumerate(ranges) for p in even_parts(sizes[i], len(r), seed)]
-
-    references = {
-        s: report_reference(job.replace(seed=s), tr, te, owner_parts(s, tr)) for s, (tr, te) in splits.items()
-    }
-    base = {s: baselines(te.y, len(te.classes)) for s, (_, te) in splits.items()}
+        job = job.replace(rows_per_owner=prepared.train_rows / config.owners)
+    references = prepared.references
+    base = {s: baselines(te.y, len(te.classes)) for s, te in tests.items()}
     reference_learner = references[job.seed]["reference_learner"]
     reference = float(np.mean([r["reference_accuracy"] for r in references.values()]))
     chance = float(np.mean([b["chance"] for b in base.values()]))
     majority = float(np.mean([b["majority_class"] for b in base.values()]))
     points: list[dict[str, Any]] = []
-    strategy = make_strategy(job, n_classes=len(test0.classes), bounds=test0.bounds)
-    check_feasible = getattr(strategy, "check_feasible", None)
-    if check_feasible is not None:  # before any node process starts
-        check_feasible(config.owners)
-    report |= {
-        "status": "running",
-        "run_dir": str(run_dir),
-        "config": dataclasses.replace(config, job=job).to_report(),
-        "version": version_info(),
-        "learner": learner_label(job),
-        "labels_mode": job.labels if job.task == "ncc" else None,
-        "transport": "grpc+insecure" if config.insecure else "grpc+mTLS",
-        "rng": {"kind": config.rng, "seed": job.seed, "repeats": config.repeats},
-        "reference_accuracy": reference,
-        "reference_learner": reference_learner,
-        "baselines": {"chance": chance, "majority_class": majority},
-        "train_rows": int(train0.X.shape[0]),
-        "test_rows": int(test0.X.shape[0]),
-        "points": points,
-        "host": host_info(),
-    }
+    report.update(
+        config=dataclasses.replace(config, job=job).to_report(),
+        learner=learner_label(job),
+        labels_mode=job.labels if job.task == "ncc" else None,
+        transport="grpc+insecure" if config.insecure else "grpc+mTLS",
+        rng={"kind": config.rng, "seed": job.seed, "repeats": config.repeats},
+        reference_accuracy=reference,
+        reference_learner=reference_learner,
+        baselines={"chance": chance, "majority_class": majority},
+        train_rows=prepared.train_rows,
+        test_rows=int(test0.X.shape[0]),
+        points=points,
+    )
     certs = None if config.insecure else make_certs(run_dir / "certs", owners=config.n_processes)
     for eps in config.epsilons:
         runs = []
@@ -389,13 +244,15 @@ def _simulate(config: SimulationConfig, run_dir: Path, report: dict[str, Any]) -
                 job.replace(epsilon=eps, seed=s),
                 point_dir,
                 certs,
-                splits[s][1],
+                tests[s],
                 show_progress,
                 schema,
                 split_cache,
+                references[s],
             )
             spent_file = write_json(point_dir / "epsilon_spent.json", run.pop("_spent"))
             run["epsilon_spent"]["per_owner_file"] = str(spent_file.relative_to(run_dir))
+            run["report"] = str((point_dir / "report.json").relative_to(run_dir))
             runs.append(run)
         points.append(_point(eps, runs))
         spread = points[-1]["accuracy_std"] / math.sqrt(len(runs))
@@ -403,23 +260,9 @@ def _simulate(config: SimulationConfig, run_dir: Path, report: dict[str, Any]) -
         if warning:
             points[-1]["warning"] = warning
         _print_point(points[-1], reference, chance, majority)
-    report["warnings"] = [p["warning"] for p in points if "warning" in p]
-    _plot(run_dir / "accuracy_vs_epsilon.png", config, job, points, reference, chance, majority)
-
-
-def _pooled(files: tuple[Path, ...], schema: FederationSchema) -> tuple[Dataset, list[int]]:
-    """The rows of every owner file, each checked against ``schema``, pooled (the reference's training
-    set), and each file's row count."""
-    parts = [check_owner_rows(read_owner_rows(str(path)), schema) for path in files]
-    pooled = Dataset(
-        "+".join(p.name for p in parts),
-        np.vstack([p.X for p in parts]),
-        np.concatenate([p.y for p in parts]),
-        schema.bounds,
-        np.array(schema.classes),
-        schema.encoded_features,
-    )
-    return pooled, [p.n for p in parts]
+    report.update(warnings=[p["warning"] for p in points if "warning" in p])
+    plot = run_dir / "accuracy_vs_epsilon.png"  # matplotlib, in a child process too
+    call_in_child("privfed.deploy.simulation_data:plot", plot, config, job, points, reference, chance, majority)
 
 
 def _point(epsilon: float, runs: list[dict]) -> dict:
@@ -448,32 +291,3 @@ def _print_point(point: dict, reference: float, chance: float, majority: float) 
     )
     if "warning" in point:
         print(f"  {point['warning']}", file=sys.stderr)
-
-
-def _plot(
-    path: Path,
-    config: SimulationConfig,
-    job: JobConfig,
-    points: list[dict],
-    reference: float,
-    chance: float,
-    majority: float,
-) -> None:
-    eps = [p["epsilon"] for p in points]
-    label = learner_label(job)
-    names = [p.name for p in config.data]
-    data = (", ".join(names[:3]) + (f", ... ({len(names)} files)" if len(names) > 3 else "")) if names else job.dataset
-    plot_lines(
-        path,
-        eps,
-        {
-            label: [p["accuracy"] for p in points],
-            "non-private reference (privfed at eps=inf)": [reference] * len(points),
-        },
-        errors={label: [p["accuracy_std"] for p in points]} if config.repeats > 1 else None,
-        hlines={"majority class": majority, "chance": chance},
-        xlabel="epsilon",
-        ylabel="test accuracy" + (f" (mean ± std of {config.repeats} runs)" if config.repeats > 1 else ""),
-        logx=True,
-        title=f"{data}: {config.owners} owners, {config.n_processes} node processes",
-    )

@@ -12,61 +12,16 @@ import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from privfed.common.errors import (
-    ConfigError,
-    JobAborted,
-    NodeIdInUse,
-    RemoteProtocolError,
-    ResourceExhausted,
-    RingClosed,
-    RoundFailed,
-)
-from privfed.common.identity import check_owned_by
-from privfed.common.secagg import ring as securesum
-from privfed.common.secagg.boxes import MAX_ID_BYTES
-from privfed.common.tasks import BoostEvaluateTask, OwnerInfo, PeerKey, Result, RingMessageTask, Task
+from privfed.common.errors import JobAborted, NodeIdInUse, RemoteProtocolError, RoundFailed
+from privfed.common.tasks import OwnerInfo, PeerKey, Result, RingMessageTask, Task
 from privfed.server.contracts import Rejection
+from privfed.server.nodes import IDENTITY_LIVENESS, NodeQueue, check_registration
+from privfed.server.relay import Envelope, Relay
 
 log = logging.getLogger("privfed.coordinator")
-
-#: At most this many owners in one registration (generous: a node process hosts thousands).
-MAX_OWNERS_PER_NODE = 100_000
-#: At most this many relayed envelopes wait for one recipient (a ring sends an owner about two
-#: per session; the rest is a node flooding a peer that does not poll).
-MAX_QUEUED_ENVELOPES_PER_OWNER = 64
-#: At most this many relayed bytes wait for one recipient: two of the largest ring envelopes
-#: (``securesum.MAX_MESSAGE_BYTES``, 8 MiB of ring values) fit, a flood does not.
-MAX_QUEUED_BYTES_PER_OWNER = 2 * securesum.MAX_MESSAGE_BYTES
-#: At most this many relayed bytes wait in the coordinator in all: memory stays bounded however
-#: many owners the rings hold.
-MAX_QUEUED_BYTES = 256 * 1024 * 1024
-#: A registered node that called within this many seconds is alive: a node long-polls back to
-#: back (each poll at most ``PULL_WAIT`` = 1 s) and pushes a heartbeat every second while it
-#: computes, so a process that died is seen dead this soon after its last call.
-IDENTITY_LIVENESS = 3.0
-
-
-@dataclass(frozen=True)
-class _Queued:
-    """Bookkeeping of one relayed envelope waiting in a node's queue."""
-
-    session_id: str
-    recipient: str
-    size: int
-    hop_from: str = ""  # sender of a HOP envelope (what stalled-party detection needs), else ""
-
-
-@dataclass
-class _Node:
-    node_id: str
-    owners: list[str]
-    queue: deque = field(default_factory=deque)
-    last_seen: float = 0.0
-    keys: frozenset[bytes] = frozenset()  # the owners' ring keys: fresh per node process, the same on re-registration
-    peer: str | None = None  # the connection the registration came from (None: unknown, in-process callers)
 
 
 @dataclass
@@ -84,7 +39,7 @@ class Dispatcher:
         self._cv = threading.Condition()
         self._clock = clock
         self._node_timeout = node_timeout
-        self._nodes: dict[str, _Node] = {}
+        self._nodes: dict[str, NodeQueue] = {}
         self._owners: dict[str, OwnerInfo] = {}
         self._owner_node: dict[str, str] = {}
         self._pending: dict[str, Task] = {}
@@ -94,11 +49,7 @@ class Dispatcher:
         self._certificates: dict[str, bytes] = {}
         self._waiting: set[str] = set()
         self._aborted = False
-        self._rings: dict[str, frozenset[str]] = {}  # open ring session -> member owner ids
-        self._hop_senders: dict[str, set[str]] = {}  # open ring session -> senders of HOPs relayed in it
-        self._queued: dict[str, _Queued] = {}  # relay task id -> what it holds
-        self._load: dict[str, tuple[int, int]] = {}  # recipient -> (envelopes, bytes) queued
-        self._queued_bytes = 0
+        self._relay = Relay()  # open ring sessions and the envelopes waiting in the node queues
         self.relayed = 0  # envelopes accepted (tests watch it)
         self.session_id = secrets.token_hex(8)
 
@@ -119,19 +70,19 @@ class Dispatcher:
         place). A node silent for longer is taken over by the new process (a restart), and the old
         connection ``peer`` is fenced: :meth:`pull` refuses it until it registers again.
         """
-        self._check_registration(node_id, owners)
+        check_registration(node_id, owners)
         keys = frozenset(o.x25519_public_key for o in owners if o.x25519_public_key)
         with self._cv:
             old = self._nodes.get(node_id)
             if old is not None and old.keys and keys and old.keys != keys:
                 self._take_over(old, peer)
             if old is not None:
-                self._release(old.queue)  # relayed envelopes die with the old connection's queue
+                self._relay.release(t.task_id for t in old.queue)  # relayed envelopes die with the old queue
                 kept = {o.owner_id for o in owners}
                 for gone in (o for o in old.owners if o not in kept):
                     self._owners.pop(gone, None)
                     self._owner_node.pop(gone, None)
-            node = _Node(node_id, [o.owner_id for o in owners], last_seen=self._clock(), keys=keys, peer=peer)
+            node = NodeQueue(node_id, [o.owner_id for o in owners], last_seen=self._clock(), keys=keys, peer=peer)
             # A (re)connecting node gets every unanswered task of its owners again: tasks its
             # previous incarnation pulled may have died with it, or been taken by a stale long
             # poll of the dead connection. Redelivery can't double-spend: the owner's ledger
@@ -146,7 +97,7 @@ class Dispatcher:
             self._cv.notify_all()
         return self.session_id
 
-    def _take_over(self, old: _Node, peer: str | None) -> None:
+    def _take_over(self, old: NodeQueue, peer: str | None) -> None:
         """A new process registers ``old``'s node id: refused while ``old`` is alive, else logged."""
         quiet = self._clock() - old.last_seen
         if quiet < IDENTITY_LIVENESS:
@@ -163,24 +114,6 @@ class Dispatcher:
             old.peer or "unknown",
             quiet,
         )
-
-    @staticmethod
-    def _check_registration(node_id: str, owners: list[OwnerInfo]) -> None:
-        if not node_id or len(node_id.encode("utf-8")) > MAX_ID_BYTES:
-            raise RemoteProtocolError(f"node_id must be 1..{MAX_ID_BYTES} UTF-8 bytes, got {node_id!r:.80}")
-        if len(owners) > MAX_OWNERS_PER_NODE:
-            raise RemoteProtocolError(
-                f"a registration may carry at most MAX_OWNERS_PER_NODE = {MAX_OWNERS_PER_NODE} "
-                f"owners, got {len(owners)}; split the owners over more nodes"
-            )
-        seen: set[str] = set()
-        for o in owners:
-            if len(o.owner_id.encode("utf-8")) > MAX_ID_BYTES:
-                raise RemoteProtocolError(f"owner id {o.owner_id!r:.80} is longer than {MAX_ID_BYTES} UTF-8 bytes")
-            check_owned_by(o.owner_id, node_id)
-            if o.owner_id in seen:
-                raise RemoteProtocolError(f"owner id {o.owner_id!r} appears twice in one registration")
-            seen.add(o.owner_id)
 
     def pull(self, node_id: str, wait: float, peer: str | None = None) -> tuple[list[Task], bool]:
         """The node's queued tasks (waiting up to ``wait`` s for one) and whether the job is over.
@@ -238,101 +171,30 @@ class Dispatcher:
         its own owners, and this saves it the wait for its next poll (the envelope still went
         through here, like every other).
 
-        An envelope is accepted only if its plaintext header (:meth:`securesum.Inbound.from_bytes`)
-        names an open ring session (:meth:`open_ring`), a sender hosted by the calling node and the
-        envelope's own recipient, both members of that session; anything else raises
-        :class:`RemoteProtocolError` (:class:`RingClosed` for a session that is not open) and
-        nothing of the call is queued. If queueing the call would pass
-        :data:`MAX_QUEUED_ENVELOPES_PER_OWNER`, :data:`MAX_QUEUED_BYTES_PER_OWNER` or
-        :data:`MAX_QUEUED_BYTES`, :class:`ResourceExhausted` is raised and nothing is queued.
+        The relay's rules decide which are accepted (:meth:`privfed.server.relay.Relay.accept`: an
+        open session, a sender this node hosts, members only, bounded queues); a call that breaks
+        one raises (:class:`RemoteProtocolError`, :class:`RingClosed` or :class:`ResourceExhausted`)
+        and nothing of it is queued.
         """
         with self._cv:
             caller = self._known(node_id)
             caller.last_seen = self._clock()
-            accepted = [self._check_envelope(node_id, recipient, data) for recipient, data in envelopes]
-            self._check_room(accepted)
-            for q, (_, data) in zip(accepted, envelopes):
-                if q.hop_from:
-                    self._hop_senders[q.session_id].add(q.hop_from)
+            accepted = self._relay.accept(node_id, envelopes, self._owner_node.get)
+            for env, (_, data) in zip(accepted, envelopes):
                 # A relayed envelope's round is its ring session (it debits nothing).
-                task = Task(f"relay-{secrets.token_hex(6)}", q.recipient, q.session_id, RingMessageTask(bytes(data)))
-                self._nodes[self._owner_node[q.recipient]].queue.append(task)
-                self._book(task)
+                task = Task(
+                    f"relay-{secrets.token_hex(6)}", env.recipient, env.session_id, RingMessageTask(bytes(data))
+                )
+                self._nodes[self._owner_node[env.recipient]].queue.append(task)
+                self._relay.book(task.task_id, env)
             self.relayed += len(accepted)
             self._cv.notify_all()
             return len(accepted), self._drain(caller)
 
-    def _check_envelope(self, node_id: str, recipient: str, data: bytes) -> _Queued:
-        header = securesum.Inbound.from_bytes(data)  # RemoteProtocolError if it is not a ring envelope
-        members = self._rings.get(header.session_id)
-        if members is None:
-            raise RingClosed(
-                f"relay for ring session {header.session_id!r:.80}, which is not open (never opened, "
-                "or closed: its ring finished, timed out or was re-formed)"
-            )
-        if self._owner_node.get(header.sender) != node_id:
-            raise RemoteProtocolError(
-                f"node {node_id!r} relayed an envelope from owner {header.sender!r:.80}, which it does not host"
-            )
-        if header.recipient != recipient:
-            raise RemoteProtocolError(
-                f"envelope addressed to {recipient!r:.80} has header recipient {header.recipient!r:.80}"
-            )
-        if header.sender not in members or recipient not in members:
-            raise RemoteProtocolError(
-                f"relay from {header.sender!r:.80} to {recipient!r:.80}: both must be members "
-                f"of ring session {header.session_id!r:.80}"
-            )
-        if recipient not in self._owner_node:
-            raise RemoteProtocolError(f"relay to unknown owner {recipient!r:.80}")
-        hop_from = header.sender if header.kind is securesum.MessageKind.HOP else ""
-        return _Queued(header.session_id, recipient, len(data), hop_from)
-
-    def _check_room(self, batch: list[_Queued]) -> None:
-        added: dict[str, tuple[int, int]] = {}
-        for q in batch:
-            count, size = added.get(q.recipient, self._load.get(q.recipient, (0, 0)))
-            added[q.recipient] = (count + 1, size + q.size)
-        for recipient, (count, size) in added.items():
-            if count > MAX_QUEUED_ENVELOPES_PER_OWNER or size > MAX_QUEUED_BYTES_PER_OWNER:
-                raise ResourceExhausted(
-                    f"owner {recipient!r} would have {count} envelope(s), {size} bytes waiting; at most "
-                    f"MAX_QUEUED_ENVELOPES_PER_OWNER = {MAX_QUEUED_ENVELOPES_PER_OWNER} and "
-                    f"MAX_QUEUED_BYTES_PER_OWNER = {MAX_QUEUED_BYTES_PER_OWNER} may wait for its node to poll; retry later"
-                )
-        total = self._queued_bytes + sum(q.size for q in batch)
-        if total > MAX_QUEUED_BYTES:
-            raise ResourceExhausted(
-                f"relay queues would hold {total} bytes, more than MAX_QUEUED_BYTES = {MAX_QUEUED_BYTES}; retry later"
-            )
-
-    def _book(self, task: Task) -> None:
-        """Count a relayed envelope entering a queue against its recipient's limits."""
-        if not isinstance(task.spec, RingMessageTask):
-            raise TypeError(f"only relayed envelopes are booked, got {type(task.spec).__name__}")
-        q = _Queued(task.round_id, task.owner_id, len(task.spec.data))
-        self._queued[task.task_id] = q
-        count, size = self._load.get(q.recipient, (0, 0))
-        self._load[q.recipient] = (count + 1, size + q.size)
-        self._queued_bytes += q.size
-
-    def _release(self, tasks: Iterable[Task]) -> None:
-        """Forget the bookkeeping of relayed envelopes leaving the queues (delivered or dropped)."""
-        for t in tasks:
-            q = self._queued.pop(t.task_id, None)
-            if q is None:
-                continue
-            count, size = self._load[q.recipient]
-            if count == 1:
-                del self._load[q.recipient]
-            else:
-                self._load[q.recipient] = (count - 1, size - q.size)
-            self._queued_bytes -= q.size
-
-    def _drain(self, node: _Node) -> list[Task]:
+    def _drain(self, node: NodeQueue) -> list[Task]:
         tasks = list(node.queue)
         node.queue.clear()
-        self._release(tasks)
+        self._relay.release(t.task_id for t in tasks)
         return tasks
 
     def requeue(self, node_id: str, tasks: list[Task]) -> None:
@@ -344,59 +206,39 @@ class Dispatcher:
             node = self._known(node_id)
             for t in reversed(tasks):
                 node.queue.appendleft(t)
-                if isinstance(t.spec, RingMessageTask):
-                    self._book(t)
+                if isinstance(t.spec, RingMessageTask):  # waiting again: counted against its recipient again
+                    self._relay.book(t.task_id, Envelope(t.round_id, t.owner_id, len(t.spec.data)))
             self._cv.notify_all()
 
     # ---- ring sessions (called by the coordinator's job) -------------------------------
     def open_ring(self, session_id: str, members: Sequence[str]) -> None:
-        """Allow relaying among ``members`` (owner ids) under ``session_id`` until :meth:`close_ring`.
-
-        Opening an open session again with the same members does nothing; with other members it
-        raises :class:`ConfigError` (a re-formed ring gets a fresh session id).
-        """
-        ring = frozenset(members)
-        if not session_id or len(ring) != len(members) or len(ring) < 2:
-            raise ConfigError(
-                f"a ring session needs a non-empty id and at least 2 distinct members, got "
-                f"{session_id!r} with {len(members)} member(s), {len(ring)} distinct"
-            )
+        """Allow relaying among ``members`` (owner ids) under ``session_id`` until :meth:`close_ring`
+        (:meth:`Relay.open`)."""
         with self._cv:
-            held = self._rings.get(session_id)
-            if held is not None and held != ring:
-                raise ConfigError(
-                    f"ring session {session_id!r} is already open with other members; "
-                    "use a new session id (securesum.new_session_id) for a re-formed ring"
-                )
-            self._rings[session_id] = ring
-            self._hop_senders.setdefault(session_id, set())
+            self._relay.open(session_id, members)
 
     def close_ring(self, session_id: str) -> None:
         """Refuse further envelopes of ``session_id`` and drop those still queued. Closing a
         session that is not open does nothing."""
         with self._cv:
-            self._hop_senders.pop(session_id, None)
-            if self._rings.pop(session_id, None) is None:
-                return
-            dropped = {tid for tid, q in self._queued.items() if q.session_id == session_id}
+            dropped = self._relay.close(session_id)
             if not dropped:
                 return
             for node in self._nodes.values():
                 if any(t.task_id in dropped for t in node.queue):
-                    gone = [t for t in node.queue if t.task_id in dropped]
                     node.queue = deque(t for t in node.queue if t.task_id not in dropped)
-                    self._release(gone)
+            self._relay.release(dropped)
 
     def hop_senders(self, session_id: str) -> set[str]:
         """Senders of the ``HOP`` envelopes relayed in the open session ``session_id`` (empty if
         it is not open): the input of :func:`~privfed.common.secagg.ring.stalled_party`."""
         with self._cv:
-            return set(self._hop_senders.get(session_id, ()))
+            return self._relay.hop_senders(session_id)
 
     def queued_relay(self) -> tuple[int, int]:
         """(envelopes, bytes) of relayed envelopes waiting in the queues."""
         with self._cv:
-            return len(self._queued), self._queued_bytes
+            return self._relay.waiting()
 
     def peer_key(self, owner_id: str) -> PeerKey:
         with self._cv:
@@ -409,22 +251,6 @@ class Dispatcher:
         with self._cv:
             return {n: c for n, c in self._certificates.items() if c}
 
-    def _ring_stalled(self, task_id: str, gone: set[str | None]) -> bool:
-        """Whether waiting task ``task_id`` is a ring leader's that cannot be answered: its open
-        ring has a member on a silent node that has not passed the sum on (no HOP from it was
-        relayed), so the ring cannot close. The caller ends the wait instead of sitting out the
-        attempt's timeout; the session then drops the silent member and re-forms (contract 5).
-        Call with the lock held."""
-        spec = self._pending[task_id].spec
-        if not isinstance(spec, BoostEvaluateTask):
-            return False
-        ring = spec.ring
-        members = self._rings.get(ring.session_id)
-        if not members:
-            return False
-        passed = self._hop_senders.get(ring.session_id, set())
-        return any(self._owner_node.get(m) in gone and m not in passed for m in members)
-
     def silent_owners(self) -> set[str]:
         """Owners whose node has been silent for longer than the node timeout."""
         now = self._clock()
@@ -432,7 +258,7 @@ class Dispatcher:
             silent = {nid for nid, n in self._nodes.items() if now - n.last_seen > self._node_timeout}
             return {o for o, nid in self._owner_node.items() if nid in silent}
 
-    def _known(self, node_id: str) -> _Node:
+    def _known(self, node_id: str) -> NodeQueue:
         node = self._nodes.get(node_id)
         if node is None:
             raise RemoteProtocolError(f"node {node_id!r} has not registered")
@@ -463,13 +289,21 @@ class Dispatcher:
             return len(self._owners)
 
     def run(
-        self, tasks: list[Task], *, timeout: float, progress: Callable[[int, int], None] | None = None
+        self,
+        tasks: list[Task],
+        *,
+        timeout: float,
+        progress: Callable[[int, int], None] | None = None,
+        stalls: str | None = None,
     ) -> RunOutcome:
         """Queue ``tasks`` for their owners' nodes and wait for the answers.
 
         Returns when every task is answered, when the round ``timeout`` passes, or when the
         only unanswered tasks belong to nodes silent for longer than ``node_timeout``
-        (killed or cut off): the round completes without them.
+        (killed or cut off): the round completes without them. With ``stalls``, an open ring
+        session the tasks wait on (a ring leader's), the wait also ends once that ring cannot close
+        (:meth:`Relay.stalled`: a member on such a node has not passed the sum on), instead of
+        sitting out the attempt's timeout; the secure sum then drops the silent member (contract 5).
         """
         ids = [t.task_id for t in tasks]
         with self._cv:
@@ -497,10 +331,10 @@ class Dispatcher:
                     # An owner its node no longer registers will not answer either (None).
                     gone: set[str | None] = {None}
                     gone.update(nid for nid, n in self._nodes.items() if now - n.last_seen > self._node_timeout)
-                    if all(
-                        self._owner_node.get(self._pending[i].owner_id) in gone or self._ring_stalled(i, gone)
-                        for i in self._waiting
-                    ):
+                    stalled = stalls is not None and self._relay.stalled(
+                        stalls, lambda o: self._owner_node.get(o) in gone
+                    )
+                    if stalled or all(self._owner_node.get(self._pending[i].owner_id) in gone for i in self._waiting):
                         break
                 self._cv.wait(min(0.5, deadline - now))
             if progress:

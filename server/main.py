@@ -10,31 +10,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from privfed.common.datasets import Dataset, federation_split, read_schema, read_table
-from privfed.common.errors import ConfigError, JobAborted, PrivfedError
+from privfed.common.errors import ConfigError, JobAborted
 from privfed.common.schema import FederationSchema
 from privfed.proto.transport import PULL_WAIT, TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
 from privfed.server.contracts import PublicLimits
-from privfed.server.job import JobOutcome, run_job
-from privfed.server.models import load_model, save_model
+from privfed.server.job import FederatedJob, FinishedJob, run_federated_job
+from privfed.server.models import load_model
 from privfed.server.registration import Expected, certificate_nodes
-from privfed.server.report import (
-    accuracy_warning,
-    baselines,
-    failure_reason,
-    host_info,
-    new_run_dir,
-    nonprivate_releases,
-    refusal_summary,
-    version_info,
-    write_json,
-)
-from privfed.server.rounds import JobBook, rejection_summary
-from privfed.server.servicer import ServedModel
+from privfed.server.report import JobReport, baselines, host_info, version_info
 from privfed.server.strategies import make_strategy
 from privfed.server.strategies.base import Strategy
 
@@ -92,6 +78,29 @@ def public_rows_per_owner(config: JobConfig) -> JobConfig:
     return config.replace(rows_per_owner=train.n / config.owners)
 
 
+def coordinator_job(config: JobConfig, tls: TlsFiles | None) -> FederatedJob:
+    """The job ``privfed coordinator`` runs: its strategy on the federation's public schema, waiting for
+    ``config.owners`` owners (naming the nodes of the certificates it can see, and a built-in data
+    set's partition), with the contracts' row bound and the quorum from ``config``; checked to be
+    feasible with those owners (:class:`ConfigError` before anything listens)."""
+    strategy, schema, test = coordinator_strategy(config)
+    job = FederatedJob(
+        config=config,
+        strategy=strategy,
+        schema=schema,
+        test=test,
+        expected=Expected(
+            owners=config.owners or 0,
+            nodes=() if tls is None else certificate_nodes(tls.cert.parent),
+            partition=config.owners if config.schema is None else None,
+        ),
+        limits=PublicLimits(max_rows=config.owner_rows_bound),
+        quorum=config.quorum,
+    )
+    job.check_feasible()
+    return job
+
+
 def run_coordinator(
     config: JobConfig, tls: TlsFiles | None, *, reference: Callable[[], dict[str, Any]] | None = None
 ) -> int:
@@ -100,13 +109,13 @@ def run_coordinator(
     ``reference``: computes the report's ``reference_accuracy`` and ``reference_learner`` once training
     is over (the CLI passes privfed's own model at ε = ∞, ``privfed.deploy.reference``); None records none.
 
-    Every way a job ends writes ``report.json`` (issue 23, item 3): a job that fails (too few
-    owners, a job that cannot be done with them, the quorum lost, every owner refusing, an
-    unexpected error) writes ``status: failed`` with the reason, then raises (a
-    :class:`PrivfedError` names the report); SIGTERM or SIGINT write ``status: failed`` with the
-    signal and return 0 (130 for SIGINT). When training ends, well or not, the owner nodes are
-    told the job is over at their next poll and exit 0; with ``serve`` the coordinator then keeps
-    serving Predict until SIGTERM.
+    The job is :func:`~privfed.server.job.run_federated_job`'s. Every way a job ends writes
+    ``report.json`` (issue 23, item 3): a job that fails (too few owners, a job that cannot be done
+    with them, the quorum lost, every owner refusing, an unexpected error) writes ``status: failed``
+    with the reason, then raises (a :class:`PrivfedError` names the report); SIGTERM or SIGINT write
+    ``status: failed`` with the signal and return 0 (130 for SIGINT). When training ends, well or not,
+    the owner nodes are told the job is over at their next poll and exit 0; with ``serve`` the
+    coordinator then keeps serving Predict until SIGTERM.
     """
     if config.load_model is not None:
         return serve_saved_model(config.load_model, config.listen, tls)
@@ -124,68 +133,43 @@ def run_coordinator(
     })  # fmt: skip
     stopped: list[str] = []
     server: CoordinatorServer | None = None
-    book: JobBook | None = None  # what became of the owners, once the job knows its limits
 
     def on_signal(signum: int, _: object) -> None:
         stopped.append(signal.Signals(signum).name)
         if server is not None:
             server.dispatcher.abort()
 
+    def release() -> None:
+        if server is not None:
+            _release_owners(server)
+
+    def stop_reason() -> str | None:
+        return stopped[0] if stopped else None
+
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        config = public_rows_per_owner(config)
-        book = JobBook(PublicLimits(max_rows=config.owner_rows_bound), quorum=config.quorum)
-        strategy, schema, test = coordinator_strategy(config)
-        report.update(
-            config=config.to_report(),
-            schema_sha256=schema.digest(),
-            baselines=None if test is None else baselines(test.y, schema.n_classes),
-        )
-        check_feasible = getattr(strategy, "check_feasible", None)
-        if check_feasible is not None:  # before the port opens: nobody is asked for anything
-            check_feasible(config.owners)
-        server = CoordinatorServer(tls=tls, node_timeout=config.node_timeout, schema=schema)
-        server.start(config.listen)
-        if stopped:
-            raise JobAborted(f"{stopped[0]} before the job started")
-        expected = Expected(
-            owners=config.owners or 0,
-            nodes=() if tls is None else certificate_nodes(tls.cert.parent),
-            partition=config.owners if config.schema is None else None,
-        )
-        outcome = run_job(
-            server,
-            strategy,
-            expected_owners=config.owners or 0,
-            register_timeout=config.register_timeout,
-            round_timeout=config.round_timeout,
-            show_progress=False,
-            book=book,
-            expected=expected,
-        )
-        model_id = f"{config.task}-eps{config.epsilon:g}"
-        server.models.put(model_id, outcome.model, schema=schema)  # served and saved before the owners
-        save_model(report.run_dir() / "model.json", outcome.model, model_id=model_id, task=config.task, schema=schema)
-        _release_owners(server)  # hear that training is over: they need not stay up, even with --serve
-        _finish(config, outcome, test, report, model_id, reference)
+        with report.on_failure(stopped=stop_reason, release=release):
+            config = public_rows_per_owner(config)
+            job = coordinator_job(config, tls)  # before the port opens: nobody is asked for anything
+            report.update(
+                config=config.to_report(),
+                schema_sha256=job.schema.digest(),
+                baselines=None if job.test is None else baselines(job.test.y, job.schema.n_classes),
+            )
+            server = CoordinatorServer(tls=tls, node_timeout=config.node_timeout, schema=job.schema)
+            server.start(config.listen)
+            if stopped:
+                raise JobAborted("before the job started")
+            done = run_federated_job(server, job, report, release=release, stopped=stop_reason, reference=reference)
+        _print_result(done)
         if config.serve:
-            log.info("serving model %s until SIGTERM", f"{config.task}-eps{config.epsilon:g}")
+            log.info("serving model %s until SIGTERM", job.model_id)
             while not stopped:
                 time.sleep(PULL_WAIT)
         return 0
     except JobAborted as exc:
-        why = f"stopped by {stopped[0]}: {exc}" if stopped else str(exc)
-        log.warning("%s; nodes told to exit, nothing more is released", why)
-        report.fail(why, book)
-        time.sleep(RELEASE_GRACE)  # let nodes see the shutdown flag at their next poll
-        return 130 if stopped and stopped[0] == "SIGINT" else 0
-    except BaseException as exc:  # every other way out: the report says why, then the error goes on
-        path = report.fail(failure_reason(exc), book)
-        if server is not None:
-            _release_owners(server)
-        if isinstance(exc, PrivfedError):
-            raise type(exc)(f"{exc} (report: {path})") from exc
-        raise
+        log.warning("stopped (%s: %s); nodes told to exit, nothing more is released", stop_reason(), exc)
+        return 130 if stop_reason() == "SIGINT" else 0
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -193,85 +177,22 @@ def run_coordinator(
             server.stop()
 
 
-class JobReport:
-    """The ``report.json`` of one job, written once it ends (:meth:`fail` or :meth:`write`)."""
-
-    def __init__(self, out: Path, fields: dict[str, Any]):
-        self.out, self.fields = out, fields
-        self.path: Path | None = None
-
-    def update(self, **fields: Any) -> None:
-        self.fields |= fields
-
-    def run_dir(self) -> Path:
-        """The job's run directory (made on first use): ``report.json`` and ``model.json`` go there."""
-        if self.path is None:
-            self.path = new_run_dir(self.out) / "report.json"
-        return self.path.parent
-
-    def write(self, **fields: Any) -> Path:
-        self.fields |= fields
-        path = self.run_dir() / "report.json"
-        write_json(path, self.fields)
-        return path
-
-    def fail(self, reason: str, book: JobBook | None = None) -> Path:
-        """A failed job's report: the reason, and what became of its owners if they had registered."""
-        owners = book.to_report() if book is not None and book.owner_ids else {}
-        return self.write(status="failed", error=reason, **owners)
-
-
-def _finish(
-    config: JobConfig,
-    outcome: JobOutcome,
-    test: Dataset | None,
-    report: JobReport,
-    model_id: str,
-    reference: Callable[[], dict[str, Any]] | None,
-) -> None:
-    """Write the ok report of the served and saved model ``model_id`` and print the result line."""
-    model: ServedModel = outcome.model
-    accuracy = None if test is None else float(np.mean(model.predict(test.X) == test.y))
-    warning = None
-    if accuracy is not None and test is not None and report.fields.get("baselines") is not None:
-        majority = report.fields["baselines"]["majority_class"]
-        warning = accuracy_warning(config.epsilon, accuracy, majority, int(test.y.shape[0]))
-    ref = {"reference_accuracy": None, "reference_learner": None} if reference is None else reference()
-    path = report.write(
-        status="ok",
-        model_id=model_id,
-        accuracy=accuracy,
-        **ref,
-        warnings=[warning] if warning else [],
-        owners=outcome.n_owners,
-        answered=outcome.answered,
-        refused=outcome.refused,
-        refusal_summary=refusal_summary(outcome.refused, outcome.n_owners),
-        rejected_owners=outcome.rejected,
-        rejection_summary=rejection_summary(outcome.rejected, outcome.n_owners),
-        quorum=config.quorum,
-        lost_nodes=outcome.lost_nodes,
-        nonprivate_releases=nonprivate_releases(config.task, config.labels, config.base, outcome.answered),
-        epsilon_by_owner=outcome.epsilon_by_owner,
-        timings=outcome.timings,
-    )
-    if test is None:
+def _print_result(done: FinishedJob) -> None:
+    """The result line of a job that ended well, and its warning and summaries."""
+    fields, path = done.report.fields, done.report.run_dir() / "report.json"
+    if done.accuracy is None:
         log.info("job done (the schema names no public test file: no accuracy), report %s", path)
         print(f"accuracy=none (no public test file in the schema) report={path}", flush=True)
     else:
-        chance, majority = report.fields["baselines"]["chance"], report.fields["baselines"]["majority_class"]
-        log.info("job done: accuracy %.4f, report %s", accuracy, path)
-        shown = ref["reference_accuracy"]
+        chance, majority = fields["baselines"]["chance"], fields["baselines"]["majority_class"]
+        log.info("job done: accuracy %.4f, report %s", done.accuracy, path)
+        shown = fields["reference_accuracy"]
         print(
-            f"accuracy={accuracy:.4f} (non-private reference {'none' if shown is None else format(shown, '.4f')}, "
+            f"accuracy={done.accuracy:.4f} (non-private reference {'none' if shown is None else format(shown, '.4f')}, "
             f"chance {chance:.4f}, majority class {majority:.4f}) report={path}",
             flush=True,
         )
-    for line in (
-        warning,
-        refusal_summary(outcome.refused, outcome.n_owners),
-        rejection_summary(outcome.rejected, outcome.n_owners),
-    ):
+    for line in (done.warning, fields["refusal_summary"], fields["rejection_summary"]):
         if line:
             print(line, flush=True)
 

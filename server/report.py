@@ -11,16 +11,20 @@ import platform
 import socket
 import subprocess
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from privfed.common.errors import JobAborted, PrivfedError
+
 if TYPE_CHECKING:
     from privfed.server.config import JobConfig
+    from privfed.server.rounds import JobBook
 
 
 def new_run_dir(out: str | Path) -> Path:
@@ -58,6 +62,64 @@ def failure_reason(exc: BaseException) -> str:
     if isinstance(exc, SystemExit):
         return f"stopped (SIGTERM or exit {exc.code})"
     return str(exc) or type(exc).__name__
+
+
+class JobReport:
+    """The ``report.json`` of one job (or one simulation), written when it ends (:meth:`write`,
+    :meth:`fail`) in its run directory: ``run_dir`` if given, else a new ``out/<UTC timestamp>/``."""
+
+    def __init__(self, out: Path, fields: dict[str, Any], *, run_dir: Path | None = None):
+        self.out, self.fields = out, fields
+        self._dir = run_dir
+
+    @property
+    def failed(self) -> bool:
+        return self.fields.get("status") == "failed"
+
+    def update(self, **fields: Any) -> None:
+        self.fields |= fields
+
+    def run_dir(self) -> Path:
+        """The run directory (made on first use): ``report.json`` and ``model.json`` go there."""
+        if self._dir is None:
+            self._dir = new_run_dir(self.out)
+        self._dir.mkdir(parents=True, exist_ok=True)
+        return self._dir
+
+    def write(self, **fields: Any) -> Path:
+        self.fields |= fields
+        return write_json(self.run_dir() / "report.json", self.fields)
+
+    def fail(self, reason: str, book: JobBook | None = None) -> Path:
+        """A failed job's report: the reason, and what became of its owners if they had registered."""
+        owners = book.to_report() if book is not None and book.owner_ids else {}
+        return self.write(status="failed", error=reason, **owners)
+
+    @contextmanager
+    def on_failure(
+        self,
+        *,
+        book: Callable[[], JobBook | None] = lambda: None,
+        stopped: Callable[[], str | None] = lambda: None,
+        release: Callable[[], None] = lambda: None,
+    ) -> Iterator[None]:
+        """Every way out of the block writes the failed report (issue 23, item 3): the reason
+        (``"stopped by SIGTERM: ..."`` when ``stopped()`` names what aborted the job), and what
+        ``book()`` knows of the owners; then ``release()`` (tell the owners the job is over) and the
+        error goes on, a :class:`PrivfedError` naming the report (a :class:`JobAborted` as it was).
+        A report an inner block already failed is left as it is."""
+        try:
+            yield
+        except BaseException as exc:
+            if self.failed:
+                raise
+            why = stopped()
+            reason = f"stopped by {why}: {exc}" if why and isinstance(exc, JobAborted) else failure_reason(exc)
+            path = self.fail(reason, book())
+            release()
+            if isinstance(exc, PrivfedError) and not isinstance(exc, JobAborted):
+                raise type(exc)(f"{exc} (report: {path})") from exc
+            raise
 
 
 def nonprivate_releases(task: str, labels: str | None, base: str | None, answered: int) -> list[dict[str, object]]:

@@ -16,7 +16,8 @@ long as fewer than ``t`` of each owner's neighbours collude with it:
   until stable. When a needed secret still has fewer than ``t`` shares, the round fails with
   :class:`RoundFailed` and nothing is decoded.
 
-The driver (``privfed.server.job``, ``privfed.deploy.inprocess``) only moves the messages: it asks
+The coordinator's policy around it (attempts, key reuse) is :mod:`privfed.common.secagg.transitions`;
+its driver (``privfed.server.securesum``) only moves the messages: it asks
 :meth:`SecAggServer.on_adverts` etc. whom to send what, and feeds back what came (a missing owner
 in a reply mapping is one that did not answer in time).
 """

@@ -7,8 +7,8 @@ adds ``e_i`` and passes the vector on; ``P_N`` sends it back to ``P_1``, which s
 and decodes ``Σ x_i``. Every hop value is ``R`` plus something independent of ``R``, hence
 uniform on the ring whatever the inputs (one-time pad). Two colluding neighbours of ``P_i``
 learn ``e_i``; no mask or dropout recovery is attempted (SPEC §11.2) — a party that does not
-answer makes every machine time out, and the coordinator's session machine
-(:class:`privfed.common.secagg.session.RingSession`, with :func:`reform_ring` and
+answer makes every machine time out, and the coordinator's machine
+(:class:`privfed.common.secagg.transitions.SecureSum`, with :func:`reform_ring` and
 :func:`stalled_party`) re-forms the ring without it under a fresh session id (:func:`new_session_id`).
 
 This is the SPEC's variant (one mask, drawn by the leader). The seed paper's variant, where

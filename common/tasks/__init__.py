@@ -13,7 +13,7 @@ to and from protobuf. The boosting types import scipy only once a boosting task 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from privfed.common.errors import ConfigError
 from privfed.common.tasks.base import (
@@ -60,6 +60,8 @@ from privfed.common.tasks.steps import (
     SecAggUnmaskTask,
 )
 
+S = TypeVar("S", bound=TaskSpec)
+
 #: Every task kind, in wire order.
 KINDS: tuple[Kind[Any], ...] = (
     NCC_SHARE,
@@ -76,12 +78,12 @@ BY_SPEC: dict[type, Kind[Any]] = {kind.spec: kind for kind in KINDS}
 BY_NAME: dict[str, Kind[Any]] = {kind.name: kind for kind in KINDS}
 
 
-def kind_of(spec: object) -> Kind[Any]:
+def kind_of(spec: S) -> Kind[S]:
     """The kind of a task spec; :class:`ConfigError` for an object that is none."""
     kind = BY_SPEC.get(type(spec))
     if kind is None:
         raise ConfigError(f"{type(spec).__name__} is no task kind; known: {sorted(BY_NAME)}")
-    return kind
+    return cast("Kind[S]", kind)  # BY_SPEC maps each spec type to the kind declared with it
 
 
 def check_reply(spec: TaskSpec, payload: Payload, limits: PublicLimits) -> None:

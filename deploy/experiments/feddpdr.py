@@ -272,7 +272,7 @@ def federated_fit(
         basis=basis,
         scaling=scaling,
     )
-    return strategy.run([o.owner_id for o in owners], transport)
+    return strategy.run([o.owner_id for o in owners], transport).model
 
 
 def _fit_methods(

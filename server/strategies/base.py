@@ -10,32 +10,31 @@ simulation run the same strategy code.
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
 from privfed.common.tasks import Refusal, Result, RingSpec, Task, TaskSpec
+from privfed.server.strategies.result import PrivacySplit, RoundReport, StrategyResult, SumRecord, TrainedModel
 
 
 @dataclass(frozen=True)
-class RingSum:
-    """The outcome of a ring secure sum: the totals over ``ring``, the parties actually summed."""
+class SumResult:
+    """A secure sum's outcome: the ``totals`` over the parties it summed, and its record."""
 
     totals: np.ndarray
-    ring: tuple[str, ...]
-    attempts: int = 1
-    dropped: list[str] = field(default_factory=list)  # parties removed (refusing, silent or stalled)
-    refused: dict[str, str] = field(default_factory=dict)  # party -> refusal code
-    seconds: float = 0.0
+    record: SumRecord
 
 
 @runtime_checkable
 class Transport(Protocol):
-    """How a strategy reaches the owners: a batch of tasks, a ring secure sum, and who is silent.
+    """How a strategy reaches the owners: a batch of tasks, a secure sum, and who is silent.
 
     No row counts (contract 2): a registration carries none, and a strategy needs only public bounds.
+    A class that implements it subclasses it, and so inherits the no-op :meth:`prepare_secure_sums`.
     """
 
     def run_tasks(self, tasks: list[Task], timeout: float | None = None) -> list[Result]:
@@ -51,13 +50,26 @@ class Transport(Protocol):
         round_id: str,
         timeout: float | None = None,
         protocol: str | None = None,
-    ) -> RingSum:
-        """A ring secure sum of the owners ``ring`` (in order; ``ring[0]`` leads), each asked with
-        ``task_for(its ring spec)``, with refusing and silent owners dropped and the ring re-formed
-        (:class:`privfed.common.secagg.session.RingSession`). ``max_abs`` bounds every contribution
-        (public); ``timeout`` is per attempt; ``protocol`` ``"ring"`` or ``"secagg"`` (pairwise masks; None: the
-        transport's default). Raises :class:`RoundFailed` when it gives up."""
+    ) -> SumResult:
+        """A secure sum of the owners ``ring`` (in order; ``ring[0]`` leads a ring), each asked with
+        ``task_for(its ring spec)``, refusing and silent owners dropped
+        (:class:`privfed.common.secagg.transitions.SecureSum`). ``max_abs`` bounds every
+        contribution (public); ``timeout`` is per attempt; ``protocol`` ``"ring"``, ``"secagg"``
+        (pairwise masks) or ``"auto"`` (None: the transport's default). Raises :class:`RoundFailed`
+        when it gives up."""
         ...
+
+    def prepare_secure_sums(
+        self,
+        groups: Sequence[Sequence[str]],
+        *,
+        max_abs: float,
+        timeout: float | None = None,
+        protocol: str | None = None,
+    ) -> None:
+        """Get ready for the secure sums of a job's planned ``groups`` (public), before its first
+        round: a transport with pairwise masks keys them in one batch. Default: nothing."""
+        return None
 
     def silent_owners(self) -> set[str]:
         """Owners whose node stopped answering."""
@@ -66,9 +78,18 @@ class Transport(Protocol):
 
 @runtime_checkable
 class Strategy(Protocol):
-    """Round logic of one task: builds tasks, aggregates results, returns the model."""
+    """Round logic of one task: builds tasks, aggregates results, returns the model and its record."""
 
-    def run(self, owner_ids: list[str], transport: Transport) -> Any: ...
+    def privacy(self) -> PrivacySplit:
+        """The job's per-owner ε split over its releases (public: known before any round)."""
+        ...
+
+    def check_feasible(self, n_owners: int) -> None:
+        """Raise :class:`ConfigError` unless ``n_owners`` owners can run the job; called before any
+        owner is asked for anything (issue 23, item 2)."""
+        ...
+
+    def run(self, owner_ids: list[str], transport: Transport) -> StrategyResult[TrainedModel]: ...
 
 
 def new_tasks(owner_ids: Sequence[str], round_id: str, spec: TaskSpec | Callable[[str], TaskSpec]) -> list[Task]:
@@ -89,16 +110,33 @@ def shares_of(results: list[Result], kind: type[P]) -> list[P]:
 
 
 class SingleRound:
-    """A strategy whose job is one round: every owner releases once, then aggregate."""
+    """A strategy whose job is one round: every owner releases once (:meth:`spec`), then aggregate."""
+
+    def spec(self) -> TaskSpec:
+        """The task every owner is asked."""
+        raise NotImplementedError
+
+    def aggregate(self, results: list[Result]) -> TrainedModel:
+        raise NotImplementedError
 
     def configure(self, owner_ids: Sequence[str], round_id: str) -> list[Task]:
-        raise NotImplementedError
+        return new_tasks(owner_ids, round_id, self.spec())
 
-    def aggregate(self, results: list[Result]) -> Any:
-        raise NotImplementedError
+    def privacy(self) -> PrivacySplit:
+        """One release of :meth:`spec` per owner."""
+        return PrivacySplit.from_entries([(self.spec().ledger_entries(), 1)])
 
-    def run(self, owner_ids: list[str], transport: Transport) -> Any:
-        return self.aggregate(transport.run_tasks(self.configure(owner_ids, "r1")))
+    def check_feasible(self, n_owners: int) -> None:
+        """Any number of owners can release once."""
+
+    def run(self, owner_ids: list[str], transport: Transport) -> StrategyResult[TrainedModel]:
+        t0 = time.perf_counter()
+        results = transport.run_tasks(self.configure(owner_ids, "r1"))
+        model = self.aggregate(results)
+        refused = refusal_codes(results)
+        released = sum(1 for r in results if r.owner_id not in refused)
+        record = RoundReport(1, "share", len(owner_ids), released, time.perf_counter() - t0)
+        return StrategyResult(model, self.privacy(), (record,), refused=refused)
 
 
 def refusals(results: list[Result]) -> dict[str, str]:

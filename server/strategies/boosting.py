@@ -46,7 +46,8 @@ from privfed.common.secagg.masking import MIN_MEMBERS
 from privfed.common.tasks import BoostEvaluateTask, BoostShareTask, share_reply_type
 from privfed.proto import serde
 from privfed.server.journal import Journal, fingerprint
-from privfed.server.strategies.base import Transport, new_tasks
+from privfed.server.strategies.base import Transport, new_tasks, refusal_codes
+from privfed.server.strategies.result import BoostDecision, PrivacySplit, RoundReport, StrategyResult, SumRecord
 
 log = logging.getLogger("privfed.coordinator")
 
@@ -62,12 +63,14 @@ class BoostingStrategy:
     rng : numpy.random.Generator
         Draws the share and evaluation groups (public).
     ring_timeout : float or None
-        Seconds per ring attempt (default :func:`~privfed.common.secagg.session.attempt_timeout`).
-    secure_sum : {"ring", "secagg"} or None
+        Seconds per secure-sum attempt (default :func:`~privfed.common.secagg.transitions.attempt_timeout`).
+    secure_sum : {"ring", "secagg", "auto"} or None
         The evaluations' secure sum (``--secure-sum``); None: the transport's default.
     journal : Journal or None
         Checkpoints every round there (:mod:`privfed.server.journal`); with ``resume``, a job the
         journal holds is continued from its last checkpoint.
+    seed : int
+        The group sampler's seed: part of the job's fingerprint in the journal.
     """
 
     params: BoostingParams
@@ -76,33 +79,41 @@ class BoostingStrategy:
     secure_sum: str | None = None
     journal: Journal | None = None
     resume: bool = False
-    seed: int = 0  # the group sampler's seed: part of the job's fingerprint
-    rounds: list = field(default_factory=list)  # per round: what the report shows
-    dropped: list = field(default_factory=list)  # owners removed from a ring (silent or refusing)
-    refused: dict = field(default_factory=dict)  # owner -> refusal code of its evaluation
-    evaluators: list = field(default_factory=list)  # per round: the owner ids asked to evaluate
+    seed: int = 0
     coordinator: CoordinatorSteps = field(init=False, repr=False)  # the releases and the round's rules
 
     def __post_init__(self) -> None:
         self.coordinator = CoordinatorSteps(ReleasePlan(self.params))
 
-    def privacy(self) -> dict:
-        """The run's per-owner ε split and the evaluation noise, for the report."""
+    def privacy(self) -> PrivacySplit:
+        """Per owner: its share release(s) and its evaluation release(s), as the tasks debit them, and
+        the evaluation noise. ε in all is the run's ε: the split gives each owner share and evaluation
+        parts that add up to it (or, ``budget_split="owners"``, one of them at the whole ε)."""
         fb, plan = self.params, self.coordinator.plan
-        return {
-            "epsilon": fb.epsilon,
-            "share_epsilon": fb.share_epsilon,
-            "eval_fraction": fb.eval_fraction,
-            "eval_epsilon": fb.eval_epsilon,
-            "eval_groups": fb.eval_groups,
-            "eval_round_epsilon": fb.eval_round_epsilon,
-            "eval_noise_scale": plan.eval_noise_scale,
-            "weight_bound": fb.weight_bound,
-            "eval_row_bound": fb.eval_row_bound,
-            "max_owner_rows": fb.max_owner_rows,
-            "contribution_bound": plan.contribution_bound,
-            "labels": fb.labels if fb.base == "ncc" else "in perturbed tables",
-        }
+        config = config_to_dict(fb, "-")
+        evaluations = fb.n_rounds if fb.eval_groups == "all" else 1
+        return PrivacySplit.from_entries(
+            [
+                (BoostShareTask(config, empty_history()).ledger_entries(), fb.shares_per_owner),
+                ([(fb.eval_round_epsilon, 0.0, "boost-eval")], evaluations),  # BoostEvaluateTask.ledger_entries
+            ],
+            epsilon=fb.epsilon,
+            delta=0.0,
+            parameters={
+                "budget_split": fb.budget_split,
+                "share_epsilon": fb.share_epsilon,
+                "eval_fraction": fb.eval_fraction,
+                "eval_epsilon": fb.eval_epsilon,
+                "eval_groups": fb.eval_groups,
+                "eval_mechanism": str(fb.eval_mechanism),
+                "eval_noise_scale": plan.eval_noise_scale,
+                "weight_bound": fb.weight_bound,
+                "eval_row_bound": fb.eval_row_bound,
+                "max_owner_rows": fb.max_owner_rows,
+                "contribution_bound": plan.contribution_bound,
+                "labels": fb.labels if fb.base == "ncc" else "in perturbed tables",
+            },
+        )
 
     def check_feasible(self, n_owners: int) -> None:
         """Raise :class:`ConfigError`, in the flags' terms, unless ``n_owners`` owners can run this job:
@@ -131,9 +142,9 @@ class BoostingStrategy:
                 f"use --rounds {max(1, n_owners // need)} or fewer, or more owners"
             )
 
-    def run(self, owner_ids: list[str], transport: Transport) -> BoostedModel:
+    def run(self, owner_ids: list[str], transport: Transport) -> StrategyResult[BoostedModel]:
         groups, evaluators = plan_rounds(self.params, len(owner_ids), self.rng)
-        self.evaluators = [[owner_ids[i] for i in e] for e in evaluators]
+        evaluator_ids = [tuple(owner_ids[i] for i in e) for e in evaluators]
         run_id = f"boost-{secrets.token_hex(4)}"
         if self.journal is not None:
             public = serde.boost_config_to_proto(config_to_dict(self.params, "-")).SerializeToString()
@@ -143,59 +154,90 @@ class BoostingStrategy:
                 run_id=run_id,
                 resume=self.resume,
             )
-        steps = _FederationSteps(self, list(owner_ids), transport, run_id)
-        prepare = getattr(transport, "prepare_secure_sums", None)  # the evaluation groups are public: key them now
-        if prepare is not None:
-            prepare(
-                self.evaluators,
-                max_abs=self.coordinator.plan.contribution_bound,
-                timeout=self.ring_timeout,
-                protocol=self.secure_sum,
-            )
+        steps = _FederationSteps(self, list(owner_ids), transport, run_id, evaluator_ids)
+        transport.prepare_secure_sums(  # the evaluation groups are public: key them now
+            evaluator_ids,
+            max_abs=self.coordinator.plan.contribution_bound,
+            timeout=self.ring_timeout,
+            protocol=self.secure_sum,
+        )
         model = run_rounds(self.coordinator, steps, groups, evaluators, self.journal).model
         if self.journal is not None:
             self.journal.finish()
-        return model
+        return StrategyResult(
+            model,
+            self.privacy(),
+            tuple(steps.rounds),
+            dropped=tuple(steps.dropped),
+            rejected=steps.rejected,
+            refused=steps.refused,
+        )
+
+
+@dataclass
+class _Progress:
+    """What a round has done so far, until the coordinator decides it (:meth:`_FederationSteps.decided`)."""
+
+    released: int | None = None
+    seconds: float | None = None
+    secure_sum: SumRecord | None = None
 
 
 class _FederationSteps:
     """The owner steps of :func:`run_rounds` as tasks over a transport; the public history grows
-    with every kept round and goes with every task (``privfed.common.boosting.wire``)."""
+    with every kept round and goes with every task (``privfed.common.boosting.wire``). Keeps the
+    run's record: its rounds, drops, rejections and refusals."""
 
-    def __init__(self, strategy: BoostingStrategy, owner_ids: list[str], transport: Transport, run_id: str):
+    def __init__(
+        self,
+        strategy: BoostingStrategy,
+        owner_ids: list[str],
+        transport: Transport,
+        run_id: str,
+        evaluators: list[tuple[str, ...]],
+    ):
         self.strategy, self.owner_ids, self.transport, self.run_id = strategy, owner_ids, transport, run_id
+        self.evaluators = evaluators
         self.config = config_to_dict(strategy.params, run_id)
         self.history = empty_history()
+        self.rounds: list[RoundReport] = []
+        self.dropped: list[str] = []  # owners removed from a secure sum (silent or refusing)
+        self.rejected: dict[str, str] = {}  # owner -> why its share was discarded
+        self.refused: dict[str, str] = {}  # owner -> refusal code
+        self._progress: dict[int, _Progress] = {}
 
     def release(self, round_no: int, group: np.ndarray) -> Release:
-        fb, coordinator, t0 = self.strategy.params, self.strategy.coordinator, time.perf_counter()
+        coordinator, t0 = self.strategy.coordinator, time.perf_counter()
         spec = BoostShareTask(self.config, at_round(self.history, round_no))
         results = self.transport.run_tasks(new_tasks([self.owner_ids[i] for i in group], self.run_id, spec))
-        replies = [r.payload for r in results if isinstance(r.payload, share_reply_type(coordinator.plan))]
+        self.refused.update(refusal_codes(results))
+        reply_type = share_reply_type(coordinator.plan)
+        replies = {r.owner_id: r.payload for r in results if isinstance(r.payload, reply_type)}
         if not replies:
             raise RoundFailed(f"round {round_no + 1}: no owner of the group released a share")
-        self._entry(round_no).update(
-            group=len(group),
-            released=len(replies),
-            share_s=time.perf_counter() - t0,
-            share_epsilon=fb.share_epsilon,
-            eval_epsilon=fb.eval_round_epsilon,
-            eval_noise_scale=coordinator.plan.eval_noise_scale,
-        )
+        progress = self._progress.setdefault(round_no, _Progress())
+        progress.released, progress.seconds = len(replies), time.perf_counter() - t0
         shares: list[Release] = []
-        for r in replies:  # each typed by the run's config and checked by its contract; one that fails is dropped alone
+        for (
+            owner,
+            r,
+        ) in (
+            replies.items()
+        ):  # each typed by the run's config and checked by its contract; one that fails is dropped alone
             try:
                 shares.append(r.release(coordinator))
             except ConfigError as exc:
                 log.warning("round %d: a share that does not fit the run's encoding was dropped: %s", round_no + 1, exc)
+                self.rejected[owner] = f"share_encoding: {exc}"
+        progress.released = len(shares)
         if not shares:
             raise RoundFailed(f"round {round_no + 1}: no owner of the group released a well-formed share")
         return concat_releases(shares)
 
     def evaluate(self, round_no: int, evaluators: np.ndarray, learner: Any) -> Evaluation:
         strategy = self.strategy
-        gone = set(strategy.dropped) | self.transport.silent_owners()
-        ring = [self.owner_ids[i] for i in evaluators if self.owner_ids[i] not in gone]
+        gone = set(self.dropped) | self.transport.silent_owners()
+        ring = [o for o in self.evaluators[round_no] if o not in gone]
         if len(ring) < 2:
             raise RoundFailed(f"round {round_no + 1}: fewer than 2 owners left to evaluate; nothing to sum")
         sent = at_round(self.history, round_no)
@@ -207,31 +249,31 @@ class _FederationSteps:
             timeout=strategy.ring_timeout,
             protocol=strategy.secure_sum,
         )
-        strategy.dropped += outcome.dropped
-        strategy.refused.update(outcome.refused)
-        self._entry(round_no).update(
-            ring_size=len(outcome.ring), ring_s=outcome.seconds, ring_attempts=outcome.attempts
-        )
-        return Evaluation(float(outcome.totals[0]), float(outcome.totals[1]), len(outcome.ring))
-
-    def _entry(self, round_no: int) -> dict:
-        """The report's entry of round ``round_no`` (0-based); a round taken from the journal gets one
-        marked ``from_journal``."""
-        rounds = self.strategy.rounds
-        if not rounds or rounds[-1]["round"] != round_no + 1:
-            rounds.append({"round": round_no + 1})
-        return rounds[-1]
+        record = outcome.record
+        self.dropped += record.dropped
+        self.refused.update(record.refused)
+        self._progress.setdefault(round_no, _Progress()).secure_sum = record
+        return Evaluation(float(outcome.totals[0]), float(outcome.totals[1]), len(record.summed))
 
     def decided(self, record: RoundRecord) -> None:
-        entry = self._entry(record.round)
-        if "share_s" not in entry:
-            entry["from_journal"] = "learner" if "ring_s" in entry else "learner and sums"
-        entry.update(
-            err_total=record.err_total,
-            weight_total=record.weight_total,
-            error=record.err_total / record.weight_total if record.weight_total > 0 else None,
-            alpha=record.alpha,
-            step={"stop": "discard_and_stop"}.get(record.step, record.step),
+        """The round's report: what it ran, what it took from the journal, what was decided."""
+        progress = self._progress.pop(record.round, _Progress())
+        from_journal = None
+        if progress.seconds is None:
+            from_journal = "learner" if progress.secure_sum is not None else "learner and sums"
+        step = {"stop": "discard_and_stop"}.get(record.step, record.step)
+        self.rounds.append(
+            RoundReport(
+                round=record.round + 1,
+                phase="share",
+                asked=record.group_size,
+                released=progress.released,
+                seconds=progress.seconds,
+                evaluators=self.evaluators[record.round],
+                secure_sum=progress.secure_sum,
+                decision=BoostDecision(record.err_total, record.weight_total, record.alpha, step),
+                from_journal=from_journal,
+            )
         )
 
     def keep(self, round_no: int, learner: Any, alpha: float, err_total: float, weight_total: float) -> None:

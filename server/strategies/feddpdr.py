@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +23,8 @@ from privfed.common.feddpdr.model import FedDPDRModel, aggregate_classifier, del
 from privfed.common.feddpdr.subspace import aggregate_subspaces, owner_weights
 from privfed.common.tasks import PcaShareReply, PcaShareTask, SvmShareReply, SvmShareTask
 from privfed.common.validation import check_choice, check_fraction, check_int
-from privfed.server.strategies.base import Transport, new_tasks
+from privfed.server.strategies.base import Transport, new_tasks, refusal_codes
+from privfed.server.strategies.result import PrivacySplit, RoundReport, StrategyResult
 
 
 @dataclass
@@ -91,12 +93,9 @@ class FedDpdrStrategy:
         pca, svm = delta_split(self.delta, basis=self.basis, model=self.model)
         return {"pca": pca, "svm": svm}
 
-    def _phase1(self, owner_ids: list[str], transport: Transport) -> tuple[np.ndarray | None, np.ndarray, dict]:
-        """(U_global, eigenvalues, noisy counts by owner): DP-PCA over the federation, or the public basis."""
-        if self.basis in PUBLIC_BASES:
-            return public_basis(self.basis, self.bounds.d, self.k), np.zeros(0), {o: 1 for o in owner_ids}
+    def _pca_task(self) -> PcaShareTask:
         split, deltas = self.budget_split(), self.delta_split()
-        task = PcaShareTask(
+        return PcaShareTask(
             epsilon=split["pca"],
             delta=deltas["pca"],
             k=self.k,
@@ -104,11 +103,38 @@ class FedDpdrStrategy:
             count_epsilon=split["count"],
             scaling=self.scaling,
         )
-        pca = {
-            r.owner_id: r.payload
-            for r in transport.run_tasks(new_tasks(owner_ids, "pca", task))
-            if isinstance(r.payload, PcaShareReply)
-        }
+
+    def _svm_task(self, subspace: np.ndarray | None) -> SvmShareTask:
+        return SvmShareTask(
+            epsilon=self.budget_split()["svm"],
+            lam=self.lam,
+            n_classes=self.n_classes,
+            bounds=self.bounds,
+            subspace=subspace,
+            delta=self.delta_split()["svm"],
+            model=self.model,
+            scaling=self.scaling,
+        )
+
+    def privacy(self) -> PrivacySplit:
+        """Phase 1 (DP-PCA and the row count; none with a public basis), then the phase-2 classifier."""
+        phases = [] if self.basis in PUBLIC_BASES else [(self._pca_task().ledger_entries(), 1)]
+        return PrivacySplit.from_entries([*phases, (self._svm_task(None).ledger_entries(), 1)])
+
+    def check_feasible(self, n_owners: int) -> None:
+        """Any number of owners can release once per phase."""
+
+    def _phase1(
+        self, owner_ids: list[str], transport: Transport, rounds: list[RoundReport], refused: dict[str, str]
+    ) -> tuple[np.ndarray | None, np.ndarray, dict[str, int]]:
+        """(U_global, eigenvalues, noisy counts by owner): DP-PCA over the federation, or the public basis."""
+        if self.basis in PUBLIC_BASES:
+            return public_basis(self.basis, self.bounds.d, self.k), np.zeros(0), {o: 1 for o in owner_ids}
+        t0 = time.perf_counter()
+        results = transport.run_tasks(new_tasks(owner_ids, "pca", self._pca_task()))
+        refused.update(refusal_codes(results))
+        pca = {r.owner_id: r.payload for r in results if isinstance(r.payload, PcaShareReply)}
+        rounds.append(RoundReport(len(rounds) + 1, "pca", len(owner_ids), len(pca), time.perf_counter() - t0))
         if not pca:
             raise RoundFailed("no owner released a DP-PCA subspace")
         counts = {o: max(1, int(p.noisy_count)) for o, p in pca.items()}
@@ -117,25 +143,18 @@ class FedDpdrStrategy:
         )
         return U, eigenvalues, counts
 
-    def run(self, owner_ids: list[str], transport: Transport) -> FedDPDRModel:
+    def run(self, owner_ids: list[str], transport: Transport) -> StrategyResult[FedDPDRModel]:
         """Both phases over ``transport``; the fitted model (post-processing of the owners' releases)."""
         split, deltas = self.budget_split(), self.delta_split()
-        U, eigenvalues, counts = self._phase1(owner_ids, transport)
-        task = SvmShareTask(
-            epsilon=split["svm"],
-            lam=self.lam,
-            n_classes=self.n_classes,
-            bounds=self.bounds,
-            subspace=U,
-            delta=deltas["svm"],
-            model=self.model,
-            scaling=self.scaling,
-        )
-        svm = {
-            r.owner_id: r.payload
-            for r in transport.run_tasks(new_tasks([o for o in owner_ids if o in counts], "svm", task))
-            if isinstance(r.payload, SvmShareReply)
-        }
+        rounds: list[RoundReport] = []
+        refused: dict[str, str] = {}
+        U, eigenvalues, counts = self._phase1(owner_ids, transport, rounds, refused)
+        asked = [o for o in owner_ids if o in counts]
+        t0 = time.perf_counter()
+        results = transport.run_tasks(new_tasks(asked, "svm", self._svm_task(U)))
+        refused.update(refusal_codes(results))
+        svm = {r.owner_id: r.payload for r in results if isinstance(r.payload, SvmShareReply)}
+        rounds.append(RoundReport(len(rounds) + 1, "svm", len(asked), len(svm), time.perf_counter() - t0))
         if not svm:
             raise RoundFailed("no owner released an SVM")
         coef = aggregate_classifier(
@@ -146,7 +165,7 @@ class FedDpdrStrategy:
             delta=deltas["svm"],
         )
         per_problem = ovr_epsilons(split["svm"], self.n_classes) if self.model not in DELTA_MODELS else [split["svm"]]
-        return FedDPDRModel(
+        model = FedDPDRModel(
             bounds=self.bounds,
             components=U,
             coef=coef,
@@ -156,3 +175,4 @@ class FedDpdrStrategy:
             scaling=self.scaling,
             model=self.model,
         )
+        return StrategyResult(model, self.privacy(), tuple(rounds), refused=refused)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,9 +10,9 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import RoundFailed
 from privfed.common.learners.logistic import LinearModel, lr_aggregate
 from privfed.common.mechanisms import MECHANISMS
-from privfed.common.tasks import LrShareReply, LrShareTask, Result, Task
+from privfed.common.tasks import LrShareReply, LrShareTask, Result
 from privfed.common.validation import check_choice
-from privfed.server.strategies.base import SingleRound, new_tasks, shares_of
+from privfed.server.strategies.base import SingleRound, shares_of
 
 
 @dataclass
@@ -31,8 +30,8 @@ class LrStrategy(SingleRound):
     def __post_init__(self) -> None:
         check_choice(self.mechanism, name="mechanism", allowed=MECHANISMS)
 
-    def configure(self, owner_ids: Sequence[str], round_id: str) -> list[Task]:
-        spec = LrShareTask(
+    def spec(self) -> LrShareTask:
+        return LrShareTask(
             mechanism=self.mechanism,
             epsilon=self.epsilon,
             param_bound=self.param_bound,
@@ -40,7 +39,6 @@ class LrStrategy(SingleRound):
             n_classes=self.n_classes,
             bounds=self.bounds,
         )
-        return new_tasks(owner_ids, round_id, spec)
 
     def aggregate(self, results: list[Result]) -> LinearModel:
         replies = shares_of(results, LrShareReply)

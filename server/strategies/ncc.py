@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,9 +16,9 @@ from privfed.common.learners.ncc import (
     split_label_budget,
 )
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse
-from privfed.common.tasks import NccShareReply, NccShareTask, Result, Task
+from privfed.common.tasks import NccShareReply, NccShareTask, Result
 from privfed.common.validation import check_choice
-from privfed.server.strategies.base import SingleRound, new_tasks, shares_of
+from privfed.server.strategies.base import SingleRound, shares_of
 
 
 @dataclass
@@ -38,8 +37,8 @@ class NccStrategy(SingleRound):
         check_choice(self.mechanism, name="mechanism", allowed=MECHANISMS)
         self.eps_features, self.eps_labels = split_label_budget(self.epsilon, self.labels, self.label_fraction)
 
-    def configure(self, owner_ids: Sequence[str], round_id: str) -> list[Task]:
-        spec = NccShareTask(
+    def spec(self) -> NccShareTask:
+        return NccShareTask(
             mechanism=self.mechanism,
             epsilon=self.eps_features,
             labels=self.labels,
@@ -47,7 +46,6 @@ class NccStrategy(SingleRound):
             n_classes=self.n_classes,
             bounds=self.bounds,
         )
-        return new_tasks(owner_ids, round_id, spec)
 
     def aggregate(self, results: list[Result]) -> NearestCentroidModel:
         replies = shares_of(results, NccShareReply)

@@ -95,7 +95,7 @@ def _honest_accuracy(task: str, flags: list[str], n_owners: int, tmp: Path) -> f
         train, node_id="owner-0", n_owners=n_owners, shards=range(HONEST), seed=SEED, rng_kind="seeded", rng_seed=SEED
     )
     ledger = Ledger(tmp / "reference.sqlite", epsilon_budget=math.inf, delta_budget=0.5)
-    model = strategy.run([o.owner_id for o in owners], _LocalTransport(owners, ledger))
+    model = strategy.run([o.owner_id for o in owners], _LocalTransport(owners, ledger)).model
     return float(np.mean(model.predict(test.X) == test.y))
 
 

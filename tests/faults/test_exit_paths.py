@@ -28,6 +28,7 @@ from privfed.server import main as main_module
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
 from privfed.server.strategies.base import SingleRound
+from privfed.server.strategies.result import StrategyResult
 
 FAILURES = {
     "config": lambda: ConfigError("injected: a bad setting"),
@@ -64,8 +65,9 @@ def _inject(mp: pytest.MonkeyPatch, stage: str, failure: BaseException) -> None:
     if stage == "rounds":
         mp.setattr(SingleRound, "run", _raise(failure))
         return
-    mp.setattr(SingleRound, "run", lambda self, owners, transport: NearestCentroidModel(np.zeros((2, 20))))
-    mp.setattr(main_module, "save_model", _raise(failure))
+    trained = lambda self, owners, transport: StrategyResult(NearestCentroidModel(np.zeros((2, 20))), self.privacy())  # noqa: E731
+    mp.setattr(SingleRound, "run", trained)
+    mp.setattr(job_module, "save_model", _raise(failure))
 
 
 def _report(out: Path) -> dict:

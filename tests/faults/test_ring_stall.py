@@ -1,7 +1,8 @@
 """A ring whose member went silent before passing the sum on cannot close: the coordinator stops
 waiting for its leader once the member's node is past the node timeout, instead of sitting out
 the attempt's timeout (30 s by default); the fault matrix's ``ring-hop`` cases run this over real
-processes. Driven on the dispatcher directly, with a manual clock."""
+processes. Driven on the dispatcher directly, with a manual clock: the secure sum's driver names
+the ring session the leader's batch waits on (``stalls``); the dispatcher reads no task's spec."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def wait_for_leader(b_passed_on: bool) -> tuple[bool, list]:
     s = new_session_id()
     d.open_ring(s, [A0, B0, C0])
     done: list = []
-    runner = threading.Thread(target=lambda: done.append(d.run([leader_task(s)], timeout=60)), daemon=True)
+    runner = threading.Thread(target=lambda: done.append(d.run([leader_task(s)], timeout=60, stalls=s)), daemon=True)
     runner.start()
     d.pull("node-a", 1.0)  # the leader took its task and started the ring
     d.relay("node-a", [hop(s, A0, B0, 1)])

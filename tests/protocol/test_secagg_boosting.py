@@ -7,6 +7,7 @@ its ledger entries (at finite ε, seeded owners), and the refusal of an owner ov
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -14,9 +15,10 @@ import pytest
 
 from privfed.common.boosting.params import BoostingParams
 from privfed.common.datasets import load_builtin
-from privfed.common.errors import ConfigError, RoundFailed
+from privfed.common.errors import ConfigError
 from privfed.deploy.inprocess import InProcessTransport
 from privfed.owner.data import build_owners
+from privfed.server.strategies.base import Transport
 from privfed.server.strategies.boosting import BoostingStrategy
 
 N_OWNERS, N_NODES = 24, 3
@@ -49,31 +51,32 @@ def _booster(ds, **kw):
 
 
 def _run(ds, secure_sum, fb, budget=math.inf, seed=11):
+    """(transport, the run's result) of a boosting run over ``secure_sum``."""
     t = _transport(ds, secure_sum, budget)
-    strategy = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(seed)))
-    try:
-        model = strategy.run(sorted(t.owners), t)
-    except RoundFailed:
-        model = None  # a tiny set may give no learner better than chance; the sums are what is tested
-    return t, strategy, model
+    return t, BoostingStrategy(fb, np.random.Generator(np.random.PCG64(seed))).run(sorted(t.owners), t)
+
+
+def _sizes(result):
+    """The owners each round's secure sum summed."""
+    return [len(r.secure_sum.summed) for r in result.rounds]
 
 
 def test_same_model_with_either_secure_sum_at_infinite_epsilon(data):
     fb = _booster(data)
-    _, ring_strategy, ring_model = _run(data, "ring", fb)
-    t, strategy, model = _run(data, "secagg", fb)
-    assert ring_model is not None and model is not None
-    np.testing.assert_array_equal(model.predict(data.X), ring_model.predict(data.X))
-    np.testing.assert_allclose(model.alphas, ring_model.alphas, rtol=1e-9)
-    assert [r["ring_size"] for r in strategy.rounds] == [r["ring_size"] for r in ring_strategy.rounds]
-    assert t._secagg_runs, "the pairwise-mask secure sum never ran"
+    _, ring = _run(data, "ring", fb)
+    t, result = _run(data, "secagg", fb)
+    np.testing.assert_array_equal(result.model.predict(data.X), ring.model.predict(data.X))
+    np.testing.assert_allclose(result.model.alphas, ring.model.alphas, rtol=1e-9)
+    assert _sizes(result) == _sizes(ring)
+    assert {r.secure_sum.protocol for r in result.rounds} == {"secagg"} and t.secure_sums.runs
+    assert {r.secure_sum.protocol for r in ring.rounds} == {"ring"}
 
 
 def test_same_noisy_contribution_and_ledger_entries_with_either_secure_sum(data):
     fb = _booster(data, epsilon=4.0, n_rounds=2)
-    ring_t, ring_strategy, _ = _run(data, "ring", fb, budget=4.0, seed=2)
-    t, strategy, _ = _run(data, "secagg", fb, budget=4.0, seed=2)
-    assert strategy.evaluators == ring_strategy.evaluators
+    ring_t, ring = _run(data, "ring", fb, budget=4.0, seed=2)
+    t, result = _run(data, "secagg", fb, budget=4.0, seed=2)
+    assert [r.evaluators for r in result.rounds] == [r.evaluators for r in ring.rounds]
     released = 0
     for oid in sorted(t.owners):
         node = oid.split(".")[0]
@@ -94,20 +97,16 @@ def test_same_noisy_contribution_and_ledger_entries_with_either_secure_sum(data)
 
 def test_an_owner_over_budget_is_refused_and_the_rest_summed(data):
     fb = _booster(data, epsilon=4.0, n_rounds=2)
-    probe, probe_strategy, _ = _run(data, "secagg", fb, budget=4.0, seed=2)
-    first = probe_strategy.evaluators[0]
+    _, probe = _run(data, "secagg", fb, budget=4.0, seed=2)
+    first = probe.rounds[0].evaluators
     refusing = first[1]
     t = _transport(data, "secagg", budget=4.0)
     t.ledgers[refusing.split(".")[0]].debit(
         refusing, 4.0 - fb.eval_round_epsilon / 2, purpose="elsewhere", release_id="x"
     )
-    strategy = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(2)))
-    try:
-        strategy.run(sorted(t.owners), t)
-    except RoundFailed:
-        pass
-    assert strategy.refused[refusing] == "budget_exceeded" and refusing in strategy.dropped
-    assert strategy.rounds[0]["ring_size"] == len(first) - 1
+    result = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(2))).run(sorted(t.owners), t)
+    assert result.refused[refusing] == "budget_exceeded" and refusing in result.dropped
+    assert _sizes(result)[0] == len(first) - 1 and result.rounds[0].secure_sum.attempts == 1
 
 
 def test_unknown_secure_sum_is_a_config_error(data):
@@ -120,9 +119,9 @@ def _recording(t):
     batches = []
     send = t.run_tasks
 
-    def run_tasks(tasks, timeout=None):
+    def run_tasks(tasks, timeout=None, **options):
         batches.append({type(task.spec).__name__ for task in tasks})
-        return send(tasks, timeout)
+        return send(tasks, timeout, **options)
 
     t.run_tasks = run_tasks
     return batches
@@ -135,59 +134,58 @@ def test_every_evaluation_group_is_keyed_in_one_batch_before_the_first_round(dat
     fb = _booster(data, n_rounds=3)
     t = _transport(data, "secagg")
     batches = _recording(t)
-    strategy = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(11)))
-    strategy.run(sorted(t.owners), t)
+    result = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(11))).run(sorted(t.owners), t)
     keys = [i for i, b in enumerate(batches) if b == {"SecAggKeysTask"}]
     assert keys == [0, 1], batches
-    assert [set(s.members) for s in t._secagg_runs] == [set(e) for e in strategy.evaluators]
-    assert len({s.run_id for s in t._secagg_runs}) == 3
-    assert [r["ring_size"] for r in strategy.rounds] == [len(e) for e in strategy.evaluators]
-    assert all(s.rounds_left == s.rounds - 1 for s in t._secagg_runs)  # each served its one sum
+    runs = t.secure_sums.runs
+    assert [set(s.members) for s in runs] == [set(r.evaluators) for r in result.rounds]
+    assert len({s.run_id for s in runs}) == 3
+    assert _sizes(result) == [len(r.evaluators) for r in result.rounds]
+    assert all(s.rounds_left == s.rounds - 1 for s in runs)  # each served its one sum
 
 
 def test_groups_past_the_prepared_runs_are_keyed_by_their_first_sum(data, monkeypatch):
     """At most PREPARED_RUNS groups are keyed up front (both sides keep a bounded number of runs);
     a later group is keyed when its round comes, and still sums over all its members."""
-    import privfed.server.job
+    import privfed.common.secagg.runs
 
-    monkeypatch.setattr(privfed.server.job, "PREPARED_RUNS", 2)
+    monkeypatch.setattr(privfed.common.secagg.runs, "PREPARED_RUNS", 2)
     t = _transport(data, "secagg")
     batches = _recording(t)
     strategy = BoostingStrategy(_booster(data, n_rounds=3), np.random.Generator(np.random.PCG64(11)))
-    strategy.run(sorted(t.owners), t)
+    result = strategy.run(sorted(t.owners), t)
     keys = [i for i, b in enumerate(batches) if b == {"SecAggKeysTask"}]
     assert keys[:2] == [0, 1] and len(keys) == 4 and keys[2] > 2, batches
-    assert [set(s.members) for s in t._secagg_runs] == [set(e) for e in strategy.evaluators]
-    assert [r["ring_size"] for r in strategy.rounds] == [len(e) for e in strategy.evaluators]
+    assert [set(s.members) for s in t.secure_sums.runs] == [set(r.evaluators) for r in result.rounds]
+    assert _sizes(result) == [len(r.evaluators) for r in result.rounds]
 
 
 def test_a_prepared_key_agreement_serves_every_round_of_the_same_members(data):
     """Every owner evaluates every round (``eval_groups="all"``): one run, keyed up front with a
     seed per round plus SECAGG_ATTEMPTS - 1 for attempts again, serves every round's sum."""
-    from privfed.server.job import SECAGG_ATTEMPTS
+    from privfed.common.secagg.runs import SECAGG_ATTEMPTS
 
     n_rounds = SECAGG_ATTEMPTS + 1
     fb = _booster(data, n_rounds=n_rounds, eval_groups="all")
-    t, strategy, _ = _run(data, "secagg", fb)
-    assert [s.rounds for s in t._secagg_runs] == [n_rounds + SECAGG_ATTEMPTS - 1]
-    assert [s.rounds_left for s in t._secagg_runs] == [SECAGG_ATTEMPTS - 1]
-    assert [r["ring_size"] for r in strategy.rounds] == [N_OWNERS] * n_rounds
+    t, result = _run(data, "secagg", fb)
+    assert [s.rounds for s in t.secure_sums.runs] == [n_rounds + SECAGG_ATTEMPTS - 1]
+    assert [s.rounds_left for s in t.secure_sums.runs] == [SECAGG_ATTEMPTS - 1]
+    assert _sizes(result) == [N_OWNERS] * n_rounds
 
 
 def test_unprepared_sums_key_lazily_then_the_same_members_key_again(data):
     """Without the batch up front (a transport that has none), the first key agreement shares
     seeds for SECAGG_ATTEMPTS sums and serves them, then the same members key again for
     SECAGG_ROUNDS; each round's sum is over every owner."""
-    from privfed.server.job import SECAGG_ATTEMPTS, SECAGG_ROUNDS
+    from privfed.common.secagg.runs import SECAGG_ATTEMPTS, SECAGG_ROUNDS
 
     fb = _booster(data, n_rounds=SECAGG_ATTEMPTS + 1, eval_groups="all")
     t = _transport(data, "secagg")
-    t.prepare_secure_sums = None
-    strategy = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(11)))
-    strategy.run(sorted(t.owners), t)
-    assert [s.rounds for s in t._secagg_runs] == [SECAGG_ATTEMPTS, SECAGG_ROUNDS]
-    assert [s.rounds_left for s in t._secagg_runs] == [0, SECAGG_ROUNDS - 1]
-    assert [r["ring_size"] for r in strategy.rounds] == [N_OWNERS] * (SECAGG_ATTEMPTS + 1)
+    t.prepare_secure_sums = functools.partial(Transport.prepare_secure_sums, t)  # the protocol's default: a no-op
+    result = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(11))).run(sorted(t.owners), t)
+    assert [s.rounds for s in t.secure_sums.runs] == [SECAGG_ATTEMPTS, SECAGG_ROUNDS]
+    assert [s.rounds_left for s in t.secure_sums.runs] == [0, SECAGG_ROUNDS - 1]
+    assert _sizes(result) == [N_OWNERS] * (SECAGG_ATTEMPTS + 1)
 
 
 def test_secure_sum_for_picks_pairwise_masks_from_the_crossover_on():
@@ -210,6 +208,6 @@ def test_auto_is_the_default_and_sums_by_pairwise_masks_from_the_crossover_on(da
     t = _transport(data, "auto")
     assert InProcessTransport.with_ledgers([], epsilon_budget=1.0).secure_sum_protocol == "auto"
     strategy = BoostingStrategy(_booster(data, n_rounds=2, eval_groups="all"), np.random.Generator(np.random.PCG64(11)))
-    strategy.run(sorted(t.owners), t)
-    assert bool(t._secagg_runs) is secagg
-    assert [r["ring_size"] for r in strategy.rounds] == [N_OWNERS] * 2
+    result = strategy.run(sorted(t.owners), t)
+    assert bool(t.secure_sums.runs) is secagg
+    assert _sizes(result) == [N_OWNERS] * 2

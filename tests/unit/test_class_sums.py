@@ -174,7 +174,7 @@ def test_strategy_spends_exactly_epsilon_and_delta_per_owner_and_learns(tmp_path
     ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=8.0, delta_budget=1e-5)
     strategy = FedDpdrStrategy(epsilon=8.0, n_classes=10, bounds=train.bounds, k=20, delta=1e-5, model="centroid")
     one_node = SimpleNamespace(run_tasks=lambda tasks, timeout=None: handle_batch(tasks, owners, ledger))
-    model = strategy.run(sorted(owners), one_node)
+    model = strategy.run(sorted(owners), one_node).model
     for oid in owners:
         spent = ledger.spent(oid)
         assert math.isclose(spent.epsilon, 8.0) and math.isclose(spent.delta, 1e-5)

@@ -39,12 +39,9 @@ from privfed.proto.transport import (
     channel_options,
 )
 from privfed.server.app import CoordinatorServer
-from privfed.server.dispatcher import (
-    MAX_OWNERS_PER_NODE,
-    MAX_QUEUED_BYTES_PER_OWNER,
-    MAX_QUEUED_ENVELOPES_PER_OWNER,
-    Dispatcher,
-)
+from privfed.server.dispatcher import Dispatcher
+from privfed.server.nodes import MAX_OWNERS_PER_NODE
+from privfed.server.relay import MAX_QUEUED_BYTES_PER_OWNER, MAX_QUEUED_ENVELOPES_PER_OWNER
 from privfed.server.servicer import status_code
 
 _HAS_ROWS = "n_rows" in {f.name for f in dataclasses.fields(OwnerInfo)}
@@ -224,7 +221,7 @@ def test_a_mangled_envelope_is_refused_as_a_protocol_error_and_nothing_is_queued
 
 
 def test_the_total_queued_bytes_are_bounded_over_all_recipients(dispatcher, monkeypatch):
-    import privfed.server.dispatcher as module
+    import privfed.server.relay as module
 
     monkeypatch.setattr(module, "MAX_QUEUED_BYTES", 1000)
     s = new_session_id()

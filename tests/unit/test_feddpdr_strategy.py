@@ -47,7 +47,7 @@ def test_counts_released_once_and_svm_only_to_owners_that_gave_one(tmp_path, dig
             sent.append(tasks)
             return [r for r in handle_batch(tasks, owners, ledger) if r.owner_id != silent]  # a lost node
 
-    model = FedDpdrStrategy(epsilon=2.0, n_classes=10, bounds=train.bounds, k=5).run(sorted(owners), Transport())
+    model = FedDpdrStrategy(epsilon=2.0, n_classes=10, bounds=train.bounds, k=5).run(sorted(owners), Transport()).model
     assert [type(t.spec) for t in sent[0]] == [PcaShareTask] * 4
     assert [t.owner_id for t in sent[1]] == sorted(owners)[:-1]  # no count, no SVM task
     assert all(isinstance(t.spec, SvmShareTask) for t in sent[1])

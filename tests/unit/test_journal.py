@@ -36,11 +36,11 @@ def crashing(owner_side: InProcessTransport, crash_at: int | None, after: bool =
     run_tasks = type(owner_side).run_tasks
     owner_side.batches = 0
 
-    def run(tasks, timeout=None):
+    def run(tasks, timeout=None, **options):
         owner_side.batches += 1
         if owner_side.batches == crash_at and not after:
             raise Crash(f"coordinator killed before task batch {owner_side.batches}")
-        results = run_tasks(owner_side, tasks, timeout)
+        results = run_tasks(owner_side, tasks, timeout, **options)
         if owner_side.batches == crash_at:
             raise Crash(f"coordinator killed after task batch {owner_side.batches}")
         return results
@@ -80,7 +80,7 @@ def _run(ds, transport, journal=None, resume=False):
     strategy = BoostingStrategy(
         _booster(ds), np.random.Generator(np.random.PCG64(SEED)), journal=journal, resume=resume, seed=SEED
     )
-    return strategy.run(sorted(transport.owners), transport), strategy
+    return strategy.run(sorted(transport.owners), transport)
 
 
 def _debits(owner_side: InProcessTransport) -> dict[str, list[tuple[str, float]]]:
@@ -105,10 +105,11 @@ def test_a_restarted_owner_node_refuses_to_release_again_and_the_job_goes_on_wit
     owner_side.run_tasks = type(owner_side).run_tasks.__get__(owner_side)
     survivors = owner_side
     with Journal(tmp_path / "j.sqlite") as journal:
-        _, strategy = _run(data, survivors, journal, resume=True)
-    first = strategy.rounds[0]
-    assert first["released"] < first["group"]
-    assert set(strategy.refused) == set() or all(c == "already_released" for c in strategy.refused.values())
+        result = _run(data, survivors, journal, resume=True)
+    first = result.rounds[0]
+    assert first.released < first.asked
+    assert result.refused and all(c == "already_released" for c in result.refused.values())
+    assert {o.split(".")[0] for o in result.refused} == {restarted_node}
     for o, entries in _debits(survivors).items():
         assert len(entries) == len(set(entries)), f"{o} released something twice: {entries}"
 
@@ -116,7 +117,7 @@ def test_a_restarted_owner_node_refuses_to_release_again_and_the_job_goes_on_wit
 @pytest.fixture(scope="module")
 def uninterrupted(data):
     owner_side = _owner_side(data)
-    model, strategy = _run(data, owner_side)
+    model = _run(data, owner_side).model
     batches = crashing(_owner_side(data), None)
     _run(data, batches)
     return model, _debits(owner_side), batches.batches
@@ -124,7 +125,7 @@ def uninterrupted(data):
 
 def test_uninterrupted_runs_are_reproducible(data, uninterrupted):
     model, debits, _ = uninterrupted
-    again, _ = _run(data, _owner_side(data))
+    again = _run(data, _owner_side(data)).model
     np.testing.assert_array_equal(again.predict(data.X), model.predict(data.X))
     np.testing.assert_allclose(again.alphas, model.alphas)
 
@@ -141,14 +142,17 @@ def test_a_job_killed_at_any_task_batch_resumes_to_the_same_model(tmp_path, data
         _run(data, crashing(owner_side, crash_at, after), journal)
     owner_side.run_tasks = type(owner_side).run_tasks.__get__(owner_side)  # the new coordinator's calls
     with Journal(journal_path) as journal:
-        resumed, strategy = _run(data, owner_side, journal, resume=True)
+        result = _run(data, owner_side, journal, resume=True)
+    resumed = result.model
     # Nothing is released twice and nothing is lost: a recorded step is never asked again; a
     # share batch whose answers died with the coordinator is answered again with the same shares
     # (no new debit); a ring re-run reuses its members' cached noisy pairs.
     np.testing.assert_array_equal(resumed.predict(data.X), model.predict(data.X))
     np.testing.assert_allclose(resumed.alphas, model.alphas)
     assert _debits(owner_side) == clean_debits
-    assert any("from_journal" in r for r in strategy.rounds) or crash_at == 1
+    taken = [r.from_journal for r in result.rounds if r.from_journal is not None]
+    assert taken or crash_at == 1
+    assert all(r.released is None and r.seconds is None for r in result.rounds if r.from_journal)
 
 
 def test_a_journal_is_not_overwritten_or_resumed_with_another_job(tmp_path, data):

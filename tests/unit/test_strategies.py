@@ -10,11 +10,12 @@ import math
 import numpy as np
 import pytest
 
+from privfed.common.boosting.loop import plan_rounds
 from privfed.common.boosting.owner import check_learner
 from privfed.common.boosting.params import BoostingParams
 from privfed.common.boosting.simulation import simulate
 from privfed.common.datasets import load_builtin, partition
-from privfed.common.errors import ConfigError, RoundFailed
+from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import fit_local_logistic, lr_aggregate
 from privfed.common.tasks import LrShareTask, Result, Task
 from privfed.deploy.inprocess import InProcessTransport
@@ -62,7 +63,10 @@ def test_both_transports_and_every_strategy_satisfy_the_protocols(data):
 
 def test_ncc_at_infinite_epsilon_is_the_exact_nearest_centroid_and_every_owner_is_debited(data):
     t = _transport(data)
-    model = make_strategy("ncc", n_classes=2, bounds=data.bounds, epsilon=math.inf).run(sorted(t.owners), t)
+    result = make_strategy("ncc", n_classes=2, bounds=data.bounds, epsilon=math.inf).run(sorted(t.owners), t)
+    model = result.model
+    (record,) = result.rounds
+    assert (record.phase, record.asked, record.released) == ("share", N_OWNERS, N_OWNERS) and not result.refused
     rows = np.concatenate([o.X for o in t.owners.values()])
     labels = np.concatenate([o.y for o in t.owners.values()])
     exact = [data.bounds.clip(rows[labels == k])[0].mean(axis=0) for k in range(2)]
@@ -84,9 +88,11 @@ def test_lr_aggregates_what_the_owners_release_and_a_silent_node_is_left_out(dat
 
     t.run_tasks = recorded
     strategy = make_strategy("lr", n_classes=2, bounds=data.bounds, epsilon=1.0)
-    model = strategy.run(sorted(t.owners), t)
+    result = strategy.run(sorted(t.owners), t)
+    model = result.model
     silent = {o for o in t.owners if o.startswith("owner-3.")}
     assert t.silent_owners() == silent and all(_spent(t, o) == 0.0 for o in silent)
+    assert result.rounds[0].asked == N_OWNERS and result.rounds[0].released == N_OWNERS - len(silent)
     assert all(_spent(t, o) == pytest.approx(1.0) for o in t.owners if o not in silent)
     # the model is the aggregate of exactly the reports the answering owners released
     assert sorted(r.owner_id for r in released) == sorted(o for o in t.owners if o not in silent)
@@ -108,8 +114,13 @@ def test_lr_aggregates_what_the_owners_release_and_a_silent_node_is_left_out(dat
 
 def test_feddpdr_runs_both_phases_and_spends_exactly_epsilon(data):
     t = _transport(data, budget=2.0, delta_budget=1e-5)
-    model = make_strategy("feddpdr", n_classes=2, bounds=data.bounds, epsilon=2.0, k=3).run(sorted(t.owners), t)
+    result = make_strategy("feddpdr", n_classes=2, bounds=data.bounds, epsilon=2.0, k=3).run(sorted(t.owners), t)
+    model = result.model
     assert len(model.owner_sizes) == N_OWNERS
+    assert [(r.phase, r.asked, r.released) for r in result.rounds] == [
+        ("pca", N_OWNERS, N_OWNERS),
+        ("svm", N_OWNERS, N_OWNERS),
+    ]
     assert all(_spent(t, o) == pytest.approx(2.0) for o in t.owners)
     test = load_builtin("synthetic", n_samples=480, seed=6)
     assert model.predict(test.X).shape == (test.n,)
@@ -135,7 +146,8 @@ def test_boosting_over_per_owner_handlers_equals_the_vectorised_simulation_at_in
     fb = _booster(data, base=base)
     t = _transport(data)
     strategy = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(11)))
-    model = strategy.run(sorted(t.owners), t)
+    result = strategy.run(sorted(t.owners), t)
+    model = result.model
     sim = simulate(
         fb,
         data.X,
@@ -144,9 +156,10 @@ def test_boosting_over_per_owner_handlers_equals_the_vectorised_simulation_at_in
         rng=np.random.Generator(np.random.PCG64(11)),
         secure_sum="ring",
     )
-    assert [r["step"] for r in strategy.rounds][: len(sim.rounds)] == [
+    assert [r.decision.step for r in result.rounds][: len(sim.rounds)] == [
         {"stop": "discard_and_stop"}.get(r.step, r.step) for r in sim.rounds
     ]
+    assert [r.decision.alpha for r in result.rounds] == [r.alpha for r in sim.rounds]
     assert len(model.learners) == len(sim.model.learners)
     for ours, theirs in zip(model.learners, sim.model.learners):
         np.testing.assert_array_equal(ours.predict(data.X), theirs.predict(data.X))
@@ -156,15 +169,16 @@ def test_boosting_over_per_owner_handlers_equals_the_vectorised_simulation_at_in
     assert all(not core.mods["ring"]._parties for core in t.cores.values())
 
 
+def _evaluators(fb, owner_ids, seed):
+    """The evaluation groups a boosting run with group sampler ``seed`` plans (public, drawn first)."""
+    _, groups = plan_rounds(fb, len(owner_ids), np.random.Generator(np.random.PCG64(seed)))
+    return [tuple(owner_ids[i] for i in g) for g in groups]
+
+
 def test_boosting_drops_a_silent_and_a_refusing_evaluator_and_sums_the_rest(data):
     fb = _booster(data, epsilon=4.0, n_rounds=2)
-    probe = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(2)))
     t = _transport(data, budget=4.0)
-    try:
-        probe.run(sorted(t.owners), t)
-    except RoundFailed:
-        pass
-    ring = probe.evaluators[0]  # round 1's evaluation ring
+    ring = _evaluators(fb, sorted(t.owners), 2)[0]  # round 1's evaluation ring
     silent_node = ring[1].split(".")[0]
     silent = {o for o in ring if o.startswith(silent_node + ".")}
     refusing = next(o for o in ring[1:] if o not in silent)
@@ -172,19 +186,55 @@ def test_boosting_drops_a_silent_and_a_refusing_evaluator_and_sums_the_rest(data
     ledger = t.ledgers[refusing.split(".")[0]]
     ledger.debit(refusing, 4.0 - fb.eval_round_epsilon / 2, purpose="elsewhere", release_id="x")  # no room left
     strategy = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(2)))
-    try:
-        strategy.run(sorted(t.owners), t)
-    except RoundFailed:
-        pass  # the learners may be no better than chance; the rings are what is tested
-    assert strategy.evaluators == probe.evaluators
-    rec = strategy.rounds[0]
-    assert set(strategy.dropped) >= {refusing} and strategy.refused[refusing] == "budget_exceeded"
-    assert rec["ring_size"] == len(ring) - len(silent) - 1 and rec["ring_attempts"] == 2
+    result = strategy.run(sorted(t.owners), t)
+    rec = result.rounds[0]
+    assert rec.evaluators == ring and [r.evaluators for r in result.rounds] == _evaluators(fb, sorted(t.owners), 2)
+    assert set(result.dropped) >= {refusing} and result.refused[refusing] == "budget_exceeded"
+    assert rec.secure_sum.summed == tuple(o for o in ring if o not in silent | {refusing})
+    assert rec.secure_sum.attempts == 2 and rec.secure_sum.refused == {refusing: "budget_exceeded"}
     assert tuple(o for o in ring if o not in silent | {refusing}) in t.opened
+    assert t.relay.open_sessions() == [] and t.relay.waiting() == (0, 0)  # every ring was closed
     for o in t.owners:  # one share and at most one evaluation release per owner, within ε
         entries = [h["purpose"].split(":")[0] for h in t.ledgers[o.split(".")[0]].history(o)]
         assert entries.count("boost-eval") <= 1 and _spent(t, o) <= 4.0 + 1e-9
     assert all(_spent(t, o) == 0.0 for o in silent)
+
+
+@pytest.mark.parametrize(
+    "task, options",
+    [
+        ("ncc", {}),
+        ("lr", {}),
+        ("feddpdr", {"k": 3}),
+        ("feddpdr", {"k": 3, "model": "ovr-huber"}),
+        ("feddpdr", {"k": 20, "basis": "identity"}),
+        ("bdt", {}),
+        ("bdt", {"base": "ncc", "eval_groups": "all"}),
+    ],
+)
+def test_the_privacy_split_of_the_result_is_what_the_owners_ledgers_debit(data, task, options):
+    """Every ledger entry of the job is a release of the split, at its (ε, δ), no more often than the
+    split says; no owner spends more than the split's ε; every release of the split was made."""
+    if task == "bdt":
+        strategy = BoostingStrategy(_booster(data, epsilon=8.0, **options), np.random.Generator(np.random.PCG64(3)))
+    else:
+        strategy = make_strategy(task, n_classes=2, bounds=data.bounds, epsilon=8.0, **options)
+    split = strategy.privacy()
+    t = _transport(data, budget=8.0, delta_budget=1e-5)
+    result = strategy.run(sorted(t.owners), t)
+    assert result.privacy == split and split.epsilon == pytest.approx(8.0) and split.delta <= 1e-5
+    made = set()
+    for o in t.owners:
+        history = t.ledgers[o.split(".")[0]].history(o)
+        purposes = [h["purpose"].split(":")[0] for h in history]
+        for h, purpose in zip(history, purposes):
+            part = split.part(purpose)
+            assert h["epsilon"] == pytest.approx(part.epsilon) and h["delta"] == pytest.approx(part.delta)
+            assert purposes.count(purpose) <= part.releases
+        assert _spent(t, o) <= split.epsilon + 1e-9
+        made |= set(purposes)
+    assert made == {p.purpose for p in split.parts}
+    assert result.to_report()["privacy"]["releases"] == [p.to_report() for p in split.parts]
 
 
 @pytest.mark.parametrize("strategy", [NccStrategy, LrStrategy])
@@ -223,11 +273,14 @@ def test_a_sampled_stump_share_that_does_not_fit_the_encoding_is_dropped_alone(d
 
     owner_ids = sorted(t.owners)
     strategy = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(1)))
-    steps = _FederationSteps(strategy, owner_ids, Corrupting(t), "r")
+    steps = _FederationSteps(strategy, owner_ids, Corrupting(t), "r", [])
     plan = strategy.coordinator.plan
     group = np.arange(8)
     shares = steps.release(0, group)
     assert isinstance(shares, SampledReports) and len(shares) == len(group) - 2
+    assert set(steps.rejected) == set(owner_ids[:2]) and all(
+        w.startswith("share_encoding: ") for w in steps.rejected.values()
+    )
     assert shares.coordinates.shape[1] == plan.share_encoding.m
     check_learner(plan, strategy.coordinator.select(shares))
     for o in owner_ids[:8]:

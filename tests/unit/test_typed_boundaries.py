@@ -31,12 +31,7 @@ from privfed.server.strategies.base import Strategy, Transport
 
 #: Signatures with ``Any`` on main when this gate came, all in files being rewritten on other branches at
 #: the time (issue 25); each is to be typed there, then removed here (the test fails on a fixed entry).
-KNOWN = {
-    # issue 25 items 3-4 (wt-runner): Strategy.run is to return a StrategyResult.
-    "Strategy.run -> return",
-    # issue 25 items 1-2 (wt-kinds): the registry's lookup returns Kind[Any] for a spec of any kind.
-    "privfed.common.tasks.kind_of -> return",
-}
+KNOWN: set[str] = set()  # Strategy.run returns a StrategyResult since issue 25 items 3-4 (wt-runner)
 
 
 def _has_any(annotation: object) -> bool:

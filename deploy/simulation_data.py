@@ -1,0 +1,121 @@
+"""What ``privfed simulate`` computes outside its coordinator process (issue 27, item 2).
+
+:func:`prepare` runs before the first job, in a child process (:func:`privfed.deploy.child.call_in_child`):
+it computes each repeat's split of a built-in data set once, into the run's split cache (the owner
+nodes and the coordinator read it with numpy alone), checks that the job can run with the owners,
+and fits the non-private reference of each seed (privfed's own model at ε = ∞, with scikit-learn
+and scipy as the learners need them). :func:`plot` draws the accuracy-vs-ε figure after the last
+job, in another child (matplotlib). So the coordinator of a simulation imports what a bare
+coordinator does and no more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from privfed.common.datasets import Dataset, federation_split
+from privfed.common.schema import FederationSchema
+from privfed.deploy.reference import even_parts, report_reference
+from privfed.deploy.simulation_config import SimulationConfig
+from privfed.deploy.simulation_nodes import node_ranges
+from privfed.owner.data import check_owner_rows, read_owner_rows
+from privfed.server.config import JobConfig
+from privfed.server.main import federation_schema
+from privfed.server.report import learner_label, plot_lines
+from privfed.server.strategies import make_strategy
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What the coordinator needs of the data: each seed's reference (``reference_accuracy``,
+    ``reference_learner``) and the training rows of the first seed's split."""
+
+    references: dict[int, dict[str, object]]
+    train_rows: int
+
+
+def prepare(config: SimulationConfig, job: JobConfig, seeds: list[int], split_cache: Path | None) -> Prepared:
+    """Splits into ``split_cache`` (built-in data sets), the feasibility check, and each seed's reference.
+
+    ``job`` is the simulation's job with ``rows_per_owner`` unset or given; the references use it
+    with the public rows per owner the coordinator will use. Raises :class:`ConfigError` (one line) for
+    a job the owners cannot run, or an owner file that does not fit the schema.
+    """
+    if config.data:  # owners' own files: pooled only for the non-private reference, never shipped
+        schema, public_test = federation_schema(job)
+        assert public_test is not None  # the launcher checked the schema names one
+        pooled, sizes = _pooled(config.data, schema)
+        splits = {s: (pooled, public_test) for s in seeds}
+    else:
+        splits = {
+            s: federation_split(
+                job.dataset, seed=s, test_fraction=job.test_fraction, n_samples=job.n_samples, cache_dir=split_cache
+            )
+            for s in seeds
+        }
+        sizes = []
+    train0, test0 = splits[seeds[0]]
+    if job.rows_per_owner is None:
+        job = job.replace(rows_per_owner=train0.n / config.owners)
+    make_strategy(job, n_classes=len(test0.classes), bounds=test0.bounds).check_feasible(config.owners)
+
+    def owner_parts(seed: int, train: Dataset) -> list[np.ndarray]:
+        """The rows of each owner, as the nodes partition them (a file's rows among its node's owners)."""
+        if not config.data:
+            return even_parts(train.n, config.owners, seed)
+        starts = np.cumsum([0, *sizes])
+        ranges = node_ranges(config.owners, config.n_processes)
+        return [starts[i] + p for i, r in enumerate(ranges) for p in even_parts(sizes[i], len(r), seed)]
+
+    references = {
+        s: report_reference(job.replace(seed=s), tr, te, owner_parts(s, tr)) for s, (tr, te) in splits.items()
+    }
+    return Prepared(references, int(train0.n))
+
+
+def _pooled(files: tuple[Path, ...], schema: FederationSchema) -> tuple[Dataset, list[int]]:
+    """The rows of every owner file, each checked against ``schema``, pooled (the reference's training
+    set), and each file's row count."""
+    parts = [check_owner_rows(read_owner_rows(str(path)), schema) for path in files]
+    pooled = Dataset(
+        "+".join(p.name for p in parts),
+        np.vstack([p.X for p in parts]),
+        np.concatenate([p.y for p in parts]),
+        schema.bounds,
+        np.array(schema.classes),
+        schema.encoded_features,
+    )
+    return pooled, [p.n for p in parts]
+
+
+def plot(
+    path: Path,
+    config: SimulationConfig,
+    job: JobConfig,
+    points: list[dict],
+    reference: float,
+    chance: float,
+    majority: float,
+) -> None:
+    """The accuracy-vs-ε plot of a simulation (with the reference, majority and chance lines)."""
+    eps = [p["epsilon"] for p in points]
+    label = learner_label(job)
+    names = [p.name for p in config.data]
+    data = (", ".join(names[:3]) + (f", ... ({len(names)} files)" if len(names) > 3 else "")) if names else job.dataset
+    plot_lines(
+        path,
+        eps,
+        {
+            label: [p["accuracy"] for p in points],
+            "non-private reference (privfed at eps=inf)": [reference] * len(points),
+        },
+        errors={label: [p["accuracy_std"] for p in points]} if config.repeats > 1 else None,
+        hlines={"majority class": majority, "chance": chance},
+        xlabel="epsilon",
+        ylabel="test accuracy" + (f" (mean ± std of {config.repeats} runs)" if config.repeats > 1 else ""),
+        logx=True,
+        title=f"{data}: {config.owners} owners, {config.n_processes} node processes",
+    )
