@@ -6,11 +6,12 @@ this host allows one (then every byte on its loopback is the job's). While the j
 process of its tree is sampled from ``/proc`` every ``POLL`` s: CPU (utime + stime), resident set
 (VmRSS) and peak resident set (VmHWM, the kernel's own high-water mark). Per job::
 
-    task N  wall_s  rounds_s  cpu_s  cpu_ms/owner  bytes/owner  coord_MB  job_MB  node_MB  sum_MB  KB/owner  acc  ref  majority
+    task N  wall_s  rounds_s  cpu_s  cpu_ms/owner  bytes/owner  coord_MB  child_MB  job_MB  node_MB  sum_MB  KB/owner  acc  ref  majority
 
-``cpu_s`` is the whole tree's; ``coord_MB`` the launcher-coordinator's peak (VmHWM: the in-process
-non-private reference, which ``simulate`` computes before the job, included), ``job_MB`` its
-largest sampled RSS while node processes are alive (the coordinator during the job), ``node_MB`` the
+``cpu_s`` is the whole tree's (the launcher's children included: data split, non-private
+reference, plot); ``coord_MB`` the launcher-coordinator's peak (VmHWM; with a checkout that still
+fits the reference in the launcher's own process, that fit included), ``child_MB`` the largest
+child's peak, ``job_MB`` the coordinator's largest sampled RSS while node processes are alive, ``node_MB`` the
 largest node's peak, ``sum_MB`` the peak of the tree's summed RSS (one instant), ``KB/owner`` that
 sum over N; ``bytes/owner`` loopback bytes (headers included) over N, ``-`` without a namespace;
 ``acc`` the model's accuracy on the public test split at that ε beside the job's own non-private
@@ -112,6 +113,8 @@ def _sample(pid: int) -> tuple[str, float, float, float] | None:
         return None
     words = [w.decode(errors="replace") for w in cmd]
     role = next((f"node {words[i + 1]}" for i, w in enumerate(words[:-1]) if w == "--name"), "coordinator")
+    if "privfed.deploy.child" in words:  # the launcher's data split, reference fit or plot
+        role = "child"
     if "python" not in words[0] and not any("privfed" in w for w in words):
         role = "other " + Path(words[0]).name
     cpu = (int(stat[11]) + int(stat[12])) / PAGE_TICKS
@@ -211,7 +214,7 @@ def print_job(j: Job) -> None:
     per_byte = "-" if j.wire_bytes is None else f"{j.wire_bytes / n:.0f}"
     print(
         f"{j.task:4} {n:>8}  {j.wall_s:7.1f}  {j.rounds_s:8.2f}  {j.cpu_s:6.1f}  {1000 * j.cpu_s / n:12.3f}  "
-        f"{per_byte:>11}  {j.peak('coordinator'):8.0f}  {j.coord_job_mb:7.0f}  {j.peak('node'):7.0f}  {j.peak_sum_mb:6.0f}  "
+        f"{per_byte:>11}  {j.peak('coordinator'):8.0f}  {j.peak('child'):8.0f}  {j.coord_job_mb:7.0f}  {j.peak('node'):7.0f}  {j.peak_sum_mb:6.0f}  "
         f"{1024 * j.peak_sum_mb / n:8.2f}  {j.accuracy:.4f}  {j.reference:.4f}  {j.majority:.4f}",
         flush=True,
     )
@@ -252,7 +255,7 @@ def main() -> None:
         f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}"
     )
     print(
-        "task        N   wall_s  rounds_s   cpu_s  cpu_ms/owner  bytes/owner  coord_MB  job_MB  node_MB  sum_MB  "
+        "task        N   wall_s  rounds_s   cpu_s  cpu_ms/owner  bytes/owner  coord_MB  child_MB  job_MB  node_MB  sum_MB  "
         "KB/owner  acc     ref     majority"
     )
     with tempfile.TemporaryDirectory(prefix="privfed-scale-") as d:
