@@ -38,6 +38,7 @@ bench: install
 	$(PY) bench/footprint.py
 	$(PY) bench/ledger.py
 	$(PY) bench/launcher.py
+	$(PY) bench/scale.py
 
 # A longer hunt than CI's (tests/fuzz: 60 examples per RPC, 25 task batches).
 fuzz: install

@@ -136,9 +136,13 @@ class InProcessTransport(RelayedTransport):
                 by_node.setdefault(self._node[t.owner_id], []).append(t)
         outbound: list[tuple[str, Outbound]] = []
         for node, node_tasks in by_node.items():
-            answer = self.cores[node].answer(node_tasks)
-            results += answer.results
-            outbound += [(node, out) for out in answer.outbound]
+            core, seen, start = self.cores[node], set[str](), 0
+            while start < len(node_tasks):  # batch by batch, as a node answers a pull: bounded temporaries
+                end = core.chunk_end(node_tasks, start)
+                answer = core.answer(node_tasks[start:end], seen=seen)
+                results += answer.results
+                outbound += [(node, out) for out in answer.outbound]
+                start = end
         return results + self._route(outbound)
 
     def silent_owners(self) -> set[str]:

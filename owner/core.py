@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError, ProtocolError
-from privfed.common.ledger import Debit, Ledger
+from privfed.common.ledger import Debit, Ledger, Standing
 from privfed.common.mechanisms.base import REPORT_LIMIT
 from privfed.common.secagg.boxes import generate_private_key
 from privfed.common.secagg.ring import Outbound
@@ -80,9 +80,15 @@ class _Admitted:
     debits: list[Debit]
     cached: Cached | None = None
     refused: Result | None = None
+    #: The release computed with the batch (``TaskKind.compute_many``), None: compute it alone.
+    release: Release | None = None
 
 
 _Planned = Result | _Admitted | tuple[Task, StepKind]
+#: At most this many releases are computed in one ``compute_many`` call: a batch answered in one
+#: pass (the in-process transport's) keeps its temporaries bounded.
+TOGETHER = 1024
+_UNSENDABLE = "the release is not finite or outside the wire's range"
 
 
 def refusal_for(task: Task, exc: BaseException, *, detail: bool = True) -> Result:
@@ -184,8 +190,12 @@ class OwnerCore:
         (a task refused at decoding), passed through. ``seen``: task ids of the pass so far."""
         seen = set() if seen is None else seen
         pending: dict[str, list[Debit]] = {}
-        plan = [self._admit(item, seen, pending) for item in items]
-        self._debit([p for p in plan if isinstance(p, _Admitted) and p.cached is None])
+        items = list(items)
+        standings = self._standings(items)
+        plan = [self._admit(item, seen, pending, standings) for item in items]
+        fresh = [p for p in plan if isinstance(p, _Admitted) and p.cached is None]
+        self._debit(fresh)
+        self._compute_together([a for a in fresh if a.refused is None and a.kind.mod(a.task.spec) is None])
         results: list[Result] = []
         outbound: list[Outbound] = []
         for p in plan:
@@ -196,18 +206,34 @@ class OwnerCore:
         return Answer(results, outbound)
 
     # ------------------------------------------------------------------ 1-2: kind, validate, budget
-    def _view(self, owner: LocalOwner, pending: Sequence[Debit]) -> PublicView:
+    def _standings(self, items: Sequence[Task | Result]) -> dict[str, Standing]:
+        """The ledger record of every hosted owner a release task of the batch is for, read at once
+        (``Ledger.standings``); a ledger that cannot be read leaves each check to its own query."""
+        owners = [t.owner_id for t in items if isinstance(t, Task) and t.owner_id in self.owners]
+        if len(owners) < 2:
+            return {}
+        try:
+            return self.ledger.standings(owners)
+        except (sqlite3.Error, ConfigError, LocalProtocolError) as exc:
+            log.error(
+                "ledger %s cannot be read for the batch (%s); owners are checked one by one", self.ledger.path, exc
+            )
+            return {}
+
+    def _view(self, owner: LocalOwner, pending: Sequence[Debit], standing: Standing | None = None) -> PublicView:
         return PublicView(
             owner_id=owner.owner_id,
             config=owner.public,
             policy=self.policy,
-            ledger=LedgerView(self.ledger, owner.owner_id, pending),
+            ledger=LedgerView(self.ledger, owner.owner_id, pending, standing),
             node=self.node,
             applied={run: d for run in owner.boost_applied if (d := applied_digest(owner, run)) is not None},
             cached=owner.released,
         )
 
-    def _admit(self, item: Task | Result, seen: set[str], pending: dict[str, list[Debit]]) -> _Planned:
+    def _admit(
+        self, item: Task | Result, seen: set[str], pending: dict[str, list[Debit]], standings: dict[str, Standing]
+    ) -> _Planned:
         if isinstance(item, Result):
             return item
         task = item
@@ -233,7 +259,7 @@ class OwnerCore:
                 )
             mod = kind.mod(spec)
             party = self.mods[mod].prepare(owner.owner_id, spec) if mod is not None else None
-            view = self._view(owner, queued)
+            view = self._view(owner, queued, standings.get(owner.owner_id))
             cached = kind.validate(task, spec, view)
             if cached is not None:
                 return _Admitted(task, kind, owner, party, [], cached)
@@ -289,7 +315,7 @@ class OwnerCore:
             if p.cached is not None:
                 release = p.cached.payload
             else:
-                release = self._compute(kind, task, p.owner)
+                release = p.release if p.release is not None else self._compute(kind, task, p.owner)
                 kind.released(task, spec, release, p.owner, self.node)
             mod = kind.mod(spec)
             if mod is None:
@@ -303,6 +329,32 @@ class OwnerCore:
             return Result(task.task_id, task.owner_id, Refusal.of("internal")), []
 
     @staticmethod
+    def _compute_together(debited: list[_Admitted]) -> None:
+        """Each kind's debited releases of the batch in one ``compute_many`` call (issue 27); a kind
+        without one, a call that raises, or a release that is not sendable leaves them to
+        :meth:`_compute`, one by one (a draw that never leaves the node releases nothing)."""
+        by_kind: dict[str, list[_Admitted]] = {}
+        for a in debited:
+            by_kind.setdefault(a.kind.name, []).append(a)
+        pieces = [group[i : i + TOGETHER] for group in by_kind.values() for i in range(0, len(group), TOGETHER)]
+        for piece in pieces:
+            kind = piece[0].kind
+            try:
+                releases = kind.compute_many([a.task for a in piece], [a.owner for a in piece])
+            except Exception as exc:  # noqa: BLE001 - totality: each task is then computed alone
+                log.error(
+                    "task kind %s: computing %d release(s) together failed (%s); one by one", kind.name, len(piece), exc
+                )
+                continue
+            if releases is None:
+                continue
+            for a, release in zip(piece, releases, strict=True):
+                if is_sendable(release):
+                    a.release = release
+                else:  # computed alone, with its fallback; a draw that does not leave costs nothing
+                    log.error("task %s for %s: %s; computed alone", a.task.task_id, a.task.owner_id, _UNSENDABLE)
+
+    @staticmethod
     def _compute(kind: TaskKind[Any], task: Task, owner: LocalOwner) -> Release:
         """The release from the rows, or the kind's data-independent fallback (module docstring, step 4)."""
         spec = task.spec
@@ -310,7 +362,7 @@ class OwnerCore:
             release = kind.compute(task, spec, owner)
             if is_sendable(release):
                 return release
-            reason = "the release is not finite or outside the wire's range"
+            reason = _UNSENDABLE
         except Exception as exc:  # noqa: BLE001 - totality: nothing raised here may become a refusal
             reason = f"{type(exc).__name__}: {exc}"
         log.error(

@@ -113,41 +113,93 @@ def fit_local_logistic(
     k_out = 1 if k == 2 else k
     signs = np.where(y[:, None] == (np.arange(k_out) + (1 if k == 2 else 0))[None, :], 1.0, -1.0)  # (n, K')
     t1 = np.hstack([t, np.ones((n, 1))])
-    scale = 1.0 / (C * max(s.sum(), 1.0))  # same argmin; keeps gradients O(1) for the tolerance
+    # The K' problems are separable: one batch of K' problems sharing the rows.
+    return newton_logistic(np.broadcast_to(t1, (k_out, n, d + 1)), signs.T, np.broadcast_to(s, (k_out, n)), C).ravel()
 
-    def objective(flat: np.ndarray) -> tuple[float, np.ndarray]:
-        theta = flat.reshape(k_out, d + 1)
-        margin = signs * (t1 @ theta.T)
-        loss = C * np.sum(s[:, None] * np.logaddexp(0.0, -margin)) + 0.5 * np.dot(flat, flat)
-        grad = C * ((-signs * _expit(-margin)) * s[:, None]).T @ t1 + theta
-        return loss * scale, grad.ravel() * scale
 
-    # Damped Newton in numpy, one (d+1) x (d+1) system per binary problem (they are separable):
-    # H_k = C T1' diag(s p (1 - p)) T1 + I >= I, so every step is a descent direction and the
-    # Armijo backtracking below converges; near the optimum full steps converge quadratically.
-    theta = np.zeros((k_out, d + 1))
-    eye = np.eye(d + 1)
+def fit_local_logistic_many(
+    X: np.ndarray, y: np.ndarray, *, bounds: Bounds, n_classes: int, C: float = 1.0
+) -> np.ndarray:
+    """:func:`fit_local_logistic` for ``G`` owners holding ``n`` rows each, in one batch of Newton
+    steps (issue 27: a node hosting many owners fits them together; same objective, same optimum).
+
+    Parameters
+    ----------
+    X : array (G, n, d), y : int array (G, n)
+        Owner ``g``'s rows and class indices are ``X[g]``, ``y[g]``.
+
+    Returns
+    -------
+    theta : ndarray (G, K' (d + 1))
+        Row ``g`` is owner ``g``'s :func:`fit_local_logistic` to the stopping tolerance.
+    """
+    k = check_int(n_classes, name="n_classes", minimum=2)
+    C = check_positive(C, name="C")
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y)
+    if X.ndim != 3 or y.shape != X.shape[:2] or not np.issubdtype(y.dtype, np.integer):
+        raise ConfigError(f"X must be (G, n, d) and y (G, n) integer class indices, got {X.shape} and {y.shape}")
+    if y.size and (y.min() < 0 or y.max() >= k):
+        raise ConfigError(f"y must be integer class indices in 0..{k - 1}")
+    g, n, d = X.shape
+    k_out = 1 if k == 2 else k
+    t1 = np.concatenate([bounds.to_unit(X.reshape(g * n, d)).reshape(g, n, d), np.ones((g, n, 1))], axis=2)
+    positive = np.arange(k_out) + (1 if k == 2 else 0)
+    signs = np.where(y[:, None, :] == positive[None, :, None], 1.0, -1.0)  # (G, K', n)
+    rows = np.broadcast_to(t1[:, None], (g, k_out, n, d + 1)).reshape(g * k_out, n, d + 1)
+    theta = newton_logistic(rows, signs.reshape(g * k_out, n), np.ones((g * k_out, n)), C)
+    return theta.reshape(g, k_out * (d + 1))
+
+
+def newton_logistic(t1: np.ndarray, signs: np.ndarray, s: np.ndarray, C: float) -> np.ndarray:
+    """Minimise, for each of ``B`` independent problems ``b`` (seed 002 eq. 3),
+
+        C * sum_i s_bi log(1 + exp(-signs_bi (theta_b . t1_bi))) + ||theta_b||^2 / 2,
+
+    by damped Newton steps in numpy, all problems at once (``t1`` (B, n, p), ``signs`` and ``s``
+    (B, n); returns theta (B, p)). The Hessian ``C T1' diag(s p (1 - p)) T1 + I >= I``, so every
+    step is a descent direction and each problem's Armijo backtracking converges; near the optimum
+    full steps converge quadratically. A problem stops on its own (:data:`_NEWTON_GTOL` on its
+    gradient scaled by ``1 / (C max(sum s, 1))``, which keeps gradients O(1)), the others go on.
+    """
+    b, _, p = t1.shape
+    scale = 1.0 / (C * np.maximum(s.sum(axis=1), 1.0))  # (B,): same argmin
+    theta = np.zeros((b, p))
+    active = np.arange(b)
+
+    def value(idx: np.ndarray, th: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        margin = signs[idx] * np.einsum("bnp,bp->bn", t1[idx], th)
+        loss = C * np.sum(s[idx] * np.logaddexp(0.0, -margin), axis=1) + 0.5 * np.sum(th * th, axis=1)
+        return loss * scale[idx], margin
+
     for _ in range(_NEWTON_MAX_STEPS):
-        value, grad = objective(theta.ravel())
-        grad = grad.reshape(k_out, d + 1)
-        if np.linalg.norm(grad) <= _NEWTON_GTOL:
+        if not active.size:
             break
-        curvature = _expit(signs * (t1 @ theta.T)) * _expit(-signs * (t1 @ theta.T)) * s[:, None] * C
-        step = np.stack([np.linalg.solve((t1.T * curvature[:, j]) @ t1 + eye, grad[j] / scale) for j in range(k_out)])
-        if np.max(np.abs(step)) <= 1e-12 * (1.0 + np.max(np.abs(theta))):  # at rounding level
-            theta = theta - step
-            break
-        slope = float(np.sum(grad * step))  # Newton decrement squared (scaled)
-        if slope <= 1e-12:  # quadratic region: a full step, the objective cannot resolve the decrease
-            theta = theta - step
-            continue
-        size = 1.0
-        while size > 1e-12 and objective((theta - size * step).ravel())[0] > value - 1e-4 * size * slope:
-            size /= 2.0
-        if size <= 1e-12:  # no decrease left at rounding level: this is the optimum
-            break
-        theta = theta - size * step
-    return theta.ravel()
+        th, rows = theta[active], t1[active]
+        val, margin = value(active, th)
+        grad = (C * np.einsum("bn,bnp->bp", -signs[active] * _expit(-margin) * s[active], rows) + th) * scale[
+            active, None
+        ]
+        moving = np.linalg.norm(grad, axis=1) > _NEWTON_GTOL
+        curvature = _expit(margin) * _expit(-margin) * s[active] * C
+        hessian = np.einsum("bnp,bn,bnq->bpq", rows, curvature, rows) + np.eye(p)
+        step = np.linalg.solve(hessian, (grad / scale[active, None])[..., None])[..., 0]
+        tiny = np.max(np.abs(step), axis=1) <= 1e-12 * (1.0 + np.max(np.abs(th), axis=1))  # at rounding level
+        slope = np.sum(grad * step, axis=1)  # Newton decrement squared (scaled)
+        full = moving & (tiny | (slope <= 1e-12))  # quadratic region: the objective cannot resolve the decrease
+        search = moving & ~full
+        size = np.where(moving, 1.0, 0.0)
+        pending = search.copy()
+        while pending.any():
+            idx = np.flatnonzero(pending)
+            trial, _ = value(active[idx], th[idx] - size[idx, None] * step[idx])
+            done = trial <= val[idx] - 1e-4 * size[idx] * slope[idx]
+            size[idx[~done]] /= 2.0
+            pending[idx[done | (size[idx] <= 1e-12)]] = False
+        size[search & (size <= 1e-12)] = 0.0  # no decrease left at rounding level: this is the optimum
+        theta[active] = th - size[:, None] * step
+        active = active[moving & ~tiny & (size > 0.0)]
+    return theta
 
 
 def clip_parameters(theta: ArrayLike, param_bound: float) -> np.ndarray:
@@ -164,13 +216,20 @@ def lr_share(theta: ArrayLike, *, param_bound: float, mechanism: Mechanism, rng:
 
     ``t = clip(theta, ±param_bound) / param_bound`` lies in ``[-1, 1]^p``; the report is
     ``mechanism.privatize(t)``, a vector of length ``p = mechanism.d = len(theta)`` in t-space.
+    ``theta`` of shape (G, p): G owners' vectors (a node's batch), one independent draw each;
+    the reports have the same shape.
     """
-    t = clip_parameters(np.ravel(theta), param_bound) / float(param_bound)
-    if mechanism.d != t.shape[0]:
+    theta = np.asarray(theta, dtype=np.float64)
+    t = clip_parameters(
+        theta.reshape(-1, theta.shape[-1]) if theta.ndim == 2 else np.ravel(theta)[None, :], param_bound
+    )
+    t = t / float(param_bound)
+    if mechanism.d != t.shape[1]:
         raise ConfigError(
-            f"mechanism has d={mechanism.d} but theta has {t.shape[0]} parameters; build it with d={t.shape[0]}"
+            f"mechanism has d={mechanism.d} but theta has {t.shape[1]} parameters; build it with d={t.shape[1]}"
         )
-    return np.asarray(mechanism.privatize(t[None, :], rng), dtype=np.float64)[0]
+    reports = np.asarray(mechanism.privatize(t, rng), dtype=np.float64)
+    return reports if theta.ndim == 2 else reports[0]
 
 
 class LinearModel:

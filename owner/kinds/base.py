@@ -34,7 +34,7 @@ import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.ledger import Debit, Ledger
+from privfed.common.ledger import Debit, Ledger, Standing
 from privfed.common.tasks import Kind, Payload, Result, Task, TaskSpec
 from privfed.owner.local import Cached, LocalOwner, PublicConfig, Release
 
@@ -77,21 +77,27 @@ class LedgerView:
     """One owner's ledger, read only, with the debits of tasks accepted earlier in the batch
     (``pending``): a second task of the batch sees the first one's entries as if committed."""
 
-    def __init__(self, ledger: Ledger, owner_id: str, pending: Sequence[Debit] = ()) -> None:
+    def __init__(
+        self, ledger: Ledger, owner_id: str, pending: Sequence[Debit] = (), standing: Standing | None = None
+    ) -> None:
         self._ledger = ledger
         self._owner_id = owner_id
         self._pending = pending
+        #: the owner's record read for the whole batch (``Ledger.standings``); None: query it
+        self._standing = standing
 
     def check(self, epsilon: float, delta: float = 0.0) -> None:
         """Raise ``BudgetExceeded`` unless the owner can afford ``(epsilon, delta)`` more."""
         eps = math.fsum([d.epsilon for d in self._pending] + [epsilon])
         dlt = math.fsum([d.delta for d in self._pending] + [delta])
-        self._ledger.check(self._owner_id, eps, dlt)
+        self._ledger.check(self._owner_id, eps, dlt, standing=self._standing)
 
     def has_release_id(self, release_id: str) -> bool:
-        return any(d.release_id == release_id for d in self._pending) or self._ledger.has_release_id(
-            self._owner_id, release_id
-        )
+        if any(d.release_id == release_id for d in self._pending):
+            return True
+        if self._standing is not None:
+            return release_id in self._standing.release_ids
+        return self._ledger.has_release_id(self._owner_id, release_id)
 
     def history(self) -> list[dict[str, Any]]:
         """The owner's entries (``Ledger.history``), then the pending ones."""
@@ -219,6 +225,15 @@ class TaskKind(ABC, Generic[S]):
     @abstractmethod
     def compute(self, task: Task, spec: S, owner: LocalOwner) -> Release:
         """The release from the owner's rows (pure computation; total: see the module docstring)."""
+
+    def compute_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
+        """The releases of several of its tasks at once, in order (``owners[i]`` answers
+        ``tasks[i]``); None: computed one by one with ``compute`` (the default). A node hosting
+        many owners computes a batch's releases together (issue 27): the same mechanism on each
+        owner's own values, an independent draw per owner. Totality is the core's, per release:
+        if this raises, every task is computed alone; a release that is not sendable is
+        replaced by its fallback."""
+        return None
 
     @abstractmethod
     def fallback(self, spec: S, public: PublicConfig, n_rows: int, rng: np.random.Generator) -> Release:

@@ -8,18 +8,21 @@ parameters) -- gives the guarantee.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Hashable, Sequence
+from typing import TypeVar
 
 import numpy as np
 
 from privfed.common.bounds import Bounds
-from privfed.common.learners.logistic import fit_local_logistic, lr_share
+from privfed.common.errors import ConfigError
+from privfed.common.learners.logistic import fit_local_logistic, fit_local_logistic_many, lr_share
 from privfed.common.learners.ncc import ncc_share
 from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
 from privfed.common.mechanisms.base import Mechanism
 from privfed.common.tasks import LR_SHARE, NCC_SHARE, LrShareReply, LrShareTask, NccShareReply, NccShareTask, Task
 from privfed.common.validation import check_positive
 from privfed.owner.kinds.base import PublicView, TaskKind, check_classes, check_limit, check_schema
-from privfed.owner.local import Cached, LocalOwner, PublicConfig
+from privfed.owner.local import Cached, LocalOwner, PublicConfig, Release
 
 
 def lr_parameter_count(d: int, n_classes: int) -> int:
@@ -33,10 +36,44 @@ def midpoint_rows(bounds: Bounds, n_rows: int) -> np.ndarray:
     return np.tile((bounds.lo + bounds.hi) / 2.0, (max(n_rows, 1), 1))
 
 
+def same_release(
+    tasks: Sequence[Task], owners: Sequence[LocalOwner], key: Callable[[Task, LocalOwner], Hashable]
+) -> list[list[int]]:
+    """Indices of ``tasks`` grouped by ``key``: the tasks one batched computation can answer."""
+    groups: dict[Hashable, list[int]] = {}
+    for i, (task, owner) in enumerate(zip(tasks, owners, strict=True)):
+        groups.setdefault(key(task, owner), []).append(i)
+    return list(groups.values())
+
+
+_Spec = TypeVar("_Spec", NccShareTask, LrShareTask)
+
+
+def spec_of(task: Task, cls: type[_Spec]) -> _Spec:
+    """``task.spec`` as the kind's spec type (the registry routed it here by that type)."""
+    if not isinstance(task.spec, cls):
+        raise ConfigError(f"task {task.task_id!r} is not a {cls.__name__}")
+    return task.spec
+
+
+def spec_key(spec: NccShareTask | LrShareTask) -> Hashable:
+    """The spec's fields, its bounds as bytes: equal keys, one mechanism for the group."""
+    b = spec.bounds
+    return (*(v for k, v in vars(spec).items() if k != "bounds"), b.lo.tobytes(), b.hi.tobytes())
+
+
 class NccShareKind(TaskKind[NccShareTask]):
-    """Every row once through an ε-LDP mechanism, labels by k-RR (or clear, by opt-in)."""
+    """Every row once through an ε-LDP mechanism, labels by k-RR (or clear, by opt-in).
+
+    A node's owners asking for the same release are computed together (``compute_many``): their
+    rows go through the mechanism in one call, each row its own draw, and each owner gets back
+    its own rows' reports. Every row is perturbed once either way, so each owner's release is the
+    same ε-LDP release (seed 002 §3.5.1); the draws come from the generator of the group's first
+    owner (each owner's generator is the node's own noise stream).
+    """
 
     kind = NCC_SHARE
+    batch = 256  # an owner's reports are as large as its rows
 
     def releases_clear_labels(self, spec: NccShareTask) -> bool:
         return spec.labels == "clear"
@@ -60,6 +97,26 @@ class NccShareKind(TaskKind[NccShareTask]):
         share = ncc_share(owner.X, owner.y, bounds=spec.bounds, mechanism=mechanism, label_rr=label_rr, rng=owner.rng)
         return NccShareReply(reports=share.reports, labels=share.labels)
 
+    def compute_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
+        out: list[Release] = [NccShareReply(np.empty((0, 0)), np.empty(0, np.int64))] * len(tasks)
+        for group in same_release(tasks, owners, lambda t, o: spec_key(spec_of(t, NccShareTask))):
+            spec = spec_of(tasks[group[0]], NccShareTask)
+            mechanism, label_rr = self._mechanisms(spec)
+            rows = [owners[i] for i in group]
+            share = ncc_share(
+                np.concatenate([o.X for o in rows]),
+                np.concatenate([o.y for o in rows]),
+                bounds=spec.bounds,
+                mechanism=mechanism,
+                label_rr=label_rr,
+                rng=rows[0].rng,
+            )
+            sizes = np.array([o.n_rows for o in rows])
+            ends = np.cumsum(sizes)
+            for i, start, end in zip(group, ends - sizes, ends, strict=True):
+                out[i] = NccShareReply(reports=share.reports[start:end], labels=share.labels[start:end])
+        return out
+
     def fallback(
         self, spec: NccShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator
     ) -> NccShareReply:
@@ -77,9 +134,16 @@ class NccShareKind(TaskKind[NccShareTask]):
 
 
 class LrShareKind(TaskKind[LrShareTask]):
-    """A local logistic model, clipped to the public parameter bound, through an ε-LDP mechanism."""
+    """A local logistic model, clipped to the public parameter bound, through an ε-LDP mechanism.
+
+    A node's owners asking for the same release and holding as many rows are fitted together
+    (``compute_many``: :func:`fit_local_logistic_many`, the same optimum) and their parameter
+    vectors go through the mechanism in one call, one independent draw per owner, from the
+    generator of the group's first owner (as for :class:`NccShareKind`).
+    """
 
     kind = LR_SHARE
+    batch = 1024  # a release is one parameter vector, whatever the rows
 
     def _mechanism(self, spec: LrShareTask) -> Mechanism:
         return make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=lr_parameter_count(spec.bounds.d, spec.n_classes))
@@ -97,6 +161,18 @@ class LrShareKind(TaskKind[LrShareTask]):
         theta = fit_local_logistic(owner.X, owner.y, bounds=spec.bounds, n_classes=spec.n_classes, C=spec.c)
         reports = lr_share(theta, param_bound=spec.param_bound, mechanism=self._mechanism(spec), rng=owner.rng)
         return LrShareReply(reports=np.asarray(reports).reshape(1, -1))
+
+    def compute_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
+        out: list[Release] = [LrShareReply(np.empty((0, 0)))] * len(tasks)
+        for group in same_release(tasks, owners, lambda t, o: (spec_key(spec_of(t, LrShareTask)), o.n_rows)):
+            spec = spec_of(tasks[group[0]], LrShareTask)
+            rows = [owners[i] for i in group]
+            X, y = np.stack([o.X for o in rows]), np.stack([o.y for o in rows])
+            theta = fit_local_logistic_many(X, y, bounds=spec.bounds, n_classes=spec.n_classes, C=spec.c)
+            reports = lr_share(theta, param_bound=spec.param_bound, mechanism=self._mechanism(spec), rng=rows[0].rng)
+            for j, i in enumerate(group):
+                out[i] = LrShareReply(reports=reports[j : j + 1])
+        return out
 
     def fallback(self, spec: LrShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator) -> LrShareReply:
         mechanism = self._mechanism(spec)

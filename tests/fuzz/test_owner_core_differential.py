@@ -371,6 +371,12 @@ def test_the_comparison_catches_a_refusal_that_depends_on_the_rows(monkeypatch):
             raise FloatingPointError("a weight overflowed")
         return real(self, task, spec, owner)
 
+    def leaky_many(self, tasks, owners):  # the batched computation (issue 27) fails the same way
+        if any(o.y[0] == 0 for o in owners):
+            raise FloatingPointError("a weight overflowed")
+        return None
+
+    monkeypatch.setattr(NccShareKind, "compute_many", leaky_many)
     monkeypatch.setattr(NccShareKind, "compute", leaky)
     assert outcomes(_core(1, [1, 2, 3])) == outcomes(_core(2, [2, 2, 2]))  # the fallback still stops it
     monkeypatch.setattr(

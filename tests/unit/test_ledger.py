@@ -367,6 +367,26 @@ def test_a_batch_debit_checks_and_adds_every_account_of_each_owner(ledger):
     assert ledger.spent("c").epsilon == 0.5
 
 
+def test_standings_of_a_batch_are_what_each_owner_reads_alone(ledger):
+    """Issue 27: a node reads a batch's records at once; they must be spent, budget and release ids
+    as the per-owner queries give them (rows bound, owners never seen, a debit over the budget)."""
+    ledger.bind_rows("a", ROWS[:2])
+    ledger.bind_rows("c", [ROWS[1], ROWS[3]])
+    ledger.debit_many(
+        [Debit("a", 0.5, 0.0, "p", "r1"), Debit("b", 0.25, 1e-6, "p", "r2"), Debit("b", 0.25, 0, "p", "r3")]
+    )
+    owners = ["a", "b", "c", "never"]
+    standings = ledger.standings(owners + ["a"])
+    assert list(standings) == owners
+    for o in owners:
+        s = standings[o]
+        assert (s.spent, s.budget) == (ledger.spent(o), ledger.budget(o))
+        assert s.release_ids == {r for r in ("r1", "r2", "r3") if ledger.has_release_id(o, r)}
+    assert standings["c"].spent.epsilon == 0.5  # row 1's account, spent by a
+    with pytest.raises(BudgetExceeded):
+        ledger.check("c", 0.6, standing=standings["c"])
+
+
 def test_row_accounts_are_salted_per_file(tmp_path):
     keys = []
     for name in ("a.sqlite", "b.sqlite"):

@@ -141,6 +141,7 @@ def test_a_compute_that_fails_after_the_debit_releases_the_fallback_never_a_refu
 def test_a_kind_without_a_working_fallback_is_refused_as_internal_with_its_debit_on_record(monkeypatch):
     """The last line: a bug after the debit is a refusal the log names, never a crash of the node."""
     kind = OWNER_KINDS["lr_share"]
+    monkeypatch.setattr(type(kind), "compute_many", lambda *a: (_ for _ in ()).throw(ValueError("w")))
     monkeypatch.setattr(type(kind), "compute", lambda *a: (_ for _ in ()).throw(ValueError("x")))
     monkeypatch.setattr(type(kind), "fallback", lambda *a: (_ for _ in ()).throw(ValueError("y")))
     owners = _owners(1)
@@ -229,14 +230,15 @@ def test_the_update_is_the_samme_update_inside_the_bounds():
 
 
 def test_a_node_answers_a_pull_in_batches_of_each_kinds_size():
-    """Shares 16 at a time (one ledger transaction each), evaluations and secure-sum steps in runs of
-    any length, every ring hop alone (its envelope is relayed before the next task)."""
+    """Shares in runs of their kind's batch (one ledger transaction each), evaluations and secure-sum
+    steps in runs of any length, every ring hop alone (its envelope is relayed before the next task)."""
     from privfed.common.tasks import RingMessageTask, SecAggKeysTask
 
     specs = _specs()
     owner = "owner-0.o00000"
+    n = int(OWNER_KINDS["ncc_share"].batch)
     items = (
-        [Task(f"s{i}", owner, "r", specs[NccShareTask]) for i in range(20)]
+        [Task(f"s{i}", owner, "r", specs[NccShareTask]) for i in range(n + 4)]
         + [Task(f"e{i}", owner, "r", specs[BoostEvaluateTask]) for i in range(3)]
         + [Task(f"h{i}", owner, "ring", RingMessageTask(b"")) for i in range(2)]
         + [Task("k", owner, "k", SecAggKeysTask("s", 24, 2, 8.0))]
@@ -246,4 +248,4 @@ def test_a_node_answers_a_pull_in_batches_of_each_kinds_size():
     while start < len(items):
         start = core.chunk_end(items, start)
         ends.append(start)
-    assert ends == [16, 20, 23, 24, 25, 26]
+    assert ends == [n, n + 4, n + 7, n + 8, n + 9, n + 10]

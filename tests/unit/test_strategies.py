@@ -16,9 +16,8 @@ from privfed.common.boosting.params import BoostingParams
 from privfed.common.boosting.simulation import simulate
 from privfed.common.datasets import load_builtin, partition
 from privfed.common.errors import ConfigError
-from privfed.common.learners.logistic import fit_local_logistic, lr_aggregate, lr_share
-from privfed.common.mechanisms import make_mechanism
-from privfed.common.tasks import LrShareTask
+from privfed.common.learners.logistic import fit_local_logistic, lr_aggregate
+from privfed.common.tasks import LrShareTask, Result, Task
 from privfed.deploy.inprocess import InProcessTransport
 from privfed.owner.data import build_owners
 from privfed.server.strategies import LrStrategy, NccStrategy, make_strategy
@@ -79,6 +78,15 @@ def test_ncc_at_infinite_epsilon_is_the_exact_nearest_centroid_and_every_owner_i
 
 def test_lr_aggregates_what_the_owners_release_and_a_silent_node_is_left_out(data):
     t = _transport(data, budget=1.0, silent_nodes={"owner-3"})
+    released: list[Result] = []
+    run_tasks = t.run_tasks
+
+    def recorded(tasks, timeout=None):
+        results = run_tasks(tasks, timeout)
+        released.extend(results)
+        return results
+
+    t.run_tasks = recorded
     strategy = make_strategy("lr", n_classes=2, bounds=data.bounds, epsilon=1.0)
     result = strategy.run(sorted(t.owners), t)
     model = result.model
@@ -86,21 +94,22 @@ def test_lr_aggregates_what_the_owners_release_and_a_silent_node_is_left_out(dat
     assert t.silent_owners() == silent and all(_spent(t, o) == 0.0 for o in silent)
     assert result.rounds[0].asked == N_OWNERS and result.rounds[0].released == N_OWNERS - len(silent)
     assert all(_spent(t, o) == pytest.approx(1.0) for o in t.owners if o not in silent)
-    # the same releases, recomputed from the owners' seeded streams: the model is their aggregate
-    owners = [o for o in _owners(data) if o.owner_id not in silent]
-    mech = make_mechanism("pm", epsilon=1.0, d=model.coef_.size + model.intercept_.size)
-    task = LrShareTask(mechanism="pm", epsilon=1.0, param_bound=4.0, c=1.0, n_classes=2, bounds=data.bounds)
-    reports = [
-        lr_share(
-            fit_local_logistic(o.X, o.y, bounds=data.bounds, n_classes=2, C=task.c),
-            param_bound=task.param_bound,
-            mechanism=mech,
-            rng=o.rng,
-        )
-        for o in owners
-    ]
-    expected = lr_aggregate(np.stack(reports), param_bound=4.0, n_classes=2, bounds=data.bounds)
+    # the model is the aggregate of exactly the reports the answering owners released
+    assert sorted(r.owner_id for r in released) == sorted(o for o in t.owners if o not in silent)
+    reports = np.concatenate([r.payload.reports for r in released])
+    expected = lr_aggregate(reports, param_bound=4.0, n_classes=2, bounds=data.bounds)
     np.testing.assert_allclose(model.coef_, expected.coef_, atol=1e-9)
+    # each owner's own model went through the mechanism: at epsilon = inf the reports are the clipped fits
+    exact = _transport(data, budget=math.inf)
+    results = exact.run_tasks(
+        [
+            Task(f"t{i}", o.owner_id, "r", LrShareTask("pm", math.inf, 4.0, 1.0, 2, data.bounds))
+            for i, o in enumerate(_owners(data))
+        ]
+    )
+    for o, r in zip(_owners(data), results, strict=True):
+        fit = fit_local_logistic(o.X, o.y, bounds=data.bounds, n_classes=2, C=1.0)
+        np.testing.assert_allclose(r.payload.reports[0], np.clip(fit, -4.0, 4.0) / 4.0, atol=1e-9)
 
 
 def test_feddpdr_runs_both_phases_and_spends_exactly_epsilon(data):

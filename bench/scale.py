@@ -1,0 +1,277 @@
+"""Cross-device scale: per-owner CPU, wire bytes and memory of whole ``privfed simulate`` jobs (issue 27, item 4).
+
+Each run is one real ``privfed simulate`` process (the coordinator, with mTLS) and its ``--processes``
+owner node processes, on the synthetic data set at one ε, in a network namespace of its own when
+this host allows one (then every byte on its loopback is the job's). While the job runs, every
+process of its tree is sampled from ``/proc`` every ``POLL`` s: CPU (utime + stime), resident set
+(VmRSS) and peak resident set (VmHWM, the kernel's own high-water mark). Per job::
+
+    task N  wall_s  rounds_s  cpu_s  cpu_ms/owner  bytes/owner  coord_MB  child_MB  job_MB  node_MB  sum_MB  KB/owner  acc  ref  majority
+
+``cpu_s`` is the whole tree's (the launcher's children included: data split, non-private
+reference, plot); ``coord_MB`` the launcher-coordinator's peak (VmHWM; with a checkout that still
+fits the reference in the launcher's own process, that fit included), ``child_MB`` the largest
+child's peak, ``job_MB`` the coordinator's largest sampled RSS while node processes are alive, ``node_MB`` the
+largest node's peak, ``sum_MB`` the peak of the tree's summed RSS (one instant), ``KB/owner`` that
+sum over N; ``bytes/owner`` loopback bytes (headers included) over N, ``-`` without a namespace;
+``acc`` the model's accuracy on the public test split at that ε beside the job's own non-private
+reference (``privfed lr/ncc at ε = ∞``, the same owners) and the majority-class line.
+
+Then, per task, ``name  baseline  candidate  ratio`` lines (STYLE rule 14) for each N against the
+smallest N of the same run (the baseline): CPU per owner, bytes per owner, RSS per owner, wall
+per owner. A flat ratio is a per-owner cost that does not grow with N.
+
+    python bench/scale.py [--owners 10000,30000] [--tasks lr,ncc] [--processes 2] [--epsilon 1]
+                          [--bdt-owners N] [--seed 0] [--pythonpath DIR]
+
+``--pythonpath DIR`` runs the job from another checkout laid out as ``DIR/privfed`` (e.g. main,
+for before/after numbers). ``--bdt-owners N`` adds a 10-round BDT (stumps) at N owners.
+Not a test and not run in CI (``make bench``: N = 10^4 and 3·10^4, about 1 minute on two busy cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+POLL = 0.1  # seconds between two samples of the job's processes
+PAGE_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Proc:
+    """What was last seen of one process of the job's tree."""
+
+    role: str
+    cpu_s: float = 0.0
+    peak_mb: float = 0.0
+
+
+@dataclass
+class Job:
+    task: str
+    owners: int
+    wall_s: float
+    rounds_s: float
+    procs: dict[int, Proc] = field(default_factory=dict)
+    peak_sum_mb: float = 0.0
+    coord_job_mb: float = 0.0
+    wire_bytes: int | None = None
+    accuracy: float = float("nan")
+    reference: float = float("nan")
+    majority: float = float("nan")
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(p.cpu_s for p in self.procs.values())
+
+    def peak(self, role: str) -> float:
+        return max((p.peak_mb for p in self.procs.values() if p.role.startswith(role)), default=0.0)
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rpartition(")")[2].split()[1])
+        tree.setdefault(ppid, []).append(int(entry))
+    return tree
+
+
+def _descendants(root: int) -> list[int]:
+    tree, out, todo = _children(), [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += tree.get(pid, [])
+    return out
+
+
+def _sample(pid: int) -> tuple[str, float, float, float] | None:
+    """``(role, cpu s, rss MB, peak rss MB)`` of a live process, None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        status = Path(f"/proc/{pid}/status").read_text()
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    kb = {line.split(":")[0]: int(line.split()[1]) for line in status.splitlines() if line.startswith("Vm")}
+    if "VmRSS" not in kb:  # a zombie
+        return None
+    words = [w.decode(errors="replace") for w in cmd]
+    role = next((f"node {words[i + 1]}" for i, w in enumerate(words[:-1]) if w == "--name"), "coordinator")
+    if "privfed.deploy.child" in words:  # the launcher's data split, reference fit or plot
+        role = "child"
+    if "python" not in words[0] and not any("privfed" in w for w in words):
+        role = "other " + Path(words[0]).name
+    cpu = (int(stat[11]) + int(stat[12])) / PAGE_TICKS
+    return role, cpu, kb["VmRSS"] / 1024, kb.get("VmHWM", kb["VmRSS"]) / 1024
+
+
+class Netns:
+    """A network namespace with only ``lo`` up; its loopback counters are the job's bytes."""
+
+    def __init__(self) -> None:
+        self.name = f"pfscale{os.getpid()}"
+        ok = (
+            os.geteuid() == 0 and subprocess.run(["ip", "netns", "add", self.name], capture_output=True).returncode == 0
+        )
+        self.ok = ok and self._ip("link", "set", "lo", "up").returncode == 0
+
+    def _ip(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["ip", "-n", self.name, *args], capture_output=True, text=True)
+
+    def prefix(self) -> list[str]:
+        return ["ip", "netns", "exec", self.name] if self.ok else []
+
+    def tx_bytes(self) -> int | None:
+        if not self.ok:
+            return None
+        out = subprocess.run(
+            ["ip", "netns", "exec", self.name, "cat", "/sys/class/net/lo/statistics/tx_bytes"],
+            capture_output=True,
+            text=True,
+        )
+        return int(out.stdout) if out.returncode == 0 else None
+
+    def close(self) -> None:
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+
+
+def run_job(task: str, owners: int, args: argparse.Namespace, tmp: Path) -> Job:
+    out = tmp / f"{task}-{owners}"
+    cmd = [sys.executable, "-m", "privfed.deploy.cli", "simulate", "--task", task, "--owners", str(owners)]
+    cmd += ["--processes", str(args.processes), "--epsilon", str(args.epsilon), "--seed", str(args.seed)]
+    cmd += ["--no-progress", "--out", str(out)]
+    if task == "bdt":
+        cmd += ["--rounds", "10", "--base", "stump"]
+    env = dict(os.environ)
+    if args.pythonpath:
+        env["PYTHONPATH"] = args.pythonpath
+    netns = Netns()
+    before = netns.tx_bytes()
+    log = (tmp / f"{task}-{owners}.log").open("w")
+    start = time.monotonic()
+    proc = subprocess.Popen(netns.prefix() + cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    seen: dict[int, Proc] = {}
+    peak_sum = coord_job = 0.0
+    try:
+        while proc.poll() is None:
+            total, coord, nodes = 0.0, 0.0, False
+            for pid in _descendants(proc.pid):
+                s = _sample(pid)
+                if s is None or s[0].startswith("other"):
+                    continue
+                role, cpu, rss, hwm = s
+                p = seen.setdefault(pid, Proc(role))
+                p.cpu_s, p.peak_mb = cpu, max(p.peak_mb, hwm)
+                total += rss
+                nodes |= role.startswith("node")
+                coord = rss if pid == proc.pid else coord
+            peak_sum = max(peak_sum, total)
+            coord_job = max(coord_job, coord) if nodes else coord_job
+            time.sleep(POLL)
+        wall = time.monotonic() - start
+        after = netns.tx_bytes()
+    finally:
+        netns.close()
+        log.close()
+    if proc.returncode != 0:
+        tail = Path(log.name).read_text(errors="replace").splitlines()[-15:]
+        raise SystemExit(f"{task} N={owners} failed (exit {proc.returncode}); the end of its log:\n" + "\n".join(tail))
+    report = json.loads(next(out.glob("*/report.json")).read_text())
+    point = report["points"][0]
+    return Job(
+        task,
+        owners,
+        wall,
+        float(point.get("rounds_s", float("nan"))),
+        procs=seen,
+        peak_sum_mb=peak_sum,
+        coord_job_mb=coord_job,
+        wire_bytes=None if before is None or after is None else after - before,
+        accuracy=float(point["accuracy"]),
+        reference=float(report.get("reference_accuracy", float("nan"))),
+        majority=float(report["baselines"]["majority_class"]),
+    )
+
+
+def print_job(j: Job) -> None:
+    n = j.owners
+    per_byte = "-" if j.wire_bytes is None else f"{j.wire_bytes / n:.0f}"
+    print(
+        f"{j.task:4} {n:>8}  {j.wall_s:7.1f}  {j.rounds_s:8.2f}  {j.cpu_s:6.1f}  {1000 * j.cpu_s / n:12.3f}  "
+        f"{per_byte:>11}  {j.peak('coordinator'):8.0f}  {j.peak('child'):8.0f}  {j.coord_job_mb:7.0f}  {j.peak('node'):7.0f}  {j.peak_sum_mb:6.0f}  "
+        f"{1024 * j.peak_sum_mb / n:8.2f}  {j.accuracy:.4f}  {j.reference:.4f}  {j.majority:.4f}",
+        flush=True,
+    )
+
+
+def print_ratios(jobs: list[Job]) -> None:
+    base = jobs[0]
+    metrics = {
+        "cpu ms/owner": lambda j: 1000 * j.cpu_s / j.owners,
+        "wall ms/owner": lambda j: 1000 * j.wall_s / j.owners,
+        "RSS KB/owner": lambda j: 1024 * j.peak_sum_mb / j.owners,
+        "coord RSS KB/owner": lambda j: 1024 * j.peak("coordinator") / j.owners,
+        "coord job KB/owner": lambda j: 1024 * j.coord_job_mb / j.owners,
+        "bytes/owner": lambda j: float("nan") if j.wire_bytes is None else j.wire_bytes / j.owners,
+    }
+    for j in jobs[1:]:
+        for name, f in metrics.items():
+            b, c = f(base), f(j)
+            print(
+                f"{j.task} N={j.owners} vs N={base.owners} {name:18}  {b:10.3f}  {c:10.3f}  {c / b if b else float('nan'):6.2f}"
+            )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--owners", default="10000,30000", help="comma-separated N; the first is the ratios' baseline")
+    p.add_argument("--tasks", default="lr,ncc")
+    p.add_argument("--processes", type=int, default=2)
+    p.add_argument("--epsilon", type=float, default=1.0)
+    p.add_argument("--bdt-owners", type=int, default=0, help="also a 10-round BDT at this N (0: none)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pythonpath", default=None)
+    args = p.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the namespace is deleted on the way out
+    sizes = [int(n) for n in args.owners.split(",")]
+    print(
+        f"# bench/scale.py  {args.processes} node processes, epsilon {args.epsilon:g}, seed {args.seed}, "
+        f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}"
+    )
+    print(
+        "task        N   wall_s  rounds_s   cpu_s  cpu_ms/owner  bytes/owner  coord_MB  child_MB  job_MB  node_MB  sum_MB  "
+        "KB/owner  acc     ref     majority"
+    )
+    with tempfile.TemporaryDirectory(prefix="privfed-scale-") as d:
+        tmp = Path(d)
+        series: list[list[Job]] = []
+        for task in [t for t in args.tasks.split(",") if t]:
+            jobs = []
+            for n in sizes:
+                jobs.append(run_job(task, n, args, tmp))
+                print_job(jobs[-1])
+            series.append(jobs)
+        if args.bdt_owners:
+            print_job(run_job("bdt", args.bdt_owners, args, tmp))
+    for jobs in series:
+        print_ratios(jobs)
+
+
+if __name__ == "__main__":
+    main()
