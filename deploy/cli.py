@@ -511,6 +511,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--connect-timeout", type=_positive_float, default=120.0, help="seconds to keep trying to reach the coordinator"
     )
     p.add_argument("--target-name", help="TLS name to expect from the coordinator when dialing an address")
+    p.add_argument(
+        "--policy",
+        type=Path,
+        help="the node's policy (TOML: tasks, max_epsilon_per_job, max_delta_per_job, max_epsilon_per_day, "
+        "max_epsilon_total, data_users, schema_sha256); with it the node is a daemon serving job after job "
+        "(privfed serve) until SIGTERM. Without it: one job, then exit",
+    )
     _add_data(p, dataset_group=source)
     p.set_defaults(func=_owner)
 
@@ -537,7 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("certs", help="make a federation CA and mTLS certificates")
     p.add_argument("--out", type=Path, required=True, help="directory for the CA and one directory per party")
-    who = p.add_mutually_exclusive_group(required=True)
+    who = p.add_mutually_exclusive_group()
     who.add_argument("--owners", type=_positive_int, help="owner node certificates owner-0..owner-<N-1>")
     who.add_argument(
         "--names",
@@ -545,6 +552,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="owner node certificates with these names (e.g. hospital-a hospital-b): each node runs with "
         "--name NAME, and its owners' ids start with NAME",
+    )
+    p.add_argument(
+        "--data-user",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a data-user certificate NAME (repeatable): it may submit jobs to a coordinator service "
+        "(privfed submit) and nothing else; node certificates cannot submit",
     )
     p.add_argument("--san", action="append", default=[], help="extra coordinator name or IP (repeatable)")
     mode = p.add_mutually_exclusive_group()
@@ -730,11 +745,22 @@ def _certs(args: argparse.Namespace) -> int:
     from privfed.common.identity import check_node_name
     from privfed.deploy.certs import make_certs
 
+    if args.owners is None and args.names is None and not args.data_user:
+        raise PrivfedError("say whose certificates to make: --owners N, --names NAME ..., or --data-user NAME")
     names = None if args.names is None else [check_node_name(n, flag="--names") for n in args.names]
     if names is not None and len(set(names)) != len(names):
         raise PrivfedError(f"--names must be distinct, got {names}")
-    owners = len(names) if names else args.owners
-    out = make_certs(args.out, owners=owners, owner_names=names, sans=args.san, force=args.force, add=args.add)
+    users = [check_node_name(n, flag="--data-user") for n in args.data_user]
+    owners = len(names) if names else (args.owners or 0)
+    out = make_certs(
+        args.out,
+        owners=owners,
+        owner_names=names,
+        sans=args.san,
+        force=args.force,
+        add=args.add,
+        data_users=users,
+    )
     what = (
         "issued the missing certificates under the existing CA"
         if args.add

@@ -22,6 +22,7 @@ from privfed.common.errors import (
     RoundFailed,
 )
 from privfed.common.identity import check_owned_by
+from privfed.common.jobinfo import JobInfo
 from privfed.common.messages import OwnerInfo, PeerKey, Result, RingMessageTask, Task
 from privfed.common.secagg.boxes import MAX_ID_BYTES
 from privfed.server.contracts import Rejection
@@ -45,6 +46,7 @@ class _Node:
     last_seen: float = 0.0
     keys: frozenset[bytes] = frozenset()  # the owners' ring keys: fresh per node process, the same on re-registration
     peer: str | None = None  # the connection the registration came from (None: unknown, in-process callers)
+    job: JobInfo | None = None  # the job announced when the node last took tasks (they belong to it)
 
 
 @dataclass
@@ -72,6 +74,8 @@ class Dispatcher:
         self._certificates: dict[str, bytes] = {}
         self._waiting: set[str] = set()
         self._aborted = False
+        self._cancelled = False  # the current job only (cancel_job); begin_job lifts it
+        self._job: JobInfo | None = None
         self._relay = Relay()  # open ring sessions and the envelopes waiting in the node queues
         self.relayed = 0  # envelopes accepted (tests watch it)
         self.session_id = secrets.token_hex(8)
@@ -235,6 +239,7 @@ class Dispatcher:
     def _drain(self, node: _Node) -> list[Task]:
         tasks = list(node.queue)
         node.queue.clear()
+        node.job = self._job
         self._relay.release(t.task_id for t in tasks)
         return tasks
 
@@ -318,7 +323,7 @@ class Dispatcher:
     def wait_for_owners(self, n: int, timeout: float, progress: Callable[[int], None] | None = None) -> int:
         deadline = self._clock() + timeout
         with self._cv:
-            while len(self._owners) < n and not self._aborted:
+            while len(self._owners) < n and not self.aborted:
                 if progress:
                     progress(len(self._owners))
                 left = deadline - self._clock()
@@ -361,7 +366,7 @@ class Dispatcher:
             self._cv.notify_all()
             deadline = self._clock() + timeout
             next_liveness_check = self._clock() + 0.5
-            while self._waiting and not self._aborted:
+            while self._waiting and not self.aborted:
                 if progress:
                     progress(len(ids) - len(self._waiting), len(ids))
                 now = self._clock()
@@ -398,7 +403,7 @@ class Dispatcher:
                     node.queue = deque(t for t in node.queue if t.task_id not in lost_set)
             results = {i: self._results.pop(i) for i in ids if i in self._results}
             rejected = {i: self._rejections.pop(i) for i in ids if i in self._rejections}
-            if self._aborted:
+            if self.aborted:
                 raise JobAborted(f"job aborted with {len(lost)} task(s) of the round unanswered")
             return RunOutcome(results=results, lost=lost, lost_nodes=lost_nodes, rejected=rejected)
 
@@ -410,7 +415,44 @@ class Dispatcher:
 
     @property
     def aborted(self) -> bool:
-        return self._aborted
+        """The coordinator is stopping (:meth:`abort`) or the current job was cancelled (:meth:`cancel_job`)."""
+        return self._aborted or self._cancelled
+
+    # ---- one job after another (privfed serve) -----------------------------------------
+    def begin_job(self, job: JobInfo | None) -> None:
+        """Announce ``job``: the tasks queued from now on belong to it, and each node is told so with
+        the tasks it takes (:meth:`drained_job`), so an owner's policy can judge the job. Tasks of an
+        earlier job still queued are dropped (their job is over), and a cancelled job's stop is lifted;
+        the owners stay registered."""
+        with self._cv:
+            for node in self._nodes.values():
+                self._relay.release(t.task_id for t in node.queue)
+                node.queue.clear()
+            self._pending.clear()
+            self._results.clear()
+            self._rejections.clear()
+            self._waiting = set()
+            self._job = job
+            self._cancelled = False
+            self._cv.notify_all()
+
+    def cancel_job(self) -> None:
+        """Stop the current job as :meth:`abort` does (a waiting round raises JobAborted), but keep
+        the nodes: they are not told to exit, and the next :meth:`begin_job` runs as usual."""
+        with self._cv:
+            self._cancelled = True
+            self._cv.notify_all()
+
+    @property
+    def job(self) -> JobInfo | None:
+        """The job announced last (:meth:`begin_job`)."""
+        return self._job
+
+    def drained_job(self, node_id: str) -> JobInfo | None:
+        """The job the tasks ``node_id`` took last (by :meth:`pull` or :meth:`relay`) belong to."""
+        with self._cv:
+            node = self._nodes.get(node_id)
+            return None if node is None else node.job
 
     def abort(self) -> None:
         """Stop the job: a waiting round returns at once (raising JobAborted), nodes are told
