@@ -521,6 +521,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data(p, dataset_group=source)
     p.set_defaults(func=_owner)
 
+    from privfed.deploy.service_cli import add_parsers as add_service_parsers
+
+    add_service_parsers(sub, add_tls=_add_tls, add_data=_add_data, address=address, listen=_listen_address)
+
     p = sub.add_parser(
         "query",
         help="clean query rows locally (projection onto what the model reads by default; "
@@ -832,13 +836,46 @@ def _ledger_show(args: argparse.Namespace) -> int:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
         print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
-    if accounts:
-        print("\nreleases (debit order):")
+    jobs = _by_job(accounts)
+    if jobs:
+        print("\nby job (most any one owner spent in it; '-': releases of no announced job):")
+        header = ("job", "owners", "releases", "eps per owner", "delta per owner", "first", "last")
+        rows = [
+            (job or "-", str(len(j["owners"])), str(j["releases"]), _fmt(j["epsilon"]), _fmt(j["delta"]), j["first"], j["last"])
+            for job, j in jobs.items()
+        ]
+        widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+        for r in [header, *rows]:
+            print("  " + "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
+    for job in jobs:
+        print(f"\nreleases of job {job or '-'} (debit order):")
+        for a in accounts:
+            for r in a.releases:
+                if r.get("job", "") != job:
+                    continue
+                kind = "NON-PRIVATE" if r["nonprivate"] else f"eps={_fmt(r['epsilon'])} delta={_fmt(r['delta'])}"
+                print(f"  {a.owner_id}  {r['ts']}  {r['purpose']}  {kind}  release {r['release_id']}")
+    return 0
+
+
+def _by_job(accounts: list[Any]) -> dict[str, dict[str, Any]]:
+    """Releases grouped by the job they were made for, in order of each job's first release: its
+    owners, releases, the most (epsilon, delta) one owner spent in it, and its first and last debit."""
+    jobs: dict[str, dict[str, Any]] = {}
+    spent: dict[tuple[str, str], list[float]] = {}
     for a in accounts:
         for r in a.releases:
-            kind = "NON-PRIVATE" if r["nonprivate"] else f"eps={_fmt(r['epsilon'])} delta={_fmt(r['delta'])}"
-            print(f"  {a.owner_id}  {r['ts']}  {r['purpose']}  {kind}  release {r['release_id']}")
-    return 0
+            j = jobs.setdefault(r.get("job", ""), {"owners": set(), "releases": 0, "first": r["ts"], "last": r["ts"]})
+            j["owners"].add(a.owner_id)
+            j["releases"] += 1
+            j["first"], j["last"] = min(j["first"], r["ts"]), max(j["last"], r["ts"])
+            s = spent.setdefault((r.get("job", ""), a.owner_id), [0.0, 0.0])
+            s[0] += r["epsilon"]
+            s[1] += r["delta"]
+    for job, j in jobs.items():
+        j["epsilon"] = max(e for (jb, _), (e, _d) in spent.items() if jb == job)
+        j["delta"] = max(d for (jb, _), (_e, d) in spent.items() if jb == job)
+    return dict(sorted(jobs.items(), key=lambda kv: kv[1]["first"]))
 
 
 def _experiment(args: argparse.Namespace) -> int:
