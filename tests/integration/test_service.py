@@ -1,0 +1,99 @@
+"""Issue 26, items 1-2, "Done when": one coordinator service and three owner daemons as real
+processes (mTLS); jobs submitted in turn without restarting anything; a job over one owner's per-job
+epsilon declined by that owner's policy with nothing debited; only data-user certificates submit;
+a cancelled job stops and leaves a report; a job survives the service's restart."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from servicefleet import NODES, OWNERS_PER_NODE, ServiceFleet
+
+from privfed.common.ledger import read_accounts
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    # owner-2 accepts at most epsilon 2.5 per job; owner-0 and owner-1 at most 4
+    f = ServiceFleet(tmp_path_factory.mktemp("service"), limits={"owner-2": {"max_epsilon_per_job": 2.5}})
+    try:
+        f.start_service()
+        f.start_owners()
+        yield f
+    finally:
+        f.close()
+
+
+def releases_of(fleet: ServiceFleet, node: str, job_id: str) -> list[dict]:
+    return [r for a in read_accounts(fleet.ledger(node)) for r in a.releases if r["job"] == job_id]
+
+
+def test_three_jobs_in_turn_then_one_declined_by_an_owner_policy_with_nothing_debited(fleet):
+    owners = len(NODES) * OWNERS_PER_NODE
+    jobs = {
+        "ncc": dict(task="ncc", epsilon=2.0, owners=owners),
+        "bdt": dict(task="bdt", epsilon=2.0, owners=owners, base="ncc", rounds=3, min_owners=1),
+        "feddpdr": dict(task="feddpdr", epsilon=2.0, owners=owners, k=2),
+    }
+    for task, settings in jobs.items():
+        job_id = fleet.submit(**settings)
+        job = fleet.wait(job_id)
+        assert job["state"] == "done", (task, job, fleet.service_log()[-2000:])
+        report = fleet.report(job_id)
+        assert report["status"] == "ok" and report["config"]["task"] == task
+        assert 0.0 <= report["accuracy"] <= 1.0 and report["declined_owners"] == []
+        assert (fleet.job_dir(job_id) / "model.json").is_file() and (fleet.job_dir(job_id) / "job.log").is_file()
+        for node in NODES:  # every owner released under the job's id, within its announced epsilon
+            spent = releases_of(fleet, node, job_id)
+            assert spent and sum(r["epsilon"] for r in spent) <= OWNERS_PER_NODE * settings["epsilon"] + 1e-9
+    listed = fleet.jobs()  # `privfed jobs` shows them all, done
+    assert [j["state"] for j in listed.values()] == ["done"] * 3
+    listed_ids = list(listed)
+
+    over = fleet.submit(task="ncc", epsilon=3.0, owners=owners)  # over owner-2's 2.5, within the others' 4
+    job = fleet.wait(over)
+    report = fleet.report(over)
+    declined = {f"owner-2.o{i:05d}" for i in range(2 * OWNERS_PER_NODE, 3 * OWNERS_PER_NODE)}
+    assert set(report["declined_owners"]) == declined, report
+    assert all(report["refused"][o].startswith("policy") and "epsilon_per_job" in report["refused"][o] for o in declined)
+    assert job["state"] == "done" and report["answered"] == 2 * OWNERS_PER_NODE
+    assert releases_of(fleet, "owner-2", over) == []  # nothing debited by the owner that declined
+    assert len(releases_of(fleet, "owner-0", over)) > 0  # the others took part
+    shown = subprocess.run(
+        [sys.executable, "-m", "privfed.deploy.cli", "ledger", "show", "--ledger", str(fleet.ledger("owner-2"))],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "by job" in shown.stdout and over not in shown.stdout and listed_ids[0] in shown.stdout
+
+
+def test_only_a_data_user_certificate_submits(fleet, tmp_path):
+    job = tmp_path / "job.toml"
+    job.write_text('task = "ncc"\nepsilon = 1.0\nowners = 30\n')
+    for name in ("owner-0", "coordinator"):
+        done = fleet.cli("submit", str(job), name=name)
+        assert done.returncode == 2 and "PERMISSION_DENIED" in done.stderr and "data-user" in done.stderr
+    assert fleet.cli("jobs", name="owner-1").returncode == 2
+    assert "ncc" not in {j["task"] for j in fleet.jobs().values() if j["state"] == "queued"}
+
+
+def test_a_job_survives_a_restart_and_a_cancelled_job_leaves_a_report(fleet):
+    waiting = fleet.submit(task="ncc", epsilon=1.0, owners=31)  # one owner more than there are: it waits
+    fleet.wait(waiting, ("running",))
+    fleet.stop_service()
+    assert fleet.wait(waiting, ("running",))["restarts"] == 0  # left running by the stop
+    fleet.start_service()
+    assert fleet.wait(waiting, ("running",))["restarts"] == 1  # queued again, and running again
+    done = fleet.cli("job", "cancel", waiting, name="alice")
+    assert done.returncode == 0, done.stderr
+    job = fleet.wait(waiting)
+    assert job["state"] == "cancelled" and job["error"] == "cancelled by alice"
+    report = fleet.report(waiting)
+    assert report["status"] == "cancelled" and report["job_id"] == waiting
+    shown = fleet.cli("job", "logs", waiting)
+    assert shown.returncode == 0 and waiting in shown.stdout
+    after = fleet.submit(task="ncc", epsilon=1.0, owners=len(NODES) * OWNERS_PER_NODE)  # the daemons came back
+    assert fleet.wait(after)["state"] == "done"
