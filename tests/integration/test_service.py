@@ -5,6 +5,7 @@ a cancelled job stops and leaves a report; a job survives the service's restart.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -78,6 +79,54 @@ def test_only_a_data_user_certificate_submits(fleet, tmp_path):
         assert done.returncode == 2 and "PERMISSION_DENIED" in done.stderr and "data-user" in done.stderr
     assert fleet.cli("jobs", name="owner-1").returncode == 2
     assert "ncc" not in {j["task"] for j in fleet.jobs().values() if j["state"] == "queued"}
+
+
+@pytest.fixture
+def browser():
+    """Headless Chromium driven by selenium (Debian's chromium and chromium-driver: .ci/install-system-deps.sh)."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver is None:
+        pytest.skip("needs Debian's chromium and chromium-driver (.ci/install-system-deps.sh)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    chrome = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver))
+    try:
+        yield chrome
+    finally:
+        chrome.quit()
+
+
+def test_the_status_page_shows_a_submitted_job_progress_in_headless_chromium(fleet, browser):
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def row(job_id: str) -> dict[str, str] | None:
+        """The job's row as the page shows it now (the page reloads itself every few seconds)."""
+        try:
+            tr = browser.find_element(By.CSS_SELECTOR, f'tr.job[data-job="{job_id}"]')
+            cells = {c: tr.find_element(By.CLASS_NAME, c).text for c in ("state", "epsilon", "progress", "accuracy")}
+            return cells
+        except (NoSuchElementException, StaleElementReferenceException):
+            return None
+
+    blocker = fleet.submit(task="ncc", epsilon=1.0, owners=31)  # waits for an owner that never comes
+    fleet.wait(blocker, ("running",))
+    job_id = fleet.submit(task="ncc", epsilon=1.5, owners=len(NODES) * OWNERS_PER_NODE)
+    browser.get(f"http://127.0.0.1:{fleet.status_port}/")
+    wait = WebDriverWait(browser, 30, poll_frequency=0.2)
+    queued = wait.until(lambda _: (r := row(job_id)) is not None and r["state"] == "queued" and r)
+    assert queued["epsilon"] == "1.5" and queued["progress"] == "0%" and queued["accuracy"] == ""
+    assert browser.find_element(By.ID, "online").text == str(len(NODES))
+    assert fleet.cli("job", "cancel", blocker).returncode == 0
+    done = wait.until(lambda _: (r := row(job_id)) is not None and r["state"] == "done" and r)
+    assert done["progress"] == "100%" and 0.0 <= float(done["accuracy"]) <= 1.0
+    assert row(blocker)["state"] == "cancelled"
+    bars = browser.find_elements(By.CSS_SELECTOR, "#accuracy-plot rect.bar title")
+    assert any(job_id in b.get_attribute("textContent") for b in bars)
 
 
 def test_a_job_survives_a_restart_and_a_cancelled_job_leaves_a_report(fleet):
