@@ -841,7 +841,15 @@ def _ledger_show(args: argparse.Namespace) -> int:
         print("\nby job (most any one owner spent in it; '-': releases of no announced job):")
         header = ("job", "owners", "releases", "eps per owner", "delta per owner", "first", "last")
         rows = [
-            (job or "-", str(len(j["owners"])), str(j["releases"]), _fmt(j["epsilon"]), _fmt(j["delta"]), j["first"], j["last"])
+            (
+                job or "-",
+                str(len(j["owners"])),
+                str(j["releases"]),
+                _fmt(j["epsilon"]),
+                _fmt(j["delta"]),
+                j["first"],
+                j["last"],
+            )
             for job, j in jobs.items()
         ]
         widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]

@@ -38,9 +38,7 @@ def add_parsers(sub: Any, *, add_tls: Any, add_data: Any, address: Any, listen: 
         default="127.0.0.1:8080",
         help="HOST:PORT of the read-only status page (default: localhost only); 'none': no page",
     )
-    p.add_argument(
-        "--node-timeout", type=float, default=15.0, help="seconds a silent node keeps its place in a round"
-    )
+    p.add_argument("--node-timeout", type=float, default=15.0, help="seconds a silent node keeps its place in a round")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--schema", type=Path, help="federation schema of owners' own data (default: --dataset's)")
     add_data(p, dataset_group=source)
@@ -94,7 +92,11 @@ def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     port = service.start()
-    page = "none" if service.status_port is None else f"http://{args.status_listen.rpartition(':')[0]}:{service.status_port}/"
+    page = (
+        "none"
+        if service.status_port is None
+        else f"http://{args.status_listen.rpartition(':')[0]}:{service.status_port}/"
+    )
     print(f"serving on port {port}; status page {page}; jobs in {args.store}", flush=True)
     stop.wait()
     log.info("stopping: the running job (if any) is queued again at the next start")

@@ -3,7 +3,7 @@
 One directory per job, ``DIR/jobs/<id>/``: ``job.json`` (what was submitted, by whom, its state and
 its times), and once it ran its ``report.json``, ``model.json``, ``job.log`` and, for boosting, its
 ``journal.sqlite`` (:mod:`privfed.server.journal`). Ids sort in submission order
-(``<UTC time to the millisecond>-<4 hex>``), so the queue is the sorted list of queued jobs. ``job.json`` is
+(``<UTC time to the microsecond>Z-<4 hex>``, each after the last), so the queue is the sorted list of queued jobs. ``job.json`` is
 replaced atomically on every change, so a service killed at any point finds each job in one state;
 a job it finds ``running`` was interrupted and is queued again (:meth:`JobStore.recover`).
 
@@ -17,7 +17,7 @@ import os
 import secrets
 import threading
 from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,7 @@ class JobStore:
         except OSError as exc:
             raise ConfigError(f"--store {root}: cannot create it ({exc})") from exc
         self._lock = threading.Lock()
+        self._last = datetime.now(UTC) - timedelta(days=1)
 
     def job_dir(self, job_id: str) -> Path:
         if not job_id or "/" in job_id or job_id.startswith("."):
@@ -81,11 +82,9 @@ class JobStore:
     def submit(self, settings: dict[str, Any], data_user: str) -> JobRecord:
         """Queue a job; returns its record (its id is new)."""
         with self._lock:
-            while True:
-                t = datetime.now(UTC)
-                job_id = f"{t.strftime('%Y%m%dT%H%M%S')}{t.microsecond // 1000:03d}Z-{secrets.token_hex(2)}"
-                if not self.job_dir(job_id).exists():
-                    break
+            t = max(datetime.now(UTC), self._last + timedelta(microseconds=1))  # strictly after the last id
+            self._last = t
+            job_id = f"{t.strftime('%Y%m%dT%H%M%S')}{t.microsecond:06d}Z-{secrets.token_hex(2)}"
             return self._write(JobRecord(job_id, data_user, dict(settings), submitted=now()))
 
     def get(self, job_id: str) -> JobRecord:

@@ -141,9 +141,13 @@ class CoordinatorService:
             raise ConfigError(f"job {job_id} was submitted by {record.data_user!r}: only they may cancel it")
         if record.state in FINAL:
             return record
-        done = self.store.transition(job_id, "queued", state="cancelled", finished=now(), error=f"cancelled by {data_user}")
+        done = self.store.transition(
+            job_id, "queued", state="cancelled", finished=now(), error=f"cancelled by {data_user}"
+        )
         if done is not None:
-            JobReport(self.config.store, {"status": "cancelled", "error": done.error}, run_dir=self.store.job_dir(job_id)).write()
+            JobReport(
+                self.config.store, {"status": "cancelled", "error": done.error}, run_dir=self.store.job_dir(job_id)
+            ).write()
             return done
         with self._wake:
             if self.current == job_id:
@@ -161,7 +165,9 @@ class CoordinatorService:
     def summary(self, record: JobRecord) -> dict[str, Any]:
         """What ``privfed jobs`` and the status page show of a job: no owner data, no ledger."""
         s = record.settings
-        expected = BATCHES_PER_ROUND.get(str(s.get("task")), 1) * (int(s.get("n_rounds", 10)) if s.get("task") == "bdt" else 1)
+        expected = BATCHES_PER_ROUND.get(str(s.get("task")), 1) * (
+            int(s.get("n_rounds", 10)) if s.get("task") == "bdt" else 1
+        )
         progress = self._progress.get(record.job_id, {})
         report = self.report_of(record.job_id) if record.state in FINAL else None
         batches = len(report.get("rounds") or []) if report else progress.get("batches", 0)

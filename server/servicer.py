@@ -233,7 +233,9 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         if self._require_identity and identity != claimed:
             raise RemoteProtocolError(f"node id {claimed!r} does not match its certificate ({identity!r})")
         if self._require_identity and peer_role(context) == DATA_USER:
-            raise RemoteProtocolError(f"{identity!r} holds a data-user certificate: it submits jobs, it hosts no owners")
+            raise RemoteProtocolError(
+                f"{identity!r} holds a data-user certificate: it submits jobs, it hosts no owners"
+            )
         return claimed
 
     def RegisterNode(self, request: pb.RegisterNodeRequest, context: grpc.ServicerContext) -> pb.RegisterNodeResponse:

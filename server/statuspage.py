@@ -34,7 +34,9 @@ def accuracy_svg(jobs: list[dict[str, Any]], width: int = 640, height: int = 220
     majority-class baseline as a tick: inline SVG."""
     done = [j for j in jobs if j.get("accuracy") is not None]
     pad, bottom = 36, 24
-    parts = [f'<svg id="accuracy-plot" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
+    parts = [
+        f'<svg id="accuracy-plot" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">'
+    ]
     parts.append(f"<title>accuracy of {len(done)} finished job(s)</title>")
     plot_h = height - bottom - 10
     for frac in (0.0, 0.5, 1.0):
@@ -55,7 +57,9 @@ def accuracy_svg(jobs: list[dict[str, Any]], width: int = 640, height: int = 220
         )
         if j.get("majority") is not None:
             my = 10 + plot_h * (1 - float(j["majority"]))
-            parts.append(f'<line x1="{x:.1f}" x2="{x + w:.1f}" y1="{my:.1f}" y2="{my:.1f}" stroke="#000" stroke-dasharray="3,2"/>')
+            parts.append(
+                f'<line x1="{x:.1f}" x2="{x + w:.1f}" y1="{my:.1f}" y2="{my:.1f}" stroke="#000" stroke-dasharray="3,2"/>'
+            )
         parts.append(
             f'<text x="{x + w / 2:.1f}" y="{height - 8}" font-size="10" text-anchor="middle">'
             f"{html.escape(str(j.get('task')))} {html.escape(str(j.get('epsilon')))}</text>"

@@ -19,7 +19,12 @@ from privfed.deploy.certs import make_certs
 NODES = ("owner-0", "owner-1", "owner-2")
 OWNERS_PER_NODE = 10
 #: Every owner's policy; a node's own entries (``limits``) override it.
-POLICY = {"tasks": ["ncc", "bdt", "feddpdr", "lr"], "max_epsilon_per_job": 4.0, "max_delta_per_job": 1e-4, "data_users": ["alice"]}
+POLICY = {
+    "tasks": ["ncc", "bdt", "feddpdr", "lr"],
+    "max_epsilon_per_job": 4.0,
+    "max_delta_per_job": 1e-4,
+    "data_users": ["alice"],
+}
 
 
 def free_port() -> int:
@@ -74,7 +79,9 @@ class ServiceFleet:
                 shards=f"{i * OWNERS_PER_NODE}:{(i + 1) * OWNERS_PER_NODE}", ledger=self.ledger(node),
                 budget=100.0, certs=self.certs, extra=["--policy", str(policy), "--delta-budget", "1e-3"],
             )  # fmt: skip
-            self.procs.append(subprocess.Popen(cmd, stdout=open(self.tmp / f"{node}.log", "a"), stderr=subprocess.STDOUT))
+            self.procs.append(
+                subprocess.Popen(cmd, stdout=open(self.tmp / f"{node}.log", "a"), stderr=subprocess.STDOUT)
+            )
 
     def ledger(self, node: str) -> Path:
         return self.tmp / f"{node}.sqlite"

@@ -60,7 +60,9 @@ def test_three_jobs_in_turn_then_one_declined_by_an_owner_policy_with_nothing_de
     report = fleet.report(over)
     declined = {f"owner-2.o{i:05d}" for i in range(2 * OWNERS_PER_NODE, 3 * OWNERS_PER_NODE)}
     assert set(report["declined_owners"]) == declined, report
-    assert all(report["refused"][o].startswith("policy") and "epsilon_per_job" in report["refused"][o] for o in declined)
+    assert all(
+        report["refused"][o].startswith("policy") and "epsilon_per_job" in report["refused"][o] for o in declined
+    )
     assert job["state"] == "done" and report["answered"] == 2 * OWNERS_PER_NODE
     assert releases_of(fleet, "owner-2", over) == []  # nothing debited by the owner that declined
     assert len(releases_of(fleet, "owner-0", over)) > 0  # the others took part
