@@ -152,6 +152,8 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def _jobs(args: argparse.Namespace) -> int:
+    from privfed.server.statuspage import declined_by_node
+
     jobs = call(args, "List", {})["jobs"]
     if args.json:
         print(json.dumps(jobs, indent=2))
@@ -167,7 +169,7 @@ def _jobs(args: argparse.Namespace) -> int:
             j["data_user"],
             f"{100 * j['progress']:.0f}%",
             "" if j["accuracy"] is None else f"{j['accuracy']:.4f}",
-            ",".join(j["declined_owners"]),
+            declined_by_node(j["declined_owners"]),
         )
         for j in jobs
     ]

@@ -13,11 +13,13 @@ import html
 import json
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from privfed.common.errors import ConfigError
+from privfed.common.identity import node_of
 
 log = logging.getLogger("privfed.coordinator")
 
@@ -27,6 +29,11 @@ REFRESH = 2
 COLOURS = {"ncc": "#1f77b4", "lr": "#2ca02c", "feddpdr": "#9467bd", "bdt": "#d62728"}
 
 Snapshot = Callable[[], dict[str, Any]]
+
+
+def declined_by_node(owners: list[str]) -> str:
+    """``owner-2 (10), owner-5 (3)``: the nodes whose owners declined a job, with how many."""
+    return ", ".join(f"{node} ({n})" for node, n in sorted(Counter(node_of(o) for o in owners).items()))
 
 
 def accuracy_svg(jobs: list[dict[str, Any]], width: int = 640, height: int = 220) -> str:
@@ -84,7 +91,7 @@ def render(snapshot: dict[str, Any]) -> str:
             f"<td class='batches'>{j.get('batches', 0)}</td>"
             f"<td><progress max='100' value='{pct[:-1]}'></progress> <span class='progress'>{pct}</span></td>"
             f"<td class='accuracy'>{acc}</td>"
-            f"<td>{html.escape(', '.join(j.get('declined_owners') or []))}</td>"
+            f"<td class='declined'>{html.escape(declined_by_node(j.get('declined_owners') or []))}</td>"
             f"<td>{html.escape(j.get('error') or '')}</td></tr>"
         )
     node_rows = [
