@@ -105,13 +105,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _tls(args: argparse.Namespace, name: str) -> Any:
-    from privfed.proto.transport import TlsFiles
+    from privfed.deploy.cli import _tls as tls_files  # the one place --certs/--insecure are read
 
-    if args.insecure:
-        return None
-    if args.certs is None:
-        raise PrivfedError("--certs DIR is required (mTLS is the default); --insecure exists only for tests")
-    return TlsFiles.in_dir(args.certs, name)
+    return tls_files(args, name)
 
 
 def call(args: argparse.Namespace, method: str, request: dict[str, Any]) -> dict[str, Any]:

@@ -74,7 +74,7 @@ class Dispatcher:
         self._certificates: dict[str, bytes] = {}
         self._waiting: set[str] = set()
         self._aborted = False
-        self._cancelled = False  # the current job only (cancel_job); begin_job lifts it
+        self._cancelled = False  # the current job only (cancel_job); clear_cancel lifts it
         self._job: JobInfo | None = None
         self._relay = Relay()  # open ring sessions and the envelopes waiting in the node queues
         self.relayed = 0  # envelopes accepted (tests watch it)
@@ -422,8 +422,7 @@ class Dispatcher:
     def begin_job(self, job: JobInfo | None) -> None:
         """Announce ``job``: the tasks queued from now on belong to it, and each node is told so with
         the tasks it takes (:meth:`drained_job`), so an owner's policy can judge the job. Tasks of an
-        earlier job still queued are dropped (their job is over), and a cancelled job's stop is lifted;
-        the owners stay registered."""
+        earlier job still queued are dropped (their job is over); the owners stay registered."""
         with self._cv:
             for node in self._nodes.values():
                 self._relay.release(t.task_id for t in node.queue)
@@ -433,15 +432,20 @@ class Dispatcher:
             self._rejections.clear()
             self._waiting = set()
             self._job = job
-            self._cancelled = False
             self._cv.notify_all()
 
     def cancel_job(self) -> None:
         """Stop the current job as :meth:`abort` does (a waiting round raises JobAborted), but keep
-        the nodes: they are not told to exit, and the next :meth:`begin_job` runs as usual."""
+        the nodes: they are not told to exit. :meth:`clear_cancel` lifts it for the next job."""
         with self._cv:
             self._cancelled = True
             self._cv.notify_all()
+
+    def clear_cancel(self) -> None:
+        """Lift :meth:`cancel_job` (``privfed serve`` before each job; a cancel that comes while the
+        job starts is not lost: it is lifted only before the job is claimed)."""
+        with self._cv:
+            self._cancelled = False
 
     @property
     def job(self) -> JobInfo | None:

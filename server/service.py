@@ -221,6 +221,7 @@ class CoordinatorService:
                 if claimed is None:
                     continue
                 self.current = claimed.job_id
+                self.server.dispatcher.clear_cancel()  # under the lock cancel() takes: no cancel is lost
             try:
                 self._run(claimed)
             except Exception:  # noqa: BLE001 - one job's bug must not stop the queue

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from fedharness import owner_cmd
 from servicefleet import NODES, OWNERS_PER_NODE, ServiceFleet
 
 from privfed.common.ledger import read_accounts
@@ -80,6 +81,13 @@ def test_only_a_data_user_certificate_submits(fleet, tmp_path):
         done = fleet.cli("submit", str(job), name=name)
         assert done.returncode == 2 and "PERMISSION_DENIED" in done.stderr and "data-user" in done.stderr
     assert fleet.cli("jobs", name="owner-1").returncode == 2
+    # nor does a data user's certificate serve as an owner node
+    node = subprocess.run(
+        owner_cmd(fleet.port, "alice", n_owners=1, shards="0:1", ledger=tmp_path / "alice.sqlite", budget=1.0,
+                  certs=fleet.certs, extra=["--connect-timeout", "5"]),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert node.returncode == 2 and "data-user certificate" in node.stderr, node.stderr[-500:]
     assert "ncc" not in {j["task"] for j in fleet.jobs().values() if j["state"] == "queued"}
 
 

@@ -87,7 +87,9 @@ def test_the_dispatcher_announces_each_job_with_its_tasks_and_a_cancel_ends_only
     with pytest.raises(JobAborted):
         d.run([Task("t2", "owner-0.o00000", "r1", spec)], timeout=5)
     second = JobInfo(job_id="b", data_user="bob", task="bdt", epsilon=2.0, delta=0.0, schema_sha256="s")
-    d.begin_job(second)  # the cancel is lifted, the owners stay registered, nothing of the old job is queued
+    d.begin_job(second)  # the owners stay registered, nothing of the old job is queued
+    assert d.aborted  # a cancel stays until the service lifts it for its next job
+    d.clear_cancel()
     assert not d.aborted and sorted(d.owners()) == ["owner-0.o00000", "owner-0.o00001"]
     assert d.pull("owner-0", wait=0) == ([], False)
     d.abort()  # a coordinator that stops tells the nodes
