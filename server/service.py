@@ -28,6 +28,7 @@ from privfed.common.errors import ConfigError, JobAborted, PrivfedError
 from privfed.common.schema import FederationSchema
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
+from privfed.server.config import JobConfig
 from privfed.server.jobapi import JobApi, job_config
 from privfed.server.jobstore import FINAL, JobRecord, JobStore, now
 from privfed.server.main import coordinator_job, federation_schema, public_rows_per_owner
@@ -38,6 +39,8 @@ log = logging.getLogger("privfed.coordinator")
 
 #: Batches a job of each task sends (boosting: about two per round), for the status page's progress.
 BATCHES_PER_ROUND = {"ncc": 1, "lr": 1, "feddpdr": 2, "bdt": 2}
+#: Boosting's rounds when a job file gives none (``JobConfig``'s default).
+DEFAULT_ROUNDS = JobConfig(task="bdt", epsilon=1.0).n_rounds
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,7 +95,7 @@ class CoordinatorService:
         self.status = StatusPage(self.snapshot)
         self.status_port: int | None = None
 
-    def _job_config(self, settings: Mapping[str, Any]) -> Any:
+    def _job_config(self, settings: Mapping[str, Any]) -> JobConfig:
         return job_config(settings, self.config.job_fields())
 
     # ------------------------------------------------------------------ lifecycle
@@ -166,11 +169,11 @@ class CoordinatorService:
         """What ``privfed jobs`` and the status page show of a job: no owner data, no ledger."""
         s = record.settings
         expected = BATCHES_PER_ROUND.get(str(s.get("task")), 1) * (
-            int(s.get("n_rounds", 10)) if s.get("task") == "bdt" else 1
+            int(s.get("n_rounds", DEFAULT_ROUNDS)) if s.get("task") == "bdt" else 1
         )
         progress = self._progress.get(record.job_id, {})
         report = self.report_of(record.job_id) if record.state in FINAL else None
-        batches = len(report.get("rounds") or []) if report else progress.get("batches", 0)
+        batches = progress.get("batches", len((report or {}).get("rounds") or []))
         return {
             "job_id": record.job_id,
             "state": record.state,
@@ -180,7 +183,7 @@ class CoordinatorService:
             "owners": s.get("owners"),
             "rounds": s.get("n_rounds") if s.get("task") == "bdt" else None,
             "batches": batches,
-            "progress": 1.0 if record.state == "done" else min(0.99, progress.get("batches", 0) / max(1, expected)),
+            "progress": 1.0 if record.state == "done" else min(0.99, batches / max(1, expected)),
             "last_round": progress.get("round"),
             "accuracy": record.accuracy,
             "majority": ((report or {}).get("baselines") or {}).get("majority_class"),

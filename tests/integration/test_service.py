@@ -5,9 +5,13 @@ a cancelled job stops and leaves a report; a job survives the service's restart.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 
 import pytest
 from fedharness import owner_cmd
@@ -139,13 +143,10 @@ def test_the_status_page_shows_a_submitted_job_progress_in_headless_chromium(fle
     assert any(job_id in b.get_attribute("textContent") for b in bars)
 
 
-def test_a_job_survives_a_restart_and_a_cancelled_job_leaves_a_report(fleet):
+def test_a_cancelled_job_stops_and_leaves_a_report(fleet):
     waiting = fleet.submit(task="ncc", epsilon=1.0, owners=31)  # one owner more than there are: it waits
     fleet.wait(waiting, ("running",))
-    fleet.stop_service()
-    assert fleet.wait(waiting, ("running",))["restarts"] == 0  # left running by the stop
-    fleet.start_service()
-    assert fleet.wait(waiting, ("running",))["restarts"] == 1  # queued again, and running again
+    assert fleet.cli("job", "cancel", waiting, name="owner-0").returncode == 2  # not a data user
     done = fleet.cli("job", "cancel", waiting, name="alice")
     assert done.returncode == 0, done.stderr
     job = fleet.wait(waiting)
@@ -154,5 +155,35 @@ def test_a_job_survives_a_restart_and_a_cancelled_job_leaves_a_report(fleet):
     assert report["status"] == "cancelled" and report["job_id"] == waiting
     shown = fleet.cli("job", "logs", waiting)
     assert shown.returncode == 0 and waiting in shown.stdout
-    after = fleet.submit(task="ncc", epsilon=1.0, owners=len(NODES) * OWNERS_PER_NODE)  # the daemons came back
+
+
+def test_a_boosting_job_survives_a_restart_of_the_service_and_resumes_from_its_journal(fleet):
+    owners = len(NODES) * OWNERS_PER_NODE
+    job_id = fleet.submit(task="bdt", epsilon=2.0, owners=owners, base="ncc", rounds=10, min_owners=1)
+    journal = fleet.job_dir(job_id) / "journal.sqlite"
+    deadline = time.monotonic() + 60
+    while not journal.exists() or _journal_rounds(journal) < 2:
+        assert time.monotonic() < deadline and fleet.wait(job_id, ("queued", "running", "done"))["state"] != "done"
+        time.sleep(0.02)
+    stalled = fleet.procs[2]
+    stalled.send_signal(signal.SIGSTOP)  # the job waits for this node: the service stops mid-job
+    try:
+        fleet.stop_service()
+        assert fleet.wait(job_id, ("running",))["restarts"] == 0
+    finally:
+        stalled.send_signal(signal.SIGCONT)
+    fleet.start_service()
+    job = fleet.wait(job_id)
+    assert job["state"] == "done" and job["restarts"] == 1, job
+    rounds = fleet.report(job_id)["rounds"]
+    assert sum(1 for r in rounds if r.get("from_journal")) >= 2  # recorded rounds are not asked again
+    after = fleet.submit(task="ncc", epsilon=1.0, owners=owners)  # the daemons came back for the next job
     assert fleet.wait(after)["state"] == "done"
+
+
+def _journal_rounds(path) -> int:
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+        try:
+            return int(conn.execute("SELECT COUNT(*) FROM rounds WHERE err_total IS NOT NULL").fetchone()[0])
+        except sqlite3.Error:
+            return 0
