@@ -113,15 +113,18 @@ class JobApi:
                 )
             try:
                 return dict(call(request, user))
-            except PrivfedError as exc:
+            except (PrivfedError, TypeError, ValueError) as exc:  # a request that does not describe a job
                 code = grpc.StatusCode.NOT_FOUND if str(exc).startswith("no job") else grpc.StatusCode.INVALID_ARGUMENT
-                context.abort(code, str(exc))
+                context.abort(code, str(exc)[:1000])
                 raise AssertionError("abort raises") from exc
 
         return guarded
 
     def submit(self, request: dict[str, Any], user: str) -> dict[str, Any]:
-        record = self._service.submit(job_settings(request.get("job") or {}), user)
+        doc = request.get("job")
+        if not isinstance(doc, dict):
+            raise ConfigError("a submission carries its job's settings as a JSON object under 'job'")
+        record = self._service.submit(job_settings(doc), user)
         return {"job_id": record.job_id, "state": record.state}
 
     def list(self, request: dict[str, Any], user: str) -> dict[str, Any]:
