@@ -7,11 +7,10 @@ not handshakes). The coordinator is a :class:`~privfed.server.app.CoordinatorSer
 process of its own (``COORDINATOR`` below), always from this checkout. Lines read ``name  baseline  candidate  ratio`` (STYLE rule 14), medians of
 ``--repeats`` runs in this run:
 
-* ``owner idle RSS MB`` / ``owner exec->registered s``: one node hosting one owner, RSS read from
-  ``/proc`` once it is registered and idle; the baseline is the floor of any owner node, a bare
-  ``python -c "import numpy, grpc, google.protobuf, cryptography.x509"`` (its exec-to-exit time and
-  its RSS).
-* ``coordinator idle RSS MB``: the coordinator process with one node registered.
+* ``owner exec->registered s``: one node hosting one owner; the baseline is the floor of any owner
+  node, a bare ``python -c "import numpy, grpc, google.protobuf, cryptography.x509"`` (its
+  exec-to-exit time). The idle RSS of real owner and coordinator processes against that floor's
+  RSS is ``bench/footprint.py``'s (``make bench`` runs both).
 * ``coord+N nodes RSS MB`` (N = 5, 20): the coordinator's RSS plus every node's, once all are
   registered and idle; baseline (N + 1) x the floor.
 * ``LR round N=.. s``: per-round time of the one-round LR job at ε = ∞ (median of ``--repeats``
@@ -20,6 +19,11 @@ process of its own (``COORDINATOR`` below), always from this checkout. Lines rea
   process (:func:`fit_local_logistic`, :func:`lr_share`, :func:`lr_aggregate`) on the same rows,
   split among the same owners as the nodes split them (:func:`privfed.owner.data.build_owners`).
   N = 5 and 20 with one owner per node process, N = 1000 in 4 node processes.
+* ``round N=.. d=64 pinned s`` (issue 27, item 1): the same round on digits-shaped rows (64
+  features, 10 classes, 290 rows per owner), N one-owner nodes on this host; the baseline is every
+  node unpinned (``--threads`` = this host's CPUs, OpenBLAS's own default of a thread per CPU), the
+  candidate every node pinned to one BLAS thread (``--threads 1``: what ``privfed simulate`` gives
+  nodes sharing the host's CPUs). Left out with ``--owner-pythonpath``.
 
 Goals (issue 10): owner <= 60 MB idle and <= 0.3 s exec->registered on an idle core; coordinator
 + 5 nodes <= 0.3 GB, + 20 nodes <= 1 GB; LR round ratio <= 2 at N = 5, 20, 1000.
@@ -69,13 +73,13 @@ from federation import RoundTimer, lr_strategy
 from privfed.server.app import CoordinatorServer
 from privfed.server.job import run_job
 
-n, repeats = int(sys.argv[2]), int(sys.argv[3])
+n, repeats, d, k = (int(a) for a in sys.argv[2:6])
 server = CoordinatorServer(tls=None, node_timeout=15.0)
 print(server.start("127.0.0.1:0"), flush=True)
 got = server.dispatcher.wait_for_owners(n, 120.0)
 print("registered" if got == n else f"only {got}", flush=True)
 sys.stdin.readline()
-timer = RoundTimer(lr_strategy(), repeats)
+timer = RoundTimer(lr_strategy(d, k), repeats)
 if repeats:
     run_job(server, timer, expected_owners=n, show_progress=False)
 print(json.dumps(timer.times), flush=True)
@@ -91,11 +95,12 @@ def rss_mb(pid: int | str = "self") -> float:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def write_rows(path: Path, n: int, rng: np.random.Generator) -> None:
-    """``n`` rows of a two-class Gaussian mixture, clipped to the public bounds, label last."""
-    y = rng.integers(0, 2, n)
-    X = np.clip(rng.normal(size=(n, D)) + np.where(y[:, None] == 1, 0.8, -0.8), -BOUND, BOUND)
-    np.savetxt(path, np.column_stack([X, y]), delimiter=",", fmt=["%.6f"] * D + ["%d"])
+def write_rows(path: Path, n: int, rng: np.random.Generator, d: int = D, k: int = 2) -> None:
+    """``n`` rows of a ``k``-class Gaussian mixture in ``d`` features (class c shifts features c, c+k, ...
+    up and the others down), clipped to the public bounds, label last."""
+    y = rng.integers(0, k, n)
+    X = np.clip(rng.normal(size=(n, d)) + np.where(np.arange(d) % k == y[:, None], 0.8, -0.8), -BOUND, BOUND)
+    np.savetxt(path, np.column_stack([X, y]), delimiter=",", fmt=["%.6f"] * d + ["%d"])
 
 
 class Bench:
@@ -106,13 +111,15 @@ class Bench:
             self.env["PYTHONPATH"] = owner_pythonpath
         self.rng = np.random.Generator(np.random.PCG64(seed))
 
-    def node_file(self, tag: str, owners: int) -> Path:
+    def node_file(self, tag: str, owners: int, rows: int = ROWS_PER_OWNER, d: int = D, k: int = 2) -> Path:
         path = self.tmp / f"{tag}.csv"
         if not path.exists():
-            write_rows(path, owners * ROWS_PER_OWNER, self.rng)
+            write_rows(path, owners * rows, self.rng, d, k)
         return path
 
-    def spawn(self, port: int, name: str, data: Path, owners: int, tag: str) -> subprocess.Popen:
+    def spawn(
+        self, port: int, name: str, data: Path, owners: int, tag: str, extra: tuple[str, ...] = ()
+    ) -> subprocess.Popen:
         cmd = [
             sys.executable,
             "-m",
@@ -138,18 +145,37 @@ class Bench:
             "inf",
             "--connect-timeout",
             "60",
+            *extra,
         ]
-        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
+        # cwd: ``-m`` puts the working directory first on sys.path, ahead of --owner-pythonpath
+        return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env, cwd=self.tmp)
 
     def federation(
-        self, nodes: int, owners_per_node: int, tag: str, repeats: int
+        self,
+        nodes: int,
+        owners_per_node: int,
+        tag: str,
+        repeats: int,
+        files: list[Path] | None = None,
+        shape: tuple[int, int] = (D, 2),
+        extra: tuple[str, ...] = (),
     ) -> tuple[float, tuple[float, float], list]:
-        """A coordinator process and ``nodes`` node processes. Returns (seconds from the first
-        node's exec to every owner registered, (coordinator RSS MB, summed RSS MB of the nodes) once
-        registered and idle, per-round seconds of ``repeats`` LR rounds)."""
-        files = [self.node_file(f"{tag}-n{i}", owners_per_node) for i in range(nodes)]
+        """A coordinator process and ``nodes`` node processes (``files``: their rows, default
+        :meth:`node_file`'s; ``shape``: their (features, classes); ``extra``: more owner flags).
+        Returns (seconds from the first node's exec to every owner registered, (coordinator RSS
+        MB, summed RSS MB of the nodes) once registered and idle, per-round seconds of ``repeats``
+        LR rounds)."""
+        files = files or [self.node_file(f"{tag}-n{i}", owners_per_node) for i in range(nodes)]
         coord = subprocess.Popen(
-            [sys.executable, "-c", COORDINATOR, str(Path(__file__).parent), str(nodes * owners_per_node), str(repeats)],
+            [
+                sys.executable,
+                "-c",
+                COORDINATOR,
+                str(Path(__file__).parent),
+                str(nodes * owners_per_node),
+                str(repeats),
+                *map(str, shape),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -160,7 +186,7 @@ class Bench:
         try:
             port = int(coord.stdout.readline())
             t0 = time.perf_counter()
-            procs = [self.spawn(port, f"owner-{i}", files[i], owners_per_node, tag) for i in range(nodes)]
+            procs = [self.spawn(port, f"owner-{i}", files[i], owners_per_node, tag, extra) for i in range(nodes)]
             status = coord.stdout.readline().strip()
             registered = time.perf_counter() - t0
             if status != "registered":
@@ -212,10 +238,10 @@ class RoundTimer:
         return StrategyResult(model, self.privacy())
 
 
-def lr_strategy() -> Any:
+def lr_strategy(d: int = D, k: int = 2) -> Any:
     from privfed.common.bounds import Bounds
 
-    return make_strategy("lr", mechanism="pm", epsilon=float("inf"), n_classes=2, bounds=Bounds.of(-BOUND, BOUND, D))
+    return make_strategy("lr", mechanism="pm", epsilon=float("inf"), n_classes=k, bounds=Bounds.of(-BOUND, BOUND, d))
 
 
 def in_process_round(files: list[Path], owners_per_node: int, seed: int, repeats: int) -> float:
@@ -246,6 +272,27 @@ def in_process_round(files: list[Path], owners_per_node: int, seed: int, repeats
     return statistics.median(times)
 
 
+#: The thread lines' workload, shaped like digits (64 features, 10 classes, its 1437 training rows
+#: split five ways): large enough for OpenBLAS to use its threads in an owner's Newton steps.
+THREAD_SHAPE, THREAD_ROWS = (64, 10), 290
+
+
+def thread_lines(bench: Bench, repeats: int) -> None:
+    """Issue 27, item 1: the LR round at N = 5 and 20 one-owner nodes on this host, every node unpinned
+    (a BLAS thread per CPU, OpenBLAS's own default) as the baseline, and every node pinned to one
+    (``privfed owner --threads 1``: what ``privfed simulate`` gives nodes sharing the CPUs) as the candidate."""
+    cpus = len(os.sched_getaffinity(0))
+    d, k = THREAD_SHAPE
+    for nodes in (5, 20):
+        files = [bench.node_file(f"thr{nodes}-n{i}", 1, THREAD_ROWS, d, k) for i in range(nodes)]
+        seconds = {}
+        for threads in (cpus, 1):
+            flags = ("--classes", str(k), "--threads", str(threads))
+            _, _, times = bench.federation(nodes, 1, f"thr{nodes}x{threads}", repeats, files, THREAD_SHAPE, flags)
+            seconds[threads] = statistics.median(times[1:] or times)
+        line(f"round N={nodes} d={d} pinned s", seconds[cpus], seconds[1])
+
+
 def line(name: str, base: float, cand: float, unit: str = "") -> None:
     print(f"{name:<28}{base:>12.3f}{unit}{cand:>12.3f}{unit}{cand / base:>8.2f}", flush=True)
 
@@ -256,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--owner-pythonpath", default=None, help="run owner nodes from DIR/privfed")
     parser.add_argument("--skip-1000", action="store_true", help="leave out the N = 1000 round")
+    parser.add_argument("--threads-only", action="store_true", help="only the pinned-threads lines (issue 27)")
     args = parser.parse_args(argv)
     print(
         f"# owner nodes and the one-round LR job (eps = inf); seed {args.seed}; host {host_info()}; "
@@ -264,12 +312,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'name':<28}{'baseline':>12}{'candidate':>12}{'ratio':>8}")
     with tempfile.TemporaryDirectory() as tmp:
         bench = Bench(Path(tmp), args.seed, args.owner_pythonpath)
+        if args.threads_only:
+            thread_lines(bench, args.repeats)
+            return 0
         floors = [bench.floor() for _ in range(args.repeats)]
         floor_s = statistics.median(f[0] for f in floors)
         floor_mb = statistics.median(f[1] for f in floors)
         ones = [bench.federation(1, 1, f"one{r}", 0) for r in range(args.repeats)]
-        line("coordinator idle RSS MB", floor_mb, statistics.median(o[1][0] for o in ones))
-        line("owner idle RSS MB", floor_mb, statistics.median(o[1][1] for o in ones))
         line("owner exec->registered s", floor_s, statistics.median(o[0] for o in ones))
         for nodes, per_node, name in (
             (5, 1, "N=5 (5 procs)"),
@@ -286,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
             bare = in_process_round(files, per_node, args.seed, args.repeats)
             line(f"LR round {name} s", bare, statistics.median(times[1:] or times))
             line(f"  first round {name} s", bare, times[0])  # nodes import scipy.optimize on their first fit
+        if not args.owner_pythonpath:  # --threads is this checkout's
+            thread_lines(bench, args.repeats)
     return 0
 
 

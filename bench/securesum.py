@@ -35,10 +35,10 @@ import numpy as np
 
 from privfed.common.boosting.wire import config_to_dict, empty_history
 from privfed.common.learners.stump import Stump, thresholds
-from privfed.common.messages import BoostEvaluateTask
-from privfed.common.secagg.aggregator import InProcessSecAgg
 from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.inprocess import InProcessSecAgg
 from privfed.common.secagg.ring import run_ring_in_process
+from privfed.common.tasks import BoostEvaluateTask
 from privfed.deploy.certs import make_certs
 from privfed.owner.data import federation_split
 from privfed.proto.transport import TlsFiles
@@ -65,14 +65,14 @@ class SumTimer:
         """Any number of owners (at least 2) can sum."""
 
     def run(self, owner_ids: list[str], transport: Any) -> StrategyResult[Any]:
-        config, history = config_to_dict(self.boosting.booster, "bench"), empty_history()
+        config, history = config_to_dict(self.boosting.params, "bench"), empty_history()
         for _ in range(self.repeats):
             transport.secure_sums.runs = ()  # a fresh key agreement per sum
             t0 = time.perf_counter()
             transport.secure_sum(
                 list(owner_ids),
                 lambda spec: BoostEvaluateTask(config, history, self.learner, spec),
-                max_abs=self.boosting.booster.contribution_bound,
+                max_abs=self.boosting.coordinator.plan.contribution_bound,
                 round_id="ring1",
                 protocol=self.protocol,
             )
@@ -123,7 +123,7 @@ def network_sum(n: int, repeats: int, tmp: Path, protocol: str) -> float:
         boosting: Any = make_strategy(
             "bdt", mechanism="pm", epsilon=1.0, n_classes=2, bounds=test.bounds, n_rounds=1, weight_bound=2.0, seed=0
         )
-        cut = float(thresholds(test.bounds, boosting.booster.n_bins)[0, 0])  # a public threshold (SPEC §6)
+        cut = float(thresholds(test.bounds, boosting.params.n_bins)[0, 0])  # a public threshold (SPEC §6)
         stump = Stump(attribute=0, threshold_index=1, threshold=cut, leaves=(0, 1), error=0.0)
         timer = SumTimer(boosting, stump, repeats, protocol)
         run_job(server, timer, expected_owners=n, show_progress=False)

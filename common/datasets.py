@@ -20,13 +20,13 @@ import functools
 import json
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from privfed.common.bounds import Bounds
+from privfed.common.dataset import Dataset as Dataset  # re-exported: where callers have always found it
 from privfed.common.errors import ConfigError
 from privfed.common.rng import make_rng
 from privfed.common.validation import check_fraction, check_int
@@ -45,138 +45,6 @@ BUILTINS = ("digits", "breast_cancer", "synthetic", "mnist5k", "wine", "iris", "
 #: b=8: 1.9% [1.2, 3.3]%; b=10: 0.59% [0.34, 1.2]%.
 SYNTHETIC_BOUND = 10.0
 SYNTHETIC_N_SAMPLES = 10000
-
-#: Breast Cancer Wisconsin (Diagnostic): the per-feature "Min" and "Max" printed in the data set's
-#: description (scikit-learn ``load_breast_cancer().DESCR``, "Summary Statistics", copied from the
-#: UCI WDBC documentation), in feature order (10 means, 10 standard errors, 10 worst values).
-#: The printed values are rounded, so each bound is widened outward by half a unit of its last
-#: printed digit (a true value that rounds to the printed one lies within that); lower bounds stay
-#: >= 0 because every WDBC feature is a non-negative length, area, ratio or count.
-_WDBC_DESCR_MIN_MAX = (
-    ("6.981", "28.11"),
-    ("9.71", "39.28"),
-    ("43.79", "188.5"),
-    ("143.5", "2501.0"),
-    ("0.053", "0.163"),
-    ("0.019", "0.345"),
-    ("0.0", "0.427"),
-    ("0.0", "0.201"),
-    ("0.106", "0.304"),
-    ("0.05", "0.097"),
-    ("0.112", "2.873"),
-    ("0.36", "4.885"),
-    ("0.757", "21.98"),
-    ("6.802", "542.2"),
-    ("0.002", "0.031"),
-    ("0.002", "0.135"),
-    ("0.0", "0.396"),
-    ("0.0", "0.053"),
-    ("0.008", "0.079"),
-    ("0.001", "0.03"),
-    ("7.93", "36.04"),
-    ("12.02", "49.54"),
-    ("50.41", "251.2"),
-    ("185.2", "4254.0"),
-    ("0.071", "0.223"),
-    ("0.027", "1.058"),
-    ("0.0", "1.252"),
-    ("0.0", "0.291"),
-    ("0.156", "0.664"),
-    ("0.055", "0.208"),
-)
-
-
-def _half_unit(printed: str) -> float:
-    """Half a unit of the last printed digit: '0.053' -> 0.0005, '2501.0' -> 0.05, '28' -> 0.5."""
-    decimals = len(printed.split(".")[1]) if "." in printed else 0
-    return 0.5 * 10.0**-decimals
-
-
-def printed_range(lo: str, hi: str) -> tuple[float, float]:
-    """A documented ``Min``/``Max`` pair widened outward by half a unit of its last printed digit (a true
-    value that rounds to the printed one lies within), the lower end kept >= 0 (every such feature here is
-    a non-negative measurement)."""
-    return max(0.0, float(lo) - _half_unit(lo)), float(hi) + _half_unit(hi)
-
-
-def breast_cancer_bounds() -> Bounds:
-    """Public WDBC bounds from the published description (see ``_WDBC_DESCR_MIN_MAX``)."""
-    lo, hi = zip(*(printed_range(a, b) for a, b in _WDBC_DESCR_MIN_MAX))
-    return Bounds(np.array(lo), np.array(hi))
-
-
-@dataclass(frozen=True)
-class Dataset:
-    """Rows, labels and public bounds of one data set (or one split or owner share of it).
-
-    Parameters
-    ----------
-    name : str
-    X : ndarray of shape (n, d), float64, finite.
-    y : ndarray of shape (n,), int64 class indices in ``0 .. K-1``.
-    bounds : Bounds with ``d`` features (public; see module docstring).
-    classes : ndarray of shape (K,) (or (K, L) for L label columns): the original label values;
-        ``classes[y[i]]`` is row i's label.
-    feature_names : tuple of d str, optional.
-
-    ``X`` and ``y`` are stored as read-only views (the caller's arrays are not modified), so a
-    data set shared by several splits or owners cannot be changed in place by one of them.
-    """
-
-    name: str
-    X: np.ndarray
-    y: np.ndarray
-    bounds: Bounds
-    classes: np.ndarray
-    feature_names: tuple[str, ...] | None = None
-
-    def __post_init__(self) -> None:
-        X = np.asarray(self.X, dtype=np.float64).view()
-        y = np.asarray(self.y)
-        classes = np.asarray(self.classes).view()
-        if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
-            raise ConfigError(f"data set {self.name!r}: X must be 2-D with at least one row and column, got {X.shape}")
-        if not np.all(np.isfinite(X)):
-            raise ConfigError(f"data set {self.name!r}: X holds NaN or inf")
-        if y.shape != (X.shape[0],) or y.dtype.kind not in "iu":
-            raise ConfigError(
-                f"data set {self.name!r}: y must be integer of shape ({X.shape[0]},), got {y.dtype} {y.shape}"
-            )
-        if classes.ndim not in (1, 2) or len(classes) < 1:
-            raise ConfigError(f"data set {self.name!r}: classes must be a non-empty 1-D or 2-D array")
-        if y.min() < 0 or y.max() >= len(classes):
-            raise ConfigError(f"data set {self.name!r}: y must index classes (0..{len(classes) - 1})")
-        if not isinstance(self.bounds, Bounds) or self.bounds.d != X.shape[1]:
-            got = self.bounds.d if isinstance(self.bounds, Bounds) else type(self.bounds).__name__
-            raise ConfigError(f"data set {self.name!r}: bounds must be Bounds for {X.shape[1]} features, got {got}")
-        names = self.feature_names
-        if names is not None:
-            names = tuple(str(f) for f in names)
-            if len(names) != X.shape[1]:
-                raise ConfigError(f"data set {self.name!r}: {len(names)} feature names for {X.shape[1]} features")
-        y = y.astype(np.int64, copy=False).view()
-        for arr in (X, y, classes):
-            arr.flags.writeable = False
-        object.__setattr__(self, "X", X)
-        object.__setattr__(self, "y", y)
-        object.__setattr__(self, "classes", classes)
-        object.__setattr__(self, "feature_names", names)
-
-    @property
-    def n(self) -> int:
-        return self.X.shape[0]
-
-    @property
-    def d(self) -> int:
-        return self.X.shape[1]
-
-    @property
-    def n_classes(self) -> int:
-        return len(self.classes)
-
-    def take(self, idx: np.ndarray, name: str | None = None) -> Dataset:
-        """The rows ``idx`` (copied) with the same bounds, classes and feature names."""
-        return Dataset(name or self.name, self.X[idx], self.y[idx], self.bounds, self.classes, self.feature_names)
 
 
 # ---------------------------------------------------------------------------- validation helpers

@@ -14,7 +14,11 @@ There is deliberately no way to get numpy's global generator.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import secrets
+import sys
+from typing import Any
 
 import numpy as np
 
@@ -38,11 +42,33 @@ def make_rng(kind: str, seed: int | None = None) -> np.random.Generator:
         return np.random.Generator(np.random.PCG64(seed))
     if seed is not None:
         raise ConfigError("rng 'secure' takes no seed (its key comes from the OS); drop --seed or use --rng seeded")
-    # Imported here: randomgen loads all its bit generators (~8 MB RSS), which a seeded
-    # simulation never uses (issue 10, "a lean owner node").
-    from randomgen import AESCounter
+    return np.random.Generator(_aes_counter()(seed=secrets.randbits(128)))
 
-    return np.random.Generator(AESCounter(seed=secrets.randbits(128)))
+
+@functools.cache
+def _aes_counter() -> Any:
+    """randomgen's ``AESCounter`` class, loaded without running randomgen's package ``__init__``.
+
+    ``import randomgen`` loads all 30 of its bit generators (5.1 MB RSS per process; 0.45 MB for
+    this one: ``bench/footprint.py``, issue 27), and a secure owner node needs one. So the package
+    is registered bare (its ``__init__`` not run) while :mod:`randomgen.aes` loads, with the
+    ``randomgen.common`` and ``randomgen.seed_sequence`` it imports itself, and is then removed:
+    a later ``import randomgen`` runs its ``__init__`` as usual and reuses those modules, and
+    ``randomgen.AESCounter`` is this very class. A seeded simulation loads none of it (issue 10).
+    """
+    if "randomgen" in sys.modules:  # imported in full already
+        from randomgen import AESCounter
+
+        return AESCounter
+    spec = importlib.util.find_spec("randomgen")
+    if spec is None:
+        raise ConfigError("rng 'secure' needs the randomgen package (pip install randomgen)")
+    sys.modules["randomgen"] = importlib.util.module_from_spec(spec)
+    try:
+        from randomgen.aes import AESCounter
+    finally:
+        del sys.modules["randomgen"]
+    return AESCounter
 
 
 def spawn(rng: np.random.Generator, n: int) -> list[np.random.Generator]:

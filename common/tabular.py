@@ -32,8 +32,65 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfed.common.bounds import Bounds
-from privfed.common.datasets import printed_range
 from privfed.common.errors import ConfigError
+
+#: Breast Cancer Wisconsin (Diagnostic): the per-feature "Min" and "Max" printed in the data set's
+#: description (scikit-learn ``load_breast_cancer().DESCR``, "Summary Statistics", copied from the
+#: UCI WDBC documentation), in feature order (10 means, 10 standard errors, 10 worst values).
+#: The printed values are rounded, so each bound is widened outward by half a unit of its last
+#: printed digit (a true value that rounds to the printed one lies within that); lower bounds stay
+#: >= 0 because every WDBC feature is a non-negative length, area, ratio or count.
+_WDBC_DESCR_MIN_MAX = (
+    ("6.981", "28.11"),
+    ("9.71", "39.28"),
+    ("43.79", "188.5"),
+    ("143.5", "2501.0"),
+    ("0.053", "0.163"),
+    ("0.019", "0.345"),
+    ("0.0", "0.427"),
+    ("0.0", "0.201"),
+    ("0.106", "0.304"),
+    ("0.05", "0.097"),
+    ("0.112", "2.873"),
+    ("0.36", "4.885"),
+    ("0.757", "21.98"),
+    ("6.802", "542.2"),
+    ("0.002", "0.031"),
+    ("0.002", "0.135"),
+    ("0.0", "0.396"),
+    ("0.0", "0.053"),
+    ("0.008", "0.079"),
+    ("0.001", "0.03"),
+    ("7.93", "36.04"),
+    ("12.02", "49.54"),
+    ("50.41", "251.2"),
+    ("185.2", "4254.0"),
+    ("0.071", "0.223"),
+    ("0.027", "1.058"),
+    ("0.0", "1.252"),
+    ("0.0", "0.291"),
+    ("0.156", "0.664"),
+    ("0.055", "0.208"),
+)
+
+
+def _half_unit(printed: str) -> float:
+    """Half a unit of the last printed digit: '0.053' -> 0.0005, '2501.0' -> 0.05, '28' -> 0.5."""
+    decimals = len(printed.split(".")[1]) if "." in printed else 0
+    return 0.5 * 10.0**-decimals
+
+
+def printed_range(lo: str, hi: str) -> tuple[float, float]:
+    """A documented ``Min``/``Max`` pair widened outward by half a unit of its last printed digit (a true
+    value that rounds to the printed one lies within), the lower end kept >= 0 (every such feature here is
+    a non-negative measurement)."""
+    return max(0.0, float(lo) - _half_unit(lo)), float(hi) + _half_unit(hi)
+
+
+def breast_cancer_bounds() -> Bounds:
+    """Public WDBC bounds from the published description (see ``_WDBC_DESCR_MIN_MAX``)."""
+    lo, hi = zip(*(printed_range(a, b) for a, b in _WDBC_DESCR_MIN_MAX))
+    return Bounds(np.array(lo), np.array(hi))
 
 
 @dataclass(frozen=True)
@@ -100,7 +157,7 @@ _LARGEST_US_PLACE_1990 = 7323.0
 SPECS: dict[str, TabularSpec] = {
     "breast_cancer": TabularSpec(
         "breast_cancer",
-        (),  # privfed.common.datasets.breast_cancer_bounds (the WDBC description)
+        (),  # breast_cancer_bounds (the WDBC description)
         "0 = malignant, 1 = benign",
         ("malignant", "benign"),
         "sklearn.datasets.load_breast_cancer",
@@ -211,8 +268,6 @@ def tabular_raw(name: str) -> tuple[np.ndarray, np.ndarray, Bounds, tuple[str, .
         raise ConfigError(f"unknown tabular data set {name!r}; choose one of {', '.join(TABULAR)}")
     if name == "breast_cancer":
         from sklearn.datasets import load_breast_cancer
-
-        from privfed.common.datasets import breast_cancer_bounds  # datasets imports this module lazily
 
         b = load_breast_cancer()
         X, y = b.data, b.target

@@ -22,17 +22,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from privfed.common.boosting.federated import N_BINS
 from privfed.common.errors import PrivfedError
-from privfed.common.learners.ncc import LABEL_FRACTION
+from privfed.deploy.argtypes import address, listen_address
+from privfed.deploy.tlsflags import add_tls as _add_tls
+from privfed.deploy.tlsflags import tls_files as _tls
 
 if TYPE_CHECKING:
     from privfed.deploy.simulation_config import SimulationConfig
     from privfed.owner.main import OwnerConfig
-    from privfed.proto.transport import TlsFiles
     from privfed.server.config import JobConfig
 
-TASK_CHOICES = ("ncc", "lr", "feddpdr", "bdt")
 DATASETS = "synthetic, digits, breast_cancer, mnist5k"
 
 
@@ -82,28 +81,6 @@ def epsilon_list(text: str, *, allow_zero: bool = False) -> list[float]:
     return values
 
 
-def address(text: str, *, lowest_port: int = 1) -> str:
-    """argparse ``type=``: ``HOST:PORT`` to dial (``[v6]:PORT`` for IPv6), the port an integer
-    1..65535. Without a port gRPC would dial 443, which is never the coordinator's (50051 by default)."""
-    host, sep, port = text.rpartition(":")
-    if (
-        not sep
-        or not host
-        or not port.isdigit()
-        or not lowest_port <= int(port) <= 65535
-        or (":" in host and host[0] != "[")
-    ):
-        raise argparse.ArgumentTypeError(
-            f"must be HOST:PORT (e.g. coord.example.org:50051, or [::1]:50051), got {text!r}"
-        )
-    return text
-
-
-def _listen_address(text: str) -> str:
-    """``--listen HOST:PORT``; port 0 asks the system for a free one."""
-    return address(text, lowest_port=0)
-
-
 def _one_epsilon(text: str) -> float:
     values = epsilon_list(text)
     if len(values) != 1:
@@ -114,23 +91,26 @@ def _one_epsilon(text: str) -> float:
 
 
 def _positive_float(text: str) -> float:
-    """argparse ``type=``: a number > 0 (:func:`~privfed.common.validation.check_positive`)."""
-    from privfed.common.validation import check_positive
-
+    """argparse ``type=``: a finite number > 0. (Plain Python, as :func:`_positive_int`: parsing an
+    owner command line must not load numpy, which :mod:`privfed.common.validation` imports.)"""
     try:
-        return check_positive(float(text), name="value")
-    except (ValueError, PrivfedError):
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}") from None
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:
-    """argparse ``type=``: an integer >= 1 (:func:`~privfed.common.validation.check_int`)."""
-    from privfed.common.validation import check_int
-
+    """argparse ``type=``: an integer >= 1."""
     try:
-        return check_int(int(text), name="value", minimum=1)
-    except (ValueError, PrivfedError):
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}") from None
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
 
 
 class _VersionAction(argparse.Action):
@@ -154,151 +134,22 @@ class _VersionAction(argparse.Action):
         parser.exit(0)
 
 
-def _add_tls(p: argparse.ArgumentParser) -> None:
-    tls = p.add_mutually_exclusive_group()
-    tls.add_argument("--certs", type=Path, help="directory written by `privfed certs` (mTLS, the default transport)")
-    tls.add_argument("--insecure", action="store_true", help="no TLS (byte-capture tests only)")
-
-
 def _add_learning(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--task", choices=TASK_CHOICES, default="ncc", help="what the federation learns (README, Tasks)")
-    p.add_argument(
-        "--mechanism",
-        choices=("pm", "duchi", "laplace"),
-        default="pm",
-        help="LDP mechanism of the ncc, lr and bdt releases (feddpdr uses none)",
-    )
-    p.add_argument(
-        "--labels",
-        choices=("auto", "joint", "rr", "clear"),
-        default="auto",
-        help="ncc and bdt with --base ncc: joint (bdt only: one k-ary randomized response of (label, sign of one "
-        "sampled feature) per row), rr (the label by k-ary randomized response), or clear (the paper's scheme; "
-        "owners refuse it unless started with --allow-clear-labels); auto: joint for bdt, rr for ncc",
-    )
-    p.add_argument(
-        "--label-fraction",
-        type=float,
-        default=LABEL_FRACTION,
-        help="share of epsilon spent on labels with --labels rr (chosen on validation splits of real tables)",
-    )
-    p.add_argument("--param-bound", type=_positive_float, default=4.0, help="lr only: public clip bound of parameters")
-    p.add_argument("--C", type=_positive_float, default=1.0, help="lr only: inverse L2 strength of local fits")
-    from privfed.common.feddpdr.choices import (  # here, like SECURE_SUMS below: only commands that learn load it
-        DEFAULT_ROW_SCALING,
-        DEFAULT_SVM_MODEL,
-        ROW_SCALINGS,
-        SVM_MODELS,
-    )
+    """``--task`` and every task's parameters, one flag each, from their tables (``server/parameters.py``):
+    its text read by the parameter's constraint, its choices, its default (the ``JobConfig`` field's) and its help.
+    (Imported here: the tables load the learners and numpy, which only the commands that learn need;
+    ``privfed owner`` parses its flags before numpy loads, :mod:`privfed.deploy.threads`.)"""
+    from dataclasses import MISSING, fields
 
-    p.add_argument("--k", type=int, default=20, help="feddpdr only: subspace dimension")
-    p.add_argument("--delta", type=float, default=1e-5, help="feddpdr only: delta per owner (split across phases)")
-    p.add_argument(
-        "--model",
-        choices=SVM_MODELS,
-        default=None,
-        help="feddpdr only: the phase-2 classifier: centroid (DP class sums), mc-huber (multiclass Huber SVM by "
-        "objective perturbation, one budget for all classes), softmax (the same with the logistic loss), "
-        f"ovr-huber (the paper's one-vs-rest Huber SVMs at eps/K each); default {DEFAULT_SVM_MODEL}",
-    )
-    p.add_argument(
-        "--scaling",
-        choices=ROW_SCALINGS,
-        default=None,
-        help="feddpdr only: public map of rows into the unit ball: ball (bounds' centre and radius; a served "
-        f"model stays linear for query cleaning) or normalise (each row by its own norm); default {DEFAULT_ROW_SCALING}",
-    )
-    p.add_argument("--lam", type=_positive_float, default=0.01, help="feddpdr --model ovr-huber only: SVM lambda")
-    p.add_argument(
-        "--basis",
-        choices=("dp-pca", "dct", "identity"),
-        default="dp-pca",
-        help="feddpdr only: phase 1, the paper's DP-PCA (spends eps/2) or a public basis that spends nothing "
-        "(dct: square images; identity: --k = number of features)",
-    )
-    p.add_argument("--base", choices=("stump", "ncc", "lr"), default="stump", help="bdt only: base learner")
-    p.add_argument("--rounds", type=int, default=10, help="bdt only: boosting rounds T")
-    p.add_argument(
-        "--group-size", type=int, default=None, help="bdt only: owners per round (default: --owners // --rounds)"
-    )
-    p.add_argument(
-        "--n-bins",
-        type=int,
-        default=N_BINS,
-        help=f"bdt only: public thresholds per attribute + 1 (default {N_BINS}: cuts at thirds of each feature's "
-        "public range, chosen on validation splits of real tables; 2 is the midpoint, the paper's synthetic set's best)",
-    )
-    p.add_argument(
-        "--weight-bound",
-        type=_positive_float,
-        default=None,
-        help="bdt only: public bound on an owner's total SAMME weight in a share (mean-1 weights; default: "
-        "--rows-per-owner rounded up, else 1, the bound for one row per owner)",
-    )
-    p.add_argument(
-        "--rows-per-owner",
-        type=_positive_float,
-        default=None,
-        help="bdt only: rows each owner holds, when that is public configuration; sets the default "
-        "--weight-bound (default: unknown; simulate computes it)",
-    )
-    p.add_argument(
-        "--eval-fraction",
-        type=float,
-        default=None,
-        help="bdt only: share of epsilon for the noisy (err_sum, w_sum) evaluation releases (default: 0.4)",
-    )
-    p.add_argument(
-        "--eval-row-bound",
-        type=_positive_float,
-        default=None,
-        help="bdt only: public bound b on one row's SAMME weight in an evaluation release; noise "
-        "Lap(2b/eps_e) whatever the owner's rows (default: 1)",
-    )
-    p.add_argument(
-        "--max-owner-rows",
-        type=int,
-        default=None,
-        help="bdt only: public bound on the rows an owner holds; sizes the ring's range and chooses the "
-        "evaluation mechanism (default: --rows-per-owner rounded up, else 10^6)",
-    )
-    p.add_argument(
-        "--share-groups",
-        choices=("disjoint", "all"),
-        default=None,
-        help="bdt only: who releases a share in a round: a fresh group of owners/rounds at the whole share "
-        "epsilon (default), or every owner every round at 1/rounds of it",
-    )
-    p.add_argument(
-        "--budget-split",
-        choices=("epsilon", "owners"),
-        default=None,
-        help="bdt only: epsilon: every owner shares and evaluates, epsilon split by --eval-fraction (default); "
-        "owners: --eval-fraction of the owners only evaluate, the others only share, each at the whole epsilon",
-    )
-    p.add_argument(
-        "--eval-mechanism",
-        choices=("laplace", "rr"),
-        default=None,
-        help="bdt only: the evaluation release, Laplace (row-level) or randomized response on a sampled "
-        "category (owner-level); default: the smaller noise for --max-owner-rows (rr for one row)",
-    )
-    p.add_argument(
-        "--ring-timeout",
-        type=_positive_float,
-        default=None,
-        help="bdt only: seconds per ring secure sum (default: 30 s + 10 ms per member)",
-    )
-    from privfed.common.secagg import SECAGG_FROM, SECURE_SUMS  # here: numpy-free imports for the other commands
+    from privfed.server.config import JobConfig
+    from privfed.server.parameters import LEARNING, TASKS
 
-    p.add_argument(
-        "--secure-sum",
-        choices=SECURE_SUMS,
-        default="auto",
-        help="bdt only: the evaluations' secure sum: the paper's ring (N sequential hops) or pairwise masks "
-        "(secagg: Bonawitz et al. 2017, O(1) round trips, dropped owners recovered); auto: secagg for sums of "
-        f"at least {SECAGG_FROM} owners, the ring below",
-    )
+    p.add_argument("--task", choices=TASKS, default="ncc", help="what the federation learns (README, Tasks)")
+    defaults = {f.name: f.default for f in fields(JobConfig) if f.default is not MISSING}
+    for name, param in LEARNING.items():
+        parse = param.check.parse
+        assert param.flag is not None and parse is not None  # every task parameter has a flag
+        p.add_argument(param.flag, type=parse, choices=param.check.choices, default=defaults[name], help=param.help)
 
 
 def _add_data(p: argparse.ArgumentParser, *, dataset_group: argparse._MutuallyExclusiveGroup | None = None) -> None:
@@ -314,18 +165,7 @@ def _add_data(p: argparse.ArgumentParser, *, dataset_group: argparse._MutuallyEx
     p.add_argument("--test-fraction", type=float, default=0.2, help="share of the rows in the public test split")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole ``privfed`` command line (cheap to build: nothing heavy is imported)."""
-    parser = _Parser(
-        prog="privfed",
-        description="Federated learning with local differential privacy: owners keep their rows and "
-        "release only noised, ledger-debited shares to an untrusted coordinator. "
-        "`privfed COMMAND --help` lists each command's options with their defaults.",
-    )
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument("--version", action=_VersionAction, help="print privfed's version and git commit, then exit")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "simulate",
         help="coordinator + P owner node processes on loopback, once per epsilon",
@@ -399,13 +239,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data(p, dataset_group=source)
     p.set_defaults(func=_simulate)
 
+
+def _add_coordinator(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "coordinator",
         help="run the coordinator for one job",
         description="Serve owners over gRPC, wait for --owners logical owners, run one job, write "
         "OUT/<timestamp>/report.json (also when the job fails, saying why).",
     )
-    p.add_argument("--listen", type=_listen_address, default="0.0.0.0:50051", help="HOST:PORT to serve on")
+    p.add_argument("--listen", type=listen_address, default="0.0.0.0:50051", help="HOST:PORT to serve on")
     _add_tls(p)
     p.add_argument("--owners", type=_positive_int, help="logical owners to wait for (required to train)")
     p.add_argument(
@@ -459,6 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data(p, dataset_group=source)
     p.set_defaults(func=_coordinator)
 
+
+def _add_owner(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "owner",
         help="run an owner node hosting one or many logical owners",
@@ -512,6 +356,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--target-name", help="TLS name to expect from the coordinator when dialing an address")
     p.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=None,
+        help="BLAS/OpenMP threads of this node's computations. Default: OPENBLAS_NUM_THREADS or OMP_NUM_THREADS "
+        "if set, else every CPU this process may use (a node alone on its machine has them to itself, and its "
+        "larger products, e.g. d x d covariances for DP-PCA, gain from them). Launchers that start several nodes "
+        "on one host give each its share (privfed simulate, owner_entry: CPUs // nodes, at least 1)",
+    )
+    p.add_argument(
         "--policy",
         type=Path,
         help="the node's policy (TOML: tasks, max_epsilon_per_job, max_delta_per_job, max_epsilon_per_day, "
@@ -521,10 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data(p, dataset_group=source)
     p.set_defaults(func=_owner)
 
-    from privfed.deploy.service_cli import add_parsers as add_service_parsers
 
-    add_service_parsers(sub, add_tls=_add_tls, add_data=_add_data, address=address, listen=_listen_address)
-
+def _add_query(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "query",
         help="clean query rows locally (projection onto what the model reads by default; "
@@ -535,6 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_query_arguments(p)
     p.set_defaults(func=_query)
 
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "export",
         help="write a trained model (model.json) as a scikit-learn classifier file, used without the network",
@@ -546,6 +399,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="the estimator file to write (e.g. model.pkl)")
     p.set_defaults(func=_export)
 
+
+def _add_certs(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("certs", help="make a federation CA and mTLS certificates")
     p.add_argument("--out", type=Path, required=True, help="directory for the CA and one directory per party")
     who = p.add_mutually_exclusive_group()
@@ -556,6 +411,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="owner node certificates with these names (e.g. hospital-a hospital-b): each node runs with "
         "--name NAME, and its owners' ids start with NAME",
+    )
+    who.add_argument(
+        "--tokens",
+        type=_positive_int,
+        metavar="N",
+        help="no keys but the CA's: one-time enrolment tokens for the coordinator and owner-0..owner-<N-1> in "
+        "OUT/tokens/<role>/; each party makes its own key and enrols with the CA signer (README, Kubernetes)",
     )
     p.add_argument(
         "--data-user",
@@ -579,6 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_certs)
 
+
+def _add_ledger(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ledger", help="inspect an owner node's privacy ledger (read-only)")
     what = p.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
     show = what.add_parser(
@@ -596,6 +460,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.set_defaults(func=_ledger_show)
 
+
+def _add_experiment(sub: argparse._SubParsersAction) -> None:
     from privfed.deploy.experiments import EXPERIMENTS
 
     p = sub.add_parser(
@@ -608,24 +474,76 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("options", nargs=argparse.REMAINDER, help="the experiment's own options")
     p.set_defaults(func=_experiment)
 
+
+def _add_reproduce(sub: argparse._SubParsersAction) -> None:
     from privfed.deploy import reproduce
 
     p = sub.add_parser("reproduce", help="every table and figure of the seed papers in one report (README)")
     reproduce.add_arguments(p)
     p.set_defaults(func=reproduce.run)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``privfed`` command line: every command, or only ``command``'s when it names one.
+
+    A process builds only the parser of the command it runs (:func:`main`): the others' flags
+    import their defaults' modules (data sets, experiments, learners), which an owner node never
+    needs, and ``privfed owner`` must parse its flags before numpy loads (:func:`_owner`)."""
+    parser = _Parser(
+        prog="privfed",
+        description="Federated learning with local differential privacy: owners keep their rows and "
+        "release only noised, ledger-debited shares to an untrusted coordinator. "
+        "`privfed COMMAND --help` lists each command's options with their defaults.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action=_VersionAction, help="print privfed's version and git commit, then exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, add in _COMMANDS.items():
+        if command not in _COMMANDS or command == name:
+            add(sub)
     return parser
 
 
-def _tls(args: argparse.Namespace, name: str) -> TlsFiles | None:
-    from privfed.proto.transport import TlsFiles
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    from privfed.deploy.service_cli import add_serve
 
-    if args.insecure:
-        return None
-    if args.certs is None:
-        raise PrivfedError(
-            "--certs DIR is required (mTLS is the default); --insecure exists only for byte-capture tests"
-        )
-    return TlsFiles.in_dir(args.certs, name)
+    add_serve(sub, add_data=_add_data)
+
+
+def _add_submit(sub: argparse._SubParsersAction) -> None:
+    from privfed.deploy.service_cli import add_submit
+
+    add_submit(sub)
+
+
+def _add_jobs(sub: argparse._SubParsersAction) -> None:
+    from privfed.deploy.service_cli import add_jobs
+
+    add_jobs(sub)
+
+
+def _add_job(sub: argparse._SubParsersAction) -> None:
+    from privfed.deploy.service_cli import add_job
+
+    add_job(sub)
+
+
+#: ``privfed COMMAND`` -> the function that adds its parser.
+_COMMANDS = {
+    "simulate": _add_simulate,
+    "coordinator": _add_coordinator,
+    "owner": _add_owner,
+    "query": _add_query,
+    "export": _add_export,
+    "certs": _add_certs,
+    "ledger": _add_ledger,
+    "experiment": _add_experiment,
+    "reproduce": _add_reproduce,
+    "serve": _add_serve,
+    "submit": _add_submit,
+    "jobs": _add_jobs,
+    "job": _add_job,
+}
 
 
 def job_config(args: argparse.Namespace, **overrides: Any) -> JobConfig:
@@ -706,14 +624,18 @@ def _coordinator(args: argparse.Namespace) -> int:
 
 
 def _reference(config: JobConfig) -> dict[str, Any]:
-    """The coordinator report's non-private reference (imported once training is over: an idle
-    coordinator stays lean)."""
-    from privfed.deploy.reference import coordinator_reference
+    """The coordinator report's non-private reference, fitted once training is over in a child
+    process (issue 27, item 2): the coordinator never holds the reference's learners and data."""
+    from privfed.deploy.child import call_in_child
 
-    return coordinator_reference(config)
+    reference: dict[str, Any] = call_in_child("privfed.deploy.reference:coordinator_reference", config)
+    return reference
 
 
 def _owner(args: argparse.Namespace) -> int:
+    from privfed.deploy.threads import host_threads, pin_threads
+
+    pin_threads(args.threads or host_threads())  # first: numpy is not loaded yet (build_parser("owner") needs none)
     from privfed.common.identity import check_node_name
     from privfed.owner.main import run_owner
 
@@ -749,12 +671,30 @@ def _certs(args: argparse.Namespace) -> int:
     from privfed.common.identity import check_node_name
     from privfed.deploy.certs import make_certs
 
+    users = [check_node_name(n, flag="--data-user") for n in args.data_user]
+    if args.tokens is not None:
+        from privfed.deploy.tokens import mint, party_roles
+
+        if args.san:
+            raise PrivfedError(
+                "--san goes with certificates made here; with --tokens the coordinator enrols, and its names "
+                "are the signer's --coordinator-san (python -m privfed.deploy.enroll serve)"
+            )
+        make_certs(args.out, owners=0, force=args.force, add=args.add, flat=False, coordinator=False)
+        roles = party_roles([f"owner-{i}" for i in range(args.tokens)], users)
+        minted = mint(args.out, roles, replace=args.force)
+        print(
+            f"CA in {args.out}/ca (give it to the CA signer only); new one-time tokens in {args.out}/tokens: "
+            f"{', '.join(sorted(minted)) or 'none (every party has one)'}; give party X only {args.out}/tokens/ROLE/X"
+        )
+        return 0
     if args.owners is None and args.names is None and not args.data_user:
-        raise PrivfedError("say whose certificates to make: --owners N, --names NAME ..., or --data-user NAME")
+        raise PrivfedError(
+            "say whose certificates to make: --owners N, --names NAME ..., --tokens N, or --data-user NAME"
+        )
     names = None if args.names is None else [check_node_name(n, flag="--names") for n in args.names]
     if names is not None and len(set(names)) != len(names):
         raise PrivfedError(f"--names must be distinct, got {names}")
-    users = [check_node_name(n, flag="--data-user") for n in args.data_user]
     owners = len(names) if names else (args.owners or 0)
     out = make_certs(
         args.out,
@@ -909,15 +849,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if not {"-v", "--verbose"} & set(argv):  # gRPC's C core logs e.g. a failed bind on its own lines
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
-    if next((a for a in argv if not a.startswith("-")), None) == "coordinator" and not {
-        "--insecure",
-        "-v",
-        "--verbose",
-    } & set(argv):
+    name = next((a for a in argv if not a.startswith("-")), None)  # the command: the top level has no valued flag
+    if name == "coordinator" and not {"--insecure", "-v", "--verbose"} & set(argv):
         from privfed.server.handshakes import log_rejected_handshakes
 
         log_rejected_handshakes()  # a log line per rejected TLS handshake: before the parser imports gRPC
-    args = build_parser().parse_args(argv)
+    args = build_parser(name).parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )

@@ -16,7 +16,9 @@ unnecessary. It is generic over the compose file (no privfed service names in he
 * **Addresses**: every service gets ``host`` (loopback) and each ``expose``\\ d port a free local
   port. ``SERVICE:PORT`` in an argument becomes ``host:local``, and a service's own listen
   address (``0.0.0.0``, ``[::]``, ``127.0.0.1`` or ``localhost`` with an exposed port) too.
-  Bare host names without a port (TLS names, certificate SANs) are left as written.
+  Bare host names without a port (TLS names, certificate SANs) are left as written. Or, with
+  ``map_addresses=False``, nothing is rewritten: each service runs in a network namespace of its
+  own where the service names resolve (``deploy/netns.py``), as in a container network.
 * **Volumes**: a named volume becomes ``root/volumes/<name>``, a bind mount its host path, an
   anonymous volume ``root/anonymous/<service>-<n>/<path>`` (one per replica, as Compose makes one
   per container); an argument or environment value that is a mount path (or below one, also after ``--opt=``)
@@ -257,7 +259,8 @@ class ComposeProject:
                 host = (self.dir / Path(source).expanduser()).resolve()
             else:
                 host = root / "volumes" / source
-            host.mkdir(parents=True, exist_ok=True)
+            if not host.is_file():  # a bind-mounted file stays a file
+                host.mkdir(parents=True, exist_ok=True)
             mounts.append((target.rstrip("/") or "/", host))
         return sorted(mounts, key=lambda m: -len(m[0]))  # longest mount path first
 
@@ -269,6 +272,7 @@ class ComposeProject:
         scale: dict[str, int] | None = None,
         executables: dict[str, list[str]] | None = None,
         host: str = "127.0.0.1",
+        map_addresses: bool = True,
     ) -> list[Invocation]:
         """Every replica of every enabled service as a local process, in dependency order.
 
@@ -284,12 +288,17 @@ class ComposeProject:
             Program name -> argv prefix; default :func:`default_executables`.
         host : str
             The address every service host name and listen address is mapped to.
+        map_addresses : bool
+            False: leave service names and ports as written, for processes that each run in a
+            network namespace of their own where the service names resolve (``deploy/netns.py``).
         """
         root = Path(root)
         executables = default_executables() if executables is None else executables
         names = self.enabled(profiles)
         ports = {
             n: {int(str(p).split("/")[0]): _free_port(host) for p in self.services[n].get("expose") or []}
+            if map_addresses
+            else {}
             for n in names
         }
         out = []

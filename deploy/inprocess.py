@@ -9,7 +9,7 @@ dispatcher's: an open session, a sender the node hosts, members only, ``HOP`` se
 each is delivered at once to its recipient's core as the ring-message task a node would pull.
 Secure sums are the same driver and machines as the gRPC transport's
 (:class:`privfed.server.securesum.RelayedTransport` over
-:class:`privfed.common.secagg.coordinator.SecureSum`, ring or pairwise masks, with every step
+:class:`privfed.common.secagg.transitions.SecureSum`, ring or pairwise masks, with every step
 answered by each node's core), so strategies run here exactly the code they run in a federation,
 with refusals, silent owners, re-formed rings and dropped owners.
 
@@ -21,7 +21,7 @@ there is no coordinator that could swap them; the signature checks run in the pr
 integration tests.
 
 This is the per-owner path. The experiments with 10^4 owners run the same SAMME loop over
-vectorised simulated owners (:meth:`privfed.common.boosting.federated.FederatedBoosting.fit`);
+vectorised simulated owners (:func:`privfed.common.boosting.simulation.simulate`);
 a test checks the two give the same model at ε = ∞.
 """
 
@@ -38,9 +38,9 @@ import numpy as np
 from privfed.common.errors import ConfigError
 from privfed.common.identity import node_of
 from privfed.common.ledger import Ledger
-from privfed.common.messages import PeerKey, Result, RingMessageTask, Task
 from privfed.common.secagg.boxes import generate_private_key, public_bytes
 from privfed.common.secagg.ring import Outbound
+from privfed.common.tasks import PeerKey, Result, RingMessageTask, Task
 from privfed.owner.core import OwnerCore
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.local import LocalOwner

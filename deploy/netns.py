@@ -12,11 +12,14 @@ Only namespaces this object created are touched: the switch and hosts are named
 inside those namespaces only (nothing is added to the host's own network stack), so the test
 traffic never leaves them. :meth:`Lan.down` kills the processes started with
 :meth:`Lan.popen` and deletes every namespace it made, also after a failure half-way through
-:meth:`Lan.up`. Needs root (``CAP_SYS_ADMIN``, ``CAP_NET_ADMIN``) and iproute2's ``ip``.
+:meth:`Lan.up`. :meth:`Lan.name` gives hosts names that resolve inside every namespace (an
+``/etc/netns/<namespace>/hosts`` file, which ``ip netns exec`` mounts over ``/etc/hosts``), as
+service names resolve in a container network. Needs root (``CAP_SYS_ADMIN``, ``CAP_NET_ADMIN``) and iproute2's ``ip``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import shutil
@@ -26,6 +29,8 @@ from typing import Any
 
 #: How long one ``ip`` command may take before it counts as hung (seconds).
 IP_TIMEOUT = 20.0
+#: Per-namespace files that ``ip netns exec`` mounts over ``/etc`` (iproute2's convention).
+NETNS_ETC = "/etc/netns"
 #: How long a process started in a namespace gets to exit after SIGTERM at teardown.
 STOP_TIMEOUT = 10.0
 
@@ -92,6 +97,7 @@ class Lan:
         self._prefixlen = net.prefixlen
         self._made: list[str] = []
         self._procs: list[subprocess.Popen] = []
+        self._names: dict[str, Host] = {}
 
     def up(self) -> list[Host]:
         """Create the switch, the hosts and their links; on any failure undo what was made."""
@@ -128,6 +134,16 @@ class Lan:
         ip("netns", "add", name)
         self._made.append(name)
 
+    def name(self, names: dict[str, Host]) -> None:
+        """Make each name resolve to its host's address inside every host namespace (from now on)."""
+        self._names |= names
+        lines = ["127.0.0.1 localhost", *(f"{h.address} {n}" for n, h in self._names.items())]
+        for host in self.hosts:
+            d = os.path.join(NETNS_ETC, host.netns)
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, "hosts"), "w") as f:
+                f.write("\n".join(lines) + "\n")
+
     def popen(self, host: Host, argv: list[str], **kwargs: Any) -> subprocess.Popen:
         """Start ``argv`` inside ``host``'s namespace (``ip netns exec``); stopped by :meth:`down`."""
         proc = subprocess.Popen(["ip", "netns", "exec", host.netns, *argv], **kwargs)
@@ -147,6 +163,12 @@ class Lan:
                 proc.wait()
         self._procs.clear()
         errors = []
+        for host in self.hosts:
+            shutil.rmtree(os.path.join(NETNS_ETC, host.netns), ignore_errors=True)
+        if self._names:
+            with contextlib.suppress(OSError):  # the directory, if nothing else is in it
+                os.rmdir(NETNS_ETC)
+        self._names.clear()
         for name in reversed(self._made):  # deleting a namespace destroys the interfaces in it
             try:
                 ip("netns", "del", name)

@@ -1,47 +1,43 @@
-"""Entry point of an owner container: find this replica's index, then exec ``privfed owner``.
+"""Entry point of an owner node container: node i of N, then exec ``privfed owner``.
 
-``docker compose`` scales a service to N identical replicas and gives none of them an index
-(no environment variable, and the container's hostname is its id). Owner node i must host
-logical owners ``slot_ranges(n_owners, nodes)[i]``, present certificate ``owner-<i>`` and keep
-its own ledger, so the index is derived here, inside the container:
-
-Slots
-    ``--slots DIR`` is a directory in a volume shared by the replicas (``/enroll/slots``).
-    Each replica takes the lowest i in ``[0, nodes)`` whose ``slot-<i>.lock`` it can lock with
-    ``flock(LOCK_EX | LOCK_NB)``. Locks on one kernel are atomic, so two replicas never get the
-    same slot; the lock belongs to the open file, which is inherited across ``exec`` and held by
-    ``privfed owner`` until it exits, so a replaced container takes the slot its predecessor
-    left, and with it that slot's ledger. Nothing has to be cleaned up after a crash.
+Owner node i must host logical owners ``slot_ranges(n_owners, nodes)[i]``, present certificate
+``owner-<i>`` and keep its own ledger. Its index comes from where it is deployed:
+``docker-compose.yml`` declares one service per node (``PRIVFED_NODE_INDEX=0``, ``1``, ...), and in
+Kubernetes (``deploy/k8s/``) the StatefulSet pod's ordinal (``--index $(POD_INDEX)``, from the
+``apps.kubernetes.io/pod-index`` label). Nothing is shared between nodes to decide it.
 
 Partition record
-    ``DIR/federation.json`` in ``--ledger-dir`` records the partition the ledgers were made
-    under (node count, owner count, data set, seed, rows, test fraction). A later start with
-    another partition is refused: it would move logical owners to other ledger files, where
-    their spent budget is not recorded. Start a fresh federation (new ledger volume) instead.
+    ``DIR/federation.json`` in ``--ledger-dir`` records the partition the ledger was made under
+    (node count, owner count, data set, seed, rows, test fraction). A later start with another
+    partition is refused: it would move logical owners to other ledger files, where their spent
+    budget is not recorded. Start a fresh federation (new ledger volume) instead.
 
 Certificate
-    With ``--enroll EXCHANGE --tls-dir DIR`` the replica, once it holds slot i, makes its own
-    key ``DIR/owner-<i>/owner-<i>-key.pem`` (mode 0600, in a directory no other container
-    mounts) and has the CA signer sign a request for ``owner-<i>`` through its socket in the
-    exchange directory, passing the open file that holds the slot's lock as the proof that it
-    holds slot i (``deploy/enroll.py``); it then runs ``privfed owner --certs DIR/owner-<i>``. So
-    no replica ever sees another node's key, nor the CA's, and none gets another slot's
-    certificate. Without ``--enroll``, pass ``--certs`` yourself.
+    With ``--signer HOST:PORT --ca FILE --token-file FILE --tls-dir DIR`` the node enrols first
+    (``deploy/enroll.py``): it makes its own key ``DIR/owner-<i>/owner-<i>-key.pem`` (0600) unless
+    it has one, and the CA signer certifies it for the node's one-time token; a node that holds
+    a valid certificate already (a restart) does not ask again. It then runs ``privfed owner
+    --certs DIR/owner-<i>``. Without ``--signer``, pass ``--certs`` yourself.
 
-Usage (the owner services of ``docker-compose.yml``)::
+Usage::
 
-    python -m privfed.deploy.owner_entry --nodes N --slots DIR --ledger-dir DIR \
-        [--enroll DIR --tls-dir DIR] -- OWNER_ARGS...
+    python -m privfed.deploy.owner_entry --nodes N --index I --ledger-dir DIR \
+        [--signer HOST:PORT --ca FILE --token-file FILE --tls-dir DIR] -- OWNER_ARGS...
 
 OWNER_ARGS are ``privfed owner`` arguments without ``--name``, ``--shards`` and ``--ledger``
-(nor ``--certs`` with ``--enroll``), which this entry point adds; it validates the whole command
+(nor ``--certs`` with ``--signer``), which this entry point adds; it validates the whole command
 with the real CLI parser first.
+
+Threads
+    Nodes may share one host (the owner services of ``docker-compose.yml``), so unless OWNER_ARGS
+    give ``--threads``, each gets ``--threads`` :func:`~privfed.deploy.threads.threads_per_node` of
+    ``--nodes`` (the CPUs it may run on split among them, at least one): N nodes with a BLAS thread
+    per CPU each would fight over the cores.
 """
 
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import socket
@@ -49,7 +45,10 @@ import sys
 from pathlib import Path
 
 from privfed.common.errors import ConfigError
+from privfed.deploy.threads import threads_per_node
 
+#: The environment variable that gives ``--index`` when the flag is absent (docker-compose.yml).
+INDEX_VARIABLE = "PRIVFED_NODE_INDEX"
 #: Options that the entry point sets from the slot; the caller must not give them.
 _SET_HERE = ("--name", "--shards", "--ledger")
 #: ``privfed owner`` options that fix who holds which rows.
@@ -69,40 +68,6 @@ def slot_ranges(n_owners: int, nodes: int) -> list[range]:
 def slot_name(index: int) -> str:
     """The node name (and certificate common name) of slot ``index``."""
     return f"owner-{index}"
-
-
-def slot_lock(slots: Path, index: int) -> Path:
-    """The lock file whose holder is slot ``index`` (the CA signer checks it too, ``deploy/enroll.py``)."""
-    return slots / f"slot-{index}.lock"
-
-
-def claim_slot(slots: Path, nodes: int) -> tuple[int, int]:
-    """Lock the lowest free ``slot-<i>.lock`` in ``slots``; return ``(i, fd)``.
-
-    The returned file descriptor holds the lock and is inheritable: keep it open (and exec) for
-    as long as the slot is in use.
-
-    Raises
-    ------
-    ConfigError
-        Every slot is held: more replicas are running than ``nodes``.
-    """
-    slots.mkdir(parents=True, exist_ok=True)
-    for i in range(nodes):
-        fd = os.open(slot_lock(slots, i), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{socket.gethostname()} pid {os.getpid()}\n".encode())
-        os.set_inheritable(fd, True)
-        return i, fd
-    raise ConfigError(
-        f"all {nodes} owner slots in {slots} are taken: more owner replicas run than --nodes "
-        f"({nodes}); scale with PRIVFED_NODES (it sets deploy.replicas and --nodes together)"
-    )
 
 
 def check_partition(ledger_dir: Path, partition: dict) -> None:
@@ -151,23 +116,44 @@ def owner_argv(
     ]
 
 
+def with_threads(passthrough: list[str], nodes: int) -> list[str]:
+    """``passthrough`` and, unless it gives ``--threads``, ``--threads`` for one of ``nodes`` replicas
+    on this host (:func:`~privfed.deploy.threads.threads_per_node`: its CPUs split among them)."""
+    if any(a.split("=", 1)[0] == "--threads" for a in passthrough):
+        return passthrough
+    return [*passthrough, "--threads", str(threads_per_node(nodes))]
+
+
 def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog="python -m privfed.deploy.owner_entry", description=__doc__.split("\n")[0])
-    parser.add_argument("--nodes", type=int, required=True, help="owner node replicas (slots)")
-    parser.add_argument("--slots", type=Path, required=True, help="shared directory of slot lock files")
-    parser.add_argument("--ledger-dir", type=Path, required=True, help="directory of owner-<i>.sqlite ledgers")
-    parser.add_argument("--enroll", type=Path, help="exchange directory of the CA signer (deploy/enroll.py)")
-    parser.add_argument("--tls-dir", type=Path, help="with --enroll: where this node's key is made (not shared)")
-    parser.add_argument("--enroll-timeout", type=float, default=300.0, help="seconds to wait for the certificate")
+    parser.add_argument("--nodes", type=int, required=True, help="owner nodes N in the federation")
+    parser.add_argument(
+        "--index",
+        type=int,
+        default=os.environ.get(INDEX_VARIABLE),
+        help=f"this node's index i in [0, N) (default: ${INDEX_VARIABLE})",
+    )
+    parser.add_argument("--ledger-dir", type=Path, required=True, help="directory of this node's ledger")
+    enrol = parser.add_argument_group("enrolment (deploy/enroll.py)")
+    enrol.add_argument("--signer", help="HOST:PORT of the CA signer")
+    enrol.add_argument("--ca", type=Path, help="the federation's ca.pem")
+    enrol.add_argument("--token-file", type=Path, help="this node's one-time enrolment token")
+    enrol.add_argument("--tls-dir", type=Path, help="where this node's key is made (its own volume)")
+    enrol.add_argument("--enroll-timeout", type=float, default=300.0, help="seconds to wait for the signer")
     parser.add_argument("owner_args", nargs=argparse.REMAINDER, help="-- then privfed owner arguments")
     args = parser.parse_args(argv)
-    if (args.enroll is None) != (args.tls_dir is None):
-        parser.error("--enroll and --tls-dir go together")
+    given = [f"--{k.replace('_', '-')}" for k in ("signer", "ca", "token_file", "tls_dir") if getattr(args, k)]
+    if given and len(given) != 4:
+        parser.error("--signer, --ca, --token-file and --tls-dir go together")
+    if args.index is None:
+        parser.error(f"--index (or ${INDEX_VARIABLE}) is required")
+    if not 0 <= args.index < args.nodes:
+        parser.error(f"--index must be in [0, {args.nodes}), got {args.index}")
     rest = args.owner_args[1:] if args.owner_args[:1] == ["--"] else args.owner_args
-    set_here = _SET_HERE + (("--certs",) if args.enroll is not None else ())
+    set_here = _SET_HERE + (("--certs",) if args.signer is not None else ())
     given = [a for a in rest if a.split("=", 1)[0] in set_here]
     if given:
-        parser.error(f"{', '.join(given)}: set by the entry point from the slot; remove them")
+        parser.error(f"{', '.join(given)}: set by the entry point from the node index; remove them")
     if any(a.split("=", 1)[0] == "--data" for a in rest):
         parser.error(
             "--data (an owner's own file) is for a single node on its own machine; run `privfed owner` directly there"
@@ -179,28 +165,28 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = _parse(argv)
     from privfed.deploy.cli import build_parser
 
+    rest = with_threads(rest, args.nodes)
+    index, name = args.index, slot_name(args.index)
+    certs = None if args.tls_dir is None else args.tls_dir / name
     try:
-        # Validate the whole owner command with the real parser before claiming anything.
-        certs = None if args.tls_dir is None else args.tls_dir / "owner-0"
-        probe = build_parser().parse_args(owner_argv(0, range(0, 1), args.ledger_dir, rest, certs))
+        # Validate the whole owner command with the real parser before anything is made.
+        probe = build_parser("owner").parse_args(owner_argv(index, range(0, 1), args.ledger_dir, rest, certs))
         ranges = slot_ranges(probe.n_owners, args.nodes)
         check_partition(args.ledger_dir, {"nodes": args.nodes} | {k: getattr(probe, k) for k in _PARTITION})
-        index, lock_fd = claim_slot(args.slots, args.nodes)
-        if args.enroll is not None:
-            from privfed.deploy.enroll import enroll
+        if args.signer is not None:
+            from privfed.deploy.enroll import request
 
-            # The slot's lock goes with the request: the signer signs owner-<i> only for its holder.
-            certs = enroll(args.enroll, args.tls_dir, slot_name(index), lock_fd, timeout=args.enroll_timeout)
+            certs = request(args.signer, args.ca, args.tls_dir, name, args.token_file, timeout=args.enroll_timeout)
     except ConfigError as exc:
         print(f"owner_entry: error: {exc}", file=sys.stderr)
         return 2
     cmd = [sys.executable, "-m", "privfed.deploy.cli", *owner_argv(index, ranges[index], args.ledger_dir, rest, certs)]
     print(
-        f"owner_entry: slot {index} of {args.nodes}: logical owners {ranges[index].start}..{ranges[index].stop - 1}",
+        f"owner_entry: node {index} of {args.nodes}: logical owners {ranges[index].start}..{ranges[index].stop - 1}",
         file=sys.stderr,
         flush=True,
     )
-    os.execv(sys.executable, cmd)  # the slot's lock fd stays open in privfed owner
+    os.execv(sys.executable, cmd)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from privfed.deploy.argtypes import address
 from privfed.owner.query import DEFAULT_MAX_RANK, QUERY_METHODS, QueryConfig
 
 
@@ -47,8 +48,6 @@ def parse_columns(text: str) -> tuple[int, ...]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``privfed query`` flags; :func:`query_config` builds the run's configuration from them."""
-    from privfed.deploy.cli import address  # the CLI's HOST:PORT type (cli imports this module when building)
-
     p.add_argument("--coordinator", type=address, required=True, help="HOST:PORT of the coordinator serving the model")
     p.add_argument(
         "--name", default="owner-0", help="this node's identity: the CN of its certificate (e.g. hospital-a)"

@@ -9,7 +9,7 @@ is the job itself with every release exact:
   in-process transport (:class:`~privfed.deploy.inprocess.InProcessTransport`: the real owner
   handlers) at ε = ∞, by owners holding the training rows as the federation's owners hold them;
 * ``bdt``: the same SAMME loop, stump tables and groups over simulated owners
-  (:meth:`~privfed.common.boosting.federated.FederatedBoosting.fit`, which a test checks against the
+  (:func:`~privfed.common.boosting.simulation.simulate`, which a test checks against the
   networked loop at ε = ∞).
 
 ``privfed simulate`` holds every owner's rows (it plays them all); so does a coordinator of a
@@ -45,9 +45,11 @@ def reference_model(job: JobConfig, train: Dataset, parts: Sequence[np.ndarray])
     exact = job.replace(epsilon=math.inf, journal=None, resume=False)
     strategy = make_strategy(exact, n_classes=train.n_classes, bounds=train.bounds)
     if job.task == "bdt":
-        booster = strategy.booster  # type: ignore[attr-defined]
+        from privfed.common.boosting.simulation import simulate  # scipy: only for this task
+
+        params = strategy.params  # type: ignore[attr-defined]
         rng = np.random.Generator(np.random.PCG64(job.seed))
-        return booster.fit(train.X, train.y, owners=[np.asarray(p) for p in parts], rng=rng).model
+        return simulate(params, train.X, train.y, owners=[np.asarray(p) for p in parts], rng=rng).model
     owners = [
         LocalOwner(
             owner_id(NODE, i), train.X[p], train.y[p], make_rng("seeded", job.seed + i), train.n_classes, train.bounds

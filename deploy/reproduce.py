@@ -128,7 +128,9 @@ def execute(run: Run, timeout: float, threads: int | None = None, stop: threadin
     log = run.out.with_suffix(".log")
     env = os.environ | {"MPLBACKEND": "Agg"}
     if threads is not None:  # several experiments at once: one BLAS thread each
-        env |= {v: str(threads) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+        from privfed.deploy.threads import thread_env
+
+        env |= thread_env(threads)
     start = time.perf_counter()
     with log.open("w") as fh:
         proc = subprocess.Popen(

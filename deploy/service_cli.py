@@ -11,9 +11,12 @@ import logging
 import signal
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from privfed.common.errors import PrivfedError
+from privfed.deploy.argtypes import address, listen_address
+from privfed.deploy.tlsflags import add_tls
+from privfed.deploy.tlsflags import tls_files as _tls
 
 log = logging.getLogger("privfed.coordinator")
 
@@ -21,8 +24,16 @@ log = logging.getLogger("privfed.coordinator")
 CALL_TIMEOUT = 30.0
 
 
-def add_parsers(sub: Any, *, add_tls: Any, add_data: Any, address: Any, listen: Any) -> None:
-    """``serve``, ``submit``, ``jobs`` and ``job`` on the ``privfed`` parser's subcommands ``sub``."""
+class DataFlags(Protocol):
+    """Adds the data flags (``--dataset``, ``--n-samples``, ``--seed``, ``--test-fraction``) to a parser."""
+
+    def __call__(
+        self, p: argparse.ArgumentParser, *, dataset_group: argparse._MutuallyExclusiveGroup | None = None
+    ) -> None: ...
+
+
+def add_serve(sub: argparse._SubParsersAction, *, add_data: DataFlags) -> None:
+    """``privfed serve`` on the ``privfed`` parser's subcommands ``sub``."""
     p = sub.add_parser(
         "serve",
         help="run the coordinator service: owner nodes stay connected, data users submit jobs to a queue",
@@ -30,7 +41,9 @@ def add_parsers(sub: Any, *, add_tls: Any, add_data: Any, address: Any, listen: 
         "model.json and job.log go to STORE/jobs/<id>/. Queued and running jobs survive a restart with the same "
         "--store. A read-only status page is served on --status-listen.",
     )
-    p.add_argument("--listen", type=listen, default="0.0.0.0:50051", help="HOST:PORT for owners and the job API")
+    p.add_argument(
+        "--listen", type=listen_address, default="0.0.0.0:50051", help="HOST:PORT for owners and the job API"
+    )
     add_tls(p)
     p.add_argument("--store", type=Path, required=True, help="directory of the jobs (created if missing)")
     p.add_argument(
@@ -44,12 +57,16 @@ def add_parsers(sub: Any, *, add_tls: Any, add_data: Any, address: Any, listen: 
     add_data(p, dataset_group=source)
     p.set_defaults(func=_serve)
 
-    def client(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--coordinator", type=address, required=True, help="HOST:PORT of the coordinator service")
-        add_tls(q)
-        q.add_argument("--name", help="your data-user name (the certificate's, from privfed certs --data-user)")
-        q.add_argument("--target-name", help="TLS name to expect from the coordinator when dialing an address")
 
+def _client(q: argparse.ArgumentParser) -> None:
+    q.add_argument("--coordinator", type=address, required=True, help="HOST:PORT of the coordinator service")
+    add_tls(q)
+    q.add_argument("--name", help="your data-user name (the certificate's, from privfed certs --data-user)")
+    q.add_argument("--target-name", help="TLS name to expect from the coordinator when dialing an address")
+
+
+def add_submit(sub: argparse._SubParsersAction) -> None:
+    """``privfed submit`` on ``sub``."""
     p = sub.add_parser(
         "submit",
         help="submit a job (a TOML file) to a coordinator service",
@@ -57,18 +74,24 @@ def add_parsers(sub: Any, *, add_tls: Any, add_data: Any, address: Any, listen: 
         "epsilon (one value), owners, rounds, ...) and print its id.",
     )
     p.add_argument("file", type=Path, help="the job's TOML file")
-    client(p)
+    _client(p)
     p.set_defaults(func=_submit)
 
+
+def add_jobs(sub: argparse._SubParsersAction) -> None:
+    """``privfed jobs`` on ``sub``."""
     p = sub.add_parser("jobs", help="list a coordinator service's jobs")
-    client(p)
+    _client(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_jobs)
 
+
+def add_job(sub: argparse._SubParsersAction) -> None:
+    """``privfed job show|logs|cancel`` on ``sub``."""
     p = sub.add_parser("job", help="show, read the log of, or cancel one job of a coordinator service")
     p.add_argument("action", choices=("show", "logs", "cancel"))
     p.add_argument("job_id", metavar="ID")
-    client(p)
+    _client(p)
     p.set_defaults(func=_job)
 
 
@@ -104,12 +127,6 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tls(args: argparse.Namespace, name: str) -> Any:
-    from privfed.deploy.cli import _tls as tls_files  # the one place --certs/--insecure are read
-
-    return tls_files(args, name)
-
-
 def call(args: argparse.Namespace, method: str, request: dict[str, Any]) -> dict[str, Any]:
     """One job API call to ``--coordinator`` as the data user ``--name``."""
     import grpc
@@ -139,8 +156,10 @@ def call(args: argparse.Namespace, method: str, request: dict[str, Any]) -> dict
 
 def _submit(args: argparse.Namespace) -> int:
     from privfed.deploy.simulation_config import SimulationConfig
+    from privfed.server.jobapi import job_settings
 
     doc = SimulationConfig.toml_mapping(args.file.read_text(encoding="utf-8"), source=str(args.file))
+    job_settings(doc)  # an unknown key, or one of the service's, is refused here by the table the service reads
     doc = {k: ("inf" if isinstance(v, float) and v == float("inf") else v) for k, v in doc.items()}
     answer = call(args, "Submit", {"job": doc})
     print(f"submitted job {answer['job_id']} ({answer['state']})", flush=True)
@@ -187,4 +206,4 @@ def _job(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["add_parsers", "call"]
+__all__ = ["add_job", "add_jobs", "add_serve", "add_submit", "call"]

@@ -25,7 +25,6 @@ import math
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,13 +32,12 @@ from typing import Any
 import numpy as np
 
 from privfed.common.datasets import SPLIT_CACHE_ENV, Dataset, federation_split
-from privfed.common.errors import ConfigError, JobAborted, PrivfedError
-from privfed.common.identity import owner_id
-from privfed.common.ledger import Ledger
+from privfed.common.errors import ConfigError, JobAborted
 from privfed.common.schema import FederationSchema
 from privfed.deploy.certs import make_certs
 from privfed.deploy.child import call_in_child
 from privfed.deploy.simulation_config import SimulationConfig  # re-exported
+from privfed.deploy.simulation_nodes import NodeWatch, node_ranges, owner_command, spent_by_owner
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
@@ -61,132 +59,6 @@ from privfed.server.strategies import make_strategy
 
 log = logging.getLogger("privfed.simulate")
 
-#: How often the launcher checks that its owner node processes are still running (seconds).
-WATCH_INTERVAL = 0.1
-
-
-class NodeExited(PrivfedError):
-    """An owner node process exited while the job still needed it."""
-
-
-def node_ranges(n_owners: int, processes: int) -> list[range]:
-    edges = np.linspace(0, n_owners, processes + 1).astype(int)
-    return [range(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
-
-
-def owner_command(
-    config: SimulationConfig,
-    *,
-    node: int,
-    shards: range,
-    port: int,
-    certs: Path | None,
-    ledger: Path,
-    budget: float,
-    seed: int,
-) -> list[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "privfed.deploy.cli",
-        "owner",
-        "--coordinator",
-        f"127.0.0.1:{port}",
-        "--name",
-        f"owner-{node}",
-        *(
-            ["--data", str(config.data[node]), "--shards", str(len(shards))]  # checked against the coordinator's schema
-            if config.data
-            else [
-                "--dataset",
-                config.job.dataset,
-                "--n-owners",
-                str(config.owners),
-                "--shards",
-                f"{shards.start}:{shards.stop}",
-            ]
-        ),
-        "--seed",
-        str(seed),
-        "--test-fraction",
-        str(config.job.test_fraction),
-        "--ledger",
-        str(ledger),
-        "--epsilon-budget",
-        repr(budget),
-        "--rng",
-        config.rng,
-        "--connect-timeout",
-        "60",
-        "--delta-budget",
-        repr(config.job.delta if config.job.task == "feddpdr" else 0.0),
-    ]
-    if config.job.n_samples and not config.data:
-        cmd += ["--n-samples", str(config.job.n_samples)]
-    if config.job.labels == "clear":
-        cmd += ["--allow-clear-labels"]
-    cmd += ["--insecure"] if certs is None else ["--certs", str(certs)]
-    return cmd
-
-
-def last_line(path: Path) -> str:
-    """The last non-empty line of a log file (a node's one-line error, or a traceback's last line)."""
-    try:
-        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return ""
-    return lines[-1] if lines else ""
-
-
-class NodeWatch:
-    """Stops a job within :data:`WATCH_INTERVAL` of an owner node process exiting.
-
-    The job needs every node it started: a node that exits (a bad configuration, more owners
-    than rows, a crash) aborts the dispatcher, so the job raises ``JobAborted`` at once instead of
-    waiting out the registration or round timeout; :meth:`error` then names the node and its
-    last log line. Call :meth:`stop` before telling the nodes the job is over.
-    """
-
-    def __init__(self, procs: list[subprocess.Popen], logs: list[Path], server: CoordinatorServer):
-        self._procs, self._logs, self._server = procs, logs, server
-        self._done = threading.Event()
-        self.exited: tuple[int, int] | None = None  # (node index, exit code)
-        self._thread = threading.Thread(target=self._watch, name="node-watch", daemon=True)
-        self._thread.start()
-
-    def _watch(self) -> None:
-        while not self._done.wait(WATCH_INTERVAL):
-            for i, p in enumerate(self._procs):
-                if p.poll() is not None:
-                    self.exited = (i, p.returncode)
-                    self._server.dispatcher.abort()
-                    return
-
-    def stop(self) -> None:
-        self._done.set()
-        self._thread.join()
-
-    def error(self) -> NodeExited:
-        if self.exited is None:
-            return NodeExited("no owner node has exited")
-        i, code = self.exited
-        return NodeExited(f"owner node {i} exited with code {code} during the job: {last_line(self._logs[i])}")
-
-    def reason(self) -> str | None:
-        """What stopped the job, for its report (None while every node runs)."""
-        return None if self.exited is None else str(self.error())
-
-
-def _spent(ledgers: list[Path], ranges: list[range], budget: float, delta: float) -> tuple[dict[str, float], int]:
-    """ε spent per owner and the number of non-private entries, read from each node's own ledger after the run."""
-    spent, nonprivate = {}, 0
-    for node, (path, shards) in enumerate(zip(ledgers, ranges)):
-        with Ledger(path, epsilon_budget=budget, delta_budget=delta) as ledger:
-            ids = [owner_id(f"owner-{node}", i) for i in shards]
-            spent.update({o: ledger.spent(o).epsilon for o in ids})
-            nonprivate += sum(ledger.nonprivate_count(o) for o in ids)
-    return spent, nonprivate
-
 
 def run_point(
     sim: SimulationConfig,
@@ -197,11 +69,13 @@ def run_point(
     show_progress: bool,
     schema: FederationSchema,
     split_cache: Path | None = None,
+    reference: dict[str, object] | None = None,
 ) -> dict[str, Any]:
     """One federation at ``config.epsilon`` and ``config.seed``, one job of the job runner with its
-    report in ``point_dir``; ``sim`` says how to start the owner processes, which read the built-in
-    data set's split from ``split_cache`` when given (:data:`~privfed.common.datasets.SPLIT_CACHE_ENV`).
-    Raises :class:`NodeExited` if a node process exits during the job."""
+    report in ``point_dir`` (with the seed's non-private ``reference``, computed before); ``sim`` says
+    how to start the owner processes, which read the built-in data set's split from ``split_cache``
+    when given (:data:`~privfed.common.datasets.SPLIT_CACHE_ENV`). Raises :class:`NodeExited` if a
+    node process exits during the job."""
     epsilon = config.epsilon
     point_dir.mkdir(parents=True)
     server = CoordinatorServer(
@@ -247,6 +121,7 @@ def run_point(
                 report,
                 release=release,
                 stopped=watch.reason,
+                reference=None if reference is None else lambda: reference,
                 show_progress=show_progress,
                 label=f"eps={epsilon:g}: ",
             )
@@ -267,7 +142,7 @@ def run_point(
         server.stop()
     outcome = done.outcome
     hosted = [range(len(r)) if sim.data else r for r in ranges]  # a file's owners are numbered from 0 on its node
-    spent, nonprivate = _spent(ledgers, hosted, budget, config.delta if config.task == "feddpdr" else 0.0)
+    spent, nonprivate = spent_by_owner(ledgers, hosted, budget, config.delta if config.task == "feddpdr" else 0.0)
     return (
         {"seed": config.seed, "accuracy": done.accuracy}
         | outcome.to_report()
@@ -365,7 +240,15 @@ def _simulate(config: SimulationConfig, run_dir: Path, report: JobReport) -> Non
         for s in seeds:
             point_dir = run_dir / f"eps-{eps:g}" / (f"seed-{s}" if config.repeats > 1 else "")
             run = run_point(
-                config, job.replace(epsilon=eps, seed=s), point_dir, certs, tests[s], show_progress, schema, split_cache
+                config,
+                job.replace(epsilon=eps, seed=s),
+                point_dir,
+                certs,
+                tests[s],
+                show_progress,
+                schema,
+                split_cache,
+                references[s],
             )
             spent_file = write_json(point_dir / "epsilon_spent.json", run.pop("_spent"))
             run["epsilon_spent"]["per_owner_file"] = str(spent_file.relative_to(run_dir))

@@ -19,8 +19,8 @@ import numpy as np
 from privfed.common.datasets import Dataset, federation_split
 from privfed.common.schema import FederationSchema
 from privfed.deploy.reference import even_parts, report_reference
-from privfed.deploy.simulate import node_ranges
 from privfed.deploy.simulation_config import SimulationConfig
+from privfed.deploy.simulation_nodes import node_ranges
 from privfed.owner.data import check_owner_rows, read_owner_rows
 from privfed.server.config import JobConfig
 from privfed.server.main import federation_schema

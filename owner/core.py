@@ -52,12 +52,12 @@ from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolErro
 from privfed.common.jobinfo import JobInfo
 from privfed.common.ledger import Debit, Ledger
 from privfed.common.mechanisms.base import REPORT_LIMIT
-from privfed.common.messages import Refusal, Result, Task
 from privfed.common.secagg.boxes import generate_private_key
 from privfed.common.secagg.ring import Outbound
+from privfed.common.tasks import Refusal, Result, Task
 from privfed.owner.history import HistoryRewritten, applied_digest
 from privfed.owner.keys import OwnerKeys
-from privfed.owner.kinds import Kind, kind_of
+from privfed.owner.kinds import OwnerKind, kind_of
 from privfed.owner.kinds.base import LedgerView, NodeState, Policy, PublicView, Refused, SecureSum, StepKind, TaskKind
 from privfed.owner.local import Cached, LocalOwner, Release
 from privfed.owner.policy import OwnerPolicy, exceeds_announcement
@@ -88,7 +88,7 @@ class _Admitted:
     refused: Result | None = None
 
 
-_Planned = Result | _Admitted | tuple[Task, StepKind[Any]]
+_Planned = Result | _Admitted | tuple[Task, StepKind]
 
 
 def refusal_for(task: Task, exc: BaseException, *, detail: bool = True) -> Result:
@@ -226,7 +226,7 @@ class OwnerCore:
         if isinstance(item, Result):
             return item
         task = item
-        kind: Kind | None = kind_of(task.spec)
+        kind: OwnerKind | None = kind_of(task.spec)
         if kind is None:
             return refusal_for(task, Refused("invalid_task", f"task kind {type(task.spec).__name__} is not answered"))
         owner = self.owners.get(task.owner_id)

@@ -12,7 +12,7 @@ Two halves, as the owner core wants them (``privfed.owner.core``): :func:`check_
 within the public bound :func:`~privfed.common.learners.samme.max_alpha`, ``0 <= E <= W``) and
 against the digests of what was applied, never a weight; :func:`history_weights` reads the rows
 and is total: the weights saturate at public bounds
-(:func:`~privfed.common.boosting.federated.owner_update_weights`). The weights are not a release:
+(:func:`~privfed.common.boosting.owner.update_weights`). The weights are not a release:
 they only ever leave inside a noised, debited share or evaluation, whose sensitivity does not
 depend on them.
 """
@@ -86,8 +86,8 @@ def check_history(applied: tuple[int, bytes] | None, config: BoostConfig, histor
 
     ``applied`` is the public half of the owner's :class:`AppliedHistory` for the run (rounds applied
     and their digest; ``PublicView.applied``), or None. The round is in ``[len(kept), n_rounds)``,
-    every kept learner has the run's kind and shape (``FederatedBoosting.check_learner``), every α, E
-    and W is one SAMME can publish (``FederatedBoosting.check_samme_round``), and the history
+    every kept learner has the run's kind and shape (:func:`~privfed.common.boosting.owner.check_learner`),
+    every α, E and W is one SAMME can publish (:func:`~privfed.common.boosting.owner.check_kept_round`), and the history
     extends the rounds this node applied for the owner in the run.
 
     Raises
@@ -97,15 +97,17 @@ def check_history(applied: tuple[int, bytes] | None, config: BoostConfig, histor
     RemoteProtocolError
         A round outside the run; :class:`HistoryRewritten` for a history that rewrites applied rounds.
     """
-    fb = config.booster
+    from privfed.common.boosting.owner import check_kept_round, check_learner
+
+    fb, plan = config.params, config.releases
     if not history.round < fb.n_rounds:
         raise RemoteProtocolError(
             f"boosting round {history.round} is not in [{len(history.kept)}, {fb.n_rounds}) "
             f"({len(history.kept)} kept learners, {fb.n_rounds} rounds in the run)"
         )
     for r in history.kept:
-        fb.check_learner(r.learner)
-        fb.check_samme_round(r.alpha, r.err_total, r.weight_total)
+        check_learner(plan, r.learner)
+        check_kept_round(plan, r.alpha, r.err_total, r.weight_total)
     _check_prefix(applied, config, history_digests(config, history.kept))
 
 

@@ -17,8 +17,8 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.identity import node_of
-from privfed.common.messages import PeerKey
 from privfed.common.secagg.boxes import verify_public_key
+from privfed.common.tasks import PeerKey
 
 OWNER_NODE_NAME = re.compile(r"owner-\d+")  # the names `privfed certs` gives owner node certificates
 

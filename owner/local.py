@@ -18,7 +18,7 @@ import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.messages import Payload
+from privfed.common.tasks import Payload
 from privfed.common.validation import check_int
 
 if TYPE_CHECKING:

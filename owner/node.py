@@ -27,10 +27,10 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.jobinfo import JobInfo
 from privfed.common.ledger import Ledger
-from privfed.common.messages import OwnerInfo, Refusal, Result, RingMessageTask, Task
 from privfed.common.schema import FederationSchema
 from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
 from privfed.common.secagg.ring import Outbound
+from privfed.common.tasks import OwnerInfo, Refusal, Result, Task, kind_of
 from privfed.owner.core import OwnerCore
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.local import LocalOwner
@@ -204,12 +204,13 @@ class OwnerNode:
         log.info("rows of %d owner(s) fit the federation schema", len(owners))
 
     def _refuse_all(self, stub: pb_grpc.CoordinatorStub, tasks: Iterable[Task | Result]) -> bool:
-        """A fatal node answers every task it pulls with a ``schema_mismatch`` refusal; True once
-        it has refused at least one (the coordinator now knows), so the node may exit."""
+        """A fatal node answers every task it pulls with a ``schema_mismatch`` refusal (but a ring hop,
+        which gets no answer of its own: its kind has no replies); True once it has refused at least
+        one (the coordinator now knows), so the node may exit."""
         refused = [
             Result(t.task_id, t.owner_id, Refusal.of("schema_mismatch"))
             for t in tasks
-            if isinstance(t, Task) and not isinstance(t.spec, RingMessageTask)
+            if isinstance(t, Task) and kind_of(t.spec).replies
         ]
         if refused:
             self._push(stub, refused)

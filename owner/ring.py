@@ -16,7 +16,10 @@ import logging
 import numpy as np
 
 from privfed.common.errors import ConfigError, ProtocolError, RemoteProtocolError
-from privfed.common.messages import (
+from privfed.common.secagg.boxes import Box
+from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.ring import Inbound, Outbound, RingParty
+from privfed.common.tasks import (
     BoostEvaluateTask,
     Payload,
     Result,
@@ -26,9 +29,6 @@ from privfed.common.messages import (
     RingTotal,
     Task,
 )
-from privfed.common.secagg.boxes import Box
-from privfed.common.secagg.fixedpoint import FixedPoint
-from privfed.common.secagg.ring import Inbound, Outbound, RingParty
 from privfed.owner.keys import OwnerKeys
 
 log = logging.getLogger("privfed.owner")
@@ -60,7 +60,7 @@ class RingMod:
             raise RemoteProtocolError(f"{owner_id} is not in the ring of session {ring.session_id}")
         if len(order) < 2:
             raise RemoteProtocolError("a ring needs at least 2 parties")
-        bound = min(float(ring.max_abs), spec.config.booster.contribution_bound)
+        bound = min(float(ring.max_abs), spec.config.releases.contribution_bound)
         try:
             fixed_point = FixedPoint(frac_bits=ring.frac_bits, n_parties=ring.n_parties, max_abs=bound)
         except (TypeError, ValueError) as exc:

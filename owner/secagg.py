@@ -31,15 +31,6 @@ from cryptography import x509
 
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.identity import node_of
-from privfed.common.messages import (
-    BoostEvaluateTask,
-    PeerKey,
-    Result,
-    SecAggKeysTask,
-    SecAggUnmaskTask,
-    Task,
-    TaskSpec,
-)
 from privfed.common.secagg.boxes import Box, public_bytes, verify_public_key
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.messages import (
@@ -52,6 +43,15 @@ from privfed.common.secagg.messages import (
 )
 from privfed.common.secagg.pairwise import SecAggOwner
 from privfed.common.secagg.ring import Outbound
+from privfed.common.tasks import (
+    BoostEvaluateTask,
+    PeerKey,
+    Result,
+    SecAggKeysTask,
+    SecAggUnmaskTask,
+    Task,
+    TaskSpec,
+)
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.kinds.base import Refused
 

@@ -7,6 +7,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class Mechanism(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MECHANISM_UNSPECIFIED: _ClassVar[Mechanism]
+    MECHANISM_PM: _ClassVar[Mechanism]
+    MECHANISM_DUCHI: _ClassVar[Mechanism]
+    MECHANISM_LAPLACE: _ClassVar[Mechanism]
+
+class LabelScheme(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LABEL_SCHEME_UNSPECIFIED: _ClassVar[LabelScheme]
+    LABEL_SCHEME_CLEAR: _ClassVar[LabelScheme]
+    LABEL_SCHEME_RR: _ClassVar[LabelScheme]
+    LABEL_SCHEME_JOINT: _ClassVar[LabelScheme]
+
 class RowScaling(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     ROW_SCALING_UNSPECIFIED: _ClassVar[RowScaling]
@@ -20,6 +34,71 @@ class SvmModel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SVM_MODEL_MC_HUBER: _ClassVar[SvmModel]
     SVM_MODEL_SOFTMAX: _ClassVar[SvmModel]
     SVM_MODEL_OVR_HUBER: _ClassVar[SvmModel]
+
+class BaseLearner(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BASE_LEARNER_UNSPECIFIED: _ClassVar[BaseLearner]
+    BASE_LEARNER_STUMP: _ClassVar[BaseLearner]
+    BASE_LEARNER_NCC: _ClassVar[BaseLearner]
+    BASE_LEARNER_LR: _ClassVar[BaseLearner]
+
+class ShareGroups(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SHARE_GROUPS_UNSPECIFIED: _ClassVar[ShareGroups]
+    SHARE_GROUPS_DISJOINT: _ClassVar[ShareGroups]
+    SHARE_GROUPS_ALL: _ClassVar[ShareGroups]
+
+class EvalGroups(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EVAL_GROUPS_UNSPECIFIED: _ClassVar[EvalGroups]
+    EVAL_GROUPS_DISJOINT: _ClassVar[EvalGroups]
+    EVAL_GROUPS_ALL: _ClassVar[EvalGroups]
+
+class BudgetSplit(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BUDGET_SPLIT_UNSPECIFIED: _ClassVar[BudgetSplit]
+    BUDGET_SPLIT_EPSILON: _ClassVar[BudgetSplit]
+    BUDGET_SPLIT_OWNERS: _ClassVar[BudgetSplit]
+
+class EvalMechanism(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    EVAL_MECHANISM_UNSPECIFIED: _ClassVar[EvalMechanism]
+    EVAL_MECHANISM_LAPLACE: _ClassVar[EvalMechanism]
+    EVAL_MECHANISM_RR: _ClassVar[EvalMechanism]
+
+class StumpEncoding(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    STUMP_ENCODING_UNSPECIFIED: _ClassVar[StumpEncoding]
+    STUMP_ENCODING_SIGNS: _ClassVar[StumpEncoding]
+    STUMP_ENCODING_CELLS: _ClassVar[StumpEncoding]
+    STUMP_ENCODING_PAIR: _ClassVar[StumpEncoding]
+    STUMP_ENCODING_TABLE: _ClassVar[StumpEncoding]
+
+class FrequencyOracle(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FREQUENCY_ORACLE_UNSPECIFIED: _ClassVar[FrequencyOracle]
+    FREQUENCY_ORACLE_KRR: _ClassVar[FrequencyOracle]
+    FREQUENCY_ORACLE_OUE: _ClassVar[FrequencyOracle]
+    FREQUENCY_ORACLE_OLH: _ClassVar[FrequencyOracle]
+
+class RefusalCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REFUSAL_CODE_UNSPECIFIED: _ClassVar[RefusalCode]
+    REFUSAL_CODE_BUDGET_EXCEEDED: _ClassVar[RefusalCode]
+    REFUSAL_CODE_INVALID_TASK: _ClassVar[RefusalCode]
+    REFUSAL_CODE_DUPLICATE_TASK: _ClassVar[RefusalCode]
+    REFUSAL_CODE_ALREADY_RELEASED: _ClassVar[RefusalCode]
+    REFUSAL_CODE_POLICY: _ClassVar[RefusalCode]
+    REFUSAL_CODE_INTERNAL: _ClassVar[RefusalCode]
+    REFUSAL_CODE_SCHEMA_MISMATCH: _ClassVar[RefusalCode]
+MECHANISM_UNSPECIFIED: Mechanism
+MECHANISM_PM: Mechanism
+MECHANISM_DUCHI: Mechanism
+MECHANISM_LAPLACE: Mechanism
+LABEL_SCHEME_UNSPECIFIED: LabelScheme
+LABEL_SCHEME_CLEAR: LabelScheme
+LABEL_SCHEME_RR: LabelScheme
+LABEL_SCHEME_JOINT: LabelScheme
 ROW_SCALING_UNSPECIFIED: RowScaling
 ROW_SCALING_BALL: RowScaling
 ROW_SCALING_NORMALISE: RowScaling
@@ -28,6 +107,39 @@ SVM_MODEL_CENTROID: SvmModel
 SVM_MODEL_MC_HUBER: SvmModel
 SVM_MODEL_SOFTMAX: SvmModel
 SVM_MODEL_OVR_HUBER: SvmModel
+BASE_LEARNER_UNSPECIFIED: BaseLearner
+BASE_LEARNER_STUMP: BaseLearner
+BASE_LEARNER_NCC: BaseLearner
+BASE_LEARNER_LR: BaseLearner
+SHARE_GROUPS_UNSPECIFIED: ShareGroups
+SHARE_GROUPS_DISJOINT: ShareGroups
+SHARE_GROUPS_ALL: ShareGroups
+EVAL_GROUPS_UNSPECIFIED: EvalGroups
+EVAL_GROUPS_DISJOINT: EvalGroups
+EVAL_GROUPS_ALL: EvalGroups
+BUDGET_SPLIT_UNSPECIFIED: BudgetSplit
+BUDGET_SPLIT_EPSILON: BudgetSplit
+BUDGET_SPLIT_OWNERS: BudgetSplit
+EVAL_MECHANISM_UNSPECIFIED: EvalMechanism
+EVAL_MECHANISM_LAPLACE: EvalMechanism
+EVAL_MECHANISM_RR: EvalMechanism
+STUMP_ENCODING_UNSPECIFIED: StumpEncoding
+STUMP_ENCODING_SIGNS: StumpEncoding
+STUMP_ENCODING_CELLS: StumpEncoding
+STUMP_ENCODING_PAIR: StumpEncoding
+STUMP_ENCODING_TABLE: StumpEncoding
+FREQUENCY_ORACLE_UNSPECIFIED: FrequencyOracle
+FREQUENCY_ORACLE_KRR: FrequencyOracle
+FREQUENCY_ORACLE_OUE: FrequencyOracle
+FREQUENCY_ORACLE_OLH: FrequencyOracle
+REFUSAL_CODE_UNSPECIFIED: RefusalCode
+REFUSAL_CODE_BUDGET_EXCEEDED: RefusalCode
+REFUSAL_CODE_INVALID_TASK: RefusalCode
+REFUSAL_CODE_DUPLICATE_TASK: RefusalCode
+REFUSAL_CODE_ALREADY_RELEASED: RefusalCode
+REFUSAL_CODE_POLICY: RefusalCode
+REFUSAL_CODE_INTERNAL: RefusalCode
+REFUSAL_CODE_SCHEMA_MISMATCH: RefusalCode
 
 class Matrix(_message.Message):
     __slots__ = ("shape", "data")
@@ -113,9 +225,9 @@ class MechanismSpec(_message.Message):
     __slots__ = ("name", "epsilon")
     NAME_FIELD_NUMBER: _ClassVar[int]
     EPSILON_FIELD_NUMBER: _ClassVar[int]
-    name: str
+    name: Mechanism
     epsilon: float
-    def __init__(self, name: _Optional[str] = ..., epsilon: _Optional[float] = ...) -> None: ...
+    def __init__(self, name: _Optional[_Union[Mechanism, str]] = ..., epsilon: _Optional[float] = ...) -> None: ...
 
 class NccShareTask(_message.Message):
     __slots__ = ("mechanism", "labels", "label_epsilon", "n_classes", "bounds")
@@ -125,11 +237,11 @@ class NccShareTask(_message.Message):
     N_CLASSES_FIELD_NUMBER: _ClassVar[int]
     BOUNDS_FIELD_NUMBER: _ClassVar[int]
     mechanism: MechanismSpec
-    labels: str
+    labels: LabelScheme
     label_epsilon: float
     n_classes: int
     bounds: Matrix
-    def __init__(self, mechanism: _Optional[_Union[MechanismSpec, _Mapping]] = ..., labels: _Optional[str] = ..., label_epsilon: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+    def __init__(self, mechanism: _Optional[_Union[MechanismSpec, _Mapping]] = ..., labels: _Optional[_Union[LabelScheme, str]] = ..., label_epsilon: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
 
 class LrShareTask(_message.Message):
     __slots__ = ("mechanism", "param_bound", "c", "n_classes", "bounds")
@@ -208,30 +320,30 @@ class BoostConfig(_message.Message):
     EVAL_MECHANISM_FIELD_NUMBER: _ClassVar[int]
     BUDGET_SPLIT_FIELD_NUMBER: _ClassVar[int]
     run_id: str
-    base: str
+    base: BaseLearner
     epsilon: float
-    mechanism: str
+    mechanism: Mechanism
     n_classes: int
     n_rounds: int
     group_size: int
     n_bins: int
     weight_bound: float
-    labels: str
+    labels: LabelScheme
     label_fraction: float
     c: float
     param_bound: float
     eval_fraction: float
-    eval_groups: str
+    eval_groups: EvalGroups
     eval_row_bound: float
     max_owner_rows: int
     bounds: Matrix
-    stump_encoding: str
-    oracle: str
+    stump_encoding: StumpEncoding
+    oracle: FrequencyOracle
     n_sampled: int
-    share_groups: str
-    eval_mechanism: str
-    budget_split: str
-    def __init__(self, run_id: _Optional[str] = ..., base: _Optional[str] = ..., epsilon: _Optional[float] = ..., mechanism: _Optional[str] = ..., n_classes: _Optional[int] = ..., n_rounds: _Optional[int] = ..., group_size: _Optional[int] = ..., n_bins: _Optional[int] = ..., weight_bound: _Optional[float] = ..., labels: _Optional[str] = ..., label_fraction: _Optional[float] = ..., c: _Optional[float] = ..., param_bound: _Optional[float] = ..., eval_fraction: _Optional[float] = ..., eval_groups: _Optional[str] = ..., eval_row_bound: _Optional[float] = ..., max_owner_rows: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., stump_encoding: _Optional[str] = ..., oracle: _Optional[str] = ..., n_sampled: _Optional[int] = ..., share_groups: _Optional[str] = ..., eval_mechanism: _Optional[str] = ..., budget_split: _Optional[str] = ...) -> None: ...
+    share_groups: ShareGroups
+    eval_mechanism: EvalMechanism
+    budget_split: BudgetSplit
+    def __init__(self, run_id: _Optional[str] = ..., base: _Optional[_Union[BaseLearner, str]] = ..., epsilon: _Optional[float] = ..., mechanism: _Optional[_Union[Mechanism, str]] = ..., n_classes: _Optional[int] = ..., n_rounds: _Optional[int] = ..., group_size: _Optional[int] = ..., n_bins: _Optional[int] = ..., weight_bound: _Optional[float] = ..., labels: _Optional[_Union[LabelScheme, str]] = ..., label_fraction: _Optional[float] = ..., c: _Optional[float] = ..., param_bound: _Optional[float] = ..., eval_fraction: _Optional[float] = ..., eval_groups: _Optional[_Union[EvalGroups, str]] = ..., eval_row_bound: _Optional[float] = ..., max_owner_rows: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., stump_encoding: _Optional[_Union[StumpEncoding, str]] = ..., oracle: _Optional[_Union[FrequencyOracle, str]] = ..., n_sampled: _Optional[int] = ..., share_groups: _Optional[_Union[ShareGroups, str]] = ..., eval_mechanism: _Optional[_Union[EvalMechanism, str]] = ..., budget_split: _Optional[_Union[BudgetSplit, str]] = ...) -> None: ...
 
 class Stump(_message.Message):
     __slots__ = ("attribute", "threshold_index", "threshold", "leaves", "error")
@@ -497,9 +609,9 @@ class Refusal(_message.Message):
     __slots__ = ("code", "message")
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
-    code: str
+    code: RefusalCode
     message: str
-    def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+    def __init__(self, code: _Optional[_Union[RefusalCode, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class NccShare(_message.Message):
     __slots__ = ("reports", "labels")
@@ -529,15 +641,55 @@ class SvmShare(_message.Message):
     coef: Matrix
     def __init__(self, coef: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
 
-class BoostShare(_message.Message):
-    __slots__ = ("reports", "labels", "coordinates")
+class StumpShare(_message.Message):
+    __slots__ = ("reports",)
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    reports: Reports
+    def __init__(self, reports: _Optional[_Union[Reports, _Mapping]] = ...) -> None: ...
+
+class SampledStumpShare(_message.Message):
+    __slots__ = ("coordinates", "reports")
+    COORDINATES_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    coordinates: _containers.RepeatedScalarFieldContainer[int]
+    reports: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, coordinates: _Optional[_Iterable[int]] = ..., reports: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class LrParameters(_message.Message):
+    __slots__ = ("reports",)
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    reports: Reports
+    def __init__(self, reports: _Optional[_Union[Reports, _Mapping]] = ...) -> None: ...
+
+class NccRows(_message.Message):
+    __slots__ = ("reports", "labels")
     REPORTS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
-    COORDINATES_FIELD_NUMBER: _ClassVar[int]
     reports: Reports
     labels: _containers.RepeatedScalarFieldContainer[int]
-    coordinates: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, reports: _Optional[_Union[Reports, _Mapping]] = ..., labels: _Optional[_Iterable[int]] = ..., coordinates: _Optional[_Iterable[int]] = ...) -> None: ...
+    def __init__(self, reports: _Optional[_Union[Reports, _Mapping]] = ..., labels: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class JointNccReports(_message.Message):
+    __slots__ = ("features", "reports")
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    features: _containers.RepeatedScalarFieldContainer[int]
+    reports: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, features: _Optional[_Iterable[int]] = ..., reports: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class BoostShare(_message.Message):
+    __slots__ = ("stump", "sampled_stump", "lr", "ncc", "joint_ncc")
+    STUMP_FIELD_NUMBER: _ClassVar[int]
+    SAMPLED_STUMP_FIELD_NUMBER: _ClassVar[int]
+    LR_FIELD_NUMBER: _ClassVar[int]
+    NCC_FIELD_NUMBER: _ClassVar[int]
+    JOINT_NCC_FIELD_NUMBER: _ClassVar[int]
+    stump: StumpShare
+    sampled_stump: SampledStumpShare
+    lr: LrParameters
+    ncc: NccRows
+    joint_ncc: JointNccReports
+    def __init__(self, stump: _Optional[_Union[StumpShare, _Mapping]] = ..., sampled_stump: _Optional[_Union[SampledStumpShare, _Mapping]] = ..., lr: _Optional[_Union[LrParameters, _Mapping]] = ..., ncc: _Optional[_Union[NccRows, _Mapping]] = ..., joint_ncc: _Optional[_Union[JointNccReports, _Mapping]] = ...) -> None: ...
 
 class RingJoined(_message.Message):
     __slots__ = ("session_id",)

@@ -10,8 +10,10 @@ parameters of each release inside the task itself (and check them against their 
 configuration), so keeping the coordinator's flags out of ``common/`` keeps them out of the
 owner's import path too.
 
-Every field is public configuration. Each invalid value raises :class:`ConfigError` naming the
-flag (:data:`FLAGS`), the value received, the allowed range and the fix (STYLE rule 9).
+Every field is public configuration. Its default is its field's below; its flag, constraint, help and
+whether it goes on the wire are its entry in the tables of :mod:`privfed.server.parameters`, from which
+the checks, :data:`FLAGS`, the flags' arguments and the TOML keys are built. Each invalid value raises
+:class:`ConfigError` naming the flag, the value received, the allowed range and the fix (STYLE rule 9).
 """
 
 from __future__ import annotations
@@ -20,35 +22,31 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from privfed.common.boosting.federated import (
-    BASE_LEARNERS,
-    BUDGET_SPLITS,
+from privfed.common.boosting.params import (
     EVAL_FRACTION,
-    EVAL_MECHANISMS,
     EVAL_ROW_BOUND,
     MAX_OWNER_ROWS,
     N_BINS,
-    SHARE_GROUPS,
+    BoostingParams,
     default_weight_bound,
 )
 from privfed.common.datasets import BUILTINS
 from privfed.common.errors import ConfigError
-from privfed.common.feddpdr.basis import BASES
-from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DEFAULT_SVM_MODEL, ROW_SCALINGS, SVM_MODELS
+from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DEFAULT_SVM_MODEL
 from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND
 from privfed.common.learners.ncc import LABEL_FRACTION
-from privfed.common.mechanisms import MECHANISMS
-from privfed.common.secagg import SECURE_SUMS
-from privfed.common.validation import check_choice, check_fraction, check_int, check_non_negative, check_positive
+from privfed.common.parameters import check_all
+from privfed.server.parameters import BDT, BY_TASK, LABEL_SCHEMES, PARAMETERS, TASKS
 
-TASKS = ("ncc", "lr", "feddpdr", "bdt")
-LABEL_SCHEMES = ("auto", "joint", "rr", "clear")
+if TYPE_CHECKING:
+    from privfed.common.bounds import Bounds
+
 
 #: Share weight bound used for ``--task bdt`` when neither ``--weight-bound`` nor
 #: ``--rows-per-owner`` is given: the bound for owners holding one row each (the local-DP setting;
-#: :func:`~privfed.common.boosting.federated.default_weight_bound`). An owner holding more rows has
+#: :func:`~privfed.common.boosting.params.default_weight_bound`). An owner holding more rows has
 #: its share's weights scaled down to this total before release -- a biased share, never a privacy
 #: loss -- so a federation of multi-row owners should declare ``--rows-per-owner`` or ``--weight-bound``.
 DEFAULT_WEIGHT_BOUND = default_weight_bound(None)
@@ -60,53 +58,20 @@ DEFAULT_WEIGHT_BOUND = default_weight_bound(None)
 #: clear labels 0.732 -> 0.628 against 0.764 -> 0.704.
 NCC_ROW_WEIGHT_BOUND = 1.0
 
-#: The command-line flag of each field, for error messages and for ``deploy/cli.py``, which reads
-#: the flag's argparse destination (``--label-fraction`` -> ``label_fraction``).
-FLAGS = {
-    "task": "--task",
-    "epsilon": "--epsilon",
-    "mechanism": "--mechanism",
-    "labels": "--labels",
-    "label_fraction": "--label-fraction",
-    "param_bound": "--param-bound",
-    "c": "--C",
-    "k": "--k",
-    "delta": "--delta",
-    "lam": "--lam",
-    "basis": "--basis",
-    "model": "--model",
-    "scaling": "--scaling",
-    "base": "--base",
-    "n_rounds": "--rounds",
-    "group_size": "--group-size",
-    "n_bins": "--n-bins",
-    "weight_bound": "--weight-bound",
-    "rows_per_owner": "--rows-per-owner",
-    "eval_fraction": "--eval-fraction",
-    "eval_row_bound": "--eval-row-bound",
-    "max_owner_rows": "--max-owner-rows",
-    "share_groups": "--share-groups",
-    "eval_mechanism": "--eval-mechanism",
-    "budget_split": "--budget-split",
-    "ring_timeout": "--ring-timeout",
-    "secure_sum": "--secure-sum",
-    "seed": "--seed",
-    "dataset": "--dataset",
-    "n_samples": "--n-samples",
-    "test_fraction": "--test-fraction",
-    "owners": "--owners",
-    "min_owners": "--min-owners",
-    "register_timeout": "--register-timeout",
-    "round_timeout": "--round-timeout",
-    "node_timeout": "--node-timeout",
-    "listen": "--listen",
-    "out": "--out",
-    "serve": "--serve",
-    "load_model": "--load-model",
-    "journal": "--journal",
-    "resume": "--resume",
-    "schema": "--schema",
-}
+#: The command-line flag of each field (:mod:`privfed.server.parameters`), for error messages and for
+#: ``deploy/cli.py``, which reads the flag's argparse destination (``--label-fraction`` -> ``label_fraction``).
+FLAGS = {name: param.flag for name, param in PARAMETERS.items() if param.flag is not None}
+
+
+def key_of(flag: str) -> str:
+    """The TOML key of a flag: its name without the dashes, ``-`` written ``_`` (``--n-samples`` -> ``n_samples``)."""
+    return flag.lstrip("-").replace("-", "_")
+
+
+#: The job-file key of every field a flag sets -> the field (``rounds`` -> ``n_rounds``, ``C`` -> ``c``): the
+#: keys of ``privfed simulate --config`` and of ``privfed submit``'s job file.
+KEYS = {key_of(flag): name for name, flag in FLAGS.items()}
+__all__ = ["FLAGS", "KEYS", "LABEL_SCHEMES", "TASKS", "JobConfig", "key_of"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,31 +85,12 @@ class JobConfig:
         (seed 004 Alg. 1) or LDP boosting (seed 002 Alg. 2).
     epsilon : float > 0 or math.inf
         ``--epsilon``: each owner's budget for the job (``inf``: no noise, the non-private reference).
-    mechanism : {"pm", "duchi", "laplace"}
-        ``--mechanism``: LDP mechanism of the ncc, lr and bdt releases.
-    labels : {"auto", "joint", "rr", "clear"}
-        ``--labels``: ``"joint"`` (boosting with the ncc base only: one k-RR report of (label, sign)
-        per row, :class:`~privfed.common.learners.ncc.JointLabelEncoding`), k-ary randomized response
-        of the label (``"rr"``), or clear labels, which owners answer only when started with
-        ``--allow-clear-labels`` (issue 9, contract 6). ``"auto"`` (default) becomes ``"joint"`` for
-        ``bdt`` (measured better than ``"rr"``, :mod:`privfed.deploy.experiments.boosting`) and ``"rr"``
-        for the other tasks.
-    label_fraction : float in (0, 1)
-        ``--label-fraction``: share of ε spent on labels with ``labels="rr"``.
-    param_bound, c : float > 0
-        ``--param-bound``, ``--C``: lr's public clip bound and inverse L2 strength.
-    k : int >= 1; delta : float in [0, 1); lam : float > 0
-        ``--k``, ``--delta``, ``--lam``: FedDPDR's subspace dimension, each owner's δ (split between
-        the phases), and the seed's SVM regularisation λ (``ovr-huber`` only).
-    basis : {"dp-pca", "dct", "identity"}
-        ``--basis``: FedDPDR's phase 1, the paper's DP-PCA (the default), or a public basis that
-        spends nothing and leaves all of ε to the classifier (:mod:`privfed.common.feddpdr.basis`).
-    model : str; scaling : str
-        ``--model``, ``--scaling``: FedDPDR's phase-2 classifier and public row scaling
-        (:mod:`privfed.common.feddpdr.choices`, which declares both defaults).
-    base : {"stump", "ncc", "lr"}; n_rounds : int >= 1; group_size : int >= 1 or None; n_bins : int >= 2
-        ``--base``, ``--rounds``, ``--group-size`` (default ``owners // rounds``), ``--n-bins``:
-        boosting's base learner, T, owners per round and public thresholds per attribute + 1.
+    mechanism, labels, label_fraction, param_bound, c, k, delta, lam, basis, model, scaling, base, ...
+        The tasks' parameters (the fields from ``mechanism`` to ``secure_sum``; the three below are the
+        ones whose None derives a value): each one's flag, constraint and help are its entry in its task's
+        table (:mod:`privfed.server.parameters`; ``privfed simulate --help`` prints them), its default is its
+        field's below. ``labels="auto"`` becomes ``"joint"`` for bdt (measured better than ``"rr"``,
+        :mod:`privfed.deploy.experiments.boosting`) and ``"rr"`` for the other tasks.
     weight_bound : float > 0 or None
         ``--weight-bound``: public bound on an owner's total SAMME weight in a boosting share
         (mean-1 weights, so about its row count; with ``--base ncc`` a row's weight). None:
@@ -153,21 +99,10 @@ class JobConfig:
     rows_per_owner : float > 0 or None
         ``--rows-per-owner``: the rows each owner holds, when that is public configuration of the
         federation (``privfed simulate`` knows it: it plays every owner). Only sets defaults: the
-        share weight bound, ``ceil(rows_per_owner)`` (:func:`~privfed.common.boosting.federated.default_weight_bound`),
+        share weight bound, ``ceil(rows_per_owner)`` (:func:`~privfed.common.boosting.params.default_weight_bound`),
         and the bound on an owner's rows, :attr:`owner_rows_bound`.
-    eval_fraction : float in (0, 1); eval_row_bound : float > 0; max_owner_rows : int >= 1 or None
-        ``--eval-fraction``, ``--eval-row-bound``, ``--max-owner-rows``: boosting's evaluation
-        releases (:class:`~privfed.common.boosting.federated.FederatedBoosting`); None: :attr:`owner_rows_bound`.
-    share_groups : {"disjoint", "all"}; eval_mechanism : {"laplace", "rr"} or None
-        ``--share-groups``, ``--eval-mechanism``: who shares in a round, and the evaluation release
-        (None: the smaller noise for the owners' rows bound, ``"rr"`` for one row).
-    budget_split : {"epsilon", "owners"}
-        ``--budget-split``: every owner shares and evaluates, or each owner does one of them at the whole ε.
-    ring_timeout : float > 0 or None
-        ``--ring-timeout``: seconds per ring secure sum (None: 30 s + 10 ms per member).
-    secure_sum : {"auto", "ring", "secagg"}
-        ``--secure-sum``: boosting's evaluation secure sum, the ring or pairwise masks; ``auto``
-        pairwise masks for sums of at least :data:`~privfed.common.secagg.SECAGG_FROM` owners.
+    max_owner_rows : int >= 1 or None
+        ``--max-owner-rows``: the public bound on an owner's rows; None: :attr:`owner_rows_bound`.
     seed : int >= 0
         ``--seed``: the public split and partition, and boosting's public group sampling.
     dataset : str; n_samples : int >= 1 or None; test_fraction : float in (0, 1)
@@ -239,39 +174,14 @@ class JobConfig:
     schema: Path | None = None
 
     def __post_init__(self) -> None:
-        check_choice(self.task, name=FLAGS["task"], allowed=TASKS)
-        check_choice(self.mechanism, name=FLAGS["mechanism"], allowed=MECHANISMS)
-        if check_choice(self.labels, name=FLAGS["labels"], allowed=LABEL_SCHEMES) == "auto":
+        check_all(PARAMETERS, self, name=FLAGS.__getitem__)  # each field's constraint (server/parameters.py)
+        if self.labels == "auto":
             object.__setattr__(self, "labels", "joint" if self.task == "bdt" else "rr")
         if self.labels == "joint" and self.task != "bdt":
             raise ConfigError(
                 f"{FLAGS['labels']} joint is boosted NCC's scheme (--task bdt --base ncc); --task {self.task} "
                 "takes rr or clear"
             )
-        check_choice(self.base, name=FLAGS["base"], allowed=BASE_LEARNERS)
-        check_choice(self.basis, name=FLAGS["basis"], allowed=BASES)
-        check_choice(self.model, name=FLAGS["model"], allowed=SVM_MODELS)
-        check_choice(self.scaling, name=FLAGS["scaling"], allowed=ROW_SCALINGS)
-        check_positive(self.epsilon, name=FLAGS["epsilon"], allow_inf=True, fix="math.inf (or 'inf') means no noise")
-        check_choice(self.secure_sum, name=FLAGS["secure_sum"], allowed=SECURE_SUMS)
-        for name in ("param_bound", "c", "lam", "eval_row_bound", "register_timeout", "round_timeout", "node_timeout"):
-            check_positive(getattr(self, name), name=FLAGS[name])
-        for name in ("weight_bound", "rows_per_owner", "ring_timeout"):
-            if getattr(self, name) is not None:
-                check_positive(getattr(self, name), name=FLAGS[name])
-        for name in ("label_fraction", "eval_fraction", "test_fraction"):
-            check_fraction(getattr(self, name), name=FLAGS[name])
-        if check_non_negative(self.delta, name=FLAGS["delta"]) >= 1:
-            raise ConfigError(f"{FLAGS['delta']} must be a number in [0, 1), got {self.delta!r}")
-        for name, low in (("k", 1), ("n_rounds", 1), ("n_bins", 2), ("seed", 0)):
-            check_int(getattr(self, name), name=FLAGS[name], minimum=low)
-        check_choice(self.share_groups, name=FLAGS["share_groups"], allowed=SHARE_GROUPS)
-        check_choice(self.budget_split, name=FLAGS["budget_split"], allowed=BUDGET_SPLITS)
-        if self.eval_mechanism is not None:
-            check_choice(self.eval_mechanism, name=FLAGS["eval_mechanism"], allowed=EVAL_MECHANISMS)
-        for name in ("group_size", "n_samples", "owners", "max_owner_rows", "min_owners"):
-            if getattr(self, name) is not None:
-                check_int(getattr(self, name), name=FLAGS[name], minimum=1)
         if self.min_owners is not None and self.owners is not None and self.min_owners > self.owners:
             raise ConfigError(
                 f"{FLAGS['min_owners']} {self.min_owners} exceeds {FLAGS['owners']} {self.owners}: the job could "
@@ -301,7 +211,7 @@ class JobConfig:
         """The public bound on an owner's total weight (a row's, with the ncc base) in a boosting share that
         the job uses: ``weight_bound`` if given, else :data:`NCC_ROW_WEIGHT_BOUND` for the ncc base, else
         ``ceil(rows_per_owner)`` (mean-1 weights sum to about the
-        row count), else :data:`DEFAULT_WEIGHT_BOUND` (:func:`~privfed.common.boosting.federated.default_weight_bound`)."""
+        row count), else :data:`DEFAULT_WEIGHT_BOUND` (:func:`~privfed.common.boosting.params.default_weight_bound`)."""
         if self.weight_bound is not None:
             return float(self.weight_bound)
         if self.base == "ncc":
@@ -312,7 +222,7 @@ class JobConfig:
     def owner_rows_bound(self) -> int:
         """The public bound on an owner's rows the job uses: ``max_owner_rows`` if given, else
         ``ceil(rows_per_owner)`` (an even split: sizes differ by at most one row), else
-        :data:`~privfed.common.boosting.federated.MAX_OWNER_ROWS`. An owner holding more is clipped
+        :data:`~privfed.common.boosting.params.MAX_OWNER_ROWS`. An owner holding more is clipped
         or scaled down in its evaluation release (biased, never less private)."""
         if self.max_owner_rows is not None:
             return int(self.max_owner_rows)
@@ -341,6 +251,18 @@ class JobConfig:
         if self.base == "ncc":
             return "ncc row bound"
         return FLAGS["rows_per_owner"] if self.rows_per_owner is not None else "default"
+
+    def task_options(self) -> dict[str, Any]:
+        """This task's own parameters by field name (its table in :mod:`privfed.server.parameters`)."""
+        return {name: getattr(self, name) for name in BY_TASK[self.task]}
+
+    def boosting_params(self, *, n_classes: int, bounds: Bounds) -> BoostingParams:
+        """The run's public parameters, the boosting tasks' payload, for a federation with this public schema:
+        every ``bdt`` field that goes on the wire, by name (``c`` is ``C`` there), with the share weight
+        bound and the owners' rows bound resolved (:attr:`share_weight_bound`, :attr:`owner_rows_bound`)."""
+        wire = {name: getattr(self, name) for name, param in BDT.items() if param.wire}
+        wire |= {"C": wire.pop("c"), "weight_bound": self.share_weight_bound, "max_owner_rows": self.owner_rows_bound}
+        return BoostingParams(**wire, epsilon=self.epsilon, n_classes=n_classes, bounds=bounds)
 
     def replace(self, **changes: Any) -> JobConfig:
         """A copy with ``changes`` applied and validated again (e.g. one ε of a simulation)."""

@@ -15,38 +15,14 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from privfed.common.errors import (
-    JobAborted,
-    NodeIdInUse,
-    RemoteProtocolError,
-    RoundFailed,
-)
-from privfed.common.identity import check_owned_by
+from privfed.common.errors import JobAborted, NodeIdInUse, RemoteProtocolError, RoundFailed
 from privfed.common.jobinfo import JobInfo
-from privfed.common.messages import OwnerInfo, PeerKey, Result, RingMessageTask, Task
-from privfed.common.secagg.boxes import MAX_ID_BYTES
+from privfed.common.tasks import OwnerInfo, PeerKey, Result, RingMessageTask, Task
 from privfed.server.contracts import Rejection
+from privfed.server.nodes import IDENTITY_LIVENESS, NodeQueue, check_registration
 from privfed.server.relay import Envelope, Relay
 
 log = logging.getLogger("privfed.coordinator")
-
-#: At most this many owners in one registration (generous: a node process hosts thousands).
-MAX_OWNERS_PER_NODE = 100_000
-#: A registered node that called within this many seconds is alive: a node long-polls back to
-#: back (each poll at most ``PULL_WAIT`` = 1 s) and pushes a heartbeat every second while it
-#: computes, so a process that died is seen dead this soon after its last call.
-IDENTITY_LIVENESS = 3.0
-
-
-@dataclass
-class _Node:
-    node_id: str
-    owners: list[str]
-    queue: deque = field(default_factory=deque)
-    last_seen: float = 0.0
-    keys: frozenset[bytes] = frozenset()  # the owners' ring keys: fresh per node process, the same on re-registration
-    peer: str | None = None  # the connection the registration came from (None: unknown, in-process callers)
-    job: JobInfo | None = None  # the job announced when the node last took tasks (they belong to it)
 
 
 @dataclass
@@ -64,7 +40,7 @@ class Dispatcher:
         self._cv = threading.Condition()
         self._clock = clock
         self._node_timeout = node_timeout
-        self._nodes: dict[str, _Node] = {}
+        self._nodes: dict[str, NodeQueue] = {}
         self._owners: dict[str, OwnerInfo] = {}
         self._owner_node: dict[str, str] = {}
         self._pending: dict[str, Task] = {}
@@ -97,7 +73,7 @@ class Dispatcher:
         place). A node silent for longer is taken over by the new process (a restart), and the old
         connection ``peer`` is fenced: :meth:`pull` refuses it until it registers again.
         """
-        self._check_registration(node_id, owners)
+        check_registration(node_id, owners)
         keys = frozenset(o.x25519_public_key for o in owners if o.x25519_public_key)
         with self._cv:
             old = self._nodes.get(node_id)
@@ -109,7 +85,7 @@ class Dispatcher:
                 for gone in (o for o in old.owners if o not in kept):
                     self._owners.pop(gone, None)
                     self._owner_node.pop(gone, None)
-            node = _Node(node_id, [o.owner_id for o in owners], last_seen=self._clock(), keys=keys, peer=peer)
+            node = NodeQueue(node_id, [o.owner_id for o in owners], last_seen=self._clock(), keys=keys, peer=peer)
             # A (re)connecting node gets every unanswered task of its owners again: tasks its
             # previous incarnation pulled may have died with it, or been taken by a stale long
             # poll of the dead connection. Redelivery can't double-spend: the owner's ledger
@@ -124,7 +100,7 @@ class Dispatcher:
             self._cv.notify_all()
         return self.session_id
 
-    def _take_over(self, old: _Node, peer: str | None) -> None:
+    def _take_over(self, old: NodeQueue, peer: str | None) -> None:
         """A new process registers ``old``'s node id: refused while ``old`` is alive, else logged."""
         quiet = self._clock() - old.last_seen
         if quiet < IDENTITY_LIVENESS:
@@ -141,24 +117,6 @@ class Dispatcher:
             old.peer or "unknown",
             quiet,
         )
-
-    @staticmethod
-    def _check_registration(node_id: str, owners: list[OwnerInfo]) -> None:
-        if not node_id or len(node_id.encode("utf-8")) > MAX_ID_BYTES:
-            raise RemoteProtocolError(f"node_id must be 1..{MAX_ID_BYTES} UTF-8 bytes, got {node_id!r:.80}")
-        if len(owners) > MAX_OWNERS_PER_NODE:
-            raise RemoteProtocolError(
-                f"a registration may carry at most MAX_OWNERS_PER_NODE = {MAX_OWNERS_PER_NODE} "
-                f"owners, got {len(owners)}; split the owners over more nodes"
-            )
-        seen: set[str] = set()
-        for o in owners:
-            if len(o.owner_id.encode("utf-8")) > MAX_ID_BYTES:
-                raise RemoteProtocolError(f"owner id {o.owner_id!r:.80} is longer than {MAX_ID_BYTES} UTF-8 bytes")
-            check_owned_by(o.owner_id, node_id)
-            if o.owner_id in seen:
-                raise RemoteProtocolError(f"owner id {o.owner_id!r} appears twice in one registration")
-            seen.add(o.owner_id)
 
     def pull(self, node_id: str, wait: float, peer: str | None = None) -> tuple[list[Task], bool]:
         """The node's queued tasks (waiting up to ``wait`` s for one) and whether the job is over.
@@ -236,7 +194,7 @@ class Dispatcher:
             self._cv.notify_all()
             return len(accepted), self._drain(caller)
 
-    def _drain(self, node: _Node) -> list[Task]:
+    def _drain(self, node: NodeQueue) -> list[Task]:
         tasks = list(node.queue)
         node.queue.clear()
         node.job = self._job
@@ -304,7 +262,7 @@ class Dispatcher:
             silent = {nid for nid, n in self._nodes.items() if now - n.last_seen > self._node_timeout}
             return {o for o, nid in self._owner_node.items() if nid in silent}
 
-    def _known(self, node_id: str) -> _Node:
+    def _known(self, node_id: str) -> NodeQueue:
         node = self._nodes.get(node_id)
         if node is None:
             raise RemoteProtocolError(f"node {node_id!r} has not registered")

@@ -20,17 +20,19 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from privfed.common.boosting.federated import MAX_OWNER_ROWS
+from privfed.common.boosting.params import MAX_OWNER_ROWS
 from privfed.common.datasets import Dataset
 from privfed.common.errors import JobAborted, RoundFailed
 from privfed.common.identity import node_of
 from privfed.common.jobinfo import JobInfo
-from privfed.common.messages import PeerKey, Result, Task
 from privfed.common.schema import FederationSchema
+from privfed.common.tasks import PeerKey, Result, Task
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
 from privfed.server.contracts import PublicLimits
@@ -112,6 +114,30 @@ def bar_shape() -> dict[str, int]:
     return {} if size.columns > 0 and size.lines > 0 else {"ncols": 80, "nrows": 24}
 
 
+class _NoBar:
+    """A progress bar that shows nothing (a coordinator without one never imports tqdm)."""
+
+    n = 0
+
+    def update(self, k: int) -> None:
+        self.n += k
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def progress_bar(show: bool, total: int, desc: str) -> AbstractContextManager[Any]:
+    """A tqdm bar of ``total`` owners on stderr, or, when not ``show``, one that shows nothing."""
+    if not show:
+        return _NoBar()
+    from tqdm import tqdm  # here: a coordinator that shows no progress never loads it
+
+    return tqdm(total=total, desc=desc, leave=False, unit="owner", **bar_shape())
+
+
 @dataclass(frozen=True)
 class JobOutcome:
     """A trained job: the strategy's result and what the job's book says about its owners."""
@@ -165,22 +191,12 @@ def run_job(
     (:class:`~privfed.server.rounds.JobBook`) keeps that account, with the contracts' public limits
     and the quorum: after every batch, fewer owners still taking part end the job
     (:class:`~privfed.common.errors.QuorumLost`); the caller reads it for its report, also when the
-    job fails. Default: no quorum, :data:`~privfed.common.boosting.federated.MAX_OWNER_ROWS` rows
+    job fails. Default: no quorum, :data:`~privfed.common.boosting.params.MAX_OWNER_ROWS` rows
     per owner. ``expected``: who to name while waiting (:mod:`privfed.server.registration`).
     """
-    from tqdm import tqdm  # here: a coordinator that shows no progress never loads it
-
     expected = expected or Expected(expected_owners)
-    shape = bar_shape() if show_progress else {}
     t0 = time.perf_counter()
-    with tqdm(
-        total=expected_owners,
-        desc=f"{label}owners registered",
-        disable=not show_progress,
-        leave=False,
-        unit="owner",
-        **shape,
-    ) as bar:
+    with progress_bar(show_progress, expected_owners, f"{label}owners registered") as bar:
         n = wait_for_registration(
             server.dispatcher, expected, register_timeout, progress=lambda k: bar.update(k - bar.n)
         )
@@ -202,14 +218,7 @@ def run_job(
         tasks = book.to_ask(tasks)
         if not tasks:
             return []
-        with tqdm(
-            total=len(tasks),
-            desc=f"{label}round {tasks[0].round_id}",
-            disable=not show_progress,
-            leave=False,
-            unit="owner",
-            **shape,
-        ) as bar:
+        with progress_bar(show_progress, len(tasks), f"{label}round {tasks[0].round_id}") as bar:
             outcome = server.dispatcher.run(
                 tasks,
                 timeout=timeout or round_timeout,

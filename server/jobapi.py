@@ -25,7 +25,7 @@ import grpc
 from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.roles import DATA_USER
 from privfed.proto.jobwire import JOB_METHODS, JOB_SERVICE, decode_json, encode_json
-from privfed.server.config import FLAGS, JobConfig
+from privfed.server.config import KEYS, JobConfig
 from privfed.server.servicer import peer_identity, peer_role
 
 if TYPE_CHECKING:
@@ -35,8 +35,8 @@ log = logging.getLogger("privfed.coordinator")
 
 #: Settings that belong to the service, not to a job: where it listens, where results go, serving.
 SERVICE_OWNED = frozenset({"listen", "out", "serve", "load_model", "journal", "resume", "schema"})
-#: The key of every job setting (a flag's name without dashes, ``-`` as ``_``) -> its JobConfig field.
-JOB_KEYS = {flag.lstrip("-").replace("-", "_"): name for name, flag in FLAGS.items() if name not in SERVICE_OWNED}
+#: The key of every job setting (:data:`~privfed.server.config.KEYS`, the parameter tables') -> its JobConfig field.
+JOB_KEYS = {key: field for key, field in KEYS.items() if field not in SERVICE_OWNED}
 #: The most bytes of a job's log one ``privfed job logs`` answer carries (its end).
 LOG_TAIL = 60_000
 
@@ -48,7 +48,7 @@ def job_settings(doc: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in doc.items():
         k = str(key).replace("-", "_")
-        if k in {flag.lstrip("-").replace("-", "_") for f, flag in FLAGS.items() if f in SERVICE_OWNED}:
+        if KEYS.get(k) in SERVICE_OWNED:
             raise ConfigError(f"job file key {key!r} is the service's own setting (privfed serve), not a job's")
         if k not in JOB_KEYS:
             raise ConfigError(f"job file key {key!r} is not a job setting; known: {', '.join(sorted(JOB_KEYS))}")

@@ -14,7 +14,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -151,7 +150,7 @@ def refusal_summary(refused: Mapping[str, str], n_owners: int) -> str:
     ``refused`` maps owner id to ``"code: text"`` (:func:`privfed.server.strategies.refusals`).
     Codes are listed most frequent first, each with its count when owners refused for several
     reasons, and with its most frequent text: the fixed text of the code plus a detail built
-    only from the task and public configuration (``common.messages.REFUSAL_TEXTS``), so the
+    only from the task and public configuration (``common.tasks.REFUSAL_TEXTS``), so the
     line may be shown to anyone who sees the report. Empty when nobody refused.
     """
     if not refused:
@@ -251,6 +250,8 @@ def accuracy_warning(epsilon: float, accuracy: float, majority: float, n_test: i
 def version_info() -> dict[str, str | None]:
     """privfed's installed version, and the git commit of the source tree when it is a checkout
     (``git describe --always --dirty``: a ``-dirty`` suffix marks uncommitted changes), else None."""
+    from importlib import metadata  # here: it loads email and zipfile (1.2 MB in an idle coordinator; issue 27)
+
     try:
         version = metadata.version("privfed")
     except metadata.PackageNotFoundError:

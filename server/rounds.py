@@ -20,8 +20,8 @@ from typing import Any
 
 from privfed.common.errors import QuorumLost
 from privfed.common.identity import node_of
-from privfed.common.messages import BoostEvaluateTask, Result, Task, total_budget
-from privfed.server.contracts import ANSWERED_ALONE, ContractViolation, PublicLimits, Rejection, check_reply
+from privfed.common.tasks import Result, Task, kind_of, total_budget
+from privfed.server.contracts import ContractViolation, PublicLimits, Rejection, check_reply
 from privfed.server.dispatcher import RunOutcome
 from privfed.server.report import refusal_summary
 from privfed.server.strategies.base import refusals
@@ -106,7 +106,7 @@ class JobBook:
         silent = set(outcome.lost_nodes) | set(silent_nodes)
         for task_id in outcome.lost:  # a live node that never answered a share task: a stalling owner
             task = by_task[task_id]
-            if isinstance(task.spec, ANSWERED_ALONE) and node_of(task.owner_id) not in silent:
+            if kind_of(task.spec).contribution and node_of(task.owner_id) not in silent:
                 self.reject(Rejection(task_id, task.owner_id, "no_answer", f"round {task.round_id}"))
         usable: list[Result] = []
         for r in outcome.results.values():
@@ -127,7 +127,7 @@ class JobBook:
             if key not in self._counted:
                 self._counted.add(key)
                 self.epsilon_by_owner[r.owner_id] += total_budget(task.spec)[0]
-            if not isinstance(task.spec, BoostEvaluateTask):
+            if kind_of(task.spec).contribution:
                 self.answered.add(r.owner_id)
         return usable
 

@@ -1,7 +1,7 @@
 """The driver of the coordinator's secure sums: runs the sans-I/O machines over a relayed transport.
 
 Every decision of a secure sum (attempts, drops, stalls, re-keying, key reuse) is the machines'
-(:mod:`privfed.common.secagg.coordinator`). :class:`RelayedTransport` only moves what they ask: it
+(:mod:`privfed.common.secagg.transitions`). :class:`RelayedTransport` only moves what they ask: it
 sends each :class:`~privfed.common.secagg.events.Ask` as a batch of tasks, opens and closes relay
 sessions when told (contract 5: a ring is open for exactly its members, and closed whatever
 happens), and feeds back the answers, the owners whose node is silent and the relay's ``HOP``
@@ -19,9 +19,10 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from privfed.common.messages import PeerKey, Result, RingSpec, Task, TaskSpec
-from privfed.common.secagg.coordinator import KeyPreparation, SecureSum, SecureSumCoordinator
+from privfed.common.secagg.coordinator import SecureSumCoordinator
 from privfed.common.secagg.events import Action, Answers, Ask, CloseRing, OpenRing
+from privfed.common.secagg.transitions import KeyPreparation, SecureSum
+from privfed.common.tasks import PeerKey, Result, RingSpec, Task, TaskSpec
 from privfed.server.strategies.base import SumResult, Transport, new_tasks
 from privfed.server.strategies.result import SumRecord
 

@@ -21,9 +21,9 @@ from privfed.common.errors import (
     ResourceExhausted,
     RingClosed,
 )
-from privfed.common.messages import Result, Task
 from privfed.common.roles import DATA_USER, role_of
 from privfed.common.schema import FederationSchema
+from privfed.common.tasks import Result, Task
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde

@@ -1,20 +1,20 @@
 """The round loop of federated SAMME boosting, written once (seed 002 Alg. 2; SPEC §5).
 
-Per round t: a fresh group of owners (never reused: :func:`~privfed.common.boosting.federated.sample_groups`)
+Per round t: a fresh group of owners (never reused: :func:`~privfed.common.boosting.coordinator.sample_groups`)
 releases perturbed shares with their SAMME weights; the coordinator fits the base learner from
-them (:meth:`FederatedBoosting.coordinator_select`); round t's evaluation group
-(:func:`~privfed.common.boosting.federated.evaluation_groups`) puts its noisy ``(err_sum, w_sum)``
-releases into a secure sum; the coordinator floors ``E`` (:meth:`FederatedBoosting.floor_error_total`),
-applies SAMME's weight and stop rules (:meth:`FederatedBoosting.coordinator_decide`,
+them (:meth:`CoordinatorSteps.select <privfed.common.boosting.coordinator.CoordinatorSteps.select>`); round t's
+evaluation group (:func:`~privfed.common.boosting.coordinator.evaluation_groups`) puts its noisy ``(err_sum,
+w_sum)`` releases into a secure sum; the coordinator floors ``E`` (``CoordinatorSteps.floor_error_total``),
+applies SAMME's weight and stop rules (``CoordinatorSteps.decide``,
 :func:`~privfed.common.learners.samme.samme_decide`) and publishes (learner, α, E, W), from which
-owners update their weights (:func:`~privfed.common.boosting.federated.owner_update_weights`).
+owners update their weights (:func:`~privfed.common.boosting.owner.update_weights`).
 
 :func:`run_rounds` is that loop, pure: what differs between a federation and a simulation is
 *who* releases and sums, which a :class:`RoundSteps` object supplies. The networked strategy
 (``privfed.server.strategies.boosting``) supplies steps that send tasks over a transport (gRPC
-or in-process); :meth:`FederatedBoosting.fit` supplies the vectorised in-process owner steps
-(:mod:`privfed.common.boosting.simulation`). The centralised reference
-:class:`~privfed.common.learners.samme.SammeBoost` uses the same ``samme_decide`` / ``samme_update``.
+or in-process); :func:`privfed.common.boosting.simulation.simulate` supplies the vectorised in-process
+owner steps. The centralised reference :class:`~privfed.common.learners.samme.SammeBoost` uses the same
+``samme_decide`` / ``samme_update``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
-from privfed.common.boosting.federated import FederatedBoosting, Learner, evaluation_groups, sample_groups
+from privfed.common.boosting.coordinator import CoordinatorSteps, evaluation_groups, sample_groups
+from privfed.common.boosting.owner import Learner
+from privfed.common.boosting.params import BoostingParams
 from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.learners.samme import BoostedModel, SammeStep
 
@@ -43,7 +45,7 @@ class RoundSteps(Protocol):
 
     def release(self, round_no: int, group: np.ndarray) -> Any:
         """The releases of owner indices ``group`` in round ``round_no`` (0-based), in the form
-        :meth:`FederatedBoosting.coordinator_select` takes."""
+        :meth:`CoordinatorSteps.select` takes."""
         ...
 
     def evaluate(self, round_no: int, evaluators: np.ndarray, learner: Any) -> Evaluation:
@@ -99,7 +101,7 @@ class RoundRecord:
 
 @dataclass
 class BoostingRun:
-    """Result of :func:`run_rounds` (and :meth:`FederatedBoosting.fit`)."""
+    """Result of :func:`run_rounds` (and of :func:`~privfed.common.boosting.simulation.simulate`)."""
 
     model: BoostedModel
     rounds: list[RoundRecord]
@@ -124,7 +126,7 @@ class BoostingRun:
         return np.asarray(out)
 
 
-def plan_rounds(fb: FederatedBoosting, n_owners: int, rng: np.random.Generator) -> tuple[np.ndarray, list]:
+def plan_rounds(params: BoostingParams, n_owners: int, rng: np.random.Generator) -> tuple[np.ndarray, list]:
     """The run's share groups and evaluation groups (owner indices), drawn from ``rng`` in that order.
 
     Public: they need no secrecy. ``share_groups="disjoint"``: fresh groups (:func:`sample_groups`;
@@ -133,22 +135,22 @@ def plan_rounds(fb: FederatedBoosting, n_owners: int, rng: np.random.Generator) 
     ``budget_split="owners"``: groups of ``(1 - eval_fraction) N / T`` sharers, and the other owners
     evaluate.
     """
-    if fb.share_groups == "all":
-        if fb.group_size not in (None, n_owners):
+    if params.share_groups == "all":
+        if params.group_size not in (None, n_owners):
             raise ConfigError(
-                f"share_groups='all' asks every owner every round; group_size={fb.group_size} must be unset"
+                f"share_groups='all' asks every owner every round; group_size={params.group_size} must be unset"
             )
-        groups = np.tile(np.arange(n_owners), (fb.n_rounds, 1))
-        return groups, evaluation_groups(groups, n_owners, fb.eval_groups, rng)
-    owners = fb.budget_split == "owners"  # then only the (1 - eval_fraction) N sharers are in share groups
-    sharers = int(n_owners * (1.0 - fb.eval_fraction)) if owners else n_owners
-    group_size = fb.group_size or sharers // fb.n_rounds
-    groups = sample_groups(n_owners, fb.n_rounds, max(group_size, 1), rng)
-    return groups, evaluation_groups(groups, n_owners, fb.eval_groups, rng, sharers_evaluate=not owners)
+        groups = np.tile(np.arange(n_owners), (params.n_rounds, 1))
+        return groups, evaluation_groups(groups, n_owners, params.eval_groups, rng)
+    owners = params.budget_split == "owners"  # then only the (1 - eval_fraction) N sharers are in share groups
+    sharers = int(n_owners * (1.0 - params.eval_fraction)) if owners else n_owners
+    group_size = params.group_size or sharers // params.n_rounds
+    groups = sample_groups(n_owners, params.n_rounds, max(group_size, 1), rng)
+    return groups, evaluation_groups(groups, n_owners, params.eval_groups, rng, sharers_evaluate=not owners)
 
 
 def run_rounds(
-    fb: FederatedBoosting,
+    coordinator: CoordinatorSteps,
     steps: RoundSteps,
     groups: np.ndarray,
     evaluators: list,
@@ -158,8 +160,8 @@ def run_rounds(
 
     Parameters
     ----------
-    fb : FederatedBoosting
-        The run's public configuration.
+    coordinator : CoordinatorSteps
+        The run's public configuration, its releases and the coordinator's rules.
     steps : RoundSteps
         Releases, secure sums and publication (networked or simulated).
     groups, evaluators : from :func:`plan_rounds`
@@ -170,7 +172,7 @@ def run_rounds(
     Raises
     ------
     RoundFailed
-        No round kept a learner (the message says why, :meth:`FederatedBoosting.nothing_to_boost`).
+        No round kept a learner (the message says why, :meth:`CoordinatorSteps.nothing_to_boost`).
     """
     learners: list = []
     alphas: list[float] = []
@@ -180,7 +182,7 @@ def run_rounds(
     for t, group in enumerate(groups):
         learner = journal.learner(t) if journal is not None else None
         if learner is None:
-            learner = fb.coordinator_select(steps.release(t, group))
+            learner = coordinator.select(steps.release(t, group))
             if journal is not None:
                 journal.record_learner(t, learner)
         ev = journal.evaluation(t) if journal is not None else None
@@ -188,8 +190,8 @@ def run_rounds(
             ev = steps.evaluate(t, evaluators[t], learner)
             if journal is not None:
                 journal.record_evaluation(t, ev)
-        err, wsum = fb.floor_error_total(float(ev.err_total), ev.n_parties), float(ev.weight_total)
-        decision = fb.coordinator_decide(err, wsum, n_kept=len(learners))
+        err, wsum = coordinator.floor_error_total(float(ev.err_total), ev.n_parties), float(ev.weight_total)
+        decision = coordinator.decide(err, wsum, n_kept=len(learners))
         published.append((ev.n_parties, err, wsum))
         sums: dict[str, Any] = dict(err_total=err, weight_total=wsum, n_evaluators=ev.n_parties)
         if decision is None:
@@ -212,6 +214,6 @@ def run_rounds(
         if kept_alpha is not None:
             steps.keep(t, learner, kept_alpha, err, wsum)
     if not learners:
-        raise RoundFailed(f"nothing to boost: {fb.nothing_to_boost(published)}")
-    model = BoostedModel(learners, alphas, n_classes=fb.n_classes)
+        raise RoundFailed(f"nothing to boost: {coordinator.nothing_to_boost(published)}")
+    model = BoostedModel(learners, alphas, n_classes=coordinator.plan.params.n_classes)
     return BoostingRun(model, rounds, groups, None, stop, evaluators)

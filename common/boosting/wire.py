@@ -1,9 +1,10 @@
 """The public state of a federated boosting run, typed: what boosting tasks carry.
 
-Each boosting task carries the run's public configuration (:class:`BoostConfig`) and its history
-(:class:`BoostHistory`: the kept rounds, each a base learner, its SAMME weight α and the round's
-published totals E and W -- sums of the owners' noisy evaluation releases,
-:mod:`privfed.common.boosting.federated`), from which an owner computes its own SAMME row weights
+Each boosting task carries the run's public configuration (:class:`BoostConfig`: a run id and the
+run's :class:`~privfed.common.boosting.params.BoostingParams`) and its history (:class:`BoostHistory`:
+the kept rounds, each a base learner, its SAMME weight α and the round's published totals E and W -- sums
+of the owners' noisy evaluation releases, :mod:`privfed.common.boosting.releases`), from which an owner
+computes its own SAMME row weights
 (seed 002 Alg. 2 lines 13-15). A node applies only the rounds it has not applied yet and refuses a
 history that rewrites them (``privfed.owner.history``); a restarted node recomputes from the full
 history, so it needs nothing but its rows, and the coordinator can't give different owners
@@ -18,12 +19,14 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Integral
 
 import numpy as np
 
-from privfed.common.boosting.federated import FederatedBoosting, Learner, owner_update_weights
+from privfed.common.boosting.owner import Learner, update_weights
+from privfed.common.boosting.params import WIRE_FIELDS, BoostingParams
+from privfed.common.boosting.releases import ReleasePlan
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import LinearModel
 from privfed.common.learners.ncc import NearestCentroidModel
@@ -32,60 +35,35 @@ from privfed.common.validation import check_positive, check_real
 
 LEARNER_TYPES = (Stump, NearestCentroidModel, LinearModel)
 
-#: The fields of :class:`FederatedBoosting` that are the run's public configuration and travel in
-#: every task; the others (``secure_sum``, ``on_reject``, ``vectorised``) are the coordinator's
-#: own choices and stay at their defaults in a :class:`BoostConfig`.
-PUBLIC_FIELDS = (
-    "base",
-    "epsilon",
-    "mechanism",
-    "n_classes",
-    "n_rounds",
-    "group_size",
-    "n_bins",
-    "weight_bound",
-    "labels",
-    "label_fraction",
-    "C",
-    "param_bound",
-    "eval_fraction",
-    "eval_groups",
-    "eval_row_bound",
-    "max_owner_rows",
-    "bounds",
-    "stump_encoding",
-    "oracle",
-    "n_sampled",
-    "share_groups",
-    "eval_mechanism",
-    "budget_split",
-)
-
 
 @dataclass(frozen=True, eq=False)
 class BoostConfig:
     """The public configuration of one boosting run, named by its run id.
 
-    ``booster`` keeps only the :data:`PUBLIC_FIELDS` of the coordinator's configuration (the rest
-    at their defaults), so what the coordinator builds equals what an owner decodes. Two configs
-    are equal when their run ids and public fields are (bounds compared exactly).
+    ``params`` keeps only the fields of the coordinator's parameters that travel on the wire
+    (:data:`~privfed.common.boosting.params.WIRE_FIELDS`; the rest at their defaults), so what the coordinator
+    builds equals what an owner decodes. ``releases`` is built from them once (and checks that the run's
+    share encoding can be built). Two configs are equal when their run ids and wire fields are (bounds
+    compared exactly).
     """
 
     run_id: str
-    booster: FederatedBoosting
+    params: BoostingParams
+    releases: ReleasePlan = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.run_id, str) or not self.run_id:
             raise ConfigError(f"a boosting run needs a non-empty run_id string, got {self.run_id!r}")
-        if not isinstance(self.booster, FederatedBoosting):
-            raise ConfigError(f"booster must be a FederatedBoosting, got {type(self.booster).__name__}")
-        public = FederatedBoosting(**{f: getattr(self.booster, f) for f in PUBLIC_FIELDS})
-        object.__setattr__(self, "booster", public)
+        if not isinstance(self.params, BoostingParams):
+            raise ConfigError(f"params must be BoostingParams, got {type(self.params).__name__}")
+        public = BoostingParams(**{f: getattr(self.params, f) for f in WIRE_FIELDS})
+        object.__setattr__(self, "params", public)
+        object.__setattr__(self, "releases", ReleasePlan(public))
 
     def _key(self) -> tuple:
-        fb = self.booster
-        bounds = (fb.bounds.lo.tobytes(), fb.bounds.hi.tobytes())
-        return (self.run_id, *(getattr(fb, f) for f in PUBLIC_FIELDS if f != "bounds"), *bounds)
+        p = self.params
+        bounds = (p.bounds.lo.tobytes(), p.bounds.hi.tobytes())
+        return (self.run_id, *(getattr(p, f) for f in WIRE_FIELDS if f != "bounds"), *bounds)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, BoostConfig) and self._key() == other._key()
@@ -108,7 +86,7 @@ class KeptRound:
     """One kept round of a run: its base learner, SAMME weight ``alpha`` and published totals E, W.
 
     ``alpha`` and ``err_total`` must be finite, ``weight_total`` finite and > 0 (an owner divides
-    by it, :func:`~privfed.common.boosting.federated.owner_update_weights`).
+    by it, :func:`~privfed.common.boosting.owner.update_weights`).
     """
 
     learner: Learner
@@ -148,9 +126,9 @@ class BoostHistory:
         object.__setattr__(self, "round", int(self.round))
 
 
-def config_to_dict(fb: FederatedBoosting, run_id: str) -> BoostConfig:
+def config_to_dict(params: BoostingParams, run_id: str) -> BoostConfig:
     """The public configuration of run ``run_id`` (name kept for callers; returns a :class:`BoostConfig`)."""
-    return BoostConfig(run_id, fb)
+    return BoostConfig(run_id, params)
 
 
 def empty_history() -> BoostHistory:
@@ -174,7 +152,7 @@ def with_round(
 def apply_rounds(w: np.ndarray, rounds: Iterable[KeptRound], X: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Row weights ``w`` after the SAMME updates of ``rounds`` (:class:`KeptRound` items), in order."""
     for r in rounds:
-        w = owner_update_weights(r.learner, r.alpha, X, y, w, err_total=r.err_total, weight_total=r.weight_total)
+        w = update_weights(r.learner, r.alpha, X, y, w, err_total=r.err_total, weight_total=r.weight_total)
     return w
 
 

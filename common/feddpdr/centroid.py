@@ -10,9 +10,9 @@ mapped into the unit ball by the public scaling and projected onto the public ``
 ``||z|| <= 1`` and ``||[z, 1]/sqrt 2|| <= 1``. Adding or removing one row ``(z, y)`` changes ``S`` by
 ``e_y [z, 1]^T / sqrt 2``, whose Frobenius norm is at most 1, whatever K is: the L2 sensitivity is 1 and
 the budget is **not** divided by K (one-vs-rest pays ``epsilon/K`` per class, seed 004 Alg. 3). With
-``sigma = gaussian_sigma(epsilon, delta, 1)`` (analytic Gaussian mechanism, Balle & Wang ICML 2018
-Thm 8) the release is ``(epsilon, delta)``-DP for each owner (Dwork & Roth 2014 Thm A.1 for the
-mechanism). The coordinator's size-weighted sum (:func:`combine_class_sums`) and everything after it are
+``sigma = gaussian_sigma(epsilon, delta, 1)`` (the analytic Gaussian mechanism of
+:mod:`privfed.common.mechanisms.gaussian`, Balle & Wang ICML 2018 Thm 8, released float-safely there) the
+release is ``(epsilon, delta)``-DP for each owner (Dwork & Roth 2014 Thm A.1 for the mechanism). The coordinator's size-weighted sum (:func:`combine_class_sums`) and everything after it are
 post-processing.
 
 Why sums and not models. Each owner's release has the same privacy as before, but the coordinator adds
@@ -50,8 +50,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from privfed.common.errors import ConfigError
-from privfed.common.feddpdr.pca import check_unit_rows, gaussian_sigma
-from privfed.common.mechanisms.gaussian import GaussianMechanism
+from privfed.common.feddpdr.pca import check_unit_rows
+from privfed.common.mechanisms.gaussian import GaussianMechanism, calibrated_gaussian, gaussian_sigma
 
 CLASS_SUMS_SENSITIVITY = 1.0
 """L2 (Frobenius) sensitivity of ``Y^T [Z, 1]/sqrt 2`` under add/remove-one, rows ``||z|| <= 1``."""
@@ -65,10 +65,7 @@ def class_sums_sigma(epsilon: float, delta: float) -> float:
 def class_sums_release(epsilon: float, delta: float) -> GaussianMechanism | None:
     """The Gaussian mechanism of :func:`dp_class_sums` (None at ``epsilon = inf``), from public parameters
     only: an owner builds it before reading a row (its ε floor and ceiling and σ bounds refuse there)."""
-    sigma = class_sums_sigma(epsilon, delta)
-    if sigma == 0.0:
-        return None
-    return GaussianMechanism(epsilon=epsilon, delta=delta, sigma=sigma, sensitivity=CLASS_SUMS_SENSITIVITY)
+    return calibrated_gaussian(epsilon, delta, CLASS_SUMS_SENSITIVITY)
 
 
 def exact_class_sums(Z_unit: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:

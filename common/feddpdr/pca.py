@@ -17,8 +17,10 @@ the t-th row" (replace-one) yet bounds only ``||x x^T||``, which is the add/remo
 objective-perturbed SVM of phase 2 (Chaudhuri et al. 2011) is proved for replace-one. A run that wants
 one relation for both phases should use ``neighbouring="replace-one"`` here.
 
-Floating point: the Gaussian is sampled in doubles by numpy (Mironov 2012, SPEC §12 applies); the
-released object is an eigenbasis, not the noisy matrix, but no snapping is done.
+Noise: the Gaussian mechanism of :mod:`privfed.common.mechanisms.gaussian` (the analytic calibration of
+Balle & Wang 2018, :func:`~privfed.common.mechanisms.gaussian.calibrated_gaussian`, and its float-safe
+release: full-precision uniforms, entries rounded to a grid that grows with sigma and clamped, SPEC §12);
+this module states the sensitivity and draws through it.
 
 References
 ----------
@@ -34,28 +36,18 @@ import math
 
 import numpy as np
 import scipy.linalg
-from scipy.special import log_ndtr, ndtr
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, ROW_SCALINGS
-from privfed.common.mechanisms.gaussian import GaussianMechanism, standard_normal
-from privfed.common.validation import check_choice, check_fraction, check_int, check_positive, check_real
+from privfed.common.mechanisms.gaussian import GaussianMechanism, calibrated_gaussian
+from privfed.common.validation import check_int
 
 NEIGHBOURING_SENSITIVITY = {"add-remove": 1.0, "replace-one": math.sqrt(2.0)}
 """L2 sensitivity of ``X^T X`` for rows in the unit ball, per neighbouring relation."""
 
-SIGMA_METHODS = ("analytic", "classic")
 NORM_TOLERANCE = 1e-9
 """Rows may exceed norm 1 by this much (float round-off) before a function refuses them."""
-
-
-def _check_epsilon_delta(epsilon: object, delta: object) -> tuple[float, float]:
-    eps = check_positive(epsilon, name="epsilon", allow_inf=True, fix="inf asks for no privacy")
-    dlt = check_real(delta, name="delta")
-    if eps != math.inf:
-        dlt = check_fraction(dlt, name="delta", fix="the seed uses 1e-4, privfed defaults to 1e-5")
-    return eps, dlt
 
 
 def clip_rows_to_unit_ball(A: np.ndarray) -> np.ndarray:
@@ -127,85 +119,6 @@ def check_unit_rows(X: np.ndarray, what: str) -> np.ndarray:
     return clip_rows_to_unit_ball(X)
 
 
-def analytic_gaussian_delta(sigma: float, epsilon: float, sensitivity: float = 1.0) -> float:
-    """Exact delta of the Gaussian mechanism (Balle & Wang, ICML 2018, Theorem 8).
-
-    ``delta(sigma) = Phi(D/(2 sigma) - eps sigma/D) - e^eps Phi(-D/(2 sigma) - eps sigma/D)``; the
-    second term is evaluated as ``exp(eps + log Phi(.))`` so large ``eps`` does not overflow.
-    """
-    a = sensitivity / (2.0 * sigma)
-    b = epsilon * sigma / sensitivity
-    return float(ndtr(a - b) - np.exp(epsilon + log_ndtr(-a - b)))
-
-
-def gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0, *, method: str = "analytic") -> float:
-    """Noise scale of the (epsilon, delta) Gaussian mechanism for L2 sensitivity ``sensitivity``.
-
-    ``method="analytic"`` (default): the smallest sigma meeting the exact condition of the analytic
-    Gaussian mechanism (Balle & Wang 2018, Thm 8, see :func:`analytic_gaussian_delta`), found by
-    bisection on ``log sigma`` to relative width 1e-13 and returned from the safe side. It is valid for
-    every epsilon > 0 and never larger than the classic scale, so privfed uses it for all epsilon
-    (SPEC §7 asks for it at least for epsilon >= 1).
-
-    ``method="classic"``: ``sqrt(2 ln(1.25/delta)) * sensitivity / epsilon`` (Dwork & Roth 2014,
-    Thm A.1; the seed's Algorithm 2 and Theorem 4.1). Its proof needs epsilon < 1, so it refuses
-    epsilon >= 1.
-
-    Parameters
-    ----------
-    epsilon : float > 0, ``inf`` gives 0 (no noise).
-    delta : float in (0, 1).
-    sensitivity : float > 0, L2 sensitivity (1 for ``X^T X`` under add/remove-one, see module doc).
-    method : {"analytic", "classic"}
-
-    Raises
-    ------
-    ConfigError
-        For an out-of-range value, or ``method="classic"`` with epsilon >= 1.
-
-    References
-    ----------
-    B. Balle, Y.-X. Wang, "Improving the Gaussian mechanism for differential privacy: analytical
-    calibration and optimal denoising", ICML 2018.
-    """
-    epsilon, delta = _check_epsilon_delta(epsilon, delta)
-    sensitivity = check_positive(sensitivity, name="sensitivity")
-    check_choice(method, name="method", allowed=SIGMA_METHODS)
-    if epsilon == math.inf:
-        return 0.0
-    classic = math.sqrt(2.0 * math.log(1.25 / delta)) * sensitivity / epsilon
-    if method == "classic":
-        if epsilon >= 1.0:
-            raise ConfigError(
-                f"the classic Gaussian calibration needs epsilon < 1, got {epsilon}; use method='analytic'"
-            )
-        return classic
-    lo = hi = classic if epsilon < 1.0 else sensitivity / epsilon
-    while analytic_gaussian_delta(hi, epsilon, sensitivity) > delta:
-        hi *= 2.0
-    while analytic_gaussian_delta(lo, epsilon, sensitivity) <= delta:
-        lo /= 2.0
-    while hi / lo > 1.0 + 1e-13:
-        mid = math.sqrt(lo * hi)
-        if analytic_gaussian_delta(mid, epsilon, sensitivity) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
-def symmetric_gaussian_noise(d: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
-    """``E`` of shape (d, d): upper triangle incl. diagonal i.i.d. N(0, sigma^2), mirrored (SPEC §7).
-
-    Drawn by the float-safe sampler :func:`~privfed.common.mechanisms.gaussian.standard_normal`; a
-    release adds it through :class:`~privfed.common.mechanisms.gaussian.GaussianMechanism` instead
-    (:func:`noisy_covariance`), which also rounds and clamps."""
-    upper = np.triu_indices(d)
-    E = np.zeros((d, d))
-    E[upper] = standard_normal(rng, upper[0].shape) * sigma  # the draws, in the order the release takes them
-    return E + np.triu(E, 1).T
-
-
 def covariance_release(
     epsilon: float, delta: float, *, neighbouring: str = "add-remove", method: str = "analytic"
 ) -> GaussianMechanism | None:
@@ -214,11 +127,7 @@ def covariance_release(
     ceiling, its σ bounds) refuses the task there."""
     if neighbouring not in NEIGHBOURING_SENSITIVITY:
         raise ConfigError(f"neighbouring must be one of {tuple(NEIGHBOURING_SENSITIVITY)}, got {neighbouring!r}")
-    sensitivity = NEIGHBOURING_SENSITIVITY[neighbouring]
-    sigma = gaussian_sigma(epsilon, delta, sensitivity, method=method)
-    if sigma == 0.0:
-        return None
-    return GaussianMechanism(epsilon=epsilon, delta=delta, sigma=sigma, sensitivity=sensitivity)
+    return calibrated_gaussian(epsilon, delta, NEIGHBOURING_SENSITIVITY[neighbouring], method=method)
 
 
 def noisy_covariance(
@@ -242,7 +151,7 @@ def noisy_covariance(
     epsilon, delta : privacy parameters; ``epsilon=inf`` adds no noise (non-private bypass).
     rng : numpy Generator (a cryptographic stream for real releases, SPEC §13).
     neighbouring : {"add-remove", "replace-one"}, sets the sensitivity (1 or sqrt 2).
-    method : sigma calibration, see :func:`gaussian_sigma`.
+    method : sigma calibration, see :func:`~privfed.common.mechanisms.gaussian.gaussian_sigma`.
 
     Raises
     ------

@@ -19,14 +19,16 @@ Choices
 * **Exact minimiser, totality (AMP).** Theorem 9 is about the exact minimiser; a solver gives an
   approximate one and may give up. Each binary problem spends ``(1 - AMP_FRACTION)`` of its epsilon on
   Theorem 9's mechanism and ``AMP_FRACTION`` on output noise of sensitivity ``2 r`` around a point that
-  :func:`privfed.common.feddpdr.solver.minimise_within` always finds within ``r`` of the exact minimiser
-  (Iyengar et al. 2019; the argument is in :mod:`privfed.common.feddpdr.solver`). Both parts are pure
+  :func:`privfed.common.mechanisms.amp.minimise_within` always finds within ``r`` of the exact minimiser
+  (Iyengar et al. 2019; the mechanism and its argument are
+  :class:`privfed.common.mechanisms.objective.ObjectivePerturbation` and :mod:`privfed.common.mechanisms.amp`,
+  this module gives the loss and its bounds). Both parts are pure
   epsilon, so each problem stays epsilon/K-DP, and nothing raises once the rows are read. The K
   one-vs-rest problems are separable and solved as one problem over the K x d matrix.
 * ``epsilon=inf`` gives the non-private Huber SVM (b = 0, Delta = 0) through the same code.
 
-:func:`owner_svm_release` is the owner's phase 2 for every classifier of
-:data:`~privfed.common.feddpdr.choices.SVM_MODELS`.
+:func:`privfed.common.feddpdr.release.owner_svm_release` is the owner's phase 2 for every classifier
+of :data:`~privfed.common.feddpdr.choices.SVM_MODELS` (this one-vs-rest SVM among them).
 
 Floating point (SPEC §12): the Gamma radius, the Gaussian direction and the softmax noise come from the
 float-safe samplers of :mod:`privfed.common.mechanisms.gaussian` (full-precision uniforms, no gaps in
@@ -44,19 +46,14 @@ T. Wang et al., "Differentially private support vector machines with knowledge a
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DELTA_MODELS, SVM_MODELS, ovr_epsilons
-from privfed.common.feddpdr.model import add_bias_feature, project
-from privfed.common.feddpdr.pca import check_unit_rows, clip_rows_to_unit_ball, scale_rows
-from privfed.common.feddpdr.solver import AMP_FRACTION, AMP_RADIUS, minimise_within
-from privfed.common.mechanisms.gaussian import gamma_integer_shape, standard_normal
-from privfed.common.mechanisms.snapping import check_epsilon_range
-from privfed.common.validation import check_int, check_positive
+from privfed.common.feddpdr.choices import ovr_epsilons
+from privfed.common.feddpdr.model import add_bias_feature
+from privfed.common.feddpdr.pca import check_unit_rows, clip_rows_to_unit_ball
+from privfed.common.mechanisms.objective import ObjectivePerturbation, perturbed
+from privfed.common.validation import check_positive
 
 HUBER_H = 0.5
 """Huber hinge width, the seed's and Chapelle's (2007) typical value."""
@@ -75,53 +72,21 @@ def huber_hinge_derivative(z: np.ndarray, h: float = HUBER_H) -> np.ndarray:
     return np.where(z > 1 + h, 0.0, np.where(z < 1 - h, -1.0, -(1.0 + h - z) / (2.0 * h)))
 
 
-def privacy_adjustment(epsilon: float, n: int, lam: float, c: float = 1.0 / (2.0 * HUBER_H)) -> tuple[float, float]:
-    """``(eps', Delta)`` of Chaudhuri et al. Alg. 2 (seed 004 Alg. 3 lines 3-9; SPEC §8).
-
-    ``eps' = eps - log(1 + 2c/(n lam) + c^2/(n^2 lam^2))``; if ``eps' > 0`` then ``Delta = 0``, else
-    ``Delta = c/(n(e^{eps/4} - 1)) - lam`` and ``eps' = eps/2``. ``epsilon=inf`` gives ``(inf, 0)``.
-    """
-    epsilon = check_positive(epsilon, name="epsilon", allow_inf=True)
-    lam = check_positive(lam, name="lam")
-    c = check_positive(c, name="c")
-    n = check_int(n, name="n", minimum=1, fix="n is the row count")
-    if epsilon == math.inf:
-        return math.inf, 0.0
-    a = c / (n * lam)
-    eps_prime = epsilon - math.log1p(2.0 * a + a * a)
-    if eps_prime > 0:
-        return eps_prime, 0.0
-    return epsilon / 2.0, c / (n * math.expm1(epsilon / 4.0)) - lam
-
-
-def sample_b(d: int, eps_prime: float, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
-    """Noise with density proportional to ``exp(-(eps'/2) ||b||)`` on R^d (SPEC §8).
-
-    Direction ``g / ||g||`` with ``g ~ N(0, I_d)``; radius ``~ Gamma(shape=d, scale=2/eps')``, both from
-    the float-safe samplers of :mod:`privfed.common.mechanisms.gaussian`.
-    Returns shape (d,), or (size, d) when ``size`` is given; zeros when ``eps' = inf``.
-    """
-    d = check_int(d, name="d", minimum=1)
-    eps_prime = check_positive(eps_prime, name="eps_prime", allow_inf=True)
-    shape = (d,) if size is None else (int(size), d)
-    if eps_prime == math.inf:
-        return np.zeros(shape)
-    g = standard_normal(rng, shape)
-    radius = gamma_integer_shape(rng, d, 2.0 / eps_prime, shape[:-1])
-    return g / np.linalg.norm(g, axis=-1, keepdims=True) * np.asarray(radius)[..., None]
-
-
-def _joint(
-    F_flat: np.ndarray, X: np.ndarray, Y: np.ndarray, reg: float, B: np.ndarray, h: float, n: int | None = None
-) -> tuple[float, np.ndarray]:
-    """Value and gradient of ``sum_k J_k(f_k)`` for K separable problems (F is K x d); ``n`` the
-    divisor of the mean-form objective (default the row count)."""
-    n = X.shape[0] if n is None else n
-    F = F_flat.reshape(B.shape)
+def _huber_loss(F: np.ndarray, X: np.ndarray, Y: np.ndarray, h: float, n: int) -> tuple[float, np.ndarray]:
+    """Mean Huber loss of K separable problems (F is K x d, Y the n x K signs) and its gradient; ``n`` the
+    divisor of the mean (an owner without rows counts as one)."""
     Z = Y * (X @ F.T)
-    value = huber_hinge(Z, h).sum() / n + 0.5 * reg * np.sum(F * F) + np.sum(B * F) / n
-    grad = (X.T @ (huber_hinge_derivative(Z, h) * Y)).T / n + reg * F + B / n  # X^T G: BLAS-friendly order
-    return value, grad.ravel()
+    return huber_hinge(Z, h).sum() / n, (X.T @ (huber_hinge_derivative(Z, h) * Y)).T / n  # X^T G: BLAS-friendly order
+
+
+def _perturbed_huber(
+    f: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float, b: np.ndarray, Delta: float, h: float
+) -> tuple[float, np.ndarray]:
+    X = np.asarray(X, dtype=np.float64)
+    Y, n = np.asarray(y, float)[:, None], X.shape[0]
+    B = np.asarray(b, float)[None, :]
+    J = perturbed(lambda F: _huber_loss(F, X, Y, h, n), B.shape, reg=lam + Delta, noise=B, divisor=n)
+    return J(np.asarray(f, dtype=np.float64).ravel())
 
 
 def objective(
@@ -129,18 +94,14 @@ def objective(
 ) -> float:
     """``J(f) = (1/n) sum l(y_i f^T x_i) + (lam/2)||f||^2 + b^T f / n + (Delta/2)||f||^2`` (SPEC §8;
     seed 004 Eq. 9 with theta = Delta)."""
-    f = np.asarray(f, dtype=np.float64)
-    X = np.asarray(X, dtype=np.float64)
-    return float(_joint(f, X, np.asarray(y, float)[:, None], lam + Delta, np.asarray(b, float)[None, :], h)[0])
+    return _perturbed_huber(f, X, y, lam, b, Delta, h)[0]
 
 
 def objective_gradient(
     f: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float, b: np.ndarray, Delta: float, h: float = HUBER_H
 ) -> np.ndarray:
     """``grad J = (1/n) sum l'(z_i) y_i x_i + (lam + Delta) f + b/n`` (SPEC §8)."""
-    f = np.asarray(f, dtype=np.float64)
-    X = np.asarray(X, dtype=np.float64)
-    return _joint(f, X, np.asarray(y, float)[:, None], lam + Delta, np.asarray(b, float)[None, :], h)[1]
+    return _perturbed_huber(f, X, y, lam, b, Delta, h)[1]
 
 
 def _check_labels(y: np.ndarray, n: int) -> np.ndarray:
@@ -155,24 +116,13 @@ def _fit_huber(
 ) -> np.ndarray:
     """The P one-vs-rest problems of ``Y`` (n x P, +-1) at ``epsilon`` each; (P, d) releases, total.
 
-    Theorem 9's mechanism at ``(1 - AMP_FRACTION) epsilon``, then AMP's output noise at
-    ``AMP_FRACTION epsilon`` (module docstring). The mean-form objective is ``mu = lam + Delta``
-    strongly convex and ``mu + c`` smooth (``||x|| <= 1``, ``|l''| <= c = 1/(2h)``); an owner with no
-    rows fits the regulariser and the noise alone (``n`` counts as 1).
+    Theorem 9's mechanism made total by AMP (:class:`~privfed.common.mechanisms.objective.ObjectivePerturbation`,
+    module docstring); the loss is the mean Huber loss, ``c = 1/(2h)`` smooth (``||x|| <= 1``). An owner with
+    no rows fits the regulariser and the noise alone (``n`` counts as 1).
     """
     n, d = X.shape
-    problems = Y.shape[1]
-    c = 1.0 / (2.0 * h)
-    eps_op = epsilon if math.isinf(epsilon) else (1.0 - AMP_FRACTION) * epsilon
-    eps_prime, Delta = privacy_adjustment(eps_op, max(n, 1), lam, c)
-    B = sample_b(d, eps_prime, rng, size=problems)
-    reg = lam + Delta
-    F = minimise_within(lambda f: _joint(f, X, Y, reg, B, h, max(n, 1)), B.size, mu=reg, smooth=reg + c).reshape(
-        B.shape
-    )
-    if math.isfinite(epsilon):
-        F = F + AMP_RADIUS * sample_b(d, AMP_FRACTION * epsilon, rng, size=problems)
-    return F
+    mech = ObjectivePerturbation(epsilon=epsilon, lam=lam, curvature=1.0 / (2.0 * h), d=d, problems=Y.shape[1])
+    return mech.privatize(lambda F: _huber_loss(F, X, Y, h, max(n, 1)), n, rng)
 
 
 def fit_dp_svm(
@@ -245,86 +195,6 @@ def fit_dp_svm_ovr(
     return W, eps_each
 
 
-def check_svm_release(model: str, epsilon: float, delta: float, n_classes: int) -> None:
-    """Raise ConfigError unless :func:`owner_svm_release` can release ``model`` at ``(epsilon, delta)``:
-    the model, its delta rule, and every mechanism's public ε floor and ceiling (each one-vs-rest problem's
-    ε/K; the class sums' Gaussian with its σ bounds). Public parameters only: an owner checks it before
-    reading a row (SPEC §12)."""
-    if model not in SVM_MODELS:
-        raise ConfigError(f"model must be one of {SVM_MODELS}, got {model!r}")
-    if model in DELTA_MODELS and not (0 < delta < 1 or (delta == 0 and math.isinf(epsilon))):
-        raise ConfigError(f"model={model!r} is (epsilon, delta)-DP: pass the delta in (0, 1) that is debited for it")
-    if model not in DELTA_MODELS and delta != 0:
-        raise ConfigError(f"model={model!r} is pure epsilon-DP: delta={delta!r} would be debited for nothing")
-    if math.isinf(epsilon):
-        return
-    if model == "centroid":
-        from privfed.common.feddpdr.centroid import class_sums_release
-
-        class_sums_release(epsilon, delta)
-        return
-    if model == "ovr-huber":
-        parts = ovr_epsilons(epsilon, n_classes)
-    else:
-        from privfed.common.feddpdr.multiclass import privacy_split
-
-        split = privacy_split(epsilon, model)
-        parts = [split["epsilon_B"], split["epsilon_out"]]  # the objective's noise and AMP's output noise
-    for eps in parts:
-        check_epsilon_range(eps, what="each noise of an SVM release")
-
-
-def owner_svm_release(
-    X: np.ndarray,
-    y: np.ndarray,
-    bounds: Bounds,
-    U_global: np.ndarray | None,
-    n_classes: int,
-    epsilon2: float,
-    lam: float,
-    rng: np.random.Generator,
-    *,
-    delta: float,
-    model: str,
-    scaling: str = DEFAULT_ROW_SCALING,
-) -> tuple[np.ndarray, int, np.ndarray]:
-    """Owner side of FedDPDR-DPML phase 2 (seed 004 Alg. 1 lines 5-7): what an owner releases.
-
-    Scales the raw rows with the public bounds (``scaling``, :data:`privfed.common.feddpdr.pca.ROW_SCALINGS`),
-    projects onto the broadcast ``U_global`` (``None``: no reduction, the DPML baseline), and fits
-    ``model`` (:data:`~privfed.common.feddpdr.choices.SVM_MODELS`) on ``[z, 1]/sqrt(2)``:
-
-    * ``"centroid"``: :func:`privfed.common.feddpdr.centroid.dp_class_sums` at ``(epsilon2, delta)``:
-      the owner's noisy class sums (K, k + 1), which the coordinator sums; no bias feature is added (the
-      class sums carry the counts);
-    * ``"mc-huber"``, ``"softmax"``: :func:`privfed.common.feddpdr.multiclass.fit_dp_multiclass` at
-      ``(epsilon2, delta)``, one budget for all K classes;
-    * ``"ovr-huber"``: the seed's one-vs-rest Huber SVMs, :func:`fit_dp_svm_ovr`, epsilon2/K per class
-      (``delta`` unused, must be 0).
-
-    Total: once the rows are read nothing raises (the solvers always return, :mod:`.solver`).
-
-    Returns
-    -------
-    (W_i, n_i, per_class_eps) : W_i (K, k + 1), the release; n_i the exact local count, which is NOT
-        released; per_class_eps the epsilon of each separately fitted problem (it sums to ``epsilon2``).
-    """
-    check_svm_release(model, epsilon2, delta, n_classes)
-    Z = project(scale_rows(X, bounds, scaling), U_global)
-    n = int(Z.shape[0])
-    if model == "ovr-huber":
-        W, eps_each = fit_dp_svm_ovr(Z, y, n_classes, epsilon=epsilon2, lam=lam, rng=rng)
-        return W, n, eps_each
-    if model == "centroid":
-        from privfed.common.feddpdr.centroid import dp_class_sums
-
-        return dp_class_sums(Z, y, n_classes, epsilon=epsilon2, delta=delta, rng=rng), n, np.array([epsilon2])
-    from privfed.common.feddpdr.multiclass import fit_dp_multiclass
-
-    W, _ = fit_dp_multiclass(add_bias_feature(Z), y, n_classes, loss=model, epsilon=epsilon2, delta=delta, rng=rng)
-    return W, n, np.array([float(epsilon2)])
-
-
 __all__ = [
     "HUBER_H",
     "fit_dp_svm",
@@ -333,7 +203,4 @@ __all__ = [
     "huber_hinge_derivative",
     "objective",
     "objective_gradient",
-    "owner_svm_release",
-    "privacy_adjustment",
-    "sample_b",
 ]

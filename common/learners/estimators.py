@@ -210,7 +210,7 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
     _parameter_constraints = {
         "epsilon": [Interval(Real, 0, None, closed="right")],
         "mechanism": [StrOptions(set(MECHANISMS))],
-        "labels": [StrOptions(set(LABEL_SCHEMES) - {"joint"})],  # "joint" is boosted NCC's (FederatedBoosting)
+        "labels": [StrOptions(set(LABEL_SCHEMES) - {"joint"})],  # "joint" is boosted NCC's (BoostingParams)
         "label_fraction": [Interval(Real, 0, 1, closed="neither")],
         "bounds": [Bounds, tuple, None],
         "random_state": [Interval(Integral, 0, None, closed="left"), np.random.Generator, None],

@@ -7,9 +7,9 @@ scales it to ``[-1, 1]`` and perturbs it once with a mechanism of dimension ``le
 perturbed vectors (eq. 4) and rescales them into a :class:`LinearModel`.
 
 Imports. The scikit-learn estimator ``LdpLogisticRegression`` (in-process simulation) lives in
-:mod:`privfed.common.learners.estimators` and is re-exported here lazily, so an owner node that
-imports this module loads neither scikit-learn nor pandas, and the fit needs numpy only (issue
-10, "a lean owner node").
+:mod:`privfed.common.learners.estimators` (it imports this module, not the other way round), so an
+owner node that imports this module loads neither scikit-learn nor pandas, and the fit needs numpy
+only (issue 10, "a lean owner node").
 
 Privacy. The owner releases one vector, a function of all its rows, through an ε-LDP
 mechanism whose input may be *any* point of ``[-1, 1]^p``; so the owner's whole data set is
@@ -30,16 +30,6 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.mechanisms import Mechanism, estimate_mean
 from privfed.common.validation import check_int, check_positive
-
-
-def __getattr__(name: str) -> type:
-    # PEP 562: ``from privfed.common.learners.logistic import LdpLogisticRegression`` keeps working,
-    # and only that import loads scikit-learn.
-    if name == "LdpLogisticRegression":
-        from privfed.common.learners.estimators import LdpLogisticRegression
-
-        return LdpLogisticRegression
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _expit(z: np.ndarray) -> np.ndarray:

@@ -32,6 +32,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.learners.stump_encodings import SampledReports
 from privfed.common.mechanisms import KaryRandomizedResponse, Mechanism
 from privfed.common.mechanisms.frequency import DirectEncoding
+from privfed.common.mechanisms.label_sign import LabelSignResponse
 from privfed.common.validation import check_int, check_positive
 
 LABEL_SCHEMES = ("clear", "rr", "joint")
@@ -42,15 +43,6 @@ LABEL_FRACTION = 0.4
 #: Default share of a row's ε for its label under ``labels="rr"``: 0.4, chosen on validation splits of six
 #: real tabular sets (``privfed experiment tabular --validate``; fraction of the majority-to-non-private gap
 #: closed over ε 1-8: 0.2 -> 0.03, 0.3 -> 0.21, 0.4 -> 0.23, 0.5 -> 0.18, 0.6 -> 0.13; it was 0.2).
-
-
-def __getattr__(name: str) -> type:
-    # PEP 562: the scikit-learn estimator lives in .estimators (an owner node never imports sklearn).
-    if name == "LdpNearestCentroid":
-        from privfed.common.learners.estimators import LdpNearestCentroid
-
-        return LdpNearestCentroid
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _check_epsilon(epsilon: object) -> float:
@@ -324,43 +316,14 @@ class JointLabelEncoding:
     """``labels="joint"``: each row reports one (label, sign) pair by (2K + 1)-ary randomized response at ε.
 
     Boosted NCC from private labels (issue 12; seed 002 §3.5.1 and Fig. 10 send the label in the
-    clear). Per row, with the row mapped to ``t`` in ``[-1, 1]^d`` by the public bounds (SPEC §4) and
-    its SAMME weight scaled to ``u = min(w, B) / B`` in ``[0, 1]`` (``B`` the public ``weight_bound``):
-
-    1. draw a coordinate ``j`` uniformly from ``0..d-1`` (always, whatever the row; it is sent in the
-       clear with the report);
-    2. with probability ``u`` the row *takes part*: its value is the pair ``(y, s)`` with the sign
-       ``s = +1`` with probability ``(1 + t_j) / 2`` (stochastic rounding, ``E[s] = t_j``), encoded
-       ``2 y + [s = +1]``; otherwise its value is ``⊥ = 2K`` (the weight sampling of
-       :class:`~privfed.common.learners.stump_encodings.SampledEncoding`);
-    3. report the value by k-ary randomized response over the ``D = 2K + 1`` values at the whole
-       share ε (Warner 1965; Kairouz, Bonawitz, Ramage, ICML 2016;
-       :class:`~privfed.common.mechanisms.frequency.DirectEncoding`): the value itself with
-       ``p = e^ε / (e^ε + D - 1)``, each other value with ``q = 1 / (e^ε + D - 1)``.
-
-    Coordinator (:meth:`class_sums`), over the ``n`` reports of a group. For class c let ``L_c``
-    count the reports with label c (either sign) and ``Z_cj = #(c, +) - #(c, -)`` over the reports
-    with coordinate j. A row of class y reports label c with probability ``2q + u (p - q) [y = c]``
-    and, given coordinate j, ``E[(c, +) - (c, -)] = (p - q) u t_j [y = c]`` (the q terms cancel; a
-    ⊥ row adds ``q - q = 0``). So ([WBLJ17] eq. 1 for the counts)
-
-    * ``U_c = (L_c - 2 q n) / (p - q)`` is unbiased for ``sum_{y_r = c} u_r``, from *all* reports;
-    * ``S_cj = d Z_cj / (p - q)`` is unbiased for ``sum_{y_r = c} u_r t_rj``,
-
-    and the centroid is ``S_c / U_c`` (``B`` cancels), mapped back through the bounds
-    (:func:`centroids_from_sums`; totals clipped to the ``n`` rows reported). Closed-form variances
-    in :meth:`variance`: ``Var S_cj = sum_r d (2q + u_r (p - q) [y_r = c]) / (p - q)^2 - (u_r t_rj [y_r = c])^2``,
-    ``Var U_c = sum_r pi_rc (1 - pi_rc) / (p - q)^2`` with ``pi_rc = 2q + u_r (p - q) [y_r = c]``.
-
-    Privacy (ε-LDP per row; parallel composition over an owner's disjoint rows, as every NCC
-    share). The coordinate ``j`` is drawn independently of the row. Given ``j``, the report is k-RR
-    of a value whose distribution depends on the row (participation and rounding coins); k-RR is
-    ε-LDP over its whole domain (``p / q = e^ε``, [KBR16] eq. 1), and a mixture of output
-    distributions each within ``e^ε`` of any other is again within ``e^ε``: for any two rows ``x, x'``
-    (features, label, weight) and any output ``(j, r)``,
-    ``P[j, r | x] = P[j] sum_v P[v | x, j] P[r | v] <= P[j] e^ε min_v' P[r | v'] <= e^ε P[j, r | x']``
-    (:meth:`report_probabilities` computes these exactly; tested). Only the report and ``j`` leave
-    the owner; both are integers (SPEC §12).
+    clear). The mechanism, its estimator, closed-form variances and privacy argument are
+    :class:`~privfed.common.mechanisms.label_sign.LabelSignResponse`; this class feeds it an owner's rows
+    mapped to ``t`` in ``[-1, 1]^d`` by the public bounds (SPEC §4) and SAMME weights scaled to
+    ``u = min(w, B) / B`` in ``[0, 1]`` (``B`` the public ``weight_bound``), carries its reports as
+    :class:`~privfed.common.learners.stump_encodings.SampledReports` (the wire's ``BoostShare``), and turns
+    the coordinator's class sums into centroids ``S_c / U_c`` (``B`` cancels), mapped back through the
+    bounds (:func:`centroids_from_sums`; totals clipped to the ``n`` rows reported). ε-LDP per row;
+    parallel composition over an owner's disjoint rows, as every NCC share.
 
     Design, measured (boosting results in :mod:`privfed.deploy.experiments.boosting`). The weight
     sampling with ⊥ estimates the class weight totals from the labels of *all* reports; the
@@ -385,13 +348,6 @@ class JointLabelEncoding:
         Features.
     weight_bound : float > 0
         Public bound ``B`` on a row's weight.
-
-    References
-    ----------
-    .. [KBR16] P. Kairouz, K. Bonawitz, D. Ramage, "Discrete distribution estimation under local
-       privacy", ICML 2016.
-    .. [WBLJ17] T. Wang, J. Blocki, N. Li, S. Jha, "Locally differentially private protocols for
-       frequency estimation", USENIX Security 2017.
     """
 
     epsilon: float
@@ -403,15 +359,30 @@ class JointLabelEncoding:
     KIND = "ncc-joint"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "n_classes", check_int(self.n_classes, name="n_classes", minimum=2))
-        object.__setattr__(self, "d", check_int(self.d, name="d", minimum=1))
         object.__setattr__(self, "weight_bound", check_positive(self.weight_bound, name="weight_bound"))
-        self.oracle  # noqa: B018 - validates epsilon (finite, > 0)
+        self.mechanism  # noqa: B018 - validates epsilon, n_classes, d
 
     @cached_property
+    def mechanism(self) -> LabelSignResponse:
+        """The joint (label, sign) randomized response of every row."""
+        return LabelSignResponse(epsilon=self.epsilon, n_classes=self.n_classes, d=self.d)
+
+    @property
     def oracle(self) -> DirectEncoding:
-        """k-RR over the ``2K + 1`` values ``2 y + [s = +1]`` and ``⊥ = 2K``."""
-        return DirectEncoding(epsilon=self.epsilon, domain=2 * self.n_classes + 1)
+        """The mechanism's k-RR over the ``2K + 1`` values."""
+        return self.mechanism.oracle
+
+    def _unit(
+        self, X: ArrayLike, y: ArrayLike, bounds: Bounds, sample_weight: ArrayLike | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows in ``[-1, 1]^d``, their labels and their weights scaled to ``[0, 1]``."""
+        if bounds.d != self.d:
+            raise ConfigError(f"bounds describe {bounds.d} features, the encoding {self.d}")
+        t = bounds.to_unit(np.atleast_2d(np.asarray(X, dtype=np.float64)))
+        m = t.shape[0]
+        y = _check_labels(y, m, self.n_classes)
+        u = np.ones(m) if sample_weight is None else _scaled_weights(sample_weight, self.weight_bound, m)
+        return t, y, u
 
     def share(
         self,
@@ -422,25 +393,16 @@ class JointLabelEncoding:
         rng: np.random.Generator,
         sample_weight: ArrayLike | None = None,
     ) -> SampledReports:
-        """Owner side: one report per row (class docstring); unweighted rows take part with ``u = 1``.
+        """Owner side: one report per row; unweighted rows take part with ``u = 1``.
 
         Returns
         -------
         SampledReports
             ``coordinates`` (m, 1): each row's ``j``; ``reports`` (m, 1): its k-RR output in ``0..2K``.
         """
-        if bounds.d != self.d:
-            raise ConfigError(f"bounds describe {bounds.d} features, the encoding {self.d}")
-        t = bounds.to_unit(np.atleast_2d(np.asarray(X, dtype=np.float64)))
-        m = t.shape[0]
-        y = _check_labels(y, m, self.n_classes)
-        u = np.ones(m) if sample_weight is None else _scaled_weights(sample_weight, self.weight_bound, m)
-        j = np.asarray(rng.integers(0, self.d, size=m), dtype=np.int64)
-        takes_part = rng.random(m) < u
-        plus = rng.random(m) < (1.0 + t[np.arange(m), j]) / 2.0
-        values = np.where(takes_part, 2 * y + plus, 2 * self.n_classes)
-        reports = self.oracle.privatize(values, rng) if m else np.zeros((0, 1), dtype=np.int64)
-        return SampledReports(self.KIND, "krr", self.epsilon, j[:, None], reports)
+        t, labels, u = self._unit(X, y, bounds, sample_weight)
+        coordinates, reports = self.mechanism.privatize(t, labels, rng, u)
+        return SampledReports(self.KIND, "krr", self.epsilon, coordinates, reports)
 
     def reports_of(self, coordinates: ArrayLike, reports: ArrayLike) -> SampledReports:
         """Reports received as plain arrays (the wire: ``BoostShare.coordinates`` and ``.reports``).
@@ -464,29 +426,20 @@ class JointLabelEncoding:
         self._check(out)
         return out
 
-    def _check(self, reports: SampledReports) -> tuple[np.ndarray, np.ndarray]:
+    def _check(self, reports: SampledReports) -> None:
         if (reports.encoding, reports.oracle, reports.epsilon) != (self.KIND, "krr", self.epsilon):
             raise ConfigError(
                 f"reports of encoding {reports.encoding!r} at epsilon {reports.epsilon!r}, "
                 f"expected {self.KIND!r} at {self.epsilon!r}"
             )
-        j = np.asarray(reports.coordinates, dtype=np.int64)
-        if j.ndim != 2 or j.shape[1] != 1 or (j.size and (j.min() < 0 or j.max() >= self.d)):
-            raise ConfigError(f"joint NCC coordinates must be one per row in 0..{self.d - 1}")
-        self.oracle.supports(reports.reports)  # refuses reports outside 0..2K
-        return j[:, 0], np.asarray(reports.reports, dtype=np.int64)[:, 0]
+        self.mechanism.check_reports(reports.coordinates, reports.reports)
 
     def class_sums(self, reports: SampledReports | Iterable[SampledReports]) -> tuple[np.ndarray, np.ndarray]:
-        """Coordinator side: unbiased ``S`` (K, d) of ``sum u t`` and ``U`` (K,) of ``sum u`` per class (class docstring)."""
+        """Coordinator side: unbiased ``S`` (K, d) of ``sum u t`` and ``U`` (K,) of ``sum u`` per class
+        (:meth:`~privfed.common.mechanisms.label_sign.LabelSignResponse.class_sums`)."""
         reports = reports if isinstance(reports, SampledReports) else SampledReports.concat(reports)
-        j, r = self._check(reports)
-        K, p, q = self.n_classes, self.oracle.p, self.oracle.q
-        labelled = r < 2 * K
-        label, sign = r[labelled] // 2, 2.0 * (r[labelled] % 2) - 1.0
-        z = np.zeros((K, self.d))
-        np.add.at(z, (label, j[labelled]), sign)
-        counts = np.bincount(label, minlength=K).astype(np.float64)
-        return z * (self.d / (p - q)), (counts - 2.0 * q * r.shape[0]) / (p - q)
+        self._check(reports)
+        return self.mechanism.class_sums(reports.coordinates, reports.reports)
 
     def centroids(self, reports: SampledReports | Iterable[SampledReports], *, bounds: Bounds) -> np.ndarray:
         """Class centroids in data space (K, d): ``S_c / U_c``, totals clipped to the rows reported."""
@@ -494,34 +447,16 @@ class JointLabelEncoding:
         sums, counts = self.class_sums(reports)
         return centroids_from_sums(sums, counts, float(len(reports)), bounds)
 
-    def _exact(
-        self, X: ArrayLike, y: ArrayLike, bounds: Bounds, sample_weight: ArrayLike | None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        t = bounds.to_unit(np.atleast_2d(np.asarray(X, dtype=np.float64)))
-        y = _check_labels(y, t.shape[0], self.n_classes)
-        u = np.ones(t.shape[0]) if sample_weight is None else _scaled_weights(sample_weight, self.weight_bound, len(y))
-        return t, u, np.eye(self.n_classes)[y]
-
     def variance(
         self, X: ArrayLike, y: ArrayLike, *, bounds: Bounds, sample_weight: ArrayLike | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Closed-form variances of :meth:`class_sums` (K, d) and (K,) for the rows ``X, y`` (class docstring)."""
-        t, u, onehot = self._exact(X, y, bounds, sample_weight)
-        p, q = self.oracle.p, self.oracle.q
-        pi = 2.0 * q + (p - q) * u[:, None] * onehot  # (n, K): P[label c reported]
-        mean = (u[:, None] * onehot)[:, :, None] * t[:, None, :]  # (n, K, d): u t [y = c]
-        var_sums = (self.d * pi.sum(axis=0) / (p - q) ** 2)[:, None] - (mean**2).sum(axis=0)
-        return var_sums, (pi * (1.0 - pi)).sum(axis=0) / (p - q) ** 2
+        """Closed-form variances of :meth:`class_sums` (K, d) and (K,) for the rows ``X, y``."""
+        return self.mechanism.variance(*self._unit(X, y, bounds, sample_weight))
 
     def report_probabilities(self, x: ArrayLike, y: int, *, bounds: Bounds, weight: float | None = None) -> np.ndarray:
         """Exact ``P[coordinate j, report r]`` (d, 2K + 1) of one row: what the ε-LDP argument bounds."""
-        t, u, _ = self._exact(np.atleast_2d(x), [y], bounds, None if weight is None else [weight])
-        K, p, q = self.n_classes, self.oracle.p, self.oracle.q
-        value = np.zeros((self.d, 2 * K + 1))  # P[value | j]
-        value[:, 2 * y + 1] = u[0] * (1.0 + t[0]) / 2.0
-        value[:, 2 * y] = u[0] * (1.0 - t[0]) / 2.0
-        value[:, 2 * K] = 1.0 - u[0]
-        return (q + (p - q) * value) / self.d  # k-RR: P[r | v] = q + (p - q) [r = v]
+        t, labels, u = self._unit(np.atleast_2d(x), [y], bounds, None if weight is None else [weight])
+        return self.mechanism.report_probabilities(t[0], int(labels[0]), float(u[0]))
 
 
 class NearestCentroidModel:

@@ -24,10 +24,10 @@ equal-width thresholds. All of it is post-processing.
 Measured (issue 22): not the default. On validation splits of six real tables (120-5093 one-row owners;
 ``privfed experiment tabular --validate --learners bdt``) quantile thresholds from 10-20 % of the owners,
 with or without the midpoints, closed 0.28-0.32 of the majority-to-AdaBoost gap, against 0.42 for the
-data-independent thirds of the range (:data:`~privfed.common.boosting.federated.N_BINS`): at these sizes the
+data-independent thirds of the range (:data:`~privfed.common.boosting.params.N_BINS`): at these sizes the
 owners they take from boosting and the noise of the quantiles cost more than better-placed cuts gain. They
 help where the values crowd at one end of a wide documented range (breast cancer's areas) and need no
-networked change to try: ``FederatedBoosting(split_points=...)``.
+networked change to try: ``BoostingParams(split_points=...)``.
 
 Budget: the split-point owners are a fraction of the run's owners (``split_fraction``) that release this
 one report at the whole ε and take no other part in the run, so every owner still releases once per

@@ -556,7 +556,7 @@ def encoding_shares(
 ) -> np.ndarray | SampledReports:
     """The shares of ``n_owners`` owners in encoding ``enc`` from binarised rows (row i owned by ``owner_of_row[i]``).
 
-    What :func:`stump_shares` and the boosting driver (``FederatedBoosting``) both call.
+    What :func:`stump_shares` and the boosting owner steps (``privfed.common.boosting.owner``) both call.
     """
     Xbin = np.atleast_2d(np.asarray(Xbin, dtype=bool))
     y, w = check_rows(y, w, Xbin.shape[0], enc.n_classes)

@@ -1,4 +1,4 @@
-"""Shared parts of the LDP mechanisms: the interface, validation, snapping and the factory.
+"""Shared parts of the LDP mechanisms: the interface, validation and snapping (the factory is :mod:`.factory`).
 
 Every mechanism maps rows ``t`` in ``[-1, 1]^d`` (already mapped by
 :meth:`privfed.common.bounds.Bounds.to_unit`, SPEC §4) to unbiased reports ``t*``; the
@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from numbers import Real
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -268,6 +267,77 @@ class IdentityMechanism(Mechanism):
         return (-1.0, 1.0)
 
 
+def clip_error_pairs(sums: ArrayLike) -> np.ndarray:
+    """Weighted ``(error, weight)`` pairs made well-formed: ``w >= 0``, ``e`` in ``[0, w]``, as a new (n, 2) array.
+
+    The input of the boosting evaluation releases (:class:`~.laplace.ErrorPairLaplace`,
+    :class:`~.randomized_response.ErrorPairResponse`); the clip of each row's weight that bounds their
+    sensitivity happens before the sums (``privfed.common.boosting.owner``); this only guards the pair's shape
+    and finiteness.
+    """
+    pairs = np.atleast_2d(np.asarray(sums, dtype=np.float64)).copy()
+    if pairs.shape[1] != 2:
+        raise ConfigError(f"evaluation sums must have shape (n, 2), got {pairs.shape}")
+    if not np.all(np.isfinite(pairs)):
+        raise ConfigError("evaluation sums must be finite")
+    w = np.maximum(pairs[:, 1], 0.0)
+    return np.stack([np.clip(pairs[:, 0], 0.0, w), w], axis=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorPairRelease(ABC):
+    """What the boosting evaluation releases share (:class:`~.laplace.ErrorPairLaplace`,
+    :class:`~.randomized_response.ErrorPairResponse`): an owner's row-clipped weighted (error, weight) pairs
+    (n, 2) in, one noisy pair per owner out, from public ``epsilon`` (``inf``: exact, the non-private
+    reference), row bound ``b`` and bound on the rows an owner holds.
+
+    Subclasses check their own finite ε (:meth:`_check_finite`, after the common checks here) and give the
+    sampler, the closed forms, the public bound ``M`` of every output coordinate and the noise as a Laplace
+    scale (``sqrt(2 n)`` times it is the noise standard deviation of a sum over n owners).
+    """
+
+    epsilon: float
+    row_bound: float
+    max_rows: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_positive(self.epsilon, name="epsilon", allow_inf=True))
+        object.__setattr__(self, "row_bound", check_positive(self.row_bound, name="eval_row_bound"))
+        object.__setattr__(self, "max_rows", check_int(self.max_rows, name="max_owner_rows", minimum=1))
+        if math.isfinite(self.epsilon):
+            self._check_finite()
+
+    @abstractmethod
+    def _check_finite(self) -> None:
+        """Raise :class:`ConfigError` unless the release can be drawn at this finite ε (public parameters only)."""
+
+    @property
+    @abstractmethod
+    def bound(self) -> float:
+        """``M``: every output coordinate lies in ``[-M, M]``."""
+
+    @property
+    @abstractmethod
+    def noise_scale(self) -> float:
+        """The noise per coordinate as a Laplace scale (0 at ``epsilon = inf``)."""
+
+    @property
+    def output_bounds(self) -> tuple[float, float]:
+        return (-self.bound, self.bound)
+
+    @abstractmethod
+    def privatize(self, sums: ArrayLike, rng: np.random.Generator) -> np.ndarray:
+        """Each owner's release (n, 2) of its row-clipped ``(e, w)`` (n, 2)."""
+
+    @abstractmethod
+    def variance(self, sums: ArrayLike) -> np.ndarray:
+        """Closed-form variance of each coordinate of each release, shape of the pairs."""
+
+    @abstractmethod
+    def bias(self, sums: ArrayLike) -> np.ndarray:
+        """Closed-form ``E[release] - pair``, shape of the pairs."""
+
+
 def estimate_mean(reports: np.ndarray) -> np.ndarray:
     """The aggregator's unbiased estimate of the mean row in t-space: the column mean (SPEC §0).
 
@@ -288,37 +358,3 @@ def estimate_mean(reports: np.ndarray) -> np.ndarray:
     if not np.all(np.isfinite(mean)):
         raise ConfigError("reports contain NaN or infinite values; they cannot come from a mechanism here")
     return mean
-
-
-def make_mechanism(name: str, *, epsilon: float, d: int) -> Mechanism:
-    """Build a row-level ε-LDP mechanism by name.
-
-    Parameters
-    ----------
-    name : {"pm", "duchi", "laplace"}
-        ``"pm"``: :class:`PiecewiseMultidim` (Wang et al. Alg. 4, SPEC §3.2);
-        ``"duchi"``: :class:`DuchiMultidim` (Alg. 3, SPEC §2.2);
-        ``"laplace"``: :class:`LaplaceMechanism` (ε/d per coordinate, SPEC §1).
-    epsilon : float
-        Budget for a whole row, > 0. ``math.inf`` returns :class:`IdentityMechanism` (no privacy).
-    d : int
-        Coordinates per row.
-    """
-    if not isinstance(name, str):
-        raise TypeError(f"mechanism name must be a str, one of {MECHANISMS}, got {name!r}")
-    if name not in MECHANISMS:
-        raise ConfigError(f"unknown mechanism {name!r}; choose one of {MECHANISMS}")
-    if isinstance(epsilon, Real) and not isinstance(epsilon, bool) and float(epsilon) == math.inf:
-        return IdentityMechanism(d=d)
-    # Imported here: the mechanism modules import this one.
-    if name == "pm":
-        from privfed.common.mechanisms.piecewise import PiecewiseMultidim
-
-        return PiecewiseMultidim(epsilon=epsilon, d=d)
-    if name == "duchi":
-        from privfed.common.mechanisms.duchi import DuchiMultidim
-
-        return DuchiMultidim(epsilon=epsilon, d=d)
-    from privfed.common.mechanisms.laplace import LaplaceMechanism
-
-    return LaplaceMechanism(epsilon=epsilon, d=d)

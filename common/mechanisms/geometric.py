@@ -3,8 +3,8 @@
 
 A FedDPDR owner weights its subspace and its SVM by its row count ``n_i`` (seed 004 §4.1,
 ``w_i = n_i / sum n``). The exact count is private (an owner of one row is told apart from an
-owner of two), so it is released through this mechanism at a small share of the PCA phase's ε and
-debited like any release.
+owner of two), so it is released through this mechanism (:func:`noisy_count`) at a small share of the
+PCA phase's ε and debited like any release (``privfed.owner.kinds.feddpdr``).
 """
 
 from __future__ import annotations
@@ -166,3 +166,12 @@ class GeometricMechanism:
     def output_bounds(self) -> tuple[float, float]:
         """The public clamp ``(-2^62, 2^62)``."""
         return (-float(COUNT_LIMIT), float(COUNT_LIMIT))
+
+
+def noisy_count(n: int, *, epsilon: float, rng: np.random.Generator) -> int:
+    """An owner's row count ``n`` released by :class:`GeometricMechanism` at ``epsilon`` (sensitivity 1: adding
+    or removing a row moves it by one), an integer in the public clamp; ``epsilon = inf``: the exact count
+    (the non-private reference)."""
+    if math.isinf(epsilon):
+        return int(n)
+    return int(GeometricMechanism(epsilon=epsilon).privatize(np.int64(n), rng))

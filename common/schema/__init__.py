@@ -2,8 +2,9 @@
 categories, fill values, classes, header rule) and how a data file is read against it
 (:mod:`.table`)."""
 
-from privfed.common.schema.document import KEYS, ClassValue, FederationSchema, is_numeral, value_text
+from privfed.common.schema.document import KEYS, ClassValue, FederationSchema
 from privfed.common.schema.table import MISSING, LoadedRows, RawTable, load_rows
+from privfed.common.schema.values import is_numeral, value_text
 
 __all__ = [
     "KEYS",

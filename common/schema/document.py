@@ -48,10 +48,11 @@ import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
+from privfed.common.schema.values import value_text
 from privfed.common.validation import check_int
 
 if TYPE_CHECKING:
-    from privfed.common.datasets import Dataset
+    from privfed.common.dataset import Dataset
     from privfed.common.schema.table import LoadedRows, RawTable
 
 #: The keys a schema document may hold.
@@ -353,25 +354,6 @@ class FederationSchema:
             found = indices >= 0
         bad = np.flatnonzero(~found)
         return np.where(found, indices, 0).astype(np.int64), (int(bad[0]) if bad.size else None)
-
-
-def value_text(value: object) -> str:
-    """A label or category as the text values are matched against: a number that is an integer
-    as its integer ("3.0" -> "3", 3.0 -> "3"), anything else as its stripped text."""
-    text = str(value).strip()
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return str(int(number)) if number.is_integer() and abs(number) <= 2.0**53 else text
-
-
-def is_numeral(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _categories(value: object, source: str) -> list[tuple[str, tuple[str, ...]]]:

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from privfed.common.errors import ConfigError
-from privfed.common.schema.document import is_numeral, value_text
+from privfed.common.schema.values import is_numeral, value_text
 
 if TYPE_CHECKING:
-    from privfed.common.datasets import Dataset
+    from privfed.common.dataset import Dataset
     from privfed.common.schema.document import FederationSchema
 
 #: Cell texts (case-insensitive, stripped) that mean "missing".
@@ -77,7 +77,7 @@ class LoadedRows:
     ignored: tuple[str, ...] = ()
 
     def dataset(self, schema: FederationSchema) -> Dataset:
-        from privfed.common.datasets import Dataset  # datasets.py imports the schema package lazily too
+        from privfed.common.dataset import Dataset
 
         if self.y is None:
             raise ConfigError(f"{self.name}: no label column")

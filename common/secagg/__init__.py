@@ -5,8 +5,9 @@ envelopes and signed key checks; ``ring``: the ring protocol as a sans-I/O state
 party). ``pairwise`` (owner) and ``aggregator`` (coordinator): pairwise-mask secure aggregation in
 O(1) round trips (Bonawitz et al. 2017 on Bell et al.'s sparse graph), with ``masking`` (graph,
 threshold, masks), ``shamir`` (t-of-n shares) and ``messages``. ``coordinator``: the coordinator's
-policy over both, one sans-I/O machine per sum (attempts, drops, stalls, re-keying, key reuse),
-with ``events`` (what it says to its driver) and ``requests`` (what each owner is sent).
+policy over both, sans-I/O: one machine per sum whose every transition is in ``transitions``
+(attempts, drops, stalls, re-keying, key reuse), with ``events`` (what it says to its driver),
+``requests`` (what each owner is sent) and ``runs`` (the keyed pairwise-mask runs later sums reuse).
 """
 
 from privfed.common.validation import check_choice, check_int

@@ -16,7 +16,7 @@ long as fewer than ``t`` of each owner's neighbours collude with it:
   until stable. When a needed secret still has fewer than ``t`` shares, the round fails with
   :class:`RoundFailed` and nothing is decoded.
 
-The coordinator's policy around it (attempts, key reuse) is :mod:`privfed.common.secagg.coordinator`;
+The coordinator's policy around it (attempts, key reuse) is :mod:`privfed.common.secagg.transitions`;
 its driver (``privfed.server.securesum``) only moves the messages: it asks
 :meth:`SecAggServer.on_adverts` etc. whom to send what, and feeds back what came (a missing owner
 in a reply mapping is one that did not answer in time).
@@ -25,15 +25,14 @@ in a reply mapping is one that did not answer in time).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import partial
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
 from privfed.common.errors import ConfigError, LocalProtocolError, RemoteProtocolError, RoundFailed
 from privfed.common.secagg import shamir
-from privfed.common.secagg.boxes import Box, generate_private_key, public_bytes
+from privfed.common.secagg.boxes import public_bytes
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.masking import MIN_MEMBERS, neighbour_graph, pair_key, pair_masks, self_mask, threshold
 from privfed.common.secagg.messages import (
@@ -268,94 +267,3 @@ class SecAggServer:
                 total = FixedPoint.sub(total, pair_masks({v: pair_key(agreed, self.run_id, w, v)}, w, self._round, m))
         self.included = tuple(sorted(self._masked))
         return self.fixed_point.decode(total)
-
-
-# ---------------------------------------------------------------------- in-process driver
-
-
-class InProcessSecAgg:
-    """Owners' machines and the coordinator's machine of one run in this process, joined in memory.
-
-    For tests, experiments and benchmarks: long-lived box keys drawn here, mask keys unsigned
-    unless ``verify`` and ``sign`` are given. Each step takes the owners that stay silent in it.
-    """
-
-    def __init__(
-        self,
-        owners: Sequence[str],
-        fixed_point: FixedPoint,
-        run_id: str,
-        *,
-        rounds: int,
-        verify: Callable[[KeyAdvert], None] = lambda advert: None,
-        sign: Callable[[str, bytes], bytes] = lambda owner, pk: b"",
-    ) -> None:
-        from privfed.common.secagg.pairwise import SecAggOwner
-
-        self.ids = list(owners)
-        self.fp = fixed_point
-        self._sign = sign
-        keys = {o: generate_private_key() for o in self.ids}
-        publics = {o: public_bytes(k) for o, k in keys.items()}
-
-        def box_for(o: str) -> Callable[[str], Box]:
-            return lambda peer: Box(o, keys[o], peer, publics[peer])
-
-        self.owners = {o: SecAggOwner(o, run_id, fixed_point, box_for(o), verify) for o in self.ids}
-        self.server = SecAggServer(run_id, self.ids, fixed_point, rounds=rounds)
-
-    def key_agreement(self, *, no_advert: Iterable[str] = (), no_shares: Iterable[str] = ()) -> None:
-        """Steps 0 and 1."""
-        skip = set(no_advert)
-        adverts = {o: m.start(partial(self._sign, o)) for o, m in self.owners.items() if o not in skip}
-        requests = self.server.on_adverts(adverts)
-        skip |= set(no_shares)
-        self.server.on_key_shares({o: self.owners[o].on_share_keys(r) for o, r in requests.items() if o not in skip})
-
-    def masked(self, values: Mapping[str, np.ndarray], *, silent: Iterable[str] = ()) -> dict[str, MaskedInput]:
-        """Step 2 of the next round: the masked inputs of those that answer."""
-        requests = self.server.input_requests()
-        quiet = set(silent)
-        return {o: self.owners[o].masked_input(r, values[o]) for o, r in requests.items() if o not in quiet}
-
-    def unmask(self, requests: Mapping[str, UnmaskRequest], *, silent: Iterable[str] = ()) -> dict[str, UnmaskReply]:
-        """Step 3 answers of those that answer."""
-        quiet = set(silent)
-        return {o: self.owners[o].on_unmask(r) for o, r in requests.items() if o not in quiet}
-
-    def round(
-        self,
-        values: Mapping[str, np.ndarray],
-        *,
-        silent_input: Iterable[str] = (),
-        silent_unmask: Iterable[str] = (),
-        attempts: int = 1,
-    ) -> np.ndarray:
-        """One secure sum; run again (up to ``attempts`` in all) when :meth:`SecAggServer.on_masked` asks."""
-        for attempt in range(attempts):
-            try:
-                requests = self.server.on_masked(self.masked(values, silent=silent_input))
-            except RoundFailed:
-                if attempt + 1 == attempts:
-                    raise
-                continue
-            return self.server.on_unmask(self.unmask(requests, silent=silent_unmask))
-        raise RoundFailed("no attempt")  # attempts < 1
-
-
-def drive_in_process(
-    values: Mapping[str, np.ndarray],
-    fixed_point: FixedPoint,
-    run_id: str,
-    *,
-    rounds: int = 1,
-    drop: Mapping[str, Sequence[str]],
-) -> list[np.ndarray]:
-    """The body of :func:`privfed.common.secagg.pairwise.run_in_process`."""
-    run = InProcessSecAgg(list(values), fixed_point, run_id, rounds=2 * rounds)
-    run.key_agreement(no_advert=drop.get("keys", ()), no_shares={*drop.get("keys", ()), *drop.get("shares", ())})
-    gone = {o for step in ("keys", "shares", "input") for o in drop.get(step, ())}
-    totals = [run.round(values, silent_input=gone, silent_unmask=drop.get("unmask", ()), attempts=2)]
-    gone |= set(drop.get("unmask", ()))
-    totals += [run.round(values, silent_input=gone, attempts=2) for _ in range(rounds - 1)]
-    return totals

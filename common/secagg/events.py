@@ -1,6 +1,6 @@
 """What the coordinator's secure-sum machines and their driver say to each other (h11's ``_events.py``).
 
-A machine (:mod:`privfed.common.secagg.coordinator`) returns :class:`Action` s: :class:`Ask` a batch of
+A machine (:mod:`privfed.common.secagg.transitions`) returns :class:`Action` s: :class:`Ask` a batch of
 owners, :class:`OpenRing` / :class:`CloseRing` a relay session; the driver answers each :class:`Ask`
 with :class:`Answers`. A finished sum hands back its :class:`SumOutcome`. All frozen: what the
 machine emits is what the driver acts on.
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privfed.common.messages import Payload, PeerKey, Refusal, TaskSpec
+from privfed.common.tasks import Payload, PeerKey, Refusal, TaskSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,25 @@ class CloseRing:
 
 
 Action = Ask | OpenRing | CloseRing
+
+
+@dataclass(frozen=True, slots=True)
+class RingAttempt:
+    """One try of a ring secure sum: a fresh session id over the parties still in the ring."""
+
+    number: int  # 1-based
+    session_id: str
+    ring: tuple[str, ...]
+    timeout: float
+
+    @property
+    def leader(self) -> str:
+        return self.ring[0]
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """The parties asked first (everyone but the leader)."""
+        return self.ring[1:]
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,6 @@ drops low bits and leaks magnitude through the exponent (SPEC §11.2, §12).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -28,6 +27,8 @@ _TWO_53 = 2**53
 
 def _overflow_ok(frac_bits: int, n_parties: int, max_abs: float) -> tuple[bool, bool]:
     """The two SPEC §11.1 conditions, evaluated exactly with rationals (no float rounding)."""
+    from fractions import Fraction  # here: fractions loads decimal (0.6 MB per node process; issue 27)
+
     scaled = Fraction(max_abs) * 2**frac_bits
     return n_parties * (scaled + Fraction(1, 2)) < _TWO_63, scaled <= _TWO_53
 

@@ -63,7 +63,7 @@ from __future__ import annotations
 
 import enum
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import TypeVar
 
 import numpy as np
@@ -300,25 +300,6 @@ class SecAggOwner:
 
     def on_timeout(self) -> None:
         """The driver's deadline passed: nothing to do (a round not unmasked is superseded by the next)."""
-
-
-def run_in_process(
-    values: Mapping[str, np.ndarray],
-    fixed_point: FixedPoint,
-    run_id: str,
-    *,
-    rounds: int = 1,
-    drop: Mapping[str, Sequence[str]] | None = None,
-) -> list[np.ndarray]:
-    """Run ``rounds`` secure sums among owners in this process; return each round's total.
-
-    For tests, experiments and benchmarks: unsigned keys, fresh long-lived box keys.
-    ``drop[step]`` lists owners that stop answering from that step on (``"keys"``, ``"shares"``,
-    ``"input"``, ``"unmask"``); :class:`~privfed.common.secagg.aggregator.SecAggServer` does the rest.
-    """
-    from privfed.common.secagg.aggregator import drive_in_process
-
-    return drive_in_process(values, fixed_point, run_id, rounds=rounds, drop=drop or {})
 
 
 def secret_bytes_of(key: X25519PrivateKey) -> bytes:

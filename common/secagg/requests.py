@@ -1,7 +1,7 @@
 """What each owner is sent in the coordinator's secure sums: ring specs and key-agreement tasks.
 
 Message building only; the decisions (who is asked, when, and what an answer means) are the
-machines' in :mod:`privfed.common.secagg.coordinator`. The ring order, the members and the nodes'
+machines' in :mod:`privfed.common.secagg.transitions`. The ring order, the members and the nodes'
 certificates go once per node and session (the node caches them): per owner they would cost O(N)
 bytes each, O(N^2) a sum.
 """
@@ -12,12 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from privfed.common.errors import RoundFailed
-from privfed.common.messages import Payload, RingSpec, SecAggKeysTask, TaskSpec
 from privfed.common.secagg.aggregator import SecAggServer
 from privfed.common.secagg.events import PeerKeys
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.messages import KeyAdvert, KeyShares, ShareKeysRequest
 from privfed.common.secagg.ring import new_session_id, ring_peers
+from privfed.common.tasks import Payload, RingSpec, SecAggKeysTask, TaskSpec
 
 
 class KeyAgreement:

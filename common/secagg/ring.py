@@ -8,7 +8,7 @@ and decodes ``Σ x_i``. Every hop value is ``R`` plus something independent of `
 uniform on the ring whatever the inputs (one-time pad). Two colluding neighbours of ``P_i``
 learn ``e_i``; no mask or dropout recovery is attempted (SPEC §11.2) — a party that does not
 answer makes every machine time out, and the coordinator's machine
-(:class:`privfed.common.secagg.coordinator.SecureSum`, with :func:`reform_ring` and
+(:class:`privfed.common.secagg.transitions.SecureSum`, with :func:`reform_ring` and
 :func:`stalled_party`) re-forms the ring without it under a fresh session id (:func:`new_session_id`).
 
 This is the SPEC's variant (one mask, drawn by the leader). The seed paper's variant, where
@@ -40,7 +40,7 @@ not protect an input from whoever chooses the ring. A coordinator that forms the
 ``[A, B]``, ``[A, C]``, ``[B, C]`` reads ``A``'s input as ``(ab + ac - bc) / 2`` (issue 9, item
 1), and ``N ≥ 2`` does not prevent it. So an input must already be a private release when it
 enters: in boosting each owner's ``(err_sum, w_sum)`` is clipped, Laplace-noised and debited at
-the owner before its party starts (:mod:`privfed.common.boosting.federated`, "Evaluation releases";
+the owner before its party starts (:class:`privfed.common.mechanisms.laplace.ErrorPairLaplace`;
 ``privfed.owner.kinds.boosting``), and the ring only keeps the individual noisy values from
 the relay.
 """

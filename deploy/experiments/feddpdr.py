@@ -58,7 +58,7 @@ from privfed.common.feddpdr.basis import BASES
 from privfed.common.feddpdr.centroid import class_sums_sigma
 from privfed.common.feddpdr.choices import DELTA_MODELS, ROW_SCALINGS, SVM_MODELS, ovr_epsilons
 from privfed.common.feddpdr.model import FedDPDRModel
-from privfed.common.feddpdr.pca import NEIGHBOURING_SENSITIVITY, gaussian_sigma
+from privfed.common.feddpdr.pca import NEIGHBOURING_SENSITIVITY
 from privfed.common.identity import owner_id
 from privfed.common.learners.reference import paper_nonprivate_pipeline
 from privfed.deploy.cli import epsilon_list
@@ -348,6 +348,8 @@ def _mechanism_notes(
     notes: dict[str, Any] = {"basis": basis, "model": model, "epsilon1": split["pca"] + split["count"]}
     notes.update(epsilon2=split["svm"], delta1=deltas["pca"], delta2=deltas["svm"], count_epsilon=split["count"])
     if basis == "dp-pca":
+        from privfed.common.mechanisms.gaussian import gaussian_sigma
+
         notes["pca_sigma"] = gaussian_sigma(split["pca"], deltas["pca"], NEIGHBOURING_SENSITIVITY["add-remove"])
     eps2, delta2 = split["svm"], deltas["svm"]
     if model == "centroid":
@@ -356,17 +358,17 @@ def _mechanism_notes(
         notes["class_mean_noise_owner1"] = sigma / (int(sizes[0]) / n_classes)
         notes["class_mean_noise_federation"] = math.sqrt(len(sizes)) * sigma / (int(sum(sizes)) / n_classes)
     elif model in DELTA_MODELS:
-        from privfed.common.feddpdr.multiclass import noise_sigma, privacy_split
+        from privfed.common.feddpdr.multiclass import mechanism
 
-        mc = privacy_split(eps2, model)
-        notes["objective_perturbation"] = {**mc, "sigma": noise_sigma(mc["epsilon_B"], delta2, n_classes)}
+        notes["objective_perturbation"] = mechanism(eps2, delta2, n_classes, model).calibration()
     else:
-        from privfed.common.feddpdr.svm import privacy_adjustment
+        from privfed.common.feddpdr.svm import HUBER_H
+        from privfed.common.mechanisms.objective import privacy_adjustment
 
-        eps_class = float(ovr_epsilons(eps2, n_classes)[0])
+        eps_class, c = float(ovr_epsilons(eps2, n_classes)[0]), 1.0 / (2.0 * HUBER_H)
         notes["svm_eps_per_class"] = eps_class
-        notes["svm_owner1_eps_prime_Delta"] = privacy_adjustment(eps_class, int(sizes[0]), args.lam)
-        notes["svm_all_rows_eps_prime_Delta"] = privacy_adjustment(eps_class, int(sum(sizes)), args.lam)
+        notes["svm_owner1_eps_prime_Delta"] = privacy_adjustment(eps_class, int(sizes[0]), args.lam, c)
+        notes["svm_all_rows_eps_prime_Delta"] = privacy_adjustment(eps_class, int(sum(sizes)), args.lam, c)
     return notes
 
 

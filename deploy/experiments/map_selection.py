@@ -19,7 +19,7 @@ reported test row:
 Score: test misclassification after round 10 at ε = 5 (``bdt``, privfed's default ``signs``
 shares) or the mean over ε = 3 and 5 (``ncc``, the default ``joint`` labels), through
 :func:`privfed.deploy.experiments.boosting.boosting_curves`, the experiments' own code.
-Candidates (:data:`CANDIDATES`) are data-independent maps of :mod:`privfed.common.feature_maps`.
+Candidates (:data:`CANDIDATES`) are data-independent maps of :mod:`privfed.deploy.experiments.feature_maps`.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import numpy as np
 from privfed.common.bounds import Bounds
 from privfed.common.datasets import Dataset, binary_subset, load_builtin, train_test_split
 from privfed.common.errors import ConfigError
-from privfed.common.feature_maps import MNIST_BOX, block_pool, ink_blocks, mnist_box_pool, mnist_top_ink
 from privfed.deploy.experiments import boosting
+from privfed.deploy.experiments.feature_maps import MNIST_BOX, block_pool, ink_blocks, mnist_box_pool, mnist_top_ink
 from privfed.deploy.reproduce_stats import mean_interval, paired
 
 NAMES = ("select-map",)

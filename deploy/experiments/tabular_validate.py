@@ -12,7 +12,7 @@ A setting's score is its mean, over data sets, ε and splits, of the *fraction o
 non-private counterpart on the same validation rows, so every data set counts alike whatever its
 scale. The table is printed best first and written to ``report.json``; the defaults in the code are the
 best settings found (module docstrings of :mod:`~privfed.common.learners.ldp_gd`,
-:mod:`~privfed.common.learners.split_points` and :mod:`~privfed.common.boosting.federated` cite it).
+:mod:`~privfed.common.learners.split_points` and :mod:`~privfed.common.boosting.params` cite it).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from privfed.common.datasets import train_test_split
-from privfed.deploy.experiments import tabular as bench
+from privfed.deploy.experiments import tabular_fits as bench
 from privfed.deploy.experiments.boosting import out_dir, write_report
 
 #: Seeds of the validation splits: far from the reported splits' (0..4 by default).
@@ -48,7 +48,7 @@ _THRESHOLDS = {f"equal-width,n_bins={b}": {"n_bins": b} for b in (2, 3, 4)} | {
         "n_grid": 16,
     },
 }
-#: The budget split and the weight bounds, at FederatedBoosting's default thresholds.
+#: The budget split and the weight bounds, at BoostingParams' default thresholds.
 _BOUNDS = {
     f"eval_fraction={e},weight_bound={w},eval_row_bound={r}": {
         "eval_fraction": e,

@@ -1,39 +1,43 @@
-"""The registry of task kinds an owner answers: one object per kind, looked up by the task's spec type.
+"""The owner's part of every task kind: validate / debits / compute / fallback, looked up by the kind's name.
 
-As Flower's ClientApp routes a message type to the function registered for it, the owner core
-(``privfed.owner.core``) looks a task's kind up here, once; nothing else dispatches on task types.
-Release kinds declare validate / debits / compute / fallback (:mod:`privfed.owner.kinds.base`);
-step kinds are a secure sum's protocol messages, handed to the mod they name.
+A task kind is declared once, in ``privfed.common.tasks`` (its spec and reply types, ledger entries,
+reply contract); its serde pair is in ``proto/serde.py`` and what an owner does with it is here,
+each in one table keyed by the kind's name. As Flower's ClientApp routes a message type to the
+function registered for it, the owner core (``privfed.owner.core``) looks a task's kind up here,
+once; nothing else dispatches on task types. Release kinds declare validate / debits / compute /
+fallback (:mod:`privfed.owner.kinds.base`); step kinds are a secure sum's protocol messages, handed
+to the mod they name.
 """
 
 from __future__ import annotations
 
 import math
 
-from privfed.common.messages import RingMessageTask, SecAggKeysTask, SecAggUnmaskTask
-from privfed.owner.kinds.base import StepKind, TaskKind
+from privfed.common.tasks import BY_SPEC, RING_MESSAGE, SECAGG_KEYS, SECAGG_UNMASK
+from privfed.owner.kinds.base import OwnerKind, StepKind
 from privfed.owner.kinds.boosting import BoostEvaluateKind, BoostShareKind
 from privfed.owner.kinds.feddpdr import PcaShareKind, SvmShareKind
 from privfed.owner.kinds.shares import LrShareKind, NccShareKind
 
-Kind = TaskKind | StepKind
+#: Every kind an owner answers, by the kind's name (``privfed.common.tasks.KINDS``).
+OWNER_KINDS: dict[str, OwnerKind] = {
+    kind.kind.name: kind
+    for kind in (
+        NccShareKind(),
+        LrShareKind(),
+        PcaShareKind(),
+        SvmShareKind(),
+        BoostShareKind(),
+        BoostEvaluateKind(),
+        # a ring hop alone: the next hop waits for its envelope; the secure-sum steps are cheap, any number
+        StepKind(RING_MESSAGE, mod="ring", batch=1),
+        StepKind(SECAGG_KEYS, mod="secagg", batch=math.inf),
+        StepKind(SECAGG_UNMASK, mod="secagg", batch=math.inf),
+    )
+}
 
-#: Every kind, by the spec type of its tasks (``common.messages``).
-KINDS: tuple[Kind, ...] = (
-    NccShareKind(),
-    LrShareKind(),
-    PcaShareKind(),
-    SvmShareKind(),
-    BoostShareKind(),
-    BoostEvaluateKind(),
-    # a ring hop alone: the next hop waits for its envelope; the secure-sum steps are cheap, any number
-    StepKind("ring_message", RingMessageTask, mod="ring", batch=1),
-    StepKind("secagg_keys", SecAggKeysTask, mod="secagg", batch=math.inf),
-    StepKind("secagg_unmask", SecAggUnmaskTask, mod="secagg", batch=math.inf),
-)
-REGISTRY: dict[type, Kind] = {kind.spec_type: kind for kind in KINDS}
 
-
-def kind_of(spec: object) -> Kind | None:
-    """The kind of a task spec, or None (a task kind this owner does not answer)."""
-    return REGISTRY.get(type(spec))
+def kind_of(spec: object) -> OwnerKind | None:
+    """The owner's part of a task spec's kind, or None (no task kind, or one this owner does not answer)."""
+    kind = BY_SPEC.get(type(spec))
+    return None if kind is None else OWNER_KINDS.get(kind.name)

@@ -18,8 +18,8 @@ A *release kind* (a task that reads rows and lets something leave) declares
 A *step kind* (a secure sum's protocol message: a ring hop, a key agreement, an unmasking) reads
 no row and releases nothing of its own; it is handed to its mod's ``step``.
 
-The kind object is the one place a task kind is known; serde's ``to_proto``/``from_proto`` and a
-reply contract can be attached to it (issue 25 item 1) without another dispatch chain.
+The rest of a kind -- its spec and reply types, ledger entries and reply contract -- is declared
+once in :mod:`privfed.common.tasks`; an owner kind names it (``kind``) and is registered under its name.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import numpy as np
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.ledger import Debit, Ledger
-from privfed.common.messages import Payload, Result, Task
+from privfed.common.tasks import Kind, Payload, Result, Task, TaskSpec
 from privfed.owner.local import Cached, LocalOwner, PublicConfig, Release
 
 if TYPE_CHECKING:
@@ -46,13 +46,7 @@ if TYPE_CHECKING:
 CLEAR_LABELS = "clear-labels"
 
 
-class Spec(Protocol):
-    """What every task spec of ``common.messages`` has: its ledger entries (ε, δ, label)."""
-
-    def ledger_entries(self) -> list[tuple[float, float, str]]: ...
-
-
-S = TypeVar("S", bound=Spec)
+S = TypeVar("S", bound=TaskSpec)
 
 
 class Refused(Exception):
@@ -178,15 +172,17 @@ class SecureSum(Protocol):
 
 
 class TaskKind(ABC, Generic[S]):
-    """A release kind (module docstring). Subclasses set ``name`` and ``spec_type``."""
+    """A release kind (module docstring). Subclasses set ``kind``, the task kind they answer."""
 
-    #: The task's field name on the wire (the ``oneof`` of ``pb.Task``).
-    name: ClassVar[str]
-    #: The ``common.messages`` dataclass of the task.
-    spec_type: ClassVar[type]
+    #: The kind's declaration (:mod:`privfed.common.tasks`): its name, spec, replies, contract.
+    kind: ClassVar[Kind[Any]]
     #: At most this many of its tasks are computed between two relays of a node's envelopes (one
     #: ledger transaction each): releases that read many rows come in small batches.
     batch: ClassVar[float] = 16
+
+    @property
+    def name(self) -> str:
+        return self.kind.name
 
     def mod(self, spec: S) -> str | None:
         """The secure sum this release goes through, by name; None: answered directly."""
@@ -236,11 +232,17 @@ class TaskKind(ABC, Generic[S]):
         raise ConfigError(f"task kind {self.name} goes through no secure sum")
 
 
-class StepKind(Generic[S]):
+class StepKind:
     """A secure sum's protocol message (module docstring): handed to its mod, no ledger entry."""
 
-    def __init__(self, name: str, spec_type: type, mod: str, batch: float) -> None:
-        self.name = name
-        self.spec_type = spec_type
+    def __init__(self, kind: Kind[Any], mod: str, batch: float) -> None:
+        self.kind = kind
         self.mod = mod
         self.batch = batch
+
+    @property
+    def name(self) -> str:
+        return self.kind.name
+
+
+OwnerKind = TaskKind[Any] | StepKind

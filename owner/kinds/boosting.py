@@ -8,8 +8,8 @@ applied; the weights saturate at public bounds, so a history the checks let thro
 never refused (issue 20, finding 2).
 
 An evaluation is a release (issue 9 item 1, contract 4): every row's weight clipped to the public
-row bound ``b``, noise calibrated to it (``FederatedBoosting.evaluation_release``; the sensitivity
-argument is in :mod:`privfed.common.boosting.federated`, "Evaluation releases"), debited under its
+row bound ``b``, noise calibrated to it (:func:`privfed.common.boosting.owner.evaluation_release`; the
+sensitivity argument is in :mod:`privfed.common.mechanisms.laplace` and ``.randomized_response``), debited under its
 release id before the secure sum's first message. The noisy pair is kept per (owner, release id):
 a ring re-formed for the same (run, round) gets the same pair and no new debit. After a restart
 the pair is gone: the ledger's record of the release then makes the owner refuse (a fresh draw
@@ -28,7 +28,16 @@ import numpy as np
 
 from privfed.common.errors import LocalProtocolError, RemoteProtocolError
 from privfed.common.ledger import Debit
-from privfed.common.messages import BoostEvaluateTask, BoostShareReply, BoostShareTask, Task, boost_release_epsilons
+from privfed.common.tasks import (
+    BOOST_EVALUATE,
+    BOOST_SHARE,
+    BoostEvaluateTask,
+    BoostShareReply,
+    BoostShareTask,
+    Task,
+    boost_release_epsilons,
+    share_reply,
+)
 from privfed.owner.history import check_history, history_weights
 from privfed.owner.kinds.base import (
     LedgerView,
@@ -43,17 +52,27 @@ from privfed.owner.kinds.base import (
 from privfed.owner.local import Cached, LocalOwner, PublicConfig, Release
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from privfed.common.boosting.wire import BoostConfig
 
 log = logging.getLogger("privfed.owner")
 
-#: Ledger labels of a boosting share (``privfed.common.messages.boost_release_epsilons``).
+#: Ledger labels of a boosting share (``privfed.common.tasks.boost_release_epsilons``).
 SHARE_LABELS = ("boost-share", "boost-share-features", "boost-share-labels")
 
 
 class AlreadyReleased(LocalProtocolError):
     """The coordinator asked for a release this owner already made and can't repeat (another round
     of a run that evaluates once, or a release whose kept value a restart lost)."""
+
+
+def _steps() -> ModuleType:
+    """:mod:`privfed.common.boosting.owner` (an owner's boosting steps), imported once a boosting task
+    arrives: it imports scipy, which a lean owner node loads only for the tasks that need it."""
+    from privfed.common.boosting import owner
+
+    return owner
 
 
 def check_config(config: BoostConfig, view: PublicView) -> None:
@@ -63,7 +82,7 @@ def check_config(config: BoostConfig, view: PublicView) -> None:
 
     if not isinstance(config, wire.BoostConfig):
         raise Refused("invalid_task", "the boosting configuration must be a BoostConfig")
-    fb = config.booster
+    fb = config.params
     check_classes(fb.n_classes, view)
     check_schema(fb.bounds, view)
     for name in ("weight_bound", "eval_row_bound", "param_bound", "max_owner_rows"):
@@ -73,7 +92,7 @@ def check_config(config: BoostConfig, view: PublicView) -> None:
 def check_one_role(ledger: LedgerView, owner_id: str, config: BoostConfig, role: str) -> None:
     """Under ``budget_split="owners"`` an owner releases in one role per run, at the whole ε: refuse a
     share (``role="share"``) after an evaluation of the run, and an evaluation after a share."""
-    if config.booster.budget_split != "owners":
+    if config.params.budget_split != "owners":
         return
     other = f"boost-eval:{config.run_id}:" if role == "share" else tuple(f"{lb}:{config.run_id}" for lb in SHARE_LABELS)
     if any(h["purpose"].startswith(other) for h in ledger.history()):
@@ -86,29 +105,19 @@ def check_one_role(ledger: LedgerView, owner_id: str, config: BoostConfig, role:
 def share_key(task: Task, spec: BoostShareTask) -> str:
     """Where an owner keeps the boosting share of ``task``: its run id, or run id and round when
     every owner shares in every round (``share_groups="all"``)."""
-    if spec.config.booster.shares_per_owner == 1:
+    if spec.config.params.shares_per_owner == 1:
         return f"boost-share:{task.round_id}"
     return f"boost-share:{task.round_id}#r{spec.history.round}"
 
 
 def boost_share(owner: LocalOwner, spec: BoostShareTask) -> BoostShareReply:
     """The perturbed share of this round's base learner, with this owner's SAMME weights."""
-    return _share_reply(spec, spec.config.booster.owner_release(owner.X, owner.y, _weights(owner, spec), rng=owner.rng))
+    plan = spec.config.releases
+    return share_reply(plan, _steps().share(plan, owner.X, owner.y, _weights(owner, spec), rng=owner.rng))
 
 
 def _weights(owner: LocalOwner, spec: BoostShareTask | BoostEvaluateTask) -> np.ndarray:
     return history_weights(owner, spec.config, spec.history)
-
-
-def _share_reply(spec: BoostShareTask, share: object) -> BoostShareReply:
-    from privfed.common.learners.ncc import NccShare
-    from privfed.common.learners.stump_encodings import SampledReports
-
-    if isinstance(share, NccShare):
-        return BoostShareReply(reports=share.reports, labels=share.labels)
-    if isinstance(share, SampledReports):  # a sampled stump encoding: integer reports and the sampled coordinates
-        return BoostShareReply(reports=share.reports, labels=np.zeros(0, dtype=np.int64), coordinates=share.coordinates)
-    return BoostShareReply(reports=np.asarray(share).reshape(1, -1), labels=np.zeros(0, dtype=np.int64))
 
 
 def note_run(node: NodeState, config: BoostConfig) -> None:
@@ -123,20 +132,19 @@ def note_run(node: NodeState, config: BoostConfig) -> None:
 class BoostShareKind(TaskKind[BoostShareTask]):
     """One perturbed share per owner and run (T under ``share_groups="all"``), with SAMME weights."""
 
-    name = "boost_share"
-    spec_type = BoostShareTask
+    kind = BOOST_SHARE
 
     def releases_clear_labels(self, spec: BoostShareTask) -> bool:
         # NCC labels other than "rr" or "joint" (both through randomized response) count as clear: the safe side.
-        return spec.config.booster.base == "ncc" and spec.config.booster.labels not in ("rr", "joint")
+        return spec.config.params.base == "ncc" and spec.config.params.labels not in ("rr", "joint")
 
     def validate(self, task: Task, spec: BoostShareTask, view: PublicView) -> Cached | None:
         check_config(spec.config, view)
-        fb = spec.config.booster
-        if fb.base != "stump":  # build the share's mechanisms now (a stump's encoding was built with the config)
-            if fb.joint_encoding is None:
-                fb.release_mechanism  # noqa: B018 - builds (validates) the mechanism at the share's epsilon
-            fb.label_rr()
+        plan = spec.config.releases
+        if plan.params.base != "stump":  # build the share's mechanisms now (a stump's encoding: with the config)
+            if plan.joint_encoding is None:
+                plan.release_mechanism  # noqa: B018 - builds (validates) the mechanism at the share's epsilon
+            plan.label_rr()
         check_history(view.applied.get(spec.config.run_id), spec.config, spec.history)
         if any(view.ledger.has_release_id(d.release_id) for d in self.debits(task, spec)):
             raise Refused("already_released", f"task id {task.task_id!r}")
@@ -150,7 +158,7 @@ class BoostShareKind(TaskKind[BoostShareTask]):
         if released and cached is not None:  # the same release again: nothing new leaves
             log.info("task %s: boosting run %r's share sent again", task.task_id, task.round_id)
             return cached
-        allowed = spec.config.booster.shares_per_owner
+        allowed = spec.config.params.shares_per_owner
         if released >= allowed:
             raise Refused(
                 "already_released",
@@ -168,8 +176,8 @@ class BoostShareKind(TaskKind[BoostShareTask]):
 
         rows = midpoint_rows(public.bounds, n_rows)
         n = rows.shape[0]
-        share = spec.config.booster.owner_release(rows, np.zeros(n, dtype=np.int64), np.ones(n), rng=rng)
-        return _share_reply(spec, share)
+        plan = spec.config.releases
+        return share_reply(plan, _steps().share(plan, rows, np.zeros(n, dtype=np.int64), np.ones(n), rng=rng))
 
     def released(self, task: Task, spec: BoostShareTask, release: Release, owner: LocalOwner, node: NodeState) -> None:
         owner.remember(share_key(task, spec), Cached(release))
@@ -183,7 +191,7 @@ def _check_against_share(ledger: LedgerView, config: BoostConfig) -> None:
     """If this owner released a share in the run, its debits must be the share part of this config.
 
     So a coordinator can't release a share under one ε split and then ask for evaluations
-    under another: the run's total per owner stays ``config.booster.epsilon`` (the ledger keeps the
+    under another: the run's total per owner stays ``config.params.epsilon`` (the ledger keeps the
     share's entries under ``<label>:<run id>``; one per share, at most ``shares_per_owner`` of
     them, each at ``share_round_epsilon``).
     """
@@ -196,7 +204,7 @@ def _check_against_share(ledger: LedgerView, config: BoostConfig) -> None:
     same = (
         set(counts) == set(expected)
         and len(set(counts.values())) == 1
-        and max(counts.values()) <= config.booster.shares_per_owner
+        and max(counts.values()) <= config.params.shares_per_owner
         and all(x == expected[a] or math.isclose(x, expected[a], rel_tol=1e-9) for a, x in debited)
     )
     if not same:
@@ -209,8 +217,7 @@ def _check_against_share(ledger: LedgerView, config: BoostConfig) -> None:
 class BoostEvaluateKind(TaskKind[BoostEvaluateTask]):
     """The evaluation release: the noisy, debited ``(err_sum, w_sum)``, into the task's secure sum."""
 
-    name = "boost_evaluate"
-    spec_type = BoostEvaluateTask
+    kind = BOOST_EVALUATE
     batch = math.inf  # cheap, and a ring waits for every member's first message: all in one transaction
 
     def mod(self, spec: BoostEvaluateTask) -> str:
@@ -219,13 +226,12 @@ class BoostEvaluateKind(TaskKind[BoostEvaluateTask]):
     def validate(self, task: Task, spec: BoostEvaluateTask, view: PublicView) -> Cached | None:
         config = spec.config
         check_config(config, view)
-        fb = config.booster
         note_run(view.node, config)
         check_one_role(view.ledger, task.owner_id, config, "evaluate")
         _check_against_share(view.ledger, config)
         check_history(view.applied.get(config.run_id), config, spec.history)
-        fb.check_learner(spec.learner)
-        fb.check_evaluation()
+        _steps().check_learner(config.releases, spec.learner)
+        config.releases.evaluation  # noqa: B018 - builds (validates) the evaluation mechanism at its epsilon
         cached = view.cached.get(spec.release_id)
         if cached is not None:
             if cached.tag != spec.round:
@@ -241,17 +247,17 @@ class BoostEvaluateKind(TaskKind[BoostEvaluateTask]):
         return None
 
     def debits(self, task: Task, spec: BoostEvaluateTask) -> list[Debit]:
-        return [Debit(task.owner_id, spec.config.booster.eval_round_epsilon, 0.0, spec.release_id, spec.release_id)]
+        return [Debit(task.owner_id, spec.config.params.eval_round_epsilon, 0.0, spec.release_id, spec.release_id)]
 
     def compute(self, task: Task, spec: BoostEvaluateTask, owner: LocalOwner) -> np.ndarray:
-        fb = spec.config.booster
-        sums = fb.evaluation_sums(spec.learner, owner.X, owner.y, _weights(owner, spec))
-        return fb.evaluation_release(np.array([sums]), rng=owner.rng)[0]
+        plan = spec.config.releases
+        sums = _steps().evaluation_sums(plan, spec.learner, owner.X, owner.y, _weights(owner, spec))
+        return _steps().evaluation_release(plan, np.array([sums]), rng=owner.rng)[0]
 
     def fallback(
         self, spec: BoostEvaluateTask, public: PublicConfig, n_rows: int, rng: np.random.Generator
     ) -> np.ndarray:
-        return spec.config.booster.evaluation_release(np.zeros((1, 2)), rng=rng)[0]
+        return _steps().evaluation_release(spec.config.releases, np.zeros((1, 2)), rng=rng)[0]
 
     def released(
         self, task: Task, spec: BoostEvaluateTask, release: Release, owner: LocalOwner, node: NodeState
@@ -260,5 +266,5 @@ class BoostEvaluateKind(TaskKind[BoostEvaluateTask]):
 
     def mod_input(self, spec: BoostEvaluateTask, release: Release) -> np.ndarray:
         """The pair clipped to the secure sum's public range: post-processing of the release."""
-        bound = min(float(spec.ring.max_abs), spec.config.booster.contribution_bound)
+        bound = min(float(spec.ring.max_abs), spec.config.releases.contribution_bound)
         return np.clip(np.asarray(release, dtype=np.float64), -bound, bound)

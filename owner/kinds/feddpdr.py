@@ -15,24 +15,25 @@ import math
 
 import numpy as np
 
-from privfed.common.mechanisms import GeometricMechanism
-from privfed.common.messages import PcaShareReply, PcaShareTask, SvmShareReply, SvmShareTask, Task
+from privfed.common.mechanisms import GeometricMechanism, noisy_count
+from privfed.common.tasks import (
+    PCA_SHARE,
+    SVM_SHARE,
+    PcaShareReply,
+    PcaShareTask,
+    SvmShareReply,
+    SvmShareTask,
+    Task,
+)
 from privfed.common.validation import check_positive
 from privfed.owner.kinds.base import PublicView, Refused, TaskKind, check_classes, check_limit, check_schema
 from privfed.owner.local import Cached, LocalOwner, PublicConfig
 
 
-def _noisy_count(n: int, count_epsilon: float, rng: np.random.Generator) -> int:
-    if math.isinf(count_epsilon):
-        return n
-    return int(GeometricMechanism(epsilon=count_epsilon).privatize(np.int64(n), rng))
-
-
 class PcaShareKind(TaskKind[PcaShareTask]):
     """DP-PCA (analytic Gaussian on ``X^T X``) and a two-sided geometric row count."""
 
-    name = "pca_share"
-    spec_type = PcaShareTask
+    kind = PCA_SHARE
 
     def validate(self, task: Task, spec: PcaShareTask, view: PublicView) -> Cached | None:
         from privfed.common.feddpdr.pca import covariance_release  # lazily: scipy only for the tasks that need it
@@ -54,7 +55,7 @@ class PcaShareKind(TaskKind[PcaShareTask]):
         U, n = owner_pca_release(
             owner.X, spec.bounds, spec.k, spec.epsilon, spec.delta, owner.rng, scaling=spec.scaling
         )
-        return PcaShareReply(subspace=U, noisy_count=_noisy_count(n, spec.count_epsilon, owner.rng))
+        return PcaShareReply(subspace=U, noisy_count=noisy_count(n, epsilon=spec.count_epsilon, rng=owner.rng))
 
     def fallback(
         self, spec: PcaShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator
@@ -65,17 +66,16 @@ class PcaShareKind(TaskKind[PcaShareTask]):
 
         empty = np.zeros((0, public.n_features))
         U, n = owner_pca_release(empty, spec.bounds, spec.k, spec.epsilon, spec.delta, rng, scaling=spec.scaling)
-        return PcaShareReply(subspace=U, noisy_count=_noisy_count(n, spec.count_epsilon, rng))
+        return PcaShareReply(subspace=U, noisy_count=noisy_count(n, epsilon=spec.count_epsilon, rng=rng))
 
 
 class SvmShareKind(TaskKind[SvmShareTask]):
     """The phase-2 classifier (:data:`privfed.common.feddpdr.choices.SVM_MODELS`) on projected rows."""
 
-    name = "svm_share"
-    spec_type = SvmShareTask
+    kind = SVM_SHARE
 
     def validate(self, task: Task, spec: SvmShareTask, view: PublicView) -> Cached | None:
-        from privfed.common.feddpdr.svm import check_svm_release
+        from privfed.common.feddpdr.release import check_svm_release
 
         check_schema(spec.bounds, view)
         check_classes(spec.n_classes, view)
@@ -95,7 +95,7 @@ class SvmShareKind(TaskKind[SvmShareTask]):
         return None
 
     def compute(self, task: Task, spec: SvmShareTask, owner: LocalOwner) -> SvmShareReply:
-        from privfed.common.feddpdr.svm import owner_svm_release
+        from privfed.common.feddpdr.release import owner_svm_release
 
         W, _, _ = owner_svm_release(
             owner.X,
@@ -118,7 +118,7 @@ class SvmShareKind(TaskKind[SvmShareTask]):
         """The same release of no rows: zero class sums plus their noise (``centroid``), else the minimiser
         of the perturbed objective of no data, drawn by the same code as :meth:`compute` (the solvers are
         total on an empty set), so a fallback's outputs range over what a release's do."""
-        from privfed.common.feddpdr.svm import owner_svm_release
+        from privfed.common.feddpdr.release import owner_svm_release
 
         W, _, _ = owner_svm_release(
             np.zeros((0, public.n_features)),

@@ -16,7 +16,7 @@ from privfed.common.learners.logistic import fit_local_logistic, lr_share
 from privfed.common.learners.ncc import ncc_share
 from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
 from privfed.common.mechanisms.base import Mechanism
-from privfed.common.messages import LrShareReply, LrShareTask, NccShareReply, NccShareTask, Task
+from privfed.common.tasks import LR_SHARE, NCC_SHARE, LrShareReply, LrShareTask, NccShareReply, NccShareTask, Task
 from privfed.common.validation import check_positive
 from privfed.owner.kinds.base import PublicView, TaskKind, check_classes, check_limit, check_schema
 from privfed.owner.local import Cached, LocalOwner, PublicConfig
@@ -36,8 +36,7 @@ def midpoint_rows(bounds: Bounds, n_rows: int) -> np.ndarray:
 class NccShareKind(TaskKind[NccShareTask]):
     """Every row once through an ε-LDP mechanism, labels by k-RR (or clear, by opt-in)."""
 
-    name = "ncc_share"
-    spec_type = NccShareTask
+    kind = NCC_SHARE
 
     def releases_clear_labels(self, spec: NccShareTask) -> bool:
         return spec.labels == "clear"
@@ -80,8 +79,7 @@ class NccShareKind(TaskKind[NccShareTask]):
 class LrShareKind(TaskKind[LrShareTask]):
     """A local logistic model, clipped to the public parameter bound, through an ε-LDP mechanism."""
 
-    name = "lr_share"
-    spec_type = LrShareTask
+    kind = LR_SHARE
 
     def _mechanism(self, spec: LrShareTask) -> Mechanism:
         return make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=lr_parameter_count(spec.bounds.d, spec.n_classes))

@@ -9,7 +9,7 @@ gRPC in :mod:`privfed.server.job`, in-process in ``privfed.deploy.inprocess``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from privfed.server.config import JobConfig
 from privfed.server.strategies.base import SingleRound, Strategy, Transport, refusals
 from privfed.server.strategies.lr import LrStrategy
 from privfed.server.strategies.ncc import NccStrategy
+
+if TYPE_CHECKING:
+    from privfed.server.strategies.feddpdr import FedDpdrStrategy
 
 __all__ = [
     "FedDpdrStrategy",
@@ -50,62 +53,14 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
         config = JobConfig(task=config, **{k: v for k, v in options.items() if v is not None})
     elif options:
         raise TypeError(f"make_strategy(JobConfig, ...) takes only n_classes and bounds, got {sorted(options)}")
-    if config.task == "ncc":
-        return NccStrategy(
-            mechanism=config.mechanism,
-            epsilon=config.epsilon,
-            n_classes=n_classes,
-            bounds=bounds,
-            labels=config.labels,
-            label_fraction=config.label_fraction,
+    if config.task in ("ncc", "lr", "feddpdr"):  # each takes its table's parameters (server/parameters.py)
+        strategy: type[NccStrategy | LrStrategy | FedDpdrStrategy] = (
+            NccStrategy if config.task == "ncc" else LrStrategy if config.task == "lr" else _feddpdr()
         )
-    if config.task == "lr":
-        return LrStrategy(
-            mechanism=config.mechanism,
-            epsilon=config.epsilon,
-            n_classes=n_classes,
-            bounds=bounds,
-            param_bound=config.param_bound,
-            c=config.c,
-        )
-    if config.task == "feddpdr":
-        from privfed.server.strategies.feddpdr import FedDpdrStrategy  # imports scipy: only for this task
-
-        return FedDpdrStrategy(
-            epsilon=config.epsilon,
-            n_classes=n_classes,
-            bounds=bounds,
-            k=config.k,
-            delta=config.delta,
-            lam=config.lam,
-            basis=config.basis,
-            model=config.model,
-            scaling=config.scaling,
-        )
-    from privfed.common.boosting.federated import FederatedBoosting
+        return strategy(**config.task_options(), epsilon=config.epsilon, n_classes=n_classes, bounds=bounds)
     from privfed.server.strategies.boosting import BoostingStrategy
 
-    booster = FederatedBoosting(
-        base=config.base,
-        epsilon=config.epsilon,
-        mechanism=config.mechanism,
-        n_classes=n_classes,
-        bounds=bounds,
-        n_rounds=config.n_rounds,
-        group_size=config.group_size,
-        n_bins=config.n_bins,
-        weight_bound=config.share_weight_bound,
-        labels=config.labels,
-        label_fraction=config.label_fraction,
-        C=config.c,
-        param_bound=config.param_bound,
-        eval_fraction=config.eval_fraction,
-        eval_row_bound=config.eval_row_bound,
-        max_owner_rows=config.owner_rows_bound,
-        share_groups=config.share_groups,
-        eval_mechanism=config.eval_mechanism,
-        budget_split=config.budget_split,
-    )
+    params = config.boosting_params(n_classes=n_classes, bounds=bounds)
     rng = np.random.Generator(np.random.PCG64(config.seed))
     journal = None
     if config.journal is not None:
@@ -115,7 +70,7 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
     elif config.resume:
         raise ConfigError("--resume needs --journal FILE (the journal of the job to continue)")
     return BoostingStrategy(
-        booster,
+        params,
         rng,
         ring_timeout=config.ring_timeout,
         secure_sum=config.secure_sum,
@@ -125,10 +80,14 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
     )
 
 
+def _feddpdr() -> type[FedDpdrStrategy]:
+    from privfed.server.strategies.feddpdr import FedDpdrStrategy  # imports scipy: only for this task
+
+    return FedDpdrStrategy
+
+
 def __getattr__(name: str) -> object:
     """``FedDpdrStrategy`` on first use: it imports scipy, which the other tasks' coordinators never load."""
     if name == "FedDpdrStrategy":
-        from privfed.server.strategies.feddpdr import FedDpdrStrategy
-
-        return FedDpdrStrategy
+        return _feddpdr()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-from privfed.common.messages import Refusal, Result, RingSpec, Task, TaskSpec
+from privfed.common.tasks import Refusal, Result, RingSpec, Task, TaskSpec
 from privfed.server.strategies.result import PrivacySplit, RoundReport, StrategyResult, SumRecord, TrainedModel
 
 
@@ -53,7 +53,7 @@ class Transport(Protocol):
     ) -> SumResult:
         """A secure sum of the owners ``ring`` (in order; ``ring[0]`` leads a ring), each asked with
         ``task_for(its ring spec)``, refusing and silent owners dropped
-        (:class:`privfed.common.secagg.coordinator.SecureSum`). ``max_abs`` bounds every
+        (:class:`privfed.common.secagg.transitions.SecureSum`). ``max_abs`` bounds every
         contribution (public); ``timeout`` is per attempt; ``protocol`` ``"ring"``, ``"secagg"``
         (pairwise masks) or ``"auto"`` (None: the transport's default). Raises :class:`RoundFailed`
         when it gives up."""

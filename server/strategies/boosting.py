@@ -2,13 +2,13 @@
 
 Per round t: a fresh group of owners (never reused: T × group ≤ N, checked) releases perturbed
 shares with their SAMME weights; the coordinator fits the base learner from them; round t's
-evaluation group (:func:`~privfed.common.boosting.federated.evaluation_groups`) then puts its noisy,
+evaluation group (:func:`~privfed.common.boosting.coordinator.evaluation_groups`) then puts its noisy,
 debited ``(err_sum, w_sum)`` releases into a ring secure sum, so the coordinator learns only the
 sums E and W of noisy values; it computes α (SAMME) and publishes (learner, α, E, W) in the next
 tasks, from which owners update their weights locally.
 
 Nothing here uses an owner's row count (contract 2): the ring's fixed-point range is the public
-``FederatedBoosting.contribution_bound`` (row bound times the public ``max_owner_rows`` plus 40
+``ReleasePlan.contribution_bound`` (row bound times the public ``max_owner_rows`` plus 40
 Laplace scales; every owner clips its noisy pair to it before encoding, which is post-processing). Each ring is opened at the
 relay for exactly its members and closed afterwards (contract 5). An owner that refuses
 its evaluation (budget, invalid task, already released) or stays silent (node past the node
@@ -17,7 +17,7 @@ already released reuse their cached noisy pair, so a re-run costs them nothing. 
 records the ε split, the noise scale and the drops.
 
 The round loop is :func:`privfed.common.boosting.loop.run_rounds`, the same one the in-process
-simulation (:meth:`FederatedBoosting.fit`) runs; this module supplies its steps over a
+simulation (:func:`privfed.common.boosting.simulation.simulate`) runs; this module supplies its steps over a
 :class:`~privfed.server.strategies.base.Transport`: share tasks for a group, the ring secure sum
 (:meth:`Transport.secure_sum`, which drops refusing or silent owners and re-forms the ring), and
 the published history.
@@ -28,19 +28,22 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from privfed.common.boosting.federated import FederatedBoosting, Release, concat_releases
+from privfed.common.boosting.coordinator import CoordinatorSteps, concat_releases
 from privfed.common.boosting.loop import Evaluation, RoundRecord, plan_rounds, run_rounds
+from privfed.common.boosting.owner import Release
+from privfed.common.boosting.params import BoostingParams
+from privfed.common.boosting.releases import ReleasePlan
 from privfed.common.boosting.wire import at_round, config_to_dict, empty_history, with_round
 from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.learners.samme import BoostedModel
-from privfed.common.messages import BoostEvaluateTask, BoostShareReply, BoostShareTask, boost_eval_epsilon
 from privfed.common.secagg import secure_sum_for
 from privfed.common.secagg.masking import MIN_MEMBERS
+from privfed.common.tasks import BoostEvaluateTask, BoostShareTask, share_reply_type
 from privfed.proto import serde
 from privfed.server.journal import Journal, fingerprint
 from privfed.server.strategies.base import Transport, new_tasks, refusal_codes
@@ -55,12 +58,12 @@ class BoostingStrategy:
 
     Parameters
     ----------
-    booster : FederatedBoosting
+    params : BoostingParams
         The run's public configuration.
     rng : numpy.random.Generator
         Draws the share and evaluation groups (public).
     ring_timeout : float or None
-        Seconds per secure-sum attempt (default :func:`~privfed.common.secagg.coordinator.attempt_timeout`).
+        Seconds per secure-sum attempt (default :func:`~privfed.common.secagg.transitions.attempt_timeout`).
     secure_sum : {"ring", "secagg", "auto"} or None
         The evaluations' secure sum (``--secure-sum``); None: the transport's default.
     journal : Journal or None
@@ -70,25 +73,29 @@ class BoostingStrategy:
         The group sampler's seed: part of the job's fingerprint in the journal.
     """
 
-    booster: FederatedBoosting
+    params: BoostingParams
     rng: np.random.Generator
     ring_timeout: float | None = None
     secure_sum: str | None = None
     journal: Journal | None = None
     resume: bool = False
     seed: int = 0
+    coordinator: CoordinatorSteps = field(init=False, repr=False)  # the releases and the round's rules
+
+    def __post_init__(self) -> None:
+        self.coordinator = CoordinatorSteps(ReleasePlan(self.params))
 
     def privacy(self) -> PrivacySplit:
         """Per owner: its share release(s) and its evaluation release(s), as the tasks debit them, and
         the evaluation noise. ε in all is the run's ε: the split gives each owner share and evaluation
         parts that add up to it (or, ``budget_split="owners"``, one of them at the whole ε)."""
-        fb = self.booster
+        fb, plan = self.params, self.coordinator.plan
         config = config_to_dict(fb, "-")
         evaluations = fb.n_rounds if fb.eval_groups == "all" else 1
         return PrivacySplit.from_entries(
             [
                 (BoostShareTask(config, empty_history()).ledger_entries(), fb.shares_per_owner),
-                ([(boost_eval_epsilon(config), 0.0, "boost-eval")], evaluations),
+                ([(fb.eval_round_epsilon, 0.0, "boost-eval")], evaluations),  # BoostEvaluateTask.ledger_entries
             ],
             epsilon=fb.epsilon,
             delta=0.0,
@@ -99,11 +106,11 @@ class BoostingStrategy:
                 "eval_epsilon": fb.eval_epsilon,
                 "eval_groups": fb.eval_groups,
                 "eval_mechanism": str(fb.eval_mechanism),
-                "eval_noise_scale": fb.eval_noise_scale,
+                "eval_noise_scale": plan.eval_noise_scale,
                 "weight_bound": fb.weight_bound,
                 "eval_row_bound": fb.eval_row_bound,
                 "max_owner_rows": fb.max_owner_rows,
-                "contribution_bound": fb.contribution_bound,
+                "contribution_bound": plan.contribution_bound,
                 "labels": fb.labels if fb.base == "ncc" else "in perturbed tables",
             },
         )
@@ -113,7 +120,7 @@ class BoostingStrategy:
         every round's share group fresh (rounds × group size ≤ owners) and every round's evaluation
         secure sum large enough for its protocol. Called before any owner is asked for anything
         (issue 23, item 2)."""
-        fb = self.booster
+        fb = self.params
         try:  # a throwaway generator: the job's own groups are drawn by run()
             _, evaluators = plan_rounds(fb, n_owners, np.random.Generator(np.random.PCG64(0)))
         except ConfigError as exc:
@@ -136,11 +143,11 @@ class BoostingStrategy:
             )
 
     def run(self, owner_ids: list[str], transport: Transport) -> StrategyResult[BoostedModel]:
-        groups, evaluators = plan_rounds(self.booster, len(owner_ids), self.rng)
+        groups, evaluators = plan_rounds(self.params, len(owner_ids), self.rng)
         evaluator_ids = [tuple(owner_ids[i] for i in e) for e in evaluators]
         run_id = f"boost-{secrets.token_hex(4)}"
         if self.journal is not None:
-            public = serde.boost_config_to_proto(config_to_dict(self.booster, "-")).SerializeToString()
+            public = serde.boost_config_to_proto(config_to_dict(self.params, "-")).SerializeToString()
             run_id = self.journal.begin(
                 fingerprint=fingerprint(public, str(self.seed)),
                 owner_ids=list(owner_ids),
@@ -150,11 +157,11 @@ class BoostingStrategy:
         steps = _FederationSteps(self, list(owner_ids), transport, run_id, evaluator_ids)
         transport.prepare_secure_sums(  # the evaluation groups are public: key them now
             evaluator_ids,
-            max_abs=self.booster.contribution_bound,
+            max_abs=self.coordinator.plan.contribution_bound,
             timeout=self.ring_timeout,
             protocol=self.secure_sum,
         )
-        model = run_rounds(self.booster, steps, groups, evaluators, self.journal).model
+        model = run_rounds(self.coordinator, steps, groups, evaluators, self.journal).model
         if self.journal is not None:
             self.journal.finish()
         return StrategyResult(
@@ -191,7 +198,7 @@ class _FederationSteps:
     ):
         self.strategy, self.owner_ids, self.transport, self.run_id = strategy, owner_ids, transport, run_id
         self.evaluators = evaluators
-        self.config = config_to_dict(strategy.booster, run_id)
+        self.config = config_to_dict(strategy.params, run_id)
         self.history = empty_history()
         self.rounds: list[RoundReport] = []
         self.dropped: list[str] = []  # owners removed from a secure sum (silent or refusing)
@@ -200,27 +207,27 @@ class _FederationSteps:
         self._progress: dict[int, _Progress] = {}
 
     def release(self, round_no: int, group: np.ndarray) -> Release:
-        fb, t0 = self.strategy.booster, time.perf_counter()
+        coordinator, t0 = self.strategy.coordinator, time.perf_counter()
         spec = BoostShareTask(self.config, at_round(self.history, round_no))
         results = self.transport.run_tasks(new_tasks([self.owner_ids[i] for i in group], self.run_id, spec))
         self.refused.update(refusal_codes(results))
-        replies = {r.owner_id: r.payload for r in results if isinstance(r.payload, BoostShareReply)}
+        reply_type = share_reply_type(coordinator.plan)
+        replies = {r.owner_id: r.payload for r in results if isinstance(r.payload, reply_type)}
         if not replies:
             raise RoundFailed(f"round {round_no + 1}: no owner of the group released a share")
         progress = self._progress.setdefault(round_no, _Progress())
         progress.released, progress.seconds = len(replies), time.perf_counter() - t0
-        if fb.base == "ncc":
-            return concat_releases([fb.ncc_reports(r.reports, r.labels, r.coordinates) for r in replies.values()])
-        if fb.base == "lr":
-            return np.concatenate([r.reports for r in replies.values()])
         shares: list[Release] = []
-        for owner, r in replies.items():  # each owner's stump share checked alone: a malformed one is dropped
+        for (
+            owner,
+            r,
+        ) in (
+            replies.items()
+        ):  # each typed by the run's config and checked by its contract; one that fails is dropped alone
             try:
-                shares.append(fb.stump_reports(r.reports, r.coordinates))
+                shares.append(r.release(coordinator))
             except ConfigError as exc:
-                log.warning(
-                    "round %d: a stump share that does not fit the run's encoding was dropped: %s", round_no + 1, exc
-                )
+                log.warning("round %d: a share that does not fit the run's encoding was dropped: %s", round_no + 1, exc)
                 self.rejected[owner] = f"share_encoding: {exc}"
         progress.released = len(shares)
         if not shares:
@@ -237,7 +244,7 @@ class _FederationSteps:
         outcome = self.transport.secure_sum(
             ring,
             lambda ring_spec: BoostEvaluateTask(self.config, sent, learner, ring_spec),
-            max_abs=strategy.booster.contribution_bound,  # public: row bound x max rows + noise headroom
+            max_abs=strategy.coordinator.plan.contribution_bound,  # public: row bound x max rows + noise headroom
             round_id=f"ring{round_no + 1}",
             timeout=strategy.ring_timeout,
             protocol=strategy.secure_sum,

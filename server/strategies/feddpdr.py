@@ -21,7 +21,7 @@ from privfed.common.feddpdr.choices import (
 )
 from privfed.common.feddpdr.model import FedDPDRModel, aggregate_classifier, delta_split
 from privfed.common.feddpdr.subspace import aggregate_subspaces, owner_weights
-from privfed.common.messages import PcaShareReply, PcaShareTask, SvmShareReply, SvmShareTask
+from privfed.common.tasks import PcaShareReply, PcaShareTask, SvmShareReply, SvmShareTask
 from privfed.common.validation import check_choice, check_fraction, check_int
 from privfed.server.strategies.base import Transport, new_tasks, refusal_codes
 from privfed.server.strategies.result import PrivacySplit, RoundReport, StrategyResult

@@ -10,7 +10,7 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import RoundFailed
 from privfed.common.learners.logistic import LinearModel, lr_aggregate
 from privfed.common.mechanisms import MECHANISMS
-from privfed.common.messages import LrShareReply, LrShareTask, Result
+from privfed.common.tasks import LrShareReply, LrShareTask, Result
 from privfed.common.validation import check_choice
 from privfed.server.strategies.base import SingleRound, shares_of
 

@@ -16,7 +16,7 @@ from privfed.common.learners.ncc import (
     split_label_budget,
 )
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse
-from privfed.common.messages import NccShareReply, NccShareTask, Result
+from privfed.common.tasks import NccShareReply, NccShareTask, Result
 from privfed.common.validation import check_choice
 from privfed.server.strategies.base import SingleRound, shares_of
 

@@ -582,7 +582,7 @@ def ncc_task(
     labels: str = "rr",
     label_epsilon: float = 0.05,
     n_classes: int = 2,
-    mechanism: str = "pm",
+    mechanism: str | int = "pm",
     round_id: str = "r",
     bounds: pb.Matrix | None = None,
 ) -> pb.Task:
@@ -591,8 +591,10 @@ def ncc_task(
         owner_id=owner_id,
         round_id=round_id,
         ncc_share=pb.NccShareTask(
-            mechanism=pb.MechanismSpec(name=mechanism, epsilon=epsilon),
-            labels=labels,
+            mechanism=pb.MechanismSpec(
+                name=wire_enum("Mechanism", mechanism) if isinstance(mechanism, str) else mechanism, epsilon=epsilon
+            ),
+            labels=wire_enum("LabelScheme", labels),
             label_epsilon=label_epsilon,
             n_classes=n_classes,
             bounds=bounds if bounds is not None else bounds_matrix(d),
@@ -614,11 +616,11 @@ def boost_config(
 ):
     """A boosting configuration exactly as the coordinator's strategy sends it
     (``privfed.common.boosting.wire.config_to_dict``, a ``BoostConfig``)."""
-    from privfed.common.boosting.federated import FederatedBoosting
+    from privfed.common.boosting.params import BoostingParams
     from privfed.common.boosting.wire import config_to_dict
     from privfed.common.bounds import Bounds
 
-    fb = FederatedBoosting(
+    fb = BoostingParams(
         base=base,
         epsilon=epsilon,
         mechanism="pm",
@@ -691,6 +693,20 @@ def kind(result: pb.Result | None) -> str | None:
     return None if result is None else result.WhichOneof("kind")
 
 
+def refusal_code(result: pb.Result) -> str:
+    """The code of a refusal, as Python names it (``common/tasks/base.py`` REFUSAL_CODES)."""
+    from privfed.proto import serde
+
+    return serde.REFUSAL_CODE.from_proto(result.refusal.code, "refusal code")
+
+
+def wire_enum(name: str, choice: str) -> int:
+    """The wire value of one of the Python side's public choices (``proto/serde_arrays.py`` WireEnum):
+    ``wire_enum("Mechanism", "pm")``."""
+    prefix = "".join(f"_{c}" if c.isupper() else c.upper() for c in name).lstrip("_")
+    return pb.DESCRIPTOR.enum_types_by_name[name].values_by_name[f"{prefix}_{choice.upper().replace('-', '_')}"].number
+
+
 def wait_until(predicate, timeout: float = WAIT, every: float = 0.05) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -717,7 +733,7 @@ def assert_still_serving(coordinator, node, owner_id, *, d):
     result = coordinator.run([task]).get(task.task_id)
     assert result is not None, f"no answer to a normal task from {owner_id}:\n{node.log()[-3000:]}"
     if kind(result) == "refusal":
-        assert result.refusal.code == "budget_exceeded", result.refusal
+        assert refusal_code(result) == "budget_exceeded", result.refusal
     else:
         assert kind(result) == "ncc_share"
         assert len(result.ncc_share.labels) == 1

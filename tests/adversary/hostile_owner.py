@@ -29,28 +29,28 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import grpc
 import numpy as np
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 from privfed.common.identity import owner_id
-from privfed.common.messages import (
+from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
+from privfed.common.tasks import (
     LrShareReply,
     LrShareTask,
     NccShareReply,
-    NccShareTask,
     Payload,
     PcaShareReply,
-    PcaShareTask,
     Result,
     SvmShareReply,
     SvmShareTask,
     Task,
+    kind_of,
 )
-from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
@@ -76,77 +76,56 @@ def _lr_width(spec: LrShareTask) -> int:
     return (spec.bounds.d + 1) * (1 if spec.n_classes == 2 else spec.n_classes)
 
 
-def huge(task: Task) -> Payload | None:
-    """One report at +2^41 in every coordinate (the wire's range is below 2^42), labelled 0: what
-    dragged the issue's NCC accuracy from 0.655 to 0.472 and LR's from 0.555 to 0.488."""
-    spec = task.spec
-    if isinstance(spec, NccShareTask):
-        return NccShareReply(reports=np.full((1, spec.bounds.d), 2.0**41), labels=np.zeros(1, dtype=np.int64))
-    if isinstance(spec, LrShareTask):
-        return LrShareReply(reports=np.full((1, _lr_width(spec)), 2.0**41))
-    return None
+def _svm_width(spec: SvmShareTask) -> int:
+    return (spec.bounds.d if spec.subspace is None else spec.subspace.shape[1]) + 1
 
 
-def many_rows(task: Task, n: int = 20_000) -> Payload | None:
-    """``n`` in-range rows (every value +1, the top of [-1, 1]), all labelled class 0."""
-    spec = task.spec
-    if isinstance(spec, NccShareTask):
-        return NccShareReply(reports=np.ones((n, spec.bounds.d)), labels=np.zeros(n, dtype=np.int64))
-    return None
+def by_kind(answers: Mapping[str, Callable[[Any], Payload]]) -> Answer:
+    """An attack that answers tasks of the kinds named in ``answers`` (by kind name, from the task's
+    spec) and stalls on every other."""
 
+    def answer(task: Task) -> Payload | None:
+        make = answers.get(kind_of(task.spec).name)
+        return None if make is None else make(task.spec)
 
-def bad_label(task: Task) -> Payload | None:
-    """One in-range row with label 7 (a 2-class job's labels are 0 and 1)."""
-    spec = task.spec
-    if isinstance(spec, NccShareTask):
-        return NccShareReply(reports=np.zeros((1, spec.bounds.d)), labels=np.array([7], dtype=np.int64))
-    return None
-
-
-def wide(task: Task) -> Payload | None:
-    """A reply three columns wider than the schema's ``d`` (NCC rows, or LR's parameter vector)."""
-    spec = task.spec
-    if isinstance(spec, NccShareTask):
-        return NccShareReply(reports=np.zeros((1, spec.bounds.d + 3)), labels=np.zeros(1, dtype=np.int64))
-    if isinstance(spec, LrShareTask):
-        return LrShareReply(reports=np.zeros((1, _lr_width(spec) + 3)))
-    return None
-
-
-def not_finite(task: Task) -> Payload | None:
-    """NaN where the wire carries float64 (reports are grid indices and cannot hold one): a DP-PCA
-    subspace of NaN with an honest-looking count, or an SVM release of NaN."""
-    spec = task.spec
-    if isinstance(spec, PcaShareTask):
-        return PcaShareReply(subspace=np.full((spec.bounds.d, spec.k), math.nan), noisy_count=5)
-    if isinstance(spec, SvmShareTask):
-        k = spec.bounds.d if spec.subspace is None else spec.subspace.shape[1]
-        return SvmShareReply(coef=np.full((spec.n_classes, k + 1), math.nan))
-    return None
-
-
-def huge_count(task: Task) -> Payload | None:
-    """A well-formed DP-PCA subspace (the first k axes) with a row count of 10^12, which would take
-    all of the weighted projector average if it were believed."""
-    spec = task.spec
-    if isinstance(spec, PcaShareTask):
-        return PcaShareReply(subspace=np.eye(spec.bounds.d, spec.k), noisy_count=10**12)
-    return None
-
-
-def stall(task: Task) -> Payload | None:
-    """Never answer (the node keeps polling: the coordinator sees it alive)."""
-    return None
+    return answer
 
 
 ATTACKS: dict[str, Answer] = {
-    "huge": huge,
-    "rows": many_rows,
-    "label": bad_label,
-    "width": wide,
-    "nan": not_finite,
-    "count": huge_count,
-    "stall": stall,
+    # One report at +2^41 in every coordinate (the wire's range is below 2^42), labelled 0: what
+    # dragged the issue's NCC accuracy from 0.655 to 0.472 and LR's from 0.555 to 0.488.
+    "huge": by_kind(
+        {
+            "ncc_share": lambda s: NccShareReply(np.full((1, s.bounds.d), 2.0**41), np.zeros(1, dtype=np.int64)),
+            "lr_share": lambda s: LrShareReply(np.full((1, _lr_width(s)), 2.0**41)),
+        }
+    ),
+    # 20 000 in-range rows (every value +1, the top of [-1, 1]), all labelled class 0.
+    "rows": by_kind(
+        {"ncc_share": lambda s: NccShareReply(np.ones((20_000, s.bounds.d)), np.zeros(20_000, dtype=np.int64))}
+    ),
+    # One in-range row with label 7 (a 2-class job's labels are 0 and 1).
+    "label": by_kind({"ncc_share": lambda s: NccShareReply(np.zeros((1, s.bounds.d)), np.array([7], dtype=np.int64))}),
+    # A reply three columns wider than the schema's ``d`` (NCC rows, or LR's parameter vector).
+    "width": by_kind(
+        {
+            "ncc_share": lambda s: NccShareReply(np.zeros((1, s.bounds.d + 3)), np.zeros(1, dtype=np.int64)),
+            "lr_share": lambda s: LrShareReply(np.zeros((1, _lr_width(s) + 3))),
+        }
+    ),
+    # NaN where the wire carries float64 (reports are grid indices and cannot hold one): a DP-PCA
+    # subspace of NaN with an honest-looking count, or an SVM release of NaN.
+    "nan": by_kind(
+        {
+            "pca_share": lambda s: PcaShareReply(np.full((s.bounds.d, s.k), math.nan), noisy_count=5),
+            "svm_share": lambda s: SvmShareReply(np.full((s.n_classes, _svm_width(s)), math.nan)),
+        }
+    ),
+    # A well-formed DP-PCA subspace (the first k axes) with a row count of 10^12, which would take
+    # all of the weighted projector average if it were believed.
+    "count": by_kind({"pca_share": lambda s: PcaShareReply(np.eye(s.bounds.d, s.k), noisy_count=10**12)}),
+    # Never answer (the node keeps polling: the coordinator sees it alive).
+    "stall": by_kind({}),
 }
 
 

@@ -10,7 +10,16 @@ byte for byte and without a debit: nothing new leaves.
 import secrets
 
 import numpy as np
-from hostile import BUDGET, assert_still_serving, boost_config, boost_share, kind, ledger_history, spent_epsilon
+from hostile import (
+    BUDGET,
+    assert_still_serving,
+    boost_config,
+    boost_share,
+    kind,
+    ledger_history,
+    refusal_code,
+    spent_epsilon,
+)
 
 D = 2
 X = np.array([[0.25, 0.75], [0.6, 0.4]])
@@ -42,7 +51,7 @@ def test_new_run_ids_release_only_with_a_debit_until_the_budget_is_spent(coordin
             assert spent_epsilon(ledger_history(node.ledger, victim)) == spent
     released = [(run, tid) for run, tid, r in outcomes if kind(r) == "boost_share"]
     last = outcomes[-1][2]
-    assert kind(last) == "refusal" and last.refusal.code == "budget_exceeded", (
+    assert kind(last) == "refusal" and refusal_code(last) == "budget_exceeded", (
         f"12 run ids, {len(released)} releases, never refused: {last}"
     )
 

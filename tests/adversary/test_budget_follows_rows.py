@@ -12,7 +12,7 @@ budget whatever the partition or the node's name.
 import subprocess
 
 import numpy as np
-from hostile import OwnerProcess, kind, owner_command, pb, write_rows
+from hostile import OwnerProcess, kind, owner_command, pb, refusal_code, write_rows
 
 D = 2
 BUDGET = 20.0
@@ -29,7 +29,7 @@ def _lr(task_id, owner_id, epsilon):
         owner_id=owner_id,
         round_id=task_id,
         lr_share=pb.LrShareTask(
-            mechanism=pb.MechanismSpec(name="pm", epsilon=epsilon),
+            mechanism=pb.MechanismSpec(name=pb.MECHANISM_PM, epsilon=epsilon),
             param_bound=1.0,
             c=1.0,
             n_classes=2,
@@ -66,7 +66,7 @@ def test_a_row_keeps_its_spent_budget_across_shards_and_names(tmp_path, coordina
     def ask(node, owner_id, epsilon, tag):
         task = _lr(f"{tag}-{owner_id}", owner_id, epsilon)
         result = coordinator.run([task])[task.task_id]
-        return result.refusal.code if kind(result) == "refusal" else kind(result)
+        return refusal_code(result) if kind(result) == "refusal" else kind(result)
 
     # The row whose owner index changes when the node is re-sharded from 4 owners to 2.
     row = next(r for r in range(X.shape[0]) if _holder(r, 4) != _holder(r, 2))

@@ -18,6 +18,7 @@ from hostile import (
     kind,
     ledger_history,
     ncc_task,
+    refusal_code,
 )
 
 D = 2
@@ -38,7 +39,7 @@ def test_clear_labels_refused_without_opt_in(coordinator, owners):
     for task in (ncc, boost):
         r = results.get(task.task_id)
         assert kind(r) == "refusal", f"clear labels released without opt-in: {r}"
-        assert r.refusal.code == "policy", r.refusal
+        assert refusal_code(r) == "policy", r.refusal
         # nothing left, so nothing is debited
         assert not [h for h in ledger_history(node.ledger, task.owner_id) if task.task_id in h["release_id"]]
     assert_still_serving(coordinator, node, a, d=D)
@@ -58,7 +59,7 @@ def test_clear_labels_with_opt_in_are_recorded_as_nonprivate(coordinator, owners
 
 def test_label_scheme_defaults_to_randomized_response():
     """Private by default: rr for NCC, joint (one k-RR report of label and sign) for boosted NCC."""
-    from privfed.common.boosting.federated import FederatedBoosting
+    from privfed.common.boosting.params import BoostingParams
     from privfed.common.bounds import Bounds
     from privfed.deploy.cli import build_parser, job_config
     from privfed.server.strategies import make_strategy
@@ -71,7 +72,7 @@ def test_label_scheme_defaults_to_randomized_response():
     assert job_config(args, epsilon=1.0, rows_per_owner=3.0).share_weight_bound == 1.0  # a row's weight, for NCC
     bounds = Bounds(np.zeros(D), np.ones(D))
     assert make_strategy("ncc", mechanism="pm", epsilon=1.0, n_classes=2, bounds=bounds).labels == "rr"
-    assert FederatedBoosting(epsilon=1.0, n_classes=2, bounds=bounds, n_rounds=1).labels == "joint"
+    assert BoostingParams(epsilon=1.0, n_classes=2, bounds=bounds, n_rounds=1).labels == "joint"
     from privfed.common.errors import ConfigError
     from privfed.server.config import JobConfig
 

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 import pytest
-from hostile import kind, ledger_history, ncc_task, spent_epsilon
+from hostile import kind, ledger_history, ncc_task, refusal_code, spent_epsilon
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
@@ -123,7 +123,7 @@ def test_replaying_the_sampler_rules_out_no_candidate(coordinator, owners, name)
     assert eps == pytest.approx(EPSILON_FLOOR, rel=0.01), "the public floor is the smallest epsilon a mechanism takes"
     below = ncc_task(f"{name}-below", node.owner_ids[0], d=D, epsilon=EPSILON_FLOOR / 2, label_epsilon=EPSILON_FLOOR)
     refused = coordinator.run([below])[below.task_id]
-    assert kind(refused) == "refusal" and refused.refusal.code == "invalid_task", refused
+    assert kind(refused) == "refusal" and refusal_code(refused) == "invalid_task", refused
     assert spent_epsilon(ledger_history(node.ledger, node.owner_ids[0], node.budget)) == 0.0
 
     pinned, candidates, spent = attack(coordinator, node, name, EPSILON_FLOOR)

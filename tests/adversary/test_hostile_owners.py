@@ -24,7 +24,7 @@ import pytest
 from hostile_owner import ATTACKS, HostileOwner
 
 from privfed.common.ledger import Ledger
-from privfed.common.messages import Refusal, Result, Task
+from privfed.common.tasks import Refusal, Result, Task
 from privfed.deploy.certs import make_certs
 from privfed.owner.core import handle_batch
 from privfed.owner.data import build_owners, federation_split

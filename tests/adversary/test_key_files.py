@@ -1,8 +1,8 @@
 """Issue 9, item 10: private keys are never readable by others, not even briefly, and the CA key
 is in no running service's directory.
 
-* ``privfed certs`` (and the compose enrolment path, ``privfed.deploy.enroll``: CA and
-  coordinator pair, then an owner making its own key and getting it signed) runs as a real process
+* ``privfed certs`` (and the enrolment path, ``privfed.deploy.enroll``: CA and tokens, then the
+  coordinator and an owner making their own keys and getting them signed) runs as a real process
   under a Python audit hook (PEP 578) with umask 022. At
   every audited event (each ``open``, ``os.chmod``, ``os.rename``/``os.replace``, ...) the hook
   records the mode of every file already opened for writing under the output directory. A key
@@ -40,7 +40,7 @@ def hook(event, args):
             seen.setdefault(path, [])
     if event in ("os.rename", "os.replace") and len(args) >= 2:
         renames.append((os.path.abspath(os.fsdecode(args[0])), os.path.abspath(os.fsdecode(args[1]))))
-    for path, modes in seen.items():
+    for path, modes in list(seen.items()):   # the enrolling thread's hook may add paths meanwhile
         try:
             st = os.lstat(path)
         except OSError:
@@ -53,21 +53,18 @@ os.umask(0o022)
 if sys.argv[3] == "certs":
     from privfed.deploy.cli import main
     code = main(["certs", "--out", out, "--owners", "2"])
-else:   # the compose path: CA + coordinator pair, then an owner makes its own key and is signed
-    import threading
+else:   # the enrolment path: CA and tokens, then each party makes its own key and is signed
     from pathlib import Path
     from privfed.deploy import enroll
-    from privfed.deploy.owner_entry import claim_slot
+    from privfed.deploy.signer import SignerServer
     root_p = Path(out)
-    enroll.init(root_p / "pki", root_p / "coordinator", root_p / "exchange")
-    _, lock = claim_slot(root_p / "exchange" / "slots", 1)
-    box = {}
-    t = threading.Thread(target=lambda: box.setdefault("dir", enroll.enroll(
-        root_p / "exchange", root_p / "tls", "owner-0", lock, timeout=60)))
-    t.start()
-    enroll.sign(root_p / "pki", root_p / "exchange", root_p / "exchange" / "slots", 1, timeout=60)
-    t.join()
-    code = 0 if "dir" in box else 1
+    enroll.init(root_p / "pki", ["owner-0"], public=root_p / "public")
+    signer = SignerServer.start(root_p / "pki", root_p / "signer-state", "127.0.0.1:0")
+    for name, role in (("coordinator", "coordinator"), ("owner-0", "owner")):
+        enroll.request(f"127.0.0.1:{signer.port}", root_p / "public" / "ca.pem", root_p / "tls", name,
+                       root_p / "pki" / "tokens" / role / name, timeout=60)
+    signer.stop()
+    code = 0
 hook("end", ())
 with open(report, "w") as f:
     json.dump({"code": code, "seen": seen, "renames": renames}, f)

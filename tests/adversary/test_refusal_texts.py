@@ -11,7 +11,7 @@ contain one of the owner's values.
 import re
 
 import numpy as np
-from hostile import assert_still_serving, boost_config, boost_share, bounds_matrix, kind, ncc_task, pb
+from hostile import assert_still_serving, boost_config, boost_share, bounds_matrix, kind, ncc_task, pb, refusal_code
 
 D = 2
 # Labels are class indices of the node's own file: node owner-0 holds classes 0 and 1 (the test
@@ -29,7 +29,7 @@ def _invalid_tasks(owner_id):
         owner_id=owner_id,
         round_id="r",
         lr_share=pb.LrShareTask(
-            mechanism=pb.MechanismSpec(name="pm", epsilon=0.1),
+            mechanism=pb.MechanismSpec(name=pb.MECHANISM_PM, epsilon=0.1),
             param_bound=1.0,
             c=1.0,
             n_classes=1,
@@ -40,7 +40,7 @@ def _invalid_tasks(owner_id):
         ncc_task("k1", owner_id, d=D, n_classes=1),
         ncc_task("k0", owner_id, d=D, n_classes=0),
         ncc_task("d3", owner_id, d=3),
-        ncc_task("mech", owner_id, d=D, mechanism="nope"),
+        ncc_task("mech", owner_id, d=D, mechanism=77),  # a mechanism this version does not know
         ncc_task("neg", owner_id, d=D, epsilon=-1.0),
         ncc_task("nan", owner_id, d=D, label_epsilon=float("nan")),
         ncc_task("over", owner_id, d=D, epsilon=3.0),
@@ -85,7 +85,7 @@ def test_refusal_texts_carry_no_data(coordinator, owners):
             assert kind(r) == "refusal", f"{name} answered invalid task {tid} with {kind(r)}"
             msg = r.refusal.message
             assert not any(v in msg for v in values), f"{name} refusal for {tid} quotes a row value: {msg!r}"
-            texts[(name, tid)] = (r.refusal.code, _normalise(msg, oid, name))
+            texts[(name, tid)] = (refusal_code(r), _normalise(msg, oid, name))
     for tid in task_ids:
         a, b = texts[("owner-0", tid)], texts[("owner-1", tid)]
         assert a == b, f"refusal of {tid} differs between owners with different data: {a!r} vs {b!r}"

@@ -34,6 +34,7 @@ from hostile import (
     ledger_history,
     matrix,
     pb,
+    refusal_code,
     spent_epsilon,
 )
 
@@ -64,7 +65,7 @@ def _probe(coordinator, owners, learner, n_bins=N_BINS, **history):
     outcome = {}
     for task in tasks:
         r = results[task.task_id]
-        outcome[task.owner_id] = r.refusal.code if kind(r) == "refusal" else kind(r)
+        outcome[task.owner_id] = refusal_code(r) if kind(r) == "refusal" else kind(r)
     return outcome
 
 
@@ -149,7 +150,7 @@ def test_an_svm_that_does_not_converge_is_still_released_and_debited(coordinator
         by_label = {0: [], 1: []}
         for t in tasks:
             r = results.get(t.task_id)
-            by_label[node.rows()[t.owner_id][1]].append(r.refusal.code if kind(r) == "refusal" else kind(r))
+            by_label[node.rows()[t.owner_id][1]].append(refusal_code(r) if kind(r) == "refusal" else kind(r))
         assert by_label == {0: [expected] * 4, 1: [expected] * 4}, (lam, by_label)
     for o in ids:
         assert [h["epsilon"] for h in ledger_history(node.ledger, o, budget=2000.0)] == [30.0]

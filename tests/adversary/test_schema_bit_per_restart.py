@@ -17,7 +17,7 @@ import sqlite3
 import subprocess
 
 import numpy as np
-from hostile import OwnerProcess, kind, ncc_task, owner_command, write_rows
+from hostile import OwnerProcess, kind, ncc_task, owner_command, refusal_code, write_rows
 
 D = 2
 LABELS = {"owner-0": 7, "owner-1": 2}
@@ -77,7 +77,7 @@ def test_a_new_schema_after_a_restart_is_refused_without_reading_the_rows(tmp_pa
         for node in nodes.values():
             node.stop()
         return {
-            n: "fits" if kind(results[t.task_id]) == "ncc_share" else results[t.task_id].refusal.code
+            n: "fits" if kind(results[t.task_id]) == "ncc_share" else refusal_code(results[t.task_id])
             for n, t in zip(nodes, tasks)
         }
 

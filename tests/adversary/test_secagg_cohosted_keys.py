@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from privfed.common.errors import RemoteProtocolError
-from privfed.common.messages import PeerKey
 from privfed.common.secagg.aggregator import SecAggServer
 from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.messages import KeyAdvert
+from privfed.common.tasks import PeerKey
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.secagg import SecAggDriver
 

@@ -35,7 +35,14 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X
 from hostile import boost_config, empty_history, grid_stump, ledger_history, spent_epsilon
 
 from privfed.common.errors import RemoteProtocolError
-from privfed.common.messages import (
+from privfed.common.secagg import shamir
+from privfed.common.secagg.aggregator import SecAggServer
+from privfed.common.secagg.boxes import Box, generate_private_key, public_bytes
+from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.masking import pair_key, pair_masks, self_mask
+from privfed.common.secagg.messages import InputRequest, KeyAdvert, KeyShares, MaskedInput, UnmaskReply, UnmaskRequest
+from privfed.common.secagg.pairwise import OwnerState, SecAggOwner
+from privfed.common.tasks import (
     BoostEvaluateTask,
     PeerKey,
     Result,
@@ -44,13 +51,6 @@ from privfed.common.messages import (
     SecAggUnmaskTask,
     Task,
 )
-from privfed.common.secagg import shamir
-from privfed.common.secagg.aggregator import SecAggServer
-from privfed.common.secagg.boxes import Box, generate_private_key, public_bytes
-from privfed.common.secagg.fixedpoint import FixedPoint
-from privfed.common.secagg.masking import pair_key, pair_masks, self_mask
-from privfed.common.secagg.messages import InputRequest, KeyAdvert, KeyShares, MaskedInput, UnmaskReply, UnmaskRequest
-from privfed.common.secagg.pairwise import OwnerState, SecAggOwner
 from privfed.proto import serde
 
 D = 2

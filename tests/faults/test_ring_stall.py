@@ -9,8 +9,8 @@ from __future__ import annotations
 import threading
 
 from privfed.common.identity import owner_id
-from privfed.common.messages import BoostEvaluateTask, OwnerInfo, Refusal, Result, RingSpec, Task
 from privfed.common.secagg.ring import Inbound, MessageKind, new_session_id
+from privfed.common.tasks import BoostEvaluateTask, OwnerInfo, Refusal, Result, RingSpec, Task
 from privfed.server.dispatcher import Dispatcher
 
 A0, B0, C0 = owner_id("node-a", 0), owner_id("node-b", 0), owner_id("node-c", 0)

@@ -88,7 +88,7 @@ def _seeds(register: pb.RegisterNodeRequest) -> dict[str, object]:
         "PushResults": pb.PushResultsRequest(
             node_id=NODE,
             results=[
-                pb.Result(task_id="t", owner_id=OWNER, refusal=pb.Refusal(code="policy", message="x")),
+                pb.Result(task_id="t", owner_id=OWNER, refusal=pb.Refusal(code=pb.REFUSAL_CODE_POLICY, message="x")),
                 pb.Result(task_id="u", owner_id=OWNER, ncc_share=pb.NccShare(reports=reports, labels=[1])),
             ],
         ),

@@ -3,7 +3,7 @@
 Two :class:`~privfed.owner.core.OwnerCore` s host the same logical owners with the same public
 configuration (schema bounds, declared classes) but different rows: other values (some at or
 beyond the bounds), other labels, other row counts. Hypothesis sends both the same sequence of
-task batches of every kind -- NCC, LR, DP-PCA, SVM, boosting shares with hostile histories (α over
+task batches of every kind of the registry (``common.tasks.KINDS``) -- NCC, LR, DP-PCA, SVM, boosting shares with hostile histories (α over
 the public bound, E > W, off-grid stumps), boosting evaluations in a ring, secure-sum steps and
 relayed garbage -- with extreme and tiny ε, odd bounds and malformed sub-fields. After every batch:
 
@@ -30,7 +30,10 @@ from hypothesis import strategies as st
 from privfed.common.bounds import Bounds
 from privfed.common.errors import PrivfedError
 from privfed.common.ledger import Ledger
-from privfed.common.messages import (
+from privfed.common.secagg.boxes import public_bytes
+from privfed.common.secagg.messages import UnmaskRequest
+from privfed.common.tasks import (
+    KINDS,
     BoostEvaluateTask,
     BoostShareTask,
     LrShareTask,
@@ -44,11 +47,10 @@ from privfed.common.messages import (
     SecAggUnmaskTask,
     SvmShareTask,
     Task,
+    kind_of,
 )
-from privfed.common.secagg.boxes import public_bytes
-from privfed.common.secagg.messages import UnmaskRequest
 from privfed.owner.core import OwnerCore, is_sendable
-from privfed.owner.kinds import kind_of
+from privfed.owner.kinds import kind_of as owner_kind
 from privfed.owner.kinds.base import TaskKind
 from privfed.owner.local import LocalOwner
 
@@ -108,7 +110,7 @@ def _build(make):
 
 
 def _boost_config(data, run: str, base: str):
-    from privfed.common.boosting.federated import FederatedBoosting
+    from privfed.common.boosting.params import BoostingParams
     from privfed.common.boosting.wire import BoostConfig
 
     kw = dict(
@@ -125,13 +127,13 @@ def _boost_config(data, run: str, base: str):
         eval_mechanism=data.draw(st.sampled_from([None, "laplace", "rr"])),
         budget_split=_pick(data, "epsilon", "owners"),
     )
-    return _build(lambda: BoostConfig(run, FederatedBoosting(**kw)))
+    return _build(lambda: BoostConfig(run, BoostingParams(**kw)))
 
 
 def _learner(data, config):
     from privfed.common.learners.stump import Stump, thresholds
 
-    fb = config.booster
+    fb = config.params
     bins = fb.n_bins
     a = _pick(data, data.draw(st.integers(0, D - 1)), D)
     b = _pick(data, data.draw(st.integers(1, bins - 1)), bins)
@@ -146,7 +148,7 @@ def _history(data, config, round_no: int):
     from privfed.common.learners.samme import max_alpha
 
     kept = []
-    for _ in range(data.draw(st.integers(0, 3)) if config.booster.base == "stump" else 0):
+    for _ in range(data.draw(st.integers(0, 3)) if config.params.base == "stump" else 0):
         learner = _learner(data, config)
         alpha = _pick(
             data, data.draw(st.sampled_from([0.0, 0.7, max_alpha(K)])), max_alpha(K) * 1.001, 709.0, 1e300, -1.0
@@ -160,79 +162,80 @@ def _history(data, config, round_no: int):
     return _build(lambda: BoostHistory(tuple(kept), max(round_no, len(kept))))
 
 
-def _spec(data, core: OwnerCore, owner_id: str):
-    kind = data.draw(
-        st.sampled_from(["ncc", "lr", "pca", "svm", "share", "share", "evaluate", "evaluate", "step", "ring"])
+def _ncc(data, core: OwnerCore, owner_id: str):
+    return _build(
+        lambda: NccShareTask(
+            _pick(data, data.draw(st.sampled_from(["pm", "duchi", "laplace"])), "nope"),
+            _eps(data),
+            _pick(data, "rr", "clear"),
+            _eps(data),
+            _pick(data, K, 2, 1),
+            _bounds(data),
+        )
     )
-    eps = _eps(data)
-    if kind == "ncc":
-        return _build(
-            lambda: NccShareTask(
-                _pick(data, data.draw(st.sampled_from(["pm", "duchi", "laplace"])), "nope"),
-                eps,
-                _pick(data, "rr", "clear"),
-                _eps(data),
-                _pick(data, K, 2, 1),
-                _bounds(data),
-            )
+
+
+def _lr(data, core: OwnerCore, owner_id: str):
+    return _build(
+        lambda: LrShareTask(
+            data.draw(st.sampled_from(["pm", "laplace"])),
+            _eps(data),
+            _pick(data, 1.0, 1e-30, 1e30, -1.0),
+            _pick(data, 1.0, 1e-9),
+            _pick(data, K, 2),
+            _bounds(data),
         )
-    if kind == "lr":
-        return _build(
-            lambda: LrShareTask(
-                data.draw(st.sampled_from(["pm", "laplace"])),
-                eps,
-                _pick(data, 1.0, 1e-30, 1e30, -1.0),
-                _pick(data, 1.0, 1e-9),
-                _pick(data, K, 2),
-                _bounds(data),
-            )
+    )
+
+
+def _pca(data, core: OwnerCore, owner_id: str):
+    return _build(
+        lambda: PcaShareTask(
+            _eps(data),
+            _pick(data, 1e-5, 0.0, 0.5, 1.0),
+            _pick(data, data.draw(st.integers(1, D)), 0, D + 1),
+            _bounds(data),
+            _eps(data),
+            data.draw(st.sampled_from(["ball", "normalise"])),
         )
-    if kind == "pca":
-        return _build(
-            lambda: PcaShareTask(
-                eps,
-                _pick(data, 1e-5, 0.0, 0.5, 1.0),
-                _pick(data, data.draw(st.integers(1, D)), 0, D + 1),
-                _bounds(data),
-                _eps(data),
-                data.draw(st.sampled_from(["ball", "normalise"])),
-            )
+    )
+
+
+def _svm(data, core: OwnerCore, owner_id: str):
+    subspace = _pick(
+        data, data.draw(st.sampled_from([None, np.eye(D)[:, :2]])), np.eye(D)[:, :2] * 2.0, np.full((D, 1), np.nan)
+    )
+    model = _pick(data, data.draw(st.sampled_from(["ovr-huber", "centroid", "mc-huber", "softmax"])), "nope")
+    delta = _pick(data, 0.0 if model == "ovr-huber" else 1e-5, 0.0, 1e-5)
+    return _build(
+        lambda: SvmShareTask(
+            _pick(data, data.draw(st.sampled_from([0.05, 1.0])), math.inf, 0.0),
+            _pick(data, 0.1, 1e-15),
+            _pick(data, K, 2),
+            _bounds(data),
+            subspace,
+            delta=delta,
+            model=model,
+            scaling=data.draw(st.sampled_from(["ball", "normalise"])),
         )
-    if kind == "svm":
-        subspace = _pick(
-            data, data.draw(st.sampled_from([None, np.eye(D)[:, :2]])), np.eye(D)[:, :2] * 2.0, np.full((D, 1), np.nan)
-        )
-        model = _pick(data, data.draw(st.sampled_from(["ovr-huber", "centroid", "mc-huber", "softmax"])), "nope")
-        delta = _pick(data, 0.0 if model == "ovr-huber" else 1e-5, 0.0, 1e-5)
-        return _build(
-            lambda: SvmShareTask(
-                _pick(data, data.draw(st.sampled_from([0.05, 1.0])), math.inf, 0.0),
-                _pick(data, 0.1, 1e-15),
-                _pick(data, K, 2),
-                _bounds(data),
-                subspace,
-                delta=delta,
-                model=model,
-                scaling=data.draw(st.sampled_from(["ball", "normalise"])),
-            )
-        )
-    if kind == "step":
-        session = data.draw(st.sampled_from(["s1", "s2"]))
-        if data.draw(st.booleans()):
-            return SecAggKeysTask(session, 24, 4, data.draw(st.sampled_from([8.0, math.inf, -1.0])))
-        return SecAggUnmaskTask(session, UnmaskRequest(0, (owner_id,), ()))
-    if kind == "ring":
-        return RingMessageTask(data.draw(st.binary(max_size=80)))
-    base = _pick(data, "stump", "ncc", "lr") if kind == "share" else _pick(data, "stump", "ncc")
+    )
+
+
+def _boost(data, base: str):
+    """A run's config and a history of it (hostile ones too), or None where their constructors refuse."""
     config = _boost_config(data, data.draw(st.sampled_from(["run-a", "run-b"])), base)
-    if config is None:
-        return None
-    history = _history(data, config, data.draw(st.integers(0, 3)))
-    if history is None:
-        return None
-    if kind == "share":
-        return BoostShareTask(config, history)
-    learner = _learner(data, config)
+    history = None if config is None else _history(data, config, data.draw(st.integers(0, 3)))
+    return (None, None) if history is None else (config, history)
+
+
+def _boost_share(data, core: OwnerCore, owner_id: str):
+    config, history = _boost(data, _pick(data, "stump", "ncc", "lr"))
+    return None if config is None else BoostShareTask(config, history)
+
+
+def _boost_evaluate(data, core: OwnerCore, owner_id: str):
+    config, history = _boost(data, _pick(data, "stump", "ncc"))
+    learner = None if config is None else _learner(data, config)
     if learner is None:
         return None
     other = OWNERS[(OWNERS.index(owner_id) + 1) % len(OWNERS)] if owner_id in OWNERS else OWNERS[0]
@@ -244,18 +247,56 @@ def _spec(data, core: OwnerCore, owner_id: str):
     )
 
 
+def _ring_message(data, core: OwnerCore, owner_id: str):
+    return RingMessageTask(data.draw(st.binary(max_size=80)))
+
+
+def _secagg_keys(data, core: OwnerCore, owner_id: str):
+    return SecAggKeysTask(
+        data.draw(st.sampled_from(["s1", "s2"])), 24, 4, data.draw(st.sampled_from([8.0, math.inf, -1.0]))
+    )
+
+
+def _secagg_unmask(data, core: OwnerCore, owner_id: str):
+    return SecAggUnmaskTask(data.draw(st.sampled_from(["s1", "s2"])), UnmaskRequest(0, (owner_id,), ()))
+
+
+#: A task of each kind of the registry (``common.tasks.KINDS``), by kind name.
+SPECS = {
+    "ncc_share": _ncc,
+    "lr_share": _lr,
+    "pca_share": _pca,
+    "svm_share": _svm,
+    "boost_share": _boost_share,
+    "boost_evaluate": _boost_evaluate,
+    "ring_message": _ring_message,
+    "secagg_keys": _secagg_keys,
+    "secagg_unmask": _secagg_unmask,
+}
+
+
+def test_every_kind_is_drawn():
+    assert set(SPECS) == {k.name for k in KINDS}
+
+
+def _spec(data, core: OwnerCore, owner_id: str):
+    """A task of a kind of the registry (the boosting releases twice as often: their histories are the hostile part)."""
+    name = data.draw(st.sampled_from([k.name for k in KINDS] + ["boost_share", "boost_evaluate"]))
+    return SPECS[name](data, core, owner_id)
+
+
 def _outcome(payload) -> object:
     """What must be the same for both cores: the refusal itself, or that the task was not refused."""
     return payload if isinstance(payload, Refusal) else "answered"
 
 
 def _assert_debited(core: OwnerCore, task: Task, payload, released: dict) -> None:
-    ledger = core.ledger
-    if isinstance(task.spec, BoostEvaluateTask):
+    ledger, name = core.ledger, kind_of(task.spec).name
+    if name == "boost_evaluate":  # debited under its release id: one per (run, round)
         assert ledger.has_release_id(task.owner_id, task.spec.release_id), task
         return
     debited = any(h["release_id"].startswith(f"{task.task_id}#") for h in ledger.history(task.owner_id))
-    if isinstance(task.spec, BoostShareTask) and not debited:  # a share sent again: one debited before
+    if name == "boost_share" and not debited:  # a share sent again: one debited before
         assert any(p is payload for p in released.values()), f"share {task.task_id} left without a debit"
         return
     assert debited, f"release {task.task_id} ({type(payload).__name__}) left without a debit"
@@ -263,7 +304,7 @@ def _assert_debited(core: OwnerCore, task: Task, payload, released: dict) -> Non
 
 
 def _assert_fallback_total(core: OwnerCore, task: Task) -> None:
-    kind = kind_of(task.spec)
+    kind = owner_kind(task.spec)
     if isinstance(kind, TaskKind):
         owner = core.owners[task.owner_id]
         fallback = kind.fallback(task.spec, owner.public, owner.n_rows, np.random.Generator(np.random.PCG64(0)))
@@ -281,7 +322,7 @@ def _differential(data, cores: tuple[OwnerCore, OwnerCore]) -> None:
             owner_id = _pick(data, data.draw(st.sampled_from(OWNERS)), "owner-9.o00000")
             spec = _spec(data, cores[0], owner_id)
             if spec is not None:
-                releases = isinstance(kind_of(spec), TaskKind)
+                releases = isinstance(owner_kind(spec), TaskKind)
                 task_id = data.draw(st.sampled_from([f"t{next(ids)}", "dup"])) if releases else f"t{next(ids)}"
                 batch.append(Task(task_id, owner_id, data.draw(st.sampled_from(["r1", "r2"])), spec))
         answers = [core.answer(batch).results for core in cores]
@@ -295,7 +336,7 @@ def _differential(data, cores: tuple[OwnerCore, OwnerCore]) -> None:
                 by_id.setdefault((t.task_id, t.owner_id), t)
             for r in results:
                 task = by_id.get((r.task_id, r.owner_id))
-                if task is None or isinstance(r.payload, Refusal) or not isinstance(kind_of(task.spec), TaskKind):
+                if task is None or isinstance(r.payload, Refusal) or not isinstance(owner_kind(task.spec), TaskKind):
                     continue
                 _assert_debited(core, task, r.payload, seen)
                 _assert_fallback_total(core, task)

@@ -1,7 +1,7 @@
 """Issue 14, item 3: an honest owner node refuses every malformed task and keeps serving.
 
 A hostile coordinator (tests/adversary/hostile.py: the real schema and certificates) sends a real
-``privfed owner`` process batches of tasks of every kind, mutated field by field
+``privfed owner`` process batches of tasks of every kind of the registry, mutated field by field
 (:mod:`mutate`: NaN/inf, huge, negative and zero numbers, unknown enum values, oversized strings,
 repeated fields and matrices of wrong shapes and lengths), with ring envelopes of random bytes
 mixed in. After every batch:
@@ -27,8 +27,11 @@ from hostile import (
     BUDGET,
     assert_still_serving,
     boost_config,
+    boost_evaluate,
     boost_share,
     bounds_matrix,
+    empty_history,
+    grid_stump,
     kind,
     ledger_history,
     matrix,
@@ -39,6 +42,8 @@ from hostile import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mutate import mutated
+
+from privfed.common.tasks import KINDS
 
 D = 3
 X = np.array([[0.1, 0.2, 0.9], [0.3, 0.4, 0.5], [0.5, 0.6, 0.1], [0.7, 0.8, 0.3], [0.9, 0.15, 0.6]])
@@ -51,29 +56,25 @@ UNANSWERED = {"ring_message", "boost_evaluate"}
 RELEASES = {"ncc_share", "lr_share", "pca_share", "svm_share", "boost_share"}
 
 
-def _seed_tasks(owner_id: str) -> list[pb.Task]:
-    """One valid task of every kind a node answers by itself (ring tasks need a ring: below)."""
+def _seed_tasks(owner_id: str, peer: str) -> dict[str, pb.Task]:
+    """One valid task of every kind (``common.tasks.KINDS``), by kind name: an evaluation in a ring
+    with ``peer`` (its answer waits for the ring, which mutations break), a ring envelope of its own."""
     bounds = bounds_matrix(D)
-    mech = pb.MechanismSpec(name="pm", epsilon=0.01)
-    return [
-        ncc_task("seed", owner_id, d=D, epsilon=0.01, label_epsilon=0.01),
-        pb.Task(
-            task_id="seed",
-            owner_id=owner_id,
-            round_id="r",
-            lr_share=pb.LrShareTask(mechanism=mech, param_bound=1.0, c=1.0, n_classes=2, bounds=bounds),
+    mech = pb.MechanismSpec(name=pb.MECHANISM_PM, epsilon=0.01)
+    config = boost_config(D, "boost-fuzz", epsilon=0.02)
+    ring = pb.RingSpec(session_id="fz-ring", ring=[owner_id, peer], frac_bits=24, n_parties=2, max_abs=8.0)
+    seeds = {
+        "ncc_share": ncc_task("seed", owner_id, d=D, epsilon=0.01, label_epsilon=0.01),
+        "lr_share": pb.Task(
+            lr_share=pb.LrShareTask(mechanism=mech, param_bound=1.0, c=1.0, n_classes=2, bounds=bounds)
         ),
-        pb.Task(
-            task_id="seed",
-            owner_id=owner_id,
+        "pca_share": pb.Task(
             round_id="pca",
             pca_share=pb.PcaShareTask(
                 epsilon=0.01, delta=1e-6, k=2, bounds=bounds, count_epsilon=0.01, scaling=pb.ROW_SCALING_BALL
             ),
         ),
-        pb.Task(
-            task_id="seed",
-            owner_id=owner_id,
+        "svm_share": pb.Task(
             round_id="svm",
             svm_share=pb.SvmShareTask(
                 epsilon=0.01,
@@ -85,8 +86,25 @@ def _seed_tasks(owner_id: str) -> list[pb.Task]:
                 scaling=pb.ROW_SCALING_BALL,
             ),
         ),
-        boost_share("seed", owner_id, "boost-fuzz", boost_config(D, "boost-fuzz", epsilon=0.02)),
-    ]
+        "boost_share": boost_share("seed", owner_id, "boost-fuzz", config),
+        "boost_evaluate": boost_evaluate(
+            "seed", owner_id, "boost-fuzz", config, empty_history(), grid_stump(0, 1, 2), ring
+        ),
+        "ring_message": pb.Task(round_id="ring", ring_message=pb.RingMessageTask(data=b"\x01not-a-sealed-envelope")),
+        "secagg_keys": pb.Task(
+            round_id="sa", secagg_keys=pb.SecAggKeysTask(session_id="fz-sa", frac_bits=24, n_parties=4, max_abs=8.0)
+        ),
+        "secagg_unmask": pb.Task(
+            round_id="sa", secagg_unmask=pb.SecAggUnmaskTask(session_id="fz-sa", round=0, survivors=[owner_id])
+        ),
+    }
+    for task in seeds.values():
+        task.task_id, task.owner_id, task.round_id = "seed", owner_id, task.round_id or "r"
+    return seeds
+
+
+def test_every_kind_has_a_seed():
+    assert set(_seed_tasks("owner-0.o00000", "owner-0.o00001")) == {k.name for k in KINDS}
 
 
 @pytest.fixture
@@ -98,7 +116,7 @@ def node(coordinator, owners):
 
 def test_mutated_tasks_are_refused_and_nothing_is_lost(coordinator, node):
     hosted = node.owner_ids
-    seeds = _seed_tasks(hosted[0])
+    seeds = list(_seed_tasks(hosted[0], hosted[1]).values())
     answered: dict[str, pb.Result] = {}
 
     @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)

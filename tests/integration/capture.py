@@ -410,12 +410,18 @@ def single_word_tests(hay: Haystack, X, bounds) -> dict[str, ChanceTest]:
 
 # ---------------------------------------------------------------------------- labels
 def reported_labels(calls: Iterable[Call], kind: str = "ncc_share") -> dict[str, np.ndarray]:
-    """Labels each owner sent in ``kind`` results, as the coordinator decoded them."""
-    return {
-        r.owner_id: np.asarray(getattr(r, kind).labels, dtype=np.int64)
-        for r in pushed_results(calls)
-        if r.WhichOneof("kind") == kind
-    }
+    """Labels each owner sent in ``kind`` results (``boost_share.ncc``: a boosting share's NCC rows), as
+    the coordinator decoded them."""
+    out = {}
+    for r in pushed_results(calls):
+        message = r
+        for name in kind.split("."):
+            if message.WhichOneof("kind") != name:
+                break
+            message = getattr(message, name)
+        else:
+            out[r.owner_id] = np.asarray(message.labels, dtype=np.int64)
+    return out
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,9 @@ def leak(msg, how: str, X: np.ndarray, y: np.ndarray, lo: np.ndarray, hi: np.nda
     share.labels.extend(int(v) for v in y)
     if how == "text":
         text = "could not perturb row " + " ".join(repr(float(v)) for v in X[0])
-        return pb.Result(task_id=msg.task_id, owner_id=msg.owner_id, refusal=pb.Refusal(code="internal", message=text))
+        return pb.Result(
+            task_id=msg.task_id, owner_id=msg.owner_id, refusal=pb.Refusal(code=pb.REFUSAL_CODE_INTERNAL, message=text)
+        )
     reports = np.frombuffer(share.reports.data, dtype="<i8").reshape(tuple(share.reports.shape)).copy()
     if how == "single":
         t = _unit(X, lo, hi)

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from fedharness import Federation
 
-from privfed.common.boosting.federated import clip_contributions
 from privfed.common.boosting.wire import empty_history, owner_weights, with_round
 from privfed.common.ledger import Ledger
-from privfed.common.messages import BoostShareTask, Refusal, Task
+from privfed.common.mechanisms import clip_error_pairs
+from privfed.common.tasks import BoostShareTask, Refusal, Task
 from privfed.owner.data import build_owners, federation_split
 from privfed.server.strategies import make_strategy
 
@@ -42,7 +42,8 @@ def test_boosting_rounds_with_exact_ring_totals(tmp_path):
         outcome = fed.run(strategy, 120)
     finally:
         fed.close()
-    assert len(strategy.rounds) == 4 and all(r["ring_attempts"] == 1 for r in strategy.rounds)
+    rounds = outcome.result.rounds
+    assert len(rounds) == 4 and all(r.secure_sum.attempts == 1 for r in rounds)
     assert outcome.answered == 4 * 30  # each owner of the four groups released once
     # Recompute every round's totals from the owners' rows: the ring over gRPC must match.
     train, _ = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=600)
@@ -54,20 +55,19 @@ def test_boosting_rounds_with_exact_ring_totals(tmp_path):
     history = empty_history()
     model = outcome.model
     kept = 0
-    for t, rec in enumerate(strategy.rounds):
-        if rec["step"] == "skip":
+    for rec in rounds:
+        if rec.decision.step == "skip":
             continue
         learner = model.learners[kept]
         sums = []
-        for oid in strategy.evaluators[t]:  # this round's evaluation group
+        for oid in rec.evaluators:  # this round's evaluation group
             o = owners[oid.split(".")[1]]
-            w = np.minimum(owner_weights(history, o.X, o.y), strategy.booster.eval_row_bound)  # the row clip
+            w = np.minimum(owner_weights(history, o.X, o.y), strategy.params.eval_row_bound)  # the row clip
             sums.append([float(np.dot(w, learner.predict(o.X) != o.y)), float(w.sum())])
-        err, wsum = clip_contributions(sums).sum(axis=0)
-        assert math.isclose(rec["err_total"], err, abs_tol=1e-6) and math.isclose(
-            rec["weight_total"], wsum, abs_tol=1e-6
-        )
-        history = with_round(history, learner, rec["alpha"], rec["err_total"], rec["weight_total"])
+        err, wsum = clip_error_pairs(sums).sum(axis=0)
+        d = rec.decision
+        assert math.isclose(d.err_total, err, abs_tol=1e-6) and math.isclose(d.weight_total, wsum, abs_tol=1e-6)
+        history = with_round(history, learner, d.alpha, d.err_total, d.weight_total)
         kept += 1
     assert float(np.mean(model.predict(test.X) == test.y)) > 0.6
 
@@ -85,10 +85,13 @@ def test_evaluations_are_debited_once_per_run_and_totals_are_noisy(tmp_path):
         outcome = fed.run(strategy, 120)
     finally:
         fed.close()
-    fb = strategy.booster
-    assert all(r["eval_epsilon"] == fb.eval_epsilon and r["eval_noise_scale"] > 0 for r in strategy.rounds)
-    evaluated = {o for e in strategy.evaluators for o in e}
-    assert len(evaluated) == 120 and not strategy.refused
+    fb, result = strategy.params, outcome.result
+    assert (
+        result.privacy.part("boost-eval").epsilon == fb.eval_epsilon
+        and result.privacy.parameters["eval_noise_scale"] > 0
+    )
+    evaluated = {o for r in result.rounds for o in r.evaluators}
+    assert len(evaluated) == 120 and not result.refused
     ledgers = sorted(tmp_path.rglob("owner-*.sqlite"))
     assert len(ledgers) == 2, list(tmp_path.iterdir())
     entries = []
@@ -106,7 +109,7 @@ def test_an_owner_releases_in_at_most_one_round_of_a_run(tmp_path):
     strategy, _ = bdt(2.0)
     from privfed.common.boosting.wire import config_to_dict
 
-    config = config_to_dict(strategy.booster, "boost-run1")
+    config = config_to_dict(strategy.params, "boost-run1")
     fed = Federation(tmp_path)
     try:
         fed.spawn("owner-0", n_owners=120, shards="0:2", budget=10.0, dataset=DATA)  # budget for five
@@ -148,10 +151,12 @@ def test_a_node_killed_mid_ring_is_dropped_and_the_ring_rerun(tmp_path):
         killer.join()
     finally:
         fed.close()
-    dropped = set(strategy.dropped)
+    result = outcome.result
+    dropped = set(result.dropped)
     assert dropped and all(o.startswith("owner-2") for o in dropped)
-    assert strategy.rounds[0]["ring_attempts"] == 2
-    assert strategy.rounds[0]["ring_size"] == len([o for o in strategy.evaluators[0] if not o.startswith("owner-2")])
-    assert len(strategy.rounds) == 4
+    first = result.rounds[0]
+    assert first.secure_sum.attempts == 2
+    assert first.secure_sum.summed == tuple(o for o in first.evaluators if not o.startswith("owner-2"))
+    assert len(result.rounds) == 4
     assert outcome.lost_nodes == ["owner-2"]
     assert len(outcome.model.learners) >= 1

@@ -1,6 +1,7 @@
 """What ``privfed simulate`` tells a user at a glance (issue 11, item 4), over real owner node
 processes: baselines beside every accuracy, ε = ∞ among the points, mean ± std over repeats,
-the version in the report, and no progress bars when stderr is not a terminal."""
+the version in the report, no progress bars when stderr is not a terminal, and a launcher process
+that imports none of the libraries its splits, references and plot need."""
 
 from __future__ import annotations
 
@@ -10,17 +11,28 @@ import sys
 
 import pytest
 
+#: ``privfed ARGS``, saying at exit which heavy libraries its own process imported: a simulation's
+#: coordinator computes splits, references and the plot in child processes (issue 27, item 2).
+LEAN = (
+    "import atexit, sys\n"
+    "heavy = ('sklearn', 'scipy', 'matplotlib', 'pandas', 'statsmodels')\n"
+    "atexit.register(lambda: print('heavy=' + ','.join(m for m in heavy if m in sys.modules), file=sys.stderr))\n"
+    "from privfed.deploy.cli import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
 
 @pytest.mark.slow
 def test_simulate_reports_baselines_repeats_and_infinite_epsilon_without_bars_on_a_pipe(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "privfed.deploy.cli", "simulate", "--owners", "20", "--processes", "1",
+        [sys.executable, "-c", LEAN, "simulate", "--owners", "20", "--processes", "1",
          "--epsilon", "2,inf", "--repeats", "2", "--task", "lr", "--insecure", "--n-samples", "300",
          "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "\r" not in done.stderr  # stderr is a pipe: no progress bars
+    assert done.stderr.splitlines()[-1] == "heavy=", "the launcher's own process stays as lean as a coordinator"
     rounds = [line for line in done.stderr.splitlines() if "privfed.coordinator.rounds" in line]
     assert len(rounds) == 4 and all("round r1: 20 of 20 task(s) answered" in line for line in rounds)
     lines = [line for line in done.stderr.splitlines() if line.lstrip().startswith("eps=")]

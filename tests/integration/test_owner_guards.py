@@ -12,7 +12,7 @@ from fedharness import Federation
 
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
-from privfed.common.messages import REFUSAL_TEXTS, LrShareReply, LrShareTask, NccShareReply, NccShareTask, Refusal, Task
+from privfed.common.tasks import REFUSAL_TEXTS, LrShareReply, LrShareTask, NccShareReply, NccShareTask, Refusal, Task
 from privfed.deploy.certs import make_certs
 from privfed.owner.data import federation_split
 from privfed.server.strategies import make_strategy

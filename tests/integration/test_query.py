@@ -235,7 +235,7 @@ def assert_complete_privacy(served, rows):
     from_raw = mse(y_bar + (served.queries - x_bar) @ A_c)
     assert np.all(from_raw < 0.6 * from_mean), (from_raw, from_mean)  # the attack works on raw rows
     assert np.mean(((y_bar + (served.queries - x_bar) @ A_c) > 0.5) == y) >= 0.85
-    # With m_d + m_c ≤ F and maps in general position every γ is 0 or ∞ (nullspace.py), so what
+    # With m_d + m_c ≤ F and maps in general position every γ is 0 or ∞ (common/nullspace/cleaner.py), so what
     # survives cleaning is invisible to A_c: its guess from a received row is one constant, the
     # guess from the public centre, up to the wire grid. This also pins the centring at c.
     assert np.max(np.abs((rows - centre) @ A_c)) <= grid_slack(A_c)

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 from fedharness import Federation
 
-from privfed.common.boosting.federated import clip_contributions
 from privfed.common.boosting.wire import empty_history, owner_weights
 from privfed.common.ledger import Ledger
+from privfed.common.mechanisms import clip_error_pairs
 from privfed.common.secagg.aggregator import SecAggServer
+from privfed.common.secagg.masking import neighbour_graph, threshold
 from privfed.owner.data import build_owners, federation_split
 from privfed.server.strategies import make_strategy
 
@@ -71,11 +72,15 @@ def test_secagg_gives_the_rings_model_at_infinite_epsilon(tmp_path):
     ring, test = _strategy(math.inf, "ring")
     secagg, _ = _strategy(math.inf, "secagg")
     ring_outcome, outcome = _federate(tmp_path, [ring, secagg], math.inf)
-    assert [r["ring_attempts"] for r in secagg.rounds] == [1] * len(secagg.rounds)
-    for a, b in zip(secagg.rounds, ring.rounds, strict=True):
-        assert a["ring_size"] == b["ring_size"]
-        assert math.isclose(a["err_total"], b["err_total"], abs_tol=1e-6)
-        assert math.isclose(a["weight_total"], b["weight_total"], abs_tol=1e-6)
+    rounds, ring_rounds = outcome.result.rounds, ring_outcome.result.rounds
+    assert [r.secure_sum.attempts for r in rounds] == [1] * len(rounds)
+    assert {r.secure_sum.protocol for r in rounds} == {"secagg"} and {r.secure_sum.protocol for r in ring_rounds} == {
+        "ring"
+    }
+    for a, b in zip(rounds, ring_rounds, strict=True):
+        assert len(a.secure_sum.summed) == len(b.secure_sum.summed)
+        assert math.isclose(a.decision.err_total, b.decision.err_total, abs_tol=1e-6)
+        assert math.isclose(a.decision.weight_total, b.decision.weight_total, abs_tol=1e-6)
     np.testing.assert_array_equal(outcome.model.predict(test.X), ring_outcome.model.predict(test.X))
 
 
@@ -89,14 +94,14 @@ def test_secagg_debits_what_the_ring_debits_at_finite_epsilon(tmp_path):
     assert debits == _debits(tmp_path / "ring", ring_outcome.epsilon_by_owner)
     assert any(rid.startswith("boost-eval:") for _, rid, _ in debits)
     assert outcome.epsilon_by_owner == ring_outcome.epsilon_by_owner
-    assert all(r["eval_noise_scale"] > 0 for r in secagg.rounds)
+    assert outcome.result.privacy.parameters["eval_noise_scale"] > 0
 
 
 @pytest.mark.parametrize(
     "victim_owners, attempts, when",
     [
-        (6, {1}, "input"),  # 10 %: every survivor keeps t of its neighbours, the dropped owners' masks are cancelled
-        (20, {1, 2}, "input"),  # a third: the sparse graph may lose t around some survivors; then keyed anew once
+        (6, None, "input"),  # 10 %: the dropped owners' masks are cancelled from their neighbours' key shares
+        (20, None, "input"),  # a third: the sparse graph loses t around some owner more often; then keyed anew once
         (6, {1}, "keys"),  # found silent before the round: left out of it, the run keyed up front still serves
         (20, {1}, "keys"),  # too few neighbours left around some: keyed anew among the live ones before asking
     ],
@@ -106,13 +111,17 @@ def test_a_node_killed_after_the_key_agreement_is_recovered(tmp_path, monkeypatc
     share round), either just then (``keys``: the round's share tasks find the node silent, so its
     owners are not asked to evaluate) or just before the round's masked inputs (``input``: they
     never send one, and their masks are cancelled from their neighbours' key shares). The round is
-    summed over the others exactly (ε = ∞), without re-running while the survivors hold enough shares."""
+    summed over the others exactly (ε = ∞), without re-running while the survivors hold enough shares.
+
+    ``input``: the run's public graph is random (seeded by its run id), so whether some owner is left
+    with fewer than ``t`` live neighbours (then the round is attempted again among the live owners,
+    keyed anew) is read from it: one attempt when every member keeps ``t``, else two."""
     strategy, _ = _strategy(math.inf, "secagg", ring_timeout=8.0, n_rounds=1)
     split = (N_OWNERS - victim_owners) // 2
     nodes = {"owner-0": f"0:{split}", "owner-1": f"{split}:{N_OWNERS - victim_owners}"}
     nodes["owner-2"] = f"{N_OWNERS - victim_owners}:{N_OWNERS}"
     fed = Federation(tmp_path, node_timeout=2.0)
-    killed = []
+    killed, graphs = [], []
     hook = "on_key_shares" if when == "keys" else "input_requests"
     original = getattr(SecAggServer, hook)
 
@@ -122,6 +131,7 @@ def test_a_node_killed_after_the_key_agreement_is_recovered(tmp_path, monkeypatc
             os.kill(victim.pid, signal.SIGKILL)
             victim.wait(10)
             killed.append(sorted(o for o in self.keyed if o.startswith("owner-2")))
+            graphs.append(neighbour_graph(self.run_id, self.members))
         return out
 
     monkeypatch.setattr(SecAggServer, hook, kill_after_key_agreement)
@@ -133,13 +143,18 @@ def test_a_node_killed_after_the_key_agreement_is_recovered(tmp_path, monkeypatc
     finally:
         fed.close()
     assert killed and killed[0], "owner-2's owners were in the key agreement"
-    rec = strategy.rounds[0]
-    assert rec["ring_attempts"] in attempts
-    evaluators = strategy.evaluators[0]
+    rec = outcome.result.rounds[0]
+    if attempts is None:  # from the graph: does every member keep t live neighbours?
+        (graph,) = graphs
+        live = {o for o in graph if not o.startswith("owner-2")}
+        keeps_t = all(sum(w in live for w in near) >= threshold(len(near)) for near in graph.values())
+        attempts = {1} if keeps_t else {2}
+    assert rec.secure_sum.attempts in attempts and rec.secure_sum.protocol == "secagg"
+    evaluators = rec.evaluators
     survivors = [o for o in evaluators if not o.startswith("owner-2")]
     assert len(survivors) < len(evaluators), "owner-2 hosts evaluators of the round"
-    assert set(strategy.dropped) == (set(evaluators) - set(survivors) if when == "input" else set())
-    assert rec["ring_size"] == len(survivors)
+    assert set(outcome.result.dropped) == (set(evaluators) - set(survivors) if when == "input" else set())
+    assert rec.secure_sum.summed == tuple(sorted(survivors))
     # The total is exactly the survivors' contributions, recomputed from their rows.
     train, _ = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=480)
     owners = {
@@ -159,8 +174,9 @@ def test_a_node_killed_after_the_key_agreement_is_recovered(tmp_path, monkeypatc
     sums = []
     for oid in survivors:
         o = owners[oid]
-        w = np.minimum(owner_weights(empty_history(), o.X, o.y), strategy.booster.eval_row_bound)
+        w = np.minimum(owner_weights(empty_history(), o.X, o.y), strategy.params.eval_row_bound)
         sums.append([float(np.dot(w, learner.predict(o.X) != o.y)), float(w.sum())])
-    err, wsum = clip_contributions(sums).sum(axis=0)
-    assert math.isclose(rec["err_total"], err, abs_tol=1e-6) and math.isclose(rec["weight_total"], wsum, abs_tol=1e-6)
+    err, wsum = clip_error_pairs(sums).sum(axis=0)
+    d = rec.decision
+    assert math.isclose(d.err_total, err, abs_tol=1e-6) and math.isclose(d.weight_total, wsum, abs_tol=1e-6)
     assert outcome.lost_nodes == ["owner-2"]

@@ -362,7 +362,7 @@ def honest_captures(tmp_path_factory):
         outcomes["query"] = proc
     finally:
         fed.close()
-    boost_label_epsilon = split_label_budget(jobs["bdt-ncc-rr"].booster.share_epsilon, "rr", LABEL_FRACTION)[1]
+    boost_label_epsilon = split_label_budget(jobs["bdt-ncc-rr"].params.share_epsilon, "rr", LABEL_FRACTION)[1]
     return captured, outcomes, rows, test, query_owners, boost_label_epsilon
 
 
@@ -403,20 +403,21 @@ def test_labels_agree_with_the_truth_only_at_the_rr_rate(honest_captures):
     boosting's default joint NCC shares send none beside their k-RR reports (integers 0..2K)."""
     captured, _, rows, _, _, boost_label_epsilon = honest_captures
     truth = {i: y for i, _, y in rows}
-    joint = [r.boost_share for r in pushed_results(captured["bdt-ncc"]) if r.WhichOneof("kind") == "boost_share"]
-    assert joint and not any(len(b.labels) for b in joint)
-    assert all(len(b.coordinates) == b.reports.shape[0] for b in joint)  # one sampled feature per row
-    for task, kind, eps in (("ncc", "ncc_share", LABEL_EPSILON), ("bdt-ncc-rr", "boost_share", boost_label_epsilon)):
+    shares = [r.boost_share for r in pushed_results(captured["bdt-ncc"]) if r.WhichOneof("kind") == "boost_share"]
+    assert shares and all(b.WhichOneof("kind") == "joint_ncc" for b in shares)  # no labels beside the reports
+    assert all(len(b.joint_ncc.features) == len(b.joint_ncc.reports) for b in shares)  # one sampled feature per row
+    for task, kind, eps in (
+        ("ncc", "ncc_share", LABEL_EPSILON),
+        ("bdt-ncc-rr", "boost_share.ncc", boost_label_epsilon),
+    ):
         reported = reported_labels(captured[task], kind)
         assert len(reported) >= N_OWNERS // 2, (task, len(reported))
         stats = rr_agreement(reported, truth, epsilon=eps, n_classes=N_CLASSES)
         assert stats.agree < stats.n and stats.consistent(), (task, stats)
-    for task in ("lr", "feddpdr", "bdt"):
-        assert not any(
-            len(getattr(r, r.WhichOneof("kind")).labels)
-            for r in pushed_results(captured[task])
-            if r.WhichOneof("kind") in ("ncc_share", "boost_share")
-        ), task
+    for task in ("lr", "feddpdr", "bdt"):  # the only replies with labels: NCC shares and boosting's NCC rows
+        kinds = {r.WhichOneof("kind") for r in pushed_results(captured[task])}
+        shares = {r.boost_share.WhichOneof("kind") for r in pushed_results(captured[task]) if r.HasField("boost_share")}
+        assert "ncc_share" not in kinds and "ncc" not in shares, (task, kinds, shares)
 
 
 def run_leaky_federation(tmp_path, *, secure: bool, proxy: bool = False):
@@ -503,5 +504,5 @@ def test_clear_labels_leave_only_an_owner_that_opted_in(tmp_path):
     assert {capture.owner_index(o) for o in reported} == set(range(HALF))
     assert all(np.array_equal(v, rows[capture.owner_index(o)][2]) for o, v in reported.items())
     refused = {r.owner_id: r.refusal.code for r in pushed_results(calls) if r.WhichOneof("kind") == "refusal"}
+    assert set(refused.values()) == {pb.REFUSAL_CODE_POLICY}
     assert {capture.owner_index(o) for o in refused} == set(range(HALF, N_OWNERS))
-    assert set(refused.values()) == {"policy"}

@@ -1,7 +1,7 @@
 """N pairwise-mask secure-aggregation machines and the coordinator's machine, wired in memory.
 
 The owners are real :class:`SecAggOwner` machines with real end-to-end boxes
-(:class:`~privfed.common.secagg.aggregator.InProcessSecAgg`); the test plays the driver (or a
+(:class:`~privfed.common.secagg.inprocess.InProcessSecAgg`); the test plays the driver (or a
 hostile coordinator) and decides what each step delivers.
 """
 
@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
-from privfed.common.secagg.aggregator import InProcessSecAgg
 from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.inprocess import InProcessSecAgg
 from privfed.common.secagg.messages import KeyAdvert
 
 

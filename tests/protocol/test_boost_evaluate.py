@@ -19,7 +19,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from privfed.common.boosting.federated import FederatedBoosting, owner_local_error, rr_evaluation_oracle
+from privfed.common.boosting.owner import local_error
+from privfed.common.boosting.params import BoostingParams
+from privfed.common.boosting.releases import ReleasePlan
 from privfed.common.boosting.wire import at_round, config_to_dict, empty_history, owner_weights, with_round
 from privfed.common.bounds import Bounds
 from privfed.common.errors import RoundFailed
@@ -27,7 +29,10 @@ from privfed.common.identity import owner_id
 from privfed.common.learners.ncc import NearestCentroidModel
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.ledger import Ledger
-from privfed.common.messages import (
+from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
+from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.ring import Inbound, new_session_id
+from privfed.common.tasks import (
     BoostEvaluateTask,
     PeerKey,
     Refusal,
@@ -37,9 +42,6 @@ from privfed.common.messages import (
     RingTotal,
     Task,
 )
-from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
-from privfed.common.secagg.fixedpoint import FixedPoint
-from privfed.common.secagg.ring import Inbound, new_session_id
 from privfed.owner.core import OwnerCore
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.kinds.boosting import note_run
@@ -105,7 +107,7 @@ class Federation:
         return oid.split(".")[0]
 
     def spec(self, config, history, learner, ring, *, session=None, peers=None, max_abs=None):
-        fb_bound = config.booster.contribution_bound if max_abs is None else max_abs
+        fb_bound = config.releases.contribution_bound if max_abs is None else max_abs
         fp = FixedPoint.choose(len(ring), fb_bound)
         peers = tuple(self.peer_keys[o] for o in ring) if peers is None else peers
         return BoostEvaluateTask(
@@ -163,7 +165,7 @@ class Federation:
 
 
 def _config(eps=2.0, run="boost-r1", **kw):
-    fb = FederatedBoosting(epsilon=eps, n_classes=2, bounds=BOUNDS, n_rounds=3, n_bins=4, weight_bound=4.0, **kw)
+    fb = BoostingParams(epsilon=eps, n_classes=2, bounds=BOUNDS, n_rounds=3, n_bins=4, weight_bound=4.0, **kw)
     return fb, config_to_dict(fb, run)
 
 
@@ -184,7 +186,7 @@ def test_ring_total_is_the_sum_of_the_owners_noisy_releases_each_debited_once(fe
     released = np.array([fed.release_of(o, spec.release_id) for o in ring])
     exact = np.array(
         [
-            owner_local_error(
+            local_error(
                 _stump(),
                 fed.owners[o].X,
                 fed.owners[o].y,
@@ -216,12 +218,12 @@ def test_a_release_sums_row_weights_clipped_to_the_row_bound(tmp_path):
     weights = {o: owner_weights(history, fed.owners[o].X, fed.owners[o].y) for o in ring}
     assert max(w.max() for w in weights.values()) > 10.0
     clipped = np.array(
-        [owner_local_error(_stump(), fed.owners[o].X, fed.owners[o].y, weights[o], row_bound=2.0) for o in ring]
+        [local_error(_stump(), fed.owners[o].X, fed.owners[o].y, weights[o], row_bound=2.0) for o in ring]
     )
     np.testing.assert_allclose(released, clipped, atol=2.0**-20)
     assert np.all(released[:, 1] <= 2.0 * 4) and total[1] < sum(w.sum() for w in weights.values())
     assert spec.ring.max_abs == pytest.approx(2.0 * 10)  # b * max_owner_rows at ε = ∞: public, no row count
-    assert _config(eps=2.0, eval_row_bound=2.0)[0].eval_noise_scale == pytest.approx(
+    assert ReleasePlan(_config(eps=2.0, eval_row_bound=2.0)[0]).eval_noise_scale == pytest.approx(
         2 * 2.0 / 0.8
     )  # eval fraction 0.4 of eps 2
 
@@ -237,11 +239,12 @@ def test_an_rr_evaluation_over_the_ring_is_one_of_three_debited_values_summed_ex
     spec = fed.spec(config, at_round(empty_history(), 0), _stump(), ring)
     total = fed.run_ring(spec)
     released = np.array([fed.release_of(o, spec.release_id) for o in ring])
-    rr = rr_evaluation_oracle(fb.eval_round_epsilon)
+    rr = config.releases.evaluation.oracle
     unit = fb.eval_row_bound * rows / (rr.p - rr.q)
     values = unit * np.array([[1 - rr.q, 1 - 2 * rr.q], [-rr.q, 1 - 2 * rr.q], [-rr.q, -2 * rr.q]])
     assert all(np.any(np.all(np.isclose(values, pair, atol=2.0**-20), axis=1)) for pair in released)
-    assert np.all(np.abs(released) <= fb.contribution_bound) and spec.ring.max_abs <= fb.contribution_bound
+    bound = config.releases.contribution_bound
+    assert np.all(np.abs(released) <= bound) and spec.ring.max_abs <= bound
     fp = FixedPoint(spec.ring.frac_bits, spec.ring.n_parties, spec.ring.max_abs)
     np.testing.assert_allclose(total, released.sum(axis=0), rtol=0, atol=fp.error_bound)
     for o in ring:
@@ -324,7 +327,7 @@ def test_a_run_config_cannot_change_between_tasks(fed):
     _, config = _config()
     ring = list(fed.owners)[:2]
     note_run(fed.cores["owner-0"].node, config)  # what a released share of the run records
-    changed = replace(config, booster=replace(config.booster, eval_fraction=0.9))
+    changed = replace(config, params=replace(config.params, eval_fraction=0.9))
     assert (
         fed.refusal(ring[1], fed.spec(changed, at_round(empty_history(), 0), _stump(), ring), match="differs")
         == "invalid_task"
@@ -387,7 +390,7 @@ class LocalTransport(RelayedTransport):
 
 
 def test_strategy_drops_a_refusing_owner_before_the_ring_moves_and_sums_the_rest(tmp_path):
-    from privfed.common.boosting.federated import clip_contributions
+    from privfed.common.mechanisms import clip_error_pairs
     from privfed.server.strategies.boosting import BoostingStrategy
 
     fed = Federation(tmp_path, per_node=3, budget=math.inf)
@@ -396,7 +399,7 @@ def test_strategy_drops_a_refusing_owner_before_the_ring_moves_and_sums_the_rest
     fed.owners[victim] = LocalOwner(victim, v.X[:, :2], v.y, v.rng, 2, Bounds.of(-1.0, 1.0, 2))
     fed.ledgers["owner-1"].close()
     fed.restart("owner-1")
-    fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=BOUNDS, n_rounds=2, n_bins=4, weight_bound=4.0)
+    fb = BoostingParams(epsilon=math.inf, n_classes=2, bounds=BOUNDS, n_rounds=2, n_bins=4, weight_bound=4.0)
     strategy = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(3)))
     transport = LocalTransport(fed)
     ids = sorted(fed.owners)
@@ -412,7 +415,7 @@ def test_strategy_drops_a_refusing_owner_before_the_ring_moves_and_sums_the_rest
     assert tuple(rest) in transport.opened  # the re-formed ring, opened for exactly its members
     released = np.array([fed.release_of(o, f"boost-eval:{strategy_run_id(fed, o)}:once") for o in rest])
     np.testing.assert_allclose(
-        [rec.decision.err_total, rec.decision.weight_total], clip_contributions(released).sum(axis=0), atol=1e-6
+        [rec.decision.err_total, rec.decision.weight_total], clip_error_pairs(released).sum(axis=0), atol=1e-6
     )
 
 
@@ -461,7 +464,7 @@ def test_a_run_that_keeps_nothing_says_why_with_the_noise_and_weight_numbers(tmp
     from privfed.server.strategies.boosting import BoostingStrategy
 
     fed = Federation(tmp_path, per_node=3, budget=math.inf)
-    fb = FederatedBoosting(epsilon=1e-3, n_classes=2, bounds=BOUNDS, n_rounds=2, n_bins=4, weight_bound=4.0)
+    fb = BoostingParams(epsilon=1e-3, n_classes=2, bounds=BOUNDS, n_rounds=2, n_bins=4, weight_bound=4.0)
     errors = []
     for seed in range(10):  # hopeless noise (scale 2b/eps_e ~ 6667 against W ~ 12): some run keeps nothing
         strategy = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(seed)))
@@ -474,7 +477,7 @@ def test_a_run_that_keeps_nothing_says_why_with_the_noise_and_weight_numbers(tmp
     (msg,) = errors
     assert "\n" not in msg and msg.startswith("nothing to boost: no base learner was better than chance")
     for part in (
-        f"{fb.eval_noise_scale:.3g} per owner",
+        f"{ReleasePlan(fb).eval_noise_scale:.3g} per owner",
         "against weight totals W",
         "the noise drowns",
         "more owners",
@@ -507,7 +510,7 @@ def test_a_boosted_ncc_evaluation_with_rr_labels_at_infinite_epsilon_is_accepted
     ring = list(fed.owners)
     spec = fed.spec(config, at_round(empty_history(), 0), learner, ring)
     total = fed.run_ring(spec)
-    exact = [owner_local_error(learner, o.X, o.y, np.ones(4), row_bound=1.0) for o in fed.owners.values()]
+    exact = [local_error(learner, o.X, o.y, np.ones(4), row_bound=1.0) for o in fed.owners.values()]
     np.testing.assert_allclose(total, np.sum(exact, axis=0), atol=1e-6)  # no noise at ε = ∞
     assert spec.ledger_entries() == [(math.inf, 0.0, "boost-eval")]
 

@@ -11,9 +11,10 @@ from privfed.common.errors import ConfigError, LocalProtocolError, RemoteProtoco
 from privfed.common.secagg import shamir
 from privfed.common.secagg.aggregator import SecAggServer
 from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.inprocess import run_in_process
 from privfed.common.secagg.masking import degree, neighbour_graph, threshold
 from privfed.common.secagg.messages import UnmaskRequest
-from privfed.common.secagg.pairwise import OwnerState, run_in_process
+from privfed.common.secagg.pairwise import OwnerState
 
 from .secagg_harness import Federation
 

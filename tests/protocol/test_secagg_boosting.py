@@ -7,16 +7,18 @@ its ledger entries (at finite ε, seeded owners), and the refusal of an owner ov
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 import pytest
 
-from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.params import BoostingParams
 from privfed.common.datasets import load_builtin
 from privfed.common.errors import ConfigError
 from privfed.deploy.inprocess import InProcessTransport
 from privfed.owner.data import build_owners
+from privfed.server.strategies.base import Transport
 from privfed.server.strategies.boosting import BoostingStrategy
 
 N_OWNERS, N_NODES = 24, 3
@@ -45,7 +47,7 @@ def _transport(ds, secure_sum, budget=math.inf):
 
 def _booster(ds, **kw):
     options = {"epsilon": math.inf, "n_classes": 2, "bounds": ds.bounds, "n_rounds": 3, "n_bins": 4}
-    return FederatedBoosting(**{**options, "weight_bound": 80.0, "max_owner_rows": 40, **kw})
+    return BoostingParams(**{**options, "weight_bound": 80.0, "max_owner_rows": 40, **kw})
 
 
 def _run(ds, secure_sum, fb, budget=math.inf, seed=11):
@@ -145,9 +147,9 @@ def test_every_evaluation_group_is_keyed_in_one_batch_before_the_first_round(dat
 def test_groups_past_the_prepared_runs_are_keyed_by_their_first_sum(data, monkeypatch):
     """At most PREPARED_RUNS groups are keyed up front (both sides keep a bounded number of runs);
     a later group is keyed when its round comes, and still sums over all its members."""
-    import privfed.common.secagg.coordinator
+    import privfed.common.secagg.runs
 
-    monkeypatch.setattr(privfed.common.secagg.coordinator, "PREPARED_RUNS", 2)
+    monkeypatch.setattr(privfed.common.secagg.runs, "PREPARED_RUNS", 2)
     t = _transport(data, "secagg")
     batches = _recording(t)
     strategy = BoostingStrategy(_booster(data, n_rounds=3), np.random.Generator(np.random.PCG64(11)))
@@ -161,7 +163,7 @@ def test_groups_past_the_prepared_runs_are_keyed_by_their_first_sum(data, monkey
 def test_a_prepared_key_agreement_serves_every_round_of_the_same_members(data):
     """Every owner evaluates every round (``eval_groups="all"``): one run, keyed up front with a
     seed per round plus SECAGG_ATTEMPTS - 1 for attempts again, serves every round's sum."""
-    from privfed.common.secagg.coordinator import SECAGG_ATTEMPTS
+    from privfed.common.secagg.runs import SECAGG_ATTEMPTS
 
     n_rounds = SECAGG_ATTEMPTS + 1
     fb = _booster(data, n_rounds=n_rounds, eval_groups="all")
@@ -175,11 +177,11 @@ def test_unprepared_sums_key_lazily_then_the_same_members_key_again(data):
     """Without the batch up front (a transport that has none), the first key agreement shares
     seeds for SECAGG_ATTEMPTS sums and serves them, then the same members key again for
     SECAGG_ROUNDS; each round's sum is over every owner."""
-    from privfed.common.secagg.coordinator import SECAGG_ATTEMPTS, SECAGG_ROUNDS
+    from privfed.common.secagg.runs import SECAGG_ATTEMPTS, SECAGG_ROUNDS
 
     fb = _booster(data, n_rounds=SECAGG_ATTEMPTS + 1, eval_groups="all")
     t = _transport(data, "secagg")
-    t.prepare_secure_sums = lambda *args, **kwargs: None  # Transport's default: nothing prepared
+    t.prepare_secure_sums = functools.partial(Transport.prepare_secure_sums, t)  # the protocol's default: a no-op
     result = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(11))).run(sorted(t.owners), t)
     assert [s.rounds for s in t.secure_sums.runs] == [SECAGG_ATTEMPTS, SECAGG_ROUNDS]
     assert [s.rounds_left for s in t.secure_sums.runs] == [0, SECAGG_ROUNDS - 1]

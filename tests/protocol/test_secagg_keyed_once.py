@@ -20,11 +20,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from privfed.common.errors import PrivfedError
-from privfed.common.messages import PeerKey
 from privfed.common.secagg.aggregator import SecAggServer
 from privfed.common.secagg.boxes import generate_private_key, public_bytes
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.messages import InputRequest, KeyAdvert, UnmaskReply, UnmaskRequest
+from privfed.common.tasks import PeerKey
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.kinds.base import Refused as TaskRefused
 from privfed.owner.secagg import SecAggDriver

@@ -11,12 +11,13 @@ import math
 import numpy as np
 import pytest
 
-from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.params import BoostingParams
+from privfed.common.boosting.releases import ReleasePlan
 from privfed.common.boosting.simulation import SimulatedOwners
 from privfed.common.boosting.wire import at_round, config_to_dict, empty_history
 from privfed.common.datasets import load_builtin, partition
 from privfed.common.learners.stump import Stump, thresholds
-from privfed.common.messages import BoostEvaluateTask
+from privfed.common.tasks import BoostEvaluateTask
 from privfed.deploy.inprocess import InProcessTransport
 from privfed.owner.data import build_owners
 
@@ -27,7 +28,7 @@ N_OWNERS, REPEATS = 20, 250
 
 def test_per_owner_and_vectorised_evaluations_have_the_same_mean_and_variance():
     ds = load_builtin("synthetic", n_samples=200, seed=2)
-    fb = FederatedBoosting(epsilon=2.0, n_classes=2, bounds=ds.bounds, n_rounds=2, n_bins=4, max_owner_rows=20)
+    fb = BoostingParams(epsilon=2.0, n_classes=2, bounds=ds.bounds, n_rounds=2, n_bins=4, max_owner_rows=20)
     stump = Stump(0, 2, float(thresholds(ds.bounds, 4)[0, 1]), (0, 1), 0.3)
     owners = build_owners(
         ds, node_id="owner-0", n_owners=N_OWNERS, shards=range(N_OWNERS), seed=0, rng_kind="seeded", rng_seed=0
@@ -41,13 +42,15 @@ def test_per_owner_and_vectorised_evaluations_have_the_same_mean_and_variance():
         outcome = transport.secure_sum(
             ids,
             lambda ring, config=config, history=history: BoostEvaluateTask(config, history, stump, ring),
-            max_abs=fb.contribution_bound,
+            max_abs=ReleasePlan(fb).contribution_bound,
             round_id=f"ring-{r}",
         )
         per_owner.append(outcome.totals[0])
-    sim = SimulatedOwners(fb, ds.X, ds.y, partition(ds.n, N_OWNERS, seed=0), np.random.Generator(np.random.PCG64(4)))
+    sim = SimulatedOwners(
+        ReleasePlan(fb), ds.X, ds.y, partition(ds.n, N_OWNERS, seed=0), np.random.Generator(np.random.PCG64(4))
+    )
     vectorised = [sim.evaluate(0, np.arange(N_OWNERS), stump).err_total for _ in range(REPEATS)]
-    var = N_OWNERS * 2.0 * fb.eval_noise_scale**2
+    var = N_OWNERS * 2.0 * ReleasePlan(fb).eval_noise_scale ** 2
     kurtosis = 3.0 / N_OWNERS  # excess kurtosis of a sum of n Laplace draws
     for sample in (np.asarray(per_owner), np.asarray(vectorised)):
         assert abs(sample.mean() - exact) < 4.0 * math.sqrt(var / REPEATS)

@@ -10,7 +10,7 @@ from scipy import stats
 
 from privfed.common.feddpdr.centroid import class_sums_sigma, dp_class_sums, exact_class_sums
 from privfed.common.feddpdr.model import aggregate_classifier
-from privfed.common.feddpdr.pca import analytic_gaussian_delta
+from privfed.common.mechanisms.gaussian import analytic_gaussian_delta
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from privfed.common.feddpdr import multiclass as mc
-from privfed.common.feddpdr.solver import minimise_within
+from privfed.common.mechanisms.amp import minimise_within
 
 pytestmark = pytest.mark.slow
 
@@ -36,9 +36,9 @@ def test_privacy_loss_exceeds_epsilon_with_probability_at_most_delta(loss):
     X = np.array([[0.6, 0.2, 0.5], [-0.3, 0.7, 0.5], [0.1, -0.8, 0.5], [0.5, 0.5, 0.5]]) / math.sqrt(1.5)
     y = np.array([0, 1, 2, 0])
     extra_x, extra_y = np.array([-0.7, -0.4, 0.5]) / math.sqrt(1.5), 1
-    split = mc.privacy_split(epsilon, loss)
-    sigma, Lambda = mc.noise_sigma(split["epsilon_B"], delta, K), split["Lambda"]
-    bound = split["epsilon_J"] + split["epsilon_B"]
+    mech = mc.mechanism(epsilon, delta, K, loss)
+    sigma, Lambda = mech.sigma, mech.Lambda
+    bound = mech.epsilon_J + mech.epsilon_B
     D = (X, y)
     D2 = (np.vstack([X, extra_x]), np.append(y, extra_y))
     losses = []

@@ -1,4 +1,5 @@
-"""Distribution of the objective-perturbation noise b (SPEC §8; Chaudhuri et al. 2011 Alg. 2).
+"""Distribution of the objective-perturbation noise b (SPEC §8; Chaudhuri et al. 2011 Alg. 2;
+:func:`privfed.common.mechanisms.amp.norm_laplace_noise`).
 
 Density proportional to exp(-(eps'/2)||b||) on R^d: radius Gamma(shape d, scale 2/eps'), direction
 uniform on the sphere, independent of the radius. Tolerances are 4 standard errors (SPEC §0).
@@ -10,7 +11,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privfed.common.feddpdr.svm import privacy_adjustment, sample_b
+from privfed.common.mechanisms.amp import norm_laplace_noise as sample_b
+from privfed.common.mechanisms.amp import norm_laplace_variance
+from privfed.common.mechanisms.objective import privacy_adjustment
 
 pytestmark = pytest.mark.slow
 
@@ -60,3 +63,15 @@ def test_radius_histogram_matches_gamma(rng):
         expected = np.full(10, DRAWS / 10)
         chi2 = np.sum((counts - expected) ** 2 / expected)
         assert chi2 < stats.chi2(df=9).ppf(0.999)
+
+
+@pytest.mark.parametrize("d, eps", [(1, 0.4), (4, 0.9), (12, 3.0)])
+def test_each_coordinate_has_the_closed_form_variance(rng, d, eps):
+    """Var b_j = E r^2 / d = (d + 1)(2/eps)^2 (norm_laplace_variance), within 5 s.e.: E b_j^4 = 3 (d+1)(d+3)
+    theta^4, so the kurtosis of a coordinate is 3 (d + 3) / (d + 1)."""
+    b = sample_b(d, eps, rng, size=DRAWS)
+    var = norm_laplace_variance(d, eps)
+    assert var == pytest.approx((d + 1) * (2 / eps) ** 2)
+    kurtosis = 3 * (d + 3) / (d + 1)
+    assert abs(float(np.mean(b**2)) - var) <= 5 * var * math.sqrt((kurtosis - 1) / b.size)
+    assert np.all(np.abs(b.mean(axis=0)) <= 5 * math.sqrt(var / DRAWS))

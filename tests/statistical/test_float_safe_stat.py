@@ -46,10 +46,12 @@ def test_gaussian_release_is_unbiased_with_variance_sigma_squared(x, eps, delta,
     mech = GaussianMechanism(epsilon=eps, delta=delta, sigma=sigma)
     out = mech.privatize(np.full(M, x), rng)
     grid = mech.output_grid.grid
-    assert np.all(out / grid == np.rint(out / grid)) and np.all(np.abs(out) <= mech.output_grid.bound)
+    lo, hi = mech.output_bounds
+    assert np.all(out / grid == np.rint(out / grid)) and np.all((out >= lo) & (out <= hi))
     err = out - x
+    assert mech.bias(x) == 0.0 and mech.variance(x) == sigma**2
     assert abs(err.mean()) <= Z * sigma / math.sqrt(M) + grid**2 / sigma
-    assert abs(np.mean(err**2) - sigma**2) <= Z * sigma**2 * math.sqrt(2 / M) + 2 * grid * sigma + grid**2
+    assert abs(np.mean(err**2) - mech.variance(x)) <= Z * sigma**2 * math.sqrt(2 / M) + 2 * grid * sigma + grid**2
 
 
 def test_gaussian_release_of_neighbours_has_the_expected_privacy_loss_tail(rng):

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.params import BoostingParams
 from privfed.common.boosting.wire import (
     BoostHistory,
     at_round,
@@ -27,7 +27,7 @@ from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.learners.ncc import split_label_budget
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.ledger import Ledger
-from privfed.common.messages import REFUSAL_TEXTS, BoostShareReply, BoostShareTask, Refusal, Task
+from privfed.common.tasks import REFUSAL_TEXTS, BoostShareReply, BoostShareTask, Refusal, Task
 from privfed.owner import history as boosting
 from privfed.owner.core import handle_batch
 from privfed.owner.history import APPLIED_RUNS, HistoryRewritten, applied_digest, check_history, history_weights
@@ -51,7 +51,7 @@ def _owner(seed: int = 0, n: int = 40) -> LocalOwner:
 
 def _config(run: str = "run-1", **kw):
     kw = {"epsilon": 2.0, "n_classes": 2, "bounds": BOUNDS, "n_rounds": 6, "n_bins": N_BINS} | kw
-    return config_to_dict(FederatedBoosting(**kw), run)
+    return config_to_dict(BoostingParams(**kw), run)
 
 
 def _history(k: int, *, alpha0: float = 0.8) -> BoostHistory:
@@ -197,13 +197,14 @@ def test_a_boosted_ncc_share_with_rr_labels_at_infinite_epsilon_is_accepted(tmp_
 
 @pytest.mark.parametrize("epsilon", [0.5, 2.0, math.inf])
 def test_the_share_debit_is_the_split_the_mechanisms_use(epsilon):
-    fb = _config(base="ncc", epsilon=epsilon, labels="rr", label_fraction=0.25).booster
+    config = _config(base="ncc", epsilon=epsilon, labels="rr", label_fraction=0.25)
+    fb, plan = config.params, config.releases
     features, labels = split_label_budget(fb.share_epsilon, "rr", 0.25)
     spec = BoostShareTask(config_to_dict(fb, "r"), empty_history())
     assert spec.ledger_entries() == [(features, 0.0, "boost-share-features"), (labels, 0.0, "boost-share-labels")]
-    assert fb.release_mechanism.epsilon == features
+    assert plan.release_mechanism.epsilon == features
     if math.isfinite(epsilon):
-        assert fb.label_rr().epsilon == labels
+        assert plan.label_rr().epsilon == labels
     assert not any(math.isnan(e) for e, _, _ in spec.ledger_entries())
 
 

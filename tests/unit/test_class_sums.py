@@ -12,7 +12,7 @@ from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.feddpdr.centroid import centroid_coef, dp_class_sums, exact_class_sums
 from privfed.common.feddpdr.model import aggregate_classifier, predict_linear
 from privfed.common.ledger import Ledger
-from privfed.common.messages import Refusal, SvmShareReply, SvmShareTask, Task
+from privfed.common.tasks import Refusal, SvmShareReply, SvmShareTask, Task
 from privfed.owner.core import handle_batch
 from privfed.owner.data import build_owners, federation_split
 from privfed.proto import privfed_pb2 as pb

@@ -1,6 +1,6 @@
 """The public contract of every owner reply (issue 23, item 1): honest replies of every task kind
 and mechanism meet it; each way of breaking it is rejected with its reason code; and the most one
-accepted reply can move an aggregate is the written bound (``server/contracts.py``), checked over
+accepted reply can move an aggregate is the written bound (``common/tasks/``), checked over
 replies hypothesis draws."""
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from privfed.common.identity import owner_id
 from privfed.common.learners.ncc import NccShare, ncc_class_sums
 from privfed.common.ledger import Ledger
 from privfed.common.mechanisms import make_mechanism
-from privfed.common.messages import (
+from privfed.common.tasks import (
     BoostEvaluateTask,
-    BoostShareReply,
+    JointNccReply,
+    LrParametersReply,
     LrShareReply,
     LrShareTask,
+    NccRowsReply,
     NccShareReply,
     NccShareTask,
     PcaShareReply,
@@ -30,18 +32,15 @@ from privfed.common.messages import (
     RingJoined,
     RingSpec,
     RingTotal,
+    SampledStumpShareReply,
+    StumpShareReply,
     SvmShareReply,
     Task,
+    check_reply,
 )
+from privfed.common.tasks.contract import COUNT_TAIL, ContractViolation, PublicLimits, count_limit
 from privfed.owner.core import handle_batch
 from privfed.owner.local import LocalOwner
-from privfed.server.contracts import (
-    COUNT_TAIL,
-    ContractViolation,
-    PublicLimits,
-    check_reply,
-    count_limit,
-)
 from privfed.server.strategies import make_strategy
 
 D, K, ROWS = 4, 3, 5
@@ -96,19 +95,26 @@ def test_honest_feddpdr_replies_meet_their_contract(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "base,labels", [("stump", "auto"), ("ncc", "joint"), ("ncc", "rr"), ("lr", "auto")]
+    "base,labels,encoding,reply",
+    [("stump", "joint", "cells", SampledStumpShareReply), ("stump", "joint", "table", StumpShareReply),
+     ("ncc", "joint", None, JointNccReply), ("ncc", "rr", None, NccRowsReply), ("lr", "joint", None, LrParametersReply)],
 )  # fmt: skip
-def test_honest_boosting_shares_meet_their_contract(tmp_path, base, labels):
+def test_honest_boosting_shares_are_their_types_and_meet_their_contract(tmp_path, base, labels, encoding, reply):
+    from privfed.common.boosting.coordinator import CoordinatorSteps
+    from privfed.common.boosting.params import BoostingParams
     from privfed.common.boosting.wire import at_round, config_to_dict, empty_history
-    from privfed.common.messages import BoostShareTask
+    from privfed.common.tasks import BoostShareTask
 
-    strategy = make_strategy("bdt", epsilon=4.0, base=base, labels=labels, n_rounds=2, n_classes=K, bounds=BOUNDS)
-    spec = BoostShareTask(config_to_dict(strategy.booster, "run-1"), at_round(empty_history(), 0))
+    fb = BoostingParams(
+        base=base, epsilon=4.0, labels=labels, stump_encoding=encoding, n_rounds=2, n_classes=K, bounds=BOUNDS
+    )
+    spec = BoostShareTask(config_to_dict(fb, "run-1"), at_round(empty_history(), 0))
     tasks = [Task(f"t{i}", o, "run-1", spec) for i, o in enumerate(_owners())]
     results = _honest(tmp_path, tasks)
-    assert len(results) == len(tasks) and all(isinstance(r.payload, BoostShareReply) for r in results)
+    assert len(results) == len(tasks) and all(type(r.payload) is reply for r in results)
     for result in results:
         check_reply(spec, result.payload, LIMITS)
+        result.payload.release(CoordinatorSteps(spec.config.releases))  # what the coordinator's selection takes
 
 
 def _code(spec, payload) -> str:
@@ -173,7 +179,7 @@ def test_the_count_limit_is_the_geometric_noise_tail():
 
 
 def test_an_svm_reply_has_the_tasks_shape_and_is_finite():
-    from privfed.common.messages import SvmShareTask
+    from privfed.common.tasks import SvmShareTask
 
     spec = SvmShareTask(1.0, 0.01, K, BOUNDS, np.eye(D, 2), 1e-5, "centroid", "ball")
     check_reply(spec, SvmShareReply(np.zeros((K, 3))), LIMITS)
@@ -208,7 +214,7 @@ def _ncc_sums(replies: list[NccShareReply]) -> tuple[np.ndarray, np.ndarray]:
 )
 def test_an_accepted_ncc_reply_moves_class_sums_by_at_most_the_bound(rows, scale, label, width, mechanism):
     """One owner's accepted reply changes a class sum by at most ``max_rows * max_abs_output`` per
-    coordinate and a class count by at most ``max_rows`` (``server/contracts.py``)."""
+    coordinate and a class count by at most ``max_rows`` (``common/tasks/shares.py``)."""
     name, eps = mechanism
     spec = _ncc(name, eps)
     mech = make_mechanism(name, epsilon=eps, d=D)

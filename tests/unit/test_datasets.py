@@ -11,7 +11,6 @@ from privfed.common.datasets import (
     BUILTINS,
     Dataset,
     binary_subset,
-    breast_cancer_bounds,
     load_builtin,
     load_file,
     owner_rows,
@@ -20,6 +19,7 @@ from privfed.common.datasets import (
     train_test_split,
 )
 from privfed.common.errors import ConfigError
+from privfed.common.tabular import breast_cancer_bounds
 
 
 # ---------------------------------------------------------------- built-ins

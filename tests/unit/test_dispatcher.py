@@ -26,8 +26,8 @@ from privfed.common.errors import (
     RoundFailed,
 )
 from privfed.common.identity import owner_id
-from privfed.common.messages import OwnerInfo, Refusal, Result, RingMessageTask, Task
 from privfed.common.secagg.ring import Inbound, MessageKind, new_session_id
+from privfed.common.tasks import OwnerInfo, Refusal, Result, RingMessageTask, Task
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto.transport import (
@@ -39,7 +39,8 @@ from privfed.proto.transport import (
     channel_options,
 )
 from privfed.server.app import CoordinatorServer
-from privfed.server.dispatcher import MAX_OWNERS_PER_NODE, Dispatcher
+from privfed.server.dispatcher import Dispatcher
+from privfed.server.nodes import MAX_OWNERS_PER_NODE
 from privfed.server.relay import MAX_QUEUED_BYTES_PER_OWNER, MAX_QUEUED_ENVELOPES_PER_OWNER
 from privfed.server.servicer import status_code
 

@@ -8,15 +8,13 @@ import pytest
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.pca import (
-    analytic_gaussian_delta,
     dp_pca,
-    gaussian_sigma,
     noisy_covariance,
     owner_pca_release,
     scale_rows_to_unit_ball,
-    symmetric_gaussian_noise,
     top_k_eigenvectors,
 )
+from privfed.common.mechanisms.gaussian import analytic_gaussian_delta, gaussian_sigma, symmetric_gaussian_noise
 from privfed.common.mechanisms.snapping import grid_for
 
 # --- sigma calibration ---------------------------------------------------------------------------

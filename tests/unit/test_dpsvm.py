@@ -9,10 +9,9 @@ import scipy.optimize
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.feddpdr import solver
 from privfed.common.feddpdr.choices import SVM_MODELS, ovr_epsilons
 from privfed.common.feddpdr.model import add_bias_feature, predict_linear
-from privfed.common.feddpdr.solver import AMP_FRACTION, AMP_RADIUS, accelerated_steps, minimise_within
+from privfed.common.feddpdr.release import owner_svm_release
 from privfed.common.feddpdr.svm import (
     fit_dp_svm,
     fit_dp_svm_ovr,
@@ -20,10 +19,11 @@ from privfed.common.feddpdr.svm import (
     huber_hinge_derivative,
     objective,
     objective_gradient,
-    owner_svm_release,
-    privacy_adjustment,
-    sample_b,
 )
+from privfed.common.mechanisms import amp as solver
+from privfed.common.mechanisms.amp import AMP_FRACTION, AMP_RADIUS, accelerated_steps, minimise_within
+from privfed.common.mechanisms.amp import norm_laplace_noise as sample_b
+from privfed.common.mechanisms.objective import privacy_adjustment
 
 
 def _blobs(rng, n, d, n_classes, spread=0.15):

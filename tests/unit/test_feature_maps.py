@@ -1,4 +1,4 @@
-"""Public feature maps for MNIST (common/feature_maps.py): shapes, bounds, and data independence."""
+"""Public feature maps for MNIST (deploy/experiments/feature_maps.py): shapes, bounds, and data independence."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from privfed.common.errors import ConfigError
-from privfed.common.feature_maps import block_pool, ink_blocks, mnist_box_pool, mnist_top_ink
+from privfed.deploy.experiments.feature_maps import block_pool, ink_blocks, mnist_box_pool, mnist_top_ink
 
 
 def _images(n: int, seed: int = 0) -> np.ndarray:

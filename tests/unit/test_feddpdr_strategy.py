@@ -7,7 +7,7 @@ import math
 import pytest
 
 from privfed.common.ledger import Ledger
-from privfed.common.messages import PcaShareTask, SvmShareTask
+from privfed.common.tasks import PcaShareTask, SvmShareTask
 from privfed.owner.core import handle_batch
 from privfed.owner.data import build_owners, federation_split
 from privfed.server.report import nonprivate_releases

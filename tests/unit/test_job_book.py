@@ -13,7 +13,7 @@ import pytest
 from privfed.common.bounds import Bounds
 from privfed.common.errors import NodeIdInUse, QuorumLost, RemoteProtocolError
 from privfed.common.identity import owner_id
-from privfed.common.messages import NccShareReply, OwnerInfo, Refusal, Result
+from privfed.common.tasks import NccShareReply, OwnerInfo, Refusal, Result
 from privfed.proto import serde
 from privfed.server.contracts import PublicLimits
 from privfed.server.dispatcher import IDENTITY_LIVENESS, Dispatcher, RunOutcome

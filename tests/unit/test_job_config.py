@@ -11,7 +11,7 @@ import signal
 import numpy as np
 import pytest
 
-from privfed.common.boosting.federated import N_BINS
+from privfed.common.boosting.params import N_BINS
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, RoundFailed
 from privfed.deploy.cli import build_parser, job_config, main
@@ -146,7 +146,7 @@ def test_coordinator_task_bdt_uses_the_configured_weight_bound(caplog):
             )
         )
     )
-    booster = strategy.booster
+    booster = strategy.params
     assert (booster.weight_bound, booster.n_rounds, booster.n_bins, booster.eval_fraction, booster.C) == (
         7.0,
         3,
@@ -155,18 +155,18 @@ def test_coordinator_task_bdt_uses_the_configured_weight_bound(caplog):
         2.0,
     )
     strategy, _, _ = coordinator_strategy(job_config(parsed("--task", "bdt", "--rows-per-owner", "2.5")))
-    assert strategy.booster.weight_bound == 3.0 and strategy.booster.max_owner_rows == 3
+    assert strategy.params.weight_bound == 3.0 and strategy.params.max_owner_rows == 3
     strategy, _, _ = coordinator_strategy(
         job_config(parsed("--task", "bdt", "--rows-per-owner", "1", "--epsilon", "4"))
     )
-    assert (strategy.booster.max_owner_rows, strategy.booster.eval_mechanism, strategy.booster.n_bins) == (
+    assert (strategy.params.max_owner_rows, strategy.params.eval_mechanism, strategy.params.n_bins) == (
         1,
         "rr",
         N_BINS,
     )
     with caplog.at_level(logging.WARNING, logger="privfed.coordinator"):
         strategy, _, _ = coordinator_strategy(job_config(parsed("--task", "bdt")))
-    assert strategy.booster.weight_bound == DEFAULT_WEIGHT_BOUND
+    assert strategy.params.weight_bound == DEFAULT_WEIGHT_BOUND
     assert "neither --weight-bound nor --rows-per-owner" in caplog.text  # the default is never silent
 
 
@@ -209,7 +209,7 @@ def test_the_task_name_shorthand_builds_the_same_strategy_as_a_job_config():
     b = make_strategy(
         "bdt", epsilon=2.0, n_rounds=2, weight_bound=4.0, seed=5, group_size=None, n_classes=2, bounds=BOUNDS
     )
-    assert a.booster == b.booster
+    assert a.params == b.params
     with pytest.raises(TypeError):
         make_strategy(config, n_classes=2, bounds=BOUNDS, epsilon=3.0)  # a JobConfig is the whole job
 

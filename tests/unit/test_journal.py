@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.params import BoostingParams
 from privfed.common.datasets import load_builtin
 from privfed.common.errors import ConfigError
 from privfed.deploy.inprocess import InProcessTransport
@@ -70,8 +70,8 @@ def _owner_side(ds) -> InProcessTransport:
     return InProcessTransport.with_ledgers(owners, epsilon_budget=8.0)
 
 
-def _booster(ds) -> FederatedBoosting:
-    return FederatedBoosting(
+def _booster(ds) -> BoostingParams:
+    return BoostingParams(
         epsilon=4.0, n_classes=2, bounds=ds.bounds, n_rounds=ROUNDS, n_bins=4, weight_bound=40.0, max_owner_rows=40
     )
 

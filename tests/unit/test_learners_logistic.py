@@ -12,8 +12,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
+from privfed.common.learners.estimators import LdpLogisticRegression
 from privfed.common.learners.logistic import (
-    LdpLogisticRegression,
     LinearModel,
     clip_parameters,
     fit_local_logistic,

@@ -12,9 +12,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
+from privfed.common.learners.estimators import LdpNearestCentroid
 from privfed.common.learners.ncc import (
     JointLabelEncoding,
-    LdpNearestCentroid,
     NccShare,
     NearestCentroidModel,
     ncc_centroids,
@@ -302,25 +302,6 @@ def joint_rows(gen, n=200, k=3):
     return X, y, w, sums, counts
 
 
-def test_joint_class_sums_are_unbiased_with_the_closed_form_variance():
-    """Over R draws of the same rows: S (K, d) and U (K,) within 4 s.e. of the truth, and their
-    sample variances within 15 % of JointLabelEncoding.variance (chi-square(R-1)/(R-1) has sd 0.045)."""
-    gen = np.random.Generator(np.random.PCG64(11))
-    k, reps = 3, 1000
-    X, y, w, true_sums, true_counts = joint_rows(gen, k=k)
-    enc = JointLabelEncoding(epsilon=2.0, n_classes=k, d=4, weight_bound=JOINT_BOUND)
-    est = [enc.class_sums(enc.share(X, y, bounds=BOUNDS, rng=gen, sample_weight=w)) for _ in range(reps)]
-    sums, counts = np.stack([e[0] for e in est]), np.stack([e[1] for e in est])
-    var_sums, var_counts = enc.variance(X, y, bounds=BOUNDS, sample_weight=w)
-    for values, truth, var in ((sums, true_sums, var_sums), (counts, true_counts, var_counts)):
-        se = values.std(axis=0, ddof=1) / math.sqrt(reps)
-        assert np.all(np.abs(values.mean(axis=0) - truth) < 4 * se)
-        np.testing.assert_allclose(values.var(axis=0, ddof=1) / var, 1.0, atol=0.15)
-    # the estimator does something: the raw sign differences are far from the truth
-    raw = sums * (enc.oracle.p - enc.oracle.q) / enc.d
-    assert np.max(np.abs(raw.mean(axis=0) - true_sums)) > 8 * sums.std(axis=0).max() / math.sqrt(reps)
-
-
 def test_joint_reports_are_integers_in_range_and_centroids_in_the_bounds(rng):
     X, y, w, _, _ = joint_rows(rng, n=500)
     enc = JointLabelEncoding(epsilon=1.0, n_classes=3, d=4, weight_bound=JOINT_BOUND)
@@ -378,10 +359,12 @@ def test_boosted_joint_share_over_the_owner_handler_and_the_wire(tmp_path):
     """A real owner answers a boosted-NCC share task with labels='joint' without the clear-label
     opt-in, debits the whole share eps once, sends integers only (no labels beside them), and the
     coordinator decodes the wire form to the same centroids as the in-process release path."""
-    from privfed.common.boosting.federated import FederatedBoosting
+    from privfed.common.boosting.coordinator import CoordinatorSteps, concat_releases
+    from privfed.common.boosting.params import BoostingParams
+    from privfed.common.boosting.releases import ReleasePlan
     from privfed.common.boosting.wire import config_to_dict, empty_history
     from privfed.common.ledger import Ledger
-    from privfed.common.messages import BoostShareReply, BoostShareTask, Result, Task
+    from privfed.common.tasks import BoostShareTask, JointNccReply, Result, Task
     from privfed.owner.core import handle_batch
     from privfed.owner.data import build_owners, federation_split
     from privfed.proto import serde
@@ -393,44 +376,48 @@ def test_boosted_joint_share_over_the_owner_handler_and_the_wire(tmp_path):
             train, node_id="owner-0", n_owners=3, shards=range(3), seed=0, rng_kind="seeded", rng_seed=0
         )
     }
-    fb = FederatedBoosting(base="ncc", epsilon=2.0, n_classes=10, bounds=train.bounds, n_rounds=2)
-    assert fb.labels == "joint" and fb.joint_encoding is not None
+    fb = BoostingParams(base="ncc", epsilon=2.0, n_classes=10, bounds=train.bounds, n_rounds=2)
+    coordinator = CoordinatorSteps(ReleasePlan(fb))
+    assert fb.labels == "joint" and coordinator.plan.joint_encoding is not None
     task = BoostShareTask(config_to_dict(fb, "joint-run"), empty_history())
     ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=5.0)
     out = handle_batch([Task(f"b{i}", oid, "joint-run", task) for i, oid in enumerate(hosted)], hosted, ledger)
     replies = []
     for result, (oid, owner) in zip(out, hosted.items()):
         wire = serde.result_from_proto(serde.result_to_proto(result))
-        assert isinstance(wire, Result) and isinstance(wire.payload, BoostShareReply)
+        assert isinstance(wire, Result) and isinstance(wire.payload, JointNccReply)  # no labels beside the reports
         reply = wire.payload
-        assert reply.labels.size == 0 and reply.reports.shape == reply.coordinates.shape == (owner.X.shape[0], 1)
-        assert np.all(reply.reports == np.rint(reply.reports))
+        assert reply.reports.shape == reply.features.shape == (owner.X.shape[0],)
         history = ledger.history(oid)
         assert [h["purpose"] for h in history] == ["boost-share:joint-run"] and ledger.nonprivate_count(oid) == 0
         assert history[0]["epsilon"] == pytest.approx(fb.share_epsilon)
-        replies.append(fb.ncc_reports(reply.reports, reply.labels, reply.coordinates))
-    from privfed.common.boosting.federated import concat_releases
-
-    model = fb.coordinator_select(concat_releases(replies))
-    direct = fb.joint_encoding.centroids(concat_releases(replies), bounds=train.bounds)
+        replies.append(reply.release(coordinator))
+    model = coordinator.select(concat_releases(replies))
+    direct = coordinator.plan.joint_encoding.centroids(concat_releases(replies), bounds=train.bounds)
     np.testing.assert_array_equal(model.centroids, direct)
     with pytest.raises(ConfigError):  # labels beside joint reports are refused
-        fb.ncc_reports(reply.reports, np.zeros(reply.reports.shape[0], dtype=np.int64), reply.coordinates)
+        coordinator.ncc_reports(
+            reply.reports[:, None], np.zeros(reply.reports.shape[0], dtype=np.int64), reply.features[:, None]
+        )
 
 
 def test_joint_labels_learn_where_randomized_response_does_not():
     """One boosted-NCC share from the 1438 digits training owners (10 classes, 64 features) at eps = 5
     (share 3.5): the joint encoding's learner is far better than chance (measured 0.61 +- 0.08 over
     20 draws), rr's predicts about one class (0.90; deploy/experiments/boosting.py)."""
-    from privfed.common.boosting.federated import FederatedBoosting
+    from privfed.common.boosting.coordinator import CoordinatorSteps
+    from privfed.common.boosting.owner import share
+    from privfed.common.boosting.params import BoostingParams
+    from privfed.common.boosting.releases import ReleasePlan
     from privfed.common.datasets import load_builtin, train_test_split
 
     ds = load_builtin("digits")
     train, test = train_test_split(ds, test_fraction=0.2, seed=0)
     err = {}
     for labels in ("joint", "rr"):
-        fb = FederatedBoosting(base="ncc", labels=labels, epsilon=5.0, n_classes=10, bounds=ds.bounds, n_rounds=1)
+        params = BoostingParams(base="ncc", labels=labels, epsilon=5.0, n_classes=10, bounds=ds.bounds, n_rounds=1)
+        coordinator = CoordinatorSteps(ReleasePlan(params))
         gen = np.random.Generator(np.random.PCG64(3))
-        shares = [fb.owner_release(train.X, train.y, np.ones(train.n), rng=gen) for _ in range(5)]
-        err[labels] = np.mean([np.mean(fb.coordinator_select(s).predict(test.X) != test.y) for s in shares])
+        shares = [share(coordinator.plan, train.X, train.y, np.ones(train.n), rng=gen) for _ in range(5)]
+        err[labels] = np.mean([np.mean(coordinator.select(s).predict(test.X) != test.y) for s in shares])
     assert err["joint"] < 0.75 < 0.85 < err["rr"]

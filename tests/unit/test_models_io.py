@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.params import BoostingParams
+from privfed.common.boosting.simulation import simulate
 from privfed.common.errors import ConfigError
 from privfed.owner.data import federation_split
 from privfed.server.models import load_model, save_model
@@ -13,8 +14,8 @@ from privfed.server.models import load_model, save_model
 
 def test_boosted_model_roundtrip(tmp_path):
     train, test = federation_split("synthetic", seed=1, test_fraction=0.25, n_samples=800)
-    fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=train.bounds, n_rounds=4, n_bins=4)
-    model = fb.fit(train.X, train.y, rng=np.random.Generator(np.random.PCG64(0))).model
+    fb = BoostingParams(epsilon=math.inf, n_classes=2, bounds=train.bounds, n_rounds=4, n_bins=4)
+    model = simulate(fb, train.X, train.y, rng=np.random.Generator(np.random.PCG64(0))).model
     loaded = load_model(save_model(tmp_path / "model.json", model, model_id="bdt-epsinf", task="bdt", schema=None))
     np.testing.assert_array_equal(loaded.model.predict(test.X), model.predict(test.X))
     assert loaded.model_id == "bdt-epsinf"

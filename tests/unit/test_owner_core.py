@@ -10,7 +10,7 @@ import pytest
 
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
-from privfed.common.messages import (
+from privfed.common.tasks import (
     REFUSAL_TEXTS,
     BoostShareTask,
     LrShareReply,
@@ -270,11 +270,11 @@ def test_only_finite_shares_within_the_wire_range_are_sendable(share, ok):
 
 
 def boost_config(*, n_classes: int, d: int, lo: float = 0.0, **kw):
-    from privfed.common.boosting.federated import FederatedBoosting
+    from privfed.common.boosting.params import BoostingParams
     from privfed.common.boosting.wire import config_to_dict
     from privfed.common.bounds import Bounds
 
-    fb = FederatedBoosting(epsilon=1.0, n_classes=n_classes, bounds=Bounds.of(lo, 16.0, d), n_rounds=2, **kw)
+    fb = BoostingParams(epsilon=1.0, n_classes=n_classes, bounds=Bounds.of(lo, 16.0, d), n_rounds=2, **kw)
     return config_to_dict(fb, "boost-run")
 
 
@@ -325,25 +325,29 @@ def test_a_stump_share_in_each_encoding_debits_the_share_epsilon_once_and_decode
 ):
     """Owner handler -> wire -> coordinator: what the owner debits is the share's epsilon, and the
     coordinator reads the reply (sampled coordinates included) into a stump of the run."""
-    from privfed.common.messages import BoostShareReply
+    from privfed.common.boosting.coordinator import concat_releases
+    from privfed.common.tasks import SampledStumpShareReply, StumpShareReply
     from privfed.proto import serde
 
     train, _ = digits
     hosted = owners(train, 3)
     ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=5.0)
     config = boost_config(n_classes=10, d=64, stump_encoding=encoding)
-    fb = config.booster
+    from privfed.common.boosting.coordinator import CoordinatorSteps
+    from privfed.common.boosting.owner import check_learner
+
+    fb, plan = config.params, config.releases
+    coordinator = CoordinatorSteps(plan)
     tasks = [Task(f"b{i}", oid, "boost-run", BoostShareTask(config, empty_history())) for i, oid in enumerate(hosted)]
     replies = []
     for result in handle_batch(tasks, hosted, ledger):
         back = serde.result_from_proto(serde.result_to_proto(result)).payload
-        assert isinstance(back, BoostShareReply)
-        assert back.coordinates.shape == ((1, fb.share_encoding.m) if encoding == "cells" else (0, 0))
+        assert type(back) is (SampledStumpShareReply if encoding == "cells" else StumpShareReply)
+        if encoding == "cells":  # the coordinates the owner sampled
+            assert back.coordinates.shape == (1, plan.share_encoding.m)
         replies.append(back)
         history = ledger.history(result.owner_id)
         assert [(h["purpose"], h["epsilon"]) for h in history] == [("boost-share:boost-run", fb.share_epsilon)]
-    shares = fb.stump_reports(
-        np.concatenate([r.reports for r in replies]), np.concatenate([r.coordinates for r in replies])
-    )
-    stump = fb.coordinator_select(shares)
-    fb.check_learner(stump)
+    shares = concat_releases([r.release(coordinator) for r in replies])
+    stump = coordinator.select(shares)
+    check_learner(plan, stump)

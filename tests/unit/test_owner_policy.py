@@ -9,7 +9,7 @@ import pytest
 from privfed.common.errors import ConfigError
 from privfed.common.jobinfo import JobInfo
 from privfed.common.ledger import Debit, Ledger
-from privfed.common.messages import REFUSAL_TEXTS, NccShareTask, Refusal, Task
+from privfed.common.tasks import REFUSAL_TEXTS, NccShareTask, Refusal, Task
 from privfed.owner.core import OwnerCore
 from privfed.owner.data import build_owners, federation_split
 from privfed.owner.policy import OwnerPolicy

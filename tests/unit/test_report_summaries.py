@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from privfed.common.messages import REFUSAL_TEXTS
+from privfed.common.tasks import REFUSAL_TEXTS
 from privfed.server.config import JobConfig
 from privfed.server.report import baselines, learner_label, log_axis, plot_lines, refusal_summary
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from privfed.common.ledger import Ledger
-from privfed.common.messages import REFUSAL_TEXTS, NccShareReply, NccShareTask, Refusal
 from privfed.common.schema import FederationSchema
+from privfed.common.tasks import REFUSAL_TEXTS, NccShareReply, NccShareTask, Refusal
 from privfed.owner.main import OwnerConfig, hosted_owners
 from privfed.owner.node import DeferredOwners, OwnerNode
 from privfed.server.app import CoordinatorServer

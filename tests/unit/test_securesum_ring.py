@@ -1,4 +1,4 @@
-"""The ring attempts of the coordinator's secure-sum machine (common/secagg/coordinator.py), fed by
+"""The ring attempts of the coordinator's secure-sum machine (common/secagg/transitions.py), fed by
 hand: forming, a drop at each step (member refusal, member silence, leader refusal, leader silence,
 a stalled hop), re-forming under a fresh session id with the relay session closed and the new one
 opened for exactly its members, bounded attempts, events out of phase; and, end to end, the machine
@@ -13,19 +13,13 @@ import numpy as np
 import pytest
 
 from privfed.common.errors import ConfigError, LocalProtocolError, RoundFailed
-from privfed.common.messages import PeerKey, Refusal, RingJoined, RingTotal
 from privfed.common.secagg.boxes import generate_private_key, local_boxes
-from privfed.common.secagg.coordinator import (
-    MAX_ATTEMPTS,
-    TRANSITIONS,
-    Phase,
-    SecureSum,
-    SecureSumCoordinator,
-    attempt_timeout,
-)
+from privfed.common.secagg.coordinator import SecureSumCoordinator
 from privfed.common.secagg.events import Answers, Ask, CloseRing, OpenRing
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import Inbound, MessageKind, RingParty, State, ring_peers
+from privfed.common.secagg.transitions import MAX_ATTEMPTS, TRANSITIONS, Phase, SecureSum, attempt_timeout
+from privfed.common.tasks import PeerKey, Refusal, RingJoined, RingTotal
 
 RING = ("a", "b", "c", "d", "e")
 

@@ -9,15 +9,26 @@ import math
 import numpy as np
 import pytest
 
-from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.params import BoostingParams
 from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound, at_round, empty_history
 from privfed.common.bounds import Bounds
-from privfed.common.errors import ConfigError
+from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.learners.logistic import LinearModel
 from privfed.common.learners.ncc import NearestCentroidModel
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.ledger import Ledger
-from privfed.common.messages import BoostEvaluateTask, BoostShareReply, BoostShareTask, RingSpec, Task
+from privfed.common.tasks import (
+    BoostEvaluateTask,
+    BoostShareReply,
+    BoostShareTask,
+    JointNccReply,
+    LrParametersReply,
+    NccRowsReply,
+    RingSpec,
+    SampledStumpShareReply,
+    StumpShareReply,
+    Task,
+)
 from privfed.owner.core import handle_batch
 from privfed.owner.local import LocalOwner
 from privfed.proto import privfed_pb2 as pb
@@ -26,7 +37,7 @@ from privfed.proto import serde
 BOUNDS = Bounds.of(0.0, 1.0, 2)
 CONFIG = BoostConfig(
     "run-b",
-    FederatedBoosting(
+    BoostingParams(
         base="lr",
         epsilon=3.5,
         mechanism="laplace",
@@ -102,44 +113,70 @@ def test_decoding_is_the_inverse_of_encoding_on_the_wire_bytes(spec):
 @pytest.mark.parametrize(
     "reply",
     [
-        BoostShareReply(reports=np.array([[5.0]]), labels=np.zeros(0, np.int64), coordinates=np.array([[3, 0, 7]])),
-        BoostShareReply(reports=np.array([[0.5, -0.25]]), labels=np.zeros(0, np.int64)),
-        BoostShareReply(reports=np.array([[0.5, 1.0], [0.25, 0.0]]), labels=np.array([1, 0])),
+        SampledStumpShareReply(coordinates=np.array([[3, 0, 7]]), reports=np.array([[5, 2**40]])),
+        StumpShareReply(reports=np.array([[0.5, -0.25]])),
+        LrParametersReply(reports=np.array([[0.5, -0.25, 1.0]])),
+        NccRowsReply(reports=np.array([[0.5, 1.0], [0.25, 0.0]]), labels=np.array([1, 0])),
+        NccRowsReply(reports=np.zeros((0, 3)), labels=np.zeros(0, np.int64)),
+        JointNccReply(features=np.array([1, 0, 1]), reports=np.array([4, 0, 6])),
+        JointNccReply(features=np.zeros(0, np.int64), reports=np.zeros(0, np.int64)),
     ],
-    ids=["sampled-stump", "vector", "ncc"],
+    ids=["sampled-stump", "stump", "lr", "ncc", "ncc-no-rows", "joint-ncc", "joint-ncc-no-rows"],
 )
-def test_a_boosting_share_reply_survives_the_wire(reply):
-    """Sampled stump shares carry each owner's sampled coordinates; the others none."""
-    from privfed.common.messages import Result
+def test_a_boosting_share_reply_survives_the_wire_as_its_type(reply):
+    """Each base learner's share is its own message: its arrays come back with their shapes and type."""
+    from privfed.common.tasks import Result
 
     back = serde.result_from_proto(serde.result_to_proto(Result("t", "owner-0.o00000", reply))).payload
-    np.testing.assert_array_equal(back.reports, reply.reports)
-    np.testing.assert_array_equal(back.labels, reply.labels)
-    np.testing.assert_array_equal(back.coordinates, reply.coordinates)
-    assert back.coordinates.shape == reply.coordinates.shape
+    assert type(back) is type(reply)
+    for name, value in vars(reply).items():
+        np.testing.assert_array_equal(getattr(back, name), value)
+        assert getattr(back, name).shape == value.shape, name
 
 
-def test_a_stump_encoding_left_unset_on_the_wire_is_the_default_for_the_classes():
+@pytest.mark.parametrize(
+    "field,value",
+    [("stump", pb.StumpShare(reports=serde.reports_to_proto(np.zeros((2, 3))))),
+     ("lr", pb.LrParameters(reports=serde.reports_to_proto(np.zeros(3)))),
+     ("ncc", pb.NccRows(reports=serde.reports_to_proto(np.zeros((2, 3))), labels=[1])),
+     ("joint_ncc", pb.JointNccReports(features=[1, 2], reports=[3])),
+     ("sampled_stump", pb.SampledStumpShare(coordinates=[1], reports=[2**64 - 1]))],
+)  # fmt: skip
+def test_a_share_of_the_wrong_shape_is_refused_at_decoding(field, value):
+    msg = pb.Result(task_id="t", owner_id="owner-0.o00000", boost_share=pb.BoostShare(**{field: value}))
+    with pytest.raises(RemoteProtocolError):
+        serde.result_from_proto(msg)
+    with pytest.raises(RemoteProtocolError, match="no known kind"):
+        serde.result_from_proto(pb.Result(task_id="t", owner_id="o", boost_share=pb.BoostShare()))
+
+
+def test_a_choice_left_unset_or_unknown_on_the_wire_is_refused():
+    """No silent default: the coordinator sends every choice resolved (``BoostingParams`` filled
+    in its defaults), so an unset or unknown one is a malformed config, not the default."""
+    for name in serde.boosting.boost_enums():
+        for value in (0, 99):
+            msg = serde.boost_config_to_proto(CONFIG)
+            setattr(msg, name, value)
+            with pytest.raises(RemoteProtocolError, match=name):
+                serde.boost_config_from_proto(msg)
     msg = serde.boost_config_to_proto(CONFIG)
-    msg.ClearField("stump_encoding")
-    msg.ClearField("n_sampled")
-    booster = serde.boost_config_from_proto(msg).booster
-    assert booster.stump_encoding == "cells" and booster.n_sampled is None  # three classes
+    msg.ClearField("n_sampled")  # an optional number: unset is Python's None (the variance-optimal count)
+    assert serde.boost_config_from_proto(msg).params.n_sampled is None
 
 
 def test_a_config_of_another_run_or_another_value_is_not_equal():
     assert serde.boost_config_from_proto(serde.boost_config_to_proto(CONFIG)) == CONFIG
-    other = BoostConfig("run-c", CONFIG.booster)
+    other = BoostConfig("run-c", CONFIG.params)
     assert other != CONFIG
     for field, value in (("eval_fraction", 0.41), ("bounds", Bounds.of(0.0, 2.0, 2)), ("group_size", None)):
-        changed = BoostConfig("run-b", FederatedBoosting(**{**_public(CONFIG), field: value}))
+        changed = BoostConfig("run-b", BoostingParams(**{**_public(CONFIG), field: value}))
         assert changed != CONFIG and hash(changed) != hash(CONFIG), field
 
 
 def _public(config: BoostConfig) -> dict:
-    from privfed.common.boosting.wire import PUBLIC_FIELDS
+    from privfed.common.boosting.params import WIRE_FIELDS
 
-    return {f: getattr(config.booster, f) for f in PUBLIC_FIELDS}
+    return {f: getattr(config.params, f) for f in WIRE_FIELDS}
 
 
 def _refusal(m: pb.Task) -> str:
@@ -180,19 +217,19 @@ def _matrix(shape, data) -> pb.Matrix:
 
 
 MALFORMED = {
-    # the config: FederatedBoosting's own checks, and the bounds'
+    # the config: BoostingParams' own checks, and the bounds'
     "nan-epsilon": (("config.epsilon", math.nan), "epsilon"),
     "zero-epsilon": (("config.epsilon", 0.0), "epsilon"),
-    "unknown-base": (("config.base", "tree"), "base"),
-    "unknown-mechanism": (("config.mechanism", "gauss"), "mechanism"),
-    "unknown-labels": (("config.labels", "maybe"), "labels"),
+    "unknown-base": (("config.base", 17), "base"),
+    "unknown-mechanism": (("config.mechanism", 0), "mechanism"),
+    "unknown-labels": (("config.labels", -1), "labels"),
     "nan-fraction": (("config.eval_fraction", math.nan), "eval_fraction"),
     "inf-weight-bound": (("config.weight_bound", math.inf), "weight_bound"),
     "no-rounds": (("config.n_rounds", 0), "n_rounds"),
     "one-class": (("config.n_classes", 1), "n_classes"),
     "no-run-id": (("config.run_id", ""), "run_id"),
-    "unknown-encoding": (("config.stump_encoding", "dense"), "stump_encoding"),
-    "unknown-oracle": (("config.oracle", "hadamard"), "oracle"),
+    "unknown-encoding": (("config.stump_encoding", 9), "stump_encoding"),
+    "unknown-oracle": (("config.oracle", 0), "oracle"),
     "no-sampled": (("config.n_sampled", 0), "n_sampled"),
     "bounds-shape": (("config.bounds", _matrix((3, 2), np.zeros(6))), "bounds must have shape (2, d)"),
     "bounds-bytes": (("config.bounds", pb.Matrix(shape=[2, 2], data=b"\0" * 31)), "needs 32 bytes"),
@@ -249,7 +286,7 @@ def test_the_domain_objects_refuse_what_the_wire_refuses():
     with pytest.raises(ConfigError, match="round"):
         at_round(empty_history(), -1)
     with pytest.raises(ConfigError, match="run_id"):
-        BoostConfig("", CONFIG.booster)
+        BoostConfig("", CONFIG.params)
 
 
 def test_the_node_answers_the_rest_of_a_batch_after_malformed_boosting_tasks(tmp_path):
@@ -260,7 +297,7 @@ def test_the_node_answers_the_rest_of_a_batch_after_malformed_boosting_tasks(tmp
     owner = LocalOwner(
         "owner-0.o00000", X, (X[:, 0] > 0.5).astype(np.int64), np.random.Generator(np.random.PCG64(6)), 2, BOUNDS
     )
-    config = BoostConfig("run-ok", FederatedBoosting(epsilon=1.0, n_classes=2, bounds=BOUNDS, n_rounds=3, n_bins=4))
+    config = BoostConfig("run-ok", BoostingParams(epsilon=1.0, n_classes=2, bounds=BOUNDS, n_rounds=3, n_bins=4))
     good = serde.task_to_proto(
         Task("good", owner.owner_id, "run-ok", BoostShareTask(config, at_round(empty_history(), 0)))
     )

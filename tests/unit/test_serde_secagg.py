@@ -10,9 +10,8 @@ import numpy as np
 import pytest
 
 from privfed.common.errors import RemoteProtocolError
-from privfed.common.messages import PeerKey, Refusal, Result, SecAggKeysTask, SecAggUnmaskTask, Task
-from privfed.common.secagg.aggregator import InProcessSecAgg
 from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.inprocess import InProcessSecAgg
 from privfed.common.secagg.messages import (
     InputRequest,
     KeyAdvert,
@@ -22,8 +21,9 @@ from privfed.common.secagg.messages import (
     ShareKeysRequest,
     UnmaskReply,
 )
+from privfed.common.tasks import PeerKey, Refusal, Result, SecAggKeysTask, SecAggUnmaskTask, Task
 from privfed.proto import privfed_pb2 as pb
-from privfed.proto import serde
+from privfed.proto import serde, serde_steps
 
 OWNERS = [f"node-{i % 2}.o{i:02d}" for i in range(8)]
 FP = FixedPoint.choose(n_parties=len(OWNERS), max_abs=10.0)
@@ -96,7 +96,9 @@ def test_every_step_of_a_real_run_survives_the_wire(run: dict) -> None:
         step1 = dataclasses.replace(keys, request=run["share_requests"][o], peers=(peer,), certificates={"n": b"pem"})
         _same(step1, _task_trip(step1))
         _same(run["key_shares"][o], _result_trip(o, run["key_shares"][o]))
-        _same(run["inputs"][o], serde._input_request_from_proto(serde._input_request_to_proto(run["inputs"][o])))
+        _same(
+            run["inputs"][o], serde_steps.input_request_from_proto(serde_steps.input_request_to_proto(run["inputs"][o]))
+        )
     assert any(run["inputs"][o].key_shares for o in OWNERS)
     for o, m in run["masked"].items():
         _same(m, _result_trip(o, m))

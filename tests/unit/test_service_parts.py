@@ -13,8 +13,8 @@ import pytest
 from privfed.common.errors import ConfigError, JobAborted
 from privfed.common.jobinfo import JobInfo
 from privfed.common.ledger import Debit, Ledger, read_accounts
-from privfed.common.messages import OwnerInfo, RingMessageTask, Task
 from privfed.common.roles import DATA_USER, role_of
+from privfed.common.tasks import OwnerInfo, RingMessageTask, Task
 from privfed.deploy.certs import make_certs
 from privfed.server.dispatcher import Dispatcher
 from privfed.server.jobapi import job_settings

@@ -7,7 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from privfed.common.boosting.federated import FederatedBoosting
+from privfed.common.boosting.owner import check_learner
+from privfed.common.boosting.params import BoostingParams
+from privfed.common.boosting.releases import ReleasePlan
+from privfed.common.boosting.simulation import simulate
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.learners.split_points import (
@@ -60,20 +63,20 @@ def test_one_report_per_owner_and_the_feature_is_drawn_whatever_the_data(rng):
 
 def test_boosting_uses_only_the_public_split_points(rng):
     sp = ((2.0,), (0.5,))
-    fb = FederatedBoosting(epsilon=math.inf, n_classes=2, bounds=BOUNDS, n_rounds=2, n_bins=2, split_points=sp)
+    fb = BoostingParams(epsilon=math.inf, n_classes=2, bounds=BOUNDS, n_rounds=2, n_bins=2, split_points=sp)
     X = skewed(rng, 400)
     y = (X[:, 0] >= 2.0).astype(np.int64)
-    model = fb.fit(X, y, rng=rng).model
+    model = simulate(fb, X, y, rng=rng).model
     assert model.learners[0].threshold == 2.0 and model.score(X, y) == 1.0
-    fb.check_learner(Stump(0, 1, 2.0, (0, 1), 0.0))
+    check_learner(ReleasePlan(fb), Stump(0, 1, 2.0, (0, 1), 0.0))
     with pytest.raises(ConfigError, match="public threshold"):
-        fb.check_learner(Stump(0, 1, 8.0, (0, 1), 0.0))  # the midpoint is not this run's threshold
+        check_learner(ReleasePlan(fb), Stump(0, 1, 8.0, (0, 1), 0.0))  # the midpoint is not this run's threshold
 
 
 @pytest.mark.parametrize("sp", [((2.0, 3.0), (0.5, 0.6)), ((20.0,), (0.5,)), ((math.nan,), (0.5,)), ((1.0,),)])
 def test_split_points_of_the_wrong_shape_or_outside_the_bounds_are_refused(sp):
     with pytest.raises(ConfigError):
-        FederatedBoosting(epsilon=1.0, n_classes=2, bounds=BOUNDS, n_rounds=2, n_bins=2, split_points=sp)
+        BoostingParams(epsilon=1.0, n_classes=2, bounds=BOUNDS, n_rounds=2, n_bins=2, split_points=sp)
 
 
 def test_midpoints_join_the_quantiles_and_split_owners_leave_boosting_owners():

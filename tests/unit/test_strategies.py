@@ -1,7 +1,7 @@
 """Every strategy (ncc, lr, feddpdr, boosting) over the in-process transport (deploy/inprocess.py):
 real owner handlers, real ring drivers and state machines, real SQLite ledgers in memory, so the
 debits are real; silent and refusing owners; and the per-owner federation against the vectorised
-simulation of the same SAMME loop (:meth:`FederatedBoosting.fit`), equal at ε = ∞."""
+simulation of the same SAMME loop (:func:`privfed.common.boosting.simulation.simulate`), equal at ε = ∞."""
 
 from __future__ import annotations
 
@@ -10,13 +10,15 @@ import math
 import numpy as np
 import pytest
 
-from privfed.common.boosting.federated import FederatedBoosting
 from privfed.common.boosting.loop import plan_rounds
+from privfed.common.boosting.owner import check_learner
+from privfed.common.boosting.params import BoostingParams
+from privfed.common.boosting.simulation import simulate
 from privfed.common.datasets import load_builtin, partition
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import fit_local_logistic, lr_aggregate, lr_share
 from privfed.common.mechanisms import make_mechanism
-from privfed.common.messages import LrShareTask
+from privfed.common.tasks import LrShareTask
 from privfed.deploy.inprocess import InProcessTransport
 from privfed.owner.data import build_owners
 from privfed.server.strategies import LrStrategy, NccStrategy, make_strategy
@@ -116,7 +118,7 @@ def test_feddpdr_runs_both_phases_and_spends_exactly_epsilon(data):
 
 
 def _booster(ds, **kw):
-    return FederatedBoosting(
+    return BoostingParams(
         **{
             "epsilon": math.inf,
             "n_classes": 2,
@@ -132,13 +134,18 @@ def _booster(ds, **kw):
 
 @pytest.mark.parametrize("base", ["stump", "lr"])
 def test_boosting_over_per_owner_handlers_equals_the_vectorised_simulation_at_infinite_epsilon(data, base):
-    fb = _booster(data, base=base, secure_sum="ring")
+    fb = _booster(data, base=base)
     t = _transport(data)
     strategy = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(11)))
     result = strategy.run(sorted(t.owners), t)
     model = result.model
-    sim = fb.fit(
-        data.X, data.y, owners=partition(data.n, N_OWNERS, seed=0), rng=np.random.Generator(np.random.PCG64(11))
+    sim = simulate(
+        fb,
+        data.X,
+        data.y,
+        owners=partition(data.n, N_OWNERS, seed=0),
+        rng=np.random.Generator(np.random.PCG64(11)),
+        secure_sum="ring",
     )
     assert [r.decision.step for r in result.rounds][: len(sim.rounds)] == [
         {"stop": "discard_and_stop"}.get(r.step, r.step) for r in sim.rounds
@@ -256,16 +263,16 @@ def test_a_sampled_stump_share_that_does_not_fit_the_encoding_is_dropped_alone(d
             return getattr(self.inner, name)
 
     owner_ids = sorted(t.owners)
-    steps = _FederationSteps(
-        BoostingStrategy(fb, np.random.Generator(np.random.PCG64(1))), owner_ids, Corrupting(t), "r", []
-    )
+    strategy = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(1)))
+    steps = _FederationSteps(strategy, owner_ids, Corrupting(t), "r", [])
+    plan = strategy.coordinator.plan
     group = np.arange(8)
     shares = steps.release(0, group)
     assert isinstance(shares, SampledReports) and len(shares) == len(group) - 2
     assert set(steps.rejected) == set(owner_ids[:2]) and all(
         w.startswith("share_encoding: ") for w in steps.rejected.values()
     )
-    assert shares.coordinates.shape[1] == fb.share_encoding.m
-    fb.check_learner(fb.coordinator_select(shares))
+    assert shares.coordinates.shape[1] == plan.share_encoding.m
+    check_learner(plan, strategy.coordinator.select(shares))
     for o in owner_ids[:8]:
         assert _spent(t, o) == pytest.approx(fb.share_epsilon)

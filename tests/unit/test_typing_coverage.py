@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: module is written with type hints and listed under ``disallow_untyped_defs``.
 UNTYPED_AT_ISSUE_10 = frozenset(
     """
-    privfed.common.boosting privfed.common.boosting.federated privfed.common.boosting.loop
+    privfed.common.boosting privfed.common.boosting.loop
     privfed.common.boosting.simulation privfed.common.boosting.wire
     privfed.common.feddpdr privfed.common.feddpdr.centroid privfed.common.feddpdr.pca
     privfed.common.feddpdr.subspace privfed.common.feddpdr.svm

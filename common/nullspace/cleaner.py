@@ -76,7 +76,6 @@ K. Xu, S. Shah, T. Cao, C. Maung, H. Schweitzer. Enhancing the Privacy of Predic
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,126 +83,11 @@ import scipy.linalg
 from numpy.typing import ArrayLike
 
 from privfed.common.errors import ConfigError
+from privfed.common.nullspace.linear_map import as_matrix, as_rows
 from privfed.common.validation import check_choice, check_non_negative
 
 METHODS = ("generalized", "subspace")  # NullSpaceCleaner; "projection" is StageProjection
 ETA_SCALE = 1e-8  # η = ETA_SCALE · tr(B_c) / F when B_c is singular (SPEC §10)
-
-
-def _matrix(name: str, value: ArrayLike, *, rows_name: str = "rows", cols_name: str = "columns") -> np.ndarray:
-    """``value`` as a finite float 2-D array; a 1-D array is read as one column."""
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{name} must be a numeric array, got {type(value).__name__}: {exc}") from exc
-    if arr.ndim == 1:
-        arr = arr[:, None]
-    if arr.ndim != 2 or arr.size == 0:
-        raise ConfigError(f"{name} must be a non-empty 2-D array ({rows_name} × {cols_name}), got shape {arr.shape}")
-    bad = int(np.count_nonzero(~np.isfinite(arr)))
-    if bad:
-        raise ConfigError(f"{name} has {bad} non-finite value(s) (NaN or inf); drop or impute them before cleaning")
-    return arr
-
-
-def _rows(name: str, X: ArrayLike, n_features: int) -> np.ndarray:
-    """Query rows as a finite (n, F) array; a 1-D ``X`` is one row."""
-    try:
-        arr = np.asarray(X, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{name} must be a numeric array, got {type(X).__name__}: {exc}") from exc
-    arr2 = arr[None, :] if arr.ndim == 1 else arr
-    if arr2.ndim != 2 or arr2.shape[1] != n_features:
-        raise ConfigError(
-            f"{name} has shape {arr.shape} but A_d and A_c have F = {n_features} rows (features); "
-            f"pass rows of length {n_features}, shape (n, {n_features})"
-        )
-    bad = int(np.count_nonzero(~np.isfinite(arr2)))
-    if bad:
-        raise ConfigError(f"{name} has {bad} non-finite value(s) (NaN or inf); drop or impute them before cleaning")
-    return arr2
-
-
-RIDGE_GRID = np.concatenate([[0.0], np.logspace(-8, 1, 37)])
-"""Candidate ridge penalties for ``alpha="gcv"``, relative to the largest squared singular value of the
-centred ``X`` (so the grid is scale-free); 0 is plain least squares."""
-
-
-def fit_linear_map(X: ArrayLike, Y: ArrayLike, *, center: bool = True, alpha: float | str = 0.0) -> np.ndarray:
-    """Least-squares (or ridge) linear map ``A`` (F×m) with ``Y ≈ XA`` (Algorithm 1, step 1).
-
-    Intercept handling: with ``center=True`` (default) ``X`` and ``Y`` are centred by their column
-    means and ``A`` is fitted without intercept, so the model predicts
-    ``ŷ = Ȳ + Aᵀ(x − X̄)``; clean the *centred* query ``x − X̄`` and add ``X̄`` back. The mean
-    feature vector then predicts ``Ȳ`` exactly, and ``A`` is the model's linear first stage.
-    With ``center=False`` the map has no intercept (``ŷ = Aᵀx``). Rank-deficient ``X`` gets the
-    minimum-norm solution, which is zero on directions the data never visit.
-
-    ``alpha`` is the ridge penalty: ``A = argmin ‖Y − XA‖² + alpha‖A‖²``. ``alpha="gcv"`` picks it from
-    :data:`RIDGE_GRID` (times ``s_max²``) by generalised cross-validation, ``GCV = (‖Y − XA‖²/n) /
-    (1 − tr(H)/n)²`` with ``H = X(XᵀX + alpha I)⁻¹Xᵀ`` (Golub, Heath, Wahba, Technometrics 1979), one SVD
-    for the whole grid. This is how the null-space experiment's adversary estimates ``A_c``: the
-    paper's unregularised fit with F = 103 yeast features predicts held-out confidential labels
-    *worse* than their mean for most label splits, so "complete privacy" would credit the
-    adversary's own over-fitting to whatever mechanism is measured.
-
-    Parameters
-    ----------
-    X : array_like (n, F)
-    Y : array_like (n,) or (n, m); 1-D means one label.
-    center : bool
-    alpha : float ≥ 0 or "gcv"
-
-    Returns
-    -------
-    A : ndarray (F, m)
-    """
-    X = _matrix("X", X, rows_name="n rows", cols_name="F features")
-    Y = _matrix("Y", Y, rows_name="n rows", cols_name="m labels")
-    if X.shape[0] != Y.shape[0]:
-        raise ConfigError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}; pass one label row per feature row")
-    if alpha != "gcv":
-        alpha = check_non_negative(alpha, name="alpha", fix="or 'gcv' to choose it by generalised cross-validation")
-    if center:
-        X = X - X.mean(axis=0)
-        Y = Y - Y.mean(axis=0)
-    U, s, Vt = np.linalg.svd(X, full_matrices=False)
-    rank = int(np.count_nonzero(s > s[0] * max(X.shape) * np.finfo(float).eps)) if s[0] > 0 else 0
-    U, s, Vt = U[:, :rank], s[:rank], Vt[:rank]
-    UtY = U.T @ Y
-    if alpha == "gcv":
-        n = X.shape[0]
-        outside = float(np.sum(Y**2) - np.sum(UtY**2))  # residual outside span(X), the same for every alpha
-        best = (math.inf, 0.0)
-        for a in RIDGE_GRID * (s[0] ** 2 if rank else 1.0):
-            shrink = s**2 / (s**2 + a)
-            residual = outside + float(np.sum(((1.0 - shrink)[:, None] * UtY) ** 2))
-            dof = float(np.sum(shrink))
-            score = residual / n / (1.0 - dof / n) ** 2 if dof < n else math.inf
-            best = min(best, (score, float(a)))
-        alpha = best[1]
-    return Vt.T @ ((s / (s**2 + float(alpha)))[:, None] * UtY)
-
-
-def e_utility(A_d: ArrayLike, x: ArrayLike, x_clean: ArrayLike) -> np.ndarray:
-    """Per-row ``‖A_dᵀ(x − x̃)‖²`` (SPEC §10); scalar for a single 1-D row."""
-    return _prediction_change("A_d", A_d, x, x_clean)
-
-
-def e_privacy(A_c: ArrayLike, x: ArrayLike, x_clean: ArrayLike) -> np.ndarray:
-    """Per-row ``‖A_cᵀ(x − x̃)‖²`` (SPEC §10); scalar for a single 1-D row."""
-    return _prediction_change("A_c", A_c, x, x_clean)
-
-
-def _prediction_change(name: str, A: ArrayLike, x: ArrayLike, x_clean: ArrayLike) -> np.ndarray:
-    A = _matrix(name, A, rows_name="F features", cols_name="m labels")
-    single = np.ndim(x) == 1
-    x = _rows("x", x, A.shape[0])
-    x_clean = _rows("x_clean", x_clean, A.shape[0])
-    if x.shape != x_clean.shape:
-        raise ConfigError(f"x has shape {x.shape} but x_clean has {x_clean.shape}; pass the cleaned rows of x")
-    out = np.sum(((x - x_clean) @ A) ** 2, axis=1)
-    return out[0] if single else out
 
 
 @dataclass(frozen=True)
@@ -294,8 +178,8 @@ class NullSpaceCleaner:
             Bad parameters, non-finite or mismatched maps, ``A_c = 0``, or a singular ``M``.
         """
         self._validate_params()
-        A_d = _matrix("A_d", A_d, rows_name="F features", cols_name="m_d desired labels")
-        A_c = _matrix("A_c", A_c, rows_name="F features", cols_name="m_c confidential labels")
+        A_d = as_matrix("A_d", A_d, rows_name="F features", cols_name="m_d desired labels")
+        A_c = as_matrix("A_c", A_c, rows_name="F features", cols_name="m_c confidential labels")
         if A_d.shape[0] != A_c.shape[0]:
             raise ConfigError(
                 f"A_d has shape {A_d.shape} and A_c has shape {A_c.shape}: both need one row per "
@@ -385,7 +269,7 @@ class NullSpaceCleaner:
         if not hasattr(self, "components_"):
             raise ConfigError("this NullSpaceCleaner is not fitted yet; call fit(A_d, A_c) first")
         self._validate_params()
-        X = _rows("X", X, self.n_features_in_)
+        X = as_rows("X", X, self.n_features_in_)
         eps = float(self.epsilon)
         n, k = X.shape[0], self.gamma_.shape[0]
         rows = np.arange(n)
@@ -433,73 +317,3 @@ def _quadratic_root(p: np.ndarray, q: np.ndarray, eps: float) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):  # two forms of one root, no cancellation
         root = np.where(pq > 0, gap / (disc + pq), (disc - pq) / qq)
     return np.clip(np.where((qq > 0) & (gap > 0), root, 0.0), 0.0, 1.0)
-
-
-class StageProjection:
-    """Clean query rows without any confidential map: keep only what ``A_d`` reads, then shrink.
-
-    ``x̃ = (1 − β)·P_d x`` with ``P_d`` the orthogonal projector onto ``span(A_d)`` and
-    ``β = sqrt(ε / ‖A_dᵀx‖²)`` (β = 1, ``x̃ = 0``, when ``ε ≥ ‖A_dᵀx‖²``). Since ``A_dᵀP_d = A_dᵀ``,
-    ``e_utility = β²‖A_dᵀx‖² = ε`` exactly, as in Theorem 1; ``ε = 0`` keeps every desired score.
-
-    What ``x̃`` depends on: ``A_dᵀx`` and ``A_d``, nothing else (write ``A_d = Q_d R`` with ``Q_d``
-    orthonormal and ``R`` of full row rank; then ``P_d x = Q_d (Rᵀ)⁺ A_dᵀx``). Any row that keeps
-    the desired scores reveals ``A_dᵀx`` (the reader computes ``A_dᵀx̃``), so at ε = 0 this is the
-    least a query can reveal; and unlike :class:`NullSpaceCleaner` no statistic of anyone's
-    training rows shapes it. Against the paper's *fixed* linear adversary ``A_c`` it is weaker than null-space
-    cleaning (``A_cᵀP_d x ≠ 0`` in general), but at ε = 0 both send a function of ``A_dᵀx``
-    alone, so an adversary who knows the method learns exactly the same about ``x`` from either.
-
-    Parameters
-    ----------
-    epsilon : float ≥ 0, the requested e_utility per row.
-
-    Attributes
-    ----------
-    basis_ : (F, r) orthonormal basis of ``span(A_d)`` (r = numerical rank of A_d).
-    n_features_in_ : int, F.
-    """
-
-    def __init__(self, *, epsilon: float):
-        self.epsilon = epsilon
-
-    def fit(self, A_d: ArrayLike) -> StageProjection:
-        NullSpaceCleaner(epsilon=self.epsilon)._validate_params()
-        A_d = _matrix("A_d", A_d, rows_name="F features", cols_name="m_d desired labels")
-        U, s, _ = np.linalg.svd(A_d, full_matrices=False)
-        r = int(np.count_nonzero(s > s[0] * max(A_d.shape) * np.finfo(float).eps)) if s[0] > 0 else 0
-        self.basis_ = U[:, :r]
-        self._A_d = A_d
-        self.n_features_in_ = A_d.shape[0]
-        return self
-
-    def transform(self, X: ArrayLike) -> np.ndarray:
-        """Clean query rows: ``(n, F) → (n, F)`` (a 1-D row gives a 1-D row)."""
-        result = self.transform_with_details(X)
-        return result.x_clean[0] if np.ndim(X) == 1 else result.x_clean
-
-    def transform_with_details(self, X: ArrayLike) -> CleaningResult:
-        """The trace in :class:`CleaningResult` form, one component per row (``P_d x``)."""
-        if not hasattr(self, "basis_"):
-            raise ConfigError("this StageProjection is not fitted yet; call fit(A_d) first")
-        NullSpaceCleaner(epsilon=self.epsilon)._validate_params()
-        X = _rows("X", X, self.n_features_in_)
-        eps = float(self.epsilon)
-        projected = (X @ self.basis_) @ self.basis_.T
-        s_total = np.sum((X @ self._A_d) ** 2, axis=1)
-        partial = eps < s_total
-        with np.errstate(divide="ignore", invalid="ignore"):
-            beta = np.where(partial, np.sqrt(eps / np.where(partial, s_total, 1.0)), 1.0)
-        x_clean = (1.0 - beta)[:, None] * projected
-        x_clean[~partial] = 0.0
-        n = X.shape[0]
-        return CleaningResult(
-            x_clean=x_clean,
-            coef=np.ones((n, 1)),
-            delta=s_total[:, None],
-            t=np.where(partial, 0, 1),
-            alpha=np.where(partial, beta, 0.0),
-            alpha_closed=np.where(partial, beta, 0.0),
-            s_total=s_total,
-            e_utility=np.where(partial, eps, s_total),
-        )

@@ -1,4 +1,5 @@
-"""A total minimiser for the strongly convex objectives of objective perturbation (SPEC §8).
+"""Approximate Minima Perturbation (AMP): a total minimiser for the strongly convex objectives of
+objective perturbation, and its output noise (SPEC §8).
 
 Objective perturbation (Chaudhuri, Monteleoni, Sarwate 2011; Kifer, Smith, Thakurta 2012) is private
 for the *exact* minimiser of ``J``. A solver in floating point returns an approximate one, and one that
@@ -18,8 +19,20 @@ Iyengar et al. 2019, Alg. 1) closes both gaps:
    ``epsilon_out``. Which of the two solver branches ran depends on the rows and needs no privacy:
    both land within ``r`` of ``x*``.
 
-The mechanisms (:mod:`privfed.common.feddpdr.svm`, :mod:`privfed.common.feddpdr.multiclass`) give
-``epsilon_out`` a small public share of their budget (:data:`AMP_FRACTION`) and add the noise.
+The objective-perturbation mechanisms (:mod:`.objective`, used by :mod:`privfed.common.feddpdr.svm` and
+:mod:`privfed.common.feddpdr.multiclass`) give ``epsilon_out`` a small public share of their budget
+(:data:`AMP_FRACTION`) and add the noise, :class:`AmpOutputNoise`.
+
+The noise of density proportional to ``exp(-(epsilon/2) ||v||)`` on R^d (:func:`norm_laplace_noise`:
+a uniform direction times a Gamma(d, 2/epsilon) radius) is the L2 analogue of Laplace noise for L2
+sensitivity 2 (Chaudhuri, Monteleoni, Sarwate 2011, Alg. 1): for two centres ``a, a'`` at distance at
+most 2 the densities of ``a + v`` and ``a' + v`` differ by a factor at most
+``exp((epsilon/2) ||a - a'||) <= e^epsilon``. Scaled by ``r``, it protects a point known to within ``2 r``;
+Chaudhuri's objective perturbation draws its ``b`` from it too.
+
+Floating point (SPEC §12): the direction and the radius come from the float-safe samplers of
+:mod:`.gaussian` (full-precision uniforms, no gaps in the tails). The released vector is a solver output
+plus this noise, not rounded to a grid (README, "Floating point").
 
 References
 ----------
@@ -33,11 +46,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.optimize
 
 from privfed.common.errors import ConfigError
+from privfed.common.mechanisms.gaussian import gamma_integer_shape, standard_normal
+from privfed.common.validation import check_int, check_positive, check_rng
 
 Objective = Callable[[np.ndarray], tuple[float, np.ndarray]]
 """``x -> (J(x), grad J(x))`` on a flat float64 vector."""
@@ -109,4 +125,90 @@ def accelerate_within(fun: Objective, size: int, *, mu: float, smooth: float, ra
     return _nesterov(fun, x0, mu, smooth, accelerated_steps(smooth / mu, start, radius))
 
 
-__all__ = ["AMP_FRACTION", "AMP_RADIUS", "accelerate_within", "accelerated_steps", "minimise_within"]
+def norm_laplace_noise(d: int, epsilon: float, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
+    """Noise with density proportional to ``exp(-(epsilon/2) ||v||)`` on R^d (module docstring; SPEC §8).
+
+    Direction ``g / ||g||`` with ``g ~ N(0, I_d)``; radius ``~ Gamma(shape=d, scale=2/epsilon)``, both from
+    the float-safe samplers of :mod:`.gaussian`. Returns shape (d,), or (size, d) when ``size`` is given;
+    zeros when ``epsilon = inf``. Per coordinate ``E v_j = 0`` and ``Var v_j = (d + 1) (2/epsilon)^2``
+    (:func:`norm_laplace_variance`).
+    """
+    d = check_int(d, name="d", minimum=1)
+    epsilon = check_positive(epsilon, name="epsilon", allow_inf=True)
+    shape = (d,) if size is None else (int(size), d)
+    if epsilon == math.inf:
+        return np.zeros(shape)
+    g = standard_normal(rng, shape)
+    radius = gamma_integer_shape(rng, d, 2.0 / epsilon, shape[:-1])
+    return g / np.linalg.norm(g, axis=-1, keepdims=True) * np.asarray(radius)[..., None]
+
+
+def norm_laplace_variance(d: int, epsilon: float) -> float:
+    """``Var v_j`` of :func:`norm_laplace_noise`: ``E ||v||^2 / d = d (d + 1) theta^2 / d``, ``theta = 2/epsilon``
+    (the second moment of Gamma(d, theta)); 0 at ``epsilon = inf``."""
+    return 0.0 if math.isinf(epsilon) else (d + 1) * (2.0 / epsilon) ** 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class AmpOutputNoise:
+    """AMP's output perturbation (Iyengar et al. 2019, Alg. 1 line 6): ``F + r V`` for a point ``F`` known to
+    lie within ``r`` of an exact minimiser, ``V`` of density proportional to ``exp(-(epsilon/2) ||V||)``.
+
+    Privacy: ``F`` lies within ``r`` of ``x*``, so two neighbouring data sets' points are at most ``2 r``
+    apart, and ``r V`` is the L2 Laplace noise of sensitivity ``2 r`` (module docstring): the release is an
+    ``epsilon``-DP function of the data given ``x*``, and composes with the objective perturbation that
+    made ``x*`` (adaptive composition).
+
+    Parameters
+    ----------
+    epsilon : float > 0, or inf (no noise)
+    radius : float > 0, the public ``r`` (:data:`AMP_RADIUS`)
+    d : int, coordinates of one noise vector; ``privatize`` draws one per row of ``F``'s ``(rows, d)``.
+
+    Notes
+    -----
+    Float safety: the noise comes from the float-safe samplers; the output is not gridded (module docstring).
+    """
+
+    epsilon: float
+    radius: float = AMP_RADIUS
+    d: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_positive(self.epsilon, name="epsilon", allow_inf=True))
+        object.__setattr__(self, "radius", check_positive(self.radius, name="radius"))
+        object.__setattr__(self, "d", check_int(self.d, name="d", minimum=1))
+
+    def privatize(self, F: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """``F + r V``: one noise vector of length ``d`` per row of ``F`` (shape (rows, d) or (d,)); ``F`` itself
+        at ``epsilon = inf``."""
+        check_rng(rng)
+        if math.isinf(self.epsilon):
+            return F
+        rows = None if np.ndim(F) == 1 else int(np.shape(F)[0])
+        return F + self.radius * norm_laplace_noise(self.d, self.epsilon, rng, size=rows)
+
+    def variance(self, F: np.ndarray | None = None) -> float:
+        """Per coordinate ``r^2 (d + 1) (2/epsilon)^2``, whatever ``F``."""
+        return self.radius**2 * norm_laplace_variance(self.d, self.epsilon)
+
+    def bias(self, F: np.ndarray | None = None) -> float:
+        """0: the noise is symmetric."""
+        return 0.0
+
+    @property
+    def output_bounds(self) -> tuple[float, float]:
+        """Unbounded (a solver output plus noise)."""
+        return (-math.inf, math.inf)
+
+
+__all__ = [
+    "AMP_FRACTION",
+    "AMP_RADIUS",
+    "AmpOutputNoise",
+    "accelerate_within",
+    "accelerated_steps",
+    "minimise_within",
+    "norm_laplace_noise",
+    "norm_laplace_variance",
+]

@@ -1,0 +1,96 @@
+"""What an owner releases in FedDPDR-DPML phase 2 (seed 004 Alg. 1 lines 5-7; SPEC §8), for every
+classifier of :data:`~privfed.common.feddpdr.choices.SVM_MODELS`: the seed's one-vs-rest Huber SVM
+(:mod:`.svm`), the multi-class ones (:mod:`.multiclass`) and the class sums (:mod:`.centroid`).
+
+Apart from :mod:`.svm` because :mod:`.multiclass` builds on that module's loss and noise.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from privfed.common.bounds import Bounds
+from privfed.common.errors import ConfigError
+from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DELTA_MODELS, SVM_MODELS, ovr_epsilons
+from privfed.common.feddpdr.model import add_bias_feature, project
+from privfed.common.feddpdr.multiclass import fit_dp_multiclass, mechanism
+from privfed.common.feddpdr.pca import scale_rows
+from privfed.common.feddpdr.svm import fit_dp_svm_ovr
+from privfed.common.mechanisms.objective import RANGE_WHAT
+from privfed.common.mechanisms.snapping import check_epsilon_range
+
+
+def check_svm_release(model: str, epsilon: float, delta: float, n_classes: int) -> None:
+    """Raise ConfigError unless :func:`owner_svm_release` can release ``model`` at ``(epsilon, delta)``:
+    the model, its delta rule, and every mechanism's public ε floor and ceiling (each one-vs-rest problem's
+    ε/K; the class sums' Gaussian with its σ bounds). Public parameters only: an owner checks it before
+    reading a row (SPEC §12)."""
+    if model not in SVM_MODELS:
+        raise ConfigError(f"model must be one of {SVM_MODELS}, got {model!r}")
+    if model in DELTA_MODELS and not (0 < delta < 1 or (delta == 0 and math.isinf(epsilon))):
+        raise ConfigError(f"model={model!r} is (epsilon, delta)-DP: pass the delta in (0, 1) that is debited for it")
+    if model not in DELTA_MODELS and delta != 0:
+        raise ConfigError(f"model={model!r} is pure epsilon-DP: delta={delta!r} would be debited for nothing")
+    if math.isinf(epsilon):
+        return
+    if model == "centroid":
+        from privfed.common.feddpdr.centroid import class_sums_release
+
+        class_sums_release(epsilon, delta)
+        return
+    if model == "ovr-huber":  # each problem's noise (one-vs-rest): ObjectivePerturbation's range
+        for eps in ovr_epsilons(epsilon, n_classes):
+            check_epsilon_range(eps, what=RANGE_WHAT)
+        return
+    mechanism(epsilon, delta, n_classes, model)  # the objective's noise and AMP's output noise
+
+
+def owner_svm_release(
+    X: np.ndarray,
+    y: np.ndarray,
+    bounds: Bounds,
+    U_global: np.ndarray | None,
+    n_classes: int,
+    epsilon2: float,
+    lam: float,
+    rng: np.random.Generator,
+    *,
+    delta: float,
+    model: str,
+    scaling: str = DEFAULT_ROW_SCALING,
+) -> tuple[np.ndarray, int, np.ndarray]:
+    """Owner side of FedDPDR-DPML phase 2 (seed 004 Alg. 1 lines 5-7): what an owner releases.
+
+    Scales the raw rows with the public bounds (``scaling``, :data:`privfed.common.feddpdr.pca.ROW_SCALINGS`),
+    projects onto the broadcast ``U_global`` (``None``: no reduction, the DPML baseline), and fits
+    ``model`` (:data:`~privfed.common.feddpdr.choices.SVM_MODELS`) on ``[z, 1]/sqrt(2)``:
+
+    * ``"centroid"``: :func:`privfed.common.feddpdr.centroid.dp_class_sums` at ``(epsilon2, delta)``:
+      the owner's noisy class sums (K, k + 1), which the coordinator sums; no bias feature is added (the
+      class sums carry the counts);
+    * ``"mc-huber"``, ``"softmax"``: :func:`privfed.common.feddpdr.multiclass.fit_dp_multiclass` at
+      ``(epsilon2, delta)``, one budget for all K classes;
+    * ``"ovr-huber"``: the seed's one-vs-rest Huber SVMs, :func:`fit_dp_svm_ovr`, epsilon2/K per class
+      (``delta`` unused, must be 0).
+
+    Total: once the rows are read nothing raises (the solvers always return, :mod:`privfed.common.mechanisms.amp`).
+
+    Returns
+    -------
+    (W_i, n_i, per_class_eps) : W_i (K, k + 1), the release; n_i the exact local count, which is NOT
+        released; per_class_eps the epsilon of each separately fitted problem (it sums to ``epsilon2``).
+    """
+    check_svm_release(model, epsilon2, delta, n_classes)
+    Z = project(scale_rows(X, bounds, scaling), U_global)
+    n = int(Z.shape[0])
+    if model == "ovr-huber":
+        W, eps_each = fit_dp_svm_ovr(Z, y, n_classes, epsilon=epsilon2, lam=lam, rng=rng)
+        return W, n, eps_each
+    if model == "centroid":
+        from privfed.common.feddpdr.centroid import dp_class_sums
+
+        return dp_class_sums(Z, y, n_classes, epsilon=epsilon2, delta=delta, rng=rng), n, np.array([epsilon2])
+    W, _ = fit_dp_multiclass(add_bias_feature(Z), y, n_classes, loss=model, epsilon=epsilon2, delta=delta, rng=rng)
+    return W, n, np.array([float(epsilon2)])

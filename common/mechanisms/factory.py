@@ -1,0 +1,41 @@
+"""The mechanism factory: a multidimensional LDP mechanism by name (kept apart from :mod:`.base`,
+which every mechanism module imports, so that no module imports one that imports it)."""
+
+from __future__ import annotations
+
+import math
+from numbers import Real
+
+from privfed.common.errors import ConfigError
+from privfed.common.mechanisms.base import MECHANISMS, IdentityMechanism, Mechanism
+from privfed.common.mechanisms.laplace import LaplaceMechanism
+from privfed.common.mechanisms.piecewise import PiecewiseMultidim
+
+
+def make_mechanism(name: str, *, epsilon: float, d: int) -> Mechanism:
+    """Build a row-level ε-LDP mechanism by name.
+
+    Parameters
+    ----------
+    name : {"pm", "duchi", "laplace"}
+        ``"pm"``: :class:`PiecewiseMultidim` (Wang et al. Alg. 4, SPEC §3.2);
+        ``"duchi"``: :class:`DuchiMultidim` (Alg. 3, SPEC §2.2);
+        ``"laplace"``: :class:`LaplaceMechanism` (ε/d per coordinate, SPEC §1).
+    epsilon : float
+        Budget for a whole row, > 0. ``math.inf`` returns :class:`IdentityMechanism` (no privacy).
+    d : int
+        Coordinates per row.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"mechanism name must be a str, one of {MECHANISMS}, got {name!r}")
+    if name not in MECHANISMS:
+        raise ConfigError(f"unknown mechanism {name!r}; choose one of {MECHANISMS}")
+    if isinstance(epsilon, Real) and not isinstance(epsilon, bool) and float(epsilon) == math.inf:
+        return IdentityMechanism(d=d)
+    if name == "pm":
+        return PiecewiseMultidim(epsilon=epsilon, d=d)
+    if name == "duchi":
+        from privfed.common.mechanisms.duchi import DuchiMultidim  # here: it loads scipy.special
+
+        return DuchiMultidim(epsilon=epsilon, d=d)
+    return LaplaceMechanism(epsilon=epsilon, d=d)

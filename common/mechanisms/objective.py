@@ -1,0 +1,358 @@
+"""Objective perturbation, made total by AMP: the noise of the FedDPDR classifiers' releases (SPEC §8).
+
+A learner that releases ``argmin_F J(F)`` for a strongly convex empirical risk ``L(F)`` perturbs the
+objective with a random linear term (and, if needed, extra regularisation),
+
+    J(F) = L(F) + (reg / 2) ||F||^2 + <B, F> / divisor,
+
+finds a point within the public radius ``r`` of its exact minimiser (:func:`~.amp.minimise_within`, total)
+and adds AMP's output noise (:class:`~.amp.AmpOutputNoise`). The learner supplies ``L`` and its
+gradient (:data:`Loss`) and states the loss's bounds; this module owns the noise, its calibration and
+the privacy argument:
+
+* :class:`ObjectivePerturbation` -- Chaudhuri, Monteleoni, Sarwate (JMLR 2011), Algorithm 2 and
+  Theorem 9: pure ``epsilon``, replace-one neighbours, ``B`` of density proportional to
+  ``exp(-(eps'/2) ||B||)`` (:func:`~.amp.norm_laplace_noise`), mean-form ``L``
+  (``divisor = n``) of a loss with ``|l''| <= c`` on rows ``||x|| <= 1``; the seed's Huber SVM
+  (seed 004 Alg. 3; :mod:`privfed.common.feddpdr.svm`).
+* :class:`GaussianObjectivePerturbation` -- Kifer, Smith, Thakurta (COLT 2012) with Gaussian ``B``:
+  ``(epsilon, delta)``, add/remove-one neighbours, sum-form ``L`` (``divisor = 1``) over K classes whose
+  per-row Hessian has trace ``<= beta`` and gradient norm ``<= sqrt 2``; the one-budget multiclass models
+  (:mod:`privfed.common.feddpdr.multiclass`, which proves the bounds for its two losses).
+
+Both spend :data:`~.amp.AMP_FRACTION` of their ε on AMP's output noise, so a solver that stops early
+still releases (issue 20: nothing raises once the rows are read) and the release stays ε-DP.
+
+Floating point (SPEC §12): every noise comes from the float-safe samplers of :mod:`.gaussian`
+(full-precision uniforms, no gaps in the tails). The release is a solver output plus noise, not
+rounded to a grid: its float guarantee is the solver's (README, "Floating point").
+
+References
+----------
+K. Chaudhuri, C. Monteleoni, A. D. Sarwate, "Differentially private empirical risk minimization",
+JMLR 12:1069-1109, 2011 (Algorithm 2, Theorem 9).
+D. Kifer, A. Smith, A. Thakurta, "Private convex empirical risk minimization and high-dimensional
+regression", COLT 2012 (objective perturbation with Gaussian noise).
+R. Iyengar et al., "Towards practical differentially private convex optimization", IEEE S&P 2019 (AMP).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm
+
+from privfed.common.errors import ConfigError
+from privfed.common.mechanisms.amp import (
+    AMP_FRACTION,
+    AMP_RADIUS,
+    AmpOutputNoise,
+    minimise_within,
+    norm_laplace_noise,
+    norm_laplace_variance,
+)
+from privfed.common.mechanisms.amp import Objective as FlatObjective
+from privfed.common.mechanisms.gaussian import standard_normal
+from privfed.common.mechanisms.snapping import check_epsilon_range
+from privfed.common.validation import check_int, check_positive, check_rng
+
+Loss = Callable[[np.ndarray], tuple[float, np.ndarray]]
+"""``F -> (L(F), grad L(F))`` on the parameter matrix ``F`` (gradient of ``F``'s shape): the learner's
+empirical risk, without the perturbation."""
+
+#: The ledger text of a noise whose ε is outside the public floor and ceiling (SPEC §12).
+RANGE_WHAT = "each noise of an SVM release"
+
+JACOBIAN_FRACTION = 0.1
+"""Share of epsilon paid for the Jacobian in :class:`GaussianObjectivePerturbation`, ``epsilon_J =
+beta / Lambda`` (chosen on validation splits of MNIST-5k; README, FedDPDR)."""
+GRADIENT_NORM_SQ = 2.0
+"""Default bound on ``||grad_s l||^2`` of one row's loss in its scores (both multiclass losses)."""
+
+
+def perturbed(loss: Loss, shape: tuple[int, ...], *, reg: float, noise: np.ndarray, divisor: float) -> FlatObjective:
+    """The flat objective ``J(F) = L(F) + (reg/2) ||F||^2 + <noise, F> / divisor`` and its gradient
+    (module docstring), for :func:`~.amp.minimise_within`."""
+
+    def objective(f_flat: np.ndarray) -> tuple[float, np.ndarray]:
+        F = f_flat.reshape(shape)
+        value, grad = loss(F)
+        value = value + 0.5 * reg * np.sum(F * F) + np.sum(noise * F) / divisor
+        return float(value), (grad + reg * F + noise / divisor).ravel()
+
+    return objective
+
+
+def privacy_adjustment(epsilon: float, n: int, lam: float, c: float = 1.0) -> tuple[float, float]:
+    """``(eps', Delta)`` of Chaudhuri et al. Alg. 2 (seed 004 Alg. 3 lines 3-9; SPEC §8); ``c`` bounds the loss's
+    second derivative (1 for SPEC §8's Huber hinge, ``h = 1/2``).
+
+    ``eps' = eps - log(1 + 2c/(n lam) + c^2/(n^2 lam^2))``; if ``eps' > 0`` then ``Delta = 0``, else
+    ``Delta = c/(n(e^{eps/4} - 1)) - lam`` and ``eps' = eps/2``. ``epsilon=inf`` gives ``(inf, 0)``.
+    """
+    epsilon = check_positive(epsilon, name="epsilon", allow_inf=True)
+    lam = check_positive(lam, name="lam")
+    c = check_positive(c, name="c")
+    n = check_int(n, name="n", minimum=1, fix="n is the row count")
+    if epsilon == math.inf:
+        return math.inf, 0.0
+    a = c / (n * lam)
+    eps_prime = epsilon - math.log1p(2.0 * a + a * a)
+    if eps_prime > 0:
+        return eps_prime, 0.0
+    return epsilon / 2.0, c / (n * math.expm1(epsilon / 4.0)) - lam
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObjectivePerturbation:
+    """Chaudhuri, Monteleoni, Sarwate (2011) Algorithm 2, made total by AMP: ``problems`` separable
+    problems of ``d`` parameters, each released ``epsilon``-DP (SPEC §8; seed 004 Alg. 3).
+
+    Per problem ``J(f) = L(f) + ((lam + Delta)/2) ||f||^2 + b^T f / n``, with ``L`` the mean loss over ``n``
+    rows of ``||x|| <= 1`` and a convex loss with ``|l'| <= 1``, ``|l''| <= c``; ``(eps', Delta)`` from
+    :func:`privacy_adjustment` at ``(1 - AMP_FRACTION) epsilon`` and ``b`` of density proportional to
+    ``exp(-(eps'/2) ||b||)``. Then AMP's output noise at ``AMP_FRACTION epsilon``.
+
+    Privacy (replace-one neighbours, Theorem 9): the exact minimiser is ``(1 - AMP_FRACTION) epsilon``-DP;
+    the released point, within ``r`` of it, plus :class:`~.amp.AmpOutputNoise` is a further
+    ``AMP_FRACTION epsilon``-DP release; together ``epsilon`` per problem (adaptive composition). Problems
+    that read the same rows compose sequentially: the caller splits its budget (one-vs-rest: ``epsilon/K``
+    each, :func:`privfed.common.feddpdr.choices.ovr_epsilons`).
+
+    Parameters
+    ----------
+    epsilon : float
+        Each problem's ε, in ``[EPSILON_FLOOR, EPSILON_CEILING]``; ``inf`` is the non-private fit (no noise,
+        ``Delta = 0``).
+    lam : float > 0
+        Regularisation strength lambda.
+    curvature : float > 0
+        ``c``, the bound on the loss's second derivative (``1/(2h)`` for the Huber hinge of width h).
+    d : int >= 1
+        Parameters per problem.
+    problems : int >= 1
+
+    Notes
+    -----
+    ``n`` (the row count) enters the calibration as in the paper; it is given to :meth:`privatize`.
+    :meth:`variance` is the closed form of the noise ``b``; the release itself is a minimiser, with no
+    closed-form variance.
+    """
+
+    epsilon: float
+    lam: float
+    curvature: float
+    d: int
+    problems: int = 1
+
+    def __post_init__(self) -> None:
+        epsilon = check_positive(self.epsilon, name="epsilon", allow_inf=True)
+        if math.isfinite(epsilon):
+            check_epsilon_range(epsilon, what=RANGE_WHAT)
+        object.__setattr__(self, "epsilon", epsilon)
+        object.__setattr__(self, "lam", check_positive(self.lam, name="lam"))
+        object.__setattr__(self, "curvature", check_positive(self.curvature, name="c"))
+        object.__setattr__(self, "d", check_int(self.d, name="d", minimum=1))
+        object.__setattr__(self, "problems", check_int(self.problems, name="problems", minimum=1))
+
+    @property
+    def objective_epsilon(self) -> float:
+        """The ε of the objective's noise: ``(1 - AMP_FRACTION) epsilon`` (``inf`` stays ``inf``)."""
+        return self.epsilon if math.isinf(self.epsilon) else (1.0 - AMP_FRACTION) * self.epsilon
+
+    def adjustment(self, n: int) -> tuple[float, float]:
+        """``(eps', Delta)`` for ``n`` rows (an owner with none counts as one)."""
+        return privacy_adjustment(self.objective_epsilon, max(n, 1), self.lam, self.curvature)
+
+    def variance(self, n: int) -> float:
+        """``Var b_j = (d + 1) (2/eps')^2`` of the objective's noise, per coordinate."""
+        return norm_laplace_variance(self.d, self.adjustment(n)[0])
+
+    def bias(self, n: int) -> float:
+        """0: ``b`` is symmetric."""
+        return 0.0
+
+    @property
+    def output_bounds(self) -> tuple[float, float]:
+        """Unbounded: the release is a minimiser plus noise."""
+        return (-math.inf, math.inf)
+
+    def privatize(self, loss: Loss, n: int, rng: np.random.Generator) -> np.ndarray:
+        """The released ``(problems, d)`` parameters: ``b``, the total minimiser, AMP's noise (class docstring).
+
+        ``loss`` is the mean loss of all problems at once, ``F (problems, d) -> (sum_k L_k(F_k), grad)``; its
+        Hessian is at most ``curvature`` (rows of norm <= 1).
+        """
+        check_rng(rng)
+        eps_prime, Delta = self.adjustment(n)
+        B = norm_laplace_noise(self.d, eps_prime, rng, size=self.problems)
+        reg = self.lam + Delta
+        objective = perturbed(loss, B.shape, reg=reg, noise=B, divisor=max(n, 1))
+        F = minimise_within(objective, B.size, mu=reg, smooth=reg + self.curvature).reshape(B.shape)
+        if math.isfinite(self.epsilon):
+            F = AmpOutputNoise(epsilon=AMP_FRACTION * self.epsilon, radius=AMP_RADIUS, d=self.d).privatize(F, rng)
+        return F
+
+
+def noise_sigma(epsilon_b: float, delta: float, n_classes: int, gradient_norm_sq: float = GRADIENT_NORM_SQ) -> float:
+    """Smallest sigma with ``sqrt 2 z / sigma + G / (2 sigma^2) <= epsilon_b``, ``G`` the gradient bound
+    and ``z = Phi^{-1}(1 - delta / (2 (K - 1)))`` (:class:`GaussianObjectivePerturbation`); 0 for
+    ``epsilon_b = inf``."""
+    epsilon_b = check_positive(epsilon_b, name="epsilon_b", allow_inf=True)
+    if math.isinf(epsilon_b):
+        return 0.0
+    if not 0 < delta < 1:
+        raise ConfigError(f"delta must be in (0, 1) for a finite epsilon, got {delta!r}")
+    if int(n_classes) < 2:
+        raise ConfigError(f"n_classes must be >= 2, got {n_classes!r}")
+    a = math.sqrt(2.0) * float(norm.isf(delta / (2.0 * (int(n_classes) - 1))))
+    c = gradient_norm_sq / 2.0
+    return (a + math.sqrt(a * a + 4.0 * c * epsilon_b)) / (2.0 * epsilon_b)  # eps s^2 - a s - c = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class GaussianObjectivePerturbation:
+    """Gaussian objective perturbation of a K-class linear model (Kifer, Smith, Thakurta 2012), made total
+    by AMP: ``(epsilon, delta)``-DP under add/remove-one (SPEC §8; issue 21).
+
+    ``F_tilde = argmin_F sum_i l(F x_i, y_i) + (Lambda/2) ||F||_F^2 + <B, F>``, ``B_kj ~ N(0, sigma^2)``
+    i.i.d., within ``r`` of the exact minimiser, released as ``F_tilde + r V`` (:class:`~.amp.AmpOutputNoise`).
+    The budget ``epsilon = epsilon_J + epsilon_B + epsilon_out`` is split by public constants
+    (:data:`JACOBIAN_FRACTION`, :data:`~.amp.AMP_FRACTION`), ``Lambda = beta / epsilon_J`` and ``sigma``
+    from :func:`noise_sigma`: nothing depends on the rows or their number.
+
+    **Theorem.** Rows ``||x|| <= 1``, K >= 2, and a convex loss of the scores ``s = F x`` whose row Hessian
+    ``hess_s l`` is PSD with trace ``<= beta``, whose gradient has ``||grad_s l||^2 <= G`` (``G = 2``
+    default), and whose gradient is ``a (e_y - w)`` with ``|a| <= 1`` and ``w`` on the simplex of the other
+    classes (both multiclass losses, :mod:`privfed.common.feddpdr.multiclass`). Then the release is
+    ``(epsilon, delta)``-DP.
+
+    *Proof.* The objective is ``Lambda``-strongly convex and, with ``g_i(F) = grad l(F x_i, y_i)``, the exact
+    minimiser satisfies ``B = -sum_i g_i(F) - Lambda F =: B_D(F)``, a bijection between B and F. The density
+    of F under D is ``nu(B_D(F)) |det(Lambda I + sum_i H_i(F))|`` (``H_i`` the row's Hessian; where the
+    second derivative jumps, F -> B is Lipschitz and the area formula applies, as for the Huber SVM of
+    Chaudhuri et al. 2011). Let D' = D plus the row ``(x, y)``, ``g = g_x(F)``, ``H = H_x(F)``.
+
+    * Jacobian: ``H = hess_s l (x) x x^T`` is PSD with trace ``<= beta ||x||^2 <= beta``; for
+      ``M = Lambda I + sum_D H_i >= Lambda I``, ``1 <= det(M + H)/det(M) <= exp(tr(H)/Lambda) <= e^{epsilon_J}``.
+    * Noise: ``B_D'(F) = B_D(F) - g``, so ``log nu(B_D(F))/nu(B_D'(F)) = (||g||^2 - 2 <B, g>)/(2 sigma^2)``
+      with ``B = B_D(F)`` (and symmetrically for the other direction); ``||g||_F^2 = ||grad_s l||^2
+      ||x||^2 <= G``. The inner product ``<B, g> = c^T u`` with ``u = B x ~ N(0, sigma^2 ||x||^2 I_K)`` and
+      ``c = grad_s l = a (e_y - w)`` is a multiple in [-1, 1] of ``u_y - sum_{k != y} w_k u_k``, so
+      ``|<B, g>| <= max_{k != y} |u_y - u_k|`` **whatever F is** (F depends on B). Each ``u_y - u_k ~ N(0,
+      2 sigma^2 ||x||^2)``; by the union bound, with probability ``>= 1 - delta`` over B all K - 1 are at most
+      ``t = sqrt 2 sigma z``, ``z = Phi^{-1}(1 - delta / (2 (K - 1)))``. On that event the log ratio is at
+      most ``(2 t + G)/(2 sigma^2) = sqrt 2 z / sigma + G / (2 sigma^2) = epsilon_B``.
+    * Together F_tilde's exact counterpart ``F*`` is ``(epsilon_J + epsilon_B, delta)``-DP; ``F_tilde``
+      is within ``r`` of it, and the AMP noise makes the release of any point within ``r`` of ``F*`` an
+      ``epsilon_out``-DP function of D given ``F*``. Adaptive composition gives ``(epsilon, delta)``. QED.
+
+    ``epsilon`` is not divided by K: one row moves one K x p gradient of norm ``<= sqrt G``, and the class
+    count enters only through ``z``.
+
+    Parameters
+    ----------
+    epsilon : float
+        ``inf``: no noise (``Lambda`` at its ``epsilon = 1`` value). Finite: ``epsilon_B`` and ``epsilon_out``
+        must lie in ``[EPSILON_FLOOR, EPSILON_CEILING]``.
+    delta : float in (0, 1) (0 allowed at ``epsilon = inf``)
+    n_classes : int >= 2
+    trace_bound : float > 0
+        ``beta``.
+    gradient_norm_sq : float > 0, default :data:`GRADIENT_NORM_SQ`
+    """
+
+    epsilon: float
+    delta: float
+    n_classes: int
+    trace_bound: float
+    gradient_norm_sq: float = GRADIENT_NORM_SQ
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_positive(self.epsilon, name="epsilon", allow_inf=True))
+        object.__setattr__(self, "trace_bound", check_positive(self.trace_bound, name="trace_bound"))
+        object.__setattr__(self, "gradient_norm_sq", check_positive(self.gradient_norm_sq, name="gradient_norm_sq"))
+        if math.isfinite(self.epsilon):
+            for eps in (self.epsilon_B, self.epsilon_out):
+                check_epsilon_range(eps, what=RANGE_WHAT)
+        self.sigma  # noqa: B018 - validates delta and n_classes (a finite epsilon needs delta in (0, 1))
+
+    @property
+    def epsilon_J(self) -> float:
+        return math.inf if math.isinf(self.epsilon) else JACOBIAN_FRACTION * self.epsilon
+
+    @property
+    def epsilon_out(self) -> float:
+        return math.inf if math.isinf(self.epsilon) else AMP_FRACTION * self.epsilon
+
+    @property
+    def epsilon_B(self) -> float:
+        if math.isinf(self.epsilon):
+            return math.inf
+        return self.epsilon - self.epsilon_J - self.epsilon_out
+
+    @property
+    def Lambda(self) -> float:
+        """``beta / epsilon_J`` (at ``epsilon = inf``: ``beta / JACOBIAN_FRACTION``, its ``epsilon = 1`` value)."""
+        return self.trace_bound / (JACOBIAN_FRACTION if math.isinf(self.epsilon) else self.epsilon_J)
+
+    @property
+    def sigma(self) -> float:
+        return noise_sigma(self.epsilon_B, self.delta, self.n_classes, self.gradient_norm_sq)
+
+    def calibration(self) -> dict[str, float]:
+        """The public calibration: the ε shares, ``Lambda``, ``sigma`` and ``delta``."""
+        return {
+            "epsilon_J": self.epsilon_J,
+            "epsilon_B": self.epsilon_B,
+            "epsilon_out": self.epsilon_out,
+            "Lambda": self.Lambda,
+            "sigma": self.sigma,
+            "delta": float(self.delta),
+        }
+
+    def variance(self, F: np.ndarray | None = None) -> float:
+        """``sigma^2``, the variance of each entry of ``B``."""
+        return self.sigma**2
+
+    def bias(self, F: np.ndarray | None = None) -> float:
+        """0: ``B`` is symmetric."""
+        return 0.0
+
+    @property
+    def output_bounds(self) -> tuple[float, float]:
+        """Unbounded: the release is a minimiser plus noise."""
+        return (-math.inf, math.inf)
+
+    def privatize(self, loss: Loss, shape: tuple[int, int], n: int, rng: np.random.Generator) -> np.ndarray:
+        """The released ``(K, p)`` parameters: ``B``, the total minimiser, AMP's noise (class docstring).
+
+        ``loss`` is the sum-form loss over ``n`` rows, ``F -> (sum_i l(F x_i, y_i), grad)``; its Hessian is at
+        most ``trace_bound * n`` (rows of norm <= 1).
+        """
+        check_rng(rng)
+        sigma = self.sigma
+        B = standard_normal(rng, shape) * sigma if sigma > 0 else np.zeros(shape)
+        Lambda = self.Lambda
+        objective = perturbed(loss, shape, reg=Lambda, noise=B, divisor=1.0)
+        smooth = Lambda + self.trace_bound * n  # ||hess J|| <= Lambda + sum_i tr(H_i)
+        F = minimise_within(objective, B.size, mu=Lambda, smooth=smooth).reshape(shape)
+        if math.isfinite(self.epsilon_out):
+            noise = AmpOutputNoise(epsilon=self.epsilon_out, radius=AMP_RADIUS, d=B.size)
+            F = noise.privatize(F.ravel(), rng).reshape(shape)
+        return F
+
+
+__all__ = [
+    "GRADIENT_NORM_SQ",
+    "JACOBIAN_FRACTION",
+    "GaussianObjectivePerturbation",
+    "Loss",
+    "ObjectivePerturbation",
+    "noise_sigma",
+    "perturbed",
+    "privacy_adjustment",
+]

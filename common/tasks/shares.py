@@ -1,0 +1,105 @@
+"""Task kinds of the LDP models (seed 002 §3.5): nearest-centroid rows and a local logistic model.
+
+What one owner can move (the bound the contracts enforce, tested in ``tests/unit/test_contracts.py``):
+
+* nearest centroid: at most ``max_rows`` reports (``JobConfig.owner_rows_bound``, public), each a
+  possible output of the task's mechanism with a label in ``0..K-1``: exactly what an honest
+  owner of ``max_rows`` rows could send. A class centroid is a mean of such reports, so one owner
+  moves class k's estimated sum by at most ``max_rows * max_abs_output`` per coordinate and its
+  count by at most ``max_rows``;
+* logistic regression: one parameter vector of the task's width, each value a possible mechanism
+  output, so the average of ``n`` owners moves by at most ``2 * max_abs_output / n`` per
+  coordinate, as one honest owner's extreme draw could.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from privfed.common.bounds import Bounds
+from privfed.common.learners.logistic import n_parameters
+from privfed.common.mechanisms import make_mechanism
+from privfed.common.tasks.base import Kind, LedgerEntries, Payload
+from privfed.common.tasks.contract import (
+    PublicLimits,
+    check_labels,
+    check_matrix,
+    check_reports,
+    check_rows,
+    reply_of,
+)
+from privfed.common.validation import check_choice
+
+#: Label schemes of an NCC share task (boosting's NCC shares also know "joint").
+LABEL_MODES = ("clear", "rr")
+
+
+@dataclass(frozen=True)
+class NccShareTask:
+    """Release every row once, perturbed, for nearest-centroid learning (seed 002 §3.5.1)."""
+
+    mechanism: str
+    epsilon: float
+    labels: str
+    label_epsilon: float
+    n_classes: int
+    bounds: Bounds
+
+    def __post_init__(self) -> None:
+        check_choice(self.labels, name="labels", allowed=LABEL_MODES)
+
+    def ledger_entries(self) -> LedgerEntries:
+        entries = [(self.epsilon, 0.0, "ncc-features")]
+        if self.labels == "rr":
+            entries.append((self.label_epsilon, 0.0, "ncc-labels"))
+        return entries
+
+
+@dataclass(frozen=True)
+class NccShareReply:
+    reports: np.ndarray  # (m, d) perturbed rows in [-1, 1]-space
+    labels: np.ndarray  # (m,) clear or randomized-response labels
+
+
+def check_ncc_reply(spec: NccShareTask, payload: Payload, limits: PublicLimits) -> None:
+    reply = reply_of(payload, NccShareReply)
+    d = spec.bounds.d
+    reports = check_matrix(reply.reports, "reports", (None, d))
+    check_rows(reports.shape[0], limits, "report rows")
+    check_labels(reply.labels, reports.shape[0], spec.n_classes)
+    check_reports(reports, make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=d))
+
+
+NCC_SHARE = Kind("ncc_share", NccShareTask, (NccShareReply,), check_ncc_reply, contribution=True)
+
+
+@dataclass(frozen=True)
+class LrShareTask:
+    """Release one perturbed local logistic-regression model (seed 002 §3.5.2)."""
+
+    mechanism: str
+    epsilon: float
+    param_bound: float
+    c: float
+    n_classes: int
+    bounds: Bounds
+
+    def ledger_entries(self) -> LedgerEntries:
+        return [(self.epsilon, 0.0, "lr-model")]
+
+
+@dataclass(frozen=True)
+class LrShareReply:
+    reports: np.ndarray  # (1, p) perturbed parameter vector in [-1, 1]-space
+
+
+def check_lr_reply(spec: LrShareTask, payload: Payload, limits: PublicLimits) -> None:
+    reply = reply_of(payload, LrShareReply)
+    p = n_parameters(spec.n_classes, spec.bounds.d)
+    reports = check_matrix(reply.reports, "parameter vector", (1, p))
+    check_reports(reports, make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=p))
+
+
+LR_SHARE = Kind("lr_share", LrShareTask, (LrShareReply,), check_lr_reply, contribution=True)

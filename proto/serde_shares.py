@@ -1,0 +1,156 @@
+"""Serde pairs of the LDP-model and FedDPDR task kinds (``common/tasks/shares.py``, ``feddpdr.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from privfed.common.errors import RemoteProtocolError
+from privfed.common.feddpdr.choices import ROW_SCALINGS, SVM_MODELS
+from privfed.common.learners.ncc import LABEL_SCHEMES
+from privfed.common.mechanisms.base import MECHANISMS
+from privfed.common.tasks.feddpdr import PcaShareReply, PcaShareTask, SvmShareReply, SvmShareTask
+from privfed.common.tasks.shares import LrShareReply, LrShareTask, NccShareReply, NccShareTask
+from privfed.proto import privfed_pb2 as pb
+from privfed.proto.serde_arrays import (
+    WireEnum,
+    bounds_from_proto,
+    bounds_to_proto,
+    integers,
+    matrix_from_proto,
+    matrix_to_proto,
+    reports_from_proto,
+    reports_to_proto,
+    two_d,
+)
+
+MECHANISM = WireEnum(pb.Mechanism, MECHANISMS)
+LABEL_SCHEME = WireEnum(pb.LabelScheme, LABEL_SCHEMES)
+SVM_MODEL = WireEnum(pb.SvmModel, SVM_MODELS)
+ROW_SCALING = WireEnum(pb.RowScaling, ROW_SCALINGS)
+
+
+def ncc_task_to_proto(s: NccShareTask) -> pb.NccShareTask:
+    return pb.NccShareTask(
+        mechanism=pb.MechanismSpec(name=MECHANISM.to_proto(s.mechanism), epsilon=s.epsilon),
+        labels=LABEL_SCHEME.to_proto(s.labels),
+        label_epsilon=s.label_epsilon,
+        n_classes=s.n_classes,
+        bounds=bounds_to_proto(s.bounds),
+    )
+
+
+def ncc_task_from_proto(k: pb.NccShareTask) -> NccShareTask:
+    return NccShareTask(
+        mechanism=MECHANISM.from_proto(k.mechanism.name, "mechanism"),
+        epsilon=k.mechanism.epsilon,
+        labels=LABEL_SCHEME.from_proto(k.labels, "labels"),
+        label_epsilon=k.label_epsilon,
+        n_classes=int(k.n_classes),
+        bounds=bounds_from_proto(k.bounds),
+    )
+
+
+def ncc_reply_to_proto(p: NccShareReply) -> pb.NccShare:
+    return pb.NccShare(reports=reports_to_proto(p.reports), labels=np.asarray(p.labels, dtype=np.int64).tolist())
+
+
+def ncc_reply_from_proto(m: pb.NccShare, owner_id: str) -> NccShareReply:
+    reports = reports_from_proto(m.reports)
+    labels = integers(m.labels, "labels")
+    if reports.ndim != 2 or reports.shape[0] != labels.shape[0]:
+        raise RemoteProtocolError(f"ncc share: {reports.shape} reports for {labels.shape[0]} labels")
+    return NccShareReply(reports=reports, labels=labels)
+
+
+def lr_task_to_proto(s: LrShareTask) -> pb.LrShareTask:
+    return pb.LrShareTask(
+        mechanism=pb.MechanismSpec(name=MECHANISM.to_proto(s.mechanism), epsilon=s.epsilon),
+        param_bound=s.param_bound,
+        c=s.c,
+        n_classes=s.n_classes,
+        bounds=bounds_to_proto(s.bounds),
+    )
+
+
+def lr_task_from_proto(k: pb.LrShareTask) -> LrShareTask:
+    return LrShareTask(
+        mechanism=MECHANISM.from_proto(k.mechanism.name, "mechanism"),
+        epsilon=k.mechanism.epsilon,
+        param_bound=k.param_bound,
+        c=k.c,
+        n_classes=int(k.n_classes),
+        bounds=bounds_from_proto(k.bounds),
+    )
+
+
+def lr_reply_to_proto(p: LrShareReply) -> pb.LrShare:
+    return pb.LrShare(reports=reports_to_proto(p.reports))
+
+
+def lr_reply_from_proto(m: pb.LrShare, owner_id: str) -> LrShareReply:
+    return LrShareReply(reports=reports_from_proto(m.reports))
+
+
+def pca_task_to_proto(s: PcaShareTask) -> pb.PcaShareTask:
+    return pb.PcaShareTask(
+        epsilon=s.epsilon,
+        delta=s.delta,
+        k=s.k,
+        bounds=bounds_to_proto(s.bounds),
+        count_epsilon=s.count_epsilon,
+        scaling=ROW_SCALING.to_proto(s.scaling),
+    )
+
+
+def pca_task_from_proto(k: pb.PcaShareTask) -> PcaShareTask:
+    return PcaShareTask(
+        epsilon=k.epsilon,
+        delta=k.delta,
+        k=int(k.k),
+        bounds=bounds_from_proto(k.bounds),
+        count_epsilon=k.count_epsilon,
+        scaling=ROW_SCALING.from_proto(k.scaling, "scaling"),
+    )
+
+
+def pca_reply_to_proto(p: PcaShareReply) -> pb.PcaShare:
+    return pb.PcaShare(subspace=matrix_to_proto(p.subspace), noisy_count=p.noisy_count)
+
+
+def pca_reply_from_proto(m: pb.PcaShare, owner_id: str) -> PcaShareReply:
+    return PcaShareReply(subspace=two_d(matrix_from_proto(m.subspace), "subspace"), noisy_count=int(m.noisy_count))
+
+
+def svm_task_to_proto(s: SvmShareTask) -> pb.SvmShareTask:
+    return pb.SvmShareTask(
+        epsilon=s.epsilon,
+        lam=s.lam,
+        n_classes=s.n_classes,
+        bounds=bounds_to_proto(s.bounds),
+        subspace=matrix_to_proto(np.zeros((0,)) if s.subspace is None else s.subspace),
+        delta=s.delta,
+        model=SVM_MODEL.to_proto(s.model),
+        scaling=ROW_SCALING.to_proto(s.scaling),
+    )
+
+
+def svm_task_from_proto(k: pb.SvmShareTask) -> SvmShareTask:
+    U = matrix_from_proto(k.subspace)
+    return SvmShareTask(
+        epsilon=k.epsilon,
+        lam=k.lam,
+        n_classes=int(k.n_classes),
+        bounds=bounds_from_proto(k.bounds),
+        subspace=U if U.size else None,
+        delta=k.delta,
+        model=SVM_MODEL.from_proto(k.model, "model"),
+        scaling=ROW_SCALING.from_proto(k.scaling, "scaling"),
+    )
+
+
+def svm_reply_to_proto(p: SvmShareReply) -> pb.SvmShare:
+    return pb.SvmShare(coef=matrix_to_proto(p.coef))
+
+
+def svm_reply_from_proto(m: pb.SvmShare, owner_id: str) -> SvmShareReply:
+    return SvmShareReply(coef=two_d(matrix_from_proto(m.coef), "coef"))
