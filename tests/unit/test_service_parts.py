@@ -4,11 +4,16 @@ the ledger's job column and the status page's markup."""
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 import threading
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from privfed.common.errors import ConfigError, JobAborted
 from privfed.common.jobinfo import JobInfo
@@ -16,6 +21,9 @@ from privfed.common.ledger import Debit, Ledger, read_accounts
 from privfed.common.roles import DATA_USER, role_of
 from privfed.common.tasks import OwnerInfo, RingMessageTask, Task
 from privfed.deploy.certs import make_certs
+from privfed.deploy.cli import main as cli_main
+from privfed.deploy.signer import Signer
+from privfed.deploy.tokens import read_token
 from privfed.server.dispatcher import Dispatcher
 from privfed.server.jobapi import job_settings
 from privfed.server.jobstore import JobStore
@@ -106,6 +114,28 @@ def test_a_data_user_certificate_carries_its_role_and_is_no_node(tmp_path):
         make_certs(tmp_path / "other", owners=1, data_users=["owner-0"])
     make_certs(certs, owners=0, data_users=["bob"], add=True)  # a data user added later, under the same CA
     assert role_of((certs / "bob" / "bob.pem").read_bytes()) == DATA_USER
+
+
+def test_a_data_user_enrols_by_token_and_gets_the_data_user_role(tmp_path):
+    """``privfed certs --tokens N --data-user NAME``: the data user's token is minted beside the
+    nodes', and the CA signer gives its request the data-user role (the role is the book's, not the
+    request's: the CSR asks for no OU)."""
+    assert cli_main(["certs", "--out", str(tmp_path / "pki"), "--tokens", "1", "--data-user", "alice"]) == 0
+    tokens = tmp_path / "pki" / "tokens"
+    assert [f.name for f in (tokens / DATA_USER).iterdir()] == ["alice"]
+    signer = Signer(tmp_path / "pki", tmp_path / "state", coordinator_names=[])
+    roles = {}
+    for role, name in ((DATA_USER, "alice"), ("owner", "owner-0")):
+        key = ec.generate_private_key(ec.SECP256R1())
+        csr = (
+            x509.CertificateSigningRequestBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .sign(key, hashes.SHA256())
+        )
+        token = read_token(tokens / role / name)
+        body = json.dumps({"name": name, "token": token, "csr": csr.public_bytes(serialization.Encoding.PEM).decode()})
+        roles[name] = role_of(signer.sign(body.encode())[2])
+    assert roles == {"alice": DATA_USER, "owner-0": "node"}
 
 
 def test_a_version_3_ledger_gets_the_job_column_and_keeps_its_releases(tmp_path):
