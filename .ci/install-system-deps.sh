@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # System packages some integration tests use: Debian's docker-compose (validates
 # docker-compose.yml with `docker-compose config -q`; no Docker engine is needed) and iproute2
-# (`ip netns` for the separate-hosts test). Idempotent and quiet: installs only what is missing,
+# (`ip netns` for the separate-hosts test), chromium and chromium-driver (the service's status page
+# is checked in headless Chromium with selenium). Idempotent and quiet: installs only what is missing,
 # and does nothing (with a note) where apt-get can't be used, so the tests that need a package
 # skip with their own message instead.
 set -euo pipefail
@@ -9,6 +10,8 @@ set -euo pipefail
 missing=()
 command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if ! command -v apt-get >/dev/null 2>&1; then

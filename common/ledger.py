@@ -56,7 +56,8 @@ Schema decisions (issue 20, finding 5)
 
 Schema versions
     1: the original tables. 2: ``releases.nonprivate``. 3: ``accounts`` (rows), ``meta`` (the row-key
-    salt) and ``schema_decisions``. An older file is migrated in place the first time it is opened
+    salt) and ``schema_decisions``. 4: ``releases.job``, the id of the job a release was made for
+    (empty: a release of no announced job; issue 26, ``privfed ledger show`` groups by it). An older file is migrated in place the first time it is opened
     (a version-1 file's rows marked private).
 
 A ledger is used by one process; the connection has a busy timeout anyway so that a second reader
@@ -84,7 +85,7 @@ REL_TOL = 1e-12
 #: Seconds a statement waits for a lock held by another connection before failing.
 BUSY_TIMEOUT_S = 30.0
 #: Schema version stored in ``PRAGMA user_version``.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: Owners per ``IN (...)`` query: below SQLite's historical limit of 999 bound variables.
 _CHUNK = 500
 
@@ -104,6 +105,7 @@ CREATE TABLE IF NOT EXISTS releases (
     delta      REAL NOT NULL,
     ts         TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
     nonprivate INTEGER NOT NULL DEFAULT 0,
+    job        TEXT NOT NULL DEFAULT '',
     UNIQUE (owner_id, release_id)
 );
 CREATE INDEX IF NOT EXISTS releases_purpose ON releases (owner_id, purpose);
@@ -187,6 +189,7 @@ class Debit:
     purpose: str
     release_id: str
     nonprivate: bool = False
+    job: str = ""  # the announced job the release is made for (empty: none)
 
     def __post_init__(self) -> None:
         _name("owner_id", self.owner_id)
@@ -270,15 +273,16 @@ def read_accounts(path: str | Path) -> list[OwnerAccount]:
         raise ConfigError(f"ledger {path}: cannot open ({exc})") from exc
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (1, 2, SCHEMA_VERSION):
+        if version not in (1, 2, 3, SCHEMA_VERSION):
             raise ConfigError(f"ledger {path}: not a privfed ledger (schema version {version})")
         nonprivate = "nonprivate" if version >= 2 else "0"
+        job = "job" if version >= 4 else "''"
         releases: dict[str, list[dict[str, Any]]] = {}
         keys = ("release_id", "purpose", "epsilon", "delta", "ts")
         for row in conn.execute(
-            f"SELECT owner_id, release_id, purpose, epsilon, delta, ts, {nonprivate} FROM releases ORDER BY seq"
+            f"SELECT owner_id, release_id, purpose, epsilon, delta, ts, {nonprivate}, {job} FROM releases ORDER BY seq"
         ):
-            releases.setdefault(row[0], []).append(dict(zip(keys, row[1:6]), nonprivate=bool(row[6])))
+            releases.setdefault(row[0], []).append(dict(zip(keys, row[1:6]), nonprivate=bool(row[6]), job=row[7]))
         accounts = []
         for owner, eps, delta in conn.execute(
             "SELECT owner_id, epsilon_budget, delta_budget FROM owners ORDER BY owner_id"
@@ -345,7 +349,7 @@ class Ledger:
 
     def _init_db(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, 1, 2, SCHEMA_VERSION):
+        if version not in (0, 1, 2, 3, SCHEMA_VERSION):
             raise ConfigError(f"ledger {self.path}: schema version {version}, this code reads 1 to {SCHEMA_VERSION}")
         conn.execute("PRAGMA journal_mode=WAL")  # returns 'memory' for ':memory:', which is fine
         conn.execute("PRAGMA synchronous=FULL")  # module docstring, "Durability"
@@ -354,6 +358,9 @@ class Ledger:
         try:
             if version == 1:  # module docstring, "Schema versions"
                 conn.execute("ALTER TABLE releases ADD COLUMN nonprivate INTEGER NOT NULL DEFAULT 0")
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(releases)")}
+            if version and "job" not in columns:
+                conn.execute("ALTER TABLE releases ADD COLUMN job TEXT NOT NULL DEFAULT ''")
             for statement in _SCHEMA.split(";"):  # not executescript: it would COMMIT first
                 if statement.strip():
                     conn.execute(statement)
@@ -461,6 +468,27 @@ class Ledger:
         )
         return row is not None
 
+    def spent_on(
+        self, owner_id: str, *, job: str | None = None, other_than: str | None = None, since: str | None = None
+    ) -> Budget:
+        """(ε, δ) of the owner's own releases made for ``job``, or for every job but ``other_than``,
+        debited at or after ``since`` (SQLite ``datetime`` text such as ``'-1 day'`` relative to now;
+        None: ever). An owner policy bounds a job's, a day's and the total spending with it
+        (``privfed.owner.policy``)."""
+        _name("owner_id", owner_id)
+        where, args = ["owner_id = ?"], [owner_id]
+        if job is not None:
+            where.append("job = ?")
+            args.append(job)
+        if other_than is not None:
+            where.append("job != ?")
+            args.append(other_than)
+        if since is not None:
+            where.append("ts >= datetime('now', ?)")
+            args.append(since)
+        rows = self._db().execute(f"SELECT epsilon, delta FROM releases WHERE {' AND '.join(where)}", args).fetchall()
+        return Budget(math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
+
     def nonprivate_count(self, owner_id: str) -> int:
         """How many non-private releases the owner made (module docstring, "Non-private entries")."""
         _name("owner_id", owner_id)
@@ -471,18 +499,19 @@ class Ledger:
         )
 
     def history(self, owner_id: str) -> list[dict[str, Any]]:
-        """The owner's releases in debit order: dicts with release_id, purpose, epsilon, delta, ts, nonprivate.
+        """The owner's releases in debit order: dicts with release_id, purpose, epsilon, delta, ts, nonprivate, job.
 
         ``ts`` is SQLite's ``CURRENT_TIMESTAMP`` at commit (UTC, ``YYYY-MM-DD HH:MM:SS``);
         ``nonprivate`` is True for a release made without DP guarantee (its ε and δ are 0).
         """
         _name("owner_id", owner_id)
         cur = self._db().execute(
-            "SELECT release_id, purpose, epsilon, delta, ts, nonprivate FROM releases WHERE owner_id = ? ORDER BY seq",
+            "SELECT release_id, purpose, epsilon, delta, ts, nonprivate, job FROM releases WHERE owner_id = ? "
+            "ORDER BY seq",
             (owner_id,),
         )
         keys = ("release_id", "purpose", "epsilon", "delta", "ts")
-        return [dict(zip(keys, row[:5]), nonprivate=bool(row[5])) for row in cur]
+        return [dict(zip(keys, row[:5]), nonprivate=bool(row[5]), job=row[6]) for row in cur]
 
     def check(self, owner_id: str, epsilon: float, delta: float = 0.0, *, standing: Standing | None = None) -> None:
         """Raise :class:`BudgetExceeded` if ``spent + (epsilon, delta)`` exceeds the budget.
@@ -632,11 +661,11 @@ class Ledger:
                     dlt[e.owner_id].append(e.delta)
                     for k in self.accounts(e.owner_id):
                         sums[k] = (sums[k][0] + e.epsilon, sums[k][1] + e.delta)
-                    rows.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate)))
+                    rows.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate), e.job))
             conn.executemany("INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES (?, ?, ?)", new_owners)
             conn.executemany(
-                "INSERT INTO releases (owner_id, release_id, purpose, epsilon, delta, nonprivate) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO releases (owner_id, release_id, purpose, epsilon, delta, nonprivate, job) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
             touched = {k for e in entries for k in self.accounts(e.owner_id)}

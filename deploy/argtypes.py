@@ -22,3 +22,8 @@ def address(text: str, *, lowest_port: int = 1) -> str:
             f"must be HOST:PORT (e.g. coord.example.org:50051, or [::1]:50051), got {text!r}"
         )
     return text
+
+
+def listen_address(text: str) -> str:
+    """argparse ``type=``: ``--listen HOST:PORT``; port 0 asks the system for a free one."""
+    return address(text, lowest_port=0)

@@ -5,6 +5,7 @@ Layout of ``--out DIR`` (one directory per party, so that each party is given ex
     DIR/ca/ca.pem, ca-key.pem                         the CA (directory 0700): keep it offline
     DIR/coordinator/ca.pem, coordinator.pem, coordinator-key.pem
     DIR/owner-<i>/ca.pem, owner-<i>.pem, owner-<i>-key.pem
+    DIR/<user>/ca.pem, <user>.pem, <user>-key.pem     a data user (--data-user; OU=data-user)
     DIR/ca.pem, DIR/<party>.pem, DIR/<party>-key.pem  flat view: ca.pem, and symlinks into the
                                                       party directories (no link to the CA key)
 
@@ -23,7 +24,9 @@ A second run over an existing ``DIR`` is refused (:class:`ConfigError` naming th
 unless ``force`` (a new CA and new keys for everyone) or ``add`` (keep the CA and every existing
 pair, issue only the missing ones). The coordinator certificate (server auth, SANs localhost,
 127.0.0.1, coordinator and every ``--san``) and owner certificates (client auth, common name
-``owner-<i>``: the node identity the coordinator checks) use ECDSA P-256 keys.
+``owner-<i>``: the node identity the coordinator checks) use ECDSA P-256 keys. A data user's
+certificate (``--data-user NAME``: client auth, subject OU ``data-user``,
+:mod:`privfed.common.roles`) may submit jobs to a coordinator service and do nothing else.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from cryptography.hazmat.primitives.asymmetric.types import (
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from privfed.common.errors import ConfigError
+from privfed.common.roles import DATA_USER
 
 VALIDITY = dt.timedelta(days=365)
 #: The directory of the CA's own files, inside ``--out``.
@@ -263,6 +267,7 @@ def write_party(
     force: bool = False,
     add: bool = False,
     now: dt.datetime | None = None,
+    role: str | None = None,
 ) -> Path:
     """Write ``ca.pem``, ``<name>.pem`` and ``<name>-key.pem`` (0600) into directory ``d`` (0700).
 
@@ -285,7 +290,7 @@ def write_party(
     else:
         key = new_key()
         write_private_key(key_path, key, replace=force)
-        cert = issue(ca_key, ca_cert, name, key.public_key(), sans=sans, server=server, now=now)
+        cert = issue(ca_key, ca_cert, name, key.public_key(), sans=sans, server=server, now=now, role=role)
         write_file(cert_path, cert.public_bytes(serialization.Encoding.PEM), mode=0o644, replace=force)
     if not (add and (d / "ca.pem").exists()):
         write_file(d / "ca.pem", ca_cert.public_bytes(serialization.Encoding.PEM), mode=0o644, replace=force)
@@ -302,6 +307,7 @@ def make_certs(
     add: bool = False,
     flat: bool = True,
     coordinator: bool = True,
+    data_users: Sequence[str] = (),
 ) -> Path:
     """Create a CA, a coordinator pair and ``owners`` owner pairs under ``out``; return ``out``.
 
@@ -324,6 +330,9 @@ def make_certs(
         ``out/<party>-key.pem``) so that ``--certs out --name X`` works on one host.
     coordinator : bool
         Write the coordinator's pair (``deploy/enroll.py`` writes it elsewhere itself).
+    data_users : list of str
+        Data-user certificates (OU ``data-user``) with these names: they may submit jobs to a
+        coordinator service (``privfed submit``) and nothing else.
 
     Raises
     ------
@@ -337,8 +346,12 @@ def make_certs(
         raise ConfigError("--force (a new CA for everyone) and --add (keep the CA) exclude each other")
     out = Path(out)
     names = owner_names if owner_names is not None else [f"owner-{i}" for i in range(owners)]
+    users = list(data_users)
+    clash = sorted(set(users) & {COORDINATOR, CA_DIR, *names})
+    if clash or len(set(users)) != len(users):
+        raise ConfigError(f"--data-user names must be distinct from each other and from the nodes, got {users}")
     out.mkdir(parents=True, exist_ok=True)
-    found = _existing(out, [COORDINATOR, *names])
+    found = _existing(out, [COORDINATOR, *names, *users])
     if found and not (force or add):
         raise ConfigError(
             f"{out} already holds certificates ({', '.join(found[:3])}{', ...' if len(found) > 3 else ''}); "
@@ -356,10 +369,11 @@ def make_certs(
         write_private_key(ca_dir / "ca-key.pem", ca_key, replace=force)
         write_file(ca_dir / "ca.pem", ca_cert.public_bytes(serialization.Encoding.PEM), mode=0o644, replace=force)
     ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
-    parties = [(n, [n], False) for n in names]
+    parties: list[tuple[str, list[str], bool, str | None]] = [(n, [n], False, None) for n in names]
+    parties += [(u, [u], False, DATA_USER) for u in users]
     if coordinator:
-        parties.insert(0, (COORDINATOR, coordinator_sans(sans), True))
-    for name, party_sans, server in parties:
+        parties.insert(0, (COORDINATOR, coordinator_sans(sans), True, None))
+    for name, party_sans, server, role in parties:
         write_party(
             party_dir(out, name),
             name,
@@ -369,6 +383,7 @@ def make_certs(
             force=force,
             add=add,
             now=now,
+            role=role,
         )
         if flat:
             _link(out, name, f"{name}.pem", force)

@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from privfed.common.errors import PrivfedError
-from privfed.deploy.argtypes import address
+from privfed.deploy.argtypes import address, listen_address
+from privfed.deploy.tlsflags import add_tls as _add_tls
+from privfed.deploy.tlsflags import tls_files as _tls
 
 if TYPE_CHECKING:
     from privfed.deploy.simulation_config import SimulationConfig
     from privfed.owner.main import OwnerConfig
-    from privfed.proto.transport import TlsFiles
     from privfed.server.config import JobConfig
 
 DATASETS = "synthetic, digits, breast_cancer, mnist5k"
@@ -78,11 +79,6 @@ def epsilon_list(text: str, *, allow_zero: bool = False) -> list[float]:
         least = ">= 0" if allow_zero else "> 0"
         raise argparse.ArgumentTypeError(f"every epsilon must be a number {least} (or inf), got {text!r}")
     return values
-
-
-def _listen_address(text: str) -> str:
-    """``--listen HOST:PORT``; port 0 asks the system for a free one."""
-    return address(text, lowest_port=0)
 
 
 def _one_epsilon(text: str) -> float:
@@ -136,12 +132,6 @@ class _VersionAction(argparse.Action):
         commit = f" (commit {info['commit']})" if info["commit"] else ""
         print(f"privfed {info['privfed'] or 'unknown version'}{commit}")
         parser.exit(0)
-
-
-def _add_tls(p: argparse.ArgumentParser) -> None:
-    tls = p.add_mutually_exclusive_group()
-    tls.add_argument("--certs", type=Path, help="directory written by `privfed certs` (mTLS, the default transport)")
-    tls.add_argument("--insecure", action="store_true", help="no TLS (byte-capture tests only)")
 
 
 def _add_learning(p: argparse.ArgumentParser) -> None:
@@ -257,7 +247,7 @@ def _add_coordinator(sub: argparse._SubParsersAction) -> None:
         description="Serve owners over gRPC, wait for --owners logical owners, run one job, write "
         "OUT/<timestamp>/report.json (also when the job fails, saying why).",
     )
-    p.add_argument("--listen", type=_listen_address, default="0.0.0.0:50051", help="HOST:PORT to serve on")
+    p.add_argument("--listen", type=listen_address, default="0.0.0.0:50051", help="HOST:PORT to serve on")
     _add_tls(p)
     p.add_argument("--owners", type=_positive_int, help="logical owners to wait for (required to train)")
     p.add_argument(
@@ -374,6 +364,13 @@ def _add_owner(sub: argparse._SubParsersAction) -> None:
         "larger products, e.g. d x d covariances for DP-PCA, gain from them). Launchers that start several nodes "
         "on one host give each its share (privfed simulate, owner_entry: CPUs // nodes, at least 1)",
     )
+    p.add_argument(
+        "--policy",
+        type=Path,
+        help="the node's policy (TOML: tasks, max_epsilon_per_job, max_delta_per_job, max_epsilon_per_day, "
+        "max_epsilon_total, data_users, schema_sha256); with it the node is a daemon serving job after job "
+        "(privfed serve) until SIGTERM. Without it: one job, then exit",
+    )
     _add_data(p, dataset_group=source)
     p.set_defaults(func=_owner)
 
@@ -406,7 +403,7 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
 def _add_certs(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("certs", help="make a federation CA and mTLS certificates")
     p.add_argument("--out", type=Path, required=True, help="directory for the CA and one directory per party")
-    who = p.add_mutually_exclusive_group(required=True)
+    who = p.add_mutually_exclusive_group()
     who.add_argument("--owners", type=_positive_int, help="owner node certificates owner-0..owner-<N-1>")
     who.add_argument(
         "--names",
@@ -421,6 +418,14 @@ def _add_certs(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="no keys but the CA's: one-time enrolment tokens for the coordinator and owner-0..owner-<N-1> in "
         "OUT/tokens/<role>/; each party makes its own key and enrols with the CA signer (README, Kubernetes)",
+    )
+    p.add_argument(
+        "--data-user",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a data-user certificate NAME (repeatable): it may submit jobs to a coordinator service "
+        "(privfed submit) and nothing else; node certificates cannot submit",
     )
     p.add_argument("--san", action="append", default=[], help="extra coordinator name or IP (repeatable)")
     mode = p.add_mutually_exclusive_group()
@@ -499,6 +504,30 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    from privfed.deploy.service_cli import add_serve
+
+    add_serve(sub, add_data=_add_data)
+
+
+def _add_submit(sub: argparse._SubParsersAction) -> None:
+    from privfed.deploy.service_cli import add_submit
+
+    add_submit(sub)
+
+
+def _add_jobs(sub: argparse._SubParsersAction) -> None:
+    from privfed.deploy.service_cli import add_jobs
+
+    add_jobs(sub)
+
+
+def _add_job(sub: argparse._SubParsersAction) -> None:
+    from privfed.deploy.service_cli import add_job
+
+    add_job(sub)
+
+
 #: ``privfed COMMAND`` -> the function that adds its parser.
 _COMMANDS = {
     "simulate": _add_simulate,
@@ -510,19 +539,11 @@ _COMMANDS = {
     "ledger": _add_ledger,
     "experiment": _add_experiment,
     "reproduce": _add_reproduce,
+    "serve": _add_serve,
+    "submit": _add_submit,
+    "jobs": _add_jobs,
+    "job": _add_job,
 }
-
-
-def _tls(args: argparse.Namespace, name: str) -> TlsFiles | None:
-    from privfed.proto.transport import TlsFiles
-
-    if args.insecure:
-        return None
-    if args.certs is None:
-        raise PrivfedError(
-            "--certs DIR is required (mTLS is the default); --insecure exists only for byte-capture tests"
-        )
-    return TlsFiles.in_dir(args.certs, name)
 
 
 def job_config(args: argparse.Namespace, **overrides: Any) -> JobConfig:
@@ -650,6 +671,7 @@ def _certs(args: argparse.Namespace) -> int:
     from privfed.common.identity import check_node_name
     from privfed.deploy.certs import make_certs
 
+    users = [check_node_name(n, flag="--data-user") for n in args.data_user]
     if args.tokens is not None:
         from privfed.deploy.tokens import mint, party_roles
 
@@ -659,17 +681,30 @@ def _certs(args: argparse.Namespace) -> int:
                 "are the signer's --coordinator-san (python -m privfed.deploy.enroll serve)"
             )
         make_certs(args.out, owners=0, force=args.force, add=args.add, flat=False, coordinator=False)
-        minted = mint(args.out, party_roles([f"owner-{i}" for i in range(args.tokens)]), replace=args.force)
+        roles = party_roles([f"owner-{i}" for i in range(args.tokens)], users)
+        minted = mint(args.out, roles, replace=args.force)
         print(
             f"CA in {args.out}/ca (give it to the CA signer only); new one-time tokens in {args.out}/tokens: "
             f"{', '.join(sorted(minted)) or 'none (every party has one)'}; give party X only {args.out}/tokens/ROLE/X"
         )
         return 0
+    if args.owners is None and args.names is None and not args.data_user:
+        raise PrivfedError(
+            "say whose certificates to make: --owners N, --names NAME ..., --tokens N, or --data-user NAME"
+        )
     names = None if args.names is None else [check_node_name(n, flag="--names") for n in args.names]
     if names is not None and len(set(names)) != len(names):
         raise PrivfedError(f"--names must be distinct, got {names}")
-    owners = len(names) if names else args.owners
-    out = make_certs(args.out, owners=owners, owner_names=names, sans=args.san, force=args.force, add=args.add)
+    owners = len(names) if names else (args.owners or 0)
+    out = make_certs(
+        args.out,
+        owners=owners,
+        owner_names=names,
+        sans=args.san,
+        force=args.force,
+        add=args.add,
+        data_users=users,
+    )
     what = (
         "issued the missing certificates under the existing CA"
         if args.add
@@ -741,13 +776,54 @@ def _ledger_show(args: argparse.Namespace) -> int:
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
         print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
-    if accounts:
-        print("\nreleases (debit order):")
+    jobs = _by_job(accounts)
+    if jobs:
+        print("\nby job (most any one owner spent in it; '-': releases of no announced job):")
+        header = ("job", "owners", "releases", "eps per owner", "delta per owner", "first", "last")
+        rows = [
+            (
+                job or "-",
+                str(len(j["owners"])),
+                str(j["releases"]),
+                _fmt(j["epsilon"]),
+                _fmt(j["delta"]),
+                j["first"],
+                j["last"],
+            )
+            for job, j in jobs.items()
+        ]
+        widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+        for r in [header, *rows]:
+            print("  " + "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
+    for job in jobs:
+        print(f"\nreleases of job {job or '-'} (debit order):")
+        for a in accounts:
+            for r in a.releases:
+                if r.get("job", "") != job:
+                    continue
+                kind = "NON-PRIVATE" if r["nonprivate"] else f"eps={_fmt(r['epsilon'])} delta={_fmt(r['delta'])}"
+                print(f"  {a.owner_id}  {r['ts']}  {r['purpose']}  {kind}  release {r['release_id']}")
+    return 0
+
+
+def _by_job(accounts: list[Any]) -> dict[str, dict[str, Any]]:
+    """Releases grouped by the job they were made for, in order of each job's first release: its
+    owners, releases, the most (epsilon, delta) one owner spent in it, and its first and last debit."""
+    jobs: dict[str, dict[str, Any]] = {}
+    spent: dict[tuple[str, str], list[float]] = {}
     for a in accounts:
         for r in a.releases:
-            kind = "NON-PRIVATE" if r["nonprivate"] else f"eps={_fmt(r['epsilon'])} delta={_fmt(r['delta'])}"
-            print(f"  {a.owner_id}  {r['ts']}  {r['purpose']}  {kind}  release {r['release_id']}")
-    return 0
+            j = jobs.setdefault(r.get("job", ""), {"owners": set(), "releases": 0, "first": r["ts"], "last": r["ts"]})
+            j["owners"].add(a.owner_id)
+            j["releases"] += 1
+            j["first"], j["last"] = min(j["first"], r["ts"]), max(j["last"], r["ts"])
+            s = spent.setdefault((r.get("job", ""), a.owner_id), [0.0, 0.0])
+            s[0] += r["epsilon"]
+            s[1] += r["delta"]
+    for job, j in jobs.items():
+        j["epsilon"] = max(e for (jb, _), (e, _d) in spent.items() if jb == job)
+        j["delta"] = max(d for (jb, _), (_e, d) in spent.items() if jb == job)
+    return dict(sorted(jobs.items(), key=lambda kv: kv[1]["first"]))
 
 
 def _experiment(args: argparse.Namespace) -> int:

@@ -20,21 +20,17 @@ from typing import Any
 from privfed.common.datasets import SYNTHETIC_N_SAMPLES
 from privfed.common.errors import ConfigError
 from privfed.common.validation import check_choice, check_int, check_positive
-from privfed.server.config import FLAGS, TASKS, JobConfig
+from privfed.server.config import KEYS as CONFIG_KEYS
+from privfed.server.config import TASKS, JobConfig
 
 #: :class:`JobConfig` fields whose flags only ``privfed coordinator`` has (a simulation starts its
 #: own coordinator, trains once per ε and does not serve or resume).
 COORDINATOR_ONLY = frozenset({"listen", "register_timeout", "serve", "load_model", "journal", "resume"})
 
 
-def key_of(flag: str) -> str:
-    """The TOML key of a flag: its name without the dashes, ``-`` written ``_`` (``--n-samples`` -> ``n_samples``)."""
-    return flag.lstrip("-").replace("-", "_")
-
-
 #: The key of every ``privfed simulate`` setting -> the :class:`JobConfig` field it sets
 #: (``rounds`` -> ``n_rounds``, ``C`` -> ``c``).
-JOB_KEYS = {key_of(flag): field for field, flag in FLAGS.items() if field not in COORDINATOR_ONLY | {"epsilon"}}
+JOB_KEYS = {key: field for key, field in CONFIG_KEYS.items() if field not in COORDINATOR_ONLY | {"epsilon"}}
 #: The keys of the simulation's own settings -> the :class:`SimulationConfig` field
 #: (``no_progress`` sets ``progress`` to its negation).
 SIMULATION_KEYS = {

@@ -32,13 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from privfed.common.errors import ConfigError
+from privfed.common.roles import DATA_USER  # the role a data user's certificate carries (its OU)
 from privfed.deploy.certs import CA_DIR, COORDINATOR, private_dir, write_file
 
 #: The signer's book of token digests, in the CA directory.
 BOOK = "tokens.json"
 #: The hand-out directory under ``privfed certs --out``: one token file per party.
 HANDOUT = "tokens"
-OWNER, SERVER, DATA_USER = "owner", "coordinator", "data-user"
+OWNER, SERVER = "owner", "coordinator"
 ROLES = (OWNER, SERVER, DATA_USER)
 #: What a party name may be (a certificate common name, a file name, a Secret key).
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")

@@ -7,6 +7,9 @@ a coordinator sends; the gRPC node (``privfed.owner.node``) and the in-process t
 
 1. its kind is looked up in the registry (:mod:`privfed.owner.kinds`); a task id seen before in
    the pass is refused (``duplicate_task``), as is a task for an owner this node does not host;
+   a node with a policy (:mod:`privfed.owner.policy`) refuses every task of a job the policy
+   declines (``policy``), judged by the job's announcement (:class:`~privfed.common.jobinfo.JobInfo`)
+   and the ledger alone;
 2. **validate**: the kind sees the task and a ``PublicView`` -- the owner's public configuration,
    the node's policy, the owner's ledger record with the batch's earlier debits, what it released
    before -- and refuses, or accepts a fresh release, or names a release to send again. Then the
@@ -35,6 +38,7 @@ time may depend on the data.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import sqlite3
@@ -45,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError, ProtocolError
+from privfed.common.jobinfo import JobInfo
 from privfed.common.ledger import Debit, Ledger, Standing
 from privfed.common.mechanisms.base import REPORT_LIMIT
 from privfed.common.secagg.boxes import generate_private_key
@@ -55,6 +60,7 @@ from privfed.owner.keys import OwnerKeys
 from privfed.owner.kinds import OwnerKind, kind_of
 from privfed.owner.kinds.base import LedgerView, NodeState, Policy, PublicView, Refused, SecureSum, StepKind, TaskKind
 from privfed.owner.local import Cached, LocalOwner, Release
+from privfed.owner.policy import OwnerPolicy, exceeds_announcement
 from privfed.owner.ring import RingMod
 from privfed.owner.secagg import SecAggDriver
 
@@ -148,6 +154,8 @@ class OwnerCore:
         ``privfed owner --allow-clear-labels``.
     sign : callable, optional
         Signs an owner's secure-sum mask key with the node's certificate key.
+    owner_policy : OwnerPolicy, optional
+        ``privfed owner --policy``: which jobs the node takes part in (None: every job).
     """
 
     def __init__(
@@ -158,8 +166,10 @@ class OwnerCore:
         keys: OwnerKeys | None = None,
         allow_clear_labels: bool = False,
         sign: Callable[[str, str, bytes], bytes] | None = None,
+        owner_policy: OwnerPolicy | None = None,
     ) -> None:
         self.owners = {o.owner_id: o for o in owners}
+        self.owner_policy = owner_policy
         self.ledger = ledger
         self.policy = Policy(allow_clear_labels=allow_clear_labels)
         self.node = NodeState()
@@ -184,15 +194,18 @@ class OwnerCore:
         kind = kind_of(item.spec) if isinstance(item, Task) else None
         return math.inf if kind is None else kind.batch
 
-    def answer(self, items: Iterable[Task | Result], *, seen: set[str] | None = None) -> Answer:
+    def answer(
+        self, items: Iterable[Task | Result], *, seen: set[str] | None = None, job: JobInfo | None = None
+    ) -> Answer:
         """Answer a batch: a result per task (a refusal, a release, a secure sum's answer; a ring hop
         may have none) in order, and the envelopes to relay. ``items`` may hold results already made
-        (a task refused at decoding), passed through. ``seen``: task ids of the pass so far."""
+        (a task refused at decoding), passed through. ``seen``: task ids of the pass so far. ``job``:
+        the job the coordinator announced with the tasks (its releases are recorded under its id)."""
         seen = set() if seen is None else seen
         pending: dict[str, list[Debit]] = {}
         items = list(items)
         standings = self._standings(items)
-        plan = [self._admit(item, seen, pending, standings) for item in items]
+        plan = [self._admit(item, seen, pending, standings, job) for item in items]
         fresh = [p for p in plan if isinstance(p, _Admitted) and p.cached is None]
         self._debit(fresh)
         self._compute_together([a for a in fresh if a.refused is None and a.kind.mod(a.task.spec) is None])
@@ -232,7 +245,12 @@ class OwnerCore:
         )
 
     def _admit(
-        self, item: Task | Result, seen: set[str], pending: dict[str, list[Debit]], standings: dict[str, Standing]
+        self,
+        item: Task | Result,
+        seen: set[str],
+        pending: dict[str, list[Debit]],
+        standings: dict[str, Standing],
+        job: JobInfo | None,
     ) -> _Planned:
         if isinstance(item, Result):
             return item
@@ -250,6 +268,10 @@ class OwnerCore:
         seen.add(task.task_id)
         queued = pending.setdefault(owner.owner_id, [])
         try:
+            if self.owner_policy is not None:  # before anything else: a declined job is not looked at
+                rule = self.owner_policy.declines(job, self.ledger, owner.owner_id)
+                if rule is not None:
+                    raise Refused("policy", f"the job is declined by the owner's policy (rule {rule})")
             spec = task.spec
             if kind.releases_clear_labels(spec) and not self.policy.allow_clear_labels:
                 raise Refused(
@@ -264,6 +286,12 @@ class OwnerCore:
             if cached is not None:
                 return _Admitted(task, kind, owner, party, [], cached)
             debits = kind.debits(task, spec)
+            if job is not None:
+                debits = [dataclasses.replace(d, job=job.job_id) for d in debits]
+                if self.owner_policy is not None and exceeds_announcement(
+                    job, self.ledger, owner.owner_id, [*queued, *debits]
+                ):
+                    raise Refused("policy", "the job is declined by the owner's policy (rule announced)")
             if any(view.ledger.has_release_id(d.release_id) for d in debits):
                 raise Refused("already_released", f"task id {task.task_id!r}")
             eps, delta = math.fsum(d.epsilon for d in debits), math.fsum(d.delta for d in debits)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import signal
 import sqlite3
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from privfed.owner.data import (
 )
 from privfed.owner.local import LocalOwner
 from privfed.owner.node import ConnectError, DeferredOwners, OwnerNode
+from privfed.owner.policy import OwnerPolicy
 from privfed.proto.transport import TlsFiles
 
 log = logging.getLogger("privfed.owner")
@@ -72,6 +74,10 @@ class OwnerConfig:
         ``--target-name``: the TLS name to expect from the coordinator.
     allow_clear_labels : bool
         ``--allow-clear-labels``: answer tasks asking for clear labels (non-private ledger entries).
+    policy : Path or None
+        ``--policy``: the node's policy file (:mod:`privfed.owner.policy`). With one the node is a
+        daemon: it serves job after job, waits for a coordinator that stops or restarts (no
+        ``--connect-timeout``) and exits on SIGTERM only. None: one job, as before.
     """
 
     coordinator: str
@@ -93,6 +99,7 @@ class OwnerConfig:
     connect_timeout: float = 120.0
     target_name: str | None = None
     allow_clear_labels: bool = False
+    policy: Path | None = None
 
 
 def agreed_schema(
@@ -219,8 +226,10 @@ def build_node_owners(config: OwnerConfig, train: Dataset, *, n_owners: int) -> 
 
 def run_owner(config: OwnerConfig, tls: TlsFiles | None) -> int:
     """Load the node's rows, open its ledger and serve the coordinator until the job ends (0)."""
+    policy = OwnerPolicy.read(config.policy) if config.policy is not None else None
     owners = hosted_owners(config)
     ledger = Ledger(config.ledger, epsilon_budget=config.epsilon_budget, delta_budget=config.delta_budget)
+    refused_rows = isinstance(owners, DeferredOwners) and owners.error is not None
     node = OwnerNode(
         node_id=config.name,
         target=config.coordinator,
@@ -228,11 +237,13 @@ def run_owner(config: OwnerConfig, tls: TlsFiles | None) -> int:
         owners=owners,
         ledger=ledger,
         # a node whose rows were refused only reports that (schema_mismatch): it waits less for the coordinator
-        connect_timeout=config.connect_timeout
-        if not isinstance(owners, DeferredOwners) or owners.error is None
-        else min(config.connect_timeout, REPORT_TIMEOUT),
+        connect_timeout=min(config.connect_timeout, REPORT_TIMEOUT)
+        if refused_rows
+        else (math.inf if policy is not None else config.connect_timeout),
         target_name_override=config.target_name,
         allow_clear_labels=config.allow_clear_labels,
+        owner_policy=policy,
+        daemon=policy is not None and not refused_rows,
     )
     if config.allow_clear_labels:
         log.warning(

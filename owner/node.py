@@ -2,7 +2,9 @@
 
 The node reconnects with jittered exponential backoff while the coordinator is not up (or
 restarts), gives up with a clear error after ``connect_timeout`` seconds of continuous
-failure, and stops cleanly at the coordinator's shutdown signal or on SIGTERM.
+failure, and stops cleanly at the coordinator's shutdown signal or on SIGTERM. A daemon (``privfed
+owner --policy``: issue 26, item 2) serves job after job: it outlives the coordinator's shutdown
+signal and its restarts, and stops on SIGTERM only.
 
 Nothing a coordinator sends can make the node exit (issue 9, item 7): each task is decoded alone
 (``serde.task_or_refusal``) and answered by the owner core (:class:`~privfed.owner.core.OwnerCore`,
@@ -22,7 +24,8 @@ from typing import TypeVar
 import grpc
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-from privfed.common.errors import ConfigError
+from privfed.common.errors import ConfigError, RemoteProtocolError
+from privfed.common.jobinfo import JobInfo
 from privfed.common.ledger import Ledger
 from privfed.common.schema import FederationSchema
 from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
@@ -31,9 +34,11 @@ from privfed.common.tasks import OwnerInfo, Refusal, Result, Task, kind_of
 from privfed.owner.core import OwnerCore
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.local import LocalOwner
+from privfed.owner.policy import OwnerPolicy
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
+from privfed.proto.jobwire import job_info_from_proto
 from privfed.proto.transport import (
     IDENTITY_RETRY,
     PULL_TIMEOUT,
@@ -112,8 +117,14 @@ class OwnerNode:
         connect_timeout: float = 60.0,
         target_name_override: str | None = None,
         allow_clear_labels: bool = False,
+        owner_policy: OwnerPolicy | None = None,
+        daemon: bool = False,
     ):
         self.node_id = node_id
+        self._owner_policy = owner_policy
+        self._daemon = daemon
+        #: The job the coordinator announced with the tasks last taken (None: none announced).
+        self._job: JobInfo | None = None
         self._target = target
         self._tls = tls
         self._deferred = owners if isinstance(owners, DeferredOwners) else None
@@ -137,7 +148,12 @@ class OwnerNode:
 
     def _make_core(self, owners: list[LocalOwner]) -> OwnerCore:
         return OwnerCore(
-            owners, self._ledger, keys=self._keys, allow_clear_labels=self._allow_clear_labels, sign=self._sign
+            owners,
+            self._ledger,
+            keys=self._keys,
+            allow_clear_labels=self._allow_clear_labels,
+            sign=self._sign,
+            owner_policy=self._owner_policy,
         )
 
     def _channel(self) -> grpc.Channel:
@@ -269,7 +285,21 @@ class OwnerNode:
                 raise
             log.warning("coordinator refused %d ring envelope(s), dropped: %s", len(outbounds), exc)
             return []
-        return [] if reply is None else self._decode(reply.tasks)
+        if reply is None:
+            return []
+        self._take_job(reply)
+        return self._decode(reply.tasks)
+
+    def _take_job(self, reply: pb.PullTasksResponse | pb.RelayResponse) -> None:
+        """Note the job a response's tasks belong to; a malformed announcement counts as none (a
+        node with a policy then refuses the tasks: rule ``unannounced``)."""
+        if not reply.tasks:
+            return
+        try:
+            self._job = job_info_from_proto(reply.job, reply.HasField("job"))
+        except RemoteProtocolError as exc:
+            log.warning("%s", exc)
+            self._job = None
 
     @staticmethod
     def _decode(protos: Iterable[pb.Task]) -> list[Task | Result]:
@@ -323,7 +353,7 @@ class OwnerNode:
                 log.info("stopping: %d task(s) left unanswered, nothing released for them", len(tasks) - i)
                 break
             end = core.chunk_end(tasks, i)
-            answer = core.answer(tasks[i:end], seen=seen)
+            answer = core.answer(tasks[i:end], seen=seen, job=self._job)
             ready += answer.results
             tasks += self._relay(stub, answer.outbound)
             i = end
@@ -353,9 +383,15 @@ class OwnerNode:
                     log.info("lost the coordinator (%s); reconnecting", exc.code().name)
                     self._register(stub)
                     continue
+                if reply.shutdown and self._daemon:
+                    log.info("the coordinator stopped; node %s waits for it (a daemon until SIGTERM)", self.node_id)
+                    self.stop_event.wait(PULL_WAIT)
+                    self._register(stub)
+                    continue
                 if reply.shutdown:
                     log.info("coordinator ended the job; node %s exits", self.node_id)
                     return 0 if self.fatal is None else 2
+                self._take_job(reply)
                 if self.fatal is not None:
                     if self._refuse_all(stub, self._decode(reply.tasks)):
                         return 2

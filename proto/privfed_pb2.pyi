@@ -196,12 +196,30 @@ class PullTasksRequest(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class PullTasksResponse(_message.Message):
-    __slots__ = ("tasks", "shutdown")
+    __slots__ = ("tasks", "shutdown", "job")
     TASKS_FIELD_NUMBER: _ClassVar[int]
     SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
     tasks: _containers.RepeatedCompositeFieldContainer[Task]
     shutdown: bool
-    def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., shutdown: _Optional[bool] = ...) -> None: ...
+    job: JobInfo
+    def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., shutdown: _Optional[bool] = ..., job: _Optional[_Union[JobInfo, _Mapping]] = ...) -> None: ...
+
+class JobInfo(_message.Message):
+    __slots__ = ("job_id", "data_user", "task", "epsilon", "delta", "schema_sha256")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    DATA_USER_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_SHA256_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    data_user: str
+    task: str
+    epsilon: float
+    delta: float
+    schema_sha256: str
+    def __init__(self, job_id: _Optional[str] = ..., data_user: _Optional[str] = ..., task: _Optional[str] = ..., epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., schema_sha256: _Optional[str] = ...) -> None: ...
 
 class MechanismSpec(_message.Message):
     __slots__ = ("name", "epsilon")
@@ -794,9 +812,11 @@ class RelayRequest(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., envelopes: _Optional[_Iterable[_Union[Envelope, _Mapping]]] = ...) -> None: ...
 
 class RelayResponse(_message.Message):
-    __slots__ = ("accepted", "tasks")
+    __slots__ = ("accepted", "tasks", "job")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
     accepted: int
     tasks: _containers.RepeatedCompositeFieldContainer[Task]
-    def __init__(self, accepted: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ...) -> None: ...
+    job: JobInfo
+    def __init__(self, accepted: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., job: _Optional[_Union[JobInfo, _Mapping]] = ...) -> None: ...

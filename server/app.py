@@ -31,7 +31,7 @@ class CoordinatorServer:
     """Owns the gRPC server, the dispatcher (owner registry + queues) and the model store.
 
     ``interceptors`` are gRPC server interceptors, run on every call (the wire-capture tests
-    record traffic with one).
+    record traffic with one); ``handlers`` serve more gRPC services on the same port.
     """
 
     def __init__(
@@ -42,6 +42,7 @@ class CoordinatorServer:
         max_workers: int = 32,
         interceptors: Sequence[grpc.ServerInterceptor] = (),
         schema: FederationSchema | None = None,
+        handlers: Sequence[grpc.GenericRpcHandler] = (),
     ):
         self.dispatcher = Dispatcher(node_timeout=node_timeout)
         self.models = ModelStore()
@@ -57,6 +58,8 @@ class CoordinatorServer:
             CoordinatorServicer(self.dispatcher, self.models, require_identity=tls is not None, schema=schema),
             self._server,
         )
+        if handlers:  # more services on the same port (``privfed serve``'s job API)
+            self._server.add_generic_rpc_handlers(tuple(handlers))
         self._health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         self.port: int | None = None

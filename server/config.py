@@ -61,7 +61,17 @@ NCC_ROW_WEIGHT_BOUND = 1.0
 #: The command-line flag of each field (:mod:`privfed.server.parameters`), for error messages and for
 #: ``deploy/cli.py``, which reads the flag's argparse destination (``--label-fraction`` -> ``label_fraction``).
 FLAGS = {name: param.flag for name, param in PARAMETERS.items() if param.flag is not None}
-__all__ = ["FLAGS", "LABEL_SCHEMES", "TASKS", "JobConfig"]
+
+
+def key_of(flag: str) -> str:
+    """The TOML key of a flag: its name without the dashes, ``-`` written ``_`` (``--n-samples`` -> ``n_samples``)."""
+    return flag.lstrip("-").replace("-", "_")
+
+
+#: The job-file key of every field a flag sets -> the field (``rounds`` -> ``n_rounds``, ``C`` -> ``c``): the
+#: keys of ``privfed simulate --config`` and of ``privfed submit``'s job file.
+KEYS = {key_of(flag): name for name, flag in FLAGS.items()}
+__all__ = ["FLAGS", "KEYS", "LABEL_SCHEMES", "TASKS", "JobConfig", "key_of"]
 
 
 @dataclass(frozen=True, kw_only=True)

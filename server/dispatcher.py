@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from privfed.common.errors import JobAborted, NodeIdInUse, RemoteProtocolError, RoundFailed
+from privfed.common.jobinfo import JobInfo
 from privfed.common.tasks import OwnerInfo, PeerKey, Result, RingMessageTask, Task
 from privfed.server.contracts import Rejection
 from privfed.server.nodes import IDENTITY_LIVENESS, NodeQueue, check_registration
@@ -49,6 +50,8 @@ class Dispatcher:
         self._certificates: dict[str, bytes] = {}
         self._waiting: set[str] = set()
         self._aborted = False
+        self._cancelled = False  # the current job only (cancel_job); clear_cancel lifts it
+        self._job: JobInfo | None = None
         self._relay = Relay()  # open ring sessions and the envelopes waiting in the node queues
         self.relayed = 0  # envelopes accepted (tests watch it)
         self.session_id = secrets.token_hex(8)
@@ -194,6 +197,7 @@ class Dispatcher:
     def _drain(self, node: NodeQueue) -> list[Task]:
         tasks = list(node.queue)
         node.queue.clear()
+        node.job = self._job
         self._relay.release(t.task_id for t in tasks)
         return tasks
 
@@ -277,7 +281,7 @@ class Dispatcher:
     def wait_for_owners(self, n: int, timeout: float, progress: Callable[[int], None] | None = None) -> int:
         deadline = self._clock() + timeout
         with self._cv:
-            while len(self._owners) < n and not self._aborted:
+            while len(self._owners) < n and not self.aborted:
                 if progress:
                     progress(len(self._owners))
                 left = deadline - self._clock()
@@ -320,7 +324,7 @@ class Dispatcher:
             self._cv.notify_all()
             deadline = self._clock() + timeout
             next_liveness_check = self._clock() + 0.5
-            while self._waiting and not self._aborted:
+            while self._waiting and not self.aborted:
                 if progress:
                     progress(len(ids) - len(self._waiting), len(ids))
                 now = self._clock()
@@ -357,7 +361,7 @@ class Dispatcher:
                     node.queue = deque(t for t in node.queue if t.task_id not in lost_set)
             results = {i: self._results.pop(i) for i in ids if i in self._results}
             rejected = {i: self._rejections.pop(i) for i in ids if i in self._rejections}
-            if self._aborted:
+            if self.aborted:
                 raise JobAborted(f"job aborted with {len(lost)} task(s) of the round unanswered")
             return RunOutcome(results=results, lost=lost, lost_nodes=lost_nodes, rejected=rejected)
 
@@ -369,7 +373,48 @@ class Dispatcher:
 
     @property
     def aborted(self) -> bool:
-        return self._aborted
+        """The coordinator is stopping (:meth:`abort`) or the current job was cancelled (:meth:`cancel_job`)."""
+        return self._aborted or self._cancelled
+
+    # ---- one job after another (privfed serve) -----------------------------------------
+    def begin_job(self, job: JobInfo | None) -> None:
+        """Announce ``job``: the tasks queued from now on belong to it, and each node is told so with
+        the tasks it takes (:meth:`drained_job`), so an owner's policy can judge the job. Tasks of an
+        earlier job still queued are dropped (their job is over); the owners stay registered."""
+        with self._cv:
+            for node in self._nodes.values():
+                self._relay.release(t.task_id for t in node.queue)
+                node.queue.clear()
+            self._pending.clear()
+            self._results.clear()
+            self._rejections.clear()
+            self._waiting = set()
+            self._job = job
+            self._cv.notify_all()
+
+    def cancel_job(self) -> None:
+        """Stop the current job as :meth:`abort` does (a waiting round raises JobAborted), but keep
+        the nodes: they are not told to exit. :meth:`clear_cancel` lifts it for the next job."""
+        with self._cv:
+            self._cancelled = True
+            self._cv.notify_all()
+
+    def clear_cancel(self) -> None:
+        """Lift :meth:`cancel_job` (``privfed serve`` before each job; a cancel that comes while the
+        job starts is not lost: it is lifted only before the job is claimed)."""
+        with self._cv:
+            self._cancelled = False
+
+    @property
+    def job(self) -> JobInfo | None:
+        """The job announced last (:meth:`begin_job`)."""
+        return self._job
+
+    def drained_job(self, node_id: str) -> JobInfo | None:
+        """The job the tasks ``node_id`` took last (by :meth:`pull` or :meth:`relay`) belong to."""
+        with self._cv:
+            node = self._nodes.get(node_id)
+            return None if node is None else node.job
 
     def abort(self) -> None:
         """Stop the job: a waiting round returns at once (raising JobAborted), nodes are told

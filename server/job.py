@@ -30,6 +30,7 @@ from privfed.common.boosting.params import MAX_OWNER_ROWS
 from privfed.common.datasets import Dataset
 from privfed.common.errors import JobAborted, RoundFailed
 from privfed.common.identity import node_of
+from privfed.common.jobinfo import JobInfo
 from privfed.common.schema import FederationSchema
 from privfed.common.tasks import PeerKey, Result, Task
 from privfed.server.app import CoordinatorServer
@@ -45,7 +46,7 @@ from privfed.server.report import (
     nonprivate_releases,
     refusal_summary,
 )
-from privfed.server.rounds import JobBook, rejection_summary
+from privfed.server.rounds import JobBook, declined_owners, rejection_summary
 from privfed.server.securesum import RelayedTransport
 from privfed.server.strategies.base import Strategy
 from privfed.server.strategies.result import StrategyResult, TrainedModel
@@ -56,6 +57,8 @@ round_log = logging.getLogger("privfed.coordinator.rounds")
 
 #: Sends one batch of tasks and returns the answers: (tasks, timeout, ring session whose stall ends the wait).
 Execute = Callable[[list[Task], float | None, str | None], list[Result]]
+#: Told after every batch of a job: (its round id, tasks answered, tasks sent) (``privfed serve``'s status).
+OnBatch = Callable[[str, int, int], None]
 
 
 class GrpcTransport(RelayedTransport):
@@ -158,6 +161,7 @@ class JobOutcome:
             "owners": self.n_owners,
             "answered": self.answered,
             "refused": self.refused,
+            "declined_owners": declined_owners(self.refused),
             "refusal_summary": refusal_summary(self.refused, self.n_owners),
             "rejected_owners": self.rejected,
             "rejection_summary": rejection_summary(self.rejected, self.n_owners),
@@ -178,6 +182,7 @@ def run_job(
     label: str = "",
     book: JobBook | None = None,
     expected: Expected | None = None,
+    on_batch: OnBatch | None = None,
 ) -> JobOutcome:
     """Wait for ``expected_owners`` owners, check the job can be done with them, run ``strategy``.
 
@@ -232,6 +237,8 @@ def run_job(
         round_log.info(
             "%sround %s: %d of %d task(s) answered", label, tasks[0].round_id, len(outcome.results), len(tasks)
         )
+        if on_batch is not None:
+            on_batch(tasks[0].round_id, len(outcome.results), len(tasks))
         book.check_quorum(silent)
         return results
 
@@ -265,6 +272,8 @@ class FederatedJob:
     expected: Expected
     limits: PublicLimits = PublicLimits(max_rows=MAX_OWNER_ROWS)
     quorum: int = 1
+    job_id: str = ""  # the id the owners see it under (empty: the run directory's name)
+    data_user: str = ""  # who submitted it (``privfed serve``; empty: the coordinator's operator)
 
     @property
     def model_id(self) -> str:
@@ -299,6 +308,7 @@ def run_federated_job(
     reference: Callable[[], Mapping[str, object]] | None = None,
     show_progress: bool = False,
     label: str = "",
+    on_batch: OnBatch | None = None,
 ) -> FinishedJob:
     """Run ``job`` on ``server`` (started by the caller, with the owners on their way) and write its report.
 
@@ -308,6 +318,10 @@ def run_federated_job(
     serving); then ``reference()`` (the non-private reference, computed once training is over) and
     the ``status: ok`` report with the accuracy on the public test set, its baselines and the
     owners' account (:meth:`JobOutcome.to_report`).
+
+    The job is announced to the owners first (:class:`~privfed.common.jobinfo.JobInfo`: its id, data
+    user, task, per-owner ε and δ, schema digest) and goes with its tasks: an owner's policy judges it,
+    and owners record its releases under its id. ``on_batch`` is told of every batch (:data:`OnBatch`).
 
     Every other way out writes ``status: failed`` with the reason (``stopped()`` names what aborted
     the job, e.g. ``"SIGTERM"``) and what became of the owners, releases them, and raises
@@ -322,7 +336,18 @@ def run_federated_job(
             release()
 
     with report.on_failure(book=lambda: book, stopped=stopped, release=release_once):
-        report.update(privacy=job.strategy.privacy().to_report())
+        privacy = job.strategy.privacy()
+        report.update(privacy=privacy.to_report())
+        server.dispatcher.begin_job(
+            JobInfo(
+                job_id=job.job_id or report.run_dir().name,
+                data_user=job.data_user,
+                task=job.config.task,
+                epsilon=privacy.epsilon,
+                delta=privacy.delta,
+                schema_sha256=job.schema.digest(),
+            )
+        )
         outcome = run_job(
             server,
             job.strategy,
@@ -333,6 +358,7 @@ def run_federated_job(
             label=label,
             book=book,
             expected=job.expected,
+            on_batch=on_batch,
         )
         server.models.put(job.model_id, outcome.model, schema=job.schema)  # served and saved before the owners
         save_model(

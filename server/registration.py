@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from privfed.common.errors import ConfigError
 from privfed.common.identity import SEPARATOR
+from privfed.common.roles import DATA_USER, role_of
 from privfed.server.dispatcher import Dispatcher
 
 log = logging.getLogger("privfed.coordinator")
@@ -42,7 +44,16 @@ def certificate_nodes(cert_dir: Path) -> tuple[str, ...]:
     the CA's and the coordinator's aside; empty if the directory holds none (compose's coordinator
     sees only ``ca.pem`` and its own pair)."""
     names = {p.stem for p in cert_dir.glob("*.pem")} - {"ca", "coordinator"}
-    return tuple(sorted((n for n in names if not n.endswith("-key")), key=_natural))
+    nodes = (n for n in names if not n.endswith("-key") and not _data_user(cert_dir / f"{n}.pem"))
+    return tuple(sorted(nodes, key=_natural))
+
+
+def _data_user(path: Path) -> bool:
+    """Whether ``path`` is a data user's certificate (no node registers under it)."""
+    try:
+        return role_of(path.read_bytes()) == DATA_USER
+    except (OSError, ConfigError):
+        return False
 
 
 def _natural(name: str) -> tuple:

@@ -38,6 +38,11 @@ def rejection_summary(rejected: dict[str, str], n_owners: int) -> str:
     return f"{len(rejected)}/{n_owners} owners rejected for replies that broke their task's contract: {parts}"
 
 
+def declined_owners(refused: dict[str, str]) -> list[str]:
+    """The owners whose policy declined the job (refusal code ``policy``; ``privfed owner --policy``)."""
+    return sorted(o for o, why in refused.items() if why.split(":", 1)[0] == "policy")
+
+
 @dataclass
 class JobBook:
     """The owners of one job and what became of each (module docstring).
@@ -70,6 +75,7 @@ class JobBook:
         n = len(self.owner_ids)
         return {
             "refused": self.refused,
+            "declined_owners": declined_owners(self.refused),
             "refusal_summary": refusal_summary(self.refused, n),
             "rejected_owners": self.rejected,
             "rejection_summary": rejection_summary(self.rejected, n),

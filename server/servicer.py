@@ -3,6 +3,7 @@ map domain errors to status codes."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -20,11 +21,13 @@ from privfed.common.errors import (
     ResourceExhausted,
     RingClosed,
 )
+from privfed.common.roles import DATA_USER, role_of
 from privfed.common.schema import FederationSchema
 from privfed.common.tasks import Result, Task
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
+from privfed.proto.jobwire import job_info_to_proto
 from privfed.proto.transport import MAX_RESPONSE_TASK_BYTES, PULL_WAIT
 from privfed.server.contracts import Rejection
 from privfed.server.dispatcher import Dispatcher
@@ -80,6 +83,17 @@ def peer_identity(context: grpc.ServicerContext) -> str | None:
     """The common name of the client's verified certificate (None without TLS)."""
     names = context.auth_context().get("x509_common_name")
     return names[0].decode() if names else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _role(pem: bytes) -> str:
+    return role_of(pem)
+
+
+def peer_role(context: grpc.ServicerContext) -> str | None:
+    """The role of the client's verified certificate (:mod:`privfed.common.roles`; None without TLS)."""
+    pems = context.auth_context().get("x509_pem_cert")
+    return _role(bytes(pems[0])) if pems else None
 
 
 def model_linear_stage(model: ServedModel) -> tuple[str, np.ndarray]:
@@ -218,6 +232,10 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         identity = peer_identity(context)
         if self._require_identity and identity != claimed:
             raise RemoteProtocolError(f"node id {claimed!r} does not match its certificate ({identity!r})")
+        if self._require_identity and peer_role(context) == DATA_USER:
+            raise RemoteProtocolError(
+                f"{identity!r} holds a data-user certificate: it submits jobs, it hosts no owners"
+            )
         return claimed
 
     def RegisterNode(self, request: pb.RegisterNodeRequest, context: grpc.ServicerContext) -> pb.RegisterNodeResponse:
@@ -234,7 +252,8 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         try:
             node_id = self._node_id(request.node_id, context)
             tasks, shutdown = self._dispatcher.pull(node_id, min(request.wait_ms / 1000.0, PULL_WAIT), context.peer())
-            return pb.PullTasksResponse(tasks=self._encode_tasks(node_id, tasks), shutdown=shutdown)
+            job = job_info_to_proto(self._dispatcher.drained_job(node_id)) if tasks else None
+            return pb.PullTasksResponse(tasks=self._encode_tasks(node_id, tasks), shutdown=shutdown, job=job)
         except PrivfedError as exc:
             _abort(context, exc)
 
@@ -250,7 +269,8 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         try:
             node_id = self._node_id(request.node_id, context)
             accepted, tasks = self._dispatcher.relay(node_id, [(e.recipient, bytes(e.data)) for e in request.envelopes])
-            return pb.RelayResponse(accepted=accepted, tasks=self._encode_tasks(node_id, tasks))
+            job = job_info_to_proto(self._dispatcher.drained_job(node_id)) if tasks else None
+            return pb.RelayResponse(accepted=accepted, tasks=self._encode_tasks(node_id, tasks), job=job)
         except PrivfedError as exc:
             _abort(context, exc)
 

@@ -1,0 +1,209 @@
+"""The service commands of the ``privfed`` command line (issue 26, item 1): ``privfed serve`` (the
+coordinator service), and the data user's ``privfed submit``, ``privfed jobs`` and ``privfed job
+show|logs|cancel``, which call the service's job API over mTLS with a data-user certificate
+(``privfed certs --data-user NAME``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import threading
+from pathlib import Path
+from typing import Any, Protocol
+
+from privfed.common.errors import PrivfedError
+from privfed.deploy.argtypes import address, listen_address
+from privfed.deploy.tlsflags import add_tls
+from privfed.deploy.tlsflags import tls_files as _tls
+
+log = logging.getLogger("privfed.coordinator")
+
+#: Seconds a job API call may take (every call only reads or writes the store).
+CALL_TIMEOUT = 30.0
+
+
+class DataFlags(Protocol):
+    """Adds the data flags (``--dataset``, ``--n-samples``, ``--seed``, ``--test-fraction``) to a parser."""
+
+    def __call__(
+        self, p: argparse.ArgumentParser, *, dataset_group: argparse._MutuallyExclusiveGroup | None = None
+    ) -> None: ...
+
+
+def add_serve(sub: argparse._SubParsersAction, *, add_data: DataFlags) -> None:
+    """``privfed serve`` on the ``privfed`` parser's subcommands ``sub``."""
+    p = sub.add_parser(
+        "serve",
+        help="run the coordinator service: owner nodes stay connected, data users submit jobs to a queue",
+        description="Serve owner nodes and a queue of jobs (privfed submit), one at a time; each job's report.json, "
+        "model.json and job.log go to STORE/jobs/<id>/. Queued and running jobs survive a restart with the same "
+        "--store. A read-only status page is served on --status-listen.",
+    )
+    p.add_argument(
+        "--listen", type=listen_address, default="0.0.0.0:50051", help="HOST:PORT for owners and the job API"
+    )
+    add_tls(p)
+    p.add_argument("--store", type=Path, required=True, help="directory of the jobs (created if missing)")
+    p.add_argument(
+        "--status-listen",
+        default="127.0.0.1:8080",
+        help="HOST:PORT of the read-only status page (default: localhost only); 'none': no page",
+    )
+    p.add_argument("--node-timeout", type=float, default=15.0, help="seconds a silent node keeps its place in a round")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--schema", type=Path, help="federation schema of owners' own data (default: --dataset's)")
+    add_data(p, dataset_group=source)
+    p.set_defaults(func=_serve)
+
+
+def _client(q: argparse.ArgumentParser) -> None:
+    q.add_argument("--coordinator", type=address, required=True, help="HOST:PORT of the coordinator service")
+    add_tls(q)
+    q.add_argument("--name", help="your data-user name (the certificate's, from privfed certs --data-user)")
+    q.add_argument("--target-name", help="TLS name to expect from the coordinator when dialing an address")
+
+
+def add_submit(sub: argparse._SubParsersAction) -> None:
+    """``privfed submit`` on ``sub``."""
+    p = sub.add_parser(
+        "submit",
+        help="submit a job (a TOML file) to a coordinator service",
+        description="Queue the job in FILE (the keys of privfed simulate --config that describe a job: task, "
+        "epsilon (one value), owners, rounds, ...) and print its id.",
+    )
+    p.add_argument("file", type=Path, help="the job's TOML file")
+    _client(p)
+    p.set_defaults(func=_submit)
+
+
+def add_jobs(sub: argparse._SubParsersAction) -> None:
+    """``privfed jobs`` on ``sub``."""
+    p = sub.add_parser("jobs", help="list a coordinator service's jobs")
+    _client(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_jobs)
+
+
+def add_job(sub: argparse._SubParsersAction) -> None:
+    """``privfed job show|logs|cancel`` on ``sub``."""
+    p = sub.add_parser("job", help="show, read the log of, or cancel one job of a coordinator service")
+    p.add_argument("action", choices=("show", "logs", "cancel"))
+    p.add_argument("job_id", metavar="ID")
+    _client(p)
+    p.set_defaults(func=_job)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from privfed.server.service import CoordinatorService, ServiceConfig
+
+    tls = _tls(args, "coordinator")
+    config = ServiceConfig(
+        store=args.store,
+        listen=args.listen,
+        status_listen=None if args.status_listen == "none" else args.status_listen,
+        dataset=args.dataset,
+        n_samples=args.n_samples,
+        test_fraction=args.test_fraction,
+        seed=args.seed,
+        schema=args.schema,
+        node_timeout=args.node_timeout,
+    )
+    service = CoordinatorService(config, tls)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    port = service.start()
+    page = (
+        "none"
+        if service.status_port is None
+        else f"http://{args.status_listen.rpartition(':')[0]}:{service.status_port}/"
+    )
+    print(f"serving on port {port}; status page {page}; jobs in {args.store}", flush=True)
+    stop.wait()
+    log.info("stopping: the running job (if any) is queued again at the next start")
+    service.stop()
+    return 0
+
+
+def call(args: argparse.Namespace, method: str, request: dict[str, Any]) -> dict[str, Any]:
+    """One job API call to ``--coordinator`` as the data user ``--name``."""
+    import grpc
+
+    from privfed.proto.jobwire import JOB_SERVICE, decode_json, encode_json
+    from privfed.proto.transport import channel_credentials, channel_options, tls_failure
+
+    if not args.insecure and not args.name:
+        raise PrivfedError("--name NAME is required with --certs (your data-user certificate's name)")
+    tls = _tls(args, args.name or "")
+    opts = channel_options(args.target_name)
+    channel = (
+        grpc.insecure_channel(args.coordinator, options=opts)
+        if tls is None
+        else grpc.secure_channel(args.coordinator, channel_credentials(tls), options=opts)
+    )
+    with channel:
+        stub = channel.unary_unary(
+            f"/{JOB_SERVICE}/{method}", request_serializer=encode_json, response_deserializer=decode_json
+        )
+        try:
+            return dict(stub(request, timeout=CALL_TIMEOUT))
+        except grpc.RpcError as exc:
+            details = exc.details() or ""
+            raise PrivfedError(tls_failure(details) or f"{exc.code().name}: {details}") from None
+
+
+def _submit(args: argparse.Namespace) -> int:
+    from privfed.deploy.simulation_config import SimulationConfig
+    from privfed.server.jobapi import job_settings
+
+    doc = SimulationConfig.toml_mapping(args.file.read_text(encoding="utf-8"), source=str(args.file))
+    job_settings(doc)  # an unknown key, or one of the service's, is refused here by the table the service reads
+    doc = {k: ("inf" if isinstance(v, float) and v == float("inf") else v) for k, v in doc.items()}
+    answer = call(args, "Submit", {"job": doc})
+    print(f"submitted job {answer['job_id']} ({answer['state']})", flush=True)
+    return 0
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    from privfed.server.statuspage import declined_by_node
+
+    jobs = call(args, "List", {})["jobs"]
+    if args.json:
+        print(json.dumps(jobs, indent=2))
+        return 0
+    header = ("id", "state", "task", "epsilon", "owners", "data user", "progress", "accuracy", "declined")
+    rows = [
+        (
+            j["job_id"],
+            j["state"],
+            str(j["task"]),
+            str(j["epsilon"]),
+            str(j["owners"]),
+            j["data_user"],
+            f"{100 * j['progress']:.0f}%",
+            "" if j["accuracy"] is None else f"{j['accuracy']:.4f}",
+            declined_by_node(j["declined_owners"]),
+        )
+        for j in jobs
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for r in [header, *rows]:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    return 0
+
+
+def _job(args: argparse.Namespace) -> int:
+    method = {"show": "Show", "logs": "Logs", "cancel": "Cancel"}[args.action]
+    answer = call(args, method, {"job_id": args.job_id})
+    if args.action == "logs":
+        print(answer["log"], end="")
+    elif args.action == "cancel":
+        print(f"job {answer['job_id']}: {answer['state']}", flush=True)
+    else:
+        print(json.dumps(answer, indent=2))
+    return 0
+
+
+__all__ = ["add_job", "add_jobs", "add_serve", "add_submit", "call"]

@@ -1,0 +1,135 @@
+"""An owner node's policy: which jobs it takes part in (``privfed owner --policy policy.toml``;
+issue 26, item 2).
+
+The policy is the owner's own configuration (a TOML file; every key optional)::
+
+    tasks = ["ncc", "bdt"]          # tasks it answers (default: every task)
+    max_epsilon_per_job = 2.0       # the most epsilon one job may ask of each hosted owner
+    max_delta_per_job = 1e-5        # the most delta one job may ask
+    max_epsilon_per_day = 4.0       # epsilon of the last 24 hours, this job's announced epsilon included
+    max_epsilon_total = 20.0        # epsilon of every job so far, this job's announced epsilon included
+    data_users = ["alice"]          # data users whose jobs it answers (default: any)
+    schema_sha256 = "ab12..."       # the federation schema it accepts (default: any)
+
+A job is judged by what the coordinator announces about it (:class:`~privfed.common.jobinfo.JobInfo`),
+the policy, and the owner's own ledger: public inputs and the owner's own accounting, never its
+rows. A declined job is refused with the fixed code ``policy`` and the name of the rule
+(:data:`RULES`), before any task of it is validated, computed or debited (``privfed.owner.core``).
+A job the policy accepts is held to what it announced: its releases together may not spend more
+than its announced epsilon and delta (rule ``announced``). A node with a policy answers only
+announced jobs (rule ``unannounced``).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from privfed.common.errors import ConfigError
+from privfed.common.jobinfo import JobInfo
+from privfed.common.ledger import REL_TOL, Budget, Debit, Ledger
+from privfed.common.validation import check_non_negative, check_probability
+
+#: Every rule a policy declines a job by; a refusal names one (its detail), nothing else.
+RULES = (
+    "unannounced",
+    "task",
+    "data_user",
+    "schema",
+    "epsilon_per_job",
+    "delta_per_job",
+    "epsilon_per_day",
+    "epsilon_total",
+    "announced",
+)
+_KEYS = (
+    "tasks",
+    "max_epsilon_per_job",
+    "max_delta_per_job",
+    "max_epsilon_per_day",
+    "max_epsilon_total",
+    "data_users",
+    "schema_sha256",
+)
+
+
+def _within(value: float, limit: float) -> bool:
+    return value <= limit * (1 + REL_TOL) if math.isfinite(limit) else True
+
+
+@dataclass(frozen=True)
+class OwnerPolicy:
+    """The policy of one owner node (module docstring); it applies to each hosted owner alike.
+    None or infinity: no limit of that kind."""
+
+    tasks: tuple[str, ...] | None = None
+    max_epsilon_per_job: float = math.inf
+    max_delta_per_job: float = 1.0
+    max_epsilon_per_day: float = math.inf
+    max_epsilon_total: float = math.inf
+    data_users: tuple[str, ...] | None = None
+    schema_sha256: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_epsilon_per_job", "max_epsilon_per_day", "max_epsilon_total"):
+            check_non_negative(getattr(self, name), name=name, allow_inf=True)
+        check_probability(self.max_delta_per_job, name="max_delta_per_job")
+        for name in ("tasks", "data_users"):
+            value = getattr(self, name)
+            if value is not None:
+                if isinstance(value, str) or not all(isinstance(v, str) and v for v in value):
+                    raise ConfigError(f"policy {name} must be a list of names, got {value!r}")
+                object.__setattr__(self, name, tuple(value))
+        if self.schema_sha256 is not None and not isinstance(self.schema_sha256, str):
+            raise ConfigError(f"policy schema_sha256 must be a hex digest, got {self.schema_sha256!r}")
+
+    @classmethod
+    def read(cls, path: Path) -> OwnerPolicy:
+        """The policy in the TOML file ``path``; an unknown key or a bad value raises ConfigError naming it."""
+        try:
+            doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"--policy {path}: not a readable TOML file ({exc})") from exc
+        unknown = sorted(set(doc) - set(_KEYS))
+        if unknown:
+            raise ConfigError(f"--policy {path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(_KEYS)}")
+        try:
+            return cls(**doc)
+        except (ConfigError, TypeError) as exc:
+            raise ConfigError(f"--policy {path}: {exc}") from exc
+
+    def declines(self, job: JobInfo | None, ledger: Ledger, owner_id: str) -> str | None:
+        """The rule by which this policy declines ``job`` for ``owner_id`` (None: it takes part).
+        Reads the announcement, the policy and the owner's own ledger: nothing of its rows."""
+        if job is None:
+            return "unannounced"
+        if self.tasks is not None and job.task not in self.tasks:
+            return "task"
+        if self.data_users is not None and job.data_user not in self.data_users:
+            return "data_user"
+        if self.schema_sha256 is not None and job.schema_sha256 != self.schema_sha256:
+            return "schema"
+        if not _within(job.epsilon, self.max_epsilon_per_job):
+            return "epsilon_per_job"
+        if not _within(job.delta, self.max_delta_per_job):
+            return "delta_per_job"
+        if math.isfinite(self.max_epsilon_per_day):
+            day = ledger.spent_on(owner_id, other_than=job.job_id, since="-1 day")
+            if not _within(day.epsilon + job.epsilon, self.max_epsilon_per_day):
+                return "epsilon_per_day"
+        if math.isfinite(self.max_epsilon_total):
+            total = ledger.spent_on(owner_id, other_than=job.job_id)
+            if not _within(total.epsilon + job.epsilon, self.max_epsilon_total):
+                return "epsilon_total"
+        return None
+
+
+def exceeds_announcement(job: JobInfo, ledger: Ledger, owner_id: str, debits: Sequence[Debit]) -> bool:
+    """Whether ``debits`` (the batch's pending ones and the release's own) would take the owner's
+    spending in ``job`` past the epsilon or delta the job announced (rule ``announced``)."""
+    spent = ledger.spent_on(owner_id, job=job.job_id)
+    asked = Budget(math.fsum(d.epsilon for d in debits), math.fsum(d.delta for d in debits))
+    return not (_within(spent.epsilon + asked.epsilon, job.epsilon) and _within(spent.delta + asked.delta, job.delta))

@@ -1,0 +1,67 @@
+"""The job announcement on the wire (:class:`~privfed.common.jobinfo.JobInfo` <-> ``privfed.v1.JobInfo``),
+and the JSON messages of the job API a data user calls (``privfed submit``, ``privfed jobs``,
+``privfed job``): a gRPC service of its own on the coordinator service's port, whose requests and
+answers are JSON objects (:data:`JOB_METHODS`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from privfed.common.errors import RemoteProtocolError
+from privfed.common.jobinfo import JobInfo
+from privfed.proto import privfed_pb2 as pb
+
+#: The job API's gRPC service name and methods (request and answer: one JSON object each).
+JOB_SERVICE = "privfed.v1.Jobs"
+JOB_METHODS = ("Submit", "List", "Show", "Logs", "Cancel")
+#: The largest job API request accepted (a job file is a few hundred bytes).
+MAX_JOB_REQUEST_BYTES = 64 * 1024
+
+
+def job_info_to_proto(job: JobInfo | None) -> pb.JobInfo | None:
+    if job is None:
+        return None
+    return pb.JobInfo(
+        job_id=job.job_id,
+        data_user=job.data_user,
+        task=job.task,
+        epsilon=job.epsilon,
+        delta=job.delta,
+        schema_sha256=job.schema_sha256,
+    )
+
+
+def job_info_from_proto(message: Any, present: bool) -> JobInfo | None:
+    """The announced job of a response (None when the field is unset); a malformed one raises
+    :class:`RemoteProtocolError` (a node then answers nothing of the response)."""
+    if not present:
+        return None
+    try:
+        return JobInfo(
+            job_id=message.job_id,
+            data_user=message.data_user,
+            task=message.task,
+            epsilon=message.epsilon,
+            delta=message.delta,
+            schema_sha256=message.schema_sha256,
+        )
+    except Exception as exc:  # noqa: BLE001 - whatever a coordinator sends, the node goes on
+        raise RemoteProtocolError(f"the coordinator announced a malformed job: {exc}") from exc
+
+
+def encode_json(value: dict[str, Any]) -> bytes:
+    return json.dumps(value).encode("utf-8")
+
+
+def decode_json(data: bytes) -> dict[str, Any]:
+    """A job API message: one JSON object of at most :data:`MAX_JOB_REQUEST_BYTES`."""
+    if len(data) > MAX_JOB_REQUEST_BYTES:
+        raise RemoteProtocolError(f"a job API message may hold at most {MAX_JOB_REQUEST_BYTES} bytes")
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RemoteProtocolError(f"a job API message must be a JSON object ({exc})") from exc
+    if not isinstance(value, dict):
+        raise RemoteProtocolError("a job API message must be a JSON object")
+    return value

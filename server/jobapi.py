@@ -1,0 +1,145 @@
+"""The job API of a coordinator service: what ``privfed submit``, ``privfed jobs`` and ``privfed job
+show|logs|cancel`` call (issue 26, item 1).
+
+A gRPC service of its own (:data:`~privfed.proto.jobwire.JOB_SERVICE`) on the service's port,
+whose requests and answers are JSON objects. Only a caller whose verified certificate carries the
+data-user role (:mod:`privfed.common.roles`) is served: an owner node's certificate, or the
+coordinator's, is refused with PERMISSION_DENIED before anything is read. Any data user may list
+and read jobs (their configuration and reports are the federation's public record); only the one
+who submitted a job may cancel it.
+
+A job file (:func:`job_settings`) takes the keys of ``privfed simulate --config`` that describe a
+job (``task``, ``epsilon``: one value, ``owners``, ``rounds``, ``C``, ...); the federation (its data
+set or schema, where results go, the address) is the service's.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from privfed.common.errors import ConfigError, PrivfedError
+from privfed.common.roles import DATA_USER
+from privfed.proto.jobwire import JOB_METHODS, JOB_SERVICE, decode_json, encode_json
+from privfed.server.config import KEYS, JobConfig
+from privfed.server.servicer import peer_identity, peer_role
+
+if TYPE_CHECKING:
+    from privfed.server.service import CoordinatorService
+
+log = logging.getLogger("privfed.coordinator")
+
+#: Settings that belong to the service, not to a job: where it listens, where results go, serving.
+SERVICE_OWNED = frozenset({"listen", "out", "serve", "load_model", "journal", "resume", "schema"})
+#: The key of every job setting (:data:`~privfed.server.config.KEYS`, the parameter tables') -> its JobConfig field.
+JOB_KEYS = {key: field for key, field in KEYS.items() if field not in SERVICE_OWNED}
+#: The most bytes of a job's log one ``privfed job logs`` answer carries (its end).
+LOG_TAIL = 60_000
+
+
+def job_settings(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A job file's settings as :class:`JobConfig` fields: keys as ``privfed simulate --config`` takes
+    them (``n-samples`` or ``n_samples``, ``rounds``, ``C``), ``epsilon`` one number. ConfigError
+    names an unknown key (or one that is the service's) and a missing ``task``, ``epsilon`` or ``owners``."""
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        k = str(key).replace("-", "_")
+        if KEYS.get(k) in SERVICE_OWNED:
+            raise ConfigError(f"job file key {key!r} is the service's own setting (privfed serve), not a job's")
+        if k not in JOB_KEYS:
+            raise ConfigError(f"job file key {key!r} is not a job setting; known: {', '.join(sorted(JOB_KEYS))}")
+        out[JOB_KEYS[k]] = value
+    eps = out.get("epsilon")
+    if isinstance(eps, list):
+        if len(eps) != 1:
+            raise ConfigError(f"a job has one epsilon, got {eps}; submit one job per value")
+        out["epsilon"] = eps[0]
+    if isinstance(out.get("epsilon"), str):
+        out["epsilon"] = math.inf if out["epsilon"].strip().lower() == "inf" else out["epsilon"]
+    missing = [k for k in ("task", "epsilon", "owners") if k not in out]
+    if missing:
+        raise ConfigError(f"the job file needs {', '.join(missing)}")
+    return out
+
+
+def jsonable_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings as JSON values (``inf`` as the text ``"inf"``)."""
+    return {k: ("inf" if isinstance(v, float) and math.isinf(v) else v) for k, v in settings.items()}
+
+
+def job_config(settings: Mapping[str, Any], service: Mapping[str, Any]) -> JobConfig:
+    """The :class:`JobConfig` of a job's stored settings over the ``service``'s own fields (its data
+    set, schema, timeouts, store), which a job's settings override where it may."""
+    values = {**service, **settings}
+    if values.get("epsilon") == "inf":
+        values["epsilon"] = math.inf
+    try:
+        return JobConfig(**values)
+    except TypeError as exc:
+        raise ConfigError(f"job settings: {exc}") from exc
+
+
+class JobApi:
+    """The job API's calls, served by a :class:`~privfed.server.service.CoordinatorService`."""
+
+    def __init__(self, service: CoordinatorService, *, require_role: bool) -> None:
+        self._service = service
+        self._require_role = require_role
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        methods = {
+            m: grpc.unary_unary_rpc_method_handler(
+                self._guarded(m), request_deserializer=decode_json, response_serializer=encode_json
+            )
+            for m in JOB_METHODS
+        }
+        return grpc.method_handlers_generic_handler(JOB_SERVICE, methods)
+
+    def _guarded(self, method: str) -> Callable[[dict[str, Any], grpc.ServicerContext], dict[str, Any]]:
+        call = getattr(self, method.lower())
+
+        def guarded(request: dict[str, Any], context: grpc.ServicerContext) -> dict[str, Any]:
+            user = peer_identity(context) or ""
+            if self._require_role and peer_role(context) != DATA_USER:
+                log.warning("job API %s refused for %r (%s): not a data-user certificate", method, user, context.peer())
+                context.abort(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"{user!r} holds no data-user certificate: only data users submit and manage jobs "
+                    "(privfed certs --data-user NAME)",
+                )
+            try:
+                return dict(call(request, user))
+            except (PrivfedError, TypeError, ValueError) as exc:  # a request that does not describe a job
+                code = grpc.StatusCode.NOT_FOUND if str(exc).startswith("no job") else grpc.StatusCode.INVALID_ARGUMENT
+                context.abort(code, str(exc)[:1000])
+                raise AssertionError("abort raises") from exc
+
+        return guarded
+
+    def submit(self, request: dict[str, Any], user: str) -> dict[str, Any]:
+        doc = request.get("job")
+        if not isinstance(doc, dict):
+            raise ConfigError("a submission carries its job's settings as a JSON object under 'job'")
+        record = self._service.submit(job_settings(doc), user)
+        return {"job_id": record.job_id, "state": record.state}
+
+    def list(self, request: dict[str, Any], user: str) -> dict[str, Any]:
+        return {"jobs": [self._service.summary(r) for r in self._service.store.all()]}
+
+    def show(self, request: dict[str, Any], user: str) -> dict[str, Any]:
+        record = self._service.store.get(str(request.get("job_id", "")))
+        return {"job": record.to_json(), "report": self._service.report_of(record.job_id)}
+
+    def logs(self, request: dict[str, Any], user: str) -> dict[str, Any]:
+        path = self._service.store.job_dir(str(request.get("job_id", ""))) / "job.log"
+        self._service.store.get(path.parent.name)  # a job that does not exist says so
+        text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+        return {"log": text[-LOG_TAIL:]}
+
+    def cancel(self, request: dict[str, Any], user: str) -> dict[str, Any]:
+        record = self._service.cancel(str(request.get("job_id", "")), user)
+        return {"job_id": record.job_id, "state": record.state}

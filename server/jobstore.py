@@ -1,0 +1,129 @@
+"""The job store of a coordinator service (``privfed serve --store DIR``; issue 26, item 1).
+
+One directory per job, ``DIR/jobs/<id>/``: ``job.json`` (what was submitted, by whom, its state and
+its times), and once it ran its ``report.json``, ``model.json``, ``job.log`` and, for boosting, its
+``journal.sqlite`` (:mod:`privfed.server.journal`). Ids sort in submission order
+(``<UTC time to the microsecond>Z-<4 hex>``, each after the last), so the queue is the sorted list of queued jobs. ``job.json`` is
+replaced atomically on every change, so a service killed at any point finds each job in one state;
+a job it finds ``running`` was interrupted and is queued again (:meth:`JobStore.recover`).
+
+Only public values are stored: the job's configuration, who submitted it, what the coordinator learned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import threading
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from privfed.common.errors import ConfigError
+
+#: Every state a job can be in; the last three are final.
+STATES = ("queued", "running", "done", "failed", "cancelled")
+FINAL = frozenset({"done", "failed", "cancelled"})
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One submitted job: ``settings`` are its job file's keys (JSON values), ``data_user`` the
+    certificate name that submitted it; ``error`` says why a job failed or who cancelled it."""
+
+    job_id: str
+    data_user: str
+    settings: dict[str, Any]
+    state: str = "queued"
+    submitted: str = ""
+    started: str | None = None
+    finished: str | None = None
+    error: str | None = None
+    restarts: int = 0
+    accuracy: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class JobStore:
+    """The jobs under ``root/jobs`` (created if missing), safe to use from several threads."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.jobs_dir = self.root / "jobs"
+        try:
+            self.jobs_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"--store {root}: cannot create it ({exc})") from exc
+        self._lock = threading.Lock()
+        self._last = datetime.now(UTC) - timedelta(days=1)
+
+    def job_dir(self, job_id: str) -> Path:
+        if not job_id or "/" in job_id or job_id.startswith("."):
+            raise ConfigError(f"no job {job_id!r}")
+        return self.jobs_dir / job_id
+
+    def _write(self, record: JobRecord) -> JobRecord:
+        d = self.job_dir(record.job_id)
+        d.mkdir(exist_ok=True)
+        tmp = d / f".job.json.{secrets.token_hex(4)}"
+        tmp.write_text(json.dumps(record.to_json(), indent=2), encoding="utf-8")
+        os.replace(tmp, d / "job.json")
+        return record
+
+    def submit(self, settings: dict[str, Any], data_user: str) -> JobRecord:
+        """Queue a job; returns its record (its id is new)."""
+        with self._lock:
+            t = max(datetime.now(UTC), self._last + timedelta(microseconds=1))  # strictly after the last id
+            self._last = t
+            job_id = f"{t.strftime('%Y%m%dT%H%M%S')}{t.microsecond:06d}Z-{secrets.token_hex(2)}"
+            return self._write(JobRecord(job_id, data_user, dict(settings), submitted=now()))
+
+    def get(self, job_id: str) -> JobRecord:
+        path = self.job_dir(job_id) / "job.json"
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"no job {job_id!r}; `privfed jobs` lists them") from None
+        return JobRecord(**doc)
+
+    def all(self) -> list[JobRecord]:
+        """Every job, in submission order."""
+        out = []
+        for d in sorted(self.jobs_dir.iterdir()):
+            if (d / "job.json").exists():
+                out.append(self.get(d.name))
+        return out
+
+    def update(self, job_id: str, **changes: Any) -> JobRecord:
+        with self._lock:
+            return self._write(replace(self.get(job_id), **changes))
+
+    def transition(self, job_id: str, from_state: str, **changes: Any) -> JobRecord | None:
+        """Apply ``changes`` if the job is in ``from_state`` (atomically: a job is claimed or
+        cancelled once); None if it is not."""
+        with self._lock:
+            record = self.get(job_id)
+            return self._write(replace(record, **changes)) if record.state == from_state else None
+
+    def next_queued(self) -> JobRecord | None:
+        """The oldest queued job (None: the queue is empty)."""
+        return next((r for r in self.all() if r.state == "queued"), None)
+
+    def recover(self) -> list[str]:
+        """Queue again every job a previous service left ``running`` (it was stopped or killed
+        mid-job); returns their ids. Boosting continues from its journal."""
+        again = []
+        for r in self.all():
+            if r.state == "running":
+                self.update(r.job_id, state="queued", restarts=r.restarts + 1)
+                again.append(r.job_id)
+        return again

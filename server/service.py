@@ -1,0 +1,299 @@
+"""``privfed serve``: a coordinator service that keeps the owner nodes connected and runs a queue of
+jobs, one at a time (issue 26, item 1).
+
+Data users submit jobs through the job API (:mod:`privfed.server.jobapi`, mTLS with a data-user
+certificate); each job is run by the one job runner, :func:`~privfed.server.job.run_federated_job`,
+on the service's long-lived :class:`~privfed.server.app.CoordinatorServer`, and leaves its
+``report.json``, ``model.json`` and ``job.log`` under its id in the store
+(:mod:`privfed.server.jobstore`). Owners are not released between jobs: daemons (``privfed owner
+--policy``) serve job after job. A job is announced to the owners before its first task, and an
+owner's policy may decline it (its report lists ``declined_owners``).
+
+A stopped or killed service leaves its running job ``running`` in the store; the next start queues
+it again, and a boosting job continues from its journal (``journal.sqlite`` in its directory). A
+cancelled job (``privfed job cancel``) stops at once (its waiting round ends) and its report says so.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from privfed.common.errors import ConfigError, JobAborted, PrivfedError
+from privfed.common.schema import FederationSchema
+from privfed.proto.transport import TlsFiles
+from privfed.server.app import CoordinatorServer
+from privfed.server.config import JobConfig
+from privfed.server.jobapi import JobApi, job_config
+from privfed.server.jobstore import FINAL, JobRecord, JobStore, now
+from privfed.server.main import coordinator_job, federation_schema, public_rows_per_owner
+from privfed.server.report import JobReport, host_info, version_info
+from privfed.server.statuspage import StatusPage
+
+log = logging.getLogger("privfed.coordinator")
+
+#: Batches a job of each task sends (boosting: about two per round), for the status page's progress.
+BATCHES_PER_ROUND = {"ncc": 1, "lr": 1, "feddpdr": 2, "bdt": 2}
+#: Boosting's rounds when a job file gives none (``JobConfig``'s default).
+DEFAULT_ROUNDS = JobConfig(task="bdt", epsilon=1.0).n_rounds
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceConfig:
+    """``privfed serve``'s settings: where it listens and keeps its jobs, its status page
+    (``status_listen``; None: none), and the federation every job runs over: a built-in data set
+    (``dataset``, ``n_samples``, ``test_fraction``, ``seed``) or a schema file (``schema``)."""
+
+    store: Path
+    listen: str = "0.0.0.0:50051"
+    status_listen: str | None = "127.0.0.1:8080"
+    dataset: str = "synthetic"
+    n_samples: int | None = None
+    test_fraction: float = 0.2
+    seed: int = 0
+    schema: Path | None = None
+    node_timeout: float = 15.0
+
+    def job_fields(self) -> dict[str, Any]:
+        """The :class:`JobConfig` fields every job takes from the service."""
+        return {
+            "dataset": self.dataset,
+            "n_samples": self.n_samples,
+            "test_fraction": self.test_fraction,
+            "seed": self.seed,
+            "schema": self.schema,
+            "node_timeout": self.node_timeout,
+            "listen": self.listen,
+            "out": self.store,
+        }
+
+
+class CoordinatorService:
+    """The service (module docstring): :meth:`start`, then :meth:`stop` (SIGTERM)."""
+
+    def __init__(self, config: ServiceConfig, tls: TlsFiles | None) -> None:
+        self.config, self.tls = config, tls
+        self.store = JobStore(config.store)
+        self.schema: FederationSchema = federation_schema(self._job_config({"task": "ncc", "epsilon": 1.0}))[0]
+        self.server = CoordinatorServer(
+            tls=tls,
+            node_timeout=config.node_timeout,
+            schema=self.schema,
+            handlers=[JobApi(self, require_role=tls is not None).handler()],
+        )
+        self._wake = threading.Condition()
+        self._stopping = False
+        self._cancels: dict[str, str] = {}  # running job id -> who cancelled it
+        self._progress: dict[str, dict[str, Any]] = {}  # job id -> its batches so far
+        self._runner = threading.Thread(target=self._loop, name="privfed-jobs", daemon=True)
+        self.current: str | None = None
+        self.status = StatusPage(self.snapshot)
+        self.status_port: int | None = None
+
+    def _job_config(self, settings: Mapping[str, Any]) -> JobConfig:
+        return job_config(settings, self.config.job_fields())
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> int:
+        """Queue again the jobs a previous run left running, listen, and start the queue; returns the port."""
+        for job_id in self.store.recover():
+            log.info("job %s was running when the service stopped: queued again", job_id)
+        port = self.server.start(self.config.listen)
+        if self.config.status_listen is not None:
+            self.status_port = self.status.start(self.config.status_listen)
+        self._runner.start()
+        return port
+
+    def stop(self) -> None:
+        """Stop the running job where it is (it stays ``running``: the next start queues it again), tell
+        the nodes the service is going, and stop serving."""
+        with self._wake:
+            self._stopping = True
+            self._wake.notify_all()
+        self.server.dispatcher.cancel_job()
+        if self._runner.is_alive():
+            self._runner.join()
+        self.status.stop()
+        self.server.stop()
+
+    # ------------------------------------------------------------------ the job API's calls
+    def submit(self, settings: dict[str, Any], data_user: str) -> JobRecord:
+        """Check the job can run on this federation (ConfigError says why not), then queue it."""
+        config = public_rows_per_owner(self._job_config(settings))
+        job = coordinator_job(config, self.tls)  # builds the strategy: an infeasible job is refused now
+        if job.schema.digest() != self.schema.digest():
+            raise ConfigError(
+                f"the job's data set gives another federation schema (sha256 {job.schema.digest()[:12]}) than this "
+                f"service's (sha256 {self.schema.digest()[:12]}); drop dataset, n_samples and test_fraction from the job"
+            )
+        record = self.store.submit({k: ("inf" if v == float("inf") else v) for k, v in settings.items()}, data_user)
+        log.info("job %s (%s, epsilon %s) submitted by %r", record.job_id, config.task, config.epsilon, data_user)
+        with self._wake:
+            self._wake.notify_all()
+        return record
+
+    def cancel(self, job_id: str, data_user: str) -> JobRecord:
+        """Cancel a queued job at once, or stop the running one (its report then says who cancelled it)."""
+        record = self.store.get(job_id)
+        if record.data_user != data_user:
+            raise ConfigError(f"job {job_id} was submitted by {record.data_user!r}: only they may cancel it")
+        if record.state in FINAL:
+            return record
+        done = self.store.transition(
+            job_id, "queued", state="cancelled", finished=now(), error=f"cancelled by {data_user}"
+        )
+        if done is not None:
+            JobReport(
+                self.config.store, {"status": "cancelled", "error": done.error}, run_dir=self.store.job_dir(job_id)
+            ).write()
+            return done
+        with self._wake:
+            if self.current == job_id:
+                self._cancels[job_id] = data_user
+                self.server.dispatcher.cancel_job()
+        return self.store.get(job_id)
+
+    def report_of(self, job_id: str) -> dict[str, Any] | None:
+        path = self.store.job_dir(job_id) / "report.json"
+        try:
+            return dict(json.loads(path.read_text(encoding="utf-8")))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    def summary(self, record: JobRecord) -> dict[str, Any]:
+        """What ``privfed jobs`` and the status page show of a job: no owner data, no ledger."""
+        s = record.settings
+        expected = BATCHES_PER_ROUND.get(str(s.get("task")), 1) * (
+            int(s.get("n_rounds", DEFAULT_ROUNDS)) if s.get("task") == "bdt" else 1
+        )
+        progress = self._progress.get(record.job_id, {})
+        report = self.report_of(record.job_id) if record.state in FINAL else None
+        batches = progress.get("batches", len((report or {}).get("rounds") or []))
+        return {
+            "job_id": record.job_id,
+            "state": record.state,
+            "data_user": record.data_user,
+            "task": s.get("task"),
+            "epsilon": s.get("epsilon"),
+            "owners": s.get("owners"),
+            "rounds": s.get("n_rounds") if s.get("task") == "bdt" else None,
+            "batches": batches,
+            "progress": 1.0 if record.state == "done" else min(0.99, batches / max(1, expected)),
+            "last_round": progress.get("round"),
+            "accuracy": record.accuracy,
+            "majority": ((report or {}).get("baselines") or {}).get("majority_class"),
+            "declined_owners": (report or {}).get("declined_owners", []),
+            "submitted": record.submitted,
+            "started": record.started,
+            "finished": record.finished,
+            "error": record.error,
+            "restarts": record.restarts,
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        """What the status page shows: every job's summary and the owner nodes."""
+        return {"jobs": [self.summary(r) for r in self.store.all()], "nodes": self.owners_online()}
+
+    def owners_online(self) -> dict[str, Any]:
+        """Nodes registered, each with its owners and whether it has called lately."""
+        d = self.server.dispatcher
+        silent = d.silent_owners()
+        nodes = d.nodes()
+        owners = d.owners()
+        return {
+            node: {"owners": n, "online": not any(o in silent for o in owners if o.startswith(node + "."))}
+            for node, n in sorted(nodes.items())
+        }
+
+    # ------------------------------------------------------------------ the queue
+    def _loop(self) -> None:
+        while True:
+            with self._wake:
+                if self._stopping:
+                    return
+                record = self.store.next_queued()
+                if record is None:
+                    self._wake.wait(0.5)
+                    continue
+                claimed = self.store.transition(record.job_id, "queued", state="running", started=now())
+                if claimed is None:
+                    continue
+                self.current = claimed.job_id
+                self.server.dispatcher.clear_cancel()  # under the lock cancel() takes: no cancel is lost
+            try:
+                self._run(claimed)
+            except Exception:  # noqa: BLE001 - one job's bug must not stop the queue
+                log.exception("job %s failed unexpectedly", claimed.job_id)
+                self.store.update(claimed.job_id, state="failed", finished=now(), error="internal error (see job.log)")
+            finally:
+                with self._wake:
+                    self.current = None
+                    self._cancels.pop(claimed.job_id, None)
+
+    def _stopped(self, job_id: str) -> str | None:
+        if job_id in self._cancels:
+            return f"cancel by {self._cancels[job_id]}"
+        return "service stop" if self._stopping else None
+
+    def _run(self, record: JobRecord) -> None:
+        from privfed.server.job import run_federated_job
+
+        job_dir = self.store.job_dir(record.job_id)
+        handler = logging.FileHandler(job_dir / "job.log", encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        root = logging.getLogger("privfed")
+        root.addHandler(handler)
+        self._progress[record.job_id] = {"batches": 0, "round": None}
+
+        def on_batch(round_id: str, answered: int, asked: int) -> None:
+            p = self._progress[record.job_id]
+            p.update(batches=p["batches"] + 1, round=round_id, answered=answered, asked=asked)
+
+        report = JobReport(self.config.store, {"status": "running"}, run_dir=job_dir)
+        try:
+            config = self._job_config(record.settings)
+            if config.task == "bdt":  # boosting resumes from its journal after a restart
+                config = config.replace(journal=job_dir / "journal.sqlite", resume=True)
+            config = public_rows_per_owner(config)
+            report.update(
+                config=config.to_report(),
+                job_id=record.job_id,
+                data_user=record.data_user,
+                transport="grpc+insecure" if self.tls is None else "grpc+mTLS",
+                version=version_info(),
+                host=host_info(),
+            )
+            job = replace(coordinator_job(config, self.tls), job_id=record.job_id, data_user=record.data_user)
+            report.update(schema_sha256=job.schema.digest())
+            log.info("job %s starts (%s, epsilon %g)", record.job_id, config.task, config.epsilon)
+            done = run_federated_job(
+                self.server,
+                job,
+                report,
+                release=lambda: None,  # the owners stay for the next job
+                stopped=lambda: self._stopped(record.job_id),
+                on_batch=on_batch,
+            )
+            self.store.update(record.job_id, state="done", finished=now(), accuracy=done.accuracy)
+            log.info("job %s done: accuracy %s", record.job_id, done.accuracy)
+        except JobAborted:
+            who = self._cancels.get(record.job_id)
+            if who is not None:
+                report.write(status="cancelled", error=f"cancelled by {who}")
+                self.store.update(record.job_id, state="cancelled", finished=now(), error=f"cancelled by {who}")
+                log.info("job %s cancelled by %s", record.job_id, who)
+            else:  # the service is stopping: the job stays running, to be queued again at the next start
+                log.info("job %s interrupted by the service's stop; it runs again at the next start", record.job_id)
+        except PrivfedError as exc:
+            if not report.failed:
+                report.fail(str(exc))
+            self.store.update(record.job_id, state="failed", finished=now(), error=str(exc))
+            log.warning("job %s failed: %s", record.job_id, exc)
+        finally:
+            root.removeHandler(handler)
+            handler.close()

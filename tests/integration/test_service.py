@@ -1,0 +1,189 @@
+"""Issue 26, items 1-2, "Done when": one coordinator service and three owner daemons as real
+processes (mTLS); jobs submitted in turn without restarting anything; a job over one owner's per-job
+epsilon declined by that owner's policy with nothing debited; only data-user certificates submit;
+a cancelled job stops and leaves a report; a job survives the service's restart."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+from fedharness import owner_cmd
+from servicefleet import NODES, OWNERS_PER_NODE, ServiceFleet
+
+from privfed.common.ledger import read_accounts
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    # owner-2 accepts at most epsilon 2.5 per job; owner-0 and owner-1 at most 4
+    f = ServiceFleet(tmp_path_factory.mktemp("service"), limits={"owner-2": {"max_epsilon_per_job": 2.5}})
+    try:
+        f.start_service()
+        f.start_owners()
+        yield f
+    finally:
+        f.close()
+
+
+def releases_of(fleet: ServiceFleet, node: str, job_id: str) -> list[dict]:
+    return [r for a in read_accounts(fleet.ledger(node)) for r in a.releases if r["job"] == job_id]
+
+
+def test_three_jobs_in_turn_then_one_declined_by_an_owner_policy_with_nothing_debited(fleet):
+    owners = len(NODES) * OWNERS_PER_NODE
+    jobs = {
+        "ncc": dict(task="ncc", epsilon=2.0, owners=owners),
+        "bdt": dict(task="bdt", epsilon=2.0, owners=owners, base="ncc", rounds=3, min_owners=1),
+        "feddpdr": dict(task="feddpdr", epsilon=2.0, owners=owners, k=2),
+    }
+    for task, settings in jobs.items():
+        job_id = fleet.submit(**settings)
+        job = fleet.wait(job_id)
+        assert job["state"] == "done", (task, job, fleet.service_log()[-2000:])
+        report = fleet.report(job_id)
+        assert report["status"] == "ok" and report["config"]["task"] == task
+        assert 0.0 <= report["accuracy"] <= 1.0 and report["declined_owners"] == []
+        assert (fleet.job_dir(job_id) / "model.json").is_file() and (fleet.job_dir(job_id) / "job.log").is_file()
+        for node in NODES:  # every owner released under the job's id, within its announced epsilon
+            spent = releases_of(fleet, node, job_id)
+            assert spent and sum(r["epsilon"] for r in spent) <= OWNERS_PER_NODE * settings["epsilon"] + 1e-9
+    listed = fleet.jobs()  # `privfed jobs` shows them all, done
+    assert [j["state"] for j in listed.values()] == ["done"] * 3
+    listed_ids = list(listed)
+
+    over = fleet.submit(task="ncc", epsilon=3.0, owners=owners)  # over owner-2's 2.5, within the others' 4
+    job = fleet.wait(over)
+    report = fleet.report(over)
+    declined = {f"owner-2.o{i:05d}" for i in range(2 * OWNERS_PER_NODE, 3 * OWNERS_PER_NODE)}
+    assert set(report["declined_owners"]) == declined, report
+    assert all(
+        report["refused"][o].startswith("policy") and "epsilon_per_job" in report["refused"][o] for o in declined
+    )
+    assert job["state"] == "done" and report["answered"] == 2 * OWNERS_PER_NODE
+    assert releases_of(fleet, "owner-2", over) == []  # nothing debited by the owner that declined
+    assert len(releases_of(fleet, "owner-0", over)) > 0  # the others took part
+    shown = subprocess.run(
+        [sys.executable, "-m", "privfed.deploy.cli", "ledger", "show", "--ledger", str(fleet.ledger("owner-2"))],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "by job" in shown.stdout and over not in shown.stdout and listed_ids[0] in shown.stdout
+
+
+def test_only_a_data_user_certificate_submits(fleet, tmp_path):
+    job = tmp_path / "job.toml"
+    job.write_text('task = "ncc"\nepsilon = 1.0\nowners = 30\n')
+    for name in ("owner-0", "coordinator"):
+        done = fleet.cli("submit", str(job), name=name)
+        assert done.returncode == 2 and "PERMISSION_DENIED" in done.stderr and "data-user" in done.stderr
+    assert fleet.cli("jobs", name="owner-1").returncode == 2
+    # nor does a data user's certificate serve as an owner node
+    node = subprocess.run(
+        owner_cmd(fleet.port, "alice", n_owners=1, shards="0:1", ledger=tmp_path / "alice.sqlite", budget=1.0,
+                  certs=fleet.certs, extra=["--connect-timeout", "5"]),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert node.returncode == 2 and "data-user certificate" in node.stderr, node.stderr[-500:]
+    assert "ncc" not in {j["task"] for j in fleet.jobs().values() if j["state"] == "queued"}
+
+
+@pytest.fixture
+def browser():
+    """Headless Chromium driven by selenium (Debian's chromium and chromium-driver: .ci/install-system-deps.sh)."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver is None:
+        pytest.skip("needs Debian's chromium and chromium-driver (.ci/install-system-deps.sh)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    chrome = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=driver))
+    try:
+        yield chrome
+    finally:
+        chrome.quit()
+
+
+def test_the_status_page_shows_a_submitted_job_progress_in_headless_chromium(fleet, browser):
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def row(job_id: str) -> dict[str, str] | None:
+        """The job's row as the page shows it now (the page reloads itself every few seconds)."""
+        try:
+            tr = browser.find_element(By.CSS_SELECTOR, f'tr.job[data-job="{job_id}"]')
+            cells = {c: tr.find_element(By.CLASS_NAME, c).text for c in ("state", "epsilon", "progress", "accuracy")}
+            return cells
+        except (NoSuchElementException, StaleElementReferenceException):
+            return None
+
+    blocker = fleet.submit(task="ncc", epsilon=1.0, owners=31)  # waits for an owner that never comes
+    fleet.wait(blocker, ("running",))
+    job_id = fleet.submit(task="ncc", epsilon=1.5, owners=len(NODES) * OWNERS_PER_NODE)
+    browser.get(f"http://127.0.0.1:{fleet.status_port}/")
+    wait = WebDriverWait(browser, 30, poll_frequency=0.2)
+    queued = wait.until(lambda _: (r := row(job_id)) is not None and r["state"] == "queued" and r)
+    assert queued["epsilon"] == "1.5" and queued["progress"] == "0%" and queued["accuracy"] == ""
+    assert browser.find_element(By.ID, "online").text == str(len(NODES))
+    assert fleet.cli("job", "cancel", blocker).returncode == 0
+    done = wait.until(lambda _: (r := row(job_id)) is not None and r["state"] == "done" and r)
+    assert done["progress"] == "100%" and 0.0 <= float(done["accuracy"]) <= 1.0
+    assert row(blocker)["state"] == "cancelled"
+    bars = browser.find_elements(By.CSS_SELECTOR, "#accuracy-plot rect.bar title")
+    assert any(job_id in b.get_attribute("textContent") for b in bars)
+
+
+def test_a_cancelled_job_stops_and_leaves_a_report(fleet):
+    waiting = fleet.submit(task="ncc", epsilon=1.0, owners=31)  # one owner more than there are: it waits
+    fleet.wait(waiting, ("running",))
+    assert fleet.cli("job", "cancel", waiting, name="owner-0").returncode == 2  # not a data user
+    done = fleet.cli("job", "cancel", waiting, name="alice")
+    assert done.returncode == 0, done.stderr
+    job = fleet.wait(waiting)
+    assert job["state"] == "cancelled" and job["error"] == "cancelled by alice"
+    report = fleet.report(waiting)
+    assert report["status"] == "cancelled" and report["job_id"] == waiting
+    shown = fleet.cli("job", "logs", waiting)
+    assert shown.returncode == 0 and waiting in shown.stdout
+
+
+def test_a_boosting_job_survives_a_restart_of_the_service_and_resumes_from_its_journal(fleet):
+    owners = len(NODES) * OWNERS_PER_NODE
+    job_id = fleet.submit(task="bdt", epsilon=2.0, owners=owners, base="ncc", rounds=10, min_owners=1)
+    journal = fleet.job_dir(job_id) / "journal.sqlite"
+    deadline = time.monotonic() + 60
+    while not journal.exists() or _journal_rounds(journal) < 2:
+        assert time.monotonic() < deadline and fleet.wait(job_id, ("queued", "running", "done"))["state"] != "done"
+        time.sleep(0.02)
+    stalled = fleet.procs[2]
+    stalled.send_signal(signal.SIGSTOP)  # the job waits for this node: the service stops mid-job
+    try:
+        fleet.stop_service()
+        assert fleet.wait(job_id, ("running",))["restarts"] == 0
+    finally:
+        stalled.send_signal(signal.SIGCONT)
+    fleet.start_service()
+    job = fleet.wait(job_id)
+    assert job["state"] == "done" and job["restarts"] == 1, job
+    rounds = fleet.report(job_id)["rounds"]
+    assert sum(1 for r in rounds if r.get("from_journal")) >= 2  # recorded rounds are not asked again
+    after = fleet.submit(task="ncc", epsilon=1.0, owners=owners)  # the daemons came back for the next job
+    assert fleet.wait(after)["state"] == "done"
+
+
+def _journal_rounds(path) -> int:
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+        try:
+            return int(conn.execute("SELECT COUNT(*) FROM rounds WHERE err_total IS NOT NULL").fetchone()[0])
+        except sqlite3.Error:
+            return 0

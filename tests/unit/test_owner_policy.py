@@ -1,0 +1,121 @@
+"""An owner's policy (issue 26, item 2): a job it declines is refused with the fixed code ``policy``
+before anything is validated, computed or debited; an accepted job is held to the epsilon it
+announced; per-day and total limits count the other jobs' releases in the owner's own ledger."""
+
+import math
+
+import pytest
+
+from privfed.common.errors import ConfigError
+from privfed.common.jobinfo import JobInfo
+from privfed.common.ledger import Debit, Ledger
+from privfed.common.tasks import REFUSAL_TEXTS, NccShareTask, Refusal, Task
+from privfed.owner.core import OwnerCore
+from privfed.owner.data import build_owners, federation_split
+from privfed.owner.policy import OwnerPolicy
+
+NODE = "owner-0"
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return federation_split("digits", seed=0, test_fraction=0.2)
+
+
+def job(job_id="j1", *, epsilon=1.0, delta=0.0, task="ncc", user="alice", schema="abc"):
+    return JobInfo(job_id=job_id, data_user=user, task=task, epsilon=epsilon, delta=delta, schema_sha256=schema)
+
+
+def ncc_tasks(train, owners, eps=1.0, prefix="t"):
+    spec = NccShareTask(  # features at 3/4 of eps, labels at 1/4: eps per owner in all
+        mechanism="pm", epsilon=0.75 * eps, labels="rr", label_epsilon=0.25 * eps, n_classes=10, bounds=train.bounds
+    )
+    return [Task(f"{prefix}-{i}", o, "r1", spec) for i, o in enumerate(owners)]
+
+
+def core(tmp_path, train, policy, n=2):
+    owners = build_owners(train, node_id=NODE, n_owners=n, shards=range(n), seed=0, rng_kind="seeded", rng_seed=0)
+    ledger = Ledger(tmp_path / "ledger.sqlite", epsilon_budget=100.0)
+    return OwnerCore(owners, ledger, owner_policy=policy), [o.owner_id for o in owners], ledger
+
+
+def test_a_policy_file_with_an_unknown_key_or_a_bad_value_is_refused_naming_it(tmp_path):
+    path = tmp_path / "policy.toml"
+    path.write_text('tasks = ["ncc"]\nmax_epsilon_per_jobb = 1.0\n')
+    with pytest.raises(ConfigError, match="max_epsilon_per_jobb"):
+        OwnerPolicy.read(path)
+    path.write_text("max_epsilon_per_job = -1\n")
+    with pytest.raises(ConfigError, match="max_epsilon_per_job"):
+        OwnerPolicy.read(path)
+    path.write_text('data_users = "alice"\n')
+    with pytest.raises(ConfigError, match="data_users"):
+        OwnerPolicy.read(path)
+    path.write_text('tasks = ["ncc"]\nmax_epsilon_per_job = 2.0\ndata_users = ["alice"]\n')
+    assert OwnerPolicy.read(path) == OwnerPolicy(tasks=("ncc",), max_epsilon_per_job=2.0, data_users=("alice",))
+
+
+@pytest.mark.parametrize(
+    ("policy", "announced", "rule"),
+    [
+        (OwnerPolicy(), None, "unannounced"),
+        (OwnerPolicy(tasks=("bdt",)), job(), "task"),
+        (OwnerPolicy(data_users=("bob",)), job(), "data_user"),
+        (OwnerPolicy(schema_sha256="def"), job(), "schema"),
+        (OwnerPolicy(max_epsilon_per_job=0.5), job(epsilon=1.0), "epsilon_per_job"),
+        (OwnerPolicy(max_delta_per_job=1e-6), job(delta=1e-5), "delta_per_job"),
+        (OwnerPolicy(tasks=("ncc",), data_users=("alice",), schema_sha256="abc", max_epsilon_per_job=1.0), job(), None),
+    ],
+)
+def test_each_rule_declines_on_the_announcement_alone(tmp_path, policy, announced, rule):
+    ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=10.0)
+    assert policy.declines(announced, ledger, "owner-0.o00000") == rule
+
+
+def test_day_and_total_limits_count_the_other_jobs_releases_not_this_ones(tmp_path):
+    ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=math.inf)
+    owner = "owner-0.o00000"
+    ledger.debit_many([Debit(owner, 1.5, 0.0, "x", "a", job="earlier"), Debit(owner, 0.5, 0.0, "x", "b", job="j1")])
+    assert OwnerPolicy(max_epsilon_per_day=2.5).declines(job(epsilon=1.0), ledger, owner) is None  # 1.5 + 1
+    assert OwnerPolicy(max_epsilon_per_day=2.4).declines(job(epsilon=1.0), ledger, owner) == "epsilon_per_day"
+    assert OwnerPolicy(max_epsilon_total=2.4).declines(job(epsilon=1.0), ledger, owner) == "epsilon_total"
+    old = "UPDATE releases SET ts = datetime('now', '-2 days') WHERE job = 'earlier'"
+    ledger._db().execute(old)  # a release of two days ago no longer counts for the day, still for the total
+    assert OwnerPolicy(max_epsilon_per_day=1.0).declines(job(epsilon=1.0), ledger, owner) is None
+    assert OwnerPolicy(max_epsilon_total=2.4).declines(job(epsilon=1.0), ledger, owner) == "epsilon_total"
+
+
+def test_a_declined_job_is_refused_with_the_policy_code_and_nothing_is_debited(tmp_path, digits):
+    train, _ = digits
+    c, owners, ledger = core(tmp_path, train, OwnerPolicy(max_epsilon_per_job=1.0))
+    results = c.answer(ncc_tasks(train, owners), job=job(epsilon=1.5)).results
+    for r in results:
+        assert isinstance(r.payload, Refusal) and r.payload.code == "policy"
+        assert r.payload.message.startswith(REFUSAL_TEXTS["policy"]) and "epsilon_per_job" in r.payload.message
+    assert all(ledger.history(o) == [] for o in owners)
+    # the same tasks in a job the policy accepts are answered, and recorded under the job's id
+    results = c.answer(ncc_tasks(train, owners, prefix="u"), job=job("j2", epsilon=1.0)).results
+    assert not any(isinstance(r.payload, Refusal) for r in results)
+    assert {h["job"] for o in owners for h in ledger.history(o)} == {"j2"}
+
+
+def test_an_accepted_job_is_held_to_the_epsilon_it_announced(tmp_path, digits):
+    train, _ = digits
+    c, owners, ledger = core(tmp_path, train, OwnerPolicy())
+    announced = job(epsilon=1.0)
+    first = c.answer(ncc_tasks(train, owners[:1], eps=1.0), job=announced).results
+    assert not isinstance(first[0].payload, Refusal)
+    spent = ledger.spent(owners[0]).epsilon
+    again = c.answer(ncc_tasks(train, owners[:1], eps=1.0, prefix="again"), job=announced).results  # a second release
+    assert again[0].payload.code == "policy" and "announced" in again[0].payload.message
+    assert ledger.spent(owners[0]).epsilon == spent  # nothing more debited
+    unannounced = c.answer(ncc_tasks(train, owners[1:], prefix="v")).results
+    assert unannounced[0].payload.code == "policy" and "unannounced" in unannounced[0].payload.message
+
+
+def test_without_a_policy_every_job_is_answered_and_recorded_under_its_id(tmp_path, digits):
+    train, _ = digits
+    c, owners, ledger = core(tmp_path, train, None)
+    assert not any(isinstance(r.payload, Refusal) for r in c.answer(ncc_tasks(train, owners), job=job("j9")).results)
+    assert {h["job"] for o in owners for h in ledger.history(o)} == {"j9"}
+    assert ledger.spent_on(owners[0], job="j9") == ledger.spent(owners[0])
+    assert ledger.spent_on(owners[0], other_than="j9").epsilon == 0

@@ -1,0 +1,175 @@
+"""The coordinator service's parts in-process (issue 26, items 1-3): the job store's queue and
+restart recovery, job files, the dispatcher's one-job-after-another hooks, data-user certificates,
+the ledger's job column and the status page's markup."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import threading
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from privfed.common.errors import ConfigError, JobAborted
+from privfed.common.jobinfo import JobInfo
+from privfed.common.ledger import Debit, Ledger, read_accounts
+from privfed.common.roles import DATA_USER, role_of
+from privfed.common.tasks import OwnerInfo, RingMessageTask, Task
+from privfed.deploy.certs import make_certs
+from privfed.deploy.cli import main as cli_main
+from privfed.deploy.signer import Signer
+from privfed.deploy.tokens import read_token
+from privfed.server.dispatcher import Dispatcher
+from privfed.server.jobapi import job_settings
+from privfed.server.jobstore import JobStore
+from privfed.server.registration import certificate_nodes
+from privfed.server.statuspage import render
+
+
+def test_the_store_queues_in_submission_order_claims_once_and_requeues_a_running_job(tmp_path):
+    store = JobStore(tmp_path)
+    ids = [store.submit({"task": "ncc", "epsilon": 1.0, "owners": 2}, "alice").job_id for _ in range(3)]
+    assert [r.job_id for r in store.all()] == ids and store.next_queued().job_id == ids[0]
+    assert store.transition(ids[0], "queued", state="running") is not None
+    assert store.transition(ids[0], "queued", state="running") is None  # claimed once
+    assert store.transition(ids[1], "queued", state="cancelled") is not None
+    assert store.next_queued().job_id == ids[2]
+    restarted = JobStore(tmp_path)  # a new service over the same directory
+    assert restarted.recover() == [ids[0]]
+    assert restarted.get(ids[0]).state == "queued" and restarted.get(ids[0]).restarts == 1
+    assert restarted.get(ids[1]).state == "cancelled"
+    with pytest.raises(ConfigError, match="no job"):
+        store.get("../etc")
+
+
+def test_a_job_file_takes_the_simulate_keys_of_a_job_and_one_epsilon():
+    assert job_settings({"task": "bdt", "epsilon": [2.0], "owners": 30, "rounds": 3, "n-bins": 8, "C": 0.5}) == {
+        "task": "bdt",
+        "epsilon": 2.0,
+        "owners": 30,
+        "n_rounds": 3,
+        "n_bins": 8,
+        "c": 0.5,
+    }
+    assert job_settings({"task": "ncc", "epsilon": "inf", "owners": 3})["epsilon"] == math.inf
+    for doc, match in (
+        ({"task": "ncc", "epsilon": [1, 2], "owners": 3}, "one epsilon"),
+        ({"task": "ncc", "epsilon": 1, "owners": 3, "listen": "0.0.0.0:1"}, "service's own"),
+        ({"task": "ncc", "epsilon": 1, "owners": 3, "repeats": 2}, "not a job setting"),
+        ({"task": "ncc", "owners": 3}, "needs epsilon"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            job_settings(doc)
+
+
+def _registered(dispatcher: Dispatcher) -> None:
+    dispatcher.register("owner-0", [OwnerInfo("owner-0.o00000"), OwnerInfo("owner-0.o00001")])
+
+
+def test_the_dispatcher_announces_each_job_with_its_tasks_and_a_cancel_ends_only_the_job():
+    d = Dispatcher()
+    _registered(d)
+    first = JobInfo(job_id="a", data_user="alice", task="ncc", epsilon=1.0, delta=0.0, schema_sha256="s")
+    d.begin_job(first)
+    spec = RingMessageTask(b"x")
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            d.run([Task("t1", "owner-0.o00000", "r1", spec)], timeout=5)
+        except JobAborted as exc:
+            raised.append(exc)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    tasks, shutdown = d.pull("owner-0", wait=2)
+    assert [t.task_id for t in tasks] == ["t1"] and not shutdown and d.drained_job("owner-0") == first
+    d.cancel_job()
+    runner.join()
+    assert len(raised) == 1  # the waiting round ended at once
+    with pytest.raises(JobAborted):
+        d.run([Task("t2", "owner-0.o00000", "r1", spec)], timeout=5)
+    second = JobInfo(job_id="b", data_user="bob", task="bdt", epsilon=2.0, delta=0.0, schema_sha256="s")
+    d.begin_job(second)  # the owners stay registered, nothing of the old job is queued
+    assert d.aborted  # a cancel stays until the service lifts it for its next job
+    d.clear_cancel()
+    assert not d.aborted and sorted(d.owners()) == ["owner-0.o00000", "owner-0.o00001"]
+    assert d.pull("owner-0", wait=0) == ([], False)
+    d.abort()  # a coordinator that stops tells the nodes
+    assert d.pull("owner-0", wait=0) == ([], True)
+
+
+def test_a_data_user_certificate_carries_its_role_and_is_no_node(tmp_path):
+    certs = make_certs(tmp_path / "certs", owners=2, data_users=["alice"])
+    assert role_of((certs / "alice" / "alice.pem").read_bytes()) == DATA_USER
+    assert role_of((certs / "owner-0" / "owner-0.pem").read_bytes()) == "node"
+    assert role_of((certs / "coordinator" / "coordinator.pem").read_bytes()) == "node"
+    assert certificate_nodes(certs) == ("owner-0", "owner-1")
+    with pytest.raises(ConfigError, match="distinct"):
+        make_certs(tmp_path / "other", owners=1, data_users=["owner-0"])
+    make_certs(certs, owners=0, data_users=["bob"], add=True)  # a data user added later, under the same CA
+    assert role_of((certs / "bob" / "bob.pem").read_bytes()) == DATA_USER
+
+
+def test_a_data_user_enrols_by_token_and_gets_the_data_user_role(tmp_path):
+    """``privfed certs --tokens N --data-user NAME``: the data user's token is minted beside the
+    nodes', and the CA signer gives its request the data-user role (the role is the book's, not the
+    request's: the CSR asks for no OU)."""
+    assert cli_main(["certs", "--out", str(tmp_path / "pki"), "--tokens", "1", "--data-user", "alice"]) == 0
+    tokens = tmp_path / "pki" / "tokens"
+    assert [f.name for f in (tokens / DATA_USER).iterdir()] == ["alice"]
+    signer = Signer(tmp_path / "pki", tmp_path / "state", coordinator_names=[])
+    roles = {}
+    for role, name in ((DATA_USER, "alice"), ("owner", "owner-0")):
+        key = ec.generate_private_key(ec.SECP256R1())
+        csr = (
+            x509.CertificateSigningRequestBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .sign(key, hashes.SHA256())
+        )
+        token = read_token(tokens / role / name)
+        body = json.dumps({"name": name, "token": token, "csr": csr.public_bytes(serialization.Encoding.PEM).decode()})
+        roles[name] = role_of(signer.sign(body.encode())[2])
+    assert roles == {"alice": DATA_USER, "owner-0": "node"}
+
+
+def test_a_version_3_ledger_gets_the_job_column_and_keeps_its_releases(tmp_path):
+    path = tmp_path / "v3.sqlite"
+    with Ledger(path, epsilon_budget=2.0) as led:
+        led.debit("o", 0.75, purpose="p", release_id="r1")
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "CREATE TABLE old AS SELECT seq, owner_id, release_id, purpose, epsilon, delta, ts, nonprivate FROM releases;"
+        "DROP TABLE releases; ALTER TABLE old RENAME TO releases; PRAGMA user_version = 3;"
+    )
+    conn.close()
+    assert [r["job"] for a in read_accounts(path) for r in a.releases] == [""]  # read-only, before migration
+    with Ledger(path, epsilon_budget=2.0) as led:
+        assert led.spent("o").epsilon == 0.75 and led.history("o")[0]["job"] == ""
+        led.debit_many([Debit("o", 0.5, 0.0, "p", "r2", job="j")])
+        assert led.spent_on("o", job="j").epsilon == 0.5 and led.spent_on("o", other_than="j").epsilon == 0.75
+
+
+def test_the_status_page_escapes_what_it_shows_and_plots_finished_jobs():
+    job = {
+        "job_id": "j1",
+        "state": "done",
+        "task": "ncc",
+        "epsilon": 2.0,
+        "data_user": "<script>x</script>",
+        "rounds": None,
+        "batches": 1,
+        "progress": 1.0,
+        "accuracy": 0.75,
+        "majority": 0.5,
+        "declined_owners": [],
+        "error": None,
+    }
+    page = render({"jobs": [job], "nodes": {"owner-0": {"owners": 10, "online": True}}})
+    assert "<script>x" not in page and "&lt;script&gt;" in page
+    assert page.count('class="bar"') == 1 and 'id="online">1<' in page
