@@ -323,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         for nodes, per_node, name in (
             (5, 1, "N=5 (5 procs)"),
             (20, 1, "N=20 (20 procs)"),
+            (50, 1, "N=50 (50 procs)"),
             (4, 250, "N=1000 (4 procs)"),
         ):
             if per_node > 1 and args.skip_1000:
