@@ -18,7 +18,8 @@ process of its own (``COORDINATOR`` below), always from this checkout. Lines rea
   node imports ``scipy.optimize`` for its first fit) vs the same owners' fits, shares and the aggregate computed in this
   process (:func:`fit_local_logistic`, :func:`lr_share`, :func:`lr_aggregate`) on the same rows,
   split among the same owners as the nodes split them (:func:`privfed.owner.data.build_owners`).
-  N = 5 and 20 with one owner per node process, N = 1000 in 4 node processes.
+  N = 5, 20 and 50 with one owner per node process, N = 1000 in 4 node processes (issue 27's goal:
+  a round <= 2x the bare computation at N >= 20; ``--rounds-only`` prints only these lines).
 * ``round N=.. d=64 pinned s`` (issue 27, item 1): the same round on digits-shaped rows (64
   features, 10 classes, 290 rows per owner), N one-owner nodes on this host; the baseline is every
   node unpinned (``--threads`` = this host's CPUs, OpenBLAS's own default of a thread per CPU), the
@@ -28,7 +29,7 @@ process of its own (``COORDINATOR`` below), always from this checkout. Lines rea
 Goals (issue 10): owner <= 60 MB idle and <= 0.3 s exec->registered on an idle core; coordinator
 + 5 nodes <= 0.3 GB, + 20 nodes <= 1 GB; LR round ratio <= 2 at N = 5, 20, 1000.
 
-    python bench/federation.py [--repeats 5] [--seed 0] [--owner-pythonpath DIR]
+    python bench/federation.py [--repeats 5] [--seed 0] [--owner-pythonpath DIR] [--skip-1000] [--rounds-only]
 
 ``--owner-pythonpath`` runs the owner nodes from another checkout laid out as ``DIR/privfed``
 (e.g. the code before a change, for before/after numbers); the coordinator stays this one.
