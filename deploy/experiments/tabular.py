@@ -69,6 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--validate", action="store_true", help="score candidate defaults on validation splits (other seeds) instead"
     )
+    parser.add_argument(
+        "--decompose", action="store_true", help="bdt: where its gap to AdaBoost-10 comes from, on validation splits"
+    )
 
 
 def _print(results: dict[str, Any], args: argparse.Namespace) -> None:
@@ -128,6 +131,10 @@ def run(args: argparse.Namespace) -> Path:
         from privfed.deploy.experiments.tabular_validate import run as run_validation
 
         return run_validation(args)
+    if args.decompose:
+        from privfed.deploy.experiments.tabular_decompose import run as run_decomposition
+
+        return run_decomposition(args)
     run_dir = out_dir(args.out)
     start = time.perf_counter()
     results = {ds.name: run_dataset(ds, args, di) for di, ds in enumerate(_datasets(args))}
