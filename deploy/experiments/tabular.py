@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--epsilon", type=epsilon_list, default=[1.0, 3.0, 5.0, 8.0], help="default 1,3,5,8")
     parser.add_argument("--splits", type=int, default=10, help="stratified train/test splits (default 10)")
-    parser.add_argument("--learners", default=",".join(LEARNERS), help="comma-separated, of ncc,lr,bdt")
+    parser.add_argument("--learners", default=",".join(LEARNERS), help=f"comma-separated, of {','.join(LEARNERS)}")
     parser.add_argument("--seed", type=int, default=0, help="split s uses seed + s; noise seeds follow")
     parser.add_argument("--legacy", action="store_true", help="the learners at main's defaults before issue 22")
     parser.add_argument(
@@ -143,6 +143,7 @@ def run(args: argparse.Namespace) -> Path:
     goals = check_goals(results, args.epsilon)
     values = {
         "bdt@3 gap to adaboost": [g["bdt@3"]["gap_to_adaboost"] for g in goals.values() if "bdt@3" in g],
+        "nb@3 gap to adaboost": [g["nb@3"]["gap_to_adaboost"] for g in goals.values() if "nb@3" in g],
         "ncc@5 short of target": [g["ncc@5"]["short_by"] for g in goals.values() if "ncc@5" in g],
         "lr@5 short of target": [g["lr@5"]["short_by"] for g in goals.values() if "lr@5" in g],
     }

@@ -66,6 +66,10 @@ GRIDS: dict[str, dict[str, dict[str, Any]]] = {
         for g, r, m in itertools.product((10, 25, 50), (1.0, 2.0, 3.0), ("pm", "hm"))
     },
     "bdt": _THRESHOLDS,
+    "nb": {
+        f"n_bins={b},smoothing={a}": {"n_bins": b, "smoothing": a}
+        for b, a in itertools.product((2, 3, 4, 5), (0.5, 1.0, 2.0))
+    },
     "bdt-bounds": _BOUNDS,
 }
 
