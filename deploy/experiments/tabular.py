@@ -16,11 +16,15 @@ owner (every training row is its own data owner), ``--splits`` stratified train/
   - ``lr``: logistic regression by LDP gradient descent (:mod:`privfed.common.learners.ldp_gd`);
   - ``bdt``: 10 rounds of federated SAMME over stumps at :class:`~privfed.common.boosting.params.BoostingParams`' defaults (thresholds
     at thirds of each feature's public range; LDP quantiles, :mod:`privfed.common.learners.split_points`,
-    are an option that lost on validation splits).
+    are an option that lost on validation splits);
+  - ``nb``: LDP naive Bayes over the same public bins, one (feature, bin, class) report per owner
+    (:mod:`privfed.common.learners.naive_bayes`): an additive model like boosted stumps from one release per
+    owner; measured against bdt's goal (``nb@3``).
 
 ``--legacy`` runs the learners as main had them before issue 22 (the same library functions at main's
 defaults): ncc with distances in data space and 20 % of ε for the label, lr averaging perturbed one-row
-local models (``param_bound`` 4, C = 1), bdt with the bounds' midpoints as thresholds (``n_bins`` 2).
+local models (``param_bound`` 4, C = 1), bdt with the bounds' midpoints as thresholds (``n_bins`` 2); nb,
+new, as without ``--legacy``. ``--decompose``: where bdt's gap comes from (:mod:`.tabular_decompose`).
 
 Every cell is the mean over the splits ± the half-width of a 95 % Student-t interval. A private cell
 whose accuracy is below the majority class beyond its noise (the 95 % interval of the paired
