@@ -136,6 +136,7 @@ class JobConfig:
     label_fraction: float = LABEL_FRACTION
     param_bound: float = DEFAULT_PARAM_BOUND
     c: float = 1.0
+    solver: str = "gd"
     k: int = 20
     delta: float = 1e-5
     lam: float = 0.01

@@ -33,6 +33,8 @@ from privfed.common.parameters import (
 from privfed.common.secagg import SECAGG_FROM, SECURE_SUMS
 
 TASKS = ("ncc", "lr", "feddpdr", "bdt")
+#: ``--solver`` of ``--task lr``.
+LR_SOLVERS = ("gd", "local")
 #: ``--labels``: ``auto`` becomes ``joint`` for bdt and ``rr`` for the other tasks (``JobConfig``).
 LABEL_SCHEMES = ("auto", "joint", "rr", "clear")
 INF_FIX = "math.inf (or 'inf') means no noise"
@@ -75,9 +77,17 @@ LABEL_FRACTION = Param(
 )
 PARAM_BOUND = Param(positive(), "lr only: public clip bound of parameters", flag="--param-bound")
 C = Param(positive(), "lr only: inverse L2 strength of local fits", flag="--C")
+SOLVER = Param(
+    options(LR_SOLVERS),
+    "lr only: gd (LDP gradient descent: disjoint groups of owners each report one perturbed gradient at the "
+    "current model; learns with one row per owner) or local (each owner's perturbed local model, averaged; "
+    "seed 002 §3.5.2); default gd, chosen on validation splits",
+    wire=False,
+    flag="--solver",
+)
 
 NCC: dict[str, Param] = {"mechanism": MECHANISM, "labels": LABELS, "label_fraction": LABEL_FRACTION}
-LR: dict[str, Param] = {"mechanism": MECHANISM, "param_bound": PARAM_BOUND, "c": C}
+LR: dict[str, Param] = {"mechanism": MECHANISM, "param_bound": PARAM_BOUND, "c": C, "solver": SOLVER}
 FEDDPDR: dict[str, Param] = {
     "k": Param(integer(1), "feddpdr only: subspace dimension", flag="--k"),
     "delta": Param(below_one, "feddpdr only: delta per owner (split across phases)", flag="--delta"),
