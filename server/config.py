@@ -85,7 +85,7 @@ class JobConfig:
         (seed 004 Alg. 1) or LDP boosting (seed 002 Alg. 2).
     epsilon : float > 0 or math.inf
         ``--epsilon``: each owner's budget for the job (``inf``: no noise, the non-private reference).
-    mechanism, labels, label_fraction, param_bound, c, k, delta, lam, basis, model, scaling, base, ...
+    mechanism, labels, label_fraction, param_bound, c, solver, k, delta, lam, basis, model, scaling, base, ...
         The tasks' parameters (the fields from ``mechanism`` to ``secure_sum``; the three below are the
         ones whose None derives a value): each one's flag, constraint and help are its entry in its task's
         table (:mod:`privfed.server.parameters`; ``privfed simulate --help`` prints them), its default is its

@@ -81,7 +81,7 @@ SOLVER = Param(
     options(LR_SOLVERS),
     "lr only: gd (LDP gradient descent: disjoint groups of owners each report one perturbed gradient at the "
     "current model; learns with one row per owner) or local (each owner's perturbed local model, averaged; "
-    "seed 002 §3.5.2); default gd, chosen on validation splits",
+    "seed 002 §3.5.2; better for owners of 10 or more rows each); default gd, chosen on validation splits",
     wire=False,
     flag="--solver",
 )
