@@ -13,7 +13,7 @@ real sets). Gradient descent spends each owner's ε on one *gradient* at the cur
 * coordinator: owners are split into T disjoint groups, one per iteration (each owner reports once per
   run, so the run is ε-LDP for every owner, as the paper's "each user participates in one iteration");
   iteration t sends the current parameters θ_t (public) to group t;
-* owner (:func:`gradient_share`): the mean over its rows of the logistic-loss gradient at θ_t,
+* owner (:func:`gradient_shares`): the mean over its rows of the logistic-loss gradient at θ_t,
   ``g = (σ(θ·t̃) - y) t̃`` (two classes) or ``(softmax_k(Θ t̃) - [y = k]) t̃`` (K classes; ``t̃ = (t, 1)``
   with ``t = bounds.to_unit(x)`` in ``[-1, 1]^d``): every coordinate lies in ``[-1, 1]`` whatever the row,
   so the vector goes straight into an ε-LDP mechanism on ``[-1, 1]^p`` (Alg. 4 with PM by default,
@@ -150,22 +150,6 @@ def gradient_shares(
         rows = logistic_gradients(theta, bounds.to_unit(X.reshape(m * n, -1)), y.reshape(-1), n_classes)
         g = rows.reshape(m, n, p).mean(axis=1)
     return np.asarray(mechanism.privatize(np.clip(g, -1.0, 1.0), rng), dtype=np.float64)
-
-
-def gradient_share(
-    theta: ArrayLike,
-    X: ArrayLike,
-    y: ArrayLike,
-    *,
-    bounds: Bounds,
-    n_classes: int,
-    mechanism: Mechanism,
-    rng: np.random.Generator,
-) -> np.ndarray:
-    """One owner's report (:func:`gradient_shares` of one owner): ``X`` (n, d), ``y`` (n,); returns (p,)."""
-    X = np.asarray(X, dtype=np.float64).reshape(-1, bounds.d)
-    y = np.asarray(y, dtype=np.int64).reshape(-1)
-    return gradient_shares(theta, X[None], y[None], bounds=bounds, n_classes=n_classes, mechanism=mechanism, rng=rng)[0]
 
 
 #: What a descent asks of a group: ``(t, θ_t, group)`` -> the group's reports (r, p), r >= 0.

@@ -2,7 +2,7 @@
 
 The coordinator sends the current public iterate θ_t to one group of owners (each owner is in one group
 per run); each answers with its mean logistic-loss gradient at θ_t, perturbed once by an ε-LDP mechanism
-on ``[-1, 1]^p`` (:func:`privfed.common.learners.ldp_gd.gradient_share`). An owner releases at most one
+on ``[-1, 1]^p`` (:func:`privfed.common.learners.ldp_gd.gradient_shares`). An owner releases at most one
 gradient per run: its ledger entry's release id is the run's (:func:`gradient_release_id`, the task's
 round id), and a ledger holds a release id once per owner, so a second request in the same run is
 refused (``already_released``) and a request in a new run is debited again.

@@ -28,7 +28,7 @@ from privfed.common.learners.logistic import LinearModel
 from privfed.common.tasks import LrGradientReply, LrGradientTask
 from privfed.common.validation import check_choice
 from privfed.server.strategies.base import Transport, new_tasks, refusal_codes, shares_of
-from privfed.server.strategies.result import PrivacySplit, RoundReport, StrategyResult
+from privfed.server.strategies.result import Parameter, PrivacySplit, RoundReport, StrategyResult
 
 
 @dataclass
@@ -59,7 +59,12 @@ class LdpGdStrategy:
     def privacy(self) -> PrivacySplit:
         """One gradient per owner (each owner is in one group)."""
         gd = self.gd
-        parameters = {"solver": "gd", "learning_rate": gd.learning_rate, "l2": gd.l2, "min_group": gd.min_group}
+        parameters: dict[str, Parameter] = {
+            "solver": "gd",
+            "learning_rate": gd.learning_rate,
+            "l2": gd.l2,
+            "min_group": gd.min_group,
+        }
         return PrivacySplit.from_entries([(self.spec(gd.initial()).ledger_entries(), 1)], parameters=parameters)
 
     def check_feasible(self, n_owners: int) -> None:

@@ -8,14 +8,10 @@ model is saved and served as ``--solver local``'s is (a linear model).
 
 from __future__ import annotations
 
-import json
-import socket
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
-from fedharness import owner_cmd
+from fedharness import coordinator_job
 
 from privfed.common.learners.exported import TrainedClassifier
 from privfed.common.ledger import Ledger
@@ -24,34 +20,11 @@ EPSILON, OWNERS = 8.0, 755
 DATA = ["--dataset", "anes96", "--seed", "1", "--test-fraction", "0.2"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_gradient_descent_learns_over_the_wire_one_gradient_per_owner(tmp_path: Path):
-    port, out = _free_port(), tmp_path / "runs"
-    cmd = [sys.executable, "-m", "privfed.deploy.cli", "coordinator", "--task", "lr", "--solver", "gd"]
-    cmd += ["--insecure", "--listen", f"127.0.0.1:{port}", "--owners", str(OWNERS), "--epsilon", str(EPSILON)]
-    cmd += ["--out", str(out), "--register-timeout", "60", *DATA]
-    procs = [subprocess.Popen(cmd, stdout=open(tmp_path / "coordinator.log", "w"), stderr=subprocess.STDOUT)]
     half = OWNERS // 2
-    for name, shards in (("owner-0", f"0:{half}"), ("owner-1", f"{half}:{OWNERS}")):
-        owner = owner_cmd(
-            port, name, n_owners=OWNERS, shards=shards, ledger=tmp_path / f"{name}.sqlite", budget=EPSILON,
-            certs=None, dataset=DATA, extra=["--connect-timeout", "60"],
-        )  # fmt: skip
-        procs.append(subprocess.Popen(owner, stdout=open(tmp_path / f"{name}.log", "w"), stderr=subprocess.STDOUT))
-    try:
-        assert procs[0].wait(timeout=180) == 0, (tmp_path / "coordinator.log").read_text()[-3000:]
-        assert [p.wait(timeout=60) for p in procs[1:]] == [0, 0]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    (path,) = out.glob("*/report.json")
-    report = json.loads(path.read_text())
+    nodes = {"owner-0": (f"0:{half}", EPSILON), "owner-1": (f"{half}:{OWNERS}", EPSILON)}
+    flags = ["--task", "lr", "--solver", "gd", "--epsilon", str(EPSILON)]
+    report, path = coordinator_job(tmp_path, flags, nodes, n_owners=OWNERS, dataset=DATA)
     assert report["status"] == "ok" and report["config"]["solver"] == "gd"
     assert report["accuracy"] > report["baselines"]["majority_class"] + 0.15, report["accuracy"]
 
