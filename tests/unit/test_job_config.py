@@ -16,8 +16,8 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, RoundFailed
 from privfed.deploy.cli import build_parser, job_config, main
 from privfed.server.config import DEFAULT_WEIGHT_BOUND, FLAGS, JobConfig
-from privfed.server.parameters import BY_TASK, COMMON, NccParams
 from privfed.server.main import coordinator_strategy, run_coordinator
+from privfed.server.parameters import BY_TASK, COMMON, NccParams
 from privfed.server.strategies import LrStrategy, make_strategy
 
 COORDINATOR = ["coordinator", "--owners", "4", "--epsilon", "1"]

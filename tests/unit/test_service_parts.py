@@ -54,7 +54,7 @@ def test_a_job_file_takes_the_simulate_keys_of_a_job_and_one_epsilon():
         "owners": 30,
         "n_rounds": 3,
         "n_bins": 8,
-        "c": 0.5,
+        "C": 0.5,
     }
     assert job_settings({"task": "ncc", "epsilon": "inf", "owners": 3})["epsilon"] == math.inf
     for doc, match in (
