@@ -96,6 +96,26 @@ def test_each_task_parameter_object_declares_exactly_its_table_and_defaults_to_w
     assert PARAMS["ncc"](labels="auto").labels == "rr" and BdtParams(labels="auto").labels == "joint"
 
 
+@pytest.mark.parametrize(
+    "task, settings",
+    [
+        ("ncc", {"mechanism": "duchi", "labels": "clear", "label_fraction": 0.3}),
+        ("lr", {"param_bound": 2.0, "C": 0.5}),
+        ("feddpdr", {"k": 5, "delta": 1e-6, "basis": "dct", "model": "mc-huber"}),
+        ("bdt", {"rounds": 4, "base": "ncc", "labels": "rr", "C": 0.5, "share_groups": "all", "rows_per_owner": 3.0}),
+    ],
+)
+def test_flags_a_toml_file_and_a_job_file_give_the_same_job_parameters(task, settings):
+    argv = [f"--{k.replace('_', '-')}" if k != "C" else "--C" for k in settings]
+    flags = [x for flag, v in zip(argv, settings.values()) for x in (flag, str(v))]
+    from_flags = job_config(build_parser().parse_args(["coordinator", "--task", task, "--epsilon", "1", *flags]))
+    toml = "\n".join(f"{k} = {v!r}" for k, v in {"task": task, **settings}.items()).replace("'", '"')
+    from_toml = SimulationConfig.from_toml(toml).job
+    from_file = job_file_config(job_settings({"task": task, "epsilon": 1, "owners": 3, **settings}), {})
+    assert from_flags.params == from_toml.params == from_file.params != PARAMS[task]()
+    assert from_flags.rows_per_owner == from_toml.rows_per_owner == from_file.rows_per_owner
+
+
 def test_a_parameter_of_another_task_is_refused_naming_its_flag_wherever_it_comes_from():
     message = re.escape("--rounds is a parameter of --task bdt, not of --task lr: drop it (or use --task bdt)")
     with pytest.raises(ConfigError, match=message):
