@@ -67,6 +67,17 @@ def test_a_job_file_takes_the_simulate_keys_of_a_job_and_one_epsilon():
             job_settings(doc)
 
 
+def test_privfed_submit_refuses_a_parameter_of_another_task_before_it_calls_the_service(tmp_path, capsys):
+    job = tmp_path / "job.toml"
+    job.write_text('task = "lr"\nepsilon = 1\nowners = 3\nrounds = 3\n')
+    argv = ["submit", str(job), "--coordinator", "127.0.0.1:9", "--insecure"]  # nothing listens: never reached
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "privfed submit: error: --rounds is a parameter of --task bdt, not of --task lr: drop it (or use --task bdt)"
+    )
+
+
 def _registered(dispatcher: Dispatcher) -> None:
     dispatcher.register("owner-0", [OwnerInfo("owner-0.o00000"), OwnerInfo("owner-0.o00001")])
 
