@@ -41,7 +41,7 @@ def federated_lr_fit(
         LocalOwner(owner_id("party", i), X, y, r, n_classes, bounds) for i, ((X, y), r) in enumerate(zip(parts, seeds))
     ]
     transport = InProcessTransport.with_ledgers(owners, epsilon_budget=epsilon)
-    config = JobConfig(task="lr", epsilon=epsilon, solver=solver, mechanism=mechanism, seed=seed)
+    config = JobConfig.from_flat(task="lr", epsilon=epsilon, solver=solver, mechanism=mechanism, seed=seed)
     strategy = make_strategy(config, n_classes=n_classes, bounds=bounds)
     model = strategy.run([o.owner_id for o in owners], transport).model
     if not isinstance(model, LinearModel):
