@@ -100,8 +100,10 @@ LABEL_FRACTION = Param(
     "share of epsilon spent on labels with --labels rr (chosen on validation splits of real tables)",
     flag="--label-fraction",
 )
-PARAM_BOUND = Param(positive(), "lr only: public clip bound of parameters", flag="--param-bound")
-C = Param(positive(), "lr only: inverse L2 strength of local fits", flag="--C")
+PARAM_BOUND = Param(
+    positive(), "lr, and bdt with --base lr: public clip bound of the model parameters", flag="--param-bound"
+)
+C = Param(positive(), "lr, and bdt with --base lr: inverse L2 strength of the local fits", flag="--C")
 
 NCC: dict[str, Param] = {"mechanism": MECHANISM, "labels": LABELS, "label_fraction": LABEL_FRACTION}
 LR: dict[str, Param] = {"mechanism": MECHANISM, "param_bound": PARAM_BOUND, "C": C}
