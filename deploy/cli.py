@@ -865,7 +865,7 @@ def main(argv: list[str] | None = None) -> int:
     if not {"-v", "--verbose"} & set(argv):  # gRPC's C core logs e.g. a failed bind on its own lines
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     name = next((a for a in argv if not a.startswith("-")), None)  # the command: the top level has no valued flag
-    if name == "coordinator" and not {"--insecure", "-v", "--verbose"} & set(argv):
+    if name in ("coordinator", "serve") and not {"--insecure", "-v", "--verbose"} & set(argv):
         from privfed.server.handshakes import log_rejected_handshakes
 
         log_rejected_handshakes()  # a log line per rejected TLS handshake: before the parser imports gRPC

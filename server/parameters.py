@@ -102,8 +102,10 @@ LABEL_FRACTION = Param(
     "share of epsilon spent on labels with --labels rr (chosen on validation splits of real tables)",
     flag="--label-fraction",
 )
-PARAM_BOUND = Param(positive(), "lr only: public clip bound of parameters", flag="--param-bound")
-C = Param(positive(), "lr only: inverse L2 strength of local fits", flag="--C")
+PARAM_BOUND = Param(
+    positive(), "lr, and bdt with --base lr: public clip bound of the model parameters", flag="--param-bound"
+)
+C = Param(positive(), "lr, and bdt with --base lr: inverse L2 strength of the local fits", flag="--C")
 SOLVER = Param(
     options(LR_SOLVERS),
     "lr only: gd (LDP gradient descent: disjoint groups of owners each report one perturbed gradient at the "
