@@ -241,7 +241,9 @@ class RoundTimer:
 def lr_strategy(d: int = D, k: int = 2) -> Any:
     from privfed.common.bounds import Bounds
 
-    return make_strategy("lr", mechanism="pm", epsilon=float("inf"), n_classes=k, bounds=Bounds.of(-BOUND, BOUND, d))
+    return make_strategy(
+        "lr", solver="local", mechanism="pm", epsilon=float("inf"), n_classes=k, bounds=Bounds.of(-BOUND, BOUND, d)
+    )
 
 
 def in_process_round(files: list[Path], owners_per_node: int, seed: int, repeats: int) -> float:

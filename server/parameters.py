@@ -42,6 +42,8 @@ from privfed.common.parameters import (
 from privfed.common.secagg import SECAGG_FROM, SECURE_SUMS
 
 TASKS = ("ncc", "lr", "feddpdr", "bdt")
+#: ``--solver`` of ``--task lr``.
+LR_SOLVERS = ("gd", "local")
 #: ``--labels``: ``auto`` is the task's default (``joint`` for bdt, ``rr`` for ncc).
 LABEL_SCHEMES = ("auto", "joint", "rr", "clear")
 INF_FIX = "math.inf (or 'inf') means no noise"
@@ -104,9 +106,17 @@ PARAM_BOUND = Param(
     positive(), "lr, and bdt with --base lr: public clip bound of the model parameters", flag="--param-bound"
 )
 C = Param(positive(), "lr, and bdt with --base lr: inverse L2 strength of the local fits", flag="--C")
+SOLVER = Param(
+    options(LR_SOLVERS),
+    "lr only: gd (LDP gradient descent: disjoint groups of owners each report one perturbed gradient at the "
+    "current model; learns with one row per owner) or local (each owner's perturbed local model, averaged; "
+    "seed 002 §3.5.2; better for owners of 10 or more rows each); default gd, chosen on validation splits",
+    wire=False,
+    flag="--solver",
+)
 
 NCC: dict[str, Param] = {"mechanism": MECHANISM, "labels": LABELS, "label_fraction": LABEL_FRACTION}
-LR: dict[str, Param] = {"mechanism": MECHANISM, "param_bound": PARAM_BOUND, "C": C}
+LR: dict[str, Param] = {"mechanism": MECHANISM, "param_bound": PARAM_BOUND, "C": C, "solver": SOLVER}
 FEDDPDR: dict[str, Param] = {
     "k": Param(integer(1), "feddpdr only: subspace dimension", flag="--k"),
     "delta": Param(below_one, "feddpdr only: delta per owner (split across phases)", flag="--delta"),
@@ -285,13 +295,15 @@ class NccParams(TaskParams):
 
 @dataclass(frozen=True, kw_only=True)
 class LrParams(TaskParams):
-    """``--task lr``: logistic regression from perturbed local models (seed 002 §3.5.2); :data:`LR`."""
+    """``--task lr``: logistic regression by LDP gradient descent (``solver="gd"``, Wang et al. ICDE 2019 §V)
+    or from perturbed local models (``"local"``, seed 002 §3.5.2); :data:`LR`."""
 
     TASK: ClassVar[str] = "lr"
     TABLE: ClassVar[dict[str, Param]] = LR
     mechanism: str = "pm"
     param_bound: float = DEFAULT_PARAM_BOUND
     C: float = 1.0
+    solver: str = "gd"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,7 +2,8 @@
 results; the transport it is given sends them (:class:`~privfed.server.strategies.base.Transport`:
 gRPC in :mod:`privfed.server.job`, in-process in ``privfed.deploy.inprocess``).
 
-``ncc``, ``lr``: one-round LDP learners (seed 002 §3.5); ``feddpdr``: FedDPDR-DPML (seed 004);
+``ncc``, ``lr``: one-round LDP learners (seed 002 §3.5); ``ldp_gd``: ``lr`` by LDP gradient descent
+(``--solver gd``, Wang et al. ICDE 2019 §V); ``feddpdr``: FedDPDR-DPML (seed 004);
 ``boosting``: federated SAMME (seed 002 Alg. 2). :func:`make_strategy` builds the one a
 :class:`~privfed.server.config.JobConfig` names.
 """
@@ -55,11 +56,17 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
         config = JobConfig.from_flat(task=config, **{k: v for k, v in options.items() if v is not None})
     elif options:
         raise TypeError(f"make_strategy(JobConfig, ...) takes only n_classes and bounds, got {sorted(options)}")
+    options = {k: v for k, v in config.task_options().items() if k != "solver"}  # solver: which lr strategy
+    if config.task == "lr" and config.task_options()["solver"] == "gd":  # LDP gradient descent (issue 22 item 4)
+        from privfed.server.strategies.ldp_gd import LdpGdStrategy
+
+        gd = {k: v for k, v in options.items() if k in ("mechanism", "param_bound")}  # C: the local fits' only
+        return LdpGdStrategy(**gd, epsilon=config.epsilon, n_classes=n_classes, bounds=bounds, seed=config.seed)
     if config.task in ("ncc", "lr", "feddpdr"):  # each takes its table's parameters (server/parameters.py)
         strategy: type[NccStrategy | LrStrategy | FedDpdrStrategy] = (
             NccStrategy if config.task == "ncc" else LrStrategy if config.task == "lr" else _feddpdr()
         )
-        return strategy(**config.task_options(), epsilon=config.epsilon, n_classes=n_classes, bounds=bounds)
+        return strategy(**options, epsilon=config.epsilon, n_classes=n_classes, bounds=bounds)
     from privfed.server.strategies.boosting import BoostingStrategy
 
     params = config.boosting_params(n_classes=n_classes, bounds=bounds)

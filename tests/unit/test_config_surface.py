@@ -45,6 +45,7 @@ SAMPLES = {
     "basis": ("dct", "dct", []),
     "model": ("mc-huber", "mc-huber", []),
     "scaling": ("ball", "ball", []),
+    "solver": ("local", "local", []),
     "base": ("ncc", "ncc", []),
     "rounds": (4, "4", []),
     "group_size": (3, "3", []),

@@ -19,6 +19,7 @@ from privfed.server.config import DEFAULT_WEIGHT_BOUND, FLAGS, JobConfig
 from privfed.server.main import coordinator_strategy, run_coordinator
 from privfed.server.parameters import BY_TASK, COMMON, NccParams
 from privfed.server.strategies import LrStrategy, make_strategy
+from privfed.server.strategies.ldp_gd import LdpGdStrategy
 
 COORDINATOR = ["coordinator", "--owners", "4", "--epsilon", "1"]
 BOUNDS = Bounds(np.zeros(3), np.ones(3))
@@ -181,10 +182,15 @@ def test_coordinator_task_bdt_uses_the_configured_weight_bound(caplog):
 
 def test_flags_reach_the_single_round_strategies():
     strategy, _, test = coordinator_strategy(
-        job_config(parsed("--task", "lr", "--param-bound", "8", "--C", "0.5", "--mechanism", "duchi"))
+        job_config(
+            parsed("--task", "lr", "--solver", "local", "--param-bound", "8", "--C", "0.5", "--mechanism", "duchi")
+        )
     )
     assert isinstance(strategy, LrStrategy) and test is not None and strategy.n_classes == len(test.classes)
     assert (strategy.param_bound, strategy.C, strategy.mechanism, strategy.epsilon) == (8.0, 0.5, "duchi", 1.0)
+    gd, _, _ = coordinator_strategy(job_config(parsed("--task", "lr", "--param-bound", "8", "--mechanism", "duchi")))
+    assert isinstance(gd, LdpGdStrategy)  # --solver gd, the default
+    assert (gd.param_bound, gd.mechanism, gd.epsilon, gd.gd.param_bound) == (8.0, "duchi", 1.0, 8.0)
 
 
 def test_the_feddpdr_basis_flag_reaches_the_strategy():

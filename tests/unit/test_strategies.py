@@ -82,7 +82,7 @@ def test_lr_aggregates_what_the_owners_release_and_a_silent_node_is_left_out(dat
         return results
 
     t.run_tasks = recorded
-    strategy = make_strategy("lr", n_classes=2, bounds=data.bounds, epsilon=1.0)
+    strategy = make_strategy("lr", solver="local", n_classes=2, bounds=data.bounds, epsilon=1.0)
     result = strategy.run(sorted(t.owners), t)
     model = result.model
     silent = {o for o in t.owners if o.startswith("owner-3.")}
