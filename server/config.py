@@ -41,6 +41,7 @@ from privfed.server.parameters import (
     TASKS,
     BdtParams,
     FeddpdrParams,
+    LrParams,
     NccParams,
     TaskParams,
     flag_of,
@@ -273,13 +274,14 @@ class JobConfig:
     @property
     def quorum(self) -> int:
         """The fewest owners still taking part for the job to go on (``min_owners``). By default, per task:
-        1 for the one-round tasks (ncc, lr), whose one round has spent every budget it will by the time
-        the check can fail, so a degraded model with its report (who was lost, refused or rejected) is
-        worth more than none; half of ``owners``, rounded up, for the multi-round ones (bdt, feddpdr),
-        which then stop before later rounds spend the budgets of a federation that lost most of its owners."""
+        1 for the one-round tasks (ncc, lr by local models), whose one round has spent every budget it
+        will by the time the check can fail, so a degraded model with its report (who was lost, refused or
+        rejected) is worth more than none; half of ``owners``, rounded up, for the multi-round ones (bdt,
+        feddpdr, lr by gradient descent, whose later groups have not spent yet), which then stop before later
+        rounds spend the budgets of a federation that lost most of its owners."""
         if self.min_owners is not None:
             return int(self.min_owners)
-        if self.task in ("ncc", "lr"):
+        if self.task == "ncc" or (isinstance(self.params, LrParams) and self.params.solver == "local"):
             return 1
         return max(1, math.ceil((self.owners or 1) / 2))
 

@@ -289,3 +289,18 @@ def test_nothing_of_argparse_below_deploy_in_the_coordinator():
             )
             offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "argparse"]
     assert offenders == []
+
+
+@pytest.mark.parametrize(
+    ("flat", "quorum"),
+    [
+        (dict(task="ncc"), 1),
+        (dict(task="lr", solver="local"), 1),  # one round: every budget it will spend is spent when the check runs
+        (dict(task="lr", solver="gd"), 50),  # later groups have not spent yet: stop before they do
+        (dict(task="bdt"), 50),
+        (dict(task="feddpdr"), 50),
+        (dict(task="lr", solver="gd", min_owners=7), 7),
+    ],
+)
+def test_the_default_quorum_is_one_for_one_round_jobs_and_half_the_owners_for_multi_round_ones(flat, quorum):
+    assert JobConfig.from_flat(epsilon=1.0, owners=100, **flat).quorum == quorum
