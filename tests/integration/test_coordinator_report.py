@@ -60,7 +60,7 @@ def test_the_coordinators_report_has_rounds_the_epsilon_split_and_the_dropped_ow
 
     # The drops: owner-1's evaluators whose budget no longer covered the evaluation, each with its
     # refusal; owner-0's owners are never dropped and never refuse.
-    dropped = report["dropped_from_secure_sums"]
+    dropped = report["dropped"]
     assert dropped and all(o.startswith("owner-1.") for o in dropped)
     assert dropped == [o for r in rounds for o in r["secure_sum"]["dropped"]]
     assert {o for r in rounds for o in r["secure_sum"]["refused"]} == set(dropped)
