@@ -17,7 +17,6 @@ from privfed.common.boosting.simulation import simulate
 from privfed.common.datasets import Dataset, load_builtin, train_test_split
 from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.learners.ldp_gd import LdpGradientDescent
-from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND, fit_local_logistic, lr_aggregate
 from privfed.common.learners.naive_bayes import ldp_naive_bayes
 from privfed.common.learners.ncc import (
     LABEL_FRACTION,
@@ -35,6 +34,7 @@ from privfed.common.learners.split_points import (
 )
 from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
 from privfed.common.tabular import TABULAR
+from privfed.deploy.experiments.federated_lr import federated_lr_fit
 from privfed.server.report import below_majority, mean_ci
 
 LEARNERS = ("ncc", "lr", "bdt", "nb")
@@ -72,18 +72,29 @@ def fit_ncc(
     return NearestCentroidModel(centroids, bounds=None if legacy else train.bounds)
 
 
-def fit_lr(train: Dataset, epsilon: float, rng: np.random.Generator, *, legacy: bool = False, **options: Any) -> Any:
-    """LDP gradient descent (one gradient per owner; ``options``: its keywords); ``legacy``: the average of
-    perturbed one-row local models."""
-    if not legacy:
+def fit_lr(
+    train: Dataset,
+    epsilon: float,
+    rng: np.random.Generator,
+    *,
+    legacy: bool = False,
+    solver: str = "gd",
+    rows_per_owner: int = 1,
+    **options: Any,
+) -> Any:
+    """``--task lr --solver SOLVER`` as the federation runs it (:func:`federated_lr_fit`: the strategy over the
+    in-process transport and the owner core), owners of ``rows_per_owner`` rows (a random public partition);
+    ``legacy``: main's before issue 22, the average of perturbed one-row local models (``--solver local``).
+    ``options`` (validation of the gradient descent's own defaults): keywords of :class:`LdpGradientDescent`,
+    fitted in process by its :meth:`~LdpGradientDescent.fit` (the same descent loop and step)."""
+    if options:
         gd = LdpGradientDescent(epsilon=epsilon, n_classes=train.n_classes, bounds=train.bounds, **options)
         return gd.fit(train.X, train.y, rng=rng)
-    k = train.n_classes
-    thetas = np.stack([fit_local_logistic(train.X[i : i + 1], train.y[i : i + 1], bounds=train.bounds, n_classes=k)
-                       for i in range(train.n)])  # fmt: skip
-    t = np.clip(thetas, -DEFAULT_PARAM_BOUND, DEFAULT_PARAM_BOUND) / DEFAULT_PARAM_BOUND
-    reports = make_mechanism("pm", epsilon=epsilon, d=t.shape[1]).privatize(t, rng)
-    return lr_aggregate(reports, param_bound=DEFAULT_PARAM_BOUND, n_classes=k, bounds=train.bounds)
+    n_owners = max(1, train.n // rows_per_owner)
+    parts = [(train.X[i], train.y[i]) for i in np.array_split(rng.permutation(train.n), n_owners)]
+    return federated_lr_fit(
+        parts, train.bounds, train.n_classes, rng, epsilon=epsilon, solver="local" if legacy else solver
+    )
 
 
 def fit_bdt(
