@@ -71,6 +71,10 @@ GRIDS: dict[str, dict[str, dict[str, Any]]] = {
         for r, s in itertools.product((1, 10, 50), ("gd", "local"))
     },
     "bdt": _THRESHOLDS,
+    "nb": {
+        f"n_bins={b},smoothing={a}": {"n_bins": b, "smoothing": a}
+        for b, a in itertools.product((2, 3, 4, 5), (0.5, 1.0, 2.0))
+    },
     "bdt-bounds": _BOUNDS,
 }
 
