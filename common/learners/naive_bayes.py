@@ -222,7 +222,8 @@ class NaiveBayesModel:
     def from_dict(cls, data: dict[str, Any]) -> NaiveBayesModel:
         if data.get("kind") != cls.kind:
             raise ConfigError(f"not a {cls.kind} model: kind={data.get('kind')!r}")
-        tables, prior = np.asarray(data["log_tables"], dtype=np.float64), np.asarray(data["log_prior"], dtype=np.float64)
+        tables = np.asarray(data["log_tables"], dtype=np.float64)
+        prior = np.asarray(data["log_prior"], dtype=np.float64)
         b = data["bounds"]
         bounds = Bounds(np.asarray(b["lo"], dtype=np.float64), np.asarray(b["hi"], dtype=np.float64))
         if tables.ndim != 3 or prior.shape != (tables.shape[2],) or tables.shape[0] != bounds.d:

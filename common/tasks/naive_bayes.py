@@ -84,7 +84,9 @@ def check_oracle_reports(spec: NbReportTask, reports: np.ndarray) -> None:
     if isinstance(oracle, OptimizedLocalHashing):
         coef, bucket = reports[:, :3], reports[:, 3]
         if coef.size and (coef.min() < 0 or coef.max() >= HASH_PRIME or bucket.min() < 0 or bucket.max() >= oracle.g):
-            raise ContractViolation("out_of_range", f"OLH reports are 3 coefficients < 2^31 - 1 and a bucket < {oracle.g}")
+            raise ContractViolation(
+                "out_of_range", f"OLH reports are 3 coefficients < 2^31 - 1 and a bucket < {oracle.g}"
+            )
 
 
 def check_nb_reply(spec: NbReportTask, payload: Payload, limits: PublicLimits) -> None:
@@ -93,7 +95,8 @@ def check_nb_reply(spec: NbReportTask, payload: Payload, limits: PublicLimits) -
     width = spec.report_width
     if features.shape != (1,) or reports.shape != (1, width) or features.dtype.kind not in "iu":
         raise ContractViolation(
-            "shape", f"a naive Bayes report is 1 feature and (1, {width}) integers, got {features.shape}, {reports.shape}"
+            "shape",
+            f"a naive Bayes report is 1 feature and (1, {width}) integers, got {features.shape}, {reports.shape}",
         )
     if reports.dtype.kind not in "iu":
         raise ContractViolation("shape", f"oracle reports must be integers, got dtype {reports.dtype}")

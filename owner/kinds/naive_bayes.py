@@ -89,7 +89,9 @@ class NbReportKind(TaskKind[NbReportTask]):
                 out[i] = NbReportReply(features=features[j : j + 1], reports=reports[j : j + 1])
         return out
 
-    def fallback(self, spec: NbReportTask, public: PublicConfig, n_rows: int, rng: np.random.Generator) -> NbReportReply:
+    def fallback(
+        self, spec: NbReportTask, public: PublicConfig, n_rows: int, rng: np.random.Generator
+    ) -> NbReportReply:
         return _uniform_report(spec, rng)
 
 
