@@ -11,7 +11,7 @@ An honest ``privfed owner`` process hosts one-row owners with different rows. Th
 import secrets
 
 import numpy as np
-from hostile import BUDGET, assert_still_serving, kind, ledger_history, refusal_code, spent_epsilon
+from hostile import assert_one_release_per_run, assert_refused_alike, assert_still_serving
 
 from privfed.common.bounds import Bounds
 from privfed.common.tasks import NbReportTask, Task
@@ -31,29 +31,13 @@ def report(task_id: str, owner_id: str, run: str, *, n_bins: int = 3, n_classes:
 def test_a_second_report_of_a_run_is_refused_and_a_new_run_is_debited_until_the_budget_is_spent(coordinator, owners):
     node = owners("owner-0", X, Y)
     victim, spare = node.owner_ids[0], node.owner_ids[-1]
-    prefix = secrets.token_hex(3)
-    run = f"nb-{prefix}"
-    first = coordinator.run([report(f"{run}-a", victim, run)])[f"{run}-a"]
-    assert kind(first) == "nb", first
-    assert 0 <= first.nb.feature < D and len(first.nb.report) == 1  # k-RR for 6 cells at eps 0.5
-    assert spent_epsilon(ledger_history(node.ledger, victim)) == EPSILON
-    for i, n_bins in enumerate([3, 4]):  # the same task again, other bins
-        again = coordinator.run([report(f"{run}-again{i}", victim, run, n_bins=n_bins)])[f"{run}-again{i}"]
-        assert kind(again) == "refusal" and refusal_code(again) == "already_released", again
-    assert spent_epsilon(ledger_history(node.ledger, victim)) == EPSILON
 
-    released = 1
-    for i in range(10):
-        other = f"nb-{prefix}-{i}"
-        result = coordinator.run([report(f"{other}-a", victim, other)])[f"{other}-a"]
-        if kind(result) == "refusal":
-            assert refusal_code(result) == "budget_exceeded", result
-            break
-        assert kind(result) == "nb", result
-        released += 1
-    history = ledger_history(node.ledger, victim)
-    assert released == BUDGET / EPSILON and spent_epsilon(history) <= BUDGET * (1 + 1e-9), history
-    assert len({h["release_id"] for h in history}) == released  # one release id per run
+    def make(task_id, owner_id, run, variant):  # variant 1: other bins
+        return report(task_id, owner_id, run, n_bins=3 + variant)
+
+    run = f"nb-{secrets.token_hex(3)}"
+    first = assert_one_release_per_run(coordinator, node, victim, make, released_kind="nb", epsilon=EPSILON, run=run)
+    assert 0 <= first.nb.feature < D and len(first.nb.report) == 1  # k-RR for 6 cells at eps 0.5
     assert_still_serving(coordinator, node, spare, d=D)
 
 
@@ -69,11 +53,9 @@ def test_hostile_parameters_are_refused_alike_for_owners_with_different_rows(coo
         "other bounds": dict(bounds=Bounds.of(0.0, 2.0, D)),
         "another schema": dict(bounds=Bounds.of(0.0, 1.0, D + 1)),
     }
-    for name, fields in hostile.items():
-        tasks = [report(f"{run}-{name}-{o}", o, run, **fields) for o in (a, b)]  # type: ignore[arg-type]
-        results = coordinator.run(tasks)
-        answers = [results[t.task_id] for t in tasks]
-        assert all(kind(r) == "refusal" for r in answers), (name, answers)
-        assert answers[0].refusal == answers[1].refusal, name
-    assert ledger_history(node.ledger, a) == [] and ledger_history(node.ledger, b) == []
+    tasks_of = {
+        name: (lambda o, name=name, fields=fields: report(f"{run}-{name}-{o}", o, run, **fields))
+        for name, fields in hostile.items()
+    }
+    assert_refused_alike(coordinator, node, (a, b), tasks_of)
     assert_still_serving(coordinator, node, a, d=D)
