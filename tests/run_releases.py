@@ -5,10 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import pytest
 
 from privfed.common.tasks import Refusal, Task
 from privfed.owner.core import OwnerCore
+
+
+def cores_with_different_rows(core: Callable[..., OwnerCore], d: int) -> tuple[OwnerCore, OwnerCore]:
+    """Two cores from ``core(X_rows, y_rows)`` hosting the same two owners with other rows, row counts and labels."""
+    a = core([np.full((1, d), 1.0), np.full((1, d), 9.0)], [np.array([0]), np.array([1])])
+    b = core([np.linspace(0.0, 10.0, 2 * d).reshape(2, d), np.full((4, d), 7.0)], [np.array([1, 1]), np.zeros(4, int)])
+    return a, b
 
 
 def assert_refused_alike(cores: Sequence[OwnerCore], tasks: list[Task], name: str) -> None:

@@ -28,7 +28,7 @@ from privfed.server.config import JobConfig
 from privfed.server.strategies import make_strategy
 from privfed.server.strategies.ldp_gd import LdpGdStrategy
 
-from ..run_releases import assert_one_release_per_run, assert_refused_alike
+from ..run_releases import assert_one_release_per_run, assert_refused_alike, cores_with_different_rows
 
 D, K = 3, 2
 BOUNDS = Bounds.of(0.0, 10.0, D)
@@ -63,11 +63,9 @@ HOSTILE = {
 
 @pytest.mark.parametrize("name", list(HOSTILE))
 def test_a_refusal_is_the_same_for_owners_with_different_rows_and_debits_nothing(name):
-    a = core([np.full((1, D), 1.0), np.full((1, D), 9.0)], [np.array([0]), np.array([1])])
-    b = core(
-        [np.array([[0.0, 10.0, 5.0], [3.0, 3.0, 3.0]]), np.full((4, D), 7.0)], [np.array([1, 1]), np.zeros(4, int)]
+    assert_refused_alike(
+        cores_with_different_rows(core, D), [task(f"t{i}", o, **HOSTILE[name]) for i, o in enumerate(OWNERS)], name
     )
-    assert_refused_alike((a, b), [task(f"t{i}", o, **HOSTILE[name]) for i, o in enumerate(OWNERS)], name)
 
 
 def test_the_debit_is_on_the_ledger_before_a_row_is_read(monkeypatch):
