@@ -22,7 +22,7 @@ from privfed.common.learners.naive_bayes import NB_BINS, SMOOTHING, NaiveBayesMo
 from privfed.common.tasks import NbReportReply, NbReportTask
 from privfed.common.validation import check_positive
 from privfed.server.strategies.base import Transport, new_tasks, refusal_codes
-from privfed.server.strategies.result import PrivacySplit, RoundReport, StrategyResult
+from privfed.server.strategies.result import Parameter, PrivacySplit, RoundReport, StrategyResult
 
 
 @dataclass
@@ -43,8 +43,14 @@ class NbStrategy:
         return NbReportTask(epsilon=self.epsilon, n_bins=self.n_bins, n_classes=self.n_classes, bounds=self.bounds)
 
     def privacy(self) -> PrivacySplit:
-        """One report per owner."""
-        return PrivacySplit.from_entries([(self.spec().ledger_entries(), 1)], parameters={"smoothing": self.smoothing})
+        """One report per owner, through the oracle the public parameters derive (``exact`` at ε = ∞)."""
+        spec = self.spec()
+        parameters: dict[str, Parameter] = {
+            "oracle": str(spec.encoding.oracle) if np.isfinite(self.epsilon) else "exact",
+            "n_bins": self.n_bins,
+            "smoothing": self.smoothing,
+        }
+        return PrivacySplit.from_entries([(spec.ledger_entries(), 1)], parameters=parameters)
 
     def check_feasible(self, n_owners: int) -> None:
         """Any number of owners can report once."""

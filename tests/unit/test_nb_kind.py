@@ -158,6 +158,7 @@ def test_the_strategy_learns_and_reports_refusals_and_its_privacy():
     assert set(result.refused) == on_0 and set(result.refused.values()) == {"budget_exceeded"}
     assert result.rounds[0].released == 600 - len(on_0)
     assert result.privacy.part("nb-report").releases == 1 and result.privacy.epsilon == 3.0
+    assert result.privacy.parameters == {"oracle": "krr", "n_bins": 3, "smoothing": 1.0}
     majority = max(np.mean(y), 1 - np.mean(y))
     assert np.mean(result.model.predict(X) == y) > majority + 0.2
 
