@@ -18,7 +18,8 @@ process of its own (``COORDINATOR`` below), always from this checkout. Lines rea
   node imports ``scipy.optimize`` for its first fit) vs the same owners' fits, shares and the aggregate computed in this
   process (:func:`fit_local_logistic`, :func:`lr_share`, :func:`lr_aggregate`) on the same rows,
   split among the same owners as the nodes split them (:func:`privfed.owner.data.build_owners`).
-  N = 5 and 20 with one owner per node process, N = 1000 in 4 node processes.
+  N = 5, 20 and 50 with one owner per node process, N = 1000 in 4 node processes (issue 27's goal:
+  a round <= 2x the bare computation at N >= 20; ``--rounds-only`` prints only these lines).
 * ``round N=.. d=64 pinned s`` (issue 27, item 1): the same round on digits-shaped rows (64
   features, 10 classes, 290 rows per owner), N one-owner nodes on this host; the baseline is every
   node unpinned (``--threads`` = this host's CPUs, OpenBLAS's own default of a thread per CPU), the
@@ -28,7 +29,7 @@ process of its own (``COORDINATOR`` below), always from this checkout. Lines rea
 Goals (issue 10): owner <= 60 MB idle and <= 0.3 s exec->registered on an idle core; coordinator
 + 5 nodes <= 0.3 GB, + 20 nodes <= 1 GB; LR round ratio <= 2 at N = 5, 20, 1000.
 
-    python bench/federation.py [--repeats 5] [--seed 0] [--owner-pythonpath DIR]
+    python bench/federation.py [--repeats 5] [--seed 0] [--owner-pythonpath DIR] [--skip-1000] [--rounds-only]
 
 ``--owner-pythonpath`` runs the owner nodes from another checkout laid out as ``DIR/privfed``
 (e.g. the code before a change, for before/after numbers); the coordinator stays this one.
@@ -305,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--owner-pythonpath", default=None, help="run owner nodes from DIR/privfed")
     parser.add_argument("--skip-1000", action="store_true", help="leave out the N = 1000 round")
+    parser.add_argument(
+        "--rounds-only", action="store_true", help="only the LR round lines (no floor, RSS or threads lines)"
+    )
     parser.add_argument("--threads-only", action="store_true", help="only the pinned-threads lines (issue 27)")
     args = parser.parse_args(argv)
     print(
@@ -317,27 +321,29 @@ def main(argv: list[str] | None = None) -> int:
         if args.threads_only:
             thread_lines(bench, args.repeats)
             return 0
-        floors = [bench.floor() for _ in range(args.repeats)]
+        floors = [bench.floor() for _ in range(1 if args.rounds_only else args.repeats)]
         floor_s = statistics.median(f[0] for f in floors)
         floor_mb = statistics.median(f[1] for f in floors)
-        ones = [bench.federation(1, 1, f"one{r}", 0) for r in range(args.repeats)]
-        line("owner exec->registered s", floor_s, statistics.median(o[0] for o in ones))
+        if not args.rounds_only:
+            ones = [bench.federation(1, 1, f"one{r}", 0) for r in range(args.repeats)]
+            line("owner exec->registered s", floor_s, statistics.median(o[0] for o in ones))
         for nodes, per_node, name in (
             (5, 1, "N=5 (5 procs)"),
             (20, 1, "N=20 (20 procs)"),
+            (50, 1, "N=50 (50 procs)"),
             (4, 250, "N=1000 (4 procs)"),
         ):
             if per_node > 1 and args.skip_1000:
                 continue
             registered, rss, times = bench.federation(nodes, per_node, f"n{nodes}x{per_node}", args.repeats)
-            if per_node == 1:
+            if per_node == 1 and not args.rounds_only:
                 line(f"coord+{nodes} nodes RSS MB", (nodes + 1) * floor_mb, sum(rss))
                 line(f"coord+{nodes} exec->registered s", floor_s, registered)
             files = [bench.node_file(f"n{nodes}x{per_node}-n{i}", per_node) for i in range(nodes)]
             bare = in_process_round(files, per_node, args.seed, args.repeats)
             line(f"LR round {name} s", bare, statistics.median(times[1:] or times))
             line(f"  first round {name} s", bare, times[0])  # nodes import scipy.optimize on their first fit
-        if not args.owner_pythonpath:  # --threads is this checkout's
+        if not args.owner_pythonpath and not args.rounds_only:  # --threads is this checkout's
             thread_lines(bench, args.repeats)
     return 0
 

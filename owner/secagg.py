@@ -41,7 +41,7 @@ from privfed.common.secagg.messages import (
     UnmaskReply,
     UnmaskRequest,
 )
-from privfed.common.secagg.pairwise import SecAggOwner
+from privfed.common.secagg.pairwise import CohostedAgreements, SecAggOwner
 from privfed.common.secagg.ring import Outbound
 from privfed.common.tasks import (
     BoostEvaluateTask,
@@ -97,6 +97,7 @@ class SecAggDriver:
         self._adverts: dict[tuple[str, str], KeyAdvert] = {}  # (session, owner) -> its advert
         self._own_public: dict[str, bytes] = {}  # owner -> its long-lived box key
         self._cohosted: dict[tuple[str, str], Box] = {}  # (owner, co-hosted peer) -> box, until the peer's side
+        self._agreements: dict[str, CohostedAgreements] = {}  # session -> its co-hosted pairs' mask-key agreements
 
     def _machine(self, session_id: str, owner_id: str) -> SecAggOwner:
         try:
@@ -172,17 +173,24 @@ class SecAggDriver:
             self._cohosted[(owner_id, peer)] = box
             return box
 
-        machine = SecAggOwner(
-            owner_id, session_id, fixed_point, box_for, lambda advert: self._verify_advert(session_id, advert)
-        )
         if session_id not in self._machines:
             self._machines[session_id] = {}
+            hosted = self._machines[session_id]
+            self._agreements[session_id] = CohostedAgreements(lambda peer: peer in hosted)
             while len(self._machines) > KEPT_SESSIONS:
                 gone = next(iter(self._machines))
                 self._forgotten.add(gone)
-                for table in (self._machines, self._certificates, self._keys, self._members):
+                for table in (self._machines, self._certificates, self._keys, self._members, self._agreements):
                     table.pop(gone, None)
                 self._adverts = {k: a for k, a in self._adverts.items() if k[0] != gone}
+        machine = SecAggOwner(
+            owner_id,
+            session_id,
+            fixed_point,
+            box_for,
+            lambda advert: self._verify_advert(session_id, advert),
+            self._agreements[session_id],
+        )
         self._machines[session_id][owner_id] = machine
         sign = self._sign
         advert = machine.start(lambda pk: b"" if sign is None else sign(owner_id, session_id, pk))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from functools import cache, lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
@@ -83,6 +83,29 @@ def boost_enums() -> Mapping[str, WireEnum[Any]]:
         "eval_mechanism": WireEnum(pb.EvalMechanism, f.EVAL_MECHANISMS),
         "budget_split": WireEnum(pb.BudgetSplit, f.BUDGET_SPLITS),
     }
+
+
+_O = TypeVar("_O")
+_M = TypeVar("_M")
+
+
+class _LastEncoded(Generic[_O, _M]):
+    """``encode(obj)``, kept for the last object by identity: a round's tasks carry the same config,
+    history and learner objects, so the coordinator encodes each once per round, not once per owner.
+    The pair is swapped in one assignment (gRPC threads encode concurrently); the message is only
+    ever copied into its parents, never changed."""
+
+    def __init__(self, encode: Callable[[_O], _M]) -> None:
+        self._encode = encode
+        self._last: tuple[_O, _M] | None = None
+
+    def __call__(self, obj: _O) -> _M:
+        last = self._last
+        if last is not None and last[0] is obj:
+            return last[1]
+        msg = self._encode(obj)
+        self._last = (obj, msg)
+        return msg
 
 
 def boost_config_to_proto(c: BoostConfig) -> pb.BoostConfig:
@@ -198,11 +221,29 @@ def boost_history_to_proto(h: BoostHistory) -> pb.BoostHistory:
 
 
 def boost_history_from_proto(m: pb.BoostHistory) -> BoostHistory:
+    """The public history; decoded once per distinct message (every task of a round carries the same one)."""
+    return _boost_history(m.SerializeToString(deterministic=True))
+
+
+@lru_cache(maxsize=8)
+def _boost_history(raw: bytes) -> BoostHistory:
+    m = pb.BoostHistory.FromString(raw)
     return _wire().BoostHistory(tuple(kept_round_from_proto(r) for r in m.kept), int(m.round))
 
 
+@lru_cache(maxsize=8)
+def _learner(raw: bytes) -> Learner:
+    """:func:`learner_from_proto` once per distinct message (a round's evaluate tasks carry the same learner)."""
+    return learner_from_proto(pb.BoostLearner.FromString(raw))
+
+
+_config_msg = _LastEncoded(boost_config_to_proto)
+_history_msg = _LastEncoded(boost_history_to_proto)
+_learner_msg = _LastEncoded(learner_to_proto)
+
+
 def boost_share_task_to_proto(s: BoostShareTask) -> pb.BoostShareTask:
-    return pb.BoostShareTask(config=boost_config_to_proto(s.config), history=boost_history_to_proto(s.history))
+    return pb.BoostShareTask(config=_config_msg(s.config), history=_history_msg(s.history))
 
 
 def boost_share_task_from_proto(k: pb.BoostShareTask) -> BoostShareTask:
@@ -211,9 +252,9 @@ def boost_share_task_from_proto(k: pb.BoostShareTask) -> BoostShareTask:
 
 def boost_evaluate_to_proto(s: BoostEvaluateTask) -> pb.BoostEvaluateTask:
     return pb.BoostEvaluateTask(
-        config=boost_config_to_proto(s.config),
-        history=boost_history_to_proto(s.history),
-        learner=learner_to_proto(s.learner),
+        config=_config_msg(s.config),
+        history=_history_msg(s.history),
+        learner=_learner_msg(s.learner),
         ring=ring_spec_to_proto(s.ring),
         secagg=None if s.secagg is None else input_request_to_proto(s.secagg),
     )
@@ -223,7 +264,7 @@ def boost_evaluate_from_proto(k: pb.BoostEvaluateTask) -> BoostEvaluateTask:
     return BoostEvaluateTask(
         config=boost_config_from_proto(k.config),
         history=boost_history_from_proto(k.history),
-        learner=learner_from_proto(k.learner),
+        learner=_learner(k.learner.SerializeToString(deterministic=True)),
         ring=ring_spec_from_proto(k.ring),
         secagg=input_request_from_proto(k.secagg) if k.HasField("secagg") else None,
     )

@@ -25,6 +25,10 @@ from privfed.server.servicer import CoordinatorServicer, ModelStore
 log = logging.getLogger("privfed.coordinator")
 
 SERVICE_NAME = "privfed.v1.Coordinator"
+#: gRPC worker threads (started as calls need them). Every node's long poll holds one for up to
+#: ``PULL_WAIT`` (1 s): with fewer workers than nodes plus their pushes, a call waits for a poll to
+#: end. At 32 workers a round of 50 one-owner nodes took 1.07 s against 25 ms of computation.
+MAX_WORKERS = 512
 
 
 class CoordinatorServer:
@@ -39,7 +43,7 @@ class CoordinatorServer:
         *,
         tls: TlsFiles | None,
         node_timeout: float = 15.0,
-        max_workers: int = 32,
+        max_workers: int = MAX_WORKERS,
         interceptors: Sequence[grpc.ServerInterceptor] = (),
         schema: FederationSchema | None = None,
         handlers: Sequence[grpc.GenericRpcHandler] = (),

@@ -37,7 +37,12 @@ class RunOutcome:
 
 class Dispatcher:
     def __init__(self, *, node_timeout: float = 15.0, clock: Callable[[], float] = time.monotonic):
-        self._cv = threading.Condition()
+        lock = threading.RLock()
+        self._cv = threading.Condition(lock)  # any change: answers, registrations, queues, the job's state
+        # The nodes' long polls wait here, woken by what they wait for (queued tasks, shutdown), not by
+        # every answer: with N nodes a round's N pushes woke N polls each, N^2 wake-ups of threads that
+        # only found their queue empty and waited again.
+        self._polls = threading.Condition(lock)
         self._clock = clock
         self._node_timeout = node_timeout
         self._nodes: dict[str, NodeQueue] = {}
@@ -55,6 +60,11 @@ class Dispatcher:
         self._relay = Relay()  # open ring sessions and the envelopes waiting in the node queues
         self.relayed = 0  # envelopes accepted (tests watch it)
         self.session_id = secrets.token_hex(8)
+
+    def _notify(self) -> None:
+        """Wake every waiter, the nodes' polls included (the lock is held)."""
+        self._cv.notify_all()
+        self._polls.notify_all()
 
     # ---- called by the servicer --------------------------------------------------------
     def register(self, node_id: str, owners: list[OwnerInfo], certificate: bytes = b"", peer: str | None = None) -> str:
@@ -97,7 +107,7 @@ class Dispatcher:
             for o in owners:
                 self._owners[o.owner_id] = o
                 self._owner_node[o.owner_id] = node_id
-            self._cv.notify_all()
+            self._notify()
         return self.session_id
 
     def _take_over(self, old: NodeQueue, peer: str | None) -> None:
@@ -136,7 +146,7 @@ class Dispatcher:
                 left = deadline - self._clock()
                 if left <= 0:
                     break
-                self._cv.wait(left)
+                self._polls.wait(left)
                 node = self._known(node_id)
             node.last_seen = self._clock()
             tasks = self._drain(node)
@@ -165,7 +175,7 @@ class Dispatcher:
                 else:
                     self._results[answer.task_id] = answer
                 accepted += 1
-            self._cv.notify_all()
+            self._cv.notify_all()  # not the polls: an answer queues nothing
             return accepted
 
     def relay(self, node_id: str, envelopes: list[tuple[str, bytes]]) -> tuple[int, list[Task]]:
@@ -191,7 +201,7 @@ class Dispatcher:
                 self._nodes[self._owner_node[env.recipient]].queue.append(task)
                 self._relay.book(task.task_id, env)
             self.relayed += len(accepted)
-            self._cv.notify_all()
+            self._notify()
             return len(accepted), self._drain(caller)
 
     def _drain(self, node: NodeQueue) -> list[Task]:
@@ -212,7 +222,7 @@ class Dispatcher:
                 node.queue.appendleft(t)
                 if isinstance(t.spec, RingMessageTask):  # waiting again: counted against its recipient again
                     self._relay.book(t.task_id, Envelope(t.round_id, t.owner_id, len(t.spec.data)))
-            self._cv.notify_all()
+            self._notify()
 
     # ---- ring sessions (called by the coordinator's job) -------------------------------
     def open_ring(self, session_id: str, members: Sequence[str]) -> None:
@@ -321,7 +331,7 @@ class Dispatcher:
                 self._pending[t.task_id] = t
                 self._nodes[node_id].queue.append(t)
             self._waiting = set(ids)  # push() removes answered ids: O(1) per answer
-            self._cv.notify_all()
+            self._notify()
             deadline = self._clock() + timeout
             next_liveness_check = self._clock() + 0.5
             while self._waiting and not self.aborted:
@@ -369,7 +379,7 @@ class Dispatcher:
         """Tell every node, at its next poll, that the job is over."""
         with self._cv:
             self._shutdown = True
-            self._cv.notify_all()
+            self._notify()
 
     @property
     def aborted(self) -> bool:
@@ -390,14 +400,14 @@ class Dispatcher:
             self._rejections.clear()
             self._waiting = set()
             self._job = job
-            self._cv.notify_all()
+            self._notify()
 
     def cancel_job(self) -> None:
         """Stop the current job as :meth:`abort` does (a waiting round raises JobAborted), but keep
         the nodes: they are not told to exit. :meth:`clear_cancel` lifts it for the next job."""
         with self._cv:
             self._cancelled = True
-            self._cv.notify_all()
+            self._notify()
 
     def clear_cancel(self) -> None:
         """Lift :meth:`cancel_job` (``privfed serve`` before each job; a cancel that comes while the
@@ -423,4 +433,4 @@ class Dispatcher:
         with self._cv:
             self._aborted = True
             self._shutdown = True
-            self._cv.notify_all()
+            self._notify()

@@ -112,7 +112,8 @@ class SecAggServer:
     def on_adverts(self, adverts: Mapping[str, KeyAdvert]) -> dict[str, ShareKeysRequest]:
         """Step 0 answers (owners that did not advertise are left out); returns the step 1 requests."""
         self._expect(Phase.KEYS)
-        self._adverts = {o: a for o, a in adverts.items() if o in set(self.owners) and a.owner_id == o}
+        owners = set(self.owners)  # once, not per advert (that was O(N^2) in the run's size)
+        self._adverts = {o: a for o, a in adverts.items() if o in owners and a.owner_id == o}
         self.members = tuple(sorted(self._adverts))
         if len(self.members) < MIN_MEMBERS:
             raise RoundFailed(f"only {len(self.members)} owner(s) advertised a mask key; at least {MIN_MEMBERS} needed")

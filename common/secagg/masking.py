@@ -57,13 +57,28 @@ def threshold(k: int) -> int:
     return k // 2 + 1
 
 
-@lru_cache(maxsize=16)
+#: The last graph asked for, by the identity of its members tuple (:func:`neighbour_graph`).
+_last_graph: tuple[str, tuple[str, ...], dict[str, tuple[str, ...]]] | None = None
+
+
 def neighbour_graph(run_id: str, members: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """Each member's neighbours (sorted) in the run's public random graph (module docstring).
 
     ``members`` must be sorted and distinct (the caller's canonical form). Cached: every party
-    of a node asks for the same graph.
+    of a node asks for the same graph, with the same members tuple, whose hash alone costs O(N)
+    per owner (so the last graph is kept by that tuple's identity, in front of the cache).
     """
+    global _last_graph
+    last = _last_graph
+    if last is not None and last[1] is members and last[0] == run_id:
+        return last[2]
+    graph = _neighbour_graph(run_id, members)
+    _last_graph = (run_id, members, graph)
+    return graph
+
+
+@lru_cache(maxsize=16)
+def _neighbour_graph(run_id: str, members: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     if list(members) != sorted(set(members)):
         raise ConfigError("members of a secure sum must be given sorted and distinct")
     n, k = len(members), degree(len(members))

@@ -89,6 +89,41 @@ from privfed.common.secagg.messages import (
 
 R = TypeVar("R")
 
+#: Co-hosted agreements a :class:`CohostedAgreements` holds until the other end takes them (then it forgets all).
+MAX_HELD = 200_000
+
+
+class CohostedAgreements:
+    """X25519 agreements of owner pairs whose both ends one process hosts, computed once per pair.
+
+    ``X25519(s_u^SK, s_v^PK) = X25519(s_v^SK, s_u^PK)``: the first end of a co-hosted pair computes
+    it and leaves it here under its own and its peer's public key; the second end, whose machine
+    asks with the same two keys the other way round, takes it instead of computing it again (half
+    the exchanges of co-hosted pairs; step 1). The value is exactly the one the second end would
+    compute, and it never leaves the process that holds both private keys.
+
+    Parameters
+    ----------
+    cohosted : callable
+        ``cohosted(peer)``: whether ``peer``'s machine in the session lives in this process.
+    """
+
+    def __init__(self, cohosted: Callable[[str], bool]) -> None:
+        self._cohosted = cohosted
+        self._held: dict[tuple[bytes, bytes], bytes] = {}  # (first end's public key, second end's) -> agreement
+
+    def agree(self, own_key: X25519PrivateKey, own_public: bytes, peer: str, peer_public: bytes) -> bytes:
+        """``X25519(own_key, peer_public)``; raises ValueError for an unusable public key."""
+        agreed = self._held.pop((peer_public, own_public), None)
+        if agreed is not None:
+            return agreed
+        agreed = own_key.exchange(X25519PublicKey.from_public_bytes(peer_public))
+        if self._cohosted(peer):
+            if len(self._held) >= MAX_HELD:
+                self._held.clear()
+            self._held[(own_public, peer_public)] = agreed
+        return agreed
+
 
 class OwnerState(enum.Enum):
     IDLE = "idle"  # built, start() not called
@@ -127,6 +162,8 @@ class SecAggOwner:
     verify : callable
         ``verify(advert)`` raises :class:`RemoteProtocolError` unless the advert's mask key is
         signed by the certificate of the node its owner id names.
+    cohosted : CohostedAgreements, optional
+        The agreements of the pairs this process hosts both ends of (its driver's, shared by its machines).
     """
 
     def __init__(
@@ -136,14 +173,17 @@ class SecAggOwner:
         fixed_point: FixedPoint,
         box_for: Callable[[str], Box],
         verify: Callable[[KeyAdvert], None],
+        cohosted: CohostedAgreements | None = None,
     ) -> None:
         if not isinstance(fixed_point, FixedPoint):
             raise ConfigError(f"fixed_point must be a FixedPoint, got {fixed_point!r}")
         self.owner_id, self.run_id, self.fixed_point = owner_id, run_id, fixed_point
         self._box_for, self._verify = box_for, verify
+        self._agreements = cohosted or CohostedAgreements(lambda peer: False)
         self._state = OwnerState.IDLE
         self.failure_reason: str | None = None
         self._mask_key: X25519PrivateKey | None = None
+        self._mask_public = b""  # its public key, as advertised
         self.neighbours: tuple[str, ...] = ()
         self.threshold = 0
         self._boxes: dict[str, Box] = {}
@@ -185,7 +225,7 @@ class SecAggOwner:
         if self._state is not OwnerState.IDLE:
             raise LocalProtocolError(f"start() in state {self._state.name}; a SecAggOwner runs one run")
         self._mask_key = X25519PrivateKey.generate()
-        pk = public_bytes(self._mask_key)
+        pk = self._mask_public = public_bytes(self._mask_key)
         self._state = OwnerState.ADVERTISED
         return KeyAdvert(self.owner_id, pk, sign(pk))
 
@@ -196,14 +236,14 @@ class SecAggOwner:
 
     def _share_keys(self, msg: ShareKeysRequest) -> KeyShares:
         members = msg.members
-        if self.owner_id not in members:
-            raise RemoteProtocolError(f"not a member of run {self.run_id!r}'s secure sum")
         if len(members) > self.fixed_point.n_parties:
             raise RemoteProtocolError(f"{len(members)} members exceed the encoding's {self.fixed_point.n_parties}")
         try:
             graph = neighbour_graph(self.run_id, members)
         except ConfigError as exc:
             raise RemoteProtocolError(str(exc)) from exc
+        if self.owner_id not in graph:  # the graph's keys are the members: a dict look-up, not a scan
+            raise RemoteProtocolError(f"not a member of run {self.run_id!r}'s secure sum")
         self.neighbours = graph[self.owner_id]
         self.threshold = threshold(len(self.neighbours))
         adverts = {a.owner_id: a for a in msg.adverts}
@@ -214,7 +254,7 @@ class SecAggOwner:
         for v in self.neighbours:
             self._verify(adverts[v])
             try:
-                agreed = self._mask_key.exchange(X25519PublicKey.from_public_bytes(adverts[v].public_key))
+                agreed = self._agreements.agree(self._mask_key, self._mask_public, v, adverts[v].public_key)
             except ValueError as exc:
                 raise RemoteProtocolError(f"unusable mask key of {v!r}: {exc}") from exc
             self._pair_keys[v] = pair_key(agreed, self.run_id, self.owner_id, v)

@@ -133,6 +133,9 @@ class BoostShareKind(TaskKind[BoostShareTask]):
     """One perturbed share per owner and run (T under ``share_groups="all"``), with SAMME weights."""
 
     kind = BOOST_SHARE
+    #: An owner's share is as large as its rows, as an NCC share's (``privfed.owner.kinds.shares``): one ledger
+    #: transaction (a synced commit, ~8 ms on a busy disk) per 256 of them, not per 16.
+    batch = 256
 
     def releases_clear_labels(self, spec: BoostShareTask) -> bool:
         # NCC labels other than "rr" or "joint" (both through randomized response) count as clear: the safe side.

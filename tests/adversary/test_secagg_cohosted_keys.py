@@ -9,12 +9,16 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 
 from privfed.common.errors import RemoteProtocolError
+from privfed.common.secagg import pairwise
 from privfed.common.secagg.aggregator import SecAggServer
 from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
 from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.masking import pair_key
 from privfed.common.secagg.messages import KeyAdvert
 from privfed.common.tasks import PeerKey
 from privfed.owner.keys import OwnerKeys
@@ -97,3 +101,39 @@ def test_a_neighbour_on_another_node_still_needs_its_signature(federation):
         drivers["owner-0"].share_keys(
             u, SESSION, replace(request, adverts=unsigned), [peers[w] for w in server.graph[u]], certificates
         )
+
+
+def test_co_hosted_pairs_agree_once_and_the_sum_is_exact(federation, monkeypatch):
+    """A node computes the mask-key agreement of a pair it hosts both ends of once; each end's pair key
+    is still the one its own X25519 exchange gives, and the secure sum through both drivers is exact."""
+    drivers, peers, requests, server, certificates = federation
+    exchanges = []
+
+    class Counted:  # the mask-key agreements the machines compute (the peer's key is parsed once per exchange)
+        @staticmethod
+        def from_public_bytes(raw):
+            exchanges.append(raw)
+            return X25519PublicKey.from_public_bytes(raw)
+
+    monkeypatch.setattr(pairwise, "X25519PublicKey", Counted)
+    machines = {o: m for d in drivers.values() for o, m in d._machines[SESSION].items()}
+    shares = {}
+    for u in server.members:
+        node = u.split(".")[0]
+        keys = [peers[w] for w in server.graph[u]]
+        shares[u] = drivers[node].share_keys(u, SESSION, requests[u], keys, certificates)
+    edges = {tuple(sorted((u, v))) for u in server.members for v in server.graph[u]}
+    cohosted = [e for e in edges if e[0].split(".")[0] == e[1].split(".")[0]]
+    assert cohosted, "the fixture's graph has a pair on one node"
+    for u, v in edges:  # every end's pair key as its own, independent exchange gives it
+        for a, b in ((u, v), (v, u)):
+            agreed = machines[a]._mask_key.exchange(X25519PublicKey.from_public_bytes(machines[b]._mask_public))
+            assert machines[a]._pair_keys[b] == pair_key(agreed, SESSION, a, b)
+    assert len(exchanges) == 2 * len(edges) - len(cohosted)  # a co-hosted pair's second end takes the first's
+    server.on_key_shares(shares)
+    values = {o: np.array([float(i), -0.5 * i]) for i, o in enumerate(server.members)}
+    inputs = server.input_requests()
+    masked = {o: machines[o].masked_input(r, values[o]) for o, r in inputs.items()}
+    unmask = server.on_masked(masked)
+    total = server.on_unmask({o: machines[o].on_unmask(r) for o, r in unmask.items()})
+    np.testing.assert_allclose(total, np.sum(list(values.values()), axis=0), atol=1e-6)
