@@ -19,7 +19,7 @@ from privfed.common.errors import JobAborted, NodeIdInUse, RemoteProtocolError, 
 from privfed.common.jobinfo import JobInfo
 from privfed.common.tasks import OwnerInfo, PeerKey, Result, RingMessageTask, Task
 from privfed.server.contracts import Rejection
-from privfed.server.nodes import IDENTITY_LIVENESS, NodeQueue, check_registration
+from privfed.server.nodes import IDENTITY_LIVENESS, NodeQueue, Parts, check_registration, start_parts
 from privfed.server.relay import Envelope, Relay
 
 log = logging.getLogger("privfed.coordinator")
@@ -52,6 +52,7 @@ class Dispatcher:
         self._owners: dict[str, OwnerInfo] = {}
         self._owner_node: dict[str, str] = {}
         self._pending: dict[str, Task] = {}
+        self._parts: dict[str, Parts] = {}  # node id -> a registration in parts, not yet whole
         self._arrived: list[Answer] = []  # answers pushed since the running batch last took them
         self._shutdown = False
         self._certificates: dict[str, bytes] = {}
@@ -64,8 +65,21 @@ class Dispatcher:
         self.session_id = secrets.token_hex(8)
 
     # ---- called by the servicer --------------------------------------------------------
-    def register(self, node_id: str, owners: list[OwnerInfo], certificate: bytes = b"", peer: str | None = None) -> str:
+    def register(
+        self,
+        node_id: str,
+        owners: list[OwnerInfo],
+        certificate: bytes = b"",
+        peer: str | None = None,
+        *,
+        part: int = 0,
+        parts: int = 1,
+    ) -> str:
         """Register (or re-register) node ``node_id`` hosting ``owners``; returns the job session id.
+
+        A node whose owners do not fit one message sends them in ``parts`` calls, ``part`` 0, 1, ...
+        from one connection (:class:`~privfed.server.nodes.Parts`): each part is checked alone, and
+        the registration takes effect, checked whole, with the last one.
 
         ``node_id`` is the caller's verified certificate name (the servicer checks the claimed id
         against it; only ``--insecure`` takes the claim as is). Every owner id must be
@@ -81,6 +95,18 @@ class Dispatcher:
         connection ``peer`` is fenced: :meth:`pull` refuses it until it registers again.
         """
         check_registration(node_id, owners)
+        if parts <= 1 and part:
+            raise RemoteProtocolError(f"node {node_id!r} sent registration part {part} of a registration in one part")
+        if parts > 1:
+            with self._cv:
+                staged = self._parts.pop(node_id, None) if part else start_parts(node_id, part, parts, peer)
+                if staged is None:
+                    raise RemoteProtocolError(f"node {node_id!r} sent registration part {part} without part 0")
+                if not staged.add(node_id, owners, part, parts, peer):
+                    self._parts[node_id] = staged
+                    return self.session_id
+            owners = staged.owners
+            check_registration(node_id, owners)
         keys = frozenset(o.x25519_public_key for o in owners if o.x25519_public_key)
         with self._cv:
             old = self._nodes.get(node_id)

@@ -243,9 +243,7 @@ def run_job(
             )
         silent = server.dispatcher.silent_owners()
         results = book.record(tasks, outcome, {node_of(o) for o in silent})
-        round_log.info(
-            "%sround %s: %d of %d task(s) answered", label, tasks[0].round_id, outcome.answered, len(tasks)
-        )
+        round_log.info("%sround %s: %d of %d task(s) answered", label, tasks[0].round_id, outcome.answered, len(tasks))
         if on_batch is not None:
             on_batch(tasks[0].round_id, outcome.answered, len(tasks))
         book.check_quorum(silent)

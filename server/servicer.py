@@ -242,8 +242,17 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         try:
             node_id = self._node_id(request.node_id, context)
             owners = [serde.owner_info_from_proto(o) for o in request.owners]
-            session = self._dispatcher.register(node_id, owners, bytes(request.node_certificate), context.peer())
-            log.info("node %s registered %d owner(s) from %s", node_id, len(owners), context.peer())
+            session = self._dispatcher.register(
+                node_id,
+                owners,
+                bytes(request.node_certificate),
+                context.peer(),
+                part=request.part,
+                parts=request.parts,
+            )
+            if request.part + 1 >= request.parts:  # the registration took effect
+                hosted = self._dispatcher.nodes().get(node_id, 0)
+                log.info("node %s registered %d owner(s) from %s", node_id, hosted, context.peer())
             return pb.RegisterNodeResponse(session_id=session, schema=self._schema)
         except PrivfedError as exc:
             _abort(context, exc)

@@ -20,7 +20,6 @@ import numpy as np
 from privfed.common.tasks import Refusal, Result, RingSpec, Task, TaskSpec
 from privfed.server.strategies.result import PrivacySplit, RoundReport, StrategyResult, SumRecord, TrainedModel
 
-
 #: Takes one batch of a round's results as they come (:meth:`Transport.fold_tasks`).
 Fold = Callable[[list[Result]], None]
 
