@@ -42,6 +42,11 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 #: The tasks of one PullTasks/Relay answer are cut at this many encoded bytes; the rest wait for
 #: the next call (room is left for the rest of the response).
 MAX_RESPONSE_TASK_BYTES = MAX_MESSAGE_BYTES - 1024 * 1024
+#: ... and at this many tasks: a round's tasks for a node hosting 10^5 owners would otherwise fill
+#: 15 MiB responses, whose encoding and decoding held ~100 MB per node in the coordinator and the node
+#: alike (issue 27). A multiple of every task kind's batch (``TaskKind.batch``: 1024, 256, 16), so a
+#: node's batches start at the same tasks whatever the size of the tasks.
+MAX_RESPONSE_TASKS = 16 * 1024
 
 _KEEPALIVE_TIME_MS = 20_000
 

@@ -1,6 +1,7 @@
-"""A node whose registration does not fit one message registers in parts (issue 27): over a real
-gRPC server whose message bound is made small here (not 10^6 owners), and the dispatcher's rules for
-parts (in order, from part 0, the whole checked again with the last)."""
+"""Messages that grow with the owners of a node (issue 27). A node whose registration does not fit
+one message registers in parts: over a real gRPC server whose message bound is made small here (not
+10^6 owners), and the dispatcher's rules for parts (in order, from part 0, the whole checked again
+with the last). A pull answer holds a bounded number of tasks, the rest wait in order."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import threading
 from pathlib import Path
 
 import grpc
+import numpy as np
 import pytest
 
+from privfed.common.bounds import Bounds
 from privfed.common.datasets import load_builtin
 from privfed.common.errors import RemoteProtocolError
 from privfed.common.identity import owner_id
@@ -21,9 +24,10 @@ from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
 from privfed.proto.transport import REGISTER_TIMEOUT, channel_options
-from privfed.server import nodes
+from privfed.server import nodes, servicer
 from privfed.server.app import CoordinatorServer
 from privfed.server.dispatcher import Dispatcher
+from privfed.server.strategies import make_strategy
 
 LIMIT = 32 * 1024  # bytes per message, for coordinator and node alike
 OWNERS = 1500  # about 60 bytes each unsigned: ~3 messages' worth
@@ -100,3 +104,20 @@ def test_parts_take_effect_with_the_last_and_must_come_in_order_from_part_0(monk
     _part(d, 0, 2, range(0, 10))
     with pytest.raises(RemoteProtocolError, match="MAX_OWNERS_PER_NODE"):
         _part(d, 1, 2, range(10, 13))
+
+
+def test_a_pull_answer_holds_at_most_max_response_tasks_and_the_rest_waits_in_order(monkeypatch):
+    monkeypatch.setattr(servicer, "MAX_RESPONSE_TASKS", 16)
+    d = Dispatcher()
+    owners = [owner_id("node-a", i) for i in range(40)]
+    d.register("node-a", [OwnerInfo(o) for o in owners])
+    tasks = make_strategy("lr", n_classes=2, bounds=Bounds(np.zeros(2), np.ones(2)), epsilon=1.0).configure(owners, "r")
+    for t in tasks:  # as Dispatcher.run queues them
+        d._nodes["node-a"].queue.append(t)
+    coordinator = servicer.CoordinatorServicer(d, servicer.ModelStore(), require_identity=False)
+    answers = []
+    for _ in range(3):
+        pulled, _ = d.pull("node-a", 0.0)
+        answers.append([m.task_id for m in coordinator._encode_tasks("node-a", pulled)])
+    assert [len(a) for a in answers] == [16, 16, 8]
+    assert [i for a in answers for i in a] == [t.task_id for t in tasks]
