@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 
 from privfed.common.bounds import Bounds
+from privfed.common.feddpdr.centroid import ClassSumsTotal
+from privfed.common.feddpdr.subspace import ProjectorSum, WeightedSum
 from privfed.common.identity import owner_id
 from privfed.common.learners.logistic import lr_aggregate
 from privfed.common.learners.ncc import NccShare, ncc_centroids
@@ -113,3 +115,33 @@ def test_the_dispatcher_hands_answers_to_the_sink_as_they_come_and_keeps_none():
     (outcome,) = box
     assert handed[1:] == [[tasks[3].task_id, tasks[4].task_id]]
     assert outcome.results == {} and outcome.rejected == {} and outcome.lost == [] and outcome.answered == 4
+
+
+def test_feddpdr_sums_folded_in_batches_are_the_materialised_aggregates_within_rounding():
+    """Phase 1: the projector sum's top-k basis is the top-k left singular vectors of the stacked
+    sqrt(w_i) U_i (the aggregate before streaming); phase 2: the size-weighted class sums and the
+    weighted average, folded in shuffled batches, equal the all-at-once formulas."""
+    rng = np.random.default_rng(5)
+    d, k, n = 12, 3, 400
+    Us = [np.linalg.qr(rng.normal(size=(d, k)) + np.eye(d, k) * 3)[0] for _ in range(n)]
+    counts = rng.integers(1, 50, n)
+    w = counts / counts.sum()
+    left, singular, _ = np.linalg.svd(np.hstack([np.sqrt(wi) * U for wi, U in zip(w, Us)]), full_matrices=False)
+    releases = [rng.normal(size=(K, k + 1)) + 5.0 for _ in range(n)]
+    sizes = np.array([max(1.0, np.sqrt(2.0) * r[:, -1].sum()) for r in releases])
+    weights = n * sizes / sizes.sum()
+    sigma = 0.7
+    for _ in range(3):
+        order = rng.permutation(n)
+        projectors, class_sums, average = ProjectorSum(d, k), ClassSumsTotal(), WeightedSum()
+        for part in np.array_split(order, 7):
+            projectors.add([Us[i] for i in part], counts[part])
+            class_sums.add([releases[i] for i in part])
+            average.add([releases[i] for i in part], counts[part])
+        U, eigenvalues = projectors.result()
+        np.testing.assert_allclose(U @ U.T, left[:, :k] @ left[:, :k].T, atol=1e-10)
+        np.testing.assert_allclose(eigenvalues, singular**2, atol=1e-12)
+        S_w, v = class_sums.combined(sigma)
+        np.testing.assert_allclose(S_w, np.tensordot(weights, np.stack(releases), axes=1), rtol=1e-12)
+        assert v == pytest.approx(sigma**2 * np.sum(weights**2), rel=1e-12)
+        np.testing.assert_allclose(average.mean(), np.tensordot(w, np.stack(releases), axes=1), rtol=1e-12)
