@@ -138,10 +138,10 @@ class FedDpdrStrategy:
 
         def fold(results: list[Result]) -> None:
             refused.update(refusal_codes(results))
-            pca = [r for r in results if isinstance(r.payload, PcaShareReply)]
-            batch = [max(1, int(r.payload.noisy_count)) for r in pca]
-            projectors.add([r.payload.subspace for r in pca], batch)
-            counts.update(zip((r.owner_id for r in pca), batch))
+            pca = [(r.owner_id, r.payload) for r in results if isinstance(r.payload, PcaShareReply)]
+            batch = [max(1, int(p.noisy_count)) for _, p in pca]
+            projectors.add([p.subspace for _, p in pca], batch)
+            counts.update(zip((o for o, _ in pca), batch))
 
         transport.fold_tasks(new_tasks(owner_ids, "pca", self._pca_task()), fold)
         rounds.append(RoundReport(len(rounds) + 1, "pca", len(owner_ids), len(counts), time.perf_counter() - t0))
@@ -163,9 +163,9 @@ class FedDpdrStrategy:
 
         def fold(results: list[Result]) -> None:
             refused.update(refusal_codes(results))
-            svm = [r for r in results if isinstance(r.payload, SvmShareReply)]
-            batch = [counts[r.owner_id] for r in svm]
-            classifier.add([r.payload.coef for r in svm], batch)
+            svm = [(r.owner_id, r.payload) for r in results if isinstance(r.payload, SvmShareReply)]
+            batch = [counts[o] for o, _ in svm]
+            classifier.add([p.coef for _, p in svm], batch)
             sizes.extend(batch)
 
         transport.fold_tasks(new_tasks(asked, "svm", self._svm_task(U)), fold)
