@@ -12,7 +12,7 @@ is the job itself with every release exact:
   (:func:`~privfed.common.boosting.simulation.simulate`, which a test checks against the
   networked loop at ε = ∞).
 
-``ncc`` and ``lr`` are one round: their reference plays the owners :data:`CHUNK` at a time
+``ncc`` and ``lr`` (local fits) are one round: their reference plays the owners :data:`CHUNK` at a time
 (:class:`OwnersInChunks`), each chunk's owners built, answered, folded into the strategy's running
 sums and dropped, in task order, so its memory is bounded by a chunk and not by the federation (issue
 27: 4.4 GB for all 10^6 owners at once), and the model is the one all owners at once give, bit for
@@ -41,7 +41,7 @@ from privfed.deploy.inprocess import InProcessTransport
 from privfed.owner.local import LocalOwner
 from privfed.server.config import JobConfig
 from privfed.server.strategies import make_strategy
-from privfed.server.strategies.base import Fold, SumResult, Transport
+from privfed.server.strategies.base import Fold, SingleRound, SumResult, Transport
 
 #: Folds of the cross-validated reference on a public test file.
 FOLDS = 5
@@ -53,7 +53,8 @@ CHUNK = 16 * 1024
 
 
 class OwnersInChunks(Transport):
-    """The reference's owners for a one-round task (``ncc``, ``lr``), played :data:`CHUNK` at a time:
+    """The reference's owners for a one-round strategy (:class:`SingleRound`: ``ncc``, ``lr`` by local
+    fits), played :data:`CHUNK` at a time:
     the tasks of each chunk go to an :class:`InProcessTransport` of just those owners (built from
     ``train``'s rows ``parts[i]`` and seed ``seed + i``, with an unbounded in-memory ledger), whose
     answers go to the fold, and the chunk is dropped. A one-round task asks each owner once and
@@ -113,7 +114,7 @@ def reference_model(job: JobConfig, train: Dataset, parts: Sequence[np.ndarray])
         rng = np.random.Generator(np.random.PCG64(job.seed))
         return simulate(params, train.X, train.y, owners=[np.asarray(p) for p in parts], rng=rng).model
     chunks = OwnersInChunks(train, parts, job.seed)
-    if job.task in ("ncc", "lr"):
+    if isinstance(strategy, SingleRound):  # one round, one task per owner: chunk by chunk
         return strategy.run(chunks.owner_ids, chunks).model
     transport = _exact_transport([chunks.owner(o) for o in chunks.owner_ids])
     try:
