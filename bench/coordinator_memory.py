@@ -35,7 +35,9 @@ task, n = sys.argv[1], int(sys.argv[2])
 d, k = 10, 2
 bounds = Bounds(np.zeros(d), np.ones(d))
 server = CoordinatorServer(tls=None)  # never started: the dispatcher is called directly
-strategy = make_strategy(task, n_classes=k, bounds=bounds, epsilon=1.0, mechanism="pm")
+from privfed.server import parameters
+one_round = {"solver": "local"} if task == "lr" and "solver" in getattr(parameters, "LR", {}) else {}  # not gd
+strategy = make_strategy(task, n_classes=k, bounds=bounds, epsilon=1.0, mechanism="pm", **one_round)
 rng = np.random.default_rng(0)
 
 

@@ -241,7 +241,9 @@ class RoundTimer:
 def lr_strategy(d: int = D, k: int = 2) -> Any:
     from privfed.common.bounds import Bounds
 
-    return make_strategy("lr", mechanism="pm", epsilon=float("inf"), n_classes=k, bounds=Bounds.of(-BOUND, BOUND, d))
+    return make_strategy(
+        "lr", solver="local", mechanism="pm", epsilon=float("inf"), n_classes=k, bounds=Bounds.of(-BOUND, BOUND, d)
+    )
 
 
 def in_process_round(files: list[Path], owners_per_node: int, seed: int, repeats: int) -> float:
@@ -264,7 +266,7 @@ def in_process_round(files: list[Path], owners_per_node: int, seed: int, repeats
         t0 = time.perf_counter()
         reports = []
         for o in owners:
-            theta = fit_local_logistic(o.X, o.y, bounds=lr.bounds, n_classes=2, C=lr.c)
+            theta = fit_local_logistic(o.X, o.y, bounds=lr.bounds, n_classes=2, C=lr.C)
             mech = make_mechanism(lr.mechanism, epsilon=lr.epsilon, d=theta.size)
             reports.append(lr_share(theta, param_bound=lr.param_bound, mechanism=mech, rng=o.rng))
         lr_aggregate(np.stack(reports), param_bound=lr.param_bound, n_classes=2, bounds=lr.bounds)

@@ -22,7 +22,10 @@ smallest N of the same run (the baseline): CPU per owner, bytes per owner, RSS p
 per owner. A flat ratio is a per-owner cost that does not grow with N.
 
     python bench/scale.py [--owners 1000,10000,100000] [--million] [--tasks lr,ncc] [--processes 2]
-                          [--epsilon 1] [--bdt-owners N] [--seed 0] [--pythonpath DIR]
+                          [--epsilon 1] [--bdt-owners N] [--seed 0] [--solver local] [--pythonpath DIR]
+
+``lr`` is one-round LR from local fits (``--solver local``), the task issue 27 measures; ``--solver gd``
+measures LDP gradient descent, ``--solver ''`` passes none (a checkout from before the flag).
 
 ``--pythonpath DIR`` runs the job from another checkout laid out as ``DIR/privfed`` (e.g. main,
 for before/after numbers). ``--bdt-owners N`` adds a 10-round BDT (stumps) at N owners.
@@ -162,6 +165,8 @@ def run_job(task: str, owners: int, args: argparse.Namespace, tmp: Path) -> Job:
     cmd += ["--no-progress", "--out", str(out)]
     if task == "bdt":
         cmd += ["--rounds", "10", "--base", "stump"]
+    if task == "lr" and args.solver:
+        cmd += ["--solver", args.solver]
     env = dict(os.environ)
     if args.pythonpath:
         env["PYTHONPATH"] = args.pythonpath
@@ -267,6 +272,9 @@ def main() -> None:
     p.add_argument("--epsilon", type=float, default=1.0)
     p.add_argument("--bdt-owners", type=int, default=0, help="also a 10-round BDT at this N (0: none)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--solver", default="local", help="lr's: local (one round, the default here) or gd; '' for checkouts before it"
+    )
     p.add_argument("--pythonpath", default=None)
     args = p.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the namespace is deleted on the way out

@@ -201,13 +201,7 @@ def _parse_csv(
     except ValueError as exc:
         raise _diagnose(name, rows, linenos, n_cols, ref, header is not None, exc) from None
     X, labels = data[:, :-n_label_columns], data[:, -n_label_columns:]
-    bad = ~np.isfinite(X)
-    if bad.any():
-        r, c = np.argwhere(bad)[0]
-        raise ConfigError(
-            f"{name}: line {linenos[r]}, column {c + 1}: feature value {X[r, c]} is not finite "
-            "(NaN and inf are not allowed in features)"
-        )
+    _check_features(name, X, lambda r, c: f"line {linenos[r]}, column {c + 1}")
     _check_labels(name, labels, lambda r, c: f"line {linenos[r]}, column {X.shape[1] + c + 1}")
     names = tuple(header[:-n_label_columns]) if header is not None else None
     return X, labels, names, linenos
@@ -229,6 +223,16 @@ def _diagnose(
                     f"{name}: line {lineno}, column {c + 1}: non-numeric value {field.strip()[:40]!r}{hint}"
                 )
     return ConfigError(f"{name}: not a numeric CSV file: {_one_line(exc)}")
+
+
+def _check_features(name: str, X: np.ndarray, where: Callable[[int, int], str]) -> None:
+    """Features must be finite; ``where(r, c)`` names the cell."""
+    bad = ~np.isfinite(X)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise ConfigError(
+            f"{name}: {where(r, c)}: feature value {X[r, c]} is not finite (NaN and inf are not allowed in features)"
+        )
 
 
 def _check_labels(name: str, labels: np.ndarray, where: Callable[[int, int], str]) -> None:
@@ -265,13 +269,7 @@ def _load_npz(path: Path) -> tuple[np.ndarray, np.ndarray]:
             f"{name}: y must be numeric with {X.shape[0]} rows (one per row of X), got {y.dtype} {y.shape}"
         )
     X, labels = X.astype(np.float64), labels.astype(np.float64)
-    bad = ~np.isfinite(X)
-    if bad.any():
-        r, c = np.argwhere(bad)[0]
-        raise ConfigError(
-            f"{name}: row {r + 1}, column {c + 1} of X: feature value {X[r, c]} is not finite "
-            "(NaN and inf are not allowed in features)"
-        )
+    _check_features(name, X, lambda r, c: f"row {r + 1}, column {c + 1} of X")
     _check_labels(name, labels, lambda r, c: f"row {r + 1}, column {c + 1} of y")
     return X, labels
 

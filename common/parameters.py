@@ -1,6 +1,7 @@
 """Parameters declared once (issue 25 item 2), in the style of scikit-learn's ``_parameter_constraints``.
 
-A parameter's default lives in its dataclass field (``BoostingParams``, ``JobConfig``), as an estimator's
+A parameter's default lives in its dataclass field (``BoostingParams``, a job's parameter objects in
+``privfed.server.parameters``), as an estimator's
 lives in its ``__init__`` signature; everything else about it is one :class:`Param` in its table, keyed by
 the field's name: its :class:`Constraint` (what a value must be, and how a flag's text is read), a one-line
 help, its command-line flag (if a flag sets it) and whether it travels in tasks (``wire``). Validation, the

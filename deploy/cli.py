@@ -135,21 +135,35 @@ class _VersionAction(argparse.Action):
 
 
 def _add_learning(p: argparse.ArgumentParser) -> None:
-    """``--task`` and every task's parameters, one flag each, from their tables (``server/parameters.py``):
-    its text read by the parameter's constraint, its choices, its default (the ``JobConfig`` field's) and its help.
+    """``--task``, the owners' rows and every task's parameters, one flag each, from their tables
+    (``server/parameters.py``): its text read by the parameter's constraint, its choices and its help, with
+    its default per task (the parameter objects' fields) written into the help. A flag not given is None,
+    so that only the flags given reach the job (a parameter of another task is refused: ``JobConfig.from_flat``).
     (Imported here: the tables load the learners and numpy, which only the commands that learn need;
     ``privfed owner`` parses its flags before numpy loads, :mod:`privfed.deploy.threads`.)"""
-    from dataclasses import MISSING, fields
-
-    from privfed.server.config import JobConfig
-    from privfed.server.parameters import LEARNING, TASKS
+    from privfed.server.parameters import LEARNING, OWNER_ROWS, TASKS
 
     p.add_argument("--task", choices=TASKS, default="ncc", help="what the federation learns (README, Tasks)")
-    defaults = {f.name: f.default for f in fields(JobConfig) if f.default is not MISSING}
-    for name, param in LEARNING.items():
+    for name, param in (OWNER_ROWS | LEARNING).items():
         parse = param.check.parse
         assert param.flag is not None and parse is not None  # every task parameter has a flag
-        p.add_argument(param.flag, type=parse, choices=param.check.choices, default=defaults[name], help=param.help)
+        p.add_argument(param.flag, type=parse, choices=param.check.choices, help=_with_defaults(name, param.help))
+
+
+def _with_defaults(name: str, help: str) -> str:
+    """``help`` and the parameter's default in each task that takes it, unless the help says it already."""
+    from dataclasses import fields
+
+    from privfed.server.parameters import PARAMS
+
+    if "default" in help:
+        return help
+    defaults = {t: f.default for t, cls in PARAMS.items() for f in fields(cls) if f.name == name}
+    if not defaults or None in defaults.values():
+        return help
+    if len(set(map(str, defaults.values()))) == 1:
+        return f"{help} (default: {next(iter(defaults.values()))})"
+    return f"{help} (default: {', '.join(f'{v} for {t}' for t, v in defaults.items())})"
 
 
 def _add_data(p: argparse.ArgumentParser, *, dataset_group: argparse._MutuallyExclusiveGroup | None = None) -> None:
@@ -549,7 +563,8 @@ _COMMANDS = {
 def job_config(args: argparse.Namespace, **overrides: Any) -> JobConfig:
     """The :class:`~privfed.server.config.JobConfig` of a parsed command line: every field whose
     flag the command has and was given (or has a default), then ``overrides``; the rest keep the
-    JobConfig defaults. Validation (ConfigError naming the flag) happens in JobConfig."""
+    defaults. Validation (ConfigError naming the flag, a parameter of another task) happens in
+    :meth:`JobConfig.from_flat`."""
     from privfed.server.config import FLAGS, JobConfig
 
     values = {}
@@ -557,7 +572,7 @@ def job_config(args: argparse.Namespace, **overrides: Any) -> JobConfig:
         value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
         if value is not None:
             values[name] = value
-    return JobConfig(**(values | overrides))
+    return JobConfig.from_flat(**(values | overrides))
 
 
 def owner_config(args: argparse.Namespace) -> OwnerConfig:
@@ -850,7 +865,7 @@ def main(argv: list[str] | None = None) -> int:
     if not {"-v", "--verbose"} & set(argv):  # gRPC's C core logs e.g. a failed bind on its own lines
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     name = next((a for a in argv if not a.startswith("-")), None)  # the command: the top level has no valued flag
-    if name == "coordinator" and not {"--insecure", "-v", "--verbose"} & set(argv):
+    if name in ("coordinator", "serve") and not {"--insecure", "-v", "--verbose"} & set(argv):
         from privfed.server.handshakes import log_rejected_handshakes
 
         log_rejected_handshakes()  # a log line per rejected TLS handshake: before the parser imports gRPC

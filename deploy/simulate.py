@@ -142,12 +142,12 @@ def run_point(
         server.stop()
     outcome = done.outcome
     hosted = [range(len(r)) if sim.data else r for r in ranges]  # a file's owners are numbered from 0 on its node
-    spent, nonprivate = spent_by_owner(ledgers, hosted, budget, config.delta if config.task == "feddpdr" else 0.0)
+    spent, nonprivate = spent_by_owner(ledgers, hosted, budget, config.delta)
     return (
         {"seed": config.seed, "accuracy": done.accuracy}
         | outcome.to_report()
         | {
-            "nonprivate_releases": nonprivate_releases(config.task, config.labels, config.base, outcome.answered),
+            "nonprivate_releases": nonprivate_releases(config.clear_labels, outcome.answered),
             "nonprivate_ledger_entries": nonprivate,
             "epsilon_spent": {"max": max(spent.values(), default=0.0), "min": min(spent.values(), default=0.0)},
             "node_exit_codes": [p.returncode for p in procs],
@@ -224,7 +224,7 @@ def _simulate(config: SimulationConfig, run_dir: Path, report: JobReport) -> Non
     report.update(
         config=dataclasses.replace(config, job=job).to_report(),
         learner=learner_label(job),
-        labels_mode=job.labels if job.task == "ncc" else None,
+        labels_mode=job.task_options()["labels"] if job.task == "ncc" else None,
         transport="grpc+insecure" if config.insecure else "grpc+mTLS",
         rng={"kind": config.rng, "seed": job.seed, "repeats": config.repeats},
         reference_accuracy=reference,

@@ -28,8 +28,8 @@ from privfed.server.config import TASKS, JobConfig
 COORDINATOR_ONLY = frozenset({"listen", "register_timeout", "serve", "load_model", "journal", "resume"})
 
 
-#: The key of every ``privfed simulate`` setting -> the :class:`JobConfig` field it sets
-#: (``rounds`` -> ``n_rounds``, ``C`` -> ``c``).
+#: The key of every ``privfed simulate`` setting -> the :class:`JobConfig` field or task parameter it sets
+#: (``rounds`` -> ``n_rounds``).
 JOB_KEYS = {key: field for key, field in CONFIG_KEYS.items() if field not in COORDINATOR_ONLY | {"epsilon"}}
 #: The keys of the simulation's own settings -> the :class:`SimulationConfig` field
 #: (``no_progress`` sets ``progress`` to its negation).
@@ -65,7 +65,7 @@ class SimulationConfig:
     Parameters
     ----------
     job : JobConfig
-        The coordinator's job (task, learning parameters, data set, ``owners``, timeouts, ``out``);
+        The coordinator's job (task, its parameters, data set, ``owners``, timeouts, ``out``);
         its ``epsilon`` is ignored in favour of ``epsilons``. ``owners`` is required.
     epsilons : tuple of float > 0 (math.inf: no noise)
         ``--epsilon``: one federation per value, each with fresh ledgers. Default: ``(job.epsilon,)``.
@@ -152,7 +152,7 @@ class SimulationConfig:
         doc = {key.replace("-", "_"): value for key, value in doc.items()}
         unknown = sorted(set(doc) - set(KEYS))
         if unknown:
-            renamed = {f: k for k, f in JOB_KEYS.items() if k != f}
+            renamed = {f: k for k, f in JOB_KEYS.items() if k != f} | {k.lower(): k for k in KEYS if k != k.lower()}
             hints = [f"{u} is --{renamed[u]}: write {renamed[u]}" for u in unknown if u in renamed]
             raise ConfigError(
                 f"{source}: unknown key(s) {unknown}{' (' + '; '.join(hints) + ')' if hints else ''}; keys are the "
@@ -171,7 +171,7 @@ class SimulationConfig:
             sim["data"] = tuple(sim["data"]) if isinstance(sim["data"], (list, tuple)) else (sim["data"],)
         job = {JOB_KEYS[k]: v for k, v in doc.items()}
         job.setdefault("owners", DEFAULT_OWNERS)
-        return cls(job=JobConfig(epsilon=epsilons[0], **job), epsilons=epsilons, **sim)
+        return cls(job=JobConfig.from_flat(epsilon=epsilons[0], **job), epsilons=epsilons, **sim)
 
     @staticmethod
     def toml_mapping(text: str, *, source: str = "config") -> dict[str, Any]:

@@ -75,13 +75,13 @@ def owner_command(
         "--connect-timeout",
         "60",
         "--delta-budget",
-        repr(config.job.delta if config.job.task == "feddpdr" else 0.0),
+        repr(config.job.delta),
         "--threads",  # the nodes share this host: BLAS threads each, so that they do not fight over the CPUs
         str(threads_per_node(config.n_processes)),
     ]
     if config.job.n_samples and not config.data:
         cmd += ["--n-samples", str(config.job.n_samples)]
-    if config.job.labels == "clear":
+    if config.job.clear_labels:
         cmd += ["--allow-clear-labels"]
     cmd += ["--insecure"] if certs is None else ["--certs", str(certs)]
     return cmd

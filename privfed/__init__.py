@@ -7,6 +7,7 @@ Python API: a simulated federation run from a typed config, and the in-process e
     import privfed
 
     job = privfed.JobConfig(task="ncc", epsilon=4.0, dataset="breast_cancer", owners=20)
+    boost = privfed.JobConfig(task="bdt", epsilon=4.0, owners=200, params=privfed.BdtParams(n_rounds=5))
     report = privfed.simulate(privfed.SimulationConfig(job=job, epsilons=(1.0, 4.0), processes=2))
     report["points"][0]["accuracy"]
 
@@ -32,12 +33,17 @@ if TYPE_CHECKING:
     from privfed.deploy.simulate import simulate
     from privfed.deploy.simulation_config import SimulationConfig
     from privfed.server.config import JobConfig
+    from privfed.server.parameters import BdtParams, FeddpdrParams, LrParams, NccParams
 
 #: Public name -> the module that defines it.
 _EXPORTS = {
     "simulate": "privfed.deploy.simulate",
     "SimulationConfig": "privfed.deploy.simulation_config",
     "JobConfig": "privfed.server.config",
+    "NccParams": "privfed.server.parameters",
+    "LrParams": "privfed.server.parameters",
+    "FeddpdrParams": "privfed.server.parameters",
+    "BdtParams": "privfed.server.parameters",
     "FederationSchema": "privfed.common.schema",
     "LdpNearestCentroid": "privfed.common.learners.estimators",
     "LdpLogisticRegression": "privfed.common.learners.estimators",
@@ -45,10 +51,14 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "BdtParams",
     "FederationSchema",
+    "FeddpdrParams",
     "JobConfig",
     "LdpLogisticRegression",
     "LdpNearestCentroid",
+    "LrParams",
+    "NccParams",
     "SimulationConfig",
     "TrainedClassifier",
     "simulate",

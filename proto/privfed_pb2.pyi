@@ -21,6 +21,14 @@ class LabelScheme(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LABEL_SCHEME_RR: _ClassVar[LabelScheme]
     LABEL_SCHEME_JOINT: _ClassVar[LabelScheme]
 
+class GradientMechanism(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    GRADIENT_MECHANISM_UNSPECIFIED: _ClassVar[GradientMechanism]
+    GRADIENT_MECHANISM_PM: _ClassVar[GradientMechanism]
+    GRADIENT_MECHANISM_HM: _ClassVar[GradientMechanism]
+    GRADIENT_MECHANISM_DUCHI: _ClassVar[GradientMechanism]
+    GRADIENT_MECHANISM_LAPLACE: _ClassVar[GradientMechanism]
+
 class RowScaling(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     ROW_SCALING_UNSPECIFIED: _ClassVar[RowScaling]
@@ -99,6 +107,11 @@ LABEL_SCHEME_UNSPECIFIED: LabelScheme
 LABEL_SCHEME_CLEAR: LabelScheme
 LABEL_SCHEME_RR: LabelScheme
 LABEL_SCHEME_JOINT: LabelScheme
+GRADIENT_MECHANISM_UNSPECIFIED: GradientMechanism
+GRADIENT_MECHANISM_PM: GradientMechanism
+GRADIENT_MECHANISM_HM: GradientMechanism
+GRADIENT_MECHANISM_DUCHI: GradientMechanism
+GRADIENT_MECHANISM_LAPLACE: GradientMechanism
 ROW_SCALING_UNSPECIFIED: RowScaling
 ROW_SCALING_BALL: RowScaling
 ROW_SCALING_NORMALISE: RowScaling
@@ -260,6 +273,22 @@ class LrShareTask(_message.Message):
     n_classes: int
     bounds: Matrix
     def __init__(self, mechanism: _Optional[_Union[MechanismSpec, _Mapping]] = ..., param_bound: _Optional[float] = ..., c: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+
+class LrGradientTask(_message.Message):
+    __slots__ = ("mechanism", "epsilon", "theta", "param_bound", "n_classes", "bounds")
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    THETA_FIELD_NUMBER: _ClassVar[int]
+    PARAM_BOUND_FIELD_NUMBER: _ClassVar[int]
+    N_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    mechanism: GradientMechanism
+    epsilon: float
+    theta: Matrix
+    param_bound: float
+    n_classes: int
+    bounds: Matrix
+    def __init__(self, mechanism: _Optional[_Union[GradientMechanism, str]] = ..., epsilon: _Optional[float] = ..., theta: _Optional[_Union[Matrix, _Mapping]] = ..., param_bound: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
 
 class PcaShareTask(_message.Message):
     __slots__ = ("epsilon", "delta", "k", "bounds", "count_epsilon", "scaling")
@@ -582,7 +611,7 @@ class RingMessageTask(_message.Message):
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("task_id", "owner_id", "round_id", "ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "boost_evaluate", "ring_message", "secagg_keys", "secagg_unmask")
+    __slots__ = ("task_id", "owner_id", "round_id", "ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "boost_evaluate", "ring_message", "secagg_keys", "secagg_unmask", "lr_gradient")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
@@ -595,6 +624,7 @@ class Task(_message.Message):
     RING_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     SECAGG_KEYS_FIELD_NUMBER: _ClassVar[int]
     SECAGG_UNMASK_FIELD_NUMBER: _ClassVar[int]
+    LR_GRADIENT_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     owner_id: str
     round_id: str
@@ -607,7 +637,8 @@ class Task(_message.Message):
     ring_message: RingMessageTask
     secagg_keys: SecAggKeysTask
     secagg_unmask: SecAggUnmaskTask
-    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., round_id: _Optional[str] = ..., ncc_share: _Optional[_Union[NccShareTask, _Mapping]] = ..., lr_share: _Optional[_Union[LrShareTask, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShareTask, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShareTask, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShareTask, _Mapping]] = ..., boost_evaluate: _Optional[_Union[BoostEvaluateTask, _Mapping]] = ..., ring_message: _Optional[_Union[RingMessageTask, _Mapping]] = ..., secagg_keys: _Optional[_Union[SecAggKeysTask, _Mapping]] = ..., secagg_unmask: _Optional[_Union[SecAggUnmaskTask, _Mapping]] = ...) -> None: ...
+    lr_gradient: LrGradientTask
+    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., round_id: _Optional[str] = ..., ncc_share: _Optional[_Union[NccShareTask, _Mapping]] = ..., lr_share: _Optional[_Union[LrShareTask, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShareTask, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShareTask, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShareTask, _Mapping]] = ..., boost_evaluate: _Optional[_Union[BoostEvaluateTask, _Mapping]] = ..., ring_message: _Optional[_Union[RingMessageTask, _Mapping]] = ..., secagg_keys: _Optional[_Union[SecAggKeysTask, _Mapping]] = ..., secagg_unmask: _Optional[_Union[SecAggUnmaskTask, _Mapping]] = ..., lr_gradient: _Optional[_Union[LrGradientTask, _Mapping]] = ...) -> None: ...
 
 class Refusal(_message.Message):
     __slots__ = ("code", "message")
@@ -626,6 +657,12 @@ class NccShare(_message.Message):
     def __init__(self, reports: _Optional[_Union[Reports, _Mapping]] = ..., labels: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class LrShare(_message.Message):
+    __slots__ = ("reports",)
+    REPORTS_FIELD_NUMBER: _ClassVar[int]
+    reports: Reports
+    def __init__(self, reports: _Optional[_Union[Reports, _Mapping]] = ...) -> None: ...
+
+class LrGradient(_message.Message):
     __slots__ = ("reports",)
     REPORTS_FIELD_NUMBER: _ClassVar[int]
     reports: Reports
@@ -710,7 +747,7 @@ class RingTotal(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class Result(_message.Message):
-    __slots__ = ("task_id", "owner_id", "refusal", "ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "ring_joined", "ring_total", "key_advert", "key_shares", "masked_input", "unmask_reply")
+    __slots__ = ("task_id", "owner_id", "refusal", "ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "ring_joined", "ring_total", "key_advert", "key_shares", "masked_input", "unmask_reply", "lr_gradient")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     REFUSAL_FIELD_NUMBER: _ClassVar[int]
@@ -725,6 +762,7 @@ class Result(_message.Message):
     KEY_SHARES_FIELD_NUMBER: _ClassVar[int]
     MASKED_INPUT_FIELD_NUMBER: _ClassVar[int]
     UNMASK_REPLY_FIELD_NUMBER: _ClassVar[int]
+    LR_GRADIENT_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     owner_id: str
     refusal: Refusal
@@ -739,7 +777,8 @@ class Result(_message.Message):
     key_shares: KeyShares
     masked_input: MaskedInput
     unmask_reply: UnmaskReply
-    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., ncc_share: _Optional[_Union[NccShare, _Mapping]] = ..., lr_share: _Optional[_Union[LrShare, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShare, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShare, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShare, _Mapping]] = ..., ring_joined: _Optional[_Union[RingJoined, _Mapping]] = ..., ring_total: _Optional[_Union[RingTotal, _Mapping]] = ..., key_advert: _Optional[_Union[KeyAdvert, _Mapping]] = ..., key_shares: _Optional[_Union[KeyShares, _Mapping]] = ..., masked_input: _Optional[_Union[MaskedInput, _Mapping]] = ..., unmask_reply: _Optional[_Union[UnmaskReply, _Mapping]] = ...) -> None: ...
+    lr_gradient: LrGradient
+    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., ncc_share: _Optional[_Union[NccShare, _Mapping]] = ..., lr_share: _Optional[_Union[LrShare, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShare, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShare, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShare, _Mapping]] = ..., ring_joined: _Optional[_Union[RingJoined, _Mapping]] = ..., ring_total: _Optional[_Union[RingTotal, _Mapping]] = ..., key_advert: _Optional[_Union[KeyAdvert, _Mapping]] = ..., key_shares: _Optional[_Union[KeyShares, _Mapping]] = ..., masked_input: _Optional[_Union[MaskedInput, _Mapping]] = ..., unmask_reply: _Optional[_Union[UnmaskReply, _Mapping]] = ..., lr_gradient: _Optional[_Union[LrGradient, _Mapping]] = ...) -> None: ...
 
 class PushResultsRequest(_message.Message):
     __slots__ = ("node_id", "results")

@@ -23,6 +23,7 @@ from privfed.common.secagg.messages import KeyAdvert, KeyShares, MaskedInput, Un
 from privfed.common.tasks import (
     REFUSAL_CODES,
     JointNccReply,
+    LrGradientReply,
     LrParametersReply,
     LrShareReply,
     NccRowsReply,
@@ -118,7 +119,13 @@ def refusal_from_proto(m: pb.Refusal, owner_id: str) -> Refusal:
 
 def wire_enums() -> list[WireEnum[Any]]:
     """Every enum of the wire and the Python choices it carries (``tests/unit/test_task_kinds.py``)."""
-    return [REFUSAL_CODE, shares.SVM_MODEL, shares.ROW_SCALING, *boosting.boost_enums().values()]
+    return [
+        REFUSAL_CODE,
+        shares.SVM_MODEL,
+        shares.ROW_SCALING,
+        shares.GRADIENT_MECHANISM,
+        *boosting.boost_enums().values(),
+    ]
 
 
 @dataclass(frozen=True)
@@ -146,6 +153,7 @@ TASKS: Mapping[str, Pair] = {
         Pair("ring_message", steps.ring_message_to_proto, steps.ring_message_from_proto),
         Pair("secagg_keys", steps.secagg_keys_to_proto, steps.secagg_keys_from_proto),
         Pair("secagg_unmask", steps.secagg_unmask_to_proto, steps.secagg_unmask_from_proto),
+        Pair("lr_gradient", shares.gradient_task_to_proto, shares.gradient_task_from_proto),
     )
 }
 
@@ -173,6 +181,7 @@ REPLIES: Mapping[type, Pair] = {
     KeyShares: Pair("key_shares", steps.key_shares_to_proto, steps.key_shares_from_proto),
     MaskedInput: Pair("masked_input", steps.masked_input_to_proto, steps.masked_input_from_proto),
     UnmaskReply: Pair("unmask_reply", steps.unmask_reply_to_proto, steps.unmask_reply_from_proto),
+    LrGradientReply: Pair("lr_gradient", shares.gradient_reply_to_proto, shares.gradient_reply_from_proto),
 }
 _REPLY_DECODERS: Mapping[str, Callable[..., Any]] = {p.field: p.from_proto for p in REPLIES.values()}
 

@@ -1,4 +1,4 @@
-"""Serde pairs of the LDP-model and FedDPDR task kinds (``common/tasks/shares.py``, ``feddpdr.py``)."""
+"""Serde pairs of the LDP-model and FedDPDR task kinds (``common/tasks/shares.py``, ``gradient.py``, ``feddpdr.py``)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ import numpy as np
 
 from privfed.common.errors import RemoteProtocolError
 from privfed.common.feddpdr.choices import ROW_SCALINGS, SVM_MODELS
+from privfed.common.learners.ldp_gd import GD_MECHANISMS
 from privfed.common.learners.ncc import LABEL_SCHEMES
 from privfed.common.mechanisms.base import MECHANISMS
 from privfed.common.tasks.feddpdr import PcaShareReply, PcaShareTask, SvmShareReply, SvmShareTask
+from privfed.common.tasks.gradient import LrGradientReply, LrGradientTask
 from privfed.common.tasks.shares import LrShareReply, LrShareTask, NccShareReply, NccShareTask
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto.serde_arrays import (
@@ -27,6 +29,7 @@ MECHANISM = WireEnum(pb.Mechanism, MECHANISMS)
 LABEL_SCHEME = WireEnum(pb.LabelScheme, LABEL_SCHEMES)
 SVM_MODEL = WireEnum(pb.SvmModel, SVM_MODELS)
 ROW_SCALING = WireEnum(pb.RowScaling, ROW_SCALINGS)
+GRADIENT_MECHANISM = WireEnum(pb.GradientMechanism, GD_MECHANISMS)
 
 
 def ncc_task_to_proto(s: NccShareTask) -> pb.NccShareTask:
@@ -89,6 +92,36 @@ def lr_reply_to_proto(p: LrShareReply) -> pb.LrShare:
 
 def lr_reply_from_proto(m: pb.LrShare, owner_id: str) -> LrShareReply:
     return LrShareReply(reports=reports_from_proto(m.reports))
+
+
+def gradient_task_to_proto(s: LrGradientTask) -> pb.LrGradientTask:
+    return pb.LrGradientTask(
+        mechanism=GRADIENT_MECHANISM.to_proto(s.mechanism),
+        epsilon=s.epsilon,
+        theta=matrix_to_proto(s.theta),
+        param_bound=s.param_bound,
+        n_classes=s.n_classes,
+        bounds=bounds_to_proto(s.bounds),
+    )
+
+
+def gradient_task_from_proto(k: pb.LrGradientTask) -> LrGradientTask:
+    return LrGradientTask(
+        mechanism=GRADIENT_MECHANISM.from_proto(k.mechanism, "mechanism"),
+        epsilon=k.epsilon,
+        theta=two_d(matrix_from_proto(k.theta), "theta"),
+        param_bound=k.param_bound,
+        n_classes=int(k.n_classes),
+        bounds=bounds_from_proto(k.bounds),
+    )
+
+
+def gradient_reply_to_proto(p: LrGradientReply) -> pb.LrGradient:
+    return pb.LrGradient(reports=reports_to_proto(p.reports))
+
+
+def gradient_reply_from_proto(m: pb.LrGradient, owner_id: str) -> LrGradientReply:
+    return LrGradientReply(reports=reports_from_proto(m.reports))
 
 
 def pca_task_to_proto(s: PcaShareTask) -> pb.PcaShareTask:

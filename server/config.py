@@ -10,35 +10,42 @@ parameters of each release inside the task itself (and check them against their 
 configuration), so keeping the coordinator's flags out of ``common/`` keeps them out of the
 owner's import path too.
 
-Every field is public configuration. Its default is its field's below; its flag, constraint, help and
+A job is the fields every task has and one parameter object of its task (``params``:
+:class:`~privfed.server.parameters.NccParams`, ``LrParams``, ``FeddpdrParams``, ``BdtParams``). Every
+field is public configuration. Its default is its dataclass field's; its flag, constraint, help and
 whether it goes on the wire are its entry in the tables of :mod:`privfed.server.parameters`, from which
 the checks, :data:`FLAGS`, the flags' arguments and the TOML keys are built. Each invalid value raises
 :class:`ConfigError` naming the flag, the value received, the allowed range and the fix (STYLE rule 9).
+:meth:`JobConfig.from_flat` takes the flags' fields side by side, as the command line, TOML files and job
+files give them, and refuses a parameter of another task.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privfed.common.boosting.params import (
-    EVAL_FRACTION,
-    EVAL_ROW_BOUND,
-    MAX_OWNER_ROWS,
-    N_BINS,
-    BoostingParams,
-    default_weight_bound,
-)
+from privfed.common.boosting.params import MAX_OWNER_ROWS, BoostingParams, default_weight_bound
 from privfed.common.datasets import BUILTINS
 from privfed.common.errors import ConfigError
-from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DEFAULT_SVM_MODEL
-from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND
-from privfed.common.learners.ncc import LABEL_FRACTION
 from privfed.common.parameters import check_all
-from privfed.server.parameters import BDT, BY_TASK, LABEL_SCHEMES, PARAMETERS, TASKS
+from privfed.server.parameters import (
+    BY_TASK,
+    COMMON,
+    LABEL_SCHEMES,
+    PARAMETERS,
+    PARAMS,
+    TASKS,
+    BdtParams,
+    FeddpdrParams,
+    LrParams,
+    NccParams,
+    TaskParams,
+    flag_of,
+)
 
 if TYPE_CHECKING:
     from privfed.common.bounds import Bounds
@@ -68,15 +75,33 @@ def key_of(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
-#: The job-file key of every field a flag sets -> the field (``rounds`` -> ``n_rounds``, ``C`` -> ``c``): the
-#: keys of ``privfed simulate --config`` and of ``privfed submit``'s job file.
+#: The job-file key of every field a flag sets -> the field (``rounds`` -> ``n_rounds``): the keys of
+#: ``privfed simulate --config`` and of ``privfed submit``'s job file.
 KEYS = {key_of(flag): name for name, flag in FLAGS.items()}
 __all__ = ["FLAGS", "KEYS", "LABEL_SCHEMES", "TASKS", "JobConfig", "key_of"]
 
 
+def _task_params(task: str, values: dict[str, Any]) -> TaskParams:
+    """``task``'s parameter object from fields by name; a field of another task (or of none) is refused."""
+    own = BY_TASK[task]
+    for name in values:
+        if name not in own:
+            takers = [t for t, table in BY_TASK.items() if name in table]
+            if not takers:
+                raise ConfigError(f"{name!r} is not a job parameter; known: {', '.join(sorted(PARAMETERS))}")
+            raise ConfigError(
+                f"{flag_of(name)} is a parameter of --task {' and '.join(takers)}, not of --task {task}: drop it "
+                f"(or use --task {takers[0]})"
+            )
+    return PARAMS[task](**values)
+
+
 @dataclass(frozen=True, kw_only=True)
 class JobConfig:
-    """One federated job as the coordinator runs it.
+    """One federated job as the coordinator runs it: the fields every task has, and its task's parameters.
+
+    ``JobConfig(task="bdt", epsilon=3.0, owners=200, params=BdtParams(n_rounds=5))``; or, with the flags'
+    fields side by side, ``JobConfig.from_flat(task="bdt", epsilon=3.0, owners=200, n_rounds=5)``.
 
     Parameters
     ----------
@@ -85,22 +110,15 @@ class JobConfig:
         (seed 004 Alg. 1) or LDP boosting (seed 002 Alg. 2).
     epsilon : float > 0 or math.inf
         ``--epsilon``: each owner's budget for the job (``inf``: no noise, the non-private reference).
-    mechanism, labels, label_fraction, param_bound, c, k, delta, lam, basis, model, scaling, base, ...
-        The tasks' parameters (the fields from ``mechanism`` to ``secure_sum``; the three below are the
-        ones whose None derives a value): each one's flag, constraint and help are its entry in its task's
-        table (:mod:`privfed.server.parameters`; ``privfed simulate --help`` prints them), its default is its
-        field's below. ``labels="auto"`` becomes ``"joint"`` for bdt (measured better than ``"rr"``,
-        :mod:`privfed.deploy.experiments.boosting`) and ``"rr"`` for the other tasks.
-    weight_bound : float > 0 or None
-        ``--weight-bound``: public bound on an owner's total SAMME weight in a boosting share
-        (mean-1 weights, so about its row count; with ``--base ncc`` a row's weight). None:
-        :data:`NCC_ROW_WEIGHT_BOUND` with ``--base ncc``, else derived from ``rows_per_owner``, else
-        :data:`DEFAULT_WEIGHT_BOUND`; :attr:`share_weight_bound` is the value used.
+    params : TaskParams or None
+        The task's parameters (:mod:`privfed.server.parameters`; ``privfed simulate --help`` prints each
+        one's flag, help and default): an ``NccParams``, ``LrParams``, ``FeddpdrParams`` or ``BdtParams``
+        for ``task``. None: the task's defaults.
     rows_per_owner : float > 0 or None
         ``--rows-per-owner``: the rows each owner holds, when that is public configuration of the
         federation (``privfed simulate`` knows it: it plays every owner). Only sets defaults: the
-        share weight bound, ``ceil(rows_per_owner)`` (:func:`~privfed.common.boosting.params.default_weight_bound`),
-        and the bound on an owner's rows, :attr:`owner_rows_bound`.
+        bound on an owner's rows, :attr:`owner_rows_bound`, and bdt's share weight bound,
+        ``ceil(rows_per_owner)`` (:attr:`share_weight_bound`).
     max_owner_rows : int >= 1 or None
         ``--max-owner-rows``: the public bound on an owner's rows; None: :attr:`owner_rows_bound`.
     seed : int >= 0
@@ -131,31 +149,9 @@ class JobConfig:
 
     task: str
     epsilon: float
-    mechanism: str = "pm"
-    labels: str = "auto"
-    label_fraction: float = LABEL_FRACTION
-    param_bound: float = DEFAULT_PARAM_BOUND
-    c: float = 1.0
-    k: int = 20
-    delta: float = 1e-5
-    lam: float = 0.01
-    basis: str = "dp-pca"
-    model: str = DEFAULT_SVM_MODEL
-    scaling: str = DEFAULT_ROW_SCALING
-    base: str = "stump"
-    n_rounds: int = 10
-    group_size: int | None = None
-    n_bins: int = N_BINS
-    weight_bound: float | None = None
+    params: TaskParams | None = None
     rows_per_owner: float | None = None
-    eval_fraction: float = EVAL_FRACTION
-    eval_row_bound: float = EVAL_ROW_BOUND
     max_owner_rows: int | None = None
-    share_groups: str = "disjoint"
-    eval_mechanism: str | None = None
-    budget_split: str = "epsilon"
-    ring_timeout: float | None = None
-    secure_sum: str = "auto"
     seed: int = 0
     dataset: str = "synthetic"
     n_samples: int | None = None
@@ -174,13 +170,13 @@ class JobConfig:
     schema: Path | None = None
 
     def __post_init__(self) -> None:
-        check_all(PARAMETERS, self, name=FLAGS.__getitem__)  # each field's constraint (server/parameters.py)
-        if self.labels == "auto":
-            object.__setattr__(self, "labels", "joint" if self.task == "bdt" else "rr")
-        if self.labels == "joint" and self.task != "bdt":
+        check_all(COMMON, self, name=FLAGS.__getitem__)  # each field's constraint (server/parameters.py)
+        if self.params is None:
+            object.__setattr__(self, "params", PARAMS[self.task]())
+        elif type(self.params) is not PARAMS[self.task]:
             raise ConfigError(
-                f"{FLAGS['labels']} joint is boosted NCC's scheme (--task bdt --base ncc); --task {self.task} "
-                "takes rr or clear"
+                f"--task {self.task} takes {PARAMS[self.task].__name__}, got {type(self.params).__name__} "
+                f"(the parameters of --task {getattr(self.params, 'TASK', '?')})"
             )
         if self.min_owners is not None and self.owners is not None and self.min_owners > self.owners:
             raise ConfigError(
@@ -206,17 +202,62 @@ class JobConfig:
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, Path(getattr(self, name)))
 
+    @classmethod
+    def from_flat(cls, **values: Any) -> JobConfig:
+        """A job from every field by name, common and the task's side by side, as the flags, a TOML file
+        and a job file give them (``task="bdt", epsilon=1.0, n_rounds=5``). A parameter of another task
+        raises :class:`ConfigError` naming its flag and the tasks that take it."""
+        common = {name: value for name, value in values.items() if name in COMMON}
+        COMMON["task"].check(values.get("task"), FLAGS["task"])  # before its table is looked up
+        own = {name: value for name, value in values.items() if name not in COMMON}
+        return cls(**common, params=_task_params(str(values.get("task")), own))
+
+    def replace(self, **changes: Any) -> JobConfig:
+        """A copy with ``changes`` applied and validated again (e.g. one ε of a simulation): common fields
+        and the task's parameters by name, as :meth:`from_flat` takes them."""
+        common = {name: value for name, value in changes.items() if name in COMMON or name == "params"}
+        own = {name: value for name, value in changes.items() if name not in common}
+        if own:
+            common["params"] = _task_params(self.task, self.task_options() | own)
+        return dataclasses.replace(self, **common)
+
+    @property
+    def task_params(self) -> TaskParams:
+        """The task's parameters (``params``, resolved to the task's defaults when None was given)."""
+        assert self.params is not None  # __post_init__
+        return self.params
+
+    def task_options(self) -> dict[str, Any]:
+        """This task's own parameters by field name (its table in :mod:`privfed.server.parameters`)."""
+        return self.task_params.options()
+
+    def _bdt(self) -> BdtParams:
+        if not isinstance(self.params, BdtParams):
+            raise TypeError(f"boosting's parameters are --task bdt's; this job is --task {self.task}")
+        return self.params
+
     @property
     def share_weight_bound(self) -> float:
-        """The public bound on an owner's total weight (a row's, with the ncc base) in a boosting share that
-        the job uses: ``weight_bound`` if given, else :data:`NCC_ROW_WEIGHT_BOUND` for the ncc base, else
+        """bdt: the public bound on an owner's total weight (a row's, with the ncc base) in a boosting share
+        that the job uses: ``weight_bound`` if given, else :data:`NCC_ROW_WEIGHT_BOUND` for the ncc base, else
         ``ceil(rows_per_owner)`` (mean-1 weights sum to about the
         row count), else :data:`DEFAULT_WEIGHT_BOUND` (:func:`~privfed.common.boosting.params.default_weight_bound`)."""
-        if self.weight_bound is not None:
-            return float(self.weight_bound)
-        if self.base == "ncc":
+        params = self._bdt()
+        if params.weight_bound is not None:
+            return float(params.weight_bound)
+        if params.base == "ncc":
             return NCC_ROW_WEIGHT_BOUND
         return default_weight_bound(self.rows_per_owner)
+
+    @property
+    def weight_bound_source(self) -> str:
+        """bdt: where :attr:`share_weight_bound` comes from: ``--weight-bound``, ``--rows-per-owner`` or ``default``."""
+        params = self._bdt()
+        if params.weight_bound is not None:
+            return FLAGS["weight_bound"]
+        if params.base == "ncc":
+            return "ncc row bound"
+        return FLAGS["rows_per_owner"] if self.rows_per_owner is not None else "default"
 
     @property
     def owner_rows_bound(self) -> int:
@@ -233,46 +274,46 @@ class JobConfig:
     @property
     def quorum(self) -> int:
         """The fewest owners still taking part for the job to go on (``min_owners``). By default, per task:
-        1 for the one-round tasks (ncc, lr), whose one round has spent every budget it will by the time
-        the check can fail, so a degraded model with its report (who was lost, refused or rejected) is
-        worth more than none; half of ``owners``, rounded up, for the multi-round ones (bdt, feddpdr),
-        which then stop before later rounds spend the budgets of a federation that lost most of its owners."""
+        1 for the one-round tasks (ncc, lr by local models), whose one round has spent every budget it
+        will by the time the check can fail, so a degraded model with its report (who was lost, refused or
+        rejected) is worth more than none; half of ``owners``, rounded up, for the multi-round ones (bdt,
+        feddpdr, lr by gradient descent, whose later groups have not spent yet), which then stop before later
+        rounds spend the budgets of a federation that lost most of its owners."""
         if self.min_owners is not None:
             return int(self.min_owners)
-        if self.task in ("ncc", "lr"):
+        if self.task == "ncc" or (isinstance(self.params, LrParams) and self.params.solver == "local"):
             return 1
         return max(1, math.ceil((self.owners or 1) / 2))
 
     @property
-    def weight_bound_source(self) -> str:
-        """Where :attr:`share_weight_bound` comes from: ``--weight-bound``, ``--rows-per-owner`` or ``default``."""
-        if self.weight_bound is not None:
-            return FLAGS["weight_bound"]
-        if self.base == "ncc":
-            return "ncc row bound"
-        return FLAGS["rows_per_owner"] if self.rows_per_owner is not None else "default"
+    def delta(self) -> float:
+        """Each owner's δ for the job: feddpdr's ``delta``; 0 for the tasks whose releases are pure ε-DP."""
+        return float(self.params.delta) if isinstance(self.params, FeddpdrParams) else 0.0
 
-    def task_options(self) -> dict[str, Any]:
-        """This task's own parameters by field name (its table in :mod:`privfed.server.parameters`)."""
-        return {name: getattr(self, name) for name in BY_TASK[self.task]}
+    @property
+    def clear_labels(self) -> bool:
+        """Whether the job asks for clear labels, the one release without a DP guarantee (issue 9, contract 6):
+        ncc with ``labels="clear"``, or bdt with the ncc base and clear labels."""
+        params = self.params
+        if isinstance(params, BdtParams):
+            return params.base == "ncc" and params.labels == "clear"
+        return isinstance(params, NccParams) and params.labels == "clear"
 
     def boosting_params(self, *, n_classes: int, bounds: Bounds) -> BoostingParams:
         """The run's public parameters, the boosting tasks' payload, for a federation with this public schema:
-        every ``bdt`` field that goes on the wire, by name (``c`` is ``C`` there), with the share weight
-        bound and the owners' rows bound resolved (:attr:`share_weight_bound`, :attr:`owner_rows_bound`)."""
-        wire = {name: getattr(self, name) for name, param in BDT.items() if param.wire}
-        wire |= {"C": wire.pop("c"), "weight_bound": self.share_weight_bound, "max_owner_rows": self.owner_rows_bound}
-        return BoostingParams(**wire, epsilon=self.epsilon, n_classes=n_classes, bounds=bounds)
-
-    def replace(self, **changes: Any) -> JobConfig:
-        """A copy with ``changes`` applied and validated again (e.g. one ε of a simulation)."""
-        return dataclasses.replace(self, **changes)
+        the bdt parameters' wire fields as they are (the same names), the share weight bound and the owners'
+        rows bound resolved (:attr:`share_weight_bound`, :attr:`owner_rows_bound`), the job's ε."""
+        wire = self._bdt().wire() | {"weight_bound": self.share_weight_bound}
+        return BoostingParams(
+            **wire, epsilon=self.epsilon, max_owner_rows=self.owner_rows_bound, n_classes=n_classes, bounds=bounds
+        )
 
     def to_report(self) -> dict[str, Any]:
-        """Every field by name, plus the share weight bound used and where it came from."""
-        return dataclasses.asdict(self) | {
-            "share_weight_bound": self.share_weight_bound,
-            "weight_bound_source": self.weight_bound_source,
-            "owner_rows_bound": self.owner_rows_bound,
-            "quorum": self.quorum,
-        }
+        """Every common field and every parameter of the task by name (one flat mapping, as the flags
+        name them), plus the values it resolves: bdt's share weight bound and where it came from, the
+        owners' rows bound and the quorum."""
+        common = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "params"}
+        resolved: dict[str, Any] = {"owner_rows_bound": self.owner_rows_bound, "quorum": self.quorum}
+        if self.task == "bdt":
+            resolved |= {"share_weight_bound": self.share_weight_bound, "weight_bound_source": self.weight_bound_source}
+        return common | self.task_options() | resolved

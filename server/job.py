@@ -391,9 +391,7 @@ def run_federated_job(
             **ref,
             warnings=[warning] if warning else [],
             quorum=job.quorum,
-            nonprivate_releases=nonprivate_releases(
-                job.config.task, job.config.labels, job.config.base, outcome.answered
-            ),
+            nonprivate_releases=nonprivate_releases(job.config.clear_labels, outcome.answered),
             epsilon_by_owner=outcome.epsilon_by_owner,
             **outcome.to_report(),
         )

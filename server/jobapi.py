@@ -78,7 +78,7 @@ def job_config(settings: Mapping[str, Any], service: Mapping[str, Any]) -> JobCo
     if values.get("epsilon") == "inf":
         values["epsilon"] = math.inf
     try:
-        return JobConfig(**values)
+        return JobConfig.from_flat(**values)
     except TypeError as exc:
         raise ConfigError(f"job settings: {exc}") from exc
 

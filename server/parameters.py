@@ -1,29 +1,38 @@
 """The parameters of a job, one declarative table per task (issue 25 item 2; :mod:`privfed.common.parameters`).
 
-Each table maps a :class:`~privfed.server.config.JobConfig` field to its :class:`Param`: constraint, help,
-flag and whether it goes on the wire (into the task specs; for ``bdt``, into
-:class:`~privfed.common.boosting.params.BoostingParams`, the boosting tasks' payload). The field's default is
-the ``JobConfig`` field's. A flag shared by several tasks (``--mechanism``: ncc, lr and bdt) is one
-:class:`Param` that each task's table lists. From these tables come ``JobConfig``'s checks, :data:`FLAGS`,
-the learning flags of ``privfed simulate`` and ``privfed coordinator`` (``privfed.deploy.cli``), the TOML
-keys (``privfed.deploy.simulation_config``), each strategy's options and the run's ``BoostingParams``.
+A job (:class:`~privfed.server.config.JobConfig`) is the fields every task has (:data:`COMMON`) and one
+parameter object of its task: :class:`NccParams`, :class:`LrParams`, :class:`FeddpdrParams` or
+:class:`BdtParams`. Each table maps a field to its :class:`Param`: constraint, help, flag and whether it
+goes on the wire (into the task specs; for ``bdt``, into :class:`~privfed.common.boosting.params.BoostingParams`,
+the boosting tasks' payload, under the same name). A field's default is its dataclass field's below. A flag
+shared by several tasks (``--mechanism``: ncc, lr and bdt) is one :class:`Param` that each task's table
+lists. From these tables come the parameter objects' checks, :data:`~privfed.server.config.FLAGS`, the
+learning flags of ``privfed simulate`` and ``privfed coordinator`` (``privfed.deploy.cli``), the TOML keys
+(``privfed.deploy.simulation_config``), each strategy's options and the run's ``BoostingParams``.
 
-:data:`COMMON` holds the fields every task has; their flags are declared by each command (their help and
-defaults differ between ``simulate`` and ``coordinator``), so they carry no help here.
+:data:`COMMON` holds the fields every task has. The flags of :data:`OWNER_ROWS` are built from their entries
+here, like the tasks'; the others are declared by each command (their help and defaults differ between
+``simulate`` and ``coordinator``), so they carry no help here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
 
 from privfed.common.boosting import params as boosting
+from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.basis import BASES
 from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DEFAULT_SVM_MODEL, ROW_SCALINGS, SVM_MODELS
+from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND
+from privfed.common.learners.ncc import LABEL_FRACTION as DEFAULT_LABEL_FRACTION
 from privfed.common.mechanisms import MECHANISMS
 from privfed.common.parameters import (
     Param,
     anything,
     below_one,
+    check_all,
     fraction,
     integer,
     options,
@@ -33,7 +42,9 @@ from privfed.common.parameters import (
 from privfed.common.secagg import SECAGG_FROM, SECURE_SUMS
 
 TASKS = ("ncc", "lr", "feddpdr", "bdt")
-#: ``--labels``: ``auto`` becomes ``joint`` for bdt and ``rr`` for the other tasks (``JobConfig``).
+#: ``--solver`` of ``--task lr``.
+LR_SOLVERS = ("gd", "local")
+#: ``--labels``: ``auto`` is the task's default (``joint`` for bdt, ``rr`` for ncc).
 LABEL_SCHEMES = ("auto", "joint", "rr", "clear")
 INF_FIX = "math.inf (or 'inf') means no noise"
 
@@ -58,6 +69,24 @@ COMMON: dict[str, Param] = {
     "schema": Param(anything, flag="--schema"),
 }
 
+#: What the federation declares about its owners' rows: public configuration every task's reply contracts
+#: bound an owner's rows with (``JobConfig.owner_rows_bound``), and bdt's default share weight bound.
+OWNER_ROWS: dict[str, Param] = {
+    "rows_per_owner": Param(
+        positive(optional=True),
+        "rows each owner holds, when that is public configuration; bounds an owner's rows in every task's "
+        "replies and sets bdt's default --weight-bound (default: unknown; simulate computes it)",
+        flag="--rows-per-owner",
+    ),
+    "max_owner_rows": Param(
+        integer(1, optional=True),
+        "public bound on the rows an owner holds, for every task's replies; bdt: also sizes the ring's range "
+        "and chooses the evaluation mechanism (default: --rows-per-owner rounded up, else 10^6)",
+        flag="--max-owner-rows",
+    ),
+}
+COMMON |= OWNER_ROWS
+
 MECHANISM = Param(
     options(MECHANISMS), "LDP mechanism of the ncc, lr and bdt releases (feddpdr uses none)", flag="--mechanism"
 )
@@ -73,11 +102,21 @@ LABEL_FRACTION = Param(
     "share of epsilon spent on labels with --labels rr (chosen on validation splits of real tables)",
     flag="--label-fraction",
 )
-PARAM_BOUND = Param(positive(), "lr only: public clip bound of parameters", flag="--param-bound")
-C = Param(positive(), "lr only: inverse L2 strength of local fits", flag="--C")
+PARAM_BOUND = Param(
+    positive(), "lr, and bdt with --base lr: public clip bound of the model parameters", flag="--param-bound"
+)
+C = Param(positive(), "lr, and bdt with --base lr: inverse L2 strength of the local fits", flag="--C")
+SOLVER = Param(
+    options(LR_SOLVERS),
+    "lr only: gd (LDP gradient descent: disjoint groups of owners each report one perturbed gradient at the "
+    "current model; learns with one row per owner) or local (each owner's perturbed local model, averaged; "
+    "seed 002 §3.5.2; better for owners of 10 or more rows each); default gd, chosen on validation splits",
+    wire=False,
+    flag="--solver",
+)
 
 NCC: dict[str, Param] = {"mechanism": MECHANISM, "labels": LABELS, "label_fraction": LABEL_FRACTION}
-LR: dict[str, Param] = {"mechanism": MECHANISM, "param_bound": PARAM_BOUND, "c": C}
+LR: dict[str, Param] = {"mechanism": MECHANISM, "param_bound": PARAM_BOUND, "C": C, "solver": SOLVER}
 FEDDPDR: dict[str, Param] = {
     "k": Param(integer(1), "feddpdr only: subspace dimension", flag="--k"),
     "delta": Param(below_one, "feddpdr only: delta per owner (split across phases)", flag="--delta"),
@@ -111,15 +150,16 @@ def _boost(name: str, help: str, flag: str, *, optional: bool = False) -> Param:
     return Param(dataclasses.replace(check, optional=True) if optional else check, f"bdt only: {help}", flag=flag)
 
 
-#: ``--task bdt``. ``wire``: the field goes into the run's :class:`BoostingParams` (under its own name;
-#: ``c`` is ``C`` there, and ``weight_bound``, ``max_owner_rows`` go in resolved: ``JobConfig.boosting_params``).
+#: ``--task bdt``. ``wire``: the field goes into the run's :class:`BoostingParams` under its own name (``weight_bound``
+#: resolved: ``JobConfig.share_weight_bound``); these are every field of it but the run's ε, the schema's
+#: ``n_classes`` and ``bounds``, the federation's ``max_owner_rows`` and the simulation's ``split_points``.
 BDT: dict[str, Param] = {
     "base": _boost("base", "base learner", "--base"),
     "mechanism": MECHANISM,
     "labels": LABELS,
     "label_fraction": LABEL_FRACTION,
     "param_bound": PARAM_BOUND,
-    "c": C,
+    "C": C,
     "n_rounds": _boost("n_rounds", "boosting rounds T", "--rounds"),
     "group_size": _boost("group_size", "owners per round (default: --owners // --rounds)", "--group-size"),
     "n_bins": _boost(
@@ -135,13 +175,6 @@ BDT: dict[str, Param] = {
         "--weight-bound",
         optional=True,
     ),
-    "rows_per_owner": Param(
-        positive(optional=True),
-        "bdt only: rows each owner holds, when that is public configuration; sets the default "
-        "--weight-bound (default: unknown; simulate computes it)",
-        wire=False,
-        flag="--rows-per-owner",
-    ),
     "eval_fraction": _boost(
         "eval_fraction",
         f"share of epsilon for the noisy (err_sum, w_sum) evaluation releases (default: {boosting.EVAL_FRACTION})",
@@ -152,13 +185,6 @@ BDT: dict[str, Param] = {
         "public bound b on one row's SAMME weight in an evaluation release; noise "
         f"Lap(2b/eps_e) whatever the owner's rows (default: {boosting.EVAL_ROW_BOUND:g})",
         "--eval-row-bound",
-    ),
-    "max_owner_rows": _boost(
-        "max_owner_rows",
-        "public bound on the rows an owner holds; sizes the ring's range and chooses the "
-        "evaluation mechanism (default: --rows-per-owner rounded up, else 10^6)",
-        "--max-owner-rows",
-        optional=True,
     ),
     "share_groups": _boost(
         "share_groups",
@@ -177,6 +203,22 @@ BDT: dict[str, Param] = {
         "the evaluation release, Laplace (row-level) or randomized response on a sampled "
         "category (owner-level); default: the smaller noise for --max-owner-rows (rr for one row)",
         "--eval-mechanism",
+    ),
+    "eval_groups": _boost(
+        "eval_groups",
+        "who evaluates each round: each owner once (disjoint), or every owner every round",
+        "--eval-groups",
+    ),
+    "stump_encoding": _boost(
+        "stump_encoding",
+        "stump base: the share's encoding (default: signs for two classes, cells for more)",
+        "--stump-encoding",
+    ),
+    "oracle": _boost("oracle", "stump base, cells encoding: the frequency oracle", "--oracle"),
+    "n_sampled": _boost(
+        "n_sampled",
+        "stump base, signs or cells encoding: coordinates each owner samples (default: the variance-optimal number)",
+        "--n-sampled",
     ),
     "ring_timeout": Param(
         positive(optional=True),
@@ -198,5 +240,123 @@ BDT: dict[str, Param] = {
 BY_TASK: dict[str, dict[str, Param]] = {"ncc": NCC, "lr": LR, "feddpdr": FEDDPDR, "bdt": BDT}
 #: The task parameters of every task, each once, in the order of the flags' ``--help``.
 LEARNING: dict[str, Param] = {name: p for table in (NCC, LR, FEDDPDR, BDT) for name, p in table.items()}
-#: Every field of ``JobConfig``.
+#: Every parameter of a job: the common fields and every task's.
 PARAMETERS: dict[str, Param] = COMMON | LEARNING
+
+
+def flag_of(name: str) -> str:
+    """The flag of the parameter ``name`` (its name if no flag sets it), for error messages."""
+    return PARAMETERS[name].flag or name
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskParams:
+    """One task's parameters (module docstring): each subclass is one task, its fields' defaults the
+    parameters' defaults, its checks its table's (:data:`TABLE`), each error naming the flag."""
+
+    TASK: ClassVar[str]
+    TABLE: ClassVar[dict[str, Param]]
+
+    def __post_init__(self) -> None:
+        check_all(self.TABLE, self, name=flag_of)
+
+    def options(self) -> dict[str, Any]:
+        """Every parameter by field name: the keyword arguments of the task's strategy."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def wire(self) -> dict[str, Any]:
+        """The parameters that go on the wire (the table's ``wire``), by field name."""
+        return {name: getattr(self, name) for name, param in self.TABLE.items() if param.wire}
+
+    def _labels_auto(self) -> None:
+        """``labels="auto"`` is the task's default scheme (the field's default)."""
+        if getattr(self, "labels", None) == "auto":
+            object.__setattr__(self, "labels", next(f.default for f in fields(self) if f.name == "labels"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class NccParams(TaskParams):
+    """``--task ncc``: nearest centroid from perturbed rows (seed 002 §3.5.1); :data:`NCC`."""
+
+    TASK: ClassVar[str] = "ncc"
+    TABLE: ClassVar[dict[str, Param]] = NCC
+    mechanism: str = "pm"
+    labels: str = "rr"
+    label_fraction: float = DEFAULT_LABEL_FRACTION
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._labels_auto()
+        if self.labels == "joint":
+            raise ConfigError(
+                f"{LABELS.flag} joint is boosted NCC's scheme (--task bdt --base ncc); --task ncc takes rr or clear"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class LrParams(TaskParams):
+    """``--task lr``: logistic regression by LDP gradient descent (``solver="gd"``, Wang et al. ICDE 2019 §V)
+    or from perturbed local models (``"local"``, seed 002 §3.5.2); :data:`LR`."""
+
+    TASK: ClassVar[str] = "lr"
+    TABLE: ClassVar[dict[str, Param]] = LR
+    mechanism: str = "pm"
+    param_bound: float = DEFAULT_PARAM_BOUND
+    C: float = 1.0
+    solver: str = "gd"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeddpdrParams(TaskParams):
+    """``--task feddpdr``: FedDPDR-DPML (seed 004 Alg. 1); :data:`FEDDPDR`."""
+
+    TASK: ClassVar[str] = "feddpdr"
+    TABLE: ClassVar[dict[str, Param]] = FEDDPDR
+    k: int = 20
+    delta: float = 1e-5
+    model: str = DEFAULT_SVM_MODEL
+    scaling: str = DEFAULT_ROW_SCALING
+    lam: float = 0.01
+    basis: str = "dp-pca"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BdtParams(TaskParams):
+    """``--task bdt``: LDP boosting (seed 002 Alg. 2); :data:`BDT`. Its :meth:`wire` fields are the run's
+    :class:`~privfed.common.boosting.params.BoostingParams` fields of the same names
+    (``JobConfig.boosting_params``). ``labels`` is ``joint`` (measured better than ``rr``,
+    :mod:`privfed.deploy.experiments.boosting`); ``weight_bound`` None is derived
+    (``JobConfig.share_weight_bound``), as are ``group_size``, ``stump_encoding``, ``n_sampled`` and
+    ``eval_mechanism`` by ``BoostingParams``."""
+
+    TASK: ClassVar[str] = "bdt"
+    TABLE: ClassVar[dict[str, Param]] = BDT
+    base: str = "stump"
+    mechanism: str = "pm"
+    labels: str = "joint"
+    label_fraction: float = DEFAULT_LABEL_FRACTION
+    param_bound: float = DEFAULT_PARAM_BOUND
+    C: float = 1.0
+    n_rounds: int = 10
+    group_size: int | None = None
+    n_bins: int = boosting.N_BINS
+    weight_bound: float | None = None
+    eval_fraction: float = boosting.EVAL_FRACTION
+    eval_row_bound: float = boosting.EVAL_ROW_BOUND
+    share_groups: str = "disjoint"
+    budget_split: str = "epsilon"
+    eval_mechanism: str | None = None
+    eval_groups: str = "disjoint"
+    stump_encoding: str | None = None
+    oracle: str = "krr"
+    n_sampled: int | None = None
+    ring_timeout: float | None = None
+    secure_sum: str = "auto"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._labels_auto()
+
+
+#: Each task's parameter object.
+PARAMS: dict[str, type[TaskParams]] = {cls.TASK: cls for cls in (NccParams, LrParams, FeddpdrParams, BdtParams)}

@@ -122,16 +122,16 @@ class JobReport:
             raise
 
 
-def nonprivate_releases(task: str, labels: str | None, base: str | None, answered: int) -> list[dict[str, object]]:
+def nonprivate_releases(clear_labels: bool, answered: int) -> list[dict[str, object]]:
     """What a run received WITHOUT a DP guarantee, for the report (issue 9, contract 6).
 
-    Clear labels are the one such release: NCC with ``labels="clear"``, or boosting with the ncc
+    Clear labels are the one such release (``clear_labels``: :attr:`JobConfig.clear_labels
+    <privfed.server.config.JobConfig.clear_labels>`): NCC with ``labels="clear"``, or boosting with the ncc
     base learner and clear labels. Owners only answer them when started with
     ``--allow-clear-labels``, and each records a non-private ``clear-labels`` entry in its ledger;
     the report names the release and how many owners made it. Empty for a fully private run.
     """
-    clear = labels == "clear" and (task == "ncc" or (task == "bdt" and base == "ncc"))
-    if not clear or answered <= 0:
+    if not clear_labels or answered <= 0:
         return []
     return [
         {
@@ -170,13 +170,14 @@ def learner_label(config: JobConfig) -> str:
     """What a job trained, as a plot legend says it: the task and only the parameters it uses
     (FedDPDR-DPML uses no LDP mechanism: its noise is the analytic Gaussian and objective
     perturbation of seed 004)."""
+    p = config.task_options()
     if config.task == "ncc":
-        return f"ncc ({config.mechanism}, labels {config.labels})"
+        return f"ncc ({p['mechanism']}, labels {p['labels']})"
     if config.task == "lr":
-        return f"lr ({config.mechanism})"
+        return f"lr ({p['mechanism']})"
     if config.task == "bdt":
-        return f"bdt ({config.base}, {config.mechanism}, T={config.n_rounds})"
-    return f"feddpdr (k={config.k}, analytic Gaussian + objective perturbation)"
+        return f"bdt ({p['base']}, {p['mechanism']}, T={p['n_rounds']})"
+    return f"feddpdr (k={p['k']}, analytic Gaussian + objective perturbation)"
 
 
 def baselines(y_test: np.ndarray, n_classes: int) -> dict[str, float]:

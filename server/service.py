@@ -32,6 +32,7 @@ from privfed.server.config import JobConfig
 from privfed.server.jobapi import JobApi, job_config
 from privfed.server.jobstore import FINAL, JobRecord, JobStore, now
 from privfed.server.main import coordinator_job, federation_schema, public_rows_per_owner
+from privfed.server.parameters import BdtParams
 from privfed.server.report import JobReport, host_info, version_info
 from privfed.server.statuspage import StatusPage
 
@@ -39,8 +40,8 @@ log = logging.getLogger("privfed.coordinator")
 
 #: Batches a job of each task sends (boosting: about two per round), for the status page's progress.
 BATCHES_PER_ROUND = {"ncc": 1, "lr": 1, "feddpdr": 2, "bdt": 2}
-#: Boosting's rounds when a job file gives none (``JobConfig``'s default).
-DEFAULT_ROUNDS = JobConfig(task="bdt", epsilon=1.0).n_rounds
+#: Boosting's rounds when a job file gives none (``BdtParams``' default).
+DEFAULT_ROUNDS = BdtParams().n_rounds
 
 
 @dataclass(frozen=True, kw_only=True)

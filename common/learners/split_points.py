@@ -48,7 +48,7 @@ from numpy.typing import ArrayLike
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.learners.stump import thresholds
-from privfed.common.mechanisms.frequency import FrequencyOracle, make_oracle
+from privfed.common.mechanisms.frequency import ORACLES, FrequencyOracle, make_oracle
 from privfed.common.validation import check_fraction, check_int, check_positive
 
 #: Default cells of the public range per feature.
@@ -56,6 +56,24 @@ N_GRID = 16
 #: Default fraction of a run's owners that report split points (among the best on validation splits,
 #: ``privfed experiment tabular --validate``; 0.1 scored the same).
 SPLIT_FRACTION = 0.2
+
+
+def grid_cells(X: ArrayLike, bounds: Bounds, n_cells: int) -> np.ndarray:
+    """Cell (n, d) of every value among ``n_cells`` equal-width cells of its public range:
+    ``floor(G (x - lo) / (hi - lo))``, values clipped to the bounds, the top edge in the last cell."""
+    u = (bounds.to_unit(np.atleast_2d(np.asarray(X, dtype=np.float64))) + 1.0) / 2.0
+    return np.minimum((u * n_cells).astype(np.int64), n_cells - 1)
+
+
+def least_variance_oracle(epsilon: float, domain: int, names: tuple[str, ...] = ORACLES) -> str:
+    """The frequency oracle of ``names`` with the least count variance per report, ``q (1 - q) / (p - q)^2``
+    ([WBLJ17] eq. 2's leading term), for ``domain`` values at ``epsilon``: public configuration only."""
+
+    def variance(name: str) -> float:
+        oracle = make_oracle(name, epsilon=epsilon, domain=domain)
+        return oracle.q * (1 - oracle.q) / (oracle.p - oracle.q) ** 2
+
+    return min(names, key=variance)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,25 +102,16 @@ class SplitPointOracle:
         check_int(self.d, name="d", minimum=1)
         check_int(self.n_grid, name="n_grid", minimum=2)
         if self.oracle is None:
-            best = min(
-                ("krr", "oue"), key=lambda o: self._variance(make_oracle(o, epsilon=self.epsilon, domain=self.n_grid))
-            )
-            object.__setattr__(self, "oracle", best)
+            object.__setattr__(self, "oracle", least_variance_oracle(self.epsilon, self.n_grid, ("krr", "oue")))
         self.frequency_oracle  # noqa: B018 - validates the oracle name
-
-    @staticmethod
-    def _variance(oracle: FrequencyOracle) -> float:
-        p, q = oracle.p, oracle.q
-        return q * (1 - q) / (p - q) ** 2
 
     @cached_property
     def frequency_oracle(self) -> FrequencyOracle:
         return make_oracle(str(self.oracle), epsilon=self.epsilon, domain=self.n_grid)
 
     def cells(self, X: ArrayLike, bounds: Bounds) -> np.ndarray:
-        """Grid cell (n, d) of every value: ``floor(G (x - lo) / (hi - lo))`` clipped to ``0..G-1``."""
-        u = (bounds.to_unit(np.atleast_2d(np.asarray(X, dtype=np.float64))) + 1.0) / 2.0
-        return np.minimum((u * self.n_grid).astype(np.int64), self.n_grid - 1)
+        """Grid cell (n, d) of every value (:func:`grid_cells`)."""
+        return grid_cells(X, bounds, self.n_grid)
 
     def share(
         self, X: ArrayLike, bounds: Bounds, rng: np.random.Generator, owner_of_row: ArrayLike | None = None

@@ -46,6 +46,7 @@ from privfed.common.tasks.boosting import (
 )
 from privfed.common.tasks.contract import ContractViolation, PublicLimits
 from privfed.common.tasks.feddpdr import PCA_SHARE, SVM_SHARE, PcaShareReply, PcaShareTask, SvmShareReply, SvmShareTask
+from privfed.common.tasks.gradient import LR_GRADIENT, LrGradientReply, LrGradientTask, gradient_release_id
 from privfed.common.tasks.shares import LR_SHARE, NCC_SHARE, LrShareReply, LrShareTask, NccShareReply, NccShareTask
 from privfed.common.tasks.steps import (
     RING_MESSAGE,
@@ -73,6 +74,7 @@ KINDS: tuple[Kind[Any], ...] = (
     RING_MESSAGE,
     SECAGG_KEYS,
     SECAGG_UNMASK,
+    LR_GRADIENT,
 )
 BY_SPEC: dict[type, Kind[Any]] = {kind.spec: kind for kind in KINDS}
 BY_NAME: dict[str, Kind[Any]] = {kind.name: kind for kind in KINDS}
@@ -113,6 +115,8 @@ __all__ = [
     "JointNccReply",
     "Kind",
     "LedgerEntries",
+    "LrGradientReply",
+    "LrGradientTask",
     "LrParametersReply",
     "LrShareReply",
     "LrShareTask",
@@ -141,6 +145,7 @@ __all__ = [
     "TaskSpec",
     "boost_release_epsilons",
     "check_reply",
+    "gradient_release_id",
     "kind_of",
     "share_reply",
     "share_reply_type",

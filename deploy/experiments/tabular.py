@@ -13,14 +13,20 @@ owner (every training row is its own data owner), ``--splits`` stratified train/
 
   - ``ncc``: nearest centroid from perturbed rows (PM, Alg. 4), labels by randomized response at
     ``label_fraction`` of ε, distances in the bounds' unit space (:class:`NearestCentroidModel`);
-  - ``lr``: logistic regression by LDP gradient descent (:mod:`privfed.common.learners.ldp_gd`);
+  - ``lr``: logistic regression by LDP gradient descent (:mod:`privfed.common.learners.ldp_gd`), as
+    ``--task lr`` runs it: the coordinator's strategy over the in-process transport and every owner's
+    core (:func:`~privfed.deploy.experiments.federated_lr.federated_lr_fit`);
   - ``bdt``: 10 rounds of federated SAMME over stumps at :class:`~privfed.common.boosting.params.BoostingParams`' defaults (thresholds
     at thirds of each feature's public range; LDP quantiles, :mod:`privfed.common.learners.split_points`,
-    are an option that lost on validation splits).
+    are an option that lost on validation splits);
+  - ``nb``: LDP naive Bayes over the same public bins, one (feature, bin, class) report per owner
+    (:mod:`privfed.common.learners.naive_bayes`): an additive model like boosted stumps from one release per
+    owner; measured against bdt's goal (``nb@3``).
 
 ``--legacy`` runs the learners as main had them before issue 22 (the same library functions at main's
 defaults): ncc with distances in data space and 20 % of ε for the label, lr averaging perturbed one-row
-local models (``param_bound`` 4, C = 1), bdt with the bounds' midpoints as thresholds (``n_bins`` 2).
+local models (``param_bound`` 4, C = 1), bdt with the bounds' midpoints as thresholds (``n_bins`` 2); nb,
+new, as without ``--legacy``. ``--decompose``: where bdt's gap comes from (:mod:`.tabular_decompose`).
 
 Every cell is the mean over the splits ± the half-width of a 95 % Student-t interval. A private cell
 whose accuracy is below the majority class beyond its noise (the 95 % interval of the paired
@@ -60,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--epsilon", type=epsilon_list, default=[1.0, 3.0, 5.0, 8.0], help="default 1,3,5,8")
     parser.add_argument("--splits", type=int, default=10, help="stratified train/test splits (default 10)")
-    parser.add_argument("--learners", default=",".join(LEARNERS), help="comma-separated, of ncc,lr,bdt")
+    parser.add_argument("--learners", default=",".join(LEARNERS), help=f"comma-separated, of {','.join(LEARNERS)}")
     parser.add_argument("--seed", type=int, default=0, help="split s uses seed + s; noise seeds follow")
     parser.add_argument("--legacy", action="store_true", help="the learners at main's defaults before issue 22")
     parser.add_argument(
@@ -68,6 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--validate", action="store_true", help="score candidate defaults on validation splits (other seeds) instead"
+    )
+    parser.add_argument(
+        "--decompose", action="store_true", help="bdt: where its gap to AdaBoost-10 comes from, on validation splits"
     )
 
 
@@ -128,6 +137,10 @@ def run(args: argparse.Namespace) -> Path:
         from privfed.deploy.experiments.tabular_validate import run as run_validation
 
         return run_validation(args)
+    if args.decompose:
+        from privfed.deploy.experiments.tabular_decompose import run as run_decomposition
+
+        return run_decomposition(args)
     run_dir = out_dir(args.out)
     start = time.perf_counter()
     results = {ds.name: run_dataset(ds, args, di) for di, ds in enumerate(_datasets(args))}
@@ -136,6 +149,7 @@ def run(args: argparse.Namespace) -> Path:
     goals = check_goals(results, args.epsilon)
     values = {
         "bdt@3 gap to adaboost": [g["bdt@3"]["gap_to_adaboost"] for g in goals.values() if "bdt@3" in g],
+        "nb@3 gap to adaboost": [g["nb@3"]["gap_to_adaboost"] for g in goals.values() if "nb@3" in g],
         "ncc@5 short of target": [g["ncc@5"]["short_by"] for g in goals.values() if "ncc@5" in g],
         "lr@5 short of target": [g["lr@5"]["short_by"] for g in goals.values() if "lr@5" in g],
     }

@@ -65,7 +65,16 @@ GRIDS: dict[str, dict[str, dict[str, Any]]] = {
         f"min_group={g},learning_rate={r},mechanism={m}": {"min_group": g, "learning_rate": r, "mechanism": m}
         for g, r, m in itertools.product((10, 25, 50), (1.0, 2.0, 3.0), ("pm", "hm"))
     },
+    #: ``--task lr --solver``, through the federation's code, with owners of 1, 10 and 50 rows.
+    "lr-solver": {
+        f"solver={s},rows_per_owner={r}": {"solver": s, "rows_per_owner": r}
+        for r, s in itertools.product((1, 10, 50), ("gd", "local"))
+    },
     "bdt": _THRESHOLDS,
+    "nb": {
+        f"n_bins={b},smoothing={a}": {"n_bins": b, "smoothing": a}
+        for b, a in itertools.product((2, 3, 4, 5), (0.5, 1.0, 2.0))
+    },
     "bdt-bounds": _BOUNDS,
 }
 
@@ -81,7 +90,8 @@ def validate(args: argparse.Namespace) -> dict[str, Any]:
     """Scores of every candidate setting of every learner in ``args.learners`` (module docstring)."""
     datasets = bench._datasets(args)
     out: dict[str, Any] = {}
-    for learner in args.learners + (["bdt-bounds"] if "bdt" in args.learners else []):
+    extra = (["lr-solver"] if "lr" in args.learners else []) + (["bdt-bounds"] if "bdt" in args.learners else [])
+    for learner in args.learners + extra:
         scores: dict[str, list[float]] = {name: [] for name in GRIDS[learner]}
         accuracy: dict[str, dict[str, list[float]]] = {name: {} for name in GRIDS[learner]}
         for di, ds in enumerate(datasets):
@@ -95,7 +105,7 @@ def validate(args: argparse.Namespace) -> dict[str, Any]:
                         if learner.startswith("bdt"):
                             model = bench.fit_bdt(fit, eps, rng, **dict(options))[0]
                         else:
-                            model = bench.FITTERS[learner](fit, eps, rng, **options)
+                            model = bench.FITTERS[learner.split("-")[0]](fit, eps, rng, **options)
                         acc = bench._score(model, val)
                         scores[name].append((acc - majority) / max(ref - majority, 0.05))
                         accuracy[name].setdefault(f"{ds.name}@{eps:g}", []).append(acc)

@@ -17,6 +17,7 @@ from privfed.common.tasks import BY_SPEC, RING_MESSAGE, SECAGG_KEYS, SECAGG_UNMA
 from privfed.owner.kinds.base import OwnerKind, StepKind
 from privfed.owner.kinds.boosting import BoostEvaluateKind, BoostShareKind
 from privfed.owner.kinds.feddpdr import PcaShareKind, SvmShareKind
+from privfed.owner.kinds.gradient import LrGradientKind
 from privfed.owner.kinds.shares import LrShareKind, NccShareKind
 
 #: Every kind an owner answers, by the kind's name (``privfed.common.tasks.KINDS``).
@@ -33,6 +34,7 @@ OWNER_KINDS: dict[str, OwnerKind] = {
         StepKind(RING_MESSAGE, mod="ring", batch=1),
         StepKind(SECAGG_KEYS, mod="secagg", batch=math.inf),
         StepKind(SECAGG_UNMASK, mod="secagg", batch=math.inf),
+        LrGradientKind(),
     )
 }
 

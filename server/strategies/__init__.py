@@ -2,7 +2,8 @@
 results; the transport it is given sends them (:class:`~privfed.server.strategies.base.Transport`:
 gRPC in :mod:`privfed.server.job`, in-process in ``privfed.deploy.inprocess``).
 
-``ncc``, ``lr``: one-round LDP learners (seed 002 §3.5); ``feddpdr``: FedDPDR-DPML (seed 004);
+``ncc``, ``lr``: one-round LDP learners (seed 002 §3.5); ``ldp_gd``: ``lr`` by LDP gradient descent
+(``--solver gd``, Wang et al. ICDE 2019 §V); ``feddpdr``: FedDPDR-DPML (seed 004);
 ``boosting``: federated SAMME (seed 002 Alg. 2). :func:`make_strategy` builds the one a
 :class:`~privfed.server.config.JobConfig` names.
 """
@@ -16,6 +17,7 @@ import numpy as np
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.server.config import JobConfig
+from privfed.server.parameters import BdtParams
 from privfed.server.strategies.base import SingleRound, Strategy, Transport, refusals
 from privfed.server.strategies.lr import LrStrategy
 from privfed.server.strategies.ncc import NccStrategy
@@ -41,8 +43,9 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
     Parameters
     ----------
     config : JobConfig or str
-        The job; a task name is shorthand for ``JobConfig(task=config, **options)`` (options left
-        out or None keep :class:`JobConfig`'s defaults), as tests and benchmarks use it.
+        The job; a task name is shorthand for ``JobConfig.from_flat(task=config, **options)`` (options
+        left out or None keep the defaults; a parameter of another task is refused), as tests and
+        benchmarks use it.
     n_classes, bounds : int, Bounds
         The data set's public number of classes and feature bounds.
 
@@ -50,17 +53,25 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
     sampler seeded by ``config.seed`` (group sampling is public: it needs no secrecy).
     """
     if isinstance(config, str):
-        config = JobConfig(task=config, **{k: v for k, v in options.items() if v is not None})
+        config = JobConfig.from_flat(task=config, **{k: v for k, v in options.items() if v is not None})
     elif options:
         raise TypeError(f"make_strategy(JobConfig, ...) takes only n_classes and bounds, got {sorted(options)}")
+    options = {k: v for k, v in config.task_options().items() if k != "solver"}  # solver: which lr strategy
+    if config.task == "lr" and config.task_options()["solver"] == "gd":  # LDP gradient descent (issue 22 item 4)
+        from privfed.server.strategies.ldp_gd import LdpGdStrategy
+
+        gd = {k: v for k, v in options.items() if k in ("mechanism", "param_bound")}  # C: the local fits' only
+        return LdpGdStrategy(**gd, epsilon=config.epsilon, n_classes=n_classes, bounds=bounds, seed=config.seed)
     if config.task in ("ncc", "lr", "feddpdr"):  # each takes its table's parameters (server/parameters.py)
         strategy: type[NccStrategy | LrStrategy | FedDpdrStrategy] = (
             NccStrategy if config.task == "ncc" else LrStrategy if config.task == "lr" else _feddpdr()
         )
-        return strategy(**config.task_options(), epsilon=config.epsilon, n_classes=n_classes, bounds=bounds)
+        return strategy(**options, epsilon=config.epsilon, n_classes=n_classes, bounds=bounds)
     from privfed.server.strategies.boosting import BoostingStrategy
 
     params = config.boosting_params(n_classes=n_classes, bounds=bounds)
+    bdt = config.task_params
+    assert isinstance(bdt, BdtParams)  # the task is bdt
     rng = np.random.Generator(np.random.PCG64(config.seed))
     journal = None
     if config.journal is not None:
@@ -72,8 +83,8 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
     return BoostingStrategy(
         params,
         rng,
-        ring_timeout=config.ring_timeout,
-        secure_sum=config.secure_sum,
+        ring_timeout=bdt.ring_timeout,
+        secure_sum=bdt.secure_sum,
         journal=journal,
         resume=config.resume,
         seed=config.seed,

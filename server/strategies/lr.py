@@ -25,7 +25,7 @@ class LrStrategy(SingleRound):
     n_classes: int
     bounds: Bounds
     param_bound: float = 4.0
-    c: float = 1.0
+    C: float = 1.0
 
     def __post_init__(self) -> None:
         check_choice(self.mechanism, name="mechanism", allowed=MECHANISMS)
@@ -35,7 +35,7 @@ class LrStrategy(SingleRound):
             mechanism=self.mechanism,
             epsilon=self.epsilon,
             param_bound=self.param_bound,
-            c=self.c,
+            c=self.C,
             n_classes=self.n_classes,
             bounds=self.bounds,
         )

@@ -8,7 +8,8 @@ over gRPC or in-process alike, and read back field by field (no ``getattr``):
   boosting round with its secure sum and SAMME decision);
 * ``privacy``: the job's :class:`PrivacySplit`, the ε (and δ) of each release an owner makes, from
   the strategy's own accounting: the ledger entries of the very task specs it sends;
-* ``dropped``: owners removed from a secure sum (refusing, silent or stalled);
+* ``dropped``: owners the run dropped: removed from a secure sum (refusing, silent or stalled), or asked and
+  never answered (lr by gradient descent);
 * ``rejected``: owner -> why the strategy discarded a release it received (a share that does not
   fit the run's encoding); the job's contract checks (``privfed.server.rounds.JobBook``) add theirs;
 * ``refused``: owner -> refusal code of every refusal the strategy saw.
@@ -196,11 +197,12 @@ class StrategyResult(Generic[M]):
     refused: Mapping[str, str] = field(default_factory=dict)
 
     def to_report(self) -> dict[str, object]:
-        """The report's fields of this run (``rounds``, ``privacy``, ``dropped_from_secure_sums``)."""
+        """The report's fields of this run (``rounds``, ``privacy``, ``dropped``: the owners the run dropped, from a
+        secure sum in bdt, or asked and never answered in lr by gradient descent)."""
         return {
             "rounds": [r.to_report() for r in self.rounds],
             "privacy": self.privacy.to_report(),
-            "dropped_from_secure_sums": list(self.dropped),
+            "dropped": list(self.dropped),
         }
 
 

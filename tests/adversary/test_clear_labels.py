@@ -66,9 +66,9 @@ def test_label_scheme_defaults_to_randomized_response():
 
     parser = build_parser()
     args = parser.parse_args(["coordinator", "--owners", "1", "--epsilon", "1", "--task", "ncc"])
-    assert args.labels == "auto" and job_config(args).labels == "rr"
+    assert args.labels is None and job_config(args).task_options()["labels"] == "rr"
     args = parser.parse_args(["simulate", "--task", "bdt", "--base", "ncc"])
-    assert args.labels == "auto" and job_config(args, epsilon=1.0).labels == "joint"
+    assert args.labels is None and job_config(args, epsilon=1.0).task_options()["labels"] == "joint"
     assert job_config(args, epsilon=1.0, rows_per_owner=3.0).share_weight_bound == 1.0  # a row's weight, for NCC
     bounds = Bounds(np.zeros(D), np.ones(D))
     assert make_strategy("ncc", mechanism="pm", epsilon=1.0, n_classes=2, bounds=bounds).labels == "rr"
@@ -77,4 +77,6 @@ def test_label_scheme_defaults_to_randomized_response():
     from privfed.server.config import JobConfig
 
     with pytest.raises(ConfigError, match="joint is boosted NCC's scheme"):
-        JobConfig(task="ncc", epsilon=1.0, labels="joint")  # plain NCC has no joint scheme: never silently clear
+        JobConfig.from_flat(
+            task="ncc", epsilon=1.0, labels="joint"
+        )  # plain NCC has no joint scheme: never silently clear

@@ -79,11 +79,11 @@ class _LocalTransport:
 def _honest_accuracy(task: str, flags: list[str], n_owners: int, tmp: Path) -> float:
     """The accuracy of the model the honest owners' releases alone give (module docstring)."""
     values = dict(zip(flags[::2], flags[1::2]))
-    config = JobConfig(
+    feddpdr = {"delta": float(values["--delta"]), "k": int(values["--k"])} if task == "feddpdr" else {}
+    config = JobConfig.from_flat(
         task=task,
         epsilon=float(values["--epsilon"]),
-        delta=float(values.get("--delta", 1e-5)),
-        k=int(values.get("--k", 20)),
+        **feddpdr,
         owners=n_owners,
         dataset="synthetic",
         n_samples=1000,

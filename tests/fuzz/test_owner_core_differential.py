@@ -3,7 +3,7 @@
 Two :class:`~privfed.owner.core.OwnerCore` s host the same logical owners with the same public
 configuration (schema bounds, declared classes) but different rows: other values (some at or
 beyond the bounds), other labels, other row counts. Hypothesis sends both the same sequence of
-task batches of every kind of the registry (``common.tasks.KINDS``) -- NCC, LR, DP-PCA, SVM, boosting shares with hostile histories (α over
+task batches of every kind of the registry (``common.tasks.KINDS``) -- NCC, LR, LR gradients at hostile θ, DP-PCA, SVM, boosting shares with hostile histories (α over
 the public bound, E > W, off-grid stumps), boosting evaluations in a ring, secure-sum steps and
 relayed garbage -- with extreme and tiny ε, odd bounds and malformed sub-fields. After every batch:
 
@@ -36,6 +36,7 @@ from privfed.common.tasks import (
     KINDS,
     BoostEvaluateTask,
     BoostShareTask,
+    LrGradientTask,
     LrShareTask,
     NccShareTask,
     PcaShareTask,
@@ -47,6 +48,7 @@ from privfed.common.tasks import (
     SecAggUnmaskTask,
     SvmShareTask,
     Task,
+    gradient_release_id,
     kind_of,
 )
 from privfed.owner.core import OwnerCore, is_sendable
@@ -188,6 +190,28 @@ def _lr(data, core: OwnerCore, owner_id: str):
     )
 
 
+def _lr_gradient(data, core: OwnerCore, owner_id: str):
+    n_classes = _pick(data, K, 2, 1)
+    rows = 1 if n_classes == 2 else max(n_classes, 1)
+    theta = _pick(
+        data,
+        data.draw(st.sampled_from([np.zeros((rows, D + 1)), np.full((rows, D + 1), 0.5)])),
+        np.full((rows, D + 1), 1.5),  # outside the box |theta_j| <= 1
+        np.full((rows, D + 1), np.nan),
+        np.zeros((rows + 1, D)),  # another schema's shape
+    )
+    return _build(
+        lambda: LrGradientTask(
+            _pick(data, data.draw(st.sampled_from(["pm", "hm", "duchi", "laplace"])), "nope"),
+            _eps(data),
+            theta,
+            _pick(data, 1.0, 1e-30, 1e30, -1.0),
+            n_classes,
+            _bounds(data),
+        )
+    )
+
+
 def _pca(data, core: OwnerCore, owner_id: str):
     return _build(
         lambda: PcaShareTask(
@@ -272,6 +296,7 @@ SPECS = {
     "ring_message": _ring_message,
     "secagg_keys": _secagg_keys,
     "secagg_unmask": _secagg_unmask,
+    "lr_gradient": _lr_gradient,
 }
 
 
@@ -294,6 +319,9 @@ def _assert_debited(core: OwnerCore, task: Task, payload, released: dict) -> Non
     ledger, name = core.ledger, kind_of(task.spec).name
     if name == "boost_evaluate":  # debited under its release id: one per (run, round)
         assert ledger.has_release_id(task.owner_id, task.spec.release_id), task
+        return
+    if name == "lr_gradient":  # debited under the run's release id: one gradient per owner and run
+        assert ledger.has_release_id(task.owner_id, gradient_release_id(task.round_id)), task
         return
     debited = any(h["release_id"].startswith(f"{task.task_id}#") for h in ledger.history(task.owner_id))
     if name == "boost_share" and not debited:  # a share sent again: one debited before

@@ -43,7 +43,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mutate import mutated
 
-from privfed.common.tasks import KINDS
+from privfed.common.tasks import KINDS, gradient_release_id
 
 D = 3
 X = np.array([[0.1, 0.2, 0.9], [0.3, 0.4, 0.5], [0.5, 0.6, 0.1], [0.7, 0.8, 0.3], [0.9, 0.15, 0.6]])
@@ -53,7 +53,7 @@ BATCH = 6
 #: Kinds a node does not answer task by task: a ring envelope gets no result of its own, and a ring
 #: evaluation's answer depends on the rest of a ring the mutation may have broken.
 UNANSWERED = {"ring_message", "boost_evaluate"}
-RELEASES = {"ncc_share", "lr_share", "pca_share", "svm_share", "boost_share"}
+RELEASES = {"ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "lr_gradient"}
 
 
 def _seed_tasks(owner_id: str, peer: str) -> dict[str, pb.Task]:
@@ -94,6 +94,17 @@ def _seed_tasks(owner_id: str, peer: str) -> dict[str, pb.Task]:
         "secagg_keys": pb.Task(
             round_id="sa", secagg_keys=pb.SecAggKeysTask(session_id="fz-sa", frac_bits=24, n_parties=4, max_abs=8.0)
         ),
+        "lr_gradient": pb.Task(
+            round_id="gd-fuzz",
+            lr_gradient=pb.LrGradientTask(
+                mechanism=pb.GRADIENT_MECHANISM_PM,
+                epsilon=0.01,
+                theta=matrix(np.full((1, D + 1), 0.25)),
+                param_bound=1.0,
+                n_classes=2,
+                bounds=bounds,
+            ),
+        ),
         "secagg_unmask": pb.Task(
             round_id="sa", secagg_unmask=pb.SecAggUnmaskTask(session_id="fz-sa", round=0, survivors=[owner_id])
         ),
@@ -118,6 +129,7 @@ def test_mutated_tasks_are_refused_and_nothing_is_lost(coordinator, node):
     hosted = node.owner_ids
     seeds = list(_seed_tasks(hosted[0], hosted[1]).values())
     answered: dict[str, pb.Result] = {}
+    run_of: dict[str, str] = {}  # task id -> round id as sent (a gradient is debited under its run's id)
 
     @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(data=st.data())
@@ -132,6 +144,7 @@ def test_mutated_tasks_are_refused_and_nothing_is_lost(coordinator, node):
                 if task.WhichOneof("kind") not in UNANSWERED:
                     awaited[task.task_id] = task.owner_id
             tasks.append(task)
+            run_of[task.task_id] = task.round_id
         if data.draw(st.booleans()):  # an opaque ring envelope nobody asked for
             tasks.append(
                 pb.Task(
@@ -162,6 +175,8 @@ def test_mutated_tasks_are_refused_and_nothing_is_lost(coordinator, node):
         debited = {h["release_id"].split("#")[0].split(":")[0] for h in history}
 
         def is_debited(tid: str) -> bool:
+            if kind(answered.get(tid)) == "lr_gradient":  # debited under its run's id, one per run
+                return gradient_release_id(run_of.get(tid, "")) in {h["release_id"] for h in history}
             return tid in debited or any(h["release_id"].startswith(tid) for h in history)
 
         # a boosting run's share, by its bytes: a repeat must be the debited one

@@ -4,6 +4,7 @@ owner nodes as separate OS processes (``python -m privfed.deploy.cli owner``).""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -130,3 +131,39 @@ class Federation:
 
     def log(self, name: str) -> str:
         return (self.tmp / f"{name}.log").read_text()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def coordinator_job(
+    tmp: Path, flags: list[str], nodes: dict[str, tuple[str, float]], *, n_owners: int, dataset: list[str]
+) -> tuple[dict, Path]:
+    """A ``privfed coordinator`` process (``flags``: its learning flags) with one ``privfed owner`` process
+    per node (name -> (shards, budget)), insecure on loopback; waits for all to exit 0 and returns the
+    coordinator's ``report.json`` and its path."""
+    import json
+
+    port, out = free_port(), tmp / "runs"
+    cmd = [sys.executable, "-m", "privfed.deploy.cli", "coordinator", *flags, "--insecure"]
+    cmd += ["--listen", f"127.0.0.1:{port}", "--owners", str(n_owners), "--out", str(out)]
+    cmd += ["--register-timeout", "60", *dataset]
+    procs = [subprocess.Popen(cmd, stdout=open(tmp / "coordinator.log", "w"), stderr=subprocess.STDOUT)]
+    for name, (shards, budget) in nodes.items():
+        owner = owner_cmd(
+            port, name, n_owners=n_owners, shards=shards, ledger=tmp / f"{name}.sqlite", budget=budget, certs=None,
+            dataset=dataset, extra=["--connect-timeout", "60"],
+        )  # fmt: skip
+        procs.append(subprocess.Popen(owner, stdout=open(tmp / f"{name}.log", "w"), stderr=subprocess.STDOUT))
+    try:
+        assert procs[0].wait(timeout=180) == 0, (tmp / "coordinator.log").read_text()[-3000:]
+        assert [p.wait(timeout=60) for p in procs[1:]] == [0] * len(nodes)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    (path,) = out.glob("*/report.json")
+    return json.loads(path.read_text()), path

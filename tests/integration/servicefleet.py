@@ -99,10 +99,10 @@ class ServiceFleet:
                 p.wait()
 
     # ---------------------------------------------------------------- the data user's commands
-    def cli(self, *args: str, name: str = "alice") -> subprocess.CompletedProcess:
+    def cli(self, *args: str, name: str = "alice", certs: Path | None = None) -> subprocess.CompletedProcess:
         return subprocess.run(
             [sys.executable, "-m", "privfed.deploy.cli", *args,
-             "--coordinator", f"127.0.0.1:{self.port}", "--certs", str(self.certs), "--name", name],
+             "--coordinator", f"127.0.0.1:{self.port}", "--certs", str(certs or self.certs), "--name", name],
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
 

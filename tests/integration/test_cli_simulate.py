@@ -26,7 +26,7 @@ LEAN = (
 def test_simulate_reports_baselines_repeats_and_infinite_epsilon_without_bars_on_a_pipe(tmp_path):
     done = subprocess.run(
         [sys.executable, "-c", LEAN, "simulate", "--owners", "20", "--processes", "1",
-         "--epsilon", "2,inf", "--repeats", "2", "--task", "lr", "--insecure", "--n-samples", "300",
+         "--epsilon", "2,inf", "--repeats", "2", "--task", "lr", "--solver", "local", "--insecure", "--n-samples", "300",
          "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -73,12 +73,13 @@ def _own_files(tmp_path, bad_line: int | None = None):
 
 
 @pytest.mark.slow
-def test_simulate_on_owners_own_files_meets_the_reference_without_noise(tmp_path):
+@pytest.mark.parametrize("solver", ["local", "gd"])
+def test_simulate_on_owners_own_files_meets_the_reference_without_noise(tmp_path, solver):
     """The reference is privfed's own model at ε = ∞ with owners holding the rows as the nodes hold
     them (issue 24): the federation at ε = ∞ gives exactly its accuracy, for averaged local LR models
-    too (which depend on who holds which rows)."""
+    too (which depend on who holds which rows), and for gradient descent (its public groups)."""
     args = [sys.executable, "-m", "privfed.deploy.cli", "simulate", *_own_files(tmp_path), "--owners", "12"]
-    args += ["--epsilon", "inf", "--task", "lr", "--insecure", "--out", str(tmp_path / "runs")]
+    args += ["--epsilon", "inf", "--task", "lr", "--solver", solver, "--insecure", "--out", str(tmp_path / "runs")]
     done = subprocess.run(args, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     (report_path,) = (tmp_path / "runs").glob("*/report.json")

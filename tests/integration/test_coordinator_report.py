@@ -10,15 +10,11 @@ name exactly those owners, and its ε split must be what the ledgers debit.
 
 from __future__ import annotations
 
-import json
 import math
-import socket
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
-from fedharness import owner_cmd
+from fedharness import coordinator_job
 
 from privfed.common.ledger import Ledger
 
@@ -27,42 +23,12 @@ ONE_RELEASE = 0.6 * EPSILON  # budget_split "epsilon": a share costs 0.6 ε, an 
 DATA = ["--dataset", "synthetic", "--n-samples", "800", "--seed", "3", "--test-fraction", "0.25"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_the_coordinators_report_has_rounds_the_epsilon_split_and_the_dropped_owners(tmp_path: Path):
-    port, out = _free_port(), tmp_path / "runs"
-    cmd = [sys.executable, "-m", "privfed.deploy.cli", "coordinator", "--task", "bdt", "--insecure"]
-    cmd += ["--listen", f"127.0.0.1:{port}", "--owners", str(N_OWNERS), "--epsilon", str(EPSILON)]
-    cmd += ["--rounds", str(ROUNDS), "--n-bins", "4", "--weight-bound", "4", "--max-owner-rows", "20"]
-    cmd += ["--out", str(out), "--register-timeout", "60", *DATA]
-    procs = [subprocess.Popen(cmd, stdout=open(tmp_path / "coordinator.log", "w"), stderr=subprocess.STDOUT)]
+    flags = ["--task", "bdt", "--epsilon", str(EPSILON), "--rounds", str(ROUNDS), "--n-bins", "4"]
+    flags += ["--weight-bound", "4", "--max-owner-rows", "20"]
     budgets = {"owner-0": EPSILON, "owner-1": ONE_RELEASE}
-    for i, (name, budget) in enumerate(budgets.items()):
-        owner = owner_cmd(
-            port,
-            name,
-            n_owners=N_OWNERS,
-            shards=f"{20 * i}:{20 * (i + 1)}",
-            ledger=tmp_path / f"{name}.sqlite",
-            budget=budget,
-            certs=None,
-            dataset=DATA,
-            extra=["--connect-timeout", "60"],
-        )
-        procs.append(subprocess.Popen(owner, stdout=open(tmp_path / f"{name}.log", "w"), stderr=subprocess.STDOUT))
-    try:
-        assert procs[0].wait(timeout=180) == 0, (tmp_path / "coordinator.log").read_text()[-3000:]
-        assert [p.wait(timeout=60) for p in procs[1:]] == [0, 0]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    (path,) = out.glob("*/report.json")
-    report = json.loads(path.read_text())
+    nodes = {name: (f"{20 * i}:{20 * (i + 1)}", budget) for i, (name, budget) in enumerate(budgets.items())}
+    report, _ = coordinator_job(tmp_path, flags, nodes, n_owners=N_OWNERS, dataset=DATA)
     assert report["status"] == "ok"
 
     # The ε split: share and evaluation parts that add up to ε, each as the owners' ledgers debit it.
@@ -94,7 +60,7 @@ def test_the_coordinators_report_has_rounds_the_epsilon_split_and_the_dropped_ow
 
     # The drops: owner-1's evaluators whose budget no longer covered the evaluation, each with its
     # refusal; owner-0's owners are never dropped and never refuse.
-    dropped = report["dropped_from_secure_sums"]
+    dropped = report["dropped"]
     assert dropped and all(o.startswith("owner-1.") for o in dropped)
     assert dropped == [o for r in rounds for o in r["secure_sum"]["dropped"]]
     assert {o for r in rounds for o in r["secure_sum"]["refused"]} == set(dropped)

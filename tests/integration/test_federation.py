@@ -39,9 +39,8 @@ def test_epsilon_inf_matches_non_private_reference(tmp_path, task, n_owners, n_s
         half = n_owners // 2
         fed.spawn("owner-0", n_owners=n_owners, shards=f"0:{half}", budget=math.inf, dataset=dataset)
         fed.spawn("owner-1", n_owners=n_owners, shards=f"{half}:{n_owners}", budget=math.inf, dataset=dataset)
-        strategy = make_strategy(
-            task, mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds, param_bound=8.0
-        )
+        lr = {"param_bound": 8.0, "solver": "local"} if task == "lr" else {}  # averaged local models of 1000 rows
+        strategy = make_strategy(task, mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds, **lr)
         outcome = fed.run(strategy, n_owners)
     finally:
         fed.close()

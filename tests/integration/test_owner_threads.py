@@ -45,7 +45,9 @@ def test_owner_processes_hold_the_threads_they_were_given(tmp_path):
             fed.spawn(
                 name, n_owners=2, shards=shards, budget=math.inf, extra=extra, module_cmd=["-c", PROBE], env=launcher
             )
-        strategy = make_strategy("lr", mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds)
+        strategy = make_strategy(
+            "lr", solver="local", mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds
+        )
         outcome = fed.run(strategy, 2)
     finally:
         fed.close()

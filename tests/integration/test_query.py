@@ -140,7 +140,10 @@ def served(tmp_path_factory):
                 extra=["--delta-budget", "1e-5"],
             )
         lr = fed.run(
-            make_strategy("lr", mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds, param_bound=8.0), 2
+            make_strategy(
+                "lr", solver="local", mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds, param_bound=8.0
+            ),
+            2,
         )
         dpdr = fed.run(make_strategy("feddpdr", epsilon=math.inf, n_classes=2, bounds=test.bounds, k=K), 2)
         assert lr.answered == 2 and dpdr.answered == 2

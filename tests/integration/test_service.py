@@ -6,6 +6,7 @@ a cancelled job stops and leaves a report; a job survives the service's restart.
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import signal
 import sqlite3
@@ -18,6 +19,7 @@ from fedharness import owner_cmd
 from servicefleet import NODES, OWNERS_PER_NODE, ServiceFleet
 
 from privfed.common.ledger import read_accounts
+from privfed.deploy.certs import make_certs
 
 pytestmark = pytest.mark.slow
 
@@ -85,6 +87,15 @@ def test_only_a_data_user_certificate_submits(fleet, tmp_path):
         done = fleet.cli("submit", str(job), name=name)
         assert done.returncode == 2 and "PERMISSION_DENIED" in done.stderr and "data-user" in done.stderr
     assert fleet.cli("jobs", name="owner-1").returncode == 2
+    # a data user of another federation's CA is refused at the TLS handshake, and the service logs who tried
+    foreign = make_certs(tmp_path / "foreign", owners=1, data_users=["alice"])
+    assert fleet.cli("jobs", certs=foreign).returncode == 2
+    deadline = time.monotonic() + 20
+    while "TLS handshake from" not in fleet.service_log() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert re.search(r"TLS handshake from ipv4:127\.0\.0\.1:\d+ rejected", fleet.service_log()), fleet.service_log()[
+        -2000:
+    ]
     # nor does a data user's certificate serve as an owner node
     node = subprocess.run(
         owner_cmd(fleet.port, "alice", n_owners=1, shards="0:1", ledger=tmp_path / "alice.sqlite", budget=1.0,

@@ -67,6 +67,8 @@ class Cluster:
                 str(EPSILON),
                 "--task",
                 "lr",
+                "--solver",
+                "local",  # one round: every owner asked at once, so a node is frozen mid-round
                 *DATASET,
                 "--out",
                 str(tmp / "runs"),

@@ -290,6 +290,9 @@ def honest_captures(tmp_path_factory):
         jobs = {
             "ncc": ncc(test.bounds),
             "lr": make_strategy("lr", mechanism="pm", epsilon=EPSILON, n_classes=N_CLASSES, bounds=test.bounds),
+            "lr-local": make_strategy(
+                "lr", solver="local", mechanism="pm", epsilon=EPSILON, n_classes=N_CLASSES, bounds=test.bounds
+            ),
             "feddpdr": make_strategy("feddpdr", epsilon=EPSILON, n_classes=N_CLASSES, bounds=test.bounds, k=5),
             "bdt": make_strategy(
                 "bdt",
@@ -366,7 +369,7 @@ def honest_captures(tmp_path_factory):
     return captured, outcomes, rows, test, query_owners, boost_label_epsilon
 
 
-TASKS = ("ncc", "lr", "feddpdr", "bdt", "bdt-ncc", "bdt-ncc-rr", "query")
+TASKS = ("ncc", "lr", "lr-local", "feddpdr", "bdt", "bdt-ncc", "bdt-ncc-rr", "query")
 
 
 @pytest.mark.slow
@@ -414,7 +417,12 @@ def test_labels_agree_with_the_truth_only_at_the_rr_rate(honest_captures):
         assert len(reported) >= N_OWNERS // 2, (task, len(reported))
         stats = rr_agreement(reported, truth, epsilon=eps, n_classes=N_CLASSES)
         assert stats.agree < stats.n and stats.consistent(), (task, stats)
-    for task in ("lr", "feddpdr", "bdt"):  # the only replies with labels: NCC shares and boosting's NCC rows
+    for task in (
+        "lr",
+        "lr-local",
+        "feddpdr",
+        "bdt",
+    ):  # the only replies with labels: NCC shares and boosting's NCC rows
         kinds = {r.WhichOneof("kind") for r in pushed_results(captured[task])}
         shares = {r.boost_share.WhichOneof("kind") for r in pushed_results(captured[task]) if r.HasField("boost_share")}
         assert "ncc_share" not in kinds and "ncc" not in shares, (task, kinds, shares)

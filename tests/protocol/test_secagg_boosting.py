@@ -17,9 +17,10 @@ from privfed.common.boosting.params import BoostingParams
 from privfed.common.datasets import load_builtin
 from privfed.common.errors import ConfigError
 from privfed.deploy.inprocess import InProcessTransport
-from privfed.owner.data import build_owners
 from privfed.server.strategies.base import Transport
 from privfed.server.strategies.boosting import BoostingStrategy
+
+from ..owner_nodes import owners_over_nodes
 
 N_OWNERS, N_NODES = 24, 3
 
@@ -30,18 +31,7 @@ def data():
 
 
 def _transport(ds, secure_sum, budget=math.inf):
-    per = N_OWNERS // N_NODES
-    owners = []
-    for j in range(N_NODES):
-        owners += build_owners(
-            ds,
-            node_id=f"owner-{j}",
-            n_owners=N_OWNERS,
-            shards=range(j * per, (j + 1) * per),
-            seed=0,
-            rng_kind="seeded",
-            rng_seed=0,
-        )
+    owners = owners_over_nodes(ds, n_owners=N_OWNERS, n_nodes=N_NODES)
     return InProcessTransport.with_ledgers(owners, epsilon_budget=budget, secure_sum=secure_sum)
 
 

@@ -42,11 +42,12 @@ from privfed.common.tasks import (
     Task,
 )
 from privfed.owner.core import OwnerCore
-from privfed.owner.data import build_owners
 from privfed.owner.keys import OwnerKeys
 from privfed.proto import serde
 from privfed.server.relay import Relay
 from privfed.server.securesum import RelayedTransport
+
+from ..owner_nodes import owners_over_nodes
 
 N_OWNERS, N_NODES = 12, 3
 
@@ -170,18 +171,7 @@ def data():
 
 
 def _pair(ds, budget=4.0, secure_sum="ring") -> Pair:
-    per = N_OWNERS // N_NODES
-    owners = []
-    for j in range(N_NODES):
-        owners += build_owners(
-            ds,
-            node_id=f"owner-{j}",
-            n_owners=N_OWNERS,
-            shards=range(j * per, (j + 1) * per),
-            seed=0,
-            rng_kind="seeded",
-            rng_seed=j,
-        )
+    owners = owners_over_nodes(ds, n_owners=N_OWNERS, n_nodes=N_NODES)
     return Pair(owners, budget, secure_sum=secure_sum)
 
 

@@ -13,7 +13,10 @@ from privfed.common.errors import ConfigError
 from privfed.common.identity import check_node_name, owner_id
 from privfed.common.ledger import Ledger
 from privfed.deploy.cli import build_parser, main, simulation_config
-from privfed.deploy.simulation_config import KEYS, SimulationConfig
+from privfed.deploy.simulation_config import JOB_KEYS, KEYS, SimulationConfig
+from privfed.server.parameters import BY_TASK
+
+KEYS_TO_FIELDS = JOB_KEYS | {key: key for key in KEYS if key not in JOB_KEYS}
 
 #: One non-default value per flag of ``privfed simulate`` (TOML value, flag text) and the flags it
 #: needs beside it. A flag missing here fails the walk: every flag must have its TOML key.
@@ -42,6 +45,7 @@ SAMPLES = {
     "basis": ("dct", "dct", []),
     "model": ("mc-huber", "mc-huber", []),
     "scaling": ("ball", "ball", []),
+    "solver": ("local", "local", []),
     "base": ("ncc", "ncc", []),
     "rounds": (4, "4", []),
     "group_size": (3, "3", []),
@@ -56,6 +60,10 @@ SAMPLES = {
     "eval_mechanism": ("rr", "rr", []),
     "ring_timeout": (9.0, "9", []),
     "secure_sum": ("ring", "ring", []),
+    "eval_groups": ("all", "all", []),
+    "stump_encoding": ("cells", "cells", []),
+    "oracle": ("oue", "oue", []),
+    "n_sampled": (2, "2", []),
     "schema": ("s.toml", "s.toml", ["--data", "a.csv"]),
     "dataset": ("digits", "digits", []),
     "n_samples": (500, "500", []),
@@ -75,9 +83,14 @@ def test_every_simulate_flag_has_a_toml_key_that_sets_what_the_flag_sets():
     for action in actions:
         flag, key = action.option_strings[0], action.dest
         value, text, extra = SAMPLES[key]
-        argv = ["simulate", *extra, flag] + ([] if text is None else [text] if isinstance(text, str) else text)
+        task = (
+            value if key == "task" else next((t for t, table in BY_TASK.items() if KEYS_TO_FIELDS[key] in table), "ncc")
+        )
+        argv = ["simulate", "--task", task, *extra, flag] + (
+            [] if text is None else [text] if isinstance(text, str) else text
+        )
         from_flags = simulation_config(build_parser().parse_args(argv))
-        doc = {key: value, "task": value if key == "task" else "ncc"}
+        doc = {key: value, "task": task}
         doc |= {e.lstrip("-").replace("-", "_"): v for e, v in zip(extra[::2], extra[1::2])}
         if "data" in doc and not isinstance(doc["data"], list):
             doc["data"] = [doc["data"]]
@@ -91,7 +104,7 @@ def test_field_names_that_are_not_flag_names_are_refused_with_the_flag_name():
         SimulationConfig.from_toml('task = "bdt"\nn_rounds = 4\nc = 0.5\n', source="run.toml")
     message = str(info.value)
     assert message.startswith("run.toml: unknown key(s) ['c', 'n_rounds'] (c is --C: write C; n_rounds is --rounds")
-    assert SimulationConfig.from_toml('task = "bdt"\nrounds = 4\nC = 0.5\n').job.n_rounds == 4
+    assert SimulationConfig.from_toml('task = "bdt"\nrounds = 4\nC = 0.5\n').job.task_options()["n_rounds"] == 4
 
 
 @pytest.mark.parametrize(

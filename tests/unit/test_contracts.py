@@ -20,6 +20,7 @@ from privfed.common.mechanisms import make_mechanism
 from privfed.common.tasks import (
     BoostEvaluateTask,
     JointNccReply,
+    LrGradientReply,
     LrParametersReply,
     LrShareReply,
     LrShareTask,
@@ -42,6 +43,7 @@ from privfed.common.tasks.contract import COUNT_TAIL, ContractViolation, PublicL
 from privfed.owner.core import handle_batch
 from privfed.owner.local import LocalOwner
 from privfed.server.strategies import make_strategy
+from privfed.server.strategies.base import new_tasks
 
 D, K, ROWS = 4, 3, 5
 BOUNDS = Bounds.of(0.0, 1.0, D)
@@ -77,12 +79,31 @@ def _ncc(mechanism: str = "pm", epsilon: float = 2.0) -> NccShareTask:
 @pytest.mark.parametrize("mechanism,epsilon", MECHANISMS)
 @pytest.mark.parametrize("task", ["ncc", "lr"])
 def test_honest_replies_meet_their_contract(tmp_path, task, mechanism, epsilon):
-    strategy = make_strategy(task, mechanism=mechanism, epsilon=epsilon, n_classes=K, bounds=BOUNDS)
+    if task == "lr":  # the perturbed local models; gradient descent's replies: the test below
+        strategy = make_strategy(task, solver="local", mechanism=mechanism, epsilon=epsilon, n_classes=K, bounds=BOUNDS)
+    else:
+        strategy = make_strategy(task, mechanism=mechanism, epsilon=epsilon, n_classes=K, bounds=BOUNDS)
     tasks = strategy.configure(list(_owners()), "r1")
     results = _honest(tmp_path, tasks)
     assert len(results) == len(tasks)
     for task_, result in zip(tasks, results):
         check_reply(task_.spec, result.payload, LIMITS)
+
+
+@pytest.mark.parametrize("mechanism,epsilon", MECHANISMS)
+def test_honest_gradient_replies_meet_their_contract(tmp_path, mechanism, epsilon):
+    strategy = make_strategy("lr", solver="gd", mechanism=mechanism, epsilon=epsilon, n_classes=K, bounds=BOUNDS)
+    theta = np.full(strategy.gd.initial().shape, 0.5)
+    theta[0, 0] = -strategy.param_bound  # on the edge of the public box
+    tasks = new_tasks(list(_owners()), "gd-run", strategy.spec(theta))
+    results = _honest(tmp_path, tasks)
+    assert len(results) == len(tasks)
+    for task_, result in zip(tasks, results):
+        check_reply(task_.spec, result.payload, LIMITS)
+        with pytest.raises(ContractViolation):  # a report beyond the mechanism's range, or of another width
+            check_reply(task_.spec, LrGradientReply(result.payload.reports * 0 + 1e6), LIMITS)
+        with pytest.raises(ContractViolation):
+            check_reply(task_.spec, LrGradientReply(result.payload.reports[:, :-1]), LIMITS)
 
 
 def test_honest_feddpdr_replies_meet_their_contract(tmp_path):

@@ -10,6 +10,7 @@ from privfed.common.ledger import Ledger
 from privfed.common.tasks import PcaShareTask, SvmShareTask
 from privfed.owner.core import handle_batch
 from privfed.owner.data import build_owners, federation_split
+from privfed.server.config import JobConfig
 from privfed.server.report import nonprivate_releases
 from privfed.server.strategies import FedDpdrStrategy
 from privfed.server.strategies.base import Transport as BaseTransport
@@ -59,10 +60,12 @@ def test_counts_released_once_and_svm_only_to_owners_that_gave_one(tmp_path, dig
 
 
 def test_report_names_clear_label_releases():
-    assert nonprivate_releases("ncc", "rr", None, 10) == []
-    assert nonprivate_releases("lr", "clear", None, 10) == []
-    assert nonprivate_releases("bdt", "clear", "stump", 10) == []
-    assert nonprivate_releases("ncc", "clear", None, 0) == []
-    for task, base in (("ncc", None), ("bdt", "ncc")):
-        (entry,) = nonprivate_releases(task, "clear", base, 7)
-        assert entry["what"] == "clear-labels" and entry["owners"] == 7
+    def clear(task: str, **params: str) -> bool:
+        return JobConfig.from_flat(task=task, epsilon=1.0, **params).clear_labels
+
+    assert not clear("ncc", labels="rr") and not clear("lr") and not clear("feddpdr")
+    assert not clear("bdt", labels="clear", base="stump") and not clear("bdt", base="ncc")
+    assert clear("ncc", labels="clear") and clear("bdt", labels="clear", base="ncc")
+    assert nonprivate_releases(True, 0) == [] and nonprivate_releases(False, 10) == []
+    (entry,) = nonprivate_releases(True, 7)
+    assert entry["what"] == "clear-labels" and entry["owners"] == 7

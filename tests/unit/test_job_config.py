@@ -17,7 +17,9 @@ from privfed.common.errors import ConfigError, RoundFailed
 from privfed.deploy.cli import build_parser, job_config, main
 from privfed.server.config import DEFAULT_WEIGHT_BOUND, FLAGS, JobConfig
 from privfed.server.main import coordinator_strategy, run_coordinator
+from privfed.server.parameters import BY_TASK, COMMON, NccParams
 from privfed.server.strategies import LrStrategy, make_strategy
+from privfed.server.strategies.ldp_gd import LdpGdStrategy
 
 COORDINATOR = ["coordinator", "--owners", "4", "--epsilon", "1"]
 BOUNDS = Bounds(np.zeros(3), np.ones(3))
@@ -25,6 +27,11 @@ BOUNDS = Bounds(np.zeros(3), np.ones(3))
 
 def parsed(*flags: str):
     return build_parser().parse_args([*COORDINATOR, *flags])
+
+
+def task_of(field: str) -> str:
+    """A task that takes the parameter ``field`` (bdt for a common field)."""
+    return next((task for task, table in BY_TASK.items() if field in table), "bdt")
 
 
 @pytest.fixture
@@ -40,9 +47,12 @@ def keep_sigterm():
 
 def test_the_defaults_are_valid_and_the_config_is_frozen():
     config = JobConfig(task="ncc", epsilon=math.inf)
-    assert config.labels == "rr" and config.share_weight_bound == DEFAULT_WEIGHT_BOUND
+    assert config.params == NccParams() and config.task_options()["labels"] == "rr"
+    assert JobConfig(task="bdt", epsilon=1.0).share_weight_bound == DEFAULT_WEIGHT_BOUND
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.epsilon = 2.0
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.task_params.mechanism = "duchi"  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(
@@ -56,7 +66,7 @@ def test_the_defaults_are_valid_and_the_config_is_frozen():
         ("epsilon", -1.0, "--epsilon"),
         ("epsilon", math.nan, "--epsilon"),
         ("label_fraction", 1.0, "--label-fraction"),
-        ("c", 0.0, "--C"),
+        ("C", 0.0, "--C"),
         ("param_bound", math.inf, "--param-bound"),
         ("k", 0, "--k"),
         ("delta", 1.0, "--delta"),
@@ -90,7 +100,7 @@ def test_the_defaults_are_valid_and_the_config_is_frozen():
 )
 def test_every_invalid_value_is_a_config_error_naming_the_flag_and_the_value(field, value, flag):
     with pytest.raises(ConfigError) as info:
-        JobConfig(**{"task": "bdt", "epsilon": 1.0, field: value})
+        JobConfig.from_flat(**{"task": task_of(field), "epsilon": 1.0, field: value})
     message = str(info.value)
     assert message.startswith(f"{flag} must ") and repr(value) in message, message
 
@@ -112,7 +122,7 @@ def test_replace_validates_again():
 def test_the_share_weight_bound_is_explicit_or_derived_from_public_rows_or_the_default(
     weight_bound, rows_per_owner, expected, source
 ):
-    config = JobConfig(task="bdt", epsilon=1.0, weight_bound=weight_bound, rows_per_owner=rows_per_owner)
+    config = JobConfig.from_flat(task="bdt", epsilon=1.0, weight_bound=weight_bound, rows_per_owner=rows_per_owner)
     assert config.share_weight_bound == expected and config.weight_bound_source == source
     assert config.to_report()["share_weight_bound"] == expected
 
@@ -124,7 +134,7 @@ def test_every_field_has_a_coordinator_flag():
     args = parsed()
     for name, flag in FLAGS.items():
         assert hasattr(args, flag.lstrip("-").replace("-", "_")), (name, flag)
-    assert {f.name for f in dataclasses.fields(JobConfig)} == set(FLAGS)
+    assert {f.name for f in dataclasses.fields(JobConfig)} - {"params"} == set(COMMON)
 
 
 def test_coordinator_task_bdt_uses_the_configured_weight_bound(caplog):
@@ -172,10 +182,15 @@ def test_coordinator_task_bdt_uses_the_configured_weight_bound(caplog):
 
 def test_flags_reach_the_single_round_strategies():
     strategy, _, test = coordinator_strategy(
-        job_config(parsed("--task", "lr", "--param-bound", "8", "--C", "0.5", "--mechanism", "duchi"))
+        job_config(
+            parsed("--task", "lr", "--solver", "local", "--param-bound", "8", "--C", "0.5", "--mechanism", "duchi")
+        )
     )
     assert isinstance(strategy, LrStrategy) and test is not None and strategy.n_classes == len(test.classes)
-    assert (strategy.param_bound, strategy.c, strategy.mechanism, strategy.epsilon) == (8.0, 0.5, "duchi", 1.0)
+    assert (strategy.param_bound, strategy.C, strategy.mechanism, strategy.epsilon) == (8.0, 0.5, "duchi", 1.0)
+    gd, _, _ = coordinator_strategy(job_config(parsed("--task", "lr", "--param-bound", "8", "--mechanism", "duchi")))
+    assert isinstance(gd, LdpGdStrategy)  # --solver gd, the default
+    assert (gd.param_bound, gd.mechanism, gd.epsilon, gd.gd.param_bound) == (8.0, "duchi", 1.0, 8.0)
 
 
 def test_the_feddpdr_basis_flag_reaches_the_strategy():
@@ -199,12 +214,12 @@ def test_the_feddpdr_model_and_scaling_flags_reach_the_strategy_and_have_one_def
     assert (strategy.model, strategy.scaling) == ("mc-huber", "normalise")
     config = job_config(parsed("--task", "feddpdr", "--dataset", "digits"))
     default, _, _ = coordinator_strategy(config)
-    assert (config.model, default.model) == (DEFAULT_SVM_MODEL, DEFAULT_SVM_MODEL)
-    assert (config.scaling, default.scaling) == (DEFAULT_ROW_SCALING, DEFAULT_ROW_SCALING)
+    assert (config.task_options()["model"], default.model) == (DEFAULT_SVM_MODEL, DEFAULT_SVM_MODEL)
+    assert (config.task_options()["scaling"], default.scaling) == (DEFAULT_ROW_SCALING, DEFAULT_ROW_SCALING)
 
 
 def test_the_task_name_shorthand_builds_the_same_strategy_as_a_job_config():
-    config = JobConfig(task="bdt", epsilon=2.0, n_rounds=2, weight_bound=4.0, seed=5)
+    config = JobConfig.from_flat(task="bdt", epsilon=2.0, n_rounds=2, weight_bound=4.0, seed=5)
     a = make_strategy(config, n_classes=2, bounds=BOUNDS)
     b = make_strategy(
         "bdt", epsilon=2.0, n_rounds=2, weight_bound=4.0, seed=5, group_size=None, n_classes=2, bounds=BOUNDS
@@ -218,9 +233,14 @@ def test_the_task_name_shorthand_builds_the_same_strategy_as_a_job_config():
 
 
 def test_an_invalid_flag_value_is_one_line_naming_the_flag(capsys, keep_sigterm):
-    assert main([*COORDINATOR, "--insecure", "--rounds", "0"]) == 2
+    assert main([*COORDINATOR, "--insecure", "--task", "bdt", "--rounds", "0"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "privfed coordinator: error: --rounds must be an int >= 1, got 0"
+    assert main([*COORDINATOR, "--insecure", "--task", "lr", "--rounds", "3"]) == 2  # boosting's, not lr's
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "privfed coordinator: error: --rounds is a parameter of --task bdt, not of --task lr: drop it (or use --task bdt)"
+    )
 
 
 def test_a_failed_job_is_one_line_exit_2_not_a_traceback(capsys, tmp_path, keep_sigterm):
@@ -269,3 +289,18 @@ def test_nothing_of_argparse_below_deploy_in_the_coordinator():
             )
             offenders += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "argparse"]
     assert offenders == []
+
+
+@pytest.mark.parametrize(
+    ("flat", "quorum"),
+    [
+        (dict(task="ncc"), 1),
+        (dict(task="lr", solver="local"), 1),  # one round: every budget it will spend is spent when the check runs
+        (dict(task="lr", solver="gd"), 50),  # later groups have not spent yet: stop before they do
+        (dict(task="bdt"), 50),
+        (dict(task="feddpdr"), 50),
+        (dict(task="lr", solver="gd", min_owners=7), 7),
+    ],
+)
+def test_the_default_quorum_is_one_for_one_round_jobs_and_half_the_owners_for_multi_round_ones(flat, quorum):
+    assert JobConfig.from_flat(epsilon=1.0, owners=100, **flat).quorum == quorum

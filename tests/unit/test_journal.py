@@ -17,9 +17,10 @@ from privfed.common.boosting.params import BoostingParams
 from privfed.common.datasets import load_builtin
 from privfed.common.errors import ConfigError
 from privfed.deploy.inprocess import InProcessTransport
-from privfed.owner.data import build_owners
 from privfed.server.journal import Journal
 from privfed.server.strategies.boosting import BoostingStrategy
+
+from ..owner_nodes import owners_over_nodes
 
 N_OWNERS, N_NODES, ROUNDS, SEED = 40, 4, 4, 11
 
@@ -55,18 +56,7 @@ def data():
 
 
 def _owner_side(ds) -> InProcessTransport:
-    per = N_OWNERS // N_NODES
-    owners = []
-    for j in range(N_NODES):
-        owners += build_owners(
-            ds,
-            node_id=f"owner-{j}",
-            n_owners=N_OWNERS,
-            shards=range(j * per, (j + 1) * per),
-            seed=0,
-            rng_kind="seeded",
-            rng_seed=j,
-        )
+    owners = owners_over_nodes(ds, n_owners=N_OWNERS, n_nodes=N_NODES)
     return InProcessTransport.with_ledgers(owners, epsilon_budget=8.0)
 
 

@@ -23,6 +23,7 @@ from privfed.common.tasks import (
     BoostEvaluateTask,
     BoostShareReply,
     BoostShareTask,
+    LrGradientTask,
     LrShareReply,
     LrShareTask,
     NccShareTask,
@@ -78,6 +79,7 @@ def _specs() -> dict[type, TaskSpec]:
         SvmShareTask: SvmShareTask(1.0, 0.1, K, BOUNDS, np.eye(D)[:, :2], 0.0, "ovr-huber", "ball"),
         BoostShareTask: BoostShareTask(config, BoostHistory()),
         BoostEvaluateTask: BoostEvaluateTask(config, BoostHistory(), _stump(), ring),
+        LrGradientTask: LrGradientTask("pm", 1.0, np.full((1 if K == 2 else K, D + 1), 0.5), 4.0, K, BOUNDS),
     }
 
 

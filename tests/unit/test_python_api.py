@@ -13,9 +13,10 @@ import pytest
 import privfed
 from privfed.common.errors import ConfigError
 from privfed.common.learners import estimators
-from privfed.deploy.cli import build_parser, simulation_config
+from privfed.deploy.cli import build_parser, job_config, simulation_config
 from privfed.deploy.simulate import SimulationConfig
 from privfed.server.config import JobConfig
+from privfed.server.parameters import LrParams
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -51,8 +52,9 @@ def test_the_estimators_predict_proba_agrees_with_predict():
 
 
 def test_param_bound_has_one_default_for_the_cli_the_job_and_the_estimator():
-    cli = build_parser().parse_args(["coordinator", "--owners", "1", "--epsilon", "1", "--insecure"]).param_bound
-    assert cli == JobConfig(task="lr", epsilon=1.0).param_bound == privfed.LdpLogisticRegression().param_bound == 4.0
+    args = build_parser().parse_args(["coordinator", "--owners", "1", "--epsilon", "1", "--insecure", "--task", "lr"])
+    cli = job_config(args).task_options()["param_bound"]
+    assert cli == LrParams().param_bound == privfed.LdpLogisticRegression().param_bound == 4.0
 
 
 def test_a_toml_config_gives_the_same_simulation_as_the_flags(tmp_path):
@@ -74,7 +76,11 @@ out = "{tmp_path}"
     assert SimulationConfig.from_toml(text) == from_flags
     from_file = simulation_config(build_parser().parse_args(["simulate", "--config", str(tmp_path / "run.toml")]))
     assert from_file == from_flags
-    assert (from_file.epsilons, from_file.job.param_bound, from_file.processes) == ((1.0, math.inf), 2.0, 3)
+    assert (from_file.epsilons, from_file.job.task_options()["param_bound"], from_file.processes) == (
+        (1.0, math.inf),
+        2.0,
+        3,
+    )
     # a flag given on the command line overrides the file; the file's other settings stay
     override = ["simulate", "--config", str(tmp_path / "run.toml"), "--owners", "40"]
     assert simulation_config(build_parser().parse_args(override)) == from_flags.__class__(

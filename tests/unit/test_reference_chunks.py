@@ -19,7 +19,9 @@ from privfed.server.strategies import make_strategy
 def test_the_chunked_reference_is_the_all_at_once_reference_bit_for_bit(task, monkeypatch):
     train = load_builtin("synthetic", n_samples=1300, seed=2)
     parts = even_parts(train.n, 1300, seed=2)
-    job = JobConfig(task=task, epsilon=1.0, seed=2)
+    job = JobConfig.from_flat(
+        task=task, epsilon=1.0, seed=2, **({"solver": "local"} if task == "lr" else {})
+    )  # one round
     monkeypatch.setattr(reference, "CHUNK", 1024)  # two chunks, the second one short
     built: list[int] = []
     fold_chunk = reference.InProcessTransport.fold_tasks

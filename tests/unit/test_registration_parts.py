@@ -111,7 +111,9 @@ def test_a_pull_answer_holds_at_most_max_response_tasks_and_the_rest_waits_in_or
     d = Dispatcher()
     owners = [owner_id("node-a", i) for i in range(40)]
     d.register("node-a", [OwnerInfo(o) for o in owners])
-    tasks = make_strategy("lr", n_classes=2, bounds=Bounds(np.zeros(2), np.ones(2)), epsilon=1.0).configure(owners, "r")
+    tasks = make_strategy("ncc", n_classes=2, bounds=Bounds(np.zeros(2), np.ones(2)), epsilon=1.0).configure(
+        owners, "r"
+    )
     for t in tasks:  # as Dispatcher.run queues them
         d._nodes["node-a"].queue.append(t)
     coordinator = servicer.CoordinatorServicer(d, servicer.ModelStore(), require_identity=False)

@@ -72,10 +72,10 @@ def test_a_plot_with_infinite_epsilon_and_baselines_is_written(tmp_path):
 
 
 def test_the_legend_names_only_what_the_learner_used():
-    assert "pm" not in learner_label(JobConfig(task="feddpdr", epsilon=1.0, mechanism="pm"))
-    assert learner_label(JobConfig(task="lr", epsilon=1.0, mechanism="duchi")) == "lr (duchi)"
-    assert learner_label(JobConfig(task="ncc", epsilon=1.0, labels="clear")) == "ncc (pm, labels clear)"
-    assert "T=3" in learner_label(JobConfig(task="bdt", epsilon=1.0, n_rounds=3))
+    assert "pm" not in learner_label(JobConfig(task="feddpdr", epsilon=1.0))
+    assert learner_label(JobConfig.from_flat(task="lr", epsilon=1.0, mechanism="duchi")) == "lr (duchi)"
+    assert learner_label(JobConfig.from_flat(task="ncc", epsilon=1.0, labels="clear")) == "ncc (pm, labels clear)"
+    assert "T=3" in learner_label(JobConfig.from_flat(task="bdt", epsilon=1.0, n_rounds=3))
 
 
 def test_a_model_below_the_majority_class_beyond_its_noise_gets_a_one_line_warning():

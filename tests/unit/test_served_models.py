@@ -58,7 +58,9 @@ def fruit(tmp_path_factory):
 @pytest.mark.parametrize("task", ["ncc", "lr", "feddpdr", "bdt"])
 def test_every_task_writes_a_model_json_that_reloads_with_its_id_and_label_values(fruit, task, tmp_path):
     _, schema, ds = fruit
-    job = JobConfig(task=task, epsilon=1.0, owners=30, k=2, n_rounds=3)
+    job = JobConfig.from_flat(
+        task=task, epsilon=1.0, owners=30, **{"feddpdr": {"k": 2}, "bdt": {"n_rounds": 3}}.get(task, {})
+    )
     model = reference_model(job, ds, even_parts(ds.n, 30, 0))
     path = save_model(tmp_path / "model.json", model, model_id=f"{task}-eps1", task=task, schema=schema)
     doc = json.loads(path.read_text())
@@ -77,7 +79,7 @@ def test_every_task_writes_a_model_json_that_reloads_with_its_id_and_label_value
 def test_predict_and_get_model_carry_label_values_probabilities_and_the_schema(fruit):
     _, schema, ds = fruit
     lr = reference_model(JobConfig(task="lr", epsilon=1.0, owners=1), ds, even_parts(ds.n, 1, 0))
-    dpdr = reference_model(JobConfig(task="feddpdr", epsilon=1.0, owners=1, k=2), ds, even_parts(ds.n, 1, 0))
+    dpdr = reference_model(JobConfig.from_flat(task="feddpdr", epsilon=1.0, owners=1, k=2), ds, even_parts(ds.n, 1, 0))
     server = CoordinatorServer(tls=None)
     server.models.put("lr-eps1", lr, schema=schema)
     server.models.put("dpdr", dpdr, schema=schema)

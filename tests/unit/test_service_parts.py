@@ -54,7 +54,7 @@ def test_a_job_file_takes_the_simulate_keys_of_a_job_and_one_epsilon():
         "owners": 30,
         "n_rounds": 3,
         "n_bins": 8,
-        "c": 0.5,
+        "C": 0.5,
     }
     assert job_settings({"task": "ncc", "epsilon": "inf", "owners": 3})["epsilon"] == math.inf
     for doc, match in (
@@ -65,6 +65,17 @@ def test_a_job_file_takes_the_simulate_keys_of_a_job_and_one_epsilon():
     ):
         with pytest.raises(ConfigError, match=match):
             job_settings(doc)
+
+
+def test_privfed_submit_refuses_a_parameter_of_another_task_before_it_calls_the_service(tmp_path, capsys):
+    job = tmp_path / "job.toml"
+    job.write_text('task = "lr"\nepsilon = 1\nowners = 3\nrounds = 3\n')
+    argv = ["submit", str(job), "--coordinator", "127.0.0.1:9", "--insecure"]  # nothing listens: never reached
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "privfed submit: error: --rounds is a parameter of --task bdt, not of --task lr: drop it (or use --task bdt)"
+    )
 
 
 def _registered(dispatcher: Dispatcher) -> None:

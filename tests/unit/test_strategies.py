@@ -19,10 +19,11 @@ from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import fit_local_logistic, lr_aggregate
 from privfed.common.tasks import LrShareTask, Result, Task
 from privfed.deploy.inprocess import InProcessTransport
-from privfed.owner.data import build_owners
 from privfed.server.strategies import LrStrategy, NccStrategy, make_strategy
 from privfed.server.strategies.base import Strategy, Transport
 from privfed.server.strategies.boosting import BoostingStrategy
+
+from ..owner_nodes import owners_over_nodes
 
 N_OWNERS = 24
 
@@ -34,14 +35,7 @@ def data():
 
 def _owners(ds, n_owners=N_OWNERS, n_nodes=4, seed=0):
     """``n_owners`` owners of a partition of ``ds`` (seed ``seed``) over ``n_nodes`` nodes, in index order."""
-    per = -(-n_owners // n_nodes)
-    out = []
-    for j in range(n_nodes):
-        shards = range(j * per, min((j + 1) * per, n_owners))
-        out += build_owners(
-            ds, node_id=f"owner-{j}", n_owners=n_owners, shards=shards, seed=seed, rng_kind="seeded", rng_seed=seed
-        )
-    return out
+    return owners_over_nodes(ds, n_owners=n_owners, n_nodes=n_nodes, seed=seed)
 
 
 def _transport(ds, budget=math.inf, **options):
@@ -58,7 +52,8 @@ def test_both_transports_and_every_strategy_satisfy_the_protocols(data):
     assert isinstance(_transport(data), Transport)
     assert all(callable(getattr(GrpcTransport, name, None)) for name in ("run_tasks", "secure_sum", "silent_owners"))
     for task in ("ncc", "lr", "feddpdr", "bdt"):
-        assert isinstance(make_strategy(task, n_classes=2, bounds=data.bounds, epsilon=1.0, n_rounds=2), Strategy)
+        options = {"n_rounds": 2} if task == "bdt" else {}
+        assert isinstance(make_strategy(task, n_classes=2, bounds=data.bounds, epsilon=1.0, **options), Strategy)
 
 
 def test_ncc_at_infinite_epsilon_is_the_exact_nearest_centroid_and_every_owner_is_debited(data):
@@ -85,7 +80,7 @@ def test_lr_aggregates_what_the_owners_release_and_a_silent_node_is_left_out(dat
         fold_tasks(tasks, lambda results: (released.extend(results), fold(results)), timeout)
 
     t.fold_tasks = recorded
-    strategy = make_strategy("lr", n_classes=2, bounds=data.bounds, epsilon=1.0)
+    strategy = make_strategy("lr", solver="local", n_classes=2, bounds=data.bounds, epsilon=1.0)
     result = strategy.run(sorted(t.owners), t)
     model = result.model
     silent = {o for o in t.owners if o.startswith("owner-3.")}

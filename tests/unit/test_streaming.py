@@ -47,7 +47,7 @@ def _fold(strategy, batches: list[list[Result]]):
 
 def test_lr_folded_in_task_order_is_the_materialised_aggregate_and_in_any_order_within_rounding():
     rng = np.random.default_rng(3)
-    strategy = make_strategy("lr", n_classes=K, bounds=BOUNDS, epsilon=1.0, mechanism="pm")
+    strategy = make_strategy("lr", solver="local", n_classes=K, bounds=BOUNDS, epsilon=1.0, mechanism="pm")
     p = K * (D + 1)
     reports = make_mechanism("pm", epsilon=1.0, d=p).privatize(rng.uniform(-1, 1, (N, p)), rng)
     results = [Result(f"t{i}", owner_id("n", i), LrShareReply(reports[i : i + 1])) for i in range(N)]
@@ -91,7 +91,7 @@ def test_the_dispatcher_hands_answers_to_the_sink_as_they_come_and_keeps_none():
     d = Dispatcher()
     owners = [owner_id("node-a", i) for i in range(5)]
     d.register("node-a", [OwnerInfo(o) for o in owners])
-    strategy = make_strategy("lr", n_classes=2, bounds=BOUNDS, epsilon=1.0)
+    strategy = make_strategy("lr", solver="local", n_classes=2, bounds=BOUNDS, epsilon=1.0)
     tasks = strategy.configure(owners, "r1")
     handed: list[list[str]] = []
     first = threading.Event()

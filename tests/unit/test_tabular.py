@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -34,7 +35,7 @@ def test_the_quick_benchmark_reports_every_cell_its_baselines_goals_and_warnings
     assert set(iris["baselines"]) == {
         "majority", "logistic_regression", "adaboost10_stumps", "gradient_boosting", "nearest_centroid"
     }  # fmt: skip
-    for learner in ("ncc", "lr", "bdt"):
+    for learner in ("ncc", "lr", "bdt", "nb"):
         cell = iris["private"][learner]["5"]
         assert len(cell["values"]) == 2 and cell["ci"] >= 0.0 and 0.0 <= cell["mean"] <= 1.0
     assert set(report["goals"]["fair"]) == {"ncc@5", "lr@5"}  # no eps = 3 asked: no bdt goal
@@ -49,3 +50,17 @@ def test_rows_scaled_into_the_unit_ball_feature_by_feature():
     assert np.all(np.linalg.norm(z, axis=1) <= 1.0 + 1e-12)
     np.testing.assert_allclose(z * np.sqrt(ds.d), ds.bounds.to_unit(ds.X))
     assert np.all(z.std(axis=0) > 0.02)  # proline (up to 1680) does not drown hue (up to 1.71)
+
+
+def test_the_decomposition_names_every_factor_and_drops_noise_only_where_it_says(tmp_path):
+    from privfed.deploy.experiments import tabular_decompose as dec
+
+    args = ["experiment", "tabular", "--decompose", "--datasets", "iris", "--splits", "2", "--epsilon", "3"]
+    assert main([*args, "--out", str(tmp_path)]) == 0
+    table = (tmp_path / "decomposition.md").read_text()
+    assert all(f"| {name} |" in table for name in (*dec.VARIANTS, *dec.NB_VARIANTS))
+    # "both" exact is the eps = inf run: same groups from the same seed, so the same model
+    fit = load_builtin("iris", seed=0)
+    a = dec.fit_variant(fit, 3.0, np.random.default_rng(5), {}, "both")
+    b = dec.fit_variant(fit, math.inf, np.random.default_rng(5), {}, "")
+    assert [r.to_dict() for r in a.learners] == [r.to_dict() for r in b.learners]

@@ -48,6 +48,8 @@ from privfed.common.tasks import (
     ContractViolation,
     JointNccReply,
     Kind,
+    LrGradientReply,
+    LrGradientTask,
     LrParametersReply,
     LrShareReply,
     LrShareTask,
@@ -167,6 +169,10 @@ TASKS: dict[str, list] = {
         ),
     ],
     "secagg_unmask": [SecAggUnmaskTask("s2", UnmaskRequest(1, ("owner-0.o00000",), ("owner-1.o00001",)))],
+    "lr_gradient": [
+        LrGradientTask("hm", 2.5, np.arange(12.0).reshape(3, 4) / 7 - 0.75, 3.0, 3, BOUNDS),
+        LrGradientTask("duchi", math.inf, np.array([[0.5, -1.25, 2.0, 0.125]]), 8.0, 2, BOUNDS),
+    ],
 }
 OWNER = "owner-3.o00003"
 #: Replies of every type, by type.
@@ -190,6 +196,7 @@ REPLIES: dict[type, list] = {
     KeyShares: [KeyShares(OWNER, (SEALED,))],
     MaskedInput: [MaskedInput(OWNER, 2, np.array([1, 2**64 - 1], dtype=np.uint64))],
     UnmaskReply: [UnmaskReply(OWNER, 2, {"owner-0.o00000": b"s" * SHARE_BYTES}, {"owner-1.o00001": b"k"})],
+    LrGradientReply: [LrGradientReply(reports=np.arange(-6.0, 6.0).reshape(1, 12) / 4)],
 }
 
 

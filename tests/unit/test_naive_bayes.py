@@ -1,0 +1,80 @@
+"""LDP naive Bayes (:mod:`privfed.common.learners.naive_bayes`): the fit on exact counts is scikit-learn's
+categorical naive Bayes, a learner on separable data classifies it, bad inputs are refused in one line."""
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.naive_bayes import CategoricalNB
+
+from privfed.common.bounds import Bounds
+from privfed.common.errors import ConfigError
+from privfed.common.learners.naive_bayes import NaiveBayesEncoding, fit_naive_bayes, ldp_naive_bayes
+from privfed.common.learners.split_points import grid_cells, least_variance_oracle
+
+
+def _data(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, n)
+    X = np.clip(np.stack([y + rng.normal(0, 0.4, n), rng.uniform(0, 2, n), 2 - y + rng.normal(0, 0.6, n)], 1), 0, 2)
+    return X, y, Bounds.of(0.0, 2.0, 3)
+
+
+def test_fit_on_exact_counts_is_categorical_naive_bayes():
+    X, y, bounds = _data()
+    cells = grid_cells(X, bounds, 3)
+    counts = np.zeros((3, 3, 3))
+    for f in range(3):
+        np.add.at(counts[f], (cells[:, f], y), 1.0)
+    model = fit_naive_bayes(counts, X.shape[0], bounds, smoothing=1.0)
+    ref = CategoricalNB(alpha=X.shape[0] / 27, min_categories=3).fit(cells, y)
+    for f in range(3):
+        np.testing.assert_allclose(model.log_tables[f].T, ref.feature_log_prob_[f], rtol=1e-12)
+    np.testing.assert_allclose(
+        np.exp(model.log_prior), (np.bincount(y) + X.shape[0] / 27) / (X.shape[0] + 3 * X.shape[0] / 27)
+    )
+
+
+def test_learns_separable_data_and_sampling_alone_at_infinite_epsilon():
+    X, y, bounds = _data(3000)
+    rng = np.random.default_rng(1)
+    for eps in (math.inf, 4.0):
+        model = ldp_naive_bayes(X, y, bounds=bounds, n_classes=3, epsilon=eps, rng=rng)
+        assert np.mean(model.predict(X) == y) > 0.8
+    assert model.to_dict()["kind"] == "nb"
+
+
+def test_owner_of_row_reports_once_per_owner():
+    X, y, bounds = _data(10)
+    enc = NaiveBayesEncoding(epsilon=2.0, bounds=bounds, n_classes=3)
+    j, reports = enc.share(X, y, np.random.default_rng(0), owner_of_row=np.arange(10) // 2)
+    assert j.shape == (5,) and reports.shape[0] == 5
+    assert enc.oracle == least_variance_oracle(2.0, 9)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(epsilon=-1.0), "epsilon"),
+        (dict(epsilon=math.nan), "epsilon"),
+        (dict(epsilon=1.0, n_bins=1), "n_bins"),
+        (dict(epsilon=1.0, oracle="nope"), "oracle"),
+    ],
+)
+def test_bad_configuration(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        NaiveBayesEncoding(bounds=Bounds.of(0.0, 1.0, 2), n_classes=2, **kwargs)
+
+
+def test_bad_reports_and_counts():
+    bounds = Bounds.of(0.0, 1.0, 2)
+    enc = NaiveBayesEncoding(epsilon=1.0, bounds=bounds, n_classes=2)
+    with pytest.raises(ConfigError, match="sampled features"):
+        enc.counts(np.array([2]), np.array([[0]]))
+    with pytest.raises(ConfigError, match="class indices"):
+        enc.share(np.zeros((1, 2)), np.array([2]), np.random.default_rng(0))
+    with pytest.raises(ConfigError, match="counts must be"):
+        fit_naive_bayes(np.zeros((3, 3, 2)), 10, bounds)
+    exact = NaiveBayesEncoding(epsilon=math.inf, bounds=bounds, n_classes=2)
+    with pytest.raises(ConfigError, match="exact reports"):
+        exact.counts(np.array([0]), np.array([9]))
