@@ -148,8 +148,8 @@ def cross_validated(job: JobConfig, test: Dataset) -> dict[str, Any]:
     for k, held in enumerate(folds):
         rest = np.concatenate([f for j, f in enumerate(folds) if j != k])
         train = test.take(rest)
-        # bdt and lr by gradient descent take a step per group of owners: one row per owner
-        one_row = job.task == "bdt" or (job.task == "lr" and job.task_options()["solver"] == "gd")
+        # bdt and lr by gradient descent take a step per group of owners, nb one report per owner: one row per owner
+        one_row = job.task in ("bdt", "nb") or (job.task == "lr" and job.task_options()["solver"] == "gd")
         parts = even_parts(train.n, train.n if one_row else 1, job.seed)
         correct += int(np.sum(np.asarray(reference_model(job, train, parts).predict(test.X[held])) == test.y[held]))
     return {

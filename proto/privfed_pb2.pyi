@@ -290,6 +290,18 @@ class LrGradientTask(_message.Message):
     bounds: Matrix
     def __init__(self, mechanism: _Optional[_Union[GradientMechanism, str]] = ..., epsilon: _Optional[float] = ..., theta: _Optional[_Union[Matrix, _Mapping]] = ..., param_bound: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
 
+class NbReportTask(_message.Message):
+    __slots__ = ("epsilon", "n_bins", "n_classes", "bounds")
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    N_BINS_FIELD_NUMBER: _ClassVar[int]
+    N_CLASSES_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    epsilon: float
+    n_bins: int
+    n_classes: int
+    bounds: Matrix
+    def __init__(self, epsilon: _Optional[float] = ..., n_bins: _Optional[int] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+
 class PcaShareTask(_message.Message):
     __slots__ = ("epsilon", "delta", "k", "bounds", "count_epsilon", "scaling")
     EPSILON_FIELD_NUMBER: _ClassVar[int]
@@ -611,7 +623,7 @@ class RingMessageTask(_message.Message):
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("task_id", "owner_id", "round_id", "ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "boost_evaluate", "ring_message", "secagg_keys", "secagg_unmask", "lr_gradient")
+    __slots__ = ("task_id", "owner_id", "round_id", "ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "boost_evaluate", "ring_message", "secagg_keys", "secagg_unmask", "lr_gradient", "nb")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
@@ -625,6 +637,7 @@ class Task(_message.Message):
     SECAGG_KEYS_FIELD_NUMBER: _ClassVar[int]
     SECAGG_UNMASK_FIELD_NUMBER: _ClassVar[int]
     LR_GRADIENT_FIELD_NUMBER: _ClassVar[int]
+    NB_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     owner_id: str
     round_id: str
@@ -638,7 +651,8 @@ class Task(_message.Message):
     secagg_keys: SecAggKeysTask
     secagg_unmask: SecAggUnmaskTask
     lr_gradient: LrGradientTask
-    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., round_id: _Optional[str] = ..., ncc_share: _Optional[_Union[NccShareTask, _Mapping]] = ..., lr_share: _Optional[_Union[LrShareTask, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShareTask, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShareTask, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShareTask, _Mapping]] = ..., boost_evaluate: _Optional[_Union[BoostEvaluateTask, _Mapping]] = ..., ring_message: _Optional[_Union[RingMessageTask, _Mapping]] = ..., secagg_keys: _Optional[_Union[SecAggKeysTask, _Mapping]] = ..., secagg_unmask: _Optional[_Union[SecAggUnmaskTask, _Mapping]] = ..., lr_gradient: _Optional[_Union[LrGradientTask, _Mapping]] = ...) -> None: ...
+    nb: NbReportTask
+    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., round_id: _Optional[str] = ..., ncc_share: _Optional[_Union[NccShareTask, _Mapping]] = ..., lr_share: _Optional[_Union[LrShareTask, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShareTask, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShareTask, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShareTask, _Mapping]] = ..., boost_evaluate: _Optional[_Union[BoostEvaluateTask, _Mapping]] = ..., ring_message: _Optional[_Union[RingMessageTask, _Mapping]] = ..., secagg_keys: _Optional[_Union[SecAggKeysTask, _Mapping]] = ..., secagg_unmask: _Optional[_Union[SecAggUnmaskTask, _Mapping]] = ..., lr_gradient: _Optional[_Union[LrGradientTask, _Mapping]] = ..., nb: _Optional[_Union[NbReportTask, _Mapping]] = ...) -> None: ...
 
 class Refusal(_message.Message):
     __slots__ = ("code", "message")
@@ -667,6 +681,14 @@ class LrGradient(_message.Message):
     REPORTS_FIELD_NUMBER: _ClassVar[int]
     reports: Reports
     def __init__(self, reports: _Optional[_Union[Reports, _Mapping]] = ...) -> None: ...
+
+class NbReport(_message.Message):
+    __slots__ = ("feature", "report")
+    FEATURE_FIELD_NUMBER: _ClassVar[int]
+    REPORT_FIELD_NUMBER: _ClassVar[int]
+    feature: int
+    report: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, feature: _Optional[int] = ..., report: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PcaShare(_message.Message):
     __slots__ = ("subspace", "noisy_count")
@@ -747,7 +769,7 @@ class RingTotal(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class Result(_message.Message):
-    __slots__ = ("task_id", "owner_id", "refusal", "ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "ring_joined", "ring_total", "key_advert", "key_shares", "masked_input", "unmask_reply", "lr_gradient")
+    __slots__ = ("task_id", "owner_id", "refusal", "ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "ring_joined", "ring_total", "key_advert", "key_shares", "masked_input", "unmask_reply", "lr_gradient", "nb")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     REFUSAL_FIELD_NUMBER: _ClassVar[int]
@@ -763,6 +785,7 @@ class Result(_message.Message):
     MASKED_INPUT_FIELD_NUMBER: _ClassVar[int]
     UNMASK_REPLY_FIELD_NUMBER: _ClassVar[int]
     LR_GRADIENT_FIELD_NUMBER: _ClassVar[int]
+    NB_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     owner_id: str
     refusal: Refusal
@@ -778,7 +801,8 @@ class Result(_message.Message):
     masked_input: MaskedInput
     unmask_reply: UnmaskReply
     lr_gradient: LrGradient
-    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., ncc_share: _Optional[_Union[NccShare, _Mapping]] = ..., lr_share: _Optional[_Union[LrShare, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShare, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShare, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShare, _Mapping]] = ..., ring_joined: _Optional[_Union[RingJoined, _Mapping]] = ..., ring_total: _Optional[_Union[RingTotal, _Mapping]] = ..., key_advert: _Optional[_Union[KeyAdvert, _Mapping]] = ..., key_shares: _Optional[_Union[KeyShares, _Mapping]] = ..., masked_input: _Optional[_Union[MaskedInput, _Mapping]] = ..., unmask_reply: _Optional[_Union[UnmaskReply, _Mapping]] = ..., lr_gradient: _Optional[_Union[LrGradient, _Mapping]] = ...) -> None: ...
+    nb: NbReport
+    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., ncc_share: _Optional[_Union[NccShare, _Mapping]] = ..., lr_share: _Optional[_Union[LrShare, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShare, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShare, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShare, _Mapping]] = ..., ring_joined: _Optional[_Union[RingJoined, _Mapping]] = ..., ring_total: _Optional[_Union[RingTotal, _Mapping]] = ..., key_advert: _Optional[_Union[KeyAdvert, _Mapping]] = ..., key_shares: _Optional[_Union[KeyShares, _Mapping]] = ..., masked_input: _Optional[_Union[MaskedInput, _Mapping]] = ..., unmask_reply: _Optional[_Union[UnmaskReply, _Mapping]] = ..., lr_gradient: _Optional[_Union[LrGradient, _Mapping]] = ..., nb: _Optional[_Union[NbReport, _Mapping]] = ...) -> None: ...
 
 class PushResultsRequest(_message.Message):
     __slots__ = ("node_id", "results")

@@ -26,6 +26,7 @@ from privfed.common.tasks import (
     LrGradientReply,
     LrParametersReply,
     LrShareReply,
+    NbReportReply,
     NccRowsReply,
     NccShareReply,
     OwnerInfo,
@@ -154,6 +155,7 @@ TASKS: Mapping[str, Pair] = {
         Pair("secagg_keys", steps.secagg_keys_to_proto, steps.secagg_keys_from_proto),
         Pair("secagg_unmask", steps.secagg_unmask_to_proto, steps.secagg_unmask_from_proto),
         Pair("lr_gradient", shares.gradient_task_to_proto, shares.gradient_task_from_proto),
+        Pair("nb", shares.nb_task_to_proto, shares.nb_task_from_proto),
     )
 }
 
@@ -182,6 +184,7 @@ REPLIES: Mapping[type, Pair] = {
     MaskedInput: Pair("masked_input", steps.masked_input_to_proto, steps.masked_input_from_proto),
     UnmaskReply: Pair("unmask_reply", steps.unmask_reply_to_proto, steps.unmask_reply_from_proto),
     LrGradientReply: Pair("lr_gradient", shares.gradient_reply_to_proto, shares.gradient_reply_from_proto),
+    NbReportReply: Pair("nb", shares.nb_reply_to_proto, shares.nb_reply_from_proto),
 }
 _REPLY_DECODERS: Mapping[str, Callable[..., Any]] = {p.field: p.from_proto for p in REPLIES.values()}
 

@@ -1,4 +1,5 @@
-"""Serde pairs of the LDP-model and FedDPDR task kinds (``common/tasks/shares.py``, ``gradient.py``, ``feddpdr.py``)."""
+"""Serde pairs of the LDP-model and FedDPDR task kinds (``common/tasks/shares.py``, ``gradient.py``,
+``naive_bayes.py``, ``feddpdr.py``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from privfed.common.learners.ncc import LABEL_SCHEMES
 from privfed.common.mechanisms.base import MECHANISMS
 from privfed.common.tasks.feddpdr import PcaShareReply, PcaShareTask, SvmShareReply, SvmShareTask
 from privfed.common.tasks.gradient import LrGradientReply, LrGradientTask
+from privfed.common.tasks.naive_bayes import NbReportReply, NbReportTask
 from privfed.common.tasks.shares import LrShareReply, LrShareTask, NccShareReply, NccShareTask
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto.serde_arrays import (
@@ -122,6 +124,29 @@ def gradient_reply_to_proto(p: LrGradientReply) -> pb.LrGradient:
 
 def gradient_reply_from_proto(m: pb.LrGradient, owner_id: str) -> LrGradientReply:
     return LrGradientReply(reports=reports_from_proto(m.reports))
+
+
+def nb_task_to_proto(s: NbReportTask) -> pb.NbReportTask:
+    return pb.NbReportTask(
+        epsilon=s.epsilon, n_bins=s.n_bins, n_classes=s.n_classes, bounds=bounds_to_proto(s.bounds)
+    )  # fmt: skip
+
+
+def nb_task_from_proto(k: pb.NbReportTask) -> NbReportTask:
+    return NbReportTask(
+        epsilon=k.epsilon, n_bins=int(k.n_bins), n_classes=int(k.n_classes), bounds=bounds_from_proto(k.bounds)
+    )  # fmt: skip
+
+
+def nb_reply_to_proto(p: NbReportReply) -> pb.NbReport:
+    feature = int(np.asarray(p.features).reshape(-1)[0])
+    return pb.NbReport(feature=feature, report=np.asarray(p.reports, dtype=np.int64).reshape(-1).tolist())
+
+
+def nb_reply_from_proto(m: pb.NbReport, owner_id: str) -> NbReportReply:
+    return NbReportReply(
+        features=np.array([m.feature], dtype=np.int64), reports=integers(m.report, "report").reshape(1, -1)
+    )  # fmt: skip
 
 
 def pca_task_to_proto(s: PcaShareTask) -> pb.PcaShareTask:

@@ -105,9 +105,9 @@ class JobConfig:
 
     Parameters
     ----------
-    task : {"ncc", "lr", "feddpdr", "bdt"}
+    task : {"ncc", "lr", "feddpdr", "bdt", "nb"}
         ``--task``: nearest centroid, logistic regression (seed 002 §3.5.1-2), FedDPDR-DPML
-        (seed 004 Alg. 1) or LDP boosting (seed 002 Alg. 2).
+        (seed 004 Alg. 1), LDP boosting (seed 002 Alg. 2) or LDP naive Bayes (issue 22 item 3).
     epsilon : float > 0 or math.inf
         ``--epsilon``: each owner's budget for the job (``inf``: no noise, the non-private reference).
     params : TaskParams or None
@@ -132,7 +132,7 @@ class JobConfig:
         ``--min-owners``: the quorum, the fewest owners that must still be taking part (neither
         refused, rejected for a reply that broke its contract, nor on a lost node) after every batch
         of tasks; below it the job fails before a later batch spends anyone's budget. None:
-        :attr:`quorum`'s default per task (1 for ncc and lr, half the owners for bdt and feddpdr).
+        :attr:`quorum`'s default per task (1 for ncc, nb and lr by local models, half the owners for the others).
     register_timeout, round_timeout, node_timeout : float > 0
         ``--register-timeout``, ``--round-timeout``, ``--node-timeout``, in seconds.
     listen : str; out : Path; serve : bool; load_model : Path or None
@@ -274,14 +274,14 @@ class JobConfig:
     @property
     def quorum(self) -> int:
         """The fewest owners still taking part for the job to go on (``min_owners``). By default, per task:
-        1 for the one-round tasks (ncc, lr by local models), whose one round has spent every budget it
+        1 for the one-round tasks (ncc, nb, lr by local models), whose one round has spent every budget it
         will by the time the check can fail, so a degraded model with its report (who was lost, refused or
         rejected) is worth more than none; half of ``owners``, rounded up, for the multi-round ones (bdt,
         feddpdr, lr by gradient descent, whose later groups have not spent yet), which then stop before later
         rounds spend the budgets of a federation that lost most of its owners."""
         if self.min_owners is not None:
             return int(self.min_owners)
-        if self.task == "ncc" or (isinstance(self.params, LrParams) and self.params.solver == "local"):
+        if self.task in ("ncc", "nb") or (isinstance(self.params, LrParams) and self.params.solver == "local"):
             return 1
         return max(1, math.ceil((self.owners or 1) / 2))
 

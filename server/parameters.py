@@ -2,7 +2,7 @@
 
 A job (:class:`~privfed.server.config.JobConfig`) is the fields every task has (:data:`COMMON`) and one
 parameter object of its task: :class:`NccParams`, :class:`LrParams`, :class:`FeddpdrParams` or
-:class:`BdtParams`. Each table maps a field to its :class:`Param`: constraint, help, flag and whether it
+:class:`BdtParams` or :class:`NbParams`. Each table maps a field to its :class:`Param`: constraint, help, flag and whether it
 goes on the wire (into the task specs; for ``bdt``, into :class:`~privfed.common.boosting.params.BoostingParams`,
 the boosting tasks' payload, under the same name). A field's default is its dataclass field's below. A flag
 shared by several tasks (``--mechanism``: ncc, lr and bdt) is one :class:`Param` that each task's table
@@ -26,6 +26,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.basis import BASES
 from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DEFAULT_SVM_MODEL, ROW_SCALINGS, SVM_MODELS
 from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND
+from privfed.common.learners.naive_bayes import NB_BINS, SMOOTHING
 from privfed.common.learners.ncc import LABEL_FRACTION as DEFAULT_LABEL_FRACTION
 from privfed.common.mechanisms import MECHANISMS
 from privfed.common.parameters import (
@@ -40,8 +41,9 @@ from privfed.common.parameters import (
     switch,
 )
 from privfed.common.secagg import SECAGG_FROM, SECURE_SUMS
+from privfed.common.tasks.naive_bayes import MAX_NB_BINS
 
-TASKS = ("ncc", "lr", "feddpdr", "bdt")
+TASKS = ("ncc", "lr", "feddpdr", "bdt", "nb")
 #: ``--solver`` of ``--task lr``.
 LR_SOLVERS = ("gd", "local")
 #: ``--labels``: ``auto`` is the task's default (``joint`` for bdt, ``rr`` for ncc).
@@ -150,6 +152,25 @@ def _boost(name: str, help: str, flag: str, *, optional: bool = False) -> Param:
     return Param(dataclasses.replace(check, optional=True) if optional else check, f"bdt only: {help}", flag=flag)
 
 
+#: ``--n-bins``, one meaning for bdt and nb: the equal-width bins of each feature's public range.
+N_BINS = Param(
+    boosting.PARAMETERS["n_bins"].check,
+    f"bdt and nb: equal-width bins of each feature's public range (bdt: its stumps' thresholds + 1; nb: the "
+    f"naive Bayes bins; default {boosting.N_BINS} for bdt, {NB_BINS} for nb: thirds of the range, chosen on "
+    "validation splits of real tables; 2 is the midpoint, the paper's synthetic set's best for bdt)",
+    flag="--n-bins",
+)
+NB: dict[str, Param] = {
+    "n_bins": N_BINS,
+    "smoothing": Param(
+        positive(),
+        "nb only: pseudo-counts per (bin, class) cell, in units of an even spread of the reports (the "
+        f"coordinator's, never sent; default {SMOOTHING:g}, chosen on validation splits of real tables)",
+        wire=False,
+        flag="--smoothing",
+    ),
+}
+
 #: ``--task bdt``. ``wire``: the field goes into the run's :class:`BoostingParams` under its own name (``weight_bound``
 #: resolved: ``JobConfig.share_weight_bound``); these are every field of it but the run's ε, the schema's
 #: ``n_classes`` and ``bounds``, the federation's ``max_owner_rows`` and the simulation's ``split_points``.
@@ -162,12 +183,7 @@ BDT: dict[str, Param] = {
     "C": C,
     "n_rounds": _boost("n_rounds", "boosting rounds T", "--rounds"),
     "group_size": _boost("group_size", "owners per round (default: --owners // --rounds)", "--group-size"),
-    "n_bins": _boost(
-        "n_bins",
-        f"public thresholds per attribute + 1 (default {boosting.N_BINS}: cuts at thirds of each feature's public "
-        "range, chosen on validation splits of real tables; 2 is the midpoint, the paper's synthetic set's best)",
-        "--n-bins",
-    ),
+    "n_bins": N_BINS,
     "weight_bound": _boost(
         "weight_bound",
         "public bound on an owner's total SAMME weight in a share (mean-1 weights; default: "
@@ -237,9 +253,9 @@ BDT: dict[str, Param] = {
 }
 
 #: Each task's own parameters.
-BY_TASK: dict[str, dict[str, Param]] = {"ncc": NCC, "lr": LR, "feddpdr": FEDDPDR, "bdt": BDT}
+BY_TASK: dict[str, dict[str, Param]] = {"ncc": NCC, "lr": LR, "feddpdr": FEDDPDR, "bdt": BDT, "nb": NB}
 #: The task parameters of every task, each once, in the order of the flags' ``--help``.
-LEARNING: dict[str, Param] = {name: p for table in (NCC, LR, FEDDPDR, BDT) for name, p in table.items()}
+LEARNING: dict[str, Param] = {name: p for table in (NCC, LR, FEDDPDR, BDT, NB) for name, p in table.items()}
 #: Every parameter of a job: the common fields and every task's.
 PARAMETERS: dict[str, Param] = COMMON | LEARNING
 
@@ -358,5 +374,24 @@ class BdtParams(TaskParams):
         self._labels_auto()
 
 
+@dataclass(frozen=True, kw_only=True)
+class NbParams(TaskParams):
+    """``--task nb``: LDP naive Bayes over the public bins, one report per owner (issue 22 item 3;
+    :mod:`privfed.common.learners.naive_bayes`); :data:`NB`. Mechanism-free: the frequency oracle is derived
+    from ε, ``n_bins`` and the classes."""
+
+    TASK: ClassVar[str] = "nb"
+    TABLE: ClassVar[dict[str, Param]] = NB
+    n_bins: int = NB_BINS
+    smoothing: float = SMOOTHING
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.n_bins > MAX_NB_BINS:
+            raise ConfigError(f"{N_BINS.flag} {self.n_bins}: owners answer nb with at most {MAX_NB_BINS} bins")
+
+
 #: Each task's parameter object.
-PARAMS: dict[str, type[TaskParams]] = {cls.TASK: cls for cls in (NccParams, LrParams, FeddpdrParams, BdtParams)}
+PARAMS: dict[str, type[TaskParams]] = {
+    cls.TASK: cls for cls in (NccParams, LrParams, FeddpdrParams, BdtParams, NbParams)
+}

@@ -177,6 +177,8 @@ def learner_label(config: JobConfig) -> str:
         return f"lr ({p['mechanism']})"
     if config.task == "bdt":
         return f"bdt ({p['base']}, {p['mechanism']}, T={p['n_rounds']})"
+    if config.task == "nb":
+        return f"nb ({p['n_bins']} bins, one frequency-oracle report per owner)"
     return f"feddpdr (k={p['k']}, analytic Gaussian + objective perturbation)"
 
 

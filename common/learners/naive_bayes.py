@@ -29,7 +29,7 @@ the class prior is the counts' class totals averaged over features. All of it is
 Measured (``privfed experiment tabular --validate --learners nb``, validation splits of six real tables,
 ε = 3): about three times the gap closed by the federated SAMME over stumps (:mod:`privfed.deploy.
 experiments.tabular_decompose` shows why: a round's stump from N / T owners is mostly share noise).
-In process only (the benchmark, Python): the networked ``--task bdt`` has no wire learner kind for it yet.
+Over the network: ``--task nb`` (:mod:`privfed.common.tasks.naive_bayes`, ``privfed.server.strategies.naive_bayes``).
 """
 
 from __future__ import annotations
@@ -217,6 +217,18 @@ class NaiveBayesModel:
             "log_prior": self.log_prior.tolist(),
             "bounds": self.bounds.to_list(),
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NaiveBayesModel:
+        if data.get("kind") != cls.kind:
+            raise ConfigError(f"not a {cls.kind} model: kind={data.get('kind')!r}")
+        tables = np.asarray(data["log_tables"], dtype=np.float64)
+        prior = np.asarray(data["log_prior"], dtype=np.float64)
+        b = data["bounds"]
+        bounds = Bounds(np.asarray(b["lo"], dtype=np.float64), np.asarray(b["hi"], dtype=np.float64))
+        if tables.ndim != 3 or prior.shape != (tables.shape[2],) or tables.shape[0] != bounds.d:
+            raise ConfigError(f"log_tables {tables.shape}, log_prior {prior.shape} and {bounds.d} features disagree")
+        return cls(tables, prior, bounds)
 
 
 def fit_naive_bayes(

@@ -93,6 +93,17 @@ def _boosted_proba(model: Any, X: np.ndarray) -> np.ndarray:
     return softmax((k * votes - total) / ((k - 1) ** 2 * total))
 
 
+def _naive_bayes() -> type:
+    from privfed.common.learners.naive_bayes import NaiveBayesModel
+
+    return NaiveBayesModel
+
+
+def _naive_bayes_proba(model: Any, X: np.ndarray) -> np.ndarray:
+    """The naive Bayes posterior: the softmax of the log prior plus the per-feature log likelihoods."""
+    return softmax(model.votes(X))
+
+
 def _feddpdr() -> type:
     from privfed.common.feddpdr.model import FedDPDRModel  # scipy: only for a FedDPDR model
 
@@ -117,6 +128,7 @@ KINDS = {
         ModelKind("linear", _linear, *_own(_linear), proba=_linear_proba),
         ModelKind("nearest_centroid", _centroid, *_own(_centroid), proba=_centroid_proba),
         ModelKind("samme", _boosted, *_own(_boosted), proba=_boosted_proba),
+        ModelKind("nb", _naive_bayes, *_own(_naive_bayes), proba=_naive_bayes_proba),
         ModelKind("feddpdr", _feddpdr, *_own(_feddpdr)),
     )
 }

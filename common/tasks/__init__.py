@@ -47,6 +47,7 @@ from privfed.common.tasks.boosting import (
 from privfed.common.tasks.contract import ContractViolation, PublicLimits
 from privfed.common.tasks.feddpdr import PCA_SHARE, SVM_SHARE, PcaShareReply, PcaShareTask, SvmShareReply, SvmShareTask
 from privfed.common.tasks.gradient import LR_GRADIENT, LrGradientReply, LrGradientTask, gradient_release_id
+from privfed.common.tasks.naive_bayes import NB_REPORT, NbReportReply, NbReportTask, nb_release_id
 from privfed.common.tasks.shares import LR_SHARE, NCC_SHARE, LrShareReply, LrShareTask, NccShareReply, NccShareTask
 from privfed.common.tasks.steps import (
     RING_MESSAGE,
@@ -75,6 +76,7 @@ KINDS: tuple[Kind[Any], ...] = (
     SECAGG_KEYS,
     SECAGG_UNMASK,
     LR_GRADIENT,
+    NB_REPORT,
 )
 BY_SPEC: dict[type, Kind[Any]] = {kind.spec: kind for kind in KINDS}
 BY_NAME: dict[str, Kind[Any]] = {kind.name: kind for kind in KINDS}
@@ -120,6 +122,8 @@ __all__ = [
     "LrParametersReply",
     "LrShareReply",
     "LrShareTask",
+    "NbReportReply",
+    "NbReportTask",
     "NccRowsReply",
     "NccShareReply",
     "NccShareTask",
@@ -147,6 +151,7 @@ __all__ = [
     "check_reply",
     "gradient_release_id",
     "kind_of",
+    "nb_release_id",
     "share_reply",
     "share_reply_type",
     "total_budget",

@@ -1,6 +1,8 @@
-"""``--task lr`` as the federation runs it, in process: the experiments' logistic regression.
+"""``--task lr`` and ``--task nb`` as the federation runs them, in process: the experiments' logistic
+regression and naive Bayes.
 
-:func:`federated_lr_fit` runs the coordinator's strategy (``--solver gd``: LDP gradient descent,
+:func:`federated_model` runs a job's strategy over the in-process transport (below); :func:`federated_nb_fit`
+is ``--task nb`` (:class:`~privfed.server.strategies.naive_bayes.NbStrategy`). :func:`federated_lr_fit` runs the coordinator's strategy (``--solver gd``: LDP gradient descent,
 :class:`~privfed.server.strategies.ldp_gd.LdpGdStrategy`; ``--solver local``: perturbed local models,
 :class:`~privfed.server.strategies.lr.LrStrategy`) over the in-process transport, every owner with its
 own generator and a fresh ledger holding ε, each task through the owner core (validate, debit, compute),
@@ -11,12 +13,14 @@ as :func:`privfed.deploy.experiments.feddpdr.federated_fit` does for FedDPDR. So
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.common.identity import owner_id
 from privfed.common.learners.logistic import LinearModel
+from privfed.common.learners.naive_bayes import NaiveBayesModel
 from privfed.deploy.inprocess import InProcessTransport
 from privfed.owner.local import LocalOwner
 from privfed.server.config import JobConfig
@@ -36,14 +40,46 @@ def federated_lr_fit(
 ) -> LinearModel:
     """``--task lr --solver SOLVER`` on ``parts`` (one owner per part; owner i's noise from child i of
     ``rng``); ``seed``: the job's public seed (gd's groups)."""
+    config = JobConfig.from_flat(task="lr", epsilon=epsilon, solver=solver, mechanism=mechanism, seed=seed)
+    model = federated_model(config, parts, bounds, n_classes, rng)
+    if not isinstance(model, LinearModel):
+        raise TypeError(f"--task lr trained a {type(model).__name__}, not a LinearModel")
+    return model
+
+
+def federated_nb_fit(
+    parts: Sequence[tuple[np.ndarray, np.ndarray]],
+    bounds: Bounds,
+    n_classes: int,
+    rng: np.random.Generator,
+    *,
+    epsilon: float,
+    **options: Any,
+) -> NaiveBayesModel:
+    """``--task nb`` on ``parts`` (as :func:`federated_lr_fit`); ``options``: :class:`NbParams` fields."""
+    model = federated_model(JobConfig.from_flat(task="nb", epsilon=epsilon, **options), parts, bounds, n_classes, rng)
+    if not isinstance(model, NaiveBayesModel):
+        raise TypeError(f"--task nb trained a {type(model).__name__}, not a NaiveBayesModel")
+    return model
+
+
+def federated_model(
+    config: JobConfig,
+    parts: Sequence[tuple[np.ndarray, np.ndarray]],
+    bounds: Bounds,
+    n_classes: int,
+    rng: np.random.Generator,
+) -> Any:
+    """The model of the job ``config`` over the in-process transport: one owner per part, owner i's noise from
+    child i of ``rng``, each with a fresh ledger holding ``config.epsilon``, every task through the owner core."""
     seeds = rng.spawn(len(parts))
     owners = [
         LocalOwner(owner_id("party", i), X, y, r, n_classes, bounds) for i, ((X, y), r) in enumerate(zip(parts, seeds))
     ]
-    transport = InProcessTransport.with_ledgers(owners, epsilon_budget=epsilon)
-    config = JobConfig.from_flat(task="lr", epsilon=epsilon, solver=solver, mechanism=mechanism, seed=seed)
-    strategy = make_strategy(config, n_classes=n_classes, bounds=bounds)
-    model = strategy.run([o.owner_id for o in owners], transport).model
-    if not isinstance(model, LinearModel):
-        raise TypeError(f"--task lr trained a {type(model).__name__}, not a LinearModel")
-    return model
+    transport = InProcessTransport.with_ledgers(owners, epsilon_budget=config.epsilon)
+    try:
+        strategy = make_strategy(config, n_classes=n_classes, bounds=bounds)
+        return strategy.run([o.owner_id for o in owners], transport).model
+    finally:
+        for ledger in transport.ledgers.values():
+            ledger.close()

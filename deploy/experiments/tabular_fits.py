@@ -34,7 +34,7 @@ from privfed.common.learners.split_points import (
 )
 from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
 from privfed.common.tabular import TABULAR
-from privfed.deploy.experiments.federated_lr import federated_lr_fit
+from privfed.deploy.experiments.federated_lr import federated_lr_fit, federated_nb_fit
 from privfed.server.report import below_majority, mean_ci
 
 LEARNERS = ("ncc", "lr", "bdt", "nb")
@@ -130,11 +130,16 @@ def fit_bdt(
 
 
 def fit_nb(train: Dataset, epsilon: float, rng: np.random.Generator, *, legacy: bool = False, **options: Any) -> Any:
-    """LDP naive Bayes over the public bins, one (feature, bin, class) report per owner
-    (:func:`~privfed.common.learners.naive_bayes.ldp_naive_bayes`; ``options``: its keywords). New in issue 22:
-    ``legacy`` runs it too (main had no counterpart)."""
-    return ldp_naive_bayes(train.X, train.y, bounds=train.bounds, n_classes=train.n_classes, epsilon=epsilon,
-                           rng=rng, **options)  # fmt: skip
+    """LDP naive Bayes over the public bins, one (feature, bin, class) report per owner, as the federation runs
+    it (``--task nb``: :func:`federated_nb_fit`, the strategy over the in-process transport and the owner core),
+    one row per owner. ``options`` (validation of its defaults, ``oracle`` among them): keywords of
+    :func:`~privfed.common.learners.naive_bayes.ldp_naive_bayes`, fitted in process (the same encoding and fit).
+    New in issue 22: ``legacy`` runs it too (main had no counterpart)."""
+    if options:
+        return ldp_naive_bayes(train.X, train.y, bounds=train.bounds, n_classes=train.n_classes, epsilon=epsilon,
+                               rng=rng, **options)  # fmt: skip
+    parts = [(train.X[i : i + 1], train.y[i : i + 1]) for i in range(train.n)]
+    return federated_nb_fit(parts, train.bounds, train.n_classes, rng, epsilon=epsilon)
 
 
 def _score(model: Any, test: Dataset) -> float:

@@ -18,6 +18,7 @@ from privfed.owner.kinds.base import OwnerKind, StepKind
 from privfed.owner.kinds.boosting import BoostEvaluateKind, BoostShareKind
 from privfed.owner.kinds.feddpdr import PcaShareKind, SvmShareKind
 from privfed.owner.kinds.gradient import LrGradientKind
+from privfed.owner.kinds.naive_bayes import NbReportKind
 from privfed.owner.kinds.shares import LrShareKind, NccShareKind
 
 #: Every kind an owner answers, by the kind's name (``privfed.common.tasks.KINDS``).
@@ -35,6 +36,7 @@ OWNER_KINDS: dict[str, OwnerKind] = {
         StepKind(SECAGG_KEYS, mod="secagg", batch=math.inf),
         StepKind(SECAGG_UNMASK, mod="secagg", batch=math.inf),
         LrGradientKind(),
+        NbReportKind(),
     )
 }
 

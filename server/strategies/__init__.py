@@ -3,7 +3,8 @@ results; the transport it is given sends them (:class:`~privfed.server.strategie
 gRPC in :mod:`privfed.server.job`, in-process in ``privfed.deploy.inprocess``).
 
 ``ncc``, ``lr``: one-round LDP learners (seed 002 §3.5); ``ldp_gd``: ``lr`` by LDP gradient descent
-(``--solver gd``, Wang et al. ICDE 2019 §V); ``feddpdr``: FedDPDR-DPML (seed 004);
+(``--solver gd``, Wang et al. ICDE 2019 §V); ``naive_bayes``: ``nb``, LDP naive Bayes in one round
+(issue 22 item 3); ``feddpdr``: FedDPDR-DPML (seed 004);
 ``boosting``: federated SAMME (seed 002 Alg. 2). :func:`make_strategy` builds the one a
 :class:`~privfed.server.config.JobConfig` names.
 """
@@ -62,6 +63,10 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
 
         gd = {k: v for k, v in options.items() if k in ("mechanism", "param_bound")}  # C: the local fits' only
         return LdpGdStrategy(**gd, epsilon=config.epsilon, n_classes=n_classes, bounds=bounds, seed=config.seed)
+    if config.task == "nb":  # LDP naive Bayes (issue 22 item 3)
+        from privfed.server.strategies.naive_bayes import NbStrategy
+
+        return NbStrategy(**options, epsilon=config.epsilon, n_classes=n_classes, bounds=bounds)
     if config.task in ("ncc", "lr", "feddpdr"):  # each takes its table's parameters (server/parameters.py)
         strategy: type[NccStrategy | LrStrategy | FedDpdrStrategy] = (
             NccStrategy if config.task == "ncc" else LrStrategy if config.task == "lr" else _feddpdr()

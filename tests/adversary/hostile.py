@@ -741,6 +741,46 @@ def assert_still_serving(coordinator, node, owner_id, *, d):
     return result
 
 
+def assert_one_release_per_run(coordinator, node, owner_id, make, *, released_kind: str, epsilon: float, run: str):
+    """A release kind whose ledger entry carries the run's release id (lr_gradient, nb): ``make(task_id,
+    owner_id, run, variant)`` builds its task (variant 0: the first; 1, 2: the same run asked again, as it
+    was and changed). The first is debited ``epsilon``; asking again in ``run`` is refused
+    (``already_released``) and debits nothing; under new runs each release is debited again until the
+    budget is spent (``budget_exceeded``), one release id per run."""
+    first = coordinator.run([make(f"{run}-a", owner_id, run, 0)])[f"{run}-a"]
+    assert kind(first) == released_kind, first
+    assert spent_epsilon(ledger_history(node.ledger, owner_id)) == epsilon
+    for variant in (0, 1):
+        again = coordinator.run([make(f"{run}-again{variant}", owner_id, run, variant)])[f"{run}-again{variant}"]
+        assert kind(again) == "refusal" and refusal_code(again) == "already_released", again
+    assert spent_epsilon(ledger_history(node.ledger, owner_id)) == epsilon
+    released = 1
+    for i in range(10):
+        other = f"{run}-{i}"
+        result = coordinator.run([make(f"{other}-a", owner_id, other, 0)])[f"{other}-a"]
+        if kind(result) == "refusal":
+            assert refusal_code(result) == "budget_exceeded", result
+            break
+        assert kind(result) == released_kind, result
+        released += 1
+    history = ledger_history(node.ledger, owner_id)
+    assert released == BUDGET / epsilon and spent_epsilon(history) <= BUDGET * (1 + 1e-9), history
+    assert len({h["release_id"] for h in history}) == released  # one release id per run
+    return first
+
+
+def assert_refused_alike(coordinator, node, owner_ids, tasks_of: dict) -> None:
+    """Each hostile task (name -> ``make(owner_id)``) is refused by every owner of ``owner_ids`` (whose rows
+    differ) with the same refusal, and nothing is debited."""
+    for name, make in tasks_of.items():
+        tasks = [make(o) for o in owner_ids]
+        results = coordinator.run(tasks)
+        answers = [results[t.task_id] for t in tasks]
+        assert all(kind(r) == "refusal" for r in answers), (name, answers)
+        assert all(r.refusal == answers[0].refusal for r in answers), name
+    assert all(ledger_history(node.ledger, o) == [] for o in owner_ids)
+
+
 # ----------------------------------------------------------------------------- pytest fixtures
 # Imported by the conftest files of tests/adversary and tests/fuzz.
 import pytest  # noqa: E402

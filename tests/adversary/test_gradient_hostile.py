@@ -11,7 +11,7 @@ An honest ``privfed owner`` process hosts one-row owners with different rows. Th
 import secrets
 
 import numpy as np
-from hostile import BUDGET, assert_still_serving, kind, ledger_history, matrix, refusal_code, spent_epsilon
+from hostile import assert_one_release_per_run, assert_refused_alike, assert_still_serving, matrix
 
 from privfed.common.bounds import Bounds
 from privfed.common.tasks import LrGradientTask, Task
@@ -31,29 +31,12 @@ def gradient(task_id: str, owner_id: str, run: str, theta, *, epsilon: float = E
 def test_a_second_gradient_of_a_run_is_refused_and_a_new_run_is_debited_until_the_budget_is_spent(coordinator, owners):
     node = owners("owner-0", X, Y)
     victim, spare = node.owner_ids[0], node.owner_ids[-1]
-    prefix = secrets.token_hex(3)
-    run = f"gd-{prefix}"
-    first = coordinator.run([gradient(f"{run}-a", victim, run, np.zeros((1, D + 1)))])[f"{run}-a"]
-    assert kind(first) == "lr_gradient", first
-    spent = spent_epsilon(ledger_history(node.ledger, victim))
-    assert spent == EPSILON
-    for i, theta in enumerate([np.zeros((1, D + 1)), np.full((1, D + 1), 0.5)]):  # the same θ, another θ
-        again = coordinator.run([gradient(f"{run}-again{i}", victim, run, theta)])[f"{run}-again{i}"]
-        assert kind(again) == "refusal" and refusal_code(again) == "already_released", again
-    assert spent_epsilon(ledger_history(node.ledger, victim)) == spent
 
-    released = 1
-    for i in range(10):
-        other = f"gd-{prefix}-{i}"
-        result = coordinator.run([gradient(f"{other}-a", victim, other, np.zeros((1, D + 1)))])[f"{other}-a"]
-        if kind(result) == "refusal":
-            assert refusal_code(result) == "budget_exceeded", result
-            break
-        assert kind(result) == "lr_gradient", result
-        released += 1
-    history = ledger_history(node.ledger, victim)
-    assert released == BUDGET / EPSILON and spent_epsilon(history) <= BUDGET * (1 + 1e-9), history
-    assert len({h["release_id"] for h in history}) == released  # one release id per run
+    def make(task_id, owner_id, run, variant):  # variant 1: another θ
+        return gradient(task_id, owner_id, run, np.full((1, D + 1), 0.5 * variant))
+
+    run = f"gd-{secrets.token_hex(3)}"
+    assert_one_release_per_run(coordinator, node, victim, make, released_kind="lr_gradient", epsilon=EPSILON, run=run)
     assert_still_serving(coordinator, node, spare, d=D)
 
 
@@ -62,22 +45,20 @@ def test_theta_outside_the_public_box_is_refused_alike_for_owners_with_different
     a, b = node.owner_ids[:2]
     assert not np.array_equal(node.rows()[a][0], node.rows()[b][0])
     run = f"gd-{secrets.token_hex(3)}"
+
+    def with_theta(name, theta):
+        return lambda o: gradient(f"{run}-{name}-{o}", o, run, theta)
+
+    def not_finite(o):  # NaN in θ, written on the wire directly
+        t = gradient(f"{run}-nan-{o}", o, run, np.zeros((1, D + 1)))
+        t.lr_gradient.theta.CopyFrom(matrix(np.array([[0.0, np.nan, 0.0]])))
+        return t
+
     hostile = {
-        "beyond the box": np.full((1, D + 1), 4.0 + 2**-20),
-        "another schema": np.zeros((1, D + 2)),
-        "three classes": np.zeros((3, D + 1)),
-        "not finite": None,  # NaN in θ, written on the wire directly
+        "beyond the box": with_theta("box", np.full((1, D + 1), 4.0 + 2**-20)),
+        "another schema": with_theta("schema", np.zeros((1, D + 2))),
+        "three classes": with_theta("classes", np.zeros((3, D + 1))),
+        "not finite": not_finite,
     }
-    for name, theta in hostile.items():
-        tasks = []
-        for o in (a, b):
-            t = gradient(f"{run}-{name}-{o}", o, run, np.zeros((1, D + 1)) if theta is None else theta)
-            if theta is None:
-                t.lr_gradient.theta.CopyFrom(matrix(np.array([[0.0, np.nan, 0.0]])))
-            tasks.append(t)
-        results = coordinator.run(tasks)
-        answers = [results[t.task_id] for t in tasks]
-        assert all(kind(r) == "refusal" for r in answers), (name, answers)
-        assert answers[0].refusal == answers[1].refusal, name
-    assert ledger_history(node.ledger, a) == [] and ledger_history(node.ledger, b) == []
+    assert_refused_alike(coordinator, node, (a, b), hostile)
     assert_still_serving(coordinator, node, a, d=D)

@@ -3,7 +3,7 @@
 Two :class:`~privfed.owner.core.OwnerCore` s host the same logical owners with the same public
 configuration (schema bounds, declared classes) but different rows: other values (some at or
 beyond the bounds), other labels, other row counts. Hypothesis sends both the same sequence of
-task batches of every kind of the registry (``common.tasks.KINDS``) -- NCC, LR, LR gradients at hostile θ, DP-PCA, SVM, boosting shares with hostile histories (α over
+task batches of every kind of the registry (``common.tasks.KINDS``) -- NCC, LR, LR gradients at hostile θ, naive Bayes reports with hostile bins, DP-PCA, SVM, boosting shares with hostile histories (α over
 the public bound, E > W, off-grid stumps), boosting evaluations in a ring, secure-sum steps and
 relayed garbage -- with extreme and tiny ε, odd bounds and malformed sub-fields. After every batch:
 
@@ -38,6 +38,7 @@ from privfed.common.tasks import (
     BoostShareTask,
     LrGradientTask,
     LrShareTask,
+    NbReportTask,
     NccShareTask,
     PcaShareTask,
     PeerKey,
@@ -50,6 +51,7 @@ from privfed.common.tasks import (
     Task,
     gradient_release_id,
     kind_of,
+    nb_release_id,
 )
 from privfed.owner.core import OwnerCore, is_sendable
 from privfed.owner.kinds import kind_of as owner_kind
@@ -212,6 +214,17 @@ def _lr_gradient(data, core: OwnerCore, owner_id: str):
     )
 
 
+def _nb(data, core: OwnerCore, owner_id: str):
+    return _build(
+        lambda: NbReportTask(
+            _eps(data),
+            _pick(data, data.draw(st.sampled_from([2, 3, 8])), 1, 0, 65, 2**31),
+            _pick(data, K, 2, 1),
+            _bounds(data),
+        )
+    )
+
+
 def _pca(data, core: OwnerCore, owner_id: str):
     return _build(
         lambda: PcaShareTask(
@@ -297,6 +310,7 @@ SPECS = {
     "secagg_keys": _secagg_keys,
     "secagg_unmask": _secagg_unmask,
     "lr_gradient": _lr_gradient,
+    "nb": _nb,
 }
 
 
@@ -322,6 +336,9 @@ def _assert_debited(core: OwnerCore, task: Task, payload, released: dict) -> Non
         return
     if name == "lr_gradient":  # debited under the run's release id: one gradient per owner and run
         assert ledger.has_release_id(task.owner_id, gradient_release_id(task.round_id)), task
+        return
+    if name == "nb":  # debited under the run's release id: one report per owner and run
+        assert ledger.has_release_id(task.owner_id, nb_release_id(task.round_id)), task
         return
     debited = any(h["release_id"].startswith(f"{task.task_id}#") for h in ledger.history(task.owner_id))
     if name == "boost_share" and not debited:  # a share sent again: one debited before

@@ -43,7 +43,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mutate import mutated
 
-from privfed.common.tasks import KINDS, gradient_release_id
+from privfed.common.tasks import KINDS, gradient_release_id, nb_release_id
 
 D = 3
 X = np.array([[0.1, 0.2, 0.9], [0.3, 0.4, 0.5], [0.5, 0.6, 0.1], [0.7, 0.8, 0.3], [0.9, 0.15, 0.6]])
@@ -53,7 +53,7 @@ BATCH = 6
 #: Kinds a node does not answer task by task: a ring envelope gets no result of its own, and a ring
 #: evaluation's answer depends on the rest of a ring the mutation may have broken.
 UNANSWERED = {"ring_message", "boost_evaluate"}
-RELEASES = {"ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "lr_gradient"}
+RELEASES = {"ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "lr_gradient", "nb"}
 
 
 def _seed_tasks(owner_id: str, peer: str) -> dict[str, pb.Task]:
@@ -105,6 +105,7 @@ def _seed_tasks(owner_id: str, peer: str) -> dict[str, pb.Task]:
                 bounds=bounds,
             ),
         ),
+        "nb": pb.Task(round_id="nb-fuzz", nb=pb.NbReportTask(epsilon=0.01, n_bins=3, n_classes=2, bounds=bounds)),
         "secagg_unmask": pb.Task(
             round_id="sa", secagg_unmask=pb.SecAggUnmaskTask(session_id="fz-sa", round=0, survivors=[owner_id])
         ),
@@ -177,6 +178,8 @@ def test_mutated_tasks_are_refused_and_nothing_is_lost(coordinator, node):
         def is_debited(tid: str) -> bool:
             if kind(answered.get(tid)) == "lr_gradient":  # debited under its run's id, one per run
                 return gradient_release_id(run_of.get(tid, "")) in {h["release_id"] for h in history}
+            if kind(answered.get(tid)) == "nb":  # the same: one report per run
+                return nb_release_id(run_of.get(tid, "")) in {h["release_id"] for h in history}
             return tid in debited or any(h["release_id"].startswith(tid) for h in history)
 
         # a boosting run's share, by its bytes: a repeat must be the debited one

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from privfed.common.ledger import Ledger
 from privfed.deploy.certs import make_certs
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
@@ -167,3 +169,15 @@ def coordinator_job(
                 p.kill()
     (path,) = out.glob("*/report.json")
     return json.loads(path.read_text()), path
+
+
+def ledger_entries(tmp: Path, nodes, budget: float) -> dict[str, list[dict]]:
+    """Every owner's ledger entries on the nodes of a :func:`coordinator_job` (their ``{name}.sqlite`` in ``tmp``)."""
+    entries: dict[str, list[dict]] = {}
+    for name in nodes:
+        path = tmp / f"{name}.sqlite"
+        with sqlite3.connect(path) as db:
+            owner_ids = [r[0] for r in db.execute("SELECT DISTINCT owner_id FROM releases")]
+        with Ledger(path, epsilon_budget=budget) as ledger:
+            entries |= {oid: ledger.history(oid) for oid in owner_ids}
+    return entries

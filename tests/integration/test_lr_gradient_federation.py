@@ -8,13 +8,11 @@ model is saved and served as ``--solver local``'s is (a linear model).
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
-from fedharness import coordinator_job
+from fedharness import coordinator_job, ledger_entries
 
 from privfed.common.learners.exported import TrainedClassifier
-from privfed.common.ledger import Ledger
 
 EPSILON, OWNERS = 8.0, 755
 DATA = ["--dataset", "anes96", "--seed", "1", "--test-fraction", "0.2"]
@@ -34,17 +32,11 @@ def test_gradient_descent_learns_over_the_wire_one_gradient_per_owner(tmp_path: 
     (part,) = report["privacy"]["releases"]
     assert part == {"purpose": "lr-gradient", "epsilon": EPSILON, "delta": 0.0, "releases": 1}
 
-    debited = 0
-    for name in ("owner-0", "owner-1"):
-        ledger_path = tmp_path / f"{name}.sqlite"
-        with sqlite3.connect(ledger_path) as db:
-            owner_ids = [r[0] for r in db.execute("SELECT DISTINCT owner_id FROM releases")]
-        with Ledger(ledger_path, epsilon_budget=EPSILON) as ledger:
-            for oid in owner_ids:
-                (entry,) = ledger.history(oid)
-                assert entry["purpose"].startswith("lr-gradient:") and entry["epsilon"] == EPSILON
-                debited += 1
-    assert debited == OWNERS
+    entries = ledger_entries(tmp_path, nodes, EPSILON)
+    assert len(entries) == OWNERS
+    for history in entries.values():
+        (entry,) = history
+        assert entry["purpose"].startswith("lr-gradient:") and entry["epsilon"] == EPSILON
 
     from privfed.common.learners.logistic import LinearModel
 

@@ -294,6 +294,7 @@ def honest_captures(tmp_path_factory):
                 "lr", solver="local", mechanism="pm", epsilon=EPSILON, n_classes=N_CLASSES, bounds=test.bounds
             ),
             "feddpdr": make_strategy("feddpdr", epsilon=EPSILON, n_classes=N_CLASSES, bounds=test.bounds, k=5),
+            "nb": make_strategy("nb", epsilon=EPSILON, n_classes=N_CLASSES, bounds=test.bounds),
             "bdt": make_strategy(
                 "bdt",
                 mechanism="pm",
@@ -369,7 +370,7 @@ def honest_captures(tmp_path_factory):
     return captured, outcomes, rows, test, query_owners, boost_label_epsilon
 
 
-TASKS = ("ncc", "lr", "lr-local", "feddpdr", "bdt", "bdt-ncc", "bdt-ncc-rr", "query")
+TASKS = ("ncc", "lr", "lr-local", "feddpdr", "nb", "bdt", "bdt-ncc", "bdt-ncc-rr", "query")
 
 
 @pytest.mark.slow
@@ -421,6 +422,7 @@ def test_labels_agree_with_the_truth_only_at_the_rr_rate(honest_captures):
         "lr",
         "lr-local",
         "feddpdr",
+        "nb",
         "bdt",
     ):  # the only replies with labels: NCC shares and boosting's NCC rows
         kinds = {r.WhichOneof("kind") for r in pushed_results(captured[task])}

@@ -46,6 +46,7 @@ SAMPLES = {
     "model": ("mc-huber", "mc-huber", []),
     "scaling": ("ball", "ball", []),
     "solver": ("local", "local", []),
+    "smoothing": (0.5, "0.5", []),
     "base": ("ncc", "ncc", []),
     "rounds": (4, "4", []),
     "group_size": (3, "3", []),

@@ -24,6 +24,7 @@ from privfed.common.tasks import (
     LrParametersReply,
     LrShareReply,
     LrShareTask,
+    NbReportReply,
     NccRowsReply,
     NccShareReply,
     NccShareTask,
@@ -104,6 +105,20 @@ def test_honest_gradient_replies_meet_their_contract(tmp_path, mechanism, epsilo
             check_reply(task_.spec, LrGradientReply(result.payload.reports * 0 + 1e6), LIMITS)
         with pytest.raises(ContractViolation):
             check_reply(task_.spec, LrGradientReply(result.payload.reports[:, :-1]), LIMITS)
+
+
+@pytest.mark.parametrize(("epsilon", "n_bins"), [(0.5, 3), (1.0, 16), (8.0, 4), (math.inf, 3)])
+def test_honest_nb_replies_meet_their_contract(tmp_path, epsilon, n_bins):
+    strategy = make_strategy("nb", epsilon=epsilon, n_bins=n_bins, n_classes=K, bounds=BOUNDS)
+    tasks = new_tasks(list(_owners()), "nb-run", strategy.spec())
+    results = _honest(tmp_path, tasks)
+    assert len(results) == len(tasks)
+    for task_, result in zip(tasks, results):
+        check_reply(task_.spec, result.payload, LIMITS)
+        with pytest.raises(ContractViolation):  # a feature beyond the schema
+            check_reply(task_.spec, NbReportReply(result.payload.features + D, result.payload.reports), LIMITS)
+        with pytest.raises(ContractViolation):  # a report of another width
+            check_reply(task_.spec, NbReportReply(result.payload.features, np.zeros((1, 40), int)), LIMITS)
 
 
 def test_honest_feddpdr_replies_meet_their_contract(tmp_path):

@@ -20,13 +20,15 @@ import pytest
 from privfed.common.bounds import Bounds
 from privfed.common.learners.ldp_gd import LdpGradientDescent, gd_mechanism, logistic_gradients
 from privfed.common.ledger import Ledger
-from privfed.common.tasks import LrGradientReply, LrGradientTask, Refusal, Task, gradient_release_id
+from privfed.common.tasks import LrGradientReply, LrGradientTask, Task, gradient_release_id
 from privfed.deploy.inprocess import InProcessTransport
 from privfed.owner.core import OwnerCore
 from privfed.owner.local import LocalOwner
 from privfed.server.config import JobConfig
 from privfed.server.strategies import make_strategy
 from privfed.server.strategies.ldp_gd import LdpGdStrategy
+
+from ..run_releases import assert_one_release_per_run, assert_refused_alike, cores_with_different_rows
 
 D, K = 3, 2
 BOUNDS = Bounds.of(0.0, 10.0, D)
@@ -61,18 +63,9 @@ HOSTILE = {
 
 @pytest.mark.parametrize("name", list(HOSTILE))
 def test_a_refusal_is_the_same_for_owners_with_different_rows_and_debits_nothing(name):
-    a = core([np.full((1, D), 1.0), np.full((1, D), 9.0)], [np.array([0]), np.array([1])])
-    b = core(
-        [np.array([[0.0, 10.0, 5.0], [3.0, 3.0, 3.0]]), np.full((4, D), 7.0)], [np.array([1, 1]), np.zeros(4, int)]
+    assert_refused_alike(
+        cores_with_different_rows(core, D), [task(f"t{i}", o, **HOSTILE[name]) for i, o in enumerate(OWNERS)], name
     )
-    outcomes = []
-    for c in (a, b):
-        results = c.answer([task(f"t{i}", o, **HOSTILE[name]) for i, o in enumerate(OWNERS)]).results
-        assert all(isinstance(r.payload, Refusal) for r in results), name
-        outcomes.append([(r.owner_id, r.payload) for r in results])
-        assert all(c.ledger.history(o) == [] for o in OWNERS)
-    assert outcomes[0] == outcomes[1]
-    assert len({p for _, p in outcomes[0]}) == 1  # and the same for both owners of a core
 
 
 def test_the_debit_is_on_the_ledger_before_a_row_is_read(monkeypatch):
@@ -95,15 +88,11 @@ def test_the_debit_is_on_the_ledger_before_a_row_is_read(monkeypatch):
 
 def test_one_gradient_per_run_and_a_new_run_is_debited_until_the_budget_is_spent():
     c = core([np.full((1, D), 4.0), np.full((1, D), 6.0)], [np.array([0]), np.array([1])], budget=2.5)
-    first = c.answer([task("a1", OWNERS[0])]).results[0]
-    assert isinstance(first.payload, LrGradientReply)
-    again = c.answer([task("a2", OWNERS[0], theta=np.full((1, D + 1), 0.5))]).results[0]
-    assert again.payload.code == "already_released"
-    second = c.answer([task("b1", OWNERS[0], run="run-2")]).results[0]
-    assert isinstance(second.payload, LrGradientReply)
-    third = c.answer([task("c1", OWNERS[0], run="run-3")]).results[0]
-    assert third.payload.code == "budget_exceeded"
-    assert c.ledger.spent(OWNERS[0]).epsilon == pytest.approx(2.0)
+
+    def make(task_id: str, run: str, variant: int) -> Task:
+        return task(task_id, OWNERS[0], run, **({"theta": np.full((1, D + 1), 0.5)} if variant else {}))
+
+    assert_one_release_per_run(c, make, LrGradientReply)
 
 
 @pytest.mark.parametrize("mechanism", ["pm", "hm", "duchi", "laplace"])

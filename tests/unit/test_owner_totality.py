@@ -26,6 +26,7 @@ from privfed.common.tasks import (
     LrGradientTask,
     LrShareReply,
     LrShareTask,
+    NbReportTask,
     NccShareTask,
     PcaShareTask,
     Refusal,
@@ -80,6 +81,7 @@ def _specs() -> dict[type, TaskSpec]:
         BoostShareTask: BoostShareTask(config, BoostHistory()),
         BoostEvaluateTask: BoostEvaluateTask(config, BoostHistory(), _stump(), ring),
         LrGradientTask: LrGradientTask("pm", 1.0, np.full((1 if K == 2 else K, D + 1), 0.5), 4.0, K, BOUNDS),
+        NbReportTask: NbReportTask(1.0, 3, K, BOUNDS),
     }
 
 

@@ -103,6 +103,7 @@ def test_each_task_parameter_object_declares_exactly_its_table_and_defaults_to_w
         ("lr", {"param_bound": 2.0, "C": 0.5}),
         ("feddpdr", {"k": 5, "delta": 1e-6, "basis": "dct", "model": "mc-huber"}),
         ("bdt", {"rounds": 4, "base": "ncc", "labels": "rr", "C": 0.5, "share_groups": "all", "rows_per_owner": 3.0}),
+        ("nb", {"n_bins": 4, "smoothing": 0.5}),
     ],
 )
 def test_flags_a_toml_file_and_a_job_file_give_the_same_job_parameters(task, settings):

@@ -98,7 +98,7 @@ out = "{tmp_path}"
         ('task = "nope"\n', "--task must be one of"),
         ('task = "ncc"\nrng = "lucky"\n', "--rng must be one of"),
         ("task = [", "invalid TOML"),
-        ("owners = 3\n", "task is required (one of ncc, lr, feddpdr, bdt)"),
+        ("owners = 3\n", "task is required (one of ncc, lr, feddpdr, bdt, nb)"),
         (
             'task = "ncc"\ndata = ["a.csv", "b.csv"]\n',
             "--data FILE ... (owners' own files, one node each) and --schema",

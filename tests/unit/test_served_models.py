@@ -55,7 +55,7 @@ def fruit(tmp_path_factory):
     return tmp, schema, schema.dataset(read_table(tmp / "fruit.csv"))
 
 
-@pytest.mark.parametrize("task", ["ncc", "lr", "feddpdr", "bdt"])
+@pytest.mark.parametrize("task", ["ncc", "lr", "feddpdr", "bdt", "nb"])
 def test_every_task_writes_a_model_json_that_reloads_with_its_id_and_label_values(fruit, task, tmp_path):
     _, schema, ds = fruit
     job = JobConfig.from_flat(

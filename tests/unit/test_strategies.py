@@ -51,7 +51,7 @@ def test_both_transports_and_every_strategy_satisfy_the_protocols(data):
 
     assert isinstance(_transport(data), Transport)
     assert all(callable(getattr(GrpcTransport, name, None)) for name in ("run_tasks", "secure_sum", "silent_owners"))
-    for task in ("ncc", "lr", "feddpdr", "bdt"):
+    for task in ("ncc", "lr", "feddpdr", "bdt", "nb"):
         options = {"n_rounds": 2} if task == "bdt" else {}
         assert isinstance(make_strategy(task, n_classes=2, bounds=data.bounds, epsilon=1.0, **options), Strategy)
 

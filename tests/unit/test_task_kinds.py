@@ -53,6 +53,8 @@ from privfed.common.tasks import (
     LrParametersReply,
     LrShareReply,
     LrShareTask,
+    NbReportReply,
+    NbReportTask,
     NccRowsReply,
     NccShareReply,
     NccShareTask,
@@ -173,6 +175,7 @@ TASKS: dict[str, list] = {
         LrGradientTask("hm", 2.5, np.arange(12.0).reshape(3, 4) / 7 - 0.75, 3.0, 3, BOUNDS),
         LrGradientTask("duchi", math.inf, np.array([[0.5, -1.25, 2.0, 0.125]]), 8.0, 2, BOUNDS),
     ],
+    "nb": [NbReportTask(3.0, 3, 2, BOUNDS), NbReportTask(math.inf, 5, 3, BOUNDS)],
 }
 OWNER = "owner-3.o00003"
 #: Replies of every type, by type.
@@ -197,6 +200,7 @@ REPLIES: dict[type, list] = {
     MaskedInput: [MaskedInput(OWNER, 2, np.array([1, 2**64 - 1], dtype=np.uint64))],
     UnmaskReply: [UnmaskReply(OWNER, 2, {"owner-0.o00000": b"s" * SHARE_BYTES}, {"owner-1.o00001": b"k"})],
     LrGradientReply: [LrGradientReply(reports=np.arange(-6.0, 6.0).reshape(1, 12) / 4)],
+    NbReportReply: [NbReportReply(features=np.array([2]), reports=np.array([[5]]))],
 }
 
 

@@ -1,0 +1,74 @@
+"""LDP naive Bayes over the public bins, one round (issue 22 item 3; :mod:`privfed.common.learners.naive_bayes`).
+
+Every owner is asked once for one (feature, bin, class) report (:class:`~privfed.common.tasks.NbReportTask`,
+the run's id as round id: one report per owner and run). Each reply is folded into running per-feature
+counts as it is read (:meth:`NaiveBayesEncoding.counts` of the one report, O(d B K) memory whatever the
+number of owners), and the coordinator fits :func:`~privfed.common.learners.naive_bayes.fit_naive_bayes`
+with its own ``smoothing`` (never on the wire). The served model is a
+:class:`~privfed.common.learners.naive_bayes.NaiveBayesModel`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from privfed.common.bounds import Bounds
+from privfed.common.errors import RoundFailed
+from privfed.common.learners.naive_bayes import NB_BINS, SMOOTHING, NaiveBayesModel, fit_naive_bayes
+from privfed.common.tasks import NbReportReply, NbReportTask
+from privfed.common.validation import check_positive
+from privfed.server.strategies.base import Transport, new_tasks, refusal_codes
+from privfed.server.strategies.result import Parameter, PrivacySplit, RoundReport, StrategyResult
+
+
+@dataclass
+class NbStrategy:
+    """``--task nb`` (module docstring)."""
+
+    epsilon: float
+    n_classes: int
+    bounds: Bounds
+    n_bins: int = NB_BINS
+    smoothing: float = SMOOTHING
+
+    def __post_init__(self) -> None:
+        check_positive(self.smoothing, name="smoothing")
+        self.spec().encoding  # noqa: B018 - the public parameters' checks, before any owner is asked
+
+    def spec(self) -> NbReportTask:
+        return NbReportTask(epsilon=self.epsilon, n_bins=self.n_bins, n_classes=self.n_classes, bounds=self.bounds)
+
+    def privacy(self) -> PrivacySplit:
+        """One report per owner, through the oracle the public parameters derive (``exact`` at ε = ∞)."""
+        spec = self.spec()
+        parameters: dict[str, Parameter] = {
+            "oracle": str(spec.encoding.oracle) if np.isfinite(self.epsilon) else "exact",
+            "n_bins": self.n_bins,
+            "smoothing": self.smoothing,
+        }
+        return PrivacySplit.from_entries([(spec.ledger_entries(), 1)], parameters=parameters)
+
+    def check_feasible(self, n_owners: int) -> None:
+        """Any number of owners can report once."""
+
+    def run(self, owner_ids: list[str], transport: Transport) -> StrategyResult[NaiveBayesModel]:
+        t0 = time.perf_counter()
+        spec = self.spec()
+        enc = spec.encoding
+        results = transport.run_tasks(new_tasks(owner_ids, f"nb-{secrets.token_hex(6)}", spec))
+        counts, n_reports = np.zeros((enc.d, enc.n_bins, enc.n_classes)), 0
+        for r in results:  # folded one reply at a time: memory is the counts', not the replies'
+            if isinstance(r.payload, NbReportReply):
+                reports = r.payload.reports if np.isfinite(self.epsilon) else r.payload.reports.reshape(-1)
+                counts += enc.counts(r.payload.features, reports)
+                n_reports += 1
+        if not n_reports:
+            raise RoundFailed("no owner released a report: cannot fit naive Bayes")
+        model = fit_naive_bayes(counts, n_reports, self.bounds, smoothing=self.smoothing)
+        refused = refusal_codes(results)
+        record = RoundReport(1, "share", len(owner_ids), n_reports, time.perf_counter() - t0)
+        return StrategyResult(model, self.privacy(), (record,), refused=refused)
