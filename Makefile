@@ -39,6 +39,7 @@ bench: install
 	$(PY) bench/ledger.py
 	$(PY) bench/launcher.py
 	$(PY) bench/scale.py
+	$(PY) bench/coordinator_memory.py
 
 # A longer hunt than CI's (tests/fuzz: 60 examples per RPC, 25 task batches).
 fuzz: install

@@ -21,12 +21,19 @@ Then, per task, ``name  baseline  candidate  ratio`` lines (STYLE rule 14) for e
 smallest N of the same run (the baseline): CPU per owner, bytes per owner, RSS per owner, wall
 per owner. A flat ratio is a per-owner cost that does not grow with N.
 
-    python bench/scale.py [--owners 10000,30000] [--tasks lr,ncc] [--processes 2] [--epsilon 1]
-                          [--bdt-owners N] [--seed 0] [--pythonpath DIR]
+    python bench/scale.py [--owners 1000,10000,100000] [--million] [--tasks lr,ncc] [--processes 2]
+                          [--epsilon 1] [--bdt-owners N] [--seed 0] [--solver local] [--pythonpath DIR]
+
+``lr`` is one-round LR from local fits (``--solver local``), the task issue 27 measures; ``--solver gd``
+measures LDP gradient descent, ``--solver ''`` passes none (a checkout from before the flag).
 
 ``--pythonpath DIR`` runs the job from another checkout laid out as ``DIR/privfed`` (e.g. main,
 for before/after numbers). ``--bdt-owners N`` adds a 10-round BDT (stumps) at N owners.
-Not a test and not run in CI (``make bench``: N = 10^4 and 3·10^4, about 1 minute on two busy cores).
+``--million`` (or ``PRIVFED_SCALE_MILLION=1`` in the environment, as ``PRIVFED_SCALE_MILLION=1 make
+bench`` passes it) adds N = 10^6 to the series: about 8 min per task on two cores, so not by default.
+Every job line ends with the load average at its end (``uptime``): timings are only comparable on a
+quiet machine. Not a test and not run in CI (``make bench``: N = 10^3, 10^4, 10^5, about 3 minutes
+on two cores).
 """
 
 from __future__ import annotations
@@ -158,6 +165,8 @@ def run_job(task: str, owners: int, args: argparse.Namespace, tmp: Path) -> Job:
     cmd += ["--no-progress", "--out", str(out)]
     if task == "bdt":
         cmd += ["--rounds", "10", "--base", "stump"]
+    if task == "lr" and args.solver:
+        cmd += ["--solver", args.solver]
     env = dict(os.environ)
     if args.pythonpath:
         env["PYTHONPATH"] = args.pythonpath
@@ -209,13 +218,18 @@ def run_job(task: str, owners: int, args: argparse.Namespace, tmp: Path) -> Job:
     )
 
 
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, as ``uptime`` prints them."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def print_job(j: Job) -> None:
     n = j.owners
     per_byte = "-" if j.wire_bytes is None else f"{j.wire_bytes / n:.0f}"
     print(
         f"{j.task:4} {n:>8}  {j.wall_s:7.1f}  {j.rounds_s:8.2f}  {j.cpu_s:6.1f}  {1000 * j.cpu_s / n:12.3f}  "
         f"{per_byte:>11}  {j.peak('coordinator'):8.0f}  {j.peak('child'):8.0f}  {j.coord_job_mb:7.0f}  {j.peak('node'):7.0f}  {j.peak_sum_mb:6.0f}  "
-        f"{1024 * j.peak_sum_mb / n:8.2f}  {j.accuracy:.4f}  {j.reference:.4f}  {j.majority:.4f}",
+        f"{1024 * j.peak_sum_mb / n:8.2f}  {j.accuracy:.4f}  {j.reference:.4f}  {j.majority:.4f}  load {load_average()}",
         flush=True,
     )
 
@@ -236,27 +250,42 @@ def print_ratios(jobs: list[Job]) -> None:
             print(
                 f"{j.task} N={j.owners} vs N={base.owners} {name:18}  {b:10.3f}  {c:10.3f}  {c / b if b else float('nan'):6.2f}"
             )
+        # what one more owner costs, the interpreter and the libraries of the smallest job left out
+        extra = 1024 / (j.owners - base.owners)
+        print(
+            f"{j.task} N={j.owners} vs N={base.owners} KB per added owner: coordinator during the job "
+            f"{extra * (j.coord_job_mb - base.coord_job_mb):.3f}, summed peak {extra * (j.peak_sum_mb - base.peak_sum_mb):.3f}"
+        )
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--owners", default="10000,30000", help="comma-separated N; the first is the ratios' baseline")
+    p.add_argument("--owners", default="1000,10000,100000", help="comma-separated N; the first is the ratios' baseline")
+    p.add_argument(
+        "--million",
+        action="store_true",
+        default=os.environ.get("PRIVFED_SCALE_MILLION", "") not in ("", "0"),
+        help="add N = 10^6 (about 8 min per task; also PRIVFED_SCALE_MILLION=1)",
+    )
     p.add_argument("--tasks", default="lr,ncc")
     p.add_argument("--processes", type=int, default=2)
     p.add_argument("--epsilon", type=float, default=1.0)
     p.add_argument("--bdt-owners", type=int, default=0, help="also a 10-round BDT at this N (0: none)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--solver", default="local", help="lr's: local (one round, the default here) or gd; '' for checkouts before it"
+    )
     p.add_argument("--pythonpath", default=None)
     args = p.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the namespace is deleted on the way out
-    sizes = [int(n) for n in args.owners.split(",")]
+    sizes = [int(n) for n in args.owners.split(",")] + ([1_000_000] if args.million else [])
     print(
         f"# bench/scale.py  {args.processes} node processes, epsilon {args.epsilon:g}, seed {args.seed}, "
-        f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}"
+        f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}, load {load_average()}"
     )
     print(
         "task        N   wall_s  rounds_s   cpu_s  cpu_ms/owner  bytes/owner  coord_MB  child_MB  job_MB  node_MB  sum_MB  "
-        "KB/owner  acc     ref     majority"
+        "KB/owner  acc     ref     majority  load (1, 5, 15 min)"
     )
     with tempfile.TemporaryDirectory(prefix="privfed-scale-") as d:
         tmp = Path(d)

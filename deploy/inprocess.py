@@ -46,6 +46,7 @@ from privfed.owner.keys import OwnerKeys
 from privfed.owner.local import LocalOwner
 from privfed.server.relay import Relay
 from privfed.server.securesum import RelayedTransport
+from privfed.server.strategies.base import Fold
 
 
 class InProcessTransport(RelayedTransport):
@@ -126,6 +127,12 @@ class InProcessTransport(RelayedTransport):
         """Answer ``tasks`` node by node, in order, as each owner node does (``privfed.owner.node``);
         nothing waits here, so neither ``timeout`` nor ``stalls`` changes anything."""
         results: list[Result] = []
+        self.fold_tasks(tasks, results.extend)
+        return results
+
+    def fold_tasks(self, tasks: list[Task], fold: Fold, timeout: float | None = None) -> None:
+        """As :meth:`run_tasks`, each node's batch of answers handed to ``fold`` as it is computed
+        (then the ring envelopes' answers): the replies of a round are never all held at once."""
         by_node: dict[str, list[Task]] = {}
         for t in tasks:
             if t.owner_id not in self.owners:
@@ -140,10 +147,11 @@ class InProcessTransport(RelayedTransport):
             while start < len(node_tasks):  # batch by batch, as a node answers a pull: bounded temporaries
                 end = core.chunk_end(node_tasks, start)
                 answer = core.answer(node_tasks[start:end], seen=seen)
-                results += answer.results
+                fold(answer.results)
                 outbound += [(node, out) for out in answer.outbound]
                 start = end
-        return results + self._route(outbound)
+        if outbound:
+            fold(self._route(outbound))
 
     def silent_owners(self) -> set[str]:
         return {oid for oid in self.silent if self._node[oid] in self._noticed}

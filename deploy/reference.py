@@ -12,6 +12,12 @@ is the job itself with every release exact:
   (:func:`~privfed.common.boosting.simulation.simulate`, which a test checks against the
   networked loop at ε = ∞).
 
+``ncc`` and ``lr`` (local fits) are one round: their reference plays the owners :data:`CHUNK` at a time
+(:class:`OwnersInChunks`), each chunk's owners built, answered, folded into the strategy's running
+sums and dropped, in task order, so its memory is bounded by a chunk and not by the federation (issue
+27: 4.4 GB for all 10^6 owners at once), and the model is the one all owners at once give, bit for
+bit (the running sums add the replies in the same order; ``tests/unit/test_reference_chunks.py``).
+
 ``privfed simulate`` holds every owner's rows (it plays them all); so does a coordinator of a
 built-in data set (its split and partition are public). A coordinator of owners' own files holds
 only the public test file: its reference is the same model cross-validated on that file
@@ -27,17 +33,74 @@ from typing import Any
 import numpy as np
 
 from privfed.common.datasets import Dataset, federation_split, partition
+from privfed.common.errors import ConfigError
 from privfed.common.identity import owner_id
 from privfed.common.rng import make_rng
+from privfed.common.tasks import Result, Task
 from privfed.deploy.inprocess import InProcessTransport
 from privfed.owner.local import LocalOwner
 from privfed.server.config import JobConfig
 from privfed.server.strategies import make_strategy
+from privfed.server.strategies.base import Fold, SingleRound, SumResult, Transport
 
 #: Folds of the cross-validated reference on a public test file.
 FOLDS = 5
 #: The node that hosts the reference's owners (in this process only).
 NODE = "reference"
+#: Owners the reference of a one-round task plays at a time: a multiple of the owner core's batches
+#: (``TaskKind.batch``: 1024 LR, 256 NCC tasks), so each batch holds the owners it holds in one pass.
+CHUNK = 16 * 1024
+
+
+class OwnersInChunks(Transport):
+    """The reference's owners for a one-round strategy (:class:`SingleRound`: ``ncc``, ``lr`` by local
+    fits), played :data:`CHUNK` at a time:
+    the tasks of each chunk go to an :class:`InProcessTransport` of just those owners (built from
+    ``train``'s rows ``parts[i]`` and seed ``seed + i``, with an unbounded in-memory ledger), whose
+    answers go to the fold, and the chunk is dropped. A one-round task asks each owner once and
+    needs no secure sum."""
+
+    def __init__(self, train: Dataset, parts: Sequence[np.ndarray], seed: int) -> None:
+        self._train, self._parts, self._seed = train, parts, seed
+        self.owner_ids = [owner_id(NODE, i) for i in range(len(parts))]
+        self._index = {o: i for i, o in enumerate(self.owner_ids)}
+
+    def owner(self, oid: str) -> LocalOwner:
+        """Owner ``oid`` (built afresh: its rows, and its noise stream from the start)."""
+        i, t = self._index[oid], self._train
+        rows = self._parts[i]
+        return LocalOwner(oid, t.X[rows], t.y[rows], make_rng("seeded", self._seed + i), t.n_classes, t.bounds)
+
+    def fold_tasks(self, tasks: list[Task], fold: Fold, timeout: float | None = None) -> None:
+        for start in range(0, len(tasks), CHUNK):
+            chunk = tasks[start : start + CHUNK]
+            transport = _exact_transport([self.owner(t.owner_id) for t in chunk])
+            try:
+                transport.fold_tasks(chunk, fold)
+            finally:
+                _close(transport)
+
+    def run_tasks(self, tasks: list[Task], timeout: float | None = None) -> list[Result]:
+        results: list[Result] = []
+        self.fold_tasks(tasks, results.extend)
+        return results
+
+    def secure_sum(self, *args: Any, **kwargs: Any) -> SumResult:
+        raise ConfigError("the chunked reference plays one-round tasks only: no secure sum")
+
+    def silent_owners(self) -> set[str]:
+        return set()
+
+
+def _exact_transport(owners: list[LocalOwner]) -> InProcessTransport:
+    """The owners on one in-process node with an unbounded ledger in memory. The reference plays
+    every owner, and nothing leaves this process: clear labels are allowed."""
+    return InProcessTransport.with_ledgers(owners, epsilon_budget=math.inf, delta_budget=1.0, allow_clear_labels=True)
+
+
+def _close(transport: InProcessTransport) -> None:
+    for ledger in transport.ledgers.values():
+        ledger.close()
 
 
 def reference_model(job: JobConfig, train: Dataset, parts: Sequence[np.ndarray]) -> Any:
@@ -50,21 +113,14 @@ def reference_model(job: JobConfig, train: Dataset, parts: Sequence[np.ndarray])
         params = strategy.params  # type: ignore[attr-defined]
         rng = np.random.Generator(np.random.PCG64(job.seed))
         return simulate(params, train.X, train.y, owners=[np.asarray(p) for p in parts], rng=rng).model
-    owners = [
-        LocalOwner(
-            owner_id(NODE, i), train.X[p], train.y[p], make_rng("seeded", job.seed + i), train.n_classes, train.bounds
-        )
-        for i, p in enumerate(parts)
-    ]
-    # the reference plays every owner, and nothing leaves this process: clear labels are allowed
-    transport = InProcessTransport.with_ledgers(
-        owners, epsilon_budget=math.inf, delta_budget=1.0, allow_clear_labels=True
-    )
+    chunks = OwnersInChunks(train, parts, job.seed)
+    if isinstance(strategy, SingleRound):  # one round, one task per owner: chunk by chunk
+        return strategy.run(chunks.owner_ids, chunks).model
+    transport = _exact_transport([chunks.owner(o) for o in chunks.owner_ids])
     try:
-        return strategy.run([o.owner_id for o in owners], transport).model
+        return strategy.run(chunks.owner_ids, transport).model
     finally:
-        for ledger in transport.ledgers.values():
-            ledger.close()
+        _close(transport)
 
 
 def accuracy(model: Any, test: Dataset) -> float:

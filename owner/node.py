@@ -41,6 +41,7 @@ from privfed.proto import serde
 from privfed.proto.jobwire import job_info_from_proto
 from privfed.proto.transport import (
     IDENTITY_RETRY,
+    MAX_MESSAGE_BYTES,
     PULL_TIMEOUT,
     PULL_WAIT,
     PUSH_TIMEOUT,
@@ -78,6 +79,29 @@ _CALL_REFUSED = {
 }
 CHUNK = 200  # at most this many results per PushResults: keeps messages small
 PUSH_EVERY = 1.0  # seconds: push at least this often during long work so the node stays visibly alive
+
+
+def registration_parts(
+    node_id: str, certificate: bytes, owners: list[pb.OwnerInfo], max_message_bytes: int
+) -> list[pb.RegisterNodeRequest]:
+    """The node's registration as requests of at most ``max_message_bytes`` each: one, or parts
+    ``0 .. parts-1`` when its owners do not fit one message (issue 27: ~120 000 signed owner keys
+    fill gRPC's 16 MiB), each with the node's id and certificate."""
+    budget = max_message_bytes - len(certificate) - len(node_id.encode()) - 64  # the rest of a request's fields
+    chunks: list[list[pb.OwnerInfo]] = [[]]
+    size = 0
+    for owner in owners:
+        n = owner.ByteSize() + 6  # field tag and length prefix
+        if chunks[-1] and size + n > budget:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(owner)
+        size += n
+    parts = len(chunks) if len(chunks) > 1 else 0
+    return [
+        pb.RegisterNodeRequest(node_id=node_id, node_certificate=certificate, owners=c, part=k, parts=parts)
+        for k, c in enumerate(chunks)
+    ]
 
 
 class ConnectError(RuntimeError):
@@ -119,6 +143,7 @@ class OwnerNode:
         allow_clear_labels: bool = False,
         owner_policy: OwnerPolicy | None = None,
         daemon: bool = False,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ):
         self.node_id = node_id
         self._owner_policy = owner_policy
@@ -134,6 +159,7 @@ class OwnerNode:
         self._ledger = ledger
         self._allow_clear_labels = allow_clear_labels
         self._connect_timeout = connect_timeout
+        self._max_message_bytes = max_message_bytes  # the coordinator's bound: registrations above it go in parts
         self._override = target_name_override
         self.stop_event = threading.Event()
         self._unsent: list = []
@@ -178,10 +204,16 @@ class OwnerNode:
 
     def _register(self, stub: pb_grpc.CoordinatorStub) -> None:
         infos, cert = self._owner_infos()
-        request = pb.RegisterNodeRequest(
-            node_id=self.node_id, node_certificate=cert, owners=[serde.owner_info_to_proto(i) for i in infos]
+        requests = registration_parts(
+            self.node_id, cert, [serde.owner_info_to_proto(i) for i in infos], self._max_message_bytes
         )
-        reply = self._retry(lambda: stub.RegisterNode(request, timeout=REGISTER_TIMEOUT), "register")
+
+        def send() -> pb.RegisterNodeResponse:  # every part again on a retry (part 0 starts it over)
+            for request in requests:
+                reply = stub.RegisterNode(request, timeout=REGISTER_TIMEOUT)
+            return reply
+
+        reply = self._retry(send, "register")
         if reply is not None:
             log.info("node %s registered %d owner(s) with %s", self.node_id, len(self._owner_ids), self._target)
             self._receive_schema(reply.schema)

@@ -183,14 +183,18 @@ class OwnerInfo(_message.Message):
     def __init__(self, owner_id: _Optional[str] = ..., x25519_public_key: _Optional[bytes] = ..., key_signature: _Optional[bytes] = ...) -> None: ...
 
 class RegisterNodeRequest(_message.Message):
-    __slots__ = ("node_id", "owners", "node_certificate")
+    __slots__ = ("node_id", "owners", "node_certificate", "part", "parts")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     OWNERS_FIELD_NUMBER: _ClassVar[int]
     NODE_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
+    PART_FIELD_NUMBER: _ClassVar[int]
+    PARTS_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     owners: _containers.RepeatedCompositeFieldContainer[OwnerInfo]
     node_certificate: bytes
-    def __init__(self, node_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerInfo, _Mapping]]] = ..., node_certificate: _Optional[bytes] = ...) -> None: ...
+    part: int
+    parts: int
+    def __init__(self, node_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerInfo, _Mapping]]] = ..., node_certificate: _Optional[bytes] = ..., part: _Optional[int] = ..., parts: _Optional[int] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
     __slots__ = ("session_id", "schema")

@@ -42,21 +42,27 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 #: The tasks of one PullTasks/Relay answer are cut at this many encoded bytes; the rest wait for
 #: the next call (room is left for the rest of the response).
 MAX_RESPONSE_TASK_BYTES = MAX_MESSAGE_BYTES - 1024 * 1024
+#: ... and at this many tasks: a round's tasks for a node hosting 10^5 owners would otherwise fill
+#: 15 MiB responses, whose encoding and decoding held ~100 MB per node in the coordinator and the node
+#: alike (issue 27). A multiple of every task kind's batch (``TaskKind.batch``: 1024, 256, 16), so a
+#: node's batches start at the same tasks whatever the size of the tasks.
+MAX_RESPONSE_TASKS = 16 * 1024
 
 _KEEPALIVE_TIME_MS = 20_000
 
 
-def _common_options() -> list[Option]:
+def _common_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[Option]:
     return [
         # Bound what one message may cost us (not gRPC's 4 MiB receive / unbounded send, nor
         # Flower's 2 GiB).
-        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_message_bytes),
     ]
 
 
-def server_options() -> list[Option]:
-    return _common_options() + [
+def server_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[Option]:
+    """``max_message_bytes``: :data:`MAX_MESSAGE_BYTES` but in tests of what does not fit one message."""
+    return _common_options(max_message_bytes) + [
         # Accept client pings as often as the client sends them (see channel_options).
         ("grpc.http2.min_recv_ping_interval_without_data_ms", _KEEPALIVE_TIME_MS // 2),
         ("grpc.keepalive_permit_without_calls", 1),

@@ -13,6 +13,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.schema import FederationSchema
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto.transport import (
+    MAX_MESSAGE_BYTES,
     SHUTDOWN_GRACE,
     RejectUndecodable,
     TlsFiles,
@@ -35,7 +36,8 @@ class CoordinatorServer:
     """Owns the gRPC server, the dispatcher (owner registry + queues) and the model store.
 
     ``interceptors`` are gRPC server interceptors, run on every call (the wire-capture tests
-    record traffic with one); ``handlers`` serve more gRPC services on the same port.
+    record traffic with one); ``handlers`` serve more gRPC services on the same port;
+    ``max_message_bytes`` bounds every message (smaller only in tests).
     """
 
     def __init__(
@@ -47,6 +49,7 @@ class CoordinatorServer:
         interceptors: Sequence[grpc.ServerInterceptor] = (),
         schema: FederationSchema | None = None,
         handlers: Sequence[grpc.GenericRpcHandler] = (),
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ):
         self.dispatcher = Dispatcher(node_timeout=node_timeout)
         self.models = ModelStore()
@@ -55,7 +58,7 @@ class CoordinatorServer:
             futures.ThreadPoolExecutor(max_workers=max_workers),
             # No SO_REUSEPORT (gRPC's default on Linux): a second coordinator on a taken port must
             # fail to bind, not silently share the port and take half the owners' calls.
-            options=[*server_options(), ("grpc.so_reuseport", 0)],
+            options=[*server_options(max_message_bytes), ("grpc.so_reuseport", 0)],
             interceptors=(RejectUndecodable(), *interceptors),
         )
         pb_grpc.add_CoordinatorServicer_to_server(

@@ -19,20 +19,28 @@ from privfed.common.errors import JobAborted, NodeIdInUse, RemoteProtocolError, 
 from privfed.common.jobinfo import JobInfo
 from privfed.common.tasks import OwnerInfo, PeerKey, Result, RingMessageTask, Task
 from privfed.server.contracts import Rejection
-from privfed.server.nodes import IDENTITY_LIVENESS, NodeQueue, check_registration
+from privfed.server.nodes import IDENTITY_LIVENESS, NodeQueue, Parts, check_registration, start_parts
 from privfed.server.relay import Envelope, Relay
 
 log = logging.getLogger("privfed.coordinator")
 
 
+#: An answer that came, with the task it answers: a result, or a rejection of an answer that did not decode.
+Answer = tuple[Task, Result | Rejection]
+#: Takes the answers of a running batch as they come (:meth:`Dispatcher.run`'s ``sink``).
+Sink = Callable[[list[Answer]], None]
+
+
 @dataclass
 class RunOutcome:
-    """What came back from one batch of tasks."""
+    """What came back from one batch of tasks (with a ``sink``, the answers went there instead:
+    ``results`` and ``rejected`` are empty and ``answered`` counts the results handed over)."""
 
     results: dict[str, Result]  # task_id -> result
     lost: list[str]  # task ids never answered (node dead or deadline passed)
     lost_nodes: list[str]  # nodes of unanswered tasks that are silent (dead or cut off)
     rejected: dict[str, Rejection] = field(default_factory=dict)  # task_id -> an answer that could not be decoded
+    answered: int = 0  # results that came (in ``results`` or handed to the sink)
 
 
 class Dispatcher:
@@ -49,8 +57,8 @@ class Dispatcher:
         self._owners: dict[str, OwnerInfo] = {}
         self._owner_node: dict[str, str] = {}
         self._pending: dict[str, Task] = {}
-        self._results: dict[str, Result] = {}
-        self._rejections: dict[str, Rejection] = {}
+        self._parts: dict[str, Parts] = {}  # node id -> a registration in parts, not yet whole
+        self._arrived: list[Answer] = []  # answers pushed since the running batch last took them
         self._shutdown = False
         self._certificates: dict[str, bytes] = {}
         self._waiting: set[str] = set()
@@ -67,8 +75,21 @@ class Dispatcher:
         self._polls.notify_all()
 
     # ---- called by the servicer --------------------------------------------------------
-    def register(self, node_id: str, owners: list[OwnerInfo], certificate: bytes = b"", peer: str | None = None) -> str:
+    def register(
+        self,
+        node_id: str,
+        owners: list[OwnerInfo],
+        certificate: bytes = b"",
+        peer: str | None = None,
+        *,
+        part: int = 0,
+        parts: int = 1,
+    ) -> str:
         """Register (or re-register) node ``node_id`` hosting ``owners``; returns the job session id.
+
+        A node whose owners do not fit one message sends them in ``parts`` calls, ``part`` 0, 1, ...
+        from one connection (:class:`~privfed.server.nodes.Parts`): each part is checked alone, and
+        the registration takes effect, checked whole, with the last one.
 
         ``node_id`` is the caller's verified certificate name (the servicer checks the claimed id
         against it; only ``--insecure`` takes the claim as is). Every owner id must be
@@ -84,6 +105,18 @@ class Dispatcher:
         connection ``peer`` is fenced: :meth:`pull` refuses it until it registers again.
         """
         check_registration(node_id, owners)
+        if parts <= 1 and part:
+            raise RemoteProtocolError(f"node {node_id!r} sent registration part {part} of a registration in one part")
+        if parts > 1:
+            with self._cv:
+                staged = self._parts.pop(node_id, None) if part else start_parts(node_id, part, parts, peer)
+                if staged is None:
+                    raise RemoteProtocolError(f"node {node_id!r} sent registration part {part} without part 0")
+                if not staged.add(node_id, owners, part, parts, peer):
+                    self._parts[node_id] = staged
+                    return self.session_id
+            owners = staged.owners
+            check_registration(node_id, owners)
         keys = frozenset(o.x25519_public_key for o in owners if o.x25519_public_key)
         with self._cv:
             old = self._nodes.get(node_id)
@@ -170,10 +203,7 @@ class Dispatcher:
                     continue  # its round is over (or it never was ours): drop it, keep the rest
                 del self._pending[answer.task_id]
                 self._waiting.discard(answer.task_id)
-                if isinstance(answer, Rejection):
-                    self._rejections[answer.task_id] = answer
-                else:
-                    self._results[answer.task_id] = answer
+                self._arrived.append((task, answer))
                 accepted += 1
             self._cv.notify_all()  # not the polls: an answer queues nothing
             return accepted
@@ -309,8 +339,13 @@ class Dispatcher:
         timeout: float,
         progress: Callable[[int, int], None] | None = None,
         stalls: str | None = None,
+        sink: Sink | None = None,
     ) -> RunOutcome:
         """Queue ``tasks`` for their owners' nodes and wait for the answers.
+
+        With a ``sink``, the answers are handed to it in batches as they come (outside the lock,
+        in this thread, in the order they were pushed) and not kept: a round of 10^6 owners never
+        holds its replies at once (issue 27). Without one, they come back in the outcome.
 
         Returns when every task is answered, when the round ``timeout`` passes, or when the
         only unanswered tasks belong to nodes silent for longer than ``node_timeout``
@@ -320,6 +355,8 @@ class Dispatcher:
         sitting out the attempt's timeout; the secure sum then drops the silent member (contract 5).
         """
         ids = [t.task_id for t in tasks]
+        kept: list[Answer] = []
+        handed = 0
         with self._cv:
             for t in tasks:
                 node_id = self._owner_node.get(t.owner_id)
@@ -335,6 +372,7 @@ class Dispatcher:
             deadline = self._clock() + timeout
             next_liveness_check = self._clock() + 0.5
             while self._waiting and not self.aborted:
+                handed += self._hand_over(sink, kept)
                 if progress:
                     progress(len(ids) - len(self._waiting), len(ids))
                 now = self._clock()
@@ -350,7 +388,9 @@ class Dispatcher:
                     )
                     if stalled or all(self._owner_node.get(self._pending[i].owner_id) in gone for i in self._waiting):
                         break
-                self._cv.wait(min(0.5, deadline - now))
+                if self._waiting and not self._arrived:  # a sink may have taken the lock's time
+                    self._cv.wait(min(0.5, deadline - now))
+            handed += self._hand_over(sink, kept)
             if progress:
                 progress(len(ids) - len(self._waiting), len(ids))
             lost = [i for i in ids if i in self._waiting]
@@ -369,11 +409,27 @@ class Dispatcher:
             for node in self._nodes.values():
                 if any(t.task_id in lost_set for t in node.queue):
                     node.queue = deque(t for t in node.queue if t.task_id not in lost_set)
-            results = {i: self._results.pop(i) for i in ids if i in self._results}
-            rejected = {i: self._rejections.pop(i) for i in ids if i in self._rejections}
+            results = {t.task_id: a for t, a in kept if isinstance(a, Result)}
+            rejected = {t.task_id: a for t, a in kept if isinstance(a, Rejection)}
             if self.aborted:
                 raise JobAborted(f"job aborted with {len(lost)} task(s) of the round unanswered")
-            return RunOutcome(results=results, lost=lost, lost_nodes=lost_nodes, rejected=rejected)
+            answered = len(results) if sink is None else handed
+            return RunOutcome(results=results, lost=lost, lost_nodes=lost_nodes, rejected=rejected, answered=answered)
+
+    def _hand_over(self, sink: Sink | None, kept: list[Answer]) -> int:
+        """Hand the answers pushed since the last call to ``sink``, called with the lock released
+        (pushes go on meanwhile), or keep them in ``kept``; returns the results handed to ``sink``.
+        Called with the lock held."""
+        answers, self._arrived = self._arrived, []
+        if sink is None or not answers:
+            kept += answers
+            return 0
+        self._cv.release()
+        try:
+            sink(answers)
+        finally:
+            self._cv.acquire()
+        return sum(1 for _, a in answers if isinstance(a, Result))
 
     def shutdown(self) -> None:
         """Tell every node, at its next poll, that the job is over."""
@@ -396,8 +452,7 @@ class Dispatcher:
                 self._relay.release(t.task_id for t in node.queue)
                 node.queue.clear()
             self._pending.clear()
-            self._results.clear()
-            self._rejections.clear()
+            self._arrived = []
             self._waiting = set()
             self._job = job
             self._notify()

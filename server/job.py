@@ -48,15 +48,16 @@ from privfed.server.report import (
 )
 from privfed.server.rounds import JobBook, declined_owners, rejection_summary
 from privfed.server.securesum import RelayedTransport
-from privfed.server.strategies.base import Strategy
+from privfed.server.strategies.base import Fold, Strategy
 from privfed.server.strategies.result import StrategyResult, TrainedModel
 
 log = logging.getLogger("privfed.coordinator")
 #: One line per round (``privfed simulate`` shows it instead of progress bars when stderr is no terminal).
 round_log = logging.getLogger("privfed.coordinator.rounds")
 
-#: Sends one batch of tasks and returns the answers: (tasks, timeout, ring session whose stall ends the wait).
-Execute = Callable[[list[Task], float | None, str | None], list[Result]]
+#: Sends one batch of tasks and returns the answers: (tasks, timeout, ring session whose stall ends the
+#: wait, a fold the answers are handed to as they come instead: then none are returned).
+Execute = Callable[[list[Task], float | None, str | None, Fold | None], list[Result]]
 #: Told after every batch of a job: (its round id, tasks answered, tasks sent) (``privfed serve``'s status).
 OnBatch = Callable[[str, int, int], None]
 
@@ -81,7 +82,11 @@ class GrpcTransport(RelayedTransport):
         self._rejected = rejected if rejected is not None else {}
 
     def run_tasks(self, tasks: list[Task], timeout: float | None = None, *, stalls: str | None = None) -> list[Result]:
-        return self._execute(tasks, timeout, stalls)
+        return self._execute(tasks, timeout, stalls, None)
+
+    def fold_tasks(self, tasks: list[Task], fold: Fold, timeout: float | None = None) -> None:
+        """The answers go to ``fold`` as the dispatcher hands them over, each checked first (the job's book)."""
+        self._execute(tasks, timeout, None, fold)
 
     def silent_owners(self) -> set[str]:
         """Owners on silent nodes, and rejected owners: neither is asked into a ring."""
@@ -213,8 +218,11 @@ def run_job(
     book = book if book is not None else JobBook(PublicLimits(max_rows=MAX_OWNER_ROWS))
     book.begin(owner_ids)
 
-    def execute(tasks: list[Task], timeout: float | None = None, stalls: str | None = None) -> list[Result]:
-        """Send one batch of tasks (none to a rejected owner), wait, keep only replies that fit their contract."""
+    def execute(
+        tasks: list[Task], timeout: float | None = None, stalls: str | None = None, fold: Fold | None = None
+    ) -> list[Result]:
+        """Send one batch of tasks (none to a rejected owner), wait, keep only replies that fit their
+        contract: returned, or handed to ``fold`` as they come."""
         tasks = book.to_ask(tasks)
         if not tasks:
             return []
@@ -224,6 +232,7 @@ def run_job(
                 timeout=timeout or round_timeout,
                 progress=lambda done, total: bar.update(done - bar.n),
                 stalls=stalls,
+                sink=None if fold is None else lambda answers: fold(book.take(answers)),
             )
         if outcome.lost:
             log.warning(
@@ -234,11 +243,9 @@ def run_job(
             )
         silent = server.dispatcher.silent_owners()
         results = book.record(tasks, outcome, {node_of(o) for o in silent})
-        round_log.info(
-            "%sround %s: %d of %d task(s) answered", label, tasks[0].round_id, len(outcome.results), len(tasks)
-        )
+        round_log.info("%sround %s: %d of %d task(s) answered", label, tasks[0].round_id, outcome.answered, len(tasks))
         if on_batch is not None:
-            on_batch(tasks[0].round_id, len(outcome.results), len(tasks))
+            on_batch(tasks[0].round_id, outcome.answered, len(tasks))
         book.check_quorum(silent)
         return results
 

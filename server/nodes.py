@@ -11,8 +11,11 @@ from privfed.common.jobinfo import JobInfo
 from privfed.common.secagg.boxes import MAX_ID_BYTES
 from privfed.common.tasks import OwnerInfo
 
-#: At most this many owners in one registration (generous: a node process hosts thousands).
-MAX_OWNERS_PER_NODE = 100_000
+#: At most this many owners in one node's registration: 10^6 logical owners fit in two node
+#: processes (issue 27). A registration larger than one message comes in parts (:class:`Parts`).
+MAX_OWNERS_PER_NODE = 1_000_000
+#: At most this many parts in one registration.
+MAX_REGISTRATION_PARTS = 4096
 #: A registered node that called within this many seconds is alive: a node long-polls back to
 #: back (each poll at most ``PULL_WAIT`` = 1 s) and pushes a heartbeat every second while it
 #: computes, so a process that died is seen dead this soon after its last call.
@@ -31,6 +34,45 @@ class NodeQueue:
     keys: frozenset[bytes] = frozenset()  # the owners' ring keys: fresh per node process, the same on re-registration
     peer: str | None = None  # the connection the registration came from (None: unknown, in-process callers)
     job: JobInfo | None = None  # the job announced when the node last took tasks (they belong to it)
+
+
+@dataclass
+class Parts:
+    """A registration arriving in parts (``RegisterNodeRequest.part`` of ``parts``): the owners of the
+    parts so far, from one connection, in order. Part 0 starts it again (a node that retries its
+    registration sends every part again)."""
+
+    parts: int
+    peer: str | None
+    owners: list[OwnerInfo] = field(default_factory=list)
+    received: int = 0
+
+    def add(self, node_id: str, owners: list[OwnerInfo], part: int, parts: int, peer: str | None) -> bool:
+        """Add the next part; True once it was the last. :class:`RemoteProtocolError` if it is not the
+        next one of this registration (the registration is dropped: the node starts again at part 0)."""
+        if (part, parts, peer) != (self.received, self.parts, self.peer):
+            raise RemoteProtocolError(
+                f"node {node_id!r} sent registration part {part} of {parts}, expected part {self.received} of "
+                f"{self.parts}; start again at part 0"
+            )
+        if len(self.owners) + len(owners) > MAX_OWNERS_PER_NODE:
+            raise RemoteProtocolError(
+                f"a registration may carry at most MAX_OWNERS_PER_NODE = {MAX_OWNERS_PER_NODE} owners in all its "
+                "parts; split the owners over more nodes"
+            )
+        self.owners += owners
+        self.received += 1
+        return self.received == self.parts
+
+
+def start_parts(node_id: str, part: int, parts: int, peer: str | None) -> Parts:
+    """The staging of a registration in ``parts`` parts, which must start at part 0."""
+    if not 1 < parts <= MAX_REGISTRATION_PARTS or part != 0:
+        raise RemoteProtocolError(
+            f"node {node_id!r} sent registration part {part} of {parts}: a registration in parts starts at "
+            f"part 0 and has 2..{MAX_REGISTRATION_PARTS} parts"
+        )
+    return Parts(parts, peer)
 
 
 def check_registration(node_id: str, owners: list[OwnerInfo]) -> None:

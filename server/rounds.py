@@ -20,11 +20,10 @@ from typing import Any
 
 from privfed.common.errors import QuorumLost
 from privfed.common.identity import node_of
-from privfed.common.tasks import Result, Task, kind_of, total_budget
+from privfed.common.tasks import Refusal, Result, Task, kind_of, total_budget
 from privfed.server.contracts import ContractViolation, PublicLimits, Rejection, check_reply
-from privfed.server.dispatcher import RunOutcome
+from privfed.server.dispatcher import Answer, RunOutcome
 from privfed.server.report import refusal_summary
-from privfed.server.strategies.base import refusals
 
 log = logging.getLogger("privfed.coordinator")
 
@@ -98,38 +97,50 @@ class JobBook:
         self.rejected.setdefault(rejection.owner_id, rejection.line())
 
     def record(self, tasks: list[Task], outcome: RunOutcome, silent_nodes: Iterable[str]) -> list[Result]:
-        """The usable results of one batch; everything else is booked (module docstring)."""
+        """The usable results of one batch; everything else is booked (module docstring). With a
+        streaming run (:meth:`take` was the dispatcher's sink), only the unanswered are left to book."""
         self.lost_nodes.update(outcome.lost_nodes)
-        by_task = {t.task_id: t for t in tasks}
-        for rejection in outcome.rejected.values():
-            self.reject(rejection)
+        named = set(outcome.lost) | set(outcome.results) | set(outcome.rejected)
+        by_task = {t.task_id: t for t in tasks if t.task_id in named}
+        self.take([(by_task[i], r) for i, r in outcome.rejected.items()])
         silent = set(outcome.lost_nodes) | set(silent_nodes)
         for task_id in outcome.lost:  # a live node that never answered a share task: a stalling owner
             task = by_task[task_id]
             if kind_of(task.spec).contribution and node_of(task.owner_id) not in silent:
                 self.reject(Rejection(task_id, task.owner_id, "no_answer", f"round {task.round_id}"))
+        return self.take([(by_task[i], r) for i, r in outcome.results.items()])
+
+    def take(self, answers: list[Answer]) -> list[Result]:
+        """The usable results of answers as they come (the dispatcher's sink): each checked against
+        its task's contract, refusals and debits booked, rejections recorded."""
         usable: list[Result] = []
-        for r in outcome.results.values():
-            task = by_task[r.task_id]
+        for task, answer in answers:
+            if isinstance(answer, Rejection):
+                self.reject(answer)
+                continue
             try:
-                check_reply(task.spec, r.payload, self.limits)
+                check_reply(task.spec, answer.payload, self.limits)
             except ContractViolation as exc:
-                self.reject(Rejection(r.task_id, r.owner_id, exc.code, exc.detail))
+                self.reject(Rejection(answer.task_id, answer.owner_id, exc.code, exc.detail))
                 continue
-            usable.append(r)
-        round_refused = refusals(usable)
-        self.refused.update(round_refused)
-        for r in usable:
-            task = by_task[r.task_id]
-            if r.owner_id in round_refused or not task.spec.ledger_entries():  # not a release
-                continue
-            key = (r.owner_id, getattr(task.spec, "release_id", task.task_id))
-            if key not in self._counted:
-                self._counted.add(key)
-                self.epsilon_by_owner[r.owner_id] += total_budget(task.spec)[0]
-            if kind_of(task.spec).contribution:
-                self.answered.add(r.owner_id)
+            usable.append(answer)
+            if isinstance(answer.payload, Refusal):
+                self.refused[answer.owner_id] = f"{answer.payload.code}: {answer.payload.message}"
+            elif task.spec.ledger_entries():  # a release
+                self._debited(task, answer.owner_id)
         return usable
+
+    def _debited(self, task: Task, owner: str) -> None:
+        """Book what ``owner`` spent on ``task``'s release once per release id: a re-formed ring
+        asks again under the same one (a task without one is answered once: its id is unique)."""
+        release = getattr(task.spec, "release_id", None)
+        if release is not None:
+            if (owner, release) in self._counted:
+                return
+            self._counted.add((owner, release))
+        self.epsilon_by_owner[owner] += total_budget(task.spec)[0]
+        if kind_of(task.spec).contribution:
+            self.answered.add(owner)
 
     def taking_part(self, silent_owners: set[str]) -> int:
         """Owners neither refused, rejected nor on a silent node."""

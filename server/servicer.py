@@ -28,7 +28,7 @@ from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
 from privfed.proto.jobwire import job_info_to_proto
-from privfed.proto.transport import MAX_RESPONSE_TASK_BYTES, PULL_WAIT
+from privfed.proto.transport import MAX_RESPONSE_TASK_BYTES, MAX_RESPONSE_TASKS, PULL_WAIT
 from privfed.server.contracts import Rejection
 from privfed.server.dispatcher import Dispatcher
 
@@ -215,11 +215,15 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         self._schema = "" if schema is None else schema.to_json()
 
     def _encode_tasks(self, node_id: str, tasks: list[Task]) -> list[pb.Task]:
-        """Encode tasks for one response of at most MAX_RESPONSE_TASK_BYTES; the rest go back to
-        the front of the node's queue for its next call (always at least one task per response)."""
+        """Encode tasks for one response of at most MAX_RESPONSE_TASK_BYTES and MAX_RESPONSE_TASKS;
+        the rest go back to the front of the node's queue for its next call (always at least one
+        task per response)."""
         encoded: list[pb.Task] = []
         size = 0
         for k, t in enumerate(tasks):
+            if k == MAX_RESPONSE_TASKS:
+                self._dispatcher.requeue(node_id, tasks[k:])
+                break
             msg = serde.task_to_proto(t)
             size += msg.ByteSize()
             if encoded and size > MAX_RESPONSE_TASK_BYTES:
@@ -242,8 +246,17 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         try:
             node_id = self._node_id(request.node_id, context)
             owners = [serde.owner_info_from_proto(o) for o in request.owners]
-            session = self._dispatcher.register(node_id, owners, bytes(request.node_certificate), context.peer())
-            log.info("node %s registered %d owner(s) from %s", node_id, len(owners), context.peer())
+            session = self._dispatcher.register(
+                node_id,
+                owners,
+                bytes(request.node_certificate),
+                context.peer(),
+                part=request.part,
+                parts=request.parts,
+            )
+            if request.part + 1 >= request.parts:  # the registration took effect
+                hosted = self._dispatcher.nodes().get(node_id, 0)
+                log.info("node %s registered %d owner(s) from %s", node_id, hosted, context.peer())
             return pb.RegisterNodeResponse(session_id=session, schema=self._schema)
         except PrivfedError as exc:
             _abort(context, exc)

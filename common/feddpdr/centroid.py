@@ -112,12 +112,42 @@ def combine_class_sums(releases: Sequence[np.ndarray], sigma: float) -> tuple[np
     The weights share the releases' noise (relative error ``sigma sqrt(2K) / n_i``, 2 % for 800 rows
     at eps = 1.25), which ``v`` ignores.
     """
-    arrays = [np.asarray(r, dtype=np.float64) for r in releases]
-    if not arrays or any(a.shape != arrays[0].shape or a.ndim != 2 or a.shape[1] < 2 for a in arrays):
-        raise ConfigError(f"class sums must be (K, k + 1) matrices of one shape, got {[a.shape for a in arrays]}")
-    sizes = np.array([max(1.0, math.sqrt(2.0) * float(np.sum(a[:, -1]))) for a in arrays])
-    w = len(arrays) * sizes / sizes.sum()
-    return np.tensordot(w, np.stack(arrays), axes=1), float(sigma**2 * np.sum(w**2))
+    total = ClassSumsTotal()
+    total.add(releases)
+    return total.combined(sigma)
+
+
+class ClassSumsTotal:
+    """The sums :func:`combine_class_sums` needs, added batch by batch as the releases come (issue 27):
+    ``sum_i n_i S_i``, ``sum_i n_i``, ``sum_i n_i^2`` and N. Then ``S_w = N sum_i n_i S_i / sum_j n_j``
+    and ``v = sigma^2 N^2 sum_i n_i^2 / (sum_j n_j)^2``."""
+
+    def __init__(self) -> None:
+        self.weighted: np.ndarray | None = None
+        self.sizes = 0.0
+        self.squares = 0.0
+        self.count = 0
+
+    def add(self, releases: Sequence[np.ndarray]) -> None:
+        arrays = [np.asarray(r, dtype=np.float64) for r in releases]
+        shape = self.weighted.shape if self.weighted is not None else arrays[0].shape if arrays else None
+        if any(a.shape != shape or a.ndim != 2 or a.shape[1] < 2 for a in arrays):
+            raise ConfigError(f"class sums must be (K, k + 1) matrices of one shape, got {[a.shape for a in arrays]}")
+        if not arrays:
+            return
+        sizes = np.array([max(1.0, math.sqrt(2.0) * float(np.sum(a[:, -1]))) for a in arrays])
+        part = np.tensordot(sizes, np.stack(arrays), axes=1)
+        self.weighted = part if self.weighted is None else self.weighted + part
+        self.sizes += float(sizes.sum())
+        self.squares += float(np.sum(sizes**2))
+        self.count += len(arrays)
+
+    def combined(self, sigma: float) -> tuple[np.ndarray, float]:
+        """``(S_w, v)`` of everything added (:func:`combine_class_sums`)."""
+        if self.weighted is None:
+            raise ConfigError("class sums must be (K, k + 1) matrices of one shape, got none")
+        n = self.count
+        return n * self.weighted / self.sizes, float(sigma**2 * n**2 * self.squares / self.sizes**2)
 
 
 def centroid_coef(S_total: np.ndarray, noise_variance: float) -> np.ndarray:
@@ -143,6 +173,7 @@ def centroid_coef(S_total: np.ndarray, noise_variance: float) -> np.ndarray:
 __all__ = [
     "CLASS_SUMS_SENSITIVITY",
     "centroid_coef",
+    "ClassSumsTotal",
     "combine_class_sums",
     "class_sums_sigma",
     "dp_class_sums",

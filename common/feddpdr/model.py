@@ -20,7 +20,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.basis import BASES, PUBLIC_BASES
 from privfed.common.feddpdr.choices import DELTA_MODELS, ROW_SCALINGS, SVM_MODELS
 from privfed.common.feddpdr.pca import clip_rows_to_unit_ball, scale_rows
-from privfed.common.feddpdr.subspace import weighted_average
+from privfed.common.feddpdr.subspace import WeightedSum
 from privfed.common.validation import check_choice
 
 
@@ -64,6 +64,41 @@ def delta_split(delta: float, *, basis: str, model: str) -> tuple[float, float]:
     return (delta / 2, delta / 2) if model in DELTA_MODELS else (delta, 0.0)
 
 
+class ClassifierSum:
+    """The owners' phase-2 releases folded batch by batch as they come (issue 27), for
+    :func:`aggregate_classifier`: ``centroid`` keeps :class:`~privfed.common.feddpdr.centroid.ClassSumsTotal`,
+    the other models a :class:`~privfed.common.feddpdr.subspace.WeightedSum`."""
+
+    def __init__(self, *, model: str, epsilon: float, delta: float) -> None:
+        self.model = check_choice(model, name="model", allowed=SVM_MODELS)
+        self.epsilon, self.delta = epsilon, delta
+        if model == "centroid":
+            from privfed.common.feddpdr.centroid import ClassSumsTotal
+
+            self._sums: ClassSumsTotal | WeightedSum = ClassSumsTotal()
+        else:
+            self._sums = WeightedSum()
+        self.count = 0
+
+    def add(self, releases: Sequence[np.ndarray], weights: ArrayLike) -> None:
+        """Add releases; ``weights`` (relative, e.g. the owners' noisy counts) are not used by ``centroid``."""
+        if isinstance(self._sums, WeightedSum):
+            self._sums.add(releases, weights)
+        else:
+            self._sums.add(releases)
+        self.count += len(releases)
+
+    def coef(self) -> np.ndarray:
+        """The global coefficients (K, k + 1) of everything added."""
+        if not self.count:
+            raise ConfigError("aggregate_classifier needs at least one release")
+        if isinstance(self._sums, WeightedSum):
+            return self._sums.mean()
+        from privfed.common.feddpdr.centroid import centroid_coef, class_sums_sigma
+
+        return centroid_coef(*self._sums.combined(class_sums_sigma(self.epsilon, self.delta)))
+
+
 def aggregate_classifier(
     releases: Sequence[np.ndarray], weights: ArrayLike, *, model: str, epsilon: float, delta: float
 ) -> np.ndarray:
@@ -72,17 +107,14 @@ def aggregate_classifier(
     ``centroid``: the releases are summed, each weighted by the row count it carries
     (:func:`privfed.common.feddpdr.centroid.combine_class_sums`), and
     :func:`privfed.common.feddpdr.centroid.centroid_coef` uses the public noise variance of that sum;
-    ``weights`` are not used. Other models: :func:`weighted_average` with ``weights`` (seed 004 Alg. 1
-    line 8). Post-processing of DP releases either way.
+    ``weights`` are not used. Other models: :func:`~privfed.common.feddpdr.subspace.weighted_average` with ``weights`` (seed 004 Alg. 1
+    line 8). Post-processing of DP releases either way (:class:`ClassifierSum`, which the coordinator
+    fills as the releases come).
     """
-    if len(releases) == 0:
-        raise ConfigError("aggregate_classifier needs at least one release")
-    check_choice(model, name="model", allowed=SVM_MODELS)
-    if model == "centroid":
-        from privfed.common.feddpdr.centroid import centroid_coef, class_sums_sigma, combine_class_sums
-
-        return centroid_coef(*combine_class_sums(releases, class_sums_sigma(epsilon, delta)))
-    return weighted_average(releases, weights)
+    total = ClassifierSum(model=model, epsilon=epsilon, delta=delta)
+    if len(releases):
+        total.add(releases, weights)
+    return total.coef()
 
 
 def _matrix(data: Any, name: str) -> np.ndarray:
@@ -169,6 +201,7 @@ class FedDPDRModel:
 __all__ = [
     "FedDPDRModel",
     "add_bias_feature",
+    "ClassifierSum",
     "aggregate_classifier",
     "delta_split",
     "predict_linear",

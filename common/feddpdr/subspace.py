@@ -35,13 +35,40 @@ def owner_weights(ns: ArrayLike) -> np.ndarray:
     return counts.astype(np.float64) / float(counts.sum())
 
 
-def _normalised(weights: ArrayLike, count: int) -> np.ndarray:
+def _checked_weights(weights: ArrayLike, count: int) -> np.ndarray:
     w = np.asarray(weights, dtype=np.float64)
     if w.shape != (count,):
         raise ConfigError(f"need one weight per owner ({count}), got shape {w.shape}")
-    if not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
-        raise ConfigError(f"weights must be finite, non-negative and not all zero, got {w.tolist()}")
-    return w / w.sum()
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ConfigError(f"weights must be finite and non-negative, got {w.tolist()}")
+    return w
+
+
+class WeightedSum:
+    """``sum_i w_i theta_i`` and ``sum_i w_i`` over same-shaped arrays added batch by batch; their
+    ratio is :func:`weighted_average` (the coordinator folds the owners' releases as they come,
+    issue 27)."""
+
+    def __init__(self) -> None:
+        self.total: np.ndarray | None = None
+        self.weight = 0.0
+
+    def add(self, params: Sequence[np.ndarray], weights: ArrayLike) -> None:
+        arrays = [np.asarray(p, dtype=np.float64) for p in params]
+        shape = arrays[0].shape if self.total is None else self.total.shape
+        if any(a.shape != shape for a in arrays):
+            raise ConfigError(f"parameters must share one shape, got {[a.shape for a in arrays]}")
+        w = _checked_weights(weights, len(arrays))
+        part = np.tensordot(w, np.stack(arrays), axes=1)
+        self.total = part if self.total is None else self.total + part
+        self.weight += float(w.sum())
+
+    def mean(self) -> np.ndarray:
+        if self.total is None:
+            raise ConfigError("weighted_average needs at least one parameter array")
+        if not self.weight > 0:
+            raise ConfigError("weights must not be all zero")
+        return self.total / self.weight
 
 
 def weighted_average(params: Sequence[np.ndarray], weights: ArrayLike) -> np.ndarray:
@@ -51,12 +78,9 @@ def weighted_average(params: Sequence[np.ndarray], weights: ArrayLike) -> np.nda
     """
     if len(params) == 0:
         raise ConfigError("weighted_average needs at least one parameter array")
-    arrays = [np.asarray(p, dtype=np.float64) for p in params]
-    if any(a.shape != arrays[0].shape for a in arrays):
-        raise ConfigError(f"parameters must share one shape, got {[a.shape for a in arrays]}")
-    stacked = np.stack(arrays)
-    w = _normalised(weights, len(params))
-    return np.tensordot(w, stacked, axes=1)
+    total = WeightedSum()
+    total.add(params, weights)
+    return total.mean()
 
 
 def _canonical_signs(U: np.ndarray) -> np.ndarray:
@@ -67,13 +91,53 @@ def _canonical_signs(U: np.ndarray) -> np.ndarray:
     return U * signs
 
 
+class ProjectorSum:
+    """``G = sum_i w_i U_i U_i^T`` and ``sum_i w_i`` of (d, k) subspaces added batch by batch, so the
+    coordinator folds the owners' DP-PCA releases as they come (issue 27). ``P = G / sum_i w_i`` is
+    the weighted projector average (module docstring); :meth:`result` gives its top-k eigenvectors.
+
+    A batch costs O(d^2 b k) (``G += M M^T`` with ``M = [sqrt(w_1) U_1, ..., sqrt(w_b) U_b]``) and the
+    result O(d^3), whatever the number of owners.
+    """
+
+    def __init__(self, d: int, k: int) -> None:
+        self.d, self.k = d, k
+        self.gram = np.zeros((d, d))
+        self.weight = 0.0
+        self.count = 0
+
+    def add(self, Us: Sequence[np.ndarray], weights: ArrayLike) -> None:
+        """Add subspaces ``Us`` (each (d, k), orthonormal columns) with relative weights ``weights``."""
+        Us = [np.asarray(U, dtype=np.float64) for U in Us]
+        for i, U in enumerate(Us):
+            if U.shape != (self.d, self.k):
+                raise ConfigError(f"subspace {i} has shape {U.shape}, expected {(self.d, self.k)}")
+            if not np.allclose(U.T @ U, np.eye(self.k), atol=1e-8):
+                raise ConfigError(f"subspace {i} does not have orthonormal columns")
+        w = _checked_weights(weights, len(Us))
+        if not Us:
+            return
+        M = np.hstack([np.sqrt(wi) * U for wi, U in zip(w, Us)])
+        self.gram += M @ M.T
+        self.weight += float(w.sum())
+        self.count += len(Us)
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """(U_global, eigenvalues) as :func:`aggregate_subspaces` returns them."""
+        if not self.count:
+            raise ConfigError("aggregate_subspaces needs at least one subspace")
+        if not self.weight > 0:
+            raise ConfigError("weights must not be all zero")
+        values, vectors = np.linalg.eigh(self.gram / self.weight)  # ascending
+        rank = min(self.d, self.count * self.k)
+        return _canonical_signs(vectors[:, ::-1][:, : self.k]), np.clip(values[::-1][:rank], 0.0, None)
+
+
 def aggregate_subspaces(Us: Sequence[np.ndarray], weights: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """Weighted projector average of k-dimensional subspaces (SPEC §9; seed 004 Alg. 1 line 4).
 
-    ``P = sum_i w_i U_i U_i^T`` is never formed: with ``M = [sqrt(w_1) U_1, ..., sqrt(w_N) U_N]``
-    (d x Nk), ``P = M M^T``, so the top-k left singular vectors of ``M`` are the top-k eigenvectors of
-    ``P`` and the squared singular values are its non-zero eigenvalues. Cost O(d (Nk)^2) instead of
-    O(d^3).
+    ``P = sum_i w_i U_i U_i^T`` (:class:`ProjectorSum`, which the coordinator fills as the releases
+    come); the global basis is its top-k eigenvectors.
 
     Parameters
     ----------
@@ -93,14 +157,7 @@ def aggregate_subspaces(Us: Sequence[np.ndarray], weights: ArrayLike) -> tuple[n
     """
     if len(Us) == 0:
         raise ConfigError("aggregate_subspaces needs at least one subspace")
-    Us = [np.asarray(U, dtype=np.float64) for U in Us]
-    d, k = Us[0].shape
-    for i, U in enumerate(Us):
-        if U.shape != (d, k):
-            raise ConfigError(f"subspace {i} has shape {U.shape}, expected {(d, k)} like subspace 0")
-        if not np.allclose(U.T @ U, np.eye(k), atol=1e-8):
-            raise ConfigError(f"subspace {i} does not have orthonormal columns")
-    w = _normalised(weights, len(Us))
-    M = np.hstack([np.sqrt(wi) * U for wi, U in zip(w, Us)])
-    left, singular, _ = np.linalg.svd(M, full_matrices=False)
-    return _canonical_signs(left[:, :k]), singular**2
+    d, k = np.shape(Us[0])
+    total = ProjectorSum(d, k)
+    total.add(Us, weights)
+    return total.result()

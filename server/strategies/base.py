@@ -20,6 +20,9 @@ import numpy as np
 from privfed.common.tasks import Refusal, Result, RingSpec, Task, TaskSpec
 from privfed.server.strategies.result import PrivacySplit, RoundReport, StrategyResult, SumRecord, TrainedModel
 
+#: Takes one batch of a round's results as they come (:meth:`Transport.fold_tasks`).
+Fold = Callable[[list[Result]], None]
+
 
 @dataclass(frozen=True)
 class SumResult:
@@ -40,6 +43,12 @@ class Transport(Protocol):
     def run_tasks(self, tasks: list[Task], timeout: float | None = None) -> list[Result]:
         """Send ``tasks``, wait for the answers (or ``timeout``), return the results that came."""
         ...
+
+    def fold_tasks(self, tasks: list[Task], fold: Fold, timeout: float | None = None) -> None:
+        """Send ``tasks`` and hand the results to ``fold`` batch by batch as they come, keeping
+        none of them (issue 27: a round's replies are never all held at once). Default: one batch,
+        :meth:`run_tasks`'s."""
+        fold(self.run_tasks(tasks, timeout))
 
     def secure_sum(
         self,
@@ -109,15 +118,33 @@ def shares_of(results: list[Result], kind: type[P]) -> list[P]:
     return [r.payload for r in results if isinstance(r.payload, kind)]
 
 
+class Running(Protocol):
+    """A round's aggregate as its results come: :meth:`add` folds one batch into running sums
+    (the batch is not kept), :meth:`model` is the model from everything added."""
+
+    def add(self, results: list[Result]) -> None: ...
+
+    def model(self) -> TrainedModel: ...
+
+
 class SingleRound:
-    """A strategy whose job is one round: every owner releases once (:meth:`spec`), then aggregate."""
+    """A strategy whose job is one round: every owner releases once (:meth:`spec`), and the replies
+    are folded into running sums as they come (:meth:`running`), so the coordinator holds no
+    reply longer than its batch."""
 
     def spec(self) -> TaskSpec:
         """The task every owner is asked."""
         raise NotImplementedError
 
-    def aggregate(self, results: list[Result]) -> TrainedModel:
+    def running(self) -> Running:
+        """An empty running aggregate of this strategy's replies."""
         raise NotImplementedError
+
+    def aggregate(self, results: list[Result]) -> TrainedModel:
+        """The model of ``results`` taken as one batch."""
+        running = self.running()
+        running.add(results)
+        return running.model()
 
     def configure(self, owner_ids: Sequence[str], round_id: str) -> list[Task]:
         return new_tasks(owner_ids, round_id, self.spec())
@@ -131,10 +158,17 @@ class SingleRound:
 
     def run(self, owner_ids: list[str], transport: Transport) -> StrategyResult[TrainedModel]:
         t0 = time.perf_counter()
-        results = transport.run_tasks(self.configure(owner_ids, "r1"))
-        model = self.aggregate(results)
-        refused = refusal_codes(results)
-        released = sum(1 for r in results if r.owner_id not in refused)
+        running, refused, released = self.running(), dict[str, str](), 0
+
+        def fold(results: list[Result]) -> None:
+            nonlocal released
+            codes = refusal_codes(results)
+            refused.update(codes)
+            released += sum(1 for r in results if r.owner_id not in codes)
+            running.add(results)
+
+        transport.fold_tasks(self.configure(owner_ids, "r1"), fold)
+        model = running.model()
         record = RoundReport(1, "share", len(owner_ids), released, time.perf_counter() - t0)
         return StrategyResult(model, self.privacy(), (record,), refused=refused)
 

@@ -19,9 +19,9 @@ from privfed.common.feddpdr.choices import (
     SVM_MODELS,
     ovr_epsilons,
 )
-from privfed.common.feddpdr.model import FedDPDRModel, aggregate_classifier, delta_split
-from privfed.common.feddpdr.subspace import aggregate_subspaces, owner_weights
-from privfed.common.tasks import PcaShareReply, PcaShareTask, SvmShareReply, SvmShareTask
+from privfed.common.feddpdr.model import ClassifierSum, FedDPDRModel, delta_split
+from privfed.common.feddpdr.subspace import ProjectorSum
+from privfed.common.tasks import PcaShareReply, PcaShareTask, Result, SvmShareReply, SvmShareTask
 from privfed.common.validation import check_choice, check_fraction, check_int
 from privfed.server.strategies.base import Transport, new_tasks, refusal_codes
 from privfed.server.strategies.result import PrivacySplit, RoundReport, StrategyResult
@@ -32,7 +32,9 @@ class FedDpdrStrategy:
     """FedDPDR-DPML (seed 004 Alg. 1): phase 1 DP-PCA subspaces aggregated by the weighted
     projector average (SPEC §9); phase 2 the classifier ``model`` on rows projected onto the
     broadcast U_global (:data:`privfed.common.feddpdr.choices.SVM_MODELS`), combined by
-    :func:`privfed.common.feddpdr.model.aggregate_classifier`. This is the only FedDPDR loop: the
+    :func:`privfed.common.feddpdr.model.aggregate_classifier`, each phase's replies folded into running
+    sums as they come (:class:`~privfed.common.feddpdr.subspace.ProjectorSum`,
+    :class:`~privfed.common.feddpdr.model.ClassifierSum`; issue 27). This is the only FedDPDR loop: the
     networked job runs it over gRPC, the experiments over the in-process transport.
 
     Budget with ``basis="dp-pca"`` (the paper's, the default): ε₁ = ε₂ = ε/2 (§5.2). Within ε₁, a
@@ -131,16 +133,21 @@ class FedDpdrStrategy:
         if self.basis in PUBLIC_BASES:
             return public_basis(self.basis, self.bounds.d, self.k), np.zeros(0), {o: 1 for o in owner_ids}
         t0 = time.perf_counter()
-        results = transport.run_tasks(new_tasks(owner_ids, "pca", self._pca_task()))
-        refused.update(refusal_codes(results))
-        pca = {r.owner_id: r.payload for r in results if isinstance(r.payload, PcaShareReply)}
-        rounds.append(RoundReport(len(rounds) + 1, "pca", len(owner_ids), len(pca), time.perf_counter() - t0))
-        if not pca:
+        projectors = ProjectorSum(self.bounds.d, self.k)
+        counts: dict[str, int] = {}  # owner -> its noisy count, clipped to >= 1 (phase 2's weights)
+
+        def fold(results: list[Result]) -> None:
+            refused.update(refusal_codes(results))
+            pca = [(r.owner_id, r.payload) for r in results if isinstance(r.payload, PcaShareReply)]
+            batch = [max(1, int(p.noisy_count)) for _, p in pca]
+            projectors.add([p.subspace for _, p in pca], batch)
+            counts.update(zip((o for o, _ in pca), batch))
+
+        transport.fold_tasks(new_tasks(owner_ids, "pca", self._pca_task()), fold)
+        rounds.append(RoundReport(len(rounds) + 1, "pca", len(owner_ids), len(counts), time.perf_counter() - t0))
+        if not counts:
             raise RoundFailed("no owner released a DP-PCA subspace")
-        counts = {o: max(1, int(p.noisy_count)) for o, p in pca.items()}
-        U, eigenvalues = aggregate_subspaces(
-            [p.subspace for p in pca.values()], owner_weights([counts[o] for o in pca])
-        )
+        U, eigenvalues = projectors.result()
         return U, eigenvalues, counts
 
     def run(self, owner_ids: list[str], transport: Transport) -> StrategyResult[FedDPDRModel]:
@@ -151,26 +158,28 @@ class FedDpdrStrategy:
         U, eigenvalues, counts = self._phase1(owner_ids, transport, rounds, refused)
         asked = [o for o in owner_ids if o in counts]
         t0 = time.perf_counter()
-        results = transport.run_tasks(new_tasks(asked, "svm", self._svm_task(U)))
-        refused.update(refusal_codes(results))
-        svm = {r.owner_id: r.payload for r in results if isinstance(r.payload, SvmShareReply)}
-        rounds.append(RoundReport(len(rounds) + 1, "svm", len(asked), len(svm), time.perf_counter() - t0))
-        if not svm:
+        classifier = ClassifierSum(model=self.model, epsilon=split["svm"], delta=deltas["svm"])
+        sizes: list[int] = []  # the noisy counts of the owners whose classifier came, in order
+
+        def fold(results: list[Result]) -> None:
+            refused.update(refusal_codes(results))
+            svm = [(r.owner_id, r.payload) for r in results if isinstance(r.payload, SvmShareReply)]
+            batch = [counts[o] for o, _ in svm]
+            classifier.add([p.coef for _, p in svm], batch)
+            sizes.extend(batch)
+
+        transport.fold_tasks(new_tasks(asked, "svm", self._svm_task(U)), fold)
+        rounds.append(RoundReport(len(rounds) + 1, "svm", len(asked), len(sizes), time.perf_counter() - t0))
+        if not sizes:
             raise RoundFailed("no owner released an SVM")
-        coef = aggregate_classifier(
-            [p.coef for p in svm.values()],
-            owner_weights([counts[o] for o in svm]),
-            model=self.model,
-            epsilon=split["svm"],
-            delta=deltas["svm"],
-        )
+        coef = classifier.coef()
         per_problem = ovr_epsilons(split["svm"], self.n_classes) if self.model not in DELTA_MODELS else [split["svm"]]
         model = FedDPDRModel(
             bounds=self.bounds,
             components=U,
             coef=coef,
             eigenvalues=eigenvalues,
-            owner_sizes=() if self.basis in PUBLIC_BASES else tuple(counts[o] for o in svm),
+            owner_sizes=() if self.basis in PUBLIC_BASES else tuple(sizes),
             per_class_epsilon=np.asarray(per_problem, dtype=np.float64),
             scaling=self.scaling,
             model=self.model,

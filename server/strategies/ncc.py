@@ -12,7 +12,7 @@ from privfed.common.learners.ncc import (
     LABEL_FRACTION,
     NccShare,
     NearestCentroidModel,
-    ncc_centroids,
+    centroids_from_sums,
     split_label_budget,
 )
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse
@@ -47,15 +47,42 @@ class NccStrategy(SingleRound):
             bounds=self.bounds,
         )
 
-    def aggregate(self, results: list[Result]) -> NearestCentroidModel:
+    def running(self) -> RunningClassSums:
+        return RunningClassSums(self)
+
+
+class RunningClassSums:
+    """Per-class sums of the released rows and counts of the released labels, as the replies come.
+
+    The rows are added in the order they are folded, each to its reported class (``np.add.at``),
+    as :func:`~privfed.common.learners.ncc.ncc_class_sums` adds the rows of all shares at once: in
+    the same order, the centroids are :func:`~privfed.common.learners.ncc.ncc_centroids`'s bit for
+    bit. Randomized-response labels are debiased once, on the totals (the debiasing is linear).
+    """
+
+    def __init__(self, strategy: NccStrategy) -> None:
+        self._strategy = strategy
+        self._totals = np.zeros((strategy.n_classes, strategy.bounds.d))
+        self._labels = np.zeros(strategy.n_classes, dtype=np.int64)
+        self._replies = 0
+
+    def add(self, results: list[Result]) -> None:
         replies = shares_of(results, NccShareReply)
         if not replies:
+            return
+        share = NccShare.concat(NccShare(reports=r.reports, labels=r.labels) for r in replies)
+        np.add.at(self._totals, share.labels, share.reports)
+        self._labels += np.bincount(share.labels, minlength=self._strategy.n_classes)
+        self._replies += len(replies)
+
+    def model(self) -> NearestCentroidModel:
+        s = self._strategy
+        if not self._replies:
             raise RoundFailed("no owner released a share: cannot fit nearest centroids")
-        shares = [NccShare(reports=r.reports, labels=r.labels) for r in replies]
-        label_rr = (
-            KaryRandomizedResponse(epsilon=self.eps_labels, n_classes=self.n_classes)
-            if self.labels == "rr" and np.isfinite(self.eps_labels)
-            else None
-        )
-        centroids = ncc_centroids(shares, n_classes=self.n_classes, bounds=self.bounds, label_rr=label_rr)
-        return NearestCentroidModel(centroids, np.arange(self.n_classes), bounds=self.bounds)  # scale-aware (issue 22)
+        sums, counts = self._totals, self._labels.astype(np.float64)
+        cap: float | np.ndarray = counts
+        if s.labels == "rr" and np.isfinite(s.eps_labels):  # as ncc_class_sums and ncc_centroids debias and cap
+            label_rr = KaryRandomizedResponse(epsilon=s.eps_labels, n_classes=s.n_classes)
+            sums, counts, cap = label_rr.debias_counts(sums.T).T, label_rr.debias_counts(counts), float(counts.sum())
+        centroids = centroids_from_sums(sums, counts, cap, s.bounds)
+        return NearestCentroidModel(centroids, np.arange(s.n_classes), bounds=s.bounds)  # scale-aware (issue 22)

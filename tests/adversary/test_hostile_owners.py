@@ -31,6 +31,7 @@ from privfed.owner.data import build_owners, federation_split
 from privfed.proto.transport import TlsFiles
 from privfed.server.config import JobConfig
 from privfed.server.main import coordinator_strategy
+from privfed.server.strategies.base import Transport
 
 pytestmark = pytest.mark.slow
 
@@ -62,8 +63,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class _LocalTransport:
-    """The honest owners answered in this process (the same handlers, the same seeded generators)."""
+class _LocalTransport(Transport):
+    """The honest owners answered in this process (the same handlers, the same seeded generators);
+    the protocol's own fold_tasks hands the strategy each batch run_tasks answers."""
 
     def __init__(self, owners, ledger):
         self.owners, self.ledger = {o.owner_id: o for o in owners}, ledger

@@ -38,9 +38,9 @@ from privfed.proto.transport import (
     channel_credentials,
     channel_options,
 )
+from privfed.server import nodes
 from privfed.server.app import CoordinatorServer
 from privfed.server.dispatcher import Dispatcher
-from privfed.server.nodes import MAX_OWNERS_PER_NODE
 from privfed.server.relay import MAX_QUEUED_BYTES_PER_OWNER, MAX_QUEUED_ENVELOPES_PER_OWNER
 from privfed.server.servicer import status_code
 
@@ -92,10 +92,11 @@ def test_sybils_under_other_or_no_node_name_are_refused():
     assert d.owners() == {}
 
 
-def test_registration_size_and_id_length_are_bounded():
+def test_registration_size_and_id_length_are_bounded(monkeypatch):
     d = Dispatcher()
+    monkeypatch.setattr(nodes, "MAX_OWNERS_PER_NODE", 100)  # the rule, not 10^6 owners
     with pytest.raises(RemoteProtocolError, match="MAX_OWNERS_PER_NODE"):
-        d.register("node-a", [info(owner_id("node-a", i)) for i in range(MAX_OWNERS_PER_NODE + 1)])
+        d.register("node-a", [info(owner_id("node-a", i)) for i in range(nodes.MAX_OWNERS_PER_NODE + 1)])
     with pytest.raises(RemoteProtocolError, match="longer than"):
         d.register("node-a", [info("node-a." + "o" * 300)])
     with pytest.raises(RemoteProtocolError, match="twice"):

@@ -13,6 +13,7 @@ from privfed.owner.data import build_owners, federation_split
 from privfed.server.config import JobConfig
 from privfed.server.report import nonprivate_releases
 from privfed.server.strategies import FedDpdrStrategy
+from privfed.server.strategies.base import Transport as BaseTransport
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +44,7 @@ def test_counts_released_once_and_svm_only_to_owners_that_gave_one(tmp_path, dig
     silent = sorted(owners)[-1]
     sent = []
 
-    class Transport:
+    class Transport(BaseTransport):  # its default fold_tasks hands the batch run_tasks returns
         def run_tasks(self, tasks, timeout=None):
             sent.append(tasks)
             return [r for r in handle_batch(tasks, owners, ledger) if r.owner_id != silent]  # a lost node
