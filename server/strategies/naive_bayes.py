@@ -19,7 +19,7 @@ import numpy as np
 from privfed.common.bounds import Bounds
 from privfed.common.errors import RoundFailed
 from privfed.common.learners.naive_bayes import NB_BINS, SMOOTHING, NaiveBayesModel, fit_naive_bayes
-from privfed.common.tasks import NbReportReply, NbReportTask
+from privfed.common.tasks import NbReportReply, NbReportTask, Result
 from privfed.common.validation import check_positive
 from privfed.server.strategies.base import Transport, new_tasks, refusal_codes
 from privfed.server.strategies.result import Parameter, PrivacySplit, RoundReport, StrategyResult
@@ -59,16 +59,20 @@ class NbStrategy:
         t0 = time.perf_counter()
         spec = self.spec()
         enc = spec.encoding
-        results = transport.run_tasks(new_tasks(owner_ids, f"nb-{secrets.token_hex(6)}", spec))
-        counts, n_reports = np.zeros((enc.d, enc.n_bins, enc.n_classes)), 0
-        for r in results:  # folded one reply at a time: memory is the counts', not the replies'
-            if isinstance(r.payload, NbReportReply):
-                reports = r.payload.reports if np.isfinite(self.epsilon) else r.payload.reports.reshape(-1)
-                counts += enc.counts(r.payload.features, reports)
-                n_reports += 1
+        counts, n_reports, refused = np.zeros((enc.d, enc.n_bins, enc.n_classes)), 0, dict[str, str]()
+
+        def fold(results: list[Result]) -> None:  # each batch as it comes: memory is the counts', not the replies'
+            nonlocal counts, n_reports
+            refused.update(refusal_codes(results))
+            for r in results:
+                if isinstance(r.payload, NbReportReply):
+                    reports = r.payload.reports if np.isfinite(self.epsilon) else r.payload.reports.reshape(-1)
+                    counts += enc.counts(r.payload.features, reports)
+                    n_reports += 1
+
+        transport.fold_tasks(new_tasks(owner_ids, f"nb-{secrets.token_hex(6)}", spec), fold)
         if not n_reports:
             raise RoundFailed("no owner released a report: cannot fit naive Bayes")
         model = fit_naive_bayes(counts, n_reports, self.bounds, smoothing=self.smoothing)
-        refused = refusal_codes(results)
         record = RoundReport(1, "share", len(owner_ids), n_reports, time.perf_counter() - t0)
         return StrategyResult(model, self.privacy(), (record,), refused=refused)

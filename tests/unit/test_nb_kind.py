@@ -120,14 +120,16 @@ def test_reports_meet_the_contract_and_the_folded_counts_are_unbiased(epsilon, n
     ledgers = {f"owner-{j}": Ledger(":memory:", epsilon_budget=epsilon) for j in range(3)}
     transport = InProcessTransport(owners, ledgers)
     replies: list[NbReportReply] = []
-    real = transport.run_tasks
+    real = transport.fold_tasks
 
-    def keep(tasks, timeout=None):
-        results = real(tasks, timeout)
-        replies.extend(r.payload for r in results)
-        return results
+    def keep(tasks, fold, timeout=None):  # every batch the strategy folds, kept here too
+        def both(results):
+            replies.extend(r.payload for r in results)
+            fold(results)
 
-    transport.run_tasks = keep  # type: ignore[method-assign]
+        real(tasks, both, timeout)
+
+    transport.fold_tasks = keep  # type: ignore[method-assign]
     result = strategy.run([o.owner_id for o in owners], transport)
     assert len(replies) == n and all(isinstance(r, NbReportReply) for r in replies)
     for r in replies[:200]:
