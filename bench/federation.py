@@ -53,6 +53,7 @@ import numpy as np
 
 from privfed.common.learners.logistic import fit_local_logistic, lr_aggregate, lr_share
 from privfed.common.mechanisms import make_mechanism
+from privfed.deploy.commands import owner_argv
 from privfed.owner.data import build_owners, load_owner_file
 from privfed.server.report import host_info
 from privfed.server.strategies import make_strategy
@@ -122,14 +123,7 @@ class Bench:
         self, port: int, name: str, data: Path, owners: int, tag: str, extra: tuple[str, ...] = ()
     ) -> subprocess.Popen:
         cmd = [
-            sys.executable,
-            "-m",
-            "privfed.deploy.cli",
-            "owner",
-            "--coordinator",
-            f"127.0.0.1:{port}",
-            "--name",
-            name,
+            *owner_argv(f"127.0.0.1:{port}", name),
             "--insecure",
             "--data",
             str(data),

@@ -4,7 +4,6 @@ when one exits, and the ε their ledgers recorded after the run."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import numpy as np
 from privfed.common.errors import PrivfedError
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
+from privfed.deploy.commands import owner_argv
 from privfed.deploy.simulation_config import SimulationConfig
 from privfed.deploy.threads import threads_per_node
 from privfed.server.app import CoordinatorServer
@@ -42,14 +42,7 @@ def owner_command(
     seed: int,
 ) -> list[str]:
     cmd = [
-        sys.executable,
-        "-m",
-        "privfed.deploy.cli",
-        "owner",
-        "--coordinator",
-        f"127.0.0.1:{port}",
-        "--name",
-        f"owner-{node}",
+        *owner_argv(f"127.0.0.1:{port}", f"owner-{node}"),
         *(
             ["--data", str(config.data[node]), "--shards", str(len(shards))]  # checked against the coordinator's schema
             if config.data

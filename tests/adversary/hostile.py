@@ -28,7 +28,6 @@ import secrets
 import shutil
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from concurrent import futures
@@ -40,6 +39,7 @@ import numpy as np
 
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import Inbound
+from privfed.deploy.commands import owner_argv
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto.transport import TlsFiles, server_credentials, server_options
@@ -157,14 +157,7 @@ def owner_command(
     """``privfed owner`` as tests/integration/fedharness.py's ``owner_cmd`` spawns it, on its own file
     (``rng="secure"``: the deployment's AES-CTR stream, no seed)."""
     cmd = [
-        sys.executable,
-        "-m",
-        "privfed.deploy.cli",
-        "owner",
-        "--coordinator",
-        f"127.0.0.1:{port}",
-        "--name",
-        name,
+        *owner_argv(f"127.0.0.1:{port}", name),
         "--data",
         str(data),
         "--bounds",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from privfed.common.ledger import Ledger
 from privfed.deploy.certs import make_certs
+from privfed.deploy.commands import owner_argv
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.job import run_job
@@ -34,14 +35,7 @@ def owner_cmd(
     dataset: list[str] = DATASET,
 ) -> list[str]:
     cmd = [
-        sys.executable,
-        "-m",
-        "privfed.deploy.cli",
-        "owner",
-        "--coordinator",
-        f"127.0.0.1:{port}",
-        "--name",
-        name,
+        *owner_argv(f"127.0.0.1:{port}", name),
         "--n-owners",
         str(n_owners),
         "--shards",

@@ -5,7 +5,6 @@ bad tasks refused alone while the node keeps serving (issue 9, items 2, 3, 7).""
 import math
 import re
 import subprocess
-import sys
 
 import pytest
 from fedharness import Federation
@@ -14,6 +13,7 @@ from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
 from privfed.common.tasks import REFUSAL_TEXTS, LrShareReply, LrShareTask, NccShareReply, NccShareTask, Refusal, Task
 from privfed.deploy.certs import make_certs
+from privfed.deploy.commands import owner_argv
 from privfed.owner.data import federation_split
 from privfed.server.strategies import make_strategy
 
@@ -105,14 +105,7 @@ def test_malformed_data_file_gives_one_line_error(tmp_path, content, expect):
     bad = tmp_path / "bad.csv"
     bad.write_text(content)
     cmd = [
-        sys.executable,
-        "-m",
-        "privfed.deploy.cli",
-        "owner",
-        "--coordinator",
-        "127.0.0.1:1",
-        "--name",
-        "owner-0",
+        *owner_argv("127.0.0.1:1", "owner-0"),
         "--data",
         str(bad),
         "--bounds",
@@ -133,14 +126,7 @@ def test_malformed_data_file_gives_one_line_error(tmp_path, content, expect):
 
 def test_missing_data_file_gives_clear_error(tmp_path):
     cmd = [
-        sys.executable,
-        "-m",
-        "privfed.deploy.cli",
-        "owner",
-        "--coordinator",
-        "127.0.0.1:1",
-        "--name",
-        "owner-0",
+        *owner_argv("127.0.0.1:1", "owner-0"),
         "--data",
         str(tmp_path / "nope.csv"),
         "--bounds",
@@ -161,14 +147,7 @@ def test_data_file_labels_beyond_the_default_two_classes_need_declared_classes(t
     data = tmp_path / "rows.csv"
     data.write_text("1.0,2.0,0\n3.0,4.0,1\n5.0,6.0,4\n")
     cmd = [
-        sys.executable,
-        "-m",
-        "privfed.deploy.cli",
-        "owner",
-        "--coordinator",
-        "127.0.0.1:1",
-        "--name",
-        "owner-0",
+        *owner_argv("127.0.0.1:1", "owner-0"),
         "--data",
         str(data),
         "--bounds",
