@@ -220,19 +220,23 @@ def reproduce(
     order = sorted(runs.values(), key=lambda r: "feddpdr" not in r.argv[1])  # the long ones first
 
     stop = threading.Event()
+    printing = threading.Lock()
+
+    def say(line: str) -> None:  # print() writes the text and its newline apart: threads would interleave them
+        with printing:
+            print(line, flush=True)
 
     def one(item: tuple[int, Run]) -> None:
         i, run = item
         if stop.is_set():
             return
         tag = f"[{i:>2}/{total}]"
-        print(f"{tag} start  {run.out.name}: privfed {' '.join(run.argv)}", flush=True)
+        say(f"{tag} start  {run.out.name}: privfed {' '.join(run.argv)}")
         execute(run, timeout, threads=1 if jobs > 1 else None, stop=stop)
         state = "done  " if run.returncode == 0 else "FAILED"
-        print(
+        say(
             f"{tag} {state} {run.out.name} in {run.seconds:.1f} s, CPU {run.cpu_seconds:.1f} s "
-            f"(elapsed {_clock(time.perf_counter() - started)})" + (f": {run.error}" if run.error else ""),
-            flush=True,
+            f"(elapsed {_clock(time.perf_counter() - started)})" + (f": {run.error}" if run.error else "")
         )
 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
