@@ -76,6 +76,14 @@ GRIDS: dict[str, dict[str, dict[str, Any]]] = {
         for b, a in itertools.product((2, 3, 4, 5), (0.5, 1.0, 2.0))
     },
     "bdt-bounds": _BOUNDS,
+    "mbdt": {
+        f"n_bins={b},n_rounds={t},smoothing={a}": {"n_bins": b, "n_rounds": t, "smoothing": a}
+        for b, t, a in itertools.product((2, 3, 4, 5, 6), (10, 20, 50), (0.5, 1.0, 2.0))
+    },
+    #: The release: one nb report at ε, or two at ε / 2 each (at the best settings of ``mbdt``).
+    "mbdt-release": {
+        f"reports={r},n_bins={b}": {"reports": r, "n_bins": b} for r, b in itertools.product((1, 2), (3, 4))
+    },
 }
 
 
@@ -90,7 +98,11 @@ def validate(args: argparse.Namespace) -> dict[str, Any]:
     """Scores of every candidate setting of every learner in ``args.learners`` (module docstring)."""
     datasets = bench._datasets(args)
     out: dict[str, Any] = {}
-    extra = (["lr-solver"] if "lr" in args.learners else []) + (["bdt-bounds"] if "bdt" in args.learners else [])
+    extra = (
+        (["lr-solver"] if "lr" in args.learners else [])
+        + (["bdt-bounds"] if "bdt" in args.learners else [])
+        + (["mbdt-release"] if "mbdt" in args.learners else [])
+    )
     for learner in args.learners + extra:
         scores: dict[str, list[float]] = {name: [] for name in GRIDS[learner]}
         accuracy: dict[str, dict[str, list[float]]] = {name: {} for name in GRIDS[learner]}
