@@ -26,6 +26,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.basis import BASES
 from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DEFAULT_SVM_MODEL, ROW_SCALINGS, SVM_MODELS
 from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND
+from privfed.common.learners.marginal_boost import MARGINAL_ROUNDS, MARGINAL_SMOOTHING
 from privfed.common.learners.naive_bayes import NB_BINS, SMOOTHING
 from privfed.common.learners.ncc import LABEL_FRACTION as DEFAULT_LABEL_FRACTION
 from privfed.common.mechanisms import MECHANISMS
@@ -160,15 +161,18 @@ N_BINS = Param(
     "validation splits of real tables; 2 is the midpoint, the paper's synthetic set's best for bdt)",
     flag="--n-bins",
 )
-#: ``--smoothing``, one meaning for nb and bdt's marginal release: the coordinator's pseudo-counts.
-SMOOTHING_PARAM = Param(
-    positive(),
-    "nb and bdt --release marginals: pseudo-counts per (bin, class) cell, in units of an even spread of the "
-    f"reports (the coordinator's, never sent; default {SMOOTHING:g}, chosen on validation splits of real tables)",
-    wire=False,
-    flag="--smoothing",
-)
-NB: dict[str, Param] = {"n_bins": N_BINS, "smoothing": SMOOTHING_PARAM}
+NB: dict[str, Param] = {
+    "n_bins": N_BINS,
+    "smoothing": Param(
+        positive(),
+        "nb only: pseudo-counts per (bin, class) cell, in units of an even spread of the reports (the "
+        f"coordinator's, never sent; default {SMOOTHING:g}, chosen on validation splits of real tables)",
+        wire=False,
+        flag="--smoothing",
+    ),
+}
+#: ``--rounds`` of ``--task bdt --release shares`` (seed 002's T).
+SHARE_ROUNDS = 10
 #: ``--release`` of ``--task bdt``: what each owner's one release is.
 RELEASES = ("shares", "marginals")
 #: The bdt parameters ``--release marginals`` uses (its owners answer nb's report; the rest are the shares').
@@ -186,14 +190,27 @@ BDT: dict[str, Param] = {
         wire=False,
         flag="--release",
     ),
-    "smoothing": SMOOTHING_PARAM,
+    "smoothing": Param(
+        positive(optional=True),
+        "nb and bdt --release marginals: pseudo-counts per (bin, class) cell, in units of an even spread of the "
+        f"reports (the coordinator's, never sent; default {SMOOTHING:g} for nb, {MARGINAL_SMOOTHING:g} for bdt "
+        "--release marginals, chosen on validation splits of real tables)",
+        wire=False,
+        flag="--smoothing",
+    ),
     "base": _boost("base", "base learner", "--base"),
     "mechanism": MECHANISM,
     "labels": LABELS,
     "label_fraction": LABEL_FRACTION,
     "param_bound": PARAM_BOUND,
     "C": C,
-    "n_rounds": _boost("n_rounds", "boosting rounds T", "--rounds"),
+    "n_rounds": _boost(
+        "n_rounds",
+        f"boosting rounds T (default {SHARE_ROUNDS}; {MARGINAL_ROUNDS} with --release marginals, where rounds cost "
+        "no epsilon: chosen on validation splits of real tables)",
+        "--rounds",
+        optional=True,
+    ),
     "group_size": _boost("group_size", "owners per round (default: --owners // --rounds)", "--group-size"),
     "n_bins": N_BINS,
     "weight_bound": _boost(
@@ -360,14 +377,14 @@ class BdtParams(TaskParams):
     TASK: ClassVar[str] = "bdt"
     TABLE: ClassVar[dict[str, Param]] = BDT
     release: str = "shares"
-    smoothing: float = SMOOTHING
+    smoothing: float | None = None
     base: str = "stump"
     mechanism: str = "pm"
     labels: str = "joint"
     label_fraction: float = DEFAULT_LABEL_FRACTION
     param_bound: float = DEFAULT_PARAM_BOUND
     C: float = 1.0
-    n_rounds: int = 10
+    n_rounds: int | None = None
     group_size: int | None = None
     n_bins: int = boosting.N_BINS
     weight_bound: float | None = None
@@ -397,6 +414,11 @@ class BdtParams(TaskParams):
             raise ConfigError(
                 f"{N_BINS.flag} {self.n_bins}: owners answer marginal reports with at most {MAX_NB_BINS} bins"
             )
+        marginals = self.release == "marginals"
+        if self.n_rounds is None:  # each release's default, chosen on validation splits
+            object.__setattr__(self, "n_rounds", MARGINAL_ROUNDS if marginals else SHARE_ROUNDS)
+        if self.smoothing is None and marginals:
+            object.__setattr__(self, "smoothing", MARGINAL_SMOOTHING)
 
 
 @dataclass(frozen=True, kw_only=True)

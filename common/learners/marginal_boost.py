@@ -33,13 +33,17 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from privfed.common.bounds import Bounds
-from privfed.common.learners.naive_bayes import NB_BINS, SMOOTHING, NaiveBayesEncoding, smoothed_marginals
+from privfed.common.learners.naive_bayes import NB_BINS, NaiveBayesEncoding, smoothed_marginals
 from privfed.common.learners.samme import BoostedModel, SammeStep, samme_decide
 from privfed.common.learners.stump import Stump, select_stump
 from privfed.common.validation import check_int
 
-#: Default boosting rounds on the product model (``--rounds``; no ε per round here).
-MARGINAL_ROUNDS = 10
+#: Default rounds on the product model (no ε per round here) and pseudo-counts (units of
+#: :func:`smoothed_marginals`): the best of 45 settings (``n_bins`` 2-6, rounds 10/20/50, smoothing 0.5/1/2) on
+#: validation splits of six real tables at ε 1, 3, 5, 8 (``privfed experiment tabular --validate --learners mbdt
+#: --splits 20``: 0.685 of the majority-to-AdaBoost gap closed; rounds 10 at smoothing 1: 0.622).
+MARGINAL_ROUNDS = 50
+MARGINAL_SMOOTHING = 2.0
 
 
 def _logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
@@ -117,7 +121,7 @@ def fit_marginal_boost(
     bounds: Bounds,
     *,
     n_rounds: int = MARGINAL_ROUNDS,
-    smoothing: float = SMOOTHING,
+    smoothing: float = MARGINAL_SMOOTHING,
 ) -> BoostedModel:
     """Coordinator side: :func:`product_samme` on the :func:`smoothed_marginals` of the (noisy) counts
     ``(d, B, K)`` of ``n_reports`` owners (:meth:`NaiveBayesEncoding.counts`)."""
@@ -135,7 +139,7 @@ def ldp_marginal_boost(
     rng: np.random.Generator,
     n_bins: int = NB_BINS,
     n_rounds: int = MARGINAL_ROUNDS,
-    smoothing: float = SMOOTHING,
+    smoothing: float = MARGINAL_SMOOTHING,
 ) -> BoostedModel:
     """Every row its own owner: one report each (:meth:`NaiveBayesEncoding.share`), then :func:`fit_marginal_boost`."""
     enc = NaiveBayesEncoding(epsilon=epsilon, bounds=bounds, n_classes=n_classes, n_bins=n_bins)

@@ -35,7 +35,8 @@ from privfed.common.learners.split_points import (
 )
 from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
 from privfed.common.tabular import TABULAR
-from privfed.deploy.experiments.federated_lr import federated_lr_fit, federated_nb_fit
+from privfed.deploy.experiments.federated_lr import federated_lr_fit, federated_model, federated_nb_fit
+from privfed.server.config import JobConfig
 from privfed.server.report import below_majority, mean_ci
 
 LEARNERS = ("ncc", "lr", "bdt", "mbdt", "nb")
@@ -146,9 +147,14 @@ def fit_nb(train: Dataset, epsilon: float, rng: np.random.Generator, *, legacy: 
 
 def fit_mbdt(train: Dataset, epsilon: float, rng: np.random.Generator, *, legacy: bool = False, **options: Any) -> Any:
     """Federated SAMME over BDT's stumps from one marginal report per owner (:mod:`privfed.common.learners.
-    marginal_boost`): nb's release, SAMME on the product model. ``options``: keywords of :func:`ldp_marginal_boost`,
+    marginal_boost`): nb's release, SAMME on the product model, as the federation runs it (``--task bdt --release
+    marginals``: the strategy over the in-process transport and the owner core), one row per owner. ``options``: keywords of :func:`ldp_marginal_boost`,
     and ``reports`` (validation of the release: each owner makes that many nb reports at ε / reports each,
     sequential composition). New in issue 22: ``legacy`` runs it too."""
+    if not options:  # as the federation runs it: --task bdt --release marginals over the in-process transport
+        parts = [(train.X[i : i + 1], train.y[i : i + 1]) for i in range(train.n)]
+        config = JobConfig.from_flat(task="bdt", release="marginals", epsilon=epsilon)
+        return federated_model(config, parts, train.bounds, train.n_classes, rng)
     reports = int(options.pop("reports", 1))
     if reports == 1:
         return ldp_marginal_boost(train.X, train.y, bounds=train.bounds, n_classes=train.n_classes, epsilon=epsilon,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from privfed.common.learners.marginal_boost import MARGINAL_ROUNDS, fit_marginal_boost
+from privfed.common.learners.marginal_boost import MARGINAL_ROUNDS, MARGINAL_SMOOTHING, fit_marginal_boost
 from privfed.common.validation import check_int
 from privfed.server.strategies.naive_bayes import NbStrategy
 from privfed.server.strategies.result import Parameter
@@ -26,6 +26,7 @@ class MarginalBoostStrategy(NbStrategy):
     """``--task bdt --release marginals`` (module docstring); ``n_rounds``: SAMME's rounds on the coordinator."""
 
     n_rounds: int = MARGINAL_ROUNDS
+    smoothing: float = MARGINAL_SMOOTHING
 
     def __post_init__(self) -> None:
         check_int(self.n_rounds, name="n_rounds", minimum=1)
