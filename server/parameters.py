@@ -161,16 +161,16 @@ N_BINS = Param(
     "validation splits of real tables; 2 is the midpoint, the paper's synthetic set's best for bdt)",
     flag="--n-bins",
 )
-NB: dict[str, Param] = {
-    "n_bins": N_BINS,
-    "smoothing": Param(
-        positive(),
-        "nb only: pseudo-counts per (bin, class) cell, in units of an even spread of the reports (the "
-        f"coordinator's, never sent; default {SMOOTHING:g}, chosen on validation splits of real tables)",
-        wire=False,
-        flag="--smoothing",
-    ),
-}
+#: ``--smoothing``, one meaning for nb and bdt's marginal release: the coordinator's pseudo-counts.
+SMOOTHING_PARAM = Param(
+    positive(),
+    "nb and bdt --release marginals: pseudo-counts per (bin, class) cell, in units of an even spread of the "
+    f"reports (the coordinator's, never sent; default {SMOOTHING:g} for nb, {MARGINAL_SMOOTHING:g} for bdt "
+    "--release marginals, each chosen on validation splits of real tables)",
+    wire=False,
+    flag="--smoothing",
+)
+NB: dict[str, Param] = {"n_bins": N_BINS, "smoothing": SMOOTHING_PARAM}
 #: ``--rounds`` of ``--task bdt --release shares`` (seed 002's T).
 SHARE_ROUNDS = 10
 #: ``--release`` of ``--task bdt``: what each owner's one release is.
@@ -190,14 +190,7 @@ BDT: dict[str, Param] = {
         wire=False,
         flag="--release",
     ),
-    "smoothing": Param(
-        positive(optional=True),
-        "nb and bdt --release marginals: pseudo-counts per (bin, class) cell, in units of an even spread of the "
-        f"reports (the coordinator's, never sent; default {SMOOTHING:g} for nb, {MARGINAL_SMOOTHING:g} for bdt "
-        "--release marginals, chosen on validation splits of real tables)",
-        wire=False,
-        flag="--smoothing",
-    ),
+    "smoothing": SMOOTHING_PARAM,
     "base": _boost("base", "base learner", "--base"),
     "mechanism": MECHANISM,
     "labels": LABELS,
@@ -206,8 +199,8 @@ BDT: dict[str, Param] = {
     "C": C,
     "n_rounds": _boost(
         "n_rounds",
-        f"boosting rounds T (default {SHARE_ROUNDS}; {MARGINAL_ROUNDS} with --release marginals, where rounds cost "
-        "no epsilon: chosen on validation splits of real tables)",
+        f"boosting rounds T; --release marginals: {MARGINAL_ROUNDS} by default, rounds cost no epsilon there (chosen "
+        f"on validation splits of real tables) (default: {SHARE_ROUNDS})",
         "--rounds",
         optional=True,
     ),
@@ -377,7 +370,7 @@ class BdtParams(TaskParams):
     TASK: ClassVar[str] = "bdt"
     TABLE: ClassVar[dict[str, Param]] = BDT
     release: str = "shares"
-    smoothing: float | None = None
+    smoothing: float = MARGINAL_SMOOTHING  # --release marginals only
     base: str = "stump"
     mechanism: str = "pm"
     labels: str = "joint"
@@ -417,8 +410,6 @@ class BdtParams(TaskParams):
         marginals = self.release == "marginals"
         if self.n_rounds is None:  # each release's default, chosen on validation splits
             object.__setattr__(self, "n_rounds", MARGINAL_ROUNDS if marginals else SHARE_ROUNDS)
-        if self.smoothing is None and marginals:
-            object.__setattr__(self, "smoothing", MARGINAL_SMOOTHING)
 
 
 @dataclass(frozen=True, kw_only=True)

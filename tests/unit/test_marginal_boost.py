@@ -96,7 +96,7 @@ def test_bad_inputs_are_refused_in_one_line():
 def test_bdt_release_parameters():
     """``--release marginals`` takes only its own flags and nb's bins limit; its defaults are its own; the
     strategy asks nb's one report per owner and serves BDT's model kind."""
-    assert BdtParams().release == "shares" and BdtParams().n_rounds == 10 and BdtParams().smoothing is None
+    assert BdtParams().release == "shares" and BdtParams().n_rounds == 10
     marginal = BdtParams(release="marginals")
     assert (marginal.n_rounds, marginal.n_bins, marginal.smoothing) == (50, 3, 2.0)
     for bad, flag in [
@@ -114,7 +114,9 @@ def test_bdt_release_parameters():
     strategy = make_strategy(config, n_classes=3, bounds=Bounds.of(0.0, 3.0, 3))
     assert isinstance(strategy, MarginalBoostStrategy) and (strategy.n_rounds, strategy.smoothing) == (7, 0.5)
     privacy = strategy.privacy()
-    assert privacy.epsilon == 3.0 and privacy.parameters["release"] == "marginals" and privacy.parameters["n_rounds"] == 7
+    assert (
+        privacy.epsilon == 3.0 and privacy.parameters["release"] == "marginals" and privacy.parameters["n_rounds"] == 7
+    )
     (part,) = privacy.parts
     assert part.purpose == "nb-report" and part.epsilon == 3.0 and part.releases == 1
     enc = NaiveBayesEncoding(epsilon=3.0, bounds=Bounds.of(0.0, 3.0, 3), n_classes=3)

@@ -35,7 +35,7 @@ def test_the_quick_benchmark_reports_every_cell_its_baselines_goals_and_warnings
     assert set(iris["baselines"]) == {
         "majority", "logistic_regression", "adaboost10_stumps", "gradient_boosting", "nearest_centroid"
     }  # fmt: skip
-    for learner in ("ncc", "lr", "bdt", "nb"):
+    for learner in ("ncc", "lr", "bdt", "mbdt", "nb"):
         cell = iris["private"][learner]["5"]
         assert len(cell["values"]) == 2 and cell["ci"] >= 0.0 and 0.0 <= cell["mean"] <= 1.0
     assert set(report["goals"]["fair"]) == {"ncc@5", "lr@5"}  # no eps = 3 asked: no bdt goal
