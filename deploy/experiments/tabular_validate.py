@@ -78,7 +78,7 @@ GRIDS: dict[str, dict[str, dict[str, Any]]] = {
     "bdt-bounds": _BOUNDS,
     "mbdt": {
         f"n_bins={b},n_rounds={t},smoothing={a}": {"n_bins": b, "n_rounds": t, "smoothing": a}
-        for b, t, a in itertools.product((2, 3, 4, 5, 6), (10, 20, 50), (0.5, 1.0, 2.0))
+        for b, t, a in itertools.product((2, 3, 4, 5, 6), (10, 20, 50, 100, 200), (0.5, 1.0, 2.0, 4.0))
     },
     #: The release: one nb report at ε, or two at ε / 2 each (at the best settings of ``mbdt``).
     "mbdt-release": {
