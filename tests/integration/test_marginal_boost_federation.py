@@ -27,7 +27,7 @@ def test_boosted_stumps_from_one_marginal_report_per_owner_over_the_wire(tmp_pat
     flags = ["--task", "bdt", "--release", "marginals", "--rounds", "20", "--epsilon", str(EPSILON)]
     report, path = coordinator_job(tmp_path, flags, nodes, n_owners=OWNERS, dataset=DATA)
     assert report["status"] == "ok" and report["config"]["release"] == "marginals"
-    assert (report["config"]["n_rounds"], report["config"]["n_bins"], report["config"]["smoothing"]) == (20, 3, 2.0)
+    assert (report["config"]["n_rounds"], report["config"]["n_bins"], report["config"]["smoothing"]) == (20, 3, 4.0)
     assert report["accuracy"] > report["baselines"]["majority_class"] + 0.15, report["accuracy"]
 
     (round_,) = report["rounds"]

@@ -98,7 +98,7 @@ def test_bdt_release_parameters():
     strategy asks nb's one report per owner and serves BDT's model kind."""
     assert BdtParams().release == "shares" and BdtParams().n_rounds == 10
     marginal = BdtParams(release="marginals")
-    assert (marginal.n_rounds, marginal.n_bins, marginal.smoothing) == (50, 3, 2.0)
+    assert (marginal.n_rounds, marginal.n_bins, marginal.smoothing) == (50, 3, 4.0)
     for bad, flag in [
         (dict(release="marginals", eval_fraction=0.3), "--eval-fraction"),
         (dict(release="marginals", base="ncc"), "--base"),
