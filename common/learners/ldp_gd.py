@@ -17,7 +17,7 @@ real sets). Gradient descent spends each owner's ε on one *gradient* at the cur
   ``g = (σ(θ·t̃) - y) t̃`` (two classes) or ``(softmax_k(Θ t̃) - [y = k]) t̃`` (K classes; ``t̃ = (t, 1)``
   with ``t = bounds.to_unit(x)`` in ``[-1, 1]^d``): every coordinate lies in ``[-1, 1]`` whatever the row,
   so the vector goes straight into an ε-LDP mechanism on ``[-1, 1]^p`` (Alg. 4 with PM by default,
-  ``p = K'(d + 1)``), released once;
+  ``p = (K - 1)(d + 1)``: the last softmax row is the reference class, kept at 0), released once;
 * coordinator (:meth:`LdpGradientDescent.step`): ``θ_{t+1} = Π(θ_t - η_t (ĝ + λ θ_t))`` with ``ĝ`` the
   mean of the group's reports (unbiased for the group's mean gradient), ``η_t = η / sqrt(t + 1)`` and
   ``Π`` the clip to the public box ``|θ_j| <= param_bound`` (post-processing). The model returned is the
@@ -78,11 +78,26 @@ LEARNING_RATE = 3.0
 L2 = 1e-3
 #: Default public clip of every parameter (unit-space rows: |θ_j| <= 4 moves a logit by at most 4 per feature).
 GD_PARAM_BOUND = 4.0
+#: Attributes Alg. 4 reports per gradient (``k``), each at ε/k: one. A gradient coordinate is a residual
+#: times a feature, mostly far below 1 in magnitude, where Alg. 4's sampling term ``(p/k - 1) g_j^2`` is small
+#: and the PM noise of ε/k dominates: k = 1 has the least variance there (the paper's ``floor(ε/2.5)`` is
+#: best at ``|g_j| = 1``). Chosen on validation splits (module docstring).
+GRADIENT_ATTRIBUTES = 1
 
 
 def n_outputs(n_classes: int) -> int:
     """Rows of Θ: 1 (the class-1 logit) for two classes, K (softmax) otherwise."""
     return 1 if check_int(n_classes, name="n_classes", minimum=2) == 2 else n_classes
+
+
+def report_width(n_classes: int, d: int) -> int:
+    """Coordinates of one gradient report: ``(K - 1)(d + 1)``.
+
+    Two classes: the one logit's gradient. K classes: the softmax's last row stays 0 (the reference class;
+    adding one vector to every row of Θ changes no probability), so its gradient row is never reported and
+    a report's noise is spread over ``K - 1`` rows instead of ``K``.
+    """
+    return (check_int(n_classes, name="n_classes", minimum=2) - 1) * (d + 1)
 
 
 def logistic_gradients(theta: ArrayLike, t: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
@@ -103,10 +118,11 @@ def logistic_gradients(theta: ArrayLike, t: np.ndarray, y: np.ndarray, n_classes
 
 
 def gd_mechanism(name: str, *, epsilon: float, p: int) -> Mechanism:
-    """The ε-LDP mechanism of one gradient report of ``p`` coordinates (``"hm"``: Alg. 4 with HM)."""
+    """The ε-LDP mechanism of one gradient report of ``p`` coordinates: Alg. 4 with PM (``"pm"``) or HM
+    (``"hm"``) reporting :data:`GRADIENT_ATTRIBUTES` attribute at the whole ε; Duchi's or Laplace otherwise."""
     check_choice(name, name="mechanism", allowed=GD_MECHANISMS)
-    if name == "hm" and math.isfinite(epsilon):
-        return PiecewiseMultidim(epsilon=epsilon, d=p, base="hm")
+    if name in ("pm", "hm") and math.isfinite(epsilon):
+        return PiecewiseMultidim(epsilon=epsilon, d=p, base=name, attributes=GRADIENT_ATTRIBUTES)
     return make_mechanism("pm" if name == "hm" else name, epsilon=epsilon, d=p)
 
 
@@ -141,14 +157,14 @@ def gradient_shares(
     if y.size and (y.min() < 0 or y.max() >= n_classes):
         raise ConfigError(f"y must be class indices in 0..{n_classes - 1}")
     m, n = y.shape
-    p = n_outputs(n_classes) * (bounds.d + 1)
+    p = report_width(n_classes, bounds.d)
     if mechanism.d != p:
         raise ConfigError(f"mechanism has d={mechanism.d}, the gradient {p} coordinates; build it with d={p}")
     if n == 0:
         g = np.zeros((m, p))
     else:
         rows = logistic_gradients(theta, bounds.to_unit(X.reshape(m * n, -1)), y.reshape(-1), n_classes)
-        g = rows.reshape(m, n, p).mean(axis=1)
+        g = rows[:, :p].reshape(m, n, p).mean(axis=1)  # without the reference class's row (report_width)
     return np.asarray(mechanism.privatize(np.clip(g, -1.0, 1.0), rng), dtype=np.float64)
 
 
@@ -207,7 +223,8 @@ class LdpGradientDescent:
 
     @property
     def p(self) -> int:
-        return n_outputs(self.n_classes) * (self.bounds.d + 1)
+        """Coordinates of a report (:func:`report_width`)."""
+        return report_width(self.n_classes, self.bounds.d)
 
     def report_mechanism(self) -> Mechanism:
         return gd_mechanism(self.mechanism, epsilon=self.epsilon, p=self.p)
@@ -235,7 +252,9 @@ class LdpGradientDescent:
         reports = np.atleast_2d(np.asarray(reports, dtype=np.float64))
         if reports.shape[1] != self.p or reports.shape[0] == 0:
             raise ConfigError(f"reports must have shape (n >= 1, {self.p}), got {reports.shape}")
-        grad = reports.mean(axis=0).reshape(theta.shape) + self.l2 * theta
+        mean = np.zeros(theta.size)
+        mean[: self.p] = reports.mean(axis=0)  # the reference class's row: gradient 0, it stays 0
+        grad = mean.reshape(theta.shape) + self.l2 * theta
         eta = self.learning_rate / math.sqrt(t + 1.0)
         return np.clip(theta - eta * grad, -self.param_bound, self.param_bound)
 
