@@ -17,7 +17,7 @@ real sets). Gradient descent spends each owner's ε on one *gradient* at the cur
   ``g = (σ(θ·t̃) - y) t̃`` (two classes) or ``(softmax_k(Θ t̃) - [y = k]) t̃`` (K classes; ``t̃ = (t, 1)``
   with ``t = bounds.to_unit(x)`` in ``[-1, 1]^d``): every coordinate lies in ``[-1, 1]`` whatever the row,
   so the vector goes straight into an ε-LDP mechanism on ``[-1, 1]^p`` (Alg. 4 with PM by default,
-  ``p = (K - 1)(d + 1)``: the last softmax row is the reference class, kept at 0), released once;
+  ``p = K'(d + 1)``), released once;
 * coordinator (:meth:`LdpGradientDescent.step`): ``θ_{t+1} = Π(θ_t - η_t (ĝ + λ θ_t))`` with ``ĝ`` the
   mean of the group's reports (unbiased for the group's mean gradient), ``η_t = η / sqrt(t + 1)`` and
   ``Π`` the clip to the public box ``|θ_j| <= param_bound`` (post-processing). The model returned is the
@@ -90,16 +90,6 @@ def n_outputs(n_classes: int) -> int:
     return 1 if check_int(n_classes, name="n_classes", minimum=2) == 2 else n_classes
 
 
-def report_width(n_classes: int, d: int) -> int:
-    """Coordinates of one gradient report: ``(K - 1)(d + 1)``.
-
-    Two classes: the one logit's gradient. K classes: the softmax's last row stays 0 (the reference class;
-    adding one vector to every row of Θ changes no probability), so its gradient row is never reported and
-    a report's noise is spread over ``K - 1`` rows instead of ``K``.
-    """
-    return (check_int(n_classes, name="n_classes", minimum=2) - 1) * (d + 1)
-
-
 def logistic_gradients(theta: ArrayLike, t: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
     """Per-row gradients of the logistic loss at ``theta`` (K', d + 1), flattened: (n, K'(d + 1)) in ``[-1, 1]``.
 
@@ -117,12 +107,13 @@ def logistic_gradients(theta: ArrayLike, t: np.ndarray, y: np.ndarray, n_classes
     return (residual[:, :, None] * t1[:, None, :]).reshape(t.shape[0], -1)
 
 
-def gd_mechanism(name: str, *, epsilon: float, p: int) -> Mechanism:
+def gd_mechanism(name: str, *, epsilon: float, p: int, attributes: int | None = GRADIENT_ATTRIBUTES) -> Mechanism:
     """The ε-LDP mechanism of one gradient report of ``p`` coordinates: Alg. 4 with PM (``"pm"``) or HM
-    (``"hm"``) reporting :data:`GRADIENT_ATTRIBUTES` attribute at the whole ε; Duchi's or Laplace otherwise."""
+    (``"hm"``) reporting ``attributes`` attributes at ε/attributes each (None: the paper's ``floor(ε/2.5)``);
+    Duchi's or Laplace otherwise. The owners' side (the task kind) builds it at the default."""
     check_choice(name, name="mechanism", allowed=GD_MECHANISMS)
     if name in ("pm", "hm") and math.isfinite(epsilon):
-        return PiecewiseMultidim(epsilon=epsilon, d=p, base=name, attributes=GRADIENT_ATTRIBUTES)
+        return PiecewiseMultidim(epsilon=epsilon, d=p, base=name, attributes=attributes)
     return make_mechanism("pm" if name == "hm" else name, epsilon=epsilon, d=p)
 
 
@@ -157,14 +148,14 @@ def gradient_shares(
     if y.size and (y.min() < 0 or y.max() >= n_classes):
         raise ConfigError(f"y must be class indices in 0..{n_classes - 1}")
     m, n = y.shape
-    p = report_width(n_classes, bounds.d)
+    p = n_outputs(n_classes) * (bounds.d + 1)
     if mechanism.d != p:
         raise ConfigError(f"mechanism has d={mechanism.d}, the gradient {p} coordinates; build it with d={p}")
     if n == 0:
         g = np.zeros((m, p))
     else:
         rows = logistic_gradients(theta, bounds.to_unit(X.reshape(m * n, -1)), y.reshape(-1), n_classes)
-        g = rows[:, :p].reshape(m, n, p).mean(axis=1)  # without the reference class's row (report_width)
+        g = rows.reshape(m, n, p).mean(axis=1)
     return np.asarray(mechanism.privatize(np.clip(g, -1.0, 1.0), rng), dtype=np.float64)
 
 
@@ -195,6 +186,9 @@ class LdpGradientDescent:
         Public clip of every parameter (post-processing).
     min_group : int >= 1
         Fewest owners per iteration when T is chosen by default.
+    attributes : int >= 1 or None
+        Attributes of Alg. 4 per report (:func:`gd_mechanism`); in process only (validation), the federation's
+        owners use :data:`GRADIENT_ATTRIBUTES`.
     """
 
     epsilon: float
@@ -206,6 +200,7 @@ class LdpGradientDescent:
     l2: float = L2
     param_bound: float = GD_PARAM_BOUND
     min_group: int = MIN_GROUP
+    attributes: int | None = GRADIENT_ATTRIBUTES
 
     def __post_init__(self) -> None:
         check_positive(self.epsilon, name="epsilon", allow_inf=True, fix="math.inf: no noise")
@@ -216,6 +211,8 @@ class LdpGradientDescent:
         check_positive(self.learning_rate, name="learning_rate")
         check_positive(self.param_bound, name="param_bound")
         check_int(self.min_group, name="min_group", minimum=1)
+        if self.attributes is not None:
+            check_int(self.attributes, name="attributes", minimum=1)
         if not (isinstance(self.l2, (int, float)) and 0.0 <= self.l2 < math.inf):
             raise ConfigError(f"l2 must be a finite number >= 0, got {self.l2!r}")
         if not isinstance(self.bounds, Bounds):
@@ -223,11 +220,10 @@ class LdpGradientDescent:
 
     @property
     def p(self) -> int:
-        """Coordinates of a report (:func:`report_width`)."""
-        return report_width(self.n_classes, self.bounds.d)
+        return n_outputs(self.n_classes) * (self.bounds.d + 1)
 
     def report_mechanism(self) -> Mechanism:
-        return gd_mechanism(self.mechanism, epsilon=self.epsilon, p=self.p)
+        return gd_mechanism(self.mechanism, epsilon=self.epsilon, p=self.p, attributes=self.attributes)
 
     def iterations(self, n_owners: int) -> int:
         """T for ``n_owners`` owners (public)."""
@@ -252,9 +248,7 @@ class LdpGradientDescent:
         reports = np.atleast_2d(np.asarray(reports, dtype=np.float64))
         if reports.shape[1] != self.p or reports.shape[0] == 0:
             raise ConfigError(f"reports must have shape (n >= 1, {self.p}), got {reports.shape}")
-        mean = np.zeros(theta.size)
-        mean[: self.p] = reports.mean(axis=0)  # the reference class's row: gradient 0, it stays 0
-        grad = mean.reshape(theta.shape) + self.l2 * theta
+        grad = reports.mean(axis=0).reshape(theta.shape) + self.l2 * theta
         eta = self.learning_rate / math.sqrt(t + 1.0)
         return np.clip(theta - eta * grad, -self.param_bound, self.param_bound)
 

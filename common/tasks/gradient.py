@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfed.common.bounds import Bounds
-from privfed.common.learners.ldp_gd import GD_MECHANISMS, gd_mechanism, report_width
+from privfed.common.learners.ldp_gd import GD_MECHANISMS, gd_mechanism, n_outputs
 from privfed.common.tasks.base import Kind, LedgerEntries, Payload
 from privfed.common.tasks.contract import PublicLimits, check_matrix, check_reports, reply_of
 from privfed.common.validation import check_choice
@@ -53,8 +53,8 @@ class LrGradientTask:
 
     @property
     def p(self) -> int:
-        """Coordinates of a report (:func:`~privfed.common.learners.ldp_gd.report_width`)."""
-        return report_width(self.n_classes, self.bounds.d)
+        """Coordinates of a report: ``K'(d + 1)``."""
+        return n_outputs(self.n_classes) * (self.bounds.d + 1)
 
     def ledger_entries(self) -> LedgerEntries:
         return [(self.epsilon, 0.0, GRADIENT_PURPOSE)]
@@ -62,7 +62,7 @@ class LrGradientTask:
 
 @dataclass(frozen=True)
 class LrGradientReply:
-    reports: np.ndarray  # (1, p): the perturbed gradient, flattened ((K - 1), d + 1)
+    reports: np.ndarray  # (1, p): the perturbed gradient, flattened (K', d + 1)
 
 
 def check_gradient_reply(spec: LrGradientTask, payload: Payload, limits: PublicLimits) -> None:
