@@ -55,6 +55,19 @@ def test_a_gradient_report_spends_its_epsilon_on_one_coordinate_with_less_noise_
     assert squared[0] < 0.6 * squared[1]
 
 
+def test_noisier_reports_take_smaller_steps_unless_the_step_is_given():
+    reports, theta = np.ones((4, 4)), np.zeros((1, 4))  # the same mean gradient 1 at every budget
+    moves = [
+        -LdpGradientDescent(epsilon=eps, n_classes=2, bounds=BOUNDS, param_bound=100.0).step(theta, reports, 0)[0, 0]
+        for eps in (0.5, 1.0, 3.0, 5.0, 8.0, 20.0)
+    ]
+    assert moves == sorted(moves) and moves[0] < moves[-1] and moves[-1] == moves[-2]  # grows with eps, then capped
+    fixed = LdpGradientDescent(epsilon=1.0, n_classes=2, bounds=BOUNDS, param_bound=100.0, learning_rate=5.0)
+    assert fixed.step(theta, reports, 0)[0, 0] == pytest.approx(-5.0)
+    noiseless = LdpGradientDescent(epsilon=math.inf, n_classes=2, bounds=BOUNDS, param_bound=100.0)
+    assert 0 < -noiseless.step(theta, reports, 0)[0, 0] < moves[-1]
+
+
 def test_noiseless_descent_from_one_row_per_owner_matches_logistic_regression(rng):
     X, y = data(rng)
     model = LdpGradientDescent(epsilon=math.inf, n_classes=2, bounds=BOUNDS).fit(X, y, rng=rng)
