@@ -24,8 +24,8 @@ debiasing of the labels' randomized response multiplies that by about 2 (``1 / (
 smallest class's centroid is thrown outwards never predicts that class: the collapsed splits of the
 benchmark (0.25-0.39). Post-processing that costs no ε did not help on validation splits: subtracting each
 class's estimated noise ``tr Var(centroid)`` from its squared distances (unbiased distances) closed -0.13
-of the gap against 0.25, James-Stein shrinkage of the centroids towards their mean 0.04; the label share
-stays 0.4 at every ε (24 splits: best at ε = 5 and 8, within 0.02 of 0.5 at 1 and 3). ``labels="joint"``
+of the gap against 0.25 (6 splits), James-Stein shrinkage of the centroids towards their mean 0.04; the label
+share stays 0.4 (24 splits: best at ε = 1, 5 and 8, 0.02 below 0.5's at 3). ``labels="joint"``
 (one (label, sign) report at the whole ε) closes more of the gap at ε = 1 and 3 (-0.15 and 0.40 against -0.61
 and 0.16, 12 splits) but not at 5 (0.53 against 0.56) or 8 (0.53 against 0.70).
 """
