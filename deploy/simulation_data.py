@@ -55,7 +55,7 @@ def prepare(config: SimulationConfig, job: JobConfig, seeds: list[int], split_ca
         assert public_test is not None  # the launcher checked the schema names one
         pooled, sizes = _pooled(config.data, schema)
         splits = {s: (pooled, public_test) for s in seeds}
-        n_samples = {s: None for s in seeds}
+        n_samples: dict[int, int | None] = {s: None for s in seeds}
     else:
         n_samples = {s: _n_samples(config, job, s) for s in seeds}
         splits = {
