@@ -429,6 +429,29 @@ def _bounds_file(path: Path, d: int) -> Bounds:
 
 
 # ---------------------------------------------------------------------------- splits and partitions
+def _test_rows(class_counts: np.ndarray, test_fraction: float) -> np.ndarray:
+    """Rows of each class that :func:`train_test_split` puts in the test set: round(f * n_k)."""
+    return np.floor(test_fraction * class_counts + 0.5).astype(np.int64)
+
+
+def synthetic_rows_for_training(train_rows: int, *, test_fraction: float, seed: int, guess: int) -> int | None:
+    """The ``n_samples`` of the synthetic set (``seed``) nearest ``guess`` whose split leaves exactly
+    ``train_rows`` rows to train on; None if none within 12 rows of ``guess`` does.
+
+    The classes' sizes depend on the draw (make_classification flips 1 % of the labels), so the
+    split's per-class rounding moves the training size a row or two either way, and a size may
+    be skipped by one ``n`` and hit by its neighbour: each candidate is generated and counted.
+    """
+    for step in range(25):
+        n = guess + (step + 1) // 2 * (1 if step % 2 else -1)  # guess, guess + 1, guess - 1, ...
+        if n < 2:
+            continue
+        y = load_builtin("synthetic", n_samples=n, seed=seed).y
+        if n - int(_test_rows(np.bincount(y, minlength=2), test_fraction).sum()) == train_rows:
+            return n
+    return None
+
+
 def train_test_split(ds: Dataset, *, test_fraction: float, seed: int) -> tuple[Dataset, Dataset]:
     """Stratified split: round(test_fraction * n_k) rows of each class k go to the test set.
 
@@ -439,7 +462,7 @@ def train_test_split(ds: Dataset, *, test_fraction: float, seed: int) -> tuple[D
     perm = perm[np.argsort(ds.y[perm], kind="stable")]  # grouped by class, random within a class
     counts = np.bincount(ds.y, minlength=ds.n_classes)
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    n_test = np.floor(test_fraction * counts + 0.5).astype(np.int64)
+    n_test = _test_rows(counts, test_fraction)
     rank = np.arange(ds.n) - np.repeat(starts, counts)  # position of perm[i] within its class block
     is_test = rank < np.repeat(n_test, counts)
     test_idx, train_idx = perm[is_test], perm[~is_test]

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import logging
-import math
 import os
 import re
 import signal
@@ -23,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from privfed.common.errors import PrivfedError
-from privfed.deploy.argtypes import address, listen_address
+from privfed.deploy.admin_cli import add_certs, add_ledger
+from privfed.deploy.argtypes import address, epsilon_list, listen_address, one_epsilon, positive_float, positive_int
 from privfed.deploy.tlsflags import add_tls as _add_tls
 from privfed.deploy.tlsflags import tls_files as _tls
 
@@ -60,57 +59,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def epsilon_list(text: str, *, allow_zero: bool = False) -> list[float]:
-    """``"0.5,1,inf"`` -> ``[0.5, 1.0, inf]``: the one way every command takes ε values
-    (comma-separated numbers > 0; ``inf`` or ``∞`` is the run without noise). ``allow_zero``: also
-    0 (null-space cleaning's ε is a utility loss, and 0 is its exact variant)."""
-    items = [v.strip() for v in text.split(",")]
-    if "" in items:
-        raise argparse.ArgumentTypeError(
-            f"epsilon takes numbers separated by single commas, got {text!r} (an empty item between commas)"
-        )
-    try:
-        values = [math.inf if v in ("inf", "∞") else float(v) for v in items]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"epsilon takes numbers separated by commas (or inf), got {text!r}") from None
-    if not values or any(not (v >= 0 if allow_zero else v > 0) for v in values):
-        least = ">= 0" if allow_zero else "> 0"
-        raise argparse.ArgumentTypeError(f"every epsilon must be a number {least} (or inf), got {text!r}")
-    return values
-
-
-def _one_epsilon(text: str) -> float:
-    values = epsilon_list(text)
-    if len(values) != 1:
-        raise argparse.ArgumentTypeError(
-            f"a coordinator runs one job: give one epsilon, got {text!r} (privfed simulate takes a list)"
-        )
-    return values[0]
-
-
-def _positive_float(text: str) -> float:
-    """argparse ``type=``: a finite number > 0. (Plain Python, as :func:`_positive_int`: parsing an
-    owner command line must not load numpy, which :mod:`privfed.common.validation` imports.)"""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    """argparse ``type=``: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
-    return value
 
 
 class _VersionAction(argparse.Action):
@@ -194,16 +142,16 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     )
     from privfed.deploy.simulation_config import DEFAULT_EPSILONS, DEFAULT_OWNERS
 
-    p.add_argument("--owners", type=_positive_int, default=DEFAULT_OWNERS, help="logical owners N")
+    p.add_argument("--owners", type=positive_int, default=DEFAULT_OWNERS, help="logical owners N")
     p.add_argument(
         "--min-owners",
-        type=_positive_int,
+        type=positive_int,
         help="quorum: a federation fails, before later rounds spend anyone's budget, once fewer owners are still "
         "taking part; default: 1 for ncc and lr, half of --owners for bdt and feddpdr",
     )
     p.add_argument(
         "--processes",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="owner node processes P (default 2; not with --data, which runs one per file)",
     )
@@ -222,7 +170,7 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--repeats",
-        type=_positive_int,
+        type=positive_int,
         default=1,
         help="federations per epsilon (seeds --seed, --seed+1, ...); the plot shows mean ± std",
     )
@@ -235,9 +183,9 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
         help="owners' noise: seeded from --seed (reproducible simulation) or secure",
     )
     p.add_argument(
-        "--node-timeout", type=_positive_float, default=15.0, help="seconds a silent node keeps its place in a round"
+        "--node-timeout", type=positive_float, default=15.0, help="seconds a silent node keeps its place in a round"
     )
-    p.add_argument("--round-timeout", type=_positive_float, default=600.0, help="seconds a round may take")
+    p.add_argument("--round-timeout", type=positive_float, default=600.0, help="seconds a round may take")
     p.add_argument(
         "--no-progress",
         action="store_true",
@@ -263,23 +211,23 @@ def _add_coordinator(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--listen", type=listen_address, default="0.0.0.0:50051", help="HOST:PORT to serve on")
     _add_tls(p)
-    p.add_argument("--owners", type=_positive_int, help="logical owners to wait for (required to train)")
+    p.add_argument("--owners", type=positive_int, help="logical owners to wait for (required to train)")
     p.add_argument(
         "--min-owners",
-        type=_positive_int,
+        type=positive_int,
         help="quorum: the job fails, before later rounds spend anyone's budget, once fewer owners are still "
         "taking part (not refused, rejected or lost); default: 1 for ncc and lr, half of --owners for bdt and feddpdr",
     )
     p.add_argument(
-        "--epsilon", type=_one_epsilon, help="each owner's budget for the job (inf: no noise; required to train)"
+        "--epsilon", type=one_epsilon, help="each owner's budget for the job (inf: no noise; required to train)"
     )
     p.add_argument("--out", type=Path, default=Path("runs"), help="directory that receives the run directory")
     p.add_argument(
-        "--register-timeout", type=_positive_float, default=300.0, help="seconds to wait for the owners to register"
+        "--register-timeout", type=positive_float, default=300.0, help="seconds to wait for the owners to register"
     )
-    p.add_argument("--round-timeout", type=_positive_float, default=600.0, help="seconds a round may take")
+    p.add_argument("--round-timeout", type=positive_float, default=600.0, help="seconds a round may take")
     p.add_argument(
-        "--node-timeout", type=_positive_float, default=15.0, help="seconds a silent node keeps its place in a round"
+        "--node-timeout", type=positive_float, default=15.0, help="seconds a silent node keeps its place in a round"
     )
     serving = p.add_mutually_exclusive_group()
     serving.add_argument(
@@ -357,7 +305,7 @@ def _add_owner(sub: argparse._SubParsersAction) -> None:
         help="answer tasks that ask for labels in the clear (NCC, boosting with the ncc base); each such "
         "release is recorded in the ledger as non-private. Off: they are refused",
     )
-    p.add_argument("--n-owners", type=_positive_int, default=1, help="logical owners in the whole federation partition")
+    p.add_argument("--n-owners", type=positive_int, default=1, help="logical owners in the whole federation partition")
     p.add_argument("--shards", default="1", help="logical owners hosted here: A:B (owners A..B-1), or a count K")
     p.add_argument("--ledger", type=Path, required=True, help="SQLite privacy ledger of this node")
     p.add_argument(
@@ -366,12 +314,12 @@ def _add_owner(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--delta-budget", type=float, default=0.0, help="each hosted owner's total delta (DP-PCA needs > 0)")
     p.add_argument("--rng", choices=("seeded", "secure"), default="secure", help="noise stream (seeded: tests only)")
     p.add_argument(
-        "--connect-timeout", type=_positive_float, default=120.0, help="seconds to keep trying to reach the coordinator"
+        "--connect-timeout", type=positive_float, default=120.0, help="seconds to keep trying to reach the coordinator"
     )
     p.add_argument("--target-name", help="TLS name to expect from the coordinator when dialing an address")
     p.add_argument(
         "--threads",
-        type=_positive_int,
+        type=positive_int,
         default=None,
         help="BLAS/OpenMP threads of this node's computations. Default: OPENBLAS_NUM_THREADS or OMP_NUM_THREADS "
         "if set, else every CPU this process may use (a node alone on its machine has them to itself, and its "
@@ -412,67 +360,6 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", type=Path, required=True, help="a model.json from a run directory")
     p.add_argument("--out", type=Path, required=True, help="the estimator file to write (e.g. model.pkl)")
     p.set_defaults(func=_export)
-
-
-def _add_certs(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("certs", help="make a federation CA and mTLS certificates")
-    p.add_argument("--out", type=Path, required=True, help="directory for the CA and one directory per party")
-    who = p.add_mutually_exclusive_group()
-    who.add_argument("--owners", type=_positive_int, help="owner node certificates owner-0..owner-<N-1>")
-    who.add_argument(
-        "--names",
-        nargs="+",
-        metavar="NAME",
-        help="owner node certificates with these names (e.g. hospital-a hospital-b): each node runs with "
-        "--name NAME, and its owners' ids start with NAME",
-    )
-    who.add_argument(
-        "--tokens",
-        type=_positive_int,
-        metavar="N",
-        help="no keys but the CA's: one-time enrolment tokens for the coordinator and owner-0..owner-<N-1> in "
-        "OUT/tokens/<role>/; each party makes its own key and enrols with the CA signer (README, Kubernetes)",
-    )
-    p.add_argument(
-        "--data-user",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="a data-user certificate NAME (repeatable): it may submit jobs to a coordinator service "
-        "(privfed submit) and nothing else; node certificates cannot submit",
-    )
-    p.add_argument("--san", action="append", default=[], help="extra coordinator name or IP (repeatable)")
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument(
-        "--force",
-        action="store_true",
-        help="replace an existing CA and every key in --out (certificates already handed out stop working)",
-    )
-    mode.add_argument(
-        "--add",
-        action="store_true",
-        help="keep the CA and existing pairs in --out; issue only the missing ones (e.g. a larger --owners)",
-    )
-    p.set_defaults(func=_certs)
-
-
-def _add_ledger(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ledger", help="inspect an owner node's privacy ledger (read-only)")
-    what = p.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
-    show = what.add_parser(
-        "show",
-        help="spent and remaining epsilon/delta per owner, and the releases",
-        description="Read a ledger file without changing it: each owner's budget, spent and remaining "
-        "(epsilon, delta), and its releases in debit order.",
-    )
-    show.add_argument("--ledger", type=Path, required=True, help="the SQLite ledger file of an owner node")
-    show.add_argument("--owner", action="append", help="only this owner id (repeatable; default: every owner)")
-    show.add_argument(
-        "--json",
-        action="store_true",
-        help="print JSON instead of tables (epsilon and delta as numbers; null: infinite)",
-    )
-    show.set_defaults(func=_ledger_show)
 
 
 def _add_experiment(sub: argparse._SubParsersAction) -> None:
@@ -549,8 +436,8 @@ _COMMANDS = {
     "owner": _add_owner,
     "query": _add_query,
     "export": _add_export,
-    "certs": _add_certs,
-    "ledger": _add_ledger,
+    "certs": add_certs,
+    "ledger": add_ledger,
     "experiment": _add_experiment,
     "reproduce": _add_reproduce,
     "serve": _add_serve,
@@ -680,165 +567,6 @@ def _export(args: argparse.Namespace) -> int:
         f"({kinds}; classes {estimator.classes_.tolist()}); load it with joblib.load or pickle.load"
     )
     return 0
-
-
-def _certs(args: argparse.Namespace) -> int:
-    from privfed.common.identity import check_node_name
-    from privfed.deploy.certs import make_certs
-
-    users = [check_node_name(n, flag="--data-user") for n in args.data_user]
-    if args.tokens is not None:
-        from privfed.deploy.tokens import mint, party_roles
-
-        if args.san:
-            raise PrivfedError(
-                "--san goes with certificates made here; with --tokens the coordinator enrols, and its names "
-                "are the signer's --coordinator-san (python -m privfed.deploy.enroll serve)"
-            )
-        make_certs(args.out, owners=0, force=args.force, add=args.add, flat=False, coordinator=False)
-        roles = party_roles([f"owner-{i}" for i in range(args.tokens)], users)
-        minted = mint(args.out, roles, replace=args.force)
-        print(
-            f"CA in {args.out}/ca (give it to the CA signer only); new one-time tokens in {args.out}/tokens: "
-            f"{', '.join(sorted(minted)) or 'none (every party has one)'}; give party X only {args.out}/tokens/ROLE/X"
-        )
-        return 0
-    if args.owners is None and args.names is None and not args.data_user:
-        raise PrivfedError(
-            "say whose certificates to make: --owners N, --names NAME ..., --tokens N, or --data-user NAME"
-        )
-    names = None if args.names is None else [check_node_name(n, flag="--names") for n in args.names]
-    if names is not None and len(set(names)) != len(names):
-        raise PrivfedError(f"--names must be distinct, got {names}")
-    owners = len(names) if names else (args.owners or 0)
-    out = make_certs(
-        args.out,
-        owners=owners,
-        owner_names=names,
-        sans=args.san,
-        force=args.force,
-        add=args.add,
-        data_users=users,
-    )
-    what = (
-        "issued the missing certificates under the existing CA"
-        if args.add
-        else f"wrote the CA to {out}/ca (keep it offline)"
-    )
-    print(f"{what}; one directory per party under {out}: give party X only {out}/X")
-    return 0
-
-
-def _fmt(x: float) -> str:
-    return "inf" if math.isinf(x) else f"{x:.6g}"
-
-
-def _json_number(x: float) -> float | None:
-    """ε or δ as a JSON number: 12 significant digits (a sum of debits such as 3 x 1e-5 prints as
-    3e-05, not 3.0000000000000004e-05); None (null) for infinity, which JSON has no number for."""
-    return None if math.isinf(x) else float(f"{x:.12g}")
-
-
-def _ledger_show(args: argparse.Namespace) -> int:
-    from privfed.common.ledger import read_accounts
-
-    accounts = read_accounts(args.ledger)
-    if args.owner:
-        missing = sorted(set(args.owner) - {a.owner_id for a in accounts})
-        if missing:
-            raise PrivfedError(f"ledger {args.ledger}: no release recorded for owner(s) {', '.join(missing)}")
-        accounts = [a for a in accounts if a.owner_id in set(args.owner)]
-    if args.json:
-
-        def budget(b: Any) -> dict[str, float | None]:
-            return {"epsilon": _json_number(b.epsilon), "delta": _json_number(b.delta)}
-
-        print(
-            json.dumps(
-                [
-                    {
-                        "owner_id": a.owner_id,
-                        "budget": budget(a.budget),
-                        "spent": budget(a.spent),
-                        "remaining": budget(a.remaining),
-                        "nonprivate_releases": a.nonprivate,
-                        "releases": [
-                            r | {"epsilon": _json_number(r["epsilon"]), "delta": _json_number(r["delta"])}
-                            for r in a.releases
-                        ],
-                    }
-                    for a in accounts
-                ],
-                indent=2,
-            )
-        )
-        return 0
-    print(f"ledger {args.ledger}: {len(accounts)} owner(s) with releases")
-    header = ("owner", "eps budget", "eps spent", "eps left", "delta budget", "delta spent", "delta left", "releases")
-    rows = [
-        (
-            a.owner_id,
-            _fmt(a.budget.epsilon),
-            _fmt(a.spent.epsilon),
-            _fmt(a.remaining.epsilon),
-            _fmt(a.budget.delta),
-            _fmt(a.spent.delta),
-            _fmt(a.remaining.delta),
-            f"{len(a.releases)}" + (f" ({a.nonprivate} non-private)" if a.nonprivate else ""),
-        )
-        for a in accounts
-    ]
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    for r in [header, *rows]:
-        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
-    jobs = _by_job(accounts)
-    if jobs:
-        print("\nby job (most any one owner spent in it; '-': releases of no announced job):")
-        header = ("job", "owners", "releases", "eps per owner", "delta per owner", "first", "last")
-        rows = [
-            (
-                job or "-",
-                str(len(j["owners"])),
-                str(j["releases"]),
-                _fmt(j["epsilon"]),
-                _fmt(j["delta"]),
-                j["first"],
-                j["last"],
-            )
-            for job, j in jobs.items()
-        ]
-        widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-        for r in [header, *rows]:
-            print("  " + "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
-    for job in jobs:
-        print(f"\nreleases of job {job or '-'} (debit order):")
-        for a in accounts:
-            for r in a.releases:
-                if r.get("job", "") != job:
-                    continue
-                kind = "NON-PRIVATE" if r["nonprivate"] else f"eps={_fmt(r['epsilon'])} delta={_fmt(r['delta'])}"
-                print(f"  {a.owner_id}  {r['ts']}  {r['purpose']}  {kind}  release {r['release_id']}")
-    return 0
-
-
-def _by_job(accounts: list[Any]) -> dict[str, dict[str, Any]]:
-    """Releases grouped by the job they were made for, in order of each job's first release: its
-    owners, releases, the most (epsilon, delta) one owner spent in it, and its first and last debit."""
-    jobs: dict[str, dict[str, Any]] = {}
-    spent: dict[tuple[str, str], list[float]] = {}
-    for a in accounts:
-        for r in a.releases:
-            j = jobs.setdefault(r.get("job", ""), {"owners": set(), "releases": 0, "first": r["ts"], "last": r["ts"]})
-            j["owners"].add(a.owner_id)
-            j["releases"] += 1
-            j["first"], j["last"] = min(j["first"], r["ts"]), max(j["last"], r["ts"])
-            s = spent.setdefault((r.get("job", ""), a.owner_id), [0.0, 0.0])
-            s[0] += r["epsilon"]
-            s[1] += r["delta"]
-    for job, j in jobs.items():
-        j["epsilon"] = max(e for (jb, _), (e, _d) in spent.items() if jb == job)
-        j["delta"] = max(d for (jb, _), (_e, d) in spent.items() if jb == job)
-    return dict(sorted(jobs.items(), key=lambda kv: kv[1]["first"]))
 
 
 def _experiment(args: argparse.Namespace) -> int:

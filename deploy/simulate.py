@@ -206,7 +206,11 @@ def _simulate(config: SimulationConfig, run_dir: Path, report: JobReport) -> Non
     else:
         tests = {
             s: federation_split(
-                job.dataset, seed=s, test_fraction=job.test_fraction, n_samples=job.n_samples, cache_dir=split_cache
+                job.dataset,
+                seed=s,
+                test_fraction=job.test_fraction,
+                n_samples=prepared.n_samples[s],
+                cache_dir=split_cache,
             )[1]
             for s in seeds
         }
@@ -214,6 +218,7 @@ def _simulate(config: SimulationConfig, run_dir: Path, report: JobReport) -> Non
     test0 = tests[job.seed]
     if job.rows_per_owner is None:  # the simulation plays every owner: their row count is public configuration here
         job = job.replace(rows_per_owner=prepared.train_rows / config.owners)
+    job = job.replace(n_samples=prepared.n_samples[job.seed])  # the report's: sized to the owners or as given
     references = prepared.references
     base = {s: baselines(te.y, len(te.classes)) for s, te in tests.items()}
     reference_learner = references[job.seed]["reference_learner"]
@@ -239,9 +244,12 @@ def _simulate(config: SimulationConfig, run_dir: Path, report: JobReport) -> Non
         runs = []
         for s in seeds:
             point_dir = run_dir / f"eps-{eps:g}" / (f"seed-{s}" if config.repeats > 1 else "")
+            n_samples = prepared.n_samples[s]
             run = run_point(
-                config,
-                job.replace(epsilon=eps, seed=s),
+                config
+                if n_samples == config.job.n_samples
+                else config.replace(job=config.job.replace(n_samples=n_samples)),
+                job.replace(epsilon=eps, seed=s, n_samples=n_samples),
                 point_dir,
                 certs,
                 tests[s],

@@ -134,6 +134,14 @@ class SimulationConfig:
         check_choice(self.rng, name="--rng", allowed=("seeded", "secure"))
 
     @property
+    def sized_to_owners(self) -> bool:
+        """Whether the synthetic set's size is :func:`synthetic_rows`' (not ``--n-samples``) and
+        larger than the default: one training row per owner, so each seed's split is then sized to
+        exactly ``owners`` training rows (:func:`~privfed.deploy.simulation_data.prepare`)."""
+        guess = synthetic_rows(self.owners, self.job.test_fraction)
+        return self.job.dataset == "synthetic" and not self.data and self.job.n_samples == guess > SYNTHETIC_N_SAMPLES
+
+    @property
     def owners(self) -> int:
         assert self.job.owners is not None  # __post_init__
         return self.job.owners

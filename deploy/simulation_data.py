@@ -11,12 +11,14 @@ coordinator does and no more.
 
 from __future__ import annotations
 
+import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from privfed.common.datasets import Dataset, federation_split
+from privfed.common.datasets import Dataset, federation_split, synthetic_rows_for_training
 from privfed.common.schema import FederationSchema
 from privfed.deploy.reference import even_parts, report_reference
 from privfed.deploy.simulation_config import SimulationConfig
@@ -27,6 +29,8 @@ from privfed.server.main import federation_schema
 from privfed.server.report import learner_label, plot_lines
 from privfed.server.strategies import make_strategy
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class Prepared:
@@ -35,6 +39,8 @@ class Prepared:
 
     references: dict[int, dict[str, object]]
     train_rows: int
+    #: Each seed's ``n_samples``: the job's, or the size giving exactly one training row per owner.
+    n_samples: dict[int, int | None]
 
 
 def prepare(config: SimulationConfig, job: JobConfig, seeds: list[int], split_cache: Path | None) -> Prepared:
@@ -49,10 +55,12 @@ def prepare(config: SimulationConfig, job: JobConfig, seeds: list[int], split_ca
         assert public_test is not None  # the launcher checked the schema names one
         pooled, sizes = _pooled(config.data, schema)
         splits = {s: (pooled, public_test) for s in seeds}
+        n_samples: dict[int, int | None] = {s: None for s in seeds}
     else:
+        n_samples = {s: _n_samples(config, job, s) for s in seeds}
         splits = {
             s: federation_split(
-                job.dataset, seed=s, test_fraction=job.test_fraction, n_samples=job.n_samples, cache_dir=split_cache
+                job.dataset, seed=s, test_fraction=job.test_fraction, n_samples=n_samples[s], cache_dir=split_cache
             )
             for s in seeds
         }
@@ -73,7 +81,32 @@ def prepare(config: SimulationConfig, job: JobConfig, seeds: list[int], split_ca
     references = {
         s: report_reference(job.replace(seed=s), tr, te, owner_parts(s, tr)) for s, (tr, te) in splits.items()
     }
-    return Prepared(references, int(train0.n))
+    return Prepared(references, int(train0.n), n_samples)
+
+
+def _n_samples(config: SimulationConfig, job: JobConfig, seed: int) -> int | None:
+    """``job.n_samples``, or -- for a synthetic set sized to the owners -- the size whose split leaves
+    exactly one training row per owner: a row of slack would give one owner two rows, and the public
+    rows-per-owner bound (weight bound, sensitivities) would be 2 for every owner."""
+    if not config.sized_to_owners:
+        return job.n_samples
+    assert job.n_samples is not None  # sized_to_owners
+    exact = synthetic_rows_for_training(
+        config.owners,
+        test_fraction=job.test_fraction,
+        seed=seed,
+        guess=math.ceil(config.owners / (1 - job.test_fraction)),
+    )
+    if exact is None:
+        log.warning(
+            "no size of the synthetic set near %d leaves exactly %d training rows (seed %d): one owner holds "
+            "two rows, so the public rows-per-owner bound is 2; --n-samples sets the size",
+            job.n_samples,
+            config.owners,
+            seed,
+        )
+        return job.n_samples
+    return exact
 
 
 def _pooled(files: tuple[Path, ...], schema: FederationSchema) -> tuple[Dataset, list[int]]:

@@ -153,11 +153,17 @@ def _boost(name: str, help: str, flag: str, *, optional: bool = False) -> Param:
     return Param(dataclasses.replace(check, optional=True) if optional else check, f"bdt only: {help}", flag=flag)
 
 
+def _defaults_by_task(**defaults: object) -> str:
+    """``3`` when every task's default is 3, else ``3 for bdt, 4 for nb``: a help text's defaults."""
+    values = set(defaults.values())
+    return str(values.pop()) if len(values) == 1 else ", ".join(f"{v} for {task}" for task, v in defaults.items())
+
+
 #: ``--n-bins``, one meaning for bdt and nb: the equal-width bins of each feature's public range.
 N_BINS = Param(
     boosting.PARAMETERS["n_bins"].check,
     f"bdt and nb: equal-width bins of each feature's public range (bdt: its stumps' thresholds + 1; nb: the "
-    f"naive Bayes bins; default {boosting.N_BINS} for bdt, {NB_BINS} for nb: thirds of the range, chosen on "
+    f"naive Bayes bins; default {_defaults_by_task(bdt=boosting.N_BINS, nb=NB_BINS)}: thirds of the range, chosen on "
     "validation splits of real tables; 2 is the midpoint, the paper's synthetic set's best for bdt)",
     flag="--n-bins",
 )

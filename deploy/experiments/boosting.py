@@ -322,7 +322,7 @@ from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.learners.stump import binarize, cross_tables, select_stump, table_errors
 from privfed.common.learners.stump_encodings import STUMP_ENCODINGS, stump_aggregate, stump_shares
 from privfed.common.mechanisms import MECHANISMS, make_mechanism
-from privfed.deploy.cli import epsilon_list
+from privfed.deploy.argtypes import epsilon_list
 from privfed.deploy.experiments.feature_maps import block_pool, mnist_box_pool, mnist_top_ink
 from privfed.server.report import host_info, plot_lines, write_json
 

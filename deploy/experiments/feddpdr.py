@@ -61,7 +61,7 @@ from privfed.common.feddpdr.model import FedDPDRModel
 from privfed.common.feddpdr.pca import NEIGHBOURING_SENSITIVITY
 from privfed.common.identity import owner_id
 from privfed.common.learners.reference import paper_nonprivate_pipeline
-from privfed.deploy.cli import epsilon_list
+from privfed.deploy.argtypes import epsilon_list
 from privfed.deploy.inprocess import InProcessTransport
 from privfed.owner.local import LocalOwner
 from privfed.server.report import host_info, new_run_dir, plot_lines, write_json

@@ -85,7 +85,7 @@ import numpy as np
 from privfed.common.errors import ConfigError
 from privfed.common.nullspace import METHODS, NullSpaceCleaner, StageProjection, e_utility, fit_linear_map
 from privfed.common.rng import make_rng, spawn
-from privfed.deploy.cli import epsilon_list
+from privfed.deploy.argtypes import epsilon_list
 from privfed.server.report import host_info, new_run_dir, plot_lines, write_json
 
 DEFAULT_EPSILONS = (0.0, 0.001, 0.01, 0.1)

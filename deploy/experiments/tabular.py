@@ -48,7 +48,7 @@ from typing import Any
 
 from privfed.common.errors import ConfigError
 from privfed.common.tabular import TABULAR
-from privfed.deploy.cli import epsilon_list
+from privfed.deploy.argtypes import epsilon_list
 from privfed.deploy.experiments.boosting import out_dir, write_report
 from privfed.deploy.experiments.tabular_fits import (
     LEARNERS,

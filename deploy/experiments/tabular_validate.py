@@ -61,9 +61,11 @@ _BOUNDS = {
 #: Candidate settings per learner: name -> keyword arguments of its fit function.
 GRIDS: dict[str, dict[str, dict[str, Any]]] = {
     "ncc": {f"label_fraction={f}": {"label_fraction": f} for f in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)},
+    #: Alg. 4 with PM reporting one attribute at ε (``attributes=1``) or the paper's floor(ε/2.5) (None); η fixed
+    #: or min(ε, 8) (None). An earlier grid ranked PM above HM at every group size and η of {10, 25, 50} x {1, 2, 3}.
     "lr": {
-        f"min_group={g},learning_rate={r},mechanism={m}": {"min_group": g, "learning_rate": r, "mechanism": m}
-        for g, r, m in itertools.product((10, 25, 50), (1.0, 2.0, 3.0), ("pm", "hm"))
+        f"min_group={g},learning_rate={r},attributes={a}": {"min_group": g, "learning_rate": r, "attributes": a}
+        for g, r, a in itertools.product((10, 25, 50), (None, 3.0, 5.0), (1, None))
     },
     #: ``--task lr --solver``, through the federation's code, with owners of 1, 10 and 50 rows.
     "lr-solver": {

@@ -10,7 +10,8 @@ import subprocess
 
 import pytest
 
-from privfed.deploy.cli import build_parser, epsilon_list, main
+from privfed.deploy.argtypes import epsilon_list
+from privfed.deploy.cli import build_parser, main
 from privfed.deploy.experiments import EXPERIMENTS
 from privfed.server.report import version_info
 

@@ -1,0 +1,234 @@
+"""The owner operators' commands of the ``privfed`` command line: ``privfed certs`` (a federation CA
+and mTLS certificates, or one-time enrolment tokens) and ``privfed ledger show`` (a node's privacy
+ledger, read-only)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from privfed.common.errors import PrivfedError
+from privfed.deploy.argtypes import positive_int
+
+
+def add_certs(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("certs", help="make a federation CA and mTLS certificates")
+    p.add_argument("--out", type=Path, required=True, help="directory for the CA and one directory per party")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--owners", type=positive_int, help="owner node certificates owner-0..owner-<N-1>")
+    who.add_argument(
+        "--names",
+        nargs="+",
+        metavar="NAME",
+        help="owner node certificates with these names (e.g. hospital-a hospital-b): each node runs with "
+        "--name NAME, and its owners' ids start with NAME",
+    )
+    who.add_argument(
+        "--tokens",
+        type=positive_int,
+        metavar="N",
+        help="no keys but the CA's: one-time enrolment tokens for the coordinator and owner-0..owner-<N-1> in "
+        "OUT/tokens/<role>/; each party makes its own key and enrols with the CA signer (README, Kubernetes)",
+    )
+    p.add_argument(
+        "--data-user",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a data-user certificate NAME (repeatable): it may submit jobs to a coordinator service "
+        "(privfed submit) and nothing else; node certificates cannot submit",
+    )
+    p.add_argument("--san", action="append", default=[], help="extra coordinator name or IP (repeatable)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing CA and every key in --out (certificates already handed out stop working)",
+    )
+    mode.add_argument(
+        "--add",
+        action="store_true",
+        help="keep the CA and existing pairs in --out; issue only the missing ones (e.g. a larger --owners)",
+    )
+    p.set_defaults(func=_certs)
+
+
+def add_ledger(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ledger", help="inspect an owner node's privacy ledger (read-only)")
+    what = p.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
+    show = what.add_parser(
+        "show",
+        help="spent and remaining epsilon/delta per owner, and the releases",
+        description="Read a ledger file without changing it: each owner's budget, spent and remaining "
+        "(epsilon, delta), and its releases in debit order.",
+    )
+    show.add_argument("--ledger", type=Path, required=True, help="the SQLite ledger file of an owner node")
+    show.add_argument("--owner", action="append", help="only this owner id (repeatable; default: every owner)")
+    show.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON instead of tables (epsilon and delta as numbers; null: infinite)",
+    )
+    show.set_defaults(func=_ledger_show)
+
+
+def _certs(args: argparse.Namespace) -> int:
+    from privfed.common.identity import check_node_name
+    from privfed.deploy.certs import make_certs
+
+    users = [check_node_name(n, flag="--data-user") for n in args.data_user]
+    if args.tokens is not None:
+        from privfed.deploy.tokens import mint, party_roles
+
+        if args.san:
+            raise PrivfedError(
+                "--san goes with certificates made here; with --tokens the coordinator enrols, and its names "
+                "are the signer's --coordinator-san (python -m privfed.deploy.enroll serve)"
+            )
+        make_certs(args.out, owners=0, force=args.force, add=args.add, flat=False, coordinator=False)
+        roles = party_roles([f"owner-{i}" for i in range(args.tokens)], users)
+        minted = mint(args.out, roles, replace=args.force)
+        print(
+            f"CA in {args.out}/ca (give it to the CA signer only); new one-time tokens in {args.out}/tokens: "
+            f"{', '.join(sorted(minted)) or 'none (every party has one)'}; give party X only {args.out}/tokens/ROLE/X"
+        )
+        return 0
+    if args.owners is None and args.names is None and not args.data_user:
+        raise PrivfedError(
+            "say whose certificates to make: --owners N, --names NAME ..., --tokens N, or --data-user NAME"
+        )
+    names = None if args.names is None else [check_node_name(n, flag="--names") for n in args.names]
+    if names is not None and len(set(names)) != len(names):
+        raise PrivfedError(f"--names must be distinct, got {names}")
+    owners = len(names) if names else (args.owners or 0)
+    out = make_certs(
+        args.out,
+        owners=owners,
+        owner_names=names,
+        sans=args.san,
+        force=args.force,
+        add=args.add,
+        data_users=users,
+    )
+    what = (
+        "issued the missing certificates under the existing CA"
+        if args.add
+        else f"wrote the CA to {out}/ca (keep it offline)"
+    )
+    print(f"{what}; one directory per party under {out}: give party X only {out}/X")
+    return 0
+
+
+def _fmt(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:.6g}"
+
+
+def _json_number(x: float) -> float | None:
+    """ε or δ as a JSON number: 12 significant digits (a sum of debits such as 3 x 1e-5 prints as
+    3e-05, not 3.0000000000000004e-05); None (null) for infinity, which JSON has no number for."""
+    return None if math.isinf(x) else float(f"{x:.12g}")
+
+
+def _ledger_show(args: argparse.Namespace) -> int:
+    from privfed.common.ledger import read_accounts
+
+    accounts = read_accounts(args.ledger)
+    if args.owner:
+        missing = sorted(set(args.owner) - {a.owner_id for a in accounts})
+        if missing:
+            raise PrivfedError(f"ledger {args.ledger}: no release recorded for owner(s) {', '.join(missing)}")
+        accounts = [a for a in accounts if a.owner_id in set(args.owner)]
+    if args.json:
+
+        def budget(b: Any) -> dict[str, float | None]:
+            return {"epsilon": _json_number(b.epsilon), "delta": _json_number(b.delta)}
+
+        print(
+            json.dumps(
+                [
+                    {
+                        "owner_id": a.owner_id,
+                        "budget": budget(a.budget),
+                        "spent": budget(a.spent),
+                        "remaining": budget(a.remaining),
+                        "nonprivate_releases": a.nonprivate,
+                        "releases": [
+                            r | {"epsilon": _json_number(r["epsilon"]), "delta": _json_number(r["delta"])}
+                            for r in a.releases
+                        ],
+                    }
+                    for a in accounts
+                ],
+                indent=2,
+            )
+        )
+        return 0
+    print(f"ledger {args.ledger}: {len(accounts)} owner(s) with releases")
+    header = ("owner", "eps budget", "eps spent", "eps left", "delta budget", "delta spent", "delta left", "releases")
+    rows = [
+        (
+            a.owner_id,
+            _fmt(a.budget.epsilon),
+            _fmt(a.spent.epsilon),
+            _fmt(a.remaining.epsilon),
+            _fmt(a.budget.delta),
+            _fmt(a.spent.delta),
+            _fmt(a.remaining.delta),
+            f"{len(a.releases)}" + (f" ({a.nonprivate} non-private)" if a.nonprivate else ""),
+        )
+        for a in accounts
+    ]
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for r in [header, *rows]:
+        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
+    jobs = _by_job(accounts)
+    if jobs:
+        print("\nby job (most any one owner spent in it; '-': releases of no announced job):")
+        header = ("job", "owners", "releases", "eps per owner", "delta per owner", "first", "last")
+        rows = [
+            (
+                job or "-",
+                str(len(j["owners"])),
+                str(j["releases"]),
+                _fmt(j["epsilon"]),
+                _fmt(j["delta"]),
+                j["first"],
+                j["last"],
+            )
+            for job, j in jobs.items()
+        ]
+        widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+        for r in [header, *rows]:
+            print("  " + "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
+    for job in jobs:
+        print(f"\nreleases of job {job or '-'} (debit order):")
+        for a in accounts:
+            for r in a.releases:
+                if r.get("job", "") != job:
+                    continue
+                kind = "NON-PRIVATE" if r["nonprivate"] else f"eps={_fmt(r['epsilon'])} delta={_fmt(r['delta'])}"
+                print(f"  {a.owner_id}  {r['ts']}  {r['purpose']}  {kind}  release {r['release_id']}")
+    return 0
+
+
+def _by_job(accounts: list[Any]) -> dict[str, dict[str, Any]]:
+    """Releases grouped by the job they were made for, in order of each job's first release: its
+    owners, releases, the most (epsilon, delta) one owner spent in it, and its first and last debit."""
+    jobs: dict[str, dict[str, Any]] = {}
+    spent: dict[tuple[str, str], list[float]] = {}
+    for a in accounts:
+        for r in a.releases:
+            j = jobs.setdefault(r.get("job", ""), {"owners": set(), "releases": 0, "first": r["ts"], "last": r["ts"]})
+            j["owners"].add(a.owner_id)
+            j["releases"] += 1
+            j["first"], j["last"] = min(j["first"], r["ts"]), max(j["last"], r["ts"])
+            s = spent.setdefault((r.get("job", ""), a.owner_id), [0.0, 0.0])
+            s[0] += r["epsilon"]
+            s[1] += r["delta"]
+    for job, j in jobs.items():
+        j["epsilon"] = max(e for (jb, _), (e, _d) in spent.items() if jb == job)
+        j["delta"] = max(d for (jb, _), (_e, d) in spent.items() if jb == job)
+    return dict(sorted(jobs.items(), key=lambda kv: kv[1]["first"]))
