@@ -29,11 +29,13 @@ classes, half naive Bayes' log-odds restricted to step functions of the bins).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import ArrayLike
 
 from privfed.common.bounds import Bounds
-from privfed.common.learners.naive_bayes import NB_BINS, NaiveBayesEncoding, smoothed_marginals
+from privfed.common.learners.naive_bayes import ldp_counts, smoothed_marginals
 from privfed.common.learners.samme import BoostedModel, SammeStep, samme_decide
 from privfed.common.learners.stump import Stump, select_stump
 from privfed.common.validation import check_int
@@ -125,7 +127,7 @@ def fit_marginal_boost(
     smoothing: float = MARGINAL_SMOOTHING,
 ) -> BoostedModel:
     """Coordinator side: :func:`product_samme` on the :func:`smoothed_marginals` of the (noisy) counts
-    ``(d, B, K)`` of ``n_reports`` owners (:meth:`NaiveBayesEncoding.counts`)."""
+    ``(d, B, K)`` of ``n_reports`` owners (:meth:`~privfed.common.learners.naive_bayes.NaiveBayesEncoding.counts`)."""
     tables, prior = smoothed_marginals(counts, n_reports, bounds, smoothing=smoothing)
     return product_samme(tables, prior, bounds, n_rounds=n_rounds)
 
@@ -135,16 +137,11 @@ def ldp_marginal_boost(
     y: ArrayLike,
     *,
     bounds: Bounds,
-    n_classes: int,
-    epsilon: float,
-    rng: np.random.Generator,
-    n_bins: int = NB_BINS,
     n_rounds: int = MARGINAL_ROUNDS,
     smoothing: float = MARGINAL_SMOOTHING,
+    **release: Any,
 ) -> BoostedModel:
-    """Every row its own owner: one report each (:meth:`NaiveBayesEncoding.share`), then :func:`fit_marginal_boost`."""
-    enc = NaiveBayesEncoding(epsilon=epsilon, bounds=bounds, n_classes=n_classes, n_bins=n_bins)
-    features, reports = enc.share(X, y, rng)
-    return fit_marginal_boost(
-        enc.counts(features, reports), features.size, bounds, n_rounds=n_rounds, smoothing=smoothing
-    )
+    """:func:`fit_marginal_boost` on nb's one report per row (:func:`~privfed.common.learners.naive_bayes.ldp_counts`;
+    ``release``: its keywords)."""
+    counts, n_reports = ldp_counts(X, y, bounds=bounds, **release)
+    return fit_marginal_boost(counts, n_reports, bounds, n_rounds=n_rounds, smoothing=smoothing)

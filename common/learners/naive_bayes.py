@@ -257,7 +257,7 @@ def fit_naive_bayes(
     return NaiveBayesModel(np.log(tables), np.log(prior), bounds)
 
 
-def ldp_naive_bayes(
+def ldp_counts(
     X: ArrayLike,
     y: ArrayLike,
     *,
@@ -266,10 +266,18 @@ def ldp_naive_bayes(
     epsilon: float,
     rng: np.random.Generator,
     n_bins: int = NB_BINS,
-    smoothing: float = SMOOTHING,
     oracle: str | None = None,
-) -> NaiveBayesModel:
-    """Every row its own owner: one report each (:meth:`NaiveBayesEncoding.share`), then :func:`fit_naive_bayes`."""
+) -> tuple[np.ndarray, int]:
+    """Every row its own owner: one report each (:meth:`NaiveBayesEncoding.share`), debiased
+    (:meth:`NaiveBayesEncoding.counts`); ``(counts (d, B, K), number of reports)``, the input of the fits."""
     enc = NaiveBayesEncoding(epsilon=epsilon, bounds=bounds, n_classes=n_classes, n_bins=n_bins, oracle=oracle)
     features, reports = enc.share(X, y, rng)
-    return fit_naive_bayes(enc.counts(features, reports), features.size, bounds, smoothing=smoothing)
+    return enc.counts(features, reports), int(features.size)
+
+
+def ldp_naive_bayes(
+    X: ArrayLike, y: ArrayLike, *, bounds: Bounds, smoothing: float = SMOOTHING, **release: Any
+) -> NaiveBayesModel:
+    """:func:`fit_naive_bayes` on :func:`ldp_counts` (``release``: its keywords)."""
+    counts, n_reports = ldp_counts(X, y, bounds=bounds, **release)
+    return fit_naive_bayes(counts, n_reports, bounds, smoothing=smoothing)

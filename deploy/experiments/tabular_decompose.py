@@ -36,7 +36,7 @@ from privfed.common.boosting.simulation import SimulatedOwners
 from privfed.common.datasets import Dataset, train_test_split
 from privfed.common.errors import RoundFailed
 from privfed.common.learners.marginal_boost import fit_marginal_boost
-from privfed.common.learners.naive_bayes import NB_BINS, NaiveBayesEncoding, fit_naive_bayes
+from privfed.common.learners.naive_bayes import NB_BINS, fit_naive_bayes, ldp_counts
 from privfed.common.learners.split_points import grid_cells
 from privfed.deploy.experiments import tabular_fits as bench
 from privfed.deploy.experiments.boosting import out_dir, write_report
@@ -91,8 +91,7 @@ def fit_nb_variant(fit: Dataset, epsilon: float, rng: np.random.Generator, name:
             np.add.at(counts[f], (cells[:, f], fit.y), 1.0)
     else:
         eps = epsilon if which == 0 else math.inf
-        enc = NaiveBayesEncoding(epsilon=eps, bounds=fit.bounds, n_classes=fit.n_classes, n_bins=NB_BINS)
-        counts = enc.counts(*enc.share(fit.X, fit.y, rng))
+        counts = ldp_counts(fit.X, fit.y, bounds=fit.bounds, n_classes=fit.n_classes, epsilon=eps, rng=rng)[0]
     return fit_marginal_boost(counts, fit.n, fit.bounds) if marginal else fit_naive_bayes(counts, fit.n, fit.bounds)
 
 

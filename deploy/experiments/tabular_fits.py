@@ -18,7 +18,7 @@ from privfed.common.datasets import Dataset, load_builtin, train_test_split
 from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.learners.ldp_gd import LdpGradientDescent
 from privfed.common.learners.marginal_boost import fit_marginal_boost, ldp_marginal_boost
-from privfed.common.learners.naive_bayes import NaiveBayesEncoding, ldp_naive_bayes
+from privfed.common.learners.naive_bayes import ldp_counts, ldp_naive_bayes
 from privfed.common.learners.ncc import (
     LABEL_FRACTION,
     NearestCentroidModel,
@@ -160,8 +160,8 @@ def fit_mbdt(train: Dataset, epsilon: float, rng: np.random.Generator, *, legacy
         return ldp_marginal_boost(train.X, train.y, bounds=train.bounds, n_classes=train.n_classes, epsilon=epsilon,
                                   rng=rng, **options)  # fmt: skip
     fit = {k: options.pop(k) for k in ("n_rounds", "smoothing") if k in options}
-    enc = NaiveBayesEncoding(epsilon=epsilon / reports, bounds=train.bounds, n_classes=train.n_classes, **options)
-    counts = sum(enc.counts(*enc.share(train.X, train.y, rng)) for _ in range(reports)) / reports
+    release = dict(bounds=train.bounds, n_classes=train.n_classes, epsilon=epsilon / reports, rng=rng, **options)
+    counts = sum(ldp_counts(train.X, train.y, **release)[0] for _ in range(reports)) / reports
     return fit_marginal_boost(counts, train.n, train.bounds, **fit)
 
 
