@@ -44,7 +44,7 @@ from privfed.common.validation import check_int
 #: :func:`smoothed_marginals`): the best of 125 settings (``n_bins`` 2-6, rounds 10/20/50/100/200, smoothing
 #: 0.5/1/2/4/8), every setting fitted on the same reports, on validation splits of six real tables at ε 1, 3, 5, 8
 #: (``privfed experiment tabular --validate --learners mbdt --splits 20``: 0.674 of the majority-to-AdaBoost gap
-#: closed; rounds 20-200 within 0.004 of it, 10 rounds 0.668; smoothing 2: 0.657; 4 bins at best 0.61).
+#: closed; rounds 20-200 within 0.004 of it, 10 rounds 0.668; smoothing 2 at most 0.665; 4 bins at most 0.624).
 MARGINAL_ROUNDS = 50
 MARGINAL_SMOOTHING = 4.0
 
