@@ -328,6 +328,7 @@ class HostileCoordinator:
     shutdown: bool = False
     bind_port: int = 0  # 0: any free port
     schema: str = ""  # the federation schema (canonical JSON) sent at registration; "" sends none
+    job: pb.JobInfo | None = None  # the job announced with every batch of tasks; None announces none
 
     def __post_init__(self):
         self._cv = threading.Condition()
@@ -372,7 +373,7 @@ class HostileCoordinator:
                     break
                 self._cv.wait(left)
             tasks, queue[:] = list(queue), []
-            return pb.PullTasksResponse(tasks=tasks, shutdown=self.shutdown and not tasks)
+            return pb.PullTasksResponse(tasks=tasks, shutdown=self.shutdown and not tasks, job=self.job)
 
     def _push(self, request):
         with self._cv:
