@@ -244,6 +244,17 @@ class OwnerCore:
             cached=owner.released,
         )
 
+    def _check_job(self, kind: TaskKind[Any], job: JobInfo | None, owner_id: str) -> None:
+        """Refuse a release the announced job does not send, or one the owner's policy declines: before
+        anything else, so a declined job is not looked at. Reads the task's kind, the announcement, the
+        policy and the owner's ledger: nothing of its rows."""
+        if job is not None and job.task not in kind.kind.tasks:
+            raise Refused("invalid_task", f"a {kind.name} task is not part of a job announced as {job.task!r}")
+        if self.owner_policy is not None:
+            rule = self.owner_policy.declines(job, self.ledger, owner_id)
+            if rule is not None:
+                raise Refused("policy", f"the job is declined by the owner's policy (rule {rule})")
+
     def _admit(
         self,
         item: Task | Result,
@@ -268,10 +279,7 @@ class OwnerCore:
         seen.add(task.task_id)
         queued = pending.setdefault(owner.owner_id, [])
         try:
-            if self.owner_policy is not None:  # before anything else: a declined job is not looked at
-                rule = self.owner_policy.declines(job, self.ledger, owner.owner_id)
-                if rule is not None:
-                    raise Refused("policy", f"the job is declined by the owner's policy (rule {rule})")
+            self._check_job(kind, job, owner.owner_id)
             spec = task.spec
             if kind.releases_clear_labels(spec) and not self.policy.allow_clear_labels:
                 raise Refused(

@@ -26,6 +26,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.basis import BASES
 from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DEFAULT_SVM_MODEL, ROW_SCALINGS, SVM_MODELS
 from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND
+from privfed.common.learners.marginal_boost import MARGINAL_ROUNDS, MARGINAL_SMOOTHING
 from privfed.common.learners.naive_bayes import NB_BINS, SMOOTHING
 from privfed.common.learners.ncc import LABEL_FRACTION as DEFAULT_LABEL_FRACTION
 from privfed.common.mechanisms import MECHANISMS
@@ -166,28 +167,49 @@ N_BINS = Param(
     "validation splits of real tables; 2 is the midpoint, the paper's synthetic set's best for bdt)",
     flag="--n-bins",
 )
-NB: dict[str, Param] = {
-    "n_bins": N_BINS,
-    "smoothing": Param(
-        positive(),
-        "nb only: pseudo-counts per (bin, class) cell, in units of an even spread of the reports (the "
-        f"coordinator's, never sent; default {SMOOTHING:g}, chosen on validation splits of real tables)",
-        wire=False,
-        flag="--smoothing",
-    ),
-}
+#: ``--smoothing``, one meaning for nb and bdt's marginal release: the coordinator's pseudo-counts.
+SMOOTHING_PARAM = Param(
+    positive(),
+    "nb and bdt --release marginals: pseudo-counts per (bin, class) cell, in units of an even spread of the "
+    f"reports (the coordinator's, never sent; default {SMOOTHING:g} for nb, {MARGINAL_SMOOTHING:g} for bdt "
+    "--release marginals, each chosen on validation splits of real tables)",
+    wire=False,
+    flag="--smoothing",
+)
+NB: dict[str, Param] = {"n_bins": N_BINS, "smoothing": SMOOTHING_PARAM}
+#: ``--rounds`` of ``--task bdt --release shares`` (seed 002's T).
+SHARE_ROUNDS = 10
+#: ``--release`` of ``--task bdt``: what each owner's one release is.
+RELEASES = ("shares", "marginals")
+#: The bdt parameters ``--release marginals`` uses (its owners answer nb's report; the rest are the shares').
+MARGINAL_PARAMS = ("release", "n_rounds", "n_bins", "smoothing")
 
 #: ``--task bdt``. ``wire``: the field goes into the run's :class:`BoostingParams` under its own name (``weight_bound``
 #: resolved: ``JobConfig.share_weight_bound``); these are every field of it but the run's ε, the schema's
 #: ``n_classes`` and ``bounds``, the federation's ``max_owner_rows`` and the simulation's ``split_points``.
 BDT: dict[str, Param] = {
+    "release": Param(
+        options(RELEASES),
+        "bdt only: each owner's one release: a boosting round's share (shares: seed 002 Alg. 2, the default) or "
+        "one (feature, bin, class) report as --task nb's, SAMME then run on the coordinator over the product "
+        "model of those marginals (marginals: no epsilon per round; uses only --rounds, --n-bins, --smoothing)",
+        wire=False,
+        flag="--release",
+    ),
+    "smoothing": SMOOTHING_PARAM,
     "base": _boost("base", "base learner", "--base"),
     "mechanism": MECHANISM,
     "labels": LABELS,
     "label_fraction": LABEL_FRACTION,
     "param_bound": PARAM_BOUND,
     "C": C,
-    "n_rounds": _boost("n_rounds", "boosting rounds T", "--rounds"),
+    "n_rounds": _boost(
+        "n_rounds",
+        f"boosting rounds T; --release marginals: {MARGINAL_ROUNDS} by default, rounds cost no epsilon there (chosen "
+        f"on validation splits of real tables) (default: {SHARE_ROUNDS})",
+        "--rounds",
+        optional=True,
+    ),
     "group_size": _boost("group_size", "owners per round (default: --owners // --rounds)", "--group-size"),
     "n_bins": N_BINS,
     "weight_bound": _boost(
@@ -353,13 +375,15 @@ class BdtParams(TaskParams):
 
     TASK: ClassVar[str] = "bdt"
     TABLE: ClassVar[dict[str, Param]] = BDT
+    release: str = "shares"
+    smoothing: float = MARGINAL_SMOOTHING  # --release marginals only
     base: str = "stump"
     mechanism: str = "pm"
     labels: str = "joint"
     label_fraction: float = DEFAULT_LABEL_FRACTION
     param_bound: float = DEFAULT_PARAM_BOUND
     C: float = 1.0
-    n_rounds: int = 10
+    n_rounds: int | None = None
     group_size: int | None = None
     n_bins: int = boosting.N_BINS
     weight_bound: float | None = None
@@ -378,6 +402,20 @@ class BdtParams(TaskParams):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._labels_auto()
+        own = MARGINAL_PARAMS if self.release == "marginals" else tuple(n for n in BDT if n != "smoothing")
+        for f in fields(self):
+            if f.name not in own and getattr(self, f.name) != f.default:
+                other = "shares" if self.release == "marginals" else "marginals"
+                raise ConfigError(
+                    f"{flag_of(f.name)} is a parameter of --release {other}, not of --release {self.release}"
+                )
+        if self.release == "marginals" and self.n_bins > MAX_NB_BINS:
+            raise ConfigError(
+                f"{N_BINS.flag} {self.n_bins}: owners answer marginal reports with at most {MAX_NB_BINS} bins"
+            )
+        marginals = self.release == "marginals"
+        if self.n_rounds is None:  # each release's default, chosen on validation splits
+            object.__setattr__(self, "n_rounds", MARGINAL_ROUNDS if marginals else SHARE_ROUNDS)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -32,7 +32,7 @@ from privfed.server.config import JobConfig
 from privfed.server.jobapi import JobApi, job_config
 from privfed.server.jobstore import FINAL, JobRecord, JobStore, now
 from privfed.server.main import coordinator_job, federation_schema, public_rows_per_owner
-from privfed.server.parameters import BdtParams
+from privfed.server.parameters import SHARE_ROUNDS
 from privfed.server.report import JobReport, host_info, version_info
 from privfed.server.statuspage import StatusPage
 
@@ -41,7 +41,7 @@ log = logging.getLogger("privfed.coordinator")
 #: Batches a job of each task sends (boosting: about two per round), for the status page's progress.
 BATCHES_PER_ROUND = {"ncc": 1, "lr": 1, "feddpdr": 2, "bdt": 2}
 #: Boosting's rounds when a job file gives none (``BdtParams``' default).
-DEFAULT_ROUNDS = BdtParams().n_rounds
+DEFAULT_ROUNDS = SHARE_ROUNDS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,7 +170,7 @@ class CoordinatorService:
         """What ``privfed jobs`` and the status page show of a job: no owner data, no ledger."""
         s = record.settings
         expected = BATCHES_PER_ROUND.get(str(s.get("task")), 1) * (
-            int(s.get("n_rounds", DEFAULT_ROUNDS)) if s.get("task") == "bdt" else 1
+            int(s.get("n_rounds", DEFAULT_ROUNDS)) if s.get("task") == "bdt" and s.get("release") != "marginals" else 1
         )
         progress = self._progress.get(record.job_id, {})
         report = self.report_of(record.job_id) if record.state in FINAL else None

@@ -9,6 +9,8 @@ and the in-process simulations call the same functions.
 * :mod:`.logistic` -- logistic regression from perturbed local models (§3.5.2 "Local Classifier").
 * :mod:`.stump` -- decision stumps from perturbed weighted cross tables (§3.5.3; SPEC §6).
 * :mod:`.samme` -- SAMME weights, stop rules and the boosted model (SPEC §5).
+* :mod:`.naive_bayes` -- LDP naive Bayes from one (feature, bin, class) report per owner (issue 22).
+* :mod:`.marginal_boost` -- SAMME over the stumps on the product model of those reports (issue 22).
 
 The two helpers below are shared by the scikit-learn style estimators (:mod:`.estimators`).
 The names listed in ``__all__`` are re-exported lazily: each submodule is imported on first use.

@@ -231,10 +231,13 @@ class NaiveBayesModel:
         return cls(tables, prior, bounds)
 
 
-def fit_naive_bayes(
+def smoothed_marginals(
     counts: ArrayLike, n_reports: int, bounds: Bounds, *, smoothing: float = SMOOTHING
-) -> NaiveBayesModel:
-    """Naive Bayes from (noisy) counts ``(d, B, K)`` of ``n_reports`` owners (module docstring: clip, smooth, log)."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(P(bin | k) (d, B, K), P(k) (K,))`` from (noisy) counts ``(d, B, K)`` of ``n_reports`` owners (module
+    docstring: clip negative counts, add the pseudo-counts, normalise); the class prior is the counts' class
+    totals averaged over features. Post-processing; naive Bayes and the marginal boosting
+    (:mod:`~privfed.common.learners.marginal_boost`) both start from it."""
     c = np.asarray(counts, dtype=np.float64)
     if c.ndim != 3 or c.shape[0] != bounds.d or c.shape[1] < 2 or c.shape[2] < 2:
         raise ConfigError(f"counts must be (d={bounds.d}, bins >= 2, classes >= 2), got {c.shape}")
@@ -243,10 +246,18 @@ def fit_naive_bayes(
     pseudo = check_positive(smoothing, name="smoothing") * n_reports / (d * n_bins * k)
     cells = np.maximum(c, 0.0) + pseudo
     prior = np.maximum(c.sum(axis=1).mean(axis=0), 0.0) + pseudo
-    return NaiveBayesModel(np.log(cells / cells.sum(axis=1, keepdims=True)), np.log(prior / prior.sum()), bounds)
+    return cells / cells.sum(axis=1, keepdims=True), prior / prior.sum()
 
 
-def ldp_naive_bayes(
+def fit_naive_bayes(
+    counts: ArrayLike, n_reports: int, bounds: Bounds, *, smoothing: float = SMOOTHING
+) -> NaiveBayesModel:
+    """Naive Bayes from (noisy) counts ``(d, B, K)`` of ``n_reports`` owners: the logs of :func:`smoothed_marginals`."""
+    tables, prior = smoothed_marginals(counts, n_reports, bounds, smoothing=smoothing)
+    return NaiveBayesModel(np.log(tables), np.log(prior), bounds)
+
+
+def ldp_counts(
     X: ArrayLike,
     y: ArrayLike,
     *,
@@ -255,10 +266,18 @@ def ldp_naive_bayes(
     epsilon: float,
     rng: np.random.Generator,
     n_bins: int = NB_BINS,
-    smoothing: float = SMOOTHING,
     oracle: str | None = None,
-) -> NaiveBayesModel:
-    """Every row its own owner: one report each (:meth:`NaiveBayesEncoding.share`), then :func:`fit_naive_bayes`."""
+) -> tuple[np.ndarray, int]:
+    """Every row its own owner: one report each (:meth:`NaiveBayesEncoding.share`), debiased
+    (:meth:`NaiveBayesEncoding.counts`); ``(counts (d, B, K), number of reports)``, the input of the fits."""
     enc = NaiveBayesEncoding(epsilon=epsilon, bounds=bounds, n_classes=n_classes, n_bins=n_bins, oracle=oracle)
     features, reports = enc.share(X, y, rng)
-    return fit_naive_bayes(enc.counts(features, reports), features.size, bounds, smoothing=smoothing)
+    return enc.counts(features, reports), int(features.size)
+
+
+def ldp_naive_bayes(
+    X: ArrayLike, y: ArrayLike, *, bounds: Bounds, smoothing: float = SMOOTHING, **release: Any
+) -> NaiveBayesModel:
+    """:func:`fit_naive_bayes` on :func:`ldp_counts` (``release``: its keywords)."""
+    counts, n_reports = ldp_counts(X, y, bounds=bounds, **release)
+    return fit_naive_bayes(counts, n_reports, bounds, smoothing=smoothing)

@@ -16,6 +16,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.mechanisms.base import BLOCK_VALUES, Mechanism
 from privfed.common.mechanisms.duchi import duchi_constant, duchi_from_uniform
 from privfed.common.mechanisms.snapping import OutputGrid, full_uniform
+from privfed.common.validation import check_int
 
 #: HM threshold eps* = ln((-5 + 2 cbrt(6353 - 405 sqrt 241) + 2 cbrt(6353 + 405 sqrt 241)) / 27).
 HM_EPSILON_STAR = 0.6093524930273093
@@ -334,7 +335,8 @@ def sample_subsets(m: int, d: int, k: int, rng: np.random.Generator) -> np.ndarr
 class PiecewiseMultidim(Mechanism):
     """Algorithm 4 of Wang et al. (ICDE 2019, §IV; SPEC §3.2): ε-LDP for a whole row of ``[-1, 1]^d``.
 
-    ``k = max(1, min(d, floor(eps / 2.5)))``. Each row draws ``k`` distinct coordinates
+    ``k = max(1, min(d, floor(eps / 2.5)))`` (the paper's rule, which minimises the worst-case variance,
+    at ``|t_j| = 1``), or ``attributes`` if given. Each row draws ``k`` distinct coordinates
     uniformly, independently of the data; each drawn ``j`` reports
     ``(d/k) * PM(t_j, eps/k)`` (or HM), the others report 0. Unbiased with
     ``V_j(t) = (d/k) V_{eps/k}(t_j) + (d/k - 1) t_j^2``; ε-LDP by composition over the ``k``
@@ -349,6 +351,10 @@ class PiecewiseMultidim(Mechanism):
         Coordinates per row.
     base : {"pm", "hm"}, default "pm"
         One-dimensional mechanism for the drawn attributes: PM (Algorithm 2) or HM.
+    attributes : int >= 1 or None
+        ``k`` fixed (at most ``d``); None: the paper's rule. Any ``k`` is ε-LDP (composition over the ``k``
+        attributes at ε/k each); a smaller ``k`` has less variance for inputs of small ``|t_j|``, whose
+        sampling term ``(d/k - 1) t_j^2`` is small (LDP gradient descent, :mod:`privfed.common.learners.ldp_gd`).
 
     Notes
     -----
@@ -364,9 +370,12 @@ class PiecewiseMultidim(Mechanism):
     """
 
     base: str = "pm"
+    attributes: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.attributes is not None:
+            check_int(self.attributes, name="attributes", minimum=1)
         if not isinstance(self.base, str):
             raise TypeError(f"base must be a str, one of {BASES}, got {self.base!r}")
         if self.base not in BASES:
@@ -375,6 +384,8 @@ class PiecewiseMultidim(Mechanism):
     @property
     def k(self) -> int:
         """Number of attributes each row reports."""
+        if self.attributes is not None:
+            return min(self.d, self.attributes)
         return max(1, min(self.d, math.floor(self.epsilon / 2.5)))
 
     @property

@@ -12,6 +12,7 @@ A task kind is one :class:`Kind` object, declared once in its family's module (`
 * ``contract``: a pure function of (task spec, reply, public limits) that raises
   :class:`~privfed.common.tasks.contract.ContractViolation` unless the reply is one an honest
   owner's release could be; the coordinator checks every reply with it before it uses the reply;
+* ``tasks``: the jobs (``--task``) that send it; an owner answers it only in a job announced as one of them;
 * ``contribution``: whether its reply is an owner's own contribution to the model (a share), which
   each owner answers on its own: a live node that never answers one is stalling (``no_answer``).
   An evaluation is answered with the rest of its secure sum, a step is the sum's business.
@@ -80,6 +81,10 @@ class Kind(Generic[S]):
     replies: tuple[type, ...]
     contract: Callable[[S, Payload, PublicLimits], None]
     contribution: bool = False
+    #: The jobs (``--task``) whose strategies send this kind: an owner refuses a release of any other
+    #: job's kind (``invalid_task``), so an announcement -- and a policy's ``tasks`` -- names what is
+    #: released. Empty: a secure sum's step, part of whichever job runs the sum.
+    tasks: tuple[str, ...] = ()
 
     def __repr__(self) -> str:
         return f"Kind({self.name!r})"

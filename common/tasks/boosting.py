@@ -228,7 +228,9 @@ def check_boost_share_reply(spec: BoostShareTask, payload: Payload, limits: Publ
         raise ContractViolation("shape", str(exc)) from exc
 
 
-BOOST_SHARE = Kind("boost_share", BoostShareTask, get_args(BoostShareReply), check_boost_share_reply, contribution=True)
+BOOST_SHARE = Kind(
+    "boost_share", BoostShareTask, get_args(BoostShareReply), check_boost_share_reply, contribution=True, tasks=("bdt",)
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -278,5 +280,9 @@ def check_boost_evaluate_reply(spec: BoostEvaluateTask, payload: Payload, limits
 
 
 BOOST_EVALUATE = Kind(
-    "boost_evaluate", BoostEvaluateTask, (RingJoined, RingTotal, MaskedInput), check_boost_evaluate_reply
+    "boost_evaluate",
+    BoostEvaluateTask,
+    (RingJoined, RingTotal, MaskedInput),
+    check_boost_evaluate_reply,
+    tasks=("bdt",),
 )

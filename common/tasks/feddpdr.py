@@ -75,7 +75,7 @@ def check_pca_reply(spec: PcaShareTask, payload: Payload, limits: PublicLimits) 
         )
 
 
-PCA_SHARE = Kind("pca_share", PcaShareTask, (PcaShareReply,), check_pca_reply, contribution=True)
+PCA_SHARE = Kind("pca_share", PcaShareTask, (PcaShareReply,), check_pca_reply, contribution=True, tasks=("feddpdr",))
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,4 +118,4 @@ def check_svm_reply(spec: SvmShareTask, payload: Payload, limits: PublicLimits) 
     check_matrix(reply.coef, "classifier release", (spec.n_classes, k + 1))
 
 
-SVM_SHARE = Kind("svm_share", SvmShareTask, (SvmShareReply,), check_svm_reply, contribution=True)
+SVM_SHARE = Kind("svm_share", SvmShareTask, (SvmShareReply,), check_svm_reply, contribution=True, tasks=("feddpdr",))

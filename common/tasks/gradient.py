@@ -71,4 +71,6 @@ def check_gradient_reply(spec: LrGradientTask, payload: Payload, limits: PublicL
     check_reports(reports, gd_mechanism(spec.mechanism, epsilon=spec.epsilon, p=spec.p))
 
 
-LR_GRADIENT = Kind("lr_gradient", LrGradientTask, (LrGradientReply,), check_gradient_reply, contribution=True)
+LR_GRADIENT = Kind(
+    "lr_gradient", LrGradientTask, (LrGradientReply,), check_gradient_reply, contribution=True, tasks=("lr",)
+)

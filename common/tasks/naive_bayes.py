@@ -105,4 +105,4 @@ def check_nb_reply(spec: NbReportTask, payload: Payload, limits: PublicLimits) -
     check_oracle_reports(spec, reports.astype(np.int64))
 
 
-NB_REPORT = Kind("nb", NbReportTask, (NbReportReply,), check_nb_reply, contribution=True)
+NB_REPORT = Kind("nb", NbReportTask, (NbReportReply,), check_nb_reply, contribution=True, tasks=("nb", "bdt"))

@@ -72,7 +72,7 @@ def check_ncc_reply(spec: NccShareTask, payload: Payload, limits: PublicLimits) 
     check_reports(reports, make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=d))
 
 
-NCC_SHARE = Kind("ncc_share", NccShareTask, (NccShareReply,), check_ncc_reply, contribution=True)
+NCC_SHARE = Kind("ncc_share", NccShareTask, (NccShareReply,), check_ncc_reply, contribution=True, tasks=("ncc",))
 
 
 @dataclass(frozen=True)
@@ -102,4 +102,4 @@ def check_lr_reply(spec: LrShareTask, payload: Payload, limits: PublicLimits) ->
     check_reports(reports, make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=p))
 
 
-LR_SHARE = Kind("lr_share", LrShareTask, (LrShareReply,), check_lr_reply, contribution=True)
+LR_SHARE = Kind("lr_share", LrShareTask, (LrShareReply,), check_lr_reply, contribution=True, tasks=("lr",))

@@ -61,9 +61,11 @@ _BOUNDS = {
 #: Candidate settings per learner: name -> keyword arguments of its fit function.
 GRIDS: dict[str, dict[str, dict[str, Any]]] = {
     "ncc": {f"label_fraction={f}": {"label_fraction": f} for f in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)},
+    #: Alg. 4 with PM reporting one attribute at ε (``attributes=1``) or the paper's floor(ε/2.5) (None); η fixed
+    #: or min(ε, 8) (None). An earlier grid ranked PM above HM at every group size and η of {10, 25, 50} x {1, 2, 3}.
     "lr": {
-        f"min_group={g},learning_rate={r},mechanism={m}": {"min_group": g, "learning_rate": r, "mechanism": m}
-        for g, r, m in itertools.product((10, 25, 50), (1.0, 2.0, 3.0), ("pm", "hm"))
+        f"min_group={g},learning_rate={r},attributes={a}": {"min_group": g, "learning_rate": r, "attributes": a}
+        for g, r, a in itertools.product((10, 25, 50), (None, 3.0, 5.0), (1, None))
     },
     #: ``--task lr --solver``, through the federation's code, with owners of 1, 10 and 50 rows.
     "lr-solver": {
@@ -76,6 +78,14 @@ GRIDS: dict[str, dict[str, dict[str, Any]]] = {
         for b, a in itertools.product((2, 3, 4, 5), (0.5, 1.0, 2.0))
     },
     "bdt-bounds": _BOUNDS,
+    "mbdt": {
+        f"n_bins={b},n_rounds={t},smoothing={a}": {"n_bins": b, "n_rounds": t, "smoothing": a}
+        for b, t, a in itertools.product((2, 3, 4, 5, 6), (10, 20, 50, 100, 200), (0.5, 1.0, 2.0, 4.0, 8.0))
+    },
+    #: The release: one nb report at ε, or two at ε / 2 each (at the best settings of ``mbdt``).
+    "mbdt-release": {
+        f"reports={r},n_bins={b}": {"reports": r, "n_bins": b} for r, b in itertools.product((1, 2), (3, 4))
+    },
 }
 
 
@@ -90,7 +100,11 @@ def validate(args: argparse.Namespace) -> dict[str, Any]:
     """Scores of every candidate setting of every learner in ``args.learners`` (module docstring)."""
     datasets = bench._datasets(args)
     out: dict[str, Any] = {}
-    extra = (["lr-solver"] if "lr" in args.learners else []) + (["bdt-bounds"] if "bdt" in args.learners else [])
+    extra = (
+        (["lr-solver"] if "lr" in args.learners else [])
+        + (["bdt-bounds"] if "bdt" in args.learners else [])
+        + (["mbdt-release"] if "mbdt" in args.learners else [])
+    )
     for learner in args.learners + extra:
         scores: dict[str, list[float]] = {name: [] for name in GRIDS[learner]}
         accuracy: dict[str, dict[str, list[float]]] = {name: {} for name in GRIDS[learner]}
@@ -101,7 +115,9 @@ def validate(args: argparse.Namespace) -> dict[str, Any]:
                 majority, ref = _reference(learner.split("-")[0], fit, val)
                 for ci, (name, options) in enumerate(GRIDS[learner].items()):
                     for ei, eps in enumerate(args.epsilon):
-                        rng = bench._rng(VALIDATION_SEED, di, s, ci, ei)
+                        # mbdt's rounds and smoothing post-process one release: its settings are compared on the
+                        # same reports (common random numbers), so the ranking is not the reports' noise
+                        rng = bench._rng(VALIDATION_SEED, di, s, 0 if learner == "mbdt" else ci, ei)
                         if learner.startswith("bdt"):
                             model = bench.fit_bdt(fit, eps, rng, **dict(options))[0]
                         else:

@@ -5,7 +5,8 @@ gRPC in :mod:`privfed.server.job`, in-process in ``privfed.deploy.inprocess``).
 ``ncc``, ``lr``: one-round LDP learners (seed 002 §3.5); ``ldp_gd``: ``lr`` by LDP gradient descent
 (``--solver gd``, Wang et al. ICDE 2019 §V); ``naive_bayes``: ``nb``, LDP naive Bayes in one round
 (issue 22 item 3); ``feddpdr``: FedDPDR-DPML (seed 004);
-``boosting``: federated SAMME (seed 002 Alg. 2). :func:`make_strategy` builds the one a
+``boosting``: federated SAMME (seed 002 Alg. 2); ``marginal_boost``: ``bdt --release marginals``, SAMME on
+the coordinator from nb's one report per owner (issue 22). :func:`make_strategy` builds the one a
 :class:`~privfed.server.config.JobConfig` names.
 """
 
@@ -72,11 +73,16 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
             NccStrategy if config.task == "ncc" else LrStrategy if config.task == "lr" else _feddpdr()
         )
         return strategy(**options, epsilon=config.epsilon, n_classes=n_classes, bounds=bounds)
+    bdt = config.task_params
+    assert isinstance(bdt, BdtParams)  # the task is bdt
+    if bdt.release == "marginals":  # nb's one report per owner, SAMME on the coordinator (issue 22)
+        from privfed.server.strategies.marginal_boost import MarginalBoostStrategy
+
+        marginal = {k: options[k] for k in ("n_bins", "n_rounds", "smoothing")}
+        return MarginalBoostStrategy(**marginal, epsilon=config.epsilon, n_classes=n_classes, bounds=bounds)
     from privfed.server.strategies.boosting import BoostingStrategy
 
     params = config.boosting_params(n_classes=n_classes, bounds=bounds)
-    bdt = config.task_params
-    assert isinstance(bdt, BdtParams)  # the task is bdt
     rng = np.random.Generator(np.random.PCG64(config.seed))
     journal = None
     if config.journal is not None:

@@ -61,7 +61,7 @@ class LdpGdStrategy:
         gd = self.gd
         parameters: dict[str, Parameter] = {
             "solver": "gd",
-            "learning_rate": gd.learning_rate,
+            "learning_rate": gd.step_size(),
             "l2": gd.l2,
             "min_group": gd.min_group,
         }

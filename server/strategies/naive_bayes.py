@@ -5,7 +5,8 @@ the run's id as round id: one report per owner and run). Each reply is folded in
 counts as it is read (:meth:`NaiveBayesEncoding.counts` of the one report, O(d B K) memory whatever the
 number of owners), and the coordinator fits :func:`~privfed.common.learners.naive_bayes.fit_naive_bayes`
 with its own ``smoothing`` (never on the wire). The served model is a
-:class:`~privfed.common.learners.naive_bayes.NaiveBayesModel`.
+:class:`~privfed.common.learners.naive_bayes.NaiveBayesModel`. ``--task bdt --release marginals`` is the same
+round with another fit (:meth:`NbStrategy.fit`; :mod:`privfed.server.strategies.marginal_boost`).
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import RoundFailed
-from privfed.common.learners.naive_bayes import NB_BINS, SMOOTHING, NaiveBayesModel, fit_naive_bayes
+from privfed.common.learners.naive_bayes import NB_BINS, SMOOTHING, fit_naive_bayes
 from privfed.common.tasks import NbReportReply, NbReportTask, Result
 from privfed.common.validation import check_positive
 from privfed.server.strategies.base import Transport, new_tasks, refusal_codes
@@ -50,12 +52,20 @@ class NbStrategy:
             "n_bins": self.n_bins,
             "smoothing": self.smoothing,
         }
-        return PrivacySplit.from_entries([(spec.ledger_entries(), 1)], parameters=parameters)
+        return PrivacySplit.from_entries([(spec.ledger_entries(), 1)], parameters=parameters | self.fit_parameters())
+
+    def fit_parameters(self) -> dict[str, Parameter]:
+        """The coordinator's own fit parameters beyond the smoothing (none for naive Bayes)."""
+        return {}
+
+    def fit(self, counts: np.ndarray, n_reports: int) -> Any:
+        """The model from the summed counts of ``n_reports`` owners: naive Bayes (post-processing)."""
+        return fit_naive_bayes(counts, n_reports, self.bounds, smoothing=self.smoothing)
 
     def check_feasible(self, n_owners: int) -> None:
         """Any number of owners can report once."""
 
-    def run(self, owner_ids: list[str], transport: Transport) -> StrategyResult[NaiveBayesModel]:
+    def run(self, owner_ids: list[str], transport: Transport) -> StrategyResult[Any]:
         t0 = time.perf_counter()
         spec = self.spec()
         enc = spec.encoding
@@ -72,7 +82,7 @@ class NbStrategy:
 
         transport.fold_tasks(new_tasks(owner_ids, f"nb-{secrets.token_hex(6)}", spec), fold)
         if not n_reports:
-            raise RoundFailed("no owner released a report: cannot fit naive Bayes")
-        model = fit_naive_bayes(counts, n_reports, self.bounds, smoothing=self.smoothing)
+            raise RoundFailed("no owner released a report: nothing to fit")
+        model = self.fit(counts, n_reports)
         record = RoundReport(1, "share", len(owner_ids), n_reports, time.perf_counter() - t0)
         return StrategyResult(model, self.privacy(), (record,), refused=refused)

@@ -332,6 +332,7 @@ class HostileCoordinator:
     shutdown: bool = False
     bind_port: int = 0  # 0: any free port
     schema: str = ""  # the federation schema (canonical JSON) sent at registration; "" sends none
+    job: pb.JobInfo | None = None  # the job announced with every batch of tasks; None announces none
     #: ``on_push(request)`` -> raw task protos handed back in the answer to that push, if it pulls
     on_push: Callable[[pb.PushResultsRequest], list[pb.Task]] | None = None
     fail_push_pulls: int = 0  # this many of the next pushes that pull fail with UNAVAILABLE, unrecorded
@@ -381,7 +382,7 @@ class HostileCoordinator:
                     break
                 self._cv.wait(left)
             tasks, queue[:] = list(queue), []
-            return pb.PullTasksResponse(tasks=tasks, shutdown=self.shutdown and not tasks)
+            return pb.PullTasksResponse(tasks=tasks, shutdown=self.shutdown and not tasks, job=self.job)
 
     def _push(self, request, context):
         with self._cv:
@@ -400,7 +401,9 @@ class HostileCoordinator:
         taken = self._pull(request.node_id, min(request.wait_ms / 1000.0, 1.0))
         with self._cv:
             self.pushed_tasks += [t.task_id for t in taken.tasks]
-        return pb.PushResultsResponse(accepted=len(request.results), tasks=taken.tasks, shutdown=taken.shutdown)
+        return pb.PushResultsResponse(
+            accepted=len(request.results), tasks=taken.tasks, shutdown=taken.shutdown, job=self.job
+        )
 
     def _relay(self, request, identity, context):
         with self._cv:

@@ -176,3 +176,17 @@ def ledger_entries(tmp: Path, nodes, budget: float) -> dict[str, list[dict]]:
         with Ledger(path, epsilon_budget=budget) as ledger:
             entries |= {oid: ledger.history(oid) for oid in owner_ids}
     return entries
+
+
+def assert_one_report_each(report: dict, tmp: Path, nodes, n_owners: int, epsilon: float, purpose: str) -> None:
+    """A one-round job of a :func:`coordinator_job`: every owner asked once and released once, the privacy split
+    one release of ``purpose`` at ``epsilon``, and every owner's ledger exactly that one entry."""
+    (round_,) = report["rounds"]
+    assert round_["asked"] == round_["released"] == n_owners and not report["refused"]
+    (part,) = report["privacy"]["releases"]
+    assert part == {"purpose": purpose, "epsilon": epsilon, "delta": 0.0, "releases": 1}
+    entries = ledger_entries(tmp, nodes, epsilon)
+    assert len(entries) == n_owners
+    for history in entries.values():
+        (entry,) = history
+        assert entry["purpose"].startswith(f"{purpose}:") and entry["epsilon"] == epsilon

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from fedharness import coordinator_job, ledger_entries
+from fedharness import assert_one_report_each, coordinator_job
 
 from privfed.common.learners.exported import TrainedClassifier
 from privfed.common.learners.naive_bayes import NaiveBayesModel
@@ -28,16 +28,7 @@ def test_naive_bayes_learns_over_the_wire_one_report_per_owner(tmp_path: Path):
     assert report["status"] == "ok" and report["config"]["n_bins"] == 3 and report["config"]["quorum"] == 1
     assert report["accuracy"] > report["baselines"]["majority_class"] + 0.15, report["accuracy"]
 
-    (round_,) = report["rounds"]
-    assert round_["asked"] == round_["released"] == OWNERS and not report["refused"]
-    (part,) = report["privacy"]["releases"]
-    assert part == {"purpose": "nb-report", "epsilon": EPSILON, "delta": 0.0, "releases": 1}
-
-    entries = ledger_entries(tmp_path, nodes, EPSILON)
-    assert len(entries) == OWNERS
-    for history in entries.values():
-        (entry,) = history
-        assert entry["purpose"].startswith("nb-report:") and entry["epsilon"] == EPSILON
+    assert_one_report_each(report, tmp_path, nodes, OWNERS, EPSILON, "nb-report")
 
     model = TrainedClassifier.from_file(str(path.parent / "model.json"))
     assert isinstance(model.model_, NaiveBayesModel) and model.model_.log_tables.shape == (9, 3, 2)

@@ -124,6 +124,14 @@ def test_algorithm4_moments(eps, d, base, n, rng):
     assert nonzero.max() <= mech.k
 
 
+@pytest.mark.parametrize("eps, d, base", [(5.0, 4, "pm"), (6.0, 4, "hm")])
+def test_algorithm4_with_fixed_attributes_moments(eps, d, base, rng):
+    mech = PiecewiseMultidim(epsilon=eps, d=d, base=base, attributes=1)  # the paper's rule: k = 2
+    assert (mech.k, mech.attribute_epsilon) == (1, eps)
+    reports = assert_moments(mech, np.linspace(-1.0, 1.0, d), rng)
+    assert np.count_nonzero(reports, axis=1).max() == 1
+
+
 # --- output distributions and the epsilon ratio ---------------------------------------------
 
 

@@ -46,7 +46,8 @@ SAMPLES = {
     "model": ("mc-huber", "mc-huber", []),
     "scaling": ("ball", "ball", []),
     "solver": ("local", "local", []),
-    "smoothing": (0.5, "0.5", []),
+    "smoothing": (0.5, "0.5", ["--release", "marginals"]),  # bdt's first: its marginal release's
+    "release": ("marginals", "marginals", []),
     "base": ("ncc", "ncc", []),
     "rounds": (4, "4", []),
     "group_size": (3, "3", []),

@@ -164,6 +164,11 @@ MECHANISMS = {
     "laplace-d3": (lambda eps: LaplaceMechanism(epsilon=eps, d=3), laplace_release, lambda m: m.epsilon / 3),
     "pm": (lambda eps: PiecewiseMechanism(epsilon=eps), pm_release, lambda m: m.epsilon),
     "pm-alg4-d3": (lambda eps: PiecewiseMultidim(epsilon=eps, d=3), pm_release, lambda m: m.attribute_epsilon),
+    "pm-alg4-d12-k1": (
+        lambda eps: PiecewiseMultidim(epsilon=eps, d=12, attributes=1),  # LDP gradient descent's reports
+        pm_release,
+        lambda m: m.attribute_epsilon,
+    ),
 }
 
 

@@ -10,7 +10,7 @@ from sklearn.linear_model import LogisticRegression
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.learners.ldp_gd import LdpGradientDescent, logistic_gradients
+from privfed.common.learners.ldp_gd import LdpGradientDescent, gd_mechanism, logistic_gradients
 
 BOUNDS = Bounds(np.array([0.0, -5.0, 0.0]), np.array([10.0, 5.0, 1000.0]))
 
@@ -36,6 +36,36 @@ def test_a_two_class_gradient_is_the_residual_times_the_row():
     z = 0.5 * 1.0 - 2.0 - 4.0 * 0.25 + 0.5
     expected = (1.0 / (1.0 + math.exp(-z)) - 1.0) * np.array([0.5, -1.0, 0.25, 1.0])
     np.testing.assert_allclose(logistic_gradients(theta, t, np.array([1]), 2)[0], expected, rtol=1e-12)
+
+
+def test_a_gradient_report_spends_its_epsilon_on_one_coordinate_with_less_noise_than_the_papers_rule(rng):
+    X, y = data(rng, n=20000, k=3)
+    g = logistic_gradients(np.zeros((3, 4)), BOUNDS.to_unit(X), y, 3)  # the first step's gradients, |g_j| <= 2/3
+    ours, paper = gd_mechanism("pm", epsilon=5.0, p=12), gd_mechanism("pm", epsilon=5.0, p=12, attributes=None)
+    assert (ours.k, ours.attribute_epsilon, paper.k) == (1, 5.0, 2)
+    squared = []
+    for mech in (ours, paper):
+        reports = mech.privatize(g, rng)
+        assert np.count_nonzero(reports, axis=1).max() <= mech.k
+        err = reports - g
+        se = err.std(axis=0, ddof=1) / math.sqrt(len(g))
+        assert np.all(np.abs(err.mean(axis=0)) < 5.0 * se)  # unbiased
+        squared.append((err**2).mean())
+        np.testing.assert_allclose(squared[-1], mech.variance(g).mean(), rtol=0.05)  # the closed form
+    assert squared[0] < 0.6 * squared[1]
+
+
+def test_noisier_reports_take_smaller_steps_unless_the_step_is_given():
+    reports, theta = np.ones((4, 4)), np.zeros((1, 4))  # the same mean gradient 1 at every budget
+    moves = [
+        -LdpGradientDescent(epsilon=eps, n_classes=2, bounds=BOUNDS, param_bound=100.0).step(theta, reports, 0)[0, 0]
+        for eps in (0.5, 1.0, 3.0, 5.0, 8.0, 20.0)
+    ]
+    assert moves == sorted(moves) and moves[0] < moves[-1] and moves[-1] == moves[-2]  # grows with eps, then capped
+    fixed = LdpGradientDescent(epsilon=1.0, n_classes=2, bounds=BOUNDS, param_bound=100.0, learning_rate=5.0)
+    assert fixed.step(theta, reports, 0)[0, 0] == pytest.approx(-5.0)
+    noiseless = LdpGradientDescent(epsilon=math.inf, n_classes=2, bounds=BOUNDS, param_bound=100.0)
+    assert 0 < -noiseless.step(theta, reports, 0)[0, 0] < moves[-1]
 
 
 def test_noiseless_descent_from_one_row_per_owner_matches_logistic_regression(rng):
@@ -69,7 +99,7 @@ def test_owners_of_several_rows_report_their_mean_gradient_once(rng):
 @pytest.mark.parametrize(
     "params",
     [dict(epsilon=0.0), dict(mechanism="gauss"), dict(n_iterations=0), dict(learning_rate=-1.0), dict(l2=-1.0),
-     dict(param_bound=0.0), dict(bounds=(0.0, 1.0)), dict(min_group=0)],
+     dict(param_bound=0.0), dict(bounds=(0.0, 1.0)), dict(min_group=0), dict(attributes=0)],
 )  # fmt: skip
 def test_invalid_parameters_are_refused(params):
     with pytest.raises(ConfigError):

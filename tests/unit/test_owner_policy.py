@@ -119,3 +119,27 @@ def test_without_a_policy_every_job_is_answered_and_recorded_under_its_id(tmp_pa
     assert {h["job"] for o in owners for h in ledger.history(o)} == {"j9"}
     assert ledger.spent_on(owners[0], job="j9") == ledger.spent(owners[0])
     assert ledger.spent_on(owners[0], other_than="j9").epsilon == 0
+
+
+@pytest.mark.parametrize("policy", [None, OwnerPolicy(tasks=("nb", "ncc"))])
+def test_a_release_of_another_jobs_kind_is_refused_whatever_the_policy(tmp_path, digits, policy):
+    """An owner whose policy admits nb jobs only must not release an NCC share under an nb announcement:
+    the kind must be one the announced job sends (common/tasks' ``Kind.tasks``), with or without a policy."""
+    train, _ = digits
+    c, owners, ledger = core(tmp_path, train, policy)
+    results = c.answer(ncc_tasks(train, owners), job=job(task="nb")).results
+    for r in results:
+        assert isinstance(r.payload, Refusal) and r.payload.code == "invalid_task"
+        assert r.payload.message.startswith(REFUSAL_TEXTS["invalid_task"]) and "'nb'" in r.payload.message
+    assert all(ledger.history(o) == [] for o in owners)  # nothing debited
+    answered = c.answer(ncc_tasks(train, owners, prefix="u"), job=job("j2", task="ncc")).results
+    assert not any(isinstance(r.payload, Refusal) for r in answered)
+
+
+def test_every_release_kind_names_the_jobs_that_send_it():
+    from privfed.common.tasks import KINDS
+    from privfed.server.parameters import TASKS
+
+    releases = [k for k in KINDS if k.name not in ("ring_message", "secagg_keys", "secagg_unmask")]
+    assert all(k.tasks and set(k.tasks) <= set(TASKS) for k in releases)
+    assert {t for k in releases for t in k.tasks} == set(TASKS)  # every job has a kind to send

@@ -35,7 +35,7 @@ def test_the_quick_benchmark_reports_every_cell_its_baselines_goals_and_warnings
     assert set(iris["baselines"]) == {
         "majority", "logistic_regression", "adaboost10_stumps", "gradient_boosting", "nearest_centroid"
     }  # fmt: skip
-    for learner in ("ncc", "lr", "bdt", "nb"):
+    for learner in ("ncc", "lr", "bdt", "mbdt", "nb"):
         cell = iris["private"][learner]["5"]
         assert len(cell["values"]) == 2 and cell["ci"] >= 0.0 and 0.0 <= cell["mean"] <= 1.0
     assert set(report["goals"]["fair"]) == {"ncc@5", "lr@5"}  # no eps = 3 asked: no bdt goal
@@ -58,7 +58,7 @@ def test_the_decomposition_names_every_factor_and_drops_noise_only_where_it_says
     args = ["experiment", "tabular", "--decompose", "--datasets", "iris", "--splits", "2", "--epsilon", "3"]
     assert main([*args, "--out", str(tmp_path)]) == 0
     table = (tmp_path / "decomposition.md").read_text()
-    assert all(f"| {name} |" in table for name in (*dec.VARIANTS, *dec.NB_VARIANTS))
+    assert all(f"| {name} |" in table for name in (*dec.VARIANTS, *dec.NB_VARIANTS, *dec.MARGINAL_VARIANTS))
     # "both" exact is the eps = inf run: same groups from the same seed, so the same model
     fit = load_builtin("iris", seed=0)
     a = dec.fit_variant(fit, 3.0, np.random.default_rng(5), {}, "both")
