@@ -20,6 +20,17 @@ process of its own (``COORDINATOR`` below), always from this checkout. Lines rea
   split among the same owners as the nodes split them (:func:`privfed.owner.data.build_owners`).
   N = 5, 20 and 50 with one owner per node process, N = 1000 in 4 node processes (issue 27's goal:
   a round <= 2x the bare computation at N >= 20; ``--rounds-only`` prints only these lines).
+* ``  round CPU N=.. s``: the CPU of the coordinator and node processes together per round
+  (rounds after the first; /proc counters) against the bare computation's CPU: the work, which the
+  load of other processes on the box changes less than the wall time.
+* ``  overhead/node N=.. ms``: what the federation adds per node per round, ``(round - bare) / N``,
+  against the bare computation per owner (``bare / N``); with N nodes on C cores a round costs at
+  least N x (that overhead's CPU) / C on top of the computation.
+* ``floor: ..`` (issue 27): what the round trip of a node cannot do without, measured alone in this
+  run, against the bare computation per owner at N = 20: the CPU (client + coordinator process) and
+  the wall time of one unary gRPC call (an empty ``PushResults`` from a registered node, loopback, no
+  TLS), and of one durable SQLite commit (one row, WAL, ``synchronous=FULL`` as the ledger commits;
+  the wall time is the disk's fsync and varies with its load).
 * ``round N=.. d=64 pinned s`` (issue 27, item 1): the same round on digits-shaped rows (64
   features, 10 classes, 290 rows per owner), N one-owner nodes on this host; the baseline is every
   node unpinned (``--threads`` = this host's CPUs, OpenBLAS's own default of a thread per CPU), the
@@ -46,6 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +77,20 @@ ROWS_PER_OWNER = 20
 BOUND = 4.0  # public bounds -BOUND:BOUND on every feature
 FLOOR = "import numpy, grpc, google.protobuf, cryptography.x509"
 
+#: A bare coordinator for the floor lines: prints its port, serves until a line on stdin.
+SERVER = """
+import sys
+from privfed.server.app import CoordinatorServer
+server = CoordinatorServer(tls=None)
+print(server.start("127.0.0.1:0"), flush=True)
+sys.stdin.readline()
+server.stop(0)
+"""
+
 #: The coordinator, in its own process so that its RSS is its own: prints its port, then
 #: "registered" once every owner is, waits for a line on stdin (the bench reads RSS meanwhile),
-#: runs the LR round ``repeats`` times and prints the per-round seconds as JSON.
+#: runs the LR round ``repeats`` times (after the first, prints "first" and waits for a line: the
+#: bench reads CPU counters) and prints the per-round seconds as JSON.
 COORDINATOR = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
@@ -81,7 +104,10 @@ print(server.start("127.0.0.1:0"), flush=True)
 got = server.dispatcher.wait_for_owners(n, 120.0)
 print("registered" if got == n else f"only {got}", flush=True)
 sys.stdin.readline()
-timer = RoundTimer(lr_strategy(d, k), repeats)
+def after_first():  # the bench reads every process's CPU between the first round and the others
+    print("first", flush=True)
+    sys.stdin.readline()
+timer = RoundTimer(lr_strategy(d, k), repeats, after_first)
 if repeats:
     run_job(server, timer, expected_owners=n, show_progress=False)
 print(json.dumps(timer.times), flush=True)
@@ -154,12 +180,13 @@ class Bench:
         files: list[Path] | None = None,
         shape: tuple[int, int] = (D, 2),
         extra: tuple[str, ...] = (),
-    ) -> tuple[float, tuple[float, float], list]:
+    ) -> tuple[float, tuple[float, float], list, float]:
         """A coordinator process and ``nodes`` node processes (``files``: their rows, default
         :meth:`node_file`'s; ``shape``: their (features, classes); ``extra``: more owner flags).
         Returns (seconds from the first node's exec to every owner registered, (coordinator RSS
         MB, summed RSS MB of the nodes) once registered and idle, per-round seconds of ``repeats``
-        LR rounds)."""
+        LR rounds, CPU seconds per round of the coordinator and nodes together over the rounds
+        after the first (nan with fewer than two))."""
         files = files or [self.node_file(f"{tag}-n{i}", owners_per_node) for i in range(nodes)]
         coord = subprocess.Popen(
             [
@@ -190,8 +217,16 @@ class Bench:
             rss = (rss_mb(coord.pid), sum(rss_mb(p.pid) for p in procs))
             coord.stdin.write("go\n")
             coord.stdin.flush()
-            times = json.loads(coord.stdout.readline())
-            return registered, rss, times
+            answer, cpu = coord.stdout.readline(), float("nan")
+            if answer.strip() == "first":
+                pids = [coord.pid, *(p.pid for p in procs)]
+                before = sum(map(cpu_seconds, pids))
+                coord.stdin.write("go\n")
+                coord.stdin.flush()
+                answer = coord.stdout.readline()
+                if repeats > 1:
+                    cpu = (sum(map(cpu_seconds, pids)) - before) / (repeats - 1)
+            return registered, rss, json.loads(answer), cpu
         finally:
             for p in [coord, *procs]:
                 try:
@@ -213,8 +248,8 @@ class Bench:
 class RoundTimer:
     """A strategy that runs the LR round ``repeats`` times (new round id each) and times each."""
 
-    def __init__(self, lr: Any, repeats: int) -> None:
-        self.lr, self.repeats = lr, repeats
+    def __init__(self, lr: Any, repeats: int, after_first: Callable[[], object] | None = None) -> None:
+        self.lr, self.repeats, self.after_first = lr, repeats, after_first
         self.times: list[float] = []
 
     def privacy(self) -> PrivacySplit:
@@ -229,6 +264,8 @@ class RoundTimer:
             t0 = time.perf_counter()
             model = self.lr.aggregate(transport.run_tasks(self.lr.configure(owner_ids, f"bench-r{r}")))
             self.times.append(time.perf_counter() - t0)
+            if r == 0 and self.after_first is not None:
+                self.after_first()
         assert model is not None, "at least one round"
         return StrategyResult(model, self.privacy())
 
@@ -241,8 +278,9 @@ def lr_strategy(d: int = D, k: int = 2) -> Any:
     )
 
 
-def in_process_round(files: list[Path], owners_per_node: int, seed: int, repeats: int) -> float:
-    """The same owners' computation without processes or a wire: fit, share, aggregate."""
+def in_process_round(files: list[Path], owners_per_node: int, seed: int, repeats: int) -> tuple[float, float]:
+    """The same owners' computation without processes or a wire: fit, share, aggregate. Returns the
+    median (wall s, CPU s) of ``repeats`` rounds."""
     lr = lr_strategy()
     owners = []
     for i, path in enumerate(files):
@@ -256,9 +294,9 @@ def in_process_round(files: list[Path], owners_per_node: int, seed: int, repeats
             rng_kind="seeded",
             rng_seed=seed,
         )
-    times = []
+    times, cpus = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         reports = []
         for o in owners:
             theta = fit_local_logistic(o.X, o.y, bounds=lr.bounds, n_classes=2, C=lr.C)
@@ -266,7 +304,8 @@ def in_process_round(files: list[Path], owners_per_node: int, seed: int, repeats
             reports.append(lr_share(theta, param_bound=lr.param_bound, mechanism=mech, rng=o.rng))
         lr_aggregate(np.stack(reports), param_bound=lr.param_bound, n_classes=2, bounds=lr.bounds)
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        cpus.append(time.process_time() - cpu0)
+    return statistics.median(times), statistics.median(cpus)
 
 
 #: The thread lines' workload, shaped like digits (64 features, 10 classes, its 1437 training rows
@@ -285,9 +324,90 @@ def thread_lines(bench: Bench, repeats: int) -> None:
         seconds = {}
         for threads in (cpus, 1):
             flags = ("--classes", str(k), "--threads", str(threads))
-            _, _, times = bench.federation(nodes, 1, f"thr{nodes}x{threads}", repeats, files, THREAD_SHAPE, flags)
+            _, _, times, _ = bench.federation(nodes, 1, f"thr{nodes}x{threads}", repeats, files, THREAD_SHAPE, flags)
             seconds[threads] = statistics.median(times[1:] or times)
         line(f"round N={nodes} d={d} pinned s", seconds[cpus], seconds[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds of process ``pid``'s live threads so far: the scheduler's nanosecond counters
+    (/proc/PID/task/*/schedstat), not the 10 ms ticks of /proc/PID/stat, which a few short rounds
+    of 21 processes would round away."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (OSError, IndexError, ValueError):  # a thread that just ended
+            continue
+    return total / 1e9
+
+
+def grpc_floor(calls: int = 1000) -> tuple[float, float]:
+    """(CPU s of client and coordinator, wall s) per unary call: an empty PushResults of a registered node."""
+    import grpc
+
+    from privfed.proto import privfed_pb2 as pb
+    from privfed.proto import privfed_pb2_grpc as pb_grpc
+    from privfed.proto.transport import channel_options
+
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert server.stdin is not None and server.stdout is not None  # PIPE
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.stdout.readline().strip()}", options=channel_options()) as ch:
+            stub = pb_grpc.CoordinatorStub(ch)
+            stub.RegisterNode(pb.RegisterNodeRequest(node_id="n", owners=[pb.OwnerInfo(owner_id="n.o")]), timeout=10)
+            request = pb.PushResultsRequest(node_id="n")
+            for _ in range(100):  # warm up
+                stub.PushResults(request, timeout=10)
+            cpu0, theirs0, t0 = time.process_time(), cpu_seconds(server.pid), time.perf_counter()
+            for _ in range(calls):
+                stub.PushResults(request, timeout=10)
+            wall = time.perf_counter() - t0
+            cpu = time.process_time() - cpu0 + cpu_seconds(server.pid) - theirs0
+        server.stdin.write("stop\n")
+        server.stdin.flush()
+        server.wait(timeout=15)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    return cpu / calls, wall / calls
+
+
+def commit_floor(directory: Path, commits: int = 300) -> tuple[float, float]:
+    """(CPU s, wall s) per durable SQLite commit of one row, as the ledger commits (WAL, synchronous=FULL)."""
+    import sqlite3
+
+    conn = sqlite3.connect(str(directory / "floor.sqlite"), isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)")
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        for i in range(commits):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t (v) VALUES (?)", (str(i),))
+            conn.execute("COMMIT")
+        return (time.process_time() - cpu0) / commits, (time.perf_counter() - t0) / commits
+    finally:
+        conn.close()
+
+
+def floor_lines(bench: Bench, per_owner: float) -> None:
+    """The floor of a node's round trip (module docstring), in ms, against the bare computation per owner."""
+    grpc_cpu, grpc_wall = grpc_floor()
+    commit_cpu, commit_wall = commit_floor(bench.tmp)
+    ms = 1e3
+    line("floor: gRPC call CPU ms", per_owner * ms, grpc_cpu * ms)
+    line("floor: gRPC call wall ms", per_owner * ms, grpc_wall * ms)
+    line("floor: durable commit CPU ms", per_owner * ms, commit_cpu * ms)
+    line("floor: durable commit wall ms", per_owner * ms, commit_wall * ms)
 
 
 def line(name: str, base: float, cand: float, unit: str = "") -> None:
@@ -329,14 +449,20 @@ def main(argv: list[str] | None = None) -> int:
         ):
             if per_node > 1 and args.skip_1000:
                 continue
-            registered, rss, times = bench.federation(nodes, per_node, f"n{nodes}x{per_node}", args.repeats)
+            registered, rss, times, cpu = bench.federation(nodes, per_node, f"n{nodes}x{per_node}", args.repeats)
             if per_node == 1 and not args.rounds_only:
                 line(f"coord+{nodes} nodes RSS MB", (nodes + 1) * floor_mb, sum(rss))
                 line(f"coord+{nodes} exec->registered s", floor_s, registered)
             files = [bench.node_file(f"n{nodes}x{per_node}-n{i}", per_node) for i in range(nodes)]
-            bare = in_process_round(files, per_node, args.seed, args.repeats)
-            line(f"LR round {name} s", bare, statistics.median(times[1:] or times))
+            bare, bare_cpu = in_process_round(files, per_node, args.seed, args.repeats)
+            median = statistics.median(times[1:] or times)
+            line(f"LR round {name} s", bare, median)
             line(f"  first round {name} s", bare, times[0])  # nodes import scipy.optimize on their first fit
+            line(f"  round CPU N={nodes * per_node} s", bare_cpu, cpu)
+            n = nodes * per_node
+            line(f"  overhead/node N={n} ms", bare / n * 1e3, (median - bare) / nodes * 1e3)
+            if nodes == 20:
+                floor_lines(bench, bare / n)
         if not args.owner_pythonpath and not args.rounds_only:  # --threads is this checkout's
             thread_lines(bench, args.repeats)
     return 0

@@ -44,6 +44,7 @@ from privfed.proto.transport import (
     MAX_MESSAGE_BYTES,
     PULL_TIMEOUT,
     PULL_WAIT,
+    PUSH_PULL_TIMEOUT,
     PUSH_TIMEOUT,
     REGISTER_TIMEOUT,
     RELAY_TIMEOUT,
@@ -79,6 +80,8 @@ _CALL_REFUSED = {
 }
 CHUNK = 200  # at most this many results per PushResults: keeps messages small
 PUSH_EVERY = 1.0  # seconds: push at least this often during long work so the node stays visibly alive
+#: What the coordinator answers a long poll with: PullTasks's, or a PushResults's that pulled.
+Poll = pb.PullTasksResponse | pb.PushResultsResponse
 
 
 def registration_parts(
@@ -303,6 +306,30 @@ class OwnerNode:
                 raise
         self._unsent = []
 
+    def _push_and_pull(self, stub: pb_grpc.CoordinatorStub, results: list[Result]) -> pb.PushResultsResponse | None:
+        """Push the last results of a pass and take the node's next tasks in the same call (a long
+        poll, as PullTasks: one call per node per round, issue 27). If the call fails, the results go
+        again as a push alone (:meth:`_push`, retried) and None is returned: the caller polls. After a
+        failure that may have lost the answer (a retryable code), the node registers again, so the
+        coordinator queues its unanswered tasks once more, as after a failed PullTasks."""
+        self._unsent.extend(results)
+        request = pb.PushResultsRequest(
+            node_id=self.node_id,
+            results=[serde.result_to_proto(r) for r in self._unsent],
+            pull=True,
+            wait_ms=int(PULL_WAIT * 1000),
+        )
+        try:
+            reply = stub.PushResults(request, timeout=PUSH_PULL_TIMEOUT)
+        except grpc.RpcError as exc:
+            log.info("push and pull failed (%s); pushing alone", exc.code().name)
+            self._push(stub, [])
+            if exc.code() in _RETRYABLE:
+                self._register(stub)
+            return None
+        self._unsent = []
+        return reply
+
     def _relay(self, stub: pb_grpc.CoordinatorStub, outbounds: Sequence[Outbound]) -> list[Task | Result]:
         """Send sealed envelopes; returns the tasks the coordinator had queued for this node."""
         if not outbounds:
@@ -322,7 +349,7 @@ class OwnerNode:
         self._take_job(reply)
         return self._decode(reply.tasks)
 
-    def _take_job(self, reply: pb.PullTasksResponse | pb.RelayResponse) -> None:
+    def _take_job(self, reply: Poll | pb.RelayResponse) -> None:
         """Note the job a response's tasks belong to; a malformed announcement counts as none (a
         node with a policy then refuses the tasks: rule ``unannounced``)."""
         if not reply.tasks:
@@ -356,27 +383,29 @@ class OwnerNode:
             except grpc.RpcError as exc:
                 log.debug("heartbeat failed: %s", exc.code().name)
 
-    def _answer(self, stub: pb_grpc.CoordinatorStub, tasks: Iterable[Task | Result]) -> None:
+    def _answer(self, stub: pb_grpc.CoordinatorStub, tasks: Iterable[Task | Result]) -> Poll | None:
+        """Answer ``tasks`` (:meth:`_answer_in_order`); returns the coordinator's answer to the
+        last push if it brought the next tasks (None: the node polls)."""
         tasks = list(tasks)
-        if len(tasks) <= 1:  # a relayed ring hop: answered in milliseconds
-            self._answer_in_order(stub, tasks)
-            return
+        if len(tasks) <= 1:  # one task or a relayed ring hop: answered in milliseconds
+            return self._answer_in_order(stub, tasks)
         done = threading.Event()
         beat = threading.Thread(target=self._heartbeat, args=(stub, done), daemon=True)
         beat.start()
         try:
-            self._answer_in_order(stub, tasks)
+            return self._answer_in_order(stub, tasks)
         finally:
             done.set()
             beat.join()
 
-    def _answer_in_order(self, stub: pb_grpc.CoordinatorStub, tasks: list[Task | Result]) -> None:
+    def _answer_in_order(self, stub: pb_grpc.CoordinatorStub, tasks: list[Task | Result]) -> Poll | None:
         """Answer tasks batch by batch through the owner core (``OwnerCore.chunk_end``), relaying each
         batch's envelopes at once; tasks the relay call brings back are answered in this same pass.
-        Results are pushed in chunks of at most CHUNK or every PUSH_EVERY s."""
+        Results are pushed in chunks of at most CHUNK or every PUSH_EVERY s; the last push also takes
+        the node's next tasks (:meth:`_push_and_pull`), whose answer is returned."""
         core = self._core
         if core is None:  # registered, rows not loaded yet: nothing can be answered
-            return
+            return None
         ready: list[Result] = []
         last_push, i = time.monotonic(), 0
         seen: set[str] = set()  # task ids of this pass: a copy is refused, never answered twice
@@ -392,33 +421,44 @@ class OwnerNode:
             if len(ready) >= CHUNK or (ready and time.monotonic() - last_push >= PUSH_EVERY):
                 self._push(stub, ready)
                 ready, last_push = [], time.monotonic()
-        if ready:
-            self._push(stub, ready)
+        return self._push_and_pull(stub, ready) if ready else None
+
+    def _pull(self, stub: pb_grpc.CoordinatorStub) -> pb.PullTasksResponse | None:
+        """A long poll for the node's tasks; None after a failed one (the node registered again)."""
+        try:
+            return stub.PullTasks(
+                pb.PullTasksRequest(node_id=self.node_id, wait_ms=int(PULL_WAIT * 1000)), timeout=PULL_TIMEOUT
+            )
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:  # coordinator restarted and forgot us
+                self._register(stub)
+                return None
+            if exc.code() not in _RETRYABLE:
+                raise ConnectError(f"pull refused: {exc.code().name}: {exc.details()}") from exc
+            log.info("lost the coordinator (%s); reconnecting", exc.code().name)
+            self._register(stub)
+            return None
 
     def run(self) -> int:
         """Serve until the coordinator says the job is over (0) or SIGTERM (0); a fatal node (see
-        :class:`DeferredOwners`) returns 2 once it has refused a batch of tasks or is stopped."""
+        :class:`DeferredOwners`) returns 2 once it has refused a batch of tasks or is stopped.
+
+        The node's next tasks come with the answer to its last push of a batch
+        (:meth:`_push_and_pull`), or else from a long poll (PullTasks)."""
         with self._channel() as channel:
             stub = pb_grpc.CoordinatorStub(channel)
             self._register(stub)
+            reply: Poll | None = None
             while not self.stop_event.is_set():
-                try:
-                    reply = stub.PullTasks(
-                        pb.PullTasksRequest(node_id=self.node_id, wait_ms=int(PULL_WAIT * 1000)), timeout=PULL_TIMEOUT
-                    )
-                except grpc.RpcError as exc:
-                    if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:  # coordinator restarted and forgot us
-                        self._register(stub)
+                if reply is None:
+                    reply = self._pull(stub)
+                    if reply is None:
                         continue
-                    if exc.code() not in _RETRYABLE:
-                        raise ConnectError(f"pull refused: {exc.code().name}: {exc.details()}") from exc
-                    log.info("lost the coordinator (%s); reconnecting", exc.code().name)
-                    self._register(stub)
-                    continue
                 if reply.shutdown and self._daemon:
                     log.info("the coordinator stopped; node %s waits for it (a daemon until SIGTERM)", self.node_id)
                     self.stop_event.wait(PULL_WAIT)
                     self._register(stub)
+                    reply = None
                     continue
                 if reply.shutdown:
                     log.info("coordinator ended the job; node %s exits", self.node_id)
@@ -427,7 +467,8 @@ class OwnerNode:
                 if self.fatal is not None:
                     if self._refuse_all(stub, self._decode(reply.tasks)):
                         return 2
+                    reply = None
                     continue
-                self._answer(stub, self._decode(reply.tasks))
+                reply = self._answer(stub, self._decode(reply.tasks))
             log.info("node %s stopping on request", self.node_id)
             return 0 if self.fatal is None else 2

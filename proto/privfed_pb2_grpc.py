@@ -84,7 +84,8 @@ class CoordinatorServicer:
         raise NotImplementedError('Method not implemented!')
 
     def PushResults(self, request, context):
-        """Results (perturbed shares or refusals) for tasks pulled earlier.
+        """Results (perturbed shares or refusals) for tasks pulled earlier; with pull, also a long poll
+        for the node's next tasks (as PullTasks) in the same call.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -23,6 +23,7 @@ REGISTER_TIMEOUT = 10.0
 PULL_WAIT = 1.0  # how long the coordinator may hold a PullTasks long poll
 PULL_TIMEOUT = PULL_WAIT + 10.0  # the client's deadline for that poll
 PUSH_TIMEOUT = 30.0
+PUSH_PULL_TIMEOUT = PUSH_TIMEOUT + PULL_WAIT  # a push that also long-polls for the next tasks
 RELAY_TIMEOUT = 10.0
 PREDICT_TIMEOUT = 30.0
 HEALTH_TIMEOUT = 2.0

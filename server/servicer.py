@@ -261,20 +261,34 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         except PrivfedError as exc:
             _abort(context, exc)
 
+    def _take(
+        self, node_id: str, wait_ms: int, context: grpc.ServicerContext
+    ) -> tuple[list[pb.Task], bool, pb.JobInfo | None]:
+        """The long poll of PullTasks and of a PushResults with ``pull``: the node's queued tasks
+        (waiting up to ``wait_ms``, at most PULL_WAIT), whether the job is over, and the tasks' job."""
+        tasks, shutdown = self._dispatcher.pull(node_id, min(wait_ms / 1000.0, PULL_WAIT), context.peer())
+        job = job_info_to_proto(self._dispatcher.drained_job(node_id)) if tasks else None
+        return self._encode_tasks(node_id, tasks), shutdown, job
+
     def PullTasks(self, request: pb.PullTasksRequest, context: grpc.ServicerContext) -> pb.PullTasksResponse:
         try:
             node_id = self._node_id(request.node_id, context)
-            tasks, shutdown = self._dispatcher.pull(node_id, min(request.wait_ms / 1000.0, PULL_WAIT), context.peer())
-            job = job_info_to_proto(self._dispatcher.drained_job(node_id)) if tasks else None
-            return pb.PullTasksResponse(tasks=self._encode_tasks(node_id, tasks), shutdown=shutdown, job=job)
+            tasks, shutdown, job = self._take(node_id, request.wait_ms, context)
+            return pb.PullTasksResponse(tasks=tasks, shutdown=shutdown, job=job)
         except PrivfedError as exc:
             _abort(context, exc)
 
     def PushResults(self, request: pb.PushResultsRequest, context: grpc.ServicerContext) -> pb.PushResultsResponse:
+        """Record the results; with ``pull``, then answer the node's next tasks as PullTasks does
+        (one call per node per round: issue 27)."""
         try:
             node_id = self._node_id(request.node_id, context)
             results, rejected = decode_results(request.results)
-            return pb.PushResultsResponse(accepted=self._dispatcher.push(node_id, results, rejected))
+            accepted = self._dispatcher.push(node_id, results, rejected)
+            if not request.pull:
+                return pb.PushResultsResponse(accepted=accepted)
+            tasks, shutdown, job = self._take(node_id, request.wait_ms, context)
+            return pb.PushResultsResponse(accepted=accepted, tasks=tasks, shutdown=shutdown, job=job)
         except PrivfedError as exc:
             _abort(context, exc)
 

@@ -9,6 +9,9 @@ real coordinator. It
 * records every registration (the raw ``RegisterNodeRequest``, and the verified CN of the caller);
 * hands out whatever raw ``pb.Task`` protos a test queues (so a test can send malformed ones:
   wrong byte counts, duplicate task ids, absurd ε, unknown fields);
+* answers a push that pulls (``PushResultsRequest.pull``: a node's last push of a batch) with the
+  node's queued tasks, as a ``PullTasks`` would, after whatever ``on_push`` hands back for it; can
+  make the next ``fail_push_pulls`` such pushes fail (UNAVAILABLE) before recording anything;
 * records every pushed ``pb.Result`` and every relayed envelope, and routes envelopes to the
   recipient's node (``relay=True``) or refuses them (``relay=False``);
 * answers ``GetModel`` with whatever linear stage the test chose and records ``Predict`` rows.
@@ -30,6 +33,7 @@ import sqlite3
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -296,7 +300,7 @@ class _Servicer(pb_grpc.CoordinatorServicer):
         return self._hc._pull(request.node_id, min(request.wait_ms / 1000.0, 1.0))
 
     def PushResults(self, request, context):
-        return self._hc._push(request)
+        return self._hc._push(request, context)
 
     def Relay(self, request, context):
         return self._hc._relay(request, _identity(context), context)
@@ -329,6 +333,11 @@ class HostileCoordinator:
     bind_port: int = 0  # 0: any free port
     schema: str = ""  # the federation schema (canonical JSON) sent at registration; "" sends none
     job: pb.JobInfo | None = None  # the job announced with every batch of tasks; None announces none
+    #: ``on_push(request)`` -> raw task protos handed back in the answer to that push, if it pulls
+    on_push: Callable[[pb.PushResultsRequest], list[pb.Task]] | None = None
+    fail_push_pulls: int = 0  # this many of the next pushes that pull fail with UNAVAILABLE, unrecorded
+    push_pulls: int = 0  # pushes that asked for the next tasks (recorded or failed)
+    pushed_tasks: list[str] = field(default_factory=list)  # ids of the tasks handed out in push answers
 
     def __post_init__(self):
         self._cv = threading.Condition()
@@ -375,11 +384,26 @@ class HostileCoordinator:
             tasks, queue[:] = list(queue), []
             return pb.PullTasksResponse(tasks=tasks, shutdown=self.shutdown and not tasks, job=self.job)
 
-    def _push(self, request):
+    def _push(self, request, context):
+        with self._cv:
+            self.push_pulls += request.pull
+            fail = request.pull and self.fail_push_pulls > 0
+            self.fail_push_pulls -= fail
+        if fail:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "this coordinator dropped a push that pulls")
         with self._cv:
             self.results.extend(pb.Result.FromString(r.SerializeToString()) for r in request.results)
+            if request.pull and self.on_push is not None:
+                self._queues.setdefault(request.node_id, [])[:0] = self.on_push(request)
             self._cv.notify_all()
-        return pb.PushResultsResponse(accepted=len(request.results))
+        if not request.pull:
+            return pb.PushResultsResponse(accepted=len(request.results))
+        taken = self._pull(request.node_id, min(request.wait_ms / 1000.0, 1.0))
+        with self._cv:
+            self.pushed_tasks += [t.task_id for t in taken.tasks]
+        return pb.PushResultsResponse(
+            accepted=len(request.results), tasks=taken.tasks, shutdown=taken.shutdown, job=self.job
+        )
 
     def _relay(self, request, identity, context):
         with self._cv:

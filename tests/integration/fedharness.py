@@ -61,11 +61,12 @@ class Federation:
     node_timeout: float = 15.0
     n_nodes: int = 4  # owner-node certificates to make: owner-0 .. owner-<n_nodes - 1>
     procs: list[subprocess.Popen] = field(default_factory=list)
+    interceptors: tuple = ()  # gRPC server interceptors (capture.RecordingInterceptor)
 
     def __post_init__(self):
         self.certs = make_certs(self.tmp / "certs", owners=self.n_nodes) if self.secure else None
         tls = TlsFiles.in_dir(self.certs, "coordinator") if self.secure else None
-        self.server = CoordinatorServer(tls=tls, node_timeout=self.node_timeout)
+        self.server = CoordinatorServer(tls=tls, node_timeout=self.node_timeout, interceptors=self.interceptors)
         self.port = self.server.start("127.0.0.1:0")
 
     def spawn(

@@ -1,0 +1,58 @@
+"""Issue 27: a node's last push of a batch also takes its next tasks (``PushResults`` with ``pull``),
+one call per node per round. Tasks that come that way pass the same gate as polled ones: a hostile
+coordinator that hands a task back in a push's answer gets no second release, the refusal is the same
+for owners whose rows differ, and a push that pulls and fails loses no result and debits nothing twice.
+"""
+
+import numpy as np
+from hostile import assert_still_serving, kind, ledger_history, ncc_task, refusal_code, spent_epsilon, wait_until
+
+D = 2
+X = np.array([[0.1, 0.9], [0.8, 0.2], [0.5, 0.5]])
+Y = np.array([0, 1, 1])
+EPS, LABEL_EPS = 0.1, 0.05  # ncc_task's defaults: one release spends both
+
+
+def test_a_task_handed_back_in_a_push_answer_is_refused_alike_and_debited_once(coordinator, owners):
+    node = owners("owner-0", X, Y)
+    first = [ncc_task(f"first-{i}", o, d=D, epsilon=EPS, label_epsilon=LABEL_EPS) for i, o in enumerate(node.owner_ids)]
+    handed = set()
+
+    def hand_back(request):  # the very tasks the push answers, once each, in that push's answer
+        answered = {r.task_id for r in request.results}
+        again = [t for t in first if t.task_id in answered and t.task_id not in handed]
+        handed.update(t.task_id for t in again)
+        return again
+
+    coordinator.on_push = hand_back
+    coordinator.send(first)
+    ids = [t.task_id for t in first]
+    got = coordinator.wait_results(ids, count=2 * len(ids))
+    assert node.alive(), node.log()[-3000:]
+    assert set(coordinator.pushed_tasks) >= set(ids), "the tasks were not handed back in a push's answer"
+    texts = set()
+    for task in first:
+        answers = [r for r in got if r.task_id == task.task_id]
+        assert [kind(a) for a in answers] == ["ncc_share", "refusal"], answers
+        assert refusal_code(answers[1]) == "already_released"
+        texts.add(answers[1].refusal.message.replace(task.task_id, "<task id>"))
+    assert len(texts) == 1, texts  # rows differ, refusals do not
+    for o in node.owner_ids:
+        history = ledger_history(node.ledger, o)
+        assert np.isclose(spent_epsilon(history), EPS + LABEL_EPS), history  # one release each
+        assert {h["release_id"].split("#")[0] for h in history} == {first[node.owner_ids.index(o)].task_id}
+
+
+def test_a_failed_push_and_pull_pushes_alone_registers_again_and_loses_nothing(coordinator, owners):
+    node = owners("owner-0", X, Y)
+    registered = len(coordinator.registrations)
+    coordinator.fail_push_pulls = 1
+    task = ncc_task("once", node.owner_ids[0], d=D, epsilon=EPS, label_epsilon=LABEL_EPS)
+    coordinator.send([task])
+    (result,) = coordinator.wait_results(["once"])
+    assert kind(result) == "ncc_share"
+    assert coordinator.fail_push_pulls == 0 and coordinator.push_pulls >= 1
+    assert wait_until(lambda: len(coordinator.registrations) > registered), "the node did not register again"
+    assert [r.task_id for r in coordinator.results].count("once") == 1  # pushed alone, once
+    assert np.isclose(spent_epsilon(ledger_history(node.ledger, node.owner_ids[0])), EPS + LABEL_EPS)
+    assert_still_serving(coordinator, node, node.owner_ids[1], d=D)
