@@ -98,6 +98,17 @@ def _print(results: dict[str, Any], args: argparse.Namespace) -> None:
             print(f"  {text}")
 
 
+def _print_goals(goals: dict[str, Any]) -> None:
+    print("goals of issue 22 (mean of the per-split differences ± 95% CI half-width):")
+    for name, out in goals.items():
+        cells = []
+        for key, v in out.items():
+            what = "gap to AdaBoost-10" if "gap_to_adaboost" in v else "short of target by"
+            value = v.get("gap_to_adaboost", v.get("short_by"))
+            cells.append(f"{key} {what} {value:+.3f}±{v['ci']:.3f} ({'met' if v['met'] else 'missed'})")
+        print(f"  {name}: " + "; ".join(cells))
+
+
 def _plot(path: Path, results: dict[str, Any], args: argparse.Namespace) -> None:
     import matplotlib
 
@@ -150,6 +161,7 @@ def run(args: argparse.Namespace) -> Path:
     _print(results, args)
     _plot(run_dir / "tabular.png", results, args)
     goals = check_goals(results, args.epsilon)
+    _print_goals(goals)
     values = {
         "bdt@3 gap to adaboost": [g["bdt@3"]["gap_to_adaboost"] for g in goals.values() if "bdt@3" in g],
         "mbdt@3 gap to adaboost": [g["mbdt@3"]["gap_to_adaboost"] for g in goals.values() if "mbdt@3" in g],
