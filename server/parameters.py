@@ -331,10 +331,6 @@ class NccParams(TaskParams):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._labels_auto()
-        if self.labels == "joint":
-            raise ConfigError(
-                f"{LABELS.flag} joint is boosted NCC's scheme (--task bdt --base ncc); --task ncc takes rr or clear"
-            )
 
 
 @dataclass(frozen=True, kw_only=True)

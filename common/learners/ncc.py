@@ -43,6 +43,7 @@ moves by about ± 0.09 and ± 0.08); on fair the target lies above the non-priva
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -478,6 +479,14 @@ class JointLabelEncoding:
         """Exact ``P[coordinate j, report r]`` (d, 2K + 1) of one row: what the ε-LDP argument bounds."""
         t, labels, u = self._unit(np.atleast_2d(x), [y], bounds, None if weight is None else [weight])
         return self.mechanism.report_probabilities(t[0], int(labels[0]), float(u[0]))
+
+
+def joint_encoding(epsilon: float, n_classes: int, d: int, weight_bound: float = 1.0) -> JointLabelEncoding | None:
+    """The ``labels="joint"`` encoding of a share at ``epsilon``, or None at ε = ∞ (no noise: the exact rows
+    and labels through :func:`ncc_share`, the non-private reference). One rule for ``--task ncc`` and boosted NCC."""
+    if not math.isfinite(_check_epsilon(epsilon)):
+        return None
+    return JointLabelEncoding(epsilon=epsilon, n_classes=n_classes, d=d, weight_bound=weight_bound)
 
 
 class NearestCentroidModel:
