@@ -67,6 +67,19 @@ LABEL_SCHEMES = ("clear", "rr", "joint")
 LABEL_FRACTION = 0.4
 
 
+#: ``--task ncc --labels auto``: ``"joint"`` below this ε, ``"rr"`` from it on (:func:`resolve_labels`).
+JOINT_BELOW = 6.0
+
+
+def resolve_labels(labels: str, epsilon: float) -> str:
+    """``--task ncc``'s label scheme at ``epsilon``: ``labels`` itself, or for ``"auto"`` (the default) ``"joint"``
+    below :data:`JOINT_BELOW` and ``"rr"`` from it on (at ε = ∞ both send the exact labels). Chosen on
+    validation splits (module docstring, "Labels")."""
+    if labels != "auto":
+        return labels
+    return "joint" if _check_epsilon(epsilon) < JOINT_BELOW else "rr"
+
+
 def _check_epsilon(epsilon: object) -> float:
     return check_positive(epsilon, name="epsilon", allow_inf=True, fix="math.inf for a non-private run")
 

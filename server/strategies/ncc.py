@@ -13,6 +13,7 @@ from privfed.common.learners.ncc import (
     NccShare,
     NearestCentroidModel,
     centroids_from_sums,
+    resolve_labels,
     split_label_budget,
 )
 from privfed.common.learners.stump_encodings import SampledReports
@@ -32,11 +33,14 @@ class NccStrategy(SingleRound):
     epsilon: float
     n_classes: int
     bounds: Bounds
-    labels: str = "rr"  # private by default; "clear" is answered only by owners that opted in (contract 6)
+    #: private by default: "auto" is joint or rr by ε (resolve_labels); "clear" is answered only by owners that
+    #: opted in (contract 6)
+    labels: str = "auto"
     label_fraction: float = LABEL_FRACTION
 
     def __post_init__(self) -> None:
         check_choice(self.mechanism, name="mechanism", allowed=MECHANISMS)
+        self.labels = resolve_labels(self.labels, self.epsilon)
         self.eps_features, self.eps_labels = split_label_budget(self.epsilon, self.labels, self.label_fraction)
 
     def spec(self) -> NccShareTask:
