@@ -68,7 +68,7 @@ LABEL_FRACTION = 0.4
 
 
 #: ``--task ncc --labels auto``: ``"joint"`` below this ε, ``"rr"`` from it on (:func:`resolve_labels`).
-JOINT_BELOW = 6.0
+JOINT_BELOW = 5.5
 
 
 def resolve_labels(labels: str, epsilon: float) -> str:

@@ -78,7 +78,7 @@ def test_joint_labels_need_no_opt_in_and_never_carry_a_label(coordinator, owners
 
 
 def test_label_scheme_defaults_to_a_private_one():
-    """Private by default: for NCC joint below ε 6 and rr from it on (never clear), joint (one k-RR report of
+    """Private by default: for NCC joint below ε 5.5 and rr from it on (never clear), joint (one k-RR report of
     label and sign) for boosted NCC."""
     from privfed.common.boosting.params import BoostingParams
     from privfed.common.bounds import Bounds
