@@ -50,7 +50,7 @@ def coordinator_strategy(config: JobConfig) -> tuple[Strategy, FederationSchema,
     """(strategy, schema, public test set) of the job: only public configuration (the schema's
     bounds and classes) and the public test set are read."""
     schema, test = federation_schema(config)
-    if config.task == "bdt" and config.weight_bound_source == "default":
+    if config.task == "bdt" and config.release == "shares" and config.weight_bound_source == "default":
         log.warning(
             "bdt: neither --weight-bound nor --rows-per-owner given; share weight bound %g (one row per "
             "owner): owners with more rows have their share weights scaled down to it",
