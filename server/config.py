@@ -234,21 +234,14 @@ class JobConfig:
         return self._settled_bdt(self.params) if isinstance(self.params, BdtParams) else self.params
 
     def _settled_bdt(self, given: BdtParams) -> BdtParams:
-        """bdt's parameters ``given`` with :attr:`release` settled, checked against it and the job's journal."""
+        """bdt's parameters ``given`` with :attr:`release` settled and checked against it."""
         try:
-            params = given.settled(self.release)
+            return given.settled(self.release)
         except ConfigError as exc:  # a parameter of the other release, with the default release (an explicit one
             other = "shares" if self.release == "marginals" else "marginals"  # is refused by BdtParams itself)
             raise ConfigError(
-                f"{exc}{self._default_release_note()}: give {FLAGS['release']} {other} to use it"
+                f"{exc}{self.default_release_note()}: give {FLAGS['release']} {other} to use it"
             ) from None
-        if params.release == "marginals" and self.journal is not None:
-            raise ConfigError(
-                f"{FLAGS['journal']} checkpoints the rounds of --release shares; --release marginals"
-                f"{self._default_release_note()} asks each owner for one report and keeps no journal, so it cannot "
-                f"be resumed: drop {FLAGS['journal']} and {FLAGS['resume']}, or give --release shares"
-            )
-        return params
 
     def task_options(self) -> dict[str, Any]:
         """This task's own parameters by field name (its table in :mod:`privfed.server.parameters`)."""
@@ -277,7 +270,7 @@ class JobConfig:
         """bdt: where :attr:`release` comes from: ``--release``, or ``default`` (the owners' rows bound)."""
         return FLAGS["release"] if self._bdt().release is not None else "default"
 
-    def _default_release_note(self) -> str:
+    def default_release_note(self) -> str:
         """`` (the default, ...)``: why the job runs :attr:`release` when ``--release`` was not given, for errors."""
         if self.release_source != "default":
             return ""

@@ -150,9 +150,9 @@ def run_coordinator(
     try:
         with report.on_failure(stopped=stop_reason, release=release):
             config = public_rows_per_owner(config)
+            report.update(config=config.to_report())  # with what it resolves (bdt's release), even if refused now
             job = coordinator_job(config, tls)  # before the port opens: nobody is asked for anything
             report.update(
-                config=config.to_report(),
                 schema_sha256=job.schema.digest(),
                 baselines=None if job.test is None else baselines(job.test.y, job.schema.n_classes),
             )

@@ -79,6 +79,13 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
     if config.release == "marginals":  # nb's one report per owner, SAMME on the coordinator (issue 22)
         from privfed.server.strategies.marginal_boost import MarginalBoostStrategy
 
+        if config.journal is not None:  # nothing to resume: never ask an owner for its one report twice
+            raise ConfigError(
+                f"--journal checkpoints the rounds of --release shares; --release marginals{config.default_release_note()} "
+                "asks each owner for one report and keeps no journal, so it cannot be resumed: drop --journal and "
+                "--resume, or give --release shares"
+            )
+
         marginal = {k: options[k] for k in ("n_bins", "n_rounds", "smoothing")}
         return MarginalBoostStrategy(**marginal, epsilon=config.epsilon, n_classes=n_classes, bounds=bounds)
     from privfed.server.strategies.boosting import BoostingStrategy
