@@ -276,8 +276,6 @@ class CoordinatorService:
             self._progress[record.job_id]["expected"] = expected_batches(config.to_report())
             if config.task == "bdt" and config.release == "shares":  # resumes from its journal after a restart
                 config = config.replace(journal=job_dir / "journal.sqlite", resume=True)
-            elif config.task == "bdt" and record.restarts:
-                raise ConfigError(MARGINALS_NOT_RERUN)
             report.update(
                 config=config.to_report(),
                 job_id=record.job_id,
@@ -286,6 +284,8 @@ class CoordinatorService:
                 version=version_info(),
                 host=host_info(),
             )
+            if config.task == "bdt" and config.release == "marginals" and record.restarts:
+                raise ConfigError(MARGINALS_NOT_RERUN)
             job = replace(coordinator_job(config, self.tls), job_id=record.job_id, data_user=record.data_user)
             report.update(schema_sha256=job.schema.digest())
             log.info("job %s starts (%s, epsilon %g)", record.job_id, config.task, config.epsilon)
