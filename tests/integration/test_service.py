@@ -214,7 +214,11 @@ def test_a_marginal_boosting_job_stopped_mid_batch_is_not_asked_again_after_the_
     report = fleet.report(job_id)
     assert (report["status"], report["config"]["release"]) == ("failed", "marginals")
     per_owner = Counter(
-        a.owner_id for node in NODES for a in read_accounts(fleet.ledger(node)) for r in a.releases if r["job"] == job_id
+        a.owner_id
+        for node in NODES
+        for a in read_accounts(fleet.ledger(node))
+        for r in a.releases
+        if r["job"] == job_id
     )  # the stalled node may answer the tasks it was sent before the stop, once; nobody is asked twice
     assert set(per_owner.values()) == {1} and len(per_owner) >= 2 * OWNERS_PER_NODE, per_owner
 
