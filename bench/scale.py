@@ -164,7 +164,14 @@ def run_job(task: str, owners: int, args: argparse.Namespace, tmp: Path) -> Job:
     cmd += ["--processes", str(args.processes), "--epsilon", str(args.epsilon), "--seed", str(args.seed)]
     cmd += ["--no-progress", "--out", str(out)]
     if task == "bdt":
-        cmd += ["--rounds", "10", "--base", "stump"]
+        cmd += [
+            "--release",
+            "shares",
+            "--rounds",
+            "10",
+            "--base",
+            "stump",
+        ]  # the share pipeline, not the one-row default
     if task == "lr" and args.solver:
         cmd += ["--solver", args.solver]
     env = dict(os.environ)
