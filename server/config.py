@@ -132,7 +132,8 @@ class JobConfig:
         ``--min-owners``: the quorum, the fewest owners that must still be taking part (neither
         refused, rejected for a reply that broke its contract, nor on a lost node) after every batch
         of tasks; below it the job fails before a later batch spends anyone's budget. None:
-        :attr:`quorum`'s default per task (1 for ncc, nb and lr by local models, half the owners for the others).
+        :attr:`quorum`'s default per task (1 for the one-round ncc, nb, bdt by marginals and lr by local models,
+        half the owners for the others).
     register_timeout, round_timeout, node_timeout : float > 0
         ``--register-timeout``, ``--round-timeout``, ``--node-timeout``, in seconds.
     listen : str; out : Path; serve : bool; load_model : Path or None
@@ -314,7 +315,7 @@ class JobConfig:
     @property
     def quorum(self) -> int:
         """The fewest owners still taking part for the job to go on (``min_owners``). By default, per task:
-        1 for the one-round tasks (ncc, nb, lr by local models), whose one round has spent every budget it
+        1 for the one-round tasks (ncc, nb, bdt by marginals, lr by local models), whose one round has spent every budget it
         will by the time the check can fail, so a degraded model with its report (who was lost, refused or
         rejected) is worth more than none; half of ``owners``, rounded up, for the multi-round ones (bdt,
         feddpdr, lr by gradient descent, whose later groups have not spent yet), which then stop before later
@@ -322,6 +323,8 @@ class JobConfig:
         if self.min_owners is not None:
             return int(self.min_owners)
         if self.task in ("ncc", "nb") or (isinstance(self.params, LrParams) and self.params.solver == "local"):
+            return 1
+        if self.task == "bdt" and self.release == "marginals":  # nb's one round
             return 1
         return max(1, math.ceil((self.owners or 1) / 2))
 
