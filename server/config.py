@@ -346,7 +346,8 @@ class JobConfig:
         """The run's public parameters, the boosting tasks' payload, for a federation with this public schema:
         the bdt parameters' wire fields as they are (the same names), the share weight bound and the owners'
         rows bound resolved (:attr:`share_weight_bound`, :attr:`owner_rows_bound`), the job's ε."""
-        self._bdt()  # a TypeError for another task
+        if self.release != "shares":  # also a TypeError for another task
+            raise TypeError("a --release marginals job asks for nb's reports: it has no boosting shares to configure")
         wire = self.task_params.wire() | {"weight_bound": self.share_weight_bound}
         return BoostingParams(
             **wire, epsilon=self.epsilon, max_owner_rows=self.owner_rows_bound, n_classes=n_classes, bounds=bounds

@@ -42,6 +42,8 @@ def test_one_row_per_owner_runs_the_marginal_release_by_default(rows):
     assert (report["release"], report["release_source"], report["n_rounds"]) == ("marginals", "default", 50)
     assert learner_label(config).startswith("bdt (stumps from marginal reports")
     assert config.quorum == 1  # nb's one round: every budget is spent by the time the quorum is checked
+    with pytest.raises(TypeError, match="no boosting shares"):  # never shares' parameters at marginal defaults
+        config.boosting_params(n_classes=2, bounds=BOUNDS)
 
 
 @pytest.mark.parametrize("rows", [{}, {"max_owner_rows": 2}, {"rows_per_owner": 1.01}, {"rows_per_owner": 30.0}])
