@@ -208,8 +208,8 @@ BDT: dict[str, Param] = {
     "C": C,
     "n_rounds": _boost(
         "n_rounds",
-        f"boosting rounds T; --release marginals: {MARGINAL_ROUNDS} by default, rounds cost no epsilon there (chosen "
-        f"on validation splits of real tables) (default: {SHARE_ROUNDS})",
+        f"boosting rounds T (default: {SHARE_ROUNDS} for --release shares, each round a fresh group's shares; "
+        f"{MARGINAL_ROUNDS} for --release marginals, where rounds cost no epsilon, chosen on validation splits of real tables)",
         "--rounds",
         optional=True,
     ),
