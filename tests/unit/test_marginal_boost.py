@@ -121,13 +121,13 @@ def test_bad_inputs_are_refused_in_one_line():
 def test_bdt_release_parameters():
     """``--release marginals`` takes only its own flags and nb's bins limit; its defaults are its own; the
     strategy asks nb's one report per owner and serves BDT's model kind."""
-    assert BdtParams().release == "shares" and BdtParams().n_rounds == 10
+    assert BdtParams().release is None and BdtParams(release="shares").n_rounds == 10  # None: the job's default
     marginal = BdtParams(release="marginals")
     assert (marginal.n_rounds, marginal.n_bins, marginal.smoothing) == (50, 3, 4.0)
     for bad, flag in [
         (dict(release="marginals", eval_fraction=0.3), "--eval-fraction"),
         (dict(release="marginals", base="ncc"), "--base"),
-        (dict(smoothing=1.0), "--smoothing"),
+        (dict(release="shares", smoothing=1.0), "--smoothing"),
         (dict(release="marginals", n_bins=65), "--n-bins"),
         (dict(release="counts"), "--release"),
     ]:
