@@ -14,7 +14,8 @@ leaves is bounded below ("What x̃ reveals").
 
    * ``projection`` (default): :class:`~privfed.common.nullspace.StageProjection`, the
      projection of ``x − c`` onto ``span(A_d)``, shrunk so that ``e_utility = ε``. Uses no
-     training data.
+     training data. A projection outside the model's public bounds (which the served model would
+     clip, reading another row) becomes the least-norm row inside them with the same scores.
    * ``subspace`` / ``generalized``: :class:`~privfed.common.nullspace.NullSpaceCleaner` against
      ``A_c = fit_linear_map(X_own, Y_c)``, the owner's least-squares map to its confidential
      labels (Algorithm 1). ``Y_c``, ``A_c`` and the raw rows never leave this process, but the
@@ -402,6 +403,7 @@ def clean_queries(
     centre: np.ndarray,
     epsilon: float,
     method: str = "projection",
+    bounds: Bounds | None = None,
 ) -> CleanedQueries:
     """Clean query rows against ``A_d`` around the public ``centre`` (module docstring).
 
@@ -415,6 +417,9 @@ def clean_queries(
     centre : (F,) the public centre ``c`` (:func:`public_centre`); never a statistic of ``X_own``.
     epsilon : float ≥ 0, the requested ``e_utility`` per row (0 keeps every desired score).
     method : "projection", "subspace" or "generalized".
+    bounds : the model's public bounds, or None. ``projection`` then keeps every cleaned row inside them
+        (the served model clips its input, so a row outside would be read as another row), with the
+        clipped query rows' scores (:class:`~privfed.common.nullspace.StageProjection`, "Inside a box").
 
     Raises
     ------
@@ -431,7 +436,8 @@ def clean_queries(
         raise ConfigError(f"centre must be a finite vector of length F = {np.shape(A_d)[0]}, got shape {centre.shape}")
     centred = queries - centre
     if method == "projection":
-        details = StageProjection(epsilon=epsilon).fit(A_d).transform_with_details(centred)
+        box = None if bounds is None else (bounds.lo - centre, bounds.hi - centre)
+        details = StageProjection(epsilon=epsilon, box=box).fit(A_d).transform_with_details(centred)
         return CleanedQueries(rows=centre + details.x_clean, details=details, centre=centre, A_c=None, centred=centred)
     if X_own is None or Y_conf is None:
         raise ConfigError(
@@ -487,6 +493,7 @@ def run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
             centre=public_centre(model.bounds),
             epsilon=config.utility_loss,
             method=config.method,
+            bounds=model.bounds,
         )
         if not np.all(np.isfinite(cleaned.rows)):
             raise ConfigError(

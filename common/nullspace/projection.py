@@ -1,5 +1,6 @@
 """Cleaning query rows without a confidential map: keep what the served model's first stage reads, then
-shrink (:class:`StageProjection`; the ``"projection"`` method of ``privfed query``)."""
+shrink (:class:`StageProjection`; the ``"projection"`` method of ``privfed query``), inside the model's
+public box when one is given (:func:`box_projection`)."""
 
 from __future__ import annotations
 
@@ -26,9 +27,17 @@ class StageProjection:
     cleaning (``A_cᵀP_d x ≠ 0`` in general), but at ε = 0 both send a function of ``A_dᵀx``
     alone, so an adversary who knows the method learns exactly the same about ``x`` from either.
 
+    **Inside a box.** A served model clips its input to its public bounds, so a cleaned row outside them
+    is read as another row and may get another label. With ``box = (a, b)`` (the bounds minus the centre,
+    ``a ≤ 0 ≤ b``) a row whose projection leaves the box is replaced by the least-norm row of the box
+    with the same scores, :func:`box_projection`; a function of ``A_dᵀx`` and public values alone as
+    well, and equal to ``P_d x`` whenever that lies inside. Query rows outside the box are clipped to it
+    first: the model reads them clipped, so their desired scores are the clipped rows' ones.
+
     Parameters
     ----------
     epsilon : float ≥ 0, the requested e_utility per row.
+    box : (a, b) pair of (F,) arrays with a ≤ 0 ≤ b, or None (no box: the plain projection).
 
     Attributes
     ----------
@@ -36,8 +45,9 @@ class StageProjection:
     n_features_in_ : int, F.
     """
 
-    def __init__(self, *, epsilon: float):
+    def __init__(self, *, epsilon: float, box: tuple[ArrayLike, ArrayLike] | None = None):
         self.epsilon = epsilon
+        self.box = box
 
     def fit(self, A_d: ArrayLike) -> StageProjection:
         NullSpaceCleaner(epsilon=self.epsilon)._validate_params()
@@ -61,6 +71,9 @@ class StageProjection:
         NullSpaceCleaner(epsilon=self.epsilon)._validate_params()
         X = as_rows("X", X, self.n_features_in_)
         eps = float(self.epsilon)
+        box = self._checked_box()
+        if box is not None:
+            X = np.clip(X, *box)
         projected = (X @ self.basis_) @ self.basis_.T
         s_total = np.sum((X @ self._A_d) ** 2, axis=1)
         partial = eps < s_total
@@ -68,6 +81,10 @@ class StageProjection:
             beta = np.where(partial, np.sqrt(eps / np.where(partial, s_total, 1.0)), 1.0)
         x_clean = (1.0 - beta)[:, None] * projected
         x_clean[~partial] = 0.0
+        if box is not None:  # the scores of x̃, (1 − β)A_dᵀx, kept by the least-norm row of the box
+            outside = np.any((x_clean < box[0]) | (x_clean > box[1]), axis=1)
+            for i in np.flatnonzero(outside):
+                x_clean[i] = box_projection(self._A_d, self._A_d.T @ x_clean[i], *box)
         n = X.shape[0]
         return CleaningResult(
             x_clean=x_clean,
@@ -79,3 +96,53 @@ class StageProjection:
             s_total=s_total,
             e_utility=np.where(partial, eps, s_total),
         )
+
+    def _checked_box(self) -> tuple[np.ndarray, np.ndarray] | None:
+        if self.box is None:
+            return None
+        a, b = (np.asarray(v, dtype=np.float64) for v in self.box)
+        F = self.n_features_in_
+        if a.shape != (F,) or b.shape != (F,) or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+            raise ConfigError(f"box must be two finite vectors of length F = {F}")
+        if np.any(a > 0) or np.any(b < 0):
+            raise ConfigError("box must contain the centre: a <= 0 <= b")
+        return a, b
+
+
+def box_projection(A: np.ndarray, s: np.ndarray, a: np.ndarray, b: np.ndarray, *, max_iter: int = 200) -> np.ndarray:
+    """The least-norm ``z`` in the box ``a ≤ z ≤ b`` with ``Aᵀz = s`` (``A`` (F, m), ``s`` (m,), feasible).
+
+    The dual of ``min ½‖z‖²`` s.t. ``Aᵀz = s`` over the box is the concave, piecewise-quadratic
+    ``g(μ) = ½‖z(μ)‖² − μᵀ(Aᵀz(μ) − s)`` with ``z(μ) = clip(Aμ, a, b)`` and gradient ``s − Aᵀz(μ)``;
+    semismooth Newton on it (the free coordinates' ``AᵀDA`` as the Hessian, backtracking on ``g``) from
+    the unconstrained solution ends at an active set, on which the free coordinates are solved exactly.
+    Every step reads only ``A``, ``s`` and the box, so ``z`` is a function of ``s = Aᵀx`` and public values.
+    """
+    A = np.asarray(A, dtype=np.float64)
+    s = np.asarray(s, dtype=np.float64)
+    mu = np.linalg.lstsq(A.T @ A, s, rcond=None)[0]
+
+    def dual(m: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        z = np.clip(A @ m, a, b)
+        return float(0.5 * z @ z - m @ (A.T @ z - s)), z, s - A.T @ z
+
+    value, z, grad = dual(mu)
+    for _ in range(max_iter):
+        free = (z > a) & (z < b)
+        hessian = A[free].T @ A[free]
+        scale = np.trace(hessian)
+        step = np.linalg.lstsq(hessian + 1e-12 * scale * np.eye(len(s)), grad, rcond=None)[0] if scale > 0 else grad
+        t = 1.0
+        while True:
+            trial, z_t, grad_t = dual(mu + t * step)
+            if trial >= value - 1e-15 * abs(value) or t < 1e-12:
+                break
+            t /= 2.0
+        mu, value, z, grad = mu + t * step, trial, z_t, grad_t
+        if float(np.linalg.norm(grad)) <= 1e-13 * max(1.0, float(np.linalg.norm(s))):
+            break
+    free = (z > a) & (z < b)
+    if np.any(free):  # polish: the free coordinates' least-norm solution given the clipped ones
+        rest = s - A[~free].T @ z[~free]
+        z[free] = np.clip(A[free] @ np.linalg.lstsq(A[free].T @ A[free], rest, rcond=None)[0], a[free], b[free])
+    return z

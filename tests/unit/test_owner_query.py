@@ -68,6 +68,69 @@ def test_projection_keeps_the_desired_score_and_only_what_the_model_reads(proble
     assert np.all(np.linalg.norm(out.rows - centre, axis=1) <= np.linalg.norm(queries - centre, axis=1))
 
 
+@pytest.mark.parametrize("eps", [0.0, 0.5])
+def test_projection_inside_the_bounds_keeps_the_served_models_scores_and_only_what_it_reads(eps, rng):
+    """The served model clips its input to its public bounds: a cleaned row outside them would be read
+    as another row (the README walkthrough's query once printed labels the exported model did not give).
+    With the bounds, every cleaned row lies inside them, its scores are the clipped query's (shrunk by
+    ε as without the box), it is the plain projection where that lies inside, and it is the least-norm
+    such row; two queries with the same scores of their clipped rows send the same row."""
+    F = 6
+    bounds = Bounds(lo=np.array([0.0, 0.0, 10.0, -1.0, 0.0, 5.0]), hi=np.array([0.5, 30.0, 40.0, 1.0, 2.0, 6.0]))
+    centre = public_centre(bounds)
+    A_d = rng.standard_normal((F, 1)) / (bounds.hi - bounds.lo)[:, None] * rng.lognormal(0, 1.5, (F, 1))
+    queries = rng.uniform(bounds.lo - 0.2 * (bounds.hi - bounds.lo), bounds.hi, (300, F))
+    boxed = clean_queries(queries, A_d, centre=centre, epsilon=eps, bounds=bounds).rows
+    plain = clean_queries(queries, A_d, centre=centre, epsilon=eps).rows
+    clipped, _ = bounds.clip(queries)
+    assert np.all((boxed >= bounds.lo) & (boxed <= bounds.hi))
+    s_total = (((clipped - centre) @ A_d) ** 2).sum(axis=1)
+    e_utility = (((clipped - boxed) @ A_d) ** 2).sum(axis=1)
+    assert np.allclose(e_utility, np.minimum(s_total, eps), rtol=1e-9, atol=1e-18)
+    outside = np.any((plain < bounds.lo) | (plain > bounds.hi), axis=1)
+    assert 20 <= np.count_nonzero(outside) < len(queries)  # both cases occur in this problem
+    inside_queries = np.all((queries >= bounds.lo) & (queries <= bounds.hi), axis=1)
+    same = ~outside & inside_queries
+    assert np.allclose(boxed[same], plain[same], rtol=0, atol=1e-12)
+    if eps == 0.0:  # least norm: no row of the box with these scores is nearer the centre (a feasible one is)
+        assert np.all(np.linalg.norm(boxed - centre, axis=1) <= np.linalg.norm(clipped - centre, axis=1) + 1e-12)
+    # what the rows carry: a query moved along directions A_d ignores (staying in the box) sends the same row
+    null = _null_space_of(A_d)
+    inner = centre + (clipped - centre) * 0.5
+    step = rng.standard_normal((len(queries), F - 1)) @ null.T * 0.05
+    moved = inner + step
+    ok = np.all((moved >= bounds.lo) & (moved <= bounds.hi), axis=1)
+    assert np.count_nonzero(ok) >= 50
+    a = clean_queries(inner[ok], A_d, centre=centre, epsilon=eps, bounds=bounds).rows
+    b = clean_queries(moved[ok], A_d, centre=centre, epsilon=eps, bounds=bounds).rows
+    assert np.allclose(a, b, rtol=0, atol=1e-9)
+
+
+def test_box_projection_is_the_least_norm_row_of_the_box_with_the_scores(rng):
+    """Rank 2 and 3 stages, against a general QP solver on the same problem."""
+    from scipy.optimize import minimize
+
+    from privfed.common.nullspace.projection import box_projection
+
+    for _ in range(40):
+        F, m = int(rng.integers(3, 8)), int(rng.integers(2, 4))
+        A = rng.standard_normal((F, m))
+        a, b = -rng.uniform(0.1, 2.0, F), rng.uniform(0.1, 2.0, F)
+        x = rng.uniform(a, b)
+        z = box_projection(A, A.T @ x, a, b)
+        assert np.all((z >= a) & (z <= b)) and np.allclose(A.T @ z, A.T @ x, rtol=0, atol=1e-10)
+        qp = minimize(
+            lambda v: v @ v,
+            x,
+            jac=lambda v: 2 * v,
+            constraints=[{"type": "eq", "fun": lambda v: A.T @ (v - x), "jac": lambda v: A.T}],
+            bounds=list(zip(a, b)),
+            method="SLSQP",
+            options={"ftol": 1e-14, "maxiter": 500},
+        )
+        assert z @ z <= qp.x @ qp.x + 1e-8
+
+
 @pytest.mark.parametrize("method", ALL_METHODS)
 def test_positive_budget_is_spent_exactly_per_row(problem, method):
     X, Y_conf, A_d, queries, centre = problem
