@@ -169,11 +169,7 @@ class Dispatcher:
         keys: accepted at once), a fenced process is then refused as a second process."""
         deadline = self._clock() + wait
         with self._cv:
-            node = self._known(node_id)
-            if peer is not None and node.peer is not None and peer != node.peer:
-                raise RemoteProtocolError(
-                    f"node {node_id!r} is registered from connection {node.peer}, not {peer}; register again"
-                )
+            node = self._caller(node_id, peer)
             while not node.queue and not self._shutdown:
                 node.last_seen = self._clock()
                 left = deadline - self._clock()
@@ -301,6 +297,20 @@ class Dispatcher:
         with self._cv:
             silent = {nid for nid, n in self._nodes.items() if now - n.last_seen > self._node_timeout}
             return {o for o, nid in self._owner_node.items() if nid in silent}
+
+    def check_caller(self, node_id: str, peer: str | None) -> None:
+        """Raise :class:`RemoteProtocolError` unless ``node_id`` is registered from connection
+        ``peer`` (None: not checked), as :meth:`pull` does (a node opening a Session)."""
+        with self._cv:
+            self._caller(node_id, peer)
+
+    def _caller(self, node_id: str, peer: str | None) -> NodeQueue:
+        node = self._known(node_id)
+        if peer is not None and node.peer is not None and peer != node.peer:
+            raise RemoteProtocolError(
+                f"node {node_id!r} is registered from connection {node.peer}, not {peer}; register again"
+            )
+        return node
 
     def _known(self, node_id: str) -> NodeQueue:
         node = self._nodes.get(node_id)

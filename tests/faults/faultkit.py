@@ -192,7 +192,7 @@ def audit(calls: list[Call], history: dict[str, list[dict]]) -> Audit:
     every node that relayed envelopes has one for some owner it hosts; no (owner, purpose) twice."""
     missing, released = [], 0
     for c in calls:
-        if c.method.endswith("/PushResults"):
+        if c.method.endswith(("/PushResults", "/Session")):  # a Session message is a PushResultsRequest
             for r in pb.PushResultsRequest.FromString(c.data).results:
                 kind = r.WhichOneof("kind")
                 ids = [h["release_id"] for h in history.get(r.owner_id, [])]
