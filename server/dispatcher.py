@@ -161,12 +161,16 @@ class Dispatcher:
             quiet,
         )
 
-    def pull(self, node_id: str, wait: float, peer: str | None = None) -> tuple[list[Task], bool]:
+    def pull(
+        self, node_id: str, wait: float, peer: str | None = None, active: Callable[[], bool] | None = None
+    ) -> tuple[list[Task], bool]:
         """The node's queued tasks (waiting up to ``wait`` s for one) and whether the job is over.
 
         A call from another connection than the registration's (``peer``; None: not checked) is
         refused with :class:`RemoteProtocolError`: a node that reconnected registers again (same
-        keys: accepted at once), a fenced process is then refused as a second process."""
+        keys: accepted at once), a fenced process is then refused as a second process. A poll whose
+        caller is gone (``active()`` false: its call or session ended meanwhile) takes nothing: the
+        tasks a node's re-registration queues again are left for its new call."""
         deadline = self._clock() + wait
         with self._cv:
             node = self._caller(node_id, peer)
@@ -177,6 +181,8 @@ class Dispatcher:
                     break
                 self._polls.wait(left)
                 node = self._known(node_id)
+            if active is not None and not active():
+                return [], False
             node.last_seen = self._clock()
             tasks = self._drain(node)
             return tasks, self._shutdown and not tasks

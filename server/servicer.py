@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -265,34 +265,39 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         except PrivfedError as exc:
             _abort(context, exc)
 
-    def _take(self, node_id: str, wait_ms: int, peer: str) -> tuple[list[pb.Task], bool, pb.JobInfo | None]:
+    def _take(
+        self, node_id: str, wait_ms: int, peer: str, active: Callable[[], bool]
+    ) -> tuple[list[pb.Task], bool, pb.JobInfo | None]:
         """The long poll of PullTasks and of a PushResults with ``pull``: the node's queued tasks
-        (waiting up to ``wait_ms``, at most PULL_WAIT), whether the job is over, and the tasks' job."""
-        tasks, shutdown = self._dispatcher.pull(node_id, min(wait_ms / 1000.0, PULL_WAIT), peer)
+        (waiting up to ``wait_ms``, at most PULL_WAIT; none once ``active()`` is false), whether the
+        job is over, and the tasks' job."""
+        tasks, shutdown = self._dispatcher.pull(node_id, min(wait_ms / 1000.0, PULL_WAIT), peer, active)
         job = job_info_to_proto(self._dispatcher.drained_job(node_id)) if tasks else None
         return self._encode_tasks(node_id, tasks), shutdown, job
 
     def PullTasks(self, request: pb.PullTasksRequest, context: grpc.ServicerContext) -> pb.PullTasksResponse:
         try:
             node_id = self._node_id(request.node_id, context)
-            tasks, shutdown, job = self._take(node_id, request.wait_ms, context.peer())
+            tasks, shutdown, job = self._take(node_id, request.wait_ms, context.peer(), context.is_active)
             return pb.PullTasksResponse(tasks=tasks, shutdown=shutdown, job=job)
         except PrivfedError as exc:
             _abort(context, exc)
 
-    def _push(self, node_id: str, request: pb.PushResultsRequest, peer: str) -> pb.PushResultsResponse:
+    def _push(
+        self, node_id: str, request: pb.PushResultsRequest, peer: str, active: Callable[[], bool]
+    ) -> pb.PushResultsResponse:
         """Record the results; with ``pull``, then answer the node's next tasks as PullTasks does
         (one exchange per node per round: issue 27)."""
         results, rejected = decode_results(request.results)
         accepted = self._dispatcher.push(node_id, results, rejected)
         if not request.pull:
             return pb.PushResultsResponse(accepted=accepted)
-        tasks, shutdown, job = self._take(node_id, request.wait_ms, peer)
+        tasks, shutdown, job = self._take(node_id, request.wait_ms, peer, active)
         return pb.PushResultsResponse(accepted=accepted, tasks=tasks, shutdown=shutdown, job=job)
 
     def PushResults(self, request: pb.PushResultsRequest, context: grpc.ServicerContext) -> pb.PushResultsResponse:
         try:
-            return self._push(self._node_id(request.node_id, context), request, context.peer())
+            return self._push(self._node_id(request.node_id, context), request, context.peer(), context.is_active)
         except PrivfedError as exc:
             _abort(context, exc)
 
@@ -305,6 +310,10 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         node_id: str | None = None
         token: object = None
         peer = context.peer()
+
+        def active() -> bool:  # a stream ended, or superseded by the node's newer session, takes no task
+            return context.is_active() and self._sessions.current(node_id or "", token)
+
         try:
             for request in requests:
                 claimed = self._node_id(request.node_id, context)
@@ -317,7 +326,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
                     )
                 if not self._sessions.current(node_id, token):
                     raise RemoteProtocolError(f"node {node_id!r} opened a newer session")
-                yield self._push(node_id, request, peer)
+                yield self._push(node_id, request, peer, active)
         except PrivfedError as exc:
             _abort(context, exc)
         finally:
