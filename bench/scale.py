@@ -164,7 +164,8 @@ def run_job(task: str, owners: int, args: argparse.Namespace, tmp: Path) -> Job:
     cmd += ["--processes", str(args.processes), "--epsilon", str(args.epsilon), "--seed", str(args.seed)]
     cmd += ["--no-progress", "--out", str(out)]
     if task == "bdt":
-        cmd += ["--rounds", "10", "--base", "stump"]
+        # the share pipeline by name: with one row per owner --task bdt would run --release marginals
+        cmd += ["--release", "shares", "--rounds", "10", "--base", "stump"]
     if task == "lr" and args.solver:
         cmd += ["--solver", args.solver]
     env = dict(os.environ)

@@ -147,7 +147,8 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
         "--min-owners",
         type=positive_int,
         help="quorum: a federation fails, before later rounds spend anyone's budget, once fewer owners are still "
-        "taking part; default: 1 for ncc and lr, half of --owners for bdt and feddpdr",
+        "taking part; default: 1 for the one-round ncc, nb, lr --solver local and bdt --release marginals, half "
+        "of --owners for the others",
     )
     p.add_argument(
         "--processes",
@@ -216,7 +217,8 @@ def _add_coordinator(sub: argparse._SubParsersAction) -> None:
         "--min-owners",
         type=positive_int,
         help="quorum: the job fails, before later rounds spend anyone's budget, once fewer owners are still "
-        "taking part (not refused, rejected or lost); default: 1 for ncc and lr, half of --owners for bdt and feddpdr",
+        "taking part (not refused, rejected or lost); default: 1 for the one-round ncc, nb, lr --solver local and "
+        "bdt --release marginals, half of --owners for the others",
     )
     p.add_argument(
         "--epsilon", type=one_epsilon, help="each owner's budget for the job (inf: no noise; required to train)"

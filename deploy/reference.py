@@ -107,7 +107,7 @@ def reference_model(job: JobConfig, train: Dataset, parts: Sequence[np.ndarray])
     """privfed's model of ``job`` at ε = ∞ from owners holding ``train``'s rows ``parts[i]``."""
     exact = job.replace(epsilon=math.inf, journal=None, resume=False)
     strategy = make_strategy(exact, n_classes=train.n_classes, bounds=train.bounds)
-    if job.task == "bdt" and job.task_options()["release"] == "shares":
+    if job.task == "bdt" and job.release == "shares":
         from privfed.common.boosting.simulation import simulate  # scipy: only for this task
 
         params = strategy.params  # type: ignore[attr-defined]

@@ -132,7 +132,8 @@ class JobConfig:
         ``--min-owners``: the quorum, the fewest owners that must still be taking part (neither
         refused, rejected for a reply that broke its contract, nor on a lost node) after every batch
         of tasks; below it the job fails before a later batch spends anyone's budget. None:
-        :attr:`quorum`'s default per task (1 for ncc, nb and lr by local models, half the owners for the others).
+        :attr:`quorum`'s default per task (1 for the one-round ncc, nb, bdt by marginals and lr by local models,
+        half the owners for the others).
     register_timeout, round_timeout, node_timeout : float > 0
         ``--register-timeout``, ``--round-timeout``, ``--node-timeout``, in seconds.
     listen : str; out : Path; serve : bool; load_model : Path or None
@@ -201,6 +202,10 @@ class JobConfig:
         for name in ("load_model", "journal", "schema"):
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, Path(getattr(self, name)))
+        if isinstance(self.params, BdtParams) and (
+            self.params.release is not None or self.rows_per_owner is not None or self.max_owner_rows is not None
+        ):  # the release is settled: check the job against it now (else when it is used: task_params)
+            self._settled_bdt(self.params)
 
     @classmethod
     def from_flat(cls, **values: Any) -> JobConfig:
@@ -217,24 +222,60 @@ class JobConfig:
         and the task's parameters by name, as :meth:`from_flat` takes them."""
         common = {name: value for name, value in changes.items() if name in COMMON or name == "params"}
         own = {name: value for name, value in changes.items() if name not in common}
-        if own:
-            common["params"] = _task_params(self.task, self.task_options() | own)
+        if own:  # the parameters as given: bdt's default release follows the copy's rows
+            assert self.params is not None  # __post_init__
+            common["params"] = _task_params(self.task, self.params.options() | own)
         return dataclasses.replace(self, **common)
 
     @property
     def task_params(self) -> TaskParams:
-        """The task's parameters (``params``, resolved to the task's defaults when None was given)."""
+        """The task's parameters (``params``, resolved to the task's defaults when None was given); bdt's
+        with :attr:`release` settled and checked against it (:class:`ConfigError` names the fix)."""
         assert self.params is not None  # __post_init__
-        return self.params
+        return self._settled_bdt(self.params) if isinstance(self.params, BdtParams) else self.params
+
+    def _settled_bdt(self, given: BdtParams) -> BdtParams:
+        """bdt's parameters ``given`` with :attr:`release` settled and checked against it."""
+        try:
+            return given.settled(self.release)
+        except ConfigError as exc:  # a parameter of the other release, with the default release (an explicit one
+            other = "shares" if self.release == "marginals" else "marginals"  # is refused by BdtParams itself)
+            raise ConfigError(
+                f"{exc}{self.default_release_note()}: give {FLAGS['release']} {other} to use it"
+            ) from None
 
     def task_options(self) -> dict[str, Any]:
         """This task's own parameters by field name (its table in :mod:`privfed.server.parameters`)."""
         return self.task_params.options()
 
     def _bdt(self) -> BdtParams:
+        """bdt's parameters as given (``release`` None: the default, :attr:`release`)."""
         if not isinstance(self.params, BdtParams):
             raise TypeError(f"boosting's parameters are --task bdt's; this job is --task {self.task}")
         return self.params
+
+    @property
+    def release(self) -> str:
+        """bdt: each owner's one release: ``--release`` if given, else ``marginals`` when the public bound on
+        an owner's rows (:attr:`owner_rows_bound`) is 1 -- one marginal report (issue 22;
+        :mod:`privfed.server.strategies.marginal_boost`) then holds the owner's whole data, and measured closer
+        to AdaBoost-10 on validation splits of real tables -- else ``shares`` (seed 002 Alg. 2), which use
+        every row an owner holds."""
+        given = self._bdt().release
+        if given is not None:
+            return given
+        return "marginals" if self.owner_rows_bound == 1 else "shares"
+
+    @property
+    def release_source(self) -> str:
+        """bdt: where :attr:`release` comes from: ``--release``, or ``default`` (the owners' rows bound)."""
+        return FLAGS["release"] if self._bdt().release is not None else "default"
+
+    def default_release_note(self) -> str:
+        """`` (the default, ...)``: why the job runs :attr:`release` when ``--release`` was not given, for errors."""
+        if self.release_source != "default":
+            return ""
+        return f" (the default release, as the public bound on an owner's rows is {self.owner_rows_bound})"
 
     @property
     def share_weight_bound(self) -> float:
@@ -274,7 +315,7 @@ class JobConfig:
     @property
     def quorum(self) -> int:
         """The fewest owners still taking part for the job to go on (``min_owners``). By default, per task:
-        1 for the one-round tasks (ncc, nb, lr by local models), whose one round has spent every budget it
+        1 for the one-round tasks (ncc, nb, bdt by marginals, lr by local models), whose one round has spent every budget it
         will by the time the check can fail, so a degraded model with its report (who was lost, refused or
         rejected) is worth more than none; half of ``owners``, rounded up, for the multi-round ones (bdt,
         feddpdr, lr by gradient descent, whose later groups have not spent yet), which then stop before later
@@ -282,6 +323,8 @@ class JobConfig:
         if self.min_owners is not None:
             return int(self.min_owners)
         if self.task in ("ncc", "nb") or (isinstance(self.params, LrParams) and self.params.solver == "local"):
+            return 1
+        if self.task == "bdt" and self.release == "marginals":  # nb's one round
             return 1
         return max(1, math.ceil((self.owners or 1) / 2))
 
@@ -303,17 +346,29 @@ class JobConfig:
         """The run's public parameters, the boosting tasks' payload, for a federation with this public schema:
         the bdt parameters' wire fields as they are (the same names), the share weight bound and the owners'
         rows bound resolved (:attr:`share_weight_bound`, :attr:`owner_rows_bound`), the job's ε."""
-        wire = self._bdt().wire() | {"weight_bound": self.share_weight_bound}
+        if self.release != "shares":  # also a TypeError for another task
+            raise TypeError("a --release marginals job asks for nb's reports: it has no boosting shares to configure")
+        wire = self.task_params.wire() | {"weight_bound": self.share_weight_bound}
         return BoostingParams(
             **wire, epsilon=self.epsilon, max_owner_rows=self.owner_rows_bound, n_classes=n_classes, bounds=bounds
         )
 
     def to_report(self) -> dict[str, Any]:
         """Every common field and every parameter of the task by name (one flat mapping, as the flags
-        name them), plus the values it resolves: bdt's share weight bound and where it came from, the
-        owners' rows bound and the quorum."""
+        name them), plus the values it resolves: bdt's release and where it came from (``--release`` or
+        ``default``), its rounds, its share weight bound and where that came from, the owners' rows bound
+        and the quorum."""
         common = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "params"}
         resolved: dict[str, Any] = {"owner_rows_bound": self.owner_rows_bound, "quorum": self.quorum}
-        if self.task == "bdt":
-            resolved |= {"share_weight_bound": self.share_weight_bound, "weight_bound_source": self.weight_bound_source}
-        return common | self.task_options() | resolved
+        assert self.params is not None  # __post_init__
+        options = self.params.options()  # as given: a job not yet settled is reported, not checked
+        if isinstance(self.params, BdtParams):
+            release, rounds = self.release, self.params.n_rounds
+            resolved |= {
+                "release": release,
+                "release_source": self.release_source,
+                "n_rounds": BdtParams.default_rounds(release) if rounds is None else rounds,
+                "share_weight_bound": self.share_weight_bound,
+                "weight_bound_source": self.weight_bound_source,
+            }
+        return common | options | resolved

@@ -50,7 +50,7 @@ def coordinator_strategy(config: JobConfig) -> tuple[Strategy, FederationSchema,
     """(strategy, schema, public test set) of the job: only public configuration (the schema's
     bounds and classes) and the public test set are read."""
     schema, test = federation_schema(config)
-    if config.task == "bdt" and config.weight_bound_source == "default":
+    if config.task == "bdt" and config.release == "shares" and config.weight_bound_source == "default":
         log.warning(
             "bdt: neither --weight-bound nor --rows-per-owner given; share weight bound %g (one row per "
             "owner): owners with more rows have their share weights scaled down to it",
@@ -150,9 +150,9 @@ def run_coordinator(
     try:
         with report.on_failure(stopped=stop_reason, release=release):
             config = public_rows_per_owner(config)
+            report.update(config=config.to_report())  # with what it resolves (bdt's release), even if refused now
             job = coordinator_job(config, tls)  # before the port opens: nobody is asked for anything
             report.update(
-                config=config.to_report(),
                 schema_sha256=job.schema.digest(),
                 baselines=None if job.test is None else baselines(job.test.y, job.schema.n_classes),
             )

@@ -189,10 +189,13 @@ MARGINAL_PARAMS = ("release", "n_rounds", "n_bins", "smoothing")
 #: ``n_classes`` and ``bounds``, the federation's ``max_owner_rows`` and the simulation's ``split_points``.
 BDT: dict[str, Param] = {
     "release": Param(
-        options(RELEASES),
-        "bdt only: each owner's one release: a boosting round's share (shares: seed 002 Alg. 2, the default) or "
-        "one (feature, bin, class) report as --task nb's, SAMME then run on the coordinator over the product "
-        "model of those marginals (marginals: no epsilon per round; uses only --rounds, --n-bins, --smoothing)",
+        options(RELEASES, optional=True),
+        "bdt only: each owner's one release: a boosting round's share (shares: seed 002 Alg. 2) or one "
+        "(feature, bin, class) report as --task nb's, SAMME then run on the coordinator over the product model "
+        "of those marginals (marginals: no epsilon per round; uses only --rounds, --n-bins, --smoothing); "
+        "default: marginals when the public bound on an owner's rows is 1 (--max-owner-rows 1, or one row per "
+        "owner as simulate computes it), since a report of one row then holds the owner's whole data and "
+        "measured closer to AdaBoost on real tables, else shares, which use every row of an owner",
         wire=False,
         flag="--release",
     ),
@@ -205,8 +208,8 @@ BDT: dict[str, Param] = {
     "C": C,
     "n_rounds": _boost(
         "n_rounds",
-        f"boosting rounds T; --release marginals: {MARGINAL_ROUNDS} by default, rounds cost no epsilon there (chosen "
-        f"on validation splits of real tables) (default: {SHARE_ROUNDS})",
+        f"boosting rounds T (default: {SHARE_ROUNDS} for --release shares, each round a fresh group's shares; "
+        f"{MARGINAL_ROUNDS} for --release marginals, where rounds cost no epsilon, chosen on validation splits of real tables)",
         "--rounds",
         optional=True,
     ),
@@ -375,7 +378,7 @@ class BdtParams(TaskParams):
 
     TASK: ClassVar[str] = "bdt"
     TABLE: ClassVar[dict[str, Param]] = BDT
-    release: str = "shares"
+    release: str | None = None  # None: the job's default (JobConfig.release: one row per owner -> marginals)
     smoothing: float = MARGINAL_SMOOTHING  # --release marginals only
     base: str = "stump"
     mechanism: str = "pm"
@@ -402,6 +405,21 @@ class BdtParams(TaskParams):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._labels_auto()
+        if self.release is not None:  # None: checked once the job settles it (JobConfig.task_params)
+            self._check_release()
+
+    @staticmethod
+    def default_rounds(release: str) -> int:
+        """``--rounds``' default for ``release``, each chosen on validation splits of real tables."""
+        return MARGINAL_ROUNDS if release == "marginals" else SHARE_ROUNDS
+
+    def settled(self, release: str) -> BdtParams:
+        """These parameters with ``release`` (the job's default when none was given) and checked against it."""
+        return self if self.release == release else dataclasses.replace(self, release=release)
+
+    def _check_release(self) -> None:
+        """Refuse a parameter of the other release; resolve ``n_rounds``' default for this one."""
+        assert self.release is not None
         own = MARGINAL_PARAMS if self.release == "marginals" else tuple(n for n in BDT if n != "smoothing")
         for f in fields(self):
             if f.name not in own and getattr(self, f.name) != f.default:
@@ -413,9 +431,8 @@ class BdtParams(TaskParams):
             raise ConfigError(
                 f"{N_BINS.flag} {self.n_bins}: owners answer marginal reports with at most {MAX_NB_BINS} bins"
             )
-        marginals = self.release == "marginals"
-        if self.n_rounds is None:  # each release's default, chosen on validation splits
-            object.__setattr__(self, "n_rounds", MARGINAL_ROUNDS if marginals else SHARE_ROUNDS)
+        if self.n_rounds is None:
+            object.__setattr__(self, "n_rounds", self.default_rounds(self.release))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -175,7 +175,7 @@ def learner_label(config: JobConfig) -> str:
         return f"ncc ({p['mechanism']}, labels {p['labels']})"
     if config.task == "lr":
         return f"lr ({p['mechanism']})"
-    if config.task == "bdt" and p["release"] == "marginals":
+    if config.task == "bdt" and config.release == "marginals":
         return f"bdt (stumps from marginal reports, {p['n_bins']} bins, T={p['n_rounds']})"
     if config.task == "bdt":
         return f"bdt ({p['base']}, {p['mechanism']}, T={p['n_rounds']})"

@@ -10,7 +10,8 @@ on the service's long-lived :class:`~privfed.server.app.CoordinatorServer`, and 
 owner's policy may decline it (its report lists ``declined_owners``).
 
 A stopped or killed service leaves its running job ``running`` in the store; the next start queues
-it again, and a boosting job continues from its journal (``journal.sqlite`` in its directory). A
+it again, and a boosting job by shares continues from its journal (``journal.sqlite`` in its directory);
+one by marginals, which keeps no journal, fails then with the reason rather than ask its owners twice. A
 cancelled job (``privfed job cancel``) stops at once (its waiting round ends) and its report says so.
 """
 
@@ -38,10 +39,25 @@ from privfed.server.statuspage import StatusPage
 
 log = logging.getLogger("privfed.coordinator")
 
-#: Batches a job of each task sends (boosting: about two per round), for the status page's progress.
+#: Batches a job of each task sends (boosting by shares: about two per round), for the status page's progress.
 BATCHES_PER_ROUND = {"ncc": 1, "lr": 1, "feddpdr": 2, "bdt": 2}
 #: Boosting's rounds when a job file gives none (``BdtParams``' default).
 DEFAULT_ROUNDS = SHARE_ROUNDS
+#: Why a ``--release marginals`` job the service's stop interrupted fails at the next start instead of running again.
+MARGINALS_NOT_RERUN = (
+    "the service stopped during this bdt --release marginals job, which keeps no journal: its owners may have spent "
+    "their one report on it, so it is not run again (that would ask them twice); submit a new job instead"
+)
+
+
+def expected_batches(settings: Mapping[str, Any]) -> int:
+    """The batches a job sends, from its settings or its report's resolved ``config`` (bdt by marginals: one)."""
+    task = str(settings.get("task"))
+    if task != "bdt":
+        return BATCHES_PER_ROUND.get(task, 1)
+    if settings.get("release") == "marginals":
+        return 1
+    return BATCHES_PER_ROUND["bdt"] * int(settings.get("n_rounds") or DEFAULT_ROUNDS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,11 +185,10 @@ class CoordinatorService:
     def summary(self, record: JobRecord) -> dict[str, Any]:
         """What ``privfed jobs`` and the status page show of a job: no owner data, no ledger."""
         s = record.settings
-        expected = BATCHES_PER_ROUND.get(str(s.get("task")), 1) * (
-            int(s.get("n_rounds", DEFAULT_ROUNDS)) if s.get("task") == "bdt" and s.get("release") != "marginals" else 1
-        )
         progress = self._progress.get(record.job_id, {})
         report = self.report_of(record.job_id) if record.state in FINAL else None
+        resolved = (report or {}).get("config") or s  # a job that ran reports its resolved release and rounds
+        expected = progress.get("expected") or expected_batches(resolved)
         batches = progress.get("batches", len((report or {}).get("rounds") or []))
         return {
             "job_id": record.job_id,
@@ -182,7 +197,7 @@ class CoordinatorService:
             "task": s.get("task"),
             "epsilon": s.get("epsilon"),
             "owners": s.get("owners"),
-            "rounds": s.get("n_rounds") if s.get("task") == "bdt" else None,
+            "rounds": resolved.get("n_rounds") if s.get("task") == "bdt" else None,
             "batches": batches,
             "progress": 1.0 if record.state == "done" else min(0.99, batches / max(1, expected)),
             "last_round": progress.get("round"),
@@ -257,10 +272,10 @@ class CoordinatorService:
 
         report = JobReport(self.config.store, {"status": "running"}, run_dir=job_dir)
         try:
-            config = self._job_config(record.settings)
-            if config.task == "bdt":  # boosting resumes from its journal after a restart
+            config = public_rows_per_owner(self._job_config(record.settings))
+            self._progress[record.job_id]["expected"] = expected_batches(config.to_report())
+            if config.task == "bdt" and config.release == "shares":  # resumes from its journal after a restart
                 config = config.replace(journal=job_dir / "journal.sqlite", resume=True)
-            config = public_rows_per_owner(config)
             report.update(
                 config=config.to_report(),
                 job_id=record.job_id,
@@ -269,6 +284,8 @@ class CoordinatorService:
                 version=version_info(),
                 host=host_info(),
             )
+            if config.task == "bdt" and config.release == "marginals" and record.restarts:
+                raise ConfigError(MARGINALS_NOT_RERUN)
             job = replace(coordinator_job(config, self.tls), job_id=record.job_id, data_user=record.data_user)
             report.update(schema_sha256=job.schema.digest())
             log.info("job %s starts (%s, epsilon %g)", record.job_id, config.task, config.epsilon)

@@ -231,20 +231,37 @@ class NaiveBayesModel:
         return cls(tables, prior, bounds)
 
 
+#: Where :func:`smoothed_marginals` puts the pseudo-counts of a feature's class column.
+SHRINK_TARGETS = ("uniform", "marginal")
+
+
 def smoothed_marginals(
-    counts: ArrayLike, n_reports: int, bounds: Bounds, *, smoothing: float = SMOOTHING
+    counts: ArrayLike, n_reports: int, bounds: Bounds, *, smoothing: float = SMOOTHING, shrink_to: str = "uniform"
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(P(bin | k) (d, B, K), P(k) (K,))`` from (noisy) counts ``(d, B, K)`` of ``n_reports`` owners (module
     docstring: clip negative counts, add the pseudo-counts, normalise); the class prior is the counts' class
     totals averaged over features. Post-processing; naive Bayes and the marginal boosting
-    (:mod:`~privfed.common.learners.marginal_boost`) both start from it."""
+    (:mod:`~privfed.common.learners.marginal_boost`) both start from it.
+
+    ``shrink_to``: the pseudo-counts spread evenly over the bins (``"uniform"``), or over the bins as the feature's
+    counts pooled over the classes (clipped and smoothed evenly) spread (``"marginal"``: a class column shrinks towards "this feature says
+    nothing about the class", the m-estimate). Measured on validation splits (``privfed experiment tabular
+    --validate --learners mbdt``, grid ``mbdt-post``): the marginal target narrows bdt --release marginals' ε = 3
+    gap on breast_cancer and star98 and widens it on wine and iris, the same on average; uniform stays."""
     c = np.asarray(counts, dtype=np.float64)
     if c.ndim != 3 or c.shape[0] != bounds.d or c.shape[1] < 2 or c.shape[2] < 2:
         raise ConfigError(f"counts must be (d={bounds.d}, bins >= 2, classes >= 2), got {c.shape}")
     check_int(n_reports, name="n_reports", minimum=1)
+    if shrink_to not in SHRINK_TARGETS:
+        raise ConfigError(f"shrink_to must be one of {SHRINK_TARGETS}, got {shrink_to!r}")
     d, n_bins, k = c.shape
     pseudo = check_positive(smoothing, name="smoothing") * n_reports / (d * n_bins * k)
-    cells = np.maximum(c, 0.0) + pseudo
+    cells = np.maximum(c, 0.0)
+    if shrink_to == "marginal":  # the pooled counts, themselves smoothed evenly: every bin keeps some mass
+        pooled = cells.sum(axis=2) + k * pseudo
+        cells = cells + pseudo * n_bins * (pooled / pooled.sum(axis=1, keepdims=True))[:, :, None]
+    else:
+        cells = cells + pseudo
     prior = np.maximum(c.sum(axis=1).mean(axis=0), 0.0) + pseudo
     return cells / cells.sum(axis=1, keepdims=True), prior / prior.sum()
 

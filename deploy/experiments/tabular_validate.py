@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from privfed.common.datasets import train_test_split
+from privfed.common.learners.marginal_boost import MARGINAL_SMOOTHING
 from privfed.deploy.experiments import tabular_fits as bench
 from privfed.deploy.experiments.boosting import out_dir, write_report
 
@@ -58,6 +59,9 @@ _BOUNDS = {
     for e, w, r in itertools.product((0.3, 0.4, 0.5), (1.0, 2.0), (1.0, 1.5))
 }
 
+#: Grids whose settings post-process one release: every setting is fitted on the same reports.
+SAME_REPORTS = ("mbdt", "mbdt-post")
+
 #: Candidate settings per learner: name -> keyword arguments of its fit function.
 GRIDS: dict[str, dict[str, dict[str, Any]]] = {
     "ncc": {f"label_fraction={f}": {"label_fraction": f} for f in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)},
@@ -82,6 +86,21 @@ GRIDS: dict[str, dict[str, dict[str, Any]]] = {
         f"n_bins={b},n_rounds={t},smoothing={a}": {"n_bins": b, "n_rounds": t, "smoothing": a}
         for b, t, a in itertools.product((2, 3, 4, 5, 6), (10, 20, 50, 100, 200), (0.5, 1.0, 2.0, 4.0, 8.0))
     },
+    #: Post-processing of the same reports (3 bins) beyond rounds and smoothing: shrinkage, pseudo-counts towards
+    #: each feature's pooled bin distribution (:func:`~privfed.common.learners.naive_bayes.smoothed_marginals`),
+    #: SAMME run to convergence, and naive Bayes fitted on the very same reports (``learner``: nb's fit).
+    "mbdt-post": {
+        "defaults": {"smoothing": MARGINAL_SMOOTHING},
+        "learning_rate=0.3,n_rounds=200": {"learning_rate": 0.3, "n_rounds": 200},
+        "learning_rate=0.3,n_rounds=200,smoothing=2": {"learning_rate": 0.3, "n_rounds": 200, "smoothing": 2.0},
+        "n_rounds=1000,smoothing=1": {"n_rounds": 1000, "smoothing": 1.0},
+        "n_rounds=1000,smoothing=4": {"n_rounds": 1000, "smoothing": 4.0},
+        **{
+            f"shrink_to=marginal,smoothing={a:g}": {"shrink_to": "marginal", "smoothing": a}
+            for a in (2.0, 4.0, 8.0, 16.0)
+        },
+        **{f"nb,smoothing={a:g}": {"learner": "nb", "smoothing": a} for a in (1.0, 4.0)},
+    },
     #: The release: one nb report at ε, or two at ε / 2 each (at the best settings of ``mbdt``).
     "mbdt-release": {
         f"reports={r},n_bins={b}": {"reports": r, "n_bins": b} for r, b in itertools.product((1, 2), (3, 4))
@@ -103,11 +122,12 @@ def validate(args: argparse.Namespace) -> dict[str, Any]:
     extra = (
         (["lr-solver"] if "lr" in args.learners else [])
         + (["bdt-bounds"] if "bdt" in args.learners else [])
-        + (["mbdt-release"] if "mbdt" in args.learners else [])
+        + (["mbdt-post", "mbdt-release"] if "mbdt" in args.learners else [])
     )
     for learner in args.learners + extra:
         scores: dict[str, list[float]] = {name: [] for name in GRIDS[learner]}
         accuracy: dict[str, dict[str, list[float]]] = {name: {} for name in GRIDS[learner]}
+        gap: dict[str, dict[str, list[float]]] = {name: {} for name in GRIDS[learner]}  # counterpart - accuracy
         for di, ds in enumerate(datasets):
             for s in range(args.splits):
                 train, _ = train_test_split(ds, test_fraction=0.2, seed=VALIDATION_SEED + s)
@@ -115,28 +135,36 @@ def validate(args: argparse.Namespace) -> dict[str, Any]:
                 majority, ref = _reference(learner.split("-")[0], fit, val)
                 for ci, (name, options) in enumerate(GRIDS[learner].items()):
                     for ei, eps in enumerate(args.epsilon):
-                        # mbdt's rounds and smoothing post-process one release: its settings are compared on the
-                        # same reports (common random numbers), so the ranking is not the reports' noise
-                        rng = bench._rng(VALIDATION_SEED, di, s, 0 if learner == "mbdt" else ci, ei)
+                        # mbdt's settings post-process one release: they are compared on the same reports (common
+                        # random numbers), so the ranking is not the reports' noise
+                        rng = bench._rng(VALIDATION_SEED, di, s, 0 if learner in SAME_REPORTS else ci, ei)
                         if learner.startswith("bdt"):
                             model = bench.fit_bdt(fit, eps, rng, **dict(options))[0]
                         else:
-                            model = bench.FITTERS[learner.split("-")[0]](fit, eps, rng, **options)
+                            kw = dict(options)
+                            model = bench.FITTERS[kw.pop("learner", learner.split("-")[0])](fit, eps, rng, **kw)
                         acc = bench._score(model, val)
                         scores[name].append((acc - majority) / max(ref - majority, 0.05))
                         accuracy[name].setdefault(f"{ds.name}@{eps:g}", []).append(acc)
+                        gap[name].setdefault(f"{ds.name}@{eps:g}", []).append(ref - acc)
         ranked = sorted(scores, key=lambda n: -float(np.mean(scores[n])))
         out[learner] = [
             {
                 "setting": name,
                 "gap_closed": float(np.mean(scores[name])),
                 "accuracy": {k: float(np.mean(v)) for k, v in accuracy[name].items()},
+                "gap_to_counterpart": {k: float(np.mean(v)) for k, v in gap[name].items()},
             }
             for name in ranked
         ]
-        print(f"{learner}: settings best first (mean fraction of the majority-to-non-private gap closed)")
+        print(f"{learner}: settings best first (mean fraction of the majority-to-non-private gap closed; "
+              f"at eps 3, the counterpart minus the learner on {', '.join(ds.name for ds in datasets)})")  # fmt: skip
         for row in out[learner]:
-            print(f"  {row['gap_closed']:+.3f}  {row['setting']}")
+            at3 = [v for k, v in row["gap_to_counterpart"].items() if k.endswith("@3")]
+            print(
+                f"  {row['gap_closed']:+.3f}  {row['setting']}"
+                + ("  eps=3: " + " ".join(f"{g:+.3f}" for g in at3) if at3 else "")
+            )
     return out
 
 

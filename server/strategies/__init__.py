@@ -51,8 +51,9 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
     n_classes, bounds : int, Bounds
         The data set's public number of classes and feature bounds.
 
-    Boosting gets :attr:`JobConfig.share_weight_bound` as its share weight bound, and a group
-    sampler seeded by ``config.seed`` (group sampling is public: it needs no secrecy).
+    bdt runs :attr:`JobConfig.release` (``--release``, else ``marginals`` for one-row owners, ``shares``
+    otherwise). Boosting by shares gets :attr:`JobConfig.share_weight_bound` as its share weight bound, and a
+    group sampler seeded by ``config.seed`` (group sampling is public: it needs no secrecy).
     """
     if isinstance(config, str):
         config = JobConfig.from_flat(task=config, **{k: v for k, v in options.items() if v is not None})
@@ -75,8 +76,15 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
         return strategy(**options, epsilon=config.epsilon, n_classes=n_classes, bounds=bounds)
     bdt = config.task_params
     assert isinstance(bdt, BdtParams)  # the task is bdt
-    if bdt.release == "marginals":  # nb's one report per owner, SAMME on the coordinator (issue 22)
+    if config.release == "marginals":  # nb's one report per owner, SAMME on the coordinator (issue 22)
         from privfed.server.strategies.marginal_boost import MarginalBoostStrategy
+
+        if config.journal is not None:  # nothing to resume: never ask an owner for its one report twice
+            raise ConfigError(
+                f"--journal checkpoints the rounds of --release shares; --release marginals{config.default_release_note()} "
+                "asks each owner for one report and keeps no journal, so it cannot be resumed: drop --journal and "
+                "--resume, or give --release shares"
+            )
 
         marginal = {k: options[k] for k in ("n_bins", "n_rounds", "smoothing")}
         return MarginalBoostStrategy(**marginal, epsilon=config.epsilon, n_classes=n_classes, bounds=bounds)

@@ -11,7 +11,7 @@ post-processing with no ε per round. The served model is BDT's
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -24,6 +24,8 @@ from privfed.server.strategies.result import Parameter
 @dataclass
 class MarginalBoostStrategy(NbStrategy):
     """``--task bdt --release marginals`` (module docstring); ``n_rounds``: SAMME's rounds on the coordinator."""
+
+    ROUND: ClassVar[str] = "bdt-marginals"  # a bdt job's logs and ledger entries say so, not nb's
 
     n_rounds: int = MARGINAL_ROUNDS
     smoothing: float = MARGINAL_SMOOTHING

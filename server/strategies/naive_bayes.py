@@ -14,7 +14,7 @@ from __future__ import annotations
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -31,6 +31,8 @@ from privfed.server.strategies.result import Parameter, PrivacySplit, RoundRepor
 class NbStrategy:
     """``--task nb`` (module docstring)."""
 
+    #: The round id's prefix: the logs' and the owners' ledger entries' name of the run (``nb-report:nb-...``).
+    ROUND: ClassVar[str] = "nb"
     epsilon: float
     n_classes: int
     bounds: Bounds
@@ -80,7 +82,7 @@ class NbStrategy:
                     counts += enc.counts(r.payload.features, reports)
                     n_reports += 1
 
-        transport.fold_tasks(new_tasks(owner_ids, f"nb-{secrets.token_hex(6)}", spec), fold)
+        transport.fold_tasks(new_tasks(owner_ids, f"{self.ROUND}-{secrets.token_hex(6)}", spec), fold)
         if not n_reports:
             raise RoundFailed("no owner released a report: nothing to fit")
         model = self.fit(counts, n_reports)

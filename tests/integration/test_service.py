@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections import Counter
 
 import pytest
 from fedharness import owner_cmd
@@ -190,6 +191,41 @@ def test_a_boosting_job_survives_a_restart_of_the_service_and_resumes_from_its_j
     assert sum(1 for r in rounds if r.get("from_journal")) >= 2  # recorded rounds are not asked again
     after = fleet.submit(task="ncc", epsilon=1.0, owners=owners)  # the daemons came back for the next job
     assert fleet.wait(after)["state"] == "done"
+
+
+def test_a_marginal_boosting_job_stopped_mid_batch_is_not_asked_again_after_the_restart(fleet):
+    """bdt --release marginals keeps no journal: its owners' one report each may be spent, so the restarted
+    service fails the job with the reason instead of running it again (which would ask them twice)."""
+    owners = len(NODES) * OWNERS_PER_NODE
+    stalled = fleet.procs[2]
+    stalled.send_signal(signal.SIGSTOP)  # its owners never answer: the job's one batch waits for them
+    try:
+        job_id = fleet.submit(task="bdt", release="marginals", epsilon=2.0, owners=owners)
+        deadline = time.monotonic() + 60
+        while sum(len(_releases_so_far(fleet, node, job_id)) for node in NODES[:2]) < 2 * OWNERS_PER_NODE:
+            assert time.monotonic() < deadline, fleet.service_log()[-3000:]
+            time.sleep(0.1)
+        fleet.stop_service()
+    finally:
+        stalled.send_signal(signal.SIGCONT)
+    fleet.start_service()
+    job = fleet.wait(job_id)
+    assert (job["state"], job["restarts"]) == ("failed", 1) and "not run again" in job["error"], job
+    report = fleet.report(job_id)
+    assert (report["status"], report["config"]["release"]) == ("failed", "marginals")
+    per_owner = Counter(
+        a.owner_id
+        for node in NODES
+        for a in read_accounts(fleet.ledger(node))
+        for r in a.releases
+        if r["job"] == job_id
+    )  # the stalled node may answer the tasks it was sent before the stop, once; nobody is asked twice
+    assert set(per_owner.values()) == {1} and len(per_owner) >= 2 * OWNERS_PER_NODE, per_owner
+
+
+def _releases_so_far(fleet: ServiceFleet, node: str, job_id: str) -> list[dict]:
+    """:func:`releases_of`, none while the node has no ledger file yet (its first debit creates it)."""
+    return releases_of(fleet, node, job_id) if fleet.ledger(node).exists() else []
 
 
 def _journal_rounds(path) -> int:

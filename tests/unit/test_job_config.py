@@ -167,7 +167,7 @@ def test_coordinator_task_bdt_uses_the_configured_weight_bound(caplog):
     strategy, _, _ = coordinator_strategy(job_config(parsed("--task", "bdt", "--rows-per-owner", "2.5")))
     assert strategy.params.weight_bound == 3.0 and strategy.params.max_owner_rows == 3
     strategy, _, _ = coordinator_strategy(
-        job_config(parsed("--task", "bdt", "--rows-per-owner", "1", "--epsilon", "4"))
+        job_config(parsed("--task", "bdt", "--release", "shares", "--rows-per-owner", "1", "--epsilon", "4"))
     )
     assert (strategy.params.max_owner_rows, strategy.params.eval_mechanism, strategy.params.n_bins) == (
         1,

@@ -12,7 +12,7 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.learners.marginal_boost import fit_marginal_boost, ldp_marginal_boost, product_samme
 from privfed.common.learners.naive_bayes import NaiveBayesEncoding
-from privfed.common.learners.samme import BoostedModel, SammeBoost
+from privfed.common.learners.samme import BoostedModel, SammeBoost, samme_alpha
 from privfed.common.learners.stump import binarize, cross_tables, select_stump
 from privfed.server.config import JobConfig
 from privfed.server.parameters import BdtParams
@@ -47,6 +47,31 @@ def test_is_adaboost_on_the_rows_of_the_product_distribution(n_classes, n_bins, 
     np.testing.assert_allclose([s.error for s in got.learners], [s.error for s in ref.learners], rtol=1e-9)
     np.testing.assert_allclose(got.alphas, ref.alphas, rtol=1e-9)
     assert len({(s.attribute, s.threshold_index) for s in got.learners}) > 2
+
+
+def test_shrinkage_is_samme_with_each_weight_scaled_on_the_product_rows():
+    """``learning_rate`` r: the stumps and weights of SAMME on the product distribution's weighted rows when every
+    kept weight, in the vote and in the reweighting, is r times SAMME's alpha."""
+    rng = np.random.default_rng(3)
+    d, n_bins, n_classes, rate = 3, 3, 3, 0.3
+    tables = rng.dirichlet(np.ones(n_bins), size=(d, n_classes)).transpose(0, 2, 1)
+    prior = rng.dirichlet(np.ones(n_classes))
+    bounds = Bounds.of(0.0, float(n_bins), d)
+    X = np.array([b for b in itertools.product(range(n_bins), repeat=d) for _ in range(n_classes)], float) + 0.5
+    y = np.tile(np.arange(n_classes), n_bins**d)
+    w = prior[y] * np.prod(tables[np.arange(d), X.astype(int), y[:, None]], axis=1)
+    Xbin = binarize(X, bounds, n_bins)
+    alphas = []
+    for _ in range(8):
+        stump = select_stump(cross_tables(Xbin, y, w, n_classes), bounds=bounds, n_bins=n_bins)
+        alpha = rate * samme_alpha(stump.error, n_classes)
+        alphas.append(alpha)
+        w = w * np.exp(alpha * (stump.predict(X) != y))
+    got = product_samme(tables, prior, bounds, n_rounds=8, learning_rate=rate)
+    np.testing.assert_allclose(got.alphas, alphas, rtol=1e-9)
+    for bad in (0.0, 1.5):
+        with pytest.raises(ConfigError, match="learning_rate"):
+            product_samme(tables, prior, bounds, learning_rate=bad)
 
 
 def _data(n, seed=0):
@@ -96,13 +121,13 @@ def test_bad_inputs_are_refused_in_one_line():
 def test_bdt_release_parameters():
     """``--release marginals`` takes only its own flags and nb's bins limit; its defaults are its own; the
     strategy asks nb's one report per owner and serves BDT's model kind."""
-    assert BdtParams().release == "shares" and BdtParams().n_rounds == 10
+    assert BdtParams().release is None and BdtParams(release="shares").n_rounds == 10  # None: the job's default
     marginal = BdtParams(release="marginals")
     assert (marginal.n_rounds, marginal.n_bins, marginal.smoothing) == (50, 3, 4.0)
     for bad, flag in [
         (dict(release="marginals", eval_fraction=0.3), "--eval-fraction"),
         (dict(release="marginals", base="ncc"), "--base"),
-        (dict(smoothing=1.0), "--smoothing"),
+        (dict(release="shares", smoothing=1.0), "--smoothing"),
         (dict(release="marginals", n_bins=65), "--n-bins"),
         (dict(release="counts"), "--release"),
     ]:

@@ -9,7 +9,12 @@ from sklearn.naive_bayes import CategoricalNB
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.learners.naive_bayes import NaiveBayesEncoding, fit_naive_bayes, ldp_naive_bayes
+from privfed.common.learners.naive_bayes import (
+    NaiveBayesEncoding,
+    fit_naive_bayes,
+    ldp_naive_bayes,
+    smoothed_marginals,
+)
 from privfed.common.learners.split_points import grid_cells, least_variance_oracle
 
 
@@ -33,6 +38,22 @@ def test_fit_on_exact_counts_is_categorical_naive_bayes():
     np.testing.assert_allclose(
         np.exp(model.log_prior), (np.bincount(y) + X.shape[0] / 27) / (X.shape[0] + 3 * X.shape[0] / 27)
     )
+
+
+def test_pseudo_counts_towards_the_pooled_bins_add_less_spurious_class_signal():
+    """``shrink_to="marginal"``: on a feature whose class columns are proportional (no class signal), the columns
+    stay closer than with even pseudo-counts, which flatten the smaller class's column more (a spurious
+    signal); every cell stays > 0 (logs are taken), an empty bin included; the target's name is checked."""
+    bounds = Bounds.of(0.0, 1.0, 1)
+    counts = np.array([[[60.0, 6.0], [30.0, 3.0], [0.0, 0.0]]])  # (d=1, B=3, K=2): class 1 a tenth of class 0
+    for smoothing in (1.0, 8.0):
+        tables, prior = smoothed_marginals(counts, 99, bounds, smoothing=smoothing, shrink_to="marginal")
+        assert np.all(tables > 0) and np.allclose(tables.sum(axis=1), 1.0) and np.isclose(prior.sum(), 1.0)
+        even, _ = smoothed_marginals(counts, 99, bounds, smoothing=smoothing)
+        spurious = np.abs(tables[0, :, 0] - tables[0, :, 1]).max()
+        assert spurious < np.abs(even[0, :, 0] - even[0, :, 1]).max() - 0.005
+    with pytest.raises(ConfigError, match="shrink_to"):
+        smoothed_marginals(counts, 99, bounds, shrink_to="prior")
 
 
 def test_learns_separable_data_and_sampling_alone_at_infinite_epsilon():

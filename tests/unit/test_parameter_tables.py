@@ -144,7 +144,9 @@ def test_every_task_flag_is_built_from_its_table_entry_with_each_task_default_in
             assert action.help.startswith(param.help) and action.default is None, param.flag  # None: not given
             assert action.choices == param.check.choices and action.type is param.check.parse, param.flag
         assert actions["--labels"].help.endswith("(default: rr for ncc, joint for bdt)")
-        assert actions["--rounds"].help.endswith(f"(default: {BdtParams().n_rounds})")
+        rounds = {release: BdtParams(release=release).n_rounds for release in ("shares", "marginals")}
+        assert f"(default: {rounds['shares']} for --release shares" in actions["--rounds"].help
+        assert f"{rounds['marginals']} for --release marginals" in actions["--rounds"].help
 
 
 def test_the_bdt_parameters_are_the_wire_payload_with_no_mapping():

@@ -39,8 +39,11 @@ def test_the_quick_benchmark_reports_every_cell_its_baselines_goals_and_warnings
         cell = iris["private"][learner]["5"]
         assert len(cell["values"]) == 2 and cell["ci"] >= 0.0 and 0.0 <= cell["mean"] <= 1.0
     assert set(report["goals"]["fair"]) == {"ncc@5", "lr@5"}  # no eps = 3 asked: no bdt goal
+    ncc = report["goals"]["iris"]["ncc@5"]  # the paired per-split differences: their mean and interval
+    short = np.subtract(iris["targets"]["ncc"], iris["private"]["ncc"]["5"]["values"])
+    assert np.isclose(ncc["short_by"], short.mean()) and ncc["ci"] > 0 and ncc["met"] == (short.mean() <= 0)
     out = capsys.readouterr().out
-    assert all(w in out for w in report["warnings"])
+    assert all(w in out for w in report["warnings"]) and f"ncc@5 short of target by {ncc['short_by']:+.3f}" in out
 
 
 def test_rows_scaled_into_the_unit_ball_feature_by_feature():
@@ -64,3 +67,15 @@ def test_the_decomposition_names_every_factor_and_drops_noise_only_where_it_says
     a = dec.fit_variant(fit, 3.0, np.random.default_rng(5), {}, "both")
     b = dec.fit_variant(fit, math.inf, np.random.default_rng(5), {}, "")
     assert [r.to_dict() for r in a.learners] == [r.to_dict() for r in b.learners]
+
+
+def test_validation_of_one_grid_fits_its_settings_on_the_same_reports(tmp_path):
+    """``--validate --learners mbdt-post``: one grid alone; its settings post-process the same reports, so SAMME run
+    to convergence and naive Bayes on the same smoothed marginals score alike (the exponential loss's minimiser
+    is the log posterior); a grid that does not exist is refused."""
+    args = ["experiment", "tabular", "--validate", "--learners", "mbdt-post", "--datasets", "iris,star98"]
+    assert main([*args, "--splits", "2", "--epsilon", "3", "--out", str(tmp_path)]) == 0
+    rows = {r["setting"]: r for r in json.loads((tmp_path / "report.json").read_text())["results"]["mbdt-post"]}
+    assert rows["nb,smoothing=4"]["accuracy"] == rows["n_rounds=1000,smoothing=4"]["accuracy"]
+    assert set(rows["defaults"]["gap_to_counterpart"]) == {"iris@3", "star98@3"}
+    assert main([*args[:4], "nope", "--out", str(tmp_path)]) == 2
