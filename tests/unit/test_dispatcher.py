@@ -551,6 +551,7 @@ def test_a_poll_whose_caller_is_gone_takes_no_task(dispatcher):
     )
     poll.start()
     gone.set()
+
     def run():
         with pytest.raises(JobAborted):
             dispatcher.run([Task("t1", C0, "r1", RingMessageTask(b""))], timeout=30)
