@@ -663,12 +663,14 @@ class Refusal(_message.Message):
     def __init__(self, code: _Optional[_Union[RefusalCode, str]] = ..., message: _Optional[str] = ...) -> None: ...
 
 class NccShare(_message.Message):
-    __slots__ = ("reports", "labels")
+    __slots__ = ("reports", "labels", "joint")
     REPORTS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    JOINT_FIELD_NUMBER: _ClassVar[int]
     reports: Reports
     labels: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, reports: _Optional[_Union[Reports, _Mapping]] = ..., labels: _Optional[_Iterable[int]] = ...) -> None: ...
+    joint: JointNccReports
+    def __init__(self, reports: _Optional[_Union[Reports, _Mapping]] = ..., labels: _Optional[_Iterable[int]] = ..., joint: _Optional[_Union[JointNccReports, _Mapping]] = ...) -> None: ...
 
 class LrShare(_message.Message):
     __slots__ = ("reports",)

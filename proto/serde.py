@@ -23,6 +23,7 @@ from privfed.common.secagg.messages import KeyAdvert, KeyShares, MaskedInput, Un
 from privfed.common.tasks import (
     REFUSAL_CODES,
     JointNccReply,
+    JointNccShareReply,
     LrGradientReply,
     LrParametersReply,
     LrShareReply,
@@ -169,6 +170,7 @@ def _share(to_proto: Callable[[Any], Message]) -> Pair:
 REPLIES: Mapping[type, Pair] = {
     Refusal: Pair("refusal", refusal_to_proto, refusal_from_proto),
     NccShareReply: Pair("ncc_share", shares.ncc_reply_to_proto, shares.ncc_reply_from_proto),
+    JointNccShareReply: Pair("ncc_share", shares.ncc_reply_to_proto, shares.ncc_reply_from_proto),
     LrShareReply: Pair("lr_share", shares.lr_reply_to_proto, shares.lr_reply_from_proto),
     PcaShareReply: Pair("pca_share", shares.pca_reply_to_proto, shares.pca_reply_from_proto),
     SvmShareReply: Pair("svm_share", shares.svm_reply_to_proto, shares.svm_reply_from_proto),

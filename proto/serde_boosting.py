@@ -42,7 +42,7 @@ from privfed.proto.serde_arrays import (
     reports_to_proto,
     two_d,
 )
-from privfed.proto.serde_shares import LABEL_SCHEME, MECHANISM
+from privfed.proto.serde_shares import LABEL_SCHEME, MECHANISM, joint_reports_from_proto, joint_reports_to_proto
 from privfed.proto.serde_steps import (
     input_request_from_proto,
     input_request_to_proto,
@@ -320,15 +320,11 @@ def _ncc_rows_from_proto(m: pb.BoostShare) -> NccRowsReply:
 
 
 def joint_ncc_to_proto(p: JointNccReply) -> pb.BoostShare:
-    features, reports = (np.asarray(a, dtype=np.int64).tolist() for a in (p.features, p.reports))
-    return pb.BoostShare(joint_ncc=pb.JointNccReports(features=features, reports=reports))
+    return pb.BoostShare(joint_ncc=joint_reports_to_proto(p.features, p.reports))
 
 
 def _joint_ncc_from_proto(m: pb.BoostShare) -> JointNccReply:
-    features, reports = integers(m.joint_ncc.features, "features"), integers(m.joint_ncc.reports, "reports")
-    if features.shape != reports.shape:
-        raise RemoteProtocolError(f"joint NCC share: {features.size} sampled features for {reports.size} reports")
-    return JointNccReply(features, reports)
+    return JointNccReply(*joint_reports_from_proto(m.joint_ncc, "joint NCC share"))
 
 
 #: ``BoostShare``'s ``oneof`` field -> its decoder.

@@ -13,7 +13,7 @@ from privfed.common.mechanisms.base import MECHANISMS
 from privfed.common.tasks.feddpdr import PcaShareReply, PcaShareTask, SvmShareReply, SvmShareTask
 from privfed.common.tasks.gradient import LrGradientReply, LrGradientTask
 from privfed.common.tasks.naive_bayes import NbReportReply, NbReportTask
-from privfed.common.tasks.shares import LrShareReply, LrShareTask, NccShareReply, NccShareTask
+from privfed.common.tasks.shares import JointNccShareReply, LrShareReply, LrShareTask, NccShareReply, NccShareTask
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto.serde_arrays import (
     WireEnum,
@@ -55,11 +55,31 @@ def ncc_task_from_proto(k: pb.NccShareTask) -> NccShareTask:
     )
 
 
-def ncc_reply_to_proto(p: NccShareReply) -> pb.NccShare:
+def joint_reports_to_proto(features: np.ndarray, reports: np.ndarray) -> pb.JointNccReports:
+    """Joint (label, sign) reports, one sampled feature and one k-RR output per row (``labels="joint"``)."""
+    features_, reports_ = (np.asarray(a, dtype=np.int64).reshape(-1).tolist() for a in (features, reports))
+    return pb.JointNccReports(features=features_, reports=reports_)
+
+
+def joint_reports_from_proto(m: pb.JointNccReports, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(features, reports)`` of :func:`joint_reports_to_proto`, one of each per row."""
+    features, reports = integers(m.features, "features"), integers(m.reports, "reports")
+    if features.shape != reports.shape:
+        raise RemoteProtocolError(f"{what}: {features.size} sampled features for {reports.size} reports")
+    return features, reports
+
+
+def ncc_reply_to_proto(p: NccShareReply | JointNccShareReply) -> pb.NccShare:
+    if isinstance(p, JointNccShareReply):
+        return pb.NccShare(joint=joint_reports_to_proto(p.features, p.reports))
     return pb.NccShare(reports=reports_to_proto(p.reports), labels=np.asarray(p.labels, dtype=np.int64).tolist())
 
 
-def ncc_reply_from_proto(m: pb.NccShare, owner_id: str) -> NccShareReply:
+def ncc_reply_from_proto(m: pb.NccShare, owner_id: str) -> NccShareReply | JointNccShareReply:
+    if m.HasField("joint"):
+        if m.HasField("reports") or len(m.labels):
+            raise RemoteProtocolError("ncc share: joint reports beside perturbed rows or labels")
+        return JointNccShareReply(*joint_reports_from_proto(m.joint, "joint ncc share"))
     reports = reports_from_proto(m.reports)
     labels = integers(m.labels, "labels")
     if reports.ndim != 2 or reports.shape[0] != labels.shape[0]:

@@ -28,6 +28,7 @@ from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DEFAULT_SVM_MODE
 from privfed.common.learners.logistic import DEFAULT_PARAM_BOUND
 from privfed.common.learners.marginal_boost import MARGINAL_ROUNDS, MARGINAL_SMOOTHING
 from privfed.common.learners.naive_bayes import NB_BINS, SMOOTHING
+from privfed.common.learners.ncc import JOINT_BELOW
 from privfed.common.learners.ncc import LABEL_FRACTION as DEFAULT_LABEL_FRACTION
 from privfed.common.mechanisms import MECHANISMS
 from privfed.common.parameters import (
@@ -47,7 +48,7 @@ from privfed.common.tasks.naive_bayes import MAX_NB_BINS
 TASKS = ("ncc", "lr", "feddpdr", "bdt", "nb")
 #: ``--solver`` of ``--task lr``.
 LR_SOLVERS = ("gd", "local")
-#: ``--labels``: ``auto`` is the task's default (``joint`` for bdt, ``rr`` for ncc).
+#: ``--labels``: ``auto`` is the task's default (``joint`` for bdt; for ncc ``joint`` or ``rr`` by ε, ``resolve_labels``).
 LABEL_SCHEMES = ("auto", "joint", "rr", "clear")
 INF_FIX = "math.inf (or 'inf') means no noise"
 
@@ -95,9 +96,10 @@ MECHANISM = Param(
 )
 LABELS = Param(
     options(LABEL_SCHEMES),
-    "ncc and bdt with --base ncc: joint (bdt only: one k-ary randomized response of (label, sign of one "
-    "sampled feature) per row), rr (the label by k-ary randomized response), or clear (the paper's scheme; "
-    "owners refuse it unless started with --allow-clear-labels); auto: joint for bdt, rr for ncc",
+    "ncc and bdt with --base ncc: joint (one k-ary randomized response of (label, sign of one sampled feature) "
+    "per row at the whole epsilon), rr (the label by k-ary randomized response at --label-fraction of it), or "
+    "clear (the paper's scheme; owners refuse it unless started with --allow-clear-labels); auto: joint for bdt, "
+    f"for ncc joint below epsilon {JOINT_BELOW:g} and rr from it on (chosen on validation splits of real tables)",
     flag="--labels",
 )
 LABEL_FRACTION = Param(
@@ -328,16 +330,8 @@ class NccParams(TaskParams):
     TASK: ClassVar[str] = "ncc"
     TABLE: ClassVar[dict[str, Param]] = NCC
     mechanism: str = "pm"
-    labels: str = "rr"
+    labels: str = "auto"  # by epsilon, which the strategy knows (NccStrategy, resolve_labels)
     label_fraction: float = DEFAULT_LABEL_FRACTION
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        self._labels_auto()
-        if self.labels == "joint":
-            raise ConfigError(
-                f"{LABELS.flag} joint is boosted NCC's scheme (--task bdt --base ncc); --task ncc takes rr or clear"
-            )
 
 
 @dataclass(frozen=True, kw_only=True)

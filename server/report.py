@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from privfed.common.errors import JobAborted, PrivfedError
+from privfed.common.learners.ncc import resolve_labels
 
 if TYPE_CHECKING:
     from privfed.server.config import JobConfig
@@ -172,7 +173,7 @@ def learner_label(config: JobConfig) -> str:
     perturbation of seed 004)."""
     p = config.task_options()
     if config.task == "ncc":
-        return f"ncc ({p['mechanism']}, labels {p['labels']})"
+        return f"ncc ({p['mechanism']}, labels {resolve_labels(p['labels'], config.epsilon)})"
     if config.task == "lr":
         return f"lr ({p['mechanism']})"
     if config.task == "bdt" and config.release == "marginals":

@@ -27,7 +27,7 @@ import numpy as np
 from privfed.common.boosting.params import BoostingParams
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import n_parameters
-from privfed.common.learners.ncc import JointLabelEncoding, split_label_budget
+from privfed.common.learners.ncc import JointLabelEncoding, joint_encoding, split_label_budget
 from privfed.common.learners.stump import thresholds
 from privfed.common.learners.stump_encodings import RowEncoding, StumpEncoding, make_stump_encoding
 from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
@@ -117,11 +117,9 @@ class ReleasePlan:
         """NCC with ``labels="joint"`` and finite ε: the rows' (label, sign) encoding at the share ε; else None
         (ε = ∞ releases the exact weighted rows, the non-private reference)."""
         p = self.params
-        if p.base != "ncc" or p.labels != "joint" or not math.isfinite(p.share_epsilon):
+        if p.base != "ncc" or p.labels != "joint":
             return None
-        return JointLabelEncoding(
-            epsilon=p.share_epsilon, n_classes=p.n_classes, d=p.bounds.d, weight_bound=p.weight_bound
-        )
+        return joint_encoding(p.share_epsilon, p.n_classes, p.bounds.d, p.weight_bound)
 
     def label_rr(self) -> KaryRandomizedResponse | None:
         """NCC with ``labels="rr"`` and finite ε: the labels' randomized response; else None."""

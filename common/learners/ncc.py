@@ -13,8 +13,16 @@ guarantee). With ``labels="rr"`` the label costs ``eps_labels`` more, so the row
 is ``eps_features + eps_labels = epsilon``. With ``labels="joint"`` one report covers the
 features, the label and the weight at ``epsilon``. With ``labels="clear"`` the label itself is
 released unprotected: only the features are covered by ε. This reproduces the paper but is
-outside DESIGN's allowlist ("labels only through a mechanism"); networked runs should use
-``"rr"`` (plain NCC) or ``"joint"`` (boosted NCC).
+outside DESIGN's allowlist ("labels only through a mechanism"); networked runs use ``"joint"`` or ``"rr"``.
+
+Labels (issue 22). ``--task ncc``'s default, ``labels="auto"`` (:func:`resolve_labels`), is ``"joint"`` below
+ε = :data:`JOINT_BELOW` and ``"rr"`` from it on, chosen on validation splits (``privfed experiment tabular
+--validate --learners ncc --splits 20 --epsilon E``, six real tables, through the federation's code; fraction of
+the majority-to-non-private gap closed, joint / rr at the label share 0.4): ε = 1 -0.06 / -0.37, 2 0.23 / -0.18,
+3 0.45 / 0.12, 4 0.50 / 0.37, 5 0.535 / 0.529, 6 0.535 / 0.607, 7 0.533 / 0.664, 8 0.535 / 0.676. The joint
+report's label costs nothing of the features' ε and its class totals come from all reports, which wins while
+ε is small; it carries one feature's sign per row, a floor it keeps at any ε (flat from ε = 5), where rr's
+perturbed rows keep improving.
 
 Few owners (issue 22: wine, 142 owners, 13 features, 3 classes, at ε = 5). Measured on one split, 200 noise
 draws (a throwaway script): each estimated centroid misses the true one by a squared distance of 2.5-4.7 in
@@ -25,9 +33,8 @@ smallest class's centroid is thrown outwards never predicts that class: the coll
 benchmark (0.25-0.39). Post-processing that costs no ε did not help on validation splits: subtracting each
 class's estimated noise ``tr Var(centroid)`` from its squared distances (unbiased distances) closed -0.13
 of the gap against 0.25 (6 splits), James-Stein shrinkage of the centroids towards their mean 0.04; the label
-share stays 0.4 (24 splits: best at ε = 1, 5 and 8, 0.02 below 0.5's at 3). ``labels="joint"``
-(one (label, sign) report at the whole ε) closes more of the gap at ε = 1 and 3 (-0.15 and 0.40 against -0.61
-and 0.16, 12 splits) but not at 5 (0.53 against 0.56) or 8 (0.53 against 0.70).
+share stays 0.4 (24 splits: best at ε = 1, 5 and 8, 0.02 below 0.5's at 3). ``labels="joint"`` closes more of
+the gap at small ε ("Labels" above).
 
 At ε = 5 (issue 22's ncc goal). LDP gradient descent gained by reporting one attribute at the whole ε
 (:mod:`~privfed.common.learners.ldp_gd`); the rows here already do: the features' 0.6 ε = 3 gives Alg. 4's
@@ -43,6 +50,7 @@ moves by about ± 0.09 and ± 0.08); on fair the target lies above the non-priva
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -64,6 +72,19 @@ LABEL_SCHEMES = ("clear", "rr", "joint")
 #: real tabular sets (``privfed experiment tabular --validate``; fraction of the majority-to-non-private gap
 #: closed over ε 1-8: 0.2 -> 0.03, 0.3 -> 0.21, 0.4 -> 0.23, 0.5 -> 0.18, 0.6 -> 0.13; it was 0.2).
 LABEL_FRACTION = 0.4
+
+
+#: ``--task ncc --labels auto``: ``"joint"`` below this ε, ``"rr"`` from it on (:func:`resolve_labels`).
+JOINT_BELOW = 5.5
+
+
+def resolve_labels(labels: str, epsilon: float) -> str:
+    """``--task ncc``'s label scheme at ``epsilon``: ``labels`` itself, or for ``"auto"`` (the default) ``"joint"``
+    below :data:`JOINT_BELOW` and ``"rr"`` from it on (at ε = ∞ both send the exact labels). Chosen on
+    validation splits (module docstring, "Labels")."""
+    if labels != "auto":
+        return labels
+    return "joint" if _check_epsilon(epsilon) < JOINT_BELOW else "rr"
 
 
 def _check_epsilon(epsilon: object) -> float:
@@ -337,7 +358,7 @@ class JointLabelEncoding:
     """``labels="joint"``: each row reports one (label, sign) pair by (2K + 1)-ary randomized response at ε.
 
     Boosted NCC from private labels (issue 12; seed 002 §3.5.1 and Fig. 10 send the label in the
-    clear). The mechanism, its estimator, closed-form variances and privacy argument are
+    clear), and ``--task ncc --labels joint`` (issue 22; ``NccShareTask.joint_encoding``, one share per owner). The mechanism, its estimator, closed-form variances and privacy argument are
     :class:`~privfed.common.mechanisms.label_sign.LabelSignResponse`; this class feeds it an owner's rows
     mapped to ``t`` in ``[-1, 1]^d`` by the public bounds (SPEC §4) and SAMME weights scaled to
     ``u = min(w, B) / B`` in ``[0, 1]`` (``B`` the public ``weight_bound``), carries its reports as
@@ -478,6 +499,14 @@ class JointLabelEncoding:
         """Exact ``P[coordinate j, report r]`` (d, 2K + 1) of one row: what the ε-LDP argument bounds."""
         t, labels, u = self._unit(np.atleast_2d(x), [y], bounds, None if weight is None else [weight])
         return self.mechanism.report_probabilities(t[0], int(labels[0]), float(u[0]))
+
+
+def joint_encoding(epsilon: float, n_classes: int, d: int, weight_bound: float = 1.0) -> JointLabelEncoding | None:
+    """The ``labels="joint"`` encoding of a share at ``epsilon``, or None at ε = ∞ (no noise: the exact rows
+    and labels through :func:`ncc_share`, the non-private reference). One rule for ``--task ncc`` and boosted NCC."""
+    if not math.isfinite(_check_epsilon(epsilon)):
+        return None
+    return JointLabelEncoding(epsilon=epsilon, n_classes=n_classes, d=d, weight_bound=weight_bound)
 
 
 class NearestCentroidModel:

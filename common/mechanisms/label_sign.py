@@ -1,5 +1,5 @@
 """Joint (label, sign) randomized response: one report per row carries its label, one feature's sign and
-its weight, at one ε (issue 12; the ``labels="joint"`` share of boosted nearest centroid,
+its weight, at one ε (issue 12; the ``labels="joint"`` share of boosted and of plain nearest centroid,
 :class:`privfed.common.learners.ncc.JointLabelEncoding`).
 
 Per row, with the row in ``t`` in ``[-1, 1]^d`` (mapped by the public bounds, SPEC §4), its label ``y``

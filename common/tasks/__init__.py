@@ -48,7 +48,15 @@ from privfed.common.tasks.contract import ContractViolation, PublicLimits
 from privfed.common.tasks.feddpdr import PCA_SHARE, SVM_SHARE, PcaShareReply, PcaShareTask, SvmShareReply, SvmShareTask
 from privfed.common.tasks.gradient import LR_GRADIENT, LrGradientReply, LrGradientTask, gradient_release_id
 from privfed.common.tasks.naive_bayes import NB_REPORT, NbReportReply, NbReportTask, nb_release_id
-from privfed.common.tasks.shares import LR_SHARE, NCC_SHARE, LrShareReply, LrShareTask, NccShareReply, NccShareTask
+from privfed.common.tasks.shares import (
+    LR_SHARE,
+    NCC_SHARE,
+    JointNccShareReply,
+    LrShareReply,
+    LrShareTask,
+    NccShareReply,
+    NccShareTask,
+)
 from privfed.common.tasks.steps import (
     RING_MESSAGE,
     SECAGG_KEYS,
@@ -115,6 +123,7 @@ __all__ = [
     "BoostShareTask",
     "ContractViolation",
     "JointNccReply",
+    "JointNccShareReply",
     "Kind",
     "LedgerEntries",
     "LrGradientReply",

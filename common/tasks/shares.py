@@ -6,7 +6,10 @@ What one owner can move (the bound the contracts enforce, tested in ``tests/unit
   possible output of the task's mechanism with a label in ``0..K-1``: exactly what an honest
   owner of ``max_rows`` rows could send. A class centroid is a mean of such reports, so one owner
   moves class k's estimated sum by at most ``max_rows * max_abs_output`` per coordinate and its
-  count by at most ``max_rows``;
+  count by at most ``max_rows``. Under ``labels="joint"`` (:class:`JointNccShareReply`) at most
+  ``max_rows`` pairs of a feature in ``0..d-1`` and a k-RR report in ``0..2K``, so one owner moves
+  ``S_cj`` by at most ``max_rows * d / (p - q)`` and ``U_c`` by ``max_rows * (1 - 2q) / (p - q)``
+  (:class:`~privfed.common.mechanisms.label_sign.LabelSignResponse`'s estimator), as an honest owner could;
 * logistic regression: one parameter vector of the task's width, each value a possible mechanism
   output, so the average of ``n`` owners moves by at most ``2 * max_abs_output / n`` per
   coordinate, as one honest owner's extreme draw could.
@@ -19,10 +22,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfed.common.bounds import Bounds
+from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import n_parameters
+from privfed.common.learners.ncc import LABEL_SCHEMES, JointLabelEncoding, joint_encoding
+from privfed.common.learners.stump_encodings import SampledReports
 from privfed.common.mechanisms import make_mechanism
 from privfed.common.tasks.base import Kind, LedgerEntries, Payload
 from privfed.common.tasks.contract import (
+    ContractViolation,
     PublicLimits,
     check_labels,
     check_matrix,
@@ -32,13 +39,17 @@ from privfed.common.tasks.contract import (
 )
 from privfed.common.validation import check_choice
 
-#: Label schemes of an NCC share task (boosting's NCC shares also know "joint").
-LABEL_MODES = ("clear", "rr")
-
 
 @dataclass(frozen=True)
 class NccShareTask:
-    """Release every row once, perturbed, for nearest-centroid learning (seed 002 §3.5.1)."""
+    """Release every row once, perturbed, for nearest-centroid learning (seed 002 §3.5.1).
+
+    ``labels`` (:data:`~privfed.common.learners.ncc.LABEL_SCHEMES`): ``"rr"``, the rows through ``mechanism``
+    at ``epsilon`` and the labels by k-RR at ``label_epsilon``; ``"clear"``, the labels unperturbed (owner
+    opt-in); ``"joint"``, one (label, sign) report per row at the whole ``epsilon``
+    (:class:`~privfed.common.learners.ncc.JointLabelEncoding`; ``label_epsilon`` unused; at ε = ∞ the exact
+    rows and labels, as ``"rr"`` sends them there).
+    """
 
     mechanism: str
     epsilon: float
@@ -48,13 +59,21 @@ class NccShareTask:
     bounds: Bounds
 
     def __post_init__(self) -> None:
-        check_choice(self.labels, name="labels", allowed=LABEL_MODES)
+        check_choice(self.labels, name="labels", allowed=LABEL_SCHEMES)
 
     def ledger_entries(self) -> LedgerEntries:
+        if self.labels == "joint":
+            return [(self.epsilon, 0.0, "ncc-joint")]
         entries = [(self.epsilon, 0.0, "ncc-features")]
         if self.labels == "rr":
             entries.append((self.label_epsilon, 0.0, "ncc-labels"))
         return entries
+
+    def joint_encoding(self) -> JointLabelEncoding | None:
+        """The rows' (label, sign) encoding under ``labels="joint"`` at a finite ε; else None (rows and labels)."""
+        if self.labels != "joint":
+            return None
+        return joint_encoding(self.epsilon, self.n_classes, self.bounds.d)
 
 
 @dataclass(frozen=True)
@@ -63,7 +82,29 @@ class NccShareReply:
     labels: np.ndarray  # (m,) clear or randomized-response labels
 
 
+@dataclass(frozen=True)
+class JointNccShareReply:
+    """An NCC share under ``labels="joint"``: per row the feature it sampled and its k-RR report in ``0..2K``."""
+
+    features: np.ndarray  # (m,) int, drawn independently of the rows
+    reports: np.ndarray  # (m,) int
+
+    def sampled(self, encoding: JointLabelEncoding) -> SampledReports:
+        """The reports as the encoding's estimator takes them; ConfigError outside its support."""
+        features, reports = np.asarray(self.features), np.asarray(self.reports)
+        return encoding.reports_of(features.reshape(-1, 1), reports.reshape(-1, 1))
+
+
 def check_ncc_reply(spec: NccShareTask, payload: Payload, limits: PublicLimits) -> None:
+    encoding = spec.joint_encoding()
+    if encoding is not None:
+        joint = reply_of(payload, JointNccShareReply)
+        check_rows(int(np.asarray(joint.reports).size), limits, "report rows")
+        try:
+            joint.sampled(encoding)
+        except ConfigError as exc:
+            raise ContractViolation("shape", str(exc)) from exc
+        return
     reply = reply_of(payload, NccShareReply)
     d = spec.bounds.d
     reports = check_matrix(reply.reports, "reports", (None, d))
@@ -72,7 +113,9 @@ def check_ncc_reply(spec: NccShareTask, payload: Payload, limits: PublicLimits) 
     check_reports(reports, make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=d))
 
 
-NCC_SHARE = Kind("ncc_share", NccShareTask, (NccShareReply,), check_ncc_reply, contribution=True, tasks=("ncc",))
+NCC_SHARE = Kind(
+    "ncc_share", NccShareTask, (NccShareReply, JointNccShareReply), check_ncc_reply, contribution=True, tasks=("ncc",)
+)
 
 
 @dataclass(frozen=True)

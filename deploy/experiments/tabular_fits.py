@@ -63,16 +63,22 @@ def fit_ncc(
     rng: np.random.Generator,
     *,
     legacy: bool = False,
+    labels: str = "auto",
     label_fraction: float = LABEL_FRACTION,
 ) -> NearestCentroidModel:
-    """Nearest centroid from one perturbed row per owner, labels by randomized response (``labels="rr"``);
-    ``legacy``: distances in data space and main's label share 0.2."""
-    eps_x, eps_y = split_label_budget(epsilon, "rr", 0.2 if legacy else label_fraction)
+    """Nearest centroid from one row per owner as the federation runs it (``--task ncc --labels LABELS``: the
+    strategy over the in-process transport and the owner core); ``legacy``: main's before issue 22, in
+    process (distances in data space, ``labels="rr"`` with a label share of 0.2)."""
+    if not legacy:
+        parts = [(train.X[i : i + 1], train.y[i : i + 1]) for i in range(train.n)]
+        config = JobConfig.from_flat(task="ncc", epsilon=epsilon, labels=labels, label_fraction=label_fraction)
+        return federated_model(config, parts, train.bounds, train.n_classes, rng)
+    eps_x, eps_y = split_label_budget(epsilon, "rr", 0.2)
     rr = KaryRandomizedResponse(epsilon=eps_y, n_classes=train.n_classes) if math.isfinite(eps_y) else None
     mech = make_mechanism("pm", epsilon=eps_x, d=train.d)
     share = ncc_share(train.X, train.y, bounds=train.bounds, mechanism=mech, label_rr=rr, rng=rng)
     centroids = ncc_centroids(share, n_classes=train.n_classes, bounds=train.bounds, label_rr=rr)
-    return NearestCentroidModel(centroids, bounds=None if legacy else train.bounds)
+    return NearestCentroidModel(centroids)
 
 
 def fit_lr(

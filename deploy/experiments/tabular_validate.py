@@ -64,7 +64,9 @@ SAME_REPORTS = ("mbdt", "mbdt-post")
 
 #: Candidate settings per learner: name -> keyword arguments of its fit function.
 GRIDS: dict[str, dict[str, dict[str, Any]]] = {
-    "ncc": {f"label_fraction={f}": {"label_fraction": f} for f in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)},
+    #: ``--task ncc --labels``: joint (one (label, sign) report per row at ε) or rr at a label share of ε.
+    "ncc": {"labels=joint": {"labels": "joint"}}
+    | {f"labels=rr,label_fraction={f}": {"labels": "rr", "label_fraction": f} for f in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)},
     #: Alg. 4 with PM reporting one attribute at ε (``attributes=1``) or the paper's floor(ε/2.5) (None); η fixed
     #: or min(ε, 8) (None). An earlier grid ranked PM above HM at every group size and η of {10, 25, 50} x {1, 2, 3}.
     "lr": {

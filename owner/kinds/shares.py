@@ -2,13 +2,14 @@
 
 Both are ε-LDP releases of values clipped to the public bounds, so any input in the mechanism's
 domain -- the rows, or the data-independent fallback (the bounds' midpoint, class 0, zero
-parameters) -- gives the guarantee.
+parameters; under ``labels="joint"`` the same rows through the joint report) -- gives the guarantee.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import fields
 from typing import TypeVar
 
 import numpy as np
@@ -19,7 +20,16 @@ from privfed.common.learners.logistic import fit_local_logistic, fit_local_logis
 from privfed.common.learners.ncc import ncc_share
 from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
 from privfed.common.mechanisms.base import Mechanism
-from privfed.common.tasks import LR_SHARE, NCC_SHARE, LrShareReply, LrShareTask, NccShareReply, NccShareTask, Task
+from privfed.common.tasks import (
+    LR_SHARE,
+    NCC_SHARE,
+    JointNccShareReply,
+    LrShareReply,
+    LrShareTask,
+    NccShareReply,
+    NccShareTask,
+    Task,
+)
 from privfed.common.validation import check_positive
 from privfed.owner.kinds.base import PublicView, TaskKind, check_classes, check_limit, check_schema
 from privfed.owner.local import Cached, LocalOwner, PublicConfig, Release
@@ -63,7 +73,9 @@ def spec_key(spec: NccShareTask | LrShareTask) -> Hashable:
 
 
 class NccShareKind(TaskKind[NccShareTask]):
-    """Every row once through an ε-LDP mechanism, labels by k-RR (or clear, by opt-in).
+    """Every row once through an ε-LDP mechanism, labels by k-RR (or clear, by opt-in); under
+    ``labels="joint"``, every row's one (label, sign) report at the whole ε
+    (:class:`~privfed.common.learners.ncc.JointLabelEncoding`).
 
     A node's owners asking for the same release are computed together (``compute_many``): their
     rows go through the mechanism in one call, each row its own draw, and each owner gets back
@@ -86,51 +98,44 @@ class NccShareKind(TaskKind[NccShareTask]):
             check_positive(spec.label_epsilon, name="label_epsilon", allow_inf=True)
         return mechanism, None
 
+    def _share(
+        self, spec: NccShareTask, X: np.ndarray, y: np.ndarray, bounds: Bounds, rng: np.random.Generator
+    ) -> NccShareReply | JointNccShareReply:
+        """The release of rows ``X, y``: joint reports, or perturbed rows and their labels."""
+        encoding = spec.joint_encoding()
+        if encoding is not None:
+            sampled = encoding.share(X, y, bounds=bounds, rng=rng)
+            return JointNccShareReply(features=sampled.coordinates[:, 0], reports=sampled.reports[:, 0])
+        mechanism, label_rr = self._mechanisms(spec)
+        share = ncc_share(X, y, bounds=bounds, mechanism=mechanism, label_rr=label_rr, rng=rng)
+        return NccShareReply(reports=share.reports, labels=share.labels)
+
     def validate(self, task: Task, spec: NccShareTask, view: PublicView) -> Cached | None:
         check_schema(spec.bounds, view)
         check_classes(spec.n_classes, view)
         self._mechanisms(spec)
+        spec.joint_encoding()  # joint: ε within the mechanisms' floor and ceiling
         return None
 
-    def compute(self, task: Task, spec: NccShareTask, owner: LocalOwner) -> NccShareReply:
-        mechanism, label_rr = self._mechanisms(spec)
-        share = ncc_share(owner.X, owner.y, bounds=spec.bounds, mechanism=mechanism, label_rr=label_rr, rng=owner.rng)
-        return NccShareReply(reports=share.reports, labels=share.labels)
+    def compute(self, task: Task, spec: NccShareTask, owner: LocalOwner) -> Release:
+        return self._share(spec, owner.X, owner.y, spec.bounds, owner.rng)
 
     def compute_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
         out: list[Release] = [NccShareReply(np.empty((0, 0)), np.empty(0, np.int64))] * len(tasks)
         for group in same_release(tasks, owners, lambda t, o: spec_key(spec_of(t, NccShareTask))):
             spec = spec_of(tasks[group[0]], NccShareTask)
-            mechanism, label_rr = self._mechanisms(spec)
             rows = [owners[i] for i in group]
-            share = ncc_share(
-                np.concatenate([o.X for o in rows]),
-                np.concatenate([o.y for o in rows]),
-                bounds=spec.bounds,
-                mechanism=mechanism,
-                label_rr=label_rr,
-                rng=rows[0].rng,
-            )
+            X, y = np.concatenate([o.X for o in rows]), np.concatenate([o.y for o in rows])
+            release = self._share(spec, X, y, spec.bounds, rows[0].rng)
             sizes = np.array([o.n_rows for o in rows])
             ends = np.cumsum(sizes)
             for i, start, end in zip(group, ends - sizes, ends, strict=True):
-                out[i] = NccShareReply(reports=share.reports[start:end], labels=share.labels[start:end])
+                out[i] = type(release)(*(getattr(release, f.name)[start:end] for f in fields(release)))
         return out
 
-    def fallback(
-        self, spec: NccShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator
-    ) -> NccShareReply:
-        mechanism, label_rr = self._mechanisms(spec)
+    def fallback(self, spec: NccShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator) -> Release:
         rows = midpoint_rows(public.bounds, n_rows)
-        share = ncc_share(
-            rows,
-            np.zeros(rows.shape[0], dtype=np.int64),
-            bounds=public.bounds,
-            mechanism=mechanism,
-            label_rr=label_rr,
-            rng=rng,
-        )
-        return NccShareReply(reports=share.reports, labels=share.labels)
+        return self._share(spec, rows, np.zeros(rows.shape[0], dtype=np.int64), public.bounds, rng)
 
 
 class LrShareKind(TaskKind[LrShareTask]):

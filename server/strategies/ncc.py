@@ -13,10 +13,12 @@ from privfed.common.learners.ncc import (
     NccShare,
     NearestCentroidModel,
     centroids_from_sums,
+    resolve_labels,
     split_label_budget,
 )
+from privfed.common.learners.stump_encodings import SampledReports
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse
-from privfed.common.tasks import NccShareReply, NccShareTask, Result
+from privfed.common.tasks import JointNccShareReply, NccShareReply, NccShareTask, Result
 from privfed.common.validation import check_choice
 from privfed.server.strategies.base import SingleRound, shares_of
 
@@ -24,17 +26,21 @@ from privfed.server.strategies.base import SingleRound, shares_of
 @dataclass
 class NccStrategy(SingleRound):
     """Nearest centroid from perturbed samples (seed 002 §3.5.1): every owner releases its
-    rows once; the coordinator averages them per (reported) class."""
+    rows once; the coordinator averages them per (reported) class. ``labels="joint"``: one (label, sign)
+    report per row at the whole ε, the centroids from their unbiased class sums (issue 22)."""
 
     mechanism: str
     epsilon: float
     n_classes: int
     bounds: Bounds
-    labels: str = "rr"  # private by default; "clear" is answered only by owners that opted in (contract 6)
+    #: private by default: "auto" is joint or rr by ε (resolve_labels); "clear" is answered only by owners that
+    #: opted in (contract 6)
+    labels: str = "auto"
     label_fraction: float = LABEL_FRACTION
 
     def __post_init__(self) -> None:
         check_choice(self.mechanism, name="mechanism", allowed=MECHANISMS)
+        self.labels = resolve_labels(self.labels, self.epsilon)
         self.eps_features, self.eps_labels = split_label_budget(self.epsilon, self.labels, self.label_fraction)
 
     def spec(self) -> NccShareTask:
@@ -58,15 +64,32 @@ class RunningClassSums:
     as :func:`~privfed.common.learners.ncc.ncc_class_sums` adds the rows of all shares at once: in
     the same order, the centroids are :func:`~privfed.common.learners.ncc.ncc_centroids`'s bit for
     bit. Randomized-response labels are debiased once, on the totals (the debiasing is linear).
+    Under ``labels="joint"`` each batch's unbiased class sums and weight totals
+    (:meth:`~privfed.common.learners.ncc.JointLabelEncoding.class_sums`, linear in the reports) are added up,
+    and the centroids are :meth:`~privfed.common.learners.ncc.JointLabelEncoding.centroids`' of all reports
+    (up to the rounding of the additions).
     """
 
     def __init__(self, strategy: NccStrategy) -> None:
         self._strategy = strategy
         self._totals = np.zeros((strategy.n_classes, strategy.bounds.d))
         self._labels = np.zeros(strategy.n_classes, dtype=np.int64)
+        self._weights = np.zeros(strategy.n_classes)  # joint: the estimated class weight totals
+        self._rows = 0  # joint: the reports received
+        self._joint = strategy.spec().joint_encoding()
         self._replies = 0
 
     def add(self, results: list[Result]) -> None:
+        if self._joint is not None:
+            joint = shares_of(results, JointNccShareReply)
+            if joint:
+                sampled = SampledReports.concat(r.sampled(self._joint) for r in joint)
+                sums, weights = self._joint.class_sums(sampled)
+                self._totals += sums
+                self._weights += weights
+                self._rows += len(sampled)
+                self._replies += len(joint)
+            return
         replies = shares_of(results, NccShareReply)
         if not replies:
             return
@@ -81,7 +104,9 @@ class RunningClassSums:
             raise RoundFailed("no owner released a share: cannot fit nearest centroids")
         sums, counts = self._totals, self._labels.astype(np.float64)
         cap: float | np.ndarray = counts
-        if s.labels == "rr" and np.isfinite(s.eps_labels):  # as ncc_class_sums and ncc_centroids debias and cap
+        if self._joint is not None:  # as JointLabelEncoding.centroids caps: the rows reported
+            counts, cap = self._weights, float(self._rows)
+        elif s.labels == "rr" and np.isfinite(s.eps_labels):  # as ncc_class_sums and ncc_centroids debias and cap
             label_rr = KaryRandomizedResponse(epsilon=s.eps_labels, n_classes=s.n_classes)
             sums, counts, cap = label_rr.debias_counts(sums.T).T, label_rr.debias_counts(counts), float(counts.sum())
         centroids = centroids_from_sums(sums, counts, cap, s.bounds)

@@ -7,10 +7,10 @@ a non-private ``clear-labels`` entry. Everything the coordinator's side builds d
 randomized response (contract 6).
 """
 
+import math
 import secrets
 
 import numpy as np
-import pytest
 from hostile import (
     assert_still_serving,
     boost_config,
@@ -57,8 +57,29 @@ def test_clear_labels_with_opt_in_are_recorded_as_nonprivate(coordinator, owners
     assert_still_serving(coordinator, node, a, d=D)
 
 
-def test_label_scheme_defaults_to_randomized_response():
-    """Private by default: rr for NCC, joint (one k-RR report of label and sign) for boosted NCC."""
+def test_joint_labels_need_no_opt_in_and_never_carry_a_label(coordinator, owners):
+    """``labels="joint"`` answers with (feature, report) pairs alone -- no label, no row -- debited at the
+    task's ε whatever ``label_epsilon`` the coordinator writes; asked at ε = ∞ (where joint sends the rows and
+    labels exactly) an owner of a finite budget refuses, so joint is no back door to clear labels."""
+    node = owners("owner-0", X, Y)
+    a, b = node.owner_ids
+    joint = ncc_task(_tid("joint"), a, d=D, epsilon=0.1, labels="joint", label_epsilon=5.0)
+    exact = ncc_task(_tid("jinf"), b, d=D, epsilon=math.inf, labels="joint", label_epsilon=0.0)
+    results = coordinator.run([joint, exact])
+    share = results[joint.task_id].ncc_share
+    assert share.HasField("joint") and not share.HasField("reports") and not share.labels, share
+    assert len(share.joint.features) == len(share.joint.reports) >= 1
+    assert all(0 <= f < D for f in share.joint.features) and all(0 <= r <= 4 for r in share.joint.reports)
+    entries = [h for h in ledger_history(node.ledger, a) if joint.task_id in h["release_id"]]
+    assert [(h["purpose"].split(":")[0], h["epsilon"], h["nonprivate"]) for h in entries] == [("ncc-joint", 0.1, False)]
+    assert refusal_code(results[exact.task_id]) == "budget_exceeded"
+    assert not [h for h in ledger_history(node.ledger, b) if exact.task_id in h["release_id"]]
+    assert_still_serving(coordinator, node, a, d=D)
+
+
+def test_label_scheme_defaults_to_a_private_one():
+    """Private by default: for NCC joint below ε 5.5 and rr from it on (never clear), joint (one k-RR report of
+    label and sign) for boosted NCC."""
     from privfed.common.boosting.params import BoostingParams
     from privfed.common.bounds import Bounds
     from privfed.deploy.cli import build_parser, job_config
@@ -66,17 +87,13 @@ def test_label_scheme_defaults_to_randomized_response():
 
     parser = build_parser()
     args = parser.parse_args(["coordinator", "--owners", "1", "--epsilon", "1", "--task", "ncc"])
-    assert args.labels is None and job_config(args).task_options()["labels"] == "rr"
+    assert args.labels is None and job_config(args).task_options()["labels"] == "auto"
     args = parser.parse_args(["simulate", "--task", "bdt", "--base", "ncc"])
     assert args.labels is None and job_config(args, epsilon=1.0).task_options()["labels"] == "joint"
     assert job_config(args, epsilon=1.0, rows_per_owner=3.0).share_weight_bound == 1.0  # a row's weight, for NCC
     bounds = Bounds(np.zeros(D), np.ones(D))
-    assert make_strategy("ncc", mechanism="pm", epsilon=1.0, n_classes=2, bounds=bounds).labels == "rr"
+    schemes = {eps: make_strategy("ncc", mechanism="pm", epsilon=eps, n_classes=2, bounds=bounds).labels
+               for eps in (0.5, 5.0, 6.0, 8.0, math.inf)}  # fmt: skip
+    assert schemes == {0.5: "joint", 5.0: "joint", 6.0: "rr", 8.0: "rr", math.inf: "rr"}
+    assert make_strategy("ncc", epsilon=1.0, labels="rr", n_classes=2, bounds=bounds).labels == "rr"  # as asked
     assert BoostingParams(epsilon=1.0, n_classes=2, bounds=bounds, n_rounds=1).labels == "joint"
-    from privfed.common.errors import ConfigError
-    from privfed.server.config import JobConfig
-
-    with pytest.raises(ConfigError, match="joint is boosted NCC's scheme"):
-        JobConfig.from_flat(
-            task="ncc", epsilon=1.0, labels="joint"
-        )  # plain NCC has no joint scheme: never silently clear

@@ -48,7 +48,7 @@ EXPECTED_CODES = {
     "count": "out_of_range",
 }
 JOBS = {
-    "ncc": (["--epsilon", "4"], ["huge", "rows", "label", "width", "stall"]),
+    "ncc": (["--epsilon", "4", "--labels", "rr"], ["huge", "rows", "label", "width", "stall"]),  # row replies
     "feddpdr": (["--epsilon", "4", "--delta", "1e-4", "--k", "4"], ["nan", "count"]),
 }
 
@@ -81,11 +81,12 @@ class _LocalTransport(Transport):
 def _honest_accuracy(task: str, flags: list[str], n_owners: int, tmp: Path) -> float:
     """The accuracy of the model the honest owners' releases alone give (module docstring)."""
     values = dict(zip(flags[::2], flags[1::2]))
-    feddpdr = {"delta": float(values["--delta"]), "k": int(values["--k"])} if task == "feddpdr" else {}
+    own = {"delta": float(values["--delta"]), "k": int(values["--k"])} if task == "feddpdr" else {}
+    own |= {"labels": values["--labels"]} if "--labels" in values else {}
     config = JobConfig.from_flat(
         task=task,
         epsilon=float(values["--epsilon"]),
-        **feddpdr,
+        **own,
         owners=n_owners,
         dataset="synthetic",
         n_samples=1000,

@@ -3,7 +3,7 @@
 Two :class:`~privfed.owner.core.OwnerCore` s host the same logical owners with the same public
 configuration (schema bounds, declared classes) but different rows: other values (some at or
 beyond the bounds), other labels, other row counts. Hypothesis sends both the same sequence of
-task batches of every kind of the registry (``common.tasks.KINDS``) -- NCC, LR, LR gradients at hostile θ, naive Bayes reports with hostile bins, DP-PCA, SVM, boosting shares with hostile histories (α over
+task batches of every kind of the registry (``common.tasks.KINDS``) -- NCC (rr and joint labels), LR, LR gradients at hostile θ, naive Bayes reports with hostile bins, DP-PCA, SVM, boosting shares with hostile histories (α over
 the public bound, E > W, off-grid stumps), boosting evaluations in a ring, secure-sum steps and
 relayed garbage -- with extreme and tiny ε, odd bounds and malformed sub-fields. After every batch:
 
@@ -171,7 +171,7 @@ def _ncc(data, core: OwnerCore, owner_id: str):
         lambda: NccShareTask(
             _pick(data, data.draw(st.sampled_from(["pm", "duchi", "laplace"])), "nope"),
             _eps(data),
-            _pick(data, "rr", "clear"),
+            _pick(data, data.draw(st.sampled_from(["rr", "joint"])), "clear"),
             _eps(data),
             _pick(data, K, 2, 1),
             _bounds(data),

@@ -190,3 +190,23 @@ def assert_one_report_each(report: dict, tmp: Path, nodes, n_owners: int, epsilo
     for history in entries.values():
         (entry,) = history
         assert entry["purpose"].startswith(f"{purpose}:") and entry["epsilon"] == epsilon
+
+
+#: The survey of the one-report-per-owner jobs: 755 training rows, one owner each.
+ANES96 = ["--dataset", "anes96", "--seed", "1", "--test-fraction", "0.2"]
+
+
+def one_report_job(
+    tmp: Path, flags: list[str], purpose: str, *, epsilon: float, n_owners: int = 755
+) -> tuple[dict, Path]:
+    """A one-round job (``flags``: its learning flags, ``--epsilon`` added) on two owner nodes sharing anes96's
+    ``n_owners`` one-row owners: it learns well above the majority class and every owner releases once, one
+    ledger entry of ``purpose`` at ``epsilon`` (:func:`assert_one_report_each`). The report and its path."""
+    half = n_owners // 2
+    nodes = {"owner-0": (f"0:{half}", epsilon), "owner-1": (f"{half}:{n_owners}", epsilon)}
+    report, path = coordinator_job(tmp, [*flags, "--epsilon", str(epsilon)], nodes, n_owners=n_owners, dataset=ANES96)
+    assert report["status"] == "ok" and report["config"]["quorum"] == 1
+    assert report["accuracy"] > report["baselines"]["majority_class"] + 0.15, report["accuracy"]
+    assert_one_report_each(report, tmp, nodes, n_owners, epsilon, purpose)
+    assert not any(e["nonprivate"] for h in ledger_entries(tmp, nodes, epsilon).values() for e in h)
+    return report, path

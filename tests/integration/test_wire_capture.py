@@ -1,8 +1,8 @@
 """No private value crosses the wire, for every task kind, under mTLS.
 
 A coordinator records every request it receives with a gRPC server interceptor (``capture.py``:
-the message bytes after TLS). Honest owner nodes run NCC (randomized-response labels), LR,
-FedDPDR, boosting with the ring secure sum, and ``privfed query``; each task's capture is
+the message bytes after TLS). Honest owner nodes run NCC (randomized-response labels, and its default
+joint labels), LR, FedDPDR, boosting with the ring secure sum, and ``privfed query``; each task's capture is
 searched for every raw value of every owner in every encoding of ``capture.py`` (values, whole
 rows on two grids in data, unit and ball space, permuted rows, label sequences), single grid
 indices and float32 words are held to chance by a baseline measured on the same capture, and the
@@ -246,8 +246,9 @@ def recorded_federation(tmp_path, *, secure=True) -> tuple[Federation, Recording
     return fed, rec
 
 
-def ncc(bounds, labels=None):
-    """NCC at ``EPSILON``; ``labels=None`` leaves the label scheme at its default (rr, contract 6)."""
+def ncc(bounds, labels="rr"):
+    """NCC at ``EPSILON``, labels by randomized response; ``labels=None`` leaves the scheme at its default
+    (contract 6: private; at this ε joint, one k-RR report of (label, sign) per row)."""
     return make_strategy(
         "ncc",
         mechanism="pm",
@@ -289,6 +290,7 @@ def honest_captures(tmp_path_factory):
             fed.spawn(node, n_owners=N_OWNERS, shards=shards, budget=1000.0, extra=["--delta-budget", "1e-3"])
         jobs = {
             "ncc": ncc(test.bounds),
+            "ncc-joint": ncc(test.bounds, labels=None),
             "lr": make_strategy("lr", mechanism="pm", epsilon=EPSILON, n_classes=N_CLASSES, bounds=test.bounds),
             "lr-local": make_strategy(
                 "lr", solver="local", mechanism="pm", epsilon=EPSILON, n_classes=N_CLASSES, bounds=test.bounds
@@ -370,7 +372,7 @@ def honest_captures(tmp_path_factory):
     return captured, outcomes, rows, test, query_owners, boost_label_epsilon
 
 
-TASKS = ("ncc", "lr", "lr-local", "feddpdr", "nb", "bdt", "bdt-ncc", "bdt-ncc-rr", "query")
+TASKS = ("ncc", "ncc-joint", "lr", "lr-local", "feddpdr", "nb", "bdt", "bdt-ncc", "bdt-ncc-rr", "query")
 
 
 @pytest.mark.slow
@@ -401,15 +403,19 @@ def test_no_private_value_on_the_wire(honest_captures, task):
 
 @pytest.mark.slow
 def test_labels_agree_with_the_truth_only_at_the_rr_rate(honest_captures):
-    """NCC shares (default rr, contract 6) and boosting's NCC shares with rr: the labels the
-    coordinator decodes agree with the truth at the randomized-response rate, not 100%; whole label
-    sequences come through unchanged no more often than RR allows. Tasks without labels send none;
-    boosting's default joint NCC shares send none beside their k-RR reports (integers 0..2K)."""
+    """NCC shares with rr and boosting's NCC shares with rr: the labels the coordinator decodes agree with
+    the truth at the randomized-response rate, not 100%; whole label sequences come through unchanged no
+    more often than RR allows. Tasks without labels send none; the default joint NCC shares, plain and
+    boosting's, send none beside their k-RR reports (integers 0..2K)."""
     captured, _, rows, _, _, boost_label_epsilon = honest_captures
     truth = {i: y for i, _, y in rows}
     shares = [r.boost_share for r in pushed_results(captured["bdt-ncc"]) if r.WhichOneof("kind") == "boost_share"]
+    plain = [r.ncc_share for r in pushed_results(captured["ncc-joint"]) if r.WhichOneof("kind") == "ncc_share"]
     assert shares and all(b.WhichOneof("kind") == "joint_ncc" for b in shares)  # no labels beside the reports
-    assert all(len(b.joint_ncc.features) == len(b.joint_ncc.reports) for b in shares)  # one sampled feature per row
+    assert plain and all(p.HasField("joint") and not p.labels and not p.HasField("reports") for p in plain)
+    joint = [b.joint_ncc for b in shares] + [p.joint for p in plain]
+    assert all(len(j.features) == len(j.reports) for j in joint)  # one sampled feature per row
+    assert all(0 <= r <= 2 * N_CLASSES for j in joint for r in j.reports)
     for task, kind, eps in (
         ("ncc", "ncc_share", LABEL_EPSILON),
         ("bdt-ncc-rr", "boost_share.ncc", boost_label_epsilon),

@@ -28,7 +28,7 @@ OWNERS = [owner_id("owner-0", i) for i in range(3)] + [owner_id("owner-1", 3)]
 
 
 def _tasks():
-    return make_strategy("ncc", epsilon=2.0, n_classes=2, bounds=BOUNDS).configure(OWNERS, "r1")
+    return make_strategy("ncc", epsilon=2.0, labels="rr", n_classes=2, bounds=BOUNDS).configure(OWNERS, "r1")
 
 
 def _reply(rows: int = 1, label: int = 0) -> NccShareReply:

@@ -47,7 +47,7 @@ def keep_sigterm():
 
 def test_the_defaults_are_valid_and_the_config_is_frozen():
     config = JobConfig(task="ncc", epsilon=math.inf)
-    assert config.params == NccParams() and config.task_options()["labels"] == "rr"
+    assert config.params == NccParams() and config.task_options()["labels"] == "auto"  # by ε, in the strategy
     assert JobConfig(task="bdt", epsilon=1.0).share_weight_bound == DEFAULT_WEIGHT_BOUND
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.epsilon = 2.0

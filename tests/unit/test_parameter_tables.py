@@ -92,8 +92,8 @@ def test_each_task_parameter_object_declares_exactly_its_table_and_defaults_to_w
         )
         assert SimulationConfig.from_mapping({"task": task}).job.params == defaults
         assert job_file_config(job_settings({"task": task, "epsilon": 1, "owners": 3}), {}).params == defaults
-    assert (PARAMS["ncc"]().labels, BdtParams().labels) == ("rr", "joint")  # each task's own scheme
-    assert PARAMS["ncc"](labels="auto").labels == "rr" and BdtParams(labels="auto").labels == "joint"
+    assert (PARAMS["ncc"]().labels, BdtParams().labels) == ("auto", "joint")  # each task's own scheme
+    assert BdtParams(labels="auto").labels == "joint"  # ncc's auto depends on ε: its strategy resolves it
 
 
 @pytest.mark.parametrize(
@@ -143,7 +143,7 @@ def test_every_task_flag_is_built_from_its_table_entry_with_each_task_default_in
             action = actions[param.flag]
             assert action.help.startswith(param.help) and action.default is None, param.flag  # None: not given
             assert action.choices == param.check.choices and action.type is param.check.parse, param.flag
-        assert actions["--labels"].help.endswith("(default: rr for ncc, joint for bdt)")
+        assert actions["--labels"].help.endswith("(default: auto for ncc, joint for bdt)")
         rounds = {release: BdtParams(release=release).n_rounds for release in ("shares", "marginals")}
         assert f"(default: {rounds['shares']} for --release shares" in actions["--rounds"].help
         assert f"{rounds['marginals']} for --release marginals" in actions["--rounds"].help

@@ -13,6 +13,7 @@ from privfed.common.errors import RemoteProtocolError
 from privfed.common.learners.stump import Stump
 from privfed.common.tasks import (
     BoostShareTask,
+    JointNccShareReply,
     LrShareTask,
     NccShareReply,
     NccShareTask,
@@ -118,13 +119,21 @@ def test_ncc_share_with_mismatched_labels_is_rejected():
     del msg.ncc_share.labels[:]
     with pytest.raises(RemoteProtocolError, match="reports for 0 labels"):
         serde.result_from_proto(msg)
+    joint = serde.result_to_proto(Result("t", "o", JointNccShareReply(np.array([0, 2]), np.array([3, 1]))))
+    del joint.ncc_share.joint.features[1:]
+    with pytest.raises(RemoteProtocolError, match="1 sampled features for 2 reports"):
+        serde.result_from_proto(joint)
+    both = serde.result_to_proto(Result("t", "o", JointNccShareReply(np.array([0]), np.array([3]))))
+    both.ncc_share.labels.append(1)  # a label beside joint reports: no honest owner sends one
+    with pytest.raises(RemoteProtocolError, match="joint reports beside perturbed rows or labels"):
+        serde.result_from_proto(both)
 
 
 def test_fields_a_message_refuses_arrive_as_remote_protocol_errors_naming_the_field():
     """The messages check their fields with common/validation; from a peer that is its fault."""
     ncc = serde.task_to_proto(Task("t", "o", "r", NCC))
-    ncc.ncc_share.labels = pb.LABEL_SCHEME_JOINT  # boosting's scheme: not one of an NCC task's
-    with pytest.raises(RemoteProtocolError, match=r"labels must be one of \('clear', 'rr'\), got 'joint'"):
+    ncc.ncc_share.labels = 99
+    with pytest.raises(RemoteProtocolError, match="labels must name one of .*, got enum value 99"):
         serde.task_from_proto(ncc)
     for count_epsilon in (0.0, -1.0, math.nan):
         pca = serde.task_to_proto(Task("t", "o", "r", PCA))

@@ -47,6 +47,7 @@ from privfed.common.tasks import (
     BoostShareTask,
     ContractViolation,
     JointNccReply,
+    JointNccShareReply,
     Kind,
     LrGradientReply,
     LrGradientTask,
@@ -133,6 +134,7 @@ TASKS: dict[str, list] = {
         NccShareTask(
             mechanism="duchi", epsilon=math.inf, labels="clear", label_epsilon=0.0, n_classes=2, bounds=BOUNDS
         ),
+        NccShareTask(mechanism="pm", epsilon=2.0, labels="joint", label_epsilon=0.0, n_classes=3, bounds=BOUNDS),
     ],
     "lr_share": [LrShareTask(mechanism="laplace", epsilon=2.0, param_bound=4.0, c=0.5, n_classes=4, bounds=BOUNDS)],
     "pca_share": [
@@ -182,6 +184,7 @@ OWNER = "owner-3.o00003"
 REPLIES: dict[type, list] = {
     Refusal: [Refusal.of(code, "task id 't9'") for code in REFUSAL_CODES],
     NccShareReply: [NccShareReply(reports=np.arange(6.0).reshape(2, 3), labels=np.array([0, 2]))],
+    JointNccShareReply: [JointNccShareReply(features=np.array([1, 0, 2]), reports=np.array([6, 0, 3]))],
     LrShareReply: [LrShareReply(reports=np.linspace(-1, 1, 9)[:8].reshape(1, 8))],
     PcaShareReply: [  # a PcaShare decoded with a count off by one used to pass every test; a noisy count may be < 0
         PcaShareReply(subspace=np.eye(3)[:, :2], noisy_count=41),
