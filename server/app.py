@@ -54,7 +54,7 @@ class CoordinatorServer:
     ):
         self.dispatcher = Dispatcher(node_timeout=node_timeout)
         self.models = ModelStore()
-        self.sessions = Sessions()  # the nodes' open Session streams
+        self.sessions = Sessions(capacity=max_workers // 2)  # the nodes' open Session streams, half the workers
         self._tls = tls
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers),

@@ -319,7 +319,14 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
                 claimed = self._node_id(request.node_id, context)
                 if node_id is None:
                     self._dispatcher.check_caller(claimed, peer)
-                    node_id, token = claimed, self._sessions.open(claimed, context.cancel)
+                    token = self._sessions.open(claimed, context.cancel)
+                    if token is None:  # the node's pushes and polls go as unary calls, which free their thread
+                        context.abort(
+                            grpc.StatusCode.UNIMPLEMENTED,
+                            f"the coordinator's {self._sessions.capacity} sessions are open: push and poll with "
+                            "unary calls",
+                        )
+                    node_id = claimed
                 elif claimed != node_id:
                     raise RemoteProtocolError(
                         f"a session speaks for the node that opened it ({node_id!r}), not {claimed!r}"

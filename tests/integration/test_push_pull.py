@@ -100,3 +100,39 @@ def test_nodes_open_their_session_again_when_the_coordinator_ends_it_and_lose_no
     assert outcome.answered == OWNERS and outcome.model is not None
     assert sum(ended) >= 2 and opened >= 2 + sum(ended), (ended, opened)
     assert_debited_once_per_round(tmp_path)
+
+
+def test_nodes_past_the_coordinators_session_capacity_push_and_poll_with_unary_calls(tmp_path):
+    """A session holds a coordinator worker thread while it is open: with room for one, the first node
+    gets it and the other is told to use unary calls (which free their thread within a long poll), and
+    every round is still answered by every owner and debited once."""
+    _, test = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=600)
+    calls = RecordingInterceptor()
+    fed = Federation(tmp_path, secure=False, interceptors=(calls,))
+    fed.server.sessions.capacity = 1
+    try:
+        for k in range(2):
+            fed.spawn(f"owner-{k}", n_owners=OWNERS, shards=f"{2 * k}:{2 * k + 2}", budget=math.inf)
+        fed.server.dispatcher.wait_for_owners(OWNERS, 60)
+        mark = calls.mark()
+        strategy = make_strategy(
+            "lr", solver="local", mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds
+        )
+        outcome = fed.run(Rounds(strategy), OWNERS)
+        during = calls.since(mark)
+    finally:
+        fed.close()
+    assert outcome.answered == OWNERS and outcome.model is not None
+    pushes = {  # node -> the methods of its pushes that carried results, in order
+        node: [
+            c.method.rsplit("/", 1)[1]
+            for c in during
+            if is_push(c) and (p := pb.PushResultsRequest.FromString(c.data)).node_id == node and p.results
+        ]
+        for node in ("owner-0", "owner-1")
+    }
+    on_session, on_calls = sorted(pushes.values(), key=lambda m: m.count("PushResults"))
+    assert on_session == ["Session"] * ROUNDS, pushes
+    # the refused session's first message, if it carried results, is pushed again as a call
+    assert on_calls.count("PushResults") == ROUNDS and on_calls.count("Session") <= 1, pushes
+    assert_debited_once_per_round(tmp_path)
