@@ -29,8 +29,14 @@ process of its own (``COORDINATOR`` below), always from this checkout. Lines rea
 * ``floor: ..`` (issue 27): what the round trip of a node cannot do without, measured alone in this
   run, against the bare computation per owner at N = 20: the CPU (client + coordinator process) and
   the wall time of one unary gRPC call (an empty ``PushResults`` from a registered node, loopback, no
-  TLS), and of one durable SQLite commit (one row, WAL, ``synchronous=FULL`` as the ledger commits;
-  the wall time is the disk's fsync and varies with its load).
+  TLS), of one message pair on a node's Session stream (the same request and its answer, as nodes
+  exchange them each round), and of one durable SQLite commit (one row, WAL, ``synchronous=FULL`` as
+  the ledger commits; the wall time is the disk's fsync and varies with its load).
+* ``  floor: N=.. processes`` (N = 20, 50): the same owners' computation in N processes, one owner
+  each, woken by a line on a pipe each round (fit and share, then a line back; the aggregate here),
+  against the bare computation: the cost of one process per owner (waking N processes on C cores,
+  each running its fit with cold caches) before any gRPC, ledger or coordinator. A round cannot
+  beat it.
 * ``round N=.. d=64 pinned s`` (issue 27, item 1): the same round on digits-shaped rows (64
   features, 10 classes, 290 rows per owner), N one-owner nodes on this host; the baseline is every
   node unpinned (``--threads`` = this host's CPUs, OpenBLAS's own default of a thread per CPU), the
@@ -278,12 +284,10 @@ def lr_strategy(d: int = D, k: int = 2) -> Any:
     )
 
 
-def in_process_round(files: list[Path], owners_per_node: int, seed: int, repeats: int) -> tuple[float, float]:
-    """The same owners' computation without processes or a wire: fit, share, aggregate. Returns the
-    median (wall s, CPU s) of ``repeats`` rounds."""
-    lr = lr_strategy()
+def bench_owners(files: list[Path], owners_per_node: int, seed: int, first: int = 0) -> list[Any]:
+    """The owners the nodes of ``files`` host (node ``first + i`` holds ``files[i]``), as the nodes build them."""
     owners = []
-    for i, path in enumerate(files):
+    for i, path in enumerate(files, start=first):
         ds = load_owner_file(str(path), f"-{BOUND:g}:{BOUND:g}", 2)
         owners += build_owners(
             ds,
@@ -294,18 +298,91 @@ def in_process_round(files: list[Path], owners_per_node: int, seed: int, repeats
             rng_kind="seeded",
             rng_seed=seed,
         )
+    return owners
+
+
+def owner_reports(lr: Any, owners: list[Any]) -> list[np.ndarray]:
+    """Each owner's computation of the LR round: its local fit and its perturbed share."""
+    reports = []
+    for o in owners:
+        theta = fit_local_logistic(o.X, o.y, bounds=lr.bounds, n_classes=2, C=lr.C)
+        mech = make_mechanism(lr.mechanism, epsilon=lr.epsilon, d=theta.size)
+        reports.append(lr_share(theta, param_bound=lr.param_bound, mechanism=mech, rng=o.rng))
+    return reports
+
+
+def in_process_round(files: list[Path], owners_per_node: int, seed: int, repeats: int) -> tuple[float, float]:
+    """The same owners' computation without processes or a wire: fit, share, aggregate. Returns the
+    median (wall s, CPU s) of ``repeats`` rounds."""
+    lr = lr_strategy()
+    owners = bench_owners(files, owners_per_node, seed)
     times, cpus = [], []
     for _ in range(repeats):
         t0, cpu0 = time.perf_counter(), time.process_time()
-        reports = []
-        for o in owners:
-            theta = fit_local_logistic(o.X, o.y, bounds=lr.bounds, n_classes=2, C=lr.C)
-            mech = make_mechanism(lr.mechanism, epsilon=lr.epsilon, d=theta.size)
-            reports.append(lr_share(theta, param_bound=lr.param_bound, mechanism=mech, rng=o.rng))
+        reports = owner_reports(lr, owners)
         lr_aggregate(np.stack(reports), param_bound=lr.param_bound, n_classes=2, bounds=lr.bounds)
         times.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - cpu0)
     return statistics.median(times), statistics.median(cpus)
+
+
+#: A process holding one node's owners: computes their reports (``owner_reports``) for each line on
+#: stdin and answers a line (the process floor: no wire, no ledger, no coordinator).
+WORKER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from federation import bench_owners, lr_strategy, owner_reports
+lr, owners = lr_strategy(), bench_owners([Path(sys.argv[2])], 1, int(sys.argv[3]), first=int(sys.argv[4]))
+print("ready", flush=True)
+for _ in sys.stdin:
+    owner_reports(lr, owners)
+    print("done", flush=True)
+"""
+
+
+def process_floor(files: list[Path], seed: int, repeats: int) -> tuple[float, float]:
+    """(wall s, CPU s) per round of the one-owner processes of ``files``, each woken by a line on a pipe,
+    computing its owner's fit and share and answering a line, and the aggregate here: what one process
+    per owner costs before any gRPC, ledger or coordinator (median wall, mean CPU of the rounds after
+    the first)."""
+    lr = lr_strategy()
+    here = str(Path(__file__).parent)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, here, str(f), str(seed), str(i)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i, f in enumerate(files)
+    ]
+    pipes = [(p.stdin, p.stdout) for p in procs if p.stdin is not None and p.stdout is not None]
+    try:
+        for _, out in pipes:
+            out.readline()
+        times, cpu0 = [], 0.0
+        placeholder = np.zeros(
+            (len(files), D + 1)
+        )  # the workers' reports stay with them: only the aggregate's cost counts
+        for r in range(repeats + 1):
+            if r == 1:
+                cpu0 = sum(map(cpu_seconds, (p.pid for p in procs))) + time.process_time()
+            t0 = time.perf_counter()
+            for inp, _ in pipes:
+                inp.write("go\n")
+                inp.flush()
+            for _, out in pipes:
+                out.readline()
+            lr_aggregate(placeholder, param_bound=lr.param_bound, n_classes=2, bounds=lr.bounds)
+            times.append(time.perf_counter() - t0)
+        cpu = (sum(map(cpu_seconds, (p.pid for p in procs))) + time.process_time() - cpu0) / repeats
+        return statistics.median(times[1:]), cpu
+    finally:
+        for p in procs:
+            if p.stdin is not None:
+                p.stdin.close()
+            p.wait(timeout=15)
 
 
 #: The thread lines' workload, shaped like digits (64 features, 10 classes, its 1437 training rows
@@ -342,10 +419,13 @@ def cpu_seconds(pid: int) -> float:
     return total / 1e9
 
 
-def grpc_floor(calls: int = 1000) -> tuple[float, float]:
-    """(CPU s of client and coordinator, wall s) per unary call: an empty PushResults of a registered node."""
+def grpc_floor(calls: int = 1000) -> dict[str, tuple[float, float]]:
+    """(CPU s of client and coordinator, wall s) per exchange of a registered node with a coordinator
+    process: ``call``, an empty unary PushResults; ``session``, the same request and its answer on the
+    node's Session stream (:class:`privfed.owner.session.NodeSession`, as a node sends it)."""
     import grpc
 
+    from privfed.owner.session import NodeSession
     from privfed.proto import privfed_pb2 as pb
     from privfed.proto import privfed_pb2_grpc as pb_grpc
     from privfed.proto.transport import channel_options
@@ -358,18 +438,26 @@ def grpc_floor(calls: int = 1000) -> tuple[float, float]:
         text=True,
     )
     assert server.stdin is not None and server.stdout is not None  # PIPE
+    out = {}
     try:
         with grpc.insecure_channel(f"127.0.0.1:{server.stdout.readline().strip()}", options=channel_options()) as ch:
             stub = pb_grpc.CoordinatorStub(ch)
             stub.RegisterNode(pb.RegisterNodeRequest(node_id="n", owners=[pb.OwnerInfo(owner_id="n.o")]), timeout=10)
             request = pb.PushResultsRequest(node_id="n")
-            for _ in range(100):  # warm up
-                stub.PushResults(request, timeout=10)
-            cpu0, theirs0, t0 = time.process_time(), cpu_seconds(server.pid), time.perf_counter()
-            for _ in range(calls):
-                stub.PushResults(request, timeout=10)
-            wall = time.perf_counter() - t0
-            cpu = time.process_time() - cpu0 + cpu_seconds(server.pid) - theirs0
+            session = NodeSession(stub, 10.0)
+            for name, exchange in (
+                ("call", lambda: stub.PushResults(request, timeout=10)),
+                ("session", lambda: session.exchange(request)),
+            ):
+                for _ in range(100):  # warm up
+                    exchange()
+                cpu0, theirs0, t0 = time.process_time(), cpu_seconds(server.pid), time.perf_counter()
+                for _ in range(calls):
+                    exchange()
+                wall = time.perf_counter() - t0
+                cpu = time.process_time() - cpu0 + cpu_seconds(server.pid) - theirs0
+                out[name] = (cpu / calls, wall / calls)
+            session.close()
         server.stdin.write("stop\n")
         server.stdin.flush()
         server.wait(timeout=15)
@@ -377,7 +465,7 @@ def grpc_floor(calls: int = 1000) -> tuple[float, float]:
         if server.poll() is None:
             server.kill()
             server.wait()
-    return cpu / calls, wall / calls
+    return out
 
 
 def commit_floor(directory: Path, commits: int = 300) -> tuple[float, float]:
@@ -401,11 +489,12 @@ def commit_floor(directory: Path, commits: int = 300) -> tuple[float, float]:
 
 def floor_lines(bench: Bench, per_owner: float) -> None:
     """The floor of a node's round trip (module docstring), in ms, against the bare computation per owner."""
-    grpc_cpu, grpc_wall = grpc_floor()
+    exchanges = grpc_floor()
     commit_cpu, commit_wall = commit_floor(bench.tmp)
     ms = 1e3
-    line("floor: gRPC call CPU ms", per_owner * ms, grpc_cpu * ms)
-    line("floor: gRPC call wall ms", per_owner * ms, grpc_wall * ms)
+    for name, what in (("call", "gRPC call"), ("session", "session msg pair")):
+        line(f"floor: {what} CPU ms", per_owner * ms, exchanges[name][0] * ms)
+        line(f"floor: {what} wall ms", per_owner * ms, exchanges[name][1] * ms)
     line("floor: durable commit CPU ms", per_owner * ms, commit_cpu * ms)
     line("floor: durable commit wall ms", per_owner * ms, commit_wall * ms)
 
@@ -461,6 +550,10 @@ def main(argv: list[str] | None = None) -> int:
             line(f"  round CPU N={nodes * per_node} s", bare_cpu, cpu)
             n = nodes * per_node
             line(f"  overhead/node N={n} ms", bare / n * 1e3, (median - bare) / nodes * 1e3)
+            if per_node == 1 and nodes >= 20:
+                floor_wall, floor_cpu = process_floor(files, args.seed, args.repeats)
+                line(f"  floor: N={n} processes s", bare, floor_wall)
+                line(f"  floor: N={n} processes CPU s", bare_cpu, floor_cpu)
             if nodes == 20:
                 floor_lines(bench, bare / n)
         if not args.owner_pythonpath and not args.rounds_only:  # --threads is this checkout's

@@ -78,6 +78,7 @@ from typing import Any
 
 from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError
 from privfed.common.files import private_sqlite_file
+from privfed.common.ledger_cache import OwnerRecord, RecordCache
 from privfed.common.validation import check_non_negative, check_probability
 
 #: Relative tolerance on the budget comparison (module docstring, "Floating point").
@@ -346,6 +347,7 @@ class Ledger:
             raise
         self._conn = conn
         self._bound: dict[str, tuple[str, ...]] = {}  # owner id -> its row accounts (bind_rows)
+        self._cache = RecordCache()
 
     def _init_db(self, conn: sqlite3.Connection) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -405,8 +407,8 @@ class Ledger:
         its bound rows has spent more (module docstring, "Budgets follow the rows")."""
         _name("owner_id", owner_id)
         conn = self._db()
-        rows = conn.execute("SELECT epsilon, delta FROM releases WHERE owner_id = ?", (owner_id,)).fetchall()
-        own = (math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
+        record = self._records(conn, [owner_id])[owner_id]
+        own = (math.fsum(record.epsilons), math.fsum(record.deltas))
         return Budget(*self._most(own, self._account_sums(conn, self._bound.get(owner_id, ())), owner_id))
 
     def _most(
@@ -430,16 +432,21 @@ class Ledger:
         salt = self._db().execute("SELECT value FROM meta WHERE name = 'row_salt'").fetchone()[0].encode()
         self._bound[owner_id] = tuple(f"row:{hashlib.sha256(salt + bytes(k)).hexdigest()[:32]}" for k in row_keys)
 
-    @staticmethod
-    def _account_sums(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, tuple[float, float]]:
-        """(ε, δ) recorded on each account of ``keys``; (0, 0) for an account with no debit yet."""
+    def _account_sums(self, conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, tuple[float, float]]:
+        """(ε, δ) recorded on each account of ``keys``; (0, 0) for an account with no debit yet. Read
+        from the file for the accounts :attr:`_cache` does not hold."""
+        self._cache.validate(conn.execute("PRAGMA data_version").fetchone()[0])
         sums = dict.fromkeys(keys, (0.0, 0.0))
-        unique = list(sums)
+        unique = [k for k in sums if k not in self._cache.accounts]
+        read: dict[str, tuple[float, float]] = {}
         for start in range(0, len(unique), _CHUNK):
             chunk = unique[start : start + _CHUNK]
             marks = ",".join("?" * len(chunk))
             for k, e, d in conn.execute(f"SELECT key, epsilon, delta FROM accounts WHERE key IN ({marks})", chunk):
-                sums[k] = (e, d)
+                read[k] = (e, d)
+        for k in sums:
+            sums[k] = self._cache.accounts.get(k) or read.get(k, (0.0, 0.0))
+        self._cache.keep_accounts({k: sums[k] for k in unique})
         return sums
 
     def remaining(self, owner_id: str) -> Budget:
@@ -535,24 +542,15 @@ class Ledger:
         checks again atomically, so a standing read before it can never let a release overspend)."""
         ids = list(dict.fromkeys(_name("owner_id", o) for o in owner_ids))
         conn = self._db()
-        own: dict[str, list[tuple[float, float, str]]] = {o: [] for o in ids}
-        budgets: dict[str, Budget] = {}
-        for start in range(0, len(ids), _CHUNK):
-            chunk = ids[start : start + _CHUNK]
-            marks = ",".join("?" * len(chunk))
-            query = f"SELECT owner_id, epsilon, delta, release_id FROM releases WHERE owner_id IN ({marks})"
-            for o, e, d, r in conn.execute(query, chunk):
-                own[o].append((e, d, r))
-            query = f"SELECT owner_id, epsilon_budget, delta_budget FROM owners WHERE owner_id IN ({marks})"
-            budgets.update((o, Budget(e, d)) for o, e, d in conn.execute(query, chunk))
+        records = self._records(conn, ids)
         sums = self._account_sums(conn, [k for o in ids for k in self._bound.get(o, ())])
         return {
             o: Standing(
-                Budget(*self._most((math.fsum(e for e, _, _ in rows), math.fsum(d for _, d, _ in rows)), sums, o)),
-                budgets.get(o, self._default),
-                frozenset(r for _, _, r in rows),
+                Budget(*self._most((math.fsum(r.epsilons), math.fsum(r.deltas)), sums, o)),
+                r.budget or self._default,
+                frozenset(r.release_ids),
             )
-            for o, rows in own.items()
+            for o, r in records.items()
         }
 
     # ------------------------------------------------------------------ schema decisions
@@ -631,13 +629,16 @@ class Ledger:
         owners = list(dict.fromkeys(e.owner_id for e in entries))
         conn.execute("BEGIN IMMEDIATE")
         try:
-            budgets, eps, dlt, used = self._load(conn, owners)
+            records = self._records(conn, owners)  # read under the write lock: no other writer until COMMIT
+            budgets = {o: r.budget for o, r in records.items() if r.budget is not None}
+            eps = {o: list(r.epsilons) for o, r in records.items()}
+            dlt = {o: list(r.deltas) for o, r in records.items()}
+            used = {o: set(r.release_ids) for o, r in records.items()}
             sums = self._account_sums(conn, [k for o in owners for k in self.accounts(o)])
             results: list[BudgetExceeded | LocalProtocolError | None] = []
             new_owners, rows = [], []
             for e in entries:
-                key = (e.owner_id, e.release_id)
-                if key in used:
+                if e.release_id in used[e.owner_id]:
                     results.append(
                         LocalProtocolError(
                             f"owner {e.owner_id!r}: release_id {e.release_id!r} already released; "
@@ -656,7 +657,7 @@ class Ledger:
                     if e.owner_id not in budgets:
                         budgets[e.owner_id] = self._default
                         new_owners.append((e.owner_id, self._default.epsilon, self._default.delta))
-                    used.add(key)
+                    used[e.owner_id].add(e.release_id)
                     eps[e.owner_id].append(e.epsilon)
                     dlt[e.owner_id].append(e.delta)
                     for k in self.accounts(e.owner_id):
@@ -676,33 +677,37 @@ class Ledger:
             )
             conn.execute("COMMIT")
         except BaseException:
+            self._cache.clear()  # a write that did not commit leaves no trace in the cache either
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        self._cache.committed(
+            {o: OwnerRecord(budgets.get(o), eps[o], dlt[o], used[o]) for o in owners}, {k: sums[k] for k in touched}
+        )
         return results
 
-    def _load(
-        self, conn: sqlite3.Connection, owners: list[str]
-    ) -> tuple[dict[str, Budget], dict[str, list[float]], dict[str, list[float]], set[tuple[str, str]]]:
-        """Stored budgets, recorded ε and δ lists and used (owner, release_id) keys of ``owners``."""
-        budgets: dict[str, Budget] = {}
-        eps: dict[str, list[float]] = {o: [] for o in owners}
-        dlt: dict[str, list[float]] = {o: [] for o in owners}
-        used: set[tuple[str, str]] = set()
-        for start in range(0, len(owners), _CHUNK):
-            chunk = owners[start : start + _CHUNK]
+    def _records(self, conn: sqlite3.Connection, owners: list[str]) -> dict[str, OwnerRecord]:
+        """Each owner's stored budget (None: not stored yet), recorded ε and δ and release ids: from
+        :attr:`_cache` while no other connection has written the file (``PRAGMA data_version``),
+        else read. Callers copy what they change (the cache changes only after a commit)."""
+        self._cache.validate(conn.execute("PRAGMA data_version").fetchone()[0])
+        missing = [o for o in owners if o not in self._cache.owners]
+        read = {o: OwnerRecord(None, [], [], set()) for o in missing}
+        for start in range(0, len(missing), _CHUNK):
+            chunk = missing[start : start + _CHUNK]
             marks = ",".join("?" * len(chunk))
             for o, e, d in conn.execute(
                 f"SELECT owner_id, epsilon_budget, delta_budget FROM owners WHERE owner_id IN ({marks})", chunk
             ):
-                budgets[o] = Budget(e, d)
+                read[o].budget = Budget(e, d)
             for o, r, e, d in conn.execute(
                 f"SELECT owner_id, release_id, epsilon, delta FROM releases WHERE owner_id IN ({marks})", chunk
             ):
-                eps[o].append(e)
-                dlt[o].append(d)
-                used.add((o, r))
-        return budgets, eps, dlt, used
+                read[o].epsilons.append(e)
+                read[o].deltas.append(d)
+                read[o].release_ids.add(r)
+        self._cache.keep_owners(read)
+        return {o: read[o] if o in read else self._cache.owners[o] for o in owners}
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

@@ -223,7 +223,7 @@ class OwnerCore:
         """The ledger record of every hosted owner a release task of the batch is for, read at once
         (``Ledger.standings``); a ledger that cannot be read leaves each check to its own query."""
         owners = [t.owner_id for t in items if isinstance(t, Task) and t.owner_id in self.owners]
-        if len(owners) < 2:
+        if not owners:
             return {}
         try:
             return self.ledger.standings(owners)

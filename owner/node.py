@@ -35,6 +35,7 @@ from privfed.owner.core import OwnerCore
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.local import LocalOwner
 from privfed.owner.policy import OwnerPolicy
+from privfed.owner.session import NodeSession
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
@@ -147,8 +148,13 @@ class OwnerNode:
         owner_policy: OwnerPolicy | None = None,
         daemon: bool = False,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
+        session: bool = True,
     ):
         self.node_id = node_id
+        #: Whether to push and poll over a Session stream (False, or a coordinator without one: unary calls).
+        self._use_session = session
+        self._session: NodeSession | None = None
+        self._session_backoff = Backoff()  # between sessions that break in a row
         self._owner_policy = owner_policy
         self._daemon = daemon
         #: The job the coordinator announced with the tasks last taken (None: none announced).
@@ -306,12 +312,14 @@ class OwnerNode:
                 raise
         self._unsent = []
 
-    def _push_and_pull(self, stub: pb_grpc.CoordinatorStub, results: list[Result]) -> pb.PushResultsResponse | None:
-        """Push the last results of a pass and take the node's next tasks in the same call (a long
-        poll, as PullTasks: one call per node per round, issue 27). If the call fails, the results go
-        again as a push alone (:meth:`_push`, retried) and None is returned: the caller polls. After a
-        failure that may have lost the answer (a retryable code), the node registers again, so the
-        coordinator queues its unanswered tasks once more, as after a failed PullTasks."""
+    def _push_and_pull(self, stub: pb_grpc.CoordinatorStub, results: list[Result]) -> Poll | None:
+        """Push the last results of a pass (or none: a poll) and take the node's next tasks in the same
+        exchange (a long poll, as PullTasks: one message pair per node per round, issue 27), over the
+        node's Session stream, or a PushResults call without one. If it fails, the results go again
+        as a push alone (:meth:`_push`, retried) and None is returned: the caller polls. After a
+        failure that may have lost the answer, the node registers again, so the coordinator queues
+        its unanswered tasks once more, as after a failed PullTasks; a broken session is opened again
+        with the next exchange."""
         self._unsent.extend(results)
         request = pb.PushResultsRequest(
             node_id=self.node_id,
@@ -320,15 +328,42 @@ class OwnerNode:
             wait_ms=int(PULL_WAIT * 1000),
         )
         try:
-            reply = stub.PushResults(request, timeout=PUSH_PULL_TIMEOUT)
+            if self._use_session and self._session is None:
+                self._session = NodeSession(stub, PUSH_PULL_TIMEOUT)
+            reply = (
+                self._session.exchange(request)
+                if self._session is not None
+                else stub.PushResults(request, timeout=PUSH_PULL_TIMEOUT)
+            )
         except grpc.RpcError as exc:
+            broken = self._end_session(exc)
             log.info("push and pull failed (%s); pushing alone", exc.code().name)
-            self._push(stub, [])
-            if exc.code() in _RETRYABLE:
+            if self._unsent:
+                self._push(stub, [])
+            # A call or session that broke may have taken tasks whose answer never came: registering
+            # again queues them once more (a call the coordinator refused took nothing).
+            if broken or exc.code() in _RETRYABLE or exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 self._register(stub)
             return None
         self._unsent = []
+        self._session_backoff.attempt = 0
         return reply
+
+    def _end_session(self, exc: grpc.RpcError) -> bool:
+        """Close a broken session (True if there was one the coordinator serves); a coordinator
+        without sessions (UNIMPLEMENTED) gets unary calls from now on."""
+        if self._session is None:
+            return False
+        self._session.close()
+        self._session = None
+        if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+            log.info("the coordinator has no Session stream; pushing and polling with unary calls")
+            self._use_session = False
+            return False
+        self.stop_event.wait(
+            self._session_backoff.next_delay()
+        )  # a session that breaks at once is not reopened at once
+        return True
 
     def _relay(self, stub: pb_grpc.CoordinatorStub, outbounds: Sequence[Outbound]) -> list[Task | Result]:
         """Send sealed envelopes; returns the tasks the coordinator had queued for this node."""
@@ -443,32 +478,38 @@ class OwnerNode:
         """Serve until the coordinator says the job is over (0) or SIGTERM (0); a fatal node (see
         :class:`DeferredOwners`) returns 2 once it has refused a batch of tasks or is stopped.
 
-        The node's next tasks come with the answer to its last push of a batch
-        (:meth:`_push_and_pull`), or else from a long poll (PullTasks)."""
+        The node's next tasks come with the answer to its last push of a batch, or else from a long
+        poll (:meth:`_push_and_pull`: over the node's Session stream, or PullTasks without one)."""
         with self._channel() as channel:
-            stub = pb_grpc.CoordinatorStub(channel)
-            self._register(stub)
-            reply: Poll | None = None
-            while not self.stop_event.is_set():
+            try:
+                return self._serve(pb_grpc.CoordinatorStub(channel))
+            finally:
+                if self._session is not None:
+                    self._session.close()
+
+    def _serve(self, stub: pb_grpc.CoordinatorStub) -> int:
+        self._register(stub)
+        reply: Poll | None = None
+        while not self.stop_event.is_set():
+            if reply is None:
+                reply = self._push_and_pull(stub, []) if self._use_session else self._pull(stub)
                 if reply is None:
-                    reply = self._pull(stub)
-                    if reply is None:
-                        continue
-                if reply.shutdown and self._daemon:
-                    log.info("the coordinator stopped; node %s waits for it (a daemon until SIGTERM)", self.node_id)
-                    self.stop_event.wait(PULL_WAIT)
-                    self._register(stub)
-                    reply = None
                     continue
-                if reply.shutdown:
-                    log.info("coordinator ended the job; node %s exits", self.node_id)
-                    return 0 if self.fatal is None else 2
-                self._take_job(reply)
-                if self.fatal is not None:
-                    if self._refuse_all(stub, self._decode(reply.tasks)):
-                        return 2
-                    reply = None
-                    continue
-                reply = self._answer(stub, self._decode(reply.tasks))
-            log.info("node %s stopping on request", self.node_id)
-            return 0 if self.fatal is None else 2
+            if reply.shutdown and self._daemon:
+                log.info("the coordinator stopped; node %s waits for it (a daemon until SIGTERM)", self.node_id)
+                self.stop_event.wait(PULL_WAIT)
+                self._register(stub)
+                reply = None
+                continue
+            if reply.shutdown:
+                log.info("coordinator ended the job; node %s exits", self.node_id)
+                return 0 if self.fatal is None else 2
+            self._take_job(reply)
+            if self.fatal is not None:
+                if self._refuse_all(stub, self._decode(reply.tasks)):
+                    return 2
+                reply = None
+                continue
+            reply = self._answer(stub, self._decode(reply.tasks))
+        log.info("node %s stopping on request", self.node_id)
+        return 0 if self.fatal is None else 2

@@ -49,6 +49,11 @@ class CoordinatorStub:
                 request_serializer=privfed_dot_proto_dot_privfed__pb2.PushResultsRequest.SerializeToString,
                 response_deserializer=privfed_dot_proto_dot_privfed__pb2.PushResultsResponse.FromString,
                 _registered_method=True)
+        self.Session = channel.stream_stream(
+                '/privfed.v1.Coordinator/Session',
+                request_serializer=privfed_dot_proto_dot_privfed__pb2.PushResultsRequest.SerializeToString,
+                response_deserializer=privfed_dot_proto_dot_privfed__pb2.PushResultsResponse.FromString,
+                _registered_method=True)
         self.Predict = channel.unary_unary(
                 '/privfed.v1.Coordinator/Predict',
                 request_serializer=privfed_dot_proto_dot_privfed__pb2.PredictRequest.SerializeToString,
@@ -91,6 +96,18 @@ class CoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Session(self, request_iterator, context):
+        """A node's long-lived session (issue 27): PushResults over one stream, in lockstep. Each request
+        is answered by exactly one response, in order, after the coordinator recorded its results, with
+        the same checks per message as PushResults (the node id must be the caller's certificate, and
+        the one that opened the session; results only for owners the node hosts). One session per
+        node: a newer one ends the older. A node whose session breaks pushes its unacknowledged
+        results again (PushResults), registers again and opens another.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Predict(self, request, context):
         """Serve a trained model: labels for rows the caller sends (already cleaned if private).
         """
@@ -128,6 +145,11 @@ def add_CoordinatorServicer_to_server(servicer, server):
             ),
             'PushResults': grpc.unary_unary_rpc_method_handler(
                     servicer.PushResults,
+                    request_deserializer=privfed_dot_proto_dot_privfed__pb2.PushResultsRequest.FromString,
+                    response_serializer=privfed_dot_proto_dot_privfed__pb2.PushResultsResponse.SerializeToString,
+            ),
+            'Session': grpc.stream_stream_rpc_method_handler(
+                    servicer.Session,
                     request_deserializer=privfed_dot_proto_dot_privfed__pb2.PushResultsRequest.FromString,
                     response_serializer=privfed_dot_proto_dot_privfed__pb2.PushResultsResponse.SerializeToString,
             ),
@@ -226,6 +248,33 @@ class Coordinator:
             request,
             target,
             '/privfed.v1.Coordinator/PushResults',
+            privfed_dot_proto_dot_privfed__pb2.PushResultsRequest.SerializeToString,
+            privfed_dot_proto_dot_privfed__pb2.PushResultsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Session(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/privfed.v1.Coordinator/Session',
             privfed_dot_proto_dot_privfed__pb2.PushResultsRequest.SerializeToString,
             privfed_dot_proto_dot_privfed__pb2.PushResultsResponse.FromString,
             options,

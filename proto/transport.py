@@ -164,8 +164,9 @@ class RejectUndecodable(grpc.ServerInterceptor):
     """Answer a request whose bytes are not its protobuf message with INVALID_ARGUMENT.
 
     gRPC's own deserialisation failure is INTERNAL ("Exception deserializing request!"), which
-    reads as a server bug; a malformed request is the caller's. Unary-unary methods only (every
-    privfed RPC and the health check); others pass through unchanged.
+    reads as a server bug; a malformed request is the caller's. Unary-unary methods (every privfed
+    RPC but Session, and the health check) and stream-stream ones (Session: a malformed message
+    ends the stream); others pass through unchanged.
     """
 
     def intercept_service(
@@ -174,9 +175,11 @@ class RejectUndecodable(grpc.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
         handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
+        if handler is None or handler.request_deserializer is None:
             return handler
-        decode, behaviour = handler.request_deserializer, handler.unary_unary
+        if handler.unary_unary is None and handler.stream_stream is None:
+            return handler
+        decode, unary, stream = handler.request_deserializer, handler.unary_unary, handler.stream_stream
 
         def tolerant_decode(data: bytes) -> Any:
             try:
@@ -184,11 +187,19 @@ class RejectUndecodable(grpc.ServerInterceptor):
             except Exception as exc:  # any parse failure is the caller's malformed message
                 return _Undecodable(exc)
 
-        def guarded(request: Any, context: grpc.ServicerContext) -> Any:
+        def checked(request: Any, context: grpc.ServicerContext) -> Any:
             if isinstance(request, _Undecodable):
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, "malformed request: not a valid protobuf message")
-            return behaviour(request, context)
+            return request
 
+        if stream is not None:
+            return grpc.stream_stream_rpc_method_handler(
+                lambda requests, context: stream((checked(r, context) for r in requests), context),
+                request_deserializer=tolerant_decode,
+                response_serializer=handler.response_serializer,
+            )
         return grpc.unary_unary_rpc_method_handler(
-            guarded, request_deserializer=tolerant_decode, response_serializer=handler.response_serializer
+            lambda request, context: unary(checked(request, context), context),
+            request_deserializer=tolerant_decode,
+            response_serializer=handler.response_serializer,
         )

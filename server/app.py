@@ -22,6 +22,7 @@ from privfed.proto.transport import (
 )
 from privfed.server.dispatcher import Dispatcher
 from privfed.server.servicer import CoordinatorServicer, ModelStore
+from privfed.server.sessions import Sessions
 
 log = logging.getLogger("privfed.coordinator")
 
@@ -53,6 +54,7 @@ class CoordinatorServer:
     ):
         self.dispatcher = Dispatcher(node_timeout=node_timeout)
         self.models = ModelStore()
+        self.sessions = Sessions(capacity=max_workers // 2)  # the nodes' open Session streams, half the workers
         self._tls = tls
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_workers),
@@ -62,7 +64,9 @@ class CoordinatorServer:
             interceptors=(RejectUndecodable(), *interceptors),
         )
         pb_grpc.add_CoordinatorServicer_to_server(
-            CoordinatorServicer(self.dispatcher, self.models, require_identity=tls is not None, schema=schema),
+            CoordinatorServicer(
+                self.dispatcher, self.models, require_identity=tls is not None, schema=schema, sessions=self.sessions
+            ),
             self._server,
         )
         if handlers:  # more services on the same port (``privfed serve``'s job API)

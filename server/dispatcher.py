@@ -161,19 +161,19 @@ class Dispatcher:
             quiet,
         )
 
-    def pull(self, node_id: str, wait: float, peer: str | None = None) -> tuple[list[Task], bool]:
+    def pull(
+        self, node_id: str, wait: float, peer: str | None = None, active: Callable[[], bool] | None = None
+    ) -> tuple[list[Task], bool]:
         """The node's queued tasks (waiting up to ``wait`` s for one) and whether the job is over.
 
         A call from another connection than the registration's (``peer``; None: not checked) is
         refused with :class:`RemoteProtocolError`: a node that reconnected registers again (same
-        keys: accepted at once), a fenced process is then refused as a second process."""
+        keys: accepted at once), a fenced process is then refused as a second process. A poll whose
+        caller is gone (``active()`` false: its call or session ended meanwhile) takes nothing: the
+        tasks a node's re-registration queues again are left for its new call."""
         deadline = self._clock() + wait
         with self._cv:
-            node = self._known(node_id)
-            if peer is not None and node.peer is not None and peer != node.peer:
-                raise RemoteProtocolError(
-                    f"node {node_id!r} is registered from connection {node.peer}, not {peer}; register again"
-                )
+            node = self._caller(node_id, peer)
             while not node.queue and not self._shutdown:
                 node.last_seen = self._clock()
                 left = deadline - self._clock()
@@ -181,6 +181,8 @@ class Dispatcher:
                     break
                 self._polls.wait(left)
                 node = self._known(node_id)
+            if active is not None and not active():
+                return [], False
             node.last_seen = self._clock()
             tasks = self._drain(node)
             return tasks, self._shutdown and not tasks
@@ -301,6 +303,20 @@ class Dispatcher:
         with self._cv:
             silent = {nid for nid, n in self._nodes.items() if now - n.last_seen > self._node_timeout}
             return {o for o, nid in self._owner_node.items() if nid in silent}
+
+    def check_caller(self, node_id: str, peer: str | None) -> None:
+        """Raise :class:`RemoteProtocolError` unless ``node_id`` is registered from connection
+        ``peer`` (None: not checked), as :meth:`pull` does (a node opening a Session)."""
+        with self._cv:
+            self._caller(node_id, peer)
+
+    def _caller(self, node_id: str, peer: str | None) -> NodeQueue:
+        node = self._known(node_id)
+        if peer is not None and node.peer is not None and peer != node.peer:
+            raise RemoteProtocolError(
+                f"node {node_id!r} is registered from connection {node.peer}, not {peer}; register again"
+            )
+        return node
 
     def _known(self, node_id: str) -> NodeQueue:
         node = self._nodes.get(node_id)

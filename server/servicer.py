@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -31,6 +31,7 @@ from privfed.proto.jobwire import job_info_to_proto
 from privfed.proto.transport import MAX_RESPONSE_TASK_BYTES, MAX_RESPONSE_TASKS, PULL_WAIT
 from privfed.server.contracts import Rejection
 from privfed.server.dispatcher import Dispatcher
+from privfed.server.sessions import Sessions
 
 log = logging.getLogger("privfed.coordinator")
 
@@ -199,7 +200,8 @@ class ModelStore:
 
 
 class CoordinatorServicer(pb_grpc.CoordinatorServicer):
-    """``schema``: the federation schema every registering node receives (public configuration)."""
+    """``schema``: the federation schema every registering node receives (public configuration);
+    ``sessions``: where the nodes' open Session streams are kept (a new registry if None)."""
 
     def __init__(
         self,
@@ -208,11 +210,13 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         *,
         require_identity: bool,
         schema: FederationSchema | None = None,
+        sessions: Sessions | None = None,
     ):
         self._dispatcher = dispatcher
         self._models = models
         self._require_identity = require_identity
         self._schema = "" if schema is None else schema.to_json()
+        self._sessions = Sessions() if sessions is None else sessions
 
     def _encode_tasks(self, node_id: str, tasks: list[Task]) -> list[pb.Task]:
         """Encode tasks for one response of at most MAX_RESPONSE_TASK_BYTES and MAX_RESPONSE_TASKS;
@@ -262,35 +266,79 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
             _abort(context, exc)
 
     def _take(
-        self, node_id: str, wait_ms: int, context: grpc.ServicerContext
+        self, node_id: str, wait_ms: int, peer: str, active: Callable[[], bool]
     ) -> tuple[list[pb.Task], bool, pb.JobInfo | None]:
         """The long poll of PullTasks and of a PushResults with ``pull``: the node's queued tasks
-        (waiting up to ``wait_ms``, at most PULL_WAIT), whether the job is over, and the tasks' job."""
-        tasks, shutdown = self._dispatcher.pull(node_id, min(wait_ms / 1000.0, PULL_WAIT), context.peer())
+        (waiting up to ``wait_ms``, at most PULL_WAIT; none once ``active()`` is false), whether the
+        job is over, and the tasks' job."""
+        tasks, shutdown = self._dispatcher.pull(node_id, min(wait_ms / 1000.0, PULL_WAIT), peer, active)
         job = job_info_to_proto(self._dispatcher.drained_job(node_id)) if tasks else None
         return self._encode_tasks(node_id, tasks), shutdown, job
 
     def PullTasks(self, request: pb.PullTasksRequest, context: grpc.ServicerContext) -> pb.PullTasksResponse:
         try:
             node_id = self._node_id(request.node_id, context)
-            tasks, shutdown, job = self._take(node_id, request.wait_ms, context)
+            tasks, shutdown, job = self._take(node_id, request.wait_ms, context.peer(), context.is_active)
             return pb.PullTasksResponse(tasks=tasks, shutdown=shutdown, job=job)
         except PrivfedError as exc:
             _abort(context, exc)
 
-    def PushResults(self, request: pb.PushResultsRequest, context: grpc.ServicerContext) -> pb.PushResultsResponse:
+    def _push(
+        self, node_id: str, request: pb.PushResultsRequest, peer: str, active: Callable[[], bool]
+    ) -> pb.PushResultsResponse:
         """Record the results; with ``pull``, then answer the node's next tasks as PullTasks does
-        (one call per node per round: issue 27)."""
+        (one exchange per node per round: issue 27)."""
+        results, rejected = decode_results(request.results)
+        accepted = self._dispatcher.push(node_id, results, rejected)
+        if not request.pull:
+            return pb.PushResultsResponse(accepted=accepted)
+        tasks, shutdown, job = self._take(node_id, request.wait_ms, peer, active)
+        return pb.PushResultsResponse(accepted=accepted, tasks=tasks, shutdown=shutdown, job=job)
+
+    def PushResults(self, request: pb.PushResultsRequest, context: grpc.ServicerContext) -> pb.PushResultsResponse:
         try:
-            node_id = self._node_id(request.node_id, context)
-            results, rejected = decode_results(request.results)
-            accepted = self._dispatcher.push(node_id, results, rejected)
-            if not request.pull:
-                return pb.PushResultsResponse(accepted=accepted)
-            tasks, shutdown, job = self._take(node_id, request.wait_ms, context)
-            return pb.PushResultsResponse(accepted=accepted, tasks=tasks, shutdown=shutdown, job=job)
+            return self._push(self._node_id(request.node_id, context), request, context.peer(), context.is_active)
         except PrivfedError as exc:
             _abort(context, exc)
+
+    def Session(
+        self, requests: Iterator[pb.PushResultsRequest], context: grpc.ServicerContext
+    ) -> Iterator[pb.PushResultsResponse]:
+        """PushResults over one stream, in lockstep (proto/privfed.proto). Every message passes the
+        checks of a PushResults call; the first also opens the node's session (it must come from
+        the connection the node registered from), which ends the node's older one."""
+        node_id: str | None = None
+        token: object = None
+        peer = context.peer()
+
+        def active() -> bool:  # a stream ended, or superseded by the node's newer session, takes no task
+            return context.is_active() and self._sessions.current(node_id or "", token)
+
+        try:
+            for request in requests:
+                claimed = self._node_id(request.node_id, context)
+                if node_id is None:
+                    self._dispatcher.check_caller(claimed, peer)
+                    token = self._sessions.open(claimed, context.cancel)
+                    if token is None:  # the node's pushes and polls go as unary calls, which free their thread
+                        context.abort(
+                            grpc.StatusCode.UNIMPLEMENTED,
+                            f"the coordinator's {self._sessions.capacity} sessions are open: push and poll with "
+                            "unary calls",
+                        )
+                    node_id = claimed
+                elif claimed != node_id:
+                    raise RemoteProtocolError(
+                        f"a session speaks for the node that opened it ({node_id!r}), not {claimed!r}"
+                    )
+                if not self._sessions.current(node_id, token):
+                    raise RemoteProtocolError(f"node {node_id!r} opened a newer session")
+                yield self._push(node_id, request, peer, active)
+        except PrivfedError as exc:
+            _abort(context, exc)
+        finally:
+            if node_id is not None:
+                self._sessions.close(node_id, token)
 
     def Relay(self, request: pb.RelayRequest, context: grpc.ServicerContext) -> pb.RelayResponse:
         try:

@@ -23,4 +23,4 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.adversary)
 
 
-from hostile import certs, coordinator, owners  # noqa: E402,F401 -- the fixtures, shared with tests/fuzz
+from hostile import certs, coordinator, owners, real_coordinator  # noqa: E402,F401 -- the fixtures, shared with tests/fuzz

@@ -302,6 +302,16 @@ class _Servicer(pb_grpc.CoordinatorServicer):
     def PushResults(self, request, context):
         return self._hc._push(request, context)
 
+    def Session(self, requests, context):
+        """PushResults over a stream (``HostileCoordinator.sessions``); without: UNIMPLEMENTED, as a
+        coordinator from before sessions (the node then uses its unary calls)."""
+        if not self._hc.sessions:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "this coordinator has no Session stream")
+        with self._hc._cv:
+            self._hc.sessions_opened += 1
+        for request in requests:
+            yield self._hc._push(request, context)
+
     def Relay(self, request, context):
         return self._hc._relay(request, _identity(context), context)
 
@@ -338,6 +348,8 @@ class HostileCoordinator:
     fail_push_pulls: int = 0  # this many of the next pushes that pull fail with UNAVAILABLE, unrecorded
     push_pulls: int = 0  # pushes that asked for the next tasks (recorded or failed)
     pushed_tasks: list[str] = field(default_factory=list)  # ids of the tasks handed out in push answers
+    sessions: bool = False  # serve Session streams (False: UNIMPLEMENTED, nodes use unary calls)
+    sessions_opened: int = 0
 
     def __post_init__(self):
         self._cv = threading.Condition()
@@ -814,6 +826,18 @@ def coordinator(certs):
     hc = HostileCoordinator(certs)
     yield hc
     hc.stop()
+
+
+@pytest.fixture
+def real_coordinator(certs):
+    """The real coordinator server, with mTLS (for attacks by a node)."""
+    from privfed.server.app import CoordinatorServer
+
+    server = CoordinatorServer(tls=tls_files(certs, "coordinator"), node_timeout=15.0)
+    server.start("127.0.0.1:0")
+    yield server
+    server.dispatcher.shutdown()
+    server.stop(0)
 
 
 @pytest.fixture

@@ -61,17 +61,6 @@ def _register_as(stub, certs, node, owner_ids):
 
 
 @pytest.fixture
-def real_coordinator(certs):
-    from privfed.server.app import CoordinatorServer
-
-    server = CoordinatorServer(tls=tls_files(certs, "coordinator"), node_timeout=15.0)
-    server.start("127.0.0.1:0")
-    yield server
-    server.dispatcher.shutdown()
-    server.stop(0)
-
-
-@pytest.fixture
 def owner1_stub(real_coordinator, certs):
     channel = grpc.secure_channel(
         f"127.0.0.1:{real_coordinator.port}",

@@ -1,10 +1,13 @@
-"""Issue 27: a node's last push of a batch also takes its next tasks (``PushResults`` with ``pull``),
-one call per node per round. Tasks that come that way pass the same gate as polled ones: a hostile
-coordinator that hands a task back in a push's answer gets no second release, the refusal is the same
-for owners whose rows differ, and a push that pulls and fails loses no result and debits nothing twice.
+"""Issue 27: a node's last push of a batch also takes its next tasks (a ``PushResultsRequest`` with
+``pull``), one exchange per node per round, on the node's Session stream or, with a coordinator that
+has none (UNIMPLEMENTED), a ``PushResults`` call. Tasks that come that way pass the same gate as polled
+ones: a hostile coordinator that hands a task back in a push's answer gets no second release, the
+refusal is the same for owners whose rows differ, and a push that pulls and fails (the call, or the
+session it was sent on) loses no result and debits nothing twice.
 """
 
 import numpy as np
+import pytest
 from hostile import assert_still_serving, kind, ledger_history, ncc_task, refusal_code, spent_epsilon, wait_until
 
 D = 2
@@ -13,7 +16,9 @@ Y = np.array([0, 1, 1])
 EPS, LABEL_EPS = 0.1, 0.05  # ncc_task's defaults: one release spends both
 
 
-def test_a_task_handed_back_in_a_push_answer_is_refused_alike_and_debited_once(coordinator, owners):
+@pytest.mark.parametrize("sessions", [True, False], ids=["session", "unary"])
+def test_a_task_handed_back_in_a_push_answer_is_refused_alike_and_debited_once(coordinator, owners, sessions):
+    coordinator.sessions = sessions
     node = owners("owner-0", X, Y)
     first = [ncc_task(f"first-{i}", o, d=D, epsilon=EPS, label_epsilon=LABEL_EPS) for i, o in enumerate(node.owner_ids)]
     handed = set()
@@ -37,13 +42,16 @@ def test_a_task_handed_back_in_a_push_answer_is_refused_alike_and_debited_once(c
         assert refusal_code(answers[1]) == "already_released"
         texts.add(answers[1].refusal.message.replace(task.task_id, "<task id>"))
     assert len(texts) == 1, texts  # rows differ, refusals do not
+    assert (coordinator.sessions_opened > 0) == sessions
     for o in node.owner_ids:
         history = ledger_history(node.ledger, o)
         assert np.isclose(spent_epsilon(history), EPS + LABEL_EPS), history  # one release each
         assert {h["release_id"].split("#")[0] for h in history} == {first[node.owner_ids.index(o)].task_id}
 
 
-def test_a_failed_push_and_pull_pushes_alone_registers_again_and_loses_nothing(coordinator, owners):
+@pytest.mark.parametrize("sessions", [True, False], ids=["session", "unary"])
+def test_a_failed_push_and_pull_pushes_alone_registers_again_and_loses_nothing(coordinator, owners, sessions):
+    coordinator.sessions = sessions
     node = owners("owner-0", X, Y)
     registered = len(coordinator.registrations)
     coordinator.fail_push_pulls = 1
@@ -56,3 +64,5 @@ def test_a_failed_push_and_pull_pushes_alone_registers_again_and_loses_nothing(c
     assert [r.task_id for r in coordinator.results].count("once") == 1  # pushed alone, once
     assert np.isclose(spent_epsilon(ledger_history(node.ledger, node.owner_ids[0])), EPS + LABEL_EPS)
     assert_still_serving(coordinator, node, node.owner_ids[1], d=D)
+    if sessions:  # the broken session was opened again
+        assert coordinator.sessions_opened >= 2

@@ -77,7 +77,8 @@ class FaultInterceptor(RecordingInterceptor):
 
     def _request_matches(self, method: str, data: bytes) -> bool:
         t = self.trigger
-        if t.side != "request" or not method.endswith("/" + t.method):
+        on_session = t.method == "PushResults" and method.endswith("/Session")  # a Session message is one
+        if t.side != "request" or not (method.endswith("/" + t.method) or on_session):
             return False
         msg = REQUESTS[t.method].FromString(data)
         return getattr(msg, "node_id", self.victim) == self.victim and t.match(msg)
@@ -92,7 +93,7 @@ class FaultInterceptor(RecordingInterceptor):
 
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
+        if handler is None or (handler.unary_unary is None and handler.stream_stream is None):
             return handler
         method = handler_call_details.method
         decode, encode = handler.request_deserializer, handler.response_serializer
@@ -109,6 +110,10 @@ class FaultInterceptor(RecordingInterceptor):
                 self._fire()
             return encode(response) if encode is not None else response
 
+        if handler.stream_stream is not None:  # a node's Session: each message and each answer
+            return grpc.stream_stream_rpc_method_handler(
+                handler.stream_stream, request_deserializer=recorded, response_serializer=serialized
+            )
         return grpc.unary_unary_rpc_method_handler(
             handler.unary_unary, request_deserializer=recorded, response_serializer=serialized
         )
@@ -192,7 +197,7 @@ def audit(calls: list[Call], history: dict[str, list[dict]]) -> Audit:
     every node that relayed envelopes has one for some owner it hosts; no (owner, purpose) twice."""
     missing, released = [], 0
     for c in calls:
-        if c.method.endswith("/PushResults"):
+        if c.method.endswith(("/PushResults", "/Session")):  # a Session message is a PushResultsRequest
             for r in pb.PushResultsRequest.FromString(c.data).results:
                 kind = r.WhichOneof("kind")
                 ids = [h["release_id"] for h in history.get(r.owner_id, [])]

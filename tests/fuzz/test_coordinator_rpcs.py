@@ -147,6 +147,27 @@ def test_mutated_requests(federation, method):
     assert threading.active_count() <= threads_before + 4, "the fuzz run leaked threads"
 
 
+def test_random_bytes_on_a_session(federation):
+    """A Session stream whose message is not a PushResultsRequest ends with the caller's fault, and the
+    server goes on (issue 27: the stream opens the same surface as PushResults)."""
+    server, channel, register, _ = federation
+    session = channel.stream_stream("/privfed.v1.Coordinator/Session")
+
+    @FUZZ
+    @given(payload=st.binary(min_size=1, max_size=256))
+    def check(payload):
+        try:
+            for _ in session(iter([payload]), timeout=CALL_TIMEOUT):
+                pass
+            code = grpc.StatusCode.OK
+        except grpc.RpcError as err:
+            code = err.code()
+        assert code in CALLERS_FAULT, (payload, code)
+
+    check()
+    _assert_still_serving(channel, register)
+
+
 def test_oversized_message_is_refused_before_it_is_read(federation):
     """A request over MAX_MESSAGE_BYTES, from a client that does not bound what it sends, is
     refused by the server from its length prefix (RESOURCE_EXHAUSTED), and the server goes on."""

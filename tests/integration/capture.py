@@ -85,7 +85,8 @@ class Call:
 
 
 class RecordingInterceptor(grpc.ServerInterceptor):
-    """Keeps every unary request the server receives, as bytes, in arrival order."""
+    """Keeps every request message the server receives, as bytes, in arrival order: each unary call's,
+    and each message of a node's Session stream (one ``Call`` per message, method ``.../Session``)."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -93,7 +94,7 @@ class RecordingInterceptor(grpc.ServerInterceptor):
 
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
+        if handler is None or (handler.unary_unary is None and handler.stream_stream is None):
             return handler
         method, decode = handler_call_details.method, handler.request_deserializer
 
@@ -102,6 +103,10 @@ class RecordingInterceptor(grpc.ServerInterceptor):
                 self._calls.append(Call(method, bytes(data)))
             return decode(data) if decode is not None else data
 
+        if handler.stream_stream is not None:
+            return grpc.stream_stream_rpc_method_handler(
+                handler.stream_stream, request_deserializer=recorded, response_serializer=handler.response_serializer
+            )
         return grpc.unary_unary_rpc_method_handler(
             handler.unary_unary, request_deserializer=recorded, response_serializer=handler.response_serializer
         )
@@ -120,10 +125,13 @@ def envelopes(calls: Iterable[Call]) -> list[bytes]:
     return [e.data for c in calls if c.method.endswith("/Relay") for e in pb.RelayRequest.FromString(c.data).envelopes]
 
 
+def is_push(call: Call) -> bool:
+    """Whether ``call`` carries a ``PushResultsRequest``: a PushResults call or a Session message."""
+    return call.method.endswith(("/PushResults", "/Session"))
+
+
 def pushed_results(calls: Iterable[Call]) -> list[pb.Result]:
-    return [
-        r for c in calls if c.method.endswith("/PushResults") for r in pb.PushResultsRequest.FromString(c.data).results
-    ]
+    return [r for c in calls if is_push(c) for r in pb.PushResultsRequest.FromString(c.data).results]
 
 
 def owner_index(owner: str) -> int:

@@ -1,18 +1,17 @@
-"""Issue 27: one gRPC call per node per round. A node's last push of a batch also takes its next tasks
-(``PushResults`` with ``pull``), so consecutive rounds cost each node one call, over real sockets with
-real ``privfed owner`` processes: a ``PullTasks`` is made only first and after a long poll that found
-nothing for ``PULL_WAIT`` s. Every round is answered by every owner and debited once."""
+"""Issue 27: one message pair per node per round. A node's last push of a batch also takes its next tasks
+(a ``PushResultsRequest`` with ``pull``), on the node's Session stream, so consecutive rounds cost each node
+one message each way, over real sockets with real ``privfed owner`` processes: no ``PullTasks`` and no
+unary ``PushResults`` with results (the idle long polls go over the session too). Every round is answered
+by every owner and debited once."""
 
 import math
-import time
 
-from capture import RecordingInterceptor
+from capture import RecordingInterceptor, is_push
 from fedharness import Federation
 
 from privfed.common.ledger import Ledger
 from privfed.owner.data import federation_split
 from privfed.proto import privfed_pb2 as pb
-from privfed.proto.transport import PULL_WAIT
 from privfed.server.strategies import make_strategy
 from privfed.server.strategies.result import StrategyResult
 
@@ -20,10 +19,11 @@ ROUNDS, OWNERS = 8, 4
 
 
 class Rounds:
-    """The LR round ``ROUNDS`` times, a new round id each (bench/federation.py's RoundTimer)."""
+    """The LR round ``ROUNDS`` times, a new round id each (bench/federation.py's RoundTimer);
+    ``between(r)`` is called after round ``r``."""
 
-    def __init__(self, lr):
-        self.lr = lr
+    def __init__(self, lr, between=lambda r: None):
+        self.lr, self.between = lr, between
 
     def privacy(self):
         return self.lr.privacy()
@@ -32,11 +32,23 @@ class Rounds:
         """Any number of owners can release."""
 
     def run(self, owner_ids, transport):
-        models = [self.lr.aggregate(transport.run_tasks(self.lr.configure(owner_ids, f"r{r}"))) for r in range(ROUNDS)]
+        models = []
+        for r in range(ROUNDS):
+            models.append(self.lr.aggregate(transport.run_tasks(self.lr.configure(owner_ids, f"r{r}"))))
+            self.between(r)
         return StrategyResult(models[-1], self.privacy())
 
 
-def test_consecutive_rounds_cost_each_node_one_call(tmp_path):
+def assert_debited_once_per_round(tmp_path):
+    for k in range(2):
+        with Ledger(tmp_path / f"owner-{k}.sqlite", epsilon_budget=math.inf) as ledger:
+            for i in (2 * k, 2 * k + 1):
+                history = ledger.history(f"owner-{k}.o{i:05d}")
+                rounds = [h["release_id"].split("-")[0] for h in history]  # "r<round>-<task>#0"
+                assert sorted(rounds) == [f"r{r}" for r in range(ROUNDS)], rounds  # every round debited once
+
+
+def test_consecutive_rounds_cost_each_node_one_message_pair_on_its_session(tmp_path):
     _, test = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=600)
     calls = RecordingInterceptor()
     fed = Federation(tmp_path, secure=False, interceptors=(calls,))
@@ -45,28 +57,82 @@ def test_consecutive_rounds_cost_each_node_one_call(tmp_path):
             fed.spawn(f"owner-{k}", n_owners=OWNERS, shards=f"{2 * k}:{2 * k + 2}", budget=math.inf)
         fed.server.dispatcher.wait_for_owners(OWNERS, 60)
         mark = calls.mark()
-        started = time.monotonic()
         strategy = make_strategy(
             "lr", solver="local", mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds
         )
         outcome = fed.run(Rounds(strategy), OWNERS)
-        elapsed = time.monotonic() - started
         during = calls.since(mark)
     finally:
         fed.close()
     assert outcome.answered == OWNERS and outcome.model is not None
+    assert not [c for c in during if c.method.endswith("/PullTasks")]
     for node in ("owner-0", "owner-1"):
-        pulls = [
-            c
+        mine = [
+            (c.method.rsplit("/", 1)[1], p)
             for c in during
-            if c.method.endswith("/PullTasks") and pb.PullTasksRequest.FromString(c.data).node_id == node
+            if is_push(c) and (p := pb.PushResultsRequest.FromString(c.data)).node_id == node and p.results
         ]
-        pushes = [pb.PushResultsRequest.FromString(c.data) for c in during if c.method.endswith("/PushResults")]
-        mine = [p for p in pushes if p.node_id == node and p.results]
-        assert len(mine) == ROUNDS and all(p.pull for p in mine), [(len(p.results), p.pull) for p in mine]
-        # one PullTasks first, then only after a long poll that found nothing (each lasts PULL_WAIT s)
-        assert len(pulls) <= 1 + elapsed / PULL_WAIT, (len(pulls), elapsed)
-    for k in range(2):
-        with Ledger(tmp_path / f"owner-{k}.sqlite", epsilon_budget=math.inf) as ledger:
-            for i in (2 * k, 2 * k + 1):
-                assert len(ledger.history(f"owner-{k}.o{i:05d}")) == ROUNDS  # every round debited once
+        assert len(mine) == ROUNDS and all(m == "Session" and p.pull for m, p in mine), [
+            (m, len(p.results), p.pull) for m, p in mine
+        ]
+    assert_debited_once_per_round(tmp_path)
+
+
+def test_nodes_open_their_session_again_when_the_coordinator_ends_it_and_lose_nothing(tmp_path):
+    """Over mTLS: the coordinator ends every node's session after rounds 1 and 4 (as a restart of its
+    gRPC layer would); each node pushes what it had not had acknowledged, registers again, opens a new
+    session, and every round is answered by every owner and debited once."""
+    _, test = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=600)
+    fed = Federation(tmp_path, secure=True)
+    ended = []
+    try:
+        for k in range(2):
+            fed.spawn(f"owner-{k}", n_owners=OWNERS, shards=f"{2 * k}:{2 * k + 2}", budget=math.inf)
+        fed.server.dispatcher.wait_for_owners(OWNERS, 60)
+        strategy = make_strategy(
+            "lr", solver="local", mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds
+        )
+        between = lambda r: ended.append(fed.server.sessions.end_all()) if r in (1, 4) else None  # noqa: E731
+        outcome = fed.run(Rounds(strategy, between), OWNERS)
+        opened = fed.server.sessions.opened
+    finally:
+        fed.close()
+    assert outcome.answered == OWNERS and outcome.model is not None
+    assert sum(ended) >= 2 and opened >= 2 + sum(ended), (ended, opened)
+    assert_debited_once_per_round(tmp_path)
+
+
+def test_nodes_past_the_coordinators_session_capacity_push_and_poll_with_unary_calls(tmp_path):
+    """A session holds a coordinator worker thread while it is open: with room for one, the first node
+    gets it and the other is told to use unary calls (which free their thread within a long poll), and
+    every round is still answered by every owner and debited once."""
+    _, test = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=600)
+    calls = RecordingInterceptor()
+    fed = Federation(tmp_path, secure=False, interceptors=(calls,))
+    fed.server.sessions.capacity = 1
+    try:
+        for k in range(2):
+            fed.spawn(f"owner-{k}", n_owners=OWNERS, shards=f"{2 * k}:{2 * k + 2}", budget=math.inf)
+        fed.server.dispatcher.wait_for_owners(OWNERS, 60)
+        mark = calls.mark()
+        strategy = make_strategy(
+            "lr", solver="local", mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds
+        )
+        outcome = fed.run(Rounds(strategy), OWNERS)
+        during = calls.since(mark)
+    finally:
+        fed.close()
+    assert outcome.answered == OWNERS and outcome.model is not None
+    pushes = {  # node -> the methods of its pushes that carried results, in order
+        node: [
+            c.method.rsplit("/", 1)[1]
+            for c in during
+            if is_push(c) and (p := pb.PushResultsRequest.FromString(c.data)).node_id == node and p.results
+        ]
+        for node in ("owner-0", "owner-1")
+    }
+    on_session, on_calls = sorted(pushes.values(), key=lambda m: m.count("PushResults"))
+    assert on_session == ["Session"] * ROUNDS, pushes
+    # the refused session's first message, if it carried results, is pushed again as a call
+    assert on_calls.count("PushResults") == ROUNDS and on_calls.count("Session") <= 1, pushes
+    assert_debited_once_per_round(tmp_path)

@@ -538,3 +538,29 @@ def test_server_interceptors_see_every_call():
     finally:
         server.stop(0)
     assert record.methods == ["/privfed.v1.Coordinator/RegisterNode"]
+
+
+def test_a_poll_whose_caller_is_gone_takes_no_task(dispatcher):
+    # Issue 27: a long poll of a stream that ended (or a session the node replaced) wakes when its
+    # node's tasks are queued again, and must leave them for the node's new call, not drain them
+    # into an answer nobody reads.
+    gone = threading.Event()
+    polled: list = []
+    poll = threading.Thread(
+        target=lambda: polled.append(dispatcher.pull("node-c", 30.0, None, lambda: not gone.is_set()))
+    )
+    poll.start()
+    gone.set()
+
+    def run():
+        with pytest.raises(JobAborted):
+            dispatcher.run([Task("t1", C0, "r1", RingMessageTask(b""))], timeout=30)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    poll.join(10)
+    assert polled == [([], False)]
+    tasks, _ = dispatcher.pull("node-c", 5.0)  # the node's new call
+    assert [t.task_id for t in tasks] == ["t1"]
+    dispatcher.abort()
+    runner.join(10)

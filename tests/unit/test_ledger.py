@@ -418,3 +418,46 @@ def test_schema_decisions_are_recorded_and_the_latest_read_back(path):
         led.record_schema("def", True)
     with Ledger(path, epsilon_budget=1.0) as led:
         assert led.schema_decision() == ("def", True)
+
+
+def test_a_debit_another_connection_committed_is_seen_by_the_next_check_and_debit(path):
+    # Issue 27: a ledger keeps what it read of an owner's record instead of reading its whole
+    # history per debit; a write by another connection (another Ledger on the file) must drop it.
+    with Ledger(path, epsilon_budget=1.0) as a, Ledger(path, epsilon_budget=1.0) as b:
+        a.bind_rows("n.o", [b"r0", b"r1"])
+        b.bind_rows("n.o", [b"r0", b"r1"])
+        a.debit("n.o", 0.5, purpose="p", release_id="t1")
+        assert a.spent("n.o") == Budget(0.5)  # a's cache now holds the owner's record
+        b.debit("n.o", 0.4, purpose="p", release_id="t2")
+        assert a.spent("n.o") == Budget(0.9) and a.standings(["n.o"])["n.o"].release_ids == {"t1", "t2"}
+        with pytest.raises(BudgetExceeded):
+            a.check("n.o", 0.2)
+        (error,) = a.debit_many([Debit("n.o", 0.2, 0.0, "p", "t3")])
+        assert isinstance(error, BudgetExceeded)
+        with pytest.raises(LocalProtocolError, match="already released"):
+            a.debit("n.o", 0.05, purpose="p", release_id="t2")  # b's release id, not in a's earlier read
+        a.debit("n.o", 0.1, purpose="p", release_id="t4")
+        assert b.spent("n.o") == Budget(1.0) and [r["release_id"] for r in b.history("n.o")] == ["t1", "t2", "t4"]
+
+
+def test_a_debit_that_does_not_commit_leaves_the_kept_record_as_the_file_has_it(path, monkeypatch):
+    with Ledger(path, epsilon_budget=1.0) as led:
+        led.debit("n.o", 0.5, purpose="p", release_id="t1")
+        real = led._conn
+        assert real is not None
+
+        class FailingCommit:  # the COMMIT fails after the rows were written in the transaction
+            def __getattr__(self, name):
+                return getattr(real, name)
+
+            def execute(self, sql, *args):
+                if sql == "COMMIT":
+                    raise sqlite3.OperationalError("disk I/O error")
+                return real.execute(sql, *args)
+
+        monkeypatch.setattr(led, "_conn", FailingCommit())
+        with pytest.raises(sqlite3.OperationalError):
+            led.debit("n.o", 0.4, purpose="p", release_id="t2")
+        monkeypatch.setattr(led, "_conn", real)
+        assert led.spent("n.o") == Budget(0.5) and led.standings(["n.o"])["n.o"].release_ids == {"t1"}
+        led.debit("n.o", 0.5, purpose="p", release_id="t2")  # t2 was never released: it may be now
