@@ -192,8 +192,9 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
     mechanism : {"pm", "duchi", "laplace"}
         Feature mechanism; "pm" is Alg. 4 with PM (SPEC §3.2), the paper's choice.
     labels : {"rr", "clear"}
-        How labels travel (see :func:`split_label_budget`): ``"rr"`` (default, as the CLI) by randomized
-        response; ``"clear"`` is the paper's scheme, the label unprotected.
+        How labels travel (see :func:`split_label_budget`): ``"rr"`` (default; ``--task ncc``'s from ε = 5.5 on,
+        where ``--labels auto`` picks it) by randomized response; ``"clear"`` is the paper's scheme, the label
+        unprotected. ``--task ncc``'s ``"joint"`` (its default below ε = 5.5) is not offered here.
     label_fraction : float in (0, 1)
         Share of ε for the labels under ``"rr"``.
     bounds : Bounds or (lo, hi)
