@@ -48,10 +48,14 @@ def assert_debited_once_per_round(tmp_path):
                 assert sorted(rounds) == [f"r{r}" for r in range(ROUNDS)], rounds  # every round debited once
 
 
-def test_consecutive_rounds_cost_each_node_one_message_pair_on_its_session(tmp_path):
+def recorded_rounds(tmp_path, session_capacity=None):
+    """Two nodes of two owners each run the LR round ``ROUNDS`` times; returns the calls of the rounds.
+    ``session_capacity``: the coordinator's (None: its default)."""
     _, test = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=600)
     calls = RecordingInterceptor()
     fed = Federation(tmp_path, secure=False, interceptors=(calls,))
+    if session_capacity is not None:
+        fed.server.sessions.capacity = session_capacity
     try:
         for k in range(2):
             fed.spawn(f"owner-{k}", n_owners=OWNERS, shards=f"{2 * k}:{2 * k + 2}", budget=math.inf)
@@ -65,6 +69,11 @@ def test_consecutive_rounds_cost_each_node_one_message_pair_on_its_session(tmp_p
     finally:
         fed.close()
     assert outcome.answered == OWNERS and outcome.model is not None
+    return during
+
+
+def test_consecutive_rounds_cost_each_node_one_message_pair_on_its_session(tmp_path):
+    during = recorded_rounds(tmp_path)
     assert not [c for c in during if c.method.endswith("/PullTasks")]
     for node in ("owner-0", "owner-1"):
         mine = [
@@ -106,23 +115,7 @@ def test_nodes_past_the_coordinators_session_capacity_push_and_poll_with_unary_c
     """A session holds a coordinator worker thread while it is open: with room for one, the first node
     gets it and the other is told to use unary calls (which free their thread within a long poll), and
     every round is still answered by every owner and debited once."""
-    _, test = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=600)
-    calls = RecordingInterceptor()
-    fed = Federation(tmp_path, secure=False, interceptors=(calls,))
-    fed.server.sessions.capacity = 1
-    try:
-        for k in range(2):
-            fed.spawn(f"owner-{k}", n_owners=OWNERS, shards=f"{2 * k}:{2 * k + 2}", budget=math.inf)
-        fed.server.dispatcher.wait_for_owners(OWNERS, 60)
-        mark = calls.mark()
-        strategy = make_strategy(
-            "lr", solver="local", mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds
-        )
-        outcome = fed.run(Rounds(strategy), OWNERS)
-        during = calls.since(mark)
-    finally:
-        fed.close()
-    assert outcome.answered == OWNERS and outcome.model is not None
+    during = recorded_rounds(tmp_path, session_capacity=1)
     pushes = {  # node -> the methods of its pushes that carried results, in order
         node: [
             c.method.rsplit("/", 1)[1]
