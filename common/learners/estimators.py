@@ -15,7 +15,7 @@ from typing import Self
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -35,11 +35,18 @@ from privfed.common.learners.ncc import (
     LABEL_FRACTION,
     LABEL_SCHEMES,
     NearestCentroidModel,
+    joint_encoding,
     ncc_centroids,
     ncc_share,
+    resolve_labels,
     split_label_budget,
 )
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, make_mechanism
+
+
+class InvalidEstimatorParameter(ConfigError, InvalidParameterError):
+    """A bad estimator parameter: privfed's one-line :class:`ConfigError`, and scikit-learn's
+    ``InvalidParameterError`` (its estimator checks expect that type)."""
 
 
 def _fit_inputs(
@@ -47,7 +54,10 @@ def _fit_inputs(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Bounds]:
     """What every estimator's ``fit`` starts with: validated parameters and data, class indices
     ``y_idx`` into ``classes`` (at least two), and the public bounds."""
-    estimator._validate_params()
+    try:
+        estimator._validate_params()
+    except InvalidParameterError as error:
+        raise InvalidEstimatorParameter(str(error)) from None
     X, y = validate_data(estimator, X, y, dtype=np.float64)
     check_classification_targets(y)
     classes, y_idx = np.unique(y, return_inverse=True)
@@ -182,19 +192,23 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
 class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
     """Nearest centroid classifier under LDP, simulated in-process (seed 002 §3.5.1).
 
-    Every row is its own data owner: :func:`ncc_share` on the rows, then
-    :func:`ncc_centroids` -- the same functions the networked path runs.
+    Every row is its own data owner, and the rows go through the same functions as ``--task ncc``'s:
+    :func:`ncc_share` then :func:`ncc_centroids`, or under ``labels="joint"`` the
+    :class:`~privfed.common.learners.ncc.JointLabelEncoding` of :func:`joint_encoding` (its ``share``, the owner's;
+    its ``centroids``, the coordinator's).
 
     Parameters
     ----------
     epsilon : float > 0 or math.inf
         Row-level budget (``inf``: no perturbation, equals scikit-learn's ``NearestCentroid``).
     mechanism : {"pm", "duchi", "laplace"}
-        Feature mechanism; "pm" is Alg. 4 with PM (SPEC §3.2), the paper's choice.
-    labels : {"rr", "clear"}
-        How labels travel (see :func:`split_label_budget`): ``"rr"`` (default; ``--task ncc``'s from ε = 5.5 on,
-        where ``--labels auto`` picks it) by randomized response; ``"clear"`` is the paper's scheme, the label
-        unprotected. ``--task ncc``'s ``"joint"`` (its default below ε = 5.5) is not offered here.
+        Feature mechanism; "pm" is Alg. 4 with PM (SPEC §3.2), the paper's choice. Unused under "joint" (its
+        report is its own mechanism).
+    labels : {"auto", "joint", "rr", "clear"}
+        How labels travel, as ``--task ncc --labels``: ``"auto"`` (default) is ``"joint"`` below ε = 5.5 and
+        ``"rr"`` from it on (:func:`resolve_labels`); ``"joint"``, one (label, sign of a sampled feature) report
+        per row at the whole ε; ``"rr"``, the rows at ``(1 - label_fraction) ε`` and the label by randomized
+        response at the rest (:func:`split_label_budget`); ``"clear"`` is the paper's scheme, the label unprotected.
     label_fraction : float in (0, 1)
         Share of ε for the labels under ``"rr"``.
     bounds : Bounds or (lo, hi)
@@ -205,13 +219,15 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
     Attributes
     ----------
     classes_, centroids_ (K, d) data space, model_ (NearestCentroidModel), bounds_,
-    epsilon_features_, epsilon_labels_.
+    labels_ (the scheme ``labels`` resolved to), epsilon_features_, epsilon_labels_: what protects each row's
+    features and its label (``"rr"``: the two parts of ε; ``"joint"``: ε both, one report covers the two;
+    ``"clear"``: 0.0 for the label, unprotected).
     """
 
     _parameter_constraints = {
         "epsilon": [Interval(Real, 0, None, closed="right")],
         "mechanism": [StrOptions(set(MECHANISMS))],
-        "labels": [StrOptions(set(LABEL_SCHEMES) - {"joint"})],  # "joint" is boosted NCC's (BoostingParams)
+        "labels": [StrOptions({"auto", *LABEL_SCHEMES})],
         "label_fraction": [Interval(Real, 0, 1, closed="neither")],
         "bounds": [Bounds, tuple, None],
         "random_state": [Interval(Integral, 0, None, closed="left"), np.random.Generator, None],
@@ -221,7 +237,7 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
         self,
         epsilon: float = 1.0,
         mechanism: str = "pm",
-        labels: str = "rr",
+        labels: str = "auto",
         label_fraction: float = LABEL_FRACTION,
         bounds: Bounds | tuple[float, float] | None = None,
         random_state: int | np.random.Generator | None = None,
@@ -235,19 +251,24 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> Self:
         X, y_idx, classes, bounds = _fit_inputs(self, X, y)
-        eps_f, eps_l = split_label_budget(self.epsilon, self.labels, self.label_fraction)
+        labels = resolve_labels(self.labels, float(self.epsilon))
+        eps_f, eps_l = split_label_budget(self.epsilon, labels, self.label_fraction)
+        k = classes.shape[0]
         rng = resolve_rng(self.random_state)
-        mech = make_mechanism(self.mechanism, epsilon=eps_f, d=X.shape[1])
-        rr = None
-        if self.labels == "rr" and math.isfinite(eps_l):
-            rr = KaryRandomizedResponse(epsilon=eps_l, n_classes=classes.shape[0])
-        # One call over all rows = one call per single-row owner: the mechanism is applied row by row.
-        share = ncc_share(X, y_idx, bounds=bounds, mechanism=mech, label_rr=rr, rng=rng)
-        self.centroids_ = ncc_centroids(share, n_classes=classes.shape[0], bounds=bounds, label_rr=rr)
-        self.classes_ = classes
+        # One call over all rows = one call per single-row owner: the mechanisms are applied row by row.
+        joint = joint_encoding(eps_f, k, X.shape[1]) if labels == "joint" else None  # None at ε = ∞: exact rows
+        if joint is not None:
+            self.centroids_ = joint.centroids(joint.share(X, y_idx, bounds=bounds, rng=rng), bounds=bounds)
+        else:
+            mech = make_mechanism(self.mechanism, epsilon=eps_f, d=X.shape[1])
+            rr = KaryRandomizedResponse(epsilon=eps_l, n_classes=k) if labels == "rr" and math.isfinite(eps_l) else None
+            share = ncc_share(X, y_idx, bounds=bounds, mechanism=mech, label_rr=rr, rng=rng)
+            self.centroids_ = ncc_centroids(share, n_classes=k, bounds=bounds, label_rr=rr)
+        self.classes_, self.labels_ = classes, labels
         self.model_ = NearestCentroidModel(self.centroids_, classes, bounds=bounds)  # scale-aware (issue 22)
         self.bounds_ = bounds
-        self.epsilon_features_, self.epsilon_labels_ = eps_f, eps_l
+        # joint: one report protects the label together with the features, at the whole ε
+        self.epsilon_features_, self.epsilon_labels_ = eps_f, eps_f if labels == "joint" else eps_l
         return self
 
     def predict(self, X: ArrayLike) -> np.ndarray:

@@ -79,7 +79,7 @@ JOINT_BELOW = 5.5
 
 
 def resolve_labels(labels: str, epsilon: float) -> str:
-    """``--task ncc``'s label scheme at ``epsilon``: ``labels`` itself, or for ``"auto"`` (the default) ``"joint"``
+    """``--task ncc``'s (and ``LdpNearestCentroid``'s) label scheme at ``epsilon``: ``labels`` itself, or for ``"auto"`` (the default) ``"joint"``
     below :data:`JOINT_BELOW` and ``"rr"`` from it on (at ε = ∞ both send the exact labels). Chosen on
     validation splits (module docstring, "Labels")."""
     if labels != "auto":
@@ -358,7 +358,7 @@ class JointLabelEncoding:
     """``labels="joint"``: each row reports one (label, sign) pair by (2K + 1)-ary randomized response at ε.
 
     Boosted NCC from private labels (issue 12; seed 002 §3.5.1 and Fig. 10 send the label in the
-    clear), and ``--task ncc --labels joint`` (issue 22; ``NccShareTask.joint_encoding``, one share per owner). The mechanism, its estimator, closed-form variances and privacy argument are
+    clear), and ``--task ncc --labels joint`` (issue 22; ``NccShareTask.joint_encoding``, one share per owner; in-process, ``LdpNearestCentroid``). The mechanism, its estimator, closed-form variances and privacy argument are
     :class:`~privfed.common.mechanisms.label_sign.LabelSignResponse`; this class feeds it an owner's rows
     mapped to ``t`` in ``[-1, 1]^d`` by the public bounds (SPEC §4) and SAMME weights scaled to
     ``u = min(w, B) / B`` in ``[0, 1]`` (``B`` the public ``weight_bound``), carries its reports as

@@ -192,9 +192,24 @@ def test_finite_epsilon_is_seeded_and_useful(rng):
     assert not np.array_equal(a.centroids_, c.centroids_)
     assert np.all((a.centroids_ >= BOUNDS.lo) & (a.centroids_ <= BOUNDS.hi))
     assert a.score(X, y) > exact - 0.1
-    assert a.labels == "rr" and (a.epsilon_features_, a.epsilon_labels_) == pytest.approx((2.4, 1.6))  # private
+    assert a.labels_ == "joint" and (a.epsilon_features_, a.epsilon_labels_) == (4.0, 4.0)  # private: auto at eps 4
     clear = LdpNearestCentroid(epsilon=4.0, labels="clear", bounds=BOUNDS, random_state=5).fit(X, y)
     assert (clear.epsilon_features_, clear.epsilon_labels_) == (4.0, 0.0) and clear.score(X, y) > 1 / 3
+
+
+def test_the_default_labels_resolve_by_epsilon_as_task_ncc(rng):
+    """``labels="auto"``: joint below JOINT_BELOW (one report at the whole ε covers the label), rr from it on;
+    the parameter itself stays "auto" (scikit-learn's clone), the scheme used is ``labels_``."""
+    X, y = blobs(rng, n=300)
+    low = LdpNearestCentroid(epsilon=3.0, bounds=BOUNDS, random_state=0).fit(X, y)
+    high = LdpNearestCentroid(epsilon=8.0, bounds=BOUNDS, random_state=0).fit(X, y)
+    assert low.labels == high.labels == "auto"
+    assert (low.labels_, low.epsilon_features_, low.epsilon_labels_) == ("joint", 3.0, 3.0)
+    assert (high.labels_, high.epsilon_features_, high.epsilon_labels_) == pytest.approx(("rr", 4.8, 3.2))
+    exact = LdpNearestCentroid(epsilon=INF, bounds=BOUNDS).fit(X, y)
+    joint = LdpNearestCentroid(epsilon=INF, labels="joint", bounds=BOUNDS).fit(X, y)  # no noise: the exact rows
+    assert (exact.labels_, joint.labels_, joint.epsilon_labels_) == ("rr", "joint", INF)
+    np.testing.assert_allclose(joint.centroids_, exact.centroids_)
 
 
 def test_model_round_trip_and_ties(rng):
@@ -222,6 +237,7 @@ def expected_failures(estimator):
     [
         LdpNearestCentroid(epsilon=INF, bounds=(-100.0, 100.0), random_state=0),
         LdpNearestCentroid(epsilon=1.0, labels="rr", bounds=(-100.0, 100.0), random_state=0),
+        LdpNearestCentroid(epsilon=1.0, bounds=(-100.0, 100.0), random_state=0),  # auto: joint
     ],
     expected_failed_checks=expected_failures,
 )
@@ -254,8 +270,9 @@ def test_bounds_missing_raises(rng):
 def test_invalid_params_raise(rng, params):
     X, y = blobs(rng)
     params.setdefault("bounds", BOUNDS)
-    with pytest.raises(InvalidParameterError):
+    with pytest.raises(InvalidParameterError) as error:  # scikit-learn's type, for its checks
         LdpNearestCentroid(**params).fit(X, y)
+    assert isinstance(error.value, ConfigError) and "\n" not in str(error.value)  # privfed's one-line error
 
 
 def test_single_class_and_bad_labels_raise(rng):

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from privfed.common.bounds import Bounds
+from privfed.common.learners import resolve_rng
+from privfed.common.learners.estimators import LdpNearestCentroid
 from privfed.common.learners.ncc import JointLabelEncoding, joint_encoding
 from privfed.common.ledger import Ledger
 from privfed.common.tasks import (
@@ -173,3 +175,24 @@ def test_joint_labels_at_infinite_epsilon_send_the_rows_and_the_job_accepts_join
     assert isinstance(out.payload, NccShareReply) and out.payload.labels.tolist() == [1]
     np.testing.assert_allclose(out.payload.reports, [[-0.5, 0.0, 1.0]], atol=1e-6)
     assert JobConfig.from_flat(task="ncc", labels="joint", epsilon=1.0).params.labels == "joint"
+
+
+def test_the_estimators_joint_centroids_are_the_federations_on_the_same_seed():
+    """``LdpNearestCentroid(labels="auto")`` below ε = 5.5 fits what one owner holding the rows releases through
+    the owner core (same seed) and the strategy aggregates: the same joint reports, the same centroids."""
+    rng = np.random.default_rng(4)
+    X, y = rng.uniform(0, 1, (500, D)), rng.integers(0, K, 500)
+    ours = LdpNearestCentroid(epsilon=2.0, bounds=BOUNDS, random_state=11).fit(X, y)
+    strategy = NccStrategy(mechanism="pm", epsilon=2.0, n_classes=K, bounds=BOUNDS)  # auto: joint
+    owner = LocalOwner("owner-0.o00000", X, y, resolve_rng(11), K, BOUNDS)
+    (out,) = (
+        OwnerCore([owner], Ledger(":memory:", epsilon_budget=2.0))
+        .answer([Task("t", owner.owner_id, "r", strategy.spec())])
+        .results
+    )
+    assert isinstance(out.payload, JointNccShareReply) and ours.labels_ == strategy.labels == "joint"
+    running = strategy.running()
+    running.add([out])
+    np.testing.assert_allclose(ours.centroids_, running.model().centroids, atol=1e-12)
+    other = LdpNearestCentroid(epsilon=2.0, bounds=BOUNDS, random_state=12).fit(X, y)
+    assert not np.allclose(other.centroids_, ours.centroids_)  # the seed drives the reports

@@ -138,5 +138,5 @@ def test_the_readme_python_example_runs(tmp_path):
     lines = out.stdout.splitlines()
     status, accuracies = lines[0].split(" ", 1)
     assert status == "ok" and len(eval(accuracies)) == 2  # noqa: S307 - our own printed list
-    assert lines[1].endswith("(3, 10)") and lines[2].endswith(" 4.0")
+    assert lines[1].startswith("joint ") and lines[1].endswith("(3, 10)") and lines[2].endswith(" 4.0")
     assert list(tmp_path.glob("runs/*/report.json"))
