@@ -52,6 +52,9 @@ from privfed.common.validation import check_int, check_positive
 NB_BINS = 3
 #: Default pseudo-counts per cell, in units of ``N / (d B K)`` (the count of an even spread).
 SMOOTHING = 1.0
+#: How :meth:`NaiveBayesEncoding.scaled` takes each feature's sum to all owners, and the default.
+COUNT_SCALINGS = ("d", "realised")
+COUNT_SCALING = "d"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,11 +140,16 @@ class NaiveBayesEncoding:
             return j, value
         return j, self.frequency_oracle.privatize(value, rng)
 
-    def counts(self, features: ArrayLike, reports: ArrayLike) -> np.ndarray:
-        """Coordinator side: unbiased (bin, class) counts of all owners, ``(d, B, K)`` (module docstring)."""
-        j = np.asarray(features, dtype=np.int64)
-        if j.ndim != 1 or (j.size and (j.min() < 0 or j.max() >= self.d)):
-            raise ConfigError(f"sampled features must be indices in 0..{self.d - 1}")
+    def counts(self, features: ArrayLike, reports: ArrayLike, *, scaling: str = COUNT_SCALING) -> np.ndarray:
+        """Coordinator side: unbiased (bin, class) counts of all owners, ``(d, B, K)`` (module docstring):
+        :meth:`scaled` of :meth:`debiased_sums` and the number of reports per feature."""
+        j = self._features(features)
+        return self.scaled(self.debiased_sums(j, reports), np.bincount(j, minlength=self.d), scaling=scaling)
+
+    def debiased_sums(self, features: ArrayLike, reports: ArrayLike) -> np.ndarray:
+        """Per feature, the sum of the unbiased cell supports of the owners that sampled it ([WBLJ17] eq. 1),
+        ``(d, B K)``: additive over batches of reports (what a coordinator folds as replies arrive)."""
+        j = self._features(features)
         if not np.isfinite(self.epsilon):
             support = np.zeros((j.size, self.domain))
             value = np.asarray(reports, dtype=np.int64)
@@ -157,7 +165,33 @@ class NaiveBayesEncoding:
             unbiased = (support - oracle.q) / (oracle.p - oracle.q)
         out = np.zeros((self.d, self.domain))
         np.add.at(out, j, unbiased)
-        return (out * self.d).reshape(self.d, self.n_bins, self.n_classes)
+        return out
+
+    def scaled(self, sums: ArrayLike, drawn: ArrayLike, *, scaling: str = COUNT_SCALING) -> np.ndarray:
+        """The counts ``(d, B, K)`` of all ``N = sum(drawn)`` owners from :meth:`debiased_sums` ``(d, B K)`` and
+        ``drawn`` (d,), the number of owners that sampled each feature (public: features travel in the clear).
+
+        ``scaling="d"``: every feature's sum times ``d``, the inverse of the sampling probability (unbiased).
+        ``"realised"``: feature ``j``'s sum times ``N / n_j`` (0 when ``n_j = 0``): given ``n_j`` its
+        reporters are a uniform sample of the owners, so this is unbiased given the realised ``n_j >= 1``
+        (:meth:`count_variance`). Post-processing of public counts either way."""
+        s = np.asarray(sums, dtype=np.float64)
+        n = np.asarray(drawn, dtype=np.int64)
+        if s.shape != (self.d, self.domain) or n.shape != (self.d,) or np.any(n < 0):
+            raise ConfigError(f"sums must be (d={self.d}, {self.domain}) and drawn (d={self.d},) counts >= 0")
+        if scaling == "d":
+            scale = np.full(self.d, float(self.d))
+        elif scaling == "realised":
+            scale = n.sum() / np.maximum(n, 1)
+        else:
+            raise ConfigError(f"scaling must be one of {COUNT_SCALINGS}, got {scaling!r}")
+        return (s * scale[:, None]).reshape(self.d, self.n_bins, self.n_classes)
+
+    def _features(self, features: ArrayLike) -> np.ndarray:
+        j = np.asarray(features, dtype=np.int64)
+        if j.ndim != 1 or (j.size and (j.min() < 0 or j.max() >= self.d)):
+            raise ConfigError(f"sampled features must be indices in 0..{self.d - 1}")
+        return j
 
     def count_variance(self, true_cells: ArrayLike) -> np.ndarray:
         """Closed-form variance of :meth:`counts` ``(d, B, K)`` for owners whose cells are ``true_cells`` (n, d).
@@ -284,12 +318,13 @@ def ldp_counts(
     rng: np.random.Generator,
     n_bins: int = NB_BINS,
     oracle: str | None = None,
+    scaling: str = COUNT_SCALING,
 ) -> tuple[np.ndarray, int]:
     """Every row its own owner: one report each (:meth:`NaiveBayesEncoding.share`), debiased
     (:meth:`NaiveBayesEncoding.counts`); ``(counts (d, B, K), number of reports)``, the input of the fits."""
     enc = NaiveBayesEncoding(epsilon=epsilon, bounds=bounds, n_classes=n_classes, n_bins=n_bins, oracle=oracle)
     features, reports = enc.share(X, y, rng)
-    return enc.counts(features, reports), int(features.size)
+    return enc.counts(features, reports, scaling=scaling), int(features.size)
 
 
 def ldp_naive_bayes(
