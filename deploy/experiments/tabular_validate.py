@@ -217,7 +217,7 @@ def validate(args: argparse.Namespace) -> dict[str, Any]:
 def _print_paired(
     learner: str, out: dict[str, Any], diffs: dict[str, Any], datasets: list[Any], eps: list[float]
 ) -> None:
-    out[f"{learner}:paired"] = diffs
+    out.setdefault("paired", {})[learner] = diffs
     print(f"{learner}: paired on the same reports, mean ± 95% CI over splits: the gap closed per data set, "
           "the accuracy per ε")  # fmt: skip
     for name, d in diffs.items():

@@ -99,3 +99,21 @@ def test_bad_reports_and_counts():
     exact = NaiveBayesEncoding(epsilon=math.inf, bounds=bounds, n_classes=2)
     with pytest.raises(ConfigError, match="exact reports"):
         exact.counts(np.array([0]), np.array([9]))
+    with pytest.raises(ConfigError, match="scaling must be one of"):
+        exact.counts(np.array([0]), np.array([1]), scaling="n")
+    with pytest.raises(ConfigError, match="pass drawn"):
+        exact.count_variance(np.zeros((3, 2), dtype=int), scaling="realised")
+    with pytest.raises(ConfigError, match="drawn must be"):
+        exact.count_variance(np.zeros((3, 2), dtype=int), scaling="realised", drawn=[1, 1])
+
+
+def test_realised_scaling_counts_each_feature_to_all_owners():
+    """Exact reports: feature 0 drawn by 1 of 4 owners counts that owner 4 times, feature 1 drawn by 3 counts each
+    4/3 times (the d-scaling: 2 times each); each feature's realised counts sum to the 4 owners."""
+    enc = NaiveBayesEncoding(epsilon=math.inf, bounds=Bounds.of(0.0, 1.0, 2), n_classes=2)
+    j, cells = np.array([1, 0, 1, 1]), np.array([0, 3, 0, 5])
+    realised, by_d = enc.counts(j, cells, scaling="realised"), enc.counts(j, cells)
+    assert realised.reshape(2, -1)[0].tolist() == [0, 0, 0, 4, 0, 0]
+    np.testing.assert_allclose(realised.reshape(2, -1)[1], [8 / 3, 0, 0, 0, 0, 4 / 3])
+    np.testing.assert_allclose(by_d.reshape(2, -1), [[0, 0, 0, 2, 0, 0], [4, 0, 0, 0, 0, 2]])
+    np.testing.assert_allclose(realised.sum(axis=(1, 2)), [4, 4])
