@@ -11,6 +11,7 @@ from typing import Any
 from privfed.common.errors import RemoteProtocolError
 from privfed.common.jobinfo import JobInfo
 from privfed.proto import privfed_pb2 as pb
+from privfed.proto.serde_arrays import decoded_once
 
 #: The job API's gRPC service name and methods (request and answer: one JSON object each).
 JOB_SERVICE = "privfed.v1.Jobs"
@@ -32,11 +33,16 @@ def job_info_to_proto(job: JobInfo | None) -> pb.JobInfo | None:
     )
 
 
-def job_info_from_proto(message: Any, present: bool) -> JobInfo | None:
+def job_info_from_proto(message: pb.JobInfo, present: bool) -> JobInfo | None:
     """The announced job of a response (None when the field is unset); a malformed one raises
-    :class:`RemoteProtocolError` (a node then answers nothing of the response)."""
+    :class:`RemoteProtocolError` (a node then answers nothing of the response). Checked once per
+    distinct announcement (every response of a job carries the same one)."""
     if not present:
         return None
+    return _announced(message)
+
+
+def _checked_job(message: pb.JobInfo) -> JobInfo:
     try:
         return JobInfo(
             job_id=message.job_id,
@@ -48,6 +54,9 @@ def job_info_from_proto(message: Any, present: bool) -> JobInfo | None:
         )
     except Exception as exc:  # noqa: BLE001 - whatever a coordinator sends, the node goes on
         raise RemoteProtocolError(f"the coordinator announced a malformed job: {exc}") from exc
+
+
+_announced = decoded_once(pb.JobInfo, _checked_job)
 
 
 def encode_json(value: dict[str, Any]) -> bytes:
