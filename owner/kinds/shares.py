@@ -86,6 +86,7 @@ class NccShareKind(TaskKind[NccShareTask]):
 
     kind = NCC_SHARE
     batch = 256  # an owner's reports are as large as its rows
+    spec_only = True
 
     def releases_clear_labels(self, spec: NccShareTask) -> bool:
         return spec.labels == "clear"
@@ -149,6 +150,7 @@ class LrShareKind(TaskKind[LrShareTask]):
 
     kind = LR_SHARE
     batch = 1024  # a release is one parameter vector, whatever the rows
+    spec_only = True
 
     def _mechanism(self, spec: LrShareTask) -> Mechanism:
         return make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=lr_parameter_count(spec.bounds.d, spec.n_classes))

@@ -103,3 +103,30 @@ def test_row_accounts_another_connection_wrote_are_seen_by_the_next_standings_an
         assert isinstance(error, BudgetExceeded)
         assert a.debit_many([Debit("n.a", 0.25, 0.0, "p", "t4")]) == [None]
         assert math.isclose(b.spent("n.b").epsilon, 1.0)
+
+
+def test_a_spec_only_kind_validates_a_spec_object_once_per_owner_and_refuses_every_time(tmp_path, rng, monkeypatch):
+    from privfed.owner.kinds.shares import LrShareKind
+
+    calls: list[float] = []
+    real = LrShareKind.validate
+    monkeypatch.setattr(LrShareKind, "validate", lambda self, t, s, v: calls.append(s.epsilon) or real(self, t, s, v))
+    owners = [
+        LocalOwner(f"n.{k}", rng.uniform(-1, 1, (20, 2)) * [1, 2] + [0, 2], rng.integers(0, 2, 20), rng, 2, BOUNDS)
+        for k in "ab"
+    ]
+    with Ledger(tmp_path / "l.sqlite", epsilon_budget=math.inf) as ledger:
+        core = OwnerCore(owners, ledger)
+        spec = serde.task_from_proto(wire(Task("x", "n.a", "r", lr()))).spec
+        core.answer([Task("t1", "n.a", "r1", spec), Task("t2", "n.b", "r1", spec)])
+        core.answer([Task("t3", "n.a", "r2", spec), Task("t4", "n.b", "r2", spec)])
+        assert calls == [2.0, 2.0]  # once per owner's configuration
+        changed = serde.task_from_proto(wire(Task("x", "n.a", "r", lr(epsilon=3.0)))).spec
+        core.answer([Task("t5", "n.a", "r3", changed)])
+        assert calls == [2.0, 2.0, 3.0]
+        wrong = LrShareTask(mechanism="pm", epsilon=4.0, param_bound=4.0, c=1.0, n_classes=3, bounds=BOUNDS)
+        for t in ("t6", "t7"):
+            (result,) = core.answer([Task(t, "n.a", "r4", wrong)]).results
+            assert isinstance(result.payload, Refusal) and result.payload.code == "invalid_task"
+        assert calls == [2.0, 2.0, 3.0, 4.0, 4.0]
+        assert [r["release_id"] for r in ledger.history("n.a")] == ["t1#0", "t3#0", "t5#0"]
