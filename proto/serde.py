@@ -144,7 +144,9 @@ class Pair:
     from_proto: Callable[..., Any]
 
 
-def _shared(field: str, message: type[Message], to_proto: Callable[[Any], Message], from_proto: Callable[..., Any]) -> Pair:
+def _shared(
+    field: str, message: type[Message], to_proto: Callable[[Any], Message], from_proto: Callable[..., Any]
+) -> Pair:
     """The pair of a kind whose spec is the same for every owner of a round (a share): the coordinator
     encodes it once per spec object, a node decodes it once per distinct message (issue 27)."""
     return Pair(field, LastEncoded(to_proto), decoded_once(message, from_proto))

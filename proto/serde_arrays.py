@@ -55,6 +55,7 @@ def decoded_once(message: type[_M], decode: Callable[[_M], _O], size: int = 8) -
 
     return lambda m: from_bytes(m.SerializeToString(deterministic=True))  # type: ignore[attr-defined]
 
+
 MAX_MATRIX_VALUES = 8_000_000  # 64 MB of float64; matches the transport's message bound
 
 
