@@ -144,12 +144,28 @@ def write_rows(path: Path, n: int, rng: np.random.Generator, d: int = D, k: int 
     np.savetxt(path, np.column_stack([X, y]), delimiter=",", fmt=["%.6f"] * d + ["%d"])
 
 
+def package_root(checkout: Path, into: Path) -> Path:
+    """A directory whose ``privfed`` package is ``checkout``'s, whole: its ``privfed/__init__.py``
+    and, as ``privfed/common``, ``privfed/owner``..., links to the checkout's top-level folders (the
+    repository's layout, which an editable install maps; on ``PYTHONPATH`` alone, ``checkout``
+    would lend only its ``privfed/__init__.py`` and the subpackages would come from this venv's
+    install). A checkout that already holds them under ``privfed/`` is used as it is."""
+    if not (checkout / "proto").is_dir() or (checkout / "privfed" / "proto").exists():
+        return checkout
+    package = into / "privfed"
+    package.mkdir(parents=True, exist_ok=True)
+    for part in ("__init__.py", *(p.name for p in checkout.iterdir() if (p / "__init__.py").is_file())):
+        if part != "privfed" and not (package / part).exists():
+            (package / part).symlink_to((checkout / "privfed" / part) if part == "__init__.py" else checkout / part)
+    return into
+
+
 class Bench:
     def __init__(self, tmp: Path, seed: int, owner_pythonpath: str | None):
         self.tmp, self.seed = tmp, seed
         self.env = dict(os.environ)
         if owner_pythonpath:
-            self.env["PYTHONPATH"] = owner_pythonpath
+            self.env["PYTHONPATH"] = str(package_root(Path(owner_pythonpath), tmp / "owner-checkout"))
         self.rng = np.random.Generator(np.random.PCG64(seed))
 
     def node_file(self, tag: str, owners: int, rows: int = ROWS_PER_OWNER, d: int = D, k: int = 2) -> Path:
