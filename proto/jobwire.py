@@ -11,7 +11,7 @@ from typing import Any
 from privfed.common.errors import RemoteProtocolError
 from privfed.common.jobinfo import JobInfo
 from privfed.proto import privfed_pb2 as pb
-from privfed.proto.serde_arrays import decoded_once
+from privfed.proto.serde_arrays import LastEncoded, decoded_once
 
 #: The job API's gRPC service name and methods (request and answer: one JSON object each).
 JOB_SERVICE = "privfed.v1.Jobs"
@@ -21,8 +21,12 @@ MAX_JOB_REQUEST_BYTES = 64 * 1024
 
 
 def job_info_to_proto(job: JobInfo | None) -> pb.JobInfo | None:
-    if job is None:
-        return None
+    """The announcement every response of a job carries: encoded once per job (the message is only
+    ever copied into its parents)."""
+    return None if job is None else _announcement(job)
+
+
+def _encode_job(job: JobInfo) -> pb.JobInfo:
     return pb.JobInfo(
         job_id=job.job_id,
         data_user=job.data_user,
@@ -31,6 +35,9 @@ def job_info_to_proto(job: JobInfo | None) -> pb.JobInfo | None:
         delta=job.delta,
         schema_sha256=job.schema_sha256,
     )
+
+
+_announcement = LastEncoded(_encode_job)
 
 
 def job_info_from_proto(message: pb.JobInfo, present: bool) -> JobInfo | None:
