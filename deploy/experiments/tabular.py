@@ -15,7 +15,7 @@ owner (every training row is its own data owner), ``--splits`` stratified train/
     ``label_fraction`` of ε, distances in the bounds' unit space (:class:`NearestCentroidModel`);
   - ``lr``: logistic regression by LDP gradient descent (:mod:`privfed.common.learners.ldp_gd`), as
     ``--task lr`` runs it: the coordinator's strategy over the in-process transport and every owner's
-    core (:func:`~privfed.deploy.experiments.federated_lr.federated_lr_fit`);
+    core (:func:`~privfed.deploy.experiments.federated.federated_lr_fit`);
   - ``bdt``: 10 rounds of federated SAMME over stumps at :class:`~privfed.common.boosting.params.BoostingParams`' defaults (thresholds
     at thirds of each feature's public range; LDP quantiles, :mod:`privfed.common.learners.split_points`,
     are an option that lost on validation splits);

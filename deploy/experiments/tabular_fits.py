@@ -35,7 +35,7 @@ from privfed.common.learners.split_points import (
 )
 from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
 from privfed.common.tabular import TABULAR
-from privfed.deploy.experiments.federated_lr import federated_lr_fit, federated_model, federated_nb_fit
+from privfed.deploy.experiments.federated import federated_lr_fit, federated_model, federated_nb_fit
 from privfed.server.config import JobConfig
 from privfed.server.report import below_majority, mean_ci
 

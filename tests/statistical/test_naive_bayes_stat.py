@@ -22,8 +22,8 @@ R = 4000
 Z = 5.0
 
 
-def _exact(enc: NaiveBayesEncoding) -> np.ndarray:
-    cells = enc.cells(X, Y)
+def _exact(enc: NaiveBayesEncoding, x: np.ndarray = X) -> np.ndarray:
+    cells = enc.cells(x, Y)
     out = np.zeros((enc.d, enc.domain))
     for f in range(enc.d):
         np.add.at(out[f], cells[:, f], 1.0)
@@ -37,13 +37,62 @@ def test_counts_unbiased_with_closed_form_variance(oracle, epsilon):
         epsilon=epsilon, bounds=BOUNDS, n_classes=3, oracle=oracle if math.isfinite(epsilon) else None
     )
     rng = np.random.default_rng(7)
-    draws = np.stack([enc.counts(*enc.share(X, Y, rng)) for _ in range(R)])
-    exact, var = _exact(enc), enc.count_variance(enc.cells(X, Y))
+    draws = np.stack([enc.counts(*enc.share(X, Y, rng), scaling="d") for _ in range(R)])
+    exact, var = _exact(enc), enc.count_variance(enc.cells(X, Y), scaling="d")
     assert np.all(var >= 0) and (np.all(var > 0) or not math.isfinite(epsilon))
     assert np.all(np.abs(draws.mean(axis=0) - exact) <= Z * np.sqrt(var / R) + 1e-12)
     # sample variance of R draws: standard error about var * sqrt(2 / R) (excess kurtosis is small here)
     se = var * math.sqrt(2.0 / R) * 2.0
     assert np.all(np.abs(draws.var(axis=0, ddof=1) - var) <= Z * se + 1e-12)
+
+
+@pytest.mark.parametrize(("oracle", "epsilon"), [("krr", 1.0), ("oue", 3.0), ("olh", 1.0), (None, math.inf)])
+def test_realised_scaling_unbiased_given_the_owners_per_feature_with_closed_form_variance(oracle, epsilon):
+    """``scaling="realised"`` given ``n_j``: iid uniform feature draws, given how many owners drew each feature,
+    are a uniformly random arrangement of them; so a fixed arrangement (3 owners on feature 0, 5 on feature 1) is
+    permuted and each owner reports its cell of its feature through the oracle, as :meth:`share` does."""
+    enc = NaiveBayesEncoding(epsilon=epsilon, bounds=BOUNDS, n_classes=3, oracle=oracle)
+    rng = np.random.default_rng(3)
+    cells, arrangement = enc.cells(X, Y), np.array([0, 0, 0, 1, 1, 1, 1, 1])
+    draws = []
+    for _ in range(R):
+        j = rng.permutation(arrangement)
+        value = cells[np.arange(X.shape[0]), j]
+        reports = enc.frequency_oracle.privatize(value, rng) if math.isfinite(epsilon) else value
+        draws.append(enc.counts(j, reports, scaling="realised"))
+    est = np.stack(draws)
+    var = enc.count_variance(cells, scaling="realised", drawn=np.bincount(arrangement))
+    assert np.all(np.abs(est.mean(axis=0) - _exact(enc)) <= Z * np.sqrt(var / R) + 1e-12)
+    se = var * math.sqrt(2.0 / R) * 2.0
+    assert np.all(np.abs(est.var(axis=0, ddof=1) - var) <= Z * se + 1e-12)
+
+
+def test_realised_and_d_scaling_agree_in_expectation_on_the_same_reports():
+    """Over :meth:`share`'s own draws, both scalings of the same reports: the d-scaling's mean is the truth ``h``,
+    the realised one's ``h (1 - P[n_j = 0])`` (a feature nobody drew counts 0), and the realised one's variance is
+    the mean of its variance given ``n_j`` plus ``h^2 P0 (1 - P0)`` (the law of total variance). Three features
+    and eight owners make ``P0 = (2/3)^8 = 0.039`` visible."""
+    bounds = Bounds.of(0.0, 3.0, 3)
+    x3 = np.column_stack([X, X[::-1, 0]])
+    enc = NaiveBayesEncoding(epsilon=2.0, bounds=bounds, n_classes=3, oracle="krr")
+    rng = np.random.default_rng(5)
+    d_draws, r_draws, cond_var = [], [], []
+    cells = enc.cells(x3, Y)
+    for _ in range(R):
+        j, reports = enc.share(x3, Y, rng)
+        d_draws.append(enc.counts(j, reports, scaling="d"))
+        r_draws.append(enc.counts(j, reports, scaling="realised"))
+        cond_var.append(enc.count_variance(cells, scaling="realised", drawn=np.bincount(j, minlength=3)))
+    dd, rr = np.stack(d_draws), np.stack(r_draws)
+    truth = _exact(enc, x3)
+    p0 = (1 - 1 / enc.d) ** x3.shape[0]
+    var_d = enc.count_variance(cells, scaling="d")
+    var_r = np.mean(cond_var, axis=0) + truth**2 * p0 * (1 - p0)
+    assert np.all(np.abs(dd.mean(axis=0) - truth) <= Z * np.sqrt(var_d / R))
+    assert np.all(np.abs(rr.mean(axis=0) - truth * (1 - p0)) <= Z * np.sqrt(var_r / R))
+    diff = rr - dd  # paired on the same reports: a tighter check of the difference -h P0
+    assert np.all(np.abs(diff.mean(axis=0) + truth * p0) <= Z * diff.std(axis=0, ddof=1) / math.sqrt(R))
+    assert np.all(np.abs(rr.var(axis=0, ddof=1) - var_r) <= Z * var_r * math.sqrt(2.0 / R) * 2.0)
 
 
 @pytest.mark.parametrize("oracle", ["krr", "oue", "olh"])

@@ -99,3 +99,35 @@ def test_bad_reports_and_counts():
     exact = NaiveBayesEncoding(epsilon=math.inf, bounds=bounds, n_classes=2)
     with pytest.raises(ConfigError, match="exact reports"):
         exact.counts(np.array([0]), np.array([9]))
+    with pytest.raises(ConfigError, match="scaling must be one of"):
+        exact.counts(np.array([0]), np.array([1]), scaling="n")
+    with pytest.raises(ConfigError, match="pass drawn"):
+        exact.count_variance(np.zeros((3, 2), dtype=int), scaling="realised")
+    with pytest.raises(ConfigError, match="drawn must be"):
+        exact.count_variance(np.zeros((3, 2), dtype=int), scaling="realised", drawn=[1, 1])
+
+
+def test_realised_scaling_counts_each_feature_to_all_owners():
+    """Exact reports: feature 0 drawn by 1 of 4 owners counts that owner 4 times, feature 1 drawn by 3 counts each
+    4/3 times (the d-scaling: 2 times each); each feature's realised counts sum to the 4 owners."""
+    enc = NaiveBayesEncoding(epsilon=math.inf, bounds=Bounds.of(0.0, 1.0, 2), n_classes=2)
+    j, cells = np.array([1, 0, 1, 1]), np.array([0, 3, 0, 5])
+    realised, by_d = enc.counts(j, cells, scaling="realised"), enc.counts(j, cells)
+    assert realised.reshape(2, -1)[0].tolist() == [0, 0, 0, 4, 0, 0]
+    np.testing.assert_allclose(realised.reshape(2, -1)[1], [8 / 3, 0, 0, 0, 0, 4 / 3])
+    np.testing.assert_allclose(by_d.reshape(2, -1), [[0, 0, 0, 2, 0, 0], [4, 0, 0, 0, 0, 2]])
+    np.testing.assert_allclose(realised.sum(axis=(1, 2)), [4, 4])
+
+
+def test_d_scaling_tables_are_the_realised_ones_with_count_dependent_pseudo_counts():
+    """What the two scalings' fits differ by (:meth:`NaiveBayesEncoding.counts`): the d-scaling's smoothed tables
+    equal the realised scaling's counts clipped, plus ``N / (d n_j)`` times the pseudo-counts, normalised."""
+    X, y, bounds = _data(90, seed=4)
+    enc = NaiveBayesEncoding(epsilon=2.0, bounds=bounds, n_classes=3)
+    j, reports = enc.share(X, y, np.random.default_rng(9))
+    n_j, n = np.bincount(j, minlength=enc.d), j.size
+    tables, _ = smoothed_marginals(enc.counts(j, reports, scaling="d"), n, bounds, smoothing=2.0)
+    pseudo = 2.0 * n / (enc.d * enc.n_bins * enc.n_classes) * (n / (enc.d * n_j))[:, None, None]
+    cells = np.maximum(enc.counts(j, reports, scaling="realised"), 0.0) + pseudo
+    np.testing.assert_allclose(tables, cells / cells.sum(axis=1, keepdims=True), rtol=1e-12)
+    assert not np.allclose(tables, smoothed_marginals(cells - pseudo, n, bounds, smoothing=2.0)[0])

@@ -78,4 +78,28 @@ def test_validation_of_one_grid_fits_its_settings_on_the_same_reports(tmp_path):
     rows = {r["setting"]: r for r in json.loads((tmp_path / "report.json").read_text())["results"]["mbdt-post"]}
     assert rows["nb,smoothing=4"]["accuracy"] == rows["n_rounds=1000,smoothing=4"]["accuracy"]
     assert set(rows["defaults"]["gap_to_counterpart"]) == {"iris@3", "star98@3"}
+    assert rows["defaults"]["seeds"] == [1000, 1001]
+    # paired on the same splits, against the first setting of the same learner: the mean difference is the
+    # difference of the means
+    paired = json.loads((tmp_path / "report.json").read_text())["results"]["paired"]["mbdt-post"]
+    assert paired["nb,smoothing=4"]["against"] == "nb,smoothing=1" and "defaults" not in paired
+    for name, d in paired.items():
+        assert d["overall"]["n"] == 2 and len(d["by_dataset"]) == 2 and len(d["by_cell"][0]) == 1
+        expected = rows[name]["gap_closed"] - rows[d["against"]]["gap_closed"]
+        assert d["overall"]["mean"] == pytest.approx(expected, abs=1e-12)
     assert main([*args[:4], "nope", "--out", str(tmp_path)]) == 2
+
+
+def test_validation_seed_shift_and_the_count_scalings_on_the_same_reports(tmp_path):
+    """``--seed`` shifts the validation splits; the grid mbdt-scale pairs each realised scaling with the d-scaling of
+    the same learner."""
+    args = ["experiment", "tabular", "--validate", "--learners", "mbdt-scale", "--datasets", "iris", "--seed", "7"]
+    assert main([*args, "--splits", "2", "--epsilon", "inf", "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "report.json").read_text())["results"]
+    rows = {r["setting"]: r for r in results["mbdt-scale"]}
+    assert set(rows) == {"scaling=d", "scaling=realised", "nb,scaling=d", "nb,scaling=realised"}
+    assert all(r["seeds"] == [1007, 1008] for r in rows.values())
+    assert {k: d["against"] for k, d in results["paired"]["mbdt-scale"].items()} == {
+        "scaling=realised": "scaling=d",
+        "nb,scaling=realised": "nb,scaling=d",
+    }

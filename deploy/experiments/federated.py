@@ -1,5 +1,5 @@
-"""``--task lr`` and ``--task nb`` as the federation runs them, in process: the experiments' logistic
-regression and naive Bayes.
+"""The federation's own strategies run in process for the experiments: ``--task lr`` and ``--task nb``
+(logistic regression and naive Bayes) and any job's strategy (:func:`federated_model`).
 
 :func:`federated_model` runs a job's strategy over the in-process transport (below); :func:`federated_nb_fit`
 is ``--task nb`` (:class:`~privfed.server.strategies.naive_bayes.NbStrategy`). :func:`federated_lr_fit` runs the coordinator's strategy (``--solver gd``: LDP gradient descent,
