@@ -130,3 +130,15 @@ def test_a_spec_only_kind_validates_a_spec_object_once_per_owner_and_refuses_eve
             assert isinstance(result.payload, Refusal) and result.payload.code == "invalid_task"
         assert calls == [2.0, 2.0, 3.0, 4.0, 4.0]
         assert [r["release_id"] for r in ledger.history("n.a")] == ["t1#0", "t3#0", "t5#0"]
+
+
+def test_a_share_mechanism_is_built_once_per_name_epsilon_and_size_and_a_bad_one_refused_each_time():
+    from privfed.common.errors import ConfigError
+    from privfed.owner.kinds.shares import mechanism_of
+
+    assert mechanism_of("pm", 2.0, 3) is mechanism_of("pm", 2.0, 3)
+    assert mechanism_of("pm", 3.0, 3).epsilon == 3.0 and mechanism_of("pm", 2.0, 4).d == 4
+    assert type(mechanism_of("laplace", 2.0, 3)).__name__ == "LaplaceMechanism"
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="unknown mechanism"):
+            mechanism_of("nope", 2.0, 3)
