@@ -25,7 +25,12 @@ process of its own (``COORDINATOR`` below), always from this checkout. Lines rea
   load of other processes on the box changes less than the wall time.
 * ``  overhead/node N=.. ms``: what the federation adds per node per round, ``(round - bare) / N``,
   against the bare computation per owner (``bare / N``); with N nodes on C cores a round costs at
-  least N x (that overhead's CPU) / C on top of the computation.
+  least N x (that overhead's CPU) / C on top of the computation. A round faster than the bare
+  computation (N = 1000: a node fits its 250 owners in one batch) adds none: 0, with a note of by
+  how much it was faster.
+* ``  CPU/node N=.. ms``: the round's CPU (coordinator and nodes) per node process against the bare
+  computation's CPU for a node's owners: what a node costs a round, less sensitive to the load of
+  the box than the wall time (the ratio is the ``round CPU`` line's).
 * ``floor: ..`` (issue 27): what the round trip of a node cannot do without, measured alone in this
   run, against the bare computation per owner at N = 20: the CPU (client + coordinator process) and
   the wall time of one unary gRPC call (an empty ``PushResults`` from a registered node, loopback, no
@@ -96,7 +101,8 @@ server.stop(0)
 #: The coordinator, in its own process so that its RSS is its own: prints its port, then
 #: "registered" once every owner is, waits for a line on stdin (the bench reads RSS meanwhile),
 #: runs the LR round ``repeats`` times (after the first, prints "first" and waits for a line: the
-#: bench reads CPU counters) and prints the per-round seconds as JSON.
+#: bench reads CPU counters), prints the per-round seconds as JSON and waits for a line before it
+#: stops (the bench reads the CPU counters of its threads while they are alive).
 COORDINATOR = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
@@ -117,6 +123,7 @@ timer = RoundTimer(lr_strategy(d, k), repeats, after_first)
 if repeats:
     run_job(server, timer, expected_owners=n, show_progress=False)
 print(json.dumps(timer.times), flush=True)
+sys.stdin.readline()  # the bench reads every process's CPU before this one's threads end
 server.dispatcher.shutdown()
 server.stop(0)
 """
@@ -137,12 +144,28 @@ def write_rows(path: Path, n: int, rng: np.random.Generator, d: int = D, k: int 
     np.savetxt(path, np.column_stack([X, y]), delimiter=",", fmt=["%.6f"] * d + ["%d"])
 
 
+def package_root(checkout: Path, into: Path) -> Path:
+    """A directory whose ``privfed`` package is ``checkout``'s, whole: its ``privfed/__init__.py``
+    and, as ``privfed/common``, ``privfed/owner``..., links to the checkout's top-level folders (the
+    repository's layout, which an editable install maps; on ``PYTHONPATH`` alone, ``checkout``
+    would lend only its ``privfed/__init__.py`` and the subpackages would come from this venv's
+    install). A checkout that already holds them under ``privfed/`` is used as it is."""
+    if not (checkout / "proto").is_dir() or (checkout / "privfed" / "proto").exists():
+        return checkout
+    package = into / "privfed"
+    package.mkdir(parents=True, exist_ok=True)
+    for part in ("__init__.py", *(p.name for p in checkout.iterdir() if (p / "__init__.py").is_file())):
+        if part != "privfed" and not (package / part).exists():
+            (package / part).symlink_to((checkout / "privfed" / part) if part == "__init__.py" else checkout / part)
+    return into
+
+
 class Bench:
     def __init__(self, tmp: Path, seed: int, owner_pythonpath: str | None):
         self.tmp, self.seed = tmp, seed
         self.env = dict(os.environ)
         if owner_pythonpath:
-            self.env["PYTHONPATH"] = owner_pythonpath
+            self.env["PYTHONPATH"] = str(package_root(Path(owner_pythonpath), tmp / "owner-checkout"))
         self.rng = np.random.Generator(np.random.PCG64(seed))
 
     def node_file(self, tag: str, owners: int, rows: int = ROWS_PER_OWNER, d: int = D, k: int = 2) -> Path:
@@ -232,6 +255,8 @@ class Bench:
                 answer = coord.stdout.readline()
                 if repeats > 1:
                     cpu = (sum(map(cpu_seconds, pids)) - before) / (repeats - 1)
+            coord.stdin.write("stop\n")
+            coord.stdin.flush()
             return registered, rss, json.loads(answer), cpu
         finally:
             for p in [coord, *procs]:
@@ -499,8 +524,8 @@ def floor_lines(bench: Bench, per_owner: float) -> None:
     line("floor: durable commit wall ms", per_owner * ms, commit_wall * ms)
 
 
-def line(name: str, base: float, cand: float, unit: str = "") -> None:
-    print(f"{name:<28}{base:>12.3f}{unit}{cand:>12.3f}{unit}{cand / base:>8.2f}", flush=True)
+def line(name: str, base: float, cand: float, unit: str = "", note: str = "") -> None:
+    print(f"{name:<28}{base:>12.3f}{unit}{cand:>12.3f}{unit}{cand / base:>8.2f}{note}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -549,7 +574,10 @@ def main(argv: list[str] | None = None) -> int:
             line(f"  first round {name} s", bare, times[0])  # nodes import scipy.optimize on their first fit
             line(f"  round CPU N={nodes * per_node} s", bare_cpu, cpu)
             n = nodes * per_node
-            line(f"  overhead/node N={n} ms", bare / n * 1e3, (median - bare) / nodes * 1e3)
+            overhead = (median - bare) / nodes * 1e3
+            note = "" if overhead >= 0 else f"  (none: the round beat the bare computation by {-overhead:.3f} ms/node)"
+            line(f"  overhead/node N={n} ms", bare / n * 1e3, max(overhead, 0.0), note=note)
+            line(f"  CPU/node N={n} ms", bare_cpu / nodes * 1e3, cpu / nodes * 1e3)
             if per_node == 1 and nodes >= 20:
                 floor_wall, floor_cpu = process_floor(files, args.seed, args.repeats)
                 line(f"  floor: N={n} processes s", bare, floor_wall)

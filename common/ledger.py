@@ -392,6 +392,13 @@ class Ledger:
             raise LocalProtocolError(f"ledger {self.path} is closed")
         return self._conn
 
+    def _fresh(self) -> sqlite3.Connection:
+        """The connection, with :attr:`_cache` dropped if another connection wrote the file since it
+        was last checked (``PRAGMA data_version``); once per read or debit, before its first record."""
+        conn = self._db()
+        self._cache.validate(conn.execute("PRAGMA data_version").fetchone()[0])
+        return conn
+
     def budget(self, owner_id: str) -> Budget:
         """The owner's total budget: the stored one, or the ledger's if the owner never debited."""
         _name("owner_id", owner_id)
@@ -406,7 +413,7 @@ class Ledger:
         """What the owner has spent: the exact-rounded sum of its id's releases, or more if one of
         its bound rows has spent more (module docstring, "Budgets follow the rows")."""
         _name("owner_id", owner_id)
-        conn = self._db()
+        conn = self._fresh()
         record = self._records(conn, [owner_id])[owner_id]
         own = (math.fsum(record.epsilons), math.fsum(record.deltas))
         return Budget(*self._most(own, self._account_sums(conn, self._bound.get(owner_id, ())), owner_id))
@@ -415,8 +422,14 @@ class Ledger:
         self, own: tuple[float, float], sums: dict[str, tuple[float, float]], owner_id: str
     ) -> tuple[float, float]:
         """(ε, δ) spent by an owner: the larger of its id's record and each of its rows' accounts."""
-        rows = self._bound.get(owner_id, ())
-        return max([own[0], *(sums[k][0] for k in rows)]), max([own[1], *(sums[k][1] for k in rows)])
+        eps, delta = own
+        for k in self._bound.get(owner_id, ()):
+            row_eps, row_delta = sums[k]
+            if row_eps > eps:
+                eps = row_eps
+            if row_delta > delta:
+                delta = row_delta
+        return eps, delta
 
     # ------------------------------------------------------------------ row accounts
     def accounts(self, owner_id: str) -> tuple[str, ...]:
@@ -434,10 +447,12 @@ class Ledger:
 
     def _account_sums(self, conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, tuple[float, float]]:
         """(ε, δ) recorded on each account of ``keys``; (0, 0) for an account with no debit yet. Read
-        from the file for the accounts :attr:`_cache` does not hold."""
-        self._cache.validate(conn.execute("PRAGMA data_version").fetchone()[0])
+        from the file for the accounts :attr:`_cache` does not hold (checked by :meth:`_fresh` first)."""
+        cached = self._cache.accounts
+        unique = [k for k in dict.fromkeys(keys) if k not in cached]
+        if not unique:
+            return {k: cached[k] for k in keys}
         sums = dict.fromkeys(keys, (0.0, 0.0))
-        unique = [k for k in sums if k not in self._cache.accounts]
         read: dict[str, tuple[float, float]] = {}
         for start in range(0, len(unique), _CHUNK):
             chunk = unique[start : start + _CHUNK]
@@ -541,7 +556,7 @@ class Ledger:
         node checks a batch of thousands of owners before one transaction debits them; the debit
         checks again atomically, so a standing read before it can never let a release overspend)."""
         ids = list(dict.fromkeys(_name("owner_id", o) for o in owner_ids))
-        conn = self._db()
+        conn = self._fresh()
         records = self._records(conn, ids)
         sums = self._account_sums(conn, [k for o in ids for k in self._bound.get(o, ())])
         return {
@@ -629,7 +644,8 @@ class Ledger:
         owners = list(dict.fromkeys(e.owner_id for e in entries))
         conn.execute("BEGIN IMMEDIATE")
         try:
-            records = self._records(conn, owners)  # read under the write lock: no other writer until COMMIT
+            self._fresh()  # under the write lock: no other writer until COMMIT
+            records = self._records(conn, owners)
             budgets = {o: r.budget for o, r in records.items() if r.budget is not None}
             eps = {o: list(r.epsilons) for o, r in records.items()}
             dlt = {o: list(r.deltas) for o, r in records.items()}
@@ -663,13 +679,16 @@ class Ledger:
                     for k in self.accounts(e.owner_id):
                         sums[k] = (sums[k][0] + e.epsilon, sums[k][1] + e.delta)
                     rows.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate), e.job))
-            conn.executemany("INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES (?, ?, ?)", new_owners)
+            if new_owners:
+                conn.executemany(
+                    "INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES (?, ?, ?)", new_owners
+                )
             conn.executemany(
                 "INSERT INTO releases (owner_id, release_id, purpose, epsilon, delta, nonprivate, job) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
-            touched = {k for e in entries for k in self.accounts(e.owner_id)}
+            touched = {k for o in owners for k in self.accounts(o)}
             conn.executemany(
                 "INSERT INTO accounts (key, epsilon, delta) VALUES (?, ?, ?) "
                 "ON CONFLICT(key) DO UPDATE SET epsilon = excluded.epsilon, delta = excluded.delta",
@@ -689,8 +708,8 @@ class Ledger:
     def _records(self, conn: sqlite3.Connection, owners: list[str]) -> dict[str, OwnerRecord]:
         """Each owner's stored budget (None: not stored yet), recorded ε and δ and release ids: from
         :attr:`_cache` while no other connection has written the file (``PRAGMA data_version``),
-        else read. Callers copy what they change (the cache changes only after a commit)."""
-        self._cache.validate(conn.execute("PRAGMA data_version").fetchone()[0])
+        else read (checked by :meth:`_fresh` first). Callers copy what they change (the cache changes
+        only after a commit)."""
         missing = [o for o in owners if o not in self._cache.owners]
         read = {o: OwnerRecord(None, [], [], set()) for o in missing}
         for start in range(0, len(missing), _CHUNK):

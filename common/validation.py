@@ -64,6 +64,8 @@ def check_real(value: object, *, name: str, fix: str | None = None) -> float:
     ConfigTypeError
         ``value`` is not a real number (``bool``, ``complex`` and strings included).
     """
+    if type(value) is float:  # the common case, without the ABC check (issue 27: a node's hot path)
+        return value
     if isinstance(value, bool) or not isinstance(value, Real):
         raise ConfigTypeError(
             _with_fix(f"{name} must be a real number, got {value!r} of type {type(value).__name__}", fix)

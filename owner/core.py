@@ -59,7 +59,7 @@ from privfed.owner.history import HistoryRewritten, applied_digest
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.kinds import OwnerKind, kind_of
 from privfed.owner.kinds.base import LedgerView, NodeState, Policy, PublicView, Refused, SecureSum, StepKind, TaskKind
-from privfed.owner.local import Cached, LocalOwner, Release
+from privfed.owner.local import Cached, LocalOwner, PublicConfig, Release
 from privfed.owner.policy import OwnerPolicy, exceeds_announcement
 from privfed.owner.ring import RingMod
 from privfed.owner.secagg import SecAggDriver
@@ -91,6 +91,8 @@ class _Admitted:
 
 
 _Planned = Result | _Admitted | tuple[Task, StepKind]
+#: At most this many accepted (spec, owner configuration) pairs are kept (:meth:`OwnerCore._validate`).
+KEPT_ACCEPTED = 4096
 #: At most this many releases are computed in one ``compute_many`` call: a batch answered in one
 #: pass (the in-process transport's) keeps its temporaries bounded.
 TOGETHER = 1024
@@ -177,6 +179,8 @@ class OwnerCore:
         self.mods: dict[str, SecureSum] = {"ring": RingMod(self.keys), "secagg": SecAggDriver(self.keys, sign=sign)}
         for owner in self.owners.values():
             ledger.bind_rows(owner.owner_id, owner.row_keys)
+        #: (spec, owner configuration) pairs a spec-only kind accepted, by their ids (:meth:`_validate`)
+        self._accepted: dict[tuple[int, int], tuple[object, PublicConfig]] = {}
 
     # ------------------------------------------------------------------ batches
     def chunk_end(self, items: Sequence[Task | Result], start: int) -> int:
@@ -290,7 +294,7 @@ class OwnerCore:
             mod = kind.mod(spec)
             party = self.mods[mod].prepare(owner.owner_id, spec) if mod is not None else None
             view = self._view(owner, queued, standings.get(owner.owner_id))
-            cached = kind.validate(task, spec, view)
+            cached = self._validate(kind, task, view)
             if cached is not None:
                 return _Admitted(task, kind, owner, party, [], cached)
             debits = kind.debits(task, spec)
@@ -312,6 +316,24 @@ class OwnerCore:
             return refusal_for(task, exc)
         queued.extend(debits)
         return _Admitted(task, kind, owner, party, debits)
+
+    def _validate(self, kind: TaskKind[Any], task: Task, view: PublicView) -> Cached | None:
+        """``kind.validate``; a spec-only kind (``TaskKind.spec_only``) accepts a spec object for an
+        owner configuration once, and is asked again for any other spec object (a changed spec is
+        another message, decoded anew) or configuration. A refusal is never kept: it is raised
+        again each time."""
+        if not kind.spec_only:
+            return kind.validate(task, task.spec, view)
+        key = (id(task.spec), id(view.config))
+        accepted = self._accepted.get(key)
+        if accepted is not None and accepted[0] is task.spec and accepted[1] is view.config:
+            return None
+        cached = kind.validate(task, task.spec, view)
+        if cached is None:
+            if len(self._accepted) >= KEPT_ACCEPTED:
+                self._accepted.clear()
+            self._accepted[key] = (task.spec, view.config)  # kept alive: their ids are not reused meanwhile
+        return cached
 
     # ------------------------------------------------------------------ 3: debit
     def _debit(self, fresh: list[_Admitted]) -> None:

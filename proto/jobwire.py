@@ -11,6 +11,7 @@ from typing import Any
 from privfed.common.errors import RemoteProtocolError
 from privfed.common.jobinfo import JobInfo
 from privfed.proto import privfed_pb2 as pb
+from privfed.proto.serde_arrays import LastEncoded, decoded_once
 
 #: The job API's gRPC service name and methods (request and answer: one JSON object each).
 JOB_SERVICE = "privfed.v1.Jobs"
@@ -20,8 +21,12 @@ MAX_JOB_REQUEST_BYTES = 64 * 1024
 
 
 def job_info_to_proto(job: JobInfo | None) -> pb.JobInfo | None:
-    if job is None:
-        return None
+    """The announcement every response of a job carries: encoded once per job (the message is only
+    ever copied into its parents)."""
+    return None if job is None else _announcement(job)
+
+
+def _encode_job(job: JobInfo) -> pb.JobInfo:
     return pb.JobInfo(
         job_id=job.job_id,
         data_user=job.data_user,
@@ -32,11 +37,19 @@ def job_info_to_proto(job: JobInfo | None) -> pb.JobInfo | None:
     )
 
 
-def job_info_from_proto(message: Any, present: bool) -> JobInfo | None:
+_announcement = LastEncoded(_encode_job)
+
+
+def job_info_from_proto(message: pb.JobInfo, present: bool) -> JobInfo | None:
     """The announced job of a response (None when the field is unset); a malformed one raises
-    :class:`RemoteProtocolError` (a node then answers nothing of the response)."""
+    :class:`RemoteProtocolError` (a node then answers nothing of the response). Checked once per
+    distinct announcement (every response of a job carries the same one)."""
     if not present:
         return None
+    return _announced(message)
+
+
+def _checked_job(message: pb.JobInfo) -> JobInfo:
     try:
         return JobInfo(
             job_id=message.job_id,
@@ -48,6 +61,9 @@ def job_info_from_proto(message: Any, present: bool) -> JobInfo | None:
         )
     except Exception as exc:  # noqa: BLE001 - whatever a coordinator sends, the node goes on
         raise RemoteProtocolError(f"the coordinator announced a malformed job: {exc}") from exc
+
+
+_announced = decoded_once(pb.JobInfo, _checked_job)
 
 
 def encode_json(value: dict[str, Any]) -> bytes:

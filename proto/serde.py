@@ -49,9 +49,11 @@ from privfed.proto import serde_steps as steps
 from privfed.proto.serde_arrays import (
     GRID_BITS,
     MAX_MATRIX_VALUES,
+    LastEncoded,
     WireEnum,
     bounds_from_proto,
     bounds_to_proto,
+    decoded_once,
     matrix_from_proto,
     matrix_to_proto,
     reports_from_proto,
@@ -142,21 +144,29 @@ class Pair:
     from_proto: Callable[..., Any]
 
 
+def _shared(
+    field: str, message: type[Message], to_proto: Callable[[Any], Message], from_proto: Callable[..., Any]
+) -> Pair:
+    """The pair of a kind whose spec is the same for every owner of a round (a share): the coordinator
+    encodes it once per spec object, a node decodes it once per distinct message (issue 27)."""
+    return Pair(field, LastEncoded(to_proto), decoded_once(message, from_proto))
+
+
 #: Kind name -> the serde pair of its task spec (the field of ``pb.Task``'s ``oneof`` is the name).
 TASKS: Mapping[str, Pair] = {
     p.field: p
     for p in (
-        Pair("ncc_share", shares.ncc_task_to_proto, shares.ncc_task_from_proto),
-        Pair("lr_share", shares.lr_task_to_proto, shares.lr_task_from_proto),
-        Pair("pca_share", shares.pca_task_to_proto, shares.pca_task_from_proto),
-        Pair("svm_share", shares.svm_task_to_proto, shares.svm_task_from_proto),
+        _shared("ncc_share", pb.NccShareTask, shares.ncc_task_to_proto, shares.ncc_task_from_proto),
+        _shared("lr_share", pb.LrShareTask, shares.lr_task_to_proto, shares.lr_task_from_proto),
+        _shared("pca_share", pb.PcaShareTask, shares.pca_task_to_proto, shares.pca_task_from_proto),
+        _shared("svm_share", pb.SvmShareTask, shares.svm_task_to_proto, shares.svm_task_from_proto),
         Pair("boost_share", boosting.boost_share_task_to_proto, boosting.boost_share_task_from_proto),
         Pair("boost_evaluate", boosting.boost_evaluate_to_proto, boosting.boost_evaluate_from_proto),
         Pair("ring_message", steps.ring_message_to_proto, steps.ring_message_from_proto),
         Pair("secagg_keys", steps.secagg_keys_to_proto, steps.secagg_keys_from_proto),
         Pair("secagg_unmask", steps.secagg_unmask_to_proto, steps.secagg_unmask_from_proto),
-        Pair("lr_gradient", shares.gradient_task_to_proto, shares.gradient_task_from_proto),
-        Pair("nb", shares.nb_task_to_proto, shares.nb_task_from_proto),
+        _shared("lr_gradient", pb.LrGradientTask, shares.gradient_task_to_proto, shares.gradient_task_from_proto),
+        _shared("nb", pb.NbReportTask, shares.nb_task_to_proto, shares.nb_task_from_proto),
     )
 }
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from functools import lru_cache
 from typing import Any, Generic, TypeVar, cast
 
 import numpy as np
@@ -17,6 +18,43 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.mechanisms.base import REPORT_LIMIT, SNAP_BITS
 from privfed.proto import privfed_pb2 as pb
+
+_O = TypeVar("_O")
+_M = TypeVar("_M")
+
+
+class LastEncoded(Generic[_O, _M]):
+    """``encode(obj)``, kept for the last object by identity: a round's tasks carry the same spec,
+    config, history and learner objects, so the coordinator encodes each once per round, not once
+    per owner. The pair is swapped in one assignment (gRPC threads encode concurrently); the message
+    is only ever copied into its parents, never changed."""
+
+    def __init__(self, encode: Callable[[_O], _M]) -> None:
+        self._encode = encode
+        self._last: tuple[_O, _M] | None = None
+
+    def __call__(self, obj: _O) -> _M:
+        last = self._last
+        if last is not None and last[0] is obj:
+            return last[1]
+        msg = self._encode(obj)
+        self._last = (obj, msg)
+        return msg
+
+
+def decoded_once(message: type[_M], decode: Callable[[_M], _O], size: int = 8) -> Callable[[_M], _O]:
+    """``decode``, run once per distinct message (by its deterministic bytes) of the ``size`` latest: a
+    round's tasks carry the same spec, so a node decodes and validates it once per round, not once
+    per owner (issue 27). Only the exact bytes of a message decoded before hit: any other message is
+    decoded, and checked, again; a message that does not decode raises every time (nothing is kept).
+    The tasks that share a message share its decoded object, as the tasks of a round do in process."""
+
+    @lru_cache(maxsize=size)
+    def from_bytes(raw: bytes) -> _O:
+        return decode(message.FromString(raw))  # type: ignore[attr-defined]
+
+    return lambda m: from_bytes(m.SerializeToString(deterministic=True))  # type: ignore[attr-defined]
+
 
 MAX_MATRIX_VALUES = 8_000_000  # 64 MB of float64; matches the transport's message bound
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from functools import cache, lru_cache
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from privfed.common.tasks.boosting import (
 )
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto.serde_arrays import (
+    LastEncoded,
     WireEnum,
     bounds_from_proto,
     bounds_to_proto,
@@ -83,29 +84,6 @@ def boost_enums() -> Mapping[str, WireEnum[Any]]:
         "eval_mechanism": WireEnum(pb.EvalMechanism, f.EVAL_MECHANISMS),
         "budget_split": WireEnum(pb.BudgetSplit, f.BUDGET_SPLITS),
     }
-
-
-_O = TypeVar("_O")
-_M = TypeVar("_M")
-
-
-class _LastEncoded(Generic[_O, _M]):
-    """``encode(obj)``, kept for the last object by identity: a round's tasks carry the same config,
-    history and learner objects, so the coordinator encodes each once per round, not once per owner.
-    The pair is swapped in one assignment (gRPC threads encode concurrently); the message is only
-    ever copied into its parents, never changed."""
-
-    def __init__(self, encode: Callable[[_O], _M]) -> None:
-        self._encode = encode
-        self._last: tuple[_O, _M] | None = None
-
-    def __call__(self, obj: _O) -> _M:
-        last = self._last
-        if last is not None and last[0] is obj:
-            return last[1]
-        msg = self._encode(obj)
-        self._last = (obj, msg)
-        return msg
 
 
 def boost_config_to_proto(c: BoostConfig) -> pb.BoostConfig:
@@ -237,9 +215,9 @@ def _learner(raw: bytes) -> Learner:
     return learner_from_proto(pb.BoostLearner.FromString(raw))
 
 
-_config_msg = _LastEncoded(boost_config_to_proto)
-_history_msg = _LastEncoded(boost_history_to_proto)
-_learner_msg = _LastEncoded(learner_to_proto)
+_config_msg = LastEncoded(boost_config_to_proto)
+_history_msg = LastEncoded(boost_history_to_proto)
+_learner_msg = LastEncoded(learner_to_proto)
 
 
 def boost_share_task_to_proto(s: BoostShareTask) -> pb.BoostShareTask:

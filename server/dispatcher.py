@@ -29,6 +29,10 @@ log = logging.getLogger("privfed.coordinator")
 Answer = tuple[Task, Result | Rejection]
 #: Takes the answers of a running batch as they come (:meth:`Dispatcher.run`'s ``sink``).
 Sink = Callable[[list[Answer]], None]
+#: A running batch is woken by its last answer, or once this many wait to be handed over, or at its
+#: next liveness check (twice a second): not by each of its N nodes' pushes (issue 27: N wake-ups of
+#: the job's thread per round, each taking the lock and the GIL from the nodes' threads).
+HAND_OVER = 256
 
 
 @dataclass
@@ -207,7 +211,8 @@ class Dispatcher:
                 self._waiting.discard(answer.task_id)
                 self._arrived.append((task, answer))
                 accepted += 1
-            self._cv.notify_all()  # not the polls: an answer queues nothing
+            if not self._waiting or len(self._arrived) >= HAND_OVER:  # not the polls: an answer queues nothing
+                self._cv.notify_all()
             return accepted
 
     def relay(self, node_id: str, envelopes: list[tuple[str, bytes]]) -> tuple[int, list[Task]]:
@@ -360,7 +365,8 @@ class Dispatcher:
         """Queue ``tasks`` for their owners' nodes and wait for the answers.
 
         With a ``sink``, the answers are handed to it in batches as they come (outside the lock,
-        in this thread, in the order they were pushed) and not kept: a round of 10^6 owners never
+        in this thread, in the order they were pushed; :data:`HAND_OVER` at a time, or what came
+        within half a second) and not kept: a round of 10^6 owners never
         holds its replies at once (issue 27). Without one, they come back in the outcome.
 
         Returns when every task is answered, when the round ``timeout`` passes, or when the

@@ -316,8 +316,8 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
 
         try:
             for request in requests:
-                claimed = self._node_id(request.node_id, context)
-                if node_id is None:
+                if node_id is None:  # the stream's connection, and so its certificate, is the same for every message
+                    claimed = self._node_id(request.node_id, context)
                     self._dispatcher.check_caller(claimed, peer)
                     token = self._sessions.open(claimed, context.cancel)
                     if token is None:  # the node's pushes and polls go as unary calls, which free their thread
@@ -327,9 +327,9 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
                             "unary calls",
                         )
                     node_id = claimed
-                elif claimed != node_id:
+                elif request.node_id != node_id:
                     raise RemoteProtocolError(
-                        f"a session speaks for the node that opened it ({node_id!r}), not {claimed!r}"
+                        f"a session speaks for the node that opened it ({node_id!r}), not {request.node_id!r}"
                     )
                 if not self._sessions.current(node_id, token):
                     raise RemoteProtocolError(f"node {node_id!r} opened a newer session")

@@ -185,6 +185,10 @@ class TaskKind(ABC, Generic[S]):
     #: At most this many of its tasks are computed between two relays of a node's envelopes (one
     #: ledger transaction each): releases that read many rows come in small batches.
     batch: ClassVar[float] = 16
+    #: ``validate`` reads the spec and the owner's public configuration (``view.config``) alone and
+    #: returns None when it accepts: the owner core then validates each spec object once per
+    #: owner configuration (a node's tasks of a round share the spec decoded once; issue 27).
+    spec_only: ClassVar[bool] = False
 
     @property
     def name(self) -> str:

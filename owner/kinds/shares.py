@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import fields
+from functools import lru_cache
 from typing import TypeVar
 
 import numpy as np
@@ -66,6 +67,14 @@ def spec_of(task: Task, cls: type[_Spec]) -> _Spec:
     return task.spec
 
 
+@lru_cache(maxsize=32)
+def mechanism_of(name: str, epsilon: float, d: int) -> Mechanism:
+    """``make_mechanism(name, epsilon=epsilon, d=d)``, built once per distinct (name, ε, d) (issue 27:
+    once per round, not per task): a mechanism is frozen configuration, and every draw comes from
+    the generator each call is given. A bad name or ε raises each time (nothing is kept)."""
+    return make_mechanism(name, epsilon=epsilon, d=d)
+
+
 def spec_key(spec: NccShareTask | LrShareTask) -> Hashable:
     """The spec's fields, its bounds as bytes: equal keys, one mechanism for the group."""
     b = spec.bounds
@@ -86,12 +95,13 @@ class NccShareKind(TaskKind[NccShareTask]):
 
     kind = NCC_SHARE
     batch = 256  # an owner's reports are as large as its rows
+    spec_only = True
 
     def releases_clear_labels(self, spec: NccShareTask) -> bool:
         return spec.labels == "clear"
 
     def _mechanisms(self, spec: NccShareTask) -> tuple[Mechanism, KaryRandomizedResponse | None]:
-        mechanism = make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=spec.bounds.d)
+        mechanism = mechanism_of(spec.mechanism, spec.epsilon, spec.bounds.d)
         if spec.labels == "rr" and math.isfinite(spec.label_epsilon):
             return mechanism, KaryRandomizedResponse(epsilon=spec.label_epsilon, n_classes=spec.n_classes)
         if spec.labels == "rr":
@@ -149,9 +159,10 @@ class LrShareKind(TaskKind[LrShareTask]):
 
     kind = LR_SHARE
     batch = 1024  # a release is one parameter vector, whatever the rows
+    spec_only = True
 
     def _mechanism(self, spec: LrShareTask) -> Mechanism:
-        return make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=lr_parameter_count(spec.bounds.d, spec.n_classes))
+        return mechanism_of(spec.mechanism, spec.epsilon, lr_parameter_count(spec.bounds.d, spec.n_classes))
 
     def validate(self, task: Task, spec: LrShareTask, view: PublicView) -> Cached | None:
         check_schema(spec.bounds, view)
