@@ -152,13 +152,13 @@ class Soak:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                state = json.loads(record.read_text())["state"]
-            except (FileNotFoundError, json.JSONDecodeError):  # replaced atomically, but not yet written
-                state = "queued"
-            if state == "done" or (state == "failed" and NO_BETTER_THAN_CHANCE in json.loads(record.read_text())["error"]):
+                job = json.loads(record.read_text())
+            except FileNotFoundError:
+                job = {"state": "queued"}
+            if job["state"] == "done" or NO_BETTER_THAN_CHANCE in (job.get("error") or ""):
                 return time.perf_counter() - t0
-            if state in ("failed", "cancelled"):
-                raise SystemExit(f"job {job_id} ({settings}) {state}:\n{self.log_tail('coordinator')}")
+            if job["state"] in ("failed", "cancelled"):
+                raise SystemExit(f"job {job_id} ({settings}) {job['state']}:\n{self.log_tail('coordinator')}")
             time.sleep(0.01)
         raise SystemExit(f"job {job_id} not done after {timeout} s:\n{self.log_tail('coordinator')}")
 
@@ -225,7 +225,9 @@ def grown(tmp: Path, name: str, top: int = 8) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=200)
-    parser.add_argument("--warmup", type=int, default=30, help="jobs before the baseline window (a bdt job of each secure sum)")
+    parser.add_argument(
+        "--warmup", type=int, default=30, help="jobs before the baseline window (a bdt job of each secure sum)"
+    )
     parser.add_argument("--bdt-every", type=int, default=25, help="every N-th job a secure-sum bdt (0: none)")
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--pythonpath", default=None, help="run the service and nodes from DIR/privfed")

@@ -10,8 +10,9 @@ sees it, so the noise and the ledger entry are the same whichever secure sum the
 
 A session is keyed once per owner (issue 20, finding 3): a second step 0 for a session an owner
 has a machine in, or for a session whose machines were forgotten (:data:`KEPT_SESSIONS`), is
-refused with the fixed code ``already_released``, whatever the data. The record lives as long as
-the node process; a restarted node draws new box keys (``privfed.owner.node``) and new mask keys,
+refused with the fixed code ``already_released``, whatever the data. The record of forgotten
+sessions takes a fixed amount of memory however many sessions a long-lived node keys
+(:class:`~privfed.owner.once.NeverAgain`) and lives as long as the node process; a restarted node draws new box keys (``privfed.owner.node``) and new mask keys,
 and the shares are sealed to both, so nothing sent before a restart opens after it.
 
 Keys: the owner's long-lived X25519 key seals the shares end-to-end (a peer's key accepted only as
@@ -54,6 +55,7 @@ from privfed.common.tasks import (
 )
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.kinds.base import Refused
+from privfed.owner.once import NeverAgain
 
 #: Sessions whose machines a node keeps (the latest ones; a job keys one per evaluation group up front).
 KEPT_SESSIONS = 64
@@ -86,7 +88,7 @@ class SecAggDriver:
         self._sign = sign
         self._clock = clock
         self._machines: dict[str, dict[str, SecAggOwner]] = {}  # session -> owner -> machine
-        self._forgotten: set[str] = set()  # sessions whose machines were dropped: never keyed again
+        self._forgotten = NeverAgain()  # sessions whose machines were dropped: never keyed again
         self._certificates: dict[str, dict[str, bytes]] = {}  # session -> node id -> PEM (sent once per node)
         self._keys: dict[str, dict[str, PeerKey]] = {}  # session -> owner id -> its long-lived box key
         self._verified: set[tuple[str, str, bytes, bytes]] = set()  # (session, owner, key, signature) checked
