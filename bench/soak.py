@@ -17,13 +17,13 @@ coordinator CPU per job) or the last value (sizes and counts) over the ``WINDOW`
 shows as a ratio above 1 that grows with ``--jobs``; the ledger's own cost per release is
 wt-ledgerrun's (``bench/ledger.py``).
 
-    python bench/soak.py [--jobs 200] [--bdt-every 25] [--nodes 3] [--pythonpath DIR] [--tracemalloc]
+    python bench/soak.py [--jobs 500] [--bdt-every 25] [--nodes 3] [--pythonpath DIR] [--tracemalloc]
 
 ``--pythonpath DIR`` runs the service and the nodes from another checkout laid out as
 ``DIR/privfed`` (before/after). ``--tracemalloc`` traces every process's allocations and prints,
 per process, the sources whose memory grew most between the end of the warm-up and the last job
 (slower; for hunting, not for the ratios). Progress goes to stderr. Not a test and not run in CI
-(``make bench``); 200 jobs take about 30 s on two busy cores (1000: about a minute).
+(``make bench``); its 500 jobs take about 40 s on two busy cores.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from privfed.proto.jobwire import JOB_SERVICE, decode_json, encode_json
 from privfed.proto.transport import TlsFiles, channel_credentials
 
 #: Jobs averaged for the baseline (after the warm-up) and for the candidate (the last ones).
-WINDOW = 10
+WINDOW = 20
 OWNERS_PER_NODE = 10
 DATASET = ["--dataset", "synthetic", "--n-samples", "600", "--seed", "3", "--test-fraction", "0.25"]
 POLICY = 'tasks = ["lr", "bdt"]\nmax_epsilon_per_job = 4.0\ndata_users = ["alice"]\n'
@@ -227,7 +227,7 @@ def grown(tmp: Path, name: str, top: int = 8) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--jobs", type=int, default=500)
     parser.add_argument(
         "--warmup", type=int, default=30, help="jobs before the baseline window (a bdt job of each secure sum)"
     )
