@@ -4,18 +4,18 @@ One coordinator service (``privfed serve``) and ``--nodes`` owner daemons (``pri
 --policy``), real processes on loopback with mTLS, as README "Running on several machines"
 starts them; a data user submits ``--jobs`` short jobs back to back over the job API (one gRPC
 channel with a data-user certificate, what ``privfed submit`` sends) and waits for each to finish.
-Every ``--bdt-every``-th job (the first included) is a three-round boosting job (``task = "bdt"``) whose evaluations go
-through a secure sum, pairwise masks and the ring in turn, so the secure-sum state of the
-coordinator and the nodes is exercised; the others are one-round LR jobs (``solver = "local"``)
-at ε = 1.
+Every ``--bdt-every``-th job, the first included, is a three-round boosting job (``task = "bdt"``)
+whose evaluations go through a secure sum, pairwise masks and the ring in turn, so the secure-sum
+state of the coordinator and the nodes is exercised; the others are one-round LR jobs
+(``solver = "local"``) at ε = 1.
 
-After each job it reads, from ``/proc``, the coordinator's CPU time, RSS, open file descriptors
-and threads, and each node's RSS, descriptors and threads. Lines read ``name baseline candidate
-ratio`` (STYLE rule 14), all measured in this run: the baseline is the mean (per-job wall time,
-coordinator CPU per job) or the last value (sizes and counts) over the ``WINDOW`` jobs after
-``--warmup``, the candidate the same over the last ``WINDOW`` jobs. Anything that grows per job
-shows as a ratio above 1 that grows with ``--jobs``; the ledger's own cost per release is
-wt-ledgerrun's (``bench/ledger.py``).
+After each job it reads, from ``/proc``, the CPU time, RSS, open file descriptors and threads of
+the coordinator and of each node. Lines read ``name baseline candidate ratio`` (STYLE rule 14), all
+measured in this run: the baseline is the ``WINDOW`` jobs after ``--warmup``, the candidate the last
+``WINDOW`` jobs; wall time and CPU per job are means over the window's LR jobs, sizes and counts are
+read after its last job. Anything that grows per job shows as a ratio above 1 that grows with
+``--jobs``. A node's ledger grows with its releases by design; its cost per release is
+``bench/ledger.py``'s.
 
     python bench/soak.py [--jobs 500] [--bdt-every 25] [--nodes 3] [--pythonpath DIR] [--tracemalloc]
 
