@@ -1,11 +1,20 @@
-"""The ledger's row accounts (issue 20, finding 4): what a batch debit costs when every debit is also
-added to one account per row the owner holds, against the same debits on owner ids only.
+"""What the ledger's operations cost: row accounts (issue 20, finding 4) and an owner's history.
+
+Row accounts: what a batch debit costs when every debit is also added to one account per row the
+owner holds, against the same debits on owner ids only.
 
 One node's batch of releases, as the owner core debits it (one SQLite transaction, fsynced):
 ``--owners`` one-row owners (the LDP-boosting setting, 10^4 per node), and a few owners of many
 rows (``--wide``: owners x rows each). The baseline binds no rows (one account per owner id, the
 accounting before issue 20); the candidate binds each owner's row digests. Each line is the median
 of ``--repeats`` batches on a fresh file, measured in the same run.
+
+History: what one ``debit_many`` of one owner and one ``standings([owner])`` cost when that owner
+already has 10^3, 10^4 and 10^5 releases on record, against the same operation at 10 prior releases
+(the baseline), and a node's batch (250 owners of 10^3 releases each, one debit or one read of all of
+them) against 250 owners of 10 releases. The history is written into the file with plain SQL before
+the ledger opens it, and each owner is read once before timing (the ledger's start-up read): what is
+timed is the steady state of a long-lived node. Each line is the median of ``--repeats`` x 20 calls.
 
 Lines: ``name  baseline  candidate  ratio``.
 
@@ -15,9 +24,11 @@ Lines: ``name  baseline  candidate  ratio``.
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from privfed.common.ledger import Debit, Ledger
@@ -41,6 +52,60 @@ def batch_seconds(n_owners: int, rows_each: int, *, bind: bool, batches: int = 3
         return statistics.median(times)
 
 
+def _with_history(path: Path, owners: list[str], history: int) -> None:
+    """Write ``history`` releases of each of ``owners`` into the ledger file ``path`` (plain SQL: the
+    ledger would take as long to debit them one by one as the series measures)."""
+    Ledger(path, epsilon_budget=1e9).close()  # the tables
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN")
+    conn.executemany(
+        "INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES (?, 1e9, 0)", [(o,) for o in owners]
+    )
+    conn.executemany(
+        "INSERT INTO releases (owner_id, release_id, purpose, epsilon, delta) VALUES (?, ?, 'p', 0.001, 0)",
+        ((o, f"h{i}") for o in owners for i in range(history)),
+    )
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def history_seconds(n_owners: int, history: int, *, op: str, calls: int = 20) -> float:
+    """Median seconds of one ``op`` (``debit``: one ``debit_many`` of one release of each owner;
+    ``read``: one ``standings`` of all of them) at ``history`` prior releases per owner."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "l.sqlite"
+        owners = [f"owner-0.o{i:05d}" for i in range(n_owners)]
+        _with_history(path, owners, history)
+        with Ledger(path, epsilon_budget=1e9) as ledger:
+            ledger.standings(owners)  # the start-up read of each owner's record, once
+            times = []
+            for c in range(calls):
+                call: Callable[[], object]
+                if op == "debit":
+                    entries = [Debit(o, 0.001, 0.0, "p", f"t{c}") for o in owners]
+                    call = lambda: ledger.debit_many(entries)  # noqa: E731
+                else:
+                    call = lambda: ledger.standings(owners)  # noqa: E731
+                start = time.perf_counter()
+                call()
+                times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+
+def history_series(repeats: int) -> None:
+    """The history lines (module docstring): baseline at 10 prior releases per owner."""
+    for op, what in (("debit", "debit_many"), ("read", "standings")):
+        base = statistics.median(history_seconds(1, 10, op=op) for _ in range(repeats))
+        for history in (1_000, 10_000, 100_000):
+            cand = statistics.median(history_seconds(1, history, op=op) for _ in range(repeats))
+            name = f"{what}, 1 owner, {history} prior"
+            print(f"{name:40s} {base:10.6f} {cand:10.6f} {cand / base:7.2f}")
+        base = statistics.median(history_seconds(250, 10, op=op) for _ in range(repeats))
+        cand = statistics.median(history_seconds(250, 1_000, op=op) for _ in range(repeats))
+        name = f"{what}, 250 owners, 1000 prior each"
+        print(f"{name:40s} {base:10.6f} {cand:10.6f} {cand / base:7.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--owners", type=int, default=10_000)
@@ -57,6 +122,8 @@ def main() -> None:
         base = statistics.median(batch_seconds(n, rows, bind=False) for _ in range(args.repeats))
         cand = statistics.median(batch_seconds(n, rows, bind=True) for _ in range(args.repeats))
         print(f"{name:40s} {base:10.4f} {cand:10.4f} {cand / base:7.2f}")
+    print(f"# ledger cost against an owner's history (baseline: 10 prior releases), {host_info()}")
+    history_series(args.repeats)
 
 
 if __name__ == "__main__":
