@@ -10,13 +10,8 @@ which is what the seed papers use (each owner spends its whole ε once in LDP bo
 splits ε = ε1 + ε2).
 
 Durability
-    The file is opened in WAL mode with ``synchronous=FULL``. In WAL mode a commit appends to the
-    ``-wal`` file; ``NORMAL`` would already survive a crash or ``kill -9`` of this process (the
-    write is in the OS page cache when ``COMMIT`` returns), but not an OS crash or power loss,
-    which could roll back the last commits *after* the release has left: the owner would then
-    forget a release and could spend the same budget again. ``FULL`` fsyncs the WAL on every
-    commit, so a debit that returned is on disk. The cost is one fsync per commit, which
-    :meth:`Ledger.debit_many` amortises over a whole batch of owners.
+    One committed, fsynced SQLite transaction per batch (``privfed.common.ledger_file``, "Durability"):
+    a debit that returned is on disk.
 
 Floating point
     Sums are exact-rounded (what :func:`math.fsum` over the recorded rows gives, kept as a running
@@ -37,17 +32,8 @@ Non-private entries
     :meth:`Ledger.nonprivate_count` show the owner what left without noise.
 
 Budgets follow the rows (issue 20, finding 4)
-    Besides its own record (the releases of its id), an owner has *row accounts*: one per row it
-    holds in this process (:meth:`Ledger.bind_rows`, keyed by a salted digest of the row's content
-    and its occurrence in the data, ``privfed.owner.data.row_digests``), to which each of its
-    debits is added. Its spent budget is the larger of what its id released and what the
-    most-spent of its rows has. So re-sharding the same data (another ``--shards``), renaming the
-    node (another ``--name``) or re-ordering the file never gives a row a fresh budget: a new
-    logical owner inherits the most any of its rows has spent (and a reused id what it released).
-    Limits: a fresh ledger file starts every row at zero; a row whose content changes is a new row;
-    identical rows are told apart by their order in the data (re-ordering two identical rows can
-    swap their accounts); rows live in the process that binds them (owners sharing rows across two
-    nodes' ledgers are not linked); releases recorded before schema 3 are on their ids only.
+    Besides its own record, an owner has an account per row it holds, and it may spend only what the
+    most-spent of them leaves (``privfed.common.ledger_rows``).
 
 Schema decisions (issue 20, finding 5)
     The digest of the federation schema an owner node checked its rows against, and whether they
@@ -77,7 +63,6 @@ the ledger (sqlite3's default ``check_same_thread``).
 
 from __future__ import annotations
 
-import hashlib
 import math
 import sqlite3
 from collections.abc import Sequence
@@ -87,8 +72,9 @@ from typing import Any
 from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError
 from privfed.common.files import private_sqlite_file
 from privfed.common.ledger_cache import OwnerRecord, PendingRecord, RecordCache, ReleaseIds
-from privfed.common.ledger_file import BUSY_TIMEOUT_S, SCHEMA_VERSION, OwnerAccount, init_schema, read_accounts
+from privfed.common.ledger_file import BUSY_TIMEOUT_S, CHUNK, SCHEMA_VERSION, OwnerAccount, init_schema, read_accounts
 from privfed.common.ledger_records import REL_TOL, Budget, Debit, Standing, fits, refusal, remaining_of, require_name
+from privfed.common.ledger_rows import RowAccounts
 from privfed.common.ledger_sum import ExactSum
 from privfed.common.validation import check_non_negative, check_probability
 
@@ -104,9 +90,6 @@ __all__ = [
     "Standing",
     "read_accounts",
 ]
-
-#: Owners per ``IN (...)`` query: below SQLite's historical limit of 999 bound variables.
-_CHUNK = 500
 
 
 class Ledger:
@@ -157,8 +140,8 @@ class Ledger:
             conn.close()
             raise
         self._conn = conn
-        self._bound: dict[str, tuple[str, ...]] = {}  # owner id -> its row accounts (bind_rows)
         self._cache = RecordCache()
+        self._rows = RowAccounts(self._cache)
 
     # ------------------------------------------------------------------ queries
     def _db(self) -> sqlite3.Connection:
@@ -185,58 +168,23 @@ class Ledger:
 
     def spent(self, owner_id: str) -> Budget:
         """What the owner has spent: the exact-rounded sum of its id's releases, or more if one of
-        its bound rows has spent more (module docstring, "Budgets follow the rows")."""
+        its bound rows has spent more (``privfed.common.ledger_rows``)."""
         require_name("owner_id", owner_id)
         conn = self._fresh()
         record = self._records(conn, [owner_id])[owner_id]
         own = (record.epsilon.value(), record.delta.value())
-        return Budget(*self._most(own, self._account_sums(conn, self._bound.get(owner_id, ())), owner_id))
-
-    def _most(
-        self, own: tuple[float, float], sums: dict[str, tuple[float, float]], owner_id: str
-    ) -> tuple[float, float]:
-        """(ε, δ) spent by an owner: the larger of its id's record and each of its rows' accounts."""
-        eps, delta = own
-        for k in self._bound.get(owner_id, ()):
-            row_eps, row_delta = sums[k]
-            if row_eps > eps:
-                eps = row_eps
-            if row_delta > delta:
-                delta = row_delta
-        return eps, delta
+        return Budget(*self._rows.most(own, self._rows.sums(conn, self.accounts(owner_id)), owner_id))
 
     # ------------------------------------------------------------------ row accounts
     def accounts(self, owner_id: str) -> tuple[str, ...]:
         """The row accounts of ``owner_id`` (:meth:`bind_rows`); empty for an owner without bound rows."""
-        return self._bound.get(owner_id, ())
+        return self._rows.keys(owner_id)
 
     def bind_rows(self, owner_id: str, row_keys: Sequence[bytes]) -> None:
         """The rows ``owner_id`` holds in this process, as digests (``privfed.owner.data.row_digests``):
         from now on each of its debits is added to each row's account too, and it may spend only what
-        the most-spent of them leaves. The ledger stores a salted digest of each row (the salt is the
-        file's own)."""
-        require_name("owner_id", owner_id)
-        salt = self._db().execute("SELECT value FROM meta WHERE name = 'row_salt'").fetchone()[0].encode()
-        self._bound[owner_id] = tuple(f"row:{hashlib.sha256(salt + bytes(k)).hexdigest()[:32]}" for k in row_keys)
-
-    def _account_sums(self, conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, tuple[float, float]]:
-        """(ε, δ) recorded on each account of ``keys``; (0, 0) for an account with no debit yet. Read
-        from the file for the accounts :attr:`_cache` does not hold (checked by :meth:`_fresh` first)."""
-        cached = self._cache.accounts
-        unique = [k for k in dict.fromkeys(keys) if k not in cached]
-        if not unique:
-            return {k: cached[k] for k in keys}
-        sums = dict.fromkeys(keys, (0.0, 0.0))
-        read: dict[str, tuple[float, float]] = {}
-        for start in range(0, len(unique), _CHUNK):
-            chunk = unique[start : start + _CHUNK]
-            marks = ",".join("?" * len(chunk))
-            for k, e, d in conn.execute(f"SELECT key, epsilon, delta FROM accounts WHERE key IN ({marks})", chunk):
-                read[k] = (e, d)
-        for k in sums:
-            sums[k] = self._cache.accounts.get(k) or read.get(k, (0.0, 0.0))
-        self._cache.keep_accounts({k: sums[k] for k in unique})
-        return sums
+        the most-spent of them leaves (``privfed.common.ledger_rows``)."""
+        self._rows.bind(self._db(), require_name("owner_id", owner_id), row_keys)
 
     def remaining(self, owner_id: str) -> Budget:
         """``budget - spent`` per component, never negative; ∞ while the budget is ∞."""
@@ -334,10 +282,10 @@ class Ledger:
         ids = list(dict.fromkeys(require_name("owner_id", o) for o in owner_ids))
         conn = self._fresh()
         records = self._records(conn, ids)
-        sums = self._account_sums(conn, [k for o in ids for k in self._bound.get(o, ())])
+        sums = self._rows.sums(conn, [k for o in ids for k in self.accounts(o)])
         return {
             o: Standing(
-                Budget(*self._most((r.epsilon.value(), r.delta.value()), sums, o)),
+                Budget(*self._rows.most((r.epsilon.value(), r.delta.value()), sums, o)),
                 r.budget or self._default,
                 r.ids_now(),
             )
@@ -415,7 +363,7 @@ class Ledger:
             self._fresh()  # under the write lock: no other writer until COMMIT
             # the batch's additions stay beside the cached records until COMMIT (ledger_cache)
             batch = {o: PendingRecord(r) for o, r in self._records(conn, owners).items()}
-            sums = self._account_sums(conn, [k for o in owners for k in self.accounts(o)])
+            sums = self._rows.sums(conn, [k for o in owners for k in self.accounts(o)])
             results: list[BudgetExceeded | LocalProtocolError | None] = []
             new_owners, rows = [], []
             for e in entries:
@@ -429,7 +377,7 @@ class Ledger:
                     )
                     continue
                 budget = owner.budget or self._default
-                spent = self._most(owner.spent(), sums, e.owner_id)
+                spent = self._rows.most(owner.spent(), sums, e.owner_id)
                 if fits(spent[0], e.epsilon, budget.epsilon) and fits(spent[1], e.delta, budget.delta):
                     error = None
                 else:
@@ -479,8 +427,8 @@ class Ledger:
         first). Callers change a record only through :class:`PendingRecord` after a COMMIT."""
         missing = [o for o in owners if o not in self._cache.owners]
         read = {o: OwnerRecord(None, ExactSum(), ExactSum(), {}) for o in missing}
-        for start in range(0, len(missing), _CHUNK):
-            chunk = missing[start : start + _CHUNK]
+        for start in range(0, len(missing), CHUNK):
+            chunk = missing[start : start + CHUNK]
             marks = ",".join("?" * len(chunk))
             for o, e, d in conn.execute(
                 f"SELECT owner_id, epsilon_budget, delta_budget FROM owners WHERE owner_id IN ({marks})", chunk

@@ -1,6 +1,15 @@
 """The ledger file: its tables, their migrations, and the read-only audit of a file
 (:func:`read_accounts`).
 
+Durability
+    The file is opened in WAL mode with ``synchronous=FULL``. In WAL mode a commit appends to the
+    ``-wal`` file; ``NORMAL`` would already survive a crash or ``kill -9`` of this process (the
+    write is in the OS page cache when ``COMMIT`` returns), but not an OS crash or power loss,
+    which could roll back the last commits *after* the release has left: the owner would then
+    forget a release and could spend the same budget again. ``FULL`` fsyncs the WAL on every
+    commit, so a debit that returned is on disk. The cost is one fsync per commit, which
+    :meth:`~privfed.common.ledger.Ledger.debit_many` amortises over a whole batch of owners.
+
 Schema versions
     1: the original tables. 2: ``releases.nonprivate``. 3: ``accounts`` (rows), ``meta`` (the row-key
     salt) and ``schema_decisions``. 4: ``releases.job``, the id of the job a release was made for
@@ -24,6 +33,8 @@ from privfed.common.ledger_records import Budget, fmt_amount, remaining_of
 BUSY_TIMEOUT_S = 30.0
 #: Schema version stored in ``PRAGMA user_version``.
 SCHEMA_VERSION = 4
+#: Owners (or accounts) per ``IN (...)`` query: below SQLite's historical limit of 999 bound variables.
+CHUNK = 500
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS owners (
@@ -70,7 +81,7 @@ def init_schema(conn: sqlite3.Connection, path: Path, default: Budget) -> None:
     if version not in (0, 1, 2, 3, SCHEMA_VERSION):
         raise ConfigError(f"ledger {path}: schema version {version}, this code reads 1 to {SCHEMA_VERSION}")
     conn.execute("PRAGMA journal_mode=WAL")  # returns 'memory' for ':memory:', which is fine
-    conn.execute("PRAGMA synchronous=FULL")  # privfed.common.ledger docstring, "Durability"
+    conn.execute("PRAGMA synchronous=FULL")  # module docstring, "Durability"
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("BEGIN IMMEDIATE")
     try:
