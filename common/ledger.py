@@ -44,8 +44,9 @@ Schema decisions (issue 20, finding 5)
 Cost against an owner's history (issue 27)
     A debit and a read of :meth:`Ledger.standings` or :meth:`Ledger.spent` cost the same (amortised)
     however many releases the owner has on record: the connection keeps each owner's spent ε and δ
-    as running exact sums and its release ids in an index (``privfed.common.ledger_cache``); a
-    standing's ``release_ids`` is a view of them, not a copy. An owner is read back from the file in
+    as running exact sums (``privfed.common.ledger_cache``, O(1) memory per owner), and whether a
+    release id was used is one lookup in the file's unique index (O(log n)); a standing's
+    ``release_ids`` is a view of that index (:class:`ReleaseIds`), not a copy. An owner is read back from the file in
     full (O(its history)) the first time this connection uses it and again each time another
     connection has written the file, i.e. once per change of the file by another writer, never per
     debit. :meth:`Ledger.history`, :meth:`Ledger.spent_on` and :func:`read_accounts` read the rows
@@ -71,8 +72,16 @@ from typing import Any
 
 from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError
 from privfed.common.files import private_sqlite_file
-from privfed.common.ledger_cache import OwnerRecord, PendingRecord, RecordCache, ReleaseIds
-from privfed.common.ledger_file import BUSY_TIMEOUT_S, CHUNK, SCHEMA_VERSION, OwnerAccount, init_schema, read_accounts
+from privfed.common.ledger_cache import OwnerRecord, PendingRecord, RecordCache
+from privfed.common.ledger_file import (
+    BUSY_TIMEOUT_S,
+    CHUNK,
+    SCHEMA_VERSION,
+    OwnerAccount,
+    ReleaseIds,
+    init_schema,
+    read_accounts,
+)
 from privfed.common.ledger_records import REL_TOL, Budget, Debit, Standing, fits, refusal, remaining_of, require_name
 from privfed.common.ledger_rows import RowAccounts
 from privfed.common.ledger_sum import ExactSum
@@ -205,12 +214,7 @@ class Ledger:
         """Whether the owner already recorded a release with this id (a replayed task)."""
         require_name("owner_id", owner_id)
         require_name("release_id", release_id)
-        row = (
-            self._db()
-            .execute("SELECT 1 FROM releases WHERE owner_id = ? AND release_id = ? LIMIT 1", (owner_id, release_id))
-            .fetchone()
-        )
-        return row is not None
+        return self._used(self._db(), owner_id, release_id)
 
     def spent_on(
         self, owner_id: str, *, job: str | None = None, other_than: str | None = None, since: str | None = None
@@ -283,11 +287,12 @@ class Ledger:
         conn = self._fresh()
         records = self._records(conn, ids)
         sums = self._rows.sums(conn, [k for o in ids for k in self.accounts(o)])
+        upto = conn.execute("SELECT coalesce(max(seq), 0) FROM releases").fetchone()[0]
         return {
             o: Standing(
                 Budget(*self._rows.most((r.epsilon.value(), r.delta.value()), sums, o)),
                 r.budget or self._default,
-                r.ids_now(),
+                ReleaseIds(self._db, o, upto, r.count),
             )
             for o, r in records.items()
         }
@@ -368,7 +373,9 @@ class Ledger:
             new_owners, rows = [], []
             for e in entries:
                 owner = batch[e.owner_id]
-                if owner.has(e.release_id):
+                if owner.used_in_batch(e.release_id) or (
+                    owner.record.count and self._used(conn, e.owner_id, e.release_id)
+                ):
                     results.append(
                         LocalProtocolError(
                             f"owner {e.owner_id!r}: release_id {e.release_id!r} already released; "
@@ -420,13 +427,21 @@ class Ledger:
         self._cache.committed(batch, {k: sums[k] for k in touched})
         return results
 
+    @staticmethod
+    def _used(conn: sqlite3.Connection, owner_id: str, release_id: str) -> bool:
+        """Whether the file records ``release_id`` for ``owner_id`` (its unique index: O(log n))."""
+        row = conn.execute(
+            "SELECT 1 FROM releases WHERE owner_id = ? AND release_id = ? LIMIT 1", (owner_id, release_id)
+        ).fetchone()
+        return row is not None
+
     def _records(self, conn: sqlite3.Connection, owners: list[str]) -> dict[str, OwnerRecord]:
         """Each owner's stored budget (None: not stored yet), exact sums of its recorded ε and δ, and
-        release ids: from :attr:`_cache` while no other connection has written the file (``PRAGMA
+        number of releases: from :attr:`_cache` while no other connection has written the file (``PRAGMA
         data_version``), else read in full, O(the owner's history) once (checked by :meth:`_fresh`
         first). Callers change a record only through :class:`PendingRecord` after a COMMIT."""
         missing = [o for o in owners if o not in self._cache.owners]
-        read = {o: OwnerRecord(None, ExactSum(), ExactSum(), {}) for o in missing}
+        read = {o: OwnerRecord(None, ExactSum(), ExactSum()) for o in missing}
         for start in range(0, len(missing), CHUNK):
             chunk = missing[start : start + CHUNK]
             marks = ",".join("?" * len(chunk))
@@ -434,11 +449,10 @@ class Ledger:
                 f"SELECT owner_id, epsilon_budget, delta_budget FROM owners WHERE owner_id IN ({marks})", chunk
             ):
                 read[o].budget = Budget(e, d)
-            for o, r, e, d in conn.execute(
-                f"SELECT owner_id, release_id, epsilon, delta FROM releases WHERE owner_id IN ({marks})",
-                chunk,
+            for o, e, d in conn.execute(
+                f"SELECT owner_id, epsilon, delta FROM releases WHERE owner_id IN ({marks})", chunk
             ):
-                read[o].add_release(r, e, d)
+                read[o].add_release(e, d)
         self._cache.keep_owners(read)
         return {o: read[o] if o in read else self._cache.owners[o] for o in owners}
 

@@ -2,12 +2,14 @@
 record and each row account, so that a debit or a read costs the same however long the owner's
 history is (issue 27).
 
-An owner's record keeps its spent ε and δ as running exact sums (:class:`~privfed.common.ledger_sum.ExactSum`,
-equal bit for bit to ``math.fsum`` over every release) and its release ids in debit order; a debit
-batch keeps its own additions apart (:class:`PendingRecord`) and merges them into the record only
-after its COMMIT returned, so a batch that does not commit leaves the cache as it was, and nothing
-of the history is copied to check or extend it. A standing hands out a :class:`ReleaseIds` view of
-the ids recorded at that moment instead of a copy.
+An owner's record is O(1) in size: its stored budget, its spent ε and δ as running exact sums
+(:class:`~privfed.common.ledger_sum.ExactSum`, equal bit for bit to ``math.fsum`` over every
+release) and how many releases it has. Its release ids stay in the file, whose unique index on
+(owner, release id) answers whether an id was used in O(log n) (``privfed.common.ledger_file``,
+:class:`~privfed.common.ledger_file.ReleaseIds`). A debit batch keeps its own additions apart
+(:class:`PendingRecord`) and merges them into the record only after its COMMIT returned, so a batch
+that does not commit leaves the cache as it was, and nothing of the history is copied to check or
+extend it.
 
 The cache is only a copy of the file: it is trusted while no other connection has written the file,
 which SQLite's ``PRAGMA data_version`` tells (it changes when another connection commits; a
@@ -16,16 +18,13 @@ debit's write transaction, so the check and the debit see the same file) and dro
 when it changed; each owner is then read back from the file in full once (O(its history) once per
 change of the file by another writer, not per debit or read).
 
-Its size is bounded (:data:`MAX_OWNERS`): a node hosting more owners reads each batch's records
-from the file, as before the cache.
+Its size is bounded (:data:`MAX_OWNERS` records of a few hundred bytes, :data:`MAX_ACCOUNTS` row
+accounts): a node hosting more owners reads each batch's records from the file, as before the cache.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from itertools import islice
 from typing import TYPE_CHECKING
 
 from privfed.common.ledger_sum import ExactSum
@@ -33,56 +32,25 @@ from privfed.common.ledger_sum import ExactSum
 if TYPE_CHECKING:
     from privfed.common.ledger_records import Budget
 
-#: Owners (and row accounts) kept at most; past it the cache starts over.
-MAX_OWNERS = 4096
+#: Owner records kept at most (~0.5 kB each); past it the cache starts over.
+MAX_OWNERS = 32768
+#: Row accounts kept at most; past it they start over.
+MAX_ACCOUNTS = 4096 * 64
 
 
-class ReleaseIds(AbstractSet[str]):
-    """The release ids an owner had recorded when its standing was read, without copying them: a view
-    of the first ``count`` ids of the record's debit-ordered index (ids recorded later have larger
-    positions, so the view does not change when the record grows). Membership and ``len`` are O(1);
-    iterating (an audit listing) is O(the ids) and only happens there."""
-
-    __slots__ = ("_order", "_count")
-
-    def __init__(self, order: dict[str, int], count: int) -> None:
-        self._order = order
-        self._count = count
-
-    def __contains__(self, release_id: object) -> bool:
-        return isinstance(release_id, str) and self._order.get(release_id, self._count) < self._count
-
-    def __len__(self) -> int:
-        return self._count
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(islice(self._order, self._count)))  # a copy: the record may grow meanwhile
-
-    def __hash__(self) -> int:
-        return self._hash()
-
-    def __repr__(self) -> str:
-        return f"ReleaseIds({set(self)!r})"
-
-
-@dataclass
+@dataclass(slots=True)
 class OwnerRecord:
     """One owner's record: its stored budget (None until its first debit stores it), the exact sums
-    of the ε and δ of its releases, and their release ids, each mapped to its position in debit
-    order (insertion order of the dict)."""
+    of the ε and δ of its releases, and how many releases it has."""
 
     budget: Budget | None
     epsilon: ExactSum
     delta: ExactSum
-    release_ids: dict[str, int]
+    count: int = 0
 
-    def ids_now(self) -> ReleaseIds:
-        """The ids recorded at this moment, as a view (:class:`ReleaseIds`)."""
-        return ReleaseIds(self.release_ids, len(self.release_ids))
-
-    def add_release(self, release_id: str, epsilon: float, delta: float) -> None:
+    def add_release(self, epsilon: float, delta: float) -> None:
         """One release read from the file."""
-        self.release_ids[release_id] = len(self.release_ids)
+        self.count += 1
         self.epsilon.add(epsilon)
         self.delta.add(delta)
 
@@ -90,7 +58,7 @@ class OwnerRecord:
 class PendingRecord:
     """A debit batch's view of one owner: its record as the file held it at the batch's start plus the
     batch's own accepted entries, kept apart until :meth:`merge` (after COMMIT). O(1) to create and per
-    entry: the exact sums are copied (a few partials), the record's ids are looked up, not copied."""
+    entry: the exact sums are copied (a few partials)."""
 
     __slots__ = ("record", "budget", "epsilon", "delta", "new_ids")
 
@@ -101,9 +69,9 @@ class PendingRecord:
         self.delta = record.delta.copy()
         self.new_ids: dict[str, None] = {}
 
-    def has(self, release_id: str) -> bool:
-        """Whether the owner recorded ``release_id`` before the batch or earlier in it."""
-        return release_id in self.record.release_ids or release_id in self.new_ids
+    def used_in_batch(self, release_id: str) -> bool:
+        """Whether an earlier entry of the batch recorded ``release_id`` (the file knows the others)."""
+        return release_id in self.new_ids
 
     def spent(self) -> tuple[float, float]:
         """(ε, δ) of the owner's own releases, the batch's accepted ones included (exact-rounded)."""
@@ -120,8 +88,7 @@ class PendingRecord:
         record = self.record
         record.budget = self.budget
         record.epsilon, record.delta = self.epsilon, self.delta
-        for release_id in self.new_ids:
-            record.release_ids[release_id] = len(record.release_ids)
+        record.count += len(self.new_ids)
         return record
 
 
@@ -151,9 +118,9 @@ class RecordCache:
 
     def keep_accounts(self, read: dict[str, tuple[float, float]]) -> None:
         """Keep row-account sums just read from the file (if they fit)."""
-        if len(self.accounts) + len(read) > MAX_OWNERS * 64:
+        if len(self.accounts) + len(read) > MAX_ACCOUNTS:
             self.accounts.clear()
-        if len(read) <= MAX_OWNERS * 64:
+        if len(read) <= MAX_ACCOUNTS:
             self.accounts.update(read)
 
     def committed(self, owners: dict[str, PendingRecord], accounts: dict[str, tuple[float, float]]) -> None:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 import secrets
 import sqlite3
+from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -178,3 +180,65 @@ def read_accounts(path: str | Path) -> list[OwnerAccount]:
         raise ConfigError(f"ledger {path}: not a readable privfed ledger ({exc})") from exc
     finally:
         conn.close()
+
+
+class ReleaseIds(AbstractSet[str]):
+    """The release ids an owner had recorded when its standing was read (``Ledger.standings``), kept in
+    the file rather than copied: ``in`` is one lookup in the unique index on (owner, release id),
+    O(log n), limited to the releases up to the last sequence number at that moment (``upto``), so
+    the view does not change when the owner releases more; ``len`` is O(1); iterating (an audit
+    listing) reads the ids, O(the owner's history), and only happens there.
+
+    Parameters
+    ----------
+    connection : callable
+        The ledger's connection (raises once the ledger is closed).
+    owner_id : str
+    upto : int
+        The largest ``releases.seq`` when the standing was read (0: none).
+    count : int
+        How many releases the owner had then.
+    """
+
+    __slots__ = ("_connection", "_owner_id", "_upto", "_count")
+
+    def __init__(self, connection: Callable[[], sqlite3.Connection], owner_id: str, upto: int, count: int) -> None:
+        self._connection = connection
+        self._owner_id = owner_id
+        self._upto = upto
+        self._count = count
+
+    def __contains__(self, release_id: object) -> bool:
+        if not isinstance(release_id, str) or self._count == 0:
+            return False
+        row = (
+            self._connection()
+            .execute(
+                "SELECT 1 FROM releases WHERE owner_id = ? AND release_id = ? AND seq <= ? LIMIT 1",
+                (self._owner_id, release_id, self._upto),
+            )
+            .fetchone()
+        )
+        return row is not None
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[str]:
+        if self._count == 0:
+            return iter(())
+        rows = (
+            self._connection()
+            .execute(
+                "SELECT release_id FROM releases WHERE owner_id = ? AND seq <= ? ORDER BY seq",
+                (self._owner_id, self._upto),
+            )
+            .fetchall()
+        )
+        return iter([r[0] for r in rows])
+
+    def __hash__(self) -> int:
+        return self._hash()
+
+    def __repr__(self) -> str:
+        return f"ReleaseIds({set(self)!r})"

@@ -116,7 +116,7 @@ def remaining_of(budget: Budget, spent: Budget) -> Budget:
 class Standing:
     """An owner's record at one moment (:meth:`Ledger.standings`): what it spent, its budget and
     the ids of its releases (a set that answers ``in`` and ``len`` in O(1) and lists the ids only when
-    iterated: :class:`~privfed.common.ledger_cache.ReleaseIds`)."""
+    iterated: :class:`~privfed.common.ledger_file.ReleaseIds`)."""
 
     spent: Budget
     budget: Budget
