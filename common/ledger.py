@@ -284,10 +284,15 @@ class Ledger:
         O(1) per owner in its history (module docstring, "Cost against an owner's history"): the
         release ids are a view (:class:`ReleaseIds`) of those recorded at this moment."""
         ids = list(dict.fromkeys(require_name("owner_id", o) for o in owner_ids))
-        conn = self._fresh()
-        records = self._records(conn, ids)
-        sums = self._rows.sums(conn, [k for o in ids for k in self.accounts(o)])
-        upto = conn.execute("SELECT coalesce(max(seq), 0) FROM releases").fetchone()[0]
+        conn = self._db()
+        conn.execute("BEGIN")  # one snapshot of the file for the records, the sums and the ids' bound
+        try:
+            upto = conn.execute("SELECT coalesce(max(seq), 0) FROM releases").fetchone()[0]  # starts it
+            self._fresh()
+            records = self._records(conn, ids)
+            sums = self._rows.sums(conn, [k for o in ids for k in self.accounts(o)])
+        finally:
+            conn.execute("COMMIT")  # a read: nothing to write
         return {
             o: Standing(
                 Budget(*self._rows.most((r.epsilon.value(), r.delta.value()), sums, o)),
