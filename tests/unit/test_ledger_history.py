@@ -163,3 +163,25 @@ def test_a_batch_that_fails_before_commit_leaves_the_cache_as_it_was(tmp_path):
         assert ledger.debit_many([Debit("n.a", 0.75, 0.0, "p", "r2")]) == [None]  # nothing of r2 was kept
     with Ledger(path, epsilon_budget=1.0) as again:
         assert again.spent("n.a") == Budget(1.0) and [r["release_id"] for r in again.history("n.a")] == ["r1", "r2"]
+
+
+def test_a_commit_that_fails_drops_the_cache_and_records_nothing(tmp_path):
+    path = tmp_path / "l.sqlite"
+    with Ledger(path, epsilon_budget=1.0) as ledger:
+        ledger.debit("n.a", 0.25, purpose="p", release_id="r1")
+        with sqlite3.connect(path) as admin:  # a deferred foreign key: checked, and failing, at COMMIT
+            admin.executescript(
+                "CREATE TABLE parent (id TEXT PRIMARY KEY);"
+                "CREATE TABLE child (id TEXT REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED);"
+                "CREATE TRIGGER late AFTER INSERT ON releases WHEN NEW.release_id = 'late' "
+                "BEGIN INSERT INTO child VALUES ('nobody'); END;"
+            )
+        ledger.standings(["n.a"])  # the cache holds the owner again
+        with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
+            ledger.debit_many([Debit("n.a", 0.5, 0.0, "p", "late")])
+        statements: list[str] = []
+        ledger._db().set_trace_callback(statements.append)
+        standing = ledger.standings(["n.a"])["n.a"]
+        ledger._db().set_trace_callback(None)
+        assert any("FROM releases WHERE owner_id IN" in s for s in statements)  # read again from the file
+        assert standing.spent == Budget(0.25) and "late" not in standing.release_ids and len(standing.release_ids) == 1
