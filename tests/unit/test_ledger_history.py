@@ -1,7 +1,8 @@
 """A ledger's debit and standings read cost the same however long the owner's history is (issue 27),
 with the semantics they had: a reused release id is refused after 10^4 releases, another connection's
-or process's writes are seen, a batch that fails leaves the cache as it was, and a standing's ids are
-those recorded when it was read.
+or process's writes are seen, a batch that fails before COMMIT leaves the cache as it was (one whose
+COMMIT fails drops it), a standing's ids are those recorded when it was read, and what a ledger keeps
+of an owner in memory does not grow with its history.
 
 Work is counted, never timed: SQLite virtual-machine instructions (``set_progress_handler`` called
 at every instruction) and the Python memory a call allocates at its peak (``tracemalloc``), which a
