@@ -44,18 +44,19 @@ Schema decisions (issue 20, finding 5)
 Cost against an owner's history (issue 27)
     A debit and a read of :meth:`Ledger.standings` or :meth:`Ledger.spent` cost the same (amortised)
     however many releases the owner has on record: the connection keeps each owner's spent ε and δ
-    as running exact sums (``privfed.common.ledger_cache``, O(1) memory per owner), and whether a
-    release id was used is one lookup in the file's unique index (O(log n)); a standing's
-    ``release_ids`` is a view of that index (:class:`ReleaseIds`), not a copy. An owner is read back from the file in
-    full (O(its history)) the first time this connection uses it and again each time another
-    connection has written the file, i.e. once per change of the file by another writer, never per
-    debit. :meth:`Ledger.history`, :meth:`Ledger.spent_on` and :func:`read_accounts` read the rows
-    they report from the file.
+    as running exact sums (``privfed.common.ledger_cache``, O(1) memory per owner, amortised O(1)
+    time), and whether a release id was used is one lookup in the file's unique index (O(log n)); a
+    standing's ``release_ids`` is a view of that index (:class:`ReleaseIds`), not a copy. An owner
+    is read back from the file in full (O(its history)) the first time this connection uses it and
+    again each time another connection has written the file, i.e. once per change of the file by
+    another writer, never per debit. :meth:`Ledger.history`, :meth:`Ledger.spent_on` and
+    :func:`read_accounts` read the rows they report from the file.
 
 Modules
     ``ledger_records`` (budgets, debits, standings, the budget test), ``ledger_file`` (tables,
-    schema versions and migrations, the read-only audit :func:`read_accounts`), ``ledger_cache``
-    and ``ledger_sum`` (what a connection keeps of each owner); all of it is importable from here.
+    schema versions and migrations, the release-id view, the read-only audit :func:`read_accounts`),
+    ``ledger_rows`` (row accounts), ``ledger_cache`` and ``ledger_sum`` (what a connection keeps of
+    each owner); the public names are importable from here.
 
 A ledger is used by one process; the connection has a busy timeout anyway so that a second reader
 (e.g. an audit tool) waits instead of failing. The connection belongs to the thread that opened

@@ -8,8 +8,8 @@ release) and how many releases it has. Its release ids stay in the file, whose u
 (owner, release id) answers whether an id was used in O(log n) (``privfed.common.ledger_file``,
 :class:`~privfed.common.ledger_file.ReleaseIds`). A debit batch keeps its own additions apart
 (:class:`PendingRecord`) and merges them into the record only after its COMMIT returned, so a batch
-that does not commit leaves the cache as it was, and nothing of the history is copied to check or
-extend it.
+that fails before COMMIT leaves the cache as it was (the ledger drops it if the COMMIT itself fails:
+the file may hold the batch or not), and nothing of the history is copied to check or extend it.
 
 The cache is only a copy of the file: it is trusted while no other connection has written the file,
 which SQLite's ``PRAGMA data_version`` tells (it changes when another connection commits; a
