@@ -85,7 +85,7 @@ from privfed.common.ledger_file import (
 )
 from privfed.common.ledger_records import REL_TOL, Budget, Debit, Standing, fits, refusal, remaining_of, require_name
 from privfed.common.ledger_rows import RowAccounts
-from privfed.common.ledger_sum import ExactSum
+from privfed.common.ledger_sum import ExactSum, add_rounding_up
 from privfed.common.validation import check_non_negative, check_probability
 
 __all__ = [
@@ -402,7 +402,7 @@ class Ledger:
                         new_owners.append((e.owner_id, self._default.epsilon, self._default.delta))
                     owner.add(e.release_id, e.epsilon, e.delta)
                     for k in self.accounts(e.owner_id):
-                        sums[k] = (sums[k][0] + e.epsilon, sums[k][1] + e.delta)
+                        sums[k] = (add_rounding_up(sums[k][0], e.epsilon), add_rounding_up(sums[k][1], e.delta))
                     rows.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate), e.job))
             if new_owners:
                 conn.executemany(

@@ -14,7 +14,9 @@ their accounts); rows live in the process that binds them (owners sharing rows a
 ledgers are not linked); releases recorded before schema 3 are on their ids only.
 
 An account's (ε, δ) is stored as a number per account (table ``accounts``) and read through the
-connection's cache (``privfed.common.ledger_cache``); its cost does not depend on the history.
+connection's cache (``privfed.common.ledger_cache``); its cost does not depend on the history. Each
+debit is added rounded up (``privfed.common.ledger_sum.add_rounding_up``), so a stored total is never
+below the exact sum of the account's debits.
 """
 
 from __future__ import annotations

@@ -123,3 +123,26 @@ class ExactSum:
         for x in values:
             s.add(x)
         return s
+
+
+def add_rounding_up(total: float, x: float) -> float:
+    """``total + x`` rounded up: the smallest double not below the exact sum of the two.
+
+    A row account (``privfed.common.ledger_rows``) keeps one stored number per account, not its
+    history, so it cannot be an :class:`ExactSum` once written to the file; round-to-nearest
+    additions could then drift below the exact sum of its debits (about n × 2^-53 relative after
+    n debits, past the ledger's tolerance after ~10^4) and under-count a row's spend. Rounding each
+    addition up keeps every stored total at or above the exact sum of what was added: the error of
+    the nearest sum is found exactly with two-sum (Knuth, TAOCP vol. 2 §4.2.2 Theorem B), and a
+    rounding-down is undone by one step to the next double up. The total over-counts by at most one
+    unit in the last place per debit, which only ever refuses early.
+
+    >>> add_rounding_up(1.0, 2.0 ** -60) > 1.0
+    True
+    """
+    nearest = total + x
+    if math.isinf(nearest) or math.isnan(nearest):
+        return nearest
+    x_part = nearest - total
+    error = (total - (nearest - x_part)) + (x - x_part)
+    return math.nextafter(nearest, math.inf) if error > 0.0 else nearest

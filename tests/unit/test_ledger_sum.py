@@ -4,11 +4,12 @@ under-counts; and so does an owner's spent ε/δ, debited one by one, in one bat
 the file (issue 27)."""
 
 import math
+from fractions import Fraction
 
 import pytest
 
 from privfed.common.ledger import Debit, Ledger
-from privfed.common.ledger_sum import ExactSum
+from privfed.common.ledger_sum import ExactSum, add_rounding_up
 
 
 def same(a: float, b: float) -> bool:
@@ -101,3 +102,29 @@ def test_an_owners_spent_is_fsum_of_its_releases_one_by_one_batched_and_read_bac
         assert same(spent.epsilon, math.fsum(eps)) and same(spent.delta, math.fsum(delta))
     with Ledger(path, epsilon_budget=math.inf, delta_budget=1.0) as again:  # read back from the file
         assert same(again.spent("a").epsilon, math.fsum(eps)) and same(again.spent("a").delta, math.fsum(delta))
+
+
+@pytest.mark.parametrize("name", list(adversarial()))
+def test_a_total_rounded_up_never_falls_below_the_exact_sum_and_drifts_at_most_an_ulp_a_step(name):
+    values = adversarial()[name]
+    total, exact = 0.0, Fraction(0)
+    for x in values:
+        before = total
+        total = add_rounding_up(total, x)
+        exact += Fraction(x)
+        assert Fraction(total) >= exact
+        assert total <= math.nextafter(before + x, math.inf)  # the nearest sum or one step above it
+        if Fraction(before) + Fraction(x) == Fraction(before + x):
+            assert total == before + x  # an exact addition is not bumped
+
+
+def test_a_rows_account_is_not_under_counted_where_nearest_additions_would_be(tmp_path):
+    values = adversarial()["1e-16s under 1.0"]  # nearest additions stay at 1.0, below the exact sum
+    with Ledger(tmp_path / "l.sqlite", epsilon_budget=math.inf) as ledger:
+        ledger.bind_rows("a", [b"row"])
+        ledger.debit_many([Debit("a", x, 0.0, "p", f"r{i}") for i, x in enumerate(values)])
+        ledger.bind_rows("b", [b"row"])  # another id on the same row: spends what the row's account holds
+        assert Fraction(ledger.spent("b").epsilon) >= sum(map(Fraction, values)) > 1
+    with Ledger(tmp_path / "l.sqlite", epsilon_budget=math.inf) as again:  # as stored in the file
+        again.bind_rows("c", [b"row"])
+        assert Fraction(again.spent("c").epsilon) >= sum(map(Fraction, values))
