@@ -10,16 +10,12 @@ which is what the seed papers use (each owner spends its whole ε once in LDP bo
 splits ε = ε1 + ε2).
 
 Durability
-    The file is opened in WAL mode with ``synchronous=FULL``. In WAL mode a commit appends to the
-    ``-wal`` file; ``NORMAL`` would already survive a crash or ``kill -9`` of this process (the
-    write is in the OS page cache when ``COMMIT`` returns), but not an OS crash or power loss,
-    which could roll back the last commits *after* the release has left: the owner would then
-    forget a release and could spend the same budget again. ``FULL`` fsyncs the WAL on every
-    commit, so a debit that returned is on disk. The cost is one fsync per commit, which
-    :meth:`Ledger.debit_many` amortises over a whole batch of owners.
+    One committed, fsynced SQLite transaction per batch (``privfed.common.ledger_file``, "Durability"):
+    a debit that returned is on disk.
 
 Floating point
-    Sums are exact-rounded (:func:`math.fsum` over the recorded rows), and a request fits if
+    Sums are exact-rounded (what :func:`math.fsum` over the recorded rows gives, kept as a running
+    exact sum: ``privfed.common.ledger_sum``), and a request fits if
     ``spent + request <= budget * (1 + 1e-12)``. The relative tolerance lets budgets split by
     decimal fractions be spent exactly (e.g. three debits of 0.1 against 0.3, whose double sum is
     0.30000000000000004); it allows an overspend of at most 1e-12·budget, far below any privacy
@@ -36,17 +32,8 @@ Non-private entries
     :meth:`Ledger.nonprivate_count` show the owner what left without noise.
 
 Budgets follow the rows (issue 20, finding 4)
-    Besides its own record (the releases of its id), an owner has *row accounts*: one per row it
-    holds in this process (:meth:`Ledger.bind_rows`, keyed by a salted digest of the row's content
-    and its occurrence in the data, ``privfed.owner.data.row_digests``), to which each of its
-    debits is added. Its spent budget is the larger of what its id released and what the
-    most-spent of its rows has. So re-sharding the same data (another ``--shards``), renaming the
-    node (another ``--name``) or re-ordering the file never gives a row a fresh budget: a new
-    logical owner inherits the most any of its rows has spent (and a reused id what it released).
-    Limits: a fresh ledger file starts every row at zero; a row whose content changes is a new row;
-    identical rows are told apart by their order in the data (re-ordering two identical rows can
-    swap their accounts); rows live in the process that binds them (owners sharing rows across two
-    nodes' ledgers are not linked); releases recorded before schema 3 are on their ids only.
+    Besides its own record, an owner has an account per row it holds, and it may spend only what the
+    most-spent of them leaves (``privfed.common.ledger_rows``).
 
 Schema decisions (issue 20, finding 5)
     The digest of the federation schema an owner node checked its rows against, and whether they
@@ -54,11 +41,22 @@ Schema decisions (issue 20, finding 5)
     :meth:`Ledger.schema_decision`): ``privfed.owner.main`` refuses another schema after a restart
     without reading the rows.
 
-Schema versions
-    1: the original tables. 2: ``releases.nonprivate``. 3: ``accounts`` (rows), ``meta`` (the row-key
-    salt) and ``schema_decisions``. 4: ``releases.job``, the id of the job a release was made for
-    (empty: a release of no announced job; issue 26, ``privfed ledger show`` groups by it). An older file is migrated in place the first time it is opened
-    (a version-1 file's rows marked private).
+Cost against an owner's history (issue 27)
+    A debit and a read of :meth:`Ledger.standings` or :meth:`Ledger.spent` cost the same (amortised)
+    however many releases the owner has on record: the connection keeps each owner's spent ε and δ
+    as running exact sums (``privfed.common.ledger_cache``, O(1) memory per owner, amortised O(1)
+    time), and whether a release id was used is one lookup in the file's unique index (O(log n)); a
+    standing's ``release_ids`` is a view of that index (:class:`ReleaseIds`), not a copy. An owner
+    is read back from the file in full (O(its history)) the first time this connection uses it and
+    again each time another connection has written the file, i.e. once per change of the file by
+    another writer, never per debit. :meth:`Ledger.history`, :meth:`Ledger.spent_on` and
+    :func:`read_accounts` read the rows they report from the file.
+
+Modules
+    ``ledger_records`` (budgets, debits, standings, the budget test), ``ledger_file`` (tables,
+    schema versions and migrations, the release-id view, the read-only audit :func:`read_accounts`),
+    ``ledger_rows`` (row accounts), ``ledger_cache`` and ``ledger_sum`` (what a connection keeps of
+    each owner); the public names are importable from here.
 
 A ledger is used by one process; the connection has a busy timeout anyway so that a second reader
 (e.g. an audit tool) waits instead of failing. The connection belongs to the thread that opened
@@ -67,235 +65,41 @@ the ledger (sqlite3's default ``check_same_thread``).
 
 from __future__ import annotations
 
-import hashlib
 import math
-import secrets
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError
 from privfed.common.files import private_sqlite_file
-from privfed.common.ledger_cache import OwnerRecord, RecordCache
+from privfed.common.ledger_cache import OwnerRecord, PendingRecord, RecordCache
+from privfed.common.ledger_file import (
+    BUSY_TIMEOUT_S,
+    CHUNK,
+    SCHEMA_VERSION,
+    OwnerAccount,
+    ReleaseIds,
+    init_schema,
+    read_accounts,
+)
+from privfed.common.ledger_records import REL_TOL, Budget, Debit, Standing, fits, refusal, remaining_of, require_name
+from privfed.common.ledger_rows import RowAccounts
+from privfed.common.ledger_sum import ExactSum, add_rounding_up
 from privfed.common.validation import check_non_negative, check_probability
 
-#: Relative tolerance on the budget comparison (module docstring, "Floating point").
-REL_TOL = 1e-12
-#: Seconds a statement waits for a lock held by another connection before failing.
-BUSY_TIMEOUT_S = 30.0
-#: Schema version stored in ``PRAGMA user_version``.
-SCHEMA_VERSION = 4
-#: Owners per ``IN (...)`` query: below SQLite's historical limit of 999 bound variables.
-_CHUNK = 500
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS owners (
-    owner_id       TEXT PRIMARY KEY,
-    epsilon_budget REAL NOT NULL,
-    delta_budget   REAL NOT NULL,
-    created        TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
-);
-CREATE TABLE IF NOT EXISTS releases (
-    seq        INTEGER PRIMARY KEY,
-    owner_id   TEXT NOT NULL REFERENCES owners(owner_id),
-    release_id TEXT NOT NULL,
-    purpose    TEXT NOT NULL,
-    epsilon    REAL NOT NULL,
-    delta      REAL NOT NULL,
-    ts         TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
-    nonprivate INTEGER NOT NULL DEFAULT 0,
-    job        TEXT NOT NULL DEFAULT '',
-    UNIQUE (owner_id, release_id)
-);
-CREATE INDEX IF NOT EXISTS releases_purpose ON releases (owner_id, purpose);
-CREATE TABLE IF NOT EXISTS accounts (
-    key     TEXT PRIMARY KEY,
-    epsilon REAL NOT NULL,
-    delta   REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS meta (
-    name  TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS schema_decisions (
-    seq      INTEGER PRIMARY KEY,
-    digest   TEXT NOT NULL,
-    accepted INTEGER NOT NULL,
-    ts       TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
-);
-"""
-
-
-def _fmt(x: float) -> str:
-    return "inf" if math.isinf(x) else f"{x:.12g}"
-
-
-@dataclass(frozen=True, order=False)
-class Budget:
-    """An (ε, δ) pair, ordered jointly: ``a <= b`` iff ``a.epsilon <= b.epsilon`` and
-    ``a.delta <= b.delta`` (a partial order, as diffprivlib's ``Budget``).
-
-    ε may be ``math.inf`` (a non-private release); δ is a finite non-negative number.
-    """
-
-    epsilon: float
-    delta: float = 0.0
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_non_negative(self.epsilon, name="epsilon", allow_inf=True))
-        object.__setattr__(self, "delta", check_non_negative(self.delta, name="delta"))
-
-    def __add__(self, other: Budget) -> Budget:
-        if not isinstance(other, Budget):
-            return NotImplemented
-        return Budget(self.epsilon + other.epsilon, self.delta + other.delta)
-
-    def __le__(self, other: Budget) -> bool:
-        if not isinstance(other, Budget):
-            return NotImplemented
-        return self.epsilon <= other.epsilon and self.delta <= other.delta
-
-    def __ge__(self, other: Budget) -> bool:
-        if not isinstance(other, Budget):
-            return NotImplemented
-        return other <= self
-
-    def __lt__(self, other: Budget) -> bool:
-        if not isinstance(other, Budget):
-            return NotImplemented
-        return self <= other and self != other
-
-    def __gt__(self, other: Budget) -> bool:
-        if not isinstance(other, Budget):
-            return NotImplemented
-        return other < self
-
-    def __str__(self) -> str:
-        return f"(epsilon={_fmt(self.epsilon)}, delta={_fmt(self.delta)})"
-
-
-@dataclass(frozen=True)
-class Debit:
-    """One entry of :meth:`Ledger.debit_many`; validated when built.
-
-    ``nonprivate=True`` records a release without DP guarantee (module docstring, "Non-private
-    entries"); its ε and δ must be 0.
-    """
-
-    owner_id: str
-    epsilon: float
-    delta: float
-    purpose: str
-    release_id: str
-    nonprivate: bool = False
-    job: str = ""  # the announced job the release is made for (empty: none)
-
-    def __post_init__(self) -> None:
-        _name("owner_id", self.owner_id)
-        _name("purpose", self.purpose)
-        _name("release_id", self.release_id)
-        object.__setattr__(self, "epsilon", check_non_negative(self.epsilon, name="epsilon", allow_inf=True))
-        object.__setattr__(self, "delta", check_probability(self.delta, name="delta"))
-        if not isinstance(self.nonprivate, bool):
-            raise ConfigError(f"nonprivate must be a bool, got {self.nonprivate!r}")
-        if self.nonprivate and (self.epsilon != 0 or self.delta != 0):
-            raise ConfigError(
-                f"a non-private entry is counted apart from the budget: its epsilon and delta must be "
-                f"0, got ({self.epsilon!r}, {self.delta!r}); debit the private part separately"
-            )
-
-
-def _name(name: str, value: object) -> str:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
-    return value
-
-
-def _fits(spent: float, request: float, budget: float) -> bool:
-    return spent + request <= budget * (1.0 + REL_TOL)
-
-
-def _remaining(budget: Budget, spent: Budget) -> Budget:
-    eps = math.inf if math.isinf(budget.epsilon) else max(0.0, budget.epsilon - spent.epsilon)
-    return Budget(eps, max(0.0, budget.delta - spent.delta))
-
-
-@dataclass(frozen=True)
-class Standing:
-    """An owner's record at one moment (:meth:`Ledger.standings`): what it spent, its budget and
-    the ids of its releases."""
-
-    spent: Budget
-    budget: Budget
-    release_ids: frozenset[str]
-
-
-@dataclass(frozen=True)
-class OwnerAccount:
-    """One owner's account as a ledger file records it (:func:`read_accounts`).
-
-    ``releases`` are dicts as :meth:`Ledger.history` returns them, in debit order.
-    """
-
-    owner_id: str
-    budget: Budget
-    spent: Budget
-    releases: tuple[dict[str, Any], ...]
-
-    @property
-    def remaining(self) -> Budget:
-        """``budget - spent`` per component, never negative; ∞ while the budget is ∞."""
-        return _remaining(self.budget, self.spent)
-
-    @property
-    def nonprivate(self) -> int:
-        """How many of the releases were non-private (module docstring, "Non-private entries")."""
-        return sum(r["nonprivate"] for r in self.releases)
-
-
-def read_accounts(path: str | Path) -> list[OwnerAccount]:
-    """Every owner recorded in the ledger file ``path``, sorted by owner id, read without writing.
-
-    The file is opened read-only (SQLite ``mode=ro``): no table is created, no schema migrated and
-    no budget stored, so an audit can run beside the owner node that uses the ledger. An owner
-    appears once it has debited (its budget is stored with its first release).
-
-    Raises
-    ------
-    ConfigError
-        The file is missing, unreadable, or not a privfed ledger.
-    """
-    path = Path(path)
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
-    except sqlite3.Error as exc:
-        raise ConfigError(f"ledger {path}: cannot open ({exc})") from exc
-    try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (1, 2, 3, SCHEMA_VERSION):
-            raise ConfigError(f"ledger {path}: not a privfed ledger (schema version {version})")
-        nonprivate = "nonprivate" if version >= 2 else "0"
-        job = "job" if version >= 4 else "''"
-        releases: dict[str, list[dict[str, Any]]] = {}
-        keys = ("release_id", "purpose", "epsilon", "delta", "ts")
-        for row in conn.execute(
-            f"SELECT owner_id, release_id, purpose, epsilon, delta, ts, {nonprivate}, {job} FROM releases ORDER BY seq"
-        ):
-            releases.setdefault(row[0], []).append(dict(zip(keys, row[1:6]), nonprivate=bool(row[6]), job=row[7]))
-        accounts = []
-        for owner, eps, delta in conn.execute(
-            "SELECT owner_id, epsilon_budget, delta_budget FROM owners ORDER BY owner_id"
-        ):
-            rows = releases.get(owner, [])
-            spent = Budget(math.fsum(r["epsilon"] for r in rows), math.fsum(r["delta"] for r in rows))
-            accounts.append(OwnerAccount(owner, Budget(eps, delta), spent, tuple(rows)))
-        return accounts
-    except sqlite3.Error as exc:
-        raise ConfigError(f"ledger {path}: not a readable privfed ledger ({exc})") from exc
-    finally:
-        conn.close()
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "REL_TOL",
+    "SCHEMA_VERSION",
+    "Budget",
+    "Debit",
+    "Ledger",
+    "OwnerAccount",
+    "ReleaseIds",
+    "Standing",
+    "read_accounts",
+]
 
 
 class Ledger:
@@ -338,7 +142,7 @@ class Ledger:
         except sqlite3.Error as exc:
             raise ConfigError(f"ledger {self.path}: cannot open ({exc}); does its directory exist?") from exc
         try:
-            self._init_db(conn)
+            init_schema(conn, self.path, self._default)
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise ConfigError(f"ledger {self.path}: not a usable SQLite ledger ({exc})") from exc
@@ -346,45 +150,8 @@ class Ledger:
             conn.close()
             raise
         self._conn = conn
-        self._bound: dict[str, tuple[str, ...]] = {}  # owner id -> its row accounts (bind_rows)
         self._cache = RecordCache()
-
-    def _init_db(self, conn: sqlite3.Connection) -> None:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, 1, 2, 3, SCHEMA_VERSION):
-            raise ConfigError(f"ledger {self.path}: schema version {version}, this code reads 1 to {SCHEMA_VERSION}")
-        conn.execute("PRAGMA journal_mode=WAL")  # returns 'memory' for ':memory:', which is fine
-        conn.execute("PRAGMA synchronous=FULL")  # module docstring, "Durability"
-        conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if version == 1:  # module docstring, "Schema versions"
-                conn.execute("ALTER TABLE releases ADD COLUMN nonprivate INTEGER NOT NULL DEFAULT 0")
-            columns = {row[1] for row in conn.execute("PRAGMA table_info(releases)")}
-            if version and "job" not in columns:
-                conn.execute("ALTER TABLE releases ADD COLUMN job TEXT NOT NULL DEFAULT ''")
-            for statement in _SCHEMA.split(";"):  # not executescript: it would COMMIT first
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('row_salt', ?)", (secrets.token_hex(16),))
-            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            row = conn.execute(
-                "SELECT owner_id, epsilon_budget, delta_budget FROM owners "
-                "WHERE epsilon_budget != ? OR delta_budget != ? LIMIT 1",
-                (self._default.epsilon, self._default.delta),
-            ).fetchone()
-            if row is not None:
-                raise ConfigError(
-                    f"ledger {self.path}: owner {row[0]!r} has stored budget {Budget(row[1], row[2])}, "
-                    f"but the ledger was opened with epsilon_budget={_fmt(self._default.epsilon)}, "
-                    f"delta_budget={_fmt(self._default.delta)}; a stored budget cannot change "
-                    "(pass the stored values, or use a new ledger file)"
-                )
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+        self._rows = RowAccounts(self._cache)
 
     # ------------------------------------------------------------------ queries
     def _db(self) -> sqlite3.Connection:
@@ -401,7 +168,7 @@ class Ledger:
 
     def budget(self, owner_id: str) -> Budget:
         """The owner's total budget: the stored one, or the ledger's if the owner never debited."""
-        _name("owner_id", owner_id)
+        require_name("owner_id", owner_id)
         row = (
             self._db()
             .execute("SELECT epsilon_budget, delta_budget FROM owners WHERE owner_id = ?", (owner_id,))
@@ -411,67 +178,32 @@ class Ledger:
 
     def spent(self, owner_id: str) -> Budget:
         """What the owner has spent: the exact-rounded sum of its id's releases, or more if one of
-        its bound rows has spent more (module docstring, "Budgets follow the rows")."""
-        _name("owner_id", owner_id)
+        its bound rows has spent more (``privfed.common.ledger_rows``)."""
+        require_name("owner_id", owner_id)
         conn = self._fresh()
         record = self._records(conn, [owner_id])[owner_id]
-        own = (math.fsum(record.epsilons), math.fsum(record.deltas))
-        return Budget(*self._most(own, self._account_sums(conn, self._bound.get(owner_id, ())), owner_id))
-
-    def _most(
-        self, own: tuple[float, float], sums: dict[str, tuple[float, float]], owner_id: str
-    ) -> tuple[float, float]:
-        """(ε, δ) spent by an owner: the larger of its id's record and each of its rows' accounts."""
-        eps, delta = own
-        for k in self._bound.get(owner_id, ()):
-            row_eps, row_delta = sums[k]
-            if row_eps > eps:
-                eps = row_eps
-            if row_delta > delta:
-                delta = row_delta
-        return eps, delta
+        own = (record.epsilon.value(), record.delta.value())
+        return Budget(*self._rows.most(own, self._rows.sums(conn, self.accounts(owner_id)), owner_id))
 
     # ------------------------------------------------------------------ row accounts
     def accounts(self, owner_id: str) -> tuple[str, ...]:
         """The row accounts of ``owner_id`` (:meth:`bind_rows`); empty for an owner without bound rows."""
-        return self._bound.get(owner_id, ())
+        return self._rows.keys(owner_id)
 
     def bind_rows(self, owner_id: str, row_keys: Sequence[bytes]) -> None:
         """The rows ``owner_id`` holds in this process, as digests (``privfed.owner.data.row_digests``):
         from now on each of its debits is added to each row's account too, and it may spend only what
-        the most-spent of them leaves. The ledger stores a salted digest of each row (the salt is the
-        file's own)."""
-        _name("owner_id", owner_id)
-        salt = self._db().execute("SELECT value FROM meta WHERE name = 'row_salt'").fetchone()[0].encode()
-        self._bound[owner_id] = tuple(f"row:{hashlib.sha256(salt + bytes(k)).hexdigest()[:32]}" for k in row_keys)
-
-    def _account_sums(self, conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, tuple[float, float]]:
-        """(ε, δ) recorded on each account of ``keys``; (0, 0) for an account with no debit yet. Read
-        from the file for the accounts :attr:`_cache` does not hold (checked by :meth:`_fresh` first)."""
-        cached = self._cache.accounts
-        unique = [k for k in dict.fromkeys(keys) if k not in cached]
-        if not unique:
-            return {k: cached[k] for k in keys}
-        sums = dict.fromkeys(keys, (0.0, 0.0))
-        read: dict[str, tuple[float, float]] = {}
-        for start in range(0, len(unique), _CHUNK):
-            chunk = unique[start : start + _CHUNK]
-            marks = ",".join("?" * len(chunk))
-            for k, e, d in conn.execute(f"SELECT key, epsilon, delta FROM accounts WHERE key IN ({marks})", chunk):
-                read[k] = (e, d)
-        for k in sums:
-            sums[k] = self._cache.accounts.get(k) or read.get(k, (0.0, 0.0))
-        self._cache.keep_accounts({k: sums[k] for k in unique})
-        return sums
+        the most-spent of them leaves (``privfed.common.ledger_rows``)."""
+        self._rows.bind(self._db(), require_name("owner_id", owner_id), row_keys)
 
     def remaining(self, owner_id: str) -> Budget:
         """``budget - spent`` per component, never negative; ∞ while the budget is ∞."""
-        return _remaining(self.budget(owner_id), self.spent(owner_id))
+        return remaining_of(self.budget(owner_id), self.spent(owner_id))
 
     def has_released(self, owner_id: str, purpose: str) -> bool:
         """Whether the owner has any recorded release with this purpose."""
-        _name("owner_id", owner_id)
-        _name("purpose", purpose)
+        require_name("owner_id", owner_id)
+        require_name("purpose", purpose)
         row = (
             self._db()
             .execute("SELECT 1 FROM releases WHERE owner_id = ? AND purpose = ? LIMIT 1", (owner_id, purpose))
@@ -481,14 +213,9 @@ class Ledger:
 
     def has_release_id(self, owner_id: str, release_id: str) -> bool:
         """Whether the owner already recorded a release with this id (a replayed task)."""
-        _name("owner_id", owner_id)
-        _name("release_id", release_id)
-        row = (
-            self._db()
-            .execute("SELECT 1 FROM releases WHERE owner_id = ? AND release_id = ? LIMIT 1", (owner_id, release_id))
-            .fetchone()
-        )
-        return row is not None
+        require_name("owner_id", owner_id)
+        require_name("release_id", release_id)
+        return self._used(self._db(), owner_id, release_id)
 
     def spent_on(
         self, owner_id: str, *, job: str | None = None, other_than: str | None = None, since: str | None = None
@@ -497,7 +224,7 @@ class Ledger:
         debited at or after ``since`` (SQLite ``datetime`` text such as ``'-1 day'`` relative to now;
         None: ever). An owner policy bounds a job's, a day's and the total spending with it
         (``privfed.owner.policy``)."""
-        _name("owner_id", owner_id)
+        require_name("owner_id", owner_id)
         where, args = ["owner_id = ?"], [owner_id]
         if job is not None:
             where.append("job = ?")
@@ -513,7 +240,7 @@ class Ledger:
 
     def nonprivate_count(self, owner_id: str) -> int:
         """How many non-private releases the owner made (module docstring, "Non-private entries")."""
-        _name("owner_id", owner_id)
+        require_name("owner_id", owner_id)
         return int(
             self._db()
             .execute("SELECT COUNT(*) FROM releases WHERE owner_id = ? AND nonprivate != 0", (owner_id,))
@@ -526,7 +253,7 @@ class Ledger:
         ``ts`` is SQLite's ``CURRENT_TIMESTAMP`` at commit (UTC, ``YYYY-MM-DD HH:MM:SS``);
         ``nonprivate`` is True for a release made without DP guarantee (its ε and δ are 0).
         """
-        _name("owner_id", owner_id)
+        require_name("owner_id", owner_id)
         cur = self._db().execute(
             "SELECT release_id, purpose, epsilon, delta, ts, nonprivate, job FROM releases WHERE owner_id = ? "
             "ORDER BY seq",
@@ -541,29 +268,37 @@ class Ledger:
         Call before any computation (STYLE rule 7); :meth:`debit` checks again atomically.
         ``standing``: the owner's record read before (:meth:`standings`) instead of a new query.
         """
-        _name("owner_id", owner_id)
+        require_name("owner_id", owner_id)
         request = Budget(
             check_non_negative(epsilon, name="epsilon", allow_inf=True), check_probability(delta, name="delta")
         )
         if standing is None:
             standing = Standing(self.spent(owner_id), self.budget(owner_id), frozenset())
-        error = self._refusal(owner_id, request, standing.spent, standing.budget, "")
+        error = refusal(owner_id, request, standing.spent, standing.budget, "")
         if error is not None:
             raise error
 
     def standings(self, owner_ids: Sequence[str]) -> dict[str, Standing]:
         """Each owner's spent, budget and release ids in a few queries for all of them (issue 27: a
         node checks a batch of thousands of owners before one transaction debits them; the debit
-        checks again atomically, so a standing read before it can never let a release overspend)."""
-        ids = list(dict.fromkeys(_name("owner_id", o) for o in owner_ids))
-        conn = self._fresh()
-        records = self._records(conn, ids)
-        sums = self._account_sums(conn, [k for o in ids for k in self._bound.get(o, ())])
+        checks again atomically, so a standing read before it can never let a release overspend).
+        O(1) per owner in its history (module docstring, "Cost against an owner's history"): the
+        release ids are a view (:class:`ReleaseIds`) of those recorded at this moment."""
+        ids = list(dict.fromkeys(require_name("owner_id", o) for o in owner_ids))
+        conn = self._db()
+        conn.execute("BEGIN")  # one snapshot of the file for the records, the sums and the ids' bound
+        try:
+            upto = conn.execute("SELECT coalesce(max(seq), 0) FROM releases").fetchone()[0]  # starts it
+            self._fresh()
+            records = self._records(conn, ids)
+            sums = self._rows.sums(conn, [k for o in ids for k in self.accounts(o)])
+        finally:
+            conn.execute("COMMIT")  # a read: nothing to write
         return {
             o: Standing(
-                Budget(*self._most((math.fsum(r.epsilons), math.fsum(r.deltas)), sums, o)),
+                Budget(*self._rows.most((r.epsilon.value(), r.delta.value()), sums, o)),
                 r.budget or self._default,
-                frozenset(r.release_ids),
+                ReleaseIds(self._db, o, upto, r.count),
             )
             for o, r in records.items()
         }
@@ -577,7 +312,7 @@ class Ledger:
     def record_schema(self, digest: str, accepted: bool) -> None:
         """Record, in one committed transaction, that this node checked its rows against the schema of
         ``digest`` and whether they fitted (module docstring, "Schema decisions")."""
-        _name("digest", digest)
+        require_name("digest", digest)
         conn = self._db()
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -587,16 +322,6 @@ class Ledger:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-
-    @staticmethod
-    def _refusal(owner_id: str, request: Budget, spent: Budget, budget: Budget, purpose: str) -> BudgetExceeded | None:
-        if _fits(spent.epsilon, request.epsilon, budget.epsilon) and _fits(spent.delta, request.delta, budget.delta):
-            return None
-        what = f" for {purpose!r}" if purpose else ""
-        return BudgetExceeded(
-            f"owner {owner_id!r}: release{what} of {request} refused: spent {spent} + request exceeds "
-            f"budget {budget}; nothing was released or recorded"
-        )
 
     # ------------------------------------------------------------------ debits
     def debit(
@@ -627,7 +352,8 @@ class Ledger:
 
         Entries are applied in order (an owner listed twice sees its earlier entry). An entry that
         would overspend, or reuses a release_id, is refused alone: its slot holds the
-        exception (not raised) and it records nothing; the other entries are committed.
+        exception (not raised) and it records nothing; the other entries are committed. O(1) per
+        entry in the owner's history (module docstring, "Cost against an owner's history").
 
         Raises
         ------
@@ -642,19 +368,20 @@ class Ledger:
             return []
         conn = self._db()
         owners = list(dict.fromkeys(e.owner_id for e in entries))
+        committing = False
         conn.execute("BEGIN IMMEDIATE")
         try:
             self._fresh()  # under the write lock: no other writer until COMMIT
-            records = self._records(conn, owners)
-            budgets = {o: r.budget for o, r in records.items() if r.budget is not None}
-            eps = {o: list(r.epsilons) for o, r in records.items()}
-            dlt = {o: list(r.deltas) for o, r in records.items()}
-            used = {o: set(r.release_ids) for o, r in records.items()}
-            sums = self._account_sums(conn, [k for o in owners for k in self.accounts(o)])
+            # the batch's additions stay beside the cached records until COMMIT (ledger_cache)
+            batch = {o: PendingRecord(r) for o, r in self._records(conn, owners).items()}
+            sums = self._rows.sums(conn, [k for o in owners for k in self.accounts(o)])
             results: list[BudgetExceeded | LocalProtocolError | None] = []
             new_owners, rows = [], []
             for e in entries:
-                if e.release_id in used[e.owner_id]:
+                owner = batch[e.owner_id]
+                if owner.used_in_batch(e.release_id) or (
+                    owner.record.count and self._used(conn, e.owner_id, e.release_id)
+                ):
                     results.append(
                         LocalProtocolError(
                             f"owner {e.owner_id!r}: release_id {e.release_id!r} already released; "
@@ -662,22 +389,20 @@ class Ledger:
                         )
                     )
                     continue
-                budget = budgets.get(e.owner_id, self._default)
-                spent = self._most((math.fsum(eps[e.owner_id]), math.fsum(dlt[e.owner_id])), sums, e.owner_id)
-                if _fits(spent[0], e.epsilon, budget.epsilon) and _fits(spent[1], e.delta, budget.delta):
+                budget = owner.budget or self._default
+                spent = self._rows.most(owner.spent(), sums, e.owner_id)
+                if fits(spent[0], e.epsilon, budget.epsilon) and fits(spent[1], e.delta, budget.delta):
                     error = None
                 else:
-                    error = self._refusal(e.owner_id, Budget(e.epsilon, e.delta), Budget(*spent), budget, e.purpose)
+                    error = refusal(e.owner_id, Budget(e.epsilon, e.delta), Budget(*spent), budget, e.purpose)
                 results.append(error)
                 if error is None:
-                    if e.owner_id not in budgets:
-                        budgets[e.owner_id] = self._default
+                    if owner.budget is None:
+                        owner.budget = self._default
                         new_owners.append((e.owner_id, self._default.epsilon, self._default.delta))
-                    used[e.owner_id].add(e.release_id)
-                    eps[e.owner_id].append(e.epsilon)
-                    dlt[e.owner_id].append(e.delta)
+                    owner.add(e.release_id, e.epsilon, e.delta)
                     for k in self.accounts(e.owner_id):
-                        sums[k] = (sums[k][0] + e.epsilon, sums[k][1] + e.delta)
+                        sums[k] = (add_rounding_up(sums[k][0], e.epsilon), add_rounding_up(sums[k][1], e.delta))
                     rows.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate), e.job))
             if new_owners:
                 conn.executemany(
@@ -694,37 +419,46 @@ class Ledger:
                 "ON CONFLICT(key) DO UPDATE SET epsilon = excluded.epsilon, delta = excluded.delta",
                 [(k, *sums[k]) for k in touched],
             )
+            committing = True
             conn.execute("COMMIT")
         except BaseException:
-            self._cache.clear()  # a write that did not commit leaves no trace in the cache either
+            # Before COMMIT the rollback undoes everything and the cache never saw the batch. A COMMIT
+            # that raised may still have reached the file (e.g. an fsync error after the WAL write):
+            # drop the cache so that the next use reads what the file holds.
+            if committing:
+                self._cache.clear()
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        self._cache.committed(
-            {o: OwnerRecord(budgets.get(o), eps[o], dlt[o], used[o]) for o in owners}, {k: sums[k] for k in touched}
-        )
+        self._cache.committed(batch, {k: sums[k] for k in touched})
         return results
 
+    @staticmethod
+    def _used(conn: sqlite3.Connection, owner_id: str, release_id: str) -> bool:
+        """Whether the file records ``release_id`` for ``owner_id`` (its unique index: O(log n))."""
+        row = conn.execute(
+            "SELECT 1 FROM releases WHERE owner_id = ? AND release_id = ? LIMIT 1", (owner_id, release_id)
+        ).fetchone()
+        return row is not None
+
     def _records(self, conn: sqlite3.Connection, owners: list[str]) -> dict[str, OwnerRecord]:
-        """Each owner's stored budget (None: not stored yet), recorded ε and δ and release ids: from
-        :attr:`_cache` while no other connection has written the file (``PRAGMA data_version``),
-        else read (checked by :meth:`_fresh` first). Callers copy what they change (the cache changes
-        only after a commit)."""
+        """Each owner's stored budget (None: not stored yet), exact sums of its recorded ε and δ, and
+        number of releases: from :attr:`_cache` while no other connection has written the file (``PRAGMA
+        data_version``), else read in full, O(the owner's history) once (checked by :meth:`_fresh`
+        first). Callers change a record only through :class:`PendingRecord` after a COMMIT."""
         missing = [o for o in owners if o not in self._cache.owners]
-        read = {o: OwnerRecord(None, [], [], set()) for o in missing}
-        for start in range(0, len(missing), _CHUNK):
-            chunk = missing[start : start + _CHUNK]
+        read = {o: OwnerRecord(None, ExactSum(), ExactSum()) for o in missing}
+        for start in range(0, len(missing), CHUNK):
+            chunk = missing[start : start + CHUNK]
             marks = ",".join("?" * len(chunk))
             for o, e, d in conn.execute(
                 f"SELECT owner_id, epsilon_budget, delta_budget FROM owners WHERE owner_id IN ({marks})", chunk
             ):
                 read[o].budget = Budget(e, d)
-            for o, r, e, d in conn.execute(
-                f"SELECT owner_id, release_id, epsilon, delta FROM releases WHERE owner_id IN ({marks})", chunk
+            for o, e, d in conn.execute(
+                f"SELECT owner_id, epsilon, delta FROM releases WHERE owner_id IN ({marks})", chunk
             ):
-                read[o].epsilons.append(e)
-                read[o].deltas.append(d)
-                read[o].release_ids.add(r)
+                read[o].add_release(e, d)
         self._cache.keep_owners(read)
         return {o: read[o] if o in read else self._cache.owners[o] for o in owners}
 

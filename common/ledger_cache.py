@@ -1,15 +1,25 @@
 """What a :class:`~privfed.common.ledger.Ledger` connection last read or committed of each owner's
-record and each row account, so that a debit does not read an owner's whole history again (issue 27).
+record and each row account, so that a debit or a read costs the same however long the owner's
+history is (issue 27).
+
+An owner's record is O(1) in size: its stored budget, its spent ε and δ as running exact sums
+(:class:`~privfed.common.ledger_sum.ExactSum`, equal bit for bit to ``math.fsum`` over every
+release) and how many releases it has. Its release ids stay in the file, whose unique index on
+(owner, release id) answers whether an id was used in O(log n) (``privfed.common.ledger_file``,
+:class:`~privfed.common.ledger_file.ReleaseIds`). A debit batch keeps its own additions apart
+(:class:`PendingRecord`) and merges them into the record only after its COMMIT returned, so a batch
+that fails before COMMIT leaves the cache as it was (the ledger drops it if the COMMIT itself fails:
+the file may hold the batch or not), and nothing of the history is copied to check or extend it.
 
 The cache is only a copy of the file: it is trusted while no other connection has written the file,
 which SQLite's ``PRAGMA data_version`` tells (it changes when another connection commits; a
 connection's own commits leave it as is). The ledger reads the version before each use (inside the
 debit's write transaction, so the check and the debit see the same file) and drops the whole cache
-when it changed. A debit that does not commit clears it as well, and the cache learns a debit only
-after its COMMIT returned, so it never holds a release the file does not.
+when it changed; each owner is then read back from the file in full once (O(its history) once per
+change of the file by another writer, not per debit or read).
 
-Its size is bounded (:data:`MAX_OWNERS`): a node hosting more owners reads each batch's records
-from the file, as before the cache.
+Its size is bounded (:data:`MAX_OWNERS` records of a few hundred bytes, :data:`MAX_ACCOUNTS` row
+accounts): a node hosting more owners reads each batch's records from the file, as before the cache.
 """
 
 from __future__ import annotations
@@ -17,22 +27,69 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from privfed.common.ledger_sum import ExactSum
+
 if TYPE_CHECKING:
-    from privfed.common.ledger import Budget
+    from privfed.common.ledger_records import Budget
 
-#: Owners (and row accounts) kept at most; past it the cache starts over.
-MAX_OWNERS = 4096
+#: Owner records kept at most (~0.5 kB each); past it the cache starts over.
+MAX_OWNERS = 32768
+#: Row accounts kept at most; past it they start over.
+MAX_ACCOUNTS = 4096 * 64
 
 
-@dataclass
+@dataclass(slots=True)
 class OwnerRecord:
-    """One owner's record: its stored budget (None until its first debit stores it), the ε and δ
-    of its releases, and their release ids."""
+    """One owner's record: its stored budget (None until its first debit stores it), the exact sums
+    of the ε and δ of its releases, and how many releases it has."""
 
     budget: Budget | None
-    epsilons: list[float]
-    deltas: list[float]
-    release_ids: set[str]
+    epsilon: ExactSum
+    delta: ExactSum
+    count: int = 0
+
+    def add_release(self, epsilon: float, delta: float) -> None:
+        """One release read from the file."""
+        self.count += 1
+        self.epsilon.add(epsilon)
+        self.delta.add(delta)
+
+
+class PendingRecord:
+    """A debit batch's view of one owner: its record as the file held it at the batch's start plus the
+    batch's own accepted entries, kept apart until :meth:`merge` (after COMMIT). O(1) to create and per
+    entry: the exact sums are copied (a few partials)."""
+
+    __slots__ = ("record", "budget", "epsilon", "delta", "new_ids")
+
+    def __init__(self, record: OwnerRecord) -> None:
+        self.record = record
+        self.budget = record.budget
+        self.epsilon = record.epsilon.copy()
+        self.delta = record.delta.copy()
+        self.new_ids: dict[str, None] = {}
+
+    def used_in_batch(self, release_id: str) -> bool:
+        """Whether an earlier entry of the batch recorded ``release_id`` (the file knows the others)."""
+        return release_id in self.new_ids
+
+    def spent(self) -> tuple[float, float]:
+        """(ε, δ) of the owner's own releases, the batch's accepted ones included (exact-rounded)."""
+        return self.epsilon.value(), self.delta.value()
+
+    def add(self, release_id: str, epsilon: float, delta: float) -> None:
+        """One accepted entry of the batch."""
+        self.new_ids[release_id] = None
+        self.epsilon.add(epsilon)
+        self.delta.add(delta)
+
+    def merge(self) -> OwnerRecord:
+        """The record with the batch's entries in it; call only once the batch committed."""
+        record = self.record
+        record.budget = self.budget
+        record.epsilon, record.delta = self.epsilon, self.delta
+        record.count += len(self.new_ids)
+        return record
 
 
 class RecordCache:
@@ -61,12 +118,12 @@ class RecordCache:
 
     def keep_accounts(self, read: dict[str, tuple[float, float]]) -> None:
         """Keep row-account sums just read from the file (if they fit)."""
-        if len(self.accounts) + len(read) > MAX_OWNERS * 64:
+        if len(self.accounts) + len(read) > MAX_ACCOUNTS:
             self.accounts.clear()
-        if len(read) <= MAX_OWNERS * 64:
+        if len(read) <= MAX_ACCOUNTS:
             self.accounts.update(read)
 
-    def committed(self, owners: dict[str, OwnerRecord], accounts: dict[str, tuple[float, float]]) -> None:
-        """What a debit's COMMIT just wrote: the new records of its owners and sums of its accounts."""
-        self.keep_owners(owners)
+    def committed(self, owners: dict[str, PendingRecord], accounts: dict[str, tuple[float, float]]) -> None:
+        """What a debit's COMMIT just wrote: its owners' entries and its accounts' sums."""
+        self.keep_owners({o: p.merge() for o, p in owners.items()})
         self.keep_accounts(accounts)

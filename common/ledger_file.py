@@ -1,0 +1,244 @@
+"""The ledger file: its tables, their migrations, and the read-only audit of a file
+(:func:`read_accounts`).
+
+Durability
+    The file is opened in WAL mode with ``synchronous=FULL``. In WAL mode a commit appends to the
+    ``-wal`` file; ``NORMAL`` would already survive a crash or ``kill -9`` of this process (the
+    write is in the OS page cache when ``COMMIT`` returns), but not an OS crash or power loss,
+    which could roll back the last commits *after* the release has left: the owner would then
+    forget a release and could spend the same budget again. ``FULL`` fsyncs the WAL on every
+    commit, so a debit that returned is on disk. The cost is one fsync per commit, which
+    :meth:`~privfed.common.ledger.Ledger.debit_many` amortises over a whole batch of owners.
+
+Schema versions
+    1: the original tables. 2: ``releases.nonprivate``. 3: ``accounts`` (rows), ``meta`` (the row-key
+    salt) and ``schema_decisions``. 4: ``releases.job``, the id of the job a release was made for
+    (empty: a release of no announced job; issue 26, ``privfed ledger show`` groups by it). An older
+    file is migrated in place the first time it is opened (a version-1 file's rows marked private).
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import sqlite3
+from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from privfed.common.errors import ConfigError
+from privfed.common.ledger_records import Budget, fmt_amount, remaining_of
+
+#: Seconds a statement waits for a lock held by another connection before failing.
+BUSY_TIMEOUT_S = 30.0
+#: Schema version stored in ``PRAGMA user_version``.
+SCHEMA_VERSION = 4
+#: Owners (or accounts) per ``IN (...)`` query: below SQLite's historical limit of 999 bound variables.
+CHUNK = 500
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS owners (
+    owner_id       TEXT PRIMARY KEY,
+    epsilon_budget REAL NOT NULL,
+    delta_budget   REAL NOT NULL,
+    created        TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS releases (
+    seq        INTEGER PRIMARY KEY,
+    owner_id   TEXT NOT NULL REFERENCES owners(owner_id),
+    release_id TEXT NOT NULL,
+    purpose    TEXT NOT NULL,
+    epsilon    REAL NOT NULL,
+    delta      REAL NOT NULL,
+    ts         TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    nonprivate INTEGER NOT NULL DEFAULT 0,
+    job        TEXT NOT NULL DEFAULT '',
+    UNIQUE (owner_id, release_id)
+);
+CREATE INDEX IF NOT EXISTS releases_purpose ON releases (owner_id, purpose);
+CREATE TABLE IF NOT EXISTS accounts (
+    key     TEXT PRIMARY KEY,
+    epsilon REAL NOT NULL,
+    delta   REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS schema_decisions (
+    seq      INTEGER PRIMARY KEY,
+    digest   TEXT NOT NULL,
+    accepted INTEGER NOT NULL,
+    ts       TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
+);
+"""
+
+
+def init_schema(conn: sqlite3.Connection, path: Path, default: Budget) -> None:
+    """Create or migrate the tables of the ledger file ``path`` open on ``conn`` (module docstring),
+    set its pragmas, and refuse it if an owner's stored budget is not ``default``."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version not in (0, 1, 2, 3, SCHEMA_VERSION):
+        raise ConfigError(f"ledger {path}: schema version {version}, this code reads 1 to {SCHEMA_VERSION}")
+    conn.execute("PRAGMA journal_mode=WAL")  # returns 'memory' for ':memory:', which is fine
+    conn.execute("PRAGMA synchronous=FULL")  # module docstring, "Durability"
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if version == 1:  # module docstring, "Schema versions"
+            conn.execute("ALTER TABLE releases ADD COLUMN nonprivate INTEGER NOT NULL DEFAULT 0")
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(releases)")}
+        if version and "job" not in columns:
+            conn.execute("ALTER TABLE releases ADD COLUMN job TEXT NOT NULL DEFAULT ''")
+        for statement in _SCHEMA.split(";"):  # not executescript: it would COMMIT first
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('row_salt', ?)", (secrets.token_hex(16),))
+        conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        row = conn.execute(
+            "SELECT owner_id, epsilon_budget, delta_budget FROM owners "
+            "WHERE epsilon_budget != ? OR delta_budget != ? LIMIT 1",
+            (default.epsilon, default.delta),
+        ).fetchone()
+        if row is not None:
+            raise ConfigError(
+                f"ledger {path}: owner {row[0]!r} has stored budget {Budget(row[1], row[2])}, "
+                f"but the ledger was opened with epsilon_budget={fmt_amount(default.epsilon)}, "
+                f"delta_budget={fmt_amount(default.delta)}; a stored budget cannot change "
+                "(pass the stored values, or use a new ledger file)"
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+@dataclass(frozen=True)
+class OwnerAccount:
+    """One owner's account as a ledger file records it (:func:`read_accounts`).
+
+    ``releases`` are dicts as :meth:`Ledger.history` returns them, in debit order.
+    """
+
+    owner_id: str
+    budget: Budget
+    spent: Budget
+    releases: tuple[dict[str, Any], ...]
+
+    @property
+    def remaining(self) -> Budget:
+        """``budget - spent`` per component, never negative; ∞ while the budget is ∞."""
+        return remaining_of(self.budget, self.spent)
+
+    @property
+    def nonprivate(self) -> int:
+        """How many of the releases were non-private (``privfed.common.ledger`` docstring, "Non-private entries")."""
+        return sum(r["nonprivate"] for r in self.releases)
+
+
+def read_accounts(path: str | Path) -> list[OwnerAccount]:
+    """Every owner recorded in the ledger file ``path``, sorted by owner id, read without writing.
+
+    The file is opened read-only (SQLite ``mode=ro``): no table is created, no schema migrated and
+    no budget stored, so an audit can run beside the owner node that uses the ledger. An owner
+    appears once it has debited (its budget is stored with its first release).
+
+    Raises
+    ------
+    ConfigError
+        The file is missing, unreadable, or not a privfed ledger.
+    """
+    path = Path(path)
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    except sqlite3.Error as exc:
+        raise ConfigError(f"ledger {path}: cannot open ({exc})") from exc
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version not in (1, 2, 3, SCHEMA_VERSION):
+            raise ConfigError(f"ledger {path}: not a privfed ledger (schema version {version})")
+        nonprivate = "nonprivate" if version >= 2 else "0"
+        job = "job" if version >= 4 else "''"
+        releases: dict[str, list[dict[str, Any]]] = {}
+        keys = ("release_id", "purpose", "epsilon", "delta", "ts")
+        for row in conn.execute(
+            f"SELECT owner_id, release_id, purpose, epsilon, delta, ts, {nonprivate}, {job} FROM releases ORDER BY seq"
+        ):
+            releases.setdefault(row[0], []).append(dict(zip(keys, row[1:6]), nonprivate=bool(row[6]), job=row[7]))
+        accounts = []
+        for owner, eps, delta in conn.execute(
+            "SELECT owner_id, epsilon_budget, delta_budget FROM owners ORDER BY owner_id"
+        ):
+            rows = releases.get(owner, [])
+            spent = Budget(math.fsum(r["epsilon"] for r in rows), math.fsum(r["delta"] for r in rows))
+            accounts.append(OwnerAccount(owner, Budget(eps, delta), spent, tuple(rows)))
+        return accounts
+    except sqlite3.Error as exc:
+        raise ConfigError(f"ledger {path}: not a readable privfed ledger ({exc})") from exc
+    finally:
+        conn.close()
+
+
+class ReleaseIds(AbstractSet[str]):
+    """The release ids an owner had recorded when its standing was read (``Ledger.standings``), kept in
+    the file rather than copied: ``in`` is one lookup in the unique index on (owner, release id),
+    O(log n), limited to the releases up to the last sequence number at that moment (``upto``), so
+    the view does not change when the owner releases more; ``len`` is O(1); iterating (an audit
+    listing) reads the ids, O(the owner's history), and only happens there.
+
+    Parameters
+    ----------
+    connection : callable
+        The ledger's connection (raises once the ledger is closed).
+    owner_id : str
+    upto : int
+        The largest ``releases.seq`` when the standing was read (0: none).
+    count : int
+        How many releases the owner had then.
+    """
+
+    __slots__ = ("_connection", "_owner_id", "_upto", "_count")
+
+    def __init__(self, connection: Callable[[], sqlite3.Connection], owner_id: str, upto: int, count: int) -> None:
+        self._connection = connection
+        self._owner_id = owner_id
+        self._upto = upto
+        self._count = count
+
+    def __contains__(self, release_id: object) -> bool:
+        if not isinstance(release_id, str) or self._count == 0:
+            return False
+        row = (
+            self._connection()
+            .execute(
+                "SELECT 1 FROM releases WHERE owner_id = ? AND release_id = ? AND seq <= ? LIMIT 1",
+                (self._owner_id, release_id, self._upto),
+            )
+            .fetchone()
+        )
+        return row is not None
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[str]:
+        if self._count == 0:
+            return iter(())
+        rows = (
+            self._connection()
+            .execute(
+                "SELECT release_id FROM releases WHERE owner_id = ? AND seq <= ? ORDER BY seq",
+                (self._owner_id, self._upto),
+            )
+            .fetchall()
+        )
+        return iter([r[0] for r in rows])
+
+    def __hash__(self) -> int:
+        return self._hash()
+
+    def __repr__(self) -> str:
+        return f"ReleaseIds({set(self)!r})"

@@ -1,0 +1,134 @@
+"""The ledger's values: budgets, debits, standings, and the budget test every debit passes
+(``privfed.common.ledger`` module docstring, "Floating point"). Pure data, no file."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+
+from privfed.common.errors import BudgetExceeded, ConfigError
+from privfed.common.validation import check_non_negative, check_probability
+
+#: Relative tolerance on the budget comparison (``privfed.common.ledger`` docstring, "Floating point").
+REL_TOL = 1e-12
+
+
+def fmt_amount(x: float) -> str:
+    """An ε or δ as messages print it."""
+    return "inf" if math.isinf(x) else f"{x:.12g}"
+
+
+@dataclass(frozen=True, order=False)
+class Budget:
+    """An (ε, δ) pair, ordered jointly: ``a <= b`` iff ``a.epsilon <= b.epsilon`` and
+    ``a.delta <= b.delta`` (a partial order, as diffprivlib's ``Budget``).
+
+    ε may be ``math.inf`` (a non-private release); δ is a finite non-negative number.
+    """
+
+    epsilon: float
+    delta: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_non_negative(self.epsilon, name="epsilon", allow_inf=True))
+        object.__setattr__(self, "delta", check_non_negative(self.delta, name="delta"))
+
+    def __add__(self, other: Budget) -> Budget:
+        if not isinstance(other, Budget):
+            return NotImplemented
+        return Budget(self.epsilon + other.epsilon, self.delta + other.delta)
+
+    def __le__(self, other: Budget) -> bool:
+        if not isinstance(other, Budget):
+            return NotImplemented
+        return self.epsilon <= other.epsilon and self.delta <= other.delta
+
+    def __ge__(self, other: Budget) -> bool:
+        if not isinstance(other, Budget):
+            return NotImplemented
+        return other <= self
+
+    def __lt__(self, other: Budget) -> bool:
+        if not isinstance(other, Budget):
+            return NotImplemented
+        return self <= other and self != other
+
+    def __gt__(self, other: Budget) -> bool:
+        if not isinstance(other, Budget):
+            return NotImplemented
+        return other < self
+
+    def __str__(self) -> str:
+        return f"(epsilon={fmt_amount(self.epsilon)}, delta={fmt_amount(self.delta)})"
+
+
+@dataclass(frozen=True)
+class Debit:
+    """One entry of :meth:`Ledger.debit_many`; validated when built.
+
+    ``nonprivate=True`` records a release without DP guarantee (module docstring, "Non-private
+    entries"); its ε and δ must be 0.
+    """
+
+    owner_id: str
+    epsilon: float
+    delta: float
+    purpose: str
+    release_id: str
+    nonprivate: bool = False
+    job: str = ""  # the announced job the release is made for (empty: none)
+
+    def __post_init__(self) -> None:
+        require_name("owner_id", self.owner_id)
+        require_name("purpose", self.purpose)
+        require_name("release_id", self.release_id)
+        object.__setattr__(self, "epsilon", check_non_negative(self.epsilon, name="epsilon", allow_inf=True))
+        object.__setattr__(self, "delta", check_probability(self.delta, name="delta"))
+        if not isinstance(self.nonprivate, bool):
+            raise ConfigError(f"nonprivate must be a bool, got {self.nonprivate!r}")
+        if self.nonprivate and (self.epsilon != 0 or self.delta != 0):
+            raise ConfigError(
+                f"a non-private entry is counted apart from the budget: its epsilon and delta must be "
+                f"0, got ({self.epsilon!r}, {self.delta!r}); debit the private part separately"
+            )
+
+
+def require_name(name: str, value: object) -> str:
+    """``value`` if it is a non-empty string, else a :class:`ConfigError` naming ``name``."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
+    return value
+
+
+def fits(spent: float, request: float, budget: float) -> bool:
+    """Whether ``request`` on top of ``spent`` stays within ``budget`` up to :data:`REL_TOL`."""
+    return spent + request <= budget * (1.0 + REL_TOL)
+
+
+def remaining_of(budget: Budget, spent: Budget) -> Budget:
+    """``budget - spent`` per component, never negative; ∞ while the budget is ∞."""
+    eps = math.inf if math.isinf(budget.epsilon) else max(0.0, budget.epsilon - spent.epsilon)
+    return Budget(eps, max(0.0, budget.delta - spent.delta))
+
+
+@dataclass(frozen=True)
+class Standing:
+    """An owner's record at one moment (:meth:`Ledger.standings`): what it spent, its budget and
+    the ids of its releases (a set that answers ``in`` and ``len`` in O(1) and lists the ids only when
+    iterated: :class:`~privfed.common.ledger_file.ReleaseIds`)."""
+
+    spent: Budget
+    budget: Budget
+    release_ids: AbstractSet[str]
+
+
+def refusal(owner_id: str, request: Budget, spent: Budget, budget: Budget, purpose: str) -> BudgetExceeded | None:
+    """The refusal of ``request`` on top of ``spent`` against ``budget`` (None: it fits)."""
+    if fits(spent.epsilon, request.epsilon, budget.epsilon) and fits(spent.delta, request.delta, budget.delta):
+        return None
+    what = f" for {purpose!r}" if purpose else ""
+    return BudgetExceeded(
+        f"owner {owner_id!r}: release{what} of {request} refused: spent {spent} + request exceeds "
+        f"budget {budget}; nothing was released or recorded"
+    )

@@ -1,0 +1,86 @@
+"""A ledger's row accounts: budgets follow the rows (issue 20, finding 4).
+
+Besides its own record (the releases of its id), an owner has *row accounts*: one per row it holds
+in this process (:meth:`~privfed.common.ledger.Ledger.bind_rows`, keyed by a salted digest of the
+row's content and its occurrence in the data, ``privfed.owner.data.row_digests``), to which each of
+its debits is added. Its spent budget is the larger of what its id released and what the most-spent
+of its rows has. So re-sharding the same data (another ``--shards``), renaming the node (another
+``--name``) or re-ordering the file never gives a row a fresh budget: a new logical owner inherits
+the most any of its rows has spent (and a reused id what it released).
+
+Limits: a fresh ledger file starts every row at zero; a row whose content changes is a new row;
+identical rows are told apart by their order in the data (re-ordering two identical rows can swap
+their accounts); rows live in the process that binds them (owners sharing rows across two nodes'
+ledgers are not linked); releases recorded before schema 3 are on their ids only.
+
+An account's (ε, δ) is stored as a number per account (table ``accounts``) and read through the
+connection's cache (``privfed.common.ledger_cache``); its cost does not depend on the history. Each
+debit is added rounded up (``privfed.common.ledger_sum.add_rounding_up``), so a stored total is never
+below the exact sum of the account's debits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Sequence
+
+from privfed.common.ledger_cache import RecordCache
+from privfed.common.ledger_file import CHUNK
+
+
+class RowAccounts:
+    """The row accounts each owner id is bound to in this process, and their recorded sums.
+
+    Parameters
+    ----------
+    cache : RecordCache
+        The ledger connection's cache; the ledger validates it (``PRAGMA data_version``) before
+        each use of :meth:`sums`.
+    """
+
+    def __init__(self, cache: RecordCache) -> None:
+        self._cache = cache
+        self._bound: dict[str, tuple[str, ...]] = {}  # owner id -> its row accounts
+
+    def keys(self, owner_id: str) -> tuple[str, ...]:
+        """The accounts of ``owner_id``; empty for an owner without bound rows."""
+        return self._bound.get(owner_id, ())
+
+    def bind(self, conn: sqlite3.Connection, owner_id: str, row_keys: Sequence[bytes]) -> None:
+        """Bind ``owner_id`` to the rows of ``row_keys``, stored as salted digests (the salt is the
+        file's own, table ``meta``)."""
+        salt = conn.execute("SELECT value FROM meta WHERE name = 'row_salt'").fetchone()[0].encode()
+        self._bound[owner_id] = tuple(f"row:{hashlib.sha256(salt + bytes(k)).hexdigest()[:32]}" for k in row_keys)
+
+    def sums(self, conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, tuple[float, float]]:
+        """(ε, δ) recorded on each account of ``keys``; (0, 0) for an account with no debit yet. Read
+        from the file for the accounts :attr:`_cache` does not hold (validated by the ledger first)."""
+        cached = self._cache.accounts
+        unique = [k for k in dict.fromkeys(keys) if k not in cached]
+        if not unique:
+            return {k: cached[k] for k in keys}
+        sums = dict.fromkeys(keys, (0.0, 0.0))
+        read: dict[str, tuple[float, float]] = {}
+        for start in range(0, len(unique), CHUNK):
+            chunk = unique[start : start + CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for k, e, d in conn.execute(f"SELECT key, epsilon, delta FROM accounts WHERE key IN ({marks})", chunk):
+                read[k] = (e, d)
+        for k in sums:
+            sums[k] = self._cache.accounts.get(k) or read.get(k, (0.0, 0.0))
+        self._cache.keep_accounts({k: sums[k] for k in unique})
+        return sums
+
+    def most(
+        self, own: tuple[float, float], sums: dict[str, tuple[float, float]], owner_id: str
+    ) -> tuple[float, float]:
+        """(ε, δ) spent by an owner: the larger of its id's record and each of its rows' accounts."""
+        eps, delta = own
+        for k in self._bound.get(owner_id, ()):
+            row_eps, row_delta = sums[k]
+            if row_eps > eps:
+                eps = row_eps
+            if row_delta > delta:
+                delta = row_delta
+        return eps, delta
