@@ -171,10 +171,20 @@ class Soak:
                 raise SystemExit(f"{name} exited ({p.returncode}):\n{self.log_tail(name)}")
         return {name: usage(p.pid) for name, p in self.procs.items()}
 
-    def snapshot(self) -> None:
-        """Every process dumps its tracemalloc snapshot (``--tracemalloc``)."""
+    def snapshot(self, index: int, timeout: float = 120.0) -> None:
+        """Every process dumps its tracemalloc snapshot ``index`` (``--tracemalloc``); returns once
+        every dump is written (a process takes the signal when its main thread next runs Python)."""
         for p in self.procs.values():
             p.send_signal(signal.SIGUSR1)
+        dumps = [self.tmp / f"{name}.trace.{index}" for name in self.procs]
+        deadline, sizes = time.monotonic() + timeout, None
+        while time.monotonic() < deadline:
+            now = [d.stat().st_size if d.exists() else -1 for d in dumps]
+            if now == sizes and min(now) > 0:
+                return
+            sizes = now
+            time.sleep(0.5)
+        raise SystemExit(f"no tracemalloc snapshot {index} after {timeout} s: {[d.name for d in dumps]}")
 
     def close(self) -> None:
         self.channel.close()
@@ -251,8 +261,7 @@ def main() -> int:
                 tasks.append(settings["task"])
                 samples.append(soak.sample())
                 if args.tracemalloc and i in (args.warmup - 1, args.jobs - 1):
-                    soak.snapshot()
-                    time.sleep(3)  # the dump of a big snapshot takes a while
+                    soak.snapshot(0 if i == args.warmup - 1 else 1)
                 if (i + 1) % 10 == 0 or i + 1 == args.jobs:
                     c = samples[-1]["coordinator"]
                     print(
