@@ -1,7 +1,8 @@
-"""Ids a node accepts once, remembered in a fixed amount of memory (a node's forgotten secure-sum
-sessions, :mod:`privfed.owner.secagg`).
+"""Ids a node must refuse for good, remembered in a fixed amount of memory: the secure-sum sessions
+(:mod:`privfed.owner.secagg`) and boosting runs (``privfed.owner.kinds.boosting.note_run``) it
+forgot.
 
-A node that stays up for months keys thousands of secure-sum sessions and must refuse to key any of
+A node that stays up for months keys thousands of secure-sum sessions and must never key one of
 them again; a set of their ids grew by one entry per session for the life of the process.
 """
 

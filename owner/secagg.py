@@ -12,8 +12,9 @@ A session is keyed once per owner (issue 20, finding 3): a second step 0 for a s
 has a machine in, or for a session whose machines were forgotten (:data:`KEPT_SESSIONS`), is
 refused with the fixed code ``already_released``, whatever the data. The record of forgotten
 sessions takes a fixed amount of memory however many sessions a long-lived node keys
-(:class:`~privfed.owner.once.NeverAgain`) and lives as long as the node process; a restarted node draws new box keys (``privfed.owner.node``) and new mask keys,
-and the shares are sealed to both, so nothing sent before a restart opens after it.
+(:class:`~privfed.owner.once.NeverAgain`) and lives as long as the node process; a restarted node
+draws new box keys (``privfed.owner.node``) and new mask keys, and the shares are sealed to both,
+so nothing sent before a restart opens after it.
 
 Keys: the owner's long-lived X25519 key seals the shares end-to-end (a peer's key accepted only as
 :meth:`OwnerKeys.peer_key` accepts a ring peer's: signed by the certificate of the node its id
