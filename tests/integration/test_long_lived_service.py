@@ -4,6 +4,7 @@ jobs whose evaluations go through both secure sums, one after another."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 
@@ -23,6 +24,17 @@ BDT = {"task": "bdt", "epsilon": 4.0, "owners": NODES * PER_NODE, "rounds": 2, "
 
 def _flags(argv: list[str]) -> dict[str, str]:
     return {k.removeprefix("--").replace("-", "_"): v for k, v in zip(argv[::2], argv[1::2])}
+
+
+def open_files() -> list[str]:
+    """What this process's file descriptors point to."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            out.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except FileNotFoundError:  # the listing's own descriptor, closed since
+            pass
+    return out
 
 
 def test_a_service_keeps_nothing_per_finished_job(tmp_path):
@@ -81,6 +93,7 @@ def test_a_service_keeps_nothing_per_finished_job(tmp_path):
             "relayed": d._relay._waiting,
         }
         assert {name: len(held) for name, held in per_job.items() if held} == {}
+        assert not [f for f in open_files() if str(service.store.jobs_dir) in f]  # no finished job's journal or log
         assert len(service.store.all()) == len(jobs) and all(p.poll() is None for p in nodes)
     finally:
         service.stop()
