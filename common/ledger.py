@@ -49,8 +49,10 @@ Cost against an owner's history (issue 27)
     standing's ``release_ids`` is a view of that index (:class:`ReleaseIds`), not a copy. An owner
     is read back from the file in full (O(its history)) the first time this connection uses it and
     again each time another connection has written the file, i.e. once per change of the file by
-    another writer, never per debit. :meth:`Ledger.history`, :meth:`Ledger.spent_on` and
-    :func:`read_accounts` read the rows they report from the file.
+    another writer, never per debit. :meth:`Ledger.spent_on` (an owner policy's question on every
+    task) reads one job's or one day's releases through the indexes ``releases_job`` and
+    ``releases_ts``, and takes a job out of the running sums exactly for "every job but one".
+    :meth:`Ledger.history` and :func:`read_accounts` read every row they report from the file.
 
 Modules
     ``ledger_records`` (budgets, debits, standings, the budget test), ``ledger_file`` (tables,
@@ -223,20 +225,40 @@ class Ledger:
         """(ε, δ) of the owner's own releases made for ``job``, or for every job but ``other_than``,
         debited at or after ``since`` (SQLite ``datetime`` text such as ``'-1 day'`` relative to now;
         None: ever). An owner policy bounds a job's, a day's and the total spending with it
-        (``privfed.owner.policy``)."""
+        (``privfed.owner.policy``), on every task of a node that has one.
+
+        Cost: one job's releases (index ``releases_job``), or the releases since ``since`` (index
+        ``releases_ts``), never the owner's whole history: every job but one is the owner's exact running
+        sum less that job's releases, computed exactly (equal to ``fsum`` of the releases it keeps)."""
         require_name("owner_id", owner_id)
+        conn = self._db()
+        if job is None and since is None:
+            return self._spent_but(conn, owner_id, other_than)
         where, args = ["owner_id = ?"], [owner_id]
-        if job is not None:
-            where.append("job = ?")
-            args.append(job)
-        if other_than is not None:
-            where.append("job != ?")
-            args.append(other_than)
-        if since is not None:
-            where.append("ts >= datetime('now', ?)")
-            args.append(since)
-        rows = self._db().execute(f"SELECT epsilon, delta FROM releases WHERE {' AND '.join(where)}", args).fetchall()
+        for clause, value in (("job = ?", job), ("job != ?", other_than), ("ts >= datetime('now', ?)", since)):
+            if value is not None:
+                where.append(clause)
+                args.append(value)
+        rows = conn.execute(f"SELECT epsilon, delta FROM releases WHERE {' AND '.join(where)}", args).fetchall()
         return Budget(math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
+
+    def _spent_but(self, conn: sqlite3.Connection, owner_id: str, job: str | None) -> Budget:
+        """The owner's exact running sums less the releases of ``job`` (None: none), in one read snapshot."""
+        conn.execute("BEGIN")
+        try:
+            conn.execute("SELECT 1 FROM releases LIMIT 1").fetchall()  # starts the read snapshot
+            self._fresh()
+            record = self._records(conn, [owner_id])[owner_id]
+            epsilon, delta = record.epsilon.copy(), record.delta.copy()
+            if job is not None:
+                for e, d in conn.execute(
+                    "SELECT epsilon, delta FROM releases WHERE owner_id = ? AND job = ?", (owner_id, job)
+                ):
+                    epsilon.add(-e)
+                    delta.add(-d)
+        finally:
+            conn.execute("COMMIT")  # a read: nothing to write
+        return Budget(epsilon.value(), delta.value())
 
     def nonprivate_count(self, owner_id: str) -> int:
         """How many non-private releases the owner made (module docstring, "Non-private entries")."""

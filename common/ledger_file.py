@@ -58,6 +58,8 @@ CREATE TABLE IF NOT EXISTS releases (
     UNIQUE (owner_id, release_id)
 );
 CREATE INDEX IF NOT EXISTS releases_purpose ON releases (owner_id, purpose);
+CREATE INDEX IF NOT EXISTS releases_job ON releases (owner_id, job);
+CREATE INDEX IF NOT EXISTS releases_ts ON releases (owner_id, ts);
 CREATE TABLE IF NOT EXISTS accounts (
     key     TEXT PRIMARY KEY,
     epsilon REAL NOT NULL,
