@@ -20,6 +20,8 @@ from privfed.common.identity import node_of
 from privfed.common.secagg.boxes import verify_public_key
 from privfed.common.tasks import PeerKey
 
+#: Checked peer keys a node remembers (then it forgets them all and checks again).
+MAX_VERIFIED = 200_000
 OWNER_NODE_NAME = re.compile(r"owner-\d+")  # the names `privfed certs` gives owner node certificates
 
 
@@ -85,5 +87,7 @@ class OwnerKeys:
                 now=self._clock(),
                 cert_identity=peer.node_id,
             )
+        if len(self._verified) >= MAX_VERIFIED:  # peers that restart bring new keys: checked again
+            self._verified.clear()
         self._verified[cache_key] = peer.x25519_public_key
         return peer.x25519_public_key

@@ -10,9 +10,11 @@ sees it, so the noise and the ledger entry are the same whichever secure sum the
 
 A session is keyed once per owner (issue 20, finding 3): a second step 0 for a session an owner
 has a machine in, or for a session whose machines were forgotten (:data:`KEPT_SESSIONS`), is
-refused with the fixed code ``already_released``, whatever the data. The record lives as long as
-the node process; a restarted node draws new box keys (``privfed.owner.node``) and new mask keys,
-and the shares are sealed to both, so nothing sent before a restart opens after it.
+refused with the fixed code ``already_released``, whatever the data. The record of forgotten
+sessions takes a fixed amount of memory however many sessions a long-lived node keys
+(:class:`~privfed.owner.once.NeverAgain`) and lives as long as the node process; a restarted node
+draws new box keys (``privfed.owner.node``) and new mask keys, and the shares are sealed to both,
+so nothing sent before a restart opens after it.
 
 Keys: the owner's long-lived X25519 key seals the shares end-to-end (a peer's key accepted only as
 :meth:`OwnerKeys.peer_key` accepts a ring peer's: signed by the certificate of the node its id
@@ -54,11 +56,12 @@ from privfed.common.tasks import (
 )
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.kinds.base import Refused
+from privfed.owner.once import NeverAgain
 
 #: Sessions whose machines a node keeps (the latest ones; a job keys one per evaluation group up front).
 KEPT_SESSIONS = 64
-#: Checked mask-key adverts a node remembers (then it forgets them all and checks again).
-MAX_VERIFIED = 200_000
+#: Co-hosted boxes a node keeps waiting for their peer's side (then it forgets them all).
+MAX_COHOSTED = 200_000
 #: Parsed node certificates a node keeps.
 MAX_PARSED = 1024
 
@@ -86,10 +89,11 @@ class SecAggDriver:
         self._sign = sign
         self._clock = clock
         self._machines: dict[str, dict[str, SecAggOwner]] = {}  # session -> owner -> machine
-        self._forgotten: set[str] = set()  # sessions whose machines were dropped: never keyed again
+        self._forgotten = NeverAgain()  # sessions whose machines were dropped: never keyed again
         self._certificates: dict[str, dict[str, bytes]] = {}  # session -> node id -> PEM (sent once per node)
         self._keys: dict[str, dict[str, PeerKey]] = {}  # session -> owner id -> its long-lived box key
-        self._verified: set[tuple[str, str, bytes, bytes]] = set()  # (session, owner, key, signature) checked
+        # session -> (owner, key, signature) checked: dropped with the session's machines
+        self._verified: dict[str, set[tuple[str, bytes, bytes]]] = {}
         self._parsed: dict[bytes, x509.Certificate] = {}
         self._members: dict[str, tuple[str, ...]] = {}  # session -> its members (sent once per node)
         # The node's own owners' mask-key adverts and box keys: a neighbour on this node is checked
@@ -109,8 +113,8 @@ class SecAggDriver:
         """Accept a neighbour's mask key only if signed by the certificate of the node its id names;
         an advert is checked once per node and session (the node's owners share neighbours)."""
         ca = self._releases.ca
-        checked = (session_id, advert.owner_id, advert.public_key, advert.signature)
-        if ca is None or checked in self._verified:
+        checked = (advert.owner_id, advert.public_key, advert.signature)
+        if ca is None or checked in self._verified.get(session_id, ()):
             return
         own = self._adverts.get((session_id, advert.owner_id))
         if own is not None:  # an owner of this node: its key is known here, no signature needed
@@ -135,9 +139,8 @@ class SecAggDriver:
             session_id=session_id,
             cert_identity=node,
         )
-        if len(self._verified) > MAX_VERIFIED:
-            self._verified.clear()
-        self._verified.add(checked)
+        if session_id in self._machines:
+            self._verified.setdefault(session_id, set()).add(checked)
 
     def advertise(self, owner_id: str, session_id: str, fixed_point: FixedPoint) -> KeyAdvert:
         """Step 0: a fresh machine for ``owner_id`` in ``session_id``, and its signed mask key.
@@ -168,7 +171,7 @@ class SecAggDriver:
             if turned is not None:
                 return turned.turned()
             box = Box(owner_id, self._releases.own_key(owner_id), peer, public)
-            if len(self._cohosted) >= MAX_VERIFIED:
+            if len(self._cohosted) >= MAX_COHOSTED:
                 self._cohosted.clear()
             self._cohosted[(owner_id, peer)] = box
             return box
@@ -180,7 +183,15 @@ class SecAggDriver:
             while len(self._machines) > KEPT_SESSIONS:
                 gone = next(iter(self._machines))
                 self._forgotten.add(gone)
-                for table in (self._machines, self._certificates, self._keys, self._members, self._agreements):
+                tables = (
+                    self._machines,
+                    self._certificates,
+                    self._keys,
+                    self._members,
+                    self._agreements,
+                    self._verified,
+                )
+                for table in tables:
                     table.pop(gone, None)
                 self._adverts = {k: a for k, a in self._adverts.items() if k[0] != gone}
         machine = SecAggOwner(

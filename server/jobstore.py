@@ -7,6 +7,11 @@ its times), and once it ran its ``report.json``, ``model.json``, ``job.log`` and
 replaced atomically on every change, so a service killed at any point finds each job in one state;
 a job it finds ``running`` was interrupted and is queued again (:meth:`JobStore.recover`).
 
+The store is read whole once, when it opens; from then on it keeps the ids of the queued jobs, so
+taking the next job reads one record, however many jobs the service has run (a service that stays
+up for weeks: it read every ``job.json`` before each job, and twice a second while idle). Only the
+one service writes its store.
+
 Only public values are stored: the job's configuration, who submitted it, what the coordinator learned.
 """
 
@@ -65,6 +70,7 @@ class JobStore:
             raise ConfigError(f"--store {root}: cannot create it ({exc})") from exc
         self._lock = threading.Lock()
         self._last = datetime.now(UTC) - timedelta(days=1)
+        self._queued = {r.job_id for r in self.all() if r.state == "queued"}  # kept by _write from now on
 
     def job_dir(self, job_id: str) -> Path:
         if not job_id or "/" in job_id or job_id.startswith("."):
@@ -77,6 +83,10 @@ class JobStore:
         tmp = d / f".job.json.{secrets.token_hex(4)}"
         tmp.write_text(json.dumps(record.to_json(), indent=2), encoding="utf-8")
         os.replace(tmp, d / "job.json")
+        if record.state == "queued":
+            self._queued.add(record.job_id)
+        else:
+            self._queued.discard(record.job_id)
         return record
 
     def submit(self, settings: dict[str, Any], data_user: str) -> JobRecord:
@@ -115,8 +125,17 @@ class JobStore:
             return self._write(replace(record, **changes)) if record.state == from_state else None
 
     def next_queued(self) -> JobRecord | None:
-        """The oldest queued job (None: the queue is empty)."""
-        return next((r for r in self.all() if r.state == "queued"), None)
+        """The oldest queued job (None: the queue is empty): its record alone is read."""
+        while True:
+            with self._lock:
+                first = min(self._queued, default=None)  # ids sort in submission order
+            if first is None:
+                return None
+            try:
+                return self.get(first)
+            except ConfigError:  # its directory was removed meanwhile: not queued any more
+                with self._lock:
+                    self._queued.discard(first)
 
     def recover(self) -> list[str]:
         """Queue again every job a previous service left ``running`` (it was stopped or killed

@@ -106,7 +106,7 @@ class CoordinatorService:
         self._wake = threading.Condition()
         self._stopping = False
         self._cancels: dict[str, str] = {}  # running job id -> who cancelled it
-        self._progress: dict[str, dict[str, Any]] = {}  # job id -> its batches so far
+        self._progress: dict[str, dict[str, Any]] = {}  # the running job's id -> its batches so far
         self._runner = threading.Thread(target=self._loop, name="privfed-jobs", daemon=True)
         self.current: str | None = None
         self.status = StatusPage(self.snapshot)
@@ -250,6 +250,8 @@ class CoordinatorService:
                 with self._wake:
                     self.current = None
                     self._cancels.pop(claimed.job_id, None)
+                    # a finished job's progress is its report's (as after a restart): nothing kept per job
+                    self._progress.pop(claimed.job_id, None)
 
     def _stopped(self, job_id: str) -> str | None:
         if job_id in self._cancels:

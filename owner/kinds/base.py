@@ -37,6 +37,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.ledger import Debit, Ledger, Standing
 from privfed.common.tasks import Kind, Payload, Result, Task, TaskSpec
 from privfed.owner.local import Cached, LocalOwner, PublicConfig, Release
+from privfed.owner.once import NeverAgain
 
 if TYPE_CHECKING:
     from privfed.common.boosting.wire import BoostConfig
@@ -65,12 +66,19 @@ class Policy:
     allow_clear_labels: bool = False
 
 
+#: Boosting runs whose config a node keeps (the latest used); a task of a run it forgot is refused.
+KEPT_RUNS = 64
+
+
 @dataclass
 class NodeState:
-    """Public state a node keeps across tasks: functions of the tasks it received, never of rows."""
+    """Public state a node keeps across tasks: functions of the tasks it received, never of rows.
+    Bounded however many jobs a long-lived node serves: the configs of the :data:`KEPT_RUNS` runs
+    used last, and the ids of the runs before them, which are never taken again."""
 
     #: boosting run id -> the config this node first saw for it (a run's evaluations must carry it)
     runs: dict[str, BoostConfig] = field(default_factory=dict)
+    forgotten_runs: NeverAgain = field(default_factory=NeverAgain)
 
 
 class LedgerView:

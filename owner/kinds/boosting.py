@@ -40,6 +40,7 @@ from privfed.common.tasks import (
 )
 from privfed.owner.history import check_history, history_weights
 from privfed.owner.kinds.base import (
+    KEPT_RUNS,
     LedgerView,
     NodeState,
     PublicView,
@@ -121,12 +122,23 @@ def _weights(owner: LocalOwner, spec: BoostShareTask | BoostEvaluateTask) -> np.
 
 
 def note_run(node: NodeState, config: BoostConfig) -> None:
-    """The config this node first saw for a run; a task of the run with another one is refused."""
-    seen = node.runs.setdefault(config.run_id, config)
+    """The config this node first saw for a run; a task of the run with another one is refused, and
+    so is a task of a run the node forgot (:data:`~privfed.owner.kinds.base.KEPT_RUNS` runs used since)."""
+    run_id = config.run_id
+    if run_id in node.forgotten_runs:
+        raise RemoteProtocolError(
+            f"boosting run {run_id!r} is over on this node ({KEPT_RUNS} other runs since): it takes no more tasks"
+        )
+    seen = node.runs.pop(run_id, config)
+    node.runs[run_id] = seen  # the latest used last: an ongoing run is not forgotten
     if seen != config:
         raise RemoteProtocolError(
-            f"boosting run {config.run_id!r}: this task's config differs from the one this node already saw for the run"
+            f"boosting run {run_id!r}: this task's config differs from the one this node already saw for the run"
         )
+    while len(node.runs) > KEPT_RUNS:
+        gone = next(iter(node.runs))
+        node.forgotten_runs.add(gone)
+        del node.runs[gone]
 
 
 class BoostShareKind(TaskKind[BoostShareTask]):

@@ -143,6 +143,13 @@ class BoostingStrategy:
             )
 
     def run(self, owner_ids: list[str], transport: Transport) -> StrategyResult[BoostedModel]:
+        try:
+            return self._run(owner_ids, transport)
+        finally:  # closed when the job ends, not when the strategy is collected (a long-lived service)
+            if self.journal is not None:
+                self.journal.close()
+
+    def _run(self, owner_ids: list[str], transport: Transport) -> StrategyResult[BoostedModel]:
         groups, evaluators = plan_rounds(self.params, len(owner_ids), self.rng)
         evaluator_ids = [tuple(owner_ids[i] for i in e) for e in evaluators]
         run_id = f"boost-{secrets.token_hex(4)}"

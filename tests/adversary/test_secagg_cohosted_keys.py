@@ -137,3 +137,35 @@ def test_co_hosted_pairs_agree_once_and_the_sum_is_exact(federation, monkeypatch
     unmask = server.on_masked(masked)
     total = server.on_unmask({o: machines[o].on_unmask(r) for o, r in unmask.items()})
     np.testing.assert_allclose(total, np.sum(list(values.values()), axis=0), atol=1e-6)
+
+
+def test_a_long_lived_node_keeps_its_checked_keys_only_for_the_sessions_it_holds(tmp_path):
+    from privfed.owner import secagg
+
+    certs = make_federation_certs(tmp_path / "certs", owners=2)
+    ca_pem = (certs / "ca.pem").read_bytes()
+    ids = {"owner-0": ["owner-0.o00000"], "owner-1": ["owner-1.o00000", "owner-1.o00001"]}
+    keys = {o: generate_private_key() for owners in ids.values() for o in owners}
+    drivers, peers = {}, {}
+    for node, owners in ids.items():
+        signer = cert_key(certs, node)
+        drivers[node] = SecAggDriver(
+            OwnerKeys({o: keys[o] for o in owners}, ca_pem),
+            sign=lambda o, s, pk, k=signer: sign_public_key(k, pk, o, s),
+        )
+        peers |= {
+            o: PeerKey(o, node, public_bytes(keys[o]), sign_public_key(signer, public_bytes(keys[o]), o))
+            for o in owners
+        }
+    certificates = {node: cert_pem(certs, node) for node in ids}
+    fp = FixedPoint.choose(n_parties=3, max_abs=10.0)
+    u, node = ids["owner-0"][0], drivers["owner-0"]
+    for i in range(3 * secagg.KEPT_SESSIONS):  # boosting job after boosting job
+        session = f"job-{i}"
+        adverts = {o: drivers[n].advertise(o, session, fp) for n, owners in ids.items() for o in owners}
+        server = SecAggServer(session, sorted(adverts), fp, rounds=1)
+        request = server.on_adverts(adverts)[u]
+        shares = node.share_keys(u, session, request, [peers[w] for w in server.graph[u]], certificates)
+        assert [s.recipient for s in shares.shares] == list(server.graph[u])  # the neighbours' signed keys checked
+    held = {name: len(t) for name, t in vars(node).items() if isinstance(t, dict | set | list)}
+    assert max(held.values()) <= secagg.KEPT_SESSIONS, held

@@ -44,6 +44,7 @@ from privfed.common.tasks import (
 )
 from privfed.owner.core import OwnerCore
 from privfed.owner.keys import OwnerKeys
+from privfed.owner.kinds.base import KEPT_RUNS
 from privfed.owner.kinds.boosting import note_run
 from privfed.owner.local import LocalOwner
 from privfed.server.securesum import RelayedTransport
@@ -332,6 +333,20 @@ def test_a_run_config_cannot_change_between_tasks(fed):
         fed.refusal(ring[1], fed.spec(changed, at_round(empty_history(), 0), _stump(), ring), match="differs")
         == "invalid_task"
     )
+
+
+def test_a_long_lived_node_keeps_the_latest_runs_and_refuses_a_task_of_a_run_it_forgot(fed):
+    _, config = _config()
+    node = fed.cores["owner-0"].node
+    note_run(node, config)
+    for i in range(3 * KEPT_RUNS):  # one boosting job after another
+        note_run(node, replace(config, run_id=f"boost-later-{i}"))
+        note_run(node, replace(config, run_id="boost-ongoing"))  # used by every job: never forgotten
+    assert len(node.runs) == KEPT_RUNS and config.run_id not in node.runs and "boost-ongoing" in node.runs
+    ring = list(fed.owners)[:2]
+    spec = fed.spec(config, at_round(empty_history(), 0), _stump(), ring)
+    assert fed.refusal(ring[1], spec, match="is over on this node") == "invalid_task"
+    assert fed.ledgers["owner-0"].history(ring[1]) == []
 
 
 def test_a_ring_without_this_owner_or_with_one_party_is_refused(fed):

@@ -191,3 +191,18 @@ def test_a_second_step_0_is_refused_with_a_fixed_code_also_once_the_session_is_f
     other = NODES["owner-0"][1]  # never keyed in session a on this node: the session is closed all the same
     with pytest.raises(TaskRefused):
         fed.node(other).advertise(other, "session-a", FP)
+
+
+def test_a_long_lived_node_holds_a_bounded_record_and_still_refuses_every_session_it_keyed():
+    from privfed.owner import secagg
+
+    node, owner = Federation().node(MEMBERS[0]), MEMBERS[0]
+    sessions = [f"job-{i}" for i in range(10 * secagg.KEPT_SESSIONS)]  # a node that served many boosting jobs
+    for session in sessions:
+        node.advertise(owner, session, FP)
+    held = {name: len(v) for name, v in vars(node).items() if isinstance(v, dict | set | list)}
+    assert max(held.values()) <= secagg.KEPT_SESSIONS, held
+    for session in sessions:
+        with pytest.raises(TaskRefused) as refused:
+            node.advertise(owner, session, FP)
+        assert refused.value.code == "already_released"

@@ -47,6 +47,24 @@ def test_the_store_queues_in_submission_order_claims_once_and_requeues_a_running
         store.get("../etc")
 
 
+def test_the_store_takes_the_next_job_by_reading_its_record_alone_however_many_jobs_ran(tmp_path):
+    store = JobStore(tmp_path)
+    job = {"task": "ncc", "epsilon": 1.0, "owners": 2}
+    for _ in range(200):  # a service that stays up
+        done = store.submit(job, "alice").job_id
+        store.transition(done, "queued", state="running")
+        store.update(done, state="done")
+    queued = [store.submit(job, "alice").job_id for _ in range(2)]
+    reads, read = [], store.get
+    store.get = lambda job_id: reads.append(job_id) or read(job_id)  # the real store, its reads counted
+    assert store.next_queued().job_id == queued[0] and reads == [queued[0]]
+    assert store.transition(queued[0], "queued", state="cancelled") is not None
+    assert store.next_queued().job_id == queued[1]
+    assert JobStore(tmp_path).next_queued().job_id == queued[1]  # a new service finds the queue on disk
+    assert store.transition(queued[1], "queued", state="running") is not None
+    assert store.next_queued() is None
+
+
 def test_a_job_file_takes_the_simulate_keys_of_a_job_and_one_epsilon():
     assert job_settings({"task": "bdt", "epsilon": [2.0], "owners": 30, "rounds": 3, "n-bins": 8, "C": 0.5}) == {
         "task": "bdt",
