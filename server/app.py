@@ -51,9 +51,10 @@ class CoordinatorServer:
         schema: FederationSchema | None = None,
         handlers: Sequence[grpc.GenericRpcHandler] = (),
         max_message_bytes: int = MAX_MESSAGE_BYTES,
+        models: ModelStore | None = None,
     ):
         self.dispatcher = Dispatcher(node_timeout=node_timeout)
-        self.models = ModelStore()
+        self.models = ModelStore() if models is None else models
         self.sessions = Sessions(capacity=max_workers // 2)  # the nodes' open Session streams, half the workers
         self._tls = tls
         self._server = grpc.server(

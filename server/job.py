@@ -284,7 +284,9 @@ class FederatedJob:
 
     @property
     def model_id(self) -> str:
-        return f"{self.config.task}-eps{self.config.epsilon:g}"
+        """The job's id when it has one (``privfed serve``: each job's model is served on its own, two
+        data users' jobs of the same task and ε side by side), else ``TASK-epsE``."""
+        return self.job_id or f"{self.config.task}-eps{self.config.epsilon:g}"
 
     def check_feasible(self) -> None:
         """Raise :class:`ConfigError` unless the expected owners can run the job (before any server is asked)."""

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from privfed.common.errors import ConfigError, JobAborted, PrivfedError
+from privfed.common.learners.trained import TrainedModel
 from privfed.common.schema import FederationSchema
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
@@ -33,14 +34,18 @@ from privfed.server.config import JobConfig
 from privfed.server.jobapi import JobApi, job_config
 from privfed.server.jobstore import FINAL, JobRecord, JobStore, now
 from privfed.server.main import coordinator_job, federation_schema, public_rows_per_owner
+from privfed.server.models import load_model
 from privfed.server.parameters import SHARE_ROUNDS
 from privfed.server.report import JobReport, host_info, version_info
+from privfed.server.servicer import ModelStore
 from privfed.server.statuspage import StatusPage
 
 log = logging.getLogger("privfed.coordinator")
 
 #: Batches a job of each task sends (boosting by shares: about two per round), for the status page's progress.
 BATCHES_PER_ROUND = {"ncc": 1, "lr": 1, "feddpdr": 2, "bdt": 2}
+#: Finished jobs' models held in memory to serve (more are read back from the store when asked for).
+KEEP_MODELS = 16
 #: Boosting's rounds when a job file gives none (``BdtParams``' default).
 DEFAULT_ROUNDS = SHARE_ROUNDS
 #: Why a ``--release marginals`` job the service's stop interrupted fails at the next start instead of running again.
@@ -102,6 +107,7 @@ class CoordinatorService:
             node_timeout=config.node_timeout,
             schema=self.schema,
             handlers=[JobApi(self, require_role=tls is not None).handler()],
+            models=ModelStore(load=self._finished_model, keep=KEEP_MODELS),
         )
         self._wake = threading.Condition()
         self._stopping = False
@@ -111,6 +117,15 @@ class CoordinatorService:
         self.current: str | None = None
         self.status = StatusPage(self.snapshot)
         self.status_port: int | None = None
+
+    def _finished_model(self, model_id: str) -> TrainedModel | None:
+        """The model of the finished job ``model_id`` (a job's model is served under its id), read
+        back from the store; None if there is no such job or it saved no model."""
+        try:
+            path = self.store.job_dir(model_id) / "model.json"
+            return load_model(path) if path.is_file() else None
+        except (ConfigError, ValueError):  # not a job id (a path, a NUL): no model
+            return None
 
     def _job_config(self, settings: Mapping[str, Any]) -> JobConfig:
         return job_config(settings, self.config.job_fields())

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -21,6 +23,7 @@ from privfed.common.errors import (
     ResourceExhausted,
     RingClosed,
 )
+from privfed.common.learners.trained import TrainedModel
 from privfed.common.roles import DATA_USER, role_of
 from privfed.common.schema import FederationSchema
 from privfed.common.tasks import Result, Task
@@ -151,10 +154,17 @@ class ServedEntry:
 
 
 class ModelStore:
-    """Trained models the coordinator serves, by id."""
+    """Trained models the coordinator serves, by id.
 
-    def __init__(self) -> None:
-        self._models: dict[str, ServedEntry] = {}
+    ``load`` reads a model this store does not hold (None if there is none by that id): the service
+    reads a finished job's ``model.json`` back. ``keep`` bounds how many are held in memory, the least
+    recently used dropped first (None: every model put), so a service that stays up across jobs holds
+    a fixed number however many jobs it ran."""
+
+    def __init__(self, *, load: Callable[[str], TrainedModel | None] | None = None, keep: int | None = None) -> None:
+        self._models: OrderedDict[str, ServedEntry] = OrderedDict()
+        self._load, self._keep = load, keep
+        self._lock = threading.Lock()  # the servicer's threads and the job's
 
     def put(
         self,
@@ -163,18 +173,30 @@ class ModelStore:
         *,
         classes: Sequence[object] | None = None,
         schema: FederationSchema | None = None,
-    ) -> None:
+    ) -> ServedEntry:
         """Serve ``model`` as ``model_id``; class index k means ``classes[k]`` (default: the schema's
         classes, else the model's own)."""
         if classes is None:
             classes = schema.classes if schema is not None else np.asarray(getattr(model, "classes", [])).tolist()
-        self._models[model_id] = ServedEntry(model, tuple(str(c) for c in classes), schema)
+        entry = ServedEntry(model, tuple(str(c) for c in classes), schema)
+        with self._lock:
+            self._models[model_id] = entry
+            self._models.move_to_end(model_id)
+            while self._keep is not None and len(self._models) > self._keep:
+                self._models.popitem(last=False)
+        return entry
 
     def entry(self, model_id: str) -> ServedEntry:
-        entry = self._models.get(model_id)
-        if entry is None:
-            raise ConfigError(f"no model {model_id!r}; served models: {sorted(self._models)}")
-        return entry
+        with self._lock:
+            entry = self._models.get(model_id)
+            if entry is not None:
+                self._models.move_to_end(model_id)
+                return entry
+            held = sorted(self._models)
+        trained = self._load(model_id) if self._load is not None else None
+        if trained is None:
+            raise ConfigError(f"no model {model_id!r}; served models: {held}")
+        return self.put(model_id, trained.model, classes=trained.classes, schema=trained.schema)
 
     def get(self, model_id: str) -> ServedModel:
         return self.entry(model_id).model

@@ -13,8 +13,9 @@ import pytest
 from fedharness import DATASET, owner_cmd
 from servicefleet import POLICY, toml
 
+from privfed.common.errors import ConfigError
 from privfed.server.jobapi import job_settings
-from privfed.server.service import CoordinatorService, ServiceConfig
+from privfed.server.service import KEEP_MODELS, CoordinatorService, ServiceConfig
 
 pytestmark = pytest.mark.slow
 
@@ -97,6 +98,14 @@ def test_a_service_keeps_nothing_per_finished_job(tmp_path):
         assert {name: len(held) for name, held in per_job.items() if held} == {}
         assert not [f for f in open_files() if str(service.store.jobs_dir) in f]  # no finished job's journal or log
         assert len(service.store.all()) == len(jobs) and all(p.poll() is None for p in nodes)
+        # each job's model is served under its id, a bounded number held, the first read back from its file
+        models = service.server.models
+        assert len(models._models) <= KEEP_MODELS < len(jobs)
+        first, last = service.store.all()[0], service.store.all()[-1]
+        assert first.job_id not in models._models and service.report_of(first.job_id)["model_id"] == first.job_id
+        assert models.entry(first.job_id).model is not models.entry(last.job_id).model  # same task and ε, both served
+        with pytest.raises(ConfigError, match="no model"):
+            models.entry("../store")  # not a job id: nothing read outside the store
     finally:
         gc.enable()
         service.stop()

@@ -169,3 +169,33 @@ def test_load_model_serves_under_the_training_id_with_no_training_flags(fruit, t
     finally:
         proc.terminate()
         assert proc.wait(timeout=30) == 0
+
+
+def test_a_store_holds_its_last_used_models_and_reads_the_others_back(fruit, tmp_path):
+    from privfed.common.errors import ConfigError
+    from privfed.server.servicer import ModelStore
+
+    _, schema, ds = fruit
+    model = reference_model(JobConfig.from_flat(task="ncc", epsilon=1.0, owners=30), ds, even_parts(ds.n, 30, 0))
+    saved = {
+        f"job{i}": save_model(tmp_path / f"job{i}.json", model, model_id=f"job{i}", task="ncc", schema=schema)
+        for i in range(4)
+    }
+    reads = []
+
+    def load(model_id):
+        reads.append(model_id)
+        return load_model(saved[model_id]) if model_id in saved else None
+
+    store = ModelStore(load=load, keep=2)
+    for i in range(3):
+        store.put(f"job{i}", model, schema=schema)
+    assert list(store._models) == ["job1", "job2"]  # the least recently used went first
+    store.entry("job1")  # used: now the most recent
+    store.put("job3", model, schema=schema)
+    assert list(store._models) == ["job1", "job3"] and reads == []
+    assert store.entry("job0").classes == ("pear", "apple", "plum") and reads == ["job0"]  # read back from its file
+    store.entry("job0")
+    assert reads == ["job0"] and list(store._models) == ["job3", "job0"]  # held again: read once
+    with pytest.raises(ConfigError, match="no model 'job9'"):
+        store.entry("job9")
