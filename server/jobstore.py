@@ -105,13 +105,17 @@ class JobStore:
             raise ConfigError(f"no job {job_id!r}; `privfed jobs` lists them") from None
         return JobRecord(**doc)
 
-    def all(self) -> list[JobRecord]:
-        """Every job, in submission order."""
-        out = []
-        for d in sorted(self.jobs_dir.iterdir()):
-            if (d / "job.json").exists():
-                out.append(self.get(d.name))
-        return out
+    def all(self, last: int | None = None) -> list[JobRecord]:
+        """Every job, in submission order; only the ``last`` submitted if given (only their records
+        are read)."""
+        ids = self.ids()
+        if last is not None:
+            ids = ids[max(len(ids) - last, 0) :]
+        return [self.get(job_id) for job_id in ids]
+
+    def ids(self) -> list[str]:
+        """Every job's id, in submission order (a directory listing: no record is read)."""
+        return [d.name for d in sorted(self.jobs_dir.iterdir()) if (d / "job.json").exists()]
 
     def update(self, job_id: str, **changes: Any) -> JobRecord:
         with self._lock:

@@ -44,6 +44,8 @@ log = logging.getLogger("privfed.coordinator")
 
 #: Batches a job of each task sends (boosting by shares: about two per round), for the status page's progress.
 BATCHES_PER_ROUND = {"ncc": 1, "lr": 1, "feddpdr": 2, "bdt": 2}
+#: Jobs the status page shows, the last submitted.
+STATUS_JOBS = 100
 #: Finished jobs' models held in memory to serve (more are read back from the store when asked for).
 KEEP_MODELS = 16
 #: Boosting's rounds when a job file gives none (``BdtParams``' default).
@@ -227,8 +229,12 @@ class CoordinatorService:
         }
 
     def snapshot(self) -> dict[str, Any]:
-        """What the status page shows: every job's summary and the owner nodes."""
-        return {"jobs": [self.summary(r) for r in self.store.all()], "nodes": self.owners_online()}
+        """What the status page shows: the summaries of the :data:`STATUS_JOBS` last submitted jobs
+        (``privfed jobs`` lists every one), how many earlier ones it leaves out, and the owner nodes.
+        Its cost does not grow with the jobs a long-lived service ran."""
+        total = len(self.store.ids())
+        jobs = [self.summary(r) for r in self.store.all(last=STATUS_JOBS)]
+        return {"jobs": jobs, "earlier": total - len(jobs), "nodes": self.owners_online()}
 
     def owners_online(self) -> dict[str, Any]:
         """Nodes registered, each with its owners and whether it has called lately."""

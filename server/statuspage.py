@@ -100,6 +100,12 @@ def render(snapshot: dict[str, Any]) -> str:
         for name, n in nodes.items()
     ]
     online = sum(1 for n in nodes.values() if n["online"])
+    left_out = int(snapshot.get("earlier") or 0)
+    earlier = (
+        f'<p id="earlier">{left_out} earlier jobs not shown; <code>privfed jobs</code> lists every job.</p>'
+        if left_out
+        else ""
+    )
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><meta http-equiv="refresh" content="{REFRESH}">
 <title>privfed coordinator service</title>
@@ -113,7 +119,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;font-size:13px}} th{{background:#f4
 <table id="jobs"><tr><th>id</th><th>state</th><th>task</th><th>&epsilon; per owner</th><th>data user</th>
 <th>rounds</th><th>batches</th><th>progress</th><th>accuracy</th><th>declined by</th><th>note</th></tr>
 {"".join(rows)}</table>
-<h2>Accuracy</h2>
+{earlier}<h2>Accuracy</h2>
 <p>Finished jobs, one bar each (dashed: the majority-class baseline on the public test set).</p>
 {accuracy_svg(jobs)}
 </body></html>"""

@@ -65,6 +65,24 @@ def test_the_store_takes_the_next_job_by_reading_its_record_alone_however_many_j
     assert store.next_queued() is None
 
 
+def test_the_status_page_reads_only_the_last_jobs_of_a_long_lived_store_and_says_how_many_it_left_out(tmp_path):
+    from privfed.server.service import STATUS_JOBS, CoordinatorService, ServiceConfig
+
+    service = CoordinatorService(
+        ServiceConfig(store=tmp_path, listen="127.0.0.1:0", status_listen=None, dataset="synthetic"), tls=None
+    )
+    job = {"task": "ncc", "epsilon": 1.0, "owners": 2}
+    ids = [service.store.submit(job, "alice").job_id for _ in range(STATUS_JOBS + 5)]
+    reads, read = [], service.store.get
+    service.store.get = lambda job_id: reads.append(job_id) or read(job_id)  # the real store, its reads counted
+    snapshot = service.snapshot()
+    assert [j["job_id"] for j in snapshot["jobs"]] == ids[5:] and snapshot["earlier"] == 5
+    assert sorted(reads) == sorted(ids[5:])  # the left-out jobs' records are not read
+    page = render(snapshot)
+    assert '<p id="earlier">5 earlier jobs not shown' in page and ids[0] not in page and ids[-1] in page
+    assert [r.job_id for r in service.store.all()] == ids and service.store.all(last=0) == []
+
+
 def test_a_job_file_takes_the_simulate_keys_of_a_job_and_one_epsilon():
     assert job_settings({"task": "bdt", "epsilon": [2.0], "owners": 30, "rounds": 3, "n-bins": 8, "C": 0.5}) == {
         "task": "bdt",
