@@ -69,7 +69,8 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -231,9 +232,9 @@ class Ledger:
         ``releases_ts``), never the owner's whole history: every job but one is the owner's exact running
         sum less that job's releases, computed exactly (equal to ``fsum`` of the releases it keeps)."""
         require_name("owner_id", owner_id)
-        conn = self._db()
         if job is None and since is None:
-            return self._spent_but(conn, owner_id, other_than)
+            return self._spent_but(owner_id, other_than)
+        conn = self._db()
         where, args = ["owner_id = ?"], [owner_id]
         for clause, value in (("job = ?", job), ("job != ?", other_than), ("ts >= datetime('now', ?)", since)):
             if value is not None:
@@ -242,12 +243,9 @@ class Ledger:
         rows = conn.execute(f"SELECT epsilon, delta FROM releases WHERE {' AND '.join(where)}", args).fetchall()
         return Budget(math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
 
-    def _spent_but(self, conn: sqlite3.Connection, owner_id: str, job: str | None) -> Budget:
+    def _spent_but(self, owner_id: str, job: str | None) -> Budget:
         """The owner's exact running sums less the releases of ``job`` (None: none), in one read snapshot."""
-        conn.execute("BEGIN")
-        try:
-            conn.execute("SELECT 1 FROM releases LIMIT 1").fetchall()  # starts the read snapshot
-            self._fresh()
+        with self._read_snapshot() as conn:
             record = self._records(conn, [owner_id])[owner_id]
             epsilon, delta = record.epsilon.copy(), record.delta.copy()
             if job is not None:
@@ -256,9 +254,21 @@ class Ledger:
                 ):
                     epsilon.add(-e)
                     delta.add(-d)
+        return Budget(epsilon.value(), delta.value())
+
+    @contextmanager
+    def _read_snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read snapshot of the file (a read transaction, started by its first read), the cache
+        checked against it (:meth:`_fresh`): what is read inside belongs to one moment even when
+        another process commits meanwhile."""
+        conn = self._db()
+        conn.execute("BEGIN")
+        try:
+            conn.execute("SELECT 1 FROM releases LIMIT 1").fetchall()  # starts the snapshot
+            self._fresh()
+            yield conn
         finally:
             conn.execute("COMMIT")  # a read: nothing to write
-        return Budget(epsilon.value(), delta.value())
 
     def nonprivate_count(self, owner_id: str) -> int:
         """How many non-private releases the owner made (module docstring, "Non-private entries")."""
@@ -307,15 +317,10 @@ class Ledger:
         O(1) per owner in its history (module docstring, "Cost against an owner's history"): the
         release ids are a view (:class:`ReleaseIds`) of those recorded at this moment."""
         ids = list(dict.fromkeys(require_name("owner_id", o) for o in owner_ids))
-        conn = self._db()
-        conn.execute("BEGIN")  # one snapshot of the file for the records, the sums and the ids' bound
-        try:
-            upto = conn.execute("SELECT coalesce(max(seq), 0) FROM releases").fetchone()[0]  # starts it
-            self._fresh()
+        with self._read_snapshot() as conn:  # the records, the sums and the ids' bound of one moment
+            upto = conn.execute("SELECT coalesce(max(seq), 0) FROM releases").fetchone()[0]
             records = self._records(conn, ids)
             sums = self._rows.sums(conn, [k for o in ids for k in self.accounts(o)])
-        finally:
-            conn.execute("COMMIT")  # a read: nothing to write
         return {
             o: Standing(
                 Budget(*self._rows.most((r.epsilon.value(), r.delta.value()), sums, o)),

@@ -118,7 +118,7 @@ class ExactSum:
 
     @classmethod
     def of(cls, values: list[float]) -> ExactSum:
-        """The running sum of ``values`` (a record read back from the file)."""
+        """The running sum of ``values``."""
         s = cls()
         for x in values:
             s.add(x)
