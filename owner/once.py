@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import Any
 
 #: Bits of the filter (2 MiB) and bits set per id.
 BITS = 1 << 24
@@ -47,3 +48,14 @@ class NeverAgain:
             return False
         bits = self._bits
         return all(bits[p >> 3] & (1 << (p & 7)) for p in self._positions(item))
+
+    def forget_oldest(self, kept: dict[str, Any], keep: int) -> list[str]:
+        """Drop the first-inserted entries of ``kept`` beyond ``keep`` and remember their keys here
+        (never taken again); returns the keys dropped, oldest first."""
+        gone = []
+        while len(kept) > keep:
+            key = next(iter(kept))
+            del kept[key]
+            self.add(key)
+            gone.append(key)
+        return gone

@@ -180,18 +180,8 @@ class SecAggDriver:
             self._machines[session_id] = {}
             hosted = self._machines[session_id]
             self._agreements[session_id] = CohostedAgreements(lambda peer: peer in hosted)
-            while len(self._machines) > KEPT_SESSIONS:
-                gone = next(iter(self._machines))
-                self._forgotten.add(gone)
-                tables = (
-                    self._machines,
-                    self._certificates,
-                    self._keys,
-                    self._members,
-                    self._agreements,
-                    self._verified,
-                )
-                for table in tables:
+            for gone in self._forgotten.forget_oldest(self._machines, KEPT_SESSIONS):
+                for table in (self._certificates, self._keys, self._members, self._agreements, self._verified):
                     table.pop(gone, None)
                 self._adverts = {k: a for k, a in self._adverts.items() if k[0] != gone}
         machine = SecAggOwner(

@@ -135,10 +135,7 @@ def note_run(node: NodeState, config: BoostConfig) -> None:
         raise RemoteProtocolError(
             f"boosting run {run_id!r}: this task's config differs from the one this node already saw for the run"
         )
-    while len(node.runs) > KEPT_RUNS:
-        gone = next(iter(node.runs))
-        node.forgotten_runs.add(gone)
-        del node.runs[gone]
+    node.forgotten_runs.forget_oldest(node.runs, KEPT_RUNS)
 
 
 class BoostShareKind(TaskKind[BoostShareTask]):
