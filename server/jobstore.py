@@ -105,13 +105,9 @@ class JobStore:
             raise ConfigError(f"no job {job_id!r}; `privfed jobs` lists them") from None
         return JobRecord(**doc)
 
-    def all(self, last: int | None = None) -> list[JobRecord]:
-        """Every job, in submission order; only the ``last`` submitted if given (only their records
-        are read)."""
-        ids = self.ids()
-        if last is not None:
-            ids = ids[max(len(ids) - last, 0) :]
-        return [self.get(job_id) for job_id in ids]
+    def all(self) -> list[JobRecord]:
+        """Every job, in submission order."""
+        return [self.get(job_id) for job_id in self.ids()]
 
     def ids(self) -> list[str]:
         """Every job's id, in submission order (a directory listing: no record is read)."""

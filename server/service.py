@@ -232,9 +232,10 @@ class CoordinatorService:
         """What the status page shows: the summaries of the :data:`STATUS_JOBS` last submitted jobs
         (``privfed jobs`` lists every one), how many earlier ones it leaves out, and the owner nodes.
         Its cost does not grow with the jobs a long-lived service ran."""
-        total = len(self.store.ids())
-        jobs = [self.summary(r) for r in self.store.all(last=STATUS_JOBS)]
-        return {"jobs": jobs, "earlier": total - len(jobs), "nodes": self.owners_online()}
+        ids = self.store.ids()
+        shown = ids[-STATUS_JOBS:]
+        jobs = [self.summary(self.store.get(job_id)) for job_id in shown]
+        return {"jobs": jobs, "earlier": len(ids) - len(shown), "nodes": self.owners_online()}
 
     def owners_online(self) -> dict[str, Any]:
         """Nodes registered, each with its owners and whether it has called lately."""
