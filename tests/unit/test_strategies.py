@@ -232,7 +232,7 @@ def test_the_privacy_split_of_the_result_is_what_the_owners_ledgers_debit(data, 
 
 @pytest.mark.parametrize("strategy", [NccStrategy, LrStrategy])
 def test_an_unknown_mechanism_is_refused_when_the_strategy_is_built(strategy, data):
-    with pytest.raises(ConfigError, match=r"^mechanism must be one of \('pm', 'duchi', 'laplace'\), got 'gauss'$"):
+    with pytest.raises(ConfigError, match=r"^mechanism must be one of \('pm', 'hm', 'duchi', 'laplace'\), got 'gauss'$"):
         strategy(mechanism="gauss", epsilon=1.0, n_classes=2, bounds=data.bounds)
 
 
