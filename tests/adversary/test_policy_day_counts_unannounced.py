@@ -5,7 +5,7 @@ carry the empty job). Restarted with ``max_epsilon_per_day``, it must count them
 other jobs spent today", or a coordinator spends the day's limit unannounced first and then again
 in an announced job. Over the real protocol: the hostile coordinator spends 1.0 unannounced, the
 owner restarts with a daily limit of 1.5, the coordinator announces a job of 1.0: declined (rule
-``epsilon_per_day``), nothing debited. (The audit of wt-redteam found this path sound: an entry
+``epsilon_per_day``), nothing debited. (The path holds: an entry
 without a job is stored as '' -- not NULL, which SQL's ``job != ?`` would have skipped.)
 """
 
