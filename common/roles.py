@@ -29,5 +29,10 @@ def role_of(pem: bytes) -> str:
         cert = x509.load_pem_x509_certificate(pem)
     except ValueError as exc:
         raise ConfigError(f"not a PEM certificate ({exc})") from exc
+    return certificate_role(cert)
+
+
+def certificate_role(cert: x509.Certificate) -> str:
+    """The role a parsed certificate carries (:func:`role_of`)."""
     units = [a.value for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)]
     return DATA_USER if DATA_USER in units else "node"

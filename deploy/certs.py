@@ -50,6 +50,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from privfed.common.errors import ConfigError
 from privfed.common.roles import DATA_USER
+from privfed.owner.keys import OWNER_NODE_NAME
 
 VALIDITY = dt.timedelta(days=365)
 #: The directory of the CA's own files, inside ``--out``.
@@ -350,6 +351,9 @@ def make_certs(
     clash = sorted(set(users) & {COORDINATOR, CA_DIR, *names})
     if clash or len(set(users)) != len(users):
         raise ConfigError(f"--data-user names must be distinct from each other and from the nodes, got {users}")
+    node_like = [u for u in users if OWNER_NODE_NAME.fullmatch(u)]
+    if node_like:  # owners accept no data user's key as a peer's, but the name would still mislead
+        raise ConfigError(f"--data-user {node_like[0]!r} is an owner node's name (owner-<i>); choose another")
     out.mkdir(parents=True, exist_ok=True)
     found = _existing(out, [COORDINATOR, *names, *users])
     if found and not (force or add):

@@ -60,7 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--queries",
         type=Path,
         required=True,
-        help="query rows: CSV (F feature columns, optionally label columns after them, ignored) or NPZ with X",
+        help="query rows: CSV (the F feature columns only; label columns after them only with --schema) or NPZ with X",
     )
     p.add_argument(
         "--train-data",
@@ -112,6 +112,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(default %(default)s: a binary lr model; a K-class lr model needs K, feddpdr its k)",
     )
     p.add_argument(
+        "--schema",
+        type=Path,
+        help="the federation schema file as this owner holds it: the model must read rows by it (same sha256) "
+        "and the query file is read by it, so the coordinator cannot name another column a feature; without "
+        "it, keep only the feature columns in --queries",
+    )
+    p.add_argument(
         "--out",
         type=Path,
         help="write the label values to this CSV instead of printing them (header: the schema's label name, "
@@ -134,4 +141,5 @@ def query_config(args: argparse.Namespace) -> QueryConfig:
         max_rank=args.max_rank,
         out=args.out,
         probabilities=args.probabilities,
+        schema=args.schema,
     )

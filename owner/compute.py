@@ -5,8 +5,10 @@ computation raises, or a release that is not finite or outside the wire's range 
 replaced by the kind's data-independent fallback (the same mechanism around a public value), so whether and
 what an owner answers never tells a coordinator that a row made the computation fail. A batch of one kind's
 releases is computed together (``TaskKind.compute_many``, issue 27) where the kind can; a batched call that
-fails or gives an unsendable release leaves those releases to :func:`compute_release`, one by one (a draw that
-never leaves the node releases nothing).
+fails leaves its releases to :func:`compute_release`, one by one. An unsendable release of the batch is replaced
+by its fallback, never drawn again: a second draw made because the first was unsendable would release the
+mechanism's output conditioned on that event, up to twice its ε if the event depends on the rows (rejection
+sampling), while the fallback keeps the release ``M(x)`` or a data-independent value, as alone.
 """
 
 from __future__ import annotations
@@ -69,8 +71,8 @@ def compute_release(kind: TaskKind[Any], task: Task, owner: LocalOwner) -> Relea
 
 def compute_together(kind: TaskKind[Any], tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release | None]:
     """Releases of one kind's debited ``tasks`` (at most :data:`TOGETHER`) in one ``compute_many`` call, in
-    order; None where the release is left to :func:`compute_release` (the kind has no batched computation, the
-    call raised, or that release is not sendable)."""
+    order (an unsendable one replaced by its fallback); None where the release is left to
+    :func:`compute_release` (the kind has no batched computation, or the call raised)."""
     try:
         releases = kind.compute_many(list(tasks), list(owners))
     except Exception as exc:  # noqa: BLE001 - totality: each task is then computed alone
@@ -79,10 +81,10 @@ def compute_together(kind: TaskKind[Any], tasks: Sequence[Task], owners: Sequenc
     if releases is None:
         return [None] * len(tasks)
     out: list[Release | None] = []
-    for task, release in zip(tasks, releases, strict=True):
+    for task, owner, release in zip(tasks, owners, releases, strict=True):
         if is_sendable(release):
             out.append(release)
-        else:  # computed alone, with its fallback; a draw that does not leave costs nothing
-            log.error("task %s for %s: %s; computed alone", task.task_id, task.owner_id, _UNSENDABLE)
-            out.append(None)
+        else:  # its fallback, not a second draw (module docstring)
+            log.error("task %s for %s: %s; its fallback is released", task.task_id, task.owner_id, _UNSENDABLE)
+            out.append(kind.fallback(task.spec, owner.public, owner.n_rows, owner.rng))
     return out

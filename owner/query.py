@@ -96,6 +96,19 @@ label than the linear algebra promises; the number of cleaned values outside the
 logged. (``projection`` never lengthens ``x − c``, so an in-bounds row stays inside FedDPDR's
 unit ball; LR's box can still be left along ``A_d``.) Raw query rows are not clipped either.
 
+Columns
+-------
+Which columns of the query file are the model's features is the schema's word: by default the
+schema (or, without one, the feature count F) of the GetModel answer, i.e. the coordinator's. A
+hostile coordinator can then name a column the owner never meant to send -- a label or a
+confidential column kept after the features, an id -- as a feature and point ``A_d`` at it: the
+rank bound holds, but the one direction read is that column, sent exactly. ``--schema FILE`` pins
+the federation schema the owner holds (as ``privfed owner --schema`` does): the model's schema must
+be the same (sha256) and its bounds must have the schema's feature count, and the query file is
+read by the owner's copy, which may read a label column past. Without it a query file holds the
+features only: a column besides the F the model reads is refused, so a file that passes with an
+honest model has nothing else for a hostile one to name.
+
 Wire
 ----
 Rows travel as int64 indices on the 2^-20 grid (proto ``Reports``); the rounding moves each
@@ -173,6 +186,9 @@ class QueryConfig:
         CSV to write the label values to (header: the schema's label name, else ``label``); None prints them.
     probabilities : bool
         ``--probabilities``: also ask for class probabilities (refused for a model without them).
+    schema : Path or None
+        ``--schema``: the federation schema as the owner holds it ("Columns"); the model must read
+        rows by it, and the query file is read by it, not by the coordinator's word.
 
     Raises
     ------
@@ -193,6 +209,7 @@ class QueryConfig:
     max_rank: int = DEFAULT_MAX_RANK
     out: Path | None = None
     probabilities: bool = False
+    schema: Path | None = None
 
     def __post_init__(self) -> None:
         utility_loss = check_non_negative(
@@ -481,7 +498,9 @@ def run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
             rank,
             config.max_rank,
         )
-        queries = query_rows(config.queries, model.schema, F)
+        queries = query_rows(
+            config.queries, pinned_schema(config, model.schema, F), F, pinned=config.schema is not None
+        )
         X_own = Y_conf = None
         if training is not None and train_table is not None:
             X_own, Y_conf = _confidential_columns(training, train_table, F)
@@ -516,18 +535,47 @@ def run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
     return 0
 
 
-def query_rows(path: Path, schema: FederationSchema | None, n_features: int) -> np.ndarray:
-    """The query rows as the model reads them: by the federation schema when the model names one
-    (columns matched by the header's names, categories one-hot, missing cells filled, a label
-    column read past), else the first F numeric columns (:func:`read_table`)."""
+def pinned_schema(config: QueryConfig, served: FederationSchema | None, n_features: int) -> FederationSchema | None:
+    """The schema the query file is read by: the owner's ``--schema`` if given ("Columns"), which the
+    model's must equal (sha256) and whose feature count its bounds must have; else the model's own."""
+    if config.schema is None:
+        return served
+    from privfed.common.datasets import read_schema
+
+    own = read_schema(config.schema)
+    if served is not None and served.digest() != own.digest():
+        why = f"it reads rows by another schema (sha256 {served.digest()[:12]}, --schema's {own.digest()[:12]})"
+    elif own.d != n_features:
+        why = f"its bounds have {n_features} features, the schema {own.d}"
+    else:
+        return own
+    raise RemoteProtocolError(f"model {config.model_id!r}: {why}; nothing sent")
+
+
+def query_rows(path: Path, schema: FederationSchema | None, n_features: int, *, pinned: bool = False) -> np.ndarray:
+    """The query rows as the model reads them: by the federation schema when there is one (columns
+    matched by the header's names, categories one-hot, missing cells filled), else the first F
+    numeric columns (:func:`read_table`). Columns besides the features (a label) are read past only
+    under the owner's own schema (``pinned``, ``--schema``); under the coordinator's word they are
+    refused ("Columns")."""
+    name = Path(path).name
     if schema is not None and not _is_npz(path):
         from privfed.common.datasets import read_table as read_raw_table
 
         loaded = schema.load(read_raw_table(path), labels=None)
         for note in loaded.notes():
             log.info("--queries %s", note)
-        return loaded.X
-    queries, _ = split_features(read_table(path, "--queries"), n_features, f"--queries {Path(path).name}")
+        others = len(loaded.ignored) + (loaded.y is not None)
+        queries = loaded.X
+    else:
+        queries, rest = split_features(read_table(path, "--queries"), n_features, f"--queries {name}")
+        others = rest.shape[1]
+    if others and not pinned:
+        raise ConfigError(
+            f"--queries {name}: {others} column(s) besides the model's {n_features} features; which columns are "
+            "features is the coordinator's word, so a query file holds the features only: drop the others (a "
+            "label), or pin the federation schema you hold with --schema; nothing sent"
+        )
     return queries
 
 

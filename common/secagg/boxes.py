@@ -49,6 +49,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from cryptography.x509.oid import NameOID
 
 from privfed.common.errors import ConfigError, LocalProtocolError, RemoteProtocolError
+from privfed.common.roles import DATA_USER, certificate_role
 
 NONCE_BYTES = 12
 TAG_BYTES = 16
@@ -193,7 +194,9 @@ def _cert_names(cert: x509.Certificate) -> set[str]:
 
 @lru_cache(maxsize=4096)
 def _vouches(cert: x509.Certificate, ca_cert: x509.Certificate, identity: str) -> None:
-    """Raise unless ``cert`` is directly issued by ``ca_cert``, is no CA, may sign, and names ``identity``.
+    """Raise unless ``cert`` is directly issued by ``ca_cert``, is no CA nor a data user's, may sign, and
+    names ``identity``. A data-user certificate (:mod:`privfed.common.roles`) submits jobs; it vouches for
+    no owner's key, whatever its name (a hostile coordinator would list its holder as a ring peer).
 
     Time-independent, so cached per (certificate, CA, identity) (a raise is not cached): a node
     checks the chain of each peer node once, not once per signed key (~150 µs of ECDSA each; a
@@ -210,6 +213,10 @@ def _vouches(cert: x509.Certificate, ca_cert: x509.Certificate, identity: str) -
             raise RemoteProtocolError(f"certificate {cert.subject.rfc4514_string()} is a CA, not an owner certificate")
     except x509.ExtensionNotFound:
         pass
+    if certificate_role(cert) == DATA_USER:
+        raise RemoteProtocolError(
+            f"certificate {cert.subject.rfc4514_string()} is a data user's: it vouches for no owner"
+        )
     try:
         if not cert.extensions.get_extension_for_class(x509.KeyUsage).value.digital_signature:
             raise RemoteProtocolError(f"certificate {cert.subject.rfc4514_string()} does not allow digital signatures")

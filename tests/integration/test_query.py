@@ -116,13 +116,14 @@ def served(tmp_path_factory):
     files = {"train": tmp / "train.csv", "queries": tmp / "queries.csv"}
     # train.csv: F features, then the desired label and two confidential labels (columns 1, 2).
     np.savetxt(files["train"], np.column_stack([own.X, own.y, conf_own]), delimiter=",", fmt="%.17g")
-    # queries.csv: F features with their labels after them (the tool must ignore those).
+    # queries.csv: the F features only (without --schema a label column is refused: the model says which
+    # columns are features; tests/adversary/test_query_columns_attack.py reads labels past under --schema).
     np.savetxt(
         files["queries"],
-        np.column_stack([queries, test.y[pick], conf_queries]),
+        queries,
         delimiter=",",
         fmt="%.17g",
-        header=",".join([f"f{j}" for j in range(train.d)] + ["y", "c0", "c1"]),
+        header=",".join(f"f{j}" for j in range(train.d)),
         comments="",
     )
 

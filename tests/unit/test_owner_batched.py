@@ -84,9 +84,19 @@ def test_an_ncc_batch_gives_each_owner_its_own_rows():
         np.testing.assert_array_equal(r.payload.labels, o.y)
 
 
-def test_a_release_the_batch_cannot_send_is_computed_alone(monkeypatch):
-    """A non-finite value from the batch leaves nothing: that owner's release is computed alone."""
+def test_a_release_the_batch_cannot_send_is_its_fallback_not_a_second_draw(monkeypatch):
+    """A non-finite value from the batch leaves nothing: that owner releases its fallback, and nothing
+    is drawn again from its rows (a redraw conditioned on the first draw is rejection sampling)."""
     real = LrShareKind.compute_many
+    computed, fallbacks = [], []
+    monkeypatch.setattr(LrShareKind, "compute", lambda self, task, spec, owner: computed.append(task.task_id))
+    real_fallback = LrShareKind.fallback
+
+    def fallback(self, spec, public, n_rows, rng):
+        fallbacks.append(n_rows)
+        return real_fallback(self, spec, public, n_rows, rng)
+
+    monkeypatch.setattr(LrShareKind, "fallback", fallback)
 
     def one_bad(self, tasks, owners):
         out = real(self, tasks, owners)
@@ -99,3 +109,4 @@ def test_a_release_the_batch_cannot_send_is_computed_alone(monkeypatch):
     spec = LrShareTask("pm", 1.0, 4.0, 1.0, 2, BOUNDS)
     results = core.answer([Task(f"t{i}", o.owner_id, "r", spec) for i, o in enumerate(owners)]).results
     assert all(np.all(np.isfinite(r.payload.reports)) for r in results)
+    assert computed == [] and fallbacks == [2]

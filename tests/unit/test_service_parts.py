@@ -105,6 +105,23 @@ def test_privfed_jobs_lists_the_last_n_jobs_reading_only_their_records_and_every
             api.list({"last": bad}, "alice")
 
 
+def test_a_data_user_cannot_cancel_another_data_users_job(tmp_path):
+    """Any data user reads every job (the federation's public record); only its submitter cancels it."""
+    from privfed.server.jobapi import JobApi
+    from privfed.server.service import CoordinatorService, ServiceConfig
+
+    service = CoordinatorService(
+        ServiceConfig(store=tmp_path, listen="127.0.0.1:0", status_listen=None, dataset="synthetic"), tls=None
+    )
+    api = JobApi(service, require_role=False)
+    job_id = service.store.submit({"task": "ncc", "epsilon": 1.0, "owners": 2}, "alice").job_id
+    with pytest.raises(ConfigError, match="only they may cancel it"):
+        api.cancel({"job_id": job_id}, "bob")
+    assert service.store.get(job_id).state == "queued"
+    assert api.show({"job_id": job_id}, "bob")["job"]["data_user"] == "alice"
+    assert api.cancel({"job_id": job_id}, "alice")["state"] == "cancelled"
+
+
 def test_a_job_file_takes_the_simulate_keys_of_a_job_and_one_epsilon():
     assert job_settings({"task": "bdt", "epsilon": [2.0], "owners": 30, "rounds": 3, "n-bins": 8, "C": 0.5}) == {
         "task": "bdt",
