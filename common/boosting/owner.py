@@ -34,7 +34,8 @@ from privfed.common.learners.logistic import LinearModel, fit_local_logistic, lr
 from privfed.common.learners.ncc import NccShare, NearestCentroidModel, ncc_share
 from privfed.common.learners.samme import max_alpha
 from privfed.common.learners.stump import Stump, binarize
-from privfed.common.learners.stump_encodings import SampledReports, encoding_shares
+from privfed.common.learners.stump_encodings import encoding_shares
+from privfed.common.learners.stump_sampled_encoding import SampledReports
 
 #: The base learners a boosting run can hold (``base``: stump, ncc, lr).
 Learner = Stump | NearestCentroidModel | LinearModel

@@ -61,7 +61,7 @@ from numpy.typing import ArrayLike
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.learners.stump_encodings import SampledReports
+from privfed.common.learners.stump_sampled_encoding import SampledReports
 from privfed.common.mechanisms import KaryRandomizedResponse, Mechanism
 from privfed.common.mechanisms.frequency import DirectEncoding
 from privfed.common.mechanisms.label_sign import LabelSignResponse

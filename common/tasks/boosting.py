@@ -25,7 +25,8 @@ import numpy as np
 
 from privfed.common.errors import ConfigError
 from privfed.common.learners.ncc import NccShare
-from privfed.common.learners.stump_encodings import RowEncoding, SampledReports
+from privfed.common.learners.stump_row_encoding import RowEncoding
+from privfed.common.learners.stump_sampled_encoding import SampledReports
 from privfed.common.secagg.messages import InputRequest, MaskedInput
 from privfed.common.tasks.base import Kind, LedgerEntries, Payload
 from privfed.common.tasks.contract import (

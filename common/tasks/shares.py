@@ -25,7 +25,7 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import n_parameters
 from privfed.common.learners.ncc import LABEL_SCHEMES, JointLabelEncoding, joint_encoding
-from privfed.common.learners.stump_encodings import SampledReports
+from privfed.common.learners.stump_sampled_encoding import SampledReports
 from privfed.common.mechanisms import make_mechanism
 from privfed.common.tasks.base import Kind, LedgerEntries, Payload
 from privfed.common.tasks.contract import (

@@ -242,7 +242,7 @@ def test_a_sampled_stump_share_that_does_not_fit_the_encoding_is_dropped_alone(d
     that owner twice) or a report outside the oracle's domain is dropped, the rest of the group kept."""
     import dataclasses
 
-    from privfed.common.learners.stump_encodings import SampledReports
+    from privfed.common.learners.stump_sampled_encoding import SampledReports
     from privfed.server.strategies.boosting import _FederationSteps
 
     fb = _booster(data, epsilon=4.0, weight_bound=40.0)
