@@ -95,7 +95,7 @@ _EXPORTS = {
     "lr_share": "logistic",
     "LdpNearestCentroid": "estimators",
     "NccShare": "ncc",
-    "NearestCentroidModel": "ncc",
+    "NearestCentroidModel": "ncc_model",
     "ncc_centroids": "ncc",
     "ncc_class_sums": "ncc",
     "ncc_share": "ncc",

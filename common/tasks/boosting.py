@@ -182,7 +182,7 @@ class NccRowsReply:
 @dataclass(frozen=True)
 class JointNccReply:
     """A nearest-centroid share under ``labels="joint"``: per row the feature it sampled and one k-RR
-    report of its (label, sign) pair in ``0..2K`` (:class:`~privfed.common.learners.ncc.JointLabelEncoding`)."""
+    report of its (label, sign) pair in ``0..2K`` (:class:`~privfed.common.learners.ncc_joint.JointLabelEncoding`)."""
 
     features: np.ndarray  # (m,) int
     reports: np.ndarray  # (m,) int

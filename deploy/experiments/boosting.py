@@ -128,7 +128,7 @@ bdt-error (Figs. 13-14) and boosted-ncc (Fig. 10)
     **Boosted NCC on MNIST** (Fig. 10; 10 classes, 4000 training owners, 400 per round). Label
     schemes (``--labels``; :mod:`privfed.common.learners.ncc`): ``joint`` (default), one (2K + 1)-ary
     randomized response of (label, sign of one sampled feature) per row at the whole share ε, the
-    row taking part with probability ``w / B`` (:class:`~privfed.common.learners.ncc.JointLabelEncoding`);
+    row taking part with probability ``w / B`` (:class:`~privfed.common.learners.ncc_joint.JointLabelEncoding`);
     ``rr``, the features by PM at 0.8 of the share ε and the label by 10-ary randomized response at
     0.2; ``clear``, the paper's, the label unprotected. Test misclassification after round 1 -> round
     10, mean ± standard error over 10 runs (``privfed experiment boosted-ncc --datasets mnist-box

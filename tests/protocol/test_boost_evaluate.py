@@ -26,7 +26,7 @@ from privfed.common.boosting.wire import at_round, config_to_dict, empty_history
 from privfed.common.bounds import Bounds
 from privfed.common.errors import RoundFailed
 from privfed.common.identity import owner_id
-from privfed.common.learners.ncc import NearestCentroidModel
+from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.ledger import Ledger
 from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key

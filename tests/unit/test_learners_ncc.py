@@ -13,15 +13,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.learners.estimators import LdpNearestCentroid
-from privfed.common.learners.ncc import (
-    JointLabelEncoding,
-    NccShare,
-    NearestCentroidModel,
-    ncc_centroids,
-    ncc_class_sums,
-    ncc_share,
-    split_label_budget,
-)
+from privfed.common.learners.ncc import NccShare, ncc_centroids, ncc_class_sums, ncc_share, split_label_budget
+from privfed.common.learners.ncc_joint import JointLabelEncoding
+from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
 
 BOUNDS = Bounds(np.array([-6.0, -6.0, 0.0, -1.0]), np.array([8.0, 6.0, 10.0, 1.0]))

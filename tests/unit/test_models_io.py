@@ -31,7 +31,7 @@ def test_unknown_or_broken_files_are_refused(tmp_path):
 
 def test_scale_aware_nearest_centroid_roundtrip_keeps_its_bounds(tmp_path):
     from privfed.common.bounds import Bounds
-    from privfed.common.learners.ncc import NearestCentroidModel
+    from privfed.common.learners.ncc_model import NearestCentroidModel
 
     bounds = Bounds(np.array([0.0, 0.0]), np.array([1.0, 1000.0]))
     model = NearestCentroidModel([[0.2, 500.0], [0.8, 520.0]], bounds=bounds)
