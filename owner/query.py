@@ -521,7 +521,7 @@ def query_rows(path: Path, schema: FederationSchema | None, n_features: int) -> 
     (columns matched by the header's names, categories one-hot, missing cells filled, a label
     column read past), else the first F numeric columns (:func:`read_table`)."""
     if schema is not None and not _is_npz(path):
-        from privfed.common.datasets import read_table as read_raw_table
+        from privfed.common.dataset_files import read_table as read_raw_table
 
         loaded = schema.load(read_raw_table(path), labels=None)
         for note in loaded.notes():
