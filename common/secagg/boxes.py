@@ -416,7 +416,7 @@ def local_boxes(
 ) -> dict[str, dict[str, Box]]:
     """``boxes[owner][peer]`` for owners whose keys all live in one process (tests, simulations, benchmarks).
 
-    ``peers_of(owner)`` limits the pairs built (e.g. :func:`privfed.common.secagg.ring.ring_peers`);
+    ``peers_of(owner)`` limits the pairs built (e.g. :func:`privfed.common.secagg.ring_topology.ring_peers`);
     by default every ordered pair, which costs ``N(N-1)`` X25519 exchanges.
     """
     publics = {owner: public_bytes(key) for owner, key in private_keys.items()}
