@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from privfed.common.errors import PrivfedError
-from privfed.deploy.argtypes import address, listen_address
+from privfed.deploy.argtypes import address, listen_address, positive_int
 from privfed.deploy.tlsflags import add_tls
 from privfed.deploy.tlsflags import tls_files as _tls
 
@@ -22,6 +22,8 @@ log = logging.getLogger("privfed.coordinator")
 
 #: Seconds a job API call may take (every call only reads or writes the store).
 CALL_TIMEOUT = 30.0
+#: Jobs ``privfed jobs`` lists by default, the last submitted (``--all``: every one).
+JOBS_SHOWN = 50
 
 
 class DataFlags(Protocol):
@@ -82,7 +84,16 @@ def add_jobs(sub: argparse._SubParsersAction) -> None:
     """``privfed jobs`` on ``sub``."""
     p = sub.add_parser("jobs", help="list a coordinator service's jobs")
     _client(p)
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--json", action="store_true", help="print JSON (a list of the jobs shown)")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--last",
+        type=positive_int,
+        default=JOBS_SHOWN,
+        metavar="N",
+        help=f"the N last submitted jobs (default {JOBS_SHOWN}); a line says how many earlier ones are left out",
+    )
+    shown.add_argument("--all", action="store_true", help="every job the service holds")
     p.set_defaults(func=_jobs)
 
 
@@ -171,7 +182,8 @@ def _submit(args: argparse.Namespace) -> int:
 def _jobs(args: argparse.Namespace) -> int:
     from privfed.server.statuspage import declined_by_node
 
-    jobs = call(args, "List", {})["jobs"]
+    answer = call(args, "List", {} if args.all else {"last": args.last})
+    jobs, earlier = answer["jobs"], int(answer.get("earlier") or 0)
     if args.json:
         print(json.dumps(jobs, indent=2))
         return 0
@@ -193,6 +205,8 @@ def _jobs(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    if earlier:
+        print(f"{earlier} earlier job(s) not shown; --all lists every job, --last N the N last")
     return 0
 
 

@@ -17,7 +17,7 @@ a coordinator sends; the gRPC node (``privfed.owner.node``) and the in-process t
    read until here, so **whether a task is refused is a function of public inputs**;
 3. **debit**: every accepted release of the batch is committed in ONE ledger transaction (one
    fsync for thousands of owners) *before anything is computed*;
-4. **compute**, in task order. Compute is total: whatever it raises, or a release that is not
+4. **compute**, in task order (:mod:`privfed.owner.compute`). Compute is total: whatever it raises, or a release that is not
    finite or outside the wire's range, is replaced by the kind's data-independent fallback (the
    same mechanism around a public value). The release leaves whatever happened: once rows have
    been read, nothing is refused any more (issue 20, finding 2). A release that goes through a
@@ -43,7 +43,7 @@ import logging
 import math
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,10 +51,10 @@ import numpy as np
 from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError, ProtocolError
 from privfed.common.jobinfo import JobInfo
 from privfed.common.ledger import Debit, Ledger, Standing
-from privfed.common.mechanisms.base import REPORT_LIMIT
 from privfed.common.secagg.boxes import generate_private_key
 from privfed.common.secagg.ring import Outbound
 from privfed.common.tasks import Refusal, Result, Task
+from privfed.owner.compute import TOGETHER, compute_release, compute_together
 from privfed.owner.history import HistoryRewritten, applied_digest
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.kinds import OwnerKind, kind_of
@@ -93,10 +93,6 @@ class _Admitted:
 _Planned = Result | _Admitted | tuple[Task, StepKind]
 #: At most this many accepted (spec, owner configuration) pairs are kept (:meth:`OwnerCore._validate`).
 KEPT_ACCEPTED = 4096
-#: At most this many releases are computed in one ``compute_many`` call: a batch answered in one
-#: pass (the in-process transport's) keeps its temporaries bounded.
-TOGETHER = 1024
-_UNSENDABLE = "the release is not finite or outside the wire's range"
 
 
 def refusal_for(task: Task, exc: BaseException, *, detail: bool = True) -> Result:
@@ -121,23 +117,6 @@ def refusal_for(task: Task, exc: BaseException, *, detail: bool = True) -> Resul
         code = "internal"
     log.warning("refusing task %s for %s (%s): %s", task.task_id, task.owner_id, code, exc)
     return Result(task.task_id, task.owner_id, Refusal.of(code, text if detail else ""))
-
-
-def is_sendable(release: object) -> bool:
-    """Every array of a release finite, and every report within the wire's range (:data:`REPORT_LIMIT`)."""
-    arrays = (
-        [(f.name, getattr(release, f.name)) for f in fields(release)]
-        if is_dataclass(release)
-        else [("values", release)]
-    )
-    for name, a in arrays:
-        if not isinstance(a, np.ndarray) or not a.size:
-            continue
-        if a.dtype.kind not in "iuf" or not np.all(np.isfinite(a)):
-            return False
-        if name == "reports" and np.max(np.abs(a)) >= REPORT_LIMIT:
-            return False
-    return True
 
 
 class OwnerCore:
@@ -373,7 +352,7 @@ class OwnerCore:
             if p.cached is not None:
                 release = p.cached.payload
             else:
-                release = p.release if p.release is not None else self._compute(kind, task, p.owner)
+                release = p.release if p.release is not None else compute_release(kind, task, p.owner)
                 kind.released(task, spec, release, p.owner, self.node)
             mod = kind.mod(spec)
             if mod is None:
@@ -388,48 +367,18 @@ class OwnerCore:
 
     @staticmethod
     def _compute_together(debited: list[_Admitted]) -> None:
-        """Each kind's debited releases of the batch in one ``compute_many`` call (issue 27); a kind
-        without one, a call that raises, or a release that is not sendable leaves them to
-        :meth:`_compute`, one by one (a draw that never leaves the node releases nothing)."""
+        """Each kind's debited releases of the batch together (:func:`~privfed.owner.compute.compute_together`),
+        in pieces of at most :data:`~privfed.owner.compute.TOGETHER`; the others are computed alone in
+        :meth:`_finish`."""
         by_kind: dict[str, list[_Admitted]] = {}
         for a in debited:
             by_kind.setdefault(a.kind.name, []).append(a)
-        pieces = [group[i : i + TOGETHER] for group in by_kind.values() for i in range(0, len(group), TOGETHER)]
-        for piece in pieces:
-            kind = piece[0].kind
-            try:
-                releases = kind.compute_many([a.task for a in piece], [a.owner for a in piece])
-            except Exception as exc:  # noqa: BLE001 - totality: each task is then computed alone
-                log.error(
-                    "task kind %s: computing %d release(s) together failed (%s); one by one", kind.name, len(piece), exc
-                )
-                continue
-            if releases is None:
-                continue
-            for a, release in zip(piece, releases, strict=True):
-                if is_sendable(release):
+        for group in by_kind.values():
+            for i in range(0, len(group), TOGETHER):
+                piece = group[i : i + TOGETHER]
+                releases = compute_together(piece[0].kind, [a.task for a in piece], [a.owner for a in piece])
+                for a, release in zip(piece, releases, strict=True):
                     a.release = release
-                else:  # computed alone, with its fallback; a draw that does not leave costs nothing
-                    log.error("task %s for %s: %s; computed alone", a.task.task_id, a.task.owner_id, _UNSENDABLE)
-
-    @staticmethod
-    def _compute(kind: TaskKind[Any], task: Task, owner: LocalOwner) -> Release:
-        """The release from the rows, or the kind's data-independent fallback (module docstring, step 4)."""
-        spec = task.spec
-        try:
-            release = kind.compute(task, spec, owner)
-            if is_sendable(release):
-                return release
-            reason = _UNSENDABLE
-        except Exception as exc:  # noqa: BLE001 - totality: nothing raised here may become a refusal
-            reason = f"{type(exc).__name__}: {exc}"
-        log.error(
-            "task %s for %s: %s; its data-independent fallback is released (already debited)",
-            task.task_id,
-            task.owner_id,
-            reason,
-        )
-        return kind.fallback(spec, owner.public, owner.n_rows, owner.rng)
 
 
 def handle_batch(

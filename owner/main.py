@@ -28,8 +28,10 @@ from privfed.owner.data import (
     shorthand_schema,
 )
 from privfed.owner.local import LocalOwner
-from privfed.owner.node import ConnectError, DeferredOwners, OwnerNode
+from privfed.owner.node import OwnerNode
 from privfed.owner.policy import OwnerPolicy
+from privfed.owner.registration import DeferredOwners
+from privfed.owner.retry import ConnectError
 from privfed.proto.transport import TlsFiles
 
 log = logging.getLogger("privfed.owner")
@@ -168,7 +170,7 @@ def checked_rows(rows: RawTable, schema: FederationSchema, ledger: Ledger, *, pi
 def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
     """The logical owners this node hosts: its shards of a built-in partition, or -- with
     ``--data`` -- owners whose rows are checked against the federation schema the coordinator
-    sends at registration (:class:`~privfed.owner.node.DeferredOwners`).
+    sends at registration (:class:`~privfed.owner.registration.DeferredOwners`).
 
     The file is read, and checked against a local schema (``--schema``, or ``--bounds`` and
     ``--classes``), before the node dials out, so a malformed file fails at once; a mismatch is

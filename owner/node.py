@@ -18,7 +18,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TypeVar
 
 import grpc
@@ -28,20 +27,21 @@ from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.jobinfo import JobInfo
 from privfed.common.ledger import Ledger
 from privfed.common.schema import FederationSchema
-from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
+from privfed.common.secagg.boxes import generate_private_key, sign_public_key
 from privfed.common.secagg.ring import Outbound
-from privfed.common.tasks import OwnerInfo, Refusal, Result, Task, kind_of
+from privfed.common.tasks import Refusal, Result, Task, kind_of
 from privfed.owner.core import OwnerCore
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.local import LocalOwner
 from privfed.owner.policy import OwnerPolicy
+from privfed.owner.registration import DeferredOwners, registration_parts, signed_owner_infos
+from privfed.owner.retry import CALL_REFUSED, RETRYABLE, ConnectError, retry
 from privfed.owner.session import NodeSession
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
 from privfed.proto.jobwire import job_info_from_proto
 from privfed.proto.transport import (
-    IDENTITY_RETRY,
     MAX_MESSAGE_BYTES,
     PULL_TIMEOUT,
     PULL_WAIT,
@@ -53,84 +53,15 @@ from privfed.proto.transport import (
     TlsFiles,
     channel_credentials,
     channel_options,
-    tls_failure,
 )
 
 _T = TypeVar("_T")
 log = logging.getLogger("privfed.owner")
 
-# Worth another try, with backoff, until --connect-timeout: the coordinator is unreachable, slow,
-# or answered with something this node could not decode or a failure of its own (INTERNAL,
-# UNKNOWN: a garbled or buggy answer says nothing about this node's registration or tasks).
-_RETRYABLE = {
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-    grpc.StatusCode.INTERNAL,
-    grpc.StatusCode.UNKNOWN,
-}
-# The coordinator refused what one push or relay carried (a round it forgot, a ring session it
-# closed or never opened, a limit): those results or envelopes are dropped and the node goes on.
-# Nothing the coordinator answers to one call may end the node (issue 9, item 7).
-_CALL_REFUSED = {
-    grpc.StatusCode.INVALID_ARGUMENT,
-    grpc.StatusCode.FAILED_PRECONDITION,
-    grpc.StatusCode.RESOURCE_EXHAUSTED,
-    grpc.StatusCode.PERMISSION_DENIED,
-    grpc.StatusCode.NOT_FOUND,
-    grpc.StatusCode.OUT_OF_RANGE,
-}
 CHUNK = 200  # at most this many results per PushResults: keeps messages small
 PUSH_EVERY = 1.0  # seconds: push at least this often during long work so the node stays visibly alive
 #: What the coordinator answers a long poll with: PullTasks's, or a PushResults's that pulled.
 Poll = pb.PullTasksResponse | pb.PushResultsResponse
-
-
-def registration_parts(
-    node_id: str, certificate: bytes, owners: list[pb.OwnerInfo], max_message_bytes: int
-) -> list[pb.RegisterNodeRequest]:
-    """The node's registration as requests of at most ``max_message_bytes`` each: one, or parts
-    ``0 .. parts-1`` when its owners do not fit one message (issue 27: ~120 000 signed owner keys
-    fill gRPC's 16 MiB), each with the node's id and certificate."""
-    budget = max_message_bytes - len(certificate) - len(node_id.encode()) - 64  # the rest of a request's fields
-    chunks: list[list[pb.OwnerInfo]] = [[]]
-    size = 0
-    for owner in owners:
-        n = owner.ByteSize() + 6  # field tag and length prefix
-        if chunks[-1] and size + n > budget:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(owner)
-        size += n
-    parts = len(chunks) if len(chunks) > 1 else 0
-    return [
-        pb.RegisterNodeRequest(node_id=node_id, node_certificate=certificate, owners=c, part=k, parts=parts)
-        for k, c in enumerate(chunks)
-    ]
-
-
-class ConnectError(RuntimeError):
-    """The coordinator could not be reached (or refused us) for longer than allowed.
-
-    ``code`` is the gRPC status of the last failed call (None if there was none).
-    """
-
-    def __init__(self, message: str, code: grpc.StatusCode | None = None):
-        super().__init__(message)
-        self.code = code
-
-
-@dataclass(frozen=True)
-class DeferredOwners:
-    """Logical owners whose rows are checked against the federation schema the coordinator sends
-    at registration: their ids (registered first) and ``load(schema, ledger)``, called once with
-    that schema (None if the coordinator sent none) and the node's ledger, where the decision is
-    recorded (``privfed.owner.main.checked_rows``). A ConfigError from ``load`` is the node's fatal
-    error: it refuses every task as ``schema_mismatch`` (a fixed text, no data) and exits 2.
-    ``error``: a local check of the rows already failed with this message (``load`` raises it)."""
-
-    owner_ids: tuple[str, ...]
-    load: Callable[[FederationSchema | None, Ledger], list[LocalOwner]]
-    error: str | None = None
 
 
 class OwnerNode:
@@ -172,8 +103,7 @@ class OwnerNode:
         self._override = target_name_override
         self.stop_event = threading.Event()
         self._unsent: list = []
-        # One X25519 key per logical owner for end-to-end ring messages, signed with this
-        # node's certificate key so peers can check the relaying coordinator didn't swap it.
+        # One X25519 key per logical owner for end-to-end ring messages (privfed.owner.registration).
         self._x25519 = {oid: generate_private_key() for oid in self._owner_ids}
         self._keys = OwnerKeys(self._x25519, tls.read()[0] if tls is not None else None)
         signer = load_pem_private_key(tls.read()[2], password=None) if tls is not None else None
@@ -197,22 +127,11 @@ class OwnerNode:
             return grpc.insecure_channel(self._target, options=opts)
         return grpc.secure_channel(self._target, channel_credentials(self._tls), options=opts)
 
-    def _owner_infos(self) -> tuple[list[OwnerInfo], bytes]:
-        if self._tls is None:
-            log.warning("--insecure: ring keys are unsigned (byte-capture tests only)")
-            signer, cert = None, b""
-        else:
-            _, cert, key = self._tls.read()
-            signer = load_pem_private_key(key, password=None)
-        infos = []
-        for oid in self._owner_ids:
-            pub = public_bytes(self._x25519[oid])
-            sig = sign_public_key(signer, pub, oid) if signer is not None else b""
-            infos.append(OwnerInfo(oid, pub, sig))  # no row count (contract 2)
-        return infos, cert
+    def _retry(self, call: Callable[[], _T], what: str) -> _T | None:
+        return retry(call, what, target=self._target, connect_timeout=self._connect_timeout, stop_event=self.stop_event)
 
     def _register(self, stub: pb_grpc.CoordinatorStub) -> None:
-        infos, cert = self._owner_infos()
+        infos, cert = signed_owner_infos(self._owner_ids, self._x25519, self._tls)
         requests = registration_parts(
             self.node_id, cert, [serde.owner_info_to_proto(i) for i in infos], self._max_message_bytes
         )
@@ -257,56 +176,13 @@ class OwnerNode:
             self._push(stub, refused)
         return bool(refused)
 
-    def _retry(self, call: Callable[[], _T], what: str) -> _T | None:
-        """Call until it succeeds; on a stop request, give up after one more attempt (so
-        results already debited still get their chance to be delivered)."""
-        backoff, started = Backoff(), time.monotonic()
-        in_use: tuple[float, str] | None = None  # since when, and why, another live process holds our node id
-        while True:
-            try:
-                return call()
-            except grpc.RpcError as exc:
-                cause = tls_failure(exc.details() or "")
-                if cause is not None:  # verification fails the same way every time: no retry
-                    raise ConnectError(f"TLS with coordinator {self._target} failed: {cause}", exc.code()) from exc
-                if exc.code() == grpc.StatusCode.ALREADY_EXISTS and in_use is None:
-                    in_use = (time.monotonic(), exc.details())
-                    log.warning("%s refused: %s; retrying for %.0f s", what, exc.details(), IDENTITY_RETRY)
-                if in_use is not None:  # a restarted node's previous process is soon seen dead; a second one is not
-                    if self.stop_event.is_set():
-                        return None
-                    if time.monotonic() - in_use[0] > IDENTITY_RETRY:
-                        raise ConnectError(f"{what} refused by coordinator: ALREADY_EXISTS: {in_use[1]}") from exc
-                    self.stop_event.wait(backoff.next_delay())
-                    continue
-                if exc.code() not in _RETRYABLE:
-                    raise ConnectError(
-                        f"{what} refused by coordinator: {exc.code().name}: {exc.details()}", exc.code()
-                    ) from exc
-                if self.stop_event.is_set():
-                    return None
-                if time.monotonic() - started > self._connect_timeout:
-                    raise ConnectError(
-                        f"coordinator {self._target} unreachable for {self._connect_timeout:.0f} s "
-                        f"during {what}: {exc.details()}",
-                        exc.code(),
-                    ) from exc
-                delay = backoff.next_delay()
-                log.info(
-                    "%s: coordinator not reachable or answered badly (%s); retrying in %.2f s",
-                    what,
-                    exc.code().name,
-                    delay,
-                )
-                self.stop_event.wait(delay)
-
     def _push(self, stub: pb_grpc.CoordinatorStub, results: list[Result]) -> None:
         self._unsent.extend(results)
         request = pb.PushResultsRequest(node_id=self.node_id, results=[serde.result_to_proto(r) for r in self._unsent])
         try:
             self._retry(lambda: stub.PushResults(request, timeout=PUSH_TIMEOUT), "push")
         except ConnectError as exc:
-            if exc.code in _CALL_REFUSED:  # e.g. the coordinator forgot those tasks (round over)
+            if exc.code in CALL_REFUSED:  # e.g. the coordinator forgot those tasks (round over)
                 log.warning("coordinator refused %d result(s), dropped (already debited): %s", len(self._unsent), exc)
             else:
                 raise
@@ -342,7 +218,7 @@ class OwnerNode:
                 self._push(stub, [])
             # A call or session that broke may have taken tasks whose answer never came: registering
             # again queues them once more (a call the coordinator refused took nothing).
-            if broken or exc.code() in _RETRYABLE or exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+            if broken or exc.code() in RETRYABLE or exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 self._register(stub)
             return None
         self._unsent = []
@@ -375,7 +251,7 @@ class OwnerNode:
         try:
             reply = self._retry(lambda: stub.Relay(request, timeout=RELAY_TIMEOUT), "relay")
         except ConnectError as exc:
-            if exc.code not in _CALL_REFUSED:
+            if exc.code not in CALL_REFUSED:
                 raise
             log.warning("coordinator refused %d ring envelope(s), dropped: %s", len(outbounds), exc)
             return []
@@ -468,7 +344,7 @@ class OwnerNode:
             if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:  # coordinator restarted and forgot us
                 self._register(stub)
                 return None
-            if exc.code() not in _RETRYABLE:
+            if exc.code() not in RETRYABLE:
                 raise ConnectError(f"pull refused: {exc.code().name}: {exc.details()}") from exc
             log.info("lost the coordinator (%s); reconnecting", exc.code().name)
             self._register(stub)

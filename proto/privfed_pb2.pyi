@@ -13,6 +13,7 @@ class Mechanism(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MECHANISM_PM: _ClassVar[Mechanism]
     MECHANISM_DUCHI: _ClassVar[Mechanism]
     MECHANISM_LAPLACE: _ClassVar[Mechanism]
+    MECHANISM_HM: _ClassVar[Mechanism]
 
 class LabelScheme(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -103,6 +104,7 @@ MECHANISM_UNSPECIFIED: Mechanism
 MECHANISM_PM: Mechanism
 MECHANISM_DUCHI: Mechanism
 MECHANISM_LAPLACE: Mechanism
+MECHANISM_HM: Mechanism
 LABEL_SCHEME_UNSPECIFIED: LabelScheme
 LABEL_SCHEME_CLEAR: LabelScheme
 LABEL_SCHEME_RR: LabelScheme

@@ -128,7 +128,12 @@ class JobApi:
         return {"job_id": record.job_id, "state": record.state}
 
     def list(self, request: dict[str, Any], user: str) -> dict[str, Any]:
-        return {"jobs": [self._service.summary(r) for r in self._service.store.all()]}
+        """The last ``request["last"]`` jobs (a positive integer; absent or null: every job, as older
+        clients ask) and how many earlier ones are left out (``earlier``)."""
+        last = request.get("last")
+        if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 1):
+            raise ConfigError(f"'last' must be a positive whole number of jobs, got {last!r}")
+        return self._service.listing(last)
 
     def show(self, request: dict[str, Any], user: str) -> dict[str, Any]:
         record = self._service.store.get(str(request.get("job_id", "")))

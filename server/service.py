@@ -228,14 +228,18 @@ class CoordinatorService:
             "restarts": record.restarts,
         }
 
-    def snapshot(self) -> dict[str, Any]:
-        """What the status page shows: the summaries of the :data:`STATUS_JOBS` last submitted jobs
-        (``privfed jobs`` lists every one), how many earlier ones it leaves out, and the owner nodes.
-        Its cost does not grow with the jobs a long-lived service ran."""
+    def listing(self, last: int | None) -> dict[str, Any]:
+        """The summaries of the ``last`` jobs submitted (None: every job), in submission order, and how
+        many earlier ones are left out; only the listed jobs' records are read, so the cost of a listing
+        does not grow with the jobs a long-lived service ran."""
         ids = self.store.ids()
-        shown = ids[-STATUS_JOBS:]
-        jobs = [self.summary(self.store.get(job_id)) for job_id in shown]
-        return {"jobs": jobs, "earlier": len(ids) - len(shown), "nodes": self.owners_online()}
+        shown = ids if last is None else ids[-last:]  # last >= 1
+        return {"jobs": [self.summary(self.store.get(job_id)) for job_id in shown], "earlier": len(ids) - len(shown)}
+
+    def snapshot(self) -> dict[str, Any]:
+        """What the status page shows: the :meth:`listing` of the :data:`STATUS_JOBS` last jobs and the
+        owner nodes."""
+        return {**self.listing(STATUS_JOBS), "nodes": self.owners_online()}
 
     def owners_online(self) -> dict[str, Any]:
         """Nodes registered, each with its owners and whether it has called lately."""

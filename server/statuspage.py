@@ -102,7 +102,7 @@ def render(snapshot: dict[str, Any]) -> str:
     online = sum(1 for n in nodes.values() if n["online"])
     left_out = int(snapshot.get("earlier") or 0)
     earlier = (
-        f'<p id="earlier">{left_out} earlier jobs not shown; <code>privfed jobs</code> lists every job.</p>'
+        f'<p id="earlier">{left_out} earlier jobs not shown; <code>privfed jobs --all</code> lists every job.</p>'
         if left_out
         else ""
     )

@@ -140,7 +140,7 @@ class BoostingParams:
     epsilon : float > 0 or math.inf
         Each owner's budget for the whole run (``inf``: no noise): ``(1 - eval_fraction) epsilon`` for its
         share(s), ``eval_fraction * epsilon`` for its evaluation release(s) (module docstring).
-    mechanism : {"pm", "duchi", "laplace"}
+    mechanism : {"pm", "hm", "duchi", "laplace"}
     n_classes : int >= 2
     bounds : Bounds
         Public feature bounds.

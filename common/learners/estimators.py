@@ -88,7 +88,7 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
     ----------
     epsilon : float > 0 or math.inf
         Each owner's budget for its one parameter vector.
-    mechanism : {"pm", "duchi", "laplace"}
+    mechanism : {"pm", "hm", "duchi", "laplace"}
     param_bound : float > 0
         Public clip bound for every parameter. ``DEFAULT_PARAM_BOUND`` (4.0) by default, as
         ``privfed --param-bound``; larger bounds clip less but scale the noise up.
@@ -201,7 +201,7 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
     ----------
     epsilon : float > 0 or math.inf
         Row-level budget (``inf``: no perturbation, equals scikit-learn's ``NearestCentroid``).
-    mechanism : {"pm", "duchi", "laplace"}
+    mechanism : {"pm", "hm", "duchi", "laplace"}
         Feature mechanism; "pm" is Alg. 4 with PM (SPEC §3.2), the paper's choice. Unused under "joint" (its
         report is its own mechanism).
     labels : {"auto", "joint", "rr", "clear"}

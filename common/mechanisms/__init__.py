@@ -2,7 +2,7 @@
 
 Row-level mechanisms take rows already mapped to ``[-1, 1]^d`` by
 :meth:`privfed.common.bounds.Bounds.to_unit` and return unbiased reports; build them with
-:func:`make_mechanism` (``"pm"``, ``"duchi"``, ``"laplace"``; ``epsilon=math.inf`` gives the
+:func:`make_mechanism` (``"pm"``, ``"hm"``, ``"duchi"``, ``"laplace"``; ``epsilon=math.inf`` gives the
 non-private identity). Labels go through :class:`KaryRandomizedResponse`, row counts through
 :class:`GeometricMechanism` (:func:`noisy_count`), a boosted NCC row's (label, sign) through
 :class:`LabelSignResponse`, a boosting owner's weighted (error, weight) pair through

@@ -27,7 +27,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.mechanisms.snapping import WIRE_GRID_BITS, check_epsilon_range
 from privfed.common.validation import check_int, check_positive, check_real, check_real_array, check_rng
 
-MECHANISMS = ("pm", "duchi", "laplace")
+MECHANISMS = ("pm", "hm", "duchi", "laplace")
 
 SNAP_BITS = WIRE_GRID_BITS
 SNAP_STEP = 2.0**-SNAP_BITS  #: spacing of the wire's grid; every continuous report is a multiple of it (SPEC §12)

@@ -17,8 +17,10 @@ def make_mechanism(name: str, *, epsilon: float, d: int) -> Mechanism:
 
     Parameters
     ----------
-    name : {"pm", "duchi", "laplace"}
+    name : {"pm", "hm", "duchi", "laplace"}
         ``"pm"``: :class:`PiecewiseMultidim` (Wang et al. Alg. 4, SPEC §3.2);
+        ``"hm"``: the same with the Hybrid Mechanism for each sampled attribute (Wang et al. §III-C, Alg. 4
+        with HM: less worst-case variance than PM at every ε);
         ``"duchi"``: :class:`DuchiMultidim` (Alg. 3, SPEC §2.2);
         ``"laplace"``: :class:`LaplaceMechanism` (ε/d per coordinate, SPEC §1).
     epsilon : float
@@ -32,8 +34,8 @@ def make_mechanism(name: str, *, epsilon: float, d: int) -> Mechanism:
         raise ConfigError(f"unknown mechanism {name!r}; choose one of {MECHANISMS}")
     if isinstance(epsilon, Real) and not isinstance(epsilon, bool) and float(epsilon) == math.inf:
         return IdentityMechanism(d=d)
-    if name == "pm":
-        return PiecewiseMultidim(epsilon=epsilon, d=d)
+    if name in ("pm", "hm"):
+        return PiecewiseMultidim(epsilon=epsilon, d=d, base=name)
     if name == "duchi":
         from privfed.common.mechanisms.duchi import DuchiMultidim  # here: it loads scipy.special
 

@@ -114,7 +114,7 @@ class ServiceFleet:
         return done.stdout.split()[2]
 
     def jobs(self) -> dict[str, dict[str, Any]]:
-        done = self.cli("jobs", "--json")
+        done = self.cli("jobs", "--json", "--all")
         assert done.returncode == 0, done.stderr
         return {j["job_id"]: j for j in json.loads(done.stdout)}
 

@@ -62,6 +62,10 @@ def test_three_jobs_in_turn_then_one_declined_by_an_owner_policy_with_nothing_de
     listed = fleet.jobs()  # `privfed jobs` shows them all, done
     assert [j["state"] for j in listed.values()] == ["done"] * 3
     listed_ids = list(listed)
+    last = fleet.cli("jobs", "--last", "1")  # the table of the last job, and a line for the two before it
+    assert last.returncode == 0, last.stderr
+    assert listed_ids[-1] in last.stdout and not any(i in last.stdout for i in listed_ids[:-1])
+    assert "2 earlier job(s) not shown; --all lists every job" in last.stdout
 
     over = fleet.submit(task="ncc", epsilon=3.0, owners=owners)  # over owner-2's 2.5, within the others' 4
     job = fleet.wait(over)

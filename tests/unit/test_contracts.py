@@ -49,7 +49,7 @@ from privfed.server.strategies.base import new_tasks
 D, K, ROWS = 4, 3, 5
 BOUNDS = Bounds.of(0.0, 1.0, D)
 LIMITS = PublicLimits(max_rows=ROWS)
-MECHANISMS = [("pm", 1.0), ("pm", 12.0), ("duchi", 2.0), ("laplace", 2.0), ("pm", math.inf)]
+MECHANISMS = [("pm", 1.0), ("pm", 12.0), ("duchi", 2.0), ("laplace", 2.0), ("pm", math.inf), ("hm", 12.0)]
 
 
 def _owners(n: int = 6, rows: int = ROWS) -> dict[str, LocalOwner]:

@@ -317,9 +317,12 @@ def test_privatize_empty_and_integer_input(name, rng):
 
 
 def test_make_mechanism():
-    assert MECHANISMS == ("pm", "duchi", "laplace")
+    assert MECHANISMS == ("pm", "hm", "duchi", "laplace")
     assert isinstance(make_mechanism("pm", epsilon=6.0, d=5), PiecewiseMultidim)
     assert make_mechanism("pm", epsilon=6.0, d=5).k == 2
+    hm = make_mechanism("hm", epsilon=6.0, d=5)  # the same attribute sampling, HM for each attribute
+    assert isinstance(hm, PiecewiseMultidim) and hm.base == "hm" and hm.k == 2
+    assert make_mechanism("pm", epsilon=6.0, d=5).base == "pm"
     assert isinstance(make_mechanism("duchi", epsilon=1.0, d=5), DuchiMultidim)
     lap = make_mechanism("laplace", epsilon=2.0, d=5)
     assert isinstance(lap, LaplaceMechanism) and lap.scale == pytest.approx(5.0)

@@ -24,7 +24,8 @@ from privfed.common.tasks import (
     SvmShareTask,
     Task,
 )
-from privfed.owner.core import handle_batch, is_sendable
+from privfed.owner.compute import is_sendable
+from privfed.owner.core import handle_batch
 from privfed.owner.data import build_owners, federation_split
 
 NODE = "owner-0"

@@ -36,7 +36,8 @@ from privfed.common.tasks import (
     TaskSpec,
     kind_of,
 )
-from privfed.owner.core import OwnerCore, is_sendable
+from privfed.owner.compute import is_sendable
+from privfed.owner.core import OwnerCore
 from privfed.owner.kinds import OWNER_KINDS
 from privfed.owner.kinds.base import SENSITIVITY_LIMITS, TaskKind
 from privfed.owner.local import LocalOwner

@@ -19,7 +19,8 @@ from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
 from privfed.common.tasks import OwnerInfo
 from privfed.owner.data import build_owners
-from privfed.owner.node import OwnerNode, registration_parts
+from privfed.owner.node import OwnerNode
+from privfed.owner.registration import registration_parts
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde

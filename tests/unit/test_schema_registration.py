@@ -12,7 +12,8 @@ from privfed.common.ledger import Ledger
 from privfed.common.schema import FederationSchema
 from privfed.common.tasks import REFUSAL_TEXTS, NccShareReply, NccShareTask, Refusal
 from privfed.owner.main import OwnerConfig, hosted_owners
-from privfed.owner.node import DeferredOwners, OwnerNode
+from privfed.owner.node import OwnerNode
+from privfed.owner.registration import DeferredOwners
 from privfed.server.app import CoordinatorServer
 from privfed.server.strategies.base import new_tasks
 

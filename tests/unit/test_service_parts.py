@@ -83,6 +83,28 @@ def test_the_status_page_reads_only_the_last_jobs_of_a_long_lived_store_and_says
     assert [r.job_id for r in service.store.all()] == ids == service.store.ids()
 
 
+def test_privfed_jobs_lists_the_last_n_jobs_reading_only_their_records_and_every_job_when_asked(tmp_path):
+    from privfed.server.jobapi import JobApi
+    from privfed.server.service import CoordinatorService, ServiceConfig
+
+    service = CoordinatorService(
+        ServiceConfig(store=tmp_path, listen="127.0.0.1:0", status_listen=None, dataset="synthetic"), tls=None
+    )
+    ids = [service.store.submit({"task": "ncc", "epsilon": 1.0, "owners": 2}, "alice").job_id for _ in range(7)]
+    reads, read = [], service.store.get
+    service.store.get = lambda job_id: reads.append(job_id) or read(job_id)  # the real store, its reads counted
+    api = JobApi(service, require_role=False)
+    listed = api.list({"last": 3}, "alice")
+    assert [j["job_id"] for j in listed["jobs"]] == ids[4:] and listed["earlier"] == 4
+    assert sorted(reads) == sorted(ids[4:])  # the left-out jobs' records are not read
+    for request in ({}, {"last": None}, {"last": 100}):  # an older client asks with {}: every job
+        listed = api.list(request, "alice")
+        assert [j["job_id"] for j in listed["jobs"]] == ids and listed["earlier"] == 0
+    for bad in (0, -1, 2.5, "3", True):
+        with pytest.raises(ConfigError, match="'last' must be a positive whole number"):
+            api.list({"last": bad}, "alice")
+
+
 def test_a_job_file_takes_the_simulate_keys_of_a_job_and_one_epsilon():
     assert job_settings({"task": "bdt", "epsilon": [2.0], "owners": 30, "rounds": 3, "n-bins": 8, "C": 0.5}) == {
         "task": "bdt",

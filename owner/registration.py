@@ -1,0 +1,82 @@
+"""What an owner node registers: its owners' signed end-to-end keys, in as many messages as they need.
+
+Each logical owner has an X25519 key for end-to-end secure-sum messages, signed with the node's certificate
+key so that peers can check that the relaying coordinator did not swap it (``--insecure``: unsigned, for
+byte-capture tests only). No row count is registered (contract 2). A node whose rows are checked against the
+federation schema the coordinator sends at registration registers its owner ids first
+(:class:`DeferredOwners`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+from privfed.common.ledger import Ledger
+from privfed.common.schema import FederationSchema
+from privfed.common.secagg.boxes import public_bytes, sign_public_key
+from privfed.common.tasks import OwnerInfo
+from privfed.owner.local import LocalOwner
+from privfed.proto import privfed_pb2 as pb
+from privfed.proto.transport import TlsFiles
+
+log = logging.getLogger("privfed.owner")
+
+
+@dataclass(frozen=True)
+class DeferredOwners:
+    """Logical owners whose rows are checked against the federation schema the coordinator sends
+    at registration: their ids (registered first) and ``load(schema, ledger)``, called once with
+    that schema (None if the coordinator sent none) and the node's ledger, where the decision is
+    recorded (``privfed.owner.main.checked_rows``). A ConfigError from ``load`` is the node's fatal
+    error: it refuses every task as ``schema_mismatch`` (a fixed text, no data) and exits 2.
+    ``error``: a local check of the rows already failed with this message (``load`` raises it)."""
+
+    owner_ids: tuple[str, ...]
+    load: Callable[[FederationSchema | None, Ledger], list[LocalOwner]]
+    error: str | None = None
+
+
+def signed_owner_infos(
+    owner_ids: list[str], keys: dict[str, X25519PrivateKey], tls: TlsFiles | None
+) -> tuple[list[OwnerInfo], bytes]:
+    """(each owner's public key and its signature by the node's certificate key, the node's certificate)."""
+    if tls is None:
+        log.warning("--insecure: ring keys are unsigned (byte-capture tests only)")
+        signer, cert = None, b""
+    else:
+        _, cert, key = tls.read()
+        signer = load_pem_private_key(key, password=None)
+    infos = []
+    for oid in owner_ids:
+        pub = public_bytes(keys[oid])
+        sig = sign_public_key(signer, pub, oid) if signer is not None else b""
+        infos.append(OwnerInfo(oid, pub, sig))  # no row count (contract 2)
+    return infos, cert
+
+
+def registration_parts(
+    node_id: str, certificate: bytes, owners: list[pb.OwnerInfo], max_message_bytes: int
+) -> list[pb.RegisterNodeRequest]:
+    """The node's registration as requests of at most ``max_message_bytes`` each: one, or parts
+    ``0 .. parts-1`` when its owners do not fit one message (issue 27: ~120 000 signed owner keys
+    fill gRPC's 16 MiB), each with the node's id and certificate."""
+    budget = max_message_bytes - len(certificate) - len(node_id.encode()) - 64  # the rest of a request's fields
+    chunks: list[list[pb.OwnerInfo]] = [[]]
+    size = 0
+    for owner in owners:
+        n = owner.ByteSize() + 6  # field tag and length prefix
+        if chunks[-1] and size + n > budget:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(owner)
+        size += n
+    parts = len(chunks) if len(chunks) > 1 else 0
+    return [
+        pb.RegisterNodeRequest(node_id=node_id, node_certificate=certificate, owners=c, part=k, parts=parts)
+        for k, c in enumerate(chunks)
+    ]
