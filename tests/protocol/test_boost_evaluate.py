@@ -29,9 +29,10 @@ from privfed.common.identity import owner_id
 from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.ledger import Ledger
-from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
+from privfed.common.secagg.boxes import generate_private_key, public_bytes
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import Inbound, new_session_id
+from privfed.common.secagg.signed_keys import sign_public_key
 from privfed.common.tasks import (
     BoostEvaluateTask,
     PeerKey,
