@@ -21,7 +21,7 @@ whole share ε; ``"all"``: every owner shares in every round at ``share_epsilon 
 composition, each debited). SAMME only needs the ratio ``E / W``, so noisy totals of a sub-population serve.
 
 The defaults were chosen by measurement (``privfed experiment bdt-error`` and ``privfed experiment tabular
---validate``; the tables are in :mod:`privfed.deploy.experiments.boosting`, "Design of the boosting
+--validate``; the tables are in :mod:`privfed.deploy.experiments.boosting_curves`, "Design of the boosting
 defaults").
 """
 

@@ -320,7 +320,7 @@ def ncc_centroids(
     either, to the centre of the bounds. (Under randomized response with many classes and a
     small ε the counts of several classes go negative; they then share the global mean, the
     point nearest to most rows, and one class is predicted for every row: a symptom of the
-    label noise, not a fault of the fallback, see :mod:`privfed.deploy.experiments.boosting`.)
+    label noise, not a fault of the fallback, see :mod:`privfed.deploy.experiments.boosting_curves`.)
 
     Returns
     -------

@@ -40,7 +40,7 @@ class JointLabelEncoding:
     bounds (:func:`centroids_from_sums`; totals clipped to the ``n`` rows reported). ε-LDP per row;
     parallel composition over an owner's disjoint rows, as every NCC share.
 
-    Design, measured (boosting results in :mod:`privfed.deploy.experiments.boosting`). The weight
+    Design, measured (boosting results in :mod:`privfed.deploy.experiments.boosting_curves`). The weight
     sampling with ⊥ estimates the class weight totals from the labels of *all* reports; the
     proposed first design, stochastic rounding of ``u t_j`` with a weight coordinate (``d + 1``
     candidates, the weight totals from the reports of that coordinate only, a 2K-ary report), has

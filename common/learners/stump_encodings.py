@@ -29,7 +29,7 @@ Measured (``privfed experiment stump-hit-rate --runs 200 --epsilon 1,3,5,8``, sy
 10^4 one-row owners, top-3 hit rate at ε = 1 / 3 / 5 / 8): signs 0.68 / 0.98 / 1.00 / 1.00,
 cells with k-RR 0.36 / 0.88 / 0.98 / 1.00, pair with PM 0.38 / 0.74 / 0.78 / 0.90, table with PM
 0.23 / 0.47 / 0.64 / 0.70; OUE and OLH trail k-RR at these small domains. The whole table, and
-MNIST 4 vs 9, in :mod:`privfed.deploy.experiments.boosting`. So ``"signs"`` is the default for
+MNIST 4 vs 9, in :mod:`privfed.deploy.experiments.stump_hit_rate`. So ``"signs"`` is the default for
 two classes and ``"cells"`` (k-RR) for more.
 """
 
