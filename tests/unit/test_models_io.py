@@ -47,7 +47,7 @@ def test_feddpdr_model_roundtrip_and_broken_files(tmp_path, basis, k):
     """model.json of FedDPDR (issue 21): same predictions after reloading; a tampered file is refused."""
     import json
 
-    from privfed.deploy.experiments.feddpdr import federated_fit
+    from privfed.deploy.experiments.federated import federated_fit
 
     train, test = federation_split("digits", seed=0, test_fraction=0.2)
     parts = [(train.X[i::2], train.y[i::2]) for i in range(2)]
