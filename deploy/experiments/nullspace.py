@@ -16,7 +16,7 @@ Protocol, per run (10 runs by default, as in the paper)
   feature scaling, up to the generalized method's η); it sets the scale of the Laplace noise.
 * ε is in squared units of the desired predictions (labels are 0/1, so ε = 0.01 lets the
   desired prediction move by 0.1), which is the paper's e_utility scale. ``--epsilon`` is one
-  comma-separated list (:func:`privfed.deploy.cli.epsilon_list`; 0 is the exact null-space variant),
+  comma-separated list (:func:`privfed.deploy.argtypes.epsilon_list`; 0 is the exact null-space variant),
   default ``0,0.001,0.01,0.1``; rows whose whole desired signal ``S_total = ‖A_dᵀz‖²`` is ≤ ε are
   cleaned completely (``x̃`` = the mean vector) and spend only ``S_total`` (``budget_met``
   reports the fraction of rows that spend exactly ε).
