@@ -212,11 +212,7 @@ class SampledEncoding:
             m,
         ):
             raise ConfigError("reports were made with another encoding configuration")
-        coords = np.asarray(reports.coordinates, dtype=np.int64)
-        if coords.size and (coords.min() < 0 or coords.max() >= self.n_coordinates):
-            raise ConfigError(f"sampled coordinates must lie in 0..{self.n_coordinates - 1}")
-        if m > 1 and np.any(np.diff(np.sort(coords, axis=1), axis=1) == 0):
-            raise ConfigError("an owner's sampled coordinates must be distinct (sampled without replacement)")
+        coords = self._check_coordinates(reports.coordinates)
         support = oracle.supports(reports.reports)
         scale = self.weight_bound * self.n_coordinates / m / (oracle.p - oracle.q)
         values = np.arange(2**m * (self.n_classes if self.kind == "cells" else 1))
@@ -268,12 +264,18 @@ class SampledEncoding:
         if not (np.all(coords == np.rint(coords)) and np.all(values == np.rint(values))):
             raise ConfigError("sampled coordinates and reports must be integers")
         out = SampledReports(self.kind, self.oracle, self.epsilon, coords.astype(np.int64), values.astype(np.int64))
-        if out.coordinates.size and (out.coordinates.min() < 0 or out.coordinates.max() >= self.n_coordinates):
-            raise ConfigError(f"sampled coordinates must lie in 0..{self.n_coordinates - 1}")
-        if np.any(np.diff(np.sort(out.coordinates, axis=1), axis=1) == 0):
-            raise ConfigError("an owner's sampled coordinates must be distinct (sampled without replacement)")
+        self._check_coordinates(out.coordinates)
         self.frequency_oracle.supports(out.reports)  # refuses reports outside the oracle's domain
         return out
+
+    def _check_coordinates(self, coordinates: np.ndarray) -> np.ndarray:
+        """``coordinates`` (n, m) as int64, refused unless each lies in ``0..n_coordinates-1`` and an owner's differ."""
+        coords = np.asarray(coordinates, dtype=np.int64)
+        if coords.size and (coords.min() < 0 or coords.max() >= self.n_coordinates):
+            raise ConfigError(f"sampled coordinates must lie in 0..{self.n_coordinates - 1}")
+        if np.any(np.diff(np.sort(coords, axis=1), axis=1) == 0):
+            raise ConfigError("an owner's sampled coordinates must be distinct (sampled without replacement)")
+        return coords
 
     def to_tables(self, estimate: np.ndarray, n_owners: int) -> np.ndarray:
         if self.kind == "cells":
