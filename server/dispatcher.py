@@ -15,11 +15,11 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from privfed.common.errors import JobAborted, NodeIdInUse, RemoteProtocolError, RoundFailed
+from privfed.common.errors import JobAborted, RemoteProtocolError, RoundFailed
 from privfed.common.jobinfo import JobInfo
 from privfed.common.tasks import OwnerInfo, PeerKey, Result, RingMessageTask, Task
 from privfed.server.contracts import Rejection
-from privfed.server.nodes import IDENTITY_LIVENESS, NodeQueue, Parts, check_registration, start_parts
+from privfed.server.nodes import NodeQueue, Registry, check_registration
 from privfed.server.relay import Envelope, Relay
 
 log = logging.getLogger("privfed.coordinator")
@@ -57,14 +57,10 @@ class Dispatcher:
         self._polls = threading.Condition(lock)
         self._clock = clock
         self._node_timeout = node_timeout
-        self._nodes: dict[str, NodeQueue] = {}
-        self._owners: dict[str, OwnerInfo] = {}
-        self._owner_node: dict[str, str] = {}
+        self._registry = Registry()  # the nodes, their owners and certificates (guarded by the lock)
         self._pending: dict[str, Task] = {}
-        self._parts: dict[str, Parts] = {}  # node id -> a registration in parts, not yet whole
         self._arrived: list[Answer] = []  # answers pushed since the running batch last took them
         self._shutdown = False
-        self._certificates: dict[str, bytes] = {}
         self._waiting: set[str] = set()
         self._aborted = False
         self._cancelled = False  # the current job only (cancel_job); clear_cancel lifts it
@@ -101,69 +97,32 @@ class Dispatcher:
         neither register another node's owners nor invent owners under another name. A node that
         registers again replaces its own owners and nobody else's.
 
-        A node id serves one process at a time (issue 23, item 4). A node process draws fresh ring
-        keys for its owners when it starts and registers the same ones again after a reconnect;
-        other keys for a node id that called within :data:`IDENTITY_LIVENESS` seconds are a second
-        process with the same certificate, refused with :class:`NodeIdInUse` (the first keeps its
-        place). A node silent for longer is taken over by the new process (a restart), and the old
-        connection ``peer`` is fenced: :meth:`pull` refuses it until it registers again.
+        A node id serves one process at a time (issue 23, item 4): a second live process is refused with
+        :class:`NodeIdInUse`, a restarted one takes over and the old connection ``peer`` is fenced
+        (:meth:`~privfed.server.nodes.Registry.admit`): :meth:`pull` refuses it until it registers again.
         """
         check_registration(node_id, owners)
         if parts <= 1 and part:
             raise RemoteProtocolError(f"node {node_id!r} sent registration part {part} of a registration in one part")
         if parts > 1:
             with self._cv:
-                staged = self._parts.pop(node_id, None) if part else start_parts(node_id, part, parts, peer)
-                if staged is None:
-                    raise RemoteProtocolError(f"node {node_id!r} sent registration part {part} without part 0")
-                if not staged.add(node_id, owners, part, parts, peer):
-                    self._parts[node_id] = staged
-                    return self.session_id
-            owners = staged.owners
+                whole = self._registry.stage(node_id, owners, part, parts, peer)
+            if whole is None:
+                return self.session_id
+            owners = whole
             check_registration(node_id, owners)
-        keys = frozenset(o.x25519_public_key for o in owners if o.x25519_public_key)
         with self._cv:
-            old = self._nodes.get(node_id)
-            if old is not None and old.keys and keys and old.keys != keys:
-                self._take_over(old, peer)
+            node, old = self._registry.admit(node_id, owners, certificate, peer, self._clock())
             if old is not None:
                 self._relay.release(t.task_id for t in old.queue)  # relayed envelopes die with the old queue
-                kept = {o.owner_id for o in owners}
-                for gone in (o for o in old.owners if o not in kept):
-                    self._owners.pop(gone, None)
-                    self._owner_node.pop(gone, None)
-            node = NodeQueue(node_id, [o.owner_id for o in owners], last_seen=self._clock(), keys=keys, peer=peer)
             # A (re)connecting node gets every unanswered task of its owners again: tasks its
             # previous incarnation pulled may have died with it, or been taken by a stale long
             # poll of the dead connection. Redelivery can't double-spend: the owner's ledger
             # refuses a release id (task id) it has already debited.
             hosted = set(node.owners)
             node.queue.extend(t for t in self._pending.values() if t.owner_id in hosted)
-            self._nodes[node_id] = node
-            self._certificates[node_id] = certificate
-            for o in owners:
-                self._owners[o.owner_id] = o
-                self._owner_node[o.owner_id] = node_id
             self._notify()
         return self.session_id
-
-    def _take_over(self, old: NodeQueue, peer: str | None) -> None:
-        """A new process registers ``old``'s node id: refused while ``old`` is alive, else logged."""
-        quiet = self._clock() - old.last_seen
-        if quiet < IDENTITY_LIVENESS:
-            raise NodeIdInUse(
-                f"node id {old.node_id!r} is already registered by another live process (connection "
-                f"{old.peer or 'unknown'}, last call {quiet:.1f} s ago); one node certificate serves one "
-                "node process at a time: stop the other process, or give this one its own certificate"
-            )
-        log.warning(
-            "node %s registered again from another process (connection %s); its previous process "
-            "(connection %s, silent for %.1f s) is fenced",
-            old.node_id,
-            peer or "unknown",
-            old.peer or "unknown",
-            quiet,
-        )
 
     def pull(
         self, node_id: str, wait: float, peer: str | None = None, active: Callable[[], bool] | None = None
@@ -177,14 +136,14 @@ class Dispatcher:
         tasks a node's re-registration queues again are left for its new call."""
         deadline = self._clock() + wait
         with self._cv:
-            node = self._caller(node_id, peer)
+            node = self._registry.caller(node_id, peer)
             while not node.queue and not self._shutdown:
                 node.last_seen = self._clock()
                 left = deadline - self._clock()
                 if left <= 0:
                     break
                 self._polls.wait(left)
-                node = self._known(node_id)
+                node = self._registry.known(node_id)
             if active is not None and not active():
                 return [], False
             node.last_seen = self._clock()
@@ -195,12 +154,12 @@ class Dispatcher:
         """Record the node's answers; ``rejected`` are answers that could not be decoded, which
         end their tasks as answered (the job rejects the owner at once instead of waiting)."""
         with self._cv:
-            node = self._known(node_id)
+            node = self._registry.known(node_id)
             node.last_seen = self._clock()
             accepted = 0
             answers: list[Result | Rejection] = [*results, *rejected]
             for answer in answers:
-                if self._owner_node.get(answer.owner_id) != node_id:
+                if self._registry.owner_node.get(answer.owner_id) != node_id:
                     raise RemoteProtocolError(
                         f"node {node_id!r} answered for owner {answer.owner_id!r} it does not host"
                     )
@@ -227,15 +186,15 @@ class Dispatcher:
         and nothing of it is queued.
         """
         with self._cv:
-            caller = self._known(node_id)
+            caller = self._registry.known(node_id)
             caller.last_seen = self._clock()
-            accepted = self._relay.accept(node_id, envelopes, self._owner_node.get)
+            accepted = self._relay.accept(node_id, envelopes, self._registry.owner_node.get)
             for env, (_, data) in zip(accepted, envelopes):
                 # A relayed envelope's round is its ring session (it debits nothing).
                 task = Task(
                     f"relay-{secrets.token_hex(6)}", env.recipient, env.session_id, RingMessageTask(bytes(data))
                 )
-                self._nodes[self._owner_node[env.recipient]].queue.append(task)
+                self._registry.nodes[self._registry.owner_node[env.recipient]].queue.append(task)
                 self._relay.book(task.task_id, env)
             self.relayed += len(accepted)
             self._notify()
@@ -254,7 +213,7 @@ class Dispatcher:
         if not tasks:
             return
         with self._cv:
-            node = self._known(node_id)
+            node = self._registry.known(node_id)
             for t in reversed(tasks):
                 node.queue.appendleft(t)
                 if isinstance(t.spec, RingMessageTask):  # waiting again: counted against its recipient again
@@ -275,7 +234,7 @@ class Dispatcher:
             dropped = self._relay.close(session_id)
             if not dropped:
                 return
-            for node in self._nodes.values():
+            for node in self._registry.nodes.values():
                 if any(t.task_id in dropped for t in node.queue):
                     node.queue = deque(t for t in node.queue if t.task_id not in dropped)
             self._relay.release(dropped)
@@ -293,65 +252,48 @@ class Dispatcher:
 
     def peer_key(self, owner_id: str) -> PeerKey:
         with self._cv:
-            o = self._owners.get(owner_id)
-            if o is None:
-                raise RoundFailed(f"owner {owner_id!r} is not registered (its node left or re-registered without it)")
-            return PeerKey(owner_id, self._owner_node[owner_id], o.x25519_public_key, o.key_signature)
+            return self._registry.peer_key(owner_id)
 
     def certificates(self) -> dict[str, bytes]:
         with self._cv:
-            return {n: c for n, c in self._certificates.items() if c}
+            return {n: c for n, c in self._registry.certificates.items() if c}
 
     def silent_owners(self) -> set[str]:
         """Owners whose node has been silent for longer than the node timeout."""
         now = self._clock()
         with self._cv:
-            silent = {nid for nid, n in self._nodes.items() if now - n.last_seen > self._node_timeout}
-            return {o for o, nid in self._owner_node.items() if nid in silent}
+            silent = self._registry.silent_nodes(now, self._node_timeout)
+            return {o for o, nid in self._registry.owner_node.items() if nid in silent}
 
     def check_caller(self, node_id: str, peer: str | None) -> None:
         """Raise :class:`RemoteProtocolError` unless ``node_id`` is registered from connection
         ``peer`` (None: not checked), as :meth:`pull` does (a node opening a Session)."""
         with self._cv:
-            self._caller(node_id, peer)
-
-    def _caller(self, node_id: str, peer: str | None) -> NodeQueue:
-        node = self._known(node_id)
-        if peer is not None and node.peer is not None and peer != node.peer:
-            raise RemoteProtocolError(
-                f"node {node_id!r} is registered from connection {node.peer}, not {peer}; register again"
-            )
-        return node
-
-    def _known(self, node_id: str) -> NodeQueue:
-        node = self._nodes.get(node_id)
-        if node is None:
-            raise RemoteProtocolError(f"node {node_id!r} has not registered")
-        return node
+            self._registry.caller(node_id, peer)
 
     # ---- called by the coordinator's job -----------------------------------------------
     def owners(self) -> dict[str, OwnerInfo]:
         with self._cv:
-            return dict(self._owners)
+            return dict(self._registry.owners)
 
     def nodes(self) -> dict[str, int]:
         """node id -> number of owners it registered."""
         with self._cv:
-            return {n: len(node.owners) for n, node in self._nodes.items()}
+            return {n: len(node.owners) for n, node in self._registry.nodes.items()}
 
     def wait_for_owners(self, n: int, timeout: float, progress: Callable[[int], None] | None = None) -> int:
         deadline = self._clock() + timeout
         with self._cv:
-            while len(self._owners) < n and not self.aborted:
+            while len(self._registry.owners) < n and not self.aborted:
                 if progress:
-                    progress(len(self._owners))
+                    progress(len(self._registry.owners))
                 left = deadline - self._clock()
                 if left <= 0:
                     break
                 self._cv.wait(min(left, 0.5))
             if progress:
-                progress(len(self._owners))
-            return len(self._owners)
+                progress(len(self._registry.owners))
+            return len(self._registry.owners)
 
     def run(
         self,
@@ -381,14 +323,14 @@ class Dispatcher:
         handed = 0
         with self._cv:
             for t in tasks:
-                node_id = self._owner_node.get(t.owner_id)
+                node_id = self._registry.owner_node.get(t.owner_id)
                 if node_id is None:
                     raise RoundFailed(
                         f"task {t.task_id!r} is for owner {t.owner_id!r}, which is not registered (its "
                         "node left or re-registered without it)"
                     )
                 self._pending[t.task_id] = t
-                self._nodes[node_id].queue.append(t)
+                self._registry.nodes[node_id].queue.append(t)
             self._waiting = set(ids)  # push() removes answered ids: O(1) per answer
             self._notify()
             deadline = self._clock() + timeout
@@ -404,11 +346,13 @@ class Dispatcher:
                     next_liveness_check = now + 0.5
                     # An owner its node no longer registers will not answer either (None).
                     gone: set[str | None] = {None}
-                    gone.update(nid for nid, n in self._nodes.items() if now - n.last_seen > self._node_timeout)
+                    gone.update(self._registry.silent_nodes(now, self._node_timeout))
                     stalled = stalls is not None and self._relay.stalled(
-                        stalls, lambda o: self._owner_node.get(o) in gone
+                        stalls, lambda o: self._registry.owner_node.get(o) in gone
                     )
-                    if stalled or all(self._owner_node.get(self._pending[i].owner_id) in gone for i in self._waiting):
+                    if stalled or all(
+                        self._registry.owner_node.get(self._pending[i].owner_id) in gone for i in self._waiting
+                    ):
                         break
                 if self._waiting and not self._arrived:  # a sink may have taken the lock's time
                     self._cv.wait(min(0.5, deadline - now))
@@ -421,14 +365,14 @@ class Dispatcher:
             lost_nodes = sorted(
                 {
                     nid
-                    for nid in (self._owner_node.get(self._pending[i].owner_id) for i in lost)
-                    if nid is not None and now - self._nodes[nid].last_seen > self._node_timeout
+                    for nid in (self._registry.owner_node.get(self._pending[i].owner_id) for i in lost)
+                    if nid is not None and now - self._registry.nodes[nid].last_seen > self._node_timeout
                 }
             )
             lost_set = set(lost)
             for i in lost:
                 self._pending.pop(i)
-            for node in self._nodes.values():
+            for node in self._registry.nodes.values():
                 if any(t.task_id in lost_set for t in node.queue):
                     node.queue = deque(t for t in node.queue if t.task_id not in lost_set)
             results = {t.task_id: a for t, a in kept if isinstance(a, Result)}
@@ -470,7 +414,7 @@ class Dispatcher:
         the tasks it takes (:meth:`drained_job`), so an owner's policy can judge the job. Tasks of an
         earlier job still queued are dropped (their job is over); the owners stay registered."""
         with self._cv:
-            for node in self._nodes.values():
+            for node in self._registry.nodes.values():
                 self._relay.release(t.task_id for t in node.queue)
                 node.queue.clear()
             self._pending.clear()
@@ -500,7 +444,7 @@ class Dispatcher:
     def drained_job(self, node_id: str) -> JobInfo | None:
         """The job the tasks ``node_id`` took last (by :meth:`pull` or :meth:`relay`) belong to."""
         with self._cv:
-            node = self._nodes.get(node_id)
+            node = self._registry.nodes.get(node_id)
             return None if node is None else node.job
 
     def abort(self) -> None:

@@ -1,15 +1,25 @@
-"""What the coordinator keeps of a registered owner node, and what a registration may hold (contract 1)."""
+"""What the coordinator keeps of the registered owner nodes, and what a registration may hold (contract 1).
+
+:class:`Registry` holds the nodes (:class:`NodeQueue`), their owners and certificates; the dispatcher
+(:class:`~privfed.server.dispatcher.Dispatcher`) guards it with its lock and keeps the tasks. A node registers
+its owners in one message or in parts (:class:`Parts`); the registration replaces the node's own owners and
+nobody else's (:func:`check_registration`), and a node id serves one process at a time
+(:meth:`Registry.admit`).
+"""
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from dataclasses import dataclass, field
 
-from privfed.common.errors import RemoteProtocolError
+from privfed.common.errors import NodeIdInUse, RemoteProtocolError, RoundFailed
 from privfed.common.identity import check_owned_by
 from privfed.common.jobinfo import JobInfo
 from privfed.common.secagg.boxes import MAX_ID_BYTES
-from privfed.common.tasks import OwnerInfo
+from privfed.common.tasks import OwnerInfo, PeerKey
+
+log = logging.getLogger("privfed.coordinator")
 
 #: At most this many owners in one node's registration: 10^6 logical owners fit in two node
 #: processes (issue 27). A registration larger than one message comes in parts (:class:`Parts`).
@@ -93,3 +103,103 @@ def check_registration(node_id: str, owners: list[OwnerInfo]) -> None:
         if o.owner_id in seen:
             raise RemoteProtocolError(f"owner id {o.owner_id!r} appears twice in one registration")
         seen.add(o.owner_id)
+
+
+class Registry:
+    """The registered nodes, their owners and certificates. It has no lock of its own: every call is made
+    with the dispatcher's lock held."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeQueue] = {}
+        self.owners: dict[str, OwnerInfo] = {}
+        self.owner_node: dict[str, str] = {}
+        self.certificates: dict[str, bytes] = {}
+        self._parts: dict[str, Parts] = {}  # node id -> a registration in parts, not yet whole
+
+    def stage(
+        self, node_id: str, owners: list[OwnerInfo], part: int, parts: int, peer: str | None
+    ) -> list[OwnerInfo] | None:
+        """Add part ``part`` of a registration in ``parts`` parts (:class:`Parts`); the owners of all its
+        parts once this was the last, else None."""
+        staged = self._parts.pop(node_id, None) if part else start_parts(node_id, part, parts, peer)
+        if staged is None:
+            raise RemoteProtocolError(f"node {node_id!r} sent registration part {part} without part 0")
+        if not staged.add(node_id, owners, part, parts, peer):
+            self._parts[node_id] = staged
+            return None
+        return staged.owners
+
+    def admit(
+        self, node_id: str, owners: list[OwnerInfo], certificate: bytes, peer: str | None, now: float
+    ) -> tuple[NodeQueue, NodeQueue | None]:
+        """Register (or re-register) ``node_id`` hosting ``owners`` (checked: :func:`check_registration`);
+        returns the node's new entry, with an empty queue, and its previous one (None: it is new).
+
+        A node process draws fresh ring keys for its owners when it starts and registers the same ones
+        again after a reconnect; other keys for a node id that called within :data:`IDENTITY_LIVENESS`
+        seconds are a second process with the same certificate, refused with :class:`NodeIdInUse` (the
+        first keeps its place, nothing changes). A node silent for longer is taken over by the new process
+        (a restart), and the old connection is fenced: :meth:`caller` refuses it until it registers again.
+        """
+        keys = frozenset(o.x25519_public_key for o in owners if o.x25519_public_key)
+        old = self.nodes.get(node_id)
+        if old is not None and old.keys and keys and old.keys != keys:
+            self._take_over(old, peer, now)
+        if old is not None:
+            kept = {o.owner_id for o in owners}
+            for gone in (o for o in old.owners if o not in kept):
+                self.owners.pop(gone, None)
+                self.owner_node.pop(gone, None)
+        node = NodeQueue(node_id, [o.owner_id for o in owners], last_seen=now, keys=keys, peer=peer)
+        self.nodes[node_id] = node
+        self.certificates[node_id] = certificate
+        for o in owners:
+            self.owners[o.owner_id] = o
+            self.owner_node[o.owner_id] = node_id
+        return node, old
+
+    @staticmethod
+    def _take_over(old: NodeQueue, peer: str | None, now: float) -> None:
+        """A new process registers ``old``'s node id: refused while ``old`` is alive, else logged."""
+        quiet = now - old.last_seen
+        if quiet < IDENTITY_LIVENESS:
+            raise NodeIdInUse(
+                f"node id {old.node_id!r} is already registered by another live process (connection "
+                f"{old.peer or 'unknown'}, last call {quiet:.1f} s ago); one node certificate serves one "
+                "node process at a time: stop the other process, or give this one its own certificate"
+            )
+        log.warning(
+            "node %s registered again from another process (connection %s); its previous process "
+            "(connection %s, silent for %.1f s) is fenced",
+            old.node_id,
+            peer or "unknown",
+            old.peer or "unknown",
+            quiet,
+        )
+
+    def known(self, node_id: str) -> NodeQueue:
+        """The registered node ``node_id`` (:class:`RemoteProtocolError` if it has not registered)."""
+        node = self.nodes.get(node_id)
+        if node is None:
+            raise RemoteProtocolError(f"node {node_id!r} has not registered")
+        return node
+
+    def caller(self, node_id: str, peer: str | None) -> NodeQueue:
+        """:meth:`known`, called from the connection it registered from (``peer``; None: not checked)."""
+        node = self.known(node_id)
+        if peer is not None and node.peer is not None and peer != node.peer:
+            raise RemoteProtocolError(
+                f"node {node_id!r} is registered from connection {node.peer}, not {peer}; register again"
+            )
+        return node
+
+    def peer_key(self, owner_id: str) -> PeerKey:
+        """The registered ring key of ``owner_id`` (:class:`RoundFailed` if it is not registered)."""
+        o = self.owners.get(owner_id)
+        if o is None:
+            raise RoundFailed(f"owner {owner_id!r} is not registered (its node left or re-registered without it)")
+        return PeerKey(owner_id, self.owner_node[owner_id], o.x25519_public_key, o.key_signature)
+
+    def silent_nodes(self, now: float, timeout: float) -> set[str]:
+        """Nodes that have not called for longer than ``timeout`` seconds."""
+        return {nid for nid, n in self.nodes.items() if now - n.last_seen > timeout}

@@ -16,7 +16,8 @@ from privfed.common.identity import owner_id
 from privfed.common.tasks import NccShareReply, OwnerInfo, Refusal, Result
 from privfed.proto import serde
 from privfed.server.contracts import PublicLimits
-from privfed.server.dispatcher import IDENTITY_LIVENESS, Dispatcher, RunOutcome
+from privfed.server.dispatcher import Dispatcher, RunOutcome
+from privfed.server.nodes import IDENTITY_LIVENESS
 from privfed.server.registration import Expected, certificate_nodes, missing, status, wait_for_registration
 from privfed.server.rounds import JobBook
 from privfed.server.servicer import decode_results
