@@ -70,35 +70,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from privfed.common.learners.logistic import fit_local_logistic, lr_aggregate, lr_share
-from privfed.common.mechanisms import make_mechanism
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # the repository root: bench's own modules (bench.*)
+from bench.lr_round import BOUND, ROWS_PER_OWNER, D, in_process_round, write_rows
+from bench.round_floors import commit_floor, cpu_seconds, grpc_floor, process_floor
 from privfed.deploy.commands import owner_argv
-from privfed.owner.data import build_owners, load_owner_file
 from privfed.server.report import host_info
-from privfed.server.strategies import make_strategy
-from privfed.server.strategies.base import Transport
-from privfed.server.strategies.result import PrivacySplit, StrategyResult
 
-D = 10  # features
-ROWS_PER_OWNER = 20
-BOUND = 4.0  # public bounds -BOUND:BOUND on every feature
 FLOOR = "import numpy, grpc, google.protobuf, cryptography.x509"
-
-#: A bare coordinator for the floor lines: prints its port, serves until a line on stdin.
-SERVER = """
-import sys
-from privfed.server.app import CoordinatorServer
-server = CoordinatorServer(tls=None)
-print(server.start("127.0.0.1:0"), flush=True)
-sys.stdin.readline()
-server.stop(0)
-"""
 
 #: The coordinator, in its own process so that its RSS is its own: prints its port, then
 #: "registered" once every owner is, waits for a line on stdin (the bench reads RSS meanwhile),
@@ -108,7 +90,7 @@ server.stop(0)
 COORDINATOR = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from federation import RoundTimer, lr_strategy
+from bench.lr_round import RoundTimer, lr_strategy
 from privfed.server.app import CoordinatorServer
 from privfed.server.job import run_job
 
@@ -136,14 +118,6 @@ def rss_mb(pid: int | str = "self") -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024.0
     raise RuntimeError(f"no VmRSS for pid {pid}")
-
-
-def write_rows(path: Path, n: int, rng: np.random.Generator, d: int = D, k: int = 2) -> None:
-    """``n`` rows of a ``k``-class Gaussian mixture in ``d`` features (class c shifts features c, c+k, ...
-    up and the others down), clipped to the public bounds, label last."""
-    y = rng.integers(0, k, n)
-    X = np.clip(rng.normal(size=(n, d)) + np.where(np.arange(d) % k == y[:, None], 0.8, -0.8), -BOUND, BOUND)
-    np.savetxt(path, np.column_stack([X, y]), delimiter=",", fmt=["%.6f"] * d + ["%d"])
 
 
 def package_root(checkout: Path, into: Path) -> Path:
@@ -224,7 +198,7 @@ class Bench:
                 sys.executable,
                 "-c",
                 COORDINATOR,
-                str(Path(__file__).parent),
+                str(Path(__file__).resolve().parents[1]),  # the repository root: bench.lr_round
                 str(nodes * owners_per_node),
                 str(repeats),
                 *map(str, shape),
@@ -278,140 +252,6 @@ class Bench:
         return elapsed, rss
 
 
-class RoundTimer:
-    """A strategy that runs the LR round ``repeats`` times (new round id each) and times each."""
-
-    def __init__(self, lr: Any, repeats: int, after_first: Callable[[], object] | None = None) -> None:
-        self.lr, self.repeats, self.after_first = lr, repeats, after_first
-        self.times: list[float] = []
-
-    def privacy(self) -> PrivacySplit:
-        return self.lr.privacy()
-
-    def check_feasible(self, n_owners: int) -> None:
-        """Any number of owners can release."""
-
-    def run(self, owner_ids: list[str], transport: Transport) -> StrategyResult[Any]:
-        model = None
-        for r in range(self.repeats):
-            t0 = time.perf_counter()
-            model = self.lr.aggregate(transport.run_tasks(self.lr.configure(owner_ids, f"bench-r{r}")))
-            self.times.append(time.perf_counter() - t0)
-            if r == 0 and self.after_first is not None:
-                self.after_first()
-        assert model is not None, "at least one round"
-        return StrategyResult(model, self.privacy())
-
-
-def lr_strategy(d: int = D, k: int = 2) -> Any:
-    from privfed.common.bounds import Bounds
-
-    return make_strategy(
-        "lr", solver="local", mechanism="pm", epsilon=float("inf"), n_classes=k, bounds=Bounds.of(-BOUND, BOUND, d)
-    )
-
-
-def bench_owners(files: list[Path], owners_per_node: int, seed: int, first: int = 0) -> list[Any]:
-    """The owners the nodes of ``files`` host (node ``first + i`` holds ``files[i]``), as the nodes build them."""
-    owners = []
-    for i, path in enumerate(files, start=first):
-        ds = load_owner_file(str(path), f"-{BOUND:g}:{BOUND:g}", 2)
-        owners += build_owners(
-            ds,
-            node_id=f"owner-{i}",
-            n_owners=owners_per_node,
-            shards=range(owners_per_node),
-            seed=seed,
-            rng_kind="seeded",
-            rng_seed=seed,
-        )
-    return owners
-
-
-def owner_reports(lr: Any, owners: list[Any]) -> list[np.ndarray]:
-    """Each owner's computation of the LR round: its local fit and its perturbed share."""
-    reports = []
-    for o in owners:
-        theta = fit_local_logistic(o.X, o.y, bounds=lr.bounds, n_classes=2, C=lr.C)
-        mech = make_mechanism(lr.mechanism, epsilon=lr.epsilon, d=theta.size)
-        reports.append(lr_share(theta, param_bound=lr.param_bound, mechanism=mech, rng=o.rng))
-    return reports
-
-
-def in_process_round(files: list[Path], owners_per_node: int, seed: int, repeats: int) -> tuple[float, float]:
-    """The same owners' computation without processes or a wire: fit, share, aggregate. Returns the
-    median (wall s, CPU s) of ``repeats`` rounds."""
-    lr = lr_strategy()
-    owners = bench_owners(files, owners_per_node, seed)
-    times, cpus = [], []
-    for _ in range(repeats):
-        t0, cpu0 = time.perf_counter(), time.process_time()
-        reports = owner_reports(lr, owners)
-        lr_aggregate(np.stack(reports), param_bound=lr.param_bound, n_classes=2, bounds=lr.bounds)
-        times.append(time.perf_counter() - t0)
-        cpus.append(time.process_time() - cpu0)
-    return statistics.median(times), statistics.median(cpus)
-
-
-#: A process holding one node's owners: computes their reports (``owner_reports``) for each line on
-#: stdin and answers a line (the process floor: no wire, no ledger, no coordinator).
-WORKER = """
-import sys
-sys.path.insert(0, sys.argv[1])
-from pathlib import Path
-from federation import bench_owners, lr_strategy, owner_reports
-lr, owners = lr_strategy(), bench_owners([Path(sys.argv[2])], 1, int(sys.argv[3]), first=int(sys.argv[4]))
-print("ready", flush=True)
-for _ in sys.stdin:
-    owner_reports(lr, owners)
-    print("done", flush=True)
-"""
-
-
-def process_floor(files: list[Path], seed: int, repeats: int) -> tuple[float, float]:
-    """(wall s, CPU s) per round of the one-owner processes of ``files``, each woken by a line on a pipe,
-    computing its owner's fit and share and answering a line, and the aggregate here: what one process
-    per owner costs before any gRPC, ledger or coordinator (median wall, mean CPU of the rounds after
-    the first)."""
-    lr = lr_strategy()
-    here = str(Path(__file__).parent)
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", WORKER, here, str(f), str(seed), str(i)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for i, f in enumerate(files)
-    ]
-    pipes = [(p.stdin, p.stdout) for p in procs if p.stdin is not None and p.stdout is not None]
-    try:
-        for _, out in pipes:
-            out.readline()
-        times, cpu0 = [], 0.0
-        placeholder = np.zeros(
-            (len(files), D + 1)
-        )  # the workers' reports stay with them: only the aggregate's cost counts
-        for r in range(repeats + 1):
-            if r == 1:
-                cpu0 = sum(map(cpu_seconds, (p.pid for p in procs))) + time.process_time()
-            t0 = time.perf_counter()
-            for inp, _ in pipes:
-                inp.write("go\n")
-                inp.flush()
-            for _, out in pipes:
-                out.readline()
-            lr_aggregate(placeholder, param_bound=lr.param_bound, n_classes=2, bounds=lr.bounds)
-            times.append(time.perf_counter() - t0)
-        cpu = (sum(map(cpu_seconds, (p.pid for p in procs))) + time.process_time() - cpu0) / repeats
-        return statistics.median(times[1:]), cpu
-    finally:
-        for p in procs:
-            if p.stdin is not None:
-                p.stdin.close()
-            p.wait(timeout=15)
-
-
 #: The thread lines' workload, shaped like digits (64 features, 10 classes, its 1437 training rows
 #: split five ways): large enough for OpenBLAS to use its threads in an owner's Newton steps.
 THREAD_SHAPE, THREAD_ROWS = (64, 10), 290
@@ -431,87 +271,6 @@ def thread_lines(bench: Bench, repeats: int) -> None:
             _, _, times, _ = bench.federation(nodes, 1, f"thr{nodes}x{threads}", repeats, files, THREAD_SHAPE, flags)
             seconds[threads] = statistics.median(times[1:] or times)
         line(f"round N={nodes} d={d} pinned s", seconds[cpus], seconds[1])
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU seconds of process ``pid``'s live threads so far: the scheduler's nanosecond counters
-    (/proc/PID/task/*/schedstat), not the 10 ms ticks of /proc/PID/stat, which a few short rounds
-    of 21 processes would round away."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            total += int((task / "schedstat").read_text().split()[0])
-        except (OSError, IndexError, ValueError):  # a thread that just ended
-            continue
-    return total / 1e9
-
-
-def grpc_floor(calls: int = 1000) -> dict[str, tuple[float, float]]:
-    """(CPU s of client and coordinator, wall s) per exchange of a registered node with a coordinator
-    process: ``call``, an empty unary PushResults; ``session``, the same request and its answer on the
-    node's Session stream (:class:`privfed.owner.session.NodeSession`, as a node sends it)."""
-    import grpc
-
-    from privfed.owner.session import NodeSession
-    from privfed.proto import privfed_pb2 as pb
-    from privfed.proto import privfed_pb2_grpc as pb_grpc
-    from privfed.proto.transport import channel_options
-
-    server = subprocess.Popen(
-        [sys.executable, "-c", SERVER],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert server.stdin is not None and server.stdout is not None  # PIPE
-    out = {}
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{server.stdout.readline().strip()}", options=channel_options()) as ch:
-            stub = pb_grpc.CoordinatorStub(ch)
-            stub.RegisterNode(pb.RegisterNodeRequest(node_id="n", owners=[pb.OwnerInfo(owner_id="n.o")]), timeout=10)
-            request = pb.PushResultsRequest(node_id="n")
-            session = NodeSession(stub, 10.0)
-            for name, exchange in (
-                ("call", lambda: stub.PushResults(request, timeout=10)),
-                ("session", lambda: session.exchange(request)),
-            ):
-                for _ in range(100):  # warm up
-                    exchange()
-                cpu0, theirs0, t0 = time.process_time(), cpu_seconds(server.pid), time.perf_counter()
-                for _ in range(calls):
-                    exchange()
-                wall = time.perf_counter() - t0
-                cpu = time.process_time() - cpu0 + cpu_seconds(server.pid) - theirs0
-                out[name] = (cpu / calls, wall / calls)
-            session.close()
-        server.stdin.write("stop\n")
-        server.stdin.flush()
-        server.wait(timeout=15)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
-    return out
-
-
-def commit_floor(directory: Path, commits: int = 300) -> tuple[float, float]:
-    """(CPU s, wall s) per durable SQLite commit of one row, as the ledger commits (WAL, synchronous=FULL)."""
-    import sqlite3
-
-    conn = sqlite3.connect(str(directory / "floor.sqlite"), isolation_level=None)
-    try:
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT)")
-        cpu0, t0 = time.process_time(), time.perf_counter()
-        for i in range(commits):
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("INSERT INTO t (v) VALUES (?)", (str(i),))
-            conn.execute("COMMIT")
-        return (time.process_time() - cpu0) / commits, (time.perf_counter() - t0) / commits
-    finally:
-        conn.close()
 
 
 def floor_lines(bench: Bench, per_owner: float) -> None:

@@ -36,8 +36,7 @@ import numpy as np
 from privfed.common.boosting.wire import config_to_dict, empty_history
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.secagg.fixedpoint import FixedPoint
-from privfed.common.secagg.inprocess import InProcessSecAgg
-from privfed.common.secagg.ring import run_ring_in_process
+from privfed.common.secagg.inprocess import InProcessSecAgg, run_ring_in_process
 from privfed.common.tasks import BoostEvaluateTask
 from privfed.deploy.certs import make_certs
 from privfed.owner.data import federation_split

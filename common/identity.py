@@ -10,7 +10,7 @@ owner ids it may speak for:
   identity (no node can register, or answer for, another node's owners, nor invent sybils under
   another name);
 * a ring peer accepts an X25519 key for owner ``n.o7`` only when it is signed by the key of
-  certificate ``n`` (``privfed.common.secagg.boxes.verify_public_key`` with ``cert_identity=n``).
+  certificate ``n`` (``privfed.common.secagg.signed_keys.verify_public_key`` with ``cert_identity=n``).
 
 Pure string functions; no I/O.
 """

@@ -10,13 +10,8 @@ from collections import Counter
 
 import numpy as np
 
-from privfed.common.datasets import (  # federation_split: re-exported
-    Dataset,
-    federation_split,
-    parse_bounds,
-    partition,
-    read_table,
-)
+from privfed.common.dataset_files import parse_bounds, read_table
+from privfed.common.datasets import Dataset, federation_split, partition  # federation_split: re-exported
 from privfed.common.errors import ConfigError
 from privfed.common.identity import owner_id
 from privfed.common.rng import make_rng
@@ -101,7 +96,7 @@ def build_owners(
 
 def read_owner_rows(path: str) -> RawTable:
     """Read an owner's CSV (a header naming the features and the label, unless the schema says
-    files have none) or NPZ (X, y) file as text (:func:`privfed.common.datasets.read_table`); the
+    files have none) or NPZ (X, y) file as text (:func:`privfed.common.dataset_files.read_table`); the
     federation schema then reads it (:func:`check_owner_rows`)."""
     return read_table(path)
 

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.identity import node_of
-from privfed.common.secagg.boxes import verify_public_key
+from privfed.common.secagg.signed_keys import verify_public_key
 from privfed.common.tasks import PeerKey
 
 #: Checked peer keys a node remembers (then it forgets them all and checks again).

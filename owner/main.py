@@ -13,7 +13,8 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from privfed.common.datasets import Dataset, read_schema
+from privfed.common.dataset_files import read_schema
+from privfed.common.datasets import Dataset
 from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger

@@ -27,8 +27,9 @@ from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.jobinfo import JobInfo
 from privfed.common.ledger import Ledger
 from privfed.common.schema import FederationSchema
-from privfed.common.secagg.boxes import generate_private_key, sign_public_key
+from privfed.common.secagg.boxes import generate_private_key
 from privfed.common.secagg.ring import Outbound
+from privfed.common.secagg.signed_keys import sign_public_key
 from privfed.common.tasks import Refusal, Result, Task, kind_of
 from privfed.owner.core import OwnerCore
 from privfed.owner.keys import OwnerKeys

@@ -540,7 +540,7 @@ def pinned_schema(config: QueryConfig, served: FederationSchema | None, n_featur
     model's must equal (sha256) and whose feature count its bounds must have; else the model's own."""
     if config.schema is None:
         return served
-    from privfed.common.datasets import read_schema
+    from privfed.common.dataset_files import read_schema
 
     own = read_schema(config.schema)
     if served is not None and served.digest() != own.digest():
@@ -560,7 +560,7 @@ def query_rows(path: Path, schema: FederationSchema | None, n_features: int, *, 
     refused ("Columns")."""
     name = Path(path).name
     if schema is not None and not _is_npz(path):
-        from privfed.common.datasets import read_table as read_raw_table
+        from privfed.common.dataset_files import read_table as read_raw_table
 
         loaded = schema.load(read_raw_table(path), labels=None)
         for note in loaded.notes():

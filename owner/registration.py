@@ -18,7 +18,8 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 from privfed.common.ledger import Ledger
 from privfed.common.schema import FederationSchema
-from privfed.common.secagg.boxes import public_bytes, sign_public_key
+from privfed.common.secagg.boxes import public_bytes
+from privfed.common.secagg.signed_keys import sign_public_key
 from privfed.common.tasks import OwnerInfo
 from privfed.owner.local import LocalOwner
 from privfed.proto import privfed_pb2 as pb

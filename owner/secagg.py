@@ -33,7 +33,7 @@ from cryptography import x509
 
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.identity import node_of
-from privfed.common.secagg.boxes import Box, public_bytes, verify_public_key
+from privfed.common.secagg.boxes import Box, public_bytes
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.messages import (
     KeyAdvert,
@@ -45,6 +45,7 @@ from privfed.common.secagg.messages import (
 )
 from privfed.common.secagg.pairwise import CohostedAgreements, SecAggOwner
 from privfed.common.secagg.ring import Outbound
+from privfed.common.secagg.signed_keys import verify_public_key
 from privfed.common.tasks import (
     BoostEvaluateTask,
     PeerKey,

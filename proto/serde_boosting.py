@@ -16,7 +16,7 @@ import numpy as np
 
 from privfed.common.errors import RemoteProtocolError
 from privfed.common.learners.logistic import LinearModel
-from privfed.common.learners.ncc import NearestCentroidModel
+from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.learners.stump import Stump
 from privfed.common.learners.stump_encodings import STUMP_ENCODINGS
 from privfed.common.mechanisms.frequency import ORACLES

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from privfed.common.datasets import Dataset, federation_split, read_schema, read_table
+from privfed.common.dataset_files import read_schema, read_table
+from privfed.common.datasets import Dataset, federation_split
 from privfed.common.errors import ConfigError, JobAborted
 from privfed.common.schema import FederationSchema
 from privfed.proto.transport import PULL_WAIT, TlsFiles

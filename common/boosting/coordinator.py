@@ -32,10 +32,12 @@ from privfed.common.boosting.params import EVAL_GROUPS
 from privfed.common.boosting.releases import ReleasePlan
 from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.learners.logistic import lr_aggregate
-from privfed.common.learners.ncc import NccShare, NearestCentroidModel, ncc_centroids
+from privfed.common.learners.ncc import NccShare, ncc_centroids
+from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.learners.samme import SammeDecision, SammeStep, samme_decide
 from privfed.common.learners.stump import select_stump
-from privfed.common.learners.stump_encodings import RowEncoding, SampledReports
+from privfed.common.learners.stump_row_encoding import RowEncoding
+from privfed.common.learners.stump_sampled_encoding import SampledReports
 from privfed.common.validation import check_choice, check_int
 
 #: What the coordinator does with a learner no better than chance: drop it and go on with the next group

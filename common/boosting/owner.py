@@ -31,10 +31,12 @@ import numpy as np
 from privfed.common.boosting.releases import ReleasePlan
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import LinearModel, fit_local_logistic, lr_share
-from privfed.common.learners.ncc import NccShare, NearestCentroidModel, ncc_share
+from privfed.common.learners.ncc import NccShare, ncc_share
+from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.learners.samme import max_alpha
 from privfed.common.learners.stump import Stump, binarize
-from privfed.common.learners.stump_encodings import SampledReports, encoding_shares
+from privfed.common.learners.stump_encodings import encoding_shares
+from privfed.common.learners.stump_sampled_encoding import SampledReports
 
 #: The base learners a boosting run can hold (``base``: stump, ncc, lr).
 Learner = Stump | NearestCentroidModel | LinearModel

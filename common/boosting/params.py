@@ -21,7 +21,7 @@ whole share ε; ``"all"``: every owner shares in every round at ``share_epsilon 
 composition, each debited). SAMME only needs the ratio ``E / W``, so noisy totals of a sub-population serve.
 
 The defaults were chosen by measurement (``privfed experiment bdt-error`` and ``privfed experiment tabular
---validate``; the tables are in :mod:`privfed.deploy.experiments.boosting`, "Design of the boosting
+--validate``; the tables are in :mod:`privfed.deploy.experiments.boosting_curves`, "Design of the boosting
 defaults").
 """
 
@@ -160,7 +160,7 @@ class BoostingParams:
         share noise grows linearly with it (:func:`default_weight_bound`).
     labels, label_fraction : NCC label scheme of the share budget
         (:func:`~privfed.common.learners.ncc.split_label_budget`); default ``"joint"`` (one k-RR report of
-        (label, sign) per row at the whole share ε, :class:`~privfed.common.learners.ncc.JointLabelEncoding`);
+        (label, sign) per row at the whole share ε, :class:`~privfed.common.learners.ncc_joint.JointLabelEncoding`);
         ``"rr"`` (the label by randomized response at ``label_fraction`` of ε); the paper's ``"clear"`` only
         by owner opt-in.
     C, param_bound : LR regularisation and public parameter clip bound.

@@ -27,9 +27,11 @@ import numpy as np
 from privfed.common.boosting.params import BoostingParams
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import n_parameters
-from privfed.common.learners.ncc import JointLabelEncoding, joint_encoding, split_label_budget
+from privfed.common.learners.ncc import split_label_budget
+from privfed.common.learners.ncc_joint import JointLabelEncoding, joint_encoding
 from privfed.common.learners.stump import thresholds
-from privfed.common.learners.stump_encodings import RowEncoding, StumpEncoding, make_stump_encoding
+from privfed.common.learners.stump_encodings import StumpEncoding, make_stump_encoding
+from privfed.common.learners.stump_row_encoding import RowEncoding
 from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
 from privfed.common.mechanisms.base import ErrorPairRelease, Mechanism
 from privfed.common.mechanisms.laplace import ErrorPairLaplace

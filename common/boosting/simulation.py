@@ -10,7 +10,7 @@ and the mechanisms perturb row by row, so both are the computation each owner's 
 generator stream instead of one per owner) but have the same distribution (tested, also against the real
 owner cores over ``privfed.deploy.inprocess``). This is what keeps experiments with 10^4 owners fast.
 
-Secure sum. ``secure_sum="ring"`` runs :func:`~privfed.common.secagg.ring.run_ring_in_process` (the
+Secure sum. ``secure_sum="ring"`` runs :func:`~privfed.common.secagg.inprocess.run_ring_in_process` (the
 networked state machines, AES-GCM hops) on the fixed-point values; ``"plain"`` adds the same per-owner
 values in float64. Both sum the owners' *noisy* evaluation releases, so a measured utility is the deployed
 one. The ring is exact in Z_2^64, so the two differ only by the fixed-point rounding, at most ``N 2^(-f-1)``
@@ -43,7 +43,8 @@ from privfed.common.boosting.releases import ReleasePlan
 from privfed.common.errors import ConfigError, LocalProtocolError
 from privfed.common.secagg.boxes import generate_private_key, local_boxes
 from privfed.common.secagg.fixedpoint import FixedPoint
-from privfed.common.secagg.ring import ring_peers, run_ring_in_process
+from privfed.common.secagg.inprocess import run_ring_in_process
+from privfed.common.secagg.ring_topology import ring_peers
 from privfed.common.validation import check_choice
 
 SECURE_SUMS = ("plain", "ring")

@@ -29,7 +29,7 @@ from privfed.common.boosting.params import WIRE_FIELDS, BoostingParams
 from privfed.common.boosting.releases import ReleasePlan
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import LinearModel
-from privfed.common.learners.ncc import NearestCentroidModel
+from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.learners.stump import Stump
 from privfed.common.validation import check_positive, check_real
 

@@ -93,9 +93,9 @@ _EXPORTS = {
     "fit_local_logistic": "logistic",
     "lr_aggregate": "logistic",
     "lr_share": "logistic",
-    "LdpNearestCentroid": "ncc",
+    "LdpNearestCentroid": "estimators",
     "NccShare": "ncc",
-    "NearestCentroidModel": "ncc",
+    "NearestCentroidModel": "ncc_model",
     "ncc_centroids": "ncc",
     "ncc_class_sums": "ncc",
     "ncc_share": "ncc",
@@ -109,8 +109,8 @@ _EXPORTS = {
     "binarize": "stump",
     "cross_tables": "stump",
     "select_stump": "stump",
-    "stump_aggregate": "stump",
-    "stump_share": "stump",
+    "stump_aggregate": "stump_encodings",
+    "stump_share": "stump_encodings",
     "thresholds": "stump",
 }
 

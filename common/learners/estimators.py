@@ -34,13 +34,13 @@ from privfed.common.learners.logistic import (
 from privfed.common.learners.ncc import (
     LABEL_FRACTION,
     LABEL_SCHEMES,
-    NearestCentroidModel,
-    joint_encoding,
     ncc_centroids,
     ncc_share,
     resolve_labels,
     split_label_budget,
 )
+from privfed.common.learners.ncc_joint import joint_encoding
+from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, make_mechanism
 
 
@@ -194,7 +194,7 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
 
     Every row is its own data owner, and the rows go through the same functions as ``--task ncc``'s:
     :func:`ncc_share` then :func:`ncc_centroids`, or under ``labels="joint"`` the
-    :class:`~privfed.common.learners.ncc.JointLabelEncoding` of :func:`joint_encoding` (its ``share``, the owner's;
+    :class:`~privfed.common.learners.ncc_joint.JointLabelEncoding` of :func:`joint_encoding` (its ``share``, the owner's;
     its ``centroids``, the coordinator's).
 
     Parameters

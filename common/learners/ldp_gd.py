@@ -80,7 +80,7 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.learners.logistic import LinearModel, _expit
 from privfed.common.mechanisms import Mechanism, make_mechanism
-from privfed.common.mechanisms.piecewise import PiecewiseMultidim
+from privfed.common.mechanisms.piecewise_multidim import PiecewiseMultidim
 from privfed.common.validation import check_choice, check_int, check_positive
 
 #: Mechanisms for the gradient: Alg. 4 with PM (default) or HM, Duchi's d-dimensional, Laplace.

@@ -50,10 +50,8 @@ moves by about ± 0.09 and ± 0.08); on fair the target lies above the non-priva
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cached_property
 from numbers import Real
 
 import numpy as np
@@ -61,10 +59,7 @@ from numpy.typing import ArrayLike
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.learners.stump_encodings import SampledReports
 from privfed.common.mechanisms import KaryRandomizedResponse, Mechanism
-from privfed.common.mechanisms.frequency import DirectEncoding
-from privfed.common.mechanisms.label_sign import LabelSignResponse
 from privfed.common.validation import check_int, check_positive
 
 LABEL_SCHEMES = ("clear", "rr", "joint")
@@ -84,10 +79,10 @@ def resolve_labels(labels: str, epsilon: float) -> str:
     validation splits (module docstring, "Labels")."""
     if labels != "auto":
         return labels
-    return "joint" if _check_epsilon(epsilon) < JOINT_BELOW else "rr"
+    return "joint" if check_row_epsilon(epsilon) < JOINT_BELOW else "rr"
 
 
-def _check_epsilon(epsilon: object) -> float:
+def check_row_epsilon(epsilon: object) -> float:
     return check_positive(epsilon, name="epsilon", allow_inf=True, fix="math.inf for a non-private run")
 
 
@@ -104,7 +99,7 @@ def split_label_budget(
         ``"clear"``: the paper's scheme (§3.5.1), the label travels unperturbed next to the
         perturbed row and all of ε goes to the features. ``"rr"``: the label goes through k-ary
         randomized response with ``label_fraction * epsilon``. ``"joint"``: one report of the
-        (label, sign) pair at the whole ε (:class:`JointLabelEncoding`); there is no separate label
+        (label, sign) pair at the whole ε (:class:`~privfed.common.learners.ncc_joint.JointLabelEncoding`); there is no separate label
         budget, so the split is ``(epsilon, 0.0)`` as for ``"clear"``, but the label is protected.
     label_fraction : float in (0, 1)
         Share of ε spent on the label under ``"rr"``; :data:`LABEL_FRACTION` by default (chosen on
@@ -118,7 +113,7 @@ def split_label_budget(
         label is *not* protected; ``0.0`` for ``"joint"`` too, whose one report spends
         ``eps_features = epsilon`` on the label and the features together. ``epsilon = inf`` gives ``(inf, inf)`` under ``"rr"``.
     """
-    epsilon = _check_epsilon(epsilon)
+    epsilon = check_row_epsilon(epsilon)
     if labels not in LABEL_SCHEMES:
         raise ConfigError(f"labels must be one of {LABEL_SCHEMES}, got {labels!r}")
     if isinstance(label_fraction, bool) or not isinstance(label_fraction, Real) or not 0 < label_fraction < 1:
@@ -128,7 +123,7 @@ def split_label_budget(
     return epsilon * (1.0 - label_fraction), epsilon * label_fraction
 
 
-def _check_labels(y: ArrayLike, n: int, n_classes: int | None = None) -> np.ndarray:
+def check_labels(y: ArrayLike, n: int, n_classes: int | None = None) -> np.ndarray:
     y = np.asarray(y)
     if y.shape != (n,):
         raise ConfigError(f"labels must have shape ({n},), got {y.shape}")
@@ -141,7 +136,7 @@ def _check_labels(y: ArrayLike, n: int, n_classes: int | None = None) -> np.ndar
     return y
 
 
-def _scaled_weights(sample_weight: ArrayLike, weight_bound: object, n: int) -> np.ndarray:
+def scaled_weights(sample_weight: ArrayLike, weight_bound: object, n: int) -> np.ndarray:
     """Each row's weight clipped to the public ``weight_bound`` and scaled to ``u = w / weight_bound`` in [0, 1]."""
     bound = check_positive(weight_bound, name="weight_bound", fix="a public bound is required with sample_weight")
     w = np.asarray(sample_weight, dtype=np.float64)
@@ -173,7 +168,7 @@ class NccShare:
         if not np.all(np.isfinite(reports)):
             raise ConfigError("NccShare reports must be finite numbers")
         object.__setattr__(self, "reports", reports)
-        object.__setattr__(self, "labels", _check_labels(self.labels, reports.shape[0]))
+        object.__setattr__(self, "labels", check_labels(self.labels, reports.shape[0]))
 
     @classmethod
     def concat(cls, shares: NccShare | Iterable[NccShare]) -> NccShare:
@@ -233,9 +228,9 @@ def ncc_share(
     guarantee of ``mechanism.epsilon`` (+ ``label_rr.epsilon`` for the label).
     """
     t = bounds.to_unit(np.atleast_2d(np.asarray(X, dtype=np.float64)))
-    y = _check_labels(y, t.shape[0], None if label_rr is None else label_rr.n_classes)
+    y = check_labels(y, t.shape[0], None if label_rr is None else label_rr.n_classes)
     if sample_weight is not None:
-        u = _scaled_weights(sample_weight, weight_bound, y.shape[0])
+        u = scaled_weights(sample_weight, weight_bound, y.shape[0])
         t = np.hstack([u[:, None] * t, 2.0 * u[:, None] - 1.0])
     if mechanism.d != t.shape[1]:
         raise ConfigError(
@@ -325,7 +320,7 @@ def ncc_centroids(
     either, to the centre of the bounds. (Under randomized response with many classes and a
     small ε the counts of several classes go negative; they then share the global mean, the
     point nearest to most rows, and one class is predicted for every row: a symptom of the
-    label noise, not a fault of the fallback, see :mod:`privfed.deploy.experiments.boosting`.)
+    label noise, not a fault of the fallback, see :mod:`privfed.deploy.experiments.boosting_curves`.)
 
     Returns
     -------
@@ -351,229 +346,3 @@ def centroids_from_sums(sums: np.ndarray, counts: np.ndarray, cap: ArrayLike, bo
     ok = counts > 0
     centroid_t = np.where(ok[:, None], sums / np.where(ok, counts, 1.0)[:, None], global_t)
     return np.clip(bounds.from_unit(centroid_t), bounds.lo, bounds.hi)
-
-
-@dataclass(frozen=True, kw_only=True)
-class JointLabelEncoding:
-    """``labels="joint"``: each row reports one (label, sign) pair by (2K + 1)-ary randomized response at ε.
-
-    Boosted NCC from private labels (issue 12; seed 002 §3.5.1 and Fig. 10 send the label in the
-    clear), and ``--task ncc --labels joint`` (issue 22; ``NccShareTask.joint_encoding``, one share per owner; in-process, ``LdpNearestCentroid``). The mechanism, its estimator, closed-form variances and privacy argument are
-    :class:`~privfed.common.mechanisms.label_sign.LabelSignResponse`; this class feeds it an owner's rows
-    mapped to ``t`` in ``[-1, 1]^d`` by the public bounds (SPEC §4) and SAMME weights scaled to
-    ``u = min(w, B) / B`` in ``[0, 1]`` (``B`` the public ``weight_bound``), carries its reports as
-    :class:`~privfed.common.learners.stump_encodings.SampledReports` (the wire's ``BoostShare``), and turns
-    the coordinator's class sums into centroids ``S_c / U_c`` (``B`` cancels), mapped back through the
-    bounds (:func:`centroids_from_sums`; totals clipped to the ``n`` rows reported). ε-LDP per row;
-    parallel composition over an owner's disjoint rows, as every NCC share.
-
-    Design, measured (boosting results in :mod:`privfed.deploy.experiments.boosting`). The weight
-    sampling with ⊥ estimates the class weight totals from the labels of *all* reports; the
-    proposed first design, stochastic rounding of ``u t_j`` with a weight coordinate (``d + 1``
-    candidates, the weight totals from the reports of that coordinate only, a 2K-ary report), has
-    totals about ``sqrt(d + 1)`` times noisier: one NCC from 400 ``mnist-box`` training rows (10
-    classes, 25 features), test misclassification over 60 draws (a throwaway script), 0.835 ± 0.006
-    with ⊥ against 0.896 ± 0.004 at share ε = 3.5, 0.877 ± 0.005 against 0.894 ± 0.004 at 2.1
-    (exact centroids 0.268). Shrinking each centroid towards the global mean by its estimated noise
-    (James-Stein) measured no better (0.833). More coordinates per row (m at ε/m each) lose at these
-    ε: the variance of ``S_cj`` is about ``d / (m (p - q)^2)``, and ``(p - q)^2`` falls faster than
-    ``1 / m`` (K = 10, ε = 3.5: ``(p - q)^2`` = 0.37 at m = 1, 0.034 at m = 2); a 3-level rounding of
-    ``t_j`` instead of the sign (31 values) would lower the variance by only about 10 % (same formula at a
-    mean ``|t_j|`` of 0.6; not built).
-
-    Parameters
-    ----------
-    epsilon : float
-        The row's whole share budget, finite and > 0 (ε = ∞ uses the exact :func:`ncc_share`).
-    n_classes : int >= 2
-    d : int >= 1
-        Features.
-    weight_bound : float > 0
-        Public bound ``B`` on a row's weight.
-    """
-
-    epsilon: float
-    n_classes: int
-    d: int
-    weight_bound: float = 1.0
-
-    #: ``SampledReports.encoding`` of these reports.
-    KIND = "ncc-joint"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "weight_bound", check_positive(self.weight_bound, name="weight_bound"))
-        self.mechanism  # noqa: B018 - validates epsilon, n_classes, d
-
-    @cached_property
-    def mechanism(self) -> LabelSignResponse:
-        """The joint (label, sign) randomized response of every row."""
-        return LabelSignResponse(epsilon=self.epsilon, n_classes=self.n_classes, d=self.d)
-
-    @property
-    def oracle(self) -> DirectEncoding:
-        """The mechanism's k-RR over the ``2K + 1`` values."""
-        return self.mechanism.oracle
-
-    def _unit(
-        self, X: ArrayLike, y: ArrayLike, bounds: Bounds, sample_weight: ArrayLike | None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The rows in ``[-1, 1]^d``, their labels and their weights scaled to ``[0, 1]``."""
-        if bounds.d != self.d:
-            raise ConfigError(f"bounds describe {bounds.d} features, the encoding {self.d}")
-        t = bounds.to_unit(np.atleast_2d(np.asarray(X, dtype=np.float64)))
-        m = t.shape[0]
-        y = _check_labels(y, m, self.n_classes)
-        u = np.ones(m) if sample_weight is None else _scaled_weights(sample_weight, self.weight_bound, m)
-        return t, y, u
-
-    def share(
-        self,
-        X: ArrayLike,
-        y: ArrayLike,
-        *,
-        bounds: Bounds,
-        rng: np.random.Generator,
-        sample_weight: ArrayLike | None = None,
-    ) -> SampledReports:
-        """Owner side: one report per row; unweighted rows take part with ``u = 1``.
-
-        Returns
-        -------
-        SampledReports
-            ``coordinates`` (m, 1): each row's ``j``; ``reports`` (m, 1): its k-RR output in ``0..2K``.
-        """
-        t, labels, u = self._unit(X, y, bounds, sample_weight)
-        coordinates, reports = self.mechanism.privatize(t, labels, rng, u)
-        return SampledReports(self.KIND, "krr", self.epsilon, coordinates, reports)
-
-    def reports_of(self, coordinates: ArrayLike, reports: ArrayLike) -> SampledReports:
-        """Reports received as plain arrays (the wire: ``BoostShare.coordinates`` and ``.reports``).
-
-        Raises
-        ------
-        ConfigError
-            Not (n, 1) integer coordinates in ``0..d-1`` and (n, 1) integer reports in ``0..2K``.
-        """
-        coords = np.asarray(coordinates, dtype=np.float64)
-        values = np.asarray(reports, dtype=np.float64)
-        if coords.size == 0 and values.size == 0:  # an owner without rows (the wire drops the empty shape)
-            coords, values = coords.reshape(0, 1), values.reshape(0, 1)
-        if coords.ndim != 2 or coords.shape[1] != 1 or values.shape != coords.shape:
-            raise ConfigError(
-                f"joint NCC reports are one coordinate and one report per row, got {coords.shape} and {values.shape}"
-            )
-        if not (np.all(coords == np.rint(coords)) and np.all(values == np.rint(values))):
-            raise ConfigError("joint NCC coordinates and reports must be integers")
-        out = SampledReports(self.KIND, "krr", self.epsilon, coords.astype(np.int64), values.astype(np.int64))
-        self._check(out)
-        return out
-
-    def _check(self, reports: SampledReports) -> None:
-        if (reports.encoding, reports.oracle, reports.epsilon) != (self.KIND, "krr", self.epsilon):
-            raise ConfigError(
-                f"reports of encoding {reports.encoding!r} at epsilon {reports.epsilon!r}, "
-                f"expected {self.KIND!r} at {self.epsilon!r}"
-            )
-        self.mechanism.check_reports(reports.coordinates, reports.reports)
-
-    def class_sums(self, reports: SampledReports | Iterable[SampledReports]) -> tuple[np.ndarray, np.ndarray]:
-        """Coordinator side: unbiased ``S`` (K, d) of ``sum u t`` and ``U`` (K,) of ``sum u`` per class
-        (:meth:`~privfed.common.mechanisms.label_sign.LabelSignResponse.class_sums`)."""
-        reports = reports if isinstance(reports, SampledReports) else SampledReports.concat(reports)
-        self._check(reports)
-        return self.mechanism.class_sums(reports.coordinates, reports.reports)
-
-    def centroids(self, reports: SampledReports | Iterable[SampledReports], *, bounds: Bounds) -> np.ndarray:
-        """Class centroids in data space (K, d): ``S_c / U_c``, totals clipped to the rows reported."""
-        reports = reports if isinstance(reports, SampledReports) else SampledReports.concat(reports)
-        sums, counts = self.class_sums(reports)
-        return centroids_from_sums(sums, counts, float(len(reports)), bounds)
-
-    def variance(
-        self, X: ArrayLike, y: ArrayLike, *, bounds: Bounds, sample_weight: ArrayLike | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Closed-form variances of :meth:`class_sums` (K, d) and (K,) for the rows ``X, y``."""
-        return self.mechanism.variance(*self._unit(X, y, bounds, sample_weight))
-
-    def report_probabilities(self, x: ArrayLike, y: int, *, bounds: Bounds, weight: float | None = None) -> np.ndarray:
-        """Exact ``P[coordinate j, report r]`` (d, 2K + 1) of one row: what the ε-LDP argument bounds."""
-        t, labels, u = self._unit(np.atleast_2d(x), [y], bounds, None if weight is None else [weight])
-        return self.mechanism.report_probabilities(t[0], int(labels[0]), float(u[0]))
-
-
-def joint_encoding(epsilon: float, n_classes: int, d: int, weight_bound: float = 1.0) -> JointLabelEncoding | None:
-    """The ``labels="joint"`` encoding of a share at ``epsilon``, or None at ε = ∞ (no noise: the exact rows
-    and labels through :func:`ncc_share`, the non-private reference). One rule for ``--task ncc`` and boosted NCC."""
-    if not math.isfinite(_check_epsilon(epsilon)):
-        return None
-    return JointLabelEncoding(epsilon=epsilon, n_classes=n_classes, d=d, weight_bound=weight_bound)
-
-
-class NearestCentroidModel:
-    """A fitted nearest centroid classifier: the class of the nearest centroid (Euclidean).
-
-    Scale-aware by default where bounds are known (issue 22): with ``bounds``, distances are measured
-    between rows and centroids mapped to ``[-1, 1]^d`` by the public bounds (SPEC §4), so every feature
-    counts by its documented range, not its unit; without them, in data space (the paper's §3.5.1 and
-    scikit-learn's ``NearestCentroid``). Mapping by public bounds costs no privacy. Measured without noise
-    (scikit-learn's ``NearestCentroid`` on the benchmark's ten splits of ``privfed experiment tabular``,
-    data space against scaled): wine 0.742 / 0.978, breast cancer 0.897 / 0.932, fair 0.617 / 0.657,
-    anes96 0.491 / 0.908 (a census population in thousands drowned the 1-7 opinion scales); digits, whose
-    features share one range, 0.905 both.
-
-    Parameters
-    ----------
-    centroids : array (K, d), data space
-    classes : array (K,), optional
-        Label of each centroid; ``arange(K)`` by default. Ties go to the lowest index.
-    bounds : Bounds, optional
-        Public feature bounds: measure distances in the unit space they define.
-    """
-
-    kind = "nearest_centroid"
-
-    def __init__(self, centroids: ArrayLike, classes: ArrayLike | None = None, bounds: Bounds | None = None) -> None:
-        self.centroids = np.atleast_2d(np.asarray(centroids, dtype=np.float64))
-        k, d = self.centroids.shape
-        self.classes = np.arange(k) if classes is None else np.asarray(classes)
-        if self.classes.shape != (k,):
-            raise ConfigError(f"classes must have shape ({k},), got {self.classes.shape}")
-        if bounds is not None and (not isinstance(bounds, Bounds) or bounds.d != d):
-            raise ConfigError(f"bounds must be a Bounds for the model's {d} features")
-        self.bounds = bounds
-
-    def _space(self, X: np.ndarray) -> np.ndarray:
-        return X if self.bounds is None else self.bounds.to_unit(X)
-
-    def predict_index(self, X: ArrayLike) -> np.ndarray:
-        """Index (0..K-1) of the nearest centroid for each row."""
-        X = np.atleast_2d(np.asarray(X, dtype=np.float64))
-        if X.shape[1] != self.centroids.shape[1]:
-            raise ConfigError(f"rows have {X.shape[1]} features, the model {self.centroids.shape[1]}")
-        X, c = self._space(X), self._space(self.centroids)
-        dist2 = (X * X).sum(axis=1)[:, None] - 2.0 * X @ c.T + (c * c).sum(axis=1)[None, :]
-        return np.argmin(dist2, axis=1)
-
-    def squared_distances(self, X: ArrayLike) -> np.ndarray:
-        """Squared distances (n, K) of rows to the centroids, in the space :meth:`predict_index` uses."""
-        X, c = self._space(np.atleast_2d(np.asarray(X, dtype=np.float64))), self._space(self.centroids)
-        return ((X[:, None, :] - c[None, :, :]) ** 2).sum(axis=2)
-
-    def predict(self, X: ArrayLike) -> np.ndarray:
-        return self.classes[self.predict_index(X)]
-
-    def score(self, X: ArrayLike, y: ArrayLike) -> float:
-        """Accuracy on ``(X, y)``."""
-        return float(np.mean(self.predict(X) == np.asarray(y)))
-
-    def to_dict(self) -> dict:
-        out = {"kind": self.kind, "centroids": self.centroids.tolist(), "classes": self.classes.tolist()}
-        return out if self.bounds is None else out | {"bounds": self.bounds.to_list()}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> NearestCentroidModel:
-        if data.get("kind") != cls.kind:
-            raise ConfigError(f"not a {cls.kind} model: kind={data.get('kind')!r}")
-        b = data.get("bounds")
-        bounds = None if b is None else Bounds(np.asarray(b["lo"]), np.asarray(b["hi"]))
-        return cls(data["centroids"], data["classes"], bounds)

@@ -32,7 +32,7 @@ import numpy as np
 
 from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.learners.logistic import LinearModel
-from privfed.common.learners.ncc import NearestCentroidModel
+from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.learners.stump import Stump
 
 E0 = 1e-10

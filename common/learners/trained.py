@@ -61,7 +61,7 @@ def _linear() -> type:
 
 
 def _centroid() -> type:
-    from privfed.common.learners.ncc import NearestCentroidModel
+    from privfed.common.learners.ncc_model import NearestCentroidModel
 
     return NearestCentroidModel
 

@@ -46,13 +46,8 @@ from privfed.common.mechanisms.frequency import (
 from privfed.common.mechanisms.geometric import GeometricMechanism, discrete_laplace, noisy_count
 from privfed.common.mechanisms.label_sign import LabelSignResponse
 from privfed.common.mechanisms.laplace import ErrorPairLaplace, LaplaceMechanism
-from privfed.common.mechanisms.piecewise import (
-    HM_EPSILON_STAR,
-    HybridMechanism,
-    PiecewiseMechanism,
-    PiecewiseMultidim,
-    pm_constant,
-)
+from privfed.common.mechanisms.piecewise import HM_EPSILON_STAR, HybridMechanism, PiecewiseMechanism, pm_constant
+from privfed.common.mechanisms.piecewise_multidim import PiecewiseMultidim
 from privfed.common.mechanisms.randomized_response import ErrorPairResponse, KaryRandomizedResponse
 from privfed.common.mechanisms.snapping import EPSILON_CEILING, EPSILON_FLOOR, check_epsilon_range
 

@@ -9,7 +9,7 @@ from numbers import Real
 from privfed.common.errors import ConfigError
 from privfed.common.mechanisms.base import MECHANISMS, IdentityMechanism, Mechanism
 from privfed.common.mechanisms.laplace import LaplaceMechanism
-from privfed.common.mechanisms.piecewise import PiecewiseMultidim
+from privfed.common.mechanisms.piecewise_multidim import PiecewiseMultidim
 
 
 def make_mechanism(name: str, *, epsilon: float, d: int) -> Mechanism:

@@ -1,6 +1,6 @@
 """Joint (label, sign) randomized response: one report per row carries its label, one feature's sign and
 its weight, at one ε (issue 12; the ``labels="joint"`` share of boosted and of plain nearest centroid,
-:class:`privfed.common.learners.ncc.JointLabelEncoding`).
+:class:`privfed.common.learners.ncc_joint.JointLabelEncoding`).
 
 Per row, with the row in ``t`` in ``[-1, 1]^d`` (mapped by the public bounds, SPEC §4), its label ``y``
 in ``0..K-1`` and a participation weight ``u`` in ``[0, 1]`` (a SAMME weight over its public bound):
@@ -10,7 +10,7 @@ in ``0..K-1`` and a participation weight ``u`` in ``[0, 1]`` (a SAMME weight ove
 2. with probability ``u`` the row *takes part*: its value is the pair ``(y, s)`` with the sign ``s = +1``
    with probability ``(1 + t_j) / 2`` (stochastic rounding, ``E[s] = t_j``), encoded ``2 y + [s = +1]``;
    otherwise its value is ``⊥ = 2K`` (the weight sampling of
-   :class:`~privfed.common.learners.stump_encodings.SampledEncoding`);
+   :class:`~privfed.common.learners.stump_sampled_encoding.SampledEncoding`);
 3. report the value by k-ary randomized response over the ``D = 2K + 1`` values (Warner 1965; Kairouz,
    Bonawitz, Ramage, ICML 2016; :class:`~.frequency.DirectEncoding`): the value itself with
    ``p = e^ε / (e^ε + D - 1)``, each other value with ``q = 1 / (e^ε + D - 1)``.

@@ -1,7 +1,7 @@
 """A data file read against the federation schema: columns matched by name, missing cells filled,
 categories one-hot encoded, labels mapped by value.
 
-:class:`RawTable` is a file as read (:func:`privfed.common.datasets.read_table` reads one): its
+:class:`RawTable` is a file as read (:func:`privfed.common.dataset_files.read_table` reads one): its
 non-blank lines, nothing interpreted. :func:`load_rows` applies a schema to it and returns the
 model's rows, or raises one :class:`ConfigError` naming the file, the line and, where there is
 one, the column:

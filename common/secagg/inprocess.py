@@ -1,21 +1,28 @@
-"""Pairwise-mask secure aggregation with every party in this process, joined in memory: the owners'
-state machines (:mod:`.pairwise`) and the coordinator's (:mod:`.aggregator`). For tests, experiments
-and benchmarks; the networked drivers are ``privfed.server.job`` and ``privfed.owner.secagg``.
+"""Secure sums with every party in this process, joined in memory, for tests, experiments and benchmarks.
+
+Pairwise-mask secure aggregation (:class:`InProcessSecAgg`): the owners' state machines
+(:mod:`.pairwise`) and the coordinator's (:mod:`.aggregator`); the networked drivers are
+``privfed.server.job`` and ``privfed.owner.secagg``. The ring secure sum
+(:func:`run_ring_in_process`): the parties' :class:`~privfed.common.secagg.ring.RingParty`
+machines, messages passed through their wire form.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 
 import numpy as np
 
-from privfed.common.errors import RoundFailed
+from privfed.common.errors import ConfigError, LocalProtocolError, RoundFailed
 from privfed.common.secagg.aggregator import SecAggServer
-from privfed.common.secagg.boxes import Box, generate_private_key, public_bytes
+from privfed.common.secagg.boxes import Box, generate_private_key, local_boxes, public_bytes
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.messages import KeyAdvert, MaskedInput, UnmaskReply, UnmaskRequest
 from privfed.common.secagg.pairwise import SecAggOwner
+from privfed.common.secagg.ring import Inbound, Outbound, RingParty, State, new_session_id
+from privfed.common.secagg.ring_topology import check_ring, ring_peers
 
 
 class InProcessSecAgg:
@@ -119,3 +126,57 @@ def run_in_process(
     ``"input"``, ``"unmask"``); :class:`~privfed.common.secagg.aggregator.SecAggServer` does the rest.
     """
     return drive_in_process(values, fixed_point, run_id, rounds=rounds, drop=drop or {})
+
+
+def run_ring_in_process(
+    values_by_party: Mapping[str, np.ndarray],
+    fixed_point: FixedPoint,
+    boxes: Mapping[str, Mapping[str, Box]] | None = None,
+    ring_order: Sequence[str] | None = None,
+    *,
+    session_id: str | None = None,
+) -> np.ndarray:
+    """Run one ring secure sum with every party in this process; return the total.
+
+    The same :class:`RingParty` machines as the networked driver, messages passed through
+    ``to_bytes``/``from_bytes``, delivered in FIFO order. For tests, experiments and benchmarks.
+
+    Parameters
+    ----------
+    values_by_party : mapping party id → 1-D array
+    fixed_point : FixedPoint
+    boxes : mapping, optional
+        ``boxes[party][peer]``; default: fresh X25519 keys and the boxes the ring needs.
+    ring_order : list of str, optional
+        Default: the order of ``values_by_party``.
+    session_id : str, optional
+        Default: :func:`new_session_id`.
+
+    Raises
+    ------
+    ConfigError
+        Ring and values disagree, or any machine's configuration error.
+    """
+    ring = list(values_by_party) if ring_order is None else list(ring_order)
+    if sorted(ring) != sorted(values_by_party):
+        raise ConfigError(f"ring_order {ring} must list exactly the parties of values_by_party {list(values_by_party)}")
+    session_id = new_session_id() if session_id is None else session_id
+    if boxes is None:
+        keys = {p: generate_private_key() for p in ring}
+        boxes = local_boxes(keys, partial(ring_peers, check_ring(ring)))
+    missing = [p for p in ring if p not in boxes]
+    if missing:
+        raise ConfigError(f"no boxes for parties {missing}")
+    parties = {p: RingParty(p, ring, session_id, fixed_point, boxes[p]) for p in ring}
+    queue: deque[Outbound] = deque()
+    for p in ring:
+        queue.extend(parties[p].start(values_by_party[p]))
+    while queue:
+        msg = Inbound.from_bytes(queue.popleft().to_bytes())
+        queue.extend(parties[msg.recipient].on_message(msg))
+    stuck = {p: m.state.name for p, m in parties.items() if m.state is not State.DONE}
+    if stuck:
+        raise LocalProtocolError(f"in-process ring ended with parties not DONE: {stuck}")
+    total = parties[ring[0]].result()
+    assert total is not None  # every party is DONE
+    return total

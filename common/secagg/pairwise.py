@@ -12,7 +12,7 @@ Once per run (the run's *key agreement*):
 
 0. **AdvertiseKeys** (:meth:`SecAggOwner.start`): the owner draws a mask key pair
    ``(s_u^SK, s_u^PK)`` (X25519, ``cryptography``) and sends ``s_u^PK``, signed by its node's
-   certificate key over (owner id, run id, key) (:func:`~privfed.common.secagg.boxes.sign_public_key`).
+   certificate key over (owner id, run id, key) (:func:`~privfed.common.secagg.signed_keys.sign_public_key`).
 1. **ShareKeys** (:meth:`SecAggOwner.on_share_keys`): given the members and its neighbours'
    signed keys (each accepted only if ``verify`` accepts it: the driver checks the signature
    against the certificate of the node named in the owner id), the owner derives the pair keys

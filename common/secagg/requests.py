@@ -16,7 +16,8 @@ from privfed.common.secagg.aggregator import SecAggServer
 from privfed.common.secagg.events import PeerKeys
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.messages import KeyAdvert, KeyShares, ShareKeysRequest
-from privfed.common.secagg.ring import new_session_id, ring_peers
+from privfed.common.secagg.ring import new_session_id
+from privfed.common.secagg.ring_topology import ring_peers
 from privfed.common.tasks import Payload, RingSpec, SecAggKeysTask, TaskSpec
 
 

@@ -8,8 +8,8 @@ and decodes ``Σ x_i``. Every hop value is ``R`` plus something independent of `
 uniform on the ring whatever the inputs (one-time pad). Two colluding neighbours of ``P_i``
 learn ``e_i``; no mask or dropout recovery is attempted (SPEC §11.2) — a party that does not
 answer makes every machine time out, and the coordinator's machine
-(:class:`privfed.common.secagg.transitions.SecureSum`, with :func:`reform_ring` and
-:func:`stalled_party`) re-forms the ring without it under a fresh session id (:func:`new_session_id`).
+(:class:`privfed.common.secagg.transitions.SecureSum`, with :func:`~privfed.common.secagg.ring_topology.reform_ring` and
+:func:`~privfed.common.secagg.ring_topology.stalled_party`) re-forms the ring without it under a fresh session id (:func:`new_session_id`).
 
 This is the SPEC's variant (one mask, drawn by the leader). The seed paper's variant, where
 every party adds and later removes its own mask, needs a second lap and gives nothing more
@@ -50,18 +50,17 @@ from __future__ import annotations
 import enum
 import secrets
 import struct
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import ClassVar, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from privfed.common.errors import ConfigError, LocalProtocolError, ProtocolError, RemoteProtocolError
-from privfed.common.secagg.boxes import MAX_ID_BYTES, SEAL_OVERHEAD, AadFields, Box, generate_private_key, local_boxes
+from privfed.common.secagg.boxes import MAX_ID_BYTES, SEAL_OVERHEAD, AadFields, Box
 from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.ring_topology import check_id, check_ring, ring_peers
 
 #: Largest vector length ``m`` a ring session carries (8 MiB of ring values per message).
 MAX_VALUES = 1 << 20
@@ -118,11 +117,6 @@ TRANSITIONS: dict[Role, dict[State, dict[object, State]]] = {
 _TERMINAL = (State.DONE, State.FAILED)
 
 
-def _check_id(name: str, value: object, error: type[Exception]) -> None:
-    if not isinstance(value, str) or not 1 <= len(value.encode("utf-8")) <= MAX_ID_BYTES:
-        raise error(f"{name} must be a str of 1..{MAX_ID_BYTES} UTF-8 bytes, got {value!r:.80}")
-
-
 @dataclass(frozen=True, slots=True)
 class _Envelope:
     """A routed, sealed message. The header is plaintext for the relay and authenticated as AAD."""
@@ -138,7 +132,7 @@ class _Envelope:
 
     def __post_init__(self) -> None:
         for name in ("session_id", "sender", "recipient"):
-            _check_id(name, getattr(self, name), self._error)
+            check_id(name, getattr(self, name), self._error)
         if not isinstance(self.kind, MessageKind):
             raise self._error(f"kind must be a MessageKind, got {self.kind!r}")
         if isinstance(self.seq, bool) or not isinstance(self.seq, int) or not 0 <= self.seq < 2**32:
@@ -210,71 +204,6 @@ def new_session_id() -> str:
     return secrets.token_hex(16)
 
 
-class _RingCheckCache:
-    """The last ring validated, held by reference: every party of a session is built from the
-    same tuple, and validating (or even hashing) N ids for each of N parties would make a ring
-    O(N^2). Identity is safe because the cache keeps the object alive."""
-
-    last: tuple = ()
-
-
-def _check_ring(ring: Sequence[str]) -> tuple[str, ...]:
-    if ring is _RingCheckCache.last:
-        return ring
-    ring = tuple(ring)
-    for p in ring:
-        _check_id("ring member", p, ConfigError)
-    if len(set(ring)) != len(ring):
-        raise ConfigError(f"ring has duplicate party ids: {list(ring)}")
-    if len(ring) < 2:
-        raise ConfigError(
-            f"a ring secure sum needs at least 2 parties, got {list(ring)}; with one party the sum "
-            "is that party's own input, so nothing can be hidden"
-        )
-    _RingCheckCache.last = ring
-    return ring
-
-
-def ring_peers(ring: Sequence[str], party_id: str, index: int | None = None) -> list[str]:
-    """The peers ``party_id`` needs a :class:`Box` for: all others for the leader (RESULT), else
-    predecessor, successor and leader.
-
-    ``index`` is ``party_id``'s position in ``ring`` if the caller knows it (O(1) for a member
-    instead of a scan: a coordinator that builds the peers of every member of a ring of N
-    parties would otherwise spend O(N^2)).
-    """
-    k = list(ring).index(party_id) if index is None else index
-    if ring[k] != party_id:
-        raise ConfigError(f"ring position {k} holds {ring[k]!r}, not {party_id!r}")
-    if k == 0:
-        return list(ring[1:])
-    return list(dict.fromkeys((ring[k - 1], ring[(k + 1) % len(ring)], ring[0])))
-
-
-def reform_ring(ring: Sequence[str], dropped: Iterable[str]) -> list[str]:
-    """``ring`` without ``dropped``, order kept (the next party leads if the leader dropped).
-
-    Raises
-    ------
-    ConfigError
-        If a dropped id is not in the ring, or fewer than 2 parties remain.
-    """
-    ring, dropped = list(ring), set(dropped)
-    if unknown := dropped - set(ring):
-        raise ConfigError(f"cannot drop {sorted(unknown)}: not in ring {ring}")
-    return list(_check_ring([p for p in ring if p not in dropped]))
-
-
-def stalled_party(ring: Sequence[str], hop_senders: Iterable[str]) -> str:
-    """Which party stalled a session, from the senders of the ``HOP`` messages the relay saw.
-
-    It is the first party in ring order that sent no hop; if all did, the leader (which got the
-    return hop but did not announce).
-    """
-    seen = set(hop_senders)
-    return next((p for p in ring if p not in seen), ring[0])
-
-
 class RingParty:
     """One party's machine in a ring secure sum (SPEC §11.2).
 
@@ -304,10 +233,10 @@ class RingParty:
         *,
         max_values: int = MAX_VALUES,
     ):
-        self.ring = _check_ring(ring)
+        self.ring = check_ring(ring)
         if party_id not in self.ring:
             raise ConfigError(f"party {party_id!r} is not in ring {self.ring}")
-        _check_id("session_id", session_id, ConfigError)
+        check_id("session_id", session_id, ConfigError)
         if not isinstance(fixed_point, FixedPoint) or fixed_point.n_parties < len(self.ring):
             raise ConfigError(
                 f"fixed_point must be a FixedPoint with n_parties >= {len(self.ring)} (ring size), "
@@ -479,57 +408,3 @@ class RingParty:
             waiting = "start()" if expected is None else f"{expected[0].name} from {expected[1]!r}"
             self._fail(f"{self.party_id}: timed out in state {self._state.name} waiting for {waiting}")
         return []
-
-
-def run_ring_in_process(
-    values_by_party: Mapping[str, np.ndarray],
-    fixed_point: FixedPoint,
-    boxes: Mapping[str, Mapping[str, Box]] | None = None,
-    ring_order: Sequence[str] | None = None,
-    *,
-    session_id: str | None = None,
-) -> np.ndarray:
-    """Run one ring secure sum with every party in this process; return the total.
-
-    The same :class:`RingParty` machines as the networked driver, messages passed through
-    ``to_bytes``/``from_bytes``, delivered in FIFO order. For tests, experiments and benchmarks.
-
-    Parameters
-    ----------
-    values_by_party : mapping party id → 1-D array
-    fixed_point : FixedPoint
-    boxes : mapping, optional
-        ``boxes[party][peer]``; default: fresh X25519 keys and the boxes the ring needs.
-    ring_order : list of str, optional
-        Default: the order of ``values_by_party``.
-    session_id : str, optional
-        Default: :func:`new_session_id`.
-
-    Raises
-    ------
-    ConfigError
-        Ring and values disagree, or any machine's configuration error.
-    """
-    ring = list(values_by_party) if ring_order is None else list(ring_order)
-    if sorted(ring) != sorted(values_by_party):
-        raise ConfigError(f"ring_order {ring} must list exactly the parties of values_by_party {list(values_by_party)}")
-    session_id = new_session_id() if session_id is None else session_id
-    if boxes is None:
-        keys = {p: generate_private_key() for p in ring}
-        boxes = local_boxes(keys, partial(ring_peers, _check_ring(ring)))
-    missing = [p for p in ring if p not in boxes]
-    if missing:
-        raise ConfigError(f"no boxes for parties {missing}")
-    parties = {p: RingParty(p, ring, session_id, fixed_point, boxes[p]) for p in ring}
-    queue: deque[Outbound] = deque()
-    for p in ring:
-        queue.extend(parties[p].start(values_by_party[p]))
-    while queue:
-        msg = Inbound.from_bytes(queue.popleft().to_bytes())
-        queue.extend(parties[msg.recipient].on_message(msg))
-    stuck = {p: m.state.name for p, m in parties.items() if m.state is not State.DONE}
-    if stuck:
-        raise LocalProtocolError(f"in-process ring ended with parties not DONE: {stuck}")
-    total = parties[ring[0]].result()
-    assert total is not None  # every party is DONE
-    return total

@@ -42,7 +42,8 @@ from privfed.common.secagg.events import Action, Answers, Ask, CloseRing, OpenRi
 from privfed.common.secagg.masking import MIN_MEMBERS
 from privfed.common.secagg.messages import MaskedInput, UnmaskReply
 from privfed.common.secagg.requests import KeyAgreement, ring_specs
-from privfed.common.secagg.ring import new_session_id, reform_ring, stalled_party
+from privfed.common.secagg.ring import new_session_id
+from privfed.common.secagg.ring_topology import reform_ring, stalled_party
 from privfed.common.secagg.runs import SECAGG_ATTEMPTS, KeyedRuns
 from privfed.common.tasks import BoostEvaluateTask, Refusal, RingSpec, RingTotal, SecAggUnmaskTask, TaskSpec
 from privfed.common.validation import check_int

@@ -25,7 +25,8 @@ import numpy as np
 
 from privfed.common.errors import ConfigError
 from privfed.common.learners.ncc import NccShare
-from privfed.common.learners.stump_encodings import RowEncoding, SampledReports
+from privfed.common.learners.stump_row_encoding import RowEncoding
+from privfed.common.learners.stump_sampled_encoding import SampledReports
 from privfed.common.secagg.messages import InputRequest, MaskedInput
 from privfed.common.tasks.base import Kind, LedgerEntries, Payload
 from privfed.common.tasks.contract import (
@@ -181,7 +182,7 @@ class NccRowsReply:
 @dataclass(frozen=True)
 class JointNccReply:
     """A nearest-centroid share under ``labels="joint"``: per row the feature it sampled and one k-RR
-    report of its (label, sign) pair in ``0..2K`` (:class:`~privfed.common.learners.ncc.JointLabelEncoding`)."""
+    report of its (label, sign) pair in ``0..2K`` (:class:`~privfed.common.learners.ncc_joint.JointLabelEncoding`)."""
 
     features: np.ndarray  # (m,) int
     reports: np.ndarray  # (m,) int

@@ -24,7 +24,7 @@ import numpy as np
 
 from privfed.common.mechanisms import GeometricMechanism, IdentityMechanism, Mechanism
 from privfed.common.mechanisms.base import SNAP_STEP
-from privfed.common.mechanisms.piecewise import PiecewiseMultidim
+from privfed.common.mechanisms.piecewise_multidim import PiecewiseMultidim
 
 R = TypeVar("R")
 

@@ -24,8 +24,9 @@ import numpy as np
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import n_parameters
-from privfed.common.learners.ncc import LABEL_SCHEMES, JointLabelEncoding, joint_encoding
-from privfed.common.learners.stump_encodings import SampledReports
+from privfed.common.learners.ncc import LABEL_SCHEMES
+from privfed.common.learners.ncc_joint import JointLabelEncoding, joint_encoding
+from privfed.common.learners.stump_sampled_encoding import SampledReports
 from privfed.common.mechanisms import make_mechanism
 from privfed.common.tasks.base import Kind, LedgerEntries, Payload
 from privfed.common.tasks.contract import (
@@ -47,7 +48,7 @@ class NccShareTask:
     ``labels`` (:data:`~privfed.common.learners.ncc.LABEL_SCHEMES`): ``"rr"``, the rows through ``mechanism``
     at ``epsilon`` and the labels by k-RR at ``label_epsilon``; ``"clear"``, the labels unperturbed (owner
     opt-in); ``"joint"``, one (label, sign) report per row at the whole ``epsilon``
-    (:class:`~privfed.common.learners.ncc.JointLabelEncoding`; ``label_epsilon`` unused; at ε = ∞ the exact
+    (:class:`~privfed.common.learners.ncc_joint.JointLabelEncoding`; ``label_epsilon`` unused; at ε = ∞ the exact
     rows and labels, as ``"rr"`` sends them there).
     """
 

@@ -6,7 +6,7 @@ is ``--task nb`` (:class:`~privfed.server.strategies.naive_bayes.NbStrategy`). :
 :class:`~privfed.server.strategies.ldp_gd.LdpGdStrategy`; ``--solver local``: perturbed local models,
 :class:`~privfed.server.strategies.lr.LrStrategy`) over the in-process transport, every owner with its
 own generator and a fresh ledger holding ε, each task through the owner core (validate, debit, compute),
-as :func:`privfed.deploy.experiments.feddpdr.federated_fit` does for FedDPDR. So a number from
+as :func:`federated_fit` does for FedDPDR. So a number from
 ``privfed experiment tabular`` is a number of the networked job's code.
 """
 
@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from privfed.common.bounds import Bounds
+from privfed.common.feddpdr.model import FedDPDRModel
 from privfed.common.identity import owner_id
 from privfed.common.learners.logistic import LinearModel
 from privfed.common.learners.naive_bayes import NaiveBayesModel
@@ -25,6 +26,7 @@ from privfed.deploy.inprocess import InProcessTransport
 from privfed.owner.local import LocalOwner
 from privfed.server.config import JobConfig
 from privfed.server.strategies import make_strategy
+from privfed.server.strategies.feddpdr import FedDpdrStrategy
 
 
 def federated_lr_fit(
@@ -83,3 +85,40 @@ def federated_model(
     finally:
         for ledger in transport.ledgers.values():
             ledger.close()
+
+
+def federated_fit(
+    parts: Sequence[tuple[np.ndarray, np.ndarray]],
+    bounds: Bounds,
+    n_classes: int,
+    rng: np.random.Generator,
+    *,
+    epsilon: float,
+    delta: float,
+    k: int,
+    basis: str,
+    model: str,
+    scaling: str,
+    lam: float,
+) -> FedDPDRModel:
+    """FedDPDR-DPML on ``parts`` (one owner per part) as the federation runs it: the strategy's rounds
+    over the in-process transport, each owner with its own generator (children of ``rng``) and a fresh
+    ledger holding ``(epsilon, delta)``; one part is DPDR-DPML (a party alone)."""
+    seeds = rng.spawn(len(parts))
+    owners = [
+        LocalOwner(owner_id=owner_id("party", i), X=X, y=y, rng=r, n_classes=n_classes, bounds=bounds)
+        for i, ((X, y), r) in enumerate(zip(parts, seeds))
+    ]
+    transport = InProcessTransport.with_ledgers(owners, epsilon_budget=epsilon, delta_budget=delta)
+    strategy = FedDpdrStrategy(
+        epsilon=epsilon,
+        n_classes=n_classes,
+        bounds=bounds,
+        k=k,
+        delta=delta,
+        lam=lam,
+        model=model,
+        basis=basis,
+        scaling=scaling,
+    )
+    return strategy.run([o.owner_id for o in owners], transport).model

@@ -74,10 +74,12 @@ import numpy as np
 from privfed.common.datasets import Dataset, load_builtin, partition, train_test_split
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import clip_parameters, fit_local_logistic, lr_aggregate
-from privfed.common.learners.ncc import NearestCentroidModel, ncc_centroids, ncc_share, split_label_budget
+from privfed.common.learners.ncc import ncc_centroids, ncc_share, split_label_budget
+from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, estimate_mean, make_mechanism
 from privfed.deploy.argtypes import epsilon_list
-from privfed.deploy.experiments.boosting import out_dir, pooled_mnist, write_report
+from privfed.deploy.experiments.boosting import out_dir, write_report
+from privfed.deploy.experiments.boosting_data import pooled_mnist
 from privfed.server.report import accuracy_warning, plot_lines
 
 NAMES = ("lr-epsilon", "ncc-epsilon", "mechanism-mse")

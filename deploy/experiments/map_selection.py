@@ -18,7 +18,7 @@ reported test row:
 
 Score: test misclassification after round 10 at ε = 5 (``bdt``, privfed's default ``signs``
 shares) or the mean over ε = 3 and 5 (``ncc``, the default ``joint`` labels), through
-:func:`privfed.deploy.experiments.boosting.boosting_curves`, the experiments' own code.
+:func:`privfed.deploy.experiments.boosting_curves.boosting_curves`, the experiments' own code.
 Candidates (:data:`CANDIDATES`) are data-independent maps of :mod:`privfed.deploy.experiments.feature_maps`.
 """
 
@@ -36,6 +36,7 @@ from privfed.common.bounds import Bounds
 from privfed.common.datasets import Dataset, binary_subset, load_builtin, train_test_split
 from privfed.common.errors import ConfigError
 from privfed.deploy.experiments import boosting
+from privfed.deploy.experiments.boosting_curves import boosting_curves
 from privfed.deploy.experiments.feature_maps import MNIST_BOX, block_pool, ink_blocks, mnist_box_pool, mnist_top_ink
 from privfed.deploy.reproduce_stats import mean_interval, paired
 
@@ -89,7 +90,7 @@ def _args(task: str, runs: int, seed: int) -> argparse.Namespace:
 
 def _score(ds: Dataset, task: str, runs: int, seed: int) -> list[float]:
     """Per-run test misclassification after the last round (mean over the ε of the task)."""
-    res = boosting.boosting_curves(ds, _args(task, runs, seed), "stump" if task == "bdt" else "ncc")
+    res = boosting_curves(ds, _args(task, runs, seed), "stump" if task == "bdt" else "ncc")
     private = [
         c["per_run"][:, -1] for name, c in res["curves"].items() if name.startswith("eps=") and "inf" not in name
     ]

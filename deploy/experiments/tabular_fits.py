@@ -19,13 +19,8 @@ from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.learners.ldp_gd import LdpGradientDescent
 from privfed.common.learners.marginal_boost import fit_marginal_boost, ldp_marginal_boost
 from privfed.common.learners.naive_bayes import ldp_counts, ldp_naive_bayes
-from privfed.common.learners.ncc import (
-    LABEL_FRACTION,
-    NearestCentroidModel,
-    ncc_centroids,
-    ncc_share,
-    split_label_budget,
-)
+from privfed.common.learners.ncc import LABEL_FRACTION, ncc_centroids, ncc_share, split_label_budget
+from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.learners.reference import reference_accuracy
 from privfed.common.learners.split_points import (
     N_GRID,

@@ -11,12 +11,12 @@ from privfed.common.errors import RoundFailed
 from privfed.common.learners.ncc import (
     LABEL_FRACTION,
     NccShare,
-    NearestCentroidModel,
     centroids_from_sums,
     resolve_labels,
     split_label_budget,
 )
-from privfed.common.learners.stump_encodings import SampledReports
+from privfed.common.learners.ncc_model import NearestCentroidModel
+from privfed.common.learners.stump_sampled_encoding import SampledReports
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse
 from privfed.common.tasks import JointNccShareReply, NccShareReply, NccShareTask, Result
 from privfed.common.validation import check_choice
@@ -65,8 +65,8 @@ class RunningClassSums:
     the same order, the centroids are :func:`~privfed.common.learners.ncc.ncc_centroids`'s bit for
     bit. Randomized-response labels are debiased once, on the totals (the debiasing is linear).
     Under ``labels="joint"`` each batch's unbiased class sums and weight totals
-    (:meth:`~privfed.common.learners.ncc.JointLabelEncoding.class_sums`, linear in the reports) are added up,
-    and the centroids are :meth:`~privfed.common.learners.ncc.JointLabelEncoding.centroids`' of all reports
+    (:meth:`~privfed.common.learners.ncc_joint.JointLabelEncoding.class_sums`, linear in the reports) are added up,
+    and the centroids are :meth:`~privfed.common.learners.ncc_joint.JointLabelEncoding.centroids`' of all reports
     (up to the rounding of the additions).
     """
 

@@ -38,7 +38,8 @@ import numpy as np
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 from privfed.common.identity import owner_id
-from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
+from privfed.common.secagg.boxes import generate_private_key, public_bytes
+from privfed.common.secagg.signed_keys import sign_public_key
 from privfed.common.tasks import (
     LrShareReply,
     LrShareTask,

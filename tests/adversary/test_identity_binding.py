@@ -31,8 +31,9 @@ from hostile import (
     wait_until,
 )
 
-from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
+from privfed.common.secagg.boxes import generate_private_key, public_bytes
 from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.signed_keys import sign_public_key
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto.transport import REGISTER_TIMEOUT, channel_credentials, channel_options

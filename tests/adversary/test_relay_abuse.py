@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 from hostile import WAIT, cert_key, cert_pem, rss_mb, spawn_owner, tls_files
 
-from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
+from privfed.common.secagg.boxes import generate_private_key, public_bytes
 from privfed.common.secagg.ring import MessageKind, Outbound
+from privfed.common.secagg.signed_keys import sign_public_key
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto.transport import REGISTER_TIMEOUT, RELAY_TIMEOUT, channel_credentials, channel_options

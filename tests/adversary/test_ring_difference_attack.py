@@ -190,7 +190,7 @@ def test_malformed_rings_are_refused_without_a_debit(coordinator, owners):
     owner before anything is computed or debited, and the node keeps serving."""
     from hostile import boost_evaluate, empty_history, kind
 
-    from privfed.common.learners.ncc import NearestCentroidModel
+    from privfed.common.learners.ncc_model import NearestCentroidModel
 
     node = owners("owner-0", X, Y)
     A, B, C, spare = node.owner_ids

@@ -16,10 +16,11 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PublicKey
 from privfed.common.errors import RemoteProtocolError
 from privfed.common.secagg import pairwise
 from privfed.common.secagg.aggregator import SecAggServer
-from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
+from privfed.common.secagg.boxes import generate_private_key, public_bytes
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.masking import pair_key
 from privfed.common.secagg.messages import KeyAdvert
+from privfed.common.secagg.signed_keys import sign_public_key
 from privfed.common.tasks import PeerKey
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.secagg import SecAggDriver

@@ -18,9 +18,9 @@ import pytest
 from cryptography import x509
 
 from privfed.common.errors import RemoteProtocolError
-from privfed.common.secagg.boxes import sign_public_key, verify_public_key
 from privfed.common.secagg.messages import KeyAdvert, SealedShare, ShareKeysRequest, UnmaskRequest
 from privfed.common.secagg.pairwise import OwnerState
+from privfed.common.secagg.signed_keys import sign_public_key, verify_public_key
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from protocol.secagg_harness import Federation  # noqa: E402

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from privfed.common.errors import ConfigError, PrivfedError, RoundFailed
-from privfed.common.learners.ncc import NearestCentroidModel
+from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.server import job as job_module
 from privfed.server import main as main_module
 from privfed.server.app import CoordinatorServer

@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mutate import mutated
 
-from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
+from privfed.common.secagg.boxes import generate_private_key, public_bytes
 from privfed.common.secagg.ring import MessageKind, Outbound
+from privfed.common.secagg.signed_keys import sign_public_key
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto.transport import MAX_MESSAGE_BYTES, channel_credentials, channel_options
 

@@ -129,7 +129,7 @@ def test_feddpdr_two_phases_over_grpc_match_the_in_process_federation(tmp_path):
     """At ε = ∞ the networked job and the experiments' in-process federation (the same strategy over
     the owners' handlers) give the same model: the transport only moves bytes. The ledger holds
     DP-PCA, the exact count (an infinite count budget) and the class sums."""
-    from privfed.deploy.experiments.feddpdr import federated_fit
+    from privfed.deploy.experiments.federated import federated_fit
 
     train, test, outcome, history = _feddpdr_over_grpc(tmp_path, math.inf, k=20, model="centroid")
     assert [p for p, _, _ in history] == ["dp-pca", "dp-count", "svm-class-sums"]

@@ -13,7 +13,7 @@ from pathlib import Path
 from fedharness import one_report_job
 
 from privfed.common.learners.exported import TrainedClassifier
-from privfed.common.learners.ncc import NearestCentroidModel
+from privfed.common.learners.ncc_model import NearestCentroidModel
 
 
 def test_joint_labels_learn_over_the_wire_one_report_per_owner(tmp_path: Path):

@@ -26,12 +26,13 @@ from privfed.common.boosting.wire import at_round, config_to_dict, empty_history
 from privfed.common.bounds import Bounds
 from privfed.common.errors import RoundFailed
 from privfed.common.identity import owner_id
-from privfed.common.learners.ncc import NearestCentroidModel
+from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.ledger import Ledger
-from privfed.common.secagg.boxes import generate_private_key, public_bytes, sign_public_key
+from privfed.common.secagg.boxes import generate_private_key, public_bytes
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import Inbound, new_session_id
+from privfed.common.secagg.signed_keys import sign_public_key
 from privfed.common.tasks import (
     BoostEvaluateTask,
     PeerKey,

@@ -15,6 +15,7 @@ from scipy import stats
 from privfed.common.errors import ConfigError, LocalProtocolError, RemoteProtocolError
 from privfed.common.secagg.boxes import generate_private_key, local_boxes
 from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.inprocess import run_ring_in_process
 from privfed.common.secagg.ring import (
     MAX_MESSAGE_BYTES,
     TRANSITIONS,
@@ -24,11 +25,8 @@ from privfed.common.secagg.ring import (
     RingParty,
     State,
     new_session_id,
-    reform_ring,
-    ring_peers,
-    run_ring_in_process,
-    stalled_party,
 )
+from privfed.common.secagg.ring_topology import reform_ring, ring_peers, stalled_party
 
 from .harness import Relay, RingNetwork, flip_byte, header, match, rewrite
 

@@ -26,7 +26,7 @@ from privfed.common.mechanisms import (
     PiecewiseMechanism,
     PiecewiseMultidim,
 )
-from privfed.common.mechanisms.piecewise import sample_subsets
+from privfed.common.mechanisms.piecewise_multidim import sample_subsets
 
 pytestmark = pytest.mark.slow
 

@@ -13,13 +13,9 @@ import pytest
 
 from privfed.common.bounds import Bounds
 from privfed.common.learners.stump import binarize
-from privfed.common.learners.stump_encodings import (
-    RowEncoding,
-    SampledReports,
-    make_stump_encoding,
-    owner_tables,
-    stump_shares,
-)
+from privfed.common.learners.stump_encodings import make_stump_encoding, stump_shares
+from privfed.common.learners.stump_row_encoding import RowEncoding, owner_tables
+from privfed.common.learners.stump_sampled_encoding import SampledReports
 from privfed.common.mechanisms import make_mechanism
 
 pytestmark = pytest.mark.slow

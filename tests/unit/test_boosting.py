@@ -412,7 +412,7 @@ def test_an_epsilon_with_non_finite_noise_is_refused_before_any_release(eps, rng
 
 def test_check_learner_accepts_the_run_kind_and_shapes_and_refuses_others(data):
     from privfed.common.learners.logistic import LinearModel
-    from privfed.common.learners.ncc import NearestCentroidModel
+    from privfed.common.learners.ncc_model import NearestCentroidModel
 
     d = data.bounds.d
     ncc = _plan(base="ncc", epsilon=1.0, n_classes=2, bounds=data.bounds, n_rounds=2)

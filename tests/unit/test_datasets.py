@@ -7,14 +7,13 @@ import numpy as np
 import pytest
 
 from privfed.common.bounds import Bounds
+from privfed.common.dataset_files import load_file, parse_bounds
 from privfed.common.datasets import (
     BUILTINS,
     Dataset,
     binary_subset,
     load_builtin,
-    load_file,
     owner_rows,
-    parse_bounds,
     partition,
     train_test_split,
 )

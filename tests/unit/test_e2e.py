@@ -14,16 +14,8 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from cryptography.x509.oid import NameOID
 
 from privfed.common.errors import ConfigError, LocalProtocolError, RemoteProtocolError
-from privfed.common.secagg.boxes import (
-    SEAL_OVERHEAD,
-    AadFields,
-    Box,
-    generate_private_key,
-    local_boxes,
-    public_bytes,
-    sign_public_key,
-    verify_public_key,
-)
+from privfed.common.secagg.boxes import SEAL_OVERHEAD, AadFields, Box, generate_private_key, local_boxes, public_bytes
+from privfed.common.secagg.signed_keys import sign_public_key, verify_public_key
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 DAY = timedelta(days=1)

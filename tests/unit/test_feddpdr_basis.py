@@ -13,7 +13,7 @@ from privfed.common.feddpdr.basis import dct_basis, image_side, public_basis
 from privfed.common.feddpdr.model import delta_split
 from privfed.common.ledger import Ledger
 from privfed.common.tasks import SvmShareTask
-from privfed.deploy.experiments.feddpdr import federated_fit
+from privfed.deploy.experiments.federated import federated_fit
 from privfed.owner.core import handle_batch
 from privfed.owner.data import build_owners, federation_split
 from privfed.server.strategies import FedDpdrStrategy

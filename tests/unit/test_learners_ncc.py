@@ -13,15 +13,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.learners.estimators import LdpNearestCentroid
-from privfed.common.learners.ncc import (
-    JointLabelEncoding,
-    NccShare,
-    NearestCentroidModel,
-    ncc_centroids,
-    ncc_class_sums,
-    ncc_share,
-    split_label_budget,
-)
+from privfed.common.learners.ncc import NccShare, ncc_centroids, ncc_class_sums, ncc_share, split_label_budget
+from privfed.common.learners.ncc_joint import JointLabelEncoding
+from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
 
 BOUNDS = Bounds(np.array([-6.0, -6.0, 0.0, -1.0]), np.array([8.0, 6.0, 10.0, 1.0]))
@@ -421,7 +415,7 @@ def test_boosted_joint_share_over_the_owner_handler_and_the_wire(tmp_path):
 def test_joint_labels_learn_where_randomized_response_does_not():
     """One boosted-NCC share from the 1438 digits training owners (10 classes, 64 features) at eps = 5
     (share 3.5): the joint encoding's learner is far better than chance (measured 0.61 +- 0.08 over
-    20 draws), rr's predicts about one class (0.90; deploy/experiments/boosting.py)."""
+    20 draws), rr's predicts about one class (0.90; deploy/experiments/boosting_curves.py)."""
     from privfed.common.boosting.coordinator import CoordinatorSteps
     from privfed.common.boosting.owner import share
     from privfed.common.boosting.params import BoostingParams

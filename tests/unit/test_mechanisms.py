@@ -26,7 +26,7 @@ from privfed.common.mechanisms import (
     pm_constant,
     snap,
 )
-from privfed.common.mechanisms.piecewise import sample_subsets
+from privfed.common.mechanisms.piecewise_multidim import sample_subsets
 from privfed.common.mechanisms.snapping import EPSILON_CEILING, EPSILON_FLOOR
 
 ALL_BUILDERS = {

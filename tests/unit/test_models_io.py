@@ -31,7 +31,7 @@ def test_unknown_or_broken_files_are_refused(tmp_path):
 
 def test_scale_aware_nearest_centroid_roundtrip_keeps_its_bounds(tmp_path):
     from privfed.common.bounds import Bounds
-    from privfed.common.learners.ncc import NearestCentroidModel
+    from privfed.common.learners.ncc_model import NearestCentroidModel
 
     bounds = Bounds(np.array([0.0, 0.0]), np.array([1.0, 1000.0]))
     model = NearestCentroidModel([[0.2, 500.0], [0.8, 520.0]], bounds=bounds)
@@ -47,7 +47,7 @@ def test_feddpdr_model_roundtrip_and_broken_files(tmp_path, basis, k):
     """model.json of FedDPDR (issue 21): same predictions after reloading; a tampered file is refused."""
     import json
 
-    from privfed.deploy.experiments.feddpdr import federated_fit
+    from privfed.deploy.experiments.federated import federated_fit
 
     train, test = federation_split("digits", seed=0, test_fraction=0.2)
     parts = [(train.X[i::2], train.y[i::2]) for i in range(2)]

@@ -15,7 +15,7 @@ import pytest
 from privfed.common.bounds import Bounds
 from privfed.common.learners import resolve_rng
 from privfed.common.learners.estimators import LdpNearestCentroid
-from privfed.common.learners.ncc import JointLabelEncoding, joint_encoding
+from privfed.common.learners.ncc_joint import JointLabelEncoding, joint_encoding
 from privfed.common.ledger import Ledger
 from privfed.common.tasks import (
     JointNccShareReply,

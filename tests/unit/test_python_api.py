@@ -32,6 +32,14 @@ def test_the_top_level_package_exports_the_api_lazily():
     assert out.stdout.strip() == "[]"  # an owner node imports neither the estimators nor the launcher
 
 
+def test_every_name_the_learners_package_exports_resolves():
+    import privfed.common.learners as learners
+
+    assert sorted(learners.__all__) == sorted([*learners._EXPORTS, "resolve_bounds", "resolve_rng"])
+    for name in learners.__all__:  # each lazy entry names the submodule that defines it
+        assert getattr(learners, name).__name__ == name
+
+
 def test_the_estimators_predict_proba_agrees_with_predict():
     rng = np.random.default_rng(0)
     y = rng.integers(0, 3, 600)

@@ -11,7 +11,7 @@ from sklearn.ensemble import AdaBoostClassifier
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.learners.logistic import LinearModel
-from privfed.common.learners.ncc import NearestCentroidModel
+from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.learners.samme import (
     E0,
     BoostedModel,

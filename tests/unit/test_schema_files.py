@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from privfed.common.datasets import read_table
+from privfed.common.dataset_files import read_table
 from privfed.common.errors import ConfigError
 from privfed.common.schema import FederationSchema
 

@@ -17,7 +17,8 @@ from privfed.common.secagg.boxes import generate_private_key, local_boxes
 from privfed.common.secagg.coordinator import SecureSumCoordinator
 from privfed.common.secagg.events import Answers, Ask, CloseRing, OpenRing
 from privfed.common.secagg.fixedpoint import FixedPoint
-from privfed.common.secagg.ring import Inbound, MessageKind, RingParty, State, ring_peers
+from privfed.common.secagg.ring import Inbound, MessageKind, RingParty, State
+from privfed.common.secagg.ring_topology import ring_peers
 from privfed.common.secagg.transitions import MAX_ATTEMPTS, TRANSITIONS, Phase, SecureSum, attempt_timeout
 from privfed.common.tasks import PeerKey, Refusal, RingJoined, RingTotal
 

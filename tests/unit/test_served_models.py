@@ -11,7 +11,7 @@ import grpc
 import numpy as np
 import pytest
 
-from privfed.common.datasets import read_table
+from privfed.common.dataset_files import read_table
 from privfed.common.learners.exported import TrainedClassifier
 from privfed.common.learners.trained import probabilities
 from privfed.common.schema import FederationSchema

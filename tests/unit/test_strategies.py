@@ -232,7 +232,9 @@ def test_the_privacy_split_of_the_result_is_what_the_owners_ledgers_debit(data, 
 
 @pytest.mark.parametrize("strategy", [NccStrategy, LrStrategy])
 def test_an_unknown_mechanism_is_refused_when_the_strategy_is_built(strategy, data):
-    with pytest.raises(ConfigError, match=r"^mechanism must be one of \('pm', 'hm', 'duchi', 'laplace'\), got 'gauss'$"):
+    with pytest.raises(
+        ConfigError, match=r"^mechanism must be one of \('pm', 'hm', 'duchi', 'laplace'\), got 'gauss'$"
+    ):
         strategy(mechanism="gauss", epsilon=1.0, n_classes=2, bounds=data.bounds)
 
 
@@ -242,7 +244,7 @@ def test_a_sampled_stump_share_that_does_not_fit_the_encoding_is_dropped_alone(d
     that owner twice) or a report outside the oracle's domain is dropped, the rest of the group kept."""
     import dataclasses
 
-    from privfed.common.learners.stump_encodings import SampledReports
+    from privfed.common.learners.stump_sampled_encoding import SampledReports
     from privfed.server.strategies.boosting import _FederationSteps
 
     fb = _booster(data, epsilon=4.0, weight_bound=40.0)

@@ -10,16 +10,14 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.learners.stump import binarize, cross_tables, select_stump
 from privfed.common.learners.stump_encodings import (
-    SampledEncoding,
-    SampledReports,
-    _pick_rows,
     default_encoding,
     make_stump_encoding,
-    owner_tables,
     stump_aggregate,
     stump_share,
     stump_shares,
 )
+from privfed.common.learners.stump_row_encoding import owner_tables
+from privfed.common.learners.stump_sampled_encoding import SampledEncoding, SampledReports, _pick_rows
 from privfed.common.mechanisms import make_mechanism
 
 BOUNDS = Bounds.of(-3.0, 5.0, 3)

@@ -25,7 +25,7 @@ from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound
 from privfed.common.bounds import Bounds
 from privfed.common.errors import RemoteProtocolError
 from privfed.common.learners.logistic import LinearModel
-from privfed.common.learners.ncc import NearestCentroidModel
+from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.learners.stump import Stump
 from privfed.common.secagg.boxes import SEAL_OVERHEAD
 from privfed.common.secagg.messages import (
