@@ -241,7 +241,7 @@ class Dispatcher:
 
     def hop_senders(self, session_id: str) -> set[str]:
         """Senders of the ``HOP`` envelopes relayed in the open session ``session_id`` (empty if
-        it is not open): the input of :func:`~privfed.common.secagg.ring.stalled_party`."""
+        it is not open): the input of :func:`~privfed.common.secagg.ring_topology.stalled_party`."""
         with self._cv:
             return self._relay.hop_senders(session_id)
 

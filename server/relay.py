@@ -91,7 +91,7 @@ class Relay:
 
     def hop_senders(self, session_id: str) -> set[str]:
         """Senders of the ``HOP`` envelopes relayed in the open session ``session_id`` (empty if it is
-        not open): the input of :func:`~privfed.common.secagg.ring.stalled_party`."""
+        not open): the input of :func:`~privfed.common.secagg.ring_topology.stalled_party`."""
         return set(self._hop_senders.get(session_id, ()))
 
     def stalled(self, session_id: str, gone: Callable[[str], bool]) -> bool:

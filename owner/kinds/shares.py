@@ -84,7 +84,7 @@ def spec_key(spec: NccShareTask | LrShareTask) -> Hashable:
 class NccShareKind(TaskKind[NccShareTask]):
     """Every row once through an ε-LDP mechanism, labels by k-RR (or clear, by opt-in); under
     ``labels="joint"``, every row's one (label, sign) report at the whole ε
-    (:class:`~privfed.common.learners.ncc.JointLabelEncoding`).
+    (:class:`~privfed.common.learners.ncc_joint.JointLabelEncoding`).
 
     A node's owners asking for the same release are computed together (``compute_many``): their
     rows go through the mechanism in one call, each row its own draw, and each owner gets back
