@@ -47,7 +47,8 @@ def read_text(path: Path) -> str:
         raise ConfigError(f"{path.name}: line {line}: not UTF-8 text (is it a binary file?)") from None
 
 
-def _is_number(field: str) -> bool:
+def is_number(field: str) -> bool:
+    """Whether a CSV field is a number as numpy's reader reads one (a line without one is a header)."""
     if not field.strip() or "_" in field:  # float() accepts '1_0', numpy's loadtxt does not
         return False
     try:
@@ -66,7 +67,7 @@ def parse_csv(
         raise ConfigError(f"{name}: empty file (no rows)")
     header, ref = None, numbered[0][0]
     first = numbered[0][1].split(",")
-    if not any(_is_number(f) for f in first):
+    if not any(is_number(f) for f in first):
         header = [f.strip() for f in first]
         numbered = numbered[1:]
         if not numbered:
@@ -101,7 +102,7 @@ def _diagnose(
         if len(fields) != n_cols:
             return ConfigError(f"{name}: line {lineno}: {len(fields)} columns, expected {n_cols} (as on {where})")
         for c, field in enumerate(fields):
-            if not _is_number(field):
+            if not is_number(field):
                 hint = " (a header row must have no numeric names)" if lineno == ref else ""
                 return ConfigError(
                     f"{name}: line {lineno}, column {c + 1}: non-numeric value {field.strip()[:40]!r}{hint}"
@@ -212,14 +213,15 @@ def read_rows(
     n_label_columns = check_int(n_label_columns, name="n_label_columns", minimum=1)
     if not path.is_file():
         raise ConfigError(f"{path}: file not found")
-    if _is_npz(path):
+    if is_npz(path):
         X, labels = _load_npz(path)
         return X, labels, None, lambda i: f"row {i + 1}"
     X, labels, names, linenos = parse_csv(path.name, read_text(path), n_label_columns)
     return X, labels, names, lambda i: f"line {linenos[i]}"
 
 
-def _is_npz(path: Path) -> bool:
+def is_npz(path: Path) -> bool:
+    """Whether ``path`` is an NPZ file (its suffix, or a zip archive's magic bytes), not CSV."""
     with path.open("rb") as fh:
         magic = fh.read(2)
     return path.suffix.lower() == ".npz" or magic == b"PK"
@@ -235,7 +237,7 @@ def read_table(path: str | Path) -> RawTable:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: file not found")
-    if _is_npz(path):
+    if is_npz(path):
         X, labels = _load_npz(path)
         cells = np.hstack([X.astype(str), labels.astype(str)])
         lines = tuple(",".join(row) for row in cells)

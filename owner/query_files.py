@@ -1,0 +1,147 @@
+"""The owner's own files for ``privfed query`` (:mod:`privfed.owner.query`): its query rows, its training rows
+for the null-space methods, and which of their columns are the model's features.
+
+Columns
+-------
+Which columns of the query file are the model's features is the schema's word: by default the
+schema (or, without one, the feature count F) of the GetModel answer, i.e. the coordinator's. A
+hostile coordinator can then name a column the owner never meant to send -- a label or a
+confidential column kept after the features, an id -- as a feature and point ``A_d`` at it: the
+rank bound holds, but the one direction read is that column, sent exactly. ``--schema FILE`` pins
+the federation schema the owner holds (as ``privfed owner --schema`` does): the model's schema must
+be the same (sha256) and its bounds must have the schema's feature count, and the query file is
+read by the owner's copy, which may read a label column past. Without it a query file holds the
+features only: a column besides the F the model reads is refused, so a file that passes with an
+honest model has nothing else for a hostile one to name.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from privfed.common.dataset_files import is_npz, is_number, read_schema
+from privfed.common.dataset_files import read_table as read_raw_table
+from privfed.common.errors import ConfigError, RemoteProtocolError
+from privfed.common.schema import FederationSchema
+
+log = logging.getLogger("privfed.query")
+
+
+def read_table(path: Path, what: str) -> np.ndarray:
+    """All numeric columns of a CSV (header line optional) or of an NPZ's ``X`` then ``y``."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{what} {path}: file not found")
+    if is_npz(path):
+        table = _read_npz(path, what)
+    else:
+        table = _read_csv(path, what)
+    if not np.all(np.isfinite(table)):
+        r, c = np.argwhere(~np.isfinite(table))[0]
+        raise ConfigError(
+            f"{what} {path.name}: row {r + 1}, column {c + 1} is not finite (NaN and inf are not allowed)"
+        )
+    return table
+
+
+def _read_npz(path: Path, what: str) -> np.ndarray:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if "X" not in z.files:
+                raise ConfigError(f"{what} {path.name}: an NPZ file must hold an array 'X'; found {sorted(z.files)}")
+            X, y = z["X"], (z["y"] if "y" in z.files else None)
+    except (ValueError, OSError, EOFError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"{what} {path.name}: not a readable NPZ file ({exc})") from None
+    if X.ndim != 2 or X.shape[0] < 1 or X.dtype.kind not in "biuf":
+        raise ConfigError(f"{what} {path.name}: X must be a non-empty 2-D numeric array, got {X.dtype} {X.shape}")
+    if y is None:
+        return X.astype(np.float64)
+    y = y.reshape(len(y), -1) if y.ndim == 1 else y
+    if y.ndim != 2 or y.shape[0] != X.shape[0] or y.dtype.kind not in "biuf":
+        raise ConfigError(
+            f"{what} {path.name}: y must be numeric with one row per row of X ({X.shape[0]}), got {y.dtype} {y.shape}"
+        )
+    return np.hstack([X, y]).astype(np.float64)
+
+
+def _read_csv(path: Path, what: str) -> np.ndarray:
+    try:
+        lines = [line for line in path.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
+    except UnicodeDecodeError:
+        raise ConfigError(f"{what} {path.name}: not UTF-8 text (is it a binary file?)") from None
+    if lines and not any(is_number(f) for f in lines[0].split(",")):
+        lines = lines[1:]  # a header line: no numeric field
+    if not lines:
+        raise ConfigError(f"{what} {path.name}: no data rows")
+    try:
+        return np.loadtxt(lines, delimiter=",", dtype=np.float64, ndmin=2, comments=None)
+    except ValueError as exc:
+        raise ConfigError(f"{what} {path.name}: not a numeric CSV file ({' '.join(str(exc).split())})") from None
+
+
+def split_features(table: np.ndarray, n_features: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(features (n, F), the columns after them (n, L))``."""
+    if table.shape[1] < n_features:
+        raise ConfigError(
+            f"{what} has {table.shape[1]} column(s) but the model reads F = {n_features} features; "
+            "pass the F feature columns first"
+        )
+    return table[:, :n_features], table[:, n_features:]
+
+
+def pinned_schema(path: Path, served: FederationSchema | None, n_features: int, model_id: str) -> FederationSchema:
+    """The owner's own federation schema (``--schema path``, "Columns"), which the served model's must equal
+    (sha256) and whose feature count its bounds must have (:class:`RemoteProtocolError`: nothing is sent)."""
+    own = read_schema(path)
+    if served is not None and served.digest() != own.digest():
+        why = f"it reads rows by another schema (sha256 {served.digest()[:12]}, --schema's {own.digest()[:12]})"
+    elif own.d != n_features:
+        why = f"its bounds have {n_features} features, the schema {own.d}"
+    else:
+        return own
+    raise RemoteProtocolError(f"model {model_id!r}: {why}; nothing sent")
+
+
+def query_rows(path: Path, schema: FederationSchema | None, n_features: int, *, pinned: bool = False) -> np.ndarray:
+    """The query rows as the model reads them: by the federation schema when there is one (columns
+    matched by the header's names, categories one-hot, missing cells filled), else the first F
+    numeric columns (:func:`read_table`). Columns besides the features (a label) are read past only
+    under the owner's own schema (``pinned``, ``--schema``); under the coordinator's word they are
+    refused ("Columns")."""
+    name = Path(path).name
+    if schema is not None and not is_npz(Path(path)):
+        loaded = schema.load(read_raw_table(path), labels=None)
+        for note in loaded.notes():
+            log.info("--queries %s", note)
+        others = len(loaded.ignored) + (loaded.y is not None)
+        queries = loaded.X
+    else:
+        queries, rest = split_features(read_table(path, "--queries"), n_features, f"--queries {name}")
+        others = rest.shape[1]
+    if others and not pinned:
+        raise ConfigError(
+            f"--queries {name}: {others} column(s) besides the model's {n_features} features; which columns are "
+            "features is the coordinator's word, so a query file holds the features only: drop the others (a "
+            "label), or pin the federation schema you hold with --schema; nothing sent"
+        )
+    return queries
+
+
+def confidential_columns(
+    training: tuple[Path, tuple[int, ...]], train_table: np.ndarray, n_features: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(X_own, Y_conf)``: the training rows' F features and their ``--confidential-labels`` columns."""
+    train_data, cols = training
+    X_own, labels = split_features(train_table, n_features, f"--train-data {train_data.name}")
+    if max(cols) >= labels.shape[1]:
+        valid = f"valid indices 0..{labels.shape[1] - 1}" if labels.shape[1] else "add them after the features"
+        raise ConfigError(
+            f"--confidential-labels {','.join(map(str, cols))}: --train-data {train_data.name} has "
+            f"{labels.shape[1]} label column(s) after its {n_features} features ({valid})"
+        )
+    return X_own, labels[:, list(cols)]
