@@ -220,6 +220,12 @@ class Ledger:
         require_name("release_id", release_id)
         return self._used(self._db(), owner_id, release_id)
 
+    def row_holders(self, owner_id: str) -> tuple[str, ...]:
+        """The other owner ids that debited with any of the rows ``owner_id`` holds in this process (a
+        re-sharded or renamed node's earlier ids; ``privfed.common.ledger_rows``): an owner policy counts
+        their releases with the owner's own (:meth:`spent_on`)."""
+        return self._rows.holders(self._db(), require_name("owner_id", owner_id))
+
     def spent_on(
         self, owner_id: str, *, job: str | None = None, other_than: str | None = None, since: str | None = None
     ) -> Budget:
@@ -440,6 +446,7 @@ class Ledger:
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
+            holders = self._rows.record_holders(conn, owners)
             touched = {k for o in owners for k in self.accounts(o)}
             conn.executemany(
                 "INSERT INTO accounts (key, epsilon, delta) VALUES (?, ?, ?) "
@@ -458,6 +465,7 @@ class Ledger:
                 conn.execute("ROLLBACK")
             raise
         self._cache.committed(batch, {k: sums[k] for k in touched})
+        self._rows.recorded(holders)
         return results
 
     @staticmethod

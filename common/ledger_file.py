@@ -15,6 +15,8 @@ Schema versions
     salt) and ``schema_decisions``. 4: ``releases.job``, the id of the job a release was made for
     (empty: a release of no announced job; issue 26, ``privfed ledger show`` groups by it). An older
     file is migrated in place the first time it is opened (a version-1 file's rows marked private).
+    Table ``holders`` (which owner ids debited with which row accounts, ``privfed.common.ledger_rows``)
+    is created in any version's file when it is opened.
 """
 
 from __future__ import annotations
@@ -65,6 +67,11 @@ CREATE TABLE IF NOT EXISTS accounts (
     epsilon REAL NOT NULL,
     delta   REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS holders (
+    row_key  TEXT NOT NULL,
+    owner_id TEXT NOT NULL,
+    PRIMARY KEY (row_key, owner_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (
     name  TEXT PRIMARY KEY,
     value TEXT NOT NULL

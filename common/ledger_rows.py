@@ -8,10 +8,19 @@ of its rows has. So re-sharding the same data (another ``--shards``), renaming t
 ``--name``) or re-ordering the file never gives a row a fresh budget: a new logical owner inherits
 the most any of its rows has spent (and a reused id what it released).
 
+The owner policy's limits per job, per day and in total (``privfed.owner.policy``) are sums over releases
+with their job and time, which the accounts do not keep. So each owner id that debits with row accounts is
+recorded as a *holder* of them (table ``holders``, once per id and process, in its first debit's
+transaction), and :meth:`RowAccounts.holders` names the other ids that held any of an owner's rows: the
+policy counts their releases with the owner's own, so re-sharding or renaming does not reset a job's, a
+day's or the total limit either. The sum over those ids is at least what any one row spent (more when an
+owner's rows came from several ids): the policy errs towards declining.
+
 Limits: a fresh ledger file starts every row at zero; a row whose content changes is a new row;
 identical rows are told apart by their order in the data (re-ordering two identical rows can swap
 their accounts); rows live in the process that binds them (owners sharing rows across two nodes'
-ledgers are not linked); releases recorded before schema 3 are on their ids only.
+ledgers are not linked); releases recorded before schema 3 are on their ids only, and debits made before the ``holders`` table
+name no holder.
 
 An account's (ε, δ) is stored as a number per account (table ``accounts``) and read through the
 connection's cache (``privfed.common.ledger_cache``); its cost does not depend on the history. Each
@@ -42,6 +51,7 @@ class RowAccounts:
     def __init__(self, cache: RecordCache) -> None:
         self._cache = cache
         self._bound: dict[str, tuple[str, ...]] = {}  # owner id -> its row accounts
+        self._recorded: set[str] = set()  # owner ids recorded as holders of their accounts by this process
 
     def keys(self, owner_id: str) -> tuple[str, ...]:
         """The accounts of ``owner_id``; empty for an owner without bound rows."""
@@ -71,6 +81,32 @@ class RowAccounts:
             sums[k] = self._cache.accounts.get(k) or read.get(k, (0.0, 0.0))
         self._cache.keep_accounts({k: sums[k] for k in unique})
         return sums
+
+    def record_holders(self, conn: sqlite3.Connection, owner_ids: Sequence[str]) -> list[str]:
+        """Record each of ``owner_ids`` not yet recorded by this process as a holder of its row accounts,
+        in the caller's write transaction; returns those ids, for :meth:`recorded` once it commits."""
+        new = [o for o in owner_ids if o not in self._recorded and self._bound.get(o)]
+        conn.executemany(
+            "INSERT OR IGNORE INTO holders (row_key, owner_id) VALUES (?, ?)",
+            [(k, o) for o in new for k in self._bound[o]],
+        )
+        return new
+
+    def recorded(self, owner_ids: Sequence[str]) -> None:
+        """Note that :meth:`record_holders`' ids are in the file (their transaction committed)."""
+        self._recorded.update(owner_ids)
+
+    def holders(self, conn: sqlite3.Connection, owner_id: str) -> tuple[str, ...]:
+        """The other owner ids recorded as holders of any of ``owner_id``'s row accounts (module
+        docstring), sorted; an index lookup per account."""
+        keys = self._bound.get(owner_id, ())
+        found: set[str] = set()
+        for start in range(0, len(keys), CHUNK):
+            chunk = keys[start : start + CHUNK]
+            marks = ",".join("?" * len(chunk))
+            found.update(o for (o,) in conn.execute(f"SELECT owner_id FROM holders WHERE row_key IN ({marks})", chunk))
+        found.discard(owner_id)
+        return tuple(sorted(found))
 
     def most(
         self, own: tuple[float, float], sums: dict[str, tuple[float, float]], owner_id: str

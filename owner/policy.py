@@ -18,6 +18,11 @@ rows. A declined job is refused with the fixed code ``policy`` and the name of t
 A job the policy accepts is held to what it announced: its releases together may not spend more
 than its announced epsilon and delta (rule ``announced``). A node with a policy answers only
 announced jobs (rule ``unannounced``).
+
+What an owner spent, for these limits, is what its id released and what every other id released that
+held one of its rows before (:meth:`~privfed.common.ledger.Ledger.row_holders`): a node restarted with
+another ``--shards`` or ``--name`` gives its owners new ids, but their rows bring their jobs', days' and
+total spending with them, as they bring their budget (``privfed.common.ledger_rows``).
 """
 
 from __future__ import annotations
@@ -54,6 +59,13 @@ _KEYS = (
     "data_users",
     "schema_sha256",
 )
+
+
+def spent_by_rows(ledger: Ledger, owner_id: str, **which: str) -> Budget:
+    """``Ledger.spent_on(**which)`` of ``owner_id`` and of every other id that held one of its rows, summed
+    (module docstring; at least what any one of its rows spent)."""
+    parts = [ledger.spent_on(o, **which) for o in (owner_id, *ledger.row_holders(owner_id))]
+    return Budget(math.fsum(p.epsilon for p in parts), math.fsum(p.delta for p in parts))
 
 
 def _within(value: float, limit: float) -> bool:
@@ -117,11 +129,11 @@ class OwnerPolicy:
         if not _within(job.delta, self.max_delta_per_job):
             return "delta_per_job"
         if math.isfinite(self.max_epsilon_per_day):
-            day = ledger.spent_on(owner_id, other_than=job.job_id, since="-1 day")
+            day = spent_by_rows(ledger, owner_id, other_than=job.job_id, since="-1 day")
             if not _within(day.epsilon + job.epsilon, self.max_epsilon_per_day):
                 return "epsilon_per_day"
         if math.isfinite(self.max_epsilon_total):
-            total = ledger.spent_on(owner_id, other_than=job.job_id)
+            total = spent_by_rows(ledger, owner_id, other_than=job.job_id)
             if not _within(total.epsilon + job.epsilon, self.max_epsilon_total):
                 return "epsilon_total"
         return None
@@ -130,6 +142,6 @@ class OwnerPolicy:
 def exceeds_announcement(job: JobInfo, ledger: Ledger, owner_id: str, debits: Sequence[Debit]) -> bool:
     """Whether ``debits`` (the batch's pending ones and the release's own) would take the owner's
     spending in ``job`` past the epsilon or delta the job announced (rule ``announced``)."""
-    spent = ledger.spent_on(owner_id, job=job.job_id)
+    spent = spent_by_rows(ledger, owner_id, job=job.job_id)
     asked = Budget(math.fsum(d.epsilon for d in debits), math.fsum(d.delta for d in debits))
     return not (_within(spent.epsilon + asked.epsilon, job.epsilon) and _within(spent.delta + asked.delta, job.delta))

@@ -45,45 +45,95 @@ def _holder(row: int, shards: int) -> int:
     return next(i for i, p in enumerate(partition(X.shape[0], shards, seed=SEED)) if row in p)
 
 
-def test_a_row_keeps_its_spent_budget_across_shards_and_names(tmp_path, coordinator, certs):
-    data = write_rows(tmp_path / "rows.csv", X, Y)
-    ledger = tmp_path / "node.sqlite"
-    started = []
+class Restarts:
+    """One node's data file and ledger, started again and again under a name and a ``--shards``."""
 
-    def start(name, shards):
+    def __init__(self, tmp_path, coordinator, certs, extra=()):
+        self.tmp, self.coordinator, self.certs, self.extra = tmp_path, coordinator, certs, tuple(extra)
+        self.data = write_rows(tmp_path / "rows.csv", X, Y)
+        self.ledger = tmp_path / "node.sqlite"
+        self.started = []
+
+    def start(self, name, shards):
         cmd = owner_command(
-            coordinator.port, name, data=data, n_owners=shards, ledger=ledger, certs=certs, budget=BUDGET, seed=SEED
+            self.coordinator.port,
+            name,
+            data=self.data,
+            n_owners=shards,
+            ledger=self.ledger,
+            certs=self.certs,
+            budget=BUDGET,
+            seed=SEED,
+            extra=self.extra,
         )
-        log_path = tmp_path / f"{name}-{len(started)}.log"
+        log_path = self.tmp / f"{name}-{len(self.started)}.log"
         with open(log_path, "w") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        node = OwnerProcess(name, proc, log_path, ledger, X, Y, SEED, BUDGET)
-        started.append(node)
+        node = OwnerProcess(name, proc, log_path, self.ledger, X, Y, SEED, BUDGET)
+        self.started.append(node)
         ids = [f"{name}.o{i:05d}" for i in range(shards)]
-        coordinator.wait_registered(ids)
+        self.coordinator.wait_registered(ids)
         return node, ids
 
-    def ask(node, owner_id, epsilon, tag):
+    def ask(self, owner_id, epsilon, tag):
+        """The answer's kind, or the refusal's code and message."""
         task = _lr(f"{tag}-{owner_id}", owner_id, epsilon)
-        result = coordinator.run([task])[task.task_id]
-        return refusal_code(result) if kind(result) == "refusal" else kind(result)
+        result = self.coordinator.run([task])[task.task_id]
+        return f"{refusal_code(result)}: {result.refusal.message}" if kind(result) == "refusal" else kind(result)
 
-    # The row whose owner index changes when the node is re-sharded from 4 owners to 2.
-    row = next(r for r in range(X.shape[0]) if _holder(r, 4) != _holder(r, 2))
+    def stop(self):
+        for n in self.started:
+            n.stop()
+
+
+#: The row whose owner index changes when the node is re-sharded from 4 owners to 2.
+ROW = next(r for r in range(X.shape[0]) if _holder(r, 4) != _holder(r, 2))
+
+
+def test_a_row_keeps_its_spent_budget_across_shards_and_names(tmp_path, coordinator, certs):
+    node = Restarts(tmp_path, coordinator, certs)
     asked = []  # (epsilon, answer) of every task to the owner holding the row
     try:
-        node, ids = start("owner-0", 4)
-        asked.append((17.0, ask(node, ids[_holder(row, 4)], 17.0, "first")))
+        _, ids = node.start("owner-0", 4)
+        asked.append((17.0, node.ask(ids[_holder(ROW, 4)], 17.0, "first")))
         node.stop()
-        node, ids = start("owner-0", 2)  # the same data and ledger, another partition
+        _, ids = node.start("owner-0", 2)  # the same data and ledger, another partition
         for epsilon, tag in ((3.5, "reshard-a"), (3.0, "reshard-b")):
-            asked.append((epsilon, ask(node, ids[_holder(row, 2)], epsilon, tag)))
+            asked.append((epsilon, node.ask(ids[_holder(ROW, 2)], epsilon, tag)))
         node.stop()
-        node, ids = start("owner-1", 4)  # the same data and ledger under another node name
-        asked.append((1.0, ask(node, ids[_holder(row, 4)], 1.0, "renamed")))
+        _, ids = node.start("owner-1", 4)  # the same data and ledger under another node name
+        asked.append((1.0, node.ask(ids[_holder(ROW, 4)], 1.0, "renamed")))
     finally:
-        for n in started:
-            n.stop()
+        node.stop()
     spent_on_row = sum(e for e, answer in asked if answer == "lr_share")
-    assert spent_on_row <= BUDGET, f"row {row} spent {spent_on_row} of a budget of {BUDGET}: {asked}"
-    assert [a for _, a in asked] == ["lr_share", "budget_exceeded", "lr_share", "budget_exceeded"], asked
+    assert spent_on_row <= BUDGET, f"row {ROW} spent {spent_on_row} of a budget of {BUDGET}: {asked}"
+    assert [a.split(":")[0] for _, a in asked] == ["lr_share", "budget_exceeded", "lr_share", "budget_exceeded"], asked
+
+
+def test_a_rows_policy_limits_per_job_and_per_day_survive_shards_and_names(tmp_path, coordinator, certs):
+    """The owner policy's limits count what the row's earlier owner ids spent too (found by wt-redteam:
+    re-sharding gave new ids a fresh day): a job that spent its announced 1.0 on the row spends nothing
+    more through the row's new owner id, and a second job is declined by the day's limit of 1.5 under
+    another partition and another node name alike; an owner whose rows spent nothing still answers."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text("max_epsilon_per_day = 1.5\n")
+    node = Restarts(tmp_path, coordinator, certs, extra=("--policy", str(policy)))
+    try:
+        coordinator.job = pb.JobInfo(job_id="job-1", task="lr", epsilon=1.0, delta=0.0)
+        _, ids = node.start("owner-0", 4)
+        assert node.ask(ids[_holder(ROW, 4)], 1.0, "first") == "lr_share"
+        node.stop()
+        _, ids = node.start("owner-0", 2)  # the same data and ledger, another partition
+        holder = ids[_holder(ROW, 2)]
+        assert node.ask(holder, 0.5, "reshard-same-job").startswith("policy: ") and "announced" in node.ask(
+            holder, 0.5, "reshard-same-job-again"
+        )
+        coordinator.job = pb.JobInfo(job_id="job-2", task="lr", epsilon=1.0, delta=0.0)
+        assert "epsilon_per_day" in node.ask(holder, 1.0, "reshard-next-job")
+        node.stop()
+        _, ids = node.start("owner-1", 4)  # the same data and ledger under another node name
+        assert "epsilon_per_day" in node.ask(ids[_holder(ROW, 4)], 1.0, "renamed")
+        untouched = next(i for i in range(4) if i != _holder(ROW, 4))
+        assert node.ask(ids[untouched], 1.0, "untouched") == "lr_share"
+    finally:
+        node.stop()

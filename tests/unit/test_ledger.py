@@ -356,6 +356,29 @@ def test_a_row_keeps_its_spent_budget_under_any_owner_id_and_partition(path):
         assert [h["release_id"] for h in led.history("n.o5")] == ["r3"]  # the record stays per owner id
 
 
+def test_the_ids_that_debited_with_an_owners_rows_are_its_row_holders_and_only_they(path):
+    """An owner policy counts the releases of the earlier ids of an owner's rows
+    (``Ledger.row_holders``): n.o0 debited with rows 0 and 1; after a restart, n.o5 (rows 1, 2) and
+    n2.o0 (row 0) name it, n2.o1 (row 3) names nobody, and an id that never debited is named by nobody;
+    a refused debit names its id too (it spent nothing: the sum is unchanged)."""
+    with Ledger(path, epsilon_budget=2.0) as led:
+        led.bind_rows("n.o0", ROWS[:2])
+        led.bind_rows("n.o1", ROWS[2:3])
+        led.debit("n.o0", 1.5, purpose="p", release_id="r1")
+        assert led.row_holders("n.o0") == ()
+    with Ledger(path, epsilon_budget=2.0) as led:
+        led.bind_rows("n.o5", ROWS[1:3])
+        led.bind_rows("n2.o0", ROWS[:1])
+        led.bind_rows("n2.o1", ROWS[3:])
+        assert led.row_holders("n.o5") == ("n.o0",) and led.row_holders("n2.o0") == ("n.o0",)
+        assert led.row_holders("n2.o1") == () and led.row_holders("unbound") == ()
+        with pytest.raises(BudgetExceeded):
+            led.debit("n.o5", 1.0, purpose="p", release_id="r2")
+        led.debit("n2.o0", 0.5, purpose="p", release_id="r3")
+        led.bind_rows("n3.o0", ROWS[:2])
+        assert led.row_holders("n3.o0") == ("n.o0", "n.o5", "n2.o0")
+
+
 def test_a_batch_debit_checks_and_adds_every_account_of_each_owner(ledger):
     ledger.bind_rows("a", ROWS[:2])
     ledger.bind_rows("b", ROWS[2:])
