@@ -250,14 +250,22 @@ class Ledger:
         return Budget(math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
 
     def _spent_but(self, owner_id: str, job: str | None) -> Budget:
-        """The owner's exact running sums less the releases of ``job`` (None: none), in one read snapshot."""
+        """The owner's exact running sums less the releases of ``job`` (None: none), in one read snapshot.
+        A job with a non-finite release (ε = ∞: the non-private bypass) cannot be taken back out of a sum
+        (∞ − ∞): then the other jobs' releases are summed instead."""
         with self._read_snapshot() as conn:
             record = self._records(conn, [owner_id])[owner_id]
             epsilon, delta = record.epsilon.copy(), record.delta.copy()
             if job is not None:
-                for e, d in conn.execute(
+                taken = conn.execute(
                     "SELECT epsilon, delta FROM releases WHERE owner_id = ? AND job = ?", (owner_id, job)
-                ):
+                ).fetchall()
+                if not all(math.isfinite(e) and math.isfinite(d) for e, d in taken):
+                    rows = conn.execute(
+                        "SELECT epsilon, delta FROM releases WHERE owner_id = ? AND job != ?", (owner_id, job)
+                    ).fetchall()
+                    return Budget(math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
+                for e, d in taken:
                     epsilon.add(-e)
                     delta.add(-d)
         return Budget(epsilon.value(), delta.value())

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from privfed.common.ledger import Debit, Ledger
+from privfed.common.ledger import Budget, Debit, Ledger
 
 from .test_ledger_history import work
 
@@ -40,6 +40,22 @@ def test_each_question_is_fsum_of_the_releases_it_names(tmp_path, rng):
         assert same(ledger.spent_on("n.a").epsilon, math.fsum(eps))
         assert ledger.spent_on("n.a", since="+1 day").epsilon == 0.0  # nothing is debited in the future
         assert ledger.spent_on("n.nobody", other_than="j0").epsilon == 0.0
+
+
+def test_every_job_but_one_holding_an_infinite_release_is_the_other_jobs_sum(tmp_path):
+    """A job of the non-private bypass (ε = ∞, an infinite budget) cannot be taken back out of the running
+    sum (∞ − ∞ raised, and a policy refused every task of such an owner); the other jobs' releases are summed."""
+    with Ledger(tmp_path / "l.sqlite", epsilon_budget=math.inf, delta_budget=1.0) as ledger:
+        ledger.debit_many(
+            [
+                Debit("n.a", math.inf, 0.0, "p", "r0", job="bypass"),
+                Debit("n.a", 0.5, 1e-6, "p", "r1", job="k"),
+                Debit("n.a", 0.25, 0.0, "p", "r2", job="k"),
+            ]
+        )
+        assert ledger.spent_on("n.a", other_than="bypass") == Budget(0.75, 1e-6)
+        assert ledger.spent_on("n.a", other_than="k").epsilon == math.inf
+        assert ledger.spent_on("n.a").epsilon == math.inf
 
 
 @pytest.mark.parametrize(
