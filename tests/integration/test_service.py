@@ -150,7 +150,14 @@ def test_the_status_page_shows_a_submitted_job_progress_in_headless_chromium(fle
     wait = WebDriverWait(browser, 30, poll_frequency=0.2)
     queued = wait.until(lambda _: (r := row(job_id)) is not None and r["state"] == "queued" and r)
     assert queued["epsilon"] == "1.5" and queued["progress"] == "0%" and queued["accuracy"] == ""
-    assert browser.find_element(By.ID, "online").text == str(len(NODES))
+
+    def online() -> str | None:
+        try:
+            return browser.find_element(By.ID, "online").text
+        except WebDriverException:
+            return None
+
+    assert wait.until(lambda _: online() == str(len(NODES)))  # the daemons register within seconds of the fleet
     assert fleet.cli("job", "cancel", blocker).returncode == 0
     done = wait.until(lambda _: (r := row(job_id)) is not None and r["state"] == "done" and r)
     assert done["progress"] == "100%" and 0.0 <= float(done["accuracy"]) <= 1.0
