@@ -15,6 +15,7 @@ ServiceFleet: the nodes hold different rows of the built-in data set), and a sec
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -37,12 +38,10 @@ OWNERS = len(NODES) * OWNERS_PER_NODE
 def fleet(tmp_path_factory):
     f = ServiceFleet(tmp_path_factory.mktemp("data-user"))
     make_certs(f.certs, owners=len(NODES), add=True, data_users=["bob"])
-    try:
+    with contextlib.closing(f):  # stops the service and the owners
         f.start_service()
         f.start_owners()
         yield f
-    finally:
-        f.close()
 
 
 def _released(fleet: ServiceFleet, job_id: str) -> list[dict]:
