@@ -14,6 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from privfed.common.errors import JobAborted, RemoteProtocolError, RoundFailed
 from privfed.common.jobinfo import JobInfo
@@ -23,6 +24,7 @@ from privfed.server.nodes import NodeQueue, Registry, check_registration
 from privfed.server.relay import Envelope, Relay
 
 log = logging.getLogger("privfed.coordinator")
+T = TypeVar("T")
 
 
 #: An answer that came, with the task it answers: a result, or a rejection of an answer that did not decode.
@@ -203,16 +205,25 @@ class Dispatcher:
     def _drain(self, node: NodeQueue) -> list[Task]:
         tasks = list(node.queue)
         node.queue.clear()
-        node.job = self._job
         self._relay.release(t.task_id for t in tasks)
         return tasks
 
-    def requeue(self, node_id: str, tasks: list[Task]) -> None:
-        """Put tasks taken by :meth:`pull` or :meth:`relay` back at the front of the node's queue
-        (the servicer does so with what would not fit in one response)."""
+    def with_job(self, take: Callable[[], T]) -> tuple[T, JobInfo | None]:
+        """``take()`` (this dispatcher's :meth:`pull` or :meth:`relay`) and the job its tasks belong to,
+        read under the lock the drain took: a job begun between the drain and the read (:meth:`begin_job`)
+        cannot lend its announcement to the tasks of the one before (an owner's policy judges them by it)."""
+        with self._cv:  # an RLock: pull's wait releases it whole, and the drain and this read share a hold
+            return take(), self._job
+
+    def requeue(self, node_id: str, tasks: list[Task], job: JobInfo | None) -> None:
+        """Put tasks taken by :meth:`pull` or :meth:`relay` for ``job`` back at the front of the node's queue
+        (the servicer does so with what would not fit in one response); dropped if another job began
+        meanwhile, as :meth:`begin_job` drops the queued ones (else they would go out under its announcement)."""
         if not tasks:
             return
         with self._cv:
+            if job is not self._job:  # (the drain released their relay bookings: nothing is counted for them)
+                return
             node = self._registry.known(node_id)
             for t in reversed(tasks):
                 node.queue.appendleft(t)
@@ -411,7 +422,7 @@ class Dispatcher:
     # ---- one job after another (privfed serve) -----------------------------------------
     def begin_job(self, job: JobInfo | None) -> None:
         """Announce ``job``: the tasks queued from now on belong to it, and each node is told so with
-        the tasks it takes (:meth:`drained_job`), so an owner's policy can judge the job. Tasks of an
+        the tasks it takes (:meth:`with_job`), so an owner's policy can judge the job. Tasks of an
         earlier job still queued are dropped (their job is over); the owners stay registered."""
         with self._cv:
             for node in self._registry.nodes.values():
@@ -440,12 +451,6 @@ class Dispatcher:
     def job(self) -> JobInfo | None:
         """The job announced last (:meth:`begin_job`)."""
         return self._job
-
-    def drained_job(self, node_id: str) -> JobInfo | None:
-        """The job the tasks ``node_id`` took last (by :meth:`pull` or :meth:`relay`) belong to."""
-        with self._cv:
-            node = self._registry.nodes.get(node_id)
-            return None if node is None else node.job
 
     def abort(self) -> None:
         """Stop the job: a waiting round returns at once (raising JobAborted), nodes are told

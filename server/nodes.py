@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 from privfed.common.errors import NodeIdInUse, RemoteProtocolError, RoundFailed
 from privfed.common.identity import check_owned_by
-from privfed.common.jobinfo import JobInfo
 from privfed.common.secagg.boxes import MAX_ID_BYTES
 from privfed.common.tasks import OwnerInfo, PeerKey
 
@@ -43,7 +42,6 @@ class NodeQueue:
     last_seen: float = 0.0
     keys: frozenset[bytes] = frozenset()  # the owners' ring keys: fresh per node process, the same on re-registration
     peer: str | None = None  # the connection the registration came from (None: unknown, in-process callers)
-    job: JobInfo | None = None  # the job announced when the node last took tasks (they belong to it)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from privfed.common.errors import (
     ResourceExhausted,
     RingClosed,
 )
+from privfed.common.jobinfo import JobInfo
 from privfed.common.learners.trained import TrainedModel
 from privfed.common.roles import DATA_USER, role_of
 from privfed.common.schema import FederationSchema
@@ -240,20 +241,20 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         self._schema = "" if schema is None else schema.to_json()
         self._sessions = Sessions() if sessions is None else sessions
 
-    def _encode_tasks(self, node_id: str, tasks: list[Task]) -> list[pb.Task]:
-        """Encode tasks for one response of at most MAX_RESPONSE_TASK_BYTES and MAX_RESPONSE_TASKS;
+    def _encode_tasks(self, node_id: str, tasks: list[Task], job: JobInfo | None) -> list[pb.Task]:
+        """Encode tasks of ``job`` for one response of at most MAX_RESPONSE_TASK_BYTES and MAX_RESPONSE_TASKS;
         the rest go back to the front of the node's queue for its next call (always at least one
-        task per response)."""
+        task per response), unless another job began meanwhile."""
         encoded: list[pb.Task] = []
         size = 0
         for k, t in enumerate(tasks):
             if k == MAX_RESPONSE_TASKS:
-                self._dispatcher.requeue(node_id, tasks[k:])
+                self._dispatcher.requeue(node_id, tasks[k:], job)
                 break
             msg = serde.task_to_proto(t)
             size += msg.ByteSize()
             if encoded and size > MAX_RESPONSE_TASK_BYTES:
-                self._dispatcher.requeue(node_id, tasks[k:])
+                self._dispatcher.requeue(node_id, tasks[k:], job)
                 break
             encoded.append(msg)
         return encoded
@@ -293,9 +294,11 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         """The long poll of PullTasks and of a PushResults with ``pull``: the node's queued tasks
         (waiting up to ``wait_ms``, at most PULL_WAIT; none once ``active()`` is false), whether the
         job is over, and the tasks' job."""
-        tasks, shutdown = self._dispatcher.pull(node_id, min(wait_ms / 1000.0, PULL_WAIT), peer, active)
-        job = job_info_to_proto(self._dispatcher.drained_job(node_id)) if tasks else None
-        return self._encode_tasks(node_id, tasks), shutdown, job
+        (tasks, shutdown), job = self._dispatcher.with_job(
+            lambda: self._dispatcher.pull(node_id, min(wait_ms / 1000.0, PULL_WAIT), peer, active)
+        )
+        encoded = self._encode_tasks(node_id, tasks, job)
+        return encoded, shutdown, job_info_to_proto(job) if tasks else None
 
     def PullTasks(self, request: pb.PullTasksRequest, context: grpc.ServicerContext) -> pb.PullTasksResponse:
         try:
@@ -365,9 +368,10 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
     def Relay(self, request: pb.RelayRequest, context: grpc.ServicerContext) -> pb.RelayResponse:
         try:
             node_id = self._node_id(request.node_id, context)
-            accepted, tasks = self._dispatcher.relay(node_id, [(e.recipient, bytes(e.data)) for e in request.envelopes])
-            job = job_info_to_proto(self._dispatcher.drained_job(node_id)) if tasks else None
-            return pb.RelayResponse(accepted=accepted, tasks=self._encode_tasks(node_id, tasks), job=job)
+            envelopes = [(e.recipient, bytes(e.data)) for e in request.envelopes]
+            (accepted, tasks), job = self._dispatcher.with_job(lambda: self._dispatcher.relay(node_id, envelopes))
+            encoded = self._encode_tasks(node_id, tasks, job)
+            return pb.RelayResponse(accepted=accepted, tasks=encoded, job=job_info_to_proto(job) if tasks else None)
         except PrivfedError as exc:
             _abort(context, exc)
 

@@ -273,7 +273,7 @@ def test_requeued_tasks_keep_their_order_and_their_books(dispatcher):
     datas = [envelope(s, A0, B0, seq=k) for k in range(3)]
     dispatcher.relay("node-a", [(B0, d) for d in datas])
     tasks, _ = dispatcher.pull("node-b", 0.0)
-    dispatcher.requeue("node-b", tasks[1:])
+    dispatcher.requeue("node-b", tasks[1:], dispatcher.job)
     assert dispatcher.queued_relay() == (2, len(datas[1]) + len(datas[2]))
     assert ring_tasks(dispatcher, "node-b") == datas[1:]
 

@@ -121,6 +121,6 @@ def test_a_pull_answer_holds_at_most_max_response_tasks_and_the_rest_waits_in_or
     answers = []
     for _ in range(3):
         pulled, _ = d.pull("node-a", 0.0)
-        answers.append([m.task_id for m in coordinator._encode_tasks("node-a", pulled)])
+        answers.append([m.task_id for m in coordinator._encode_tasks("node-a", pulled, d.job)])
     assert [len(a) for a in answers] == [16, 16, 8]
     assert [i for a in answers for i in a] == [t.task_id for t in tasks]

@@ -173,8 +173,8 @@ def test_the_dispatcher_announces_each_job_with_its_tasks_and_a_cancel_ends_only
 
     runner = threading.Thread(target=run)
     runner.start()
-    tasks, shutdown = d.pull("owner-0", wait=2)
-    assert [t.task_id for t in tasks] == ["t1"] and not shutdown and d.drained_job("owner-0") == first
+    (tasks, shutdown), job = d.with_job(lambda: d.pull("owner-0", wait=2))
+    assert [t.task_id for t in tasks] == ["t1"] and not shutdown and job == first
     d.cancel_job()
     runner.join()
     assert len(raised) == 1  # the waiting round ended at once
