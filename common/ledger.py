@@ -32,8 +32,11 @@ Non-private entries
     :meth:`Ledger.nonprivate_count` show the owner what left without noise.
 
 Budgets follow the rows (issue 20, finding 4)
-    Besides its own record, an owner has an account per row it holds, and it may spend only what the
-    most-spent of them leaves (``privfed.common.ledger_rows``).
+    Besides its own record, an owner has an account per row it holds. A request is refused by the id's
+    own record alone; a release the most-spent of its rows cannot afford is recorded on the id only and
+    does not read the rows (:class:`RowsUnused`: the owner sends a data-independent fallback), so a row
+    never spends past its budget under any owner id, and a refusal never tells that a row was spent
+    (``privfed.common.ledger_rows``).
 
 Schema decisions (issue 20, finding 5)
     The digest of the federation schema an owner node checked its rows against, and whether they
@@ -86,7 +89,17 @@ from privfed.common.ledger_file import (
     init_schema,
     read_accounts,
 )
-from privfed.common.ledger_records import REL_TOL, Budget, Debit, Standing, fits, refusal, remaining_of, require_name
+from privfed.common.ledger_records import (
+    REL_TOL,
+    Budget,
+    Debit,
+    RowsUnused,
+    Standing,
+    fits,
+    refusal,
+    remaining_of,
+    require_name,
+)
 from privfed.common.ledger_rows import RowAccounts
 from privfed.common.ledger_sum import ExactSum, add_rounding_up
 from privfed.common.validation import check_non_negative, check_probability
@@ -100,6 +113,7 @@ __all__ = [
     "Ledger",
     "OwnerAccount",
     "ReleaseIds",
+    "RowsUnused",
     "Standing",
     "read_accounts",
 ]
@@ -180,13 +194,19 @@ class Ledger:
         return self._default if row is None else Budget(row[0], row[1])
 
     def spent(self, owner_id: str) -> Budget:
-        """What the owner has spent: the exact-rounded sum of its id's releases, or more if one of
-        its bound rows has spent more (``privfed.common.ledger_rows``)."""
+        """What the owner's id has spent: the exact-rounded sum of its releases. A refusal depends on it
+        alone (:class:`RowsUnused`)."""
+        require_name("owner_id", owner_id)
+        record = self._records(self._fresh(), [owner_id])[owner_id]
+        return Budget(record.epsilon.value(), record.delta.value())
+
+    def rows_spent(self, owner_id: str) -> Budget:
+        """What the most-spent of the rows the owner holds in this process has spent, under any owner id
+        (``privfed.common.ledger_rows``; zero without bound rows): a release its rows cannot afford does
+        not read them (:class:`RowsUnused`)."""
         require_name("owner_id", owner_id)
         conn = self._fresh()
-        record = self._records(conn, [owner_id])[owner_id]
-        own = (record.epsilon.value(), record.delta.value())
-        return Budget(*self._rows.most(own, self._rows.sums(conn, self.accounts(owner_id)), owner_id))
+        return Budget(*self._rows.most((0.0, 0.0), self._rows.sums(conn, self.accounts(owner_id)), owner_id))
 
     # ------------------------------------------------------------------ row accounts
     def accounts(self, owner_id: str) -> tuple[str, ...]:
@@ -335,9 +355,10 @@ class Ledger:
             upto = conn.execute("SELECT coalesce(max(seq), 0) FROM releases").fetchone()[0]
             records = self._records(conn, ids)
             sums = self._rows.sums(conn, [k for o in ids for k in self.accounts(o)])
+        del sums  # read in the snapshot for the cache's sake; a standing is the id's own record
         return {
             o: Standing(
-                Budget(*self._rows.most((r.epsilon.value(), r.delta.value()), sums, o)),
+                Budget(r.epsilon.value(), r.delta.value()),
                 r.budget or self._default,
                 ReleaseIds(self._db, o, upto, r.count),
             )
@@ -374,26 +395,31 @@ class Ledger:
         purpose: str,
         release_id: str,
         nonprivate: bool = False,
-    ) -> None:
+    ) -> RowsUnused | None:
         """Check and record one release in one committed transaction.
+
+        Returns :class:`RowsUnused` when the owner's rows cannot afford it (recorded on the id only).
 
         Raises
         ------
         BudgetExceeded
-            The release would overspend; nothing is recorded.
+            The release would overspend the owner id's budget; nothing is recorded.
         LocalProtocolError
             ``release_id`` was already used by this owner; nothing is recorded.
         """
-        (error,) = self.debit_many([Debit(owner_id, epsilon, delta, purpose, release_id, nonprivate)])
-        if error is not None:
-            raise error
+        (outcome,) = self.debit_many([Debit(owner_id, epsilon, delta, purpose, release_id, nonprivate)])
+        if isinstance(outcome, BudgetExceeded | LocalProtocolError):
+            raise outcome
+        return outcome
 
-    def debit_many(self, entries: list[Debit]) -> list[BudgetExceeded | LocalProtocolError | None]:
+    def debit_many(self, entries: list[Debit]) -> list[BudgetExceeded | LocalProtocolError | RowsUnused | None]:
         """Debit a batch in ONE transaction (one fsync for thousands of owners).
 
         Entries are applied in order (an owner listed twice sees its earlier entry). An entry that
-        would overspend, or reuses a release_id, is refused alone: its slot holds the
-        exception (not raised) and it records nothing; the other entries are committed. O(1) per
+        would overspend the owner id's budget, or reuses a release_id, is refused alone: its slot holds the
+        exception (not raised) and it records nothing; the other entries are committed. An entry the
+        owner's rows cannot afford (or that keeps them out) is recorded on the id and not on the rows: its
+        slot holds :class:`RowsUnused` (the release must not read the rows). O(1) per
         entry in the owner's history (module docstring, "Cost against an owner's history").
 
         Raises
@@ -416,7 +442,7 @@ class Ledger:
             # the batch's additions stay beside the cached records until COMMIT (ledger_cache)
             batch = {o: PendingRecord(r) for o, r in self._records(conn, owners).items()}
             sums = self._rows.sums(conn, [k for o in owners for k in self.accounts(o)])
-            results: list[BudgetExceeded | LocalProtocolError | None] = []
+            results: list[BudgetExceeded | LocalProtocolError | RowsUnused | None] = []
             new_owners, rows = [], []
             for e in entries:
                 owner = batch[e.owner_id]
@@ -431,20 +457,24 @@ class Ledger:
                     )
                     continue
                 budget = owner.budget or self._default
-                spent = self._rows.most(owner.spent(), sums, e.owner_id)
+                spent = owner.spent()  # the id's own record decides a refusal (RowsUnused)
                 if fits(spent[0], e.epsilon, budget.epsilon) and fits(spent[1], e.delta, budget.delta):
                     error = None
                 else:
                     error = refusal(e.owner_id, Budget(e.epsilon, e.delta), Budget(*spent), budget, e.purpose)
-                results.append(error)
                 if error is None:
                     if owner.budget is None:
                         owner.budget = self._default
                         new_owners.append((e.owner_id, self._default.epsilon, self._default.delta))
                     owner.add(e.release_id, e.epsilon, e.delta)
-                    for k in self.accounts(e.owner_id):
-                        sums[k] = (add_rounding_up(sums[k][0], e.epsilon), add_rounding_up(sums[k][1], e.delta))
+                    row = self._rows.most((0.0, 0.0), sums, e.owner_id)
+                    if e.rows and fits(row[0], e.epsilon, budget.epsilon) and fits(row[1], e.delta, budget.delta):
+                        for k in self.accounts(e.owner_id):
+                            sums[k] = (add_rounding_up(sums[k][0], e.epsilon), add_rounding_up(sums[k][1], e.delta))
+                    else:
+                        error = RowsUnused(e.owner_id, e.release_id)
                     rows.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate), e.job))
+                results.append(error)
             if new_owners:
                 conn.executemany(
                     "INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES (?, ?, ?)", new_owners

@@ -78,6 +78,9 @@ class Debit:
     release_id: str
     nonprivate: bool = False
     job: str = ""  # the announced job the release is made for (empty: none)
+    #: Whether the release may read the owner's rows (False: the owner's policy keeps them out,
+    #: ``privfed.owner.policy``); the ledger may still keep them out (:class:`RowsUnused`).
+    rows: bool = True
 
     def __post_init__(self) -> None:
         require_name("owner_id", self.owner_id)
@@ -92,6 +95,23 @@ class Debit:
                 f"a non-private entry is counted apart from the budget: its epsilon and delta must be "
                 f"0, got ({self.epsilon!r}, {self.delta!r}); debit the private part separately"
             )
+
+
+@dataclass(frozen=True)
+class RowsUnused:
+    """An outcome of :meth:`Ledger.debit_many` (not an error): the entry is recorded on the owner's id, but
+    not on its row accounts, which cannot afford it (or which the entry keeps out, ``Debit.rows``): the
+    release must not read the rows, and the owner sends its kind's data-independent fallback instead.
+
+    Whether a request is refused depends on the owner id's own record alone, which the coordinator knows
+    (it asked for every release in it); whether a row has spent its budget depends on which rows the owner
+    holds, so it may change only what the release is made of, never whether one is made. This is an
+    individual privacy filter (V. Feldman, T. Zrnic, "Individual Privacy Accounting via a Rényi Filter",
+    NeurIPS 2021): a row whose account cannot afford a release drops out of it, and a refusal never says
+    that a row was spent before (a row-membership bit; found by wt-redteam2)."""
+
+    owner_id: str
+    release_id: str
 
 
 def require_name(name: str, value: object) -> str:

@@ -69,6 +69,18 @@ def compute_release(kind: TaskKind[Any], task: Task, owner: LocalOwner) -> Relea
     return kind.fallback(spec, owner.public, owner.n_rows, owner.rng)
 
 
+def fallback_release(kind: TaskKind[Any], task: Task, owner: LocalOwner) -> Release:
+    """The kind's data-independent fallback for ``task``: a release debited on the owner's id whose rows may
+    not be read (:class:`~privfed.common.ledger_records.RowsUnused`: they cannot afford it, or the owner's
+    policy keeps them out). Whether the rows were read shows only through the mechanism's own noise."""
+    log.info(
+        "task %s for %s: its rows cannot afford it; the data-independent fallback is released",
+        task.task_id,
+        task.owner_id,
+    )
+    return kind.fallback(task.spec, owner.public, owner.n_rows, owner.rng)
+
+
 def compute_together(kind: TaskKind[Any], tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release | None]:
     """Releases of one kind's debited ``tasks`` (at most :data:`TOGETHER`) in one ``compute_many`` call, in
     order (an unsendable one replaced by its fallback); None where the release is left to

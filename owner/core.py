@@ -16,7 +16,10 @@ a coordinator sends; the gRPC node (``privfed.owner.node``) and the in-process t
    release's ledger entries are checked (``already_released``, ``budget_exceeded``). No row is
    read until here, so **whether a task is refused is a function of public inputs**;
 3. **debit**: every accepted release of the batch is committed in ONE ledger transaction (one
-   fsync for thousands of owners) *before anything is computed*;
+   fsync for thousands of owners) *before anything is computed*. Budgets are checked on the owner id's
+   own record; a release the owner's rows cannot afford (under any earlier id: re-sharding), or that its
+   policy keeps from them, is recorded on the id and answered with the kind's data-independent fallback
+   (:class:`~privfed.common.ledger_records.RowsUnused`): no refusal says that a row was spent before;
 4. **compute**, in task order (:mod:`privfed.owner.compute`). Compute is total: whatever it raises, or a release that is not
    finite or outside the wire's range, is replaced by the kind's data-independent fallback (the
    same mechanism around a public value). The release leaves whatever happened: once rows have
@@ -50,17 +53,17 @@ import numpy as np
 
 from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError, ProtocolError
 from privfed.common.jobinfo import JobInfo
-from privfed.common.ledger import Debit, Ledger, Standing
+from privfed.common.ledger import Debit, Ledger, RowsUnused, Standing
 from privfed.common.secagg.boxes import generate_private_key
 from privfed.common.secagg.ring import Outbound
 from privfed.common.tasks import Refusal, Result, Task
-from privfed.owner.compute import TOGETHER, compute_release, compute_together
+from privfed.owner.compute import TOGETHER, compute_release, compute_together, fallback_release
 from privfed.owner.history import HistoryRewritten, applied_digest
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.kinds import OwnerKind, kind_of
 from privfed.owner.kinds.base import LedgerView, NodeState, Policy, PublicView, Refused, SecureSum, StepKind, TaskKind
 from privfed.owner.local import Cached, LocalOwner, PublicConfig, Release
-from privfed.owner.policy import OwnerPolicy, exceeds_announcement
+from privfed.owner.policy import OwnerPolicy, exceeds_announcement, keeps_rows_out
 from privfed.owner.ring import RingMod
 from privfed.owner.secagg import SecAggDriver
 
@@ -191,7 +194,9 @@ class OwnerCore:
         plan = [self._admit(item, seen, pending, standings, job) for item in items]
         fresh = [p for p in plan if isinstance(p, _Admitted) and p.cached is None]
         self._debit(fresh)
-        self._compute_together([a for a in fresh if a.refused is None and a.kind.mod(a.task.spec) is None])
+        self._compute_together(
+            [a for a in fresh if a.refused is None and a.release is None and a.kind.mod(a.task.spec) is None]
+        )
         results: list[Result] = []
         outbound: list[Outbound] = []
         for p in plan:
@@ -283,6 +288,10 @@ class OwnerCore:
                     job, self.ledger, owner.owner_id, [*queued, *debits]
                 ):
                     raise Refused("policy", "the job is declined by the owner's policy (rule announced)")
+                if self.owner_policy is not None and keeps_rows_out(
+                    self.owner_policy, job, self.ledger, owner.owner_id, [*queued, *debits]
+                ):  # the id may answer; its rows may not (privfed.owner.policy): the fallback goes
+                    debits = [dataclasses.replace(d, rows=False) for d in debits]
             if any(view.ledger.has_release_id(d.release_id) for d in debits):
                 raise Refused("already_released", f"task id {task.task_id!r}")
             eps, delta = math.fsum(d.epsilon for d in debits), math.fsum(d.delta for d in debits)
@@ -330,10 +339,19 @@ class OwnerCore:
             return
         i = 0
         for a in fresh:
-            error = next((o for o in outcomes[i : i + len(a.debits)] if o is not None), None)
+            mine = outcomes[i : i + len(a.debits)]
             i += len(a.debits)
+            error = next((o for o in mine if isinstance(o, BudgetExceeded | LocalProtocolError)), None)
             if error is not None:
                 a.refused = refusal_for(a.task, error)
+            elif any(isinstance(o, RowsUnused) for o in mine):
+                try:
+                    a.release = fallback_release(a.kind, a.task, a.owner)
+                except Exception:  # noqa: BLE001 - a bug after the debit: refused, the debit stays on record
+                    log.exception(
+                        "task %s for %s: its fallback failed after the debit", a.task.task_id, a.task.owner_id
+                    )
+                    a.refused = Result(a.task.task_id, a.task.owner_id, Refusal.of("internal"))
 
     # ------------------------------------------------------------------ 4: compute, mods
     def _finish(self, p: _Planned) -> tuple[Result | None, list[Outbound]]:

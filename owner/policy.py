@@ -19,10 +19,13 @@ A job the policy accepts is held to what it announced: its releases together may
 than its announced epsilon and delta (rule ``announced``). A node with a policy answers only
 announced jobs (rule ``unannounced``).
 
-What an owner spent, for these limits, is what its id released and what every other id released that
-held one of its rows before (:meth:`~privfed.common.ledger.Ledger.row_holders`): a node restarted with
-another ``--shards`` or ``--name`` gives its owners new ids, but their rows bring their jobs', days' and
-total spending with them, as they bring their budget (``privfed.common.ledger_rows``).
+A policy declines by what the owner's id released (the coordinator asked for all of it). A node
+restarted with another ``--shards`` or ``--name`` gives its owners new ids, but their rows bring their
+jobs', days' and total spending with them, as they bring their budget (``privfed.common.ledger_rows``):
+a release that would take a row past a limit, counting what every id that held one of the owner's rows
+released (:meth:`~privfed.common.ledger.Ledger.row_holders`), does not read the rows
+(:func:`keeps_rows_out`; the owner sends its data-independent fallback), so that no refusal tells the
+coordinator that a row was spent before.
 """
 
 from __future__ import annotations
@@ -129,19 +132,42 @@ class OwnerPolicy:
         if not _within(job.delta, self.max_delta_per_job):
             return "delta_per_job"
         if math.isfinite(self.max_epsilon_per_day):
-            day = spent_by_rows(ledger, owner_id, other_than=job.job_id, since="-1 day")
+            day = ledger.spent_on(owner_id, other_than=job.job_id, since="-1 day")
             if not _within(day.epsilon + job.epsilon, self.max_epsilon_per_day):
                 return "epsilon_per_day"
         if math.isfinite(self.max_epsilon_total):
-            total = spent_by_rows(ledger, owner_id, other_than=job.job_id)
+            total = ledger.spent_on(owner_id, other_than=job.job_id)
             if not _within(total.epsilon + job.epsilon, self.max_epsilon_total):
                 return "epsilon_total"
         return None
 
 
-def exceeds_announcement(job: JobInfo, ledger: Ledger, owner_id: str, debits: Sequence[Debit]) -> bool:
+def exceeds_announcement(
+    job: JobInfo, ledger: Ledger, owner_id: str, debits: Sequence[Debit], *, rows: bool = False
+) -> bool:
     """Whether ``debits`` (the batch's pending ones and the release's own) would take the owner's
-    spending in ``job`` past the epsilon or delta the job announced (rule ``announced``)."""
-    spent = spent_by_rows(ledger, owner_id, job=job.job_id)
+    spending in ``job`` past the epsilon or delta the job announced (rule ``announced``); ``rows``: counting
+    the releases of the ids that held its rows too (:func:`spent_by_rows`)."""
+    spent = spent_by_rows(ledger, owner_id, job=job.job_id) if rows else ledger.spent_on(owner_id, job=job.job_id)
     asked = Budget(math.fsum(d.epsilon for d in debits), math.fsum(d.delta for d in debits))
     return not (_within(spent.epsilon + asked.epsilon, job.epsilon) and _within(spent.delta + asked.delta, job.delta))
+
+
+def keeps_rows_out(policy: OwnerPolicy, job: JobInfo, ledger: Ledger, owner_id: str, debits: Sequence[Debit]) -> bool:
+    """Whether a release the policy accepts for the owner's id (:meth:`OwnerPolicy.declines`,
+    :func:`exceeds_announcement`) would take one of its rows past the job's announcement or the policy's
+    day or total limit, counting what the ids that held its rows released (module docstring): then it
+    does not read the rows (``Debit.rows``)."""
+    if len(ledger.row_holders(owner_id)) == 0:
+        return False  # no other id held its rows: the id's own checks were the rows' too
+    if exceeds_announcement(job, ledger, owner_id, debits, rows=True):
+        return True
+    if math.isfinite(policy.max_epsilon_per_day):
+        day = spent_by_rows(ledger, owner_id, other_than=job.job_id, since="-1 day")
+        if not _within(day.epsilon + job.epsilon, policy.max_epsilon_per_day):
+            return True
+    if math.isfinite(policy.max_epsilon_total):
+        total = spent_by_rows(ledger, owner_id, other_than=job.job_id)
+        if not _within(total.epsilon + job.epsilon, policy.max_epsilon_total):
+            return True
+    return False

@@ -11,10 +11,10 @@ answer, which owners hold a row of the old file: membership of each one-row owne
 earlier data, exactly, with no ledger entry for the question.
 
 Differential form: one ledger history, then two refreshed files that differ in one row only (the
-row an owner holds is an old one, or a new one). The refusal must be the same for both. It is not:
-the test is ``xfail(strict=True)`` until a fix lands (a design decision for the lead: e.g. let every
-owner of a process inherit the node-wide most-spent row of its file, so a refresh tells one bit per
-node instead of one per owner).
+row an owner holds is an old one, or a new one). The answer must be the same for both: a refusal is
+decided by the owner id's own record, and a release the old row cannot afford does not read it (the
+ledger's ``RowsUnused``: the owner sends its data-independent fallback), so the old row's account stays
+where the old owner left it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import shutil
 import subprocess
 
 import numpy as np
-import pytest
 from hostile import OwnerProcess, kind, owner_command, refusal_code, rows_by_owner, write_rows
 from test_budget_follows_rows import _lr
 
@@ -53,9 +52,6 @@ def _ask(coordinator, owner_id, epsilon, tag):
     return refusal_code(result) if kind(result) == "refusal" else kind(result)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="row accounts keyed by content: a refreshed file's refusals tell old rows from new"
-)
 def test_a_refreshed_file_does_not_tell_which_owners_hold_an_old_row(tmp_path, coordinator, certs):
     history = tmp_path / "history.sqlite"
     node, ids = _start(tmp_path, coordinator, certs, OLD, history, "old")
@@ -73,4 +69,10 @@ def test_a_refreshed_file_does_not_tell_which_owners_hold_an_old_row(tmp_path, c
             answers[variant] = _ask(coordinator, ids[target], 5.0, variant)
         finally:
             node.stop()
-    assert answers["kept"] == answers["new"], answers  # today: budget_exceeded against lr_share
+    assert answers["kept"] == answers["new"] == "lr_share", answers
+    from privfed.common.ledger import Ledger
+    from privfed.owner.data import row_digests
+
+    with Ledger(tmp_path / "kept.sqlite", epsilon_budget=BUDGET, delta_budget=1e-3) as led:
+        led.bind_rows("test.reader", [row_digests(OLD, Y)[0]])
+        assert led.rows_spent("test.reader").epsilon == 17.0  # the old row was not read again

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from privfed.common.errors import BudgetExceeded, ConfigError, ConfigTypeError, LocalProtocolError
-from privfed.common.ledger import SCHEMA_VERSION, Budget, Debit, Ledger
+from privfed.common.ledger import SCHEMA_VERSION, Budget, Debit, Ledger, RowsUnused
 
 
 @pytest.fixture
@@ -335,32 +335,36 @@ ROWS = [bytes([i]) * 32 for i in range(4)]  # row digests (privfed.owner.data.ro
 
 
 def test_a_row_keeps_its_spent_budget_under_any_owner_id_and_partition(path):
-    """Issue 20, finding 4: owner o0 holding rows 0 and 1 spends 1.5 of 2; after a restart with
-    another partition (o5 holds rows 1 and 2) and under another node name (n2.o0 holds row 0) each
-    new owner inherits the most any of its rows spent; a row no owner spent on starts at zero."""
+    """Issue 20, finding 4, with the filter: owner o0 holding rows 0 and 1 spends 1.5 of 2; after a restart
+    with another partition (o5 holds rows 1 and 2) and under another node name (n2.o0 holds row 0), a new
+    id's own record decides refusals (a refusal by its rows would tell that a row was spent before), and a
+    release its rows cannot afford is recorded on the id alone (RowsUnused: the owner releases its
+    fallback), so no row passes its budget; a row no owner spent on starts at zero."""
     with Ledger(path, epsilon_budget=2.0) as led:
         led.bind_rows("n.o0", ROWS[:2])
-        led.debit("n.o0", 1.5, purpose="p", release_id="r1")
+        assert led.debit("n.o0", 1.5, purpose="p", release_id="r1") is None
     with Ledger(path, epsilon_budget=2.0) as led:  # restarted, re-sharded and renamed
         led.bind_rows("n.o5", ROWS[1:3])
         led.bind_rows("n2.o0", ROWS[:1])
         led.bind_rows("n2.o1", ROWS[3:])
-        assert led.spent("n.o5").epsilon == 1.5 and led.spent("n2.o0").epsilon == 1.5
-        assert led.spent("n2.o1").epsilon == 0.0
-        with pytest.raises(BudgetExceeded):
-            led.debit("n.o5", 0.6, purpose="p", release_id="r2")
-        led.debit("n.o5", 0.5, purpose="p", release_id="r3")  # rows 1 and 2 now at 2.0 and 0.5
-        assert led.spent("n2.o0").epsilon == 1.5  # row 0 was not in n.o5
+        assert led.rows_spent("n.o5").epsilon == 1.5 and led.rows_spent("n2.o0").epsilon == 1.5
+        assert led.rows_spent("n2.o1").epsilon == 0.0 and led.spent("n.o5").epsilon == 0.0
+        assert led.debit("n.o5", 0.6, purpose="p", release_id="r2") == RowsUnused("n.o5", "r2")
+        assert led.spent("n.o5").epsilon == 0.6 and led.rows_spent("n.o5").epsilon == 1.5  # the id's, not the rows'
+        assert led.debit("n.o5", 0.5, purpose="p", release_id="r3") is None  # rows 1 and 2 now at 2.0 and 0.5
+        assert led.rows_spent("n2.o0").epsilon == 1.5  # row 0 was not in n.o5
         led.bind_rows("n3.o0", ROWS[2:])
-        assert led.spent("n3.o0").epsilon == 0.5
-        assert [h["release_id"] for h in led.history("n.o5")] == ["r3"]  # the record stays per owner id
+        assert led.rows_spent("n3.o0").epsilon == 0.5
+        with pytest.raises(BudgetExceeded):  # the id's own budget refuses: 1.1 spent, 1.0 asked
+            led.debit("n.o5", 1.0, purpose="p", release_id="r4")
+        assert [h["release_id"] for h in led.history("n.o5")] == ["r2", "r3"]  # the record stays per owner id
 
 
 def test_the_ids_that_debited_with_an_owners_rows_are_its_row_holders_and_only_they(path):
     """An owner policy counts the releases of the earlier ids of an owner's rows
     (``Ledger.row_holders``): n.o0 debited with rows 0 and 1; after a restart, n.o5 (rows 1, 2) and
     n2.o0 (row 0) name it, n2.o1 (row 3) names nobody, and an id that never debited is named by nobody;
-    a refused debit names its id too (it spent nothing: the sum is unchanged)."""
+    a release its rows could not afford names its id too (the rows spent nothing on it)."""
     with Ledger(path, epsilon_budget=2.0) as led:
         led.bind_rows("n.o0", ROWS[:2])
         led.bind_rows("n.o1", ROWS[2:3])
@@ -372,8 +376,7 @@ def test_the_ids_that_debited_with_an_owners_rows_are_its_row_holders_and_only_t
         led.bind_rows("n2.o1", ROWS[3:])
         assert led.row_holders("n.o5") == ("n.o0",) and led.row_holders("n2.o0") == ("n.o0",)
         assert led.row_holders("n2.o1") == () and led.row_holders("unbound") == ()
-        with pytest.raises(BudgetExceeded):
-            led.debit("n.o5", 1.0, purpose="p", release_id="r2")
+        assert led.debit("n.o5", 1.0, purpose="p", release_id="r2") == RowsUnused("n.o5", "r2")  # on the id alone
         led.debit("n2.o0", 0.5, purpose="p", release_id="r3")
         led.bind_rows("n3.o0", ROWS[:2])
         assert led.row_holders("n3.o0") == ("n.o0", "n.o5", "n2.o0")
@@ -387,7 +390,10 @@ def test_a_batch_debit_checks_and_adds_every_account_of_each_owner(ledger):
     )
     assert out[:2] == [None, None] and isinstance(out[2], BudgetExceeded)
     ledger.bind_rows("c", [ROWS[0], ROWS[3]])
-    assert ledger.spent("c").epsilon == 0.5
+    assert ledger.rows_spent("c").epsilon == 0.5 and ledger.spent("c").epsilon == 0.0
+    out = ledger.debit_many([Debit("c", 0.25, 0.0, "p", "r1"), Debit("c", 0.5, 0.0, "p", "r2")])
+    assert out == [None, RowsUnused("c", "r2")]  # rows 0 and 3 at 0.75 and 0.25: the second is the id's alone
+    assert ledger.rows_spent("c").epsilon == 0.75 and ledger.spent("c").epsilon == 0.75
 
 
 def test_standings_of_a_batch_are_what_each_owner_reads_alone(ledger):
@@ -405,9 +411,8 @@ def test_standings_of_a_batch_are_what_each_owner_reads_alone(ledger):
         s = standings[o]
         assert (s.spent, s.budget) == (ledger.spent(o), ledger.budget(o))
         assert s.release_ids == {r for r in ("r1", "r2", "r3") if ledger.has_release_id(o, r)}
-    assert standings["c"].spent.epsilon == 0.5  # row 1's account, spent by a
-    with pytest.raises(BudgetExceeded):
-        ledger.check("c", 0.6, standing=standings["c"])
+    assert standings["c"].spent.epsilon == 0.0 and ledger.rows_spent("c").epsilon == 0.5  # row 1, spent by a
+    ledger.check("c", 0.6, standing=standings["c"])  # c's id decides a refusal: its rows only what they read
 
 
 def test_row_accounts_are_salted_per_file(tmp_path):
