@@ -123,8 +123,8 @@ def test_a_rows_account_is_not_under_counted_where_nearest_additions_would_be(tm
     with Ledger(tmp_path / "l.sqlite", epsilon_budget=math.inf) as ledger:
         ledger.bind_rows("a", [b"row"])
         ledger.debit_many([Debit("a", x, 0.0, "p", f"r{i}") for i, x in enumerate(values)])
-        ledger.bind_rows("b", [b"row"])  # another id on the same row: spends what the row's account holds
-        assert Fraction(ledger.spent("b").epsilon) >= sum(map(Fraction, values)) > 1
+        ledger.bind_rows("b", [b"row"])  # another id on the same row: its rows spent what the account holds
+        assert Fraction(ledger.rows_spent("b").epsilon) >= sum(map(Fraction, values)) > 1
     with Ledger(tmp_path / "l.sqlite", epsilon_budget=math.inf) as again:  # as stored in the file
         again.bind_rows("c", [b"row"])
-        assert Fraction(again.spent("c").epsilon) >= sum(map(Fraction, values))
+        assert Fraction(again.rows_spent("c").epsilon) >= sum(map(Fraction, values))
