@@ -351,12 +351,10 @@ class Ledger:
         O(1) per owner in its history (module docstring, "Cost against an owner's history"): the
         release ids are a view (:class:`ReleaseIds`) of those recorded at this moment."""
         ids = list(dict.fromkeys(require_name("owner_id", o) for o in owner_ids))
-        with self._read_snapshot() as conn:  # the records, the sums and the ids' bound of one moment
+        with self._read_snapshot() as conn:  # the records and the ids' bound of one moment
             upto = conn.execute("SELECT coalesce(max(seq), 0) FROM releases").fetchone()[0]
             records = self._records(conn, ids)
-            sums = self._rows.sums(conn, [k for o in ids for k in self.accounts(o)])
-        del sums  # read in the snapshot for the cache's sake; a standing is the id's own record
-        return {
+        return {  # the ids' own records: a refusal depends on nothing else (RowsUnused)
             o: Standing(
                 Budget(r.epsilon.value(), r.delta.value()),
                 r.budget or self._default,
