@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,12 +131,17 @@ class OwnerPolicy:
             return "epsilon_per_job"
         if not _within(job.delta, self.max_delta_per_job):
             return "delta_per_job"
+        return self.over_limit(job, lambda **which: ledger.spent_on(owner_id, **which))
+
+    def over_limit(self, job: JobInfo, spent: Callable[..., Budget]) -> str | None:
+        """The day or total limit (its rule) that ``job``'s announced epsilon would pass on top of
+        ``spent(other_than=, since=)``, what the owner spent on the other jobs; None: neither."""
         if math.isfinite(self.max_epsilon_per_day):
-            day = ledger.spent_on(owner_id, other_than=job.job_id, since="-1 day")
+            day = spent(other_than=job.job_id, since="-1 day")
             if not _within(day.epsilon + job.epsilon, self.max_epsilon_per_day):
                 return "epsilon_per_day"
         if math.isfinite(self.max_epsilon_total):
-            total = ledger.spent_on(owner_id, other_than=job.job_id)
+            total = spent(other_than=job.job_id)
             if not _within(total.epsilon + job.epsilon, self.max_epsilon_total):
                 return "epsilon_total"
         return None
@@ -162,12 +167,4 @@ def keeps_rows_out(policy: OwnerPolicy, job: JobInfo, ledger: Ledger, owner_id: 
         return False  # no other id held its rows: the id's own checks were the rows' too
     if exceeds_announcement(job, ledger, owner_id, debits, rows=True):
         return True
-    if math.isfinite(policy.max_epsilon_per_day):
-        day = spent_by_rows(ledger, owner_id, other_than=job.job_id, since="-1 day")
-        if not _within(day.epsilon + job.epsilon, policy.max_epsilon_per_day):
-            return True
-    if math.isfinite(policy.max_epsilon_total):
-        total = spent_by_rows(ledger, owner_id, other_than=job.job_id)
-        if not _within(total.epsilon + job.epsilon, policy.max_epsilon_total):
-            return True
-    return False
+    return policy.over_limit(job, lambda **which: spent_by_rows(ledger, owner_id, **which)) is not None
