@@ -64,10 +64,10 @@ _KEYS = (
 )
 
 
-def spent_by_rows(ledger: Ledger, owner_id: str, **which: str) -> Budget:
-    """``Ledger.spent_on(**which)`` of ``owner_id`` and of every other id that held one of its rows, summed
-    (module docstring; at least what any one of its rows spent)."""
-    parts = [ledger.spent_on(o, **which) for o in (owner_id, *ledger.row_holders(owner_id))]
+def spent_by(ledger: Ledger, owner_ids: Sequence[str], **which: str) -> Budget:
+    """``Ledger.spent_on(**which)`` of each of ``owner_ids``, summed: an owner's id and the ids that held one
+    of its rows give at least what any one of its rows spent (module docstring)."""
+    parts = [ledger.spent_on(o, **which) for o in owner_ids]
     return Budget(math.fsum(p.epsilon for p in parts), math.fsum(p.delta for p in parts))
 
 
@@ -148,12 +148,12 @@ class OwnerPolicy:
 
 
 def exceeds_announcement(
-    job: JobInfo, ledger: Ledger, owner_id: str, debits: Sequence[Debit], *, rows: bool = False
+    job: JobInfo, ledger: Ledger, owner_id: str, debits: Sequence[Debit], *, holders: Sequence[str] = ()
 ) -> bool:
     """Whether ``debits`` (the batch's pending ones and the release's own) would take the owner's
-    spending in ``job`` past the epsilon or delta the job announced (rule ``announced``); ``rows``: counting
-    the releases of the ids that held its rows too (:func:`spent_by_rows`)."""
-    spent = spent_by_rows(ledger, owner_id, job=job.job_id) if rows else ledger.spent_on(owner_id, job=job.job_id)
+    spending in ``job`` past the epsilon or delta the job announced (rule ``announced``), counting the
+    releases of ``holders`` too (the other ids that held its rows: :func:`keeps_rows_out`)."""
+    spent = spent_by(ledger, (owner_id, *holders), job=job.job_id)
     asked = Budget(math.fsum(d.epsilon for d in debits), math.fsum(d.delta for d in debits))
     return not (_within(spent.epsilon + asked.epsilon, job.epsilon) and _within(spent.delta + asked.delta, job.delta))
 
@@ -163,8 +163,10 @@ def keeps_rows_out(policy: OwnerPolicy, job: JobInfo, ledger: Ledger, owner_id: 
     :func:`exceeds_announcement`) would take one of its rows past the job's announcement or the policy's
     day or total limit, counting what the ids that held its rows released (module docstring): then it
     does not read the rows (``Debit.rows``)."""
-    if len(ledger.row_holders(owner_id)) == 0:
+    holders = ledger.row_holders(owner_id)  # one lookup per task
+    if not holders:
         return False  # no other id held its rows: the id's own checks were the rows' too
-    if exceeds_announcement(job, ledger, owner_id, debits, rows=True):
+    if exceeds_announcement(job, ledger, owner_id, debits, holders=holders):
         return True
-    return policy.over_limit(job, lambda **which: spent_by_rows(ledger, owner_id, **which)) is not None
+    ids = (owner_id, *holders)
+    return policy.over_limit(job, lambda **which: spent_by(ledger, ids, **which)) is not None
