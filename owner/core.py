@@ -91,6 +91,8 @@ class _Admitted:
     refused: Result | None = None
     #: The release computed with the batch (``TaskKind.compute_many``), None: compute it alone.
     release: Release | None = None
+    #: Debited on the owner's id alone (:class:`~privfed.common.ledger.RowsUnused`): its fallback is released.
+    rows_unused: bool = False
 
 
 _Planned = Result | _Admitted | tuple[Task, StepKind]
@@ -195,7 +197,7 @@ class OwnerCore:
         fresh = [p for p in plan if isinstance(p, _Admitted) and p.cached is None]
         self._debit(fresh)
         self._compute_together(
-            [a for a in fresh if a.refused is None and a.release is None and a.kind.mod(a.task.spec) is None]
+            [a for a in fresh if a.refused is None and not a.rows_unused and a.kind.mod(a.task.spec) is None]
         )
         results: list[Result] = []
         outbound: list[Outbound] = []
@@ -344,14 +346,8 @@ class OwnerCore:
             error = next((o for o in mine if isinstance(o, BudgetExceeded | LocalProtocolError)), None)
             if error is not None:
                 a.refused = refusal_for(a.task, error)
-            elif any(isinstance(o, RowsUnused) for o in mine):
-                try:
-                    a.release = fallback_release(a.kind, a.task, a.owner)
-                except Exception:  # noqa: BLE001 - a bug after the debit: refused, the debit stays on record
-                    log.exception(
-                        "task %s for %s: its fallback failed after the debit", a.task.task_id, a.task.owner_id
-                    )
-                    a.refused = Result(a.task.task_id, a.task.owner_id, Refusal.of("internal"))
+            else:
+                a.rows_unused = any(isinstance(o, RowsUnused) for o in mine)
 
     # ------------------------------------------------------------------ 4: compute, mods
     def _finish(self, p: _Planned) -> tuple[Result | None, list[Outbound]]:
@@ -370,7 +366,12 @@ class OwnerCore:
             if p.cached is not None:
                 release = p.cached.payload
             else:
-                release = p.release if p.release is not None else compute_release(kind, task, p.owner)
+                if p.release is not None:
+                    release = p.release
+                elif p.rows_unused:  # recorded on the id alone: the rows may not be read
+                    release = fallback_release(kind, task, p.owner)
+                else:
+                    release = compute_release(kind, task, p.owner)
                 kind.released(task, spec, release, p.owner, self.node)
             mod = kind.mod(spec)
             if mod is None:
