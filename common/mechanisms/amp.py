@@ -51,7 +51,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-
 from functools import cached_property
 
 import numpy as np
