@@ -186,9 +186,11 @@ class AmpOutputNoise:
       ``L`` out to 700 scales; a lone small noise value ``-(2 r/eps) ln U`` steps by ``s 2^-53``, ``2^-41``
       of a cell), so two points within ``2 r`` of each other reach the same cells except at the far tail.
     * Privacy: rounding and clamping are post-processing of ``F + r V``, which is ``epsilon``-DP given the
-      exact minimiser (class docstring); the float error of a noise coordinate, at most a few ulp of
-      ``r ||V||``, is below ``2^-30`` of a cell for ``d`` up to ``2^10`` parameters, so each cell's
-      probability moves by a factor within ``1 +- 2^-25`` (the argument of :mod:`.snapping`).
+      exact minimiser (class docstring). A noise coordinate within ``T`` scales of 0 errs by a few ulp,
+      at most ``2^-(37 - log2 T)`` of a cell; for ``d <= 2^10`` parameters the radius passes ``2^11``
+      scales with probability below ``e^-300`` (a δ), so each cell's probability moves by a factor within
+      ``1 +- 2^-23`` and the release is ``(epsilon + 2^-21)``-DP given the minimiser (the argument of
+      :mod:`.snapping`).
     * Bias: the rounding moves a coordinate's mean by at most ``L/2`` (far less for the smooth noise; ``bias``
       reports the exact mechanism's 0); the clamp binds only for parameters beyond ``2^31``.
     """
