@@ -152,14 +152,13 @@ CASES: dict[str, Callable[[str, OwnerCore], TaskSpec]] = {
 
 # ----------------------------------------------------------------------------- owners
 def make_core(X: np.ndarray, y: np.ndarray, seed: int, *, rows_spent: bool = False) -> OwnerCore:
-    """A core hosting ``OWNER`` (rows ``X, y``) and ``PEER`` (a boosting ring's other member). With
-    ``rows_spent`` an earlier id holding the same rows spent nearly the whole budget: every release
-    of ``OWNER`` is then recorded on its id alone and answered with the fallback."""
+    """A core hosting ``OWNER`` (rows ``X, y``) and ``PEER`` (a boosting ring's other member). An earlier
+    id held the same rows; with ``rows_spent`` it spent nearly the whole budget (every release of ``OWNER``
+    is then recorded on its id alone and answered with the fallback), else a little."""
     ledger = Ledger(":memory:", epsilon_budget=BUDGET, delta_budget=1.0)
     keys = row_digests(X, y)
-    if rows_spent:
-        ledger.bind_rows("bench-old.o00000", keys)
-        ledger.debit_many([Debit("bench-old.o00000", BUDGET - 1e-3, 0.0, "spent", "spent#0")])
+    ledger.bind_rows("bench-old.o00000", keys)
+    ledger.debit_many([Debit("bench-old.o00000", BUDGET - 1e-3 if rows_spent else 1e-3, 0.0, "spent", "spent#0")])
     px, py = mixture(np.random.default_rng(seed + 1))
     owners = [
         LocalOwner(OWNER, X, y, np.random.default_rng(seed), K, BOUNDS, row_keys=tuple(keys)),

@@ -196,9 +196,7 @@ class OwnerCore:
         plan = [self._admit(item, seen, pending, standings, job) for item in items]
         fresh = [p for p in plan if isinstance(p, _Admitted) and p.cached is None]
         self._debit(fresh)
-        self._compute_together(
-            [a for a in fresh if a.refused is None and not a.rows_unused and a.kind.mod(a.task.spec) is None]
-        )
+        self._compute_together([a for a in fresh if a.refused is None and a.kind.mod(a.task.spec) is None])
         results: list[Result] = []
         outbound: list[Outbound] = []
         for p in plan:
@@ -368,7 +366,7 @@ class OwnerCore:
             else:
                 if p.release is not None:
                     release = p.release
-                elif p.rows_unused:  # recorded on the id alone: the rows may not be read
+                elif p.rows_unused:  # recorded on the id alone: its fallback leaves (computed alike: "Timing")
                     release = fallback_release(kind, task, p.owner)
                 else:
                     release = compute_release(kind, task, p.owner)
@@ -395,7 +393,9 @@ class OwnerCore:
         for group in by_kind.values():
             for i in range(0, len(group), TOGETHER):
                 piece = group[i : i + TOGETHER]
-                releases = compute_together(piece[0].kind, [a.task for a in piece], [a.owner for a in piece])
+                releases = compute_together(
+                    piece[0].kind, [a.task for a in piece], [a.owner for a in piece], [a.rows_unused for a in piece]
+                )
                 for a, release in zip(piece, releases, strict=True):
                     a.release = release
 

@@ -99,6 +99,21 @@ class LrGradientKind(TaskKind[LrGradientTask]):
                 out[i] = LrGradientReply(reports=reports[j : j + 1])
         return out
 
+    def fallback_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
+        out: list[Release] = [LrGradientReply(np.empty((0, 0)))] * len(tasks)
+        groups: dict[Hashable, list[int]] = {}
+        for i, (task, owner) in enumerate(zip(tasks, owners, strict=True)):
+            groups.setdefault(_key(task, owner), []).append(i)
+        for group in groups.values():
+            spec, g = _spec(tasks[group[0]]), len(group)
+            reports = gradient_shares(
+                spec.theta, np.zeros((g, 0, spec.bounds.d)), np.zeros((g, 0), dtype=np.int64), bounds=spec.bounds,
+                n_classes=spec.n_classes, mechanism=_mechanism(spec), rng=owners[group[0]].rng,
+            )  # fmt: skip
+            for j, i in enumerate(group):
+                out[i] = LrGradientReply(reports=reports[j : j + 1])
+        return out
+
     def fallback(
         self, spec: LrGradientTask, public: PublicConfig, n_rows: int, rng: np.random.Generator
     ) -> LrGradientReply:
