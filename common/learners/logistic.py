@@ -16,12 +16,20 @@ mechanism whose input may be *any* point of ``[-1, 1]^p``; so the owner's whole 
 protected at ε (which implies the row-level guarantee). Clipping makes the bound hold for
 every input; ``param_bound`` is public configuration.
 
+Timing. A coordinator sees when an owner's share arrives, so the fit's work must not depend on the rows:
+:func:`newton_logistic` runs a number of Newton steps fixed by the row count and ``C``
+(:func:`newton_steps`) whatever the rows, each the same work (``bench/timing_channels.py`` measures it).
+The parameter vector's privacy does not rest on the fit converging (any vector is clipped and perturbed),
+so the bound is a cost, not a proof obligation; a fit that needs more steps takes them.
+
 Model space. The model works on rows mapped to ``[-1, 1]^d`` by the public bounds
 (``t = bounds.to_unit(x)``, which clips). :class:`LinearModel` does that mapping in
 ``predict``; :attr:`LinearModel.linear_stage` gives the coefficients in that unit space.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -151,6 +159,20 @@ def fit_local_logistic_many(
     return theta.reshape(g, k_out * (d + 1))
 
 
+def newton_steps(n_rows: int, C: float) -> int:
+    """The Newton steps every fit of ``n_rows`` rows at ``C`` runs: a public function of the fit's shape and
+    its task (module docstring, "Timing"). Damped Newton from 0 needs more steps as the loss term ``C n``
+    outweighs the regulariser; on mixtures, separable, one-class and saturated rows (n = 1..30000,
+    C = 1e-3..1e6, two and three classes) it converged in 3-15 steps at n C <= 3e5, and none needed
+    more than this bound (``bench/timing_channels.py`` and ``tests/unit/test_logistic_fixed_work.py``)."""
+    return 10 + 2 * math.ceil(math.log10(1.0 + n_rows * C))
+
+
+#: Step sizes 1 and 1/2 of every Newton step's backtracking line search, tried together (a step that
+#: needs a smaller one halves on from 1/4: data-dependent work, which the fits above never needed).
+_LADDER = 2.0 ** -np.arange(2)
+
+
 def newton_logistic(t1: np.ndarray, signs: np.ndarray, s: np.ndarray, C: float) -> np.ndarray:
     """Minimise, for each of ``B`` independent problems ``b`` (seed 002 eq. 3),
 
@@ -159,47 +181,87 @@ def newton_logistic(t1: np.ndarray, signs: np.ndarray, s: np.ndarray, C: float) 
     by damped Newton steps in numpy, all problems at once (``t1`` (B, n, p), ``signs`` and ``s``
     (B, n); returns theta (B, p)). The Hessian ``C T1' diag(s p (1 - p)) T1 + I >= I``, so every
     step is a descent direction and each problem's Armijo backtracking converges; near the optimum
-    full steps converge quadratically. A problem stops on its own (:data:`_NEWTON_GTOL` on its
-    gradient scaled by ``1 / (C max(sum s, 1))``, which keeps gradients O(1)), the others go on.
+    full steps converge quadratically. A problem stops moving on its own (:data:`_NEWTON_GTOL` on its
+    gradient scaled by ``1 / (C max(sum s, 1))``, which keeps gradients O(1)).
+
+    Timing: the work is fixed by the shapes and ``C``, not by the rows. Every problem takes part in
+    :func:`newton_steps` steps, converged or not (a converged one is not moved), and each step tries the
+    line search's first sizes (:data:`_LADDER`) together. Only a fit that needs more steps, or a smaller
+    step size, does more (up to :data:`_NEWTON_MAX_STEPS`): data-dependent work in a tail the fits of
+    :func:`newton_steps` never reached.
     """
-    b, _, p = t1.shape
+    b, n, p = t1.shape
     scale = 1.0 / (C * np.maximum(s.sum(axis=1), 1.0))  # (B,): same argmin
     theta = np.zeros((b, p))
-    active = np.arange(b)
-
-    def value(idx: np.ndarray, th: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        margin = signs[idx] * np.einsum("bnp,bp->bn", t1[idx], th)
-        loss = C * np.sum(s[idx] * np.logaddexp(0.0, -margin), axis=1) + 0.5 * np.sum(th * th, axis=1)
-        return loss * scale[idx], margin
-
-    for _ in range(_NEWTON_MAX_STEPS):
-        if not active.size:
+    live = np.ones(b, dtype=bool)
+    for step_no in range(_NEWTON_MAX_STEPS):
+        if step_no >= newton_steps(n, C) and not live.any():
             break
-        th, rows = theta[active], t1[active]
-        val, margin = value(active, th)
-        grad = (C * np.einsum("bn,bnp->bp", -signs[active] * _expit(-margin) * s[active], rows) + th) * scale[
-            active, None
-        ]
-        moving = np.linalg.norm(grad, axis=1) > _NEWTON_GTOL
-        curvature = _expit(margin) * _expit(-margin) * s[active] * C
-        hessian = np.einsum("bnp,bn,bnq->bpq", rows, curvature, rows) + np.eye(p)
-        step = np.linalg.solve(hessian, (grad / scale[active, None])[..., None])[..., 0]
-        tiny = np.max(np.abs(step), axis=1) <= 1e-12 * (1.0 + np.max(np.abs(th), axis=1))  # at rounding level
-        slope = np.sum(grad * step, axis=1)  # Newton decrement squared (scaled)
-        full = moving & (tiny | (slope <= 1e-12))  # quadratic region: the objective cannot resolve the decrease
-        search = moving & ~full
-        size = np.where(moving, 1.0, 0.0)
-        pending = search.copy()
-        while pending.any():
-            idx = np.flatnonzero(pending)
-            trial, _ = value(active[idx], th[idx] - size[idx, None] * step[idx])
-            done = trial <= val[idx] - 1e-4 * size[idx] * slope[idx]
-            size[idx[~done]] /= 2.0
-            pending[idx[done | (size[idx] <= 1e-12)]] = False
-        size[search & (size <= 1e-12)] = 0.0  # no decrease left at rounding level: this is the optimum
-        theta[active] = th - size[:, None] * step
-        active = active[moving & ~tiny & (size > 0.0)]
+        theta, live = _newton_step(t1, signs, s, C, scale, theta, live)
     return theta
+
+
+def _loss(margin: np.ndarray, s: np.ndarray, theta: np.ndarray, C: float, scale: np.ndarray) -> np.ndarray:
+    """The scaled objective of each problem (``margin`` (..., n), ``theta`` (..., p), ``scale`` broadcast)."""
+    return (C * np.sum(s * np.logaddexp(0.0, -margin), axis=-1) + 0.5 * np.sum(theta * theta, axis=-1)) * scale
+
+
+def _newton_step(
+    t1: np.ndarray, signs: np.ndarray, s: np.ndarray, C: float, scale: np.ndarray, theta: np.ndarray, live: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """One damped Newton step of every problem (:func:`newton_logistic`); a problem not ``live`` (converged)
+    is computed alike and left where it is. Returns the new theta and which problems still move."""
+    margin = signs * np.matmul(t1, theta[..., None])[..., 0]
+    val = _loss(margin, s, theta, C, scale)
+    grad = (C * np.matmul((-signs * _expit(-margin) * s)[:, None, :], t1)[:, 0, :] + theta) * scale[:, None]
+    moving = live & (np.linalg.norm(grad, axis=1) > _NEWTON_GTOL)
+    curvature = _expit(margin) * _expit(-margin) * s * C
+    hessian = np.matmul(t1.transpose(0, 2, 1), t1 * curvature[..., None]) + np.eye(theta.shape[1])  # BLAS
+    step = np.linalg.solve(hessian, (grad / scale[:, None])[..., None])[..., 0]
+    tiny = np.max(np.abs(step), axis=1) <= 1e-12 * (1.0 + np.max(np.abs(theta), axis=1))  # at rounding level
+    slope = np.sum(grad * step, axis=1)  # Newton decrement squared (scaled)
+    full = moving & (tiny | (slope <= 1e-12))  # quadratic region: the objective cannot resolve the decrease
+    search = moving & ~full
+    # the margins are linear in the step size: every size of the ladder costs O(n), tried by every problem
+    shift = signs * np.matmul(t1, step[..., None])[..., 0]
+    trial = np.stack(
+        [_loss(margin - a * shift, s, theta - a * step, C, scale) for a in _LADDER], axis=1
+    )  # (B, len(_LADDER))
+    accepted = trial <= val[:, None] - 1e-4 * _LADDER[None, :] * slope[:, None]
+    size = np.where(moving, 1.0, 0.0)
+    size[search] = np.where(accepted[search].any(axis=1), _LADDER[np.argmax(accepted[search], axis=1)], 0.0)
+    smaller = search & ~accepted.any(axis=1)
+    if smaller.any():  # the data-dependent tail (newton_logistic's docstring)
+        size[smaller] = _halve_on(margin, shift, s, theta, step, C, scale, val, slope, smaller)
+    return theta - size[:, None] * step, moving & ~tiny & (size > 0.0)
+
+
+def _halve_on(
+    margin: np.ndarray,
+    shift: np.ndarray,
+    s: np.ndarray,
+    theta: np.ndarray,
+    step: np.ndarray,
+    C: float,
+    scale: np.ndarray,
+    val: np.ndarray,
+    slope: np.ndarray,
+    which: np.ndarray,
+) -> np.ndarray:
+    """Backtracking below the ladder for the problems ``which``: halve from ``_LADDER[-1] / 2`` until Armijo
+    holds, or down to 1e-12 (then 0: no decrease left at rounding level, this is the optimum)."""
+    idx = np.flatnonzero(which)
+    size = np.full(idx.size, _LADDER[-1] / 2.0)
+    pending = np.ones(idx.size, dtype=bool)
+    while pending.any():
+        j = idx[pending]
+        a = size[pending]
+        trial = _loss(margin[j] - a[:, None] * shift[j], s[j], theta[j] - a[:, None] * step[j], C, scale[j])
+        done = trial <= val[j] - 1e-4 * a * slope[j]
+        size[np.flatnonzero(pending)[~done]] /= 2.0
+        pending[np.flatnonzero(pending)[done]] = False
+        pending &= size > 1e-12
+    return np.where(size > 1e-12, size, 0.0)
 
 
 def clip_parameters(theta: ArrayLike, param_bound: float) -> np.ndarray:
