@@ -6,7 +6,8 @@ the same task to owners that differ only in what the coordinator must not learn,
 
 * ``data``: two owners with the same public configuration and row count, holding different rows (``A``:
   a two-class Gaussian mixture; ``B``: the attacker's contrast, chosen per kind to stress the
-  computation: separable classes far apart, one class only, every value at a bound);
+  computation: separable classes far apart, one class only, every value at a bound); and an owner of
+  10% fewer rows (the row count is not public; the work grows with it);
 * ``rows``: the same owner whose rows can afford the release, against one whose rows were spent under
   an earlier id (the ledger's ``RowsUnused``: it answers the kind's data-independent fallback). Whether
   the rows were spent is the membership fact of stop 35 finding 6.
@@ -96,10 +97,18 @@ def at_bounds(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return rng.choice([-BOUND * 3, BOUND * 3], size=(N, D)), y
 
 
+def fewer_rows(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A mixture of 10% fewer rows: the row count, which is not public (an NCC share's shape shows it)."""
+    X, y = mixture(rng)
+    keep = N - N // 10
+    return X[:keep], y[:keep]
+
+
 CONTRASTS: dict[str, Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]]] = {
     "separable": separable,
     "one-class": one_class,
     "at-bounds": at_bounds,
+    "10%-fewer-rows": fewer_rows,
 }
 
 

@@ -38,7 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.append(str(ROOT))  # bench.*
 sys.path.append(str(ROOT / "tests" / "adversary"))  # the hostile coordinator
-from hostile import (  # noqa: E402
+from hostile import (  # type: ignore[import-not-found]  # noqa: E402 - tests/adversary, not a package
     HostileCoordinator,
     bounds_matrix,
     kind,

@@ -16,7 +16,7 @@ fire", USENIX Security 2011): the release is computed from the rows and the kind
 one of them is kept. A release the rows cannot afford (:func:`fallback_release`) is computed and dropped;
 one they can afford draws its fallback and drops it. So whether a row was spent before (stop 35, finding 6)
 does not show in the answer's time; what the computation's own time depends on is the solvers' (their
-work is fixed where the privacy analysis allows it: :mod:`privfed.common.learners.logistic`) and is what
+work is fixed where the privacy analysis allows it: :mod:`privfed.common.learners.newton`) and is what
 :mod:`privfed.owner.core`'s "Limits" lists.
 """
 

@@ -1,4 +1,4 @@
-"""The local logistic fit does the same work whatever the rows (common.learners.logistic, "Timing").
+"""The local logistic fit does the same work whatever the rows (common.learners.newton, "Timing").
 
 A coordinator times an owner's LR share; the fit's work must be a function of public things (the row
 count, ``C``, the shapes), not of the rows. Counted without clocks: the Newton steps the solver takes
@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from privfed.common.bounds import Bounds
-from privfed.common.learners import logistic
-from privfed.common.learners.logistic import fit_local_logistic, fit_local_logistic_many, newton_steps
+from privfed.common.learners import newton
+from privfed.common.learners.logistic import fit_local_logistic, fit_local_logistic_many
+from privfed.common.learners.newton import newton_steps
 
 D = 4
 BOUNDS = Bounds.of(-4.0, 4.0, D)
@@ -41,7 +42,7 @@ class _Counts:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.steps = self.tail = 0
-        step, halve = logistic._newton_step, logistic._halve_on
+        step, halve = newton._newton_step, newton._halve_on
 
         def counted_step(*args, **kw):
             self.steps += 1
@@ -51,8 +52,8 @@ class _Counts:
             self.tail += 1
             return halve(*args, **kw)
 
-        monkeypatch.setattr(logistic, "_newton_step", counted_step)
-        monkeypatch.setattr(logistic, "_halve_on", counted_halve)
+        monkeypatch.setattr(newton, "_newton_step", counted_step)
+        monkeypatch.setattr(newton, "_halve_on", counted_halve)
 
     def take(self) -> tuple[int, int]:
         out, self.steps, self.tail = (self.steps, self.tail), 0, 0
@@ -90,7 +91,7 @@ def test_the_count_catches_a_solver_that_stops_when_the_rows_let_it(monkeypatch)
     data = {kind: _rows(kind, 300, rng) for kind in KINDS}
     fixed = {kind: fit_local_logistic(X, y % 2, bounds=BOUNDS, n_classes=2) for kind, (X, y) in data.items()}
     counts = _Counts(monkeypatch)
-    monkeypatch.setattr(logistic, "newton_steps", lambda n_rows, C: 0)
+    monkeypatch.setattr(newton, "newton_steps", lambda n_rows, C: 0)
     steps = {}
     for kind, (X, y) in data.items():
         theta = fit_local_logistic(X, y % 2, bounds=BOUNDS, n_classes=2)
@@ -103,8 +104,8 @@ def test_the_count_catches_a_solver_that_stops_when_the_rows_let_it(monkeypatch)
 def test_softplus_and_expit_are_the_branchy_formulas_values():
     """The branch-free forms give numpy's values, subnormal-free (the clamped tail is below any rounding)."""
     z = np.concatenate([np.linspace(-50, 50, 1001), [-800.0, -710.0, 0.0, 710.0, 800.0]])
-    np.testing.assert_allclose(logistic._softplus(z), np.logaddexp(0.0, z), rtol=1e-15, atol=1e-300)
+    np.testing.assert_allclose(newton.softplus(z), np.logaddexp(0.0, z), rtol=1e-15, atol=1e-300)
     expected = np.where(z >= 0, 1 / (1 + np.exp(-np.abs(z))), np.exp(-np.abs(z)) / (1 + np.exp(-np.abs(z))))
-    np.testing.assert_allclose(logistic._expit(z), expected, rtol=1e-15, atol=1e-300)
+    np.testing.assert_allclose(newton.expit(z), expected, rtol=1e-15, atol=1e-300)
     tiny = np.finfo(np.float64).tiny
-    assert not np.any((logistic._exp_neg_abs(z) > 0) & (logistic._exp_neg_abs(z) < tiny))
+    assert not np.any((newton._exp_neg_abs(z) > 0) & (newton._exp_neg_abs(z) < tiny))
