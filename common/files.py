@@ -5,13 +5,23 @@ creates a missing database with mode ``0666 & ~umask`` (0644 under the usual uma
 ``-wal``, ``-shm`` and ``-journal`` files with the database file's mode. So the database file is
 made here first, 0600 from its creation (the mode is set by ``open`` itself; the umask can only
 remove bits), and SQLite's companion files follow it.
+
+A ledger has one writer process (:func:`sole_writer`): an owner's policy reads the ledger before the
+debit's transaction, so a second node process on the same ledger could pass the same check at the
+same moment.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from privfed.common.errors import ConfigError
 
 #: SQLite's files beside a database: write-ahead log, its shared-memory index, rollback journal.
 SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
@@ -40,3 +50,39 @@ def private_sqlite_file(path: str | Path) -> None:
                 os.chmod(file, mode & 0o700)
         except FileNotFoundError:
             continue
+
+
+@contextmanager
+def sole_writer(path: str | Path) -> Iterator[None]:
+    """Hold ``path``'s writer lock (an exclusive ``flock`` on ``PATH.lock``, 0600, holding the pid) while
+    the block runs; a second holder, in this process or another, gets a :class:`ConfigError` naming the
+    holding pid. The kernel drops the lock when its process exits, however it exits. Readers (``privfed
+    ledger show``, SQLite read-only connections) take no lock. ``":memory:"`` takes none either.
+
+    A separate file because closing any descriptor of the database itself would drop SQLite's own
+    POSIX locks on it (SQLite's "posix advisory locks are broken" note).
+    """
+    if str(path) == ":memory:":
+        yield
+        return
+    lock = Path(f"{path}.lock")
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except FileNotFoundError:
+        raise ConfigError(f"ledger {path}: cannot open; does its directory exist?") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
+                raise
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            raise ConfigError(
+                f"ledger {path} is in use by another owner node (pid {holder}); stop it first, "
+                "or give this node a ledger of its own"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # drops the lock

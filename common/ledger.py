@@ -63,7 +63,8 @@ Modules
     ``ledger_rows`` (row accounts), ``ledger_cache`` and ``ledger_sum`` (what a connection keeps of
     each owner); the public names are importable from here.
 
-A ledger is used by one process; the connection has a busy timeout anyway so that a second reader
+A ledger is used by one process (an owner node holds :func:`~privfed.common.files.sole_writer`
+for it); the connection has a busy timeout anyway so that a second reader
 (e.g. an audit tool) waits instead of failing. The connection belongs to the thread that opened
 the ledger (sqlite3's default ``check_same_thread``).
 """

@@ -16,6 +16,7 @@ from pathlib import Path
 from privfed.common.dataset_files import read_schema
 from privfed.common.datasets import Dataset
 from privfed.common.errors import ConfigError, PrivfedError
+from privfed.common.files import sole_writer
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
 from privfed.common.schema import FederationSchema, RawTable
@@ -228,10 +229,25 @@ def build_node_owners(config: OwnerConfig, train: Dataset, *, n_owners: int) -> 
 
 
 def run_owner(config: OwnerConfig, tls: TlsFiles | None) -> int:
-    """Load the node's rows, open its ledger and serve the coordinator until the job ends (0)."""
+    """Load the node's rows, open its ledger and serve the coordinator until the job ends (0).
+    The node is its ledger's one writer process (:func:`~privfed.common.files.sole_writer`)."""
     policy = OwnerPolicy.read(config.policy) if config.policy is not None else None
     owners = hosted_owners(config)
-    ledger = Ledger(config.ledger, epsilon_budget=config.epsilon_budget, delta_budget=config.delta_budget)
+    with sole_writer(config.ledger):
+        ledger = Ledger(config.ledger, epsilon_budget=config.epsilon_budget, delta_budget=config.delta_budget)
+        try:
+            return _serve(config, tls, policy, owners, ledger)
+        finally:
+            ledger.close()
+
+
+def _serve(
+    config: OwnerConfig,
+    tls: TlsFiles | None,
+    policy: OwnerPolicy | None,
+    owners: list[LocalOwner] | DeferredOwners,
+    ledger: Ledger,
+) -> int:
     refused_rows = isinstance(owners, DeferredOwners) and owners.error is not None
     node = OwnerNode(
         node_id=config.name,
@@ -268,8 +284,6 @@ def run_owner(config: OwnerConfig, tls: TlsFiles | None) -> int:
         if isinstance(owners, DeferredOwners) and owners.error is not None:  # the data error matters more
             raise ConfigError(f"{owners.error} (and the coordinator could not be told: {exc})") from exc
         raise PrivfedError(str(exc)) from exc
-    finally:
-        ledger.close()
     if node.fatal is not None:  # already reported to the coordinator (schema_mismatch refusals)
         raise ConfigError(node.fatal)
     return code

@@ -37,7 +37,7 @@ from privfed.owner.local import LocalOwner
 from privfed.owner.policy import OwnerPolicy
 from privfed.owner.registration import DeferredOwners, registration_parts, signed_owner_infos
 from privfed.owner.retry import CALL_REFUSED, RETRYABLE, ConnectError, retry
-from privfed.owner.session import NodeSession
+from privfed.owner.session import SESSION_RETRY_BASE, SESSION_RETRY_CAP, NodeSession
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
@@ -83,10 +83,14 @@ class OwnerNode:
         session: bool = True,
     ):
         self.node_id = node_id
-        #: Whether to push and poll over a Session stream (False, or a coordinator without one: unary calls).
+        #: Whether to push and poll over a Session stream (False: unary calls only).
         self._use_session = session
         self._session: NodeSession | None = None
         self._session_backoff = Backoff()  # between sessions that break in a row
+        #: A coordinator that refused a session (UNIMPLEMENTED: none, or all it serves are open) gets
+        #: unary calls until then (time.monotonic()), growing between refusals in a row.
+        self._unary_until = 0.0
+        self._refused_backoff = Backoff(base=SESSION_RETRY_BASE, cap=SESSION_RETRY_CAP)
         self._owner_policy = owner_policy
         self._daemon = daemon
         #: The job the coordinator announced with the tasks last taken (None: none announced).
@@ -205,7 +209,7 @@ class OwnerNode:
             wait_ms=int(PULL_WAIT * 1000),
         )
         try:
-            if self._use_session and self._session is None:
+            if self._session is None and self._sessions_on():
                 self._session = NodeSession(stub, PUSH_PULL_TIMEOUT)
             reply = (
                 self._session.exchange(request)
@@ -224,18 +228,26 @@ class OwnerNode:
             return None
         self._unsent = []
         self._session_backoff.attempt = 0
+        if self._session is not None:
+            self._refused_backoff.attempt = 0
         return reply
 
+    def _sessions_on(self) -> bool:
+        """Whether to push and poll over a Session stream now."""
+        return self._use_session and time.monotonic() >= self._unary_until
+
     def _end_session(self, exc: grpc.RpcError) -> bool:
-        """Close a broken session (True if there was one the coordinator serves); a coordinator
-        without sessions (UNIMPLEMENTED) gets unary calls from now on."""
+        """Close a broken session (True if there was one the coordinator serves). A coordinator that
+        refuses sessions (UNIMPLEMENTED: it has none, or every one it serves is open; it took nothing)
+        gets unary calls for a while (``_refused_backoff``, up to SESSION_RETRY_CAP s), then a session again."""
         if self._session is None:
             return False
         self._session.close()
         self._session = None
         if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
-            log.info("the coordinator has no Session stream; pushing and polling with unary calls")
-            self._use_session = False
+            delay = self._refused_backoff.next_delay()
+            self._unary_until = time.monotonic() + delay
+            log.info("the coordinator serves no session now (%s); unary calls for %.1f s", exc.details(), delay)
             return False
         self.stop_event.wait(
             self._session_backoff.next_delay()
@@ -369,7 +381,7 @@ class OwnerNode:
         reply: Poll | None = None
         while not self.stop_event.is_set():
             if reply is None:
-                reply = self._push_and_pull(stub, []) if self._use_session else self._pull(stub)
+                reply = self._push_and_pull(stub, []) if self._sessions_on() else self._pull(stub)
                 if reply is None:
                     continue
             if reply.shutdown and self._daemon:

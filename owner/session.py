@@ -27,6 +27,9 @@ from privfed.proto import privfed_pb2_grpc as pb_grpc
 SESSION_TIMEOUT = 3600.0
 #: How often the watchdog looks at the exchange in progress (seconds).
 WATCH_EVERY = 0.5
+#: After a coordinator refuses a session (it has none, or serves as many as it can), the node uses
+#: unary calls and asks again after a jittered delay growing from the base to the cap (seconds).
+SESSION_RETRY_BASE, SESSION_RETRY_CAP = 1.0, 60.0
 
 
 class SessionEnded(grpc.RpcError):

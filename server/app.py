@@ -21,7 +21,8 @@ from privfed.proto.transport import (
     server_options,
 )
 from privfed.server.dispatcher import Dispatcher
-from privfed.server.servicer import CoordinatorServicer, ModelStore
+from privfed.server.models import ModelStore
+from privfed.server.servicer import CoordinatorServicer
 from privfed.server.sessions import Sessions
 
 log = logging.getLogger("privfed.coordinator")

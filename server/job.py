@@ -369,7 +369,9 @@ def run_federated_job(
             expected=job.expected,
             on_batch=on_batch,
         )
-        server.models.put(job.model_id, outcome.model, schema=job.schema)  # served and saved before the owners
+        server.models.put(
+            job.model_id, outcome.model, schema=job.schema, data_user=job.data_user
+        )  # served and saved before the owners
         save_model(
             report.run_dir() / "model.json",
             outcome.model,

@@ -4,9 +4,10 @@ show|logs|cancel`` call (issue 26, item 1).
 A gRPC service of its own (:data:`~privfed.proto.jobwire.JOB_SERVICE`) on the service's port,
 whose requests and answers are JSON objects. Only a caller whose verified certificate carries the
 data-user role (:mod:`privfed.common.roles`) is served: an owner node's certificate, or the
-coordinator's, is refused with PERMISSION_DENIED before anything is read. Any data user may list
-and read jobs (their configuration and reports are the federation's public record); only the one
-who submitted a job may cancel it.
+coordinator's, is refused with PERMISSION_DENIED before anything is read. A data user lists, reads
+and cancels their own jobs only: another's job answers as one that does not exist (an owner's policy
+names the data users its data serves, and a job's report and model are made of that data). The
+service's operator sees every job on the status page and in the store.
 
 A job file (:func:`job_settings`) takes the keys of ``privfed simulate --config`` that describe a
 job (``task``, ``epsilon``: one value, ``owners``, ``rounds``, ``C``, ...); the federation (its data
@@ -29,6 +30,7 @@ from privfed.server.config import KEYS, JobConfig
 from privfed.server.servicer import peer_identity, peer_role
 
 if TYPE_CHECKING:
+    from privfed.server.jobstore import JobRecord
     from privfed.server.service import CoordinatorService
 
 log = logging.getLogger("privfed.coordinator")
@@ -120,6 +122,15 @@ class JobApi:
 
         return guarded
 
+    def _own_job(self, request: dict[str, Any], user: str) -> JobRecord:
+        """The record of the job ``request`` names; another data user's job answers as one that does not
+        exist (with data-user certificates: without TLS every caller is the same nobody)."""
+        job_id = str(request.get("job_id", ""))
+        record = self._service.store.get(job_id)
+        if self._require_role and record.data_user != user:
+            raise ConfigError(f"no job {job_id!r}; `privfed jobs` lists them")
+        return record
+
     def submit(self, request: dict[str, Any], user: str) -> dict[str, Any]:
         doc = request.get("job")
         if not isinstance(doc, dict):
@@ -133,18 +144,17 @@ class JobApi:
         last = request.get("last")
         if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 1):
             raise ConfigError(f"'last' must be a positive whole number of jobs, got {last!r}")
-        return self._service.listing(last)
+        return self._service.listing(last, data_user=user if self._require_role else None)
 
     def show(self, request: dict[str, Any], user: str) -> dict[str, Any]:
-        record = self._service.store.get(str(request.get("job_id", "")))
+        record = self._own_job(request, user)
         return {"job": record.to_json(), "report": self._service.report_of(record.job_id)}
 
     def logs(self, request: dict[str, Any], user: str) -> dict[str, Any]:
-        path = self._service.store.job_dir(str(request.get("job_id", ""))) / "job.log"
-        self._service.store.get(path.parent.name)  # a job that does not exist says so
+        path = self._service.store.job_dir(self._own_job(request, user).job_id) / "job.log"
         text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
         return {"log": text[-LOG_TAIL:]}
 
     def cancel(self, request: dict[str, Any], user: str) -> dict[str, Any]:
-        record = self._service.cancel(str(request.get("job_id", "")), user)
+        record = self._service.cancel(self._own_job(request, user).job_id, user)
         return {"job_id": record.job_id, "state": record.state}

@@ -70,7 +70,11 @@ class JobStore:
             raise ConfigError(f"--store {root}: cannot create it ({exc})") from exc
         self._lock = threading.Lock()
         self._last = datetime.now(UTC) - timedelta(days=1)
-        self._queued = {r.job_id for r in self.all() if r.state == "queued"}  # kept by _write from now on
+        records = self.all()
+        self._queued = {r.job_id for r in records if r.state == "queued"}  # kept by _write from now on
+        self._by_user: dict[str, list[str]] = {}  # data user -> their job ids in submission order (kept by submit)
+        for r in records:
+            self._by_user.setdefault(r.data_user, []).append(r.job_id)
 
     def job_dir(self, job_id: str) -> Path:
         if not job_id or "/" in job_id or job_id.startswith("."):
@@ -95,7 +99,9 @@ class JobStore:
             t = max(datetime.now(UTC), self._last + timedelta(microseconds=1))  # strictly after the last id
             self._last = t
             job_id = f"{t.strftime('%Y%m%dT%H%M%S')}{t.microsecond:06d}Z-{secrets.token_hex(2)}"
-            return self._write(JobRecord(job_id, data_user, dict(settings), submitted=now()))
+            record = self._write(JobRecord(job_id, data_user, dict(settings), submitted=now()))
+            self._by_user.setdefault(data_user, []).append(job_id)
+            return record
 
     def get(self, job_id: str) -> JobRecord:
         path = self.job_dir(job_id) / "job.json"
@@ -109,8 +115,12 @@ class JobStore:
         """Every job, in submission order."""
         return [self.get(job_id) for job_id in self.ids()]
 
-    def ids(self) -> list[str]:
-        """Every job's id, in submission order (a directory listing: no record is read)."""
+    def ids(self, data_user: str | None = None) -> list[str]:
+        """Every job's id, in submission order (a directory listing: no record is read); with
+        ``data_user``, that data user's jobs only."""
+        if data_user is not None:
+            with self._lock:
+                return list(self._by_user.get(data_user, ()))
         return [d.name for d in sorted(self.jobs_dir.iterdir()) if (d / "job.json").exists()]
 
     def update(self, job_id: str, **changes: Any) -> JobRecord:

@@ -1,4 +1,5 @@
-"""Saving a trained model as ``model.json`` and loading it to serve again (``--load-model``).
+"""The models a coordinator serves (:class:`ModelStore`), and saving a trained model as ``model.json``
+and loading it to serve again (``--load-model``).
 
 The document is :func:`privfed.common.learners.trained.model_document`: the model in its kind's form
 (one table of kinds for every task, :data:`privfed.common.learners.trained.KINDS`), the id it was
@@ -9,12 +10,163 @@ loaded from it is served under that same id, with the same label values.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from privfed.common.errors import ConfigError
+import numpy as np
+
+from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.learners.trained import TrainedModel, model_document, read_document
 from privfed.common.schema import FederationSchema
-from privfed.server.servicer import ServedModel
+
+#: A fitted model the coordinator serves: LinearModel, NearestCentroidModel, FedDPDRModel or
+#: BoostedModel (each has ``predict``; the linear ones also ``bounds``). Any until those classes
+#: share a protocol (several are being rewritten for issue 10).
+ServedModel = Any
+
+
+def model_linear_stage(model: ServedModel) -> tuple[str, np.ndarray]:
+    """(kind, A_d): the first linear map a served model applies to data-space rows, (d, m).
+
+    Null-space cleaning (seed 003) needs it to know which directions the model reads:
+    for LR, A_d = coef_dataᵀ; for FedDPDR, U_k divided by the public radius of the scaling
+    (the centring offset cancels in x − x̃). Nearest centroid has no linear first stage.
+    """
+    from privfed.common.feddpdr.model import FedDPDRModel
+    from privfed.common.learners.logistic import LinearModel
+
+    if isinstance(model, LinearModel):
+        coef, _ = model.data_linear_stage
+        return "lr", np.asarray(coef).T
+    if isinstance(model, FedDPDRModel) and model.components is not None:
+        if model.scaling != "ball":
+            raise ConfigError(
+                f"a FedDPDR model with {model.scaling!r} row scaling has no linear first stage "
+                "to clean queries against (only 'ball' scaling is affine)"
+            )
+        radius = float(np.sqrt(np.sum(((model.bounds.hi - model.bounds.lo) / 2.0) ** 2)))
+        return "feddpdr", model.components / radius
+    raise ConfigError(f"a {type(model).__name__} has no linear first stage to clean queries against")
+
+
+def has_probabilities(model: ServedModel) -> bool:
+    """Whether Predict can answer class probabilities for ``model`` (its kind has them)."""
+    from privfed.common.learners.trained import kind_of
+
+    try:
+        return kind_of(model).proba is not None
+    except ConfigError:  # a model object no saved kind describes (tests wrap models)
+        return False
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What Predict answers: class indices, their label values (text) and, if asked and the model
+    has them, class probabilities (n, K)."""
+
+    indices: np.ndarray
+    values: list[str]
+    probabilities: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class ServedEntry:
+    """A served model, the label value (as text) of each class index, the schema it reads rows by, and
+    the data user whose job trained it (empty: none, e.g. a standalone coordinator's model)."""
+
+    model: ServedModel
+    classes: tuple[str, ...]
+    schema: FederationSchema | None
+    data_user: str = ""
+
+    def serves(self, data_user: str | None) -> bool:
+        """Whether ``data_user`` may use this model (None: a caller that is no data user, e.g. an owner
+        cleaning its query): a data user uses its own jobs' models, and models of no job."""
+        return data_user is None or not self.data_user or self.data_user == data_user
+
+
+class ModelStore:
+    """Trained models the coordinator serves, by id.
+
+    ``load`` reads a model this store does not hold and who it serves (None if there is none by that
+    id): the service reads a finished job's ``model.json`` back, with the job's data user. ``keep`` bounds how many are held in memory, the least
+    recently used dropped first (None: every model put), so a service that stays up across jobs holds
+    a fixed number however many jobs it ran."""
+
+    def __init__(
+        self, *, load: Callable[[str], tuple[TrainedModel, str] | None] | None = None, keep: int | None = None
+    ) -> None:
+        self._models: OrderedDict[str, ServedEntry] = OrderedDict()
+        self._load, self._keep = load, keep
+        self._lock = threading.Lock()  # the servicer's threads and the job's
+
+    def put(
+        self,
+        model_id: str,
+        model: ServedModel,
+        *,
+        classes: Sequence[object] | None = None,
+        schema: FederationSchema | None = None,
+        data_user: str = "",
+    ) -> ServedEntry:
+        """Serve ``model`` as ``model_id`` (to ``data_user`` alone among data users, if given); class index
+        k means ``classes[k]`` (default: the schema's classes, else the model's own)."""
+        if classes is None:
+            classes = schema.classes if schema is not None else np.asarray(getattr(model, "classes", [])).tolist()
+        entry = ServedEntry(model, tuple(str(c) for c in classes), schema, data_user)
+        with self._lock:
+            self._models[model_id] = entry
+            self._models.move_to_end(model_id)
+            while self._keep is not None and len(self._models) > self._keep:
+                self._models.popitem(last=False)
+        return entry
+
+    def entry(self, model_id: str, data_user: str | None = None) -> ServedEntry:
+        """The model served as ``model_id``, if it serves ``data_user`` (:meth:`ServedEntry.serves`);
+        another data user's model answers as one that does not exist."""
+        with self._lock:
+            entry = self._models.get(model_id)
+            if entry is not None:
+                self._models.move_to_end(model_id)
+            held = sorted(m for m, e in self._models.items() if e.serves(data_user))
+        if entry is None:
+            loaded = self._load(model_id) if self._load is not None else None
+            if loaded is not None:
+                trained, owner = loaded
+                entry = self.put(
+                    model_id, trained.model, classes=trained.classes, schema=trained.schema, data_user=owner
+                )
+        if entry is None or not entry.serves(data_user):
+            raise ConfigError(f"no model {model_id!r}; served models: {held}")
+        return entry
+
+    def get(self, model_id: str, data_user: str | None = None) -> ServedModel:
+        return self.entry(model_id, data_user).model
+
+    def predict(self, model_id: str, rows: np.ndarray, data_user: str | None = None) -> np.ndarray:
+        """Class indices of ``rows``."""
+        model = self.get(model_id, data_user)
+        if rows.ndim != 2:
+            raise RemoteProtocolError(f"rows must be a 2-D matrix, got shape {rows.shape}")
+        return np.asarray(model.predict(rows))
+
+    def answer(
+        self, model_id: str, rows: np.ndarray, *, probabilities: bool = False, data_user: str | None = None
+    ) -> Prediction:
+        """:class:`Prediction` of ``rows``: indices, label values, probabilities if asked (and the model has them)."""
+        from privfed.common.learners.trained import probabilities as class_probabilities
+
+        entry = self.entry(model_id, data_user)
+        if probabilities and not has_probabilities(entry.model):
+            raise ConfigError(f"model {model_id!r} has no class probabilities")
+        indices = self.predict(model_id, rows, data_user).astype(np.int64)
+        values = [entry.classes[i] if 0 <= i < len(entry.classes) else str(i) for i in indices.tolist()]
+        proba = class_probabilities(entry.model, rows) if probabilities else None
+        return Prediction(indices, values, proba)
 
 
 def save_model(

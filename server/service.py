@@ -34,10 +34,9 @@ from privfed.server.config import JobConfig
 from privfed.server.jobapi import JobApi, job_config
 from privfed.server.jobstore import FINAL, JobRecord, JobStore, now
 from privfed.server.main import coordinator_job, federation_schema, public_rows_per_owner
-from privfed.server.models import load_model
+from privfed.server.models import ModelStore, load_model
 from privfed.server.parameters import SHARE_ROUNDS
 from privfed.server.report import JobReport, host_info, version_info
-from privfed.server.servicer import ModelStore
 from privfed.server.statuspage import StatusPage
 
 log = logging.getLogger("privfed.coordinator")
@@ -120,12 +119,13 @@ class CoordinatorService:
         self.status = StatusPage(self.snapshot)
         self.status_port: int | None = None
 
-    def _finished_model(self, model_id: str) -> TrainedModel | None:
+    def _finished_model(self, model_id: str) -> tuple[TrainedModel, str] | None:
         """The model of the finished job ``model_id`` (a job's model is served under its id), read
-        back from the store; None if there is no such job or it saved no model."""
+        back from the store, and the data user who submitted the job; None if there is no such job or
+        it saved no model."""
         try:
             path = self.store.job_dir(model_id) / "model.json"
-            return load_model(path) if path.is_file() else None
+            return (load_model(path), self.store.get(model_id).data_user) if path.is_file() else None
         except (ConfigError, ValueError):  # not a job id (a path, a NUL): no model
             return None
 
@@ -228,11 +228,11 @@ class CoordinatorService:
             "restarts": record.restarts,
         }
 
-    def listing(self, last: int | None) -> dict[str, Any]:
-        """The summaries of the ``last`` jobs submitted (None: every job), in submission order, and how
-        many earlier ones are left out; only the listed jobs' records are read, so the cost of a listing
-        does not grow with the jobs a long-lived service ran."""
-        ids = self.store.ids()
+    def listing(self, last: int | None, data_user: str | None = None) -> dict[str, Any]:
+        """The summaries of the ``last`` jobs submitted (None: every job; ``data_user``: of theirs only), in
+        submission order, and how many earlier ones are left out; only the listed jobs' records are read,
+        so the cost of a listing does not grow with the jobs a long-lived service ran."""
+        ids = self.store.ids(data_user)
         shown = ids if last is None else ids[-last:]  # last >= 1
         return {"jobs": [self.summary(self.store.get(job_id)) for job_id in shown], "earlier": len(ids) - len(shown)}
 

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterable, Iterator
+from typing import NoReturn
 
 import grpc
-import numpy as np
 
 from privfed.common.errors import (
     BudgetExceeded,
@@ -24,7 +20,6 @@ from privfed.common.errors import (
     RingClosed,
 )
 from privfed.common.jobinfo import JobInfo
-from privfed.common.learners.trained import TrainedModel
 from privfed.common.roles import DATA_USER, role_of
 from privfed.common.schema import FederationSchema
 from privfed.common.tasks import Result, Task
@@ -35,14 +30,10 @@ from privfed.proto.jobwire import job_info_to_proto
 from privfed.proto.transport import MAX_RESPONSE_TASK_BYTES, MAX_RESPONSE_TASKS, PULL_WAIT
 from privfed.server.contracts import Rejection
 from privfed.server.dispatcher import Dispatcher
+from privfed.server.models import ModelStore, has_probabilities, model_linear_stage
 from privfed.server.sessions import Sessions
 
 log = logging.getLogger("privfed.coordinator")
-
-#: A fitted model the coordinator serves: LinearModel, NearestCentroidModel, FedDPDRModel or
-#: BoostedModel (each has ``predict``; the linear ones also ``bounds``). Any until those classes
-#: share a protocol (several are being rewritten for issue 10).
-ServedModel = Any
 
 _STATUS = [  # first match wins: subclasses before their bases
     (NodeIdInUse, grpc.StatusCode.ALREADY_EXISTS),
@@ -99,127 +90,6 @@ def peer_role(context: grpc.ServicerContext) -> str | None:
     """The role of the client's verified certificate (:mod:`privfed.common.roles`; None without TLS)."""
     pems = context.auth_context().get("x509_pem_cert")
     return _role(bytes(pems[0])) if pems else None
-
-
-def model_linear_stage(model: ServedModel) -> tuple[str, np.ndarray]:
-    """(kind, A_d): the first linear map a served model applies to data-space rows, (d, m).
-
-    Null-space cleaning (seed 003) needs it to know which directions the model reads:
-    for LR, A_d = coef_dataᵀ; for FedDPDR, U_k divided by the public radius of the scaling
-    (the centring offset cancels in x − x̃). Nearest centroid has no linear first stage.
-    """
-    from privfed.common.feddpdr.model import FedDPDRModel
-    from privfed.common.learners.logistic import LinearModel
-
-    if isinstance(model, LinearModel):
-        coef, _ = model.data_linear_stage
-        return "lr", np.asarray(coef).T
-    if isinstance(model, FedDPDRModel) and model.components is not None:
-        if model.scaling != "ball":
-            raise ConfigError(
-                f"a FedDPDR model with {model.scaling!r} row scaling has no linear first stage "
-                "to clean queries against (only 'ball' scaling is affine)"
-            )
-        radius = float(np.sqrt(np.sum(((model.bounds.hi - model.bounds.lo) / 2.0) ** 2)))
-        return "feddpdr", model.components / radius
-    raise ConfigError(f"a {type(model).__name__} has no linear first stage to clean queries against")
-
-
-def has_probabilities(model: ServedModel) -> bool:
-    """Whether Predict can answer class probabilities for ``model`` (its kind has them)."""
-    from privfed.common.learners.trained import kind_of
-
-    try:
-        return kind_of(model).proba is not None
-    except ConfigError:  # a model object no saved kind describes (tests wrap models)
-        return False
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """What Predict answers: class indices, their label values (text) and, if asked and the model
-    has them, class probabilities (n, K)."""
-
-    indices: np.ndarray
-    values: list[str]
-    probabilities: np.ndarray | None
-
-
-@dataclass(frozen=True)
-class ServedEntry:
-    """A served model, the label value (as text) of each class index, and the schema it reads rows by."""
-
-    model: ServedModel
-    classes: tuple[str, ...]
-    schema: FederationSchema | None
-
-
-class ModelStore:
-    """Trained models the coordinator serves, by id.
-
-    ``load`` reads a model this store does not hold (None if there is none by that id): the service
-    reads a finished job's ``model.json`` back. ``keep`` bounds how many are held in memory, the least
-    recently used dropped first (None: every model put), so a service that stays up across jobs holds
-    a fixed number however many jobs it ran."""
-
-    def __init__(self, *, load: Callable[[str], TrainedModel | None] | None = None, keep: int | None = None) -> None:
-        self._models: OrderedDict[str, ServedEntry] = OrderedDict()
-        self._load, self._keep = load, keep
-        self._lock = threading.Lock()  # the servicer's threads and the job's
-
-    def put(
-        self,
-        model_id: str,
-        model: ServedModel,
-        *,
-        classes: Sequence[object] | None = None,
-        schema: FederationSchema | None = None,
-    ) -> ServedEntry:
-        """Serve ``model`` as ``model_id``; class index k means ``classes[k]`` (default: the schema's
-        classes, else the model's own)."""
-        if classes is None:
-            classes = schema.classes if schema is not None else np.asarray(getattr(model, "classes", [])).tolist()
-        entry = ServedEntry(model, tuple(str(c) for c in classes), schema)
-        with self._lock:
-            self._models[model_id] = entry
-            self._models.move_to_end(model_id)
-            while self._keep is not None and len(self._models) > self._keep:
-                self._models.popitem(last=False)
-        return entry
-
-    def entry(self, model_id: str) -> ServedEntry:
-        with self._lock:
-            entry = self._models.get(model_id)
-            if entry is not None:
-                self._models.move_to_end(model_id)
-                return entry
-            held = sorted(self._models)
-        trained = self._load(model_id) if self._load is not None else None
-        if trained is None:
-            raise ConfigError(f"no model {model_id!r}; served models: {held}")
-        return self.put(model_id, trained.model, classes=trained.classes, schema=trained.schema)
-
-    def get(self, model_id: str) -> ServedModel:
-        return self.entry(model_id).model
-
-    def predict(self, model_id: str, rows: np.ndarray) -> np.ndarray:
-        """Class indices of ``rows``."""
-        model = self.get(model_id)
-        if rows.ndim != 2:
-            raise RemoteProtocolError(f"rows must be a 2-D matrix, got shape {rows.shape}")
-        return np.asarray(model.predict(rows))
-
-    def answer(self, model_id: str, rows: np.ndarray, *, probabilities: bool = False) -> Prediction:
-        """:class:`Prediction` of ``rows``: indices, label values, probabilities if asked (and the model has them)."""
-        from privfed.common.learners.trained import probabilities as class_probabilities
-
-        entry = self.entry(model_id)
-        if probabilities and not has_probabilities(entry.model):
-            raise ConfigError(f"model {model_id!r} has no class probabilities")
-        indices = self.predict(model_id, rows).astype(np.int64)
-        values = [entry.classes[i] if 0 <= i < len(entry.classes) else str(i) for i in indices.tolist()]
-        proba = class_probabilities(entry.model, rows) if probabilities else None
-        return Prediction(indices, values, proba)
 
 
 class CoordinatorServicer(pb_grpc.CoordinatorServicer):
@@ -375,10 +245,19 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         except PrivfedError as exc:
             _abort(context, exc)
 
+    def _data_user(self, context: grpc.ServicerContext) -> str | None:
+        """The caller's name if it holds a data-user certificate (it then uses its own jobs' models
+        only), else None (an owner node, or no TLS)."""
+        if self._require_identity and peer_role(context) == DATA_USER:
+            return peer_identity(context) or ""
+        return None
+
     def Predict(self, request: pb.PredictRequest, context: grpc.ServicerContext) -> pb.PredictResponse:
         try:
             rows = serde.reports_from_proto(request.rows)
-            answer = self._models.answer(request.model_id, rows, probabilities=request.probabilities)
+            answer = self._models.answer(
+                request.model_id, rows, probabilities=request.probabilities, data_user=self._data_user(context)
+            )
             proba = None if answer.probabilities is None else serde.matrix_to_proto(answer.probabilities)
             return pb.PredictResponse(labels=answer.indices.tolist(), label_values=answer.values, probabilities=proba)
         except PrivfedError as exc:
@@ -386,7 +265,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
 
     def GetModel(self, request: pb.GetModelRequest, context: grpc.ServicerContext) -> pb.GetModelResponse:
         try:
-            entry = self._models.entry(request.model_id)
+            entry = self._models.entry(request.model_id, self._data_user(context))
             kind, stage = model_linear_stage(entry.model)
             return pb.GetModelResponse(
                 model_id=request.model_id,

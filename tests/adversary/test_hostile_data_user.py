@@ -7,10 +7,10 @@ ServiceFleet: the nodes hold different rows of the built-in data set), and a sec
 * submits a job: every owner declines it by the rule ``data_user``, with one text for all of them
   whatever rows they hold (a differential check over nine owners on three nodes), and no ledger
   records a release of it;
-* reads alice's finished job (``privfed job show``, ``privfed job logs``): the federation's public
-  record (DESIGN: the data user is the coordinator's party), in which no training row's value
-  appears (only releases, their aggregates and public configuration are there), and he cannot
-  cancel it.
+* cannot read, list or cancel alice's finished job: each answers as for a job that does not exist
+  (tests/integration/test_service.py checks the same of her served model); and alice's own record of
+  it (``privfed job show``, ``privfed job logs``) holds no training row's value (only releases, their
+  aggregates and public configuration are there).
 """
 
 from __future__ import annotations
@@ -29,15 +29,13 @@ from servicefleet import NODES, OWNERS_PER_NODE, ServiceFleet  # noqa: E402
 
 from privfed.common.datasets import federation_split  # noqa: E402
 from privfed.common.ledger import read_accounts  # noqa: E402
-from privfed.deploy.certs import make_certs  # noqa: E402
 
 OWNERS = len(NODES) * OWNERS_PER_NODE
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    f = ServiceFleet(tmp_path_factory.mktemp("data-user"))
-    make_certs(f.certs, owners=len(NODES), add=True, data_users=["bob"])
+    f = ServiceFleet(tmp_path_factory.mktemp("data-user"))  # its certificates name alice and bob
     with contextlib.closing(f):  # stops the service and the owners
         f.start_service()
         f.start_owners()
@@ -59,12 +57,19 @@ def test_bobs_job_is_declined_alike_by_owners_with_different_rows_and_costs_noth
     assert _released(fleet, job_id) == []
 
 
-def test_bob_reads_alices_job_and_finds_no_training_row_in_it(fleet):
+def test_bob_cannot_read_alices_job_and_her_record_of_it_holds_no_training_row(fleet):
     job_id = fleet.submit(name="alice", task="bdt", epsilon=2.0, owners=OWNERS, base="ncc", rounds=2, min_owners=1)
     assert fleet.wait(job_id)["state"] == "done"
     assert _released(fleet, job_id)  # the owners answered alice
-    show = fleet.cli("job", "show", job_id, name="bob")
-    logs = fleet.cli("job", "logs", job_id, name="bob")
+    missing = "20261126T000000000000Z-0000"
+    for args in (("job", "show"), ("job", "logs"), ("job", "cancel")):
+        theirs, none = (fleet.cli(*args, i, name="bob") for i in (job_id, missing))
+        assert theirs.returncode == none.returncode == 2, theirs.stderr
+        assert theirs.stderr.replace(job_id, "ID") == none.stderr.replace(missing, "ID"), (theirs.stderr, none.stderr)
+    listed = fleet.cli("jobs", "--json", "--all", name="bob")
+    assert listed.returncode == 0 and job_id not in listed.stdout and "alice" not in listed.stdout
+    show = fleet.cli("job", "show", job_id, name="alice")
+    logs = fleet.cli("job", "logs", job_id, name="alice")
     assert show.returncode == 0 and logs.returncode == 0, show.stderr + logs.stderr
     assert json.loads(show.stdout)["job"]["data_user"] == "alice"
     text = show.stdout + logs.stdout
@@ -74,5 +79,3 @@ def test_bob_reads_alices_job_and_finds_no_training_row_in_it(fleet):
     assert numbers, "the record holds numbers (accuracy, noisy totals): the check below is not empty"
     found = {n for n in numbers if n in values or f"{float(n):.8g}" in values}
     assert not found, f"training values in alice's job record: {sorted(found)[:5]}"
-    cancel = fleet.cli("job", "cancel", job_id, name="bob")
-    assert cancel.returncode != 0 and "only they may cancel" in cancel.stderr

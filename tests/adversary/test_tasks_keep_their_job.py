@@ -28,7 +28,8 @@ from privfed.common.jobinfo import JobInfo
 from privfed.common.tasks import OwnerInfo, RingMessageTask, Task
 from privfed.proto.transport import MAX_RESPONSE_TASK_BYTES
 from privfed.server.dispatcher import Dispatcher
-from privfed.server.servicer import CoordinatorServicer, ModelStore
+from privfed.server.models import ModelStore
+from privfed.server.servicer import CoordinatorServicer
 
 BOB = JobInfo(job_id="j-bob", data_user="bob", task="bdt", epsilon=8.0, delta=0.0, schema_sha256="s")
 ALICE = JobInfo(job_id="j-alice", data_user="alice", task="bdt", epsilon=1.0, delta=0.0, schema_sha256="s")

@@ -44,7 +44,7 @@ class ServiceFleet:
     procs: list[subprocess.Popen] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.certs = make_certs(self.tmp / "certs", owners=len(NODES), data_users=["alice"])
+        self.certs = make_certs(self.tmp / "certs", owners=len(NODES), data_users=["alice", "bob"])
         self.port, self.status_port = free_port(), free_port()
         self.store = self.tmp / "store"
         self.service: subprocess.Popen | None = None

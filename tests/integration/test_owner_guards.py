@@ -40,6 +40,35 @@ def test_overspend_is_refused_and_nothing_released(tmp_path):
     assert "budget" in payloads[0].message
 
 
+def test_a_ledger_has_one_node_process(tmp_path):
+    """An owner's policy reads its ledger before the debit's transaction; two node processes on one
+    ledger could both pass the same check at once. A second node on a ledger in use exits 2 with a
+    clear error and nothing written; the first keeps answering; once it is killed (no clean
+    shutdown) the kernel has dropped its lock and the ledger opens again."""
+    ledger = tmp_path / "ledger.sqlite"
+    fed = Federation(tmp_path)
+    try:
+        first = fed.spawn("owner-0", n_owners=5, shards="0:5", budget=2.0, ledger=ledger)
+        fed.server.dispatcher.wait_for_owners(5, 60)
+        second = fed.spawn("owner-1", n_owners=5, shards="0:5", budget=2.0, ledger=ledger)
+        assert second.wait(timeout=60) == 2
+        message = (tmp_path / "owner-1.log").read_text()
+        assert f"ledger {ledger} is in use by another owner node (pid {first.pid})" in message
+        assert "Traceback" not in message
+        outcome = fed.run(ncc(1.0), 5)
+        assert outcome.answered == 5 and not outcome.refused
+        first.kill()
+        first.wait()
+        fed.spawn("owner-0", n_owners=5, shards="0:5", budget=2.0, ledger=ledger)
+        tasks = ncc(1.0).configure([owner_id("owner-0", i) for i in range(5)], "r2")
+        result = fed.server.dispatcher.run(tasks, timeout=60)
+    finally:
+        fed.close()
+    assert all(not isinstance(r.payload, Refusal) for r in result.results.values())
+    with Ledger(ledger, epsilon_budget=2.0) as book:
+        assert [book.spent(owner_id("owner-0", i)).epsilon for i in range(5)] == [2.0] * 5
+
+
 def test_ledger_survives_restart(tmp_path):
     ledger = tmp_path / "ledger.sqlite"
     fed = Federation(tmp_path)

@@ -5,6 +5,7 @@ unary ``PushResults`` with results (the idle long polls go over the session too)
 by every owner and debited once."""
 
 import math
+import time
 
 from capture import RecordingInterceptor, is_push
 from fedharness import Federation
@@ -48,9 +49,9 @@ def assert_debited_once_per_round(tmp_path):
                 assert sorted(rounds) == [f"r{r}" for r in range(ROUNDS)], rounds  # every round debited once
 
 
-def recorded_rounds(tmp_path, session_capacity=None):
+def recorded_rounds(tmp_path, session_capacity=None, between=lambda fed, r: None):
     """Two nodes of two owners each run the LR round ``ROUNDS`` times; returns the calls of the rounds.
-    ``session_capacity``: the coordinator's (None: its default)."""
+    ``session_capacity``: the coordinator's (None: its default); ``between(fed, r)`` runs after round r."""
     _, test = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=600)
     calls = RecordingInterceptor()
     fed = Federation(tmp_path, secure=False, interceptors=(calls,))
@@ -64,7 +65,7 @@ def recorded_rounds(tmp_path, session_capacity=None):
         strategy = make_strategy(
             "lr", solver="local", mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds
         )
-        outcome = fed.run(Rounds(strategy), OWNERS)
+        outcome = fed.run(Rounds(strategy, lambda r: between(fed, r)), OWNERS)
         during = calls.since(mark)
     finally:
         fed.close()
@@ -111,12 +112,9 @@ def test_nodes_open_their_session_again_when_the_coordinator_ends_it_and_lose_no
     assert_debited_once_per_round(tmp_path)
 
 
-def test_nodes_past_the_coordinators_session_capacity_push_and_poll_with_unary_calls(tmp_path):
-    """A session holds a coordinator worker thread while it is open: with room for one, the first node
-    gets it and the other is told to use unary calls (which free their thread within a long poll), and
-    every round is still answered by every owner and debited once."""
-    during = recorded_rounds(tmp_path, session_capacity=1)
-    pushes = {  # node -> the methods of its pushes that carried results, in order
+def pushes_by_node(during):
+    """node -> the methods of its pushes that carried results, in order."""
+    return {
         node: [
             c.method.rsplit("/", 1)[1]
             for c in during
@@ -124,8 +122,38 @@ def test_nodes_past_the_coordinators_session_capacity_push_and_poll_with_unary_c
         ]
         for node in ("owner-0", "owner-1")
     }
+
+
+def test_nodes_past_the_coordinators_session_capacity_push_and_poll_with_unary_calls(tmp_path):
+    """A session holds a coordinator worker thread while it is open: with room for one, the first node
+    gets it and the other is told to use unary calls (which free their thread within a long poll), and
+    every round is still answered by every owner and debited once."""
+    during = recorded_rounds(tmp_path, session_capacity=1)
+    pushes = pushes_by_node(during)
     on_session, on_calls = sorted(pushes.values(), key=lambda m: m.count("PushResults"))
     assert on_session == ["Session"] * ROUNDS, pushes
     # the refused session's first message, if it carried results, is pushed again as a call
     assert on_calls.count("PushResults") == ROUNDS and on_calls.count("Session") <= 1, pushes
+    assert_debited_once_per_round(tmp_path)
+
+
+def test_a_node_refused_a_session_opens_one_when_the_coordinator_has_room_again(tmp_path):
+    """A node refused a session (all the coordinator serves are open) asks again after a growing delay
+    (``SESSION_RETRY_BASE`` s first): once room is made after round 2, it opens a session and pushes
+    the later rounds' results on it; every round is still answered and debited once."""
+
+    def make_room(fed, r):
+        if r != 2:
+            return
+        opened = fed.server.sessions.opened
+        fed.server.sessions.capacity = None
+        deadline = time.monotonic() + 30
+        while fed.server.sessions.opened == opened and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fed.server.sessions.opened > opened, "the refused node did not ask for a session again"
+
+    pushes = pushes_by_node(recorded_rounds(tmp_path, session_capacity=1, between=make_room))
+    on_session, refused = sorted(pushes.values(), key=lambda m: m.count("PushResults"))
+    assert on_session == ["Session"] * ROUNDS, pushes
+    assert refused[:3].count("PushResults") >= 2 and refused[3:] == ["Session"] * (ROUNDS - 3), pushes
     assert_debited_once_per_round(tmp_path)

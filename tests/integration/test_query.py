@@ -52,7 +52,7 @@ from privfed.owner.data import build_owners, federation_split
 from privfed.owner.query import public_centre
 from privfed.proto.serde import GRID_BITS
 from privfed.server.app import CoordinatorServer
-from privfed.server.servicer import model_linear_stage
+from privfed.server.models import model_linear_stage
 from privfed.server.strategies import make_strategy
 
 pytestmark = pytest.mark.slow

@@ -6,6 +6,7 @@ a cancelled job stops and leaves a report; a job survives the service's restart.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import shutil
 import signal
@@ -15,12 +16,14 @@ import sys
 import time
 from collections import Counter
 
+import numpy as np
 import pytest
 from fedharness import owner_cmd
 from servicefleet import NODES, OWNERS_PER_NODE, ServiceFleet
 
 from privfed.common.ledger import read_accounts
 from privfed.deploy.certs import make_certs
+from privfed.owner.data import federation_split
 
 pytestmark = pytest.mark.slow
 
@@ -245,3 +248,28 @@ def _journal_rounds(path) -> int:
             return int(conn.execute("SELECT COUNT(*) FROM rounds WHERE err_total IS NOT NULL").fetchone()[0])
         except sqlite3.Error:
             return 0
+
+
+def test_a_data_user_lists_and_queries_only_their_own_jobs_and_models(fleet, tmp_path):
+    """The owners' policies serve alice; bob, another data user of the federation, neither lists
+    alice's jobs nor queries or inspects their models: a model answers as if it did not exist.
+    Alice and an owner node query it."""
+    done = [i for i, j in fleet.jobs().items() if j["state"] == "done" and j["task"] == "feddpdr"]
+    job_id = done[0] if done else fleet.submit(task="feddpdr", epsilon=2.0, owners=len(NODES) * OWNERS_PER_NODE, k=2)
+    assert fleet.wait(job_id)["state"] == "done"
+    _, test = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=600)
+    queries = tmp_path / "queries.csv"
+    np.savetxt(queries, test.X[:3], delimiter=",")
+
+    listed = fleet.cli(
+        "jobs", "--json", "--all", name="bob"
+    )  # (show, logs, cancel: tests/adversary/test_hostile_data_user.py)
+    assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stdout
+    query = ("query", "--model-id", job_id, "--queries", str(queries), "--max-rank", "2")
+    refused = fleet.cli(*query, name="bob")
+    assert refused.returncode == 2 and f"no model '{job_id}'" in refused.stderr, refused.stderr
+    assert job_id not in refused.stderr.split("served models:")[-1]  # the list names none of alice's
+    for name in ("alice", "owner-0"):
+        answered = fleet.cli(*query, name=name)
+        assert answered.returncode == 0 and len(answered.stdout.strip().splitlines()) >= 3, (name, answered.stderr)
+    assert fleet.cli("job", "show", job_id).returncode == 0

@@ -15,7 +15,7 @@ from privfed.deploy.cli import build_parser
 from privfed.deploy.query_flags import parse_columns, query_config
 from privfed.owner.query import QueryConfig, check_linear_stage, clean_queries, public_centre
 from privfed.owner.query_files import read_table, split_features
-from privfed.server.servicer import model_linear_stage
+from privfed.server.models import model_linear_stage
 
 
 @pytest.fixture

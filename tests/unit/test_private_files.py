@@ -6,7 +6,10 @@ import os
 import sqlite3
 import stat
 
-from privfed.common.files import private_sqlite_file
+import pytest
+
+from privfed.common.errors import ConfigError
+from privfed.common.files import private_sqlite_file, sole_writer
 from privfed.common.ledger import Ledger
 from privfed.server.journal import Journal
 
@@ -46,3 +49,20 @@ def test_memory_and_missing_directories_are_left_to_sqlite(tmp_path):
     private_sqlite_file(":memory:")
     private_sqlite_file(tmp_path / "missing" / "ledger.sqlite")
     assert not (tmp_path / "missing").exists()
+
+
+def test_a_ledger_has_one_writer_and_its_lock_is_private(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    with sole_writer(path):
+        assert _mode(f"{path}.lock") == 0o600
+        assert (tmp_path / "ledger.sqlite.lock").read_text() == f"{os.getpid()}\n"
+        with pytest.raises(ConfigError, match=rf"in use by another owner node \(pid {os.getpid()}\)"):
+            with sole_writer(path):
+                pass
+    with sole_writer(path):  # released when the block ends
+        pass
+    with sole_writer(":memory:"), sole_writer(":memory:"):
+        pass
+    with pytest.raises(ConfigError, match="does its directory exist"):
+        with sole_writer(tmp_path / "missing" / "ledger.sqlite"):
+            pass

@@ -28,6 +28,7 @@ from privfed.proto.transport import REGISTER_TIMEOUT, channel_options
 from privfed.server import nodes, servicer
 from privfed.server.app import CoordinatorServer
 from privfed.server.dispatcher import Dispatcher
+from privfed.server.models import ModelStore
 from privfed.server.strategies import make_strategy
 
 LIMIT = 32 * 1024  # bytes per message, for coordinator and node alike
@@ -117,7 +118,7 @@ def test_a_pull_answer_holds_at_most_max_response_tasks_and_the_rest_waits_in_or
     )
     for t in tasks:  # as Dispatcher.run queues them
         d._registry.nodes["node-a"].queue.append(t)
-    coordinator = servicer.CoordinatorServicer(d, servicer.ModelStore(), require_identity=False)
+    coordinator = servicer.CoordinatorServicer(d, ModelStore(), require_identity=False)
     answers = []
     for _ in range(3):
         pulled, _ = d.pull("node-a", 0.0)

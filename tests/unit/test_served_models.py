@@ -173,7 +173,7 @@ def test_load_model_serves_under_the_training_id_with_no_training_flags(fruit, t
 
 def test_a_store_holds_its_last_used_models_and_reads_the_others_back(fruit, tmp_path):
     from privfed.common.errors import ConfigError
-    from privfed.server.servicer import ModelStore
+    from privfed.server.models import ModelStore
 
     _, schema, ds = fruit
     model = reference_model(JobConfig.from_flat(task="ncc", epsilon=1.0, owners=30), ds, even_parts(ds.n, 30, 0))
@@ -185,7 +185,7 @@ def test_a_store_holds_its_last_used_models_and_reads_the_others_back(fruit, tmp
 
     def load(model_id):
         reads.append(model_id)
-        return load_model(saved[model_id]) if model_id in saved else None
+        return (load_model(saved[model_id]), "alice") if model_id in saved else None
 
     store = ModelStore(load=load, keep=2)
     for i in range(3):
@@ -199,3 +199,12 @@ def test_a_store_holds_its_last_used_models_and_reads_the_others_back(fruit, tmp
     assert reads == ["job0"] and list(store._models) == ["job3", "job0"]  # held again: read once
     with pytest.raises(ConfigError, match="no model 'job9'"):
         store.entry("job9")
+    # a job's model serves its data user (and callers that are no data user); to another it does not exist
+    assert store.entry("job0", "alice").data_user == "alice" and store.entry("job0", None) is not None
+    store.put("bobs", model, schema=schema, data_user="bob")
+    store.put("standalone", model, schema=schema)  # no job, no data user: anyone's
+    with pytest.raises(ConfigError, match=r"no model 'bobs'; served models: \['standalone'\]"):
+        store.predict("bobs", np.zeros((1, 2)), "alice")
+    assert store.entry("standalone", "bob").data_user == ""
+    with pytest.raises(ConfigError, match="no model 'job1'"):
+        store.entry("job1", "bob")  # read back from its file, then refused
