@@ -35,6 +35,14 @@ class Bounds:
         if np.any(hi <= lo):
             j = int(np.argmax(hi <= lo))
             raise ConfigError(f"bounds need lo < hi for every feature; feature {j} has lo={lo[j]}, hi={hi[j]}")
+        with np.errstate(over="ignore"):
+            wide = ~np.isfinite(2.0 * (hi - lo))
+        if np.any(wide):  # :meth:`to_unit` would give inf or NaN, and every release its fallback
+            j = int(np.argmax(wide))
+            raise ConfigError(
+                f"bounds of feature {j} ({lo[j]}, {hi[j]}) are too far apart: hi - lo overflows a float; "
+                "give the feature's documented range"
+            )
         object.__setattr__(self, "lo", lo)
         object.__setattr__(self, "hi", hi)
 

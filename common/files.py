@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import stat
 from collections.abc import Iterator
@@ -22,6 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from privfed.common.errors import ConfigError
+
+log = logging.getLogger("privfed.ledger")
 
 #: SQLite's files beside a database: write-ahead log, its shared-memory index, rollback journal.
 SQLITE_COMPANIONS = ("-wal", "-shm", "-journal")
@@ -57,7 +60,8 @@ def sole_writer(path: str | Path) -> Iterator[None]:
     """Hold ``path``'s writer lock (an exclusive ``flock`` on ``PATH.lock``, 0600, holding the pid) while
     the block runs; a second holder, in this process or another, gets a :class:`ConfigError` naming the
     holding pid. The kernel drops the lock when its process exits, however it exits. Readers (``privfed
-    ledger show``, SQLite read-only connections) take no lock. ``":memory:"`` takes none either.
+    ledger show``, SQLite read-only connections) take no lock. ``":memory:"`` takes none either, nor does a
+    file system that cannot lock (a warning says so).
 
     A separate file because closing any descriptor of the database itself would drop SQLite's own
     POSIX locks on it (SQLite's "posix advisory locks are broken" note).
@@ -70,12 +74,18 @@ def sole_writer(path: str | Path) -> Iterator[None]:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
     except FileNotFoundError:
         raise ConfigError(f"ledger {path}: cannot open; does its directory exist?") from None
+    except OSError as exc:
+        raise ConfigError(f"ledger {path}: cannot create its lock file {lock} ({exc.strerror})") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
-            if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):
-                raise
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):  # a file system without locks (some network ones)
+                log.warning(
+                    "ledger %s cannot be locked (%s): make sure no other owner node uses it", path, exc.strerror
+                )
+                yield
+                return
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             raise ConfigError(
                 f"ledger {path} is in use by another owner node (pid {holder}); stop it first, "

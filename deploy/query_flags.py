@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from privfed.deploy.argtypes import address
-from privfed.owner.query import DEFAULT_MAX_RANK, QUERY_METHODS, QueryConfig
+from privfed.owner.query import DEFAULT_MAX_RANK, QueryConfig
+from privfed.owner.query_cleaning import QUERY_METHODS
 
 
 class _DeprecatedAlias(argparse._StoreAction):

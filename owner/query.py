@@ -2,15 +2,17 @@
 
 An owner wants labels for its query rows from a model the coordinator serves. The coordinator is
 not trusted (issue 9): each row is cleaned here, before anything leaves the process, and what
-leaves is bounded below ("What x̃ reveals").
+leaves is bounded (:mod:`privfed.owner.query_cleaning`, "What x̃ reveals").
 
 1. Read the query rows (and, for the null-space methods only, this owner's training rows):
    :mod:`privfed.owner.query_files`, which also says which of their columns are features ("Columns").
 2. ``GetModel``: the model's kind, public bounds (so F) and first linear stage ``A_d`` (F×m_d, data
-   space; :func:`privfed.server.servicer.model_linear_stage`). All three come from the
-   coordinator, so :func:`check_linear_stage` refuses a stage with a non-finite entry, of
-   numerical rank above ``--max-rank``, or with more than ``--max-rank + 1`` columns ("Rank").
-3. Clean around the public centre ``c`` (the midpoint of the bounds, "Centring"):
+   space; :func:`privfed.server.models.model_linear_stage`). All three come from the coordinator,
+   so :func:`~privfed.owner.query_cleaning.check_linear_stage` refuses a stage with a non-finite
+   entry, of numerical rank above ``--max-rank``, or with more than ``--max-rank + 1`` columns
+   (:mod:`~privfed.owner.query_cleaning`, "Rank").
+3. Clean around the public centre ``c`` (the midpoint of the bounds;
+   :mod:`privfed.owner.query_cleaning`, which says what the cleaned rows reveal):
    ``x̃ = c + clean(x − c)``, every row at once, with ``--method``:
 
    * ``projection`` (default): :class:`~privfed.common.nullspace.StageProjection`, the
@@ -27,75 +29,6 @@ leaves is bounded below ("What x̃ reveals").
 
 The refusals in steps 1-3 (bad flags, a stage over the bound, non-finite cleaned rows) are one-line
 errors, exit status 2, and come before any row is sent.
-
-What x̃ reveals
---------------
-``x̃`` is the query the user chose to send. Every cleaning here is ``x̃ − c = g(A_dᵀ(x − c))``:
-the kept and removed components have coefficients that are linear in ``A_dᵀ(x − c)`` (for the
-null-space cleaner ``cᵢ = (A_dᵀvᵢ)ᵀA_dᵀ(x − c)/γᵢ`` when γᵢ > 0, and the γᵢ = 0 components
-always go), and ``t``, α, β are functions of those coefficients. So about ``x`` the coordinator
-learns ``A_dᵀx`` (``c`` and ``A_d`` are public: it sent them) and nothing outside what the model
-reads: at most ``rank(A_d) ≤ --max-rank`` linear functions of each row, fewer when ε > 0. This
-holds to rounding (~1e-15 relative) for ``projection`` and ``subspace``; the ``generalized``
-solver's ill-conditioned ``M = B_c + ηI`` lets ~2e-8 relative of ``x``'s other directions into
-``x̃`` (just below the wire grid for rows of norm ~10, not for larger ones).
-
-What else shapes ``g``:
-
-* ``projection``: only ``A_d`` and ε. The rows sent are a function of the query rows and public
-  values; nothing about the owner's training rows or its confidential labels goes with them.
-* null-space methods: also ``A_c``, a non-private statistic of the training rows. At ε = 0 with
-  ``m_d + m_c ≤ F`` (maps in general position) every γ is 0 or ∞ and ``x̃ − c`` lies in
-  ``(I − P_c)span(A_d)``, ``P_c`` the projector onto ``span(A_c)``: from one cleaned row and
-  ``A_d`` the coordinator reads ``P_cA_d``; with one confidential label that is the direction of
-  ``A_c`` itself, and a coordinator that serves stages ``e_1 … e_F`` across runs reads all of
-  ``span(A_c)``. Hence the explicit opt-in. (Against the paper's fixed adversary that applies
-  ``A_c`` to ``x̃`` this is what buys "complete privacy", ``A_cᵀ(x̃ − c) = 0``; against an
-  adversary who knows the method both methods reveal the same ``A_dᵀx`` at ε = 0, and the
-  paper's refitting attack does exactly as well against either:
-  ``privfed experiment nullspace`` reports ``clean_attack`` and ``projection_attack``.)
-
-The guarantee is therefore about the owner's training data and its confidential labels: with
-``projection`` (default) no statistic of them is sent; the owner's exact training mean never is,
-whatever the method (it was the centre before issue 9; see "Centring").
-
-Rank
-----
-A model that reads ``m`` directions of a row learns ``m`` linear functions of every row it is
-sent. A stage ``A_d = I`` (F directions) would make even perfect cleaning send each row whole,
-so the owner states how many directions it accepts: ``--max-rank``, default 1, which is what a
-binary lr model reads (``coef_`` has one row for two classes, ``LinearModel.data_linear_stage``).
-A K-class lr model reads K and a feddpdr model its subspace dimension k (the federation's ``--k``;
-the coordinator's word for it is not evidence), so for those the owner passes ``--max-rank``.
-The kind in the GetModel answer is the coordinator's claim and plays no part in the bound. The
-bound is on the numerical rank (:func:`numpy.linalg.matrix_rank`'s default tolerance; the
-cleaners use the same one, so a direction below it is treated as one the model ignores and is
-removed, never sent). The number of columns is bounded too, by ``--max-rank + 1``: an honest
-stage has one column per direction it reads, plus at most one redundant column (a K-class stage
-whose K score columns sum to zero has rank K − 1).
-
-Centring
---------
-Cleaning acts on ``x − c`` and adds ``c`` back. ``c`` is the midpoint of the model's public
-bounds, never a statistic of the owner's rows: with the training mean ``x̄`` as centre (before
-issue 9) every sent row lay in ``x̄ + W`` for a fixed ``rank(A_d)``-dimensional ``W``: once a few
-rows show ``W``, each row gives away ``x̄``'s part outside ``W``, and a row whose desired signal
-is below ε was ``x̄`` itself.
-``c`` only moves the origin of the linear algebra: ``x − x̃ = (x − c) − g(x − c)``, so Theorem 1
-(``e_utility = ε``) and exact label preservation at ε = 0 hold for any ``c``. The local ``A_c``
-is still fitted centred at the training mean (:func:`~privfed.common.nullspace.fit_linear_map`):
-that only removes the intercept from its slope, and ``x̄`` itself goes nowhere.
-
-No clipping
------------
-Cleaned rows are sent as they are, *not* clipped to the public bounds: clipping moves ``x̃`` along
-directions ``A_d`` reads (breaking ``e_utility = ε``, and label preservation at ε = 0) and, for
-the null-space methods, along directions ``A_c`` reads. The served model applies its own public
-preprocessing on its side: LR clips rows to the bounds, FedDPDR scales by the bounds' radius and
-clips row norms to 1. A row (raw or cleaned) outside the bounds can therefore get a different
-label than the linear algebra promises; the number of cleaned values outside the bounds is
-logged. (``projection`` never lengthens ``x − c``, so an in-bounds row stays inside FedDPDR's
-unit ball; LR's box can still be left along ``A_d``.) Raw query rows are not clipped either.
 
 Wire
 ----
@@ -115,29 +48,26 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from privfed.common.bounds import Bounds
-from privfed.common.errors import ConfigError, RemoteProtocolError
+from privfed.common.errors import ConfigError
 from privfed.common.validation import check_choice, check_int, check_non_negative
+from privfed.owner.query_cleaning import (
+    MAP_METHODS,
+    QUERY_METHODS,
+    CleanedQueries,
+    check_linear_stage,
+    clean_queries,
+    public_centre,
+)
 from privfed.owner.query_files import confidential_columns, pinned_schema, query_rows, read_table
 from privfed.proto.transport import TlsFiles
 
-if TYPE_CHECKING:
-    from privfed.common.nullspace import CleaningResult
-
 log = logging.getLogger("privfed.query")
 
-#: ``--max-rank`` default: a binary LR model reads one direction of a row (module docstring, "Rank").
+#: ``--max-rank`` default: a binary LR model reads one direction of a row (:mod:`.query_cleaning`, "Rank").
 DEFAULT_MAX_RANK = 1
-#: ``--method`` choices: the training-free projection (default) and the two null-space solvers.
-#: (``privfed.common.nullspace.METHODS``, spelled out so that building the CLI parser, which every
-#: ``privfed`` command does, does not import scipy; a test checks the two agree.)
-QUERY_METHODS = ("projection", "generalized", "subspace")
-#: Null-space methods shape the sent rows with A_c, a statistic of --train-data ("What x̃ reveals").
-MAP_METHODS = QUERY_METHODS[1:]
 
 
 # ---------------------------------------------------------------------------- configuration
@@ -167,9 +97,9 @@ class QueryConfig:
     method : {"projection", "generalized", "subspace"}
         Module docstring, step 3.
     allow_confidential_map_leak : bool
-        Required by the null-space methods ("What x̃ reveals").
+        Required by the null-space methods (:mod:`.query_cleaning`, "What x̃ reveals").
     max_rank : int >= 1
-        Largest rank of a linear stage the owner sends rows through ("Rank").
+        Largest rank of a linear stage the owner sends rows through (:mod:`.query_cleaning`, "Rank").
     out : Path or None
         CSV to write the label values to (header: the schema's label name, else ``label``); None prints them.
     probabilities : bool
@@ -246,142 +176,6 @@ class QueryConfig:
                 )
         elif self.train_data is not None or self.confidential_labels is not None:
             log.info("--method projection uses no training data: --train-data/--confidential-labels are ignored")
-
-
-# ---------------------------------------------------------------------------- cleaning (pure)
-def public_centre(bounds: Bounds) -> np.ndarray:
-    """The centring point: the midpoint of the model's public bounds (module docstring, "Centring")."""
-    return (bounds.lo + bounds.hi) / 2.0
-
-
-def check_linear_stage(model_id: str, kind: str, A_d: np.ndarray, n_features: int, *, max_rank: int) -> int:
-    """Refuse a linear stage the owner will not send rows through; returns its numerical rank.
-
-    A served model learns ``A_dᵀx`` for every row it is sent, whatever the cleaning: ``A_d`` is the
-    coordinator's choice, so its size is bounded here by the owner's public ``max_rank``
-    (module docstring, "Rank"). Checked before any row is cleaned or sent.
-
-    Raises
-    ------
-    RemoteProtocolError
-        ``A_d`` is not an (F, m) matrix with m ≥ 1 or has a non-finite entry.
-    ConfigError
-        ``A_d`` has numerical rank above ``max_rank`` (:func:`numpy.linalg.matrix_rank`'s default
-        tolerance, the one the cleaners use to tell read directions from ignored ones), or more
-        than ``max_rank + 1`` columns.
-    """
-    A_d = np.asarray(A_d)
-    if A_d.ndim != 2 or A_d.shape[0] != n_features or A_d.shape[1] < 1:
-        raise RemoteProtocolError(
-            f"model {model_id!r}: linear stage of shape {A_d.shape} does not fit its "
-            f"{n_features} features; nothing sent"
-        )
-    bad = int(np.count_nonzero(~np.isfinite(A_d)))
-    if bad:
-        raise RemoteProtocolError(f"model {model_id!r}: linear stage has {bad} non-finite value(s); nothing sent")
-    fix = (
-        "a binary lr model needs 1, a K-class lr model K, a feddpdr model its k: pass --max-rank N only if "
-        "the model is meant to read N directions"
-    )
-    if A_d.shape[1] > max_rank + 1:
-        raise ConfigError(
-            f"model {model_id!r} ({kind[:40]!r}) has a linear stage with {A_d.shape[1]} columns, "
-            f"more than --max-rank {max_rank} allows ({max_rank + 1}); nothing sent ({fix})"
-        )
-    rank = int(np.linalg.matrix_rank(A_d))
-    if rank > max_rank:
-        raise ConfigError(
-            f"model {model_id!r} ({kind[:40]!r}) has a linear stage of rank {rank}, more than "
-            f"--max-rank {max_rank}; nothing sent ({fix})"
-        )
-    return rank
-
-
-@dataclass(frozen=True)
-class CleanedQueries:
-    """Cleaned rows (data space), the trace of the cleaning and the owner's local quantities.
-
-    Attributes
-    ----------
-    rows : (n, F) ``c + clean(x − c)``: what is sent.
-    details : the cleaner's trace on the centred rows ``x − c``.
-    centre : (F,) ``c``, the public centre (midpoint of the model's bounds).
-    A_c : (F, m_c) the confidential map fitted locally (never sent), or None for ``projection``.
-    centred : (n, F) the raw rows minus ``c`` (never sent).
-    """
-
-    rows: np.ndarray
-    details: CleaningResult
-    centre: np.ndarray
-    A_c: np.ndarray | None
-    centred: np.ndarray
-
-    @property
-    def e_privacy(self) -> np.ndarray | None:
-        """Per-row ``‖A_cᵀ(x − x̃)‖²`` against the owner's own A_c (None without one)."""
-        if self.A_c is None:
-            return None
-        return np.sum(((self.centred - self.details.x_clean) @ self.A_c) ** 2, axis=1)
-
-
-def clean_queries(
-    queries: np.ndarray,
-    A_d: np.ndarray,
-    X_own: np.ndarray | None = None,
-    Y_conf: np.ndarray | None = None,
-    *,
-    centre: np.ndarray,
-    epsilon: float,
-    method: str = "projection",
-    bounds: Bounds | None = None,
-) -> CleanedQueries:
-    """Clean query rows against ``A_d`` around the public ``centre`` (module docstring).
-
-    Parameters
-    ----------
-    queries : (n, F) raw query rows.
-    A_d : (F, m_d) the served model's first linear stage (data space), already checked by
-        :func:`check_linear_stage`.
-    X_own : (n_own, F) the owner's own rows; Y_conf : (n_own, m_c) their confidential labels.
-        Null-space methods only (the local ``A_c`` is fitted on them); ignored by ``projection``.
-    centre : (F,) the public centre ``c`` (:func:`public_centre`); never a statistic of ``X_own``.
-    epsilon : float ≥ 0, the requested ``e_utility`` per row (0 keeps every desired score).
-    method : "projection", "subspace" or "generalized".
-    bounds : the model's public bounds, or None. ``projection`` then keeps every cleaned row inside them
-        (the served model clips its input, so a row outside would be read as another row), with the
-        clipped query rows' scores (:class:`~privfed.common.nullspace.StageProjection`, "Inside a box").
-
-    Raises
-    ------
-    ConfigError
-        Shapes that do not match, non-finite values, a confidential map that is all zeros, a
-        null-space method without training rows.
-    """
-    check_choice(method, name="method", allowed=QUERY_METHODS)
-    from privfed.common.nullspace import NullSpaceCleaner, StageProjection, fit_linear_map  # scipy.linalg
-
-    queries = np.asarray(queries, dtype=np.float64)
-    centre = np.asarray(centre, dtype=np.float64)
-    if centre.shape != (np.shape(A_d)[0],) or not np.all(np.isfinite(centre)):
-        raise ConfigError(f"centre must be a finite vector of length F = {np.shape(A_d)[0]}, got shape {centre.shape}")
-    centred = queries - centre
-    if method == "projection":
-        box = None if bounds is None else (bounds.lo - centre, bounds.hi - centre)
-        details = StageProjection(epsilon=epsilon, box=box).fit(A_d).transform_with_details(centred)
-        return CleanedQueries(rows=centre + details.x_clean, details=details, centre=centre, A_c=None, centred=centred)
-    if X_own is None or Y_conf is None:
-        raise ConfigError(
-            f"method {method!r} fits the confidential map on the owner's rows: pass --train-data "
-            "and --confidential-labels (or use --method projection, which needs neither)"
-        )
-    X_own = np.asarray(X_own, dtype=np.float64)
-    Y_conf = np.asarray(Y_conf, dtype=np.float64)
-    if X_own.ndim != 2 or X_own.shape[0] < 2:
-        raise ConfigError(f"the owner's training rows must be a 2-D array with at least 2 rows, got {X_own.shape}")
-    # A_c may centre at the training mean internally: it is a slope, and only c below touches x̃.
-    A_c = fit_linear_map(X_own, Y_conf)
-    details = NullSpaceCleaner(epsilon=epsilon, method=method).fit(A_d, A_c).transform_with_details(centred)
-    return CleanedQueries(rows=centre + details.x_clean, details=details, centre=centre, A_c=A_c, centred=centred)
 
 
 def run_query(config: QueryConfig, tls: TlsFiles | None) -> int:

@@ -183,6 +183,7 @@ class ErrorPairLaplace(ErrorPairRelease):
                 "non-finite noise scale or range; use a larger epsilon"
             )
         check_epsilon_range(self.epsilon, name="evaluation epsilon", what="the Laplace evaluation release")
+        self.output_grid  # noqa: B018 - public: a range too wide for the grid is refused here, before any row
 
     @property
     def scale(self) -> float:

@@ -24,8 +24,9 @@ Both spend :data:`~.amp.AMP_FRACTION` of their ε on AMP's output noise, so a so
 still releases (issue 20: nothing raises once the rows are read) and the release stays ε-DP.
 
 Floating point (SPEC §12): every noise comes from the float-safe samplers of :mod:`.gaussian`
-(full-precision uniforms, no gaps in the tails). The release is a solver output plus noise, not
-rounded to a grid: its float guarantee is the solver's (README, "Floating point").
+(full-precision uniforms, no gaps in the tails). The release, the solver's point plus AMP's noise, is
+clamped and rounded to a grid of that noise (:class:`~.amp.AmpOutputNoise`), so it keeps none of the
+solver point's low bits.
 
 References
 ----------

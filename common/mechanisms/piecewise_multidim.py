@@ -25,7 +25,7 @@ from privfed.common.mechanisms.piecewise import (
     pm_variance,
     sample_hm,
 )
-from privfed.common.mechanisms.snapping import OutputGrid, full_uniform
+from privfed.common.mechanisms.snapping import OutputGrid, check_epsilon_range, full_uniform
 from privfed.common.validation import check_int
 
 BASES = ("pm", "hm")
@@ -70,7 +70,8 @@ class PiecewiseMultidim(Mechanism):
     base : {"pm", "hm"}, default "pm"
         One-dimensional mechanism for the drawn attributes: PM (Algorithm 2) or HM.
     attributes : int >= 1 or None
-        ``k`` fixed (at most ``d``); None: the paper's rule. Any ``k`` is ε-LDP (composition over the ``k``
+        ``k`` fixed (at most ``d``); None: the paper's rule. ``epsilon / k`` must not fall below the public floor
+        (SPEC §12: the float argument's excess is per attribute). Any ``k`` is ε-LDP (composition over the ``k``
         attributes at ε/k each); a smaller ``k`` has less variance for inputs of small ``|t_j|``, whose
         sampling term ``(d/k - 1) t_j^2`` is small (LDP gradient descent, :mod:`privfed.common.learners.ldp_gd`).
 
@@ -98,6 +99,7 @@ class PiecewiseMultidim(Mechanism):
             raise TypeError(f"base must be a str, one of {BASES}, got {self.base!r}")
         if self.base not in BASES:
             raise ConfigError(f"base must be one of {BASES}, got {self.base!r}")
+        check_epsilon_range(self.attribute_epsilon, name="epsilon / k", what="one attribute of Algorithm 4")
 
     @property
     def k(self) -> int:

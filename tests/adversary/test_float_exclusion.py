@@ -11,7 +11,9 @@ Before the fix (commit dacd6b2, 53-bit uniforms, a fixed 2^-20 grid, no clamp, n
 ε = 5.1e-11 per Laplace task all 15 features were pinned exactly after 5 tasks per owner
 (5.1e-10 ε debited per owner, labels' k-RR included); at ε = 2.8e-12 per PM task, 5 of 15 after 30.
 After it, ε below the floor (1e-5) is refused before any debit, and at the floor no candidate is
-ever ruled out: every value in [0, 16] can produce every report.
+ever ruled out: every value in [0, 16] can produce every report. HM (``--mechanism hm``) is at the
+floor Duchi's two public atoms alone; its PM branch above ``eps*`` is checked in process
+(``test_float_mechanisms.py``).
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from hostile import kind, ledger_history, ncc_task, refusal_code, spent_epsilon
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.mechanisms import EPSILON_FLOOR, make_mechanism
+from privfed.common.mechanisms.duchi import duchi_constant
 from privfed.common.mechanisms.laplace import laplace_from_uniform
-from privfed.common.mechanisms.piecewise import pm_from_uniform
+from privfed.common.mechanisms.piecewise import hm_alpha, pm_from_uniform
 from privfed.common.mechanisms.snapping import cell_probabilities
 from privfed.proto import serde
 
@@ -62,6 +65,12 @@ def reachable(name: str, eps: float, t: np.ndarray, observed: np.ndarray) -> np.
     land on the report, and the report is reachable iff they have positive probability."""
     mech = make_mechanism(name, epsilon=eps, d=D)
     t = np.asarray(t, dtype=np.float64)
+    observed = np.asarray(observed, dtype=np.float64)
+    if name == "hm":  # Duchi's two atoms (each with probability > 0 from every t), else HM's PM branch
+        atom = serde.reports_from_proto(serde.reports_to_proto(np.array([mech.scale * duchi_constant(eps)])))[0]
+        if np.all(np.abs(observed) == atom):
+            return np.ones(t.shape, dtype=bool)
+        assert hm_alpha(mech.attribute_epsilon) > 0, "a report off Duchi's atoms from HM's Duchi branch alone"
     if name == "laplace":
 
         def release(u, sign):
@@ -72,7 +81,7 @@ def reachable(name: str, eps: float, t: np.ndarray, observed: np.ndarray) -> np.
         def release(u, sign):
             return pm_from_uniform(t, u.copy(), sign, mech.attribute_epsilon, mech.output_grid, mech.scale)
 
-    return cell_probabilities(release, np.asarray(observed, dtype=np.float64)) > 0
+    return cell_probabilities(release, observed) > 0
 
 
 def attack(coordinator, node, name: str, eps: float) -> tuple[list[int], list[int], float]:
@@ -94,7 +103,7 @@ def attack(coordinator, node, name: str, eps: float) -> tuple[list[int], list[in
             assert kind(result) == "ncc_share", f"{name} at eps={eps:.3g} was not answered: {result}"
             report = serde.reports_from_proto(result.ncc_share.reports)[0]
             for j in range(D):
-                if name == "pm" and report[j] == 0.0:
+                if name in ("pm", "hm") and report[j] == 0.0:
                     continue  # Algorithm 4 reports one coordinate per row
                 ok = reachable(name, eps, t_candidates[:, j], np.full(CANDIDATES.size, report[j]))
                 alive[(task.owner_id, j)] &= ok
@@ -116,7 +125,7 @@ def _bounds_pb():
     return serde.bounds_to_proto(BOUNDS)
 
 
-@pytest.mark.parametrize("name", ["laplace", "pm"])
+@pytest.mark.parametrize("name", ["laplace", "pm", "hm"])
 def test_replaying_the_sampler_rules_out_no_candidate(coordinator, owners, name):
     node = owners("owner-0", X, Y, rng="secure", lo=LO, hi=HI, classes=2)
     eps = smallest_accepted(name, D)

@@ -38,6 +38,10 @@ from hostile import (
     spent_epsilon,
 )
 
+from privfed.common.feddpdr.choices import ovr_epsilons
+from privfed.common.mechanisms.amp import AMP_FRACTION, AmpOutputNoise
+from privfed.proto import serde
+
 D = 2
 #: The public threshold grid of the probes (coarse in CI; ``PRIVFED_PROBE_BINS=65536`` for the closing note's numbers).
 N_BINS = int(os.environ.get("PRIVFED_PROBE_BINS", "64"))
@@ -152,5 +156,10 @@ def test_an_svm_that_does_not_converge_is_still_released_and_debited(coordinator
             r = results.get(t.task_id)
             by_label[node.rows()[t.owner_id][1]].append(refusal_code(r) if kind(r) == "refusal" else kind(r))
         assert by_label == {0: [expected] * 4, 1: [expected] * 4}, (lam, by_label)
+    # the released coefficients lie on AMP's public grid (SPEC §12): none of the solver point's low bits leave
+    grid = AmpOutputNoise(epsilon=AMP_FRACTION * ovr_epsilons(30.0, 2)[0], d=D + 1).output_grid.grid
+    for t in tasks:
+        coef = serde.matrix_from_proto(results[t.task_id].svm_share.coef)
+        assert np.all(np.isfinite(coef)) and np.all(coef == np.rint(coef / grid) * grid), coef
     for o in ids:
         assert [h["epsilon"] for h in ledger_history(node.ledger, o, budget=2000.0)] == [30.0]

@@ -227,7 +227,7 @@ def test_a_duplicate_node_and_foreign_certificates_fail_fast_and_are_named_at_bo
     procs = [coordinator, first]
     try:
         _wait_for(log, "node owner-0 registered 2 owner(s)")
-        second = owner("owner-0", certs, "0:2")
+        second = owner("owner-0", certs, "0:2", "--ledger", str(tmp_path / "another-host.sqlite"))  # not the first's
         distrusting = owner("owner-1", rogue, "2:3")
         untrusted = owner("owner-1", foreign, "2:3", "--connect-timeout", "2")
         procs += [second, distrusting, untrusted]

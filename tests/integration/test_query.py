@@ -49,7 +49,7 @@ from privfed.common.learners.logistic import LinearModel
 from privfed.common.nullspace import fit_linear_map
 from privfed.deploy.tcpproxy import RecordingProxy
 from privfed.owner.data import build_owners, federation_split
-from privfed.owner.query import public_centre
+from privfed.owner.query_cleaning import public_centre
 from privfed.proto.serde import GRID_BITS
 from privfed.server.app import CoordinatorServer
 from privfed.server.models import model_linear_stage

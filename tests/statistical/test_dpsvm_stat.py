@@ -1,5 +1,5 @@
 """Distribution of the objective-perturbation noise b (SPEC §8; Chaudhuri et al. 2011 Alg. 2;
-:func:`privfed.common.mechanisms.amp.norm_laplace_noise`).
+:func:`privfed.common.mechanisms.amp.norm_laplace_noise`) and of AMP's gridded release of it.
 
 Density proportional to exp(-(eps'/2)||b||) on R^d: radius Gamma(shape d, scale 2/eps'), direction
 uniform on the sphere, independent of the radius. Tolerances are 4 standard errors (SPEC §0).
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from privfed.common.mechanisms.amp import AMP_RADIUS, AmpOutputNoise, norm_laplace_variance
 from privfed.common.mechanisms.amp import norm_laplace_noise as sample_b
-from privfed.common.mechanisms.amp import norm_laplace_variance
 from privfed.common.mechanisms.objective import privacy_adjustment
 
 pytestmark = pytest.mark.slow
@@ -75,3 +75,21 @@ def test_each_coordinate_has_the_closed_form_variance(rng, d, eps):
     kurtosis = 3 * (d + 3) / (d + 1)
     assert abs(float(np.mean(b**2)) - var) <= 5 * var * math.sqrt((kurtosis - 1) / b.size)
     assert np.all(np.abs(b.mean(axis=0)) <= 5 * math.sqrt(var / DRAWS))
+
+
+@pytest.mark.parametrize("eps, F0", [(0.01, 0.3e-4), (0.3, -1.7)])
+def test_amp_release_is_on_its_grid_unbiased_with_the_closed_form_variance(rng, eps, F0):
+    """AMP's release ``round_L(F + r V)`` (SPEC §8, §12): on its public grid, mean ``F`` and variance
+    ``r^2 (d + 1) (2/eps)^2`` within the rounding's ``L^2 / 4``."""
+    d = 3
+    amp = AmpOutputNoise(epsilon=eps, d=d)
+    F = np.full((DRAWS, d), F0)
+    out = amp.privatize(F, rng)
+    grid = amp.output_grid.grid
+    assert np.all(out == np.rint(out / grid) * grid) and np.all(np.abs(out) <= amp.output_grid.bound)
+    var = amp.variance()
+    assert np.all(np.abs(out.mean(axis=0) - F0) < 4 * math.sqrt(var / DRAWS) + grid**2 / math.sqrt(var))
+    # Var v_j^2 = E R^4 E u_j^4 - (E v_j^2)^2 = theta^4 (d + 1)(2 d + 8) for a Gamma(d, theta) radius, r theta = 2 r/eps
+    se = (2 * AMP_RADIUS / eps) ** 2 * math.sqrt((d + 1) * (2 * d + 8) / DRAWS)
+    second = np.mean((out - F0) ** 2, axis=0)
+    assert np.all(np.abs(second - var) < 4 * se + grid * math.sqrt(var) + grid**2 / 4)

@@ -12,7 +12,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.feddpdr import multiclass as mc
 from privfed.common.feddpdr.model import add_bias_feature
 from privfed.common.mechanisms import objective
-from privfed.common.mechanisms.amp import AMP_FRACTION, AMP_RADIUS
+from privfed.common.mechanisms.amp import AMP_FRACTION, AMP_RADIUS, AmpOutputNoise, minimise_within
 from privfed.common.mechanisms.amp import norm_laplace_noise as sample_b
 from privfed.common.mechanisms.gaussian import standard_normal
 
@@ -149,8 +149,17 @@ def test_fit_is_the_perturbed_minimiser_plus_amp_noise_and_learns(loss):
     draws = np.random.default_rng(5)  # the same draws the fit made: B, then AMP's output noise
     B = standard_normal(draws, F.shape) * info["sigma"]  # the float-safe sampler (SPEC §12)
     V = AMP_RADIUS * sample_b(F.size, info["epsilon_out"], draws).reshape(F.shape)
-    grad = mc.perturbed_objective((F - V).ravel(), Xb, y, loss, info["Lambda"], B)[1]
-    assert np.linalg.norm(grad) <= info["Lambda"] * AMP_RADIUS  # within r of the exact minimiser
+
+    def perturbed_j(f):
+        return mc.perturbed_objective(f, Xb, y, loss, info["Lambda"], B)
+
+    smooth = info["Lambda"] + mc.TRACE_BOUND[loss] * Xb.shape[0]
+    point = minimise_within(perturbed_j, F.size, mu=info["Lambda"], smooth=smooth)  # within r of the exact minimiser
+    assert np.linalg.norm(perturbed_j(point)[1]) <= info["Lambda"] * AMP_RADIUS
+    # the release is the solver's point (within r of this one) plus V, rounded to AMP's grid (SPEC §12)
+    grid = AmpOutputNoise(epsilon=info["epsilon_out"], d=F.size).output_grid.grid
+    assert np.all(F == np.rint(F / grid) * grid)
+    assert np.max(np.abs(F - V - point.reshape(F.shape))) <= grid / 2 + 2 * AMP_RADIUS
     empty, _ = mc.fit_dp_multiclass(Xb[:0], y[:0], 4, loss=loss, epsilon=1.0, delta=1e-5, rng=rng)
     assert empty.shape == (4, 6) and np.all(np.isfinite(empty))  # total: no rows, still a release
     with pytest.raises(ConfigError):

@@ -21,7 +21,13 @@ from privfed.common.feddpdr.svm import (
     objective_gradient,
 )
 from privfed.common.mechanisms import amp as solver
-from privfed.common.mechanisms.amp import AMP_FRACTION, AMP_RADIUS, accelerated_steps, minimise_within
+from privfed.common.mechanisms.amp import (
+    AMP_FRACTION,
+    AMP_RADIUS,
+    AmpOutputNoise,
+    accelerated_steps,
+    minimise_within,
+)
 from privfed.common.mechanisms.amp import norm_laplace_noise as sample_b
 from privfed.common.mechanisms.objective import privacy_adjustment
 
@@ -143,8 +149,12 @@ def test_private_fit_is_within_the_amp_radius_of_the_perturbed_minimiser(rng, ep
     draws = np.random.default_rng(11)
     b = sample_b(4, eps_prime, draws)
     v = AMP_RADIUS * sample_b(4, AMP_FRACTION * epsilon, draws)
-    # ||grad J(f - v)|| <= mu r at the solver's point
-    assert np.linalg.norm(objective_gradient(f - v, X, y, lam, b, Delta)) <= (lam + Delta) * AMP_RADIUS
+    # ||grad J|| <= mu r at the solver's point p; the release rounds p + v to AMP's grid L, so f - v is within
+    # L/2 per coordinate of p, and J's gradient is (mu + c)-Lipschitz (c = 1/(2h) = 1)
+    grid = AmpOutputNoise(epsilon=AMP_FRACTION * epsilon, d=4).output_grid.grid
+    slack = (lam + Delta + 1.0) * math.sqrt(4) * grid / 2
+    assert np.all(f == np.rint(f / grid) * grid)
+    assert np.linalg.norm(objective_gradient(f - v, X, y, lam, b, Delta)) <= (lam + Delta) * AMP_RADIUS + slack
     assert 0 < np.linalg.norm(v) and not np.allclose(f, fit_dp_svm(X, y, epsilon=math.inf, lam=lam, rng=rng))
 
 

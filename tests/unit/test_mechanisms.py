@@ -164,6 +164,16 @@ def test_algorithm4_k(d, eps, k):
     assert PiecewiseMultidim(epsilon=eps, d=d).k == k
 
 
+@pytest.mark.parametrize("base", ["pm", "hm"])
+def test_algorithm4_refuses_an_attribute_epsilon_below_the_floor(base):
+    """Each of the k attributes is released at eps/k; the float argument's excess (2^-25 per release, SPEC §12)
+    stays a small share of eps only above the floor, so a fixed k that puts eps/k below it is refused when the
+    mechanism is built (public parameters), as a whole row's eps below the floor is."""
+    with pytest.raises(EpsilonOutOfRange):
+        PiecewiseMultidim(epsilon=1e-5, d=20, attributes=10, base=base)
+    assert PiecewiseMultidim(epsilon=1e-4, d=20, attributes=10, base=base).attribute_epsilon == pytest.approx(1e-5)
+
+
 @pytest.mark.parametrize("eps, v", [(1, 4.288992), (2, 1.042336), (4, 0.218979)])
 def test_hm_table(eps, v):
     mech = HybridMechanism(epsilon=eps)

@@ -68,9 +68,9 @@ def test_data_owner_never_loads_plotting_or_progress_bars():
 
 
 def test_query_methods_spelled_out_match_the_cleaners():
-    """owner/query.py names the null-space methods itself (so the CLI parser needs no scipy)."""
+    """owner/query_cleaning.py names the null-space methods itself (so the CLI parser needs no scipy)."""
     from privfed.common.nullspace import METHODS
-    from privfed.owner.query import MAP_METHODS, QUERY_METHODS
+    from privfed.owner.query_cleaning import MAP_METHODS, QUERY_METHODS
 
     assert QUERY_METHODS == ("projection", *METHODS)
     assert MAP_METHODS == METHODS

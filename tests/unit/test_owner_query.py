@@ -13,7 +13,8 @@ from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.learners.logistic import LinearModel
 from privfed.deploy.cli import build_parser
 from privfed.deploy.query_flags import parse_columns, query_config
-from privfed.owner.query import QueryConfig, check_linear_stage, clean_queries, public_centre
+from privfed.owner.query import QueryConfig
+from privfed.owner.query_cleaning import check_linear_stage, clean_queries, public_centre
 from privfed.owner.query_files import read_table, split_features
 from privfed.server.models import model_linear_stage
 

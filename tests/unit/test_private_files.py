@@ -66,3 +66,16 @@ def test_a_ledger_has_one_writer_and_its_lock_is_private(tmp_path):
     with pytest.raises(ConfigError, match="does its directory exist"):
         with sole_writer(tmp_path / "missing" / "ledger.sqlite"):
             pass
+
+
+def test_a_file_system_that_cannot_lock_gets_a_warning_not_a_refusal(tmp_path, monkeypatch, caplog):
+    import errno
+    import fcntl
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with sole_writer(tmp_path / "ledger.sqlite"):
+        pass
+    assert "cannot be locked (No locks available)" in caplog.text

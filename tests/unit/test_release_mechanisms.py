@@ -116,6 +116,16 @@ def test_evaluation_mechanisms_refuse_bad_public_parameters(mechanism, kw, error
         mechanism(**(dict(epsilon=1.0, row_bound=1.0, max_rows=1) | kw))
 
 
+def test_a_laplace_evaluation_whose_grid_cannot_be_built_is_refused_before_any_row():
+    """A public row bound too wide for the grid (2^55 cells at eps = 30) used to pass the owner's validate, be
+    debited, then fail inside ``privatize`` (and in its fallback): refused ``internal`` after the debit. The
+    grid is public, so it is built, and refused, when the mechanism is."""
+    with pytest.raises(ConfigError, match="cells"):
+        ErrorPairLaplace(epsilon=EPSILON_CEILING, row_bound=1.0, max_rows=2**40)
+    wide = ErrorPairLaplace(epsilon=EPSILON_CEILING, row_bound=1.0, max_rows=2**35)  # 2^51 cells: built, releases
+    assert np.all(np.abs(wide.privatize(np.array([[1.0, 2.0]]), np.random.default_rng(1))) <= wide.bound)
+
+
 def test_the_randomized_evaluation_reports_only_its_four_values_with_their_probabilities():
     """The 3-ary release's exact distribution: for every input on a grid, the probability of each released
     pair is q + (p - q) P[category] (the k-RR of a sampled category), every value is reachable from every
