@@ -2,18 +2,20 @@
 ``bench/timing_channels.py``).
 
 A hostile coordinator (``tests/adversary/hostile.py``: the real wire, mTLS, honest ``privfed owner``
-processes) sends one LR share task at a time and times it from queueing to the pushed result: what a
-coordinator sees. Three nodes of one owner each, ``N`` rows:
+processes) sends one task at a time (``--task``: an LR share, or FedDPDR's ``ovr-huber`` SVM share) and
+times it from queueing to the pushed result: what a coordinator sees. Three nodes of one owner each,
+``N`` rows:
 
 * ``A``: a two-class mixture, whose rows an earlier node name (same file, same ledger) spent a little of;
 * ``A-rows-spent``: the same file, whose rows an earlier node name spent nearly all of (the ledger's
   ``RowsUnused``: the owner answers its fallback). Whether a row was spent is stop 35's membership bit;
-* ``at-bounds``: every value at a bound (the in-process run's strongest data contrast for ``lr_share``).
+* the in-process run's strongest data contrast for the task: every value at a bound (``lr_share``), one
+  class only (``svm_share``).
 
 Printed as ``bench/timing_channels.py`` prints (medians, difference over the MAD, KS, and the
 accuracy of a one-timing threshold rule fitted on even repeats and scored on odd ones).
 
-    python bench/timing_processes.py [--repeats 200] [--owner-pythonpath DIR]
+    python bench/timing_processes.py [--task lr_share|svm_share] [--repeats 200] [--owner-pythonpath DIR]
 
 ``--owner-pythonpath DIR`` runs the owner nodes from another checkout laid out as ``DIR/privfed`` or as
 this repository (e.g. the code before a change: ``git archive <commit> | tar -x -C DIR``); the
@@ -43,6 +45,7 @@ from hostile import (  # type: ignore[import-not-found]  # noqa: E402 - tests/ad
     bounds_matrix,
     kind,
     make_federation_certs,
+    matrix,
     owner_command,
     write_rows,
 )
@@ -69,6 +72,28 @@ def lr_task(task_id: str, owner_id: str, epsilon: float) -> pb.Task:
             bounds=bounds_matrix(D, -BOUND, BOUND),
         ),
     )
+
+
+def svm_task(task_id: str, owner_id: str, epsilon: float) -> pb.Task:
+    """FedDPDR's phase 2, the seed's one-vs-rest Huber SVM, on a public 3-dimensional subspace."""
+    return pb.Task(
+        task_id=task_id,
+        owner_id=owner_id,
+        round_id=task_id,
+        svm_share=pb.SvmShareTask(
+            epsilon=epsilon,
+            lam=1e-3,
+            n_classes=2,
+            bounds=bounds_matrix(D, -BOUND, BOUND),
+            subspace=matrix(np.eye(D)[:, :3]),
+            model=pb.SVM_MODEL_OVR_HUBER,
+            scaling=pb.ROW_SCALING_BALL,
+        ),
+    )
+
+
+#: The task a run times, and the rows its data contrast holds (``bench/timing_channels.py``'s strongest).
+TASKS = {"lr_share": (lr_task, "at-bounds"), "svm_share": (svm_task, "one-class")}
 
 
 class Nodes:
@@ -115,6 +140,8 @@ def rows(kind: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     y = rng.integers(0, 2, N)
     if kind == "at-bounds":
         return rng.choice([-BOUND, BOUND], size=(N, D)), y
+    if kind == "one-class":
+        y = np.zeros(N, dtype=np.int64)
     X = rng.normal(size=(N, D)) + np.where(np.arange(D) % 2 == y[:, None], 0.8, -0.8)
     return np.clip(X, -BOUND, BOUND), y
 
@@ -138,38 +165,38 @@ def rows_spent(ledger: Path) -> float:
         return float(conn.execute("SELECT max(epsilon) FROM accounts").fetchone()[0])
 
 
-def run(repeats: int, seed: int, owner_pythonpath: str | None) -> None:
+def run(task: str, repeats: int, seed: int, owner_pythonpath: str | None) -> None:
+    make, contrast = TASKS[task]
     print(f"# uptime: {os.popen('uptime').read().strip()}")
-    print(f"# {repeats} repeats per arm, n={N} rows, d={D}; wall time from queueing an lr_share task to its result")
+    print(f"# {repeats} repeats per arm, n={N} rows, d={D}; wall time from queueing a {task} task to its result")
     tmp = Path(tempfile.mkdtemp(prefix="timing-processes-"))
     nodes = Nodes(tmp, owner_pythonpath)
     try:
         rng = np.random.default_rng(seed)
         a = write_rows(tmp / "a.csv", *rows("mixture", rng))
-        b = write_rows(tmp / "b.csv", *rows("at-bounds", rng))
+        b = write_rows(tmp / "b.csv", *rows(contrast, rng))
         arms = {
             "A": nodes.start("owner-3", a, spent_ledger(nodes, 0, a, 0.5)),
             "A-rows-spent": nodes.start("owner-4", a, spent_ledger(nodes, 1, a, BUDGET - 0.5)),
-            "at-bounds": nodes.start("owner-5", b, spent_ledger(nodes, 2, b, 0.5)),
+            contrast: nodes.start("owner-5", b, spent_ledger(nodes, 2, b, 0.5)),
         }
         times: dict[str, list[float]] = {name: [] for name in arms}
         order, shuffle = list(arms), random.Random(seed)
         for r in range(repeats + 10):  # the first 10: warm-up (imports, caches), not counted
             shuffle.shuffle(order)
             for name in order:
-                dt, result = nodes.answer(lr_task(f"t{r}-{name}", arms[name], 1.0))
-                if kind(result) != "lr_share":
+                dt, result = nodes.answer(make(f"t{r}-{name}", arms[name], 1.0))
+                if kind(result) != task:
                     raise SystemExit(f"{name}: {result}")
                 if r >= 10:
                     times[name].append(dt)
         spent = {name: rows_spent(tmp / f"{i}.sqlite") for i, name in enumerate(arms)}
         print(f"# the rows' spent epsilon after the run (most-spent row): {spent}")
         print(f"{'kind':22} {'pair':24} {'med_a ms':>9} {'med_b ms':>9} {'diff/mad':>9} {'KS':>5} {'acc':>5}")
-        for name in ("A-rows-spent", "at-bounds"):
+        for name in ("A-rows-spent", contrast):
             ma, mb, effect, ks, acc = compare(times["A"], times[name])
-            print(
-                f"{'lr_share (processes)':22} {'A vs ' + name:24} {ma:9.3f} {mb:9.3f} {effect:9.2f} {ks:5.2f} {acc:5.2f}"
-            )
+            label = f"{task} (processes)"
+            print(f"{label:22} {'A vs ' + name:24} {ma:9.3f} {mb:9.3f} {effect:9.2f} {ks:5.2f} {acc:5.2f}")
     finally:
         nodes.close()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -179,12 +206,13 @@ def run(repeats: int, seed: int, owner_pythonpath: str | None) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=200, help="timings per arm (default 200)")
+    parser.add_argument("--task", choices=sorted(TASKS), default="lr_share", help="the task timed (default lr_share)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--owner-pythonpath", default=None, help="run owner nodes from DIR (another checkout)")
     args = parser.parse_args()
     if args.repeats < 4:
         parser.error("--repeats must be at least 4")
-    run(args.repeats, args.seed, args.owner_pythonpath)
+    run(args.task, args.repeats, args.seed, args.owner_pythonpath)
 
 
 if __name__ == "__main__":
