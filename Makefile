@@ -41,6 +41,7 @@ bench: install
 	$(PY) bench/scale.py
 	$(PY) bench/coordinator_memory.py
 	$(PY) bench/soak.py
+	$(PY) bench/timing_channels.py
 
 # A longer hunt than CI's (tests/fuzz: 60 examples per RPC, 25 task batches).
 fuzz: install

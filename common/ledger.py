@@ -34,7 +34,7 @@ Non-private entries
 Budgets follow the rows (issue 20, finding 4)
     Besides its own record, an owner has an account per row it holds. A request is refused by the id's
     own record alone; a release the most-spent of its rows cannot afford is recorded on the id only and
-    does not read the rows (:class:`RowsUnused`: the owner sends a data-independent fallback), so a row
+    is not made from the rows (:class:`RowsUnused`: the owner sends a data-independent fallback), so a row
     never spends past its budget under any owner id, and a refusal never tells that a row was spent
     (``privfed.common.ledger_rows``).
 
@@ -203,8 +203,8 @@ class Ledger:
 
     def rows_spent(self, owner_id: str) -> Budget:
         """What the most-spent of the rows the owner holds in this process has spent, under any owner id
-        (``privfed.common.ledger_rows``; zero without bound rows): a release its rows cannot afford does
-        not read them (:class:`RowsUnused`)."""
+        (``privfed.common.ledger_rows``; zero without bound rows): a release its rows cannot afford is
+        not made from them (:class:`RowsUnused`)."""
         require_name("owner_id", owner_id)
         conn = self._fresh()
         return Budget(*self._rows.most((0.0, 0.0), self._rows.sums(conn, self.accounts(owner_id)), owner_id))
@@ -418,7 +418,7 @@ class Ledger:
         would overspend the owner id's budget, or reuses a release_id, is refused alone: its slot holds the
         exception (not raised) and it records nothing; the other entries are committed. An entry the
         owner's rows cannot afford (or that keeps them out) is recorded on the id and not on the rows: its
-        slot holds :class:`RowsUnused` (the release must not read the rows). O(1) per
+        slot holds :class:`RowsUnused` (the release must not be made from the rows). O(1) per
         entry in the owner's history (module docstring, "Cost against an owner's history").
 
         Raises
@@ -467,10 +467,17 @@ class Ledger:
                         new_owners.append((e.owner_id, self._default.epsilon, self._default.delta))
                     owner.add(e.release_id, e.epsilon, e.delta)
                     row = self._rows.most((0.0, 0.0), sums, e.owner_id)
+                    # the rows' sums are written whether they take the entry or keep theirs: the same work
+                    # either way, so a debit's time does not tell which (owner core, "Timing")
+                    keys = self.accounts(e.owner_id)
+                    kept = {k: sums[k] for k in keys}
+                    added = {
+                        k: (add_rounding_up(sums[k][0], e.epsilon), add_rounding_up(sums[k][1], e.delta)) for k in keys
+                    }
                     if e.rows and fits(row[0], e.epsilon, budget.epsilon) and fits(row[1], e.delta, budget.delta):
-                        for k in self.accounts(e.owner_id):
-                            sums[k] = (add_rounding_up(sums[k][0], e.epsilon), add_rounding_up(sums[k][1], e.delta))
+                        sums.update(added)
                     else:
+                        sums.update(kept)
                         error = RowsUnused(e.owner_id, e.release_id)
                     rows.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate), e.job))
                 results.append(error)

@@ -101,7 +101,8 @@ class Debit:
 class RowsUnused:
     """An outcome of :meth:`Ledger.debit_many` (not an error): the entry is recorded on the owner's id, but
     not on its row accounts, which cannot afford it (or which the entry keeps out, ``Debit.rows``): the
-    release must not read the rows, and the owner sends its kind's data-independent fallback instead.
+    release must not be made from the rows: the owner sends its kind's data-independent fallback instead
+    (computed from the rows all the same and dropped, for the time it takes: ``privfed.owner.compute``).
 
     Whether a request is refused depends on the owner id's own record alone, which the coordinator knows
     (it asked for every release in it); whether a row has spent its budget depends on which rows the owner

@@ -4,7 +4,7 @@ Besides its own record (the releases of its id), an owner has *row accounts*: on
 in this process (:meth:`~privfed.common.ledger.Ledger.bind_rows`, keyed by a salted digest of the
 row's content and its occurrence in the data, ``privfed.owner.data.row_digests``), to which each
 release that reads its rows is added. A request is refused by what the id released alone; a release
-the most-spent of its rows cannot afford is recorded on the id, not on the rows, and does not read them
+the most-spent of its rows cannot afford is recorded on the id, not on the rows, and is not made from them
 (:class:`~privfed.common.ledger_records.RowsUnused`: the owner sends its kind's data-independent
 fallback; an individual privacy filter). So re-sharding the same data (another ``--shards``), renaming
 the node (another ``--name``) or re-ordering the file never gives a row a fresh budget, and no refusal
@@ -15,7 +15,7 @@ The owner policy's limits per job, per day and in total (``privfed.owner.policy`
 with their job and time, which the accounts do not keep. So each owner id that debits with row accounts is
 recorded as a *holder* of them (table ``holders``, once per id and process, in its first debit's
 transaction), and :meth:`RowAccounts.holders` names the other ids that held any of an owner's rows: a
-release past a limit counted with their releases does not read the rows (``Debit.rows``), so
+release past a limit counted with their releases is not made from the rows (``Debit.rows``), so
 re-sharding or renaming does not reset a job's, a day's or the total limit of a row either. The sum over
 those ids is at least what any one row spent (more when an owner's rows came from several ids): the
 policy errs towards keeping rows out. Its refusals count the owner id's own releases only.

@@ -9,6 +9,15 @@ fails leaves its releases to :func:`compute_release`, one by one. An unsendable 
 by its fallback, never drawn again: a second draw made because the first was unsendable would release the
 mechanism's output conditioned on that event, up to twice its ε if the event depends on the rows (rejection
 sampling), while the fallback keeps the release ``M(x)`` or a data-independent value, as alone.
+
+Timing (a coordinator sees when an answer arrives): every debited release does the same work whichever
+value leaves, as a predictable transaction (Haeberlen, Pierce, Narayan, "Differential privacy under
+fire", USENIX Security 2011): the release is computed from the rows and the kind's fallback is drawn, and
+one of them is kept. A release the rows cannot afford (:func:`fallback_release`) is computed and dropped;
+one they can afford draws its fallback and drops it. So whether a row was spent before (stop 35, finding 6)
+does not show in the answer's time; what the computation's own time depends on is the solvers' (their
+work is fixed where the privacy analysis allows it: :mod:`privfed.common.learners.newton`) and is what
+:mod:`privfed.owner.core`'s "Limits" lists.
 """
 
 from __future__ import annotations
@@ -50,41 +59,79 @@ def is_sendable(release: object) -> bool:
     return True
 
 
-def compute_release(kind: TaskKind[Any], task: Task, owner: LocalOwner) -> Release:
-    """The release from the rows, or the kind's data-independent fallback (module docstring)."""
-    spec = task.spec
+def _attempt(kind: TaskKind[Any], task: Task, owner: LocalOwner) -> tuple[Release | None, str]:
+    """``kind.compute`` from the rows: the release if it is sendable, else None and why (totality)."""
     try:
-        release = kind.compute(task, spec, owner)
+        release = kind.compute(task, task.spec, owner)
         if is_sendable(release):
-            return release
-        reason = _UNSENDABLE
+            return release, ""
+        return None, _UNSENDABLE
     except Exception as exc:  # noqa: BLE001 - totality: nothing raised here may become a refusal
-        reason = f"{type(exc).__name__}: {exc}"
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def _fallback(kind: TaskKind[Any], task: Task, owner: LocalOwner) -> Release:
+    return kind.fallback(task.spec, owner.public, owner.n_rows, owner.rng)
+
+
+def _log_source(task: Task, rows_unused: bool) -> None:
+    """One debug line per release, the same for both sources ("Timing")."""
+    source = "its fallback (its rows cannot afford it)" if rows_unused else "its rows"
+    log.debug("task %s for %s: released from %s", task.task_id, task.owner_id, source)
+
+
+def _chosen(task: Task, release: Release | None, fallback: Release, reason: str) -> Release:
+    """``release``, or (None: it failed) its ``fallback``, the reason to the log."""
+    if release is not None:
+        return release
     log.error(
         "task %s for %s: %s; its data-independent fallback is released (already debited)",
         task.task_id,
         task.owner_id,
         reason,
     )
-    return kind.fallback(spec, owner.public, owner.n_rows, owner.rng)
+    return fallback
+
+
+def compute_release(kind: TaskKind[Any], task: Task, owner: LocalOwner) -> Release:
+    """The release from the rows, or the kind's data-independent fallback (module docstring). The fallback
+    is drawn either way ("Timing"), as :func:`fallback_release` computes the release either way."""
+    release, reason = _attempt(kind, task, owner)
+    fallback = _fallback(kind, task, owner)
+    _log_source(task, rows_unused=False)
+    return _chosen(task, release, fallback, reason)
 
 
 def fallback_release(kind: TaskKind[Any], task: Task, owner: LocalOwner) -> Release:
     """The kind's data-independent fallback for ``task``: a release debited on the owner's id whose rows may
-    not be read (:class:`~privfed.common.ledger_records.RowsUnused`: they cannot afford it, or the owner's
-    policy keeps them out). Whether the rows were read shows only through the mechanism's own noise."""
-    log.info(
-        "task %s for %s: its rows cannot afford it; the data-independent fallback is released",
-        task.task_id,
-        task.owner_id,
-    )
-    return kind.fallback(task.spec, owner.public, owner.n_rows, owner.rng)
+    not be released from (:class:`~privfed.common.ledger_records.RowsUnused`: they cannot afford it, or the
+    owner's policy keeps them out). Whether the rows were released from shows only through the mechanism's
+    own noise: the release is computed from the rows all the same and discarded, so the answer takes the time
+    :func:`compute_release` takes ("Timing"); a discarded value tells nobody anything."""
+    _attempt(kind, task, owner)  # the same work as a release from the rows; its value is dropped here
+    fallback = _fallback(kind, task, owner)
+    _log_source(task, rows_unused=True)
+    return fallback
 
 
-def compute_together(kind: TaskKind[Any], tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release | None]:
+def _fallbacks(kind: TaskKind[Any], tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release]:
+    """Every task's fallback, together where the kind can (``TaskKind.fallback_many``), else one by one."""
+    try:
+        many = kind.fallback_many(list(tasks), list(owners))
+    except Exception as exc:  # noqa: BLE001 - a bug: each fallback is then drawn alone
+        log.error("task kind %s: drawing %d fallback(s) together failed (%s); one by one", kind.name, len(tasks), exc)
+        many = None
+    return list(many) if many is not None else [_fallback(kind, t, o) for t, o in zip(tasks, owners, strict=True)]
+
+
+def compute_together(
+    kind: TaskKind[Any], tasks: Sequence[Task], owners: Sequence[LocalOwner], rows_unused: Sequence[bool]
+) -> list[Release | None]:
     """Releases of one kind's debited ``tasks`` (at most :data:`TOGETHER`) in one ``compute_many`` call, in
     order (an unsendable one replaced by its fallback); None where the release is left to
-    :func:`compute_release` (the kind has no batched computation, or the call raised)."""
+    :func:`compute_release` or :func:`fallback_release` (the kind has no batched computation, or the call
+    raised). ``rows_unused[i]``: task ``i`` answers its fallback (:func:`fallback_release`); its release is
+    computed with the others all the same, and every task's fallback is drawn ("Timing")."""
     try:
         releases = kind.compute_many(list(tasks), list(owners))
     except Exception as exc:  # noqa: BLE001 - totality: each task is then computed alone
@@ -93,10 +140,9 @@ def compute_together(kind: TaskKind[Any], tasks: Sequence[Task], owners: Sequenc
     if releases is None:
         return [None] * len(tasks)
     out: list[Release | None] = []
-    for task, owner, release in zip(tasks, owners, releases, strict=True):
-        if is_sendable(release):
-            out.append(release)
-        else:  # its fallback, not a second draw (module docstring)
-            log.error("task %s for %s: %s; its fallback is released", task.task_id, task.owner_id, _UNSENDABLE)
-            out.append(kind.fallback(task.spec, owner.public, owner.n_rows, owner.rng))
+    fallbacks = _fallbacks(kind, tasks, owners)  # an unsendable release's, not a second draw (module docstring)
+    for task, release, fallback, unused in zip(tasks, releases, fallbacks, rows_unused, strict=True):
+        sendable = release if is_sendable(release) else None
+        out.append(fallback if unused else _chosen(task, sendable, fallback, _UNSENDABLE))
+        _log_source(task, unused)
     return out

@@ -33,10 +33,25 @@ built from the task's own fields and the owner's public configuration. The full 
 the local log. A release kept by the owner (a boosting run's share, an evaluation pair) is sent
 again when asked again, never recomputed: no new draw, no debit.
 
+Timing: a coordinator sees when each answer arrives, so a release does the same work whatever leaves
+(:mod:`privfed.owner.compute`, "Timing"): a release the rows cannot afford (``RowsUnused``) is computed
+from them and dropped, every release draws its fallback, and the ledger writes a debit's row sums either
+way; so whether a row was spent before does not show in the time (``tests/adversary/test_timing_fallback.py``).
+The local LR fit runs a fixed number of Newton steps (:func:`~privfed.common.learners.newton.newton_steps`).
+``bench/timing_channels.py`` (in process) and ``bench/timing_processes.py`` (real processes) measure what is
+left as the accuracy of telling two owners apart from one answer's time.
+
 Limits: a ledger that cannot record (a full disk) refuses the batch's releases (``internal``)
 before anything is computed. A fallback or a secure sum that fails after the debit is a bug: the
-task is then refused (``internal``) with its debit on the record. Timing is not covered: compute
-time may depend on the data.
+task is then refused (``internal``) with its debit on the record. Timing covers the fallback-versus-release
+channel and the LR fit; it does not cover (measured, not closed): the row count (work grows with it:
+one timing tells 10% fewer rows apart at 0.6-0.95 accuracy; an NCC share's shape shows it anyway); the
+objective-perturbation solvers of FedDPDR's SVM (``common/mechanisms/amp.py``: L-BFGS stops when it
+converges; ``ovr-huber`` separable or one-class rows at ~0.7 accuracy from one timing, the other models
+~0.55-0.6); a computation that raises part-way (then falls back sooner); a cached release sent again
+(no computation: but whether it is cached is public, the coordinator asked for it before); and a batch's
+wall time beside other work on the host. An owner whose rows were spent has them computed from, so
+what is left of the data channel reaches those rows too.
 """
 
 from __future__ import annotations
@@ -196,9 +211,7 @@ class OwnerCore:
         plan = [self._admit(item, seen, pending, standings, job) for item in items]
         fresh = [p for p in plan if isinstance(p, _Admitted) and p.cached is None]
         self._debit(fresh)
-        self._compute_together(
-            [a for a in fresh if a.refused is None and not a.rows_unused and a.kind.mod(a.task.spec) is None]
-        )
+        self._compute_together([a for a in fresh if a.refused is None and a.kind.mod(a.task.spec) is None])
         results: list[Result] = []
         outbound: list[Outbound] = []
         for p in plan:
@@ -368,7 +381,7 @@ class OwnerCore:
             else:
                 if p.release is not None:
                     release = p.release
-                elif p.rows_unused:  # recorded on the id alone: the rows may not be read
+                elif p.rows_unused:  # recorded on the id alone: its fallback leaves (computed alike: "Timing")
                     release = fallback_release(kind, task, p.owner)
                 else:
                     release = compute_release(kind, task, p.owner)
@@ -395,7 +408,9 @@ class OwnerCore:
         for group in by_kind.values():
             for i in range(0, len(group), TOGETHER):
                 piece = group[i : i + TOGETHER]
-                releases = compute_together(piece[0].kind, [a.task for a in piece], [a.owner for a in piece])
+                releases = compute_together(
+                    piece[0].kind, [a.task for a in piece], [a.owner for a in piece], [a.rows_unused for a in piece]
+                )
                 for a, release in zip(piece, releases, strict=True):
                     a.release = release
 

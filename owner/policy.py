@@ -23,7 +23,7 @@ A policy declines by what the owner's id released (the coordinator asked for all
 restarted with another ``--shards`` or ``--name`` gives its owners new ids, but their rows bring their
 jobs', days' and total spending with them, as they bring their budget (``privfed.common.ledger_rows``):
 a release that would take a row past a limit, counting what every id that held one of the owner's rows
-released (:meth:`~privfed.common.ledger.Ledger.row_holders`), does not read the rows
+released (:meth:`~privfed.common.ledger.Ledger.row_holders`), is not made from the rows
 (:func:`keeps_rows_out`; the owner sends its data-independent fallback), so that no refusal tells the
 coordinator that a row was spent before.
 """
@@ -162,7 +162,7 @@ def keeps_rows_out(policy: OwnerPolicy, job: JobInfo, ledger: Ledger, owner_id: 
     """Whether a release the policy accepts for the owner's id (:meth:`OwnerPolicy.declines`,
     :func:`exceeds_announcement`) would take one of its rows past the job's announcement or the policy's
     day or total limit, counting what the ids that held its rows released (module docstring): then it
-    does not read the rows (``Debit.rows``)."""
+    is not made from the rows (``Debit.rows``)."""
     holders = ledger.row_holders(owner_id)  # one lookup per task
     if not holders:
         return False  # no other id held its rows: the id's own checks were the rows' too

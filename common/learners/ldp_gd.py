@@ -78,7 +78,8 @@ from numpy.typing import ArrayLike
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, RoundFailed
-from privfed.common.learners.logistic import LinearModel, _expit
+from privfed.common.learners.logistic import LinearModel
+from privfed.common.learners.newton import expit
 from privfed.common.mechanisms import Mechanism, make_mechanism
 from privfed.common.mechanisms.piecewise_multidim import PiecewiseMultidim
 from privfed.common.validation import check_choice, check_int, check_positive
@@ -120,7 +121,7 @@ def logistic_gradients(theta: ArrayLike, t: np.ndarray, y: np.ndarray, n_classes
     t1 = np.hstack([t, np.ones((t.shape[0], 1))])
     scores = t1 @ theta.T  # (n, K')
     if n_classes == 2:
-        residual = _expit(scores) - (y == 1)[:, None]
+        residual = expit(scores) - (y == 1)[:, None]
     else:
         z = np.exp(scores - scores.max(axis=1, keepdims=True))
         residual = z / z.sum(axis=1, keepdims=True) - np.eye(n_classes)[y]

@@ -16,6 +16,10 @@ mechanism whose input may be *any* point of ``[-1, 1]^p``; so the owner's whole 
 protected at ε (which implies the row-level guarantee). Clipping makes the bound hold for
 every input; ``param_bound`` is public configuration.
 
+Timing. A coordinator sees when an owner's share arrives, so the fit's work must not depend on the rows:
+the solver (:func:`privfed.common.learners.newton.newton_logistic`) runs a number of Newton steps fixed by
+the row count and ``C`` whatever the rows, each the same work (``bench/timing_channels.py`` measures it).
+
 Model space. The model works on rows mapped to ``[-1, 1]^d`` by the public bounds
 (``t = bounds.to_unit(x)``, which clips). :class:`LinearModel` does that mapping in
 ``predict``; :attr:`LinearModel.linear_stage` gives the coefficients in that unit space.
@@ -28,24 +32,13 @@ from numpy.typing import ArrayLike
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
+from privfed.common.learners.newton import newton_logistic
 from privfed.common.mechanisms import Mechanism, estimate_mean
 from privfed.common.validation import check_int, check_positive
 
-
-def _expit(z: np.ndarray) -> np.ndarray:
-    """The logistic function ``1 / (1 + exp(-z))``, without overflow for any finite ``z``
-    (scipy.special.expit's values to rounding, so the objective is unchanged)."""
-    e = np.exp(-np.abs(z))
-    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-
-
-#: Newton's stopping rule: Euclidean norm of the gradient of the objective divided by
-#: ``C * max(sum s, 1)`` (scipy trust-ncg's ``gtol`` on the same scaled objective was 1e-9).
 #: The default public clip bound of the parameters, for the federation (``--param-bound``,
 #: JobConfig) and the in-process estimator alike.
 DEFAULT_PARAM_BOUND = 4.0
-_NEWTON_GTOL = 1e-10
-_NEWTON_MAX_STEPS = 100
 
 
 def n_parameters(n_classes: int, d: int) -> int:
@@ -149,57 +142,6 @@ def fit_local_logistic_many(
     rows = np.broadcast_to(t1[:, None], (g, k_out, n, d + 1)).reshape(g * k_out, n, d + 1)
     theta = newton_logistic(rows, signs.reshape(g * k_out, n), np.ones((g * k_out, n)), C)
     return theta.reshape(g, k_out * (d + 1))
-
-
-def newton_logistic(t1: np.ndarray, signs: np.ndarray, s: np.ndarray, C: float) -> np.ndarray:
-    """Minimise, for each of ``B`` independent problems ``b`` (seed 002 eq. 3),
-
-        C * sum_i s_bi log(1 + exp(-signs_bi (theta_b . t1_bi))) + ||theta_b||^2 / 2,
-
-    by damped Newton steps in numpy, all problems at once (``t1`` (B, n, p), ``signs`` and ``s``
-    (B, n); returns theta (B, p)). The Hessian ``C T1' diag(s p (1 - p)) T1 + I >= I``, so every
-    step is a descent direction and each problem's Armijo backtracking converges; near the optimum
-    full steps converge quadratically. A problem stops on its own (:data:`_NEWTON_GTOL` on its
-    gradient scaled by ``1 / (C max(sum s, 1))``, which keeps gradients O(1)), the others go on.
-    """
-    b, _, p = t1.shape
-    scale = 1.0 / (C * np.maximum(s.sum(axis=1), 1.0))  # (B,): same argmin
-    theta = np.zeros((b, p))
-    active = np.arange(b)
-
-    def value(idx: np.ndarray, th: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        margin = signs[idx] * np.einsum("bnp,bp->bn", t1[idx], th)
-        loss = C * np.sum(s[idx] * np.logaddexp(0.0, -margin), axis=1) + 0.5 * np.sum(th * th, axis=1)
-        return loss * scale[idx], margin
-
-    for _ in range(_NEWTON_MAX_STEPS):
-        if not active.size:
-            break
-        th, rows = theta[active], t1[active]
-        val, margin = value(active, th)
-        grad = (C * np.einsum("bn,bnp->bp", -signs[active] * _expit(-margin) * s[active], rows) + th) * scale[
-            active, None
-        ]
-        moving = np.linalg.norm(grad, axis=1) > _NEWTON_GTOL
-        curvature = _expit(margin) * _expit(-margin) * s[active] * C
-        hessian = np.einsum("bnp,bn,bnq->bpq", rows, curvature, rows) + np.eye(p)
-        step = np.linalg.solve(hessian, (grad / scale[active, None])[..., None])[..., 0]
-        tiny = np.max(np.abs(step), axis=1) <= 1e-12 * (1.0 + np.max(np.abs(th), axis=1))  # at rounding level
-        slope = np.sum(grad * step, axis=1)  # Newton decrement squared (scaled)
-        full = moving & (tiny | (slope <= 1e-12))  # quadratic region: the objective cannot resolve the decrease
-        search = moving & ~full
-        size = np.where(moving, 1.0, 0.0)
-        pending = search.copy()
-        while pending.any():
-            idx = np.flatnonzero(pending)
-            trial, _ = value(active[idx], th[idx] - size[idx, None] * step[idx])
-            done = trial <= val[idx] - 1e-4 * size[idx] * slope[idx]
-            size[idx[~done]] /= 2.0
-            pending[idx[done | (size[idx] <= 1e-12)]] = False
-        size[search & (size <= 1e-12)] = 0.0  # no decrease left at rounding level: this is the optimum
-        theta[active] = th - size[:, None] * step
-        active = active[moving & ~tiny & (size > 0.0)]
-    return theta
 
 
 def clip_parameters(theta: ArrayLike, param_bound: float) -> np.ndarray:

@@ -251,6 +251,13 @@ class TaskKind(ABC, Generic[S]):
     def fallback(self, spec: S, public: PublicConfig, n_rows: int, rng: np.random.Generator) -> Release:
         """The same release around a data-independent value: what leaves if ``compute`` fails."""
 
+    def fallback_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
+        """The fallbacks of several of its tasks at once, in order, drawn from each group's first owner's
+        generator (as ``compute_many``); None: one by one with ``fallback`` (the default). Every debited
+        release draws its fallback, used or not (:mod:`privfed.owner.compute`, "Timing"), so a kind that
+        computes a batch together draws the batch's fallbacks together too."""
+        return None
+
     def released(self, task: Task, spec: S, release: Release, owner: LocalOwner, node: NodeState) -> None:
         """Called once a fresh release was made (e.g. to keep it for sending again)."""
 

@@ -23,6 +23,7 @@ from privfed.common.mechanisms.base import Mechanism
 from privfed.common.tasks import LR_GRADIENT, LrGradientReply, LrGradientTask, Task, gradient_release_id
 from privfed.common.validation import check_positive
 from privfed.owner.kinds.base import PublicView, Refused, TaskKind, check_classes, check_limit, check_schema
+from privfed.owner.kinds.shares import same_release
 from privfed.owner.local import Cached, LocalOwner, PublicConfig, Release
 
 
@@ -86,14 +87,23 @@ class LrGradientKind(TaskKind[LrGradientTask]):
 
     def compute_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
         out: list[Release] = [LrGradientReply(np.empty((0, 0)))] * len(tasks)
-        groups: dict[Hashable, list[int]] = {}
-        for i, (task, owner) in enumerate(zip(tasks, owners, strict=True)):
-            groups.setdefault(_key(task, owner), []).append(i)
-        for group in groups.values():
+        for group in same_release(tasks, owners, _key):
             spec, rows = _spec(tasks[group[0]]), [owners[i] for i in group]
             reports = gradient_shares(
                 spec.theta, np.stack([o.X for o in rows]), np.stack([o.y for o in rows]), bounds=spec.bounds,
                 n_classes=spec.n_classes, mechanism=_mechanism(spec), rng=rows[0].rng,
+            )  # fmt: skip
+            for j, i in enumerate(group):
+                out[i] = LrGradientReply(reports=reports[j : j + 1])
+        return out
+
+    def fallback_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
+        out: list[Release] = [LrGradientReply(np.empty((0, 0)))] * len(tasks)
+        for group in same_release(tasks, owners, _key):
+            spec, g = _spec(tasks[group[0]]), len(group)
+            reports = gradient_shares(
+                spec.theta, np.zeros((g, 0, spec.bounds.d)), np.zeros((g, 0), dtype=np.int64), bounds=spec.bounds,
+                n_classes=spec.n_classes, mechanism=_mechanism(spec), rng=owners[group[0]].rng,
             )  # fmt: skip
             for j, i in enumerate(group):
                 out[i] = LrGradientReply(reports=reports[j : j + 1])

@@ -23,6 +23,7 @@ from privfed.common.tasks import NB_REPORT, NbReportReply, NbReportTask, Task, n
 from privfed.common.tasks.naive_bayes import MAX_NB_BINS
 from privfed.common.validation import check_int
 from privfed.owner.kinds.base import PublicView, Refused, TaskKind, check_classes, check_schema
+from privfed.owner.kinds.shares import same_release
 from privfed.owner.local import Cached, LocalOwner, PublicConfig, Release
 
 
@@ -74,10 +75,7 @@ class NbReportKind(TaskKind[NbReportTask]):
         if any(o.n_rows == 0 for o in owners):
             return None  # one by one: an owner of no row answers its fallback
         out: list[Release] = [NbReportReply(np.empty(0), np.empty((0, 0)))] * len(tasks)
-        groups: dict[Hashable, list[int]] = {}
-        for i, task in enumerate(tasks):
-            groups.setdefault(_key(task), []).append(i)
-        for group in groups.values():
+        for group in same_release(tasks, owners, lambda task, owner: _key(task)):
             spec, rows = _spec(tasks[group[0]]), [owners[i] for i in group]
             owner_of_row = np.repeat(np.arange(len(rows)), [o.n_rows for o in rows])
             features, reports = spec.encoding.share(
@@ -94,11 +92,20 @@ class NbReportKind(TaskKind[NbReportTask]):
     ) -> NbReportReply:
         return _uniform_report(spec, rng)
 
+    def fallback_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
+        out: list[Release] = [NbReportReply(np.empty(0), np.empty((0, 0)))] * len(tasks)
+        for group in same_release(tasks, owners, lambda task, owner: _key(task)):
+            many = _uniform_report(_spec(tasks[group[0]]), owners[group[0]].rng, len(group))
+            for j, i in enumerate(group):
+                out[i] = NbReportReply(features=many.features[j : j + 1], reports=many.reports[j : j + 1])
+        return out
 
-def _uniform_report(spec: NbReportTask, rng: np.random.Generator) -> NbReportReply:
-    """A uniformly drawn cell of a uniformly drawn feature through the same oracle (data-independent)."""
+
+def _uniform_report(spec: NbReportTask, rng: np.random.Generator, owners: int = 1) -> NbReportReply:
+    """A uniformly drawn cell of a uniformly drawn feature through the same oracle (data-independent), for
+    each of ``owners`` owners (one row of ``reports`` each)."""
     enc = spec.encoding
-    feature = rng.integers(0, enc.d, size=1).astype(np.int64)
-    cell = rng.integers(0, enc.domain, size=1).astype(np.int64)
+    feature = rng.integers(0, enc.d, size=owners).astype(np.int64)
+    cell = rng.integers(0, enc.domain, size=owners).astype(np.int64)
     reports = enc.frequency_oracle.privatize(cell, rng) if np.isfinite(spec.epsilon) else cell
-    return NbReportReply(features=feature, reports=np.asarray(reports, dtype=np.int64).reshape(1, -1))
+    return NbReportReply(features=feature, reports=np.asarray(reports, dtype=np.int64).reshape(owners, -1))

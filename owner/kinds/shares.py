@@ -147,6 +147,18 @@ class NccShareKind(TaskKind[NccShareTask]):
         rows = midpoint_rows(public.bounds, n_rows)
         return self._share(spec, rows, np.zeros(rows.shape[0], dtype=np.int64), public.bounds, rng)
 
+    def fallback_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
+        out: list[Release] = [NccShareReply(np.empty((0, 0)), np.empty(0, np.int64))] * len(tasks)
+        for group in same_release(tasks, owners, lambda t, o: spec_key(spec_of(t, NccShareTask))):
+            spec = spec_of(tasks[group[0]], NccShareTask)
+            sizes = np.array([max(owners[i].n_rows, 1) for i in group])  # as many rows as each fallback's
+            X = midpoint_rows(spec.bounds, int(sizes.sum()))
+            release = self._share(spec, X, np.zeros(X.shape[0], dtype=np.int64), spec.bounds, owners[group[0]].rng)
+            ends = np.cumsum(sizes)
+            for i, start, end in zip(group, ends - sizes, ends, strict=True):
+                out[i] = type(release)(*(getattr(release, f.name)[start:end] for f in fields(release)))
+        return out
+
 
 class LrShareKind(TaskKind[LrShareTask]):
     """A local logistic model, clipped to the public parameter bound, through an ε-LDP mechanism.
@@ -194,3 +206,14 @@ class LrShareKind(TaskKind[LrShareTask]):
         mechanism = self._mechanism(spec)
         reports = lr_share(np.zeros(mechanism.d), param_bound=spec.param_bound, mechanism=mechanism, rng=rng)
         return LrShareReply(reports=np.asarray(reports).reshape(1, -1))
+
+    def fallback_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
+        out: list[Release] = [LrShareReply(np.empty((0, 0)))] * len(tasks)
+        for group in same_release(tasks, owners, lambda t, o: spec_key(spec_of(t, LrShareTask))):
+            spec = spec_of(tasks[group[0]], LrShareTask)
+            mechanism = self._mechanism(spec)
+            zeros = np.zeros((len(group), mechanism.d))
+            reports = lr_share(zeros, param_bound=spec.param_bound, mechanism=mechanism, rng=owners[group[0]].rng)
+            for j, i in enumerate(group):
+                out[i] = LrShareReply(reports=reports[j : j + 1])
+        return out

@@ -1,0 +1,154 @@
+"""The damped Newton solver of the local logistic fit (:mod:`privfed.common.learners.logistic`, seed 002
+eq. 3), with the same work for every owner's rows.
+
+Timing. A coordinator sees when an owner's LR share arrives, so the fit's work must not depend on the rows
+(``privfed.owner.compute``, "Timing"): :func:`newton_logistic` runs a number of Newton steps fixed by the
+row count and ``C`` (:func:`newton_steps`) on every problem, converged or not, tries the line search's
+first step sizes together, and takes ``exp`` and ``log(1 + exp)`` without branches or subnormals, whose
+cost depends on the values. The parameter vector's privacy does not rest on the fit converging (any
+vector is clipped and perturbed, :func:`~privfed.common.learners.logistic.lr_share`), so the step count
+is a cost, not a proof obligation: a fit that needs more steps takes them (data-dependent work, in a
+tail that no fit of ``tests/unit/test_logistic_fixed_work.py`` or ``bench/timing_channels.py`` reached).
+Numpy only: no scipy on an owner node (issue 10).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: Newton's stopping rule: Euclidean norm of the gradient of the objective divided by
+#: ``C * max(sum s, 1)`` (scipy trust-ncg's ``gtol`` on the same scaled objective was 1e-9).
+_NEWTON_GTOL = 1e-10
+_NEWTON_MAX_STEPS = 100
+
+#: ``exp`` is taken of ``-min(|z|, _EXP_LIMIT)``, and ``exp(-|z|)`` beyond it is 0: no subnormal, whose slow
+#: path would make the fit's time depend on how large the margins are (module docstring; Andrysco et al., "On
+#: subnormal floating point and abnormal timing", IEEE S&P 2015). ``exp(-700) ~ 1e-304``: below the rounding of
+#: every sum it is in.
+_EXP_LIMIT = 700.0
+
+
+def _exp_neg_abs(z: np.ndarray) -> np.ndarray:
+    """``exp(-|z|)``, 0 beyond :data:`_EXP_LIMIT` (where it is below 1e-304), never computed there."""
+    a = np.abs(z)
+    return np.where(a > _EXP_LIMIT, 0.0, np.exp(-np.minimum(a, _EXP_LIMIT)))
+
+
+def expit(z: np.ndarray) -> np.ndarray:
+    """The logistic function ``1 / (1 + exp(-z))``, without overflow for any finite ``z``
+    (scipy.special.expit's values to rounding, so the objective is unchanged)."""
+    e = _exp_neg_abs(z)
+    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def softplus(z: np.ndarray) -> np.ndarray:
+    """``log(1 + exp(z))``: ``np.logaddexp(0, z)``'s formula without its branches, whose cost depends on the
+    signs of ``z`` (module docstring, "Timing"): the same work for every value."""
+    return np.maximum(z, 0.0) + np.log1p(_exp_neg_abs(z))
+
+
+def newton_steps(n_rows: int, C: float) -> int:
+    """The Newton steps every fit of ``n_rows`` rows at ``C`` runs: a public function of the fit's shape and
+    its task (module docstring, "Timing"). Damped Newton from 0 needs more steps as the loss term ``C n``
+    outweighs the regulariser; on mixtures, separable, one-class and saturated rows (n = 1..30000,
+    C = 1e-3..1e6, two and three classes) it converged in 3-15 steps at n C <= 3e5, and none needed
+    more than this bound (``bench/timing_channels.py`` and ``tests/unit/test_logistic_fixed_work.py``)."""
+    return 10 + 2 * math.ceil(math.log10(1.0 + n_rows * C))
+
+
+#: Step sizes 1 and 1/2 of every Newton step's backtracking line search, tried together (a step that
+#: needs a smaller one halves on from 1/4: data-dependent work, which the fits above never needed).
+_LADDER = 2.0 ** -np.arange(2)
+
+
+def newton_logistic(t1: np.ndarray, signs: np.ndarray, s: np.ndarray, C: float) -> np.ndarray:
+    """Minimise, for each of ``B`` independent problems ``b`` (seed 002 eq. 3),
+
+        C * sum_i s_bi log(1 + exp(-signs_bi (theta_b . t1_bi))) + ||theta_b||^2 / 2,
+
+    by damped Newton steps in numpy, all problems at once (``t1`` (B, n, p), ``signs`` and ``s``
+    (B, n); returns theta (B, p)). The Hessian ``C T1' diag(s p (1 - p)) T1 + I >= I``, so every
+    step is a descent direction and each problem's Armijo backtracking converges; near the optimum
+    full steps converge quadratically. A problem stops moving on its own (:data:`_NEWTON_GTOL` on its
+    gradient scaled by ``1 / (C max(sum s, 1))``, which keeps gradients O(1)).
+
+    Timing: the work is fixed by the shapes and ``C``, not by the rows. Every problem takes part in
+    :func:`newton_steps` steps, converged or not (a converged one is not moved), and each step tries the
+    line search's first sizes (:data:`_LADDER`) together. Only a fit that needs more steps, or a smaller
+    step size, does more (up to :data:`_NEWTON_MAX_STEPS`): data-dependent work in a tail the fits of
+    :func:`newton_steps` never reached.
+    """
+    b, n, p = t1.shape
+    scale = 1.0 / (C * np.maximum(s.sum(axis=1), 1.0))  # (B,): same argmin
+    theta = np.zeros((b, p))
+    live = np.ones(b, dtype=bool)
+    for step_no in range(_NEWTON_MAX_STEPS):
+        if step_no >= newton_steps(n, C) and not live.any():
+            break
+        theta, live = _newton_step(t1, signs, s, C, scale, theta, live)
+    return theta
+
+
+def _loss(margin: np.ndarray, s: np.ndarray, theta: np.ndarray, C: float, scale: np.ndarray) -> np.ndarray:
+    """The scaled objective of each problem (``margin`` (..., n), ``theta`` (..., p), ``scale`` broadcast)."""
+    return (C * np.sum(s * softplus(-margin), axis=-1) + 0.5 * np.sum(theta * theta, axis=-1)) * scale
+
+
+def _newton_step(
+    t1: np.ndarray, signs: np.ndarray, s: np.ndarray, C: float, scale: np.ndarray, theta: np.ndarray, live: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """One damped Newton step of every problem (:func:`newton_logistic`); a problem not ``live`` (converged)
+    is computed alike and left where it is. Returns the new theta and which problems still move."""
+    margin = signs * np.matmul(t1, theta[..., None])[..., 0]
+    val = _loss(margin, s, theta, C, scale)
+    grad = (C * np.matmul((-signs * expit(-margin) * s)[:, None, :], t1)[:, 0, :] + theta) * scale[:, None]
+    moving = live & (np.linalg.norm(grad, axis=1) > _NEWTON_GTOL)
+    curvature = expit(margin) * expit(-margin) * s * C
+    hessian = np.matmul(t1.transpose(0, 2, 1), t1 * curvature[..., None]) + np.eye(theta.shape[1])  # BLAS
+    step = np.linalg.solve(hessian, (grad / scale[:, None])[..., None])[..., 0]
+    tiny = np.max(np.abs(step), axis=1) <= 1e-12 * (1.0 + np.max(np.abs(theta), axis=1))  # at rounding level
+    slope = np.sum(grad * step, axis=1)  # Newton decrement squared (scaled)
+    full = moving & (tiny | (slope <= 1e-12))  # quadratic region: the objective cannot resolve the decrease
+    search = moving & ~full
+    # the margins are linear in the step size: every size of the ladder costs O(n), tried by every problem
+    shift = signs * np.matmul(t1, step[..., None])[..., 0]
+    trial = np.stack(
+        [_loss(margin - a * shift, s, theta - a * step, C, scale) for a in _LADDER], axis=1
+    )  # (B, len(_LADDER))
+    accepted = trial <= val[:, None] - 1e-4 * _LADDER[None, :] * slope[:, None]
+    size = np.where(moving, 1.0, 0.0)
+    size[search] = np.where(accepted[search].any(axis=1), _LADDER[np.argmax(accepted[search], axis=1)], 0.0)
+    smaller = search & ~accepted.any(axis=1)
+    if smaller.any():  # the data-dependent tail (newton_logistic's docstring)
+        size[smaller] = _halve_on(margin, shift, s, theta, step, C, scale, val, slope, smaller)
+    return theta - size[:, None] * step, moving & ~tiny & (size > 0.0)
+
+
+def _halve_on(
+    margin: np.ndarray,
+    shift: np.ndarray,
+    s: np.ndarray,
+    theta: np.ndarray,
+    step: np.ndarray,
+    C: float,
+    scale: np.ndarray,
+    val: np.ndarray,
+    slope: np.ndarray,
+    which: np.ndarray,
+) -> np.ndarray:
+    """Backtracking below the ladder for the problems ``which``: halve from ``_LADDER[-1] / 2`` until Armijo
+    holds, or down to 1e-12 (then 0: no decrease left at rounding level, this is the optimum)."""
+    idx = np.flatnonzero(which)
+    size = np.full(idx.size, _LADDER[-1] / 2.0)
+    pending = np.ones(idx.size, dtype=bool)
+    while pending.any():
+        j = idx[pending]
+        a = size[pending]
+        trial = _loss(margin[j] - a[:, None] * shift[j], s[j], theta[j] - a[:, None] * step[j], C, scale[j])
+        done = trial <= val[j] - 1e-4 * a * slope[j]
+        size[np.flatnonzero(pending)[~done]] /= 2.0
+        pending[np.flatnonzero(pending)[done]] = False
+        pending &= size > 1e-12
+    return np.where(size > 1e-12, size, 0.0)
