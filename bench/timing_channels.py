@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import random
 import statistics
 import time
 from collections.abc import Callable
@@ -187,7 +186,7 @@ class Arm:
     times: list[float]
 
 
-def time_case(name: str, arms: list[Arm], repeats: int, rng: random.Random, clock: Callable[[], float]) -> None:
+def time_case(name: str, arms: list[Arm], repeats: int, rng: np.random.Generator, clock: Callable[[], float]) -> None:
     """Answer the case's task ``repeats`` times per arm, the arms in a random order each repeat."""
     make = CASES[name]
     for r in range(repeats):
@@ -243,7 +242,7 @@ def run(kinds: list[str], repeats: int, seed: int, clock: str = "wall") -> None:
     print(f"# uptime: {os.popen('uptime').read().strip()}")
     print(f"# {repeats} repeats per arm, n={N} rows, d={D}, K={K}; {clock} times of OwnerCore.answer for one task")
     print(f"{'kind':22} {'pair':24} {'med_a ms':>9} {'med_b ms':>9} {'diff/mad':>9} {'KS':>5} {'acc':>5}")
-    rng = random.Random(seed)
+    rng = np.random.default_rng(seed)
     for name in kinds:
         X, y = mixture(np.random.default_rng(seed))
         arms = [Arm("A", make_core(X, y, seed), []), Arm("A-rows-spent", make_core(X, y, seed, rows_spent=True), [])]

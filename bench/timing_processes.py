@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import shutil
 import sqlite3
 import subprocess
@@ -44,6 +43,7 @@ from hostile import (  # type: ignore[import-not-found]  # noqa: E402 - tests/ad
     HostileCoordinator,
     bounds_matrix,
     kind,
+    lr_task,
     make_federation_certs,
     matrix,
     owner_command,
@@ -59,19 +59,8 @@ BUDGET = 1000.0
 SPEND = 25.0  # within PM's public ε ceiling
 
 
-def lr_task(task_id: str, owner_id: str, epsilon: float) -> pb.Task:
-    return pb.Task(
-        task_id=task_id,
-        owner_id=owner_id,
-        round_id=task_id,
-        lr_share=pb.LrShareTask(
-            mechanism=pb.MechanismSpec(name=pb.MECHANISM_PM, epsilon=epsilon),
-            param_bound=4.0,
-            c=1.0,
-            n_classes=2,
-            bounds=bounds_matrix(D, -BOUND, BOUND),
-        ),
-    )
+def lr_share_task(task_id: str, owner_id: str, epsilon: float) -> pb.Task:
+    return lr_task(task_id, owner_id, d=D, epsilon=epsilon, param_bound=4.0, bounds=bounds_matrix(D, -BOUND, BOUND))
 
 
 def svm_task(task_id: str, owner_id: str, epsilon: float) -> pb.Task:
@@ -93,7 +82,7 @@ def svm_task(task_id: str, owner_id: str, epsilon: float) -> pb.Task:
 
 
 #: The task a run times, and the rows its data contrast holds (``bench/timing_channels.py``'s strongest).
-TASKS = {"lr_share": (lr_task, "at-bounds"), "svm_share": (svm_task, "one-class")}
+TASKS = {"lr_share": (lr_share_task, "at-bounds"), "svm_share": (svm_task, "one-class")}
 
 
 class Nodes:
@@ -152,7 +141,7 @@ def spent_ledger(nodes: Nodes, node: int, data: Path, epsilon: float) -> Path:
     ledger = nodes.tmp / f"{node}.sqlite"
     owner = nodes.start(f"owner-{node}", data, ledger)
     for i, part in enumerate([SPEND] * int(epsilon // SPEND) + [epsilon % SPEND]):
-        _, result = nodes.answer(lr_task(f"spend-{node}-{i}", owner, part))
+        _, result = nodes.answer(lr_share_task(f"spend-{node}-{i}", owner, part))
         if kind(result) != "lr_share":
             raise SystemExit(f"spending owner-{node}'s rows was refused: {result}")
     nodes.stop(nodes.procs.pop())
@@ -181,7 +170,7 @@ def run(task: str, repeats: int, seed: int, owner_pythonpath: str | None) -> Non
             contrast: nodes.start("owner-5", b, spent_ledger(nodes, 2, b, 0.5)),
         }
         times: dict[str, list[float]] = {name: [] for name in arms}
-        order, shuffle = list(arms), random.Random(seed)
+        order, shuffle = list(arms), np.random.default_rng(seed)
         for r in range(repeats + 10):  # the first 10: warm-up (imports, caches), not counted
             shuffle.shuffle(order)
             for name in order:

@@ -632,6 +632,32 @@ def ncc_task(
     )
 
 
+def lr_task(
+    task_id: str,
+    owner_id: str,
+    *,
+    d: int,
+    epsilon: float,
+    param_bound: float = 1.0,
+    n_classes: int = 2,
+    round_id: str | None = None,
+    bounds: pb.Matrix | None = None,
+) -> pb.Task:
+    """An LR share task (PM, C = 1); its round id is the task id unless given."""
+    return pb.Task(
+        task_id=task_id,
+        owner_id=owner_id,
+        round_id=task_id if round_id is None else round_id,
+        lr_share=pb.LrShareTask(
+            mechanism=pb.MechanismSpec(name=pb.MECHANISM_PM, epsilon=epsilon),
+            param_bound=param_bound,
+            c=1.0,
+            n_classes=n_classes,
+            bounds=bounds if bounds is not None else bounds_matrix(d),
+        ),
+    )
+
+
 def boost_config(
     d: int,
     run_id: str,

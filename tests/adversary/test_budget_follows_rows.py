@@ -22,20 +22,9 @@ Y = np.array([0, 1, 1, 0])
 
 
 def _lr(task_id, owner_id, epsilon):
-    from hostile import bounds_matrix
+    from hostile import lr_task
 
-    return pb.Task(
-        task_id=task_id,
-        owner_id=owner_id,
-        round_id=task_id,
-        lr_share=pb.LrShareTask(
-            mechanism=pb.MechanismSpec(name=pb.MECHANISM_PM, epsilon=epsilon),
-            param_bound=1.0,
-            c=1.0,
-            n_classes=2,
-            bounds=bounds_matrix(D),
-        ),
-    )
+    return lr_task(task_id, owner_id, d=D, epsilon=epsilon)
 
 
 def _holder(row: int, shards: int) -> int:

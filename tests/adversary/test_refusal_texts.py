@@ -11,7 +11,7 @@ contain one of the owner's values.
 import re
 
 import numpy as np
-from hostile import assert_still_serving, boost_config, boost_share, bounds_matrix, kind, ncc_task, pb, refusal_code
+from hostile import assert_still_serving, boost_config, boost_share, kind, lr_task, ncc_task, refusal_code
 
 D = 2
 # Labels are class indices of the node's own file: node owner-0 holds classes 0 and 1 (the test
@@ -24,18 +24,7 @@ ROWS = {
 
 def _invalid_tasks(owner_id):
     """The same malformed or over-budget tasks for any owner (same task ids on both nodes)."""
-    lr = pb.Task(
-        task_id="lr-k1",
-        owner_id=owner_id,
-        round_id="r",
-        lr_share=pb.LrShareTask(
-            mechanism=pb.MechanismSpec(name=pb.MECHANISM_PM, epsilon=0.1),
-            param_bound=1.0,
-            c=1.0,
-            n_classes=1,
-            bounds=bounds_matrix(D),
-        ),
-    )
+    lr = lr_task("lr-k1", owner_id, d=D, epsilon=0.1, n_classes=1, round_id="r")
     return [
         ncc_task("k1", owner_id, d=D, n_classes=1),
         ncc_task("k0", owner_id, d=D, n_classes=0),
