@@ -45,8 +45,8 @@ from hostile import (  # type: ignore[import-not-found]  # noqa: E402 - tests/ad
     kind,
     lr_task,
     make_federation_certs,
-    matrix,
     owner_command,
+    svm_task,
     write_rows,
 )
 
@@ -63,26 +63,13 @@ def lr_share_task(task_id: str, owner_id: str, epsilon: float) -> pb.Task:
     return lr_task(task_id, owner_id, d=D, epsilon=epsilon, param_bound=4.0, bounds=bounds_matrix(D, -BOUND, BOUND))
 
 
-def svm_task(task_id: str, owner_id: str, epsilon: float) -> pb.Task:
+def svm_share_task(task_id: str, owner_id: str, epsilon: float) -> pb.Task:
     """FedDPDR's phase 2, the seed's one-vs-rest Huber SVM, on a public 3-dimensional subspace."""
-    return pb.Task(
-        task_id=task_id,
-        owner_id=owner_id,
-        round_id=task_id,
-        svm_share=pb.SvmShareTask(
-            epsilon=epsilon,
-            lam=1e-3,
-            n_classes=2,
-            bounds=bounds_matrix(D, -BOUND, BOUND),
-            subspace=matrix(np.eye(D)[:, :3]),
-            model=pb.SVM_MODEL_OVR_HUBER,
-            scaling=pb.ROW_SCALING_BALL,
-        ),
-    )
+    return svm_task(task_id, owner_id, d=D, epsilon=epsilon, lam=1e-3, bounds=bounds_matrix(D, -BOUND, BOUND), k=3)
 
 
 #: The task a run times, and the rows its data contrast holds (``bench/timing_channels.py``'s strongest).
-TASKS = {"lr_share": (lr_share_task, "at-bounds"), "svm_share": (svm_task, "one-class")}
+TASKS = {"lr_share": (lr_share_task, "at-bounds"), "svm_share": (svm_share_task, "one-class")}
 
 
 class Nodes:

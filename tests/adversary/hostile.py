@@ -658,6 +658,34 @@ def lr_task(
     )
 
 
+def svm_task(
+    task_id: str,
+    owner_id: str,
+    *,
+    d: int,
+    epsilon: float,
+    lam: float,
+    bounds: pb.Matrix | None = None,
+    k: int | None = None,
+) -> pb.Task:
+    """FedDPDR's phase 2 as the seed has it: a one-vs-rest Huber SVM on the public subspace of the first ``k``
+    axes (all ``d`` by default), rows scaled into the unit ball; its round id is the task id."""
+    return pb.Task(
+        task_id=task_id,
+        owner_id=owner_id,
+        round_id=task_id,
+        svm_share=pb.SvmShareTask(
+            epsilon=epsilon,
+            lam=lam,
+            n_classes=2,
+            bounds=bounds if bounds is not None else bounds_matrix(d),
+            subspace=matrix(np.eye(d)[:, : d if k is None else k]),
+            model=pb.SVM_MODEL_OVR_HUBER,
+            scaling=pb.ROW_SCALING_BALL,
+        ),
+    )
+
+
 def boost_config(
     d: int,
     run_id: str,

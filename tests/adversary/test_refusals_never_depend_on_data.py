@@ -28,14 +28,12 @@ import numpy as np
 from hostile import (
     boost_config,
     boost_share,
-    bounds_matrix,
     grid_stump,
     kind,
     ledger_history,
-    matrix,
-    pb,
     refusal_code,
     spent_epsilon,
+    svm_task,
 )
 
 from privfed.common.feddpdr.choices import ovr_epsilons
@@ -125,20 +123,7 @@ def test_a_hostile_history_within_the_public_bounds_is_released_and_debited_for_
 
 
 def _svm(task_id, owner_id, *, epsilon, lam):
-    return pb.Task(
-        task_id=task_id,
-        owner_id=owner_id,
-        round_id=task_id,
-        svm_share=pb.SvmShareTask(
-            epsilon=epsilon,
-            lam=lam,
-            n_classes=2,
-            bounds=bounds_matrix(D),
-            subspace=matrix(np.eye(D)),
-            model=pb.SVM_MODEL_OVR_HUBER,
-            scaling=pb.ROW_SCALING_BALL,
-        ),
-    )
+    return svm_task(task_id, owner_id, d=D, epsilon=epsilon, lam=lam)
 
 
 def test_an_svm_that_does_not_converge_is_still_released_and_debited(coordinator, owners):
