@@ -32,16 +32,16 @@ is printed beside it.
 from __future__ import annotations
 
 import argparse
-import math
-import os
-import statistics
-import time
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from privfed.common.bounds import Bounds
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # the repository root: bench's own modules (bench.*)
+from bench.timing_stats import CLOCKS, HEADER, pair_line, uptime  # noqa: E402
+from privfed.common.bounds import Bounds  # noqa: E402
 from privfed.common.ledger import Debit, Ledger
 from privfed.common.secagg.boxes import public_bytes
 from privfed.common.tasks import (
@@ -202,46 +202,10 @@ def time_case(name: str, arms: list[Arm], repeats: int, rng: np.random.Generator
                 raise SystemExit(f"{name}/{arm.name}: refused: {results[0].payload}")
 
 
-# ----------------------------------------------------------------------------- statistics
-def ks_statistic(a: list[float], b: list[float]) -> float:
-    """The two-sample Kolmogorov-Smirnov statistic ``sup |F_a - F_b|``."""
-    grid = np.sort(np.concatenate([a, b]))
-    fa = np.searchsorted(np.sort(a), grid, side="right") / len(a)
-    fb = np.searchsorted(np.sort(b), grid, side="right") / len(b)
-    return float(np.max(np.abs(fa - fb)))
-
-
-def threshold_accuracy(a: list[float], b: list[float]) -> float:
-    """Accuracy of the best one-timing threshold rule fitted on the even repeats, scored on the odd ones."""
-    train_a, train_b, test_a, test_b = np.array(a[::2]), np.array(b[::2]), np.array(a[1::2]), np.array(b[1::2])
-    best, rule = -1.0, (0.0, True)
-    for t in np.concatenate([train_a, train_b]):
-        for a_below in (True, False):
-            hits = np.sum((train_a <= t) == a_below) + np.sum((train_b <= t) != a_below)
-            acc = hits / (len(train_a) + len(train_b))
-            if acc > best:
-                best, rule = acc, (float(t), a_below)
-    t, a_below = rule
-    hits = np.sum((test_a <= t) == a_below) + np.sum((test_b <= t) != a_below)
-    return float(hits / (len(test_a) + len(test_b)))
-
-
-def compare(a: list[float], b: list[float]) -> tuple[float, float, float, float, float]:
-    """Medians (ms), difference over the pooled MAD, KS statistic, threshold accuracy."""
-    ma, mb = statistics.median(a), statistics.median(b)
-    mad = statistics.median([abs(x - ma) for x in a] + [abs(x - mb) for x in b]) or math.ulp(1.0)
-    return ma * 1e3, mb * 1e3, (mb - ma) / mad, ks_statistic(a, b), threshold_accuracy(a, b)
-
-
-#: ``--clock``: what a coordinator sees (wall), or this thread's CPU time (less disturbed by other processes
-#: on a shared machine; the work, not what the scheduler adds to it).
-CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.thread_time}
-
-
 def run(kinds: list[str], repeats: int, seed: int, clock: str = "wall") -> None:
-    print(f"# uptime: {os.popen('uptime').read().strip()}")
+    print(uptime())
     print(f"# {repeats} repeats per arm, n={N} rows, d={D}, K={K}; {clock} times of OwnerCore.answer for one task")
-    print(f"{'kind':22} {'pair':24} {'med_a ms':>9} {'med_b ms':>9} {'diff/mad':>9} {'KS':>5} {'acc':>5}")
+    print(HEADER)
     rng = np.random.default_rng(seed)
     for name in kinds:
         X, y = mixture(np.random.default_rng(seed))
@@ -252,9 +216,8 @@ def run(kinds: list[str], repeats: int, seed: int, clock: str = "wall") -> None:
         time_case(name, arms, repeats, rng, CLOCKS[clock])
         base = arms[0]
         for arm in arms[1:]:
-            ma, mb, effect, ks, acc = compare(base.times, arm.times)
-            print(f"{name:22} {'A vs ' + arm.name:24} {ma:9.3f} {mb:9.3f} {effect:9.2f} {ks:5.2f} {acc:5.2f}")
-    print(f"# uptime: {os.popen('uptime').read().strip()}")
+            print(pair_line(name, "A vs " + arm.name, base.times, arm.times))
+    print(uptime())
 
 
 def main() -> None:

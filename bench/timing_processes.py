@@ -51,7 +51,7 @@ from hostile import (  # type: ignore[import-not-found]  # noqa: E402 - tests/ad
 )
 
 from bench.federation import package_root  # noqa: E402
-from bench.timing_channels import compare  # noqa: E402
+from bench.timing_stats import HEADER, pair_line, uptime  # noqa: E402
 from privfed.proto import privfed_pb2 as pb  # noqa: E402
 
 N, D, BOUND = 300, 10, 4.0
@@ -143,7 +143,7 @@ def rows_spent(ledger: Path) -> float:
 
 def run(task: str, repeats: int, seed: int, owner_pythonpath: str | None) -> None:
     make, contrast = TASKS[task]
-    print(f"# uptime: {os.popen('uptime').read().strip()}")
+    print(uptime())
     print(f"# {repeats} repeats per arm, n={N} rows, d={D}; wall time from queueing a {task} task to its result")
     tmp = Path(tempfile.mkdtemp(prefix="timing-processes-"))
     nodes = Nodes(tmp, owner_pythonpath)
@@ -168,15 +168,13 @@ def run(task: str, repeats: int, seed: int, owner_pythonpath: str | None) -> Non
                     times[name].append(dt)
         spent = {name: rows_spent(tmp / f"{i}.sqlite") for i, name in enumerate(arms)}
         print(f"# the rows' spent epsilon after the run (most-spent row): {spent}")
-        print(f"{'kind':22} {'pair':24} {'med_a ms':>9} {'med_b ms':>9} {'diff/mad':>9} {'KS':>5} {'acc':>5}")
+        print(HEADER)
         for name in ("A-rows-spent", contrast):
-            ma, mb, effect, ks, acc = compare(times["A"], times[name])
-            label = f"{task} (processes)"
-            print(f"{label:22} {'A vs ' + name:24} {ma:9.3f} {mb:9.3f} {effect:9.2f} {ks:5.2f} {acc:5.2f}")
+            print(pair_line(f"{task} (processes)", "A vs " + name, times["A"], times[name]))
     finally:
         nodes.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"# uptime: {os.popen('uptime').read().strip()}")
+    print(uptime())
 
 
 def main() -> None:
