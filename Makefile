@@ -42,6 +42,7 @@ bench: install
 	$(PY) bench/coordinator_memory.py
 	$(PY) bench/soak.py
 	$(PY) bench/timing_channels.py
+	$(PY) bench/timing_paths.py
 
 # A longer hunt than CI's (tests/fuzz: 60 examples per RPC, 25 task batches).
 fuzz: install
