@@ -146,6 +146,31 @@ def check_linear_stage(model_id: str, kind: str, A_d: np.ndarray, n_features: in
     return rank
 
 
+def moment_rows(table: np.ndarray) -> np.ndarray:
+    """``2C`` rows (``C`` the table's columns) with mean zero and the table's centred cross-products:
+    ``[R; −R]/√2`` for the QR factor ``R`` of the centred table (zero rows added when it has fewer
+    than ``C`` rows). A centred least-squares fit between any of their columns is the table's
+    (:func:`~privfed.common.nullspace.fit_linear_map`: ``‖Q(Ra − b)‖ = ‖Ra − b‖`` for ``Q`` with
+    orthonormal columns), and its cost depends on ``C`` alone, not on the row count.
+
+    ``privfed query`` computes them before contacting the coordinator, so the map ``A_c`` it fits
+    after ``GetModel`` (when the feature count is known) takes the same time for 300 training rows as
+    for 3000 (:mod:`privfed.owner.query`, "Timing").
+
+    Raises
+    ------
+    ConfigError
+        Fewer than 2 rows.
+    """
+    table = np.asarray(table, dtype=np.float64)
+    if table.ndim != 2 or table.shape[0] < 2:
+        raise ConfigError(f"the owner's training rows must be a 2-D array with at least 2 rows, got {table.shape}")
+    C = table.shape[1]
+    _, R = np.linalg.qr(table - table.mean(axis=0))
+    padded = np.vstack([R, np.zeros((C - R.shape[0], C))])
+    return np.vstack([padded, -padded]) / np.sqrt(2.0)
+
+
 @dataclass(frozen=True)
 class CleanedQueries:
     """Cleaned rows (data space), the trace of the cleaning and the owner's local quantities.

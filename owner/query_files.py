@@ -18,14 +18,15 @@ honest model has nothing else for a hostile one to name.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from privfed.common.dataset_files import is_npz, is_number, read_schema
+from privfed.common.dataset_files import is_npz, is_number
 from privfed.common.dataset_files import read_table as read_raw_table
 from privfed.common.errors import ConfigError, RemoteProtocolError
-from privfed.common.schema import FederationSchema
+from privfed.common.schema import FederationSchema, RawTable
 
 log = logging.getLogger("privfed.query")
 
@@ -94,10 +95,12 @@ def split_features(table: np.ndarray, n_features: int, what: str) -> tuple[np.nd
     return table[:, :n_features], table[:, n_features:]
 
 
-def pinned_schema(path: Path, served: FederationSchema | None, n_features: int, model_id: str) -> FederationSchema:
-    """The owner's own federation schema (``--schema path``, "Columns"), which the served model's must equal
-    (sha256) and whose feature count its bounds must have (:class:`RemoteProtocolError`: nothing is sent)."""
-    own = read_schema(path)
+def pinned_schema(
+    own: FederationSchema, served: FederationSchema | None, n_features: int, model_id: str
+) -> FederationSchema:
+    """The owner's own federation schema (``--schema``, "Columns"; read before contact), which the served
+    model's must equal (sha256) and whose feature count its bounds must have (:class:`RemoteProtocolError`:
+    nothing is sent)."""
     if served is not None and served.digest() != own.digest():
         why = f"it reads rows by another schema (sha256 {served.digest()[:12]}, --schema's {own.digest()[:12]})"
     elif own.d != n_features:
@@ -107,21 +110,63 @@ def pinned_schema(path: Path, served: FederationSchema | None, n_features: int, 
     raise RemoteProtocolError(f"model {model_id!r}: {why}; nothing sent")
 
 
-def query_rows(path: Path, schema: FederationSchema | None, n_features: int, *, pinned: bool = False) -> np.ndarray:
+@dataclass(frozen=True)
+class QueryFile:
+    """The query file as read before the coordinator is contacted (:mod:`privfed.owner.query`, "Timing"): its text (for a schema
+    the model names), its numeric columns or why it has none, and its rows by the owner's own schema."""
+
+    path: Path
+    raw: RawTable | None  # CSV text lines; None for an NPZ file
+    numeric: np.ndarray | None  # every column, when the file is plain numbers (:func:`read_table`)
+    problem: ConfigError | None  # why ``numeric`` is None
+    own: np.ndarray | None  # the rows by ``--schema`` (pinned), else None
+
+
+def read_queries(path: Path, own_schema: FederationSchema | None) -> QueryFile:
+    """Every read and parse of the query file that needs no word of the coordinator (:mod:`privfed.owner.query`, "Timing"); errors
+    that would stop any reading (a missing file, a bad ``--schema`` reading) are raised here."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"--queries {path}: file not found")
+    csv = not is_npz(path)
+    raw = read_raw_table(path) if csv else None
+    own = None
+    if own_schema is not None and raw is not None:
+        loaded = own_schema.load(raw, labels=None)
+        for note in loaded.notes():
+            log.info("--queries %s", note)
+        own = loaded.X
+    try:
+        return QueryFile(path, raw, read_table(path, "--queries"), None, own)
+    except ConfigError as exc:
+        return QueryFile(path, raw, None, exc, own)
+
+
+def query_rows(
+    file: QueryFile, schema: FederationSchema | None, n_features: int, *, pinned: bool = False
+) -> np.ndarray:
     """The query rows as the model reads them: by the federation schema when there is one (columns
     matched by the header's names, categories one-hot, missing cells filled), else the first F
     numeric columns (:func:`read_table`). Columns besides the features (a label) are read past only
     under the owner's own schema (``pinned``, ``--schema``); under the coordinator's word they are
-    refused ("Columns")."""
-    name = Path(path).name
-    if schema is not None and not is_npz(Path(path)):
-        loaded = schema.load(read_raw_table(path), labels=None)
+    refused ("Columns").
+
+    Called after ``GetModel``; nothing is read here. Only a schema the coordinator names (no
+    ``--schema``) reads the file's text here, and that reading's time shows it (:mod:`privfed.owner.query`, "Timing")."""
+    name = file.path.name
+    if schema is not None and file.raw is not None:
+        if pinned and file.own is not None:
+            return file.own  # read before contact by the same schema (pinned_schema checked the digest)
+        loaded = schema.load(file.raw, labels=None)
         for note in loaded.notes():
             log.info("--queries %s", note)
         others = len(loaded.ignored) + (loaded.y is not None)
         queries = loaded.X
     else:
-        queries, rest = split_features(read_table(path, "--queries"), n_features, f"--queries {name}")
+        if file.numeric is None:
+            assert file.problem is not None
+            raise file.problem
+        queries, rest = split_features(file.numeric, n_features, f"--queries {name}")
         others = rest.shape[1]
     if others and not pinned:
         raise ConfigError(

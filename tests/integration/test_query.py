@@ -388,10 +388,17 @@ from privfed.deploy import cli
 from privfed.owner import query, query_client
 from privfed.proto import privfed_pb2 as pb, serde
 
-honest_clean, honest_predict, kept = query.clean_queries, query_client.ModelClient.predict, {}
+honest_clean, honest_predict, honest_read, kept = (
+    query.clean_queries, query_client.ModelClient.predict, query.read_table, {}
+)
+
+def read_and_keep(path, what):  # the training table as read: its last two columns are the confidential labels
+    table = honest_read(path, what)
+    if what == "--train-data":
+        kept["labels"] = table[:, -2:]
+    return table
 
 def clean_nothing(queries, A_d, X_own=None, Y_conf=None, **kw):  # bug 1: the raw rows go out
-    kept["labels"] = np.asarray(Y_conf)
     return dataclasses.replace(honest_clean(queries, A_d, X_own, Y_conf, **kw), rows=np.asarray(queries, float))
 
 def predict_and_leak(self, model_id, rows, **kw):  # bug 2: a confidential label column sent as rows
@@ -403,7 +410,7 @@ def predict_and_leak(self, model_id, rows, **kw):  # bug 2: a confidential label
         pass
     return out
 
-query.clean_queries, query_client.ModelClient.predict = clean_nothing, predict_and_leak
+query.clean_queries, query_client.ModelClient.predict, query.read_table = clean_nothing, predict_and_leak, read_and_keep
 sys.exit(cli.main(sys.argv[1:]))
 """
 
