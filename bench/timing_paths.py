@@ -267,7 +267,7 @@ def policy_arms() -> dict[str, Arm]:
 
         return answer
 
-    return {"rows-new": arm(0), "rows-held-before": arm(1)}
+    return {"rows-new": arm(0), "held-by-1-id": arm(1), "held-by-4-ids": arm(4)}
 
 
 # ----------------------------------------------------------------------------- driver

@@ -248,21 +248,30 @@ class Ledger:
         return self._rows.holders(self._db(), require_name("owner_id", owner_id))
 
     def spent_on(
-        self, owner_id: str, *, job: str | None = None, other_than: str | None = None, since: str | None = None
+        self,
+        owner_ids: str | Sequence[str],
+        *,
+        job: str | None = None,
+        other_than: str | None = None,
+        since: str | None = None,
     ) -> Budget:
         """(ε, δ) of the owner's own releases made for ``job``, or for every job but ``other_than``,
         debited at or after ``since`` (SQLite ``datetime`` text such as ``'-1 day'`` relative to now;
         None: ever). An owner policy bounds a job's, a day's and the total spending with it
-        (``privfed.owner.policy``), on every task of a node that has one.
+        (``privfed.owner.policy``), on every task of a node that has one. Several ids (an owner's and
+        those that held its rows, :meth:`row_holders`): the sum of each id's, read in the same number of
+        statements as for one, so the time of a policy's check barely grows with the number of ids.
 
         Cost: one job's releases (index ``releases_job``), or the releases since ``since`` (index
         ``releases_ts``), never the owner's whole history: every job but one is the owner's exact running
         sum less that job's releases, computed exactly (equal to ``fsum`` of the releases it keeps)."""
-        require_name("owner_id", owner_id)
+        ids = [owner_ids] if isinstance(owner_ids, str) else list(dict.fromkeys(owner_ids))
+        for owner_id in ids:
+            require_name("owner_id", owner_id)
         if job is None and since is None:
-            return self._spent_but(owner_id, other_than)
+            return self._spent_but(ids, other_than)
         conn = self._db()
-        where, args = ["owner_id = ?"], [owner_id]
+        where, args = [f"owner_id IN ({','.join('?' * len(ids))})"], list(ids)
         for clause, value in (("job = ?", job), ("job != ?", other_than), ("ts >= datetime('now', ?)", since)):
             if value is not None:
                 where.append(clause)
@@ -270,26 +279,34 @@ class Ledger:
         rows = conn.execute(f"SELECT epsilon, delta FROM releases WHERE {' AND '.join(where)}", args).fetchall()
         return Budget(math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
 
-    def _spent_but(self, owner_id: str, job: str | None) -> Budget:
-        """The owner's exact running sums less the releases of ``job`` (None: none), in one read snapshot.
-        A job with a non-finite release (ε = ∞: the non-private bypass) cannot be taken back out of a sum
-        (∞ − ∞): then the other jobs' releases are summed instead."""
+    def _spent_but(self, owner_ids: list[str], job: str | None) -> Budget:
+        """The owners' exact running sums less the releases of ``job`` (None: none), in one read snapshot,
+        summed over the owners. A job with a non-finite release (ε = ∞: the non-private bypass) cannot be
+        taken back out of a sum (∞ − ∞): then that owner's other jobs' releases are summed instead."""
+        parts: list[tuple[float, float]] = []
         with self._read_snapshot() as conn:
-            record = self._records(conn, [owner_id])[owner_id]
-            epsilon, delta = record.epsilon.copy(), record.delta.copy()
+            records = self._records(conn, owner_ids)
+            taken: dict[str, list[tuple[float, float]]] = {o: [] for o in owner_ids}
             if job is not None:
-                taken = conn.execute(
-                    "SELECT epsilon, delta FROM releases WHERE owner_id = ? AND job = ?", (owner_id, job)
-                ).fetchall()
-                if not all(math.isfinite(e) and math.isfinite(d) for e, d in taken):
+                marks = ",".join("?" * len(owner_ids))
+                for o, e, d in conn.execute(
+                    f"SELECT owner_id, epsilon, delta FROM releases WHERE owner_id IN ({marks}) AND job = ?",
+                    [*owner_ids, job],
+                ):
+                    taken[o].append((e, d))
+            for owner_id in owner_ids:
+                if not all(math.isfinite(e) and math.isfinite(d) for e, d in taken[owner_id]):
                     rows = conn.execute(
                         "SELECT epsilon, delta FROM releases WHERE owner_id = ? AND job != ?", (owner_id, job)
                     ).fetchall()
-                    return Budget(math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
-                for e, d in taken:
+                    parts.append((math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows)))
+                    continue
+                epsilon, delta = records[owner_id].epsilon.copy(), records[owner_id].delta.copy()
+                for e, d in taken[owner_id]:
                     epsilon.add(-e)
                     delta.add(-d)
-        return Budget(epsilon.value(), delta.value())
+                parts.append((epsilon.value(), delta.value()))
+        return Budget(math.fsum(p[0] for p in parts), math.fsum(p[1] for p in parts))
 
     @contextmanager
     def _read_snapshot(self) -> Iterator[sqlite3.Connection]:

@@ -108,7 +108,9 @@ class RowAccounts:
         for start in range(0, len(keys), CHUNK):
             chunk = keys[start : start + CHUNK]
             marks = ",".join("?" * len(chunk))
-            found.update(o for (o,) in conn.execute(f"SELECT owner_id FROM holders WHERE row_key IN ({marks})", chunk))
+            found.update(
+                o for (o,) in conn.execute(f"SELECT DISTINCT owner_id FROM holders WHERE row_key IN ({marks})", chunk)
+            )
         found.discard(owner_id)
         return tuple(sorted(found))
 

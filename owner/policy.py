@@ -64,13 +64,6 @@ _KEYS = (
 )
 
 
-def spent_by(ledger: Ledger, owner_ids: Sequence[str], **which: str) -> Budget:
-    """``Ledger.spent_on(**which)`` of each of ``owner_ids``, summed: an owner's id and the ids that held one
-    of its rows give at least what any one of its rows spent (module docstring)."""
-    parts = [ledger.spent_on(o, **which) for o in owner_ids]
-    return Budget(math.fsum(p.epsilon for p in parts), math.fsum(p.delta for p in parts))
-
-
 def _within(value: float, limit: float) -> bool:
     return value <= limit * (1 + REL_TOL) if math.isfinite(limit) else True
 
@@ -153,7 +146,7 @@ def exceeds_announcement(
     """Whether ``debits`` (the batch's pending ones and the release's own) would take the owner's
     spending in ``job`` past the epsilon or delta the job announced (rule ``announced``), counting the
     releases of ``holders`` too (the other ids that held its rows: :func:`keeps_rows_out`)."""
-    spent = spent_by(ledger, (owner_id, *holders), job=job.job_id)
+    spent = ledger.spent_on((owner_id, *holders), job=job.job_id)  # at least what any one row spent
     asked = Budget(math.fsum(d.epsilon for d in debits), math.fsum(d.delta for d in debits))
     return not (_within(spent.epsilon + asked.epsilon, job.epsilon) and _within(spent.delta + asked.delta, job.delta))
 
@@ -164,9 +157,9 @@ def keeps_rows_out(policy: OwnerPolicy, job: JobInfo, ledger: Ledger, owner_id: 
     day or total limit, counting what the ids that held its rows released (module docstring): then it
     is not made from the rows (``Debit.rows``)."""
     holders = ledger.row_holders(owner_id)  # one lookup per task
-    if not holders:
-        return False  # no other id held its rows: the id's own checks were the rows' too
-    if exceeds_announcement(job, ledger, owner_id, debits, holders=holders):
-        return True
+    # Both checks run whether or not another id held the rows (with none they repeat the id's own, which
+    # passed): no early exit, so the answer's time does not say that the rows were held before.
     ids = (owner_id, *holders)
-    return policy.over_limit(job, lambda **which: spent_by(ledger, ids, **which)) is not None
+    announced = exceeds_announcement(job, ledger, owner_id, debits, holders=holders)
+    limit = policy.over_limit(job, lambda **which: ledger.spent_on(ids, **which))
+    return announced or limit is not None
