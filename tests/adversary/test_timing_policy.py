@@ -1,0 +1,103 @@
+"""At a node with a policy, an answer reads the ledger alike whether or not earlier ids held the owner's rows
+(owner/policy.py, ``keeps_rows_out``).
+
+That the rows were held before (another ``--shards`` or ``--name`` of the same file) is what the ledger's
+row accounts keep from the coordinator: no refusal says it, and the answer's time must not either. The
+rows' limit checks returned early when no earlier id held them, and read each holder's spending in a
+statement of its own: one timing of a whole answer told rows held by 4 earlier ids apart at ~0.75
+accuracy (``bench/timing_paths.py``, ``ledger/policy-answer``).
+
+Checked without clocks: every SQL statement the ledger runs for an answer (SQLite's trace, literals and
+the length of ``IN`` lists elided) is the same for rows held by no, one or three earlier ids; a positive
+control puts the early exit back.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from privfed.common.bounds import Bounds
+from privfed.common.jobinfo import JobInfo
+from privfed.common.ledger import Debit, Ledger
+from privfed.common.tasks import LrShareTask, Refusal, Task
+from privfed.owner import core as owner_core
+from privfed.owner import policy as owner_policy
+from privfed.owner.core import OwnerCore
+from privfed.owner.data import row_digests
+from privfed.owner.local import LocalOwner
+from privfed.owner.policy import OwnerPolicy
+
+D, ROWS = 3, 20
+BOUNDS = Bounds.of(0.0, 1.0, D)
+OWNER = "node-9.o00000"
+POLICY = OwnerPolicy(max_epsilon_per_job=50.0, max_epsilon_per_day=80.0, max_epsilon_total=90.0)
+JOB = JobInfo("job-1", "", "lr", 50.0, 1.0, "")
+
+
+def _normalised(statement: str) -> str:
+    """A statement with its literals, and the length of its ``IN`` lists, elided."""
+    statement = re.sub(r"'(?:[^']|'')*'", "S", statement)
+    statement = re.sub(r"\b\d+(?:\.\d+)?(?:e[-+]?\d+)?\b", "N", statement)
+    return re.sub(r"\((?:[SN], ?)*[SN]\)", "(list)", statement)
+
+
+def _core(earlier: int) -> OwnerCore:
+    """An owner whose rows ``earlier`` ids held before, each of which spent a little in this job and another."""
+    rng = np.random.Generator(np.random.PCG64(3))
+    X, y = rng.uniform(0, 1, (ROWS, D)), rng.integers(0, 2, ROWS)
+    keys = row_digests(X, y)
+    ledger = Ledger(":memory:", epsilon_budget=100.0, delta_budget=1.0)
+    for i in range(earlier):
+        old = f"node-{i}.o00000"
+        ledger.bind_rows(old, keys)
+        ledger.debit_many([Debit(old, 0.5, 0.0, "lr", f"{old}-a#0", job="job-1")])
+        ledger.debit_many([Debit(old, 0.5, 0.0, "lr", f"{old}-b#0", job="job-0")])
+    owner = LocalOwner(OWNER, X, y, np.random.Generator(np.random.PCG64(4)), 2, BOUNDS, row_keys=tuple(keys))
+    return OwnerCore([owner], ledger, owner_policy=POLICY)
+
+
+def _statements(earlier: int) -> list[str]:
+    """The ledger's statements for the second answer of a job (the first reads each id's history once)."""
+    core = _core(earlier)
+    spec = LrShareTask("pm", 0.5, 1.0, 1.0, 2, BOUNDS)
+    core.answer([Task("t0", OWNER, "round-0", spec)], job=JOB)
+    seen: list[str] = []
+    core.ledger._db().set_trace_callback(lambda s: seen.append(_normalised(s)))
+    (result,) = core.answer([Task("t1", OWNER, "round-1", spec)], job=JOB).results
+    core.ledger._db().set_trace_callback(None)
+    assert not isinstance(result.payload, Refusal), result.payload
+    return seen
+
+
+def test_an_answer_reads_the_ledger_alike_whoever_held_the_rows_before():
+    fresh, once, thrice = (_statements(n) for n in (0, 1, 3))
+    assert fresh == once == thrice
+    assert any("FROM holders" in s for s in fresh) and any("job = S" in s for s in fresh)
+
+
+def _early_exit(policy, job, ledger, owner_id, debits):
+    """``keeps_rows_out`` as it was: nothing more to check when no other id held the rows, and one
+    reading per id."""
+    holders = ledger.row_holders(owner_id)
+    if not holders:
+        return False
+    ids = (owner_id, *holders)
+
+    def spent(**which):
+        parts = [ledger.spent_on(o, **which) for o in ids]
+        return type(parts[0])(math.fsum(p.epsilon for p in parts), math.fsum(p.delta for p in parts))
+
+    return (
+        owner_policy.exceeds_announcement(job, ledger, owner_id, debits, holders=holders)
+        or policy.over_limit(job, spent) is not None
+    )
+
+
+@pytest.mark.parametrize("earlier", [1, 3])
+def test_positive_control_the_early_exit_reads_the_ledger_otherwise(monkeypatch, earlier):
+    monkeypatch.setattr(owner_core, "keeps_rows_out", _early_exit)
+    assert _statements(0) != _statements(earlier)
