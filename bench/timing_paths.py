@@ -247,6 +247,31 @@ def debit_arms() -> dict[str, Arm]:
     return {"fresh": arm(0, 0.0), "spent-earlier": arm(1, 100.0 - 1e-3), "4-earlier-ids": arm(4, 1e-3)}
 
 
+def first_debit_arms(tmp: Path) -> dict[str, Arm]:
+    """The first debit of ``OWNER``'s rows after its process started (the accounts not yet cached), the
+    ledger file on ``tmp`` (a tmpfs when there is one: no disk's fsync in the timing)."""
+    rng = np.random.default_rng(5)
+    keys = row_digests(rng.normal(size=(N_TRAIN, D_L)), rng.integers(0, 2, N_TRAIN))
+
+    def arm(earlier: int) -> Arm:
+        def first(r: int) -> float:
+            path = tmp / f"first-{earlier}-{r}.sqlite"
+            ledger = Ledger(path, epsilon_budget=100.0, delta_budget=1.0)
+            _held_rows(ledger, keys, earlier, 1e-3)
+            ledger.close()  # the earlier process
+            ledger = Ledger(path, epsilon_budget=100.0, delta_budget=1.0)
+            ledger.bind_rows(OWNER, keys)
+            t0 = time.perf_counter()
+            ledger.debit_many([Debit(OWNER, 1e-3, 0.0, "bench", "first#0")])
+            dt = time.perf_counter() - t0
+            ledger.close()
+            return dt
+
+        return first
+
+    return {"fresh": arm(0), "held-by-1-id": arm(1)}
+
+
 def policy_arms() -> dict[str, Arm]:
     """A whole answer (an LR share) at a node with a policy, in an announced job."""
     rng = np.random.default_rng(6)
@@ -277,11 +302,13 @@ def run(prefixes: list[str], repeats: int, seed: int) -> None:
     print(f"# {repeats} repeats per arm, interleaved; wall times (query: GetModel answered -> first Predict)")
     print(HEADER)
     tmp = Path(tempfile.mkdtemp(prefix="timing-paths-"))
+    shm = Path(tempfile.mkdtemp(prefix="timing-paths-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
     try:
         cases: dict[str, tuple[Callable[[], None], Callable[[], dict[str, Arm]]]] = {
             "secure_sum/ring": (lambda: None, ring_arms),
             "secure_sum/pairwise": (lambda: None, lambda: pairwise_arms(repeats)),
             "ledger/debit": (lambda: None, debit_arms),
+            "ledger/first-debit": (lambda: None, lambda: first_debit_arms(shm)),
             "ledger/policy-answer": (lambda: None, policy_arms),
         }
         if any(p.startswith("query") or "query".startswith(p) for p in prefixes):
@@ -301,6 +328,7 @@ def run(prefixes: list[str], repeats: int, seed: int) -> None:
                 print(pair_line(name, f"{base} vs {other}", times[base], times[other]))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(shm, ignore_errors=True)
     print(uptime())
 
 

@@ -78,8 +78,13 @@ class RowAccounts:
         read: dict[str, tuple[float, float]] = {}
         for start in range(0, len(unique), CHUNK):
             chunk = unique[start : start + CHUNK]
-            marks = ",".join("?" * len(chunk))
-            for k, e, d in conn.execute(f"SELECT key, epsilon, delta FROM accounts WHERE key IN ({marks})", chunk):
+            marks = ",".join("(?)" for _ in chunk)
+            # a row per key, whether its account exists or not: the same work for rows spent before as for new ones
+            for k, e, d in conn.execute(
+                f"WITH asked(key) AS (VALUES {marks}) SELECT asked.key, coalesce(a.epsilon, 0.0), "
+                "coalesce(a.delta, 0.0) FROM asked LEFT JOIN accounts AS a ON a.key = asked.key",
+                chunk,
+            ):
                 read[k] = (e, d)
         for k in sums:
             sums[k] = self._cache.accounts.get(k) or read.get(k, (0.0, 0.0))
