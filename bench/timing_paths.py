@@ -19,8 +19,9 @@ the MAD, the KS statistic and the accuracy of a one-timing threshold rule (0.5: 
   with a policy (``OwnerCore.answer``, the policy's limits counted over the ids that held the rows),
   rows held by an earlier id or not.
 
-Run: ``python bench/timing_paths.py`` (200 repeats per arm; the query cases ~1 min) or ``--quick``;
-``--cases`` picks cases by prefix. Compare within one run; ``uptime`` is printed beside it.
+Run: ``python bench/timing_paths.py`` (200 repeats per arm, ~1 min) or ``--quick``; ``--cases`` picks
+cases by prefix; ``--processes`` runs each query as a ``privfed query`` process of its own (~1 s each:
+e.g. ``--cases query --repeats 40 --processes``). Compare within one run; ``uptime`` is printed beside it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import logging
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +41,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.append(str(ROOT))  # bench.*
 sys.path.append(str(ROOT / "tests" / "adversary"))  # the hostile coordinator
-from hostile import HostileCoordinator, make_federation_certs, matrix, tls_files  # type: ignore[import-not-found]
+from hostile import (  # type: ignore[import-not-found]
+    HostileCoordinator,
+    make_federation_certs,
+    matrix,
+    tls_dir,
+    tls_files,
+)
 
 from bench.timing_stats import HEADER, interleaved, pair_line, uptime
 from privfed.common.bounds import Bounds
@@ -81,11 +89,12 @@ class QueryBench:
     """A hostile coordinator serving one model, stamping when it answers ``GetModel`` and when the
     first ``Predict`` arrives; ``privfed query`` runs in this process (:func:`run_query`)."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, processes: bool) -> None:
         self.tmp = tmp
-        certs = make_federation_certs(tmp / "certs", owners=1)
-        self.hc = HostileCoordinator(certs)
-        self.tls = tls_files(certs, "owner-0")
+        self.processes = processes
+        self.certs = make_federation_certs(tmp / "certs", owners=1)
+        self.hc = HostileCoordinator(self.certs)
+        self.tls = tls_files(self.certs, "owner-0")
         self.stamps: list[float] = []
         answer_model, take_rows = self.hc._get_model, self.hc._predict
 
@@ -117,17 +126,31 @@ class QueryBench:
         config = QueryConfig(coordinator=f"127.0.0.1:{self.hc.port}", model_id="m", queries=queries,
                              out=self.tmp / "labels.csv", **flags)  # type: ignore[arg-type]  # fmt: skip
 
+        command = [sys.executable, "-m", "privfed.deploy.cli", "query", "--coordinator", config.coordinator,
+                   "--name", "owner-0", "--certs", str(tls_dir(self.certs, "owner-0")), "--model-id", "m",
+                   "--queries", str(queries), "--out", str(self.tmp / "labels.csv")]  # fmt: skip
+        for flag, value in flags.items():
+            if value is True:
+                command.append("--" + flag.replace("_", "-"))
+            elif value is not False:
+                text = ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+                command += ["--" + flag.replace("_", "-"), text]
+
         def window(r: int) -> float:
             self.stamps.clear()
-            run_query(config, self.tls)
+            if self.processes:
+                subprocess.run(command, check=True, capture_output=True)
+            else:
+                run_query(config, self.tls)
             return self.stamps[1] - self.stamps[0]
 
         return window
 
 
-def query_cases(tmp: Path) -> dict[str, tuple[Callable[[], None], dict[str, Arm]]]:
-    """Each case: what the coordinator serves, and its arms (the first is the baseline)."""
-    q = QueryBench(tmp)
+def query_cases(tmp: Path, processes: bool = False) -> dict[str, tuple[Callable[[], None], dict[str, Arm]]]:
+    """Each case: what the coordinator serves, and its arms (the first is the baseline); ``processes``: each
+    query a ``privfed query`` process of its own."""
+    q = QueryBench(tmp, processes)
     schema = FederationSchema(
         FEATURES, (-BOUND,) * F, (BOUND,) * F, (0, 1), header=True, fill=tuple((f, 0.0) for f in FEATURES)
     )
@@ -296,7 +319,7 @@ def policy_arms() -> dict[str, Arm]:
 
 
 # ----------------------------------------------------------------------------- driver
-def run(prefixes: list[str], repeats: int, seed: int) -> None:
+def run(prefixes: list[str], repeats: int, seed: int, processes: bool = False) -> None:
     logging.getLogger("privfed").setLevel(logging.ERROR)
     print(uptime())
     print(f"# {repeats} repeats per arm, interleaved; wall times (query: GetModel answered -> first Predict)")
@@ -312,7 +335,7 @@ def run(prefixes: list[str], repeats: int, seed: int) -> None:
             "ledger/policy-answer": (lambda: None, policy_arms),
         }
         if any(p.startswith("query") or "query".startswith(p) for p in prefixes):
-            for name, (setup, arms) in query_cases(tmp).items():
+            for name, (setup, arms) in query_cases(tmp, processes).items():
                 cases[name] = (setup, lambda arms=arms: arms)  # type: ignore[misc]
         rng = np.random.default_rng(seed)
         for name, (setup, build) in cases.items():
@@ -338,10 +361,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="20 repeats: a smoke run")
     parser.add_argument("--cases", default="query,secure_sum,ledger", help="comma-separated case name prefixes")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--processes", action="store_true", help="each query in a privfed query process (~1 s each)")
     args = parser.parse_args()
     if args.repeats < 4:
         parser.error("--repeats must be at least 4")
-    run([p for p in args.cases.split(",") if p], 20 if args.quick else args.repeats, args.seed)
+    run([p for p in args.cases.split(",") if p], 20 if args.quick else args.repeats, args.seed, args.processes)
 
 
 if __name__ == "__main__":
