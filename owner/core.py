@@ -51,7 +51,13 @@ converges; ``ovr-huber`` separable or one-class rows at ~0.7 accuracy from one t
 ~0.55-0.6); a computation that raises part-way (then falls back sooner); a cached release sent again
 (no computation: but whether it is cached is public, the coordinator asked for it before); and a batch's
 wall time beside other work on the host. An owner whose rows were spent has them computed from, so
-what is left of the data channel reaches those rows too.
+what is left of the data channel reaches those rows too. Around the release (``bench/timing_paths.py``):
+a secure-sum step (ring hop, pairwise masked input) does fixed-width work on the release, at chance; a
+policy checks its rows' earlier holders whether there are any, in as many statements however many
+(``tests/adversary/test_timing_policy.py``). Left: a debit takes ~4% (~20 µs) longer, and the first
+after a node starts ~10% (~0.15 ms, ~0.6-0.8 accuracy from the debit alone, once per process), when an
+earlier id made its rows' accounts (SQLite's index hits against misses); an earlier holder's history is
+read once per process, by the first task that counts it. ``privfed query``: :mod:`privfed.owner.query`, "Timing".
 """
 
 from __future__ import annotations

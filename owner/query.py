@@ -22,9 +22,9 @@ leaves is bounded (:mod:`privfed.owner.query_cleaning`, "What x̃ reveals").
      clip, reading another row) becomes the least-norm row inside them with the same scores.
    * ``subspace`` / ``generalized``: :class:`~privfed.common.nullspace.NullSpaceCleaner` against
      ``A_c = fit_linear_map(X_own, Y_c)``, the owner's least-squares map to its confidential
-     labels (Algorithm 1), fitted from the rows' moments ("Timing"). ``Y_c``, ``A_c`` and the raw rows never leave this process, but the
-     cleaned rows reveal ``A_c``'s directions, so these methods need
-     ``--allow-confidential-map-leak``.
+     labels (Algorithm 1), fitted from the rows' moments ("Timing"). ``Y_c``, ``A_c`` and the raw
+     rows never leave this process, but the cleaned rows reveal ``A_c``'s directions, so these
+     methods need ``--allow-confidential-map-leak``.
 4. ``Predict`` with the cleaned rows in chunks (:mod:`privfed.owner.query_client`); print or write the
    label values, and class probabilities with ``--probabilities``.
 
