@@ -410,3 +410,30 @@ def test_null_space_flags_are_checked_before_anything_is_read_or_sent(extra, mes
     args = build_parser().parse_args(_query_args("--insecure", *extra))
     with pytest.raises(ConfigError, match=f"^--method .*{re.escape(message)}"):
         query_config(args)
+
+
+@pytest.mark.parametrize("n", [3, 9, 400])
+def test_moment_rows_fit_the_rows_map_in_a_shape_that_does_not_show_the_row_count(rng, n):
+    """``privfed query`` fits A_c after GetModel from the training rows' moments (owner/query.py, "Timing"):
+    the same least-squares map as from the rows (fewer rows than columns too: the minimum-norm one), from
+    2C rows whatever the row count."""
+    from privfed.common.nullspace import fit_linear_map
+    from privfed.owner.query_cleaning import moment_rows
+
+    F = 6
+    X = rng.standard_normal((n, F)) * rng.lognormal(0, 1, F) + 3.0
+    table = np.column_stack([X, X @ rng.standard_normal((F, 2)) + rng.standard_normal((n, 2))])
+    moments = moment_rows(table)
+    assert moments.shape == (2 * table.shape[1], table.shape[1])
+    np.testing.assert_allclose(np.mean(moments, axis=0), 0.0, atol=1e-12)
+    expected = fit_linear_map(X, table[:, F:])
+    np.testing.assert_allclose(
+        fit_linear_map(moments[:, :F], moments[:, F:]), expected, atol=1e-9 * np.abs(expected).max()
+    )
+
+
+def test_moment_rows_need_two_rows():
+    from privfed.owner.query_cleaning import moment_rows
+
+    with pytest.raises(ConfigError, match="at least 2 rows"):
+        moment_rows(np.ones((1, 3)))
