@@ -62,7 +62,8 @@ def test_bobs_calls_during_alices_job_are_not_in_her_job_log(service):
 
     svc, port, certs = service
     alices = _job_api(port, certs, "alice", "Submit", {"job": {"task": "ncc", "epsilon": 1.0, "owners": 3}})["job_id"]
-    assert wait_until(lambda: svc.current == alices, timeout=20), "alice's job did not start"
+    started = svc.store.job_dir(alices) / "job.log"
+    assert wait_until(lambda: started.exists() and "starts" in started.read_text(), timeout=20), "no job started"
     bobs = _job_api(port, certs, "bob", "Submit", {"job": {"task": "lr", "epsilon": 0.37, "owners": 2}})["job_id"]
     with _channel(port, certs, "bob") as channel:
         stub = pb_grpc.CoordinatorStub(channel)
