@@ -208,7 +208,7 @@ def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
     def load(remote: FederationSchema | None, ledger: Ledger) -> list[LocalOwner]:
         if early is not None:
             # the decision on the record (the error is ``early``); with --bounds the recorded schema is the coordinator's
-            if config.schema is not None:
+            if config.schema is not None and local is not None:
                 with contextlib.suppress(ConfigError):
                     checked_rows(rows, local, ledger, pinned=True)
             raise early
