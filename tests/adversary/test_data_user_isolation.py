@@ -1,4 +1,4 @@
-"""A data user's job log tells nothing of another data user's calls (wt-redteam3).
+"""A data user learns nothing of another's jobs through job logs or made-up ids (wt-redteam3).
 
 ``privfed job logs`` gives a job's data user the job's ``job.log``: while the job runs, the service
 adds a handler to the ``privfed`` logger for it, and the service serves other callers meanwhile.
@@ -7,6 +7,11 @@ her job's log what bob did at that time: ``rejecting call ...: no model 'bob-...
 [...]`` (the models bob asked for and the ones served to him), ``job ... (lr, epsilon 0.37)
 submitted by 'bob'`` (his job's id, task and ε). The job API keeps bob's jobs and models from her
 (``_own_job``, ``ServedEntry.serves``); its log must not hand them over.
+
+Ids a data user makes up answer as ids that do not exist. Before the fix a job or model id too long for
+a file name made the store's ``OSError`` escape the job API, Predict and GetModel: gRPC answered
+``UNKNOWN: Exception calling application: [Errno 36] File name too long: '/srv/.../jobs/...'``, the
+service's store path (and a code no missing id gets).
 
 The real service (:class:`~privfed.server.service.CoordinatorService`, as ``privfed serve`` runs it,
 logging at INFO) with mTLS and data-user certificates from ``privfed certs``; alice's job waits for
@@ -78,3 +83,28 @@ def test_bobs_calls_during_alices_job_are_not_in_her_job_log(service):
     assert log and alices in log  # her job's own records are there
     for secret in (bobs, BOBS_MODEL, "bob", "0.37"):
         assert secret not in log, f"{secret!r} in alice's job log:\n{log}"
+
+
+def test_made_up_ids_answer_as_ids_that_do_not_exist(service):
+    svc, port, certs = service
+    missing = "20261126T000000000000Z-0000"
+    made_up = ["x" * 300, "a\x00b", missing]
+    answers = {}
+    for job_id in made_up:
+        for method in ("Show", "Logs", "Cancel"):
+            with pytest.raises(grpc.RpcError) as err:
+                _job_api(port, certs, "bob", method, {"job_id": job_id})
+            answers[method, job_id] = (err.value.code(), err.value.details().replace(repr(job_id), "ID"))
+    with _channel(port, certs, "bob") as channel:
+        stub = pb_grpc.CoordinatorStub(channel)
+        for model_id in made_up:
+            for name, call, request in (("GetModel", stub.GetModel, pb.GetModelRequest(model_id=model_id)),
+                                        ("Predict", stub.Predict, pb.PredictRequest(model_id=model_id))):  # fmt: skip
+                with pytest.raises(grpc.RpcError) as err:
+                    call(request, timeout=10)
+                answers[name, model_id] = (err.value.code(), err.value.details().replace(repr(model_id), "ID"))
+    store = str(svc.store.root)
+    assert not [a for a in answers.values() if store in a[1]], answers
+    for method in ("Show", "Logs", "Cancel", "GetModel"):  # Predict checks its rows first (a public shape)
+        kinds = {answers[method, i] for i in made_up}
+        assert len(kinds) == 1, (method, kinds)
