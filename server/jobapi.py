@@ -28,6 +28,7 @@ from privfed.common.roles import DATA_USER
 from privfed.proto.jobwire import JOB_METHODS, JOB_SERVICE, decode_json, encode_json
 from privfed.server.config import KEYS, JobConfig
 from privfed.server.joblog import outside_jobs
+from privfed.server.jobstore import no_job
 from privfed.server.servicer import peer_identity, peer_role
 
 if TYPE_CHECKING:
@@ -133,7 +134,7 @@ class JobApi:
         job_id = str(request.get("job_id", ""))
         record = self._service.store.get(job_id)
         if self._require_role and record.data_user != user:
-            raise ConfigError(f"no job {job_id!r}; `privfed jobs` lists them")
+            raise no_job(job_id)
         return record
 
     def submit(self, request: dict[str, Any], user: str) -> dict[str, Any]:
