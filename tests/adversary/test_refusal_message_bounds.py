@@ -1,11 +1,11 @@
 """A hostile owner's refusal text is bounded and one line where the coordinator keeps it (wt-redteam3).
 
 An honest owner refuses with a fixed text per code and a short detail (contract 3). The coordinator
-keeps each refused owner's ``code: message`` for the job's report (``refused``) and logs rejected
-owners' lines to the job's log, which a data user reads (``privfed job show|logs``). Before the fix
-the message was taken as sent: a node answering every task of its owners with a megabyte-long
-refusal put a megabyte per owner in the report, and one with newlines wrote lines of its choosing
-(a fake ``job ... done`` record) into the log. Now a decoded refusal message is cut to a public
+keeps each refused owner's ``code: message`` for the job's report (``refused``, ``refusal_summary``)
+and, when the job stops for want of owners, in the reason it logs to the job's log; a data user reads
+both (``privfed job show|logs``). Before the fix the message was taken as sent: a node answering
+every task of its owners with a megabyte-long refusal put a megabyte per owner in the report, and
+one with newlines could write lines of its choosing (a fake ``job ... done`` record) into the log. Now a decoded refusal message is cut to a public
 length and its control characters replaced.
 
 The real coordinator server over mTLS, and :class:`hostile_owner.HostileOwner` under owner-1's
