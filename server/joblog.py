@@ -7,7 +7,7 @@ job's own, the owner nodes' calls it waits for, and whatever else the service se
 records made while serving a call that is not the job's -- the job API (another data user's job ids,
 settings and refusals) and Predict or GetModel (the model ids a caller asked for, the models served
 to it) -- are kept out of it (:func:`outside_jobs`, :class:`JobRecords`; wt-redteam3,
-``tests/adversary/test_job_log_isolation.py``); they stay in the service's own log.
+``tests/adversary/test_data_user_isolation.py``); they stay in the service's own log.
 """
 
 from __future__ import annotations
