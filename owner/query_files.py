@@ -13,6 +13,12 @@ be the same (sha256) and its bounds must have the schema's feature count, and th
 read by the owner's copy, which may read a label column past. Without it a query file holds the
 features only: a column besides the F the model reads is refused, so a file that passes with an
 honest model has nothing else for a hostile one to name.
+
+Nor is how a cell is read the coordinator's to say: a schema that one-hot encodes a column refuses a
+value outside its categories, and one without a fill value a missing cell, so under the coordinator's
+schema whether the query is sent would tell it whether the rows' values lie in a set it chose, of any
+column (wt-redteam3, ``tests/adversary/test_query_schema_oracle.py``). A coordinator's schema with
+categories or fill values is refused before the file is read; the owner pins the one it holds.
 """
 
 from __future__ import annotations
@@ -149,11 +155,18 @@ def query_rows(
     matched by the header's names, categories one-hot, missing cells filled), else the first F
     numeric columns (:func:`read_table`). Columns besides the features (a label) are read past only
     under the owner's own schema (``pinned``, ``--schema``); under the coordinator's word they are
-    refused ("Columns").
+    refused, as is a schema with categories or fill values, before the file is read by it ("Columns").
 
-    Called after ``GetModel``; nothing is read here. Only a schema the coordinator names (no
-    ``--schema``) reads the file's text here, and that reading's time shows it (:mod:`privfed.owner.query`, "Timing")."""
+    Called after ``GetModel``; nothing is read from disk here. Only a schema the coordinator names (no
+    ``--schema``) reads the file's text here, and that reading's time shows it (:mod:`privfed.owner.query`,
+    "Timing")."""
     name = file.path.name
+    if schema is not None and not pinned and (schema.categories or schema.fill):
+        raise ConfigError(
+            f"--queries {name}: the model's schema one-hot encodes or fills columns, so whether your rows fit it "
+            "would depend on their values, and that schema is the coordinator's word: pin the federation schema "
+            "you hold with --schema; nothing sent"
+        )
     if schema is not None and file.raw is not None:
         if pinned and file.own is not None:
             return file.own  # read before contact by the same schema (pinned_schema checked the digest)

@@ -207,8 +207,10 @@ def test_positive_control_a_query_file_read_in_the_gap_is_caught(coordinator, ce
 
 def test_a_schema_the_coordinator_names_is_read_in_the_gap(coordinator, certs, tmp_path, files, gap):
     """The documented limit (owner/query.py, "Timing"): without ``--schema`` the file is read by the model's
-    schema after ``GetModel``; with it, before."""
-    _serve(coordinator, SCHEMA)
+    schema (one without fill values: owner/query_files.py, "Columns") after ``GetModel``; with it, before."""
+    plain = FederationSchema(FEATURES, (-BOUND,) * F, (BOUND,) * F, (0, 1), header=True)
+    (tmp_path / "plain.json").write_text(plain.to_json())
+    _serve(coordinator, plain)
     theirs = gap(_query(coordinator, certs, tmp_path, files["named"]))
-    own = gap(_query(coordinator, certs, tmp_path, files["named"], schema=files["schema"]))
+    own = gap(_query(coordinator, certs, tmp_path, files["named"], schema=tmp_path / "plain.json"))
     assert [t for t in theirs if t[0] == "load"] and not [t for t in own if t[0] == "load"]
