@@ -38,21 +38,19 @@ work in between is a timing channel (``bench/timing_paths.py``, ``query/*``). So
 owner's files that needs no word of the coordinator is done before it is contacted (step 1): the
 query file is parsed (by ``--schema`` too), and the training rows are reduced to their moments
 (:func:`~privfed.owner.query_cleaning.moment_rows`, ``2C`` rows for ``C`` columns), from which
-``A_c`` is fitted once F is known. Between the two calls: public checks, the cleaning (whose work
-is a function of ``A_dᵀx``, hence of the rows sent: a row projected outside the model's box costs
-more, and it is sent), the encoding. Measured (200 interleaved repeats, in process over loopback,
-one timing's accuracy): 3 against 17 significant digits, a missing cell filled by ``--schema``,
-another confidential label: 0.42-0.58 (before: 0.74, 0.95, 0.53). Not closed:
-
-* without ``--schema``, a schema the model names reads the query file after ``GetModel`` (it is
-  the coordinator's word): a missing cell makes that ~3 ms slower, told at 0.89-0.97 (the values'
-  text length shows less). Pin the schema you hold with ``--schema``;
-* the reading before contact leaves the CPU's caches colder the larger it was: 10x the training
-  rows make the gap's own CPU time ~25% longer (0.15-0.3 ms; 0.72-0.91, before 0.94 at 9 ms).
-
-As separate ``privfed query`` processes all of these are at chance: the gap also holds ~290 ms of
-imports (scipy, on the first cleaning), whose spread hides them; a caller of :func:`run_query` in a
-long-lived process has no such cover.
+``A_c`` is fitted once F is known. A schema the model names (no ``--schema``) can only read the file
+after ``GetModel``: it reads the query's numbers rewritten in one width
+(:mod:`privfed.owner.query_files`), so its time follows the row and column counts, not the digits.
+Between the two calls: public checks, that reading, the cleaning (whose work is a function of
+``A_dᵀx``, hence of the rows sent: a row projected outside the model's box costs more, and it is
+sent), the encoding. Measured (200 interleaved repeats, in process over loopback, one timing's
+accuracy): 3 against 17 significant digits, a missing cell filled by ``--schema``, another
+confidential label: 0.42-0.60 (before: 0.74, 0.95, 0.53); digits read by the model's schema 0.61
+(0.90). Not closed: the reading before contact leaves the CPU's caches colder the larger it was:
+10x the training rows make the gap's own CPU time ~25% longer (0.15-0.3 ms; 0.72-0.91, before 0.94
+at 9 ms). As separate ``privfed query`` processes all of these are at chance: the gap also holds
+~150-290 ms of imports (scipy, on the first cleaning), whose spread hides them; a caller of
+:func:`run_query` in a long-lived process has no such cover.
 
 Wire
 ----

@@ -23,6 +23,7 @@ categories or fill values is refused before the file is read; the owner pins the
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,7 +123,7 @@ class QueryFile:
     the model names), its numeric columns or why it has none, and its rows by the owner's own schema."""
 
     path: Path
-    raw: RawTable | None  # CSV text lines; None for an NPZ file
+    raw: RawTable | None  # CSV text lines (numbers in one width when all are numbers); None for an NPZ file
     numeric: np.ndarray | None  # every column, when the file is plain numbers (:func:`read_table`)
     problem: ConfigError | None  # why ``numeric`` is None
     own: np.ndarray | None  # the rows by ``--schema`` (pinned), else None
@@ -143,9 +144,20 @@ def read_queries(path: Path, own_schema: FederationSchema | None) -> QueryFile:
             log.info("--queries %s", note)
         own = loaded.X
     try:
-        return QueryFile(path, raw, read_table(path, "--queries"), None, own)
+        numeric = read_table(path, "--queries")
     except ConfigError as exc:
         return QueryFile(path, raw, None, exc, own)
+    return QueryFile(path, None if raw is None else _fixed_width(raw, numeric), numeric, None, own)
+
+
+def _fixed_width(raw: RawTable, numeric: np.ndarray) -> RawTable:
+    """``raw`` with every number written in one width (``%+.16e``: 17 significant digits, which give the
+    double back exactly), its header line kept: a schema the model names reads this text after
+    ``GetModel`` in a time its row and column counts set, not the digits of the owner's values
+    (:mod:`privfed.owner.query`, "Timing"; values beyond 1e±99 take one character more)."""
+    header = raw.lines[: len(raw.lines) - numeric.shape[0]]  # the line read_table skipped, if any
+    body = tuple(",".join(f"{v:+.16e}" for v in row) for row in numeric)
+    return dataclasses.replace(raw, lines=(*header, *body))
 
 
 def query_rows(

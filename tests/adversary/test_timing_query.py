@@ -24,7 +24,7 @@ import pytest
 from hostile import matrix, pb, tls_files
 
 from privfed.common import nullspace
-from privfed.common.schema import FederationSchema
+from privfed.common.schema import FederationSchema, RawTable
 from privfed.owner import query, query_client, query_files
 from privfed.owner.query import QueryConfig, run_query
 
@@ -33,6 +33,7 @@ FEATURES = tuple(f"f{i}" for i in range(F))
 SCHEMA = FederationSchema(
     FEATURES, (-BOUND,) * F, (BOUND,) * F, (0, 1), header=True, fill=tuple((f, 0.0) for f in FEATURES)
 )
+PLAIN = FederationSchema(FEATURES, (-BOUND,) * F, (BOUND,) * F, (0, 1), header=True)  # a coordinator's may not fill
 
 
 def _csv(path, table, *, digits=17, header=False, missing=False):
@@ -57,6 +58,7 @@ def files(tmp_path):
         "17-digit": _csv(tmp_path / "q17.csv", queries),
         "3-digit": _csv(tmp_path / "q3.csv", queries, digits=3),
         "named": _csv(tmp_path / "h.csv", queries, header=True),
+        "named-3-digit": _csv(tmp_path / "h3.csv", queries, header=True, digits=3),
         "named-missing": _csv(tmp_path / "hm.csv", queries, header=True, missing=True),
         "train": _csv(tmp_path / "t.csv", np.column_stack([X[:N_TRAIN], labels[:N_TRAIN]])),
         "train-10x": _csv(tmp_path / "t10.csv", np.column_stack([X, labels])),
@@ -75,8 +77,13 @@ def _serve(coordinator, schema: FederationSchema | None) -> None:
     )
 
 
-def _array_shapes(args) -> tuple:
-    return tuple(np.shape(a) for a in args if isinstance(a, np.ndarray))
+def _sizes(args) -> tuple:
+    """What a call works on: its arrays' shapes, and the length of the text a schema reads."""
+    return tuple(
+        np.shape(a) if isinstance(a, np.ndarray) else sum(map(len, a.lines))
+        for a in args
+        if isinstance(a, np.ndarray | RawTable)
+    )
 
 
 @pytest.fixture
@@ -100,11 +107,9 @@ def gap(monkeypatch):
         return ("file", name)
 
     def worked(name, args):
-        return (name, _array_shapes(args))
+        return (name, _sizes(args))
 
     for owner, name in ((builtins, "open"), (io, "open"), (pathlib.Path, "open"), (pathlib.Path, "read_bytes")):
-        spy(owner, name, opened)
-    for owner, name in ((np, "loadtxt"), (np, "load")):
         spy(owner, name, opened)
     for owner, name in (
         (query, "confidential_columns"),
@@ -152,6 +157,7 @@ SUBSPACE = {"method": "subspace", "allow_confidential_map_leak": True}
     [
         (None, [("17-digit", {}), ("3-digit", {})]),
         (SCHEMA, [("named", {"schema": "schema"}), ("named-missing", {"schema": "schema"})]),
+        (PLAIN, [("named", {}), ("named-3-digit", {})]),
         (
             None,
             [
@@ -161,7 +167,7 @@ SUBSPACE = {"method": "subspace", "allow_confidential_map_leak": True}
             ],
         ),
     ],
-    ids=["digits", "own-schema-missing-cell", "subspace-rows-and-label"],
+    ids=["digits", "own-schema-missing-cell", "their-schema-digits", "subspace-rows-and-label"],
 )
 def test_the_gap_reads_no_file_and_does_the_same_work_whatever_the_files_hold(
     coordinator, certs, tmp_path, files, gap, schema, arms
@@ -205,12 +211,16 @@ def test_positive_control_a_query_file_read_in_the_gap_is_caught(coordinator, ce
     assert ("file", "read_bytes") in trace or ("file", "open") in trace, trace
 
 
-def test_a_schema_the_coordinator_names_is_read_in_the_gap(coordinator, certs, tmp_path, files, gap):
-    """The documented limit (owner/query.py, "Timing"): without ``--schema`` the file is read by the model's
-    schema (one without fill values: owner/query_files.py, "Columns") after ``GetModel``; with it, before."""
-    plain = FederationSchema(FEATURES, (-BOUND,) * F, (BOUND,) * F, (0, 1), header=True)
-    (tmp_path / "plain.json").write_text(plain.to_json())
-    _serve(coordinator, plain)
-    theirs = gap(_query(coordinator, certs, tmp_path, files["named"]))
+def test_positive_control_a_schema_reading_the_owners_own_text_in_the_gap_is_caught(
+    coordinator, certs, tmp_path, files, gap, monkeypatch
+):
+    """Without ``--schema`` the model's schema (one without fill values: owner/query_files.py, "Columns") reads
+    the file after ``GetModel``: the text it reads is the numbers in one width. The owner's own text, as
+    before, is longer with more digits; with ``--schema`` nothing is read in the gap."""
+    (tmp_path / "plain.json").write_text(PLAIN.to_json())
+    _serve(coordinator, PLAIN)
     own = gap(_query(coordinator, certs, tmp_path, files["named"], schema=tmp_path / "plain.json"))
-    assert [t for t in theirs if t[0] == "load"] and not [t for t in own if t[0] == "load"]
+    assert not [t for t in own if t[0] == "load"]
+    monkeypatch.setattr(query_files, "_fixed_width", lambda raw, numeric: raw)
+    long, short = (gap(_query(coordinator, certs, tmp_path, files[name])) for name in ("named", "named-3-digit"))
+    assert [t for t in long if t[0] == "load"] and long != short
