@@ -286,6 +286,7 @@ def first_debit_arms(tmp: Path) -> dict[str, Arm]:
             ledger.close()  # the earlier process
             ledger = Ledger(path, epsilon_budget=100.0, delta_budget=1.0)
             ledger.bind_rows(OWNER, keys)
+            ledger.load_row_accounts()  # as the owner core does when it starts
             t0 = time.perf_counter()
             ledger.debit_many([Debit(OWNER, 1e-3, 0.0, "bench", "first#0")])
             dt = time.perf_counter() - t0

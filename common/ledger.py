@@ -80,7 +80,7 @@ from typing import Any
 
 from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError
 from privfed.common.files import private_sqlite_file
-from privfed.common.ledger_cache import OwnerRecord, PendingRecord, RecordCache
+from privfed.common.ledger_cache import MAX_ACCOUNTS, OwnerRecord, PendingRecord, RecordCache
 from privfed.common.ledger_file import (
     BUSY_TIMEOUT_S,
     CHUNK,
@@ -219,6 +219,17 @@ class Ledger:
         from now on each of its debits is added to each row's account too, and it may spend only what
         the most-spent of them leaves (``privfed.common.ledger_rows``)."""
         self._rows.bind(self._db(), require_name("owner_id", owner_id), row_keys)
+
+    def load_row_accounts(self) -> None:
+        """Read the account of every bound row now (a node's start, before any task), when they fit the
+        cache: the first release then finds them read, whether an earlier id made them or they are new,
+        and its time does not tell which (``privfed.owner.core``, "Limits"). A node with more rows than
+        the cache keeps reads each batch's from the file, as every batch does."""
+        keys = self._rows.all_keys()
+        if not keys or len(keys) > MAX_ACCOUNTS:
+            return
+        with self._read_snapshot() as conn:
+            self._rows.sums(conn, keys)
 
     def remaining(self, owner_id: str) -> Budget:
         """``budget - spent`` per component, never negative; ∞ while the budget is ∞."""

@@ -61,6 +61,10 @@ class RowAccounts:
         """The accounts of ``owner_id``; empty for an owner without bound rows."""
         return self._bound.get(owner_id, ())
 
+    def all_keys(self) -> list[str]:
+        """Every bound account, once."""
+        return list(dict.fromkeys(k for keys in self._bound.values() for k in keys))
+
     def bind(self, conn: sqlite3.Connection, owner_id: str, row_keys: Sequence[bytes]) -> None:
         """Bind ``owner_id`` to the rows of ``row_keys``, stored as salted digests (the salt is the
         file's own, table ``meta``)."""

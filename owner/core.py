@@ -53,11 +53,12 @@ converges; ``ovr-huber`` separable or one-class rows at ~0.7 accuracy from one t
 wall time beside other work on the host. An owner whose rows were spent has them computed from, so
 what is left of the data channel reaches those rows too. Around the release (``bench/timing_paths.py``):
 a secure-sum step (ring hop, pairwise masked input) does fixed-width work on the release, at chance; a
-policy checks its rows' earlier holders whether there are any, in as many statements however many
-(``tests/adversary/test_timing_policy.py``). Left: a debit takes ~4% (~20 µs) longer, and the first
-after a node starts ~10% (~0.15 ms, ~0.6-0.8 accuracy from the debit alone, once per process), when an
-earlier id made its rows' accounts (SQLite's index hits against misses); an earlier holder's history is
-read once per process, by the first task that counts it. ``privfed query``: :mod:`privfed.owner.query`, "Timing".
+policy checks its rows' earlier holders whether there are any, in as many statements however many;
+and a node reads its rows' accounts when it starts, not in its first answer
+(``tests/adversary/test_timing_ledger.py``). Left: a debit takes ~4% (20-70 µs) longer when an earlier
+id made its rows' accounts (SQLite; 0.85-0.89 accuracy from the debit alone, 0.52-0.61 from a whole
+answer); an earlier holder's history is read once per process, by the first task that counts it.
+``privfed query``: :mod:`privfed.owner.query`, "Timing".
 """
 
 from __future__ import annotations
@@ -184,6 +185,7 @@ class OwnerCore:
         self.mods: dict[str, SecureSum] = {"ring": RingMod(self.keys), "secagg": SecAggDriver(self.keys, sign=sign)}
         for owner in self.owners.values():
             ledger.bind_rows(owner.owner_id, owner.row_keys)
+        ledger.load_row_accounts()  # now, not in the first answer: its time would tell rows spent before
         #: (spec, owner configuration) pairs a spec-only kind accepted, by their ids (:meth:`_validate`)
         self._accepted: dict[tuple[int, int], tuple[object, PublicConfig]] = {}
 

@@ -1,5 +1,5 @@
-"""At a node with a policy, an answer reads the ledger alike whether or not earlier ids held the owner's rows
-(owner/policy.py, ``keeps_rows_out``).
+"""An answer reads the ledger alike whether or not earlier ids held the owner's rows: at a node with a policy
+(owner/policy.py, ``keeps_rows_out``), and in the first answer after a node starts (``Ledger.load_row_accounts``).
 
 That the rows were held before (another ``--shards`` or ``--name`` of the same file) is what the ledger's
 row accounts keep from the coordinator: no refusal says it, and the answer's time must not either. The
@@ -101,3 +101,39 @@ def _early_exit(policy, job, ledger, owner_id, debits):
 def test_positive_control_the_early_exit_reads_the_ledger_otherwise(monkeypatch, earlier):
     monkeypatch.setattr(owner_core, "keeps_rows_out", _early_exit)
     assert _statements(0) != _statements(earlier)
+
+
+def _first_answer(tmp_path, earlier: int) -> list[str]:
+    """The ledger's statements for the first answer of a node started on a ledger file in which ``earlier``
+    ids held the owner's rows (an earlier process)."""
+    path = tmp_path / f"ledger-{earlier}.sqlite"
+    rng = np.random.Generator(np.random.PCG64(3))
+    X, y = rng.uniform(0, 1, (ROWS, D)), rng.integers(0, 2, ROWS)
+    keys = row_digests(X, y)
+    with Ledger(path, epsilon_budget=100.0, delta_budget=1.0) as before:
+        for i in range(earlier):
+            before.bind_rows(f"node-{i}.o00000", keys)
+            before.debit_many([Debit(f"node-{i}.o00000", 0.5, 0.0, "lr", f"e{i}#0", job="job-0")])
+    ledger = Ledger(path, epsilon_budget=100.0, delta_budget=1.0)
+    owner = LocalOwner(OWNER, X, y, np.random.Generator(np.random.PCG64(4)), 2, BOUNDS, row_keys=tuple(keys))
+    core = OwnerCore([owner], ledger)
+    seen: list[str] = []
+    ledger._db().set_trace_callback(lambda s: seen.append(_normalised(s)))
+    (result,) = core.answer([Task("t0", OWNER, "round-0", LrShareTask("pm", 0.5, 1.0, 1.0, 2, BOUNDS))]).results
+    ledger.close()
+    assert not isinstance(result.payload, Refusal), result.payload
+    return seen
+
+
+def test_the_first_answer_after_a_start_reads_no_row_account(tmp_path):
+    """The node reads its rows' accounts when it starts (``Ledger.load_row_accounts``), so its first answer
+    reads none, whether an earlier id made them (an index hit per row) or they are new (a miss): one timing
+    of that debit told them apart at 0.98 accuracy (``bench/timing_paths.py``, ``ledger/first-debit``)."""
+    traces = [_first_answer(tmp_path, n) for n in (0, 1)]
+    assert traces[0] == traces[1]
+    assert not [s for s in traces[0] if "accounts AS a" in s or "FROM accounts" in s], traces[0]
+
+
+def test_positive_control_without_the_start_up_read_the_first_answer_reads_the_accounts(tmp_path, monkeypatch):
+    monkeypatch.setattr(Ledger, "load_row_accounts", lambda self: None)
+    assert [s for s in _first_answer(tmp_path, 1) if "accounts AS a" in s]
