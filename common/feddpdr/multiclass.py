@@ -49,12 +49,14 @@ JMLR 2, 2001.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.pca import check_unit_rows
 from privfed.common.feddpdr.svm import huber_hinge, huber_hinge_derivative
+from privfed.common.mechanisms.amp import flush_tiny
 from privfed.common.mechanisms.objective import GaussianObjectivePerturbation, perturbed
 from privfed.common.validation import check_choice
 
@@ -77,27 +79,45 @@ def mechanism(epsilon: float, delta: float, n_classes: int, loss: str) -> Gaussi
     )
 
 
-def score_gradients(S: np.ndarray, y: np.ndarray, loss: str) -> tuple[np.ndarray, np.ndarray]:
-    """Per-row loss values (n,) and gradients in the scores (n, K), rows ``S = X F^T``."""
+#: ``exp`` is taken of arguments clamped to ``>= -EXP_FLOOR`` and is 0 below it (:func:`_exp_nonpositive`):
+#: ``e^-300 ~ 5e-131``, so the probabilities, their products with a Huber slope (0 or >= 2^-53) and with rows
+#: (:func:`~privfed.common.mechanisms.amp.flush_tiny`) stay normal floats, whose arithmetic takes no slow path
+#: (the solver's work is the same for every rows; :mod:`privfed.common.mechanisms.amp`, "Timing").
+EXP_FLOOR = 300.0
+
+
+def _exp_nonpositive(a: np.ndarray) -> np.ndarray:
+    """``exp(a)`` for ``a <= 0``, 0 below ``-EXP_FLOOR`` (where it is below 1e-130), never computed there."""
+    return np.where(a < -EXP_FLOOR, 0.0, np.exp(np.maximum(a, -EXP_FLOOR)))
+
+
+def _scores(S: np.ndarray, y: np.ndarray, loss: str, values: bool) -> tuple[np.ndarray | None, np.ndarray]:
+    """Per-row gradients in the scores (n, K) of rows ``S = X F^T``, and the loss values (n,) if ``values``."""
     n = S.shape[0]
     rows = np.arange(n)
     if loss == "softmax":
         shifted = S - S.max(axis=1, keepdims=True)
-        log_z = np.log(np.exp(shifted).sum(axis=1))
-        P = np.exp(shifted - log_z[:, None])
-        values = log_z - shifted[rows, y]
+        E = _exp_nonpositive(shifted)
+        Z = E.sum(axis=1, keepdims=True)
+        P = E / Z
         P[rows, y] -= 1.0
-        return values, P
+        return (np.log(Z[:, 0]) - shifted[rows, y] if values else None), P
     O = S / MC_HUBER_T
     O[rows, y] = -np.inf
     top = O.max(axis=1, keepdims=True)
-    E = np.exp(O - top)
+    E = _exp_nonpositive(O - top)
     Z = E.sum(axis=1, keepdims=True)
     margin = S[rows, y] - MC_HUBER_T * (np.log(Z[:, 0]) + top[:, 0])
     G = -E / Z
     G[rows, y] += 1.0
     G *= huber_hinge_derivative(margin, MC_HUBER_H)[:, None]
-    return huber_hinge(margin, MC_HUBER_H), G
+    return (huber_hinge(margin, MC_HUBER_H) if values else None), G
+
+
+def score_gradients(S: np.ndarray, y: np.ndarray, loss: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row loss values (n,) and gradients in the scores (n, K), rows ``S = X F^T``."""
+    values, G = _scores(S, y, loss, values=True)
+    return cast(np.ndarray, values), G
 
 
 def score_hessian(s: np.ndarray, y: int, loss: str) -> np.ndarray:
@@ -123,6 +143,11 @@ def _loss(F: np.ndarray, X: np.ndarray, y: np.ndarray, loss: str) -> tuple[float
     """``sum_i l(F x_i, y_i)`` and its gradient in F."""
     values, G = score_gradients(X @ F.T, y, loss)
     return float(values.sum()), G.T @ X
+
+
+def _loss_gradient(F: np.ndarray, X: np.ndarray, y: np.ndarray, loss: str) -> np.ndarray:
+    """The gradient in F of ``sum_i l(F x_i, y_i)``: what the solver calls, each step."""
+    return _scores(X @ F.T, y, loss, values=False)[1].T @ X
 
 
 def perturbed_objective(
@@ -168,11 +193,13 @@ def fit_dp_multiclass(
         raise ConfigError(f"need one integer label in [0, {K}) per row, got labels of shape {y.shape}")
     mech = mechanism(epsilon, delta, K, loss)
     labels = y.astype(np.intp)
-    F = mech.privatize(lambda F: _loss(F, X, labels, loss), (K, X.shape[1]), X.shape[0], rng)
+    X = flush_tiny(X)  # no subnormal products (EXP_FLOOR)
+    F = mech.privatize(lambda F: _loss_gradient(F, X, labels, loss), (K, X.shape[1]), X.shape[0], rng)
     return F, mech.calibration()
 
 
 __all__ = [
+    "EXP_FLOOR",
     "LOSSES",
     "MC_HUBER_H",
     "MC_HUBER_T",

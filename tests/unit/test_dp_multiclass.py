@@ -12,7 +12,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.feddpdr import multiclass as mc
 from privfed.common.feddpdr.model import add_bias_feature
 from privfed.common.mechanisms import objective
-from privfed.common.mechanisms.amp import AMP_FRACTION, AMP_RADIUS, AmpOutputNoise, minimise_within
+from privfed.common.mechanisms.amp import AMP_FRACTION, AMP_RADIUS, AmpOutputNoise
 from privfed.common.mechanisms.amp import norm_laplace_noise as sample_b
 from privfed.common.mechanisms.gaussian import standard_normal
 
@@ -153,8 +153,14 @@ def test_fit_is_the_perturbed_minimiser_plus_amp_noise_and_learns(loss):
     def perturbed_j(f):
         return mc.perturbed_objective(f, Xb, y, loss, info["Lambda"], B)
 
-    smooth = info["Lambda"] + mc.TRACE_BOUND[loss] * Xb.shape[0]
-    point = minimise_within(perturbed_j, F.size, mu=info["Lambda"], smooth=smooth)  # within r of the exact minimiser
+    point = objective.minimise_perturbed(  # the release's solver, with the loss's bounds: within r of the minimiser
+        lambda G: mc.perturbed_objective(G.ravel(), Xb, y, loss, 0.0, np.zeros_like(B))[1].reshape(G.shape),
+        B,
+        reg=info["Lambda"],
+        divisor=1.0,
+        curvature=mc.TRACE_BOUND[loss] * Xb.shape[0],
+        gradient_bound=Xb.shape[0] * math.sqrt(objective.GRADIENT_NORM_SQ),
+    ).ravel()
     assert np.linalg.norm(perturbed_j(point)[1]) <= info["Lambda"] * AMP_RADIUS
     # the release is the solver's point (within r of this one) plus V, rounded to AMP's grid (SPEC §12)
     grid = AmpOutputNoise(epsilon=info["epsilon_out"], d=F.size).output_grid.grid
