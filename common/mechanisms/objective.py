@@ -301,6 +301,9 @@ class GaussianObjectivePerturbation:
     trace_bound : float > 0
         ``beta``.
     gradient_norm_sq : float > 0, default :data:`GRADIENT_NORM_SQ`
+    curvature_bound : float > 0, default ``trace_bound``
+        A bound on the largest eigenvalue of a row's Hessian in the scores (at most its trace): the solver's
+        smoothness is ``Lambda + n curvature_bound`` (``||x|| <= 1``), its step count grows with its square root.
     """
 
     epsilon: float
@@ -308,15 +311,24 @@ class GaussianObjectivePerturbation:
     n_classes: int
     trace_bound: float
     gradient_norm_sq: float = GRADIENT_NORM_SQ
+    curvature_bound: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_positive(self.epsilon, name="epsilon", allow_inf=True))
         object.__setattr__(self, "trace_bound", check_positive(self.trace_bound, name="trace_bound"))
         object.__setattr__(self, "gradient_norm_sq", check_positive(self.gradient_norm_sq, name="gradient_norm_sq"))
+        if self.curvature_bound is not None:  # at most the trace
+            curvature = min(check_positive(self.curvature_bound, name="curvature_bound"), self.trace_bound)
+            object.__setattr__(self, "curvature_bound", curvature)
         if math.isfinite(self.epsilon):
             for eps in (self.epsilon_B, self.epsilon_out):
                 check_epsilon_range(eps, what=RANGE_WHAT)
         self.sigma  # noqa: B018 - validates delta and n_classes (a finite epsilon needs delta in (0, 1))
+
+    @property
+    def row_curvature(self) -> float:
+        """The bound on a row's Hessian the solver uses: ``curvature_bound`` (at most ``trace_bound``)."""
+        return float(self.curvature_bound if self.curvature_bound is not None else self.trace_bound)
 
     @property
     def epsilon_J(self) -> float:
@@ -369,7 +381,7 @@ class GaussianObjectivePerturbation:
         """The released ``(K, p)`` parameters: ``B``, the total minimiser, AMP's noise (class docstring).
 
         ``gradient`` is the gradient of the sum-form loss over ``n`` rows, ``F -> sum_i grad l(F x_i, y_i)``;
-        its Hessian is at most ``trace_bound * n`` and its norm at most ``n sqrt(G)`` (rows of norm <= 1). The
+        its Hessian is at most ``curvature_bound * n`` and its norm at most ``n sqrt(G)`` (rows of norm <= 1). The
         solver does the same work for every ``n`` rows (:func:`minimise_perturbed`, from ``-B / Lambda``,
         within ``n sqrt(G) / Lambda`` of the minimiser).
         """
@@ -381,7 +393,7 @@ class GaussianObjectivePerturbation:
             B,
             reg=self.Lambda,
             divisor=1.0,
-            curvature=self.trace_bound * n,  # ||hess L|| <= sum_i tr(H_i)
+            curvature=self.row_curvature * n,  # ||hess L|| <= sum_i ||hess_s l_i|| ||x_i||^2
             gradient_bound=n * math.sqrt(self.gradient_norm_sq),  # ||sum_i g_i|| <= n sqrt(G)
         )
         if math.isfinite(self.epsilon_out):

@@ -53,7 +53,7 @@ def test_privacy_loss_exceeds_epsilon_with_probability_at_most_delta(loss):
                 B,
                 reg=Lambda,
                 divisor=1.0,
-                curvature=mc.TRACE_BOUND[loss] * n,
+                curvature=mc.CURVATURE_BOUND[loss] * n,
                 gradient_bound=n * math.sqrt(GRADIENT_NORM_SQ),
                 radius=1e-8,
             )

@@ -39,10 +39,11 @@ def _finite_difference_hessian(s, y, loss, step=1e-5):
 @pytest.mark.parametrize("loss", mc.LOSSES)
 def test_gradient_norm_hessian_trace_and_inner_product_bounds(loss):
     """||grad_s l||^2 <= 2, hess_s l is PSD with trace <= beta, and |c^T u| <= max_k |u_y - u_k|
-    for every score vector (the three facts the proof uses), over random and extreme scores."""
+    for every score vector (the three facts the proof uses), over random and extreme scores; and its
+    largest eigenvalue is at most CURVATURE_BOUND (the solver's smoothness)."""
     rng = np.random.default_rng(0)
     K = 6
-    worst_trace = 0.0
+    worst_trace = worst_eigenvalue = 0.0
     for _ in range(400):
         s = rng.standard_normal(K) * rng.choice([0.1, 1.0, 3.0, 30.0])
         y = int(rng.integers(K))
@@ -56,8 +57,10 @@ def test_gradient_norm_hessian_trace_and_inner_product_bounds(loss):
             assert np.allclose(H, _finite_difference_hessian(s, y, loss), atol=1e-4)
         assert np.linalg.eigvalsh(H).min() >= -1e-9
         worst_trace = max(worst_trace, np.trace(H))
+        worst_eigenvalue = max(worst_eigenvalue, np.linalg.eigvalsh(H).max())
     assert worst_trace <= mc.TRACE_BOUND[loss] + 1e-12
     assert worst_trace > 0.3 * mc.TRACE_BOUND[loss]  # the bound is not vacuous
+    assert 0.3 * mc.CURVATURE_BOUND[loss] < worst_eigenvalue <= mc.CURVATURE_BOUND[loss] + 1e-12
 
 
 @pytest.mark.parametrize("loss", mc.LOSSES)
@@ -158,7 +161,7 @@ def test_fit_is_the_perturbed_minimiser_plus_amp_noise_and_learns(loss):
         B,
         reg=info["Lambda"],
         divisor=1.0,
-        curvature=mc.TRACE_BOUND[loss] * Xb.shape[0],
+        curvature=mc.CURVATURE_BOUND[loss] * Xb.shape[0],
         gradient_bound=Xb.shape[0] * math.sqrt(objective.GRADIENT_NORM_SQ),
     ).ravel()
     assert np.linalg.norm(perturbed_j(point)[1]) <= info["Lambda"] * AMP_RADIUS
