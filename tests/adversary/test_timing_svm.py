@@ -228,3 +228,23 @@ def test_score_gradients_take_no_subnormal_on_extreme_scores(loss):
     assert not _subnormal(G) and np.all(np.isfinite(values)) and np.all(np.isfinite(G))
     a = -np.geomspace(1e-3, 1e4, 2000)
     assert not _subnormal(mc._exp_nonpositive(a)) and _subnormal(np.exp(a))  # the clamp is what prevents them
+
+
+@pytest.mark.parametrize("scaling", ["ball", "normalise"])
+def test_extreme_finite_rows_do_not_make_the_svm_or_pca_release_raise(scaling):
+    """A computation that raises part-way answers with its fallback sooner. Finite raw values far outside
+    narrow public bounds overflowed the ball scaling (inf, then NaN rows) and the SVM and DP-PCA releases
+    raised; now every model and the PCA release compute to the end on them."""
+    from privfed.common.feddpdr.pca import owner_pca_release
+
+    bounds = Bounds.of(0.0, 0.2, 3)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0.0, 0.2, (40, 3))
+    X[:4] = [[1.7e308, 0.1, 0.1], [-1.7e308, 1.7e308, 0.0], [5e-324, 1e300, -1e300], [1e200, 1e200, 1e200]]
+    y = rng.integers(0, 2, 40)
+    for model in SVM_MODELS:
+        delta = 0.0 if model == "ovr-huber" else 1e-5
+        W, _, _ = owner_svm_release(X, y, bounds, None, 2, 1.0, 0.01, rng, delta=delta, model=model, scaling=scaling)
+        assert np.all(np.isfinite(W))
+    U, n = owner_pca_release(X, bounds, 2, 1.0, 1e-5, rng, scaling=scaling)
+    assert n == 40 and np.all(np.isfinite(U))
