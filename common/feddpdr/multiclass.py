@@ -102,33 +102,34 @@ def _exp_nonpositive(a: np.ndarray) -> np.ndarray:
 
 
 def one_hot(y: np.ndarray, n_classes: int) -> np.ndarray:
-    """The (n, K) float indicator of the labels: the gradients pick each row's own class with it (a product,
-    the same work for every label, and faster than fancy indexing)."""
-    return (np.asarray(y)[:, None] == np.arange(n_classes)).astype(np.float64)
+    """The (K, n) float indicator of the labels, class-major like the solver's scores: the gradients pick each
+    row's own class with it (a product, the same work for every label, and faster than fancy indexing)."""
+    return (np.arange(n_classes)[:, None] == np.asarray(y)[None, :]).astype(np.float64)
 
 
 def _scores(S: np.ndarray, Y: np.ndarray, loss: str, values: bool) -> tuple[np.ndarray | None, np.ndarray]:
-    """Per-row gradients in the scores (n, K) of rows ``S = X F^T`` with labels ``Y`` (:func:`one_hot`), and
-    the loss values (n,) if ``values``."""
+    """Gradients in the scores (K, n) of the scores ``S = F X^T`` (K, n, class-major: the reductions over the
+    classes are elementwise over rows, fast for few classes) with labels ``Y`` (:func:`one_hot`), and the
+    loss values (n,) if ``values``."""
     if loss == "softmax":
-        shifted = S - S.max(axis=1, keepdims=True)
+        shifted = S - S.max(axis=0)
         E = _exp_nonpositive(shifted)
-        Z = E.sum(axis=1, keepdims=True)
+        Z = E.sum(axis=0)
         G = E / Z - Y
-        return (np.log(Z[:, 0]) - (shifted * Y).sum(axis=1) if values else None), G
+        return (np.log(Z) - (shifted * Y).sum(axis=0) if values else None), G
     O = np.where(Y > 0, -np.inf, S * (1.0 / MC_HUBER_T))  # the other classes' scores over T
-    top = O.max(axis=1, keepdims=True)
+    top = O.max(axis=0)
     E = _exp_nonpositive(O - top)
-    Z = E.sum(axis=1, keepdims=True)
-    margin = (S * Y).sum(axis=1) - MC_HUBER_T * (np.log(Z[:, 0]) + top[:, 0])
-    G = (Y - E / Z) * huber_hinge_derivative(margin, MC_HUBER_H)[:, None]
+    Z = E.sum(axis=0)
+    margin = (S * Y).sum(axis=0) - MC_HUBER_T * (np.log(Z) + top)
+    G = (Y - E / Z) * huber_hinge_derivative(margin, MC_HUBER_H)
     return (huber_hinge(margin, MC_HUBER_H) if values else None), G
 
 
 def score_gradients(S: np.ndarray, y: np.ndarray, loss: str) -> tuple[np.ndarray, np.ndarray]:
     """Per-row loss values (n,) and gradients in the scores (n, K), rows ``S = X F^T``."""
-    values, G = _scores(S, one_hot(y, S.shape[1]), loss, values=True)
-    return cast(np.ndarray, values), G
+    values, G = _scores(S.T, one_hot(y, S.shape[1]), loss, values=True)
+    return cast(np.ndarray, values), G.T
 
 
 def score_hessian(s: np.ndarray, y: int, loss: str) -> np.ndarray:
@@ -157,9 +158,9 @@ def _loss(F: np.ndarray, X: np.ndarray, y: np.ndarray, loss: str) -> tuple[float
 
 
 def _loss_gradient(F: np.ndarray, X: np.ndarray, Y: np.ndarray, loss: str) -> np.ndarray:
-    """The gradient in F of ``sum_i l(F x_i, y_i)`` (``Y`` the :func:`one_hot` labels): what the solver calls,
-    each step."""
-    return _scores(X @ F.T, Y, loss, values=False)[1].T @ X
+    """The gradient in F of ``sum_i l(F x_i, y_i)`` (``Y`` the (K, n) :func:`one_hot` labels): what the solver
+    calls, each step."""
+    return _scores(F @ X.T, Y, loss, values=False)[1] @ X
 
 
 def perturbed_objective(

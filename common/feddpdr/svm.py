@@ -75,21 +75,22 @@ def huber_hinge_derivative(z: np.ndarray, h: float = HUBER_H) -> np.ndarray:
 
 
 def _huber_gradient(F: np.ndarray, X: np.ndarray, Y: np.ndarray, h: float, n: int) -> np.ndarray:
-    """The gradient of the mean Huber loss of K separable problems (F is K x d, Y the n x K signs); ``n`` the
-    divisor of the mean (an owner without rows counts as one). What the solver calls, each step."""
-    return (X.T @ (huber_hinge_derivative(Y * (X @ F.T), h) * Y)).T / n  # X^T G: BLAS-friendly order
+    """The gradient of the mean Huber loss of K separable problems (F is K x d, Y the K x n signs, class-major
+    like the scores ``F X^T``); ``n`` the divisor of the mean (an owner without rows counts as one). What the
+    solver calls, each step."""
+    return (huber_hinge_derivative(Y * (F @ X.T), h) * Y) @ X / n
 
 
 def _huber_loss(F: np.ndarray, X: np.ndarray, Y: np.ndarray, h: float, n: int) -> tuple[float, np.ndarray]:
     """Mean Huber loss of K separable problems and its gradient (:func:`_huber_gradient`)."""
-    return huber_hinge(Y * (X @ F.T), h).sum() / n, _huber_gradient(F, X, Y, h, n)
+    return huber_hinge(Y * (F @ X.T), h).sum() / n, _huber_gradient(F, X, Y, h, n)
 
 
 def _perturbed_huber(
     f: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float, b: np.ndarray, Delta: float, h: float
 ) -> tuple[float, np.ndarray]:
     X = np.asarray(X, dtype=np.float64)
-    Y, n = np.asarray(y, float)[:, None], X.shape[0]
+    Y, n = np.asarray(y, float)[None, :], X.shape[0]
     B = np.asarray(b, float)[None, :]
     J = perturbed(lambda F: _huber_loss(F, X, Y, h, n), B.shape, reg=lam + Delta, noise=B, divisor=n)
     return J(np.asarray(f, dtype=np.float64).ravel())
@@ -120,7 +121,7 @@ def _check_labels(y: np.ndarray, n: int) -> np.ndarray:
 def _fit_huber(
     X: np.ndarray, Y: np.ndarray, epsilon: float, lam: float, rng: np.random.Generator, h: float
 ) -> np.ndarray:
-    """The P one-vs-rest problems of ``Y`` (n x P, +-1) at ``epsilon`` each; (P, d) releases, total.
+    """The P one-vs-rest problems of ``Y`` (P x n, +-1) at ``epsilon`` each; (P, d) releases, total.
 
     Theorem 9's mechanism made total by AMP (:class:`~privfed.common.mechanisms.objective.ObjectivePerturbation`,
     module docstring); the loss is the mean Huber loss, ``c = 1/(2h)`` smooth and of gradient norm <= 1
@@ -129,7 +130,7 @@ def _fit_huber(
     """
     n, d = X.shape
     X = flush_tiny(X)
-    mech = ObjectivePerturbation(epsilon=epsilon, lam=lam, curvature=1.0 / (2.0 * h), d=d, problems=Y.shape[1])
+    mech = ObjectivePerturbation(epsilon=epsilon, lam=lam, curvature=1.0 / (2.0 * h), d=d, problems=Y.shape[0])
     return mech.privatize(lambda F: _huber_gradient(F, X, Y, h, max(n, 1)), n, rng)
 
 
@@ -163,7 +164,7 @@ def fit_dp_svm(
     if not np.all(np.abs(y) == 1):
         raise ConfigError("y_pm1 must contain only -1 and +1")
     h = check_positive(h, name="h")
-    return _fit_huber(X, y[:, None], epsilon, lam, rng, h)[0]
+    return _fit_huber(X, y[None, :], epsilon, lam, rng, h)[0]
 
 
 def fit_dp_svm_ovr(
@@ -197,7 +198,7 @@ def fit_dp_svm_ovr(
         raise ConfigError(f"labels must be integers in [0, {n_classes}), got values {np.unique(y)[:10]}")
     h = check_positive(h, name="h")
     classes = np.array([1]) if n_classes == 2 else np.arange(n_classes)
-    Y = np.where(y[:, None] == classes[None, :], 1.0, -1.0)
+    Y = np.where(classes[:, None] == y[None, :], 1.0, -1.0)  # class-major, as the scores F X^T
     F = _fit_huber(clip_rows_to_unit_ball(add_bias_feature(X)), Y, float(eps_each[0]), lam, rng, h)
     W = np.vstack([-F[0], F[0]]) if n_classes == 2 else F
     return W, eps_each

@@ -185,7 +185,7 @@ def _objective(model: str, rows: tuple[Any, ...], solve: dict[str, Any]) -> obje
             lambda F: svm._huber_loss(F, X, Y, h, n), noise.shape, reg=reg, noise=noise, divisor=divisor
         )
     X, Y, loss = rows
-    y = np.argmax(Y, axis=1) if Y.size else np.zeros(0, dtype=np.intp)
+    y = np.argmax(Y, axis=0) if Y.size else np.zeros(0, dtype=np.intp)  # one_hot is class-major
     return objective.perturbed(lambda F: mc._loss(F, X, y, loss), noise.shape, reg=reg, noise=noise, divisor=divisor)
 
 
