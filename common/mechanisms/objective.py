@@ -111,7 +111,7 @@ def minimise_perturbed(
     number of steps (module docstring, "Solver start and work"; :func:`~.amp.nesterov_within`).
 
     ``curvature`` bounds ``L``'s Hessian and ``gradient_bound`` its gradient's norm (per independent row of
-    ``noise`` when the loss is separable over them), for every ``F`` and every rows.
+    ``noise`` when the loss is separable over them), for every ``F`` and all rows.
     """
     shift = noise / divisor
     start = shift / -reg
@@ -227,9 +227,7 @@ class ObjectivePerturbation:
         eps_prime, Delta = self.adjustment(n)
         B = norm_laplace_noise(self.d, eps_prime, rng, size=self.problems)
         reg = self.lam + Delta
-        F = minimise_perturbed(
-            gradient, B, reg=reg, divisor=max(n, 1), curvature=self.curvature, gradient_bound=1.0
-        )  # fmt: skip
+        F = minimise_perturbed(gradient, B, reg=reg, divisor=max(n, 1), curvature=self.curvature, gradient_bound=1.0)
         if math.isfinite(self.epsilon):
             F = AmpOutputNoise(epsilon=AMP_FRACTION * self.epsilon, radius=AMP_RADIUS, d=self.d).privatize(F, rng)
         return F
