@@ -36,12 +36,16 @@ class Bounds:
             j = int(np.argmax(hi <= lo))
             raise ConfigError(f"bounds need lo < hi for every feature; feature {j} has lo={lo[j]}, hi={hi[j]}")
         with np.errstate(over="ignore"):
-            wide = ~np.isfinite(2.0 * (hi - lo))
-        if np.any(wide):  # :meth:`to_unit` would give inf or NaN, and every release its fallback
-            j = int(np.argmax(wide))
+            half_squares = ((hi - lo) / 2.0) ** 2
+            wide = ~np.isfinite(2.0 * (hi - lo)) | ~np.isfinite(half_squares)
+            radius_overflows = not np.isfinite(np.sum(half_squares))
+        if np.any(wide) or radius_overflows:
+            # :meth:`to_unit` would give inf or NaN, and the ball scaling of FedDPDR (radius
+            # sqrt(sum(((hi - lo) / 2)^2))) every row zero or NaN: every release its fallback, with no word
+            j = int(np.argmax(wide)) if np.any(wide) else int(np.argmax(half_squares))
             raise ConfigError(
-                f"bounds of feature {j} ({lo[j]}, {hi[j]}) are too far apart: hi - lo overflows a float; "
-                "give the feature's documented range"
+                f"bounds of feature {j} ({lo[j]}, {hi[j]}) are too far apart: the width of the bounds' box "
+                "overflows a float; give the feature's documented range"
             )
         object.__setattr__(self, "lo", lo)
         object.__setattr__(self, "hi", hi)

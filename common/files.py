@@ -64,12 +64,14 @@ def sole_writer(path: str | Path) -> Iterator[None]:
     file system that cannot lock (a warning says so).
 
     A separate file because closing any descriptor of the database itself would drop SQLite's own
-    POSIX locks on it (SQLite's "posix advisory locks are broken" note).
+    POSIX locks on it (SQLite's "posix advisory locks are broken" note); named after the path with
+    its symbolic links resolved, so a link to a ledger in use finds its lock. A hard link to the
+    database is another name the lock does not see.
     """
     if str(path) == ":memory:":
         yield
         return
-    lock = Path(f"{path}.lock")
+    lock = Path(f"{Path(path).resolve()}.lock")  # the file's, whatever link names it (SQLite follows links)
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
     except FileNotFoundError:

@@ -139,8 +139,12 @@ def checked_rows(rows: RawTable, schema: FederationSchema, ledger: Ledger, *, pi
     digest of the first schema it checked and whether the rows fitted; after a restart, a schema
     with another digest is refused without the rows being read (a ConfigError: the node refuses
     every task with ``schema_mismatch``), so a coordinator that gets the node restarted learns
-    nothing new -- only the first schema's check tells one bit. A schema the operator pins
-    (``--schema``, ``--bounds``/``--classes``: ``pinned``) is the operator's decision and is checked.
+    nothing new -- only the first schema's check tells one bit. A schema file the operator pins
+    (``--schema``: ``pinned``) is the operator's decision and is checked. ``--bounds``/``--classes`` pin
+    the bounds and classes only: the coordinator's schema still decides how the file is read (which
+    header name is which feature, the label column), and a new reading at each start would give every
+    row a new account (``row_digests`` hash the rows as read) and a new bit; so it is recorded and
+    checked as if the node had no local schema (wt-redteam3, ``tests/adversary/test_bounds_flag_schema.py``).
     """
     digest = schema.digest()
     recorded = ledger.schema_decision()
@@ -176,8 +180,8 @@ def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
     The file is read, and checked against a local schema (``--schema``, or ``--bounds`` and
     ``--classes``), before the node dials out, so a malformed file fails at once; a mismatch is
     still reported to the coordinator (the node registers and refuses every task). Every check of
-    the rows against a schema is recorded in the node's ledger when the owners are loaded
-    (:func:`checked_rows`)."""
+    the rows against a schema they are read by is recorded in the node's ledger when the owners are
+    loaded (:func:`checked_rows`): ``--schema``'s, or the coordinator's (with ``--bounds`` too)."""
     local = read_schema(config.schema) if config.schema is not None else None
     if not config.data:
         train, _ = federation_split(
@@ -203,13 +207,14 @@ def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
 
     def load(remote: FederationSchema | None, ledger: Ledger) -> list[LocalOwner]:
         if early is not None:
-            if local is not None:
-                with contextlib.suppress(ConfigError):  # the decision on the record; the error is ``early``
+            # the decision on the record (the error is ``early``); with --bounds the recorded schema is the coordinator's
+            if config.schema is not None and local is not None:
+                with contextlib.suppress(ConfigError):
                     checked_rows(rows, local, ledger, pinned=True)
             raise early
         schema = agreed_schema(local, remote, from_file=config.schema is not None)
         return build_node_owners(
-            config, checked_rows(rows, schema, ledger, pinned=local is not None), n_owners=shards.stop
+            config, checked_rows(rows, schema, ledger, pinned=config.schema is not None), n_owners=shards.stop
         )
 
     return DeferredOwners(tuple(owner_id(config.name, i) for i in shards), load, None if early is None else str(early))

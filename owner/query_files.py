@@ -13,6 +13,12 @@ be the same (sha256) and its bounds must have the schema's feature count, and th
 read by the owner's copy, which may read a label column past. Without it a query file holds the
 features only: a column besides the F the model reads is refused, so a file that passes with an
 honest model has nothing else for a hostile one to name.
+
+Nor is how a cell is read the coordinator's to say: a schema that one-hot encodes a column refuses a
+value outside its categories, and one without a fill value a missing cell, so under the coordinator's
+schema whether the query is sent would tell it whether the rows' values lie in a set it chose, of any
+column (wt-redteam3, ``tests/adversary/test_query_schema_oracle.py``). A coordinator's schema with
+categories or fill values is refused before the file is read; the owner pins the one it holds.
 """
 
 from __future__ import annotations
@@ -112,8 +118,14 @@ def query_rows(path: Path, schema: FederationSchema | None, n_features: int, *, 
     matched by the header's names, categories one-hot, missing cells filled), else the first F
     numeric columns (:func:`read_table`). Columns besides the features (a label) are read past only
     under the owner's own schema (``pinned``, ``--schema``); under the coordinator's word they are
-    refused ("Columns")."""
+    refused, as is a schema with categories or fill values, before the file is read ("Columns")."""
     name = Path(path).name
+    if schema is not None and not pinned and (schema.categories or schema.fill):
+        raise ConfigError(
+            f"--queries {name}: the model's schema one-hot encodes or fills columns, so whether your rows fit it "
+            "would depend on their values, and that schema is the coordinator's word: pin the federation schema "
+            "you hold with --schema; nothing sent"
+        )
     if schema is not None and not is_npz(Path(path)):
         loaded = schema.load(read_raw_table(path), labels=None)
         for note in loaded.notes():

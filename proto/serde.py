@@ -117,8 +117,17 @@ def refusal_to_proto(p: Refusal) -> pb.Refusal:
     return pb.Refusal(code=REFUSAL_CODE.to_proto(p.code), message=p.message)
 
 
+#: The most characters of a refusal's message a peer's answer keeps: an honest owner sends its code's fixed
+#: text and a short detail (contract 3); the coordinator puts the message in a job's report and log.
+MAX_REFUSAL_MESSAGE = 1000
+
+
 def refusal_from_proto(m: pb.Refusal, owner_id: str) -> Refusal:
-    return Refusal(code=REFUSAL_CODE.from_proto(m.code, "refusal code"), message=m.message)
+    """A peer's refusal: its message cut to :data:`MAX_REFUSAL_MESSAGE` characters on one line (control
+    characters become spaces), so a hostile node neither fills a report nor writes lines of its own to a log."""
+    text = m.message[:MAX_REFUSAL_MESSAGE]
+    message = "".join(" " if ch.isspace() or not ch.isprintable() else ch for ch in text)
+    return Refusal(code=REFUSAL_CODE.from_proto(m.code, "refusal code"), message=message)
 
 
 def wire_enums() -> list[WireEnum[Any]]:

@@ -27,6 +27,8 @@ from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.roles import DATA_USER
 from privfed.proto.jobwire import JOB_METHODS, JOB_SERVICE, decode_json, encode_json
 from privfed.server.config import KEYS, JobConfig
+from privfed.server.joblog import outside_jobs
+from privfed.server.jobstore import no_job
 from privfed.server.servicer import peer_identity, peer_role
 
 if TYPE_CHECKING:
@@ -105,6 +107,10 @@ class JobApi:
         call = getattr(self, method.lower())
 
         def guarded(request: dict[str, Any], context: grpc.ServicerContext) -> dict[str, Any]:
+            with outside_jobs():  # a data user's call: not in the running job's log (privfed.server.joblog)
+                return serve(request, context)
+
+        def serve(request: dict[str, Any], context: grpc.ServicerContext) -> dict[str, Any]:
             user = peer_identity(context) or ""
             if self._require_role and peer_role(context) != DATA_USER:
                 log.warning("job API %s refused for %r (%s): not a data-user certificate", method, user, context.peer())
@@ -128,7 +134,7 @@ class JobApi:
         job_id = str(request.get("job_id", ""))
         record = self._service.store.get(job_id)
         if self._require_role and record.data_user != user:
-            raise ConfigError(f"no job {job_id!r}; `privfed jobs` lists them")
+            raise no_job(job_id)
         return record
 
     def submit(self, request: dict[str, Any], user: str) -> dict[str, Any]:

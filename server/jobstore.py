@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import threading
 from dataclasses import asdict, dataclass, field, replace
@@ -27,6 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from privfed.common.errors import ConfigError
+
+#: What a job id may be: ``submit`` makes ``YYYYMMDDTHHMMSSffffffZ-hhhh``; anything else (a path, a NUL, a
+#: name too long for the file system) names no job, and is answered as a missing one (wt-redteam3).
+JOB_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]{0,63}")
+
+
+def no_job(job_id: str) -> ConfigError:
+    """The one answer for a job id that names no job the caller may see."""
+    return ConfigError(f"no job {job_id!r}; `privfed jobs` lists them")
+
 
 #: Every state a job can be in; the last three are final.
 STATES = ("queued", "running", "done", "failed", "cancelled")
@@ -77,8 +88,8 @@ class JobStore:
             self._by_user.setdefault(r.data_user, []).append(r.job_id)
 
     def job_dir(self, job_id: str) -> Path:
-        if not job_id or "/" in job_id or job_id.startswith("."):
-            raise ConfigError(f"no job {job_id!r}")
+        if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
+            raise no_job(str(job_id))
         return self.jobs_dir / job_id
 
     def _write(self, record: JobRecord) -> JobRecord:
@@ -108,7 +119,7 @@ class JobStore:
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise ConfigError(f"no job {job_id!r}; `privfed jobs` lists them") from None
+            raise no_job(job_id) from None
         return JobRecord(**doc)
 
     def all(self) -> list[JobRecord]:

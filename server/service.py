@@ -32,6 +32,7 @@ from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
 from privfed.server.jobapi import JobApi, job_config
+from privfed.server.joblog import JobRecords
 from privfed.server.jobstore import FINAL, JobRecord, JobStore, now
 from privfed.server.main import coordinator_job, federation_schema, public_rows_per_owner
 from privfed.server.models import ModelStore, load_model
@@ -290,6 +291,7 @@ class CoordinatorService:
         job_dir = self.store.job_dir(record.job_id)
         handler = logging.FileHandler(job_dir / "job.log", encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        handler.addFilter(JobRecords())  # not the records of other callers' calls (privfed.server.joblog)
         root = logging.getLogger("privfed")
         root.addHandler(handler)
         self._progress[record.job_id] = {"batches": 0, "round": None}

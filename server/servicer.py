@@ -30,6 +30,7 @@ from privfed.proto.jobwire import job_info_to_proto
 from privfed.proto.transport import MAX_RESPONSE_TASK_BYTES, MAX_RESPONSE_TASKS, PULL_WAIT
 from privfed.server.contracts import Rejection
 from privfed.server.dispatcher import Dispatcher
+from privfed.server.joblog import outside_jobs
 from privfed.server.models import ModelStore, has_probabilities, model_linear_stage
 from privfed.server.sessions import Sessions
 
@@ -253,6 +254,10 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         return None
 
     def Predict(self, request: pb.PredictRequest, context: grpc.ServicerContext) -> pb.PredictResponse:
+        with outside_jobs():  # a data user's or an owner's query: not in the running job's log
+            return self._predict(request, context)
+
+    def _predict(self, request: pb.PredictRequest, context: grpc.ServicerContext) -> pb.PredictResponse:
         try:
             rows = serde.reports_from_proto(request.rows)
             answer = self._models.answer(
@@ -264,6 +269,10 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
             _abort(context, exc)
 
     def GetModel(self, request: pb.GetModelRequest, context: grpc.ServicerContext) -> pb.GetModelResponse:
+        with outside_jobs():
+            return self._get_model(request, context)
+
+    def _get_model(self, request: pb.GetModelRequest, context: grpc.ServicerContext) -> pb.GetModelResponse:
         try:
             entry = self._models.entry(request.model_id, self._data_user(context))
             kind, stage = model_linear_stage(entry.model)

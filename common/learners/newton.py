@@ -93,7 +93,12 @@ def newton_logistic(t1: np.ndarray, signs: np.ndarray, s: np.ndarray, C: float) 
 
 def _loss(margin: np.ndarray, s: np.ndarray, theta: np.ndarray, C: float, scale: np.ndarray) -> np.ndarray:
     """The scaled objective of each problem (``margin`` (..., n), ``theta`` (..., p), ``scale`` broadcast)."""
-    return (C * np.sum(s * softplus(-margin), axis=-1) + 0.5 * np.sum(theta * theta, axis=-1)) * scale
+    return _loss_from(softplus(-margin), s, theta, C, scale)
+
+
+def _loss_from(losses: np.ndarray, s: np.ndarray, theta: np.ndarray, C: float, scale: np.ndarray) -> np.ndarray:
+    """:func:`_loss` from the rows' ``softplus(-margin)``."""
+    return (C * np.sum(s * losses, axis=-1) + 0.5 * np.sum(theta * theta, axis=-1)) * scale
 
 
 def _newton_step(
@@ -102,28 +107,54 @@ def _newton_step(
     """One damped Newton step of every problem (:func:`newton_logistic`); a problem not ``live`` (converged)
     is computed alike and left where it is. Returns the new theta and which problems still move."""
     margin = signs * np.matmul(t1, theta[..., None])[..., 0]
-    val = _loss(margin, s, theta, C, scale)
-    grad = (C * np.matmul((-signs * expit(-margin) * s)[:, None, :], t1)[:, 0, :] + theta) * scale[:, None]
+    e = _exp_neg_abs(margin)  # one exp gives the loss, both logistic values and the curvature
+    inv = 1.0 / (1.0 + e)
+    ahead = margin >= 0.0
+    fits, misfits = np.where(ahead, inv, e * inv), np.where(ahead, e * inv, inv)  # expit(margin), expit(-margin)
+    val = _loss_from(np.maximum(-margin, 0.0) + np.log1p(e), s, theta, C, scale)
+    weight = s * C
+    grad = (np.matmul((-signs * misfits * weight)[:, None, :], t1)[:, 0, :] + theta) * scale[:, None]
     moving = live & (np.linalg.norm(grad, axis=1) > _NEWTON_GTOL)
-    curvature = expit(margin) * expit(-margin) * s * C
-    hessian = np.matmul(t1.transpose(0, 2, 1), t1 * curvature[..., None]) + np.eye(theta.shape[1])  # BLAS
-    step = np.linalg.solve(hessian, (grad / scale[:, None])[..., None])[..., 0]
+    step = _solve_hessian(t1, fits * misfits * weight, grad / scale[:, None])
     tiny = np.max(np.abs(step), axis=1) <= 1e-12 * (1.0 + np.max(np.abs(theta), axis=1))  # at rounding level
     slope = np.sum(grad * step, axis=1)  # Newton decrement squared (scaled)
     full = moving & (tiny | (slope <= 1e-12))  # quadratic region: the objective cannot resolve the decrease
     search = moving & ~full
     # the margins are linear in the step size: every size of the ladder costs O(n), tried by every problem
     shift = signs * np.matmul(t1, step[..., None])[..., 0]
-    trial = np.stack(
-        [_loss(margin - a * shift, s, theta - a * step, C, scale) for a in _LADDER], axis=1
+    ladder = _LADDER[None, :, None]
+    trial = _loss(
+        margin[:, None, :] - ladder * shift[:, None, :],
+        s[:, None, :],
+        theta[:, None, :] - ladder * step[:, None, :],
+        C,
+        scale[:, None],
     )  # (B, len(_LADDER))
     accepted = trial <= val[:, None] - 1e-4 * _LADDER[None, :] * slope[:, None]
-    size = np.where(moving, 1.0, 0.0)
-    size[search] = np.where(accepted[search].any(axis=1), _LADDER[np.argmax(accepted[search], axis=1)], 0.0)
+    first = _LADDER[np.argmax(accepted, axis=1)]
+    size = np.where(search, np.where(accepted.any(axis=1), first, 0.0), np.where(moving, 1.0, 0.0))
     smaller = search & ~accepted.any(axis=1)
     if smaller.any():  # the data-dependent tail (newton_logistic's docstring)
         size[smaller] = _halve_on(margin, shift, s, theta, step, C, scale, val, slope, smaller)
     return theta - size[:, None] * step, moving & ~tiny & (size > 0.0)
+
+
+def _solve_hessian(t1: np.ndarray, curvature: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """``(T' diag(c) T + I)^-1 g`` for each problem (``t1`` (B, n, p), ``curvature`` (B, n), ``g`` (B, p)).
+    With fewer rows than parameters (one-row owners: issue 27's scale path) by the Woodbury identity
+    ``(I + U V)^-1 = I - U (I + V U)^-1 V``, ``U = T'``, ``V = diag(c) T``: an ``n x n`` system in place of a
+    ``p x p`` one; which form runs depends on the shapes only ("Timing")."""
+    b, n, p = t1.shape
+    if n >= p:
+        hessian = np.matmul(t1.transpose(0, 2, 1), t1 * curvature[..., None]) + np.eye(p)  # BLAS
+        return np.linalg.solve(hessian, g[..., None])[..., 0]
+    tg = curvature * np.matmul(t1, g[..., None])[..., 0]  # V g, (B, n)
+    if n == 1:
+        inner = tg / (1.0 + curvature * np.sum(t1[:, 0, :] * t1[:, 0, :], axis=1, keepdims=True))
+    else:
+        gram = np.matmul(t1, t1.transpose(0, 2, 1)) * curvature[..., None] + np.eye(n)  # I + V U, (B, n, n)
+        inner = np.linalg.solve(gram, tg[..., None])[..., 0]
+    return g - np.matmul(inner[:, None, :], t1)[:, 0, :]
 
 
 def _halve_on(

@@ -6,7 +6,7 @@ is ``--task nb`` (:class:`~privfed.server.strategies.naive_bayes.NbStrategy`). :
 :class:`~privfed.server.strategies.ldp_gd.LdpGdStrategy`; ``--solver local``: perturbed local models,
 :class:`~privfed.server.strategies.lr.LrStrategy`) over the in-process transport, every owner with its
 own generator and a fresh ledger holding ε, each task through the owner core (validate, debit, compute),
-as :func:`federated_fit` does for FedDPDR. So a number from
+as :func:`federated_fit` does for FedDPDR (``--task feddpdr``). So a number from
 ``privfed experiment tabular`` is a number of the networked job's code.
 """
 
@@ -26,7 +26,6 @@ from privfed.deploy.inprocess import InProcessTransport
 from privfed.owner.local import LocalOwner
 from privfed.server.config import JobConfig
 from privfed.server.strategies import make_strategy
-from privfed.server.strategies.feddpdr import FedDpdrStrategy
 
 
 def federated_lr_fit(
@@ -73,12 +72,12 @@ def federated_model(
     rng: np.random.Generator,
 ) -> Any:
     """The model of the job ``config`` over the in-process transport: one owner per part, owner i's noise from
-    child i of ``rng``, each with a fresh ledger holding ``config.epsilon``, every task through the owner core."""
+    child i of ``rng``, each with a fresh ledger holding ``config.epsilon`` (and feddpdr's δ), every task through the owner core."""
     seeds = rng.spawn(len(parts))
     owners = [
         LocalOwner(owner_id("party", i), X, y, r, n_classes, bounds) for i, ((X, y), r) in enumerate(zip(parts, seeds))
     ]
-    transport = InProcessTransport.with_ledgers(owners, epsilon_budget=config.epsilon)
+    transport = InProcessTransport.with_ledgers(owners, epsilon_budget=config.epsilon, delta_budget=config.delta)
     try:
         strategy = make_strategy(config, n_classes=n_classes, bounds=bounds)
         return strategy.run([o.owner_id for o in owners], transport).model
@@ -94,31 +93,13 @@ def federated_fit(
     rng: np.random.Generator,
     *,
     epsilon: float,
-    delta: float,
-    k: int,
-    basis: str,
-    model: str,
-    scaling: str,
-    lam: float,
+    **options: Any,
 ) -> FedDPDRModel:
-    """FedDPDR-DPML on ``parts`` (one owner per part) as the federation runs it: the strategy's rounds
-    over the in-process transport, each owner with its own generator (children of ``rng``) and a fresh
-    ledger holding ``(epsilon, delta)``; one part is DPDR-DPML (a party alone)."""
-    seeds = rng.spawn(len(parts))
-    owners = [
-        LocalOwner(owner_id=owner_id("party", i), X=X, y=y, rng=r, n_classes=n_classes, bounds=bounds)
-        for i, ((X, y), r) in enumerate(zip(parts, seeds))
-    ]
-    transport = InProcessTransport.with_ledgers(owners, epsilon_budget=epsilon, delta_budget=delta)
-    strategy = FedDpdrStrategy(
-        epsilon=epsilon,
-        n_classes=n_classes,
-        bounds=bounds,
-        k=k,
-        delta=delta,
-        lam=lam,
-        model=model,
-        basis=basis,
-        scaling=scaling,
-    )
-    return strategy.run([o.owner_id for o in owners], transport).model
+    """FedDPDR-DPML (``--task feddpdr``) on ``parts`` as :func:`federated_model` runs it, each owner's ledger
+    holding ``(epsilon, delta)``; ``options``: :class:`~privfed.server.parameters.FeddpdrParams` fields (``delta``,
+    ``k``, ``basis``, ``model``, ``scaling``, ``lam``). One part is DPDR-DPML (a party alone)."""
+    config = JobConfig.from_flat(task="feddpdr", epsilon=epsilon, **options)
+    model = federated_model(config, parts, bounds, n_classes, rng)
+    if not isinstance(model, FedDPDRModel):
+        raise TypeError(f"--task feddpdr trained a {type(model).__name__}, not a FedDPDRModel")
+    return model

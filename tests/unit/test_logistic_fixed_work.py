@@ -109,3 +109,18 @@ def test_softplus_and_expit_are_the_branchy_formulas_values():
     np.testing.assert_allclose(newton.expit(z), expected, rtol=1e-15, atol=1e-300)
     tiny = np.finfo(np.float64).tiny
     assert not np.any((newton._exp_neg_abs(z) > 0) & (newton._exp_neg_abs(z) < tiny))
+
+
+@pytest.mark.parametrize("n", [1, 3, 11, 40])
+def test_the_newton_system_is_solved_alike_for_few_and_many_rows(n):
+    """With fewer rows than parameters the Newton system is solved through the Woodbury identity (one-row
+    owners at scale); it gives the direct solve of ``T' diag(c) T + I``, whichever form the shapes pick."""
+    rng = np.random.default_rng(n)
+    b, p = 50, 11
+    t1 = rng.uniform(-1.0, 1.0, size=(b, n, p))
+    curvature = rng.uniform(0.0, 3.0, size=(b, n)) * (rng.random((b, n)) < 0.8)  # some rows at zero curvature
+    g = rng.normal(size=(b, p))
+    hessian = np.einsum("bni,bn,bnj->bij", t1, curvature, t1) + np.eye(p)
+    np.testing.assert_allclose(
+        newton._solve_hessian(t1, curvature, g), np.linalg.solve(hessian, g[..., None])[..., 0], rtol=1e-10, atol=1e-12
+    )

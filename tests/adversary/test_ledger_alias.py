@@ -1,0 +1,38 @@
+"""One owner node per ledger, whatever path names it (wt-redteam3).
+
+``privfed owner`` holds its ledger's writer lock (``privfed.common.files.sole_writer``): an owner's
+policy reads the ledger before the debit's transaction, so two node processes on one ledger could
+both pass the same limit at once. The lock was a file named after the path as given
+(``PATH.lock``), so a second node given a symbolic link to the ledger took a lock of its own and
+served beside the first, on the same SQLite file (SQLite follows the link). Now the lock is named
+after the file the path resolves to, and the second node exits 2 naming the holder, as it does for
+the same path (tests/integration/test_owner_guards.py).
+"""
+
+import subprocess
+
+import numpy as np
+from hostile import owner_command, write_rows
+
+X = np.array([[0.2, 0.7], [0.6, 0.1]])
+Y = np.array([0, 1])
+
+
+def test_a_second_node_on_a_link_to_a_ledger_in_use_exits(tmp_path, coordinator, certs, owners):
+    first = owners("owner-0", X, Y)
+    alias = tmp_path / "alias.sqlite"
+    alias.symlink_to(first.ledger)
+    cmd = owner_command(
+        coordinator.port, "owner-1", data=write_rows(tmp_path / "rows.csv", X, Y), n_owners=2, ledger=alias, certs=certs
+    )
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            proc.wait()
+        second = subprocess.CompletedProcess(cmd, proc.returncode, "", proc.stdout.read())
+    assert second.returncode == 2, second.stderr[-2000:]
+    assert f"is in use by another owner node (pid {first.proc.pid})" in second.stderr, second.stderr[-2000:]
+    assert "Traceback" not in second.stderr
+    assert first.alive()
