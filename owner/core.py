@@ -45,7 +45,7 @@ Limits: a ledger that cannot record (a full disk) refuses the batch's releases (
 before anything is computed. A fallback or a secure sum that fails after the debit is a bug: the
 task is then refused (``internal``) with its debit on the record. Timing covers the fallback-versus-release
 channel, the LR fit and the objective-perturbation solvers of FedDPDR's classifiers (a public number of
-Nesterov steps, ``common/mechanisms/amp.py``; separable, one-class and saturated rows at 0.43-0.54 from one
+Nesterov steps, ``common/mechanisms/amp.py``; separable, one-class and saturated rows at 0.45-0.54 from one
 timing); rows cannot make the SVM or DP-PCA computation raise part-way (the ball scaling clamps overflows).
 It does not cover (measured, not closed): the row count (work grows with it: one timing tells 10% fewer
 rows apart at 0.6-0.95 accuracy, the SVM solvers' step count grows with it too; an NCC share's shape shows it
