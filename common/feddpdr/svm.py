@@ -33,8 +33,9 @@ of :data:`~privfed.common.feddpdr.choices.SVM_MODELS` (this one-vs-rest SVM amon
 
 Floating point (SPEC §12): the Gamma radius, the Gaussian direction and the softmax noise come from the
 float-safe samplers of :mod:`privfed.common.mechanisms.gaussian` (full-precision uniforms, no gaps in
-the tails). The released vector is an optimiser output, not the raw noise, and is not rounded to a
-grid here: its float guarantee is the solver's (see the README, "Floating point").
+the tails). The released vector, the solver's point plus AMP's output noise, is clamped and rounded to a
+grid that grows with that noise (:class:`~privfed.common.mechanisms.amp.AmpOutputNoise`), so it keeps none of
+the solver point's low bits.
 
 References
 ----------
