@@ -15,7 +15,7 @@ times it from queueing to the pushed result: what a coordinator sees. Three node
 Printed as ``bench/timing_channels.py`` prints (medians, difference over the MAD, KS, and the
 accuracy of a one-timing threshold rule fitted on even repeats and scored on odd ones).
 
-    python bench/timing_processes.py [--task lr_share|svm_share] [--repeats 200] [--owner-pythonpath DIR]
+    python bench/timing_processes.py [--task lr_share|svm_share] [--model M] [--repeats 200] [--owner-pythonpath DIR]
 
 ``--owner-pythonpath DIR`` runs the owner nodes from another checkout laid out as ``DIR/privfed`` or as
 this repository (e.g. the code before a change: ``git archive <commit> | tar -x -C DIR``); the
@@ -25,6 +25,7 @@ coordinator stays this one. About a minute; not run in CI.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 import sqlite3
@@ -52,6 +53,7 @@ from hostile import (  # type: ignore[import-not-found]  # noqa: E402 - tests/ad
 
 from bench.federation import package_root  # noqa: E402
 from bench.timing_stats import HEADER, pair_line, uptime  # noqa: E402
+from privfed.common.feddpdr.choices import SVM_MODELS  # noqa: E402
 from privfed.proto import privfed_pb2 as pb  # noqa: E402
 
 N, D, BOUND = 300, 10, 4.0
@@ -63,9 +65,11 @@ def lr_share_task(task_id: str, owner_id: str, epsilon: float) -> pb.Task:
     return lr_task(task_id, owner_id, d=D, epsilon=epsilon, param_bound=4.0, bounds=bounds_matrix(D, -BOUND, BOUND))
 
 
-def svm_share_task(task_id: str, owner_id: str, epsilon: float) -> pb.Task:
-    """FedDPDR's phase 2, the seed's one-vs-rest Huber SVM, on a public 3-dimensional subspace."""
-    return svm_task(task_id, owner_id, d=D, epsilon=epsilon, lam=1e-3, bounds=bounds_matrix(D, -BOUND, BOUND), k=3)
+def svm_share_task(task_id: str, owner_id: str, epsilon: float, model: str = "ovr-huber") -> pb.Task:
+    """FedDPDR's phase 2 (``--model``, default the seed's one-vs-rest Huber SVM) on a public 3-dimensional subspace;
+    delta 1e-6 for the models that spend one (a node's delta budget, 1e-3, covers every repeat)."""
+    bounds = bounds_matrix(D, -BOUND, BOUND)
+    return svm_task(task_id, owner_id, d=D, epsilon=epsilon, lam=1e-3, bounds=bounds, k=3, model=model, delta=1e-6)
 
 
 #: The task a run times, and the rows its data contrast holds (``bench/timing_channels.py``'s strongest).
@@ -141,8 +145,11 @@ def rows_spent(ledger: Path) -> float:
         return float(conn.execute("SELECT max(epsilon) FROM accounts").fetchone()[0])
 
 
-def run(task: str, repeats: int, seed: int, owner_pythonpath: str | None) -> None:
+def run(task: str, repeats: int, seed: int, owner_pythonpath: str | None, model: str = "ovr-huber") -> None:
     make, contrast = TASKS[task]
+    label = f"{task} (processes)"
+    if task == "svm_share":
+        make, label = functools.partial(svm_share_task, model=model), f"svm/{model} (processes)"
     print(uptime())
     print(f"# {repeats} repeats per arm, n={N} rows, d={D}; wall time from queueing a {task} task to its result")
     tmp = Path(tempfile.mkdtemp(prefix="timing-processes-"))
@@ -170,7 +177,7 @@ def run(task: str, repeats: int, seed: int, owner_pythonpath: str | None) -> Non
         print(f"# the rows' spent epsilon after the run (most-spent row): {spent}")
         print(HEADER)
         for name in ("A-rows-spent", contrast):
-            print(pair_line(f"{task} (processes)", "A vs " + name, times["A"], times[name]))
+            print(pair_line(label, "A vs " + name, times["A"], times[name]))
     finally:
         nodes.close()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -183,10 +190,11 @@ def main() -> None:
     parser.add_argument("--task", choices=sorted(TASKS), default="lr_share", help="the task timed (default lr_share)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--owner-pythonpath", default=None, help="run owner nodes from DIR (another checkout)")
+    parser.add_argument("--model", choices=SVM_MODELS, default="ovr-huber", help="svm_share's classifier")
     args = parser.parse_args()
     if args.repeats < 4:
         parser.error("--repeats must be at least 4")
-    run(args.task, args.repeats, args.seed, args.owner_pythonpath)
+    run(args.task, args.repeats, args.seed, args.owner_pythonpath, args.model)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import numpy as np
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.thread_time}
 
 #: The column heads of :func:`pair_line`.
-HEADER = f"{'kind':22} {'pair':24} {'med_a ms':>9} {'med_b ms':>9} {'diff/mad':>9} {'KS':>5} {'acc':>5}"
+HEADER = f"{'kind':25} {'pair':24} {'med_a ms':>9} {'med_b ms':>9} {'diff/mad':>9} {'KS':>5} {'acc':>5}"
 
 
 def uptime() -> str:
@@ -84,4 +84,4 @@ def compare(a: list[float], b: list[float]) -> tuple[float, float, float, float,
 def pair_line(kind: str, pair: str, a: list[float], b: list[float]) -> str:
     """One line under :data:`HEADER`: :func:`compare` of arms ``a`` and ``b``."""
     ma, mb, effect, ks, acc = compare(a, b)
-    return f"{kind:22} {pair:24} {ma:9.3f} {mb:9.3f} {effect:9.2f} {ks:5.2f} {acc:5.2f}"
+    return f"{kind:25} {pair:24} {ma:9.3f} {mb:9.3f} {effect:9.2f} {ks:5.2f} {acc:5.2f}"

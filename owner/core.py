@@ -44,11 +44,12 @@ left as the accuracy of telling two owners apart from one answer's time.
 Limits: a ledger that cannot record (a full disk) refuses the batch's releases (``internal``)
 before anything is computed. A fallback or a secure sum that fails after the debit is a bug: the
 task is then refused (``internal``) with its debit on the record. Timing covers the fallback-versus-release
-channel and the LR fit; it does not cover (measured, not closed): the row count (work grows with it:
-one timing tells 10% fewer rows apart at 0.6-0.95 accuracy; an NCC share's shape shows it anyway); the
-objective-perturbation solvers of FedDPDR's SVM (``common/mechanisms/amp.py``: L-BFGS stops when it
-converges; ``ovr-huber`` separable or one-class rows at ~0.7 accuracy from one timing, the other models
-~0.55-0.6); a computation that raises part-way (then falls back sooner); a cached release sent again
+channel, the LR fit and the objective-perturbation solvers of FedDPDR's classifiers (a public number of
+Nesterov steps, ``common/mechanisms/amp.py``; separable, one-class and saturated rows at 0.45-0.54 from one
+timing); rows cannot make the SVM or DP-PCA computation raise part-way (the ball scaling clamps overflows).
+It does not cover (measured, not closed): the row count (work grows with it: one timing tells 10% fewer
+rows apart at 0.6-0.95 accuracy, the SVM solvers' step count grows with it too; an NCC share's shape shows it
+anyway); a computation of another kind that raises part-way (then falls back sooner); a cached release sent again
 (no computation: but whether it is cached is public, the coordinator asked for it before); and a batch's
 wall time beside other work on the host. An owner whose rows were spent has them computed from, so
 what is left of the data channel reaches those rows too. Around the release (``bench/timing_paths.py``):

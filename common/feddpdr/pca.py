@@ -50,6 +50,11 @@ NORM_TOLERANCE = 1e-9
 """Rows may exceed norm 1 by this much (float round-off) before a function refuses them."""
 
 
+#: Scaled values are clamped to ``+-SCALED_LIMIT`` (:func:`scale_rows_to_unit_ball`): finite, and their squares'
+#: sum over any row of fewer than 2^23 features too.
+SCALED_LIMIT = 2.0**500
+
+
 def clip_rows_to_unit_ball(A: np.ndarray) -> np.ndarray:
     """Row-wise ``a <- a / max(1, ||a||)`` (SPEC §7), returning a new float array."""
     A = np.asarray(A, dtype=np.float64)
@@ -63,7 +68,10 @@ def scale_rows_to_unit_ball(X: np.ndarray, bounds: Bounds) -> np.ndarray:
     ``a = (x - (lo + hi)/2) / R`` with ``R = sqrt(sum(((hi - lo)/2)^2))``, the largest norm a centred
     in-bounds row can have, so every in-bounds row lands in the ball; then ``a <- a / max(1, ||a||)``
     anyway so out-of-bounds rows cannot break the sensitivity bound of §7/§8. Nothing is computed
-    from the rows (SPEC §4).
+    from the rows (SPEC §4). A centred value beyond :data:`SCALED_LIMIT` radii (a finite raw value far
+    outside narrow bounds, whose scaling overflowed to inf and then, divided by an infinite norm, to NaN)
+    is clamped there first: no row makes a release raise part-way and fall back sooner (the owner core's
+    "Limits", "Timing").
 
     Parameters
     ----------
@@ -79,7 +87,9 @@ def scale_rows_to_unit_ball(X: np.ndarray, bounds: Bounds) -> np.ndarray:
         raise ConfigError(f"rows must have shape (n, {bounds.d}) to match the bounds, got {X.shape}")
     half = (bounds.hi - bounds.lo) / 2.0
     radius = float(np.sqrt(np.sum(half**2)))
-    return clip_rows_to_unit_ball((X - (bounds.lo + bounds.hi) / 2.0) / radius)
+    with np.errstate(over="ignore"):  # an overflow is clamped: the row's direction stays
+        centred = (X - (bounds.lo + bounds.hi) / 2.0) / radius
+    return clip_rows_to_unit_ball(np.clip(centred, -SCALED_LIMIT, SCALED_LIMIT))
 
 
 def normalise_rows(X: np.ndarray, bounds: Bounds) -> np.ndarray:
@@ -90,7 +100,8 @@ def normalise_rows(X: np.ndarray, bounds: Bounds) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != bounds.d:
         raise ConfigError(f"rows must be (n, {bounds.d}) to match the bounds, got shape {X.shape}")
-    U = np.clip((X - bounds.lo) / (bounds.hi - bounds.lo), 0.0, 1.0)
+    with np.errstate(over="ignore"):  # a value far beyond the bounds overflows to inf, clipped to 1
+        U = np.clip((X - bounds.lo) / (bounds.hi - bounds.lo), 0.0, 1.0)
     norms = np.linalg.norm(U, axis=1, keepdims=True)
     return clip_rows_to_unit_ball(np.divide(U, norms, out=np.zeros_like(U), where=norms > 0))
 

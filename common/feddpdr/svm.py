@@ -17,14 +17,15 @@ Choices
   (sequential composition: they all read the same rows); for K = 2 a single binary problem gets the
   whole epsilon. The per-problem epsilons are returned so a ledger can record them.
 * **Exact minimiser, totality (AMP).** Theorem 9 is about the exact minimiser; a solver gives an
-  approximate one and may give up. Each binary problem spends ``(1 - AMP_FRACTION)`` of its epsilon on
+  approximate one. Each binary problem spends ``(1 - AMP_FRACTION)`` of its epsilon on
   Theorem 9's mechanism and ``AMP_FRACTION`` on output noise of sensitivity ``2 r`` around a point that
-  :func:`privfed.common.mechanisms.amp.minimise_within` always finds within ``r`` of the exact minimiser
-  (Iyengar et al. 2019; the mechanism and its argument are
+  :func:`privfed.common.mechanisms.amp.nesterov_within` always finds within ``r`` of the exact minimiser,
+  in a public number of steps: the same work for every owner's rows (Iyengar et al. 2019; the mechanism and
+  its argument are
   :class:`privfed.common.mechanisms.objective.ObjectivePerturbation` and :mod:`privfed.common.mechanisms.amp`,
   this module gives the loss and its bounds). Both parts are pure
   epsilon, so each problem stays epsilon/K-DP, and nothing raises once the rows are read. The K
-  one-vs-rest problems are separable and solved as one problem over the K x d matrix.
+  one-vs-rest problems are separable and solved together, one Nesterov iteration over the K x d matrix.
 * ``epsilon=inf`` gives the non-private Huber SVM (b = 0, Delta = 0) through the same code.
 
 :func:`privfed.common.feddpdr.release.owner_svm_release` is the owner's phase 2 for every classifier
@@ -32,8 +33,9 @@ of :data:`~privfed.common.feddpdr.choices.SVM_MODELS` (this one-vs-rest SVM amon
 
 Floating point (SPEC §12): the Gamma radius, the Gaussian direction and the softmax noise come from the
 float-safe samplers of :mod:`privfed.common.mechanisms.gaussian` (full-precision uniforms, no gaps in
-the tails). The released vector is an optimiser output, not the raw noise, and is not rounded to a
-grid here: its float guarantee is the solver's (see the README, "Floating point").
+the tails). The released vector, the solver's point plus AMP's output noise, is clamped and rounded to a
+grid that grows with that noise (:class:`~privfed.common.mechanisms.amp.AmpOutputNoise`), so it keeps none of
+the solver point's low bits.
 
 References
 ----------
@@ -52,6 +54,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.choices import ovr_epsilons
 from privfed.common.feddpdr.model import add_bias_feature
 from privfed.common.feddpdr.pca import check_unit_rows, clip_rows_to_unit_ball
+from privfed.common.mechanisms.amp import flush_tiny
 from privfed.common.mechanisms.objective import ObjectivePerturbation, perturbed
 from privfed.common.validation import check_positive
 
@@ -61,29 +64,34 @@ HUBER_H = 0.5
 
 def huber_hinge(z: np.ndarray, h: float = HUBER_H) -> np.ndarray:
     """Huber hinge (Chaudhuri et al. 2011, Eq. 7; SPEC §8): 0 for z > 1+h, (1+h-z)^2/(4h) for
-    |1-z| <= h, 1-z for z < 1-h."""
-    z = np.asarray(z, dtype=np.float64)
-    return np.where(z > 1 + h, 0.0, np.where(z < 1 - h, 1.0 - z, (1.0 + h - z) ** 2 / (4.0 * h)))
+    |1-z| <= h, 1-z for z < 1-h; as ``u (1+h-z) - h u^2`` with ``u = -l'(z)``."""
+    gap = 1.0 + h - np.asarray(z, dtype=np.float64)
+    u = np.clip(gap / (2.0 * h), 0.0, 1.0)
+    return u * gap - h * u * u
 
 
 def huber_hinge_derivative(z: np.ndarray, h: float = HUBER_H) -> np.ndarray:
-    """dl/dz: 0, -(1+h-z)/(2h), -1 on the three pieces; |l''| <= 1/(2h) = c."""
-    z = np.asarray(z, dtype=np.float64)
-    return np.where(z > 1 + h, 0.0, np.where(z < 1 - h, -1.0, -(1.0 + h - z) / (2.0 * h)))
+    """dl/dz: 0, -(1+h-z)/(2h), -1 on the three pieces, one ``clip`` (no branch); |l''| <= 1/(2h) = c."""
+    return np.clip((np.asarray(z, dtype=np.float64) - (1.0 + h)) / (2.0 * h), -1.0, 0.0)
+
+
+def _huber_gradient(F: np.ndarray, X: np.ndarray, Y: np.ndarray, h: float, n: int) -> np.ndarray:
+    """The gradient of the mean Huber loss of K separable problems (F is K x d, Y the K x n signs, class-major
+    like the scores ``F X^T``); ``n`` the divisor of the mean (an owner without rows counts as one). What the
+    solver calls, each step."""
+    return (huber_hinge_derivative(Y * (F @ X.T), h) * Y) @ X / n
 
 
 def _huber_loss(F: np.ndarray, X: np.ndarray, Y: np.ndarray, h: float, n: int) -> tuple[float, np.ndarray]:
-    """Mean Huber loss of K separable problems (F is K x d, Y the n x K signs) and its gradient; ``n`` the
-    divisor of the mean (an owner without rows counts as one)."""
-    Z = Y * (X @ F.T)
-    return huber_hinge(Z, h).sum() / n, (X.T @ (huber_hinge_derivative(Z, h) * Y)).T / n  # X^T G: BLAS-friendly order
+    """Mean Huber loss of K separable problems and its gradient (:func:`_huber_gradient`)."""
+    return huber_hinge(Y * (F @ X.T), h).sum() / n, _huber_gradient(F, X, Y, h, n)
 
 
 def _perturbed_huber(
     f: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float, b: np.ndarray, Delta: float, h: float
 ) -> tuple[float, np.ndarray]:
     X = np.asarray(X, dtype=np.float64)
-    Y, n = np.asarray(y, float)[:, None], X.shape[0]
+    Y, n = np.asarray(y, float)[None, :], X.shape[0]
     B = np.asarray(b, float)[None, :]
     J = perturbed(lambda F: _huber_loss(F, X, Y, h, n), B.shape, reg=lam + Delta, noise=B, divisor=n)
     return J(np.asarray(f, dtype=np.float64).ravel())
@@ -114,15 +122,17 @@ def _check_labels(y: np.ndarray, n: int) -> np.ndarray:
 def _fit_huber(
     X: np.ndarray, Y: np.ndarray, epsilon: float, lam: float, rng: np.random.Generator, h: float
 ) -> np.ndarray:
-    """The P one-vs-rest problems of ``Y`` (n x P, +-1) at ``epsilon`` each; (P, d) releases, total.
+    """The P one-vs-rest problems of ``Y`` (P x n, +-1) at ``epsilon`` each; (P, d) releases, total.
 
     Theorem 9's mechanism made total by AMP (:class:`~privfed.common.mechanisms.objective.ObjectivePerturbation`,
-    module docstring); the loss is the mean Huber loss, ``c = 1/(2h)`` smooth (``||x|| <= 1``). An owner with
-    no rows fits the regulariser and the noise alone (``n`` counts as 1).
+    module docstring); the loss is the mean Huber loss, ``c = 1/(2h)`` smooth and of gradient norm <= 1
+    (``||x|| <= 1``). An owner with no rows fits the regulariser and the noise alone (``n`` counts as 1). The
+    rows' tiny entries are zeroed first (:func:`~privfed.common.mechanisms.amp.flush_tiny`: no subnormal).
     """
     n, d = X.shape
-    mech = ObjectivePerturbation(epsilon=epsilon, lam=lam, curvature=1.0 / (2.0 * h), d=d, problems=Y.shape[1])
-    return mech.privatize(lambda F: _huber_loss(F, X, Y, h, max(n, 1)), n, rng)
+    X = flush_tiny(X)
+    mech = ObjectivePerturbation(epsilon=epsilon, lam=lam, curvature=1.0 / (2.0 * h), d=d, problems=Y.shape[0])
+    return mech.privatize(lambda F: _huber_gradient(F, X, Y, h, max(n, 1)), n, rng)
 
 
 def fit_dp_svm(
@@ -155,7 +165,7 @@ def fit_dp_svm(
     if not np.all(np.abs(y) == 1):
         raise ConfigError("y_pm1 must contain only -1 and +1")
     h = check_positive(h, name="h")
-    return _fit_huber(X, y[:, None], epsilon, lam, rng, h)[0]
+    return _fit_huber(X, y[None, :], epsilon, lam, rng, h)[0]
 
 
 def fit_dp_svm_ovr(
@@ -189,7 +199,7 @@ def fit_dp_svm_ovr(
         raise ConfigError(f"labels must be integers in [0, {n_classes}), got values {np.unique(y)[:10]}")
     h = check_positive(h, name="h")
     classes = np.array([1]) if n_classes == 2 else np.arange(n_classes)
-    Y = np.where(y[:, None] == classes[None, :], 1.0, -1.0)
+    Y = np.where(classes[:, None] == y[None, :], 1.0, -1.0)  # class-major, as the scores F X^T
     F = _fit_huber(clip_rows_to_unit_ball(add_bias_feature(X)), Y, float(eps_each[0]), lam, rng, h)
     W = np.vstack([-F[0], F[0]]) if n_classes == 2 else F
     return W, eps_each

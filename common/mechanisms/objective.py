@@ -5,10 +5,10 @@ objective with a random linear term (and, if needed, extra regularisation),
 
     J(F) = L(F) + (reg / 2) ||F||^2 + <B, F> / divisor,
 
-finds a point within the public radius ``r`` of its exact minimiser (:func:`~.amp.minimise_within`, total)
-and adds AMP's output noise (:class:`~.amp.AmpOutputNoise`). The learner supplies ``L`` and its
-gradient (:data:`Loss`) and states the loss's bounds; this module owns the noise, its calibration and
-the privacy argument:
+finds a point within the public radius ``r`` of its exact minimiser (:func:`~.amp.nesterov_within`: a
+fixed, public number of steps, total) and adds AMP's output noise (:class:`~.amp.AmpOutputNoise`). The
+learner supplies the gradient of ``L`` (:data:`LossGradient`) and states the loss's bounds; this module owns
+the noise, its calibration, the solver's start and step count, and the privacy argument:
 
 * :class:`ObjectivePerturbation` -- Chaudhuri, Monteleoni, Sarwate (JMLR 2011), Algorithm 2 and
   Theorem 9: pure ``epsilon``, replace-one neighbours, ``B`` of density proportional to
@@ -20,8 +20,15 @@ the privacy argument:
   per-row Hessian has trace ``<= beta`` and gradient norm ``<= sqrt 2``; the one-budget multiclass models
   (:mod:`privfed.common.feddpdr.multiclass`, which proves the bounds for its two losses).
 
-Both spend :data:`~.amp.AMP_FRACTION` of their ε on AMP's output noise, so a solver that stops early
-still releases (issue 20: nothing raises once the rows are read) and the release stays ε-DP.
+Both spend :data:`~.amp.AMP_FRACTION` of their ε on AMP's output noise, so the solver need only come within
+``r`` (issue 20: nothing raises once the rows are read) and the release stays ε-DP.
+
+Solver start and work (:func:`start_point`). The solver starts at ``x_1 = -B / (divisor reg)``, the minimiser of
+the regulariser plus the noise. There ``grad J(x_1) = grad L(x_1)``, whose norm the loss's public gradient
+bound ``G`` caps, so ``||x_1 - x*|| <= ||grad J(x_1)|| / reg <= G / reg`` by ``reg``-strong convexity: a public
+start distance whatever the noise and the rows, from which :func:`~.amp.accelerated_steps` fixes the step
+count (its ``log`` term grows with ``G / reg``; starting at 0 needs ``||grad L(0) + B / divisor|| / reg``,
+which depends on the noise). Every owner with the same public parameters and row count runs the same steps.
 
 Floating point (SPEC §12): every noise comes from the float-safe samplers of :mod:`.gaussian`
 (full-precision uniforms, no gaps in the tails). The release, the solver's point plus AMP's noise, is
@@ -51,11 +58,10 @@ from privfed.common.mechanisms.amp import (
     AMP_FRACTION,
     AMP_RADIUS,
     AmpOutputNoise,
-    minimise_within,
+    nesterov_within,
     norm_laplace_noise,
     norm_laplace_variance,
 )
-from privfed.common.mechanisms.amp import Objective as FlatObjective
 from privfed.common.mechanisms.gaussian import standard_normal
 from privfed.common.mechanisms.snapping import check_epsilon_range
 from privfed.common.validation import check_int, check_positive, check_rng
@@ -63,6 +69,10 @@ from privfed.common.validation import check_int, check_positive, check_rng
 Loss = Callable[[np.ndarray], tuple[float, np.ndarray]]
 """``F -> (L(F), grad L(F))`` on the parameter matrix ``F`` (gradient of ``F``'s shape): the learner's
 empirical risk, without the perturbation."""
+LossGradient = Callable[[np.ndarray], np.ndarray]
+"""``F -> grad L(F)``, of ``F``'s shape: what the solver calls (it needs no values)."""
+FlatObjective = Callable[[np.ndarray], tuple[float, np.ndarray]]
+"""``f -> (J(f), grad J(f))`` on a flat float64 vector (a reference solver's interface)."""
 
 #: The ledger text of a noise whose ε is outside the public floor and ceiling (SPEC §12).
 RANGE_WHAT = "each noise of an SVM release"
@@ -76,7 +86,7 @@ GRADIENT_NORM_SQ = 2.0
 
 def perturbed(loss: Loss, shape: tuple[int, ...], *, reg: float, noise: np.ndarray, divisor: float) -> FlatObjective:
     """The flat objective ``J(F) = L(F) + (reg/2) ||F||^2 + <noise, F> / divisor`` and its gradient
-    (module docstring), for :func:`~.amp.minimise_within`."""
+    (module docstring): the function a reference solver minimises (the tests' L-BFGS)."""
 
     def objective(f_flat: np.ndarray) -> tuple[float, np.ndarray]:
         F = f_flat.reshape(shape)
@@ -85,6 +95,30 @@ def perturbed(loss: Loss, shape: tuple[int, ...], *, reg: float, noise: np.ndarr
         return float(value), (grad + reg * F + noise / divisor).ravel()
 
     return objective
+
+
+def minimise_perturbed(
+    gradient: LossGradient,
+    noise: np.ndarray,
+    *,
+    reg: float,
+    divisor: float,
+    curvature: float,
+    gradient_bound: float,
+    radius: float = AMP_RADIUS,
+) -> np.ndarray:
+    """A point within ``radius`` of ``argmin_F L(F) + (reg/2) ||F||^2 + <noise, F> / divisor`` by a public
+    number of steps (module docstring, "Solver start and work"; :func:`~.amp.nesterov_within`).
+
+    ``curvature`` bounds ``L``'s Hessian and ``gradient_bound`` its gradient's norm (per independent row of
+    ``noise`` when the loss is separable over them), for every ``F`` and all rows.
+    """
+    shift = noise / divisor
+    start = shift / -reg
+    reg_gradient = lambda F: gradient(F) + reg * F + shift  # noqa: E731
+    return nesterov_within(
+        reg_gradient, start, mu=reg, smooth=reg + curvature, start_distance=gradient_bound / reg, radius=radius
+    )
 
 
 def privacy_adjustment(epsilon: float, n: int, lam: float, c: float = 1.0) -> tuple[float, float]:
@@ -181,18 +215,19 @@ class ObjectivePerturbation:
         """Unbounded: the release is a minimiser plus noise."""
         return (-math.inf, math.inf)
 
-    def privatize(self, loss: Loss, n: int, rng: np.random.Generator) -> np.ndarray:
+    def privatize(self, gradient: LossGradient, n: int, rng: np.random.Generator) -> np.ndarray:
         """The released ``(problems, d)`` parameters: ``b``, the total minimiser, AMP's noise (class docstring).
 
-        ``loss`` is the mean loss of all problems at once, ``F (problems, d) -> (sum_k L_k(F_k), grad)``; its
-        Hessian is at most ``curvature`` (rows of norm <= 1).
+        ``gradient`` is the gradient of the mean loss of all problems at once, ``F (problems, d) -> grad``; each
+        problem's Hessian is at most ``curvature`` and its gradient's norm at most 1 (rows of norm <= 1,
+        ``|l'| <= 1``). The solver does the same work for every rows: :func:`minimise_perturbed`, each problem
+        from ``-b / (n reg)``, within ``1 / reg`` of its minimiser.
         """
         check_rng(rng)
         eps_prime, Delta = self.adjustment(n)
         B = norm_laplace_noise(self.d, eps_prime, rng, size=self.problems)
         reg = self.lam + Delta
-        objective = perturbed(loss, B.shape, reg=reg, noise=B, divisor=max(n, 1))
-        F = minimise_within(objective, B.size, mu=reg, smooth=reg + self.curvature).reshape(B.shape)
+        F = minimise_perturbed(gradient, B, reg=reg, divisor=max(n, 1), curvature=self.curvature, gradient_bound=1.0)
         if math.isfinite(self.epsilon):
             F = AmpOutputNoise(epsilon=AMP_FRACTION * self.epsilon, radius=AMP_RADIUS, d=self.d).privatize(F, rng)
         return F
@@ -264,6 +299,9 @@ class GaussianObjectivePerturbation:
     trace_bound : float > 0
         ``beta``.
     gradient_norm_sq : float > 0, default :data:`GRADIENT_NORM_SQ`
+    curvature_bound : float > 0, default ``trace_bound``
+        A bound on the largest eigenvalue of a row's Hessian in the scores (at most its trace): the solver's
+        smoothness is ``Lambda + n curvature_bound`` (``||x|| <= 1``), its step count grows with its square root.
     """
 
     epsilon: float
@@ -271,15 +309,24 @@ class GaussianObjectivePerturbation:
     n_classes: int
     trace_bound: float
     gradient_norm_sq: float = GRADIENT_NORM_SQ
+    curvature_bound: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_positive(self.epsilon, name="epsilon", allow_inf=True))
         object.__setattr__(self, "trace_bound", check_positive(self.trace_bound, name="trace_bound"))
         object.__setattr__(self, "gradient_norm_sq", check_positive(self.gradient_norm_sq, name="gradient_norm_sq"))
+        if self.curvature_bound is not None:  # at most the trace
+            curvature = min(check_positive(self.curvature_bound, name="curvature_bound"), self.trace_bound)
+            object.__setattr__(self, "curvature_bound", curvature)
         if math.isfinite(self.epsilon):
             for eps in (self.epsilon_B, self.epsilon_out):
                 check_epsilon_range(eps, what=RANGE_WHAT)
         self.sigma  # noqa: B018 - validates delta and n_classes (a finite epsilon needs delta in (0, 1))
+
+    @property
+    def row_curvature(self) -> float:
+        """The bound on a row's Hessian the solver uses: ``curvature_bound`` (at most ``trace_bound``)."""
+        return float(self.curvature_bound if self.curvature_bound is not None else self.trace_bound)
 
     @property
     def epsilon_J(self) -> float:
@@ -328,19 +375,25 @@ class GaussianObjectivePerturbation:
         """Unbounded: the release is a minimiser plus noise."""
         return (-math.inf, math.inf)
 
-    def privatize(self, loss: Loss, shape: tuple[int, int], n: int, rng: np.random.Generator) -> np.ndarray:
+    def privatize(self, gradient: LossGradient, shape: tuple[int, int], n: int, rng: np.random.Generator) -> np.ndarray:
         """The released ``(K, p)`` parameters: ``B``, the total minimiser, AMP's noise (class docstring).
 
-        ``loss`` is the sum-form loss over ``n`` rows, ``F -> (sum_i l(F x_i, y_i), grad)``; its Hessian is at
-        most ``trace_bound * n`` (rows of norm <= 1).
+        ``gradient`` is the gradient of the sum-form loss over ``n`` rows, ``F -> sum_i grad l(F x_i, y_i)``;
+        its Hessian is at most ``curvature_bound * n`` and its norm at most ``n sqrt(G)`` (rows of norm <= 1). The
+        solver does the same work for every ``n`` rows (:func:`minimise_perturbed`, from ``-B / Lambda``,
+        within ``n sqrt(G) / Lambda`` of the minimiser).
         """
         check_rng(rng)
         sigma = self.sigma
         B = standard_normal(rng, shape) * sigma if sigma > 0 else np.zeros(shape)
-        Lambda = self.Lambda
-        objective = perturbed(loss, shape, reg=Lambda, noise=B, divisor=1.0)
-        smooth = Lambda + self.trace_bound * n  # ||hess J|| <= Lambda + sum_i tr(H_i)
-        F = minimise_within(objective, B.size, mu=Lambda, smooth=smooth).reshape(shape)
+        F = minimise_perturbed(
+            gradient,
+            B,
+            reg=self.Lambda,
+            divisor=1.0,
+            curvature=self.row_curvature * n,  # ||hess L|| <= sum_i ||hess_s l_i|| ||x_i||^2
+            gradient_bound=n * math.sqrt(self.gradient_norm_sq),  # ||sum_i g_i|| <= n sqrt(G)
+        )
         if math.isfinite(self.epsilon_out):
             noise = AmpOutputNoise(epsilon=self.epsilon_out, radius=AMP_RADIUS, d=B.size)
             F = noise.privatize(F.ravel(), rng).reshape(shape)
@@ -352,7 +405,9 @@ __all__ = [
     "JACOBIAN_FRACTION",
     "GaussianObjectivePerturbation",
     "Loss",
+    "LossGradient",
     "ObjectivePerturbation",
+    "minimise_perturbed",
     "noise_sigma",
     "perturbed",
     "privacy_adjustment",

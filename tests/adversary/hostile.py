@@ -667,9 +667,15 @@ def svm_task(
     lam: float,
     bounds: pb.Matrix | None = None,
     k: int | None = None,
+    model: str = "ovr-huber",
+    delta: float = 1e-5,
 ) -> pb.Task:
-    """FedDPDR's phase 2 as the seed has it: a one-vs-rest Huber SVM on the public subspace of the first ``k``
-    axes (all ``d`` by default), rows scaled into the unit ball; its round id is the task id."""
+    """FedDPDR's phase 2 as the seed has it (``model``: a one-vs-rest Huber SVM, or another of ``SVM_MODELS``,
+    at ``delta`` if it spends one) on the public subspace of the first ``k`` axes (all ``d`` by default), rows
+    scaled into the unit ball; its round id is the task id."""
+    from privfed.common.feddpdr.choices import DELTA_MODELS
+    from privfed.proto.serde_shares import SVM_MODEL
+
     return pb.Task(
         task_id=task_id,
         owner_id=owner_id,
@@ -680,7 +686,8 @@ def svm_task(
             n_classes=2,
             bounds=bounds if bounds is not None else bounds_matrix(d),
             subspace=matrix(np.eye(d)[:, : d if k is None else k]),
-            model=pb.SVM_MODEL_OVR_HUBER,
+            delta=delta if model in DELTA_MODELS else 0.0,
+            model=SVM_MODEL.to_proto(model),
             scaling=pb.ROW_SCALING_BALL,
         ),
     )

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from privfed.common.feddpdr import multiclass as mc
-from privfed.common.mechanisms.amp import minimise_within
+from privfed.common.mechanisms.objective import GRADIENT_NORM_SQ, minimise_perturbed
 
 pytestmark = pytest.mark.slow
 
@@ -45,13 +45,18 @@ def test_privacy_loss_exceeds_epsilon_with_probability_at_most_delta(loss):
     for source, other in ((D, D2), (D2, D)):
         for _ in range(DRAWS):
             B = rng.standard_normal((K, X.shape[1])) * sigma
-            F = minimise_within(
-                lambda f, S=source, B=B: mc.perturbed_objective(f, *S, loss, Lambda, B),
-                B.size,
-                mu=Lambda,
-                smooth=Lambda + mc.TRACE_BOUND[loss] * len(source[1]),
+            n = len(source[1])
+            F = minimise_perturbed(
+                lambda G, S=source: mc.perturbed_objective(G.ravel(), *S, loss, 0.0, np.zeros_like(G))[1].reshape(
+                    G.shape
+                ),
+                B,
+                reg=Lambda,
+                divisor=1.0,
+                curvature=mc.CURVATURE_BOUND[loss] * n,
+                gradient_bound=n * math.sqrt(GRADIENT_NORM_SQ),
                 radius=1e-8,
-            ).reshape(B.shape)
+            )
             losses.append(_log_density(F, *source, loss, Lambda, sigma) - _log_density(F, *other, loss, Lambda, sigma))
     losses = np.array(losses)
     exceed = float(np.mean(losses > bound))

@@ -12,7 +12,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.feddpdr import multiclass as mc
 from privfed.common.feddpdr.model import add_bias_feature
 from privfed.common.mechanisms import objective
-from privfed.common.mechanisms.amp import AMP_FRACTION, AMP_RADIUS, AmpOutputNoise, minimise_within
+from privfed.common.mechanisms.amp import AMP_FRACTION, AMP_RADIUS, AmpOutputNoise
 from privfed.common.mechanisms.amp import norm_laplace_noise as sample_b
 from privfed.common.mechanisms.gaussian import standard_normal
 
@@ -39,10 +39,11 @@ def _finite_difference_hessian(s, y, loss, step=1e-5):
 @pytest.mark.parametrize("loss", mc.LOSSES)
 def test_gradient_norm_hessian_trace_and_inner_product_bounds(loss):
     """||grad_s l||^2 <= 2, hess_s l is PSD with trace <= beta, and |c^T u| <= max_k |u_y - u_k|
-    for every score vector (the three facts the proof uses), over random and extreme scores."""
+    for every score vector (the three facts the proof uses), over random and extreme scores; and its
+    largest eigenvalue is at most CURVATURE_BOUND (the solver's smoothness)."""
     rng = np.random.default_rng(0)
     K = 6
-    worst_trace = 0.0
+    worst_trace = worst_eigenvalue = 0.0
     for _ in range(400):
         s = rng.standard_normal(K) * rng.choice([0.1, 1.0, 3.0, 30.0])
         y = int(rng.integers(K))
@@ -56,8 +57,10 @@ def test_gradient_norm_hessian_trace_and_inner_product_bounds(loss):
             assert np.allclose(H, _finite_difference_hessian(s, y, loss), atol=1e-4)
         assert np.linalg.eigvalsh(H).min() >= -1e-9
         worst_trace = max(worst_trace, np.trace(H))
+        worst_eigenvalue = max(worst_eigenvalue, np.linalg.eigvalsh(H).max())
     assert worst_trace <= mc.TRACE_BOUND[loss] + 1e-12
     assert worst_trace > 0.3 * mc.TRACE_BOUND[loss]  # the bound is not vacuous
+    assert 0.3 * mc.CURVATURE_BOUND[loss] < worst_eigenvalue <= mc.CURVATURE_BOUND[loss] + 1e-12
 
 
 @pytest.mark.parametrize("loss", mc.LOSSES)
@@ -153,8 +156,14 @@ def test_fit_is_the_perturbed_minimiser_plus_amp_noise_and_learns(loss):
     def perturbed_j(f):
         return mc.perturbed_objective(f, Xb, y, loss, info["Lambda"], B)
 
-    smooth = info["Lambda"] + mc.TRACE_BOUND[loss] * Xb.shape[0]
-    point = minimise_within(perturbed_j, F.size, mu=info["Lambda"], smooth=smooth)  # within r of the exact minimiser
+    point = objective.minimise_perturbed(  # the release's solver, with the loss's bounds: within r of the minimiser
+        lambda G: mc.perturbed_objective(G.ravel(), Xb, y, loss, 0.0, np.zeros_like(B))[1].reshape(G.shape),
+        B,
+        reg=info["Lambda"],
+        divisor=1.0,
+        curvature=mc.CURVATURE_BOUND[loss] * Xb.shape[0],
+        gradient_bound=Xb.shape[0] * math.sqrt(objective.GRADIENT_NORM_SQ),
+    ).ravel()
     assert np.linalg.norm(perturbed_j(point)[1]) <= info["Lambda"] * AMP_RADIUS
     # the release is the solver's point (within r of this one) plus V, rounded to AMP's grid (SPEC §12)
     grid = AmpOutputNoise(epsilon=info["epsilon_out"], d=F.size).output_grid.grid
