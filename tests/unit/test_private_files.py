@@ -68,6 +68,19 @@ def test_a_ledger_has_one_writer_and_its_lock_is_private(tmp_path):
             pass
 
 
+def test_a_ledger_with_a_second_name_is_refused(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    path.write_bytes(b"")
+    (tmp_path / "other.sqlite").hardlink_to(path)
+    for name in (path, tmp_path / "other.sqlite"):
+        with pytest.raises(ConfigError, match="has 2 names"):
+            with sole_writer(name):
+                pass
+    (tmp_path / "other.sqlite").unlink()
+    with sole_writer(path):
+        pass
+
+
 def test_a_file_system_that_cannot_lock_gets_a_warning_not_a_refusal(tmp_path, monkeypatch, caplog):
     import errno
     import fcntl
