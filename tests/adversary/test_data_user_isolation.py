@@ -121,15 +121,18 @@ def test_made_up_ids_answer_as_ids_that_do_not_exist(service):
 
 @pytest.fixture
 def opened():
-    """The paths files are opened at while the list is armed (``opened.append(None)``; an audit hook
-    sees every thread's ``open``, the service's gRPC threads included)."""
+    """The paths files are opened at while the list is armed (``opened.append(None)``): an audit hook sees
+    every thread's ``open``, the service's gRPC threads included; the job runner's own (``privfed-jobs``,
+    writing the running job's record and log) are left out."""
     import sys
+    import threading
 
     seen: list = []
 
     def hook(event, args):
         if seen and event == "open" and isinstance(args[0], str | bytes | os.PathLike):
-            seen.append(os.fsdecode(args[0]))
+            if threading.current_thread().name != "privfed-jobs":
+                seen.append(os.fsdecode(args[0]))
 
     sys.addaudithook(hook)  # hooks cannot be removed: an empty list disarms it
     yield seen
@@ -171,3 +174,28 @@ def test_another_data_users_model_is_not_read_before_it_is_refused(service, open
         read = [path for path in opened[1:] if bobs in path]
         opened.clear()
     assert any(path.endswith("model.json") for path in read), read
+
+
+def test_another_data_users_job_is_not_read_before_it_is_refused(service, opened):
+    """Show, Logs and Cancel of bob's job id by alice read bob's ``job.json`` and then answered "no job"
+    (a missing id reads nothing): now whose job it is is asked of the store's memory first."""
+    svc, port, certs = service
+    bobs = _job_api(port, certs, "bob", "Submit", {"job": {"task": "lr", "epsilon": 0.37, "owners": 2}})["job_id"]
+    missing = "20261126T000000000000Z-0000"
+    answers = {}
+    opened.append(None)  # armed
+    for job_id in (bobs, missing):
+        for method in ("Show", "Logs", "Cancel"):
+            with pytest.raises(grpc.RpcError) as err:
+                _job_api(port, certs, "alice", method, {"job_id": job_id})
+            answers[method, job_id] = (err.value.code(), err.value.details().replace(repr(job_id), "ID"))
+    read = [path for path in opened[1:] if bobs in path]
+    opened.clear()
+    assert not read, f"alice's calls read bob's job files: {read}"
+    for method in ("Show", "Logs", "Cancel"):
+        assert answers[method, bobs] == answers[method, missing], answers
+    opened.append(None)  # the control: bob's own Show reads his job's record
+    assert _job_api(port, certs, "bob", "Show", {"job_id": bobs})["job"]["job_id"] == bobs
+    read = [path for path in opened[1:] if bobs in path]
+    opened.clear()
+    assert any(path.endswith("job.json") for path in read), read
