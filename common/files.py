@@ -75,7 +75,7 @@ def sole_writer(path: str | Path) -> Iterator[None]:
         return
     lock = Path(f"{Path(path).resolve()}.lock")  # the file's, whatever link names it (SQLite follows links)
     try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)  # a planted link is refused, not truncated
     except FileNotFoundError:
         raise ConfigError(f"ledger {path}: cannot open; does its directory exist?") from None
     except OSError as exc:
