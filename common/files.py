@@ -65,20 +65,23 @@ def sole_writer(path: str | Path) -> Iterator[None]:
 
     A separate file because closing any descriptor of the database itself would drop SQLite's own
     POSIX locks on it (SQLite's "posix advisory locks are broken" note); named after the path with
-    its symbolic links resolved, so a link to a ledger in use finds its lock. A hard link to the
-    database is another name the lock does not see.
+    its symbolic links resolved, so a link to a ledger in use finds its lock. A hard link is a name
+    no resolving finds, and SQLite names its WAL and shared-memory files after the name it opens, so
+    two names of one file are two journals of one database ("How To Corrupt An SQLite Database File",
+    2.4): a ledger file with more than one name (``st_nlink``) is refused, whoever holds which name.
     """
     if str(path) == ":memory:":
         yield
         return
     lock = Path(f"{Path(path).resolve()}.lock")  # the file's, whatever link names it (SQLite follows links)
     try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)  # a planted link is refused, not truncated
     except FileNotFoundError:
         raise ConfigError(f"ledger {path}: cannot open; does its directory exist?") from None
     except OSError as exc:
         raise ConfigError(f"ledger {path}: cannot create its lock file {lock} ({exc.strerror})") from None
     try:
+        _one_name(path)  # before the lock: a file system without locks refuses a second name too
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -98,3 +101,16 @@ def sole_writer(path: str | Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # drops the lock
+
+
+def _one_name(path: str | Path) -> None:
+    """ConfigError if the ledger file at ``path`` has other names (hard links); none yet is fine."""
+    try:
+        names = os.stat(path).st_nlink
+    except FileNotFoundError:
+        return
+    if names > 1:
+        raise ConfigError(
+            f"ledger {path} has {names} names (hard links): another owner node could use it under another "
+            "name, beside this one; remove the other names, or give this node a ledger of its own"
+        )

@@ -84,8 +84,10 @@ class JobStore:
         records = self.all()
         self._queued = {r.job_id for r in records if r.state == "queued"}  # kept by _write from now on
         self._by_user: dict[str, list[str]] = {}  # data user -> their job ids in submission order (kept by submit)
+        self._user_of: dict[str, str] = {}  # job id -> its data user (kept by submit)
         for r in records:
             self._by_user.setdefault(r.data_user, []).append(r.job_id)
+            self._user_of[r.job_id] = r.data_user
 
     def job_dir(self, job_id: str) -> Path:
         if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
@@ -112,7 +114,14 @@ class JobStore:
             job_id = f"{t.strftime('%Y%m%dT%H%M%S')}{t.microsecond:06d}Z-{secrets.token_hex(2)}"
             record = self._write(JobRecord(job_id, data_user, dict(settings), submitted=now()))
             self._by_user.setdefault(data_user, []).append(job_id)
+            self._user_of[job_id] = data_user
             return record
+
+    def submitted_by(self, job_id: str) -> str | None:
+        """The data user who submitted ``job_id`` (None: no such job), from memory: no file is read, so
+        asking of a job that is not the caller's costs what asking of one that does not exist does."""
+        with self._lock:
+            return self._user_of.get(job_id)
 
     def get(self, job_id: str) -> JobRecord:
         path = self.job_dir(job_id) / "job.json"

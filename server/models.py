@@ -73,6 +73,13 @@ class Prediction:
     probabilities: np.ndarray | None
 
 
+def may_use(data_user: str | None, submitter: str) -> bool:
+    """Whether ``data_user`` (None: a caller that is no data user, e.g. an owner cleaning its query) may
+    use a model trained by ``submitter``'s job: a data user uses its own jobs' models, and models of no
+    job (``submitter`` empty)."""
+    return data_user is None or not submitter or submitter == data_user
+
+
 @dataclass(frozen=True)
 class ServedEntry:
     """A served model, the label value (as text) of each class index, the schema it reads rows by, and
@@ -84,21 +91,24 @@ class ServedEntry:
     data_user: str = ""
 
     def serves(self, data_user: str | None) -> bool:
-        """Whether ``data_user`` may use this model (None: a caller that is no data user, e.g. an owner
-        cleaning its query): a data user uses its own jobs' models, and models of no job."""
-        return data_user is None or not self.data_user or self.data_user == data_user
+        """Whether ``data_user`` may use this model (:func:`may_use`)."""
+        return may_use(data_user, self.data_user)
 
 
 class ModelStore:
     """Trained models the coordinator serves, by id.
 
-    ``load`` reads a model this store does not hold and who it serves (None if there is none by that
-    id): the service reads a finished job's ``model.json`` back, with the job's data user. ``keep`` bounds how many are held in memory, the least
+    ``load(model_id, data_user)`` reads a model this store does not hold and who it serves (None if there
+    is none by that id that ``data_user`` may use: another's is not read, wt-redteam4): the service reads
+    a finished job's ``model.json`` back, with the job's data user. ``keep`` bounds how many are held in memory, the least
     recently used dropped first (None: every model put), so a service that stays up across jobs holds
     a fixed number however many jobs it ran."""
 
     def __init__(
-        self, *, load: Callable[[str], tuple[TrainedModel, str] | None] | None = None, keep: int | None = None
+        self,
+        *,
+        load: Callable[[str, str | None], tuple[TrainedModel, str] | None] | None = None,
+        keep: int | None = None,
     ) -> None:
         self._models: OrderedDict[str, ServedEntry] = OrderedDict()
         self._load, self._keep = load, keep
@@ -134,7 +144,7 @@ class ModelStore:
                 self._models.move_to_end(model_id)
             held = sorted(m for m, e in self._models.items() if e.serves(data_user))
         if entry is None:
-            loaded = self._load(model_id) if self._load is not None else None
+            loaded = self._load(model_id, data_user) if self._load is not None else None
             if loaded is not None:
                 trained, owner = loaded
                 entry = self.put(

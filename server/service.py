@@ -35,7 +35,7 @@ from privfed.server.jobapi import JobApi, job_config
 from privfed.server.joblog import JobRecords
 from privfed.server.jobstore import FINAL, JobRecord, JobStore, now
 from privfed.server.main import coordinator_job, federation_schema, public_rows_per_owner
-from privfed.server.models import ModelStore, load_model
+from privfed.server.models import ModelStore, load_model, may_use
 from privfed.server.parameters import SHARE_ROUNDS
 from privfed.server.report import JobReport, host_info, version_info
 from privfed.server.statuspage import StatusPage
@@ -120,14 +120,18 @@ class CoordinatorService:
         self.status = StatusPage(self.snapshot)
         self.status_port: int | None = None
 
-    def _finished_model(self, model_id: str) -> tuple[TrainedModel, str] | None:
+    def _finished_model(self, model_id: str, data_user: str | None) -> tuple[TrainedModel, str] | None:
         """The model of the finished job ``model_id`` (a job's model is served under its id), read
-        back from the store, and the data user who submitted the job; None if there is no such job or
-        it saved no model."""
+        back from the store, and the data user who submitted the job; None if there is no such job,
+        it saved no model, or ``data_user`` (None: a caller that is no data user) may not use it. Whose
+        job it is is asked first, of memory (wt-redteam4): another data user's model is not read."""
+        submitter = self.store.submitted_by(model_id)
+        if submitter is None or not may_use(data_user, submitter):
+            return None
         try:
             path = self.store.job_dir(model_id) / "model.json"
-            return (load_model(path), self.store.get(model_id).data_user) if path.is_file() else None
-        except (ConfigError, ValueError):  # not a job id (a path, a NUL): no model
+            return (load_model(path), submitter) if path.is_file() else None
+        except ConfigError:  # a model file that cannot be read: no model
             return None
 
     def _job_config(self, settings: Mapping[str, Any]) -> JobConfig:

@@ -125,8 +125,16 @@ def privacy_adjustment(epsilon: float, n: int, lam: float, c: float = 1.0) -> tu
     """``(eps', Delta)`` of Chaudhuri et al. Alg. 2 (seed 004 Alg. 3 lines 3-9; SPEC §8); ``c`` bounds the loss's
     second derivative (1 for SPEC §8's Huber hinge, ``h = 1/2``).
 
-    ``eps' = eps - log(1 + 2c/(n lam) + c^2/(n^2 lam^2))``; if ``eps' > 0`` then ``Delta = 0``, else
+    ``eps' = eps - log(1 + 2c/(n lam) + c^2/(n^2 lam^2))``; if ``eps' >= eps/2`` then ``Delta = 0``, else
     ``Delta = c/(n(e^{eps/4} - 1)) - lam`` and ``eps' = eps/2``. ``epsilon=inf`` gives ``(inf, 0)``.
+
+    The paper's threshold is ``eps' > 0``; a sliver above 0, which a coordinator that knows ``n`` can pick,
+    made the noise ``b`` (scale ``2/eps'``) and the minimiser near ``-b/(n lam)`` so large that the fixed-step
+    solver's rounding errors passed AMP's radius (wt-redteam4, ``tests/adversary/test_amp_float_radius.py``).
+    The other branch is private for every ``lam`` (Thm 9 with the regulariser ``lam + Delta``: its
+    ``log(1 + 2c/(n(lam + Delta)) + ...)`` is ``eps/2``) and is taken whenever ``eps' < eps/2`` (then
+    ``Delta > 0``), so ``eps' >= eps/2`` always: ``|b|`` has scale at most ``4/eps`` and the start point
+    ``|b|/(n (lam + Delta))`` at most ``4 (e^{eps/4} - 1)/(eps c)`` per unit of the Gamma radius.
     """
     epsilon = check_positive(epsilon, name="epsilon", allow_inf=True)
     lam = check_positive(lam, name="lam")
@@ -136,7 +144,7 @@ def privacy_adjustment(epsilon: float, n: int, lam: float, c: float = 1.0) -> tu
         return math.inf, 0.0
     a = c / (n * lam)
     eps_prime = epsilon - math.log1p(2.0 * a + a * a)
-    if eps_prime > 0:
+    if eps_prime >= epsilon / 2.0:
         return eps_prime, 0.0
     return epsilon / 2.0, c / (n * math.expm1(epsilon / 4.0)) - lam
 

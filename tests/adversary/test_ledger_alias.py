@@ -7,6 +7,12 @@ both pass the same limit at once. The lock was a file named after the path as gi
 served beside the first, on the same SQLite file (SQLite follows the link). Now the lock is named
 after the file the path resolves to, and the second node exits 2 naming the holder, as it does for
 the same path (tests/integration/test_owner_guards.py).
+
+A hard link is another name for the same file, and resolving it finds no other path: the second
+node took ``LINK.lock`` and served beside the first (wt-redteam4). Worse, SQLite names its WAL and
+shared-memory files after the name it was opened by, so the two nodes did not even share a journal
+(SQLite's "How To Corrupt An SQLite Database File", 2.4). A ledger file with more than one name is now
+refused by every node, the first one included if it restarts while the second name exists.
 """
 
 import subprocess
@@ -18,12 +24,14 @@ X = np.array([[0.2, 0.7], [0.6, 0.1]])
 Y = np.array([0, 1])
 
 
-def test_a_second_node_on_a_link_to_a_ledger_in_use_exits(tmp_path, coordinator, certs, owners):
-    first = owners("owner-0", X, Y)
-    alias = tmp_path / "alias.sqlite"
-    alias.symlink_to(first.ledger)
+def _second_node(tmp_path, coordinator, certs, ledger) -> subprocess.CompletedProcess:
     cmd = owner_command(
-        coordinator.port, "owner-1", data=write_rows(tmp_path / "rows.csv", X, Y), n_owners=2, ledger=alias, certs=certs
+        coordinator.port,
+        "owner-1",
+        data=write_rows(tmp_path / "rows.csv", X, Y),
+        n_owners=2,
+        ledger=ledger,
+        certs=certs,
     )
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         try:
@@ -31,8 +39,26 @@ def test_a_second_node_on_a_link_to_a_ledger_in_use_exits(tmp_path, coordinator,
         except subprocess.TimeoutExpired:
             proc.terminate()
             proc.wait()
-        second = subprocess.CompletedProcess(cmd, proc.returncode, "", proc.stdout.read())
+        return subprocess.CompletedProcess(cmd, proc.returncode, "", proc.stdout.read())
+
+
+def test_a_second_node_on_a_link_to_a_ledger_in_use_exits(tmp_path, coordinator, certs, owners):
+    first = owners("owner-0", X, Y)
+    alias = tmp_path / "alias.sqlite"
+    alias.symlink_to(first.ledger)
+    second = _second_node(tmp_path, coordinator, certs, alias)
     assert second.returncode == 2, second.stderr[-2000:]
     assert f"is in use by another owner node (pid {first.proc.pid})" in second.stderr, second.stderr[-2000:]
+    assert "Traceback" not in second.stderr
+    assert first.alive()
+
+
+def test_a_second_node_on_a_hard_link_to_a_ledger_in_use_exits(tmp_path, coordinator, certs, owners):
+    first = owners("owner-0", X, Y)
+    alias = tmp_path / "hard-alias.sqlite"
+    alias.hardlink_to(first.ledger)
+    second = _second_node(tmp_path, coordinator, certs, alias)
+    assert second.returncode == 2, second.stderr[-2000:]
+    assert "has 2 names" in second.stderr, second.stderr[-2000:]
     assert "Traceback" not in second.stderr
     assert first.alive()

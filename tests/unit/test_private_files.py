@@ -68,6 +68,19 @@ def test_a_ledger_has_one_writer_and_its_lock_is_private(tmp_path):
             pass
 
 
+def test_a_ledger_with_a_second_name_is_refused(tmp_path):
+    path = tmp_path / "ledger.sqlite"
+    path.write_bytes(b"")
+    (tmp_path / "other.sqlite").hardlink_to(path)
+    for name in (path, tmp_path / "other.sqlite"):
+        with pytest.raises(ConfigError, match="has 2 names"):
+            with sole_writer(name):
+                pass
+    (tmp_path / "other.sqlite").unlink()
+    with sole_writer(path):
+        pass
+
+
 def test_a_file_system_that_cannot_lock_gets_a_warning_not_a_refusal(tmp_path, monkeypatch, caplog):
     import errno
     import fcntl
@@ -79,3 +92,15 @@ def test_a_file_system_that_cannot_lock_gets_a_warning_not_a_refusal(tmp_path, m
     with sole_writer(tmp_path / "ledger.sqlite"):
         pass
     assert "cannot be locked (No locks available)" in caplog.text
+
+
+def test_a_lock_file_planted_as_a_link_is_not_followed(tmp_path):
+    """Someone who can write to the ledger's directory (a shared one) links ``LEDGER.lock`` to a file of
+    the owner's: the node truncated it and wrote its pid there (wt-redteam4). Now it refuses the link."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    (tmp_path / "ledger.sqlite.lock").symlink_to(victim)
+    with pytest.raises(ConfigError, match="lock file"):
+        with sole_writer(tmp_path / "ledger.sqlite"):
+            pass
+    assert victim.read_text() == "keep me\n"

@@ -183,7 +183,9 @@ def test_a_store_holds_its_last_used_models_and_reads_the_others_back(fruit, tmp
     }
     reads = []
 
-    def load(model_id):
+    def load(model_id, data_user):
+        if data_user not in (None, "alice"):
+            return None  # the service's: another data user's model is not read
         reads.append(model_id)
         return (load_model(saved[model_id]), "alice") if model_id in saved else None
 
@@ -207,4 +209,5 @@ def test_a_store_holds_its_last_used_models_and_reads_the_others_back(fruit, tmp
         store.predict("bobs", np.zeros((1, 2)), "alice")
     assert store.entry("standalone", "bob").data_user == ""
     with pytest.raises(ConfigError, match="no model 'job1'"):
-        store.entry("job1", "bob")  # read back from its file, then refused
+        store.entry("job1", "bob")  # not read: not bob's
+    assert "job1" not in store._models
