@@ -76,7 +76,7 @@ def test_validation_of_one_grid_fits_its_settings_on_the_same_reports(tmp_path):
     args = ["experiment", "tabular", "--validate", "--learners", "mbdt-post", "--datasets", "iris,star98"]
     assert main([*args, "--splits", "2", "--epsilon", "3", "--out", str(tmp_path)]) == 0
     rows = {r["setting"]: r for r in json.loads((tmp_path / "report.json").read_text())["results"]["mbdt-post"]}
-    assert rows["nb,smoothing=4"]["accuracy"] == rows["n_rounds=1000,smoothing=4"]["accuracy"]
+    assert rows["nb,smoothing=4"]["accuracy"] == rows["n_rounds=1000,smoothing=4,shrink_to=uniform"]["accuracy"]
     assert set(rows["defaults"]["gap_to_counterpart"]) == {"iris@3", "star98@3"}
     assert rows["defaults"]["seeds"] == [1000, 1001]
     # paired on the same splits, against the first setting of the same learner: the mean difference is the
