@@ -42,10 +42,11 @@ from privfed.common.learners.stump import Stump, select_stump
 from privfed.common.validation import check_int, check_positive
 
 #: Default rounds on the product model (no ε per round here) and pseudo-counts (units of
-#: :func:`smoothed_marginals`, spread evenly then): the best of 125 settings (``n_bins`` 2-6, rounds 10/20/50/100/200, smoothing
-#: 0.5/1/2/4/8), every setting fitted on the same reports, on validation splits of six real tables at ε 1, 3, 5, 8
-#: (``privfed experiment tabular --validate --learners mbdt --splits 20``: 0.674 of the majority-to-AdaBoost gap
-#: closed; rounds 20-200 within 0.004 of it, 10 rounds 0.668; smoothing 2 at most 0.665; 4 bins at most 0.624).
+#: :func:`smoothed_marginals`, spread evenly then): the best of 125 settings (``n_bins`` 2-6, rounds
+#: 10/20/50/100/200, smoothing 0.5/1/2/4/8), every setting fitted on the same reports, on validation splits of
+#: six real tables at ε 1, 3, 5, 8 (``privfed experiment tabular --validate --learners mbdt --splits 20``: 0.674 of
+#: the majority-to-AdaBoost gap closed; rounds 20-200 within 0.004 of it, 10 rounds 0.668; smoothing 2 at most
+#: 0.665; 4 bins at most 0.624).
 #: Whether bins or rounds should follow the public reports per feature and class, N / (d K) (2.7 on wine to 239 on
 #: fair): on 60 fresh validation splits (``--validate --learners mbdt-bins`` and ``mbdt-rounds``, ``--splits 60
 #: --seed 1000``), paired on the same reports, 3 bins and 50 rounds are best overall (other bins -0.06 to -0.24 of
@@ -65,8 +66,10 @@ MARGINAL_ROUNDS = 50
 #: noise (anes96 -0.003 +- 0.003, iris -0.002 +- 0.004). With 80 % of the rows as owners and 3 noise draws per split
 #: (a throwaway script, seeds 200-259), AdaBoost-10 minus it at ε = 3 falls by 0.014 +- 0.002 on breast_cancer and
 #: 0.004 +- 0.005 on star98, within +-0.002 on the other four; at ε = 1, 5, 8 no set worse by more than 0.005
-#: (wine +0.004 +- 0.006 at 5, iris +0.005 +- 0.015 at 1; beyond its noise only fair at 1, +0.002 +- 0.001). An earlier single-draw look (grid ``mbdt-post``, 20 splits)
-#: had it 0.006 ahead overall but worse on wine and iris at ε = 3; the paired draws above do not reproduce that.
+#: (wine +0.004 +- 0.006 at 5, iris +0.005 +- 0.015 at 1; beyond its noise only fair at 1, +0.002 +- 0.001, and
+#: iris at 5, +0.002 +- 0.002); at ε = 1 the validation grid has no set better (0.000 to -0.009 accuracy). An
+#: earlier single-draw look (grid ``mbdt-post``, 20 splits) had it 0.006 ahead overall but worse on wine and iris at
+#: ε = 3; the paired draws above do not reproduce that.
 MARGINAL_SHRINK = "marginal"
 MARGINAL_SMOOTHING = 8.0
 
