@@ -173,8 +173,9 @@ N_BINS = Param(
 SMOOTHING_PARAM = Param(
     positive(),
     "nb and bdt --release marginals: pseudo-counts per (bin, class) cell, in units of an even spread of the "
-    f"reports (the coordinator's, never sent; default {SMOOTHING:g} for nb, {MARGINAL_SMOOTHING:g} for bdt "
-    "--release marginals, each chosen on validation splits of real tables)",
+    f"reports (the coordinator's, never sent; default {SMOOTHING:g} for nb, spread evenly over the bins, and "
+    f"{MARGINAL_SMOOTHING:g} for bdt --release marginals, spread over the bins as each feature's pooled counts; "
+    "each chosen on validation splits of real tables)",
     wire=False,
     flag="--smoothing",
 )

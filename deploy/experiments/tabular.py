@@ -77,6 +77,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="split s uses seed + s; noise seeds follow")
     parser.add_argument("--legacy", action="store_true", help="the learners at main's defaults before issue 22")
     parser.add_argument(
+        "--noise-draws",
+        type=int,
+        default=1,
+        help="average each private cell over this many noise draws per split (default 1; the split stays the unit)",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="CI size: every data set at most 600 random rows, at most 5 splits"
     )
     parser.add_argument(
@@ -89,8 +95,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _print(results: dict[str, Any], args: argparse.Namespace) -> None:
     eps = [f"{e:g}" for e in args.epsilon]
+    draws = f" ({args.noise_draws} noise draws each)" if getattr(args, "noise_draws", 1) > 1 else ""
     print(f"tabular ({'legacy: main before issue 22' if args.legacy else 'issue 22 defaults'}), one row per owner, "
-          f"{args.splits} splits, mean ± 95% CI half-width")  # fmt: skip
+          f"{args.splits} splits{draws}, mean ± 95% CI half-width")  # fmt: skip
     for name, res in results.items():
         b = res["baselines"]
         line = ", ".join(f"{k} {v['mean']:.3f}±{v['ci']:.3f}" for k, v in b.items())

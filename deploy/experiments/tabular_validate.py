@@ -66,7 +66,7 @@ _BOUNDS = {
 }
 
 #: Grids whose settings post-process one release: every setting is fitted on the same reports.
-SAME_REPORTS = ("mbdt", "mbdt-post", "mbdt-scale", "mbdt-bins", "mbdt-rounds")
+SAME_REPORTS = ("mbdt", "mbdt-post", "mbdt-scale", "mbdt-bins", "mbdt-rounds", "mbdt-shrink")
 
 #: Candidate settings per learner: name -> keyword arguments of its fit function.
 GRIDS: dict[str, dict[str, dict[str, Any]]] = {
@@ -96,13 +96,14 @@ GRIDS: dict[str, dict[str, dict[str, Any]]] = {
     },
     #: Post-processing of the same reports (3 bins) beyond rounds and smoothing: shrinkage, pseudo-counts towards
     #: each feature's pooled bin distribution (:func:`~privfed.common.learners.naive_bayes.smoothed_marginals`),
-    #: SAMME run to convergence, and naive Bayes fitted on the very same reports (``learner``: nb's fit).
+    #: SAMME run to convergence (with nb's even pseudo-counts), and naive Bayes fitted on the very same reports
+    #: (``learner``: nb's fit).
     "mbdt-post": {
         "defaults": {"smoothing": MARGINAL_SMOOTHING},
         "learning_rate=0.3,n_rounds=200": {"learning_rate": 0.3, "n_rounds": 200},
         "learning_rate=0.3,n_rounds=200,smoothing=2": {"learning_rate": 0.3, "n_rounds": 200, "smoothing": 2.0},
-        "n_rounds=1000,smoothing=1": {"n_rounds": 1000, "smoothing": 1.0},
-        "n_rounds=1000,smoothing=4": {"n_rounds": 1000, "smoothing": 4.0},
+        "n_rounds=1000,smoothing=1,shrink_to=uniform": {"n_rounds": 1000, "smoothing": 1.0, "shrink_to": "uniform"},
+        "n_rounds=1000,smoothing=4,shrink_to=uniform": {"n_rounds": 1000, "smoothing": 4.0, "shrink_to": "uniform"},
         **{
             f"shrink_to=marginal,smoothing={a:g}": {"shrink_to": "marginal", "smoothing": a}
             for a in (2.0, 4.0, 8.0, 16.0)
@@ -123,6 +124,10 @@ GRIDS: dict[str, dict[str, dict[str, Any]]] = {
     #: marginal_boost.MARGINAL_ROUNDS` has the numbers): the defaults stay.
     "mbdt-bins": {f"n_bins={b}": {"n_bins": b, "smoothing": MARGINAL_SMOOTHING} for b in (3, 2, 4, 5, 6)},
     "mbdt-rounds": {f"n_rounds={t}": {"n_rounds": t, "smoothing": MARGINAL_SMOOTHING} for t in (50, 5, 10, 20, 200)},
+    #: Where the pseudo-counts go (:func:`~privfed.common.learners.naive_bayes.smoothed_marginals`), the defaults
+    #: before issue 22's second look first: evenly at 4 units, or towards each feature's pooled bins at 2-16 units.
+    "mbdt-shrink": {"shrink_to=uniform,smoothing=4": {"shrink_to": "uniform", "smoothing": 4.0}}
+    | {f"shrink_to=marginal,smoothing={a:g}": {"shrink_to": "marginal", "smoothing": a} for a in (2.0, 4.0, 8.0, 16.0)},
     #: The release: one nb report at ε, or two at ε / 2 each (at the best settings of ``mbdt``).
     "mbdt-release": {
         f"reports={r},n_bins={b}": {"reports": r, "n_bins": b} for r, b in itertools.product((1, 2), (3, 4))

@@ -18,6 +18,7 @@ import numpy as np
 from fedharness import assert_one_report_each, coordinator_job
 
 from privfed.common.learners.exported import TrainedClassifier
+from privfed.common.learners.marginal_boost import MARGINAL_SMOOTHING
 from privfed.common.learners.samme import BoostedModel
 from privfed.common.learners.stump import Stump
 
@@ -31,7 +32,11 @@ def test_boosted_stumps_from_one_marginal_report_per_owner_over_the_wire(tmp_pat
     flags = ["--task", "bdt", "--release", "marginals", "--rounds", "20", "--epsilon", str(EPSILON)]
     report, path = coordinator_job(tmp_path, flags, nodes, n_owners=OWNERS, dataset=DATA)
     assert report["status"] == "ok" and report["config"]["release"] == "marginals"
-    assert (report["config"]["n_rounds"], report["config"]["n_bins"], report["config"]["smoothing"]) == (20, 3, 4.0)
+    assert (report["config"]["n_rounds"], report["config"]["n_bins"], report["config"]["smoothing"]) == (
+        20,
+        3,
+        MARGINAL_SMOOTHING,
+    )
     assert report["accuracy"] > report["baselines"]["majority_class"] + 0.15, report["accuracy"]
 
     assert_one_report_each(report, tmp_path, nodes, OWNERS, EPSILON, "nb-report")

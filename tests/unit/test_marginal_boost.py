@@ -93,6 +93,35 @@ def test_learns_separable_data_at_infinite_epsilon_and_noisy_reports_at_three():
     assert noisy.score(Xt, yt) > 0.9
 
 
+def test_the_default_pseudo_counts_keep_features_without_class_signal_out_of_the_vote():
+    """Statistical: one informative feature beside 19 with no class signal whose rows sit in the lowest of the three
+    bins (the skewed features of breast_cancer and star98), classes 30 / 70, 300 owners at ε = 3. The k-RR noise
+    fills the empty bins; pseudo-counts spread evenly (4 units, the earlier default) give the minority class's
+    column more of them, a class signal of their own that boosting then picks up, where the default (towards each
+    feature's pooled bins, 8 units) keeps those columns alike. Over 60 seeded data sets and reports the default
+    is better on average beyond the 95 % interval (it spares the fits where the spurious signal costs about 0.15)
+    and worse by more than 0.01 on none."""
+
+    def data(rng, n):
+        y = (rng.random(n) < 0.3).astype(np.int64)
+        informative = np.clip(0.5 + 0.25 * (2 * y - 1) + 0.25 * rng.standard_normal(n), 0.0, 1.0)
+        return np.column_stack([informative, np.clip(rng.exponential(0.03, (n, 19)), 0.0, 1.0)]), y
+
+    bounds = Bounds.of(0.0, 1.0, 20)
+    diffs = []
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        (X, y), (Xt, yt) = data(rng, 300), data(rng, 2000)
+        scores = [
+            ldp_marginal_boost(X, y, bounds=bounds, n_classes=2, epsilon=3.0, rng=np.random.default_rng([seed, 1]),
+                               **kw).score(Xt, yt)
+            for kw in ({}, {"smoothing": 4.0, "shrink_to": "uniform"})
+        ]  # fmt: skip
+        diffs.append(scores[0] - scores[1])
+    diffs = np.array(diffs)
+    assert diffs.mean() - 1.96 * diffs.std(ddof=1) / np.sqrt(diffs.size) > 0.0 and diffs.min() > -0.01
+
+
 def test_a_function_of_the_seed():
     X, y, bounds = _data(900)
 
@@ -123,7 +152,7 @@ def test_bdt_release_parameters():
     strategy asks nb's one report per owner and serves BDT's model kind."""
     assert BdtParams().release is None and BdtParams(release="shares").n_rounds == 10  # None: the job's default
     marginal = BdtParams(release="marginals")
-    assert (marginal.n_rounds, marginal.n_bins, marginal.smoothing) == (50, 3, 4.0)
+    assert (marginal.n_rounds, marginal.n_bins, marginal.smoothing) == (50, 3, 8.0)
     for bad, flag in [
         (dict(release="marginals", eval_fraction=0.3), "--eval-fraction"),
         (dict(release="marginals", base="ncc"), "--base"),

@@ -76,7 +76,7 @@ def test_validation_of_one_grid_fits_its_settings_on_the_same_reports(tmp_path):
     args = ["experiment", "tabular", "--validate", "--learners", "mbdt-post", "--datasets", "iris,star98"]
     assert main([*args, "--splits", "2", "--epsilon", "3", "--out", str(tmp_path)]) == 0
     rows = {r["setting"]: r for r in json.loads((tmp_path / "report.json").read_text())["results"]["mbdt-post"]}
-    assert rows["nb,smoothing=4"]["accuracy"] == rows["n_rounds=1000,smoothing=4"]["accuracy"]
+    assert rows["nb,smoothing=4"]["accuracy"] == rows["n_rounds=1000,smoothing=4,shrink_to=uniform"]["accuracy"]
     assert set(rows["defaults"]["gap_to_counterpart"]) == {"iris@3", "star98@3"}
     assert rows["defaults"]["seeds"] == [1000, 1001]
     # paired on the same splits, against the first setting of the same learner: the mean difference is the
@@ -103,3 +103,29 @@ def test_validation_seed_shift_and_the_count_scalings_on_the_same_reports(tmp_pa
         "scaling=realised": "scaling=d",
         "nb,scaling=realised": "nb,scaling=d",
     }
+
+
+def test_noise_draws_average_independent_draws_per_split_and_one_draw_is_the_default_run(tmp_path):
+    """``--noise-draws R``: a cell's value on a split is its mean accuracy over R noise draws of the real fit, draw 0
+    seeded as the single-draw run (so the default's reported numbers do not move); R < 1 is refused."""
+    import argparse
+
+    from privfed.common.datasets import train_test_split
+    from privfed.common.errors import ConfigError
+    from privfed.deploy.experiments import tabular_fits as bench
+
+    ds = load_builtin("iris", seed=0)
+    args = argparse.Namespace(seed=0, splits=2, learners=["nb"], epsilon=[1.0], legacy=False, noise_draws=1)
+    one = bench.run_dataset(ds, args, 0)["private"]["nb"]["1"]["values"]
+    del args.noise_draws  # callers without the option get one draw
+    assert bench.run_dataset(ds, args, 0)["private"]["nb"]["1"]["values"] == one
+    args.noise_draws = 3
+    three = bench.run_dataset(ds, args, 0)["private"]["nb"]["1"]["values"]
+    for s in range(2):
+        train, test = train_test_split(ds, test_fraction=0.2, seed=s)
+        draws = [bench._score(bench.fit_nb(train, 1.0, bench.noise_rng(0, 0, s, 0, 0, r)), test) for r in range(3)]
+        assert draws[0] == one[s] and np.isclose(three[s], np.mean(draws))
+    assert three != one  # at eps = 1 the draws differ: the mean is not draw 0's value alone
+    args.noise_draws = 0
+    with pytest.raises(ConfigError):
+        bench.run_dataset(ds, args, 0)
