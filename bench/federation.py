@@ -44,6 +44,13 @@ process of its own (``COORDINATOR`` below), always from this checkout. Lines rea
   against the bare computation: the cost of one process per owner (waking N processes on C cores,
   each running its fit with cold caches) before any gRPC, ledger or coordinator. A round cannot
   beat it.
+* ``  node main CPU``, ``  node threads CPU``, ``  coord CPU/node`` (N = 20, 50; issue 27): where the
+  ``round CPU`` goes (``bench/round_threads.py``), in ms per round against the bare computation per
+  owner: a node's main thread (serving loop, owner core, fit), its other threads (gRPC's stream
+  hand-offs, its C core's socket I/O, the session's watchdog), and the coordinator's CPU per node.
+  ``  node switches`` and ``  coord switches/node``: context switches per round of a node, and of
+  the coordinator per node, against those of a process of the process floor (a wake-up each is what
+  the scheduler of a 2-core box pays for N + 1 processes).
 * ``round N=.. d=64 pinned s`` (issue 27, item 1): the same round on digits-shaped rows (64
   features, 10 classes, 290 rows per owner), N one-owner nodes on this host; the baseline is every
   node unpinned (``--threads`` = this host's CPUs, OpenBLAS's own default of a thread per CPU), the
@@ -76,7 +83,8 @@ import numpy as np
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the repository root: bench's own modules (bench.*)
 from bench.lr_round import BOUND, ROWS_PER_OWNER, D, in_process_round, write_rows
-from bench.round_floors import commit_floor, cpu_seconds, grpc_floor, process_floor
+from bench.round_floors import commit_floor, grpc_floor, process_floor
+from bench.round_threads import RoundCost, mean, per_round, snapshot, total
 from privfed.deploy.commands import owner_argv
 from privfed.server.report import host_info
 
@@ -185,13 +193,13 @@ class Bench:
         files: list[Path] | None = None,
         shape: tuple[int, int] = (D, 2),
         extra: tuple[str, ...] = (),
-    ) -> tuple[float, tuple[float, float], list, float]:
+    ) -> tuple[float, tuple[float, float], list, RoundCost | None]:
         """A coordinator process and ``nodes`` node processes (``files``: their rows, default
         :meth:`node_file`'s; ``shape``: their (features, classes); ``extra``: more owner flags).
         Returns (seconds from the first node's exec to every owner registered, (coordinator RSS
         MB, summed RSS MB of the nodes) once registered and idle, per-round seconds of ``repeats``
-        LR rounds, CPU seconds per round of the coordinator and nodes together over the rounds
-        after the first (nan with fewer than two))."""
+        LR rounds, the CPU and context switches per round of the coordinator and of a node, by
+        thread, over the rounds after the first (:class:`RoundCost`; None with fewer than two))."""
         files = files or [self.node_file(f"{tag}-n{i}", owners_per_node) for i in range(nodes)]
         coord = subprocess.Popen(
             [
@@ -222,18 +230,19 @@ class Bench:
             rss = (rss_mb(coord.pid), sum(rss_mb(p.pid) for p in procs))
             coord.stdin.write("go\n")
             coord.stdin.flush()
-            answer, cpu = coord.stdout.readline(), float("nan")
+            answer, cost = coord.stdout.readline(), None
             if answer.strip() == "first":
                 pids = [coord.pid, *(p.pid for p in procs)]
-                before = sum(map(cpu_seconds, pids))
+                before = [snapshot(pid) for pid in pids]
                 coord.stdin.write("go\n")
                 coord.stdin.flush()
                 answer = coord.stdout.readline()
                 if repeats > 1:
-                    cpu = (sum(map(cpu_seconds, pids)) - before) / (repeats - 1)
+                    rounds = [per_round(b, snapshot(pid), repeats - 1) for b, pid in zip(before, pids)]
+                    cost = RoundCost(rounds[0], mean(rounds[1:]), nodes)
             coord.stdin.write("stop\n")
             coord.stdin.flush()
-            return registered, rss, json.loads(answer), cpu
+            return registered, rss, json.loads(answer), cost
         finally:
             for p in [coord, *procs]:
                 try:
@@ -285,6 +294,19 @@ def floor_lines(bench: Bench, per_owner: float) -> None:
     line("floor: durable commit wall ms", per_owner * ms, commit_wall * ms)
 
 
+def attribution_lines(cost: RoundCost, bare_per_owner: float, floor_switches: float) -> None:
+    """Where the round's CPU and wake-ups go (``bench/round_threads.py``): a node's main thread and
+    its other threads, and the coordinator per node, in ms of CPU against the bare computation per
+    owner; context switches per round of a node, and of the coordinator per node, against those of a
+    process of the process floor (woken by a pipe, no gRPC)."""
+    n, node, coordinator = cost.nodes, cost.node, cost.coordinator
+    line(f"  node main CPU N={n} ms", bare_per_owner * 1e3, node["main"].cpu * 1e3)
+    line(f"  node threads CPU N={n} ms", bare_per_owner * 1e3, (node["python"] + node["grpc core"]).cpu * 1e3)
+    line(f"  coord CPU/node N={n} ms", bare_per_owner * 1e3, total(coordinator).cpu / n * 1e3)
+    line(f"  node switches N={n}", floor_switches, total(node).switches)
+    line(f"  coord switches/node N={n}", floor_switches, total(coordinator).switches / n)
+
+
 def line(name: str, base: float, cand: float, unit: str = "", note: str = "") -> None:
     print(f"{name:<28}{base:>12.3f}{unit}{cand:>12.3f}{unit}{cand / base:>8.2f}{note}", flush=True)
 
@@ -326,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         ):
             if nodes * per_node == 1000 and args.skip_1000:
                 continue
-            registered, rss, times, cpu = bench.federation(nodes, per_node, f"n{nodes}x{per_node}", args.repeats)
+            registered, rss, times, cost = bench.federation(nodes, per_node, f"n{nodes}x{per_node}", args.repeats)
+            cpu = cost.cpu if cost is not None else float("nan")
             if per_node == 1 and not args.rounds_only:
                 line(f"coord+{nodes} nodes RSS MB", (nodes + 1) * floor_mb, sum(rss))
                 line(f"coord+{nodes} exec->registered s", floor_s, registered)
@@ -342,9 +365,11 @@ def main(argv: list[str] | None = None) -> int:
             line(f"  overhead/node N={n} ms", bare / n * 1e3, max(overhead, 0.0), note=note)
             line(f"  CPU/node N={n} ms", bare_cpu / nodes * 1e3, cpu / nodes * 1e3)
             if per_node == 1 and nodes >= 20:
-                floor_wall, floor_cpu = process_floor(files, args.seed, args.repeats)
+                floor_wall, floor_cpu, floor_switches = process_floor(files, args.seed, args.repeats)
                 line(f"  floor: N={n} processes s", bare, floor_wall)
                 line(f"  floor: N={n} processes CPU s", bare_cpu, floor_cpu)
+                if cost is not None:
+                    attribution_lines(cost, bare_cpu / n, floor_switches)
             if nodes == 20:
                 floor_lines(bench, bare / n)
         if not args.owner_pythonpath and not args.rounds_only:  # --threads is this checkout's

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.lr_round import D, lr_strategy
+from bench.round_threads import Counts, snapshot, total
 from privfed.common.learners.logistic import lr_aggregate
 
 #: A bare coordinator for the floor lines: prints its port, serves until a line on stdin.
@@ -44,11 +45,11 @@ for _ in sys.stdin:
 """
 
 
-def process_floor(files: list[Path], seed: int, repeats: int) -> tuple[float, float]:
-    """(wall s, CPU s) per round of the one-owner processes of ``files``, each woken by a line on a pipe,
-    computing its owner's fit and share and answering a line, and the aggregate here: what one process
-    per owner costs before any gRPC, ledger or coordinator (median wall, mean CPU of the rounds after
-    the first)."""
+def process_floor(files: list[Path], seed: int, repeats: int) -> tuple[float, float, float]:
+    """(wall s, CPU s, context switches of a process) per round of the one-owner processes of ``files``,
+    each woken by a line on a pipe, computing its owner's fit and share and answering a line, and the
+    aggregate here: what one process per owner costs before any gRPC, ledger or coordinator (median
+    wall, mean CPU of the rounds after the first, the workers' mean switches over those rounds)."""
     lr = lr_strategy()
     here = str(Path(__file__).resolve().parents[1])  # the repository root: bench.lr_round
     procs = [
@@ -64,13 +65,14 @@ def process_floor(files: list[Path], seed: int, repeats: int) -> tuple[float, fl
     try:
         for _, out in pipes:
             out.readline()
-        times, cpu0 = [], 0.0
+        times, cpu0, before = [], 0.0, Counts()
         placeholder = np.zeros(
             (len(files), D + 1)
         )  # the workers' reports stay with them: only the aggregate's cost counts
         for r in range(repeats + 1):
             if r == 1:
-                cpu0 = sum(map(cpu_seconds, (p.pid for p in procs))) + time.process_time()
+                before = workers(procs)
+                cpu0 = before.cpu + time.process_time()
             t0 = time.perf_counter()
             for inp, _ in pipes:
                 inp.write("go\n")
@@ -79,8 +81,9 @@ def process_floor(files: list[Path], seed: int, repeats: int) -> tuple[float, fl
                 out.readline()
             lr_aggregate(placeholder, param_bound=lr.param_bound, n_classes=2, bounds=lr.bounds)
             times.append(time.perf_counter() - t0)
-        cpu = (sum(map(cpu_seconds, (p.pid for p in procs))) + time.process_time() - cpu0) / repeats
-        return statistics.median(times[1:]), cpu
+        after = workers(procs)
+        cpu = (after.cpu + time.process_time() - cpu0) / repeats
+        return statistics.median(times[1:]), cpu, (after - before).switches / repeats / len(procs)
     finally:
         for p in procs:
             if p.stdin is not None:
@@ -90,15 +93,17 @@ def process_floor(files: list[Path], seed: int, repeats: int) -> tuple[float, fl
 
 def cpu_seconds(pid: int) -> float:
     """CPU seconds of process ``pid``'s live threads so far: the scheduler's nanosecond counters
-    (/proc/PID/task/*/schedstat), not the 10 ms ticks of /proc/PID/stat, which a few short rounds
+    (``bench/round_threads.py``), not the 10 ms ticks of /proc/PID/stat, which a few short rounds
     of 21 processes would round away."""
-    total = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            total += int((task / "schedstat").read_text().split()[0])
-        except (OSError, IndexError, ValueError):  # a thread that just ended
-            continue
-    return total / 1e9
+    return total(snapshot(pid)).cpu
+
+
+def workers(procs: list[subprocess.Popen]) -> Counts:
+    """The counts so far of every thread of ``procs`` together."""
+    out = Counts()
+    for p in procs:
+        out += total(snapshot(p.pid))
+    return out
 
 
 def grpc_floor(calls: int = 1000) -> dict[str, tuple[float, float]]:
