@@ -38,7 +38,7 @@ def work_rows(n: int) -> int:
     """The public row count a fit of ``n`` rows works on: the least power of two ``>= max(n, 1)``."""
     if n < 0:
         raise ConfigError(f"a row count must be >= 0, got {n}")
-    return 1 << max(0, (int(n) - 1).bit_length())
+    return 1 << (max(int(n), 1) - 1).bit_length()
 
 
 def work_range(n: int) -> tuple[int, int]:
