@@ -54,7 +54,6 @@ import numpy as np
 from scipy.stats import norm
 
 from privfed.common.errors import ConfigError
-from privfed.common.work_rows import work_range
 from privfed.common.mechanisms.amp import (
     AMP_FRACTION,
     AMP_RADIUS,
@@ -66,6 +65,7 @@ from privfed.common.mechanisms.amp import (
 from privfed.common.mechanisms.gaussian import standard_normal
 from privfed.common.mechanisms.snapping import check_epsilon_range
 from privfed.common.validation import check_int, check_positive, check_rng
+from privfed.common.work_rows import work_range
 
 Loss = Callable[[np.ndarray], tuple[float, np.ndarray]]
 """``F -> (L(F), grad L(F))`` on the parameter matrix ``F`` (gradient of ``F``'s shape): the learner's
