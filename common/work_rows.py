@@ -34,11 +34,31 @@ import numpy as np
 from privfed.common.errors import ConfigError
 
 
-def work_rows(n: int) -> int:
-    """The public row count a fit of ``n`` rows works on: the least power of two ``>= max(n, 1)``."""
+def work_rows(n: int, bound: int | None = None) -> int:
+    """The public row count a fit of ``n`` rows works on: the least power of two ``>= max(n, 1)``, or the public
+    ``bound`` on an owner's rows if that is less (a release of as many rows as this, :func:`release_rows`).
+
+    With a ``bound``, the count is ``min(2^ceil(log2 n), bound)``: a coordinator that chooses the bound learns
+    no more than the cell (a bound inside the cell gives ``bound`` whether ``n`` is above it or not)."""
     if n < 0:
         raise ConfigError(f"a row count must be >= 0, got {n}")
-    return 1 << (max(int(n), 1) - 1).bit_length()
+    cell = 1 << (max(int(n), 1) - 1).bit_length()
+    if bound is None:
+        return cell
+    if bound < 1:
+        raise ConfigError(f"a public bound on an owner's rows must be >= 1, got {bound}")
+    return min(cell, int(bound))
+
+
+def release_rows(n: int, bound: int | None, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """Which of ``n`` rows a release of :func:`work_rows` ``(n, bound)`` rows carries, and how many dummies:
+    every row and ``m - n`` dummies when ``n <= m``; else (``n`` above the public ``bound``) ``m`` rows drawn
+    uniformly without replacement (each still released once through its mechanism: the rows left out are
+    released nowhere, a subsample -- biased towards ``m / n`` of the owner's totals, never less private)."""
+    m = work_rows(n, bound)
+    if n <= m:
+        return np.arange(n), m - n
+    return np.sort(rng.choice(n, size=m, replace=False)), 0
 
 
 def work_range(n: int) -> tuple[int, int]:
@@ -63,4 +83,4 @@ def pad_rows(a: np.ndarray, rows: int, *, axis: int = -2, value: float = 0.0) ->
     return np.pad(a, widths, constant_values=value)
 
 
-__all__ = ["pad_rows", "work_range", "work_rows"]
+__all__ = ["pad_rows", "release_rows", "work_range", "work_rows"]

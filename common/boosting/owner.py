@@ -37,6 +37,7 @@ from privfed.common.learners.samme import max_alpha
 from privfed.common.learners.stump import Stump, binarize
 from privfed.common.learners.stump_encodings import encoding_shares
 from privfed.common.learners.stump_sampled_encoding import SampledReports
+from privfed.common.work_rows import release_rows
 
 #: The base learners a boosting run can hold (``base``: stump, ncc, lr).
 Learner = Stump | NearestCentroidModel | LinearModel
@@ -81,6 +82,36 @@ def share(plan: ReleasePlan, X: Any, y: Any, w: Any, *, rng: np.random.Generator
             weight_bound=p.weight_bound,
         )
     return _lr_share(plan, X, y, w, rng)
+
+
+def ncc_release_rows(plan: ReleasePlan, X: Any, y: Any, w: Any, *, rng: np.random.Generator) -> tuple[Any, Any, Any]:
+    """The rows, labels and SAMME weights an owner's NCC share carries (``base="ncc"``; a share is one report per
+    row, so its length would show the private row count): exactly ``m = work_rows(n, max_owner_rows)``
+    (:func:`~privfed.common.work_rows.release_rows`), a function of ``n``'s public grid cell and the run's public
+    bound only. Fewer rows are filled with dummies of weight 0 (the bounds' midpoint, a uniform label); more
+    (``n`` above the bound) are subsampled to ``m``. Other base learners' rows are returned as they are.
+
+    Dummies are unbiased: a row of scaled weight ``u = 0`` sends ``(0, ..., 0, -1)`` through the row mechanism
+    (``ncc_share``'s weight column ``2u - 1``), or ⊥ through the joint report, so its expected contribution to
+    every class's sum and weight total is 0 whatever its label (:func:`~privfed.common.learners.ncc.ncc_class_sums`
+    and the joint estimator are linear in the reports); they add noise (each report's variance), and loosen the
+    post-processing caps of the class totals (the rows reported). They are ε-LDP reports of an input in the
+    mechanism's domain like any row: telling a dummy from a row of weight ``u`` costs what telling two rows apart
+    does (``(u t, 2u - 1)`` against ``(0, -1)``), within the row's ε, so ``n`` against ``n + 1`` real rows is
+    covered by the ledger's per-row ε (a row replaced by a dummy)."""
+    p = plan.params
+    if p.base != "ncc":
+        return X, y, w
+    X = np.atleast_2d(np.asarray(X, dtype=np.float64))
+    y, w = np.asarray(y), np.asarray(w, dtype=np.float64)
+    keep, dummies = release_rows(X.shape[0], p.max_owner_rows, rng)
+    middle = np.broadcast_to((p.bounds.lo + p.bounds.hi) / 2.0, (dummies, X.shape[1]))
+    labels = rng.integers(0, p.n_classes, dummies)
+    return (
+        np.concatenate([X[keep], middle]),
+        np.concatenate([y[keep], labels]).astype(np.int64),
+        np.concatenate([w[keep], np.zeros(dummies)]),
+    )
 
 
 def group_shares(

@@ -10,6 +10,10 @@ fallback): each fit's per-step function is wrapped to record the shapes it works
 owners of 300, 270 and 257 rows (one cell, ``(256, 512]``) must make the very same trace, for the LR share,
 the DP-PCA share and every SVM model. Positive control: with the padding taken out (the fits' ``work_rows``
 made the identity, the old behaviour), the same traces differ.
+
+A boosted NCC share is one report per row, so its *length* showed the count outright: it now carries exactly
+``work_rows(n, max_owner_rows)`` reports (dummies of weight 0, or a subsample above the bound), checked on real
+owner cores for both label schemes that leave a network (``joint``, ``rr``), the release and the fallback alike.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from privfed.common.feddpdr.choices import SVM_MODELS
 from privfed.common.learners import newton
 from privfed.common.ledger import Ledger
 from privfed.common.mechanisms import objective
-from privfed.common.tasks import LrShareTask, PcaShareTask, Refusal, SvmShareTask, Task
+from privfed.common.tasks import BoostShareTask, LrShareTask, PcaShareTask, Refusal, SvmShareTask, Task
 from privfed.owner.core import OwnerCore
+from privfed.owner.kinds import OWNER_KINDS
 from privfed.owner.local import LocalOwner
 
 D, K = 6, 3
@@ -120,3 +125,40 @@ def test_the_cell_shows_and_nothing_finer(monkeypatch):
     assert _trace("lr_share", 300, monkeypatch) != _trace("lr_share", 600, monkeypatch)
     assert [work_rows(n) for n in (0, 1, 2, 3, 257, 300, 512, 513)] == [1, 1, 2, 4, 512, 512, 512, 1024]
     assert work_range(300) == (257, 512) and work_range(1) == (1, 1) and work_range(2) == (2, 2)
+
+
+# ----------------------------------------------------------------------------- a boosted NCC share's length
+def _ncc_share_length(n: int, labels: str, max_owner_rows: int, monkeypatch) -> int:
+    """The length of the share a real owner core answers, after checking its fallback's is the same."""
+    from privfed.common.boosting.params import BoostingParams
+    from privfed.common.boosting.wire import config_to_dict, empty_history
+
+    fb = BoostingParams(
+        base="ncc", epsilon=3.0, labels=labels, n_classes=K, bounds=BOUNDS, n_rounds=2, max_owner_rows=max_owner_rows
+    )
+    core = _core(n)
+    spec = BoostShareTask(config_to_dict(fb, "run-1"), empty_history())
+    (result,) = core.answer([Task("t", "node-0.o00000", "run-1", spec)]).results
+    assert not isinstance(result.payload, Refusal), result
+    owner = core.owners["node-0.o00000"]
+    fallback = OWNER_KINDS["boost_share"].fallback(spec, owner.public, owner.n_rows, owner.rng)
+    length = int(np.shape(result.payload.reports)[0])
+    assert int(np.shape(fallback.reports)[0]) == length  # the data-independent answer: as long
+    return length
+
+
+@pytest.mark.parametrize("labels", ["joint", "rr"])
+def test_a_boosted_ncc_share_carries_the_public_count_of_reports(labels, monkeypatch):
+    """300, 270 and 257 rows: 512 reports (no bound below the cell); under a public bound of 280, 280 reports
+    for every one of them (the 300-row owner subsampled), and an owner of 3 rows sends 4."""
+    assert {_ncc_share_length(n, labels, 10**6, monkeypatch) for n in SAME_CELL} == {512}
+    assert {_ncc_share_length(n, labels, 280, monkeypatch) for n in SAME_CELL} == {280}
+    assert _ncc_share_length(3, labels, 10**6, monkeypatch) == 4
+
+
+def test_positive_control_a_boosted_ncc_share_used_to_be_as_long_as_the_rows(monkeypatch):
+    """Without the public count (the rows as they are), the share's length is the row count."""
+    from privfed.common.boosting import owner as boosting_owner
+
+    monkeypatch.setattr(boosting_owner, "ncc_release_rows", lambda plan, X, y, w, rng: (X, y, w))
+    assert [_ncc_share_length(n, "joint", 10**6, monkeypatch) for n in (300, 270)] == [300, 270]

@@ -142,8 +142,9 @@ def test_honest_boosting_shares_are_their_types_and_meet_their_contract(tmp_path
     from privfed.common.tasks import BoostShareTask
 
     fb = BoostingParams(
-        base=base, epsilon=4.0, labels=labels, stump_encoding=encoding, n_rounds=2, n_classes=K, bounds=BOUNDS
-    )
+        base=base, epsilon=4.0, labels=labels, stump_encoding=encoding, n_rounds=2, n_classes=K, bounds=BOUNDS,
+        max_owner_rows=LIMITS.max_rows,  # as a job sets it (JobConfig.owner_rows_bound): an NCC share's length
+    )  # fmt: skip
     spec = BoostShareTask(config_to_dict(fb, "run-1"), at_round(empty_history(), 0))
     tasks = [Task(f"t{i}", o, "run-1", spec) for i, o in enumerate(_owners())]
     results = _honest(tmp_path, tasks)
