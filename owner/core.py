@@ -47,9 +47,19 @@ task is then refused (``internal``) with its debit on the record. Timing covers 
 channel, the LR fit and the objective-perturbation solvers of FedDPDR's classifiers (a public number of
 Nesterov steps, ``common/mechanisms/amp.py``; separable, one-class and saturated rows at 0.45-0.54 from one
 timing); rows cannot make the SVM or DP-PCA computation raise part-way (the ball scaling clamps overflows).
-It does not cover (measured, not closed): the row count (work grows with it: one timing tells 10% fewer
-rows apart at 0.6-0.95 accuracy, the SVM solvers' step count grows with it too; an NCC share's shape shows it
-anyway); a computation of another kind that raises part-way (then falls back sooner); a cached release sent again
+The row count: the fits (LR share, DP-PCA, every SVM model and the class sums) work on its public grid cell,
+not on the count (:mod:`privfed.common.work_rows`: zero rows up to the next power of two, the SVM solvers' steps
+from the cell; ``tests/adversary/test_timing_row_count.py``), and a boosted NCC share carries
+``min(2^ceil(log2 n), max_owner_rows)`` reports (weight-0 dummies, or a subsample above the bound). One timing
+told 300 rows from 270 at 0.62-0.72 for the solvers, now 0.47-0.53 (``bench/row_padding.py``).
+It does not cover (measured, not closed): the row count's cell (300 rows against 600 still differ: a task
+that carried the job's ``max_owner_rows`` could pad to it, at ``max_owner_rows / n`` times the work); the O(n)
+passes outside the fits (scaling and projecting rows, an LR gradient, an NB report's row choice, a boosting
+evaluation's predictions, a stump share's binarising); an ``ncc_share`` (``--task ncc``), one report per row,
+whose length shows the count exactly (dummies would need a weight column under ``labels="rr"``, a change of
+its estimator, or the job's bound on the task, which the wire does not carry to it: a dummy-padded share
+could exceed the coordinator's ``too_many_rows`` bound); a computation of another kind that raises part-way
+(then falls back sooner); a cached release sent again
 (no computation: but whether it is cached is public, the coordinator asked for it before); and a batch's
 wall time beside other work on the host. An owner whose rows were spent has them computed from, so
 what is left of the data channel reaches those rows too. Around the release (``bench/timing_paths.py``):
