@@ -31,13 +31,12 @@ import numpy as np
 from privfed.common.boosting.releases import ReleasePlan
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import LinearModel, fit_local_logistic, lr_share
-from privfed.common.learners.ncc import NccShare, ncc_share
+from privfed.common.learners.ncc import NccShare, ncc_share, public_count_rows, shuffled
 from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.learners.samme import max_alpha
 from privfed.common.learners.stump import Stump, binarize
 from privfed.common.learners.stump_encodings import encoding_shares
 from privfed.common.learners.stump_sampled_encoding import SampledReports
-from privfed.common.work_rows import release_rows
 
 #: The base learners a boosting run can hold (``base``: stump, ncc, lr).
 Learner = Stump | NearestCentroidModel | LinearModel
@@ -85,33 +84,20 @@ def share(plan: ReleasePlan, X: Any, y: Any, w: Any, *, rng: np.random.Generator
 
 
 def ncc_release_rows(plan: ReleasePlan, X: Any, y: Any, w: Any, *, rng: np.random.Generator) -> tuple[Any, Any, Any]:
-    """The rows, labels and SAMME weights an owner's NCC share carries (``base="ncc"``; a share is one report per
-    row, so its length would show the private row count): exactly ``m = work_rows(n, max_owner_rows)``
-    (:func:`~privfed.common.work_rows.release_rows`), a function of ``n``'s public grid cell and the run's public
-    bound only. Fewer rows are filled with dummies of weight 0 (the bounds' midpoint, a uniform label); more
-    (``n`` above the bound) are subsampled to ``m``. Other base learners' rows are returned as they are.
-
-    Dummies are unbiased: a row of scaled weight ``u = 0`` sends ``(0, ..., 0, -1)`` through the row mechanism
-    (``ncc_share``'s weight column ``2u - 1``), or ⊥ through the joint report, so its expected contribution to
-    every class's sum and weight total is 0 whatever its label (:func:`~privfed.common.learners.ncc.ncc_class_sums`
-    and the joint estimator are linear in the reports); they add noise (each report's variance), and loosen the
-    post-processing caps of the class totals (the rows reported). They are ε-LDP reports of an input in the
-    mechanism's domain like any row: telling a dummy from a row of weight ``u`` costs what telling two rows apart
-    does (``(u t, 2u - 1)`` against ``(0, -1)``), within the row's ε, so ``n`` against ``n + 1`` real rows is
-    covered by the ledger's per-row ε (a row replaced by a dummy)."""
+    """The rows, labels and SAMME weights an owner's NCC share carries (``base="ncc"``): exactly
+    ``work_rows(n, max_owner_rows)`` of them, weight-0 dummies or a subsample
+    (:func:`~privfed.common.learners.ncc.public_count_rows`: unbiased, covered by the per-row ε). Other base
+    learners' rows are returned as they are."""
     p = plan.params
     if p.base != "ncc":
         return X, y, w
-    X = np.atleast_2d(np.asarray(X, dtype=np.float64))
-    y, w = np.asarray(y), np.asarray(w, dtype=np.float64)
-    keep, dummies = release_rows(X.shape[0], p.max_owner_rows, rng)
-    middle = np.broadcast_to((p.bounds.lo + p.bounds.hi) / 2.0, (dummies, X.shape[1]))
-    labels = rng.integers(0, p.n_classes, dummies)
-    return (
-        np.concatenate([X[keep], middle]),
-        np.concatenate([y[keep], labels]).astype(np.int64),
-        np.concatenate([w[keep], np.zeros(dummies)]),
-    )
+    return public_count_rows(X, y, w, bound=p.max_owner_rows, bounds=p.bounds, n_classes=p.n_classes, rng=rng)
+
+
+def ordered(plan: ReleasePlan, release: Release, *, rng: np.random.Generator) -> Release:
+    """An NCC share's reports shuffled (:func:`~privfed.common.learners.ncc.shuffled`: the dummies of
+    :func:`ncc_release_rows` are last); other shares as they are."""
+    return shuffled(release, rng) if plan.params.base == "ncc" else release
 
 
 def group_shares(

@@ -116,7 +116,7 @@ def boost_share(owner: LocalOwner, spec: BoostShareTask) -> BoostShareReply:
     plan = spec.config.releases
     steps = _steps()
     X, y, w = steps.ncc_release_rows(plan, owner.X, owner.y, _weights(owner, spec), rng=owner.rng)
-    return share_reply(plan, steps.share(plan, X, y, w, rng=owner.rng))
+    return share_reply(plan, steps.ordered(plan, steps.share(plan, X, y, w, rng=owner.rng), rng=owner.rng))
 
 
 def _weights(owner: LocalOwner, spec: BoostShareTask | BoostEvaluateTask) -> np.ndarray:
@@ -193,7 +193,7 @@ class BoostShareKind(TaskKind[BoostShareTask]):
         plan = spec.config.releases
         steps = _steps()  # as many rows as the release's (``ncc_release_rows``): the same public shape
         X, y, w = steps.ncc_release_rows(plan, rows, np.zeros(n, dtype=np.int64), np.ones(n), rng=rng)
-        return share_reply(plan, steps.share(plan, X, y, w, rng=rng))
+        return share_reply(plan, steps.ordered(plan, steps.share(plan, X, y, w, rng=rng), rng=rng))
 
     def released(self, task: Task, spec: BoostShareTask, release: Release, owner: LocalOwner, node: NodeState) -> None:
         owner.remember(share_key(task, spec), Cached(release))

@@ -30,7 +30,15 @@ from privfed.common.feddpdr.choices import SVM_MODELS
 from privfed.common.learners import newton
 from privfed.common.ledger import Ledger
 from privfed.common.mechanisms import objective
-from privfed.common.tasks import BoostShareTask, LrShareTask, PcaShareTask, Refusal, SvmShareTask, Task
+from privfed.common.tasks import (
+    BoostShareTask,
+    LrShareTask,
+    NccShareTask,
+    PcaShareTask,
+    Refusal,
+    SvmShareTask,
+    Task,
+)
 from privfed.owner.core import OwnerCore
 from privfed.owner.kinds import OWNER_KINDS
 from privfed.owner.local import LocalOwner
@@ -162,3 +170,63 @@ def test_positive_control_a_boosted_ncc_share_used_to_be_as_long_as_the_rows(mon
 
     monkeypatch.setattr(boosting_owner, "ncc_release_rows", lambda plan, X, y, w, rng: (X, y, w))
     assert [_ncc_share_length(n, "joint", 10**6, monkeypatch) for n in (300, 270)] == [300, 270]
+
+
+# ----------------------------------------------------------------------------- an NCC share's length (--task ncc)
+def _ncc_task_length(n: int, max_owner_rows: int | None, labels: str = "joint", batch: int = 1) -> set[int]:
+    """The lengths of the shares ``batch`` owners of ``n`` rows each answer (one batch), and their fallbacks'."""
+    rng = np.random.Generator(np.random.PCG64(n))
+    owners = [
+        LocalOwner(
+            f"node-0.o{i:05d}", rng.normal(size=(n, D)), rng.integers(0, K, n), np.random.default_rng(i), K, BOUNDS
+        )
+        for i in range(batch)
+    ]
+    core = OwnerCore(owners, Ledger(":memory:", epsilon_budget=100.0, delta_budget=1e-3))
+    spec = NccShareTask("pm", 2.0, labels, 1.0, K, BOUNDS, max_owner_rows=max_owner_rows)
+    results = core.answer([Task(f"t{i}", o.owner_id, "r1", spec) for i, o in enumerate(owners)]).results
+    assert not any(isinstance(r.payload, Refusal) for r in results), results
+    kind = OWNER_KINDS["ncc_share"]
+    fallbacks = [kind.fallback(spec, o.public, o.n_rows, o.rng) for o in owners]
+    return {int(np.size(r.payload.reports)) for r in results} | {int(np.size(f.reports)) for f in fallbacks}
+
+
+def test_a_joint_ncc_share_carries_the_public_count_of_reports():
+    """``--task ncc`` under ``labels="joint"``: 300, 270 and 257 rows send 512 reports with no bound below the
+    cell, 280 under the job's bound of 280 (300 subsampled), alone and in a batch computed together."""
+    assert set().union(*(_ncc_task_length(n, None) for n in SAME_CELL)) == {512}
+    assert set().union(*(_ncc_task_length(n, 280, batch=3) for n in SAME_CELL)) == {280}
+    assert _ncc_task_length(0, 5) == {1}
+
+
+def test_positive_control_an_rr_ncc_share_is_still_as_long_as_the_rows():
+    """What is left, stated (owner/core.py, "Limits"): under ``labels="rr"`` no dummy is unbiased, so the share
+    is one report per row: its length is the count. The test above would see it."""
+    assert _ncc_task_length(300, 280, labels="rr") != _ncc_task_length(270, 280, labels="rr")
+
+
+def test_the_dummies_are_shuffled_in_not_left_last(monkeypatch):
+    """A joint share of 257 rows carries 255 dummies, whose value is ⊥ = 2K before the randomized response: at
+    ε = 20 almost every ⊥ report is a dummy's. Left last, they would sit at positions 257-511 and the change
+    point would give ``n`` away; shuffled, their mean position is the middle. Positive control: unshuffled,
+    it is not."""
+    from privfed.owner.kinds import shares
+
+    def bottom_positions() -> float:
+        rng = np.random.Generator(np.random.PCG64(3))
+        owner = LocalOwner("node-0.o00000", rng.normal(size=(257, D)), rng.integers(0, K, 257), rng, K, BOUNDS)
+        core = OwnerCore([owner], Ledger(":memory:", epsilon_budget=100.0))
+        spec = NccShareTask("pm", 20.0, "joint", 1.0, K, BOUNDS, max_owner_rows=None)
+        (result,) = core.answer([Task("t", owner.owner_id, "r1", spec)]).results
+        return float(np.mean(np.flatnonzero(np.asarray(result.payload.reports) == 2 * K)))
+
+    assert 200 < bottom_positions() < 310  # uniform: 255.5
+    monkeypatch.setattr(shares, "shuffled", lambda release, rng: release)
+    assert bottom_positions() > 370  # the dummies' own positions: 384 on average
+
+
+def test_positive_control_a_joint_ncc_share_used_to_be_as_long_as_the_rows(monkeypatch):
+    from privfed.owner.kinds import shares
+
+    monkeypatch.setattr(shares, "public_count_rows", lambda X, y, w, **kw: (X, y, w))
+    assert [_ncc_task_length(n, None) for n in (300, 270)] == [{300}, {270}]

@@ -83,7 +83,9 @@ def test_honest_replies_meet_their_contract(tmp_path, task, mechanism, epsilon):
     if task == "lr":  # the perturbed local models; gradient descent's replies: the test below
         strategy = make_strategy(task, solver="local", mechanism=mechanism, epsilon=epsilon, n_classes=K, bounds=BOUNDS)
     else:
-        strategy = make_strategy(task, mechanism=mechanism, epsilon=epsilon, n_classes=K, bounds=BOUNDS)
+        strategy = make_strategy(  # the job's bound on an owner's rows is the contract's (a joint share's length)
+            task, mechanism=mechanism, epsilon=epsilon, n_classes=K, bounds=BOUNDS, max_owner_rows=LIMITS.max_rows
+        )
     tasks = strategy.configure(list(_owners()), "r1")
     results = _honest(tmp_path, tasks)
     assert len(results) == len(tasks)
