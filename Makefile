@@ -44,6 +44,7 @@ bench: install
 	$(PY) bench/timing_channels.py
 	$(PY) bench/timing_paths.py
 	$(PY) bench/logistic_fit.py
+	$(PY) bench/row_padding.py
 
 # A longer hunt than CI's (tests/fuzz: 60 examples per RPC, 25 task batches).
 fuzz: install

@@ -47,9 +47,20 @@ task is then refused (``internal``) with its debit on the record. Timing covers 
 channel, the LR fit and the objective-perturbation solvers of FedDPDR's classifiers (a public number of
 Nesterov steps, ``common/mechanisms/amp.py``; separable, one-class and saturated rows at 0.45-0.54 from one
 timing); rows cannot make the SVM or DP-PCA computation raise part-way (the ball scaling clamps overflows).
-It does not cover (measured, not closed): the row count (work grows with it: one timing tells 10% fewer
-rows apart at 0.6-0.95 accuracy, the SVM solvers' step count grows with it too; an NCC share's shape shows it
-anyway); a computation of another kind that raises part-way (then falls back sooner); a cached release sent again
+The row count: the fits (LR share, DP-PCA, every SVM model and the class sums) work on its public grid cell,
+not on the count (:mod:`privfed.common.work_rows`: zero rows up to the next power of two, the SVM solvers' steps
+from the cell; ``tests/adversary/test_timing_row_count.py``), and a boosted NCC share, or a ``labels="joint"`` NCC share,
+carries ``min(2^ceil(log2 n), max_owner_rows)`` reports (weight-0 dummies shuffled in, or a subsample above the
+bound; :func:`~privfed.common.learners.ncc.public_count_rows`). One timing told 300 rows from 270 at 0.62-0.80
+for the solvers, now 0.47-0.57 (``bench/row_padding.py``, two runs; standard error ~0.1).
+It does not cover (measured, not closed): the row count's cell (300 rows against 600 still differ: a task
+that carried the job's ``max_owner_rows`` could pad to it, at ``max_owner_rows / n`` times the work); the O(n)
+passes outside the fits (scaling and projecting rows, an LR gradient, an NB report's row choice, a boosting
+evaluation's predictions, a stump share's binarising); an ``ncc_share`` under ``labels="rr"`` or ``"clear"``,
+one report per row, whose length shows the count exactly (an unweighted share counts every report: a dummy
+would bias the centroids, and a weight column would cost a coordinate of every row's ε); the reports' own
+estimate of an NCC share's weight total, which is ``n`` up to its noise; a computation of another kind that raises part-way
+(then falls back sooner); a cached release sent again
 (no computation: but whether it is cached is public, the coordinator asked for it before); and a batch's
 wall time beside other work on the host. An owner whose rows were spent has them computed from, so
 what is left of the data channel reaches those rows too. Around the release (``bench/timing_paths.py``):

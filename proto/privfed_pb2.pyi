@@ -249,18 +249,20 @@ class MechanismSpec(_message.Message):
     def __init__(self, name: _Optional[_Union[Mechanism, str]] = ..., epsilon: _Optional[float] = ...) -> None: ...
 
 class NccShareTask(_message.Message):
-    __slots__ = ("mechanism", "labels", "label_epsilon", "n_classes", "bounds")
+    __slots__ = ("mechanism", "labels", "label_epsilon", "n_classes", "bounds", "max_owner_rows")
     MECHANISM_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     LABEL_EPSILON_FIELD_NUMBER: _ClassVar[int]
     N_CLASSES_FIELD_NUMBER: _ClassVar[int]
     BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_OWNER_ROWS_FIELD_NUMBER: _ClassVar[int]
     mechanism: MechanismSpec
     labels: LabelScheme
     label_epsilon: float
     n_classes: int
     bounds: Matrix
-    def __init__(self, mechanism: _Optional[_Union[MechanismSpec, _Mapping]] = ..., labels: _Optional[_Union[LabelScheme, str]] = ..., label_epsilon: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ...) -> None: ...
+    max_owner_rows: int
+    def __init__(self, mechanism: _Optional[_Union[MechanismSpec, _Mapping]] = ..., labels: _Optional[_Union[LabelScheme, str]] = ..., label_epsilon: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., max_owner_rows: _Optional[int] = ...) -> None: ...
 
 class LrShareTask(_message.Message):
     __slots__ = ("mechanism", "param_bound", "c", "n_classes", "bounds")

@@ -41,6 +41,7 @@ def ncc_task_to_proto(s: NccShareTask) -> pb.NccShareTask:
         label_epsilon=s.label_epsilon,
         n_classes=s.n_classes,
         bounds=bounds_to_proto(s.bounds),
+        max_owner_rows=s.max_owner_rows or 0,
     )
 
 
@@ -52,6 +53,7 @@ def ncc_task_from_proto(k: pb.NccShareTask) -> NccShareTask:
         label_epsilon=k.label_epsilon,
         n_classes=int(k.n_classes),
         bounds=bounds_from_proto(k.bounds),
+        max_owner_rows=int(k.max_owner_rows) or None,  # 0: no bound
     )
 
 

@@ -52,6 +52,7 @@ import numpy as np
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.pca import check_unit_rows
 from privfed.common.mechanisms.gaussian import GaussianMechanism, calibrated_gaussian, gaussian_sigma
+from privfed.common.work_rows import pad_rows, work_rows
 
 CLASS_SUMS_SENSITIVITY = 1.0
 """L2 (Frobenius) sensitivity of ``Y^T [Z, 1]/sqrt 2`` under add/remove-one, rows ``||z|| <= 1``."""
@@ -77,9 +78,10 @@ def exact_class_sums(Z_unit: np.ndarray, y: np.ndarray, n_classes: int) -> np.nd
         raise ConfigError(f"need n_classes >= 2 and one label per row; got {n_classes!r} and labels {y.shape}")
     if not np.issubdtype(y.dtype, np.integer) or np.any((y < 0) | (y >= K)):
         raise ConfigError(f"labels must be integers in [0, {K})")
-    Zb = np.hstack([Z, np.ones((Z.shape[0], 1))]) / math.sqrt(2.0)
+    rows = work_rows(Z.shape[0])  # zero rows after the bias column: the work of n's public grid cell
+    Zb = pad_rows(np.hstack([Z, np.ones((Z.shape[0], 1))]) / math.sqrt(2.0), rows)
     S = np.zeros((K, Zb.shape[1]))
-    np.add.at(S, y, Zb)
+    np.add.at(S, pad_rows(y, rows, axis=-1), Zb)
     return S
 
 

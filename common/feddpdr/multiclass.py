@@ -59,6 +59,7 @@ from privfed.common.feddpdr.svm import huber_hinge, huber_hinge_derivative
 from privfed.common.mechanisms.amp import flush_tiny
 from privfed.common.mechanisms.objective import GaussianObjectivePerturbation, perturbed
 from privfed.common.validation import check_choice
+from privfed.common.work_rows import pad_rows, work_rows
 
 LOSSES = ("mc-huber", "softmax")
 MC_HUBER_H = 2.0
@@ -198,6 +199,9 @@ def fit_dp_multiclass(
     ------
     ConfigError
         Only for arguments that are wrong whatever the rows (shapes, label range, budget).
+
+    Timing: the rows are padded with zero rows to ``n``'s public grid cell (:mod:`privfed.common.work_rows`);
+    the solver's bounds, which grow with the row count (``curvature_bound n``, ``n sqrt G``), are the cell's.
     """
     X = check_unit_rows(X_unit_ball, "X_unit_ball")
     y = np.asarray(y)
@@ -205,8 +209,9 @@ def fit_dp_multiclass(
     if y.shape != (X.shape[0],) or not np.issubdtype(y.dtype, np.integer) or np.any((y < 0) | (y >= K)):
         raise ConfigError(f"need one integer label in [0, {K}) per row, got labels of shape {y.shape}")
     mech = mechanism(epsilon, delta, K, loss)
-    Y = one_hot(y, K)
-    X = flush_tiny(X)  # no subnormal products (EXP_FLOOR)
+    rows = work_rows(X.shape[0])  # zero rows, each an exact zero gradient: the work of n's public grid cell
+    Y = one_hot(pad_rows(y, rows, axis=-1), K)
+    X = pad_rows(flush_tiny(X), rows)  # no subnormal products (EXP_FLOOR)
     F = mech.privatize(lambda F: _loss_gradient(F, X, Y, loss), (K, X.shape[1]), X.shape[0], rng)
     return F, mech.calibration()
 

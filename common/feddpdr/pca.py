@@ -42,6 +42,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, ROW_SCALINGS
 from privfed.common.mechanisms.gaussian import GaussianMechanism, calibrated_gaussian
 from privfed.common.validation import check_int
+from privfed.common.work_rows import pad_rows, work_rows
 
 NEIGHBOURING_SENSITIVITY = {"add-remove": 1.0, "replace-one": math.sqrt(2.0)}
 """L2 sensitivity of ``X^T X`` for rows in the unit ball, per neighbouring relation."""
@@ -171,6 +172,7 @@ def noisy_covariance(
     """
     release = covariance_release(epsilon, delta, neighbouring=neighbouring, method=method)
     X = check_unit_rows(X_unit, "X_unit")
+    X = pad_rows(X, work_rows(X.shape[0]))  # zero rows add exact zeros: the work of n's public grid cell
     C = X.T @ X
     return C if release is None else release.privatize_symmetric(C, rng)
 

@@ -57,6 +57,7 @@ from privfed.common.feddpdr.pca import check_unit_rows, clip_rows_to_unit_ball
 from privfed.common.mechanisms.amp import flush_tiny
 from privfed.common.mechanisms.objective import ObjectivePerturbation, perturbed
 from privfed.common.validation import check_positive
+from privfed.common.work_rows import pad_rows, work_rows
 
 HUBER_H = 0.5
 """Huber hinge width, the seed's and Chapelle's (2007) typical value."""
@@ -127,10 +128,13 @@ def _fit_huber(
     Theorem 9's mechanism made total by AMP (:class:`~privfed.common.mechanisms.objective.ObjectivePerturbation`,
     module docstring); the loss is the mean Huber loss, ``c = 1/(2h)`` smooth and of gradient norm <= 1
     (``||x|| <= 1``). An owner with no rows fits the regulariser and the noise alone (``n`` counts as 1). The
-    rows' tiny entries are zeroed first (:func:`~privfed.common.mechanisms.amp.flush_tiny`: no subnormal).
+    rows' tiny entries are zeroed first (:func:`~privfed.common.mechanisms.amp.flush_tiny`: no subnormal), and
+    the rows are padded with zero rows to ``n``'s public grid cell (:mod:`privfed.common.work_rows`): the mean
+    keeps its divisor ``n``, the solver's steps the cell's (``ObjectivePerturbation.public_reg``).
     """
     n, d = X.shape
-    X = flush_tiny(X)
+    rows = work_rows(n)  # zero rows: exact zeros in the gradient, the work of n's public grid cell
+    X, Y = pad_rows(flush_tiny(X), rows), pad_rows(Y, rows, axis=-1, value=1.0)
     mech = ObjectivePerturbation(epsilon=epsilon, lam=lam, curvature=1.0 / (2.0 * h), d=d, problems=Y.shape[0])
     return mech.privatize(lambda F: _huber_gradient(F, X, Y, h, max(n, 1)), n, rng)
 

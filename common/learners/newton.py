@@ -3,7 +3,8 @@ eq. 3), with the same work for every owner's rows.
 
 Timing. A coordinator sees when an owner's LR share arrives, so the fit's work must not depend on the rows
 (``privfed.owner.compute``, "Timing"): :func:`newton_logistic` runs a number of Newton steps fixed by the
-row count and ``C`` (:func:`newton_steps`) on every problem, converged or not, tries the line search's
+row count's public grid cell and ``C`` (:func:`newton_steps`; the rows padded to the cell,
+:mod:`privfed.common.work_rows`) on every problem, converged or not, tries the line search's
 first step sizes together, and takes ``exp`` and ``log(1 + exp)`` without branches or subnormals, whose
 cost depends on the values. The parameter vector's privacy does not rest on the fit converging (any
 vector is clipped and perturbed, :func:`~privfed.common.learners.logistic.lr_share`), so the step count
@@ -17,6 +18,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from privfed.common.work_rows import pad_rows, work_rows
 
 #: Newton's stopping rule: Euclidean norm of the gradient of the objective divided by
 #: ``C * max(sum s, 1)`` (scipy trust-ncg's ``gtol`` on the same scaled objective was 1e-9).
@@ -74,7 +77,9 @@ def newton_logistic(t1: np.ndarray, signs: np.ndarray, s: np.ndarray, C: float) 
     full steps converge quadratically. A problem stops moving on its own (:data:`_NEWTON_GTOL` on its
     gradient scaled by ``1 / (C max(sum s, 1))``, which keeps gradients O(1)).
 
-    Timing: the work is fixed by the shapes and ``C``, not by the rows. Every problem takes part in
+    Timing: the work is fixed by the shapes and ``C``, not by the rows; the rows' number enters only as its
+    public grid cell (:func:`~privfed.common.work_rows.work_rows`): the problems are padded with
+    zero rows of zero weight ``s``, which add exact zeros to the loss, its gradient and its Hessian. Every problem takes part in
     :func:`newton_steps` steps, converged or not (a converged one is not moved), and each step tries the
     line search's first sizes (:data:`_LADDER`) together. Only a fit that needs more steps, or a smaller
     step size, does more (up to :data:`_NEWTON_MAX_STEPS`): data-dependent work in a tail the fits of
@@ -82,10 +87,12 @@ def newton_logistic(t1: np.ndarray, signs: np.ndarray, s: np.ndarray, C: float) 
     """
     b, n, p = t1.shape
     scale = 1.0 / (C * np.maximum(s.sum(axis=1), 1.0))  # (B,): same argmin
+    rows = work_rows(n)  # zero rows of zero weight: the work of a public row count (module docstring)
+    t1, signs, s = pad_rows(t1, rows), pad_rows(signs, rows, axis=-1, value=1.0), pad_rows(s, rows, axis=-1)
     theta = np.zeros((b, p))
     live = np.ones(b, dtype=bool)
     for step_no in range(_NEWTON_MAX_STEPS):
-        if step_no >= newton_steps(n, C) and not live.any():
+        if step_no >= newton_steps(rows, C) and not live.any():
             break
         theta, live = _newton_step(t1, signs, s, C, scale, theta, live)
     return theta

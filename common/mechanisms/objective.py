@@ -65,6 +65,7 @@ from privfed.common.mechanisms.amp import (
 from privfed.common.mechanisms.gaussian import standard_normal
 from privfed.common.mechanisms.snapping import check_epsilon_range
 from privfed.common.validation import check_int, check_positive, check_rng
+from privfed.common.work_rows import work_range
 
 Loss = Callable[[np.ndarray], tuple[float, np.ndarray]]
 """``F -> (L(F), grad L(F))`` on the parameter matrix ``F`` (gradient of ``F``'s shape): the learner's
@@ -106,18 +107,25 @@ def minimise_perturbed(
     curvature: float,
     gradient_bound: float,
     radius: float = AMP_RADIUS,
+    public_reg: tuple[float, float] | None = None,
 ) -> np.ndarray:
     """A point within ``radius`` of ``argmin_F L(F) + (reg/2) ||F||^2 + <noise, F> / divisor`` by a public
     number of steps (module docstring, "Solver start and work"; :func:`~.amp.nesterov_within`).
 
     ``curvature`` bounds ``L``'s Hessian and ``gradient_bound`` its gradient's norm (per independent row of
-    ``noise`` when the loss is separable over them), for every ``F`` and all rows.
+    ``noise`` when the loss is separable over them), for every ``F`` and all rows. ``public_reg = (lo, hi)``:
+    public bounds ``lo <= reg <= hi`` for a ``reg`` that depends on the row count (Chaudhuri et al.'s
+    ``Delta``); the solver's strong convexity is then taken as ``lo`` and its smoothness as ``hi + curvature``
+    (both still bound the objective's), so its steps follow the bounds, not ``reg``.
     """
+    mu, top = (reg, reg) if public_reg is None else public_reg
+    if not 0 < mu <= reg <= top:
+        raise ConfigError(f"public_reg {public_reg!r} must bound reg={reg!r} from both sides")
     shift = noise / divisor
     start = shift / -reg
     reg_gradient = lambda F: gradient(F) + reg * F + shift  # noqa: E731
     return nesterov_within(
-        reg_gradient, start, mu=reg, smooth=reg + curvature, start_distance=gradient_bound / reg, radius=radius
+        reg_gradient, start, mu=mu, smooth=top + curvature, start_distance=gradient_bound / mu, radius=radius
     )
 
 
@@ -210,6 +218,15 @@ class ObjectivePerturbation:
         """``(eps', Delta)`` for ``n`` rows (an owner with none counts as one)."""
         return privacy_adjustment(self.objective_epsilon, max(n, 1), self.lam, self.curvature)
 
+    def public_reg(self, n: int) -> tuple[float, float]:
+        """Bounds on ``lam + Delta`` for ``n`` rows that depend only on ``n``'s public grid cell ``(lo, hi]``
+        (:func:`~privfed.common.work_rows.work_range`): ``Delta`` does not grow with ``n`` (it is
+        ``c/(n(e^{eps/4} - 1)) - lam > 0`` while ``eps' <= 0``, then 0), so ``lam + Delta(hi) <= lam + Delta(n)
+        <= lam + Delta(lo)``. The solver's steps follow these (:func:`minimise_perturbed`): the same for every
+        row count of the cell, where ``Delta(n)``'s own ``sqrt`` of the condition number grew with ``n``."""
+        lo, hi = work_range(n)
+        return self.lam + self.adjustment(hi)[1], self.lam + self.adjustment(lo)[1]
+
     def variance(self, n: int) -> float:
         """``Var b_j = (d + 1) (2/eps')^2`` of the objective's noise, per coordinate."""
         return norm_laplace_variance(self.d, self.adjustment(n)[0])
@@ -235,7 +252,15 @@ class ObjectivePerturbation:
         eps_prime, Delta = self.adjustment(n)
         B = norm_laplace_noise(self.d, eps_prime, rng, size=self.problems)
         reg = self.lam + Delta
-        F = minimise_perturbed(gradient, B, reg=reg, divisor=max(n, 1), curvature=self.curvature, gradient_bound=1.0)
+        F = minimise_perturbed(
+            gradient,
+            B,
+            reg=reg,
+            divisor=max(n, 1),
+            curvature=self.curvature,
+            gradient_bound=1.0,
+            public_reg=self.public_reg(n),
+        )
         if math.isfinite(self.epsilon):
             F = AmpOutputNoise(epsilon=AMP_FRACTION * self.epsilon, radius=AMP_RADIUS, d=self.d).privatize(F, rng)
         return F

@@ -38,7 +38,7 @@ from privfed.common.tasks.contract import (
     check_rows,
     reply_of,
 )
-from privfed.common.validation import check_choice
+from privfed.common.validation import check_choice, check_int
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,10 @@ class NccShareTask:
     opt-in); ``"joint"``, one (label, sign) report per row at the whole ``epsilon``
     (:class:`~privfed.common.learners.ncc_joint.JointLabelEncoding`; ``label_epsilon`` unused; at ε = ∞ the exact
     rows and labels, as ``"rr"`` sends them there).
+
+    ``max_owner_rows``: the job's public bound on an owner's rows (``JobConfig.owner_rows_bound``; None: none).
+    A joint share carries ``min(2^ceil(log2 n), max_owner_rows)`` reports, its rows and weight-0 dummies or a
+    subsample (:func:`~privfed.common.learners.ncc.public_count_rows`), so its length does not show ``n``.
     """
 
     mechanism: str
@@ -58,9 +62,12 @@ class NccShareTask:
     label_epsilon: float
     n_classes: int
     bounds: Bounds
+    max_owner_rows: int | None = None
 
     def __post_init__(self) -> None:
         check_choice(self.labels, name="labels", allowed=LABEL_SCHEMES)
+        if self.max_owner_rows is not None:
+            check_int(self.max_owner_rows, name="max_owner_rows", minimum=1)
 
     def ledger_entries(self) -> LedgerEntries:
         if self.labels == "joint":

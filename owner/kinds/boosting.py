@@ -114,7 +114,9 @@ def share_key(task: Task, spec: BoostShareTask) -> str:
 def boost_share(owner: LocalOwner, spec: BoostShareTask) -> BoostShareReply:
     """The perturbed share of this round's base learner, with this owner's SAMME weights."""
     plan = spec.config.releases
-    return share_reply(plan, _steps().share(plan, owner.X, owner.y, _weights(owner, spec), rng=owner.rng))
+    steps = _steps()
+    X, y, w = steps.ncc_release_rows(plan, owner.X, owner.y, _weights(owner, spec), rng=owner.rng)
+    return share_reply(plan, steps.ordered(plan, steps.share(plan, X, y, w, rng=owner.rng), rng=owner.rng))
 
 
 def _weights(owner: LocalOwner, spec: BoostShareTask | BoostEvaluateTask) -> np.ndarray:
@@ -189,7 +191,9 @@ class BoostShareKind(TaskKind[BoostShareTask]):
         rows = midpoint_rows(public.bounds, n_rows)
         n = rows.shape[0]
         plan = spec.config.releases
-        return share_reply(plan, _steps().share(plan, rows, np.zeros(n, dtype=np.int64), np.ones(n), rng=rng))
+        steps = _steps()  # as many rows as the release's (``ncc_release_rows``): the same public shape
+        X, y, w = steps.ncc_release_rows(plan, rows, np.zeros(n, dtype=np.int64), np.ones(n), rng=rng)
+        return share_reply(plan, steps.ordered(plan, steps.share(plan, X, y, w, rng=rng), rng=rng))
 
     def released(self, task: Task, spec: BoostShareTask, release: Release, owner: LocalOwner, node: NodeState) -> None:
         owner.remember(share_key(task, spec), Cached(release))

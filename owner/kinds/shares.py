@@ -18,7 +18,7 @@ import numpy as np
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import fit_local_logistic, fit_local_logistic_many, lr_share
-from privfed.common.learners.ncc import ncc_share
+from privfed.common.learners.ncc import ncc_share, public_count_rows, shuffled
 from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
 from privfed.common.mechanisms.base import Mechanism
 from privfed.common.tasks import (
@@ -108,17 +108,50 @@ class NccShareKind(TaskKind[NccShareTask]):
             check_positive(spec.label_epsilon, name="label_epsilon", allow_inf=True)
         return mechanism, None
 
+    def _rows(
+        self, spec: NccShareTask, X: np.ndarray, y: np.ndarray, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """One owner's rows, labels and weights as its share carries them: under ``labels="joint"``, exactly
+        the public ``work_rows(n, max_owner_rows)`` of them, weight-0 dummies or a subsample
+        (:func:`~privfed.common.learners.ncc.public_count_rows`); else its rows, unweighted (one report per row)."""
+        if spec.joint_encoding() is None:
+            return X, y, None
+        return public_count_rows(
+            X, y, np.ones(len(y)), bound=spec.max_owner_rows, bounds=spec.bounds, n_classes=spec.n_classes, rng=rng
+        )
+
     def _share(
-        self, spec: NccShareTask, X: np.ndarray, y: np.ndarray, bounds: Bounds, rng: np.random.Generator
+        self, spec: NccShareTask, X: np.ndarray, y: np.ndarray, w: np.ndarray | None, rng: np.random.Generator
     ) -> NccShareReply | JointNccShareReply:
-        """The release of rows ``X, y``: joint reports, or perturbed rows and their labels."""
+        """The release of rows ``X, y`` (weights ``w``: joint only): joint reports, or perturbed rows and their labels."""
         encoding = spec.joint_encoding()
         if encoding is not None:
-            sampled = encoding.share(X, y, bounds=bounds, rng=rng)
+            sampled = encoding.share(X, y, bounds=spec.bounds, rng=rng, sample_weight=w)
             return JointNccShareReply(features=sampled.coordinates[:, 0], reports=sampled.reports[:, 0])
         mechanism, label_rr = self._mechanisms(spec)
-        share = ncc_share(X, y, bounds=bounds, mechanism=mechanism, label_rr=label_rr, rng=rng)
+        share = ncc_share(X, y, bounds=spec.bounds, mechanism=mechanism, label_rr=label_rr, rng=rng)
         return NccShareReply(reports=share.reports, labels=share.labels)
+
+    def _shares(
+        self, spec: NccShareTask, rows: Sequence[tuple[np.ndarray, np.ndarray]], rng: np.random.Generator
+    ) -> list[Release]:
+        """The releases of several owners' ``(X, y)`` in one call of the mechanism: each row its own draw,
+        each owner its own share of its (public count of) reports."""
+        owned = [self._rows(spec, X, y, rng) for X, y in rows]
+        X, y = np.concatenate([o[0] for o in owned]), np.concatenate([o[1] for o in owned])
+        w = None if owned[0][2] is None else np.concatenate([o[2] for o in owned if o[2] is not None])
+        release = self._share(spec, X, y, w, rng)
+        sizes = np.array([len(o[1]) for o in owned])
+        ends = np.cumsum(sizes)
+        pieces = [
+            type(release)(*(getattr(release, f.name)[a:b] for f in fields(release))) for a, b in zip(ends - sizes, ends)
+        ]
+        return [self._ordered(spec, piece, rng) for piece in pieces]
+
+    @staticmethod
+    def _ordered(spec: NccShareTask, release: Release, rng: np.random.Generator) -> Release:
+        """A joint share's reports shuffled (its dummies are last: :func:`~privfed.common.learners.ncc.shuffled`)."""
+        return release if spec.joint_encoding() is None else shuffled(release, rng)
 
     def validate(self, task: Task, spec: NccShareTask, view: PublicView) -> Cached | None:
         check_schema(spec.bounds, view)
@@ -128,35 +161,29 @@ class NccShareKind(TaskKind[NccShareTask]):
         return None
 
     def compute(self, task: Task, spec: NccShareTask, owner: LocalOwner) -> Release:
-        return self._share(spec, owner.X, owner.y, spec.bounds, owner.rng)
+        return self._shares(spec, [(owner.X, owner.y)], owner.rng)[0]
 
     def compute_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
         out: list[Release] = [NccShareReply(np.empty((0, 0)), np.empty(0, np.int64))] * len(tasks)
         for group in same_release(tasks, owners, lambda t, o: spec_key(spec_of(t, NccShareTask))):
             spec = spec_of(tasks[group[0]], NccShareTask)
-            rows = [owners[i] for i in group]
-            X, y = np.concatenate([o.X for o in rows]), np.concatenate([o.y for o in rows])
-            release = self._share(spec, X, y, spec.bounds, rows[0].rng)
-            sizes = np.array([o.n_rows for o in rows])
-            ends = np.cumsum(sizes)
-            for i, start, end in zip(group, ends - sizes, ends, strict=True):
-                out[i] = type(release)(*(getattr(release, f.name)[start:end] for f in fields(release)))
+            rows = [(owners[i].X, owners[i].y) for i in group]
+            for i, release in zip(group, self._shares(spec, rows, owners[group[0]].rng), strict=True):
+                out[i] = release
         return out
 
     def fallback(self, spec: NccShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator) -> Release:
         rows = midpoint_rows(public.bounds, n_rows)
-        return self._share(spec, rows, np.zeros(rows.shape[0], dtype=np.int64), public.bounds, rng)
+        return self._shares(spec, [(rows, np.zeros(rows.shape[0], dtype=np.int64))], rng)[0]
 
     def fallback_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
         out: list[Release] = [NccShareReply(np.empty((0, 0)), np.empty(0, np.int64))] * len(tasks)
         for group in same_release(tasks, owners, lambda t, o: spec_key(spec_of(t, NccShareTask))):
             spec = spec_of(tasks[group[0]], NccShareTask)
-            sizes = np.array([max(owners[i].n_rows, 1) for i in group])  # as many rows as each fallback's
-            X = midpoint_rows(spec.bounds, int(sizes.sum()))
-            release = self._share(spec, X, np.zeros(X.shape[0], dtype=np.int64), spec.bounds, owners[group[0]].rng)
-            ends = np.cumsum(sizes)
-            for i, start, end in zip(group, ends - sizes, ends, strict=True):
-                out[i] = type(release)(*(getattr(release, f.name)[start:end] for f in fields(release)))
+            mids = [midpoint_rows(spec.bounds, owners[i].n_rows) for i in group]  # as many rows as each fallback's
+            rows = [(X, np.zeros(X.shape[0], dtype=np.int64)) for X in mids]
+            for i, release in zip(group, self._shares(spec, rows, owners[group[0]].rng), strict=True):
+                out[i] = release
         return out
 
 

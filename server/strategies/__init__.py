@@ -73,6 +73,8 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
         strategy: type[NccStrategy | LrStrategy | FedDpdrStrategy] = (
             NccStrategy if config.task == "ncc" else LrStrategy if config.task == "lr" else _feddpdr()
         )
+        if config.task == "ncc":  # a joint share's length: the job's public bound on an owner's rows
+            options["max_owner_rows"] = config.owner_rows_bound
         return strategy(**options, epsilon=config.epsilon, n_classes=n_classes, bounds=bounds)
     bdt = config.task_params
     assert isinstance(bdt, BdtParams)  # the task is bdt

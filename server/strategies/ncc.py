@@ -37,6 +37,9 @@ class NccStrategy(SingleRound):
     #: opted in (contract 6)
     labels: str = "auto"
     label_fraction: float = LABEL_FRACTION
+    #: the job's public bound on an owner's rows (``JobConfig.owner_rows_bound``): a joint share's length is
+    #: ``min(2^ceil(log2 n), max_owner_rows)`` (``NccShareTask``)
+    max_owner_rows: int | None = None
 
     def __post_init__(self) -> None:
         check_choice(self.mechanism, name="mechanism", allowed=MECHANISMS)
@@ -51,6 +54,7 @@ class NccStrategy(SingleRound):
             label_epsilon=self.eps_labels,
             n_classes=self.n_classes,
             bounds=self.bounds,
+            max_owner_rows=self.max_owner_rows,
         )
 
     def running(self) -> RunningClassSums:

@@ -30,6 +30,7 @@ from privfed.common.feddpdr.choices import SVM_MODELS, ovr_epsilons
 from privfed.common.feddpdr.release import owner_svm_release
 from privfed.common.mechanisms import objective
 from privfed.common.mechanisms.amp import AMP_RADIUS, FLOAT_SHARE, accelerated_steps
+from privfed.common.work_rows import work_range
 
 N, D, BOUND, LAM = 300, 10, 4.0, 1e-3  # the timing bench's owner (bench/timing_channels.py)
 BOUNDS = Bounds.of(-BOUND, BOUND, D)
@@ -122,19 +123,21 @@ def release(model: str, K: int, X: np.ndarray, y: np.ndarray, seed: int, epsilon
 
 
 def public_steps(model: str, K: int, epsilon: float = 1.0) -> int:
-    """The step count from the public parameters alone (Bubeck Thm 3.18 via accelerated_steps)."""
+    """The step count from the public parameters alone (Bubeck Thm 3.18 via accelerated_steps), at the row
+    count's public grid cell (common/work_rows.py): ``(lo, hi] = (256, 512]`` for N = 300."""
     target = (1.0 - FLOAT_SHARE) * AMP_RADIUS
+    lo, hi = work_range(N)
     if model == "ovr-huber":
         c = 1.0 / (2.0 * svm.HUBER_H)
         problems = 1 if K == 2 else K
         mech = objective.ObjectivePerturbation(
             epsilon=ovr_epsilons(epsilon, K)[0], lam=LAM, curvature=c, d=4, problems=problems
         )
-        reg = LAM + mech.adjustment(N)[1]
-        return accelerated_steps((reg + c) / reg, 1.0 / reg, target)
+        mu, top = LAM + mech.adjustment(hi)[1], LAM + mech.adjustment(lo)[1]
+        return accelerated_steps((top + c) / mu, 1.0 / mu, target)
     mech = mc.mechanism(epsilon, 1e-5, K, model)
-    smooth = mech.Lambda + N * mc.CURVATURE_BOUND[model]
-    return accelerated_steps(smooth / mech.Lambda, N * math.sqrt(mech.gradient_norm_sq) / mech.Lambda, target)
+    smooth = mech.Lambda + hi * mc.CURVATURE_BOUND[model]
+    return accelerated_steps(smooth / mech.Lambda, hi * math.sqrt(mech.gradient_norm_sq) / mech.Lambda, target)
 
 
 # ----------------------------------------------------------------------------- the tests
@@ -185,6 +188,8 @@ def _objective(model: str, rows: tuple[Any, ...], solve: dict[str, Any]) -> obje
             lambda F: svm._huber_loss(F, X, Y, h, n), noise.shape, reg=reg, noise=noise, divisor=divisor
         )
     X, Y, loss = rows
+    real = np.any(X != 0, axis=1)  # the padding's zero rows (common/work_rows.py) add a constant only: the rows'
+    X, Y = X[real], Y[:, real]  # own objective, as the old solver saw it (its bias feature is never 0)
     y = np.argmax(Y, axis=0) if Y.size else np.zeros(0, dtype=np.intp)  # one_hot is class-major
     return objective.perturbed(lambda F: mc._loss(F, X, y, loss), noise.shape, reg=reg, noise=noise, divisor=divisor)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import capture
@@ -416,14 +417,20 @@ def test_labels_agree_with_the_truth_only_at_the_rr_rate(honest_captures):
     joint = [b.joint_ncc for b in shares] + [p.joint for p in plain]
     assert all(len(j.features) == len(j.reports) for j in joint)  # one sampled feature per row
     assert all(0 <= r <= 2 * N_CLASSES for j in joint for r in j.reports)
-    for task, kind, eps in (
-        ("ncc", "ncc_share", LABEL_EPSILON),
-        ("bdt-ncc-rr", "boost_share.ncc", boost_label_epsilon),
-    ):
-        reported = reported_labels(captured[task], kind)
-        assert len(reported) >= N_OWNERS // 2, (task, len(reported))
-        stats = rr_agreement(reported, truth, epsilon=eps, n_classes=N_CLASSES)
-        assert stats.agree < stats.n and stats.consistent(), (task, stats)
+    reported = reported_labels(captured["ncc"], "ncc_share")
+    assert len(reported) >= N_OWNERS // 2, len(reported)
+    stats = rr_agreement(reported, truth, epsilon=LABEL_EPSILON, n_classes=N_CLASSES)
+    assert stats.agree < stats.n and stats.consistent(), stats
+    # boosting's NCC rows carry a public count of reports, weight-0 dummies shuffled in (common/learners/ncc.py,
+    # public_count_rows): no report lines up with a row, so the labels are checked as multisets. Clear labels would
+    # put every owner's true labels among its reported ones; randomized response leaves some out.
+    reported = reported_labels(captured["bdt-ncc-rr"], "boost_share.ncc")
+    assert len(reported) >= N_OWNERS // 2, len(reported)
+    holds_truth = [
+        not (Counter(truth[capture.owner_index(o)].tolist()) - Counter(labels.tolist()))
+        for o, labels in reported.items()
+    ]
+    assert not all(holds_truth), (boost_label_epsilon, holds_truth)
     for task in (
         "lr",
         "lr-local",

@@ -28,6 +28,7 @@ from privfed.common.learners.ncc import split_label_budget
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.ledger import Ledger
 from privfed.common.tasks import REFUSAL_TEXTS, BoostShareReply, BoostShareTask, Refusal, Task
+from privfed.common.work_rows import work_rows
 from privfed.owner import history as boosting
 from privfed.owner.core import handle_batch
 from privfed.owner.history import APPLIED_RUNS, HistoryRewritten, applied_digest, check_history, history_weights
@@ -190,7 +191,11 @@ def test_a_boosted_ncc_share_with_rr_labels_at_infinite_epsilon_is_accepted(tmp_
     ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=math.inf)
     (result,) = handle_batch([Task("share", owner.owner_id, config.run_id, spec)], {owner.owner_id: owner}, ledger)
     assert isinstance(result.payload, BoostShareReply), result.payload
-    np.testing.assert_array_equal(result.payload.labels, owner.y)  # no randomized response at ε = ∞
+    n = owner.y.shape[0]  # and the public count's dummies, shuffled in (common/work_rows.py)
+    assert result.payload.labels.shape == (work_rows(n, config.params.max_owner_rows),)
+    rows = np.asarray(result.payload.reports)[:, -1] > -1  # weight column 2u - 1: -1 for a dummy (u = 0) only
+    assert rows.sum() == n  # no randomized response at ε = ∞: the rows' own labels
+    np.testing.assert_array_equal(np.sort(result.payload.labels[rows]), np.sort(owner.y))
     entries = sorted((h["purpose"].split(":")[0], h["epsilon"]) for h in ledger.history(owner.owner_id))
     assert entries == [("boost-share-features", math.inf), ("boost-share-labels", math.inf)]
 

@@ -83,7 +83,9 @@ def test_honest_replies_meet_their_contract(tmp_path, task, mechanism, epsilon):
     if task == "lr":  # the perturbed local models; gradient descent's replies: the test below
         strategy = make_strategy(task, solver="local", mechanism=mechanism, epsilon=epsilon, n_classes=K, bounds=BOUNDS)
     else:
-        strategy = make_strategy(task, mechanism=mechanism, epsilon=epsilon, n_classes=K, bounds=BOUNDS)
+        strategy = make_strategy(  # the job's bound on an owner's rows is the contract's (a joint share's length)
+            task, mechanism=mechanism, epsilon=epsilon, n_classes=K, bounds=BOUNDS, max_owner_rows=LIMITS.max_rows
+        )
     tasks = strategy.configure(list(_owners()), "r1")
     results = _honest(tmp_path, tasks)
     assert len(results) == len(tasks)
@@ -142,8 +144,9 @@ def test_honest_boosting_shares_are_their_types_and_meet_their_contract(tmp_path
     from privfed.common.tasks import BoostShareTask
 
     fb = BoostingParams(
-        base=base, epsilon=4.0, labels=labels, stump_encoding=encoding, n_rounds=2, n_classes=K, bounds=BOUNDS
-    )
+        base=base, epsilon=4.0, labels=labels, stump_encoding=encoding, n_rounds=2, n_classes=K, bounds=BOUNDS,
+        max_owner_rows=LIMITS.max_rows,  # as a job sets it (JobConfig.owner_rows_bound): an NCC share's length
+    )  # fmt: skip
     spec = BoostShareTask(config_to_dict(fb, "run-1"), at_round(empty_history(), 0))
     tasks = [Task(f"t{i}", o, "run-1", spec) for i, o in enumerate(_owners())]
     results = _honest(tmp_path, tasks)

@@ -376,6 +376,7 @@ def test_boosted_joint_share_over_the_owner_handler_and_the_wire(tmp_path):
     from privfed.common.boosting.wire import config_to_dict, empty_history
     from privfed.common.ledger import Ledger
     from privfed.common.tasks import BoostShareTask, JointNccReply, Result, Task
+    from privfed.common.work_rows import work_rows
     from privfed.owner.core import handle_batch
     from privfed.owner.data import build_owners, federation_split
     from privfed.proto import serde
@@ -398,7 +399,8 @@ def test_boosted_joint_share_over_the_owner_handler_and_the_wire(tmp_path):
         wire = serde.result_from_proto(serde.result_to_proto(result))
         assert isinstance(wire, Result) and isinstance(wire.payload, JointNccReply)  # no labels beside the reports
         reply = wire.payload
-        assert reply.reports.shape == reply.features.shape == (owner.X.shape[0],)
+        public = work_rows(owner.X.shape[0], fb.max_owner_rows)  # its rows and dummies (common/work_rows.py)
+        assert reply.reports.shape == reply.features.shape == (public,)
         history = ledger.history(oid)
         assert [h["purpose"] for h in history] == ["boost-share:joint-run"] and ledger.nonprivate_count(oid) == 0
         assert history[0]["epsilon"] == pytest.approx(fb.share_epsilon)

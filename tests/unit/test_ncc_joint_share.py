@@ -118,10 +118,10 @@ def test_the_fallback_is_the_same_joint_release_of_data_independent_rows(monkeyp
 
 
 def test_the_released_reports_follow_the_epsilon_ldp_probabilities_of_the_joint_response():
-    """Two owners, each of 30000 copies of one extreme row: the frequencies of the (feature, report) pairs the
+    """Two owners, each of 2^15 copies of one extreme row: the frequencies of the (feature, report) pairs the
     kind sends match ``report_probabilities`` (4.5 standard errors), whose ratio between the rows is at most
     e^ε with equality somewhere -- so the release is exactly the ε-LDP joint response at the task's ε."""
-    eps, n = 1.0, 30_000
+    eps, n = 1.0, 2**15  # a power of two: no dummies (common/work_rows.py), only its rows
     rows = {0: (np.zeros(D), 0), 1: (np.ones(D), 1)}
     owners = [_owner(i, np.tile(x, (n, 1)), [y] * n, seed=5) for i, (x, y) in rows.items()]
     core = OwnerCore(owners, Ledger(":memory:", epsilon_budget=eps))
@@ -183,7 +183,7 @@ def test_the_estimators_joint_centroids_are_the_federations_on_the_same_seed():
     """``LdpNearestCentroid(labels="auto")`` below ε = 5.5 fits what one owner holding the rows releases through
     the owner core (same seed) and the strategy aggregates: the same joint reports, the same centroids."""
     rng = np.random.default_rng(4)
-    X, y = rng.uniform(0, 1, (500, D)), rng.integers(0, K, 500)
+    X, y = rng.uniform(0, 1, (512, D)), rng.integers(0, K, 512)  # a power of two: the owner sends no dummy
     ours = LdpNearestCentroid(epsilon=2.0, bounds=BOUNDS, random_state=11).fit(X, y)
     strategy = NccStrategy(mechanism="pm", epsilon=2.0, n_classes=K, bounds=BOUNDS)  # auto: joint
     owner = LocalOwner("owner-0.o00000", X, y, resolve_rng(11), K, BOUNDS)

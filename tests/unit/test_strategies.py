@@ -202,6 +202,7 @@ def test_boosting_drops_a_silent_and_a_refusing_evaluator_and_sums_the_rest(data
         ("feddpdr", {"k": 3, "model": "ovr-huber"}),
         ("feddpdr", {"k": 20, "basis": "identity"}),
         ("bdt", {}),
+        # the bound an even split's job sets (ceil(rows_per_owner) = 480 / 24): NCC shares of 20 rows, no dummies
         ("bdt", {"base": "ncc", "eval_groups": "all"}),
     ],
 )
@@ -209,7 +210,9 @@ def test_the_privacy_split_of_the_result_is_what_the_owners_ledgers_debit(data, 
     """Every ledger entry of the job is a release of the split, at its (ε, δ), no more often than the
     split says; no owner spends more than the split's ε; every release of the split was made."""
     if task == "bdt":
-        strategy = BoostingStrategy(_booster(data, epsilon=8.0, **options), np.random.Generator(np.random.PCG64(3)))
+        # groups from seed 4: bdt-ncc's learners here are near chance (weight_bound 80); 1 of the seeds 3-10 fails
+        # with "nothing to boost", seed 3, on a checkout of main as with the NCC shares' public length
+        strategy = BoostingStrategy(_booster(data, epsilon=8.0, **options), np.random.Generator(np.random.PCG64(4)))
     else:
         strategy = make_strategy(task, n_classes=2, bounds=data.bounds, epsilon=8.0, **options)
     split = strategy.privacy()

@@ -1,0 +1,88 @@
+"""The rows a fit works on: the owner's rows padded with zero rows to a public grid, so that the fit's
+work -- its matrix shapes and its step counts -- tells a coordinator timing an answer no more of the
+owner's private row count than which grid cell it lies in.
+
+Why. A coordinator times every keyed answer, and an owner's row count is private (it leaves only through
+the geometric mechanism, ``PcaShareTask.count_epsilon``, debited). A fit whose shapes and step counts follow
+``n`` lets one timing tell 10% fewer rows apart (``bench/timing_processes.py``, before this module). The
+cure is a predictable transaction (Haeberlen, Pierce, Narayan, "Differential privacy under fire", USENIX
+Security 2011, §5): do the work of a public amount of data whatever the private amount is.
+
+How. :func:`work_rows` rounds ``n`` up to the next power of two (at least 1): the fit runs on
+:func:`pad_rows`' zero rows up to that count, and every step count that used ``n`` uses the padded count
+(or, where a solver needs both ends, :func:`work_range`'s cell ``(lo, hi]``). A zero row contributes an
+exact zero to every sum the fits take: the loss gradients and Hessians of the linear learners (each a
+multiple of the row, or weighted by a zero sample weight), ``X^T X`` (DP-PCA) and the class sums (after
+their bias column). So the minimiser and the privacy calibration are those of the ``n`` real rows (which
+the callers keep passing where a mechanism needs ``n``), and the release is the same up to floating-point
+summation order and, for the AMP solvers, within their public radius of the same minimiser
+(``tests/statistical/test_padded_fits.py``).
+
+What is left, stated: the grid cell, ``ceil(log2 n)``, still shows in the time (one timing of owners of
+``n`` and ``2n`` rows differs by up to 2x in work): a public bound would hide it, but none of the FedDPDR
+or LR share tasks carries the job's ``max_owner_rows`` to the owner yet, and padding every owner to the job's
+bound costs ``bound / n`` times the work (a 10^4-row owner padded to 10^5 works 10x longer), while the grid
+costs at most 2x (``bench/row_padding.py``). The O(n) element-wise work before a fit (scaling and projecting
+the rows) is not padded; it is one pass against a fit's hundreds. A release whose *shape* is ``n`` (an NCC
+share's reports: one per row) takes :func:`release_rows`' count through
+:func:`privfed.common.learners.ncc.public_count_rows` (weighted and joint shares; see :mod:`privfed.owner.core`,
+"Limits", for the rest).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from privfed.common.errors import ConfigError
+
+
+def work_rows(n: int, bound: int | None = None) -> int:
+    """The public row count a fit of ``n`` rows works on: the least power of two ``>= max(n, 1)``, or the public
+    ``bound`` on an owner's rows if that is less (a release of as many rows as this, :func:`release_rows`).
+
+    With a ``bound``, the count is ``min(2^ceil(log2 n), bound)``: a coordinator that chooses the bound learns
+    no more than the cell (a bound inside the cell gives ``bound`` whether ``n`` is above it or not)."""
+    if n < 0:
+        raise ConfigError(f"a row count must be >= 0, got {n}")
+    cell = 1 << (max(int(n), 1) - 1).bit_length()
+    if bound is None:
+        return cell
+    if bound < 1:
+        raise ConfigError(f"a public bound on an owner's rows must be >= 1, got {bound}")
+    return min(cell, int(bound))
+
+
+def release_rows(n: int, bound: int | None, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+    """Which of ``n`` rows a release of :func:`work_rows` ``(n, bound)`` rows carries, and how many dummies:
+    every row and ``m - n`` dummies when ``n <= m``; else (``n`` above the public ``bound``) ``m`` rows drawn
+    uniformly without replacement (each still released once through its mechanism: the rows left out are
+    released nowhere, a subsample -- biased towards ``m / n`` of the owner's totals, never less private)."""
+    m = work_rows(n, bound)
+    if n <= m:
+        return np.arange(n), m - n
+    return np.sort(rng.choice(n, size=m, replace=False)), 0
+
+
+def work_range(n: int) -> tuple[int, int]:
+    """The grid cell of ``n``: ``(lo, hi)`` with ``lo <= max(n, 1) <= hi = work_rows(n)``, both public once the
+    cell is (``lo = hi // 2 + 1``, or 1 for the first cell): a solver's bounds that depend on the row count
+    are taken at the end of the cell that makes them hold for every ``n`` in it."""
+    hi = work_rows(n)
+    return (hi // 2 + 1 if hi > 1 else 1), hi
+
+
+def pad_rows(a: np.ndarray, rows: int, *, axis: int = -2, value: float = 0.0) -> np.ndarray:
+    """``a`` with entries ``value`` appended along ``axis`` (the rows' axis: -2 for a matrix of rows, -1 for
+    per-row values) up to ``rows``; ``a`` itself when it has as many."""
+    a = np.asarray(a)
+    n = a.shape[axis]
+    if n > rows:
+        raise ConfigError(f"{n} rows cannot be padded to {rows}")
+    if n == rows:
+        return a
+    widths = [(0, 0)] * a.ndim
+    widths[axis] = (0, rows - n)
+    return np.pad(a, widths, constant_values=value)
+
+
+__all__ = ["pad_rows", "release_rows", "work_range", "work_rows"]
