@@ -111,7 +111,7 @@ def fit_local_logistic(
 
 
 def fit_local_logistic_many(
-    X: np.ndarray, y: np.ndarray, *, bounds: Bounds, n_classes: int, C: float = 1.0
+    X: np.ndarray, y: np.ndarray, *, bounds: Bounds, n_classes: int, C: float = 1.0, n_rows: ArrayLike | None = None
 ) -> np.ndarray:
     """:func:`fit_local_logistic` for ``G`` owners holding ``n`` rows each, in one batch of Newton
     steps (issue 27: a node hosting many owners fits them together; same objective, same optimum).
@@ -120,6 +120,10 @@ def fit_local_logistic_many(
     ----------
     X : array (G, n, d), y : int array (G, n)
         Owner ``g``'s rows and class indices are ``X[g]``, ``y[g]``.
+    n_rows : int array (G,), optional
+        Owner ``g``'s rows are the first ``n_rows[g]`` of ``X[g]``; the rest are padding of zero weight, which
+        adds exact zeros to the objective (owners of different counts in one public cell fit in one batch,
+        :func:`~privfed.common.work_rows.work_rows`). Default: every row is the owner's.
 
     Returns
     -------
@@ -140,7 +144,9 @@ def fit_local_logistic_many(
     positive = np.arange(k_out) + (1 if k == 2 else 0)
     signs = np.where(y[:, None, :] == positive[None, :, None], 1.0, -1.0)  # (G, K', n)
     rows = np.broadcast_to(t1[:, None], (g, k_out, n, d + 1)).reshape(g * k_out, n, d + 1)
-    theta = newton_logistic(rows, signs.reshape(g * k_out, n), np.ones((g * k_out, n)), C)
+    s = np.ones((g, n)) if n_rows is None else (np.arange(n)[None, :] < np.asarray(n_rows)[:, None]).astype(np.float64)
+    s = np.broadcast_to(s[:, None], (g, k_out, n)).reshape(g * k_out, n)
+    theta = newton_logistic(rows, signs.reshape(g * k_out, n), s, C)
     return theta.reshape(g, k_out * (d + 1))
 
 

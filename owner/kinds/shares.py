@@ -32,6 +32,7 @@ from privfed.common.tasks import (
     Task,
 )
 from privfed.common.validation import check_positive
+from privfed.common.work_rows import pad_rows, work_rows
 from privfed.owner.kinds.base import PublicView, TaskKind, check_classes, check_limit, check_schema
 from privfed.owner.local import Cached, LocalOwner, PublicConfig, Release
 
@@ -190,8 +191,10 @@ class NccShareKind(TaskKind[NccShareTask]):
 class LrShareKind(TaskKind[LrShareTask]):
     """A local logistic model, clipped to the public parameter bound, through an ε-LDP mechanism.
 
-    A node's owners asking for the same release and holding as many rows are fitted together
-    (``compute_many``: :func:`fit_local_logistic_many`, the same optimum) and their parameter
+    A node's owners asking for the same release whose row counts lie in one public cell
+    (:func:`~privfed.common.work_rows.work_rows`) are fitted together, their rows padded to the cell with
+    rows of zero weight (``compute_many``: :func:`fit_local_logistic_many`, the same optimum; grouping by
+    the private count itself made one fit for equal counts and two for unequal ones), and their parameter
     vectors go through the mechanism in one call, one independent draw per owner, from the
     generator of the group's first owner (as for :class:`NccShareKind`).
     """
@@ -219,11 +222,15 @@ class LrShareKind(TaskKind[LrShareTask]):
 
     def compute_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
         out: list[Release] = [LrShareReply(np.empty((0, 0)))] * len(tasks)
-        for group in same_release(tasks, owners, lambda t, o: (spec_key(spec_of(t, LrShareTask)), o.n_rows)):
+        for group in same_release(tasks, owners, lambda t, o: (spec_key(spec_of(t, LrShareTask)), work_rows(o.n_rows))):
             spec = spec_of(tasks[group[0]], LrShareTask)
             rows = [owners[i] for i in group]
-            X, y = np.stack([o.X for o in rows]), np.stack([o.y for o in rows])
-            theta = fit_local_logistic_many(X, y, bounds=spec.bounds, n_classes=spec.n_classes, C=spec.c)
+            cell = work_rows(rows[0].n_rows)
+            X = np.stack([pad_rows(o.X, cell) for o in rows])
+            y = np.stack([pad_rows(o.y, cell, axis=-1) for o in rows])
+            theta = fit_local_logistic_many(
+                X, y, bounds=spec.bounds, n_classes=spec.n_classes, C=spec.c, n_rows=[o.n_rows for o in rows]
+            )
             reports = lr_share(theta, param_bound=spec.param_bound, mechanism=self._mechanism(spec), rng=rows[0].rng)
             for j, i in enumerate(group):
                 out[i] = LrShareReply(reports=reports[j : j + 1])

@@ -40,7 +40,7 @@ from privfed.common.tasks import (
     Task,
 )
 from privfed.owner.core import OwnerCore
-from privfed.owner.kinds import OWNER_KINDS
+from privfed.owner.kinds import OWNER_KINDS, shares
 from privfed.owner.local import LocalOwner
 
 D, K = 6, 3
@@ -114,7 +114,7 @@ def test_the_fits_work_does_not_depend_on_the_row_count(name, monkeypatch):
 
 def _old_work(monkeypatch) -> None:
     """The fits as they were: on the owner's own rows, steps from its own count."""
-    for module in (newton, svm, multiclass, centroid, pca):
+    for module in (newton, svm, multiclass, centroid, pca, shares):
         monkeypatch.setattr(module, "work_rows", lambda n: max(int(n), 1))
     monkeypatch.setattr(objective, "work_range", lambda n: (max(int(n), 1), max(int(n), 1)))
 
@@ -230,3 +230,33 @@ def test_positive_control_a_joint_ncc_share_used_to_be_as_long_as_the_rows(monke
 
     monkeypatch.setattr(shares, "public_count_rows", lambda X, y, w, **kw: (X, y, w))
     assert [_ncc_task_length(n, None) for n in (300, 270)] == [{300}, {270}]
+
+
+def _batch_trace(ns: tuple[int, ...], monkeypatch) -> list[tuple[int, ...]]:
+    """The shapes of the Newton steps one node makes answering an LR share for owners of ``ns`` rows together."""
+    owners = []
+    for i, n in enumerate(ns):
+        rng = np.random.Generator(np.random.PCG64(n + i))
+        X, y = rng.normal(size=(n, D)), rng.integers(0, K, n)
+        owners.append(LocalOwner(f"node-0.o{i:05d}", X, y, np.random.Generator(np.random.PCG64(i)), K, BOUNDS))
+    core = OwnerCore(owners, Ledger(":memory:", epsilon_budget=100.0, delta_budget=1e-3))
+    trace: list[tuple[int, ...]] = []
+    real = newton._newton_step
+
+    def step(*args):
+        trace.append(np.shape(args[0]))
+        return real(*args)
+
+    monkeypatch.setattr(newton, "_newton_step", step)
+    tasks = [Task(f"t{i}", o.owner_id, "r1", SPECS["lr_share"]()) for i, o in enumerate(owners)]
+    results = core.answer(tasks).results
+    assert not any(isinstance(r.payload, Refusal) for r in results), results
+    return trace
+
+
+def test_co_hosted_owners_are_batched_by_their_cell_not_their_count(monkeypatch):
+    """A node's owners of 300 and 270 rows are fitted in one batch, as two owners of 300 are: grouping the batch
+    by the private count made one fit for equal counts and two for unequal ones (twice the steps, in time)."""
+    for ns in ((300, 270), (300, 300)):  # the step count's data-dependent tail (newton.py) is another matter
+        trace = _batch_trace(ns, monkeypatch)
+        assert trace and set(trace) == {(2 * K, 512, D + 1)}, (ns, trace)  # both owners' K one-vs-rest problems

@@ -50,6 +50,21 @@ def test_owners_fitted_together_get_the_model_each_would_fit_alone(k, rows):
     np.testing.assert_allclose(together, alone, atol=1e-9)
 
 
+@pytest.mark.parametrize("k", [2, 3])
+def test_owners_of_other_counts_in_one_batch_get_the_model_each_would_fit_alone(k):
+    """Padding rows beyond an owner's ``n_rows`` weigh nothing: owners of 5, 7 and 8 rows fitted as one batch
+    of 8-row problems (their public cell) get their own models; whatever the padding holds does not matter."""
+    counts = (5, 7, 8)
+    owners = [o for i, n in enumerate(counts) for o in _owners(1, n, k, seed=i)]
+    X = np.stack([np.vstack([o.X, np.full((8 - o.n_rows, D), 0.9)]) for o in owners])
+    y = np.stack([np.concatenate([o.y, np.full(8 - o.n_rows, k - 1)]) for o in owners])
+    together = fit_local_logistic_many(X, y, bounds=BOUNDS, n_classes=k, C=2.0, n_rows=counts)
+    alone = np.stack([fit_local_logistic(o.X, o.y, bounds=BOUNDS, n_classes=k, C=2.0) for o in owners])
+    np.testing.assert_allclose(together, alone, atol=1e-9)
+    unweighted = fit_local_logistic_many(X, y, bounds=BOUNDS, n_classes=k, C=2.0)  # positive control
+    assert not np.allclose(unweighted[:2], alone[:2], atol=1e-3)
+
+
 def test_an_lr_batch_is_one_transaction_and_each_owner_an_unbiased_draw_around_its_own_model():
     n = 3000
     owners = _owners(n, 3)
