@@ -143,6 +143,14 @@ def privacy_adjustment(epsilon: float, n: int, lam: float, c: float = 1.0) -> tu
     ``log(1 + 2c/(n(lam + Delta)) + ...)`` is ``eps/2``) and is taken whenever ``eps' < eps/2`` (then
     ``Delta > 0``), so ``eps' >= eps/2`` always: ``|b|`` has scale at most ``4/eps`` and the start point
     ``|b|/(n (lam + Delta))`` at most ``4 (e^{eps/4} - 1)/(eps c)`` per unit of the Gamma radius.
+
+    The branch is decided by the sign of ``Delta`` as computed (``Delta > 0`` iff ``eps' < eps/2`` in exact
+    arithmetic), not by ``eps'``: in floating point the two tests disagree within ulps of the boundary, and
+    deciding by ``eps'`` returned a ``Delta`` of ``-ulp(lam)`` for one ``n``, whose ``lam + Delta`` fell
+    below :meth:`ObjectivePerturbation.public_reg`'s bounds so the fit raised for that row count only
+    (wt-redteam5, ``tests/adversary/test_objective_boundary_refusal.py``). Decided so, ``Delta`` is never
+    negative and never grows with ``n`` (a monotone division less ``lam``, or 0), and the other branch's
+    ``eps'`` is within rounding of ``eps/2`` at the boundary.
     """
     epsilon = check_positive(epsilon, name="epsilon", allow_inf=True)
     lam = check_positive(lam, name="lam")
@@ -150,11 +158,11 @@ def privacy_adjustment(epsilon: float, n: int, lam: float, c: float = 1.0) -> tu
     n = check_int(n, name="n", minimum=1, fix="n is the row count")
     if epsilon == math.inf:
         return math.inf, 0.0
+    Delta = c / (n * math.expm1(epsilon / 4.0)) - lam
+    if Delta > 0.0:
+        return epsilon / 2.0, Delta
     a = c / (n * lam)
-    eps_prime = epsilon - math.log1p(2.0 * a + a * a)
-    if eps_prime >= epsilon / 2.0:
-        return eps_prime, 0.0
-    return epsilon / 2.0, c / (n * math.expm1(epsilon / 4.0)) - lam
+    return epsilon - math.log1p(2.0 * a + a * a), 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
