@@ -229,7 +229,7 @@ class ObjectivePerturbation:
     def public_reg(self, n: int) -> tuple[float, float]:
         """Bounds on ``lam + Delta`` for ``n`` rows that depend only on ``n``'s public grid cell ``(lo, hi]``
         (:func:`~privfed.common.work_rows.work_range`): ``Delta`` does not grow with ``n`` (it is
-        ``c/(n(e^{eps/4} - 1)) - lam > 0`` while ``eps' <= 0``, then 0), so ``lam + Delta(hi) <= lam + Delta(n)
+        ``c/(n(e^{eps/4} - 1)) - lam > 0`` while ``eps' < eps/2``, then 0), so ``lam + Delta(hi) <= lam + Delta(n)
         <= lam + Delta(lo)``. The solver's steps follow these (:func:`minimise_perturbed`): the same for every
         row count of the cell, where ``Delta(n)``'s own ``sqrt`` of the condition number grew with ``n``."""
         lo, hi = work_range(n)
