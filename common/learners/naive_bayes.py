@@ -58,6 +58,26 @@ COUNT_SCALINGS = ("d", "realised")
 COUNT_SCALING = "d"
 
 
+def check_feature_probs(probs: ArrayLike, d: int) -> np.ndarray:
+    """``probs`` as a (d,) float64 distribution: finite, >= 0, summing to 1 within 1e-9 (it travels as float64);
+    ConfigError otherwise. Zeros are allowed (an owner then never draws that feature)."""
+    p = np.asarray(probs, dtype=np.float64)
+    if p.shape != (d,) or not np.all(np.isfinite(p)) or np.any(p < 0.0):
+        raise ConfigError(f"the feature distribution must be {d} finite probabilities >= 0, got shape {p.shape}")
+    if abs(float(p.sum()) - 1.0) > 1e-9:
+        raise ConfigError(f"the feature distribution must sum to 1, got {float(p.sum())!r}")
+    return p
+
+
+def draw_features(probs: np.ndarray | None, d: int, m: int, rng: np.random.Generator) -> np.ndarray:
+    """``m`` independent features, uniform over ``0..d-1`` or from the checked distribution ``probs`` (inverse
+    CDF; a zero never drawn); whatever the data."""
+    if probs is None:
+        return np.asarray(rng.integers(0, d, size=m), dtype=np.int64)
+    cdf = np.cumsum(probs)
+    return np.minimum(np.searchsorted(cdf, rng.random(m) * cdf[-1], side="right"), d - 1).astype(np.int64)
+
+
 @dataclass(frozen=True, kw_only=True)
 class NaiveBayesEncoding:
     """One (feature, bin, class) report per owner through a frequency oracle (module docstring).
@@ -116,20 +136,30 @@ class NaiveBayesEncoding:
         return grid_cells(X, self.bounds, self.n_bins) * self.n_classes + y[:, None]
 
     def share(
-        self, X: ArrayLike, y: ArrayLike, rng: np.random.Generator, owner_of_row: ArrayLike | None = None
+        self,
+        X: ArrayLike,
+        y: ArrayLike,
+        rng: np.random.Generator,
+        owner_of_row: ArrayLike | None = None,
+        *,
+        feature_probs: ArrayLike | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Owner side: ``(features (m,), reports)``, one report per owner (one row each by default).
 
         ``owner_of_row`` (n,) in ``0..m-1``: each owner reports the cell of one of its rows, drawn uniformly.
-        Reports are the oracle's (``(m, width)`` integers), or the exact cells ``(m,)`` at ε = ∞.
+        ``feature_probs`` (d,): the public distribution each owner draws its feature from instead of the uniform
+        (:mod:`~privfed.common.learners.feature_allocation`; checked by :func:`check_feature_probs`); drawn
+        whatever the data either way. Reports are the oracle's (``(m, width)`` integers), or the exact cells
+        ``(m,)`` at ε = ∞.
         """
+        probs = None if feature_probs is None else check_feature_probs(feature_probs, self.d)
         cells = self.cells(X, y)
         n = cells.shape[0]
         owner = np.arange(n) if owner_of_row is None else np.asarray(owner_of_row, dtype=np.int64)
         if owner.shape != (n,) or (n and owner.min() < 0):
             raise ConfigError(f"owner_of_row must give each of the {n} rows an owner index >= 0")
         m = int(owner.max()) + 1 if n else 0
-        j = np.asarray(rng.integers(0, self.d, size=m), dtype=np.int64)  # drawn whatever the data
+        j = draw_features(probs, self.d, m, rng)
         order = np.argsort(owner, kind="stable")
         count = np.bincount(owner, minlength=m)
         if np.any(count == 0):
@@ -141,7 +171,14 @@ class NaiveBayesEncoding:
             return j, value
         return j, self.frequency_oracle.privatize(value, rng)
 
-    def counts(self, features: ArrayLike, reports: ArrayLike, *, scaling: str = COUNT_SCALING) -> np.ndarray:
+    def counts(
+        self,
+        features: ArrayLike,
+        reports: ArrayLike,
+        *,
+        scaling: str = COUNT_SCALING,
+        feature_probs: ArrayLike | None = None,
+    ) -> np.ndarray:
         """Coordinator side: unbiased (bin, class) counts of all ``N`` owners, ``(d, B, K)`` (module docstring).
 
         Per feature, the sum of the unbiased cell supports of the owners that sampled it ([WBLJ17] eq. 1), scaled
@@ -160,7 +197,12 @@ class NaiveBayesEncoding:
         tables are exactly the realised scaling's with ``N / (d n_j)`` times the pseudo-counts (more shrinkage for
         a feature fewer owners drew), and its class prior weighs each feature's class totals by ``n_j``. Those two
         choices are all that differs, and they are the better ones here.
+
+        ``feature_probs`` (d,): the reports' owners drew their features from this public distribution (:meth:`share`),
+        and each feature's sum is divided by its probability instead (Horvitz-Thompson: unbiased for the histogram
+        of these owners, additive over batches; ``scaling`` must be "d" then, whose special case it is).
         """
+        probs = None if feature_probs is None else check_feature_probs(feature_probs, self.d)
         j = np.asarray(features, dtype=np.int64)
         if j.ndim != 1 or (j.size and (j.min() < 0 or j.max() >= self.d)):
             raise ConfigError(f"sampled features must be indices in 0..{self.d - 1}")
@@ -179,7 +221,11 @@ class NaiveBayesEncoding:
             unbiased = (support - oracle.q) / (oracle.p - oracle.q)
         out = np.zeros((self.d, self.domain))
         np.add.at(out, j, unbiased)
-        if scaling == "d":
+        if probs is not None:
+            if scaling != "d" or np.any(np.bincount(j, minlength=self.d)[probs == 0.0]):
+                raise ConfigError("a public feature distribution: scaling 'd', no report of probability 0")
+            scale = 1.0 / np.where(probs > 0.0, probs, 1.0)
+        elif scaling == "d":
             scale = np.full(self.d, float(self.d))
         elif scaling == "realised":
             scale = j.size / np.maximum(np.bincount(j, minlength=self.d), 1)

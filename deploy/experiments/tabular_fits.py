@@ -16,9 +16,10 @@ from privfed.common.boosting.params import BoostingParams
 from privfed.common.boosting.simulation import simulate
 from privfed.common.datasets import Dataset, load_builtin, train_test_split
 from privfed.common.errors import ConfigError, RoundFailed
+from privfed.common.learners.feature_allocation import two_phase_counts
 from privfed.common.learners.ldp_gd import LdpGradientDescent
 from privfed.common.learners.marginal_boost import fit_marginal_boost, ldp_marginal_boost
-from privfed.common.learners.naive_bayes import ldp_counts, ldp_naive_bayes
+from privfed.common.learners.naive_bayes import NaiveBayesEncoding, ldp_counts, ldp_naive_bayes
 from privfed.common.learners.ncc import LABEL_FRACTION, ncc_centroids, ncc_share, split_label_budget
 from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.learners.reference import reference_accuracy
@@ -157,11 +158,18 @@ def fit_mbdt(train: Dataset, epsilon: float, rng: np.random.Generator, *, legacy
     marginal_boost`): nb's release, SAMME on the product model, as the federation runs it (``--task bdt --release
     marginals``: the strategy over the in-process transport and the owner core), one row per owner. ``options``: keywords of :func:`ldp_marginal_boost`,
     and ``reports`` (validation of the release: each owner makes that many nb reports at ε / reports each,
-    sequential composition). New in issue 22: ``legacy`` runs it too."""
+    sequential composition), or ``phase1_fraction`` and the other keywords of :func:`~privfed.common.learners.
+    feature_allocation.two_phase_counts` (the two-phase allocation of the reports; ``smoothing`` and ``shrink_to``
+    are then its scores', the fit's are the defaults). New in issue 22: ``legacy`` runs it too."""
     if not options:  # as the federation runs it: --task bdt --release marginals over the in-process transport
         parts = [(train.X[i : i + 1], train.y[i : i + 1]) for i in range(train.n)]
         config = JobConfig.from_flat(task="bdt", release="marginals", epsilon=epsilon)
         return federated_model(config, parts, train.bounds, train.n_classes, rng)
+    if "phase1_fraction" in options:  # the two-phase allocation of the reports (feature_allocation)
+        fit = {k: options.pop(k) for k in ("n_rounds",) if k in options}
+        enc = NaiveBayesEncoding(epsilon=epsilon, bounds=train.bounds, n_classes=train.n_classes)
+        counts = two_phase_counts(enc, train.X, train.y, rng, **options)[0]
+        return fit_marginal_boost(counts, train.n, train.bounds, **fit)
     reports = int(options.pop("reports", 1))
     if reports == 1:
         return ldp_marginal_boost(train.X, train.y, bounds=train.bounds, n_classes=train.n_classes, epsilon=epsilon,

@@ -66,7 +66,15 @@ _BOUNDS = {
 }
 
 #: Grids whose settings post-process one release: every setting is fitted on the same reports.
-SAME_REPORTS = ("mbdt", "mbdt-post", "mbdt-scale", "mbdt-bins", "mbdt-rounds", "mbdt-shrink")
+SAME_REPORTS = (
+    "mbdt",
+    "mbdt-post",
+    "mbdt-scale",
+    "mbdt-bins",
+    "mbdt-rounds",
+    "mbdt-shrink",
+    "mbdt-alloc",
+)
 
 #: Candidate settings per learner: name -> keyword arguments of its fit function.
 GRIDS: dict[str, dict[str, dict[str, Any]]] = {
@@ -128,6 +136,30 @@ GRIDS: dict[str, dict[str, dict[str, Any]]] = {
     #: before issue 22's second look first: evenly at 4 units, or towards each feature's pooled bins at 2-16 units.
     "mbdt-shrink": {"shrink_to=uniform,smoothing=4": {"shrink_to": "uniform", "smoothing": 4.0}}
     | {f"shrink_to=marginal,smoothing={a:g}": {"shrink_to": "marginal", "smoothing": a} for a in (2.0, 4.0, 8.0, 16.0)},
+    #: The two-phase allocation of the reports (:mod:`~privfed.common.learners.feature_allocation`), the uniform
+    #: draw first: a fraction of the owners draw uniformly, the others from a floor plus the phase-1 scores to a
+    #: power; each feature's counts Horvitz-Thompson, or also scaled to the reports it expects (``evidence``);
+    #: the scores from nb's smoothing (evenly, 1 unit) or mbdt's (``score=mbdt``: towards the pooled bins, 8 units).
+    #: Not the same reports across settings (the release differs), but the same generator seeds: paired per split.
+    "mbdt-alloc": {"uniform": {"smoothing": MARGINAL_SMOOTHING}}
+    | {
+        f"phase1_fraction={f},floor={a},power={w:g}": {"phase1_fraction": f, "floor": a, "power": w}
+        for f, a, w in itertools.product((0.3, 0.5), (0.3, 0.6), (1.0, 2.0))
+    }
+    | {
+        f"phase1_fraction={f},floor={a},evidence": {"phase1_fraction": f, "floor": a, "evidence": True}
+        for f, a in [(0.3, 0.3), (0.3, 0.6), (0.5, 0.3), (0.5, 0.6), (0.5, 0.8)]
+    }
+    | {
+        f"phase1_fraction=0.5,floor={a},evidence,score=mbdt": {
+            "phase1_fraction": 0.5,
+            "floor": a,
+            "evidence": True,
+            "shrink_to": "marginal",
+            "smoothing": MARGINAL_SMOOTHING,
+        }
+        for a in (0.3, 0.6)
+    },
     #: The release: one nb report at ε, or two at ε / 2 each (at the best settings of ``mbdt``).
     "mbdt-release": {
         f"reports={r},n_bins={b}": {"reports": r, "n_bins": b} for r, b in itertools.product((1, 2), (3, 4))

@@ -105,6 +105,19 @@ def test_validation_seed_shift_and_the_count_scalings_on_the_same_reports(tmp_pa
     }
 
 
+def test_validation_of_the_allocation_grid_pairs_every_two_phase_setting_with_the_uniform_draw(tmp_path):
+    """``--learners mbdt-alloc`` (README, "Tried and not kept"): every two-phase setting is fitted on the same
+    splits and generator seeds as the uniform draw and paired against it."""
+    from privfed.deploy.experiments.tabular_validate import GRIDS
+
+    args = ["experiment", "tabular", "--validate", "--learners", "mbdt-alloc", "--datasets", "iris", "--splits", "2"]
+    assert main([*args, "--epsilon", "3", "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "report.json").read_text())["results"]
+    assert {r["setting"] for r in results["mbdt-alloc"]} == set(GRIDS["mbdt-alloc"])
+    against = {d["against"] for d in results["paired"]["mbdt-alloc"].values()}
+    assert against == {"uniform"} and len(results["paired"]["mbdt-alloc"]) == len(GRIDS["mbdt-alloc"]) - 1
+
+
 def test_noise_draws_average_independent_draws_per_split_and_one_draw_is_the_default_run(tmp_path):
     """``--noise-draws R``: a cell's value on a split is its mean accuracy over R noise draws of the real fit, draw 0
     seeded as the single-draw run (so the default's reported numbers do not move); R < 1 is refused."""
