@@ -78,13 +78,12 @@ def work_range(n: int) -> tuple[int, int]:
 
 def pad_rows(a: np.ndarray, rows: int, *, axis: int = -2, value: float = 0.0) -> np.ndarray:
     """``a`` with entries ``value`` appended along ``axis`` (the rows' axis: -2 for a matrix of rows, -1 for
-    per-row values) up to ``rows``; ``a`` itself when it has as many."""
+    per-row values) up to ``rows``: a new array always, so a count at the top of its cell does the work (an
+    allocation and a copy) that the other counts of the cell do."""
     a = np.asarray(a)
     n = a.shape[axis]
     if n > rows:
         raise ConfigError(f"{n} rows cannot be padded to {rows}")
-    if n == rows:
-        return a
     widths = [(0, 0)] * a.ndim
     widths[axis] = (0, rows - n)
     return np.pad(a, widths, constant_values=value)
