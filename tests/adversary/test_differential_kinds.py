@@ -1,4 +1,4 @@
-"""Audit 6: a differential check over every task kind an owner answers, over the real wire.
+"""Audit 6: a differential check over every task kind an owner answers.
 
 Two honest ``privfed owner`` processes, one logical owner each, hold different rows of the same public
 shape and row cell (3 and 4 rows: the cell ``(2, 4]``; one owner's rows sit on the bounds' corners and
@@ -10,20 +10,31 @@ sequence, including edge parameters it may choose, and compares everything that 
   ``Reports``' shape and grid, a ``Matrix``' shape, a ring session id), and a refusal's code and text;
 * how many results came back for each task, and that no envelope was relayed outside a secure sum;
 * the public parts of the ledger entries the task made (purpose, ε, δ, non-private flag, job, release id);
-* for a secure sum (``boost_evaluate``'s ring), the envelopes each owner relays through the coordinator:
-  their number, kind, sequence number and sealed (AES-GCM) payload length, in the same ring position.
+* for a ring secure sum (``boost_evaluate``), the envelopes each owner relays through the coordinator:
+  their number, kind, sequence number and sealed (AES-GCM) payload length, in the same ring position;
+* for the pairwise-mask secure sum (``secagg_keys``, ``secagg_unmask``, a masked input), every owner's answer
+  to each step, over the in-process transport's real owner cores (a hostile coordinator's sizes are public);
+* the no-clock work trace (``tests/adversary/test_timing_row_count.py``'s technique, made generic): every call
+  into the project's code and numpy's Python layer while a real owner core answers, in order.
 
 Any difference is a hole unless it is a released value (accounted in the ledger): the released scalars are
-listed in :data:`RELEASED` and nothing else may differ. :data:`COVERAGE` names, for every kind of the
-registry (read through its public ``BY_NAME``), how this module drives it; a kind added to the registry
-fails :func:`test_every_kind_of_the_registry_is_driven` until it is listed here.
+listed in :data:`RELEASED`, the documented public cells in :data:`DOCUMENTED` (owner/core.py, "Limits"), and
+nothing else may differ. :data:`COVERAGE` names, for every kind of the registry (read through its public
+``BY_NAME``), how this module drives it; a kind added to the registry fails
+:func:`test_every_kind_of_the_registry_is_driven` until it is listed here (and in :data:`CASES` if it is a
+release). The work traces found two holes (fixed in common/work_rows.py): ``pad_rows`` skipped its copy for
+a count at its cell's top, and ``release_rows`` branched on ``n > max_owner_rows``, a bound the coordinator sets.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 import secrets
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -39,7 +50,9 @@ from hostile import (
 from privfed.common.boosting.params import BoostingParams
 from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound, at_round, empty_history
 from privfed.common.bounds import Bounds
+from privfed.common.learners.logistic import LinearModel
 from privfed.common.learners.ncc_model import NearestCentroidModel
+from privfed.common.ledger import Ledger
 from privfed.common.secagg.ring import Inbound
 from privfed.common.tasks import (
     BY_NAME,
@@ -52,6 +65,8 @@ from privfed.common.tasks import (
     SvmShareTask,
     Task,
 )
+from privfed.owner.core import OwnerCore
+from privfed.owner.local import LocalOwner
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import serde
 
@@ -76,6 +91,7 @@ RELEASED = {
     "SampledStumpShare.reports",
     "NccRows.labels",
     "RingTotal.values",
+    "MaskedInput.masked",  # y_u in Z_2^64: the input under its pairwise and self masks
 }
 #: Documented public cells (owner/core.py, "Limits"): an NCC share under ``labels="rr"`` is one report per row,
 #: its length is the owner's row count. These skeleton entries may differ in these cases, and must.
@@ -127,11 +143,16 @@ def _boost(base: str, run: str, *, epsilon: float = 1.0, labels: str = "rr", **k
     return BoostConfig(run, params)
 
 
-def _kept_history(n_bins: int = 4) -> BoostHistory:
-    """A run with one stump kept at a large weight: owner A's rows (all label 0) are all misclassified by it."""
+def _kept_history(base: str = "stump", n_bins: int = 4) -> BoostHistory:
+    """A run with one learner of ``base`` kept at the largest weight SAMME gives: owner A's rows (all of label 0)
+    are all misclassified by it, so their weights saturate, owner B's are not."""
     from privfed.common.learners.samme import max_alpha
 
-    learner = grid_stump(0, 1, n_bins, leaves=(1, 1))
+    learner = {
+        "stump": lambda: grid_stump(0, 1, n_bins, leaves=(1, 1)),
+        "ncc": lambda: NearestCentroidModel(np.array([[0.9, 0.9], [0.5, 0.5]]), np.arange(K)),
+        "lr": lambda: LinearModel(np.array([[0.0, 0.0]]), np.array([1.0]), BOUNDS),
+    }[base]()
     return BoostHistory((KeptRound(learner, max_alpha(K), 0.0, 1.0),), 1)
 
 
@@ -184,13 +205,13 @@ CASES: dict[str, dict[str, Callable[[str], object]]] = {
         "ncc-rr": lambda run: BoostShareTask(_boost("ncc", run), empty_history()),
         "ncc-joint": lambda run: BoostShareTask(_boost("ncc", run, labels="joint"), empty_history()),
         "ncc-joint-kept": lambda run: BoostShareTask(
-            _boost("ncc", run, labels="joint", n_bins=4), at_round(_kept_history(), 1)
+            _boost("ncc", run, labels="joint", n_bins=4), at_round(_kept_history("ncc"), 1)
         ),
         "ncc-joint-bound": lambda run: BoostShareTask(
             _boost("ncc", run, labels="joint", max_owner_rows=3), empty_history()
         ),
         "lr": lambda run: BoostShareTask(_boost("lr", run), empty_history()),
-        "lr-kept": lambda run: BoostShareTask(_boost("lr", run, n_bins=4), at_round(_kept_history(), 1)),
+        "lr-kept": lambda run: BoostShareTask(_boost("lr", run, n_bins=4), at_round(_kept_history("lr"), 1)),
     },
     "lr_gradient": {
         **{
@@ -213,8 +234,9 @@ COVERAGE = {
     **dict.fromkeys(CASES, "cases"),
     "boost_evaluate": "ring",
     "ring_message": "ring",  # a ring hop: the envelopes of boost_evaluate's rings, compared there
-    "secagg_keys": "not driven: the pairwise-mask secure sum is no owner node's path over this wire yet",
-    "secagg_unmask": "not driven: as secagg_keys",
+    # the pairwise-mask secure sum's steps, and boost_evaluate's masked input: real owner cores in process
+    "secagg_keys": "secagg",
+    "secagg_unmask": "secagg",
 }
 
 CASE_IDS = [(kind, case) for kind, cases in CASES.items() for case in cases]
@@ -266,6 +288,15 @@ def _replaced(value, *names: str):
     return value
 
 
+def _anonymous(value, task_id: str, owner_ids) -> object:
+    """A string with the task id as ``<task>`` and every owner id as ``<owner>``: whose it is is public."""
+    if isinstance(value, str):
+        value = value.replace(task_id, "<task>")
+        for owner_id in owner_ids:
+            value = value.replace(owner_id, "<owner>")
+    return value
+
+
 def _normalised(result: pb.Result, *names: str) -> list:
     return [(w, *(_replaced(v, result.task_id, *names) for v in rest)) for w, *rest in skeleton(result)]
 
@@ -283,6 +314,110 @@ def test_two_owners_differ_only_in_their_released_values(federation, kind, case)
     assert sa == sb, (ra, rb)
     assert la == lb, (la, lb)
     assert relays == [], relays
+
+
+# ----------------------------------------------------------------------------- the no-clock work trace
+#: The project's own code: the Python functions a trace records (numpy's and scipy's internals are left out).
+PROJECT = str(Path(__file__).resolve().parents[2]) + os.sep
+
+
+def _work_trace(X, y, spec) -> tuple[list[tuple[str, str]], object]:
+    """Every call into the project's code while a real owner core answers ``spec`` for an owner of rows ``X``
+    (``sys.setprofile``: no clock), in order, and the answer."""
+    owner = LocalOwner("node-0.o00000", X, y, np.random.Generator(np.random.PCG64(1)), K, BOUNDS)
+    core = OwnerCore([owner], Ledger(":memory:", epsilon_budget=BUDGET, delta_budget=1e-3))
+    calls: list[tuple[str, str]] = []
+
+    def profile(frame, event, arg):
+        where = frame.f_code.co_filename
+        if event == "call" and where.startswith(PROJECT) and f"{os.sep}tests{os.sep}" not in where:
+            calls.append((where[len(PROJECT) :], frame.f_code.co_name))
+
+    sys.setprofile(profile)
+    try:
+        (result,) = core.answer([Task("t", owner.owner_id, "run-1", spec)]).results
+    finally:
+        sys.setprofile(None)
+    return calls, result.payload
+
+
+@pytest.mark.parametrize(("kind", "case"), CASE_IDS, ids=[f"{k}/{c}" for k, c in CASE_IDS])
+def test_two_owners_make_the_same_work_trace(kind, case):
+    """The technique of test_timing_row_count.py made generic: the calls an owner's answer makes, in order, are
+    the same for owner A's rows and owner B's (a fresh spec each, after a warm-up answer that fills the
+    module caches: a cache keyed by anything private would show as a miss for one and a hit for the other)."""
+    make = CASES[kind][case]
+    _work_trace(XB[::-1], YB[::-1], make("run-1"))
+    (ta, pa), (tb, pb_) = _work_trace(XA, YA, make("run-1")), _work_trace(XB, YB, make("run-1"))
+    assert ta and type(pa) is type(pb_), (pa, pb_)
+    assert ta == tb, next((i, a, b) for i, (a, b) in enumerate(zip(ta + [None], tb + [None])) if a != b)
+
+
+# ----------------------------------------------------------------------------- the pairwise-mask secure sum
+def _public_sizes(spec) -> tuple[int, ...]:
+    """The sizes a secure-sum step's answer follows, all in the task (the coordinator's graph): the neighbours
+    whose adverts it carries, the participants and key shares of a masked input, the survivors and dropped."""
+    request = getattr(spec, "request", None) or getattr(spec, "secagg", None)
+    if request is None:
+        return ()
+    values = (getattr(request, f.name) for f in dataclasses.fields(request))
+    return tuple(len(v) for v in values if isinstance(v, tuple))
+
+
+def test_every_owner_sends_the_same_pairwise_mask_messages_whatever_its_rows():
+    """A boosting run summed by pairwise masks (``secure_sum="secagg"``) over the in-process transport: real owner
+    cores and ledgers on two nodes, owners of 7 and 8 rows (one cell) and different rows. Every owner's answer to
+    each step (key advert, sealed key shares, masked input, unmasking reply) and its share has the same skeleton
+    as every other owner's, owner ids read alike (the sealed shares' lengths, the masked vector's length)."""
+    from privfed.common.datasets import load_builtin
+    from privfed.common.errors import RoundFailed
+    from privfed.deploy.inprocess import InProcessTransport
+    from privfed.server.strategies.boosting import BoostingStrategy
+
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from owner_nodes import owners_over_nodes
+
+    ds = load_builtin("synthetic", n_samples=60, seed=5)
+    owners = owners_over_nodes(ds, n_owners=8, n_nodes=2)
+    assert {o.n_rows for o in owners} == {7, 8}
+    transport = InProcessTransport.with_ledgers(owners, epsilon_budget=BUDGET, secure_sum="secagg")
+    ids = sorted(transport.owners)
+    answers: dict[tuple[str, str], dict[str, list]] = {}
+    fold_tasks = transport.fold_tasks
+
+    def recording(tasks, fold, timeout=None):
+        kinds = {task.task_id: (type(task.spec).__name__, _public_sizes(task.spec)) for task in tasks}
+
+        def record(results):
+            for r in results:
+                proto = serde.result_to_proto(r)
+                public = [(w, *(_anonymous(v, r.task_id, ids) for v in rest)) for w, *rest in skeleton(proto)]
+                answers.setdefault((*kinds[r.task_id], proto.WhichOneof("kind")), {})[r.owner_id] = public
+            fold(results)
+
+        return fold_tasks(tasks, record, timeout)
+
+    transport.fold_tasks = recording
+    params = BoostingParams(epsilon=2.0, n_classes=2, bounds=ds.bounds, n_rounds=1, n_bins=4, max_owner_rows=40)
+    try:
+        BoostingStrategy(params, np.random.Generator(np.random.PCG64(11))).run(ids, transport)
+    except RoundFailed:  # 60 rows at eps 2: the noisy error may be no better than chance; the messages were sent
+        pass
+    steps = {(k, r) for k, _, r in answers}
+    assert {
+        ("SecAggKeysTask", "key_advert"),
+        ("SecAggKeysTask", "key_shares"),
+        ("SecAggUnmaskTask", "unmask_reply"),
+    } <= steps
+    assert {("BoostEvaluateTask", "masked_input"), ("BoostShareTask", "boost_share")} <= steps, steps
+    for step, by_owner in answers.items():
+        assert len(by_owner) >= 2, (step, sorted(by_owner))  # a comparison, not one owner's answer alone
+        first = next(iter(by_owner.values()))
+        assert all(s == first for s in by_owner.values()), (
+            step,
+            [s for s in by_owner.values() if s != first][0],
+            first,
+        )
 
 
 def test_every_kind_of_the_registry_is_driven():
