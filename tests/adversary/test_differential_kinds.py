@@ -144,8 +144,9 @@ def _boost(base: str, run: str, *, epsilon: float = 1.0, labels: str = "rr", **k
 
 
 def _kept_history(base: str = "stump", n_bins: int = 4) -> BoostHistory:
-    """A run with one learner of ``base`` kept at the largest weight SAMME gives: owner A's rows (all of label 0)
-    are all misclassified by it, so their weights saturate, owner B's are not."""
+    """A run with one learner of ``base`` kept at the largest weight SAMME gives. Each learner predicts class 1 on
+    every row of the box (the NCC centroids: on every row used here), so a row of label 0 is misclassified and
+    its weight saturates high; owner A's rows are all of label 0, owner B's of both."""
     from privfed.common.learners.samme import max_alpha
 
     learner = {
@@ -350,6 +351,21 @@ def test_two_owners_make_the_same_work_trace(kind, case):
     _work_trace(XB[::-1], YB[::-1], make("run-1"))
     (ta, pa), (tb, pb_) = _work_trace(XA, YA, make("run-1")), _work_trace(XB, YB, make("run-1"))
     assert ta and type(pa) is type(pb_), (pa, pb_)
+    assert ta == tb, next((i, a, b) for i, (a, b) in enumerate(zip(ta + [None], tb + [None])) if a != b)
+
+
+@pytest.mark.parametrize("base", ["lr", "ncc", "stump"])
+def test_a_kept_learner_the_coordinator_chose_does_not_show_in_the_work(base):
+    """The coordinator keeps a learner of its choice at the largest weight SAMME gives, and asks two one-row
+    owners for a boosted share: one whose row the learner misclassifies (its weight saturates high), one whose
+    row it classifies right. Their work traces must be the same: else one timing tells whether ``learner(x) !=
+    y``, the α = 709 attack of test_refusals_never_depend_on_data.py in time instead of refusals. (The LR fit's
+    Newton steps followed ``C`` and not the weights: 22 steps against 12 before the fix.)"""
+    spec = BoostShareTask(_boost(base, "run-1", n_bins=4), at_round(_kept_history(base), 1))
+    missed, right = (np.array([[0.0, 0.0]]), np.array([0])), (np.array([[0.9, 0.1]]), np.array([1]))
+    _work_trace(*right, spec)
+    (ta, pa), (tb, pb_) = _work_trace(*missed, spec), _work_trace(*right, spec)
+    assert type(pa) is type(pb_) and ta, (pa, pb_)
     assert ta == tb, next((i, a, b) for i, (a, b) in enumerate(zip(ta + [None], tb + [None])) if a != b)
 
 
