@@ -56,11 +56,16 @@ def release_rows(n: int, bound: int | None, rng: np.random.Generator) -> tuple[n
     """Which of ``n`` rows a release of :func:`work_rows` ``(n, bound)`` rows carries, and how many dummies:
     every row and ``m - n`` dummies when ``n <= m``; else (``n`` above the public ``bound``) ``m`` rows drawn
     uniformly without replacement (each still released once through its mechanism: the rows left out are
-    released nowhere, a subsample -- biased towards ``m / n`` of the owner's totals, never less private)."""
+    released nowhere, a subsample -- biased towards ``m / n`` of the owner's totals, never less private).
+
+    One path for both: the first ``m`` of a uniform permutation of ``n``'s public cell that fall below ``n`` (all
+    ``n`` rows when ``n <= m``; a uniform ``m``-subset otherwise). A branch on ``n > bound`` made other calls
+    (a draw without replacement, or none), and the coordinator chooses ``bound`` task by task: a probe per
+    bound read ``n`` bit by bit off the work (``tests/adversary/test_differential_kinds.py``)."""
     m = work_rows(n, bound)
-    if n <= m:
-        return np.arange(n), m - n
-    return np.sort(rng.choice(n, size=m, replace=False)), 0
+    order = rng.permutation(work_rows(n))
+    keep = np.sort(order[order < n][:m])
+    return keep, m - keep.size
 
 
 def work_range(n: int) -> tuple[int, int]:
@@ -73,13 +78,12 @@ def work_range(n: int) -> tuple[int, int]:
 
 def pad_rows(a: np.ndarray, rows: int, *, axis: int = -2, value: float = 0.0) -> np.ndarray:
     """``a`` with entries ``value`` appended along ``axis`` (the rows' axis: -2 for a matrix of rows, -1 for
-    per-row values) up to ``rows``; ``a`` itself when it has as many."""
+    per-row values) up to ``rows``: a new array always, so a count at the top of its cell does the work (an
+    allocation and a copy) that the other counts of the cell do."""
     a = np.asarray(a)
     n = a.shape[axis]
     if n > rows:
         raise ConfigError(f"{n} rows cannot be padded to {rows}")
-    if n == rows:
-        return a
     widths = [(0, 0)] * a.ndim
     widths[axis] = (0, rows - n)
     return np.pad(a, widths, constant_values=value)

@@ -123,7 +123,9 @@ def group_shares(
 def _lr_share(plan: ReleasePlan, X: Any, y: Any, w: Any, rng: np.random.Generator) -> np.ndarray:
     """One owner's perturbed local LR model (seed 002 §3.5.2), fitted with its SAMME weights."""
     p = plan.params
-    theta = fit_local_logistic(X, y, bounds=p.bounds, n_classes=p.n_classes, C=p.C, sample_weight=w)
+    theta = fit_local_logistic(
+        X, y, bounds=p.bounds, n_classes=p.n_classes, C=p.C, sample_weight=w, weight_bound=p.weight_bound
+    )
     return lr_share(theta, param_bound=p.param_bound, mechanism=plan.release_mechanism, rng=rng)
 
 

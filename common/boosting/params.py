@@ -155,7 +155,8 @@ class BoostingParams:
         no other part (:mod:`privfed.common.learners.split_points`); None: equal-width. Not on the wire (the
         networked path uses equal-width thresholds).
     weight_bound : float > 0
-        Public bound on an owner's total weight (stump) or a row's weight (NCC), in rows (weights have mean
+        Public bound on an owner's total weight (stump) or a row's weight (NCC, and LR's local fit, whose Newton
+        steps it sets: :func:`~privfed.common.learners.logistic.fit_local_logistic`), in rows (weights have mean
         1). Larger weights are scaled down before release (biases the selection, never the privacy); the
         share noise grows linearly with it (:func:`default_weight_bound`).
     labels, label_fraction : NCC label scheme of the share budget

@@ -54,6 +54,7 @@ def fit_local_logistic(
     n_classes: int,
     C: float = 1.0,
     sample_weight: ArrayLike | None = None,
+    weight_bound: float | None = None,
 ) -> np.ndarray:
     """Owner side: L2-regularised logistic regression on rows mapped to ``[-1, 1]`` (seed 002 eq. 3).
 
@@ -86,7 +87,13 @@ def fit_local_logistic(
     C : float > 0
         Inverse regularisation strength (scikit-learn's convention: multiplies the loss sum).
     sample_weight : array (n,) of non-negative weights, optional
-        Boosting weights ``s_i`` (default 1).
+        Boosting weights ``s_i`` (default 1), clipped to ``weight_bound``.
+    weight_bound : float > 0, required with ``sample_weight``
+        The public bound on the weights (a boosting run's share weight bound, as its stump and NCC shares
+        clip to it): the Newton steps are those of the largest loss it allows, ``C * weight_bound``
+        (:func:`~privfed.common.learners.newton.newton_logistic`), so how heavy the rows are does not show
+        in the fit's work. SAMME weights reach ``2^512`` under a history the coordinator chooses; from ``C``
+        alone a fit of rows a kept learner misclassifies took 22 steps where others took 12, in time.
 
     Returns
     -------
@@ -103,11 +110,18 @@ def fit_local_logistic(
     s = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     if s.shape != (n,) or not np.all(np.isfinite(s)) or np.any(s < 0):
         raise ConfigError(f"sample_weight must be {n} finite non-negative numbers")
+    if sample_weight is None:
+        weight_bound = 1.0
+    weight_bound = check_positive(
+        weight_bound, name="weight_bound", fix="a public bound is required with sample_weight"
+    )
+    s = np.minimum(s, weight_bound)
     k_out = 1 if k == 2 else k
     signs = np.where(y[:, None] == (np.arange(k_out) + (1 if k == 2 else 0))[None, :], 1.0, -1.0)  # (n, K')
     t1 = np.hstack([t, np.ones((n, 1))])
     # The K' problems are separable: one batch of K' problems sharing the rows.
-    return newton_logistic(np.broadcast_to(t1, (k_out, n, d + 1)), signs.T, np.broadcast_to(s, (k_out, n)), C).ravel()
+    problems = np.broadcast_to(t1, (k_out, n, d + 1))
+    return newton_logistic(problems, signs.T, np.broadcast_to(s, (k_out, n)), C, weight_bound=weight_bound).ravel()
 
 
 def fit_local_logistic_many(

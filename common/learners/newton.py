@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from privfed.common.errors import ConfigError
 from privfed.common.work_rows import pad_rows, work_rows
 
 #: Newton's stopping rule: Euclidean norm of the gradient of the objective divided by
@@ -66,7 +67,9 @@ def newton_steps(n_rows: int, C: float) -> int:
 _LADDER = 2.0 ** -np.arange(2)
 
 
-def newton_logistic(t1: np.ndarray, signs: np.ndarray, s: np.ndarray, C: float) -> np.ndarray:
+def newton_logistic(
+    t1: np.ndarray, signs: np.ndarray, s: np.ndarray, C: float, *, weight_bound: float = 1.0
+) -> np.ndarray:
     """Minimise, for each of ``B`` independent problems ``b`` (seed 002 eq. 3),
 
         C * sum_i s_bi log(1 + exp(-signs_bi (theta_b . t1_bi))) + ||theta_b||^2 / 2,
@@ -77,7 +80,11 @@ def newton_logistic(t1: np.ndarray, signs: np.ndarray, s: np.ndarray, C: float) 
     full steps converge quadratically. A problem stops moving on its own (:data:`_NEWTON_GTOL` on its
     gradient scaled by ``1 / (C max(sum s, 1))``, which keeps gradients O(1)).
 
-    Timing: the work is fixed by the shapes and ``C``, not by the rows; the rows' number enters only as its
+    ``weight_bound``: the public bound on the weights ``s`` (1: unweighted rows); the steps are those of the
+    heaviest loss it allows, :func:`newton_steps` at ``C * max(weight_bound, 1)``, not of the weights the rows
+    have (SAMME's reach ``2^512`` under a history a coordinator chooses).
+
+    Timing: the work is fixed by the shapes, ``C`` and ``weight_bound``, not by the rows; the rows' number enters only as its
     public grid cell (:func:`~privfed.common.work_rows.work_rows`): the problems are padded with
     zero rows of zero weight ``s``, which add exact zeros to the loss, its gradient and its Hessian. Every problem takes part in
     :func:`newton_steps` steps, converged or not (a converged one is not moved), and each step tries the
@@ -86,13 +93,15 @@ def newton_logistic(t1: np.ndarray, signs: np.ndarray, s: np.ndarray, C: float) 
     :func:`newton_steps` never reached.
     """
     b, n, p = t1.shape
+    if np.any(s > weight_bound):
+        raise ConfigError(f"weights above their public bound {weight_bound!r}: clip them first")
     scale = 1.0 / (C * np.maximum(s.sum(axis=1), 1.0))  # (B,): same argmin
     rows = work_rows(n)  # zero rows of zero weight: the work of a public row count (module docstring)
     t1, signs, s = pad_rows(t1, rows), pad_rows(signs, rows, axis=-1, value=1.0), pad_rows(s, rows, axis=-1)
     theta = np.zeros((b, p))
     live = np.ones(b, dtype=bool)
     for step_no in range(_NEWTON_MAX_STEPS):
-        if step_no >= newton_steps(rows, C) and not live.any():
+        if step_no >= newton_steps(rows, C * max(weight_bound, 1.0)) and not live.any():
             break
         theta, live = _newton_step(t1, signs, s, C, scale, theta, live)
     return theta

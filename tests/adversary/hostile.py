@@ -116,10 +116,11 @@ class OwnerProcess:
     y: np.ndarray
     seed: int
     budget: float
+    shards: int | None = None  # logical owners of the node (None: one per row)
 
     @property
     def owner_ids(self) -> list[str]:
-        return [f"{self.name}.o{i:05d}" for i in range(self.X.shape[0])]
+        return [f"{self.name}.o{i:05d}" for i in range(self.shards or self.X.shape[0])]
 
     def rows(self) -> dict[str, tuple[np.ndarray, int]]:
         """owner id -> (its one row, its label)."""
@@ -207,7 +208,9 @@ def spawn_owner(
     rng: str = "seeded",
     lo: float = 0.0,
     hi: float = 1.0,
+    shards: int | None = None,
 ) -> OwnerProcess:
+    """``shards``: how many logical owners the node's rows are split into (None: one per row)."""
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
     data = write_rows(tmp / f"{name}.csv", X, y)
     ledger = tmp / f"{name}.sqlite"
@@ -216,7 +219,7 @@ def spawn_owner(
         port,
         name,
         data=data,
-        n_owners=X.shape[0],
+        n_owners=shards or X.shape[0],
         ledger=ledger,
         certs=certs,
         budget=budget,
@@ -230,7 +233,7 @@ def spawn_owner(
     with open(log_path, "a") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     partition_seed = seed if rng == "seeded" else 0  # a secure node takes no --seed: its partition uses the default 0
-    return OwnerProcess(name, proc, log_path, ledger, X, np.asarray(y), partition_seed, budget)
+    return OwnerProcess(name, proc, log_path, ledger, X, np.asarray(y), partition_seed, budget, shards)
 
 
 # ----------------------------------------------------------------------------- ledger (read-only)

@@ -76,3 +76,28 @@ def test_without_noise_the_dummies_add_exactly_nothing(labels):
     onehot = (y[:, None] == np.arange(K)[None, :]).astype(float)
     exact = np.concatenate([np.ravel(onehot.T @ (u[:, None] * t)), onehot.T @ u])
     np.testing.assert_allclose(_estimates(plan, X, y, w, rng, padded=True), exact, rtol=0, atol=1e-12)
+
+
+def test_a_subsample_above_the_bound_is_uniform_over_the_subsets():
+    """``release_rows`` (common/work_rows.py) above a public bound: 6 rows, bound 3, R = 20000 draws. Every one of
+    the C(6, 3) = 20 subsets is drawn with probability 1/20 (chi-square, 19 degrees of freedom, p > 1e-4:
+    statistic < 49.4), sorted, with no dummy; at or below the bound every row, then the dummies."""
+    from itertools import combinations
+
+    from scipy.stats import chi2
+
+    from privfed.common.work_rows import release_rows
+
+    rng = np.random.Generator(np.random.PCG64(17))
+    index = {c: i for i, c in enumerate(combinations(range(6), 3))}
+    counts = np.zeros(len(index))
+    for _ in range(20000):
+        keep, dummies = release_rows(6, 3, rng)
+        assert dummies == 0 and list(keep) == sorted(keep)
+        counts[index[tuple(int(k) for k in keep)]] += 1
+    expected = 20000 / len(index)
+    statistic = float(np.sum((counts - expected) ** 2 / expected))
+    assert statistic < chi2.ppf(1 - 1e-4, len(index) - 1), (statistic, counts)
+    for n, bound, want_dummies in ((3, None, 1), (3, 3, 0), (0, 5, 1), (5, 6, 1)):  # up to min(cell, bound)
+        keep, dummies = release_rows(n, bound, rng)
+        assert keep.tolist() == list(range(n)) and dummies == want_dummies, (n, bound)

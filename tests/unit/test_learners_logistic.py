@@ -133,10 +133,24 @@ def test_sample_weight_zero_drops_rows(rng):
     w = np.ones(120)
     w[:40] = 0.0
     np.testing.assert_allclose(
-        fit_local_logistic(X, y, bounds=BOUNDS, n_classes=2, sample_weight=w),
+        fit_local_logistic(X, y, bounds=BOUNDS, n_classes=2, sample_weight=w, weight_bound=1.0),
         fit_local_logistic(X[40:], y[40:], bounds=BOUNDS, n_classes=2),
         atol=1e-7,
     )
+
+
+def test_sample_weights_are_clipped_to_their_public_bound_which_they_need(rng):
+    """Weights above ``weight_bound`` fit as the bound (the Newton steps are the bound's: a row's weight, which a
+    coordinator's boosting history shapes, does not show in the work); weights without a bound are refused."""
+    X, y = data(rng, n=60)
+    heavy, at_bound = np.full(60, 1.0), np.full(60, 1.0)
+    heavy[:10], at_bound[:10] = 2.0**500, 3.0
+    np.testing.assert_array_equal(
+        fit_local_logistic(X, y, bounds=BOUNDS, n_classes=2, sample_weight=heavy, weight_bound=3.0),
+        fit_local_logistic(X, y, bounds=BOUNDS, n_classes=2, sample_weight=at_bound, weight_bound=3.0),
+    )
+    with pytest.raises(ConfigError, match="public bound"):
+        fit_local_logistic(X, y, bounds=BOUNDS, n_classes=2, sample_weight=heavy)
 
 
 def test_share_clips_and_scales(rng):
