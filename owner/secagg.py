@@ -231,7 +231,7 @@ class SecAggDriver:
 
     def start(self, task: Task, machine: SecAggOwner, values: np.ndarray) -> tuple[MaskedInput, list[Outbound]]:
         """Step 2: the owner's evaluation release, debited by the owner core, masked by its machine."""
-        from privfed.common.tasks import BoostEvaluateTask  # noqa: F811 - a boosting kind: imported on first use
+        from privfed.common.tasks import BoostEvaluateTask  # a boosting kind: its family imported on first use
 
         if not isinstance(task.spec, BoostEvaluateTask) or task.spec.secagg is None:
             raise ConfigError("a masked input answers an evaluate task of a pairwise-mask secure sum")
