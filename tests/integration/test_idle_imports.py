@@ -81,7 +81,9 @@ def idle_modules(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]
     for name, n in (("rows.csv", 20), ("test.csv", 40)):
         y = rng.integers(0, 2, n)
         X = np.clip(rng.normal(size=(n, D)), -3.0, 3.0)
-        np.savetxt(tmp / name, np.column_stack([X, y]), delimiter=",", fmt=["%.5f"] * D + ["%d"], header=header, comments="")
+        np.savetxt(
+            tmp / name, np.column_stack([X, y]), delimiter=",", fmt=["%.5f"] * D + ["%d"], header=header, comments=""
+        )
     features = ", ".join(f'"x{i}"' for i in range(D))
     (tmp / "schema.toml").write_text(
         f'features = [{features}]\nclasses = [0, 1]\ntest = "test.csv"\n[bounds]\nlo = -3.0\nhi = 3.0\n'
