@@ -39,6 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # the repository root: bench's own modules (bench.*)
+from bench.federation import package_root
 from privfed.server.report import host_info
 
 D, BOUND = 10, 4.0  # features and their public bounds -BOUND:BOUND
@@ -106,7 +108,10 @@ class Footprint:
 
     def __init__(self, tmp: Path, rng: np.random.Generator, pythonpath: str | None = None) -> None:
         self.tmp = tmp
-        self.env = dict(os.environ, PYTHONUNBUFFERED="1") | ({"PYTHONPATH": pythonpath} if pythonpath else {})
+        # a checkout in the repository's layout is laid out whole as ``privfed`` (``package_root``): on
+        # PYTHONPATH alone it would lend only ``privfed/__init__.py`` and run this checkout's subpackages
+        root = package_root(Path(pythonpath).resolve(), tmp / "baseline") if pythonpath else None
+        self.env = dict(os.environ, PYTHONUNBUFFERED="1") | ({"PYTHONPATH": str(root)} if root else {})
         self.rows = tmp / "rows.csv"
         write_rows(self.rows, 20, rng)
         write_rows(tmp / "test.csv", 50, rng)
