@@ -52,16 +52,16 @@ Cost against an owner's history (issue 27)
     standing's ``release_ids`` is a view of that index (:class:`ReleaseIds`), not a copy. An owner
     is read back from the file in full (O(its history)) the first time this connection uses it and
     again each time another connection has written the file, i.e. once per change of the file by
-    another writer, never per debit. :meth:`Ledger.spent_on` (an owner policy's question on every
-    task) reads one job's or one day's releases through the indexes ``releases_job`` and
-    ``releases_ts``, and takes a job out of the running sums exactly for "every job but one".
-    :meth:`Ledger.history` and :func:`read_accounts` read every row they report from the file.
+    another writer, never per debit. :meth:`Ledger.spent_on` reads one job's or one day's releases
+    (``privfed.common.ledger_releases``); :meth:`Ledger.history` and :func:`read_accounts` read every
+    row they report from the file.
 
 Modules
-    ``ledger_records`` (budgets, debits, standings, the budget test), ``ledger_file`` (tables,
-    schema versions and migrations, the release-id view, the read-only audit :func:`read_accounts`),
-    ``ledger_rows`` (row accounts), ``ledger_cache`` and ``ledger_sum`` (what a connection keeps of
-    each owner); the public names are importable from here.
+    ``ledger_records`` (budgets, debits, standings, the budget test), ``ledger_file`` (opening the
+    file, tables, schema versions and migrations, schema decisions, the release-id view, the read-only
+    audit :func:`read_accounts`), ``ledger_debit`` (the debit transaction), ``ledger_releases``
+    (questions answered from the recorded releases), ``ledger_rows`` (row accounts), ``ledger_cache``
+    and ``ledger_sum`` (what a connection keeps of each owner); the public names are importable from here.
 
 A ledger is used by one process (an owner node holds :func:`~privfed.common.files.sole_writer`
 for it); the connection has a busy timeout anyway so that a second reader
@@ -71,7 +71,6 @@ the ledger (sqlite3's default ``check_same_thread``).
 
 from __future__ import annotations
 
-import math
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -79,16 +78,17 @@ from pathlib import Path
 from typing import Any
 
 from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError
-from privfed.common.files import private_sqlite_file
-from privfed.common.ledger_cache import MAX_ACCOUNTS, OwnerRecord, PendingRecord, RecordCache
+from privfed.common.ledger_cache import MAX_ACCOUNTS, RecordCache
+from privfed.common.ledger_debit import Outcome, debit_batch
 from privfed.common.ledger_file import (
     BUSY_TIMEOUT_S,
-    CHUNK,
     SCHEMA_VERSION,
     OwnerAccount,
     ReleaseIds,
-    init_schema,
+    latest_schema_decision,
+    open_file,
     read_accounts,
+    record_schema_decision,
 )
 from privfed.common.ledger_records import (
     REL_TOL,
@@ -96,13 +96,12 @@ from privfed.common.ledger_records import (
     Debit,
     RowsUnused,
     Standing,
-    fits,
     refusal,
     remaining_of,
     require_name,
 )
+from privfed.common.ledger_releases import history, nonprivate_count, purpose_used, release_used, spent_but, spent_where
 from privfed.common.ledger_rows import RowAccounts
-from privfed.common.ledger_sum import ExactSum, add_rounding_up
 from privfed.common.validation import check_non_negative, check_probability
 
 __all__ = [
@@ -141,10 +140,7 @@ class Ledger:
 
     Notes
     -----
-    A second debit with a ``release_id`` the owner already used raises
-    :class:`~privfed.common.errors.LocalProtocolError` ("already released") rather than
-    ``BudgetExceeded``: a replayed task is a protocol matter, not a budget one, and the caller must
-    not produce a fresh noisy release for it. Nothing is ever debited twice.
+    A reused ``release_id`` is refused as a replay, not a budget matter (``privfed.common.ledger_debit``).
     """
 
     def __init__(self, path: str | Path, *, epsilon_budget: float, delta_budget: float = 0.0) -> None:
@@ -153,21 +149,7 @@ class Ledger:
             check_probability(delta_budget, name="delta_budget"),
         )
         self.path = Path(path)
-        self._conn: sqlite3.Connection | None = None
-        private_sqlite_file(self.path)  # 0600, and SQLite's -wal/-shm/-journal files with it
-        try:
-            conn = sqlite3.connect(str(self.path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise ConfigError(f"ledger {self.path}: cannot open ({exc}); does its directory exist?") from exc
-        try:
-            init_schema(conn, self.path, self._default)
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise ConfigError(f"ledger {self.path}: not a usable SQLite ledger ({exc})") from exc
-        except ConfigError:
-            conn.close()
-            raise
-        self._conn = conn
+        self._conn: sqlite3.Connection | None = open_file(self.path, self._default)
         self._cache = RecordCache()
         self._rows = RowAccounts(self._cache)
 
@@ -181,7 +163,7 @@ class Ledger:
         """The connection, with :attr:`_cache` dropped if another connection wrote the file since it
         was last checked (``PRAGMA data_version``); once per read or debit, before its first record."""
         conn = self._db()
-        self._cache.validate(conn.execute("PRAGMA data_version").fetchone()[0])
+        self._cache.validate(conn)
         return conn
 
     def budget(self, owner_id: str) -> Budget:
@@ -198,7 +180,7 @@ class Ledger:
         """What the owner's id has spent: the exact-rounded sum of its releases. A refusal depends on it
         alone (:class:`RowsUnused`)."""
         require_name("owner_id", owner_id)
-        record = self._records(self._fresh(), [owner_id])[owner_id]
+        record = self._cache.read(self._fresh(), [owner_id])[owner_id]
         return Budget(record.epsilon.value(), record.delta.value())
 
     def rows_spent(self, owner_id: str) -> Budget:
@@ -239,18 +221,13 @@ class Ledger:
         """Whether the owner has any recorded release with this purpose."""
         require_name("owner_id", owner_id)
         require_name("purpose", purpose)
-        row = (
-            self._db()
-            .execute("SELECT 1 FROM releases WHERE owner_id = ? AND purpose = ? LIMIT 1", (owner_id, purpose))
-            .fetchone()
-        )
-        return row is not None
+        return purpose_used(self._db(), owner_id, purpose)
 
     def has_release_id(self, owner_id: str, release_id: str) -> bool:
         """Whether the owner already recorded a release with this id (a replayed task)."""
         require_name("owner_id", owner_id)
         require_name("release_id", release_id)
-        return self._used(self._db(), owner_id, release_id)
+        return release_used(self._db(), owner_id, release_id)
 
     def row_holders(self, owner_id: str) -> tuple[str, ...]:
         """The other owner ids that debited with any of the rows ``owner_id`` holds in this process (a
@@ -273,51 +250,14 @@ class Ledger:
         those that held its rows, :meth:`row_holders`): the sum of each id's, read in the same number of
         statements as for one, so the time of a policy's check barely grows with the number of ids.
 
-        Cost: one job's releases (index ``releases_job``), or the releases since ``since`` (index
-        ``releases_ts``), never the owner's whole history: every job but one is the owner's exact running
-        sum less that job's releases, computed exactly (equal to ``fsum`` of the releases it keeps)."""
+        Cost: never the owner's whole history (``privfed.common.ledger_releases``)."""
         ids = [owner_ids] if isinstance(owner_ids, str) else list(dict.fromkeys(owner_ids))
         for owner_id in ids:
             require_name("owner_id", owner_id)
         if job is None and since is None:
-            return self._spent_but(ids, other_than)
-        conn = self._db()
-        where, args = [f"owner_id IN ({','.join('?' * len(ids))})"], list(ids)
-        for clause, value in (("job = ?", job), ("job != ?", other_than), ("ts >= datetime('now', ?)", since)):
-            if value is not None:
-                where.append(clause)
-                args.append(value)
-        rows = conn.execute(f"SELECT epsilon, delta FROM releases WHERE {' AND '.join(where)}", args).fetchall()
-        return Budget(math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
-
-    def _spent_but(self, owner_ids: list[str], job: str | None) -> Budget:
-        """The owners' exact running sums less the releases of ``job`` (None: none), in one read snapshot,
-        summed over the owners. A job with a non-finite release (ε = ∞: the non-private bypass) cannot be
-        taken back out of a sum (∞ − ∞): then that owner's other jobs' releases are summed instead."""
-        parts: list[tuple[float, float]] = []
-        with self._read_snapshot() as conn:
-            records = self._records(conn, owner_ids)
-            taken: dict[str, list[tuple[float, float]]] = {o: [] for o in owner_ids}
-            if job is not None:
-                marks = ",".join("?" * len(owner_ids))
-                for o, e, d in conn.execute(
-                    f"SELECT owner_id, epsilon, delta FROM releases WHERE owner_id IN ({marks}) AND job = ?",
-                    [*owner_ids, job],
-                ):
-                    taken[o].append((e, d))
-            for owner_id in owner_ids:
-                if not all(math.isfinite(e) and math.isfinite(d) for e, d in taken[owner_id]):
-                    rows = conn.execute(
-                        "SELECT epsilon, delta FROM releases WHERE owner_id = ? AND job != ?", (owner_id, job)
-                    ).fetchall()
-                    parts.append((math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows)))
-                    continue
-                epsilon, delta = records[owner_id].epsilon.copy(), records[owner_id].delta.copy()
-                for e, d in taken[owner_id]:
-                    epsilon.add(-e)
-                    delta.add(-d)
-                parts.append((epsilon.value(), delta.value()))
-        return Budget(math.fsum(p[0] for p in parts), math.fsum(p[1] for p in parts))
+            with self._read_snapshot() as conn:
+                return spent_but(conn, self._cache.read(conn, ids), ids, other_than)
+        return spent_where(self._db(), ids, job, other_than, since)
 
     @contextmanager
     def _read_snapshot(self) -> Iterator[sqlite3.Connection]:
@@ -336,11 +276,7 @@ class Ledger:
     def nonprivate_count(self, owner_id: str) -> int:
         """How many non-private releases the owner made (module docstring, "Non-private entries")."""
         require_name("owner_id", owner_id)
-        return int(
-            self._db()
-            .execute("SELECT COUNT(*) FROM releases WHERE owner_id = ? AND nonprivate != 0", (owner_id,))
-            .fetchone()[0]
-        )
+        return nonprivate_count(self._db(), owner_id)
 
     def history(self, owner_id: str) -> list[dict[str, Any]]:
         """The owner's releases in debit order: dicts with release_id, purpose, epsilon, delta, ts, nonprivate, job.
@@ -349,13 +285,7 @@ class Ledger:
         ``nonprivate`` is True for a release made without DP guarantee (its ε and δ are 0).
         """
         require_name("owner_id", owner_id)
-        cur = self._db().execute(
-            "SELECT release_id, purpose, epsilon, delta, ts, nonprivate, job FROM releases WHERE owner_id = ? "
-            "ORDER BY seq",
-            (owner_id,),
-        )
-        keys = ("release_id", "purpose", "epsilon", "delta", "ts")
-        return [dict(zip(keys, row[:5]), nonprivate=bool(row[5]), job=row[6]) for row in cur]
+        return history(self._db(), owner_id)
 
     def check(self, owner_id: str, epsilon: float, delta: float = 0.0, *, standing: Standing | None = None) -> None:
         """Raise :class:`BudgetExceeded` if ``spent + (epsilon, delta)`` exceeds the budget.
@@ -382,7 +312,7 @@ class Ledger:
         ids = list(dict.fromkeys(require_name("owner_id", o) for o in owner_ids))
         with self._read_snapshot() as conn:  # the records and the ids' bound of one moment
             upto = conn.execute("SELECT coalesce(max(seq), 0) FROM releases").fetchone()[0]
-            records = self._records(conn, ids)
+            records = self._cache.read(conn, ids)
         return {  # the ids' own records: a refusal depends on nothing else (RowsUnused)
             o: Standing(
                 Budget(r.epsilon.value(), r.delta.value()),
@@ -395,22 +325,13 @@ class Ledger:
     # ------------------------------------------------------------------ schema decisions
     def schema_decision(self) -> tuple[str, bool] | None:
         """The latest recorded schema decision: (the schema's digest, whether the rows fitted it)."""
-        row = self._db().execute("SELECT digest, accepted FROM schema_decisions ORDER BY seq DESC LIMIT 1").fetchone()
-        return None if row is None else (str(row[0]), bool(row[1]))
+        return latest_schema_decision(self._db())
 
     def record_schema(self, digest: str, accepted: bool) -> None:
         """Record, in one committed transaction, that this node checked its rows against the schema of
         ``digest`` and whether they fitted (module docstring, "Schema decisions")."""
         require_name("digest", digest)
-        conn = self._db()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute("INSERT INTO schema_decisions (digest, accepted) VALUES (?, ?)", (digest, int(bool(accepted))))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+        record_schema_decision(self._db(), digest, accepted)
 
     # ------------------------------------------------------------------ debits
     def debit(
@@ -439,7 +360,7 @@ class Ledger:
             raise outcome
         return outcome
 
-    def debit_many(self, entries: list[Debit]) -> list[BudgetExceeded | LocalProtocolError | RowsUnused | None]:
+    def debit_many(self, entries: list[Debit]) -> list[Outcome]:
         """Debit a batch in ONE transaction (one fsync for thousands of owners).
 
         Entries are applied in order (an owner listed twice sees its earlier entry). An entry that
@@ -460,114 +381,7 @@ class Ledger:
                 raise ConfigError(f"debit_many entry {i} must be a Debit, got {type(e).__name__}")
         if not entries:
             return []
-        conn = self._db()
-        owners = list(dict.fromkeys(e.owner_id for e in entries))
-        committing = False
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            self._fresh()  # under the write lock: no other writer until COMMIT
-            # the batch's additions stay beside the cached records until COMMIT (ledger_cache)
-            batch = {o: PendingRecord(r) for o, r in self._records(conn, owners).items()}
-            sums = self._rows.sums(conn, [k for o in owners for k in self.accounts(o)])
-            results: list[BudgetExceeded | LocalProtocolError | RowsUnused | None] = []
-            new_owners, rows = [], []
-            for e in entries:
-                owner = batch[e.owner_id]
-                if owner.used_in_batch(e.release_id) or (
-                    owner.record.count and self._used(conn, e.owner_id, e.release_id)
-                ):
-                    results.append(
-                        LocalProtocolError(
-                            f"owner {e.owner_id!r}: release_id {e.release_id!r} already released; "
-                            "refusing to debit or release it again"
-                        )
-                    )
-                    continue
-                budget = owner.budget or self._default
-                spent = owner.spent()  # the id's own record decides a refusal (RowsUnused)
-                if fits(spent[0], e.epsilon, budget.epsilon) and fits(spent[1], e.delta, budget.delta):
-                    error = None
-                else:
-                    error = refusal(e.owner_id, Budget(e.epsilon, e.delta), Budget(*spent), budget, e.purpose)
-                if error is None:
-                    if owner.budget is None:
-                        owner.budget = self._default
-                        new_owners.append((e.owner_id, self._default.epsilon, self._default.delta))
-                    owner.add(e.release_id, e.epsilon, e.delta)
-                    row = self._rows.most((0.0, 0.0), sums, e.owner_id)
-                    # the rows' sums are written whether they take the entry or keep theirs: the same work
-                    # either way, so a debit's time does not tell which (owner core, "Timing")
-                    keys = self.accounts(e.owner_id)
-                    kept = {k: sums[k] for k in keys}
-                    added = {
-                        k: (add_rounding_up(sums[k][0], e.epsilon), add_rounding_up(sums[k][1], e.delta)) for k in keys
-                    }
-                    if e.rows and fits(row[0], e.epsilon, budget.epsilon) and fits(row[1], e.delta, budget.delta):
-                        sums.update(added)
-                    else:
-                        sums.update(kept)
-                        error = RowsUnused(e.owner_id, e.release_id)
-                    rows.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate), e.job))
-                results.append(error)
-            if new_owners:
-                conn.executemany(
-                    "INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES (?, ?, ?)", new_owners
-                )
-            conn.executemany(
-                "INSERT INTO releases (owner_id, release_id, purpose, epsilon, delta, nonprivate, job) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
-            holders = self._rows.record_holders(conn, owners)
-            touched = {k for o in owners for k in self.accounts(o)}
-            conn.executemany(
-                "INSERT INTO accounts (key, epsilon, delta) VALUES (?, ?, ?) "
-                "ON CONFLICT(key) DO UPDATE SET epsilon = excluded.epsilon, delta = excluded.delta",
-                [(k, *sums[k]) for k in touched],
-            )
-            committing = True
-            conn.execute("COMMIT")
-        except BaseException:
-            # Before COMMIT the rollback undoes everything and the cache never saw the batch. A COMMIT
-            # that raised may still have reached the file (e.g. an fsync error after the WAL write):
-            # drop the cache so that the next use reads what the file holds.
-            if committing:
-                self._cache.clear()
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        self._cache.committed(batch, {k: sums[k] for k in touched})
-        self._rows.recorded(holders)
-        return results
-
-    @staticmethod
-    def _used(conn: sqlite3.Connection, owner_id: str, release_id: str) -> bool:
-        """Whether the file records ``release_id`` for ``owner_id`` (its unique index: O(log n))."""
-        row = conn.execute(
-            "SELECT 1 FROM releases WHERE owner_id = ? AND release_id = ? LIMIT 1", (owner_id, release_id)
-        ).fetchone()
-        return row is not None
-
-    def _records(self, conn: sqlite3.Connection, owners: list[str]) -> dict[str, OwnerRecord]:
-        """Each owner's stored budget (None: not stored yet), exact sums of its recorded ε and δ, and
-        number of releases: from :attr:`_cache` while no other connection has written the file (``PRAGMA
-        data_version``), else read in full, O(the owner's history) once (checked by :meth:`_fresh`
-        first). Callers change a record only through :class:`PendingRecord` after a COMMIT."""
-        missing = [o for o in owners if o not in self._cache.owners]
-        read = {o: OwnerRecord(None, ExactSum(), ExactSum()) for o in missing}
-        for start in range(0, len(missing), CHUNK):
-            chunk = missing[start : start + CHUNK]
-            marks = ",".join("?" * len(chunk))
-            for o, e, d in conn.execute(
-                f"SELECT owner_id, epsilon_budget, delta_budget FROM owners WHERE owner_id IN ({marks})", chunk
-            ):
-                read[o].budget = Budget(e, d)
-            for o, e, d in conn.execute(
-                f"SELECT owner_id, epsilon, delta FROM releases WHERE owner_id IN ({marks})", chunk
-            ):
-                read[o].add_release(e, d)
-        self._cache.keep_owners(read)
-        return {o: read[o] if o in read else self._cache.owners[o] for o in owners}
+        return debit_batch(self._db(), entries, cache=self._cache, rows=self._rows, default=self._default)
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:

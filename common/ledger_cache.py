@@ -24,13 +24,12 @@ accounts): a node hosting more owners reads each batch's records from the file, 
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from privfed.common.ledger_file import CHUNK
+from privfed.common.ledger_records import Budget
 from privfed.common.ledger_sum import ExactSum
-
-if TYPE_CHECKING:
-    from privfed.common.ledger_records import Budget
 
 #: Owner records kept at most (~0.5 kB each); past it the cache starts over.
 MAX_OWNERS = 32768
@@ -98,9 +97,10 @@ class RecordCache:
         self.accounts: dict[str, tuple[float, float]] = {}  # row account key -> (ε, δ) recorded
         self._version: int | None = None
 
-    def validate(self, version: int) -> None:
-        """Drop everything if another connection wrote the file since the last call (``version``:
-        the connection's ``PRAGMA data_version`` now)."""
+    def validate(self, conn: sqlite3.Connection) -> None:
+        """Drop everything if another connection wrote the file since the last call (the connection's
+        ``PRAGMA data_version`` tells)."""
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
         if version != self._version:
             self.clear()
             self._version = version
@@ -108,6 +108,27 @@ class RecordCache:
     def clear(self) -> None:
         self.owners.clear()
         self.accounts.clear()
+
+    def read(self, conn: sqlite3.Connection, owners: list[str]) -> dict[str, OwnerRecord]:
+        """Each owner's stored budget (None: not stored yet), exact sums of its recorded ε and δ, and
+        number of releases: from the cache while no other connection has written the file (``PRAGMA
+        data_version``), else read in full, O(the owner's history) once (call :meth:`validate`
+        first). Callers change a record only through :class:`PendingRecord` after a COMMIT."""
+        missing = [o for o in owners if o not in self.owners]
+        read = {o: OwnerRecord(None, ExactSum(), ExactSum()) for o in missing}
+        for start in range(0, len(missing), CHUNK):
+            chunk = missing[start : start + CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for o, e, d in conn.execute(
+                f"SELECT owner_id, epsilon_budget, delta_budget FROM owners WHERE owner_id IN ({marks})", chunk
+            ):
+                read[o].budget = Budget(e, d)
+            for o, e, d in conn.execute(
+                f"SELECT owner_id, epsilon, delta FROM releases WHERE owner_id IN ({marks})", chunk
+            ):
+                read[o].add_release(e, d)
+        self.keep_owners(read)
+        return {o: read[o] if o in read else self.owners[o] for o in owners}
 
     def keep_owners(self, read: dict[str, OwnerRecord]) -> None:
         """Keep records just read from the file (if they fit)."""

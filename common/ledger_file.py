@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from privfed.common.errors import ConfigError
+from privfed.common.files import private_sqlite_file
 from privfed.common.ledger_records import Budget, fmt_amount, remaining_of
 
 #: Seconds a statement waits for a lock held by another connection before failing.
@@ -83,6 +84,26 @@ CREATE TABLE IF NOT EXISTS schema_decisions (
     ts       TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
 );
 """
+
+
+def open_file(path: Path, default: Budget) -> sqlite3.Connection:
+    """A connection to the ledger file ``path`` (0600, created with its tables if missing, migrated if
+    older: :func:`init_schema`) in autocommit mode with the busy timeout; :class:`ConfigError` if it
+    cannot be opened, is not a usable ledger, or stores another budget than ``default``."""
+    private_sqlite_file(path)  # 0600, and SQLite's -wal/-shm/-journal files with it
+    try:
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise ConfigError(f"ledger {path}: cannot open ({exc}); does its directory exist?") from exc
+    try:
+        init_schema(conn, path, default)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise ConfigError(f"ledger {path}: not a usable SQLite ledger ({exc})") from exc
+    except ConfigError:
+        conn.close()
+        raise
+    return conn
 
 
 def init_schema(conn: sqlite3.Connection, path: Path, default: Budget) -> None:
@@ -251,3 +272,21 @@ class ReleaseIds(AbstractSet[str]):
 
     def __repr__(self) -> str:
         return f"ReleaseIds({set(self)!r})"
+
+
+def latest_schema_decision(conn: sqlite3.Connection) -> tuple[str, bool] | None:
+    """The latest row of ``schema_decisions``: (the schema's digest, whether the rows fitted it)."""
+    row = conn.execute("SELECT digest, accepted FROM schema_decisions ORDER BY seq DESC LIMIT 1").fetchone()
+    return None if row is None else (str(row[0]), bool(row[1]))
+
+
+def record_schema_decision(conn: sqlite3.Connection, digest: str, accepted: bool) -> None:
+    """Add a row to ``schema_decisions`` in one committed transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("INSERT INTO schema_decisions (digest, accepted) VALUES (?, ?)", (digest, int(bool(accepted))))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise

@@ -1,0 +1,113 @@
+"""One batch of debits as one committed SQLite transaction (``privfed.common.ledger`` docstring,
+"Durability", "Budgets follow the rows", "Cost against an owner's history"): the only place a ledger
+writes a release.
+
+Each entry is checked against its owner id's own record (a refusal depends on nothing else), then
+against the most-spent of the owner's row accounts (``privfed.common.ledger_rows``): an entry the rows
+cannot afford is recorded on the id only (:class:`~privfed.common.ledger_records.RowsUnused`). The
+records read before the batch (``privfed.common.ledger_cache``) take the batch's entries only once its
+COMMIT returned.
+
+An entry with a ``release_id`` the owner already used is refused with
+:class:`~privfed.common.errors.LocalProtocolError` ("already released") rather than ``BudgetExceeded``:
+a replayed task is a protocol matter, not a budget one, and the caller must not produce a fresh noisy
+release for it. Nothing is ever debited twice.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from privfed.common.errors import BudgetExceeded, LocalProtocolError
+from privfed.common.ledger_cache import PendingRecord, RecordCache
+from privfed.common.ledger_records import Budget, Debit, RowsUnused, fits, refusal
+from privfed.common.ledger_releases import release_used
+from privfed.common.ledger_rows import RowAccounts
+from privfed.common.ledger_sum import add_rounding_up
+
+#: One entry's outcome: recorded (None), recorded on the id only (RowsUnused), or refused (an error).
+Outcome = BudgetExceeded | LocalProtocolError | RowsUnused | None
+
+
+def debit_batch(
+    conn: sqlite3.Connection, entries: list[Debit], *, cache: RecordCache, rows: RowAccounts, default: Budget
+) -> list[Outcome]:
+    """Check and record ``entries`` (not empty) in ONE transaction on ``conn``, as
+    :meth:`~privfed.common.ledger.Ledger.debit_many` describes; ``default`` is the budget of an owner
+    not yet in the file."""
+    owners = list(dict.fromkeys(e.owner_id for e in entries))
+    committing = False
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        cache.validate(conn)  # under the write lock: no other writer until COMMIT
+        # the batch's additions stay beside the cached records until COMMIT (ledger_cache)
+        batch = {o: PendingRecord(r) for o, r in cache.read(conn, owners).items()}
+        sums = rows.sums(conn, [k for o in owners for k in rows.keys(o)])
+        results: list[Outcome] = []
+        new_owners, written = [], []
+        for e in entries:
+            owner = batch[e.owner_id]
+            if owner.used_in_batch(e.release_id) or (
+                owner.record.count and release_used(conn, e.owner_id, e.release_id)
+            ):
+                results.append(
+                    LocalProtocolError(
+                        f"owner {e.owner_id!r}: release_id {e.release_id!r} already released; "
+                        "refusing to debit or release it again"
+                    )
+                )
+                continue
+            budget = owner.budget or default
+            spent = owner.spent()  # the id's own record decides a refusal (RowsUnused)
+            if fits(spent[0], e.epsilon, budget.epsilon) and fits(spent[1], e.delta, budget.delta):
+                error: Outcome = None
+            else:
+                error = refusal(e.owner_id, Budget(e.epsilon, e.delta), Budget(*spent), budget, e.purpose)
+            if error is None:
+                if owner.budget is None:
+                    owner.budget = default
+                    new_owners.append((e.owner_id, default.epsilon, default.delta))
+                owner.add(e.release_id, e.epsilon, e.delta)
+                row = rows.most((0.0, 0.0), sums, e.owner_id)
+                # the rows' sums are written whether they take the entry or keep theirs: the same work
+                # either way, so a debit's time does not tell which (owner core, "Timing")
+                keys = rows.keys(e.owner_id)
+                kept = {k: sums[k] for k in keys}
+                added = {
+                    k: (add_rounding_up(sums[k][0], e.epsilon), add_rounding_up(sums[k][1], e.delta)) for k in keys
+                }
+                if e.rows and fits(row[0], e.epsilon, budget.epsilon) and fits(row[1], e.delta, budget.delta):
+                    sums.update(added)
+                else:
+                    sums.update(kept)
+                    error = RowsUnused(e.owner_id, e.release_id)
+                written.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate), e.job))
+            results.append(error)
+        if new_owners:
+            conn.executemany("INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES (?, ?, ?)", new_owners)
+        conn.executemany(
+            "INSERT INTO releases (owner_id, release_id, purpose, epsilon, delta, nonprivate, job) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            written,
+        )
+        holders = rows.record_holders(conn, owners)
+        touched = {k for o in owners for k in rows.keys(o)}
+        conn.executemany(
+            "INSERT INTO accounts (key, epsilon, delta) VALUES (?, ?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET epsilon = excluded.epsilon, delta = excluded.delta",
+            [(k, *sums[k]) for k in touched],
+        )
+        committing = True
+        conn.execute("COMMIT")
+    except BaseException:
+        # Before COMMIT the rollback undoes everything and the cache never saw the batch. A COMMIT
+        # that raised may still have reached the file (e.g. an fsync error after the WAL write):
+        # drop the cache so that the next use reads what the file holds.
+        if committing:
+            cache.clear()
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    cache.committed(batch, {k: sums[k] for k in touched})
+    rows.recorded(holders)
+    return results

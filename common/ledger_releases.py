@@ -1,0 +1,99 @@
+"""Questions a :class:`~privfed.common.ledger.Ledger` answers from the owners' recorded releases (table
+``releases``) rather than from their running sums: whether a release id or a purpose was used, the
+non-private count, the history, and what owner ids spent on one job, on every job but one, or since a
+time (an owner policy's question on every task, ``privfed.owner.policy``).
+
+Cost (``privfed.common.ledger`` docstring, "Cost against an owner's history"): a release id is one
+lookup in the unique index on (owner, release id), O(log n); spending reads one job's releases (index
+``releases_job``) or the releases since a time (index ``releases_ts``), never an owner's whole history;
+every job but one is the owner's exact running sum (``privfed.common.ledger_cache``) less that job's
+releases, computed exactly (equal to ``fsum`` of the releases it keeps). The history reads every release.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from typing import Any
+
+from privfed.common.ledger_cache import OwnerRecord
+from privfed.common.ledger_records import Budget
+
+
+def release_used(conn: sqlite3.Connection, owner_id: str, release_id: str) -> bool:
+    """Whether the file records ``release_id`` for ``owner_id`` (its unique index: O(log n))."""
+    row = conn.execute(
+        "SELECT 1 FROM releases WHERE owner_id = ? AND release_id = ? LIMIT 1", (owner_id, release_id)
+    ).fetchone()
+    return row is not None
+
+
+def purpose_used(conn: sqlite3.Connection, owner_id: str, purpose: str) -> bool:
+    """Whether the owner has any recorded release with this purpose."""
+    row = conn.execute(
+        "SELECT 1 FROM releases WHERE owner_id = ? AND purpose = ? LIMIT 1", (owner_id, purpose)
+    ).fetchone()
+    return row is not None
+
+
+def nonprivate_count(conn: sqlite3.Connection, owner_id: str) -> int:
+    """How many non-private releases the owner made."""
+    return int(
+        conn.execute("SELECT COUNT(*) FROM releases WHERE owner_id = ? AND nonprivate != 0", (owner_id,)).fetchone()[0]
+    )
+
+
+def history(conn: sqlite3.Connection, owner_id: str) -> list[dict[str, Any]]:
+    """The owner's releases in debit order (:meth:`~privfed.common.ledger.Ledger.history`)."""
+    cur = conn.execute(
+        "SELECT release_id, purpose, epsilon, delta, ts, nonprivate, job FROM releases WHERE owner_id = ? ORDER BY seq",
+        (owner_id,),
+    )
+    keys = ("release_id", "purpose", "epsilon", "delta", "ts")
+    return [dict(zip(keys, row[:5]), nonprivate=bool(row[5]), job=row[6]) for row in cur]
+
+
+def spent_where(
+    conn: sqlite3.Connection, owner_ids: list[str], job: str | None, other_than: str | None, since: str | None
+) -> Budget:
+    """(ε, δ) of the owners' releases made for ``job`` (None: any), for no job ``other_than`` (None: no
+    such condition), debited at or after ``since`` (SQLite ``datetime`` text; None: ever): the releases
+    read through the indexes, summed by ``fsum``."""
+    where, args = [f"owner_id IN ({','.join('?' * len(owner_ids))})"], list(owner_ids)
+    for clause, value in (("job = ?", job), ("job != ?", other_than), ("ts >= datetime('now', ?)", since)):
+        if value is not None:
+            where.append(clause)
+            args.append(value)
+    rows = conn.execute(f"SELECT epsilon, delta FROM releases WHERE {' AND '.join(where)}", args).fetchall()
+    return Budget(math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
+
+
+def spent_but(
+    conn: sqlite3.Connection, records: dict[str, OwnerRecord], owner_ids: list[str], job: str | None
+) -> Budget:
+    """The owners' exact running sums (``records``, read in the same snapshot as ``conn``) less the
+    releases of ``job`` (None: none), summed over the owners. A job with a non-finite release (ε = ∞: the
+    non-private bypass) cannot be taken back out of a sum (∞ − ∞): then that owner's other jobs' releases
+    are summed instead."""
+    parts: list[tuple[float, float]] = []
+    taken: dict[str, list[tuple[float, float]]] = {o: [] for o in owner_ids}
+    if job is not None:
+        marks = ",".join("?" * len(owner_ids))
+        for o, e, d in conn.execute(
+            f"SELECT owner_id, epsilon, delta FROM releases WHERE owner_id IN ({marks}) AND job = ?",
+            [*owner_ids, job],
+        ):
+            taken[o].append((e, d))
+    for owner_id in owner_ids:
+        if not all(math.isfinite(e) and math.isfinite(d) for e, d in taken[owner_id]):
+            rows = conn.execute(
+                "SELECT epsilon, delta FROM releases WHERE owner_id = ? AND job != ?", (owner_id, job)
+            ).fetchall()
+            parts.append((math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows)))
+            continue
+        epsilon, delta = records[owner_id].epsilon.copy(), records[owner_id].delta.copy()
+        for e, d in taken[owner_id]:
+            epsilon.add(-e)
+            delta.add(-d)
+        parts.append((epsilon.value(), delta.value()))
+    return Budget(math.fsum(p[0] for p in parts), math.fsum(p[1] for p in parts))
