@@ -16,9 +16,13 @@ each per-owner figure to the smallest N's::
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # the repository root: bench.*
+from bench.checkout import checkout_env  # noqa: E402
 
 CHILD = r"""
 import threading, tracemalloc, sys
@@ -78,10 +82,11 @@ print(task, n, registered, peak, outcome.answered)
 
 
 def measure(task: str, n: int, pythonpath: str | None) -> tuple[int, int]:
-    env = dict(os.environ) | ({"PYTHONPATH": pythonpath} if pythonpath else {})
-    done = subprocess.run(
-        [sys.executable, "-c", CHILD, task, str(n)], capture_output=True, text=True, env=env, check=False
-    )
+    with tempfile.TemporaryDirectory(prefix="privfed-memory-") as into:
+        env = checkout_env(pythonpath, Path(into))
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, task, str(n)], capture_output=True, text=True, env=env, cwd=into, check=False
+        )
     if done.returncode != 0:
         raise SystemExit(f"{task} N={n} failed:\n{done.stderr[-3000:]}")
     _, _, registered, peak, answered = done.stdout.split()

@@ -82,6 +82,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the repository root: bench's own modules (bench.*)
+from bench.checkout import package_root
 from bench.lr_round import BOUND, ROWS_PER_OWNER, D, in_process_round, write_rows
 from bench.round_floors import commit_floor, grpc_floor, process_floor
 from bench.round_threads import RoundCost, mean, per_round, snapshot, total
@@ -126,22 +127,6 @@ def rss_mb(pid: int | str = "self") -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024.0
     raise RuntimeError(f"no VmRSS for pid {pid}")
-
-
-def package_root(checkout: Path, into: Path) -> Path:
-    """A directory whose ``privfed`` package is ``checkout``'s, whole: its ``privfed/__init__.py``
-    and, as ``privfed/common``, ``privfed/owner``..., links to the checkout's top-level folders (the
-    repository's layout, which an editable install maps; on ``PYTHONPATH`` alone, ``checkout``
-    would lend only its ``privfed/__init__.py`` and the subpackages would come from this venv's
-    install). A checkout that already holds them under ``privfed/`` is used as it is."""
-    if not (checkout / "proto").is_dir() or (checkout / "privfed" / "proto").exists():
-        return checkout
-    package = into / "privfed"
-    package.mkdir(parents=True, exist_ok=True)
-    for part in ("__init__.py", *(p.name for p in checkout.iterdir() if (p / "__init__.py").is_file())):
-        if part != "privfed" and not (package / part).exists():
-            (package / part).symlink_to((checkout / "privfed" / part) if part == "__init__.py" else checkout / part)
-    return into
 
 
 class Bench:

@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # the repository root: bench's own modules (bench.*)
-from bench.federation import package_root
+from bench.checkout import package_root
 from privfed.server.report import host_info
 
 D, BOUND = 10, 4.0  # features and their public bounds -BOUND:BOUND

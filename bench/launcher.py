@@ -31,6 +31,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # the repository root: bench.*
+from bench.checkout import checkout_env
+
 #: The jobs: (label, task flags, data set flags, owners). The bdt job is ``make demo``'s at one ε;
 #: ``FILES`` stands for owners' own files (:func:`own_files`), whose coordinator reads no built-in data set.
 FILES = ["--schema"]
@@ -81,11 +84,8 @@ def _data(data: list[str], owners: int, tmp: Path) -> tuple[list[str], list[list
     return ["--schema", str(schema)], [["--data", str(f), "--shards", str(owners // NODES)] for f in files]
 
 
-def _env(pythonpath: Path | None) -> dict[str, str]:
-    env = os.environ | {"PYTHONWARNINGS": "ignore"}
-    if pythonpath is not None:
-        env["PYTHONPATH"] = str(pythonpath)
-    return env
+def _env(pythonpath: Path | None, into: Path) -> dict[str, str]:
+    return checkout_env(pythonpath, into, os.environ | {"PYTHONWARNINGS": "ignore"})
 
 
 def _peak(args: list[str], tmp: Path, env: dict[str, str], others: Sequence[subprocess.Popen] = ()) -> float:
@@ -152,7 +152,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--pythonpath", type=Path, default=None, help="run privfed from DIR/privfed")
     args = parser.parse_args()
-    env = _env(args.pythonpath)
+    laid_out = Path(tempfile.mkdtemp(prefix="privfed-launcher-"))  # the --pythonpath checkout, whole
+    env = _env(args.pythonpath, laid_out)
     print(f"{'peak RSS MB':<34}{'bare':>10}{'simulate':>10}{'ratio':>8}")
     for label, task, data, owners in JOBS:
         bare, sim = [], []

@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="alternating baseline/candidate runs (default 2)")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from bench.federation import package_root
+    from bench.checkout import package_root
 
     print(f"# uptime: {os.popen('uptime').read().strip()}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -27,8 +27,8 @@ per owner. A flat ratio is a per-owner cost that does not grow with N.
 ``lr`` is one-round LR from local fits (``--solver local``), the task issue 27 measures; ``--solver gd``
 measures LDP gradient descent, ``--solver ''`` passes none (a checkout from before the flag).
 
-``--pythonpath DIR`` runs the job from another checkout laid out as ``DIR/privfed`` (e.g. main,
-for before/after numbers). ``--bdt-owners N`` adds a 10-round BDT (stumps) at N owners.
+``--pythonpath DIR`` runs the job from another checkout (e.g. main, for before/after numbers), laid out
+whole by :func:`bench.checkout.checkout_env`. ``--bdt-owners N`` adds a 10-round BDT (stumps) at N owners.
 ``--million`` (or ``PRIVFED_SCALE_MILLION=1`` in the environment, as ``PRIVFED_SCALE_MILLION=1 make
 bench`` passes it) adds N = 10^6 to the series: about 8 min per task on two cores, so not by default.
 Every job line ends with the load average at its end (``uptime``): timings are only comparable on a
@@ -48,6 +48,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # the repository root: bench.*
+from bench.checkout import checkout_env
 
 POLL = 0.1  # seconds between two samples of the job's processes
 PAGE_TICKS = os.sysconf("SC_CLK_TCK")
@@ -168,14 +171,12 @@ def run_job(task: str, owners: int, args: argparse.Namespace, tmp: Path) -> Job:
         cmd += ["--release", "shares", "--rounds", "10", "--base", "stump"]
     if task == "lr" and args.solver:
         cmd += ["--solver", args.solver]
-    env = dict(os.environ)
-    if args.pythonpath:
-        env["PYTHONPATH"] = args.pythonpath
+    env = checkout_env(args.pythonpath, tmp)
     netns = Netns()
     before = netns.tx_bytes()
     log = (tmp / f"{task}-{owners}.log").open("w")
     start = time.monotonic()
-    proc = subprocess.Popen(netns.prefix() + cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    proc = subprocess.Popen(netns.prefix() + cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp)
     seen: dict[int, Proc] = {}
     peak_sum = coord_job = 0.0
     try:

@@ -47,6 +47,9 @@ from privfed.deploy.certs import make_certs
 from privfed.proto.jobwire import JOB_SERVICE, decode_json, encode_json
 from privfed.proto.transport import TlsFiles, channel_credentials
 
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # the repository root: bench.*
+from bench.checkout import checkout_env  # noqa: E402
+
 #: Jobs averaged for the baseline (after the warm-up) and for the candidate (the last ones).
 WINDOW = 20
 OWNERS_PER_NODE = 10
@@ -104,7 +107,7 @@ class Soak:
         self.certs = make_certs(tmp / "certs", owners=nodes, data_users=["alice"])
         self.port = free_port()
         self.store = tmp / "store"
-        self.env = dict(os.environ, PYTHONWARNINGS="ignore") | ({"PYTHONPATH": pythonpath} if pythonpath else {})
+        self.env = checkout_env(pythonpath, tmp, dict(os.environ, PYTHONWARNINGS="ignore"))
         self.traced = traced
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         (tmp / "policy.toml").write_text(POLICY)

@@ -51,7 +51,7 @@ from hostile import (  # type: ignore[import-not-found]  # noqa: E402 - tests/ad
     write_rows,
 )
 
-from bench.federation import package_root  # noqa: E402
+from bench.checkout import package_root  # noqa: E402
 from bench.timing_stats import HEADER, pair_line, uptime  # noqa: E402
 from privfed.common.feddpdr.choices import SVM_MODELS  # noqa: E402
 from privfed.proto import privfed_pb2 as pb  # noqa: E402
