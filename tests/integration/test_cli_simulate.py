@@ -6,10 +6,13 @@ that imports none of the libraries its splits, references and plot need."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
+
+from privfed.common.datasets import SPLIT_CACHE_ENV
 
 #: ``privfed ARGS``, saying at exit which heavy libraries its own process imported: a simulation's
 #: coordinator computes splits, references and the plot in child processes (issue 27, item 2).
@@ -29,6 +32,7 @@ def test_simulate_reports_baselines_repeats_and_infinite_epsilon_without_bars_on
          "--epsilon", "2,inf", "--repeats", "2", "--task", "lr", "--solver", "local", "--insecure", "--n-samples", "300",
          "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=300,
+        env={k: v for k, v in os.environ.items() if k != SPLIT_CACHE_ENV},  # no split the session cached (conftest)
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert "\r" not in done.stderr  # stderr is a pipe: no progress bars

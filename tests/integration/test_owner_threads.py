@@ -13,6 +13,7 @@ import math
 import pytest
 from fedharness import Federation
 
+from privfed.common.datasets import SPLIT_CACHE_ENV
 from privfed.deploy.threads import THREAD_VARIABLES
 from privfed.owner.data import federation_split
 from privfed.server.strategies import make_strategy
@@ -39,6 +40,7 @@ def _pools(log: str) -> list[dict]:
 def test_owner_processes_hold_the_threads_they_were_given(tmp_path):
     _, test = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=600)
     launcher = dict.fromkeys(THREAD_VARIABLES, "2")  # e.g. a node alone on a two-CPU host
+    launcher[SPLIT_CACHE_ENV] = ""  # the split computed, not read from the session's cache (conftest): scipy loaded
     fed = Federation(tmp_path, secure=False)
     try:
         for name, shards, extra in (("owner-0", "0:1", ["--threads", "1"]), ("owner-1", "1:2", [])):

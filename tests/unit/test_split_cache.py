@@ -11,7 +11,8 @@ import numpy as np
 from privfed.common.datasets import SPLIT_CACHE_ENV, federation_split
 
 
-def test_cached_split_equals_the_computed_one(tmp_path):
+def test_cached_split_equals_the_computed_one(tmp_path, monkeypatch):
+    monkeypatch.delenv(SPLIT_CACHE_ENV, raising=False)  # computed, not read from the session's cache (conftest)
     fresh = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=400)
     written = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=400, cache_dir=tmp_path)
     assert len(list(tmp_path.glob("*.npz"))) == 1
