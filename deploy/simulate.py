@@ -268,7 +268,9 @@ def _simulate(config: SimulationConfig, run_dir: Path, report: JobReport) -> Non
         if warning:
             points[-1]["warning"] = warning
         _print_point(points[-1], reference, chance, majority)
-    report.update(warnings=[p["warning"] for p in points if "warning" in p])
+    report.update(
+        warnings=[prepared.warning] * bool(prepared.warning) + [p["warning"] for p in points if "warning" in p]
+    )
     plot = run_dir / "accuracy_vs_epsilon.png"  # matplotlib, in a child process too
     call_in_child("privfed.deploy.simulation_data:plot", plot, config, job, points, reference, chance, majority)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,8 @@ class Prepared:
     train_rows: int
     #: Each seed's ``n_samples``: the job's, or the size giving exactly one training row per owner.
     n_samples: dict[int, int | None]
+    #: :func:`rows_bound_warning`'s, or None.
+    warning: str | None = None
 
 
 def prepare(config: SimulationConfig, job: JobConfig, seeds: list[int], split_cache: Path | None) -> Prepared:
@@ -78,10 +81,28 @@ def prepare(config: SimulationConfig, job: JobConfig, seeds: list[int], split_ca
         ranges = node_ranges(config.owners, config.n_processes)
         return [starts[i] + p for i, r in enumerate(ranges) for p in even_parts(sizes[i], len(r), seed)]
 
+    warning = rows_bound_warning(job, max(len(p) for p in owner_parts(seeds[0], train0)))
+    if warning:  # before the references, which a clipped job may fail
+        print(f"  {warning}", file=sys.stderr)
     references = {
         s: report_reference(job.replace(seed=s), tr, te, owner_parts(s, tr)) for s, (tr, te) in splits.items()
     }
-    return Prepared(references, int(train0.n), n_samples)
+    return Prepared(references, int(train0.n), n_samples, warning)
+
+
+def rows_bound_warning(job: JobConfig, largest_owner_rows: int) -> str | None:
+    """A one-line warning when the job's public bound on an owner's rows (``--rows-per-owner`` or
+    ``--max-owner-rows``) is below the rows the simulation's largest owner holds: such owners' releases
+    are clipped or scaled down to the bound (never less private, but biased), which a user who mistyped
+    the flag should hear about rather than read off a model that learns nothing."""
+    if job.owner_rows_bound >= largest_owner_rows:
+        return None
+    flag = "--max-owner-rows" if job.max_owner_rows is not None else "--rows-per-owner"
+    return (
+        f"warning: {flag} bounds an owner at {job.owner_rows_bound} row(s), but the largest simulated owner "
+        f"holds {largest_owner_rows}: the releases of owners above the bound are clipped to it, which biases "
+        f"the model; leave {flag} out to use the split's own"
+    )
 
 
 def _n_samples(config: SimulationConfig, job: JobConfig, seed: int) -> int | None:

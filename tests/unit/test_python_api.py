@@ -148,3 +148,34 @@ def test_the_readme_python_example_runs(tmp_path):
     assert status == "ok" and len(eval(accuracies)) == 2  # noqa: S307 - our own printed list
     assert lines[1].startswith("joint ") and lines[1].endswith("(3, 10)") and lines[2].endswith(" 4.0")
     assert list(tmp_path.glob("runs/*/report.json"))
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ([], None),
+        (
+            ["--rows-per-owner", "1"],
+            "--rows-per-owner bounds an owner at 1 row(s), but the largest simulated owner holds 10",
+        ),
+        (
+            ["--max-owner-rows", "9"],
+            "--max-owner-rows bounds an owner at 9 row(s), but the largest simulated owner holds 10",
+        ),
+        (["--max-owner-rows", "10"], None),
+    ],
+)
+def test_a_rows_bound_below_the_simulated_owners_rows_is_warned_about(tmp_path, capsys, extra, expected):
+    """`privfed simulate --rows-per-owner R` with R below the rows its own split gives each owner clips every
+    release to R rows: a biased model (at ε = ∞ bdt learns nothing) that must come with a line saying why.
+    breast_cancer's 456 training rows over 46 owners: 9 or 10 rows each."""
+    from privfed.deploy.simulation_data import prepare
+
+    flags = ["simulate", "--task", "ncc", "--owners", "46", "--dataset", "breast_cancer", "--out", str(tmp_path)]
+    config = simulation_config(build_parser().parse_args(flags + extra))
+    prepared = prepare(config, config.job, [config.job.seed], None)
+    assert prepared.train_rows == 456
+    if expected is None:
+        assert prepared.warning is None and "warning" not in capsys.readouterr().err
+    else:
+        assert expected in prepared.warning and prepared.warning in capsys.readouterr().err
