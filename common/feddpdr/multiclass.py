@@ -17,12 +17,12 @@ Losses (scores ``s = F x``, label ``y``):
 * ``"softmax"``, multinomial logistic regression: ``grad_s l = p - e_y``, trace of the Hessian ``<= 1``.
 
 Mechanism (:func:`fit_dp_multiclass`): Gaussian objective perturbation made total by AMP,
-:class:`~privfed.common.mechanisms.objective.GaussianObjectivePerturbation`, which holds the calibration
+:class:`~privfed.common.mechanisms.objective_gaussian.GaussianObjectivePerturbation`, which holds the calibration
 (``Lambda = beta / epsilon_J``, sigma) and the proof of ``(epsilon, delta)``-DP under add/remove-one. It asks
 three things of the loss, shown here for both losses (rows ``||x|| <= 1``, the caller's ``[z, 1]/sqrt 2``):
 
 * the trace of a row's Hessian in the scores is at most ``beta`` (:data:`TRACE_BOUND`, above);
-* ``||grad_s l||^2 <= 2`` (:data:`~privfed.common.mechanisms.objective.GRADIENT_NORM_SQ`):
+* ``||grad_s l||^2 <= 2`` (:data:`~privfed.common.mechanisms.objective_gaussian.GRADIENT_NORM_SQ`):
   ``||e_y - q||^2 = 1 + sum q_k^2 <= 2``, likewise ``p - e_y``;
 * the gradient is ``a (e_y - w)`` with ``|a| <= 1`` and ``w`` on the simplex of the other classes: ``mc-huber``
   has ``a = H'(m)`` in ``[-1, 0]`` and ``w = q``; ``softmax`` has ``a = -(1 - p_y)`` and
@@ -57,7 +57,8 @@ from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.pca import check_unit_rows
 from privfed.common.feddpdr.svm import huber_hinge, huber_hinge_derivative
 from privfed.common.mechanisms.amp import flush_tiny
-from privfed.common.mechanisms.objective import GaussianObjectivePerturbation, perturbed
+from privfed.common.mechanisms.objective import perturbed
+from privfed.common.mechanisms.objective_gaussian import GaussianObjectivePerturbation
 from privfed.common.validation import check_choice
 from privfed.common.work_rows import pad_rows, work_rows
 

@@ -28,7 +28,7 @@ from privfed.common.feddpdr import multiclass as mc
 from privfed.common.feddpdr import svm
 from privfed.common.feddpdr.choices import SVM_MODELS, ovr_epsilons
 from privfed.common.feddpdr.release import owner_svm_release
-from privfed.common.mechanisms import objective
+from privfed.common.mechanisms import objective, objective_gaussian
 from privfed.common.mechanisms.amp import AMP_RADIUS, FLOAT_SHARE, accelerated_steps
 from privfed.common.work_rows import work_range
 
@@ -100,7 +100,8 @@ class Recorder:
             self.solves.append({"noise": noise, "point": point, **kw})
             return point
 
-        monkeypatch.setattr(objective, "minimise_perturbed", solve)
+        for module in (objective, objective_gaussian):  # the Laplace and the Gaussian mechanisms' solver
+            monkeypatch.setattr(module, "minimise_perturbed", solve)
 
     def _counting(self, gradient: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
         def counted(F: np.ndarray, X: np.ndarray, *rest: Any) -> np.ndarray:

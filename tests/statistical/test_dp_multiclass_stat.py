@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from privfed.common.feddpdr import multiclass as mc
-from privfed.common.mechanisms.objective import GRADIENT_NORM_SQ, minimise_perturbed
+from privfed.common.mechanisms.objective import minimise_perturbed
+from privfed.common.mechanisms.objective_gaussian import GRADIENT_NORM_SQ
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from scipy.stats import norm
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr import multiclass as mc
 from privfed.common.feddpdr.model import add_bias_feature
-from privfed.common.mechanisms import objective
+from privfed.common.mechanisms import objective, objective_gaussian
 from privfed.common.mechanisms.amp import AMP_FRACTION, AMP_RADIUS, AmpOutputNoise
 from privfed.common.mechanisms.amp import norm_laplace_noise as sample_b
 from privfed.common.mechanisms.gaussian import standard_normal
@@ -49,7 +49,7 @@ def test_gradient_norm_hessian_trace_and_inner_product_bounds(loss):
         y = int(rng.integers(K))
         _, G = mc.score_gradients(s[None], np.array([y]), loss)
         c = G[0]
-        assert c @ c <= objective.GRADIENT_NORM_SQ + 1e-12
+        assert c @ c <= objective_gaussian.GRADIENT_NORM_SQ + 1e-12
         u = rng.standard_normal(K)
         assert abs(c @ u) <= np.max(np.abs(u[y] - np.delete(u, y))) + 1e-12
         H = mc.score_hessian(s, y, loss)
@@ -101,12 +101,12 @@ def test_jacobian_ratio_of_adding_one_row_is_at_most_exp_epsilon_j():
 
 def test_noise_sigma_meets_its_condition_and_the_split_adds_up():
     for eps_b, delta, K in [(1.1, 1e-5, 10), (0.1, 1e-6, 2), (4.4, 1e-5, 26)]:
-        s = objective.noise_sigma(eps_b, delta, K)
+        s = objective_gaussian.noise_sigma(eps_b, delta, K)
         z = norm.isf(delta / (2 * (K - 1)))
         assert math.isclose(math.sqrt(2) * z / s + 1 / s**2, eps_b, rel_tol=1e-9)
-    assert objective.noise_sigma(math.inf, 0.0, 10) == 0.0
+    assert objective_gaussian.noise_sigma(math.inf, 0.0, 10) == 0.0
     with pytest.raises(ConfigError):
-        objective.noise_sigma(1.0, 0.0, 10)
+        objective_gaussian.noise_sigma(1.0, 0.0, 10)
     for loss in mc.LOSSES:
         split = mc.mechanism(1.25, 1e-5, 10, loss).calibration()
         assert math.isclose(split["epsilon_J"] + split["epsilon_B"] + split["epsilon_out"], 1.25)
@@ -119,7 +119,7 @@ def test_on_the_good_event_the_noise_log_ratio_is_below_epsilon_b_for_every_para
     below epsilon_B whatever F is; the event has probability >= 1 - delta (union bound, tested here)."""
     rng = np.random.default_rng(3)
     K, d, eps_b, delta = 5, 4, 0.5, 1e-2
-    sigma = objective.noise_sigma(eps_b, delta, K)
+    sigma = objective_gaussian.noise_sigma(eps_b, delta, K)
     t = math.sqrt(2) * sigma * norm.isf(delta / (2 * (K - 1)))
     bad = 0
     for trial in range(4000):
@@ -162,7 +162,7 @@ def test_fit_is_the_perturbed_minimiser_plus_amp_noise_and_learns(loss):
         reg=info["Lambda"],
         divisor=1.0,
         curvature=mc.CURVATURE_BOUND[loss] * Xb.shape[0],
-        gradient_bound=Xb.shape[0] * math.sqrt(objective.GRADIENT_NORM_SQ),
+        gradient_bound=Xb.shape[0] * math.sqrt(objective_gaussian.GRADIENT_NORM_SQ),
     ).ravel()
     assert np.linalg.norm(perturbed_j(point)[1]) <= info["Lambda"] * AMP_RADIUS
     # the release is the solver's point (within r of this one) plus V, rounded to AMP's grid (SPEC §12)

@@ -24,7 +24,8 @@ from privfed.common.mechanisms import (
     noisy_count,
 )
 from privfed.common.mechanisms.amp import AMP_FRACTION, AMP_RADIUS, AmpOutputNoise, norm_laplace_variance
-from privfed.common.mechanisms.objective import GaussianObjectivePerturbation, ObjectivePerturbation
+from privfed.common.mechanisms.objective import ObjectivePerturbation
+from privfed.common.mechanisms.objective_gaussian import GaussianObjectivePerturbation
 from privfed.common.mechanisms.snapping import WIRE_GRID, cell_probabilities
 
 EXCESS = 2.0**-25  # the float implementation's documented excess over epsilon (mechanisms/snapping.py)
