@@ -17,14 +17,15 @@ import dataclasses
 
 import numpy as np
 import pytest
-from differential import BOUNDS, CASE_IDS, CASES, XB, YB, D, K, work_trace
+from differential import BOUNDS, CASE_IDS, CASES, XB, YB, D, K, skeleton, work_trace
 from scipy import stats
 
 from privfed.common.ledger import Ledger
-from privfed.common.tasks import Task
+from privfed.common.tasks import Result, Task
 from privfed.owner.core import OwnerCore
 from privfed.owner.kinds import kind_of
 from privfed.owner.local import LocalOwner
+from privfed.proto import serde
 
 X0, Y0 = np.zeros((0, D)), np.zeros(0, dtype=np.int64)
 X1, Y1 = XB[:1], YB[:1]
@@ -49,13 +50,16 @@ def _first_difference(ta: list, tb: list) -> tuple:
 @pytest.mark.parametrize(("kind", "case"), ZERO_IDS, ids=[f"{k}/{c}" for k, c in ZERO_IDS])
 def test_an_owner_of_no_rows_does_a_one_row_owners_work(kind, case):
     """The calls an owner's answer makes (``work_trace``: no clock) are the same for no rows and for one row,
-    after a warm-up answer of each (module caches)."""
+    after a warm-up answer of each (module caches), and so is the reply's wire skeleton (``differential.py``:
+    everything but the released values)."""
     make = CASES[kind][case]
     work_trace(X0, Y0, make("run-1"))
     work_trace(X1, Y1, make("run-1"))
     (t0, p0), (t1, p1) = work_trace(X0, Y0, make("run-1")), work_trace(X1, Y1, make("run-1"))
     assert t0 and type(p0) is type(p1), (p0, p1)
     assert t0 == t1, _first_difference(t0, t1)
+    s0, s1 = (skeleton(serde.result_to_proto(Result("t", "node-0.o00000", p))) for p in (p0, p1))
+    assert s0 == s1, _first_difference(s0, s1)
 
 
 def _owner(X: np.ndarray, y: np.ndarray, seed: int) -> LocalOwner:
