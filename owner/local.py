@@ -123,8 +123,13 @@ class LocalOwner:
 
     @property
     def work_owner(self) -> LocalOwner:
-        """The owner a release is computed from: this one, or (no rows) its stand-in, whose release is dropped."""
-        return self if self._work_owner is None else self._work_owner
+        """The owner a release is computed from: this one, or (no rows) its stand-in, whose release is dropped.
+        Read from the rows held now (the same calls either way); the stand-in is made when the owner is."""
+        if self.n_rows:
+            return self
+        if self._work_owner is None:  # rows taken away after the owner was made
+            self._work_owner = self._stand_in()
+        return self._work_owner
 
     @property
     def n_features(self) -> int:

@@ -137,3 +137,15 @@ def test_the_comparison_tells_one_row_from_none(kind, case):
     release at ε = 1 shows one row within 200 draws: the NCC sums and the PCA count)."""
     one = _core_answers(np.ones((1, D)), np.ones(1, dtype=np.int64), kind, case, range(200))
     assert _agreement(one, kind, case) < 1e-3
+
+
+def test_the_stand_in_follows_the_rows_held_now():
+    """An owner's rows set after it was made decide whose rows are computed from: never a stand-in's row in
+    place of real rows (a release from the wrong rows), nor no work for rows taken away."""
+    owner = _owner(X0, Y0, 1)
+    assert owner.work_owner is not owner and owner.work_owner.n_rows == 1
+    assert owner.work_owner.boost_applied is owner.boost_applied and owner.work_owner.rng is owner.rng
+    owner.X, owner.y = X1, Y1
+    assert owner.work_owner is owner
+    owner.X, owner.y = X0, Y0
+    assert owner.work_owner is not owner and owner.work_owner.n_rows == 1
