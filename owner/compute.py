@@ -14,7 +14,9 @@ Timing (a coordinator sees when an answer arrives): every debited release does t
 value leaves, as a predictable transaction (Haeberlen, Pierce, Narayan, "Differential privacy under
 fire", USENIX Security 2011): the release is computed from the rows and the kind's fallback is drawn, and
 one of them is kept. A release the rows cannot afford (:func:`fallback_release`) is computed and dropped;
-one they can afford draws its fallback and drops it. So whether a row was spent before (stop 35, finding 6)
+one they can afford draws its fallback and drops it. An owner of no rows computes from its stand-in's one
+public row (:attr:`~privfed.owner.local.LocalOwner.work_owner`), as a one-row owner of its cell would, drops
+that, and answers its fallback of no rows: the release of no data (its kind's mechanism on an empty set). So whether a row was spent before (stop 35, finding 6)
 does not show in the answer's time; what the computation's own time depends on is the solvers' (their
 work is fixed where the privacy analysis allows it: :mod:`privfed.common.learners.newton`) and is what
 :mod:`privfed.owner.core`'s "Limits" lists.
@@ -40,6 +42,8 @@ log = logging.getLogger("privfed.owner")
 #: pass (the in-process transport's) keeps its temporaries bounded.
 TOGETHER = 1024
 _UNSENDABLE = "the release is not finite or outside the wire's range"
+#: Why an owner of no rows answers its fallback: what its kind releases for no data (module docstring).
+_NO_ROWS = "no rows"
 
 
 def is_sendable(release: object) -> bool:
@@ -60,12 +64,14 @@ def is_sendable(release: object) -> bool:
 
 
 def _attempt(kind: TaskKind[Any], task: Task, owner: LocalOwner) -> tuple[Release | None, str]:
-    """``kind.compute`` from the rows: the release if it is sendable, else None and why (totality)."""
+    """``kind.compute`` from the rows: the release if it is sendable, else None and why (totality). An owner of
+    no rows computes from its stand-in's row and gets None (module docstring, "Timing")."""
+    has_rows = owner.n_rows > 0
     try:
-        release = kind.compute(task, task.spec, owner)
-        if is_sendable(release):
+        release = kind.compute(task, task.spec, owner.work_owner)
+        if is_sendable(release) and has_rows:
             return release, ""
-        return None, _UNSENDABLE
+        return None, _UNSENDABLE if has_rows else _NO_ROWS
     except Exception as exc:  # noqa: BLE001 - totality: nothing raised here may become a refusal
         return None, f"{type(exc).__name__}: {exc}"
 
@@ -84,7 +90,8 @@ def _chosen(task: Task, release: Release | None, fallback: Release, reason: str)
     """``release``, or (None: it failed) its ``fallback``, the reason to the log."""
     if release is not None:
         return release
-    log.error(
+    log.log(
+        logging.DEBUG if reason == _NO_ROWS else logging.ERROR,
         "task %s for %s: %s; its data-independent fallback is released (already debited)",
         task.task_id,
         task.owner_id,
@@ -133,7 +140,7 @@ def compute_together(
     raised). ``rows_unused[i]``: task ``i`` answers its fallback (:func:`fallback_release`); its release is
     computed with the others all the same, and every task's fallback is drawn ("Timing")."""
     try:
-        releases = kind.compute_many(list(tasks), list(owners))
+        releases = kind.compute_many(list(tasks), [owner.work_owner for owner in owners])
     except Exception as exc:  # noqa: BLE001 - totality: each task is then computed alone
         log.error("task kind %s: computing %d release(s) together failed (%s); one by one", kind.name, len(tasks), exc)
         return [None] * len(tasks)
@@ -141,8 +148,9 @@ def compute_together(
         return [None] * len(tasks)
     out: list[Release | None] = []
     fallbacks = _fallbacks(kind, tasks, owners)  # an unsendable release's, not a second draw (module docstring)
-    for task, release, fallback, unused in zip(tasks, releases, fallbacks, rows_unused, strict=True):
-        sendable = release if is_sendable(release) else None
-        out.append(fallback if unused else _chosen(task, sendable, fallback, _UNSENDABLE))
+    for task, owner, release, fallback, unused in zip(tasks, owners, releases, fallbacks, rows_unused, strict=True):
+        has_rows = owner.n_rows > 0
+        sendable = release if is_sendable(release) and has_rows else None
+        out.append(fallback if unused else _chosen(task, sendable, fallback, _UNSENDABLE if has_rows else _NO_ROWS))
         _log_source(task, unused)
     return out

@@ -62,10 +62,12 @@ one report per row, whose length shows the count exactly (an unweighted share co
 would bias the centroids, and a weight column would cost a coordinate of every row's ε); the reports' own
 estimate of an NCC share's weight total, which is ``n`` up to its noise; a computation of another kind that raises part-way
 (then falls back sooner); a cached release sent again
-(no computation: but whether it is cached is public, the coordinator asked for it before); a batch's
-wall time beside other work on the host; and an owner of no rows (a shard left empty), which shares the first
-cell with a one-row owner but answers by its kind's shortcut for no rows (the fallback, or an early return),
-a shorter path than a row's (the work traces of ``tests/adversary/test_differential_kinds.py``, audit 6). An owner whose rows were spent has them computed from, so
+(no computation: but whether it is cached is public, the coordinator asked for it before); and a batch's
+wall time beside other work on the host. An owner of no rows (a shard left empty), which shares the first cell
+with a one-row owner, does a one-row owner's work on a public stand-in row and answers its kind's fallback of
+no rows, the mechanism on an empty set (:mod:`privfed.owner.compute`, "Timing";
+``tests/adversary/test_differential_zero_rows.py``, audit 7); an ``ncc_share`` under ``labels="rr"`` shows
+no rows as it shows every count, by its length. An owner whose rows were spent has them computed from, so
 what is left of the data channel reaches those rows too. Around the release (``bench/timing_paths.py``):
 a secure-sum step (ring hop, pairwise masked input) does fixed-width work on the release, at chance; a
 policy checks its rows' earlier holders whether there are any, in as many statements however many;

@@ -59,8 +59,10 @@ def row_digests(X: np.ndarray, y: np.ndarray) -> list[bytes]:
     """One digest per row: SHA-256 of the row's features and label (float64 and int64 bytes) and
     of how many identical rows come before it. The ledger keeps an account per digest
     (``Ledger.bind_rows``), so a row's spent budget follows its content and its occurrence, not
-    the owner id or the partition it is in (issue 20, finding 4)."""
-    X = np.ascontiguousarray(X, dtype="<f8")
+    the owner id or the partition it is in (issue 20, finding 4). A zero is hashed as ``+0.0`` (``x + 0.0``
+    under IEEE 754 round-to-nearest): ``-0.0`` is the same number to every release, and a file that writes it
+    so must not give the row a fresh account (``tests/adversary/test_row_digest_signed_zero.py``)."""
+    X = np.ascontiguousarray(X, dtype="<f8") + 0.0
     y = np.ascontiguousarray(y, dtype="<i8")
     seen: Counter[bytes] = Counter()
     out = []

@@ -94,11 +94,42 @@ class LocalOwner:
     released: OrderedDict[str, Cached] = field(default_factory=OrderedDict, repr=False, compare=False)
     #: What a task kind's ``validate`` may see of this owner.
     public: PublicConfig = field(init=False, repr=False, compare=False)
+    #: Whose rows a release is computed from (:attr:`work_owner`): this owner, or its stand-in if it has none.
+    _work_owner: LocalOwner | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.public = PublicConfig(self.bounds, self.n_classes)
         if self.row_keys and len(self.row_keys) != np.asarray(self.X).shape[0]:
             raise ConfigError(f"owner {self.owner_id}: {len(self.row_keys)} row keys for {len(self.X)} rows")
+        if np.asarray(self.X).shape[0] == 0:
+            self._work_owner = self._stand_in()
+
+    def _stand_in(self) -> LocalOwner:
+        """One public row (the bounds' midpoint, class 0) that an owner of no rows computes from and drops.
+
+        Why: an owner's row count is private, and 0 shares the first public cell with 1
+        (:func:`privfed.common.work_rows.work_rows`), but each kind's computation of no rows takes a shortcut
+        (an early return, an exception into the fallback) that a coordinator timing the answer sees
+        (``tests/adversary/test_differential_zero_rows.py``). So an owner of no rows does a one-row owner's
+        work on this row and answers what its kind defines for no data -- its fallback of no rows, the same
+        mechanism on an empty set -- as an owner whose rows cannot afford a release does
+        (:mod:`privfed.owner.compute`, "Timing"; Haeberlen, Pierce, Narayan, USENIX Security 2011, §5).
+        It draws from the owner's generator and applies the owner's boosting rounds (the same dict: which
+        rounds were applied is public, ``PublicView.applied``)."""
+        row = ((self.bounds.lo + self.bounds.hi) / 2.0)[None, :]
+        stand_in = LocalOwner(self.owner_id, row, np.zeros(1, dtype=np.int64), self.rng, self.n_classes, self.bounds)
+        stand_in.boost_applied = self.boost_applied
+        return stand_in
+
+    @property
+    def work_owner(self) -> LocalOwner:
+        """The owner a release is computed from: this one, or (no rows) its stand-in, whose release is dropped.
+        Read from the rows held now (the same calls either way); the stand-in is made when the owner is."""
+        if self.n_rows:
+            return self
+        if self._work_owner is None:  # rows taken away after the owner was made
+            self._work_owner = self._stand_in()
+        return self._work_owner
 
     @property
     def n_features(self) -> int:

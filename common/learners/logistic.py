@@ -105,7 +105,11 @@ def fit_local_logistic(
     t = bounds.to_unit(np.atleast_2d(np.asarray(X, dtype=np.float64)))
     n, d = t.shape
     y = np.asarray(y)
-    if y.shape != (n,) or (n and (not np.issubdtype(y.dtype, np.integer) or y.min() < 0 or y.max() >= k)):
+    # the same calls for no rows as for one (``initial``): an owner of none answers this fit's fallback of no
+    # rows while a one-row owner draws it too (privfed.owner.compute, "Timing")
+    integers = y.shape == (n,) and np.issubdtype(y.dtype, np.integer)
+    lo, hi = (y.min(initial=0), y.max(initial=0)) if integers else (0, 0)
+    if y.shape != (n,) or (n and (not integers or lo < 0 or hi >= k)):
         raise ConfigError(f"y must be {n} integer class indices in 0..{k - 1}")
     s = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     if s.shape != (n,) or not np.all(np.isfinite(s)) or np.any(s < 0):

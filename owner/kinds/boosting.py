@@ -188,9 +188,10 @@ class BoostShareKind(TaskKind[BoostShareTask]):
     ) -> BoostShareReply:
         from privfed.owner.kinds.shares import midpoint_rows
 
-        rows = midpoint_rows(public.bounds, n_rows)
-        n = rows.shape[0]
         plan = spec.config.releases
+        # a stump share encodes rows that exist: an owner of none releases the midpoint's, as it always has
+        rows = midpoint_rows(public.bounds, max(n_rows, 1) if plan.params.base == "stump" else n_rows)
+        n = rows.shape[0]
         steps = _steps()  # as many rows as the release's (``ncc_release_rows``): the same public shape
         X, y, w = steps.ncc_release_rows(plan, rows, np.zeros(n, dtype=np.int64), np.ones(n), rng=rng)
         return share_reply(plan, steps.ordered(plan, steps.share(plan, X, y, w, rng=rng), rng=rng))

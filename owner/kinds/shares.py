@@ -44,8 +44,9 @@ def lr_parameter_count(d: int, n_classes: int) -> int:
 
 
 def midpoint_rows(bounds: Bounds, n_rows: int) -> np.ndarray:
-    """``n_rows`` copies of the bounds' midpoint: the data-independent rows of a fallback release."""
-    return np.tile((bounds.lo + bounds.hi) / 2.0, (max(n_rows, 1), 1))
+    """``n_rows`` copies of the bounds' midpoint: the data-independent rows of a fallback release (none for an
+    owner of no rows: its fallback is then the release of no data, which it answers, :mod:`privfed.owner.compute`)."""
+    return np.full((n_rows, bounds.d), (bounds.lo + bounds.hi) / 2.0)  # np.tile's calls follow n_rows == 0
 
 
 def same_release(
