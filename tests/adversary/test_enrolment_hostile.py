@@ -52,14 +52,13 @@ class SignerProcess:
             time.sleep(0.05)
         self.address = f"127.0.0.1:{m.group(1)}"
 
-    def log(self) -> str:
-        time.sleep(0.2)  # the line of the last request
-        return "".join(self.lines)
-
     def stop(self) -> str:
+        """Stop the signer (again: a no-op) and return its whole log: read to the end of its output, so every
+        line it wrote before its last reply is there however late this process's reader ran."""
         self.proc.terminate()
         assert self.proc.wait(timeout=20) == 0  # SIGTERM: a clean stop
-        self._reader.join(5)
+        self._reader.join(20)
+        assert not self._reader.is_alive(), "the signer's output did not end with it"
         return "".join(self.lines)
 
 
@@ -125,14 +124,14 @@ def test_one_certificate_per_token_for_its_own_name_only(pki, tmp_path):
         coord = _enrol_process(
             signer.address, ca, tmp_path / "tls", "coordinator", tokens / "coordinator" / "coordinator"
         )
-        log = signer.log()
+        log = signer.stop()
         # a restarted signer remembers what was spent
-        assert signer.stop() and (tmp_path / "state" / "spent.json").is_file()
+        assert (tmp_path / "state" / "spent.json").is_file()
         signer = SignerProcess(root, tmp_path / "state")
         replies["owner-1's token after a signer restart"] = _ask(
             signer.address, ca, "owner-1", _token(tokens, "owner-1")
         )
-        log += signer.log()
+        log += signer.stop()
     finally:
         signer.stop()
     print(f"\nsigner log:\n{log}")
@@ -185,7 +184,7 @@ def test_garbage_and_silent_clients_do_not_stop_the_signer(pki, tmp_path):
         # the silent connection still open; an honest party enrols all the same, with the token
         # every refused request above carried
         done = _enrol_process(signer.address, ca, tmp_path / "tls", "owner-0", tokens / "owner" / "owner-0")
-        log = signer.log()
+        log = signer.stop()
     finally:
         silent.close()
         signer.stop()
@@ -204,7 +203,7 @@ def test_a_party_trusts_only_a_signer_with_a_federation_certificate(pki, tmp_pat
     try:
         with pytest.raises(ConfigError, match="not the federation's CA signer"):
             request(impostor.address, ca, tmp_path / "tls", "owner-0", tokens / "owner" / "owner-0", timeout=10)
-        log = impostor.log()
+        log = impostor.stop()
     finally:
         impostor.stop()
     assert "enroll: signed" not in log and "owner-0" not in log.split("listening", 1)[1]
@@ -236,7 +235,7 @@ def test_a_flood_of_silent_connections_only_delays_an_honest_party(pki, tmp_path
         started = time.monotonic()
         done = _enrol_process(signer.address, ca, tmp_path / "tls", "owner-0", tokens / "owner" / "owner-0")
         waited = time.monotonic() - started
-        log = signer.log()
+        log = signer.stop()
     finally:
         for conn in flood:
             conn.close()
