@@ -15,6 +15,7 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import signal
 import socket
 import ssl
 import subprocess
@@ -33,6 +34,9 @@ from privfed.common.errors import ConfigError
 from privfed.deploy.certs import write_private_key
 from privfed.deploy.enroll import init, request
 from privfed.deploy.signer import CLIENT_TIMEOUT, MAX_CLIENTS
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from thread_signals import signal_a_worker_thread  # noqa: E402
 
 ENROLL = [sys.executable, "-m", "privfed.deploy.enroll"]
 
@@ -210,6 +214,20 @@ def test_a_party_trusts_only_a_signer_with_a_federation_certificate(pki, tmp_pat
     # nobody listening: the party says so after its timeout
     with pytest.raises(ConfigError, match="no CA signer at 127.0.0.1:9 within"):
         request("127.0.0.1:9", ca, tmp_path / "tls", "owner-0", tokens / "owner" / "owner-0", timeout=0.5)
+
+
+def test_the_signer_stops_on_a_sigterm_whichever_thread_takes_it(pki, tmp_path):
+    """The kernel may hand SIGTERM to the signer's serving thread instead of its main thread (sent there on
+    purpose here): the signer must still stop, cleanly. It used to wait on, its main thread blocked."""
+    root, _, _ = pki
+    signer = SignerProcess(root, tmp_path / "state")
+    try:
+        signal_a_worker_thread(signer.proc.pid, signal.SIGTERM)
+        code = signer.proc.wait(timeout=20)
+    finally:
+        if signer.proc.poll() is None:
+            signer.proc.kill()
+    assert code == 0 and "Traceback" not in signer.stop()
 
 
 def test_a_restarted_party_keeps_its_certificate_without_a_token(pki, tmp_path):
