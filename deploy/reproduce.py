@@ -212,6 +212,8 @@ def reproduce(
     and evaluate each section; progress on stdout."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from privfed.deploy.signals import results
+
     check_unique(sections)
     runs, needs, skipped = _schedule(sections, out, quick, seed, data_dir())
     for key, why in skipped.items():
@@ -240,8 +242,8 @@ def reproduce(
         )
 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs))
-    try:
-        list(pool.map(one, enumerate(order, 1)))
+    try:  # a timed wait: a SIGTERM a worker thread takes still reaches the handler (privfed.deploy.signals)
+        results([pool.submit(one, item) for item in enumerate(order, 1)])
     finally:  # also on SIGTERM (SystemExit) or Ctrl-C: no new experiment starts, running ones are killed
         stop.set()
         pool.shutdown(wait=True, cancel_futures=True)

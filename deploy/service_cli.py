@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from privfed.common.errors import PrivfedError
 from privfed.deploy.argtypes import address, listen_address, positive_int
+from privfed.deploy.signals import wait_for
 from privfed.deploy.tlsflags import add_tls
 from privfed.deploy.tlsflags import tls_files as _tls
 
@@ -132,7 +133,7 @@ def _serve(args: argparse.Namespace) -> int:
         else f"http://{args.status_listen.rpartition(':')[0]}:{service.status_port}/"
     )
     print(f"serving on port {port}; status page {page}; jobs in {args.store}", flush=True)
-    stop.wait()
+    wait_for(stop)  # timed: the handler runs whichever thread the signal reaches
     log.info("stopping: the running job (if any) is queued again at the next start")
     service.stop()
     return 0

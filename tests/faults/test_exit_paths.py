@@ -98,12 +98,18 @@ def test_a_coordinator_job_that_fails_anywhere_writes_a_failed_report(tmp_path_f
 def test_a_signal_while_waiting_for_owners_writes_a_failed_report(tmp_path, monkeypatch, signum):
     monkeypatch.setattr(main_module, "RELEASE_GRACE", 0.0)
     config = JobConfig(task="ncc", epsilon=1.0, owners=1, listen="127.0.0.1:0", out=tmp_path, register_timeout=30)
-    timer = threading.Timer(0.5, os.kill, (os.getpid(), signum))
-    timer.start()
-    try:
-        code = main_module.run_coordinator(config, None)
-    finally:
-        timer.cancel()
+    # The signal once the job waits for owners (not after a fixed 0.5 s: a loaded box may not be there yet)
+    waiting, wait_for_registration = threading.Event(), job_module.wait_for_registration
+
+    def entered(*args, **kwargs):
+        waiting.set()
+        return wait_for_registration(*args, **kwargs)
+
+    monkeypatch.setattr(job_module, "wait_for_registration", entered)
+    sender = threading.Thread(target=lambda: waiting.wait(60) and os.kill(os.getpid(), signum), daemon=True)
+    sender.start()
+    code = main_module.run_coordinator(config, None)
+    sender.join()
     assert code == (130 if signum == signal.SIGINT else 0)
     report = _report(tmp_path)
     assert report["status"] == "failed"

@@ -59,8 +59,9 @@ pytestmark = [
 ]
 
 NODE_TIMEOUT = 2.5
-#: A case's job must end within this: the node timeout and a few seconds, far below the default ring
-#: attempt timeout (30 s), so a ring that waits out its attempt for a silent party fails the case.
+#: A case's job must end within this once its owners registered (a register case: once its nodes were
+#: started): the node timeout and a few seconds, far below the default ring attempt timeout (30 s), so a
+#: ring that waits out its attempt for a silent party fails the case.
 JOB_TIMEOUT = float(os.environ.get("PRIVFED_FAULT_JOB_TIMEOUT", "20"))
 VICTIM, HEALTHY = "owner-1", "owner-0"
 SPLIT = dict(seed=3, test_fraction=0.25, n_samples=600)
@@ -227,6 +228,8 @@ def test_fault(tmp_path, step, fault, request):
             **common,
         )
         thread, box = run_guarded(fed, job.strategy(test.bounds), job.n_owners)
+        if step != "register":  # the limit is the job's: a loaded box takes seconds to start a node process
+            fed.server.dispatcher.wait_for_owners(job.n_owners, 60)
         thread.join(JOB_TIMEOUT)
         hung = thread.is_alive()
         t_job = time.monotonic() - t0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import os
 import re
 import signal
 import subprocess
@@ -32,6 +33,9 @@ from privfed.deploy.reproduce_rules import (
 )
 from privfed.deploy.reproduce_stats import VERDICTS
 from privfed.deploy.reproduce_table import FAILED, NO_NUMBER, NOT_AVAILABLE, OK, SECTIONS, check_unique
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from thread_signals import signal_a_worker_thread  # noqa: E402
 
 PINS = Path(__file__).with_name("reproduce_quick_pins.json")
 
@@ -147,19 +151,32 @@ def _processes_mentioning(text: str) -> list[int]:
     return pids
 
 
-def test_sigterm_stops_the_running_experiments(tmp_path: Path) -> None:
+@pytest.mark.parametrize("taker", ["any thread", "a worker thread"])
+def test_sigterm_stops_the_running_experiments(tmp_path: Path, taker: str) -> None:
+    """SIGTERM stops the report and its experiments, whichever of its threads the kernel hands the signal
+    to: a worker thread's (sent there on purpose) once went unanswered while the main thread waited."""
     out = tmp_path / "r"
     parent = subprocess.Popen(
         [sys.executable, "-m", "privfed.deploy.cli", "reproduce", "--quick", "--only", "feddpdr-k", "--out", str(out)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    # An experiment's process, not its log: the runner opens the log before it starts the process, and a
+    # loaded box can be seen between the two.
     deadline = time.monotonic() + 60
-    while not list(out.glob("runs/*.log")) and time.monotonic() < deadline:
-        time.sleep(0.1)  # an experiment has started
-    assert [c for c in _processes_mentioning(str(out / "runs")) if c != parent.pid], "no experiment started"
-    parent.send_signal(signal.SIGTERM)
-    parent.wait(timeout=30)
+    while not [c for c in _processes_mentioning(str(out / "runs")) if c != parent.pid]:
+        assert parent.poll() is None and time.monotonic() < deadline, "no experiment started"
+        time.sleep(0.1)
+    if taker == "any thread":
+        parent.send_signal(signal.SIGTERM)
+    else:
+        signal_a_worker_thread(parent.pid, signal.SIGTERM)
+    try:
+        parent.wait(timeout=30)
+    finally:
+        if parent.poll() is None:  # it ignored the signal: leave nothing running behind the failure
+            for pid in [parent.pid, *_processes_mentioning(str(out / "runs"))]:
+                os.kill(pid, signal.SIGKILL)
     time.sleep(0.5)
     assert _processes_mentioning(str(out / "runs")) == []  # no experiment outlives the report
 
