@@ -14,6 +14,7 @@ from privfed.common.dataset_files import read_schema, read_table
 from privfed.common.datasets import Dataset, federation_split
 from privfed.common.errors import ConfigError, JobAborted
 from privfed.common.schema import FederationSchema
+from privfed.deploy.signals import wait_for
 from privfed.proto.transport import PULL_WAIT, TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
@@ -211,7 +212,7 @@ def serve_saved_model(path: Path, listen: str, tls: TlsFiles | None) -> int:
     server.start(listen)
     log.info("serving saved model %s as %r until SIGTERM", path, model_id)
     print(f"serving model_id={model_id}", flush=True)
-    stop.wait()
+    wait_for(stop)  # timed slices: a SIGTERM another thread takes still runs the handler (deploy/signals.py)
     server.stop()
     return 0
 

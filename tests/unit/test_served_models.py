@@ -4,8 +4,10 @@ and schema; Predict and GetModel carry label values and probabilities over real 
 scikit-learn classifier that predicts label values from raw rows without any network code."""
 
 import json
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -23,6 +25,9 @@ from privfed.proto import serde
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
 from privfed.server.models import load_model, save_model
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from thread_signals import signal_a_worker_thread  # noqa: E402
 
 SCHEMA = """features = ["size", "colour", "weight"]
 classes = ["pear", "apple", "plum"]
@@ -167,8 +172,13 @@ def test_load_model_serves_under_the_training_id_with_no_training_flags(fruit, t
             )
             assert list(reply.label_values) == [schema.classes[i] for i in model.predict(ds.X[:4])]
     finally:
-        proc.terminate()
-        assert proc.wait(timeout=30) == 0
+        if proc.poll() is None:  # the kernel may hand SIGTERM to any thread: here a worker (gRPC's) takes it
+            signal_a_worker_thread(proc.pid, signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=30)
+        finally:
+            proc.kill()
+        assert code == 0
 
 
 def test_a_store_holds_its_last_used_models_and_reads_the_others_back(fruit, tmp_path):
