@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from privfed.proto import serde
 if TYPE_CHECKING:  # common/boosting imports scipy: loaded once a boosting task arrives
     from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound
     from privfed.owner.local import LocalOwner
+
+
+_V = TypeVar("_V")
 
 
 class HistoryRewritten(RemoteProtocolError):
@@ -71,6 +74,41 @@ def history_digests(config: BoostConfig, kept: Sequence[KeptRound]) -> list[byte
     return out
 
 
+class _LastPair(Generic[_V]):
+    """A value kept for the last (config, kept rounds) pair, by identity. A node decodes a round's config
+    and history once for all the tasks that carry them (``proto/serde.py``), so its owners' tasks share the
+    two objects: the public checks and digests of a history are made once per node and round instead of
+    once per owner and task (issue 27: they were ~7% of a node's CPU in a 10-round BDT, growing with the
+    rounds). Public inputs only, so the same work for every owner whatever its rows; only a check that
+    passed is kept (a failing one raises for every task). The entry is swapped in one assignment."""
+
+    def __init__(self) -> None:
+        self._last: tuple[object, object, _V] | None = None
+
+    def get(self, config: object, kept: object) -> _V | None:
+        last = self._last
+        return last[2] if last is not None and last[0] is config and last[1] is kept else None
+
+    def holds(self, config: object, kept: object) -> bool:
+        return self.get(config, kept) is not None
+
+    def keep(self, config: object, kept: object, value: _V) -> None:
+        self._last = (config, kept, value)
+
+
+_CHECKED: _LastPair[bool] = _LastPair()  # the last history whose rounds passed check_history's public checks
+_DIGESTED: _LastPair[list[bytes]] = _LastPair()  # the last history's digests
+
+
+def _digests(config: BoostConfig, kept: tuple[KeptRound, ...]) -> list[bytes]:
+    """:func:`history_digests`, kept for the last (config, kept) objects (:class:`_LastPair`)."""
+    digests = _DIGESTED.get(config, kept)
+    if digests is None:
+        digests = history_digests(config, kept)
+        _DIGESTED.keep(config, kept, digests)
+    return digests
+
+
 def _check_prefix(applied: tuple[int, bytes] | None, config: BoostConfig, digests: list[bytes]) -> None:
     """``applied`` = (rounds applied, their digest) for the run, or None; raise if the task's history
     does not extend it."""
@@ -105,10 +143,12 @@ def check_history(applied: tuple[int, bytes] | None, config: BoostConfig, histor
             f"boosting round {history.round} is not in [{len(history.kept)}, {fb.n_rounds}) "
             f"({len(history.kept)} kept learners, {fb.n_rounds} rounds in the run)"
         )
-    for r in history.kept:
-        check_learner(plan, r.learner)
-        check_kept_round(plan, r.alpha, r.err_total, r.weight_total)
-    _check_prefix(applied, config, history_digests(config, history.kept))
+    if not _CHECKED.holds(config, history.kept):
+        for r in history.kept:
+            check_learner(plan, r.learner)
+            check_kept_round(plan, r.alpha, r.err_total, r.weight_total)
+        _CHECKED.keep(config, history.kept, True)
+    _check_prefix(applied, config, _digests(config, history.kept))
 
 
 def applied_digest(owner: LocalOwner, run_id: str) -> tuple[int, bytes] | None:
@@ -127,7 +167,7 @@ def history_weights(owner: LocalOwner, config: BoostConfig, history: BoostHistor
     """
     from privfed.common.boosting.wire import apply_rounds
 
-    digests = history_digests(config, history.kept)
+    digests = _digests(config, history.kept)
     applied = owner.boost_applied.get(config.run_id)
     _check_prefix(applied_digest(owner, config.run_id), config, digests)
     start, w = (0, np.ones(owner.n_rows)) if applied is None else (applied.n_kept, applied.weights)

@@ -24,6 +24,7 @@ invariant to the scale of the weights; the scale only matters for the bounds.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,28 @@ def share(plan: ReleasePlan, X: Any, y: Any, w: Any, *, rng: np.random.Generator
             weight_bound=p.weight_bound,
         )
     return _lr_share(plan, X, y, w, rng)
+
+
+def stump_shares_each(
+    plan: ReleasePlan, Xs: Sequence[Any], ys: Sequence[Any], ws: Sequence[Any], *, rng: np.random.Generator
+) -> list[Release]:
+    """The stump shares of several owners at once, in order: owner ``i``'s rows, labels and SAMME weights are
+    ``Xs[i], ys[i], ws[i]``, and its share is what :func:`share` gives it, an independent draw per owner from
+    ``rng`` (the encoding is vectorised over owners; issue 27: a node's owners share in one call, not one each).
+    """
+    if plan.params.base != "stump":
+        raise ConfigError(f"stump shares of a {plan.params.base!r} run")
+    Xs = [np.atleast_2d(np.asarray(X, dtype=np.float64)) for X in Xs]
+    owner_of_row = np.repeat(np.arange(len(Xs), dtype=np.int64), [X.shape[0] for X in Xs])
+    y = np.concatenate([np.asarray(v).reshape(-1) for v in ys])
+    w = np.concatenate([np.asarray(v, dtype=np.float64).reshape(-1) for v in ws])
+    out = _stump_shares(plan, np.concatenate(Xs), y, w, owner_of_row, len(Xs), rng)
+    if isinstance(out, SampledReports):
+        return [
+            SampledReports(out.encoding, out.oracle, out.epsilon, out.coordinates[i : i + 1], out.reports[i : i + 1])
+            for i in range(len(Xs))
+        ]
+    return list(out)
 
 
 def ncc_release_rows(plan: ReleasePlan, X: Any, y: Any, w: Any, *, rng: np.random.Generator) -> tuple[Any, Any, Any]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -183,6 +184,20 @@ class BoostShareKind(TaskKind[BoostShareTask]):
     def compute(self, task: Task, spec: BoostShareTask, owner: LocalOwner) -> BoostShareReply:
         return boost_share(owner, spec)
 
+    def compute_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
+        """A stump run's shares of a node's owners in one vectorised draw per (config, history), from the
+        generator of each group's first owner (as ``privfed.owner.kinds.shares``); other base learners one by one."""
+        return _stump_shares_of(tasks, owners, lambda spec, o: (o.X, o.y, _weights(o, spec)))
+
+    def fallback_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
+        from privfed.owner.kinds.shares import midpoint_rows
+
+        def rows(spec: BoostShareTask, o: LocalOwner) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            X = midpoint_rows(o.public.bounds, o.n_rows)
+            return X, np.zeros(X.shape[0], dtype=np.int64), np.ones(X.shape[0])
+
+        return _stump_shares_of(tasks, owners, rows)
+
     def fallback(
         self, spec: BoostShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator
     ) -> BoostShareReply:
@@ -202,6 +217,30 @@ class BoostShareKind(TaskKind[BoostShareTask]):
             note_run(node, spec.config)
         except RemoteProtocolError as exc:  # its evaluations will be refused
             log.warning("boosting share %s: %s", task.task_id, exc)
+
+
+def _stump_shares_of(
+    tasks: Sequence[Task],
+    owners: Sequence[LocalOwner],
+    rows_of: Callable[[BoostShareTask, LocalOwner], tuple[np.ndarray, np.ndarray, np.ndarray]],
+) -> list[Release] | None:
+    """:meth:`BoostShareKind.compute_many` and ``fallback_many``: the tasks grouped by their (config, history)
+    objects (a node decodes a round's once), each group's shares drawn together from the rows ``rows_of``
+    gives; None unless every task is a share of a stump run."""
+    specs = [t.spec for t in tasks if isinstance(t.spec, BoostShareTask) and t.spec.config.params.base == "stump"]
+    if len(specs) != len(tasks):
+        return None
+    out: list[Release] = [np.empty(0)] * len(tasks)
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, s in enumerate(specs):
+        groups.setdefault((id(s.config), id(s.history)), []).append(i)
+    for group in groups.values():
+        spec = specs[group[0]]
+        X, y, w = zip(*(rows_of(spec, owners[i]) for i in group), strict=True)
+        plan = spec.config.releases
+        for i, share in zip(group, _steps().stump_shares_each(plan, X, y, w, rng=owners[group[0]].rng), strict=True):
+            out[i] = share_reply(plan, share)
+    return out
 
 
 def _check_against_share(ledger: LedgerView, config: BoostConfig) -> None:

@@ -147,6 +147,27 @@ def test_another_config_under_the_same_run_id_does_not_extend_the_history():
     history_weights(owner, _config(run="run-2", eval_fraction=0.5), _history(2))  # another run: fine
 
 
+def test_a_history_passes_its_check_once_for_its_objects_only():
+    """A node checks a round's decoded history once for the tasks that share it (issue 27); what it keeps
+    must not let another history, or the same rounds under another run's config, skip the check: a history
+    that fails is refused for every task, and a passed check covers only the same config and rounds."""
+    config = _config()
+    off_grid = Stump(0, 2, 0.4999, (0, 1), 0.25)
+    bad = at_round(with_round(_history(2), off_grid, 0.2, 10.0, 40.0), 3)
+    for _ in range(3):  # a failure is never kept as a pass
+        with pytest.raises(ConfigError, match="public threshold"):
+            check_history(None, config, bad)
+    good = _history(3)
+    check_history(None, config, good)
+    check_history(None, config, good)  # the same objects: the same answer
+    with pytest.raises(ConfigError, match="public threshold"):  # after a pass, another history is checked
+        check_history(None, config, bad)
+    with pytest.raises(ConfigError):  # the passed rounds under a config whose thresholds they miss
+        check_history(None, _config(n_bins=3), good)
+    with pytest.raises(HistoryRewritten):  # the digest is the config's too, whatever was kept before
+        check_history((1, boosting.history_digests(config, good.kept)[1]), _config(run="run-2"), good)
+
+
 def test_every_learner_of_the_history_is_still_checked_against_the_run(tmp_path):
     owner, config = _owner(), _config()
     history_weights(owner, config, _history(2))
