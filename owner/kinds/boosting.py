@@ -193,7 +193,7 @@ class BoostShareKind(TaskKind[BoostShareTask]):
         from privfed.owner.kinds.shares import midpoint_rows
 
         def rows(spec: BoostShareTask, o: LocalOwner) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            X = midpoint_rows(o.public.bounds, o.n_rows)
+            X = midpoint_rows(o.public.bounds, max(o.n_rows, 1))  # as ``fallback``: a stump share of rows that exist
             return X, np.zeros(X.shape[0], dtype=np.int64), np.ones(X.shape[0])
 
         return _stump_shares_of(tasks, owners, rows)

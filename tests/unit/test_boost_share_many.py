@@ -92,3 +92,26 @@ def test_noisy_shares_have_one_distribution_together_and_one_by_one(fallback):
     for c in np.flatnonzero(a.std(axis=0) > 0):  # independent draws: owners i and i + 2 hold the same row
         r = np.corrcoef(a[:-2, c], a[2:, c])[0, 1]
         assert abs(r) * math.sqrt(n) < 5.0, (c, r)
+
+
+def test_an_owner_of_no_rows_has_the_same_fallback_together_as_alone():
+    """A stump share encodes rows that exist: an owner of no rows falls back on the midpoint's one row, alone
+    (``fallback``) and together (``fallback_many``) alike, so a batch holding such an owner is not thrown back
+    to one-by-one fallbacks (a longer path only when some owner has no rows)."""
+    kind, owners = BoostShareKind(), _owners(6, 4)
+    empty = LocalOwner(
+        "owner-0.o00006",
+        np.empty((0, 3)),
+        np.empty(0, dtype=np.int64),
+        np.random.Generator(np.random.PCG64(9)),
+        2,
+        BOUNDS,
+    )
+    owners.append(empty)
+    tasks = _tasks(owners, math.inf)
+    together = kind.fallback_many(tasks, owners)
+    assert together is not None
+    alone = [kind.fallback(t.spec, o.public, o.n_rows, o.rng) for t, o in zip(tasks, owners, strict=True)]
+    for a, b in zip(together, alone, strict=True):
+        np.testing.assert_array_equal(a.reports, b.reports)
+    assert together[-1].reports.shape[0] == 1
