@@ -31,6 +31,9 @@ WAIT = 60.0  # seconds a process may take to reach its idle state
 
 #: Packages (and their submodules) an idle node must not have imported.
 HEAVY = ("sklearn", "scipy.optimize", "scipy.stats", "matplotlib", "statsmodels", "pandas")
+#: ``importlib.metadata`` (with the zipfile and email parsing it loads: 1.2 MB): privfed's version is
+#: ``privfed.__version__``, which the job report names from its start.
+METADATA = ("importlib.metadata", "zipfile", "email.parser", "email.feedparser")
 #: The code of the release kinds (``privfed.common.tasks.DECLARED``), and the learners and mechanisms it uses:
 #: an owner imports a kind's on its first task of that kind. What an idle owner may hold of the registry is
 #: ``tasks.base``, the contracts' helpers and the secure sums' steps, and of the mechanisms ``base`` and
@@ -141,6 +144,7 @@ def test_an_idle_node_holds_no_analysis_stack(idle_modules: dict[str, set[str]],
     modules = idle_modules[role]
     assert "privfed.deploy.cli" in modules and "grpc" in modules  # the dump is of a running node
     assert _within(modules, HEAVY) == [], f"an idle {role} imported {_within(modules, HEAVY)}"
+    assert _within(modules, METADATA) == [], f"an idle {role} imported {_within(modules, METADATA)}"
 
 
 def test_an_idle_owner_holds_no_task_kinds_code(idle_modules: dict[str, set[str]]) -> None:
