@@ -34,6 +34,9 @@ HEAVY = ("sklearn", "scipy.optimize", "scipy.stats", "matplotlib", "statsmodels"
 #: ``importlib.metadata`` (with the zipfile and email parsing it loads: 1.2 MB): privfed's version is
 #: ``privfed.__version__``, which the job report names from its start.
 METADATA = ("importlib.metadata", "zipfile", "email.parser", "email.feedparser")
+#: ``shutil`` with the ``bz2`` and ``lzma`` it loads (0.5 MB): argparse reads the terminal's width through it
+#: when it makes a help formatter; privfed's (``deploy/cli_parser.py``) reads it only to print a help.
+ARCHIVES = ("shutil", "bz2", "lzma")
 #: The code of the release kinds (``privfed.common.tasks.DECLARED``), and the learners and mechanisms it uses:
 #: an owner imports a kind's on its first task of that kind. What an idle owner may hold of the registry is
 #: ``tasks.base``, the contracts' helpers and the secure sums' steps, and of the mechanisms ``base`` and
@@ -145,6 +148,7 @@ def test_an_idle_node_holds_no_analysis_stack(idle_modules: dict[str, set[str]],
     assert "privfed.deploy.cli" in modules and "grpc" in modules  # the dump is of a running node
     assert _within(modules, HEAVY) == [], f"an idle {role} imported {_within(modules, HEAVY)}"
     assert _within(modules, METADATA) == [], f"an idle {role} imported {_within(modules, METADATA)}"
+    assert _within(modules, ARCHIVES) == [], f"an idle {role} imported {_within(modules, ARCHIVES)}"
 
 
 def test_an_idle_owner_holds_no_task_kinds_code(idle_modules: dict[str, set[str]]) -> None:
