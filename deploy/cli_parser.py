@@ -14,7 +14,25 @@ from typing import Any, NoReturn
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows ``(default: X)`` after a flag's help, unless the flag is required, has no default
-    value (None, False, an empty list) or its help already says what the default means."""
+    value (None, False, an empty list) or its help already says what the default means.
+
+    The terminal's width is read when a text is formatted, not when the formatter is made: argparse
+    makes one for every flag it adds, and its width is read through ``shutil``, which loads ``bz2``
+    and ``lzma`` (0.5 MB of every node process, which never prints a help; issue 27)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        super().__init__(prog, indent_increment, max_help_position, 80 if width is None else width)
+        self._width_asked, self._max_help_position_asked = width, max_help_position
+
+    def format_help(self) -> str:
+        if self._width_asked is None:  # argparse's own default width, read now
+            import shutil
+
+            self._width = shutil.get_terminal_size().columns - 2
+            self._max_help_position = min(
+                self._max_help_position_asked, max(self._width - 20, self._indent_increment * 2)
+            )
+        return super().format_help()
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
@@ -34,6 +52,13 @@ class Parser(argparse.ArgumentParser):
         # argparse reads "-1:16" as an option because it starts with "-"; a leading negative
         # number followed by ":" (a lo:hi range) is a value. Only "--flags" are options here.
         self._negative_number_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?:")
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        # argparse formats the subcommands' prog with a help formatter; without positionals or a usage
+        # of its own that text is this parser's prog, given here so that no width is read (HelpFormatter)
+        if "prog" not in kwargs and self.usage is None and not self._get_positional_actions():
+            kwargs["prog"] = self.prog
+        return super().add_subparsers(**kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

@@ -12,6 +12,7 @@ the ring, is the guarantee.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,7 +21,6 @@ from privfed.common.secagg.boxes import Box
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring import Inbound, Outbound, RingParty
 from privfed.common.tasks import (
-    BoostEvaluateTask,
     Payload,
     Result,
     RingJoined,
@@ -30,6 +30,9 @@ from privfed.common.tasks import (
     Task,
 )
 from privfed.owner.keys import OwnerKeys
+
+if TYPE_CHECKING:
+    from privfed.common.tasks import BoostEvaluateTask
 
 log = logging.getLogger("privfed.owner")
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 from cryptography import x509
@@ -47,7 +48,6 @@ from privfed.common.secagg.pairwise import CohostedAgreements, SecAggOwner
 from privfed.common.secagg.ring import Outbound
 from privfed.common.secagg.signed_keys import verify_public_key
 from privfed.common.tasks import (
-    BoostEvaluateTask,
     PeerKey,
     Result,
     SecAggKeysTask,
@@ -58,6 +58,9 @@ from privfed.common.tasks import (
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.kinds.base import Refused
 from privfed.owner.once import NeverAgain
+
+if TYPE_CHECKING:
+    from privfed.common.tasks import BoostEvaluateTask
 
 #: Sessions whose machines a node keeps (the latest ones; a job keys one per evaluation group up front).
 KEPT_SESSIONS = 64
@@ -228,6 +231,8 @@ class SecAggDriver:
 
     def start(self, task: Task, machine: SecAggOwner, values: np.ndarray) -> tuple[MaskedInput, list[Outbound]]:
         """Step 2: the owner's evaluation release, debited by the owner core, masked by its machine."""
+        from privfed.common.tasks import BoostEvaluateTask  # a boosting kind: its family imported on first use
+
         if not isinstance(task.spec, BoostEvaluateTask) or task.spec.secagg is None:
             raise ConfigError("a masked input answers an evaluate task of a pairwise-mask secure sum")
         return machine.masked_input(task.spec.secagg, values), []

@@ -26,6 +26,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+#: privfed's version, read by the packaging (pyproject.toml's ``dynamic`` version) and by the reports
+#: (``privfed.server.report.version_info``) without ``importlib.metadata``, which loads email and zipfile
+#: (1.2 MB in an idle coordinator; issue 27).
+__version__ = "0.1.0"
+
 if TYPE_CHECKING:
     from privfed.common.learners.estimators import LdpLogisticRegression, LdpNearestCentroid
     from privfed.common.learners.exported import TrainedClassifier

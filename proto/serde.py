@@ -12,40 +12,17 @@ built from in ``serde_arrays``.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 
 from privfed.common.errors import ConfigError, RemoteProtocolError
-from privfed.common.secagg.messages import KeyAdvert, KeyShares, MaskedInput, UnmaskReply
-from privfed.common.tasks import (
-    REFUSAL_CODES,
-    JointNccReply,
-    JointNccShareReply,
-    LrGradientReply,
-    LrParametersReply,
-    LrShareReply,
-    NbReportReply,
-    NccRowsReply,
-    NccShareReply,
-    OwnerInfo,
-    PcaShareReply,
-    Refusal,
-    Result,
-    RingJoined,
-    RingTotal,
-    SampledStumpShareReply,
-    StumpShareReply,
-    SvmShareReply,
-    Task,
-    kind_of,
-)
+from privfed.common.tasks import REFUSAL_CODES, OwnerInfo, Refusal, Result, Task, kind_of
 from privfed.proto import privfed_pb2 as pb
-from privfed.proto import serde_boosting as boosting
-from privfed.proto import serde_shares as shares
-from privfed.proto import serde_steps as steps
 from privfed.proto.serde_arrays import (
     GRID_BITS,
     MAX_MATRIX_VALUES,
@@ -59,14 +36,32 @@ from privfed.proto.serde_arrays import (
     reports_from_proto,
     reports_to_proto,
 )
-from privfed.proto.serde_boosting import (
-    boost_config_from_proto,
-    boost_config_to_proto,
-    boost_history_from_proto,
-    boost_history_to_proto,
-    kept_round_to_proto,
-    learner_from_proto,
-    learner_to_proto,
+
+if TYPE_CHECKING:
+    from privfed.proto.serde_boosting import (
+        boost_config_from_proto,
+        boost_config_to_proto,
+        boost_history_from_proto,
+        boost_history_to_proto,
+        kept_round_to_proto,
+        learner_from_proto,
+        learner_to_proto,
+    )
+
+    TASKS: Mapping[str, Pair]
+    REPLIES: Mapping[type, Pair]
+
+#: Names of ``serde_boosting`` this module re-exports, imported on first read (PEP 562).
+_BOOSTING_NAMES = frozenset(
+    {
+        "boost_config_from_proto",
+        "boost_config_to_proto",
+        "boost_history_from_proto",
+        "boost_history_to_proto",
+        "kept_round_to_proto",
+        "learner_from_proto",
+        "learner_to_proto",
+    }
 )
 
 __all__ = [
@@ -132,6 +127,9 @@ def refusal_from_proto(m: pb.Refusal, owner_id: str) -> Refusal:
 
 def wire_enums() -> list[WireEnum[Any]]:
     """Every enum of the wire and the Python choices it carries (``tests/unit/test_task_kinds.py``)."""
+    from privfed.proto import serde_boosting as boosting
+    from privfed.proto import serde_shares as shares
+
     return [
         REFUSAL_CODE,
         shares.SVM_MODEL,
@@ -161,65 +159,86 @@ def _shared(
     return Pair(field, LastEncoded(to_proto), decoded_once(message, from_proto))
 
 
-#: Kind name -> the serde pair of its task spec (the field of ``pb.Task``'s ``oneof`` is the name).
-TASKS: Mapping[str, Pair] = {
-    p.field: p
-    for p in (
-        _shared("ncc_share", pb.NccShareTask, shares.ncc_task_to_proto, shares.ncc_task_from_proto),
-        _shared("lr_share", pb.LrShareTask, shares.lr_task_to_proto, shares.lr_task_from_proto),
-        _shared("pca_share", pb.PcaShareTask, shares.pca_task_to_proto, shares.pca_task_from_proto),
-        _shared("svm_share", pb.SvmShareTask, shares.svm_task_to_proto, shares.svm_task_from_proto),
-        Pair("boost_share", boosting.boost_share_task_to_proto, boosting.boost_share_task_from_proto),
-        Pair("boost_evaluate", boosting.boost_evaluate_to_proto, boosting.boost_evaluate_from_proto),
-        Pair("ring_message", steps.ring_message_to_proto, steps.ring_message_from_proto),
-        Pair("secagg_keys", steps.secagg_keys_to_proto, steps.secagg_keys_from_proto),
-        Pair("secagg_unmask", steps.secagg_unmask_to_proto, steps.secagg_unmask_from_proto),
-        _shared("lr_gradient", pb.LrGradientTask, shares.gradient_task_to_proto, shares.gradient_task_from_proto),
-        _shared("nb", pb.NbReportTask, shares.nb_task_to_proto, shares.nb_task_from_proto),
+@cache
+def _tables() -> tuple[Mapping[str, Pair], Mapping[type, Pair], Mapping[str, Callable[..., Any]]]:
+    """(:data:`TASKS`, :data:`REPLIES`, reply decoders by field), built on the first task or result
+    encoded or decoded: they import every kind's family (``privfed.common.tasks``), which an idle
+    node does not hold (issue 27). Whatever the first message is -- a known kind, an unknown one, a
+    malformed one -- it takes this same step once; kinds are public, so nothing it shows is an owner's."""
+    from privfed.common.secagg.messages import KeyAdvert, KeyShares, MaskedInput, UnmaskReply
+    from privfed.common.tasks.boosting import (
+        JointNccReply,
+        LrParametersReply,
+        NccRowsReply,
+        SampledStumpShareReply,
+        StumpShareReply,
     )
-}
+    from privfed.common.tasks.feddpdr import PcaShareReply, SvmShareReply
+    from privfed.common.tasks.gradient import LrGradientReply
+    from privfed.common.tasks.naive_bayes import NbReportReply
+    from privfed.common.tasks.shares import JointNccShareReply, LrShareReply, NccShareReply
+    from privfed.common.tasks.steps import RingJoined, RingTotal
+    from privfed.proto import serde_boosting as boosting
+    from privfed.proto import serde_shares as shares
+    from privfed.proto import serde_steps as steps
 
+    def _share(to_proto: Callable[[Any], Message]) -> Pair:
+        return Pair("boost_share", to_proto, boosting.boost_share_from_proto)
 
-def _share(to_proto: Callable[[Any], Message]) -> Pair:
-    return Pair("boost_share", to_proto, boosting.boost_share_from_proto)
+    #: Kind name -> the serde pair of its task spec (the field of ``pb.Task``'s ``oneof`` is the name).
+    tasks: Mapping[str, Pair] = {
+        p.field: p
+        for p in (
+            _shared("ncc_share", pb.NccShareTask, shares.ncc_task_to_proto, shares.ncc_task_from_proto),
+            _shared("lr_share", pb.LrShareTask, shares.lr_task_to_proto, shares.lr_task_from_proto),
+            _shared("pca_share", pb.PcaShareTask, shares.pca_task_to_proto, shares.pca_task_from_proto),
+            _shared("svm_share", pb.SvmShareTask, shares.svm_task_to_proto, shares.svm_task_from_proto),
+            Pair("boost_share", boosting.boost_share_task_to_proto, boosting.boost_share_task_from_proto),
+            Pair("boost_evaluate", boosting.boost_evaluate_to_proto, boosting.boost_evaluate_from_proto),
+            Pair("ring_message", steps.ring_message_to_proto, steps.ring_message_from_proto),
+            Pair("secagg_keys", steps.secagg_keys_to_proto, steps.secagg_keys_from_proto),
+            Pair("secagg_unmask", steps.secagg_unmask_to_proto, steps.secagg_unmask_from_proto),
+            _shared("lr_gradient", pb.LrGradientTask, shares.gradient_task_to_proto, shares.gradient_task_from_proto),
+            _shared("nb", pb.NbReportTask, shares.nb_task_to_proto, shares.nb_task_from_proto),
+        )
+    }
 
-
-#: Reply type -> its serde pair (the field of ``pb.Result``'s ``oneof``). A boosting share's five
-#: types share one field, a ``BoostShare`` whose own ``oneof`` says which (``serde_boosting``).
-REPLIES: Mapping[type, Pair] = {
-    Refusal: Pair("refusal", refusal_to_proto, refusal_from_proto),
-    NccShareReply: Pair("ncc_share", shares.ncc_reply_to_proto, shares.ncc_reply_from_proto),
-    JointNccShareReply: Pair("ncc_share", shares.ncc_reply_to_proto, shares.ncc_reply_from_proto),
-    LrShareReply: Pair("lr_share", shares.lr_reply_to_proto, shares.lr_reply_from_proto),
-    PcaShareReply: Pair("pca_share", shares.pca_reply_to_proto, shares.pca_reply_from_proto),
-    SvmShareReply: Pair("svm_share", shares.svm_reply_to_proto, shares.svm_reply_from_proto),
-    StumpShareReply: _share(boosting.stump_share_to_proto),
-    SampledStumpShareReply: _share(boosting.sampled_stump_share_to_proto),
-    LrParametersReply: _share(boosting.lr_parameters_to_proto),
-    NccRowsReply: _share(boosting.ncc_rows_to_proto),
-    JointNccReply: _share(boosting.joint_ncc_to_proto),
-    RingJoined: Pair("ring_joined", steps.ring_joined_to_proto, steps.ring_joined_from_proto),
-    RingTotal: Pair("ring_total", steps.ring_total_to_proto, steps.ring_total_from_proto),
-    KeyAdvert: Pair("key_advert", steps.key_advert_to_proto, steps.key_advert_from_proto),
-    KeyShares: Pair("key_shares", steps.key_shares_to_proto, steps.key_shares_from_proto),
-    MaskedInput: Pair("masked_input", steps.masked_input_to_proto, steps.masked_input_from_proto),
-    UnmaskReply: Pair("unmask_reply", steps.unmask_reply_to_proto, steps.unmask_reply_from_proto),
-    LrGradientReply: Pair("lr_gradient", shares.gradient_reply_to_proto, shares.gradient_reply_from_proto),
-    NbReportReply: Pair("nb", shares.nb_reply_to_proto, shares.nb_reply_from_proto),
-}
-_REPLY_DECODERS: Mapping[str, Callable[..., Any]] = {p.field: p.from_proto for p in REPLIES.values()}
+    #: Reply type -> its serde pair (the field of ``pb.Result``'s ``oneof``). A boosting share's five
+    #: types share one field, a ``BoostShare`` whose own ``oneof`` says which (``serde_boosting``).
+    replies: Mapping[type, Pair] = {
+        Refusal: Pair("refusal", refusal_to_proto, refusal_from_proto),
+        NccShareReply: Pair("ncc_share", shares.ncc_reply_to_proto, shares.ncc_reply_from_proto),
+        JointNccShareReply: Pair("ncc_share", shares.ncc_reply_to_proto, shares.ncc_reply_from_proto),
+        LrShareReply: Pair("lr_share", shares.lr_reply_to_proto, shares.lr_reply_from_proto),
+        PcaShareReply: Pair("pca_share", shares.pca_reply_to_proto, shares.pca_reply_from_proto),
+        SvmShareReply: Pair("svm_share", shares.svm_reply_to_proto, shares.svm_reply_from_proto),
+        StumpShareReply: _share(boosting.stump_share_to_proto),
+        SampledStumpShareReply: _share(boosting.sampled_stump_share_to_proto),
+        LrParametersReply: _share(boosting.lr_parameters_to_proto),
+        NccRowsReply: _share(boosting.ncc_rows_to_proto),
+        JointNccReply: _share(boosting.joint_ncc_to_proto),
+        RingJoined: Pair("ring_joined", steps.ring_joined_to_proto, steps.ring_joined_from_proto),
+        RingTotal: Pair("ring_total", steps.ring_total_to_proto, steps.ring_total_from_proto),
+        KeyAdvert: Pair("key_advert", steps.key_advert_to_proto, steps.key_advert_from_proto),
+        KeyShares: Pair("key_shares", steps.key_shares_to_proto, steps.key_shares_from_proto),
+        MaskedInput: Pair("masked_input", steps.masked_input_to_proto, steps.masked_input_from_proto),
+        UnmaskReply: Pair("unmask_reply", steps.unmask_reply_to_proto, steps.unmask_reply_from_proto),
+        LrGradientReply: Pair("lr_gradient", shares.gradient_reply_to_proto, shares.gradient_reply_from_proto),
+        NbReportReply: Pair("nb", shares.nb_reply_to_proto, shares.nb_reply_from_proto),
+    }
+    return tasks, replies, {p.field: p.from_proto for p in replies.values()}
 
 
 def task_to_proto(t: Task) -> pb.Task:
     msg = pb.Task(task_id=t.task_id, owner_id=t.owner_id, round_id=t.round_id)
-    pair = TASKS[kind_of(t.spec).name]
+    pair = _tables()[0][kind_of(t.spec).name]
     getattr(msg, pair.field).CopyFrom(pair.to_proto(t.spec))
     return msg
 
 
 def task_from_proto(m: pb.Task) -> Task:
     kind = m.WhichOneof("kind")
-    pair = TASKS.get(kind or "")
+    pair = _tables()[0].get(kind or "")
     if pair is None:
         raise RemoteProtocolError(f"task {m.task_id!r} has no known kind ({kind!r})")
     try:
@@ -248,7 +267,7 @@ def task_or_refusal(m: pb.Task) -> tuple[Task | None, Result | None]:
 
 def result_to_proto(r: Result) -> pb.Result:
     msg = pb.Result(task_id=r.task_id, owner_id=r.owner_id)
-    pair = REPLIES.get(type(r.payload))
+    pair = _tables()[1].get(type(r.payload))
     if pair is None:
         raise TypeError(f"no wire form for payload {type(r.payload).__name__}")
     getattr(msg, pair.field).CopyFrom(pair.to_proto(r.payload))
@@ -257,7 +276,7 @@ def result_to_proto(r: Result) -> pb.Result:
 
 def result_from_proto(m: pb.Result) -> Result:
     kind = m.WhichOneof("kind")
-    decode = _REPLY_DECODERS.get(kind or "")
+    decode = _tables()[2].get(kind or "")
     if decode is None:
         raise RemoteProtocolError(f"result for task {m.task_id!r} has no known kind ({kind!r})")
     try:
@@ -265,3 +284,16 @@ def result_from_proto(m: pb.Result) -> Result:
     except ConfigError as exc:
         raise RemoteProtocolError(str(exc)) from exc
     return Result(task_id=m.task_id, owner_id=m.owner_id, payload=payload)
+
+
+def __getattr__(name: str) -> Any:
+    """PEP 562: :data:`TASKS`, :data:`REPLIES`, the families' modules and ``serde_boosting``'s pairs on first read (issue 27)."""
+    if name in ("TASKS", "REPLIES"):
+        return _tables()[0 if name == "TASKS" else 1]
+    if name in _BOOSTING_NAMES:
+        from privfed.proto import serde_boosting
+
+        return getattr(serde_boosting, name)
+    if name in ("shares", "boosting", "steps"):  # the families' modules, as this module named them
+        return importlib.import_module(f"privfed.proto.serde_{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from privfed import __version__  # not importlib.metadata's: it loads email and zipfile (1.2 MB; issue 27)
 from privfed.common.errors import JobAborted, PrivfedError
 from privfed.common.learners.ncc import resolve_labels
 
@@ -254,14 +255,9 @@ def accuracy_warning(epsilon: float, accuracy: float, majority: float, n_test: i
 
 @functools.cache
 def version_info() -> dict[str, str | None]:
-    """privfed's installed version, and the git commit of the source tree when it is a checkout
-    (``git describe --always --dirty``: a ``-dirty`` suffix marks uncommitted changes), else None."""
-    from importlib import metadata  # here: it loads email and zipfile (1.2 MB in an idle coordinator; issue 27)
-
-    try:
-        version = metadata.version("privfed")
-    except metadata.PackageNotFoundError:
-        version = None
+    """privfed's version (``privfed.__version__``, the packaging's too), and the git commit of the source
+    tree when it is a checkout (``git describe --always --dirty``: a ``-dirty`` suffix marks uncommitted
+    changes), else None."""
     try:
         out = subprocess.run(
             ["git", "describe", "--always", "--dirty", "--abbrev=12"],
@@ -273,7 +269,7 @@ def version_info() -> dict[str, str | None]:
         commit = out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
     except (OSError, subprocess.SubprocessError):
         commit = None
-    return {"privfed": version, "commit": commit}
+    return {"privfed": __version__, "commit": commit}
 
 
 def host_info() -> dict[str, str | None]:

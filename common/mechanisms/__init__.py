@@ -17,13 +17,13 @@ in ``[EPSILON_FLOOR, EPSILON_CEILING]`` and releases float-safely
 with the noise scale, public clamps), counts through an exact integer sampler (:mod:`.geometric`),
 Gaussian releases through :mod:`.gaussian`.
 
-Duchi's mechanisms (:mod:`.duchi`) and the Gaussian releases (:mod:`.gaussian`), which need
-``scipy.special``, are re-exported lazily, so an owner node that never builds one does not import scipy
-(issue 10, "a lean owner node").
+The mechanisms are re-exported lazily (PEP 562): an idle node imports ``base`` and ``snapping`` alone
+(issue 27), and one that never builds Duchi's mechanisms (:mod:`.duchi`) or a Gaussian release
+(:mod:`.gaussian`), which need ``scipy.special``, never imports scipy (issue 10, "a lean owner node").
 """
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from privfed.common.mechanisms.base import (
     MECHANISMS,
@@ -34,22 +34,26 @@ from privfed.common.mechanisms.base import (
     estimate_mean,
     snap,
 )
-from privfed.common.mechanisms.factory import make_mechanism
-from privfed.common.mechanisms.frequency import (
-    ORACLES,
-    DirectEncoding,
-    FrequencyOracle,
-    OptimizedLocalHashing,
-    OptimizedUnaryEncoding,
-    make_oracle,
-)
-from privfed.common.mechanisms.geometric import GeometricMechanism, discrete_laplace, noisy_count
-from privfed.common.mechanisms.label_sign import LabelSignResponse
-from privfed.common.mechanisms.laplace import ErrorPairLaplace, LaplaceMechanism
-from privfed.common.mechanisms.piecewise import HM_EPSILON_STAR, HybridMechanism, PiecewiseMechanism, pm_constant
-from privfed.common.mechanisms.piecewise_multidim import PiecewiseMultidim
-from privfed.common.mechanisms.randomized_response import ErrorPairResponse, KaryRandomizedResponse
 from privfed.common.mechanisms.snapping import EPSILON_CEILING, EPSILON_FLOOR, check_epsilon_range
+
+if TYPE_CHECKING:
+    from privfed.common.mechanisms.duchi import Duchi1D, DuchiMultidim, duchi_constant, duchi_multidim_constant
+    from privfed.common.mechanisms.factory import make_mechanism
+    from privfed.common.mechanisms.frequency import (
+        ORACLES,
+        DirectEncoding,
+        FrequencyOracle,
+        OptimizedLocalHashing,
+        OptimizedUnaryEncoding,
+        make_oracle,
+    )
+    from privfed.common.mechanisms.gaussian import GaussianMechanism, calibrated_gaussian, gaussian_sigma
+    from privfed.common.mechanisms.geometric import GeometricMechanism, discrete_laplace, noisy_count
+    from privfed.common.mechanisms.label_sign import LabelSignResponse
+    from privfed.common.mechanisms.laplace import ErrorPairLaplace, LaplaceMechanism
+    from privfed.common.mechanisms.piecewise import HM_EPSILON_STAR, HybridMechanism, PiecewiseMechanism, pm_constant
+    from privfed.common.mechanisms.piecewise_multidim import PiecewiseMultidim
+    from privfed.common.mechanisms.randomized_response import ErrorPairResponse, KaryRandomizedResponse
 
 __all__ = [
     "MECHANISMS",
@@ -91,15 +95,24 @@ __all__ = [
     "make_oracle",
 ]
 
-#: Names re-exported lazily, and the module (of this package) that holds each: they import scipy.
+#: Names re-exported lazily, and the module (of this package) that holds each: the mechanisms themselves,
+#: imported when a task first builds one (issue 27: an idle node holds only ``base`` and ``snapping``);
+#: Duchi's and the Gaussian ones import scipy.
 _LAZY = {
-    "Duchi1D": "duchi",
-    "DuchiMultidim": "duchi",
-    "duchi_constant": "duchi",
-    "duchi_multidim_constant": "duchi",
-    "GaussianMechanism": "gaussian",
-    "calibrated_gaussian": "gaussian",
-    "gaussian_sigma": "gaussian",
+    **dict.fromkeys(["Duchi1D", "DuchiMultidim", "duchi_constant", "duchi_multidim_constant"], "duchi"),
+    **dict.fromkeys(["GaussianMechanism", "calibrated_gaussian", "gaussian_sigma"], "gaussian"),
+    "make_mechanism": "factory",
+    **dict.fromkeys(
+        ["ORACLES", "DirectEncoding", "FrequencyOracle", "OptimizedLocalHashing", "OptimizedUnaryEncoding"],
+        "frequency",
+    ),
+    "make_oracle": "frequency",
+    **dict.fromkeys(["GeometricMechanism", "discrete_laplace", "noisy_count"], "geometric"),
+    "LabelSignResponse": "label_sign",
+    **dict.fromkeys(["ErrorPairLaplace", "LaplaceMechanism"], "laplace"),
+    **dict.fromkeys(["HM_EPSILON_STAR", "HybridMechanism", "PiecewiseMechanism", "pm_constant"], "piecewise"),
+    "PiecewiseMultidim": "piecewise_multidim",
+    **dict.fromkeys(["ErrorPairResponse", "KaryRandomizedResponse"], "randomized_response"),
 }
 
 

@@ -22,9 +22,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from privfed.common.mechanisms import GeometricMechanism, IdentityMechanism, Mechanism
-from privfed.common.mechanisms.base import SNAP_STEP
-from privfed.common.mechanisms.piecewise_multidim import PiecewiseMultidim
+from privfed.common.mechanisms.base import SNAP_STEP, IdentityMechanism, Mechanism
 
 R = TypeVar("R")
 
@@ -120,6 +118,9 @@ def check_reports(reports: np.ndarray, mechanism: Mechanism) -> None:
         )
     if isinstance(mechanism, IdentityMechanism):
         return
+    # the mechanisms' modules on first use (issue 27): a mechanism object's own module is loaded already
+    from privfed.common.mechanisms.piecewise_multidim import PiecewiseMultidim
+
     if type(mechanism).__name__ == "DuchiMultidim":  # by name: the Duchi module imports scipy
         if np.any(np.abs(np.abs(reports) - bound) > RANGE_TOLERANCE):
             raise ContractViolation("out_of_range", f"Duchi reports are ±{bound:.6g} only")
@@ -137,6 +138,8 @@ def count_limit(max_rows: int, count_epsilon: float) -> int:
     (``P(|Z| > t) = 2 a^(t+1) / (1 + a)``, ``a = exp(-epsilon)``); ``max_rows`` for an exact count."""
     if math.isinf(count_epsilon):
         return max_rows
+    from privfed.common.mechanisms.geometric import GeometricMechanism  # on first use (issue 27)
+
     mech = GeometricMechanism(epsilon=count_epsilon)
     tail = math.log(COUNT_TAIL * (1.0 + mech.alpha) / 2.0) / math.log(mech.alpha) - 1.0
     return max_rows + max(0, math.ceil(tail))

@@ -16,15 +16,20 @@ Y = np.array([0, 1, 1])
 EPS, LABEL_EPS = 0.1, 0.05  # ncc_task's defaults: one release spends both
 
 
+def warm_node(coordinator, owners):
+    """A node of owner-0 that has answered one task ("warm", its first owner's): its first computation
+    (a kind's code imported on its first task, cold caches of a fresh checkout) may outlast PUSH_EVERY,
+    and its results then go in a push of their own, with no tasks in its answer (owner/node.py)."""
+    node = owners("owner-0", X, Y)
+    coordinator.send([ncc_task("warm", node.owner_ids[0], d=D, epsilon=EPS, label_epsilon=LABEL_EPS)])
+    assert [kind(r) for r in coordinator.wait_results(["warm"])] == ["ncc_share"]
+    return node
+
+
 @pytest.mark.parametrize("sessions", [True, False], ids=["session", "unary"])
 def test_a_task_handed_back_in_a_push_answer_is_refused_alike_and_debited_once(coordinator, owners, sessions):
     coordinator.sessions = sessions
-    node = owners("owner-0", X, Y)
-    # A warm node: its first computation (imports, cold caches of a fresh checkout) may outlast PUSH_EVERY,
-    # and the results then go in a push of their own, with no tasks in its answer (owner/node.py).
-    warm = ncc_task("warm", node.owner_ids[0], d=D, epsilon=EPS, label_epsilon=LABEL_EPS)
-    coordinator.send([warm])
-    assert [kind(r) for r in coordinator.wait_results(["warm"])] == ["ncc_share"]
+    node = warm_node(coordinator, owners)
     first = [ncc_task(f"first-{i}", o, d=D, epsilon=EPS, label_epsilon=LABEL_EPS) for i, o in enumerate(node.owner_ids)]
     handed = set()
 
@@ -58,7 +63,7 @@ def test_a_task_handed_back_in_a_push_answer_is_refused_alike_and_debited_once(c
 @pytest.mark.parametrize("sessions", [True, False], ids=["session", "unary"])
 def test_a_failed_push_and_pull_pushes_alone_registers_again_and_loses_nothing(coordinator, owners, sessions):
     coordinator.sessions = sessions
-    node = owners("owner-0", X, Y)
+    node = warm_node(coordinator, owners)
     registered = len(coordinator.registrations)
     coordinator.fail_push_pulls = 1
     task = ncc_task("once", node.owner_ids[0], d=D, epsilon=EPS, label_epsilon=LABEL_EPS)
@@ -68,7 +73,9 @@ def test_a_failed_push_and_pull_pushes_alone_registers_again_and_loses_nothing(c
     assert coordinator.fail_push_pulls == 0 and coordinator.push_pulls >= 1
     assert wait_until(lambda: len(coordinator.registrations) > registered), "the node did not register again"
     assert [r.task_id for r in coordinator.results].count("once") == 1  # pushed alone, once
-    assert np.isclose(spent_epsilon(ledger_history(node.ledger, node.owner_ids[0])), EPS + LABEL_EPS)
+    history = ledger_history(node.ledger, node.owner_ids[0])
+    assert np.isclose(spent_epsilon(history), 2 * (EPS + LABEL_EPS)), history  # "warm" and "once", each once
+    assert {h["release_id"].split("#")[0] for h in history} == {"warm", "once"}
     assert_still_serving(coordinator, node, node.owner_ids[1], d=D)
     if sessions:  # the broken session was opened again
         assert coordinator.sessions_opened >= 2

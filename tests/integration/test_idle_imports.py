@@ -8,7 +8,9 @@ coordinator waits for a second owner that never comes), so the lists are what a 
 
 Neither process may hold the analysis stack: scikit-learn, scipy's optimizers, matplotlib, statsmodels, pandas
 (each costs megabytes of RSS per node; ``bench/footprint.py`` measures the rest). They are loaded only by the
-jobs and commands that use them (the launcher's reference fit, feddpdr, the boosting coordinator).
+jobs and commands that use them (the launcher's reference fit, feddpdr, the boosting coordinator). An idle
+owner holds no task kind's code either (the lazy registry of ``privfed.common.tasks``): it imports a kind's
+family, with its learners and mechanisms, on its first task of that kind.
 """
 
 from __future__ import annotations
@@ -29,6 +31,23 @@ WAIT = 60.0  # seconds a process may take to reach its idle state
 
 #: Packages (and their submodules) an idle node must not have imported.
 HEAVY = ("sklearn", "scipy.optimize", "scipy.stats", "matplotlib", "statsmodels", "pandas")
+#: ``importlib.metadata`` (with the zipfile and email parsing it loads: 1.2 MB): privfed's version is
+#: ``privfed.__version__``, which the job report names from its start.
+METADATA = ("importlib.metadata", "zipfile", "email.parser", "email.feedparser")
+#: ``shutil`` with the ``bz2`` and ``lzma`` it loads (0.5 MB): argparse reads the terminal's width through it
+#: when it makes a help formatter; privfed's (``deploy/cli_parser.py``) reads it only to print a help.
+ARCHIVES = ("shutil", "bz2", "lzma")
+#: The code of the release kinds (``privfed.common.tasks.DECLARED``), and the learners and mechanisms it uses:
+#: an owner imports a kind's on its first task of that kind. What an idle owner may hold of the registry is
+#: ``tasks.base``, the contracts' helpers and the secure sums' steps, and of the mechanisms ``base`` and
+#: ``snapping`` (the wire's grid).
+KIND_CODE = (
+    *(f"privfed.common.tasks.{family}" for family in ("shares", "feddpdr", "boosting", "gradient", "naive_bayes")),
+    *(f"privfed.owner.kinds.{family}" for family in ("shares", "feddpdr", "boosting", "gradient", "naive_bayes")),
+    "privfed.common.learners",
+    *(f"privfed.common.mechanisms.{m}" for m in ("factory", "laplace", "piecewise", "geometric", "frequency")),
+    *(f"privfed.proto.serde_{family}" for family in ("shares", "boosting", "steps")),
+)
 
 #: Runs ``privfed`` with ``sys.argv[3:]``; writes ``sys.modules`` to ``argv[2]`` once ``argv[1]`` exists.
 WRAPPER = """
@@ -68,8 +87,8 @@ def _modules(out: Path) -> set[str]:
     return set(json.loads(out.read_text()))
 
 
-def _heavy(modules: set[str]) -> list[str]:
-    return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
+def _within(modules: set[str], packages: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in packages))
 
 
 @pytest.fixture(scope="module")
@@ -127,4 +146,12 @@ def idle_modules(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]
 def test_an_idle_node_holds_no_analysis_stack(idle_modules: dict[str, set[str]], role: str) -> None:
     modules = idle_modules[role]
     assert "privfed.deploy.cli" in modules and "grpc" in modules  # the dump is of a running node
-    assert _heavy(modules) == [], f"an idle {role} imported {_heavy(modules)}"
+    assert _within(modules, HEAVY) == [], f"an idle {role} imported {_within(modules, HEAVY)}"
+    assert _within(modules, METADATA) == [], f"an idle {role} imported {_within(modules, METADATA)}"
+    assert _within(modules, ARCHIVES) == [], f"an idle {role} imported {_within(modules, ARCHIVES)}"
+
+
+def test_an_idle_owner_holds_no_task_kinds_code(idle_modules: dict[str, set[str]]) -> None:
+    modules = idle_modules["owner"]
+    assert "privfed.owner.core" in modules and "privfed.common.tasks.base" in modules
+    assert _within(modules, KIND_CODE) == [], f"an idle owner imported {_within(modules, KIND_CODE)}"

@@ -184,3 +184,14 @@ def _repo():
     import privfed.server
 
     return Path(privfed.server.__file__).resolve().parent
+
+
+@pytest.mark.parametrize("columns", [60, 140])
+def test_help_is_wrapped_to_the_terminal_width_read_when_it_is_printed(columns, monkeypatch):
+    """The width is read when the help is formatted (not when the parser is built, which reads none:
+    a node never prints a help and would load shutil, bz2 and lzma for it; issue 27)."""
+    parser = build_parser("privfed")
+    monkeypatch.setenv("COLUMNS", str(columns))
+    owner = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["owner"]
+    lines = owner.format_help().splitlines()
+    assert max(map(len, lines)) <= columns - 2 and max(map(len, lines)) > columns - 20, lines
