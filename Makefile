@@ -23,7 +23,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q -p no:cacheprovider tests/unit/test_import_cycles.py tests/unit/test_typed_boundaries.py
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit/test_import_cycles.py tests/unit/test_typed_boundaries.py tests/unit/test_layering.py
 
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"
