@@ -52,15 +52,16 @@ def _subnormal(value: object) -> bool:
     return bool(np.any((a > 0) & (a < np.finfo(np.float64).tiny)))
 
 
-def subnormal_operands(answer) -> list[tuple[str, str, str]]:
+def subnormal_operands(answer, recording: Callable[[], bool] = lambda: True) -> list[tuple[str, str, str]]:
     """Where (file, function, argument or ``<return>``) an array holding a subnormal was passed or returned
     while ``answer()`` ran: every call into the project's code (numpy's Python layer is left out: its helpers
-    hand each other buffers fresh from ``np.empty``, whose bytes are whatever the allocator left)."""
+    hand each other buffers fresh from ``np.empty``, whose bytes are whatever the allocator left); only while
+    ``recording()`` is true."""
     seen: list[tuple[str, str, str]] = []
 
     def profile(frame, event, arg):
         where = _traced(frame.f_code.co_filename) if event in ("call", "return") else None
-        if where is None or where.startswith("numpy/"):  # numpy's own helpers pass np.empty buffers around
+        if where is None or where.startswith("numpy/") or not recording():  # numpy's helpers: np.empty buffers
             return
         code = frame.f_code
         if event == "return":
