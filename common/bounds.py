@@ -30,7 +30,7 @@ def flush_tiny(values: np.ndarray) -> np.ndarray:
 
     Why (audit 8): on x86 an operation with a subnormal operand or result takes a microcode assist, tens to
     hundreds of cycles (B. Andrysco et al., "On subnormal floating point and abnormal timing", IEEE S&P 2015).
-    An owner's rows holding 1e-310 where another's hold 0 were told apart from one answer's time at 0.67-0.75
+    An owner's rows holding 1e-310 where another's hold 0 were told apart from one answer's time at 0.65-0.75
     (``bench/timing_channels.py``, the ``tiny-zero vs subnormal`` lines), though every release reads the two
     alike. The owner reads its rows through this when they are loaded (:class:`~privfed.owner.local.LocalOwner`,
     :func:`~privfed.owner.data.row_digests`), and the FedDPDR solvers their scaled rows (:mod:`.mechanisms.amp`).

@@ -4,10 +4,11 @@ On x86 an operation with a subnormal operand or result (below 2^-1022 ~ 2.2e-308
 tens to hundreds of cycles instead of a few (Andrysco et al., "On subnormal floating point and abnormal
 timing", IEEE S&P 2015). The mechanisms read such a value as 0 (clipping to the public bounds and the map to
 [-1, 1] round it away), so the release does not show it, but the time of the answer did: an owner whose rows
-hold 1e-310 where another holds 0 was told apart from one timing at 0.70 accuracy (``pca_share``, bounds
-symmetric about 0: the ball scaling divides the value and ``X^T X`` multiplies it) and at 0.67-0.75
-(``lr_gradient``, ``nb``, lower bound 0: ``to_unit`` doubles and divides it), with every other value alike
-(``python bench/timing_channels.py --kinds pca_share,lr_gradient,nb``, the ``tiny-zero vs subnormal`` lines).
+hold 1e-310 where another holds 0 was told apart from one CPU timing at 0.75 accuracy (``pca_share``, bounds
+symmetric about 0: the ball scaling divides the value and ``X^T X`` multiplies it) and at 0.65-0.74
+(``lr_gradient``, ``nb``, ``ncc_share``, lower bound 0: ``to_unit`` doubles and divides it), with every other
+value alike (200 alternated answers per arm; ``python bench/timing_channels.py --clock cpu``, the ``tiny-zero vs
+subnormal`` lines, is the same measurement on main's code).
 
 No clock here: while a real owner core answers every case of ``differential.CASES``, every array that a call
 into the project's code receives or returns is checked for a subnormal (``sys.setprofile``, as
