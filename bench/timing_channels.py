@@ -6,8 +6,10 @@ the same task to owners that differ only in what the coordinator must not learn,
 
 * ``data``: two owners with the same public configuration and row count, holding different rows (``A``:
   a two-class Gaussian mixture; ``B``: the attacker's contrast, chosen per kind to stress the
-  computation: separable classes far apart, one class only, every value at a bound); and an owner of
-  10% fewer rows (the row count is not public; the work grows with it);
+  computation: separable classes far apart, one class only, every value at a bound); an owner of
+  10% fewer rows (the row count is not public; the work grows with it); and half the values set to 0
+  (``tiny-zero``) or to a subnormal 1e-310 (``subnormal``), compared with each other too: arithmetic on a
+  subnormal takes the CPU's slow path, so an owner reads such values as 0 when it loads its rows (audit 8);
 * ``rows``: the same owner whose rows can afford the release, against one whose rows were spent under
   an earlier id (the ledger's ``RowsUnused``: it answers the kind's data-independent fallback). Whether
   the rows were spent is the membership fact of stop 35 finding 6.
@@ -103,11 +105,34 @@ def fewer_rows(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return X[:keep], y[:keep]
 
 
+#: Values below the doubles' normal range (2^-1022 ~ 2.2e-308): arithmetic on them may take the CPU's slow path.
+SUBNORMAL = 1e-310
+
+
+def _half_tiny(rng: np.random.Generator, value: float) -> tuple[np.ndarray, np.ndarray]:
+    """The mixture with half its values (every other feature) set to ``+-value``."""
+    X, y = mixture(rng)
+    X[:, ::2] = value * np.sign(X[:, ::2])
+    return X, y
+
+
+def tiny_zero(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The control of ``subnormal``: the same values set to 0."""
+    return _half_tiny(rng, 0.0)
+
+
+def subnormal(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Half the values subnormal (+-1e-310): to every release the same as 0, to the CPU maybe not."""
+    return _half_tiny(rng, SUBNORMAL)
+
+
 CONTRASTS: dict[str, Callable[[np.random.Generator], tuple[np.ndarray, np.ndarray]]] = {
     "separable": separable,
     "one-class": one_class,
     "at-bounds": at_bounds,
     "10%-fewer-rows": fewer_rows,
+    "tiny-zero": tiny_zero,
+    "subnormal": subnormal,
 }
 
 
@@ -217,6 +242,8 @@ def run(kinds: list[str], repeats: int, seed: int, clock: str = "wall") -> None:
         base = arms[0]
         for arm in arms[1:]:
             print(pair_line(name, "A vs " + arm.name, base.times, arm.times))
+        by_name = {arm.name: arm for arm in arms}
+        print(pair_line(name, "tiny-zero vs subnormal", by_name["tiny-zero"].times, by_name["subnormal"].times))
     print(uptime())
 
 

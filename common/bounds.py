@@ -12,6 +12,34 @@ import numpy as np
 
 from privfed.common.errors import ConfigError
 
+#: Values below this magnitude are read as 0 (:func:`flush_tiny`): their products with what the mechanisms compute
+#: could be subnormal, whose arithmetic takes the CPU's slow path. ``2^-300 ~ 5e-91`` is far below every rounding
+#: they enter. A feature is at least :data:`NARROWEST` wide, so :meth:`Bounds.to_unit` maps 0 and such a value
+#: to the same ``t`` when the lower bound is 0 or at least ``2^-246`` in magnitude (``x - lo`` rounds to ``-lo``,
+#: or ``2x/w - 1`` to ``-1``), and within one rounding step (``2^-53``) otherwise. FedDPDR's scalings divide it
+#: by the bounds' radius: a value below ``2^-300 / R``, which moves no release by more than that, far inside
+#: its output grid (``2^-20`` and coarser), and which the solvers zeroed already (:mod:`.mechanisms.amp`).
+TINY = 2.0**-300
+#: The narrowest bounds a feature may have: below it, reading a tiny value as 0 (:data:`TINY`) could move its
+#: mapped value, so such bounds are refused (no data set documents a feature this narrow).
+NARROWEST = 2.0**-200
+
+
+def flush_tiny(values: np.ndarray) -> np.ndarray:
+    """A copy of ``values`` (as float64) with every entry below :data:`TINY` in magnitude set to ``+0.0``.
+
+    Why (audit 8): on x86 an operation with a subnormal operand or result takes a microcode assist, tens to
+    hundreds of cycles (B. Andrysco et al., "On subnormal floating point and abnormal timing", IEEE S&P 2015).
+    An owner's rows holding 1e-310 where another's hold 0 were told apart from one answer's time at 0.65-0.75
+    (``bench/timing_channels.py``, the ``tiny-zero vs subnormal`` lines), though every release reads the two
+    alike. The owner reads its rows through this when they are loaded (:class:`~privfed.owner.local.LocalOwner`,
+    :func:`~privfed.owner.data.row_digests`), and the FedDPDR solvers their scaled rows (:mod:`.mechanisms.amp`).
+    A function of each value alone: neighbouring data sets stay neighbours, so no guarantee changes; and with
+    the bounds at least :data:`NARROWEST` wide, no release moves by more than the rounding it already does
+    (:data:`TINY`)."""
+    values = np.asarray(values, dtype=np.float64)
+    return np.where(np.abs(values) < TINY, 0.0, values)  # no branch on the values: the same work for any
+
 
 @dataclass(frozen=True)
 class Bounds:
@@ -35,6 +63,12 @@ class Bounds:
         if np.any(hi <= lo):
             j = int(np.argmax(hi <= lo))
             raise ConfigError(f"bounds need lo < hi for every feature; feature {j} has lo={lo[j]}, hi={hi[j]}")
+        if np.any(hi - lo < NARROWEST):
+            j = int(np.argmax(hi - lo < NARROWEST))
+            raise ConfigError(
+                f"bounds of feature {j} ({lo[j]}, {hi[j]}) are narrower than 2^-200: give the feature in a unit "
+                "whose range is a number a row can hold"
+            )
         with np.errstate(over="ignore"):
             half_squares = ((hi - lo) / 2.0) ** 2
             wide = ~np.isfinite(2.0 * (hi - lo)) | ~np.isfinite(half_squares)

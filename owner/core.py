@@ -38,6 +38,9 @@ Timing: a coordinator sees when each answer arrives, so a release does the same 
 from them and dropped, every release draws its fallback, and the ledger writes a debit's row sums either
 way; so whether a row was spent before does not show in the time (``tests/adversary/test_timing_fallback.py``).
 The local LR fit runs a fixed number of Newton steps (:func:`~privfed.common.learners.newton.newton_steps`).
+A row's values below 2^-300 are read as 0 when the owner is made (:func:`~privfed.common.bounds.flush_tiny`):
+arithmetic on a subnormal takes the CPU's slow path, and one answer's time told rows holding 1e-310 from rows
+holding 0 at 0.65-0.75 (``tests/adversary/test_subnormal_rows.py``, audit 8).
 ``bench/timing_channels.py`` (in process) and ``bench/timing_processes.py`` (real processes) measure what is
 left as the accuracy of telling two owners apart from one answer's time.
 

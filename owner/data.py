@@ -10,6 +10,7 @@ from collections import Counter
 
 import numpy as np
 
+from privfed.common.bounds import flush_tiny
 from privfed.common.dataset_files import parse_bounds, read_table
 from privfed.common.datasets import Dataset, federation_split, partition  # federation_split: re-exported
 from privfed.common.errors import ConfigError
@@ -61,8 +62,10 @@ def row_digests(X: np.ndarray, y: np.ndarray) -> list[bytes]:
     (``Ledger.bind_rows``), so a row's spent budget follows its content and its occurrence, not
     the owner id or the partition it is in (issue 20, finding 4). A zero is hashed as ``+0.0`` (``x + 0.0``
     under IEEE 754 round-to-nearest): ``-0.0`` is the same number to every release, and a file that writes it
-    so must not give the row a fresh account (``tests/adversary/test_row_digest_signed_zero.py``)."""
-    X = np.ascontiguousarray(X, dtype="<f8") + 0.0
+    so must not give the row a fresh account (``tests/adversary/test_row_digest_signed_zero.py``); for the same
+    reason a value below :data:`~privfed.common.bounds.TINY` is hashed as the 0 every release reads it as
+    (:func:`~privfed.common.bounds.flush_tiny`, as :class:`~privfed.owner.local.LocalOwner` reads its rows)."""
+    X = np.ascontiguousarray(flush_tiny(X), dtype="<f8") + 0.0
     y = np.ascontiguousarray(y, dtype="<i8")
     seen: Counter[bytes] = Counter()
     out = []

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from privfed.common.bounds import Bounds
+from privfed.common.bounds import Bounds, flush_tiny
 from privfed.common.errors import ConfigError
 from privfed.common.tasks import Payload
 from privfed.common.validation import check_int
@@ -66,7 +66,9 @@ class LocalOwner:
     ----------
     owner_id : str
     X, y : arrays (n, d), (n,)
-        The private rows and class indices; read by ``compute`` only.
+        The private rows and class indices; read by ``compute`` only. Values below
+        :data:`~privfed.common.bounds.TINY` in magnitude are read as 0 (:func:`~privfed.common.bounds.flush_tiny`):
+        a subnormal's arithmetic is slower, and would tell a coordinator timing the answer that a row holds one.
     rng : numpy.random.Generator
         The owner's noise stream.
     n_classes : int
@@ -99,6 +101,7 @@ class LocalOwner:
 
     def __post_init__(self) -> None:
         self.public = PublicConfig(self.bounds, self.n_classes)
+        self.X = flush_tiny(self.X)  # no subnormal reaches a release's arithmetic (audit 8)
         if self.row_keys and len(self.row_keys) != np.asarray(self.X).shape[0]:
             raise ConfigError(f"owner {self.owner_id}: {len(self.row_keys)} row keys for {len(self.X)} rows")
         if np.asarray(self.X).shape[0] == 0:

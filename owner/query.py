@@ -38,7 +38,9 @@ work in between is a timing channel (``bench/timing_paths.py``, ``query/*``). So
 owner's files that needs no word of the coordinator is done before it is contacted (step 1): the
 query file is parsed (by ``--schema`` too), and the training rows are reduced to their moments
 (:func:`~privfed.owner.query_cleaning.moment_rows`, ``2C`` rows for ``C`` columns), from which
-``A_c`` is fitted once F is known. A schema the model names (no ``--schema``) can only read the file
+``A_c`` is fitted once F is known; both files' values below 2^-300, and the moments', are read as 0 there
+(:func:`~privfed.common.bounds.flush_tiny`: a subnormal's arithmetic in the gap takes the CPU's slow path;
+``tests/adversary/test_subnormal_query.py``). A schema the model names (no ``--schema``) can only read the file
 after ``GetModel``: it reads the query's numbers rewritten in one width
 (:mod:`privfed.owner.query_files`), so its time follows the row and column counts, not the digits.
 Between the two calls: public checks, that reading, the cleaning (whose work is a function of

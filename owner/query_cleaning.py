@@ -83,7 +83,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from privfed.common.bounds import Bounds
+from privfed.common.bounds import Bounds, flush_tiny
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.validation import check_choice
 
@@ -155,20 +155,22 @@ def moment_rows(table: np.ndarray) -> np.ndarray:
 
     ``privfed query`` computes them before contacting the coordinator, so the map ``A_c`` it fits
     after ``GetModel`` (when the feature count is known) takes the same time for 300 training rows as
-    for 3000 (:mod:`privfed.owner.query`, "Timing").
+    for 3000 (:mod:`privfed.owner.query`, "Timing"). Values below :data:`~privfed.common.bounds.TINY`, in the
+    table and in the moments, are read as 0 (:func:`~privfed.common.bounds.flush_tiny`): the fit's
+    arithmetic in the gap takes no subnormal's slow path (``tests/adversary/test_subnormal_query.py``).
 
     Raises
     ------
     ConfigError
         Fewer than 2 rows.
     """
-    table = np.asarray(table, dtype=np.float64)
+    table = flush_tiny(table)
     if table.ndim != 2 or table.shape[0] < 2:
         raise ConfigError(f"the owner's training rows must be a 2-D array with at least 2 rows, got {table.shape}")
     C = table.shape[1]
     _, R = np.linalg.qr(table - table.mean(axis=0))
     padded = np.vstack([R, np.zeros((C - R.shape[0], C))])
-    return np.vstack([padded, -padded]) / np.sqrt(2.0)
+    return flush_tiny(np.vstack([padded, -padded]) / np.sqrt(2.0))
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from privfed.common.bounds import flush_tiny
 from privfed.common.dataset_files import is_npz, is_number
 from privfed.common.dataset_files import read_table as read_raw_table
 from privfed.common.errors import ConfigError, RemoteProtocolError
@@ -131,7 +132,10 @@ class QueryFile:
 
 def read_queries(path: Path, own_schema: FederationSchema | None) -> QueryFile:
     """Every read and parse of the query file that needs no word of the coordinator (:mod:`privfed.owner.query`, "Timing"); errors
-    that would stop any reading (a missing file, a bad ``--schema`` reading) are raised here."""
+    that would stop any reading (a missing file, a bad ``--schema`` reading) are raised here. Values below
+    :data:`~privfed.common.bounds.TINY` are read as 0 (:func:`~privfed.common.bounds.flush_tiny`), in the text a
+    coordinator's schema reads too: a subnormal's arithmetic in the gap is slower, and on the wire's 2^-20 grid
+    it is the 0 it rounds to (``tests/adversary/test_subnormal_query.py``)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"--queries {path}: file not found")
@@ -142,9 +146,9 @@ def read_queries(path: Path, own_schema: FederationSchema | None) -> QueryFile:
         loaded = own_schema.load(raw, labels=None)
         for note in loaded.notes():
             log.info("--queries %s", note)
-        own = loaded.X
+        own = flush_tiny(loaded.X)
     try:
-        numeric = read_table(path, "--queries")
+        numeric = flush_tiny(read_table(path, "--queries"))  # no subnormal in the gap's arithmetic (audit 8)
     except ConfigError as exc:
         return QueryFile(path, raw, None, exc, own)
     return QueryFile(path, None if raw is None else _fixed_width(raw, numeric), numeric, None, own)

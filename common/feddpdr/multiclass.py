@@ -53,10 +53,10 @@ from typing import cast
 
 import numpy as np
 
+from privfed.common.bounds import flush_tiny
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.pca import check_unit_rows
 from privfed.common.feddpdr.svm import huber_hinge, huber_hinge_derivative
-from privfed.common.mechanisms.amp import flush_tiny
 from privfed.common.mechanisms.objective import perturbed
 from privfed.common.mechanisms.objective_gaussian import GaussianObjectivePerturbation
 from privfed.common.validation import check_choice
@@ -93,7 +93,7 @@ def mechanism(epsilon: float, delta: float, n_classes: int, loss: str) -> Gaussi
 
 #: ``exp`` is taken of arguments clamped to ``>= -EXP_FLOOR`` and is 0 below it (:func:`_exp_nonpositive`):
 #: ``e^-300 ~ 5e-131``, so the probabilities, their products with a Huber slope (0 or >= 2^-53) and with rows
-#: (:func:`~privfed.common.mechanisms.amp.flush_tiny`) stay normal floats, whose arithmetic takes no slow path
+#: (:func:`~privfed.common.bounds.flush_tiny`) stay normal floats, whose arithmetic takes no slow path
 #: (the solver's work is the same for every rows; :mod:`privfed.common.mechanisms.amp`, "Timing").
 EXP_FLOOR = 300.0
 

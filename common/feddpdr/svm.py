@@ -50,11 +50,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from privfed.common.bounds import flush_tiny
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.choices import ovr_epsilons
 from privfed.common.feddpdr.model import add_bias_feature
 from privfed.common.feddpdr.pca import check_unit_rows, clip_rows_to_unit_ball
-from privfed.common.mechanisms.amp import flush_tiny
 from privfed.common.mechanisms.objective import ObjectivePerturbation, perturbed
 from privfed.common.validation import check_positive
 from privfed.common.work_rows import pad_rows, work_rows
@@ -128,7 +128,7 @@ def _fit_huber(
     Theorem 9's mechanism made total by AMP (:class:`~privfed.common.mechanisms.objective.ObjectivePerturbation`,
     module docstring); the loss is the mean Huber loss, ``c = 1/(2h)`` smooth and of gradient norm <= 1
     (``||x|| <= 1``). An owner with no rows fits the regulariser and the noise alone (``n`` counts as 1). The
-    rows' tiny entries are zeroed first (:func:`~privfed.common.mechanisms.amp.flush_tiny`: no subnormal), and
+    rows' tiny entries are zeroed first (:func:`~privfed.common.bounds.flush_tiny`: no subnormal), and
     the rows are padded with zero rows to ``n``'s public grid cell (:mod:`privfed.common.work_rows`): the mean
     keeps its divisor ``n``, the solver's steps the cell's (``ObjectivePerturbation.public_reg``).
     """

@@ -24,8 +24,8 @@ work: no stopping test, no line search, no branch on the iterates. (Before, L-BF
 one answer's time told an owner of separable or one-class rows from one of ordinary rows at ~0.7 accuracy.)
 The gradients the solver calls are the learners' branch-free ones (:mod:`privfed.common.feddpdr.svm`,
 :mod:`privfed.common.feddpdr.multiclass`): ``clip`` and ``where``, an ``exp`` whose argument is clamped so
-that it never returns a subnormal, and rows whose tiny entries :func:`flush_tiny` has zeroed; products of
-such values stay normal, so no float takes a slow path whatever the rows.
+that it never returns a subnormal, and rows whose tiny entries :func:`~privfed.common.bounds.flush_tiny` has
+zeroed; products of such values stay normal, so no float takes a slow path whatever the rows.
 
 The objective-perturbation mechanisms (:mod:`.objective`, used by :mod:`privfed.common.feddpdr.svm` and
 :mod:`privfed.common.feddpdr.multiclass`) give ``epsilon_out`` a small public share of their budget
@@ -80,9 +80,6 @@ FLOAT_SHARE = 0.5
 """Share of ``r`` left to floating point: :func:`nesterov_within` reaches ``(1 - FLOAT_SHARE) r`` in real
 arithmetic (its rounding errors, relative ~1e-16 per step, stay far below the other half; the tests compare
 with a reference minimiser on varied rows). It costs ``2 sqrt(kappa) ln 2`` more steps."""
-#: Entries of a row below this magnitude are zeroed before a fit (:func:`flush_tiny`): their products with
-#: the solver's values could be subnormal. ``2^-300 ~ 5e-91`` is far below every rounding they enter.
-TINY = 2.0**-300
 #: The released parameters are clamped to ``+-(PARAMETER_LIMIT + TAIL_SCALES s)`` (:class:`AmpOutputNoise`): far
 #: beyond any fit of rows of norm <= 1, and a coordinate-wise clamp brings two points no further apart.
 PARAMETER_LIMIT = 2.0**31
@@ -150,12 +147,6 @@ def nesterov_within(
         x = (1.0 + momentum) * y_next - momentum * y
         y = y_next
     return y
-
-
-def flush_tiny(values: np.ndarray) -> np.ndarray:
-    """``values`` with every entry below :data:`TINY` in magnitude set to 0 (module docstring, "Timing")."""
-    values = np.asarray(values, dtype=np.float64)
-    return np.where(np.abs(values) < TINY, 0.0, values)
 
 
 def norm_laplace_noise(d: int, epsilon: float, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
@@ -276,10 +267,8 @@ __all__ = [
     "PARAMETER_LIMIT",
     "AmpOutputNoise",
     "FLOAT_SHARE",
-    "TINY",
     "Gradient",
     "accelerated_steps",
-    "flush_tiny",
     "nesterov_within",
     "norm_laplace_noise",
     "norm_laplace_variance",
