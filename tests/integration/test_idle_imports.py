@@ -11,7 +11,8 @@ Neither process may hold the analysis stack: scikit-learn, scipy's optimizers, m
 jobs and commands that use them (the launcher's reference fit, feddpdr, the boosting coordinator). An idle
 owner holds no task kind's code either (the lazy registry of ``privfed.common.tasks``): it imports a kind's
 family, with its learners and mechanisms, on its first task of that kind. An idle coordinator holds no secure-sum
-machine (it builds them when its job starts), and neither node another command's parser module.
+machine (it builds them when its job starts) nor another task's strategy, and neither node another command's
+parser module.
 """
 
 from __future__ import annotations
@@ -54,6 +55,12 @@ KIND_CODE = (
 #: its job starts (``privfed.server.securesum.RelayedTransport``), not while it waits for its owners.
 SECURE_SUM_MACHINES = tuple(
     f"privfed.common.secagg.{m}" for m in ("coordinator", "transitions", "aggregator", "events", "requests", "runs")
+)
+#: The round logic of the tasks the idle coordinator (``--task lr``: LDP gradient descent) does not run, with the
+#: share kinds only they use: ``privfed.server.strategies`` imports a job's own strategy (``make_strategy``).
+OTHER_STRATEGIES = (
+    *(f"privfed.server.strategies.{s}" for s in ("lr", "ncc", "naive_bayes", "boosting", "marginal_boost", "feddpdr")),
+    "privfed.common.tasks.shares",
 )
 #: The other commands' parser modules: ``privfed.deploy.cli`` imports a command's when it builds its parser.
 OTHER_COMMANDS = {
@@ -182,4 +189,12 @@ def test_a_node_imports_its_own_commands_parser_only(idle_modules: dict[str, set
     modules = idle_modules[role]
     assert _within(modules, OTHER_COMMANDS[role]) == [], (
         f"an idle {role} imported {_within(modules, OTHER_COMMANDS[role])}"
+    )
+
+
+def test_an_idle_coordinator_holds_its_own_tasks_strategy_only(idle_modules: dict[str, set[str]]) -> None:
+    modules = idle_modules["coordinator"]
+    assert "privfed.server.strategies.ldp_gd" in modules  # lr's default solver: the job's strategy is built at start
+    assert _within(modules, OTHER_STRATEGIES) == [], (
+        f"an idle coordinator imported {_within(modules, OTHER_STRATEGIES)}"
     )
