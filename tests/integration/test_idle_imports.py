@@ -11,8 +11,8 @@ Neither process may hold the analysis stack: scikit-learn, scipy's optimizers, m
 jobs and commands that use them (the launcher's reference fit, feddpdr, the boosting coordinator). An idle
 owner holds no task kind's code either (the lazy registry of ``privfed.common.tasks``): it imports a kind's
 family, with its learners and mechanisms, on its first task of that kind. An idle coordinator holds no secure-sum
-machine (it builds them when its job starts) nor another task's strategy, and neither node another command's
-parser module.
+machine (it builds them when its job starts), no envelope cryptography (it relays sealed envelopes, it opens
+none) nor another task's strategy, and neither node another command's parser module.
 """
 
 from __future__ import annotations
@@ -55,6 +55,14 @@ KIND_CODE = (
 #: its job starts (``privfed.server.securesum.RelayedTransport``), not while it waits for its owners.
 SECURE_SUM_MACHINES = tuple(
     f"privfed.common.secagg.{m}" for m in ("coordinator", "transitions", "aggregator", "events", "requests", "runs")
+)
+#: The envelopes' cryptography (X25519 boxes sealed with AES-GCM; ``cryptography``'s ciphers and serialization):
+#: a coordinator relays sealed envelopes and checks their sizes (``privfed.common.secagg.sizes``), it opens none.
+ENVELOPE_CRYPTO = (
+    "privfed.common.secagg.boxes",
+    "privfed.common.secagg.signed_keys",
+    "cryptography.hazmat.primitives.ciphers",
+    "cryptography.hazmat.primitives.serialization",
 )
 #: The round logic of the tasks the idle coordinator (``--task lr``: LDP gradient descent) does not run, with the
 #: share kinds only they use: ``privfed.server.strategies`` imports a job's own strategy (``make_strategy``).
@@ -198,3 +206,9 @@ def test_an_idle_coordinator_holds_its_own_tasks_strategy_only(idle_modules: dic
     assert _within(modules, OTHER_STRATEGIES) == [], (
         f"an idle coordinator imported {_within(modules, OTHER_STRATEGIES)}"
     )
+
+
+def test_an_idle_coordinator_holds_no_envelope_cryptography(idle_modules: dict[str, set[str]]) -> None:
+    modules = idle_modules["coordinator"]
+    assert "privfed.server.relay" in modules and "privfed.common.secagg.ring" in modules  # it relays ring envelopes
+    assert _within(modules, ENVELOPE_CRYPTO) == [], f"an idle coordinator imported {_within(modules, ENVELOPE_CRYPTO)}"
