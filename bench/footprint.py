@@ -14,15 +14,23 @@ library pages included), all measured in this run:
   one after the other in one process (``PARTS``): a ``numpy.random.Generator`` (numpy loads
   ``numpy.random`` on first use; every owner draws its noise from one), the generated protobuf
   module (``privfed_pb2``: the wire messages), an SQLite database (the ledger), one gRPC call on a
-  channel (the client's polling and executor threads) and the secure rng (randomgen's AES counter,
-  as ``privfed.common.rng`` loads it). The last but one line is the least a seeded node process
-  needs, the last line a secure one; an owner's RSS above them is privfed's own code and data.
+  channel (the client's polling and executor threads), a command line (argparse), numpy arithmetic
+  (a comparison and a subtraction: each maps numpy's loops, ~1 MB of ``_multiarray_umath``'s pages on
+  this kernel, which every node runs at start when it checks the schema's bounds and its rows), an
+  X25519 key and its raw public bytes (an owner registers one per owner it hosts: ``cryptography``'s
+  serialization package and its Rust code) and the secure rng (randomgen's AES counter, as
+  ``privfed.common.rng`` loads it). The last but one line is the least a seeded node process needs,
+  the last line a secure one; an owner's RSS above them is privfed's own code and data;
+* ``coordinator floor + ...``: the same for a coordinator (``COORDINATOR_PARTS``; no noise, ledger
+  or owner key at rest): the protobuf messages, a gRPC server with the health service that served
+  one call, a command line and numpy arithmetic;
+* ``... vs its parts``: each node against the last line of its parts (a seeded owner: the last but one).
 
 Goal (issue 27): every process <= 1.1 x the floor.
 
     python bench/footprint.py [--repeats 5] [--seed 0] [--pythonpath DIR]
 
-Not a test and not run in CI (``make bench``); about 30 s.
+Not a test and not run in CI (``make bench``); about 40 s.
 """
 
 from __future__ import annotations
@@ -45,7 +53,7 @@ from privfed.server.report import host_info
 
 D, BOUND = 10, 4.0  # features and their public bounds -BOUND:BOUND
 
-#: Cumulative RSS (MB), one line per step, of a process that adds the required parts to the floor.
+#: Cumulative RSS (MB), one line per step, of a process that adds the parts an owner node needs to the floor.
 PARTS = """
 import sqlite3, sys
 def rss():
@@ -67,11 +75,59 @@ try:
 except grpc.RpcError:
     pass
 print(rss(), flush=True)
+import argparse
+argparse.ArgumentParser(prog="p").parse_args([])
+print(rss(), flush=True)
+a, b = numpy.array([1.0, 2.0]), numpy.array([3.0, 4.0])
+assert numpy.any(a <= b) and numpy.all(numpy.isfinite(2.0 * (b - a)))
+print(rss(), flush=True)
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+X25519PrivateKey.generate().public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+print(rss(), flush=True)
 from privfed.common.rng import make_rng
 make_rng("secure").normal(size=4)
 print(rss(), flush=True)
 """
-PART_NAMES = ("floor", "+ numpy.random", "+ protobuf messages", "+ sqlite3 ledger", "+ a gRPC call", "+ AES-CTR rng")
+PART_NAMES = (
+    "floor",
+    "+ numpy.random",
+    "+ protobuf messages",
+    "+ sqlite3 ledger",
+    "+ a gRPC call",
+    "+ a command line",
+    "+ numpy arithmetic",
+    "+ an X25519 key",
+    "+ AES-CTR rng",
+)
+#: The same for a coordinator: no noise, no ledger, no owner keys at rest; a gRPC server (with the
+#: health service, as ``privfed.server.app``) that served one call, which the bench makes once the
+#: process prints its port.
+COORDINATOR_PARTS = """
+import sys
+def rss():
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmRSS:")) / 1024.0
+import numpy, grpc, google.protobuf, cryptography.x509
+print(rss(), flush=True)
+from privfed.proto import privfed_pb2, privfed_pb2_grpc
+privfed_pb2.Task(task_id="t").SerializeToString()
+print(rss(), flush=True)
+from concurrent import futures
+from grpc_health.v1 import health, health_pb2_grpc
+server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), server)
+print(server.add_insecure_port("127.0.0.1:0"), flush=True)
+server.start()
+sys.stdin.readline()  # the bench has made its call
+print(rss(), flush=True)
+import argparse
+argparse.ArgumentParser(prog="p").parse_args([])
+print(rss(), flush=True)
+a, b = numpy.array([1.0, 2.0]), numpy.array([3.0, 4.0])
+assert numpy.any(a <= b) and numpy.all(numpy.isfinite(2.0 * (b - a)))
+print(rss(), flush=True)
+"""
+COORDINATOR_PART_NAMES = ("floor", "+ protobuf messages", "+ a gRPC server", "+ a command line", "+ numpy arithmetic")
 
 
 def rss_mb(pid: int) -> float:
@@ -171,9 +227,36 @@ class Footprint:
                     p.kill()
                     p.wait()
 
+    def coordinator_parts(self) -> list[float]:
+        """The cumulative RSS of ``COORDINATOR_PARTS``: its server serves one health check from this process."""
+        import grpc
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        proc = subprocess.Popen(
+            [sys.executable, "-c", COORDINATOR_PARTS],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=self.env,
+            cwd=self.tmp,
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            values = [float(proc.stdout.readline()) for _ in range(2)]
+            port = int(proc.stdout.readline())
+            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+                health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=30)
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+            values += [float(v) for v in proc.stdout.read().split()]
+        finally:
+            proc.kill()
+            proc.wait()
+        return values
+
 
 def line(name: str, base: float, cand: float) -> None:
-    print(f"{name:<32}{base:>12.1f}{cand:>12.1f}{cand / base:>8.2f}", flush=True)
+    print(f"{name:<44}{base:>12.1f}{cand:>12.1f}{cand / base:>8.2f}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,18 +269,33 @@ def main(argv: list[str] | None = None) -> int:
         f"# idle RSS (MB) of privfed processes vs the interpreter floor; host {host_info()}; median of {args.repeats}; "
         f"privfed from {args.pythonpath or 'this checkout'}"
     )
-    print(f"{'name':<32}{'baseline':>12}{'candidate':>12}{'ratio':>8}")
+    print(f"{'name':<44}{'baseline':>12}{'candidate':>12}{'ratio':>8}")
     with tempfile.TemporaryDirectory() as tmp:
         fp = Footprint(Path(tmp), np.random.Generator(np.random.PCG64(args.seed)), args.pythonpath)
-        runs = [fp.idle(f"{rng}{r}", rng) for r in range(args.repeats) for rng in ("seeded", "secure")]
+        runs, coordinator_parts = [], []
+        for r in range(args.repeats):
+            runs += [fp.idle(f"{rng}{r}", rng) for rng in ("seeded", "secure")]
+            coordinator_parts.append(fp.coordinator_parts())
     seeded, secure = runs[0::2], runs[1::2]
     parts = [statistics.median(p[i] for _, _, p in runs) for i in range(len(PART_NAMES))]
+    coordinator = [statistics.median(p[i] for p in coordinator_parts) for i in range(len(COORDINATOR_PART_NAMES))]
     floor = parts[0]
-    line("coordinator idle (--schema)", floor, statistics.median(c for c, _, _ in runs))
-    line("owner idle (--rng seeded)", floor, statistics.median(o for _, o, _ in seeded))
-    line("owner idle (--rng secure)", floor, statistics.median(o for _, o, _ in secure))
+    idle = {
+        "coordinator idle (--schema)": statistics.median(c for c, _, _ in runs),
+        "owner idle (--rng seeded)": statistics.median(o for _, o, _ in seeded),
+        "owner idle (--rng secure)": statistics.median(o for _, o, _ in secure),
+    }
+    for name, mb in idle.items():
+        line(name, floor, mb)
     for name, mb in zip(PART_NAMES[1:], parts[1:]):
         line(f"  floor {name}", floor, mb)
+    for name, mb in zip(COORDINATOR_PART_NAMES[1:], coordinator[1:]):
+        line(f"  coordinator floor {name}", coordinator[0], mb)
+    # each node against the floor plus the parts it needs (the last line of its parts; a seeded owner's
+    # is the last but one: it loads no AES-CTR): what is left above is privfed's own code and data
+    line("coordinator idle vs its parts", coordinator[-1], idle["coordinator idle (--schema)"])
+    line("owner seeded idle vs its parts", parts[-2], idle["owner idle (--rng seeded)"])
+    line("owner secure idle vs its parts", parts[-1], idle["owner idle (--rng secure)"])
     return 0
 
 

@@ -16,20 +16,19 @@ query), :mod:`privfed.deploy.offline_cli` (experiment, reproduce, export), :mod:
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privfed.common.errors import PrivfedError
-from privfed.deploy.admin_cli import add_certs, add_ledger
 from privfed.deploy.argtypes import epsilon_list, listen_address, one_epsilon, positive_float, positive_int
 from privfed.deploy.cli_parser import Parser, VersionAction
 from privfed.deploy.job_flags import add_data, add_learning
-from privfed.deploy.offline_cli import add_experiment, add_export, add_reproduce
-from privfed.deploy.owner_cli import add_owner, add_query
 from privfed.deploy.tlsflags import add_tls as _add_tls
 from privfed.deploy.tlsflags import tls_files as _tls
 
@@ -222,17 +221,28 @@ def _add_job(sub: argparse._SubParsersAction) -> None:
     add_job(sub)
 
 
+def _from(module: str, name: str) -> Callable[[argparse._SubParsersAction], None]:
+    """The parser builder ``module.name``, imported when its command's parser is built: a node
+    never imports the other commands' modules (``privfed owner`` neither ``admin_cli`` nor
+    ``offline_cli``; issue 27, idle RSS)."""
+
+    def add(sub: argparse._SubParsersAction) -> None:
+        getattr(importlib.import_module(module), name)(sub)
+
+    return add
+
+
 #: ``privfed COMMAND`` -> the function that adds its parser.
 _COMMANDS = {
     "simulate": _add_simulate,
     "coordinator": _add_coordinator,
-    "owner": add_owner,
-    "query": add_query,
-    "export": add_export,
-    "certs": add_certs,
-    "ledger": add_ledger,
-    "experiment": add_experiment,
-    "reproduce": add_reproduce,
+    "owner": _from("privfed.deploy.owner_cli", "add_owner"),
+    "query": _from("privfed.deploy.owner_cli", "add_query"),
+    "export": _from("privfed.deploy.offline_cli", "add_export"),
+    "certs": _from("privfed.deploy.admin_cli", "add_certs"),
+    "ledger": _from("privfed.deploy.admin_cli", "add_ledger"),
+    "experiment": _from("privfed.deploy.offline_cli", "add_experiment"),
+    "reproduce": _from("privfed.deploy.offline_cli", "add_reproduce"),
     "serve": _add_serve,
     "submit": _add_submit,
     "jobs": _add_jobs,

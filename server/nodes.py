@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from privfed.common.errors import NodeIdInUse, RemoteProtocolError, RoundFailed
 from privfed.common.identity import check_owned_by
-from privfed.common.secagg.boxes import MAX_ID_BYTES
+from privfed.common.secagg.sizes import MAX_ID_BYTES
 from privfed.common.tasks import OwnerInfo, PeerKey
 
 log = logging.getLogger("privfed.coordinator")

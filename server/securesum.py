@@ -18,13 +18,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from privfed.common.secagg.coordinator import SecureSumCoordinator
-from privfed.common.secagg.events import Action, Answers, Ask, CloseRing, OpenRing
-from privfed.common.secagg.transitions import KeyPreparation, SecureSum
 from privfed.common.tasks import PeerKey, Result, RingSpec, Task, TaskSpec
 from privfed.server.strategies.base import SumResult, Transport, new_tasks
 from privfed.server.strategies.result import SumRecord
+
+if TYPE_CHECKING:
+    from privfed.common.secagg.events import Action, Ask
+    from privfed.common.secagg.transitions import KeyPreparation, SecureSum
 
 log = logging.getLogger("privfed.coordinator")
 
@@ -34,6 +36,10 @@ class RelayedTransport(Transport):
     (module docstring). ``secure_sum``: the default protocol (``"auto"``, ``"ring"`` or ``"secagg"``)."""
 
     def __init__(self, secure_sum: str = "auto") -> None:
+        # here, not at the top: a coordinator imports the secure sums' machines (their masking and
+        # aggregation, 0.5 MB: ``bench/footprint.py``) when its job starts, not while it waits for owners
+        from privfed.common.secagg.coordinator import SecureSumCoordinator
+
         self.secure_sums = SecureSumCoordinator(secure_sum)
 
     @property
@@ -116,6 +122,8 @@ class RelayedTransport(Transport):
     def _drive(self, machine: SecureSum | KeyPreparation, round_id: str) -> None:
         """Do what ``machine`` asks until it asks nothing more; every relay session it opened is
         closed, also when it fails (:class:`RoundFailed`) or anything else goes wrong."""
+        from privfed.common.secagg.events import Answers, CloseRing, OpenRing  # loaded with the machine
+
         opened: set[str] = set()
         noted = 0
         try:

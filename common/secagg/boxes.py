@@ -40,13 +40,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from privfed.common.errors import ConfigError, LocalProtocolError, RemoteProtocolError
+from privfed.common.secagg.sizes import MAX_ID_BYTES, NONCE_BYTES, SEAL_OVERHEAD
 
-NONCE_BYTES = 12
-TAG_BYTES = 16
-#: Bytes a sealed message adds to its plaintext.
-SEAL_OVERHEAD = NONCE_BYTES + TAG_BYTES
-X25519_PUBLIC_BYTES = 32
-MAX_ID_BYTES = 255
 _KEY_INFO = b"privfed-e2e"
 _AAD_TAG = b"privfed-e2e-aad-v1"
 

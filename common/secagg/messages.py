@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from privfed.common.errors import RemoteProtocolError
-from privfed.common.secagg.boxes import SEAL_OVERHEAD, X25519_PUBLIC_BYTES
 from privfed.common.secagg.shamir import SHARE_BYTES
+from privfed.common.secagg.sizes import SEAL_OVERHEAD, X25519_PUBLIC_BYTES
 
 #: AAD kind of sealed shares.
 KEY_SHARES = "secagg-key-shares"

@@ -72,7 +72,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 
 from privfed.common.errors import ConfigError, LocalProtocolError, RemoteProtocolError
 from privfed.common.secagg import shamir
-from privfed.common.secagg.boxes import SEAL_OVERHEAD, AadFields, Box, public_bytes
+from privfed.common.secagg.boxes import AadFields, Box, public_bytes
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.masking import neighbour_graph, pair_key, pair_masks, self_mask, threshold
 from privfed.common.secagg.messages import (
@@ -86,6 +86,7 @@ from privfed.common.secagg.messages import (
     UnmaskReply,
     UnmaskRequest,
 )
+from privfed.common.secagg.sizes import SEAL_OVERHEAD
 
 R = TypeVar("R")
 

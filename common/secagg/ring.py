@@ -52,15 +52,18 @@ import secrets
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Self
+from typing import TYPE_CHECKING, ClassVar, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from privfed.common.errors import ConfigError, LocalProtocolError, ProtocolError, RemoteProtocolError
-from privfed.common.secagg.boxes import MAX_ID_BYTES, SEAL_OVERHEAD, AadFields, Box
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.ring_topology import check_id, check_ring, ring_peers
+from privfed.common.secagg.sizes import MAX_ID_BYTES, SEAL_OVERHEAD
+
+if TYPE_CHECKING:
+    from privfed.common.secagg.boxes import AadFields, Box
 
 #: Largest vector length ``m`` a ring session carries (8 MiB of ring values per message).
 MAX_VALUES = 1 << 20
@@ -143,6 +146,8 @@ class _Envelope:
             )
 
     def aad(self) -> AadFields:
+        from privfed.common.secagg.boxes import AadFields  # here: the relay reads headers without the ciphers
+
         return AadFields(self.session_id, self.sender, self.recipient, self.kind.value, self.seq)
 
     def to_bytes(self) -> bytes:
@@ -260,6 +265,8 @@ class RingParty:
         self._total: np.ndarray | None = None
 
     def _resolve_box(self, box_for: Mapping[str, Box] | Callable[[str], Box], peer: str) -> Box:
+        from privfed.common.secagg.boxes import Box  # a party has its boxes' module loaded already
+
         try:
             box = box_for(peer) if callable(box_for) else box_for[peer]
         except KeyError as exc:
@@ -313,6 +320,8 @@ class RingParty:
         self._secret = self._total = None
 
     def _send(self, kind: MessageKind, recipient: str, seq: int, payload: np.ndarray) -> Outbound:
+        from privfed.common.secagg.boxes import AadFields
+
         aad = AadFields(self.session_id, self.party_id, recipient, kind.value, seq)
         ciphertext = self._boxes[recipient].seal(payload.astype("<u8").tobytes(), aad)
         return Outbound(self.session_id, self.party_id, recipient, kind, seq, ciphertext)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from privfed.common.errors import ConfigError
-from privfed.common.secagg.boxes import MAX_ID_BYTES
+from privfed.common.secagg.sizes import MAX_ID_BYTES
 
 
 def check_id(name: str, value: object, error: type[Exception]) -> None:

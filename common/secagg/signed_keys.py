@@ -23,7 +23,8 @@ from cryptography.x509.oid import NameOID
 
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.roles import DATA_USER, certificate_role
-from privfed.common.secagg.boxes import X25519_PUBLIC_BYTES, id_bytes, lp
+from privfed.common.secagg.boxes import id_bytes, lp
+from privfed.common.secagg.sizes import X25519_PUBLIC_BYTES
 
 _BINDING_TAG = b"privfed-x25519-binding-v1"
 

@@ -21,11 +21,11 @@ from privfed.common.errors import ConfigError
 from privfed.server.config import JobConfig
 from privfed.server.parameters import BdtParams
 from privfed.server.strategies.base import SingleRound, Strategy, Transport, refusals
-from privfed.server.strategies.lr import LrStrategy
-from privfed.server.strategies.ncc import NccStrategy
 
 if TYPE_CHECKING:
     from privfed.server.strategies.feddpdr import FedDpdrStrategy
+    from privfed.server.strategies.lr import LrStrategy
+    from privfed.server.strategies.ncc import NccStrategy
 
 __all__ = [
     "FedDpdrStrategy",
@@ -71,7 +71,7 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
         return NbStrategy(**options, epsilon=config.epsilon, n_classes=n_classes, bounds=bounds)
     if config.task in ("ncc", "lr", "feddpdr"):  # each takes its table's parameters (server/parameters.py)
         strategy: type[NccStrategy | LrStrategy | FedDpdrStrategy] = (
-            NccStrategy if config.task == "ncc" else LrStrategy if config.task == "lr" else _feddpdr()
+            _ncc() if config.task == "ncc" else _lr() if config.task == "lr" else _feddpdr()
         )
         if config.task == "ncc":  # a joint share's length: the job's public bound on an owner's rows
             options["max_owner_rows"] = config.owner_rows_bound
@@ -118,8 +118,22 @@ def _feddpdr() -> type[FedDpdrStrategy]:
     return FedDpdrStrategy
 
 
+def _ncc() -> type[NccStrategy]:
+    from privfed.server.strategies.ncc import NccStrategy
+
+    return NccStrategy
+
+
+def _lr() -> type[LrStrategy]:
+    from privfed.server.strategies.lr import LrStrategy
+
+    return LrStrategy
+
+
 def __getattr__(name: str) -> object:
-    """``FedDpdrStrategy`` on first use: it imports scipy, which the other tasks' coordinators never load."""
-    if name == "FedDpdrStrategy":
-        return _feddpdr()
+    """A task's strategy class on first use: a coordinator imports its own task's round logic only (issue 27,
+    idle RSS; ``FedDpdrStrategy`` imports scipy, which the other tasks' coordinators never load)."""
+    lazy = {"FedDpdrStrategy": _feddpdr, "LrStrategy": _lr, "NccStrategy": _ncc}
+    if name in lazy:
+        return lazy[name]()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

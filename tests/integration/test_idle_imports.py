@@ -10,7 +10,9 @@ Neither process may hold the analysis stack: scikit-learn, scipy's optimizers, m
 (each costs megabytes of RSS per node; ``bench/footprint.py`` measures the rest). They are loaded only by the
 jobs and commands that use them (the launcher's reference fit, feddpdr, the boosting coordinator). An idle
 owner holds no task kind's code either (the lazy registry of ``privfed.common.tasks``): it imports a kind's
-family, with its learners and mechanisms, on its first task of that kind.
+family, with its learners and mechanisms, on its first task of that kind. An idle coordinator holds no secure-sum
+machine (it builds them when its job starts), no envelope cryptography (it relays sealed envelopes, it opens
+none) nor another task's strategy, and neither node another command's parser module.
 """
 
 from __future__ import annotations
@@ -48,6 +50,31 @@ KIND_CODE = (
     *(f"privfed.common.mechanisms.{m}" for m in ("factory", "laplace", "piecewise", "geometric", "frequency")),
     *(f"privfed.proto.serde_{family}" for family in ("shares", "boosting", "steps")),
 )
+
+#: The secure sums' machines (their masking, aggregation and state transitions): a coordinator builds them when
+#: its job starts (``privfed.server.securesum.RelayedTransport``), not while it waits for its owners.
+SECURE_SUM_MACHINES = tuple(
+    f"privfed.common.secagg.{m}" for m in ("coordinator", "transitions", "aggregator", "events", "requests", "runs")
+)
+#: The envelopes' cryptography (X25519 boxes sealed with AES-GCM; ``cryptography``'s ciphers and serialization):
+#: a coordinator relays sealed envelopes and checks their sizes (``privfed.common.secagg.sizes``), it opens none.
+ENVELOPE_CRYPTO = (
+    "privfed.common.secagg.boxes",
+    "privfed.common.secagg.signed_keys",
+    "cryptography.hazmat.primitives.ciphers",
+    "cryptography.hazmat.primitives.serialization",
+)
+#: The round logic of the tasks the idle coordinator (``--task lr``: LDP gradient descent) does not run, with the
+#: share kinds only they use: ``privfed.server.strategies`` imports a job's own strategy (``make_strategy``).
+OTHER_STRATEGIES = (
+    *(f"privfed.server.strategies.{s}" for s in ("lr", "ncc", "naive_bayes", "boosting", "marginal_boost", "feddpdr")),
+    "privfed.common.tasks.shares",
+)
+#: The other commands' parser modules: ``privfed.deploy.cli`` imports a command's when it builds its parser.
+OTHER_COMMANDS = {
+    "coordinator": ("privfed.deploy.admin_cli", "privfed.deploy.offline_cli", "privfed.deploy.owner_cli"),
+    "owner": ("privfed.deploy.admin_cli", "privfed.deploy.offline_cli"),
+}
 
 #: Runs ``privfed`` with ``sys.argv[3:]``; writes ``sys.modules`` to ``argv[2]`` once ``argv[1]`` exists.
 WRAPPER = """
@@ -155,3 +182,33 @@ def test_an_idle_owner_holds_no_task_kinds_code(idle_modules: dict[str, set[str]
     modules = idle_modules["owner"]
     assert "privfed.owner.core" in modules and "privfed.common.tasks.base" in modules
     assert _within(modules, KIND_CODE) == [], f"an idle owner imported {_within(modules, KIND_CODE)}"
+
+
+def test_an_idle_coordinator_holds_no_secure_sum_machines(idle_modules: dict[str, set[str]]) -> None:
+    modules = idle_modules["coordinator"]
+    assert "privfed.server.securesum" in modules  # the module its transport is made from, without the machines
+    assert _within(modules, SECURE_SUM_MACHINES) == [], (
+        f"an idle coordinator imported {_within(modules, SECURE_SUM_MACHINES)}"
+    )
+
+
+@pytest.mark.parametrize("role", ["coordinator", "owner"])
+def test_a_node_imports_its_own_commands_parser_only(idle_modules: dict[str, set[str]], role: str) -> None:
+    modules = idle_modules[role]
+    assert _within(modules, OTHER_COMMANDS[role]) == [], (
+        f"an idle {role} imported {_within(modules, OTHER_COMMANDS[role])}"
+    )
+
+
+def test_an_idle_coordinator_holds_its_own_tasks_strategy_only(idle_modules: dict[str, set[str]]) -> None:
+    modules = idle_modules["coordinator"]
+    assert "privfed.server.strategies.ldp_gd" in modules  # lr's default solver: the job's strategy is built at start
+    assert _within(modules, OTHER_STRATEGIES) == [], (
+        f"an idle coordinator imported {_within(modules, OTHER_STRATEGIES)}"
+    )
+
+
+def test_an_idle_coordinator_holds_no_envelope_cryptography(idle_modules: dict[str, set[str]]) -> None:
+    modules = idle_modules["coordinator"]
+    assert "privfed.server.relay" in modules and "privfed.common.secagg.ring" in modules  # it relays ring envelopes
+    assert _within(modules, ENVELOPE_CRYPTO) == [], f"an idle coordinator imported {_within(modules, ENVELOPE_CRYPTO)}"
