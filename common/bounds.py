@@ -63,8 +63,10 @@ class Bounds:
         if np.any(hi <= lo):
             j = int(np.argmax(hi <= lo))
             raise ConfigError(f"bounds need lo < hi for every feature; feature {j} has lo={lo[j]}, hi={hi[j]}")
-        if np.any(hi - lo < NARROWEST):
-            j = int(np.argmax(hi - lo < NARROWEST))
+        with np.errstate(over="ignore"):
+            narrow = hi - lo < NARROWEST  # an overflow (inf) is wide, which the check below refuses
+        if np.any(narrow):
+            j = int(np.argmax(narrow))
             raise ConfigError(
                 f"bounds of feature {j} ({lo[j]}, {hi[j]}) are narrower than 2^-200: give the feature in a unit "
                 "whose range is a number a row can hold"
