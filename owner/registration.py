@@ -82,7 +82,7 @@ def registration_parts(
     key_tree_signature: bytes = b"",
 ) -> list[pb.RegisterNodeRequest]:
     """The node's registration as requests of at most ``max_message_bytes`` each: one, or parts
-    ``0 .. parts-1`` when its owners do not fit one message (issue 27: ~200 000 owner keys fill
+    ``0 .. parts-1`` when its owners do not fit one message (issue 27: ~290 000 owner keys fill
     gRPC's 16 MiB), each with the node's id, certificate and key tree signature."""
     # the rest of a request's fields
     budget = max_message_bytes - len(certificate) - len(node_id.encode()) - len(key_tree_signature) - 64

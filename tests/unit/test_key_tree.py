@@ -11,10 +11,13 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
 from privfed.common.errors import ConfigError, RemoteProtocolError
+from privfed.common.identity import owner_id
 from privfed.common.secagg.boxes import generate_private_key, public_bytes
 from privfed.common.secagg.merkle import HASH_BYTES
 from privfed.common.secagg.signed_keys import TreeProof, _root_signed, sign_key_tree, sign_public_key, verify_public_key
+from privfed.common.tasks import OwnerInfo
 from privfed.deploy.certs import load_ca, make_certs, party_dir
+from privfed.server.dispatcher import Dispatcher
 
 NOW = datetime.now(UTC)
 
@@ -123,3 +126,31 @@ def test_a_tree_binds_at_least_one_well_formed_key(nodes):
         sign_key_tree(keys["node-1"], "node-1", [])
     with pytest.raises(ConfigError, match="32 raw bytes"):
         sign_key_tree(keys["node-1"], "node-1", [("node-1.o00000", b"short")])
+
+
+def test_the_coordinator_hands_on_each_key_of_a_registration_in_parts_with_a_path_that_verifies(nodes):
+    """The coordinator rebuilds the node's tree from its registration (leaves in order over all
+    parts), so every key it hands on verifies against the node's one signature; a registration with
+    new keys gets a new tree, and a key that cannot be a leaf leaves the node's keys unproven (refused),
+    not the coordinator down."""
+    ca, keys, certs = nodes
+    now = [0.0]
+    d = Dispatcher(clock=lambda: now[0])
+    for generation in range(2):
+        now[0] += 60.0  # a restarted node process (new keys) takes over once the old one is silent
+        bindings = [(owner_id("node-1", i), public_bytes(generate_private_key())) for i in range(25)]
+        _, signature = sign_key_tree(keys["node-1"], "node-1", bindings)
+        infos = [OwnerInfo(o, pub) for o, pub in bindings]
+        for k, part in enumerate((infos[:10], infos[10:20], infos[20:])):
+            d.register("node-1", part, peer=f"p{generation}", part=k, parts=3, key_tree_signature=signature)
+        for owner, pub in bindings:
+            key = d.peer_key(owner)
+            assert (key.x25519_public_key, key.key_signature, key.key_tree_size) == (pub, signature, 25)
+            proof = TreeProof(key.key_index, key.key_tree_size, key.key_path)
+            _verify(ca, certs["node-1"], owner, pub, signature, proof)
+    bad = [OwnerInfo(owner_id("node-2", 0), b"short"), OwnerInfo(owner_id("node-2", 1), b"k" * 32)]
+    d.register("node-2", bad, key_tree_signature=b"s" * 70)
+    key = d.peer_key(owner_id("node-2", 1))
+    assert key.key_tree_size == 0
+    with pytest.raises(RemoteProtocolError):
+        _verify(ca, certs["node-2"], key.owner_id, key.x25519_public_key, key.key_signature, None, identity="node-2")
