@@ -40,6 +40,7 @@ bench: install
 	$(PY) bench/launcher.py
 	$(PY) bench/scale.py
 	$(PY) bench/coordinator_memory.py
+	$(PY) bench/key_binding.py
 	$(PY) bench/soak.py
 	$(PY) bench/timing_channels.py
 	$(PY) bench/timing_paths.py

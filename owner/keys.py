@@ -17,11 +17,13 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.identity import node_of
-from privfed.common.secagg.signed_keys import verify_public_key
+from privfed.common.secagg.signed_keys import TreeProof, verify_public_key
 from privfed.common.tasks import PeerKey
 
 #: Checked peer keys a node remembers (then it forgets them all and checks again).
 MAX_VERIFIED = 200_000
+#: Parsed node certificates a node keeps.
+MAX_PARSED = 1024
 OWNER_NODE_NAME = re.compile(r"owner-\d+")  # the names `privfed certs` gives owner node certificates
 
 
@@ -48,6 +50,7 @@ class OwnerKeys:
         self.ca = x509.load_pem_x509_certificate(ca_pem) if ca_pem else None
         self._clock = clock
         self._verified: dict[tuple[str, str, bytes, bytes], bytes] = {}
+        self._parsed: dict[bytes, x509.Certificate] = {}  # node certificates, parsed once
 
     def own_key(self, owner_id: str) -> X25519PrivateKey:
         """The long-lived X25519 key of an owner this node hosts (its end-to-end boxes)."""
@@ -58,7 +61,8 @@ class OwnerKeys:
 
     def peer_key(self, certificates: Mapping[str, bytes], peer: PeerKey) -> bytes:
         """A peer's end-to-end key, accepted only if signed by the certificate of the node its id
-        names (skipped without a CA); verified once and cached."""
+        names, alone or through its node's key tree (skipped without a CA); verified once and cached
+        (a tree's root once per certificate: its other keys cost their paths' hashes)."""
         cache_key = (peer.owner_id, peer.node_id, peer.x25519_public_key, peer.key_signature)
         if cache_key in self._verified:
             return self._verified[cache_key]
@@ -78,14 +82,20 @@ class OwnerKeys:
             pem = certificates.get(peer.node_id)
             if pem is None:
                 raise ConfigError(f"no certificate for node {peer.node_id!r} of peer {peer.owner_id!r}")
+            cert = self._parsed.get(pem)
+            if cert is None:
+                if len(self._parsed) >= MAX_PARSED:
+                    self._parsed.clear()
+                cert = self._parsed[pem] = x509.load_pem_x509_certificate(pem)
             verify_public_key(
-                x509.load_pem_x509_certificate(pem),
+                cert,
                 self.ca,
                 peer.owner_id,
                 peer.x25519_public_key,
                 peer.key_signature,
                 now=self._clock(),
                 cert_identity=peer.node_id,
+                tree=TreeProof(peer.key_index, peer.key_tree_size, peer.key_path) if peer.key_tree_size else None,
             )
         if len(self._verified) >= MAX_VERIFIED:  # peers that restart bring new keys: checked again
             self._verified.clear()

@@ -35,7 +35,7 @@ from privfed.owner.core import OwnerCore
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.local import LocalOwner
 from privfed.owner.policy import OwnerPolicy
-from privfed.owner.registration import DeferredOwners, registration_parts, signed_owner_infos
+from privfed.owner.registration import DeferredOwners, SignedOwners, signed_owner_infos
 from privfed.owner.retry import CALL_REFUSED, RETRYABLE, ConnectError, retry
 from privfed.owner.session import SESSION_RETRY_BASE, SESSION_RETRY_CAP, NodeSession
 from privfed.proto import privfed_pb2 as pb
@@ -111,6 +111,7 @@ class OwnerNode:
         # One X25519 key per logical owner for end-to-end ring messages (privfed.owner.registration).
         self._x25519 = {oid: generate_private_key() for oid in self._owner_ids}
         self._keys = OwnerKeys(self._x25519, tls.read()[0] if tls is not None else None)
+        self._signed: SignedOwners | None = None  # what the node registers (made at its first registration)
         signer = load_pem_private_key(tls.read()[2], password=None) if tls is not None else None
         self._sign = None if signer is None else lambda owner, session, pk: sign_public_key(signer, pk, owner, session)
         #: The owner core (None until a node with its own file has loaded its rows).
@@ -136,10 +137,9 @@ class OwnerNode:
         return retry(call, what, target=self._target, connect_timeout=self._connect_timeout, stop_event=self.stop_event)
 
     def _register(self, stub: pb_grpc.CoordinatorStub) -> None:
-        infos, cert = signed_owner_infos(self._owner_ids, self._x25519, self._tls)
-        requests = registration_parts(
-            self.node_id, cert, [serde.owner_info_to_proto(i) for i in infos], self._max_message_bytes
-        )
+        if self._signed is None:  # the same keys on every (re-)registration: signed once
+            self._signed = signed_owner_infos(self.node_id, self._owner_ids, self._x25519, self._tls)
+        requests = self._signed.requests(self.node_id, self._max_message_bytes)
 
         def send() -> pb.RegisterNodeResponse:  # every part again on a retry (part 0 starts it over)
             for request in requests:

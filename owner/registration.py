@@ -1,8 +1,10 @@
 """What an owner node registers: its owners' signed end-to-end keys, in as many messages as they need.
 
-Each logical owner has an X25519 key for end-to-end secure-sum messages, signed with the node's certificate
-key so that peers can check that the relaying coordinator did not swap it (``--insecure``: unsigned, for
-byte-capture tests only). No row count is registered (contract 2). A node whose rows are checked against the
+Each logical owner has an X25519 key for end-to-end secure-sum messages, bound to its id by the node's
+certificate key so that peers can check that the relaying coordinator did not swap it (``--insecure``:
+unsigned, for byte-capture tests only): one signature over the root of the Merkle tree of all the node's
+(owner id, key) bindings (:func:`~privfed.common.secagg.signed_keys.sign_key_tree`, issue 27: ~50 µs of
+ECDSA per owner before), which the coordinator rebuilds from the registration to hand each key its path. No row count is registered (contract 2). A node whose rows are checked against the
 federation schema the coordinator sends at registration registers its owner ids first
 (:class:`DeferredOwners`).
 """
@@ -19,10 +21,11 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from privfed.common.ledger import Ledger
 from privfed.common.schema import FederationSchema
 from privfed.common.secagg.boxes import public_bytes
-from privfed.common.secagg.signed_keys import sign_public_key
+from privfed.common.secagg.signed_keys import sign_key_tree
 from privfed.common.tasks import OwnerInfo
 from privfed.owner.local import LocalOwner
 from privfed.proto import privfed_pb2 as pb
+from privfed.proto import serde
 from privfed.proto.transport import TlsFiles
 
 log = logging.getLogger("privfed.owner")
@@ -42,31 +45,47 @@ class DeferredOwners:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class SignedOwners:
+    """A node's registration: each owner's public key (no row count: contract 2), in the order of the
+    key tree's leaves, the node's certificate and its signature over the tree (empty: ``--insecure``)."""
+
+    owners: list[OwnerInfo]
+    certificate: bytes
+    key_tree_signature: bytes
+
+    def requests(self, node_id: str, max_message_bytes: int) -> list[pb.RegisterNodeRequest]:
+        """The registration's requests (:func:`registration_parts`)."""
+        infos = [serde.owner_info_to_proto(i) for i in self.owners]
+        return registration_parts(node_id, self.certificate, infos, max_message_bytes, self.key_tree_signature)
+
+
 def signed_owner_infos(
-    owner_ids: list[str], keys: dict[str, X25519PrivateKey], tls: TlsFiles | None
-) -> tuple[list[OwnerInfo], bytes]:
-    """(each owner's public key and its signature by the node's certificate key, the node's certificate)."""
+    node_id: str, owner_ids: list[str], keys: dict[str, X25519PrivateKey], tls: TlsFiles | None
+) -> SignedOwners:
+    """The owners' public keys, bound by one signature of the node's certificate key over their tree."""
+    infos = [OwnerInfo(oid, public_bytes(keys[oid])) for oid in owner_ids]
     if tls is None:
         log.warning("--insecure: ring keys are unsigned (byte-capture tests only)")
-        signer, cert = None, b""
-    else:
-        _, cert, key = tls.read()
-        signer = load_pem_private_key(key, password=None)
-    infos = []
-    for oid in owner_ids:
-        pub = public_bytes(keys[oid])
-        sig = sign_public_key(signer, pub, oid) if signer is not None else b""
-        infos.append(OwnerInfo(oid, pub, sig))  # no row count (contract 2)
-    return infos, cert
+        return SignedOwners(infos, b"", b"")
+    _, cert, key = tls.read()
+    signer = load_pem_private_key(key, password=None)
+    signature = sign_key_tree(signer, node_id, [(o.owner_id, o.x25519_public_key) for o in infos])[1] if infos else b""
+    return SignedOwners(infos, cert, signature)
 
 
 def registration_parts(
-    node_id: str, certificate: bytes, owners: list[pb.OwnerInfo], max_message_bytes: int
+    node_id: str,
+    certificate: bytes,
+    owners: list[pb.OwnerInfo],
+    max_message_bytes: int,
+    key_tree_signature: bytes = b"",
 ) -> list[pb.RegisterNodeRequest]:
     """The node's registration as requests of at most ``max_message_bytes`` each: one, or parts
-    ``0 .. parts-1`` when its owners do not fit one message (issue 27: ~120 000 signed owner keys
-    fill gRPC's 16 MiB), each with the node's id and certificate."""
-    budget = max_message_bytes - len(certificate) - len(node_id.encode()) - 64  # the rest of a request's fields
+    ``0 .. parts-1`` when its owners do not fit one message (issue 27: ~290 000 owner keys fill
+    gRPC's 16 MiB), each with the node's id, certificate and key tree signature."""
+    # the rest of a request's fields
+    budget = max_message_bytes - len(certificate) - len(node_id.encode()) - len(key_tree_signature) - 64
     chunks: list[list[pb.OwnerInfo]] = [[]]
     size = 0
     for owner in owners:
@@ -78,6 +97,13 @@ def registration_parts(
         size += n
     parts = len(chunks) if len(chunks) > 1 else 0
     return [
-        pb.RegisterNodeRequest(node_id=node_id, node_certificate=certificate, owners=c, part=k, parts=parts)
+        pb.RegisterNodeRequest(
+            node_id=node_id,
+            node_certificate=certificate,
+            owners=c,
+            part=k,
+            parts=parts,
+            key_tree_signature=key_tree_signature,
+        )
         for k, c in enumerate(chunks)
     ]

@@ -185,18 +185,20 @@ class OwnerInfo(_message.Message):
     def __init__(self, owner_id: _Optional[str] = ..., x25519_public_key: _Optional[bytes] = ..., key_signature: _Optional[bytes] = ...) -> None: ...
 
 class RegisterNodeRequest(_message.Message):
-    __slots__ = ("node_id", "owners", "node_certificate", "part", "parts")
+    __slots__ = ("node_id", "owners", "node_certificate", "part", "parts", "key_tree_signature")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     OWNERS_FIELD_NUMBER: _ClassVar[int]
     NODE_CERTIFICATE_FIELD_NUMBER: _ClassVar[int]
     PART_FIELD_NUMBER: _ClassVar[int]
     PARTS_FIELD_NUMBER: _ClassVar[int]
+    KEY_TREE_SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     owners: _containers.RepeatedCompositeFieldContainer[OwnerInfo]
     node_certificate: bytes
     part: int
     parts: int
-    def __init__(self, node_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerInfo, _Mapping]]] = ..., node_certificate: _Optional[bytes] = ..., part: _Optional[int] = ..., parts: _Optional[int] = ...) -> None: ...
+    key_tree_signature: bytes
+    def __init__(self, node_id: _Optional[str] = ..., owners: _Optional[_Iterable[_Union[OwnerInfo, _Mapping]]] = ..., node_certificate: _Optional[bytes] = ..., part: _Optional[int] = ..., parts: _Optional[int] = ..., key_tree_signature: _Optional[bytes] = ...) -> None: ...
 
 class RegisterNodeResponse(_message.Message):
     __slots__ = ("session_id", "schema")
@@ -467,16 +469,22 @@ class BoostShareTask(_message.Message):
     def __init__(self, config: _Optional[_Union[BoostConfig, _Mapping]] = ..., history: _Optional[_Union[BoostHistory, _Mapping]] = ...) -> None: ...
 
 class PeerKey(_message.Message):
-    __slots__ = ("owner_id", "node_id", "x25519_public_key", "key_signature")
+    __slots__ = ("owner_id", "node_id", "x25519_public_key", "key_signature", "key_index", "key_tree_size", "key_path")
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     X25519_PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
     KEY_SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    KEY_INDEX_FIELD_NUMBER: _ClassVar[int]
+    KEY_TREE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    KEY_PATH_FIELD_NUMBER: _ClassVar[int]
     owner_id: str
     node_id: str
     x25519_public_key: bytes
     key_signature: bytes
-    def __init__(self, owner_id: _Optional[str] = ..., node_id: _Optional[str] = ..., x25519_public_key: _Optional[bytes] = ..., key_signature: _Optional[bytes] = ...) -> None: ...
+    key_index: int
+    key_tree_size: int
+    key_path: bytes
+    def __init__(self, owner_id: _Optional[str] = ..., node_id: _Optional[str] = ..., x25519_public_key: _Optional[bytes] = ..., key_signature: _Optional[bytes] = ..., key_index: _Optional[int] = ..., key_tree_size: _Optional[int] = ..., key_path: _Optional[bytes] = ...) -> None: ...
 
 class NodeCertificate(_message.Message):
     __slots__ = ("node_id", "pem")

@@ -36,14 +36,31 @@ from privfed.proto import privfed_pb2 as pb
 def _peer_keys_to_proto(peers: Sequence[PeerKey]) -> list[pb.PeerKey]:
     return [
         pb.PeerKey(
-            owner_id=p.owner_id, node_id=p.node_id, x25519_public_key=p.x25519_public_key, key_signature=p.key_signature
+            owner_id=p.owner_id,
+            node_id=p.node_id,
+            x25519_public_key=p.x25519_public_key,
+            key_signature=p.key_signature,
+            key_index=p.key_index,
+            key_tree_size=p.key_tree_size,
+            key_path=p.key_path,
         )
         for p in peers
     ]
 
 
 def _peer_keys_from_proto(peers: Iterable[pb.PeerKey]) -> tuple[PeerKey, ...]:
-    return tuple(PeerKey(p.owner_id, p.node_id, bytes(p.x25519_public_key), bytes(p.key_signature)) for p in peers)
+    return tuple(
+        PeerKey(
+            p.owner_id,
+            p.node_id,
+            bytes(p.x25519_public_key),
+            bytes(p.key_signature),
+            p.key_index,
+            p.key_tree_size,
+            bytes(p.key_path),
+        )
+        for p in peers
+    )
 
 
 def _certificates_to_proto(certificates: Mapping[str, bytes]) -> list[pb.NodeCertificate]:

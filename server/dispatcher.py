@@ -86,8 +86,11 @@ class Dispatcher:
         *,
         part: int = 0,
         parts: int = 1,
+        key_tree_signature: bytes = b"",
     ) -> str:
         """Register (or re-register) node ``node_id`` hosting ``owners``; returns the job session id.
+        ``key_tree_signature``: the node's signature over its owners' key tree (each key's path is
+        rebuilt from the registration when a secure sum needs it: :meth:`~privfed.server.nodes.NodeQueue.tree_key`).
 
         A node whose owners do not fit one message sends them in ``parts`` calls, ``part`` 0, 1, ...
         from one connection (:class:`~privfed.server.nodes.Parts`): each part is checked alone, and
@@ -114,7 +117,7 @@ class Dispatcher:
             owners = whole
             check_registration(node_id, owners)
         with self._cv:
-            node, old = self._registry.admit(node_id, owners, certificate, peer, self._clock())
+            node, old = self._registry.admit(node_id, owners, certificate, peer, self._clock(), key_tree_signature)
             if old is not None:
                 self._relay.release(t.task_id for t in old.queue)  # relayed envelopes die with the old queue
             # A (re)connecting node gets every unanswered task of its owners again: tasks its

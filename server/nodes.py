@@ -13,8 +13,9 @@ import logging
 from collections import deque
 from dataclasses import dataclass, field
 
-from privfed.common.errors import NodeIdInUse, RemoteProtocolError, RoundFailed
+from privfed.common.errors import ConfigError, NodeIdInUse, RemoteProtocolError, RoundFailed
 from privfed.common.identity import check_owned_by
+from privfed.common.secagg.merkle import MerkleTree
 from privfed.common.secagg.sizes import MAX_ID_BYTES
 from privfed.common.tasks import OwnerInfo, PeerKey
 
@@ -42,6 +43,40 @@ class NodeQueue:
     last_seen: float = 0.0
     keys: frozenset[bytes] = frozenset()  # the owners' ring keys: fresh per node process, the same on re-registration
     peer: str | None = None  # the connection the registration came from (None: unknown, in-process callers)
+    #: The node's signature over its owners' key tree (empty: each key signed alone, or unsigned).
+    key_tree_signature: bytes = b""
+    _tree: MerkleTree | None = field(default=None, repr=False)
+    _index: dict[str, int] = field(default_factory=dict, repr=False)
+    _tree_keys: dict[str, PeerKey] = field(default_factory=dict, repr=False)
+
+    def tree_key(self, owner_id: str, owners: dict[str, OwnerInfo]) -> PeerKey:
+        """``owner_id``'s key with its inclusion path in the node's key tree, which is rebuilt from the
+        registration (leaves in its order) when a key is first asked for; a key that cannot be a leaf
+        (malformed) makes the node's keys go without paths: peers refuse them, as any unproven key."""
+        key = self._tree_keys.get(owner_id)
+        if key is not None:
+            return key
+        info = owners[owner_id]
+        if self._tree is None:
+            from privfed.common.secagg.signed_keys import key_tree  # with the first secure sum, not at idle
+
+            try:
+                self._tree = key_tree([(o, owners[o].x25519_public_key) for o in self.owners])
+            except ConfigError:
+                return PeerKey(owner_id, self.node_id, info.x25519_public_key, self.key_tree_signature)
+            self._index = {o: i for i, o in enumerate(self.owners)}
+        i = self._index[owner_id]
+        key = PeerKey(
+            owner_id,
+            self.node_id,
+            info.x25519_public_key,
+            self.key_tree_signature,
+            i,
+            self._tree.size,
+            self._tree.path(i),
+        )
+        self._tree_keys[owner_id] = key
+        return key
 
 
 @dataclass
@@ -128,7 +163,13 @@ class Registry:
         return staged.owners
 
     def admit(
-        self, node_id: str, owners: list[OwnerInfo], certificate: bytes, peer: str | None, now: float
+        self,
+        node_id: str,
+        owners: list[OwnerInfo],
+        certificate: bytes,
+        peer: str | None,
+        now: float,
+        key_tree_signature: bytes = b"",
     ) -> tuple[NodeQueue, NodeQueue | None]:
         """Register (or re-register) ``node_id`` hosting ``owners`` (checked: :func:`check_registration`);
         returns the node's new entry, with an empty queue, and its previous one (None: it is new).
@@ -148,7 +189,14 @@ class Registry:
             for gone in (o for o in old.owners if o not in kept):
                 self.owners.pop(gone, None)
                 self.owner_node.pop(gone, None)
-        node = NodeQueue(node_id, [o.owner_id for o in owners], last_seen=now, keys=keys, peer=peer)
+        node = NodeQueue(
+            node_id,
+            [o.owner_id for o in owners],
+            last_seen=now,
+            keys=keys,
+            peer=peer,
+            key_tree_signature=key_tree_signature,
+        )
         self.nodes[node_id] = node
         self.certificates[node_id] = certificate
         for o in owners:
@@ -196,7 +244,10 @@ class Registry:
         o = self.owners.get(owner_id)
         if o is None:
             raise RoundFailed(f"owner {owner_id!r} is not registered (its node left or re-registered without it)")
-        return PeerKey(owner_id, self.owner_node[owner_id], o.x25519_public_key, o.key_signature)
+        node = self.nodes[self.owner_node[owner_id]]
+        if o.key_signature or not node.key_tree_signature:  # signed alone (or unsigned: --insecure)
+            return PeerKey(owner_id, node.node_id, o.x25519_public_key, o.key_signature)
+        return node.tree_key(owner_id, self.owners)
 
     def silent_nodes(self, now: float, timeout: float) -> set[str]:
         """Nodes that have not called for longer than ``timeout`` seconds."""

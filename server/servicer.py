@@ -151,6 +151,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
                 context.peer(),
                 part=request.part,
                 parts=request.parts,
+                key_tree_signature=bytes(request.key_tree_signature),
             )
             if request.part + 1 >= request.parts:  # the registration took effect
                 hosted = self._dispatcher.nodes().get(node_id, 0)

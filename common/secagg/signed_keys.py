@@ -2,15 +2,22 @@
 
 Each logical owner holds an X25519 key pair. Its public key is bound to its identity by a
 signature made with the owner's *certificate* private key over ``(owner_id, session_id?,
-public key)`` (:func:`sign_public_key`); every peer checks that signature, and that the
-certificate chains to the federation CA and names the owner, before using the key
-(:func:`verify_public_key`). The coordinator relays ciphertexts but holds no owner certificate
+public key)`` (:func:`sign_public_key`), or, for many keys at once, over the root of a Merkle
+tree (:mod:`privfed.common.secagg.merkle`, RFC 9162) whose leaves are those same bindings, with
+the tree's size and the signer's identity (:func:`sign_key_tree`: one signature per node
+registration instead of one per owner, issue 27); the key then travels with its inclusion path.
+Every peer checks the signature (or the path, then the root's signature, once per certificate
+and root), and that the certificate chains to the federation CA and names the owner, before
+using the key (:func:`verify_public_key`). The coordinator relays ciphertexts but holds no owner certificate
 key, so it can neither substitute keys nor read or forge traffic. The channel built on a
 verified key is :class:`privfed.common.secagg.boxes.Box`.
 """
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 
@@ -24,9 +31,26 @@ from cryptography.x509.oid import NameOID
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.roles import DATA_USER, certificate_role
 from privfed.common.secagg.boxes import id_bytes, lp
+from privfed.common.secagg.merkle import MerkleTree, leaf_hash, root_from_path
 from privfed.common.secagg.sizes import X25519_PUBLIC_BYTES
 
 _BINDING_TAG = b"privfed-x25519-binding-v1"
+_ROOT_TAG = b"privfed-x25519-tree-root-v1"
+
+
+@dataclass(frozen=True, slots=True)
+class TreeProof:
+    """Where a key's binding sits in a signed tree: leaf ``index`` of ``size``, and its inclusion
+    path (RFC 9162 §2.1.3.1, hashes concatenated, leaf to root)."""
+
+    index: int
+    size: int
+    path: bytes
+
+
+def _root_message(identity: str, size: int, root: bytes, error: type[Exception]) -> bytes:
+    """What a tree's signature covers: its root, its size and the identity of the signer."""
+    return _ROOT_TAG + lp(id_bytes("identity", identity, error)) + struct.pack(">Q", size) + lp(root)
 
 
 def _binding_message(
@@ -70,7 +94,43 @@ def sign_public_key(
     ConfigError
         A key type that cannot sign, or malformed ids / public key.
     """
-    data = _binding_message(owner_id, x25519_public_bytes, session_id, ConfigError)
+    return _sign(cert_private_key, _binding_message(owner_id, x25519_public_bytes, session_id, ConfigError))
+
+
+def sign_key_tree(
+    cert_private_key: PrivateKeyTypes,
+    identity: str,
+    bindings: Sequence[tuple[str, bytes]],
+    session_id: str | None = None,
+) -> tuple[MerkleTree, bytes]:
+    """One signature for many keys: the Merkle tree (RFC 9162) whose leaf ``m`` is the binding of
+    ``bindings[m] = (owner_id, x25519_public_bytes)`` (the message :func:`sign_public_key` signs),
+    and the signature over ``(identity, tree size, root)`` by the certificate key of ``identity``.
+
+    Raises
+    ------
+    ConfigError
+        No bindings, a key type that cannot sign, or malformed ids / public keys.
+    """
+    tree = key_tree(bindings, session_id)
+    return tree, _sign(cert_private_key, _root_message(identity, tree.size, tree.root, ConfigError))
+
+
+def key_tree(bindings: Sequence[tuple[str, bytes]], session_id: str | None = None) -> MerkleTree:
+    """The tree :func:`sign_key_tree` signs, from its bindings (a coordinator rebuilds it from a node's
+    registration to hand each key its inclusion path; it holds no key, so it proves nothing itself).
+
+    Raises
+    ------
+    ConfigError
+        No bindings, or malformed ids / public keys.
+    """
+    if not bindings:
+        raise ConfigError("a key tree binds at least one key")
+    return MerkleTree([_binding_message(o, pub, session_id, ConfigError) for o, pub in bindings])
+
+
+def _sign(cert_private_key: PrivateKeyTypes, data: bytes) -> bytes:
     if isinstance(cert_private_key, (ed25519.Ed25519PrivateKey, ed448.Ed448PrivateKey)):
         return cert_private_key.sign(data)
     if isinstance(cert_private_key, ec.EllipticCurvePrivateKey):
@@ -168,6 +228,7 @@ def verify_public_key(
     now: datetime,
     session_id: str | None = None,
     cert_identity: str | None = None,
+    tree: TreeProof | None = None,
 ) -> None:
     """Accept a peer's X25519 public key only if its owner's CA-issued certificate signed it.
 
@@ -175,7 +236,10 @@ def verify_public_key(
     issued by ``ca_cert`` (issuer name and CA signature); ``cert`` is not itself a CA and, if it
     has a KeyUsage extension, allows digital signatures; ``cert`` names ``cert_identity``
     (default ``owner_id``) as subject CN or SAN DNS name/URI; the signature over
-    ``(owner_id, session_id?, x25519_public_bytes)`` verifies under ``cert``'s key.
+    ``(owner_id, session_id?, x25519_public_bytes)`` verifies under ``cert``'s key; or, with
+    ``tree``, the inclusion path of that binding leads to a root whose ``signature`` over
+    ``(identity, tree size, root)`` verifies under ``cert``'s key (checked once per certificate,
+    identity and root: the others of the tree cost hashes only).
 
     The identity check stops a party that holds *some* certificate of the federation CA (for
     example the coordinator's own) from vouching for a key under another owner's id. Pass
@@ -199,10 +263,28 @@ def verify_public_key(
     data = _binding_message(owner_id, x25519_public_bytes, session_id, RemoteProtocolError)
     _check_validity(ca_cert, now, "CA")
     _check_validity(cert, now, "owner")
-    _vouches(cert, ca_cert, owner_id if cert_identity is None else cert_identity)
+    identity = owner_id if cert_identity is None else cert_identity
+    _vouches(cert, ca_cert, identity)
+    if tree is not None:
+        root = root_from_path(tree.index, tree.size, leaf_hash(data), tree.path)
+        try:
+            _root_signed(cert, _root_message(identity, tree.size, root, RemoteProtocolError), signature)
+        except InvalidSignature as exc:
+            raise RemoteProtocolError(
+                f"the key tree holding {owner_id!r}'s X25519 key is not signed by its certificate"
+            ) from exc
+        return
     try:
         _verify_signature(cert.public_key(), signature, data)
     except InvalidSignature as exc:
         raise RemoteProtocolError(
             f"signature over {owner_id!r}'s X25519 key does not verify under its certificate"
         ) from exc
+
+
+@lru_cache(maxsize=4096)
+def _root_signed(cert: x509.Certificate, message: bytes, signature: bytes) -> None:
+    """Raise (InvalidSignature) unless ``signature`` over a tree's root ``message`` verifies under
+    ``cert``'s key. A root that verified is remembered per (certificate, root message, signature) (a
+    raise is not cached), so each further key of the tree costs its path's hashes only."""
+    _verify_signature(cert.public_key(), signature, message)

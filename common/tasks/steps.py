@@ -22,10 +22,17 @@ from privfed.common.tasks.contract import PublicLimits
 
 @dataclass(frozen=True)
 class PeerKey:
+    """A peer's end-to-end key as its node registered it: signed alone (``key_tree_size`` 0), or a
+    leaf of its node's signed key tree with its inclusion path
+    (:func:`~privfed.common.secagg.signed_keys.sign_key_tree`)."""
+
     owner_id: str
     node_id: str
     x25519_public_key: bytes
     key_signature: bytes
+    key_index: int = 0
+    key_tree_size: int = 0
+    key_path: bytes = b""
 
 
 @dataclass(frozen=True, eq=False)

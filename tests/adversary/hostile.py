@@ -42,7 +42,9 @@ import grpc
 import numpy as np
 
 from privfed.common.secagg.fixedpoint import FixedPoint
+from privfed.common.secagg.merkle import MerkleTree
 from privfed.common.secagg.ring import Inbound
+from privfed.common.secagg.signed_keys import key_tree
 from privfed.deploy.commands import owner_argv
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
@@ -360,6 +362,10 @@ class HostileCoordinator:
         self._owner_node: dict[str, str] = {}
         self._owners: dict[str, pb.OwnerInfo] = {}
         self._certificates: dict[str, bytes] = {}
+        # Each node's key tree as the real coordinator rebuilds it: leaves in registration order.
+        self._leaves: dict[str, list[str]] = {}
+        self._trees: dict[str, MerkleTree] = {}
+        self._tree_signatures: dict[str, bytes] = {}
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=server_options())
         pb_grpc.add_CoordinatorServicer_to_server(_Servicer(self), self._server)
         self.port = self._server.add_secure_port(
@@ -380,9 +386,14 @@ class HostileCoordinator:
                 Registration(request.node_id, identity, pb.RegisterNodeRequest.FromString(request.SerializeToString()))
             )
             self._queues.setdefault(request.node_id, [])
+            leaves = self._leaves.setdefault(request.node_id, []) if request.part else []
+            self._leaves[request.node_id] = leaves
+            self._trees.pop(request.node_id, None)
+            self._tree_signatures[request.node_id] = bytes(request.key_tree_signature)
             for o in request.owners:
                 self._owner_node[o.owner_id] = request.node_id
                 self._owners[o.owner_id] = o
+                leaves.append(o.owner_id)
             self._certificates[request.node_id] = bytes(request.node_certificate)
             self._cv.notify_all()
         return pb.RegisterNodeResponse(session_id="hostile", schema=self.schema)
@@ -472,6 +483,23 @@ class HostileCoordinator:
         with self._cv:
             return self._owners[owner_id]
 
+    def peer_key(self, owner_id: str) -> pb.PeerKey:
+        """The registered key of ``owner_id`` with its proof, as an honest coordinator hands it on:
+        its own signature, or its inclusion path in its node's signed key tree."""
+        with self._cv:
+            info, node = self._owners[owner_id], self._owner_node[owner_id]
+            key = pb.PeerKey(owner_id=owner_id, node_id=node, x25519_public_key=info.x25519_public_key)
+            if info.key_signature or not self._tree_signatures.get(node):
+                key.key_signature = info.key_signature
+                return key
+            leaves = self._leaves[node]
+            if node not in self._trees:
+                self._trees[node] = key_tree([(o, bytes(self._owners[o].x25519_public_key)) for o in leaves])
+            tree, index = self._trees[node], leaves.index(owner_id)
+            key.key_signature = self._tree_signatures[node]
+            key.key_index, key.key_tree_size, key.key_path = index, tree.size, tree.path(index)
+            return key
+
     def send(self, tasks, node: str | None = None) -> None:
         """Queue raw task protos, all in one PullTasks answer per node (a batch)."""
         with self._cv:
@@ -502,16 +530,8 @@ class HostileCoordinator:
         """A ring of registered owners with their registered keys and node certificates."""
         fp = FixedPoint.choose(n_parties=len(ring), max_abs=max_abs)
         peer_ids = ring if peers is None else peers
+        peer_keys = [self.peer_key(o) for o in peer_ids]
         with self._cv:
-            peer_keys = [
-                pb.PeerKey(
-                    owner_id=o,
-                    node_id=self._owner_node[o],
-                    x25519_public_key=self._owners[o].x25519_public_key,
-                    key_signature=self._owners[o].key_signature,
-                )
-                for o in peer_ids
-            ]
             certs = [pb.NodeCertificate(node_id=n, pem=pem) for n, pem in self._certificates.items() if pem]
         return pb.RingSpec(
             session_id=session,

@@ -131,7 +131,6 @@ def _forged_ring(coordinator, certs, victim, claimed_id, claimed_node, signer, c
     key = generate_private_key()
     pub = public_bytes(key)
     sig = sign_public_key(cert_key(certs, signer), pub, claimed_id)
-    victim_info = coordinator.owner_info(victim)
     fp = FixedPoint.choose(n_parties=2, max_abs=1e4)
     session = secrets.token_hex(16)
     ring = pb.RingSpec(
@@ -141,12 +140,7 @@ def _forged_ring(coordinator, certs, victim, claimed_id, claimed_node, signer, c
         n_parties=2,
         max_abs=1e4,
         peers=[
-            pb.PeerKey(
-                owner_id=victim,
-                node_id="owner-0",
-                x25519_public_key=victim_info.x25519_public_key,
-                key_signature=victim_info.key_signature,
-            ),
+            coordinator.peer_key(victim),
             pb.PeerKey(owner_id=claimed_id, node_id=claimed_node, x25519_public_key=pub, key_signature=sig),
         ],
         certificates=[

@@ -86,8 +86,16 @@ class WireSession:
         return {o: serde.result_from_proto(got[t.task_id]) for o, t in tasks.items() if t.task_id in got}
 
     def peer(self, owner_id: str) -> PeerKey:
-        info = self.hc.owner_info(owner_id)
-        return PeerKey(owner_id, self.hc.node_of(owner_id), bytes(info.x25519_public_key), bytes(info.key_signature))
+        p = self.hc.peer_key(owner_id)
+        return PeerKey(
+            p.owner_id,
+            p.node_id,
+            bytes(p.x25519_public_key),
+            bytes(p.key_signature),
+            p.key_index,
+            p.key_tree_size,
+            bytes(p.key_path),
+        )
 
     def advertise(self, owners) -> dict[str, Result]:
         step0 = SecAggKeysTask(self.session, self.fp.frac_bits, self.fp.n_parties, MAX_ABS)
