@@ -19,8 +19,6 @@ from privfed.common.tasks import OwnerInfo
 from privfed.deploy.certs import load_ca, make_certs, party_dir
 from privfed.server.dispatcher import Dispatcher
 
-NOW = datetime.now(UTC)
-
 
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory):
@@ -40,7 +38,15 @@ def _tree(keys, node="node-1", n=7, session=None):
 
 def _verify(ca, cert, owner, pub, signature, proof, **kw):
     verify_public_key(
-        cert, ca, owner, pub, signature, now=NOW, cert_identity=kw.pop("identity", "node-1"), tree=proof, **kw
+        cert,
+        ca,
+        owner,
+        pub,
+        signature,
+        now=datetime.now(UTC),  # not at import: the certificates are made later
+        cert_identity=kw.pop("identity", "node-1"),
+        tree=proof,
+        **kw,
     )
 
 
