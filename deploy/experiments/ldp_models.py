@@ -73,7 +73,7 @@ import numpy as np
 
 from privfed.common.datasets import Dataset, load_builtin, partition, train_test_split
 from privfed.common.errors import ConfigError
-from privfed.common.learners.logistic import clip_parameters, fit_local_logistic, lr_aggregate
+from privfed.common.learners.logistic import clip_parameters, fit_local_logistic_many, lr_aggregate
 from privfed.common.learners.ncc import ncc_centroids, ncc_share, split_label_budget
 from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, estimate_mean, make_mechanism
@@ -149,10 +149,14 @@ def _rng(*key: int) -> np.random.Generator:
 
 
 def local_models(train: Dataset, parts: list[np.ndarray], C: float, param_bound: float) -> np.ndarray:
-    """Every owner's local LR parameters, clipped to ``param_bound`` and scaled to ``[-1, 1]``: (n_owners, p)."""
-    thetas = [fit_local_logistic(train.X[p], train.y[p], bounds=train.bounds, n_classes=train.n_classes, C=C)
-              for p in parts]  # fmt: skip
-    return clip_parameters(np.stack(thetas), param_bound) / param_bound
+    """Every owner's local LR parameters, clipped to ``param_bound`` and scaled to ``[-1, 1]``: (n_owners, p).
+
+    The owners hold the same number of rows (:func:`_data`), so they are fitted in one batch of Newton steps
+    (:func:`fit_local_logistic_many`, as a node fits its owners: each owner's :func:`fit_local_logistic` to
+    the stopping tolerance), not one call per owner (800 x 5 runs of 12 steps: 4/5 of this experiment's time)."""
+    rows = np.stack(parts)
+    thetas = fit_local_logistic_many(train.X[rows], train.y[rows], bounds=train.bounds, n_classes=train.n_classes, C=C)
+    return clip_parameters(thetas, param_bound) / param_bound
 
 
 def _lr(args: argparse.Namespace, train: Dataset, test: Dataset, parts: list[np.ndarray], r: int) -> dict[str, float]:

@@ -19,6 +19,11 @@ from privfed.server.strategies import make_strategy
 
 pytestmark = pytest.mark.slow
 
+#: A node whose coordinator is not there (nothing listens on port 1). One whose rows fail its local check tries
+#: to report that for at most its --connect-timeout (owner/main.py REPORT_TIMEOUT, 10 s) before it exits with the
+#: error: 1 s here, as the error it exits with is what these tests read.
+NO_COORDINATOR = [*owner_argv("127.0.0.1:1", "owner-0"), "--connect-timeout", "1"]
+
 
 def ncc(eps):
     _, test = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=600)
@@ -134,7 +139,7 @@ def test_malformed_data_file_gives_one_line_error(tmp_path, content, expect):
     bad = tmp_path / "bad.csv"
     bad.write_text(content)
     cmd = [
-        *owner_argv("127.0.0.1:1", "owner-0"),
+        *NO_COORDINATOR,
         "--data",
         str(bad),
         "--bounds",
@@ -155,7 +160,7 @@ def test_malformed_data_file_gives_one_line_error(tmp_path, content, expect):
 
 def test_missing_data_file_gives_clear_error(tmp_path):
     cmd = [
-        *owner_argv("127.0.0.1:1", "owner-0"),
+        *NO_COORDINATOR,
         "--data",
         str(tmp_path / "nope.csv"),
         "--bounds",
@@ -176,7 +181,7 @@ def test_data_file_labels_beyond_the_default_two_classes_need_declared_classes(t
     data = tmp_path / "rows.csv"
     data.write_text("1.0,2.0,0\n3.0,4.0,1\n5.0,6.0,4\n")
     cmd = [
-        *owner_argv("127.0.0.1:1", "owner-0"),
+        *NO_COORDINATOR,
         "--data",
         str(data),
         "--bounds",
