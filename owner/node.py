@@ -35,6 +35,7 @@ from privfed.owner.core import OwnerCore
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.local import LocalOwner
 from privfed.owner.policy import OwnerPolicy
+from privfed.owner.push_parts import push_parts
 from privfed.owner.registration import DeferredOwners, SignedOwners, signed_owner_infos
 from privfed.owner.retry import CALL_REFUSED, RETRYABLE, ConnectError, retry
 from privfed.owner.session import SESSION_RETRY_BASE, SESSION_RETRY_CAP, NodeSession
@@ -182,40 +183,43 @@ class OwnerNode:
         return bool(refused)
 
     def _push(self, stub: pb_grpc.CoordinatorStub, results: list[Result]) -> None:
+        """Push the results not yet acknowledged and ``results``, in order, in parts that each fit the
+        coordinator's message bound (:func:`push_parts`). A part the coordinator refuses is dropped,
+        logged, and the parts after it still go: each call is judged alone (a result too large for
+        any message refuses its part only; a coordinator that forgot the node refuses each)."""
         self._unsent.extend(results)
-        request = pb.PushResultsRequest(node_id=self.node_id, results=[serde.result_to_proto(r) for r in self._unsent])
-        try:
-            self._retry(lambda: stub.PushResults(request, timeout=PUSH_TIMEOUT), "push")
-        except ConnectError as exc:
-            if exc.code in CALL_REFUSED:  # e.g. the coordinator forgot those tasks (round over)
-                log.warning("coordinator refused %d result(s), dropped (already debited): %s", len(self._unsent), exc)
-            else:
-                raise
-        self._unsent = []
+        for n, request in push_parts(self.node_id, self._unsent, self._max_message_bytes):
+            try:
+                self._retry(lambda: stub.PushResults(request, timeout=PUSH_TIMEOUT), "push")
+            except ConnectError as exc:
+                if exc.code not in CALL_REFUSED:  # self._unsent keeps this part and the rest
+                    raise
+                log.warning("coordinator refused %d result(s), dropped (already debited): %s", n, exc)
+            del self._unsent[:n]
 
     def _push_and_pull(self, stub: pb_grpc.CoordinatorStub, results: list[Result]) -> Poll | None:
         """Push the last results of a pass (or none: a poll) and take the node's next tasks in the same
         exchange (a long poll, as PullTasks: one message pair per node per round, issue 27), over the
-        node's Session stream, or a PushResults call without one. If it fails, the results go again
-        as a push alone (:meth:`_push`, retried) and None is returned: the caller polls. After a
-        failure that may have lost the answer, the node registers again, so the coordinator queues
-        its unanswered tasks once more, as after a failed PullTasks; a broken session is opened again
-        with the next exchange."""
+        node's Session stream, or PushResults calls without one; results that do not fit one message
+        go first in parts of their own (:func:`push_parts`), the last part takes the tasks. If an
+        exchange fails, the results it and the later parts carried go again as pushes alone
+        (:meth:`_push`, retried) and None is returned: the caller polls. After a failure that may have
+        lost the answer, the node registers again, so the coordinator queues its unanswered tasks once
+        more, as after a failed PullTasks; a broken session is opened again with the next exchange."""
         self._unsent.extend(results)
-        request = pb.PushResultsRequest(
-            node_id=self.node_id,
-            results=[serde.result_to_proto(r) for r in self._unsent],
-            pull=True,
-            wait_ms=int(PULL_WAIT * 1000),
+        parts = push_parts(
+            self.node_id, self._unsent, self._max_message_bytes, pull=True, wait_ms=int(PULL_WAIT * 1000)
         )
         try:
             if self._session is None and self._sessions_on():
                 self._session = NodeSession(stub, PUSH_PULL_TIMEOUT)
-            reply = (
-                self._session.exchange(request)
-                if self._session is not None
-                else stub.PushResults(request, timeout=PUSH_PULL_TIMEOUT)
-            )
+            for n, request in parts:
+                reply = (
+                    self._session.exchange(request)
+                    if self._session is not None
+                    else stub.PushResults(request, timeout=PUSH_PULL_TIMEOUT)
+                )
+                del self._unsent[:n]  # recorded by the coordinator
         except grpc.RpcError as exc:
             broken = self._end_session(exc)
             log.info("push and pull failed (%s); pushing alone", exc.code().name)
@@ -226,7 +230,6 @@ class OwnerNode:
             if broken or exc.code() in RETRYABLE or exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 self._register(stub)
             return None
-        self._unsent = []
         self._session_backoff.attempt = 0
         if self._session is not None:
             self._refused_backoff.attempt = 0

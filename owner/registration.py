@@ -26,7 +26,7 @@ from privfed.common.tasks import OwnerInfo
 from privfed.owner.local import LocalOwner
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import serde
-from privfed.proto.transport import TlsFiles
+from privfed.proto.transport import REQUEST_FIELDS_ROOM, TlsFiles, size_parts
 
 log = logging.getLogger("privfed.owner")
 
@@ -84,17 +84,10 @@ def registration_parts(
     """The node's registration as requests of at most ``max_message_bytes`` each: one, or parts
     ``0 .. parts-1`` when its owners do not fit one message (issue 27: ~290 000 owner keys fill
     gRPC's 16 MiB), each with the node's id, certificate and key tree signature."""
-    # the rest of a request's fields
-    budget = max_message_bytes - len(certificate) - len(node_id.encode()) - len(key_tree_signature) - 64
-    chunks: list[list[pb.OwnerInfo]] = [[]]
-    size = 0
-    for owner in owners:
-        n = owner.ByteSize() + 6  # field tag and length prefix
-        if chunks[-1] and size + n > budget:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(owner)
-        size += n
+    budget = (
+        max_message_bytes - len(certificate) - len(node_id.encode()) - len(key_tree_signature) - REQUEST_FIELDS_ROOM
+    )
+    chunks = size_parts(owners, budget)
     parts = len(chunks) if len(chunks) > 1 else 0
     return [
         pb.RegisterNodeRequest(

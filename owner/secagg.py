@@ -213,9 +213,19 @@ class SecAggDriver:
         certificates: Mapping[str, bytes] | None = None,
     ) -> KeyShares:
         """Step 1, with the neighbours' box keys and (once per node and session) the nodes' certificates
-        and the run's members (an empty ``request.members`` means the ones the node was sent)."""
+        and the run's members (an empty ``request.members`` means the ones the node was sent). A key
+        comes once per node and run, with the first owner that has that neighbour; a second, different
+        key for a neighbour in the run is refused (equivocation: every owner of the node seals to the one
+        key it was sent first). Each key is still checked per owner, when a box is made with it."""
         if session_id in self._machines:  # kept even if this owner's step fails: the node's others need them
-            self._keys.setdefault(session_id, {}).update({k.owner_id: k for k in keys})
+            held = self._keys.setdefault(session_id, {})
+            for k in keys:
+                first = held.get(k.owner_id)
+                if first is not None and first.x25519_public_key != k.x25519_public_key:
+                    raise RemoteProtocolError(
+                        f"a second box key for {k.owner_id!r} in secure-sum session {session_id!r}"
+                    )
+            held.update({k.owner_id: k for k in keys})
             self._certificates.setdefault(session_id, {}).update(certificates or {})
             if request.members:
                 self._members[session_id] = request.members

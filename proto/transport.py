@@ -8,12 +8,13 @@ explicitly instead of gRPC's defaults.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
 #: One gRPC channel or server option: a name and an int or string value.
 Option = tuple[str, int | str]
@@ -49,7 +50,28 @@ MAX_RESPONSE_TASK_BYTES = MAX_MESSAGE_BYTES - 1024 * 1024
 #: node's batches start at the same tasks whatever the size of the tasks.
 MAX_RESPONSE_TASKS = 16 * 1024
 
+#: Room a request's fields other than its repeated messages take, at most (ids, flags, counts).
+REQUEST_FIELDS_ROOM = 64
+
 _KEEPALIVE_TIME_MS = 20_000
+_M = TypeVar("_M", bound=Message)
+
+
+def size_parts(messages: Sequence[_M], budget: int) -> list[list[_M]]:
+    """``messages`` in order, cut into runs whose encoding as a repeated field (each message with its
+    field tag and length prefix) takes at most ``budget`` bytes; a message larger than that goes alone.
+    No messages: one empty run. How a registration, a push or anything else that grows with a node's
+    owners fits :data:`MAX_MESSAGE_BYTES` (issue 27)."""
+    parts: list[list[_M]] = [[]]
+    size = 0
+    for m in messages:
+        n = m.ByteSize() + 6  # tag, and a length prefix of up to 5 bytes
+        if parts[-1] and size + n > budget:
+            parts.append([])
+            size = 0
+        parts[-1].append(m)
+        size += n
+    return parts
 
 
 def _common_options(max_message_bytes: int = MAX_MESSAGE_BYTES) -> list[Option]:

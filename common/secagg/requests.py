@@ -24,8 +24,10 @@ from privfed.common.tasks import Payload, RingSpec, SecAggKeysTask, TaskSpec
 class KeyAgreement:
     """Steps 0 and 1 of new runs over disjoint member sets ``(members, rounds)``, each step one batch
     for all runs: step 0, each owner signs a fresh mask key; step 1, each seals key shares to its
-    neighbours, given their box keys and, once per node and run, the members and the nodes'
-    certificates (per owner they would cost O(N) bytes each, O(N^2) a run). A run too few owners
+    neighbours, given, once per node and run, the members, the nodes' certificates (per owner they
+    would cost O(N) bytes each, O(N^2) a run) and each neighbour's box key with its proof (a node
+    keeps a run's keys for all its owners, ``privfed.owner.secagg``: per owner a key and its
+    log2(n)-hash path went to every owner that has it as a neighbour, most of a node's decoding). A run too few owners
     advertised in raises :class:`RoundFailed` if ``strict``, else is left out."""
 
     def __init__(
@@ -63,17 +65,21 @@ class KeyAgreement:
                 self.notes.append(f"secure sum {session}: too few mask keys advertised; keyed by its first sum instead")
                 del self.servers[session]
         sent_to: set[tuple[str, str]] = set()
+        keys_sent: dict[tuple[str, str], set[str]] = {}
 
         def share_keys(owner: str) -> SecAggKeysTask:
             session = self.run_of[owner]
             node = (session, self.peer_key(owner).node_id)
             first = node not in sent_to
             sent_to.add(node)
+            sent = keys_sent.setdefault(node, set())
+            new = [v for v in self.servers[session].graph[owner] if v not in sent]
+            sent.update(new)
             request = requests[owner]
             return replace(
                 self.advertise[session],
                 request=request if first else replace(request, members=()),
-                peers=tuple(self.peer_key(v) for v in self.servers[session].graph[owner]),
+                peers=tuple(self.peer_key(v) for v in new),
                 certificates=self.certificates if first else {},
             )
 

@@ -170,3 +170,46 @@ def test_a_long_lived_node_keeps_its_checked_keys_only_for_the_sessions_it_holds
         assert [s.recipient for s in shares.shares] == list(server.graph[u])  # the neighbours' signed keys checked
     held = {name: len(t) for name, t in vars(node).items() if isinstance(t, dict | set | list)}
     assert max(held.values()) <= secagg.KEPT_SESSIONS, held
+
+
+def _sharing_a_remote_neighbour(server):
+    """Two owners of owner-0 and a neighbour of both on owner-1."""
+    ours = [u for u in server.members if u.startswith("owner-0")]
+    for v in (w for w in server.members if w.startswith("owner-1")):
+        having = [u for u in ours if v in server.graph[u]]
+        if len(having) >= 2:
+            return having[0], having[1], v
+    raise AssertionError("the fixture's graph has no remote neighbour of two owners of owner-0")
+
+
+def test_a_key_sent_with_one_owner_is_checked_for_every_owner_that_uses_it(federation):
+    """Each box key goes to a node once per run, with the first of its owners that has the neighbour
+    (issue 27): a hostile coordinator presents another owner's key, signed for that owner, as the
+    neighbour's, with the first owner's step 1. The first owner refuses it, and so does the second,
+    whose step 1 carries no key: the node's keys of a run are checked per owner at use, not trusted
+    because they came with a task."""
+    drivers, peers, requests, server, certificates = federation
+    u1, u2, v = _sharing_a_remote_neighbour(server)
+    other = next(w for w in server.members if w.startswith("owner-1") and w != v)
+    posing = replace(peers[other], owner_id=v)  # other's key and signature under v's id
+    keys = [posing if w == v else peers[w] for w in server.graph[u1]]
+    with pytest.raises(RemoteProtocolError, match="does not verify"):
+        drivers["owner-0"].share_keys(u1, SESSION, requests[u1], keys, certificates)
+    with pytest.raises(RemoteProtocolError, match="does not verify"):
+        drivers["owner-0"].share_keys(u2, SESSION, requests[u2], [], certificates)
+
+
+def test_two_keys_for_one_neighbour_in_one_run_are_refused(federation, tmp_path):
+    """Equivocation: the coordinator gives two owners of one node different keys for the same neighbour
+    in one run, both signed by the neighbour's node (a second key, as a restarted node signs). No
+    honest run sends a node a neighbour's key twice; the node keeps the first and refuses the other,
+    so all its owners seal to one key per neighbour and run."""
+    drivers, peers, requests, server, certificates = federation
+    u1, u2, v = _sharing_a_remote_neighbour(server)
+    drivers["owner-0"].share_keys(u1, SESSION, requests[u1], [peers[w] for w in server.graph[u1]], certificates)
+    pk = public_bytes(generate_private_key())
+    second = PeerKey(v, "owner-1", pk, sign_public_key(cert_key(tmp_path / "certs", "owner-1"), pk, v))
+    with pytest.raises(RemoteProtocolError, match="second box key"):
+        drivers["owner-0"].share_keys(u2, SESSION, requests[u2], [second], certificates)
+    shares = drivers["owner-0"].share_keys(u2, SESSION, requests[u2], [], certificates)  # the first key stands
+    assert [s.recipient for s in shares.shares] == list(server.graph[u2])

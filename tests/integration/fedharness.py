@@ -15,7 +15,7 @@ from pathlib import Path
 from privfed.common.ledger import Ledger
 from privfed.deploy.certs import make_certs
 from privfed.deploy.commands import owner_argv
-from privfed.proto.transport import TlsFiles
+from privfed.proto.transport import MAX_MESSAGE_BYTES, TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.job import run_job
 
@@ -62,11 +62,17 @@ class Federation:
     n_nodes: int = 4  # owner-node certificates to make: owner-0 .. owner-<n_nodes - 1>
     procs: list[subprocess.Popen] = field(default_factory=list)
     interceptors: tuple = ()  # gRPC server interceptors (capture.RecordingInterceptor)
+    max_message_bytes: int = MAX_MESSAGE_BYTES  # the coordinator's bound (small_message_owner.py nodes know it)
 
     def __post_init__(self):
         self.certs = make_certs(self.tmp / "certs", owners=self.n_nodes) if self.secure else None
         tls = TlsFiles.in_dir(self.certs, "coordinator") if self.secure else None
-        self.server = CoordinatorServer(tls=tls, node_timeout=self.node_timeout, interceptors=self.interceptors)
+        self.server = CoordinatorServer(
+            tls=tls,
+            node_timeout=self.node_timeout,
+            interceptors=self.interceptors,
+            max_message_bytes=self.max_message_bytes,
+        )
         self.port = self.server.start("127.0.0.1:0")
 
     def spawn(

@@ -290,3 +290,28 @@ def test_a_run_used_up_by_its_sums_is_keyed_again_for_more_rounds(data):
         keyed = pair.phases[0] is Phase.KEYS
         assert keyed is (r in (0, SECAGG_ATTEMPTS)) and out.record.summed == tuple(owners)
     assert [s.rounds for s in pair.secure_sums.runs] == [SECAGG_ATTEMPTS, SECAGG_ROUNDS]
+
+
+def test_pairwise_masks_send_a_node_each_neighbours_key_once_per_run(data):
+    """Step 1 hands a node each box key its owners need once per run, with the first of its owners
+    that has that neighbour (the node keeps a run's keys for all its owners, as it keeps the members
+    and certificates sent with its first owner): no key reaches a node twice, and every owner still
+    finds each neighbour's key, so the sum is over everyone and exact."""
+    pair = _pair(data, budget=math.inf, secure_sum="secagg")
+    plan, config, learner = _boost(data, epsilon=math.inf)
+    owners = sorted(pair.owners)
+    shares: list[Task] = []
+    run_tasks = pair.run_tasks
+
+    def recording(tasks, timeout=None, *, stalls=None):
+        shares.extend(t for t in tasks if isinstance(t.spec, SecAggKeysTask) and t.spec.request is not None)
+        return run_tasks(tasks, timeout, stalls=stalls)
+
+    pair.run_tasks = recording  # type: ignore[method-assign]
+    out = _sum(pair, owners, plan, config, learner)
+    assert out.record.summed == tuple(owners) and out.record.attempts == 1
+    np.testing.assert_allclose(out.totals, _released(pair, owners), atol=1e-6)
+    assert {t.owner_id for t in shares} == set(owners)
+    for node in {node_of(o) for o in owners}:
+        keys = [k.owner_id for t in shares if node_of(t.owner_id) == node for k in t.spec.peers]
+        assert keys and len(keys) == len(set(keys)), f"{node} was sent a key twice: {sorted(keys)}"
