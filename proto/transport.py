@@ -41,9 +41,15 @@ IDENTITY_RETRY = 6.0
 #: this much. It must hold one ring envelope of ``securesum.MAX_MESSAGE_BYTES`` (8 MiB of ring
 #: values) plus framing.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-#: The tasks of one PullTasks/Relay answer are cut at this many encoded bytes; the rest wait for
-#: the next call (room is left for the rest of the response).
-MAX_RESPONSE_TASK_BYTES = MAX_MESSAGE_BYTES - 1024 * 1024
+
+
+def response_task_bytes(max_message_bytes: int = MAX_MESSAGE_BYTES) -> int:
+    """The tasks of one PullTasks/Relay answer are cut at this many encoded bytes; the rest wait for
+    the next call. A sixteenth of the bound is left for the rest of the response (1 MiB of 16)."""
+    return max_message_bytes - max_message_bytes // 16
+
+
+MAX_RESPONSE_TASK_BYTES = response_task_bytes()
 #: ... and at this many tasks: a round's tasks for a node hosting 10^5 owners would otherwise fill
 #: 15 MiB responses, whose encoding and decoding held ~100 MB per node in the coordinator and the node
 #: alike (issue 27). A multiple of every task kind's batch (``TaskKind.batch``: 1024, 256, 16), so a

@@ -67,7 +67,12 @@ class CoordinatorServer:
         )
         pb_grpc.add_CoordinatorServicer_to_server(
             CoordinatorServicer(
-                self.dispatcher, self.models, require_identity=tls is not None, schema=schema, sessions=self.sessions
+                self.dispatcher,
+                self.models,
+                require_identity=tls is not None,
+                schema=schema,
+                sessions=self.sessions,
+                max_message_bytes=max_message_bytes,
             ),
             self._server,
         )

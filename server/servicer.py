@@ -27,7 +27,7 @@ from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
 from privfed.proto.jobwire import job_info_to_proto
-from privfed.proto.transport import MAX_RESPONSE_TASK_BYTES, MAX_RESPONSE_TASKS, PULL_WAIT
+from privfed.proto.transport import MAX_MESSAGE_BYTES, MAX_RESPONSE_TASKS, PULL_WAIT, response_task_bytes
 from privfed.server.contracts import Rejection
 from privfed.server.dispatcher import Dispatcher
 from privfed.server.joblog import outside_jobs
@@ -105,15 +105,17 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         require_identity: bool,
         schema: FederationSchema | None = None,
         sessions: Sessions | None = None,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ):
         self._dispatcher = dispatcher
+        self._max_task_bytes = response_task_bytes(max_message_bytes)
         self._models = models
         self._require_identity = require_identity
         self._schema = "" if schema is None else schema.to_json()
         self._sessions = Sessions() if sessions is None else sessions
 
     def _encode_tasks(self, node_id: str, tasks: list[Task], job: JobInfo | None) -> list[pb.Task]:
-        """Encode tasks of ``job`` for one response of at most MAX_RESPONSE_TASK_BYTES and MAX_RESPONSE_TASKS;
+        """Encode tasks of ``job`` for one response of at most ``response_task_bytes`` of the message bound and MAX_RESPONSE_TASKS;
         the rest go back to the front of the node's queue for its next call (always at least one
         task per response), unless another job began meanwhile."""
         encoded: list[pb.Task] = []
@@ -124,7 +126,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
                 break
             msg = serde.task_to_proto(t)
             size += msg.ByteSize()
-            if encoded and size > MAX_RESPONSE_TASK_BYTES:
+            if encoded and size > self._max_task_bytes:
                 self._dispatcher.requeue(node_id, tasks[k:], job)
                 break
             encoded.append(msg)
