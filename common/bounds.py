@@ -25,6 +25,24 @@ TINY = 2.0**-300
 NARROWEST = 2.0**-200
 
 
+#: ``exp`` of an argument below ``-EXP_FLOOR`` is read as 0 (:func:`exp_nonpositive`). ``e^-300 ~ 2^-433``, so a
+#: probability made from it, times a row value (0 or at least ``2^-300``; a mapped one, at least ``2^-53``) and a
+#: weight, is still a normal float, and ``e^-300`` is below the rounding of every sum it enters.
+EXP_FLOOR = 300.0
+
+
+def exp_nonpositive(a: np.ndarray) -> np.ndarray:
+    """``exp(a)`` for ``a <= 0``, 0 below ``-EXP_FLOOR``, where it is never computed.
+
+    Why (audits 8, 9): ``exp`` of an argument below -708 is subnormal (0 below -745), and an operation whose
+    result underflows takes the same slow path as a subnormal operand; the arguments of the owner's fits are
+    scores of its rows under a model the coordinator may choose, so an unclamped ``exp`` let the time of an
+    ``lr_gradient`` answer count the rows whose scores it placed in ``[-745, -708]`` (``tests/adversary/
+    test_underflow_parameters.py``). Branch-free: the same work for every value."""
+    a = np.asarray(a, dtype=np.float64)
+    return np.where(a < -EXP_FLOOR, 0.0, np.exp(np.maximum(a, -EXP_FLOOR)))
+
+
 def flush_tiny(values: np.ndarray) -> np.ndarray:
     """A copy of ``values`` (as float64) with every entry below :data:`TINY` in magnitude set to ``+0.0``.
 
