@@ -70,7 +70,9 @@ class Bounds:
 
     Parameters
     ----------
-    lo, hi : array_like of shape (d,), or scalars broadcast to ``d`` by :meth:`of`.
+    lo, hi : array_like of shape (d,), or scalars broadcast to ``d`` by :meth:`of`. Read as 0 below ``2^-300``
+        once checked (:func:`flush_tiny`): a served model's bounds are the coordinator's, and ``lo = -1e-310``
+        clipped a query's negative values to a subnormal, whose arithmetic took the slow path (audit 9).
     """
 
     lo: np.ndarray
@@ -106,8 +108,9 @@ class Bounds:
                 f"bounds of feature {j} ({lo[j]}, {hi[j]}) are too far apart: the width of the bounds' box "
                 "overflows a float; give the feature's documented range"
             )
-        object.__setattr__(self, "lo", lo)
-        object.__setattr__(self, "hi", hi)
+        # flushed once checked: at least NARROWEST wide, the bounds keep lo < hi and move by less than TINY
+        object.__setattr__(self, "lo", flush_tiny(lo))
+        object.__setattr__(self, "hi", flush_tiny(hi))
 
     @classmethod
     def of(cls, lo: float, hi: float, d: int) -> Bounds:

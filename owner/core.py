@@ -43,7 +43,7 @@ arithmetic on a subnormal takes the CPU's slow path, and one answer's time told 
 holding 0 at 0.65-0.75 (``tests/adversary/test_subnormal_rows.py``, audit 8). Nor does a number of the
 coordinator's that meets rows make a subnormal of them (audit 9, ``tests/adversary/test_underflow_parameters.py``,
 which reads the CPU's denormal flag): an ``lr_gradient``'s θ, a boosting history's learners and α, E, W, an SVM
-subspace and a served query stage are read as 0 below 2^-300, every ``exp`` of a fit is 0 below -300
+subspace, a served query stage and bounds are read as 0 below 2^-300, every ``exp`` of a fit is 0 below -300
 (:func:`~privfed.common.bounds.exp_nonpositive`) and C is at least 2^-40. A θ that put the rows' softmax scores
 708-745 apart, or multiplied them by 2^-1021, had one answer's CPU time count the rows in a region it chose (2.1x
 and 2.2x for 1000 rows in it against 1000 outside), as a subnormal α counted an owner's missed rows (1.4x).

@@ -16,14 +16,15 @@ no debit. Found on main (CPU time, medians of 300 alternated calls, ``bench``-fr
   all missed against none: the time counts the misses, which the evaluation release noises); an LR learner
   with ``coef = 2^-1021`` (1.37x, rows with ``|t_j| < 1/2``);
 * an LR share's ``C = 2^-1000`` (products with rows near their bounds' middle), an SVM share's orthonormal
-  subspace tilted by ``2^-1021``, and ``privfed query``'s served linear stage tilted the same way (in the gap
-  between ``GetModel`` and the first ``Predict``).
+  subspace tilted by ``2^-1021``, and ``privfed query``'s served linear stage tilted the same way or its served
+  bounds with ``lo = -1e-310``, which clipped the query's negative values to a subnormal (in the gap between
+  ``GetModel`` and the first ``Predict``).
 
 No clock here: :func:`fpstatus.slow_path` reads the CPU's own sticky denormal-operand flag (MXCSR.DE) and
 numpy's underflow reports over the owner core's computations from rows (or the query gap). Fixed where the
 numbers meet rows: :func:`~privfed.common.bounds.flush_tiny` (now on the bits, no floating-point operation on
 a subnormal) reads the coordinator's θ, a ``LinearModel``'s coefficients, a ``KeptRound``'s α, E and W, an SVM
-subspace and a served stage below ``2^-300`` as 0; every ``exp`` of the owner's fits goes through
+subspace, a served stage and ``Bounds`` below ``2^-300`` as 0; every ``exp`` of the owner's fits goes through
 :func:`~privfed.common.bounds.exp_nonpositive` (0 below ``-300``); ``C`` has a public range (from ``2^-40``).
 """
 
@@ -166,12 +167,16 @@ def test_the_detector_sees_the_slow_path(monkeypatch):
     assert slow_path(lambda: np.full(8, tiny[0]) * 2.0, monkeypatch) == set()  # outside a computation
 
 
+@pytest.mark.parametrize("lo", [-BOUND, -1e-310], ids=["bounds", "bound-subnormal"])
 @pytest.mark.parametrize("flags", [{}, {"confidential_labels": (0,), **SUBSPACE}], ids=["projection", "subspace"])
-def test_a_served_linear_stage_takes_the_query_gap_to_no_slow_path(coordinator, certs, tmp_path, monkeypatch, flags):
+def test_a_served_linear_stage_takes_the_query_gap_to_no_slow_path(
+    coordinator, certs, tmp_path, monkeypatch, flags, lo
+):
     """``privfed query`` over real sockets: the coordinator serves ``A_d`` of one column tilted by ``2^-1021``
-    (rank 1, finite: ``check_linear_stage`` takes it). Between ``GetModel``'s answer and the first ``Predict``
-    (the gap a coordinator times, ``owner/query.py``) the owner cleans its query rows against it, and on main
-    the products of the rows with that entry underflowed."""
+    (rank 1, finite: ``check_linear_stage`` takes it), with bounds whose ``lo`` is -4 or -1e-310. Between
+    ``GetModel``'s answer and the first ``Predict`` (the gap a coordinator times, ``owner/query.py``) the owner
+    cleans its query rows against them: on main the rows' products with the tilt underflowed, and the rows'
+    negative values were clipped to the subnormal bound."""
     from privfed.owner import query_client
     from privfed.proto import privfed_pb2 as pb
     from privfed.proto.serde import matrix_to_proto
@@ -181,7 +186,7 @@ def test_a_served_linear_stage_takes_the_query_gap_to_no_slow_path(coordinator, 
     train = _csv(tmp_path / "t.csv", np.column_stack([rng.normal(size=(N_TRAIN, F)), rng.integers(0, 2, N_TRAIN)]))
     A_d = np.array([[1.0], [TINY_NORMAL], [0.0], [0.0]])
     coordinator.model = pb.GetModelResponse(
-        model_id="m", kind="lr", bounds=matrix_to_proto(np.stack([np.full(F, -BOUND), np.full(F, BOUND)])),
+        model_id="m", kind="lr", bounds=matrix_to_proto(np.stack([np.full(F, lo), np.full(F, BOUND)])),
         linear_stage=matrix_to_proto(A_d),
     )  # fmt: skip
     go = _query(coordinator, certs, tmp_path, queries, **({**flags, "train_data": train} if flags else {}))
