@@ -10,6 +10,8 @@ the same task to owners that differ only in what the coordinator must not learn,
   10% fewer rows (the row count is not public; the work grows with it); and half the values set to 0
   (``tiny-zero``) or to a subnormal 1e-310 (``subnormal``), compared with each other too: arithmetic on a
   subnormal takes the CPU's slow path, so an owner reads such values as 0 when it loads its rows (audit 8);
+  ``lr_gradient/tiny-theta`` sends an iterate of ``2^-1021`` per feature, whose products with the rows of
+  ``|t_j| < 1/2`` underflowed (audit 9: ``A`` against ``at-bounds``, whose ``|t_j|`` are all 1);
 * ``rows``: the same owner whose rows can afford the release, against one whose rows were spent under
   an earlier id (the ledger's ``RowsUnused``: it answers the kind's data-independent fallback). Whether
   the rows were spent is the membership fact of stop 35 finding 6.
@@ -137,6 +139,9 @@ CONTRASTS: dict[str, Callable[[np.random.Generator], tuple[np.ndarray, np.ndarra
 
 
 # ----------------------------------------------------------------------------- tasks
+TINY_THETA = np.append(np.full(D, 2.0**-1021), 0.0)[None, :]
+
+
 def _boost_config(run: str, base: str = "stump") -> object:
     from privfed.common.boosting.params import BoostingParams
     from privfed.common.boosting.wire import BoostConfig
@@ -181,6 +186,8 @@ CASES: dict[str, Callable[[str, OwnerCore], TaskSpec]] = {
     "boost_share": lambda r, c: _boost_share(r, c),
     "boost_evaluate": lambda r, c: _boost_evaluate(r, c),
     "lr_gradient": lambda r, c: LrGradientTask("pm", 1.0, np.full((1, D + 1), 0.5), 1.0, K, BOUNDS),
+    # audit 9: a hostile iterate of 2^-1021 per feature, whose products with rows of |t_j| < 1/2 underflowed
+    "lr_gradient/tiny-theta": lambda r, c: LrGradientTask("pm", 1.0, TINY_THETA, 1.0, K, BOUNDS),
     "nb": lambda r, c: NbReportTask(1.0, 4, K, BOUNDS),
 }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from privfed.common.errors import ConfigError
 
@@ -20,12 +21,32 @@ from privfed.common.errors import ConfigError
 #: by the bounds' radius: a value below ``2^-300 / R``, which moves no release by more than that, far inside
 #: its output grid (``2^-20`` and coarser), and which the solvers zeroed already (:mod:`.mechanisms.amp`).
 TINY = 2.0**-300
+#: A float's magnitude orders as its bits without the sign bit (:func:`flush_tiny`).
+_MAGNITUDE, _TINY_BITS = np.int64(2**63 - 1), np.float64(TINY).view(np.int64)
 #: The narrowest bounds a feature may have: below it, reading a tiny value as 0 (:data:`TINY`) could move its
 #: mapped value, so such bounds are refused (no data set documents a feature this narrow).
 NARROWEST = 2.0**-200
 
 
-def flush_tiny(values: np.ndarray) -> np.ndarray:
+#: ``exp`` of an argument below ``-EXP_FLOOR`` is read as 0 (:func:`exp_nonpositive`). ``e^-300 ~ 2^-433``, so a
+#: probability made from it, times a row value (0 or at least ``2^-300``; a mapped one, at least ``2^-53``) and a
+#: weight, is still a normal float, and ``e^-300`` is below the rounding of every sum it enters.
+EXP_FLOOR = 300.0
+
+
+def exp_nonpositive(a: ArrayLike) -> np.ndarray:
+    """``exp(a)`` for ``a <= 0``, 0 below ``-EXP_FLOOR``, where it is never computed.
+
+    Why (audits 8, 9): ``exp`` of an argument below -708 is subnormal (0 below -745), and an operation whose
+    result underflows takes the same slow path as a subnormal operand; the arguments of the owner's fits are
+    scores of its rows under a model the coordinator may choose, so an unclamped ``exp`` let the time of an
+    ``lr_gradient`` answer count the rows whose scores it placed in ``[-745, -708]`` (``tests/adversary/
+    test_underflow_parameters.py``). Branch-free: the same work for every value."""
+    a = np.asarray(a, dtype=np.float64)
+    return np.where(a < -EXP_FLOOR, 0.0, np.exp(np.maximum(a, -EXP_FLOOR)))
+
+
+def flush_tiny(values: ArrayLike) -> np.ndarray:
     """A copy of ``values`` (as float64) with every entry below :data:`TINY` in magnitude set to ``+0.0``.
 
     Why (audit 8): on x86 an operation with a subnormal operand or result takes a microcode assist, tens to
@@ -37,8 +58,10 @@ def flush_tiny(values: np.ndarray) -> np.ndarray:
     A function of each value alone: neighbouring data sets stay neighbours, so no guarantee changes; and with
     the bounds at least :data:`NARROWEST` wide, no release moves by more than the rounding it already does
     (:data:`TINY`)."""
-    values = np.asarray(values, dtype=np.float64)
-    return np.where(np.abs(values) < TINY, 0.0, values)  # no branch on the values: the same work for any
+    array = np.asarray(values, dtype=np.float64)
+    # On the bits: a floating-point comparison of a subnormal is itself an operation on one (audit 9: this
+    # also reads the coordinator's parameters, which may be subnormal). No branch: the same work for any value.
+    return np.where(array.view(np.int64) & _MAGNITUDE < _TINY_BITS, 0.0, array)
 
 
 @dataclass(frozen=True)
@@ -47,7 +70,9 @@ class Bounds:
 
     Parameters
     ----------
-    lo, hi : array_like of shape (d,), or scalars broadcast to ``d`` by :meth:`of`.
+    lo, hi : array_like of shape (d,), or scalars broadcast to ``d`` by :meth:`of`. Read as 0 below ``2^-300``
+        once checked (:func:`flush_tiny`): a served model's bounds are the coordinator's, and ``lo = -1e-310``
+        clipped a query's negative values to a subnormal, whose arithmetic took the slow path (audit 9).
     """
 
     lo: np.ndarray
@@ -83,8 +108,9 @@ class Bounds:
                 f"bounds of feature {j} ({lo[j]}, {hi[j]}) are too far apart: the width of the bounds' box "
                 "overflows a float; give the feature's documented range"
             )
-        object.__setattr__(self, "lo", lo)
-        object.__setattr__(self, "hi", hi)
+        # flushed once checked: at least NARROWEST wide, the bounds keep lo < hi and move by less than TINY
+        object.__setattr__(self, "lo", flush_tiny(lo))
+        object.__setattr__(self, "hi", flush_tiny(hi))
 
     @classmethod
     def of(cls, lo: float, hi: float, d: int) -> Bounds:

@@ -40,7 +40,13 @@ way; so whether a row was spent before does not show in the time (``tests/advers
 The local LR fit runs a fixed number of Newton steps (:func:`~privfed.common.learners.newton.newton_steps`).
 A row's values below 2^-300 are read as 0 when the owner is made (:func:`~privfed.common.bounds.flush_tiny`):
 arithmetic on a subnormal takes the CPU's slow path, and one answer's time told rows holding 1e-310 from rows
-holding 0 at 0.65-0.75 (``tests/adversary/test_subnormal_rows.py``, audit 8).
+holding 0 at 0.65-0.75 (``tests/adversary/test_subnormal_rows.py``, audit 8). Nor does a number of the
+coordinator's that meets rows make a subnormal of them (audit 9, ``tests/adversary/test_underflow_parameters.py``,
+which reads the CPU's denormal flag): an ``lr_gradient``'s θ, a boosting history's learners and α, E, W, an SVM
+subspace, a served query stage and bounds are read as 0 below 2^-300, every ``exp`` of a fit is 0 below -300
+(:func:`~privfed.common.bounds.exp_nonpositive`) and C is at least 2^-40. A θ that put the rows' softmax scores
+708-745 apart, or multiplied them by 2^-1021, had one answer's CPU time count the rows in a region it chose (2.1x
+and 2.2x for 1000 rows in it against 1000 outside), as a subnormal α counted an owner's missed rows (1.4x).
 ``bench/timing_channels.py`` (in process) and ``bench/timing_processes.py`` (real processes) measure what is
 left as the accuracy of telling two owners apart from one answer's time.
 

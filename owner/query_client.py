@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from privfed.common.bounds import Bounds
+from privfed.common.bounds import Bounds, flush_tiny
 from privfed.common.errors import ConfigError, PrivfedError, RemoteProtocolError
 from privfed.common.schema import FederationSchema
 from privfed.proto import privfed_pb2 as pb
@@ -87,7 +87,9 @@ class ModelClient:
         except grpc.RpcError as exc:
             raise rpc_error(exc, "GetModel", self._target, PREDICT_TIMEOUT) from exc
         bounds = serde.bounds_from_proto(reply.bounds)
-        A_d = serde.matrix_from_proto(reply.linear_stage)  # checked by check_linear_stage before use
+        # checked by check_linear_stage before use; entries below 2^-300 read as 0: a stage tilted by 2^-1021 made
+        # the query rows' products underflow in the gap a coordinator times (audit 9)
+        A_d = flush_tiny(serde.matrix_from_proto(reply.linear_stage))
         schema = None
         if reply.schema:
             schema = FederationSchema.parse(reply.schema, source=f"model {model_id!r}'s schema")

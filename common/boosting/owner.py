@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from privfed.common.boosting.releases import ReleasePlan
+from privfed.common.bounds import flush_tiny
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import LinearModel, fit_local_logistic, lr_share
 from privfed.common.learners.ncc import NccShare, ncc_share, public_count_rows, shuffled
@@ -201,10 +202,15 @@ def update_weights(
     w = np.asarray(w, dtype=np.float64)
     if w.shape[0] == 0:
         return w.copy()
+    # alpha, E and W come through a KeptRound, which reads them below 2^-300 as 0; so are the scalars made of
+    # them here: a subnormal alpha (or log_scale) was an operand of the missed rows' arithmetic only, which took
+    # the slow path, so the time counted the owner's misses, which its evaluation release noises (audit 9).
     alpha = float(alpha)
-    r = min(max(float(err_total) / float(weight_total), 0.0), 1.0)
+    r = float(flush_tiny(min(max(float(err_total) / float(weight_total), 0.0), 1.0)))
     log_scale = float(
-        np.logaddexp(math.log1p(-r) if r < 1.0 else -math.inf, alpha + math.log(r) if r > 0.0 else -math.inf)
+        flush_tiny(
+            np.logaddexp(math.log1p(-r) if r < 1.0 else -math.inf, alpha + math.log(r) if r > 0.0 else -math.inf)
+        )
     )
     with np.errstate(over="ignore", under="ignore"):
         new = w * np.exp(alpha * misses(model, X, y) - log_scale)

@@ -27,6 +27,7 @@ import numpy as np
 from privfed.common.boosting.owner import Learner, update_weights
 from privfed.common.boosting.params import WIRE_FIELDS, BoostingParams
 from privfed.common.boosting.releases import ReleasePlan
+from privfed.common.bounds import flush_tiny
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import LinearModel
 from privfed.common.learners.ncc_model import NearestCentroidModel
@@ -86,7 +87,10 @@ class KeptRound:
     """One kept round of a run: its base learner, SAMME weight ``alpha`` and published totals E, W.
 
     ``alpha`` and ``err_total`` must be finite, ``weight_total`` finite and > 0 (an owner divides
-    by it, :func:`~privfed.common.boosting.owner.update_weights`).
+    by it, :func:`~privfed.common.boosting.owner.update_weights`). The three are read as 0 below ``2^-300``
+    (:func:`~privfed.common.bounds.flush_tiny`; so a ``weight_total`` that small is refused): they are the
+    coordinator's, and a subnormal ``alpha`` made the arithmetic of an owner's missed rows, and only theirs, take
+    the CPU's slow path (audit 9, ``tests/adversary/test_underflow_parameters.py``).
     """
 
     learner: Learner
@@ -101,7 +105,10 @@ class KeptRound:
             )
         object.__setattr__(self, "alpha", _finite("alpha", self.alpha))
         object.__setattr__(self, "err_total", _finite("err_total", self.err_total))
-        object.__setattr__(self, "weight_total", _finite("weight_total", self.weight_total, positive=True))
+        object.__setattr__(self, "weight_total", _finite("weight_total", self.weight_total))
+        for name in ("alpha", "err_total", "weight_total"):
+            object.__setattr__(self, name, float(flush_tiny(getattr(self, name))))
+        check_positive(self.weight_total, name="weight_total")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from privfed.common.bounds import Bounds
+from privfed.common.bounds import Bounds, flush_tiny
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.basis import BASES, PUBLIC_BASES
 from privfed.common.feddpdr.choices import DELTA_MODELS, ROW_SCALINGS, SVM_MODELS
@@ -31,10 +31,14 @@ def add_bias_feature(X: np.ndarray) -> np.ndarray:
 
 
 def project(X_unit: np.ndarray, U: np.ndarray | None) -> np.ndarray:
-    """Rows onto the orthonormal columns of ``U`` (``None``: no reduction), clipped to the unit ball."""
+    """Rows onto the orthonormal columns of ``U`` (``None``: no reduction), clipped to the unit ball.
+
+    ``U``'s entries below ``2^-300`` are read as 0 (:func:`~privfed.common.bounds.flush_tiny`): it is the
+    coordinator's, and an orthonormal ``U`` with entries of ``2^-1021`` (a rotation by that angle) made the
+    products of the rows below a threshold it chose subnormal (audit 9)."""
     if U is None:
         return X_unit
-    U = np.asarray(U, dtype=np.float64)
+    U = flush_tiny(U)
     if U.ndim != 2 or U.shape[0] != X_unit.shape[1] or not np.allclose(U.T @ U, np.eye(U.shape[1]), atol=1e-8):
         raise ConfigError(f"U must be (d={X_unit.shape[1]}, k) with orthonormal columns, got shape {U.shape}")
     return clip_rows_to_unit_ball(X_unit @ U)

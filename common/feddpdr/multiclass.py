@@ -53,7 +53,7 @@ from typing import cast
 
 import numpy as np
 
-from privfed.common.bounds import flush_tiny
+from privfed.common.bounds import exp_nonpositive, flush_tiny
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.pca import check_unit_rows
 from privfed.common.feddpdr.svm import huber_hinge, huber_hinge_derivative
@@ -91,18 +91,6 @@ def mechanism(epsilon: float, delta: float, n_classes: int, loss: str) -> Gaussi
     )
 
 
-#: ``exp`` is taken of arguments clamped to ``>= -EXP_FLOOR`` and is 0 below it (:func:`_exp_nonpositive`):
-#: ``e^-300 ~ 5e-131``, so the probabilities, their products with a Huber slope (0 or >= 2^-53) and with rows
-#: (:func:`~privfed.common.bounds.flush_tiny`) stay normal floats, whose arithmetic takes no slow path
-#: (the solver's work is the same for every rows; :mod:`privfed.common.mechanisms.amp`, "Timing").
-EXP_FLOOR = 300.0
-
-
-def _exp_nonpositive(a: np.ndarray) -> np.ndarray:
-    """``exp(a)`` for ``a <= 0``, 0 below ``-EXP_FLOOR`` (where it is below 1e-130), never computed there."""
-    return np.where(a < -EXP_FLOOR, 0.0, np.exp(np.maximum(a, -EXP_FLOOR)))
-
-
 def one_hot(y: np.ndarray, n_classes: int) -> np.ndarray:
     """The (K, n) float indicator of the labels, class-major like the solver's scores: the gradients pick each
     row's own class with it (a product, the same work for every label, and faster than fancy indexing)."""
@@ -115,13 +103,13 @@ def _scores(S: np.ndarray, Y: np.ndarray, loss: str, values: bool) -> tuple[np.n
     loss values (n,) if ``values``."""
     if loss == "softmax":
         shifted = S - S.max(axis=0)
-        E = _exp_nonpositive(shifted)
+        E = exp_nonpositive(shifted)
         Z = E.sum(axis=0)
         G = E / Z - Y
         return (np.log(Z) - (shifted * Y).sum(axis=0) if values else None), G
     O = np.where(Y > 0, -np.inf, S * (1.0 / MC_HUBER_T))  # the other classes' scores over T
     top = O.max(axis=0)
-    E = _exp_nonpositive(O - top)
+    E = exp_nonpositive(O - top)
     Z = E.sum(axis=0)
     margin = (S * Y).sum(axis=0) - MC_HUBER_T * (np.log(Z) + top)
     G = (Y - E / Z) * huber_hinge_derivative(margin, MC_HUBER_H)
@@ -212,14 +200,13 @@ def fit_dp_multiclass(
     mech = mechanism(epsilon, delta, K, loss)
     rows = work_rows(X.shape[0])  # zero rows, each an exact zero gradient: the work of n's public grid cell
     Y = one_hot(pad_rows(y, rows, axis=-1), K)
-    X = pad_rows(flush_tiny(X), rows)  # no subnormal products (EXP_FLOOR)
+    X = pad_rows(flush_tiny(X), rows)  # no subnormal products (bounds.EXP_FLOOR)
     F = mech.privatize(lambda F: _loss_gradient(F, X, Y, loss), (K, X.shape[1]), X.shape[0], rng)
     return F, mech.calibration()
 
 
 __all__ = [
     "CURVATURE_BOUND",
-    "EXP_FLOOR",
     "LOSSES",
     "MC_HUBER_H",
     "MC_HUBER_T",

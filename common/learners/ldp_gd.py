@@ -76,7 +76,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from privfed.common.bounds import Bounds
+from privfed.common.bounds import Bounds, exp_nonpositive, flush_tiny
 from privfed.common.errors import ConfigError, RoundFailed
 from privfed.common.learners.logistic import LinearModel
 from privfed.common.learners.newton import expit
@@ -116,14 +116,20 @@ def logistic_gradients(theta: ArrayLike, t: np.ndarray, y: np.ndarray, n_classes
 
     Two classes: ``(σ(w·t + b) - y) (t, 1)``; K classes: ``(softmax_k - [y = k]) (t, 1)`` for each k.
     ``t`` are unit-space rows (``|t_j| <= 1``), so every coordinate is in ``[-1, 1]``.
+
+    No operation underflows, whatever ``theta`` (the coordinator's, audit 9): its entries below ``2^-300`` are
+    read as 0 (``t_j θ_j`` of ``θ_j = 2^-1021`` underflowed exactly for the rows with ``|t_j| < 1/2``, a count
+    the answer's time showed), and ``exp`` is 0 below ``-300`` (:func:`~privfed.common.bounds.exp_nonpositive`;
+    a softmax of scores 708-745 apart was subnormal: 1000 rows placed there took 1.9x the time of 1000 rows
+    outside). ``tests/adversary/test_underflow_parameters.py``.
     """
-    theta = np.atleast_2d(np.asarray(theta, dtype=np.float64))
+    theta = flush_tiny(np.atleast_2d(theta))  # the coordinator's: products with rows underflowed (below)
     t1 = np.hstack([t, np.ones((t.shape[0], 1))])
     scores = t1 @ theta.T  # (n, K')
     if n_classes == 2:
         residual = expit(scores) - (y == 1)[:, None]
     else:
-        z = np.exp(scores - scores.max(axis=1, keepdims=True))
+        z = exp_nonpositive(scores - scores.max(axis=1, keepdims=True))
         residual = z / z.sum(axis=1, keepdims=True) - np.eye(n_classes)[y]
     return (residual[:, :, None] * t1[:, None, :]).reshape(t.shape[0], -1)
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from privfed.common.bounds import Bounds
+from privfed.common.bounds import Bounds, flush_tiny
 from privfed.common.errors import ConfigError
 from privfed.common.learners.newton import newton_logistic
 from privfed.common.mechanisms import Mechanism, estimate_mean
@@ -220,8 +220,10 @@ class LinearModel:
     def __init__(
         self, coef_: ArrayLike, intercept_: ArrayLike, bounds: Bounds, classes: ArrayLike | None = None
     ) -> None:
-        self.coef_ = np.atleast_2d(np.asarray(coef_, dtype=np.float64))
-        self.intercept_ = np.atleast_1d(np.asarray(intercept_, dtype=np.float64))
+        # Entries below 2^-300 are read as 0: a boosting history's model is the coordinator's, and coef 2^-1021
+        # made the products of exactly the rows with |t_j| < 1/2 subnormal, a count the answer's time showed.
+        self.coef_ = np.atleast_2d(flush_tiny(coef_))
+        self.intercept_ = np.atleast_1d(flush_tiny(intercept_))
         k_out, d = self.coef_.shape
         if self.intercept_.shape != (k_out,):
             raise ConfigError(f"intercept_ must have shape ({k_out},), got {self.intercept_.shape}")

@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from privfed.common.bounds import exp_nonpositive
 from privfed.common.errors import ConfigError
 from privfed.common.work_rows import pad_rows, work_rows
 
@@ -27,17 +28,14 @@ from privfed.common.work_rows import pad_rows, work_rows
 _NEWTON_GTOL = 1e-10
 _NEWTON_MAX_STEPS = 100
 
-#: ``exp`` is taken of ``-min(|z|, _EXP_LIMIT)``, and ``exp(-|z|)`` beyond it is 0: no subnormal, whose slow
-#: path would make the fit's time depend on how large the margins are (module docstring; Andrysco et al., "On
-#: subnormal floating point and abnormal timing", IEEE S&P 2015). ``exp(-700) ~ 1e-304``: below the rounding of
-#: every sum it is in.
-_EXP_LIMIT = 700.0
-
 
 def _exp_neg_abs(z: np.ndarray) -> np.ndarray:
-    """``exp(-|z|)``, 0 beyond :data:`_EXP_LIMIT` (where it is below 1e-304), never computed there."""
-    a = np.abs(z)
-    return np.where(a > _EXP_LIMIT, 0.0, np.exp(-np.minimum(a, _EXP_LIMIT)))
+    """``exp(-|z|)``, 0 beyond :data:`~privfed.common.bounds.EXP_FLOOR` (``e^-300``), never computed there: no
+    subnormal and no underflow, whose slow path would make the fit's time depend on how large the margins are
+    (module docstring; Andrysco et al., "On subnormal floating point and abnormal timing", IEEE S&P 2015). The
+    clamp was 700 (``1e-304``), whose products with a mapped row value (``>= 2^-53``) could still underflow
+    (audit 9, ``tests/adversary/test_underflow_parameters.py``)."""
+    return exp_nonpositive(-np.abs(z))
 
 
 def expit(z: np.ndarray) -> np.ndarray:

@@ -87,7 +87,7 @@ def check_config(config: BoostConfig, view: PublicView) -> None:
     fb = config.params
     check_classes(fb.n_classes, view)
     check_schema(fb.bounds, view)
-    for name in ("weight_bound", "eval_row_bound", "param_bound", "max_owner_rows"):
+    for name in ("weight_bound", "eval_row_bound", "param_bound", "max_owner_rows", "C"):
         check_limit(name, getattr(fb, name))
 
 

@@ -213,6 +213,7 @@ class LrShareKind(TaskKind[LrShareTask]):
         check_positive(spec.param_bound, name="param_bound")
         check_limit("param_bound", spec.param_bound)
         check_positive(spec.c, name="c")
+        check_limit("C", spec.c)
         self._mechanism(spec)
         return None
 

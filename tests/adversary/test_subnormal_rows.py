@@ -53,11 +53,14 @@ def _subnormal(value: object) -> bool:
     return bool(np.any((a > 0) & (a < np.finfo(np.float64).tiny)))
 
 
-def subnormal_operands(answer, recording: Callable[[], bool] = lambda: True) -> list[tuple[str, str, str]]:
+def subnormal_operands(
+    answer, recording: Callable[[], bool] = lambda: True, sent: tuple[np.ndarray, ...] = ()
+) -> list[tuple[str, str, str]]:
     """Where (file, function, argument or ``<return>``) an array holding a subnormal was passed or returned
     while ``answer()`` ran: every call into the project's code (numpy's Python layer is left out: its helpers
     hand each other buffers fresh from ``np.empty``, whose bytes are whatever the allocator left); only while
-    ``recording()`` is true."""
+    ``recording()`` is true. The arrays of ``sent`` (a coordinator's, the same for every owner) are left out:
+    handed on by reference to where they are flushed, they enter no arithmetic."""
     seen: list[tuple[str, str, str]] = []
 
     def profile(frame, event, arg):
@@ -72,7 +75,7 @@ def subnormal_operands(answer, recording: Callable[[], bool] = lambda: True) -> 
         else:
             values = frame.f_locals.items()
         for name, value in values:
-            if name not in OUTPUTS and _subnormal(value):
+            if name not in OUTPUTS and _subnormal(value) and not any(value is a for a in sent):
                 seen.append((where, code.co_name, name))
 
     gc.collect()

@@ -175,7 +175,7 @@ def test_sensitivity_comes_from_the_owners_public_configuration(spec, detail):
     for r in results.results:
         assert r.payload.code == "invalid_task" and detail in r.payload.message, r.payload
         assert ledger.history(r.owner_id) == []
-    assert set(SENSITIVITY_LIMITS) == {"param_bound", "weight_bound", "eval_row_bound", "max_owner_rows", "lam"}
+    assert set(SENSITIVITY_LIMITS) == {"param_bound", "weight_bound", "eval_row_bound", "max_owner_rows", "lam", "C"}
 
 
 def _history(alpha: float, n_kept: int, e: float = 0.0, w: float = 1.0, leaves=(1, 1)) -> BoostHistory:
