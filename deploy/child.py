@@ -36,23 +36,25 @@ def call_in_child(function: str, *args: Any) -> Any:
     return start_in_child(function, *args).result()
 
 
-def start_in_child(function: str, *args: Any) -> ChildCall:
+def start_in_child(function: str, *args: Any, niceness: int = 0) -> ChildCall:
     """:func:`call_in_child` without waiting: the child computes while the caller goes on (``privfed
-    simulate``'s non-private reference beside its federation); :meth:`ChildCall.result` waits."""
-    return ChildCall(function, args)
+    simulate``'s non-private reference beside its federation); :meth:`ChildCall.result` waits. The child
+    runs ``niceness`` steps below the caller's priority (``os.nice``): work that should take only the
+    cycles the caller's other processes leave."""
+    return ChildCall(function, args, niceness)
 
 
 class ChildCall:
     """A call running in its child process (:func:`start_in_child`)."""
 
-    def __init__(self, function: str, args: tuple[Any, ...]) -> None:
+    def __init__(self, function: str, args: tuple[Any, ...], niceness: int = 0) -> None:
         self.function = function
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "privfed.deploy.child"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
         )
         assert self._proc.stdin is not None
         with self._proc.stdin:  # the child reads all of it before it computes
-            self._proc.stdin.write(pickle.dumps((function, args)))
+            self._proc.stdin.write(pickle.dumps((function, args, niceness)))
         self._reply: tuple[str, Any] | None = None
 
     def result(self) -> Any:
@@ -91,7 +93,9 @@ def main() -> int:
     """The child: read the call from stdin, write ``("ok", result)`` or ``("error", exception)`` to stdout."""
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # anything the function prints goes to the log, not into the result
-    name, args = pickle.loads(sys.stdin.buffer.read())
+    name, args, niceness = pickle.loads(sys.stdin.buffer.read())
+    if niceness:
+        os.nice(niceness)
     module, _, attribute = name.partition(":")
     function = getattr(importlib.import_module(module), attribute)
     try:

@@ -22,8 +22,8 @@ def test_a_started_call_gives_the_value_or_the_error_it_would_give_in_this_proce
 def test_a_simulation_that_fails_stops_the_reference_child_it_started(tmp_path, monkeypatch):
     started: list[child.ChildCall] = []
 
-    def sleeping_reference(function, *args):  # a reference that would outlast the failed job by a minute
-        started.append(child.start_in_child("time:sleep", 60))
+    def sleeping_reference(function, *args, niceness=0):  # a reference that would outlast the failed job by a minute
+        started.append(child.start_in_child("time:sleep", 60, niceness=niceness))
         return started[-1]
 
     def failing_point(*args, **kwargs):
@@ -37,3 +37,9 @@ def test_a_simulation_that_fails_stops_the_reference_child_it_started(tmp_path, 
     with pytest.raises(RuntimeError, match="injected"):
         simulate.simulate(config)
     assert len(started) == 1 and started[0]._proc.poll() is not None  # killed, not left sleeping
+
+
+def test_a_started_call_runs_below_its_callers_priority_by_its_niceness():
+    import os
+
+    assert child.start_in_child("os:nice", 0, niceness=3).result() == os.nice(0) + 3
