@@ -65,6 +65,10 @@ class InProcessTransport(RelayedTransport):
     secure_sum : {"auto", "ring", "secagg"}
         The default secure sum (:class:`~privfed.server.securesum.RelayedTransport`): the steps of a
         pairwise-mask sum go to each node's core as the owner node's dispatch sends them.
+    owner_keys : bool
+        Give each owner its X25519 key (default). ``False`` for one-round tasks only (the chunked
+        reference, :mod:`privfed.deploy.reference`): making a key is ~40 us of scalar multiplication,
+        the largest single cost of building an owner there, and no secure sum can then run.
     """
 
     def __init__(
@@ -75,6 +79,7 @@ class InProcessTransport(RelayedTransport):
         silent_nodes: Iterable[str] = (),
         allow_clear_labels: bool = False,
         secure_sum: str = "auto",
+        owner_keys: bool = True,
     ) -> None:
         super().__init__(secure_sum)
         self.owners = {o.owner_id: o for o in owners}
@@ -85,7 +90,7 @@ class InProcessTransport(RelayedTransport):
         self.silent = {oid for oid, node in self._node.items() if node in set(silent_nodes)}
         self._noticed: set[str] = set()  # silent nodes that left a task unanswered
         self.allow_clear_labels = allow_clear_labels
-        keys = {oid: generate_private_key() for oid in self.owners}
+        keys = {oid: generate_private_key() for oid in self.owners} if owner_keys else {}
         self._peer_keys = {oid: PeerKey(oid, self._node[oid], public_bytes(k), b"") for oid, k in keys.items()}
         self.cores = {
             node: OwnerCore(
@@ -158,6 +163,8 @@ class InProcessTransport(RelayedTransport):
 
     # ------------------------------------------------------------------ what RelayedTransport needs
     def peer_key(self, owner_id: str) -> PeerKey:
+        if owner_id not in self._peer_keys:
+            raise ConfigError(f"owner {owner_id!r} has no key here: this transport was made without owner keys")
         return self._peer_keys[owner_id]
 
     def certificates(self) -> dict[str, bytes]:

@@ -74,7 +74,7 @@ class OwnersInChunks(Transport):
     def fold_tasks(self, tasks: list[Task], fold: Fold, timeout: float | None = None) -> None:
         for start in range(0, len(tasks), CHUNK):
             chunk = tasks[start : start + CHUNK]
-            transport = _exact_transport([self.owner(t.owner_id) for t in chunk])
+            transport = _exact_transport([self.owner(t.owner_id) for t in chunk], owner_keys=False)
             try:
                 transport.fold_tasks(chunk, fold)
             finally:
@@ -92,10 +92,13 @@ class OwnersInChunks(Transport):
         return set()
 
 
-def _exact_transport(owners: list[LocalOwner]) -> InProcessTransport:
+def _exact_transport(owners: list[LocalOwner], *, owner_keys: bool = True) -> InProcessTransport:
     """The owners on one in-process node with an unbounded ledger in memory. The reference plays
-    every owner, and nothing leaves this process: clear labels are allowed."""
-    return InProcessTransport.with_ledgers(owners, epsilon_budget=math.inf, delta_budget=1.0, allow_clear_labels=True)
+    every owner, and nothing leaves this process: clear labels are allowed. A chunk of a one-round
+    task needs no secure sum, so no owner keys (``owner_keys=False``)."""
+    return InProcessTransport.with_ledgers(
+        owners, epsilon_budget=math.inf, delta_budget=1.0, allow_clear_labels=True, owner_keys=owner_keys
+    )
 
 
 def _close(transport: InProcessTransport) -> None:

@@ -26,6 +26,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,7 @@ from privfed.common.datasets import SPLIT_CACHE_ENV, Dataset, federation_split
 from privfed.common.errors import ConfigError, JobAborted
 from privfed.common.schema import FederationSchema
 from privfed.deploy.certs import make_certs
-from privfed.deploy.child import call_in_child
+from privfed.deploy.child import ChildCall, call_in_child, start_in_child
 from privfed.deploy.simulation_config import SimulationConfig  # re-exported
 from privfed.deploy.simulation_nodes import NodeWatch, node_ranges, owner_command, spent_by_owner
 from privfed.proto.transport import TlsFiles
@@ -58,6 +60,10 @@ from privfed.server.report import (
 from privfed.server.strategies import make_strategy
 
 log = logging.getLogger("privfed.simulate")
+#: How far below the federation's processes the reference child runs (``os.nice``): it takes the cycles they
+#: leave while they start, register and wait, and does not hold back their registration (at 10^6 owners
+#: under load, a reference at equal priority beside the nodes' start kept them past the 300 s register timeout).
+REFERENCE_NICENESS = 10
 
 
 def run_point(
@@ -69,10 +75,10 @@ def run_point(
     show_progress: bool,
     schema: FederationSchema,
     split_cache: Path | None = None,
-    reference: dict[str, object] | None = None,
+    reference: Callable[[], dict[str, object]] | None = None,
 ) -> dict[str, Any]:
     """One federation at ``config.epsilon`` and ``config.seed``, one job of the job runner with its
-    report in ``point_dir`` (with the seed's non-private ``reference``, computed before); ``sim`` says
+    report in ``point_dir`` (with the seed's non-private ``reference()``, read once training is over); ``sim`` says
     how to start the owner processes, which read the built-in data set's split from ``split_cache``
     when given (:data:`~privfed.common.datasets.SPLIT_CACHE_ENV`). Raises :class:`NodeExited` if a
     node process exits during the job."""
@@ -121,7 +127,7 @@ def run_point(
                 report,
                 release=release,
                 stopped=watch.reason,
-                reference=None if reference is None else lambda: reference,
+                reference=reference,
                 show_progress=show_progress,
                 label=f"eps={epsilon:g}: ",
             )
@@ -199,80 +205,94 @@ def _simulate(config: SimulationConfig, run_dir: Path, report: JobReport) -> Non
         schema, public_test = federation_schema(job)
         if public_test is None:
             raise ConfigError(f'{job.schema}: simulate needs a public test file in the schema (test = "FILE")')
-    # splits, the feasibility check and the references, in a child process (issue 27, item 2)
+    # splits and the feasibility check in a child process (issue 27, item 2); then the references in
+    # another, beside the first federation (simulation_data's docstring)
     prepared = call_in_child("privfed.deploy.simulation_data:prepare", config, job, seeds, split_cache)
-    if config.data:
-        tests = {s: public_test for s in seeds}
-    else:
-        tests = {
-            s: federation_split(
-                job.dataset,
-                seed=s,
-                test_fraction=job.test_fraction,
-                n_samples=prepared.n_samples[s],
-                cache_dir=split_cache,
-            )[1]
-            for s in seeds
-        }
-        schema = FederationSchema.of_dataset(tests[job.seed])
-    test0 = tests[job.seed]
-    if job.rows_per_owner is None:  # the simulation plays every owner: their row count is public configuration here
-        job = job.replace(rows_per_owner=prepared.train_rows / config.owners)
-    job = job.replace(n_samples=prepared.n_samples[job.seed])  # the report's: sized to the owners or as given
-    references = prepared.references
-    base = {s: baselines(te.y, len(te.classes)) for s, te in tests.items()}
-    reference_learner = references[job.seed]["reference_learner"]
-    reference = float(np.mean([r["reference_accuracy"] for r in references.values()]))
-    chance = float(np.mean([b["chance"] for b in base.values()]))
-    majority = float(np.mean([b["majority_class"] for b in base.values()]))
-    points: list[dict[str, Any]] = []
-    report.update(
-        config=dataclasses.replace(config, job=job).to_report(),
-        learner=learner_label(job),
-        labels_mode=job.task_options()["labels"] if job.task == "ncc" else None,
-        transport="grpc+insecure" if config.insecure else "grpc+mTLS",
-        rng={"kind": config.rng, "seed": job.seed, "repeats": config.repeats},
-        reference_accuracy=reference,
-        reference_learner=reference_learner,
-        baselines={"chance": chance, "majority_class": majority},
-        train_rows=prepared.train_rows,
-        test_rows=int(test0.X.shape[0]),
-        points=points,
+    pending = start_in_child(
+        "privfed.deploy.simulation_data:references",
+        config,
+        job,
+        seeds,
+        split_cache,
+        prepared.n_samples,
+        niceness=REFERENCE_NICENESS,
     )
-    certs = None if config.insecure else make_certs(run_dir / "certs", owners=config.n_processes)
-    for eps in config.epsilons:
-        runs = []
-        for s in seeds:
-            point_dir = run_dir / f"eps-{eps:g}" / (f"seed-{s}" if config.repeats > 1 else "")
-            n_samples = prepared.n_samples[s]
-            run = run_point(
-                config
-                if n_samples == config.job.n_samples
-                else config.replace(job=config.job.replace(n_samples=n_samples)),
-                job.replace(epsilon=eps, seed=s, n_samples=n_samples),
-                point_dir,
-                certs,
-                tests[s],
-                show_progress,
-                schema,
-                split_cache,
-                references[s],
-            )
-            spent_file = write_json(point_dir / "epsilon_spent.json", run.pop("_spent"))
-            run["epsilon_spent"]["per_owner_file"] = str(spent_file.relative_to(run_dir))
-            run["report"] = str((point_dir / "report.json").relative_to(run_dir))
-            runs.append(run)
-        points.append(_point(eps, runs))
-        spread = points[-1]["accuracy_std"] / math.sqrt(len(runs))
-        warning = accuracy_warning(eps, points[-1]["accuracy"], majority, int(test0.y.shape[0]), spread)
-        if warning:
-            points[-1]["warning"] = warning
-        _print_point(points[-1], reference, chance, majority)
-    report.update(
-        warnings=[prepared.warning] * bool(prepared.warning) + [p["warning"] for p in points if "warning" in p]
-    )
-    plot = run_dir / "accuracy_vs_epsilon.png"  # matplotlib, in a child process too
-    call_in_child("privfed.deploy.simulation_data:plot", plot, config, job, points, reference, chance, majority)
+    with pending:  # stopped if a federation fails before it is read
+        if config.data:
+            tests = {s: public_test for s in seeds}
+        else:
+            tests = {
+                s: federation_split(
+                    job.dataset,
+                    seed=s,
+                    test_fraction=job.test_fraction,
+                    n_samples=prepared.n_samples[s],
+                    cache_dir=split_cache,
+                )[1]
+                for s in seeds
+            }
+            schema = FederationSchema.of_dataset(tests[job.seed])
+        test0 = tests[job.seed]
+        if job.rows_per_owner is None:  # the simulation plays every owner: their row count is public configuration here
+            job = job.replace(rows_per_owner=prepared.train_rows / config.owners)
+        job = job.replace(n_samples=prepared.n_samples[job.seed])  # the report's: sized to the owners or as given
+        base = {s: baselines(te.y, len(te.classes)) for s, te in tests.items()}
+        chance = float(np.mean([b["chance"] for b in base.values()]))
+        majority = float(np.mean([b["majority_class"] for b in base.values()]))
+        points: list[dict[str, Any]] = []
+        report.update(
+            config=dataclasses.replace(config, job=job).to_report(),
+            learner=learner_label(job),
+            labels_mode=job.task_options()["labels"] if job.task == "ncc" else None,
+            transport="grpc+insecure" if config.insecure else "grpc+mTLS",
+            rng={"kind": config.rng, "seed": job.seed, "repeats": config.repeats},
+            baselines={"chance": chance, "majority_class": majority},
+            train_rows=prepared.train_rows,
+            test_rows=int(test0.X.shape[0]),
+            points=points,
+        )
+        certs = None if config.insecure else make_certs(run_dir / "certs", owners=config.n_processes)
+        for eps in config.epsilons:
+            runs = []
+            for s in seeds:
+                point_dir = run_dir / f"eps-{eps:g}" / (f"seed-{s}" if config.repeats > 1 else "")
+                n_samples = prepared.n_samples[s]
+                run = run_point(
+                    config
+                    if n_samples == config.job.n_samples
+                    else config.replace(job=config.job.replace(n_samples=n_samples)),
+                    job.replace(epsilon=eps, seed=s, n_samples=n_samples),
+                    point_dir,
+                    certs,
+                    tests[s],
+                    show_progress,
+                    schema,
+                    split_cache,
+                    partial(_reference, pending, s),
+                )
+                spent_file = write_json(point_dir / "epsilon_spent.json", run.pop("_spent"))
+                run["epsilon_spent"]["per_owner_file"] = str(spent_file.relative_to(run_dir))
+                run["report"] = str((point_dir / "report.json").relative_to(run_dir))
+                runs.append(run)
+            points.append(_point(eps, runs))
+            spread = points[-1]["accuracy_std"] / math.sqrt(len(runs))
+            warning = accuracy_warning(eps, points[-1]["accuracy"], majority, int(test0.y.shape[0]), spread)
+            if warning:
+                points[-1]["warning"] = warning
+            references = pending.result()  # done: the first federation's report waited for it
+            reference = float(np.mean([r["reference_accuracy"] for r in references.values()]))
+            report.update(reference_accuracy=reference, reference_learner=references[job.seed]["reference_learner"])
+            _print_point(points[-1], reference, chance, majority)
+        report.update(
+            warnings=[prepared.warning] * bool(prepared.warning) + [p["warning"] for p in points if "warning" in p]
+        )
+        plot = run_dir / "accuracy_vs_epsilon.png"  # matplotlib, in a child process too
+        call_in_child("privfed.deploy.simulation_data:plot", plot, config, job, points, reference, chance, majority)
+
+
+def _reference(pending: ChildCall, seed: int) -> dict[str, object]:
+    """Seed ``seed``'s non-private reference, from the child computing them (waiting for it)."""
+    return dict(pending.result()[seed])
 
 
 def _point(epsilon: float, runs: list[dict]) -> dict:

@@ -2,10 +2,12 @@
 
 :func:`prepare` runs before the first job, in a child process (:func:`privfed.deploy.child.call_in_child`):
 it computes each repeat's split of a built-in data set once, into the run's split cache (the owner
-nodes and the coordinator read it with numpy alone), checks that the job can run with the owners,
-and fits the non-private reference of each seed (privfed's own model at ε = ∞, with scikit-learn
-and scipy as the learners need them). :func:`plot` draws the accuracy-vs-ε figure after the last
-job, in another child (matplotlib). So the coordinator of a simulation imports what a bare
+nodes and the coordinator read it with numpy alone), and checks that the job can run with the owners.
+:func:`references` fits the non-private reference of each seed (privfed's own model at ε = ∞, with
+scikit-learn and scipy as the learners need them) in another child, beside the first job
+(:func:`privfed.deploy.child.start_in_child`: at 10^6 owners it is minutes of one core, which the job's
+processes leave idle while they start and wait on each other). :func:`plot` draws the accuracy-vs-ε
+figure after the last job, in another child (matplotlib). So the coordinator of a simulation imports what a bare
 coordinator does and no more.
 """
 
@@ -35,10 +37,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Prepared:
-    """What the coordinator needs of the data: each seed's reference (``reference_accuracy``,
-    ``reference_learner``) and the training rows of the first seed's split."""
+    """What the coordinator needs of the data before its jobs: the training rows of the first seed's split."""
 
-    references: dict[int, dict[str, object]]
     train_rows: int
     #: Each seed's ``n_samples``: the job's, or the size giving exactly one training row per owner.
     n_samples: dict[int, int | None]
@@ -47,47 +47,74 @@ class Prepared:
 
 
 def prepare(config: SimulationConfig, job: JobConfig, seeds: list[int], split_cache: Path | None) -> Prepared:
-    """Splits into ``split_cache`` (built-in data sets), the feasibility check, and each seed's reference.
+    """Splits into ``split_cache`` (built-in data sets) and the feasibility check.
 
-    ``job`` is the simulation's job with ``rows_per_owner`` unset or given; the references use it
-    with the public rows per owner the coordinator will use. Raises :class:`ConfigError` (one line) for
-    a job the owners cannot run, or an owner file that does not fit the schema.
+    ``job`` is the simulation's job with ``rows_per_owner`` unset or given. Raises :class:`ConfigError`
+    (one line) for a job the owners cannot run, or an owner file that does not fit the schema.
     """
+    n_samples = {s: None if config.data else _n_samples(config, job, s) for s in seeds}
+    splits, sizes = _splits(config, job, seeds, split_cache, n_samples)
+    train0, test0 = splits[seeds[0]]
+    job = _with_rows(config, job, train0)
+    make_strategy(job, n_classes=len(test0.classes), bounds=test0.bounds).check_feasible(config.owners)
+    warning = rows_bound_warning(job, max(len(p) for p in _owner_parts(config, sizes, seeds[0], train0)))
+    if warning:  # before the references, which a clipped job may fail
+        print(f"  {warning}", file=sys.stderr)
+    return Prepared(int(train0.n), n_samples, warning)
+
+
+def references(
+    config: SimulationConfig,
+    job: JobConfig,
+    seeds: list[int],
+    split_cache: Path | None,
+    n_samples: dict[int, int | None],
+) -> dict[int, dict[str, object]]:
+    """Each seed's non-private reference (``reference_accuracy``, ``reference_learner``) of the job
+    :func:`prepare` accepted, its splits read from ``split_cache``, with the public rows per owner the
+    coordinator will use. ``privfed simulate`` runs it in a child beside its first federation."""
+    splits, sizes = _splits(config, job, seeds, split_cache, n_samples)
+    job = _with_rows(config, job, splits[seeds[0]][0])
+    return {
+        s: report_reference(job.replace(seed=s), tr, te, _owner_parts(config, sizes, s, tr))
+        for s, (tr, te) in splits.items()
+    }
+
+
+def _splits(
+    config: SimulationConfig,
+    job: JobConfig,
+    seeds: list[int],
+    split_cache: Path | None,
+    n_samples: dict[int, int | None],
+) -> tuple[dict[int, tuple[Dataset, Dataset]], list[int]]:
+    """Each seed's (training rows, test rows), and each owner file's row count (none for a built-in set)."""
     if config.data:  # owners' own files: pooled only for the non-private reference, never shipped
         schema, public_test = federation_schema(job)
         assert public_test is not None  # the launcher checked the schema names one
         pooled, sizes = _pooled(config.data, schema)
-        splits = {s: (pooled, public_test) for s in seeds}
-        n_samples: dict[int, int | None] = {s: None for s in seeds}
-    else:
-        n_samples = {s: _n_samples(config, job, s) for s in seeds}
-        splits = {
-            s: federation_split(
-                job.dataset, seed=s, test_fraction=job.test_fraction, n_samples=n_samples[s], cache_dir=split_cache
-            )
-            for s in seeds
-        }
-        sizes = []
-    train0, test0 = splits[seeds[0]]
-    if job.rows_per_owner is None:
-        job = job.replace(rows_per_owner=train0.n / config.owners)
-    make_strategy(job, n_classes=len(test0.classes), bounds=test0.bounds).check_feasible(config.owners)
-
-    def owner_parts(seed: int, train: Dataset) -> list[np.ndarray]:
-        """The rows of each owner, as the nodes partition them (a file's rows among its node's owners)."""
-        if not config.data:
-            return even_parts(train.n, config.owners, seed)
-        starts = np.cumsum([0, *sizes])
-        ranges = node_ranges(config.owners, config.n_processes)
-        return [starts[i] + p for i, r in enumerate(ranges) for p in even_parts(sizes[i], len(r), seed)]
-
-    warning = rows_bound_warning(job, max(len(p) for p in owner_parts(seeds[0], train0)))
-    if warning:  # before the references, which a clipped job may fail
-        print(f"  {warning}", file=sys.stderr)
-    references = {
-        s: report_reference(job.replace(seed=s), tr, te, owner_parts(s, tr)) for s, (tr, te) in splits.items()
+        return {s: (pooled, public_test) for s in seeds}, sizes
+    splits = {
+        s: federation_split(
+            job.dataset, seed=s, test_fraction=job.test_fraction, n_samples=n_samples[s], cache_dir=split_cache
+        )
+        for s in seeds
     }
-    return Prepared(references, int(train0.n), n_samples, warning)
+    return splits, []
+
+
+def _with_rows(config: SimulationConfig, job: JobConfig, train0: Dataset) -> JobConfig:
+    """``job`` with the public rows per owner the coordinator will use (given, or the training rows over the owners)."""
+    return job if job.rows_per_owner is not None else job.replace(rows_per_owner=train0.n / config.owners)
+
+
+def _owner_parts(config: SimulationConfig, sizes: list[int], seed: int, train: Dataset) -> list[np.ndarray]:
+    """The rows of each owner, as the nodes partition them (a file's rows among its node's owners)."""
+    if not config.data:
+        return even_parts(train.n, config.owners, seed)
+    starts = np.cumsum([0, *sizes])
+    ranges = node_ranges(config.owners, config.n_processes)
+    return [starts[i] + p for i, r in enumerate(ranges) for p in even_parts(sizes[i], len(r), seed)]
 
 
 def rows_bound_warning(job: JobConfig, largest_owner_rows: int) -> str | None:

@@ -38,7 +38,7 @@ from privfed.common.mechanisms.snapping import EPSILON_CEILING, EPSILON_FLOOR, c
 
 if TYPE_CHECKING:
     from privfed.common.mechanisms.duchi import Duchi1D, DuchiMultidim, duchi_constant, duchi_multidim_constant
-    from privfed.common.mechanisms.factory import make_mechanism
+    from privfed.common.mechanisms.factory import make_mechanism, mechanism_of
     from privfed.common.mechanisms.frequency import (
         ORACLES,
         DirectEncoding,
@@ -65,6 +65,7 @@ __all__ = [
     "IdentityMechanism",
     "estimate_mean",
     "make_mechanism",
+    "mechanism_of",
     "snap",
     "LaplaceMechanism",
     "ErrorPairLaplace",
@@ -102,6 +103,7 @@ _LAZY = {
     **dict.fromkeys(["Duchi1D", "DuchiMultidim", "duchi_constant", "duchi_multidim_constant"], "duchi"),
     **dict.fromkeys(["GaussianMechanism", "calibrated_gaussian", "gaussian_sigma"], "gaussian"),
     "make_mechanism": "factory",
+    "mechanism_of": "factory",
     **dict.fromkeys(
         ["ORACLES", "DirectEncoding", "FrequencyOracle", "OptimizedLocalHashing", "OptimizedUnaryEncoding"],
         "frequency",

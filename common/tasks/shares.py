@@ -27,7 +27,7 @@ from privfed.common.learners.logistic import n_parameters
 from privfed.common.learners.ncc import LABEL_SCHEMES
 from privfed.common.learners.ncc_joint import JointLabelEncoding, joint_encoding
 from privfed.common.learners.stump_sampled_encoding import SampledReports
-from privfed.common.mechanisms import make_mechanism
+from privfed.common.mechanisms import mechanism_of
 from privfed.common.tasks.base import Kind, LedgerEntries, Payload
 from privfed.common.tasks.contract import (
     ContractViolation,
@@ -118,7 +118,7 @@ def check_ncc_reply(spec: NccShareTask, payload: Payload, limits: PublicLimits) 
     reports = check_matrix(reply.reports, "reports", (None, d))
     check_rows(reports.shape[0], limits, "report rows")
     check_labels(reply.labels, reports.shape[0], spec.n_classes)
-    check_reports(reports, make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=d))
+    check_reports(reports, mechanism_of(spec.mechanism, spec.epsilon, d))
 
 
 NCC_SHARE = Kind(
@@ -150,7 +150,7 @@ def check_lr_reply(spec: LrShareTask, payload: Payload, limits: PublicLimits) ->
     reply = reply_of(payload, LrShareReply)
     p = n_parameters(spec.n_classes, spec.bounds.d)
     reports = check_matrix(reply.reports, "parameter vector", (1, p))
-    check_reports(reports, make_mechanism(spec.mechanism, epsilon=spec.epsilon, d=p))
+    check_reports(reports, mechanism_of(spec.mechanism, spec.epsilon, p))
 
 
 LR_SHARE = Kind("lr_share", LrShareTask, (LrShareReply,), check_lr_reply, contribution=True, tasks=("lr",))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import fields
-from functools import lru_cache
 from typing import TypeVar
 
 import numpy as np
@@ -19,7 +18,7 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import fit_local_logistic, fit_local_logistic_many, lr_share
 from privfed.common.learners.ncc import ncc_share, public_count_rows, shuffled
-from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
+from privfed.common.mechanisms import KaryRandomizedResponse, mechanism_of
 from privfed.common.mechanisms.base import Mechanism
 from privfed.common.tasks import (
     LR_SHARE,
@@ -67,14 +66,6 @@ def spec_of(task: Task, cls: type[_Spec]) -> _Spec:
     if not isinstance(task.spec, cls):
         raise ConfigError(f"task {task.task_id!r} is not a {cls.__name__}")
     return task.spec
-
-
-@lru_cache(maxsize=32)
-def mechanism_of(name: str, epsilon: float, d: int) -> Mechanism:
-    """``make_mechanism(name, epsilon=epsilon, d=d)``, built once per distinct (name, ε, d) (issue 27:
-    once per round, not per task): a mechanism is frozen configuration, and every draw comes from
-    the generator each call is given. A bad name or ε raises each time (nothing is kept)."""
-    return make_mechanism(name, epsilon=epsilon, d=d)
 
 
 def spec_key(spec: NccShareTask | LrShareTask) -> Hashable:

@@ -142,3 +142,31 @@ def test_a_share_mechanism_is_built_once_per_name_epsilon_and_size_and_a_bad_one
     for _ in range(2):
         with pytest.raises(ConfigError, match="unknown mechanism"):
             mechanism_of("nope", 2.0, 3)
+
+
+def test_the_coordinator_checks_a_rounds_replies_against_one_mechanism_built_once(monkeypatch):
+    """check_reply of an LR share builds the release's mechanism once per (name, ε, size), not per reply
+    (issue 27: a PM mechanism and its output grid per reply was 12 % of the coordinator at 10^5 owners),
+    and still refuses a reply beyond its range."""
+    from privfed.common.mechanisms import make_mechanism
+    from privfed.common.mechanisms.piecewise_multidim import PiecewiseMultidim
+    from privfed.common.tasks import PublicLimits, check_reply
+    from privfed.common.tasks.contract import ContractViolation
+
+    p, epsilon = BOUNDS.d + 1, 1.375  # an ε no other test builds a mechanism of
+    bound = make_mechanism("pm", epsilon=epsilon, d=p).max_abs_output
+    built = []
+    post_init = PiecewiseMultidim.__post_init__
+    monkeypatch.setattr(PiecewiseMultidim, "__post_init__", lambda self: built.append(1) or post_init(self))
+    spec = LrShareTask(mechanism="pm", epsilon=epsilon, param_bound=4.0, c=1.0, n_classes=2, bounds=BOUNDS)
+
+    def reply(value):
+        reports = np.zeros((1, p))
+        reports[0, 0] = value  # PM at this ε reports one coordinate per row
+        return LrShareReply(reports)
+
+    for i in range(50):
+        check_reply(spec, reply(bound * (i % 5) / 5), PublicLimits(max_rows=1))
+    assert len(built) <= 1  # once (none if an earlier check built it)
+    with pytest.raises(ContractViolation, match="beyond"):
+        check_reply(spec, reply(2 * bound), PublicLimits(max_rows=1))

@@ -162,6 +162,15 @@ def test_boosting_over_per_owner_handlers_equals_the_vectorised_simulation_at_in
     assert all(not core.mods["ring"]._parties for core in t.cores.values())
 
 
+def test_a_transport_made_without_owner_keys_refuses_a_secure_sum_by_name(data):
+    """``owner_keys=False`` (the chunked reference's one-round tasks) makes no X25519 keys: a strategy
+    that needs a secure sum stops at the first peer key with a ConfigError that says why."""
+    strategy = BoostingStrategy(_booster(data, n_rounds=1), np.random.Generator(np.random.PCG64(11)))
+    t = _transport(data, owner_keys=False)
+    with pytest.raises(ConfigError, match="without owner keys"):
+        strategy.run(sorted(t.owners), t)
+
+
 def _evaluators(fb, owner_ids, seed):
     """The evaluation groups a boosting run with group sampler ``seed`` plans (public, drawn first)."""
     _, groups = plan_rounds(fb, len(owner_ids), np.random.Generator(np.random.PCG64(seed)))
