@@ -266,5 +266,21 @@ class SecAggServer:
             for w in owed:
                 agreed = key.exchange(X25519PublicKey.from_public_bytes(self._adverts[w].public_key))
                 total = FixedPoint.sub(total, pair_masks({v: pair_key(agreed, self.run_id, w, v)}, w, self._round, m))
+        return self._in_range(total)
+
+    def _in_range(self, total: np.ndarray) -> np.ndarray:
+        """The decoded ``total``, once it is a sum its inputs could make: each honest input is encoded
+        from ``|x| <= max_abs``, so a total beyond ``n · max_abs`` (plus rounding) means an owner put a
+        value outside the public range into the masked sum (or a wrapped ring value, which decodes to
+        garbage). A hostile owner can still shift the total within the range; the ring's leader total
+        is checked the same way (``check_boost_evaluate_reply``)."""
+        decoded = self.fixed_point.decode(total)
+        n = len(self._masked)
+        bound = n * self.fixed_point.max_abs + self.fixed_point.error_bound
+        if not np.all(np.abs(decoded) <= bound):
+            raise RoundFailed(
+                f"round {self._round}: the sum of {n} masked inputs lies outside ±{n} × max_abs (±{bound:g}): "
+                "an owner's input was outside the public range; nothing is decoded"
+            )
         self.included = tuple(sorted(self._masked))
-        return self.fixed_point.decode(total)
+        return decoded

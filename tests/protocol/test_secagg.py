@@ -170,6 +170,29 @@ def test_a_survivor_with_too_few_surviving_neighbours_fails_the_round_before_any
     np.testing.assert_array_equal(total, fed.exact_sum(values, fed.server.included))
 
 
+def test_an_input_outside_the_public_range_fails_the_round_and_decodes_nothing():
+    """A hostile owner masks a value beyond max_abs (here 2^60 / 2^f, far beyond n × max_abs): the
+    coordinator cannot tell whose, but the decoded total is outside what n honest inputs can sum to."""
+    fed = Federation(10)
+    fed.key_agreement()
+    masked = fed.masked(_values(fed.ids, 11))
+    hostile = masked[fed.ids[3]]
+    shifted = FixedPoint.add(hostile.masked, np.array([0, 2**60], dtype=np.uint64))
+    masked[fed.ids[3]] = type(hostile)(hostile.owner_id, hostile.round, shifted)
+    requests = fed.server.on_masked(masked)
+    with pytest.raises(RoundFailed, match="outside the public range"):
+        fed.server.on_unmask(fed.unmask(requests))
+    assert fed.server.included == ()
+
+
+def test_inputs_at_the_public_bound_sum_without_a_refusal():
+    fed = Federation(10, max_abs=10.0)
+    fed.key_agreement()
+    values = {o: np.array([10.0, -10.0]) for o in fed.ids}
+    total = fed.server.on_unmask(fed.unmask(fed.server.on_masked(fed.masked(values))))
+    np.testing.assert_allclose(total, [100.0, -100.0], atol=fed.fp.error_bound)
+
+
 # ---------------------------------------------------------------------- thresholds
 
 
