@@ -34,8 +34,8 @@ from privfed.common.learners.logistic import (
 from privfed.common.learners.ncc import (
     LABEL_FRACTION,
     LABEL_SCHEMES,
-    ncc_centroids,
     ncc_share,
+    ncc_totals,
     resolve_labels,
     split_label_budget,
 )
@@ -193,9 +193,10 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
     """Nearest centroid classifier under LDP, simulated in-process (seed 002 §3.5.1).
 
     Every row is its own data owner, and the rows go through the same functions as ``--task ncc``'s:
-    :func:`ncc_share` then :func:`ncc_centroids`, or under ``labels="joint"`` the
+    :func:`ncc_share` then :func:`ncc_totals`, or under ``labels="joint"`` the
     :class:`~privfed.common.learners.ncc_joint.JointLabelEncoding` of :func:`joint_encoding` (its ``share``, the owner's;
-    its ``centroids``, the coordinator's).
+    its ``totals``, the coordinator's), and the model of
+    :meth:`~privfed.common.learners.ncc_model.NearestCentroidModel.from_sums` (centroids and class priors).
 
     Parameters
     ----------
@@ -258,14 +259,16 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
         # One call over all rows = one call per single-row owner: the mechanisms are applied row by row.
         joint = joint_encoding(eps_f, k, X.shape[1]) if labels == "joint" else None  # None at ε = ∞: exact rows
         if joint is not None:
-            self.centroids_ = joint.centroids(joint.share(X, y_idx, bounds=bounds, rng=rng), bounds=bounds)
+            totals = joint.totals(joint.share(X, y_idx, bounds=bounds, rng=rng))
         else:
             mech = make_mechanism(self.mechanism, epsilon=eps_f, d=X.shape[1])
             rr = KaryRandomizedResponse(epsilon=eps_l, n_classes=k) if labels == "rr" and math.isfinite(eps_l) else None
             share = ncc_share(X, y_idx, bounds=bounds, mechanism=mech, label_rr=rr, rng=rng)
-            self.centroids_ = ncc_centroids(share, n_classes=k, bounds=bounds, label_rr=rr)
+            totals = ncc_totals(share, n_classes=k, d=X.shape[1], label_rr=rr)
         self.classes_, self.labels_ = classes, labels
-        self.model_ = NearestCentroidModel(self.centroids_, classes, bounds=bounds)  # scale-aware (issue 22)
+        # as --task ncc serves it: scale-aware, with the class priors (issue 22)
+        self.model_ = NearestCentroidModel.from_sums(*totals, bounds, classes)
+        self.centroids_ = self.model_.centroids
         self.bounds_ = bounds
         # joint: one report protects the label together with the features, at the whole ε
         self.epsilon_features_, self.epsilon_labels_ = eps_f, eps_f if labels == "joint" else eps_l
@@ -277,10 +280,10 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
         return self.model_.predict(X)
 
     def predict_proba(self, X: ArrayLike) -> np.ndarray:
-        """Class probabilities (n, K) in the order of ``classes_``: the softmax of minus half the
-        squared Euclidean distance to each centroid in the bounds' unit space (classes as unit-variance
-        Gaussians around the centroids, as scikit-learn's ``NearestCentroid.predict_proba``; the argmax is
-        :meth:`predict`)."""
+        """Class probabilities (n, K) in the order of ``classes_``: the softmax of the model's class log
+        posteriors (:meth:`~privfed.common.learners.ncc_model.NearestCentroidModel.log_posterior`: classes as
+        Gaussians of the model's variance around the centroids in the bounds' unit space, with the class priors;
+        the argmax is :meth:`predict`)."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64)
-        return _softmax(-0.5 * self.model_.squared_distances(X))
+        return _softmax(self.model_.log_posterior(X))

@@ -19,7 +19,8 @@ from numpy.typing import ArrayLike
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.learners.ncc import centroids_from_sums, check_labels, check_row_epsilon, scaled_weights
+from privfed.common.learners.ncc import check_labels, check_row_epsilon, scaled_weights
+from privfed.common.learners.ncc_model import centroids_from_sums
 from privfed.common.learners.stump_sampled_encoding import SampledReports
 from privfed.common.mechanisms.frequency import DirectEncoding
 from privfed.common.mechanisms.label_sign import LabelSignResponse
@@ -158,9 +159,12 @@ class JointLabelEncoding:
 
     def centroids(self, reports: SampledReports | Iterable[SampledReports], *, bounds: Bounds) -> np.ndarray:
         """Class centroids in data space (K, d): ``S_c / U_c``, totals clipped to the rows reported."""
+        return centroids_from_sums(*self.totals(reports), bounds)
+
+    def totals(self, reports: SampledReports | Iterable[SampledReports]) -> tuple[np.ndarray, np.ndarray, float]:
+        """:meth:`class_sums` and the cap of every class total, the rows reported (:meth:`centroids`)."""
         reports = reports if isinstance(reports, SampledReports) else SampledReports.concat(reports)
-        sums, counts = self.class_sums(reports)
-        return centroids_from_sums(sums, counts, float(len(reports)), bounds)
+        return (*self.class_sums(reports), float(len(reports)))
 
     def variance(
         self, X: ArrayLike, y: ArrayLike, *, bounds: Bounds, sample_weight: ArrayLike | None = None

@@ -78,10 +78,11 @@ def _linear_proba(model: Any, X: np.ndarray) -> np.ndarray:
 
 
 def _centroid_proba(model: Any, X: np.ndarray) -> np.ndarray:
-    """Softmax of minus half the squared distance to each centroid, measured where ``predict`` measures
-    it (classes as unit-variance Gaussians around the centroids, as scikit-learn's ``NearestCentroid``)."""
-    if hasattr(model, "squared_distances"):
-        return softmax(-0.5 * model.squared_distances(X))
+    """Softmax of the class log posteriors ``predict`` takes the argmax of (classes as Gaussians around the
+    centroids, with the class priors if the model has them; unit variance and equal priors: scikit-learn's
+    ``NearestCentroid``)."""
+    if hasattr(model, "log_posterior"):
+        return softmax(model.log_posterior(X))
     return softmax(-0.5 * ((X[:, None, :] - model.centroids[None, :, :]) ** 2).sum(axis=2))
 
 

@@ -21,7 +21,7 @@ from privfed.common.learners.ldp_gd import LdpGradientDescent
 from privfed.common.learners.marginal_boost import fit_marginal_boost, ldp_marginal_boost
 from privfed.common.learners.naive_bayes import NaiveBayesEncoding, ldp_counts, ldp_naive_bayes
 from privfed.common.learners.ncc import LABEL_FRACTION, ncc_centroids, ncc_share, split_label_budget
-from privfed.common.learners.ncc_model import NearestCentroidModel
+from privfed.common.learners.ncc_model import NCC_VARIANCE, NearestCentroidModel
 from privfed.common.learners.reference import reference_accuracy
 from privfed.common.learners.split_points import (
     N_GRID,
@@ -67,14 +67,22 @@ def fit_ncc(
     legacy: bool = False,
     labels: str = "auto",
     label_fraction: float = LABEL_FRACTION,
+    variance: float | None = NCC_VARIANCE,
 ) -> NearestCentroidModel:
     """Nearest centroid from one row per owner as the federation runs it (``--task ncc --labels LABELS``: the
     strategy over the in-process transport and the owner core); ``legacy``: main's before issue 22, in
-    process (distances in data space, ``labels="rr"`` with a label share of 0.2)."""
+    process (distances in data space, ``labels="rr"`` with a label share of 0.2). ``variance`` (validation of the
+    prior rule, post-processing of the same reports): the served model's ``s^2``, or None for the nearest
+    centroid without the class priors (before issue 22's priors)."""
     if not legacy:
         parts = [(train.X[i : i + 1], train.y[i : i + 1]) for i in range(train.n)]
         config = JobConfig.from_flat(task="ncc", epsilon=epsilon, labels=labels, label_fraction=label_fraction)
-        return federated_model(config, parts, train.bounds, train.n_classes, rng)
+        model = federated_model(config, parts, train.bounds, train.n_classes, rng)
+        if variance == NCC_VARIANCE:
+            return model
+        priors = None if variance is None else model.priors
+        return NearestCentroidModel(model.centroids, model.classes, model.bounds, priors=priors,
+                                    variance=1.0 if variance is None else variance)  # fmt: skip
     eps_x, eps_y = split_label_budget(epsilon, "rr", 0.2)
     rr = KaryRandomizedResponse(epsilon=eps_y, n_classes=train.n_classes) if math.isfinite(eps_y) else None
     mech = make_mechanism("pm", epsilon=eps_x, d=train.d)

@@ -67,6 +67,7 @@ _BOUNDS = {
 
 #: Grids whose settings post-process one release: every setting is fitted on the same reports.
 SAME_REPORTS = (
+    "ncc-prior",
     "mbdt",
     "mbdt-post",
     "mbdt-scale",
@@ -81,6 +82,11 @@ GRIDS: dict[str, dict[str, dict[str, Any]]] = {
     #: ``--task ncc --labels``: joint (one (label, sign) report per row at ε) or rr at a label share of ε.
     "ncc": {"labels=joint": {"labels": "joint"}}
     | {f"labels=rr,label_fraction={f}": {"labels": "rr", "label_fraction": f} for f in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7)},
+    #: The served rule on the same reports (``--labels auto``): the nearest centroid without the class priors first,
+    #: then ``argmin ||t - mu_k||^2 / (2 s^2) - log pi_k`` at ``s^2`` (:data:`~privfed.common.learners.ncc_model.
+    #: NCC_VARIANCE`).
+    "ncc-prior": {"no priors": {"variance": None}}
+    | {f"priors,variance={v:.4g}": {"variance": v} for v in (0.125, 0.25, 1.0 / 3.0, 0.5)},
     #: Alg. 4 with PM reporting one attribute at ε (``attributes=1``) or the paper's floor(ε/2.5) (None); η fixed
     #: or min(ε, 8) (None). An earlier grid ranked PM above HM at every group size and η of {10, 25, 50} x {1, 2, 3}.
     "lr": {

@@ -11,7 +11,6 @@ from privfed.common.errors import RoundFailed
 from privfed.common.learners.ncc import (
     LABEL_FRACTION,
     NccShare,
-    centroids_from_sums,
     resolve_labels,
     split_label_budget,
 )
@@ -113,5 +112,5 @@ class RunningClassSums:
         elif s.labels == "rr" and np.isfinite(s.eps_labels):  # as ncc_class_sums and ncc_centroids debias and cap
             label_rr = KaryRandomizedResponse(epsilon=s.eps_labels, n_classes=s.n_classes)
             sums, counts, cap = label_rr.debias_counts(sums.T).T, label_rr.debias_counts(counts), float(counts.sum())
-        centroids = centroids_from_sums(sums, counts, cap, s.bounds)
-        return NearestCentroidModel(centroids, np.arange(s.n_classes), bounds=s.bounds)  # scale-aware (issue 22)
+        # scale-aware, with the class priors from the same totals (issue 22)
+        return NearestCentroidModel.from_sums(sums, counts, cap, s.bounds, np.arange(s.n_classes))

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from privfed.common.bounds import Bounds
+from privfed.common.learners.ncc_model import NCC_VARIANCE, NearestCentroidModel, class_priors
 from privfed.common.ledger import Ledger
 from privfed.deploy.netns import Lan, unavailable_reason
 from privfed.owner.data import owner_id
@@ -206,9 +208,18 @@ def test_owners_own_files_checked_against_the_coordinators_schema(tmp_path):
     assert report["status"] == "ok" and (report["owners"], report["answered"]) == (30, 20)
     assert set(report["refused"]) == {owner_id("owner-2", i) for i in range(10)}
     assert report["refusal_summary"].startswith("10/30 owners refused: schema_mismatch")
-    pooled = NearestCentroid().fit(np.vstack([Xa, Xb]), np.concatenate([ya, yb]))
+    X, y = np.vstack([Xa, Xb]), np.concatenate([ya, yb])
+    assert float(np.mean(NearestCentroid().fit(X, y).predict(Xt) == yt)) > 0.8  # the task is learnable
+    # the pooled non-private model as --task ncc serves it: the class priors beside the centroids (issue 22)
+    classes = np.array([-1, 3, 7])
+    counts = np.array([np.sum(y == c) for c in classes], dtype=np.float64)
+    centroids = np.array([X[y == c].mean(axis=0) for c in classes])
+    bounds = Bounds(np.zeros(3), np.full(3, 16.0))
+    pooled = NearestCentroidModel(
+        centroids, classes, bounds, priors=class_priors(counts, counts), variance=NCC_VARIANCE
+    )
     reference = float(np.mean(pooled.predict(Xt) == yt))
-    assert reference > 0.8  # the task is learnable; renumbered labels ({3, 7} -> {0, 1}) would break it
+    assert reference > 0.8  # renumbered labels ({3, 7} -> {0, 1}) would break it
     assert abs(report["accuracy"] - reference) <= 0.01, (report["accuracy"], reference)
 
 

@@ -64,14 +64,17 @@ def test_split_label_budget_invalid(args):
 
 
 def test_eps_inf_equals_sklearn_nearest_centroid_on_rows_scaled_by_the_bounds(rng):
-    """Scale-aware (issue 22): at ε = ∞ the model is scikit-learn's NearestCentroid on rows mapped to
-    [-1, 1] by the public bounds; its centroids, mapped back, are the data-space class means."""
-    X, y = blobs(rng)
+    """Scale-aware (issue 22): at ε = ∞ the centroids are scikit-learn's NearestCentroid's on rows mapped to
+    [-1, 1] by the public bounds (mapped back, the data-space class means); with equal class counts (equal
+    priors) so are its predictions. The priors' part of the rule: tests/unit/test_ncc_priors.py."""
+    X, y = blobs(rng, n=600)
+    X, y = np.concatenate([X[y == k][:150] for k in range(3)]), np.repeat(np.arange(3), 150)  # 150 rows each
     labels = np.array(["a", "b", "c"])[y]
     ours = LdpNearestCentroid(epsilon=INF, bounds=BOUNDS, random_state=1).fit(X, labels)
     ref = NearestCentroid().fit(BOUNDS.to_unit(X), labels)
     np.testing.assert_array_equal(ours.classes_, ref.classes_)
     np.testing.assert_allclose(BOUNDS.to_unit(ours.centroids_), ref.centroids_, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ours.model_.priors, [1 / 3] * 3)
     Xt, _ = blobs(rng, n=300)
     np.testing.assert_array_equal(ours.predict(Xt), ref.predict(BOUNDS.to_unit(Xt)))
     assert ours.score(X, labels) == pytest.approx(ref.score(BOUNDS.to_unit(X), labels))
