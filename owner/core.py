@@ -62,7 +62,10 @@ from the cell; ``tests/adversary/test_timing_row_count.py``), and a boosted NCC 
 carries ``min(2^ceil(log2 n), max_owner_rows)`` reports (weight-0 dummies shuffled in, or a subsample above the
 bound; :func:`~privfed.common.learners.ncc.public_count_rows`). One timing told 300 rows from 270 at 0.62-0.80
 for the solvers, now 0.47-0.57 (``bench/row_padding.py``, two runs; standard error ~0.1). A node's
-co-hosted owners' LR shares are batched by that cell too, not by their counts (one fit for 300 and 270 rows).
+co-hosted owners' LR shares are batched by that cell too, not by their counts (one fit for 300 and 270 rows), and the
+ledger adds each debit to as many row accounts as the cell holds (pad accounts beside the rows:
+:mod:`privfed.common.ledger_rows`, "Timing"; before audit 10 a debit's CPU time told 600 rows from 1000 by 2.3 ms,
+``tests/adversary/test_timing_debit_rows.py``).
 It does not cover (measured, not closed): the row count's cell (300 rows against 600 still differ: a task
 that carried the job's ``max_owner_rows`` could pad to it, at ``max_owner_rows / n`` times the work); the O(n)
 passes outside the fits (scaling and projecting rows, an LR gradient, an NB report's row choice, a boosting
