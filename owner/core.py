@@ -65,10 +65,11 @@ for the solvers, now 0.47-0.57 (``bench/row_padding.py``, two runs; standard err
 co-hosted owners' LR shares are batched by that cell too, not by their counts (one fit for 300 and 270 rows), and the
 ledger adds each debit to as many row accounts as the cell holds (pad accounts beside the rows:
 :mod:`privfed.common.ledger_rows`, "Timing"; before audit 10 a debit's CPU time told 600 rows from 1000 by 2.3 ms,
-``tests/adversary/test_timing_debit_rows.py``).
+``tests/adversary/test_timing_debit_rows.py``), and an ``lr_gradient`` runs on the cell's rows, its owners batched
+by cell (before, one batch per distinct count: ``tests/adversary/test_timing_gradient_rows.py``).
 It does not cover (measured, not closed): the row count's cell (300 rows against 600 still differ: a task
 that carried the job's ``max_owner_rows`` could pad to it, at ``max_owner_rows / n`` times the work); the O(n)
-passes outside the fits (scaling and projecting rows, an LR gradient, an NB report's row choice, a boosting
+passes outside the fits (scaling and projecting rows, an NB report's row choice, a boosting
 evaluation's predictions, a stump share's binarising); an ``ncc_share`` under ``labels="rr"`` or ``"clear"``,
 one report per row, whose length shows the count exactly (an unweighted share counts every report: a dummy
 would bias the centroids, and a weight column would cost a coordinate of every row's ε); the reports' own
