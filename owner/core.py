@@ -53,7 +53,8 @@ left as the accuracy of telling two owners apart from one answer's time.
 Limits: a ledger that cannot record (a full disk) refuses the batch's releases (``internal``)
 before anything is computed. A fallback or a secure sum that fails after the debit is a bug: the
 task is then refused (``internal``) with its debit on the record. Timing covers the fallback-versus-release
-channel, the LR fit and the objective-perturbation solvers of FedDPDR's classifiers (a public number of
+channel, the noise samplers (a fixed amount of work per value, whatever noise is drawn, but for events below
+2^-56: the row count's discrete Laplace, the float mechanisms' uniform; audit 10), the LR fit and the objective-perturbation solvers of FedDPDR's classifiers (a public number of
 Nesterov steps, ``common/mechanisms/amp.py``; separable, one-class and saturated rows at 0.45-0.54 from one
 timing); rows cannot make the SVM or DP-PCA computation raise part-way (the ball scaling clamps overflows).
 The row count: the fits (LR share, DP-PCA, every SVM model and the class sums) work on its public grid cell,
