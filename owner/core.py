@@ -53,7 +53,8 @@ left as the accuracy of telling two owners apart from one answer's time.
 Limits: a ledger that cannot record (a full disk) refuses the batch's releases (``internal``)
 before anything is computed. A fallback or a secure sum that fails after the debit is a bug: the
 task is then refused (``internal``) with its debit on the record. Timing covers the fallback-versus-release
-channel, the LR fit and the objective-perturbation solvers of FedDPDR's classifiers (a public number of
+channel, the noise samplers (a fixed amount of work per value, whatever noise is drawn, but for events below
+2^-56: the row count's discrete Laplace, the float mechanisms' uniform; audit 10), the LR fit and the objective-perturbation solvers of FedDPDR's classifiers (a public number of
 Nesterov steps, ``common/mechanisms/amp.py``; separable, one-class and saturated rows at 0.45-0.54 from one
 timing); rows cannot make the SVM or DP-PCA computation raise part-way (the ball scaling clamps overflows).
 The row count: the fits (LR share, DP-PCA, every SVM model and the class sums) work on its public grid cell,
@@ -62,10 +63,14 @@ from the cell; ``tests/adversary/test_timing_row_count.py``), and a boosted NCC 
 carries ``min(2^ceil(log2 n), max_owner_rows)`` reports (weight-0 dummies shuffled in, or a subsample above the
 bound; :func:`~privfed.common.learners.ncc.public_count_rows`). One timing told 300 rows from 270 at 0.62-0.80
 for the solvers, now 0.47-0.57 (``bench/row_padding.py``, two runs; standard error ~0.1). A node's
-co-hosted owners' LR shares are batched by that cell too, not by their counts (one fit for 300 and 270 rows).
+co-hosted owners' LR shares are batched by that cell too, not by their counts (one fit for 300 and 270 rows), and the
+ledger adds each debit to as many row accounts as the cell holds (pad accounts beside the rows:
+:mod:`privfed.common.ledger_rows`, "Timing"; before audit 10 a debit's CPU time told 600 rows from 1000 by 2.3 ms,
+``tests/adversary/test_timing_debit_rows.py``), and an ``lr_gradient`` runs on the cell's rows, its owners batched
+by cell (before, one batch per distinct count: ``tests/adversary/test_timing_gradient_rows.py``).
 It does not cover (measured, not closed): the row count's cell (300 rows against 600 still differ: a task
 that carried the job's ``max_owner_rows`` could pad to it, at ``max_owner_rows / n`` times the work); the O(n)
-passes outside the fits (scaling and projecting rows, an LR gradient, an NB report's row choice, a boosting
+passes outside the fits (scaling and projecting rows, an NB report's row choice, a boosting
 evaluation's predictions, a stump share's binarising); an ``ncc_share`` under ``labels="rr"`` or ``"clear"``,
 one report per row, whose length shows the count exactly (an unweighted share counts every report: a dummy
 would bias the centroids, and a weight column would cost a coordinate of every row's ε); the reports' own

@@ -153,6 +153,7 @@ def gradient_shares(
     n_classes: int,
     mechanism: Mechanism,
     rng: np.random.Generator,
+    counts: ArrayLike | None = None,
 ) -> np.ndarray:
     """Owner side, for ``m`` owners of ``n`` rows each: each owner's mean gradient at the public ``theta``,
     perturbed once (module docstring); one independent draw per owner.
@@ -162,6 +163,11 @@ def gradient_shares(
     X, y : arrays (m, n, d), (m, n)
         Each owner's rows and class indices (``n = 0``: owners without rows report the gradient 0
         through the same mechanism).
+    counts : array (m,) of ints in ``[0, n]``, optional
+        How many of each owner's ``n`` rows are its own (the first ones); the rest pad it to a public count
+        (:func:`~privfed.common.work_rows.pad_rows`) and are masked out of its mean: the gradient works on ``n``
+        rows, whatever the owner's count (audit 10, ``tests/adversary/test_timing_gradient_rows.py``). An
+        owner of no own rows reports the gradient 0. None: all ``n``.
 
     Returns
     -------
@@ -175,6 +181,9 @@ def gradient_shares(
     if y.size and (y.min() < 0 or y.max() >= n_classes):
         raise ConfigError(f"y must be class indices in 0..{n_classes - 1}")
     m, n = y.shape
+    own = np.full(m, n, dtype=np.int64) if counts is None else np.asarray(counts, dtype=np.int64)
+    if own.shape != (m,) or np.any(own < 0) or np.any(own > n):
+        raise ConfigError(f"counts must be {m} row counts in [0, {n}], got {own}")
     p = n_outputs(n_classes) * (bounds.d + 1)
     if mechanism.d != p:
         raise ConfigError(f"mechanism has d={mechanism.d}, the gradient {p} coordinates; build it with d={p}")
@@ -182,7 +191,8 @@ def gradient_shares(
         g = np.zeros((m, p))
     else:
         rows = logistic_gradients(theta, bounds.to_unit(X.reshape(m * n, -1)), y.reshape(-1), n_classes)
-        g = rows.reshape(m, n, p).mean(axis=1)
+        live = (np.arange(n)[None, :] < own[:, None])[..., None]  # (m, n, 1): the same work for every count
+        g = np.where(live, rows.reshape(m, n, p), 0.0).sum(axis=1) / np.maximum(own, 1)[:, None]
     return np.asarray(mechanism.privatize(np.clip(g, -1.0, 1.0), rng), dtype=np.float64)
 
 

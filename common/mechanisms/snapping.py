@@ -130,9 +130,10 @@ def full_uniform(
     (a block-sized temporary fewer: each costs page faults).
 
     Every double ``u`` in ``[2^-1022, 1)`` is a possible ``U``, with ``P[U = u] = ulp(u)``: ``U`` is
-    a real uniform rounded down to a double. One 64-bit word per value: its top 52 bits are the
-    mantissa, bit 11 is the sign, and the leading zeros ``z`` of bits 10..0 (continued into further
-    words for the one value in 2048 whose 11 bits are all zero) give the binade
+    a real uniform rounded down to a double. Two 64-bit words per value: the first's top 52 bits are the
+    mantissa, bit 11 is the sign, and the leading zeros ``z`` of bits 10..0 (continued into the second
+    word for the one value in 2048 whose 11 bits are all zero, and word by word past it for one in 2^75)
+    give the binade
     ``[2^-(z+1), 2^-z)``. Vectorised with exact bit and float operations only: bits 10..0 as a
     double ``v`` (``(2^52 + v) - 2^52``) with its mantissa cleared is ``2^floor(log2 v) = 2^(10 - z)``, and
     ``U = (1.m) 2^(10 - z) 2^-11``. The lowest binade also holds the mass ``2^-1022`` below it (never
@@ -149,21 +150,27 @@ def full_uniform(
     bits |= _TWO52_BITS  # the double 2^52 + v, exactly
     scale -= 2.0**52  # v as a double, exactly
     bits &= _EXPONENT_MASK  # 2^floor(log2 v), 0 for v = 0
-    short = np.flatnonzero(bits == 0)  # the 11 bits were all zero: continue in further words
+    short = bits == 0  # the 11 bits were all zero: continue in further words
     bits -= _ELEVEN_BINADES  # 2^(floor(log2 v) - 11) (garbage where v = 0: replaced below)
     raw >>= _MANTISSA_SHIFT
     raw |= _ONE_BITS
     u = raw.view(np.float64)  # 1.m, in [1, 2)
-    frac = u[short]
+    # Every value reads its next word and has its short binade computed, used where it is short: a branch for
+    # the one value in 2048 read further words only when one was below 2^-11, where the noise is largest, and
+    # an answer's time told it (audit 10, ``tests/adversary/test_timing_float_uniform.py``).
+    zeros = 11 + _leading_zeros64(rng.bit_generator.random_raw(size))
+    todo = np.flatnonzero(short & (zeros == 75))  # that word was all zero too (probability 2^-75): word by word
+    frac = u[todo]
+    deep = np.ldexp(u, -(np.minimum(zeros, _MAX_ZEROS) + 1).astype(np.int32))
     u *= scale
-    if short.size:
-        zeros = np.full(short.size, 11, dtype=np.int64)
-        todo = np.arange(short.size)
-        while todo.size:
-            more = _leading_zeros64(rng.bit_generator.random_raw(todo.size))
-            zeros[todo] += more
-            todo = todo[(more == 64) & (zeros[todo] < _MAX_ZEROS)]
-        u[short] = np.ldexp(frac, -(np.minimum(zeros, _MAX_ZEROS) + 1).astype(np.int32))
+    np.copyto(u, deep, where=short)
+    pending = np.arange(todo.size)
+    while pending.size:
+        more = _leading_zeros64(rng.bit_generator.random_raw(pending.size))
+        zeros[todo[pending]] += more
+        pending = pending[(more == 64) & (zeros[todo[pending]] < _MAX_ZEROS)]
+    if todo.size:
+        u[todo] = np.ldexp(frac, -(np.minimum(zeros[todo], _MAX_ZEROS) + 1).astype(np.int32))
     return u.reshape(shape), sign_bits.view(np.float64).reshape(shape)  # (sign | |magnitude|): +-magnitude
 
 

@@ -22,6 +22,7 @@ from privfed.common.ledger import Debit
 from privfed.common.mechanisms.base import Mechanism
 from privfed.common.tasks import LR_GRADIENT, LrGradientReply, LrGradientTask, Task, gradient_release_id
 from privfed.common.validation import check_positive
+from privfed.common.work_rows import pad_rows, work_rows
 from privfed.owner.kinds.base import PublicView, Refused, TaskKind, check_classes, check_limit, check_schema
 from privfed.owner.kinds.shares import same_release
 from privfed.owner.local import Cached, LocalOwner, PublicConfig, Release
@@ -38,12 +39,25 @@ def _spec(task: Task) -> LrGradientTask:
 
 
 def _key(task: Task, owner: LocalOwner) -> Hashable:
-    """Tasks one batched computation answers: the same release (θ, ε, mechanism, bounds...) and as many rows."""
+    """Tasks one batched computation answers: the same release (θ, ε, mechanism, bounds...) and the same public
+    row cell (:func:`~privfed.common.work_rows.work_rows`): owners are batched, and padded, by their cell, not by
+    their counts (a batch per distinct count told a coordinator timing a node which of its owners hold as many
+    rows; audit 10)."""
     s = _spec(task)
     theta = np.ascontiguousarray(s.theta, dtype=np.float64)
     b = s.bounds
     return (s.mechanism, s.epsilon, s.n_classes, theta.shape, theta.tobytes(), b.lo.tobytes(), b.hi.tobytes(),
-            owner.n_rows)  # fmt: skip
+            work_rows(owner.n_rows))  # fmt: skip
+
+
+def _shares(spec: LrGradientTask, rows: Sequence[LocalOwner]) -> np.ndarray:
+    """The reports of owners of one row cell, each on the cell's rows (its own, then zero rows masked out)."""
+    cell = work_rows(rows[0].n_rows)
+    return gradient_shares(
+        spec.theta, np.stack([pad_rows(o.X, cell) for o in rows]), np.stack([pad_rows(o.y, cell, axis=-1) for o in rows]),
+        bounds=spec.bounds, n_classes=spec.n_classes, mechanism=_mechanism(spec), rng=rows[0].rng,
+        counts=[o.n_rows for o in rows],
+    )  # fmt: skip
 
 
 class LrGradientKind(TaskKind[LrGradientTask]):
@@ -79,20 +93,12 @@ class LrGradientKind(TaskKind[LrGradientTask]):
         return [Debit(task.owner_id, eps, delta, f"{purpose}:{task.round_id}", gradient_release_id(task.round_id))]
 
     def compute(self, task: Task, spec: LrGradientTask, owner: LocalOwner) -> LrGradientReply:
-        reports = gradient_shares(
-            spec.theta, owner.X[None], owner.y[None], bounds=spec.bounds, n_classes=spec.n_classes,
-            mechanism=_mechanism(spec), rng=owner.rng,
-        )  # fmt: skip
-        return LrGradientReply(reports=reports)
+        return LrGradientReply(reports=_shares(spec, [owner]))
 
     def compute_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
         out: list[Release] = [LrGradientReply(np.empty((0, 0)))] * len(tasks)
         for group in same_release(tasks, owners, _key):
-            spec, rows = _spec(tasks[group[0]]), [owners[i] for i in group]
-            reports = gradient_shares(
-                spec.theta, np.stack([o.X for o in rows]), np.stack([o.y for o in rows]), bounds=spec.bounds,
-                n_classes=spec.n_classes, mechanism=_mechanism(spec), rng=rows[0].rng,
-            )  # fmt: skip
+            reports = _shares(_spec(tasks[group[0]]), [owners[i] for i in group])
             for j, i in enumerate(group):
                 out[i] = LrGradientReply(reports=reports[j : j + 1])
         return out

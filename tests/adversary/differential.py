@@ -57,6 +57,7 @@ from privfed.common.tasks import (
     Task,
 )
 from privfed.owner.core import OwnerCore
+from privfed.owner.data import row_digests
 from privfed.owner.local import LocalOwner
 from privfed.proto import privfed_pb2 as pb
 
@@ -271,9 +272,12 @@ def _traced(where: str) -> str | None:
 
 def work_trace(X, y, spec) -> tuple[list[tuple[str, str]], object]:
     """Every call into the project's code and numpy's Python layer while a real owner core answers ``spec`` for
-    an owner of rows ``X`` (``sys.setprofile``: no clock), in order, and the answer. The garbage collector is
+    an owner of rows ``X``, bound to its row accounts as a node binds them (``sys.setprofile``: no clock), in
+    order, and the answer. The garbage collector is
     run before and held off during the answer: a finalizer of an earlier test's object is no part of it."""
-    owner = LocalOwner("node-0.o00000", X, y, np.random.Generator(np.random.PCG64(1)), K, BOUNDS)
+    owner = LocalOwner(
+        "node-0.o00000", X, y, np.random.Generator(np.random.PCG64(1)), K, BOUNDS, row_keys=tuple(row_digests(X, y))
+    )
     core = OwnerCore([owner], Ledger(":memory:", epsilon_budget=BUDGET, delta_budget=1e-3))
     calls: list[tuple[str, str]] = []
 

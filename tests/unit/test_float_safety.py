@@ -65,11 +65,14 @@ class _Rng:
 def test_full_uniform_takes_its_bits_exactly():
     mantissa = 0xABCDE12345678  # 52 bits
     top = mantissa << 12
-    words = [  # one word per value, then the continuations of the values whose 11 bits were all zero
+    words = [  # one word per value, then one further word per value (read by every value, used where its 11 bits
+        # were all zero: the same work whatever it draws), then the continuations of those whose further word was 0
         top | (1 << 11) | 0b100_0000_0000,  # sign bit set, exponent bits 1xxxxxxxxxx: U in [1/2, 1)
         top | 0b000_0000_0001,  # 10 leading zeros: U in [2^-11, 2^-10)
         top,  # 11 zero bits, continued below
         top,  # 11 zero bits, continued below
+        0,  # value 0's further word: unused (its 11 bits were not all zero), so not continued either
+        12345,  # value 1's: unused
         1 << 60,  # value 2: 3 more leading zeros, 14 in all: U in [2^-15, 2^-14)
         0,  # value 3: 64 more ...
         0,  # ... and 64 more ...

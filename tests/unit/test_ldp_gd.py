@@ -10,7 +10,7 @@ from sklearn.linear_model import LogisticRegression
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.learners.ldp_gd import LdpGradientDescent, gd_mechanism, logistic_gradients
+from privfed.common.learners.ldp_gd import LdpGradientDescent, gd_mechanism, gradient_shares, logistic_gradients
 
 BOUNDS = Bounds(np.array([0.0, -5.0, 0.0]), np.array([10.0, 5.0, 1000.0]))
 
@@ -94,6 +94,23 @@ def test_owners_of_several_rows_report_their_mean_gradient_once(rng):
     model = gd.fit(X, y, owners=owners, rng=np.random.default_rng(0))
     assert np.all(np.isfinite(model.coef_)) and model.score(X, y) > 0.8
     assert sum(len(g) for g in gd.plan(60, rng)) == 60  # every owner in exactly one iteration
+
+
+def test_padded_rows_are_masked_out_of_each_owners_mean(rng):
+    """``counts``: owners of 5 and 2 rows padded to 8 report the mean of their own rows, and an owner of no own row
+    the gradient 0; counts outside ``[0, n]`` are refused."""
+    theta = rng.uniform(-1, 1, (1, BOUNDS.d + 1))
+    X, y = data(rng, n=8)
+    mech = gd_mechanism("pm", epsilon=math.inf, p=BOUNDS.d + 1)
+    Xs, ys = np.stack([X, X, X]), np.stack([y, y, y])
+    out = gradient_shares(theta, Xs, ys, bounds=BOUNDS, n_classes=2, mechanism=mech, rng=rng, counts=[5, 2, 0])
+    for report, n in zip(out, (5, 2), strict=False):
+        want = logistic_gradients(theta, BOUNDS.to_unit(X[:n]), y[:n], 2).mean(axis=0)
+        np.testing.assert_allclose(report, np.clip(want, -1, 1), atol=1e-12)
+    np.testing.assert_array_equal(out[2], 0.0)
+    for bad in ([9, 0, 0], [-1, 0, 0], [1, 1]):
+        with pytest.raises(ConfigError, match="counts"):
+            gradient_shares(theta, Xs, ys, bounds=BOUNDS, n_classes=2, mechanism=mech, rng=rng, counts=bad)
 
 
 @pytest.mark.parametrize(
