@@ -33,6 +33,7 @@ import secrets
 import struct
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
@@ -51,13 +52,31 @@ def lp(data: bytes) -> bytes:
     return struct.pack(">H", len(data)) + data
 
 
-def id_bytes(name: str, value: object, error: type[Exception]) -> bytes:
+@lru_cache(maxsize=1 << 15)
+def _id_forms(value: str) -> tuple[bytes, bytes] | None:
+    """``(utf-8, lp(utf-8))`` of a valid id, None for a wrong length. Cached: the same owner and
+    session ids recur in every box, binding and associated data of a secure sum (~50 per owner)."""
+    raw = value.encode("utf-8")
+    return (raw, lp(raw)) if 1 <= len(raw) <= MAX_ID_BYTES else None
+
+
+def _id_checked(name: str, value: object, error: type[Exception]) -> tuple[bytes, bytes]:
     if not isinstance(value, str):
         raise error(f"{name} must be a str, got {type(value).__name__}")
-    raw = value.encode("utf-8")
-    if not 1 <= len(raw) <= MAX_ID_BYTES:
-        raise error(f"{name} must be 1..{MAX_ID_BYTES} UTF-8 bytes, got {len(raw)}")
-    return raw
+    forms = _id_forms(value)
+    if forms is None:
+        raise error(f"{name} must be 1..{MAX_ID_BYTES} UTF-8 bytes, got {len(value.encode('utf-8'))}")
+    return forms
+
+
+def id_bytes(name: str, value: object, error: type[Exception]) -> bytes:
+    """The UTF-8 bytes of an id (a str of 1..MAX_ID_BYTES bytes); ``error`` otherwise."""
+    return _id_checked(name, value, error)[0]
+
+
+def lp_id(name: str, value: object, error: type[Exception]) -> bytes:
+    """``lp(id_bytes(name, value, error))``."""
+    return _id_checked(name, value, error)[1]
 
 
 def hkdf_sha256(ikm: bytes, *, salt: bytes, info: bytes) -> bytes:
@@ -108,10 +127,10 @@ class AadFields:
             raise err(f"seq must be an int in [0, 2^64), got {self.seq!r}")
         return (
             _AAD_TAG
-            + lp(id_bytes("session_id", self.session_id, err))
-            + lp(id_bytes("sender", self.sender, err))
-            + lp(id_bytes("recipient", self.recipient, err))
-            + lp(id_bytes("kind", self.kind, err))
+            + lp_id("session_id", self.session_id, err)
+            + lp_id("sender", self.sender, err)
+            + lp_id("recipient", self.recipient, err)
+            + lp_id("kind", self.kind, err)
             + struct.pack(">Q", self.seq)
         )
 
@@ -136,7 +155,7 @@ class Box:
     __slots__ = ("own_id", "peer_id", "_shared", "_info", "_keyed")
 
     def __init__(self, own_id: str, own_private_key: X25519PrivateKey, peer_id: str, peer_public_bytes: bytes):
-        a, b = id_bytes("own_id", own_id, ConfigError), id_bytes("peer_id", peer_id, ConfigError)
+        a, b = lp_id("own_id", own_id, ConfigError), lp_id("peer_id", peer_id, ConfigError)
         if own_id == peer_id:
             raise ConfigError(f"a box joins two different owners, got {own_id!r} twice")
         if not isinstance(own_private_key, X25519PrivateKey):
@@ -147,7 +166,7 @@ class Box:
             raise RemoteProtocolError(f"unusable X25519 public key for {peer_id!r}: {exc}") from exc
         self.own_id, self.peer_id = own_id, peer_id
         self._shared = shared
-        self._info = _KEY_INFO + b"".join(lp(x) for x in sorted((a, b)))
+        self._info = _KEY_INFO + (a + b if a[2:] < b[2:] else b + a)  # lp(min id) ‖ lp(max id), by bytes
         self._keyed: tuple[bytes, AESGCM] | None = None  # the last session's (salt, cipher): see _aead
 
     def __repr__(self) -> str:

@@ -90,3 +90,14 @@ def test_a_box_keyed_in_one_session_seals_another_sessions_messages_with_that_se
     assert ab.open(ab.turned().seal(b"4", back), back) == b"4"
     with pytest.raises(RemoteProtocolError, match="authentication"):
         peer().open(ab.bound_to(binding).seal(b"5", s2), s2)
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 256, "é" * 128, 5, None])
+def test_an_id_is_checked_at_every_use_though_valid_ones_are_cached(bad):
+    """Ids are encoded once and kept (``boxes._id_forms``): a wrong one is still refused each time."""
+    from privfed.common.secagg.boxes import AadFields
+
+    assert AadFields("s", "a" * 255, "b", "k", 0).to_bytes()  # 255 bytes: the longest id
+    for _ in range(2):
+        with pytest.raises(LocalProtocolError, match="session_id"):
+            AadFields(bad, "a", "b", "k", 0).to_bytes()
