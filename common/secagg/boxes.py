@@ -98,6 +98,13 @@ def generate_private_key() -> X25519PrivateKey:
     return X25519PrivateKey.generate()
 
 
+@lru_cache(maxsize=1 << 16)
+def public_key(raw: bytes) -> X25519PublicKey:
+    """The X25519 public key of 32 raw bytes (ValueError if malformed). Cached: a node parses each
+    remote neighbour's box and mask keys once, not once per owner of its that has that neighbour."""
+    return X25519PublicKey.from_public_bytes(raw)
+
+
 def public_bytes(private_key: X25519PrivateKey) -> bytes:
     """The 32 raw bytes of ``private_key``'s public key, as sent and signed."""
     return private_key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
@@ -161,7 +168,7 @@ class Box:
         if not isinstance(own_private_key, X25519PrivateKey):
             raise ConfigError(f"own_private_key must be an X25519PrivateKey, got {type(own_private_key).__name__}")
         try:
-            shared = own_private_key.exchange(X25519PublicKey.from_public_bytes(peer_public_bytes))
+            shared = own_private_key.exchange(public_key(peer_public_bytes))
         except (ValueError, TypeError) as exc:
             raise RemoteProtocolError(f"unusable X25519 public key for {peer_id!r}: {exc}") from exc
         self.own_id, self.peer_id = own_id, peer_id
