@@ -34,7 +34,14 @@ from privfed.common.errors import ConfigError, LocalProtocolError, RemoteProtoco
 from privfed.common.secagg import shamir
 from privfed.common.secagg.boxes import public_bytes
 from privfed.common.secagg.fixedpoint import FixedPoint
-from privfed.common.secagg.masking import MIN_MEMBERS, neighbour_graph, pair_key, pair_masks, self_mask, threshold
+from privfed.common.secagg.masking import (
+    MIN_MEMBERS,
+    neighbour_graph,
+    pair_key,
+    pair_masks,
+    self_masks_sum,
+    threshold,
+)
 from privfed.common.secagg.messages import (
     MAX_ROUNDS,
     InputRequest,
@@ -239,18 +246,14 @@ class SecAggServer:
         m = next(iter(self._masked.values())).masked.shape[0] if self._masked else 0
         if not self._masked:
             raise RoundFailed(f"round {self._round}: no masked input survived")
-        total = np.zeros(m, dtype=np.uint64)
-        for u, reply in self._masked.items():
-            seed = self._combine(
-                u,
-                {
-                    w: answers[w].self_shares[u]
-                    for w in self.graph[u]
-                    if u in getattr(answers.get(w), "self_shares", ())
-                },
-                "self-mask",
-            )
-            total = FixedPoint.add(total, FixedPoint.sub(reply.masked, self_mask(seed, self._round, m)))
+        held = {w: r.self_shares for w, r in answers.items()}  # holder -> {owner: its share of b_owner}
+        seeds = [
+            self._combine(u, {w: held[w][u] for w in self.graph[u] if u in held.get(w, ())}, "self-mask")
+            for u in self._masked
+        ]
+        # one sum over the survivors' masked inputs and one over their self-masks (Z_2^64 sums: any order)
+        masked = np.stack([reply.masked for reply in self._masked.values()]).astype(np.uint64, copy=False)
+        total = FixedPoint.sub(masked.sum(axis=0, dtype=np.uint64), self_masks_sum(seeds, self._round, m))
         for v in sorted(self._dropped):
             owed = [w for w in self.graph[v] if w in self._masked]
             if not owed:

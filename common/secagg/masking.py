@@ -135,3 +135,8 @@ def pair_masks(keys: Mapping[str, bytes], own: str, round_no: int, m: int) -> np
 def self_mask(seed: bytes, round_no: int, m: int) -> np.ndarray:
     """``PRG(b_u^r, r)``: the self-mask of round ``r`` from that round's seed."""
     return _prg([seed], _SELF, round_no, m)[0]
+
+
+def self_masks_sum(seeds: Sequence[bytes], round_no: int, m: int) -> np.ndarray:
+    """``Σ_u PRG(b_u^r, r)`` over ``seeds`` (in Z_2^64): what the coordinator removes for the round's survivors."""
+    return _prg(seeds, _SELF, round_no, m).sum(axis=0, dtype=np.uint64)

@@ -67,12 +67,12 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import numpy as np
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
 from privfed.common.errors import ConfigError, LocalProtocolError, RemoteProtocolError
 from privfed.common.secagg import shamir
-from privfed.common.secagg.boxes import AadFields, Box, public_bytes
+from privfed.common.secagg.boxes import AadFields, Box, public_bytes, public_key
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.masking import neighbour_graph, pair_key, pair_masks, self_mask, threshold
 from privfed.common.secagg.messages import (
@@ -118,7 +118,7 @@ class CohostedAgreements:
         agreed = self._held.pop((peer_public, own_public), None)
         if agreed is not None:
             return agreed
-        agreed = own_key.exchange(X25519PublicKey.from_public_bytes(peer_public))
+        agreed = own_key.exchange(public_key(peer_public))
         if self._cohosted(peer):
             if len(self._held) >= MAX_HELD:
                 self._held.clear()

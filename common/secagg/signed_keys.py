@@ -30,7 +30,7 @@ from cryptography.x509.oid import NameOID
 
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.roles import DATA_USER, certificate_role
-from privfed.common.secagg.boxes import id_bytes, lp
+from privfed.common.secagg.boxes import lp, lp_id
 from privfed.common.secagg.merkle import MerkleTree, leaf_hash, root_from_path
 from privfed.common.secagg.sizes import X25519_PUBLIC_BYTES
 
@@ -50,7 +50,7 @@ class TreeProof:
 
 def _root_message(identity: str, size: int, root: bytes, error: type[Exception]) -> bytes:
     """What a tree's signature covers: its root, its size and the identity of the signer."""
-    return _ROOT_TAG + lp(id_bytes("identity", identity, error)) + struct.pack(">Q", size) + lp(root)
+    return _ROOT_TAG + lp_id("identity", identity, error) + struct.pack(">Q", size) + lp(root)
 
 
 def _binding_message(
@@ -58,8 +58,8 @@ def _binding_message(
 ) -> bytes:
     if not isinstance(x25519_public_bytes, bytes) or len(x25519_public_bytes) != X25519_PUBLIC_BYTES:
         raise error(f"an X25519 public key is {X25519_PUBLIC_BYTES} raw bytes, got {x25519_public_bytes!r:.40}")
-    session = b"\x00" if session_id is None else b"\x01" + lp(id_bytes("session_id", session_id, error))
-    return _BINDING_TAG + lp(id_bytes("owner_id", owner_id, error)) + session + lp(x25519_public_bytes)
+    session = b"\x00" if session_id is None else b"\x01" + lp_id("session_id", session_id, error)
+    return _BINDING_TAG + lp_id("owner_id", owner_id, error) + session + lp(x25519_public_bytes)
 
 
 def _ec_hash(curve: ec.EllipticCurve) -> hashes.HashAlgorithm:

@@ -110,13 +110,11 @@ def test_co_hosted_pairs_agree_once_and_the_sum_is_exact(federation, monkeypatch
     drivers, peers, requests, server, certificates = federation
     exchanges = []
 
-    class Counted:  # the mask-key agreements the machines compute (the peer's key is parsed once per exchange)
-        @staticmethod
-        def from_public_bytes(raw):
-            exchanges.append(raw)
-            return X25519PublicKey.from_public_bytes(raw)
+    def counted(raw):  # the mask-key agreements the machines compute (each asks for its peer's parsed key)
+        exchanges.append(raw)
+        return X25519PublicKey.from_public_bytes(raw)
 
-    monkeypatch.setattr(pairwise, "X25519PublicKey", Counted)
+    monkeypatch.setattr(pairwise, "public_key", counted)
     machines = {o: m for d in drivers.values() for o, m in d._machines[SESSION].items()}
     shares = {}
     for u in server.members:

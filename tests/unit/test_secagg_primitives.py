@@ -66,3 +66,38 @@ def test_a_bound_box_opens_only_with_the_same_binding():
             other.open(sealed, aad)
     with pytest.raises(LocalProtocolError):
         ab.bound_to(b"short")
+
+
+def test_a_box_keyed_in_one_session_seals_another_sessions_messages_with_that_sessions_key():
+    """A box keeps the cipher of its last session (a secure sum seals and opens with the same one):
+    after a message of session ``s1`` it still seals ``s2``'s, a bound box made from it its own
+    binding's and a turned one the same key, each opened by a fresh box of the peer."""
+    from privfed.common.secagg.boxes import AadFields, Box, generate_private_key, public_bytes
+
+    a, b = generate_private_key(), generate_private_key()
+    ab = Box("owner-0.o1", a, "owner-1.o2", public_bytes(b))
+
+    def peer() -> Box:
+        return Box("owner-1.o2", b, "owner-0.o1", public_bytes(a))
+
+    s1, s2 = (AadFields(s, "owner-0.o1", "owner-1.o2", "k", 0) for s in ("s1", "s2"))
+    assert peer().open(ab.seal(b"1", s1), s1) == b"1"
+    assert peer().open(ab.seal(b"2", s2), s2) == b"2"
+    assert peer().open(ab.seal(b"1", s1), s1) == b"1"
+    binding = secrets.token_bytes(32)
+    assert peer().bound_to(binding).open(ab.bound_to(binding).seal(b"3", s1), s1) == b"3"
+    back = AadFields("s1", "owner-1.o2", "owner-0.o1", "k", 0)
+    assert ab.open(ab.turned().seal(b"4", back), back) == b"4"
+    with pytest.raises(RemoteProtocolError, match="authentication"):
+        peer().open(ab.bound_to(binding).seal(b"5", s2), s2)
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 256, "é" * 128, 5, None])
+def test_an_id_is_checked_at_every_use_though_valid_ones_are_cached(bad):
+    """Ids are encoded once and kept (``boxes._id_forms``): a wrong one is still refused each time."""
+    from privfed.common.secagg.boxes import AadFields
+
+    assert AadFields("s", "a" * 255, "b", "k", 0).to_bytes()  # 255 bytes: the longest id
+    for _ in range(2):
+        with pytest.raises(LocalProtocolError, match="session_id"):
+            AadFields(bad, "a", "b", "k", 0).to_bytes()
