@@ -337,6 +337,15 @@ def query(port: int, certs, queries, out) -> subprocess.Popen:
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def reached_predict(interceptor: FaultInterceptor, victim: subprocess.Popen) -> None:
+    """Wait for the query's ``Predict`` (and its fault) as long as the query process runs: on a loaded
+    box it takes many seconds to start."""
+    wall = time.monotonic()
+    while not interceptor.fired.wait(0.2):
+        assert victim.poll() is None, f"the query exited ({victim.returncode}) before it reached Predict"
+        assert time.monotonic() - wall < WALL_LIMIT, "the query never reached Predict"
+
+
 def one_line_error(err: str) -> bool:
     return "Traceback" not in err and "error:" in err
 
@@ -364,11 +373,11 @@ def test_fault_predict(tmp_path, fault, request):
     out = faults.ledger_dir / "labels.csv"
     try:
         faults.proc = victim = query(faults.port or fed.port, fed.certs, queries, out)
-        assert interceptor.fired.wait(30), "the query never reached Predict"
+        reached_predict(interceptor, victim)
         other = query(fed.port, fed.certs, queries, tmp_path / "other.csv")
-        other_out, other_err = other.communicate(timeout=30)
+        other_out, other_err = other.communicate(timeout=WALL_LIMIT)  # its own call deadlines end it
         faults.after()
-        _, err = victim.communicate(timeout=30)
+        _, err = victim.communicate(timeout=WALL_LIMIT)
     finally:
         for p in (victim, other):
             if p.poll() is None:
