@@ -8,6 +8,13 @@ of 10^12 (FedDPDR-DPML). Each job must complete with every hostile owner exclude
 ``rejected_owners`` with its reason code, a report written, and the accuracy of the model the
 honest owners' releases alone give: the same shares, aggregated in this process (the hostile
 owners move it by nothing; a float summation order is the only difference).
+
+Nothing here races the wall clock on a loaded machine: the hostile nodes start once the coordinator
+answers (its process may take a minute to start), registration waits as long as the nodes take to
+start (``--register-timeout``, ``--connect-timeout``: limits against a hang only), and only the
+nearest-centroid job, whose stalling owner is named once its round's time is up, has a round
+timeout; it is many times what the honest node takes to answer its 24 owners' one task each.
+FedDPDR-DPML's hostile owners all answer, so its rounds end with the last answer, however late.
 """
 
 from __future__ import annotations
@@ -17,8 +24,10 @@ import math
 import socket
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import grpc
 import numpy as np
 import pytest
 from hostile_owner import ATTACKS, HostileOwner
@@ -28,7 +37,7 @@ from privfed.common.tasks import Refusal, Result, Task
 from privfed.deploy.certs import make_certs
 from privfed.owner.core import handle_batch
 from privfed.owner.data import build_owners, federation_split
-from privfed.proto.transport import TlsFiles
+from privfed.proto.transport import TlsFiles, channel_credentials, channel_options
 from privfed.server.config import JobConfig
 from privfed.server.main import coordinator_strategy
 from privfed.server.strategies.base import Transport
@@ -47,9 +56,17 @@ EXPECTED_CODES = {
     "nan": "undecodable",  # a NaN matrix does not even decode
     "count": "out_of_range",
 }
+#: Seconds the stalling owner's round waits for it (nearest centroid): the staller is named once they are
+#: up, so the honest node must answer within them; it takes well under a second on a quiet box.
+STALL_ROUND_TIMEOUT = "10"
+#: Limits against a hang only: the registrations end the coordinator's wait as soon as all are in.
+START_TIMEOUT = "600"
 JOBS = {
-    "ncc": (["--epsilon", "4", "--labels", "rr"], ["huge", "rows", "label", "width", "stall"]),  # row replies
-    "feddpdr": (["--epsilon", "4", "--delta", "1e-4", "--k", "4"], ["nan", "count"]),
+    "ncc": (
+        ["--epsilon", "4", "--labels", "rr", "--round-timeout", STALL_ROUND_TIMEOUT],
+        ["huge", "rows", "label", "width", "stall"],
+    ),  # row replies
+    "feddpdr": (["--epsilon", "4", "--delta", "1e-4", "--k", "4"], ["nan", "count"]),  # no staller: no round timeout
 }
 
 
@@ -81,6 +98,7 @@ class _LocalTransport(Transport):
 def _honest_accuracy(task: str, flags: list[str], n_owners: int, tmp: Path) -> float:
     """The accuracy of the model the honest owners' releases alone give (module docstring)."""
     values = dict(zip(flags[::2], flags[1::2]))
+    values.pop("--round-timeout", None)
     own = {"delta": float(values["--delta"]), "k": int(values["--k"])} if task == "feddpdr" else {}
     own |= {"labels": values["--labels"]} if "--labels" in values else {}
     config = JobConfig.from_flat(
@@ -102,16 +120,29 @@ def _honest_accuracy(task: str, flags: list[str], n_owners: int, tmp: Path) -> f
     return float(np.mean(model.predict(test.X) == test.y))
 
 
+def _wait_until_serving(coordinator: subprocess.Popen, port: int, tls: TlsFiles) -> None:
+    """Until the coordinator process answers a TLS connection on ``port``: as long as it takes to start
+    while it runs (an in-process hostile node gives up after a minute without a coordinator)."""
+    while coordinator.poll() is None:
+        with grpc.secure_channel(f"127.0.0.1:{port}", channel_credentials(tls), options=channel_options()) as ch:
+            try:
+                grpc.channel_ready_future(ch).result(timeout=5.0)
+                return
+            except grpc.FutureTimeoutError:
+                continue
+    raise AssertionError(f"the coordinator exited ({coordinator.returncode}) before it served")
+
+
 def _launch(task: str, tmp: Path) -> dict:
-    """Start one real job: the coordinator, the honest node, one hostile node per attack."""
+    """Start one real job: the coordinator and the honest node (:func:`_start_hostile` adds the rest)."""
     flags, attacks = JOBS[task]
     certs = Path(make_certs(tmp / "certs", owners=1 + len(attacks)))
     n_owners, port = HONEST + len(attacks), _free_port()
     coordinator = subprocess.Popen(
         _privfed(
             "coordinator", "--task", task, "--owners", str(n_owners), "--certs", str(certs),
-            "--listen", f"127.0.0.1:{port}", "--out", str(tmp / "runs"), "--round-timeout", "3",
-            "--register-timeout", "60", *flags, *DATA,
+            "--listen", f"127.0.0.1:{port}", "--out", str(tmp / "runs"),
+            "--register-timeout", START_TIMEOUT, *flags, *DATA,
         ),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -120,23 +151,38 @@ def _launch(task: str, tmp: Path) -> dict:
             _privfed(
                 "owner", "--coordinator", f"127.0.0.1:{port}", "--name", "owner-0", "--certs", str(certs),
                 "--ledger", str(tmp / "owner-0.sqlite"), "--epsilon-budget", "10", "--delta-budget", "1e-3",
-                "--n-owners", str(n_owners), "--shards", f"0:{HONEST}", "--rng", "seeded", *DATA,
+                "--n-owners", str(n_owners), "--shards", f"0:{HONEST}", "--rng", "seeded",
+                "--connect-timeout", START_TIMEOUT, *DATA,
             ),
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
+    return {
+        "task": task,
+        "tmp": tmp,
+        "n_owners": n_owners,
+        "procs": (coordinator, honest),
+        "port": port,
+        "certs": certs,
+    }
+
+
+def _start_hostile(run: dict) -> dict:
+    """One hostile node per attack of ``run``'s job, started once its coordinator serves."""
+    port, certs = run["port"], run["certs"]
+    _wait_until_serving(run["procs"][0], port, TlsFiles.in_dir(certs, "owner-1"))
     hostile = {
         attack: HostileOwner(
             f"127.0.0.1:{port}", TlsFiles.in_dir(certs, f"owner-{j}"), f"owner-{j}", [HONEST + j - 1], ATTACKS[attack]
         ).start()
-        for j, attack in enumerate(attacks, start=1)
+        for j, attack in enumerate(JOBS[run["task"]][1], start=1)
     }
-    return {"task": task, "tmp": tmp, "n_owners": n_owners, "procs": (coordinator, honest), "hostile": hostile}
+    return run | {"hostile": hostile}
 
 
 def _collect(run: dict) -> dict:
     coordinator, honest = run["procs"]
     try:
-        out, err = coordinator.communicate(timeout=120)
+        out, err = coordinator.communicate(timeout=900)  # its own limits end it: a guard against a hang
         honest_code = honest.wait(timeout=30)
     finally:
         for h in run["hostile"].values():
@@ -158,9 +204,17 @@ def _collect(run: dict) -> dict:
 def jobs(tmp_path_factory) -> dict[str, dict]:
     """Both jobs at once (they share the machine, not a port); the honest references computed meanwhile."""
     runs = {task: _launch(task, tmp_path_factory.mktemp(f"hostile-{task}")) for task in sorted(JOBS)}
-    references = {
-        task: _honest_accuracy(task, JOBS[task][0], run["n_owners"], run["tmp"]) for task, run in runs.items()
-    }
+    with ThreadPoolExecutor(len(runs)) as pool:
+        started = {task: pool.submit(_start_hostile, run) for task, run in runs.items()}
+        references = {
+            task: _honest_accuracy(task, JOBS[task][0], run["n_owners"], run["tmp"]) for task, run in runs.items()
+        }
+        try:
+            runs = {task: future.result() for task, future in started.items()}
+        except BaseException:
+            for p in (p for run in runs.values() for p in run["procs"]):
+                p.kill()
+            raise
     return {task: _collect(run) | {"reference": references[task]} for task, run in runs.items()}
 
 

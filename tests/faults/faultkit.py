@@ -23,6 +23,7 @@ from pathlib import Path
 
 import grpc
 from capture import Call, RecordingInterceptor
+from liveness import HeldCalls, LivenessClock
 
 from privfed.common.identity import node_of
 from privfed.common.ledger import Ledger
@@ -58,11 +59,12 @@ def pushes(kind: str) -> Trigger:
 
 class FaultInterceptor(RecordingInterceptor):
     """Records every request (as :class:`RecordingInterceptor`) and runs ``fault()`` once, the
-    first time ``trigger`` matches for node ``victim``."""
+    first time ``trigger`` matches for node ``victim``; tells ``clock`` (if any) which node calls
+    the coordinator holds (:class:`liveness.HeldCalls`)."""
 
-    def __init__(self, trigger: Trigger, victim: str, fault: Callable[[], None]):
+    def __init__(self, trigger: Trigger, victim: str, fault: Callable[[], None], clock: LivenessClock | None = None):
         super().__init__()
-        self.trigger, self.victim, self._fault = trigger, victim, fault
+        self.trigger, self.victim, self._fault, self.clock = trigger, victim, fault, clock
         self._once = threading.Lock()
         self.fired = threading.Event()
         self.fault_error: Exception | None = None
@@ -97,10 +99,12 @@ class FaultInterceptor(RecordingInterceptor):
             return handler
         method = handler_call_details.method
         decode, encode = handler.request_deserializer, handler.response_serializer
+        held = HeldCalls(self.clock, method)
 
         def recorded(data: bytes):
             with self._lock:
                 self._calls.append(Call(method, bytes(data)))
+            held.arrived(data)
             if not self.fired.is_set() and self._request_matches(method, data):
                 self._fire()
             return decode(data) if decode is not None else data
@@ -108,15 +112,30 @@ class FaultInterceptor(RecordingInterceptor):
         def serialized(response):
             if not self.fired.is_set() and self._response_matches(response):
                 self._fire()
+            held.answered()
             return encode(response) if encode is not None else response
 
         if handler.stream_stream is not None:  # a node's Session: each message and each answer
+            stream = handler.stream_stream
+
+            def session(requests, context):
+                try:
+                    yield from stream(requests, context)
+                finally:
+                    held.ended()
+
             return grpc.stream_stream_rpc_method_handler(
-                handler.stream_stream, request_deserializer=recorded, response_serializer=serialized
+                session, request_deserializer=recorded, response_serializer=serialized
             )
-        return grpc.unary_unary_rpc_method_handler(
-            handler.unary_unary, request_deserializer=recorded, response_serializer=serialized
-        )
+        unary = handler.unary_unary
+
+        def call(request, context):
+            try:
+                return unary(request, context)
+            finally:
+                held.ended()
+
+        return grpc.unary_unary_rpc_method_handler(call, request_deserializer=recorded, response_serializer=serialized)
 
 
 class ResettingProxy(RecordingProxy):
@@ -222,3 +241,24 @@ def audit(calls: list[Call], history: dict[str, list[dict]]) -> Audit:
         twice += [(o, p) for p in set(purposes) if purposes.count(p) > 1]
         twice += [(o, i) for i in set(ids) if ids.count(i) > 1]
     return Audit(released, sum(map(len, history.values())), missing, twice)
+
+
+class Deadlines:
+    """Watches ``dispatcher.run``: the batches that waited out their whole timeout (``expired``: round id
+    and timeout), measured on ``clock``, the dispatcher's own. A fault detected by silence, a stall or a
+    refusal ends its batch sooner; one that is not leaves the job waiting for the round's or a ring
+    attempt's deadline (at least 30 s), which the matrix counts as a failure."""
+
+    def __init__(self, dispatcher, clock: Callable[[], float]):
+        self.expired: list[tuple[str, float]] = []
+        run = dispatcher.run
+
+        def watched(tasks, *, timeout: float, **kw):
+            start = clock()
+            try:
+                return run(tasks, timeout=timeout, **kw)
+            finally:
+                if clock() - start >= timeout:
+                    self.expired.append((tasks[0].round_id if tasks else "", timeout))
+
+        dispatcher.run = watched
