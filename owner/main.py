@@ -19,6 +19,7 @@ from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.files import sole_writer
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
+from privfed.common.ledger_rows import RowLayout
 from privfed.common.schema import FederationSchema, RawTable
 from privfed.owner.data import (
     build_owners,
@@ -26,6 +27,7 @@ from privfed.owner.data import (
     federation_split,
     parse_shards,
     read_owner_rows,
+    row_layout,
     shorthand_schema,
 )
 from privfed.owner.local import LocalOwner
@@ -213,15 +215,19 @@ def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
                     checked_rows(rows, local, ledger, pinned=True)
             raise early
         schema = agreed_schema(local, remote, from_file=config.schema is not None)
-        return build_node_owners(
-            config, checked_rows(rows, schema, ledger, pinned=config.schema is not None), n_owners=shards.stop
-        )
+        dataset = checked_rows(rows, schema, ledger, pinned=config.schema is not None)
+        own = row_layout(dataset)  # its rows' digests in the layout the ledger recorded (ledger_rows, "Layout")
+        layout = None if own is None else ledger.row_layout(own)
+        return build_node_owners(config, dataset, n_owners=shards.stop, layout=layout)
 
     return DeferredOwners(tuple(owner_id(config.name, i) for i in shards), load, None if early is None else str(early))
 
 
-def build_node_owners(config: OwnerConfig, train: Dataset, *, n_owners: int) -> list[LocalOwner]:
-    """The node's shards (``--shards``) of an even partition of ``train`` into ``n_owners``."""
+def build_node_owners(
+    config: OwnerConfig, train: Dataset, *, n_owners: int, layout: RowLayout | None = None
+) -> list[LocalOwner]:
+    """The node's shards (``--shards``) of an even partition of ``train`` into ``n_owners``; its rows digested in
+    ``layout`` (:func:`~privfed.owner.data.in_layout`)."""
     return build_owners(
         train,
         node_id=config.name,
@@ -230,6 +236,7 @@ def build_node_owners(config: OwnerConfig, train: Dataset, *, n_owners: int) -> 
         seed=config.seed,
         rng_kind=config.rng,
         rng_seed=config.seed,
+        layout=layout,
     )
 
 
