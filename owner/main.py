@@ -206,6 +206,12 @@ def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
     except ValueError:
         count = 0  # parse_shards says what is wrong
     shards = parse_shards(config.shards, count)
+    if shards.start != 0:  # owners A..B-1 of B: the file's other rows hosted nowhere, or by a node given 0:A
+        raise ConfigError(
+            f"--shards {config.shards!r} with --data: a node hosts all of its file's rows, split among K owners "
+            "(--shards K); to split a file between nodes, split the file (a row served by two nodes has two "
+            "ledgers, hence two budgets)"
+        )
 
     def load(remote: FederationSchema | None, ledger: Ledger) -> list[LocalOwner]:
         if early is not None:
