@@ -101,7 +101,7 @@ from privfed.common.ledger_records import (
     require_name,
 )
 from privfed.common.ledger_releases import history, nonprivate_count, purpose_used, release_used, spent_but, spent_where
-from privfed.common.ledger_rows import RowAccounts
+from privfed.common.ledger_rows import RowAccounts, RowLayout, recorded_layout
 from privfed.common.validation import check_non_negative, check_probability
 
 __all__ = [
@@ -332,6 +332,10 @@ class Ledger:
         ``digest`` and whether they fitted (module docstring, "Schema decisions")."""
         require_name("digest", digest)
         record_schema_decision(self._db(), digest, accepted)
+
+    def row_layout(self, layout: RowLayout) -> RowLayout:
+        """The layout to digest rows of ``layout`` in (``ledger_rows.recorded_layout``)."""
+        return recorded_layout(self._db(), layout)
 
     # ------------------------------------------------------------------ debits
     def debit(

@@ -35,6 +35,14 @@ their accounts); rows live in the process that binds them (owners sharing rows a
 ledgers are not linked); releases recorded before schema 3 are on their ids only, and debits made before the ``holders`` table
 name no holder.
 
+Layout. A row's digest reads its feature columns in an order and its label as a class's position; the ledger
+records the layout the node's rows were digested in (:func:`recorded_layout`: the encoded feature names and the
+class values, table ``meta``), and a node whose schema lists the same features and classes in another order
+digests its rows in the recorded one (``privfed.owner.data.in_layout``): a federation schema's next version that
+only reorders them reads every row to the same values, and must not give it a fresh account
+(``tests/adversary/test_schema_order_budget.py``, audit 11). A layout of other features or classes replaces the
+record: its rows are new rows.
+
 An account's (ε, δ) is stored as a number per account (table ``accounts``) and read through the
 connection's cache (``privfed.common.ledger_cache``); its cost does not depend on the history. Each
 debit is added rounded up (``privfed.common.ledger_sum.add_rounding_up``), so a stored total is never
@@ -44,12 +52,38 @@ below the exact sum of the account's debits.
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 from collections.abc import Sequence
 
 from privfed.common.ledger_cache import RecordCache
 from privfed.common.ledger_file import CHUNK
 from privfed.common.work_rows import work_rows
+
+#: A row layout: the encoded feature names in column order, and the class values' texts in index order.
+RowLayout = tuple[tuple[str, ...], tuple[str, ...]]
+
+
+def recorded_layout(conn: sqlite3.Connection, layout: RowLayout) -> RowLayout:
+    """The layout to digest rows of ``layout`` in (module docstring, "Layout"): the recorded one if ``layout``
+    lists its features and classes in another order, else ``layout``, recorded in one committed transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE name = 'row_layout'").fetchone()
+        if row is not None:
+            features, classes = json.loads(row[0])
+            recorded = (tuple(features), tuple(classes))
+            if all(sorted(a) == sorted(b) and len(set(a)) == len(a) for a, b in zip(recorded, layout, strict=True)):
+                conn.execute("COMMIT")
+                return recorded
+        value = json.dumps([list(layout[0]), list(layout[1])])
+        conn.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('row_layout', ?)", (value,))
+        conn.execute("COMMIT")
+        return layout
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 class RowAccounts:

@@ -23,7 +23,8 @@ What is left, stated: the grid cell, ``ceil(log2 n)``, still shows in the time (
 or LR share tasks carries the job's ``max_owner_rows`` to the owner yet, and padding every owner to the job's
 bound costs ``bound / n`` times the work (a 10^4-row owner padded to 10^5 works 10x longer), while the grid
 costs at most 2x (``bench/row_padding.py``). The O(n) element-wise work before a fit (scaling and projecting
-the rows) is not padded; it is one pass against a fit's hundreds. A release whose *shape* is ``n`` (an NCC
+the rows) is not padded but for DP-PCA's (audit 11: its rows are padded before they are scaled); it is one pass
+against a fit's hundreds (``tests/adversary/test_differential_row_work.py`` counts the calls given the ``n`` rows). A release whose *shape* is ``n`` (an NCC
 share's reports: one per row) takes :func:`release_rows`' count through
 :func:`privfed.common.learners.ncc.public_count_rows` (weighted and joint shares; see :mod:`privfed.owner.core`,
 "Limits", for the rest).

@@ -70,8 +70,10 @@ ledger adds each debit to as many row accounts as the cell holds (pad accounts b
 by cell (before, one batch per distinct count: ``tests/adversary/test_timing_gradient_rows.py``).
 It does not cover (measured, not closed): the row count's cell (300 rows against 600 still differ: a task
 that carried the job's ``max_owner_rows`` could pad to it, at ``max_owner_rows / n`` times the work); the O(n)
-passes outside the fits (scaling and projecting rows, an NB report's row choice, a boosting
-evaluation's predictions, a stump share's binarising); an ``ncc_share`` under ``labels="rr"`` or ``"clear"``,
+passes outside the fits (scaling and projecting an SVM share's rows, an NB report's row choice, a boosting
+evaluation's predictions, a stump share's binarising; counted with no clock by
+``tests/adversary/test_differential_row_work.py``, which holds the LR share, ``lr_gradient`` and DP-PCA to one
+copy of the ``n`` rows into their cell); an ``ncc_share`` under ``labels="rr"`` or ``"clear"``,
 one report per row, whose length shows the count exactly (an unweighted share counts every report: a dummy
 would bias the centroids, and a weight column would cost a coordinate of every row's ε); the reports' own
 estimate of an NCC share's weight total, which is ``n`` up to its noise; a computation of another kind that raises part-way

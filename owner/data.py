@@ -15,9 +15,11 @@ from privfed.common.dataset_files import parse_bounds, read_table
 from privfed.common.datasets import Dataset, federation_split, partition  # federation_split: re-exported
 from privfed.common.errors import ConfigError
 from privfed.common.identity import owner_id
+from privfed.common.ledger_rows import RowLayout
 from privfed.common.rng import make_rng
 from privfed.common.schema import FederationSchema, RawTable
 from privfed.common.schema.table import split_line
+from privfed.common.schema.values import value_text
 from privfed.owner.local import LocalOwner
 
 __all__ = [
@@ -26,6 +28,8 @@ __all__ = [
     "federation_split",
     "owner_generator",
     "row_digests",
+    "row_layout",
+    "in_layout",
     "build_owners",
     "read_owner_rows",
     "shorthand_schema",
@@ -76,15 +80,48 @@ def row_digests(X: np.ndarray, y: np.ndarray) -> list[bytes]:
     return out
 
 
+def row_layout(data: Dataset) -> RowLayout | None:
+    """How ``data``'s rows are laid out: its encoded feature names in column order and its class values' texts
+    (:func:`~privfed.common.schema.values.value_text`) in index order; None for a data set without feature names
+    or with several label columns."""
+    if data.feature_names is None or data.classes.ndim != 1:
+        return None
+    return tuple(data.feature_names), tuple(value_text(c) for c in data.classes)
+
+
+def in_layout(data: Dataset, layout: RowLayout | None) -> tuple[np.ndarray, np.ndarray]:
+    """``data``'s rows and labels in ``layout`` (a permutation of :func:`row_layout` ``(data)``, as the ledger
+    recorded it: ``Ledger.row_layout``): columns reordered by feature name, labels renumbered by class value, so
+    a schema that lists the same features and classes in another order digests every row as before
+    (``tests/adversary/test_schema_order_budget.py``). ``data``'s own rows for any other layout, or None."""
+    own = row_layout(data)
+    if own is None or layout is None or own == layout or sorted(own[0]) != sorted(layout[0]):
+        return data.X, data.y
+    if sorted(own[1]) != sorted(layout[1]):
+        return data.X, data.y
+    columns = [own[0].index(f) for f in layout[0]]
+    labels = np.array([layout[1].index(c) for c in own[1]], dtype=np.int64)
+    return data.X[:, columns], labels[data.y]
+
+
 def build_owners(
-    train: Dataset, *, node_id: str, n_owners: int, shards: range, seed: int, rng_kind: str, rng_seed: int | None
+    train: Dataset,
+    *,
+    node_id: str,
+    n_owners: int,
+    shards: range,
+    seed: int,
+    rng_kind: str,
+    rng_seed: int | None,
+    layout: RowLayout | None = None,
 ) -> list[LocalOwner]:
     """The logical owners ``shards`` of a partition of ``train`` into ``n_owners``, hosted by node
     ``node_id``: owner ``i`` is ``owner_id(node_id, i)`` (contract 1), so the node's certificate
     decides which ids it speaks for. Each owner's public configuration is the data set's classes and
-    bounds; each row carries its digest (:func:`row_digests`) for the ledger's row accounts."""
+    bounds; each row carries its digest (:func:`row_digests`) for the ledger's row accounts, of the row in
+    ``layout`` (:func:`in_layout`: the layout the node's ledger recorded)."""
     parts = partition(train.X.shape[0], n_owners, seed=seed)
-    digests = row_digests(train.X, train.y)
+    digests = row_digests(*in_layout(train, layout))
     return [
         LocalOwner(
             owner_id=owner_id(node_id, i),

@@ -19,6 +19,7 @@ from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.files import sole_writer
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
+from privfed.common.ledger_rows import RowLayout
 from privfed.common.schema import FederationSchema, RawTable
 from privfed.owner.data import (
     build_owners,
@@ -26,6 +27,7 @@ from privfed.owner.data import (
     federation_split,
     parse_shards,
     read_owner_rows,
+    row_layout,
     shorthand_schema,
 )
 from privfed.owner.local import LocalOwner
@@ -204,6 +206,12 @@ def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
     except ValueError:
         count = 0  # parse_shards says what is wrong
     shards = parse_shards(config.shards, count)
+    if shards.start != 0:  # owners A..B-1 of B: the file's other rows hosted nowhere, or by a node given 0:A
+        raise ConfigError(
+            f"--shards {config.shards!r} with --data: a node hosts all of its file's rows, split among K owners "
+            "(--shards K); to split a file between nodes, split the file (a row served by two nodes has two "
+            "ledgers, hence two budgets)"
+        )
 
     def load(remote: FederationSchema | None, ledger: Ledger) -> list[LocalOwner]:
         if early is not None:
@@ -213,15 +221,19 @@ def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
                     checked_rows(rows, local, ledger, pinned=True)
             raise early
         schema = agreed_schema(local, remote, from_file=config.schema is not None)
-        return build_node_owners(
-            config, checked_rows(rows, schema, ledger, pinned=config.schema is not None), n_owners=shards.stop
-        )
+        dataset = checked_rows(rows, schema, ledger, pinned=config.schema is not None)
+        own = row_layout(dataset)  # its rows' digests in the layout the ledger recorded (ledger_rows, "Layout")
+        layout = None if own is None else ledger.row_layout(own)
+        return build_node_owners(config, dataset, n_owners=shards.stop, layout=layout)
 
     return DeferredOwners(tuple(owner_id(config.name, i) for i in shards), load, None if early is None else str(early))
 
 
-def build_node_owners(config: OwnerConfig, train: Dataset, *, n_owners: int) -> list[LocalOwner]:
-    """The node's shards (``--shards``) of an even partition of ``train`` into ``n_owners``."""
+def build_node_owners(
+    config: OwnerConfig, train: Dataset, *, n_owners: int, layout: RowLayout | None = None
+) -> list[LocalOwner]:
+    """The node's shards (``--shards``) of an even partition of ``train`` into ``n_owners``; its rows digested in
+    ``layout`` (:func:`~privfed.owner.data.in_layout`)."""
     return build_owners(
         train,
         node_id=config.name,
@@ -230,6 +242,7 @@ def build_node_owners(config: OwnerConfig, train: Dataset, *, n_owners: int) -> 
         seed=config.seed,
         rng_kind=config.rng,
         rng_seed=config.seed,
+        layout=layout,
     )
 
 

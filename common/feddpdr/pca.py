@@ -228,7 +228,15 @@ def owner_pca_release(
     releases it in the clear for the weights ``w_i = n_i / sum n``, here only a DP count leaves
     (the two-sided geometric mechanism at ``PcaShareTask.count_epsilon``, debited; issue 9,
     contract 7; ``privfed.owner.kinds.feddpdr``).
+
+    Timing: the rows are padded to ``n``'s public grid cell (:mod:`privfed.common.work_rows`) *before* they are
+    scaled, and the padding's scaled rows are zeroed by a mask of the cell's length: every pass over the rows
+    works on the cell, and only :func:`~privfed.common.work_rows.pad_rows`' copy on the ``n`` rows (audit 11,
+    ``tests/adversary/test_differential_row_work.py``; the scaling and the norm checks were O(n) passes before).
     """
-    X_unit = scale_rows(X, bounds, scaling)
+    n = int(np.asarray(X).shape[0])
+    rows = work_rows(n)
+    kept = (np.arange(rows) < n)[:, None]  # the real rows; the padding's scaled rows are zeroed (exact zeros in X^T X)
+    X_unit = scale_rows(pad_rows(X, rows), bounds, scaling) * kept
     U = dp_pca(X_unit, k, epsilon=epsilon1, delta=delta, rng=rng, neighbouring=neighbouring)
-    return U, int(X_unit.shape[0])
+    return U, n

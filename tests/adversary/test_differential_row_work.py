@@ -1,0 +1,77 @@
+"""Audit 11: which of an owner's computations work on its private row count ``n`` rather than its public cell.
+
+Audit 10 left "the O(n) passes outside the fits" open (owner/core.py, "Limits"): measured by wall clock they
+were at chance but under heavy load. Counted instead, with no clock: while a real owner core answers
+``differential.py``'s cases for an owner of ``n = 37`` rows (cell 64), every call into the project's code and
+numpy's Python layer is recorded with the shapes of the arrays it is given (``sys.setprofile``); a call given an
+array with ``n`` in its shape works on the private count. An answer whose every pass runs on the cell gives the
+``n`` rows to :func:`~privfed.common.work_rows.pad_rows` alone (a copy of ``n`` rows, the one O(n) step left),
+or to an entry point that hands them to it first.
+
+The kinds held to that here: the LR share and ``lr_gradient`` (padded since audit 10) and DP-PCA, whose rows were
+scaled, checked and clipped row by row before padding: 25-31 calls on the ``n`` rows per answer before the fix
+(``common/feddpdr/pca.py``, ``owner_pca_release``), now padded first. Still on ``n`` (measured, left: their fits
+take ``n`` for their calibration, or their release's length is ``n``): the SVM share's scaling and projection
+(34-48 calls), a boosted share's weights and binarising (11-79), an NB report's cells (19), an NCC share's
+reports (7-124; ``labels="rr"``'s length is ``n``).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import sys
+
+import numpy as np
+import pytest
+from differential import BOUNDS, BUDGET, CASES, K, _traced
+
+from privfed.common.ledger import Ledger
+from privfed.common.tasks import Task
+from privfed.owner.core import OwnerCore
+from privfed.owner.data import row_digests
+from privfed.owner.local import LocalOwner
+
+#: Rows of the owner: not a power of two, nor a feature or class count, so an array of n rows is told by its shape.
+N = 37
+#: The functions that may be given the n rows: pad_rows copies them into the cell's, and the entry points that
+#: hand them to it before anything else (a numpy function they called on them would show here too).
+PADDING = {"common/work_rows.py:pad_rows", "common/feddpdr/pca.py:owner_pca_release"}
+HELD = [(kind, case) for kind in ("lr_share", "lr_gradient", "pca_share") for case in CASES[kind]]
+
+
+def row_shaped_calls(spec) -> dict[str, int]:
+    """Calls (by ``file:function``) given an array with ``N`` in its shape while a real owner core answers ``spec``
+    for an owner of ``N`` rows, after a warm-up answer (imports and caches)."""
+    rng = np.random.default_rng(5)
+    X, y = rng.uniform(0.0, 1.0, (N, 2)), rng.integers(0, K, N)
+    owner = LocalOwner(
+        "node-0.o00000", X, y, np.random.Generator(np.random.PCG64(1)), K, BOUNDS, row_keys=tuple(row_digests(X, y))
+    )
+    core = OwnerCore([owner], Ledger(":memory:", epsilon_budget=BUDGET, delta_budget=1e-3))
+    core.answer([Task("warm-up", owner.owner_id, "run-0", spec)])
+    calls: dict[str, int] = {}
+
+    def profile(frame, event, arg):
+        if event == "call" and (where := _traced(frame.f_code.co_filename)) is not None:
+            if any(isinstance(v, np.ndarray) and N in v.shape for v in frame.f_locals.values()):
+                name = f"{where}:{frame.f_code.co_name}"
+                calls[name] = calls.get(name, 0) + 1
+
+    gc.collect()
+    gc.disable()
+    sys.setprofile(profile)
+    try:
+        (result,) = core.answer([Task("t", owner.owner_id, "run-1", spec)]).results
+    finally:
+        sys.setprofile(None)
+        gc.enable()
+    assert result.payload is not None
+    return calls
+
+
+@pytest.mark.parametrize(("kind", "case"), HELD, ids=[f"{k}/{c}" for k, c in HELD])
+def test_only_the_padding_works_on_the_private_row_count(kind, case, caplog):
+    caplog.set_level(logging.CRITICAL)
+    calls = row_shaped_calls(CASES[kind][case]("run-1"))
+    assert set(calls) <= PADDING, f"on the {N} rows, not their cell: {calls}"
