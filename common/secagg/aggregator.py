@@ -148,6 +148,8 @@ class SecAggServer:
     def _stable(self, candidates: set[str], pool: set[str]) -> dict[str, tuple[str, ...]]:
         """Each candidate's neighbours in ``pool``, dropping candidates with fewer than ``t`` until stable."""
         live = set(candidates)
+        if len(live) == len(pool) == len(self.graph):  # every member (both are subsets): nobody is short
+            return {u: self.graph[u] for u in live}
         while True:
             around = {u: tuple(v for v in self.graph[u] if v in pool and v in live) for u in live}
             short = {u for u, near in around.items() if len(near) < self._t(u)}
