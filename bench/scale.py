@@ -125,16 +125,19 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _sample(pid: int) -> tuple[str, float, float, float] | None:
-    """``(role, cpu s, rss MB, peak rss MB)`` of a live process, None once it is gone."""
+#: pid -> role, once its command line named one: a process's role is read from ``/proc`` once, not at every
+#: sample (a third of the sampler's reads). A forked child shows its parent's command line until it execs,
+#: so the default role (the coordinator's) is not kept.
+_roles: dict[int, str] = {}
+
+
+def _role(pid: int) -> str | None:
+    """The role of a process from its command line (None once it is gone)."""
+    if pid in _roles:
+        return _roles[pid]
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-        status = Path(f"/proc/{pid}/status").read_text()
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
-        return None
-    kb = {line.split(":")[0]: int(line.split()[1]) for line in status.splitlines() if line.startswith("Vm")}
-    if "VmRSS" not in kb:  # a zombie
         return None
     words = [w.decode(errors="replace") for w in cmd]
     role = next((f"node {words[i + 1]}" for i, w in enumerate(words[:-1]) if w == "--name"), "coordinator")
@@ -142,6 +145,22 @@ def _sample(pid: int) -> tuple[str, float, float, float] | None:
         role = "child"
     if "python" not in words[0] and not any("privfed" in w for w in words):
         role = "other " + Path(words[0]).name
+    if role != "coordinator":
+        _roles[pid] = role
+    return role
+
+
+def _sample(pid: int) -> tuple[str, float, float, float] | None:
+    """``(role, cpu s, rss MB, peak rss MB)`` of a live process, None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    role = _role(pid)
+    kb = {line.split(":")[0]: int(line.split()[1]) for line in status.splitlines() if line.startswith("Vm")}
+    if role is None or "VmRSS" not in kb:  # gone, or a zombie
+        return None
     cpu = (int(stat[11]) + int(stat[12])) / PAGE_TICKS
     return role, cpu, kb["VmRSS"] / 1024, kb.get("VmHWM", kb["VmRSS"]) / 1024
 
@@ -187,6 +206,7 @@ def run_job(task: str, owners: int, args: argparse.Namespace, tmp: Path) -> Job:
     if task == "lr" and args.solver:
         cmd += ["--solver", args.solver]
     env = checkout_env(args.pythonpath, tmp)
+    _roles.clear()  # a pid of an earlier job may be reused
     netns = Netns()
     before = netns.tx_bytes()
     log = (tmp / f"{task}-{owners}.log").open("w")

@@ -39,7 +39,14 @@ from privfed.common.schema import FederationSchema
 from privfed.deploy.certs import make_certs
 from privfed.deploy.child import ChildCall, call_in_child, start_in_child
 from privfed.deploy.simulation_config import SimulationConfig  # re-exported
-from privfed.deploy.simulation_nodes import NodeWatch, node_ranges, owner_command, spent_by_owner
+from privfed.deploy.simulation_nodes import (
+    EXIT_TIMEOUT,
+    NodeWatch,
+    ledgers_closed,
+    node_ranges,
+    owner_command,
+    spent_by_owner,
+)
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
@@ -135,9 +142,12 @@ def run_point(
             if watch.exited is not None:
                 raise watch.error() from None
             raise
+        ledgers_closed(procs, ledgers)
+        hosted = [range(len(r)) if sim.data else r for r in ranges]  # a file's owners are numbered from 0 on its node
+        spent, nonprivate = spent_by_owner(ledgers, hosted, budget, config.delta)  # while the nodes exit
         for p in procs:
             try:
-                p.wait(timeout=15)
+                p.wait(timeout=EXIT_TIMEOUT)
             except subprocess.TimeoutExpired:
                 p.terminate()
     finally:
@@ -147,8 +157,6 @@ def run_point(
                 p.wait()
         server.stop()
     outcome = done.outcome
-    hosted = [range(len(r)) if sim.data else r for r in ranges]  # a file's owners are numbered from 0 on its node
-    spent, nonprivate = spent_by_owner(ledgers, hosted, budget, config.delta)
     return (
         {"seed": config.seed, "accuracy": done.accuracy}
         | outcome.to_report()

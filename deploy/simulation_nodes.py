@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
 
-from privfed.common.errors import PrivfedError
+from privfed.common.errors import ConfigError, PrivfedError
+from privfed.common.files import sole_writer
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
 from privfed.deploy.commands import owner_argv
@@ -19,6 +21,8 @@ from privfed.server.app import CoordinatorServer
 
 #: How often the launcher checks that its owner node processes are still running (seconds).
 WATCH_INTERVAL = 0.1
+#: Seconds a node has, once told the job is over, to close its ledger (or exit) before it is terminated.
+EXIT_TIMEOUT = 15.0
 
 
 class NodeExited(PrivfedError):
@@ -126,6 +130,26 @@ class NodeWatch:
     def reason(self) -> str | None:
         """What stopped the job, for its report (None while every node runs)."""
         return None if self.exited is None else str(self.error())
+
+
+def ledgers_closed(procs: list[subprocess.Popen], ledgers: list[Path], timeout: float = EXIT_TIMEOUT) -> None:
+    """Return once every node has let go of its ledger's writer lock (:func:`~privfed.common.files.sole_writer`:
+    it closed the ledger and writes nothing more) or exited; a node that did neither within ``timeout`` s
+    is terminated (the kernel drops its lock). Its ledger can then be read while the process still tears
+    down its heap (issue 27: at 10^5 owners, seconds of both nodes' exit the launcher waited out before it
+    read a ledger)."""
+    deadline = time.monotonic() + timeout
+    for proc, path in zip(procs, ledgers):
+        while proc.poll() is None:
+            try:
+                with sole_writer(path):
+                    break
+            except ConfigError:  # still held
+                if time.monotonic() >= deadline:
+                    proc.terminate()
+                    proc.wait()
+                    break
+                time.sleep(WATCH_INTERVAL / 2)
 
 
 def spent_by_owner(

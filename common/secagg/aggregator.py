@@ -126,10 +126,8 @@ class SecAggServer:
             raise RoundFailed(f"only {len(self.members)} owner(s) advertised a mask key; at least {MIN_MEMBERS} needed")
         self.graph = neighbour_graph(self.run_id, self.members)
         self.phase = Phase.SHARES
-        return {
-            u: ShareKeysRequest(self.members, tuple(self._adverts[v] for v in self.graph[u]), self.rounds)
-            for u in self.members
-        }
+        advert = self._adverts.__getitem__
+        return {u: ShareKeysRequest(self.members, tuple(map(advert, self.graph[u])), self.rounds) for u in self.members}
 
     def on_key_shares(self, replies: Mapping[str, KeyShares]) -> None:
         """Step 1 answers: an owner whose shares are not one to each neighbour is left out of the run."""
@@ -148,6 +146,8 @@ class SecAggServer:
     def _stable(self, candidates: set[str], pool: set[str]) -> dict[str, tuple[str, ...]]:
         """Each candidate's neighbours in ``pool``, dropping candidates with fewer than ``t`` until stable."""
         live = set(candidates)
+        if len(live) == len(pool) == len(self.graph):  # every member (both are subsets): nobody is short
+            return {u: self.graph[u] for u in live}
         while True:
             around = {u: tuple(v for v in self.graph[u] if v in pool and v in live) for u in live}
             short = {u for u, near in around.items() if len(near) < self._t(u)}

@@ -105,15 +105,15 @@ def test_unknown_secure_sum_is_a_config_error(data):
 
 
 def _recording(t):
-    """Record the spec types of every batch of tasks ``t`` sends."""
+    """Record the spec types of every batch of tasks ``t`` sends (``run_tasks`` goes through ``fold_tasks``)."""
     batches = []
-    send = t.run_tasks
+    send = t.fold_tasks
 
-    def run_tasks(tasks, timeout=None, **options):
+    def fold_tasks(tasks, fold, timeout=None):
         batches.append({type(task.spec).__name__ for task in tasks})
-        return send(tasks, timeout, **options)
+        return send(tasks, fold, timeout)
 
-    t.run_tasks = run_tasks
+    t.fold_tasks = fold_tasks
     return batches
 
 

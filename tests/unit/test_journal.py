@@ -30,23 +30,22 @@ class Crash(Exception):
 
 
 def crashing(owner_side: InProcessTransport, crash_at: int | None, after: bool = False) -> InProcessTransport:
-    """``owner_side`` whose ``run_tasks`` (share batches and every ring attempt's batches alike)
-    raises :class:`Crash` on its ``crash_at``-th call -- before the owners see the batch, or
-    ``after`` they answered it (their releases made, the answers lost with the coordinator);
-    ``owner_side.batches`` counts the calls."""
-    run_tasks = type(owner_side).run_tasks
+    """``owner_side`` whose task batches (share batches, which the strategy folds as they come, and every
+    ring attempt's batches alike: ``run_tasks`` goes through ``fold_tasks``) raise :class:`Crash` on the
+    ``crash_at``-th -- before the owners see the batch, or ``after`` they answered it (their releases
+    made, the answers lost with the coordinator); ``owner_side.batches`` counts them."""
+    fold_tasks = type(owner_side).fold_tasks
     owner_side.batches = 0
 
-    def run(tasks, timeout=None, **options):
+    def fold(tasks, sink, timeout=None):
         owner_side.batches += 1
         if owner_side.batches == crash_at and not after:
             raise Crash(f"coordinator killed before task batch {owner_side.batches}")
-        results = run_tasks(owner_side, tasks, timeout, **options)
+        fold_tasks(owner_side, tasks, sink, timeout)
         if owner_side.batches == crash_at:
             raise Crash(f"coordinator killed after task batch {owner_side.batches}")
-        return results
 
-    owner_side.run_tasks = run
+    owner_side.fold_tasks = fold
     return owner_side
 
 
@@ -92,7 +91,7 @@ def test_a_restarted_owner_node_refuses_to_release_again_and_the_job_goes_on_wit
         if oid.startswith(restarted_node + "."):
             owner.released.clear()
             owner.boost_applied.clear()
-    owner_side.run_tasks = type(owner_side).run_tasks.__get__(owner_side)
+    owner_side.fold_tasks = type(owner_side).fold_tasks.__get__(owner_side)
     survivors = owner_side
     with Journal(tmp_path / "j.sqlite") as journal:
         result = _run(data, survivors, journal, resume=True)
@@ -130,7 +129,7 @@ def test_a_job_killed_at_any_task_batch_resumes_to_the_same_model(tmp_path, data
     journal_path = tmp_path / "journal.sqlite"
     with Journal(journal_path) as journal, pytest.raises(Crash):
         _run(data, crashing(owner_side, crash_at, after), journal)
-    owner_side.run_tasks = type(owner_side).run_tasks.__get__(owner_side)  # the new coordinator's calls
+    owner_side.fold_tasks = type(owner_side).fold_tasks.__get__(owner_side)  # the new coordinator's calls
     with Journal(journal_path) as journal:
         result = _run(data, owner_side, journal, resume=True)
     resumed = result.model

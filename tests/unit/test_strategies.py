@@ -275,6 +275,9 @@ def test_a_sampled_stump_share_that_does_not_fit_the_encoding_is_dropped_alone(d
             out[1] = dataclasses.replace(out[1], payload=dataclasses.replace(second, reports=second.reports + 1000))
             return out
 
+        def fold_tasks(self, tasks, fold, timeout=None):  # a share batch is folded as it comes
+            fold(self.run_tasks(tasks))
+
         def __getattr__(self, name):
             return getattr(self.inner, name)
 
