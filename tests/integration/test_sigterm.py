@@ -223,9 +223,11 @@ def test_owner_sigterm_mid_round_exits_0_and_every_received_share_was_debited(tm
         owner_code = wait(big, STOP_WAIT)
         job.join(WAIT)  # the coordinator completes the round without the silent node (after its node timeout)
         assert not job.is_alive(), "the job did not end"
+        fed.server.dispatcher.shutdown()  # the job is over: owner-1 is told so at its next poll and exits
+        small_code = wait(small)
     finally:
-        fed.close()  # the job is over: owner-1 is told so and exits
-    assert [owner_code, small.returncode] == [0, 0], fed.log("owner-0") + fed.log("owner-1")
+        fed.close()
+    assert [owner_code, small_code] == [0, 0], fed.log("owner-0") + fed.log("owner-1")
     debited = assert_consistent(ledger_state(ledgers["owner-0"]))
     assert len(debited) <= seen + CHUNK  # it stopped working on the round: at most one more chunk
     assert assert_consistent(ledger_state(ledgers["owner-1"])) == {owner_id("owner-1", i) for i in range(BIG, N)}
