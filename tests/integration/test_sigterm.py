@@ -52,8 +52,7 @@ def free_port() -> int:
 
 class Cluster:
     """A `privfed coordinator` process (task lr) and the `privfed owner` processes of ``owners`` (of two:
-    a node left out never registers, so the round cannot start), started once the coordinator listens
-    (an owner started before it backs off for seconds between its attempts to register)."""
+    a node left out never registers, so the round cannot start), all started at once."""
 
     def __init__(self, tmp: Path, *, node_timeout: float, owners: tuple[str, ...] = ("owner-0", "owner-1")):
         self.tmp = tmp
@@ -91,7 +90,6 @@ class Cluster:
                 "600",
             ],
         )
-        self.wait_for_log("coordinator", "listening")
         for name, shards in (("owner-0", f"0:{BIG}"), ("owner-1", f"{BIG}:{N}")):
             if name not in owners:
                 continue
@@ -278,6 +276,7 @@ def test_compose_stop_mid_round_owners_then_coordinator_all_exit_0(tmp_path):
 def test_coordinator_sigterm_while_waiting_for_owners_exits_0(tmp_path):
     cluster = Cluster(tmp_path, node_timeout=3.0, owners=())  # no owner registers
     try:
+        cluster.wait_for_log("coordinator", "listening")
         cluster.procs["coordinator"].send_signal(signal.SIGTERM)
         code = cluster.wait("coordinator", STOP_WAIT)
     finally:
