@@ -23,7 +23,6 @@ from pathlib import Path
 
 import grpc
 from capture import Call, RecordingInterceptor
-from liveness import HeldCalls, LivenessClock
 
 from privfed.common.identity import node_of
 from privfed.common.ledger import Ledger
@@ -59,12 +58,11 @@ def pushes(kind: str) -> Trigger:
 
 class FaultInterceptor(RecordingInterceptor):
     """Records every request (as :class:`RecordingInterceptor`) and runs ``fault()`` once, the
-    first time ``trigger`` matches for node ``victim``; tells ``clock`` (if any) which node calls
-    the coordinator holds (:class:`liveness.HeldCalls`)."""
+    first time ``trigger`` matches for node ``victim``."""
 
-    def __init__(self, trigger: Trigger, victim: str, fault: Callable[[], None], clock: LivenessClock | None = None):
+    def __init__(self, trigger: Trigger, victim: str, fault: Callable[[], None]):
         super().__init__()
-        self.trigger, self.victim, self._fault, self.clock = trigger, victim, fault, clock
+        self.trigger, self.victim, self._fault = trigger, victim, fault
         self._once = threading.Lock()
         self.fired = threading.Event()
         self.fault_error: Exception | None = None
@@ -99,12 +97,10 @@ class FaultInterceptor(RecordingInterceptor):
             return handler
         method = handler_call_details.method
         decode, encode = handler.request_deserializer, handler.response_serializer
-        held = HeldCalls(self.clock, method)
 
         def recorded(data: bytes):
             with self._lock:
                 self._calls.append(Call(method, bytes(data)))
-            held.arrived(data)
             if not self.fired.is_set() and self._request_matches(method, data):
                 self._fire()
             return decode(data) if decode is not None else data
@@ -112,30 +108,15 @@ class FaultInterceptor(RecordingInterceptor):
         def serialized(response):
             if not self.fired.is_set() and self._response_matches(response):
                 self._fire()
-            held.answered()
             return encode(response) if encode is not None else response
 
         if handler.stream_stream is not None:  # a node's Session: each message and each answer
-            stream = handler.stream_stream
-
-            def session(requests, context):
-                try:
-                    yield from stream(requests, context)
-                finally:
-                    held.ended()
-
             return grpc.stream_stream_rpc_method_handler(
-                session, request_deserializer=recorded, response_serializer=serialized
+                handler.stream_stream, request_deserializer=recorded, response_serializer=serialized
             )
-        unary = handler.unary_unary
-
-        def call(request, context):
-            try:
-                return unary(request, context)
-            finally:
-                held.ended()
-
-        return grpc.unary_unary_rpc_method_handler(call, request_deserializer=recorded, response_serializer=serialized)
+        return grpc.unary_unary_rpc_method_handler(
+            handler.unary_unary, request_deserializer=recorded, response_serializer=serialized
+        )
 
 
 class ResettingProxy(RecordingProxy):

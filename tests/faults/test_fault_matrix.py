@@ -70,8 +70,6 @@ from privfed.common.errors import PrivfedError
 from privfed.common.identity import owner_id
 from privfed.common.learners.logistic import LinearModel
 from privfed.owner.data import federation_split
-from privfed.proto.transport import TlsFiles
-from privfed.server.app import CoordinatorServer
 from privfed.server.strategies import make_strategy
 
 pytestmark = [
@@ -153,18 +151,10 @@ def node_data(tmp_path, node: int, train, bounds) -> list[str]:
     return ["--data", str(path), "--bounds", str(spec), "--seed", "3"]
 
 
-def recorded_federation(tmp_path, interceptor) -> Federation:
-    """A federation whose coordinator records through ``interceptor`` and, if it has a clock, measures
-    time on it (the dispatcher's clock, injected as its unit tests inject theirs)."""
-    fed = Federation(tmp_path, node_timeout=NODE_TIMEOUT, n_nodes=2)
-    fed.server.stop(0)
-    fed.server = CoordinatorServer(
-        tls=TlsFiles.in_dir(fed.certs, "coordinator"), node_timeout=NODE_TIMEOUT, interceptors=(interceptor,)
-    )
-    if interceptor.clock is not None:
-        fed.server.dispatcher._clock = interceptor.clock
-    fed.port = fed.server.start("127.0.0.1:0")
-    return fed
+def recorded_federation(tmp_path, interceptor, clock: LivenessClock | None = None) -> Federation:
+    """A federation whose coordinator records through ``interceptor`` and measures time on ``clock``
+    (None: the wall clock)."""
+    return Federation(tmp_path, node_timeout=NODE_TIMEOUT, n_nodes=2, interceptors=(interceptor,), clock=clock)
 
 
 class Faults:
@@ -260,9 +250,9 @@ def test_fault(tmp_path, step, fault, request):
     job = JOBS[job_name]
     train, test = federation_split("synthetic", **SPLIT)
     t0 = time.monotonic()
-    clock = LivenessClock((HEALTHY, VICTIM))
-    interceptor = FaultInterceptor(trigger, VICTIM, lambda: faults(), clock)
-    fed = recorded_federation(tmp_path, interceptor)
+    clock = LivenessClock((HEALTHY, VICTIM), wall_limit=WALL_LIMIT)
+    interceptor = FaultInterceptor(trigger, VICTIM, lambda: faults())
+    fed = recorded_federation(tmp_path, interceptor, clock)
     deadlines = Deadlines(fed.server.dispatcher, clock)
     faults = Faults(fault, tmp_path, fed.port, clock)
     half = job.n_owners // 2

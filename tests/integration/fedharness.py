@@ -12,6 +12,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from liveness import LivenessClock, LivenessInterceptor
+
 from privfed.common.ledger import Ledger
 from privfed.deploy.certs import make_certs
 from privfed.deploy.commands import owner_argv
@@ -63,16 +65,23 @@ class Federation:
     procs: list[subprocess.Popen] = field(default_factory=list)
     interceptors: tuple = ()  # gRPC server interceptors (capture.RecordingInterceptor)
     max_message_bytes: int = MAX_MESSAGE_BYTES  # the coordinator's bound (small_message_owner.py nodes know it)
+    #: The coordinator's clock (None: the wall clock). A test that waits for a killed node's node timeout
+    #: passes a :class:`liveness.LivenessClock` of the nodes it expects alive (and forgets its victim when
+    #: it kills it), so a loaded machine that starves a healthy node cannot make it look dead.
+    clock: LivenessClock | None = None
 
     def __post_init__(self):
         self.certs = make_certs(self.tmp / "certs", owners=self.n_nodes) if self.secure else None
         tls = TlsFiles.in_dir(self.certs, "coordinator") if self.secure else None
+        watch = (LivenessInterceptor(self.clock),) if self.clock is not None else ()
         self.server = CoordinatorServer(
             tls=tls,
             node_timeout=self.node_timeout,
-            interceptors=self.interceptors,
+            interceptors=(*watch, *self.interceptors),
             max_message_bytes=self.max_message_bytes,
         )
+        if self.clock is not None:  # the dispatcher's clock, injected as its unit tests inject theirs
+            self.server.dispatcher._clock = self.clock
         self.port = self.server.start("127.0.0.1:0")
 
     def spawn(

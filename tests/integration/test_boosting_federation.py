@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 from fedharness import Federation
+from liveness import LivenessClock
 
 from privfed.common.boosting.wire import empty_history, owner_weights, with_round
 from privfed.common.ledger import Ledger
@@ -133,7 +134,9 @@ def test_an_owner_releases_in_at_most_one_round_of_a_run(tmp_path):
 
 def test_a_node_killed_mid_ring_is_dropped_and_the_ring_rerun(tmp_path):
     strategy, test = bdt(4.0, ring_timeout=6.0)
-    fed = Federation(tmp_path, node_timeout=2.0)
+    # Silence is measured on a liveness clock: a loaded box that starves a healthy node stops it.
+    clock = LivenessClock(("owner-0", "owner-1", "owner-2"))
+    fed = Federation(tmp_path, node_timeout=2.0, clock=clock)
     try:
         fed.spawn("owner-0", n_owners=300, shards="0:100", budget=4.0, dataset=DATA)
         fed.spawn("owner-1", n_owners=300, shards="100:200", budget=4.0, dataset=DATA)
@@ -144,6 +147,7 @@ def test_a_node_killed_mid_ring_is_dropped_and_the_ring_rerun(tmp_path):
             while fed.server.dispatcher.relayed < 30:
                 time.sleep(0.002)
             os.kill(victim.pid, signal.SIGKILL)
+            clock.forget("owner-2")
 
         killer = threading.Thread(target=kill_mid_ring)
         killer.start()

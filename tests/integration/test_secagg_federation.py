@@ -10,6 +10,7 @@ import signal
 import numpy as np
 import pytest
 from fedharness import Federation
+from liveness import LivenessClock
 
 from privfed.common.boosting.wire import empty_history, owner_weights
 from privfed.common.ledger import Ledger
@@ -120,7 +121,8 @@ def test_a_node_killed_after_the_key_agreement_is_recovered(tmp_path, monkeypatc
     split = (N_OWNERS - victim_owners) // 2
     nodes = {"owner-0": f"0:{split}", "owner-1": f"{split}:{N_OWNERS - victim_owners}"}
     nodes["owner-2"] = f"{N_OWNERS - victim_owners}:{N_OWNERS}"
-    fed = Federation(tmp_path, node_timeout=2.0)
+    clock = LivenessClock(nodes)  # silence counts only while the nodes expected alive show life
+    fed = Federation(tmp_path, node_timeout=2.0, clock=clock)
     killed, graphs = [], []
     hook = "on_key_shares" if when == "keys" else "input_requests"
     original = getattr(SecAggServer, hook)
@@ -129,6 +131,7 @@ def test_a_node_killed_after_the_key_agreement_is_recovered(tmp_path, monkeypatc
         out = original(self, *args)
         if not killed:
             os.kill(victim.pid, signal.SIGKILL)
+            clock.forget("owner-2")
             victim.wait(10)
             killed.append(sorted(o for o in self.keyed if o.startswith("owner-2")))
             graphs.append(neighbour_graph(self.run_id, self.members))

@@ -6,9 +6,13 @@ but not sent, the safe side).
 
 "Mid-round" is made deterministic without timing: the big node is frozen with SIGSTOP as soon
 as its ledger shows its first debits, with most of its tasks still unanswered, and SIGTERM is
-delivered while it is frozen (it runs when SIGCONT thaws the node)."""
+delivered while it is frozen (it runs when SIGCONT thaws the node).
 
-import json
+The mid-round case waits for the coordinator to give up on the stopped node (its node timeout): its
+coordinator runs in this process (``fedharness``) and measures that silence on a liveness clock
+(``liveness``), so a loaded box that starves the healthy node cannot make it look dead too. The
+cases that signal the coordinator run the ``privfed coordinator`` process."""
+
 import os
 import signal
 import socket
@@ -16,13 +20,18 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from fedharness import Federation
+from liveness import LivenessClock
 
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
+from privfed.owner.data import federation_split
 from privfed.owner.node import CHUNK
+from privfed.server.strategies import make_strategy
 
 pytestmark = pytest.mark.slow
 
@@ -42,9 +51,10 @@ def free_port() -> int:
 
 
 class Cluster:
-    """A `privfed coordinator` process (task lr) and two `privfed owner` processes."""
+    """A `privfed coordinator` process (task lr) and the `privfed owner` processes of ``owners`` (of two:
+    a node left out never registers, so the round cannot start), all started at once."""
 
-    def __init__(self, tmp: Path, *, node_timeout: float):
+    def __init__(self, tmp: Path, *, node_timeout: float, owners: tuple[str, ...] = ("owner-0", "owner-1")):
         self.tmp = tmp
         self.certs = tmp / "certs"
         subprocess.run(
@@ -81,6 +91,8 @@ class Cluster:
             ],
         )
         for name, shards in (("owner-0", f"0:{BIG}"), ("owner-1", f"{BIG}:{N}")):
+            if name not in owners:
+                continue
             self.spawn(
                 name,
                 [
@@ -111,37 +123,14 @@ class Cluster:
         log = open(self.tmp / f"{name}.log", "w")
         self.procs[name] = subprocess.Popen([*CLI, *args], stdout=log, stderr=subprocess.STDOUT)
 
-    def debits(self, name: str) -> int:
-        """Releases recorded so far in a node's ledger (read while the node writes: WAL mode)."""
-        if not self.ledgers[name].exists():
-            return 0
-        conn = sqlite3.connect(self.ledgers[name], timeout=5)
-        try:
-            return conn.execute("SELECT COUNT(*) FROM releases").fetchone()[0]
-        except sqlite3.OperationalError:  # tables not created yet
-            return 0
-        finally:
-            conn.close()
-
     def freeze_mid_round(self, name: str) -> int:
-        """SIGSTOP ``name`` at its first debits; return how many it had made by then."""
-        proc, deadline = self.procs[name], time.monotonic() + WAIT
-        while self.debits(name) == 0:
-            assert proc.poll() is None and time.monotonic() < deadline, self.logs()
-            time.sleep(0.005)
-        os.kill(proc.pid, signal.SIGSTOP)
-        return self.debits(name)
+        return freeze_mid_round(self.procs[name], self.ledgers[name], self.logs)
 
     def terminate_frozen(self, name: str) -> None:
-        pid = self.procs[name].pid
-        os.kill(pid, signal.SIGTERM)  # pending while stopped; handled once thawed
-        os.kill(pid, signal.SIGCONT)
+        terminate_frozen(self.procs[name])
 
     def wait(self, name: str, timeout: float = WAIT) -> int | None:
-        try:
-            return self.procs[name].wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            return None
+        return wait(self.procs[name], timeout)
 
     def wait_for_log(self, name: str, text: str) -> None:
         """Until ``text`` appears in ``name``'s log (the process must stay alive meanwhile)."""
@@ -159,6 +148,41 @@ class Cluster:
                 os.kill(proc.pid, signal.SIGCONT)
                 proc.kill()
                 proc.wait()
+
+
+def debits(ledger: Path) -> int:
+    """Releases recorded so far in a node's ledger (read while the node writes: WAL mode)."""
+    if not ledger.exists():
+        return 0
+    conn = sqlite3.connect(ledger, timeout=5)
+    try:
+        return conn.execute("SELECT COUNT(*) FROM releases").fetchone()[0]
+    except sqlite3.OperationalError:  # tables not created yet
+        return 0
+    finally:
+        conn.close()
+
+
+def freeze_mid_round(proc: subprocess.Popen, ledger: Path, logs: Callable[[], str]) -> int:
+    """SIGSTOP the node ``proc`` at its first debits in ``ledger``; return how many it had made by then."""
+    deadline = time.monotonic() + WAIT
+    while debits(ledger) == 0:
+        assert proc.poll() is None and time.monotonic() < deadline, logs()
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGSTOP)
+    return debits(ledger)
+
+
+def terminate_frozen(proc: subprocess.Popen) -> None:
+    os.kill(proc.pid, signal.SIGTERM)  # pending while stopped; handled once thawed
+    os.kill(proc.pid, signal.SIGCONT)
+
+
+def wait(proc: subprocess.Popen, timeout: float = WAIT) -> int | None:
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def ledger_state(path: Path) -> dict[str, list[dict]]:
@@ -183,32 +207,42 @@ def assert_consistent(history: dict[str, list[dict]]) -> set[str]:
 
 
 def test_owner_sigterm_mid_round_exits_0_and_every_received_share_was_debited(tmp_path):
-    cluster = Cluster(tmp_path, node_timeout=3.0)
+    """The lr job of :class:`Cluster` (one round, every owner asked at once), its coordinator in this
+    process: it completes the round without the stopped node once that node is silent for the node
+    timeout, counted on a liveness clock while the healthy node shows life (module docstring)."""
+    _, test = federation_split("synthetic", seed=5, test_fraction=0.2, n_samples=10000)  # DATASET's split
+    clock = LivenessClock(("owner-0", "owner-1"))
+    fed = Federation(tmp_path, node_timeout=3.0, n_nodes=2, clock=clock)
+    ledgers = {name: tmp_path / f"{name}.sqlite" for name in ("owner-0", "owner-1")}
     try:
-        seen = cluster.freeze_mid_round("owner-0")
+        big = fed.spawn("owner-0", n_owners=N, shards=f"0:{BIG}", budget=EPSILON, dataset=DATASET)
+        small = fed.spawn("owner-1", n_owners=N, shards=f"{BIG}:{N}", budget=EPSILON, dataset=DATASET)
+        strategy = make_strategy("lr", solver="local", epsilon=EPSILON, n_classes=test.n_classes, bounds=test.bounds)
+        job, box = fed.run_in_thread(strategy, N)
+        seen = freeze_mid_round(big, ledgers["owner-0"], lambda: fed.log("owner-0") + fed.log("owner-1"))
         assert 0 < seen < BIG  # frozen mid-round: most of its tasks unanswered
-        cluster.terminate_frozen("owner-0")
-        owner_code = cluster.wait("owner-0", STOP_WAIT)
-        # The coordinator completes the round without the silent node (after --node-timeout).
-        codes = [owner_code, cluster.wait("coordinator"), cluster.wait("owner-1")]
+        clock.forget("owner-0")  # silent from now on
+        terminate_frozen(big)
+        owner_code = wait(big, STOP_WAIT)
+        job.join(WAIT)  # the coordinator completes the round without the silent node (after its node timeout)
+        assert not job.is_alive(), "the job did not end"
+        fed.server.dispatcher.shutdown()  # the job is over: owner-1 is told so at its next poll and exits
+        small_code = wait(small)
     finally:
-        cluster.close()
-    assert codes == [0, 0, 0], cluster.logs()
-    debited = assert_consistent(ledger_state(cluster.ledgers["owner-0"]))
+        fed.close()
+    assert [owner_code, small_code] == [0, 0], fed.log("owner-0") + fed.log("owner-1")
+    debited = assert_consistent(ledger_state(ledgers["owner-0"]))
     assert len(debited) <= seen + CHUNK  # it stopped working on the round: at most one more chunk
-    assert assert_consistent(ledger_state(cluster.ledgers["owner-1"])) == {
-        owner_id("owner-1", i) for i in range(BIG, N)
-    }
-    report = json.loads(next((tmp_path / "runs").glob("*/report.json")).read_text())
-    assert report["lost_nodes"] == ["owner-0"]
-    received = {oid for oid, eps in report["epsilon_by_owner"].items() if eps > 0 and oid.startswith("owner-0.")}
+    assert assert_consistent(ledger_state(ledgers["owner-1"])) == {owner_id("owner-1", i) for i in range(BIG, N)}
+    outcome = box["outcome"]
+    assert outcome.lost_nodes == ["owner-0"]
+    received = {oid for oid, eps in outcome.epsilon_by_owner.items() if eps > 0 and oid.startswith("owner-0.")}
     assert received <= debited  # a share left the node only after its debit (the rest: debited, never sent)
 
 
 def test_owner_sigterm_while_waiting_for_tasks_exits_0_without_spending(tmp_path):
-    cluster = Cluster(tmp_path, node_timeout=3.0)
+    cluster = Cluster(tmp_path, node_timeout=3.0, owners=("owner-0",))  # owner-1 never registers: no round
     try:
-        cluster.procs["owner-1"].send_signal(signal.SIGSTOP)  # never registers: the round can't start
         cluster.wait_for_log("owner-0", "registered")
         cluster.procs["owner-0"].send_signal(signal.SIGTERM)
         code = cluster.wait("owner-0", STOP_WAIT)
@@ -240,10 +274,8 @@ def test_compose_stop_mid_round_owners_then_coordinator_all_exit_0(tmp_path):
 
 
 def test_coordinator_sigterm_while_waiting_for_owners_exits_0(tmp_path):
-    cluster = Cluster(tmp_path, node_timeout=3.0)
+    cluster = Cluster(tmp_path, node_timeout=3.0, owners=())  # no owner registers
     try:
-        for name in ("owner-0", "owner-1"):  # no owner gets to register
-            cluster.procs[name].send_signal(signal.SIGSTOP)
         cluster.wait_for_log("coordinator", "listening")
         cluster.procs["coordinator"].send_signal(signal.SIGTERM)
         code = cluster.wait("coordinator", STOP_WAIT)

@@ -1,5 +1,7 @@
-"""A coordinator clock for the fault matrix whose seconds pass only while the nodes the test expects
-alive show it, so a loaded machine cannot make a healthy node look dead.
+"""A coordinator clock for the tests whose seconds pass only while the nodes the test expects alive
+show it, so a loaded machine cannot make a healthy node look dead (the fault matrix, and every
+integration test that kills or freezes a node and waits for the node timeout: ``fedharness.Federation``
+takes one as ``clock``).
 
 The coordinator declares a node lost once it has been silent for longer than its node timeout
 (``Dispatcher(clock=...)`` measures it). On the wall clock, a box whose CPU is taken by other work
@@ -13,7 +15,9 @@ its silence is counted, at the wall clock's pace, for as long as the healthy nod
 So on a quiet box nothing changes (the clock is the wall clock), and on a loaded one a node is
 declared lost only after it has been silent while the others were not.
 
-The clock is fed by :class:`HeldCalls`, one per gRPC call, from the fault interceptor.
+The clock is fed by :class:`LivenessInterceptor` (one :class:`HeldCalls` per gRPC call). A node that
+never calls stops it for good: after ``wall_limit`` wall-clock seconds it runs at the wall clock's pace
+whatever the nodes do, so a broken test fails on its own timeouts instead of hanging.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import math
 import threading
 import time
 from collections.abc import Iterable
+
+import grpc
 
 from privfed.proto import privfed_pb2 as pb
 
@@ -45,8 +51,9 @@ class LivenessClock:
     """Seconds that pass only while every node in ``expected`` is visibly alive (module docstring).
     A node not heard from yet is not: a process still starting on a loaded box stops the clock."""
 
-    def __init__(self, expected: Iterable[str]):
+    def __init__(self, expected: Iterable[str], wall_limit: float = 600.0):
         self._lock = threading.Lock()
+        self._wall_limit = time.monotonic() + wall_limit
         self._expected = set(expected)
         self._held: dict[str, int] = {}
         self._last: dict[str, float] = {}
@@ -63,7 +70,7 @@ class LivenessClock:
         node stopped showing life (nodes change state only at events, which advance first)."""
         now = time.monotonic()
         alive_until = now
-        for node in self._expected:
+        for node in self._expected if now < self._wall_limit else ():
             if not self._held.get(node):
                 alive_until = min(alive_until, self._last.get(node, -math.inf) + GRACE)
         self._seconds += max(0.0, alive_until - self._real)
@@ -119,3 +126,49 @@ class HeldCalls:
             count, self._count = self._count, 0
             if count and self._clock is not None and self._node is not None:
                 self._clock.held(self._node, -count)
+
+
+class LivenessInterceptor(grpc.ServerInterceptor):
+    """Tells ``clock`` which node calls the coordinator holds: each request message of a node call
+    counts from its arrival until it is answered (its answer serialized) or its call ends."""
+
+    def __init__(self, clock: LivenessClock):
+        self.clock = clock
+
+    def intercept_service(self, continuation, handler_call_details):
+        handler = continuation(handler_call_details)
+        if handler is None or (handler.unary_unary is None and handler.stream_stream is None):
+            return handler
+        decode, encode = handler.request_deserializer, handler.response_serializer
+        held = HeldCalls(self.clock, handler_call_details.method)
+
+        def arrived(data: bytes):
+            held.arrived(data)
+            return decode(data) if decode is not None else data
+
+        def answered(response):
+            data = encode(response) if encode is not None else response
+            held.answered()
+            return data
+
+        if handler.stream_stream is not None:  # a node's Session: each message and each answer
+            stream = handler.stream_stream
+
+            def session(requests, context):
+                try:
+                    yield from stream(requests, context)
+                finally:
+                    held.ended()
+
+            return grpc.stream_stream_rpc_method_handler(
+                session, request_deserializer=arrived, response_serializer=answered
+            )
+        unary = handler.unary_unary
+
+        def call(request, context):
+            try:
+                return unary(request, context)
+            finally:
+                held.ended()
+
+        return grpc.unary_unary_rpc_method_handler(call, request_deserializer=arrived, response_serializer=answered)
