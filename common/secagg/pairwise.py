@@ -262,13 +262,10 @@ class SecAggOwner:
             self._boxes[v] = self._box_for(v).bound_to(self._pair_keys[v])  # module docstring, step 1
         self._seeds = [secrets.token_bytes(shamir.SECRET_BYTES) for _ in range(msg.rounds)]
         xs = range(1, len(self.neighbours) + 1)
-        split = [shamir.split(secret, xs, self.threshold) for secret in [secret_bytes_of(self._mask_key), *self._seeds]]
+        shares = shamir.split_joined([secret_bytes_of(self._mask_key), *self._seeds], xs, self.threshold)
         return KeyShares(
             self.owner_id,
-            tuple(
-                seal_share(self._boxes[v], self.run_id, b"".join(shares[x] for shares in split))
-                for x, v in zip(xs, self.neighbours)
-            ),
+            tuple(seal_share(self._boxes[v], self.run_id, shares[x]) for x, v in zip(xs, self.neighbours)),
         )
 
     # ------------------------------------------------------------------ step 2

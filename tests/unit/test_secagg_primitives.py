@@ -34,6 +34,40 @@ def test_shamir_shares_are_the_polynomial_at_each_point_and_any_t_recover_the_se
         shamir.combine({x: shares[x] for x in range(1, 7)}, 7)
 
 
+@pytest.mark.parametrize("n_secrets,n,t", [(1, 3, 2), (11, 16, 9), (11, 20, 11), (3, 40, 40)])
+def test_shamir_joined_shares_are_each_secrets_polynomial_at_each_point(n_secrets, n, t):
+    """``split_joined`` evaluates the secrets' polynomials packed in one integer: each secret's slice of the
+    joined shares is a degree t-1 polynomial at the points (its t-th finite difference is zero mod p) and any
+    t of them recover that secret."""
+    secrets_ = [secrets.token_bytes(shamir.SECRET_BYTES) for _ in range(n_secrets)]
+    joined = shamir.split_joined(secrets_, range(1, n + 1), t)
+    assert all(len(v) == n_secrets * shamir.SHARE_BYTES for v in joined.values())
+    for i, secret in enumerate(secrets_):
+        shares = {x: v[i * shamir.SHARE_BYTES : (i + 1) * shamir.SHARE_BYTES] for x, v in joined.items()}
+        values = [int.from_bytes(shares[x], "big") for x in range(1, n + 1)]
+        assert all(v < shamir.PRIME for v in values)
+        diffs = values
+        for _ in range(t):
+            diffs = [(b - a) % shamir.PRIME for a, b in zip(diffs, diffs[1:])]
+        assert set(diffs) <= {0}
+        assert shamir.combine({x: shares[x] for x in range(n - t + 1, n + 1)}, t) == secret
+
+
+def test_shamir_packed_reduction_is_mod_p_in_every_slot_and_draws_again_at_or_above_p(monkeypatch):
+    """The packed fold reduces every slot mod p, values in [p, 2^384) included (the rare path), and a coefficient
+    draw with any slot at or above p is drawn again (else the shares would not be uniform)."""
+    packing = shamir._packing(4, 40, 40)
+    width = 8 * packing.slot
+    slots = [shamir.PRIME, 2**384 - 1, shamir.PRIME - 1, 2 ** (width - 2) + 12345]
+    packed = sum(v << (width * (len(slots) - 1 - i)) for i, v in enumerate(slots))
+    expected = b"".join((v % shamir.PRIME).to_bytes(shamir.SHARE_BYTES, "big") for v in slots)
+    assert packing.shares(packed) == expected
+    draws = iter([b"\xff" * shamir.SHARE_BYTES * 4, bytes(range(48)) * 4])
+    monkeypatch.setattr(shamir.secrets, "token_bytes", lambda n: next(draws))
+    value = shamir._uniform_packed(packing)
+    assert value == sum(int.from_bytes(bytes(range(48)), "big") << (width * i) for i in range(4))
+
+
 def test_a_turned_box_is_the_peers_box():
     """``Box.turned()`` (a node holding both owners' keys) opens and seals as the peer's own box does."""
     from privfed.common.secagg.boxes import AadFields, Box, generate_private_key, public_bytes
