@@ -270,27 +270,38 @@ def _traced(where: str) -> str | None:
     return None
 
 
-def work_trace(X, y, spec) -> tuple[list[tuple[str, str]], object]:
-    """Every call into the project's code and numpy's Python layer while a real owner core answers ``spec`` for
-    an owner of rows ``X``, bound to its row accounts as a node binds them (``sys.setprofile``: no clock), in
-    order, and the answer. The garbage collector is
-    run before and held off during the answer: a finalizer of an earlier test's object is no part of it."""
+def owner_core(X, y) -> tuple[LocalOwner, OwnerCore]:
+    """One owner of rows ``X``, ``y``, bound to its row accounts as a node binds them, and a real core over it."""
     owner = LocalOwner(
         "node-0.o00000", X, y, np.random.Generator(np.random.PCG64(1)), K, BOUNDS, row_keys=tuple(row_digests(X, y))
     )
-    core = OwnerCore([owner], Ledger(":memory:", epsilon_budget=BUDGET, delta_budget=1e-3))
-    calls: list[tuple[str, str]] = []
+    return owner, OwnerCore([owner], Ledger(":memory:", epsilon_budget=BUDGET, delta_budget=1e-3))
+
+
+def traced_answer(core: OwnerCore, owner_id: str, spec, on_call: Callable[[str, object], None]) -> pb.Result:
+    """``core``'s answer to ``spec`` for ``owner_id``, with ``on_call(where, frame)`` told of every call into the
+    project's code and numpy's Python layer (``sys.setprofile``: no clock). The garbage collector is run before and
+    held off during the answer: a finalizer of an earlier test's object is no part of it."""
 
     def profile(frame, event, arg):
         if event == "call" and (where := _traced(frame.f_code.co_filename)) is not None:
-            calls.append((where, frame.f_code.co_name))
+            on_call(where, frame)
 
     gc.collect()
     gc.disable()
     sys.setprofile(profile)
     try:
-        (result,) = core.answer([Task("t", owner.owner_id, "run-1", spec)]).results
+        (result,) = core.answer([Task("t", owner_id, "run-1", spec)]).results
     finally:
         sys.setprofile(None)
         gc.enable()
+    return result
+
+
+def work_trace(X, y, spec) -> tuple[list[tuple[str, str]], object]:
+    """Every call into the project's code and numpy's Python layer while a real owner core answers ``spec`` for
+    an owner of rows ``X`` (:func:`traced_answer`), in order, and the answer."""
+    owner, core = owner_core(X, y)
+    calls: list[tuple[str, str]] = []
+    result = traced_answer(core, owner.owner_id, spec, lambda where, frame: calls.append((where, frame.f_code.co_name)))
     return calls, result.payload

@@ -187,6 +187,20 @@ def owner_command(
     return cmd + (["--insecure"] if certs is None else ["--certs", str(tls_dir(certs, name))])
 
 
+def without_local_schema(cmd: list[str]) -> list[str]:
+    """``cmd`` (an :func:`owner_command`) minus ``--bounds`` and ``--classes``: the node checks its rows against the
+    schema the coordinator sends, or against a ``--schema FILE`` the caller adds."""
+    out, skip = [], False
+    for part in cmd:
+        if skip:
+            skip = False
+        elif part in ("--bounds", "--classes"):
+            skip = True
+        elif not part.startswith("--bounds="):
+            out.append(part)
+    return out
+
+
 def _owner_flag(flag: str) -> bool:
     """Whether ``privfed owner`` has ``flag`` (the tests run while the owner CLI changes)."""
     from privfed.deploy.cli import build_parser

@@ -18,19 +18,13 @@ reports (7-124; ``labels="rr"``'s length is ``n``).
 
 from __future__ import annotations
 
-import gc
 import logging
-import sys
 
 import numpy as np
 import pytest
-from differential import BOUNDS, BUDGET, CASES, K, _traced
+from differential import CASES, K, owner_core, traced_answer
 
-from privfed.common.ledger import Ledger
 from privfed.common.tasks import Task
-from privfed.owner.core import OwnerCore
-from privfed.owner.data import row_digests
-from privfed.owner.local import LocalOwner
 
 #: Rows of the owner: not a power of two, nor a feature or class count, so an array of n rows is told by its shape.
 N = 37
@@ -44,29 +38,16 @@ def row_shaped_calls(spec) -> dict[str, int]:
     """Calls (by ``file:function``) given an array with ``N`` in its shape while a real owner core answers ``spec``
     for an owner of ``N`` rows, after a warm-up answer (imports and caches)."""
     rng = np.random.default_rng(5)
-    X, y = rng.uniform(0.0, 1.0, (N, 2)), rng.integers(0, K, N)
-    owner = LocalOwner(
-        "node-0.o00000", X, y, np.random.Generator(np.random.PCG64(1)), K, BOUNDS, row_keys=tuple(row_digests(X, y))
-    )
-    core = OwnerCore([owner], Ledger(":memory:", epsilon_budget=BUDGET, delta_budget=1e-3))
+    owner, core = owner_core(rng.uniform(0.0, 1.0, (N, 2)), rng.integers(0, K, N))
     core.answer([Task("warm-up", owner.owner_id, "run-0", spec)])
     calls: dict[str, int] = {}
 
-    def profile(frame, event, arg):
-        if event == "call" and (where := _traced(frame.f_code.co_filename)) is not None:
-            if any(isinstance(v, np.ndarray) and N in v.shape for v in frame.f_locals.values()):
-                name = f"{where}:{frame.f_code.co_name}"
-                calls[name] = calls.get(name, 0) + 1
+    def on_call(where, frame):
+        if any(isinstance(v, np.ndarray) and N in v.shape for v in frame.f_locals.values()):
+            name = f"{where}:{frame.f_code.co_name}"
+            calls[name] = calls.get(name, 0) + 1
 
-    gc.collect()
-    gc.disable()
-    sys.setprofile(profile)
-    try:
-        (result,) = core.answer([Task("t", owner.owner_id, "run-1", spec)]).results
-    finally:
-        sys.setprofile(None)
-        gc.enable()
-    assert result.payload is not None
+    assert traced_answer(core, owner.owner_id, spec, on_call).payload is not None
     return calls
 
 

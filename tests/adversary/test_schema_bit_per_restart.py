@@ -17,7 +17,7 @@ import sqlite3
 import subprocess
 
 import numpy as np
-from hostile import OwnerProcess, kind, ncc_task, owner_command, refusal_code, write_rows
+from hostile import OwnerProcess, kind, ncc_task, owner_command, refusal_code, without_local_schema, write_rows
 
 D = 2
 LABELS = {"owner-0": 7, "owner-1": 2}
@@ -36,20 +36,6 @@ def _schema(classes):
     ).to_json()
 
 
-def _without_local_schema(cmd):
-    """``privfed owner`` as hostile.py starts it, minus ``--bounds`` and ``--classes``: the rows are
-    checked against the schema the coordinator sends."""
-    out, skip = [], False
-    for part in cmd:
-        if skip:
-            skip = False
-        elif part in ("--bounds", "--classes"):
-            skip = True
-        elif not part.startswith("--bounds="):
-            out.append(part)
-    return out
-
-
 def test_a_new_schema_after_a_restart_is_refused_without_reading_the_rows(tmp_path, coordinator, certs):
     files = {
         n: write_rows(tmp_path / f"{n}.csv", np.array([[0.25, 0.5]]), np.array([lab])) for n, lab in LABELS.items()
@@ -59,7 +45,7 @@ def test_a_new_schema_after_a_restart_is_refused_without_reading_the_rows(tmp_pa
     def start_both():
         nodes = {}
         for name, data in files.items():
-            cmd = _without_local_schema(
+            cmd = without_local_schema(
                 owner_command(
                     coordinator.port, name, data=data, n_owners=1, ledger=tmp_path / f"{name}.sqlite", certs=certs
                 )

@@ -25,7 +25,7 @@ import sqlite3
 import subprocess
 
 import numpy as np
-from hostile import BUDGET, OwnerProcess, kind, lr_task, owner_command, refusal_code
+from hostile import BUDGET, OwnerProcess, kind, lr_task, owner_command, refusal_code, without_local_schema
 
 #: The file: a header and one row, its label 1.
 CSV = "a,b,y\n0.25,0.75,1\n"
@@ -47,15 +47,7 @@ REORDERED = _schema(("b", "a"), (1, 0))
 
 def _pinned(cmd, schema_file):
     """``privfed owner`` as hostile.py starts it, with ``--schema FILE`` instead of ``--bounds``/``--classes``."""
-    out, skip = [], False
-    for part in cmd:
-        if skip:
-            skip = False
-        elif part in ("--bounds", "--classes"):
-            skip = True
-        else:
-            out.append(part)
-    return [*out, "--schema", str(schema_file)]
+    return [*without_local_schema(cmd), "--schema", str(schema_file)]
 
 
 def _accounts(ledger):
