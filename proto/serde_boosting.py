@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from privfed.common.errors import RemoteProtocolError
+from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.learners.logistic import LinearModel
 from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.learners.stump import Stump
@@ -136,6 +136,10 @@ def learner_to_proto(learner: Learner) -> pb.BoostLearner:
             )
         )
     if isinstance(learner, NearestCentroidModel):
+        if learner.bounds is not None or learner.priors is not None or learner.variance != 1.0:
+            # The wire form is the paper's nearest centroid (§3.5.1), what a boosted NCC round fits: the owners
+            # would evaluate another rule than the coordinator's, so refuse rather than drop these.
+            raise ConfigError("a boosted nearest centroid travels without bounds, priors or variance")
         return pb.BoostLearner(
             nearest_centroid=pb.NearestCentroid(
                 centroids=matrix_to_proto(learner.centroids), classes=np.asarray(learner.classes).tolist()

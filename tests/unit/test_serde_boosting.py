@@ -32,7 +32,7 @@ from privfed.common.tasks import (
 from privfed.owner.core import handle_batch
 from privfed.owner.local import LocalOwner
 from privfed.proto import privfed_pb2 as pb
-from privfed.proto import serde
+from privfed.proto import serde, serde_boosting
 
 BOUNDS = Bounds.of(0.0, 1.0, 2)
 CONFIG = BoostConfig(
@@ -274,6 +274,21 @@ def test_a_learner_of_no_known_kind_is_refused():
     m = _evaluate()
     m.boost_evaluate.ClearField("learner")
     assert "no known kind" in _refusal(m)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [{"bounds": Bounds(np.zeros(2), np.ones(2))}, {"priors": [0.3, 0.7]}, {"variance": 0.25}],
+    ids=["bounds", "priors", "variance"],
+)
+def test_a_nearest_centroid_the_wire_cannot_carry_whole_is_refused_not_cut(extra):
+    """The wire's nearest centroid is centroids and classes: a model with more would reach the owners as another rule."""
+    model = NearestCentroidModel(CENTROIDS.centroids, **extra)
+    with pytest.raises(ConfigError, match="without bounds, priors or variance"):
+        serde_boosting.learner_to_proto(model)
+    assert serde_boosting.learner_from_proto(serde_boosting.learner_to_proto(CENTROIDS)).predict(
+        np.array([[0.2, 0.5], [0.8, 0.5]])
+    ).tolist() == [0, 1]
 
 
 def test_the_domain_objects_refuse_what_the_wire_refuses():
