@@ -216,7 +216,7 @@ class NccShare:
         Mechanism outputs in t-space. The extra last column, present for weighted shares,
         carries ``2u - 1`` for the row's scaled weight ``u`` (see :func:`ncc_share`).
     labels : ndarray (m,), int64
-        Labels as released (true labels for ``"clear"``, randomized-response outputs for ``"rr"``).
+        Labels as released (true labels for ``"clear"``, k-RR outputs for ``"rr"``, ``0..K`` with ⊥: ``ncc_rr``).
     """
 
     reports: np.ndarray
