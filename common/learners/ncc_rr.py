@@ -43,7 +43,7 @@ import numpy as np
 
 from privfed.common.errors import ConfigError
 from privfed.common.mechanisms import KaryRandomizedResponse, Mechanism
-from privfed.common.validation import check_positive
+from privfed.common.validation import check_int, check_positive
 
 
 def pads(max_owner_rows: int | None) -> bool:
@@ -54,6 +54,7 @@ def pads(max_owner_rows: int | None) -> bool:
 def label_response(epsilon: float, n_classes: int, max_owner_rows: int | None) -> KaryRandomizedResponse | None:
     """The labels' k-RR of an rr share at ``epsilon``: over ``K + 1`` values (⊥ = ``K``) when :func:`pads`, else
     ``K``; None at ε = ∞ (labels sent exactly)."""
+    n_classes = check_int(n_classes, name="n_classes", minimum=2)  # before ⊥ is added: K >= 2 classes
     if not math.isfinite(check_positive(epsilon, name="label_epsilon", allow_inf=True)):
         return None
     return KaryRandomizedResponse(epsilon=epsilon, n_classes=n_classes + pads(max_owner_rows))
