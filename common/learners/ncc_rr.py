@@ -24,6 +24,12 @@ rows alone, whatever the number of dummies and whatever their rows (:func:`debia
 variance (:func:`class_total_variance`): ``p - q`` shrinks from ``(e^ε - 1) / (e^ε + K - 1)`` to
 ``(e^ε - 1) / (e^ε + K)``, and every dummy adds ``q (1 - q) E[a^2] / (p - q)^2`` to each class.
 
+What the reports still tell of ``n``: the debiased ⊥ count estimates the dummies ``m - n`` (the share is shuffled,
+:func:`~privfed.common.learners.ncc.shuffled`, so positions tell nothing), to ``± sqrt(count_variance)`` of the
+``K + 1``-ary k-RR: ± 2.0 rows for 40 rows in 64 reports at the label ε 3.2 of ``--task ncc --epsilon 8`` (K = 2),
+± 5.5 at 1.6. That is a post-processing of ε-LDP reports, within the per-row ε the ledger debits, as the joint
+share's weight totals are; the length itself no longer adds the count exactly.
+
 The rule (:func:`pads`, a function of the task's public ``max_owner_rows`` only, the same at the owner, which
 pads, and at the coordinator, which debiases: both read it off the task). ``K + 1`` values whenever a dummy may
 be needed: every bound but 1. Under ``max_owner_rows == 1`` (one row per owner: the tabular benchmark, the
