@@ -8,7 +8,6 @@ learner module that imports scikit-learn (and with it pandas): an owner node nev
 
 from __future__ import annotations
 
-import math
 from numbers import Integral, Real
 from typing import Self
 
@@ -41,7 +40,8 @@ from privfed.common.learners.ncc import (
 )
 from privfed.common.learners.ncc_joint import joint_encoding
 from privfed.common.learners.ncc_model import NearestCentroidModel
-from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse, make_mechanism
+from privfed.common.learners.ncc_rr import label_response
+from privfed.common.mechanisms import MECHANISMS, make_mechanism
 
 
 class InvalidEstimatorParameter(ConfigError, InvalidParameterError):
@@ -262,7 +262,8 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
             totals = joint.totals(joint.share(X, y_idx, bounds=bounds, rng=rng))
         else:
             mech = make_mechanism(self.mechanism, epsilon=eps_f, d=X.shape[1])
-            rr = KaryRandomizedResponse(epsilon=eps_l, n_classes=k) if labels == "rr" and math.isfinite(eps_l) else None
+            # one row per owner (max_owner_rows = 1): no owner pads, the K-ary k-RR (ncc_rr.pads)
+            rr = label_response(eps_l, k, max_owner_rows=1) if labels == "rr" else None
             share = ncc_share(X, y_idx, bounds=bounds, mechanism=mech, label_rr=rr, rng=rng)
             totals = ncc_totals(share, n_classes=k, d=X.shape[1], label_rr=rr)
         self.classes_, self.labels_ = classes, labels

@@ -63,6 +63,7 @@ from numpy.typing import ArrayLike
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.learners.ncc_model import centroids_from_sums
+from privfed.common.learners.ncc_rr import debiased_class_totals
 from privfed.common.mechanisms import KaryRandomizedResponse, Mechanism
 from privfed.common.validation import check_int, check_positive
 from privfed.common.work_rows import release_rows
@@ -160,12 +161,13 @@ def public_count_rows(
     bounds: Bounds,
     n_classes: int,
     rng: np.random.Generator,
+    dummy_label: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The rows, labels and weights of an NCC share of a public length: ``m = work_rows(n, bound)``
     (:func:`~privfed.common.work_rows.release_rows`: ``n``'s public grid cell, or the public ``bound`` on an
     owner's rows if less). A share is one report per row, so its length would show the private count ``n``.
-    Fewer rows are filled with dummies of weight 0 (the bounds' midpoint, a uniform label), last: the release
-    of them is :func:`shuffled`; more (``n`` above ``bound``) are subsampled to ``m``.
+    Fewer rows are filled with dummies of weight 0 (the bounds' midpoint, a uniform label, or ``dummy_label``), last:
+    the release of them is :func:`shuffled`; more (``n`` above ``bound``) are subsampled to ``m``.
 
     Dummies are unbiased for the weighted shares: a row of scaled weight ``u = 0`` sends ``(0, ..., 0, -1)``
     through the row mechanism (:func:`ncc_share`'s weight column ``2u - 1``) or ⊥ through the joint report
@@ -174,14 +176,15 @@ def public_count_rows(
     linear in the reports). They add noise (each report's variance) and loosen the post-processing caps of the
     class totals (the rows reported). Each is an ε-LDP report of an input in the mechanism's domain, as a row
     is: telling a dummy from a row costs what telling two rows apart does, within the row's ε, so ``n`` against
-    ``n + 1`` real rows is covered by the ledger's per-row ε (a row replaced by a dummy). Unweighted shares
-    under ``labels="rr"`` or ``"clear"`` count every report: no dummy is unbiased there (not called for them).
+    ``n + 1`` real rows is covered by the ledger's per-row ε (a row replaced by a dummy). An unweighted
+    ``labels="rr"`` share counts every report: its dummies report ``dummy_label`` ⊥ through a ``K + 1``-ary k-RR
+    whose ⊥ class the coordinator drops (:mod:`~privfed.common.learners.ncc_rr`); ``"clear"`` is not padded.
     """
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
     y, w = np.asarray(y), np.asarray(w, dtype=np.float64)
     keep, dummies = release_rows(X.shape[0], bound, rng)
     middle = np.broadcast_to((bounds.lo + bounds.hi) / 2.0, (dummies, bounds.d))
-    labels = rng.integers(0, n_classes, dummies)
+    labels = rng.integers(0, n_classes, dummies) if dummy_label is None else np.full(dummies, dummy_label)
     return (
         np.concatenate([X[keep], middle]),
         np.concatenate([y[keep], labels]).astype(np.int64),
@@ -213,7 +216,7 @@ class NccShare:
         Mechanism outputs in t-space. The extra last column, present for weighted shares,
         carries ``2u - 1`` for the row's scaled weight ``u`` (see :func:`ncc_share`).
     labels : ndarray (m,), int64
-        Labels as released (true labels for ``"clear"``, randomized-response outputs for ``"rr"``).
+        Labels as released (true labels for ``"clear"``, k-RR outputs for ``"rr"``, ``0..K`` with ⊥: ``ncc_rr``).
     """
 
     reports: np.ndarray
@@ -314,7 +317,8 @@ def ncc_class_sums(
     d : int
         Number of features; shares with ``d + 1`` columns are weighted (see :func:`ncc_share`).
     label_rr : KaryRandomizedResponse or None
-        The randomized response the owners used; its outputs are debiased here.
+        The randomized response the owners used, over ``K`` values or ``K + 1`` with ⊥ (dummies) last; its
+        outputs are debiased here and ⊥ dropped (:func:`~privfed.common.learners.ncc_rr.debiased_class_totals`).
 
     Returns
     -------
@@ -325,28 +329,24 @@ def ncc_class_sums(
         under randomized response or weighted noise.
     """
     n_classes = check_int(n_classes, name="n_classes", minimum=2)
-    if label_rr is not None and label_rr.n_classes != n_classes:
-        raise ConfigError(f"label_rr has {label_rr.n_classes} classes but n_classes={n_classes}")
+    values = n_classes if label_rr is None else label_rr.n_classes  # K, or K + 1 with ⊥
+    if values not in (n_classes, n_classes + 1):
+        raise ConfigError(f"label_rr has {values} values but n_classes={n_classes} (K, or K + 1 with ⊥)")
     share = NccShare.concat(shares)
     m, cols = share.reports.shape
     if cols not in (d, d + 1):
         raise ConfigError(f"NCC reports have {cols} columns; expected d={d} (unweighted) or d+1={d + 1} (weighted)")
-    if m and share.labels.max() >= n_classes:
-        raise ConfigError(f"reported label {share.labels.max()} is outside 0..{n_classes - 1}")
-    totals = np.zeros((n_classes, cols))
+    if m and share.labels.max() >= values:
+        raise ConfigError(f"reported label {share.labels.max()} is outside 0..{values - 1}")
+    totals = np.zeros((values, cols))
     np.add.at(totals, share.labels, share.reports)
     if cols == d:
-        counts = np.bincount(share.labels, minlength=n_classes).astype(np.float64)
+        counts = np.bincount(share.labels, minlength=values).astype(np.float64)
     else:  # weight column carries 2u - 1: sum_i u_i = (sum_i report_i + n_k) / 2
-        counts = (totals[:, d] + np.bincount(share.labels, minlength=n_classes)) / 2.0
-    sums = totals[:, :d]
-    if label_rr is not None:
-        # A row's value lands in its true class j with probability p and in each other class with
-        # q, so E[S_j] = q*T + (p - q)*T_j with T = sum_j S_j; debias_counts inverts this linear map,
-        # which is unbiased for any per-row quantity, not only counts.
-        sums = label_rr.debias_counts(sums.T).T
-        counts = label_rr.debias_counts(counts)
-    return sums, counts
+        counts = (totals[:, d] + np.bincount(share.labels, minlength=values)) / 2.0
+    if label_rr is None:
+        return totals[:, :d], counts
+    return debiased_class_totals(label_rr, totals[:, :d], counts, n_classes)
 
 
 def ncc_centroids(
@@ -391,7 +391,8 @@ def ncc_totals(
     shares: NccShare | Iterable[NccShare], *, n_classes: int, d: int, label_rr: KaryRandomizedResponse | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | float]:
     """:func:`ncc_class_sums` and the cap of each class total: the rows reported with that label (clear labels),
-    or all rows reported (randomized response, whose per-class counts are estimates); :func:`ncc_centroids`."""
+    or all rows reported (randomized response, whose per-class counts are estimates; with ⊥ dummies among them
+    still a cap, only looser); :func:`ncc_centroids`."""
     shares = NccShare.concat(shares)
     sums, counts = ncc_class_sums(shares, n_classes=n_classes, d=d, label_rr=label_rr)
     reported = np.bincount(shares.labels, minlength=n_classes).astype(np.float64)

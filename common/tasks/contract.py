@@ -101,7 +101,7 @@ def check_labels(labels: object, n: int, n_classes: int) -> None:
     if n and (int(y.min()) < 0 or int(y.max()) >= n_classes):
         raise ContractViolation(
             "label_out_of_range",
-            f"labels in [{int(y.min())}, {int(y.max())}], the task's classes are 0..{n_classes - 1}",
+            f"labels in [{int(y.min())}, {int(y.max())}], the task's label values are 0..{n_classes - 1}",
         )
 
 

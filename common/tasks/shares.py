@@ -3,10 +3,11 @@
 What one owner can move (the bound the contracts enforce, tested in ``tests/unit/test_contracts.py``):
 
 * nearest centroid: at most ``max_rows`` reports (``JobConfig.owner_rows_bound``, public), each a
-  possible output of the task's mechanism with a label in ``0..K-1``: exactly what an honest
-  owner of ``max_rows`` rows could send. A class centroid is a mean of such reports, so one owner
-  moves class k's estimated sum by at most ``max_rows * max_abs_output`` per coordinate and its
-  count by at most ``max_rows``. Under ``labels="joint"`` (:class:`JointNccShareReply`) at most
+  possible output of the task's mechanism with a label in ``0..K-1`` (``0..K`` under ``labels="rr"`` with ⊥:
+  :meth:`NccShareTask.label_response`): exactly what an honest owner of ``max_rows`` rows could send. A class
+  centroid is a mean of such reports, so one owner moves class k's estimated sum by at most
+  ``max_rows * max_abs_output`` per coordinate (times ``(1 - q) / (p - q)`` after the k-RR's debiasing) and its
+  count by at most ``max_rows`` (likewise). Under ``labels="joint"`` (:class:`JointNccShareReply`) at most
   ``max_rows`` pairs of a feature in ``0..d-1`` and a k-RR report in ``0..2K``, so one owner moves
   ``S_cj`` by at most ``max_rows * d / (p - q)`` and ``U_c`` by ``max_rows * (1 - 2q) / (p - q)``
   (:class:`~privfed.common.mechanisms.label_sign.LabelSignResponse`'s estimator), as an honest owner could;
@@ -26,8 +27,9 @@ from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import n_parameters
 from privfed.common.learners.ncc import LABEL_SCHEMES
 from privfed.common.learners.ncc_joint import JointLabelEncoding, joint_encoding
+from privfed.common.learners.ncc_rr import label_response
 from privfed.common.learners.stump_sampled_encoding import SampledReports
-from privfed.common.mechanisms import mechanism_of
+from privfed.common.mechanisms import KaryRandomizedResponse, mechanism_of
 from privfed.common.tasks.base import Kind, LedgerEntries, Payload
 from privfed.common.tasks.contract import (
     ContractViolation,
@@ -52,8 +54,11 @@ class NccShareTask:
     rows and labels, as ``"rr"`` sends them there).
 
     ``max_owner_rows``: the job's public bound on an owner's rows (``JobConfig.owner_rows_bound``; None: none).
-    A joint share carries ``min(2^ceil(log2 n), max_owner_rows)`` reports, its rows and weight-0 dummies or a
-    subsample (:func:`~privfed.common.learners.ncc.public_count_rows`), so its length does not show ``n``.
+    A joint or rr share carries ``min(2^ceil(log2 n), max_owner_rows)`` reports, its rows and dummies or a
+    subsample (:func:`~privfed.common.learners.ncc.public_count_rows`), so its length does not show ``n``: a
+    joint dummy has weight 0, an rr dummy the label ⊥ = ``K`` of a ``K + 1``-ary k-RR whenever a dummy may be
+    needed (:meth:`label_response`, :mod:`~privfed.common.learners.ncc_rr`). A ``"clear"`` share is one report per
+    row: its length is ``n`` (the owner opted in to clear labels).
     """
 
     mechanism: str
@@ -76,6 +81,19 @@ class NccShareTask:
         if self.labels == "rr":
             entries.append((self.label_epsilon, 0.0, "ncc-labels"))
         return entries
+
+    def label_response(self) -> KaryRandomizedResponse | None:
+        """The labels' k-RR under ``labels="rr"`` at a finite ``label_epsilon``: over ``K + 1`` values (⊥ = ``K``,
+        a dummy's) unless ``max_owner_rows == 1`` (:func:`~privfed.common.learners.ncc_rr.label_response`: one
+        rule, from the task's public fields, for the owner that pads and the coordinator that debiases); else None."""
+        if self.labels != "rr":
+            return None
+        return label_response(self.label_epsilon, self.n_classes, self.max_owner_rows)
+
+    def label_values(self) -> int:
+        """How many label values a reply may carry: ``K``, or ``K + 1`` under :meth:`label_response`'s ⊥."""
+        rr = self.label_response()
+        return self.n_classes if rr is None else rr.n_classes
 
     def joint_encoding(self) -> JointLabelEncoding | None:
         """The rows' (label, sign) encoding under ``labels="joint"`` at a finite ε; else None (rows and labels)."""
@@ -117,7 +135,7 @@ def check_ncc_reply(spec: NccShareTask, payload: Payload, limits: PublicLimits) 
     d = spec.bounds.d
     reports = check_matrix(reply.reports, "reports", (None, d))
     check_rows(reports.shape[0], limits, "report rows")
-    check_labels(reply.labels, reports.shape[0], spec.n_classes)
+    check_labels(reply.labels, reports.shape[0], spec.label_values())
     check_reports(reports, mechanism_of(spec.mechanism, spec.epsilon, d))
 
 

@@ -76,7 +76,9 @@ def fit_ncc(
     centroid without the class priors (before issue 22's priors)."""
     if not legacy:
         parts = [(train.X[i : i + 1], train.y[i : i + 1]) for i in range(train.n)]
-        config = JobConfig.from_flat(task="ncc", epsilon=epsilon, labels=labels, label_fraction=label_fraction)
+        config = JobConfig.from_flat(  # one row per owner, public (as simulate's rows_per_owner): no ⊥ dummies
+            task="ncc", epsilon=epsilon, labels=labels, label_fraction=label_fraction, max_owner_rows=1
+        )
         model = federated_model(config, parts, train.bounds, train.n_classes, rng)
         if variance == NCC_VARIANCE:
             return model

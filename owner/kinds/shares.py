@@ -7,7 +7,6 @@ parameters; under ``labels="joint"`` the same rows through the joint report) -- 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import fields
 from typing import TypeVar
@@ -18,6 +17,7 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import fit_local_logistic, fit_local_logistic_many, lr_share
 from privfed.common.learners.ncc import ncc_share, public_count_rows, shuffled
+from privfed.common.learners.ncc_rr import dummy_label
 from privfed.common.mechanisms import KaryRandomizedResponse, mechanism_of
 from privfed.common.mechanisms.base import Mechanism
 from privfed.common.tasks import (
@@ -94,24 +94,33 @@ class NccShareKind(TaskKind[NccShareTask]):
         return spec.labels == "clear"
 
     def _mechanisms(self, spec: NccShareTask) -> tuple[Mechanism, KaryRandomizedResponse | None]:
-        mechanism = mechanism_of(spec.mechanism, spec.epsilon, spec.bounds.d)
-        if spec.labels == "rr" and math.isfinite(spec.label_epsilon):
-            return mechanism, KaryRandomizedResponse(epsilon=spec.label_epsilon, n_classes=spec.n_classes)
-        if spec.labels == "rr":
-            check_positive(spec.label_epsilon, name="label_epsilon", allow_inf=True)
-        return mechanism, None
+        return mechanism_of(spec.mechanism, spec.epsilon, spec.bounds.d), spec.label_response()
+
+    @staticmethod
+    def _padded(spec: NccShareTask) -> bool:
+        """Whether the share carries the public count of reports: joint, or rr through its k-RR (finite ε)."""
+        return spec.joint_encoding() is not None or spec.label_response() is not None
 
     def _rows(
         self, spec: NccShareTask, X: np.ndarray, y: np.ndarray, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """One owner's rows, labels and weights as its share carries them: under ``labels="joint"``, exactly
-        the public ``work_rows(n, max_owner_rows)`` of them, weight-0 dummies or a subsample
-        (:func:`~privfed.common.learners.ncc.public_count_rows`); else its rows, unweighted (one report per row)."""
-        if spec.joint_encoding() is None:
+        """One owner's rows, labels and weights as its share carries them: under ``labels="joint"`` or ``"rr"``,
+        exactly the public ``work_rows(n, max_owner_rows)`` of them, dummies or a subsample
+        (:func:`~privfed.common.learners.ncc.public_count_rows`; joint dummies of weight 0, rr dummies of label ⊥,
+        :mod:`~privfed.common.learners.ncc_rr`); under ``"clear"`` (or at ε = ∞) its rows, one report per row."""
+        if not self._padded(spec):
             return X, y, None
-        return public_count_rows(
-            X, y, np.ones(len(y)), bound=spec.max_owner_rows, bounds=spec.bounds, n_classes=spec.n_classes, rng=rng
+        rows = public_count_rows(
+            X,
+            y,
+            np.ones(len(y)),
+            bound=spec.max_owner_rows,
+            bounds=spec.bounds,
+            n_classes=spec.n_classes,
+            rng=rng,
+            dummy_label=dummy_label(spec.label_response(), spec.n_classes),
         )
+        return rows if spec.joint_encoding() is not None else (*rows[:2], None)
 
     def _share(
         self, spec: NccShareTask, X: np.ndarray, y: np.ndarray, w: np.ndarray | None, rng: np.random.Generator
@@ -141,10 +150,10 @@ class NccShareKind(TaskKind[NccShareTask]):
         ]
         return [self._ordered(spec, piece, rng) for piece in pieces]
 
-    @staticmethod
-    def _ordered(spec: NccShareTask, release: Release, rng: np.random.Generator) -> Release:
-        """A joint share's reports shuffled (its dummies are last: :func:`~privfed.common.learners.ncc.shuffled`)."""
-        return release if spec.joint_encoding() is None else shuffled(release, rng)
+    @classmethod
+    def _ordered(cls, spec: NccShareTask, release: Release, rng: np.random.Generator) -> Release:
+        """A padded share's reports shuffled (its dummies are last: :func:`~privfed.common.learners.ncc.shuffled`)."""
+        return shuffled(release, rng) if cls._padded(spec) else release
 
     def validate(self, task: Task, spec: NccShareTask, view: PublicView) -> Cached | None:
         check_schema(spec.bounds, view)

@@ -15,8 +15,9 @@ from privfed.common.learners.ncc import (
     split_label_budget,
 )
 from privfed.common.learners.ncc_model import NearestCentroidModel
+from privfed.common.learners.ncc_rr import debiased_class_totals
 from privfed.common.learners.stump_sampled_encoding import SampledReports
-from privfed.common.mechanisms import MECHANISMS, KaryRandomizedResponse
+from privfed.common.mechanisms import MECHANISMS
 from privfed.common.tasks import JointNccShareReply, NccShareReply, NccShareTask, Result
 from privfed.common.validation import check_choice
 from privfed.server.strategies.base import SingleRound, shares_of
@@ -36,7 +37,7 @@ class NccStrategy(SingleRound):
     #: opted in (contract 6)
     labels: str = "auto"
     label_fraction: float = LABEL_FRACTION
-    #: the job's public bound on an owner's rows (``JobConfig.owner_rows_bound``): a joint share's length is
+    #: the job's public bound on an owner's rows (``JobConfig.owner_rows_bound``): a joint or rr share's length is
     #: ``min(2^ceil(log2 n), max_owner_rows)`` (``NccShareTask``)
     max_owner_rows: int | None = None
 
@@ -66,7 +67,8 @@ class RunningClassSums:
     The rows are added in the order they are folded, each to its reported class (``np.add.at``),
     as :func:`~privfed.common.learners.ncc.ncc_class_sums` adds the rows of all shares at once: in
     the same order, the centroids are :func:`~privfed.common.learners.ncc.ncc_centroids`'s bit for
-    bit. Randomized-response labels are debiased once, on the totals (the debiasing is linear).
+    bit. Randomized-response labels are debiased once, on the totals (the debiasing is linear), the ⊥ of the
+    dummies dropped (:mod:`~privfed.common.learners.ncc_rr`; the strategy reads the rule off the task it sent).
     Under ``labels="joint"`` each batch's unbiased class sums and weight totals
     (:meth:`~privfed.common.learners.ncc_joint.JointLabelEncoding.class_sums`, linear in the reports) are added up,
     and the centroids are :meth:`~privfed.common.learners.ncc_joint.JointLabelEncoding.centroids`' of all reports
@@ -75,8 +77,10 @@ class RunningClassSums:
 
     def __init__(self, strategy: NccStrategy) -> None:
         self._strategy = strategy
-        self._totals = np.zeros((strategy.n_classes, strategy.bounds.d))
-        self._labels = np.zeros(strategy.n_classes, dtype=np.int64)
+        self._label_rr = strategy.spec().label_response()  # rr: K + 1 values with ⊥ unless max_owner_rows == 1
+        values = strategy.n_classes if self._label_rr is None else self._label_rr.n_classes
+        self._totals = np.zeros((values, strategy.bounds.d))
+        self._labels = np.zeros(values, dtype=np.int64)
         self._weights = np.zeros(strategy.n_classes)  # joint: the estimated class weight totals
         self._rows = 0  # joint: the reports received
         self._joint = strategy.spec().joint_encoding()
@@ -98,7 +102,7 @@ class RunningClassSums:
             return
         share = NccShare.concat(NccShare(reports=r.reports, labels=r.labels) for r in replies)
         np.add.at(self._totals, share.labels, share.reports)
-        self._labels += np.bincount(share.labels, minlength=self._strategy.n_classes)
+        self._labels += np.bincount(share.labels, minlength=self._labels.shape[0])
         self._replies += len(replies)
 
     def model(self) -> NearestCentroidModel:
@@ -109,8 +113,8 @@ class RunningClassSums:
         cap: float | np.ndarray = counts
         if self._joint is not None:  # as JointLabelEncoding.centroids caps: the rows reported
             counts, cap = self._weights, float(self._rows)
-        elif s.labels == "rr" and np.isfinite(s.eps_labels):  # as ncc_class_sums and ncc_centroids debias and cap
-            label_rr = KaryRandomizedResponse(epsilon=s.eps_labels, n_classes=s.n_classes)
-            sums, counts, cap = label_rr.debias_counts(sums.T).T, label_rr.debias_counts(counts), float(counts.sum())
+        elif self._label_rr is not None:  # as ncc_class_sums and ncc_centroids debias (⊥ dropped) and cap
+            cap = float(counts.sum())  # every report, dummies too: a looser cap, still one
+            sums, counts = debiased_class_totals(self._label_rr, sums, counts, s.n_classes)
         # scale-aware, with the class priors from the same totals (issue 22)
         return NearestCentroidModel.from_sums(sums, counts, cap, s.bounds, np.arange(s.n_classes))

@@ -19,8 +19,8 @@ sequence, including edge parameters it may choose, and compares everything that 
   into the project's code and numpy's Python layer while a real owner core answers, in order.
 
 Any difference is a hole unless it is a released value (accounted in the ledger): the released scalars are
-listed in :data:`RELEASED`, the documented public cells in :data:`DOCUMENTED` (owner/core.py, "Limits"), and
-nothing else may differ. :data:`COVERAGE` names, for every kind of the registry (read through its public
+listed in :data:`RELEASED`, and nothing else may differ (an NCC share under ``labels="rr"`` too: its length was
+the row count until ``common/learners/ncc_rr.py`` padded it to the public cell, ``test_ncc_rr_row_count.py``). :data:`COVERAGE` names, for every kind of the registry (read through its public
 ``BY_NAME``), how this module drives it; a kind added to the registry fails
 :func:`test_every_kind_of_the_registry_is_driven` until it is listed here (and in :data:`CASES` if it is a
 release). The work traces found two holes (fixed in common/work_rows.py): ``pad_rows`` skipped its copy for
@@ -84,9 +84,6 @@ RELEASED = {
     "RingTotal.values",
     "MaskedInput.masked",  # y_u in Z_2^64: the input under its pairwise and self masks
 }
-#: Documented public cells (owner/core.py, "Limits"): an NCC share under ``labels="rr"`` is one report per row,
-#: its length is the owner's row count. These skeleton entries may differ in these cases, and must.
-DOCUMENTED = {"ncc_share.reports.shape", "ncc_share.reports.data", "ncc_share.labels"}
 
 
 def skeleton(msg, out: list | None = None, path: str = "") -> list:

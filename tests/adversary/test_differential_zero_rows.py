@@ -8,7 +8,8 @@ row at all. The fix (:mod:`privfed.owner.compute`, "Timing"; :attr:`privfed.owne
 computes a one-row owner's work on a public stand-in row, drops it, and answers the kind's fallback of no
 rows, which is the kind's mechanism on an empty set: the release of an owner of no rows is what it was.
 
-An NCC share under ``labels="rr"`` is left out: its length is the row count, on the wire (``DOCUMENTED``).
+An NCC share under ``labels="rr"`` was left out while its length was the row count; it carries the public cell's
+count of reports now (``common/learners/ncc_rr.py``: one report for no rows and for one, a ⊥ dummy or the row).
 """
 
 from __future__ import annotations
@@ -29,9 +30,7 @@ from privfed.proto import serde
 
 X0, Y0 = np.zeros((0, D)), np.zeros(0, dtype=np.int64)
 X1, Y1 = XB[:1], YB[:1]
-#: The length of these releases is the owner's row count (owner/core.py, "Limits"): 0 reports against 1.
-ROWS_ON_THE_WIRE = {("ncc_share", case) for case in CASES["ncc_share"] if case.startswith("rr")}
-ZERO_IDS = [c for c in CASE_IDS if c not in ROWS_ON_THE_WIRE]
+ZERO_IDS = CASE_IDS
 #: Cases the owner refuses before it reads a row (its schema, its budget, a public limit): nothing computed.
 REFUSED = {
     ("ncc_share", "over-budget"),

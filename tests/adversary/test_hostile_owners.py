@@ -39,7 +39,7 @@ from privfed.owner.core import handle_batch
 from privfed.owner.data import build_owners, federation_split
 from privfed.proto.transport import TlsFiles, channel_credentials, channel_options
 from privfed.server.config import JobConfig
-from privfed.server.main import coordinator_strategy
+from privfed.server.main import coordinator_strategy, public_rows_per_owner
 from privfed.server.strategies.base import Transport
 
 pytestmark = pytest.mark.slow
@@ -110,7 +110,8 @@ def _honest_accuracy(task: str, flags: list[str], n_owners: int, tmp: Path) -> f
         n_samples=1000,
         seed=SEED,
     )
-    strategy, _, test = coordinator_strategy(config)
+    # the coordinator's public bound on an owner's rows (an rr NCC share's length, its ⊥ dummies follow it)
+    strategy, _, test = coordinator_strategy(public_rows_per_owner(config))
     train, _ = federation_split("synthetic", seed=SEED, test_fraction=0.2, n_samples=1000)
     owners = build_owners(
         train, node_id="owner-0", n_owners=n_owners, shards=range(HONEST), seed=SEED, rng_kind="seeded", rng_seed=SEED

@@ -13,7 +13,8 @@ made the identity, the old behaviour), the same traces differ.
 
 A boosted NCC share is one report per row, so its *length* showed the count outright: it now carries exactly
 ``work_rows(n, max_owner_rows)`` reports (dummies of weight 0, or a subsample above the bound), checked on real
-owner cores for both label schemes that leave a network (``joint``, ``rr``), the release and the fallback alike.
+owner cores for both label schemes that leave a network (``joint``, ``rr``), the release and the fallback alike;
+so does a ``--task ncc`` share under ``joint`` (weight-0 dummies) and ``rr`` (⊥ dummies, ``ncc_rr``).
 """
 
 from __future__ import annotations
@@ -191,18 +192,15 @@ def _ncc_task_length(n: int, max_owner_rows: int | None, labels: str = "joint", 
     return {int(np.size(r.payload.reports)) for r in results} | {int(np.size(f.reports)) for f in fallbacks}
 
 
-def test_a_joint_ncc_share_carries_the_public_count_of_reports():
-    """``--task ncc`` under ``labels="joint"``: 300, 270 and 257 rows send 512 reports with no bound below the
-    cell, 280 under the job's bound of 280 (300 subsampled), alone and in a batch computed together."""
-    assert set().union(*(_ncc_task_length(n, None) for n in SAME_CELL)) == {512}
-    assert set().union(*(_ncc_task_length(n, 280, batch=3) for n in SAME_CELL)) == {280}
-    assert _ncc_task_length(0, 5) == {1}
-
-
-def test_positive_control_an_rr_ncc_share_is_still_as_long_as_the_rows():
-    """What is left, stated (owner/core.py, "Limits"): under ``labels="rr"`` no dummy is unbiased, so the share
-    is one report per row: its length is the count. The test above would see it."""
-    assert _ncc_task_length(300, 280, labels="rr") != _ncc_task_length(270, 280, labels="rr")
+@pytest.mark.parametrize("labels", ["joint", "rr"])
+def test_an_ncc_share_carries_the_public_count_of_reports(labels):
+    """``--task ncc`` under ``labels="joint"`` or ``"rr"`` (⊥ dummies: common/learners/ncc_rr.py; before, an rr
+    share was one report per row): 300, 270 and 257 rows send 512 reports with no bound below the cell, 280 under
+    the job's bound of 280 (300 subsampled), alone and in a batch computed together."""
+    width = 1 if labels == "joint" else D  # values per report: a joint report, or a perturbed row
+    assert set().union(*(_ncc_task_length(n, None, labels) for n in SAME_CELL)) == {512 * width}
+    assert set().union(*(_ncc_task_length(n, 280, labels, batch=3) for n in SAME_CELL)) == {280 * width}
+    assert _ncc_task_length(0, 5, labels) == {width}
 
 
 def test_the_dummies_are_shuffled_in_not_left_last(monkeypatch):
@@ -225,11 +223,13 @@ def test_the_dummies_are_shuffled_in_not_left_last(monkeypatch):
     assert bottom_positions() > 370  # the dummies' own positions: 384 on average
 
 
-def test_positive_control_a_joint_ncc_share_used_to_be_as_long_as_the_rows(monkeypatch):
+@pytest.mark.parametrize("labels", ["joint", "rr"])
+def test_positive_control_an_ncc_share_used_to_be_as_long_as_the_rows(monkeypatch, labels):
     from privfed.owner.kinds import shares
 
     monkeypatch.setattr(shares, "public_count_rows", lambda X, y, w, **kw: (X, y, w))
-    assert [_ncc_task_length(n, None) for n in (300, 270)] == [{300}, {270}]
+    width = 1 if labels == "joint" else D
+    assert [_ncc_task_length(n, None, labels) for n in (300, 270)] == [{300 * width}, {270 * width}]
 
 
 def _batch_trace(ns: tuple[int, ...], monkeypatch) -> list[tuple[int, ...]]:

@@ -5,6 +5,7 @@ replies hypothesis draws."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -168,7 +169,10 @@ def test_each_way_to_break_an_ncc_reply_has_its_code():
     assert _code(spec, NccShareReply(np.full((1, D), 2.0**41), np.zeros(1, np.int64))) == "out_of_range"
     assert _code(spec, NccShareReply(np.full((1, D), bound + 0.01), np.zeros(1, np.int64))) == "out_of_range"
     assert _code(spec, NccShareReply(np.ones((ROWS + 1, D)), np.zeros(ROWS + 1, np.int64))) == "too_many_rows"
-    assert _code(spec, NccShareReply(zeros, np.array([K]))) == "label_out_of_range"
+    check_reply(spec, NccShareReply(zeros, np.array([K])), LIMITS)  # ⊥, a dummy's k-RR value (common/learners/ncc_rr)
+    assert _code(spec, NccShareReply(zeros, np.array([K + 1]))) == "label_out_of_range"
+    one_row = dataclasses.replace(spec, max_owner_rows=1)  # one row per owner: no dummies, no ⊥
+    assert _code(one_row, NccShareReply(zeros, np.array([K]))) == "label_out_of_range"
     assert _code(spec, NccShareReply(zeros, np.array([-1]))) == "label_out_of_range"
     assert _code(spec, NccShareReply(np.zeros((1, D + 3)), np.zeros(1, np.int64))) == "shape"
     assert _code(spec, NccShareReply(zeros, np.zeros(2, np.int64))) == "shape"
@@ -240,7 +244,8 @@ def test_a_ring_total_is_two_sums_within_n_times_max_abs():
 
 
 def _ncc_sums(replies: list[NccShareReply]) -> tuple[np.ndarray, np.ndarray]:
-    return ncc_class_sums([NccShare(r.reports, r.labels) for r in replies], n_classes=K, d=D)
+    # the per-output sums before the k-RR's debiasing: under rr with ⊥ (a dummy's label K) K + 1 of them
+    return ncc_class_sums([NccShare(r.reports, r.labels) for r in replies], n_classes=_ncc().label_values(), d=D)
 
 
 @settings(max_examples=150, deadline=None)

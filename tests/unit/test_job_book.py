@@ -49,7 +49,7 @@ def test_a_reply_that_breaks_its_contract_rejects_its_owner_and_the_others_are_u
     assert [r.owner_id for r in usable] == [OWNERS[0], OWNERS[3]]  # the refusal is an answer, not a share
     assert book.rejected == {
         OWNERS[1]: "too_many_rows: 3 report rows; an owner holds at most 2 rows (public bound)",
-        OWNERS[2]: "label_out_of_range: labels in [7, 7], the task's classes are 0..1",
+        OWNERS[2]: "label_out_of_range: labels in [7, 7], the task's label values are 0..2",  # ⊥ = 2 under rr
     }
     assert book.epsilon_by_owner[OWNERS[0]] > 0 and book.epsilon_by_owner[OWNERS[1]] == 0
     assert book.contributed() == 1 and "2/4 owners rejected" in book.why() and "1/4 owners refused" in book.why()

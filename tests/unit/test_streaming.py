@@ -20,7 +20,7 @@ from privfed.common.feddpdr.subspace import ProjectorSum, WeightedSum
 from privfed.common.identity import owner_id
 from privfed.common.learners.logistic import lr_aggregate
 from privfed.common.learners.ncc import NccShare, ncc_centroids
-from privfed.common.mechanisms import KaryRandomizedResponse, make_mechanism
+from privfed.common.mechanisms import make_mechanism
 from privfed.common.tasks import LrShareReply, NccShareReply, OwnerInfo, Refusal, Result
 from privfed.server.contracts import Rejection
 from privfed.server.dispatcher import Dispatcher
@@ -72,12 +72,12 @@ def test_ncc_folded_in_task_order_is_the_materialised_aggregate_and_in_any_order
     shares = [
         NccShareReply(
             make_mechanism("duchi", epsilon=strategy.eps_features, d=D).privatize(rng.uniform(-1, 1, (m, D)), rng),
-            rng.integers(0, K, m),
+            rng.integers(0, K + (labels == "rr"), m),  # rr: ⊥ = K among the reported labels too
         )
         for m in rows
     ]
     results = [Result(f"t{i}", owner_id("n", i), s) for i, s in enumerate(shares)]
-    label_rr = KaryRandomizedResponse(epsilon=strategy.eps_labels, n_classes=K) if labels == "rr" else None
+    label_rr = strategy.spec().label_response()  # rr: K + 1 values with ⊥ (no max_owner_rows), None for clear
     exact = ncc_centroids(
         [NccShare(s.reports, s.labels) for s in shares], n_classes=K, bounds=BOUNDS, label_rr=label_rr
     )
