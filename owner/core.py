@@ -59,9 +59,11 @@ Nesterov steps, ``common/mechanisms/amp.py``; separable, one-class and saturated
 timing); rows cannot make the SVM or DP-PCA computation raise part-way (the ball scaling clamps overflows).
 The row count: the fits (LR share, DP-PCA, every SVM model and the class sums) work on its public grid cell,
 not on the count (:mod:`privfed.common.work_rows`: zero rows up to the next power of two, the SVM solvers' steps
-from the cell; ``tests/adversary/test_timing_row_count.py``), and a boosted NCC share, or a ``labels="joint"`` NCC share,
-carries ``min(2^ceil(log2 n), max_owner_rows)`` reports (weight-0 dummies shuffled in, or a subsample above the
-bound; :func:`~privfed.common.learners.ncc.public_count_rows`). One timing told 300 rows from 270 at 0.62-0.80
+from the cell; ``tests/adversary/test_timing_row_count.py``), and a boosted NCC share, or a ``labels="joint"`` or ``"rr"`` NCC
+share, carries ``min(2^ceil(log2 n), max_owner_rows)`` reports (dummies shuffled in: of weight 0, or under ``"rr"``
+reporting ⊥ through a (K + 1)-ary k-RR of the labels unless ``max_owner_rows == 1``,
+:mod:`~privfed.common.learners.ncc_rr`; or a subsample above the bound;
+:func:`~privfed.common.learners.ncc.public_count_rows`; ``tests/adversary/test_ncc_rr_row_count.py``). One timing told 300 rows from 270 at 0.62-0.80
 for the solvers, now 0.47-0.57 (``bench/row_padding.py``, two runs; standard error ~0.1). A node's
 co-hosted owners' LR shares are batched by that cell too, not by their counts (one fit for 300 and 270 rows), and the
 ledger adds each debit to as many row accounts as the cell holds (pad accounts beside the rows:
@@ -73,17 +75,16 @@ that carried the job's ``max_owner_rows`` could pad to it, at ``max_owner_rows /
 passes outside the fits (scaling and projecting an SVM share's rows, an NB report's row choice, a boosting
 evaluation's predictions, a stump share's binarising; counted with no clock by
 ``tests/adversary/test_differential_row_work.py``, which holds the LR share, ``lr_gradient`` and DP-PCA to one
-copy of the ``n`` rows into their cell); an ``ncc_share`` under ``labels="rr"`` or ``"clear"``,
-one report per row, whose length shows the count exactly (an unweighted share counts every report: a dummy
-would bias the centroids, and a weight column would cost a coordinate of every row's ε); the reports' own
-estimate of an NCC share's weight total, which is ``n`` up to its noise; a computation of another kind that raises part-way
+copy of the ``n`` rows into their cell); an ``ncc_share`` under ``labels="clear"`` (an owner's
+opt-in), one report per row, whose length shows the count exactly (a dummy's label would have to be told apart in
+the clear); the reports' own estimate of an NCC share's weight total, or of an rr share's ⊥ reports, which is
+``n`` up to its noise (± 2 rows for 40 in 64 reports at ``--epsilon 8``); a computation of another kind that raises part-way
 (then falls back sooner); a cached release sent again
 (no computation: but whether it is cached is public, the coordinator asked for it before); and a batch's
 wall time beside other work on the host. An owner of no rows (a shard left empty), which shares the first cell
 with a one-row owner, does a one-row owner's work on a public stand-in row and answers its kind's fallback of
 no rows, the mechanism on an empty set (:mod:`privfed.owner.compute`, "Timing";
-``tests/adversary/test_differential_zero_rows.py``, audit 7); an ``ncc_share`` under ``labels="rr"`` shows
-no rows as it shows every count, by its length. An owner whose rows were spent has them computed from, so
+``tests/adversary/test_differential_zero_rows.py``, audit 7). An owner whose rows were spent has them computed from, so
 what is left of the data channel reaches those rows too. Around the release (``bench/timing_paths.py``):
 a secure-sum step (ring hop, pairwise masked input) does fixed-width work on the release, at chance; a
 policy checks its rows' earlier holders whether there are any, in as many statements however many;
