@@ -23,8 +23,9 @@ What is left, stated: the grid cell, ``ceil(log2 n)``, still shows in the time (
 or LR share tasks carries the job's ``max_owner_rows`` to the owner yet, and padding every owner to the job's
 bound costs ``bound / n`` times the work (a 10^4-row owner padded to 10^5 works 10x longer), while the grid
 costs at most 2x (``bench/row_padding.py``). The O(n) element-wise work before a fit (scaling and projecting
-the rows) is not padded but for DP-PCA's (audit 11: its rows are padded before they are scaled); it is one pass
-against a fit's hundreds (``tests/adversary/test_differential_row_work.py`` counts the calls given the ``n`` rows). A release whose *shape* is ``n`` (an NCC
+the rows) runs on the cell too where the rows are padded first and the padding zeroed after each per-row step
+(:func:`zero_padding`: DP-PCA since audit 11, the SVM share since audit 12);
+``tests/adversary/test_differential_row_work.py`` counts, kind by kind, the calls still given the ``n`` rows. A release whose *shape* is ``n`` (an NCC
 share's reports: one per row) takes :func:`release_rows`' count through
 :func:`privfed.common.learners.ncc.public_count_rows` (weighted and joint shares; see :mod:`privfed.owner.core`,
 "Limits", for the rest).
@@ -94,4 +95,18 @@ def pad_rows(a: np.ndarray, rows: int, *, axis: int = -2, value: float = 0.0) ->
     return out
 
 
-__all__ = ["pad_rows", "release_rows", "work_range", "work_rows"]
+def zero_padding(a: np.ndarray, n: int, *, axis: int = -2) -> np.ndarray:
+    """``a``, rows of a grid cell that :func:`pad_rows` filled from ``n`` on, with every row from ``n`` on an exact
+    zero again: "pad first, then mask". A per-row step (a scaling, a bias feature) run on the padded rows made the
+    padding's rows non-zero; this one pass over the cell undoes it, so each step works on the cell and only
+    :func:`pad_rows`' copy on the ``n`` rows (``tests/adversary/test_differential_row_work.py``), while the real
+    rows are those the step gives ``n`` rows alone (a per-row step's row depends on that row only): the release
+    is the unpadded one's (``tests/unit/test_pad_rows.py``). ``np.where``, not a product with the mask: a
+    padding row's ``inf`` or ``-x`` times zero would be a NaN or a ``-0.0``."""
+    a = np.asarray(a)
+    trailing = a.ndim - 1 - axis % a.ndim  # the axes after the rows' axis, broadcast over
+    real = (np.arange(a.shape[axis]) < n).reshape((-1,) + (1,) * trailing)
+    return np.where(real, a, np.zeros((), dtype=a.dtype))
+
+
+__all__ = ["pad_rows", "release_rows", "work_range", "work_rows", "zero_padding"]

@@ -10,10 +10,12 @@ or to an entry point that hands them to it first.
 
 The kinds held to that here: the LR share and ``lr_gradient`` (padded since audit 10) and DP-PCA, whose rows were
 scaled, checked and clipped row by row before padding: 25-31 calls on the ``n`` rows per answer before the fix
-(``common/feddpdr/pca.py``, ``owner_pca_release``), now padded first. Still on ``n`` (measured, left: their fits
-take ``n`` for their calibration, or their release's length is ``n``): the SVM share's scaling and projection
-(34-48 calls), a boosted share's weights and binarising (11-79), an NB report's cells (19), an NCC share's
-reports (7-124; ``labels="rr"``'s length is ``n``).
+(``common/feddpdr/pca.py``, ``owner_pca_release``), now padded first. Audit 12: the SVM share's scaling, projection,
+bias feature and checks (34-46 calls on the ``n`` rows per answer, every model and scaling), now padded first and
+the padding zeroed after each per-row step (``common/work_rows.py``, ``zero_padding``); the release is the unpadded
+one's bit for bit (``tests/unit/test_padded_releases.py``). Still on ``n`` (measured, left: their fits take ``n``
+for their calibration, or their release's length is ``n``): a boosted share's weights and binarising (11-79), an NB
+report's cells (19), an NCC share's reports (7-124; ``labels="rr"``'s length is ``n``).
 """
 
 from __future__ import annotations
@@ -30,8 +32,12 @@ from privfed.common.tasks import Task
 N = 37
 #: The functions that may be given the n rows: pad_rows copies them into the cell's, and the entry points that
 #: hand them to it before anything else (a numpy function they called on them would show here too).
-PADDING = {"common/work_rows.py:pad_rows", "common/feddpdr/pca.py:owner_pca_release"}
-HELD = [(kind, case) for kind in ("lr_share", "lr_gradient", "pca_share") for case in CASES[kind]]
+PADDING = {
+    "common/work_rows.py:pad_rows",
+    "common/feddpdr/pca.py:owner_pca_release",
+    "common/feddpdr/release.py:owner_svm_release",
+}
+HELD = [(kind, case) for kind in ("lr_share", "lr_gradient", "pca_share", "svm_share") for case in CASES[kind]]
 
 
 def row_shaped_calls(spec) -> dict[str, int]:
