@@ -13,9 +13,11 @@ scaled, checked and clipped row by row before padding: 25-31 calls on the ``n`` 
 (``common/feddpdr/pca.py``, ``owner_pca_release``), now padded first. Audit 12: the SVM share's scaling, projection,
 bias feature and checks (34-46 calls on the ``n`` rows per answer, every model and scaling), now padded first and
 the padding zeroed after each per-row step (``common/work_rows.py``, ``zero_padding``); the release is the unpadded
-one's bit for bit (``tests/unit/test_padded_releases.py``). Still on ``n`` (measured, left: their fits take ``n``
-for their calibration, or their release's length is ``n``): a boosted share's weights and binarising (11-79), an NB
-report's cells (19), an NCC share's reports (7-124; ``labels="rr"``'s length is ``n``).
+one's bit for bit (``tests/unit/test_padded_releases.py``). An NB report computed every row's cell to release one
+(19 calls): now the owner draws its row by index and reads that row alone (``NaiveBayesEncoding.share_owners``, the
+same draws as before, ``tests/unit/test_naive_bayes.py``), so nothing at all works on ``n``. Still on ``n``
+(measured, left: their fits take ``n`` for their calibration, or their release's length is ``n``): a boosted
+share's weights and binarising (11-79), an NCC share's reports (7-124; ``labels="rr"``'s length is ``n``).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ PADDING = {
     "common/feddpdr/pca.py:owner_pca_release",
     "common/feddpdr/release.py:owner_svm_release",
 }
-HELD = [(kind, case) for kind in ("lr_share", "lr_gradient", "pca_share", "svm_share") for case in CASES[kind]]
+HELD = [(kind, case) for kind in ("lr_share", "lr_gradient", "pca_share", "svm_share", "nb") for case in CASES[kind]]
 
 
 def row_shaped_calls(spec) -> dict[str, int]:
