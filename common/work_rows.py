@@ -66,7 +66,10 @@ def release_rows(n: int, bound: int | None, rng: np.random.Generator) -> tuple[n
     bound read ``n`` bit by bit off the work (``tests/adversary/test_differential_kinds.py``)."""
     m = work_rows(n, bound)
     order = rng.permutation(work_rows(n))
-    keep = np.sort(order[order < n][:m])
+    real = order < n
+    chosen = np.zeros(order.size, dtype=bool)  # by row: the first m real rows of the permutation
+    chosen[order] = real & (np.cumsum(real) <= m)
+    keep = np.flatnonzero(chosen)  # sorted, by passes over the cell (a sort of the n rows' indices worked on n)
     return keep, m - keep.size
 
 
@@ -95,6 +98,14 @@ def pad_rows(a: np.ndarray, rows: int, *, axis: int = -2, value: float = 0.0) ->
     return out
 
 
+def cell_rows(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An owner's rows ``X`` (n, d) and labels ``y`` (n,) padded to ``n``'s cell (:func:`pad_rows`: zero rows,
+    class 0): what its every pass then works on, with the padding's weights zero or its rows zeroed again
+    (:func:`zero_padding`), so the ``n`` rows are read once, by this copy."""
+    rows = work_rows(np.asarray(y).shape[0])
+    return pad_rows(X, rows), pad_rows(y, rows, axis=-1)
+
+
 def zero_padding(a: np.ndarray, n: int, *, axis: int = -2) -> np.ndarray:
     """``a``, rows of a grid cell that :func:`pad_rows` filled from ``n`` on, with every row from ``n`` on an exact
     zero again: "pad first, then mask". A per-row step (a scaling, a bias feature) run on the padded rows made the
@@ -109,4 +120,4 @@ def zero_padding(a: np.ndarray, n: int, *, axis: int = -2) -> np.ndarray:
     return np.where(real, a, np.zeros((), dtype=a.dtype))
 
 
-__all__ = ["pad_rows", "release_rows", "work_range", "work_rows", "zero_padding"]
+__all__ = ["cell_rows", "pad_rows", "release_rows", "work_range", "work_rows", "zero_padding"]

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from privfed.common.errors import ConfigError
-from privfed.common.work_rows import pad_rows, zero_padding
+from privfed.common.work_rows import pad_rows, release_rows, work_rows, zero_padding
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.int64])
@@ -51,3 +51,16 @@ def test_zero_padding_zeroes_the_padding_and_keeps_the_real_rows_bit_for_bit(sha
         real, pad = np.split(got, [n], axis=axis)
         np.testing.assert_array_equal(real, np.split(a, [n], axis=axis)[0])
         assert np.all(pad == 0.0) and not np.any(np.signbit(pad))
+
+
+def test_release_rows_keeps_the_first_m_real_rows_of_its_permutation_sorted():
+    """release_rows picks its rows by passes over the cell (audit 12: it sorted the n kept indices): the same rows
+    as its definition, the first ``m`` of the cell's uniform permutation that fall below ``n``, in order."""
+    for n in [*range(0, 40), 1000, 1025]:
+        for bound in (None, 1, 3, 16, 40, 5000):
+            for seed in range(3):
+                m = work_rows(n, bound)
+                order = np.random.default_rng(seed).permutation(work_rows(n))
+                keep, dummies = release_rows(n, bound, np.random.default_rng(seed))
+                np.testing.assert_array_equal(keep, np.sort(order[order < n][:m]))
+                assert dummies == m - keep.size
