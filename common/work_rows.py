@@ -22,11 +22,13 @@ What is left, stated: the grid cell, ``ceil(log2 n)``, still shows in the time (
 ``n`` and ``2n`` rows differs by up to 2x in work): a public bound would hide it, but none of the FedDPDR
 or LR share tasks carries the job's ``max_owner_rows`` to the owner yet, and padding every owner to the job's
 bound costs ``bound / n`` times the work (a 10^4-row owner padded to 10^5 works 10x longer), while the grid
-costs at most 2x (``bench/row_padding.py``). The O(n) element-wise work before a fit (scaling and projecting
-the rows) runs on the cell too where the rows are padded first and the padding zeroed after each per-row step
-(:func:`zero_padding`: DP-PCA since audit 11, the SVM share since audit 12);
-``tests/adversary/test_differential_row_work.py`` counts, kind by kind, the calls still given the ``n`` rows. A release whose *shape* is ``n`` (an NCC
-share's reports: one per row) takes :func:`release_rows`' count through
+costs at most 2x (``bench/row_padding.py``). The O(n) work before and around a fit runs on the cell too: the
+rows are padded first (:func:`cell_rows`, :func:`pad_rows`) and, after each per-row step that made the padding
+non-zero (a scaling, a bias feature), zeroed again (:func:`zero_padding`), or weighted 0 (a boosted share's SAMME
+weights): DP-PCA since audit 11, the SVM share, a boosted share and evaluation since audit 12 (an NB report reads
+one row). ``tests/adversary/test_differential_row_work.py`` counts, kind by kind, the calls still given the ``n``
+rows, and ``bench/row_padding_answers.py`` what the padding costs a whole answer. A release whose *shape* is
+``n`` (an NCC share's reports: one per row) takes :func:`release_rows`' count through
 :func:`privfed.common.learners.ncc.public_count_rows` (weighted and joint shares; see :mod:`privfed.owner.core`,
 "Limits", for the rest).
 """
