@@ -29,7 +29,7 @@ import numpy as np
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # bench.*
 from bench.timing_stats import CLOCKS, HEADER, interleaved, pair_line, uptime  # noqa: E402
 from privfed.common.bounds import Bounds  # noqa: E402
-from privfed.common.feddpdr import centroid, multiclass, pca, svm  # noqa: E402
+from privfed.common.feddpdr import centroid, multiclass, pca, release, svm  # noqa: E402
 from privfed.common.feddpdr.choices import SVM_MODELS  # noqa: E402
 from privfed.common.feddpdr.pca import owner_pca_release  # noqa: E402
 from privfed.common.feddpdr.release import owner_svm_release  # noqa: E402
@@ -41,7 +41,7 @@ D, K, BOUND, LAM = 10, 2, 4.0, 1e-3  # bench/timing_channels.py's owner
 BOUNDS = Bounds.of(-BOUND, BOUND, D)
 SUBSPACE = np.eye(D)[:, :3]
 COUNTS = (20, 257, 300, 511)
-PADDED_MODULES = (newton, svm, multiclass, centroid, pca)
+PADDED_MODULES = (newton, svm, multiclass, centroid, pca, release)
 
 
 @contextlib.contextmanager

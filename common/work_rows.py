@@ -22,10 +22,13 @@ What is left, stated: the grid cell, ``ceil(log2 n)``, still shows in the time (
 ``n`` and ``2n`` rows differs by up to 2x in work): a public bound would hide it, but none of the FedDPDR
 or LR share tasks carries the job's ``max_owner_rows`` to the owner yet, and padding every owner to the job's
 bound costs ``bound / n`` times the work (a 10^4-row owner padded to 10^5 works 10x longer), while the grid
-costs at most 2x (``bench/row_padding.py``). The O(n) element-wise work before a fit (scaling and projecting
-the rows) is not padded but for DP-PCA's (audit 11: its rows are padded before they are scaled); it is one pass
-against a fit's hundreds (``tests/adversary/test_differential_row_work.py`` counts the calls given the ``n`` rows). A release whose *shape* is ``n`` (an NCC
-share's reports: one per row) takes :func:`release_rows`' count through
+costs at most 2x (``bench/row_padding.py``). The O(n) work before and around a fit runs on the cell too: the
+rows are padded first (:func:`cell_rows`, :func:`pad_rows`) and, after each per-row step that made the padding
+non-zero (a scaling, a bias feature), zeroed again (:func:`zero_padding`), or weighted 0 (a boosted share's SAMME
+weights): DP-PCA since audit 11, the SVM share, a boosted share and evaluation since audit 12 (an NB report reads
+one row). ``tests/adversary/test_differential_row_work.py`` counts, kind by kind, the calls still given the ``n``
+rows, and ``bench/row_padding_answers.py`` what the padding costs a whole answer. A release whose *shape* is
+``n`` (an NCC share's reports: one per row) takes :func:`release_rows`' count through
 :func:`privfed.common.learners.ncc.public_count_rows` (weighted and joint shares; see :mod:`privfed.owner.core`,
 "Limits", for the rest).
 """
@@ -65,7 +68,10 @@ def release_rows(n: int, bound: int | None, rng: np.random.Generator) -> tuple[n
     bound read ``n`` bit by bit off the work (``tests/adversary/test_differential_kinds.py``)."""
     m = work_rows(n, bound)
     order = rng.permutation(work_rows(n))
-    keep = np.sort(order[order < n][:m])
+    real = order < n
+    chosen = np.zeros(order.size, dtype=bool)  # by row: the first m real rows of the permutation
+    chosen[order] = real & (np.cumsum(real) <= m)
+    keep = np.flatnonzero(chosen)  # sorted, by passes over the cell (a sort of the n rows' indices worked on n)
     return keep, m - keep.size
 
 
@@ -94,4 +100,26 @@ def pad_rows(a: np.ndarray, rows: int, *, axis: int = -2, value: float = 0.0) ->
     return out
 
 
-__all__ = ["pad_rows", "release_rows", "work_range", "work_rows"]
+def cell_rows(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An owner's rows ``X`` (n, d) and labels ``y`` (n,) padded to ``n``'s cell (:func:`pad_rows`: zero rows,
+    class 0): what its every pass then works on, with the padding's weights zero or its rows zeroed again
+    (:func:`zero_padding`), so the ``n`` rows are read once, by this copy."""
+    rows = work_rows(np.asarray(y).shape[0])
+    return pad_rows(X, rows), pad_rows(y, rows, axis=-1)
+
+
+def zero_padding(a: np.ndarray, n: int, *, axis: int = -2) -> np.ndarray:
+    """``a``, rows of a grid cell that :func:`pad_rows` filled from ``n`` on, with every row from ``n`` on an exact
+    zero again: "pad first, then mask". A per-row step (a scaling, a bias feature) run on the padded rows made the
+    padding's rows non-zero; this one pass over the cell undoes it, so each step works on the cell and only
+    :func:`pad_rows`' copy on the ``n`` rows (``tests/adversary/test_differential_row_work.py``), while the real
+    rows are those the step gives ``n`` rows alone (a per-row step's row depends on that row only): the release
+    is the unpadded one's (``tests/unit/test_pad_rows.py``). ``np.where``, not a product with the mask: a
+    padding row's ``inf`` or ``-x`` times zero would be a NaN or a ``-0.0``."""
+    a = np.asarray(a)
+    trailing = a.ndim - 1 - axis % a.ndim  # the axes after the rows' axis, broadcast over
+    real = (np.arange(a.shape[axis]) < n).reshape((-1,) + (1,) * trailing)
+    return np.where(real, a, np.zeros((), dtype=a.dtype))
+
+
+__all__ = ["cell_rows", "pad_rows", "release_rows", "work_range", "work_rows", "zero_padding"]

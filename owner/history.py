@@ -157,21 +157,32 @@ def applied_digest(owner: LocalOwner, run_id: str) -> tuple[int, bytes] | None:
     return None if applied is None else (applied.n_kept, applied.digest)
 
 
-def history_weights(owner: LocalOwner, config: BoostConfig, history: BoostHistory) -> np.ndarray:
+def history_weights(
+    owner: LocalOwner, config: BoostConfig, history: BoostHistory, X: np.ndarray, y: np.ndarray
+) -> np.ndarray:
     """``owner``'s SAMME row weights after ``history``'s kept rounds, applying only the rounds this
     node has not applied for the run yet (all of them after a restart), and remembering the result.
+
+    ``X``, ``y``: the owner's rows and labels padded to their public row cell
+    (:func:`~privfed.common.work_rows.cell_rows`); the weights are the cell's, the padding's exactly 0 (zero
+    weights add exact zeros to every share and evaluation), so the rounds' predictions and updates work on the
+    cell, not on the private row count (audit 12, ``tests/adversary/test_differential_row_work.py``).
 
     Raises :class:`HistoryRewritten` if ``history`` does not extend what was applied (the weights
     are then not touched; :func:`check_history` refuses such a task before this is called). The
     returned array is read-only: it is also the node's cached state.
     """
     from privfed.common.boosting.wire import apply_rounds
+    from privfed.common.work_rows import zero_padding
 
     digests = _digests(config, history.kept)
     applied = owner.boost_applied.get(config.run_id)
     _check_prefix(applied_digest(owner, config.run_id), config, digests)
-    start, w = (0, np.ones(owner.n_rows)) if applied is None else (applied.n_kept, applied.weights)
-    w = apply_rounds(w, history.kept[start:], owner.X, owner.y)
+    n = owner.n_rows
+    start, w = (
+        (0, zero_padding(np.ones(y.shape[0]), n, axis=-1)) if applied is None else (applied.n_kept, applied.weights)
+    )
+    w = zero_padding(apply_rounds(w, history.kept[start:], X, y), n, axis=-1)  # the update saturates a 0 at WEIGHT_MIN
     w.setflags(write=False)
     cache = owner.boost_applied
     cache.pop(config.run_id, None)

@@ -52,7 +52,7 @@ import numpy as np
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.pca import check_unit_rows
 from privfed.common.mechanisms.gaussian import GaussianMechanism, calibrated_gaussian, gaussian_sigma
-from privfed.common.work_rows import pad_rows, work_rows
+from privfed.common.work_rows import pad_rows, work_rows, zero_padding
 
 CLASS_SUMS_SENSITIVITY = 1.0
 """L2 (Frobenius) sensitivity of ``Y^T [Z, 1]/sqrt 2`` under add/remove-one, rows ``||z|| <= 1``."""
@@ -69,8 +69,10 @@ def class_sums_release(epsilon: float, delta: float) -> GaussianMechanism | None
     return calibrated_gaussian(epsilon, delta, CLASS_SUMS_SENSITIVITY)
 
 
-def exact_class_sums(Z_unit: np.ndarray, y: np.ndarray, n_classes: int) -> np.ndarray:
-    """``Y^T [Z, 1] / sqrt 2``, shape (n_classes, k + 1); the quantity :func:`dp_class_sums` perturbs."""
+def exact_class_sums(Z_unit: np.ndarray, y: np.ndarray, n_classes: int, n: int | None = None) -> np.ndarray:
+    """``Y^T [Z, 1] / sqrt 2``, shape (n_classes, k + 1); the quantity :func:`dp_class_sums` perturbs. ``n``: the
+    real rows when ``Z_unit`` and ``y`` are padded already (zero rows after the first ``n``, whose bias column is
+    zeroed); ``None``: every row is real."""
     Z = check_unit_rows(Z_unit, "Z_unit")
     y = np.asarray(y)
     K = int(n_classes)
@@ -78,24 +80,32 @@ def exact_class_sums(Z_unit: np.ndarray, y: np.ndarray, n_classes: int) -> np.nd
         raise ConfigError(f"need n_classes >= 2 and one label per row; got {n_classes!r} and labels {y.shape}")
     if not np.issubdtype(y.dtype, np.integer) or np.any((y < 0) | (y >= K)):
         raise ConfigError(f"labels must be integers in [0, {K})")
+    n = Z.shape[0] if n is None else int(n)
     rows = work_rows(Z.shape[0])  # zero rows after the bias column: the work of n's public grid cell
-    Zb = pad_rows(np.hstack([Z, np.ones((Z.shape[0], 1))]) / math.sqrt(2.0), rows)
+    Zb = pad_rows(zero_padding(np.hstack([Z, np.ones((Z.shape[0], 1))]) / math.sqrt(2.0), n), rows)
     S = np.zeros((K, Zb.shape[1]))
     np.add.at(S, pad_rows(y, rows, axis=-1), Zb)
     return S
 
 
 def dp_class_sums(
-    Z_unit: np.ndarray, y: np.ndarray, n_classes: int, *, epsilon: float, delta: float, rng: np.random.Generator
+    Z_unit: np.ndarray,
+    y: np.ndarray,
+    n_classes: int,
+    *,
+    epsilon: float,
+    delta: float,
+    rng: np.random.Generator,
+    n: int | None = None,
 ) -> np.ndarray:
     """(epsilon, delta)-DP class sums: :func:`exact_class_sums` plus i.i.d. ``N(0, sigma^2)`` per entry.
 
     ``sigma = class_sums_sigma(epsilon, delta)`` (sensitivity 1, module docstring), released float-safely
     by :class:`~privfed.common.mechanisms.gaussian.GaussianMechanism` (SPEC §12); ``epsilon = inf``
-    adds no noise (the non-private reference).
+    adds no noise (the non-private reference). ``n``: :func:`exact_class_sums`'.
     """
     release = class_sums_release(epsilon, delta)
-    S = exact_class_sums(Z_unit, y, n_classes)
+    S = exact_class_sums(Z_unit, y, n_classes, n)
     return S if release is None else release.privatize(S, rng)
 
 

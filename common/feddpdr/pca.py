@@ -42,7 +42,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, ROW_SCALINGS
 from privfed.common.mechanisms.gaussian import GaussianMechanism, calibrated_gaussian
 from privfed.common.validation import check_int
-from privfed.common.work_rows import pad_rows, work_rows
+from privfed.common.work_rows import pad_rows, work_rows, zero_padding
 
 NEIGHBOURING_SENSITIVITY = {"add-remove": 1.0, "replace-one": math.sqrt(2.0)}
 """L2 sensitivity of ``X^T X`` for rows in the unit ball, per neighbouring relation."""
@@ -230,13 +230,11 @@ def owner_pca_release(
     contract 7; ``privfed.owner.kinds.feddpdr``).
 
     Timing: the rows are padded to ``n``'s public grid cell (:mod:`privfed.common.work_rows`) *before* they are
-    scaled, and the padding's scaled rows are zeroed by a mask of the cell's length: every pass over the rows
-    works on the cell, and only :func:`~privfed.common.work_rows.pad_rows`' copy on the ``n`` rows (audit 11,
+    scaled, and the padding's scaled rows are zeroed (:func:`~privfed.common.work_rows.zero_padding`): every pass
+    over the rows works on the cell, and only :func:`~privfed.common.work_rows.pad_rows`' copy on the ``n`` rows (audit 11,
     ``tests/adversary/test_differential_row_work.py``; the scaling and the norm checks were O(n) passes before).
     """
     n = int(np.asarray(X).shape[0])
-    rows = work_rows(n)
-    kept = (np.arange(rows) < n)[:, None]  # the real rows; the padding's scaled rows are zeroed (exact zeros in X^T X)
-    X_unit = scale_rows(pad_rows(X, rows), bounds, scaling) * kept
+    X_unit = zero_padding(scale_rows(pad_rows(X, work_rows(n)), bounds, scaling), n)  # exact zeros in X^T X
     U = dp_pca(X_unit, k, epsilon=epsilon1, delta=delta, rng=rng, neighbouring=neighbouring)
     return U, n

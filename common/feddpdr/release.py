@@ -20,6 +20,7 @@ from privfed.common.feddpdr.pca import scale_rows
 from privfed.common.feddpdr.svm import fit_dp_svm_ovr
 from privfed.common.mechanisms.objective import RANGE_WHAT
 from privfed.common.mechanisms.snapping import check_epsilon_range
+from privfed.common.work_rows import pad_rows, work_rows, zero_padding
 
 
 def check_svm_release(model: str, epsilon: float, delta: float, n_classes: int) -> None:
@@ -77,20 +78,30 @@ def owner_svm_release(
 
     Total: once the rows are read nothing raises (the solvers always return, :mod:`privfed.common.mechanisms.amp`).
 
+    Timing: the rows are padded to ``n``'s public grid cell (:mod:`privfed.common.work_rows`) *before* they are
+    scaled and projected, and the padding's rows zeroed after each per-row step that made them non-zero
+    (:func:`~privfed.common.work_rows.zero_padding`): the fits take the cell's rows and ``n`` where their
+    calibration needs it, so only :func:`~privfed.common.work_rows.pad_rows`' copy works on the ``n`` rows (audit
+    12, ``tests/adversary/test_differential_row_work.py``; 34-48 calls on them before). The real rows are those
+    of the unpadded steps, so the release is the unpadded one's for a fixed seed (``tests/unit/test_padded_releases.py``).
+
     Returns
     -------
     (W_i, n_i, per_class_eps) : W_i (K, k + 1), the release; n_i the exact local count, which is NOT
         released; per_class_eps the epsilon of each separately fitted problem (it sums to ``epsilon2``).
     """
     check_svm_release(model, epsilon2, delta, n_classes)
-    Z = project(scale_rows(X, bounds, scaling), U_global)
-    n = int(Z.shape[0])
+    n = int(np.asarray(X).shape[0])
+    rows = work_rows(n)  # pad first, then mask (common/work_rows.py): every pass below works on n's cell
+    Z = zero_padding(project(scale_rows(pad_rows(X, rows), bounds, scaling), U_global), n)
+    y = pad_rows(np.asarray(y), rows, axis=-1)  # class 0 on the zero rows: exact zeros in every sum
     if model == "ovr-huber":
-        W, eps_each = fit_dp_svm_ovr(Z, y, n_classes, epsilon=epsilon2, lam=lam, rng=rng)
+        W, eps_each = fit_dp_svm_ovr(Z, y, n_classes, epsilon=epsilon2, lam=lam, rng=rng, n=n)
         return W, n, eps_each
     if model == "centroid":
         from privfed.common.feddpdr.centroid import dp_class_sums
 
-        return dp_class_sums(Z, y, n_classes, epsilon=epsilon2, delta=delta, rng=rng), n, np.array([epsilon2])
-    W, _ = fit_dp_multiclass(add_bias_feature(Z), y, n_classes, loss=model, epsilon=epsilon2, delta=delta, rng=rng)
+        return dp_class_sums(Z, y, n_classes, epsilon=epsilon2, delta=delta, rng=rng, n=n), n, np.array([epsilon2])
+    Zb = zero_padding(add_bias_feature(Z), n)  # the multiclass fit's steps are the cell's whatever n is
+    W, _ = fit_dp_multiclass(Zb, y, n_classes, loss=model, epsilon=epsilon2, delta=delta, rng=rng)
     return W, n, np.array([float(epsilon2)])

@@ -57,7 +57,7 @@ from privfed.common.feddpdr.model import add_bias_feature
 from privfed.common.feddpdr.pca import check_unit_rows, clip_rows_to_unit_ball
 from privfed.common.mechanisms.objective import ObjectivePerturbation, perturbed
 from privfed.common.validation import check_positive
-from privfed.common.work_rows import pad_rows, work_rows
+from privfed.common.work_rows import pad_rows, work_rows, zero_padding
 
 HUBER_H = 0.5
 """Huber hinge width, the seed's and Chapelle's (2007) typical value."""
@@ -121,7 +121,7 @@ def _check_labels(y: np.ndarray, n: int) -> np.ndarray:
 
 
 def _fit_huber(
-    X: np.ndarray, Y: np.ndarray, epsilon: float, lam: float, rng: np.random.Generator, h: float
+    X: np.ndarray, Y: np.ndarray, epsilon: float, lam: float, rng: np.random.Generator, h: float, n: int
 ) -> np.ndarray:
     """The P one-vs-rest problems of ``Y`` (P x n, +-1) at ``epsilon`` each; (P, d) releases, total.
 
@@ -130,10 +130,11 @@ def _fit_huber(
     (``||x|| <= 1``). An owner with no rows fits the regulariser and the noise alone (``n`` counts as 1). The
     rows' tiny entries are zeroed first (:func:`~privfed.common.bounds.flush_tiny`: no subnormal), and
     the rows are padded with zero rows to ``n``'s public grid cell (:mod:`privfed.common.work_rows`): the mean
-    keeps its divisor ``n``, the solver's steps the cell's (``ObjectivePerturbation.public_reg``).
+    keeps its divisor ``n``, the solver's steps the cell's (``ObjectivePerturbation.public_reg``). ``X`` may be
+    padded already (``n`` real rows first, zero rows after: :func:`fit_dp_svm_ovr`'s ``n``).
     """
-    n, d = X.shape
-    rows = work_rows(n)  # zero rows: exact zeros in the gradient, the work of n's public grid cell
+    d = X.shape[1]
+    rows = work_rows(X.shape[0])  # zero rows: exact zeros in the gradient, the work of n's public grid cell
     X, Y = pad_rows(flush_tiny(X), rows), pad_rows(Y, rows, axis=-1, value=1.0)
     mech = ObjectivePerturbation(epsilon=epsilon, lam=lam, curvature=1.0 / (2.0 * h), d=d, problems=Y.shape[0])
     return mech.privatize(lambda F: _huber_gradient(F, X, Y, h, max(n, 1)), n, rng)
@@ -169,7 +170,7 @@ def fit_dp_svm(
     if not np.all(np.abs(y) == 1):
         raise ConfigError("y_pm1 must contain only -1 and +1")
     h = check_positive(h, name="h")
-    return _fit_huber(X, y[None, :], epsilon, lam, rng, h)[0]
+    return _fit_huber(X, y[None, :], epsilon, lam, rng, h, X.shape[0])[0]
 
 
 def fit_dp_svm_ovr(
@@ -181,6 +182,7 @@ def fit_dp_svm_ovr(
     lam: float,
     rng: np.random.Generator,
     h: float = HUBER_H,
+    n: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One-vs-rest epsilon-DP Huber SVM on ``[x, 1]/sqrt(2)`` (seed 004 Alg. 3 per class; SPEC §8).
 
@@ -189,6 +191,9 @@ def fit_dp_svm_ovr(
     X : ndarray (n, d), every row norm <= 1.
     y : ndarray (n,) of integer labels in ``[0, n_classes)``; ``n_classes`` is public configuration.
     epsilon : total budget, split by :func:`~privfed.common.feddpdr.choices.ovr_epsilons`.
+    n : the real rows, when ``X`` and ``y`` are padded already (the first ``n`` rows real, then zero rows;
+        :func:`~privfed.common.feddpdr.release.owner_svm_release`): their bias feature is zeroed and the mean's
+        divisor is ``n``. ``None``: every row is real.
 
     Returns
     -------
@@ -204,7 +209,9 @@ def fit_dp_svm_ovr(
     h = check_positive(h, name="h")
     classes = np.array([1]) if n_classes == 2 else np.arange(n_classes)
     Y = np.where(classes[:, None] == y[None, :], 1.0, -1.0)  # class-major, as the scores F X^T
-    F = _fit_huber(clip_rows_to_unit_ball(add_bias_feature(X)), Y, float(eps_each[0]), lam, rng, h)
+    n = X.shape[0] if n is None else int(n)
+    Xb = zero_padding(clip_rows_to_unit_ball(add_bias_feature(X)), n)
+    F = _fit_huber(Xb, Y, float(eps_each[0]), lam, rng, h, n)
     W = np.vstack([-F[0], F[0]]) if n_classes == 2 else F
     return W, eps_each
 

@@ -166,10 +166,11 @@ class NaiveBayesEncoding:
             raise ConfigError("every owner index in 0..max(owner_of_row) must hold a row")
         first = np.cumsum(count) - count
         row = order[first + np.floor(rng.random(m) * count).astype(np.int64)]
-        value = cells[row, j]
-        if not np.isfinite(self.epsilon):
-            return j, value
-        return j, self.frequency_oracle.privatize(value, rng)
+        return j, self.reports(cells[row, j], rng)
+
+    def reports(self, value: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """The reports of drawn cells ``value``: the oracle's, or the cells themselves at ε = ∞."""
+        return value if not np.isfinite(self.epsilon) else self.frequency_oracle.privatize(value, rng)
 
     def counts(
         self,

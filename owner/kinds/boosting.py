@@ -114,14 +114,45 @@ def share_key(task: Task, spec: BoostShareTask) -> str:
 
 def boost_share(owner: LocalOwner, spec: BoostShareTask) -> BoostShareReply:
     """The perturbed share of this round's base learner, with this owner's SAMME weights."""
+    return _share(spec, _weighted_rows(owner, spec), owner.n_rows, owner.rng)
+
+
+def _share(
+    spec: BoostShareTask, rows: tuple[np.ndarray, np.ndarray, np.ndarray], n: int, rng: np.random.Generator
+) -> BoostShareReply:
+    """The share of ``rows`` (rows, labels, weights on the cell, the first ``n`` real). An NCC share's rows are the
+    real ``n`` (views): ``ncc_release_rows`` pads or subsamples them to the share's public count itself."""
     plan = spec.config.releases
     steps = _steps()
-    X, y, w = steps.ncc_release_rows(plan, owner.X, owner.y, _weights(owner, spec), rng=owner.rng)
-    return share_reply(plan, steps.ordered(plan, steps.share(plan, X, y, w, rng=owner.rng), rng=owner.rng))
+    X, y, w = rows if plan.params.base != "ncc" else (rows[0][:n], rows[1][:n], rows[2][:n])
+    X, y, w = steps.ncc_release_rows(plan, X, y, w, rng=rng)
+    return share_reply(plan, steps.ordered(plan, steps.share(plan, X, y, w, rng=rng), rng=rng))
 
 
-def _weights(owner: LocalOwner, spec: BoostShareTask | BoostEvaluateTask) -> np.ndarray:
-    return history_weights(owner, spec.config, spec.history)
+def _weighted_rows(
+    owner: LocalOwner, spec: BoostShareTask | BoostEvaluateTask
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The owner's rows, labels and SAMME weights on its public row cell (``cell_rows``: zero rows of weight 0),
+    what every pass of a share or an evaluation works on: a stump's binarising and encoding, an LR fit and an
+    evaluation's predictions add exact zeros for them (audit 12, ``tests/unit/test_boost_padding.py``)."""
+    from privfed.common.work_rows import cell_rows
+
+    X, y = cell_rows(owner.X, owner.y)
+    return X, y, history_weights(owner, spec.config, spec.history, X, y)
+
+
+def _fallback_rows(
+    spec: BoostShareTask, public: PublicConfig, n_rows: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The data-independent rows of a share's fallback: the bounds' midpoint, class 0, weight 1, ``n_rows`` of
+    them (at least one for a stump share, which encodes rows that exist: an owner of none releases the midpoint's,
+    as it always has), on the cell as :func:`_weighted_rows` gives a release's (padding of weight 0)."""
+    from privfed.common.work_rows import work_rows, zero_padding
+    from privfed.owner.kinds.shares import midpoint_rows
+
+    X = midpoint_rows(public.bounds, work_rows(n_rows))
+    rows = max(n_rows, 1) if spec.config.params.base == "stump" else n_rows
+    return X, np.zeros(X.shape[0], dtype=np.int64), zero_padding(np.ones(X.shape[0]), rows, axis=-1)
 
 
 def note_run(node: NodeState, config: BoostConfig) -> None:
@@ -187,29 +218,15 @@ class BoostShareKind(TaskKind[BoostShareTask]):
     def compute_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
         """A stump run's shares of a node's owners in one vectorised draw per (config, history), from the
         generator of each group's first owner (as ``privfed.owner.kinds.shares``); other base learners one by one."""
-        return _stump_shares_of(tasks, owners, lambda spec, o: (o.X, o.y, _weights(o, spec)))
+        return _stump_shares_of(tasks, owners, lambda spec, o: _weighted_rows(o, spec))
 
     def fallback_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
-        from privfed.owner.kinds.shares import midpoint_rows
-
-        def rows(spec: BoostShareTask, o: LocalOwner) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            X = midpoint_rows(o.public.bounds, max(o.n_rows, 1))  # as ``fallback``: a stump share of rows that exist
-            return X, np.zeros(X.shape[0], dtype=np.int64), np.ones(X.shape[0])
-
-        return _stump_shares_of(tasks, owners, rows)
+        return _stump_shares_of(tasks, owners, lambda spec, o: _fallback_rows(spec, o.public, o.n_rows))
 
     def fallback(
         self, spec: BoostShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator
     ) -> BoostShareReply:
-        from privfed.owner.kinds.shares import midpoint_rows
-
-        plan = spec.config.releases
-        # a stump share encodes rows that exist: an owner of none releases the midpoint's, as it always has
-        rows = midpoint_rows(public.bounds, max(n_rows, 1) if plan.params.base == "stump" else n_rows)
-        n = rows.shape[0]
-        steps = _steps()  # as many rows as the release's (``ncc_release_rows``): the same public shape
-        X, y, w = steps.ncc_release_rows(plan, rows, np.zeros(n, dtype=np.int64), np.ones(n), rng=rng)
-        return share_reply(plan, steps.ordered(plan, steps.share(plan, X, y, w, rng=rng), rng=rng))
+        return _share(spec, _fallback_rows(spec, public, n_rows), n_rows, rng)  # a release's public shape
 
     def released(self, task: Task, spec: BoostShareTask, release: Release, owner: LocalOwner, node: NodeState) -> None:
         owner.remember(share_key(task, spec), Cached(release))
@@ -307,7 +324,7 @@ class BoostEvaluateKind(TaskKind[BoostEvaluateTask]):
 
     def compute(self, task: Task, spec: BoostEvaluateTask, owner: LocalOwner) -> np.ndarray:
         plan = spec.config.releases
-        sums = _steps().evaluation_sums(plan, spec.learner, owner.X, owner.y, _weights(owner, spec))
+        sums = _steps().evaluation_sums(plan, spec.learner, *_weighted_rows(owner, spec))
         return _steps().evaluation_release(plan, np.array([sums]), rng=owner.rng)[0]
 
     def fallback(

@@ -10,15 +10,24 @@ or to an entry point that hands them to it first.
 
 The kinds held to that here: the LR share and ``lr_gradient`` (padded since audit 10) and DP-PCA, whose rows were
 scaled, checked and clipped row by row before padding: 25-31 calls on the ``n`` rows per answer before the fix
-(``common/feddpdr/pca.py``, ``owner_pca_release``), now padded first. Still on ``n`` (measured, left: their fits
-take ``n`` for their calibration, or their release's length is ``n``): the SVM share's scaling and projection
-(34-48 calls), a boosted share's weights and binarising (11-79), an NB report's cells (19), an NCC share's
-reports (7-124; ``labels="rr"``'s length is ``n``).
+(``common/feddpdr/pca.py``, ``owner_pca_release``), now padded first. Audit 12: the SVM share's scaling, projection,
+bias feature and checks (34-46 calls on the ``n`` rows per answer, every model and scaling), now padded first and
+the padding zeroed after each per-row step (``common/work_rows.py``, ``zero_padding``); the release is the unpadded
+one's bit for bit (``tests/unit/test_padded_releases.py``). An NB report computed every row's cell to release one
+(19 calls): now the owner draws its row by index and reads that row alone (``owner/kinds/naive_bayes.py``, ``share_owners``, the
+same draws as before, ``tests/unit/test_nb_kind.py``), so nothing at all works on ``n``. A boosted share's
+SAMME weights, binarising, encoding and LR fit, and a boosting evaluation's predictions (11-79 calls): now on the
+cell (``common/work_rows.py``, ``cell_rows``: zero rows of weight 0; ``owner/history.py``), the same releases bit for
+bit (``tests/unit/test_boost_padding.py``); a boosted NCC share's rows go to the NCC code's own padding
+(``public_count_rows``: its dummies). Still on ``n``, left to the NCC code's owner: an NCC share's reports (7-124;
+``labels="rr"``'s length is ``n``).
 """
 
 from __future__ import annotations
 
+import gc
 import logging
+import sys
 
 import numpy as np
 import pytest
@@ -30,8 +39,21 @@ from privfed.common.tasks import Task
 N = 37
 #: The functions that may be given the n rows: pad_rows copies them into the cell's, and the entry points that
 #: hand them to it before anything else (a numpy function they called on them would show here too).
-PADDING = {"common/work_rows.py:pad_rows", "common/feddpdr/pca.py:owner_pca_release"}
-HELD = [(kind, case) for kind in ("lr_share", "lr_gradient", "pca_share") for case in CASES[kind]]
+#: ``public_count_rows`` is the NCC code's padding: a copy of the ``n`` rows (or a subsample) and the public count's
+#: dummies (common/learners/ncc.py), and ``ncc_release_rows`` hands a boosted NCC share's rows to it.
+PADDING = {
+    "common/work_rows.py:pad_rows",
+    "common/work_rows.py:cell_rows",
+    "common/feddpdr/pca.py:owner_pca_release",
+    "common/feddpdr/release.py:owner_svm_release",
+    "common/boosting/owner.py:ncc_release_rows",
+    "common/learners/ncc.py:public_count_rows",
+}
+HELD = [
+    (kind, case)
+    for kind in ("lr_share", "lr_gradient", "pca_share", "svm_share", "nb", "boost_share")
+    for case in CASES[kind]
+]
 
 
 def row_shaped_calls(spec) -> dict[str, int]:
@@ -56,3 +78,47 @@ def test_only_the_padding_works_on_the_private_row_count(kind, case, caplog):
     caplog.set_level(logging.CRITICAL)
     calls = row_shaped_calls(CASES[kind][case]("run-1"))
     assert set(calls) <= PADDING, f"on the {N} rows, not their cell: {calls}"
+
+
+@pytest.mark.parametrize("base", ["stump", "ncc", "lr"])
+def test_a_boosting_evaluation_works_on_the_cell(base, caplog):
+    """A ``boost_evaluate`` release (its SAMME weights after a kept round, its predictions, its clipped sums and the
+    fallback drawn with it), as the core computes it (``privfed.owner.compute.compute_release``), without its ring
+    (the secure sum's messages carry no row)."""
+    from differential import boost, kept_history
+
+    from privfed.common.boosting.wire import at_round
+    from privfed.common.tasks import BoostEvaluateTask
+    from privfed.common.tasks.steps import RingSpec
+    from privfed.owner.compute import compute_release
+    from privfed.owner.kinds import kind_of
+
+    caplog.set_level(logging.CRITICAL)
+    rng = np.random.default_rng(5)
+    owner, _ = owner_core(rng.uniform(0.0, 1.0, (N, 2)), rng.integers(0, K, N))
+    history = at_round(kept_history(base), 1)
+    spec = BoostEvaluateTask(
+        boost(base, "run-1", n_bins=4),
+        history,
+        history.kept[0].learner,
+        RingSpec("s", (owner.owner_id,), 24, 2, 8, (), {}),
+    )
+    kind, task = kind_of(spec), Task("t", owner.owner_id, "run-1", spec)
+    compute_release(kind, task, owner)  # warm-up
+    owner.boost_applied.clear()  # the weights are computed again, as for a node's first task of the run
+    calls: dict[str, int] = {}
+
+    def on_call(frame, event, arg):
+        if event == "call" and any(isinstance(v, np.ndarray) and N in v.shape for v in frame.f_locals.values()):
+            name = f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_code.co_name}"
+            calls[name] = calls.get(name, 0) + 1
+
+    gc.collect()  # as traced_answer: no finalizer of an earlier test's object runs inside the answer
+    gc.disable()
+    sys.setprofile(on_call)
+    try:
+        compute_release(kind, task, owner)
+    finally:
+        sys.setprofile(None)
+        gc.enable()
+    assert set(calls) <= {"work_rows.py:cell_rows", "work_rows.py:pad_rows"}, f"on the {N} rows: {calls}"

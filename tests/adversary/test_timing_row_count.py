@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from privfed.common.bounds import Bounds
-from privfed.common.feddpdr import centroid, multiclass, pca, svm
+from privfed.common.feddpdr import centroid, multiclass, pca, release, svm
 from privfed.common.feddpdr.choices import SVM_MODELS
 from privfed.common.learners import newton
 from privfed.common.ledger import Ledger
@@ -115,7 +115,7 @@ def test_the_fits_work_does_not_depend_on_the_row_count(name, monkeypatch):
 
 def _old_work(monkeypatch) -> None:
     """The fits as they were: on the owner's own rows, steps from its own count."""
-    for module in (newton, svm, multiclass, centroid, pca, shares):
+    for module in (newton, svm, multiclass, centroid, pca, release, shares):
         monkeypatch.setattr(module, "work_rows", lambda n: max(int(n), 1))
     monkeypatch.setattr(objective, "work_range", lambda n: (max(int(n), 1), max(int(n), 1)))
 

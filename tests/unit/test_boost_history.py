@@ -28,10 +28,11 @@ from privfed.common.learners.ncc import split_label_budget
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.ledger import Ledger
 from privfed.common.tasks import REFUSAL_TEXTS, BoostShareReply, BoostShareTask, Refusal, Task
-from privfed.common.work_rows import work_rows
+from privfed.common.work_rows import cell_rows, work_rows
 from privfed.owner import history as boosting
 from privfed.owner.core import handle_batch
-from privfed.owner.history import APPLIED_RUNS, HistoryRewritten, applied_digest, check_history, history_weights
+from privfed.owner.history import APPLIED_RUNS, HistoryRewritten, applied_digest, check_history
+from privfed.owner.history import history_weights as cell_weights
 from privfed.owner.local import LocalOwner
 from privfed.proto import serde
 
@@ -48,6 +49,13 @@ def _owner(seed: int = 0, n: int = 40) -> LocalOwner:
     X = rng.uniform(0.0, 1.0, (n, 3))
     y = ((X[:, 0] + 0.3 * rng.standard_normal(n)) > 0.5).astype(np.int64)
     return LocalOwner(f"owner-0.o{seed:05d}", X, y, np.random.Generator(np.random.PCG64(seed + 100)), 2, BOUNDS)
+
+
+def history_weights(owner: LocalOwner, config, history) -> np.ndarray:
+    """The owner's SAMME weights on its rows: those on its cell (owner/history.py) less the padding, whose are 0."""
+    w = cell_weights(owner, config, history, *cell_rows(owner.X, owner.y))
+    assert w.shape == (work_rows(owner.n_rows),) and not np.any(w[owner.n_rows :])
+    return w[: owner.n_rows]
 
 
 def _config(run: str = "run-1", **kw):
@@ -127,7 +135,7 @@ def test_a_history_that_rewrites_applied_rounds_is_refused_with_the_fixed_text(t
     applied = history_weights(owner, config, _history(2)).copy()  # what an evaluation in round 2 applied
     with pytest.raises(HistoryRewritten):
         history_weights(owner, config, later)
-    np.testing.assert_array_equal(owner.boost_applied[config.run_id].weights, applied)  # untouched
+    np.testing.assert_array_equal(owner.boost_applied[config.run_id].weights[: owner.n_rows], applied)  # untouched
     ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=10.0)
     task = Task("share", owner.owner_id, config.run_id, _wire(BoostShareTask(config, later)))
     (result,) = handle_batch([task], {owner.owner_id: owner}, ledger)

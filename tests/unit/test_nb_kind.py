@@ -19,12 +19,14 @@ import numpy as np
 import pytest
 
 from privfed.common.bounds import Bounds
+from privfed.common.errors import ConfigError
 from privfed.common.learners.naive_bayes import NaiveBayesEncoding
 from privfed.common.ledger import Ledger
 from privfed.common.tasks import NbReportReply, NbReportTask, Task, check_reply, nb_release_id
 from privfed.common.tasks.contract import ContractViolation, PublicLimits
 from privfed.deploy.inprocess import InProcessTransport
 from privfed.owner.core import OwnerCore
+from privfed.owner.kinds import naive_bayes as nb_kind
 from privfed.owner.local import LocalOwner
 from privfed.server.config import JobConfig
 from privfed.server.strategies import make_strategy
@@ -72,13 +74,13 @@ def test_a_refusal_is_the_same_for_owners_with_different_rows_and_debits_nothing
 def test_the_debit_is_on_the_ledger_before_a_row_is_read(monkeypatch):
     c = core([np.full((2, D), 4.0), np.full((2, D), 6.0)], [np.array([0, 1]), np.array([1, 1])])
     seen = []
-    real = NaiveBayesEncoding.share
+    real = nb_kind.share_owners
 
-    def reading_rows(self, X, y, rng, owner_of_row=None):
+    def reading_rows(enc, owners, rng):
         seen.append([c.ledger.has_release_id(o, nb_release_id("run-1")) for o in OWNERS])
-        return real(self, X, y, rng, owner_of_row)
+        return real(enc, owners, rng)
 
-    monkeypatch.setattr(NaiveBayesEncoding, "share", reading_rows)
+    monkeypatch.setattr(nb_kind, "share_owners", reading_rows)
     results = c.answer([task(f"t{i}", o) for i, o in enumerate(OWNERS)]).results
     assert all(isinstance(r.payload, NbReportReply) for r in results)
     assert seen and all(all(s) for s in seen)
@@ -189,3 +191,22 @@ def test_olh_reports_outside_its_output_space_break_the_contract():
         bad[0, j] = value
         with pytest.raises(ContractViolation, match="out_of_range"):
             check_reply(spec, NbReportReply(np.array([1]), bad), LIMITS)
+
+
+@pytest.mark.parametrize("epsilon", [2.0, math.inf])
+def test_share_owners_draws_the_reports_share_draws_from_the_rows_stacked(epsilon):
+    """The kind's path (each owner's row drawn by its index, only that row read: audit 12) releases, for a fixed seed,
+    what ``NaiveBayesEncoding.share`` of the stacked rows with their owner indices releases, draw for draw."""
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(-1.0, 11.0, (60, D)), rng.integers(0, K, 60)
+    enc = NaiveBayesEncoding(epsilon=epsilon, bounds=BOUNDS, n_classes=K)
+    sizes = [1, 7, 2, 33, 17]
+    edges = np.cumsum([0, *sizes])
+    owners = [(X[a:b], y[a:b]) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    for seed in range(20):
+        expected = enc.share(X, y, np.random.default_rng(seed), owner_of_row=np.repeat(np.arange(5), sizes))
+        got = nb_kind.share_owners(enc, owners, np.random.default_rng(seed))
+        for e, g in zip(expected, got, strict=True):
+            np.testing.assert_array_equal(g, e)
+    with pytest.raises(ConfigError):
+        nb_kind.share_owners(enc, [(X[:0], y[:0])], np.random.default_rng(0))

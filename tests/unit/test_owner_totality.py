@@ -209,8 +209,8 @@ def test_the_largest_alpha_kept_many_times_saturates_the_weights_and_is_released
         assert isinstance(r.payload, BoostShareReply) and is_sendable(r.payload)
         assert len(ledger.history(r.owner_id)) == 1
     for o in owners.values():
-        w = o.boost_applied["run-1"].weights
-        assert np.all(np.isfinite(w)) and np.all((w >= WEIGHT_MIN) & (w <= WEIGHT_MAX))
+        w, padding = np.split(o.boost_applied["run-1"].weights, [o.n_rows])  # the cell's: 0 on its padding
+        assert np.all(np.isfinite(w)) and np.all((w >= WEIGHT_MIN) & (w <= WEIGHT_MAX)) and not np.any(padding)
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.7, 30.0, 709.0, 1e300])
