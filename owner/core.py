@@ -72,10 +72,18 @@ ledger adds each debit to as many row accounts as the cell holds (pad accounts b
 by cell (before, one batch per distinct count: ``tests/adversary/test_timing_gradient_rows.py``).
 It does not cover (measured, not closed): the row count's cell (300 rows against 600 still differ: a task
 that carried the job's ``max_owner_rows`` could pad to it, at ``max_owner_rows / n`` times the work); the O(n)
-passes outside the fits (scaling and projecting an SVM share's rows, an NB report's row choice, a boosting
-evaluation's predictions, a stump share's binarising; counted with no clock by
-``tests/adversary/test_differential_row_work.py``, which holds the LR share, ``lr_gradient`` and DP-PCA to one
-copy of the ``n`` rows into their cell); an ``ncc_share`` under ``labels="clear"`` (an owner's
+passes outside the fits are closed but for the NCC code's: every kind but ``ncc_share`` copies its ``n`` rows once
+into their cell and does every other pass there (audit 12, counted with no clock by
+``tests/adversary/test_differential_row_work.py``: the LR share, ``lr_gradient``, DP-PCA, an SVM share, whose rows
+are padded before they are scaled and projected and whose padding is zeroed after each per-row step
+(:func:`~privfed.common.work_rows.zero_padding`); a boosted share, its SAMME weights, binarising, encoding and LR
+fit, and a boosting evaluation's predictions, on the cell's rows of weight 0
+(:func:`~privfed.common.work_rows.cell_rows`, its fallback's too); an NB report, which reads its one drawn row),
+the releases bit for bit what they were (``tests/unit/test_padded_releases.py``, ``test_boost_padding.py``,
+``test_nb_kind.py``; an evaluation's exact sums up to float summation order), at 1.0-1.66x a whole answer's CPU
+(``bench/row_padding_answers.py``). Left: :func:`~privfed.common.learners.ncc.public_count_rows` copies the ``n``
+rows and draws ``m - n`` dummy labels (per-row costs that differ, so its time follows ``n`` within the cell), and a
+sampled stump share draws ``m`` filler bits when its weighted pick hits no row (the same calls); an ``ncc_share`` under ``labels="clear"`` (an owner's
 opt-in), one report per row, whose length shows the count exactly (a dummy's label would have to be told apart in
 the clear); the reports' own estimate of an NCC share's weight total, or of an rr share's ⊥ reports, which is
 ``n`` up to its noise (± 2 rows for 40 in 64 reports at ``--epsilon 8``); a computation of another kind that raises part-way
