@@ -7,8 +7,9 @@ and by each owner node hosting a member; at 10^4 members the implementation befo
 function, called with a new run id each time (so never from its cache). Both must give the same graph (``tests/unit/test_secagg_graph_pins.py`` pins it); the
 bench checks that too before timing.
 
-Lines: ``members  baseline  candidate  old/new``, seconds, the minimum of ``--repeats`` calls of each,
-alternated in the same run, with ``uptime`` before and after.
+Lines (STYLE rule 14): ``name  baseline  candidate  ratio`` (candidate / baseline) and ``old/new`` (the
+speed-up), seconds, the median of ``--repeats`` calls of each (at least 5) on the same groups (run ids
+``bench-0``, ``bench-1``, ...), alternated in the same run, with ``uptime`` before and after.
 
     python bench/secagg_graph.py [--sizes 1000,10000] [--repeats 5]
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import statistics
 import time
 from collections.abc import Callable
 
@@ -59,9 +61,11 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000", help="members per group, comma-separated")
     parser.add_argument("--repeats", type=int, default=5, help="calls of each, alternated (default 5)")
     args = parser.parse_args()
+    if args.repeats < 5:
+        parser.error("--repeats: at least 5 (STYLE rule 14)")
     print(f"# neighbour graph of one secure-sum group, {host_info()}")
     print(f"# uptime: {os.popen('uptime').read().strip()}")
-    print(f"{'members':>8} {'baseline':>10} {'candidate':>10} {'old/new':>8}")
+    print(f"{'name':24} {'baseline':>10} {'candidate':>10} {'ratio':>7} {'old/new':>8}")
     for n in (int(s) for s in args.sizes.split(",")):
         members = tuple(sorted(f"owner-{i // 1000}.o{i:06d}" for i in range(n)))
         assert degree(n) < n - 1, "the complete graph (few members) has no cycles to time"
@@ -71,7 +75,8 @@ def main() -> None:
             run_id = f"bench-{r}"
             old.append(seconds(graph_before, run_id, members))
             new.append(seconds(neighbour_graph, run_id, members))  # a new run id: not cached
-        print(f"{n:8d} {min(old):10.4f} {min(new):10.4f} {min(old) / min(new):8.2f}")
+        base, cand = statistics.median(old), statistics.median(new)
+        print(f"{f'graph of {n} members s':24} {base:10.4f} {cand:10.4f} {cand / base:7.3f} {base / cand:8.2f}")
     print(f"# uptime: {os.popen('uptime').read().strip()}")
 
 
