@@ -41,6 +41,7 @@ demo: install
 bench: install
 	$(PY) bench/mechanisms.py
 	$(PY) bench/securesum.py
+	$(PY) bench/secagg_graph.py
 	$(PY) bench/federation.py
 	$(PY) bench/footprint.py
 	$(PY) bench/ledger.py

@@ -6,11 +6,12 @@ this host allows one (then every byte on its loopback is the job's). While the j
 process of its tree is sampled from ``/proc`` every ``POLL`` s: CPU (utime + stime), resident set
 (VmRSS) and peak resident set (VmHWM, the kernel's own high-water mark). Per job::
 
-    task N  wall_s  rounds_s  cpu_s  cpu_ms/owner  bytes/owner  coord_MB  child_MB  job_MB  node_MB  sum_MB  KB/owner  acc  ref  majority
+    task N  wall_s  rounds_s  cpu_s  coord_cpu_s  cpu_ms/owner  bytes/owner  coord_MB  child_MB  job_MB  node_MB  sum_MB  KB/owner  acc  ref  majority
 
 ``cpu_s`` is the whole tree's (the launcher's children included: data split, non-private
 reference, plot), as the kernel counts the CPU of waited-for children (``RUSAGE_CHILDREN``), so a
-process that lived between two samples counts too; ``coord_MB`` the launcher-coordinator's peak (VmHWM; with a checkout that still
+process that lived between two samples counts too; ``coord_cpu_s`` the launcher-coordinator's own
+CPU at its last sample (its children's not included); ``coord_MB`` the launcher-coordinator's peak (VmHWM; with a checkout that still
 fits the reference in the launcher's own process, that fit included), ``child_MB`` the largest
 child's peak, ``job_MB`` the coordinator's largest sampled RSS while node processes are alive, ``node_MB`` the
 largest node's peak, ``sum_MB`` the peak of the tree's summed RSS (one instant), ``KB/owner`` that
@@ -83,6 +84,8 @@ class Job:
     cpu_total_s: float | None = None
     peak_sum_mb: float = 0.0
     coord_job_mb: float = 0.0
+    #: The launcher-coordinator's own CPU (utime + stime) at its last sample.
+    coord_cpu_s: float = float("nan")
     wire_bytes: int | None = None
     accuracy: float = float("nan")
     reference: float = float("nan")
@@ -256,6 +259,7 @@ def run_job(task: str, owners: int, args: argparse.Namespace, tmp: Path) -> Job:
         cpu_total_s=used,
         peak_sum_mb=peak_sum,
         coord_job_mb=coord_job,
+        coord_cpu_s=seen[proc.pid].cpu_s if proc.pid in seen else float("nan"),
         wire_bytes=None if before is None or after is None else after - before,
         accuracy=float(point["accuracy"]),
         reference=float(report.get("reference_accuracy", float("nan"))),
@@ -272,7 +276,7 @@ def print_job(j: Job) -> None:
     n = j.owners
     per_byte = "-" if j.wire_bytes is None else f"{j.wire_bytes / n:.0f}"
     print(
-        f"{j.task:4} {n:>8}  {j.wall_s:7.1f}  {j.rounds_s:8.2f}  {j.cpu_s:6.1f}  {1000 * j.cpu_s / n:12.3f}  "
+        f"{j.task:4} {n:>8}  {j.wall_s:7.1f}  {j.rounds_s:8.2f}  {j.cpu_s:6.1f}  {j.coord_cpu_s:11.1f}  {1000 * j.cpu_s / n:12.3f}  "
         f"{per_byte:>11}  {j.peak('coordinator'):8.0f}  {j.peak('child'):8.0f}  {j.coord_job_mb:7.0f}  {j.peak('node'):7.0f}  {j.peak_sum_mb:6.0f}  "
         f"{1024 * j.peak_sum_mb / n:8.2f}  {j.accuracy:.4f}  {j.reference:.4f}  {j.majority:.4f}  load {load_average()}",
         flush=True,
@@ -329,7 +333,7 @@ def main() -> None:
         f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}, load {load_average()}"
     )
     print(
-        "task        N   wall_s  rounds_s   cpu_s  cpu_ms/owner  bytes/owner  coord_MB  child_MB  job_MB  node_MB  sum_MB  "
+        "task        N   wall_s  rounds_s   cpu_s  coord_cpu_s  cpu_ms/owner  bytes/owner  coord_MB  child_MB  job_MB  node_MB  sum_MB  "
         "KB/owner  acc     ref     majority  load (1, 5, 15 min)"
     )
     with tempfile.TemporaryDirectory(prefix="privfed-scale-") as d:

@@ -16,6 +16,7 @@ query), :mod:`privfed.deploy.offline_cli` (experiment, reproduce, export), :mod:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privfed.common.errors import PrivfedError
+from privfed.common.gc_thresholds import raised_gc_thresholds
 from privfed.deploy.argtypes import epsilon_list, listen_address, one_epsilon, positive_float, positive_int
 from privfed.deploy.cli_parser import Parser, VersionAction
 from privfed.deploy.job_flags import add_data, add_learning
@@ -328,6 +330,11 @@ def _reference(config: JobConfig) -> dict[str, Any]:
     return reference
 
 
+#: The commands whose process lives as long as a job and allocates by the million, an owner node or a
+#: coordinator: their cyclic collector runs at :data:`~privfed.common.gc_thresholds.GC_THRESHOLDS`.
+LONG_LIVED = frozenset({"owner", "coordinator", "simulate", "serve"})
+
+
 def main(argv: list[str] | None = None) -> int:
     """``privfed``: parse, run one command, map every expected failure to one line and exit 2."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -346,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     command = args.command + (f" {args.ledger_command}" if args.command == "ledger" else "")
     try:
-        return args.func(args)
+        with raised_gc_thresholds() if args.command in LONG_LIVED else contextlib.nullcontext():
+            return args.func(args)
     except BrokenPipeError:  # the reader went away (`privfed ledger show | head`): what it read was all it wanted
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's last flush does not fail again

@@ -6,7 +6,6 @@ decides which owners it speaks for."""
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import math
 import signal
@@ -32,7 +31,7 @@ from privfed.owner.data import (
     shorthand_schema,
 )
 from privfed.owner.local import LocalOwner
-from privfed.owner.node import GC_THRESHOLDS, OwnerNode
+from privfed.owner.node import OwnerNode
 from privfed.owner.policy import OwnerPolicy
 from privfed.owner.registration import DeferredOwners
 from privfed.owner.retry import ConnectError
@@ -250,7 +249,6 @@ def build_node_owners(
 def run_owner(config: OwnerConfig, tls: TlsFiles | None) -> int:
     """Load the node's rows, open its ledger and serve the coordinator until the job ends (0).
     The node is its ledger's one writer process (:func:`~privfed.common.files.sole_writer`)."""
-    gc.set_threshold(*GC_THRESHOLDS)
     policy = OwnerPolicy.read(config.policy) if config.policy is not None else None
     owners = hosted_owners(config)
     with sole_writer(config.ledger):

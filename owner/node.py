@@ -60,12 +60,6 @@ from privfed.proto.transport import (
 _T = TypeVar("_T")
 log = logging.getLogger("privfed.owner")
 
-#: The cyclic garbage collector's thresholds in a node process (``gc.set_threshold``; CPython's are 700, 10, 10).
-#: A node's work allocates containers by the million (decoded tasks, secure-sum machines, boxes, results), almost
-#: none of them in a cycle, and every live one is scanned again at each full collection: at 700, a 10^4-owner BDT
-#: node spent 1.6 s of its 24 s of CPU in the collector (9 full collections of ~0.13 s), at 20 000 0.5 s. The
-#: young generation is then at most 20 000 objects (a few MB), and cycles are still collected.
-GC_THRESHOLDS = (20_000, 10, 10)
 CHUNK = 200  # at most this many results per PushResults: keeps messages small
 PUSH_EVERY = 1.0  # seconds: push at least this often during long work so the node stays visibly alive
 #: What the coordinator answers a long poll with: PullTasks's, or a PushResults's that pulled.
