@@ -101,8 +101,8 @@ def test_a_joint_task_is_refused_on_its_public_fields_alike_whatever_the_rows(sp
 
 
 def test_the_fallback_is_the_same_joint_release_of_data_independent_rows(monkeypatch):
-    """A compute that fails after the debit releases the fallback: midpoint rows of class 0 through the same
-    joint report, one per row (the count the owner's compute would send), with the debit kept."""
+    """A compute that fails after the debit releases the fallback: the public count of dummies (weight 0, the
+    count the owner's compute would send) through the same joint report, with the debit kept."""
 
     def broken(self, task, spec, owner):
         raise RuntimeError("boom")
