@@ -99,8 +99,8 @@ class NccShareKind(TaskKind[NccShareTask]):
 
     @staticmethod
     def _padded(spec: NccShareTask) -> bool:
-        """Whether the share carries the public count of reports: joint, or rr through its k-RR (finite ε)."""
-        return spec.joint_encoding() is not None or spec.label_response() is not None
+        """Whether the share carries the public count of reports (:meth:`NccShareTask.padded`)."""
+        return spec.padded()
 
     def _rows(
         self, spec: NccShareTask, X: np.ndarray, y: np.ndarray, w: np.ndarray, rng: np.random.Generator

@@ -141,7 +141,7 @@ def test_the_released_reports_follow_the_epsilon_ldp_probabilities_of_the_joint_
 def test_the_strategy_sums_batches_into_the_encodings_centroids_and_checks_the_contract():
     rng = np.random.default_rng(3)
     X, y = rng.uniform(0, 1, (600, D)), rng.integers(0, K, 600)
-    strategy = NccStrategy(mechanism="pm", epsilon=2.0, n_classes=K, bounds=BOUNDS, labels="joint")
+    strategy = NccStrategy(mechanism="pm", epsilon=2.0, n_classes=K, bounds=BOUNDS, labels="joint", max_owner_rows=200)
     spec = strategy.spec()
     assert (spec.epsilon, spec.labels, spec.ledger_entries()) == (2.0, "joint", [(2.0, 0.0, "ncc-joint")])
     encoding = spec.joint_encoding()
