@@ -4,9 +4,11 @@ What one owner can move (the bound the contracts enforce, tested in ``tests/unit
 
 * nearest centroid: at most ``max_rows`` reports (``JobConfig.owner_rows_bound``, public), each a
   possible output of the task's mechanism with a label in ``0..K-1`` (``0..K`` under ``labels="rr"`` with ⊥:
-  :meth:`NccShareTask.label_response`): exactly what an honest owner of ``max_rows`` rows could send. A class
-  centroid is a mean of such reports, so one owner moves class k's estimated sum by at most
-  ``max_rows * max_abs_output`` per coordinate (times ``(1 - q) / (p - q)`` after the k-RR's debiasing) and its
+  :meth:`NccShareTask.label_response`), as many as an honest owner sends (a padded share: a power of two within
+  the task's bound, or the bound: :meth:`NccShareTask.check_public_count`): exactly what an honest owner of
+  ``max_rows`` rows could send. A class centroid is a mean of such reports, so one owner moves class k's
+  estimated sum by at most ``max_rows * max_abs_output`` per coordinate (times ``(1 - q) / (p - q)`` after the
+  k-RR's debiasing) and its
   count by at most ``max_rows`` (likewise). Under ``labels="joint"`` (:class:`JointNccShareReply`) at most
   ``max_rows`` pairs of a feature in ``0..d-1`` and a k-RR report in ``0..2K``, so one owner moves
   ``S_cj`` by at most ``max_rows * d / (p - q)`` and ``U_c`` by ``max_rows * (1 - 2q) / (p - q)``
