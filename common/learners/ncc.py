@@ -165,9 +165,9 @@ def public_count_rows(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The rows, labels and weights of an NCC share of a public length: ``m = work_rows(n, bound)``
     (:func:`~privfed.common.work_rows.release_rows`: ``n``'s public grid cell, or the public ``bound`` on an
-    owner's rows if less). A share is one report per row, so its length would show the private count ``n``.
-    Fewer rows are filled with dummies of weight 0 (the bounds' midpoint, a uniform label, or ``dummy_label``), last:
-    the release of them is :func:`shuffled`; more (``n`` above ``bound``) are subsampled to ``m``.
+    owner's rows if less). A share is one report per row, so its length would show the private count ``n``. Fewer
+    rows are filled with :func:`dummies` of weight 0 (the bounds' midpoint, a uniform label, or ``dummy_label``),
+    last: the release of them is :func:`shuffled`; more (``n`` above ``bound``) are subsampled to ``m``.
 
     Dummies are unbiased for the weighted shares: a row of scaled weight ``u = 0`` sends ``(0, ..., 0, -1)``
     through the row mechanism (:func:`ncc_share`'s weight column ``2u - 1``) or ⊥ through the joint report
@@ -182,14 +182,18 @@ def public_count_rows(
     """
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
     y, w = np.asarray(y), np.asarray(w, dtype=np.float64)
-    keep, dummies = release_rows(X.shape[0], bound, rng)
-    middle = np.broadcast_to((bounds.lo + bounds.hi) / 2.0, (dummies, bounds.d))
-    labels = rng.integers(0, n_classes, dummies) if dummy_label is None else np.full(dummies, dummy_label)
-    return (
-        np.concatenate([X[keep], middle]),
-        np.concatenate([y[keep], labels]).astype(np.int64),
-        np.concatenate([w[keep], np.zeros(dummies)]),
-    )
+    keep, m_dummies = release_rows(X.shape[0], bound, rng)
+    middle, labels, zeros = dummies(m_dummies, bounds=bounds, n_classes=n_classes, rng=rng, dummy_label=dummy_label)
+    return np.concatenate([X[keep], middle]), np.concatenate([y[keep], labels]), np.concatenate([w[keep], zeros])
+
+
+def dummies(
+    count: int, *, bounds: Bounds, n_classes: int, rng: np.random.Generator, dummy_label: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``count`` dummies of :func:`public_count_rows`; a padded share's fallback is its public count of them."""
+    labels = rng.integers(0, n_classes, count) if dummy_label is None else np.full(count, dummy_label)
+    middle = np.broadcast_to((bounds.lo + bounds.hi) / 2.0, (count, bounds.d))
+    return middle, labels.astype(np.int64), np.zeros(count)
 
 
 def shuffled(release: R, rng: np.random.Generator) -> R:

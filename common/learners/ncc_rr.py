@@ -39,6 +39,10 @@ label (:func:`~privfed.common.learners.ncc.public_count_rows`): its row's mean 0
 its label adds ``1 / K`` expected to each class count. At ε = ∞ there is no k-RR and no padding (the exact,
 non-private reference). ``labels="clear"`` is not padded: a dummy's label would have to be told apart in the
 clear, which shows which reports are dummies; it is an explicit owner opt-in that releases the labels anyway.
+An owner whose rows cannot afford a padded share (spent under an earlier id) answers its public count of dummies
+alone, whatever ``n`` (:class:`~privfed.owner.kinds.shares.NccShareKind`; ``n`` midpoint rows of class 0 among
+them told ``n`` by their labels, ``tests/adversary/test_ncc_fallback_row_count.py``), and the coordinator refuses a
+padded share of a count no honest owner sends (:meth:`~privfed.common.tasks.shares.NccShareTask.check_public_count`).
 """
 
 from __future__ import annotations

@@ -4,9 +4,11 @@ What one owner can move (the bound the contracts enforce, tested in ``tests/unit
 
 * nearest centroid: at most ``max_rows`` reports (``JobConfig.owner_rows_bound``, public), each a
   possible output of the task's mechanism with a label in ``0..K-1`` (``0..K`` under ``labels="rr"`` with ⊥:
-  :meth:`NccShareTask.label_response`): exactly what an honest owner of ``max_rows`` rows could send. A class
-  centroid is a mean of such reports, so one owner moves class k's estimated sum by at most
-  ``max_rows * max_abs_output`` per coordinate (times ``(1 - q) / (p - q)`` after the k-RR's debiasing) and its
+  :meth:`NccShareTask.label_response`), as many as an honest owner sends (a padded share: a power of two within
+  the task's bound, or the bound: :meth:`NccShareTask.check_public_count`): exactly what an honest owner of
+  ``max_rows`` rows could send. A class centroid is a mean of such reports, so one owner moves class k's
+  estimated sum by at most ``max_rows * max_abs_output`` per coordinate (times ``(1 - q) / (p - q)`` after the
+  k-RR's debiasing) and its
   count by at most ``max_rows`` (likewise). Under ``labels="joint"`` (:class:`JointNccShareReply`) at most
   ``max_rows`` pairs of a feature in ``0..d-1`` and a k-RR report in ``0..2K``, so one owner moves
   ``S_cj`` by at most ``max_rows * d / (p - q)`` and ``U_c`` by ``max_rows * (1 - 2q) / (p - q)``
@@ -101,6 +103,22 @@ class NccShareTask:
             return None
         return joint_encoding(self.epsilon, self.n_classes, self.bounds.d)
 
+    def padded(self) -> bool:
+        """Whether the share carries the public ``work_rows(n, max_owner_rows)`` reports (joint, or rr through its
+        k-RR at a finite ε); else (clear labels, ε = ∞) one report per row."""
+        return self.joint_encoding() is not None or self.label_response() is not None
+
+    def check_public_count(self, m: int) -> None:
+        """A padded share's ``m`` reports must be a count an honest owner sends, ``work_rows(n, max_owner_rows)``
+        for some ``n``: a power of two (at least 1, an owner of no rows sends one dummy) within the bound, or the
+        bound itself; ContractViolation ``shape`` otherwise (``tests/adversary/test_ncc_rr_hostile_reply.py``)."""
+        bound = self.max_owner_rows
+        power = m >= 1 and m & (m - 1) == 0 and (bound is None or m <= bound)
+        if self.padded() and not (power or m == bound):
+            raise ContractViolation(
+                "shape", f"{m} reports: a padded share carries a power of two, or the bound {bound}"
+            )
+
 
 @dataclass(frozen=True)
 class NccShareReply:
@@ -126,6 +144,7 @@ def check_ncc_reply(spec: NccShareTask, payload: Payload, limits: PublicLimits) 
     if encoding is not None:
         joint = reply_of(payload, JointNccShareReply)
         check_rows(int(np.asarray(joint.reports).size), limits, "report rows")
+        spec.check_public_count(int(np.asarray(joint.reports).size))
         try:
             joint.sampled(encoding)
         except ConfigError as exc:
@@ -135,6 +154,7 @@ def check_ncc_reply(spec: NccShareTask, payload: Payload, limits: PublicLimits) 
     d = spec.bounds.d
     reports = check_matrix(reply.reports, "reports", (None, d))
     check_rows(reports.shape[0], limits, "report rows")
+    spec.check_public_count(reports.shape[0])
     check_labels(reply.labels, reports.shape[0], spec.label_values())
     check_reports(reports, mechanism_of(spec.mechanism, spec.epsilon, d))
 

@@ -1,8 +1,9 @@
 """Task kinds of the LDP models (seed 002 §3.5): nearest-centroid rows and a local logistic model.
 
 Both are ε-LDP releases of values clipped to the public bounds, so any input in the mechanism's
-domain -- the rows, or the data-independent fallback (the bounds' midpoint, class 0, zero
-parameters; under ``labels="joint"`` the same rows through the joint report) -- gives the guarantee.
+domain -- the rows, or the data-independent fallback (zero parameters; a padded NCC share's public count of
+dummies, the bounds' midpoint labelled ⊥ or of weight 0; a clear one's midpoint rows of class 0) -- gives the
+guarantee.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import fit_local_logistic, fit_local_logistic_many, lr_share
-from privfed.common.learners.ncc import ncc_share, public_count_rows, shuffled
+from privfed.common.learners.ncc import dummies, ncc_share, public_count_rows, shuffled
 from privfed.common.learners.ncc_rr import dummy_label
 from privfed.common.mechanisms import KaryRandomizedResponse, mechanism_of
 from privfed.common.mechanisms.base import Mechanism
@@ -98,11 +99,11 @@ class NccShareKind(TaskKind[NccShareTask]):
 
     @staticmethod
     def _padded(spec: NccShareTask) -> bool:
-        """Whether the share carries the public count of reports: joint, or rr through its k-RR (finite ε)."""
-        return spec.joint_encoding() is not None or spec.label_response() is not None
+        """Whether the share carries the public count of reports (:meth:`NccShareTask.padded`)."""
+        return spec.padded()
 
     def _rows(
-        self, spec: NccShareTask, X: np.ndarray, y: np.ndarray, rng: np.random.Generator
+        self, spec: NccShareTask, X: np.ndarray, y: np.ndarray, w: np.ndarray, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """One owner's rows, labels and weights as its share carries them: under ``labels="joint"`` or ``"rr"``,
         exactly the public ``work_rows(n, max_owner_rows)`` of them, dummies or a subsample
@@ -113,7 +114,7 @@ class NccShareKind(TaskKind[NccShareTask]):
         rows = public_count_rows(
             X,
             y,
-            np.ones(len(y)),
+            w,
             bound=spec.max_owner_rows,
             bounds=spec.bounds,
             n_classes=spec.n_classes,
@@ -135,11 +136,11 @@ class NccShareKind(TaskKind[NccShareTask]):
         return NccShareReply(reports=share.reports, labels=share.labels)
 
     def _shares(
-        self, spec: NccShareTask, rows: Sequence[tuple[np.ndarray, np.ndarray]], rng: np.random.Generator
+        self, spec: NccShareTask, rows: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], rng: np.random.Generator
     ) -> list[Release]:
-        """The releases of several owners' ``(X, y)`` in one call of the mechanism: each row its own draw,
-        each owner its own share of its (public count of) reports."""
-        owned = [self._rows(spec, X, y, rng) for X, y in rows]
+        """The releases of several owners' ``(X, y, w)`` (``w``: 1 for a row, 0 for a dummy; joint only) in one
+        call of the mechanism: each row its own draw, each owner its own share of its (public count of) reports."""
+        owned = [self._rows(spec, X, y, w, rng) for X, y, w in rows]
         X, y = np.concatenate([o[0] for o in owned]), np.concatenate([o[1] for o in owned])
         w = None if owned[0][2] is None else np.concatenate([o[2] for o in owned if o[2] is not None])
         release = self._share(spec, X, y, w, rng)
@@ -163,28 +164,42 @@ class NccShareKind(TaskKind[NccShareTask]):
         return None
 
     def compute(self, task: Task, spec: NccShareTask, owner: LocalOwner) -> Release:
-        return self._shares(spec, [(owner.X, owner.y)], owner.rng)[0]
+        return self._shares(spec, [(owner.X, owner.y, np.ones(owner.n_rows))], owner.rng)[0]
 
     def compute_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
         out: list[Release] = [NccShareReply(np.empty((0, 0)), np.empty(0, np.int64))] * len(tasks)
         for group in same_release(tasks, owners, lambda t, o: spec_key(spec_of(t, NccShareTask))):
             spec = spec_of(tasks[group[0]], NccShareTask)
-            rows = [(owners[i].X, owners[i].y) for i in group]
+            rows = [(owners[i].X, owners[i].y, np.ones(owners[i].n_rows)) for i in group]
             for i, release in zip(group, self._shares(spec, rows, owners[group[0]].rng), strict=True):
                 out[i] = release
         return out
 
+    def _fallback_rows(
+        self, spec: NccShareTask, n_rows: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The rows of the data-independent fallback of an owner of ``n_rows`` rows. A padded share's: its public
+        count ``work_rows(n_rows, max_owner_rows)`` of dummies (:func:`~privfed.common.learners.ncc.dummies`: ⊥,
+        or a uniform class under the K-ary k-RR, weight 0), a function of its length alone; ``n_rows`` midpoint
+        rows of class 0 among ``m - n_rows`` dummies told ``n_rows`` by their labels
+        (``tests/adversary/test_ncc_fallback_row_count.py``). Else (clear labels, ε = ∞: one report per row,
+        the length is ``n_rows``) ``n_rows`` midpoint rows of class 0."""
+        if not self._padded(spec):
+            return midpoint_rows(spec.bounds, n_rows), np.zeros(n_rows, dtype=np.int64), np.ones(n_rows)
+        label = dummy_label(spec.label_response(), spec.n_classes)
+        count = work_rows(n_rows, spec.max_owner_rows)
+        return dummies(count, bounds=spec.bounds, n_classes=spec.n_classes, rng=rng, dummy_label=label)
+
     def fallback(self, spec: NccShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator) -> Release:
-        rows = midpoint_rows(public.bounds, n_rows)
-        return self._shares(spec, [(rows, np.zeros(rows.shape[0], dtype=np.int64))], rng)[0]
+        return self._shares(spec, [self._fallback_rows(spec, n_rows, rng)], rng)[0]
 
     def fallback_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
         out: list[Release] = [NccShareReply(np.empty((0, 0)), np.empty(0, np.int64))] * len(tasks)
         for group in same_release(tasks, owners, lambda t, o: spec_key(spec_of(t, NccShareTask))):
             spec = spec_of(tasks[group[0]], NccShareTask)
-            mids = [midpoint_rows(spec.bounds, owners[i].n_rows) for i in group]  # as many rows as each fallback's
-            rows = [(X, np.zeros(X.shape[0], dtype=np.int64)) for X in mids]
-            for i, release in zip(group, self._shares(spec, rows, owners[group[0]].rng), strict=True):
+            rng = owners[group[0]].rng
+            rows = [self._fallback_rows(spec, owners[i].n_rows, rng) for i in group]
+            for i, release in zip(group, self._shares(spec, rows, rng), strict=True):
                 out[i] = release
         return out
 

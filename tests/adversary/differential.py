@@ -160,6 +160,8 @@ CASES: dict[str, dict[str, Callable[[str], object]]] = {
         },
         "joint-bound-1": lambda run: NccShareTask("pm", 1.0, "joint", 0.0, K, BOUNDS, max_owner_rows=1),
         "joint-bound-3": lambda run: NccShareTask("pm", 1.0, "joint", 0.0, K, BOUNDS, max_owner_rows=3),
+        "rr-bound-1": lambda run: NccShareTask("pm", 1.0, "rr", 0.5, K, BOUNDS, max_owner_rows=1),  # K-ary
+        "rr-bound-3": lambda run: NccShareTask("pm", 1.0, "rr", 0.5, K, BOUNDS, max_owner_rows=3),  # ⊥ or subsample
         "rr-floor": lambda run: NccShareTask("pm", 1e-5, "rr", 1e-5, K, BOUNDS),
         "rr-ceiling": lambda run: NccShareTask("pm", 30.0, "rr", 30.0, K, BOUNDS),
         "over-budget": lambda run: NccShareTask("pm", 2 * BUDGET, "rr", 0.5, K, BOUNDS),

@@ -228,6 +228,7 @@ def test_positive_control_an_ncc_share_used_to_be_as_long_as_the_rows(monkeypatc
     from privfed.owner.kinds import shares
 
     monkeypatch.setattr(shares, "public_count_rows", lambda X, y, w, **kw: (X, y, w))
+    monkeypatch.setattr(shares, "work_rows", lambda n, bound=None: n)  # the fallback's count too: n, as it was
     width = 1 if labels == "joint" else D
     assert [_ncc_task_length(n, None, labels) for n in (300, 270)] == [{300 * width}, {270 * width}]
 

@@ -75,7 +75,9 @@ def _honest(tmp_path, tasks: list[Task]) -> list:
 
 
 def _ncc(mechanism: str = "pm", epsilon: float = 2.0) -> NccShareTask:
-    return NccShareTask(mechanism, epsilon, "rr", epsilon / 4, K, BOUNDS)
+    return NccShareTask(
+        mechanism, epsilon, "rr", epsilon / 4, K, BOUNDS, max_owner_rows=LIMITS.max_rows
+    )  # the job's bound
 
 
 @pytest.mark.parametrize("mechanism,epsilon", MECHANISMS)

@@ -101,8 +101,8 @@ def test_a_joint_task_is_refused_on_its_public_fields_alike_whatever_the_rows(sp
 
 
 def test_the_fallback_is_the_same_joint_release_of_data_independent_rows(monkeypatch):
-    """A compute that fails after the debit releases the fallback: midpoint rows of class 0 through the same
-    joint report, one per row (the count the owner's compute would send), with the debit kept."""
+    """A compute that fails after the debit releases the fallback: the public count of dummies (weight 0, the
+    count the owner's compute would send) through the same joint report, with the debit kept."""
 
     def broken(self, task, spec, owner):
         raise RuntimeError("boom")
@@ -141,7 +141,7 @@ def test_the_released_reports_follow_the_epsilon_ldp_probabilities_of_the_joint_
 def test_the_strategy_sums_batches_into_the_encodings_centroids_and_checks_the_contract():
     rng = np.random.default_rng(3)
     X, y = rng.uniform(0, 1, (600, D)), rng.integers(0, K, 600)
-    strategy = NccStrategy(mechanism="pm", epsilon=2.0, n_classes=K, bounds=BOUNDS, labels="joint")
+    strategy = NccStrategy(mechanism="pm", epsilon=2.0, n_classes=K, bounds=BOUNDS, labels="joint", max_owner_rows=200)
     spec = strategy.spec()
     assert (spec.epsilon, spec.labels, spec.ledger_entries()) == (2.0, "joint", [(2.0, 0.0, "ncc-joint")])
     encoding = spec.joint_encoding()
