@@ -142,14 +142,26 @@ def _weighted_rows(
 
 
 def _fallback_rows(
-    spec: BoostShareTask, public: PublicConfig, n_rows: int
+    spec: BoostShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The data-independent rows of a share's fallback: the bounds' midpoint, class 0, weight 1, ``n_rows`` of
     them (at least one for a stump share, which encodes rows that exist: an owner of none releases the midpoint's,
-    as it always has), on the cell as :func:`_weighted_rows` gives a release's (padding of weight 0)."""
+    as it always has), on the cell as :func:`_weighted_rows` gives a release's (padding of weight 0).
+
+    An NCC share's (``rng`` needed): its public count ``work_rows(n_rows, max_owner_rows)`` of weight-0 dummies
+    (:func:`~privfed.common.learners.ncc.dummies`), a function of its length alone, as an ``ncc_share``'s is since
+    audit 13. ``n_rows`` rows of weight 1 and class 0 among the dummies told ``n_rows`` by the reports (⊥ under
+    joint labels, the k-RR labels under rr: ``tests/adversary/test_ncc_fallback_row_count.py``)."""
+    from privfed.common.learners.ncc import dummies
     from privfed.common.work_rows import work_rows, zero_padding
     from privfed.owner.kinds.shares import midpoint_rows
 
+    p = spec.config.releases.params
+    if p.base == "ncc":
+        if rng is None:
+            raise ValueError("an NCC share's fallback draws its dummies' labels: pass rng")
+        count = work_rows(n_rows, p.max_owner_rows)
+        return dummies(count, bounds=p.bounds, n_classes=p.n_classes, rng=rng)
     X = midpoint_rows(public.bounds, work_rows(n_rows))
     rows = max(n_rows, 1) if spec.config.params.base == "stump" else n_rows
     return X, np.zeros(X.shape[0], dtype=np.int64), zero_padding(np.ones(X.shape[0]), rows, axis=-1)
@@ -226,7 +238,8 @@ class BoostShareKind(TaskKind[BoostShareTask]):
     def fallback(
         self, spec: BoostShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator
     ) -> BoostShareReply:
-        return _share(spec, _fallback_rows(spec, public, n_rows), n_rows, rng)  # a release's public shape
+        rows = _fallback_rows(spec, public, n_rows, rng)  # a release's public shape; an NCC share's count of dummies
+        return _share(spec, rows, n_rows if spec.config.params.base != "ncc" else rows[0].shape[0], rng)
 
     def released(self, task: Task, spec: BoostShareTask, release: Release, owner: LocalOwner, node: NodeState) -> None:
         owner.remember(share_key(task, spec), Cached(release))

@@ -8,6 +8,8 @@ class 0 (weight 1) padded with ``m - n`` dummies (⊥ under rr, weight 0 under j
 the cell of 64: 31 ⊥ against none), the very count the padding hides in a release from the rows. The fallback of
 an owner of ``n`` rows is now its public count of dummies, a function of the length alone (and unbiased: it adds
 nothing in expectation to any class's sum or count, where ``m`` rows of class 0 pulled class 0 to the midpoint).
+A boosted NCC share's fallback had the same hole (``n`` rows of weight 1 and class 0 among weight-0 padding: 31 ⊥
+against none at ε 20 under joint labels) and the same fix (``owner/kinds/boosting.py``, ``_fallback_rows``).
 
 Real owner cores (:class:`~privfed.owner.core.OwnerCore`) over a real ledger, as ``test_timing_fallback.py`` builds
 them; the replies through the wire's serde (``differential.skeleton``).
@@ -84,11 +86,6 @@ def test_one_row_per_owner_a_spent_owner_answers_a_uniform_dummy_as_an_owner_of_
     assert labels == set(range(K)), labels
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="owner/kinds/boosting.py (audit 12's area, not changed here): a boosted NCC share's fallback is still n "
-    "midpoint rows of weight 1 and class 0 among m - n dummies; its fix is the one above (all m dummies)",
-)
 @pytest.mark.parametrize("labels", ["joint", "rr"])
 def test_spent_owners_of_33_and_64_rows_answer_the_same_boosted_fallback(labels):
     from differential import boost

@@ -13,11 +13,13 @@ from privfed.common.boosting.params import BoostingParams
 from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound, at_round, empty_history, owner_weights
 from privfed.common.bounds import Bounds
 from privfed.common.learners.logistic import LinearModel
+from privfed.common.learners.ncc import dummies
 from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.learners.samme import max_alpha
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.tasks import BoostEvaluateTask, BoostShareTask, Task, share_reply
 from privfed.common.tasks.steps import RingSpec
+from privfed.common.work_rows import work_rows
 from privfed.owner.kinds import kind_of
 from privfed.owner.kinds.shares import midpoint_rows
 from privfed.owner.local import LocalOwner
@@ -80,11 +82,17 @@ def test_a_share_and_its_fallback_are_the_unpadded_ones(name, with_history):
         expected = unpadded_share(cfg, owner.X, owner.y, w, np.random.Generator(np.random.PCG64(7)))
         for g, e in zip(fields(got), fields(expected), strict=True):
             np.testing.assert_array_equal(g, e)
-        # the fallback: the midpoint's rows (one at least for a stump share), class 0, weight 1
+        # the fallback: the midpoint's rows (one at least for a stump share), class 0, weight 1; an NCC share's, its
+        # public count of weight-0 dummies (audit 13: n rows of weight 1 among them told n)
         rows = max(n, 1) if cfg.params.base == "stump" else n
         fallback = kind.fallback(spec, owner.public, n, np.random.default_rng(3))
-        X = midpoint_rows(BOUNDS, rows)
-        expected = unpadded_share(cfg, X, np.zeros(rows, dtype=np.int64), np.ones(rows), np.random.default_rng(3))
+        rng = np.random.default_rng(3)
+        if cfg.params.base == "ncc":
+            count = work_rows(n, cfg.params.max_owner_rows)
+            expected = unpadded_share(cfg, *dummies(count, bounds=BOUNDS, n_classes=K, rng=rng), rng)
+        else:
+            X = midpoint_rows(BOUNDS, rows)
+            expected = unpadded_share(cfg, X, np.zeros(rows, dtype=np.int64), np.ones(rows), rng)
         for g, e in zip(fields(fallback), fields(expected), strict=True):
             np.testing.assert_array_equal(g, e)
 
