@@ -149,10 +149,10 @@ def _fallback_rows(
     as it always has), on the cell as :func:`_weighted_rows` gives a release's (padding of weight 0).
 
     An NCC share's (``rng`` needed): its public count ``work_rows(n_rows, max_owner_rows)`` of weight-0 dummies
-    (:func:`~privfed.common.learners.ncc.dummies`), a function of its length alone, as an ``ncc_share``'s is since
+    (:func:`~privfed.common.learners.ncc_padding.dummies`), a function of its length alone, as an ``ncc_share``'s is since
     audit 13. ``n_rows`` rows of weight 1 and class 0 among the dummies told ``n_rows`` by the reports (⊥ under
     joint labels, the k-RR labels under rr: ``tests/adversary/test_ncc_fallback_row_count.py``)."""
-    from privfed.common.learners.ncc import dummies
+    from privfed.common.learners.ncc_padding import dummies
     from privfed.common.work_rows import work_rows, zero_padding
     from privfed.owner.kinds.shares import midpoint_rows
 

@@ -166,10 +166,13 @@ def test_a_boosted_ncc_share_carries_the_public_count_of_reports(labels, monkeyp
 
 
 def test_positive_control_a_boosted_ncc_share_used_to_be_as_long_as_the_rows(monkeypatch):
-    """Without the public count (the rows as they are), the share's length is the row count."""
+    """Without the public count (the rows as they are, and a fallback of as many), the share's length is the row
+    count."""
+    from privfed.common import work_rows
     from privfed.common.boosting import owner as boosting_owner
 
     monkeypatch.setattr(boosting_owner, "ncc_release_rows", lambda plan, X, y, w, rng: (X, y, w))
+    monkeypatch.setattr(work_rows, "work_rows", lambda n, bound=None: max(int(n), 1))  # the fallback's count
     assert [_ncc_share_length(n, "joint", 10**6, monkeypatch) for n in (300, 270)] == [300, 270]
 
 
