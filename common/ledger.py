@@ -145,7 +145,7 @@ class Ledger(LedgerQueries):
     def load_row_accounts(self) -> None:
         """Read the account of every bound row now (a node's start, before any task), when they fit the
         cache: the first release then finds them read, whether an earlier id made them or they are new,
-        and its time does not tell which (``privfed.owner.core``, "Limits"). A node with more rows than
+        and its time does not tell which (``docs/owner-limits.md``, "Limits"). A node with more rows than
         the cache keeps reads each batch's from the file, as every batch does."""
         keys = self._rows.all_keys()
         if not keys or len(keys) > MAX_ACCOUNTS:

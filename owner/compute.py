@@ -19,7 +19,7 @@ public row (:attr:`~privfed.owner.local.LocalOwner.work_owner`), as a one-row ow
 that, and answers its fallback of no rows: the release of no data (its kind's mechanism on an empty set). So whether a row was spent before (stop 35, finding 6)
 does not show in the answer's time; what the computation's own time depends on is the solvers' (their
 work is fixed where the privacy analysis allows it: :mod:`privfed.common.learners.newton`) and is what
-:mod:`privfed.owner.core`'s "Limits" lists.
+``docs/owner-limits.md``'s "Limits" lists.
 """
 
 from __future__ import annotations

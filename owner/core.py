@@ -33,74 +33,9 @@ built from the task's own fields and the owner's public configuration. The full 
 the local log. A release kept by the owner (a boosting run's share, an evaluation pair) is sent
 again when asked again, never recomputed: no new draw, no debit.
 
-Timing: a coordinator sees when each answer arrives, so a release does the same work whatever leaves
-(:mod:`privfed.owner.compute`, "Timing"): a release the rows cannot afford (``RowsUnused``) is computed
-from them and dropped, every release draws its fallback, and the ledger writes a debit's row sums either
-way; so whether a row was spent before does not show in the time (``tests/adversary/test_timing_fallback.py``).
-The local LR fit runs a fixed number of Newton steps (:func:`~privfed.common.learners.newton.newton_steps`).
-A row's values below 2^-300 are read as 0 when the owner is made (:func:`~privfed.common.bounds.flush_tiny`):
-arithmetic on a subnormal takes the CPU's slow path, and one answer's time told rows holding 1e-310 from rows
-holding 0 at 0.65-0.75 (``tests/adversary/test_subnormal_rows.py``, audit 8). Nor does a number of the
-coordinator's that meets rows make a subnormal of them (audit 9, ``tests/adversary/test_underflow_parameters.py``,
-which reads the CPU's denormal flag): an ``lr_gradient``'s θ, a boosting history's learners and α, E, W, an SVM
-subspace, a served query stage and bounds are read as 0 below 2^-300, every ``exp`` of a fit is 0 below -300
-(:func:`~privfed.common.bounds.exp_nonpositive`) and C is at least 2^-40. A θ that put the rows' softmax scores
-708-745 apart, or multiplied them by 2^-1021, had one answer's CPU time count the rows in a region it chose (2.1x
-and 2.2x for 1000 rows in it against 1000 outside), as a subnormal α counted an owner's missed rows (1.4x).
-``bench/timing_channels.py`` (in process) and ``bench/timing_processes.py`` (real processes) measure what is
-left as the accuracy of telling two owners apart from one answer's time.
-
-Limits: a ledger that cannot record (a full disk) refuses the batch's releases (``internal``)
-before anything is computed. A fallback or a secure sum that fails after the debit is a bug: the
-task is then refused (``internal``) with its debit on the record. Timing covers the fallback-versus-release
-channel, the noise samplers (a fixed amount of work per value, whatever noise is drawn, but for events below
-2^-56: the row count's discrete Laplace, the float mechanisms' uniform; audit 10), the LR fit and the objective-perturbation solvers of FedDPDR's classifiers (a public number of
-Nesterov steps, ``common/mechanisms/amp.py``; separable, one-class and saturated rows at 0.45-0.54 from one
-timing); rows cannot make the SVM or DP-PCA computation raise part-way (the ball scaling clamps overflows).
-The row count: the fits (LR share, DP-PCA, every SVM model and the class sums) work on its public grid cell,
-not on the count (:mod:`privfed.common.work_rows`: zero rows up to the next power of two, the SVM solvers' steps
-from the cell; ``tests/adversary/test_timing_row_count.py``), and a boosted NCC share, or a ``labels="joint"`` or ``"rr"`` NCC
-share, carries ``min(2^ceil(log2 n), max_owner_rows)`` reports (dummies shuffled in: of weight 0, or under ``"rr"``
-reporting ⊥ through a (K + 1)-ary k-RR of the labels unless ``max_owner_rows == 1``,
-:mod:`~privfed.common.learners.ncc_rr`; or a subsample above the bound;
-:func:`~privfed.common.learners.ncc.public_count_rows`; ``tests/adversary/test_ncc_rr_row_count.py``). One timing told 300 rows from 270 at 0.62-0.80
-for the solvers, now 0.47-0.57 (``bench/row_padding.py``, two runs; standard error ~0.1). A node's
-co-hosted owners' LR shares are batched by that cell too, not by their counts (one fit for 300 and 270 rows), and the
-ledger adds each debit to as many row accounts as the cell holds (pad accounts beside the rows:
-:mod:`privfed.common.ledger_rows`, "Timing"; before audit 10 a debit's CPU time told 600 rows from 1000 by 2.3 ms,
-``tests/adversary/test_timing_debit_rows.py``), and an ``lr_gradient`` runs on the cell's rows, its owners batched
-by cell (before, one batch per distinct count: ``tests/adversary/test_timing_gradient_rows.py``).
-It does not cover (measured, not closed): the row count's cell (300 rows against 600 still differ: a task
-that carried the job's ``max_owner_rows`` could pad to it, at ``max_owner_rows / n`` times the work); the O(n)
-passes outside the fits are closed but for the NCC code's: every kind but ``ncc_share`` copies its ``n`` rows once
-into their cell and does every other pass there (audit 12, counted with no clock by
-``tests/adversary/test_differential_row_work.py``: the LR share, ``lr_gradient``, DP-PCA, an SVM share, whose rows
-are padded before they are scaled and projected and whose padding is zeroed after each per-row step
-(:func:`~privfed.common.work_rows.zero_padding`); a boosted share, its SAMME weights, binarising, encoding and LR
-fit, and a boosting evaluation's predictions, on the cell's rows of weight 0
-(:func:`~privfed.common.work_rows.cell_rows`, its fallback's too); an NB report, which reads its one drawn row),
-the releases bit for bit what they were (``tests/unit/test_padded_releases.py``, ``test_boost_padding.py``,
-``test_nb_kind.py``; an evaluation's exact sums up to float summation order), at 1.0-1.66x a whole answer's CPU
-(``bench/row_padding_answers.py``). Left: :func:`~privfed.common.learners.ncc.public_count_rows` copies the ``n``
-rows and draws ``m - n`` dummy labels (per-row costs that differ, so its time follows ``n`` within the cell), and a
-sampled stump share draws ``m`` filler bits when its weighted pick hits no row (the same calls); an ``ncc_share`` under ``labels="clear"`` (an owner's
-opt-in), one report per row, whose length shows the count exactly (a dummy's label would have to be told apart in
-the clear); the reports' own estimate of an NCC share's weight total, or of an rr share's ⊥ reports, which is
-``n`` up to its noise (± 2 rows for 40 in 64 reports at ``--epsilon 8``); a computation of another kind that raises part-way
-(then falls back sooner); a cached release sent again
-(no computation: but whether it is cached is public, the coordinator asked for it before); and a batch's
-wall time beside other work on the host. An owner of no rows (a shard left empty), which shares the first cell
-with a one-row owner, does a one-row owner's work on a public stand-in row and answers its kind's fallback of
-no rows, the mechanism on an empty set (:mod:`privfed.owner.compute`, "Timing";
-``tests/adversary/test_differential_zero_rows.py``, audit 7). An owner whose rows were spent has them computed from, so
-what is left of the data channel reaches those rows too. Around the release (``bench/timing_paths.py``):
-a secure-sum step (ring hop, pairwise masked input) does fixed-width work on the release, at chance; a
-policy checks its rows' earlier holders whether there are any, in as many statements however many;
-and a node reads its rows' accounts when it starts, not in its first answer
-(``tests/adversary/test_timing_ledger.py``). Left: a debit takes ~4% (20-70 µs) longer when an earlier
-id made its rows' accounts (SQLite; 0.85-0.89 accuracy from the debit alone, 0.52-0.61 from a whole
-answer); an earlier holder's history is read once per process, by the first task that counts it.
-``privfed query``: :mod:`privfed.owner.query`, "Timing".
+Timing and limits: a coordinator sees when each answer arrives and every value it is sent, so the side channels
+around this gate (what a release's work depends on, what audits 1-13 closed and what is left, measured) are
+recorded in ``docs/owner-limits.md``; the README's "Privacy" section summarises them.
 """
 
 from __future__ import annotations
@@ -115,19 +50,20 @@ from typing import Any
 
 import numpy as np
 
-from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError, ProtocolError
+from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError
 from privfed.common.jobinfo import JobInfo
 from privfed.common.ledger import Debit, Ledger, RowsUnused, Standing
 from privfed.common.secagg.boxes import generate_private_key
 from privfed.common.secagg.ring import Outbound
 from privfed.common.tasks import Refusal, Result, Task
 from privfed.owner.compute import TOGETHER, compute_release, compute_together, fallback_release
-from privfed.owner.history import HistoryRewritten, applied_digest
+from privfed.owner.history import applied_digest
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.kinds import OwnerKind, kind_of
 from privfed.owner.kinds.base import LedgerView, NodeState, Policy, PublicView, Refused, SecureSum, StepKind, TaskKind
 from privfed.owner.local import Cached, LocalOwner, PublicConfig, Release
 from privfed.owner.policy import OwnerPolicy, exceeds_announcement, keeps_rows_out
+from privfed.owner.refusals import refusal_for
 from privfed.owner.ring import RingMod
 from privfed.owner.secagg import SecAggDriver
 
@@ -162,30 +98,6 @@ class _Admitted:
 _Planned = Result | _Admitted | tuple[Task, StepKind]
 #: At most this many accepted (spec, owner configuration) pairs are kept (:meth:`OwnerCore._validate`).
 KEPT_ACCEPTED = 4096
-
-
-def refusal_for(task: Task, exc: BaseException, *, detail: bool = True) -> Result:
-    """The refusal a coordinator gets for a task that failed with ``exc``: the code's fixed text and
-    at most a detail from the task and public configuration (``validate``'s messages; a secure
-    sum's steps give none); the exception in full to the log only."""
-    text = ""
-    if isinstance(exc, Refused):
-        code, text = exc.code, exc.detail
-    elif isinstance(exc, BudgetExceeded):
-        code = "budget_exceeded"
-    elif isinstance(exc, LocalProtocolError):  # AlreadyReleased, or a release id the ledger holds
-        code = "already_released"
-    elif isinstance(exc, HistoryRewritten):
-        code = "invalid_task"  # the fixed text alone
-    elif isinstance(exc, ConfigError | ProtocolError):
-        code, text = "invalid_task", str(exc)  # raised by validate, which sees public inputs only
-    elif isinstance(exc, TypeError | ValueError | ArithmeticError):
-        code = "invalid_task"
-    else:
-        log.error("task %s for %s failed", task.task_id, task.owner_id, exc_info=exc)
-        code = "internal"
-    log.warning("refusing task %s for %s (%s): %s", task.task_id, task.owner_id, code, exc)
-    return Result(task.task_id, task.owner_id, Refusal.of(code, text if detail else ""))
 
 
 class OwnerCore:

@@ -71,7 +71,7 @@ def scale_rows_to_unit_ball(X: np.ndarray, bounds: Bounds) -> np.ndarray:
     anyway so out-of-bounds rows cannot break the sensitivity bound of §7/§8. Nothing is computed
     from the rows (SPEC §4). A centred value beyond :data:`SCALED_LIMIT` radii (a finite raw value far
     outside narrow bounds, whose scaling overflowed to inf and then, divided by an infinite norm, to NaN)
-    is clamped there first: no row makes a release raise part-way and fall back sooner (the owner core's
+    is clamped there first: no row makes a release raise part-way and fall back sooner (``docs/owner-limits.md``,
     "Limits", "Timing").
 
     Parameters

@@ -1,6 +1,6 @@
 """Audit 11: which of an owner's computations work on its private row count ``n`` rather than its public cell.
 
-Audit 10 left "the O(n) passes outside the fits" open (owner/core.py, "Limits"): measured by wall clock they
+Audit 10 left "the O(n) passes outside the fits" open (docs/owner-limits.md, "Limits"; then owner/core.py's docstring): measured by wall clock they
 were at chance but under heavy load. Counted instead, with no clock: while a real owner core answers
 ``differential.py``'s cases for an owner of ``n = 37`` rows (cell 64), every call into the project's code and
 numpy's Python layer is recorded with the shapes of the arrays it is given (``sys.setprofile``); a call given an
@@ -40,14 +40,14 @@ N = 37
 #: The functions that may be given the n rows: pad_rows copies them into the cell's, and the entry points that
 #: hand them to it before anything else (a numpy function they called on them would show here too).
 #: ``public_count_rows`` is the NCC code's padding: a copy of the ``n`` rows (or a subsample) and the public count's
-#: dummies (common/learners/ncc.py), and ``ncc_release_rows`` hands a boosted NCC share's rows to it.
+#: dummies (common/learners/ncc_padding.py), and ``ncc_release_rows`` hands a boosted NCC share's rows to it.
 PADDING = {
     "common/work_rows.py:pad_rows",
     "common/work_rows.py:cell_rows",
     "common/feddpdr/pca.py:owner_pca_release",
     "common/feddpdr/release.py:owner_svm_release",
     "common/boosting/owner.py:ncc_release_rows",
-    "common/learners/ncc.py:public_count_rows",
+    "common/learners/ncc_padding.py:public_count_rows",
 }
 HELD = [
     (kind, case)
