@@ -29,7 +29,7 @@ weights): DP-PCA since audit 11, the SVM share, a boosted share and evaluation s
 one row). ``tests/adversary/test_differential_row_work.py`` counts, kind by kind, the calls still given the ``n``
 rows, and ``bench/row_padding_answers.py`` what the padding costs a whole answer. A release whose *shape* is
 ``n`` (an NCC share's reports: one per row) takes :func:`release_rows`' count through
-:func:`privfed.common.learners.ncc.public_count_rows` (weighted and joint shares; see :mod:`privfed.owner.core`,
+:func:`privfed.common.learners.ncc_padding.public_count_rows` (weighted, joint and rr shares; see ``docs/owner-limits.md``,
 "Limits", for the rest).
 """
 

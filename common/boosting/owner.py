@@ -33,8 +33,9 @@ from privfed.common.boosting.releases import ReleasePlan
 from privfed.common.bounds import flush_tiny
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import LinearModel, fit_local_logistic, lr_share
-from privfed.common.learners.ncc import NccShare, ncc_share, public_count_rows, shuffled
+from privfed.common.learners.ncc import NccShare, ncc_share
 from privfed.common.learners.ncc_model import NearestCentroidModel
+from privfed.common.learners.ncc_padding import public_count_rows, shuffled
 from privfed.common.learners.samme import max_alpha
 from privfed.common.learners.stump import Stump, binarize
 from privfed.common.learners.stump_encodings import encoding_shares
@@ -110,7 +111,7 @@ def stump_shares_each(
 def ncc_release_rows(plan: ReleasePlan, X: Any, y: Any, w: Any, *, rng: np.random.Generator) -> tuple[Any, Any, Any]:
     """The rows, labels and SAMME weights an owner's NCC share carries (``base="ncc"``): exactly
     ``work_rows(n, max_owner_rows)`` of them, weight-0 dummies or a subsample
-    (:func:`~privfed.common.learners.ncc.public_count_rows`: unbiased, covered by the per-row ε). Other base
+    (:func:`~privfed.common.learners.ncc_padding.public_count_rows`: unbiased, covered by the per-row ε). Other base
     learners' rows are returned as they are."""
     p = plan.params
     if p.base != "ncc":
@@ -119,7 +120,7 @@ def ncc_release_rows(plan: ReleasePlan, X: Any, y: Any, w: Any, *, rng: np.rando
 
 
 def ordered(plan: ReleasePlan, release: Release, *, rng: np.random.Generator) -> Release:
-    """An NCC share's reports shuffled (:func:`~privfed.common.learners.ncc.shuffled`: the dummies of
+    """An NCC share's reports shuffled (:func:`~privfed.common.learners.ncc_padding.shuffled`: the dummies of
     :func:`ncc_release_rows` are last); other shares as they are."""
     return shuffled(release, rng) if plan.params.base == "ncc" else release
 

@@ -3,7 +3,7 @@
 Why. An unweighted ``labels="rr"`` share (:func:`~privfed.common.learners.ncc.ncc_share`) is one report per row,
 so its length was the owner's private row count ``n``, outside any ledger (DESIGN "What leaves an owner"). The
 joint and the weighted (boosted) shares already carry the public ``work_rows(n, max_owner_rows)`` reports with
-weight-0 dummies (:func:`~privfed.common.learners.ncc.public_count_rows`); an unweighted share has no weight that
+weight-0 dummies (:func:`~privfed.common.learners.ncc_padding.public_count_rows`); an unweighted share has no weight that
 could zero a dummy out, so here the dummy's *label* does.
 
 The mechanism (k-RR: Warner 1965; Kairouz, Bonawitz, Ramage, ICML 2016). The label goes through k-RR over
@@ -25,7 +25,7 @@ variance (:func:`class_total_variance`): ``p - q`` shrinks from ``(e^ε - 1) / (
 ``(e^ε - 1) / (e^ε + K)``, and every dummy adds ``q (1 - q) E[a^2] / (p - q)^2`` to each class.
 
 What the reports still tell of ``n``: the debiased ⊥ count estimates the dummies ``m - n`` (the share is shuffled,
-:func:`~privfed.common.learners.ncc.shuffled`, so positions tell nothing), to ``± sqrt(count_variance)`` of the
+:func:`~privfed.common.learners.ncc_padding.shuffled`, so positions tell nothing), to ``± sqrt(count_variance)`` of the
 ``K + 1``-ary k-RR: ± 2.0 rows for 40 rows in 64 reports at the label ε 3.2 of ``--task ncc --epsilon 8`` (K = 2),
 ± 5.5 at 1.6. That is a post-processing of ε-LDP reports, within the per-row ε the ledger debits, as the joint
 share's weight totals are; the length itself no longer adds the count exactly.
@@ -35,7 +35,7 @@ pads, and at the coordinator, which debiases: both read it off the task). ``K + 
 be needed: every bound but 1. Under ``max_owner_rows == 1`` (one row per owner: the tabular benchmark, the
 simulations, ``LdpNearestCentroid``) an owner of one row never needs one, so the ``K``-ary k-RR is kept (no
 utility change); an owner of no rows (a shard left empty) still sends one report there, a dummy with a uniform
-label (:func:`~privfed.common.learners.ncc.public_count_rows`): its row's mean 0 leaves the class sums unbiased,
+label (:func:`~privfed.common.learners.ncc_padding.public_count_rows`): its row's mean 0 leaves the class sums unbiased,
 its label adds ``1 / K`` expected to each class count. At ε = ∞ there is no k-RR and no padding (the exact,
 non-private reference). ``labels="clear"`` is not padded: a dummy's label would have to be told apart in the
 clear, which shows which reports are dummies; it is an explicit owner opt-in that releases the labels anyway.

@@ -57,7 +57,7 @@ class NccShareTask:
 
     ``max_owner_rows``: the job's public bound on an owner's rows (``JobConfig.owner_rows_bound``; None: none).
     A joint or rr share carries ``min(2^ceil(log2 n), max_owner_rows)`` reports, its rows and dummies or a
-    subsample (:func:`~privfed.common.learners.ncc.public_count_rows`), so its length does not show ``n``: a
+    subsample (:func:`~privfed.common.learners.ncc_padding.public_count_rows`), so its length does not show ``n``: a
     joint dummy has weight 0, an rr dummy the label ⊥ = ``K`` of a ``K + 1``-ary k-RR whenever a dummy may be
     needed (:meth:`label_response`, :mod:`~privfed.common.learners.ncc_rr`). A ``"clear"`` share is one report per
     row: its length is ``n`` (the owner opted in to clear labels).

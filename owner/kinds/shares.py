@@ -17,7 +17,8 @@ import numpy as np
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import fit_local_logistic, fit_local_logistic_many, lr_share
-from privfed.common.learners.ncc import dummies, ncc_share, public_count_rows, shuffled
+from privfed.common.learners.ncc import ncc_share
+from privfed.common.learners.ncc_padding import dummies, public_count_rows, shuffled
 from privfed.common.learners.ncc_rr import dummy_label
 from privfed.common.mechanisms import KaryRandomizedResponse, mechanism_of
 from privfed.common.mechanisms.base import Mechanism
@@ -107,7 +108,7 @@ class NccShareKind(TaskKind[NccShareTask]):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """One owner's rows, labels and weights as its share carries them: under ``labels="joint"`` or ``"rr"``,
         exactly the public ``work_rows(n, max_owner_rows)`` of them, dummies or a subsample
-        (:func:`~privfed.common.learners.ncc.public_count_rows`; joint dummies of weight 0, rr dummies of label ⊥,
+        (:func:`~privfed.common.learners.ncc_padding.public_count_rows`; joint dummies of weight 0, rr dummies of label ⊥,
         :mod:`~privfed.common.learners.ncc_rr`); under ``"clear"`` (or at ε = ∞) its rows, one report per row."""
         if not self._padded(spec):
             return X, y, None
@@ -153,7 +154,7 @@ class NccShareKind(TaskKind[NccShareTask]):
 
     @classmethod
     def _ordered(cls, spec: NccShareTask, release: Release, rng: np.random.Generator) -> Release:
-        """A padded share's reports shuffled (its dummies are last: :func:`~privfed.common.learners.ncc.shuffled`)."""
+        """A padded share's reports shuffled (its dummies are last: :func:`~privfed.common.learners.ncc_padding.shuffled`)."""
         return shuffled(release, rng) if cls._padded(spec) else release
 
     def validate(self, task: Task, spec: NccShareTask, view: PublicView) -> Cached | None:
@@ -179,7 +180,7 @@ class NccShareKind(TaskKind[NccShareTask]):
         self, spec: NccShareTask, n_rows: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The rows of the data-independent fallback of an owner of ``n_rows`` rows. A padded share's: its public
-        count ``work_rows(n_rows, max_owner_rows)`` of dummies (:func:`~privfed.common.learners.ncc.dummies`: ⊥,
+        count ``work_rows(n_rows, max_owner_rows)`` of dummies (:func:`~privfed.common.learners.ncc_padding.dummies`: ⊥,
         or a uniform class under the K-ary k-RR, weight 0), a function of its length alone; ``n_rows`` midpoint
         rows of class 0 among ``m - n_rows`` dummies told ``n_rows`` by their labels
         (``tests/adversary/test_ncc_fallback_row_count.py``). Else (clear labels, ε = ∞: one report per row,

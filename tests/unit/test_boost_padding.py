@@ -13,8 +13,8 @@ from privfed.common.boosting.params import BoostingParams
 from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound, at_round, empty_history, owner_weights
 from privfed.common.bounds import Bounds
 from privfed.common.learners.logistic import LinearModel
-from privfed.common.learners.ncc import dummies
 from privfed.common.learners.ncc_model import NearestCentroidModel
+from privfed.common.learners.ncc_padding import dummies
 from privfed.common.learners.samme import max_alpha
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.tasks import BoostEvaluateTask, BoostShareTask, Task, share_reply
