@@ -48,8 +48,25 @@ def public_count_rows(
     X = np.atleast_2d(np.asarray(X, dtype=np.float64))
     y, w = np.asarray(y), np.asarray(w, dtype=np.float64)
     keep, m_dummies = release_rows(X.shape[0], bound, rng)
+    m = keep.size + m_dummies
     middle, labels, zeros = dummies(m_dummies, bounds=bounds, n_classes=n_classes, rng=rng, dummy_label=dummy_label)
-    return np.concatenate([X[keep], middle]), np.concatenate([y[keep], labels]), np.concatenate([w[keep], zeros])
+    # The rows gathered over the m reports, the first keep.size real and the rest the dummies: each pass is m long,
+    # whatever n (a copy of n rows beside m - n dummies' made the time follow n within its cell: audit 12). What is
+    # left is drawing the m - n dummies' labels (the draws the release was always made with).
+    real = np.arange(m) < keep.size
+    at = np.zeros(m, dtype=np.int64)
+    at[: keep.size] = keep
+    filler = np.zeros(m, dtype=np.int64)
+    filler[keep.size :] = np.arange(m_dummies)
+    if X.shape[0] == 0:  # no rows: every report a dummy
+        X, y, w = np.zeros((1, bounds.d)), np.zeros(1, dtype=np.int64), np.zeros(1)
+    middle_m = np.broadcast_to((bounds.lo + bounds.hi) / 2.0, (m, bounds.d))
+    labels_m = labels[filler] if m_dummies else np.zeros(m, dtype=np.int64)
+    return (
+        np.where(real[:, None], X[at], middle_m),
+        np.where(real, y[at], labels_m).astype(np.int64),
+        np.where(real, w[at], 0.0),
+    )
 
 
 def dummies(
