@@ -16,13 +16,9 @@ its node processes) and what stopped a job (a signal, a node process that exited
 from __future__ import annotations
 
 import logging
-import os
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -38,6 +34,7 @@ from privfed.server.config import JobConfig
 from privfed.server.contracts import PublicLimits
 from privfed.server.dispatcher import Dispatcher
 from privfed.server.models import save_model
+from privfed.server.progress import progress_bar
 from privfed.server.registration import Expected, status, wait_for_registration
 from privfed.server.report import (
     JobReport,
@@ -106,41 +103,6 @@ class GrpcTransport(RelayedTransport):
 
     def hop_senders(self, session_id: str) -> set[str]:
         return self._dispatcher.hop_senders(session_id)
-
-
-def bar_shape() -> dict[str, int]:
-    """Columns and rows for a progress bar on stderr. tqdm reads the terminal's size, and a
-    pseudo-terminal that has none set (``script``, CI runners, ``docker run -t``, a pty a test
-    opens) reports 0 x 0, from which tqdm draws nothing at all; there the bar gets 80 x 24."""
-    try:
-        size = os.get_terminal_size(sys.stderr.fileno())
-    except (OSError, ValueError):
-        return {}
-    return {} if size.columns > 0 and size.lines > 0 else {"ncols": 80, "nrows": 24}
-
-
-class _NoBar:
-    """A progress bar that shows nothing (a coordinator without one never imports tqdm)."""
-
-    n = 0
-
-    def update(self, k: int) -> None:
-        self.n += k
-
-    def __enter__(self) -> _NoBar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def progress_bar(show: bool, total: int, desc: str) -> AbstractContextManager[Any]:
-    """A tqdm bar of ``total`` owners on stderr, or, when not ``show``, one that shows nothing."""
-    if not show:
-        return _NoBar()
-    from tqdm import tqdm  # here: a coordinator that shows no progress never loads it
-
-    return tqdm(total=total, desc=desc, leave=False, unit="owner", **bar_shape())
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Progress bars show on a terminal, a pseudo-terminal included (issue 24): a pty that has no size
 set (``script``, CI runners, ``docker run -t``) reports 0 x 0, from which tqdm draws nothing;
-:func:`privfed.server.job.bar_shape` gives the bar 80 x 24 there."""
+:func:`privfed.server.progress.bar_shape` gives the bar 80 x 24 there."""
 
 import os
 import pty
@@ -12,7 +12,7 @@ import pytest
 BAR = """
 import sys, time
 from tqdm import tqdm
-from privfed.server.job import bar_shape
+from privfed.server.progress import bar_shape
 shape = bar_shape() if sys.argv[1] == "shaped" else {}
 with tqdm(total=4, desc="owners registered", leave=False, unit="owner", **shape) as bar:
     bar.update(2)
