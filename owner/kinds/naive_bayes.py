@@ -19,7 +19,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from privfed.common.errors import ConfigError
-from privfed.common.learners.naive_bayes import NaiveBayesEncoding, draw_features
+from privfed.common.learners.naive_bayes import NaiveBayesEncoding
 from privfed.common.ledger import Debit
 from privfed.common.tasks import NB_REPORT, NbReportReply, NbReportTask, Task, nb_release_id
 from privfed.common.tasks.naive_bayes import MAX_NB_BINS
@@ -103,20 +103,17 @@ def share_owners(
     enc: NaiveBayesEncoding, owners: Sequence[tuple[np.ndarray, np.ndarray]], rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
     """:meth:`~privfed.common.learners.naive_bayes.NaiveBayesEncoding.share` of owners ``(X_i, y_i)`` of at least
-    one row each, drawn alike (for one generator, the reports ``share`` gives of their rows stacked, with each row's
-    owner index: ``tests/unit/test_naive_bayes.py``), with no pass over an owner's rows: each owner's row is drawn
-    by its index before a row is read, and only the drawn rows' cells are computed. An owner's row count is private
-    and a coordinator times the answer: ``share`` computes every row's cell (audit 12, 19 calls on the ``n`` rows of
-    one report, ``tests/adversary/test_differential_row_work.py``)."""
-    m = len(owners)
+    one row each, with no pass over an owner's rows (:meth:`~privfed.common.learners.naive_bayes.
+    NaiveBayesEncoding.owner_reports`: each owner's row drawn by its index, only that row read), and without
+    stacking them: for one generator, the reports ``share`` gives of their rows stacked (``tests/unit/test_nb_kind.py``)."""
     count = np.array([np.asarray(y).shape[0] for _, y in owners], dtype=np.int64)
-    if np.any(count == 0):
-        raise ConfigError("every owner must hold a row")
-    j = draw_features(None, enc.d, m, rng)
-    index = np.floor(rng.random(m) * count).astype(np.int64)
-    X = np.array([np.asarray(x)[i] for (x, _), i in zip(owners, index, strict=True)]).reshape(m, enc.d)
-    y = np.array([np.asarray(y)[i] for (_, y), i in zip(owners, index, strict=True)], dtype=np.int64)
-    return j, enc.reports(enc.cells(X, y)[np.arange(m), j], rng)
+
+    def drawn(index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        X = np.array([np.asarray(x)[i] for (x, _), i in zip(owners, index, strict=True)]).reshape(len(owners), enc.d)
+        y = np.array([np.asarray(y)[i] for (_, y), i in zip(owners, index, strict=True)], dtype=np.int64)
+        return X, y
+
+    return enc.owner_reports(count, drawn, rng)
 
 
 def _uniform_report(spec: NbReportTask, rng: np.random.Generator, owners: int = 1) -> NbReportReply:
