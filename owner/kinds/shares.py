@@ -98,11 +98,6 @@ class NccShareKind(TaskKind[NccShareTask]):
     def _mechanisms(self, spec: NccShareTask) -> tuple[Mechanism, KaryRandomizedResponse | None]:
         return mechanism_of(spec.mechanism, spec.epsilon, spec.bounds.d), spec.label_response()
 
-    @staticmethod
-    def _padded(spec: NccShareTask) -> bool:
-        """Whether the share carries the public count of reports (:meth:`NccShareTask.padded`)."""
-        return spec.padded()
-
     def _rows(
         self, spec: NccShareTask, X: np.ndarray, y: np.ndarray, w: np.ndarray, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -110,7 +105,7 @@ class NccShareKind(TaskKind[NccShareTask]):
         exactly the public ``work_rows(n, max_owner_rows)`` of them, dummies or a subsample
         (:func:`~privfed.common.learners.ncc_padding.public_count_rows`; joint dummies of weight 0, rr dummies of label ⊥,
         :mod:`~privfed.common.learners.ncc_rr`); under ``"clear"`` (or at ε = ∞) its rows, one report per row."""
-        if not self._padded(spec):
+        if not spec.padded():
             return X, y, None
         rows = public_count_rows(
             X,
@@ -152,10 +147,10 @@ class NccShareKind(TaskKind[NccShareTask]):
         ]
         return [self._ordered(spec, piece, rng) for piece in pieces]
 
-    @classmethod
-    def _ordered(cls, spec: NccShareTask, release: Release, rng: np.random.Generator) -> Release:
+    @staticmethod
+    def _ordered(spec: NccShareTask, release: Release, rng: np.random.Generator) -> Release:
         """A padded share's reports shuffled (its dummies are last: :func:`~privfed.common.learners.ncc_padding.shuffled`)."""
-        return shuffled(release, rng) if cls._padded(spec) else release
+        return shuffled(release, rng) if spec.padded() else release
 
     def validate(self, task: Task, spec: NccShareTask, view: PublicView) -> Cached | None:
         check_schema(spec.bounds, view)
@@ -185,7 +180,7 @@ class NccShareKind(TaskKind[NccShareTask]):
         rows of class 0 among ``m - n_rows`` dummies told ``n_rows`` by their labels
         (``tests/adversary/test_ncc_fallback_row_count.py``). Else (clear labels, ε = ∞: one report per row,
         the length is ``n_rows``) ``n_rows`` midpoint rows of class 0."""
-        if not self._padded(spec):
+        if not spec.padded():
             return midpoint_rows(spec.bounds, n_rows), np.zeros(n_rows, dtype=np.int64), np.ones(n_rows)
         label = dummy_label(spec.label_response(), spec.n_classes)
         count = work_rows(n_rows, spec.max_owner_rows)
