@@ -153,7 +153,9 @@ def test_the_detector_sees_the_slow_path(monkeypatch):
     tiny = [1e-310]
     assert slow_path(lambda: np.full(8, tiny[0]) * 2.0) == {"denormal"}
     assert slow_path(lambda: tiny[0] * 3.0) == {"denormal"}
-    assert slow_path(lambda: np.exp(np.array([-720.0]))) == {"denormal", "underflow"} - {"denormal"}
+    # an underflowing exp is seen; whether its implementation also meets a subnormal operand on the way depends on
+    # the CPU's numpy loop (SIMD or libm): both were seen on the 2-core machines this runs on
+    assert "underflow" in slow_path(lambda: np.exp(np.array([-720.0])))
     assert slow_path(lambda: np.full((64, 3), 0.75) @ np.full((3, 2), tiny[0])) == {"denormal", "underflow"}
     assert slow_path(lambda: np.exp(np.full(8, -300.0)) * np.full(8, 0.5)) == set()
     from privfed.owner import core
