@@ -183,20 +183,24 @@ class SampledEncoding:
             rng,
         )
         has = row >= 0
-        Xbin = np.asarray(Xbin, dtype=bool)
-        y = np.asarray(y, dtype=np.int64)
-        bits = np.zeros((n_owners, m), dtype=np.int64)
-        r = row[has]
+        Xbin = np.asarray(Xbin, dtype=bool).reshape(-1, self.n_attributes)
+        y = np.asarray(y, dtype=np.int64).reshape(-1)
+        if Xbin.shape[0] == 0:  # no rows at all: a stand-in row, never picked
+            Xbin, y = np.zeros((1, self.n_attributes), dtype=bool), np.zeros(1, dtype=np.int64)
+        # Every owner's bits are read off a row (row 0 stands in where the pick hit none) and, under signs, its
+        # filler bits drawn, picked or not: as much work and as many draws whether a row was picked, which
+        # follows the owner's weights (the filler was drawn for the misses alone until this change).
+        r = np.maximum(row, 0)
         if self.kind == "signs":
             u = np.concatenate([Xbin[r] ^ (y[r] == 1)[:, None], (y[r] == 0)[:, None]], axis=1)  # sign > 0
-            bits[has] = u[np.arange(r.shape[0])[:, None], coords[has]]
-            bits[~has] = rng.integers(0, 2, size=(int((~has).sum()), m))
+            filler = rng.integers(0, 2, size=(n_owners, m))
+            bits = np.where(has[:, None], u[np.arange(n_owners)[:, None], coords], filler)
             values = bits @ (1 << np.arange(m))
         else:
-            bits[has] = Xbin[r[:, None], coords[has]]
+            bits = Xbin[r[:, None], coords].astype(np.int64)
             values = np.where(
                 has,
-                (bits @ (1 << np.arange(m))) * self.n_classes + y[np.maximum(row, 0)],
+                (bits @ (1 << np.arange(m))) * self.n_classes + y[r],
                 2**m * self.n_classes,
             )
         reports = self.frequency_oracle.privatize(values, rng)

@@ -170,3 +170,19 @@ def test_aggregate_rejects_mismatched_reports(rng):
     assert len(both) == 2
     with pytest.raises(ConfigError):
         make_stump_encoding("signs", n_attributes=3, n_classes=2, weight_bound=1.0)
+
+
+@pytest.mark.parametrize("kind", ["signs", "cells"])
+def test_a_sampled_share_draws_as_much_whether_its_row_is_picked(kind):
+    """An owner's row is picked with probability weight / bound, so a pick that hits a row or misses follows its
+    SAMME weights: the generator's state after the share must not (the filler bits of a miss are drawn either way)."""
+    X, y = np.zeros((1, 3)), np.zeros(1, dtype=np.int64)
+    states = set()
+    for weight in (1e-12, 2.0):  # the pick misses, or hits: the weight bound
+        rng = np.random.default_rng(8)
+        stump_shares(
+            X, y, np.full(1, weight), np.zeros(1, dtype=np.int64), 1, bounds=BOUNDS, n_bins=2, n_classes=2,
+            weight_bound=2.0, rng=rng, encoding=kind, epsilon=1.0, n_sampled=2,
+        )  # fmt: skip
+        states.add(rng.integers(0, 2**62))
+    assert len(states) == 1
