@@ -108,15 +108,19 @@ def stump_shares_each(
     return list(out)
 
 
-def ncc_release_rows(plan: ReleasePlan, X: Any, y: Any, w: Any, *, rng: np.random.Generator) -> tuple[Any, Any, Any]:
+def ncc_release_rows(
+    plan: ReleasePlan, X: Any, y: Any, w: Any, *, rng: np.random.Generator, count: int | None = None
+) -> tuple[Any, Any, Any]:
     """The rows, labels and SAMME weights an owner's NCC share carries (``base="ncc"``): exactly
     ``work_rows(n, max_owner_rows)`` of them, weight-0 dummies or a subsample
-    (:func:`~privfed.common.learners.ncc_padding.public_count_rows`: unbiased, covered by the per-row ε). Other base
-    learners' rows are returned as they are."""
+    (:func:`~privfed.common.learners.ncc_padding.public_count_rows`: unbiased, covered by the per-row ε), or a
+    fallback's ``count`` of dummies alone. Other base learners' rows are returned as they are."""
     p = plan.params
     if p.base != "ncc":
         return X, y, w
-    return public_count_rows(X, y, w, bound=p.max_owner_rows, bounds=p.bounds, n_classes=p.n_classes, rng=rng)
+    return public_count_rows(
+        X, y, w, bound=p.max_owner_rows, bounds=p.bounds, n_classes=p.n_classes, rng=rng, count=count
+    )
 
 
 def ordered(plan: ReleasePlan, release: Release, *, rng: np.random.Generator) -> Release:

@@ -20,19 +20,23 @@ R = TypeVar("R", bound=Any)
 def public_count_rows(
     X: ArrayLike,
     y: ArrayLike,
-    w: ArrayLike,
+    w: ArrayLike | None,
     *,
     bound: int | None,
     bounds: Bounds,
     n_classes: int,
     rng: np.random.Generator,
     dummy_label: int | None = None,
+    count: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The rows, labels and weights of an NCC share of a public length: ``m = work_rows(n, bound)``
     (:func:`~privfed.common.work_rows.release_rows`: ``n``'s public grid cell, or the public ``bound`` on an
     owner's rows if less). A share is one report per row, so its length would show the private count ``n``. Fewer
     rows are filled with :func:`dummies` of weight 0 (the bounds' midpoint, a uniform label, or ``dummy_label``),
-    last: the release of them is :func:`shuffled`; more (``n`` above ``bound``) are subsampled to ``m``.
+    last: the release of them is :func:`shuffled`; more (``n`` above ``bound``) are subsampled to ``m``. ``w`` is
+    the rows' weights, or ``None`` for weight 1 each (an unweighted share: no array of ``n`` ones is made).
+    ``count``, with no rows, is a spent owner's fallback: its public count of reports, every one a dummy (drawn as
+    an owner of no rows draws them, so a fallback of no rows is that owner's release draw for draw).
 
     Dummies are unbiased for the weighted shares: a row of scaled weight ``u = 0`` sends ``(0, ..., 0, -1)``
     through the row mechanism (:func:`ncc_share`'s weight column ``2u - 1``) or ⊥ through the joint report
@@ -45,27 +49,25 @@ def public_count_rows(
     ``labels="rr"`` share counts every report: its dummies report ``dummy_label`` ⊥ through a ``K + 1``-ary k-RR
     whose ⊥ class the coordinator drops (:mod:`~privfed.common.learners.ncc_rr`); ``"clear"`` is not padded.
     """
-    X = np.atleast_2d(np.asarray(X, dtype=np.float64))
-    y, w = np.asarray(y), np.asarray(w, dtype=np.float64)
+    X, y = np.atleast_2d(np.asarray(X, dtype=np.float64)), np.asarray(y)
+    if count is not None and X.shape[0]:
+        raise ValueError("a fallback's count of dummies carries no rows")
     keep, m_dummies = release_rows(X.shape[0], bound, rng)
-    m = keep.size + m_dummies
-    middle, labels, zeros = dummies(m_dummies, bounds=bounds, n_classes=n_classes, rng=rng, dummy_label=dummy_label)
-    # The rows gathered over the m reports, the first keep.size real and the rest the dummies: each pass is m long,
-    # whatever n (a copy of n rows beside m - n dummies' made the time follow n within its cell: audit 12). What is
-    # left is drawing the m - n dummies' labels (the draws the release was always made with).
+    m = keep.size + m_dummies if count is None else count
+    # Every pass is m long, whatever n: the rows gathered over the m reports, the first keep.size real and the rest
+    # dummies, and a label drawn for each of the m reports, the real rows' left unused (a copy of the n rows beside
+    # the dummies', audit 12, or m - n labels drawn, made the time follow n within its cell).
+    middle, labels, _ = dummies(m, bounds=bounds, n_classes=n_classes, rng=rng, dummy_label=dummy_label)
     real = np.arange(m) < keep.size
     at = np.zeros(m, dtype=np.int64)
     at[: keep.size] = keep
-    filler = np.zeros(m, dtype=np.int64)
-    filler[keep.size :] = np.arange(m_dummies)
     if X.shape[0] == 0:  # no rows: every report a dummy
         X, y, w = np.zeros((1, bounds.d)), np.zeros(1, dtype=np.int64), np.zeros(1)
-    middle_m = np.broadcast_to((bounds.lo + bounds.hi) / 2.0, (m, bounds.d))
-    labels_m = labels[filler] if m_dummies else np.zeros(m, dtype=np.int64)
+    weights = 1.0 if w is None else np.asarray(w, dtype=np.float64)[at]
     return (
-        np.where(real[:, None], X[at], middle_m),
-        np.where(real, y[at], labels_m).astype(np.int64),
-        np.where(real, w[at], 0.0),
+        np.where(real[:, None], X[at], middle),
+        np.where(real, y[at], labels).astype(np.int64),
+        np.where(real, weights, 0.0),
     )
 
 

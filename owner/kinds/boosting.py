@@ -118,14 +118,19 @@ def boost_share(owner: LocalOwner, spec: BoostShareTask) -> BoostShareReply:
 
 
 def _share(
-    spec: BoostShareTask, rows: tuple[np.ndarray, np.ndarray, np.ndarray], n: int, rng: np.random.Generator
+    spec: BoostShareTask,
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray],
+    n: int,
+    rng: np.random.Generator,
+    count: int | None = None,
 ) -> BoostShareReply:
     """The share of ``rows`` (rows, labels, weights on the cell, the first ``n`` real). An NCC share's rows are the
-    real ``n`` (views): ``ncc_release_rows`` pads or subsamples them to the share's public count itself."""
+    real ``n`` (views): ``ncc_release_rows`` pads or subsamples them to the share's public count itself, or makes a
+    fallback's ``count`` of dummies."""
     plan = spec.config.releases
     steps = _steps()
     X, y, w = rows if plan.params.base != "ncc" else (rows[0][:n], rows[1][:n], rows[2][:n])
-    X, y, w = steps.ncc_release_rows(plan, X, y, w, rng=rng)
+    X, y, w = steps.ncc_release_rows(plan, X, y, w, rng=rng, count=count)
     return share_reply(plan, steps.ordered(plan, steps.share(plan, X, y, w, rng=rng), rng=rng))
 
 
@@ -142,26 +147,15 @@ def _weighted_rows(
 
 
 def _fallback_rows(
-    spec: BoostShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator | None = None
+    spec: BoostShareTask, public: PublicConfig, n_rows: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The data-independent rows of a share's fallback: the bounds' midpoint, class 0, weight 1, ``n_rows`` of
     them (at least one for a stump share, which encodes rows that exist: an owner of none releases the midpoint's,
-    as it always has), on the cell as :func:`_weighted_rows` gives a release's (padding of weight 0).
-
-    An NCC share's (``rng`` needed): its public count ``work_rows(n_rows, max_owner_rows)`` of weight-0 dummies
-    (:func:`~privfed.common.learners.ncc_padding.dummies`), a function of its length alone, as an ``ncc_share``'s is since
-    audit 13. ``n_rows`` rows of weight 1 and class 0 among the dummies told ``n_rows`` by the reports (⊥ under
-    joint labels, the k-RR labels under rr: ``tests/adversary/test_ncc_fallback_row_count.py``)."""
-    from privfed.common.learners.ncc_padding import dummies
+    as it always has), on the cell as :func:`_weighted_rows` gives a release's (padding of weight 0). An NCC
+    share's fallback has no rows: :meth:`BoostShareKind.fallback`."""
     from privfed.common.work_rows import work_rows, zero_padding
     from privfed.owner.kinds.shares import midpoint_rows
 
-    p = spec.config.releases.params
-    if p.base == "ncc":
-        if rng is None:
-            raise ValueError("an NCC share's fallback draws its dummies' labels: pass rng")
-        count = work_rows(n_rows, p.max_owner_rows)
-        return dummies(count, bounds=p.bounds, n_classes=p.n_classes, rng=rng)
     X = midpoint_rows(public.bounds, work_rows(n_rows))
     rows = max(n_rows, 1) if spec.config.params.base == "stump" else n_rows
     return X, np.zeros(X.shape[0], dtype=np.int64), zero_padding(np.ones(X.shape[0]), rows, axis=-1)
@@ -238,8 +232,17 @@ class BoostShareKind(TaskKind[BoostShareTask]):
     def fallback(
         self, spec: BoostShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator
     ) -> BoostShareReply:
-        rows = _fallback_rows(spec, public, n_rows, rng)  # a release's public shape; an NCC share's count of dummies
-        return _share(spec, rows, n_rows if spec.config.params.base != "ncc" else rows[0].shape[0], rng)
+        """A release's public shape from data-independent rows. An NCC share's: its public count
+        ``work_rows(n_rows, max_owner_rows)`` of weight-0 dummies alone, a function of its length (as an
+        ``ncc_share``'s since audit 13); ``n_rows`` rows of weight 1 and class 0 among the dummies told ``n_rows`` by the
+        reports (⊥ under joint labels, the k-RR labels under rr: ``tests/adversary/test_ncc_fallback_row_count.py``)."""
+        p = spec.config.releases.params
+        if p.base != "ncc":
+            return _share(spec, _fallback_rows(spec, public, n_rows), n_rows, rng)
+        from privfed.common.work_rows import work_rows
+
+        no_rows = (np.zeros((0, p.bounds.d)), np.zeros(0, dtype=np.int64), np.zeros(0))
+        return _share(spec, no_rows, 0, rng, count=work_rows(n_rows, p.max_owner_rows))
 
     def released(self, task: Task, spec: BoostShareTask, release: Release, owner: LocalOwner, node: NodeState) -> None:
         owner.remember(share_key(task, spec), Cached(release))

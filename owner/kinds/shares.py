@@ -18,7 +18,7 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import fit_local_logistic, fit_local_logistic_many, lr_share
 from privfed.common.learners.ncc import ncc_share
-from privfed.common.learners.ncc_padding import dummies, public_count_rows, shuffled
+from privfed.common.learners.ncc_padding import public_count_rows, shuffled
 from privfed.common.learners.ncc_rr import dummy_label
 from privfed.common.mechanisms import KaryRandomizedResponse, mechanism_of
 from privfed.common.mechanisms.base import Mechanism
@@ -42,6 +42,11 @@ def lr_parameter_count(d: int, n_classes: int) -> int:
     """Length of an owner's logistic-regression parameter vector: ``(d + 1)`` per binary problem,
     one problem for two classes, ``K`` one-vs-rest problems otherwise."""
     return (d + 1) * (1 if n_classes == 2 else n_classes)
+
+
+#: An NCC share's input for one owner: its rows, labels, weights (``None``: 1 each) and the public count of reports
+#: when it is not its rows' (``None``; a spent owner's fallback: no rows and its count of dummies).
+OwnerRows = tuple[np.ndarray, np.ndarray, "np.ndarray | None", "int | None"]
 
 
 def midpoint_rows(bounds: Bounds, n_rows: int) -> np.ndarray:
@@ -99,12 +104,14 @@ class NccShareKind(TaskKind[NccShareTask]):
         return mechanism_of(spec.mechanism, spec.epsilon, spec.bounds.d), spec.label_response()
 
     def _rows(
-        self, spec: NccShareTask, X: np.ndarray, y: np.ndarray, w: np.ndarray, rng: np.random.Generator
+        self, spec: NccShareTask, rows: OwnerRows, rng: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """One owner's rows, labels and weights as its share carries them: under ``labels="joint"`` or ``"rr"``,
-        exactly the public ``work_rows(n, max_owner_rows)`` of them, dummies or a subsample
-        (:func:`~privfed.common.learners.ncc_padding.public_count_rows`; joint dummies of weight 0, rr dummies of label ⊥,
-        :mod:`~privfed.common.learners.ncc_rr`); under ``"clear"`` (or at ε = ∞) its rows, one report per row."""
+        exactly the public ``work_rows(n, max_owner_rows)`` of them, dummies or a subsample, or a fallback's count of
+        dummies (:func:`~privfed.common.learners.ncc_padding.public_count_rows`; joint dummies of weight 0, rr dummies
+        of label ⊥, :mod:`~privfed.common.learners.ncc_rr`); under ``"clear"`` (or at ε = ∞) its rows, one report per
+        row."""
+        X, y, w, count = rows
         if not spec.padded():
             return X, y, None
         rows = public_count_rows(
@@ -116,6 +123,7 @@ class NccShareKind(TaskKind[NccShareTask]):
             n_classes=spec.n_classes,
             rng=rng,
             dummy_label=dummy_label(spec.label_response(), spec.n_classes),
+            count=count,
         )
         return rows if spec.joint_encoding() is not None else (*rows[:2], None)
 
@@ -131,12 +139,11 @@ class NccShareKind(TaskKind[NccShareTask]):
         share = ncc_share(X, y, bounds=spec.bounds, mechanism=mechanism, label_rr=label_rr, rng=rng)
         return NccShareReply(reports=share.reports, labels=share.labels)
 
-    def _shares(
-        self, spec: NccShareTask, rows: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], rng: np.random.Generator
-    ) -> list[Release]:
-        """The releases of several owners' ``(X, y, w)`` (``w``: 1 for a row, 0 for a dummy; joint only) in one
+    def _shares(self, spec: NccShareTask, rows: Sequence[OwnerRows], rng: np.random.Generator) -> list[Release]:
+        """The releases of several owners' :data:`OwnerRows` (the share's weights: 1 for a row, 0 for a dummy,
+        joint only) in one
         call of the mechanism: each row its own draw, each owner its own share of its (public count of) reports."""
-        owned = [self._rows(spec, X, y, w, rng) for X, y, w in rows]
+        owned = [self._rows(spec, r, rng) for r in rows]
         X, y = np.concatenate([o[0] for o in owned]), np.concatenate([o[1] for o in owned])
         w = None if owned[0][2] is None else np.concatenate([o[2] for o in owned if o[2] is not None])
         release = self._share(spec, X, y, w, rng)
@@ -160,41 +167,37 @@ class NccShareKind(TaskKind[NccShareTask]):
         return None
 
     def compute(self, task: Task, spec: NccShareTask, owner: LocalOwner) -> Release:
-        return self._shares(spec, [(owner.X, owner.y, np.ones(owner.n_rows))], owner.rng)[0]
+        return self._shares(spec, [(owner.X, owner.y, None, None)], owner.rng)[0]
 
     def compute_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
         out: list[Release] = [NccShareReply(np.empty((0, 0)), np.empty(0, np.int64))] * len(tasks)
         for group in same_release(tasks, owners, lambda t, o: spec_key(spec_of(t, NccShareTask))):
             spec = spec_of(tasks[group[0]], NccShareTask)
-            rows = [(owners[i].X, owners[i].y, np.ones(owners[i].n_rows)) for i in group]
+            rows = [(owners[i].X, owners[i].y, None, None) for i in group]
             for i, release in zip(group, self._shares(spec, rows, owners[group[0]].rng), strict=True):
                 out[i] = release
         return out
 
-    def _fallback_rows(
-        self, spec: NccShareTask, n_rows: int, rng: np.random.Generator
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The rows of the data-independent fallback of an owner of ``n_rows`` rows. A padded share's: its public
-        count ``work_rows(n_rows, max_owner_rows)`` of dummies (:func:`~privfed.common.learners.ncc_padding.dummies`: ⊥,
-        or a uniform class under the K-ary k-RR, weight 0), a function of its length alone; ``n_rows`` midpoint
-        rows of class 0 among ``m - n_rows`` dummies told ``n_rows`` by their labels
-        (``tests/adversary/test_ncc_fallback_row_count.py``). Else (clear labels, ε = ∞: one report per row,
-        the length is ``n_rows``) ``n_rows`` midpoint rows of class 0."""
+    def _fallback_rows(self, spec: NccShareTask, n_rows: int) -> OwnerRows:
+        """The rows of the data-independent fallback of an owner of ``n_rows`` rows. A padded share's: no rows, and
+        its public count ``work_rows(n_rows, max_owner_rows)`` of dummies (⊥, or a uniform class under the K-ary
+        k-RR, weight 0), a function of its length alone; ``n_rows`` midpoint rows of class 0 among ``m - n_rows``
+        dummies told ``n_rows`` by their labels (``tests/adversary/test_ncc_fallback_row_count.py``). Else (clear
+        labels, ε = ∞: one report per row, the length is ``n_rows``) ``n_rows`` midpoint rows of class 0."""
         if not spec.padded():
-            return midpoint_rows(spec.bounds, n_rows), np.zeros(n_rows, dtype=np.int64), np.ones(n_rows)
-        label = dummy_label(spec.label_response(), spec.n_classes)
-        count = work_rows(n_rows, spec.max_owner_rows)
-        return dummies(count, bounds=spec.bounds, n_classes=spec.n_classes, rng=rng, dummy_label=label)
+            return midpoint_rows(spec.bounds, n_rows), np.zeros(n_rows, dtype=np.int64), None, None
+        no_rows = np.zeros((0, spec.bounds.d)), np.zeros(0, dtype=np.int64), None
+        return (*no_rows, work_rows(n_rows, spec.max_owner_rows))
 
     def fallback(self, spec: NccShareTask, public: PublicConfig, n_rows: int, rng: np.random.Generator) -> Release:
-        return self._shares(spec, [self._fallback_rows(spec, n_rows, rng)], rng)[0]
+        return self._shares(spec, [self._fallback_rows(spec, n_rows)], rng)[0]
 
     def fallback_many(self, tasks: Sequence[Task], owners: Sequence[LocalOwner]) -> list[Release] | None:
         out: list[Release] = [NccShareReply(np.empty((0, 0)), np.empty(0, np.int64))] * len(tasks)
         for group in same_release(tasks, owners, lambda t, o: spec_key(spec_of(t, NccShareTask))):
             spec = spec_of(tasks[group[0]], NccShareTask)
             rng = owners[group[0]].rng
-            rows = [self._fallback_rows(spec, owners[i].n_rows, rng) for i in group]
+            rows = [self._fallback_rows(spec, owners[i].n_rows) for i in group]
             for i, release in zip(group, self._shares(spec, rows, rng), strict=True):
                 out[i] = release
         return out

@@ -19,8 +19,9 @@ same draws as before, ``tests/unit/test_nb_kind.py``), so nothing at all works o
 SAMME weights, binarising, encoding and LR fit, and a boosting evaluation's predictions (11-79 calls): now on the
 cell (``common/work_rows.py``, ``cell_rows``: zero rows of weight 0; ``owner/history.py``), the same releases bit for
 bit (``tests/unit/test_boost_padding.py``); a boosted NCC share's rows go to the NCC code's own padding
-(``public_count_rows``: its dummies). Still on ``n``, left to the NCC code's owner: an NCC share's reports (7-124;
-``labels="rr"``'s length is ``n``).
+(``public_count_rows``: its dummies). An NCC share's reports (7-124 calls on the ``n`` rows; ``labels="rr"``'s length
+was ``n`` until stop 45) are held since stop 46: ``_rows`` hands the rows to ``public_count_rows`` first, and no array
+of ``n`` ones is made for its weights.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from privfed.common.tasks import Task
 #: Rows of the owner: not a power of two, nor a feature or class count, so an array of n rows is told by its shape.
 N = 37
 #: The functions that may be given the n rows: pad_rows copies them into the cell's, and the entry points that
-#: hand them to it before anything else (a numpy function they called on them would show here too).
+#: hand them to it before anything else (a numpy function they called on them would show here too): an NCC share's
+#: ``_rows`` hands its owner's rows to ``public_count_rows``.
 #: ``public_count_rows`` is the NCC code's padding: a copy of the ``n`` rows (or a subsample) and the public count's
 #: dummies (common/learners/ncc_padding.py), and ``ncc_release_rows`` hands a boosted NCC share's rows to it.
 PADDING = {
@@ -48,10 +50,11 @@ PADDING = {
     "common/feddpdr/release.py:owner_svm_release",
     "common/boosting/owner.py:ncc_release_rows",
     "common/learners/ncc_padding.py:public_count_rows",
+    "owner/kinds/shares.py:_rows",
 }
 HELD = [
     (kind, case)
-    for kind in ("lr_share", "lr_gradient", "pca_share", "svm_share", "nb", "boost_share")
+    for kind in ("lr_share", "lr_gradient", "pca_share", "svm_share", "nb", "boost_share", "ncc_share")
     for case in CASES[kind]
 ]
 

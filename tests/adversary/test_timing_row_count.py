@@ -165,13 +165,23 @@ def test_a_boosted_ncc_share_carries_the_public_count_of_reports(labels, monkeyp
     assert _ncc_share_length(3, labels, 10**6, monkeypatch) == 4
 
 
+def _unpadded(X, y, w, count=None):
+    """An NCC share's rows as they were before the public count: the rows (weight 1 unless given), or a fallback's
+    ``count`` midpoint rows (its count was the row count, as the patched ``work_rows`` gives it)."""
+    if count is not None:
+        return np.full((count, X.shape[1]), 0.5), np.zeros(count, dtype=np.int64), np.ones(count)
+    return X, y, np.ones(len(y)) if w is None else w
+
+
 def test_positive_control_a_boosted_ncc_share_used_to_be_as_long_as_the_rows(monkeypatch):
     """Without the public count (the rows as they are, and a fallback of as many), the share's length is the row
     count."""
     from privfed.common import work_rows
     from privfed.common.boosting import owner as boosting_owner
 
-    monkeypatch.setattr(boosting_owner, "ncc_release_rows", lambda plan, X, y, w, rng: (X, y, w))
+    monkeypatch.setattr(
+        boosting_owner, "ncc_release_rows", lambda plan, X, y, w, rng, count=None: _unpadded(X, y, w, count)
+    )
     monkeypatch.setattr(work_rows, "work_rows", lambda n, bound=None: max(int(n), 1))  # the fallback's count
     assert [_ncc_share_length(n, "joint", 10**6, monkeypatch) for n in (300, 270)] == [300, 270]
 
@@ -230,7 +240,7 @@ def test_the_dummies_are_shuffled_in_not_left_last(monkeypatch):
 def test_positive_control_an_ncc_share_used_to_be_as_long_as_the_rows(monkeypatch, labels):
     from privfed.owner.kinds import shares
 
-    monkeypatch.setattr(shares, "public_count_rows", lambda X, y, w, **kw: (X, y, w))
+    monkeypatch.setattr(shares, "public_count_rows", lambda X, y, w, count=None, **kw: _unpadded(X, y, w, count))
     monkeypatch.setattr(shares, "work_rows", lambda n, bound=None: n)  # the fallback's count too: n, as it was
     width = 1 if labels == "joint" else D
     assert [_ncc_task_length(n, None, labels) for n in (300, 270)] == [{300 * width}, {270 * width}]

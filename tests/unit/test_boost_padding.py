@@ -14,7 +14,6 @@ from privfed.common.boosting.wire import BoostConfig, BoostHistory, KeptRound, a
 from privfed.common.bounds import Bounds
 from privfed.common.learners.logistic import LinearModel
 from privfed.common.learners.ncc_model import NearestCentroidModel
-from privfed.common.learners.ncc_padding import dummies
 from privfed.common.learners.samme import max_alpha
 from privfed.common.learners.stump import Stump, thresholds
 from privfed.common.tasks import BoostEvaluateTask, BoostShareTask, Task, share_reply
@@ -61,9 +60,9 @@ def fields(reply) -> list:
     return [np.asarray(getattr(reply, f.name)) for f in dataclasses.fields(reply)]
 
 
-def unpadded_share(cfg: BoostConfig, X, y, w, rng):
+def unpadded_share(cfg: BoostConfig, X, y, w, rng, count=None):
     plan = cfg.releases
-    X, y, w = steps.ncc_release_rows(plan, X, y, w, rng=rng)
+    X, y, w = steps.ncc_release_rows(plan, X, y, w, rng=rng, count=count)
     return share_reply(plan, steps.ordered(plan, steps.share(plan, X, y, w, rng=rng), rng=rng))
 
 
@@ -82,14 +81,18 @@ def test_a_share_and_its_fallback_are_the_unpadded_ones(name, with_history):
         expected = unpadded_share(cfg, owner.X, owner.y, w, np.random.Generator(np.random.PCG64(7)))
         for g, e in zip(fields(got), fields(expected), strict=True):
             np.testing.assert_array_equal(g, e)
-        # the fallback: the midpoint's rows (one at least for a stump share), class 0, weight 1; an NCC share's, its
-        # public count of weight-0 dummies (audit 13: n rows of weight 1 among them told n)
+        # the fallback: the midpoint's rows (one at least for a stump share), class 0, weight 1; an NCC share's, no
+        # rows and its public count of weight-0 dummies (audit 13: n rows of weight 1 among them told n)
         rows = max(n, 1) if cfg.params.base == "stump" else n
         fallback = kind.fallback(spec, owner.public, n, np.random.default_rng(3))
         rng = np.random.default_rng(3)
         if cfg.params.base == "ncc":
             count = work_rows(n, cfg.params.max_owner_rows)
-            expected = unpadded_share(cfg, *dummies(count, bounds=BOUNDS, n_classes=K, rng=rng), rng)
+            no_rows = np.zeros((0, D)), np.zeros(0, dtype=np.int64), np.zeros(0)
+            expected = unpadded_share(cfg, *no_rows, rng, count=count)
+            assert expected.reports.shape[0] == count and not np.any(
+                steps.ncc_release_rows(cfg.releases, *no_rows, rng=np.random.default_rng(3), count=count)[2]
+            )  # dummies alone, of weight 0
         else:
             X = midpoint_rows(BOUNDS, rows)
             expected = unpadded_share(cfg, X, np.zeros(rows, dtype=np.int64), np.ones(rows), rng)

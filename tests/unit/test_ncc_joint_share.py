@@ -185,7 +185,8 @@ def test_the_estimators_joint_centroids_are_the_federations_on_the_same_seed():
     rng = np.random.default_rng(4)
     X, y = rng.uniform(0, 1, (512, D)), rng.integers(0, K, 512)  # a power of two: the owner sends no dummy
     estimator_rng = resolve_rng(11)
-    estimator_rng.permutation(512)  # the owner's one draw before its reports: which rows (all 512) it releases
+    estimator_rng.permutation(512)  # the owner's draws before its reports: which rows (all 512) it releases,
+    estimator_rng.integers(0, K, 512)  # and a dummy's label for each of its 512 reports (none is a dummy here)
     ours = LdpNearestCentroid(epsilon=2.0, bounds=BOUNDS, random_state=estimator_rng).fit(X, y)
     strategy = NccStrategy(mechanism="pm", epsilon=2.0, n_classes=K, bounds=BOUNDS)  # auto: joint
     owner = LocalOwner("owner-0.o00000", X, y, resolve_rng(11), K, BOUNDS)

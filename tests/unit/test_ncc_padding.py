@@ -1,7 +1,8 @@
 """``public_count_rows``: an owner's rows padded (or subsampled) to the public count, every pass over that count.
 
 The definition it must keep: the kept rows in order, then ``m - n`` dummies (the bounds' midpoint, weight 0, labels
-drawn uniformly or ⊥), drawn from the generator exactly as before the gather (so a seeded release is unchanged)."""
+drawn uniformly or ⊥). A label is drawn for each of the ``m`` reports, the real rows' unused, so the draws are as
+many whatever ``n`` is; the dummies take the last ``m - n`` of them."""
 
 from __future__ import annotations
 
@@ -18,8 +19,13 @@ K = 3
 
 def by_definition(X, y, w, bound, rng, dummy_label):
     keep, m_dummies = release_rows(X.shape[0], bound, rng)
-    middle, labels, zeros = dummies(m_dummies, bounds=BOUNDS, n_classes=K, rng=rng, dummy_label=dummy_label)
-    return np.concatenate([X[keep], middle]), np.concatenate([y[keep], labels]), np.concatenate([w[keep], zeros])
+    middle, labels, zeros = dummies(keep.size + m_dummies, bounds=BOUNDS, n_classes=K, rng=rng, dummy_label=dummy_label)
+    dummy = slice(keep.size, None)
+    return (
+        np.concatenate([X[keep], middle[dummy]]),
+        np.concatenate([y[keep], labels[dummy]]),
+        np.concatenate([w[keep], zeros[dummy]]),
+    )
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 5, 8, 37, 64, 100])
@@ -36,3 +42,22 @@ def test_the_rows_labels_and_weights_are_the_definitions(n, bound, dummy_label):
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_array_equal(g, e)
     assert got[1].dtype == np.int64
+
+
+@pytest.mark.parametrize("bound", [None, 6, 40])
+def test_the_draws_do_not_follow_n_within_its_cell(bound):
+    """Owners of 33 and 64 rows (one cell) leave the generator in the same state: as many draws whatever ``n``."""
+    states = set()
+    for n in (33, 40, 64):
+        rng = np.random.default_rng(3)
+        public_count_rows(
+            np.zeros((n, 3)), np.zeros(n, dtype=np.int64), None, bound=bound, bounds=BOUNDS, n_classes=K, rng=rng
+        )
+        states.add(rng.integers(0, 2**62))
+    assert len(states) == 1
+
+
+def test_no_weights_is_weight_one_for_each_row():
+    X, y = np.random.default_rng(1).uniform(0, 1, (5, 3)), np.arange(5) % K
+    got = public_count_rows(X, y, None, bound=None, bounds=BOUNDS, n_classes=K, rng=np.random.default_rng(2))
+    np.testing.assert_array_equal(got[2], [1.0] * 5 + [0.0] * 3)
