@@ -106,9 +106,12 @@ def test_round_completes_when_a_node_is_killed_mid_round(tmp_path):
         fed.close()
     assert outcome.lost_nodes == ["owner-2"]
     assert outcome.answered == 40
-    # 40 owners' PM shares at eps = 5: accuracy 0.70 with sd 0.05 over seeds (in process, 300 seeds, the
-    # same on main and with the float-safe samplers), so one seeded run lies below 0.6 one time in 20
-    assert accuracy(outcome.model, test) > 0.55
+    # The 40 answers made the model: finite centroids of both classes, and an accuracy within the spread of such
+    # runs. 40 owners' shares at eps = 5 (joint labels, the default below 5.5), in process over 80 seeds and their
+    # own partitions: 0.60 with sd 0.085, the lowest 0.39 (the same before stop 46's padding draws: paired
+    # +0.004 +- 0.013); a bound of 0.55 failed one seed in four, and this seed since the draws moved (0.43)
+    assert np.all(np.isfinite(outcome.model.centroids)) and outcome.model.centroids.shape[0] == 2
+    assert accuracy(outcome.model, test) > 0.3
 
 
 def _feddpdr_over_grpc(tmp_path, eps, **options):
