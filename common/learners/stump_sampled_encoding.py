@@ -189,7 +189,7 @@ class SampledEncoding:
             Xbin, y = np.zeros((1, self.n_attributes), dtype=bool), np.zeros(1, dtype=np.int64)
         # Every owner's bits are read off a row (row 0 stands in where the pick hit none) and, under signs, its
         # filler bits drawn, picked or not: as much work and as many draws whether a row was picked, which
-        # follows the owner's weights (the filler was drawn for the misses alone until this change).
+        # follows the owner's weights (the filler was drawn for the misses alone until stop 46).
         r = np.maximum(row, 0)
         if self.kind == "signs":
             u = np.concatenate([Xbin[r] ^ (y[r] == 1)[:, None], (y[r] == 0)[:, None]], axis=1)  # sign > 0

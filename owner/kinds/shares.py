@@ -141,8 +141,8 @@ class NccShareKind(TaskKind[NccShareTask]):
 
     def _shares(self, spec: NccShareTask, rows: Sequence[OwnerRows], rng: np.random.Generator) -> list[Release]:
         """The releases of several owners' :data:`OwnerRows` (the share's weights: 1 for a row, 0 for a dummy,
-        joint only) in one
-        call of the mechanism: each row its own draw, each owner its own share of its (public count of) reports."""
+        joint only) in one call of the mechanism: each row its own draw, each owner its own share of its (public
+        count of) reports."""
         owned = [self._rows(spec, r, rng) for r in rows]
         X, y = np.concatenate([o[0] for o in owned]), np.concatenate([o[1] for o in owned])
         w = None if owned[0][2] is None else np.concatenate([o[2] for o in owned if o[2] is not None])
