@@ -19,10 +19,10 @@ summation order and, for the AMP solvers, within their public radius of the same
 (``tests/statistical/test_padded_fits.py``).
 
 What is left, stated: the grid cell, ``ceil(log2 n)``, still shows in the time (one timing of owners of
-``n`` and ``2n`` rows differs by up to 2x in work): a public bound would hide it, but none of the FedDPDR
-or LR share tasks carries the job's ``max_owner_rows`` to the owner yet, and padding every owner to the job's
-bound costs ``bound / n`` times the work (a 10^4-row owner padded to 10^5 works 10x longer), while the grid
-costs at most 2x (``bench/row_padding.py``). The O(n) work before and around a fit runs on the cell too: the
+``n`` and ``2n`` rows differs by up to 2x in work) unless the owner declares a count (below): a bound a task
+carried would let the coordinator choose the work, and padding every owner to a job's bound costs ``bound / n``
+times the work (a 10^4-row owner padded to 10^5 works 10x longer), while the grid costs at most 2x
+(``bench/row_padding.py``). The O(n) work before and around a fit runs on the cell too: the
 rows are padded first (:func:`cell_rows`, :func:`pad_rows`) and, after each per-row step that made the padding
 non-zero (a scaling, a bias feature), zeroed again (:func:`zero_padding`), or weighted 0 (a boosted share's SAMME
 weights): DP-PCA since audit 11, the SVM share, a boosted share and evaluation since audit 12 (an NB report reads
@@ -31,24 +31,66 @@ rows, and ``bench/row_padding_answers.py`` what the padding costs a whole answer
 ``n`` (an NCC share's reports: one per row) takes :func:`release_rows`' count through
 :func:`privfed.common.learners.ncc_padding.public_count_rows` (weighted, joint and rr shares; see ``docs/owner-limits.md``,
 "Limits", for the rest).
+
+An owner's declared row count closes the cell too (``privfed owner --work-rows P``): within
+:func:`declared_rows` ``(P)``, every count above is ``P`` whatever ``n <= P`` is, so the work is a function of the
+owner's public configuration alone (Haeberlen et al.'s predictable transaction with the owner's own bound, not
+one a task chooses: DESIGN.md, release discipline 4), at ``P / n`` times the work. The owner core sets it around
+everything it does for the owner (:class:`~privfed.owner.core.OwnerCore`), so every call site reads one value.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import numpy as np
 
 from privfed.common.errors import ConfigError
 
+#: The row count the owner declared public (:func:`declared_rows`), or None: each count's power-of-two cell.
+_DECLARED: ContextVar[int | None] = ContextVar("privfed_declared_rows", default=None)
+
+
+def check_declared_rows(rows: int, most: int) -> int:
+    """``rows`` if it can be an owner's declared row count (``--work-rows``) for owners of at most ``most`` rows: a
+    power of two (the lengths an honest NCC share has, which the coordinator checks) of at least ``most``."""
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1 or rows & (rows - 1):
+        raise ConfigError(f"--work-rows must be a power of two (1, 2, 4, ..., 1024, ...), got {rows!r}")
+    if most > rows:
+        raise ConfigError(
+            f"--work-rows {rows} is below an owner's {most} rows: every computation works on the declared count, so it "
+            f"must be at least the rows of every owner on the node (e.g. --work-rows {work_rows(most)})"
+        )
+    return rows
+
+
+@contextmanager
+def declared_rows(rows: int | None) -> Iterator[None]:
+    """Within: :func:`work_rows` is ``rows`` for every count up to it (None: each count's own cell), the owner's
+    declared public row count (module docstring). A count above it raises :class:`ConfigError`: the owner core
+    checks its owners against it first (:func:`check_declared_rows`)."""
+    token = _DECLARED.set(rows)
+    try:
+        yield
+    finally:
+        _DECLARED.reset(token)
+
 
 def work_rows(n: int, bound: int | None = None) -> int:
-    """The public row count a fit of ``n`` rows works on: the least power of two ``>= max(n, 1)``, or the public
-    ``bound`` on an owner's rows if that is less (a release of as many rows as this, :func:`release_rows`).
+    """The public row count a fit of ``n`` rows works on: the least power of two ``>= max(n, 1)`` (the owner's
+    declared count instead, within :func:`declared_rows`), or the public ``bound`` on an owner's rows if that is
+    less (a release of as many rows as this, :func:`release_rows`).
 
     With a ``bound``, the count is ``min(2^ceil(log2 n), bound)``: a coordinator that chooses the bound learns
     no more than the cell (a bound inside the cell gives ``bound`` whether ``n`` is above it or not)."""
     if n < 0:
         raise ConfigError(f"a row count must be >= 0, got {n}")
-    cell = 1 << (max(int(n), 1) - 1).bit_length()
+    declared = _DECLARED.get()
+    if declared is not None and n > declared:
+        raise ConfigError(f"{n} rows are above the owner's declared {declared} (--work-rows)")
+    cell = declared if declared is not None else 1 << (max(int(n), 1) - 1).bit_length()
     if bound is None:
         return cell
     if bound < 1:
@@ -80,6 +122,8 @@ def work_range(n: int) -> tuple[int, int]:
     cell is (``lo = hi // 2 + 1``, or 1 for the first cell): a solver's bounds that depend on the row count
     are taken at the end of the cell that makes them hold for every ``n`` in it."""
     hi = work_rows(n)
+    if _DECLARED.get() is not None:  # a declared count's "cell" holds every count up to it
+        return 1, hi
     return (hi // 2 + 1 if hi > 1 else 1), hi
 
 
@@ -122,4 +166,13 @@ def zero_padding(a: np.ndarray, n: int, *, axis: int = -2) -> np.ndarray:
     return np.where(real, a, np.zeros((), dtype=a.dtype))
 
 
-__all__ = ["cell_rows", "pad_rows", "release_rows", "work_range", "work_rows", "zero_padding"]
+__all__ = [
+    "cell_rows",
+    "check_declared_rows",
+    "declared_rows",
+    "pad_rows",
+    "release_rows",
+    "work_range",
+    "work_rows",
+    "zero_padding",
+]

@@ -96,6 +96,13 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
         help="owners' noise: seeded from --seed (reproducible simulation) or secure",
     )
     p.add_argument(
+        "--work-rows",
+        type=positive_int,
+        metavar="P",
+        help="each owner node's --work-rows: every owner's computations work on P rows (a power of two, at least "
+        "its rows), so their timing does not tell the row counts apart",
+    )
+    p.add_argument(
         "--node-timeout", type=positive_float, default=15.0, help="seconds a silent node keeps its place in a round"
     )
     p.add_argument("--round-timeout", type=positive_float, default=600.0, help="seconds a round may take")

@@ -62,6 +62,8 @@ class InProcessTransport(RelayedTransport):
         Nodes that never answer (their owners' tasks unanswered, envelopes to them lost).
     allow_clear_labels : bool
         As ``privfed owner --allow-clear-labels``.
+    work_rows : int, optional
+        As ``privfed owner --work-rows``, for every node.
     secure_sum : {"auto", "ring", "secagg"}
         The default secure sum (:class:`~privfed.server.securesum.RelayedTransport`): the steps of a
         pairwise-mask sum go to each node's core as the owner node's dispatch sends them.
@@ -80,6 +82,7 @@ class InProcessTransport(RelayedTransport):
         allow_clear_labels: bool = False,
         secure_sum: str = "auto",
         owner_keys: bool = True,
+        work_rows: int | None = None,
     ) -> None:
         super().__init__(secure_sum)
         self.owners = {o.owner_id: o for o in owners}
@@ -98,6 +101,7 @@ class InProcessTransport(RelayedTransport):
                 ledger,
                 keys=OwnerKeys({o: k for o, k in keys.items() if self._node[o] == node}, None),
                 allow_clear_labels=allow_clear_labels,
+                work_rows=work_rows,
             )
             for node, ledger in self.ledgers.items()
         }

@@ -59,6 +59,14 @@ def add_owner(sub: argparse._SubParsersAction) -> None:
         help="answer tasks that ask for labels in the clear (NCC, boosting with the ncc base); each such "
         "release is recorded in the ledger as non-private. Off: they are refused",
     )
+    p.add_argument(
+        "--work-rows",
+        type=positive_int,
+        metavar="P",
+        help="declare P rows public for each hosted owner (a power of two, at least its rows): every computation "
+        "works on P rows, so a coordinator timing the answers cannot tell the owners' row counts, at P/n times "
+        "the work. Default: each count's power-of-two cell, which the timing shows",
+    )
     p.add_argument("--n-owners", type=positive_int, default=1, help="logical owners in the whole federation partition")
     p.add_argument("--shards", default="1", help="logical owners hosted here: A:B (owners A..B-1), or a count K")
     p.add_argument("--ledger", type=Path, required=True, help="SQLite privacy ledger of this node")

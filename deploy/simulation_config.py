@@ -20,6 +20,7 @@ from typing import Any
 from privfed.common.datasets import SYNTHETIC_N_SAMPLES
 from privfed.common.errors import ConfigError
 from privfed.common.validation import check_choice, check_int, check_positive
+from privfed.common.work_rows import check_declared_rows
 from privfed.server.config import KEYS as CONFIG_KEYS
 from privfed.server.config import TASKS, JobConfig
 
@@ -41,6 +42,7 @@ SIMULATION_KEYS = {
     "insecure": "insecure",
     "no_progress": "progress",
     "data": "data",
+    "work_rows": "work_rows",
 }
 #: ``--epsilon``'s default: one federation per value.
 DEFAULT_EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -84,6 +86,9 @@ class SimulationConfig:
         ``--data``: owners' own files, one owner node process each, checked against the federation
         schema ``job.schema`` (required with them, and naming a public test file). Empty:
         partitions of the built-in ``job.dataset``.
+    work_rows : int or None
+        ``--work-rows``: every owner node's ``privfed owner --work-rows`` (a power of two; a node whose owners
+        hold more rows stops with the error). None: each owner works on its count's power-of-two cell.
     """
 
     job: JobConfig
@@ -94,6 +99,7 @@ class SimulationConfig:
     insecure: bool = False
     progress: bool = True
     data: tuple[Path, ...] = ()
+    work_rows: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.job, JobConfig):
@@ -132,6 +138,8 @@ class SimulationConfig:
             rows = synthetic_rows(self.job.owners, self.job.test_fraction)
             object.__setattr__(self, "job", self.job.replace(n_samples=rows))
         check_choice(self.rng, name="--rng", allowed=("seeded", "secure"))
+        if self.work_rows is not None:  # the rows it must hold are each node's: checked there
+            check_declared_rows(self.work_rows, 0)
 
     @property
     def sized_to_owners(self) -> bool:

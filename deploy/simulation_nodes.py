@@ -80,6 +80,8 @@ def owner_command(
         cmd += ["--n-samples", str(config.job.n_samples)]
     if config.job.clear_labels:
         cmd += ["--allow-clear-labels"]
+    if config.work_rows is not None:
+        cmd += ["--work-rows", str(config.work_rows)]
     cmd += ["--insecure"] if certs is None else ["--certs", str(certs)]
     return cmd
 

@@ -56,6 +56,7 @@ from privfed.common.ledger import Debit, Ledger, RowsUnused, Standing
 from privfed.common.secagg.boxes import generate_private_key
 from privfed.common.secagg.ring import Outbound
 from privfed.common.tasks import Refusal, Result, Task
+from privfed.common.work_rows import check_declared_rows, declared_rows
 from privfed.owner.compute import TOGETHER, compute_release, compute_together, fallback_release
 from privfed.owner.history import applied_digest
 from privfed.owner.keys import OwnerKeys
@@ -118,6 +119,11 @@ class OwnerCore:
         Signs an owner's secure-sum mask key with the node's certificate key.
     owner_policy : OwnerPolicy, optional
         ``privfed owner --policy``: which jobs the node takes part in (None: every job).
+    work_rows : int, optional
+        ``privfed owner --work-rows``: the row count the node declares public for each of its owners, a power of
+        two at least each one's rows. Everything the core does for them works on that many rows
+        (:func:`~privfed.common.work_rows.declared_rows`), so no answer's time tells their counts apart. None:
+        each count's own power-of-two cell, which the time then shows.
     """
 
     def __init__(
@@ -129,16 +135,21 @@ class OwnerCore:
         allow_clear_labels: bool = False,
         sign: Callable[[str, str, bytes], bytes] | None = None,
         owner_policy: OwnerPolicy | None = None,
+        work_rows: int | None = None,
     ) -> None:
         self.owners = {o.owner_id: o for o in owners}
+        if work_rows is not None:
+            check_declared_rows(work_rows, max((o.n_rows for o in self.owners.values()), default=0))
+        self.work_rows = work_rows
         self.owner_policy = owner_policy
         self.ledger = ledger
         self.policy = Policy(allow_clear_labels=allow_clear_labels)
         self.node = NodeState()
         self.keys = keys if keys is not None else OwnerKeys({o: generate_private_key() for o in self.owners}, None)
         self.mods: dict[str, SecureSum] = {"ring": RingMod(self.keys), "secagg": SecAggDriver(self.keys, sign=sign)}
-        for owner in self.owners.values():
-            ledger.bind_rows(owner.owner_id, owner.row_keys)
+        with declared_rows(work_rows):  # pad accounts up to the declared count
+            for owner in self.owners.values():
+                ledger.bind_rows(owner.owner_id, owner.row_keys)
         ledger.load_row_accounts()  # now, not in the first answer: its time would tell rows spent before
         #: (spec, owner configuration) pairs a spec-only kind accepted, by their ids (:meth:`_validate`)
         self._accepted: dict[tuple[int, int], tuple[object, PublicConfig]] = {}
@@ -166,6 +177,10 @@ class OwnerCore:
         may have none) in order, and the envelopes to relay. ``items`` may hold results already made
         (a task refused at decoding), passed through. ``seen``: task ids of the pass so far. ``job``:
         the job the coordinator announced with the tasks (its releases are recorded under its id)."""
+        with declared_rows(self.work_rows):  # every step below works on the declared count, if there is one
+            return self._answer(items, seen=seen, job=job)
+
+    def _answer(self, items: Iterable[Task | Result], *, seen: set[str] | None, job: JobInfo | None) -> Answer:
         seen = set() if seen is None else seen
         pending: dict[str, list[Debit]] = {}
         items = list(items)

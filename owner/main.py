@@ -80,6 +80,10 @@ class OwnerConfig:
         ``--target-name``: the TLS name to expect from the coordinator.
     allow_clear_labels : bool
         ``--allow-clear-labels``: answer tasks asking for clear labels (non-private ledger entries).
+    work_rows : int or None
+        ``--work-rows``: the row count declared public for each hosted owner, a power of two at least its rows;
+        every computation works on that many rows, so no answer's time tells the owners' counts (None: the time
+        shows each count's power-of-two cell; ``docs/owner-limits.md``).
     policy : Path or None
         ``--policy``: the node's policy file (:mod:`privfed.owner.policy`). With one the node is a
         daemon: it serves job after job, waits for a coordinator that stops or restarts (no
@@ -105,6 +109,7 @@ class OwnerConfig:
     connect_timeout: float = 120.0
     target_name: str | None = None
     allow_clear_labels: bool = False
+    work_rows: int | None = None
     policy: Path | None = None
 
 
@@ -279,6 +284,7 @@ def _serve(
         else (math.inf if policy is not None else config.connect_timeout),
         target_name_override=config.target_name,
         allow_clear_labels=config.allow_clear_labels,
+        work_rows=config.work_rows,
         owner_policy=policy,
         daemon=policy is not None and not refused_rows,
     )

@@ -78,6 +78,7 @@ class OwnerNode:
         connect_timeout: float = 60.0,
         target_name_override: str | None = None,
         allow_clear_labels: bool = False,
+        work_rows: int | None = None,
         owner_policy: OwnerPolicy | None = None,
         daemon: bool = False,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
@@ -104,6 +105,7 @@ class OwnerNode:
         self.fatal: str | None = None
         self._ledger = ledger
         self._allow_clear_labels = allow_clear_labels
+        self._work_rows = work_rows
         self._connect_timeout = connect_timeout
         self._max_message_bytes = max_message_bytes  # the coordinator's bound: registrations above it go in parts
         self._override = target_name_override
@@ -126,6 +128,7 @@ class OwnerNode:
             allow_clear_labels=self._allow_clear_labels,
             sign=self._sign,
             owner_policy=self._owner_policy,
+            work_rows=self._work_rows,
         )
 
     def _channel(self) -> grpc.Channel:
@@ -162,11 +165,11 @@ class OwnerNode:
             owners = self._deferred.load(schema, self._ledger)
             if sorted(o.owner_id for o in owners) != sorted(self._owner_ids):
                 raise ConfigError("the loaded owners are not the registered ones")  # a bug of the caller
+            self._core = self._make_core(owners)  # rows above --work-rows: the operator's error, as rows off the schema
         except ConfigError as exc:
             self.fatal = str(exc)
             log.error("%s; this node refuses every task (schema_mismatch) and exits", exc)
             return
-        self._core = self._make_core(owners)
         log.info("rows of %d owner(s) fit the federation schema", len(owners))
 
     def _refuse_all(self, stub: pb_grpc.CoordinatorStub, tasks: Iterable[Task | Result]) -> bool:

@@ -269,12 +269,14 @@ def _traced(where: str) -> str | None:
     return None
 
 
-def owner_core(X, y) -> tuple[LocalOwner, OwnerCore]:
-    """One owner of rows ``X``, ``y``, bound to its row accounts as a node binds them, and a real core over it."""
+def owner_core(X, y, *, work_rows: int | None = None) -> tuple[LocalOwner, OwnerCore]:
+    """One owner of rows ``X``, ``y``, bound to its row accounts as a node binds them, and a real core over it
+    (``work_rows``: the node's declared row count, ``privfed owner --work-rows``)."""
     owner = LocalOwner(
         "node-0.o00000", X, y, np.random.Generator(np.random.PCG64(1)), K, BOUNDS, row_keys=tuple(row_digests(X, y))
     )
-    return owner, OwnerCore([owner], Ledger(":memory:", epsilon_budget=BUDGET, delta_budget=1e-3))
+    ledger = Ledger(":memory:", epsilon_budget=BUDGET, delta_budget=1e-3)
+    return owner, OwnerCore([owner], ledger, work_rows=work_rows)
 
 
 def traced_answer(core: OwnerCore, owner_id: str, spec, on_call: Callable[[str, object], None]) -> pb.Result:

@@ -48,16 +48,17 @@ def _normalised(statement: str) -> str:
     return re.sub(r"\b\d+(?:\.\d+)?(?:e[-+]?\d+)?\b", "N", statement)
 
 
-def _work(tmp_path, n: int, policy: bool, monkeypatch) -> tuple[list[str], int]:
+def _work(tmp_path, n: int, policy: bool, monkeypatch, work_rows: int | None = None) -> tuple[list[str], int]:
     """The ledger's statements and the debit's per-account sums for an owner of ``n`` rows' second answer
-    (the first records the owner as its rows' holder, once per process, as every owner's first does)."""
+    (the first records the owner as its rows' holder, once per process, as every owner's first does);
+    ``work_rows``: the node's declared row count (``privfed owner --work-rows``)."""
     rng = np.random.Generator(np.random.PCG64(n))
     X, y = rng.uniform(0, 1, (n, D)), rng.integers(0, K, n)
     owner = LocalOwner(
         OWNER, X, y, np.random.Generator(np.random.PCG64(1)), K, BOUNDS, row_keys=tuple(row_digests(X, y))
     )
     ledger = Ledger(tmp_path / f"ledger-{n}-{policy}.sqlite", epsilon_budget=100.0, delta_budget=1.0)
-    core = OwnerCore([owner], ledger, owner_policy=POLICY if policy else None)
+    core = OwnerCore([owner], ledger, owner_policy=POLICY if policy else None, work_rows=work_rows)
     spec = LrShareTask("pm", 0.5, 1.0, 1.0, K, BOUNDS)
     core.answer([Task("t0", OWNER, "round-0", spec)], job=JOB)
     sums = 0
@@ -89,6 +90,15 @@ def test_the_ledger_does_the_same_work_for_every_count_of_a_cell(tmp_path, monke
     assert sums >= 2 * max(cell)  # an (ε, δ) sum per account, and at least one account per row
     if policy:
         assert any("FROM holders" in s for s in statements), statements
+
+
+@pytest.mark.parametrize("policy", [False, True], ids=["no-policy", "policy"])
+def test_a_declared_row_count_makes_the_same_work_for_every_cell(tmp_path, monkeypatch, policy):
+    """Under ``--work-rows 1024`` owners of 0, 300 and 600 rows (three cells) run the same statements and sums:
+    1024 accounts each, pad accounts beside their rows (``tests/adversary/test_declared_rows.py``)."""
+    work = [_work(tmp_path, n, policy, monkeypatch, work_rows=1024) for n in (0, 300, 600)]
+    assert all(w == work[0] for w in work[1:]), [(len(s), c) for s, c in work]
+    assert work[0][1] == 2 * 1024  # an (ε, δ) sum per account
 
 
 def test_positive_control_accounts_bound_to_the_rows_alone_show_the_count(tmp_path, monkeypatch):

@@ -30,6 +30,7 @@ SAMPLES = {
     "out": ("elsewhere", "elsewhere", []),
     "insecure": (True, None, []),
     "rng": ("secure", "secure", []),
+    "work_rows": (1024, "1024", []),
     "node_timeout": (5.0, "5", []),
     "round_timeout": (60.0, "60", []),
     "no_progress": (True, None, []),
