@@ -8,7 +8,9 @@ Two tables, every arm timed interleaved with the others in one run (``bench/timi
   unpadded. The worst case is just above a power of two (257 rows work as 512);
 * distinguishability: owners of 300 and 270 rows (10% fewer, one cell), padded and unpadded, printed as
   ``bench/timing_channels.py`` prints (medians, difference over the MAD, KS, and the accuracy of a one-timing
-  threshold rule; 0.5 is chance).
+  threshold rule; 0.5 is chance); then owners of 300 and 600 rows (two cells), padded to their cells and to a
+  declared count of 1024 (``privfed owner --work-rows 1024``: ``work_rows.declared_rows``), with what the
+  declared count costs over the cells.
 
     python bench/row_padding.py [--repeats 40] [--clock cpu|wall] [--fits lr,pca,svm/ovr-huber,...]
 
@@ -36,11 +38,13 @@ from privfed.common.feddpdr.release import owner_svm_release  # noqa: E402
 from privfed.common.learners import newton  # noqa: E402
 from privfed.common.learners.logistic import fit_local_logistic  # noqa: E402
 from privfed.common.mechanisms import objective  # noqa: E402
+from privfed.common.work_rows import declared_rows  # noqa: E402
 
 D, K, BOUND, LAM = 10, 2, 4.0, 1e-3  # bench/timing_channels.py's owner
 BOUNDS = Bounds.of(-BOUND, BOUND, D)
 SUBSPACE = np.eye(D)[:, :3]
 COUNTS = (20, 257, 300, 511)
+DECLARED = 1024  # --work-rows for the two-cell table
 PADDED_MODULES = (newton, svm, multiclass, centroid, pca, release)
 
 
@@ -79,17 +83,15 @@ def fit(name: str) -> Callable[[np.ndarray, np.ndarray, np.random.Generator], ob
     )
 
 
-def arm(name: str, n: int, padded: bool, seed: int = 0) -> Callable[[int], None]:
+def arm(name: str, n: int, padded: bool, seed: int = 0, declared: int | None = None) -> Callable[[int], None]:
+    """One fit of ``name`` on ``n`` rows: on the cell (``padded``), the rows alone, or a ``declared`` count."""
     X, y = rows(n, seed)
     run = fit(name)
 
     def once(r: int) -> None:
         rng = np.random.default_rng(r)
-        if padded:
+        with unpadded() if not padded else declared_rows(declared):
             run(X, y, rng)
-        else:
-            with unpadded():
-                run(X, y, rng)
 
     return once
 
@@ -120,6 +122,20 @@ def main(argv: list[str] | None = None) -> int:
             times = interleaved(arms, args.repeats, rng, clock)
             label = "padded" if padded else "unpadded"
             print(pair_line(name, f"300/270 {label}", times["300"], times["270"]))
+    print(uptime())
+    print(f"# one timing: 300 rows against 600 (two cells), on their cells and on a declared {DECLARED}")
+    print(HEADER)
+    cost = []
+    for name in fits:
+        for declared in (None, DECLARED):
+            arms = {n: arm(name, int(n), True, seed=1, declared=declared) for n in ("300", "600")}
+            times = interleaved(arms, args.repeats, rng, clock)
+            label = "cells" if declared is None else f"declared {DECLARED}"
+            print(pair_line(name, f"300/600 {label}", times["300"], times["600"]))
+            cost.append((name, label, statistics.median(times["300"]), statistics.median(times["600"])))
+    print(f"# median ms: 300 and 600 rows on their cells and on the declared {DECLARED}")
+    for name, label, a, b in cost:
+        print(f"{name:16} {label:14} {a * 1e3:9.3f} {b * 1e3:9.3f}")
     print(uptime())
     return 0
 
