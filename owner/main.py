@@ -21,6 +21,7 @@ from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
 from privfed.common.ledger_rows import RowLayout
 from privfed.common.schema import FederationSchema, RawTable
+from privfed.common.work_rows import check_declared_rows
 from privfed.owner.data import (
     build_owners,
     check_owner_rows,
@@ -211,6 +212,8 @@ def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
     except ValueError:
         count = 0  # parse_shards says what is wrong
     shards = parse_shards(config.shards, count)
+    if config.work_rows is not None and shards.stop:  # before it dials out: at least the lines but a header
+        check_declared_rows(config.work_rows, -(-(len(rows.lines) - 1) // shards.stop))
     if shards.start != 0:  # owners A..B-1 of B: the file's other rows hosted nowhere, or by a node given 0:A
         raise ConfigError(
             f"--shards {config.shards!r} with --data: a node hosts all of its file's rows, split among K owners "

@@ -4,8 +4,8 @@ work itself, in process, with no clock).
 Two owner nodes of different row counts (300 and 75: cells 512 and 128) answer an NCC job's padded shares, the one
 release whose length is a row count: with ``--work-rows 512`` both carry 512 reports, which the coordinator accepts
 (a power of two: ``NccShareTask.check_public_count``); without it each carries its own cell's. A declared count
-that is not a power of two, or below the node's rows, stops the node at its start with a one-line error (exit 2),
-before it reaches the coordinator.
+that is not a power of two, or below the node's rows (a partition's, or its own file's), stops the node at its start
+with a one-line error (exit 2), before it reaches the coordinator.
 """
 
 from __future__ import annotations
@@ -66,3 +66,41 @@ def test_a_declared_count_that_cannot_hold_the_rows_stops_the_node(tmp_path, row
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_own_file_above_the_declared_count_stops_the_node_before_it_dials_out(tmp_path):
+    """200 rows of a file, read before the node registers: ``--work-rows 128`` stops it with the error, not with
+    the unreachable coordinator's (port 1); split among 2 owners (100 rows each) the same count is accepted."""
+    rng = np.random.default_rng(0)
+    rows = [
+        f"{a:.3f},{b:.3f},{c}"
+        for a, b, c in zip(rng.uniform(0, 1, 200), rng.uniform(0, 1, 200), rng.integers(0, 2, 200))
+    ]
+    data = tmp_path / "a.csv"
+    data.write_text("x0,x1,label\n" + "\n".join(rows) + "\n")
+
+    def start(*extra: str) -> subprocess.CompletedProcess:
+        cmd = [
+            *owner_cmd(
+                1,
+                "owner-0",
+                n_owners=1,
+                shards="1",
+                ledger=tmp_path / f"l{len(extra)}.sqlite",
+                budget=1.0,
+                certs=None,
+                dataset=["--data", str(data), "--bounds", "0:1"],
+            ),
+            "--work-rows",
+            "128",
+            "--connect-timeout",  # the last given counts: the accepted node gives up on port 1 at once
+            "1",
+            *extra,
+        ]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+    alone = start()
+    assert alone.returncode == 2 and "--work-rows 128 is below an owner's 200 rows" in alone.stderr, alone.stderr
+    assert "unreachable" not in alone.stderr
+    halves = start("--shards", "2")
+    assert "--work-rows" not in halves.stderr and "unreachable" in halves.stderr, halves.stderr
