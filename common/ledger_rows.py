@@ -105,6 +105,10 @@ class RowAccounts:
         """The accounts of ``owner_id``; empty for an owner without bound rows."""
         return self._bound.get(owner_id, ())
 
+    def owners(self) -> list[str]:
+        """Every owner id with bound rows."""
+        return list(self._bound)
+
     def all_keys(self) -> list[str]:
         """Every bound account, once."""
         return list(dict.fromkeys(k for keys in self._bound.values() for k in keys))

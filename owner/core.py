@@ -151,6 +151,7 @@ class OwnerCore:
             for owner in self.owners.values():
                 ledger.bind_rows(owner.owner_id, owner.row_keys)
         ledger.load_row_accounts()  # now, not in the first answer: its time would tell rows spent before
+        ledger.load_owner_records()  # and the ids that held them: a policy's first check would read them
         #: (spec, owner configuration) pairs a spec-only kind accepted, by their ids (:meth:`_validate`)
         self._accepted: dict[tuple[int, int], tuple[object, PublicConfig]] = {}
 

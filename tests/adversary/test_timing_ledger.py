@@ -103,23 +103,25 @@ def test_positive_control_the_early_exit_reads_the_ledger_otherwise(monkeypatch,
     assert _statements(0) != _statements(earlier)
 
 
-def _first_answer(tmp_path, earlier: int) -> list[str]:
+def _first_answer(tmp_path, earlier: int, policy: OwnerPolicy | None = None) -> list[str]:
     """The ledger's statements for the first answer of a node started on a ledger file in which ``earlier``
-    ids held the owner's rows (an earlier process)."""
-    path = tmp_path / f"ledger-{earlier}.sqlite"
+    ids held the owner's rows (an earlier process), each with releases of its own; ``policy``: the node's."""
+    path = tmp_path / f"ledger-{earlier}-{policy is not None}.sqlite"
     rng = np.random.Generator(np.random.PCG64(3))
     X, y = rng.uniform(0, 1, (ROWS, D)), rng.integers(0, 2, ROWS)
     keys = row_digests(X, y)
     with Ledger(path, epsilon_budget=100.0, delta_budget=1.0) as before:
         for i in range(earlier):
             before.bind_rows(f"node-{i}.o00000", keys)
-            before.debit_many([Debit(f"node-{i}.o00000", 0.5, 0.0, "lr", f"e{i}#0", job="job-0")])
+            for j in range(3):
+                before.debit_many([Debit(f"node-{i}.o00000", 0.5, 0.0, "lr", f"e{i}-{j}#0", job="job-0")])
     ledger = Ledger(path, epsilon_budget=100.0, delta_budget=1.0)
     owner = LocalOwner(OWNER, X, y, np.random.Generator(np.random.PCG64(4)), 2, BOUNDS, row_keys=tuple(keys))
-    core = OwnerCore([owner], ledger)
+    core = OwnerCore([owner], ledger, owner_policy=policy)
     seen: list[str] = []
     ledger._db().set_trace_callback(lambda s: seen.append(_normalised(s)))
-    (result,) = core.answer([Task("t0", OWNER, "round-0", LrShareTask("pm", 0.5, 1.0, 1.0, 2, BOUNDS))]).results
+    spec = LrShareTask("pm", 0.5, 1.0, 1.0, 2, BOUNDS)
+    (result,) = core.answer([Task("t0", OWNER, "round-0", spec)], job=JOB if policy else None).results
     ledger.close()
     assert not isinstance(result.payload, Refusal), result.payload
     return seen
@@ -137,3 +139,24 @@ def test_the_first_answer_after_a_start_reads_no_row_account(tmp_path):
 def test_positive_control_without_the_start_up_read_the_first_answer_reads_the_accounts(tmp_path, monkeypatch):
     monkeypatch.setattr(Ledger, "load_row_accounts", lambda self: None)
     assert [s for s in _first_answer(tmp_path, 1) if "accounts AS a" in s]
+
+
+#: The statement that reads an id's whole record into the ledger's cache (``RecordCache.read``).
+RECORD_READ = "SELECT owner_id, epsilon, delta FROM releases WHERE owner_id IN (list)"
+
+
+def test_the_first_answer_at_a_node_with_a_policy_reads_no_earlier_holders_record(tmp_path):
+    """A policy counts the releases of the ids that held the rows before (``keeps_rows_out``). The node reads
+    their records when it starts (``Ledger.load_owner_records``), as its own: before, the first answer read the
+    holders' in one more statement than an owner whose rows nobody held, so its time told the two apart."""
+    traces = [_first_answer(tmp_path, n, POLICY) for n in (0, 1, 3)]
+    assert traces[0] == traces[1] == traces[2]
+    assert RECORD_READ not in traces[0], traces[0]
+    assert any("job = S" in s for s in traces[0])  # the policy's checks ran
+
+
+def test_positive_control_without_the_start_up_read_the_first_answer_reads_the_holders(tmp_path, monkeypatch):
+    monkeypatch.setattr(Ledger, "load_owner_records", lambda self: None)
+    fresh, held = (_first_answer(tmp_path, n, POLICY) for n in (0, 1))
+    assert fresh != held
+    assert held.count(RECORD_READ) == fresh.count(RECORD_READ) + 1
