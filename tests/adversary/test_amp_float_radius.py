@@ -28,6 +28,9 @@ from privfed.common.feddpdr.svm import HUBER_H, _huber_gradient
 from privfed.common.mechanisms.amp import AMP_FRACTION, AMP_RADIUS, accelerated_steps, norm_laplace_noise
 from privfed.common.mechanisms.objective import ObjectivePerturbation, minimise_perturbed
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 N, D, LAM = 1000, 3, 1e-3
 C = 1.0 / (2.0 * HUBER_H)
 

@@ -21,6 +21,9 @@ from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.pca import scale_rows_to_unit_ball
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 
 @pytest.mark.parametrize("lo, hi", [(-1e200, 1e200), (-1e154, 1e154), (1e308, 1.7e308), (-1.7e308, -1e308)])
 def test_bounds_whose_centre_or_radius_overflows_are_refused(lo, hi):

@@ -15,6 +15,9 @@ import pytest
 from privfed.common.schema import FederationSchema
 from privfed.owner.data import check_owner_rows, read_owner_rows, row_digests
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 X = np.array([[0.1 + 0.2, 1e-5, 0.0], [0.5, 0.123456789012345, 1.0], [0.5, 0.123456789012345, 1.0], [0.25, 0.0, 0.75]])
 Y = np.array([1, 0, 0, 1])
 POSITIONAL = FederationSchema(features=("a", "b", "c"), lo=(0.0,) * 3, hi=(1.0,) * 3, classes=(0, 1))

@@ -28,6 +28,9 @@ from privfed.common.tasks import NccShareTask, Task
 from privfed.owner.core import OwnerCore
 from privfed.owner.local import LocalOwner
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 SMALL, LARGE = 100, 600  # cells 128 and 1024
 DECLARED = 2048
 KINDS = ("lr_share", "lr_gradient", "pca_share", "svm_share", "nb", "boost_share", "ncc_share")

@@ -36,6 +36,9 @@ from differential import CASES, K, owner_core, traced_answer
 
 from privfed.common.tasks import Task
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 #: Rows of the owner: not a power of two, nor a feature or class count, so an array of n rows is told by its shape.
 N = 37
 #: The functions that may be given the n rows: pad_rows copies them into the cell's, and the entry points that

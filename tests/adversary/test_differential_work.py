@@ -31,6 +31,9 @@ from privfed.common.boosting.wire import at_round
 from privfed.common.tasks import BoostShareTask
 from privfed.proto import serde
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 
 @pytest.mark.parametrize(("kind", "case"), CASE_IDS, ids=[f"{k}/{c}" for k, c in CASE_IDS])
 def test_two_owners_make_the_samework_trace(kind, case):

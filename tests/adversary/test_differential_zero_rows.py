@@ -28,6 +28,9 @@ from privfed.owner.kinds import kind_of
 from privfed.owner.local import LocalOwner
 from privfed.proto import serde
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 X0, Y0 = np.zeros((0, D)), np.zeros(0, dtype=np.int64)
 X1, Y1 = XB[:1], YB[:1]
 ZERO_IDS = CASE_IDS

@@ -18,6 +18,9 @@ from privfed.common.mechanisms.duchi import duchi_constant, duchi_from_uniform
 from privfed.common.mechanisms.piecewise import hm_alpha, pm_from_uniform, pm_grid
 from privfed.common.mechanisms.snapping import cell_probabilities
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 INPUTS = np.array([-1.0, -1.0 + 2.0**-40, -0.5, 0.0, 1.0 / 3.0, 0.75, 1.0])
 
 

@@ -30,6 +30,9 @@ from privfed.owner.data import row_digests
 from privfed.owner.local import LocalOwner
 from privfed.proto import serde
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 D, K, BUDGET = 2, 2, 100.0
 BOUNDS = Bounds.of(0.0, 1.0, D)
 

@@ -30,6 +30,9 @@ from privfed.common.tasks import (
 from privfed.common.tasks.contract import ContractViolation
 from privfed.proto import serde
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 LIMITS = PublicLimits(max_rows=100)
 RR = NccShareTask("pm", 1.0, "rr", 0.5, K, BOUNDS, max_owner_rows=100)
 RR_ONE = NccShareTask("pm", 1.0, "rr", 0.5, K, BOUNDS, max_owner_rows=1)

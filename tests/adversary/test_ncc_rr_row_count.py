@@ -17,6 +17,9 @@ from differential import BOUNDS, D, K, owner_core, skeleton
 from privfed.common.tasks import NccShareTask, Result, Task
 from privfed.proto import serde
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 
 def _rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.Generator(np.random.PCG64(seed))

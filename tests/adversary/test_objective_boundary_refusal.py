@@ -21,6 +21,9 @@ from privfed.common.feddpdr.svm import HUBER_H, _huber_gradient
 from privfed.common.mechanisms.objective import ObjectivePerturbation
 from privfed.common.work_rows import work_range
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 C = 1.0 / (2.0 * HUBER_H)
 D = 2
 

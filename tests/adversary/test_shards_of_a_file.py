@@ -20,6 +20,9 @@ from privfed.common.errors import ConfigError
 from privfed.common.ledger import Ledger
 from privfed.owner.main import OwnerConfig, hosted_owners
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 
 def _rows_hosted(tmp_path, name, shards):
     """The rows node ``name`` hosts with ``--shards shards`` on the shared file, each as bytes."""

@@ -33,6 +33,9 @@ from privfed.common.tasks import Task
 from privfed.owner.core import OwnerCore
 from privfed.owner.local import LocalOwner
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 SUBNORMAL = 1e-310
 #: Owner B's rows of ``differential.py`` with a value of each row replaced by a subnormal (either sign).
 XS = XB.copy()

@@ -31,6 +31,9 @@ from privfed.server.dispatcher import Dispatcher
 from privfed.server.models import ModelStore
 from privfed.server.servicer import CoordinatorServicer
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 BOB = JobInfo(job_id="j-bob", data_user="bob", task="bdt", epsilon=8.0, delta=0.0, schema_sha256="s")
 ALICE = JobInfo(job_id="j-alice", data_user="alice", task="bdt", epsilon=1.0, delta=0.0, schema_sha256="s")
 

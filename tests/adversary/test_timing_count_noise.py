@@ -18,9 +18,13 @@ fixed round of calls repeated once per rejection round (whose number is independ
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from privfed.common.mechanisms import geometric
 from privfed.common.mechanisms.geometric import discrete_laplace
+
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
 
 EPSILON = 0.1
 DRAWS = 600

@@ -33,6 +33,9 @@ from privfed.owner.data import row_digests
 from privfed.owner.local import LocalOwner
 from privfed.owner.policy import OwnerPolicy
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 D, K = 3, 2
 BOUNDS = Bounds.of(0.0, 1.0, D)
 OWNER = "node-0.o00000"

@@ -42,6 +42,9 @@ from privfed.owner.kinds import OWNER_KINDS
 from privfed.owner.kinds.base import TaskKind
 from privfed.owner.local import LocalOwner
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 D, K, ROWS, BUDGET = 3, 2, 12, 100.0
 BOUNDS = Bounds.of(0.0, 1.0, D)
 OLD = "old-0.o00000"  # the id under which the rows were spent (or not) before

@@ -23,6 +23,9 @@ import pytest
 from privfed.common.mechanisms import LaplaceMechanism, snapping
 from privfed.common.mechanisms.snapping import full_uniform
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 SIZE = 4096  # ~2 values below 2^-11 a draw: some draws have none (e^-2), most have some
 SEEDS = range(24)
 

@@ -29,6 +29,9 @@ from privfed.owner.core import OwnerCore
 from privfed.owner.data import row_digests
 from privfed.owner.local import LocalOwner
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 D, K = 3, 2
 BOUNDS = Bounds.of(-2.0, 2.0, D)
 THETA = np.array([[0.3, -0.5, 0.2, 0.7]])

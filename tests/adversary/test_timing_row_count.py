@@ -44,6 +44,9 @@ from privfed.owner.core import OwnerCore
 from privfed.owner.kinds import OWNER_KINDS, shares
 from privfed.owner.local import LocalOwner
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 D, K = 6, 3
 BOUNDS = Bounds.of(-4.0, 4.0, D)
 SAME_CELL = (300, 270, 257)  # (256, 512]: one public cell, 10% and 14% fewer rows than 300

@@ -32,6 +32,9 @@ from privfed.common.mechanisms import objective, objective_gaussian
 from privfed.common.mechanisms.amp import AMP_RADIUS, FLOAT_SHARE, accelerated_steps
 from privfed.common.work_rows import work_range
 
+#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
+pytestmark = pytest.mark.in_process
+
 N, D, BOUND, LAM = 300, 10, 4.0, 1e-3  # the timing bench's owner (bench/timing_channels.py)
 BOUNDS = Bounds.of(-BOUND, BOUND, D)
 SUBSPACE = np.eye(D)[:, :3]
