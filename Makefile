@@ -24,7 +24,7 @@ bytecode: install
 # The in-process tests (unit, statistical, protocol: no clocks, no child processes) on two workers, then the
 # adversary tests marked in_process (counted with no clock) on two workers too, then every other suite alone: the
 # timing, multi-process and network tests measure or share the machine, so they run one at a time. The first half
-# took 317 s alone and 178 s on two workers (2 cores, stop 46); the marked adversary files 134 s and 76 s (stop 47).
+# took 317 s alone and 178 s on two workers (2 cores, stop 46); the marked adversary files about 130 s and 80 s (stop 47).
 IN_PROCESS := tests/unit tests/statistical tests/protocol
 test: bytecode
 	$(PY) -m pytest -q -n 2 $(IN_PROCESS)

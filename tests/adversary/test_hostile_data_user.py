@@ -30,9 +30,6 @@ from servicefleet import NODES, OWNERS_PER_NODE, ServiceFleet  # noqa: E402
 from privfed.common.datasets import federation_split  # noqa: E402
 from privfed.common.ledger import read_accounts  # noqa: E402
 
-#: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
-pytestmark = pytest.mark.in_process
-
 OWNERS = len(NODES) * OWNERS_PER_NODE
 
 
