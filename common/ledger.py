@@ -162,7 +162,7 @@ class Ledger(LedgerQueries):
         if not owners or len(self._rows.all_keys()) > MAX_ACCOUNTS:
             return
         with self._read_snapshot() as conn:
-            ids = list(dict.fromkeys([*owners, *(h for o in owners for h in self._rows.holders(conn, o))]))
+            ids = list(dict.fromkeys([*owners, *sorted(self._rows.all_holders(conn))]))
             if len(ids) <= MAX_OWNERS:
                 self._cache.read(conn, ids)
 

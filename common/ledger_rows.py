@@ -167,16 +167,14 @@ class RowAccounts:
     def holders(self, conn: sqlite3.Connection, owner_id: str) -> tuple[str, ...]:
         """The other owner ids recorded as holders of any of ``owner_id``'s row accounts (module
         docstring), sorted; an index lookup per account."""
-        keys = self._bound.get(owner_id, ())
-        found: set[str] = set()
-        for start in range(0, len(keys), CHUNK):
-            chunk = keys[start : start + CHUNK]
-            marks = ",".join("?" * len(chunk))
-            found.update(
-                o for (o,) in conn.execute(f"SELECT DISTINCT owner_id FROM holders WHERE row_key IN ({marks})", chunk)
-            )
+        found = holders_of(conn, self._bound.get(owner_id, ()))
         found.discard(owner_id)
         return tuple(sorted(found))
+
+    def all_holders(self, conn: sqlite3.Connection) -> set[str]:
+        """Every owner id recorded as a holder of any bound account (the bound owners among them once they
+        debited), in one pass over the accounts: what a node reads when it starts (``Ledger.load_owner_records``)."""
+        return holders_of(conn, self.all_keys())
 
     def most(
         self, own: tuple[float, float], sums: dict[str, tuple[float, float]], owner_id: str
@@ -190,3 +188,16 @@ class RowAccounts:
             if row_delta > delta:
                 delta = row_delta
         return eps, delta
+
+
+def holders_of(conn: sqlite3.Connection, keys: Sequence[str]) -> set[str]:
+    """The owner ids recorded as holders of any of the accounts ``keys``: an index lookup per account, in
+    chunks of :data:`CHUNK`."""
+    found: set[str] = set()
+    for start in range(0, len(keys), CHUNK):
+        chunk = keys[start : start + CHUNK]
+        marks = ",".join("?" * len(chunk))
+        found.update(
+            o for (o,) in conn.execute(f"SELECT DISTINCT owner_id FROM holders WHERE row_key IN ({marks})", chunk)
+        )
+    return found
