@@ -20,7 +20,7 @@ import logging
 import numpy as np
 import pytest
 from differential import BOUNDS, CASES, K, owner_core, traced_answer
-from test_differential_row_work import PADDING
+from test_differential_row_work import HELD, PADDING
 
 from privfed.common.errors import ConfigError
 from privfed.common.ledger import Ledger
@@ -33,10 +33,11 @@ pytestmark = pytest.mark.in_process
 
 SMALL, LARGE = 100, 600  # cells 128 and 1024
 DECLARED = 2048
-KINDS = ("lr_share", "lr_gradient", "pca_share", "svm_share", "nb", "boost_share", "ncc_share")
-#: Every case but the SVM's at ε = 30 and λ = 2^-20: the same calls on the same shapes as at ε = 1, for up to 40 s
-#: of traced Nesterov steps each (a declared count's solver bounds hold from 1 row up: ``work_range``).
-ALL = [(kind, case) for kind in KINDS for case in CASES[kind] if not (kind == "svm_share" and "-30-" in case)]
+#: The kinds that read rows, as test_differential_row_work.py holds them, and every case of theirs but the SVM's at
+#: ε = 30 and λ = 2^-20: the same calls on the same shapes as at ε = 1, for up to 40 s of traced Nesterov steps
+#: each (a declared count's solver bounds hold from 1 row up: ``work_range``).
+KINDS = sorted({kind for kind, _ in HELD})
+ALL = [(kind, case) for kind, case in HELD if not (kind == "svm_share" and "-30-" in case)]
 #: Kinds whose every case reads one row whatever the count: nothing for the positive control to see.
 ONE_ROW = {"nb"}
 
