@@ -37,7 +37,6 @@ from privfed.common.feddpdr.pca import owner_pca_release  # noqa: E402
 from privfed.common.feddpdr.release import owner_svm_release  # noqa: E402
 from privfed.common.learners import newton  # noqa: E402
 from privfed.common.learners.logistic import fit_local_logistic  # noqa: E402
-from privfed.common.mechanisms import objective  # noqa: E402
 from privfed.common.work_rows import declared_rows  # noqa: E402
 
 D, K, BOUND, LAM = 10, 2, 4.0, 1e-3  # bench/timing_channels.py's owner
@@ -51,16 +50,14 @@ PADDED_MODULES = (newton, svm, multiclass, centroid, pca, release)
 @contextlib.contextmanager
 def unpadded() -> Iterator[None]:
     """The fits as they were: on the owner's own rows, steps from its own count."""
-    saved, saved_range = {m: m.work_rows for m in PADDED_MODULES}, objective.work_range
+    saved = {m: m.work_rows for m in PADDED_MODULES}
     for module in PADDED_MODULES:
         module.work_rows = lambda n, bound=None: max(int(n), 1)  # type: ignore[attr-defined]
-    objective.work_range = lambda n: (max(int(n), 1), max(int(n), 1))
     try:
         yield
     finally:
         for module, real in saved.items():
             module.work_rows = real  # type: ignore[attr-defined]
-        objective.work_range = saved_range
 
 
 def rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -10,11 +10,11 @@ Security 2011, §5): do the work of a public amount of data whatever the private
 
 How. :func:`work_rows` rounds ``n`` up to the next power of two (at least 1): the fit runs on
 :func:`pad_rows`' zero rows up to that count, and every step count that used ``n`` uses the padded count
-(or, where a solver needs both ends, :func:`work_range`'s cell ``(lo, hi]``). A zero row contributes an
+A zero row contributes an
 exact zero to every sum the fits take: the loss gradients and Hessians of the linear learners (each a
 multiple of the row, or weighted by a zero sample weight), ``X^T X`` (DP-PCA) and the class sums (after
-their bias column). So the minimiser and the privacy calibration are those of the ``n`` real rows (which
-the callers keep passing where a mechanism needs ``n``), and the release is the same up to floating-point
+their bias column). So the minimiser is that of the ``n`` real rows (no calibration reads ``n``: audit 14,
+:func:`privfed.common.mechanisms.objective.privacy_adjustment`), and the release is the same up to floating-point
 summation order and, for the AMP solvers, within their public radius of the same minimiser
 (``tests/statistical/test_padded_fits.py``).
 
@@ -117,16 +117,6 @@ def release_rows(n: int, bound: int | None, rng: np.random.Generator) -> tuple[n
     return keep, m - keep.size
 
 
-def work_range(n: int) -> tuple[int, int]:
-    """The grid cell of ``n``: ``(lo, hi)`` with ``lo <= max(n, 1) <= hi = work_rows(n)``, both public once the
-    cell is (``lo = hi // 2 + 1``, or 1 for the first cell): a solver's bounds that depend on the row count
-    are taken at the end of the cell that makes them hold for every ``n`` in it."""
-    hi = work_rows(n)
-    if _DECLARED.get() is not None:  # a declared count's "cell" holds every count up to it
-        return 1, hi
-    return (hi // 2 + 1 if hi > 1 else 1), hi
-
-
 def pad_rows(a: np.ndarray, rows: int, *, axis: int = -2, value: float = 0.0) -> np.ndarray:
     """``a`` with entries ``value`` appended along ``axis`` (the rows' axis: -2 for a matrix of rows, -1 for
     per-row values) up to ``rows``: a new array always, so a count at the top of its cell does the work (an
@@ -172,7 +162,6 @@ __all__ = [
     "declared_rows",
     "pad_rows",
     "release_rows",
-    "work_range",
     "work_rows",
     "zero_padding",
 ]

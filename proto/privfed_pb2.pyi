@@ -325,7 +325,7 @@ class PcaShareTask(_message.Message):
     def __init__(self, epsilon: _Optional[float] = ..., delta: _Optional[float] = ..., k: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., count_epsilon: _Optional[float] = ..., scaling: _Optional[_Union[RowScaling, str]] = ...) -> None: ...
 
 class SvmShareTask(_message.Message):
-    __slots__ = ("epsilon", "lam", "n_classes", "bounds", "subspace", "delta", "model", "scaling")
+    __slots__ = ("epsilon", "lam", "n_classes", "bounds", "subspace", "delta", "model", "scaling", "rows")
     EPSILON_FIELD_NUMBER: _ClassVar[int]
     LAM_FIELD_NUMBER: _ClassVar[int]
     N_CLASSES_FIELD_NUMBER: _ClassVar[int]
@@ -334,6 +334,7 @@ class SvmShareTask(_message.Message):
     DELTA_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     SCALING_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
     epsilon: float
     lam: float
     n_classes: int
@@ -342,7 +343,8 @@ class SvmShareTask(_message.Message):
     delta: float
     model: SvmModel
     scaling: RowScaling
-    def __init__(self, epsilon: _Optional[float] = ..., lam: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., subspace: _Optional[_Union[Matrix, _Mapping]] = ..., delta: _Optional[float] = ..., model: _Optional[_Union[SvmModel, str]] = ..., scaling: _Optional[_Union[RowScaling, str]] = ...) -> None: ...
+    rows: int
+    def __init__(self, epsilon: _Optional[float] = ..., lam: _Optional[float] = ..., n_classes: _Optional[int] = ..., bounds: _Optional[_Union[Matrix, _Mapping]] = ..., subspace: _Optional[_Union[Matrix, _Mapping]] = ..., delta: _Optional[float] = ..., model: _Optional[_Union[SvmModel, str]] = ..., scaling: _Optional[_Union[RowScaling, str]] = ..., rows: _Optional[int] = ...) -> None: ...
 
 class BoostConfig(_message.Message):
     __slots__ = ("run_id", "base", "epsilon", "mechanism", "n_classes", "n_rounds", "group_size", "n_bins", "weight_bound", "labels", "label_fraction", "c", "param_bound", "eval_fraction", "eval_groups", "eval_row_bound", "max_owner_rows", "bounds", "stump_encoding", "oracle", "n_sampled", "share_groups", "eval_mechanism", "budget_split")

@@ -211,6 +211,7 @@ def svm_task_to_proto(s: SvmShareTask) -> pb.SvmShareTask:
         delta=s.delta,
         model=SVM_MODEL.to_proto(s.model),
         scaling=ROW_SCALING.to_proto(s.scaling),
+        rows=s.rows,
     )
 
 
@@ -225,6 +226,7 @@ def svm_task_from_proto(k: pb.SvmShareTask) -> SvmShareTask:
         delta=k.delta,
         model=SVM_MODEL.from_proto(k.model, "model"),
         scaling=ROW_SCALING.from_proto(k.scaling, "scaling"),
+        rows=int(k.rows),
     )
 
 

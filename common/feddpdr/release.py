@@ -61,6 +61,7 @@ def owner_svm_release(
     delta: float,
     model: str,
     scaling: str = DEFAULT_ROW_SCALING,
+    rows: int = 1,
 ) -> tuple[np.ndarray, int, np.ndarray]:
     """Owner side of FedDPDR-DPML phase 2 (seed 004 Alg. 1 lines 5-7): what an owner releases.
 
@@ -74,14 +75,16 @@ def owner_svm_release(
     * ``"mc-huber"``, ``"softmax"``: :func:`privfed.common.feddpdr.multiclass.fit_dp_multiclass` at
       ``(epsilon2, delta)``, one budget for all K classes;
     * ``"ovr-huber"``: the seed's one-vs-rest Huber SVMs, :func:`fit_dp_svm_ovr`, epsilon2/K per class
-      (``delta`` unused, must be 0).
+      (``delta`` unused, must be 0), with the public ``rows`` where the seed has the owner's row count (the
+      task's, :class:`~privfed.common.tasks.feddpdr.SvmShareTask`: the owner's DP count from phase 1; never
+      ``n``, which would make the release's distribution a function of it, audit 14).
 
     Total: once the rows are read nothing raises (the solvers always return, :mod:`privfed.common.mechanisms.amp`).
 
     Timing: the rows are padded to ``n``'s public grid cell (:mod:`privfed.common.work_rows`) *before* they are
     scaled and projected, and the padding's rows zeroed after each per-row step that made them non-zero
-    (:func:`~privfed.common.work_rows.zero_padding`): the fits take the cell's rows and ``n`` where their
-    calibration needs it, so only :func:`~privfed.common.work_rows.pad_rows`' copy works on the ``n`` rows (audit
+    (:func:`~privfed.common.work_rows.zero_padding`): the fits take the cell's rows and ``n`` where a padded
+    row must stay zero, so only :func:`~privfed.common.work_rows.pad_rows`' copy works on the ``n`` rows (audit
     12, ``tests/adversary/test_differential_row_work.py``; 34-48 calls on them before). The real rows are those
     of the unpadded steps, so the release is the unpadded one's for a fixed seed (``tests/unit/test_padded_releases.py``).
 
@@ -92,11 +95,11 @@ def owner_svm_release(
     """
     check_svm_release(model, epsilon2, delta, n_classes)
     n = int(np.asarray(X).shape[0])
-    rows = work_rows(n)  # pad first, then mask (common/work_rows.py): every pass below works on n's cell
-    Z = zero_padding(project(scale_rows(pad_rows(X, rows), bounds, scaling), U_global), n)
-    y = pad_rows(np.asarray(y), rows, axis=-1)  # class 0 on the zero rows: exact zeros in every sum
+    padded = work_rows(n)  # pad first, then mask (common/work_rows.py): every pass below works on n's cell
+    Z = zero_padding(project(scale_rows(pad_rows(X, padded), bounds, scaling), U_global), n)
+    y = pad_rows(np.asarray(y), padded, axis=-1)  # class 0 on the zero rows: exact zeros in every sum
     if model == "ovr-huber":
-        W, eps_each = fit_dp_svm_ovr(Z, y, n_classes, epsilon=epsilon2, lam=lam, rng=rng, n=n)
+        W, eps_each = fit_dp_svm_ovr(Z, y, n_classes, epsilon=epsilon2, lam=lam, rng=rng, n=n, rows=rows)
         return W, n, eps_each
     if model == "centroid":
         from privfed.common.feddpdr.centroid import dp_class_sums

@@ -2,8 +2,11 @@
 
 Seed paper 004 (Wang, Zhang, Liang, Wang, Liu, CMC 2024), Algorithm 3 ``DPDR-DPML`` (Eqs. 7-9), which
 is Algorithm 2 of Chaudhuri, Monteleoni, Sarwate, "Differentially private empirical risk minimization",
-JMLR 12 (2011), with the Huber hinge loss; epsilon-DP by their Theorem 9 under **replace-one**
-neighbouring, provided every row has ``||x|| <= 1``, labels are +-1 and the minimiser is exact.
+JMLR 12 (2011), with the Huber hinge loss. Their Theorem 9 is for **replace-one** neighbours, where the row
+count ``n`` in the objective is public; privfed keeps an owner's row count private, so the objective takes a
+public count ``m`` in its place (``rows``: the owner's DP count from phase 1) and the calibration is Theorem 9's
+argument under add/remove-one (:func:`privfed.common.mechanisms.objective.privacy_adjustment`); epsilon-DP
+provided every row has ``||x|| <= 1``, labels are +-1 and the minimiser is exact.
 
 The seed states the hinge loss ``max(0, 1 - y x^T beta)``; Theorem 9 needs a twice-differentiable loss
 with ``|l''| <= c``, which is why Algorithm 3 (and this module) use the Huber hinge with h = 0.5, c = 1.
@@ -56,7 +59,7 @@ from privfed.common.feddpdr.choices import ovr_epsilons
 from privfed.common.feddpdr.model import add_bias_feature
 from privfed.common.feddpdr.pca import check_unit_rows, clip_rows_to_unit_ball
 from privfed.common.mechanisms.objective import ObjectivePerturbation, perturbed
-from privfed.common.validation import check_positive
+from privfed.common.validation import check_int, check_positive
 from privfed.common.work_rows import pad_rows, work_rows, zero_padding
 
 HUBER_H = 0.5
@@ -76,41 +79,59 @@ def huber_hinge_derivative(z: np.ndarray, h: float = HUBER_H) -> np.ndarray:
     return np.clip((np.asarray(z, dtype=np.float64) - (1.0 + h)) / (2.0 * h), -1.0, 0.0)
 
 
-def _huber_gradient(F: np.ndarray, X: np.ndarray, Y: np.ndarray, h: float, n: int) -> np.ndarray:
-    """The gradient of the mean Huber loss of K separable problems (F is K x d, Y the K x n signs, class-major
-    like the scores ``F X^T``); ``n`` the divisor of the mean (an owner without rows counts as one). What the
-    solver calls, each step."""
-    return (huber_hinge_derivative(Y * (F @ X.T), h) * Y) @ X / n
+def _huber_gradient(F: np.ndarray, X: np.ndarray, Y: np.ndarray, h: float, divisor: float) -> np.ndarray:
+    """The gradient of the summed Huber loss of K separable problems over ``divisor`` (F is K x d, Y the K x n
+    signs, class-major like the scores ``F X^T``). What the solver calls, each step."""
+    return (huber_hinge_derivative(Y * (F @ X.T), h) * Y) @ X / divisor
 
 
-def _huber_loss(F: np.ndarray, X: np.ndarray, Y: np.ndarray, h: float, n: int) -> tuple[float, np.ndarray]:
-    """Mean Huber loss of K separable problems and its gradient (:func:`_huber_gradient`)."""
-    return huber_hinge(Y * (F @ X.T), h).sum() / n, _huber_gradient(F, X, Y, h, n)
+def _huber_loss(F: np.ndarray, X: np.ndarray, Y: np.ndarray, h: float, divisor: float) -> tuple[float, np.ndarray]:
+    """Summed Huber loss of K separable problems over ``divisor``, and its gradient (:func:`_huber_gradient`)."""
+    return huber_hinge(Y * (F @ X.T), h).sum() / divisor, _huber_gradient(F, X, Y, h, divisor)
 
 
 def _perturbed_huber(
-    f: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float, b: np.ndarray, Delta: float, h: float
+    f: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float, b: np.ndarray, Delta: float, h: float, rows: int | None
 ) -> tuple[float, np.ndarray]:
     X = np.asarray(X, dtype=np.float64)
-    Y, n = np.asarray(y, float)[None, :], X.shape[0]
+    Y, m = np.asarray(y, float)[None, :], float(X.shape[0] if rows is None else rows)
     B = np.asarray(b, float)[None, :]
-    J = perturbed(lambda F: _huber_loss(F, X, Y, h, n), B.shape, reg=lam + Delta, noise=B, divisor=n)
+    J = perturbed(lambda F: _huber_loss(F, X, Y, h, m), B.shape, reg=lam + Delta, noise=B, divisor=m)
     return J(np.asarray(f, dtype=np.float64).ravel())
 
 
 def objective(
-    f: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float, b: np.ndarray, Delta: float, h: float = HUBER_H
+    f: np.ndarray,
+    X: np.ndarray,
+    y: np.ndarray,
+    lam: float,
+    b: np.ndarray,
+    Delta: float,
+    h: float = HUBER_H,
+    rows: int | None = None,
 ) -> float:
-    """``J(f) = (1/n) sum l(y_i f^T x_i) + (lam/2)||f||^2 + b^T f / n + (Delta/2)||f||^2`` (SPEC §8;
-    seed 004 Eq. 9 with theta = Delta)."""
-    return _perturbed_huber(f, X, y, lam, b, Delta, h)[0]
+    """``J(f) = (1/m) sum l(y_i f^T x_i) + (lam/2)||f||^2 + b^T f / m + (Delta/2)||f||^2`` (SPEC §8; seed 004
+    Eq. 9 with theta = Delta and its ``n`` the public ``m = rows``; ``None``: the rows of ``X``)."""
+    return _perturbed_huber(f, X, y, lam, b, Delta, h, rows)[0]
 
 
 def objective_gradient(
-    f: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float, b: np.ndarray, Delta: float, h: float = HUBER_H
+    f: np.ndarray,
+    X: np.ndarray,
+    y: np.ndarray,
+    lam: float,
+    b: np.ndarray,
+    Delta: float,
+    h: float = HUBER_H,
+    rows: int | None = None,
 ) -> np.ndarray:
-    """``grad J = (1/n) sum l'(z_i) y_i x_i + (lam + Delta) f + b/n`` (SPEC §8)."""
-    return _perturbed_huber(f, X, y, lam, b, Delta, h)[1]
+    """``grad J = (1/m) sum l'(z_i) y_i x_i + (lam + Delta) f + b/m`` (SPEC §8; :func:`objective`)."""
+    return _perturbed_huber(f, X, y, lam, b, Delta, h, rows)[1]
+
+
+def public_rows(rows: int | None, n: int) -> int:
+    """The ``m`` of the objective: ``rows`` (public), or the ``n`` real rows, at least 1, when none is given."""
+    return max(int(n), 1) if rows is None else check_int(rows, name="rows", minimum=1)
 
 
 def _check_labels(y: np.ndarray, n: int) -> np.ndarray:
@@ -121,23 +142,25 @@ def _check_labels(y: np.ndarray, n: int) -> np.ndarray:
 
 
 def _fit_huber(
-    X: np.ndarray, Y: np.ndarray, epsilon: float, lam: float, rng: np.random.Generator, h: float, n: int
+    X: np.ndarray, Y: np.ndarray, epsilon: float, lam: float, rng: np.random.Generator, h: float, rows: int
 ) -> np.ndarray:
     """The P one-vs-rest problems of ``Y`` (P x n, +-1) at ``epsilon`` each; (P, d) releases, total.
 
-    Theorem 9's mechanism made total by AMP (:class:`~privfed.common.mechanisms.objective.ObjectivePerturbation`,
-    module docstring); the loss is the mean Huber loss, ``c = 1/(2h)`` smooth and of gradient norm <= 1
-    (``||x|| <= 1``). An owner with no rows fits the regulariser and the noise alone (``n`` counts as 1). The
-    rows' tiny entries are zeroed first (:func:`~privfed.common.bounds.flush_tiny`: no subnormal), and
-    the rows are padded with zero rows to ``n``'s public grid cell (:mod:`privfed.common.work_rows`): the mean
-    keeps its divisor ``n``, the solver's steps the cell's (``ObjectivePerturbation.public_reg``). ``X`` may be
-    padded already (``n`` real rows first, zero rows after: :func:`fit_dp_svm_ovr`'s ``n``).
+    Theorem 9's mechanism under add/remove-one, made total by AMP
+    (:class:`~privfed.common.mechanisms.objective.ObjectivePerturbation`, module docstring): the Huber loss summed
+    over the rows and divided by the public ``rows``, ``c = 1/(2h)`` smooth and of gradient norm <= 1 per row
+    (``||x|| <= 1``). An owner with no rows fits the regulariser and the noise alone. The rows' tiny entries are
+    zeroed first (:func:`~privfed.common.bounds.flush_tiny`: no subnormal), and the rows are padded with zero
+    rows to ``n``'s public grid cell (:mod:`privfed.common.work_rows`), whose size bounds the solver's steps.
+    ``X`` may be padded already (``n`` real rows first, zero rows after: :func:`fit_dp_svm_ovr`'s ``n``).
     """
     d = X.shape[1]
-    rows = work_rows(X.shape[0])  # zero rows: exact zeros in the gradient, the work of n's public grid cell
-    X, Y = pad_rows(flush_tiny(X), rows), pad_rows(Y, rows, axis=-1, value=1.0)
-    mech = ObjectivePerturbation(epsilon=epsilon, lam=lam, curvature=1.0 / (2.0 * h), d=d, problems=Y.shape[0])
-    return mech.privatize(lambda F: _huber_gradient(F, X, Y, h, max(n, 1)), n, rng)
+    padded = work_rows(X.shape[0])  # zero rows: exact zeros in the gradient, the work of n's public grid cell
+    X, Y = pad_rows(flush_tiny(X), padded), pad_rows(Y, padded, axis=-1, value=1.0)
+    mech = ObjectivePerturbation(
+        epsilon=epsilon, lam=lam, curvature=1.0 / (2.0 * h), d=d, rows=rows, problems=Y.shape[0]
+    )
+    return mech.privatize(lambda F: _huber_gradient(F, X, Y, h, 1.0), padded, rng)
 
 
 def fit_dp_svm(
@@ -148,6 +171,7 @@ def fit_dp_svm(
     lam: float,
     rng: np.random.Generator,
     h: float = HUBER_H,
+    rows: int | None = None,
 ) -> np.ndarray:
     """epsilon-DP Huber SVM by objective perturbation (Chaudhuri et al. 2011 Alg. 2, Thm 9; seed 004
     Alg. 3; SPEC §8), made total by AMP (module docstring).
@@ -160,6 +184,9 @@ def fit_dp_svm(
     lam : regularisation strength lambda > 0.
     rng : numpy Generator for the noise vector b.
     h : Huber width; c = 1/(2h).
+    rows : the public row count ``m`` of the regulariser and the noise's divisor
+        (:func:`~privfed.common.mechanisms.objective.privacy_adjustment`). ``None``: the rows of ``X``, which makes
+        their count public; a caller whose count is private passes a public one.
 
     Returns
     -------
@@ -170,7 +197,7 @@ def fit_dp_svm(
     if not np.all(np.abs(y) == 1):
         raise ConfigError("y_pm1 must contain only -1 and +1")
     h = check_positive(h, name="h")
-    return _fit_huber(X, y[None, :], epsilon, lam, rng, h, X.shape[0])[0]
+    return _fit_huber(X, y[None, :], epsilon, lam, rng, h, public_rows(rows, X.shape[0]))[0]
 
 
 def fit_dp_svm_ovr(
@@ -183,6 +210,7 @@ def fit_dp_svm_ovr(
     rng: np.random.Generator,
     h: float = HUBER_H,
     n: int | None = None,
+    rows: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One-vs-rest epsilon-DP Huber SVM on ``[x, 1]/sqrt(2)`` (seed 004 Alg. 3 per class; SPEC §8).
 
@@ -192,8 +220,9 @@ def fit_dp_svm_ovr(
     y : ndarray (n,) of integer labels in ``[0, n_classes)``; ``n_classes`` is public configuration.
     epsilon : total budget, split by :func:`~privfed.common.feddpdr.choices.ovr_epsilons`.
     n : the real rows, when ``X`` and ``y`` are padded already (the first ``n`` rows real, then zero rows;
-        :func:`~privfed.common.feddpdr.release.owner_svm_release`): their bias feature is zeroed and the mean's
-        divisor is ``n``. ``None``: every row is real.
+        :func:`~privfed.common.feddpdr.release.owner_svm_release`): their bias feature is zeroed. ``None``: every
+        row is real.
+    rows : the public row count of the regulariser (:func:`fit_dp_svm`); ``None``: ``n``, which makes it public.
 
     Returns
     -------
@@ -211,13 +240,14 @@ def fit_dp_svm_ovr(
     Y = np.where(classes[:, None] == y[None, :], 1.0, -1.0)  # class-major, as the scores F X^T
     n = X.shape[0] if n is None else int(n)
     Xb = zero_padding(clip_rows_to_unit_ball(add_bias_feature(X)), n)
-    F = _fit_huber(Xb, Y, float(eps_each[0]), lam, rng, h, n)
+    F = _fit_huber(Xb, Y, float(eps_each[0]), lam, rng, h, public_rows(rows, n))
     W = np.vstack([-F[0], F[0]]) if n_classes == 2 else F
     return W, eps_each
 
 
 __all__ = [
     "HUBER_H",
+    "public_rows",
     "fit_dp_svm",
     "fit_dp_svm_ovr",
     "huber_hinge",

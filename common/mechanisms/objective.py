@@ -11,10 +11,10 @@ learner supplies the gradient of ``L`` (:data:`LossGradient`) and states the los
 the noise, its calibration, the solver's start and step count, and the privacy argument:
 
 * :class:`ObjectivePerturbation` -- Chaudhuri, Monteleoni, Sarwate (JMLR 2011), Algorithm 2 and
-  Theorem 9: pure ``epsilon``, replace-one neighbours, ``B`` of density proportional to
-  ``exp(-(eps'/2) ||B||)`` (:func:`~.amp.norm_laplace_noise`), mean-form ``L``
-  (``divisor = n``) of a loss with ``|l''| <= c`` on rows ``||x|| <= 1``; the seed's Huber SVM
-  (seed 004 Alg. 3; :mod:`privfed.common.feddpdr.svm`).
+  Theorem 9, taken to add/remove-one neighbours: pure ``epsilon``, ``B`` of density proportional to
+  ``exp(-rate ||B||)`` (:func:`~.amp.norm_laplace_noise`), ``L`` the loss summed over the rows and divided by
+  a public row count ``m`` (``divisor = m``; the paper divides by the private ``n``) of a loss with
+  ``|l''| <= c`` on rows ``||x|| <= 1``; the seed's Huber SVM (seed 004 Alg. 3; :mod:`privfed.common.feddpdr.svm`).
 * :class:`~.objective_gaussian.GaussianObjectivePerturbation` (its own module) -- Kifer, Smith, Thakurta (COLT 2012) with Gaussian ``B``:
   ``(epsilon, delta)``, add/remove-one neighbours, sum-form ``L`` (``divisor = 1``) over K classes whose
   per-row Hessian has trace ``<= beta`` and gradient norm ``<= sqrt 2``; the one-budget multiclass models
@@ -28,7 +28,8 @@ the regulariser plus the noise. There ``grad J(x_1) = grad L(x_1)``, whose norm 
 bound ``G`` caps, so ``||x_1 - x*|| <= ||grad J(x_1)|| / reg <= G / reg`` by ``reg``-strong convexity: a public
 start distance whatever the noise and the rows, from which :func:`~.amp.accelerated_steps` fixes the step
 count (its ``log`` term grows with ``G / reg``; starting at 0 needs ``||grad L(0) + B / divisor|| / reg``,
-which depends on the noise). Every owner with the same public parameters and row count runs the same steps.
+which depends on the noise). Every owner with the same public parameters and row count's cell runs the same
+steps.
 
 Floating point (SPEC §12): every noise comes from the float-safe samplers of :mod:`.gaussian`
 (full-precision uniforms, no gaps in the tails). The release, the solver's point plus AMP's noise, is
@@ -63,7 +64,6 @@ from privfed.common.mechanisms.amp import (
 )
 from privfed.common.mechanisms.snapping import check_epsilon_range
 from privfed.common.validation import check_int, check_positive, check_rng
-from privfed.common.work_rows import work_range
 
 Loss = Callable[[np.ndarray], tuple[float, np.ndarray]]
 """``F -> (L(F), grad L(F))`` on the parameter matrix ``F`` (gradient of ``F``'s shape): the learner's
@@ -99,79 +99,79 @@ def minimise_perturbed(
     curvature: float,
     gradient_bound: float,
     radius: float = AMP_RADIUS,
-    public_reg: tuple[float, float] | None = None,
 ) -> np.ndarray:
     """A point within ``radius`` of ``argmin_F L(F) + (reg/2) ||F||^2 + <noise, F> / divisor`` by a public
     number of steps (module docstring, "Solver start and work"; :func:`~.amp.nesterov_within`).
 
     ``curvature`` bounds ``L``'s Hessian and ``gradient_bound`` its gradient's norm (per independent row of
-    ``noise`` when the loss is separable over them), for every ``F`` and all rows. ``public_reg = (lo, hi)``:
-    public bounds ``lo <= reg <= hi`` for a ``reg`` that depends on the row count (Chaudhuri et al.'s
-    ``Delta``); the solver's strong convexity is then taken as ``lo`` and its smoothness as ``hi + curvature``
-    (both still bound the objective's), so its steps follow the bounds, not ``reg``.
+    ``noise`` when the loss is separable over them), for every ``F`` and all rows: public bounds, so the steps
+    follow them and ``reg``, not the rows.
     """
-    mu, top = (reg, reg) if public_reg is None else public_reg
-    if not 0 < mu <= reg <= top:
-        raise ConfigError(f"public_reg {public_reg!r} must bound reg={reg!r} from both sides")
+    if not 0 < reg < math.inf:
+        raise ConfigError(f"reg must be positive and finite, got {reg!r}")
     shift = noise / divisor
     start = shift / -reg
     reg_gradient = lambda F: gradient(F) + reg * F + shift  # noqa: E731
     return nesterov_within(
-        reg_gradient, start, mu=mu, smooth=top + curvature, start_distance=gradient_bound / mu, radius=radius
+        reg_gradient, start, mu=reg, smooth=reg + curvature, start_distance=gradient_bound / reg, radius=radius
     )
 
 
-def privacy_adjustment(epsilon: float, n: int, lam: float, c: float = 1.0) -> tuple[float, float]:
-    """``(eps', Delta)`` of Chaudhuri et al. Alg. 2 (seed 004 Alg. 3 lines 3-9; SPEC §8); ``c`` bounds the loss's
-    second derivative (1 for SPEC §8's Huber hinge, ``h = 1/2``).
+def privacy_adjustment(epsilon: float, rows: int, lam: float, c: float = 1.0) -> tuple[float, float]:
+    """``(rate, Delta)`` of Chaudhuri et al.'s Algorithm 2 under **add/remove-one** neighbours, with a public row
+    count ``rows`` (``m``) where the paper has the private ``n`` (SPEC §8; seed 004 Alg. 3 lines 3-9); ``c``
+    bounds the loss's second derivative (1 for SPEC §8's Huber hinge, ``h = 1/2``). The noise ``b`` has density
+    proportional to ``exp(-rate ||b||)``.
 
-    ``eps' = eps - log(1 + 2c/(n lam) + c^2/(n^2 lam^2))``; if ``eps' >= eps/2`` then ``Delta = 0``, else
-    ``Delta = c/(n(e^{eps/4} - 1)) - lam`` and ``eps' = eps/2``. ``epsilon=inf`` gives ``(inf, 0)``.
+    Multiplied by ``m``, the objective is ``sum_i l_i(f) + (m (lam + Delta) / 2) ||f||^2 + <b, f>``: a sum-form
+    loss with a regulariser that no row sets. Adding a row (``||x|| <= 1``, ``|l'| <= 1``) moves the noise that
+    yields a given minimiser by that row's gradient, of norm at most 1: a factor ``exp(rate)``; and the
+    Jacobian's determinant by at most ``1 + c / (m (lam + Delta))`` (a rank-one term of eigenvalue ``<= c``;
+    Theorem 9's argument with one row instead of a replaced pair). So the release is
+    ``(rate + log(1 + c / (m (lam + Delta))))``-DP: ``rate = eps - log(1 + a)``, ``a = c / (m lam)``, while
+    ``log(1 + a) <= eps/2`` (``Delta = 0``); else ``Delta = c / (m (e^{eps/2} - 1)) - lam`` and ``rate = eps/2``.
 
-    The paper's threshold is ``eps' > 0``; a sliver above 0, which a coordinator that knows ``n`` can pick,
-    made the noise ``b`` (scale ``2/eps'``) and the minimiser near ``-b/(n lam)`` so large that the fixed-step
-    solver's rounding errors passed AMP's radius (wt-redteam4, ``tests/adversary/test_amp_float_radius.py``).
-    The other branch is private for every ``lam`` (Thm 9 with the regulariser ``lam + Delta``: its
-    ``log(1 + 2c/(n(lam + Delta)) + ...)`` is ``eps/2``) and is taken whenever ``eps' < eps/2`` (then
-    ``Delta > 0``), so ``eps' >= eps/2`` always: ``|b|`` has scale at most ``4/eps`` and the start point
-    ``|b|/(n (lam + Delta))`` at most ``4 (e^{eps/4} - 1)/(eps c)`` per unit of the Gamma radius.
+    Why not the paper's calibration: Theorem 9 holds for replace-one neighbours, where ``n`` is fixed. With
+    ``n`` in the regulariser and the divisor, the release's distribution moves with the row count itself, which
+    privfed keeps private (an owner releases it only through a debited DP count): one row added or removed
+    changed a one-vs-rest release at a debited ε = 0.1 by a log-likelihood ratio of 1.55 (audit 14,
+    ``tests/adversary/test_svm_row_count.py``). The coordinator sends each owner its own DP count from phase 1
+    as ``m`` (:class:`~privfed.common.tasks.feddpdr.SvmShareTask`'s ``rows``); any ``m >= 1`` is private.
 
-    The branch is decided by the sign of ``Delta`` as computed (``Delta > 0`` iff ``eps' < eps/2`` in exact
-    arithmetic), not by ``eps'``: in floating point the two tests disagree within ulps of the boundary, and
-    deciding by ``eps'`` returned a ``Delta`` of ``-ulp(lam)`` for one ``n``, whose ``lam + Delta`` fell
-    below :meth:`ObjectivePerturbation.public_reg`'s bounds so the fit raised for that row count only
-    (wt-redteam5, ``tests/adversary/test_objective_boundary_refusal.py``). Decided so, ``Delta`` is never
-    negative and never grows with ``n`` (a monotone division less ``lam``, or 0), and the other branch's
-    ``eps'`` is within rounding of ``eps/2`` at the boundary.
+    The branch is decided by the sign of ``Delta`` as computed (``Delta > 0`` iff ``log(1 + a) > eps/2`` in
+    exact arithmetic), so ``Delta`` is never negative (wt-redteam5's lesson); ``rate >= eps/2`` always, so
+    ``|b|`` has scale at most ``2/eps`` and the start point ``|b| / (m (lam + Delta))`` at most
+    ``2 (e^{eps/2} - 1) / (eps c)`` per unit of the Gamma radius (wt-redteam4, ``test_amp_float_radius.py``).
+    ``epsilon=inf`` gives ``(inf, 0)``.
     """
     epsilon = check_positive(epsilon, name="epsilon", allow_inf=True)
     lam = check_positive(lam, name="lam")
     c = check_positive(c, name="c")
-    n = check_int(n, name="n", minimum=1, fix="n is the row count")
+    rows = check_int(rows, name="rows", minimum=1, fix="rows is the public row count of the regulariser")
     if epsilon == math.inf:
         return math.inf, 0.0
-    Delta = c / (n * math.expm1(epsilon / 4.0)) - lam
+    Delta = c / (rows * math.expm1(epsilon / 2.0)) - lam
     if Delta > 0.0:
         return epsilon / 2.0, Delta
-    a = c / (n * lam)
-    return epsilon - math.log1p(2.0 * a + a * a), 0.0
+    return epsilon - math.log1p(c / (rows * lam)), 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
 class ObjectivePerturbation:
-    """Chaudhuri, Monteleoni, Sarwate (2011) Algorithm 2, made total by AMP: ``problems`` separable
-    problems of ``d`` parameters, each released ``epsilon``-DP (SPEC §8; seed 004 Alg. 3).
+    """Chaudhuri, Monteleoni, Sarwate (2011) Algorithm 2 under add/remove-one neighbours, made total by AMP:
+    ``problems`` separable problems of ``d`` parameters, each released ``epsilon``-DP (SPEC §8; seed 004 Alg. 3).
 
-    Per problem ``J(f) = L(f) + ((lam + Delta)/2) ||f||^2 + b^T f / n``, with ``L`` the mean loss over ``n``
-    rows of ``||x|| <= 1`` and a convex loss with ``|l'| <= 1``, ``|l''| <= c``; ``(eps', Delta)`` from
+    Per problem ``J(f) = (1/m) sum_i l(f; x_i) + ((lam + Delta)/2) ||f||^2 + b^T f / m``: the paper's objective
+    with the public ``m = rows`` where it has the private ``n`` (:func:`privacy_adjustment`), rows of
+    ``||x|| <= 1`` and a convex loss with ``|l'| <= 1``, ``|l''| <= c``; ``(rate, Delta)`` from
     :func:`privacy_adjustment` at ``(1 - AMP_FRACTION) epsilon`` and ``b`` of density proportional to
-    ``exp(-(eps'/2) ||b||)``. Then AMP's output noise at ``AMP_FRACTION epsilon``.
+    ``exp(-rate ||b||)``. Then AMP's output noise at ``AMP_FRACTION epsilon``.
 
-    Privacy (replace-one neighbours, Theorem 9): the exact minimiser is ``(1 - AMP_FRACTION) epsilon``-DP;
-    the released point, within ``r`` of it, plus :class:`~.amp.AmpOutputNoise` is a further
-    ``AMP_FRACTION epsilon``-DP release; together ``epsilon`` per problem (adaptive composition). Problems
-    that read the same rows compose sequentially: the caller splits its budget (one-vs-rest: ``epsilon/K``
-    each, :func:`privfed.common.feddpdr.choices.ovr_epsilons`).
+    Privacy (add/remove-one, :func:`privacy_adjustment`): the exact minimiser is ``(1 - AMP_FRACTION) epsilon``-DP
+    for every public ``m``; the released point, within ``r`` of it, plus :class:`~.amp.AmpOutputNoise` is a
+    further ``AMP_FRACTION epsilon``-DP release; together ``epsilon`` per problem (adaptive composition).
+    Problems that read the same rows compose sequentially: the caller splits its budget (one-vs-rest:
+    ``epsilon/K`` each, :func:`privfed.common.feddpdr.choices.ovr_epsilons`).
 
     Parameters
     ----------
@@ -184,11 +184,12 @@ class ObjectivePerturbation:
         ``c``, the bound on the loss's second derivative (``1/(2h)`` for the Huber hinge of width h).
     d : int >= 1
         Parameters per problem.
+    rows : int >= 1
+        ``m``, the public row count in the regulariser and the noise's divisor (never the owner's own count).
     problems : int >= 1
 
     Notes
     -----
-    ``n`` (the row count) enters the calibration as in the paper; it is given to :meth:`privatize`.
     :meth:`variance` is the closed form of the noise ``b``; the release itself is a minimiser, with no
     closed-form variance.
     """
@@ -197,6 +198,7 @@ class ObjectivePerturbation:
     lam: float
     curvature: float
     d: int
+    rows: int
     problems: int = 1
 
     def __post_init__(self) -> None:
@@ -207,6 +209,7 @@ class ObjectivePerturbation:
         object.__setattr__(self, "lam", check_positive(self.lam, name="lam"))
         object.__setattr__(self, "curvature", check_positive(self.curvature, name="c"))
         object.__setattr__(self, "d", check_int(self.d, name="d", minimum=1))
+        object.__setattr__(self, "rows", check_int(self.rows, name="rows", minimum=1))
         object.__setattr__(self, "problems", check_int(self.problems, name="problems", minimum=1))
 
     @property
@@ -214,24 +217,21 @@ class ObjectivePerturbation:
         """The ε of the objective's noise: ``(1 - AMP_FRACTION) epsilon`` (``inf`` stays ``inf``)."""
         return self.epsilon if math.isinf(self.epsilon) else (1.0 - AMP_FRACTION) * self.epsilon
 
-    def adjustment(self, n: int) -> tuple[float, float]:
-        """``(eps', Delta)`` for ``n`` rows (an owner with none counts as one)."""
-        return privacy_adjustment(self.objective_epsilon, max(n, 1), self.lam, self.curvature)
+    @property
+    def adjustment(self) -> tuple[float, float]:
+        """``(rate, Delta)`` (:func:`privacy_adjustment`): public, no row count of the owner's enters."""
+        return privacy_adjustment(self.objective_epsilon, self.rows, self.lam, self.curvature)
 
-    def public_reg(self, n: int) -> tuple[float, float]:
-        """Bounds on ``lam + Delta`` for ``n`` rows that depend only on ``n``'s public grid cell ``(lo, hi]``
-        (:func:`~privfed.common.work_rows.work_range`): ``Delta`` does not grow with ``n`` (it is
-        ``c/(n(e^{eps/4} - 1)) - lam > 0`` while ``eps' < eps/2``, then 0), so ``lam + Delta(hi) <= lam + Delta(n)
-        <= lam + Delta(lo)``. The solver's steps follow these (:func:`minimise_perturbed`): the same for every
-        row count of the cell, where ``Delta(n)``'s own ``sqrt`` of the condition number grew with ``n``."""
-        lo, hi = work_range(n)
-        return self.lam + self.adjustment(hi)[1], self.lam + self.adjustment(lo)[1]
+    @property
+    def reg(self) -> float:
+        """``lam + Delta``, the regulariser the solver sees."""
+        return self.lam + self.adjustment[1]
 
-    def variance(self, n: int) -> float:
-        """``Var b_j = (d + 1) (2/eps')^2`` of the objective's noise, per coordinate."""
-        return norm_laplace_variance(self.d, self.adjustment(n)[0])
+    def variance(self) -> float:
+        """``Var b_j = (d + 1) / rate^2`` of the objective's noise, per coordinate."""
+        return norm_laplace_variance(self.d, 2.0 * self.adjustment[0])
 
-    def bias(self, n: int) -> float:
+    def bias(self) -> float:
         """0: ``b`` is symmetric."""
         return 0.0
 
@@ -240,26 +240,27 @@ class ObjectivePerturbation:
         """Unbounded: the release is a minimiser plus noise."""
         return (-math.inf, math.inf)
 
-    def privatize(self, gradient: LossGradient, n: int, rng: np.random.Generator) -> np.ndarray:
+    def privatize(self, sum_gradient: LossGradient, max_rows: int, rng: np.random.Generator) -> np.ndarray:
         """The released ``(problems, d)`` parameters: ``b``, the total minimiser, AMP's noise (class docstring).
 
-        ``gradient`` is the gradient of the mean loss of all problems at once, ``F (problems, d) -> grad``; each
-        problem's Hessian is at most ``curvature`` and its gradient's norm at most 1 (rows of norm <= 1,
-        ``|l'| <= 1``). The solver does the same work for every rows: :func:`minimise_perturbed`, each problem
-        from ``-b / (n reg)``, within ``1 / reg`` of its minimiser.
+        ``sum_gradient`` is the gradient of the summed loss of all problems at once, ``F (problems, d) -> grad``,
+        over at most ``max_rows`` rows (a public bound: the rows' padded cell, :mod:`privfed.common.work_rows`);
+        the mechanism divides it by ``m``. Each row's Hessian is at most ``curvature`` and its gradient's norm at
+        most 1 (``||x|| <= 1``, ``|l'| <= 1``), so the solver (:func:`minimise_perturbed`, from ``-b / (m reg)``)
+        takes its steps from ``m``, ``reg`` and ``max_rows`` alone: the same work for every row count up to it.
         """
         check_rng(rng)
-        eps_prime, Delta = self.adjustment(n)
-        B = norm_laplace_noise(self.d, eps_prime, rng, size=self.problems)
-        reg = self.lam + Delta
+        max_rows = check_int(max_rows, name="max_rows", minimum=1)
+        rate, _ = self.adjustment
+        B = norm_laplace_noise(self.d, 2.0 * rate, rng, size=self.problems)  # density ~ exp(-rate ||b||)
+        m = float(self.rows)
         F = minimise_perturbed(
-            gradient,
+            lambda F: sum_gradient(F) / m,
             B,
-            reg=reg,
-            divisor=max(n, 1),
-            curvature=self.curvature,
-            gradient_bound=1.0,
-            public_reg=self.public_reg(n),
+            reg=self.reg,
+            divisor=m,
+            curvature=self.curvature * max_rows / m,
+            gradient_bound=max_rows / m,
         )
         if math.isfinite(self.epsilon):
             F = AmpOutputNoise(epsilon=AMP_FRACTION * self.epsilon, radius=AMP_RADIUS, d=self.d).privatize(F, rng)

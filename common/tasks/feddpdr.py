@@ -24,7 +24,7 @@ from privfed.common.tasks.contract import (
     count_limit,
     reply_of,
 )
-from privfed.common.validation import check_choice, check_positive
+from privfed.common.validation import check_choice, check_int, check_positive
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,10 @@ class SvmShareTask:
     pure-epsilon entry per one-vs-rest problem for ``ovr-huber`` (``delta`` must be 0). ``lam`` is the
     seed's regulariser of ``ovr-huber``; the one-budget objective-perturbation models take theirs from
     epsilon (:func:`privfed.common.feddpdr.multiclass.privacy_split`). ``scaling`` is the public row scaling.
+    ``rows`` is ``ovr-huber``'s public row count, where the seed's objective has the owner's own
+    (:func:`privfed.common.mechanisms.objective.privacy_adjustment`): the coordinator sends each owner its DP count
+    from phase 1 (1 with a public basis, which releases none). Any count >= 1 keeps the release ε-DP; one near the
+    owner's keeps the seed's regularisation. The other models ignore it.
     """
 
     epsilon: float
@@ -98,8 +102,10 @@ class SvmShareTask:
     delta: float
     model: str
     scaling: str
+    rows: int = 1
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "rows", check_int(self.rows, name="rows", minimum=1))
         check_choice(self.model, name="model", allowed=SVM_MODELS)
         check_choice(self.scaling, name="scaling", allowed=ROW_SCALINGS)
 

@@ -153,6 +153,7 @@ def mechanism_notes(
 
         eps_class, c = float(ovr_epsilons(eps2, n_classes)[0]), 1.0 / (2.0 * HUBER_H)
         notes["svm_eps_per_class"] = eps_class
-        notes["svm_owner1_eps_prime_Delta"] = privacy_adjustment(eps_class, int(sizes[0]), args.lam, c)
-        notes["svm_all_rows_eps_prime_Delta"] = privacy_adjustment(eps_class, int(sum(sizes)), args.lam, c)
+        # (noise rate, Delta) at the public row count an owner is sent (its DP count), and at the federation's total
+        notes["svm_owner1_rate_Delta"] = privacy_adjustment(eps_class, max(int(sizes[0]), 1), args.lam, c)
+        notes["svm_all_rows_rate_Delta"] = privacy_adjustment(eps_class, max(int(sum(sizes)), 1), args.lam, c)
     return notes

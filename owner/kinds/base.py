@@ -160,6 +160,7 @@ SENSITIVITY_LIMITS = {
     "eval_row_bound": (2.0**-20, 2.0**20),  # boosting evaluations: a row's weight clip b
     "max_owner_rows": (1, 10**9),  # boosting evaluations: sizes the public clip range M
     "lam": (2.0**-20, 2.0**20),  # FedDPDR's SVM regulariser: its solver's work grows like 1/sqrt(lam)
+    "svm_rows": (1, 2**40),  # ovr-huber's public row count m: the solver's work grows like sqrt(cell / m)
     # LR's inverse regulariser: the fit multiplies rows by it, and C = 2^-1000 (or a subnormal) made those products
     # underflow for the rows near the middle of their bounds (audit 9, tests/adversary/test_underflow_parameters.py)
     "C": (2.0**-40, 2.0**40),

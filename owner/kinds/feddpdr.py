@@ -82,6 +82,7 @@ class SvmShareKind(TaskKind[SvmShareTask]):
         check_positive(spec.epsilon, name="epsilon", allow_inf=True)
         check_positive(spec.lam, name="lam")
         check_limit("lam", spec.lam)
+        check_limit("svm_rows", spec.rows)
         check_svm_release(spec.model, spec.epsilon, spec.delta, spec.n_classes)  # every mechanism's public range
         U, d = spec.subspace, spec.bounds.d
         if U is not None and (
@@ -109,6 +110,7 @@ class SvmShareKind(TaskKind[SvmShareTask]):
             delta=spec.delta,
             model=spec.model,
             scaling=spec.scaling,
+            rows=spec.rows,
         )
         return SvmShareReply(coef=W)
 
@@ -132,5 +134,6 @@ class SvmShareKind(TaskKind[SvmShareTask]):
             delta=spec.delta,
             model=spec.model,
             scaling=spec.scaling,
+            rows=spec.rows,
         )
         return SvmShareReply(coef=W)

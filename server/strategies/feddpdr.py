@@ -106,7 +106,8 @@ class FedDpdrStrategy:
             scaling=self.scaling,
         )
 
-    def _svm_task(self, subspace: np.ndarray | None) -> SvmShareTask:
+    def _svm_task(self, subspace: np.ndarray | None, rows: int = 1) -> SvmShareTask:
+        """Phase 2's task; ``rows``: the owner's DP count from phase 1 (``ovr-huber``'s public row count)."""
         return SvmShareTask(
             epsilon=self.budget_split()["svm"],
             lam=self.lam,
@@ -116,6 +117,7 @@ class FedDpdrStrategy:
             delta=self.delta_split()["svm"],
             model=self.model,
             scaling=self.scaling,
+            rows=rows,
         )
 
     def privacy(self) -> PrivacySplit:
@@ -168,7 +170,7 @@ class FedDpdrStrategy:
             classifier.add([p.coef for _, p in svm], batch)
             sizes.extend(batch)
 
-        transport.fold_tasks(new_tasks(asked, "svm", self._svm_task(U)), fold)
+        transport.fold_tasks(new_tasks(asked, "svm", lambda o: self._svm_task(U, counts[o])), fold)
         rounds.append(RoundReport(len(rounds) + 1, "svm", len(asked), len(sizes), time.perf_counter() - t0))
         if not sizes:
             raise RoundFailed("no owner released an SVM")

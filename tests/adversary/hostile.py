@@ -726,6 +726,7 @@ def svm_task(
             delta=delta if model in DELTA_MODELS else 0.0,
             model=SVM_MODEL.to_proto(model),
             scaling=pb.ROW_SCALING_BALL,
+            rows=8,  # ovr-huber's public row count
         ),
     )
 

@@ -35,7 +35,7 @@ SMALL, LARGE = 100, 600  # cells 128 and 1024
 DECLARED = 2048
 #: The kinds that read rows, as test_differential_row_work.py holds them, and every case of theirs but the SVM's at
 #: ε = 30 and λ = 2^-20: the same calls on the same shapes as at ε = 1, for up to 40 s of traced Nesterov steps
-#: each (a declared count's solver bounds hold from 1 row up: ``work_range``).
+#: each.
 KINDS = sorted({kind for kind, _ in HELD})
 ALL = [(kind, case) for kind, case in HELD if not (kind == "svm_share" and "-30-" in case)]
 #: Kinds whose every case reads one row whatever the count: nothing for the positive control to see.

@@ -53,6 +53,7 @@ def _svm(task_id, owner_id, U):
             subspace=matrix(U),
             model=pb.SVM_MODEL_OVR_HUBER,
             scaling=pb.ROW_SCALING_BALL,
+            rows=8,  # ovr-huber's public row count
         ),
     )
 

@@ -30,7 +30,6 @@ from privfed.common.feddpdr import centroid, multiclass, pca, release, svm
 from privfed.common.feddpdr.choices import SVM_MODELS
 from privfed.common.learners import newton
 from privfed.common.ledger import Ledger
-from privfed.common.mechanisms import objective
 from privfed.common.tasks import (
     BoostShareTask,
     LrShareTask,
@@ -120,7 +119,6 @@ def _old_work(monkeypatch) -> None:
     """The fits as they were: on the owner's own rows, steps from its own count."""
     for module in (newton, svm, multiclass, centroid, pca, release, shares):
         monkeypatch.setattr(module, "work_rows", lambda n: max(int(n), 1))
-    monkeypatch.setattr(objective, "work_range", lambda n: (max(int(n), 1), max(int(n), 1)))
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))
@@ -132,11 +130,10 @@ def test_positive_control_the_old_work_followed_the_row_count(name, monkeypatch)
 
 def test_the_cell_shows_and_nothing_finer(monkeypatch):
     """What is left, stated (common/work_rows.py): 300 rows and 600 rows (another cell) make other traces."""
-    from privfed.common.work_rows import work_range, work_rows
+    from privfed.common.work_rows import work_rows
 
     assert _trace("lr_share", 300, monkeypatch) != _trace("lr_share", 600, monkeypatch)
     assert [work_rows(n) for n in (0, 1, 2, 3, 257, 300, 512, 513)] == [1, 1, 2, 4, 512, 512, 512, 1024]
-    assert work_range(300) == (257, 512) and work_range(1) == (1, 1) and work_range(2) == (2, 2)
 
 
 # ----------------------------------------------------------------------------- a boosted NCC share's length

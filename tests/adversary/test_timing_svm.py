@@ -30,12 +30,13 @@ from privfed.common.feddpdr.choices import SVM_MODELS, ovr_epsilons
 from privfed.common.feddpdr.release import owner_svm_release
 from privfed.common.mechanisms import objective, objective_gaussian
 from privfed.common.mechanisms.amp import AMP_RADIUS, FLOAT_SHARE, accelerated_steps
-from privfed.common.work_rows import work_range
+from privfed.common.work_rows import work_rows
 
 #: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
 pytestmark = pytest.mark.in_process
 
 N, D, BOUND, LAM = 300, 10, 4.0, 1e-3  # the timing bench's owner (bench/timing_channels.py)
+SVM_ROWS = 290  # ovr-huber's public row count (the task's: a DP count near N)
 BOUNDS = Bounds.of(-BOUND, BOUND, D)
 SUBSPACE = np.eye(D)[:, :3]
 TINY_NORMAL = np.finfo(np.float64).tiny
@@ -121,7 +122,18 @@ class Recorder:
 def release(model: str, K: int, X: np.ndarray, y: np.ndarray, seed: int, epsilon: float = 1.0) -> np.ndarray:
     delta = 0.0 if model == "ovr-huber" else 1e-5
     W, _, _ = owner_svm_release(
-        X, y, BOUNDS, SUBSPACE, K, epsilon, LAM, np.random.default_rng(seed), delta=delta, model=model, scaling="ball"
+        X,
+        y,
+        BOUNDS,
+        SUBSPACE,
+        K,
+        epsilon,
+        LAM,
+        np.random.default_rng(seed),
+        delta=delta,
+        model=model,
+        scaling="ball",
+        rows=SVM_ROWS,
     )
     return W
 
@@ -130,15 +142,14 @@ def public_steps(model: str, K: int, epsilon: float = 1.0) -> int:
     """The step count from the public parameters alone (Bubeck Thm 3.18 via accelerated_steps), at the row
     count's public grid cell (common/work_rows.py): ``(lo, hi] = (256, 512]`` for N = 300."""
     target = (1.0 - FLOAT_SHARE) * AMP_RADIUS
-    lo, hi = work_range(N)
+    hi = work_rows(N)
     if model == "ovr-huber":
         c = 1.0 / (2.0 * svm.HUBER_H)
         problems = 1 if K == 2 else K
         mech = objective.ObjectivePerturbation(
-            epsilon=ovr_epsilons(epsilon, K)[0], lam=LAM, curvature=c, d=4, problems=problems
+            epsilon=ovr_epsilons(epsilon, K)[0], lam=LAM, curvature=c, d=4, rows=SVM_ROWS, problems=problems
         )
-        mu, top = LAM + mech.adjustment(hi)[1], LAM + mech.adjustment(lo)[1]
-        return accelerated_steps((top + c) / mu, 1.0 / mu, target)
+        return accelerated_steps((mech.reg + c * hi / SVM_ROWS) / mech.reg, hi / SVM_ROWS / mech.reg, target)
     mech = mc.mechanism(epsilon, 1e-5, K, model)
     smooth = mech.Lambda + hi * mc.CURVATURE_BOUND[model]
     return accelerated_steps(smooth / mech.Lambda, hi * math.sqrt(mech.gradient_norm_sq) / mech.Lambda, target)
@@ -187,9 +198,9 @@ def _objective(model: str, rows: tuple[Any, ...], solve: dict[str, Any]) -> obje
     """``J`` of a recorded solve from the learners' own value-and-gradient functions."""
     noise, reg, divisor = solve["noise"], solve["reg"], solve["divisor"]
     if model == "ovr-huber":
-        X, Y, h, n = rows
+        X, Y, h, _ = rows  # the learner's summed gradient; the mechanism divides it by the public m (divisor)
         return objective.perturbed(
-            lambda F: svm._huber_loss(F, X, Y, h, n), noise.shape, reg=reg, noise=noise, divisor=divisor
+            lambda F: svm._huber_loss(F, X, Y, h, divisor), noise.shape, reg=reg, noise=noise, divisor=divisor
         )
     X, Y, loss = rows
     real = np.any(X != 0, axis=1)  # the padding's zero rows (common/work_rows.py) add a constant only: the rows'

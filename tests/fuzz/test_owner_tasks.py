@@ -84,6 +84,7 @@ def _seed_tasks(owner_id: str, peer: str) -> dict[str, pb.Task]:
                 subspace=matrix(np.eye(D)[:, :2]),
                 model=pb.SVM_MODEL_OVR_HUBER,
                 scaling=pb.ROW_SCALING_BALL,
+                rows=8,
             ),
         ),
         "boost_share": boost_share("seed", owner_id, "boost-fuzz", config),

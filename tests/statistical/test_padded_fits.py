@@ -20,7 +20,6 @@ from privfed.common.feddpdr import centroid, multiclass, pca, svm
 from privfed.common.feddpdr.release import owner_svm_release
 from privfed.common.learners import newton
 from privfed.common.learners.logistic import fit_local_logistic
-from privfed.common.mechanisms import objective
 from privfed.common.mechanisms.amp import AMP_FRACTION, AMP_RADIUS, AmpOutputNoise
 
 D = 5
@@ -40,7 +39,6 @@ def _both(monkeypatch, release: Callable[[], Any]) -> tuple[Any, Any]:
     with monkeypatch.context() as m:
         for module in (newton, svm, multiclass, centroid, pca):
             m.setattr(module, "work_rows", lambda n: max(int(n), 1))
-        m.setattr(objective, "work_range", lambda n: (max(int(n), 1), max(int(n), 1)))
         old = release()
     return padded, old
 

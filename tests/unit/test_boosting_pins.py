@@ -173,11 +173,11 @@ def _feddpdr_releases() -> dict:
     for i, model in enumerate(("centroid", "mc-huber", "softmax", "ovr-huber")):
         delta = 0.0 if model == "ovr-huber" else 1e-5
         W, _, eps = owner_svm_release(
-            ds.X, ds.y, ds.bounds, U, 2, 1.5, 0.01, np.random.default_rng(10 + i), delta=delta, model=model
+            ds.X, ds.y, ds.bounds, U, 2, 1.5, 0.01, np.random.default_rng(10 + i), delta=delta, model=model, rows=80
         )
         out[model] = [_digest(W), _digest(eps)]
     W, _, _ = owner_svm_release(
-        ds.X, ds.y, ds.bounds, None, 3, 2.0, 0.01, np.random.default_rng(20), delta=0.0, model="ovr-huber"
+        ds.X, ds.y, ds.bounds, None, 3, 2.0, 0.01, np.random.default_rng(20), delta=0.0, model="ovr-huber", rows=80
     )
     out["ovr-3"] = _digest(W)
     return out

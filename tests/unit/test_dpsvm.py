@@ -54,18 +54,31 @@ def test_huber_derivative_matches_finite_differences():
 
 
 @pytest.mark.parametrize(
-    "epsilon, n, lam, eps_prime, delta_reg",
-    [
-        (1, 1000, 0.01, 0.809380, 0.0),
-        (0.1, 1000, 0.001, 0.05, 0.038502),
-        (1, 100, 0.001, 0.5, 0.034208),
-        (0.5, 10000, 1e-4, 0.25, 0.000651),
+    "epsilon, rows, lam, rate, delta_reg",
+    [  # by hand: a = c/(m lam); log(1 + a) <= eps/2 gives rate = eps - log(1 + a), else Delta = c/(m (e^{eps/2} - 1)) - lam
+        (1, 1000, 0.01, 0.904690, 0.0),  # a = 0.1: 1 - log 1.1
+        (0.1, 1000, 0.001, 0.05, 0.018504),  # a = 1 > e^0.05 - 1: 1/(1000 * 0.051271) - 0.001
+        (1, 100, 0.001, 0.5, 0.014415),
+        (0.5, 10000, 1e-4, 0.25, 0.000252),
     ],
 )
-def test_privacy_adjustment_table(epsilon, n, lam, eps_prime, delta_reg):
-    got_eps, got_delta = privacy_adjustment(epsilon, n, lam)
-    assert got_eps == pytest.approx(eps_prime, abs=1e-6)
+def test_privacy_adjustment_table(epsilon, rows, lam, rate, delta_reg):
+    """SPEC §8's cases, under add/remove-one with the public row count (SPEC's table is replace-one's with n)."""
+    got_rate, got_delta = privacy_adjustment(epsilon, rows, lam)
+    assert got_rate == pytest.approx(rate, abs=1e-6)
     assert got_delta == pytest.approx(delta_reg, abs=1e-6)
+
+
+@pytest.mark.parametrize("epsilon", [1e-3, 0.1, 1.0, 5.0, 30.0])
+@pytest.mark.parametrize("rows", [1, 7, 1000, 10**9])
+@pytest.mark.parametrize("lam", [2.0**-20, 1e-3, 1.0, 2.0**20])
+@pytest.mark.parametrize("c", [0.25, 1.0])
+def test_privacy_adjustment_spends_exactly_epsilon_under_add_remove(epsilon, rows, lam, c):
+    """The noise's rate plus the Jacobian's log(1 + c/(m (lam + Delta))) is epsilon (the privacy loss of one row
+    added or removed), Delta >= 0 and the rate at least half of epsilon (the noise's scale is bounded)."""
+    rate, Delta = privacy_adjustment(epsilon, rows, lam, c)
+    assert Delta >= 0.0 and rate >= epsilon / 2 * (1 - 1e-12)
+    assert rate + math.log1p(c / (rows * (lam + Delta))) == pytest.approx(epsilon, rel=1e-9)
 
 
 def test_privacy_adjustment_bypass_and_invalid():
@@ -144,9 +157,9 @@ def test_private_fit_is_within_the_amp_radius_of_the_perturbed_minimiser(rng, ep
     X, y = _blobs(rng, 80, 4, 2)
     y = np.where(y == 1, 1.0, -1.0)
     f = fit_dp_svm(X, y, epsilon=epsilon, lam=lam, rng=np.random.default_rng(11))
-    eps_prime, Delta = privacy_adjustment((1 - AMP_FRACTION) * epsilon, 80, lam)
+    rate, Delta = privacy_adjustment((1 - AMP_FRACTION) * epsilon, 80, lam)
     draws = np.random.default_rng(11)
-    b = sample_b(4, eps_prime, draws)
+    b = sample_b(4, 2 * rate, draws)  # density ~ exp(-rate ||b||)
     v = AMP_RADIUS * sample_b(4, AMP_FRACTION * epsilon, draws)
     # ||grad J|| <= mu r at the solver's point p; the release rounds p + v to AMP's grid L, so f - v is within
     # L/2 per coordinate of p, and J's gradient is (mu + c)-Lipschitz (c = 1/(2h) = 1)

@@ -165,8 +165,9 @@ def test_a_kind_without_a_working_fallback_is_refused_as_internal_with_its_debit
         (BoostShareTask(_config(weight_bound=1e-30), BoostHistory()), "weight_bound=1e-30 is outside"),
         (BoostShareTask(_config(eval_row_bound=1e9), BoostHistory()), "eval_row_bound=1000000000.0 is outside"),
         (SvmShareTask(1e3, 1e-15, K, BOUNDS, None, 0.0, "ovr-huber", "ball"), "lam=1e-15 is outside"),
+        (SvmShareTask(1.0, 0.01, K, BOUNDS, None, 0.0, "ovr-huber", "ball", 2**50), "svm_rows=1125899906842624 is out"),
     ],
-    ids=["wider", "shifted", "param-bound", "weight-bound", "row-bound", "svm-lambda"],
+    ids=["wider", "shifted", "param-bound", "weight-bound", "row-bound", "svm-lambda", "svm-rows"],
 )
 def test_sensitivity_comes_from_the_owners_public_configuration(spec, detail):
     owners = _owners()
@@ -175,7 +176,15 @@ def test_sensitivity_comes_from_the_owners_public_configuration(spec, detail):
     for r in results.results:
         assert r.payload.code == "invalid_task" and detail in r.payload.message, r.payload
         assert ledger.history(r.owner_id) == []
-    assert set(SENSITIVITY_LIMITS) == {"param_bound", "weight_bound", "eval_row_bound", "max_owner_rows", "lam", "C"}
+    assert set(SENSITIVITY_LIMITS) == {
+        "param_bound",
+        "weight_bound",
+        "eval_row_bound",
+        "max_owner_rows",
+        "lam",
+        "svm_rows",
+        "C",
+    }
 
 
 def _history(alpha: float, n_kept: int, e: float = 0.0, w: float = 1.0, leaves=(1, 1)) -> BoostHistory:

@@ -18,6 +18,7 @@ D, K = 4, 3
 BOUNDS = Bounds.of(0.0, 1.0, D)
 SUBSPACE = np.linalg.qr(np.random.default_rng(9).normal(size=(D, 2)))[0]
 COUNTS = (0, 1, 5, 37, 64)  # no rows, one, inside a cell, at a cell's top
+SVM_ROWS = 30  # ovr-huber's public row count (the task's)
 
 
 def rows(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -29,7 +30,7 @@ def unpadded_svm_release(X, y, U, model, scaling, epsilon, delta):
     Z = project(scale_rows(X, BOUNDS, scaling), U)
     rng = np.random.default_rng(7)
     if model == "ovr-huber":
-        return fit_dp_svm_ovr(Z, y, K, epsilon=epsilon, lam=0.01, rng=rng)[0]
+        return fit_dp_svm_ovr(Z, y, K, epsilon=epsilon, lam=0.01, rng=rng, rows=SVM_ROWS)[0]
     if model == "centroid":
         return dp_class_sums(Z, y, K, epsilon=epsilon, delta=delta, rng=rng)
     return fit_dp_multiclass(add_bias_feature(Z), y, K, loss=model, epsilon=epsilon, delta=delta, rng=rng)[0]
@@ -45,7 +46,18 @@ def test_the_svm_release_is_the_unpadded_one(model, scaling, reduced):
         for epsilon in (1.0, np.inf):
             delta = 0.0 if model == "ovr-huber" or np.isinf(epsilon) else 1e-5
             W, count, _ = owner_svm_release(
-                X, y, BOUNDS, U, K, epsilon, 0.01, np.random.default_rng(7), delta=delta, model=model, scaling=scaling
+                X,
+                y,
+                BOUNDS,
+                U,
+                K,
+                epsilon,
+                0.01,
+                np.random.default_rng(7),
+                delta=delta,
+                model=model,
+                scaling=scaling,
+                rows=SVM_ROWS,
             )
             assert count == n
             np.testing.assert_array_equal(W, unpadded_svm_release(X, y, U, model, scaling, epsilon, delta))

@@ -209,23 +209,23 @@ def test_the_joint_response_refuses_reports_and_rows_outside_its_domain(rng):
 
 # --- objective perturbation and AMP: the noise a real release adds --------------------------------------
 def test_objective_perturbation_adds_noise_of_its_closed_form_variance():
-    """With a zero loss the perturbed objective's minimiser is ``-b / (n reg)`` exactly, so each release
-    gives back its noise ``b`` (up to AMP's output noise, r = 1e-6): E b_j = 0 and Var b_j = variance(n),
-    ``(d + 1)(2/eps')^2``, within 5 s.e. (SPEC §0; the radius is Gamma(d, 2/eps'))."""
-    d, n, lam = 3, 50, 0.5
-    mech = ObjectivePerturbation(epsilon=2.0, lam=lam, curvature=1.0, d=d, problems=4)
-    eps_prime, Delta = mech.adjustment(n)
+    """With a zero loss the perturbed objective's minimiser is ``-b / (m reg)`` exactly, so each release
+    gives back its noise ``b`` (up to AMP's output noise, r = 1e-6): E b_j = 0 and Var b_j = variance(),
+    ``(d + 1) / rate^2``, within 5 s.e. (SPEC §0; the radius is Gamma(d, 1/rate))."""
+    d, m, lam = 3, 50, 0.5
+    mech = ObjectivePerturbation(epsilon=2.0, lam=lam, curvature=1.0, d=d, rows=m, problems=4)
+    rate, Delta = mech.adjustment
     rng = np.random.default_rng(4)
     zero = np.zeros_like  # a zero loss's gradient
-    b = np.concatenate([-n * (lam + Delta) * mech.privatize(zero, n, rng) for _ in range(1500)])
-    var = mech.variance(n)
-    assert var == norm_laplace_variance(d, eps_prime) == pytest.approx((d + 1) * (2 / eps_prime) ** 2)
-    m = b.size
+    b = np.concatenate([-m * (lam + Delta) * mech.privatize(zero, 64, rng) for _ in range(1500)])
+    var = mech.variance()
+    assert var == norm_laplace_variance(d, 2 * rate) == pytest.approx((d + 1) / rate**2)
+    draws = b.size
     assert np.all(np.abs(b.mean(axis=0)) <= 5 * math.sqrt(var / b.shape[0]))
     kurtosis = 3.0 * (d + 3) / (d + 1)  # E b_j^4 = E r^4 E u_j^4 = 3 (d + 1)(d + 3) theta^4
-    assert abs(float(np.mean(b**2)) - var) <= 5 * var * math.sqrt((kurtosis - 1) / m)
-    exact = ObjectivePerturbation(epsilon=math.inf, lam=lam, curvature=1.0, d=d)
-    assert np.all(exact.privatize(zero, n, rng) == 0.0) and exact.variance(n) == 0.0
+    assert abs(float(np.mean(b**2)) - var) <= 5 * var * math.sqrt((kurtosis - 1) / draws)
+    exact = ObjectivePerturbation(epsilon=math.inf, lam=lam, curvature=1.0, d=d, rows=m)
+    assert np.all(exact.privatize(zero, 64, rng) == 0.0) and exact.variance() == 0.0
 
 
 def test_gaussian_objective_perturbation_adds_noise_of_variance_sigma_squared():
