@@ -253,7 +253,9 @@ def partition(n_rows: int, n_owners: int, *, seed: int, sizes: Sequence[int] | N
     n_rows = check_int(n_rows, name="n_rows", minimum=1)
     n_owners = check_int(n_owners, name="n_owners", minimum=1)
     if n_owners > n_rows:
-        raise ConfigError(f"n_owners={n_owners} exceeds the {n_rows} rows; every owner needs at least one row")
+        raise ConfigError(
+            f"{n_owners} owners for {n_rows} rows: every owner needs at least one row (ask for fewer owners)"
+        )
     perm = make_rng("seeded", seed).permutation(n_rows).astype(np.int64)
     if sizes is None:
         return np.array_split(perm, n_owners)

@@ -5,7 +5,6 @@ decides which owners it speaks for."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import signal
@@ -40,7 +39,7 @@ from privfed.proto.transport import TlsFiles
 
 log = logging.getLogger("privfed.owner")
 
-#: Seconds a node whose rows fail its local schema check tries to reach the coordinator to report
+#: Seconds a node whose rows fail its ``--bounds``/``--classes`` check tries to reach the coordinator to report
 #: it (at most ``--connect-timeout``) before it exits with the error anyway.
 REPORT_TIMEOUT = 10.0
 
@@ -186,8 +185,10 @@ def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
     sends at registration (:class:`~privfed.owner.registration.DeferredOwners`).
 
     The file is read, and checked against a local schema (``--schema``, or ``--bounds`` and
-    ``--classes``), before the node dials out, so a malformed file fails at once; a mismatch is
-    still reported to the coordinator (the node registers and refuses every task). Every check of
+    ``--classes``), before the node dials out, so a malformed file fails at once. A file that fails the
+    operator's own ``--schema`` stops the node there: the coordinator is told nothing, not even the one bit
+    "this node's file does not fit" (README, Privacy). One that fails ``--bounds``/``--classes`` is still
+    reported (the node registers and refuses every task), as the coordinator's schema decides how it is read. Every check of
     the rows against a schema they are read by is recorded in the node's ledger when the owners are
     loaded (:func:`checked_rows`): ``--schema``'s, or the coordinator's (with ``--bounds`` too)."""
     local = read_schema(config.schema) if config.schema is not None else None
@@ -204,14 +205,20 @@ def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
         try:
             check_owner_rows(rows, local)
         except ConfigError as exc:
-            hint = "" if config.schema is not None else "; --bounds means class values 0..K-1 (--classes K)"
-            early = ConfigError(f"{exc}{hint}")
+            if config.schema is not None:  # the operator's schema: stop before dialing out, tell no one
+                raise
+            early = ConfigError(f"{exc}; --bounds means class values 0..K-1 (--classes K)")
             log.error("%s; telling the coordinator (up to %g s)", early, REPORT_TIMEOUT)
     try:  # a file's owners are this node's alone: the partition has B (or K) of them
         count = int(config.shards.rpartition(":")[2])
     except ValueError:
         count = 0  # parse_shards says what is wrong
     shards = parse_shards(config.shards, count)
+    if shards.stop > len(rows.lines):  # before it dials out: the file's lines bound its rows
+        raise ConfigError(
+            f"--shards {config.shards}: {len(rows.lines)} line(s) in {config.data} cannot give "
+            f"{shards.stop} owners a row each; give --shards at most the file's rows"
+        )
     if config.work_rows is not None and shards.stop:  # before it dials out: at least the lines but a header
         check_declared_rows(config.work_rows, -(-(len(rows.lines) - 1) // shards.stop))
     if shards.start != 0:  # owners A..B-1 of B: the file's other rows hosted nowhere, or by a node given 0:A
@@ -222,11 +229,7 @@ def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
         )
 
     def load(remote: FederationSchema | None, ledger: Ledger) -> list[LocalOwner]:
-        if early is not None:
-            # the decision on the record (the error is ``early``); with --bounds the recorded schema is the coordinator's
-            if config.schema is not None and local is not None:
-                with contextlib.suppress(ConfigError):
-                    checked_rows(rows, local, ledger, pinned=True)
+        if early is not None:  # --bounds: the recorded schema will be the coordinator's
             raise early
         schema = agreed_schema(local, remote, from_file=config.schema is not None)
         dataset = checked_rows(rows, schema, ledger, pinned=config.schema is not None)

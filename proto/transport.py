@@ -149,7 +149,7 @@ def tls_failure(details: str) -> str | None:
     """The one-line cause of a failed call whose TLS handshake failed verification at this end,
     or None. Such a failure never heals by retrying (issue 23, item 5): the peer's certificate is
     not signed by our CA, or does not name the address dialled."""
-    if "not in peer certificate" in details:
+    if "not in peer certificate" in details or "Hostname Verification Check failed" in details:
         return (
             "the coordinator's certificate does not name the address dialled (its subject alternative names "
             "list the names it may be reached by); dial one of them, or re-issue it with `privfed certs --san`"

@@ -54,10 +54,10 @@ def test_a_node_that_exits_stops_simulate_with_its_error_and_a_report(tmp_path):
     elapsed = time.monotonic() - t0
     line = _one_error_line(proc, "simulate")
     assert "owner node" in line and "exited with code 2" in line
-    assert "n_owners=300 exceeds the 160 rows" in line  # the node's own last line
+    assert "300 owners for 160 rows" in line  # the node's own last line
     assert elapsed < 60, f"simulate waited {elapsed:.0f} s for owners that had exited (registration allows 120 s)"
     report = _report(tmp_path)
-    assert report["status"] == "failed" and "exceeds the 160 rows" in report["error"]
+    assert report["status"] == "failed" and "300 owners for 160 rows" in report["error"]
     assert report["version"]["privfed"] and "baselines" in report
 
 

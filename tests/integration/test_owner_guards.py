@@ -107,6 +107,36 @@ def test_node_with_certificate_from_another_ca_is_rejected(tmp_path):
     assert "not signed by this node's CA" in fed.log("owner-0")  # at once, with the cause (issue 23)
 
 
+def test_node_dialling_a_name_its_coordinator_certificate_lacks_stops_at_once(tmp_path):
+    """The coordinator listens on 127.0.0.2, a name its certificate does not carry (localhost, 127.0.0.1,
+    coordinator): the owner's TLS check fails the same way every time, so it stops at once with the cause
+    instead of retrying for its --connect-timeout (issue 23; the fresh-user walkthrough of stop 48 met gRPC's
+    "Hostname Verification Check failed" wording, which the node retried for 120 s)."""
+    import time
+
+    from fedharness import owner_cmd
+
+    from privfed.proto.transport import TlsFiles
+    from privfed.server.app import CoordinatorServer
+
+    certs = make_certs(tmp_path / "certs", owners=1)
+    server = CoordinatorServer(tls=TlsFiles.in_dir(certs, "coordinator"))
+    port = server.start("127.0.0.2:0")
+    try:
+        cmd = owner_cmd(
+            port, "owner-0", n_owners=1, shards="0:1", ledger=tmp_path / "l.sqlite", budget=1.0, certs=certs
+        )
+        cmd[cmd.index(f"127.0.0.1:{port}")] = f"127.0.0.2:{port}"
+        started = time.monotonic()
+        proc = subprocess.run([*cmd, "--connect-timeout", "60"], capture_output=True, text=True, timeout=120)
+        took = time.monotonic() - started
+    finally:
+        server.stop()
+    assert proc.returncode == 2, proc.stderr
+    assert "does not name the address dialled" in proc.stderr, proc.stderr
+    assert took < 30, f"the node retried a TLS failure for {took:.0f} s"
+
+
 def test_node_claiming_another_identity_is_rejected(tmp_path):
     fed = Federation(tmp_path)
     impostor_dir = tmp_path / "impostor"
@@ -156,6 +186,49 @@ def test_malformed_data_file_gives_one_line_error(tmp_path, content, expect):
     assert proc.returncode == 2
     err = [line for line in proc.stderr.splitlines() if "error" in line]
     assert len(err) == 1 and "bad.csv" in err[0] and re.search(expect, err[0]), proc.stderr
+
+
+def test_a_file_that_fails_the_operators_schema_stops_the_node_before_it_dials_out(tmp_path):
+    """README (Privacy): an operator who does not want the coordinator to learn even "this node's file does
+    not fit" gives the node its own --schema. A listening socket stands where the coordinator would be: the
+    node exits 2 with the file's line and opens no connection to it (a node given --bounds would register
+    and report the mismatch, as test_netns shows)."""
+    import json
+    import socket
+
+    from privfed.common.bounds import Bounds
+    from privfed.common.schema import FederationSchema
+
+    schema = FederationSchema.shorthand(Bounds.of(0.0, 10.0, 2), 2)
+    (tmp_path / "schema.toml").write_text(json.dumps(schema.to_dict()))
+    (tmp_path / "rows.csv").write_text("1.0,2.0,0\n3.0,4.0,7\n")
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.settimeout(0.5)
+        port = listener.getsockname()[1]
+        cmd = [*owner_argv(f"127.0.0.1:{port}", "owner-0"), "--data", str(tmp_path / "rows.csv")]
+        cmd += ["--schema", str(tmp_path / "schema.toml"), "--ledger", str(tmp_path / "l.sqlite"), "--insecure"]
+        cmd += ["--epsilon-budget", "1"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        with pytest.raises(TimeoutError):
+            listener.accept()
+    assert proc.returncode == 2, proc.stderr
+    assert "line 2: label 7 is not a class of the federation schema" in proc.stderr, proc.stderr
+    assert "telling the coordinator" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_more_shards_than_rows_stop_the_node_before_it_dials_out(tmp_path):
+    """A file of 3 rows split among 10 owners: one line naming the flag and the file, before any dialling (it
+    used to register first, then fail as a schema mismatch with an internal name)."""
+    data = tmp_path / "rows.csv"
+    data.write_text("1.0,2.0,0\n3.0,4.0,1\n5.0,6.0,1\n")
+    cmd = [*NO_COORDINATOR, "--data", str(data), "--bounds", "0:10", "--shards", "10"]
+    cmd += ["--ledger", str(tmp_path / "l.sqlite"), "--epsilon-budget", "1", "--insecure"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "--shards 10: 3 line(s) in" in proc.stderr and "cannot give 10 owners a row each" in proc.stderr
+    assert "not reachable" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_missing_data_file_gives_clear_error(tmp_path):
