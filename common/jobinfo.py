@@ -18,6 +18,10 @@ from privfed.common.errors import ConfigError
 MAX_FIELD_BYTES = 256
 
 
+#: The jobs a federation runs (``--task``): what a job announces and what an owner's policy may name.
+JOB_TASKS = ("ncc", "lr", "feddpdr", "bdt", "nb")
+
+
 @dataclass(frozen=True)
 class JobInfo:
     """One job as announced to the owners.
@@ -30,7 +34,7 @@ class JobInfo:
         The identity (certificate name) of the data user who submitted the job; empty when the
         coordinator's operator runs it (``privfed coordinator``, ``privfed simulate``).
     task : str
-        The job's task (``ncc``, ``lr``, ``feddpdr``, ``bdt``).
+        The job's task (one of :data:`JOB_TASKS`).
     epsilon, delta : float
         The most each owner releases in the job (the strategy's privacy split,
         :class:`~privfed.server.strategies.result.PrivacySplit`).

@@ -9,7 +9,7 @@ The policy is the owner's own configuration (a TOML file; every key optional)::
     max_epsilon_per_day = 4.0       # epsilon of the last 24 hours, this job's announced epsilon included
     max_epsilon_total = 20.0        # epsilon of every job so far, this job's announced epsilon included
     data_users = ["alice"]          # data users whose jobs it answers (default: any)
-    schema_sha256 = "ab12..."       # the federation schema it accepts (default: any)
+    schema_sha256 = "ab12...ef"     # the federation schema it accepts, its 64-digit SHA-256 (default: any)
 
 A job is judged by what the coordinator announces about it (:class:`~privfed.common.jobinfo.JobInfo`),
 the policy, and the owner's own ledger: public inputs and the owner's own accounting, never its
@@ -31,13 +31,14 @@ coordinator that a row was spent before.
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from privfed.common.errors import ConfigError
-from privfed.common.jobinfo import JobInfo
+from privfed.common.jobinfo import JOB_TASKS, JobInfo
 from privfed.common.ledger import REL_TOL, Budget, Debit, Ledger
 from privfed.common.validation import check_non_negative, check_probability
 
@@ -91,8 +92,15 @@ class OwnerPolicy:
                 if isinstance(value, str) or not all(isinstance(v, str) and v for v in value):
                     raise ConfigError(f"policy {name} must be a list of names, got {value!r}")
                 object.__setattr__(self, name, tuple(value))
-        if self.schema_sha256 is not None and not isinstance(self.schema_sha256, str):
-            raise ConfigError(f"policy schema_sha256 must be a hex digest, got {self.schema_sha256!r}")
+        unknown = sorted(set(self.tasks or ()) - set(JOB_TASKS))
+        if unknown:  # a typo would decline every job of the task meant, silently
+            raise ConfigError(f"policy tasks: unknown task(s) {', '.join(unknown)}; known: {', '.join(JOB_TASKS)}")
+        if self.schema_sha256 is not None and not (
+            isinstance(self.schema_sha256, str) and re.fullmatch(r"[0-9a-f]{64}", self.schema_sha256)
+        ):
+            raise ConfigError(
+                f"policy schema_sha256 must be a SHA-256 hex digest (64 of 0-9a-f), got {self.schema_sha256!r}"
+            )
 
     @classmethod
     def read(cls, path: Path) -> OwnerPolicy:

@@ -22,6 +22,7 @@ import dataclasses
 from privfed.common.boosting import params as boosting
 from privfed.common.feddpdr.basis import BASES
 from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, DEFAULT_SVM_MODEL, ROW_SCALINGS, SVM_MODELS
+from privfed.common.jobinfo import JOB_TASKS
 from privfed.common.learners.marginal_boost import MARGINAL_ROUNDS, MARGINAL_SMOOTHING
 from privfed.common.learners.naive_bayes import NB_BINS, SMOOTHING
 from privfed.common.learners.ncc import JOINT_BELOW
@@ -38,7 +39,7 @@ from privfed.common.parameters import (
 )
 from privfed.common.secagg import SECAGG_FROM, SECURE_SUMS
 
-TASKS = ("ncc", "lr", "feddpdr", "bdt", "nb")
+TASKS = JOB_TASKS
 #: ``--solver`` of ``--task lr``.
 LR_SOLVERS = ("gd", "local")
 #: ``--labels``: ``auto`` is the task's default (``joint`` for bdt; for ncc ``joint`` or ``rr`` by ε, ``resolve_labels``).

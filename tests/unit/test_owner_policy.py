@@ -22,7 +22,10 @@ def digits():
     return federation_split("digits", seed=0, test_fraction=0.2)
 
 
-def job(job_id="j1", *, epsilon=1.0, delta=0.0, task="ncc", user="alice", schema="abc"):
+SCHEMA, OTHER_SCHEMA = "ab" * 32, "cd" * 32  # SHA-256 hex digests
+
+
+def job(job_id="j1", *, epsilon=1.0, delta=0.0, task="ncc", user="alice", schema=SCHEMA):
     return JobInfo(job_id=job_id, data_user=user, task=task, epsilon=epsilon, delta=delta, schema_sha256=schema)
 
 
@@ -50,6 +53,12 @@ def test_a_policy_file_with_an_unknown_key_or_a_bad_value_is_refused_naming_it(t
     path.write_text('data_users = "alice"\n')
     with pytest.raises(ConfigError, match="data_users"):
         OwnerPolicy.read(path)
+    path.write_text('tasks = ["ncc", "svm"]\n')  # a typo would decline every job of the task meant
+    with pytest.raises(ConfigError, match="unknown task.*svm.*known: ncc, lr, feddpdr, bdt, nb"):
+        OwnerPolicy.read(path)
+    path.write_text('schema_sha256 = "ab12"\n')  # a prefix matches no announced digest
+    with pytest.raises(ConfigError, match="schema_sha256 must be a SHA-256 hex digest"):
+        OwnerPolicy.read(path)
     path.write_text('tasks = ["ncc"]\nmax_epsilon_per_job = 2.0\ndata_users = ["alice"]\n')
     assert OwnerPolicy.read(path) == OwnerPolicy(tasks=("ncc",), max_epsilon_per_job=2.0, data_users=("alice",))
 
@@ -60,10 +69,14 @@ def test_a_policy_file_with_an_unknown_key_or_a_bad_value_is_refused_naming_it(t
         (OwnerPolicy(), None, "unannounced"),
         (OwnerPolicy(tasks=("bdt",)), job(), "task"),
         (OwnerPolicy(data_users=("bob",)), job(), "data_user"),
-        (OwnerPolicy(schema_sha256="def"), job(), "schema"),
+        (OwnerPolicy(schema_sha256=OTHER_SCHEMA), job(), "schema"),
         (OwnerPolicy(max_epsilon_per_job=0.5), job(epsilon=1.0), "epsilon_per_job"),
         (OwnerPolicy(max_delta_per_job=1e-6), job(delta=1e-5), "delta_per_job"),
-        (OwnerPolicy(tasks=("ncc",), data_users=("alice",), schema_sha256="abc", max_epsilon_per_job=1.0), job(), None),
+        (
+            OwnerPolicy(tasks=("ncc",), data_users=("alice",), schema_sha256=SCHEMA, max_epsilon_per_job=1.0),
+            job(),
+            None,
+        ),
     ],
 )
 def test_each_rule_declines_on_the_announcement_alone(tmp_path, policy, announced, rule):
