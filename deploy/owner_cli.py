@@ -76,7 +76,11 @@ def add_owner(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--delta-budget", type=float, default=0.0, help="each hosted owner's total delta (DP-PCA needs > 0)")
     p.add_argument("--rng", choices=("seeded", "secure"), default="secure", help="noise stream (seeded: tests only)")
     p.add_argument(
-        "--connect-timeout", type=positive_float, default=120.0, help="seconds to keep trying to reach the coordinator"
+        "--connect-timeout",
+        type=positive_float,
+        default=None,
+        help="seconds to keep trying to reach the coordinator (default 120; a --policy daemon keeps trying until "
+        "SIGTERM, so it takes none)",
     )
     p.add_argument("--target-name", help="TLS name to expect from the coordinator when dialing an address")
     p.add_argument(
@@ -115,9 +119,18 @@ def owner_config(args: argparse.Namespace) -> OwnerConfig:
     """The :class:`~privfed.owner.main.OwnerConfig` of a parsed ``privfed owner`` command line."""
     from dataclasses import fields
 
+    from privfed.common.errors import ConfigError
     from privfed.owner.main import OwnerConfig
 
-    return OwnerConfig(**{f.name: getattr(args, f.name) for f in fields(OwnerConfig)})
+    if args.policy is not None and args.connect_timeout is not None:
+        raise ConfigError(
+            "--connect-timeout does nothing with --policy: a daemon keeps trying to reach its coordinator until "
+            "SIGTERM (drop it)"
+        )
+    given = {f.name: getattr(args, f.name) for f in fields(OwnerConfig)}
+    if given["connect_timeout"] is None:
+        del given["connect_timeout"]  # OwnerConfig's default
+    return OwnerConfig(**given)
 
 
 def _owner(args: argparse.Namespace) -> int:

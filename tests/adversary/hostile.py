@@ -178,8 +178,7 @@ def owner_command(
         "--delta-budget",
         "1e-3",
         *(["--rng", "seeded", "--seed", str(seed)] if rng == "seeded" else ["--rng", rng]),
-        "--connect-timeout",
-        "20",
+        *([] if "--policy" in extra else ["--connect-timeout", "20"]),  # a daemon takes none
         *extra,
     ]
     if _owner_flag("--classes"):  # the number of classes is public configuration (contract 3)

@@ -48,8 +48,7 @@ def owner_cmd(
         repr(budget),
         "--rng",
         "seeded",
-        "--connect-timeout",
-        "20",
+        *([] if "--policy" in extra else ["--connect-timeout", "20"]),  # a daemon takes none
         *dataset,
         *extra,
     ]
