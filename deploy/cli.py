@@ -319,7 +319,8 @@ def _coordinator(args: argparse.Namespace) -> int:
         given = sorted(k for k, v in vars(args).items() if k not in SERVING_FLAGS and v != defaults.get(k))
         if given:
             flags = ", ".join("--" + k.replace("_", "-") for k in given)
-            raise PrivfedError(f"--load-model serves a saved model; {flags} do nothing with it (drop them)")
+            verb, them = ("does", "it") if len(given) == 1 else ("do", "them")
+            raise PrivfedError(f"--load-model serves a saved model; {flags} {verb} nothing with it (drop {them})")
         return serve_saved_model(args.load_model, args.listen, _tls(args, "coordinator"))
     missing = [flag for flag, value in (("--owners", args.owners), ("--epsilon", args.epsilon)) if value is None]
     if missing:

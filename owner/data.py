@@ -164,10 +164,21 @@ def check_owner_rows(rows: RawTable, schema: FederationSchema, *, log_to: loggin
     not fit is a one-line ConfigError naming file, line and column. ``log_to``: where the load's notes
     go (filled cells per feature, reordered columns): the owner's own log, never the wire."""
     loaded = schema.load(rows)
+    dataset = loaded.dataset(schema)
     if log_to is not None:
         for note in loaded.notes():
             log_to.info("%s", note)
-    return loaded.dataset(schema)
+        outside = np.count_nonzero((dataset.X < dataset.bounds.lo) | (dataset.X > dataset.bounds.hi), axis=0)
+        if outside.any():  # counted here, in the owner's own log; every mechanism clips them to the bounds
+            names = schema.encoded_features
+            counts = ", ".join(f"{names[j]} {int(outside[j])}" for j in np.flatnonzero(outside))
+            log_to.info(
+                "%s: %d value(s) outside the schema's public bounds, clipped to them where they are used (%s)",
+                rows.name,
+                int(outside.sum()),
+                counts,
+            )
+    return dataset
 
 
 def load_owner_file(path: str, bounds_spec: str | None, n_classes: int, n_label_columns: int = 1) -> Dataset:

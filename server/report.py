@@ -119,8 +119,8 @@ class JobReport:
             reason = f"stopped by {why}: {exc}" if why and isinstance(exc, JobAborted) else failure_reason(exc)
             path = self.fail(reason, book())
             release()
-            if isinstance(exc, PrivfedError) and not isinstance(exc, JobAborted):
-                raise type(exc)(f"{exc} (report: {path})") from exc
+            if isinstance(exc, PrivfedError) and not isinstance(exc, JobAborted) and "(report: " not in str(exc):
+                raise type(exc)(f"{exc} (report: {path})") from exc  # an inner run's report is the one to read
             raise
 
 

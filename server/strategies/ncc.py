@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from privfed.common.bounds import Bounds
-from privfed.common.errors import RoundFailed
+from privfed.common.errors import ConfigError, EpsilonOutOfRange, RoundFailed
 from privfed.common.learners.ncc import (
     LABEL_FRACTION,
     NccShare,
@@ -18,6 +19,7 @@ from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.learners.ncc_rr import debiased_class_totals
 from privfed.common.learners.stump_sampled_encoding import SampledReports
 from privfed.common.mechanisms import MECHANISMS
+from privfed.common.mechanisms.factory import mechanism_of
 from privfed.common.tasks import JointNccShareReply, NccShareReply, NccShareTask, Result
 from privfed.common.validation import check_choice
 from privfed.server.strategies.base import SingleRound, shares_of
@@ -45,6 +47,16 @@ class NccStrategy(SingleRound):
         check_choice(self.mechanism, name="mechanism", allowed=MECHANISMS)
         self.labels = resolve_labels(self.labels, self.epsilon)
         self.eps_features, self.eps_labels = split_label_budget(self.epsilon, self.labels, self.label_fraction)
+        spec = self.spec()
+        try:  # the mechanisms every owner builds from the task: a share out of range fails here, in the job's terms
+            if spec.joint_encoding() is None and math.isfinite(spec.epsilon):
+                mechanism_of(spec.mechanism, spec.epsilon, self.bounds.d)
+            spec.label_response()
+        except EpsilonOutOfRange as exc:
+            labels = f" and the labels {self.eps_labels:g} (--labels rr)" if self.labels == "rr" else ""
+            raise ConfigError(
+                f"ncc at epsilon {self.epsilon:g} gives the rows {self.eps_features:g}{labels}: {exc}"
+            ) from exc
 
     def spec(self) -> NccShareTask:
         return NccShareTask(

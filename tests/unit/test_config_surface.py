@@ -127,6 +127,10 @@ def test_field_names_that_are_not_flag_names_are_refused_with_the_flag_name():
             "--load-model serves a saved model; --epsilon, --owners do nothing with it (drop them)",
         ),
         (
+            ["coordinator", "--load-model", "m.json", "--epsilon", "1", "--insecure"],
+            "--load-model serves a saved model; --epsilon does nothing with it (drop it)",
+        ),
+        (
             ["simulate", "--schema", "s.toml", "--data", "a.csv", "b.csv", "c.csv", "--processes", "5"],
             "--processes is the number of --data files (3), got 5: each file has its own owner node process",
         ),

@@ -160,3 +160,22 @@ def test_bad_categories_fill_or_header_keys_are_refused_naming_them(text, fragme
     with pytest.raises(ConfigError) as info:
         FederationSchema.parse(text, source="s.toml")
     assert str(info.value).startswith("s.toml: ") and fragment in str(info.value), str(info.value)
+
+
+def test_values_outside_the_public_bounds_are_counted_in_the_owners_log(tmp_path, caplog):
+    """README ("Public feature bounds"): values outside the bounds are clipped where they are used and counted
+    in the log: the owner's own, per feature; a file within the bounds logs nothing of the kind."""
+    import logging
+
+    from privfed.owner.data import check_owner_rows
+
+    log = logging.getLogger("privfed.test.bounds")
+    schema = FederationSchema.parse(SCHEMA)
+    text = "age,sex,bmi,y\n130,f,20,benign\n41,m,70,malignant\n-1,f,5,benign\n"
+    with caplog.at_level(logging.INFO, logger=log.name):
+        data = check_owner_rows(read_table(_file(tmp_path, text)), schema, log_to=log)
+        check_owner_rows(read_table(_file(tmp_path, "age,sex,bmi,y\n40,f,20,benign\n", "in.csv")), schema, log_to=log)
+    assert data.X[:, 0].tolist() == [130, 41, -1]  # as read; the mechanisms clip them
+    lines = [r.getMessage() for r in caplog.records if "outside the schema's public bounds" in r.getMessage()]
+    assert lines == ["h.csv: 4 value(s) outside the schema's public bounds, clipped to them where they are used "
+                     "(age 2, bmi 2)"]  # fmt: skip

@@ -295,3 +295,13 @@ def test_a_sampled_stump_share_that_does_not_fit_the_encoding_is_dropped_alone(d
     check_learner(plan, strategy.coordinator.select(shares))
     for o in owner_ids[:8]:
         assert _spent(t, o) == pytest.approx(fb.share_epsilon)
+
+
+def test_an_ncc_share_out_of_the_mechanisms_range_fails_when_the_job_is_made_in_its_terms():
+    """At epsilon 100 the rr labels' share (0.4) is 40 and the rows' 60, both beyond the floating-point ceiling
+    (SPEC §12) that every owner would refuse: the strategy says so at once, naming the job's epsilon and its
+    split (it used to fail after the owners had registered, naming 40 alone). Inside the range it is made."""
+    bounds = load_builtin("iris").bounds
+    with pytest.raises(ConfigError, match=r"ncc at epsilon 100 gives the rows 60 and the labels 40 \(--labels rr\)"):
+        make_strategy("ncc", mechanism="pm", epsilon=100.0, n_classes=3, bounds=bounds)
+    assert make_strategy("ncc", mechanism="pm", epsilon=30.0, n_classes=3, bounds=bounds).labels == "rr"
