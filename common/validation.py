@@ -86,7 +86,7 @@ def check_positive(value: object, *, name: str, allow_inf: bool = False, fix: st
     """
     number = check_real(value, name=name, fix=fix)
     if allow_inf and not number > 0:  # also NaN
-        raise ConfigError(_with_fix(f"{name} must be > 0 or math.inf, got {value!r}", fix))
+        raise ConfigError(_with_fix(f"{name} must be > 0 (or inf), got {value!r}", fix))
     if not allow_inf and not 0 < number < math.inf:
         raise ConfigError(_with_fix(f"{name} must be finite and > 0, got {value!r}", fix))
     return number
@@ -105,7 +105,7 @@ def check_non_negative(value: object, *, name: str, allow_inf: bool = False, fix
     """
     number = check_real(value, name=name, fix=fix)
     if allow_inf and not number >= 0:  # also NaN
-        raise ConfigError(_with_fix(f"{name} must be >= 0 or math.inf, got {value!r}", fix))
+        raise ConfigError(_with_fix(f"{name} must be >= 0 (or inf), got {value!r}", fix))
     if not allow_inf and not 0 <= number < math.inf:
         raise ConfigError(_with_fix(f"{name} must be finite and >= 0, got {value!r}", fix))
     return number

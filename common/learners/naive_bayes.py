@@ -107,7 +107,7 @@ class NaiveBayesEncoding:
         if np.isfinite(self.epsilon):
             check_epsilon(self.epsilon)
         elif self.epsilon != np.inf:
-            raise ConfigError(f"epsilon must be a positive number or math.inf, got {self.epsilon!r}")
+            raise ConfigError(f"epsilon must be a positive number (or inf), got {self.epsilon!r}")
         check_int(self.n_classes, name="n_classes", minimum=2)
         check_int(self.n_bins, name="n_bins", minimum=2)
         if self.oracle is None and np.isfinite(self.epsilon):

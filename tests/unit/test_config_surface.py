@@ -203,3 +203,11 @@ def test_ledger_show_ends_quietly_when_the_reader_closes_the_pipe(ledger_file):
     done = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=60)
     assert done.stdout.startswith("ledger ") and done.stderr == "", done.stderr
     assert done.returncode == 0
+
+
+def test_the_dataset_flags_help_lists_every_built_in_data_set():
+    """``--dataset``'s help is a string (a command line is parsed before numpy loads); it names them all."""
+    from privfed.common.datasets import BUILTINS
+    from privfed.deploy.job_flags import DATASETS
+
+    assert sorted(DATASETS.split(", ")) == sorted(BUILTINS)

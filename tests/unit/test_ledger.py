@@ -162,7 +162,7 @@ def test_invalid_values_name_the_parameter_and_wrong_types_are_type_errors(path)
         Ledger(path, epsilon_budget="1")
     with pytest.raises(ConfigError, match=r"^delta_budget is a probability and must be in \[0, 1\], got 2"):
         Ledger(path, epsilon_budget=1.0, delta_budget=2)
-    with pytest.raises(ConfigError, match="^epsilon must be >= 0 or math.inf, got -1"):
+    with pytest.raises(ConfigError, match=r"^epsilon must be >= 0 \(or inf\), got -1"):
         Debit("o", -1, 0.0, "p", "r")
     with pytest.raises(ConfigError, match="^delta must be finite and >= 0, got inf"):
         Budget(1.0, math.inf)

@@ -138,7 +138,7 @@ def test_fields_a_message_refuses_arrive_as_remote_protocol_errors_naming_the_fi
     for count_epsilon in (0.0, -1.0, math.nan):
         pca = serde.task_to_proto(Task("t", "o", "r", PCA))
         pca.pca_share.count_epsilon = count_epsilon
-        with pytest.raises(RemoteProtocolError, match="count_epsilon must be > 0 or math.inf"):
+        with pytest.raises(RemoteProtocolError, match=r"count_epsilon must be > 0 \(or inf\)"):
             serde.task_from_proto(pca)
     refusal = serde.result_to_proto(Result("t", "o", Refusal.of("policy")))
     refusal.refusal.code = 99

@@ -99,7 +99,7 @@ def test_check_positive_with_inf_allowed():
     assert check_positive(math.inf, name="epsilon", allow_inf=True) == math.inf
     assert check_positive(0.5, name="epsilon", allow_inf=True) == 0.5
     for bad in (0, -1.0, math.nan, -math.inf):
-        with pytest.raises(ConfigError, match=r"^epsilon must be > 0 or math.inf, got"):
+        with pytest.raises(ConfigError, match=r"^epsilon must be > 0 \(or inf\), got"):
             check_positive(bad, name="epsilon", allow_inf=True)
 
 
@@ -115,7 +115,7 @@ def test_check_non_negative_with_inf_allowed():
     assert check_non_negative(math.inf, name="epsilon", allow_inf=True) == math.inf
     assert check_non_negative(0, name="epsilon", allow_inf=True) == 0.0
     for bad in (-1e-300, math.nan, -math.inf):
-        with pytest.raises(ConfigError, match=r"^epsilon must be >= 0 or math.inf, got"):
+        with pytest.raises(ConfigError, match=r"^epsilon must be >= 0 \(or inf\), got"):
             check_non_negative(bad, name="epsilon", allow_inf=True)
 
 
