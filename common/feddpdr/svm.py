@@ -91,42 +91,28 @@ def _huber_loss(F: np.ndarray, X: np.ndarray, Y: np.ndarray, h: float, divisor: 
 
 
 def _perturbed_huber(
-    f: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float, b: np.ndarray, Delta: float, h: float, rows: int | None
+    f: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float, b: np.ndarray, Delta: float, h: float
 ) -> tuple[float, np.ndarray]:
     X = np.asarray(X, dtype=np.float64)
-    Y, m = np.asarray(y, float)[None, :], float(X.shape[0] if rows is None else rows)
+    Y, m = np.asarray(y, float)[None, :], float(X.shape[0])
     B = np.asarray(b, float)[None, :]
     J = perturbed(lambda F: _huber_loss(F, X, Y, h, m), B.shape, reg=lam + Delta, noise=B, divisor=m)
     return J(np.asarray(f, dtype=np.float64).ravel())
 
 
 def objective(
-    f: np.ndarray,
-    X: np.ndarray,
-    y: np.ndarray,
-    lam: float,
-    b: np.ndarray,
-    Delta: float,
-    h: float = HUBER_H,
-    rows: int | None = None,
+    f: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float, b: np.ndarray, Delta: float, h: float = HUBER_H
 ) -> float:
     """``J(f) = (1/m) sum l(y_i f^T x_i) + (lam/2)||f||^2 + b^T f / m + (Delta/2)||f||^2`` (SPEC §8; seed 004
-    Eq. 9 with theta = Delta and its ``n`` the public ``m = rows``; ``None``: the rows of ``X``)."""
-    return _perturbed_huber(f, X, y, lam, b, Delta, h, rows)[0]
+    Eq. 9 with theta = Delta), at ``m`` the rows of ``X`` (a release's public ``m`` may differ: :func:`fit_dp_svm`)."""
+    return _perturbed_huber(f, X, y, lam, b, Delta, h)[0]
 
 
 def objective_gradient(
-    f: np.ndarray,
-    X: np.ndarray,
-    y: np.ndarray,
-    lam: float,
-    b: np.ndarray,
-    Delta: float,
-    h: float = HUBER_H,
-    rows: int | None = None,
+    f: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float, b: np.ndarray, Delta: float, h: float = HUBER_H
 ) -> np.ndarray:
     """``grad J = (1/m) sum l'(z_i) y_i x_i + (lam + Delta) f + b/m`` (SPEC §8; :func:`objective`)."""
-    return _perturbed_huber(f, X, y, lam, b, Delta, h, rows)[1]
+    return _perturbed_huber(f, X, y, lam, b, Delta, h)[1]
 
 
 def public_rows(rows: int | None, n: int) -> int:
