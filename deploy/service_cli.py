@@ -128,11 +128,11 @@ def _serve(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     port = service.start()
     page = (
-        "none"
+        "no status page"
         if service.status_port is None
-        else f"http://{args.status_listen.rpartition(':')[0]}:{service.status_port}/"
+        else f"status page http://{args.status_listen.rpartition(':')[0]}:{service.status_port}/"
     )
-    print(f"serving on port {port}; status page {page}; jobs in {args.store}", flush=True)
+    print(f"serving on port {port}; {page}; jobs in {args.store}", flush=True)
     wait_for(stop)  # timed: the handler runs whichever thread the signal reaches
     log.info("stopping: the running job (if any) is queued again at the next start")
     service.stop()
