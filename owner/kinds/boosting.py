@@ -149,16 +149,19 @@ def _weighted_rows(
 def _fallback_rows(
     spec: BoostShareTask, public: PublicConfig, n_rows: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The data-independent rows of a share's fallback: the bounds' midpoint, class 0, weight 1, ``n_rows`` of
-    them (at least one for a stump share, which encodes rows that exist: an owner of none releases the midpoint's,
-    as it always has), on the cell as :func:`_weighted_rows` gives a release's (padding of weight 0). An NCC
-    share's fallback has no rows: :meth:`BoostShareKind.fallback`."""
+    """The data-independent rows of a share's fallback, on the cell as :func:`_weighted_rows` gives a release's
+    (padding of weight 0): the bounds' midpoint, class 0, and a public weight whatever ``n_rows`` is -- one row of
+    weight 1 for a stump share (which encodes rows that exist), none for an LR share (its fit of no rows). Until
+    audit 15 it was ``n_rows`` rows of weight 1: a stump's encoding picked a row with probability
+    ``min(n, B) / B`` and an LR fit's intercept grew with ``n``, so a fallback, which the rows' accounts are not
+    charged for, told the count (``tests/adversary/test_boost_fallback_row_count.py``). An NCC share's fallback
+    has no rows: :meth:`BoostShareKind.fallback`."""
     from privfed.common.work_rows import work_rows, zero_padding
     from privfed.owner.kinds.shares import midpoint_rows
 
     X = midpoint_rows(public.bounds, work_rows(n_rows))
-    rows = max(n_rows, 1) if spec.config.params.base == "stump" else n_rows
-    return X, np.zeros(X.shape[0], dtype=np.int64), zero_padding(np.ones(X.shape[0]), rows, axis=-1)
+    weighted = 1 if spec.config.params.base == "stump" else 0
+    return X, np.zeros(X.shape[0], dtype=np.int64), zero_padding(np.ones(X.shape[0]), weighted, axis=-1)
 
 
 def note_run(node: NodeState, config: BoostConfig) -> None:

@@ -81,9 +81,9 @@ def test_a_share_and_its_fallback_are_the_unpadded_ones(name, with_history):
         expected = unpadded_share(cfg, owner.X, owner.y, w, np.random.Generator(np.random.PCG64(7)))
         for g, e in zip(fields(got), fields(expected), strict=True):
             np.testing.assert_array_equal(g, e)
-        # the fallback: the midpoint's rows (one at least for a stump share), class 0, weight 1; an NCC share's, no
-        # rows and its public count of weight-0 dummies (audit 13: n rows of weight 1 among them told n)
-        rows = max(n, 1) if cfg.params.base == "stump" else n
+        # the fallback: the midpoint, class 0, a public weight (one row for a stump share, none for LR: audit 15,
+        # n rows of weight 1 told n); an NCC share's, no rows and its public count of weight-0 dummies (audit 13)
+        rows = 1 if cfg.params.base == "stump" else 0
         fallback = kind.fallback(spec, owner.public, n, np.random.default_rng(3))
         rng = np.random.default_rng(3)
         if cfg.params.base == "ncc":
