@@ -145,9 +145,14 @@ def kept_history(base: str = "stump", n_bins: int = 4) -> BoostHistory:
     return BoostHistory((KeptRound(learner, max_alpha(K), 0.0, 1.0),), 1)
 
 
+#: ``ovr-huber``'s public row count (the task's ``rows``): a DP count near these owners' rows, as a coordinator sends.
+#: (An m far below an owner's rows is the coordinator's choice of more solver steps: sqrt(cell / m) times.)
+SVM_ROWS = 64
+
+
 def svm_spec(model: str, epsilon: float, lam: float, scaling: str) -> SvmShareTask:
     delta = 0.0 if model == "ovr-huber" else 1e-5
-    return SvmShareTask(epsilon, lam, K, BOUNDS, np.eye(D), delta=delta, model=model, scaling=scaling)
+    return SvmShareTask(epsilon, lam, K, BOUNDS, np.eye(D), delta=delta, model=model, scaling=scaling, rows=SVM_ROWS)
 
 
 #: kind name -> {case name -> spec(run id)}: the same spec goes to both owners.
