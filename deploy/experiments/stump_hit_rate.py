@@ -197,10 +197,10 @@ def run_hit_rate(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     print(f"{'encoding':<12} {'eps':>4} {'m':>3} {'top-1':>7} {'top-3':>7} {'score sd (rows)':>16}")
     for row in res["results"].values():
         m = "-" if row["n_sampled"] is None else row["n_sampled"]
-        print(
-            f"{row['encoding']:<12} {row['epsilon']:>4g} {m:>3} {row['top1']:>7.2f} {row['top3']:>7.2f} "
-            f"{row['noise_sd_rows']:>16.0f}"
-        )
+        sd = "-" if math.isnan(row["noise_sd_rows"]) else f"{row['noise_sd_rows']:.0f}"
+        print(f"{row['encoding']:<12} {row['epsilon']:>4g} {m:>3} {row['top1']:>7.2f} {row['top3']:>7.2f} {sd:>16}")
+    if res["fresh_data"] or args.runs < 2:
+        print("(score sd: over the noise alone, so only for a fixed data set and at least 2 runs)")
     series, errors = {}, {}
     for label, _, _ in _variants(args.encodings, args.mechanisms):
         rows = [res["results"][f"{label}@{e:g}"] for e in args.epsilons]
