@@ -4,6 +4,14 @@ Messages name the parameter, the value received, the allowed range and the fix.
 """
 
 
+def reason(exc: BaseException) -> str:
+    """An error's words for a message that already names the file: an ``OSError``'s own text
+    ("No such file or directory"), not Python's "[Errno 2] No such file or directory: 'path'"."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)
+
+
 class PrivfedError(Exception):
     """Base class of every error privfed raises on purpose."""
 

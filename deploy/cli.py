@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privfed.common.errors import PrivfedError
+from privfed.common.errors import PrivfedError, reason
 from privfed.common.gc_thresholds import raised_gc_thresholds
 from privfed.deploy.argtypes import epsilon_list, listen_address, one_epsilon, positive_float, positive_int
 from privfed.deploy.cli_parser import Parser, VersionAction
@@ -343,6 +343,14 @@ def _reference(config: JobConfig) -> dict[str, Any]:
 LONG_LIVED = frozenset({"owner", "coordinator", "simulate", "serve"})
 
 
+def _in_words(exc: Exception) -> str:
+    """An error's line: an OSError about a file as "path: No such file or directory", not Python's
+    "[Errno 2] No such file or directory: 'path'"."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.filename}: {reason(exc)}"
+    return reason(exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``privfed``: parse, run one command, map every expected failure to one line and exit 2."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -368,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's last flush does not fail again
         return 0
     except (PrivfedError, OSError) as exc:  # OSError: an unreadable, missing or unwritable file or directory
-        print(f"privfed {command}: error: {exc}", file=sys.stderr)
+        print(f"privfed {command}: error: {_in_words(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"privfed {command}: interrupted", file=sys.stderr)

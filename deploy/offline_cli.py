@@ -50,8 +50,11 @@ def add_reproduce(sub: argparse._SubParsersAction) -> None:
 def _export(args: argparse.Namespace) -> int:
     import pickle
 
+    from privfed.common.errors import ConfigError
     from privfed.common.learners.exported import TrainedClassifier
 
+    if not args.out.parent.is_dir():
+        raise ConfigError(f"--out {args.out}: its folder {args.out.parent} does not exist")
     estimator = TrainedClassifier.from_file(args.model)
     partial = args.out.with_name(args.out.name + ".partial")
     partial.write_bytes(pickle.dumps(estimator, protocol=pickle.HIGHEST_PROTOCOL))

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from privfed.common.errors import ConfigError
+from privfed.common.errors import ConfigError, reason
 from privfed.common.jobinfo import JOB_TASKS, JobInfo
 from privfed.common.ledger import REL_TOL, Budget, Debit, Ledger
 from privfed.common.validation import check_non_negative, check_probability
@@ -108,7 +108,7 @@ class OwnerPolicy:
         try:
             doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"--policy {path}: not a readable TOML file ({exc})") from exc
+            raise ConfigError(f"--policy {path}: not a readable TOML file ({reason(exc)})") from exc
         unknown = sorted(set(doc) - set(_KEYS))
         if unknown:
             raise ConfigError(f"--policy {path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(_KEYS)}")

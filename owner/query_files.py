@@ -33,7 +33,7 @@ import numpy as np
 from privfed.common.bounds import flush_tiny
 from privfed.common.dataset_files import is_npz, is_number
 from privfed.common.dataset_files import read_table as read_raw_table
-from privfed.common.errors import ConfigError, RemoteProtocolError
+from privfed.common.errors import ConfigError, RemoteProtocolError, reason
 from privfed.common.schema import FederationSchema, RawTable
 
 log = logging.getLogger("privfed.query")
@@ -65,7 +65,7 @@ def _read_npz(path: Path, what: str) -> np.ndarray:
     except (ValueError, OSError, EOFError) as exc:
         if isinstance(exc, ConfigError):
             raise
-        raise ConfigError(f"{what} {path.name}: not a readable NPZ file ({exc})") from None
+        raise ConfigError(f"{what} {path.name}: not a readable NPZ file ({reason(exc)})") from None
     if X.ndim != 2 or X.shape[0] < 1 or X.dtype.kind not in "biuf":
         raise ConfigError(f"{what} {path.name}: X must be a non-empty 2-D numeric array, got {X.dtype} {X.shape}")
     if y is None:

@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from privfed.common.errors import ConfigError
+from privfed.common.errors import ConfigError, reason
 
 #: What a job id may be: ``submit`` makes ``YYYYMMDDTHHMMSSffffffZ-hhhh``; anything else (a path, a NUL, a
 #: name too long for the file system) names no job, and is answered as a missing one (wt-redteam3).
@@ -78,7 +78,7 @@ class JobStore:
         try:
             self.jobs_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise ConfigError(f"--store {root}: cannot create it ({exc})") from exc
+            raise ConfigError(f"--store {root}: cannot create it ({reason(exc)})") from exc
         self._lock = threading.Lock()
         self._last = datetime.now(UTC) - timedelta(days=1)
         records = self.all()

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from privfed.common.errors import ConfigError, RemoteProtocolError
+from privfed.common.errors import ConfigError, RemoteProtocolError, reason
 from privfed.common.learners.trained import TrainedModel, model_document, read_document
 from privfed.common.schema import FederationSchema
 
@@ -204,7 +204,7 @@ def load_model(path: str | Path) -> TrainedModel:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: cannot read a saved model: {exc}") from exc
+        raise ConfigError(f"{path}: cannot read a saved model: {reason(exc)}") from exc
     trained = read_document(data, source=str(path))
     if trained.model_id is None:
         return TrainedModel(trained.model, path.parent.name or "model", trained.task, trained.classes, trained.schema)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from privfed.common.errors import ConfigError
+from privfed.common.errors import ConfigError, reason
 from privfed.common.identity import node_of
 
 log = logging.getLogger("privfed.coordinator")
@@ -160,7 +160,7 @@ class StatusPage:
         try:
             self._httpd = ThreadingHTTPServer((host.strip("[]") or "127.0.0.1", int(port)), Handler)
         except (OSError, ValueError) as exc:
-            raise ConfigError(f"--status-listen {address}: cannot listen there ({exc})") from exc
+            raise ConfigError(f"--status-listen {address}: cannot listen there ({reason(exc)})") from exc
         self.port = self._httpd.server_address[1]
         threading.Thread(target=self._httpd.serve_forever, name="privfed-status", daemon=True).start()
         log.info("status page on http://%s:%d/", host or "127.0.0.1", self.port)

@@ -20,7 +20,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from privfed.common.errors import ConfigError
+from privfed.common.errors import ConfigError, reason
 from privfed.common.learners.trained import kind_of, probabilities, read_document
 from privfed.common.schema import RawTable
 
@@ -57,7 +57,7 @@ class TrainedClassifier(ClassifierMixin, BaseEstimator):
         try:
             doc = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise ConfigError(f"{path}: cannot read a saved model: {exc}") from None
+            raise ConfigError(f"{path}: cannot read a saved model: {reason(exc)}") from None
         return cls(model=doc).fit()
 
     def fit(self, X: ArrayLike | None = None, y: ArrayLike | None = None) -> Self:

@@ -148,6 +148,19 @@ def test_the_exported_classifier_reads_raw_rows_and_needs_no_network_code(fruit,
     assert printed == [",".join(labels), "(300, 3)", "False"]
 
 
+def test_export_names_a_missing_folder_or_model_in_words(fruit, tmp_path, capsys):
+    _, schema, ds = fruit
+    model = reference_model(JobConfig(task="lr", epsilon=1.0, owners=1), ds, even_parts(ds.n, 1, 0))
+    path = save_model(tmp_path / "model.json", model, model_id="lr-eps1", task="lr", schema=schema)
+    assert main(["export", "--model", str(path), "--out", str(tmp_path / "no" / "model.pkl")]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {tmp_path / 'no' / 'model.pkl'}: its folder {tmp_path / 'no'} does not exist" in err
+    assert main(["export", "--model", str(tmp_path / "none.json"), "--out", str(tmp_path / "m.pkl")]) == 2
+    err = capsys.readouterr().err
+    assert "none.json" in err and "No such file or directory" in err and "Errno" not in err
+    assert not list(tmp_path.glob("*.pkl*"))  # nothing half-written is left
+
+
 def test_load_model_serves_under_the_training_id_with_no_training_flags(fruit, tmp_path):
     _, schema, ds = fruit
     model = reference_model(JobConfig(task="lr", epsilon=1.0, owners=1), ds, even_parts(ds.n, 1, 0))
