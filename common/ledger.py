@@ -33,9 +33,10 @@ Non-private entries
 
 Budgets follow the rows (issue 20, finding 4)
     Besides its own record, an owner has an account per row it holds. A request is refused by the id's
-    own record alone; a release the most-spent of its rows cannot afford is recorded on the id only and
-    is not made from the rows (:class:`RowsUnused`: the owner sends a data-independent fallback), so a row
-    never spends past its budget under any owner id, and a refusal never tells that a row was spent
+    own record alone; a row that cannot afford a release keeps its account and is left out of it (the id
+    records the release, the other rows take it: :class:`RowsUnused`; no row left: the owner sends a
+    data-independent fallback), so a row never spends past its budget under any owner id, a refusal never
+    tells that a row was spent, and a spent row changes the release only as leaving it out does
     (``privfed.common.ledger_rows``).
 
 Schema decisions (issue 20, finding 5)
@@ -213,9 +214,9 @@ class Ledger(LedgerQueries):
 
         Entries are applied in order (an owner listed twice sees its earlier entry). An entry that
         would overspend the owner id's budget, or reuses a release_id, is refused alone: its slot holds the
-        exception (not raised) and it records nothing; the other entries are committed. An entry the
-        owner's rows cannot afford (or that keeps them out) is recorded on the id and not on the rows: its
-        slot holds :class:`RowsUnused` (the release must not be made from the rows). O(1) per
+        exception (not raised) and it records nothing; the other entries are committed. An entry some of the
+        owner's rows cannot afford (or keeps out) is recorded on the id and on the other rows: its slot holds
+        :class:`RowsUnused`, their positions (the release must be made without them). O(1) per
         entry in the owner's history (module docstring, "Cost against an owner's history").
 
         Raises

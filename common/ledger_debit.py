@@ -3,8 +3,8 @@
 writes a release.
 
 Each entry is checked against its owner id's own record (a refusal depends on nothing else), then
-against the most-spent of the owner's row accounts (``privfed.common.ledger_rows``): an entry the rows
-cannot afford is recorded on the id only (:class:`~privfed.common.ledger_records.RowsUnused`). The
+against each of the owner's row accounts (``privfed.common.ledger_rows``): a row that cannot afford the entry
+keeps its sum and is named in the outcome (:class:`~privfed.common.ledger_records.RowsUnused`). The
 records read before the batch (``privfed.common.ledger_cache``) take the batch's entries only once its
 COMMIT returned.
 
@@ -68,19 +68,23 @@ def debit_batch(
                     owner.budget = default
                     new_owners.append((e.owner_id, default.epsilon, default.delta))
                 owner.add(e.release_id, e.epsilon, e.delta)
-                row = rows.most((0.0, 0.0), sums, e.owner_id)
-                # the rows' sums are written whether they take the entry or keep theirs: the same work
-                # either way, so a debit's time does not tell which (owner core, "Timing")
-                keys = rows.keys(e.owner_id)
-                kept = {k: sums[k] for k in keys}
-                added = {
-                    k: (add_rounding_up(sums[k][0], e.epsilon), add_rounding_up(sums[k][1], e.delta)) for k in keys
-                }
-                if e.rows and fits(row[0], e.epsilon, budget.epsilon) and fits(row[1], e.delta, budget.delta):
-                    sums.update(added)
-                else:
-                    sums.update(kept)
-                    error = RowsUnused(e.owner_id, e.release_id)
+                # Each account takes the entry if it can afford it (and its row is not kept out); a row that
+                # cannot keeps its sum and the release is made without it (RowsUnused). Every account's sum
+                # is computed and written either way: the same work whichever rows take it (owner core, "Timing").
+                out, n_rows = [], rows.count(e.owner_id)  # accounts from n_rows on are pads: they decide nothing
+                for i, k in enumerate(rows.keys(e.owner_id)):
+                    eps, delta = sums[k]
+                    added = (add_rounding_up(eps, e.epsilon), add_rounding_up(delta, e.delta))
+                    if (
+                        fits(eps, e.epsilon, budget.epsilon)
+                        and fits(delta, e.delta, budget.delta)
+                        and i not in e.rows_out
+                    ):
+                        sums[k] = added
+                    elif i < n_rows:
+                        out.append(i)
+                if out:
+                    error = RowsUnused(e.owner_id, e.release_id, tuple(out))
                 written.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate), e.job))
             results.append(error)
         if new_owners:

@@ -92,11 +92,16 @@ class LedgerQueries:
         require_name("release_id", release_id)
         return release_used(self._db(), owner_id, release_id)
 
+    def row_holder_groups(self, owner_id: str) -> dict[tuple[str, ...], tuple[int, ...]]:
+        """The rows ``owner_id`` holds in this process (their positions) by the other owner ids that debited
+        with each (a re-sharded or renamed node's earlier ids; ``privfed.common.ledger_rows``); the rows no
+        other id held are under ``()``. An owner policy counts a row's holders' releases with the owner's own
+        (:meth:`spent_on`), row by row."""
+        return self._rows.holder_groups(self._db(), require_name("owner_id", owner_id))
+
     def row_holders(self, owner_id: str) -> tuple[str, ...]:
-        """The other owner ids that debited with any of the rows ``owner_id`` holds in this process (a
-        re-sharded or renamed node's earlier ids; ``privfed.common.ledger_rows``): an owner policy counts
-        their releases with the owner's own (:meth:`spent_on`)."""
-        return self._rows.holders(self._db(), require_name("owner_id", owner_id))
+        """The other owner ids that debited with any of the rows ``owner_id`` holds in this process, sorted."""
+        return tuple(sorted({h for ids in self.row_holder_groups(owner_id) for h in ids}))
 
     def spent_on(
         self,

@@ -3,10 +3,10 @@
 Besides its own record (the releases of its id), an owner has *row accounts*: one per row it holds
 in this process (:meth:`~privfed.common.ledger.Ledger.bind_rows`, keyed by a salted digest of the
 row's content and its occurrence in the data, ``privfed.owner.data.row_digests``), to which each
-release that reads its rows is added. A request is refused by what the id released alone; a release
-the most-spent of its rows cannot afford is recorded on the id, not on the rows, and is not made from them
-(:class:`~privfed.common.ledger_records.RowsUnused`: the owner sends its kind's data-independent
-fallback; an individual privacy filter). So re-sharding the same data (another ``--shards``), renaming
+release that reads its rows is added. A request is refused by what the id released alone; a row that
+cannot afford a release is left out of it, and its account keeps its sum, while the other rows take it
+(:class:`~privfed.common.ledger_records.RowsUnused`; no row left: the owner sends its kind's data-independent
+fallback; an individual privacy filter, each row by its own account). So re-sharding the same data (another ``--shards``), renaming
 the node (another ``--name``) or re-ordering the file never gives a row a fresh budget, and no refusal
 tells a coordinator that one of an owner's rows was spent before (which would say the row was in an
 earlier file).
@@ -14,19 +14,19 @@ earlier file).
 The owner policy's limits per job, per day and in total (``privfed.owner.policy``) are sums over releases
 with their job and time, which the accounts do not keep. So each owner id that debits with row accounts is
 recorded as a *holder* of them (table ``holders``, once per id and process, in its first debit's
-transaction), and :meth:`RowAccounts.holders` names the other ids that held any of an owner's rows: a
-release past a limit counted with their releases is not made from the rows (``Debit.rows``), so
+transaction), and :meth:`RowAccounts.holder_groups` names, row by row, the other ids that held it: a row that a
+release would take past a limit counted with its holders' releases is left out of it (``Debit.rows_out``), so
 re-sharding or renaming does not reset a job's, a day's or the total limit of a row either. The sum over
-those ids is at least what any one row spent (more when an owner's rows came from several ids): the
-policy errs towards keeping rows out. Its refusals count the owner id's own releases only.
+a row's holders is at least what it spent (more when it was read by several ids in one release's stead): the
+policy errs towards keeping a row out. Its refusals count the owner id's own releases only.
 
 Timing. Every debit adds to each account of the owner (a sum and an ``INSERT ... ON CONFLICT`` each, ~6 us), and a
 policy looks up each one's holders: work that followed the private row count exactly, where the fits follow its
 public cell (:mod:`privfed.common.work_rows`): one timing of a debit told 600 rows from 1000 by 2.3 ms of CPU
 (audit 10, ``tests/adversary/test_timing_debit_rows.py``). So an owner is bound to *pad accounts* too, its own
 (keyed by its id and their index, ``pad:``), up to :func:`~privfed.common.work_rows.work_rows` accounts in all,
-and each is read, added to and written like a row's. A pad account holds what the id's releases from rows spent,
-never more than the id's own record (up to rounding), so it decides nothing the record does not. Cost: up to
+and each is read, added to and written like a row's. A pad account holds what the id's releases spent, never more
+than the id's own record (up to rounding), so it decides nothing the record does not (nor leaves a row out). Cost: up to
 twice the accounts (an owner just above a power of two); none for one-row owners.
 
 Limits: a fresh ledger file starts every row at zero; a row whose content changes is a new row;
@@ -98,7 +98,8 @@ class RowAccounts:
 
     def __init__(self, cache: RecordCache) -> None:
         self._cache = cache
-        self._bound: dict[str, tuple[str, ...]] = {}  # owner id -> its row accounts
+        self._bound: dict[str, tuple[str, ...]] = {}  # owner id -> its row accounts, then its pad accounts
+        self._rows: dict[str, int] = {}  # owner id -> how many of its accounts are rows'
         self._recorded: set[str] = set()  # owner ids recorded as holders of their accounts by this process
 
     def keys(self, owner_id: str) -> tuple[str, ...]:
@@ -125,6 +126,11 @@ class RowAccounts:
             for i in range(work_rows(len(rows)) - len(rows))
         ]
         self._bound[owner_id] = (*rows, *pads)
+        self._rows[owner_id] = len(rows)
+
+    def count(self, owner_id: str) -> int:
+        """How many of ``owner_id``'s accounts are its rows' (the first ones; the rest are pad accounts)."""
+        return self._rows.get(owner_id, 0)
 
     def sums(self, conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, tuple[float, float]]:
         """(ε, δ) recorded on each account of ``keys``; (0, 0) for an account with no debit yet. Read
@@ -164,12 +170,23 @@ class RowAccounts:
         """Note that :meth:`record_holders`' ids are in the file (their transaction committed)."""
         self._recorded.update(owner_ids)
 
-    def holders(self, conn: sqlite3.Connection, owner_id: str) -> tuple[str, ...]:
-        """The other owner ids recorded as holders of any of ``owner_id``'s row accounts (module
-        docstring), sorted; an index lookup per account."""
-        found = holders_of(conn, self._bound.get(owner_id, ()))
-        found.discard(owner_id)
-        return tuple(sorted(found))
+    def holder_groups(self, conn: sqlite3.Connection, owner_id: str) -> dict[tuple[str, ...], tuple[int, ...]]:
+        """``owner_id``'s rows (their positions) by the other owner ids recorded as holders of each row's account
+        (module docstring), sorted; the rows no other id held are under ``()``. An index lookup per account."""
+        n_rows, keys = self.count(owner_id), self._bound.get(owner_id, ())  # the pad accounts too: work on the cell
+        held: dict[str, set[str]] = {}
+        for start in range(0, len(keys), CHUNK):
+            chunk = keys[start : start + CHUNK]
+            marks = ",".join("?" * len(chunk))
+            for key, holder in conn.execute(f"SELECT row_key, owner_id FROM holders WHERE row_key IN ({marks})", chunk):
+                if holder != owner_id:
+                    held.setdefault(key, set()).add(holder)
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for i, key in enumerate(keys):
+            ids = groups.setdefault(tuple(sorted(held.get(key, ()))), [])
+            if i < n_rows:  # a pad account's holder is its owner alone: it is in no group
+                ids.append(i)
+        return {ids: tuple(rows) for ids, rows in sorted(groups.items()) if rows}
 
     def all_holders(self, conn: sqlite3.Connection) -> set[str]:
         """Every owner id recorded as a holder of any bound account (the bound owners among them once they

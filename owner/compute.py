@@ -13,8 +13,11 @@ sampling), while the fallback keeps the release ``M(x)`` or a data-independent v
 Timing (a coordinator sees when an answer arrives): every debited release does the same work whichever
 value leaves, as a predictable transaction (Haeberlen, Pierce, Narayan, "Differential privacy under
 fire", USENIX Security 2011): the release is computed from the rows and the kind's fallback is drawn, and
-one of them is kept. A release the rows cannot afford (:func:`fallback_release`) is computed and dropped;
-one they can afford draws its fallback and drops it. An owner of no rows computes from its stand-in's one
+one of them is kept. A release some rows cannot afford (a row spent under an earlier id, by its own account:
+audit 16) is computed from a view of the others (:func:`release_from`), and is then exactly the release of an
+owner of those rows alone, work and all but the view's one copy of them. A release no row can afford
+(:func:`fallback_release`) is computed from all of them and dropped; one they can afford draws its fallback and
+drops it. An owner of no rows computes from its stand-in's one
 public row (:attr:`~privfed.owner.local.LocalOwner.work_owner`), as a one-row owner of its cell would, drops
 that, and answers its fallback of no rows: the release of no data (its kind's mechanism on an empty set). So whether a row was spent before (stop 35, finding 6)
 does not show in the answer's time; what the computation's own time depends on is the solvers' (their
@@ -100,6 +103,18 @@ def _chosen(task: Task, release: Release | None, fallback: Release, reason: str)
     return fallback
 
 
+def release_from(kind: TaskKind[Any], task: Task, owner: LocalOwner, rows_out: frozenset[int]) -> Release:
+    """``task``'s release, debited, from ``owner``'s rows but those at ``rows_out`` (the rows that cannot afford
+    it: :class:`~privfed.common.ledger_records.RowsUnused`): :func:`compute_release` of the owner, or of the
+    other rows' view (:meth:`~privfed.owner.local.LocalOwner.without`), or, if none is left,
+    :func:`fallback_release`."""
+    if not rows_out:
+        return compute_release(kind, task, owner)
+    if len(rows_out) >= owner.n_rows:
+        return fallback_release(kind, task, owner)
+    return compute_release(kind, task, owner.without(rows_out))
+
+
 def compute_release(kind: TaskKind[Any], task: Task, owner: LocalOwner) -> Release:
     """The release from the rows, or the kind's data-independent fallback (module docstring). The fallback
     is drawn either way ("Timing"), as :func:`fallback_release` computes the release either way."""
@@ -132,13 +147,15 @@ def _fallbacks(kind: TaskKind[Any], tasks: Sequence[Task], owners: Sequence[Loca
 
 
 def compute_together(
-    kind: TaskKind[Any], tasks: Sequence[Task], owners: Sequence[LocalOwner], rows_unused: Sequence[bool]
+    kind: TaskKind[Any], tasks: Sequence[Task], owners: Sequence[LocalOwner], rows_out: Sequence[frozenset[int]]
 ) -> list[Release | None]:
     """Releases of one kind's debited ``tasks`` (at most :data:`TOGETHER`) in one ``compute_many`` call, in
-    order (an unsendable one replaced by its fallback); None where the release is left to
-    :func:`compute_release` or :func:`fallback_release` (the kind has no batched computation, or the call
-    raised). ``rows_unused[i]``: task ``i`` answers its fallback (:func:`fallback_release`); its release is
-    computed with the others all the same, and every task's fallback is drawn ("Timing")."""
+    order (an unsendable one replaced by its fallback); None where the release is left to :func:`release_from`
+    (the kind has no batched computation, or the call raised). ``rows_out[i]``: the rows task ``i``'s release is
+    made without (:func:`release_from`); if that is every row it answers its fallback, its release computed with
+    the others all the same, and every task's fallback is drawn ("Timing")."""
+    unused = [0 < owner.n_rows <= len(out) for owner, out in zip(owners, rows_out, strict=True)]
+    owners = [owner.without(out) if out and not every else owner for owner, out, every in zip(owners, rows_out, unused)]
     try:
         releases = kind.compute_many(list(tasks), [owner.work_owner for owner in owners])
     except Exception as exc:  # noqa: BLE001 - totality: each task is then computed alone
@@ -148,9 +165,9 @@ def compute_together(
         return [None] * len(tasks)
     out: list[Release | None] = []
     fallbacks = _fallbacks(kind, tasks, owners)  # an unsendable release's, not a second draw (module docstring)
-    for task, owner, release, fallback, unused in zip(tasks, owners, releases, fallbacks, rows_unused, strict=True):
+    for task, owner, release, fallback, every in zip(tasks, owners, releases, fallbacks, unused, strict=True):
         has_rows = owner.n_rows > 0
         sendable = release if is_sendable(release) and has_rows else None
-        out.append(fallback if unused else _chosen(task, sendable, fallback, _UNSENDABLE if has_rows else _NO_ROWS))
-        _log_source(task, unused)
+        out.append(fallback if every else _chosen(task, sendable, fallback, _UNSENDABLE if has_rows else _NO_ROWS))
+        _log_source(task, every)
     return out

@@ -57,13 +57,13 @@ from privfed.common.secagg.boxes import generate_private_key
 from privfed.common.secagg.ring import Outbound
 from privfed.common.tasks import Refusal, Result, Task
 from privfed.common.work_rows import check_declared_rows, declared_rows
-from privfed.owner.compute import TOGETHER, compute_release, compute_together, fallback_release
+from privfed.owner.compute import TOGETHER, compute_together, release_from
 from privfed.owner.history import applied_digest
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.kinds import OwnerKind, kind_of
 from privfed.owner.kinds.base import LedgerView, NodeState, Policy, PublicView, Refused, SecureSum, StepKind, TaskKind
 from privfed.owner.local import Cached, LocalOwner, PublicConfig, Release
-from privfed.owner.policy import OwnerPolicy, exceeds_announcement, keeps_rows_out
+from privfed.owner.policy import OwnerPolicy, exceeds_announcement, rows_kept_out
 from privfed.owner.refusals import refusal_for
 from privfed.owner.ring import RingMod
 from privfed.owner.secagg import SecAggDriver
@@ -92,8 +92,8 @@ class _Admitted:
     refused: Result | None = None
     #: The release computed with the batch (``TaskKind.compute_many``), None: compute it alone.
     release: Release | None = None
-    #: Debited on the owner's id alone (:class:`~privfed.common.ledger.RowsUnused`): its fallback is released.
-    rows_unused: bool = False
+    #: The owner's rows the release is made without (:class:`~privfed.common.ledger.RowsUnused`), by position.
+    rows_out: frozenset[int] = frozenset()
 
 
 _Planned = Result | _Admitted | tuple[Task, StepKind]
@@ -281,10 +281,9 @@ class OwnerCore:
                     job, self.ledger, owner.owner_id, [*queued, *debits]
                 ):
                     raise Refused("policy", "the job is declined by the owner's policy (rule announced)")
-                if self.owner_policy is not None and keeps_rows_out(
-                    self.owner_policy, job, self.ledger, owner.owner_id, [*queued, *debits]
-                ):  # the id may answer; its rows may not (privfed.owner.policy): the fallback goes
-                    debits = [dataclasses.replace(d, rows=False) for d in debits]
+                if self.owner_policy is not None:  # the id may answer; some rows may not (privfed.owner.policy)
+                    out = rows_kept_out(self.owner_policy, job, self.ledger, owner.owner_id, [*queued, *debits])
+                    debits = [dataclasses.replace(d, rows_out=out) for d in debits]
             if any(view.ledger.has_release_id(d.release_id) for d in debits):
                 raise Refused("already_released", f"task id {task.task_id!r}")
             eps, delta = math.fsum(d.epsilon for d in debits), math.fsum(d.delta for d in debits)
@@ -338,7 +337,7 @@ class OwnerCore:
             if error is not None:
                 a.refused = refusal_for(a.task, error)
             else:
-                a.rows_unused = any(isinstance(o, RowsUnused) for o in mine)
+                a.rows_out = frozenset(i for o in mine if isinstance(o, RowsUnused) for i in o.rows)
 
     # ------------------------------------------------------------------ 4: compute, mods
     def _finish(self, p: _Planned) -> tuple[Result | None, list[Outbound]]:
@@ -359,10 +358,8 @@ class OwnerCore:
             else:
                 if p.release is not None:
                     release = p.release
-                elif p.rows_unused:  # recorded on the id alone: its fallback leaves (computed alike: "Timing")
-                    release = fallback_release(kind, task, p.owner)
-                else:
-                    release = compute_release(kind, task, p.owner)
+                else:  # without the rows that cannot afford it; none left: its fallback (computed alike: "Timing")
+                    release = release_from(kind, task, p.owner, p.rows_out)
                 kind.released(task, spec, release, p.owner, self.node)
             mod = kind.mod(spec)
             if mod is None:
@@ -387,7 +384,7 @@ class OwnerCore:
             for i in range(0, len(group), TOGETHER):
                 piece = group[i : i + TOGETHER]
                 releases = compute_together(
-                    piece[0].kind, [a.task for a in piece], [a.owner for a in piece], [a.rows_unused for a in piece]
+                    piece[0].kind, [a.task for a in piece], [a.owner for a in piece], [a.rows_out for a in piece]
                 )
                 for a, release in zip(piece, releases, strict=True):
                     a.release = release

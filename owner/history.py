@@ -173,8 +173,14 @@ def history_weights(
     returned array is read-only: it is also the node's cached state.
     """
     from privfed.common.boosting.wire import apply_rounds
-    from privfed.common.work_rows import zero_padding
+    from privfed.common.work_rows import cell_rows, pad_rows, zero_padding
 
+    if owner.rows_of is not None:  # a view (LocalOwner.without): its owner's weights at its rows (each row's
+        whole, rows = owner.rows_of  # weight is its own: SAMME's update reads that row alone)
+        weights = history_weights(whole, config, history, *cell_rows(whole.X, whole.y))
+        w = pad_rows(weights[rows], y.shape[0], axis=-1)
+        w.setflags(write=False)
+        return w
     digests = _digests(config, history.kept)
     applied = owner.boost_applied.get(config.run_id)
     _check_prefix(applied_digest(owner, config.run_id), config, digests)

@@ -98,6 +98,8 @@ class LocalOwner:
     public: PublicConfig = field(init=False, repr=False, compare=False)
     #: Whose rows a release is computed from (:attr:`work_owner`): this owner, or its stand-in if it has none.
     _work_owner: LocalOwner | None = field(default=None, init=False, repr=False, compare=False)
+    #: A view's owner and the positions of its rows there (:meth:`without`); None: an owner, not a view.
+    rows_of: tuple[LocalOwner, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.public = PublicConfig(self.bounds, self.n_classes)
@@ -123,6 +125,23 @@ class LocalOwner:
         stand_in = LocalOwner(self.owner_id, row, np.zeros(1, dtype=np.int64), self.rng, self.n_classes, self.bounds)
         stand_in.boost_applied = self.boost_applied
         return stand_in
+
+    def without(self, rows_out: frozenset[int]) -> LocalOwner:
+        """This owner's rows but those at the positions ``rows_out``, for one release
+        (``privfed.owner.compute.release_from``): the rows the ledger's individual filter or the owner's
+        policy keeps out of it (:class:`~privfed.common.ledger_records.RowsUnused`). The view draws from this
+        owner's generator and keeps its releases; its SAMME weights are this owner's at its rows
+        (:func:`~privfed.owner.history.history_weights`). A release of it is the release of those rows alone:
+        its work, its count's cell and its shape are theirs, so a row left out changes nothing the release
+        shows (audit 16)."""
+        out = np.zeros(self.n_rows, dtype=bool)
+        out[np.fromiter(rows_out, dtype=np.int64, count=len(rows_out))] = True
+        kept = np.flatnonzero(~out)
+        view = LocalOwner(
+            self.owner_id, self.X[kept], self.y[kept], self.rng, self.n_classes, self.bounds, released=self.released
+        )
+        view.rows_of = (self, kept)
+        return view
 
     @property
     def work_owner(self) -> LocalOwner:

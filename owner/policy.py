@@ -22,10 +22,11 @@ announced jobs (rule ``unannounced``).
 A policy declines by what the owner's id released (the coordinator asked for all of it). A node
 restarted with another ``--shards`` or ``--name`` gives its owners new ids, but their rows bring their
 jobs', days' and total spending with them, as they bring their budget (``privfed.common.ledger_rows``):
-a release that would take a row past a limit, counting what every id that held one of the owner's rows
-released (:meth:`~privfed.common.ledger.Ledger.row_holders`), is not made from the rows
-(:func:`keeps_rows_out`; the owner sends its data-independent fallback), so that no refusal tells the
-coordinator that a row was spent before.
+a release that would take a row past a limit, counting what every id that held that row released
+(:meth:`~privfed.common.ledger.Ledger.row_holder_groups`), is not made from that row (:func:`rows_kept_out`;
+the release is made from the owner's other rows, or, if none is left, the owner sends its kind's fallback),
+so that no refusal tells the coordinator that a row was spent before, and no row's history moves the release
+by more than leaving that row out does (audit 16: the sum over every holder of any row kept all the rows out).
 """
 
 from __future__ import annotations
@@ -159,15 +160,22 @@ def exceeds_announcement(
     return not (_within(spent.epsilon + asked.epsilon, job.epsilon) and _within(spent.delta + asked.delta, job.delta))
 
 
-def keeps_rows_out(policy: OwnerPolicy, job: JobInfo, ledger: Ledger, owner_id: str, debits: Sequence[Debit]) -> bool:
-    """Whether a release the policy accepts for the owner's id (:meth:`OwnerPolicy.declines`,
-    :func:`exceeds_announcement`) would take one of its rows past the job's announcement or the policy's
-    day or total limit, counting what the ids that held its rows released (module docstring): then it
-    is not made from the rows (``Debit.rows``)."""
-    holders = ledger.row_holders(owner_id)  # one lookup per task
-    # Both checks run whether or not another id held the rows (with none they repeat the id's own, which
-    # passed): no early exit, so the answer's time does not say that the rows were held before.
-    ids = (owner_id, *holders)
-    announced = exceeds_announcement(job, ledger, owner_id, debits, holders=holders)
-    limit = policy.over_limit(job, lambda **which: ledger.spent_on(ids, **which))
-    return announced or limit is not None
+def rows_kept_out(
+    policy: OwnerPolicy, job: JobInfo, ledger: Ledger, owner_id: str, debits: Sequence[Debit]
+) -> frozenset[int]:
+    """The positions of the owner's rows that a release the policy accepts for the owner's id
+    (:meth:`OwnerPolicy.declines`, :func:`exceeds_announcement`) may not read: those it would take past the
+    job's announcement or the policy's day or total limit, counting what the ids that held each row released
+    (module docstring; ``Debit.rows_out``). Rows are judged in groups of the same holders, each by its own."""
+    out: list[int] = []
+    groups = ledger.row_holder_groups(owner_id)  # one lookup per task
+    # One check per group, the rows no other id held too (it repeats the id's own, which passed): no early exit, so
+    # an answer's time tells no more than how many distinct groups of holders the rows have (one when all have the
+    # same, none or some).
+    for holders, positions in (groups or {(): ()}).items():
+        ids = (owner_id, *holders)
+        announced = exceeds_announcement(job, ledger, owner_id, debits, holders=holders)
+        limit = policy.over_limit(job, lambda ids=ids, **which: ledger.spent_on(ids, **which))
+        if announced or limit is not None:
+            out.extend(positions)
+    return frozenset(out)

@@ -54,7 +54,7 @@ def _functions() -> tuple[Callable[[], int], Callable[[int], None]]:
 #: The owner core's computations from rows (``privfed.owner.compute``, as ``owner/core.py`` calls them): the
 #: part of an answer that reads rows. Validation before it compares the coordinator's parameters, whatever
 #: they are, the same for every owner (a subnormal ``alpha`` sets DE there, with no row in sight).
-COMPUTE = ("compute_release", "compute_together", "fallback_release")
+COMPUTE = ("release_from", "compute_together")
 
 
 def slow_path(answer: Callable[[], object], monkeypatch=None, between: tuple[type, str, str] | None = None) -> set[str]:

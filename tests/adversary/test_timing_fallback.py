@@ -35,7 +35,7 @@ from privfed.common.tasks import (
     SvmShareTask,
     Task,
 )
-from privfed.owner import core as owner_core
+from privfed.owner import compute as owner_compute
 from privfed.owner.core import OwnerCore
 from privfed.owner.data import row_digests
 from privfed.owner.kinds import OWNER_KINDS
@@ -180,7 +180,7 @@ def test_the_trace_catches_a_fallback_that_skips_the_computation(monkeypatch):
     """Positive control: the fallback path as it was (the kind's fallback alone, nothing computed) makes
     other calls than a release from the rows."""
     monkeypatch.setattr(
-        owner_core,
+        owner_compute,
         "fallback_release",
         lambda kind, task, owner: kind.fallback(task.spec, owner.public, owner.n_rows, owner.rng),
     )

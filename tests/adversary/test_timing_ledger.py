@@ -1,5 +1,5 @@
 """An answer reads the ledger alike whether or not earlier ids held the owner's rows: at a node with a policy
-(owner/policy.py, ``keeps_rows_out``), and in the first answer after a node starts (``Ledger.load_row_accounts``).
+(owner/policy.py, ``rows_kept_out``), and in the first answer after a node starts (``Ledger.load_row_accounts``).
 
 That the rows were held before (another ``--shards`` or ``--name`` of the same file) is what the ledger's
 row accounts keep from the coordinator: no refusal says it, and the answer's time must not either. The
@@ -83,26 +83,27 @@ def test_an_answer_reads_the_ledger_alike_whoever_held_the_rows_before():
 
 
 def _early_exit(policy, job, ledger, owner_id, debits):
-    """``keeps_rows_out`` as it was: nothing more to check when no other id held the rows, and one
-    reading per id."""
+    """The rows' check as it was: nothing more to check when no other id held the rows, and one
+    reading per id (all the rows kept out, or none, as before audit 16)."""
     holders = ledger.row_holders(owner_id)
     if not holders:
-        return False
+        return frozenset()
     ids = (owner_id, *holders)
 
     def spent(**which):
         parts = [ledger.spent_on(o, **which) for o in ids]
         return type(parts[0])(math.fsum(p.epsilon for p in parts), math.fsum(p.delta for p in parts))
 
-    return (
+    over = (
         owner_policy.exceeds_announcement(job, ledger, owner_id, debits, holders=holders)
         or policy.over_limit(job, spent) is not None
     )
+    return frozenset(range(ROWS)) if over else frozenset()
 
 
 @pytest.mark.parametrize("earlier", [1, 3])
 def test_positive_control_the_early_exit_reads_the_ledger_otherwise(monkeypatch, earlier):
-    monkeypatch.setattr(owner_core, "keeps_rows_out", _early_exit)
+    monkeypatch.setattr(owner_core, "rows_kept_out", _early_exit)
     assert _statements(0) != _statements(earlier)
 
 
@@ -149,7 +150,7 @@ RECORD_READ = "SELECT owner_id, epsilon, delta FROM releases WHERE owner_id IN (
 
 
 def test_the_first_answer_at_a_node_with_a_policy_reads_no_earlier_holders_record(tmp_path):
-    """A policy counts the releases of the ids that held the rows before (``keeps_rows_out``). The node reads
+    """A policy counts the releases of the ids that held the rows before (``rows_kept_out``). The node reads
     their records when it starts (``Ledger.load_owner_records``), as its own: before, the first answer read the
     holders' in one more statement than an owner whose rows nobody held, so its time told the two apart."""
     traces = [_first_answer(tmp_path, n, POLICY) for n in (0, 1, 3)]

@@ -162,7 +162,7 @@ def test_the_detector_sees_the_slow_path(monkeypatch):
 
     spec = CASES["lr_gradient"]["pm"]("run-1")
     assert slow_path(answering(XB, YB, spec, BOUNDS), monkeypatch) == set()
-    for name in ("compute_release", "compute_together"):  # the computation meets a subnormal first
+    for name in ("release_from", "compute_together"):  # the computation meets a subnormal first
         original = getattr(core, name)
         monkeypatch.setattr(core, name, lambda *a, f=original, **k: (np.full(8, tiny[0]) * 2.0, f(*a, **k))[1])
     assert slow_path(answering(XB, YB, spec, BOUNDS), monkeypatch) == {"denormal"}

@@ -426,7 +426,7 @@ def test_the_comparison_catches_a_refusal_that_depends_on_the_rows(monkeypatch):
     monkeypatch.setattr(NccShareKind, "compute_many", leaky_many)
     monkeypatch.setattr(NccShareKind, "compute", leaky)
     assert outcomes(_core(1, [1, 2, 3])) == outcomes(_core(2, [2, 2, 2]))  # the fallback still stops it
-    monkeypatch.setattr(owner_core, "compute_release", lambda kind, task, owner: kind.compute(task, task.spec, owner))
+    monkeypatch.setattr(owner_core, "release_from", lambda kind, task, owner, out: kind.compute(task, task.spec, owner))
     a, b = _core(1, [1, 2, 3]), _core(2, [2, 2, 2])
     assert [o.y[0] == 0 for o in a.owners.values()] != [o.y[0] == 0 for o in b.owners.values()]
     assert outcomes(a) != outcomes(b)

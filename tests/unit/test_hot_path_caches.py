@@ -100,8 +100,8 @@ def test_row_accounts_another_connection_wrote_are_seen_by_the_next_standings_an
         b.debit("n.b", 0.5, purpose="p", release_id="t2")  # row r1 has now spent 0.75
         assert a.rows_spent("n.a") == Budget(0.75) and a.standings(["n.a"])["n.a"].spent == Budget(0.25)
         (outcome,) = a.debit_many([Debit("n.a", 0.5, 0.0, "p", "t3")])
-        assert outcome == RowsUnused("n.a", "t3")  # r1 cannot afford it: recorded on n.a alone
-        assert a.debit_many([Debit("n.a", 0.25, 0.0, "p", "t4")]) == [None]
+        assert outcome == RowsUnused("n.a", "t3", (1,))  # r1 cannot afford it and is left out; r0 takes it
+        assert a.debit_many([Debit("n.a", 0.25, 0.0, "p", "t4")]) == [None]  # both at 1.0
         assert math.isclose(b.rows_spent("n.b").epsilon, 1.0) and math.isclose(b.spent("n.b").epsilon, 0.5)
 
 
