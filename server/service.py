@@ -142,9 +142,13 @@ class CoordinatorService:
         """Queue again the jobs a previous run left running, listen, and start the queue; returns the port."""
         for job_id in self.store.recover():
             log.info("job %s was running when the service stopped: queued again", job_id)
-        port = self.server.start(self.config.listen)
-        if self.config.status_listen is not None:
+        if self.config.status_listen is not None:  # a taken status port stops the start before gRPC listens
             self.status_port = self.status.start(self.config.status_listen)
+        try:
+            port = self.server.start(self.config.listen)
+        except BaseException:
+            self.status.stop()
+            raise
         self._runner.start()
         return port
 

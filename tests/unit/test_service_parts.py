@@ -83,6 +83,27 @@ def test_the_status_page_reads_only_the_last_jobs_of_a_long_lived_store_and_says
     assert [r.job_id for r in service.store.all()] == ids == service.store.ids()
 
 
+def test_a_taken_status_port_stops_the_service_before_its_grpc_port_listens(tmp_path):
+    import socket
+
+    from privfed.server.service import CoordinatorService, ServiceConfig
+
+    with socket.socket() as taken, socket.socket() as probe:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        probe.bind(("127.0.0.1", 0))  # a free port for gRPC, given back before the service starts
+        grpc_port = probe.getsockname()[1]
+        probe.close()
+        config = ServiceConfig(
+            store=tmp_path, listen=f"127.0.0.1:{grpc_port}", status_listen=f"127.0.0.1:{taken.getsockname()[1]}"
+        )
+        service = CoordinatorService(config, tls=None)
+        with pytest.raises(ConfigError, match="--status-listen .*cannot listen there"):
+            service.start()
+        with socket.socket() as again:  # nobody listens on the gRPC port: it was never opened
+            assert again.connect_ex(("127.0.0.1", grpc_port)) != 0
+
+
 def test_privfed_jobs_lists_the_last_n_jobs_reading_only_their_records_and_every_job_when_asked(tmp_path):
     from privfed.server.jobapi import JobApi
     from privfed.server.service import CoordinatorService, ServiceConfig
