@@ -35,10 +35,16 @@ class _NoBar:
         return None
 
 
+#: A bar is drawn once its batch has run this long (tqdm's ``delay``): the many short batches of a job (a ring's
+#: hops, one owner each) would each flash a bar that is gone before it can be read.
+DELAY_S = 0.5
+
+
 def progress_bar(show: bool, total: int, desc: str) -> AbstractContextManager[Any]:
-    """A tqdm bar of ``total`` owners on stderr, or, when not ``show``, one that shows nothing."""
+    """A tqdm bar of ``total`` owners on stderr, drawn from :data:`DELAY_S` on, or, when not ``show``, one that
+    shows nothing."""
     if not show:
         return _NoBar()
     from tqdm import tqdm  # here: a coordinator that shows no progress never loads it
 
-    return tqdm(total=total, desc=desc, leave=False, unit="owner", **bar_shape())
+    return tqdm(total=total, desc=desc, leave=False, unit="owner", delay=DELAY_S, **bar_shape())
