@@ -34,6 +34,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+import re
 import secrets
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,7 +51,6 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from privfed.common.errors import ConfigError
 from privfed.common.roles import DATA_USER
-from privfed.owner.keys import OWNER_NODE_NAME
 
 VALIDITY = dt.timedelta(days=365)
 #: The directory of the CA's own files, inside ``--out``.
@@ -147,6 +147,10 @@ def new_key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
 
 
+#: The names ``privfed certs`` gives owner node certificates by default (``--owners N``); a data user may not take one.
+OWNER_NODE_NAME = re.compile(r"owner-\d+")
+
+
 def issue(
     ca_key: CertificateIssuerPrivateKeyTypes,
     ca_cert: x509.Certificate,
@@ -162,7 +166,8 @@ def issue(
 
     Owners get client auth only. The coordinator (``server``) also gets client auth, so that its
     own health check (``deploy/healthcheck.py``, the image's HEALTHCHECK) can present it to the
-    mTLS server; that grants no owner identity (owner ids are bound to ``owner-<i>`` names).
+    mTLS server; that grants no owner identity (server auth, which no owner node's certificate has, makes an
+    owner refuse it as a ring peer's voucher: ``privfed.common.secagg.signed_keys``).
     """
     now = dt.datetime.now(dt.UTC) if now is None else now
     usages = (

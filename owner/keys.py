@@ -8,7 +8,6 @@ able to swap them. Without a CA (``--insecure``, in-process simulations) keys ar
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
@@ -24,7 +23,6 @@ from privfed.common.tasks import PeerKey
 MAX_VERIFIED = 200_000
 #: Parsed node certificates a node keeps.
 MAX_PARSED = 1024
-OWNER_NODE_NAME = re.compile(r"owner-\d+")  # the names `privfed certs` gives owner node certificates
 
 
 class OwnerKeys:
@@ -67,13 +65,9 @@ class OwnerKeys:
         if cache_key in self._verified:
             return self._verified[cache_key]
         if self.ca is not None:
-            # Only an owner node's certificate may vouch for a ring key: the coordinator holds a
-            # CA-issued certificate too, and must not be able to list itself as a peer's node.
-            if not OWNER_NODE_NAME.fullmatch(peer.node_id):
-                raise RemoteProtocolError(
-                    f"peer {peer.owner_id!r} is said to live on {peer.node_id!r}, which is not an owner node"
-                )
-            # And only the node that owns the id (contract 1): owner-1 must not vouch for owner-0's owners.
+            # Only an owner node's certificate may vouch for a ring key (verify_public_key: not the coordinator's,
+            # whose certificate serves TLS, nor a data user's), and only the node that owns the id (contract 1):
+            # owner-1 must not vouch for owner-0's owners. A node's name is free (hospital-a as well as owner-1).
             if node_of(peer.owner_id) != peer.node_id:
                 raise RemoteProtocolError(
                     f"peer {peer.owner_id!r} is not an owner of node {peer.node_id!r}; "

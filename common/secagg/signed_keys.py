@@ -26,7 +26,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes, PrivateKeyTypes
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.roles import DATA_USER, certificate_role
@@ -183,7 +183,8 @@ def _cert_names(cert: x509.Certificate) -> set[str]:
 
 @lru_cache(maxsize=4096)
 def _vouches(cert: x509.Certificate, ca_cert: x509.Certificate, identity: str) -> None:
-    """Raise unless ``cert`` is directly issued by ``ca_cert``, is no CA nor a data user's, may sign, and
+    """Raise unless ``cert`` is directly issued by ``ca_cert``, is no CA, server (the coordinator) nor data user's,
+    may sign, and
     names ``identity``. A data-user certificate (:mod:`privfed.common.roles`) submits jobs; it vouches for
     no owner's key, whatever its name (a hostile coordinator would list its holder as a ring peer).
 
@@ -206,6 +207,13 @@ def _vouches(cert: x509.Certificate, ca_cert: x509.Certificate, identity: str) -
         raise RemoteProtocolError(
             f"certificate {cert.subject.rfc4514_string()} is a data user's: it vouches for no owner"
         )
+    try:  # the coordinator's (and the signer's) certificate serves TLS; an owner node's never does
+        if ExtendedKeyUsageOID.SERVER_AUTH in cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value:
+            raise RemoteProtocolError(
+                f"certificate {cert.subject.rfc4514_string()} is a server's (the coordinator's): it vouches for no owner"
+            )
+    except x509.ExtensionNotFound:
+        pass
     try:
         if not cert.extensions.get_extension_for_class(x509.KeyUsage).value.digital_signature:
             raise RemoteProtocolError(f"certificate {cert.subject.rfc4514_string()} does not allow digital signatures")
