@@ -4,7 +4,8 @@ The node reconnects with jittered exponential backoff while the coordinator is n
 restarts), gives up with a clear error after ``connect_timeout`` seconds of continuous
 failure, and stops cleanly at the coordinator's shutdown signal or on SIGTERM. A daemon (``privfed
 owner --policy``: issue 26, item 2) serves job after job: it outlives the coordinator's shutdown
-signal and its restarts, and stops on SIGTERM only.
+signal and its restarts, and stops on SIGTERM only. A node without a policy takes part in one job: a
+service's next job it refuses, and exits (:meth:`OwnerNode._another_job`).
 
 Nothing a coordinator sends can make the node exit (issue 9, item 7): each task is decoded alone
 (``serde.task_or_refusal``) and answered by the owner core (:class:`~privfed.owner.core.OwnerCore`,
@@ -97,6 +98,8 @@ class OwnerNode:
         self._daemon = daemon
         #: The job the coordinator announced with the tasks last taken (None: none announced).
         self._job: JobInfo | None = None
+        #: The first job a node without a policy took part in (:meth:`_another_job`); None: none yet.
+        self._first_job: str | None = None
         self._target = target
         self._tls = tls
         self._deferred = owners if isinstance(owners, DeferredOwners) else None
@@ -184,6 +187,28 @@ class OwnerNode:
         if refused:
             self._push(stub, refused)
         return bool(refused)
+
+    def _another_job(self, stub: pb_grpc.CoordinatorStub, reply: Poll) -> bool:
+        """Whether a node without a policy (one job: README, "privfed serve") was just asked for a second job's
+        releases: it then refuses them (``policy``, the reason in words) and exits; a service queues job after
+        job for every registered node, and such a node's operator agreed to one."""
+        if self._daemon or self._job is None or not reply.tasks:
+            return False
+        if self._first_job is None:
+            self._first_job = self._job.job_id
+        if self._job.job_id == self._first_job:
+            return False
+        why = f"node {self.node_id} takes part in one job ({self._first_job}) without --policy, and has exited"
+        refused = [
+            Result(t.task_id, t.owner_id, Refusal.of("policy", why))
+            for t in self._decode(reply.tasks)
+            if isinstance(t, Task) and kind_of(t.spec).replies
+        ]
+        if refused:
+            self._push(stub, refused)
+        log.info("job %s is not this node's job (%s; without --policy a node takes part in one); node %s exits",
+                 self._job.job_id, self._first_job, self.node_id)  # fmt: skip
+        return True
 
     def _push(self, stub: pb_grpc.CoordinatorStub, results: list[Result]) -> None:
         """Push the results not yet acknowledged and ``results``, in order, in parts that each fit the
@@ -400,6 +425,8 @@ class OwnerNode:
                 log.info("coordinator ended the job; node %s exits", self.node_id)
                 return 0 if self.fatal is None else 2
             self._take_job(reply)
+            if self._another_job(stub, reply):
+                return 0
             if self.fatal is not None:
                 if self._refuse_all(stub, self._decode(reply.tasks)):
                     return 2

@@ -112,3 +112,61 @@ def test_a_service_keeps_nothing_per_finished_job(tmp_path):
         for p in nodes:
             p.terminate()
             p.wait(timeout=20)
+
+
+def test_a_node_without_a_policy_takes_part_in_one_job_and_exits_at_the_next(tmp_path):
+    """README: without ``--policy`` an owner node takes part in one job. A service queues job after job for every
+    registered node; a node started without a policy refuses the second job's releases (``policy``, the reason in
+    words) and exits, so its owners spend nothing on a job its operator never agreed to (a walkthrough found such a
+    node answering every job of every data user)."""
+    from privfed.common.ledger import read_accounts
+
+    data = _flags(DATASET)
+    config = ServiceConfig(
+        store=tmp_path / "store", listen="127.0.0.1:0", status_listen=None, dataset=data["dataset"],
+        n_samples=int(data["n_samples"]), seed=int(data["seed"]), test_fraction=float(data["test_fraction"]),
+    )  # fmt: skip
+    service = CoordinatorService(config, tls=None)
+    port = service.start()
+    (tmp_path / "policy.toml").write_text(toml(POLICY))
+    nodes = [
+        subprocess.Popen(
+            owner_cmd(
+                port,
+                f"owner-{i}",
+                n_owners=NODES * PER_NODE,
+                shards=f"{i * PER_NODE}:{(i + 1) * PER_NODE}",
+                ledger=tmp_path / f"owner-{i}.sqlite",
+                budget=1e6,
+                certs=None,
+                extra=["--delta-budget", "1"] + (["--policy", str(tmp_path / "policy.toml")] if i == 0 else []),
+            ),
+            stdout=open(tmp_path / f"owner-{i}.log", "w"),
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        for i in range(NODES)
+    ]
+    try:
+        ids = []
+        for _ in range(2):
+            ids.append(service.submit(job_settings(LR), "alice").job_id)
+            deadline = time.monotonic() + 60
+            while (record := service.store.get(ids[-1])).state not in ("done", "failed"):
+                assert time.monotonic() < deadline, (tmp_path / "owner-1.log").read_text()[-2000:]
+                time.sleep(0.05)
+            assert record.state == "done", record
+        assert nodes[1].wait(timeout=30) == 0 and nodes[0].poll() is None  # the daemon serves on
+        log = (tmp_path / "owner-1.log").read_text()
+        assert "without --policy a node takes part in one); node owner-1 exits" in log, log[-2000:]
+        first, second = (service.report_of(i) for i in ids)
+        assert first["answered"] == NODES * PER_NODE and second["answered"] == PER_NODE
+        refused = [t for o, t in second["refused"].items() if o.startswith("owner-1.")]
+        assert len(refused) == PER_NODE and all(t.startswith("policy") and "one job" in t for t in refused), second
+        jobs = {r["job"] for a in read_accounts(tmp_path / "owner-1.sqlite") for r in a.releases}
+        assert jobs == {ids[0]}  # nothing spent on the second job
+    finally:
+        service.stop()
+        for p in nodes:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=20)
