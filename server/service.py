@@ -11,7 +11,7 @@ owner's policy may decline it (its report lists ``declined_owners``).
 
 A stopped or killed service leaves its running job ``running`` in the store; the next start queues
 it again, and a boosting job by shares continues from its journal (``journal.sqlite`` in its directory);
-one by marginals, which keeps no journal, fails then with the reason rather than ask its owners twice. A
+any other, which keeps no journal, fails then with the reason rather than ask its owners twice. A
 cancelled job (``privfed job cancel``) stops at once (its waiting round ends) and its report says so.
 """
 
@@ -50,11 +50,15 @@ STATUS_JOBS = 100
 KEEP_MODELS = 16
 #: Boosting's rounds when a job file gives none (``BdtParams``' default).
 DEFAULT_ROUNDS = SHARE_ROUNDS
-#: Why a ``--release marginals`` job the service's stop interrupted fails at the next start instead of running again.
-MARGINALS_NOT_RERUN = (
-    "the service stopped during this bdt --release marginals job, which keeps no journal: its owners may have spent "
-    "their one report on it, so it is not run again (that would ask them twice); submit a new job instead"
-)
+
+
+def not_rerun(what: str) -> str:
+    """Why a job of ``what`` (a task, or ``bdt --release marginals``) that the service's stop interrupted fails at the
+    next start instead of running again: only a boosting job by shares keeps a journal to continue from."""
+    return (
+        f"the service stopped during this {what} job, which keeps no journal: its owners may have spent their budget "
+        "on it, so it is not run again (that would ask them twice); submit a new job instead"
+    )
 
 
 def expected_batches(settings: Mapping[str, Any]) -> int:
@@ -322,8 +326,8 @@ class CoordinatorService:
                 version=version_info(),
                 host=host_info(),
             )
-            if config.task == "bdt" and config.release == "marginals" and record.restarts:
-                raise ConfigError(MARGINALS_NOT_RERUN)
+            if record.restarts and config.journal is None:  # asked again, an owner without a policy would pay twice
+                raise ConfigError(not_rerun(f"bdt --release {config.release}" if config.task == "bdt" else config.task))
             job = replace(coordinator_job(config, self.tls), job_id=record.job_id, data_user=record.data_user)
             report.update(schema_sha256=job.schema.digest())
             log.info("job %s starts (%s, epsilon %g)", record.job_id, config.task, config.epsilon)

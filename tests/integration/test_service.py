@@ -207,16 +207,26 @@ def test_a_boosting_job_survives_a_restart_of_the_service_and_resumes_from_its_j
     assert fleet.wait(after)["state"] == "done"
 
 
-def test_a_marginal_boosting_job_stopped_mid_batch_is_not_asked_again_after_the_restart(fleet):
-    """bdt --release marginals keeps no journal: its owners' one report each may be spent, so the restarted
-    service fails the job with the reason instead of running it again (which would ask them twice)."""
+@pytest.mark.parametrize(
+    ("settings", "entries"),
+    [({"task": "bdt", "release": "marginals"}, 1), ({"task": "feddpdr", "k": 2}, 2)],  # DP-PCA: subspace and count
+    ids=["bdt-marginals", "feddpdr"],
+)
+def test_a_job_without_a_journal_stopped_mid_batch_is_not_asked_again_after_the_restart(fleet, settings, entries):
+    """Only a boosting job by shares keeps a journal: the owners of any other may have paid for its first batch,
+    so the restarted service fails the job with the reason instead of running it again (which would ask them
+    twice: a walkthrough's FedDPDR owners paid for DP-PCA twice before the job failed)."""
     owners = len(NODES) * OWNERS_PER_NODE
+    deadline = time.monotonic() + 60
+    while not all(f"node {n} registered" in fleet.service_log().rsplit("serving on port", 1)[-1] for n in NODES):
+        assert time.monotonic() < deadline, fleet.service_log()[-3000:]  # the daemons came back after a restart
+        time.sleep(0.1)
     stalled = fleet.procs[2]
-    stalled.send_signal(signal.SIGSTOP)  # its owners never answer: the job's one batch waits for them
+    stalled.send_signal(signal.SIGSTOP)  # its owners never answer: the job's first batch waits for them
     try:
-        job_id = fleet.submit(task="bdt", release="marginals", epsilon=2.0, owners=owners)
+        job_id = fleet.submit(epsilon=2.0, owners=owners, **settings)
         deadline = time.monotonic() + 60
-        while sum(len(_releases_so_far(fleet, node, job_id)) for node in NODES[:2]) < 2 * OWNERS_PER_NODE:
+        while sum(len(_releases_so_far(fleet, n, job_id)) for n in NODES[:2]) < 2 * OWNERS_PER_NODE * entries:
             assert time.monotonic() < deadline, fleet.service_log()[-3000:]
             time.sleep(0.1)
         fleet.stop_service()
@@ -226,7 +236,7 @@ def test_a_marginal_boosting_job_stopped_mid_batch_is_not_asked_again_after_the_
     job = fleet.wait(job_id)
     assert (job["state"], job["restarts"]) == ("failed", 1) and "not run again" in job["error"], job
     report = fleet.report(job_id)
-    assert (report["status"], report["config"]["release"]) == ("failed", "marginals")
+    assert (report["status"], report["config"]["task"]) == ("failed", settings["task"])
     per_owner = Counter(
         a.owner_id
         for node in NODES
@@ -234,7 +244,7 @@ def test_a_marginal_boosting_job_stopped_mid_batch_is_not_asked_again_after_the_
         for r in a.releases
         if r["job"] == job_id
     )  # the stalled node may answer the tasks it was sent before the stop, once; nobody is asked twice
-    assert set(per_owner.values()) == {1} and len(per_owner) >= 2 * OWNERS_PER_NODE, per_owner
+    assert set(per_owner.values()) == {entries} and len(per_owner) >= 2 * OWNERS_PER_NODE, per_owner
 
 
 def _releases_so_far(fleet: ServiceFleet, node: str, job_id: str) -> list[dict]:
