@@ -37,8 +37,23 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("privfed.coordinator")
 
-#: Settings that belong to the service, not to a job: where it listens, where results go, serving.
-SERVICE_OWNED = frozenset({"listen", "out", "serve", "load_model", "journal", "resume", "schema"})
+#: Settings that belong to the service, not to a job: where it listens, where results go, serving, and the
+#: federation's data (its set, size, seed and test split: a job's own would score it on rows the owners trained on).
+SERVICE_OWNED = frozenset(
+    {
+        "listen",
+        "out",
+        "serve",
+        "load_model",
+        "journal",
+        "resume",
+        "schema",
+        "dataset",
+        "n_samples",
+        "seed",
+        "test_fraction",
+    }
+)
 #: The key of every job setting (:data:`~privfed.server.config.KEYS`, the parameter tables') -> its JobConfig field.
 JOB_KEYS = {key: field for key, field in KEYS.items() if field not in SERVICE_OWNED}
 #: The most bytes of a job's log one ``privfed job logs`` answer carries (its end).

@@ -175,8 +175,8 @@ class CoordinatorService:
         job = coordinator_job(config, self.tls)  # builds the strategy: an infeasible job is refused now
         if job.schema.digest() != self.schema.digest():
             raise ConfigError(
-                f"the job's data set gives another federation schema (sha256 {job.schema.digest()[:12]}) than this "
-                f"service's (sha256 {self.schema.digest()[:12]}); drop dataset, n_samples and test_fraction from the job"
+                f"the job gives another federation schema (sha256 {job.schema.digest()[:12]}) than this "
+                f"service's (sha256 {self.schema.digest()[:12]}): a job runs on the service's data"
             )
         record = self.store.submit({k: ("inf" if v == float("inf") else v) for k, v in settings.items()}, data_user)
         log.info("job %s (%s, epsilon %s) submitted by %r", record.job_id, config.task, config.epsilon, data_user)

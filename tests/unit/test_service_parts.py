@@ -156,6 +156,11 @@ def test_a_job_file_takes_the_simulate_keys_of_a_job_and_one_epsilon():
     for doc, match in (
         ({"task": "ncc", "epsilon": [1, 2], "owners": 3}, "one epsilon"),
         ({"task": "ncc", "epsilon": 1, "owners": 3, "listen": "0.0.0.0:1"}, "service's own"),
+        # the federation's data is the service's: a job's seed or set would score it on the owners' training rows
+        *(
+            ({"task": "ncc", "epsilon": 1, "owners": 3, k: v}, "service's own")
+            for k, v in (("seed", 5), ("dataset", "iris"), ("n-samples", 100), ("test_fraction", 0.5))
+        ),
         ({"task": "ncc", "epsilon": 1, "owners": 3, "repeats": 2}, "not a job setting"),
         ({"task": "ncc", "owners": 3}, "needs epsilon"),
     ):
