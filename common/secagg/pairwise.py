@@ -52,9 +52,10 @@ mask key of the run (step 1), so even a machine made anew for the run (a node th
 run) cannot open what its predecessor was sent: a coordinator cannot collect ``t`` key shares of
 an owner whose self-mask shares it holds by keying neighbours again (issue 20, finding 3).
 
-**Inputs are releases.** A secure sum hides a contribution from the coordinator only while
-enough neighbours are honest; a coordinator that controls the graph's neighbourhoods or drops
-owners at will learns more. So, as for the ring, every owner's input is already a noised release
+**Inputs are releases.** A secure sum hides a contribution from a coordinator that follows the
+protocol; one that controls the graph's neighbourhoods, drops owners at will, or tells neighbours
+different survivor sets (there is no consistency round, Bonawitz §4's signed survivor sets: audit 17
+unmasked an owner's input with one colluding neighbour of k = 5, t = 3) learns more. So, as for the ring, every owner's input is already a noised release
 debited in its ledger before :meth:`SecAggOwner.masked_input` sees it (``privfed.owner.core``);
 the secure sum only keeps individual noisy values from the coordinator.
 """
