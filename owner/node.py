@@ -409,6 +409,9 @@ class OwnerNode:
 
     def _serve(self, stub: pb_grpc.CoordinatorStub) -> int:
         self._register(stub)
+        if self.fatal is not None and self._daemon:  # its rows fit no job of this service: it stops now, not at the
+            log.info("node %s stops: a daemon whose rows do not fit the service's schema", self.node_id)  # next job
+            return 2
         reply: Poll | None = None
         while not self.stop_event.is_set():
             if reply is None:

@@ -28,7 +28,9 @@ def server():
     server.stop(grace=0)
 
 
-def _node(tmp_path: Path, port: int, name: str, rows: str) -> tuple[list[OwnerNode], threading.Thread, list[int]]:
+def _node(
+    tmp_path: Path, port: int, name: str, rows: str, daemon: bool = False
+) -> tuple[list[OwnerNode], threading.Thread, list[int]]:
     (tmp_path / f"{name}.csv").write_text(rows)
     config = OwnerConfig(
         coordinator=f"127.0.0.1:{port}",
@@ -52,6 +54,7 @@ def _node(tmp_path: Path, port: int, name: str, rows: str) -> tuple[list[OwnerNo
             tls=None,
             owners=owners,
             ledger=Ledger(config.ledger, epsilon_budget=4.0),
+            daemon=daemon,
         )
         nodes.append(node)
         codes.append(node.run())
@@ -85,3 +88,12 @@ def test_owners_receive_the_schema_and_a_file_that_does_not_fit_is_refused_with_
     srv.dispatcher.shutdown()
     good_thread.join(timeout=10)
     assert good_codes == [0] and good[0].fatal is None
+
+
+def test_a_daemon_whose_file_does_not_fit_stops_at_once_rather_than_wait_for_a_job(server, tmp_path):
+    """A daemon (``--policy``) serves a service's jobs, which may be long in coming: one whose rows do not fit the
+    service's schema stops (2) as soon as it has the schema, instead of holding its node id until a job arrives."""
+    srv, port = server
+    bad, bad_thread, bad_codes = _node(tmp_path, port, "owner-1", "a,b,y\n1,2,3\n4,5,9\n", daemon=True)
+    bad_thread.join(timeout=20)
+    assert not bad_thread.is_alive() and bad_codes == [2] and "label 9" in (bad[0].fatal or "")
