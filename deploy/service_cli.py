@@ -122,7 +122,9 @@ def _serve(args: argparse.Namespace) -> int:
         schema=args.schema,
         node_timeout=args.node_timeout,
     )
-    service = CoordinatorService(config, tls)
+    from privfed.deploy.cli import reference_of
+
+    service = CoordinatorService(config, tls, reference=reference_of)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -104,8 +104,17 @@ class ServiceConfig:
 class CoordinatorService:
     """The service (module docstring): :meth:`start`, then :meth:`stop` (SIGTERM)."""
 
-    def __init__(self, config: ServiceConfig, tls: TlsFiles | None) -> None:
+    def __init__(
+        self,
+        config: ServiceConfig,
+        tls: TlsFiles | None,
+        *,
+        reference: Callable[[JobConfig], Mapping[str, Any]] | None = None,
+    ) -> None:
+        """``reference``: a job's non-private reference (its report's ``reference_accuracy``), computed once the job's
+        training is over, as ``privfed coordinator`` computes it; None: reports record none."""
         self.config, self.tls = config, tls
+        self._reference = reference
         self.store = JobStore(config.store)
         self.schema: FederationSchema = federation_schema(self._job_config({"task": "ncc", "epsilon": 1.0}))[0]
         self.server = CoordinatorServer(
@@ -336,6 +345,7 @@ class CoordinatorService:
                 job,
                 report,
                 release=lambda: None,  # the owners stay for the next job
+                reference=None if (of := self._reference) is None else lambda: of(config),
                 stopped=lambda: self._stopped(record.job_id),
                 on_batch=on_batch,
             )

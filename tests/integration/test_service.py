@@ -58,6 +58,7 @@ def test_three_jobs_in_turn_then_one_declined_by_an_owner_policy_with_nothing_de
         report = fleet.report(job_id)
         assert report["status"] == "ok" and report["config"]["task"] == task
         assert 0.0 <= report["accuracy"] <= 1.0 and report["declined_owners"] == []
+        assert 0.0 <= report["reference_accuracy"] <= 1.0 and report["reference_learner"], report  # as a coordinator's
         assert (fleet.job_dir(job_id) / "model.json").is_file() and (fleet.job_dir(job_id) / "job.log").is_file()
         for node in NODES:  # every owner released under the job's id, within its announced epsilon
             spent = releases_of(fleet, node, job_id)
