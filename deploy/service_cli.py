@@ -165,7 +165,22 @@ def call(args: argparse.Namespace, method: str, request: dict[str, Any]) -> dict
             return dict(stub(request, timeout=CALL_TIMEOUT))
         except grpc.RpcError as exc:
             details = exc.details() or ""
-            raise PrivfedError(tls_failure(details) or f"{exc.code().name}: {details}") from None
+            raise PrivfedError(tls_failure(details) or _in_words(exc.code(), details, args.coordinator)) from None
+
+
+def _in_words(code: Any, details: str, coordinator: str) -> str:
+    """A job API call's failure for its user: what the service said, without gRPC's status names."""
+    import grpc
+
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return (
+            f"no privfed service answers at {coordinator} ({details}); is `privfed serve` running there, on that port?"
+        )
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return f"the service at {coordinator} did not answer within {CALL_TIMEOUT:g} s"
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return f"the service refused it: {details}"
+    return details or code.name
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -208,18 +223,28 @@ def _jobs(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    for j in jobs:  # why a job failed or was cancelled: a line each, under the table
+        if j["state"] in ("failed", "cancelled") and j.get("error"):
+            print(f"{j['job_id']} {j['state']}: {j['error']}")
     if earlier:
         print(f"{earlier} earlier job(s) not shown; --all lists every job, --last N the N last")
     return 0
 
 
 def _job(args: argparse.Namespace) -> int:
+    from privfed.server.jobstore import FINAL
+
     method = {"show": "Show", "logs": "Logs", "cancel": "Cancel"}[args.action]
     answer = call(args, method, {"job_id": args.job_id})
     if args.action == "logs":
         print(answer["log"], end="")
     elif args.action == "cancel":
-        print(f"job {answer['job_id']}: {answer['state']}", flush=True)
+        state, was = answer["state"], answer.get("was", "")
+        if was in FINAL:
+            said = f"already {was}: nothing to cancel"
+        else:
+            said = "cancelled" if state == "cancelled" else "stopping (it was running; its report will say so)"
+        print(f"job {answer['job_id']}: {said}", flush=True)
     else:
         print(json.dumps(answer, indent=2))
     return 0

@@ -178,5 +178,7 @@ class JobApi:
         return {"log": text[-LOG_TAIL:]}
 
     def cancel(self, request: dict[str, Any], user: str) -> dict[str, Any]:
-        record = self._service.cancel(self._own_job(request, user).job_id, user)
-        return {"job_id": record.job_id, "state": record.state}
+        """The job's state after the cancel, and before it (``was``: a finished job has nothing to cancel)."""
+        was = self._own_job(request, user)
+        record = self._service.cancel(was.job_id, user)
+        return {"job_id": record.job_id, "state": record.state, "was": was.state}

@@ -168,6 +168,15 @@ def test_a_job_file_takes_the_simulate_keys_of_a_job_and_one_epsilon():
             job_settings(doc)
 
 
+def test_a_job_api_call_to_a_port_where_no_service_listens_says_so_in_words(capsys):
+    assert cli_main(["jobs", "--coordinator", "127.0.0.1:9", "--insecure"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err.startswith("privfed jobs: error: no privfed service answers at 127.0.0.1:9 (") and "UNAVAILABLE" not in err
+    )
+    assert err.endswith("is `privfed serve` running there, on that port?")
+
+
 def test_privfed_submit_refuses_a_parameter_of_another_task_before_it_calls_the_service(tmp_path, capsys):
     job = tmp_path / "job.toml"
     job.write_text('task = "lr"\nepsilon = 1\nowners = 3\nrounds = 3\n')
