@@ -127,6 +127,10 @@ def owner_config(args: argparse.Namespace) -> OwnerConfig:
             "--connect-timeout does nothing with --policy: a daemon keeps trying to reach its coordinator until "
             "SIGTERM (drop it)"
         )
+    from privfed.common.validation import check_non_negative, check_probability
+
+    check_non_negative(args.epsilon_budget, name="--epsilon-budget", allow_inf=True)  # the flag's name, not the field's
+    check_probability(args.delta_budget, name="--delta-budget")
     given = {f.name: getattr(args, f.name) for f in fields(OwnerConfig)}
     if given["connect_timeout"] is None:
         del given["connect_timeout"]  # OwnerConfig's default

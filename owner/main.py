@@ -213,6 +213,10 @@ def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
         count = int(config.shards.rpartition(":")[2])
     except ValueError:
         count = 0  # parse_shards says what is wrong
+    if count < 1 and ":" not in config.shards and config.shards.strip().lstrip("-").isdigit():
+        raise ConfigError(
+            f"--shards {config.shards}: with --data it is how many owners share the file's rows (at least 1)"
+        )
     shards = parse_shards(config.shards, count)
     if shards.stop > len(rows.lines):  # before it dials out: the file's lines bound its rows
         raise ConfigError(

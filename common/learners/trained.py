@@ -146,6 +146,10 @@ def kind_of(model: Any) -> ModelKind:
 def model_from_dict(data: object, *, source: str = "model") -> Any:
     """The model a kind's JSON describes (ConfigError naming ``source`` if it is not one)."""
     kind = data.get("kind") if isinstance(data, dict) else None
+    if kind is None:
+        hint = " (a job's report.json; its model is the model.json beside it)" if isinstance(data, dict) and (
+            "accuracy" in data or "status" in data) else ""  # fmt: skip
+        raise ConfigError(f"{source}: not a saved model: it names no model kind{hint}")
     if kind not in KINDS or not isinstance(data, dict):
         raise ConfigError(f"{source}: unknown model kind {kind!r}; known: {sorted(KINDS)}")
     try:

@@ -158,6 +158,7 @@ def _match_header(
     missing = [f for f in schema.features if f not in header]
     extra = [h for h in header if h not in schema.features]
     if missing:
+        extra = [h for h in extra if h != schema.label]  # the label column is the schema's too
         hint = (
             " (is the header line missing? files without one need header = false in the schema)"
             if not set(header) & set(schema.features)

@@ -27,6 +27,9 @@ def test_unknown_or_broken_files_are_refused(tmp_path):
         load_model(tmp_path / "bad.json")
     with pytest.raises(ConfigError, match="cannot read"):
         load_model(tmp_path / "missing.json")
+    (tmp_path / "report.json").write_text('{"status": "ok", "accuracy": 0.9}')  # a job's report, not its model
+    with pytest.raises(ConfigError, match="not a saved model: .*report.json; its model is the model.json beside it"):
+        load_model(tmp_path / "report.json")
 
 
 def test_scale_aware_nearest_centroid_roundtrip_keeps_its_bounds(tmp_path):

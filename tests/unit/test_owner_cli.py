@@ -18,3 +18,28 @@ def test_a_policy_daemon_refuses_a_connect_timeout_it_would_ignore(tmp_path):
     assert owner_config(build_parser("owner").parse_args(daemon)).policy == tmp_path / "policy.toml"
     assert owner_config(build_parser("owner").parse_args(base)).connect_timeout == 120.0
     assert owner_config(build_parser("owner").parse_args([*base, "--connect-timeout", "5"])).connect_timeout == 5.0
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--epsilon-budget", "-3"], "--epsilon-budget must be >= 0"),
+        (["--epsilon-budget", "3", "--delta-budget", "2"], "--delta-budget is a probability"),
+    ],
+)
+def test_a_budget_out_of_range_is_named_by_its_flag(flags, said, capsys):
+    from privfed.deploy.cli import main
+
+    argv = ["owner", "--coordinator", "127.0.0.1:9", "--name", "owner-0", "--dataset", "iris", "--n-owners", "2"]
+    assert main([*argv, "--shards", "0:1", "--ledger", "unused.sqlite", "--insecure", *flags]) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_shards_zero_with_a_file_is_named_as_the_count_it_is(tmp_path, capsys):
+    from privfed.deploy.cli import main
+
+    (tmp_path / "rows.csv").write_text("a,b,y\n1,2,0\n3,4,1\n")
+    argv = ["owner", "--coordinator", "127.0.0.1:9", "--name", "owner-0", "--data", str(tmp_path / "rows.csv")]
+    flags = ["--bounds", "0:10", "--classes", "2", "--ledger", str(tmp_path / "l.sqlite"), "--epsilon-budget", "1"]
+    assert main([*argv, "--shards", "0", *flags, "--insecure"]) == 2
+    assert "--shards 0: with --data it is how many owners share the file's rows (at least 1)" in capsys.readouterr().err

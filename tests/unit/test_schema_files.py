@@ -129,6 +129,9 @@ def test_the_label_column_may_be_named_and_queries_may_leave_it_out(tmp_path):
     assert query.y is None and query.X.tolist() == [[50, 0, 1, 30]]
     with_label = _load(tmp_path, "sex,bmi,age,diagnosis,note\nm,30,50,benign,x\n", named, labels=None)
     assert with_label.X.tolist() == [[50, 0, 1, 30]] and with_label.ignored == ("note",)
+    with pytest.raises(ConfigError) as missing:  # the named label column is the schema's: not listed as unknown
+        _load(tmp_path, "diagnosis,age,sexx,bmi\nmalignant,40,f,22\n", named)
+    assert str(missing.value).endswith("lacks feature(s) ['sex'] of the federation schema; not in the schema: ['sexx']")
 
 
 def test_an_npz_file_holds_the_features_in_schema_order(tmp_path):
