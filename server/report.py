@@ -151,9 +151,10 @@ def refusal_summary(refused: Mapping[str, str], n_owners: int) -> str:
 
     ``refused`` maps owner id to ``"code: text"`` (:func:`privfed.server.strategies.refusals`).
     Codes are listed most frequent first, each with its count when owners refused for several
-    reasons, and with its most frequent text: the fixed text of the code plus a detail built
-    only from the task and public configuration (``common.tasks.REFUSAL_TEXTS``), so the
-    line may be shown to anyone who sees the report. Empty when nobody refused.
+    reasons, and with its texts (the fixed text of the code plus a detail built only from the task and
+    public configuration, ``common.tasks.REFUSAL_TEXTS``), so the line may be shown to anyone who sees
+    the report: one text as it is, several (a policy's rules) most frequent first with their counts, at
+    most :data:`TEXTS_SHOWN` of them. Empty when nobody refused.
     """
     if not refused:
         return ""
@@ -162,10 +163,24 @@ def refusal_summary(refused: Mapping[str, str], n_owners: int) -> str:
         code, _, text = message.partition(": ")
         by_code.setdefault(code, Counter())[text] += 1
     ranked = sorted(by_code.items(), key=lambda item: (-item[1].total(), item[0]))
-    parts = [f"{texts.total()} {code} ({texts.most_common(1)[0][0]})" for code, texts in ranked]
+    parts = [f"{texts.total()} {code} ({_texts(texts)})" for code, texts in ranked]
     if len(ranked) == 1:  # one reason: the count is the one in front
         parts = [parts[0].split(" ", 1)[1]]
     return f"{len(refused)}/{n_owners} owners refused: " + "; ".join(parts)
+
+
+#: A refusal code's texts a summary shows (:func:`refusal_summary`); the others are counted.
+TEXTS_SHOWN = 3
+
+
+def _texts(texts: Counter[str]) -> str:
+    """One code's texts for :func:`refusal_summary`: the text alone, or each with its count."""
+    if len(texts) == 1:
+        return next(iter(texts))
+    ranked = sorted(texts.items(), key=lambda item: (-item[1], item[0]))
+    shown = "; ".join(f"{n}: {text}" for text, n in ranked[:TEXTS_SHOWN])
+    rest = len(ranked) - TEXTS_SHOWN
+    return shown + (f"; {rest} other text(s)" if rest > 0 else "")
 
 
 def learner_label(config: JobConfig) -> str:

@@ -22,7 +22,7 @@ def test_one_reason_for_every_owner_reads_as_one_phrase():
     assert refusal_summary(refused, 5) == f"5/5 owners refused: budget_exceeded ({REFUSAL_TEXTS['budget_exceeded']})"
 
 
-def test_several_reasons_are_counted_most_frequent_first_with_their_most_frequent_detail():
+def test_several_reasons_are_counted_most_frequent_first_with_each_detail_counted():
     refused = {
         "n.o0": _refusal("invalid_task", "task has 20 features, owner has 5"),
         "n.o1": _refusal("invalid_task", "task has 20 features, owner has 5"),
@@ -30,9 +30,20 @@ def test_several_reasons_are_counted_most_frequent_first_with_their_most_frequen
         "n.o3": _refusal("budget_exceeded"),
     }
     summary = refusal_summary(refused, 10)
-    assert summary.startswith("4/10 owners refused: 3 invalid_task (")
-    assert "task has 20 features, owner has 5" in summary and "task has 3 classes" not in summary
+    assert summary.startswith("4/10 owners refused: 3 invalid_task (2: ")
+    invalid = REFUSAL_TEXTS["invalid_task"]
+    assert f"(2: {invalid} (task has 20 features, owner has 5); 1: {invalid} (task has 3 classes)); " in summary
     assert summary.endswith(f"; 1 budget_exceeded ({REFUSAL_TEXTS['budget_exceeded']})")
+
+
+def test_a_policys_rules_each_show_with_their_counts_not_the_most_frequent_alone():
+    refused = {f"a.o{i}": _refusal("policy", "rule data_user") for i in range(10)}
+    refused |= {f"c.o{i}": _refusal("policy", "rule task") for i in range(4)}
+    summary = refusal_summary(refused, 40)
+    assert summary.startswith("14/40 owners refused: policy (10: ") and "; 4: " in summary
+    assert "rule data_user" in summary and "rule task" in summary
+    many = {f"n.o{i}": _refusal("policy", f"rule r{i}") for i in range(5)}
+    assert refusal_summary(many, 5).endswith("; 2 other text(s))")
 
 
 def test_nobody_refused_is_an_empty_summary():
