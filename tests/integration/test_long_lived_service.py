@@ -39,17 +39,14 @@ def open_files() -> list[str]:
     return out
 
 
-def test_a_service_keeps_nothing_per_finished_job(tmp_path):
+def service_and_nodes(tmp_path, with_policy: list[bool]) -> tuple[CoordinatorService, list[subprocess.Popen]]:
+    """The real service in this process, started, on :data:`DATASET`, and an owner node per ``with_policy`` entry as
+    a real process (a daemon with the fleet's policy where True)."""
     data = _flags(DATASET)
     config = ServiceConfig(
-        store=tmp_path / "store",
-        listen="127.0.0.1:0",
-        status_listen=None,
-        dataset=data["dataset"],
-        n_samples=int(data["n_samples"]),
-        seed=int(data["seed"]),
-        test_fraction=float(data["test_fraction"]),
-    )
+        store=tmp_path / "store", listen="127.0.0.1:0", status_listen=None, dataset=data["dataset"],
+        n_samples=int(data["n_samples"]), seed=int(data["seed"]), test_fraction=float(data["test_fraction"]),
+    )  # fmt: skip
     service = CoordinatorService(config, tls=None)
     port = service.start()
     (tmp_path / "policy.toml").write_text(toml(POLICY))
@@ -63,13 +60,18 @@ def test_a_service_keeps_nothing_per_finished_job(tmp_path):
                 ledger=tmp_path / f"owner-{i}.sqlite",
                 budget=1e6,
                 certs=None,
-                extra=["--policy", str(tmp_path / "policy.toml"), "--delta-budget", "1"],
+                extra=["--delta-budget", "1"] + (["--policy", str(tmp_path / "policy.toml")] if policy else []),
             ),
             stdout=open(tmp_path / f"owner-{i}.log", "w"),
             stderr=subprocess.STDOUT,
         )  # fmt: skip
-        for i in range(NODES)
+        for i, policy in enumerate(with_policy)
     ]
+    return service, nodes
+
+
+def test_a_service_keeps_nothing_per_finished_job(tmp_path):
+    service, nodes = service_and_nodes(tmp_path, with_policy=[True] * NODES)
     gc.disable()  # a collection may close a finished job's files by chance: the service must not wait for one
     try:
         jobs = [LR] * 12 + [BDT | {"secure_sum": "secagg"}, BDT | {"secure_sum": "ring"}] + [LR] * 4
@@ -121,31 +123,7 @@ def test_a_node_without_a_policy_takes_part_in_one_job_and_exits_at_the_next(tmp
     node answering every job of every data user)."""
     from privfed.common.ledger import read_accounts
 
-    data = _flags(DATASET)
-    config = ServiceConfig(
-        store=tmp_path / "store", listen="127.0.0.1:0", status_listen=None, dataset=data["dataset"],
-        n_samples=int(data["n_samples"]), seed=int(data["seed"]), test_fraction=float(data["test_fraction"]),
-    )  # fmt: skip
-    service = CoordinatorService(config, tls=None)
-    port = service.start()
-    (tmp_path / "policy.toml").write_text(toml(POLICY))
-    nodes = [
-        subprocess.Popen(
-            owner_cmd(
-                port,
-                f"owner-{i}",
-                n_owners=NODES * PER_NODE,
-                shards=f"{i * PER_NODE}:{(i + 1) * PER_NODE}",
-                ledger=tmp_path / f"owner-{i}.sqlite",
-                budget=1e6,
-                certs=None,
-                extra=["--delta-budget", "1"] + (["--policy", str(tmp_path / "policy.toml")] if i == 0 else []),
-            ),
-            stdout=open(tmp_path / f"owner-{i}.log", "w"),
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        for i in range(NODES)
-    ]
+    service, nodes = service_and_nodes(tmp_path, with_policy=[True, False])
     try:
         ids = []
         for _ in range(2):
