@@ -36,6 +36,14 @@ def call_in_child(function: str, *args: Any) -> Any:
     return start_in_child(function, *args).result()
 
 
+def reference_in_child(config: Any) -> dict[str, Any]:
+    """A coordinator's (or a service's job's) report's non-private reference for the job ``config``, fitted once
+    training is over in a child process (issue 27, item 2): the coordinator never holds the reference's learners
+    and data."""
+    reference: dict[str, Any] = call_in_child("privfed.deploy.reference:coordinator_reference", config)
+    return reference
+
+
 def start_in_child(function: str, *args: Any, niceness: int = 0) -> ChildCall:
     """:func:`call_in_child` without waiting: the child computes while the caller goes on (``privfed
     simulate``'s non-private reference beside its federation); :meth:`ChildCall.result` waits. The child

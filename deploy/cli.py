@@ -326,16 +326,9 @@ def _coordinator(args: argparse.Namespace) -> int:
     if missing:
         raise PrivfedError(f"{' and '.join(missing)} required to train (or --load-model FILE to serve a saved model)")
     config = job_config(args)
-    return run_coordinator(config, _tls(args, "coordinator"), reference=lambda: reference_of(config))
+    from privfed.deploy.child import reference_in_child
 
-
-def reference_of(config: JobConfig) -> dict[str, Any]:
-    """A coordinator's (or a service's job's) report's non-private reference, fitted once training is over in a
-    child process (issue 27, item 2): the coordinator never holds the reference's learners and data."""
-    from privfed.deploy.child import call_in_child
-
-    reference: dict[str, Any] = call_in_child("privfed.deploy.reference:coordinator_reference", config)
-    return reference
+    return run_coordinator(config, _tls(args, "coordinator"), reference=lambda: reference_in_child(config))
 
 
 #: The commands whose process lives as long as a job and allocates by the million, an owner node or a

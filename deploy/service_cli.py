@@ -122,9 +122,9 @@ def _serve(args: argparse.Namespace) -> int:
         schema=args.schema,
         node_timeout=args.node_timeout,
     )
-    from privfed.deploy.cli import reference_of
+    from privfed.deploy.child import reference_in_child
 
-    service = CoordinatorService(config, tls, reference=reference_of)
+    service = CoordinatorService(config, tls, reference=reference_in_child)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
