@@ -243,6 +243,9 @@ class FederatedJob:
     quorum: int = 1
     job_id: str = ""  # the id the owners see it under (empty: the run directory's name)
     data_user: str = ""  # who submitted it (``privfed serve``; empty: the coordinator's operator)
+    #: The id the owners see a job without one under (empty: the run directory's name): a journaled ``privfed
+    #: coordinator`` run's, the same when it resumes (``privfed.server.main.journal_job_id``).
+    announced_id: str = ""
 
     @property
     def model_id(self) -> str:
@@ -311,7 +314,7 @@ def run_federated_job(
         report.update(privacy=privacy.to_report())
         server.dispatcher.begin_job(
             JobInfo(
-                job_id=job.job_id or report.run_dir().name,
+                job_id=job.job_id or job.announced_id or report.run_dir().name,
                 data_user=job.data_user,
                 task=job.config.task,
                 epsilon=privacy.epsilon,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import signal
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +104,14 @@ def coordinator_job(config: JobConfig, tls: TlsFiles | None) -> FederatedJob:
     return job
 
 
+def journal_job_id(journal: Path) -> str:
+    """The job id a ``privfed coordinator --journal`` run announces: the same for every run over that journal (a
+    run resumed after a restart is the same job to its owners, and an owner node without a policy takes part in one
+    job), another for another journal file."""
+    digest = hashlib.sha256(str(Path(journal).resolve()).encode()).hexdigest()[:12]
+    return f"journal-{digest}"
+
+
 def run_coordinator(
     config: JobConfig, tls: TlsFiles | None, *, reference: Callable[[], dict[str, Any]] | None = None
 ) -> int:
@@ -153,6 +163,8 @@ def run_coordinator(
             config = public_rows_per_owner(config)
             report.update(config=config.to_report())  # with what it resolves (bdt's release), even if refused now
             job = coordinator_job(config, tls)  # before the port opens: nobody is asked for anything
+            if config.journal is not None:  # a resumed run is the same job to its owners (one job without a policy)
+                job = replace(job, announced_id=journal_job_id(config.journal))
             report.update(
                 schema_sha256=job.schema.digest(),
                 baselines=None if job.test is None else baselines(job.test.y, job.schema.n_classes),

@@ -17,10 +17,12 @@ X = np.array([[0.3141592, 0.7], [0.7734, 0.2]])
 Y = np.array([1, 0])
 
 
+JOB = f"job-{secrets.token_hex(3)}"  # one job, announced with one task and then another: a node without a policy
+# takes part in one job (owner/node.py), so a second job id would be refused for that reason first
+
+
 def announce(coordinator, task: str) -> None:
-    coordinator.job = pb.JobInfo(
-        job_id=f"job-{secrets.token_hex(3)}", data_user="", task=task, epsilon=1.0, delta=0.0, schema_sha256=""
-    )
+    coordinator.job = pb.JobInfo(job_id=JOB, data_user="", task=task, epsilon=1.0, delta=0.0, schema_sha256="")
 
 
 def test_a_release_of_another_jobs_kind_is_refused_and_nothing_is_debited(coordinator, owners):
