@@ -165,10 +165,10 @@ def call(args: argparse.Namespace, method: str, request: dict[str, Any]) -> dict
             return dict(stub(request, timeout=CALL_TIMEOUT))
         except grpc.RpcError as exc:
             details = exc.details() or ""
-            raise PrivfedError(tls_failure(details) or _in_words(exc.code(), details, args.coordinator)) from None
+            raise PrivfedError(tls_failure(details) or _call_failure(exc.code(), details, args.coordinator)) from None
 
 
-def _in_words(code: Any, details: str, coordinator: str) -> str:
+def _call_failure(code: Any, details: str, coordinator: str) -> str:
     """A job API call's failure for its user: what the service said, without gRPC's status names."""
     import grpc
 

@@ -175,14 +175,15 @@ class OwnerNode:
             return
         log.info("rows of %d owner(s) fit the federation schema", len(owners))
 
-    def _refuse_all(self, stub: pb_grpc.CoordinatorStub, tasks: Iterable[Task | Result]) -> bool:
-        """A fatal node answers every task it pulls with a ``schema_mismatch`` refusal (but a ring hop,
-        which gets no answer of its own: its kind has no replies); True once it has refused at least
-        one (the coordinator now knows), so the node may exit."""
+    def _refuse_all(
+        self, stub: pb_grpc.CoordinatorStub, tasks: Iterable[Task | Result], refusal: Refusal | None = None
+    ) -> bool:
+        """Answer every task pulled with ``refusal`` (a fatal node's ``schema_mismatch`` by default), but a ring hop,
+        which gets no answer of its own (its kind has no replies); True once at least one was refused (the
+        coordinator now knows), so the node may exit."""
+        refusal = Refusal.of("schema_mismatch") if refusal is None else refusal
         refused = [
-            Result(t.task_id, t.owner_id, Refusal.of("schema_mismatch"))
-            for t in tasks
-            if isinstance(t, Task) and kind_of(t.spec).replies
+            Result(t.task_id, t.owner_id, refusal) for t in tasks if isinstance(t, Task) and kind_of(t.spec).replies
         ]
         if refused:
             self._push(stub, refused)
@@ -199,13 +200,7 @@ class OwnerNode:
         if self._job.job_id == self._first_job:
             return False
         why = f"node {self.node_id} takes part in one job ({self._first_job}) without --policy, and has exited"
-        refused = [
-            Result(t.task_id, t.owner_id, Refusal.of("policy", why))
-            for t in self._decode(reply.tasks)
-            if isinstance(t, Task) and kind_of(t.spec).replies
-        ]
-        if refused:
-            self._push(stub, refused)
+        self._refuse_all(stub, self._decode(reply.tasks), Refusal.of("policy", why))
         log.info("job %s is not this node's job (%s; without --policy a node takes part in one); node %s exits",
                  self._job.job_id, self._first_job, self.node_id)  # fmt: skip
         return True
