@@ -67,13 +67,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--train-data",
         type=Path,
         help="null-space methods only: this owner's own rows, CSV with F feature columns then label "
-        "columns, or NPZ with X, y; they never leave this process, but the cleaned rows reveal "
+        "columns, or NPZ with X, y (with --schema: read by the schema, as the owner's rows are, its label "
+        "columns being those besides the features); they never leave this process, but the cleaned rows reveal "
         "the directions of the map fitted on them (see --allow-confidential-map-leak)",
     )
     p.add_argument(
         "--confidential-labels",
         type=parse_columns,
-        help="null-space methods only: 0-based indices among the label columns of --train-data (comma-separated)",
+        help="null-space methods only: 0-based indices among the label columns of --train-data (comma-separated; "
+        "with --schema the log names each column's index)",
     )
     p.add_argument(
         "--utility-loss",

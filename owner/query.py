@@ -87,7 +87,7 @@ from privfed.owner.query_cleaning import (
     moment_rows,
     public_centre,
 )
-from privfed.owner.query_files import confidential_columns, pinned_schema, query_rows, read_queries, read_table
+from privfed.owner.query_files import confidential_columns, pinned_schema, query_rows, read_queries, read_training
 from privfed.proto.transport import TlsFiles
 
 log = logging.getLogger("privfed.query")
@@ -113,7 +113,8 @@ class QueryConfig:
     target_name : str or None
         TLS name to expect from the coordinator when dialing an address.
     train_data : Path or None
-        Null-space methods only: this owner's rows, F feature columns then label columns.
+        Null-space methods only: this owner's rows, F feature columns then label columns; under ``schema``
+        read by it (:func:`~privfed.owner.query_files.read_training`).
     confidential_labels : tuple of int or None
         Null-space methods only: distinct 0-based indices among the label columns of ``train_data``.
     utility_loss : float >= 0
@@ -214,7 +215,7 @@ def run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
     training = config.training
     train_rows, train_moments = 0, None
     if training is not None:
-        train_table = read_table(training[0], "--train-data")
+        train_table = read_training(training[0], own_schema)
         train_rows, train_moments = train_table.shape[0], moment_rows(train_table)
     with channel(config.coordinator, tls, config.target_name) as ch:
         client = ModelClient(ch, config.coordinator)

@@ -34,7 +34,8 @@ from privfed.common.bounds import flush_tiny
 from privfed.common.dataset_files import is_npz, is_number
 from privfed.common.dataset_files import read_table as read_raw_table
 from privfed.common.errors import ConfigError, RemoteProtocolError, reason
-from privfed.common.schema import FederationSchema, RawTable
+from privfed.common.schema import FederationSchema, RawTable, is_numeral
+from privfed.common.schema.table import split_line
 
 log = logging.getLogger("privfed.query")
 
@@ -91,6 +92,64 @@ def _read_csv(path: Path, what: str) -> np.ndarray:
         return np.loadtxt(lines, delimiter=",", dtype=np.float64, ndmin=2, comments=None)
     except ValueError as exc:
         raise ConfigError(f"{what} {path.name}: not a numeric CSV file ({' '.join(str(exc).split())})") from None
+
+
+def read_training(path: Path, own_schema: FederationSchema | None) -> np.ndarray:
+    """``--train-data``'s rows for the null-space methods: the model's features, then the label columns that
+    ``--confidential-labels`` indexes. Read before contact (:mod:`privfed.owner.query`, "Timing").
+
+    Without ``--schema``: the file's numeric columns (:func:`read_table`), the features first. With it, the
+    file is read as the owner's own rows are (:meth:`FederationSchema.load`: columns by the header's names,
+    categories one-hot, missing cells filled), so its features come in the schema's encoded columns; its
+    label columns are the columns besides the features in the file's order, the schema's label as its class
+    index and any other as a number. The log names them with their indices."""
+    path = Path(path)
+    if own_schema is None:
+        return read_table(path, "--train-data")
+    if not path.is_file():
+        raise ConfigError(f"--train-data {path}: file not found")
+    raw = read_raw_table(path)
+    loaded = own_schema.load(raw, labels=None)
+    for note in dataclasses.replace(loaded, ignored=()).notes():  # the others are label columns here
+        log.info("--train-data %s", note)
+    columns = _label_columns(raw, own_schema, loaded.y)
+    log.info(
+        "--train-data %s: label columns for --confidential-labels: %s",
+        raw.name,
+        ", ".join(f"{k} {name}" for k, (name, _) in enumerate(columns)) or "none",
+    )
+    labels = [values[:, None] for _, values in columns]
+    table = np.hstack([loaded.X, *labels]) if labels else loaded.X
+    return table.astype(np.float64)
+
+
+def _label_columns(raw: RawTable, schema: FederationSchema, y: np.ndarray | None) -> list[tuple[str, np.ndarray]]:
+    """(name, values) of ``raw``'s columns besides the schema's features, in the file's order: the schema's
+    label as its class index, any other column (by a header's names) as numbers."""
+    if raw.positional or schema.header is not True:  # columns by position: the features, then the label
+        return [] if y is None else [("label (as its class index)", y.astype(np.float64))]
+    header = [c.strip() for c in split_line(raw.lines[0])]
+    body = [split_line(line) for line in raw.lines[1:]]
+    out = []
+    for col, name in enumerate(header):
+        if name in schema.features:
+            continue
+        if y is not None and name == (schema.label or name):
+            out.append((f"{name} (the schema's label, as its class index)", y.astype(np.float64)))
+            y = None  # one label column
+            continue
+        cells = [row[col].strip() if col < len(row) else "" for row in body]
+        bad = next((i for i, t in enumerate(cells) if "_" in t or not is_numeral(t)), None)
+        if bad is not None:
+            raise ConfigError(
+                f"--train-data {raw.name}: {raw.where(bad + 1)}, column {col + 1} ({name}): non-numeric value "
+                f"{cells[bad][:40]!r}; a confidential label column must hold numbers"
+            )
+        values = np.array([float(t) for t in cells])
+        if not np.all(np.isfinite(values)):
+            raise ConfigError(f"--train-data {raw.name}: column {col + 1} ({name}) is not finite everywhere")
+        out.append((name, flush_tiny(values)))
+    return out
 
 
 def split_features(table: np.ndarray, n_features: int, what: str) -> tuple[np.ndarray, np.ndarray]:

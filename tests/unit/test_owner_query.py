@@ -11,11 +11,12 @@ import pytest
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.learners.logistic import LinearModel
+from privfed.common.schema import FederationSchema
 from privfed.deploy.cli import build_parser
 from privfed.deploy.query_flags import parse_columns, query_config
 from privfed.owner.query import QueryConfig
 from privfed.owner.query_cleaning import check_linear_stage, clean_queries, public_centre
-from privfed.owner.query_files import read_table, split_features
+from privfed.owner.query_files import read_table, read_training, split_features
 from privfed.server.models import model_linear_stage
 
 
@@ -300,6 +301,53 @@ def test_read_table_missing_file_and_npz_without_x(tmp_path):
     np.savez(tmp_path / "z.npz", rows=np.zeros((2, 2)))
     with pytest.raises(ConfigError, match="must hold an array 'X'"):
         read_table(tmp_path / "z.npz", "--queries")
+
+
+SCHEMA = FederationSchema(
+    ("age", "sex", "income"),
+    (0.0, 0.0),
+    (100.0, 1e6),
+    ("no", "yes"),
+    categories=(("sex", ("f", "m")),),
+    fill=(("income", 0.0),),
+    header=True,
+    label="owns",
+)
+# Columns in another order than the schema's, a category, a missing cell the schema fills, the label
+# between two confidential columns.
+TRAINING = "id,sex,owns,income,age,smoker\n7,m,yes,1200,40,1\n8,f,no,,31,0\n9,f,yes,900.5,58,1\n"
+
+
+def test_training_rows_under_the_owners_schema_are_its_encoded_features_then_the_other_columns(tmp_path, caplog):
+    """``privfed query --schema --train-data`` reads the training file as the owner's rows are read: the
+    features in the schema's encoded columns (sex one-hot), the other columns in the file's order as the
+    label columns ``--confidential-labels`` indexes (the schema's label as its class index), and the log
+    names each index."""
+    path = tmp_path / "train.csv"
+    path.write_text(TRAINING)
+    with caplog.at_level("INFO", logger="privfed.query"):
+        table = read_training(path, SCHEMA)
+    features = [[40, 0, 1, 1200], [31, 1, 0, 0], [58, 1, 0, 900.5]]  # age, sex=f, sex=m, income (filled)
+    labels = [[7, 1, 1], [8, 0, 0], [9, 1, 1]]  # id, owns (class index), smoker
+    assert np.array_equal(table, np.hstack([features, labels]))
+    assert "0 id, 1 owns (the schema's label, as its class index), 2 smoker" in caplog.text
+    assert "filled 1 missing value" in caplog.text and "ignored" not in caplog.text
+
+
+def test_training_rows_without_a_schema_are_the_files_numbers(tmp_path):
+    path = tmp_path / "train.csv"
+    path.write_text("a,b,c\n1,2,3\n4,5,6\n")
+    assert np.array_equal(read_training(path, None), [[1, 2, 3], [4, 5, 6]])
+    path.write_text(TRAINING)
+    with pytest.raises(ConfigError, match="not a numeric CSV"):
+        read_training(path, None)  # a category: by hand without --schema, as before
+
+
+def test_a_training_label_column_that_is_not_numbers_is_named(tmp_path):
+    path = tmp_path / "train.csv"
+    path.write_text(TRAINING.replace("40,1", "40,sometimes"))
+    with pytest.raises(ConfigError, match=r"line 2, column 6 \(smoker\): non-numeric value 'sometimes'"):
+        read_training(path, SCHEMA)
 
 
 def test_split_features_needs_f_columns():
