@@ -389,13 +389,12 @@ from privfed.owner import query, query_client
 from privfed.proto import privfed_pb2 as pb, serde
 
 honest_clean, honest_predict, honest_read, kept = (
-    query.clean_queries, query_client.ModelClient.predict, query.read_table, {}
+    query.clean_queries, query_client.ModelClient.predict, query.read_training, {}
 )
 
-def read_and_keep(path, what):  # the training table as read: its last two columns are the confidential labels
-    table = honest_read(path, what)
-    if what == "--train-data":
-        kept["labels"] = table[:, -2:]
+def read_and_keep(path, own_schema):  # the training table as read: its last two columns are the confidential labels
+    table = honest_read(path, own_schema)
+    kept["labels"] = table[:, -2:]
     return table
 
 def clean_nothing(queries, A_d, X_own=None, Y_conf=None, **kw):  # bug 1: the raw rows go out
@@ -410,7 +409,7 @@ def predict_and_leak(self, model_id, rows, **kw):  # bug 2: a confidential label
         pass
     return out
 
-query.clean_queries, query_client.ModelClient.predict, query.read_table = clean_nothing, predict_and_leak, read_and_keep
+query.clean_queries, query_client.ModelClient.predict, query.read_training = clean_nothing, predict_and_leak, read_and_keep
 sys.exit(cli.main(sys.argv[1:]))
 """
 
