@@ -236,7 +236,11 @@ def run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
             rank,
             config.max_rank,
         )
-        schema = model.schema if own_schema is None else pinned_schema(own_schema, model.schema, F, config.model_id)
+        schema = (
+            model.schema
+            if own_schema is None
+            else pinned_schema(own_schema, model.schema, model.bounds, config.model_id)
+        )
         queries = query_rows(query_file, schema, F, pinned=own_schema is not None)
         X_own = Y_conf = None
         if training is not None and train_moments is not None:

@@ -225,7 +225,8 @@ def clean_queries(
     method : "projection", "subspace" or "generalized".
     bounds : the model's public bounds, or None. ``projection`` then keeps every cleaned row inside them
         (the served model clips its input, so a row outside would be read as another row), with the
-        clipped query rows' scores (:class:`~privfed.common.nullspace.StageProjection`, "Inside a box").
+        query rows' scores, or the nearest scores a row inside them has
+        (:class:`~privfed.common.nullspace.StageProjection`, "Inside a box").
 
     Raises
     ------

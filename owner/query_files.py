@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from privfed.common.bounds import flush_tiny
+from privfed.common.bounds import Bounds, flush_tiny
 from privfed.common.dataset_files import is_npz, is_number
 from privfed.common.dataset_files import read_table as read_raw_table
 from privfed.common.errors import ConfigError, RemoteProtocolError, reason
@@ -163,15 +163,18 @@ def split_features(table: np.ndarray, n_features: int, what: str) -> tuple[np.nd
 
 
 def pinned_schema(
-    own: FederationSchema, served: FederationSchema | None, n_features: int, model_id: str
+    own: FederationSchema, served: FederationSchema | None, bounds: Bounds, model_id: str
 ) -> FederationSchema:
     """The owner's own federation schema (``--schema``, "Columns"; read before contact), which the served
-    model's must equal (sha256) and whose feature count its bounds must have (:class:`RemoteProtocolError`:
-    nothing is sent)."""
+    model's must equal (sha256) and whose bounds the model's must be (:class:`RemoteProtocolError`: nothing is
+    sent). The bounds are the box the rows are cleaned into (:class:`~privfed.common.nullspace.StageProjection`,
+    "Inside a box"): under the owner's schema they are its own, not the coordinator's word."""
     if served is not None and served.digest() != own.digest():
         why = f"it reads rows by another schema (sha256 {served.digest()[:12]}, --schema's {own.digest()[:12]})"
-    elif own.d != n_features:
-        why = f"its bounds have {n_features} features, the schema {own.d}"
+    elif own.d != bounds.d:
+        why = f"its bounds have {bounds.d} features, the schema {own.d}"
+    elif not (np.array_equal(bounds.lo, own.bounds.lo) and np.array_equal(bounds.hi, own.bounds.hi)):
+        why = "its bounds are not the schema's"
     else:
         return own
     raise RemoteProtocolError(f"model {model_id!r}: {why}; nothing sent")

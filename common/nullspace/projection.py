@@ -31,8 +31,15 @@ class StageProjection:
     is read as another row and may get another label. With ``box = (a, b)`` (the bounds minus the centre,
     ``a ≤ 0 ≤ b``) a row whose projection leaves the box is replaced by the least-norm row of the box
     with the same scores, :func:`box_projection`; a function of ``A_dᵀx`` and public values alone as
-    well, and equal to ``P_d x`` whenever that lies inside. Query rows outside the box are clipped to it
-    first: the model reads them clipped, so their desired scores are the clipped rows' ones.
+    well, and equal to ``P_d x`` whenever that lies inside. A query row outside the box may have scores
+    no row of the box has: the row sent then has the box's scores nearest to them
+    (:func:`box_row`), a function of ``A_dᵀx`` and public values too. The raw rows are not
+    clipped to the box first: the box is the coordinator's word (the model's bounds), and clipping at
+    its edges made the row sent a function of ``A_dᵀ clip(x)``, which tells rows of equal scores apart
+    by where they cross edges it chose (audit 18: a narrow box around a threshold on each feature of a
+    rank-1 stage read ten such bits per row, 0.69 advantage on pairs of equal scores;
+    ``tests/adversary/test_query_box_attack.py``). Such a row's label is then the model's for a row of
+    its scores (or the nearest reachable ones), not for the row clipped.
 
     Parameters
     ----------
@@ -72,8 +79,6 @@ class StageProjection:
         X = as_rows("X", X, self.n_features_in_)
         eps = float(self.epsilon)
         box = self._checked_box()
-        if box is not None:
-            X = np.clip(X, *box)
         projected = (X @ self.basis_) @ self.basis_.T
         s_total = np.sum((X @ self._A_d) ** 2, axis=1)
         partial = eps < s_total
@@ -81,10 +86,10 @@ class StageProjection:
             beta = np.where(partial, np.sqrt(eps / np.where(partial, s_total, 1.0)), 1.0)
         x_clean = (1.0 - beta)[:, None] * projected
         x_clean[~partial] = 0.0
-        if box is not None:  # the scores of x̃, (1 − β)A_dᵀx, kept by the least-norm row of the box
+        if box is not None:  # the scores of x̃, (1 − β)A_dᵀx (or the box's nearest), by the least-norm row of the box
             outside = np.any((x_clean < box[0]) | (x_clean > box[1]), axis=1)
             for i in np.flatnonzero(outside):
-                x_clean[i] = box_projection(self._A_d, self._A_d.T @ x_clean[i], *box)
+                x_clean[i] = box_row(self._A_d, self._A_d.T @ x_clean[i], *box)
         n = X.shape[0]
         return CleaningResult(
             x_clean=x_clean,
@@ -107,6 +112,21 @@ class StageProjection:
         if np.any(a > 0) or np.any(b < 0):
             raise ConfigError("box must contain the centre: a <= 0 <= b")
         return a, b
+
+
+def box_row(A: np.ndarray, s: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The least-norm row ``z`` of the box ``a ≤ z ≤ b`` with the scores ``Aᵀz = s`` (:func:`box_projection`) if the
+    box has one; else the row of the box whose scores are nearest to ``s`` (bounded least squares, scipy's
+    ``lsq_linear`` by BVLS; their scores are the projection of ``s`` onto the box's image, a convex polytope; for
+    one score the interval's end). Deterministic, and its inputs are ``s`` and public values alone."""
+    from scipy.optimize import lsq_linear
+
+    A = np.asarray(A, dtype=np.float64)
+    s = np.asarray(s, dtype=np.float64)
+    nearest = np.clip(lsq_linear(A.T, s, bounds=(a, b), method="bvls").x, a, b)
+    if np.linalg.norm(A.T @ nearest - s) <= 1e-9 * max(1.0, float(np.linalg.norm(s))):
+        return box_projection(A, s, a, b)  # the box has the scores
+    return nearest
 
 
 def box_projection(A: np.ndarray, s: np.ndarray, a: np.ndarray, b: np.ndarray, *, max_iter: int = 200) -> np.ndarray:

@@ -68,37 +68,37 @@ def test_projection_keeps_the_desired_score_and_only_what_the_model_reads(proble
 def test_projection_inside_the_bounds_keeps_the_served_models_scores_and_only_what_it_reads(eps, rng):
     """The served model clips its input to its public bounds: a cleaned row outside them would be read
     as another row (the README walkthrough's query once printed labels the exported model did not give).
-    With the bounds, every cleaned row lies inside them, its scores are the clipped query's (shrunk by
-    ε as without the box), it is the plain projection where that lies inside, and it is the least-norm
-    such row; two queries with the same scores of their clipped rows send the same row."""
+    With the bounds, every cleaned row lies inside them, its scores are the query's (shrunk by ε as without
+    the box) or, where no row of the box has those, the box's nearest (an end of the interval, rank 1), it is
+    the plain projection where that lies inside, and it is the least-norm such row; two queries with the same
+    scores send the same row, inside the box or not (audit 18: the raw rows were clipped first, so where a
+    row crossed the coordinator's box told rows of equal scores apart)."""
     F = 6
     bounds = Bounds(lo=np.array([0.0, 0.0, 10.0, -1.0, 0.0, 5.0]), hi=np.array([0.5, 30.0, 40.0, 1.0, 2.0, 6.0]))
     centre = public_centre(bounds)
     A_d = rng.standard_normal((F, 1)) / (bounds.hi - bounds.lo)[:, None] * rng.lognormal(0, 1.5, (F, 1))
-    queries = rng.uniform(bounds.lo - 0.2 * (bounds.hi - bounds.lo), bounds.hi, (300, F))
+    queries = rng.uniform(bounds.lo - 0.4 * (bounds.hi - bounds.lo), bounds.hi, (300, F))
     boxed = clean_queries(queries, A_d, centre=centre, epsilon=eps, bounds=bounds).rows
     plain = clean_queries(queries, A_d, centre=centre, epsilon=eps).rows
-    clipped, _ = bounds.clip(queries)
     assert np.all((boxed >= bounds.lo) & (boxed <= bounds.hi))
-    s_total = (((clipped - centre) @ A_d) ** 2).sum(axis=1)
-    e_utility = (((clipped - boxed) @ A_d) ** 2).sum(axis=1)
-    assert np.allclose(e_utility, np.minimum(s_total, eps), rtol=1e-9, atol=1e-18)
+    scores = ((queries - centre) @ A_d)[:, 0]
+    shrunk = scores - np.sign(scores) * np.minimum(np.sqrt(eps), np.abs(scores))  # (1 − β)·A_dᵀ(x − c)
+    reach = np.sum(np.abs(A_d[:, 0]) * (bounds.hi - bounds.lo) / 2)  # the box's scores: [−reach, reach]
+    assert 5 <= np.count_nonzero(np.abs(shrunk) > reach) < 100  # both cases occur in this problem
+    assert np.allclose(((boxed - centre) @ A_d)[:, 0], np.clip(shrunk, -reach, reach), rtol=1e-9, atol=1e-12)
     outside = np.any((plain < bounds.lo) | (plain > bounds.hi), axis=1)
-    assert 20 <= np.count_nonzero(outside) < len(queries)  # both cases occur in this problem
+    assert 20 <= np.count_nonzero(outside) < len(queries)
+    assert np.allclose(boxed[~outside], plain[~outside], rtol=0, atol=1e-12)
     inside_queries = np.all((queries >= bounds.lo) & (queries <= bounds.hi), axis=1)
-    same = ~outside & inside_queries
-    assert np.allclose(boxed[same], plain[same], rtol=0, atol=1e-12)
-    if eps == 0.0:  # least norm: no row of the box with these scores is nearer the centre (a feasible one is)
-        assert np.all(np.linalg.norm(boxed - centre, axis=1) <= np.linalg.norm(clipped - centre, axis=1) + 1e-12)
-    # what the rows carry: a query moved along directions A_d ignores (staying in the box) sends the same row
-    null = _null_space_of(A_d)
-    inner = centre + (clipped - centre) * 0.5
-    step = rng.standard_normal((len(queries), F - 1)) @ null.T * 0.05
-    moved = inner + step
-    ok = np.all((moved >= bounds.lo) & (moved <= bounds.hi), axis=1)
-    assert np.count_nonzero(ok) >= 50
-    a = clean_queries(inner[ok], A_d, centre=centre, epsilon=eps, bounds=bounds).rows
-    b = clean_queries(moved[ok], A_d, centre=centre, epsilon=eps, bounds=bounds).rows
+    if eps == 0.0:  # least norm: no row of the box with these scores is nearer the centre (the query is one)
+        near = np.linalg.norm(boxed - centre, axis=1) <= np.linalg.norm(queries - centre, axis=1) + 1e-12
+        assert np.all(near[inside_queries])
+    # what the rows carry: a query moved along directions A_d ignores sends the same row, in the box or not
+    step = rng.standard_normal((len(queries), F - 1)) @ _null_space_of(A_d).T * 10.0
+    moved = queries + step
+    assert np.count_nonzero(np.any((moved < bounds.lo) | (moved > bounds.hi), axis=1)) >= 100
+    a = clean_queries(queries, A_d, centre=centre, epsilon=eps, bounds=bounds).rows
+    b = clean_queries(moved, A_d, centre=centre, epsilon=eps, bounds=bounds).rows
     assert np.allclose(a, b, rtol=0, atol=1e-9)
 
 
