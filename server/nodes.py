@@ -252,3 +252,12 @@ class Registry:
     def silent_nodes(self, now: float, timeout: float) -> set[str]:
         """Nodes that have not called for longer than ``timeout`` seconds."""
         return {nid for nid, n in self.nodes.items() if now - n.last_seen > timeout}
+
+    def live_owners(self, now: float, timeout: float) -> dict[str, OwnerInfo]:
+        """The owners of the nodes that called within ``timeout`` seconds. A node that exited (or hangs) stays
+        registered, so that it takes its place back when it calls again, but hosts no owner a job can count on
+        until then: a service counted the owners of a node gone for hours among those a job waited for."""
+        silent = self.silent_nodes(now, timeout)
+        if not silent:  # the common case: no scan of every owner
+            return dict(self.owners)
+        return {o: info for o, info in self.owners.items() if self.owner_node[o] not in silent}

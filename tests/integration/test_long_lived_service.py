@@ -39,13 +39,16 @@ def open_files() -> list[str]:
     return out
 
 
-def service_and_nodes(tmp_path, with_policy: list[bool]) -> tuple[CoordinatorService, list[subprocess.Popen]]:
+def service_and_nodes(
+    tmp_path, with_policy: list[bool], node_timeout: float = 15.0
+) -> tuple[CoordinatorService, list[subprocess.Popen]]:
     """The real service in this process, started, on :data:`DATASET`, and an owner node per ``with_policy`` entry as
     a real process (a daemon with the fleet's policy where True)."""
     data = _flags(DATASET)
     config = ServiceConfig(
         store=tmp_path / "store", listen="127.0.0.1:0", status_listen=None, dataset=data["dataset"],
         n_samples=int(data["n_samples"]), seed=int(data["seed"]), test_fraction=float(data["test_fraction"]),
+        node_timeout=node_timeout,
     )  # fmt: skip
     service = CoordinatorService(config, tls=None)
     port = service.start()
@@ -142,6 +145,39 @@ def test_a_node_without_a_policy_takes_part_in_one_job_and_exits_at_the_next(tmp
         assert len(refused) == PER_NODE and all(t.startswith("policy") and "one job" in t for t in refused), second
         jobs = {r["job"] for a in read_accounts(tmp_path / "owner-1.sqlite") for r in a.releases}
         assert jobs == {ids[0]}  # nothing spent on the second job
+    finally:
+        service.stop()
+        for p in nodes:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=20)
+
+
+def wait_until(done, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_a_job_does_not_count_the_owners_of_a_node_that_has_exited(tmp_path):
+    """A node that exited stays registered (it takes its place back when it calls again), but a job waiting for
+    owners no longer counts its owners once it is silent for the node timeout, and the waiting line names it
+    silent: a walkthrough's service counted a node gone for minutes as available and started the job on it."""
+    service, nodes = service_and_nodes(tmp_path, with_policy=[True] * NODES, node_timeout=2.0)
+    try:
+        d = service.server.dispatcher
+        wait_until(lambda: len(d.owners()) == NODES * PER_NODE, "the nodes did not register")
+        nodes[1].terminate()
+        assert nodes[1].wait(timeout=20) == 0
+        wait_until(lambda: not service.owners_online()["owner-1"]["online"], "the exited node is not silent", 10)
+        assert len(d.owners()) == NODES * PER_NODE  # still registered: it takes its place back when it calls
+        job_id = service.submit(job_settings(LR | {"register_timeout": 3}), "alice").job_id
+        wait_until(lambda: service.store.get(job_id).state in ("done", "failed"), "the job did not end")
+        record = service.store.get(job_id)
+        assert record.state == "failed", record
+        assert f"only {PER_NODE} of {NODES * PER_NODE} owners registered" in record.error, record.error
+        assert "owner-1 silent" in record.error, record.error
     finally:
         service.stop()
         for p in nodes:
