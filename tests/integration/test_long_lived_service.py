@@ -184,3 +184,27 @@ def test_a_job_does_not_count_the_owners_of_a_node_that_has_exited(tmp_path):
             if p.poll() is None:
                 p.terminate()
                 p.wait(timeout=20)
+
+
+def test_a_quorum_lost_says_how_many_owners_the_job_asked_for_and_how_many_it_ran_on(tmp_path):
+    """A job runs on every owner registered when it starts, which may be more than its ``owners``: a walkthrough's
+    job asked for 28 owners and failed with "only 0 of 30", numbers the data user could not place. The message
+    says both, and which is which."""
+    service, nodes = service_and_nodes(tmp_path, with_policy=[True] * NODES)
+    try:
+        wait_until(lambda: len(service.server.dispatcher.owners()) == NODES * PER_NODE, "the nodes did not register")
+        asked = NODES * PER_NODE - 2
+        over = POLICY["max_epsilon_per_job"] + 1  # every owner's policy declines it
+        job_id = service.submit(job_settings({"task": "ncc", "epsilon": over, "owners": asked}), "alice").job_id
+        wait_until(lambda: service.store.get(job_id).state in ("done", "failed"), "the job did not end", 60)
+        record = service.store.get(job_id)
+        assert record.state == "failed", record
+        n = NODES * PER_NODE
+        said = f"only 0 of {n} owners (the job asked for {asked}; it runs on all {n} registered) are still taking part"
+        assert said in record.error, record.error
+    finally:
+        service.stop()
+        for p in nodes:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=20)
