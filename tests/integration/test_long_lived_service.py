@@ -5,7 +5,9 @@ jobs whose evaluations go through both secure sums, one after another."""
 from __future__ import annotations
 
 import gc
+import logging
 import os
+import signal
 import subprocess
 import time
 
@@ -202,6 +204,37 @@ def test_a_quorum_lost_says_how_many_owners_the_job_asked_for_and_how_many_it_ra
         n = NODES * PER_NODE
         said = f"only 0 of {n} owners (the job asked for {asked}; it runs on all {n} registered) are still taking part"
         assert said in record.error, record.error
+    finally:
+        service.stop()
+        for p in nodes:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=20)
+
+
+def test_a_restarted_node_is_logged_registered_once(tmp_path, caplog):
+    """A node restarted under the same certificate takes its place over from its dead process: the service logs
+    that registration in one line, which says the previous process is fenced (it logged two lines, each saying the
+    node registered, and a walkthrough read one restart as two)."""
+    caplog.set_level(logging.INFO, logger="privfed.coordinator")
+    service, nodes = service_and_nodes(tmp_path, with_policy=[True] * NODES)
+    try:
+        d = service.server.dispatcher
+        wait_until(lambda: len(d.owners()) == NODES * PER_NODE, "the nodes did not register")
+        nodes[1].send_signal(signal.SIGKILL)
+        nodes[1].wait(timeout=20)
+        nodes[1] = subprocess.Popen(nodes[1].args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # again
+
+        def lines() -> list[str]:
+            return [r.getMessage() for r in caplog.records if r.getMessage().startswith("node owner-1 registered")]
+
+        wait_until(lambda: any("fenced" in line for line in lines()), "the restarted node did not register")
+        time.sleep(1.5)  # nothing more comes of the one registration
+        assert len(lines()) == 2, lines()  # the first registration and the restart's
+        first, again = lines()
+        assert first.startswith(f"node owner-1 registered {PER_NODE} owner(s)") and "fenced" not in first
+        assert again.startswith(f"node owner-1 registered {PER_NODE} owner(s) from "), again
+        assert "its previous process (connection " in again and "is fenced" in again, again
     finally:
         service.stop()
         for p in nodes:
