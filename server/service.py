@@ -71,6 +71,18 @@ def expected_batches(settings: Mapping[str, Any]) -> int:
     return BATCHES_PER_ROUND["bdt"] * int(settings.get("n_rounds") or DEFAULT_ROUNDS)
 
 
+def journaled_batches(path: Path) -> int:
+    """The batches a boosting job's journal at ``path`` holds (none yet: 0), where its progress starts again after
+    a restart: a round's shares and its evaluation are a batch each, and those the journal holds are not asked
+    again (a resumed job showed 0 % while it went on from its tenth round)."""
+    from privfed.server.journal import Journal  # here: a service that runs no boosting job never loads it
+
+    if not path.exists():
+        return 0
+    with Journal(path) as journal:
+        return journal.recorded_steps()
+
+
 @dataclass(frozen=True, kw_only=True)
 class ServiceConfig:
     """``privfed serve``'s settings: where it listens and keeps its jobs, its status page
@@ -284,7 +296,10 @@ class CoordinatorService:
                 if record is None:
                     self._wake.wait(0.5)
                     continue
-                claimed = self.store.transition(record.job_id, "queued", state="running", started=now())
+                # a job queued again after a restart keeps the time it first started
+                claimed = self.store.transition(
+                    record.job_id, "queued", state="running", started=record.started or now()
+                )
                 if claimed is None:
                     continue
                 self.current = claimed.job_id
@@ -327,6 +342,7 @@ class CoordinatorService:
             self._progress[record.job_id]["expected"] = expected_batches(config.to_report())
             if config.task == "bdt" and config.release == "shares":  # resumes from its journal after a restart
                 config = config.replace(journal=job_dir / "journal.sqlite", resume=True)
+                self._progress[record.job_id]["batches"] = journaled_batches(config.journal)
             report.update(
                 config=config.to_report(),
                 job_id=record.job_id,
