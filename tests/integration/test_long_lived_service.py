@@ -11,6 +11,7 @@ import signal
 import subprocess
 import time
 
+import numpy as np
 import pytest
 from fedharness import DATASET, owner_cmd
 from servicefleet import POLICY, toml
@@ -241,3 +242,40 @@ def test_a_restarted_node_is_logged_registered_once(tmp_path, caplog):
             if p.poll() is None:
                 p.terminate()
                 p.wait(timeout=20)
+
+
+def test_a_schema_federation_reports_the_owners_files_not_a_built_in_data_set(tmp_path):
+    """A service over a federation schema, its owner node serving its own file: the job's report says the data are
+    the owners' files under that schema (a walkthrough's said ``"dataset": "synthetic"``, the flag's default)."""
+    from privfed.deploy.commands import owner_argv
+
+    rng = np.random.default_rng(3)
+    for name, n in (("rows.csv", 40), ("test.csv", 60)):
+        y = rng.integers(0, 2, n)
+        X = np.clip(rng.normal(size=(n, 2)) + 2 * y[:, None], -3.0, 5.0)
+        (tmp_path / name).write_text("a,b,y\n" + "".join(f"{a:.3f},{b:.3f},{v}\n" for (a, b), v in zip(X, y)))
+    (tmp_path / "clinic.toml").write_text(
+        'features = ["a", "b"]\nclasses = [0, 1]\ntest = "test.csv"\n[bounds]\nlo = -3\nhi = 5\n'
+    )
+    config = ServiceConfig(
+        store=tmp_path / "store", listen="127.0.0.1:0", status_listen=None, schema=tmp_path / "clinic.toml"
+    )
+    service = CoordinatorService(config, tls=None)
+    port = service.start()
+    (tmp_path / "policy.toml").write_text(toml(POLICY))
+    node = subprocess.Popen(
+        [*owner_argv(f"127.0.0.1:{port}", "owner-0"), "--data", str(tmp_path / "rows.csv"), "--shards", "4",
+         "--ledger", str(tmp_path / "owner-0.sqlite"), "--epsilon-budget", "100", "--delta-budget", "1",
+         "--policy", str(tmp_path / "policy.toml"), "--insecure"],
+        stdout=open(tmp_path / "owner-0.log", "w"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        job_id = service.submit(job_settings({"task": "ncc", "epsilon": 2.0, "owners": 4}), "alice").job_id
+        wait_until(lambda: service.store.get(job_id).state in ("done", "failed"), "the job did not end", 60)
+        report = service.report_of(job_id)
+        assert service.store.get(job_id).state == "done", (report, (tmp_path / "owner-0.log").read_text()[-2000:])
+        assert report["config"]["dataset"] == "owners' files (clinic.toml)", report["config"]
+    finally:
+        service.stop()
+        node.terminate()
+        node.wait(timeout=20)
