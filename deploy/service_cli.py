@@ -185,12 +185,13 @@ def _call_failure(code: Any, details: str, coordinator: str) -> str:
 
 def _submit(args: argparse.Namespace) -> int:
     from privfed.deploy.simulation_config import SimulationConfig
-    from privfed.server.jobapi import job_config, job_settings
+    from privfed.server.jobapi import job_config, job_file_errors, job_settings
 
     doc = SimulationConfig.toml_mapping(args.file.read_text(encoding="utf-8"), source=str(args.file))
     # an unknown key, one of the service's, a parameter of another task or a bad value is refused here, as the
     # service would refuse it (the same tables and checks; the service's own fields are left at their defaults)
-    job_config(job_settings(doc), {})
+    with job_file_errors():
+        job_config(job_settings(doc), {})
     doc = {k: ("inf" if isinstance(v, float) and v == float("inf") else v) for k, v in doc.items()}
     answer = call(args, "Submit", {"job": doc})
     print(f"submitted job {answer['job_id']} ({answer['state']})", flush=True)

@@ -31,7 +31,7 @@ from privfed.common.schema import FederationSchema
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
-from privfed.server.jobapi import JobApi, job_config
+from privfed.server.jobapi import JobApi, job_config, job_file_errors
 from privfed.server.joblog import JobRecords
 from privfed.server.jobstore import FINAL, JobRecord, JobStore, now
 from privfed.server.main import coordinator_job, federation_schema, public_rows_per_owner
@@ -191,9 +191,11 @@ class CoordinatorService:
 
     # ------------------------------------------------------------------ the job API's calls
     def submit(self, settings: dict[str, Any], data_user: str) -> JobRecord:
-        """Check the job can run on this federation (ConfigError says why not), then queue it."""
-        config = public_rows_per_owner(self._job_config(settings))
-        job = coordinator_job(config, self.tls)  # builds the strategy: an infeasible job is refused now
+        """Check the job can run on this federation (ConfigError says why not, naming the job file's keys), then
+        queue it."""
+        with job_file_errors():
+            config = public_rows_per_owner(self._job_config(settings))
+            job = coordinator_job(config, self.tls)  # builds the strategy: an infeasible job is refused now
         if job.schema.digest() != self.schema.digest():
             raise ConfigError(
                 f"the job gives another federation schema (sha256 {job.schema.digest()[:12]}) than this "

@@ -299,3 +299,22 @@ def test_a_data_user_lists_and_queries_only_their_own_jobs_and_models(fleet, tmp
         answered = fleet.cli(*query, name=name)
         assert answered.returncode == 0 and len(answered.stdout.strip().splitlines()) >= 3, (name, answered.stderr)
     assert fleet.cli("job", "show", job_id).returncode == 0
+
+
+def test_a_job_file_error_names_the_job_file_keys_not_flags(fleet, tmp_path):
+    """A data user wrote a job file, not a command line: what ``privfed submit`` refuses, checked on the user's side
+    or by the service, names the file's keys (a walkthrough was told to fix ``--labels rr``, ``--rounds``)."""
+    owners = len(NODES) * OWNERS_PER_NODE
+    for job, said in [
+        ({"task": "lr", "epsilon": 1.0, "owners": owners, "labels": "rr"}, "labels is a parameter of task ncc and bdt"),
+        (  # infeasible with the service's owners: refused by the service, not by the user's command
+            {"task": "bdt", "epsilon": 1.0, "owners": owners, "rounds": owners + 10},
+            f"task bdt cannot run with {owners} owners",
+        ),
+    ]:
+        path = tmp_path / "job.toml"
+        path.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in job.items()))
+        done = fleet.cli("submit", str(path))
+        assert done.returncode == 2 and said in done.stderr, done.stderr
+        assert "--" not in done.stderr.partition("error:")[2], done.stderr
+    assert "use rounds " in done.stderr and "share-groups all" in done.stderr, done.stderr
