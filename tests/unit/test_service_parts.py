@@ -183,8 +183,8 @@ def test_privfed_submit_refuses_a_parameter_of_another_task_before_it_calls_the_
     argv = ["submit", str(job), "--coordinator", "127.0.0.1:9", "--insecure"]  # nothing listens: never reached
     assert cli_main(argv) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (
-        "privfed submit: error: --rounds is a parameter of --task bdt, not of --task lr: drop it (or use --task bdt)"
+    assert err == (  # in the job file's keys, which the data user wrote
+        "privfed submit: error: rounds is a parameter of task bdt, not of task lr: drop it (or use task bdt)"
     )
 
 
