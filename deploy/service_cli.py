@@ -41,7 +41,7 @@ def add_serve(sub: argparse._SubParsersAction, *, add_data: DataFlags) -> None:
         "serve",
         help="run the coordinator service: owner nodes stay connected, data users submit jobs to a queue",
         description="Serve owner nodes and a queue of jobs (privfed submit), one at a time; each job's report.json, "
-        "model.json and job.log go to STORE/jobs/<id>/. Queued and running jobs survive a restart with the same "
+        "model.json and job.log go to STORE/<id>/. Queued and running jobs survive a restart with the same "
         "--store. A read-only status page is served on --status-listen.",
     )
     p.add_argument(
