@@ -344,7 +344,7 @@ class CoordinatorService:
             self._progress[record.job_id]["expected"] = expected_batches(config.to_report())
             if config.task == "bdt" and config.release == "shares":  # resumes from its journal after a restart
                 config = config.replace(journal=job_dir / "journal.sqlite", resume=True)
-                self._progress[record.job_id]["batches"] = journaled_batches(config.journal)
+                self._progress[record.job_id]["batches"] = journaled_batches(job_dir / "journal.sqlite")
             report.update(
                 config=config.to_report(),
                 job_id=record.job_id,
