@@ -154,7 +154,7 @@ class Soak:
             job_id = self.submit({"job": settings}, timeout=30)["job_id"]
         except grpc.RpcError as exc:
             raise SystemExit(f"submit failed: {exc.details()}\n{self.log_tail('coordinator')}") from None
-        record = self.store / "jobs" / job_id / "job.json"
+        record = self.store / job_id / "job.json"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:

@@ -41,7 +41,7 @@ def add_serve(sub: argparse._SubParsersAction, *, add_data: DataFlags) -> None:
         "serve",
         help="run the coordinator service: owner nodes stay connected, data users submit jobs to a queue",
         description="Serve owner nodes and a queue of jobs (privfed submit), one at a time; each job's report.json, "
-        "model.json and job.log go to STORE/jobs/<id>/. Queued and running jobs survive a restart with the same "
+        "model.json and job.log go to STORE/<id>/. Queued and running jobs survive a restart with the same "
         "--store. A read-only status page is served on --status-listen.",
     )
     p.add_argument(
@@ -185,12 +185,13 @@ def _call_failure(code: Any, details: str, coordinator: str) -> str:
 
 def _submit(args: argparse.Namespace) -> int:
     from privfed.deploy.simulation_config import SimulationConfig
-    from privfed.server.jobapi import job_config, job_settings
+    from privfed.server.jobapi import job_config, job_file_errors, job_settings
 
     doc = SimulationConfig.toml_mapping(args.file.read_text(encoding="utf-8"), source=str(args.file))
     # an unknown key, one of the service's, a parameter of another task or a bad value is refused here, as the
     # service would refuse it (the same tables and checks; the service's own fields are left at their defaults)
-    job_config(job_settings(doc), {})
+    with job_file_errors():
+        job_config(job_settings(doc), {})
     doc = {k: ("inf" if isinstance(v, float) and v == float("inf") else v) for k, v in doc.items()}
     answer = call(args, "Submit", {"job": doc})
     print(f"submitted job {answer['job_id']} ({answer['state']})", flush=True)

@@ -355,10 +355,12 @@ class JobConfig:
 
     def to_report(self) -> dict[str, Any]:
         """Every common field and every parameter of the task by name (one flat mapping, as the flags
-        name them), plus the values it resolves: bdt's release and where it came from (``--release`` or
+        name them; ``dataset`` says ``owners' files (SCHEMA)`` with a schema), plus the values it resolves: bdt's release and where it came from (``--release`` or
         ``default``), its rounds, its share weight bound and where that came from, the owners' rows bound
         and the quorum."""
         common = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "params"}
+        if self.schema is not None:  # the owners serve their own files: no built-in set (``dataset`` is its default)
+            common["dataset"] = f"owners' files ({self.schema.name})"
         resolved: dict[str, Any] = {"owner_rows_bound": self.owner_rows_bound, "quorum": self.quorum}
         assert self.params is not None  # __post_init__
         options = self.params.options()  # as given: a job not yet settled is reported, not checked

@@ -94,24 +94,38 @@ class Dispatcher(NodeCalls):
         with self._cv:
             return dict(self._registry.owners)
 
+    def live_owners(self) -> dict[str, OwnerInfo]:
+        """The registered owners whose node has called within the node timeout: those a job can count on
+        (:meth:`~privfed.server.nodes.Registry.live_owners`)."""
+        with self._cv:
+            return self._registry.live_owners(self._clock(), self._node_timeout)
+
     def nodes(self) -> dict[str, int]:
         """node id -> number of owners it registered."""
         with self._cv:
             return {n: len(node.owners) for n, node in self._registry.nodes.items()}
 
+    def silent_nodes(self) -> set[str]:
+        """Registered nodes silent for longer than the node timeout (exited, or hung)."""
+        with self._cv:
+            return self._registry.silent_nodes(self._clock(), self._node_timeout)
+
     def wait_for_owners(self, n: int, timeout: float, progress: Callable[[int], None] | None = None) -> int:
+        """Wait up to ``timeout`` s for ``n`` :meth:`live_owners`; returns how many there are (fewer on
+        timeout or abort). A node that goes silent meanwhile stops counting within half a second."""
         deadline = self._clock() + timeout
         with self._cv:
-            while len(self._registry.owners) < n and not self.aborted:
+            while (live := len(self._registry.live_owners(self._clock(), self._node_timeout))) < n and not self.aborted:
                 if progress:
-                    progress(len(self._registry.owners))
+                    progress(live)
                 left = deadline - self._clock()
                 if left <= 0:
                     break
                 self._cv.wait(min(left, 0.5))
+            live = len(self._registry.live_owners(self._clock(), self._node_timeout))
             if progress:
-                progress(len(self._registry.owners))
-            return len(self._registry.owners)
+                progress(live)
+            return live
 
     def run(
         self,

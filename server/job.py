@@ -175,10 +175,10 @@ def run_job(
             "start the missing owner nodes, or pass a larger --register-timeout or a smaller --owners"
         )
     t1 = time.perf_counter()
-    owner_ids = sorted(server.dispatcher.owners())
+    owner_ids = sorted(server.dispatcher.live_owners())  # not those of a node that has gone away
     strategy.check_feasible(len(owner_ids))  # before any owner is asked for anything
     book = book if book is not None else JobBook(PublicLimits(max_rows=MAX_OWNER_ROWS))
-    book.begin(owner_ids)
+    book.begin(owner_ids, asked=expected_owners)
 
     def execute(
         tasks: list[Task], timeout: float | None = None, stalls: str | None = None, fold: Fold | None = None

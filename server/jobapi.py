@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -26,7 +28,7 @@ import grpc
 from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.roles import DATA_USER
 from privfed.proto.jobwire import JOB_METHODS, JOB_SERVICE, decode_json, encode_json
-from privfed.server.config import KEYS, JobConfig
+from privfed.server.config import FLAGS, KEYS, JobConfig
 from privfed.server.joblog import outside_jobs
 from privfed.server.jobstore import no_job
 from privfed.server.servicer import peer_identity, peer_role
@@ -56,6 +58,10 @@ SERVICE_OWNED = frozenset(
 )
 #: The key of every job setting (:data:`~privfed.server.config.KEYS`, the parameter tables') -> its JobConfig field.
 JOB_KEYS = {key: field for key, field in KEYS.items() if field not in SERVICE_OWNED}
+#: The flag of every job setting -> its key in a job file, the flag's name without the dashes (``--labels`` ->
+#: ``labels``, ``--share-groups`` -> ``share-groups``): the checks a job file goes through are the flags' (one table).
+JOB_FILE_KEYS = {FLAGS[field]: FLAGS[field].removeprefix("--") for field in JOB_KEYS.values() if field in FLAGS}
+_FLAG = re.compile(r"--[A-Za-z][A-Za-z0-9-]*")
 #: The most bytes of a job's log one ``privfed job logs`` answer carries (its end).
 LOG_TAIL = 60_000
 
@@ -83,6 +89,21 @@ def job_settings(doc: Mapping[str, Any]) -> dict[str, Any]:
     if missing:
         raise ConfigError(f"the job file needs {', '.join(missing)}")
     return out
+
+
+def in_job_file_terms(text: str) -> str:
+    """``text``, an error about a job's settings, with the flag of each job setting written as the job file's key
+    (``--labels rr`` -> ``labels rr``): the checks are the command line's, but a data user wrote a job file."""
+    return _FLAG.sub(lambda m: JOB_FILE_KEYS.get(m.group(0), m.group(0)), text)
+
+
+@contextmanager
+def job_file_errors() -> Iterator[None]:
+    """Raise a :class:`ConfigError` met inside in the job file's terms (:func:`in_job_file_terms`)."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise ConfigError(in_job_file_terms(str(exc))) from exc
 
 
 def jsonable_settings(settings: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The job store of a coordinator service (``privfed serve --store DIR``; issue 26, item 1).
 
-One directory per job, ``DIR/jobs/<id>/``: ``job.json`` (what was submitted, by whom, its state and
+One directory per job, ``DIR/<id>/``: ``job.json`` (what was submitted, by whom, its state and
 its times), and once it ran its ``report.json``, ``model.json``, ``job.log`` and, for boosting, its
 ``journal.sqlite`` (:mod:`privfed.server.journal`). Ids sort in submission order
 (``<UTC time to the microsecond>Z-<4 hex>``, each after the last), so the queue is the sorted list of queued jobs. ``job.json`` is
@@ -13,11 +13,15 @@ up for weeks: it read every ``job.json`` before each job, and twice a second whi
 one service writes its store.
 
 Only public values are stored: the job's configuration, who submitted it, what the coordinator learned.
+
+A store kept its jobs one level down, in ``DIR/jobs/<id>/`` (``--store jobs`` made ``jobs/jobs/<id>``, a doubled
+folder a walkthrough found); such a store's jobs are moved up when it opens (:data:`LEGACY_DIR`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import secrets
@@ -28,6 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from privfed.common.errors import ConfigError, reason
+
+log = logging.getLogger("privfed.coordinator")
+
+#: The folder of a store's jobs before they were the store's own folders; moved up when the store opens.
+LEGACY_DIR = "jobs"
 
 #: What a job id may be: ``submit`` makes ``YYYYMMDDTHHMMSSffffffZ-hhhh``; anything else (a path, a NUL, a
 #: name too long for the file system) names no job, and is answered as a missing one (wt-redteam3).
@@ -70,13 +79,13 @@ class JobRecord:
 
 
 class JobStore:
-    """The jobs under ``root/jobs`` (created if missing), safe to use from several threads."""
+    """The jobs under ``root``, one folder each (``root`` is created if missing), safe to use from several threads."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
-        self.jobs_dir = self.root / "jobs"
         try:
-            self.jobs_dir.mkdir(parents=True, exist_ok=True)
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._move_legacy()
         except OSError as exc:
             raise ConfigError(f"--store {root}: cannot create it ({reason(exc)})") from exc
         self._lock = threading.Lock()
@@ -89,10 +98,28 @@ class JobStore:
             self._by_user.setdefault(r.data_user, []).append(r.job_id)
             self._user_of[r.job_id] = r.data_user
 
+    def _move_legacy(self) -> None:
+        """Move the jobs of the store's earlier layout (``root/jobs/<id>/``) up to ``root/<id>/``, each in one
+        rename: a service stopped midway moves the rest at its next start."""
+        old = self.root / LEGACY_DIR
+        if not old.is_dir() or (old / "job.json").exists():  # none, or a job of that name (never made by submit)
+            return
+        moved = 0
+        for d in sorted(old.iterdir()):
+            if (d / "job.json").exists() and not (self.root / d.name).exists():
+                os.replace(d, self.root / d.name)
+                moved += 1
+        if not any(old.iterdir()):
+            old.rmdir()
+        if moved:
+            log.info(
+                "store %s: moved %d job(s) up from %s/ (jobs are the store's own folders now)", self.root, moved, old
+            )
+
     def job_dir(self, job_id: str) -> Path:
         if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
             raise no_job(str(job_id))
-        return self.jobs_dir / job_id
+        return self.root / job_id
 
     def _write(self, record: JobRecord) -> JobRecord:
         d = self.job_dir(record.job_id)
@@ -141,7 +168,7 @@ class JobStore:
         if data_user is not None:
             with self._lock:
                 return list(self._by_user.get(data_user, ()))
-        return [d.name for d in sorted(self.jobs_dir.iterdir()) if (d / "job.json").exists()]
+        return [d.name for d in sorted(self.root.iterdir()) if (d / "job.json").exists()]
 
     def update(self, job_id: str, **changes: Any) -> JobRecord:
         with self._lock:

@@ -83,6 +83,11 @@ class Journal:
         """How many rounds have a recorded learner."""
         return int(self._db.execute("SELECT COUNT(*) FROM rounds").fetchone()[0])
 
+    def recorded_steps(self) -> int:
+        """How many steps the file holds: each round's learner, and its evaluation once summed."""
+        row = self._db.execute("SELECT COUNT(*), COUNT(n_parties) FROM rounds").fetchone()
+        return int(row[0]) + int(row[1])
+
     def begin(self, *, fingerprint: str, owner_ids: list[str], run_id: str, resume: bool) -> str:
         """Start the job, or continue the one recorded; returns the run id to use.
 

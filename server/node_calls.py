@@ -7,6 +7,7 @@ Everything here runs under the dispatcher's one lock; nothing here knows protobu
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -17,10 +18,12 @@ from privfed.common.errors import RemoteProtocolError
 from privfed.common.jobinfo import JobInfo
 from privfed.common.tasks import OwnerInfo, Result, RingMessageTask, Task
 from privfed.server.contracts import Rejection
-from privfed.server.nodes import NodeQueue, Registry, check_registration
+from privfed.server.nodes import NodeQueue, Registry, check_registration, registered_line
 from privfed.server.relay import Envelope, Relay
 
 T = TypeVar("T")
+
+log = logging.getLogger("privfed.coordinator")
 
 #: An answer that came, with the task it answers: a result, or a rejection of an answer that did not decode.
 Answer = tuple[Task, Result | Rejection]
@@ -100,7 +103,9 @@ class NodeCalls:
             owners = whole
             check_registration(node_id, owners)
         with self._cv:
-            node, old = self._registry.admit(node_id, owners, certificate, peer, self._clock(), key_tree_signature)
+            now = self._clock()
+            node, old = self._registry.admit(node_id, owners, certificate, peer, now, key_tree_signature)
+            registered = registered_line(node, old, now)
             if old is not None:
                 self._relay.release(t.task_id for t in old.queue)  # relayed envelopes die with the old queue
             # A (re)connecting node gets every unanswered task of its owners again: tasks its
@@ -110,6 +115,7 @@ class NodeCalls:
             hosted = set(node.owners)
             node.queue.extend(t for t in self._pending.values() if t.owner_id in hosted)
             self._notify()
+        log.log(*registered)  # one line, outside the lock
         return self.session_id
 
     def pull(

@@ -118,6 +118,19 @@ def start_parts(node_id: str, part: int, parts: int, peer: str | None) -> Parts:
     return Parts(parts, peer)
 
 
+def registered_line(node: NodeQueue, old: NodeQueue | None, now: float) -> tuple[int, str]:
+    """The log level and the one line of a registration that took effect: a restarted node's says that its
+    previous process is fenced (it was two lines, both saying the node registered)."""
+    line = f"node {node.node_id} registered {len(node.owners)} owner(s)" + (f" from {node.peer}" if node.peer else "")
+    if old is None or not (old.keys and node.keys and old.keys != node.keys):  # new, or the same process again
+        return logging.INFO, line
+    quiet = now - old.last_seen
+    return logging.WARNING, (
+        f"{line}, a new process: its previous process (connection {old.peer or 'unknown'}, silent for "
+        f"{quiet:.1f} s) is fenced"
+    )
+
+
 def check_registration(node_id: str, owners: list[OwnerInfo]) -> None:
     """Refuse (:class:`RemoteProtocolError`) a registration a node may not make: a bad node id, too many
     owners, an owner id too long, not ``<node_id>.<local name>``, or twice."""
@@ -206,7 +219,8 @@ class Registry:
 
     @staticmethod
     def _take_over(old: NodeQueue, peer: str | None, now: float) -> None:
-        """A new process registers ``old``'s node id: refused while ``old`` is alive, else logged."""
+        """A new process registers ``old``'s node id: refused while ``old`` is alive (the registration's one
+        line says the takeover: :func:`registered_line`)."""
         quiet = now - old.last_seen
         if quiet < IDENTITY_LIVENESS:
             raise NodeIdInUse(
@@ -214,14 +228,6 @@ class Registry:
                 f"{old.peer or 'unknown'}, last call {quiet:.1f} s ago); one node certificate serves one "
                 "node process at a time: stop the other process, or give this one its own certificate"
             )
-        log.warning(
-            "node %s registered again from another process (connection %s); its previous process "
-            "(connection %s, silent for %.1f s) is fenced",
-            old.node_id,
-            peer or "unknown",
-            old.peer or "unknown",
-            quiet,
-        )
 
     def known(self, node_id: str) -> NodeQueue:
         """The registered node ``node_id`` (:class:`RemoteProtocolError` if it has not registered)."""
@@ -252,3 +258,12 @@ class Registry:
     def silent_nodes(self, now: float, timeout: float) -> set[str]:
         """Nodes that have not called for longer than ``timeout`` seconds."""
         return {nid for nid, n in self.nodes.items() if now - n.last_seen > timeout}
+
+    def live_owners(self, now: float, timeout: float) -> dict[str, OwnerInfo]:
+        """The owners of the nodes that called within ``timeout`` seconds. A node that exited (or hangs) stays
+        registered, so that it takes its place back when it calls again, but hosts no owner a job can count on
+        until then: a service counted the owners of a node gone for hours among those a job waited for."""
+        silent = self.silent_nodes(now, timeout)
+        if not silent:  # the common case: no scan of every owner
+            return dict(self.owners)
+        return {o: info for o, info in self.owners.items() if self.owner_node[o] not in silent}

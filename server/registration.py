@@ -96,11 +96,17 @@ def missing(expected: Expected, owners: Iterable[str], nodes: dict[str, int]) ->
 
 
 def status(dispatcher: Dispatcher, expected: Expected) -> str:
-    """``k of N owners registered (nodes: owner-0 with 200); <who is missing>``."""
-    owners, nodes = dispatcher.owners(), dispatcher.nodes()
-    registered = ", ".join(f"{n} with {k}" for n, k in sorted(nodes.items(), key=lambda kv: _natural(kv[0])))
+    """``k of N owners registered (nodes: owner-0 with 200, owner-1 silent); <who is missing>``: only the owners
+    of nodes that call count (:meth:`~privfed.server.dispatcher.Dispatcher.live_owners`); a node silent for longer
+    than the node timeout (exited, or hung) is named ``silent`` and its owners are missing."""
+    owners, silent, every = dispatcher.live_owners(), dispatcher.silent_nodes(), dispatcher.nodes()
+    nodes = {n: k for n, k in every.items() if n not in silent}
+    registered = ", ".join(
+        [f"{n} with {k}" for n, k in sorted(nodes.items(), key=lambda kv: _natural(kv[0]))]
+        + [f"{n} silent" for n in sorted(silent, key=_natural)]
+    )
     line = f"{len(owners)} of {expected.owners} owners registered (nodes: {registered or 'none'})"
-    gone = missing(expected, owners, nodes)
+    gone = missing(expected, owners, every)
     return f"{line}; {gone}" if gone else line
 
 

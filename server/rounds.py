@@ -48,7 +48,8 @@ class JobBook:
 
     ``limits``: the public configuration the reply contracts need; ``quorum``: the fewest owners
     that must still be taking part after every batch (1: any); ``owner_ids``: the job's owners,
-    known once they registered (:meth:`begin`).
+    known once they registered (:meth:`begin`); ``asked``: the owners the job asked for (its ``owners``),
+    which may be fewer: a job runs on every owner registered when it starts.
     """
 
     limits: PublicLimits
@@ -59,14 +60,16 @@ class JobBook:
     rejected: dict[str, str] = field(default_factory=dict)  # owner -> "code: detail" of the rejected reply
     lost_nodes: set[str] = field(default_factory=set)
     answered: set[str] = field(default_factory=set)
+    asked: int | None = None
     _counted: set[tuple[str, str]] = field(default_factory=set)  # (owner, release id): a re-formed ring reuses one
 
     def __post_init__(self) -> None:
         self.begin(self.owner_ids)
 
-    def begin(self, owner_ids: list[str]) -> None:
-        """The job's owners, once registered."""
+    def begin(self, owner_ids: list[str], asked: int | None = None) -> None:
+        """The job's owners, once registered, and how many it asked for (None: as many)."""
         self.owner_ids = list(owner_ids)
+        self.asked = asked
         self.epsilon_by_owner = {o: 0.0 for o in self.owner_ids} | self.epsilon_by_owner
 
     def to_report(self) -> dict[str, Any]:
@@ -149,10 +152,14 @@ class JobBook:
 
     def check_quorum(self, silent_owners: set[str]) -> None:
         """Raise :class:`QuorumLost` when fewer than ``quorum`` owners are still taking part."""
-        left = self.taking_part(silent_owners)
+        left, n = self.taking_part(silent_owners), len(self.owner_ids)
         if left < self.quorum:
+            # of the owners the job runs on, which are every owner registered, not the number it asked for
+            runs_on = (
+                "" if self.asked in (None, n) else f" (the job asked for {self.asked}; it runs on all {n} registered)"
+            )
             raise QuorumLost(
-                f"only {left} of {len(self.owner_ids)} owners are still taking part, fewer than the quorum "
+                f"only {left} of {n} owners{runs_on} are still taking part, fewer than the quorum "
                 f"(--min-owners {self.quorum}); the job stops before anyone spends more"
             )
 

@@ -31,7 +31,7 @@ from privfed.common.schema import FederationSchema
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
-from privfed.server.jobapi import JobApi, job_config
+from privfed.server.jobapi import JobApi, job_config, job_file_errors
 from privfed.server.joblog import JobRecords
 from privfed.server.jobstore import FINAL, JobRecord, JobStore, now
 from privfed.server.main import coordinator_job, federation_schema, public_rows_per_owner
@@ -69,6 +69,18 @@ def expected_batches(settings: Mapping[str, Any]) -> int:
     if settings.get("release") == "marginals":
         return 1
     return BATCHES_PER_ROUND["bdt"] * int(settings.get("n_rounds") or DEFAULT_ROUNDS)
+
+
+def journaled_batches(path: Path) -> int:
+    """The batches a boosting job's journal at ``path`` holds (none yet: 0), where its progress starts again after
+    a restart: a round's shares and its evaluation are a batch each, and those the journal holds are not asked
+    again (a resumed job showed 0 % while it went on from its tenth round)."""
+    from privfed.server.journal import Journal  # here: a service that runs no boosting job never loads it
+
+    if not path.exists():
+        return 0
+    with Journal(path) as journal:
+        return journal.recorded_steps()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,9 +191,11 @@ class CoordinatorService:
 
     # ------------------------------------------------------------------ the job API's calls
     def submit(self, settings: dict[str, Any], data_user: str) -> JobRecord:
-        """Check the job can run on this federation (ConfigError says why not), then queue it."""
-        config = public_rows_per_owner(self._job_config(settings))
-        job = coordinator_job(config, self.tls)  # builds the strategy: an infeasible job is refused now
+        """Check the job can run on this federation (ConfigError says why not, naming the job file's keys), then
+        queue it."""
+        with job_file_errors():
+            config = public_rows_per_owner(self._job_config(settings))
+            job = coordinator_job(config, self.tls)  # builds the strategy: an infeasible job is refused now
         if job.schema.digest() != self.schema.digest():
             raise ConfigError(
                 f"the job gives another federation schema (sha256 {job.schema.digest()[:12]}) than this "
@@ -284,7 +298,10 @@ class CoordinatorService:
                 if record is None:
                     self._wake.wait(0.5)
                     continue
-                claimed = self.store.transition(record.job_id, "queued", state="running", started=now())
+                # a job queued again after a restart keeps the time it first started
+                claimed = self.store.transition(
+                    record.job_id, "queued", state="running", started=record.started or now()
+                )
                 if claimed is None:
                     continue
                 self.current = claimed.job_id
@@ -327,6 +344,7 @@ class CoordinatorService:
             self._progress[record.job_id]["expected"] = expected_batches(config.to_report())
             if config.task == "bdt" and config.release == "shares":  # resumes from its journal after a restart
                 config = config.replace(journal=job_dir / "journal.sqlite", resume=True)
+                self._progress[record.job_id]["batches"] = journaled_batches(job_dir / "journal.sqlite")
             report.update(
                 config=config.to_report(),
                 job_id=record.job_id,

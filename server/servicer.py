@@ -146,7 +146,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         try:
             node_id = self._node_id(request.node_id, context)
             owners = [serde.owner_info_from_proto(o) for o in request.owners]
-            session = self._dispatcher.register(
+            session = self._dispatcher.register(  # which logs the registration once it takes effect
                 node_id,
                 owners,
                 bytes(request.node_certificate),
@@ -155,9 +155,6 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
                 parts=request.parts,
                 key_tree_signature=bytes(request.key_tree_signature),
             )
-            if request.part + 1 >= request.parts:  # the registration took effect
-                hosted = self._dispatcher.nodes().get(node_id, 0)
-                log.info("node %s registered %d owner(s) from %s", node_id, hosted, context.peer())
             return pb.RegisterNodeResponse(session_id=session, schema=self._schema)
         except PrivfedError as exc:
             _abort(context, exc)

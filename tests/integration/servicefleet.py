@@ -128,7 +128,7 @@ class ServiceFleet:
             time.sleep(0.3)
 
     def job_dir(self, job_id: str) -> Path:
-        return self.store / "jobs" / job_id
+        return self.store / job_id
 
     def report(self, job_id: str) -> dict[str, Any]:
         return json.loads((self.job_dir(job_id) / "report.json").read_text())

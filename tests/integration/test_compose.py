@@ -239,7 +239,7 @@ def test_the_stack_runs_each_service_in_its_own_network(tmp_path):
         store = root / "volumes" / "coordinator-state" / "store"
         if full:
             deadline = time.monotonic() + WAIT
-            while not (reports := list(store.glob("jobs/*/report.json"))) and time.monotonic() < deadline:
+            while not (reports := list(store.glob("*/report.json"))) and time.monotonic() < deadline:
                 time.sleep(1)
             assert all(stack.procs[s].poll() is None for s in ["ca-signer", "coordinator", *OWNERS]), stack.logs()
         else:

@@ -5,10 +5,13 @@ jobs whose evaluations go through both secure sums, one after another."""
 from __future__ import annotations
 
 import gc
+import logging
 import os
+import signal
 import subprocess
 import time
 
+import numpy as np
 import pytest
 from fedharness import DATASET, owner_cmd
 from servicefleet import POLICY, toml
@@ -39,13 +42,16 @@ def open_files() -> list[str]:
     return out
 
 
-def service_and_nodes(tmp_path, with_policy: list[bool]) -> tuple[CoordinatorService, list[subprocess.Popen]]:
+def service_and_nodes(
+    tmp_path, with_policy: list[bool], node_timeout: float = 15.0
+) -> tuple[CoordinatorService, list[subprocess.Popen]]:
     """The real service in this process, started, on :data:`DATASET`, and an owner node per ``with_policy`` entry as
     a real process (a daemon with the fleet's policy where True)."""
     data = _flags(DATASET)
     config = ServiceConfig(
         store=tmp_path / "store", listen="127.0.0.1:0", status_listen=None, dataset=data["dataset"],
         n_samples=int(data["n_samples"]), seed=int(data["seed"]), test_fraction=float(data["test_fraction"]),
+        node_timeout=node_timeout,
     )  # fmt: skip
     service = CoordinatorService(config, tls=None)
     port = service.start()
@@ -98,7 +104,7 @@ def test_a_service_keeps_nothing_per_finished_job(tmp_path):
             "relayed": d._relay._waiting,
         }
         assert {name: len(held) for name, held in per_job.items() if held} == {}
-        assert not [f for f in open_files() if str(service.store.jobs_dir) in f]  # no finished job's journal or log
+        assert not [f for f in open_files() if str(service.store.root) in f]  # no finished job's journal or log
         assert len(service.store.all()) == len(jobs) and all(p.poll() is None for p in nodes)
         # each job's model is served under its id, a bounded number held, the first read back from its file
         models = service.server.models
@@ -148,3 +154,128 @@ def test_a_node_without_a_policy_takes_part_in_one_job_and_exits_at_the_next(tmp
             if p.poll() is None:
                 p.terminate()
                 p.wait(timeout=20)
+
+
+def wait_until(done, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_a_job_does_not_count_the_owners_of_a_node_that_has_exited(tmp_path):
+    """A node that exited stays registered (it takes its place back when it calls again), but a job waiting for
+    owners no longer counts its owners once it is silent for the node timeout, and the waiting line names it
+    silent: a walkthrough's service counted a node gone for minutes as available and started the job on it."""
+    service, nodes = service_and_nodes(tmp_path, with_policy=[True] * NODES, node_timeout=2.0)
+    try:
+        d = service.server.dispatcher
+        wait_until(lambda: len(d.owners()) == NODES * PER_NODE, "the nodes did not register")
+        nodes[1].terminate()
+        assert nodes[1].wait(timeout=20) == 0
+        wait_until(lambda: not service.owners_online()["owner-1"]["online"], "the exited node is not silent", 10)
+        assert len(d.owners()) == NODES * PER_NODE  # still registered: it takes its place back when it calls
+        job_id = service.submit(job_settings(LR | {"register_timeout": 3}), "alice").job_id
+        wait_until(lambda: service.store.get(job_id).state in ("done", "failed"), "the job did not end")
+        record = service.store.get(job_id)
+        assert record.state == "failed", record
+        assert f"only {PER_NODE} of {NODES * PER_NODE} owners registered" in record.error, record.error
+        assert "owner-1 silent" in record.error, record.error
+    finally:
+        service.stop()
+        for p in nodes:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=20)
+
+
+def test_a_quorum_lost_says_how_many_owners_the_job_asked_for_and_how_many_it_ran_on(tmp_path):
+    """A job runs on every owner registered when it starts, which may be more than its ``owners``: a walkthrough's
+    job asked for 28 owners and failed with "only 0 of 30", numbers the data user could not place. The message
+    says both, and which is which."""
+    service, nodes = service_and_nodes(tmp_path, with_policy=[True] * NODES)
+    try:
+        wait_until(lambda: len(service.server.dispatcher.owners()) == NODES * PER_NODE, "the nodes did not register")
+        asked = NODES * PER_NODE - 2
+        over = POLICY["max_epsilon_per_job"] + 1  # every owner's policy declines it
+        job_id = service.submit(job_settings({"task": "ncc", "epsilon": over, "owners": asked}), "alice").job_id
+        wait_until(lambda: service.store.get(job_id).state in ("done", "failed"), "the job did not end", 60)
+        record = service.store.get(job_id)
+        assert record.state == "failed", record
+        n = NODES * PER_NODE
+        said = f"only 0 of {n} owners (the job asked for {asked}; it runs on all {n} registered) are still taking part"
+        assert said in record.error, record.error
+    finally:
+        service.stop()
+        for p in nodes:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=20)
+
+
+def test_a_restarted_node_is_logged_registered_once(tmp_path, caplog):
+    """A node restarted under the same certificate takes its place over from its dead process: the service logs
+    that registration in one line, which says the previous process is fenced (it logged two lines, each saying the
+    node registered, and a walkthrough read one restart as two)."""
+    caplog.set_level(logging.INFO, logger="privfed.coordinator")
+    service, nodes = service_and_nodes(tmp_path, with_policy=[True] * NODES)
+    try:
+        d = service.server.dispatcher
+        wait_until(lambda: len(d.owners()) == NODES * PER_NODE, "the nodes did not register")
+        nodes[1].send_signal(signal.SIGKILL)
+        nodes[1].wait(timeout=20)
+        nodes[1] = subprocess.Popen(nodes[1].args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # again
+
+        def lines() -> list[str]:
+            return [r.getMessage() for r in caplog.records if r.getMessage().startswith("node owner-1 registered")]
+
+        wait_until(lambda: any("fenced" in line for line in lines()), "the restarted node did not register")
+        time.sleep(1.5)  # nothing more comes of the one registration
+        assert len(lines()) == 2, lines()  # the first registration and the restart's
+        first, again = lines()
+        assert first.startswith(f"node owner-1 registered {PER_NODE} owner(s)") and "fenced" not in first
+        assert again.startswith(f"node owner-1 registered {PER_NODE} owner(s) from "), again
+        assert "its previous process (connection " in again and "is fenced" in again, again
+    finally:
+        service.stop()
+        for p in nodes:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=20)
+
+
+def test_a_schema_federation_reports_the_owners_files_not_a_built_in_data_set(tmp_path):
+    """A service over a federation schema, its owner node serving its own file: the job's report says the data are
+    the owners' files under that schema (a walkthrough's said ``"dataset": "synthetic"``, the flag's default)."""
+    from privfed.deploy.commands import owner_argv
+
+    rng = np.random.default_rng(3)
+    for name, n in (("rows.csv", 40), ("test.csv", 60)):
+        y = rng.integers(0, 2, n)
+        X = np.clip(rng.normal(size=(n, 2)) + 2 * y[:, None], -3.0, 5.0)
+        (tmp_path / name).write_text("a,b,y\n" + "".join(f"{a:.3f},{b:.3f},{v}\n" for (a, b), v in zip(X, y)))
+    (tmp_path / "clinic.toml").write_text(
+        'features = ["a", "b"]\nclasses = [0, 1]\ntest = "test.csv"\n[bounds]\nlo = -3\nhi = 5\n'
+    )
+    config = ServiceConfig(
+        store=tmp_path / "store", listen="127.0.0.1:0", status_listen=None, schema=tmp_path / "clinic.toml"
+    )
+    service = CoordinatorService(config, tls=None)
+    port = service.start()
+    (tmp_path / "policy.toml").write_text(toml(POLICY))
+    node = subprocess.Popen(
+        [*owner_argv(f"127.0.0.1:{port}", "owner-0"), "--data", str(tmp_path / "rows.csv"), "--shards", "4",
+         "--ledger", str(tmp_path / "owner-0.sqlite"), "--epsilon-budget", "100", "--delta-budget", "1",
+         "--policy", str(tmp_path / "policy.toml"), "--insecure"],
+        stdout=open(tmp_path / "owner-0.log", "w"), stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        job_id = service.submit(job_settings({"task": "ncc", "epsilon": 2.0, "owners": 4}), "alice").job_id
+        wait_until(lambda: service.store.get(job_id).state in ("done", "failed"), "the job did not end", 60)
+        report = service.report_of(job_id)
+        assert service.store.get(job_id).state == "done", (report, (tmp_path / "owner-0.log").read_text()[-2000:])
+        assert report["config"]["dataset"] == "owners' files (clinic.toml)", report["config"]
+    finally:
+        service.stop()
+        node.terminate()
+        node.wait(timeout=20)

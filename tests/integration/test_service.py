@@ -197,16 +197,26 @@ def test_a_boosting_job_survives_a_restart_of_the_service_and_resumes_from_its_j
     while not journal.exists() or _journal_rounds(journal) < 2:
         assert time.monotonic() < deadline and fleet.wait(job_id, ("queued", "running", "done"))["state"] != "done"
         time.sleep(0.02)
-    stalled = fleet.procs[2]
-    stalled.send_signal(signal.SIGSTOP)  # the job waits for this node: the service stops mid-job
+    started = fleet.wait(job_id, ("running",))["started"]
+    for node in fleet.procs:  # the job waits for these nodes: the service stops mid-job, restarts without them
+        node.send_signal(signal.SIGSTOP)
     try:
         fleet.stop_service()
         assert fleet.wait(job_id, ("running",))["restarts"] == 0
+        fleet.start_service()
+        # waiting for its owners again, the job keeps its start time and shows the rounds its journal holds done
+        # (a walkthrough saw it start over at 0 %, started anew)
+        deadline = time.monotonic() + 30
+        while (shown := fleet.jobs()[job_id])["restarts"] != 1 or shown["progress"] == 0:
+            assert time.monotonic() < deadline, shown
+            time.sleep(0.3)
+        assert shown["state"] == "running" and shown["started"] == started, shown
+        assert shown["progress"] >= 2 * 2 / (2 * 10), shown  # at least 2 rounds of 10, 2 batches each
     finally:
-        stalled.send_signal(signal.SIGCONT)
-    fleet.start_service()
+        for node in fleet.procs:
+            node.send_signal(signal.SIGCONT)
     job = fleet.wait(job_id)
-    assert job["state"] == "done" and job["restarts"] == 1, job
+    assert job["state"] == "done" and job["restarts"] == 1 and job["started"] == started, job
     rounds = fleet.report(job_id)["rounds"]
     assert sum(1 for r in rounds if r.get("from_journal")) >= 2  # recorded rounds are not asked again
     after = fleet.submit(task="ncc", epsilon=1.0, owners=owners)  # the daemons came back for the next job
@@ -289,3 +299,22 @@ def test_a_data_user_lists_and_queries_only_their_own_jobs_and_models(fleet, tmp
         answered = fleet.cli(*query, name=name)
         assert answered.returncode == 0 and len(answered.stdout.strip().splitlines()) >= 3, (name, answered.stderr)
     assert fleet.cli("job", "show", job_id).returncode == 0
+
+
+def test_a_job_file_error_names_the_job_file_keys_not_flags(fleet, tmp_path):
+    """A data user wrote a job file, not a command line: what ``privfed submit`` refuses, checked on the user's side
+    or by the service, names the file's keys (a walkthrough was told to fix ``--labels rr``, ``--rounds``)."""
+    owners = len(NODES) * OWNERS_PER_NODE
+    for job, said in [
+        ({"task": "lr", "epsilon": 1.0, "owners": owners, "labels": "rr"}, "labels is a parameter of task ncc and bdt"),
+        (  # infeasible with the service's owners: refused by the service, not by the user's command
+            {"task": "bdt", "epsilon": 1.0, "owners": owners, "rounds": owners + 10},
+            f"task bdt cannot run with {owners} owners",
+        ),
+    ]:
+        path = tmp_path / "job.toml"
+        path.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in job.items()))
+        done = fleet.cli("submit", str(path))
+        assert done.returncode == 2 and said in done.stderr, done.stderr
+        assert "--" not in done.stderr.partition("error:")[2], done.stderr
+    assert "use rounds " in done.stderr and "share-groups all" in done.stderr, done.stderr

@@ -47,6 +47,23 @@ def test_the_store_queues_in_submission_order_claims_once_and_requeues_a_running
         store.get("../etc")
 
 
+def test_the_store_keeps_each_job_in_a_folder_of_its_own_and_moves_up_the_jobs_of_the_older_layout(tmp_path):
+    """``--store jobs`` keeps job ``<id>`` in ``jobs/<id>/`` (it was ``jobs/jobs/<id>/``, a doubled folder a
+    walkthrough found); a store of that layout, restarted, finds its jobs moved up, queued ones still queued."""
+    store = JobStore(tmp_path / "jobs")
+    job_id = store.submit({"task": "ncc", "epsilon": 1.0, "owners": 2}, "alice").job_id
+    assert (tmp_path / "jobs" / job_id / "job.json").is_file() and not (tmp_path / "jobs" / "jobs").exists()
+    assert store.job_dir(job_id) == tmp_path / "jobs" / job_id
+
+    legacy = tmp_path / "old" / "jobs"
+    legacy.mkdir(parents=True)
+    (tmp_path / "jobs" / job_id).rename(legacy / job_id)  # where the older layout kept it
+    (legacy / job_id / "report.json").write_text("{}")
+    reopened = JobStore(tmp_path / "old")
+    assert not legacy.exists() and (tmp_path / "old" / job_id / "report.json").is_file()
+    assert reopened.ids() == [job_id] and reopened.next_queued().job_id == job_id
+
+
 def test_the_store_takes_the_next_job_by_reading_its_record_alone_however_many_jobs_ran(tmp_path):
     store = JobStore(tmp_path)
     job = {"task": "ncc", "epsilon": 1.0, "owners": 2}
@@ -183,8 +200,8 @@ def test_privfed_submit_refuses_a_parameter_of_another_task_before_it_calls_the_
     argv = ["submit", str(job), "--coordinator", "127.0.0.1:9", "--insecure"]  # nothing listens: never reached
     assert cli_main(argv) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (
-        "privfed submit: error: --rounds is a parameter of --task bdt, not of --task lr: drop it (or use --task bdt)"
+    assert err == (  # in the job file's keys, which the data user wrote
+        "privfed submit: error: rounds is a parameter of task bdt, not of task lr: drop it (or use task bdt)"
     )
 
 
