@@ -117,7 +117,11 @@ SOLVER = Param(
 NCC: dict[str, Param] = {"mechanism": MECHANISM, "labels": LABELS, "label_fraction": LABEL_FRACTION}
 LR: dict[str, Param] = {"mechanism": MECHANISM, "param_bound": PARAM_BOUND, "C": C, "solver": SOLVER}
 FEDDPDR: dict[str, Param] = {
-    "k": Param(integer(1), "feddpdr only: subspace dimension", flag="--k"),
+    "k": Param(
+        integer(1, optional=True),
+        "feddpdr only: subspace dimension (default: 20, or every feature if fewer)",
+        flag="--k",
+    ),
     "delta": Param(below_one, "feddpdr only: delta per owner (split across phases)", flag="--delta"),
     "model": Param(
         options(SVM_MODELS),

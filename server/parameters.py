@@ -140,7 +140,7 @@ class FeddpdrParams(TaskParams):
 
     TASK: ClassVar[str] = "feddpdr"
     TABLE: ClassVar[dict[str, Param]] = FEDDPDR
-    k: int = 20
+    k: int | None = None  # the strategy's: common.feddpdr.choices.default_k (20, or every feature if fewer)
     delta: float = 1e-5
     model: str = DEFAULT_SVM_MODEL
     scaling: str = DEFAULT_ROW_SCALING

@@ -19,6 +19,17 @@ from __future__ import annotations
 
 from privfed.common.validation import check_choice, check_int, check_positive
 
+DEFAULT_K = 20
+"""The subspace dimension of a job that gives no ``--k``: the seed's (§5.2), or every feature where there are fewer
+(:func:`default_k`)."""
+
+
+def default_k(basis: str, d: int) -> int:
+    """``--k`` when none is given: every feature with the ``"identity"`` basis (which keeps them all), else
+    :data:`DEFAULT_K` or ``d`` if that is fewer (iris and wine have 4 and 13 features: a default of 20 refused them)."""
+    return d if basis == "identity" else min(DEFAULT_K, d)
+
+
 SVM_MODELS = ("centroid", "mc-huber", "softmax", "ovr-huber")
 DEFAULT_SVM_MODEL = "centroid"
 """The federation's default classifier: the most accurate on validation splits of MNIST-5k (README,

@@ -18,6 +18,7 @@ import numpy as np
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
+from privfed.common.feddpdr.choices import default_k
 from privfed.server.config import JobConfig
 from privfed.server.parameters import BdtParams
 from privfed.server.strategies.base import SingleRound, Strategy, Transport, refusals
@@ -75,6 +76,8 @@ def make_strategy(config: JobConfig | str, /, *, n_classes: int, bounds: Bounds,
         )
         if config.task == "ncc":  # a joint share's length: the job's public bound on an owner's rows
             options["max_owner_rows"] = config.owner_rows_bound
+        if config.task == "feddpdr" and options["k"] is None:
+            options["k"] = default_k(options["basis"], bounds.d)
         return strategy(**options, epsilon=config.epsilon, n_classes=n_classes, bounds=bounds)
     bdt = config.task_params
     assert isinstance(bdt, BdtParams)  # the task is bdt

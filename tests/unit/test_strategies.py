@@ -14,6 +14,7 @@ from privfed.common.boosting.loop import plan_rounds
 from privfed.common.boosting.owner import check_learner
 from privfed.common.boosting.params import BoostingParams
 from privfed.common.boosting.simulation import simulate
+from privfed.common.bounds import Bounds
 from privfed.common.datasets import load_builtin, partition
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import fit_local_logistic, lr_aggregate
@@ -117,6 +118,17 @@ def test_feddpdr_runs_both_phases_and_spends_exactly_epsilon(data):
     assert all(_spent(t, o) == pytest.approx(2.0) for o in t.owners)
     test = load_builtin("synthetic", n_samples=480, seed=6)
     assert model.predict(test.X).shape == (test.n,)
+
+
+@pytest.mark.parametrize(
+    ("d", "basis", "k"), [(4, "dp-pca", 4), (13, "dp-pca", 13), (784, "dp-pca", 20), (13, "identity", 13)]
+)
+def test_feddpdr_without_k_takes_20_or_every_feature_if_fewer(d, basis, k):
+    """The default ``--k`` fits the data: 20 (the seed's) refused iris's 4 and wine's 13 features outright."""
+    bounds = Bounds.of(0.0, 1.0, d)
+    assert make_strategy("feddpdr", n_classes=3, bounds=bounds, epsilon=2.0, basis=basis).k == k
+    with pytest.raises(ConfigError, match="k must be"):  # a k given is the user's: more than d is refused
+        make_strategy("feddpdr", n_classes=3, bounds=bounds, epsilon=2.0, k=d + 1)
 
 
 def _booster(ds, **kw):
