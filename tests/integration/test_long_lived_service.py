@@ -10,6 +10,8 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -42,11 +44,24 @@ def open_files() -> list[str]:
     return out
 
 
+@contextmanager
+def gc_disabled() -> Iterator[None]:
+    """No garbage collection inside: a collection may close a finished job's files by chance, and the service must not
+    wait for one."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+@contextmanager
 def service_and_nodes(
     tmp_path, with_policy: list[bool], node_timeout: float = 15.0
-) -> tuple[CoordinatorService, list[subprocess.Popen]]:
+) -> Iterator[tuple[CoordinatorService, list[subprocess.Popen]]]:
     """The real service in this process, started, on :data:`DATASET`, and an owner node per ``with_policy`` entry as
-    a real process (a daemon with the fleet's policy where True)."""
+    a real process (a daemon with the fleet's policy where True); stopped, and the nodes still running ended, on
+    leaving."""
     data = _flags(DATASET)
     config = ServiceConfig(
         store=tmp_path / "store", listen="127.0.0.1:0", status_listen=None, dataset=data["dataset"],
@@ -73,13 +88,18 @@ def service_and_nodes(
         )  # fmt: skip
         for i, policy in enumerate(with_policy)
     ]
-    return service, nodes
+    try:
+        yield service, nodes
+    finally:
+        service.stop()
+        for p in nodes:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=20)
 
 
 def test_a_service_keeps_nothing_per_finished_job(tmp_path):
-    service, nodes = service_and_nodes(tmp_path, with_policy=[True] * NODES)
-    gc.disable()  # a collection may close a finished job's files by chance: the service must not wait for one
-    try:
+    with service_and_nodes(tmp_path, with_policy=[True] * NODES) as (service, nodes), gc_disabled():
         jobs = [LR] * 12 + [BDT | {"secure_sum": "secagg"}, BDT | {"secure_sum": "ring"}] + [LR] * 4
         for settings in jobs:
             job_id = service.submit(job_settings(settings), "alice").job_id  # what the job API calls
@@ -114,12 +134,6 @@ def test_a_service_keeps_nothing_per_finished_job(tmp_path):
         assert models.entry(first.job_id).model is not models.entry(last.job_id).model  # same task and ε, both served
         with pytest.raises(ConfigError, match="no model"):
             models.entry("../store")  # not a job id: nothing read outside the store
-    finally:
-        gc.enable()
-        service.stop()
-        for p in nodes:
-            p.terminate()
-            p.wait(timeout=20)
 
 
 def test_a_node_without_a_policy_takes_part_in_one_job_and_exits_at_the_next(tmp_path):
@@ -129,8 +143,7 @@ def test_a_node_without_a_policy_takes_part_in_one_job_and_exits_at_the_next(tmp
     node answering every job of every data user)."""
     from privfed.common.ledger import read_accounts
 
-    service, nodes = service_and_nodes(tmp_path, with_policy=[True, False])
-    try:
+    with service_and_nodes(tmp_path, with_policy=[True, False]) as (service, nodes):
         ids = []
         for _ in range(2):
             ids.append(service.submit(job_settings(LR), "alice").job_id)
@@ -148,12 +161,6 @@ def test_a_node_without_a_policy_takes_part_in_one_job_and_exits_at_the_next(tmp
         assert len(refused) == PER_NODE and all(t.startswith("policy") and "one job" in t for t in refused), second
         jobs = {r["job"] for a in read_accounts(tmp_path / "owner-1.sqlite") for r in a.releases}
         assert jobs == {ids[0]}  # nothing spent on the second job
-    finally:
-        service.stop()
-        for p in nodes:
-            if p.poll() is None:
-                p.terminate()
-                p.wait(timeout=20)
 
 
 def wait_until(done, what: str, timeout: float = 30.0) -> None:
@@ -167,8 +174,7 @@ def test_a_job_does_not_count_the_owners_of_a_node_that_has_exited(tmp_path):
     """A node that exited stays registered (it takes its place back when it calls again), but a job waiting for
     owners no longer counts its owners once it is silent for the node timeout, and the waiting line names it
     silent: a walkthrough's service counted a node gone for minutes as available and started the job on it."""
-    service, nodes = service_and_nodes(tmp_path, with_policy=[True] * NODES, node_timeout=2.0)
-    try:
+    with service_and_nodes(tmp_path, with_policy=[True] * NODES, node_timeout=2.0) as (service, nodes):
         d = service.server.dispatcher
         wait_until(lambda: len(d.owners()) == NODES * PER_NODE, "the nodes did not register")
         nodes[1].terminate()
@@ -181,20 +187,13 @@ def test_a_job_does_not_count_the_owners_of_a_node_that_has_exited(tmp_path):
         assert record.state == "failed", record
         assert f"only {PER_NODE} of {NODES * PER_NODE} owners registered" in record.error, record.error
         assert "owner-1 silent" in record.error, record.error
-    finally:
-        service.stop()
-        for p in nodes:
-            if p.poll() is None:
-                p.terminate()
-                p.wait(timeout=20)
 
 
 def test_a_quorum_lost_says_how_many_owners_the_job_asked_for_and_how_many_it_ran_on(tmp_path):
     """A job runs on every owner registered when it starts, which may be more than its ``owners``: a walkthrough's
     job asked for 28 owners and failed with "only 0 of 30", numbers the data user could not place. The message
     says both, and which is which."""
-    service, nodes = service_and_nodes(tmp_path, with_policy=[True] * NODES)
-    try:
+    with service_and_nodes(tmp_path, with_policy=[True] * NODES) as (service, nodes):
         wait_until(lambda: len(service.server.dispatcher.owners()) == NODES * PER_NODE, "the nodes did not register")
         asked = NODES * PER_NODE - 2
         over = POLICY["max_epsilon_per_job"] + 1  # every owner's policy declines it
@@ -205,12 +204,6 @@ def test_a_quorum_lost_says_how_many_owners_the_job_asked_for_and_how_many_it_ra
         n = NODES * PER_NODE
         said = f"only 0 of {n} owners (the job asked for {asked}; it runs on all {n} registered) are still taking part"
         assert said in record.error, record.error
-    finally:
-        service.stop()
-        for p in nodes:
-            if p.poll() is None:
-                p.terminate()
-                p.wait(timeout=20)
 
 
 def test_a_restarted_node_is_logged_registered_once(tmp_path, caplog):
@@ -218,8 +211,7 @@ def test_a_restarted_node_is_logged_registered_once(tmp_path, caplog):
     that registration in one line, which says the previous process is fenced (it logged two lines, each saying the
     node registered, and a walkthrough read one restart as two)."""
     caplog.set_level(logging.INFO, logger="privfed.coordinator")
-    service, nodes = service_and_nodes(tmp_path, with_policy=[True] * NODES)
-    try:
+    with service_and_nodes(tmp_path, with_policy=[True] * NODES) as (service, nodes):
         d = service.server.dispatcher
         wait_until(lambda: len(d.owners()) == NODES * PER_NODE, "the nodes did not register")
         nodes[1].send_signal(signal.SIGKILL)
@@ -236,12 +228,6 @@ def test_a_restarted_node_is_logged_registered_once(tmp_path, caplog):
         assert first.startswith(f"node owner-1 registered {PER_NODE} owner(s)") and "fenced" not in first
         assert again.startswith(f"node owner-1 registered {PER_NODE} owner(s) from "), again
         assert "its previous process (connection " in again and "is fenced" in again, again
-    finally:
-        service.stop()
-        for p in nodes:
-            if p.poll() is None:
-                p.terminate()
-                p.wait(timeout=20)
 
 
 def test_a_schema_federation_reports_the_owners_files_not_a_built_in_data_set(tmp_path):
