@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from privfed.common.boosting.params import MAX_OWNER_ROWS, BoostingParams, default_weight_bound
 from privfed.common.datasets import BUILTINS
 from privfed.common.errors import ConfigError
+from privfed.common.feddpdr.choices import default_k
 from privfed.common.parameters import check_all
 from privfed.server.parameters import (
     BY_TASK,
@@ -353,11 +354,12 @@ class JobConfig:
             **wire, epsilon=self.epsilon, max_owner_rows=self.owner_rows_bound, n_classes=n_classes, bounds=bounds
         )
 
-    def to_report(self) -> dict[str, Any]:
+    def to_report(self, d: int | None = None) -> dict[str, Any]:
         """Every common field and every parameter of the task by name (one flat mapping, as the flags
         name them; ``dataset`` says ``owners' files (SCHEMA)`` with a schema), plus the values it resolves: bdt's release and where it came from (``--release`` or
         ``default``), its rounds, its share weight bound and where that came from, the owners' rows bound
-        and the quorum."""
+        and the quorum; given the schema's number of features ``d``, FedDPDR's ``k`` when none was given
+        (:func:`~privfed.common.feddpdr.choices.default_k`, with ``k_source``)."""
         common = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "params"}
         if self.schema is not None:  # the owners serve their own files: no built-in set (``dataset`` is its default)
             common["dataset"] = f"owners' files ({self.schema.name})"
@@ -373,4 +375,8 @@ class JobConfig:
                 "share_weight_bound": self.share_weight_bound,
                 "weight_bound_source": self.weight_bound_source,
             }
+        if isinstance(self.params, FeddpdrParams) and self.params.k is not None:
+            resolved["k_source"] = "--k"
+        elif isinstance(self.params, FeddpdrParams) and d is not None:  # the strategy's own default
+            resolved |= {"k": default_k(self.params.basis, d), "k_source": "default"}
         return common | options | resolved

@@ -166,6 +166,7 @@ def run_coordinator(
             if config.journal is not None:  # a resumed run is the same job to its owners (one job without a policy)
                 job = replace(job, announced_id=journal_job_id(config.journal))
             report.update(
+                config=config.to_report(d=job.schema.d),  # with what the schema resolves (FedDPDR's k)
                 schema_sha256=job.schema.digest(),
                 baselines=None if job.test is None else baselines(job.test.y, job.schema.n_classes),
             )

@@ -356,7 +356,7 @@ class CoordinatorService:
             if record.restarts and config.journal is None:  # asked again, an owner without a policy would pay twice
                 raise ConfigError(not_rerun(f"bdt --release {config.release}" if config.task == "bdt" else config.task))
             job = replace(coordinator_job(config, self.tls), job_id=record.job_id, data_user=record.data_user)
-            report.update(schema_sha256=job.schema.digest())
+            report.update(config=config.to_report(d=job.schema.d), schema_sha256=job.schema.digest())
             log.info("job %s starts (%s, epsilon %g)", record.job_id, config.task, config.epsilon)
             done = run_federated_job(
                 self.server,

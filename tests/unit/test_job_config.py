@@ -4,6 +4,7 @@ one-line errors of ``privfed coordinator``."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import signal
@@ -304,3 +305,23 @@ def test_nothing_of_argparse_below_deploy_in_the_coordinator():
 )
 def test_the_default_quorum_is_one_for_one_round_jobs_and_half_the_owners_for_multi_round_ones(flat, quorum):
     assert JobConfig.from_flat(epsilon=1.0, owners=100, **flat).quorum == quorum
+
+
+def test_the_report_names_the_feddpdr_k_the_schema_resolves_and_where_it_came_from(tmp_path, keep_sigterm):
+    """FedDPDR's k None is the strategy's default (20, or every feature if fewer): the report says the k
+    the job ran with once the schema is known, not null; a k given is reported as given."""
+    config = JobConfig(task="feddpdr", epsilon=1.0)
+    assert config.to_report()["k"] is None and "k_source" not in config.to_report()  # no schema yet
+    assert (config.to_report(d=4)["k"], config.to_report(d=4)["k_source"]) == (4, "default")
+    assert config.to_report(d=64)["k"] == 20
+    given = JobConfig.from_flat(task="feddpdr", epsilon=1.0, k=3).to_report(d=64)
+    assert (given["k"], given["k_source"]) == (3, "--k")
+    assert "k_source" not in JobConfig(task="ncc", epsilon=1.0).to_report(d=4)
+    code = main(
+        [*COORDINATOR, "--insecure", "--task", "feddpdr", "--dataset", "iris", "--listen", "127.0.0.1:0"]
+        + ["--register-timeout", "0.2", "--out", str(tmp_path)]
+    )
+    assert code == 2  # nobody registered; the report is written all the same
+    (report,) = tmp_path.glob("**/report.json")
+    config_report = json.loads(report.read_text())["config"]
+    assert (config_report["k"], config_report["k_source"]) == (4, "default")  # iris: 4 features
