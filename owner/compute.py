@@ -34,10 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from privfed.common.mechanisms.base import REPORT_LIMIT
+from privfed.common.errors import ConfigError
 from privfed.common.tasks import Task
 from privfed.owner.kinds.base import TaskKind
 from privfed.owner.local import LocalOwner, Release
+from privfed.proto import serde
 
 log = logging.getLogger("privfed.owner")
 
@@ -49,20 +50,21 @@ _UNSENDABLE = "the release is not finite or outside the wire's range"
 _NO_ROWS = "no rows"
 
 
-def is_sendable(release: object) -> bool:
-    """Every array of a release finite, and every report within the wire's range (:data:`REPORT_LIMIT`)."""
-    arrays = (
-        [(f.name, getattr(release, f.name)) for f in fields(release)]
-        if is_dataclass(release)
-        else [("values", release)]
-    )
-    for name, a in arrays:
-        if not isinstance(a, np.ndarray) or not a.size:
-            continue
-        if a.dtype.kind not in "iuf" or not np.all(np.isfinite(a)):
+def is_sendable(release: Release) -> bool:
+    """Every array of a release finite, and a reply's payload encodable on the wire
+    (:func:`privfed.proto.serde.payload_to_proto`: every report within
+    :data:`~privfed.common.mechanisms.base.REPORT_LIMIT`, whatever field
+    holds it). An array goes to its secure-sum mod, which encodes it there."""
+    arrays = [getattr(release, f.name) for f in fields(release)] if is_dataclass(release) else [release]
+    for a in arrays:
+        if isinstance(a, np.ndarray) and a.size and (a.dtype.kind not in "iuf" or not np.all(np.isfinite(a))):
             return False
-        if name == "reports" and np.max(np.abs(a)) >= REPORT_LIMIT:
-            return False
+    if isinstance(release, np.ndarray):
+        return True
+    try:
+        serde.payload_to_proto(release)
+    except (ConfigError, ValueError, OverflowError):  # a report beyond the wire's range, a label below 0
+        return False
     return True
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf.message import Message
 
 from privfed.common.errors import ConfigError, RemoteProtocolError
-from privfed.common.tasks import REFUSAL_CODES, OwnerInfo, Refusal, Result, Task, kind_of
+from privfed.common.tasks import REFUSAL_CODES, OwnerInfo, Payload, Refusal, Result, Task, kind_of
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto.serde_arrays import (
     GRID_BITS,
@@ -265,12 +265,19 @@ def task_or_refusal(m: pb.Task) -> tuple[Task | None, Result | None]:
     return None, Result(m.task_id, m.owner_id, Refusal.of("invalid_task", detail))
 
 
+def payload_to_proto(payload: Payload) -> tuple[str, Message]:
+    """The field of ``pb.Result``'s ``oneof`` and the message of a reply's payload; a :class:`ConfigError` if
+    a value is outside the wire's range (``serde_arrays.reports_to_proto``)."""
+    pair = _tables()[1].get(type(payload))
+    if pair is None:
+        raise TypeError(f"no wire form for payload {type(payload).__name__}")
+    return pair.field, pair.to_proto(payload)
+
+
 def result_to_proto(r: Result) -> pb.Result:
     msg = pb.Result(task_id=r.task_id, owner_id=r.owner_id)
-    pair = _tables()[1].get(type(r.payload))
-    if pair is None:
-        raise TypeError(f"no wire form for payload {type(r.payload).__name__}")
-    getattr(msg, pair.field).CopyFrom(pair.to_proto(r.payload))
+    field, payload = payload_to_proto(r.payload)
+    getattr(msg, field).CopyFrom(payload)
     return msg
 
 

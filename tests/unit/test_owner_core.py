@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from privfed.common.errors import ConfigError
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
 from privfed.common.tasks import (
@@ -27,6 +28,7 @@ from privfed.common.tasks import (
 from privfed.owner.compute import is_sendable
 from privfed.owner.core import handle_batch
 from privfed.owner.data import build_owners, federation_split
+from privfed.proto import serde
 
 NODE = "owner-0"
 
@@ -264,10 +266,19 @@ def test_lr_share_is_answered(tmp_path, digits):
         (LrShareReply(reports=np.array([[2.0**43]])), False),
         (PcaShareReply(subspace=np.array([[np.inf]]), noisy_count=3), False),
         (SvmShareReply(coef=np.ones((2, 3))), True),
+        (NccShareReply(reports=np.zeros((1, 2)), labels=np.array([-1])), False),  # the wire's labels are unsigned
+        (NccShareReply(reports=np.zeros((1, 2)), labels=np.array([2**63])), False),
     ],
 )
 def test_only_finite_shares_within_the_wire_range_are_sendable(share, ok):
+    """Sendable: finite, and what the wire encodes (audit 19), whatever field is out of its range; a release
+    the wire refuses would raise when the answer is encoded, after the owner core, instead of falling back."""
     assert is_sendable(share) is ok
+    if ok:
+        serde.payload_to_proto(share)
+    elif all(np.all(np.isfinite(a)) for a in vars(share).values() if isinstance(a, np.ndarray)):
+        with pytest.raises((ConfigError, ValueError, OverflowError)):
+            serde.payload_to_proto(share)
 
 
 def boost_config(*, n_classes: int, d: int, lo: float = 0.0, **kw):
