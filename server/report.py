@@ -68,11 +68,15 @@ def failure_reason(exc: BaseException) -> str:
 
 class JobReport:
     """The ``report.json`` of one job (or one simulation), written when it ends (:meth:`write`,
-    :meth:`fail`) in its run directory: ``run_dir`` if given, else a new ``out/<UTC timestamp>/``."""
+    :meth:`fail`) in its run directory: ``run_dir`` if given, else a new ``out/<UTC timestamp>/``. A failed
+    job's reason is written in ``terms`` (the service's: a job file's keys, not the command line's flags)."""
 
-    def __init__(self, out: Path, fields: dict[str, Any], *, run_dir: Path | None = None):
+    def __init__(
+        self, out: Path, fields: dict[str, Any], *, run_dir: Path | None = None, terms: Callable[[str], str] = str
+    ):
         self.out, self.fields = out, fields
         self._dir = run_dir
+        self._terms = terms
 
     @property
     def failed(self) -> bool:
@@ -95,7 +99,7 @@ class JobReport:
     def fail(self, reason: str, book: JobBook | None = None) -> Path:
         """A failed job's report: the reason, and what became of its owners if they had registered."""
         owners = book.to_report() if book is not None and book.owner_ids else {}
-        return self.write(status="failed", error=reason, **owners)
+        return self.write(status="failed", error=self._terms(reason), **owners)
 
     @contextmanager
     def on_failure(

@@ -31,7 +31,7 @@ from privfed.common.schema import FederationSchema
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
-from privfed.server.jobapi import JobApi, job_config, job_file_errors
+from privfed.server.jobapi import JobApi, in_job_file_terms, job_config, job_file_errors
 from privfed.server.joblog import JobRecords
 from privfed.server.jobstore import FINAL, JobRecord, JobStore, now
 from privfed.server.main import coordinator_job, federation_schema, public_rows_per_owner
@@ -338,7 +338,7 @@ class CoordinatorService:
             p = self._progress[record.job_id]
             p.update(batches=p["batches"] + 1, round=round_id, answered=answered, asked=asked)
 
-        report = JobReport(self.config.store, {"status": "running"}, run_dir=job_dir)
+        report = JobReport(self.config.store, {"status": "running"}, run_dir=job_dir, terms=in_job_file_terms)
         try:
             config = public_rows_per_owner(self._job_config(record.settings))
             self._progress[record.job_id]["expected"] = expected_batches(config.to_report())
@@ -380,8 +380,9 @@ class CoordinatorService:
         except PrivfedError as exc:
             if not report.failed:
                 report.fail(str(exc))
-            self.store.update(record.job_id, state="failed", finished=now(), error=str(exc))
-            log.warning("job %s failed: %s", record.job_id, exc)
+            error = in_job_file_terms(str(exc))
+            self.store.update(record.job_id, state="failed", finished=now(), error=error)
+            log.warning("job %s failed: %s", record.job_id, error)
         finally:
             root.removeHandler(handler)
             handler.close()

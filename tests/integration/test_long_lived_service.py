@@ -5,6 +5,7 @@ jobs whose evaluations go through both secure sums, one after another."""
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import os
 import signal
@@ -204,6 +205,10 @@ def test_a_quorum_lost_says_how_many_owners_the_job_asked_for_and_how_many_it_ra
         n = NODES * PER_NODE
         said = f"only 0 of {n} owners (the job asked for {asked}; it runs on all {n} registered) are still taking part"
         assert said in record.error, record.error
+        # in a job file's terms, in the record and the job's report alike (both named the flag --min-owners)
+        (report,) = (tmp_path / "store").glob(f"**/{job_id}/report.json")
+        for error in (record.error, json.loads(report.read_text())["error"]):
+            assert "(min-owners " in error and "--" not in error, error
 
 
 def test_a_restarted_node_is_logged_registered_once(tmp_path, caplog):
