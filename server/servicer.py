@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import NoReturn
 
@@ -27,7 +29,13 @@ from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
 from privfed.proto.jobwire import job_info_to_proto
-from privfed.proto.transport import MAX_MESSAGE_BYTES, MAX_RESPONSE_TASKS, PULL_WAIT, response_task_bytes
+from privfed.proto.transport import (
+    IDENTITY_RETRY,
+    MAX_MESSAGE_BYTES,
+    MAX_RESPONSE_TASKS,
+    PULL_WAIT,
+    response_task_bytes,
+)
 from privfed.server.contracts import Rejection
 from privfed.server.dispatcher import Dispatcher
 from privfed.server.joblog import outside_jobs
@@ -56,8 +64,8 @@ def status_code(exc: PrivfedError) -> grpc.StatusCode:
     return next((c for t, c in _STATUS if isinstance(exc, t)), grpc.StatusCode.INTERNAL)
 
 
-def _abort(context: grpc.ServicerContext, exc: PrivfedError) -> NoReturn:
-    log.warning("rejecting call from %s: %s", context.peer(), exc)
+def _abort(context: grpc.ServicerContext, exc: PrivfedError, level: int = logging.WARNING) -> NoReturn:
+    log.log(level, "rejecting call from %s: %s", context.peer(), exc)
     context.abort(status_code(exc), str(exc))
     raise AssertionError("grpc.ServicerContext.abort raises")  # for the type checker
 
@@ -113,6 +121,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         self._require_identity = require_identity
         self._schema = "" if schema is None else schema.to_json()
         self._sessions = Sessions() if sessions is None else sessions
+        self._in_use_logged: dict[str, float] = {}  # node id -> when its NodeIdInUse was last logged as a warning
 
     def _encode_tasks(self, node_id: str, tasks: list[Task], job: JobInfo | None) -> list[pb.Task]:
         """Encode tasks of ``job`` for one response of at most ``response_task_bytes`` of the message bound and MAX_RESPONSE_TASKS;
@@ -156,6 +165,12 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
                 key_tree_signature=bytes(request.key_tree_signature),
             )
             return pb.RegisterNodeResponse(session_id=session, schema=self._schema)
+        except NodeIdInUse as exc:  # a restarted node retries for IDENTITY_RETRY s: one warning, not one per retry
+            now = time.monotonic()
+            warn = now - self._in_use_logged.get(request.node_id, -math.inf) > IDENTITY_RETRY
+            if warn:
+                self._in_use_logged[request.node_id] = now
+            _abort(context, exc, logging.WARNING if warn else logging.DEBUG)
         except PrivfedError as exc:
             _abort(context, exc)
 

@@ -214,7 +214,8 @@ def test_a_quorum_lost_says_how_many_owners_the_job_asked_for_and_how_many_it_ra
 def test_a_restarted_node_is_logged_registered_once(tmp_path, caplog):
     """A node restarted under the same certificate takes its place over from its dead process: the service logs
     that registration in one line, which says the previous process is fenced (it logged two lines, each saying the
-    node registered, and a walkthrough read one restart as two)."""
+    node registered, and a walkthrough read one restart as two). Its retries while the previous process is still
+    counted alive are refused with one warning, not one per retry."""
     caplog.set_level(logging.INFO, logger="privfed.coordinator")
     with service_and_nodes(tmp_path, with_policy=[True] * NODES) as (service, nodes):
         d = service.server.dispatcher
@@ -233,6 +234,8 @@ def test_a_restarted_node_is_logged_registered_once(tmp_path, caplog):
         assert first.startswith(f"node owner-1 registered {PER_NODE} owner(s)") and "fenced" not in first
         assert again.startswith(f"node owner-1 registered {PER_NODE} owner(s) from "), again
         assert "its previous process (connection " in again and "is fenced" in again, again
+        refused = [r for r in caplog.records if "'owner-1' is already registered by another live" in r.getMessage()]
+        assert [r.levelno for r in refused].count(logging.WARNING) == 1, [r.getMessage() for r in refused]
 
 
 def test_a_schema_federation_reports_the_owners_files_not_a_built_in_data_set(tmp_path):
