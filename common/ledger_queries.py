@@ -16,7 +16,15 @@ from privfed.common.errors import LocalProtocolError
 from privfed.common.ledger_cache import RecordCache
 from privfed.common.ledger_file import ReleaseIds, open_file
 from privfed.common.ledger_records import Budget, Standing, refusal, remaining_of, require_name
-from privfed.common.ledger_releases import history, nonprivate_count, purpose_used, release_used, spent_but, spent_where
+from privfed.common.ledger_releases import (
+    history,
+    nonprivate_count,
+    purpose_used,
+    release_count,
+    release_used,
+    spent_but,
+    spent_where,
+)
 from privfed.common.ledger_rows import RowAccounts
 from privfed.common.validation import check_non_negative, check_probability
 
@@ -145,6 +153,10 @@ class LedgerQueries:
         """How many non-private releases the owner made (module docstring, "Non-private entries")."""
         require_name("owner_id", owner_id)
         return nonprivate_count(self._db(), owner_id)
+
+    def release_count(self) -> int:
+        """How many releases the ledger holds, of every owner it records."""
+        return release_count(self._db())
 
     def history(self, owner_id: str) -> list[dict[str, Any]]:
         """The owner's releases in debit order: dicts with release_id, purpose, epsilon, delta, ts, nonprivate, job.

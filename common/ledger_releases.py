@@ -43,6 +43,11 @@ def nonprivate_count(conn: sqlite3.Connection, owner_id: str) -> int:
     )
 
 
+def release_count(conn: sqlite3.Connection) -> int:
+    """How many releases the ledger holds, of every owner."""
+    return int(conn.execute("SELECT COUNT(*) FROM releases").fetchone()[0])
+
+
 def history(conn: sqlite3.Connection, owner_id: str) -> list[dict[str, Any]]:
     """The owner's releases in debit order (:meth:`~privfed.common.ledger.Ledger.history`)."""
     cur = conn.execute(

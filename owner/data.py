@@ -52,11 +52,17 @@ def parse_shards(spec: str, n_owners: int) -> range:
     return range(a, b)
 
 
-def owner_generator(kind: str, seed: int | None, index: int) -> np.random.Generator:
+def owner_generator(kind: str, seed: int | None, index: int, stream: int = 0) -> np.random.Generator:
+    """Owner ``index``'s noise: ``secure`` (the OS's), or ``seeded`` (tests and reproducible simulations only:
+    PCG64 from ``seed``, which whoever knows the seed can remove) on its ``stream``, the number of releases
+    the node's ledger held when it started, so a node restarted on its ledger does not draw its noise again
+    for new releases (audit 20: a new share of the same query after a restart was the old one, bit for bit,
+    and a second query at the same place in the stream would have had the same noise)."""
     if kind == "seeded":
         if seed is None:
             raise ConfigError("--rng seeded needs --seed")
-        return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, index])))
+        entropy = [seed, index] if stream == 0 else [seed, index, stream]  # a fresh ledger: the simulation's stream
+        return np.random.Generator(np.random.PCG64(np.random.SeedSequence(entropy)))
     return make_rng("secure")
 
 
@@ -113,6 +119,7 @@ def build_owners(
     seed: int,
     rng_kind: str,
     rng_seed: int | None,
+    rng_stream: int = 0,
     layout: RowLayout | None = None,
 ) -> list[LocalOwner]:
     """The logical owners ``shards`` of a partition of ``train`` into ``n_owners``, hosted by node
@@ -127,7 +134,7 @@ def build_owners(
             owner_id=owner_id(node_id, i),
             X=train.X[parts[i]],
             y=train.y[parts[i]],
-            rng=owner_generator(rng_kind, rng_seed, i),
+            rng=owner_generator(rng_kind, rng_seed, i, rng_stream),
             n_classes=train.n_classes,
             bounds=train.bounds,
             row_keys=tuple(digests[j] for j in parts[i]),

@@ -179,7 +179,7 @@ def checked_rows(rows: RawTable, schema: FederationSchema, ledger: Ledger, *, pi
     return dataset
 
 
-def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
+def hosted_owners(config: OwnerConfig, ledger: Ledger | None = None) -> list[LocalOwner] | DeferredOwners:
     """The logical owners this node hosts: its shards of a built-in partition, or -- with
     ``--data`` -- owners whose rows are checked against the federation schema the coordinator
     sends at registration (:class:`~privfed.owner.registration.DeferredOwners`).
@@ -190,13 +190,15 @@ def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
     "this node's file does not fit" (README, Privacy). One that fails ``--bounds``/``--classes`` is still
     reported (the node registers and refuses every task), as the coordinator's schema decides how it is read. Every check of
     the rows against a schema they are read by is recorded in the node's ledger when the owners are
-    loaded (:func:`checked_rows`): ``--schema``'s, or the coordinator's (with ``--bounds`` too)."""
+    loaded (:func:`checked_rows`): ``--schema``'s, or the coordinator's (with ``--bounds`` too). Under ``--rng
+    seeded`` the owners' noise streams follow the releases ``ledger`` (the node's) holds when they are built
+    (:func:`~privfed.owner.data.owner_generator`)."""
     local = read_schema(config.schema) if config.schema is not None else None
     if not config.data:
         train, _ = federation_split(
             config.dataset, seed=config.seed, test_fraction=config.test_fraction, n_samples=config.n_samples
         )
-        return build_node_owners(config, train, n_owners=config.n_owners)
+        return build_node_owners(config, train, n_owners=config.n_owners, ledger=ledger)
     rows = read_owner_rows(config.data)
     if local is None and config.bounds is not None:
         local = shorthand_schema(rows, config.bounds, config.classes)
@@ -239,16 +241,21 @@ def hosted_owners(config: OwnerConfig) -> list[LocalOwner] | DeferredOwners:
         dataset = checked_rows(rows, schema, ledger, pinned=config.schema is not None)
         own = row_layout(dataset)  # its rows' digests in the layout the ledger recorded (ledger_rows, "Layout")
         layout = None if own is None else ledger.row_layout(own)
-        return build_node_owners(config, dataset, n_owners=shards.stop, layout=layout)
+        return build_node_owners(config, dataset, n_owners=shards.stop, layout=layout, ledger=ledger)
 
     return DeferredOwners(tuple(owner_id(config.name, i) for i in shards), load, None if early is None else str(early))
 
 
 def build_node_owners(
-    config: OwnerConfig, train: Dataset, *, n_owners: int, layout: RowLayout | None = None
+    config: OwnerConfig,
+    train: Dataset,
+    *,
+    n_owners: int,
+    layout: RowLayout | None = None,
+    ledger: Ledger | None = None,
 ) -> list[LocalOwner]:
     """The node's shards (``--shards``) of an even partition of ``train`` into ``n_owners``; its rows digested in
-    ``layout`` (:func:`~privfed.owner.data.in_layout`)."""
+    ``layout`` (:func:`~privfed.owner.data.in_layout`); a seeded noise stream past ``ledger``'s releases."""
     return build_owners(
         train,
         node_id=config.name,
@@ -257,6 +264,7 @@ def build_node_owners(
         seed=config.seed,
         rng_kind=config.rng,
         rng_seed=config.seed,
+        rng_stream=0 if ledger is None or config.rng != "seeded" else ledger.release_count(),
         layout=layout,
     )
 
@@ -265,11 +273,15 @@ def run_owner(config: OwnerConfig, tls: TlsFiles | None) -> int:
     """Load the node's rows, open its ledger and serve the coordinator until the job ends (0).
     The node is its ledger's one writer process (:func:`~privfed.common.files.sole_writer`)."""
     policy = OwnerPolicy.read(config.policy) if config.policy is not None else None
-    owners = hosted_owners(config)
+    if config.rng == "seeded":
+        log.warning(
+            "--rng seeded: this node's noise is a function of --seed (PCG64, not a cryptographic generator), "
+            "which whoever knows or recovers the seed can remove: for tests and reproducible simulations only"
+        )
     with sole_writer(config.ledger):
         ledger = Ledger(config.ledger, epsilon_budget=config.epsilon_budget, delta_budget=config.delta_budget)
         try:
-            return _serve(config, tls, policy, owners, ledger)
+            return _serve(config, tls, policy, hosted_owners(config, ledger), ledger)
         finally:
             ledger.close()
 
