@@ -15,7 +15,7 @@ from typing import Any
 
 from privfed.deploy.argtypes import address
 from privfed.owner.query import DEFAULT_MAX_RANK, QueryConfig
-from privfed.owner.query_cleaning import QUERY_METHODS
+from privfed.owner.query_cleaning import DEFAULT_SCORE_BITS, QUERY_METHODS
 
 
 class _DeprecatedAlias(argparse._StoreAction):
@@ -115,6 +115,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(default %(default)s: a binary lr model; a K-class lr model needs K, feddpdr its k)",
     )
     p.add_argument(
+        "--score-bits",
+        type=int,
+        default=DEFAULT_SCORE_BITS,
+        help="each score the model reads is sent rounded to 2^N steps of its range over the model's bounds, so a "
+        "row tells at most N bits per score whatever the model (default %(default)s; 1..52)",
+    )
+    p.add_argument(
         "--schema",
         type=Path,
         help="the federation schema file as this owner holds it: the model must read rows by it (same sha256) "
@@ -142,6 +149,7 @@ def query_config(args: argparse.Namespace) -> QueryConfig:
         method=args.method,
         allow_confidential_map_leak=args.allow_confidential_map_leak,
         max_rank=args.max_rank,
+        score_bits=args.score_bits,
         out=args.out,
         probabilities=args.probabilities,
         schema=args.schema,

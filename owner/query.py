@@ -79,6 +79,7 @@ from privfed.common.dataset_files import read_schema
 from privfed.common.errors import ConfigError
 from privfed.common.validation import check_choice, check_int, check_non_negative
 from privfed.owner.query_cleaning import (
+    DEFAULT_SCORE_BITS,
     MAP_METHODS,
     QUERY_METHODS,
     CleanedQueries,
@@ -127,6 +128,9 @@ class QueryConfig:
         Required by the null-space methods (:mod:`.query_cleaning`, "What x̃ reveals").
     max_rank : int >= 1
         Largest rank of a linear stage the owner sends rows through (:mod:`.query_cleaning`, "Rank").
+    score_bits : int in [1, 52]
+        Each score the model reads goes out on a public grid of ``2^score_bits`` steps of its range over the
+        model's bounds (:mod:`.query_cleaning`, "Digits").
     out : Path or None
         CSV to write the label values to (header: the schema's label name, else ``label``); None prints them.
     probabilities : bool
@@ -152,6 +156,7 @@ class QueryConfig:
     method: str = "projection"
     allow_confidential_map_leak: bool = False
     max_rank: int = DEFAULT_MAX_RANK
+    score_bits: int = DEFAULT_SCORE_BITS
     out: Path | None = None
     probabilities: bool = False
     schema: Path | None = None
@@ -167,6 +172,14 @@ class QueryConfig:
             self.max_rank, name="--max-rank", minimum=1, fix="it counts the directions of a row the model may read"
         )
         object.__setattr__(self, "max_rank", max_rank)
+        score_bits = check_int(
+            self.score_bits,
+            name="--score-bits",
+            minimum=1,
+            maximum=52,
+            fix="each score the model reads is sent to 2^N steps of its range over the bounds",
+        )
+        object.__setattr__(self, "score_bits", score_bits)
         check_choice(self.method, name="--method", allowed=QUERY_METHODS)
         if self.confidential_labels is not None:
             cols = tuple(check_int(c, name="--confidential-labels index", minimum=0) for c in self.confidential_labels)
@@ -254,6 +267,7 @@ def run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
             epsilon=config.utility_loss,
             method=config.method,
             bounds=model.bounds,
+            score_bits=config.score_bits,
         )
         if not np.all(np.isfinite(cleaned.rows)):
             raise ConfigError(

@@ -47,6 +47,18 @@ removed, never sent). The number of columns is bounded too, by ``--max-rank + 1`
 stage has one column per direction it reads, plus at most one redundant column (a K-class stage
 whose K score columns sum to zero has rank K − 1).
 
+Digits
+------
+``--max-rank`` bounds the directions a model reads, not the digits of each score: a score is a real number, and
+one direction can pack several features (a stage with weights 17^j read five features valued 0..16 from one
+score, exactly: audit 18). So the rows sent carry each score rounded to a public grid
+(:func:`on_score_grid`): ``2^K`` steps (``--score-bits K``, default :data:`DEFAULT_SCORE_BITS`) across the range
+that score takes over the model's bounds, the scores of rows outside the bounds clipped to that range. A row
+then tells the coordinator at most ``m·log2(2^K + 1)`` bits (``m ≤ --max-rank + 1`` columns), whatever the
+stage; with the defaults at most 34. The grid is the model's bounds and ``A_d`` alone, so a stage scaled up
+gains nothing. The cost: ``e_utility`` is ε up to the rounding, and a row whose score lies within half a step
+(``2^-(K+1)`` of the range) of the model's threshold can get the other label.
+
 Centring
 --------
 Cleaning acts on ``x − c`` and adds ``c`` back. ``c`` is the midpoint of the model's public
@@ -200,6 +212,22 @@ class CleanedQueries:
         return np.sum(((self.centred - self.details.x_clean) @ self.A_c) ** 2, axis=1)
 
 
+#: ``--score-bits`` default: each score a model reads is sent to 2^16 steps of its range over the bounds ("Digits").
+DEFAULT_SCORE_BITS = 16
+
+
+def on_score_grid(centred: np.ndarray, A_d: np.ndarray, width: np.ndarray, bits: int) -> np.ndarray:
+    """The least-norm rows (centred) whose scores ``A_dᵀz`` are those of ``centred`` on the public grid ("Digits"):
+    each score clipped to its range over the box of widths ``width`` around the centre, ``±½|A_d|ᵀwidth``, and
+    rounded to ``2^bits`` steps across it; a function of the rounded scores and public values alone."""
+    A_d = np.asarray(A_d, dtype=np.float64)
+    half = 0.5 * (np.abs(A_d).T @ np.asarray(width, dtype=np.float64))  # (m,) the scores' half ranges
+    step = np.where(half > 0, 2.0 * half / 2.0**bits, 1.0)
+    scores = np.clip(np.asarray(centred, dtype=np.float64) @ A_d, -half, half)
+    grid = np.clip(np.rint(scores / step) * step, -half, half)
+    return np.linalg.lstsq(A_d.T, grid.T, rcond=None)[0].T  # the rows of those scores (their nearest, if none has)
+
+
 def clean_queries(
     queries: np.ndarray,
     A_d: np.ndarray,
@@ -210,6 +238,7 @@ def clean_queries(
     epsilon: float,
     method: str = "projection",
     bounds: Bounds | None = None,
+    score_bits: int | None = None,
 ) -> CleanedQueries:
     """Clean query rows against ``A_d`` around the public ``centre`` (module docstring).
 
@@ -227,6 +256,9 @@ def clean_queries(
         (the served model clips its input, so a row outside would be read as another row), with the
         query rows' scores, or the nearest scores a row inside them has
         (:class:`~privfed.common.nullspace.StageProjection`, "Inside a box").
+    score_bits : int >= 1 or None
+        With ``bounds``: clean the rows of the same scores on the public grid of ``2^score_bits`` steps
+        (:func:`on_score_grid`, "Digits") instead of the query rows; None cleans the query rows themselves.
 
     Raises
     ------
@@ -242,9 +274,12 @@ def clean_queries(
     if centre.shape != (np.shape(A_d)[0],) or not np.all(np.isfinite(centre)):
         raise ConfigError(f"centre must be a finite vector of length F = {np.shape(A_d)[0]}, got shape {centre.shape}")
     centred = queries - centre
+    read = centred  # what the cleaning reads of each row: its scores, on the public grid if asked
+    if score_bits is not None and bounds is not None:
+        read = on_score_grid(centred, A_d, bounds.hi - bounds.lo, score_bits)
     if method == "projection":
         box = None if bounds is None else (bounds.lo - centre, bounds.hi - centre)
-        details = StageProjection(epsilon=epsilon, box=box).fit(A_d).transform_with_details(centred)
+        details = StageProjection(epsilon=epsilon, box=box).fit(A_d).transform_with_details(read)
         return CleanedQueries(rows=centre + details.x_clean, details=details, centre=centre, A_c=None, centred=centred)
     if X_own is None or Y_conf is None:
         raise ConfigError(
@@ -257,5 +292,5 @@ def clean_queries(
         raise ConfigError(f"the owner's training rows must be a 2-D array with at least 2 rows, got {X_own.shape}")
     # A_c may centre at the training mean internally: it is a slope, and only c below touches x̃.
     A_c = fit_linear_map(X_own, Y_conf)
-    details = NullSpaceCleaner(epsilon=epsilon, method=method).fit(A_d, A_c).transform_with_details(centred)
+    details = NullSpaceCleaner(epsilon=epsilon, method=method).fit(A_d, A_c).transform_with_details(read)
     return CleanedQueries(rows=centre + details.x_clean, details=details, centre=centre, A_c=A_c, centred=centred)

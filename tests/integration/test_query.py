@@ -49,7 +49,7 @@ from privfed.common.learners.logistic import LinearModel
 from privfed.common.nullspace import fit_linear_map
 from privfed.deploy.tcpproxy import RecordingProxy
 from privfed.owner.data import build_owners, federation_split
-from privfed.owner.query_cleaning import public_centre
+from privfed.owner.query_cleaning import DEFAULT_SCORE_BITS, public_centre
 from privfed.proto.serde import GRID_BITS
 from privfed.server.app import CoordinatorServer
 from privfed.server.models import model_linear_stage
@@ -224,6 +224,13 @@ def grid_slack(A):
     return float(np.max(np.sum(np.abs(A), axis=0))) * GRID_STEP / 2 + 1e-12
 
 
+def score_slack(A, bounds):
+    """Largest change of a score the model reads: half a step of its public grid (``--score-bits``,
+    owner/query_cleaning.py "Digits": 2^K steps of its range over the bounds), then the wire grid's."""
+    half = 0.5 * np.abs(A).T @ (bounds.hi - bounds.lo)
+    return float(np.max(half)) / 2**DEFAULT_SCORE_BITS + grid_slack(A)
+
+
 def assert_complete_privacy(served, rows):
     """The owner's A_c guesses the same for every received row (ε = 0); on the raw rows it does better
     than the mean."""
@@ -253,7 +260,7 @@ def assert_labels_kept(served, model_id, proc, rows):
     assert rows.shape == served.queries.shape
     assert np.all(np.any(np.abs(rows - served.queries) > 1e-3, axis=1)), "every row was changed"
     _, A_d = model_linear_stage(model)
-    assert np.max(np.abs((served.queries - rows) @ A_d)) <= grid_slack(A_d)
+    assert np.max(np.abs((served.queries - rows) @ A_d)) <= score_slack(A_d, served.bounds)
     assert labels.tolist() == model.predict(served.queries).tolist()
     assert f"cleaned {N_QUERIES} of {N_QUERIES} query row(s)" in proc.stderr
     return A_d
@@ -301,7 +308,7 @@ def test_positive_budget_is_spent_exactly(served, tmp_path, method):
     assert np.count_nonzero(s_total > eps) >= 0.9 * N_QUERIES, "most rows have more desired signal than ε"
     e_utility = np.sum(((served.queries - rows) @ A_d) ** 2, axis=1)
     expected = np.minimum(s_total, eps)  # a row whose whole signal is below ε is cleaned to c
-    slack = 2 * math.sqrt(eps) * grid_slack(A_d) + grid_slack(A_d) ** 2
+    slack = 2 * math.sqrt(eps) * score_slack(A_d, served.bounds) + score_slack(A_d, served.bounds) ** 2
     assert np.max(np.abs(e_utility - expected)) <= slack
     assert out.read_text().splitlines()[0] == "label"
     written = np.loadtxt(out, skiprows=1, dtype=np.int64)

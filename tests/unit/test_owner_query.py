@@ -395,6 +395,8 @@ def test_flags_that_are_not_values_are_refused_by_the_parser(extra, capsys):
         (["--confidential-labels", "-1"], "--confidential-labels index must be an int >= 0, got -1"),
         (["--max-rank", "0"], "--max-rank must be an int >= 1, got 0"),
         (["--max-rank", "-2"], "--max-rank must be an int >= 1, got -2"),
+        (["--score-bits", "0"], "--score-bits must be an int in [1, 52], got 0"),
+        (["--score-bits", "53"], "--score-bits must be an int in [1, 52], got 53"),
     ],
 )
 def test_flag_values_out_of_range_are_refused_by_the_config(extra, message):
@@ -485,3 +487,30 @@ def test_moment_rows_need_two_rows():
 
     with pytest.raises(ConfigError, match="at least 2 rows"):
         moment_rows(np.ones((1, 3)))
+
+
+def test_rows_on_the_score_grid_carry_their_scores_rounded_to_2_to_the_k_steps_of_their_range():
+    """``--score-bits`` ("Digits" in owner/query_cleaning.py): the rows cleaned are the least-norm rows whose
+    scores are the query's on the public grid, clipped to their range over the bounds; a function of the
+    scores alone, so rows of equal scores give the same row, and a stage scaled up reads no finer."""
+    from privfed.owner.query_cleaning import on_score_grid
+
+    rng = np.random.Generator(np.random.PCG64(5))
+    A = rng.normal(size=(6, 2))
+    width = np.full(6, 2.0)  # the box [-1, 1]^6 around the centre
+    X = rng.uniform(-1, 1, (200, 6))
+    half = 0.5 * np.abs(A).T @ width
+    step = 2 * half / 2**8
+    Z = on_score_grid(X, A, width, 8)
+    scores = Z @ A
+    assert np.all(np.abs(scores - X @ A) <= step / 2 + 1e-9)
+    assert np.allclose(scores / step, np.rint(scores / step), atol=1e-6)  # on the grid
+    assert np.allclose(Z, Z @ A @ np.linalg.pinv(A))  # in span(A_d): nothing else of the row
+    ignored = np.linalg.svd(A.T)[2][2:].T  # directions A does not read: moving along them changes nothing
+    assert np.allclose(on_score_grid(X + rng.normal(size=(200, 4)) @ ignored.T * 0.01, A, width, 8), Z)
+    assert np.allclose(on_score_grid(X, 1000.0 * A, width, 8), Z)  # scaling the stage reads no finer
+    far = on_score_grid(X * 50.0, A, width, 8) @ A  # rows far outside the bounds: scores clipped to the range
+    assert np.all(np.abs(far) <= half + 1e-9)
+    assert len(np.unique(np.rint(Z @ A / step), axis=0)) <= (2**8 + 1) ** 2
+    zero = on_score_grid(X, np.c_[A[:, :1], np.zeros(6)], width, 8)  # a column that reads nothing
+    assert np.all(np.isfinite(zero)) and np.allclose(zero[:, :], on_score_grid(X, A[:, :1], width, 8))
