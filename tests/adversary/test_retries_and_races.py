@@ -79,32 +79,17 @@ class RecordThenDrop(HostileCoordinator):
 
 
 @pytest.fixture
-def dropping(certs):
+def coordinator(certs):
+    """This module's hostile coordinator (the shared ``owners`` fixture spawns nodes against it): one that can
+    drop pushes it recorded; it drops none until a test sets ``drops``."""
     hc = RecordThenDrop(certs)
     yield hc
     hc.stop()
 
 
-@pytest.fixture
-def dropping_owners(tmp_path, dropping, certs):
-    from hostile import spawn_owner
-
-    spawned = []
-
-    def spawn(name, X, y, **kw):
-        proc = spawn_owner(tmp_path, dropping.port, name, X, y, certs=certs, **kw)
-        spawned.append(proc)
-        dropping.wait_registered(proc.owner_ids)
-        return proc
-
-    yield spawn
-    dropping.shutdown = True
-    for proc in spawned:
-        proc.stop()
-
-
-def test_results_recorded_then_dropped_are_one_release_each_however_often_asked(dropping, dropping_owners):
-    node = dropping_owners("owner-0", X, Y, shards=4)
+def test_results_recorded_then_dropped_are_one_release_each_however_often_asked(coordinator, owners):
+    dropping = coordinator
+    node = owners("owner-0", X, Y, shards=4)
     ncc_owner, boost_owner = node.owner_ids[0], node.owner_ids[1]
     config = boost_config(D, "run-r", epsilon=0.5)
     dropping.run([ncc_task("warm", node.owner_ids[3], d=D, **SMALL)])
