@@ -106,6 +106,7 @@ class OwnerNode:
         self._owner_ids = list(owners.owner_ids) if isinstance(owners, DeferredOwners) else [o.owner_id for o in owners]
         #: The node's fatal error (its rows do not fit the federation schema), or None.
         self.fatal: str | None = None
+        self._schema_digest = ""  # the digest of the schema the deferred owners' rows were read by ("": none)
         self._ledger = ledger
         self._allow_clear_labels = allow_clear_labels
         self._work_rows = work_rows
@@ -160,15 +161,27 @@ class OwnerNode:
 
     def _receive_schema(self, text: str) -> None:
         """Load deferred owners' rows against the coordinator's schema (once: a re-registration
-        keeps them). A schema that does not parse, or rows that do not fit it, make the node fatal."""
-        if self._deferred is None or self._core is not None or self.fatal is not None:
+        keeps them). A schema that does not parse, or rows that do not fit it, make the node fatal; so does a
+        re-registration that brings another schema than the one the rows were read by (a service restarted
+        with another schema file: the node released on, its rows read by the old one, until a walkthrough
+        saw it; it now refuses every task, as a node started against that schema would)."""
+        if self._deferred is None or self.fatal is not None:
             return
         try:
             schema = FederationSchema.parse(text, source="the coordinator's federation schema") if text else None
+            digest = "" if schema is None else schema.digest()
+            if self._core is not None:
+                if digest != self._schema_digest:
+                    raise ConfigError(
+                        f"the coordinator's federation schema changed (sha256 {self._schema_digest[:12] or 'none'} "
+                        f"-> {digest[:12] or 'none'}) since this node read its rows by it; nothing more is released"
+                    )
+                return
             owners = self._deferred.load(schema, self._ledger)
             if sorted(o.owner_id for o in owners) != sorted(self._owner_ids):
                 raise ConfigError("the loaded owners are not the registered ones")  # a bug of the caller
             self._core = self._make_core(owners)  # rows above --work-rows: the operator's error, as rows off the schema
+            self._schema_digest = digest
         except ConfigError as exc:
             self.fatal = str(exc)
             log.error("%s; this node refuses every task (schema_mismatch) and exits", exc)
@@ -404,11 +417,12 @@ class OwnerNode:
 
     def _serve(self, stub: pb_grpc.CoordinatorStub) -> int:
         self._register(stub)
-        if self.fatal is not None and self._daemon:  # its rows fit no job of this service: it stops now, not at the
-            log.info("node %s stops: a daemon whose rows do not fit the service's schema", self.node_id)  # next job
-            return 2
         reply: Poll | None = None
         while not self.stop_event.is_set():
+            if self.fatal is not None and self._daemon:  # its rows fit no job of this service (at its first
+                # registration or a later one): it stops now, not at the next job
+                log.info("node %s stops: a daemon whose rows do not fit the service's schema", self.node_id)
+                return 2
             if reply is None:
                 reply = self._push_and_pull(stub, []) if self._sessions_on() else self._pull(stub)
                 if reply is None:
