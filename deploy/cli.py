@@ -290,8 +290,7 @@ def simulation_config(args: argparse.Namespace) -> SimulationConfig:
     if args.config is None:
         return SimulationConfig.from_mapping(given)
     defaults = settings(build_parser().parse_args(["simulate"]))
-    text = args.config.read_text(encoding="utf-8")
-    doc = SimulationConfig.toml_mapping(text, source=str(args.config))
+    doc = SimulationConfig.toml_file(args.config)
     return SimulationConfig.from_mapping(
         doc | {k: v for k, v in given.items() if v != defaults.get(k)}, source=str(args.config)
     )

@@ -187,7 +187,7 @@ def _submit(args: argparse.Namespace) -> int:
     from privfed.deploy.simulation_config import SimulationConfig
     from privfed.server.jobapi import job_config, job_file_errors, job_settings
 
-    doc = SimulationConfig.toml_mapping(args.file.read_text(encoding="utf-8"), source=str(args.file))
+    doc = SimulationConfig.toml_file(args.file)
     # an unknown key, one of the service's, a parameter of another task or a bad value is refused here, as the
     # service would refuse it (the same tables and checks; the service's own fields are left at their defaults)
     with job_file_errors():

@@ -199,6 +199,16 @@ class SimulationConfig:
         tool = doc.get("tool")
         return dict(tool["privfed"]) if isinstance(tool, dict) and isinstance(tool.get("privfed"), dict) else doc
 
+    @staticmethod
+    def toml_file(path: Path) -> dict[str, Any]:
+        """:meth:`toml_mapping` of the TOML file ``path`` (UTF-8, with or without a byte-order mark); a
+        :class:`ConfigError` naming it if it is not UTF-8 text (a walkthrough's Latin-1 job file gave a traceback)."""
+        try:
+            text = Path(path).read_text(encoding="utf-8-sig")
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: not UTF-8 text; save it as UTF-8") from None
+        return SimulationConfig.toml_mapping(text, source=str(path))
+
     @classmethod
     def from_toml(cls, text: str, *, source: str = "config") -> SimulationConfig:
         """A config from TOML text (see :meth:`from_mapping` and :meth:`toml_mapping`)."""

@@ -205,6 +205,30 @@ def test_privfed_submit_refuses_a_parameter_of_another_task_before_it_calls_the_
     )
 
 
+@pytest.mark.parametrize(
+    ("data", "err"),
+    [
+        (b"# caf\xe9\ntask = 'ncc'\n", "not UTF-8 text; save it as UTF-8"),  # Latin-1: was a traceback
+        ("task = 'ncc'\n".encode("utf-16"), "not UTF-8 text; save it as UTF-8"),  # Windows' "Unicode"
+        (
+            b"\xef\xbb\xbftask = 'lr'\nepsilon = 1\nowners = 3\nrounds = 3\n",
+            "rounds is a parameter of task bdt",
+        ),  # BOM read past
+    ],
+    ids=["latin-1", "utf-16", "utf-8-bom"],
+)
+def test_a_job_or_config_file_that_is_not_utf8_is_one_line_and_exit_2(tmp_path, capsys, data, err):
+    job = tmp_path / "job.toml"
+    job.write_bytes(data)
+    for argv in (
+        ["submit", str(job), "--coordinator", "127.0.0.1:9", "--insecure"],
+        ["simulate", "--config", str(job)],
+    ):
+        assert cli_main(argv) == 2
+        out = capsys.readouterr().err.strip()
+        assert len(out.splitlines()) == 1 and (err in out or "--rounds is a parameter of --task bdt" in out), out
+
+
 def _registered(dispatcher: Dispatcher) -> None:
     dispatcher.register("owner-0", [OwnerInfo("owner-0.o00000"), OwnerInfo("owner-0.o00001")])
 
