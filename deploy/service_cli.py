@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import signal
+import sys
 import threading
 from pathlib import Path
 from typing import Any, Protocol
@@ -195,6 +196,8 @@ def _submit(args: argparse.Namespace) -> int:
     doc = {k: ("inf" if isinstance(v, float) and v == float("inf") else v) for k, v in doc.items()}
     answer = call(args, "Submit", {"job": doc})
     print(f"submitted job {answer['job_id']} ({answer['state']})", flush=True)
+    if answer.get("warning"):
+        print(f"warning: {answer['warning']}", file=sys.stderr, flush=True)
     return 0
 
 
@@ -224,9 +227,9 @@ def _jobs(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
-    for j in jobs:  # why a job failed or was cancelled: a line each, under the table
-        if j["state"] in ("failed", "cancelled") and j.get("error"):
-            print(f"{j['job_id']} {j['state']}: {j['error']}")
+    for j in jobs:  # why a job failed or was cancelled, or what a running one waits for: a line each, under the table
+        if j["state"] in ("failed", "cancelled", "running") and j.get("note"):
+            print(f"{j['job_id']} {j['state']}: {j['note']}")
     if earlier:
         print(f"{earlier} earlier job(s) not shown; --all lists every job, --last N the N last")
     return 0

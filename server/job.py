@@ -45,7 +45,7 @@ from privfed.server.report import (
 )
 from privfed.server.rounds import JobBook, declined_owners, rejection_summary
 from privfed.server.securesum import RelayedTransport
-from privfed.server.strategies.base import Fold, Strategy
+from privfed.server.strategies.base import Fold, OnProgress, Strategy
 from privfed.server.strategies.result import StrategyResult, TrainedModel
 
 log = logging.getLogger("privfed.coordinator")
@@ -55,7 +55,9 @@ round_log = logging.getLogger("privfed.coordinator.rounds")
 #: Sends one batch of tasks and returns the answers: (tasks, timeout, ring session whose stall ends the
 #: wait, a fold the answers are handed to as they come instead: then none are returned).
 Execute = Callable[[list[Task], float | None, str | None, Fold | None], list[Result]]
-#: Told after every batch of a job: (its round id, tasks answered, tasks sent) (``privfed serve``'s status).
+#: Told after every batch of a job: (its round id, tasks answered, tasks sent) (``privfed serve``'s status). A
+#: job's progress is not its batches (a boosting round is many: ring hops, secure-sum steps) but its strategy's
+#: steps (:data:`~privfed.server.strategies.base.OnProgress`).
 OnBatch = Callable[[str, int, int], None]
 
 
@@ -72,11 +74,13 @@ class GrpcTransport(RelayedTransport):
         *,
         secure_sum: str = "ring",
         rejected: Mapping[str, str] | None = None,
+        on_progress: OnProgress | None = None,
     ) -> None:
         super().__init__(secure_sum)
         self._execute = execute
         self._dispatcher = dispatcher
         self._rejected = rejected if rejected is not None else {}
+        self._on_progress = on_progress
 
     def run_tasks(self, tasks: list[Task], timeout: float | None = None, *, stalls: str | None = None) -> list[Result]:
         return self._execute(tasks, timeout, stalls, None)
@@ -88,6 +92,10 @@ class GrpcTransport(RelayedTransport):
     def silent_owners(self) -> set[str]:
         """Owners on silent nodes, and rejected owners: neither is asked into a ring."""
         return self._dispatcher.silent_owners() | set(self._rejected)
+
+    def progressed(self, done: int, planned: int) -> None:
+        if self._on_progress is not None:
+            self._on_progress(done, planned)
 
     def peer_key(self, owner_id: str) -> PeerKey:
         return self._dispatcher.peer_key(owner_id)
@@ -150,6 +158,7 @@ def run_job(
     book: JobBook | None = None,
     expected: Expected | None = None,
     on_batch: OnBatch | None = None,
+    on_progress: OnProgress | None = None,
 ) -> JobOutcome:
     """Wait for ``expected_owners`` owners, check the job can be done with them, run ``strategy``.
 
@@ -159,7 +168,8 @@ def run_job(
     and the quorum: after every batch, fewer owners still taking part end the job
     (:class:`~privfed.common.errors.QuorumLost`); the caller reads it for its report, also when the
     job fails. Default: no quorum, :data:`~privfed.common.boosting.params.MAX_OWNER_ROWS` rows
-    per owner. ``expected``: who to name while waiting (:mod:`privfed.server.registration`).
+    per owner. ``expected``: who to name while waiting (:mod:`privfed.server.registration`). ``on_batch`` is told
+    of every batch, ``on_progress`` of every step of the strategy (:meth:`Transport.progressed`).
     """
     expected = expected or Expected(expected_owners)
     t0 = time.perf_counter()
@@ -212,7 +222,8 @@ def run_job(
         return results
 
     try:
-        result = strategy.run(owner_ids, GrpcTransport(execute, server.dispatcher, rejected=book.rejected))
+        transport = GrpcTransport(execute, server.dispatcher, rejected=book.rejected, on_progress=on_progress)
+        result = strategy.run(owner_ids, transport)
     except RoundFailed as exc:  # say why owners did not answer: their refusals, rejections, the nodes lost
         raise type(exc)("; ".join(w for w in (str(exc), book.why()) if w)) from exc
     t2 = time.perf_counter()
@@ -283,6 +294,7 @@ def run_federated_job(
     show_progress: bool = False,
     label: str = "",
     on_batch: OnBatch | None = None,
+    on_progress: OnProgress | None = None,
 ) -> FinishedJob:
     """Run ``job`` on ``server`` (started by the caller, with the owners on their way) and write its report.
 
@@ -295,7 +307,8 @@ def run_federated_job(
 
     The job is announced to the owners first (:class:`~privfed.common.jobinfo.JobInfo`: its id, data
     user, task, per-owner ε and δ, schema digest) and goes with its tasks: an owner's policy judges it,
-    and owners record its releases under its id. ``on_batch`` is told of every batch (:data:`OnBatch`).
+    and owners record its releases under its id. ``on_batch`` is told of every batch (:data:`OnBatch`),
+    ``on_progress`` of every step of the strategy (:data:`~privfed.server.strategies.base.OnProgress`).
 
     Every other way out writes ``status: failed`` with the reason (``stopped()`` names what aborted
     the job, e.g. ``"SIGTERM"``) and what became of the owners, releases them, and raises
@@ -333,6 +346,7 @@ def run_federated_job(
             book=book,
             expected=job.expected,
             on_batch=on_batch,
+            on_progress=on_progress,
         )
         server.models.put(
             job.model_id, outcome.model, schema=job.schema, data_user=job.data_user

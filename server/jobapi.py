@@ -179,7 +179,14 @@ class JobApi:
         if not isinstance(doc, dict):
             raise ConfigError("a submission carries its job's settings as a JSON object under 'job'")
         record = self._service.submit(job_settings(doc), user)
-        return {"job_id": record.job_id, "state": record.state}
+        answer = {"job_id": record.job_id, "state": record.state}
+        short = self._service.short_of_owners(record.settings.get("owners"))
+        if short is not None:  # it would wait for them: its register timeout, holding the queue
+            answer["warning"] = (
+                f"the job asks for {record.settings['owners']} owners and {short}: it waits for the rest up to its "
+                "register-timeout when it starts, and the jobs queued after it wait too"
+            )
+        return answer
 
     def list(self, request: dict[str, Any], user: str) -> dict[str, Any]:
         """The last ``request["last"]`` jobs (a positive integer; absent or null: every job, as older

@@ -83,10 +83,10 @@ class Journal:
         """How many rounds have a recorded learner."""
         return int(self._db.execute("SELECT COUNT(*) FROM rounds").fetchone()[0])
 
-    def recorded_steps(self) -> int:
-        """How many steps the file holds: each round's learner, and its evaluation once summed."""
-        row = self._db.execute("SELECT COUNT(*), COUNT(n_parties) FROM rounds").fetchone()
-        return int(row[0]) + int(row[1])
+    def evaluated_rounds(self) -> int:
+        """How many rounds are done: their learner and its evaluation recorded (what is left of a round is
+        their decision, made again from these)."""
+        return int(self._db.execute("SELECT COUNT(n_parties) FROM rounds").fetchone()[0])
 
     def begin(self, *, fingerprint: str, owner_ids: list[str], run_id: str, resume: bool) -> str:
         """Start the job, or continue the one recorded; returns the run id to use.

@@ -49,15 +49,21 @@ def federation_schema(config: JobConfig) -> tuple[FederationSchema, Dataset | No
     return schema, schema.dataset(read_table(config.schema.parent / schema.test))
 
 
-def coordinator_strategy(config: JobConfig) -> tuple[Strategy, FederationSchema, Dataset | None]:
+#: Says a warning about the job's settings (the command line's: logged as it is; a service's: in the job file's terms).
+Warn = Callable[[str], None]
+
+
+def coordinator_strategy(
+    config: JobConfig, warn: Warn = log.warning
+) -> tuple[Strategy, FederationSchema, Dataset | None]:
     """(strategy, schema, public test set) of the job: only public configuration (the schema's
-    bounds and classes) and the public test set are read."""
+    bounds and classes) and the public test set are read. ``warn`` says what the job's settings leave to a
+    default that matters (in the flags' terms)."""
     schema, test = federation_schema(config)
     if config.task == "bdt" and config.release == "shares" and config.weight_bound_source == "default":
-        log.warning(
-            "bdt: neither --weight-bound nor --rows-per-owner given; share weight bound %g (one row per "
-            "owner): owners with more rows have their share weights scaled down to it",
-            config.share_weight_bound,
+        warn(
+            f"bdt: neither --weight-bound nor --rows-per-owner given; share weight bound {config.share_weight_bound:g} "
+            "(one row per owner): owners with more rows have their share weights scaled down to it"
         )
     return make_strategy(config, n_classes=schema.n_classes, bounds=schema.bounds), schema, test
 
@@ -81,12 +87,13 @@ def public_rows_per_owner(config: JobConfig) -> JobConfig:
     return config.replace(rows_per_owner=train.n / config.owners)
 
 
-def coordinator_job(config: JobConfig, tls: TlsFiles | None) -> FederatedJob:
+def coordinator_job(config: JobConfig, tls: TlsFiles | None, warn: Warn = log.warning) -> FederatedJob:
     """The job ``privfed coordinator`` runs: its strategy on the federation's public schema, waiting for
     ``config.owners`` owners (naming the nodes of the certificates it can see, and a built-in data
     set's partition), with the contracts' row bound and the quorum from ``config``; checked to be
-    feasible with those owners (:class:`ConfigError` before anything listens)."""
-    strategy, schema, test = coordinator_strategy(config)
+    feasible with those owners (:class:`ConfigError` before anything listens). ``warn``: as
+    :func:`coordinator_strategy`'s."""
+    strategy, schema, test = coordinator_strategy(config, warn)
     job = FederatedJob(
         config=config,
         strategy=strategy,

@@ -36,20 +36,16 @@ from privfed.server.joblog import JobRecords
 from privfed.server.jobstore import FINAL, JobRecord, JobStore, now
 from privfed.server.main import coordinator_job, federation_schema, public_rows_per_owner
 from privfed.server.models import ModelStore, load_model, may_use
-from privfed.server.parameters import SHARE_ROUNDS
+from privfed.server.registration import Expected, status
 from privfed.server.report import JobReport, host_info, version_info
 from privfed.server.statuspage import StatusPage
 
 log = logging.getLogger("privfed.coordinator")
 
-#: Batches a job of each task sends (boosting by shares: about two per round), for the status page's progress.
-BATCHES_PER_ROUND = {"ncc": 1, "lr": 1, "feddpdr": 2, "bdt": 2}
 #: Jobs the status page shows, the last submitted.
 STATUS_JOBS = 100
 #: Finished jobs' models held in memory to serve (more are read back from the store when asked for).
 KEEP_MODELS = 16
-#: Boosting's rounds when a job file gives none (``BdtParams``' default).
-DEFAULT_ROUNDS = SHARE_ROUNDS
 
 
 def not_rerun(what: str) -> str:
@@ -61,26 +57,25 @@ def not_rerun(what: str) -> str:
     )
 
 
-def expected_batches(settings: Mapping[str, Any]) -> int:
-    """The batches a job sends, from its settings or its report's resolved ``config`` (bdt by marginals: one)."""
-    task = str(settings.get("task"))
-    if task != "bdt":
-        return BATCHES_PER_ROUND.get(task, 1)
-    if settings.get("release") == "marginals":
-        return 1
-    return BATCHES_PER_ROUND["bdt"] * int(settings.get("n_rounds") or DEFAULT_ROUNDS)
-
-
-def journaled_batches(path: Path) -> int:
-    """The batches a boosting job's journal at ``path`` holds (none yet: 0), where its progress starts again after
-    a restart: a round's shares and its evaluation are a batch each, and those the journal holds are not asked
-    again (a resumed job showed 0 % while it went on from its tenth round)."""
+def journaled_rounds(path: Path) -> int:
+    """The rounds a boosting job's journal at ``path`` holds done (none yet: 0), where its progress starts again
+    after a restart, in the unit the strategy counts in (:meth:`~privfed.server.strategies.base.Transport.progressed`):
+    a resumed job showed 0 % while it went on from its tenth round, and then, counted in batches, less than
+    before the restart."""
     from privfed.server.journal import Journal  # here: a service that runs no boosting job never loads it
 
     if not path.exists():
         return 0
     with Journal(path) as journal:
-        return journal.recorded_steps()
+        return journal.evaluated_rounds()
+
+
+def progress_of(state: str, done: int, planned: int | None) -> float:
+    """A job's progress from 0 to 1: ``done`` of its strategy's ``planned`` steps (unknown: 0); 1 once it is done,
+    below 1 before (a job's last step is followed by its model and report)."""
+    if state == "done":
+        return 1.0
+    return min(0.99, done / planned) if planned else 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,7 +134,7 @@ class CoordinatorService:
         self._wake = threading.Condition()
         self._stopping = False
         self._cancels: dict[str, str] = {}  # running job id -> who cancelled it
-        self._progress: dict[str, dict[str, Any]] = {}  # the running job's id -> its batches so far
+        self._progress: dict[str, dict[str, Any]] = {}  # the running job's id -> its steps so far, and its last round
         self._runner = threading.Thread(target=self._loop, name="privfed-jobs", daemon=True)
         self.current: str | None = None
         self.status = StatusPage(self.snapshot)
@@ -195,7 +190,8 @@ class CoordinatorService:
         queue it."""
         with job_file_errors():
             config = public_rows_per_owner(self._job_config(settings))
-            job = coordinator_job(config, self.tls)  # builds the strategy: an infeasible job is refused now
+            # builds the strategy: an infeasible job is refused now; its warnings go to its log when it starts
+            job = coordinator_job(config, self.tls, warn=lambda _: None)
         if job.schema.digest() != self.schema.digest():
             raise ConfigError(
                 f"the job gives another federation schema (sha256 {job.schema.digest()[:12]}) than this "
@@ -228,6 +224,14 @@ class CoordinatorService:
                 self.server.dispatcher.cancel_job()
         return self.store.get(job_id)
 
+    def short_of_owners(self, asked: Any) -> str | None:
+        """``k of N owners registered (nodes: ...)`` when fewer than the ``asked`` owners (a job's ``owners``) are
+        registered now, as the job's log says while it waits for them; None when there are enough (or it asks for
+        none)."""
+        if not isinstance(asked, int) or len(self.server.dispatcher.live_owners()) >= asked:
+            return None
+        return status(self.server.dispatcher, Expected(asked))
+
     def report_of(self, job_id: str) -> dict[str, Any] | None:
         path = self.store.job_dir(job_id) / "report.json"
         try:
@@ -238,11 +242,15 @@ class CoordinatorService:
     def summary(self, record: JobRecord) -> dict[str, Any]:
         """What ``privfed jobs`` and the status page show of a job: no owner data, no ledger."""
         s = record.settings
-        progress = self._progress.get(record.job_id, {})
         report = self.report_of(record.job_id) if record.state in FINAL else None
         resolved = (report or {}).get("config") or s  # a job that ran reports its resolved release and rounds
-        expected = progress.get("expected") or expected_batches(resolved)
-        batches = progress.get("batches", len((report or {}).get("rounds") or []))
+        # a running job's steps so far; a finished one's, as its report records them
+        progress = self._progress.get(record.job_id) or (report or {}).get("progress") or {}
+        done, planned = int(progress.get("done") or 0), progress.get("planned")
+        note = record.error
+        if record.state == "running" and progress.get("round") is None:  # no batch sent yet: it may wait for owners
+            short = self.short_of_owners(s.get("owners"))
+            note = note or (None if short is None else f"waiting for owners: {short}")
         return {
             "job_id": record.job_id,
             "state": record.state,
@@ -251,8 +259,9 @@ class CoordinatorService:
             "epsilon": s.get("epsilon"),
             "owners": s.get("owners"),
             "rounds": resolved.get("n_rounds") if s.get("task") == "bdt" else None,
-            "batches": batches,
-            "progress": 1.0 if record.state == "done" else min(0.99, batches / max(1, expected)),
+            "done": done,
+            "planned": planned,
+            "progress": progress_of(record.state, done, planned),
             "last_round": progress.get("round"),
             "accuracy": record.accuracy,
             "majority": ((report or {}).get("baselines") or {}).get("majority_class"),
@@ -261,6 +270,7 @@ class CoordinatorService:
             "started": record.started,
             "finished": record.finished,
             "error": record.error,
+            "note": note,
             "restarts": record.restarts,
         }
 
@@ -332,19 +342,24 @@ class CoordinatorService:
         handler.addFilter(JobRecords())  # not the records of other callers' calls (privfed.server.joblog)
         root = logging.getLogger("privfed")
         root.addHandler(handler)
-        self._progress[record.job_id] = {"batches": 0, "round": None}
+        self._progress[record.job_id] = {"done": 0, "planned": None, "round": None}
+        report = JobReport(self.config.store, {"status": "running"}, run_dir=job_dir, terms=in_job_file_terms)
 
         def on_batch(round_id: str, answered: int, asked: int) -> None:
-            p = self._progress[record.job_id]
-            p.update(batches=p["batches"] + 1, round=round_id, answered=answered, asked=asked)
+            self._progress[record.job_id].update(round=round_id, answered=answered, asked=asked)
 
-        report = JobReport(self.config.store, {"status": "running"}, run_dir=job_dir, terms=in_job_file_terms)
+        def on_progress(done: int, planned: int) -> None:
+            """The strategy's steps so far: shown while the job runs, and kept in its report for after."""
+            self._progress[record.job_id].update(done=done, planned=planned)
+            report.update(progress={"done": done, "planned": planned})
+
         try:
             config = public_rows_per_owner(self._job_config(record.settings))
-            self._progress[record.job_id]["expected"] = expected_batches(config.to_report())
             if config.task == "bdt" and config.release == "shares":  # resumes from its journal after a restart
-                config = config.replace(journal=job_dir / "journal.sqlite", resume=True)
-                self._progress[record.job_id]["batches"] = journaled_batches(job_dir / "journal.sqlite")
+                journal = job_dir / "journal.sqlite"  # made by the job's first run: its report says whether it resumed
+                config = config.replace(journal=journal, resume=journal.exists())
+                # until its owners are back, the rounds its journal holds (the strategy goes on from there)
+                on_progress(journaled_rounds(journal), int(config.to_report()["n_rounds"]))
             report.update(
                 config=config.to_report(),
                 job_id=record.job_id,
@@ -355,7 +370,11 @@ class CoordinatorService:
             )
             if record.restarts and config.journal is None:  # asked again, an owner without a policy would pay twice
                 raise ConfigError(not_rerun(f"bdt --release {config.release}" if config.task == "bdt" else config.task))
-            job = replace(coordinator_job(config, self.tls), job_id=record.job_id, data_user=record.data_user)
+            job = replace(
+                coordinator_job(config, self.tls, warn=lambda text: log.warning("%s", in_job_file_terms(text))),
+                job_id=record.job_id,
+                data_user=record.data_user,
+            )
             report.update(config=config.to_report(d=job.schema.d), schema_sha256=job.schema.digest())
             log.info("job %s starts (%s, epsilon %g)", record.job_id, config.task, config.epsilon)
             done = run_federated_job(
@@ -366,6 +385,7 @@ class CoordinatorService:
                 reference=None if (of := self._reference) is None else lambda: of(config),
                 stopped=lambda: self._stopped(record.job_id),
                 on_batch=on_batch,
+                on_progress=on_progress,
             )
             self.store.update(record.job_id, state="done", finished=now(), accuracy=done.accuracy)
             log.info("job %s done: accuracy %s", record.job_id, done.accuracy)

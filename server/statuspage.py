@@ -75,6 +75,13 @@ def accuracy_svg(jobs: list[dict[str, Any]], width: int = 640, height: int = 220
     return "".join(parts)
 
 
+def steps_done(job: dict[str, Any]) -> str:
+    """A job's steps done, of those planned when its strategy has said (``29 of 40``: boosting rounds, gradient
+    steps, a one-round job's round)."""
+    done, planned = int(job.get("done") or 0), job.get("planned")
+    return f"{done}" if planned is None else f"{done} of {planned}"
+
+
 def render(snapshot: dict[str, Any]) -> str:
     """The page for a snapshot ``{"jobs": [...], "nodes": {...}}``."""
     jobs, nodes = snapshot["jobs"], snapshot["nodes"]
@@ -88,11 +95,11 @@ def render(snapshot: dict[str, Any]) -> str:
             f"<td>{html.escape(j['job_id'])}</td><td class='state'>{html.escape(j['state'])}</td>"
             f"<td>{html.escape(str(j.get('task')))}</td><td class='epsilon'>{html.escape(str(j.get('epsilon')))}</td>"
             f"<td>{html.escape(str(j.get('data_user')))}</td><td>{rounds}</td>"
-            f"<td class='batches'>{j.get('batches', 0)}</td>"
+            f"<td class='done'>{steps_done(j)}</td>"
             f"<td><progress max='100' value='{pct[:-1]}'></progress> <span class='progress'>{pct}</span></td>"
             f"<td class='accuracy'>{acc}</td>"
             f"<td class='declined'>{html.escape(declined_by_node(j.get('declined_owners') or []))}</td>"
-            f"<td>{html.escape(j.get('error') or '')}</td></tr>"
+            f"<td class='note'>{html.escape(j.get('note') or j.get('error') or '')}</td></tr>"
         )
     node_rows = [
         f'<tr class="node" data-online="{str(n["online"]).lower()}"><td>{html.escape(name)}</td>'
@@ -117,7 +124,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;font-size:13px}} th{{background:#f4
 <table id="nodes"><tr><th>node</th><th>owners</th><th>status</th></tr>{"".join(node_rows)}</table>
 <h2>Jobs</h2>
 <table id="jobs"><tr><th>id</th><th>state</th><th>task</th><th>&epsilon; per owner</th><th>data user</th>
-<th>rounds</th><th>batches</th><th>progress</th><th>accuracy</th><th>declined by</th><th>note</th></tr>
+<th>rounds</th><th>done</th><th>progress</th><th>accuracy</th><th>declined by</th><th>note</th></tr>
 {"".join(rows)}</table>
 {earlier}<h2>Accuracy</h2>
 <p>Finished jobs, one bar each (dashed: the majority-class baseline on the public test set).</p>

@@ -22,6 +22,8 @@ from privfed.server.strategies.result import PrivacySplit, RoundReport, Strategy
 
 #: Takes one batch of a round's results as they come (:meth:`Transport.fold_tasks`).
 Fold = Callable[[list[Result]], None]
+#: Told how far a job is, in its strategy's own units (:meth:`Transport.progressed`): (done, planned).
+OnProgress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,12 @@ class Transport(Protocol):
     def silent_owners(self) -> set[str]:
         """Owners whose node stopped answering."""
         ...
+
+    def progressed(self, done: int, planned: int) -> None:
+        """``done`` of the job's ``planned`` steps are over, in the strategy's own units, one per round its
+        report records (a boosting round, its ring hops and secure-sum steps included; a gradient step; a
+        one-round job's round), those a resumed job takes from its journal included. Default: nothing."""
+        return None
 
 
 @runtime_checkable
@@ -168,6 +176,7 @@ class SingleRound:
             running.add(results)
 
         transport.fold_tasks(self.configure(owner_ids, "r1"), fold)
+        transport.progressed(1, 1)
         model = running.model()
         record = RoundReport(1, "share", len(owner_ids), released, time.perf_counter() - t0)
         return StrategyResult(model, self.privacy(), (record,), refused=refused)

@@ -287,6 +287,7 @@ class _FederationSteps:
                 from_journal=from_journal,
             )
         )
+        self.transport.progressed(record.round + 1, len(self.evaluators))  # a round the journal held counts too
 
     def keep(self, round_no: int, learner: Any, alpha: float, err_total: float, weight_total: float) -> None:
         self.history = with_round(self.history, learner, alpha, err_total, weight_total)

@@ -147,6 +147,7 @@ class FedDpdrStrategy:
 
         transport.fold_tasks(new_tasks(owner_ids, "pca", self._pca_task()), fold)
         rounds.append(RoundReport(len(rounds) + 1, "pca", len(owner_ids), len(counts), time.perf_counter() - t0))
+        transport.progressed(1, 2)
         if not counts:
             raise RoundFailed("no owner released a DP-PCA subspace")
         U, eigenvalues = projectors.result()
@@ -172,6 +173,7 @@ class FedDpdrStrategy:
 
         transport.fold_tasks(new_tasks(asked, "svm", lambda o: self._svm_task(U, counts[o])), fold)
         rounds.append(RoundReport(len(rounds) + 1, "svm", len(asked), len(sizes), time.perf_counter() - t0))
+        transport.progressed(2, 2)
         if not sizes:
             raise RoundFailed("no owner released an SVM")
         coef = classifier.coef()

@@ -75,6 +75,7 @@ class LdpGdStrategy:
         rounds: list[RoundReport] = []
         refused: dict[str, str] = {}
         dropped: list[str] = []  # owners of a group that gave no answer (a silent node, a rejected owner)
+        planned = self.gd.iterations(len(owner_ids))  # the gradient steps: one per group of descend()'s plan
 
         def gradients(t: int, theta: np.ndarray, group: np.ndarray) -> np.ndarray:
             t0 = time.perf_counter()
@@ -86,6 +87,7 @@ class LdpGdStrategy:
             dropped.extend(owner_ids[i] for i in group if owner_ids[i] not in answered)
             replies = shares_of(results, LrGradientReply)
             rounds.append(RoundReport(t + 1, "gradient", len(asked), len(replies), time.perf_counter() - t0))
+            transport.progressed(t + 1, planned)
             if not replies:
                 return np.zeros((0, self.gd.p))
             return np.concatenate([r.reports.reshape(1, -1) for r in replies])

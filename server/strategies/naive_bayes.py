@@ -83,6 +83,7 @@ class NbStrategy:
                     n_reports += 1
 
         transport.fold_tasks(new_tasks(owner_ids, f"{self.ROUND}-{secrets.token_hex(6)}", spec), fold)
+        transport.progressed(1, 1)
         if not n_reports:
             raise RoundFailed("no owner released a report: nothing to fit")
         model = self.fit(counts, n_reports)

@@ -160,3 +160,33 @@ def test_a_journal_is_not_overwritten_or_resumed_with_another_job(tmp_path, data
     with Journal(path) as journal:  # a finished job's journal is replaced by the next job
         assert journal.begin(fingerprint="b", owner_ids=["y"], run_id="boost-3", resume=True) == "boost-3"
         assert journal.recorded_rounds() == 0
+
+
+def _progress_seen(owner_side: InProcessTransport) -> list[tuple[int, int]]:
+    """What the strategy tells ``owner_side`` of its progress (:meth:`Transport.progressed`), in order."""
+    seen: list[tuple[int, int]] = []
+    owner_side.progressed = lambda done, planned: seen.append((done, planned))
+    return seen
+
+
+def test_a_boosting_job_counts_its_progress_in_rounds_and_a_resumed_one_from_its_journals_rounds(tmp_path, data):
+    """A service showed a 40-round job at 99 % at round 29 (every ring hop and secure-sum step counted against two
+    batches a round), and a restarted one went backwards (its journal counted two steps a round): progress is rounds
+    done of rounds planned, and a resumed job goes on from the rounds its journal holds done."""
+    owner_side = _owner_side(data)
+    seen = _progress_seen(owner_side)
+    rounds = _run(data, owner_side).rounds
+    assert seen == [(r.round, ROUNDS) for r in rounds]
+    journal_path = tmp_path / "journal.sqlite"
+    owner_side = _owner_side(data)
+    before = _progress_seen(owner_side)
+    with Journal(journal_path) as journal, pytest.raises(Crash):
+        _run(data, crashing(owner_side, 7), journal)  # mid-job: after some rounds, before the last
+    with Journal(journal_path) as journal:
+        held = journal.evaluated_rounds()
+    assert before and held == before[-1][0] < ROUNDS, (before, held)
+    owner_side.fold_tasks = type(owner_side).fold_tasks.__get__(owner_side)
+    after = _progress_seen(owner_side)
+    with Journal(journal_path) as journal:
+        _run(data, owner_side, journal, resume=True)
+    assert after[: held] == before and [d for d, _ in after] == list(range(1, len(after) + 1)), after

@@ -143,9 +143,13 @@ def test_the_strategy_runs_the_learners_descent_the_same_model_at_epsilon_inf():
 def test_the_strategy_reports_rounds_refusals_and_dropped_owners():
     X, y, owners, transport = _federation(400, 2, budgets=(1.0, 2.0, 2.0), silent=["owner-2"])
     strategy = make_strategy(JobConfig(task="lr", epsilon=2.0, seed=0), n_classes=K, bounds=BOUNDS)
+    seen: list[tuple[int, int]] = []
+    transport.progressed = lambda done, planned: seen.append((done, planned))
     result = strategy.run([o.owner_id for o in owners], transport)
     on = {n: {o.owner_id for o in owners if o.owner_id.startswith(n)} for n in ("owner-0", "owner-1", "owner-2")}
     assert len(result.rounds) == 8 and all(r.phase == "gradient" for r in result.rounds)
+    # progress is gradient steps done of those planned (a service showed 99 % after step 1 of 4)
+    assert seen == [(t, 8) for t in range(1, 9)]
     assert set(result.refused) == on["owner-0"]  # budget 1 < epsilon 2
     assert set(result.refused.values()) == {"budget_exceeded"}
     assert set(result.dropped) == on["owner-2"]  # a silent node: its owners of group 1 asked, then none

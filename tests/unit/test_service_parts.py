@@ -8,6 +8,7 @@ import json
 import math
 import sqlite3
 import threading
+import time
 
 import pytest
 from cryptography import x509
@@ -325,7 +326,8 @@ def test_the_status_page_escapes_what_it_shows_and_plots_finished_jobs():
         "epsilon": 2.0,
         "data_user": "<script>x</script>",
         "rounds": None,
-        "batches": 1,
+        "done": 1,
+        "planned": 1,
         "progress": 1.0,
         "accuracy": 0.75,
         "majority": 0.5,
@@ -335,3 +337,41 @@ def test_the_status_page_escapes_what_it_shows_and_plots_finished_jobs():
     page = render({"jobs": [job], "nodes": {"owner-0": {"owners": 10, "online": True}}})
     assert "<script>x" not in page and "&lt;script&gt;" in page
     assert page.count('class="bar"') == 1 and 'id="online">1<' in page
+
+
+def test_a_job_waiting_for_more_owners_than_registered_says_so_and_a_bdt_job_warns_once_in_job_file_terms(tmp_path):
+    """A walkthrough's job asking for 200 owners with 100 registered showed ``running 0%`` and an empty note for its
+    whole register timeout, and only its log said why; a bdt job logged its weight-bound warning twice with flag
+    names, and its first run's report said ``"resume": true``. The real service, on a schema file, no node."""
+    from privfed.common.bounds import Bounds
+    from privfed.common.schema import FederationSchema
+    from privfed.server.jobapi import JobApi
+    from privfed.server.service import CoordinatorService, ServiceConfig
+
+    (tmp_path / "schema.toml").write_text(json.dumps(FederationSchema.shorthand(Bounds.of(0.0, 10.0, 2), 2).to_dict()))
+    config = ServiceConfig(
+        store=tmp_path / "store", listen="127.0.0.1:0", status_listen=None, schema=tmp_path / "schema.toml"
+    )
+    service = CoordinatorService(config, tls=None)
+    api = JobApi(service, require_role=False)
+    service.start()
+    try:
+        bdt = {"task": "bdt", "release": "shares", "epsilon": 1.0, "owners": 4, "rounds": 2, "register-timeout": 30}
+        answer = api.submit({"job": bdt}, "alice")
+        assert "the job asks for 4 owners and 0 of 4 owners registered" in answer["warning"], answer
+        deadline = time.monotonic() + 20
+        while (shown := api.list({}, "alice")["jobs"][0])["state"] != "running" or not shown["note"]:
+            assert time.monotonic() < deadline, shown
+            time.sleep(0.05)
+        assert shown["note"].startswith("waiting for owners: 0 of 4 owners registered"), shown
+        assert shown["note"] in render(service.snapshot())
+        api.cancel({"job_id": answer["job_id"]}, "alice")
+        deadline = time.monotonic() + 20
+        while service.store.get(answer["job_id"]).state != "cancelled" or service.current is not None:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        service.stop()
+    log = (service.store.job_dir(answer["job_id"]) / "job.log").read_text()
+    assert log.count("neither weight-bound nor rows-per-owner given") == 1 and "--weight-bound" not in log, log
+    assert service.report_of(answer["job_id"])["config"]["resume"] is False
