@@ -189,4 +189,4 @@ def test_a_boosting_job_counts_its_progress_in_rounds_and_a_resumed_one_from_its
     after = _progress_seen(owner_side)
     with Journal(journal_path) as journal:
         _run(data, owner_side, journal, resume=True)
-    assert after[: held] == before and [d for d, _ in after] == list(range(1, len(after) + 1)), after
+    assert after[:held] == before and [d for d, _ in after] == list(range(1, len(after) + 1)), after
