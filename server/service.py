@@ -219,9 +219,11 @@ class CoordinatorService:
             ).write()
             return done
         with self._wake:
-            if self.current == job_id:
+            if self.current == job_id:  # answered as it was when asked: running (it may stop before the answer)
+                running = self.store.get(job_id)
                 self._cancels[job_id] = data_user
                 self.server.dispatcher.cancel_job()
+                return running
         return self.store.get(job_id)
 
     def short_of_owners(self, asked: Any) -> str | None:
