@@ -173,7 +173,10 @@ def test_strategy_spends_exactly_epsilon_and_delta_per_owner_and_learns(tmp_path
     owners = _owners(train, 4)
     ledger = Ledger(tmp_path / "l.sqlite", epsilon_budget=8.0, delta_budget=1e-5)
     strategy = FedDpdrStrategy(epsilon=8.0, n_classes=10, bounds=train.bounds, k=20, delta=1e-5, model="centroid")
-    one_node = SimpleNamespace(fold_tasks=lambda tasks, fold, timeout=None: fold(handle_batch(tasks, owners, ledger)))
+    one_node = SimpleNamespace(
+        fold_tasks=lambda tasks, fold, timeout=None: fold(handle_batch(tasks, owners, ledger)),
+        progressed=lambda done, planned: None,
+    )
     model = strategy.run(sorted(owners), one_node).model
     for oid in owners:
         spent = ledger.spent(oid)

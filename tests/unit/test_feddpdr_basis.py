@@ -96,7 +96,9 @@ def test_strategy_with_a_public_basis_sends_only_the_classifier_task_and_debits_
 
     strategy = FedDpdrStrategy(epsilon=4.0, n_classes=10, bounds=train.bounds, k=20, basis="dct", model="centroid")
     assert strategy.budget_split() == {"pca": 0.0, "count": 0.0, "svm": 4.0}
-    transport = SimpleNamespace(fold_tasks=lambda tasks, fold, timeout=None: fold(run_tasks(tasks)))
+    transport = SimpleNamespace(
+        fold_tasks=lambda tasks, fold, timeout=None: fold(run_tasks(tasks)), progressed=lambda done, planned: None
+    )
     model = strategy.run(sorted(owners), transport).model
     assert len(sent) == 1 and all(isinstance(t.spec, SvmShareTask) for t in sent[0])
     np.testing.assert_allclose(sent[0][0].spec.subspace, dct_basis(64, 20))
