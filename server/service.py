@@ -402,7 +402,9 @@ class CoordinatorService:
         except PrivfedError as exc:
             if not report.failed:
                 report.fail(str(exc))
-            error = in_job_file_terms(str(exc))
+            # the report's reason, in the job file's terms: not the error raised past it, which names the report's
+            # path on this machine (what a data user's `privfed jobs` showed)
+            error = str(report.fields["error"])
             self.store.update(record.job_id, state="failed", finished=now(), error=error)
             log.warning("job %s failed: %s", record.job_id, error)
         finally:
