@@ -25,11 +25,12 @@ bytecode: install
 # adversary tests marked in_process (counted with no clock) on two workers too, then every other suite alone: the
 # timing, multi-process and network tests measure or share the machine, so they run one at a time. The first half
 # took 317 s alone and 178 s on two workers (2 cores, stop 46); the marked adversary files about 130 s and 80 s (stop 47).
+# The serial part is most of the CI's time (851 s of 21 min, stop 51): it prints its slowest tests.
 IN_PROCESS := tests/unit tests/statistical tests/protocol
 test: bytecode
 	$(PY) -m pytest -q -n 2 $(IN_PROCESS)
 	$(PY) -m pytest -q -n 2 -m in_process tests/adversary
-	$(PY) -m pytest -q -m "not in_process" $(addprefix --ignore=,$(IN_PROCESS))
+	$(PY) -m pytest -q --durations=25 -m "not in_process" $(addprefix --ignore=,$(IN_PROCESS))
 
 # ruff check includes the complexity limit (C901, pyproject); the two tests are issue 25's gates:
 # no import cycle, no Any in the boundaries' signatures.
