@@ -38,7 +38,7 @@ from privfed.owner.local import LocalOwner
 from privfed.owner.policy import OwnerPolicy
 from privfed.owner.push_parts import push_parts
 from privfed.owner.registration import DeferredOwners, SignedOwners, signed_owner_infos
-from privfed.owner.retry import CALL_REFUSED, RETRYABLE, ConnectError, retry
+from privfed.owner.retry import CALL_REFUSED, FORGOTTEN, RETRYABLE, ConnectError, retry
 from privfed.owner.session import SESSION_RETRY_BASE, SESSION_RETRY_CAP, NodeSession
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
@@ -145,6 +145,12 @@ class OwnerNode:
         return retry(call, what, target=self._target, connect_timeout=self._connect_timeout, stop_event=self.stop_event)
 
     def _register(self, stub: pb_grpc.CoordinatorStub) -> None:
+        """Register (again), after closing the node's session: one opened before is over with the registration it
+        was opened under (a restarted coordinator's died with it, and its next exchange would fail and register
+        the node a second time: a walkthrough saw each node registered twice after a service restart)."""
+        if self._session is not None:
+            self._session.close()
+            self._session = None
         if self._signed is None:  # the same keys on every (re-)registration: signed once
             self._signed = signed_owner_infos(self.node_id, self._owner_ids, self._x25519, self._tls)
         requests = self._signed.requests(self.node_id, self._max_message_bytes)
@@ -220,18 +226,35 @@ class OwnerNode:
 
     def _push(self, stub: pb_grpc.CoordinatorStub, results: list[Result]) -> None:
         """Push the results not yet acknowledged and ``results``, in order, in parts that each fit the
-        coordinator's message bound (:func:`push_parts`). A part the coordinator refuses is dropped,
-        logged, and the parts after it still go: each call is judged alone (a result too large for
-        any message refuses its part only; a coordinator that forgot the node refuses each)."""
+        coordinator's message bound (:func:`push_parts`). A coordinator that forgot the node (it restarted:
+        :data:`FORGOTTEN`) gets the part again once the node registered again. A part the coordinator refuses
+        otherwise is dropped, logged, and the parts after it still go: each call is judged alone (a result too
+        large for any message refuses its part only)."""
         self._unsent.extend(results)
         for n, request in push_parts(self.node_id, self._unsent, self._max_message_bytes):
             try:
-                self._retry(lambda: stub.PushResults(request, timeout=PUSH_TIMEOUT), "push")
+                self._push_part(stub, request)
             except ConnectError as exc:
                 if exc.code not in CALL_REFUSED:  # self._unsent keeps this part and the rest
                     raise
                 log.warning("coordinator refused %d result(s), dropped (already debited): %s", n, exc)
             del self._unsent[:n]
+
+    def _push_part(self, stub: pb_grpc.CoordinatorStub, request: pb.PushResultsRequest) -> None:
+        """One part of :meth:`_push`, retried, and sent again once the node registered again if the coordinator
+        forgot it (:data:`FORGOTTEN`)."""
+
+        def call() -> pb.PushResultsResponse:
+            return stub.PushResults(request, timeout=PUSH_TIMEOUT)
+
+        try:
+            self._retry(call, "push")
+        except ConnectError as exc:
+            if exc.code != FORGOTTEN:
+                raise
+            log.info("the coordinator does not know node %s (%s); it registers again", self.node_id, exc)
+            self._register(stub)
+            self._retry(call, "push")
 
     def _push_and_pull(self, stub: pb_grpc.CoordinatorStub, results: list[Result]) -> Poll | None:
         """Push the last results of a pass (or none: a poll) and take the node's next tasks in the same
@@ -241,7 +264,9 @@ class OwnerNode:
         exchange fails, the results it and the later parts carried go again as pushes alone
         (:meth:`_push`, retried) and None is returned: the caller polls. After a failure that may have
         lost the answer, the node registers again, so the coordinator queues its unanswered tasks once
-        more, as after a failed PullTasks; a broken session is opened again with the next exchange."""
+        more, as after a failed PullTasks, and it does so before those pushes: a coordinator that restarted
+        meanwhile knows the node only then (a walkthrough's nodes pushed first, were refused "has not registered"
+        and dropped their results); a broken session is opened again with the next exchange."""
         self._unsent.extend(results)
         parts = push_parts(
             self.node_id, self._unsent, self._max_message_bytes, pull=True, wait_ms=int(PULL_WAIT * 1000)
@@ -259,12 +284,12 @@ class OwnerNode:
         except grpc.RpcError as exc:
             broken = self._end_session(exc)
             log.info("push and pull failed (%s); pushing alone", exc.code().name)
-            if self._unsent:
-                self._push(stub, [])
             # A call or session that broke may have taken tasks whose answer never came: registering
             # again queues them once more (a call the coordinator refused took nothing).
-            if broken or exc.code() in RETRYABLE or exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+            if broken or exc.code() in RETRYABLE or exc.code() == FORGOTTEN:
                 self._register(stub)
+            if self._unsent:
+                self._push(stub, [])
             return None
         self._session_backoff.attempt = 0
         if self._session is not None:
@@ -393,7 +418,7 @@ class OwnerNode:
                 pb.PullTasksRequest(node_id=self.node_id, wait_ms=int(PULL_WAIT * 1000)), timeout=PULL_TIMEOUT
             )
         except grpc.RpcError as exc:
-            if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:  # coordinator restarted and forgot us
+            if exc.code() == FORGOTTEN:  # coordinator restarted and forgot us
                 self._register(stub)
                 return None
             if exc.code() not in RETRYABLE:

@@ -48,6 +48,10 @@ CALL_REFUSED = frozenset(
     }
 )
 
+#: What a coordinator answers a node it does not know (it restarted since the node registered: "has not
+#: registered"): the node registers again, and then pushes what it holds (:meth:`OwnerNode._push`).
+FORGOTTEN = grpc.StatusCode.INVALID_ARGUMENT
+
 
 class ConnectError(RuntimeError):
     """The coordinator could not be reached (or refused us) for longer than allowed.

@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -73,13 +74,13 @@ class GrpcTransport(RelayedTransport):
         dispatcher: Dispatcher,
         *,
         secure_sum: str = "ring",
-        rejected: Mapping[str, str] | None = None,
+        book: JobBook | None = None,
         on_progress: OnProgress | None = None,
     ) -> None:
         super().__init__(secure_sum)
         self._execute = execute
         self._dispatcher = dispatcher
-        self._rejected = rejected if rejected is not None else {}
+        self._book = book if book is not None else JobBook(PublicLimits(max_rows=MAX_OWNER_ROWS))
         self._on_progress = on_progress
 
     def run_tasks(self, tasks: list[Task], timeout: float | None = None, *, stalls: str | None = None) -> list[Result]:
@@ -91,11 +92,17 @@ class GrpcTransport(RelayedTransport):
 
     def silent_owners(self) -> set[str]:
         """Owners on silent nodes, and rejected owners: neither is asked into a ring."""
-        return self._dispatcher.silent_owners() | set(self._rejected)
+        return self._dispatcher.silent_owners() | set(self._book.rejected)
 
     def progressed(self, done: int, planned: int) -> None:
         if self._on_progress is not None:
             self._on_progress(done, planned)
+
+    def account(self) -> dict[str, Any]:
+        return self._book.account()
+
+    def replay(self, account: Mapping[str, Any]) -> None:
+        self._book.replay(account)
 
     def peer_key(self, owner_id: str) -> PeerKey:
         return self._dispatcher.peer_key(owner_id)
@@ -222,7 +229,7 @@ def run_job(
         return results
 
     try:
-        transport = GrpcTransport(execute, server.dispatcher, rejected=book.rejected, on_progress=on_progress)
+        transport = GrpcTransport(execute, server.dispatcher, book=book, on_progress=on_progress)
         result = strategy.run(owner_ids, transport)
     except RoundFailed as exc:  # say why owners did not answer: their refusals, rejections, the nodes lost
         raise type(exc)("; ".join(w for w in (str(exc), book.why()) if w)) from exc

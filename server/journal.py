@@ -6,7 +6,12 @@ What is recorded, per job: a fingerprint of its public configuration, the owners
 and its run id (owners key their releases by it); per round, the learner the shares selected and
 then the secure sum of its evaluation, each committed before it is used
 (:class:`privfed.common.boosting.loop.RoundJournal`). The SAMME decisions, the published history
-and the groups are recomputed from these and the seed, so they come out the same.
+and the groups are recomputed from these and the seed, so they come out the same. With each
+checkpoint goes its step's account: what the job's book booked of the owners it asked (their ε,
+who contributed, refusals, rejections: :meth:`privfed.server.rounds.JobBook.account`), and the
+round's own record (shares used, its secure sum), so a resumed job's report counts the steps it
+takes from the journal as the uninterrupted job's does (a journal of older code has none: its
+rounds count as nothing there, and the job resumes all the same).
 
 What a resume therefore costs the owners: nothing for a recorded step (nobody is asked again);
 for the step that was in flight when the coordinator died, the owners that already released
@@ -14,8 +19,8 @@ refuse to release again (their ledgers know the run id and round), so that step 
 them -- the ledger bound holds either way. A ring interrupted mid-sum is re-run under a fresh
 session and the members' cached noisy pairs make it cost them nothing (while their nodes live).
 
-Only public values are recorded: learners, noisy sums, owner ids and configuration -- what the
-coordinator learned anyway. The file is written with SQLite's journaling (each checkpoint one
+Only public values are recorded: learners, noisy sums, owner ids, their accounts and configuration
+-- what the coordinator learned anyway. The file is written with SQLite's journaling (each checkpoint one
 transaction), so a crash leaves either the checkpoint or nothing.
 """
 
@@ -24,8 +29,9 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from privfed.common.boosting.loop import Evaluation
 from privfed.common.errors import ConfigError
@@ -48,9 +54,15 @@ CREATE TABLE IF NOT EXISTS rounds (
     learner BLOB NOT NULL,         -- privfed.v1.BoostLearner
     err_total REAL,                -- the round's secure sum, once done
     weight_total REAL,
-    n_parties INTEGER
+    n_parties INTEGER,
+    learner_account TEXT,          -- JSON: what the round's shares booked (a journal of older code: NULL)
+    sum_account TEXT               -- JSON: what its evaluation booked
 );
 """
+#: Columns added after the first journals were written: a journal without them gets them, NULL in its rounds.
+_ADDED = {"learner_account": "TEXT", "sum_account": "TEXT"}
+#: The checkpoints a round's account goes with (:meth:`Journal.account`).
+_ACCOUNTS = {"learner": "learner_account", "sum": "sum_account"}
 
 
 class Journal:
@@ -66,6 +78,10 @@ class Journal:
         try:
             self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
             self._db.executescript(_SCHEMA)
+            have = {row[1] for row in self._db.execute("PRAGMA table_info(rounds)")}
+            for column, kind in _ADDED.items():
+                if column not in have:
+                    self._db.execute(f"ALTER TABLE rounds ADD COLUMN {column} {kind}")
         except sqlite3.Error as exc:
             raise ConfigError(f"journal {self.path}: cannot open or create it ({exc})") from exc
 
@@ -142,11 +158,21 @@ class Journal:
         row = self._db.execute("SELECT learner FROM rounds WHERE round = ?", (round_no,)).fetchone()
         return None if row is None else serde.learner_from_proto(pb.BoostLearner.FromString(row[0]))
 
-    def record_learner(self, round_no: int, learner: Learner) -> None:
+    def record_learner(self, round_no: int, learner: Learner, account: Mapping[str, Any] | None = None) -> None:
+        """The round's learner, and ``account``: what its shares cost and brought (JSON; :meth:`account`)."""
         blob = serde.learner_to_proto(learner).SerializeToString()
         with self._db:
             self._db.execute("BEGIN")
-            self._db.execute("INSERT INTO rounds (round, learner) VALUES (?, ?)", (round_no, blob))
+            self._db.execute(
+                "INSERT INTO rounds (round, learner, learner_account) VALUES (?, ?, ?)",
+                (round_no, blob, _json(account)),
+            )
+
+    def account(self, round_no: int, checkpoint: str) -> dict[str, Any]:
+        """What was recorded with round ``round_no``'s ``checkpoint`` (``"learner"`` or ``"sum"``): the account of the
+        owners the step asked, so a resumed job's report counts them. Empty if none was (a journal of older code)."""
+        row = self._db.execute(f"SELECT {_ACCOUNTS[checkpoint]} FROM rounds WHERE round = ?", (round_no,)).fetchone()
+        return {} if row is None or row[0] is None else dict(json.loads(row[0]))
 
     def evaluation(self, round_no: int) -> Evaluation | None:
         row = self._db.execute(
@@ -155,15 +181,28 @@ class Journal:
         ).fetchone()
         return None if row is None else Evaluation(float(row[0]), float(row[1]), int(row[2]))
 
-    def record_evaluation(self, round_no: int, evaluation: Evaluation) -> None:
+    def record_evaluation(
+        self, round_no: int, evaluation: Evaluation, account: Mapping[str, Any] | None = None
+    ) -> None:
+        """The round's secure sum, and ``account``: what its evaluation cost and brought (JSON; :meth:`account`)."""
         with self._db:
             self._db.execute("BEGIN")
             updated = self._db.execute(
-                "UPDATE rounds SET err_total = ?, weight_total = ?, n_parties = ? WHERE round = ?",
-                (float(evaluation.err_total), float(evaluation.weight_total), int(evaluation.n_parties), round_no),
+                "UPDATE rounds SET err_total = ?, weight_total = ?, n_parties = ?, sum_account = ? WHERE round = ?",
+                (
+                    float(evaluation.err_total),
+                    float(evaluation.weight_total),
+                    int(evaluation.n_parties),
+                    _json(account),
+                    round_no,
+                ),
             ).rowcount
             if updated != 1:
                 raise ConfigError(f"journal {self.path}: round {round_no} has no recorded learner to evaluate")
+
+
+def _json(account: Mapping[str, Any] | None) -> str | None:
+    return None if account is None else json.dumps(account, sort_keys=True)
 
 
 def fingerprint(*parts: bytes | str) -> str:

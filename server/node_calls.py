@@ -195,9 +195,12 @@ class NodeCalls:
             return len(accepted), self._drain(caller)
 
     def _drain(self, node: NodeQueue) -> list[Task]:
-        tasks = list(node.queue)
+        """The node's queued tasks but those answered meanwhile: a node that registers again before it pushes what
+        it held (its coordinator may have restarted) has them queued again by its registration, then answers them
+        with the push; they are not handed out a second time."""
+        tasks = [t for t in node.queue if isinstance(t.spec, RingMessageTask) or t.task_id in self._pending]
+        self._relay.release(t.task_id for t in node.queue)
         node.queue.clear()
-        self._relay.release(t.task_id for t in tasks)
         return tasks
 
     def with_job(self, take: Callable[[], T]) -> tuple[T, JobInfo | None]:

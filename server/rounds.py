@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +62,8 @@ class JobBook:
     answered: set[str] = field(default_factory=set)
     asked: int | None = None
     _counted: set[tuple[str, str]] = field(default_factory=set)  # (owner, release id): a re-formed ring reuses one
+    _booked: set[str] = field(default_factory=set)  # owners booked since the last :meth:`account`
+    _new_counted: set[tuple[str, str]] = field(default_factory=set)  # releases counted since then
 
     def __post_init__(self) -> None:
         self.begin(self.owner_ids)
@@ -85,6 +87,29 @@ class JobBook:
             "epsilon_by_owner": self.epsilon_by_owner,
         }
 
+    def account(self) -> dict[str, Any]:
+        """What was booked since the last call, as JSON: the values now of the owners booked meanwhile, and the
+        releases counted. A boosting job's journal keeps it with each checkpoint, and a resumed job books it again
+        (:meth:`replay`) for the steps it takes from the journal instead of asking their owners again: its
+        report counts them as the uninterrupted job's does."""
+        owners, self._booked = self._booked, set()
+        counted, self._new_counted = self._new_counted, set()
+        return {
+            "epsilon": {o: self.epsilon_by_owner[o] for o in sorted(owners) if o in self.epsilon_by_owner},
+            "answered": sorted(owners & self.answered),
+            "refused": {o: self.refused[o] for o in sorted(owners) if o in self.refused},
+            "rejected": {o: self.rejected[o] for o in sorted(owners) if o in self.rejected},
+            "counted": sorted([o, r] for o, r in counted),
+        }
+
+    def replay(self, account: Mapping[str, Any]) -> None:
+        """Book again what :meth:`account` returned (in the order it was returned: its values are the latest)."""
+        self.epsilon_by_owner.update(account.get("epsilon", {}))
+        self.answered.update(account.get("answered", ()))
+        self.refused.update(account.get("refused", {}))
+        self.rejected.update(account.get("rejected", {}))
+        self._counted.update((o, r) for o, r in account.get("counted", ()))
+
     def to_ask(self, tasks: list[Task]) -> list[Task]:
         """The tasks of a batch that go out: none for a rejected owner."""
         return [t for t in tasks if t.owner_id not in self.rejected]
@@ -98,6 +123,7 @@ class JobBook:
                 rejection.line(),
             )
         self.rejected.setdefault(rejection.owner_id, rejection.line())
+        self._booked.add(rejection.owner_id)
 
     def record(self, tasks: list[Task], outcome: RunOutcome, silent_nodes: Iterable[str]) -> list[Result]:
         """The usable results of one batch; everything else is booked (module docstring). With a
@@ -129,6 +155,7 @@ class JobBook:
             usable.append(answer)
             if isinstance(answer.payload, Refusal):
                 self.refused[answer.owner_id] = f"{answer.payload.code}: {answer.payload.message}"
+                self._booked.add(answer.owner_id)
             elif task.spec.ledger_entries():  # a release
                 self._debited(task, answer.owner_id)
         return usable
@@ -141,7 +168,9 @@ class JobBook:
             if (owner, release) in self._counted:
                 return
             self._counted.add((owner, release))
+            self._new_counted.add((owner, release))
         self.epsilon_by_owner[owner] += total_budget(task.spec)[0]
+        self._booked.add(owner)
         if kind_of(task.spec).contribution:
             self.answered.add(owner)
 

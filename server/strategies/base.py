@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -90,6 +90,15 @@ class Transport(Protocol):
         """``done`` of the job's ``planned`` steps are over, in the strategy's own units, one per round its
         report records (a boosting round, its ring hops and secure-sum steps included; a gradient step; a
         one-round job's round), those a resumed job takes from its journal included. Default: nothing."""
+        return None
+
+    def account(self) -> dict[str, Any]:
+        """What the job's book (:class:`~privfed.server.rounds.JobBook`) booked of the owners since the last call, as
+        JSON, for a journal to keep with a checkpoint (:meth:`JobBook.account`). Default: nothing (no book)."""
+        return {}
+
+    def replay(self, account: Mapping[str, Any]) -> None:
+        """Book again what :meth:`account` returned: a resumed job's step taken from its journal. Default: nothing."""
         return None
 
 

@@ -168,7 +168,8 @@ class BoostingStrategy:
             timeout=self.ring_timeout,
             protocol=self.secure_sum,
         )
-        model = run_rounds(self.coordinator, steps, groups, evaluators, self.journal).model
+        checkpoints = None if self.journal is None else _Checkpoints(self.journal, steps)
+        model = run_rounds(self.coordinator, steps, groups, evaluators, checkpoints).model
         if self.journal is not None:
             self.journal.finish()
         return StrategyResult(
@@ -188,6 +189,35 @@ class _Progress:
     released: int | None = None
     seconds: float | None = None
     secure_sum: SumRecord | None = None
+    from_journal: list[str] = field(default_factory=list)  # its steps taken from the journal
+
+
+class _Checkpoints:
+    """The :class:`~privfed.common.boosting.loop.RoundJournal` of a journaled run: the strategy's journal, each
+    checkpoint kept with its step's account (:meth:`_FederationSteps.account`) and, when a resumed run takes the
+    step from the journal, that account booked again (:meth:`_FederationSteps.replay`): the report of a resumed
+    job counts the owners of the rounds it did not ask again (a walkthrough's said 64 answered of 80)."""
+
+    def __init__(self, journal: Journal, steps: _FederationSteps) -> None:
+        self.journal, self.steps = journal, steps
+
+    def learner(self, round_no: int) -> Any | None:
+        learner = self.journal.learner(round_no)
+        if learner is not None:
+            self.steps.replay(round_no, "learner", self.journal.account(round_no, "learner"))
+        return learner
+
+    def record_learner(self, round_no: int, learner: Any) -> None:
+        self.journal.record_learner(round_no, learner, self.steps.account(round_no, "learner"))
+
+    def evaluation(self, round_no: int) -> Evaluation | None:
+        evaluation = self.journal.evaluation(round_no)
+        if evaluation is not None:
+            self.steps.replay(round_no, "sum", self.journal.account(round_no, "sum"))
+        return evaluation
+
+    def record_evaluation(self, round_no: int, evaluation: Evaluation) -> None:
+        self.journal.record_evaluation(round_no, evaluation, self.steps.account(round_no, "sum"))
 
 
 class _FederationSteps:
@@ -212,6 +242,7 @@ class _FederationSteps:
         self.rejected: dict[str, str] = {}  # owner -> why its share was discarded
         self.refused: dict[str, str] = {}  # owner -> refusal code
         self._progress: dict[int, _Progress] = {}
+        self._share_codes: dict[int, tuple[dict[str, str], dict[str, str]]] = {}  # round -> its refused, rejected
 
     def release(self, round_no: int, group: np.ndarray) -> Release:
         """The group's shares, each checked (the job's book) and typed by the run's encoding as its
@@ -222,8 +253,10 @@ class _FederationSteps:
         reply_type = share_reply_type(coordinator.plan)
         shares: list[Release] = []
         replied: set[str] = set()
+        refused, rejected = self._share_codes.setdefault(round_no, ({}, {}))
 
         def fold(results: list[Result]) -> None:
+            refused.update(refusal_codes(results))
             self.refused.update(refusal_codes(results))
             for r in results:
                 if not isinstance(r.payload, reply_type) or r.owner_id in replied:
@@ -235,7 +268,7 @@ class _FederationSteps:
                     log.warning(
                         "round %d: a share that does not fit the run's encoding was dropped: %s", round_no + 1, exc
                     )
-                    self.rejected[r.owner_id] = f"share_encoding: {exc}"
+                    rejected[r.owner_id] = self.rejected[r.owner_id] = f"share_encoding: {exc}"
 
         self.transport.fold_tasks(new_tasks([self.owner_ids[i] for i in group], self.run_id, spec), fold)
         if not replied:
@@ -261,18 +294,43 @@ class _FederationSteps:
             timeout=strategy.ring_timeout,
             protocol=strategy.secure_sum,
         )
-        record = outcome.record
+        self._summed(round_no, outcome.record)
+        return Evaluation(float(outcome.totals[0]), float(outcome.totals[1]), len(outcome.record.summed))
+
+    def _summed(self, round_no: int, record: SumRecord) -> None:
+        """Round ``round_no``'s secure sum ended as ``record`` (now, or in the run a resumed one continues)."""
         self.dropped += record.dropped
         self.refused.update(record.refused)
         self._progress.setdefault(round_no, _Progress()).secure_sum = record
-        return Evaluation(float(outcome.totals[0]), float(outcome.totals[1]), len(record.summed))
+
+    def account(self, round_no: int, step: str) -> dict[str, Any]:
+        """What round ``round_no``'s ``step`` (``"learner"``: its shares; ``"sum"``: its evaluation) did, as JSON, for
+        its checkpoint in the journal: the round's record of it, and what the job's book booked of its owners."""
+        progress = self._progress.get(round_no, _Progress())
+        if step == "learner":
+            refused, rejected = self._share_codes.pop(round_no, ({}, {}))
+            mine: dict[str, Any] = {"released": progress.released, "refused": refused, "rejected": rejected}
+        else:
+            mine = {"secure_sum": None if progress.secure_sum is None else progress.secure_sum.to_json()}
+        return mine | {"book": self.transport.account()}
+
+    def replay(self, round_no: int, step: str, account: dict[str, Any]) -> None:
+        """Round ``round_no``'s ``step`` is taken from the journal: what it did (:meth:`account`) counts as if it
+        had run now (empty ``account``, a journal of older code: nothing to count)."""
+        progress = self._progress.setdefault(round_no, _Progress())
+        progress.from_journal.append("learner" if step == "learner" else "sums")
+        if step == "learner":
+            progress.released = account.get("released")
+            self.refused.update(account.get("refused", {}))
+            self.rejected.update(account.get("rejected", {}))
+        elif account.get("secure_sum") is not None:
+            self._summed(round_no, SumRecord.from_json(account["secure_sum"]))
+        self.transport.replay(account.get("book", {}))
 
     def decided(self, record: RoundRecord) -> None:
         """The round's report: what it ran, what it took from the journal, what was decided."""
         progress = self._progress.pop(record.round, _Progress())
-        from_journal = None
-        if progress.seconds is None:
-            from_journal = "learner" if progress.secure_sum is not None else "learner and sums"
+        from_journal = " and ".join(progress.from_journal) or None
         step = {"stop": "discard_and_stop"}.get(record.step, record.step)
         self.rounds.append(
             RoundReport(

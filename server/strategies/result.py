@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -119,14 +119,29 @@ class SumRecord:
     refused: Mapping[str, str] = field(default_factory=dict)  # party -> refusal code
 
     def to_report(self) -> dict[str, object]:
+        return self.to_json() | {"summed": len(self.summed)}
+
+    def to_json(self) -> dict[str, object]:
+        """All of it, as JSON (a journal keeps it: :meth:`from_json` reads it back)."""
         return {
             "protocol": self.protocol,
-            "summed": len(self.summed),
+            "summed": list(self.summed),
             "attempts": self.attempts,
             "seconds": self.seconds,
             "dropped": list(self.dropped),
             "refused": dict(self.refused),
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SumRecord:
+        return cls(
+            str(data["protocol"]),
+            tuple(data["summed"]),
+            int(data["attempts"]),
+            float(data["seconds"]),
+            tuple(data["dropped"]),
+            dict(data["refused"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -151,7 +166,8 @@ class RoundReport:
     asked, ``released`` answered with a release that was used; ``seconds`` the release batch took.
     Boosting adds the round's ``evaluators`` (the owners asked into its secure sum), the
     ``secure_sum`` and the ``decision``. A round a resumed job took from its journal says which
-    part (``from_journal``: ``"learner"`` or ``"learner and sums"``); what it did not run is None.
+    part (``from_journal``: ``"learner"`` or ``"learner and sums"``): its ``released`` and ``secure_sum``
+    are those the journal recorded (None from a journal of older code), its ``seconds`` None.
     """
 
     round: int  # 1-based

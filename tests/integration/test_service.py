@@ -223,8 +223,20 @@ def test_a_boosting_job_survives_a_restart_of_the_service_and_resumes_from_its_j
             node.send_signal(signal.SIGCONT)
     job = fleet.wait(job_id)
     assert job["state"] == "done" and job["restarts"] == 1 and job["started"] == started, job
-    rounds = fleet.report(job_id)["rounds"]
+    report = fleet.report(job_id)
+    rounds = report["rounds"]
     assert sum(1 for r in rounds if r.get("from_journal")) >= 2  # recorded rounds are not asked again
+    # and count as the owners' ledgers do (a walkthrough's resumed job said 64 answered where they held 80 shares)
+    spent: Counter[str] = Counter()  # owner -> its ledger's epsilon for the job
+    shared = set()  # owners that released a share (their ledger's entries other than the evaluation's)
+    for account in (a for node in NODES for a in read_accounts(fleet.ledger(node))):
+        for r in (r for r in account.releases if r["job"] == job_id):
+            spent[account.owner_id] += r["epsilon"]
+            if r["purpose"].split(":")[0] != "boost-eval":
+                shared.add(account.owner_id)
+    assert report["answered"] == len(shared), (report["answered"], len(shared))
+    assert sum(r["released"] for r in rounds) == len(shared), rounds  # the rounds taken from the journal too
+    assert {o: e for o, e in report["epsilon_by_owner"].items() if e} == pytest.approx(dict(spent))
     shown = fleet.jobs()[job_id]  # a finished job's steps, as its report records them
     assert (shown["done"], shown["planned"], shown["progress"]) == (len(rounds), 10, 1.0), shown
     after = fleet.submit(task="ncc", epsilon=1.0, owners=owners)  # the daemons came back for the next job

@@ -10,6 +10,9 @@ the resumed job is a new strategy object over a reopened journal. The process-le
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
+
 import numpy as np
 import pytest
 
@@ -17,7 +20,9 @@ from privfed.common.boosting.params import BoostingParams
 from privfed.common.datasets import load_builtin
 from privfed.common.errors import ConfigError
 from privfed.deploy.inprocess import InProcessTransport
+from privfed.server.contracts import PublicLimits
 from privfed.server.journal import Journal
+from privfed.server.rounds import JobBook
 from privfed.server.strategies.boosting import BoostingStrategy
 
 from ..owner_nodes import owners_over_nodes
@@ -54,9 +59,52 @@ def data():
     return load_builtin("synthetic", n_samples=800, seed=5)
 
 
-def _owner_side(ds) -> InProcessTransport:
+class BookedTransport(InProcessTransport):
+    """The in-process owners with the job's book between them and the strategy, as a federation's
+    :class:`~privfed.server.job.GrpcTransport` has: every answer is booked (:meth:`JobBook.take`) before the
+    strategy sees it, and the journal keeps and replays the book's account."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.restarted()
+
+    def restarted(self) -> BookedTransport:
+        """The owners as a new coordinator reaches them: its own book, no crash."""
+        self.fold_tasks = type(self).fold_tasks.__get__(self)
+        self.book = JobBook(PublicLimits(max_rows=40))
+        self.book.begin(sorted(self.owners))
+        return self
+
+    def fold_tasks(self, tasks, fold, timeout=None):
+        by_id = {t.task_id: t for t in tasks}
+        super().fold_tasks(tasks, lambda results: fold(self.book.take([(by_id[r.task_id], r) for r in results])))
+
+    def account(self):
+        return self.book.account()
+
+    def replay(self, account):
+        self.book.replay(account)
+
+
+def _owner_side(ds) -> BookedTransport:
     owners = owners_over_nodes(ds, n_owners=N_OWNERS, n_nodes=N_NODES)
-    return InProcessTransport.with_ledgers(owners, epsilon_budget=8.0)
+    return BookedTransport.with_ledgers(owners, epsilon_budget=8.0)
+
+
+def _report(result, transport: BookedTransport) -> dict:
+    """What a job's report says of its owners and rounds, timings aside: the resumed job's must be the uninterrupted's."""
+    book = transport.book
+    rounds = [r.to_report() | {"seconds": None, "from_journal": None} for r in result.rounds]
+    for r in rounds:
+        r.get("secure_sum", {}).pop("seconds", None)
+    return {
+        "answered": book.contributed(),
+        "epsilon_by_owner": book.epsilon_by_owner,
+        "refused": book.refused,
+        "rejected": book.rejected | dict(result.rejected),
+        "dropped": sorted(result.dropped),
+        "rounds": rounds,
+    }
 
 
 def _booster(ds) -> BoostingParams:
@@ -91,7 +139,7 @@ def test_a_restarted_owner_node_refuses_to_release_again_and_the_job_goes_on_wit
         if oid.startswith(restarted_node + "."):
             owner.released.clear()
             owner.boost_applied.clear()
-    owner_side.fold_tasks = type(owner_side).fold_tasks.__get__(owner_side)
+    owner_side.restarted()
     survivors = owner_side
     with Journal(tmp_path / "j.sqlite") as journal:
         result = _run(data, survivors, journal, resume=True)
@@ -106,14 +154,14 @@ def test_a_restarted_owner_node_refuses_to_release_again_and_the_job_goes_on_wit
 @pytest.fixture(scope="module")
 def uninterrupted(data):
     owner_side = _owner_side(data)
-    model = _run(data, owner_side).model
+    result = _run(data, owner_side)
     batches = crashing(_owner_side(data), None)
     _run(data, batches)
-    return model, _debits(owner_side), batches.batches
+    return result.model, _debits(owner_side), batches.batches, _report(result, owner_side)
 
 
 def test_uninterrupted_runs_are_reproducible(data, uninterrupted):
-    model, debits, _ = uninterrupted
+    model, debits, _, _ = uninterrupted
     again = _run(data, _owner_side(data)).model
     np.testing.assert_array_equal(again.predict(data.X), model.predict(data.X))
     np.testing.assert_allclose(again.alphas, model.alphas)
@@ -122,14 +170,14 @@ def test_uninterrupted_runs_are_reproducible(data, uninterrupted):
 @pytest.mark.parametrize("after", [False, True], ids=["before", "after"])
 @pytest.mark.parametrize("crash_at", range(1, 13))  # the job has 12 task batches (checked below)
 def test_a_job_killed_at_any_task_batch_resumes_to_the_same_model(tmp_path, data, uninterrupted, crash_at, after):
-    model, clean_debits, n_batches = uninterrupted
+    model, clean_debits, n_batches, clean_report = uninterrupted
     if crash_at > n_batches:
         pytest.skip(f"the job has {n_batches} task batches")
     owner_side = _owner_side(data)
     journal_path = tmp_path / "journal.sqlite"
     with Journal(journal_path) as journal, pytest.raises(Crash):
         _run(data, crashing(owner_side, crash_at, after), journal)
-    owner_side.fold_tasks = type(owner_side).fold_tasks.__get__(owner_side)  # the new coordinator's calls
+    owner_side.restarted()  # the new coordinator's calls, and its book
     with Journal(journal_path) as journal:
         result = _run(data, owner_side, journal, resume=True)
     resumed = result.model
@@ -141,7 +189,12 @@ def test_a_job_killed_at_any_task_batch_resumes_to_the_same_model(tmp_path, data
     assert _debits(owner_side) == clean_debits
     taken = [r.from_journal for r in result.rounds if r.from_journal is not None]
     assert taken or crash_at == 1
-    assert all(r.released is None and r.seconds is None for r in result.rounds if r.from_journal)
+    assert all(r.seconds is None for r in result.rounds if r.from_journal)
+    # Its report counts the owners of the steps it took from the journal as the uninterrupted job's does: a
+    # walkthrough's resumed job said 64 answered where its owners' ledgers held 80 releases.
+    report = _report(result, owner_side)
+    assert report == clean_report
+    assert report["answered"] == sum(r.released for r in result.rounds)
 
 
 def test_a_journal_is_not_overwritten_or_resumed_with_another_job(tmp_path, data):
@@ -185,8 +238,28 @@ def test_a_boosting_job_counts_its_progress_in_rounds_and_a_resumed_one_from_its
     with Journal(journal_path) as journal:
         held = journal.evaluated_rounds()
     assert before and held == before[-1][0] < ROUNDS, (before, held)
-    owner_side.fold_tasks = type(owner_side).fold_tasks.__get__(owner_side)
+    owner_side.restarted()
     after = _progress_seen(owner_side)
     with Journal(journal_path) as journal:
         _run(data, owner_side, journal, resume=True)
     assert after[:held] == before and [d for d, _ in after] == list(range(1, len(after) + 1)), after
+
+
+def test_a_journal_of_older_code_without_accounts_resumes_and_counts_what_it_can(tmp_path, data, uninterrupted):
+    """A journal written before the checkpoints kept their accounts (no such columns) is given them, NULL in its
+    rounds: the job resumes to the same model, and its report counts the rounds it ran again."""
+    model, _, _, clean_report = uninterrupted
+    owner_side, path = _owner_side(data), tmp_path / "journal.sqlite"
+    with Journal(path) as journal, pytest.raises(Crash):
+        _run(data, crashing(owner_side, 7), journal)
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("ALTER TABLE rounds DROP COLUMN learner_account")
+        db.execute("ALTER TABLE rounds DROP COLUMN sum_account")
+        db.commit()
+    with Journal(path) as journal:
+        result = _run(data, owner_side.restarted(), journal, resume=True)
+    np.testing.assert_array_equal(result.model.predict(data.X), model.predict(data.X))
+    taken = [r for r in result.rounds if r.from_journal]
+    assert taken and all(r.released is None and r.secure_sum is None for r in taken)
+    ran = sum(r.released for r in result.rounds if not r.from_journal)
+    assert owner_side.book.contributed() == ran < clean_report["answered"]

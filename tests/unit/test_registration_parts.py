@@ -117,6 +117,7 @@ def test_a_pull_answer_holds_at_most_max_response_tasks_and_the_rest_waits_in_or
         owners, "r"
     )
     for t in tasks:  # as Dispatcher.run queues them
+        d._pending[t.task_id] = t
         d._registry.nodes["node-a"].queue.append(t)
     coordinator = servicer.CoordinatorServicer(d, ModelStore(), require_identity=False)
     answers = []

@@ -1,0 +1,159 @@
+"""An owner node whose coordinator restarted (walkthrough: a ``privfed serve`` restart with daemons connected),
+driven by the real node code against real gRPC servers on one port: the first coordinator stops, a new one (which
+knows no node) starts. The node registers with it before it pushes what it held: a walkthrough's nodes pushed first,
+were refused "has not registered" and logged their results "dropped (already debited)"; and it registers once: the
+walkthrough's daemons registered twice, their session of the stopped coordinator failing the next exchange."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+
+from privfed.common.bounds import Bounds
+from privfed.common.datasets import load_builtin
+from privfed.common.identity import owner_id
+from privfed.common.ledger import Ledger
+from privfed.common.tasks import OwnerInfo, Refusal, Result
+from privfed.owner.data import build_owners
+from privfed.owner.node import OwnerNode
+from privfed.proto import privfed_pb2_grpc as pb_grpc
+from privfed.proto.transport import channel_options
+from privfed.server.app import CoordinatorServer
+from privfed.server.dispatcher import Dispatcher
+from privfed.server.strategies import make_strategy
+
+NODE = "owner-0"
+
+
+def _node(tmp_path: Path, port: int, *, daemon: bool = False) -> OwnerNode:
+    owners = build_owners(
+        load_builtin("synthetic", n_samples=40, seed=1),
+        node_id=NODE,
+        n_owners=2,
+        shards=range(2),
+        seed=1,
+        rng_kind="seeded",
+        rng_seed=1,
+    )
+    ledger = Ledger(tmp_path / f"{NODE}.sqlite", epsilon_budget=1.0)
+    return OwnerNode(
+        node_id=NODE, target=f"127.0.0.1:{port}", tls=None, owners=owners, ledger=ledger, connect_timeout=20.0,
+        daemon=daemon,
+    )  # fmt: skip
+
+
+def _restart_later(port: int, servers: list[CoordinatorServer], delay: float = 0.5) -> threading.Thread:
+    """Start a new coordinator on ``port`` after ``delay`` s (appended to ``servers``)."""
+
+    def start() -> None:
+        time.sleep(delay)
+        server = CoordinatorServer(tls=None, node_timeout=5.0)
+        servers.append(server)
+        server.start(f"127.0.0.1:{port}")
+
+    thread = threading.Thread(target=start, daemon=True)
+    thread.start()
+    return thread
+
+
+def _registered(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage() for r in caplog.records if r.name == "privfed.coordinator" and " registered " in r.getMessage()
+    ]
+
+
+def _push_across_a_restart(tmp_path: Path, caplog: pytest.LogCaptureFixture, push: str) -> OwnerNode:
+    """A registered node's ``push`` (``"_push_and_pull"``, the last push of a batch, or ``"_push"``, one during it)
+    of two results while its coordinator is down; a new one starts meanwhile. Returns the node."""
+    caplog.set_level(logging.INFO)
+    first = CoordinatorServer(tls=None, node_timeout=5.0)
+    port = first.start("127.0.0.1:0")
+    servers = [first]
+    node = _node(tmp_path, port)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=channel_options()) as channel:
+            stub = pb_grpc.CoordinatorStub(channel)
+            node._register(stub)
+            first.stop(grace=0)
+            caplog.clear()
+            restart = _restart_later(port, servers)
+            held = [Result(f"t{i}", f"{NODE}.o0000{i}", Refusal.of("policy", "held")) for i in range(2)]
+            getattr(node, push)(stub, held)
+            restart.join()
+    finally:
+        for server in servers:
+            server.stop(grace=0)
+    return node
+
+
+def test_a_node_that_lost_its_coordinator_registers_with_the_new_one_before_it_pushes_what_it_held(tmp_path, caplog):
+    node = _push_across_a_restart(tmp_path, caplog, "_push_and_pull")  # its exchange fails: the coordinator is down
+    assert node._unsent == []  # delivered (the new coordinator drops answers of tasks it never sent)
+    refused = [r.getMessage() for r in caplog.records if "refused" in r.getMessage() or "rejecting" in r.getMessage()]
+    assert refused == []
+    assert len(_registered(caplog)) == 1, _registered(caplog)
+
+
+def test_a_push_the_new_coordinator_refuses_as_not_registered_goes_again_after_the_node_registers(tmp_path, caplog):
+    node = _push_across_a_restart(tmp_path, caplog, "_push")  # retried until the new coordinator answers: refused
+    assert node._unsent == []
+    assert not [r for r in caplog.records if r.name == "privfed.owner" and r.levelno >= logging.WARNING]
+    assert len(_registered(caplog)) == 1, _registered(caplog)
+
+
+def test_a_daemon_registers_once_with_its_restarted_coordinator(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    first = CoordinatorServer(tls=None, node_timeout=5.0)
+    port = first.start("127.0.0.1:0")
+    servers = [first]
+    codes: list[int] = []
+    nodes: list[OwnerNode] = []
+
+    def serve() -> None:  # the ledger's SQLite connection belongs to the node's thread
+        nodes.append(_node(tmp_path, port, daemon=True))
+        codes.append(nodes[0].run())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        assert first.dispatcher.wait_for_owners(2, timeout=20) == 2
+        time.sleep(0.3)  # its long poll on its session
+        first.stop(grace=0)  # tells the node the coordinator stopped
+        caplog.clear()
+        _restart_later(port, servers, 0.2).join()
+        deadline = time.monotonic() + 20
+        while len(servers) < 2 or servers[1].dispatcher.nodes() != {NODE: 2}:
+            assert time.monotonic() < deadline, "the daemon did not register with the new coordinator"
+            time.sleep(0.05)
+        time.sleep(3)  # a second registration came within about a second (its next exchange)
+    finally:
+        if nodes:
+            nodes[0].stop_event.set()
+        thread.join(timeout=15)
+        for server in servers:
+            server.stop(grace=0)
+    assert codes == [0]
+    assert len(_registered(caplog)) == 1, _registered(caplog)
+
+
+def test_a_task_its_node_answered_after_registering_again_is_not_handed_out_again():
+    """A node registers before it pushes what it held: its registration queues its unanswered tasks again, the push
+    then answers them, and its next poll is not handed them a second time."""
+    dispatcher = Dispatcher()
+    owner = owner_id(NODE, 0)
+    dispatcher.register(NODE, [OwnerInfo(owner)])
+    (task,) = make_strategy("ncc", n_classes=2, bounds=Bounds(np.zeros(2), np.ones(2)), epsilon=1.0).configure(
+        [owner], "r1"
+    )
+    dispatcher._pending[task.task_id] = task  # as Dispatcher.run queues it
+    dispatcher._registry.nodes[NODE].queue.append(task)
+    assert dispatcher.pull(NODE, 0.0)[0] == [task]  # taken; the call that took it broke
+    dispatcher.register(NODE, [OwnerInfo(owner)])  # queued again
+    assert dispatcher.push(NODE, [Result(task.task_id, owner, Refusal.of("policy", "held"))]) == 1
+    assert dispatcher.pull(NODE, 0.0)[0] == []
