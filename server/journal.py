@@ -14,9 +14,10 @@ takes from the journal as the uninterrupted job's does (a journal of older code 
 rounds count as nothing there, and the job resumes all the same).
 
 What a resume therefore costs the owners: nothing for a recorded step (nobody is asked again);
-for the step that was in flight when the coordinator died, the owners that already released
-refuse to release again (their ledgers know the run id and round), so that step goes on without
-them -- the ledger bound holds either way. A ring interrupted mid-sum is re-run under a fresh
+for the step that was in flight when the coordinator died, an owner that already released sends
+what it kept again (a boosting run's share or evaluation pair: no new draw, no debit;
+:mod:`privfed.owner.core`) or, its node restarted meanwhile, refuses (``already_released``: its ledger
+knows the run id and round), and that step goes on without it -- the ledger bound holds either way. A ring interrupted mid-sum is re-run under a fresh
 session and the members' cached noisy pairs make it cost them nothing (while their nodes live).
 
 Only public values are recorded: learners, noisy sums, owner ids, their accounts and configuration
