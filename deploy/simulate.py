@@ -241,9 +241,8 @@ def _simulate(config: SimulationConfig, run_dir: Path, report: JobReport) -> Non
             }
             schema = FederationSchema.of_dataset(tests[job.seed])
         test0 = tests[job.seed]
-        if job.rows_per_owner is None:  # the simulation plays every owner: their row count is public configuration here
-            job = job.replace(rows_per_owner=prepared.train_rows / config.owners)
-        job = job.replace(n_samples=prepared.n_samples[job.seed])  # the report's: sized to the owners or as given
+        # the simulation plays every owner: their row counts are public configuration here (prepare's)
+        job = job.replace(rows_per_owner=prepared.rows_per_owner, n_samples=prepared.n_samples[job.seed])
         base = {s: baselines(te.y, len(te.classes)) for s, te in tests.items()}
         chance = float(np.mean([b["chance"] for b in base.values()]))
         majority = float(np.mean([b["majority_class"] for b in base.values()]))

@@ -42,6 +42,8 @@ class Prepared:
     train_rows: int
     #: Each seed's ``n_samples``: the job's, or the size giving exactly one training row per owner.
     n_samples: dict[int, int | None]
+    #: The job's public rows per owner: given, or the simulation's own (:func:`_with_rows`).
+    rows_per_owner: float
     #: :func:`rows_bound_warning`'s, or None.
     warning: str | None = None
 
@@ -55,12 +57,13 @@ def prepare(config: SimulationConfig, job: JobConfig, seeds: list[int], split_ca
     n_samples = {s: None if config.data else _n_samples(config, job, s) for s in seeds}
     splits, sizes = _splits(config, job, seeds, split_cache, n_samples)
     train0, test0 = splits[seeds[0]]
-    job = _with_rows(config, job, train0)
+    job = _with_rows(config, job, train0, sizes)
     make_strategy(job, n_classes=len(test0.classes), bounds=test0.bounds).check_feasible(config.owners)
-    warning = rows_bound_warning(job, max(len(p) for p in _owner_parts(config, sizes, seeds[0], train0)))
+    warning = rows_bound_warning(job, _largest_owner(config, sizes, seeds[0], train0))
     if warning:  # before the references, which a clipped job may fail
         print(f"  {warning}", file=sys.stderr)
-    return Prepared(int(train0.n), n_samples, warning)
+    assert job.rows_per_owner is not None
+    return Prepared(int(train0.n), n_samples, job.rows_per_owner, warning)
 
 
 def references(
@@ -74,7 +77,7 @@ def references(
     :func:`prepare` accepted, its splits read from ``split_cache``, with the public rows per owner the
     coordinator will use. ``privfed simulate`` runs it in a child beside its first federation."""
     splits, sizes = _splits(config, job, seeds, split_cache, n_samples)
-    job = _with_rows(config, job, splits[seeds[0]][0])
+    job = _with_rows(config, job, splits[seeds[0]][0], sizes)
     return {
         s: report_reference(job.replace(seed=s), tr, te, _owner_parts(config, sizes, s, tr))
         for s, (tr, te) in splits.items()
@@ -103,9 +106,20 @@ def _splits(
     return splits, []
 
 
-def _with_rows(config: SimulationConfig, job: JobConfig, train0: Dataset) -> JobConfig:
-    """``job`` with the public rows per owner the coordinator will use (given, or the training rows over the owners)."""
-    return job if job.rows_per_owner is not None else job.replace(rows_per_owner=train0.n / config.owners)
+def _with_rows(config: SimulationConfig, job: JobConfig, train0: Dataset, sizes: list[int]) -> JobConfig:
+    """``job`` with the public rows per owner the coordinator will use: given, or -- the simulation plays every
+    owner, so their row counts are its public configuration -- the training rows over the owners for a built-in
+    set's even split, the largest owner's rows for owners' own files (their sizes differ: a mean would bound the
+    larger owners below their rows, clip their releases and bias the model; walkthrough 4)."""
+    if job.rows_per_owner is not None:
+        return job
+    if config.data:
+        return job.replace(rows_per_owner=float(_largest_owner(config, sizes, job.seed, train0)))
+    return job.replace(rows_per_owner=train0.n / config.owners)
+
+
+def _largest_owner(config: SimulationConfig, sizes: list[int], seed: int, train: Dataset) -> int:
+    return max(len(p) for p in _owner_parts(config, sizes, seed, train))
 
 
 def _owner_parts(config: SimulationConfig, sizes: list[int], seed: int, train: Dataset) -> list[np.ndarray]:

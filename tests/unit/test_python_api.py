@@ -179,3 +179,27 @@ def test_a_rows_bound_below_the_simulated_owners_rows_is_warned_about(tmp_path, 
         assert prepared.warning is None and "warning" not in capsys.readouterr().err
     else:
         assert expected in prepared.warning and prepared.warning in capsys.readouterr().err
+
+
+def test_owners_own_files_of_different_sizes_are_bounded_at_the_largest_owner_not_the_mean(tmp_path, capsys):
+    """`privfed simulate --data` with files of 200 and 50 rows over two owners: the simulation plays every owner,
+    so its public rows per owner is the larger owner's 200, not their mean 125, which clipped the larger owner's
+    releases and warned about a --rows-per-owner the user never passed (walkthrough 4)."""
+    from privfed.deploy.simulation_data import prepare
+
+    for name, n in (("a.csv", 200), ("b.csv", 50), ("test.csv", 40)):
+        rows = [f"{(i % 10) / 10:.1f},{i % 2}" for i in range(n)]
+        (tmp_path / name).write_text("x,y\n" + "\n".join(rows) + "\n")
+    (tmp_path / "schema.toml").write_text(
+        'features = ["x"]\nclasses = [0, 1]\ntest = "test.csv"\n[bounds]\nlo = 0\nhi = 1\n'
+    )
+    flags = ["simulate", "--task", "ncc", "--owners", "2", "--schema", str(tmp_path / "schema.toml")]
+    flags += ["--data", str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), "--out", str(tmp_path / "runs")]
+    config = simulation_config(build_parser().parse_args(flags))
+    prepared = prepare(config, config.job, [config.job.seed], None)
+    assert prepared.train_rows == 250 and prepared.rows_per_owner == 200
+    assert prepared.warning is None and "warning" not in capsys.readouterr().err
+    # a bound the user gives is kept, and warned about below the largest owner
+    config = simulation_config(build_parser().parse_args([*flags, "--rows-per-owner", "125"]))
+    prepared = prepare(config, config.job, [config.job.seed], None)
+    assert prepared.rows_per_owner == 125 and "the largest simulated owner holds 200" in prepared.warning
