@@ -121,7 +121,7 @@ class ReleasePlan:
         p = self.params
         if p.base != "ncc" or p.labels != "joint":
             return None
-        return joint_encoding(p.share_epsilon, p.n_classes, p.bounds.d, p.weight_bound)
+        return joint_encoding(p.share_round_epsilon, p.n_classes, p.bounds.d, p.weight_bound)
 
     def label_rr(self) -> KaryRandomizedResponse | None:
         """NCC with ``labels="rr"`` and finite ε: the labels' randomized response; else None."""

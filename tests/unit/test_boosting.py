@@ -394,6 +394,38 @@ def test_budget_split_adds_up_to_the_run_epsilon(data):
     assert all(e == math.inf for e, _, _ in boost_release_epsilons(inf))  # not NaN (issue 10)
 
 
+# budget_split="owners" with share_groups="all" is refused: an owner shares or evaluates, never both
+@pytest.mark.parametrize(
+    "share_groups, budget_split", [("disjoint", "epsilon"), ("all", "epsilon"), ("disjoint", "owners")]
+)
+@pytest.mark.parametrize(
+    "base, labels", [("stump", "joint"), ("lr", "joint"), ("ncc", "joint"), ("ncc", "rr"), ("ncc", "clear")]
+)
+def test_every_share_mechanism_draws_at_the_epsilon_its_share_is_debited(
+    data, base, labels, share_groups, budget_split
+):
+    """The ε each mechanism of a share is built with sums to the share's ledger entries, and an evaluation's to
+    its: one place per release (``ReleasePlan``) against one place per debit (``boost_release_epsilons``, the
+    evaluation task's entries). Audit 22 found the joint (label, sign) encoding built at the run's share ε while
+    each of the T shares of ``share_groups="all"`` was debited 1/T of it."""
+    from privfed.common.boosting.releases import ReleasePlan
+    from privfed.common.boosting.wire import config_to_dict
+    from privfed.common.tasks import boost_release_epsilons
+
+    fb = BoostingParams(base=base, epsilon=3.0, n_classes=3, bounds=data.bounds, n_rounds=4, labels=labels,
+                        share_groups=share_groups, budget_split=budget_split)  # fmt: skip
+    plan, debit = ReleasePlan(fb), sum(e for e, _, _ in boost_release_epsilons(config_to_dict(fb, "run")))
+    if base == "stump":
+        drawn = plan.share_encoding.epsilon
+    elif plan.joint_encoding is not None:
+        drawn = plan.joint_encoding.epsilon
+    else:
+        label_rr = plan.label_rr()
+        drawn = plan.release_mechanism.epsilon + (label_rr.epsilon if label_rr is not None else 0.0)
+    assert drawn == pytest.approx(debit)
+    assert plan.evaluation.epsilon == pytest.approx(fb.eval_round_epsilon)
+
+
 def test_noisy_totals_never_trigger_the_zero_error_stop(data):
     fb = _coordinator(epsilon=1.0, n_classes=2, bounds=data.bounds, n_rounds=2)
     floored = fb.floor_error_total(-30.0, 50)
