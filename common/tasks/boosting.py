@@ -74,8 +74,9 @@ class BoostShareTask:
     """Release one perturbed share for this round's base learner, with SAMME weights the owner
     computes from the public ``history``.
 
-    An owner releases in at most one round of a run, where the run is named by the task's round
-    id: a coordinator that sends another run id gets another release, and it is debited like any
+    An owner releases in at most one round of a run (T under ``share_groups="all"``), the run its
+    config names; the task's round id must be that run id (an owner refuses another: ``invalid_task``,
+    audit 22). A coordinator that sends another run gets another release, and it is debited like any
     other -- the owner's ledger bounds the total over all runs, nothing bounds the number of runs.
     """
 

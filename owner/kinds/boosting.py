@@ -195,6 +195,10 @@ class BoostShareKind(TaskKind[BoostShareTask]):
 
     def validate(self, task: Task, spec: BoostShareTask, view: PublicView) -> Cached | None:
         check_config(spec.config, view)
+        if task.round_id != spec.config.run_id:  # a share is counted, kept and role-checked by its run (audit 22)
+            raise Refused(
+                "invalid_task", f"a boosting share's round id {task.round_id!r} is not its run {spec.config.run_id!r}"
+            )
         plan = spec.config.releases
         if plan.params.base != "stump":  # build the share's mechanisms now (a stump's encoding: with the config)
             if plan.joint_encoding is None:

@@ -42,12 +42,14 @@ ALL = [(kind, case) for kind, case in HELD if not (kind == "svm_share" and "-30-
 ONE_ROW = {"nb"}
 
 
-def shapes_seen(n: int, spec, work_rows: int | None) -> set[tuple[str, tuple]]:
+def shapes_seen(n: int, case, work_rows: int | None) -> set[tuple[str, tuple]]:
     """(``file:function``, the shapes of the arrays it is given) of every call while a real owner core answers
-    ``spec`` for an owner of ``n`` rows, after a warm-up answer; the padding's entry points left out."""
+    ``case``'s task of run ``run-1`` for an owner of ``n`` rows, after a warm-up answer to its task of run
+    ``run-0``; the padding's entry points left out."""
     rng = np.random.default_rng(n)
     owner, core = owner_core(rng.uniform(0.0, 1.0, (n, 2)), rng.integers(0, K, n), work_rows=work_rows)
-    core.answer([Task("warm-up", owner.owner_id, "run-0", spec)])
+    core.answer([Task("warm-up", owner.owner_id, "run-0", case("run-0"))])
+    spec = case("run-1")
     seen: set[tuple[str, tuple]] = set()
 
     def on_call(where, frame):
@@ -69,8 +71,7 @@ def _cells(seen: set[tuple[str, tuple]]) -> set[int]:
 @pytest.mark.parametrize(("kind", "case"), ALL, ids=[f"{k}/{c}" for k, c in ALL])
 def test_a_declared_row_count_makes_the_same_work_for_other_cells(kind, case, caplog):
     caplog.set_level(logging.CRITICAL)
-    spec = CASES[kind][case]("run-1")
-    small, large = (shapes_seen(n, spec, DECLARED) for n in (SMALL, LARGE))
+    small, large = (shapes_seen(n, CASES[kind][case], DECLARED) for n in (SMALL, LARGE))
     assert small == large, f"100 rows only: {sorted(small - large)[:5]}; 600 rows only: {sorted(large - small)[:5]}"
 
 
@@ -79,11 +80,11 @@ def test_positive_control_without_it_the_cells_show(kind, caplog):
     """The first case of each kind: 100 and 600 rows give other shapes, each its own cell (and under
     ``--work-rows`` the declared count's)."""
     caplog.set_level(logging.CRITICAL)
-    spec = next(iter(CASES[kind].values()))("run-1")
-    small, large = (shapes_seen(n, spec, None) for n in (SMALL, LARGE))
+    case = next(iter(CASES[kind].values()))
+    small, large = (shapes_seen(n, case, None) for n in (SMALL, LARGE))
     assert small != large
     assert 128 in _cells(small) and 1024 in _cells(large)
-    declared = shapes_seen(SMALL, spec, DECLARED)  # and with it, the work is the P rows'
+    declared = shapes_seen(SMALL, case, DECLARED)  # and with it, the work is the P rows'
     assert DECLARED in {d for _, shapes in declared for shape in shapes for d in shape}
 
 

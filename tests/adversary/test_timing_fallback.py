@@ -80,7 +80,7 @@ SPECS = {
     "lr_share": lambda core, owners: LrShareTask("pm", 1.0, 1.0, 1.0, K, BOUNDS),
     "pca_share": lambda core, owners: PcaShareTask(1.0, 1e-5, 2, BOUNDS, 0.5, "ball"),
     "svm_share": lambda core, owners: _svm("mc-huber"),
-    "boost_share": lambda core, owners: BoostShareTask(_boost_config("run-s"), _history()),
+    "boost_share": lambda core, owners: BoostShareTask(_boost_config("r1"), _history()),
     "boost_evaluate": _boost_evaluate,
     "lr_gradient": lambda core, owners: LrGradientTask("pm", 1.0, np.full((1, D + 1), 0.5), 1.0, K, BOUNDS),
     "nb": lambda core, owners: NbReportTask(1.0, 4, K, BOUNDS),
