@@ -55,10 +55,16 @@ def _export(args: argparse.Namespace) -> int:
 
     if not args.out.parent.is_dir():
         raise ConfigError(f"--out {args.out}: its folder {args.out.parent} does not exist")
+    if args.out.is_dir():
+        raise ConfigError(f"--out {args.out} is a folder; name the file to write, e.g. {args.out / 'model.pkl'}")
     estimator = TrainedClassifier.from_file(args.model)
     partial = args.out.with_name(args.out.name + ".partial")
-    partial.write_bytes(pickle.dumps(estimator, protocol=pickle.HIGHEST_PROTOCOL))
-    partial.replace(args.out)
+    try:
+        partial.write_bytes(pickle.dumps(estimator, protocol=pickle.HIGHEST_PROTOCOL))
+        partial.replace(args.out)
+    except OSError as exc:  # a full disk, a folder made meanwhile: no half-written file left behind
+        partial.unlink(missing_ok=True)
+        raise ConfigError(f"--out {args.out}: cannot write it ({exc.strerror or exc})") from exc
     kinds = "predict, predict_proba" if hasattr(estimator, "predict_proba") else "predict (no probabilities)"
     print(
         f"wrote {args.out}: model {estimator.model_id_ or '(no id)'} as a scikit-learn classifier "

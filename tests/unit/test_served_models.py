@@ -159,6 +159,10 @@ def test_export_names_a_missing_folder_or_model_in_words(fruit, tmp_path, capsys
     err = capsys.readouterr().err
     assert "none.json" in err and "No such file or directory" in err and "Errno" not in err
     assert not list(tmp_path.glob("*.pkl*"))  # nothing half-written is left
+    (tmp_path / "exports").mkdir()  # a folder as --out (walkthrough 4: "readme.partial: Is a directory", left behind)
+    assert main(["export", "--model", str(path), "--out", str(tmp_path / "exports")]) == 2
+    assert f"--out {tmp_path / 'exports'} is a folder; name the file to write" in capsys.readouterr().err
+    assert not list(tmp_path.glob("*.partial"))
 
 
 def test_load_model_serves_under_the_training_id_with_no_training_flags(fruit, tmp_path):
