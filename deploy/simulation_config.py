@@ -113,6 +113,14 @@ class SimulationConfig:
         if self.job.owners is None:
             raise ConfigError("--owners is required: the number of logical owners to simulate")
         if self.data:
+            seen: dict[Path, Path] = {}
+            for path in self.data:  # one file twice would host its rows twice: two owners, each budget its own
+                same = seen.setdefault(path.resolve(), path)
+                if same is not path:
+                    raise ConfigError(
+                        f"--data names {path} twice{'' if same == path else f' (as {same} too)'}: each file is one "
+                        "owner node's rows, and the same rows hosted twice would be two owners with a budget each"
+                    )
             if self.processes is not None and self.processes != len(self.data):
                 raise ConfigError(
                     f"--processes is the number of --data files ({len(self.data)}), got {self.processes}: each file "

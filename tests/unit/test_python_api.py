@@ -203,3 +203,21 @@ def test_owners_own_files_of_different_sizes_are_bounded_at_the_largest_owner_no
     config = simulation_config(build_parser().parse_args([*flags, "--rows-per-owner", "125"]))
     prepared = prepare(config, config.job, [config.job.seed], None)
     assert prepared.rows_per_owner == 125 and "the largest simulated owner holds 200" in prepared.warning
+
+
+def test_one_file_named_twice_as_owners_data_is_refused(tmp_path):
+    """`privfed simulate --data a.csv ./a.csv` would host the same rows on two nodes: two owners with a budget
+    each (walkthrough 4: accepted)."""
+    from privfed.common.errors import ConfigError
+
+    (tmp_path / "a.csv").write_text("x,y\n0.5,1\n")
+    (tmp_path / "schema.toml").write_text('features = ["x"]\nclasses = [0, 1]\n[bounds]\nlo = 0\nhi = 1\n')
+    flags = ["simulate", "--owners", "2", "--schema", str(tmp_path / "schema.toml"), "--out", str(tmp_path)]
+    (tmp_path / "sub").mkdir()
+    twice = [str(tmp_path / "a.csv"), str(tmp_path / "sub" / ".." / "a.csv")]
+    with pytest.raises(
+        ConfigError, match=r"--data names .*sub/\.\./a\.csv twice \(as .*a\.csv too\): each file is one"
+    ):
+        simulation_config(build_parser().parse_args([*flags, "--data", *twice]))
+    with pytest.raises(ConfigError, match=r"--data names .*a\.csv twice: each file is one owner node's rows"):
+        simulation_config(build_parser().parse_args([*flags, "--data", twice[0], twice[0]]))
