@@ -182,3 +182,16 @@ def test_values_outside_the_public_bounds_are_counted_in_the_owners_log(tmp_path
     lines = [r.getMessage() for r in caplog.records if "outside the schema's public bounds" in r.getMessage()]
     assert lines == ["h.csv: 4 value(s) outside the schema's public bounds, clipped to them where they are used "
                      "(age 2, bmi 2)"]  # fmt: skip
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".json"])
+def test_a_schema_file_with_a_byte_order_mark_is_read(tmp_path, suffix):
+    """Walkthrough 4 (m4): a schema saved by Notepad (UTF-8 with a BOM) was "invalid TOML ... line 1, column 1",
+    and a JSON one was parsed as TOML. Read as the data files are, past the mark."""
+    from privfed.common.dataset_files import read_schema
+
+    plain = FederationSchema.parse(SCHEMA)
+    text = SCHEMA if suffix == ".toml" else plain.to_json()
+    path = tmp_path / f"schema{suffix}"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert read_schema(path) == plain
