@@ -16,7 +16,7 @@ from privfed.deploy.cli import build_parser
 from privfed.deploy.query_flags import parse_columns, query_config
 from privfed.owner.query import QueryConfig
 from privfed.owner.query_cleaning import check_linear_stage, clean_queries, public_centre
-from privfed.owner.query_files import read_table, read_training, split_features
+from privfed.owner.query_files import query_rows, read_queries, read_table, read_training, split_features
 from privfed.server.models import model_linear_stage
 
 
@@ -514,3 +514,16 @@ def test_rows_on_the_score_grid_carry_their_scores_rounded_to_2_to_the_k_steps_o
     assert len(np.unique(np.rint(Z @ A / step), axis=0)) <= (2**8 + 1) ** 2
     zero = on_score_grid(X, np.c_[A[:, :1], np.zeros(6)], width, 8)  # a column that reads nothing
     assert np.all(np.isfinite(zero)) and np.allclose(zero[:, :], on_score_grid(X, A[:, :1], width, 8))
+
+
+# ---------------------------------------------------------------------------- walkthrough 4
+def test_a_built_in_models_query_file_is_read_by_its_headers_names(tmp_path):
+    """Walkthrough 4 (S1): a model trained on ``--dataset wine`` names its features but leaves ``header`` unset;
+    a query file listing them in another order was read by position (0.33 right against 0.98), exit 0. The
+    model's schema (the coordinator's, not pinned) now reads it by name, as the exported classifier does."""
+    schema = FederationSchema(("alcohol", "malic_acid", "ash"), (0.0,) * 3, (20.0,) * 3, (0, 1, 2))
+    assert schema.header is None  # as FederationSchema.of_dataset makes it
+    path = tmp_path / "q.csv"
+    path.write_text("ash,malic_acid,alcohol\n3,2,13\n2,1,12\n")
+    rows = query_rows(read_queries(path, None), schema, 3)
+    assert rows.tolist() == [[13, 2, 3], [12, 1, 2]]
