@@ -221,6 +221,13 @@ class QueryConfig:
 def run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
     """``privfed query``: read the owner's files, check the model, clean locally, ask the served model,
     print or write the label values (and, with ``--probabilities``, the class probabilities)."""
+    from privfed.owner.query_client import answers_out
+
+    with answers_out(config.out):  # --out checked before anything is read or sent
+        return _run_query(config, tls)
+
+
+def _run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
     from privfed.owner.query_client import ModelClient, answers_csv, channel, write_answers
 
     own_schema = None if config.schema is None else read_schema(config.schema)

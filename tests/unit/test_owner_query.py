@@ -527,3 +527,56 @@ def test_a_built_in_models_query_file_is_read_by_its_headers_names(tmp_path):
     path.write_text("ash,malic_acid,alcohol\n3,2,13\n2,1,12\n")
     rows = query_rows(read_queries(path, None), schema, 3)
     assert rows.tolist() == [[13, 2, 3], [12, 1, 2]]
+
+
+class _Dialled(AssertionError):
+    pass
+
+
+def _no_dial(monkeypatch):
+    """The coordinator must not be contacted: dialling it fails the test."""
+    from privfed.owner import query_client
+
+    def dial(*_a, **_k):
+        raise _Dialled("the coordinator was contacted")
+
+    monkeypatch.setattr(query_client, "channel", dial)
+
+
+@pytest.mark.parametrize("out", ["outdir", "nodir/x.csv"])
+def test_an_out_that_cannot_be_written_stops_the_run_before_the_coordinator_is_contacted(
+    tmp_path, monkeypatch, capsys, out
+):
+    """Walkthrough 4 (M1): ``--out outdir`` (a directory) or ``--out nodir/x.csv`` sent every row in a Predict
+    call, then failed "cannot write the labels"; a retry sent them again. Now a one-line error, exit 2, before
+    anything is read or sent (the CLI's ``main`` in process; dialling fails the test)."""
+    from privfed.deploy.cli import main
+
+    (tmp_path / "outdir").mkdir()
+    queries = tmp_path / "q.csv"
+    queries.write_text("0.5,0.5\n")
+    _no_dial(monkeypatch)
+    argv = ["query", "--coordinator", "127.0.0.1:1", "--model-id", "m", "--queries", str(queries), "--insecure"]
+    assert main([*argv, "--out", str(tmp_path / out)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {tmp_path / out}: " in err and "nothing sent" in err and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outdir", "q.csv"]  # no temp file left either
+    assert list((tmp_path / "outdir").iterdir()) == []
+
+
+def test_an_out_that_can_be_written_gets_the_labels_and_no_temp_file_is_left(tmp_path, monkeypatch):
+    """The control: the temp file created before contact becomes --out; a failure after it leaves none."""
+    from privfed.owner import query_client
+    from privfed.owner.query import run_query
+
+    queries, out = tmp_path / "q.csv", tmp_path / "labels.csv"
+    queries.write_text("0.5,0.5\n")
+    _no_dial(monkeypatch)
+    config = QueryConfig(coordinator="127.0.0.1:1", model_id="m", queries=queries, out=out)
+    with pytest.raises(_Dialled):
+        run_query(config, None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.csv"]
+    with query_client.answers_out(out):
+        assert (tmp_path / "labels.csv.partial").is_file()
+        query_client.write_answers(["1"], out, "label")
+    assert out.read_text() == "label\n1\n" and sorted(p.name for p in tmp_path.iterdir()) == ["labels.csv", "q.csv"]
