@@ -273,6 +273,26 @@ def query_rows(
     return queries
 
 
+def check_confidential_labels(
+    training: tuple[Path, tuple[int, ...]], train_table: np.ndarray, n_features: int | None
+) -> None:
+    """Before contact: ``--confidential-labels`` against the label columns ``--train-data`` has after its
+    ``n_features`` features (``--schema``'s), or, with F still the model's word (None), after at least one:
+    an index no model could make valid is refused before the coordinator is asked (walkthrough 4)."""
+    train_data, cols = training
+    if n_features is not None:
+        confidential_columns(training, train_table, n_features)
+        return
+    most = train_table.shape[1] - 1
+    if max(cols) >= most:
+        valid = f"indices 0..{most - 1} at most" if most > 0 else "add them after the features"
+        raise ConfigError(
+            f"--confidential-labels {','.join(map(str, cols))}: --train-data {train_data.name} has "
+            f"{train_table.shape[1]} column(s), so at most {most} label column(s) after the model's features "
+            f"(at least one; {valid}); nothing sent"
+        )
+
+
 def confidential_columns(
     training: tuple[Path, tuple[int, ...]], train_table: np.ndarray, n_features: int
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -3,6 +3,7 @@ cleaning around the public centre, what the cleaned rows carry, the local file r
 command-line checks (owner/query.py)."""
 
 import re
+from dataclasses import replace as dataclasses_replace
 from pathlib import Path
 
 import numpy as np
@@ -580,3 +581,57 @@ def test_an_out_that_can_be_written_gets_the_labels_and_no_temp_file_is_left(tmp
         assert (tmp_path / "labels.csv.partial").is_file()
         query_client.write_answers(["1"], out, "label")
     assert out.read_text() == "label\n1\n" and sorted(p.name for p in tmp_path.iterdir()) == ["labels.csv", "q.csv"]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--train-data", "t.csv"], "--method projection uses no training data: --train-data would do nothing"),
+        (
+            ["--train-data", "t.csv", "--confidential-labels", "0"],
+            "--method projection uses no training data: --train-data and --confidential-labels would do nothing",
+        ),
+        (["--confidential-labels", "1"], "--method projection uses no training data: --confidential-labels would do"),
+    ],
+)
+def test_training_flags_with_projection_are_refused_not_ignored(extra, message):
+    """Walkthrough 4 (m2): README, "a combination of flags that would do nothing is refused, not ignored"; it
+    was an INFO line."""
+    args = build_parser().parse_args(_query_args("--insecure", *extra))
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}"):
+        query_config(args)
+
+
+@pytest.mark.parametrize("with_schema", [False, True])
+def test_confidential_label_indices_past_the_file_are_refused_before_the_coordinator_is_contacted(
+    tmp_path, monkeypatch, with_schema
+):
+    """Walkthrough 4 (m2): ``--confidential-labels 5`` was checked only after GetModel, though the training file
+    was read before. With ``--schema`` F is known, so the index is checked exactly; without it, against the
+    columns after at least one feature."""
+    from privfed.owner.query import run_query
+
+    queries, train, schema = tmp_path / "q.csv", tmp_path / "t.csv", tmp_path / "s.json"
+    if with_schema:
+        schema.write_text(SCHEMA.to_json())
+        queries.write_text("age,sex,income\n40,m,10\n")
+        train.write_text(TRAINING)  # 3 label columns: id, owns, smoker
+    else:
+        queries.write_text("0.5,0.5\n")
+        train.write_text("1,2,3\n4,5,6\n")  # at most 2 label columns
+    _no_dial(monkeypatch)
+    flags = {"method": "subspace", "allow_confidential_map_leak": True, "train_data": train}
+    config = QueryConfig(
+        coordinator="127.0.0.1:1",
+        model_id="m",
+        queries=queries,
+        confidential_labels=(3 if with_schema else 2,),
+        schema=schema if with_schema else None,
+        **flags,
+    )
+    with pytest.raises(ConfigError, match="--confidential-labels 3: --train-data t.csv has 3 label column|"
+                       "--confidential-labels 2: --train-data t.csv has 3 column"):  # fmt: skip
+        run_query(config, None)
+    fine = dataclasses_replace(config, confidential_labels=(2 if with_schema else 1,))
+    with pytest.raises(_Dialled):  # a valid index: on to the coordinator
+        run_query(fine, None)
