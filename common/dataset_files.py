@@ -249,17 +249,15 @@ def read_table(path: str | Path) -> RawTable:
 
 
 def read_schema(path: str | Path) -> FederationSchema:
-    """The federation schema in file ``path`` (TOML, or JSON starting with ``{``; :mod:`privfed.common.schema`)."""
+    """The federation schema in file ``path`` (TOML, or JSON starting with ``{``; :mod:`privfed.common.schema`),
+    read as the data files are (:func:`read_text`: UTF-8 past a byte-order mark, which an editor on Windows
+    writes; walkthrough 4: "invalid TOML ... line 1, column 1", and a JSON schema read as TOML)."""
     from privfed.common.schema import FederationSchema  # schema.py imports this module
 
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: schema file not found")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
-    return FederationSchema.parse(text, source=str(path))
+    return FederationSchema.parse(read_text(path), source=str(path))
 
 
 def parse_bounds(spec: str, d: int) -> Bounds:

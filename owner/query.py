@@ -88,7 +88,14 @@ from privfed.owner.query_cleaning import (
     moment_rows,
     public_centre,
 )
-from privfed.owner.query_files import confidential_columns, pinned_schema, query_rows, read_queries, read_training
+from privfed.owner.query_files import (
+    check_confidential_labels,
+    confidential_columns,
+    pinned_schema,
+    query_rows,
+    read_queries,
+    read_training,
+)
 from privfed.proto.transport import TlsFiles
 
 log = logging.getLogger("privfed.query")
@@ -142,8 +149,8 @@ class QueryConfig:
     Raises
     ------
     ConfigError
-        A value out of range, or a null-space method without its opt-in, ``train_data`` or
-        ``confidential_labels`` (checked before anything is read or sent).
+        A value out of range, a null-space method without its opt-in, ``train_data`` or
+        ``confidential_labels``, or ``projection`` with either of them (checked before anything is read or sent).
     """
 
     coordinator: str
@@ -214,13 +221,27 @@ class QueryConfig:
                     f"--method {self.method} needs {' and '.join(missing)} (the confidential map is "
                     "fitted on your rows); or use --method projection, which needs neither"
                 )
-        elif self.train_data is not None or self.confidential_labels is not None:
-            log.info("--method projection uses no training data: --train-data/--confidential-labels are ignored")
+        elif given := [
+            flag
+            for flag, value in (("--train-data", self.train_data), ("--confidential-labels", self.confidential_labels))
+            if value is not None
+        ]:  # a flag that would do nothing is refused, not ignored (README, conventions)
+            raise ConfigError(
+                f"--method {self.method} uses no training data: {' and '.join(given)} would do nothing; leave "
+                f"{'them' if len(given) > 1 else 'it'} out, or choose --method subspace or generalized"
+            )
 
 
 def run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
     """``privfed query``: read the owner's files, check the model, clean locally, ask the served model,
     print or write the label values (and, with ``--probabilities``, the class probabilities)."""
+    from privfed.owner.query_client import answers_out
+
+    with answers_out(config.out):  # --out checked before anything is read or sent
+        return _run_query(config, tls)
+
+
+def _run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
     from privfed.owner.query_client import ModelClient, answers_csv, channel, write_answers
 
     own_schema = None if config.schema is None else read_schema(config.schema)
@@ -229,6 +250,8 @@ def run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
     train_rows, train_moments = 0, None
     if training is not None:
         train_table = read_training(training[0], own_schema)
+        # the indices against the label columns the file can have, before contact: F is the schema's, else >= 1
+        check_confidential_labels(training, train_table, own_schema.d if own_schema is not None else None)
         train_rows, train_moments = train_table.shape[0], moment_rows(train_table)
     with channel(config.coordinator, tls, config.target_name) as ch:
         client = ModelClient(ch, config.coordinator)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,14 +153,44 @@ def _cell(text: str) -> str:
     return f'"{text.replace(chr(34), chr(34) * 2)}"' if any(c in text for c in ',"\n') else text
 
 
+@contextmanager
+def answers_out(out: Path | None) -> Iterator[None]:
+    """Around a run that writes its labels to ``out`` (``--out``; None: stdout): its temp file
+    (:func:`write_answers`) is created next to it first, before the coordinator is contacted, so an
+    ``--out`` that cannot be written stops the run with nothing sent (walkthrough 4: all rows went out in
+    a Predict call, then "cannot write the labels", and a retry sent them again), as ``privfed export``
+    checks its folder first; the temp file is removed unless the labels were moved onto ``out``."""
+    if out is None:
+        yield
+        return
+    if out.is_dir():
+        raise ConfigError(
+            f"--out {out}: is a directory; name the labels file (e.g. {out / 'labels.csv'}); nothing sent"
+        )
+    partial = _partial(out)
+    try:
+        partial.open("w").close()
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot write the labels there ({exc.strerror or exc}); nothing sent") from exc
+    try:
+        yield
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def _partial(out: Path) -> Path:
+    return out.with_name(out.name + ".partial")  # a full disk leaves no half-written labels file
+
+
 def write_answers(lines: list[str], out: Path | None, header: str | None) -> None:
-    """Print ``lines``, or write them to ``out`` (CSV; ``header`` first when the lines have none)."""
+    """Print ``lines``, or write them to ``out`` (CSV; ``header`` first when the lines have none) through its
+    temp file (:func:`answers_out`)."""
     if out is None:
         if lines:
             sys.stdout.write("\n".join(lines) + "\n")
         return
     body = ([header] if header is not None else []) + lines
-    partial = out.with_name(out.name + ".partial")  # a full disk leaves no half-written labels file
+    partial = _partial(out)
     try:
         partial.write_text("\n".join(body) + "\n")
         partial.replace(out)

@@ -35,7 +35,7 @@ from privfed.common.dataset_files import is_npz, is_number
 from privfed.common.dataset_files import read_table as read_raw_table
 from privfed.common.errors import ConfigError, RemoteProtocolError, reason
 from privfed.common.schema import FederationSchema, RawTable, is_numeral
-from privfed.common.schema.table import split_line
+from privfed.common.schema.table import separator_of, split_line
 
 log = logging.getLogger("privfed.query")
 
@@ -84,6 +84,10 @@ def _read_csv(path: Path, what: str) -> np.ndarray:
         lines = [line for line in path.read_text(encoding="utf-8-sig").splitlines() if line.strip()]
     except UnicodeDecodeError:
         raise ConfigError(f"{what} {path.name}: not UTF-8 text (is it a binary file?)") from None
+    if lines and (sep := separator_of(lines[0])):
+        raise ConfigError(
+            f"{what} {path.name}: the file looks separated by {sep}; privfed reads comma-separated values"
+        )
     if lines and not any(is_number(f) for f in lines[0].split(",")):
         lines = lines[1:]  # a header line: no numeric field
     if not lines:
@@ -112,7 +116,7 @@ def read_training(path: Path, own_schema: FederationSchema | None) -> np.ndarray
     loaded = own_schema.load(raw, labels=None)
     for note in dataclasses.replace(loaded, ignored=()).notes():  # the others are label columns here
         log.info("--train-data %s", note)
-    columns = _label_columns(raw, own_schema, loaded.y)
+    columns = _label_columns(raw, own_schema, loaded.header, loaded.y)
     log.info(
         "--train-data %s: label columns for --confidential-labels: %s",
         raw.name,
@@ -123,12 +127,13 @@ def read_training(path: Path, own_schema: FederationSchema | None) -> np.ndarray
     return table.astype(np.float64)
 
 
-def _label_columns(raw: RawTable, schema: FederationSchema, y: np.ndarray | None) -> list[tuple[str, np.ndarray]]:
+def _label_columns(
+    raw: RawTable, schema: FederationSchema, header: tuple[str, ...] | None, y: np.ndarray | None
+) -> list[tuple[str, np.ndarray]]:
     """(name, values) of ``raw``'s columns besides the schema's features, in the file's order: the schema's
-    label as its class index, any other column (by a header's names) as numbers."""
-    if raw.positional or schema.header is not True:  # columns by position: the features, then the label
+    label as its class index, any other column (by the ``header``'s names the schema matched) as numbers."""
+    if header is None:  # columns by position: the features, then the label
         return [] if y is None else [("label (as its class index)", y.astype(np.float64))]
-    header = [c.strip() for c in split_line(raw.lines[0])]
     body = [split_line(line) for line in raw.lines[1:]]
     out = []
     for col, name in enumerate(header):
@@ -205,7 +210,7 @@ def read_queries(path: Path, own_schema: FederationSchema | None) -> QueryFile:
     raw = read_raw_table(path) if csv else None
     own = None
     if own_schema is not None and raw is not None:
-        loaded = own_schema.load(raw, labels=None)
+        loaded = own_schema.load(raw, labels="past")
         for note in loaded.notes():
             log.info("--queries %s", note)
         own = flush_tiny(loaded.X)
@@ -248,10 +253,10 @@ def query_rows(
     if schema is not None and file.raw is not None:
         if pinned and file.own is not None:
             return file.own  # read before contact by the same schema (pinned_schema checked the digest)
-        loaded = schema.load(file.raw, labels=None)
+        loaded = schema.load(file.raw, labels="past")
         for note in loaded.notes():
             log.info("--queries %s", note)
-        others = len(loaded.ignored) + (loaded.y is not None)
+        others = len(loaded.ignored)
         queries = loaded.X
     else:
         if file.numeric is None:
@@ -266,6 +271,26 @@ def query_rows(
             "label), or pin the federation schema you hold with --schema; nothing sent"
         )
     return queries
+
+
+def check_confidential_labels(
+    training: tuple[Path, tuple[int, ...]], train_table: np.ndarray, n_features: int | None
+) -> None:
+    """Before contact: ``--confidential-labels`` against the label columns ``--train-data`` has after its
+    ``n_features`` features (``--schema``'s), or, with F still the model's word (None), after at least one:
+    an index no model could make valid is refused before the coordinator is asked (walkthrough 4)."""
+    train_data, cols = training
+    if n_features is not None:
+        confidential_columns(training, train_table, n_features)
+        return
+    most = train_table.shape[1] - 1
+    if max(cols) >= most:
+        valid = f"indices 0..{most - 1} at most" if most > 0 else "add them after the features"
+        raise ConfigError(
+            f"--confidential-labels {','.join(map(str, cols))}: --train-data {train_data.name} has "
+            f"{train_table.shape[1]} column(s), so at most {most} label column(s) after the model's features "
+            f"(at least one; {valid}); nothing sent"
+        )
 
 
 def confidential_columns(

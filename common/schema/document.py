@@ -42,7 +42,7 @@ import json
 import math
 import tomllib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -83,7 +83,9 @@ class FederationSchema:
         Public fill values for missing cells, in feature order (a category for a categorical feature).
     header : bool or None
         True: files start with a header matched by name; False: no header, columns in order;
-        None (built-in data sets and ``--bounds``): columns in order, a first line of names skipped.
+        None (built-in data sets and ``--bounds``): a first line of names is a header matched by name
+        (as for True), a file without one is read in order; a header naming none of the features of a
+        schema without names (:attr:`named`) is skipped, the columns read in order.
     label : str or None
         The label column's name in a header (None: the one column that is not a feature).
     """
@@ -171,6 +173,12 @@ class FederationSchema:
     def d(self) -> int:
         """The number of columns a model reads (:attr:`encoded_features`)."""
         return len(self.encoded_features)
+
+    @property
+    def named(self) -> bool:
+        """Whether the features have names a file's header gives: not the ``x0 .. x{d-1}`` of a count, of
+        ``--bounds`` (:meth:`shorthand`) or of a built-in data set without feature names."""
+        return self.features != tuple(f"x{j}" for j in range(len(self.features)))
 
     @property
     def n_classes(self) -> int:
@@ -325,7 +333,7 @@ class FederationSchema:
         return out
 
     # ------------------------------------------------------------------ files
-    def load(self, table: RawTable, *, labels: bool | None = True) -> LoadedRows:
+    def load(self, table: RawTable, *, labels: bool | None | Literal["past"] = True) -> LoadedRows:
         """The rows of ``table`` as this schema reads them (:func:`privfed.common.schema.table.load_rows`)."""
         from privfed.common.schema.table import load_rows
 

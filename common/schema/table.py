@@ -11,6 +11,11 @@ one, the column:
   (``label = "..."`` in the schema, else the one column that is not a feature); a missing feature,
   a duplicate or an unknown column is refused, naming it.
 * ``header = false``: no header; the features in schema order, then the label.
+* no ``header`` (built-in data sets, ``--bounds``): a first line of names is a header, matched by
+  name as with ``true``; a first line holding a number is data, the columns in schema order. Only a
+  schema whose features have no names (``x0 ..``: ``--bounds``, a count) skips a header naming none
+  of them and reads the columns in order.
+* a first line with ``;`` or a tab and no comma is refused as another separator.
 * a missing cell (empty, ``NA``, ``N/A``, ``NaN``, ``null`` or ``?``) takes the feature's public
   fill value, and :attr:`LoadedRows.filled` counts them per feature for the owner's own log (they
   are never sent); without a fill value it is refused, as is a missing label.
@@ -25,7 +30,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -65,7 +70,8 @@ class LoadedRows:
 
     ``X`` (n, d) in the schema's encoded columns; ``y`` class indices (None when the file had no
     label column to read); ``filled``: missing cells filled, per feature; ``reordered``: the
-    header listed the features in another order; ``ignored``: header columns read past (queries).
+    header listed the features in another order; ``ignored``: columns read past (queries);
+    ``header``: the header's names when the columns were matched by them, None when read in order.
     """
 
     name: str
@@ -75,6 +81,7 @@ class LoadedRows:
     filled: dict[str, int] = field(default_factory=dict)
     reordered: bool = False
     ignored: tuple[str, ...] = ()
+    header: tuple[str, ...] | None = None
 
     def dataset(self, schema: FederationSchema) -> Dataset:
         from privfed.common.dataset import Dataset
@@ -104,16 +111,25 @@ def split_line(line: str) -> list[str]:
     return next(csv.reader([line]))
 
 
-def load_rows(schema: FederationSchema, table: RawTable, *, labels: bool | None = True) -> LoadedRows:
+def load_rows(schema: FederationSchema, table: RawTable, *, labels: bool | None | Literal["past"] = True) -> LoadedRows:
     """Apply ``schema`` to ``table`` (module docstring). ``labels``: True, the file has a label column;
-    None, it may have one (query files: read past); False, it has none."""
+    None, it may have one, read as ``y`` (``privfed query --train-data``); ``"past"``, it may have one,
+    read past whatever it holds, as the other columns besides the features (query files: README, "a
+    label column is read past"); False, it has none."""
     lines, start = list(table.lines), 0
     if not lines:
         raise ConfigError(f"{table.name}: empty file (no rows)")
+    past = labels == "past"
+    wanted: bool | None = None if past else bool(labels) if labels is not None else None
+    if not table.positional:
+        _check_separator(schema, table, wanted)
     header = None if table.positional or schema.header is False else [c.strip() for c in split_line(lines[0])]
     if header is not None and schema.header is None and any(is_numeral(c) for c in header):
         header = None  # built-in schemas and --bounds: a first line holding a number is data
-    matched = None if header is None or schema.header is not True else _match_header(schema, header, table, labels)
+    by_name = header is not None and (
+        schema.header is True or schema.named or bool(set(header) & set(schema.features))
+    )  # built-in schemas too (walkthrough 4: a reordered header was read by position); --bounds' x0.. only if named
+    matched = _match_header(schema, header, table, wanted) if by_name and header is not None else None
     if header is not None:
         start = 1
         if len(lines) == 1:
@@ -123,8 +139,11 @@ def load_rows(schema: FederationSchema, table: RawTable, *, labels: bool | None 
     if matched is not None:
         columns, label_col, ignored = matched
     else:
-        columns, label_col = _positional(schema, len(split_line(body[0])), table.name, where(0), labels)
+        columns, label_col = _positional(schema, len(split_line(body[0])), table.name, where(0), wanted)
         ignored = ()
+    if past and label_col is not None:  # the label is read past, as any other column besides the features
+        name = header[label_col] if matched is not None and header is not None else f"column {label_col + 1}"
+        ignored, label_col = (*ignored, name), None
     n_cols = len(header) if header is not None else len(split_line(body[0]))
     reordered = columns != list(range(len(columns)))
     try:
@@ -141,7 +160,36 @@ def load_rows(schema: FederationSchema, table: RawTable, *, labels: bool | None 
                 f"{table.name}: {where(bad)}: label {shown} is not a class of the federation schema "
                 f"(classes {list(schema.classes)})"
             )
-    return LoadedRows(table.name, X, y, where, filled, reordered, ignored)
+    return LoadedRows(
+        table.name,
+        X,
+        y,
+        where,
+        filled,
+        reordered,
+        ignored,
+        None if matched is None or header is None else tuple(header),
+    )
+
+
+def _check_separator(schema: FederationSchema, table: RawTable, labels: bool | None) -> None:
+    """A first line without a comma but with ``;`` or a tab, where the schema needs two columns or more: the
+    file was written with another separator (a spreadsheet's export), which every later message would
+    misname (a missing header, a column count)."""
+    if len(schema.features) + bool(labels) < 2:
+        return
+    if sep := separator_of(table.lines[0]):
+        raise ConfigError(
+            f"{table.name}: {table.where(0)}: the file looks separated by {sep}; privfed reads comma-separated values"
+        )
+
+
+def separator_of(line: str) -> str | None:
+    """``';'`` or ``'a tab'`` when ``line`` holds no comma but that separator, else None."""
+    text = line.strip()
+    if "," in text:
+        return None
+    return "';'" if ";" in text else "a tab" if "\t" in text else None
 
 
 def _where(table: RawTable, start: int) -> Callable[[int], str]:
@@ -159,11 +207,13 @@ def _match_header(
     extra = [h for h in header if h not in schema.features]
     if missing:
         extra = [h for h in extra if h != schema.label]  # the label column is the schema's too
-        hint = (
-            " (is the header line missing? files without one need header = false in the schema)"
-            if not set(header) & set(schema.features)
-            else ""
-        )
+        hint = ""
+        if not set(header) & set(schema.features):
+            hint = (
+                " (is the header line missing? files without one need header = false in the schema)"
+                if schema.header
+                else " (a header line is matched by the features' names; leave it out to take the columns in order)"
+            )
         unknown = f"; not in the schema: {extra}" if extra else ""
         raise ConfigError(f"{at}: the header lacks feature(s) {missing} of the federation schema{unknown}{hint}")
     label_col = None

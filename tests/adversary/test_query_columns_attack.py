@@ -47,7 +47,7 @@ def files(tmp_path):
     queries.write_text(header + "\n" + "\n".join(",".join(repr(float(v)) for v in row) for row in table) + "\n")
     schema = tmp_path / "schema.json"
     schema.write_text(_schema(FEATURES, "label").to_json())
-    train = tmp_path / "t.csv"  # _query passes --train-data; projection does not read it
+    train = tmp_path / "t.csv"  # _query passes --train-data to a null-space method only
     train.write_text("\n".join(",".join(repr(float(v)) for v in row) for row in table) + "\n")
     return queries, schema, train, table
 

@@ -32,6 +32,10 @@ def _csv(path, table):
 
 
 def _query(coordinator, certs, tmp, queries, train, *extra):
+    """``privfed query`` against the fake coordinator; ``train`` (with ``--confidential-labels 0``) goes to a
+    null-space method only: projection refuses training flags, which would do nothing."""
+    mapped = {"subspace", "generalized"} & set(extra)
+    training = ["--train-data", str(train), "--confidential-labels", "0"] if mapped else []
     cmd = [
         sys.executable,
         "-m",
@@ -47,10 +51,7 @@ def _query(coordinator, certs, tmp, queries, train, *extra):
         "m",
         "--queries",
         str(queries),
-        "--train-data",
-        str(train),
-        "--confidential-labels",
-        "0",
+        *training,
         *extra,
     ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)

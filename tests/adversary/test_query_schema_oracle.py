@@ -44,7 +44,7 @@ def test_the_coordinators_categories_do_not_turn_the_query_into_an_oracle(coordi
         files[name] = tmp_path / f"{name}.csv"
         files[name].write_text(f"f0,f1\n0.3,a\n0.6,{last}\n")
     train = tmp_path / "t.csv"
-    train.write_text("0.3,1,0\n0.6,0,1\n")  # _query passes --train-data; projection does not read it
+    train.write_text("0.3,1,0\n0.6,0,1\n")  # _query passes --train-data to a null-space method only
     coordinator.model = _model(_schema(("a",)))  # "does every row hold a in f1?"
     seen = {}
     for name, path in files.items():

@@ -3,6 +3,7 @@ cleaning around the public centre, what the cleaned rows carry, the local file r
 command-line checks (owner/query.py)."""
 
 import re
+from dataclasses import replace as dataclasses_replace
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ from privfed.deploy.cli import build_parser
 from privfed.deploy.query_flags import parse_columns, query_config
 from privfed.owner.query import QueryConfig
 from privfed.owner.query_cleaning import check_linear_stage, clean_queries, public_centre
-from privfed.owner.query_files import read_table, read_training, split_features
+from privfed.owner.query_files import query_rows, read_queries, read_table, read_training, split_features
 from privfed.server.models import model_linear_stage
 
 
@@ -514,3 +515,123 @@ def test_rows_on_the_score_grid_carry_their_scores_rounded_to_2_to_the_k_steps_o
     assert len(np.unique(np.rint(Z @ A / step), axis=0)) <= (2**8 + 1) ** 2
     zero = on_score_grid(X, np.c_[A[:, :1], np.zeros(6)], width, 8)  # a column that reads nothing
     assert np.all(np.isfinite(zero)) and np.allclose(zero[:, :], on_score_grid(X, A[:, :1], width, 8))
+
+
+# ---------------------------------------------------------------------------- walkthrough 4
+def test_a_built_in_models_query_file_is_read_by_its_headers_names(tmp_path):
+    """Walkthrough 4 (S1): a model trained on ``--dataset wine`` names its features but leaves ``header`` unset;
+    a query file listing them in another order was read by position (0.33 right against 0.98), exit 0. The
+    model's schema (the coordinator's, not pinned) now reads it by name, as the exported classifier does."""
+    schema = FederationSchema(("alcohol", "malic_acid", "ash"), (0.0,) * 3, (20.0,) * 3, (0, 1, 2))
+    assert schema.header is None  # as FederationSchema.of_dataset makes it
+    path = tmp_path / "q.csv"
+    path.write_text("ash,malic_acid,alcohol\n3,2,13\n2,1,12\n")
+    rows = query_rows(read_queries(path, None), schema, 3)
+    assert rows.tolist() == [[13, 2, 3], [12, 1, 2]]
+
+
+class _Dialled(AssertionError):
+    pass
+
+
+def _no_dial(monkeypatch):
+    """The coordinator must not be contacted: dialling it fails the test."""
+    from privfed.owner import query_client
+
+    def dial(*_a, **_k):
+        raise _Dialled("the coordinator was contacted")
+
+    monkeypatch.setattr(query_client, "channel", dial)
+
+
+@pytest.mark.parametrize("out", ["outdir", "nodir/x.csv"])
+def test_an_out_that_cannot_be_written_stops_the_run_before_the_coordinator_is_contacted(
+    tmp_path, monkeypatch, capsys, out
+):
+    """Walkthrough 4 (M1): ``--out outdir`` (a directory) or ``--out nodir/x.csv`` sent every row in a Predict
+    call, then failed "cannot write the labels"; a retry sent them again. Now a one-line error, exit 2, before
+    anything is read or sent (the CLI's ``main`` in process; dialling fails the test)."""
+    from privfed.deploy.cli import main
+
+    (tmp_path / "outdir").mkdir()
+    queries = tmp_path / "q.csv"
+    queries.write_text("0.5,0.5\n")
+    _no_dial(monkeypatch)
+    argv = ["query", "--coordinator", "127.0.0.1:1", "--model-id", "m", "--queries", str(queries), "--insecure"]
+    assert main([*argv, "--out", str(tmp_path / out)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {tmp_path / out}: " in err and "nothing sent" in err and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["outdir", "q.csv"]  # no temp file left either
+    assert list((tmp_path / "outdir").iterdir()) == []
+
+
+def test_an_out_that_can_be_written_gets_the_labels_and_no_temp_file_is_left(tmp_path, monkeypatch):
+    """The control: the temp file created before contact becomes --out; a failure after it leaves none."""
+    from privfed.owner import query_client
+    from privfed.owner.query import run_query
+
+    queries, out = tmp_path / "q.csv", tmp_path / "labels.csv"
+    queries.write_text("0.5,0.5\n")
+    _no_dial(monkeypatch)
+    config = QueryConfig(coordinator="127.0.0.1:1", model_id="m", queries=queries, out=out)
+    with pytest.raises(_Dialled):
+        run_query(config, None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.csv"]
+    with query_client.answers_out(out):
+        assert (tmp_path / "labels.csv.partial").is_file()
+        query_client.write_answers(["1"], out, "label")
+    assert out.read_text() == "label\n1\n" and sorted(p.name for p in tmp_path.iterdir()) == ["labels.csv", "q.csv"]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--train-data", "t.csv"], "--method projection uses no training data: --train-data would do nothing"),
+        (
+            ["--train-data", "t.csv", "--confidential-labels", "0"],
+            "--method projection uses no training data: --train-data and --confidential-labels would do nothing",
+        ),
+        (["--confidential-labels", "1"], "--method projection uses no training data: --confidential-labels would do"),
+    ],
+)
+def test_training_flags_with_projection_are_refused_not_ignored(extra, message):
+    """Walkthrough 4 (m2): README, "a combination of flags that would do nothing is refused, not ignored"; it
+    was an INFO line."""
+    args = build_parser().parse_args(_query_args("--insecure", *extra))
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}"):
+        query_config(args)
+
+
+@pytest.mark.parametrize("with_schema", [False, True])
+def test_confidential_label_indices_past_the_file_are_refused_before_the_coordinator_is_contacted(
+    tmp_path, monkeypatch, with_schema
+):
+    """Walkthrough 4 (m2): ``--confidential-labels 5`` was checked only after GetModel, though the training file
+    was read before. With ``--schema`` F is known, so the index is checked exactly; without it, against the
+    columns after at least one feature."""
+    from privfed.owner.query import run_query
+
+    queries, train, schema = tmp_path / "q.csv", tmp_path / "t.csv", tmp_path / "s.json"
+    if with_schema:
+        schema.write_text(SCHEMA.to_json())
+        queries.write_text("age,sex,income\n40,m,10\n")
+        train.write_text(TRAINING)  # 3 label columns: id, owns, smoker
+    else:
+        queries.write_text("0.5,0.5\n")
+        train.write_text("1,2,3\n4,5,6\n")  # at most 2 label columns
+    _no_dial(monkeypatch)
+    flags = {"method": "subspace", "allow_confidential_map_leak": True, "train_data": train}
+    config = QueryConfig(
+        coordinator="127.0.0.1:1",
+        model_id="m",
+        queries=queries,
+        confidential_labels=(3 if with_schema else 2,),
+        schema=schema if with_schema else None,
+        **flags,
+    )
+    with pytest.raises(ConfigError, match="--confidential-labels 3: --train-data t.csv has 3 label column|"
+                       "--confidential-labels 2: --train-data t.csv has 3 column"):  # fmt: skip
+        run_query(config, None)
+    fine = dataclasses_replace(config, confidential_labels=(2 if with_schema else 1,))
+    with pytest.raises(_Dialled):  # a valid index: on to the coordinator
+        run_query(fine, None)

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from privfed.common.bounds import Bounds
 from privfed.common.dataset_files import read_table
 from privfed.common.errors import ConfigError
 from privfed.common.schema import FederationSchema
@@ -182,3 +183,119 @@ def test_values_outside_the_public_bounds_are_counted_in_the_owners_log(tmp_path
     lines = [r.getMessage() for r in caplog.records if "outside the schema's public bounds" in r.getMessage()]
     assert lines == ["h.csv: 4 value(s) outside the schema's public bounds, clipped to them where they are used "
                      "(age 2, bmi 2)"]  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- walkthrough 4
+def _builtin_schema() -> FederationSchema:
+    """The schema a built-in data set publishes (``--dataset wine``): its features' names, ``header`` unset."""
+    from privfed.common.dataset import Dataset
+
+    names = ("alcohol", "malic_acid", "ash")
+    ds = Dataset("wine", np.ones((2, 3)), np.array([0, 1]), Bounds.of(0.0, 20.0, 3), np.array([0, 1, 2]), names)
+    schema = FederationSchema.of_dataset(ds)
+    assert schema.header is None and schema.named
+    return schema
+
+
+def _text(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_a_built_in_schema_matches_a_header_by_its_names_for_owners_and_queries(tmp_path):
+    """Walkthrough 4 (S1): a built-in data set's schema (``header`` unset) read a header line's columns by
+    position: a wine model answered 0.33 of reversed-header queries right (0.98 in order), and an owner's
+    reordered file trained on shuffled features, with no word. Its header is matched by name now, in the one
+    reading both go through (:func:`privfed.common.schema.load_rows`)."""
+    schema = _builtin_schema()
+    in_order = read_table(_text(tmp_path / "o.csv", "alcohol,malic_acid,ash,target\n13,2,3,0\n12,1,2,2\n"))
+    reversed_ = read_table(_text(tmp_path / "r.csv", "target,ash,malic_acid,alcohol\n0,3,2,13\n2,2,1,12\n"))
+    owner_a, owner_b = schema.load(in_order), schema.load(reversed_)  # an owner's --data file
+    assert owner_a.X.tolist() == owner_b.X.tolist() == [[13, 2, 3], [12, 1, 2]]
+    assert owner_a.y.tolist() == owner_b.y.tolist() == [0, 2] and owner_b.reordered
+    query = schema.load(reversed_, labels="past")  # a query file: its label read past
+    assert query.X.tolist() == [[13, 2, 3], [12, 1, 2]] and query.ignored == ("target",)
+    # no header: the columns in order, as before (a first line holding a number is data)
+    headerless = schema.load(read_table(_text(tmp_path / "n.csv", "13,2,3,0\n12,1,2,2\n")))
+    assert headerless.X.tolist() == [[13, 2, 3], [12, 1, 2]] and headerless.y.tolist() == [0, 2]
+
+
+@pytest.mark.parametrize(
+    "header, message",
+    [
+        (
+            "alcohol,malic,ash,target",
+            "r.csv: line 1: the header lacks feature(s) ['malic_acid'] of the federation schema; not in the schema: "
+            "['malic', 'target']",
+        ),
+        (
+            "f0,f1,f2,target",
+            "r.csv: line 1: the header lacks feature(s) ['alcohol', 'malic_acid', 'ash'] of the federation schema; "
+            "not in the schema: ['f0', 'f1', 'f2', 'target'] (a header line is matched by the features' names; leave "
+            "it out to take the columns in order)",
+        ),
+        (
+            "alcohol,malic_acid,ash,target,extra",
+            "r.csv: line 1: cannot tell the label column: the columns besides the features are ['target', 'extra']",
+        ),
+    ],
+)
+def test_a_built_in_schema_refuses_a_header_that_does_not_name_its_features(tmp_path, header, message):
+    with pytest.raises(ConfigError) as info:
+        row = ",".join(["1"] * (header.count(",") + 1))
+        _builtin_schema().load(read_table(_text(tmp_path / "r.csv", f"{header}\n{row}\n")))
+    assert str(info.value).startswith(message), str(info.value)
+
+
+def test_a_schema_without_feature_names_still_skips_a_header_of_other_names(tmp_path):
+    """``--bounds lo:hi --classes K`` names no feature (``x0 ..``): a header of the file's own names is skipped
+    and the columns read in order, as documented; one naming x0 .. is matched by them."""
+    shorthand = FederationSchema.shorthand(Bounds.of(0.0, 9.0, 2), 2)
+    assert shorthand.header is None
+    own_names = shorthand.load(read_table(_text(tmp_path / "a.csv", "b,a,label\n1,2,0\n")))
+    assert own_names.X.tolist() == [[1, 2]] and own_names.y.tolist() == [0]
+    by_name = shorthand.load(read_table(_text(tmp_path / "b.csv", "x1,x0,label\n1,2,0\n")))
+    assert by_name.X.tolist() == [[2, 1]]
+
+
+def test_a_query_files_label_column_is_read_past_whatever_it_holds(tmp_path):
+    """Walkthrough 4 (M2): a query export whose diagnosis column is empty (that is why one queries) was refused,
+    "missing label", and an unknown value too; README: a label column "is read past"."""
+    named = SCHEMA.replace("[bounds]", 'label = "diagnosis"\n[bounds]')
+    for cells in (("", ""), ("unknown", "NA"), ("benign", "malignant")):
+        text = f"age,sex,bmi,diagnosis\n40,f,22,{cells[0]}\n41,m,,{cells[1]}\n"
+        query = _load(tmp_path, text, named, labels="past")
+        assert query.X.tolist() == [[40, 1, 0, 22], [41, 0, 1, 25]] and query.y is None
+        assert query.ignored == ("diagnosis",) and "['diagnosis'] are not features; ignored" in query.notes()[-1]
+    headerless = SCHEMA.replace("[bounds]", "header = false\n[bounds]")
+    query = _load(tmp_path, "40,f,22,\n41,m,23,\n", headerless, labels="past")  # by position: the label after them
+    assert query.X.tolist() == [[40, 1, 0, 22], [41, 0, 1, 23]] and query.ignored == ("column 4",)
+    with pytest.raises(ConfigError, match="missing label"):  # an owner's training file still needs its labels
+        _load(tmp_path, "age,sex,bmi,diagnosis\n40,f,22,\n", named)
+
+
+@pytest.mark.parametrize("sep, named", [(";", "';'"), ("\t", "a tab")])
+def test_a_file_separated_by_semicolons_or_tabs_is_told_so(tmp_path, sep, named):
+    """Walkthrough 4 (m3): the error hinted at a missing header line; it names the separator now, for owner and
+    query files alike."""
+    text = sep.join(["age", "sex", "bmi", "y"]) + "\n" + sep.join(["40", "f", "22", "benign"]) + "\n"
+    for labels in (True, "past"):
+        with pytest.raises(ConfigError) as info:
+            _load(tmp_path, text, labels=labels)
+        assert str(info.value) == (
+            f"h.csv: line 1: the file looks separated by {named}; privfed reads comma-separated values"
+        )
+    assert _load(tmp_path, 'age,sex,bmi,y\n40,f,22,"benign"\n').X.shape == (1, 4)  # a comma: read as before
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".json"])
+def test_a_schema_file_with_a_byte_order_mark_is_read(tmp_path, suffix):
+    """Walkthrough 4 (m4): a schema saved by Notepad (UTF-8 with a BOM) was "invalid TOML ... line 1, column 1",
+    and a JSON one was parsed as TOML. Read as the data files are, past the mark."""
+    from privfed.common.dataset_files import read_schema
+
+    plain = FederationSchema.parse(SCHEMA)
+    text = SCHEMA if suffix == ".toml" else plain.to_json()
+    path = tmp_path / f"schema{suffix}"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert read_schema(path) == plain
