@@ -283,7 +283,10 @@ def _simulate(config: SimulationConfig, run_dir: Path, report: JobReport) -> Non
                 runs.append(run)
             points.append(_point(eps, runs))
             spread = points[-1]["accuracy_std"] / math.sqrt(len(runs))
-            warning = accuracy_warning(eps, points[-1]["accuracy"], majority, int(test0.y.shape[0]), spread)
+            rows_help = not job.one_report_per_owner
+            warning = accuracy_warning(
+                eps, points[-1]["accuracy"], majority, int(test0.y.shape[0]), spread, rows_help=rows_help
+            )
             if warning:
                 points[-1]["warning"] = warning
             references = pending.result()  # done: the first federation's report waited for it

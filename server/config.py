@@ -330,6 +330,14 @@ class JobConfig:
         return max(1, math.ceil((self.owners or 1) / 2))
 
     @property
+    def one_report_per_owner(self) -> bool:
+        """Whether each owner's release is one report of one row whatever its row count (nb, bdt by marginals, lr
+        by gradient descent): more rows per owner do not help such a job, more owners do."""
+        if self.task == "nb" or (self.task == "bdt" and self.release == "marginals"):
+            return True
+        return isinstance(self.params, LrParams) and self.params.solver == "gd"
+
+    @property
     def delta(self) -> float:
         """Each owner's δ for the job: feddpdr's ``delta``; 0 for the tasks whose releases are pure ε-DP."""
         return float(self.params.delta) if isinstance(self.params, FeddpdrParams) else 0.0

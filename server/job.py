@@ -371,7 +371,13 @@ def run_federated_job(
             test = job.test
             accuracy = float(np.mean(np.asarray(outcome.model.predict(test.X)) == test.y))
             base = baselines(test.y, len(job.schema.classes))
-            warning = accuracy_warning(job.config.epsilon, accuracy, base["majority_class"], int(test.y.shape[0]))
+            warning = accuracy_warning(
+                job.config.epsilon,
+                accuracy,
+                base["majority_class"],
+                int(test.y.shape[0]),
+                rows_help=not job.config.one_report_per_owner,
+            )
         ref = {"reference_accuracy": None, "reference_learner": None} if reference is None else dict(reference())
         report.write(
             status="ok",

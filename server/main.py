@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import signal
 import threading
 import time
@@ -15,6 +16,7 @@ from typing import Any
 from privfed.common.dataset_files import read_schema, read_table
 from privfed.common.datasets import Dataset, federation_split
 from privfed.common.errors import ConfigError, JobAborted
+from privfed.common.learners.ldp_gd import MIN_GROUP
 from privfed.common.schema import FederationSchema
 from privfed.proto.transport import PULL_WAIT, TlsFiles
 from privfed.server.app import CoordinatorServer
@@ -22,6 +24,7 @@ from privfed.server.config import JobConfig
 from privfed.server.contracts import PublicLimits
 from privfed.server.job import FederatedJob, FinishedJob, run_federated_job
 from privfed.server.models import load_model
+from privfed.server.parameters import LrParams
 from privfed.server.registration import Expected, certificate_nodes
 from privfed.server.report import JobReport, baselines, host_info, version_info
 from privfed.server.strategies import make_strategy
@@ -64,6 +67,13 @@ def coordinator_strategy(
         warn(
             f"bdt: neither --weight-bound nor --rows-per-owner given; share weight bound {config.share_weight_bound:g} "
             "(one row per owner): owners with more rows have their share weights scaled down to it"
+        )
+    gd = isinstance(config.params, LrParams) and config.params.solver == "gd"
+    if gd and math.isfinite(config.epsilon) and (config.owners or 0) < MIN_GROUP:
+        warn(
+            f"lr: gradient descent averages the gradients of at least {MIN_GROUP} owners a step, one report each; "
+            f"with {config.owners or 'fewer'} owner(s) its one step is mostly noise: for a few owners with many rows "
+            "each use --solver local"
         )
     return make_strategy(config, n_classes=schema.n_classes, bounds=schema.bounds), schema, test
 

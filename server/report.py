@@ -248,13 +248,17 @@ def below_majority(what: str, accuracy: Iterable[float], majority: Iterable[floa
     )
 
 
-def accuracy_warning(epsilon: float, accuracy: float, majority: float, n_test: int, spread: float = 0.0) -> str | None:
+def accuracy_warning(
+    epsilon: float, accuracy: float, majority: float, n_test: int, spread: float = 0.0, *, rows_help: bool = True
+) -> str | None:
     """A one-line warning when a federation's test ``accuracy`` shows no sign of learning, else None.
 
     Noise: ``2 sqrt(m (1 - m) / n_test + spread^2)``, from the binomial standard error of an accuracy on
     ``n_test`` rows at the majority share ``m`` and ``spread`` (the standard error of a mean over repeats,
     if any). Below ``majority - noise`` the model is worse than always answering the most common class;
-    below ``majority + noise`` it is no better, within its noise (issue 22: no silent failure).
+    below ``majority + noise`` it is no better, within its noise (issue 22: no silent failure). ``rows_help``:
+    whether more rows per owner would help (not where each owner sends one report:
+    :attr:`~privfed.server.config.JobConfig.one_report_per_owner`), which the advice says.
     """
     if not (math.isfinite(accuracy) and math.isfinite(majority)) or n_test < 1:
         return None
@@ -266,10 +270,10 @@ def accuracy_warning(epsilon: float, accuracy: float, majority: float, n_test: i
         what = f"{head} below always answering the most common class ({majority:.3f}) by more than its noise"
     else:
         what = f"{head} within the noise of always answering the most common class ({majority:.3f})"
-    return (
-        f"{what} (±{noise:.3f}): it learned nothing usable at this privacy level; more owners (or rows per "
-        "owner), fewer features or a larger epsilon would help"
+    owners = (
+        "more owners (or rows per owner)" if rows_help else "more owners (each sends one report, whatever its rows)"
     )
+    return f"{what} (±{noise:.3f}): it learned nothing usable at this privacy level; {owners}, fewer features or a larger epsilon would help"
 
 
 @functools.cache

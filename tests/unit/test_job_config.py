@@ -325,3 +325,23 @@ def test_the_report_names_the_feddpdr_k_the_schema_resolves_and_where_it_came_fr
     (report,) = tmp_path.glob("**/report.json")
     config_report = json.loads(report.read_text())["config"]
     assert (config_report["k"], config_report["k_source"]) == (4, "default")  # iris: 4 features
+
+
+def test_gradient_descent_with_fewer_owners_than_one_step_needs_is_warned_about():
+    """lr by gradient descent averages at least MIN_GROUP owners' gradients a step (walkthrough 4: one owner ran
+    without a word and served a model below chance); with fewer it says to use the local models."""
+    from privfed.server.main import coordinator_strategy
+
+    said = []
+    for owners, epsilon, solver in (
+        (1, 1.0, "gd"),
+        (24, 3.0, "gd"),
+        (25, 1.0, "gd"),
+        (3, math.inf, "gd"),
+        (3, 1.0, "local"),
+    ):
+        coordinator_strategy(
+            JobConfig.from_flat(task="lr", epsilon=epsilon, owners=owners, solver=solver), warn=said.append
+        )
+    assert len(said) == 2 and all("at least 25 owners a step" in s and "use --solver local" in s for s in said)
+    assert "with 1 owner(s)" in said[0] and "with 24 owner(s)" in said[1]

@@ -109,3 +109,26 @@ def test_paired_splits_below_the_majority_class_warn_only_when_the_interval_excl
     assert below_majority("fair ncc at eps=5", [0.70, 0.64, 0.72, 0.65, 0.66], majority) is None
     stats = mean_ci([1.0, 2.0, 3.0])
     assert stats["mean"] == 2.0 and stats["ci"] == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)
+
+
+def test_the_warnings_advice_says_more_owners_where_each_owner_sends_one_report():
+    """nb, bdt by marginals and lr by gradient descent take one report per owner whatever its rows (walkthrough 4:
+    200 000 rows over 4 nb owners were told "more rows per owner" would help)."""
+    from privfed.server.config import JobConfig
+    from privfed.server.report import accuracy_warning
+
+    one = [
+        JobConfig(task="nb", epsilon=1.0, owners=4),
+        JobConfig.from_flat(task="bdt", epsilon=1.0, owners=4, release="marginals"),
+        JobConfig.from_flat(task="lr", epsilon=1.0, owners=4, solver="gd"),
+    ]
+    many = [
+        JobConfig(task="ncc", epsilon=1.0, owners=4),
+        JobConfig.from_flat(task="bdt", epsilon=1.0, owners=4, release="shares"),
+        JobConfig.from_flat(task="lr", epsilon=1.0, owners=4, solver="local"),
+        JobConfig(task="feddpdr", epsilon=1.0, owners=4),
+    ]
+    assert [c.one_report_per_owner for c in one + many] == [True] * 3 + [False] * 4
+    advice = accuracy_warning(1.0, 0.34, 0.5, 200, rows_help=False)
+    assert "more owners (each sends one report, whatever its rows)" in advice and "rows per owner" not in advice
+    assert "more owners (or rows per owner)" in accuracy_warning(1.0, 0.34, 0.5, 200)
