@@ -203,9 +203,10 @@ def hosted_owners(config: OwnerConfig, ledger: Ledger | None = None) -> list[Loc
     if local is None and config.bounds is not None:
         local = shorthand_schema(rows, config.bounds, config.classes)
     early: ConfigError | None = None
+    counted: int | None = None  # the file's rows as the local schema reads them (None: no local schema, or unread)
     if local is not None:
         try:
-            check_owner_rows(rows, local)
+            counted = int(check_owner_rows(rows, local).X.shape[0])
         except ConfigError as exc:
             if config.schema is not None:  # the operator's schema: stop before dialing out, tell no one
                 raise
@@ -220,13 +221,17 @@ def hosted_owners(config: OwnerConfig, ledger: Ledger | None = None) -> list[Loc
             f"--shards {config.shards}: with --data it is how many owners share the file's rows (at least 1)"
         )
     shards = parse_shards(config.shards, count)
-    if shards.stop > len(rows.lines):  # before it dials out: the file's lines bound its rows
+    # Before it dials out: the rows a local schema read (walkthrough 4, m10: the lines, a header counted as a row,
+    # let --shards 2 of a 1-row file register and then refuse every task as schema_mismatch), else the file's lines
+    # (the coordinator's schema decides whether the first is a header).
+    bound, unit = (len(rows.lines), "line(s)") if counted is None else (counted, "row(s)")
+    if shards.stop > bound:
         raise ConfigError(
-            f"--shards {config.shards}: {len(rows.lines)} line(s) in {config.data} cannot give "
+            f"--shards {config.shards}: {bound} {unit} in {config.data} cannot give "
             f"{shards.stop} owners a row each; give --shards at most the file's rows"
         )
     if config.work_rows is not None and shards.stop:  # before it dials out: at least the lines but a header
-        check_declared_rows(config.work_rows, -(-(len(rows.lines) - 1) // shards.stop))
+        check_declared_rows(config.work_rows, -(-(len(rows.lines) - 1 if counted is None else counted) // shards.stop))
     if shards.start != 0:  # owners A..B-1 of B: the file's other rows hosted nowhere, or by a node given 0:A
         raise ConfigError(
             f"--shards {config.shards!r} with --data: a node hosts all of its file's rows, split among K owners "
