@@ -245,7 +245,8 @@ def test_reopen_with_a_lower_budget_lowers_it_for_good(path, caplog):
         assert led.remaining("o1").epsilon == pytest.approx(0.5)
         with pytest.raises(BudgetExceeded):
             led.debit("o1", 1.0, purpose="a", release_id="r2")
-        led.bind_rows("o2", [hashlib.sha256(b"row-a").digest()])  # the same row under a new id: its account is held to 2 too
+        # the same row under a new id: its account is held to 2 too
+        led.bind_rows("o2", [hashlib.sha256(b"row-a").digest()])
         assert isinstance(led.debit("o2", 1.0, purpose="a", release_id="r3"), RowsUnused)  # the row left out
     assert "lowered to" in caplog.text
     with pytest.raises(ConfigError, match="raising a stored budget is refused"):
