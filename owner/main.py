@@ -22,6 +22,7 @@ from privfed.common.ledger_rows import RowLayout
 from privfed.common.schema import FederationSchema, RawTable
 from privfed.common.work_rows import check_declared_rows
 from privfed.owner.data import (
+    DataFileWatch,
     build_owners,
     check_owner_rows,
     federation_split,
@@ -179,7 +180,9 @@ def checked_rows(rows: RawTable, schema: FederationSchema, ledger: Ledger, *, pi
     return dataset
 
 
-def hosted_owners(config: OwnerConfig, ledger: Ledger | None = None) -> list[LocalOwner] | DeferredOwners:
+def hosted_owners(
+    config: OwnerConfig, ledger: Ledger | None = None, watch: DataFileWatch | None = None
+) -> list[LocalOwner] | DeferredOwners:
     """The logical owners this node hosts: its shards of a built-in partition, or -- with
     ``--data`` -- owners whose rows are checked against the federation schema the coordinator
     sends at registration (:class:`~privfed.owner.registration.DeferredOwners`).
@@ -192,7 +195,8 @@ def hosted_owners(config: OwnerConfig, ledger: Ledger | None = None) -> list[Loc
     the rows against a schema they are read by is recorded in the node's ledger when the owners are
     loaded (:func:`checked_rows`): ``--schema``'s, or the coordinator's (with ``--bounds`` too). Under ``--rng
     seeded`` the owners' noise streams follow the releases ``ledger`` (the node's) holds when they are built
-    (:func:`~privfed.owner.data.owner_generator`)."""
+    (:func:`~privfed.owner.data.owner_generator`). ``watch``: the data file's watch (made before it is read),
+    told how many rows the node answers from once they are loaded."""
     local = read_schema(config.schema) if config.schema is not None else None
     if not config.data:
         train, _ = federation_split(
@@ -244,6 +248,8 @@ def hosted_owners(config: OwnerConfig, ledger: Ledger | None = None) -> list[Loc
             raise early
         schema = agreed_schema(local, remote, from_file=config.schema is not None)
         dataset = checked_rows(rows, schema, ledger, pinned=config.schema is not None)
+        if watch is not None:
+            watch.rows = int(dataset.X.shape[0])
         own = row_layout(dataset)  # its rows' digests in the layout the ledger recorded (ledger_rows, "Layout")
         layout = None if own is None else ledger.row_layout(own)
         return build_node_owners(config, dataset, n_owners=shards.stop, layout=layout, ledger=ledger)
@@ -285,8 +291,9 @@ def run_owner(config: OwnerConfig, tls: TlsFiles | None) -> int:
         )
     with sole_writer(config.ledger):
         ledger = Ledger(config.ledger, epsilon_budget=config.epsilon_budget, delta_budget=config.delta_budget)
+        watch = DataFileWatch.before_reading(config.data) if config.data else None
         try:
-            return _serve(config, tls, policy, hosted_owners(config, ledger), ledger)
+            return _serve(config, tls, policy, hosted_owners(config, ledger, watch), ledger, watch)
         finally:
             ledger.close()
 
@@ -297,6 +304,7 @@ def _serve(
     policy: OwnerPolicy | None,
     owners: list[LocalOwner] | DeferredOwners,
     ledger: Ledger,
+    watch: DataFileWatch | None = None,
 ) -> int:
     refused_rows = isinstance(owners, DeferredOwners) and owners.error is not None
     node = OwnerNode(
@@ -314,6 +322,7 @@ def _serve(
         work_rows=config.work_rows,
         owner_policy=policy,
         daemon=policy is not None and not refused_rows,
+        data_watch=watch,
     )
     if config.allow_clear_labels:
         log.warning(
@@ -337,4 +346,6 @@ def _serve(
         raise PrivfedError(str(exc)) from exc
     if node.fatal is not None:  # already reported to the coordinator (schema_mismatch refusals)
         raise ConfigError(node.fatal)
+    if node.nothing_released is not None:  # every task refused (the budget spent, ...): exit 2 saying so
+        raise PrivfedError(node.nothing_released)
     return code
