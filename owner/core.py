@@ -340,28 +340,32 @@ class OwnerCore:
                 a.rows_out = frozenset(i for o in mine if isinstance(o, RowsUnused) for i in o.rows)
 
     def _log_rows_unused(self, fresh: list[_Admitted], job: JobInfo | None) -> None:
-        """One line in the owner's own log per batch (walkthrough 4, M3: a DEBUG line per release only) counting
-        the batch's debited releases its rows could not all afford (or its policy kept out): answered from the
+        """One line in the owner's own log per batch of debited releases (walkthrough 4, M3: a DEBUG line per
+        release only), counting those its rows could not all afford (or its policy kept out): answered from the
         kind's data-independent fallback (no row left), or from the other rows. The coordinator sees nothing of
-        this: the release discipline's fallback exists to hide it, and the ledger lists them as releases."""
+        this: the release discipline's fallback exists to hide it, and the ledger lists them as releases. So the
+        line is written for every batch, the same call whatever the counts ("Timing" in
+        ``docs/owner-limits.md``: a line written only when rows are spent would take the time to write it only
+        then); a WARNING when some are, an INFO line otherwise (both enabled: ``privfed owner`` logs at INFO)."""
         debited = [a for a in fresh if a.refused is None]
-        counted = [a for a in debited if a.rows_out and a.owner.n_rows > 0]
-        if not counted:
+        if not debited:
             return
-        fallback = sum(1 for a in counted if len(a.rows_out) >= a.owner.n_rows)
-        partial = len(counted) - fallback
+        unused = [len(a.rows_out) >= a.owner.n_rows for a in debited if a.rows_out and a.owner.n_rows > 0]
+        fallback, partial = sum(unused), len(unused) - sum(unused)
         why = "their rows' budget is spent (under these or earlier owner ids: the budget follows the rows)"
         if self.owner_policy is not None:
             why += " or the policy keeps the rows out"
-        log.warning(
-            "%s%d of %d release(s) answered from the data-independent fallback, %d more from only some of their "
-            "rows: %s; each is debited on its owner id and listed by `privfed ledger show` as a release, but it "
-            "carries nothing of those rows",
+        log.log(
+            logging.WARNING if unused else logging.INFO,
+            "%s%d of %d release(s) answered from the data-independent fallback, %d more from only some of their rows%s",
             "" if job is None else f"job {job.job_id}: ",
             fallback,
             len(debited),
             partial,
-            why,
+            f": {why}; each is debited on its owner id and listed by `privfed ledger show` as a release, but it "
+            "carries nothing of those rows"
+            if unused
+            else "",
         )
 
     # ------------------------------------------------------------------ 4: compute, mods
