@@ -121,7 +121,8 @@ class Ledger(LedgerQueries):
     path : str or Path
         The SQLite file; created with its tables if missing. Its directory must exist.
     epsilon_budget : float
-        Total ε of each owner, in [0, inf]. Fixed per owner the first time the owner debits.
+        Total ε of each owner, in [0, inf]. Stored per owner the first time the owner debits; a later
+        opening with a lower budget lowers it (never raises it).
     delta_budget : float, default 0
         Total δ of each owner, in [0, 1].
 
@@ -129,8 +130,8 @@ class Ledger(LedgerQueries):
     ------
     ConfigError
         Invalid budget; unreadable or foreign file; or an owner already in the file has a stored
-        budget different from the one given (a restarted owner cannot reset or enlarge its
-        budget by passing another flag; use a new ledger file for a new budget).
+        budget lower than the one given (a restarted owner cannot enlarge its budget by passing another
+        flag: raising is a policy decision). A lower budget than the stored one lowers every owner's to it.
 
     Notes
     -----

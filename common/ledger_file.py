@@ -21,6 +21,7 @@ Schema versions
 
 from __future__ import annotations
 
+import logging
 import math
 import secrets
 import sqlite3
@@ -33,6 +34,8 @@ from typing import Any
 from privfed.common.errors import ConfigError
 from privfed.common.files import private_sqlite_file
 from privfed.common.ledger_records import Budget, fmt_amount, remaining_of
+
+log = logging.getLogger("privfed.ledger")
 
 #: Seconds a statement waits for a lock held by another connection before failing.
 BUSY_TIMEOUT_S = 30.0
@@ -89,7 +92,7 @@ CREATE TABLE IF NOT EXISTS schema_decisions (
 def open_file(path: Path, default: Budget) -> sqlite3.Connection:
     """A connection to the ledger file ``path`` (0600, created with its tables if missing, migrated if
     older: :func:`init_schema`) in autocommit mode with the busy timeout; :class:`ConfigError` if it
-    cannot be opened, is not a usable ledger, or stores another budget than ``default``."""
+    cannot be opened, is not a usable ledger, or stores a lower budget than ``default`` (a higher one is lowered to it)."""
     private_sqlite_file(path)  # 0600, and SQLite's -wal/-shm/-journal files with it
     try:
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
@@ -108,7 +111,8 @@ def open_file(path: Path, default: Budget) -> sqlite3.Connection:
 
 def init_schema(conn: sqlite3.Connection, path: Path, default: Budget) -> None:
     """Create or migrate the tables of the ledger file ``path`` open on ``conn`` (module docstring),
-    set its pragmas, and refuse it if an owner's stored budget is not ``default``."""
+    set its pragmas, and lower the owners' stored budgets to ``default`` or refuse a higher one
+    (:func:`_keep_or_lower_budget`)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version not in (0, 1, 2, 3, SCHEMA_VERSION):
         raise ConfigError(f"ledger {path}: schema version {version}, this code reads 1 to {SCHEMA_VERSION}")
@@ -127,23 +131,48 @@ def init_schema(conn: sqlite3.Connection, path: Path, default: Budget) -> None:
                 conn.execute(statement)
         conn.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('row_salt', ?)", (secrets.token_hex(16),))
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        row = conn.execute(
-            "SELECT owner_id, epsilon_budget, delta_budget FROM owners "
-            "WHERE epsilon_budget != ? OR delta_budget != ? LIMIT 1",
-            (default.epsilon, default.delta),
-        ).fetchone()
-        if row is not None:
-            raise ConfigError(
-                f"ledger {path}: owner {row[0]!r} has stored budget {Budget(row[1], row[2])}, "
-                f"but the ledger was opened with epsilon_budget={fmt_amount(default.epsilon)}, "
-                f"delta_budget={fmt_amount(default.delta)}; a stored budget cannot change "
-                "(pass the stored values, or use a new ledger file)"
-            )
+        _keep_or_lower_budget(conn, path, default)
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _keep_or_lower_budget(conn: sqlite3.Connection, path: Path, default: Budget) -> None:
+    """Check the owners' stored budgets against ``default`` (the one the ledger is opened with), in the open
+    transaction: equal, it opens; lower in both components, every stored budget is lowered to it (tightening
+    privacy is always safe: each owner and each of its rows' accounts is then held to the lower total, spent
+    budget stays counted, and a budget already spent beyond it refuses every further release); higher in
+    either, it is refused: raising a budget is a policy decision the ledger does not make (walkthrough 4, M6: the
+    message advised "use a new ledger file", which starts every row's account at zero, a reset of the privacy
+    accounting). The message never advises a new ledger."""
+    row = conn.execute(
+        "SELECT owner_id, epsilon_budget, delta_budget FROM owners "
+        "WHERE epsilon_budget < ? OR delta_budget < ? LIMIT 1",
+        (default.epsilon, default.delta),
+    ).fetchone()
+    if row is not None:
+        stored = Budget(row[1], row[2])
+        raise ConfigError(
+            f"ledger {path}: owner {row[0]!r} has stored budget {stored}, but the ledger was opened with "
+            f"epsilon_budget={fmt_amount(default.epsilon)}, delta_budget={fmt_amount(default.delta)}; raising a "
+            "stored budget is refused (a policy decision this ledger does not make: the rows' spent budget stays "
+            f"counted against it). To keep it, pass the stored budget (--epsilon-budget {fmt_amount(stored.epsilon)} "
+            f"--delta-budget {fmt_amount(stored.delta)}, as `privfed ledger show --ledger {path}` shows); a lower "
+            "budget lowers it"
+        )
+    lowered = conn.execute(
+        "UPDATE owners SET epsilon_budget = ?, delta_budget = ? WHERE epsilon_budget > ? OR delta_budget > ?",
+        (default.epsilon, default.delta, default.epsilon, default.delta),
+    ).rowcount
+    if lowered:
+        log.warning(
+            "ledger %s: the budget of %d owner(s) lowered to %s (it can be lowered again, never raised)",
+            path,
+            lowered,
+            default,
+        )
 
 
 @dataclass(frozen=True)

@@ -189,6 +189,7 @@ class OwnerCore:
         plan = [self._admit(item, seen, pending, standings, job) for item in items]
         fresh = [p for p in plan if isinstance(p, _Admitted) and p.cached is None]
         self._debit(fresh)
+        self._log_rows_unused(fresh, job)
         self._compute_together([a for a in fresh if a.refused is None and a.kind.mod(a.task.spec) is None])
         results: list[Result] = []
         outbound: list[Outbound] = []
@@ -289,8 +290,7 @@ class OwnerCore:
             eps, delta = math.fsum(d.epsilon for d in debits), math.fsum(d.delta for d in debits)
             try:
                 view.ledger.check(eps, delta)
-            except BudgetExceeded as exc:
-                log.warning("task %s for %s: %s", task.task_id, task.owner_id, exc)
+            except BudgetExceeded as exc:  # logged once, with this cause, by refusal_for
                 raise Refused("budget_exceeded", f"request epsilon={eps:g}, delta={delta:g}") from exc
         except Exception as exc:  # noqa: BLE001 - refused alone; nothing a task does may take the node down
             return refusal_for(task, exc)
@@ -338,6 +338,35 @@ class OwnerCore:
                 a.refused = refusal_for(a.task, error)
             else:
                 a.rows_out = frozenset(i for o in mine if isinstance(o, RowsUnused) for i in o.rows)
+
+    def _log_rows_unused(self, fresh: list[_Admitted], job: JobInfo | None) -> None:
+        """One line in the owner's own log per batch of debited releases (walkthrough 4, M3: a DEBUG line per
+        release only), counting those its rows could not all afford (or its policy kept out): answered from the
+        kind's data-independent fallback (no row left), or from the other rows. The coordinator sees nothing of
+        this: the release discipline's fallback exists to hide it, and the ledger lists them as releases. So the
+        line is written for every batch, the same call whatever the counts ("Timing" in
+        ``docs/owner-limits.md``: a line written only when rows are spent would take the time to write it only
+        then); a WARNING when some are, an INFO line otherwise (both enabled: ``privfed owner`` logs at INFO)."""
+        debited = [a for a in fresh if a.refused is None]
+        if not debited:
+            return
+        unused = [len(a.rows_out) >= a.owner.n_rows for a in debited if a.rows_out and a.owner.n_rows > 0]
+        fallback, partial = sum(unused), len(unused) - sum(unused)
+        why = "their rows' budget is spent (under these or earlier owner ids: the budget follows the rows)"
+        if self.owner_policy is not None:
+            why += " or the policy keeps the rows out"
+        log.log(
+            logging.WARNING if unused else logging.INFO,
+            "%s%d of %d release(s) answered from the data-independent fallback, %d more from only some of their rows%s",
+            "" if job is None else f"job {job.job_id}: ",
+            fallback,
+            len(debited),
+            partial,
+            f": {why}; each is debited on its owner id and listed by `privfed ledger show` as a release, but it "
+            "carries nothing of those rows"
+            if unused
+            else "",
+        )
 
     # ------------------------------------------------------------------ 4: compute, mods
     def _finish(self, p: _Planned) -> tuple[Result | None, list[Outbound]]:

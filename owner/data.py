@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 
@@ -35,7 +37,10 @@ __all__ = [
     "shorthand_schema",
     "check_owner_rows",
     "load_owner_file",
+    "DataFileWatch",
 ]
+
+log = logging.getLogger("privfed.owner")
 
 
 def parse_shards(spec: str, n_owners: int) -> range:
@@ -195,3 +200,62 @@ def load_owner_file(path: str, bounds_spec: str | None, n_classes: int, n_label_
         raise ConfigError(f"{path}: owner files have exactly one label column, got n_label_columns={n_label_columns}")
     rows = read_owner_rows(path)
     return check_owner_rows(rows, shorthand_schema(rows, bounds_spec, n_classes))
+
+
+#: What :class:`DataFileWatch` compares: (device, inode, size, modification time in ns), or the error's text.
+FileState = tuple[int, int, int, int] | str
+
+
+def _file_state(path: Path) -> FileState:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "it no longer exists"
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror or exc})"
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+class DataFileWatch:
+    """The data file (``--data``) a node read its rows from, as it was when it read them (walkthrough 4, S2: a
+    daemon answered job after job from the rows it read at start, after the file was replaced by an invalid one
+    and then deleted, and said nothing). :meth:`check` (a ``stat``: cheap, called when the node takes a new job's
+    tasks and when it registers, never per task) logs a WARNING once per change in the owner's own log: the node
+    still answers from the rows it read then, and a restart reads the file again. The node never re-reads it
+    itself: the rows it was started with are the ones its owners' keys, ledger row accounts and schema decision
+    were made for; a restart does it all over (and the rows' budget follows them: ``ledger_rows``). Nothing of
+    this reaches the coordinator.
+
+    Create it before the file is read (:meth:`before_reading`): a change made while it is read is then reported.
+    """
+
+    def __init__(self, path: str | Path, state: FileState, rows: int | None = None) -> None:
+        self.path = Path(path)
+        self._read = state
+        self._warned: FileState = state
+        #: How many rows were read (None: not known yet): named in the warning.
+        self.rows = rows
+
+    @classmethod
+    def before_reading(cls, path: str | Path) -> DataFileWatch:
+        return cls(path, _file_state(Path(path)))
+
+    def check(self) -> bool:
+        """Whether the file is as it was read; logs a WARNING the first time it is seen in a new state."""
+        now = _file_state(self.path)
+        if now == self._read:
+            self._warned = now  # back as it was (a change undone): a new change is told again
+            return True
+        if now != self._warned:
+            self._warned = now
+            what = now if isinstance(now, str) else "it changed (size, modification time or inode)"
+            rows = "the rows" if self.rows is None else f"the {self.rows} row(s)"
+            log.warning(
+                "data file %s: %s since this node read it at start; the node still answers from %s it read then "
+                "and does not read the file again: restart it to answer from the file as it is now (a row keeps "
+                "the budget it spent: the ledger's row accounts follow the rows)",
+                self.path,
+                what,
+                rows,
+            )
+        return False

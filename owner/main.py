@@ -22,6 +22,7 @@ from privfed.common.ledger_rows import RowLayout
 from privfed.common.schema import FederationSchema, RawTable
 from privfed.common.work_rows import check_declared_rows
 from privfed.owner.data import (
+    DataFileWatch,
     build_owners,
     check_owner_rows,
     federation_split,
@@ -179,7 +180,9 @@ def checked_rows(rows: RawTable, schema: FederationSchema, ledger: Ledger, *, pi
     return dataset
 
 
-def hosted_owners(config: OwnerConfig, ledger: Ledger | None = None) -> list[LocalOwner] | DeferredOwners:
+def hosted_owners(
+    config: OwnerConfig, ledger: Ledger | None = None, watch: DataFileWatch | None = None
+) -> list[LocalOwner] | DeferredOwners:
     """The logical owners this node hosts: its shards of a built-in partition, or -- with
     ``--data`` -- owners whose rows are checked against the federation schema the coordinator
     sends at registration (:class:`~privfed.owner.registration.DeferredOwners`).
@@ -192,7 +195,8 @@ def hosted_owners(config: OwnerConfig, ledger: Ledger | None = None) -> list[Loc
     the rows against a schema they are read by is recorded in the node's ledger when the owners are
     loaded (:func:`checked_rows`): ``--schema``'s, or the coordinator's (with ``--bounds`` too). Under ``--rng
     seeded`` the owners' noise streams follow the releases ``ledger`` (the node's) holds when they are built
-    (:func:`~privfed.owner.data.owner_generator`)."""
+    (:func:`~privfed.owner.data.owner_generator`). ``watch``: the data file's watch (made before it is read),
+    told how many rows the node answers from once they are loaded."""
     local = read_schema(config.schema) if config.schema is not None else None
     if not config.data:
         train, _ = federation_split(
@@ -203,9 +207,10 @@ def hosted_owners(config: OwnerConfig, ledger: Ledger | None = None) -> list[Loc
     if local is None and config.bounds is not None:
         local = shorthand_schema(rows, config.bounds, config.classes)
     early: ConfigError | None = None
+    counted: int | None = None  # the file's rows as the local schema reads them (None: no local schema, or unread)
     if local is not None:
         try:
-            check_owner_rows(rows, local)
+            counted = int(check_owner_rows(rows, local).X.shape[0])
         except ConfigError as exc:
             if config.schema is not None:  # the operator's schema: stop before dialing out, tell no one
                 raise
@@ -220,13 +225,17 @@ def hosted_owners(config: OwnerConfig, ledger: Ledger | None = None) -> list[Loc
             f"--shards {config.shards}: with --data it is how many owners share the file's rows (at least 1)"
         )
     shards = parse_shards(config.shards, count)
-    if shards.stop > len(rows.lines):  # before it dials out: the file's lines bound its rows
+    # Before it dials out: the rows a local schema read (walkthrough 4, m10: the lines, a header counted as a row,
+    # let --shards 2 of a 1-row file register and then refuse every task as schema_mismatch), else the file's lines
+    # (the coordinator's schema decides whether the first is a header).
+    bound, unit = (len(rows.lines), "line(s)") if counted is None else (counted, "row(s)")
+    if shards.stop > bound:
         raise ConfigError(
-            f"--shards {config.shards}: {len(rows.lines)} line(s) in {config.data} cannot give "
+            f"--shards {config.shards}: {bound} {unit} in {config.data} cannot give "
             f"{shards.stop} owners a row each; give --shards at most the file's rows"
         )
     if config.work_rows is not None and shards.stop:  # before it dials out: at least the lines but a header
-        check_declared_rows(config.work_rows, -(-(len(rows.lines) - 1) // shards.stop))
+        check_declared_rows(config.work_rows, -(-(len(rows.lines) - 1 if counted is None else counted) // shards.stop))
     if shards.start != 0:  # owners A..B-1 of B: the file's other rows hosted nowhere, or by a node given 0:A
         raise ConfigError(
             f"--shards {config.shards!r} with --data: a node hosts all of its file's rows, split among K owners "
@@ -239,6 +248,8 @@ def hosted_owners(config: OwnerConfig, ledger: Ledger | None = None) -> list[Loc
             raise early
         schema = agreed_schema(local, remote, from_file=config.schema is not None)
         dataset = checked_rows(rows, schema, ledger, pinned=config.schema is not None)
+        if watch is not None:
+            watch.rows = int(dataset.X.shape[0])
         own = row_layout(dataset)  # its rows' digests in the layout the ledger recorded (ledger_rows, "Layout")
         layout = None if own is None else ledger.row_layout(own)
         return build_node_owners(config, dataset, n_owners=shards.stop, layout=layout, ledger=ledger)
@@ -280,8 +291,9 @@ def run_owner(config: OwnerConfig, tls: TlsFiles | None) -> int:
         )
     with sole_writer(config.ledger):
         ledger = Ledger(config.ledger, epsilon_budget=config.epsilon_budget, delta_budget=config.delta_budget)
+        watch = DataFileWatch.before_reading(config.data) if config.data else None
         try:
-            return _serve(config, tls, policy, hosted_owners(config, ledger), ledger)
+            return _serve(config, tls, policy, hosted_owners(config, ledger, watch), ledger, watch)
         finally:
             ledger.close()
 
@@ -292,6 +304,7 @@ def _serve(
     policy: OwnerPolicy | None,
     owners: list[LocalOwner] | DeferredOwners,
     ledger: Ledger,
+    watch: DataFileWatch | None = None,
 ) -> int:
     refused_rows = isinstance(owners, DeferredOwners) and owners.error is not None
     node = OwnerNode(
@@ -309,6 +322,7 @@ def _serve(
         work_rows=config.work_rows,
         owner_policy=policy,
         daemon=policy is not None and not refused_rows,
+        data_watch=watch,
     )
     if config.allow_clear_labels:
         log.warning(
@@ -332,4 +346,6 @@ def _serve(
         raise PrivfedError(str(exc)) from exc
     if node.fatal is not None:  # already reported to the coordinator (schema_mismatch refusals)
         raise ConfigError(node.fatal)
+    if node.nothing_released is not None:  # every task refused (the budget spent, ...): exit 2 saying so
+        raise PrivfedError(node.nothing_released)
     return code

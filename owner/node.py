@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
@@ -33,6 +34,7 @@ from privfed.common.secagg.ring import Outbound
 from privfed.common.secagg.signed_keys import sign_public_key
 from privfed.common.tasks import Refusal, Result, Task, kind_of
 from privfed.owner.core import OwnerCore
+from privfed.owner.data import DataFileWatch
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.local import LocalOwner
 from privfed.owner.policy import OwnerPolicy
@@ -84,8 +86,17 @@ class OwnerNode:
         daemon: bool = False,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         session: bool = True,
+        data_watch: DataFileWatch | None = None,
     ):
         self.node_id = node_id
+        #: The data file the rows were read from (``--data``), checked at each new job and registration.
+        self._data_watch = data_watch
+        #: The last job whose start was logged (:meth:`_take_job`), and what the node answered in it.
+        self._job_logged: str | None = None
+        self._released = 0
+        self._refused: Counter[str] = Counter()
+        #: Why a node of one job exits 2 though the job ended: it released nothing, every task refused (else None).
+        self.nothing_released: str | None = None
         #: Whether to push and poll over a Session stream (False: unary calls only).
         self._use_session = session
         self._session: NodeSession | None = None
@@ -164,6 +175,8 @@ class OwnerNode:
         if reply is not None:
             log.info("node %s registered %d owner(s) with %s", self.node_id, len(self._owner_ids), self._target)
             self._receive_schema(reply.schema)
+            if self._data_watch is not None:
+                self._data_watch.check()
 
     def _receive_schema(self, text: str) -> None:
         """Load deferred owners' rows against the coordinator's schema (once: a re-registration
@@ -347,6 +360,25 @@ class OwnerNode:
         except RemoteProtocolError as exc:
             log.warning("%s", exc)
             self._job = None
+        if self._job is not None and self._job.job_id != self._job_logged and (self._daemon or not self._job_logged):
+            self._new_job(self._job)  # a node of one job: its first job only (it refuses the next and exits)
+
+    def _new_job(self, job: JobInfo) -> None:
+        """A job's first tasks: one INFO line naming it (walkthrough 4, S2: a daemon's log said nothing per job),
+        and a check of the data file the rows were read from (:class:`~privfed.owner.data.DataFileWatch`)."""
+        self._job_logged = job.job_id
+        self._released, self._refused = 0, Counter()
+        log.info(
+            "job %s%s: task %s, epsilon %g, delta %g per owner; node %s takes its tasks",
+            job.job_id,
+            f" of data user {job.data_user}" if job.data_user else "",
+            job.task,
+            job.epsilon,
+            job.delta,
+            self.node_id,
+        )
+        if self._data_watch is not None:
+            self._data_watch.check()
 
     @staticmethod
     def _decode(protos: Iterable[pb.Task]) -> list[Task | Result]:
@@ -403,6 +435,7 @@ class OwnerNode:
                 break
             end = core.chunk_end(tasks, i)
             answer = core.answer(tasks[i:end], seen=seen, job=self._job)
+            self._count(answer.results)
             ready += answer.results
             tasks += self._relay(stub, answer.outbound)
             i = end
@@ -410,6 +443,30 @@ class OwnerNode:
                 self._push(stub, ready)
                 ready, last_push = [], time.monotonic()
         return self._push_and_pull(stub, ready) if ready else None
+
+    def _count(self, results: Iterable[Result]) -> None:
+        """Count the job's answers: releases (and a secure sum's answers), and refusals by code."""
+        for r in results:
+            if isinstance(r.payload, Refusal):
+                self._refused[r.payload.code] += 1
+            else:
+                self._released += 1
+
+    def _job_over(self) -> int:
+        """A node of one job told that its job is over: 0, or 2 if it released nothing, every task it was sent
+        refused (walkthrough 4, m6: it exited 0 with every owner's budget spent and the job failed, and a cron job
+        could not tell). Local only: the coordinator already has the refusals."""
+        if self.fatal is not None:
+            return 2
+        if self._released == 0 and self._refused:
+            codes = ", ".join(f"{code}: {n}" for code, n in self._refused.most_common())
+            self.nothing_released = (
+                f"node {self.node_id} released nothing in {'its job' if self._job is None else 'job ' + self._job.job_id}"
+                f": every one of the {sum(self._refused.values())} task(s) it was sent was refused ({codes})"
+            )
+            log.error("%s", self.nothing_released)
+            return 2
+        return 0
 
     def _pull(self, stub: pb_grpc.CoordinatorStub) -> pb.PullTasksResponse | None:
         """A long poll for the node's tasks; None after a failed one (the node registered again)."""
@@ -428,8 +485,9 @@ class OwnerNode:
             return None
 
     def run(self) -> int:
-        """Serve until the coordinator says the job is over (0) or SIGTERM (0); a fatal node (see
-        :class:`DeferredOwners`) returns 2 once it has refused a batch of tasks or is stopped.
+        """Serve until the coordinator says the job is over (0; 2 if the node released nothing, every task
+        refused: :meth:`_job_over`) or SIGTERM (0); a fatal node (see :class:`DeferredOwners`) returns 2 once it has
+        refused a batch of tasks or is stopped.
 
         The node's next tasks come with the answer to its last push of a batch, or else from a long
         poll (:meth:`_push_and_pull`: over the node's Session stream, or PullTasks without one)."""
@@ -460,7 +518,7 @@ class OwnerNode:
                 continue
             if reply.shutdown:
                 log.info("coordinator ended the job; node %s exits", self.node_id)
-                return 0 if self.fatal is None else 2
+                return self._job_over()
             self._take_job(reply)
             if self._another_job(stub, reply):
                 return 0

@@ -34,5 +34,6 @@ def refusal_for(task: Task, exc: BaseException, *, detail: bool = True) -> Resul
     else:
         log.error("task %s for %s failed", task.task_id, task.owner_id, exc_info=exc)
         code = "internal"
-    log.warning("refusing task %s for %s (%s): %s", task.task_id, task.owner_id, code, exc)
+    cause = "" if exc.__cause__ is None else f" ({exc.__cause__})"  # e.g. the budget's numbers: one line per task
+    log.warning("refusing task %s for %s (%s): %s%s", task.task_id, task.owner_id, code, exc, cause)
     return Result(task.task_id, task.owner_id, Refusal.of(code, text if detail else ""))

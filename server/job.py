@@ -205,6 +205,7 @@ def run_job(
         tasks = book.to_ask(tasks)
         if not tasks:
             return []
+        refusals = book.refusals
         with progress_bar(show_progress, len(tasks), f"{label}round {tasks[0].round_id}") as bar:
             outcome = server.dispatcher.run(
                 tasks,
@@ -222,7 +223,15 @@ def run_job(
             )
         silent = server.dispatcher.silent_owners()
         results = book.record(tasks, outcome, {node_of(o) for o in silent})
-        round_log.info("%sround %s: %d of %d task(s) answered", label, tasks[0].round_id, outcome.answered, len(tasks))
+        refused = book.refusals - refusals  # answers, but no release (walkthrough 4, m5: "20 of 20 answered")
+        round_log.info(
+            "%sround %s: %d of %d task(s) answered%s",
+            label,
+            tasks[0].round_id,
+            outcome.answered,
+            len(tasks),
+            f" ({refused} refused)" if refused else "",
+        )
         if on_batch is not None:
             on_batch(tasks[0].round_id, outcome.answered, len(tasks))
         book.check_quorum(silent)

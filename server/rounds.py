@@ -61,6 +61,8 @@ class JobBook:
     lost_nodes: set[str] = field(default_factory=set)
     answered: set[str] = field(default_factory=set)
     asked: int | None = None
+    #: Refusals booked so far (every one, an owner's second too): a round's log line counts its own by difference.
+    refusals: int = 0
     _counted: set[tuple[str, str]] = field(default_factory=set)  # (owner, release id): a re-formed ring reuses one
     _booked: set[str] = field(default_factory=set)  # owners booked since the last :meth:`account`
     _new_counted: set[tuple[str, str]] = field(default_factory=set)  # releases counted since then
@@ -154,6 +156,7 @@ class JobBook:
                 continue
             usable.append(answer)
             if isinstance(answer.payload, Refusal):
+                self.refusals += 1
                 self.refused[answer.owner_id] = f"{answer.payload.code}: {answer.payload.message}"
                 self._booked.add(answer.owner_id)
             elif task.spec.ledger_entries():  # a release

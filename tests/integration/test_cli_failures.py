@@ -163,7 +163,11 @@ def test_a_spent_ledger_reaches_the_coordinator_as_refusals_and_a_failed_report(
     report = _report(tmp / "runs2")
     assert report["status"] == "failed" and "5/5 owners refused: budget_exceeded" in report["error"]
     assert len(report["refused"]) == 5 and report["rejected_owners"] == {}  # what became of each owner
-    assert owner_code == 0  # told the job is over, not left to find the coordinator gone
+    # told the job is over, not left to find the coordinator gone; and it exits 2, having released nothing
+    # (walkthrough 4, m6: it exited 0, and a cron job could not tell)
+    owner_log = (tmp / "owner2.log").read_text()
+    assert owner_code == 2 and "coordinator ended the job" in owner_log, owner_log
+    assert "released nothing in job" in owner_log and "(budget_exceeded: 5)" in owner_log, owner_log
 
 
 def test_a_coordinator_stopped_while_waiting_writes_a_failed_report(tmp_path):

@@ -227,7 +227,7 @@ def test_more_shards_than_rows_stop_the_node_before_it_dials_out(tmp_path):
     cmd += ["--ledger", str(tmp_path / "l.sqlite"), "--epsilon-budget", "1", "--insecure"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
-    assert "--shards 10: 3 line(s) in" in proc.stderr and "cannot give 10 owners a row each" in proc.stderr
+    assert "--shards 10: 3 row(s) in" in proc.stderr and "cannot give 10 owners a row each" in proc.stderr
     assert "not reachable" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 

@@ -1,5 +1,7 @@
 """Owner-side privacy ledger (privfed.common.ledger; STYLE rule 7)."""
 
+import hashlib
+import logging
 import math
 import sqlite3
 import subprocess
@@ -9,7 +11,7 @@ import textwrap
 import pytest
 
 from privfed.common.errors import BudgetExceeded, ConfigError, ConfigTypeError, LocalProtocolError
-from privfed.common.ledger import SCHEMA_VERSION, Budget, Debit, Ledger, RowsUnused
+from privfed.common.ledger import SCHEMA_VERSION, Budget, Debit, Ledger, RowsUnused, read_accounts
 
 
 @pytest.fixture
@@ -223,10 +225,33 @@ def test_reopen_with_other_budget_is_refused(path):
         Ledger(path, epsilon_budget=5.0, delta_budget=1e-6)
     msg = str(info.value)
     assert "'o1'" in msg and "epsilon=1" in msg and "epsilon_budget=5" in msg
-    with pytest.raises(ConfigError):
+    # walkthrough 4, M6: it advised "use a new ledger file", which resets every row's account to zero
+    assert "new ledger" not in msg and "raising a stored budget is refused" in msg, msg
+    assert "--epsilon-budget 1 --delta-budget 1e-06" in msg and "privfed ledger show" in msg, msg
+    with pytest.raises(ConfigError, match="raising a stored budget is refused"):
         Ledger(path, epsilon_budget=1.0, delta_budget=1e-5)
     with Ledger(path, epsilon_budget=1.0, delta_budget=1e-6) as led:  # the stored values still open it
         assert led.remaining("o1").epsilon == pytest.approx(0.2)
+
+
+def test_reopen_with_a_lower_budget_lowers_it_for_good(path, caplog):
+    """Lowering a budget tightens privacy, so it is done (walkthrough 4, M6): the file records the lower budget,
+    the owner and its rows are held to it, and the old (higher) budget is then a raise, refused."""
+    with Ledger(path, epsilon_budget=8.0) as led:
+        led.bind_rows("o1", [hashlib.sha256(b"row-a").digest()])
+        led.debit("o1", 1.5, purpose="a", release_id="r1")
+    with caplog.at_level(logging.WARNING, logger="privfed.ledger"), Ledger(path, epsilon_budget=2.0) as led:
+        assert led.budget("o1") == Budget(2.0)
+        assert led.remaining("o1").epsilon == pytest.approx(0.5)
+        with pytest.raises(BudgetExceeded):
+            led.debit("o1", 1.0, purpose="a", release_id="r2")
+        # the same row under a new id: its account is held to 2 too
+        led.bind_rows("o2", [hashlib.sha256(b"row-a").digest()])
+        assert isinstance(led.debit("o2", 1.0, purpose="a", release_id="r3"), RowsUnused)  # the row left out
+    assert "lowered to" in caplog.text
+    with pytest.raises(ConfigError, match="raising a stored budget is refused"):
+        Ledger(path, epsilon_budget=8.0)
+    assert [a.budget for a in read_accounts(path)] == [Budget(2.0), Budget(2.0)]
 
 
 def test_debit_survives_kill_right_after_return(path):

@@ -43,3 +43,19 @@ def test_shards_zero_with_a_file_is_named_as_the_count_it_is(tmp_path, capsys):
     flags = ["--bounds", "0:10", "--classes", "2", "--ledger", str(tmp_path / "l.sqlite"), "--epsilon-budget", "1"]
     assert main([*argv, "--shards", "0", *flags, "--insecure"]) == 2
     assert "--shards 0: with --data it is how many owners share the file's rows (at least 1)" in capsys.readouterr().err
+
+
+def test_shards_are_checked_against_the_rows_a_schema_reads_not_the_lines(tmp_path, capsys):
+    """Walkthrough 4, m10: a 1-row file with its header passed ``--shards 2`` (2 lines), registered, then refused
+    every task as schema_mismatch. With ``--schema`` the rows are known before the node dials out."""
+    from privfed.deploy.cli import main
+
+    (tmp_path / "schema.toml").write_text(
+        'features = ["a", "b"]\nclasses = [0, 1]\nlabel = "y"\n[bounds]\nlo = 0\nhi = 10\n'
+    )
+    (tmp_path / "rows.csv").write_text("a,b,y\n1,2,0\n")
+    argv = ["owner", "--coordinator", "127.0.0.1:9", "--name", "owner-0", "--data", str(tmp_path / "rows.csv")]
+    flags = ["--schema", str(tmp_path / "schema.toml"), "--ledger", str(tmp_path / "l.sqlite"), "--epsilon-budget", "1"]
+    assert main([*argv, "--shards", "2", *flags, "--insecure", "--connect-timeout", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--shards 2: 1 row(s) in" in err and "cannot give 2 owners a row each" in err, err
