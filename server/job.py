@@ -19,7 +19,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -98,10 +97,10 @@ class GrpcTransport(RelayedTransport):
         if self._on_progress is not None:
             self._on_progress(done, planned)
 
-    def account(self) -> dict[str, Any]:
+    def account(self) -> dict[str, object]:
         return self._book.account()
 
-    def replay(self, account: Mapping[str, Any]) -> None:
+    def replay(self, account: Mapping[str, object]) -> None:
         self._book.replay(account)
 
     def peer_key(self, owner_id: str) -> PeerKey:

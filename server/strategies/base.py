@@ -13,7 +13,7 @@ import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -92,12 +92,12 @@ class Transport(Protocol):
         one-round job's round), those a resumed job takes from its journal included. Default: nothing."""
         return None
 
-    def account(self) -> dict[str, Any]:
+    def account(self) -> dict[str, object]:
         """What the job's book (:class:`~privfed.server.rounds.JobBook`) booked of the owners since the last call, as
         JSON, for a journal to keep with a checkpoint (:meth:`JobBook.account`). Default: nothing (no book)."""
         return {}
 
-    def replay(self, account: Mapping[str, Any]) -> None:
+    def replay(self, account: Mapping[str, object]) -> None:
         """Book again what :meth:`account` returned: a resumed job's step taken from its journal. Default: nothing."""
         return None
 

@@ -101,7 +101,7 @@ def test_a_daemon_logs_each_job_and_warns_once_per_change_of_its_data_file(tmp_p
         node.stop()
     assert node.codes == [0]
     owner = _lines(caplog, "privfed.owner")
-    jobs = [line for line in owner if line.startswith("job ")]
+    jobs = [line for line in owner if line.startswith("job ") and "takes its tasks" in line]
     assert jobs == [
         f"job job-{i}{' of data user alice' if i < 4 else ''}: task ncc, epsilon 1, delta 0 per owner; "
         f"node {NODE} takes its tasks"
