@@ -58,9 +58,14 @@ def _overflow_history(learner, alpha: float = 709.0, n_kept: int = 2):
 def _probe(coordinator, owners, learner, n_bins=N_BINS, **history):
     """One overflow probe per owner (each under a fresh run id): owner id -> 'released' or the refusal code."""
     run = f"probe-{secrets.token_hex(4)}"
-    config = boost_config(D, run, epsilon=PROBE_EPSILON, n_bins=n_bins)
     tasks = [
-        boost_share(f"{run}-{i}", o, f"{run}-{i}", config, _overflow_history(learner, **history))
+        boost_share(
+            f"{run}-{i}",
+            o,
+            f"{run}-{i}",
+            boost_config(D, f"{run}-{i}", epsilon=PROBE_EPSILON, n_bins=n_bins),
+            _overflow_history(learner, **history),
+        )
         for i, o in enumerate(owners)
     ]
     results = coordinator.run(tasks)

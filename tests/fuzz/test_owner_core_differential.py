@@ -371,7 +371,11 @@ def _differential(data, cores: tuple[OwnerCore, OwnerCore]) -> None:
             if spec is not None:
                 releases = isinstance(owner_kind(spec), TaskKind)
                 task_id = data.draw(st.sampled_from([f"t{next(ids)}", "dup"])) if releases else f"t{next(ids)}"
-                batch.append(Task(task_id, owner_id, data.draw(st.sampled_from(["r1", "r2"])), spec))
+                # a boosting share names its run (another round id is refused): its run, mostly
+                rounds = (
+                    ["r1", spec.config.run_id, spec.config.run_id] if isinstance(spec, BoostShareTask) else ["r1", "r2"]
+                )
+                batch.append(Task(task_id, owner_id, data.draw(st.sampled_from(rounds)), spec))
         answers = [core.answer(batch).results for core in cores]
         assert [(r.task_id, r.owner_id, _outcome(r.payload)) for r in answers[0]] == [
             (r.task_id, r.owner_id, _outcome(r.payload)) for r in answers[1]
