@@ -34,7 +34,11 @@ def add_owner(sub: argparse._SubParsersAction) -> None:
     )
     _add_tls(p)
     source = p.add_mutually_exclusive_group()
-    source.add_argument("--data", help="this owner's own rows (CSV: features then label; or NPZ with X, y)")
+    source.add_argument(
+        "--data",
+        help="this owner's own rows (CSV: features then label; or NPZ with X, y as numbers: class values and "
+        "categories that are text need CSV)",
+    )
     declared = p.add_mutually_exclusive_group()
     declared.add_argument(
         "--schema",
