@@ -256,8 +256,9 @@ class _FederationSteps:
         refused, rejected = self._share_codes.setdefault(round_no, ({}, {}))
 
         def fold(results: list[Result]) -> None:
-            refused.update(refusal_codes(results))
-            self.refused.update(refusal_codes(results))
+            codes = refusal_codes(results)
+            refused.update(codes)
+            self.refused.update(codes)
             for r in results:
                 if not isinstance(r.payload, reply_type) or r.owner_id in replied:
                     continue
