@@ -237,7 +237,19 @@ class SecAggDriver:
         """Step 2's machine for an owner's evaluate task (public checks only, before any row is read)."""
         if spec.ring.ring or spec.secagg is None:
             raise ConfigError("a pairwise-mask secure sum carries no ring order, and its step-2 request")
-        return self._machine(spec.ring.session_id, owner_id)
+        machine = self._machine(spec.ring.session_id, owner_id)
+        keyed = machine.fixed_point
+        if (spec.ring.frac_bits, spec.ring.n_parties, spec.ring.max_abs) != (
+            keyed.frac_bits,
+            keyed.n_parties,
+            keyed.max_abs,
+        ):  # else the masked step could fail on the release's value after its debit (audit 23, finding 2)
+            raise ConfigError(
+                f"the task's secure-sum encoding (frac_bits {spec.ring.frac_bits}, n_parties {spec.ring.n_parties}, "
+                f"max_abs {spec.ring.max_abs}) is not the one its session was keyed with (frac_bits "
+                f"{keyed.frac_bits}, n_parties {keyed.n_parties}, max_abs {keyed.max_abs})"
+            )
+        return machine
 
     def start(self, task: Task, machine: SecAggOwner, values: np.ndarray) -> tuple[MaskedInput, list[Outbound]]:
         """Step 2: the owner's evaluation release, debited by the owner core, masked by its machine."""

@@ -65,13 +65,17 @@ X = {
 class WireSession:
     """One pairwise-mask session driven over the wire by the hostile coordinator, step by step."""
 
-    def __init__(self, coordinator, members):
+    def __init__(self, coordinator, members, *, max_abs: float = MAX_ABS, task_max_abs: float | None = None):
+        """``max_abs``: the range the session is keyed with; ``task_max_abs``: the one its evaluate tasks
+        name (the same unless a test says otherwise)."""
         self.hc, self.members = coordinator, tuple(sorted(members))
         self.session = secrets.token_hex(16)
-        self.fp = FixedPoint.choose(n_parties=len(self.members), max_abs=MAX_ABS)
+        self.max_abs = max_abs
+        self.fp = FixedPoint.choose(n_parties=len(self.members), max_abs=max_abs)
         self.server = SecAggServer(self.session, self.members, self.fp, rounds=ROUNDS)
         config = boost_config(D, f"run-{self.session[:8]}", n_bins=2, n_rounds=ROUNDS)
-        ring = RingSpec(self.session, (), self.fp.frac_bits, self.fp.n_parties, MAX_ABS, (), {})
+        task_range = max_abs if task_max_abs is None else task_max_abs
+        ring = RingSpec(self.session, (), self.fp.frac_bits, self.fp.n_parties, task_range, (), {})
         self.evaluate = BoostEvaluateTask(config, empty_history(0), grid_stump(0, 1, 2), ring)
         self.certificates = {
             r.node_id: bytes(r.request.node_certificate)
@@ -98,11 +102,11 @@ class WireSession:
         )
 
     def advertise(self, owners) -> dict[str, Result]:
-        step0 = SecAggKeysTask(self.session, self.fp.frac_bits, self.fp.n_parties, MAX_ABS)
+        step0 = SecAggKeysTask(self.session, self.fp.frac_bits, self.fp.n_parties, self.max_abs)
         return self.run({o: step0 for o in owners})
 
     def share_keys(self, requests) -> dict[str, Result]:
-        step0 = SecAggKeysTask(self.session, self.fp.frac_bits, self.fp.n_parties, MAX_ABS)
+        step0 = SecAggKeysTask(self.session, self.fp.frac_bits, self.fp.n_parties, self.max_abs)
         return self.run(
             {
                 o: replace(
@@ -200,6 +204,30 @@ def test_rekeying_neighbours_does_not_unmask_a_target(coordinator, owners):
         for oid in node.owner_ids:
             assert len(ledger_history(node.ledger, oid)) == 1
             assert 0 < spent_epsilon(ledger_history(node.ledger, oid)) <= node.budget
+        assert node.alive(), node.log()[-2000:]
+
+
+def test_an_evaluate_task_in_another_range_than_its_session_is_refused_before_the_debit(coordinator, owners):
+    """Audit 23, finding 2. A session keyed at ``max_abs`` 0.5 took an evaluate task naming 1e4: the owner
+    clipped its debited pair to the task's range and the session's encoding raised on it, so the answer
+    was a masked input or ``internal`` (after the debit) as the release was within 0.5 or not, a
+    threshold on the release the coordinator picks, again on the cached release in every new session.
+    Measured on 75cabd4: 6 of 6 owners answered ``internal``, each with its evaluation debited. Now the
+    mismatch is refused on the task's public fields, before any row is read or anything debited."""
+    nodes = [owners(name, *X[name]) for name in X]
+    members = sorted(o for node in nodes for o in node.owner_ids)
+    wire = WireSession(coordinator, members, max_abs=0.5, task_max_abs=MAX_ABS)
+    adverts = _payloads(wire.advertise(members), KeyAdvert)
+    requests = wire.server.on_adverts(adverts)
+    wire.server.on_key_shares(_payloads(wire.share_keys(requests), KeyShares))
+
+    answers = wire.masked(wire.server.input_requests(members))
+
+    assert sorted(answers) == members
+    assert set(_codes(answers).values()) == {"invalid_task"}, _codes(answers)
+    for node in nodes:
+        for oid in node.owner_ids:
+            assert ledger_history(node.ledger, oid) == []
         assert node.alive(), node.log()[-2000:]
 
 
