@@ -13,7 +13,10 @@ both derive the same graph and the same masks from the same public inputs.
   (``k`` here the member's own degree), a strict majority of its neighbours: honest neighbours answer each unmasking
   request with *either* a self-mask share *or* a key share of a given owner, never both, so a
   coordinator needs ``2t > k`` distinct neighbours to collect ``t`` of each (Bonawitz et al.,
-  "Practical Secure Aggregation for Privacy-Preserving Machine Learning", CCS 2017, §4).
+  "Practical Secure Aggregation for Privacy-Preserving Machine Learning", CCS 2017, §4). That rule
+  is per owner: without a consistency round the coordinator can still take the owner's self-mask
+  from its neighbours and its partners' mask keys from theirs (:mod:`~privfed.common.secagg.pairwise`,
+  "Inputs are releases").
 * **Masks** in Z_2^64: a PRG (ChaCha20 over zeros, key from HKDF-SHA256) expands a seed into
   ``m`` ring elements. The pairwise seed of ``u, v`` is their X25519 agreement (Bonawitz step
   "MaskedInputCollection": ``s_{u,v} = KA.agree(s_u^SK, s_v^PK)``), from which the run's pair
