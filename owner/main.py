@@ -346,6 +346,6 @@ def _serve(
         raise PrivfedError(str(exc)) from exc
     if node.fatal is not None:  # already reported to the coordinator (schema_mismatch refusals)
         raise ConfigError(node.fatal)
-    if node.nothing_released is not None:  # every task refused (the budget spent, ...): exit 2 saying so
-        raise PrivfedError(node.nothing_released)
+    if node.job_unfinished is not None:  # every task refused (the budget spent, ...), or the job failed: exit 2
+        raise PrivfedError(node.job_unfinished)
     return code

@@ -95,8 +95,9 @@ class OwnerNode:
         self._job_logged: str | None = None
         self._released = 0
         self._refused: Counter[str] = Counter()
-        #: Why a node of one job exits 2 though the job ended: it released nothing, every task refused (else None).
-        self.nothing_released: str | None = None
+        #: Why a node of one job exits 2 though the coordinator ended the job: it released nothing, every task
+        #: refused, or the job failed at the coordinator (else None).
+        self.job_unfinished: str | None = None
         #: Whether to push and poll over a Session stream (False: unary calls only).
         self._use_session = session
         self._session: NodeSession | None = None
@@ -452,19 +453,28 @@ class OwnerNode:
             else:
                 self._released += 1
 
-    def _job_over(self) -> int:
+    def _job_over(self, failed: bool) -> int:
         """A node of one job told that its job is over: 0, or 2 if it released nothing, every task it was sent
         refused (walkthrough 4, m6: it exited 0 with every owner's budget spent and the job failed, and a cron job
-        could not tell). Local only: the coordinator already has the refusals."""
+        could not tell), or if it released in a job the coordinator says ended without its result (``failed``:
+        such a node exited 0 too). A node the job never asked anything exits 0, as when a coordinator waiting
+        for its owners is stopped. Local only: the coordinator already has the refusals."""
         if self.fatal is not None:
             return 2
+        job = "its job" if self._job is None else "job " + self._job.job_id
         if self._released == 0 and self._refused:
             codes = ", ".join(f"{code}: {n}" for code, n in self._refused.most_common())
-            self.nothing_released = (
-                f"node {self.node_id} released nothing in {'its job' if self._job is None else 'job ' + self._job.job_id}"
+            self.job_unfinished = (
+                f"node {self.node_id} released nothing in {job}"
                 f": every one of the {sum(self._refused.values())} task(s) it was sent was refused ({codes})"
             )
-            log.error("%s", self.nothing_released)
+        elif failed and self._released:
+            self.job_unfinished = (
+                f"{job} ended without its result at the coordinator (failed or stopped; its report says why), after "
+                f"node {self.node_id} answered {self._released} task(s); what was released is debited in the ledger"
+            )
+        if self.job_unfinished is not None:
+            log.error("%s", self.job_unfinished)
             return 2
         return 0
 
@@ -518,7 +528,7 @@ class OwnerNode:
                 continue
             if reply.shutdown:
                 log.info("coordinator ended the job; node %s exits", self.node_id)
-                return self._job_over()
+                return self._job_over(reply.job_failed)
             self._take_job(reply)
             if self._another_job(stub, reply):
                 return 0

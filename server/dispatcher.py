@@ -229,11 +229,18 @@ class Dispatcher(NodeCalls):
             self._cv.acquire()
         return sum(1 for _, a in answers if isinstance(a, Result))
 
-    def shutdown(self) -> None:
-        """Tell every node, at its next poll, that the job is over."""
+    def shutdown(self, *, failed: bool = False) -> None:
+        """Tell every node, at its next poll, that the job is over; ``failed``: without its result (a node
+        of one job then exits 2, a cron job can tell)."""
         with self._cv:
             self._shutdown = True
+            self._job_failed = self._job_failed or failed
             self._notify()
+
+    @property
+    def job_failed(self) -> bool:
+        """The job the nodes are told is over ended without its result (:meth:`shutdown`, :meth:`abort`)."""
+        return self._job_failed
 
     @property
     def aborted(self) -> bool:
@@ -280,4 +287,5 @@ class Dispatcher(NodeCalls):
         with self._cv:
             self._aborted = True
             self._shutdown = True
+            self._job_failed = True
             self._notify()

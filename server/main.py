@@ -169,7 +169,7 @@ def run_coordinator(
 
     def release() -> None:
         if server is not None:
-            _release_owners(server)
+            _release_owners(server, failed=report.failed)
 
     def stop_reason() -> str | None:
         return stopped[0] if stopped else None
@@ -247,8 +247,9 @@ def serve_saved_model(path: Path, listen: str, tls: TlsFiles | None) -> int:
     return 0
 
 
-def _release_owners(server: CoordinatorServer) -> None:
-    """Tell every node the job is over (PullTasks answers ``shutdown``) and give the nodes one
-    long poll to hear it, so they exit 0 instead of finding the coordinator gone."""
-    server.dispatcher.shutdown()
+def _release_owners(server: CoordinatorServer, *, failed: bool) -> None:
+    """Tell every node the job is over (PullTasks answers ``shutdown``, and ``job_failed`` if it ended
+    without its result) and give the nodes one long poll to hear it, so they exit 0 (2 for a failed job)
+    instead of finding the coordinator gone."""
+    server.dispatcher.shutdown(failed=failed)
     time.sleep(RELEASE_GRACE)

@@ -184,13 +184,13 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
             lambda: self._dispatcher.pull(node_id, min(wait_ms / 1000.0, PULL_WAIT), peer, active)
         )
         encoded = self._encode_tasks(node_id, tasks, job)
-        return encoded, shutdown, job_info_to_proto(job) if tasks else None
+        return encoded, shutdown, job_info_to_proto(job) if tasks else None, shutdown and self._dispatcher.job_failed
 
     def PullTasks(self, request: pb.PullTasksRequest, context: grpc.ServicerContext) -> pb.PullTasksResponse:
         try:
             node_id = self._node_id(request.node_id, context)
-            tasks, shutdown, job = self._take(node_id, request.wait_ms, context.peer(), context.is_active)
-            return pb.PullTasksResponse(tasks=tasks, shutdown=shutdown, job=job)
+            tasks, shutdown, job, failed = self._take(node_id, request.wait_ms, context.peer(), context.is_active)
+            return pb.PullTasksResponse(tasks=tasks, shutdown=shutdown, job=job, job_failed=failed)
         except PrivfedError as exc:
             _abort(context, exc)
 
@@ -203,8 +203,8 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         accepted = self._dispatcher.push(node_id, results, rejected)
         if not request.pull:
             return pb.PushResultsResponse(accepted=accepted)
-        tasks, shutdown, job = self._take(node_id, request.wait_ms, peer, active)
-        return pb.PushResultsResponse(accepted=accepted, tasks=tasks, shutdown=shutdown, job=job)
+        tasks, shutdown, job, failed = self._take(node_id, request.wait_ms, peer, active)
+        return pb.PushResultsResponse(accepted=accepted, tasks=tasks, shutdown=shutdown, job=job, job_failed=failed)
 
     def PushResults(self, request: pb.PushResultsRequest, context: grpc.ServicerContext) -> pb.PushResultsResponse:
         try:

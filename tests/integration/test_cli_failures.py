@@ -9,9 +9,11 @@ import json
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -102,11 +104,11 @@ def _coordinator(port: int, out: Path, *extra: str) -> subprocess.Popen:
     )  # fmt: skip
 
 
-def _owner(port: int, ledger: Path, log: Path) -> subprocess.Popen:
+def _owner(port: int, ledger: Path, log: Path, budget: str = "1") -> subprocess.Popen:
     with open(log, "w") as f:
         return subprocess.Popen(
             [*PRIVFED, "owner", "--coordinator", f"127.0.0.1:{port}", "--name", "owner-0", "--insecure",
-             "--n-owners", "5", "--shards", "0:5", "--ledger", str(ledger), "--epsilon-budget", "1",
+             "--n-owners", "5", "--shards", "0:5", "--ledger", str(ledger), "--epsilon-budget", budget,
              "--rng", "seeded", "--connect-timeout", "60", *DATA],
             stdout=f, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -265,3 +267,39 @@ def test_a_duplicate_node_and_foreign_certificates_fail_fast_and_are_named_at_bo
     assert coordinator.returncode == 0 and first.returncode == 0  # the first node was told the job is over
     report = _report(tmp_path / "runs")
     assert report["status"] == "failed" and report["error"].startswith("stopped by SIGTERM")
+
+
+@pytest.mark.slow
+def test_a_node_whose_job_failed_after_its_releases_exits_2_saying_so(tmp_path):
+    """A boosting job whose second round finds every owner's budget spent fails after the node released its
+    first round's shares and evaluations: the node exited 0 (the coordinator only said the job was over),
+    and a cron job could not tell. Now the coordinator says it failed and the node exits 2 with one line."""
+    port = _free_port()
+    job = (
+        "--task",
+        "bdt",
+        "--release",
+        "shares",
+        "--rounds",
+        "2",
+        "--epsilon",
+        "2",
+    )  # a share is 1.2, an evaluation 0.8
+    coordinator = _coordinator(port, tmp_path / "runs", *job)
+    owner = _owner(port, tmp_path / "ledger.sqlite", tmp_path / "owner.log", budget="1.5")
+    try:
+        _, err = coordinator.communicate(timeout=120)
+        owner_code = owner.wait(timeout=30)
+    finally:
+        for p in (coordinator, owner):
+            if p.poll() is None:
+                p.kill()
+    assert coordinator.returncode == 2 and "round 2: no owner of the group released a share" in err, err
+    assert _report(tmp_path / "runs")["status"] == "failed"
+    owner_log = (tmp_path / "owner.log").read_text()
+    with closing(sqlite3.connect(tmp_path / "ledger.sqlite")) as ledger:
+        (released,) = ledger.execute("SELECT COUNT(*) FROM releases").fetchone()
+    assert released > 0, owner_log  # it released in round 1
+    last = owner_log.strip().splitlines()[-1]
+    assert owner_code == 2, owner_log
+    assert last.startswith("privfed owner: error: job ") and "ended without its result at the coordinator" in last, last

@@ -130,7 +130,7 @@ def test_the_coordinator_counts_refusals_and_a_node_that_released_exits_0(tmp_pa
         server.dispatcher.shutdown()
         node.thread.join(timeout=20)
     assert node.codes == [0]  # it released (owner o00000): the job is its and it exits 0
-    assert node.nodes[0].nothing_released is None
+    assert node.nodes[0].job_unfinished is None
 
 
 def test_a_node_of_one_job_whose_owners_refused_every_task_exits_2_saying_so(tmp_path, server, caplog):
@@ -147,6 +147,6 @@ def test_a_node_of_one_job_whose_owners_refused_every_task_exits_2_saying_so(tmp
         server.dispatcher.shutdown()
         node.thread.join(timeout=20)
     assert node.codes == [2]
-    why = node.nodes[0].nothing_released
+    why = node.nodes[0].job_unfinished
     assert why == f"node {NODE} released nothing in job job-1: every one of the 2 task(s) it was sent was refused " \
         "(budget_exceeded: 2)", why  # fmt: skip
