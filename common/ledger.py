@@ -39,6 +39,14 @@ Budgets follow the rows (issue 20, finding 4)
     tells that a row was spent, and a spent row changes the release only as leaving it out does
     (``privfed.common.ledger_rows``).
 
+Recipients (walkthrough 4, M4)
+    Each release records whom it went to (:class:`Recipient`, ``Debit.recipient``): the data user the
+    job's announcement names and the coordinator the owner node's session is with, as its channel
+    authenticated it. The owner core stamps them on every debit of a batch; they are written in this file
+    only, and nothing a ledger checks or answers before the debit's COMMIT reads them, so no refusal, reply
+    or timing depends on them. Releases recorded before schema version 5 read as '' (unknown).
+    ``privfed ledger show`` totals what each recipient received.
+
 Schema decisions (issue 20, finding 5)
     The digest of the federation schema an owner node checked its rows against, and whether they
     fitted, recorded before the node answers anything (:meth:`Ledger.record_schema`,
@@ -92,6 +100,7 @@ from privfed.common.ledger_records import (
     REL_TOL,
     Budget,
     Debit,
+    Recipient,
     RowsUnused,
     Standing,
     require_name,
@@ -106,6 +115,7 @@ __all__ = [
     "Debit",
     "Ledger",
     "OwnerAccount",
+    "Recipient",
     "ReleaseIds",
     "RowsUnused",
     "Standing",

@@ -85,13 +85,17 @@ def debit_batch(
                         out.append(i)
                 if out:
                     error = RowsUnused(e.owner_id, e.release_id, tuple(out))
-                written.append((e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate), e.job))
+                who = e.recipient  # written, never read: nothing above depends on it (ledger_records.Recipient)
+                written.append(
+                    (e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate), e.job)
+                    + (who.data_user, who.coordinator)
+                )
             results.append(error)
         if new_owners:
             conn.executemany("INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES (?, ?, ?)", new_owners)
         conn.executemany(
-            "INSERT INTO releases (owner_id, release_id, purpose, epsilon, delta, nonprivate, job) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO releases (owner_id, release_id, purpose, epsilon, delta, nonprivate, job, data_user, "
+            "coordinator) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             written,
         )
         holders = rows.record_holders(conn, owners)

@@ -13,8 +13,16 @@ Durability
 Schema versions
     1: the original tables. 2: ``releases.nonprivate``. 3: ``accounts`` (rows), ``meta`` (the row-key
     salt) and ``schema_decisions``. 4: ``releases.job``, the id of the job a release was made for
-    (empty: a release of no announced job; issue 26, ``privfed ledger show`` groups by it). An older
-    file is migrated in place the first time it is opened (a version-1 file's rows marked private).
+    (empty: a release of no announced job; issue 26, ``privfed ledger show`` groups by it). 5:
+    ``releases.data_user`` and ``releases.coordinator``, whom the release went to (walkthrough 4, M4):
+    the data user the job's announcement names (:class:`~privfed.common.jobinfo.JobInfo`; empty: the
+    coordinator's operator ran it, or no job was announced) and the coordinator the owner node's
+    session is with, as its channel authenticated it (``privfed.proto.transport.peer_identity``;
+    empty: an in-process coordinator). Both are written in the owner's file only: nothing the owner
+    sends, refuses or answers depends on them (:class:`~privfed.common.ledger_records.Recipient`).
+    An older file is migrated in place the first time it is opened (a version-1 file's rows marked
+    private; the columns a version lacks added with '' in every old row: unknown, as ``privfed
+    ledger show`` prints them).
     Table ``holders`` (which owner ids debited with which row accounts, ``privfed.common.ledger_rows``)
     is created in any version's file when it is opened.
 """
@@ -33,14 +41,14 @@ from typing import Any
 
 from privfed.common.errors import ConfigError
 from privfed.common.files import private_sqlite_file
-from privfed.common.ledger_records import Budget, fmt_amount, remaining_of
+from privfed.common.ledger_records import Budget, fmt_amount, release_dict, remaining_of
 
 log = logging.getLogger("privfed.ledger")
 
 #: Seconds a statement waits for a lock held by another connection before failing.
 BUSY_TIMEOUT_S = 30.0
 #: Schema version stored in ``PRAGMA user_version``.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: Owners (or accounts) per ``IN (...)`` query: below SQLite's historical limit of 999 bound variables.
 CHUNK = 500
 
@@ -61,6 +69,8 @@ CREATE TABLE IF NOT EXISTS releases (
     ts         TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
     nonprivate INTEGER NOT NULL DEFAULT 0,
     job        TEXT NOT NULL DEFAULT '',
+    data_user  TEXT NOT NULL DEFAULT '',
+    coordinator TEXT NOT NULL DEFAULT '',
     UNIQUE (owner_id, release_id)
 );
 CREATE INDEX IF NOT EXISTS releases_purpose ON releases (owner_id, purpose);
@@ -114,7 +124,7 @@ def init_schema(conn: sqlite3.Connection, path: Path, default: Budget) -> None:
     set its pragmas, and lower the owners' stored budgets to ``default`` or refuse a higher one
     (:func:`_keep_or_lower_budget`)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version not in (0, 1, 2, 3, SCHEMA_VERSION):
+    if version not in (0, 1, 2, 3, 4, SCHEMA_VERSION):
         raise ConfigError(f"ledger {path}: schema version {version}, this code reads 1 to {SCHEMA_VERSION}")
     conn.execute("PRAGMA journal_mode=WAL")  # returns 'memory' for ':memory:', which is fine
     conn.execute("PRAGMA synchronous=FULL")  # module docstring, "Durability"
@@ -124,8 +134,9 @@ def init_schema(conn: sqlite3.Connection, path: Path, default: Budget) -> None:
         if version == 1:  # module docstring, "Schema versions"
             conn.execute("ALTER TABLE releases ADD COLUMN nonprivate INTEGER NOT NULL DEFAULT 0")
         columns = {row[1] for row in conn.execute("PRAGMA table_info(releases)")}
-        if version and "job" not in columns:
-            conn.execute("ALTER TABLE releases ADD COLUMN job TEXT NOT NULL DEFAULT ''")
+        for column in ("job", "data_user", "coordinator"):  # versions 4 and 5: '' in every old row (unknown)
+            if version and column not in columns:
+                conn.execute(f"ALTER TABLE releases ADD COLUMN {column} TEXT NOT NULL DEFAULT ''")
         for statement in _SCHEMA.split(";"):  # not executescript: it would COMMIT first
             if statement.strip():
                 conn.execute(statement)
@@ -217,16 +228,17 @@ def read_accounts(path: str | Path) -> list[OwnerAccount]:
         raise ConfigError(f"ledger {path}: cannot open ({exc})") from exc
     try:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (1, 2, 3, SCHEMA_VERSION):
+        if version not in (1, 2, 3, 4, SCHEMA_VERSION):
             raise ConfigError(f"ledger {path}: not a privfed ledger (schema version {version})")
         nonprivate = "nonprivate" if version >= 2 else "0"
         job = "job" if version >= 4 else "''"
+        recipient = "data_user, coordinator" if version >= 5 else "'', ''"  # not migrated here: read-only
         releases: dict[str, list[dict[str, Any]]] = {}
-        keys = ("release_id", "purpose", "epsilon", "delta", "ts")
         for row in conn.execute(
-            f"SELECT owner_id, release_id, purpose, epsilon, delta, ts, {nonprivate}, {job} FROM releases ORDER BY seq"
+            f"SELECT owner_id, release_id, purpose, epsilon, delta, ts, {nonprivate}, {job}, {recipient} "
+            "FROM releases ORDER BY seq"
         ):
-            releases.setdefault(row[0], []).append(dict(zip(keys, row[1:6]), nonprivate=bool(row[6]), job=row[7]))
+            releases.setdefault(row[0], []).append(release_dict(row[1:]))
         accounts = []
         for owner, eps, delta in conn.execute(
             "SELECT owner_id, epsilon_budget, delta_budget FROM owners ORDER BY owner_id"

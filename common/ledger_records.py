@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import Any
 
 from privfed.common.errors import BudgetExceeded, ConfigError
 from privfed.common.validation import check_non_negative, check_probability
@@ -64,6 +66,38 @@ class Budget:
 
 
 @dataclass(frozen=True)
+class Recipient:
+    """Whom a release went to, as the owner knew it when it debited the release (walkthrough 4, M4); recorded
+    in the owner's own ledger and nowhere else (``privfed.common.ledger_file``, schema version 5).
+
+    It is what the owner was told or checked, not private data: nothing the owner sends, refuses or answers
+    depends on it (the owner core stamps one per batch on every debit, whatever its rows).
+
+    Parameters
+    ----------
+    data_user : str
+        The identity (certificate name) of the data user who submitted the job, as the job's announcement
+        names it (:class:`~privfed.common.jobinfo.JobInfo`); empty: the coordinator's operator ran the job, or
+        no job was announced.
+    coordinator : str
+        The coordinator the owner node's session is with, as its channel authenticated it
+        (:func:`privfed.proto.transport.peer_identity`); empty: not known (an in-process coordinator).
+    """
+
+    data_user: str = ""
+    coordinator: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("data_user", "coordinator"):
+            if not isinstance(getattr(self, name), str):
+                raise ConfigError(f"recipient {name} must be text ('' when unknown), got {getattr(self, name)!r}")
+
+
+#: The recipient of a release nobody named (a release recorded before ledger schema 5 reads as this too).
+UNKNOWN_RECIPIENT = Recipient()
+
+
+@dataclass(frozen=True)
 class Debit:
     """One entry of :meth:`Ledger.debit_many`; validated when built.
 
@@ -78,6 +112,7 @@ class Debit:
     release_id: str
     nonprivate: bool = False
     job: str = ""  # the announced job the release is made for (empty: none)
+    recipient: Recipient = UNKNOWN_RECIPIENT  # whom the release goes to (recorded locally only)
     #: Positions of the owner's rows the release may not read (the owner's policy keeps them out, each by
     #: what the ids that held it released: ``privfed.owner.policy``); the ledger keeps out those that cannot
     #: afford it as well (:class:`RowsUnused`).
@@ -92,11 +127,34 @@ class Debit:
         if not isinstance(self.nonprivate, bool):
             raise ConfigError(f"nonprivate must be a bool, got {self.nonprivate!r}")
         object.__setattr__(self, "rows_out", frozenset(int(i) for i in self.rows_out))
+        if not isinstance(self.recipient, Recipient):
+            raise ConfigError(f"recipient must be a Recipient, got {type(self.recipient).__name__}")
         if self.nonprivate and (self.epsilon != 0 or self.delta != 0):
             raise ConfigError(
                 f"a non-private entry is counted apart from the budget: its epsilon and delta must be "
                 f"0, got ({self.epsilon!r}, {self.delta!r}); debit the private part separately"
             )
+
+
+#: The columns of table ``releases`` that make a recorded release (:func:`release_dict`), in this order.
+RELEASE_COLUMNS = "release_id, purpose, epsilon, delta, ts, nonprivate, job, data_user, coordinator"
+
+
+def release_dict(row: Sequence[Any]) -> dict[str, Any]:
+    """One recorded release, read as :data:`RELEASE_COLUMNS`, as :meth:`Ledger.history` and
+    :func:`~privfed.common.ledger_file.read_accounts` give it."""
+    release_id, purpose, epsilon, delta, ts, nonprivate, job, data_user, coordinator = row
+    return {
+        "release_id": release_id,
+        "purpose": purpose,
+        "epsilon": epsilon,
+        "delta": delta,
+        "ts": ts,
+        "nonprivate": bool(nonprivate),
+        "job": job,
+        "data_user": data_user,
+        "coordinator": coordinator,
+    }
 
 
 @dataclass(frozen=True)

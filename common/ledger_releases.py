@@ -17,7 +17,7 @@ import sqlite3
 from typing import Any
 
 from privfed.common.ledger_cache import OwnerRecord
-from privfed.common.ledger_records import Budget
+from privfed.common.ledger_records import RELEASE_COLUMNS, Budget, release_dict
 
 
 def release_used(conn: sqlite3.Connection, owner_id: str, release_id: str) -> bool:
@@ -50,12 +50,8 @@ def release_count(conn: sqlite3.Connection) -> int:
 
 def history(conn: sqlite3.Connection, owner_id: str) -> list[dict[str, Any]]:
     """The owner's releases in debit order (:meth:`~privfed.common.ledger.Ledger.history`)."""
-    cur = conn.execute(
-        "SELECT release_id, purpose, epsilon, delta, ts, nonprivate, job FROM releases WHERE owner_id = ? ORDER BY seq",
-        (owner_id,),
-    )
-    keys = ("release_id", "purpose", "epsilon", "delta", "ts")
-    return [dict(zip(keys, row[:5]), nonprivate=bool(row[5]), job=row[6]) for row in cur]
+    cur = conn.execute(f"SELECT {RELEASE_COLUMNS} FROM releases WHERE owner_id = ? ORDER BY seq", (owner_id,))
+    return [release_dict(row) for row in cur]
 
 
 def spent_where(

@@ -7,11 +7,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from privfed.common.errors import PrivfedError
 from privfed.deploy.argtypes import positive_int
+
+_K = TypeVar("_K", bound=Hashable)
 
 
 def add_certs(sub: argparse._SubParsersAction) -> None:
@@ -61,9 +64,11 @@ def add_ledger(sub: argparse._SubParsersAction) -> None:
     what = p.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
     show = what.add_parser(
         "show",
-        help="spent and remaining epsilon/delta per owner, and the releases",
+        help="spent and remaining epsilon/delta per owner, totals by job and by recipient, and the releases",
         description="Read a ledger file without changing it: each owner's budget, spent and remaining "
-        "(epsilon, delta), and its releases in debit order.",
+        "(epsilon, delta); the most one owner spent per job and per recipient (the data user who submitted "
+        "the job and the coordinator the node's session was with); and the releases in debit order, each "
+        "with its recipient.",
     )
     show.add_argument("--ledger", type=Path, required=True, help="the SQLite ledger file of an owner node")
     show.add_argument("--owner", action="append", help="only this owner id (repeatable; default: every owner)")
@@ -155,6 +160,17 @@ def _ledger_show(args: argparse.Namespace) -> int:
                         "spent": budget(a.spent),
                         "remaining": budget(a.remaining),
                         "nonprivate_releases": a.nonprivate,
+                        "by_recipient": [
+                            {
+                                "data_user": user,
+                                "coordinator": coordinator,
+                                "jobs": sorted(g["jobs"]),
+                                "releases": g["releases"],
+                                "epsilon": _json_number(g["epsilon"]),
+                                "delta": _json_number(g["delta"]),
+                            }
+                            for (user, coordinator), g in _grouped([a], _recipient).items()
+                        ],
                         "releases": [
                             r | {"epsilon": _json_number(r["epsilon"]), "delta": _json_number(r["delta"])}
                             for r in a.releases
@@ -181,28 +197,26 @@ def _ledger_show(args: argparse.Namespace) -> int:
         )
         for a in accounts
     ]
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    for r in [header, *rows]:
-        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
-    jobs = _by_job(accounts)
+    _table([header, *rows], indent="")
+    jobs = _grouped(accounts, lambda r: r.get("job", ""))
     if jobs:
         print("\nby job (most any one owner spent in it; '-': releases of no announced job):")
         header = ("job", "owners", "releases", "eps per owner", "delta per owner", "first", "last")
-        rows = [
-            (
-                job or "-",
-                str(len(j["owners"])),
-                str(j["releases"]),
-                _fmt(j["epsilon"]),
-                _fmt(j["delta"]),
-                j["first"],
-                j["last"],
-            )
-            for job, j in jobs.items()
-        ]
-        widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-        for r in [header, *rows]:
-            print("  " + "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
+        _table([header, *[(job or "-", *_totals(j), j["first"], j["last"]) for job, j in jobs.items()]])
+        print(
+            "\nby recipient (most any one owner released to it; '-': none named, e.g. an operator's job, or "
+            "not recorded: ledger schema < 5):"
+        )
+        header = ("data user", "coordinator", "jobs", "owners", "releases", "eps per owner", "delta per owner")
+        _table(
+            [
+                header,
+                *[
+                    (user or "-", coordinator or "-", str(len(g["jobs"])), *_totals(g))
+                    for (user, coordinator), g in _grouped(accounts, _recipient).items()
+                ],
+            ]
+        )
     for job in jobs:
         print(f"\nreleases of job {job or '-'} (debit order):")
         for a in accounts:
@@ -210,25 +224,48 @@ def _ledger_show(args: argparse.Namespace) -> int:
                 if r.get("job", "") != job:
                     continue
                 kind = "NON-PRIVATE" if r["nonprivate"] else f"eps={_fmt(r['epsilon'])} delta={_fmt(r['delta'])}"
-                print(f"  {a.owner_id}  {r['ts']}  {r['purpose']}  {kind}  release {r['release_id']}")
+                user, coordinator = _recipient(r)
+                print(
+                    f"  {a.owner_id}  {r['ts']}  {r['purpose']}  {kind}  release {r['release_id']}  "
+                    f"to {user or '-'} via {coordinator or '-'}"
+                )
     return 0
 
 
-def _by_job(accounts: list[Any]) -> dict[str, dict[str, Any]]:
-    """Releases grouped by the job they were made for, in order of each job's first release: its
-    owners, releases, the most (epsilon, delta) one owner spent in it, and its first and last debit."""
-    jobs: dict[str, dict[str, Any]] = {}
-    spent: dict[tuple[str, str], list[float]] = {}
+def _recipient(release: dict[str, Any]) -> tuple[str, str]:
+    """Whom a recorded release went to: (data user, coordinator), '' where unknown."""
+    return release.get("data_user", ""), release.get("coordinator", "")
+
+
+def _table(rows: list[tuple[str, ...]], indent: str = "  ") -> None:
+    """Print ``rows`` (the header first) in left-aligned columns."""
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print(indent + "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
+
+
+def _totals(group: dict[str, Any]) -> tuple[str, str, str, str]:
+    """A group's owners, releases, and the most (epsilon, delta) one owner spent in it, as printed."""
+    return str(len(group["owners"])), str(group["releases"]), _fmt(group["epsilon"]), _fmt(group["delta"])
+
+
+def _grouped(accounts: list[Any], key: Callable[[dict[str, Any]], _K]) -> dict[_K, dict[str, Any]]:
+    """Releases grouped by ``key`` (the job they were made for, whom they went to), in order of each group's
+    first release: its owners, jobs, releases, the most (epsilon, delta) one owner spent in it (the owner's
+    releases in it summed with ``fsum``), and its first and last debit."""
+    groups: dict[_K, dict[str, Any]] = {}
+    spent: dict[tuple[_K, str], list[dict[str, Any]]] = {}
     for a in accounts:
         for r in a.releases:
-            j = jobs.setdefault(r.get("job", ""), {"owners": set(), "releases": 0, "first": r["ts"], "last": r["ts"]})
-            j["owners"].add(a.owner_id)
-            j["releases"] += 1
-            j["first"], j["last"] = min(j["first"], r["ts"]), max(j["last"], r["ts"])
-            s = spent.setdefault((r.get("job", ""), a.owner_id), [0.0, 0.0])
-            s[0] += r["epsilon"]
-            s[1] += r["delta"]
-    for job, j in jobs.items():
-        j["epsilon"] = max(e for (jb, _), (e, _d) in spent.items() if jb == job)
-        j["delta"] = max(d for (jb, _), (_e, d) in spent.items() if jb == job)
-    return dict(sorted(jobs.items(), key=lambda kv: kv[1]["first"]))
+            k = key(r)
+            g = groups.setdefault(k, {"owners": set(), "jobs": set(), "releases": 0, "first": r["ts"], "last": r["ts"]})
+            g["owners"].add(a.owner_id)
+            g["jobs"].add(r.get("job", ""))
+            g["releases"] += 1
+            g["first"], g["last"] = min(g["first"], r["ts"]), max(g["last"], r["ts"])
+            spent.setdefault((k, a.owner_id), []).append(r)
+    for (k, _owner), releases in spent.items():
+        g = groups[k]
+        g["epsilon"] = max(g.get("epsilon", 0.0), math.fsum(r["epsilon"] for r in releases))
+        g["delta"] = max(g.get("delta", 0.0), math.fsum(r["delta"] for r in releases))
+    return dict(sorted(groups.items(), key=lambda kv: kv[1]["first"]))

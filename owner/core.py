@@ -52,7 +52,7 @@ import numpy as np
 
 from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError
 from privfed.common.jobinfo import JobInfo
-from privfed.common.ledger import Debit, Ledger, RowsUnused, Standing
+from privfed.common.ledger import Debit, Ledger, Recipient, RowsUnused, Standing
 from privfed.common.secagg.boxes import generate_private_key
 from privfed.common.secagg.ring import Outbound
 from privfed.common.tasks import Refusal, Result, Task
@@ -123,7 +123,11 @@ class OwnerCore:
         ``privfed owner --work-rows``: the row count the node declares public for each of its owners, a power of
         two at least each one's rows. Everything the core does for them works on that many rows
         (:func:`~privfed.common.work_rows.declared_rows`), so no answer's time tells their counts apart. None:
-        each count's own power-of-two cell, which the time then shows.
+        each count's own power-of-two cell, which the time then shows.    coordinator : str
+        Whom the node's releases go to: the coordinator its session is with, as its channel authenticated it
+        (:func:`~privfed.proto.transport.peer_identity`; empty: unknown, an in-process coordinator). Recorded
+        with each release in the ledger, with the announced job's data user (:class:`Recipient`), and nowhere
+        else: nothing the core answers, refuses or sends depends on it.
     """
 
     def __init__(
@@ -136,8 +140,10 @@ class OwnerCore:
         sign: Callable[[str, str, bytes], bytes] | None = None,
         owner_policy: OwnerPolicy | None = None,
         work_rows: int | None = None,
+        coordinator: str = "",
     ) -> None:
         self.owners = {o.owner_id: o for o in owners}
+        self.coordinator = coordinator
         if work_rows is not None:
             check_declared_rows(work_rows, max((o.n_rows for o in self.owners.values()), default=0))
         self.work_rows = work_rows
@@ -186,7 +192,9 @@ class OwnerCore:
         pending: dict[str, list[Debit]] = {}
         items = list(items)
         standings = self._standings(items)
-        plan = [self._admit(item, seen, pending, standings, job) for item in items]
+        # whom the batch's releases go to: one for the batch, written with each debit and read by nothing else
+        recipient = Recipient("" if job is None else job.data_user, self.coordinator)
+        plan = [self._admit(item, seen, pending, standings, job, recipient) for item in items]
         fresh = [p for p in plan if isinstance(p, _Admitted) and p.cached is None]
         self._debit(fresh)
         self._log_rows_unused(fresh, job)
@@ -244,6 +252,7 @@ class OwnerCore:
         pending: dict[str, list[Debit]],
         standings: dict[str, Standing],
         job: JobInfo | None,
+        recipient: Recipient,
     ) -> _Planned:
         if isinstance(item, Result):
             return item
@@ -275,9 +284,9 @@ class OwnerCore:
             cached = self._validate(kind, task, view)
             if cached is not None:
                 return _Admitted(task, kind, owner, party, [], cached)
-            debits = kind.debits(task, spec)
+            job_id = "" if job is None else job.job_id
+            debits = [dataclasses.replace(d, job=job_id, recipient=recipient) for d in kind.debits(task, spec)]
             if job is not None:
-                debits = [dataclasses.replace(d, job=job.job_id) for d in debits]
                 if self.owner_policy is not None and exceeds_announcement(
                     job, self.ledger, owner.owner_id, [*queued, *debits]
                 ):

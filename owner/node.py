@@ -58,6 +58,7 @@ from privfed.proto.transport import (
     TlsFiles,
     channel_credentials,
     channel_options,
+    peer_identity,
 )
 
 _T = TypeVar("_T")
@@ -145,6 +146,7 @@ class OwnerNode:
             sign=self._sign,
             owner_policy=self._owner_policy,
             work_rows=self._work_rows,
+            coordinator=peer_identity(self._target, self._tls, self._override),  # what its ledger records
         )
 
     def _channel(self) -> grpc.Channel:

@@ -145,6 +145,20 @@ def channel_credentials(tls: TlsFiles) -> grpc.ChannelCredentials:
     return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
 
 
+def peer_identity(target: str, tls: TlsFiles | None, target_name_override: str | None = None) -> str:
+    """Whom a channel to ``target`` made by :func:`channel_credentials` and :func:`channel_options` talks to, as far
+    as the channel checked it: with TLS, a server whose certificate the federation CA (``tls.ca``) signed for the
+    address dialled (``HOST:PORT``), or for ``target_name_override`` (then ``NAME (at HOST:PORT)``); without TLS
+    nothing is checked, which the text says. A gRPC client channel does not hand out the server's certificate, so
+    the name it was checked for is the identity (an owner's ledger records it with each release:
+    :class:`~privfed.common.ledger_records.Recipient`)."""
+    if tls is None:
+        return f"{target} (insecure: not authenticated)"
+    if target_name_override:
+        return f"{target_name_override} (at {target})"
+    return target
+
+
 def tls_failure(details: str) -> str | None:
     """The one-line cause of a failed call whose TLS handshake failed verification at this end,
     or None. Such a failure never heals by retrying (issue 23, item 5): the peer's certificate is

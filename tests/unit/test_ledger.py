@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from privfed.common.errors import BudgetExceeded, ConfigError, ConfigTypeError, LocalProtocolError
-from privfed.common.ledger import SCHEMA_VERSION, Budget, Debit, Ledger, RowsUnused, read_accounts
+from privfed.common.ledger import SCHEMA_VERSION, Budget, Debit, Ledger, Recipient, RowsUnused, read_accounts
 
 
 @pytest.fixture
@@ -516,3 +516,96 @@ def test_a_debit_that_does_not_commit_leaves_the_kept_record_as_the_file_has_it(
         monkeypatch.setattr(led, "_conn", real)
         assert led.spent("n.o") == Budget(0.5) and led.standings(["n.o"])["n.o"].release_ids == {"t1"}
         led.debit("n.o", 0.5, purpose="p", release_id="t2")  # t2 was never released: it may be now
+
+
+# The ``releases`` table of schema version 4, as ``privfed.common.ledger_file`` created it before version 5.
+V4_RELEASES = """
+    CREATE TABLE releases (
+        seq        INTEGER PRIMARY KEY,
+        owner_id   TEXT NOT NULL REFERENCES owners(owner_id),
+        release_id TEXT NOT NULL,
+        purpose    TEXT NOT NULL,
+        epsilon    REAL NOT NULL,
+        delta      REAL NOT NULL,
+        ts         TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
+        nonprivate INTEGER NOT NULL DEFAULT 0,
+        job        TEXT NOT NULL DEFAULT '',
+        UNIQUE (owner_id, release_id)
+    );
+    CREATE INDEX releases_purpose ON releases (owner_id, purpose);
+    CREATE INDEX releases_job ON releases (owner_id, job);
+    CREATE INDEX releases_ts ON releases (owner_id, ts);
+"""
+
+
+def _version_4_file(path):
+    """A version-4 ledger made with that version's CREATE statements: two owners, three releases."""
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        """
+        CREATE TABLE owners (owner_id TEXT PRIMARY KEY, epsilon_budget REAL NOT NULL, delta_budget REAL NOT NULL,
+                             created TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP);
+        CREATE TABLE accounts (key TEXT PRIMARY KEY, epsilon REAL NOT NULL, delta REAL NOT NULL);
+        CREATE TABLE holders (row_key TEXT NOT NULL, owner_id TEXT NOT NULL, PRIMARY KEY (row_key, owner_id))
+            WITHOUT ROWID;
+        CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE schema_decisions (seq INTEGER PRIMARY KEY, digest TEXT NOT NULL, accepted INTEGER NOT NULL,
+                                       ts TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP);
+        INSERT INTO meta (name, value) VALUES ('row_salt', '00112233445566778899aabbccddeeff');
+        INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES ('n.o0', 2.0, 1e-5), ('n.o1', 2.0, 1e-5);
+        """
+        + V4_RELEASES
+        + """
+        INSERT INTO releases (owner_id, release_id, purpose, epsilon, delta, ts, nonprivate, job) VALUES
+            ('n.o0', 'r1', 'ncc-features', 0.5, 0.0, '2026-01-02 03:04:05', 0, 'job-1'),
+            ('n.o0', 'r1#labels', 'clear-labels', 0.0, 0.0, '2026-01-02 03:04:05', 1, 'job-1'),
+            ('n.o1', 'r2', 'dp-pca', 0.25, 1e-6, '2026-01-03 00:00:00', 0, '');
+        PRAGMA user_version = 4;
+        """
+    )
+    conn.close()
+
+
+def _releases(path):
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("SELECT * FROM releases ORDER BY seq").fetchall()
+    finally:
+        conn.close()
+
+
+def test_a_version_4_ledger_keeps_every_release_and_records_recipients_from_then_on(tmp_path):
+    path = tmp_path / "v4.sqlite"
+    _version_4_file(path)
+    before = _releases(path)
+    assert [a.owner_id for a in read_accounts(path)] == ["n.o0", "n.o1"]  # the read-only audit reads version 4
+    assert {r["data_user"] for a in read_accounts(path) for r in a.releases} == {""}
+    with Ledger(path, epsilon_budget=2.0, delta_budget=1e-5) as led:
+        # every old row kept as it was, with '' (unknown) as its recipient
+        assert _releases(path) == [row + ("", "") for row in before]
+        assert led.spent("n.o0") == Budget(0.5, 0.0) and led.spent("n.o1") == Budget(0.25, 1e-6)
+        assert led.nonprivate_count("n.o0") == 1
+        with pytest.raises(LocalProtocolError, match="already released"):  # the old ids are still on record
+            led.debit("n.o0", 0.1, purpose="ncc-features", release_id="r1")
+        to = Recipient(data_user="alice", coordinator="coordinator (127.0.0.1:50051)")
+        led.debit_many([Debit("n.o0", 0.25, 0.0, "lr-model", "r3", job="job-2", recipient=to)])
+        history = led.history("n.o0")
+    assert [(h["release_id"], h["job"], h["data_user"], h["coordinator"]) for h in history] == [
+        ("r1", "job-1", "", ""),
+        ("r1#labels", "job-1", "", ""),
+        ("r3", "job-2", "alice", "coordinator (127.0.0.1:50051)"),
+    ]
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    conn.close()
+    with Ledger(path, epsilon_budget=2.0, delta_budget=1e-5) as led:  # reopening a migrated file changes nothing
+        assert led.history("n.o0") == history and led.spent("n.o0") == Budget(0.75, 0.0)
+    assert list(read_accounts(path)[0].releases) == history
+
+
+def test_a_recipient_is_text_and_a_debit_takes_only_a_recipient():
+    with pytest.raises(ConfigError, match="recipient data_user must be text"):
+        Recipient(data_user=None)
+    with pytest.raises(ConfigError, match="recipient must be a Recipient"):
+        Debit("o", 0.1, 0.0, "p", "r", recipient="alice")
+    assert Debit("o", 0.1, 0.0, "p", "r").recipient == Recipient("", "")

@@ -1,5 +1,5 @@
 """``privfed ledger show``: spent and remaining (ε, δ) per owner and the releases, read without
-writing (issue 11, item 3)."""
+writing (issue 11, item 3); what each recipient (data user, coordinator) received (walkthrough 4, M4)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import math
 import pytest
 
 from privfed.common.errors import ConfigError
-from privfed.common.ledger import Debit, Ledger, read_accounts
+from privfed.common.ledger import Debit, Ledger, Recipient, read_accounts
 from privfed.deploy.cli import main
 
 
@@ -93,3 +93,76 @@ def test_a_file_that_is_not_a_ledger_is_one_line_exit_2(tmp_path, capsys, make):
     assert len(err) == 1 and err[0].startswith("privfed ledger show: error: ledger ")
     if make == "missing":
         assert not path.exists()  # read-only: nothing was created
+
+
+ALICE = Recipient("alice", "coordinator (at 10.0.0.5:50051)")
+BOB = Recipient("bob", "coordinator (at 10.0.0.5:50051)")
+
+
+@pytest.fixture
+def recipients_file(tmp_path):
+    """Alice's two jobs, Bob's one, and a release of no job with no recipient recorded."""
+    path = tmp_path / "node.sqlite"
+    with Ledger(path, epsilon_budget=4.0) as ledger:
+        ledger.debit_many(
+            [
+                Debit("n.o0", 0.5, 0.0, "ncc-features", "r1", job="job-1", recipient=ALICE),
+                Debit("n.o1", 0.5, 0.0, "ncc-features", "r2", job="job-1", recipient=ALICE),
+                Debit("n.o0", 1.0, 0.0, "lr-model", "r3", job="job-2", recipient=BOB),
+                Debit("n.o0", 0.25, 0.0, "lr-model", "r4", job="job-3", recipient=ALICE),
+                Debit("n.o1", 0.1, 0.0, "lr-model", "r5"),
+            ]
+        )
+    return path
+
+
+def _section(out: str, title: str) -> list[list[str]]:
+    """The rows of the table under the line starting with ``title``, split on runs of 2+ spaces."""
+    lines = out.split("\n\n" + title, 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    return [[c for c in line.strip().split("  ") if c] for line in lines]
+
+
+def test_the_table_totals_what_each_recipient_received(recipients_file, capsys):
+    assert main(["ledger", "show", "--ledger", str(recipients_file)]) == 0
+    out = capsys.readouterr().out
+    coordinator = "coordinator (at 10.0.0.5:50051)"
+    header, *rows = [[c.strip() for c in row] for row in _section(out, "by recipient")]
+    assert header == ["data user", "coordinator", "jobs", "owners", "releases", "eps per owner", "delta per owner"]
+    assert rows == [  # alice: n.o0 received 0.5 + 0.25 in two jobs, the most one owner released to her
+        ["alice", coordinator, "2", "2", "3", "0.75", "0"],
+        ["bob", coordinator, "1", "1", "1", "1", "0"],
+        ["-", "-", "1", "1", "1", "0.1", "0"],
+    ]
+    assert f"release r3  to bob via {coordinator}" in out
+    assert "release r5  to - via -" in out
+
+
+def test_json_totals_each_owners_releases_by_recipient(recipients_file, capsys):
+    assert main(["ledger", "show", "--ledger", str(recipients_file), "--owner", "n.o0", "--json"]) == 0
+    (owner,) = json.loads(capsys.readouterr().out)
+    assert [(g["data_user"], g["jobs"], g["releases"], g["epsilon"]) for g in owner["by_recipient"]] == [
+        ("alice", ["job-1", "job-3"], 2, 0.75),
+        ("bob", ["job-2"], 1, 1.0),
+    ]
+    assert [(r["release_id"], r["data_user"], r["coordinator"]) for r in owner["releases"]] == [
+        ("r1", "alice", ALICE.coordinator),
+        ("r3", "bob", BOB.coordinator),
+        ("r4", "alice", ALICE.coordinator),
+    ]
+
+
+def test_a_version_4_file_is_shown_unchanged_with_its_recipients_unknown(recipients_file, capsys):
+    import sqlite3
+
+    conn = sqlite3.connect(recipients_file)  # the file as schema version 4 left it: no recipient columns
+    conn.executescript(
+        "ALTER TABLE releases DROP COLUMN data_user; ALTER TABLE releases DROP COLUMN coordinator; "
+        "PRAGMA user_version = 4;"
+    )
+    conn.close()
+    before = _digest(recipients_file)
+    assert main(["ledger", "show", "--ledger", str(recipients_file)]) == 0
+    out = capsys.readouterr().out
+    assert _digest(recipients_file) == before  # read-only: not migrated
+    assert [row[:2] for row in _section(out, "by recipient")[1:]] == [["-", "-"]]
+    assert "release r3  to - via -" in out

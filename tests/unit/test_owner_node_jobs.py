@@ -5,7 +5,9 @@ gRPC coordinator (:class:`CoordinatorServer`) running real jobs (``run_job``). W
   deleted, and its log said nothing per job: it now logs one INFO line per job and a WARNING once per change of the
   file (:class:`~privfed.owner.data.DataFileWatch`);
 * m5: the coordinator logged "2 of 2 task(s) answered" when one was a refusal;
-* m6: a node of one job exited 0 when every task it was sent was refused (its budget spent) and the job failed.
+* m6: a node of one job exited 0 when every task it was sent was refused (its budget spent) and the job failed;
+* M4: an owner's ledger did not record whom a release went to: each release now records the job's data user and
+  the coordinator the node's channel authenticated.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import pytest
 from privfed.common.datasets import load_builtin
 from privfed.common.errors import RoundFailed
 from privfed.common.jobinfo import JobInfo
-from privfed.common.ledger import Ledger
+from privfed.common.ledger import Ledger, read_accounts
+from privfed.deploy.certs import make_certs
 from privfed.owner.data import DataFileWatch, build_owners
 from privfed.owner.node import OwnerNode
 from privfed.owner.policy import OwnerPolicy
+from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.job import run_job
 from privfed.server.strategies import make_strategy
@@ -34,7 +38,17 @@ DATA = load_builtin("synthetic", n_samples=40, seed=1)
 class Running:
     """A node serving ``port`` in a thread (its ledger is opened there: SQLite connections stay in their thread)."""
 
-    def __init__(self, tmp_path: Path, port: int, *, budget: float, daemon: bool, watch: DataFileWatch | None = None):
+    def __init__(
+        self,
+        tmp_path: Path,
+        port: int,
+        *,
+        budget: float,
+        daemon: bool,
+        watch: DataFileWatch | None = None,
+        tls: TlsFiles | None = None,
+        target_name: str | None = None,
+    ):
         self.codes: list[int] = []
         self.nodes: list[OwnerNode] = []
         self.ledger_path = tmp_path / f"{NODE}.sqlite"
@@ -45,8 +59,9 @@ class Running:
             )
             ledger = Ledger(self.ledger_path, epsilon_budget=budget)
             node = OwnerNode(
-                node_id=NODE, target=f"127.0.0.1:{port}", tls=None, owners=owners, ledger=ledger,
+                node_id=NODE, target=f"127.0.0.1:{port}", tls=tls, owners=owners, ledger=ledger,
                 connect_timeout=20.0, daemon=daemon, owner_policy=OwnerPolicy() if daemon else None,
+                target_name_override=target_name,
                 **({} if watch is None else {"data_watch": watch}),
             )  # fmt: skip
             self.nodes.append(node)
@@ -150,3 +165,33 @@ def test_a_node_of_one_job_whose_owners_refused_every_task_exits_2_saying_so(tmp
     why = node.nodes[0].job_unfinished
     assert why == f"node {NODE} released nothing in job job-1: every one of the 2 task(s) it was sent was refused " \
         "(budget_exceeded: 2)", why  # fmt: skip
+
+
+@pytest.mark.parametrize("secure", [False, True], ids=["insecure", "mtls"])
+def test_each_release_records_the_data_user_and_the_coordinator_it_went_to(tmp_path, secure):
+    certs = tmp_path / "certs"
+    if secure:
+        make_certs(certs, owners=1)  # the coordinator's certificate names "coordinator" among its SANs
+    server = CoordinatorServer(tls=TlsFiles.in_dir(certs, "coordinator") if secure else None, node_timeout=5.0)
+    port = server.start("127.0.0.1:0")
+    node = Running(
+        tmp_path,
+        port,
+        budget=10.0,
+        daemon=True,
+        tls=TlsFiles.in_dir(certs, NODE) if secure else None,
+        target_name="coordinator" if secure else None,
+    )
+    try:
+        _job(server, "job-1")  # submitted by data user alice
+        _job(server, "job-2", data_user="")  # the coordinator's operator's
+    finally:
+        node.stop()
+        server.stop(grace=0)
+    assert node.codes == [0]
+    coordinator = f"coordinator (at 127.0.0.1:{port})" if secure else f"127.0.0.1:{port} (insecure: not authenticated)"
+    accounts = read_accounts(node.ledger_path)
+    assert [a.owner_id for a in accounts] == [f"{NODE}.o00000", f"{NODE}.o00001"]
+    for account in accounts:
+        received = [(r["job"], r["data_user"], r["coordinator"]) for r in account.releases]
+        assert sorted(set(received)) == [("job-1", "alice", coordinator), ("job-2", "", coordinator)], received
