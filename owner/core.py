@@ -123,7 +123,8 @@ class OwnerCore:
         ``privfed owner --work-rows``: the row count the node declares public for each of its owners, a power of
         two at least each one's rows. Everything the core does for them works on that many rows
         (:func:`~privfed.common.work_rows.declared_rows`), so no answer's time tells their counts apart. None:
-        each count's own power-of-two cell, which the time then shows.    coordinator : str
+        each count's own power-of-two cell, which the time then shows.
+    coordinator : str
         Whom the node's releases go to: the coordinator its session is with, as its channel authenticated it
         (:func:`~privfed.proto.transport.peer_identity`; empty: unknown, an in-process coordinator). Recorded
         with each release in the ledger, with the announced job's data user (:class:`Recipient`), and nowhere
