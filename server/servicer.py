@@ -176,10 +176,10 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
 
     def _take(
         self, node_id: str, wait_ms: int, peer: str, active: Callable[[], bool]
-    ) -> tuple[list[pb.Task], bool, pb.JobInfo | None]:
+    ) -> tuple[list[pb.Task], bool, pb.JobInfo | None, bool]:
         """The long poll of PullTasks and of a PushResults with ``pull``: the node's queued tasks
         (waiting up to ``wait_ms``, at most PULL_WAIT; none once ``active()`` is false), whether the
-        job is over, and the tasks' job."""
+        job is over, the tasks' job, and whether the job that is over ended without its result."""
         (tasks, shutdown), job = self._dispatcher.with_job(
             lambda: self._dispatcher.pull(node_id, min(wait_ms / 1000.0, PULL_WAIT), peer, active)
         )
