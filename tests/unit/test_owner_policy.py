@@ -13,6 +13,7 @@ from privfed.common.tasks import REFUSAL_TEXTS, NccShareTask, Refusal, Task
 from privfed.owner.core import OwnerCore
 from privfed.owner.data import build_owners, federation_split
 from privfed.owner.policy import OwnerPolicy
+from privfed.proto.serde import result_to_proto
 
 NODE = "owner-0"
 
@@ -132,6 +133,23 @@ def test_without_a_policy_every_job_is_answered_and_recorded_under_its_id(tmp_pa
     assert {h["job"] for o in owners for h in ledger.history(o)} == {"j9"}
     assert ledger.spent_on(owners[0], job="j9") == ledger.spent(owners[0])
     assert ledger.spent_on(owners[0], other_than="j9").epsilon == 0
+
+
+def test_each_release_records_the_data_user_its_job_was_submitted_by_and_sends_nothing_more(tmp_path, digits):
+    """Walkthrough M4: the owner's ledger records whom a release went to (the announced job's data user, ''
+    when unknown). It is written locally only: the same tasks answered by the same seeded owners for a job
+    that names another data user, or none, get the same answers."""
+    train, _ = digits
+    answers = {}
+    for user in ("alice", "bob", ""):
+        (tmp_path / (user or "unknown")).mkdir()
+        c, owners, ledger = core(tmp_path / (user or "unknown"), train, None)
+        results = c.answer(ncc_tasks(train, owners), job=job("j9", user=user)).results
+        assert not any(isinstance(r.payload, Refusal) for r in results)
+        answers[user] = [result_to_proto(r).SerializeToString(deterministic=True) for r in results]  # as sent
+        assert {(h["job"], h["data_user"]) for o in owners for h in ledger.history(o)} == {("j9", user)}
+        ledger.close()
+    assert answers["alice"] == answers["bob"] == answers[""]
 
 
 @pytest.mark.parametrize("policy", [None, OwnerPolicy(tasks=("nb", "ncc"))])
