@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -350,16 +350,21 @@ def run_federated_job(
                 schema_sha256=job.schema.digest(),
             )
         )
+        expected = job.expected
+        if job.config.journal is not None and job.config.resume:  # the owners it ran over, all of them
+            from privfed.server.journal import resumed_owners  # a boosting job's: loaded for one only
+
+            expected = replace(expected, owners=max(expected.owners, resumed_owners(job.config.journal)))
         outcome = run_job(
             server,
             job.strategy,
-            expected_owners=job.expected.owners,
+            expected_owners=expected.owners,
             register_timeout=job.config.register_timeout,
             round_timeout=job.config.round_timeout,
             show_progress=show_progress,
             label=label,
             book=book,
-            expected=job.expected,
+            expected=expected,
             on_batch=on_batch,
             on_progress=on_progress,
         )

@@ -105,6 +105,12 @@ class Journal:
         their decision, made again from these)."""
         return int(self._db.execute("SELECT COUNT(n_parties) FROM rounds").fetchone()[0])
 
+    def unfinished_owners(self) -> list[str]:
+        """The owners an unfinished recorded job ran over (none recorded, or finished: empty): whom a resumed
+        job waits for."""
+        row = self._db.execute("SELECT owners, finished FROM job").fetchone()
+        return [] if row is None or row[1] else list(json.loads(row[0]))
+
     def begin(self, *, fingerprint: str, owner_ids: list[str], run_id: str, resume: bool) -> str:
         """Start the job, or continue the one recorded; returns the run id to use.
 
@@ -142,7 +148,7 @@ class Journal:
                 f"journal {self.path} holds job {recorded_run} with another configuration; resume it with the "
                 "same task, data set, bounds, epsilon and seed"
             )
-        if json.loads(owners) != list(owner_ids):
+        if json.loads(owners) != list(owner_ids):  # run_federated_job waited for as many: resumed_owners
             raise ConfigError(
                 f"journal {self.path}: job {recorded_run} ran over other owners than those registered now; "
                 "start the same owner nodes (same --name and --shards) before resuming"
@@ -213,3 +219,13 @@ def fingerprint(*parts: bytes | str) -> str:
         data = part.encode() if isinstance(part, str) else part
         h.update(len(data).to_bytes(8, "big") + data)
     return h.hexdigest()
+
+
+def resumed_owners(path: Path) -> int:
+    """How many owners the unfinished job in the journal at ``path`` ran over (no file or no such job: 0): a
+    resumed job waits for that many, not the fewer its job file asked for (it runs on every registered owner),
+    else it began with the first daemons back and failed for good on the owners' list (walkthrough 5)."""
+    if not path.exists():
+        return 0
+    with Journal(path) as journal:
+        return len(journal.unfinished_owners())
