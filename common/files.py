@@ -114,3 +114,19 @@ def _one_name(path: str | Path) -> None:
             f"ledger {path} has {names} names (hard links): another owner node could use it under another "
             "name, beside this one; remove the other names, or give this node a ledger of its own"
         )
+
+
+#: What :func:`file_state` saw of a file: its device, inode, size and modification time, or why it cannot be read.
+FileState = tuple[int, int, int, int] | str
+
+
+def file_state(path: Path) -> FileState:
+    """A ``stat`` of ``path`` (cheap: the file is not read) that changes when the file is replaced or edited; a
+    missing or unreadable file reads as the reason, in words."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "it no longer exists"
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror or exc})"
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns

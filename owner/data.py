@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from collections import Counter
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from privfed.common.bounds import flush_tiny
 from privfed.common.dataset_files import parse_bounds, read_table
 from privfed.common.datasets import Dataset, federation_split, partition  # federation_split: re-exported
 from privfed.common.errors import ConfigError
+from privfed.common.files import FileState, file_state
 from privfed.common.identity import owner_id
 from privfed.common.ledger_rows import RowLayout
 from privfed.common.rng import make_rng
@@ -203,19 +203,6 @@ def load_owner_file(path: str, bounds_spec: str | None, n_classes: int, n_label_
 
 
 #: What :class:`DataFileWatch` compares: (device, inode, size, modification time in ns), or the error's text.
-FileState = tuple[int, int, int, int] | str
-
-
-def _file_state(path: Path) -> FileState:
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return "it no longer exists"
-    except OSError as exc:
-        return f"it cannot be read ({exc.strerror or exc})"
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
-
-
 class DataFileWatch:
     """The data file (``--data``) a node read its rows from, as it was when it read them (walkthrough 4, S2: a
     daemon answered job after job from the rows it read at start, after the file was replaced by an invalid one
@@ -238,11 +225,11 @@ class DataFileWatch:
 
     @classmethod
     def before_reading(cls, path: str | Path) -> DataFileWatch:
-        return cls(path, _file_state(Path(path)))
+        return cls(path, file_state(Path(path)))
 
     def check(self) -> bool:
         """Whether the file is as it was read; logs a WARNING the first time it is seen in a new state."""
-        now = _file_state(self.path)
+        now = file_state(self.path)
         if now == self._read:
             self._warned = now  # back as it was (a change undone): a new change is told again
             return True

@@ -33,7 +33,7 @@ from privfed.owner.data import (
 )
 from privfed.owner.local import LocalOwner
 from privfed.owner.node import OwnerNode
-from privfed.owner.policy import OwnerPolicy
+from privfed.owner.policy import PolicyFile
 from privfed.owner.registration import DeferredOwners
 from privfed.owner.retry import ConnectError
 from privfed.proto.transport import TlsFiles
@@ -283,7 +283,7 @@ def build_node_owners(
 def run_owner(config: OwnerConfig, tls: TlsFiles | None) -> int:
     """Load the node's rows, open its ledger and serve the coordinator until the job ends (0).
     The node is its ledger's one writer process (:func:`~privfed.common.files.sole_writer`)."""
-    policy = OwnerPolicy.read(config.policy) if config.policy is not None else None
+    policy = PolicyFile(config.policy) if config.policy is not None else None
     if config.rng == "seeded":
         log.warning(
             "--rng seeded: this node's noise is a function of --seed (PCG64, not a cryptographic generator), "
@@ -301,7 +301,7 @@ def run_owner(config: OwnerConfig, tls: TlsFiles | None) -> int:
 def _serve(
     config: OwnerConfig,
     tls: TlsFiles | None,
-    policy: OwnerPolicy | None,
+    policy: PolicyFile | None,
     owners: list[LocalOwner] | DeferredOwners,
     ledger: Ledger,
     watch: DataFileWatch | None = None,
@@ -320,7 +320,7 @@ def _serve(
         target_name_override=config.target_name,
         allow_clear_labels=config.allow_clear_labels,
         work_rows=config.work_rows,
-        owner_policy=policy,
+        policy_file=policy,
         daemon=policy is not None and not refused_rows,
         data_watch=watch,
     )

@@ -37,7 +37,7 @@ from privfed.owner.core import OwnerCore
 from privfed.owner.data import DataFileWatch
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.local import LocalOwner
-from privfed.owner.policy import OwnerPolicy
+from privfed.owner.policy import OwnerPolicy, PolicyFile
 from privfed.owner.push_parts import push_parts
 from privfed.owner.registration import DeferredOwners, SignedOwners, signed_owner_infos
 from privfed.owner.retry import CALL_REFUSED, FORGOTTEN, RETRYABLE, ConnectError, retry
@@ -88,8 +88,13 @@ class OwnerNode:
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         session: bool = True,
         data_watch: DataFileWatch | None = None,
+        policy_file: PolicyFile | None = None,
     ):
         self.node_id = node_id
+        #: The policy's file (``--policy``), read again at a new job when it changed; it overrides ``owner_policy``.
+        self._policy_file = policy_file
+        if policy_file is not None:
+            owner_policy = policy_file.policy
         #: The data file the rows were read from (``--data``), checked at each new job and registration.
         self._data_watch = data_watch
         #: The last job whose start was logged (:meth:`_take_job`), and what the node answered in it.
@@ -371,6 +376,10 @@ class OwnerNode:
         and a check of the data file the rows were read from (:class:`~privfed.owner.data.DataFileWatch`)."""
         self._job_logged = job.job_id
         self._released, self._refused = 0, Counter()
+        if self._policy_file is not None and (policy := self._policy_file.current()) is not self._owner_policy:
+            self._owner_policy = policy  # before any of the job's tasks is judged
+            if self._core is not None:
+                self._core.owner_policy = policy
         log.info(
             "job %s%s: task %s, epsilon %g, delta %g per owner; node %s takes its tasks",
             job.job_id,

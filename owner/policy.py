@@ -31,6 +31,7 @@ by more than leaving that row out does (audit 16: the sum over every holder of a
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import tomllib
@@ -39,9 +40,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from privfed.common.errors import ConfigError, reason
+from privfed.common.files import file_state
 from privfed.common.jobinfo import JOB_TASKS, JobInfo
 from privfed.common.ledger import REL_TOL, Budget, Debit, Ledger
 from privfed.common.validation import check_non_negative, check_probability
+
+log = logging.getLogger("privfed.owner")
 
 #: Every rule a policy declines a job by; a refusal names one (its detail), nothing else.
 RULES = (
@@ -179,3 +183,35 @@ def rows_kept_out(
         if announced or limit is not None:
             out.extend(positions)
     return frozenset(out)
+
+
+#: What a node answers by while its policy file cannot be read: every job declined (rule ``task``).
+DECLINE_EVERY_JOB = OwnerPolicy(tasks=())
+
+
+class PolicyFile:
+    """The policy file a node was started with (``--policy``), read again when it changes (walkthrough 5: an owner
+    who removed a data user from the file went on releasing to them until the daemon restarted, and nothing said
+    so). :meth:`current` is called when the node takes a new job's tasks, before any of them is judged: a ``stat``,
+    and a read only if the file changed. A file that can no longer be read declines every job until it can: an
+    edit meant to withdraw consent must not fall back to a laxer policy. Only the owner's log says why; the
+    coordinator sees the refusals (code ``policy``), as for any declined job."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._state = file_state(self.path)
+        self.policy = OwnerPolicy.read(self.path)
+
+    def current(self) -> OwnerPolicy:
+        now = file_state(self.path)
+        if now == self._state:
+            return self.policy
+        self._state = now
+        try:
+            self.policy = OwnerPolicy.read(self.path)
+        except ConfigError as exc:
+            self.policy = DECLINE_EVERY_JOB
+            log.error("%s; this node declines every job until the file can be read", exc)
+        else:
+            log.info("policy file %s changed: read again; it judges the jobs from this one on", self.path)
+        return self.policy

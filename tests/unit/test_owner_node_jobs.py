@@ -6,6 +6,9 @@ gRPC coordinator (:class:`CoordinatorServer`) running real jobs (``run_job``). W
   file (:class:`~privfed.owner.data.DataFileWatch`);
 * m5: the coordinator logged "2 of 2 task(s) answered" when one was a refusal;
 * m6: a node of one job exited 0 when every task it was sent was refused (its budget spent) and the job failed;
+* walkthrough 5: a daemon read its policy file once, at start: an owner who removed a data user from it went on
+  releasing to them; it now reads the file again at a new job when it changed, and declines every job while the
+  file cannot be read;
 * M4: an owner's ledger did not record whom a release went to: each release now records the job's data user and
   the coordinator the node's channel authenticated.
 """
@@ -25,7 +28,7 @@ from privfed.common.ledger import Ledger, read_accounts
 from privfed.deploy.certs import make_certs
 from privfed.owner.data import DataFileWatch, build_owners
 from privfed.owner.node import OwnerNode
-from privfed.owner.policy import OwnerPolicy
+from privfed.owner.policy import OwnerPolicy, PolicyFile
 from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.job import run_job
@@ -48,6 +51,7 @@ class Running:
         watch: DataFileWatch | None = None,
         tls: TlsFiles | None = None,
         target_name: str | None = None,
+        policy_file: PolicyFile | None = None,
     ):
         self.codes: list[int] = []
         self.nodes: list[OwnerNode] = []
@@ -61,7 +65,7 @@ class Running:
             node = OwnerNode(
                 node_id=NODE, target=f"127.0.0.1:{port}", tls=tls, owners=owners, ledger=ledger,
                 connect_timeout=20.0, daemon=daemon, owner_policy=OwnerPolicy() if daemon else None,
-                target_name_override=target_name,
+                target_name_override=target_name, policy_file=policy_file,
                 **({} if watch is None else {"data_watch": watch}),
             )  # fmt: skip
             self.nodes.append(node)
@@ -195,3 +199,28 @@ def test_each_release_records_the_data_user_and_the_coordinator_it_went_to(tmp_p
     for account in accounts:
         received = [(r["job"], r["data_user"], r["coordinator"]) for r in account.releases]
         assert sorted(set(received)) == [("job-1", "alice", coordinator), ("job-2", "", coordinator)], received
+
+
+def test_a_daemon_reads_its_policy_file_again_when_it_changes_and_declines_while_it_is_broken(tmp_path, server, caplog):
+    caplog.set_level(logging.INFO)
+    server, port = server
+    policy = tmp_path / "policy.toml"
+    policy.write_text('data_users = ["alice", "bob"]\n')
+    node = Running(tmp_path, port, budget=10.0, daemon=True, policy_file=PolicyFile(policy))
+    try:
+        _job(server, "job-1", data_user="bob")
+        policy.write_text('data_users = ["alice"]\n')  # the owner withdraws bob's consent
+        with pytest.raises(RoundFailed, match="policy"):
+            _job(server, "job-2", data_user="bob")
+        _job(server, "job-3", data_user="alice")
+        policy.write_text('data_users = ["alice"\n')  # an edit that breaks the file: no laxer fallback
+        with pytest.raises(RoundFailed, match="policy"):
+            _job(server, "job-4", data_user="alice")
+    finally:
+        node.stop()
+    jobs = {r["job"] for account in read_accounts(node.ledger_path) for r in account.releases}
+    assert jobs == {"job-1", "job-3"}, jobs
+    changed = [line for line in _lines(caplog, "privfed.owner") if line.startswith(f"policy file {policy} changed")]
+    assert len(changed) == 1, changed  # job-2's; job-3 found the file as job-2 read it
+    (broken,) = _lines(caplog, "privfed.owner", logging.ERROR)
+    assert broken.startswith(f"--policy {policy}: not a readable TOML file") and "declines every job" in broken
