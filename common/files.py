@@ -56,7 +56,13 @@ def private_sqlite_file(path: str | Path) -> None:
 
 
 @contextmanager
-def sole_writer(path: str | Path) -> Iterator[None]:
+def sole_writer(
+    path: str | Path,
+    *,
+    what: str = "ledger",
+    user: str = "owner node",
+    instead: str = "give this node a ledger of its own",
+) -> Iterator[None]:
     """Hold ``path``'s writer lock (an exclusive ``flock`` on ``PATH.lock``, 0600, holding the pid) while
     the block runs; a second holder, in this process or another, gets a :class:`ConfigError` naming the
     holding pid. The kernel drops the lock when its process exits, however it exits. Readers (``privfed
@@ -69,6 +75,9 @@ def sole_writer(path: str | Path) -> Iterator[None]:
     no resolving finds, and SQLite names its WAL and shared-memory files after the name it opens, so
     two names of one file are two journals of one database ("How To Corrupt An SQLite Database File",
     2.4): a ledger file with more than one name (``st_nlink``) is refused, whoever holds which name.
+
+    ``what``, ``user`` and ``instead`` name the file, its kind of writer and the other way out in the errors
+    (a ledger's by default; ``privfed serve`` locks its job store the same way).
     """
     if str(path) == ":memory:":
         yield
@@ -77,24 +86,23 @@ def sole_writer(path: str | Path) -> Iterator[None]:
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)  # a planted link is refused, not truncated
     except FileNotFoundError:
-        raise ConfigError(f"ledger {path}: cannot open; does its directory exist?") from None
+        raise ConfigError(f"{what} {path}: cannot open; does its directory exist?") from None
     except OSError as exc:
-        raise ConfigError(f"ledger {path}: cannot create its lock file {lock} ({exc.strerror})") from None
+        raise ConfigError(f"{what} {path}: cannot create its lock file {lock} ({exc.strerror})") from None
     try:
-        _one_name(path)  # before the lock: a file system without locks refuses a second name too
+        _one_name(path, what, user, instead)  # before the lock: a file system without locks refuses a second name too
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES):  # a file system without locks (some network ones)
                 log.warning(
-                    "ledger %s cannot be locked (%s): make sure no other owner node uses it", path, exc.strerror
+                    "%s %s cannot be locked (%s): make sure no other %s uses it", what, path, exc.strerror, user
                 )
                 yield
                 return
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             raise ConfigError(
-                f"ledger {path} is in use by another owner node (pid {holder}); stop it first, "
-                "or give this node a ledger of its own"
+                f"{what} {path} is in use by another {user} (pid {holder}); stop it first, or {instead}"
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
@@ -103,16 +111,16 @@ def sole_writer(path: str | Path) -> Iterator[None]:
         os.close(fd)  # drops the lock
 
 
-def _one_name(path: str | Path) -> None:
-    """ConfigError if the ledger file at ``path`` has other names (hard links); none yet is fine."""
+def _one_name(path: str | Path, what: str, user: str, instead: str) -> None:
+    """ConfigError if the file at ``path`` has other names (hard links); none yet is fine."""
     try:
         names = os.stat(path).st_nlink
     except FileNotFoundError:
         return
     if names > 1:
         raise ConfigError(
-            f"ledger {path} has {names} names (hard links): another owner node could use it under another "
-            "name, beside this one; remove the other names, or give this node a ledger of its own"
+            f"{what} {path} has {names} names (hard links): another {user} could use it under another "
+            f"name, beside this one; remove the other names, or {instead}"
         )
 
 

@@ -21,11 +21,13 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from privfed.common.errors import ConfigError, JobAborted, PrivfedError
+from privfed.common.files import sole_writer
 from privfed.common.learners.trained import TrainedModel
 from privfed.common.schema import FederationSchema
 from privfed.proto.transport import TlsFiles
@@ -123,6 +125,7 @@ class CoordinatorService:
         self.config, self.tls = config, tls
         self._reference = reference
         self.store = JobStore(config.store)
+        self._store_lock = ExitStack()  # held from start() to stop(): one service per store
         self.schema: FederationSchema = federation_schema(self._job_config({"task": "ncc", "epsilon": 1.0}))[0]
         self.server = CoordinatorServer(
             tls=tls,
@@ -159,15 +162,28 @@ class CoordinatorService:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> int:
-        """Queue again the jobs a previous run left running, listen, and start the queue; returns the port."""
-        for job_id in self.store.recover():
-            log.info("job %s was running when the service stopped: queued again", job_id)
-        if self.config.status_listen is not None:  # a taken status port stops the start before gRPC listens
-            self.status_port = self.status.start(self.config.status_listen)
+        """Take the store (one service per store), queue again the jobs a previous run left running, listen, and
+        start the queue; returns the port."""
+        self._store_lock.enter_context(  # before recover(): a second service failed the first's running job
+            sole_writer(
+                self.store.root / "service",
+                what="job store",
+                user="privfed serve",
+                instead="give it a store of its own",
+            )
+        )  # walkthrough 5: then it could not be cancelled, and held the first service's queue up
         try:
-            port = self.server.start(self.config.listen)
+            for job_id in self.store.recover():
+                log.info("job %s was running when the service stopped: queued again", job_id)
+            if self.config.status_listen is not None:  # a taken status port stops the start before gRPC listens
+                self.status_port = self.status.start(self.config.status_listen)
+            try:
+                port = self.server.start(self.config.listen)
+            except BaseException:
+                self.status.stop()
+                raise
         except BaseException:
-            self.status.stop()
+            self._store_lock.close()
             raise
         self._runner.start()
         return port
@@ -183,6 +199,7 @@ class CoordinatorService:
             self._runner.join()
         self.status.stop()
         self.server.stop()
+        self._store_lock.close()
 
     # ------------------------------------------------------------------ the job API's calls
     def submit(self, settings: dict[str, Any], data_user: str) -> JobRecord:

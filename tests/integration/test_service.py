@@ -18,7 +18,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from fedharness import owner_cmd
+from fedharness import DATASET, owner_cmd
 from servicefleet import NODES, OWNERS_PER_NODE, ServiceFleet
 
 from privfed.common.ledger import read_accounts
@@ -346,3 +346,24 @@ def test_a_job_file_error_names_the_job_file_keys_not_flags(fleet, tmp_path):
         assert done.returncode == 2 and said in done.stderr, done.stderr
         assert "--" not in done.stderr.partition("error:")[2], done.stderr
     assert "use rounds " in done.stderr and "share-groups all" in done.stderr, done.stderr
+
+
+def test_a_second_service_on_the_same_store_is_refused_and_leaves_the_first_alone(fleet):
+    """Walkthrough 5: a second `privfed serve` on the same --store (a systemd unit and a manual run) started without
+    a word, failed the first service's running job at its start-up recovery, and left a job every view called
+    failed that could not be cancelled while it held the first service's queue. It is now refused, naming the
+    first service's pid, before it reads the store."""
+    owners = len(NODES) * OWNERS_PER_NODE
+    waiting = fleet.submit(task="ncc", epsilon=1.0, owners=owners + 5, register_timeout=60)  # running: waits
+    fleet.wait(waiting, ("running",))
+    second = subprocess.run(
+        [sys.executable, "-m", "privfed.deploy.cli", "serve", "--listen", "127.0.0.1:0", "--certs", str(fleet.certs),
+         "--store", str(fleet.store), "--status-listen", "none", *DATASET],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert second.returncode == 2, second.stderr
+    last = second.stderr.strip().splitlines()[-1]
+    assert f"job store {fleet.store / 'service'} is in use by another privfed serve (pid {fleet.service.pid})" in last
+    assert fleet.jobs()[waiting]["state"] == "running"  # not failed by the second one's recovery
+    assert fleet.cli("job", "cancel", waiting).returncode == 0  # the first service cancels it: nothing held up
+    assert fleet.wait(waiting)["state"] == "cancelled"
