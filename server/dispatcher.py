@@ -163,6 +163,7 @@ class Dispatcher(NodeCalls):
                     )
                 self._pending[t.task_id] = t
                 self._registry.nodes[node_id].queue.append(t)
+                self._asked = True
             self._waiting = set(ids)  # push() removes answered ids: O(1) per answer
             self._notify()
             deadline = self._clock() + timeout
@@ -260,6 +261,7 @@ class Dispatcher(NodeCalls):
             self._arrived = []
             self._waiting = set()
             self._job = job
+            self._asked = False
             self._notify()
 
     def cancel_job(self) -> None:
@@ -274,6 +276,12 @@ class Dispatcher(NodeCalls):
         job starts is not lost: it is lifted only before the job is claimed)."""
         with self._cv:
             self._cancelled = False
+
+    @property
+    def asked(self) -> bool:
+        """Whether a task of the job announced last (:meth:`begin_job`) was put in a node's queue: until then no
+        owner can have released anything for it."""
+        return self._asked
 
     @property
     def job(self) -> JobInfo | None:

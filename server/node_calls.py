@@ -50,6 +50,7 @@ class NodeCalls:
         self._arrived: list[Answer] = []  # answers pushed since the running batch last took them
         self._shutdown = False
         self._job_failed = False  # with _shutdown: the job ended without its result
+        self._asked = False  # a task of the current job was put in a node's queue (Dispatcher.asked)
         self._waiting: set[str] = set()
         self._aborted = False
         self._cancelled = False  # the current job only (cancel_job); clear_cancel lifts it

@@ -414,8 +414,15 @@ class CoordinatorService:
                 report.write(status="cancelled", error=f"cancelled by {who}")
                 self.store.update(record.job_id, state="cancelled", finished=now(), error=f"cancelled by {who}")
                 log.info("job %s cancelled by %s", record.job_id, who)
+            elif not self.server.dispatcher.asked:  # stopped while it waited for its owners: nobody paid for it
+                self.store.transition(record.job_id, "running", state="queued")
+                log.info("job %s stopped before it asked its owners anything: queued again", record.job_id)
             else:  # the service is stopping: the job stays running, to be queued again at the next start
-                log.info("job %s interrupted by the service's stop; it runs again at the next start", record.job_id)
+                log.info(
+                    "job %s interrupted by the service's stop; at the next start a boosting job by shares continues "
+                    "from its journal, any other fails (its owners may have paid for what they were asked)",
+                    record.job_id,
+                )
         except PrivfedError as exc:
             if not report.failed:
                 report.fail(str(exc))

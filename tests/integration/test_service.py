@@ -367,3 +367,19 @@ def test_a_second_service_on_the_same_store_is_refused_and_leaves_the_first_alon
     assert fleet.jobs()[waiting]["state"] == "running"  # not failed by the second one's recovery
     assert fleet.cli("job", "cancel", waiting).returncode == 0  # the first service cancels it: nothing held up
     assert fleet.wait(waiting)["state"] == "cancelled"
+
+
+def test_a_job_stopped_while_it_waited_for_its_owners_runs_again_after_the_restart(fleet):
+    """Walkthrough 5: the service's stop said such a job "runs again at the next start", and the next start failed
+    it ("its owners may have spent their budget on it") though no owner had been asked anything. A job that asked
+    nothing yet is queued again as it was; one that asked keeps failing at the restart (the test above)."""
+    owners = len(NODES) * OWNERS_PER_NODE
+    waiting = fleet.submit(task="nb", epsilon=1.0, owners=owners + 5, register_timeout=60)  # more than registered
+    fleet.wait(waiting, ("running",))
+    fleet.stop_service()
+    assert "stopped before it asked its owners anything: queued again" in fleet.service_log()
+    fleet.start_service()
+    job = fleet.wait(waiting, ("running", "failed"))
+    assert job["state"] == "running" and job["restarts"] == 0 and not job.get("error"), job
+    assert fleet.cli("job", "cancel", waiting).returncode == 0
+    assert fleet.wait(waiting)["state"] == "cancelled"
