@@ -60,7 +60,7 @@ def add_certs(sub: argparse._SubParsersAction) -> None:
 
 
 def add_ledger(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ledger", help="inspect an owner node's privacy ledger (read-only)")
+    p = sub.add_parser("ledger", help="inspect or back up an owner node's privacy ledger (read-only)")
     what = p.add_subparsers(dest="ledger_command", required=True, metavar="ACTION")
     show = what.add_parser(
         "show",
@@ -78,6 +78,16 @@ def add_ledger(sub: argparse._SubParsersAction) -> None:
         help="print JSON instead of tables (epsilon and delta as numbers; null: infinite)",
     )
     show.set_defaults(func=_ledger_show)
+    backup = what.add_parser(
+        "backup",
+        help="copy a ledger consistently, beside the node that writes it",
+        description="Write a consistent copy of a ledger file to a new file (0600), the releases still in its "
+        "write-ahead log included, while its node runs: a plain cp of the .sqlite file misses those. Restoring "
+        "a copy forgets every release made after it, handing that budget back: restore only the latest copy.",
+    )
+    backup.add_argument("--ledger", type=Path, required=True, help="the SQLite ledger file of an owner node")
+    backup.add_argument("--out", type=Path, required=True, help="the new file to write the copy to")
+    backup.set_defaults(func=_ledger_backup)
 
 
 def _certs(args: argparse.Namespace) -> int:
@@ -135,6 +145,14 @@ def _json_number(x: float) -> float | None:
     """ε or δ as a JSON number: 12 significant digits (a sum of debits such as 3 x 1e-5 prints as
     3e-05, not 3.0000000000000004e-05); None (null) for infinity, which JSON has no number for."""
     return None if math.isinf(x) else float(f"{x:.12g}")
+
+
+def _ledger_backup(args: argparse.Namespace) -> int:
+    from privfed.common.ledger_file import backup_file
+
+    releases = backup_file(args.ledger, args.out)
+    print(f"ledger {args.ledger}: {releases} release(s) copied to {args.out}", flush=True)
+    return 0
 
 
 def _ledger_show(args: argparse.Namespace) -> int:

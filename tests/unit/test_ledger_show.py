@@ -166,3 +166,19 @@ def test_a_version_4_file_is_shown_unchanged_with_its_recipients_unknown(recipie
     assert _digest(recipients_file) == before  # read-only: not migrated
     assert [row[:2] for row in _section(out, "by recipient")[1:]] == [["-", "-"]]
     assert "release r3  to - via -" in out
+
+
+def test_a_backup_beside_the_running_node_holds_every_release_and_refuses_to_overwrite(tmp_path, capsys):
+    """Walkthrough 5: a `cp` of a ledger beside its node missed the releases still in the write-ahead log (0.6 ε
+    of an owner's debits; a young ledger's every table), and a node restarted on such a copy could spend that
+    budget again. `privfed ledger backup` copies one consistent snapshot, the log included."""
+    path, copy = tmp_path / "node.sqlite", tmp_path / "backup.sqlite"
+    with Ledger(path, epsilon_budget=2.0) as ledger:  # open, as a running node holds it: nothing checkpointed
+        ledger.debit_many([Debit(f"n.o{i}", 0.25, 0.0, "ncc-features", f"r{i}") for i in range(3)])
+        assert (tmp_path / "node.sqlite-wal").stat().st_size > 0  # the releases are in the log
+        assert main(["ledger", "backup", "--ledger", str(path), "--out", str(copy)]) == 0
+    assert capsys.readouterr().out.strip() == f"ledger {path}: 3 release(s) copied to {copy}"
+    assert read_accounts(copy) == read_accounts(path)
+    assert copy.stat().st_mode & 0o777 == 0o600
+    assert main(["ledger", "backup", "--ledger", str(path), "--out", str(copy)]) == 2
+    assert "exists; a backup is written to a new file only" in capsys.readouterr().err
