@@ -64,6 +64,8 @@ JOB_FILE_KEYS = {FLAGS[field]: FLAGS[field].removeprefix("--") for field in JOB_
 _FLAG = re.compile(r"--[A-Za-z][A-Za-z0-9-]*")
 #: The most bytes of a job's log one ``privfed job logs`` answer carries (its end).
 LOG_TAIL = 60_000
+#: A peer's network address in a log line (gRPC's ``ipv4:HOST:PORT``, ``ipv6:[…]:PORT``, ``unix:PATH``).
+_PEER_ADDRESS = re.compile(r"\b(?:ipv4|ipv6|unix):[^\s,;)'\"]+")
 
 
 def job_settings(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -203,7 +205,15 @@ class JobApi:
     def logs(self, request: dict[str, Any], user: str) -> dict[str, Any]:
         path = self._service.store.job_dir(self._own_job(request, user).job_id) / "job.log"
         text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
-        return {"log": text[-LOG_TAIL:]}
+        return {"log": self._for_data_user(text[-LOG_TAIL:])}
+
+    def _for_data_user(self, text: str) -> str:
+        """A job's log as its data user reads it: without the owner nodes' network addresses and the
+        operator's paths (walkthrough 5: `privfed job logs` showed both); the operator's own copy keeps them."""
+        text = _PEER_ADDRESS.sub("<address>", text)
+        return text.replace(str(self._service.store.root.resolve()), "STORE").replace(
+            str(self._service.store.root), "STORE"
+        )
 
     def cancel(self, request: dict[str, Any], user: str) -> dict[str, Any]:
         """The job's state after the cancel, and before it (``was``: a finished job has nothing to cancel)."""

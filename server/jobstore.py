@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import secrets
+import stat
 import threading
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -78,6 +79,16 @@ class JobRecord:
         return asdict(self)
 
 
+def _private_directory(root: Path) -> None:
+    """Make the store readable by its owner only (walkthrough 5: 0755 with every data user's report and model
+    0644, so any account on the coordinator's host read them; ledgers and journals are 0600): whatever modes the
+    files inside have, no one else can reach them. A store made before is tightened, saying so."""
+    mode = stat.S_IMODE(root.stat().st_mode)
+    if mode & 0o077:
+        os.chmod(root, mode & 0o700)
+        log.info("--store %s: made readable by its owner only (mode %o, was %o)", root, mode & 0o700, mode)
+
+
 class JobStore:
     """The jobs under ``root``, one folder each (``root`` is created if missing), safe to use from several threads."""
 
@@ -85,6 +96,7 @@ class JobStore:
         self.root = Path(root)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
+            _private_directory(self.root)
             self._move_legacy()
         except OSError as exc:
             raise ConfigError(f"--store {root}: cannot create it ({reason(exc)})") from exc

@@ -247,6 +247,12 @@ def test_a_boosting_job_survives_a_restart_of_the_service_and_resumes_from_its_j
     assert {o: e for o, e in report["epsilon_by_owner"].items() if e} == pytest.approx(dict(spent))
     shown = fleet.jobs()[job_id]  # a finished job's steps, as its report records them
     assert (shown["done"], shown["planned"], shown["progress"]) == (len(rounds), 10, 1.0), shown
+    # the nodes that registered again did so in the job's log; its data user reads it without their addresses
+    operator = (fleet.job_dir(job_id) / "job.log").read_text()
+    assert re.search(r"registered \d+ owner\(s\) from ipv4:127\.0\.0\.1:\d+", operator), operator[-3000:]
+    shown = fleet.cli("job", "logs", job_id, name="alice").stdout
+    assert "registered 10 owner(s) from <address>" in shown and "ipv4:" not in shown, shown[-3000:]
+    assert str(fleet.store) not in shown
     after = fleet.submit(task="ncc", epsilon=1.0, owners=owners)  # the daemons came back for the next job
     assert fleet.wait(after)["state"] == "done"
 

@@ -375,3 +375,17 @@ def test_a_job_waiting_for_more_owners_than_registered_says_so_and_a_bdt_job_war
     log = (service.store.job_dir(answer["job_id"]) / "job.log").read_text()
     assert log.count("neither weight-bound nor rows-per-owner given") == 1 and "--weight-bound" not in log, log
     assert service.report_of(answer["job_id"])["config"]["resume"] is False
+
+
+def test_the_store_is_readable_by_its_owner_only_and_an_older_one_is_tightened(tmp_path):
+    """Walkthrough 5: the store was 0755 and every data user's report and model 0644: any account on the
+    coordinator's host read them (ledgers and journals are 0600)."""
+    import os
+    import stat
+
+    fresh, older = tmp_path / "fresh", tmp_path / "older"
+    older.mkdir(mode=0o755)
+    os.chmod(older, 0o755)  # whatever the umask
+    for root in (fresh, older):
+        JobStore(root).submit({"task": "ncc", "epsilon": 1.0, "owners": 2}, "alice")
+        assert stat.S_IMODE(root.stat().st_mode) == 0o700, oct(root.stat().st_mode)
