@@ -125,7 +125,8 @@ def test_a_service_keeps_nothing_per_finished_job(tmp_path):
             "relayed": d._relay._waiting,
         }
         assert {name: len(held) for name, held in per_job.items() if held} == {}
-        assert not [f for f in open_files() if str(service.store.root) in f]  # no finished job's journal or log
+        held = [f for f in open_files() if str(service.store.root) in f and os.path.basename(f) != "service.lock"]
+        assert not held  # no finished job's journal or log (the store's lock is the service's, held while it runs)
         assert len(service.store.all()) == len(jobs) and all(p.poll() is None for p in nodes)
         # each job's model is served under its id, a bounded number held, the first read back from its file
         models = service.server.models
