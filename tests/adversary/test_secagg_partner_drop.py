@@ -21,8 +21,6 @@ today by the either-or rule.
 
 from __future__ import annotations
 
-import secrets
-
 import numpy as np
 import pytest
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
@@ -38,6 +36,7 @@ from privfed.common.tasks import PeerKey
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.secagg import SecAggDriver
 
+pytestmark = pytest.mark.in_process
 N = 16  # the smallest size at which audit 23's plan found enough holders (at N = 8 each holder can drop only 2)
 NODES = {
     "owner-0": [f"owner-0.o{i:05d}" for i in range(N // 2)],
@@ -48,15 +47,16 @@ FP = FixedPoint.choose(n_parties=N, max_abs=10.0)
 
 
 class Session:
-    """One pairwise-mask session keyed honestly (steps 0 and 1) by the two nodes' real drivers."""
+    """One pairwise-mask session keyed honestly (steps 0 and 1) by the two nodes' real drivers, under the id
+    the coordinator gave it (the graph is drawn from it and the members)."""
 
-    def __init__(self) -> None:
+    def __init__(self, session_id: str) -> None:
         keys = {o: generate_private_key() for o in MEMBERS}
         peers = {o: PeerKey(o, o.split(".")[0], public_bytes(keys[o]), b"") for o in MEMBERS}
         self.drivers = {
             node: SecAggDriver(OwnerKeys({o: keys[o] for o in owners}, None)) for node, owners in NODES.items()
         }
-        self.id = secrets.token_hex(8)
+        self.id = session_id
         self.server = SecAggServer(self.id, MEMBERS, FP, rounds=2)
         self.adverts = {o: self.node(o).advertise(o, self.id, FP) for o in MEMBERS}
         requests = self.server.on_adverts(self.adverts)
@@ -83,10 +83,25 @@ class Session:
         return shamir.combine({near.index(w) + 1: s for w, s in shares.items()}, t) if len(shares) >= t else None
 
 
+#: Session ids a coordinator tries: it names each session, so it can draw ids until the public graph lets its plan
+#: place every drop. One id works for about 85 % of targets at N = 16; with a random id the strict xfail below
+#: passed by chance in about 4 runs in 10 (stop 54).
+IDS_TRIED = 8
+
+
 def _attack(classic: bool, seed: int) -> tuple[np.ndarray | None, np.ndarray, int]:
-    """(what the coordinator recovers of the target's input or None, the input, the refusals)."""
+    """(what the coordinator recovers of the target's input or None, the input, the refusals), under the first
+    of :data:`IDS_TRIED` session ids whose unmasking gives it every secret its plan needs (else the last one's)."""
+    for attempt in range(IDS_TRIED):
+        recovered, truth, refused = _attack_in(f"{seed:08x}{attempt:08x}", classic, seed)
+        if recovered is not None:  # every secret the plan needs combined: what the coordinator itself sees
+            break
+    return recovered, truth, refused
+
+
+def _attack_in(session_id: str, classic: bool, seed: int) -> tuple[np.ndarray | None, np.ndarray, int]:
     rng = np.random.default_rng(seed)
-    s = Session()
+    s = Session(session_id)
     g = s.graph
     u = MEMBERS[int(rng.integers(N))]
     t = threshold(len(g[u]))
