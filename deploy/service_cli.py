@@ -1,6 +1,6 @@
 """The service commands of the ``privfed`` command line (issue 26, item 1): ``privfed serve`` (the
 coordinator service), and the data user's ``privfed submit``, ``privfed jobs`` and ``privfed job
-show|logs|cancel``, which call the service's job API over mTLS with a data-user certificate
+show|logs|cancel|model``, which call the service's job API over mTLS with a data-user certificate
 (``privfed certs --data-user NAME``)."""
 
 from __future__ import annotations
@@ -100,10 +100,18 @@ def add_jobs(sub: argparse._SubParsersAction) -> None:
 
 
 def add_job(sub: argparse._SubParsersAction) -> None:
-    """``privfed job show|logs|cancel`` on ``sub``."""
-    p = sub.add_parser("job", help="show, read the log of, or cancel one job of a coordinator service")
-    p.add_argument("action", choices=("show", "logs", "cancel"))
+    """``privfed job show|logs|cancel|model`` on ``sub``."""
+    p = sub.add_parser(
+        "job", help="show, read the log of, cancel, or download the model of one job of a coordinator service"
+    )
+    p.add_argument("action", choices=("show", "logs", "cancel", "model"))
     p.add_argument("job_id", metavar="ID")
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="model only: the file to write the job's model.json to (default model-ID.json; an existing file is "
+        "left as it is); privfed export --model FILE makes it a scikit-learn classifier",
+    )
     _client(p)
     p.set_defaults(func=_job)
 
@@ -238,9 +246,16 @@ def _jobs(args: argparse.Namespace) -> int:
 def _job(args: argparse.Namespace) -> int:
     from privfed.server.jobstore import FINAL
 
-    method = {"show": "Show", "logs": "Logs", "cancel": "Cancel"}[args.action]
+    if args.out is not None and args.action != "model":
+        raise PrivfedError(f"--out is for privfed job model; privfed job {args.action} writes nothing")
+    out = args.out or Path(f"model-{args.job_id}.json")
+    if args.action == "model" and out.exists():  # before the call: nothing is lost, nothing is fetched in vain
+        raise PrivfedError(f"{out} exists; give --out another file (nothing was written)")
+    method = {"show": "Show", "logs": "Logs", "cancel": "Cancel", "model": "Model"}[args.action]
     answer = call(args, method, {"job_id": args.job_id})
-    if args.action == "logs":
+    if args.action == "model":
+        _write_model(answer["model"], out, answer["job_id"])
+    elif args.action == "logs":
         print(answer["log"], end="")
     elif args.action == "cancel":
         state, was = answer["state"], answer.get("was", "")
@@ -252,6 +267,24 @@ def _job(args: argparse.Namespace) -> int:
     else:
         print(json.dumps(answer, indent=2))
     return 0
+
+
+def _write_model(document: Any, out: Path, job_id: str) -> None:
+    """Write a job's model document to ``out`` once it reads as a model (what ``privfed export`` and
+    ``privfed coordinator --load-model`` will read), and say what it is."""
+    from privfed.common.learners.trained import read_document
+
+    trained = read_document(document, source=f"the model of job {job_id}")
+    try:
+        with out.open("x", encoding="utf-8") as f:  # never over a file that appeared since the check
+            f.write(json.dumps(document) + "\n")
+    except OSError as exc:
+        raise PrivfedError(f"cannot write {out}: {exc.strerror or exc}") from None
+    print(
+        f"wrote {out}: the {trained.task} model of job {job_id} ({len(trained.classes)} classes); "
+        f"privfed export --model {out} --out model.pkl makes it a scikit-learn classifier",
+        flush=True,
+    )
 
 
 __all__ = ["add_job", "add_jobs", "add_serve", "add_submit", "call"]

@@ -1,5 +1,5 @@
 """The job API of a coordinator service: what ``privfed submit``, ``privfed jobs`` and ``privfed job
-show|logs|cancel`` call (issue 26, item 1).
+show|logs|cancel|model`` call (issue 26, item 1).
 
 A gRPC service of its own (:data:`~privfed.proto.jobwire.JOB_SERVICE`) on the service's port,
 whose requests and answers are JSON objects. Only a caller whose verified certificate carries the
@@ -16,6 +16,7 @@ set or schema, where results go, the address) is the service's.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
@@ -125,6 +126,13 @@ def job_config(settings: Mapping[str, Any], service: Mapping[str, Any]) -> JobCo
         raise ConfigError(f"job settings: {exc}") from exc
 
 
+def _why_no_model(state: str) -> str:
+    """What a job in ``state`` without a model may still do, for the data user who asked for its model."""
+    if state in ("queued", "running"):
+        return " (ask again when it is done; privfed job show ID says how far it is)"
+    return " (privfed job show ID says why)" if state in ("failed", "cancelled") else ""
+
+
 class JobApi:
     """The job API's calls, served by a :class:`~privfed.server.service.CoordinatorService`."""
 
@@ -214,6 +222,16 @@ class JobApi:
         return text.replace(str(self._service.store.root.resolve()), "STORE").replace(
             str(self._service.store.root), "STORE"
         )
+
+    def model(self, request: dict[str, Any], user: str) -> dict[str, Any]:
+        """The finished job's ``model.json`` document as the service saved it (what ``privfed export`` turns
+        into a scikit-learn file); a job that saved none answers why (walkthrough 5: a data user could only
+        query a model, and only one whose first stage is linear)."""
+        record = self._own_job(request, user)
+        path = self._service.store.job_dir(record.job_id) / "model.json"
+        if not path.is_file():
+            raise ConfigError(f"job {record.job_id} has no model: it is {record.state}" + _why_no_model(record.state))
+        return {"job_id": record.job_id, "model": json.loads(path.read_text(encoding="utf-8"))}
 
     def cancel(self, request: dict[str, Any], user: str) -> dict[str, Any]:
         """The job's state after the cancel, and before it (``was``: a finished job has nothing to cancel)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import pickle
 import re
 import shutil
 import signal
@@ -187,6 +188,10 @@ def test_a_cancelled_job_stops_and_leaves_a_report(fleet):
     assert report["status"] == "cancelled" and report["job_id"] == waiting
     shown = fleet.cli("job", "logs", waiting)
     assert shown.returncode == 0 and waiting in shown.stdout
+    out = fleet.tmp / f"model-{waiting}.json"
+    none = fleet.cli("job", "model", waiting, "--out", str(out))
+    assert none.returncode == 2 and not out.exists(), none.stderr
+    assert f"job {waiting} has no model: it is cancelled (privfed job show ID says why)" in none.stderr
 
 
 def test_a_boosting_job_survives_a_restart_of_the_service_and_resumes_from_its_journal(fleet):
@@ -333,6 +338,23 @@ def test_a_data_user_lists_and_queries_only_their_own_jobs_and_models(fleet, tmp
         answered = fleet.cli(*query, name=name)
         assert answered.returncode == 0 and len(answered.stdout.strip().splitlines()) >= 3, (name, answered.stderr)
     assert fleet.cli("job", "show", job_id).returncode == 0
+    # alice downloads her model (any kind: a query serves only a linear first stage) and uses it without the network
+    saved = tmp_path / "alices.json"
+    refused = fleet.cli("job", "model", job_id, "--out", str(saved), name="bob")
+    assert refused.returncode == 2 and f"no job {job_id!r}" in refused.stderr and not saved.exists(), refused.stderr
+    got = fleet.cli("job", "model", job_id, "--out", str(saved))
+    assert got.returncode == 0 and f"wrote {saved}: the feddpdr model of job {job_id}" in got.stdout, got.stderr
+    assert json.loads(saved.read_text()) == json.loads((fleet.job_dir(job_id) / "model.json").read_text())
+    again = fleet.cli("job", "model", job_id, "--out", str(saved))
+    assert again.returncode == 2 and "exists" in again.stderr, again.stderr  # nothing overwritten
+    pickled = tmp_path / "alices.pkl"
+    exported = subprocess.run(
+        [sys.executable, "-m", "privfed.deploy.cli", "export", "--model", str(saved), "--out", str(pickled)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    with pickled.open("rb") as f:
+        assert len(pickle.load(f).predict(test.X[:3])) == 3
 
 
 def test_a_job_file_error_names_the_job_file_keys_not_flags(fleet, tmp_path):
