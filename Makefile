@@ -22,15 +22,16 @@ bytecode: install
 	$(PY) -m compileall -q privfed common server owner proto deploy tests
 
 # The in-process tests (unit, statistical, protocol: no clocks, no child processes) on two workers, then the
-# adversary tests marked in_process (counted with no clock) on two workers too, then every other suite alone: the
-# timing, multi-process and network tests measure or share the machine, so they run one at a time. The first half
-# took 317 s alone and 178 s on two workers (2 cores, stop 46); the marked adversary files about 130 s and 80 s (stop 47).
-# The serial part is most of the CI's time (851 s of 21 min, stop 51): it prints its slowest tests.
+# adversary tests marked in_process (counted with no clock) on two workers too, then every other suite (the
+# multi-process, network and netns tests) on two workers as well: those mostly wait on their processes and sockets
+# (1.4 cores busy on average), and none measures time (the side-channel tests count work, with no clock). The first
+# half took 317 s alone and 178 s on two workers (2 cores, stop 46); the marked adversary files about 130 s and 80 s
+# (stop 47); the rest 872 s alone and 635 s on two workers (stop 54), most of a CI run: it prints its slowest tests.
 IN_PROCESS := tests/unit tests/statistical tests/protocol
 test: bytecode
 	$(PY) -m pytest -q -n 2 $(IN_PROCESS)
 	$(PY) -m pytest -q -n 2 -m in_process tests/adversary
-	$(PY) -m pytest -q --durations=25 -m "not in_process" $(addprefix --ignore=,$(IN_PROCESS))
+	$(PY) -m pytest -q -n 2 --durations=25 -m "not in_process" $(addprefix --ignore=,$(IN_PROCESS))
 
 # ruff check includes the complexity limit (C901, pyproject); the two tests are issue 25's gates:
 # no import cycle, no Any in the boundaries' signatures.
