@@ -48,6 +48,10 @@ CALL_REFUSED = frozenset(
     }
 )
 
+#: While the coordinator stays unreachable, a retry is logged at INFO at most this often, the others at DEBUG: a
+#: daemon waits out a coordinator that is down (walkthrough 5b: a line every 1.1 s, the backoff's jittered cap).
+RETRY_LOG_EVERY = 60.0
+
 #: What a coordinator answers a node it does not know (it restarted since the node registered: "has not
 #: registered"): the node registers again, and then pushes what it holds (:meth:`OwnerNode._push`).
 FORGOTTEN = grpc.StatusCode.INVALID_ARGUMENT
@@ -70,6 +74,7 @@ def retry(
     """Call until it succeeds (module docstring); on a stop request, give up after one more attempt (so
     results already debited still get their chance to be delivered) and return None."""
     backoff, started = Backoff(), time.monotonic()
+    logged: float | None = None  # when a retry was last logged at INFO
     in_use: tuple[float, str] | None = None  # since when, and why, another live process holds our node id
     while True:
         try:
@@ -99,8 +104,16 @@ def retry(
                     f"coordinator {target} unreachable for {connect_timeout:.0f} s during {what}: {exc.details()}",
                     exc.code(),
                 ) from exc
-            delay = backoff.next_delay()
-            log.info(
-                "%s: coordinator not reachable or answered badly (%s); retrying in %.2f s", what, exc.code().name, delay
+            delay, now = backoff.next_delay(), time.monotonic()
+            loud = logged is None or now - logged >= RETRY_LOG_EVERY
+            logged = now if loud else logged
+            log.log(
+                logging.INFO if loud else logging.DEBUG,
+                "%s: coordinator not reachable or answered badly (%s) for %.0f s; retrying in %.2f s%s",
+                what,
+                exc.code().name,
+                now - started,
+                delay,
+                f" (said again every {RETRY_LOG_EVERY:.0f} s while it lasts)" if loud else "",
             )
             stop_event.wait(delay)
