@@ -72,6 +72,17 @@ def journaled_rounds(path: Path) -> int:
         return journal.evaluated_rounds()
 
 
+def _start_word(restarts: int, config: JobConfig) -> str:
+    """How a job's log says it starts: anew, or again after the service restarted (walkthrough 5: a resumed
+    job's log did not say it resumed), from its journal's rounds if it keeps one."""
+    if not restarts:
+        return "starts"
+    again = f"starts again after {restarts} restart(s) of the service"
+    if config.resume and config.journal is not None:
+        return f"{again}, from its journal's {journaled_rounds(config.journal)} recorded round(s)"
+    return again
+
+
 def progress_of(state: str, done: int, planned: int | None) -> float:
     """A job's progress from 0 to 1: ``done`` of its strategy's ``planned`` steps (unknown: 0); 1 once it is done,
     below 1 before (a job's last step is followed by its model and report)."""
@@ -395,7 +406,13 @@ class CoordinatorService:
                 data_user=record.data_user,
             )
             report.update(config=config.to_report(d=job.schema.d), schema_sha256=job.schema.digest())
-            log.info("job %s starts (%s, epsilon %g)", record.job_id, config.task, config.epsilon)
+            log.info(
+                "job %s %s (%s, epsilon %g)",
+                record.job_id,
+                _start_word(record.restarts, config),
+                config.task,
+                config.epsilon,
+            )
             done = run_federated_job(
                 self.server,
                 job,

@@ -255,6 +255,10 @@ def test_a_boosting_job_survives_a_restart_of_the_service_and_resumes_from_its_j
     # the nodes that registered again did so in the job's log; its data user reads it without their addresses
     operator = (fleet.job_dir(job_id) / "job.log").read_text()
     assert re.search(r"registered \d+ owner\(s\) from ipv4:127\.0\.0\.1:\d+", operator), operator[-3000:]
+    resumed = re.search(
+        r"job \S+ starts again after 1 restart\(s\) of the service, from its journal's (\d+) ", operator
+    )
+    assert resumed and int(resumed.group(1)) >= 2, operator[-3000:]  # the log says it resumed, and from where
     shown = fleet.cli("job", "logs", job_id, name="alice").stdout
     assert "registered 10 owner(s) from <address>" in shown and "ipv4:" not in shown, shown[-3000:]
     assert str(fleet.store) not in shown
