@@ -255,7 +255,8 @@ class Box:
         except InvalidTag as exc:
             raise RemoteProtocolError(
                 f"message {aad.sender!r} -> {aad.recipient!r} ({aad.kind}, seq {aad.seq}, session {aad.session_id}) "
-                "fails authentication: tampered, misrouted or replayed"
+                "fails authentication: tampered, misrouted or replayed, or sealed under the keys of an earlier "
+                "process of either party (a node restarted mid-session)"
             ) from exc
 
 
