@@ -47,6 +47,7 @@ from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
 from privfed.proto.jobwire import job_info_from_proto
 from privfed.proto.transport import (
+    LEAVE_TIMEOUT,
     MAX_MESSAGE_BYTES,
     PULL_TIMEOUT,
     PULL_WAIT,
@@ -508,16 +509,35 @@ class OwnerNode:
     def run(self) -> int:
         """Serve until the coordinator says the job is over (0; 2 if the node released nothing, every task
         refused: :meth:`_job_over`) or SIGTERM (0); a fatal node (see :class:`DeferredOwners`) returns 2 once it has
-        refused a batch of tasks or is stopped.
+        refused a batch of tasks or is stopped. On any of these the node tells the coordinator it leaves
+        (:meth:`_leave`); a node that raises (it lost the coordinator for good) does not.
 
         The node's next tasks come with the answer to its last push of a batch, or else from a long
         poll (:meth:`_push_and_pull`: over the node's Session stream, or PullTasks without one)."""
         with self._channel() as channel:
+            stub = pb_grpc.CoordinatorStub(channel)
             try:
-                return self._serve(pb_grpc.CoordinatorStub(channel))
+                code = self._serve(stub)
             finally:
                 if self._session is not None:
                     self._session.close()
+            self._leave(stub)
+            return code
+
+    def _leave(self, stub: pb_grpc.CoordinatorStub) -> None:
+        """Tell the coordinator this node is stopping: a push with ``leaving`` and nothing else (it carries nothing
+        of any owner's), sent on the connection the node registered from, the only one it is taken from. The
+        coordinator then counts the node's owners no more at once: without it, it counted them for its node timeout,
+        and a job starting meanwhile counted them, asked them and waited for them (a walkthrough's boosting job lost
+        its evaluation group so). One try, a short deadline: a coordinator that does not hear it counts the owners
+        until its node timeout, as those of a node that lost its connection."""
+        try:
+            stub.PushResults(pb.PushResultsRequest(node_id=self.node_id, leaving=True), timeout=LEAVE_TIMEOUT)
+        except grpc.RpcError as exc:
+            log.info("node %s could not tell the coordinator it leaves (%s); its owners are counted until the "
+                     "coordinator's node timeout", self.node_id, exc.code().name)  # fmt: skip
+            return
+        log.info("node %s told the coordinator it leaves", self.node_id)
 
     def _serve(self, stub: pb_grpc.CoordinatorStub) -> int:
         self._register(stub)

@@ -26,6 +26,9 @@ PULL_TIMEOUT = PULL_WAIT + 10.0  # the client's deadline for that poll
 PUSH_TIMEOUT = 30.0
 PUSH_PULL_TIMEOUT = PUSH_TIMEOUT + PULL_WAIT  # a push that also long-polls for the next tasks
 RELAY_TIMEOUT = 10.0
+#: A stopping node's one call saying it leaves (PushResults with ``leaving``): short, as a stop is given little
+#: time (``docker compose stop``: 10 s); a coordinator that does not answer in it counts the node until its timeout.
+LEAVE_TIMEOUT = 2.0
 PREDICT_TIMEOUT = 30.0
 HEALTH_TIMEOUT = 2.0
 SHUTDOWN_GRACE = 2.0  # server.stop(grace): in-flight RPCs may finish

@@ -145,10 +145,11 @@ class Dispatcher(NodeCalls):
 
         Returns when every task is answered, when the round ``timeout`` passes, or when the
         only unanswered tasks belong to nodes silent for longer than ``node_timeout``
-        (killed or cut off): the round completes without them. With ``stalls``, an open ring
-        session the tasks wait on (a ring leader's), the wait also ends once that ring cannot close
-        (:meth:`Relay.stalled`: a member on such a node has not passed the sum on), instead of
-        sitting out the attempt's timeout; the secure sum then drops the silent member (contract 5).
+        (killed or cut off) or that left (stopped cleanly: :meth:`leave`): the round completes
+        without them. With ``stalls``, an open ring session the tasks wait on (a ring leader's),
+        the wait also ends once that ring cannot close (:meth:`Relay.stalled`: a member on such a
+        node has not passed the sum on), instead of sitting out the attempt's timeout; the secure
+        sum then drops the silent member (contract 5).
         """
         ids = [t.task_id for t in tasks]
         kept: list[Answer] = []
@@ -194,13 +195,9 @@ class Dispatcher(NodeCalls):
                 progress(len(ids) - len(self._waiting), len(ids))
             lost = [i for i in ids if i in self._waiting]
             self._waiting = set()
-            now = self._clock()
+            silent = self._registry.silent_nodes(self._clock(), self._node_timeout)
             lost_nodes = sorted(
-                {
-                    nid
-                    for nid in (self._registry.owner_node.get(self._pending[i].owner_id) for i in lost)
-                    if nid is not None and now - self._registry.nodes[nid].last_seen > self._node_timeout
-                }
+                {nid for i in lost if (nid := self._registry.owner_node.get(self._pending[i].owner_id)) in silent}
             )
             lost_set = set(lost)
             for i in lost:

@@ -170,6 +170,17 @@ class NodeCalls:
                 self._cv.notify_all()
             return accepted
 
+    def leave(self, node_id: str, peer: str | None = None) -> None:
+        """Node ``node_id`` is stopping cleanly: its owners are counted on no more, from now on
+        (:meth:`~privfed.server.nodes.Registry.leave`, which checks the caller's connection ``peer``). A job waiting
+        for owners stops counting them, and a running batch waiting only on them ends as it does for a silent node,
+        without waiting out the node timeout. One INFO line says so (none for a repeated leave)."""
+        with self._cv:
+            node = self._registry.leave(node_id, peer)
+            self._notify()
+        if node is not None:
+            log.info("node %s left: its %d owner(s) are no longer counted", node_id, len(node.owners))
+
     def relay(self, node_id: str, envelopes: list[tuple[str, bytes]]) -> tuple[int, list[Task]]:
         """Queue sealed owner-to-owner envelopes for their recipients' nodes (no answer expected),
         and hand the calling node whatever is queued for it: a ring's next hop is often one of

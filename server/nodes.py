@@ -35,7 +35,7 @@ IDENTITY_LIVENESS = 3.0
 @dataclass
 class NodeQueue:
     """A registered node: its owners, its queue of tasks to pull, when it last called, its owners' ring
-    keys and the connection it registered from."""
+    keys, the connection it registered from, and whether it said it left."""
 
     node_id: str
     owners: list[str]
@@ -45,6 +45,9 @@ class NodeQueue:
     peer: str | None = None  # the connection the registration came from (None: unknown, in-process callers)
     #: The node's signature over its owners' key tree (empty: each key signed alone, or unsigned).
     key_tree_signature: bytes = b""
+    #: The node's process said it is stopping (:meth:`Registry.leave`): silent from then on, as a node past the
+    #: node timeout, until it registers again (a new entry).
+    left: bool = False
     _tree: MerkleTree | None = field(default=None, repr=False)
     _index: dict[str, int] = field(default_factory=dict, repr=False)
     _tree_keys: dict[str, PeerKey] = field(default_factory=dict, repr=False)
@@ -122,8 +125,8 @@ def registered_line(node: NodeQueue, old: NodeQueue | None, now: float) -> tuple
     """The log level and the one line of a registration that took effect: a restarted node's says that its
     previous process is fenced (it was two lines, both saying the node registered)."""
     line = f"node {node.node_id} registered {len(node.owners)} owner(s)" + (f" from {node.peer}" if node.peer else "")
-    if old is None or not (old.keys and node.keys and old.keys != node.keys):  # new, or the same process again
-        return logging.INFO, line
+    if old is None or old.left or not (old.keys and node.keys and old.keys != node.keys):  # new, or the same again
+        return logging.INFO, line  # (a node that left and starts again is new: nothing to fence)
     quiet = now - old.last_seen
     return logging.WARNING, (
         f"{line}, a new process: its previous process (connection {old.peer or 'unknown'}, silent for "
@@ -222,7 +225,7 @@ class Registry:
         """A new process registers ``old``'s node id: refused while ``old`` is alive (the registration's one
         line says the takeover: :func:`registered_line`)."""
         quiet = now - old.last_seen
-        if quiet < IDENTITY_LIVENESS:
+        if quiet < IDENTITY_LIVENESS and not old.left:  # a process that left is gone: its restart needn't wait
             raise NodeIdInUse(
                 f"node id {old.node_id!r} is already registered by another live process (connection "
                 f"{old.peer or 'unknown'}, last call {quiet:.1f} s ago); one node certificate serves one "
@@ -245,6 +248,20 @@ class Registry:
             )
         return node
 
+    def leave(self, node_id: str, peer: str | None) -> NodeQueue | None:
+        """Mark ``node_id`` as left: its process is stopping cleanly, so its owners are counted on no more, at once
+        (:meth:`silent_nodes`), where a node that merely stopped calling is counted on until the node timeout. The
+        node stays registered, as a silent one does: a job that asked its owners drops them as it drops a silent
+        node's, and the node is counted again when it registers again. Only the caller's connection that registered
+        the node may say so (:meth:`caller`; the servicer has checked its certificate against ``node_id``): a fenced
+        process, or a second one with the same certificate, cannot take a live node's owners away. Returns the node,
+        or None if it had left already."""
+        node = self.caller(node_id, peer)
+        if node.left:
+            return None
+        node.left = True
+        return node
+
     def peer_key(self, owner_id: str) -> PeerKey:
         """The registered ring key of ``owner_id`` (:class:`RoundFailed` if it is not registered)."""
         o = self.owners.get(owner_id)
@@ -256,13 +273,13 @@ class Registry:
         return node.tree_key(owner_id, self.owners)
 
     def silent_nodes(self, now: float, timeout: float) -> set[str]:
-        """Nodes that have not called for longer than ``timeout`` seconds."""
-        return {nid for nid, n in self.nodes.items() if now - n.last_seen > timeout}
+        """Nodes that have not called for longer than ``timeout`` seconds, or that left (:meth:`leave`)."""
+        return {nid for nid, n in self.nodes.items() if n.left or now - n.last_seen > timeout}
 
     def live_owners(self, now: float, timeout: float) -> dict[str, OwnerInfo]:
-        """The owners of the nodes that called within ``timeout`` seconds. A node that exited (or hangs) stays
-        registered, so that it takes its place back when it calls again, but hosts no owner a job can count on
-        until then: a service counted the owners of a node gone for hours among those a job waited for."""
+        """The owners of the nodes that called within ``timeout`` seconds and have not left. A node that exited (or
+        hangs) stays registered, so that it takes its place back when it calls again, but hosts no owner a job can
+        count on until then: a service counted the owners of a node gone for hours among those a job waited for."""
         silent = self.silent_nodes(now, timeout)
         if not silent:  # the common case: no scan of every owner
             return dict(self.owners)

@@ -197,11 +197,15 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
     def _push(
         self, node_id: str, request: pb.PushResultsRequest, peer: str, active: Callable[[], bool]
     ) -> pb.PushResultsResponse:
-        """Record the results; with ``pull``, then answer the node's next tasks as PullTasks does
-        (one exchange per node per round: issue 27)."""
+        """Record the results; with ``leaving`` (a node stopping cleanly), then stop counting its owners
+        (:meth:`~privfed.server.node_calls.NodeCalls.leave`, which takes it from the registration's connection only)
+        and answer at once; with ``pull``, then answer the node's next tasks as PullTasks does (one exchange per node
+        per round: issue 27)."""
         results, rejected = decode_results(request.results)
         accepted = self._dispatcher.push(node_id, results, rejected)
-        if not request.pull:
+        if request.leaving:
+            self._dispatcher.leave(node_id, peer)
+        if not request.pull or request.leaving:
             return pb.PushResultsResponse(accepted=accepted)
         tasks, shutdown, job, failed = self._take(node_id, request.wait_ms, peer, active)
         return pb.PushResultsResponse(accepted=accepted, tasks=tasks, shutdown=shutdown, job=job, job_failed=failed)

@@ -173,14 +173,16 @@ def wait_until(done, what: str, timeout: float = 30.0) -> None:
 
 
 def test_a_job_does_not_count_the_owners_of_a_node_that_has_exited(tmp_path):
-    """A node that exited stays registered (it takes its place back when it calls again), but a job waiting for
-    owners no longer counts its owners once it is silent for the node timeout, and the waiting line names it
-    silent: a walkthrough's service counted a node gone for minutes as available and started the job on it."""
-    with service_and_nodes(tmp_path, with_policy=[True] * NODES, node_timeout=2.0) as (service, nodes):
+    """A node killed (it could not say it leaves: as one cut off) stays registered (it takes its place back when it
+    calls again) and counted until it is silent for the node timeout; then a job waiting for owners no longer counts
+    its owners, and the waiting line names it silent: a walkthrough's service counted a node gone for minutes as
+    available and started the job on it."""
+    with service_and_nodes(tmp_path, with_policy=[True] * NODES, node_timeout=3.0) as (service, nodes):
         d = service.server.dispatcher
         wait_until(lambda: len(d.owners()) == NODES * PER_NODE, "the nodes did not register")
-        nodes[1].terminate()
-        assert nodes[1].wait(timeout=20) == 0
+        nodes[1].send_signal(signal.SIGKILL)
+        nodes[1].wait(timeout=20)
+        assert len(d.live_owners()) == NODES * PER_NODE  # counted still: it may only have lost its connection
         wait_until(lambda: not service.owners_online()["owner-1"]["online"], "the exited node is not silent", 10)
         assert len(d.owners()) == NODES * PER_NODE  # still registered: it takes its place back when it calls
         job_id = service.submit(job_settings(LR | {"register_timeout": 3}), "alice").job_id
@@ -189,6 +191,28 @@ def test_a_job_does_not_count_the_owners_of_a_node_that_has_exited(tmp_path):
         assert record.state == "failed", record
         assert f"only {PER_NODE} of {NODES * PER_NODE} owners registered" in record.error, record.error
         assert "owner-1 silent" in record.error, record.error
+
+
+def test_a_node_stopped_with_sigterm_says_it_leaves_and_the_next_job_runs_on_the_others_at_once(tmp_path, caplog):
+    """A daemon stopped cleanly tells the service it leaves: the service logs it and counts its owners no more, so a
+    job submitted right after (well within the node timeout, 15 s) runs on the other node's owners only, asks nobody
+    gone, and loses no node (its owners stayed counted for the node timeout: a job starting then counted them, asked
+    them and waited for them)."""
+    caplog.set_level(logging.INFO, logger="privfed.coordinator")
+    with service_and_nodes(tmp_path, with_policy=[True] * NODES) as (service, nodes):
+        d = service.server.dispatcher
+        wait_until(lambda: len(d.live_owners()) == NODES * PER_NODE, "the nodes did not register")
+        nodes[1].terminate()
+        assert nodes[1].wait(timeout=20) == 0
+        assert f"node owner-1 left: its {PER_NODE} owner(s) are no longer counted" in caplog.text
+        assert len(d.owners()) == NODES * PER_NODE  # registered still: it is counted again when it registers again
+        job_id = service.submit(job_settings(LR | {"owners": PER_NODE}), "alice").job_id
+        wait_until(lambda: service.store.get(job_id).state in ("done", "failed"), "the job did not end")
+        assert service.store.get(job_id).state == "done", service.store.get(job_id)
+        report = service.report_of(job_id)
+        assert (report["owners"], report["answered"], report["lost_nodes"]) == (PER_NODE, PER_NODE, [])
+        assert all(o.startswith("owner-0.") for o in report["epsilon_by_owner"]), report["epsilon_by_owner"]
+        assert "told the coordinator it leaves" in (tmp_path / "owner-1.log").read_text()
 
 
 def test_a_quorum_lost_says_how_many_owners_the_job_asked_for_and_how_many_it_ran_on(tmp_path):

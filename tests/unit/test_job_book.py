@@ -13,7 +13,7 @@ import pytest
 from privfed.common.bounds import Bounds
 from privfed.common.errors import NodeIdInUse, QuorumLost, RemoteProtocolError
 from privfed.common.identity import owner_id
-from privfed.common.tasks import NccShareReply, OwnerInfo, Refusal, Result
+from privfed.common.tasks import NccShareReply, OwnerInfo, Refusal, Result, RingMessageTask, Task
 from privfed.proto import serde
 from privfed.server.contracts import PublicLimits
 from privfed.server.dispatcher import Dispatcher, RunOutcome
@@ -141,6 +141,58 @@ def test_a_second_live_process_with_the_same_node_id_is_refused_and_a_dead_one_i
     with pytest.raises(NodeIdInUse):  # and, registering again, refused: the new process is alive
         d.register("owner-0", _keyed("owner-0", b"first"), peer="ipv4:10.0.0.1:2222")
     assert d.pull("owner-0", 0.0, peer="ipv4:10.0.0.2:3333") == ([], False)
+
+
+# ---- a node that leaves (it stops cleanly) ------------------------------------------------
+
+A, B = "ipv4:10.0.0.1:1111", "ipv4:10.0.0.2:2222"
+
+
+def test_a_node_that_leaves_is_counted_no_more_at_once_and_again_once_it_registers(caplog):
+    now = [0.0]
+    d = Dispatcher(clock=lambda: now[0])  # the clock stands still: nobody is silent for the node timeout
+    d.register("owner-0", _keyed("owner-0", b"zero"), peer=A)
+    d.register("owner-1", _keyed("owner-1", b"one", n=3), peer=B)
+    with caplog.at_level("INFO", logger="privfed.coordinator"):
+        d.leave("owner-1", B)
+        d.leave("owner-1", B)  # said twice: one line
+    assert sorted(d.live_owners()) == [owner_id("owner-0", i) for i in range(2)]
+    assert d.silent_nodes() == {"owner-1"} and len(d.owners()) == 5  # registered still, as a silent node
+    assert [r.getMessage() for r in caplog.records] == ["node owner-1 left: its 3 owner(s) are no longer counted"]
+    with caplog.at_level("INFO", logger="privfed.coordinator"):  # its restart: new keys, taken at once, not fenced
+        d.register("owner-1", _keyed("owner-1", b"again", n=3), peer="ipv4:10.0.0.2:3333")
+    assert "fenced" not in caplog.records[-1].getMessage() and caplog.records[-1].levelname == "INFO"
+    assert len(d.live_owners()) == 5 and d.silent_nodes() == set()
+
+
+def test_only_the_connection_a_node_registered_from_can_say_it_leaves():
+    """The servicer checks the certificate's name against the node id; a process on another connection (a fenced one,
+    or a second one with the same certificate) cannot take a live node's owners away."""
+    d = Dispatcher(clock=lambda: 0.0)
+    d.register("owner-0", _keyed("owner-0", b"zero"), peer=A)
+    with pytest.raises(RemoteProtocolError, match="register again"):
+        d.leave("owner-0", B)
+    with pytest.raises(RemoteProtocolError, match="has not registered"):
+        d.leave("owner-1", B)
+    assert len(d.live_owners()) == 2
+
+
+def test_a_batch_waiting_on_a_node_that_leaves_ends_without_it_before_the_node_timeout():
+    """As for a node silent for the node timeout, only sooner: its tasks are lost, the node is named lost."""
+    now = [0.0]
+    d = Dispatcher(clock=lambda: now[0], node_timeout=15.0)
+    d.register("owner-0", _keyed("owner-0", b"zero", n=1), peer=A)
+    d.register("owner-1", _keyed("owner-1", b"one", n=1), peer=B)
+    t0, t1 = (Task(f"t{i}", owner_id(f"owner-{i}", 0), "r", RingMessageTask(b"")) for i in range(2))
+    done: list[RunOutcome] = []
+    runner = threading.Thread(target=lambda: done.append(d.run([t0, t1], timeout=60)))
+    runner.start()
+    assert [t.task_id for t in d.pull("owner-0", 5.0, peer=A)[0]] == ["t0"]
+    d.push("owner-0", [Result("t0", t0.owner_id, Refusal("internal", "test"))])
+    d.leave("owner-1", B)
+    now[0] += 1.0  # past the batch's next liveness check, far from the node timeout
+    runner.join(5)
+    assert not runner.is_alive() and done[0].lost == ["t1"] and done[0].lost_nodes == ["owner-1"]
 
 
 def test_the_servicer_answers_a_second_process_already_exists():
