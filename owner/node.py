@@ -545,7 +545,7 @@ class OwnerNode:
         while not self.stop_event.is_set():
             if self.fatal is not None and self._daemon:  # its rows fit no job of this service (at its first
                 # registration or a later one): it stops now, not at the next job
-                log.info("node %s stops: a daemon whose rows do not fit the service's schema", self.node_id)
+                log.info("node %s stops: it can answer no job of this service (%s)", self.node_id, self.fatal)
                 return 2
             if reply is None:
                 reply = self._push_and_pull(stub, []) if self._sessions_on() else self._pull(stub)
