@@ -183,6 +183,7 @@ def test_sigterm_stops_the_running_experiments(tmp_path: Path, taker: str) -> No
 
 # ---------------------------------------------------------------------------- the whole quick report (CI)
 @pytest.mark.slow
+@pytest.mark.alone
 def test_quick_report_is_complete_and_keeps_its_pinned_numbers(tmp_path: Path) -> None:
     out = tmp_path / "reports"
     done = subprocess.run(
