@@ -1,8 +1,9 @@
 """A federated job on a running coordinator: the one job runner of ``privfed coordinator``, ``privfed
 simulate`` (one job per ε and repeat) and, later, a service's queue.
 
-:func:`run_job` trains: it waits for the owners, checks that the job can be done with them, and
-runs the strategy over the gRPC transport (:class:`GrpcTransport`), every reply checked against its
+:func:`run_job` trains: it waits for the owners, checks that the job can be done with them, asks them
+whether they take part (:func:`accept_round`, before any release) and runs the strategy over those that
+do, over the gRPC transport (:class:`GrpcTransport`), every reply checked against its
 task's contract by the job's :class:`~privfed.server.rounds.JobBook`. :func:`run_federated_job` is
 the whole job around it: the model is served and saved before the owners are released, and every
 way the job ends writes its ``report.json`` (issue 23, item 3).
