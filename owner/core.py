@@ -9,7 +9,8 @@ a coordinator sends; the gRPC node (``privfed.owner.node``) and the in-process t
    the pass is refused (``duplicate_task``), as is a task for an owner this node does not host;
    a node with a policy (:mod:`privfed.owner.policy`) refuses every task of a job the policy
    declines (``policy``), judged by the job's announcement (:class:`~privfed.common.jobinfo.JobInfo`)
-   and the ledger alone;
+   and the ledger alone. The accept round's task (``join``, sent before a job's first release) is
+   answered here, by that same check: an empty acceptance or that refusal, nothing debited;
 2. **validate**: the kind sees the task and a ``PublicView`` -- the owner's public configuration,
    the node's policy, the owner's ledger record with the batch's earlier debits, what it released
    before -- and refuses, or accepts a fresh release, or names a release to send again. Then the
@@ -55,13 +56,23 @@ from privfed.common.jobinfo import JobInfo
 from privfed.common.ledger import Debit, Ledger, Recipient, RowsUnused, Standing
 from privfed.common.secagg.boxes import generate_private_key
 from privfed.common.secagg.ring import Outbound
-from privfed.common.tasks import Refusal, Result, Task
+from privfed.common.tasks import JoinAccepted, Refusal, Result, Task
 from privfed.common.work_rows import check_declared_rows, declared_rows
 from privfed.owner.compute import TOGETHER, compute_together, release_from
 from privfed.owner.history import applied_digest
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.kinds import OwnerKind, kind_of
-from privfed.owner.kinds.base import LedgerView, NodeState, Policy, PublicView, Refused, SecureSum, StepKind, TaskKind
+from privfed.owner.kinds.base import (
+    JoinKind,
+    LedgerView,
+    NodeState,
+    Policy,
+    PublicView,
+    Refused,
+    SecureSum,
+    StepKind,
+    TaskKind,
+)
 from privfed.owner.local import Cached, LocalOwner, PublicConfig, Release
 from privfed.owner.policy import OwnerPolicy, exceeds_announcement, rows_kept_out
 from privfed.owner.refusals import refusal_for
@@ -235,10 +246,11 @@ class OwnerCore:
             cached=owner.released,
         )
 
-    def _check_job(self, kind: TaskKind[Any], job: JobInfo | None, owner_id: str) -> None:
+    def _check_job(self, kind: TaskKind[Any] | JoinKind, job: JobInfo | None, owner_id: str) -> None:
         """Refuse a release the announced job does not send, or one the owner's policy declines: before
         anything else, so a declined job is not looked at. Reads the task's kind, the announcement, the
-        policy and the owner's ledger: nothing of its rows."""
+        policy and the owner's ledger: nothing of its rows. The accept round's answer is this check's
+        (:meth:`_join`): the one place where a policy judges a job."""
         if job is not None and job.task not in kind.kind.tasks:
             raise Refused("invalid_task", f"a {kind.name} task is not part of a job announced as {job.task!r}")
         if self.owner_policy is not None:
@@ -269,6 +281,8 @@ class OwnerCore:
         if task.task_id in seen:
             return refusal_for(task, Refused("duplicate_task", f"task id {task.task_id!r}"))
         seen.add(task.task_id)
+        if isinstance(kind, JoinKind):
+            return self._join(task, kind, job)
         queued = pending.setdefault(owner.owner_id, [])
         try:
             self._check_job(kind, job, owner.owner_id)
@@ -306,6 +320,16 @@ class OwnerCore:
             return refusal_for(task, exc)
         queued.extend(debits)
         return _Admitted(task, kind, owner, party, debits)
+
+    def _join(self, task: Task, kind: JoinKind, job: JobInfo | None) -> Result:
+        """The accept round's answer (:mod:`privfed.common.tasks.join`): an empty acceptance, or the refusal
+        :meth:`_check_job` gives every task of a job the policy declines. Nothing is validated, debited or read
+        of the rows; a node without a policy takes part in every job it is asked into."""
+        try:
+            self._check_job(kind, job, task.owner_id)
+        except Exception as exc:  # noqa: BLE001 - refused alone, as any task (a ledger that cannot be read: internal)
+            return refusal_for(task, exc)
+        return Result(task.task_id, task.owner_id, JoinAccepted())
 
     def _validate(self, kind: TaskKind[Any], task: Task, view: PublicView) -> Cached | None:
         """``kind.validate``; a spec-only kind (``TaskKind.spec_only``) accepts a spec object for an

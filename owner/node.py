@@ -32,7 +32,7 @@ from privfed.common.schema import FederationSchema
 from privfed.common.secagg.boxes import generate_private_key
 from privfed.common.secagg.ring import Outbound
 from privfed.common.secagg.signed_keys import sign_public_key
-from privfed.common.tasks import Refusal, Result, Task, kind_of
+from privfed.common.tasks import JoinAccepted, Refusal, Result, Task, kind_of
 from privfed.owner.core import OwnerCore
 from privfed.owner.data import DataFileWatch
 from privfed.owner.keys import OwnerKeys
@@ -458,11 +458,12 @@ class OwnerNode:
         return self._push_and_pull(stub, ready) if ready else None
 
     def _count(self, results: Iterable[Result]) -> None:
-        """Count the job's answers: releases (and a secure sum's answers), and refusals by code."""
+        """Count the job's answers: releases (and a secure sum's answers), and refusals by code. An acceptance of
+        the job (its accept round) is neither: nothing was released."""
         for r in results:
             if isinstance(r.payload, Refusal):
                 self._refused[r.payload.code] += 1
-            else:
+            elif not isinstance(r.payload, JoinAccepted):
                 self._released += 1
 
     def _job_over(self, failed: bool) -> int:

@@ -638,8 +638,16 @@ class RingMessageTask(_message.Message):
     data: bytes
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
+class JoinTask(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class JoinAccepted(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class Task(_message.Message):
-    __slots__ = ("task_id", "owner_id", "round_id", "ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "boost_evaluate", "ring_message", "secagg_keys", "secagg_unmask", "lr_gradient", "nb")
+    __slots__ = ("task_id", "owner_id", "round_id", "ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "boost_evaluate", "ring_message", "secagg_keys", "secagg_unmask", "lr_gradient", "nb", "join")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
@@ -654,6 +662,7 @@ class Task(_message.Message):
     SECAGG_UNMASK_FIELD_NUMBER: _ClassVar[int]
     LR_GRADIENT_FIELD_NUMBER: _ClassVar[int]
     NB_FIELD_NUMBER: _ClassVar[int]
+    JOIN_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     owner_id: str
     round_id: str
@@ -668,7 +677,8 @@ class Task(_message.Message):
     secagg_unmask: SecAggUnmaskTask
     lr_gradient: LrGradientTask
     nb: NbReportTask
-    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., round_id: _Optional[str] = ..., ncc_share: _Optional[_Union[NccShareTask, _Mapping]] = ..., lr_share: _Optional[_Union[LrShareTask, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShareTask, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShareTask, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShareTask, _Mapping]] = ..., boost_evaluate: _Optional[_Union[BoostEvaluateTask, _Mapping]] = ..., ring_message: _Optional[_Union[RingMessageTask, _Mapping]] = ..., secagg_keys: _Optional[_Union[SecAggKeysTask, _Mapping]] = ..., secagg_unmask: _Optional[_Union[SecAggUnmaskTask, _Mapping]] = ..., lr_gradient: _Optional[_Union[LrGradientTask, _Mapping]] = ..., nb: _Optional[_Union[NbReportTask, _Mapping]] = ...) -> None: ...
+    join: JoinTask
+    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., round_id: _Optional[str] = ..., ncc_share: _Optional[_Union[NccShareTask, _Mapping]] = ..., lr_share: _Optional[_Union[LrShareTask, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShareTask, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShareTask, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShareTask, _Mapping]] = ..., boost_evaluate: _Optional[_Union[BoostEvaluateTask, _Mapping]] = ..., ring_message: _Optional[_Union[RingMessageTask, _Mapping]] = ..., secagg_keys: _Optional[_Union[SecAggKeysTask, _Mapping]] = ..., secagg_unmask: _Optional[_Union[SecAggUnmaskTask, _Mapping]] = ..., lr_gradient: _Optional[_Union[LrGradientTask, _Mapping]] = ..., nb: _Optional[_Union[NbReportTask, _Mapping]] = ..., join: _Optional[_Union[JoinTask, _Mapping]] = ...) -> None: ...
 
 class Refusal(_message.Message):
     __slots__ = ("code", "message")
@@ -787,7 +797,7 @@ class RingTotal(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class Result(_message.Message):
-    __slots__ = ("task_id", "owner_id", "refusal", "ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "ring_joined", "ring_total", "key_advert", "key_shares", "masked_input", "unmask_reply", "lr_gradient", "nb")
+    __slots__ = ("task_id", "owner_id", "refusal", "ncc_share", "lr_share", "pca_share", "svm_share", "boost_share", "ring_joined", "ring_total", "key_advert", "key_shares", "masked_input", "unmask_reply", "lr_gradient", "nb", "join_accepted")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     OWNER_ID_FIELD_NUMBER: _ClassVar[int]
     REFUSAL_FIELD_NUMBER: _ClassVar[int]
@@ -804,6 +814,7 @@ class Result(_message.Message):
     UNMASK_REPLY_FIELD_NUMBER: _ClassVar[int]
     LR_GRADIENT_FIELD_NUMBER: _ClassVar[int]
     NB_FIELD_NUMBER: _ClassVar[int]
+    JOIN_ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     owner_id: str
     refusal: Refusal
@@ -820,7 +831,8 @@ class Result(_message.Message):
     unmask_reply: UnmaskReply
     lr_gradient: LrGradient
     nb: NbReport
-    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., ncc_share: _Optional[_Union[NccShare, _Mapping]] = ..., lr_share: _Optional[_Union[LrShare, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShare, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShare, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShare, _Mapping]] = ..., ring_joined: _Optional[_Union[RingJoined, _Mapping]] = ..., ring_total: _Optional[_Union[RingTotal, _Mapping]] = ..., key_advert: _Optional[_Union[KeyAdvert, _Mapping]] = ..., key_shares: _Optional[_Union[KeyShares, _Mapping]] = ..., masked_input: _Optional[_Union[MaskedInput, _Mapping]] = ..., unmask_reply: _Optional[_Union[UnmaskReply, _Mapping]] = ..., lr_gradient: _Optional[_Union[LrGradient, _Mapping]] = ..., nb: _Optional[_Union[NbReport, _Mapping]] = ...) -> None: ...
+    join_accepted: JoinAccepted
+    def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., ncc_share: _Optional[_Union[NccShare, _Mapping]] = ..., lr_share: _Optional[_Union[LrShare, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShare, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShare, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShare, _Mapping]] = ..., ring_joined: _Optional[_Union[RingJoined, _Mapping]] = ..., ring_total: _Optional[_Union[RingTotal, _Mapping]] = ..., key_advert: _Optional[_Union[KeyAdvert, _Mapping]] = ..., key_shares: _Optional[_Union[KeyShares, _Mapping]] = ..., masked_input: _Optional[_Union[MaskedInput, _Mapping]] = ..., unmask_reply: _Optional[_Union[UnmaskReply, _Mapping]] = ..., lr_gradient: _Optional[_Union[LrGradient, _Mapping]] = ..., nb: _Optional[_Union[NbReport, _Mapping]] = ..., join_accepted: _Optional[_Union[JoinAccepted, _Mapping]] = ...) -> None: ...
 
 class PushResultsRequest(_message.Message):
     __slots__ = ("node_id", "results", "pull", "wait_ms", "leaving")

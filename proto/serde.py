@@ -175,6 +175,7 @@ def _tables() -> tuple[Mapping[str, Pair], Mapping[type, Pair], Mapping[str, Cal
     )
     from privfed.common.tasks.feddpdr import PcaShareReply, SvmShareReply
     from privfed.common.tasks.gradient import LrGradientReply
+    from privfed.common.tasks.join import JoinAccepted, JoinTask
     from privfed.common.tasks.naive_bayes import NbReportReply
     from privfed.common.tasks.shares import JointNccShareReply, LrShareReply, NccShareReply
     from privfed.common.tasks.steps import RingJoined, RingTotal
@@ -200,6 +201,7 @@ def _tables() -> tuple[Mapping[str, Pair], Mapping[type, Pair], Mapping[str, Cal
             Pair("secagg_unmask", steps.secagg_unmask_to_proto, steps.secagg_unmask_from_proto),
             _shared("lr_gradient", pb.LrGradientTask, shares.gradient_task_to_proto, shares.gradient_task_from_proto),
             _shared("nb", pb.NbReportTask, shares.nb_task_to_proto, shares.nb_task_from_proto),
+            Pair("join", lambda _: pb.JoinTask(), lambda _: JoinTask()),  # nothing in either: the job is announced
         )
     }
 
@@ -225,6 +227,7 @@ def _tables() -> tuple[Mapping[str, Pair], Mapping[type, Pair], Mapping[str, Cal
         UnmaskReply: Pair("unmask_reply", steps.unmask_reply_to_proto, steps.unmask_reply_from_proto),
         LrGradientReply: Pair("lr_gradient", shares.gradient_reply_to_proto, shares.gradient_reply_from_proto),
         NbReportReply: Pair("nb", shares.nb_reply_to_proto, shares.nb_reply_from_proto),
+        JoinAccepted: Pair("join_accepted", lambda _: pb.JoinAccepted(), lambda _m, _owner: JoinAccepted()),
     }
     return tasks, replies, {p.field: p.from_proto for p in replies.values()}
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from privfed.common.errors import JobAborted, RoundFailed
 from privfed.common.jobinfo import JobInfo
 from privfed.common.tasks import OwnerInfo, PeerKey, Result, Task
+from privfed.common.tasks.join import JoinTask
 from privfed.server.contracts import Rejection
 from privfed.server.node_calls import Answer, NodeCalls
 
@@ -164,7 +165,7 @@ class Dispatcher(NodeCalls):
                     )
                 self._pending[t.task_id] = t
                 self._registry.nodes[node_id].queue.append(t)
-                self._asked = True
+                self._asked = self._asked or not isinstance(t.spec, JoinTask)  # an accept round asks for nothing
             self._waiting = set(ids)  # push() removes answered ids: O(1) per answer
             self._notify()
             deadline = self._clock() + timeout
@@ -276,8 +277,8 @@ class Dispatcher(NodeCalls):
 
     @property
     def asked(self) -> bool:
-        """Whether a task of the job announced last (:meth:`begin_job`) was put in a node's queue: until then no
-        owner can have released anything for it."""
+        """Whether a task of the job announced last (:meth:`begin_job`) was put in a node's queue, its accept round's
+        aside (they release nothing): until then no owner can have released anything for it."""
         return self._asked
 
     @property

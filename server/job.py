@@ -1,8 +1,9 @@
 """A federated job on a running coordinator: the one job runner of ``privfed coordinator``, ``privfed
 simulate`` (one job per ε and repeat) and, later, a service's queue.
 
-:func:`run_job` trains: it waits for the owners, checks that the job can be done with them, and
-runs the strategy over the gRPC transport (:class:`GrpcTransport`), every reply checked against its
+:func:`run_job` trains: it waits for the owners, checks that the job can be done with them, asks them
+whether they take part (:func:`accept_round`, before any release) and runs the strategy over those that
+do, over the gRPC transport (:class:`GrpcTransport`), every reply checked against its
 task's contract by the job's :class:`~privfed.server.rounds.JobBook`. :func:`run_federated_job` is
 the whole job around it: the model is served and saved before the owners are released, and every
 way the job ends writes its ``report.json`` (issue 23, item 3).
@@ -24,11 +25,11 @@ import numpy as np
 
 from privfed.common.boosting.params import MAX_OWNER_ROWS
 from privfed.common.datasets import Dataset
-from privfed.common.errors import JobAborted, RoundFailed
+from privfed.common.errors import ConfigError, JobAborted, RoundFailed
 from privfed.common.identity import node_of
 from privfed.common.jobinfo import JobInfo
 from privfed.common.schema import FederationSchema
-from privfed.common.tasks import PeerKey, Result, Task
+from privfed.common.tasks import JoinAccepted, JoinTask, PeerKey, Result, Task
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
 from privfed.server.contracts import PublicLimits
@@ -45,7 +46,7 @@ from privfed.server.report import (
 )
 from privfed.server.rounds import JobBook, declined_owners, rejection_summary
 from privfed.server.securesum import RelayedTransport
-from privfed.server.strategies.base import Fold, OnProgress, Strategy
+from privfed.server.strategies.base import Fold, OnProgress, Strategy, new_tasks
 from privfed.server.strategies.result import StrategyResult, TrainedModel
 
 log = logging.getLogger("privfed.coordinator")
@@ -119,6 +120,38 @@ class GrpcTransport(RelayedTransport):
         return self._dispatcher.hop_senders(session_id)
 
 
+#: The round id of the accept round's tasks.
+ACCEPT_ROUND = "accept"
+
+
+def accept_round(execute: Execute, owner_ids: Sequence[str]) -> list[str]:
+    """The owners of ``owner_ids`` that take part in the announced job, in their order (walkthrough 5, F1).
+
+    Before the job's first release each owner is sent a ``join`` task (:mod:`privfed.common.tasks.join`) and
+    answers from its policy alone (the announcement and its ledger's totals; no policy: it takes part). The
+    job's book takes the refusals as any round's (code ``policy``: the report's ``declined_owners``) and checks
+    the quorum after it, so a job too few owners take part in fails here, before anyone released anything.
+    Nothing is debited. An owner that does not answer (its node fell silent), or whose answer breaks the
+    contract, does not take part either."""
+    answers = execute(new_tasks(owner_ids, ACCEPT_ROUND, JoinTask()), None, None, None)
+    accepted = {r.owner_id for r in answers if isinstance(r.payload, JoinAccepted)}
+    return [o for o in owner_ids if o in accepted]
+
+
+def _resumed_plan(planned: Sequence[str], registered: Sequence[str]) -> list[str]:
+    """A resumed job's owners: those its journal recorded when it first ran, whose accept round they were the
+    accepting owners of, in that order (its rounds are planned from them and its seed, so they come out the
+    same); each must be registered again."""
+    missing = sorted(set(planned) - set(registered))
+    if missing:
+        raise RoundFailed(
+            f"the job's journal ran over {len(planned)} owners, of which {len(missing)} are not registered now "
+            f"({', '.join(missing[:10])}{', ...' if len(missing) > 10 else ''}); start the same owner nodes (same "
+            "--name and --shards) before resuming"
+        )
+    return list(planned)
+
+
 @dataclass(frozen=True)
 class JobOutcome:
     """A trained job: the strategy's result and what the job's book says about its owners."""
@@ -165,8 +198,10 @@ def run_job(
     expected: Expected | None = None,
     on_batch: OnBatch | None = None,
     on_progress: OnProgress | None = None,
+    planned: Sequence[str] | None = None,
 ) -> JobOutcome:
-    """Wait for ``expected_owners`` owners, check the job can be done with them, run ``strategy``.
+    """Wait for ``expected_owners`` owners, check the job can be done with them, ask them whether they take
+    part (:func:`accept_round`), and run ``strategy`` over those that do.
 
     Every reply is checked against its task's contract before the strategy sees it; an owner
     whose reply breaks it is rejected and asked for nothing more. ``book``
@@ -175,7 +210,10 @@ def run_job(
     (:class:`~privfed.common.errors.QuorumLost`); the caller reads it for its report, also when the
     job fails. Default: no quorum, :data:`~privfed.common.boosting.params.MAX_OWNER_ROWS` rows
     per owner. ``expected``: who to name while waiting (:mod:`privfed.server.registration`). ``on_batch`` is told
-    of every batch, ``on_progress`` of every step of the strategy (:meth:`Transport.progressed`).
+    of every batch, ``on_progress`` of every step of the strategy (:meth:`Transport.progressed`). ``planned``: the
+    owners a resumed job's journal recorded (:func:`_resumed_plan`): the strategy runs over them again, whoever
+    takes part now (the accept round still books who declines now; such an owner refuses its tasks, as an owner
+    whose policy changed mid-job does).
     """
     expected = expected or Expected(expected_owners)
     t0 = time.perf_counter()
@@ -238,7 +276,16 @@ def run_job(
 
     try:
         transport = GrpcTransport(execute, server.dispatcher, book=book, on_progress=on_progress)
-        result = strategy.run(owner_ids, transport)
+        taking_part = accept_round(execute, owner_ids)
+        plan = taking_part if planned is None else _resumed_plan(planned, owner_ids)
+        try:
+            strategy.check_feasible(len(plan))
+        except ConfigError as exc:
+            raise RoundFailed(
+                f"only {len(taking_part)} of {len(owner_ids)} owners take part in the job (the accept round, before "
+                f"any release: nothing was released or debited): {exc}"
+            ) from exc
+        result = strategy.run(plan, transport)
     except RoundFailed as exc:  # say why owners did not answer: their refusals, rejections, the nodes lost
         raise type(exc)("; ".join(w for w in (str(exc), book.why()) if w)) from exc
     t2 = time.perf_counter()
@@ -350,11 +397,12 @@ def run_federated_job(
                 schema_sha256=job.schema.digest(),
             )
         )
-        expected = job.expected
+        expected, planned = job.expected, None
         if job.config.journal is not None and job.config.resume:  # the owners it ran over, all of them
             from privfed.server.journal import resumed_owners  # a boosting job's: loaded for one only
 
-            expected = replace(expected, owners=max(expected.owners, resumed_owners(job.config.journal)))
+            planned = resumed_owners(job.config.journal) or None
+            expected = replace(expected, owners=max(expected.owners, len(planned or ())))
         outcome = run_job(
             server,
             job.strategy,
@@ -367,6 +415,7 @@ def run_federated_job(
             expected=expected,
             on_batch=on_batch,
             on_progress=on_progress,
+            planned=planned,
         )
         server.models.put(
             job.model_id, outcome.model, schema=job.schema, data_user=job.data_user

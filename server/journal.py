@@ -221,11 +221,13 @@ def fingerprint(*parts: bytes | str) -> str:
     return h.hexdigest()
 
 
-def resumed_owners(path: Path) -> int:
-    """How many owners the unfinished job in the journal at ``path`` ran over (no file or no such job: 0): a
-    resumed job waits for that many, not the fewer its job file asked for (it runs on every registered owner),
-    else it began with the first daemons back and failed for good on the owners' list (walkthrough 5)."""
+def resumed_owners(path: Path) -> list[str]:
+    """The owners the unfinished job in the journal at ``path`` ran over, in its order (no file or no such job:
+    none): those that took part in its accept round (``privfed.server.job.accept_round``; a journal of older code:
+    every owner registered then). A resumed job waits for as many, not the fewer its job file asked for, else it
+    began with the first daemons back and failed for good on the owners' list (walkthrough 5), and runs over
+    them again: its rounds are planned from them and its seed."""
     if not path.exists():
-        return 0
+        return []
     with Journal(path) as journal:
-        return len(journal.unfinished_owners())
+        return journal.unfinished_owners()

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
         SvmShareTask,
     )
     from privfed.common.tasks.gradient import LR_GRADIENT, LrGradientReply, LrGradientTask, gradient_release_id
+    from privfed.common.tasks.join import JOIN, JoinAccepted, JoinTask
     from privfed.common.tasks.naive_bayes import NB_REPORT, NbReportReply, NbReportTask, nb_release_id
     from privfed.common.tasks.shares import (
         LR_SHARE,
@@ -106,6 +107,7 @@ DECLARED: dict[str, tuple[str, str]] = {
     "secagg_unmask": ("steps", "SECAGG_UNMASK"),
     "lr_gradient": ("gradient", "LR_GRADIENT"),
     "nb": ("naive_bayes", "NB_REPORT"),
+    "join": ("join", "JOIN"),
 }
 
 #: Every other public name -> the module (of this package) that defines it, imported on first read.
@@ -130,6 +132,7 @@ _LAZY: dict[str, str] = {
     "ContractViolation": "contract",
     "PublicLimits": "contract",
     **dict.fromkeys(["PcaShareReply", "PcaShareTask", "SvmShareReply", "SvmShareTask"], "feddpdr"),
+    **dict.fromkeys(["JoinAccepted", "JoinTask"], "join"),
     **dict.fromkeys(["LrGradientReply", "LrGradientTask", "gradient_release_id"], "gradient"),
     **dict.fromkeys(["NbReportReply", "NbReportTask", "nb_release_id"], "naive_bayes"),
     **dict.fromkeys(["JointNccShareReply", "LrShareReply", "LrShareTask", "NccShareReply", "NccShareTask"], "shares"),
@@ -210,6 +213,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "BOOST_EVALUATE",
     "BOOST_SHARE",
+    "JOIN",
     "LR_GRADIENT",
     "LR_SHARE",
     "NB_REPORT",
@@ -229,6 +233,8 @@ __all__ = [
     "BoostShareReply",
     "BoostShareTask",
     "ContractViolation",
+    "JoinAccepted",
+    "JoinTask",
     "JointNccReply",
     "JointNccShareReply",
     "Kind",

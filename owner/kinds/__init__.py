@@ -6,7 +6,8 @@ each in one table keyed by the kind's name. As Flower's ClientApp routes a messa
 function registered for it, the owner core (``privfed.owner.core``) looks a task's kind up here,
 once; nothing else dispatches on task types. Release kinds declare validate / debits / compute /
 fallback (:mod:`privfed.owner.kinds.base`); step kinds are a secure sum's protocol messages, handed
-to the mod they name.
+to the mod they name; the join kind (the accept round) is answered by the core from the job's
+announcement and the node's policy.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from privfed.common.errors import ConfigError
 from privfed.common.tasks import TaskSpec
 from privfed.common.tasks import kind_of as task_kind_of
-from privfed.owner.kinds.base import OwnerKind, StepKind
+from privfed.owner.kinds.base import JoinKind, OwnerKind, StepKind
 
 if TYPE_CHECKING:
     OWNER_KINDS: dict[str, OwnerKind]
@@ -30,7 +31,7 @@ def owner_kinds() -> dict[str, OwnerKind]:
     first task a node looks up (issue 27: an idle node imports no kind's code). Every task's lookup --
     whatever its kind, known or not -- goes through here, and kinds are public: which of them a node
     has imported says nothing of its data."""
-    from privfed.common.tasks import RING_MESSAGE, SECAGG_KEYS, SECAGG_UNMASK
+    from privfed.common.tasks import JOIN, RING_MESSAGE, SECAGG_KEYS, SECAGG_UNMASK
     from privfed.owner.kinds.boosting import BoostEvaluateKind, BoostShareKind
     from privfed.owner.kinds.feddpdr import PcaShareKind, SvmShareKind
     from privfed.owner.kinds.gradient import LrGradientKind
@@ -52,6 +53,7 @@ def owner_kinds() -> dict[str, OwnerKind]:
             StepKind(SECAGG_UNMASK, mod="secagg", batch=math.inf),
             LrGradientKind(),
             NbReportKind(),
+            JoinKind(JOIN),  # answered by the owner core itself, from the announcement and the policy
         )
     }
 

@@ -16,7 +16,9 @@ A *release kind* (a task that reads rows and lets something leave) declares
   boosting: ring or pairwise masks), as a Flower mod wraps a ClientApp's reply.
 
 A *step kind* (a secure sum's protocol message: a ring hop, a key agreement, an unmasking) reads
-no row and releases nothing of its own; it is handed to its mod's ``step``.
+no row and releases nothing of its own; it is handed to its mod's ``step``. The *join kind* (the accept
+round) reads no row and releases nothing either: the owner core answers it from the job's announcement
+and the node's policy.
 
 The rest of a kind -- its spec and reply types, ledger entries and reply contract -- is declared
 once in :mod:`privfed.common.tasks`; an owner kind names it (``kind``) and is registered under its name.
@@ -283,4 +285,20 @@ class StepKind:
         return self.kind.name
 
 
-OwnerKind = TaskKind[Any] | StepKind
+class JoinKind:
+    """The accept round's task (:mod:`privfed.common.tasks.join`): answered by the owner core from the job's
+    announcement, the node's policy and the owner's ledger totals alone (``OwnerCore._check_job``, the check every
+    release of the job passes first), with an empty acceptance or that check's refusal. No row, no debit."""
+
+    #: Any number at once: nothing is computed.
+    batch: ClassVar[float] = math.inf
+
+    def __init__(self, kind: Kind[Any]) -> None:
+        self.kind = kind
+
+    @property
+    def name(self) -> str:
+        return self.kind.name
+
+
+OwnerKind = TaskKind[Any] | StepKind | JoinKind

@@ -36,6 +36,7 @@ from privfed.common.tasks import (
     KINDS,
     BoostEvaluateTask,
     BoostShareTask,
+    JoinTask,
     LrGradientTask,
     LrShareTask,
     NbReportTask,
@@ -313,6 +314,7 @@ SPECS = {
     "secagg_unmask": _secagg_unmask,
     "lr_gradient": _lr_gradient,
     "nb": _nb,
+    "join": lambda data, core, owner_id: JoinTask(),  # carries nothing: the announcement is the job
 }
 
 

@@ -107,6 +107,7 @@ def _seed_tasks(owner_id: str, peer: str) -> dict[str, pb.Task]:
             ),
         ),
         "nb": pb.Task(round_id="nb-fuzz", nb=pb.NbReportTask(epsilon=0.01, n_bins=3, n_classes=2, bounds=bounds)),
+        "join": pb.Task(round_id="accept", join=pb.JoinTask()),
         "secagg_unmask": pb.Task(
             round_id="sa", secagg_unmask=pb.SecAggUnmaskTask(session_id="fz-sa", round=0, survivors=[owner_id])
         ),

@@ -4,6 +4,7 @@ processes, and the data user's commands (``privfed submit``, ``jobs``, ``job``) 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -42,6 +43,8 @@ class ServiceFleet:
     tmp: Path
     limits: dict[str, dict[str, Any]] = field(default_factory=dict)  # node -> policy overrides
     procs: list[subprocess.Popen] = field(default_factory=list)
+    #: Run the daemons as ``stall_owner.py``: :meth:`stall` makes one stop itself at its next release batch.
+    stalls: bool = False
 
     def __post_init__(self) -> None:
         self.certs = make_certs(self.tmp / "certs", owners=len(NODES), data_users=["alice", "bob"])
@@ -79,9 +82,19 @@ class ServiceFleet:
                 shards=f"{i * OWNERS_PER_NODE}:{(i + 1) * OWNERS_PER_NODE}", ledger=self.ledger(node),
                 budget=100.0, certs=self.certs, extra=["--policy", str(policy), "--delta-budget", "1e-3"],
             )  # fmt: skip
+            env = None
+            if self.stalls:  # the same arguments, through the test-only entry point
+                cmd = [sys.executable, str(Path(__file__).with_name("stall_owner.py")), *cmd[3:]]
+                env = os.environ | {"PRIVFED_TEST_STALL": str(self.tmp / f"stall-{node}")}
             self.procs.append(
-                subprocess.Popen(cmd, stdout=open(self.tmp / f"{node}.log", "a"), stderr=subprocess.STDOUT)
+                subprocess.Popen(cmd, stdout=open(self.tmp / f"{node}.log", "a"), stderr=subprocess.STDOUT, env=env)
             )
+
+    def stall(self, node: str) -> None:
+        """``node`` (its daemon run as ``stall_owner.py``: ``stalls``) stops itself (SIGSTOP) before answering its
+        next batch with a release task: after a job's accept round, in its first batch. SIGCONT it when done."""
+        assert self.stalls
+        (self.tmp / f"stall-{node}").touch()
 
     def ledger(self, node: str) -> Path:
         return self.tmp / f"{node}.sqlite"

@@ -38,7 +38,9 @@ def test_simulate_reports_baselines_repeats_and_infinite_epsilon_without_bars_on
     assert "\r" not in done.stderr  # stderr is a pipe: no progress bars
     assert done.stderr.splitlines()[-1] == "heavy=", "the launcher's own process stays as lean as a coordinator"
     rounds = [line for line in done.stderr.splitlines() if "privfed.coordinator.rounds" in line]
-    assert len(rounds) == 4 and all("round r1: 20 of 20 task(s) answered" in line for line in rounds)
+    accepts = [line for line in rounds if "round accept: 20 of 20 task(s) answered" in line]  # each job's first
+    releases = [line for line in rounds if "round r1: 20 of 20 task(s) answered" in line]
+    assert len(accepts) == len(releases) == 4 and len(rounds) == 8, rounds
     lines = [line for line in done.stderr.splitlines() if line.lstrip().startswith("eps=")]
     assert len(lines) == 2 and all("±" in line and "majority class" in line and "chance" in line for line in lines)
     (report_path,) = tmp_path.glob("*/report.json")

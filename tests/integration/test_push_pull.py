@@ -66,11 +66,19 @@ def recorded_rounds(tmp_path, session_capacity=None, between=lambda fed, r: None
             "lr", solver="local", mechanism="pm", epsilon=math.inf, n_classes=2, bounds=test.bounds
         )
         outcome = fed.run(Rounds(strategy, lambda r: between(fed, r)), OWNERS)
-        during = calls.since(mark)
+        during = [c for c in calls.since(mark) if not accept_answers(c)]  # the rounds': after the accept round's
     finally:
         fed.close()
     assert outcome.answered == OWNERS and outcome.model is not None
     return during
+
+
+def accept_answers(call) -> bool:
+    """Whether ``call`` pushes the job's accept round's answers (before its rounds; the push takes round 0's tasks)."""
+    if not is_push(call):
+        return False
+    results = pb.PushResultsRequest.FromString(call.data).results
+    return bool(results) and all(r.WhichOneof("kind") == "join_accepted" for r in results)
 
 
 def test_consecutive_rounds_cost_each_node_one_message_pair_on_its_session(tmp_path):

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     # owner-2 accepts at most epsilon 2.5 per job; owner-0 and owner-1 at most 4
-    f = ServiceFleet(tmp_path_factory.mktemp("service"), limits={"owner-2": {"max_epsilon_per_job": 2.5}})
+    f = ServiceFleet(tmp_path_factory.mktemp("service"), limits={"owner-2": {"max_epsilon_per_job": 2.5}}, stalls=True)
     try:
         f.start_service()
         f.start_owners()
@@ -281,7 +281,8 @@ def test_a_job_without_a_journal_stopped_mid_batch_is_not_asked_again_after_the_
         assert time.monotonic() < deadline, fleet.service_log()[-3000:]  # the daemons came back after a restart
         time.sleep(0.1)
     stalled = fleet.procs[2]
-    stalled.send_signal(signal.SIGSTOP)  # its owners never answer: the job's first batch waits for them
+    # it takes part in the job's accept round, then stops: its owners never answer the first batch, which waits
+    fleet.stall(NODES[2])
     try:
         job_id = fleet.submit(epsilon=2.0, owners=owners, **settings)
         deadline = time.monotonic() + 60

@@ -263,3 +263,22 @@ def test_a_journal_of_older_code_without_accounts_resumes_and_counts_what_it_can
     assert taken and all(r.released is None and r.secure_sum is None for r in taken)
     ran = sum(r.released for r in result.rounds if not r.from_journal)
     assert owner_side.book.contributed() == ran < clean_report["answered"]
+
+
+def test_a_resumed_job_runs_over_the_owners_its_journal_recorded_in_their_order(tmp_path):
+    """The journal records the owners a job is planned over (those that took part in its accept round); a resumed
+    job runs over them again, in that order, whoever is registered beside them, and says which are missing."""
+    from privfed.common.errors import RoundFailed
+    from privfed.server.job import _resumed_plan
+    from privfed.server.journal import resumed_owners
+
+    path = tmp_path / "journal.sqlite"
+    assert resumed_owners(path) == []  # no journal: a fresh job
+    taking_part = ["owner-1.o00003", "owner-0.o00001", "owner-2.o00007"]
+    with Journal(path) as journal:
+        journal.begin(fingerprint="f", owner_ids=taking_part, run_id="boost-1", resume=False)
+    assert resumed_owners(path) == taking_part
+    registered = sorted([*taking_part, "owner-0.o00000", "owner-2.o00008"])
+    assert _resumed_plan(resumed_owners(path), registered) == taking_part
+    with pytest.raises(RoundFailed, match=r"3 owners, of which 1 are not registered now \(owner-2\.o00007\)"):
+        _resumed_plan(taking_part, registered[:-2])

@@ -9,7 +9,7 @@ import pytest
 from privfed.common.errors import ConfigError
 from privfed.common.jobinfo import JobInfo
 from privfed.common.ledger import Debit, Ledger
-from privfed.common.tasks import REFUSAL_TEXTS, NccShareTask, Refusal, Task
+from privfed.common.tasks import REFUSAL_TEXTS, JoinAccepted, JoinTask, NccShareTask, Refusal, Task
 from privfed.owner.core import OwnerCore
 from privfed.owner.data import build_owners, federation_split
 from privfed.owner.policy import OwnerPolicy
@@ -110,6 +110,31 @@ def test_a_declined_job_is_refused_with_the_policy_code_and_nothing_is_debited(t
     results = c.answer(ncc_tasks(train, owners, prefix="u"), job=job("j2", epsilon=1.0)).results
     assert not any(isinstance(r.payload, Refusal) for r in results)
     assert {h["job"] for o in owners for h in ledger.history(o)} == {"j2"}
+
+
+def test_the_accept_round_is_answered_by_the_same_check_with_nothing_debited(tmp_path, digits):
+    """A ``join`` task (the accept round, walkthrough 5 F1) gets the refusal every task of a declined job gets, or an
+    empty acceptance (its bytes: the ids and an empty field); no policy takes part in every job; nothing is debited."""
+    train, _ = digits
+    declined, accepted = job(epsilon=1.5), job("j2", epsilon=1.0)
+
+    def joins(c, owners, announced, prefix):
+        return c.answer([Task(f"{prefix}-{i}", o, "accept", JoinTask()) for i, o in enumerate(owners)], job=announced)
+
+    c, owners, ledger = core(tmp_path, train, OwnerPolicy(max_epsilon_per_job=1.0))
+    refused = joins(c, owners, declined, "a").results
+    task_refusal = c.answer(ncc_tasks(train, owners[:1]), job=declined).results[0].payload
+    assert [r.payload for r in refused] == [task_refusal] * 2  # two owners' rows, one refusal: the rule's
+    assert task_refusal.code == "policy" and "epsilon_per_job" in task_refusal.message
+    answers = joins(c, owners, accepted, "b")
+    assert [r.payload for r in answers.results] == [JoinAccepted()] * 2 and answers.outbound == []
+    assert result_to_proto(answers.results[0]).ByteSize() == len(b"\n\x03b-0\x12\x0eowner-0.o00000\xc2\x01\x00")
+    assert joins(c, owners, None, "c").results[0].payload.message.endswith("(rule unannounced))")
+    assert all(ledger.history(o) == [] for o in owners)
+    (tmp_path / "free").mkdir()
+    free, free_owners, free_ledger = core(tmp_path / "free", train, None)
+    assert [r.payload for r in joins(free, free_owners, None, "d").results] == [JoinAccepted()] * 2
+    assert all(free_ledger.history(o) == [] for o in free_owners)
 
 
 def test_an_accepted_job_is_held_to_the_epsilon_it_announced(tmp_path, digits):

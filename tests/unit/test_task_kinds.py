@@ -46,6 +46,8 @@ from privfed.common.tasks import (
     BoostEvaluateTask,
     BoostShareTask,
     ContractViolation,
+    JoinAccepted,
+    JoinTask,
     JointNccReply,
     JointNccShareReply,
     Kind,
@@ -80,7 +82,7 @@ from privfed.common.tasks import (
     kind_of,
 )
 from privfed.owner.kinds import OWNER_KINDS
-from privfed.owner.kinds.base import StepKind, TaskKind
+from privfed.owner.kinds.base import JoinKind, StepKind, TaskKind
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import serde
 
@@ -178,6 +180,7 @@ TASKS: dict[str, list] = {
         LrGradientTask("duchi", math.inf, np.array([[0.5, -1.25, 2.0, 0.125]]), 8.0, 2, BOUNDS),
     ],
     "nb": [NbReportTask(3.0, 3, 2, BOUNDS), NbReportTask(math.inf, 5, 3, BOUNDS)],
+    "join": [JoinTask()],
 }
 OWNER = "owner-3.o00003"
 #: Replies of every type, by type.
@@ -204,6 +207,7 @@ REPLIES: dict[type, list] = {
     UnmaskReply: [UnmaskReply(OWNER, 2, {"owner-0.o00000": b"s" * SHARE_BYTES}, {"owner-1.o00001": b"k"})],
     LrGradientReply: [LrGradientReply(reports=np.arange(-6.0, 6.0).reshape(1, 12) / 4)],
     NbReportReply: [NbReportReply(features=np.array([2]), reports=np.array([[5]]))],
+    JoinAccepted: [JoinAccepted()],
 }
 
 
@@ -245,7 +249,7 @@ def test_every_kind_is_declared_whole_and_survives_the_wire(kind: Kind) -> None:
     assert kind.name in serde.TASKS, f"{kind.name}: no serde pair (proto/serde.py TASKS)"
     assert kind.name in OWNER_KINDS and OWNER_KINDS[kind.name].kind is kind, f"{kind.name}: no owner kind"
     releases = isinstance(OWNER_KINDS[kind.name], TaskKind)
-    assert releases or isinstance(OWNER_KINDS[kind.name], StepKind)
+    assert releases or isinstance(OWNER_KINDS[kind.name], StepKind | JoinKind)
     assert TASKS.get(kind.name), f"{kind.name}: no example tasks here"
     for spec in TASKS[kind.name]:
         assert kind_of(spec) is kind
@@ -253,7 +257,7 @@ def test_every_kind_is_declared_whole_and_survives_the_wire(kind: Kind) -> None:
         assert all(
             isinstance(e, float | int) and isinstance(d, float | int) and isinstance(p, str) for e, d, p in entries
         )
-        assert bool(entries) == releases, f"{kind.name}: a release debits, a secure sum's step does not"
+        assert bool(entries) == releases, f"{kind.name}: a release debits, a secure sum's step or a join does not"
         task = Task("t1", "owner-0.o00002", "r1", spec)
         assert_same(over_the_wire(task), task)
     for reply_type in kind.replies:
