@@ -15,6 +15,7 @@ from typing import Any
 
 from fedharness import DATASET, owner_cmd
 
+from privfed.common.ledger import read_accounts
 from privfed.deploy.certs import make_certs
 
 NODES = ("owner-0", "owner-1", "owner-2")
@@ -98,6 +99,12 @@ class ServiceFleet:
 
     def ledger(self, node: str) -> Path:
         return self.tmp / f"{node}.sqlite"
+
+    def releases(self, node: str, job_id: str) -> list[dict]:
+        """The node's ledger entries for the job (none while it has no ledger file: its first debit creates it)."""
+        if not self.ledger(node).exists():
+            return []
+        return [r for a in read_accounts(self.ledger(node)) for r in a.releases if r["job"] == job_id]
 
     def close(self) -> None:
         if self.service is not None and self.service.poll() is None:

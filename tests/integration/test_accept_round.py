@@ -14,8 +14,6 @@ from __future__ import annotations
 import pytest
 from servicefleet import NODES, OWNERS_PER_NODE, ServiceFleet
 
-from privfed.common.ledger import read_accounts
-
 pytestmark = pytest.mark.slow
 
 TAKING_PART = {f"owner-0.o{i:05d}" for i in range(OWNERS_PER_NODE)}
@@ -35,13 +33,6 @@ def fleet(tmp_path_factory):
         f.close()
 
 
-def releases_of(fleet: ServiceFleet, node: str, job_id: str) -> list[dict]:
-    """The node's ledger entries for the job (none while it has no ledger file: its first debit creates it)."""
-    if not fleet.ledger(node).exists():
-        return []
-    return [r for a in read_accounts(fleet.ledger(node)) for r in a.releases if r["job"] == job_id]
-
-
 def test_a_boosting_job_by_shares_runs_on_the_owners_that_take_part(fleet):
     job_id = fleet.submit(task="bdt", epsilon=2.0, owners=OWNERS, base="ncc", rounds=3, min_owners=1)
     job = fleet.wait(job_id, timeout=90)
@@ -57,8 +48,8 @@ def test_a_boosting_job_by_shares_runs_on_the_owners_that_take_part(fleet):
     assert all(r["asked"] <= OWNERS_PER_NODE // 3 for r in rounds), rounds
     assert all(not r["secure_sum"]["refused"] and not r["secure_sum"]["dropped"] for r in rounds), rounds
     for node in ("owner-1", "owner-2"):  # asked whether they take part, and nothing more: nothing debited
-        assert releases_of(fleet, node, job_id) == []
-    spent = releases_of(fleet, "owner-0", job_id)
+        assert fleet.releases(node, job_id) == []
+    spent = fleet.releases("owner-0", job_id)
     assert spent and sum(r["epsilon"] for r in spent) <= OWNERS_PER_NODE * 2.0 + 1e-9
     assert set(fleet.jobs()[job_id]["declined_owners"]) == DECLINING  # `privfed jobs`' declined column
 
@@ -77,4 +68,4 @@ def test_a_job_too_few_owners_take_part_in_fails_before_any_release(fleet):
         assert "20/30 owners refused: policy" in job["error"], job["error"]  # and why they did not take part
         assert set(fleet.report(job_id)["declined_owners"]) == DECLINING
         for node in NODES:
-            assert releases_of(fleet, node, job_id) == [], node
+            assert fleet.releases(node, job_id) == [], node

@@ -41,10 +41,6 @@ def fleet(tmp_path_factory):
         f.close()
 
 
-def releases_of(fleet: ServiceFleet, node: str, job_id: str) -> list[dict]:
-    return [r for a in read_accounts(fleet.ledger(node)) for r in a.releases if r["job"] == job_id]
-
-
 def test_three_jobs_in_turn_then_one_declined_by_an_owner_policy_with_nothing_debited(fleet):
     owners = len(NODES) * OWNERS_PER_NODE
     jobs = {
@@ -62,7 +58,7 @@ def test_three_jobs_in_turn_then_one_declined_by_an_owner_policy_with_nothing_de
         assert 0.0 <= report["reference_accuracy"] <= 1.0 and report["reference_learner"], report  # as a coordinator's
         assert (fleet.job_dir(job_id) / "model.json").is_file() and (fleet.job_dir(job_id) / "job.log").is_file()
         for node in NODES:  # every owner released under the job's id, within its announced epsilon
-            spent = releases_of(fleet, node, job_id)
+            spent = fleet.releases(node, job_id)
             assert spent and sum(r["epsilon"] for r in spent) <= OWNERS_PER_NODE * settings["epsilon"] + 1e-9
     listed = fleet.jobs()  # `privfed jobs` shows them all, done
     assert [j["state"] for j in listed.values()] == ["done"] * 3
@@ -81,8 +77,8 @@ def test_three_jobs_in_turn_then_one_declined_by_an_owner_policy_with_nothing_de
         report["refused"][o].startswith("policy") and "epsilon_per_job" in report["refused"][o] for o in declined
     )
     assert job["state"] == "done" and report["answered"] == 2 * OWNERS_PER_NODE
-    assert releases_of(fleet, "owner-2", over) == []  # nothing debited by the owner that declined
-    assert len(releases_of(fleet, "owner-0", over)) > 0  # the others took part
+    assert fleet.releases("owner-2", over) == []  # nothing debited by the owner that declined
+    assert len(fleet.releases("owner-0", over)) > 0  # the others took part
     shown = subprocess.run(
         [sys.executable, "-m", "privfed.deploy.cli", "ledger", "show", "--ledger", str(fleet.ledger("owner-2"))],
         capture_output=True, text=True, check=True,
@@ -286,7 +282,7 @@ def test_a_job_without_a_journal_stopped_mid_batch_is_not_asked_again_after_the_
     try:
         job_id = fleet.submit(epsilon=2.0, owners=owners, **settings)
         deadline = time.monotonic() + 60
-        while sum(len(_releases_so_far(fleet, n, job_id)) for n in NODES[:2]) < 2 * OWNERS_PER_NODE * entries:
+        while sum(len(fleet.releases(n, job_id)) for n in NODES[:2]) < 2 * OWNERS_PER_NODE * entries:
             assert time.monotonic() < deadline, fleet.service_log()[-3000:]
             time.sleep(0.1)
         fleet.stop_service()
@@ -305,11 +301,6 @@ def test_a_job_without_a_journal_stopped_mid_batch_is_not_asked_again_after_the_
         if r["job"] == job_id
     )  # the stalled node may answer the tasks it was sent before the stop, once; nobody is asked twice
     assert set(per_owner.values()) == {entries} and len(per_owner) >= 2 * OWNERS_PER_NODE, per_owner
-
-
-def _releases_so_far(fleet: ServiceFleet, node: str, job_id: str) -> list[dict]:
-    """:func:`releases_of`, none while the node has no ledger file yet (its first debit creates it)."""
-    return releases_of(fleet, node, job_id) if fleet.ledger(node).exists() else []
 
 
 def _journal_rounds(path) -> int:
