@@ -210,14 +210,14 @@ def _submit(args: argparse.Namespace) -> int:
 
 
 def _jobs(args: argparse.Namespace) -> int:
-    from privfed.server.statuspage import declined_by_node
+    from privfed.server.statuspage import refused_line
 
     answer = call(args, "List", {} if args.all else {"last": args.last})
     jobs, earlier = answer["jobs"], int(answer.get("earlier") or 0)
     if args.json:
         print(json.dumps(jobs, indent=2))
         return 0
-    header = ("id", "state", "task", "epsilon", "owners", "data user", "progress", "accuracy", "declined")
+    header = ("id", "state", "task", "epsilon", "owners", "data user", "progress", "accuracy", "refused by")
     rows = [
         (
             j["job_id"],
@@ -228,7 +228,7 @@ def _jobs(args: argparse.Namespace) -> int:
             j["data_user"],
             f"{100 * j['progress']:.0f}%",
             "" if j["accuracy"] is None else f"{j['accuracy']:.4f}",
-            declined_by_node(j["declined_owners"]),
+            refused_line(j.get("refused_by_node") or {}),
         )
         for j in jobs
     ]

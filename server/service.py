@@ -40,7 +40,7 @@ from privfed.server.main import coordinator_job, federation_schema, public_rows_
 from privfed.server.models import ModelStore, load_model, may_use
 from privfed.server.registration import Expected, status
 from privfed.server.report import JobReport, host_info, version_info
-from privfed.server.statuspage import StatusPage
+from privfed.server.statuspage import StatusPage, refusals_by_node
 
 log = logging.getLogger("privfed.coordinator")
 
@@ -296,6 +296,7 @@ class CoordinatorService:
             "accuracy": record.accuracy,
             "majority": ((report or {}).get("baselines") or {}).get("majority_class"),
             "declined_owners": (report or {}).get("declined_owners", []),
+            "refused_by_node": refusals_by_node((report or {}).get("refused") or {}),
             "submitted": record.submitted,
             "started": record.started,
             "finished": record.finished,

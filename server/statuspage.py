@@ -2,7 +2,7 @@
 localhost by default (``privfed serve --status-listen``), that reloads itself every few seconds.
 
 It shows what the coordinator already knows and nothing else: the jobs (state, task, ε requested,
-rounds and progress, accuracy against the majority-class baseline, owners that declined), the owner
+rounds and progress, accuracy against the majority-class baseline, owners that refused it and why), the owner
 nodes registered and whether they are online, and an accuracy plot (inline SVG). No owner data and
 no ledger contents: the coordinator has neither. ``/jobs.json`` gives the same as JSON. GET only.
 """
@@ -13,8 +13,7 @@ import html
 import json
 import logging
 import threading
-from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -31,9 +30,24 @@ COLOURS = {"ncc": "#1f77b4", "lr": "#2ca02c", "feddpdr": "#9467bd", "bdt": "#d62
 Snapshot = Callable[[], dict[str, Any]]
 
 
-def declined_by_node(owners: list[str]) -> str:
-    """``owner-2 (10), owner-5 (3)``: the nodes whose owners declined a job, with how many."""
-    return ", ".join(f"{node} ({n})" for node, n in sorted(Counter(node_of(o) for o in owners).items()))
+def refusals_by_node(refused: Mapping[str, str]) -> dict[str, dict[str, int]]:
+    """Node -> refusal code -> how many of its owners refused the job so (from a report's ``refused``: owner ->
+    ``"code: text"``): what a job's listing carries, a few numbers per node whatever its owners' count."""
+    out: dict[str, dict[str, int]] = {}
+    for owner, why in sorted(refused.items()):
+        codes = out.setdefault(node_of(owner), {})
+        code = why.split(":", 1)[0]
+        codes[code] = codes.get(code, 0) + 1
+    return out
+
+
+def refused_line(by_node: Mapping[str, Mapping[str, int]]) -> str:
+    """``owner-2 (10 policy), owner-5 (3 budget_exceeded)``: the nodes whose owners refused a job, with how many
+    by refusal code (:func:`refusals_by_node`). Not only the policy's declines (walkthrough 5b: owners out of
+    budget refused a job and the table showed nobody)."""
+    return ", ".join(
+        f"{node} ({n} {code})" for node, codes in sorted(by_node.items()) for code, n in sorted(codes.items())
+    )
 
 
 def accuracy_svg(jobs: list[dict[str, Any]], width: int = 640, height: int = 220) -> str:
@@ -98,7 +112,7 @@ def render(snapshot: dict[str, Any]) -> str:
             f"<td class='done'>{steps_done(j)}</td>"
             f"<td><progress max='100' value='{pct[:-1]}'></progress> <span class='progress'>{pct}</span></td>"
             f"<td class='accuracy'>{acc}</td>"
-            f"<td class='declined'>{html.escape(declined_by_node(j.get('declined_owners') or []))}</td>"
+            f"<td class='refused'>{html.escape(refused_line(j.get('refused_by_node') or {}))}</td>"
             f"<td class='note'>{html.escape(j.get('note') or j.get('error') or '')}</td></tr>"
         )
     node_rows = [
@@ -124,7 +138,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;font-size:13px}} th{{background:#f4
 <table id="nodes"><tr><th>node</th><th>owners</th><th>status</th></tr>{"".join(node_rows)}</table>
 <h2>Jobs</h2>
 <table id="jobs"><tr><th>id</th><th>state</th><th>task</th><th>&epsilon; per owner</th><th>data user</th>
-<th>rounds</th><th>done</th><th>progress</th><th>accuracy</th><th>declined by</th><th>note</th></tr>
+<th>rounds</th><th>done</th><th>progress</th><th>accuracy</th><th>refused by</th><th>note</th></tr>
 {"".join(rows)}</table>
 {earlier}<h2>Accuracy</h2>
 <p>Finished jobs, one bar each (dashed: the majority-class baseline on the public test set).</p>

@@ -84,6 +84,8 @@ def test_three_jobs_in_turn_then_one_declined_by_an_owner_policy_with_nothing_de
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert "by job" in shown.stdout and over not in shown.stdout and listed_ids[0] in shown.stdout
+    table = fleet.cli("jobs", "--last", "1").stdout  # who refused it, and why, in the refused by column
+    assert f"owner-2 ({OWNERS_PER_NODE} policy)" in table.splitlines()[1], table
 
 
 def test_only_a_data_user_certificate_submits(fleet, tmp_path):
