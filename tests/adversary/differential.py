@@ -48,6 +48,7 @@ from privfed.common.learners.ncc_model import NearestCentroidModel
 from privfed.common.ledger import Ledger
 from privfed.common.tasks import (
     BoostShareTask,
+    JoinTask,
     LrGradientTask,
     LrShareTask,
     NbReportTask,
@@ -223,6 +224,7 @@ CASES: dict[str, dict[str, Callable[[str], object]]] = {
         "ceiling": lambda run: NbReportTask(30.0, 3, K, BOUNDS),
         "floor": lambda run: NbReportTask(1e-5, 3, K, BOUNDS),
     },
+    "join": {"accept": lambda run: JoinTask()},  # the accept round: answered from the policy, none here
 }
 
 #: How each kind of the registry is driven here: by :data:`CASES`, by the ring test, or why not at all.

@@ -41,6 +41,7 @@ from privfed.common.identity import owner_id
 from privfed.common.secagg.boxes import generate_private_key, public_bytes
 from privfed.common.secagg.signed_keys import sign_public_key
 from privfed.common.tasks import (
+    JoinAccepted,
     LrShareReply,
     LrShareTask,
     NccShareReply,
@@ -83,7 +84,9 @@ def _svm_width(spec: SvmShareTask) -> int:
 
 def by_kind(answers: Mapping[str, Callable[[Any], Payload]]) -> Answer:
     """An attack that answers tasks of the kinds named in ``answers`` (by kind name, from the task's
-    spec) and stalls on every other."""
+    spec) and stalls on every other; it takes part in the job's accept round (``join``) unless ``answers``
+    says how else to answer it, so that its attack reaches the releases."""
+    answers = {"join": lambda spec: JoinAccepted(), **answers}
 
     def answer(task: Task) -> Payload | None:
         make = answers.get(kind_of(task.spec).name)

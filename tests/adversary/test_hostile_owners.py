@@ -243,4 +243,4 @@ def test_a_rejected_owner_is_asked_for_nothing_more(job):
         pytest.skip("nearest centroid has one round")
     for attack, h in job["hostile"].items():
         kinds = [type(t.spec).__name__ for t in h.tasks]
-        assert kinds == ["PcaShareTask"], (attack, kinds)  # its DP-PCA reply was rejected: no SVM task
+        assert kinds == ["JoinTask", "PcaShareTask"], (attack, kinds)  # DP-PCA reply rejected: no SVM task
