@@ -13,6 +13,9 @@ from privfed.owner.kinds.base import Refused
 
 log = logging.getLogger("privfed.owner")  # the core's logger: its refusals are logged as they were
 
+#: The refusal code of a task of a job the node's policy declines (``privfed.owner.policy``).
+POLICY = "policy"
+
 
 def refusal_for(task: Task, exc: BaseException, *, detail: bool = True) -> Result:
     """The refusal a coordinator gets for a task that failed with ``exc``: the code's fixed text and
@@ -35,5 +38,7 @@ def refusal_for(task: Task, exc: BaseException, *, detail: bool = True) -> Resul
         log.error("task %s for %s failed", task.task_id, task.owner_id, exc_info=exc)
         code = "internal"
     cause = "" if exc.__cause__ is None else f" ({exc.__cause__})"  # e.g. the budget's numbers: one line per task
-    log.warning("refusing task %s for %s (%s): %s%s", task.task_id, task.owner_id, code, exc, cause)
+    # the policy's declines are the owner's own choice, not a problem: a node says them in one line a batch
+    level = logging.DEBUG if code == POLICY else logging.WARNING
+    log.log(level, "refusing task %s for %s (%s): %s%s", task.task_id, task.owner_id, code, exc, cause)
     return Result(task.task_id, task.owner_id, Refusal.of(code, text if detail else ""))

@@ -224,3 +224,8 @@ def test_a_daemon_reads_its_policy_file_again_when_it_changes_and_declines_while
     assert len(changed) == 1, changed  # job-2's; job-3 found the file as job-2 read it
     (broken,) = _lines(caplog, "privfed.owner", logging.ERROR)
     assert broken.startswith(f"--policy {policy}: not a readable TOML file") and "declines every job" in broken
+    # each declined job is one INFO line of the node with its owners' count and rule, not a WARNING per owner
+    said = [line for line in _lines(caplog, "privfed.owner") if "this node's policy declines it" in line]
+    assert [line.split(":")[0] for line in said] == ["job job-2", "job job-4"], said
+    assert all("for 2 owner(s)" in line for line in said) and "rule data_user" in said[0], said
+    assert not [w for w in _lines(caplog, "privfed.owner", logging.WARNING) if "refusing task" in w]
