@@ -56,7 +56,7 @@ from privfed.common.jobinfo import JobInfo
 from privfed.common.ledger import Debit, Ledger, Recipient, RowsUnused, Standing
 from privfed.common.secagg.boxes import generate_private_key
 from privfed.common.secagg.ring import Outbound
-from privfed.common.tasks import JoinAccepted, Refusal, Result, Task
+from privfed.common.tasks import POLICY_DECLINED, JoinAccepted, Refusal, Result, Task
 from privfed.common.work_rows import check_declared_rows, declared_rows
 from privfed.owner.compute import TOGETHER, compute_together, release_from
 from privfed.owner.history import applied_digest
@@ -256,7 +256,7 @@ class OwnerCore:
         if self.owner_policy is not None:
             rule = self.owner_policy.declines(job, self.ledger, owner_id)
             if rule is not None:
-                raise Refused("policy", f"the job is declined by the owner's policy (rule {rule})")
+                raise Refused(POLICY_DECLINED, f"the job is declined by the owner's policy (rule {rule})")
 
     def _admit(
         self,
@@ -289,7 +289,7 @@ class OwnerCore:
             spec = task.spec
             if kind.releases_clear_labels(spec) and not self.policy.allow_clear_labels:
                 raise Refused(
-                    "policy",
+                    POLICY_DECLINED,
                     "clear labels are released only by an owner started with --allow-clear-labels; ask for "
                     "labels='rr' (or 'joint' for boosted NCC)",
                 )
@@ -305,7 +305,7 @@ class OwnerCore:
                 if self.owner_policy is not None and exceeds_announcement(
                     job, self.ledger, owner.owner_id, [*queued, *debits]
                 ):
-                    raise Refused("policy", "the job is declined by the owner's policy (rule announced)")
+                    raise Refused(POLICY_DECLINED, "the job is declined by the owner's policy (rule announced)")
                 if self.owner_policy is not None:  # the id may answer; some rows may not (privfed.owner.policy)
                     out = rows_kept_out(self.owner_policy, job, self.ledger, owner.owner_id, [*queued, *debits])
                     debits = [dataclasses.replace(d, rows_out=out) for d in debits]

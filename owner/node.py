@@ -32,14 +32,13 @@ from privfed.common.schema import FederationSchema
 from privfed.common.secagg.boxes import generate_private_key
 from privfed.common.secagg.ring import Outbound
 from privfed.common.secagg.signed_keys import sign_public_key
-from privfed.common.tasks import JoinAccepted, Refusal, Result, Task, kind_of
+from privfed.common.tasks import POLICY_DECLINED, JoinAccepted, Refusal, Result, Task, kind_of
 from privfed.owner.core import OwnerCore
 from privfed.owner.data import DataFileWatch
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.local import LocalOwner
 from privfed.owner.policy import OwnerPolicy, PolicyFile
 from privfed.owner.push_parts import push_parts
-from privfed.owner.refusals import POLICY
 from privfed.owner.registration import DeferredOwners, SignedOwners, signed_owner_infos
 from privfed.owner.retry import CALL_REFUSED, FORGOTTEN, RETRYABLE, ConnectError, retry
 from privfed.owner.session import SESSION_RETRY_BASE, SESSION_RETRY_CAP, NodeSession
@@ -242,7 +241,7 @@ class OwnerNode:
         if self._job.job_id == self._first_job:
             return False
         why = f"node {self.node_id} takes part in one job ({self._first_job}) without --policy, and has exited"
-        self._refuse_all(stub, self._decode(reply.tasks), Refusal.of("policy", why))
+        self._refuse_all(stub, self._decode(reply.tasks), Refusal.of(POLICY_DECLINED, why))
         log.info("job %s is not this node's job (%s; without --policy a node takes part in one); node %s exits",
                  self._job.job_id, self._first_job, self.node_id)  # fmt: skip
         return True
@@ -466,7 +465,7 @@ class OwnerNode:
         for r in results:
             if isinstance(r.payload, Refusal):
                 self._refused[r.payload.code] += 1
-                if r.payload.code == POLICY:
+                if r.payload.code == POLICY_DECLINED:
                     declined[r.payload.message] += 1
             elif not isinstance(r.payload, JoinAccepted):
                 self._released += 1

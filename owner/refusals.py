@@ -7,14 +7,11 @@ from __future__ import annotations
 import logging
 
 from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError, ProtocolError
-from privfed.common.tasks import Refusal, Result, Task
+from privfed.common.tasks import POLICY_DECLINED, Refusal, Result, Task
 from privfed.owner.history import HistoryRewritten
 from privfed.owner.kinds.base import Refused
 
 log = logging.getLogger("privfed.owner")  # the core's logger: its refusals are logged as they were
-
-#: The refusal code of a task of a job the node's policy declines (``privfed.owner.policy``).
-POLICY = "policy"
 
 
 def refusal_for(task: Task, exc: BaseException, *, detail: bool = True) -> Result:
@@ -39,6 +36,6 @@ def refusal_for(task: Task, exc: BaseException, *, detail: bool = True) -> Resul
         code = "internal"
     cause = "" if exc.__cause__ is None else f" ({exc.__cause__})"  # e.g. the budget's numbers: one line per task
     # the policy's declines are the owner's own choice, not a problem: a node says them in one line a batch
-    level = logging.DEBUG if code == POLICY else logging.WARNING
+    level = logging.DEBUG if code == POLICY_DECLINED else logging.WARNING
     log.log(level, "refusing task %s for %s (%s): %s%s", task.task_id, task.owner_id, code, exc, cause)
     return Result(task.task_id, task.owner_id, Refusal.of(code, text if detail else ""))

@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike
 from privfed import __version__  # not importlib.metadata's: it loads email and zipfile (1.2 MB; issue 27)
 from privfed.common.errors import JobAborted, PrivfedError
 from privfed.common.learners.ncc import resolve_labels
+from privfed.common.tasks import refusal_parts
 
 if TYPE_CHECKING:
     from privfed.server.config import JobConfig
@@ -164,7 +165,7 @@ def refusal_summary(refused: Mapping[str, str], n_owners: int) -> str:
         return ""
     by_code: dict[str, Counter[str]] = {}
     for message in refused.values():
-        code, _, text = message.partition(": ")
+        code, text = refusal_parts(message)
         by_code.setdefault(code, Counter())[text] += 1
     ranked = sorted(by_code.items(), key=lambda item: (-item[1].total(), item[0]))
     parts = [f"{texts.total()} {code} ({_texts(texts)})" for code, texts in ranked]

@@ -20,7 +20,7 @@ from typing import Any
 
 from privfed.common.errors import QuorumLost
 from privfed.common.identity import node_of
-from privfed.common.tasks import Refusal, Result, Task, kind_of, total_budget
+from privfed.common.tasks import POLICY_DECLINED, Refusal, Result, Task, kind_of, refusal_parts, total_budget
 from privfed.server.contracts import ContractViolation, PublicLimits, Rejection, check_reply
 from privfed.server.dispatcher import Answer, RunOutcome
 from privfed.server.report import refusal_summary
@@ -39,7 +39,7 @@ def rejection_summary(rejected: dict[str, str], n_owners: int) -> str:
 
 def declined_owners(refused: dict[str, str]) -> list[str]:
     """The owners whose policy declined the job (refusal code ``policy``; ``privfed owner --policy``)."""
-    return sorted(o for o, why in refused.items() if why.split(":", 1)[0] == "policy")
+    return sorted(o for o, line in refused.items() if refusal_parts(line)[0] == POLICY_DECLINED)
 
 
 @dataclass
@@ -157,7 +157,7 @@ class JobBook:
             usable.append(answer)
             if isinstance(answer.payload, Refusal):
                 self.refusals += 1
-                self.refused[answer.owner_id] = f"{answer.payload.code}: {answer.payload.message}"
+                self.refused[answer.owner_id] = answer.payload.line()
                 self._booked.add(answer.owner_id)
             elif task.spec.ledger_entries():  # a release
                 self._debited(task, answer.owner_id)

@@ -19,6 +19,7 @@ from typing import Any
 
 from privfed.common.errors import ConfigError, reason
 from privfed.common.identity import node_of
+from privfed.common.tasks import refusal_parts
 
 log = logging.getLogger("privfed.coordinator")
 
@@ -34,9 +35,9 @@ def refusals_by_node(refused: Mapping[str, str]) -> dict[str, dict[str, int]]:
     """Node -> refusal code -> how many of its owners refused the job so (from a report's ``refused``: owner ->
     ``"code: text"``): what a job's listing carries, a few numbers per node whatever its owners' count."""
     out: dict[str, dict[str, int]] = {}
-    for owner, why in sorted(refused.items()):
+    for owner, line in sorted(refused.items()):
         codes = out.setdefault(node_of(owner), {})
-        code = why.split(":", 1)[0]
+        code = refusal_parts(line)[0]
         codes[code] = codes.get(code, 0) + 1
     return out
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from privfed.common.errors import ConfigError
 from privfed.common.tasks.base import (
+    POLICY_DECLINED,
     REFUSAL_CODES,
     REFUSAL_TEXTS,
     Kind,
@@ -35,6 +36,7 @@ from privfed.common.tasks.base import (
     Result,
     Task,
     TaskSpec,
+    refusal_parts,
     total_budget,
 )
 
@@ -227,6 +229,7 @@ __all__ = [
     "BY_SPEC",
     "DECLARED",
     "KINDS",
+    "POLICY_DECLINED",
     "REFUSAL_CODES",
     "REFUSAL_TEXTS",
     "BoostEvaluateTask",
@@ -274,6 +277,7 @@ __all__ = [
     "gradient_release_id",
     "kind_of",
     "nb_release_id",
+    "refusal_parts",
     "share_reply",
     "share_reply_type",
     "total_budget",

@@ -33,12 +33,15 @@ from privfed.common.validation import check_choice
 if TYPE_CHECKING:
     from privfed.common.tasks.contract import PublicLimits
 
+#: The refusal code of every task of a job the owner's policy declines (``privfed.owner.policy``).
+POLICY_DECLINED = "policy"
+
 REFUSAL_CODES = (
     "budget_exceeded",
     "invalid_task",
     "duplicate_task",
     "already_released",
-    "policy",
+    POLICY_DECLINED,
     "internal",
     "schema_mismatch",
 )
@@ -52,7 +55,7 @@ REFUSAL_TEXTS = {
     "invalid_task": "the task is invalid for this owner; nothing was released",
     "duplicate_task": "a task with this id was already received; nothing was released for the copy",
     "already_released": "this release was already made; a release is never made twice",
-    "policy": "the owner's policy does not allow this release; nothing was released",
+    POLICY_DECLINED: "the owner's policy does not allow this release; nothing was released",
     "internal": "the owner failed to compute this release; nothing was released",
     "schema_mismatch": "the owner's data does not fit the federation schema; nothing was released",
 }
@@ -132,6 +135,17 @@ class Refusal:
         """The fixed text of ``code``, plus ``detail`` (built only from the task and public configuration)."""
         check_choice(code, name="refusal code", allowed=REFUSAL_CODES)
         return cls(code, f"{REFUSAL_TEXTS[code]} ({detail})" if detail else REFUSAL_TEXTS[code])
+
+    def line(self) -> str:
+        """``"code: message"``: how a job's books, reports and listings keep a refusal (read back by
+        :func:`refusal_parts`)."""
+        return f"{self.code}: {self.message}"
+
+
+def refusal_parts(line: str) -> tuple[str, str]:
+    """The code and message of a refusal kept as :meth:`Refusal.line`."""
+    code, _, message = line.partition(": ")
+    return code, message
 
 
 @dataclass(frozen=True)

@@ -193,7 +193,7 @@ class SingleRound:
 
 def refusals(results: list[Result]) -> dict[str, str]:
     """owner_id -> refusal message, for the report."""
-    return {r.owner_id: f"{r.payload.code}: {r.payload.message}" for r in results if isinstance(r.payload, Refusal)}
+    return {r.owner_id: r.payload.line() for r in results if isinstance(r.payload, Refusal)}
 
 
 def refusal_codes(results: list[Result]) -> dict[str, str]:
