@@ -15,7 +15,6 @@ ServiceFleet: the nodes hold different rows of the built-in data set), and a sec
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import sys
@@ -35,10 +34,7 @@ OWNERS = len(NODES) * OWNERS_PER_NODE
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
-    f = ServiceFleet(tmp_path_factory.mktemp("data-user"))  # its certificates name alice and bob
-    with contextlib.closing(f):  # stops the service and the owners
-        f.start_service()
-        f.start_owners()
+    with ServiceFleet.running(tmp_path_factory.mktemp("data-user")) as f:  # its certificates name alice and bob
         yield f
 
 

@@ -9,6 +9,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,18 @@ class ServiceFleet:
         self.port, self.status_port = free_port(), free_port()
         self.store = self.tmp / "store"
         self.service: subprocess.Popen | None = None
+
+    @classmethod
+    @contextmanager
+    def running(cls, tmp: Path, **settings: Any) -> Iterator[ServiceFleet]:
+        """A service and its owner daemons started, and stopped on leaving (a module fixture's body)."""
+        fleet = cls(tmp, **settings)
+        try:
+            fleet.start_service()
+            fleet.start_owners()
+            yield fleet
+        finally:
+            fleet.close()
 
     # ---------------------------------------------------------------- processes
     def start_service(self) -> None:

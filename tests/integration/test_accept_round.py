@@ -24,13 +24,10 @@ OWNERS = len(NODES) * OWNERS_PER_NODE
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     bob_only = {"data_users": ["bob"]}
-    f = ServiceFleet(tmp_path_factory.mktemp("accept"), limits={"owner-1": bob_only, "owner-2": bob_only})
-    try:
-        f.start_service()
-        f.start_owners()
+    with ServiceFleet.running(
+        tmp_path_factory.mktemp("accept"), limits={"owner-1": bob_only, "owner-2": bob_only}
+    ) as f:
         yield f
-    finally:
-        f.close()
 
 
 def test_a_boosting_job_by_shares_runs_on_the_owners_that_take_part(fleet):

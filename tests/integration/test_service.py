@@ -32,13 +32,9 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     # owner-2 accepts at most epsilon 2.5 per job; owner-0 and owner-1 at most 4
-    f = ServiceFleet(tmp_path_factory.mktemp("service"), limits={"owner-2": {"max_epsilon_per_job": 2.5}}, stalls=True)
-    try:
-        f.start_service()
-        f.start_owners()
+    limits = {"owner-2": {"max_epsilon_per_job": 2.5}}
+    with ServiceFleet.running(tmp_path_factory.mktemp("service"), limits=limits, stalls=True) as f:
         yield f
-    finally:
-        f.close()
 
 
 def test_three_jobs_in_turn_then_one_declined_by_an_owner_policy_with_nothing_debited(fleet):
