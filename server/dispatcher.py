@@ -106,6 +106,11 @@ class Dispatcher(NodeCalls):
         with self._cv:
             return {n: len(node.owners) for n, node in self._registry.nodes.items()}
 
+    def node_states(self) -> dict[str, str]:
+        """Registered node -> ``online``, ``silent`` or ``left`` (:meth:`~privfed.server.nodes.Registry.node_states`)."""
+        with self._cv:
+            return self._registry.node_states(self._clock(), self._node_timeout)
+
     def silent_nodes(self) -> set[str]:
         """Registered nodes silent for longer than the node timeout (exited, or hung)."""
         with self._cv:

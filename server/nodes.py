@@ -276,6 +276,14 @@ class Registry:
         """Nodes that have not called for longer than ``timeout`` seconds, or that left (:meth:`leave`)."""
         return {nid for nid, n in self.nodes.items() if n.left or now - n.last_seen > timeout}
 
+    def node_states(self, now: float, timeout: float) -> dict[str, str]:
+        """Node id -> ``left`` (it said it stops: :meth:`leave`), ``silent`` (no call for longer than ``timeout``
+        seconds: exited, cut off or hung) or ``online``: what a status line or page calls each registered node."""
+        return {
+            nid: "left" if n.left else "silent" if now - n.last_seen > timeout else "online"
+            for nid, n in self.nodes.items()
+        }
+
     def live_owners(self, now: float, timeout: float) -> dict[str, OwnerInfo]:
         """The owners of the nodes that called within ``timeout`` seconds and have not left. A node that exited (or
         hangs) stays registered, so that it takes its place back when it calls again, but hosts no owner a job can

@@ -98,12 +98,13 @@ def missing(expected: Expected, owners: Iterable[str], nodes: dict[str, int]) ->
 def status(dispatcher: Dispatcher, expected: Expected) -> str:
     """``k of N owners registered (nodes: owner-0 with 200, owner-1 silent); <who is missing>``: only the owners
     of nodes that call count (:meth:`~privfed.server.dispatcher.Dispatcher.live_owners`); a node silent for longer
-    than the node timeout (exited, or hung) is named ``silent`` and its owners are missing."""
-    owners, silent, every = dispatcher.live_owners(), dispatcher.silent_nodes(), dispatcher.nodes()
-    nodes = {n: k for n, k in every.items() if n not in silent}
+    than the node timeout (exited, or hung) is named ``silent``, one that said it stops ``left``, and their owners
+    are missing."""
+    owners, states, every = dispatcher.live_owners(), dispatcher.node_states(), dispatcher.nodes()
+    nodes = {n: k for n, k in every.items() if states.get(n, "online") == "online"}
     registered = ", ".join(
         [f"{n} with {k}" for n, k in sorted(nodes.items(), key=lambda kv: _natural(kv[0]))]
-        + [f"{n} silent" for n in sorted(silent, key=_natural)]
+        + [f"{n} {state}" for n, state in sorted(states.items(), key=lambda kv: _natural(kv[0])) if state != "online"]
     )
     line = f"{len(owners)} of {expected.owners} owners registered (nodes: {registered or 'none'})"
     gone = missing(expected, owners, every)

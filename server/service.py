@@ -319,14 +319,13 @@ class CoordinatorService:
         return {**self.listing(STATUS_JOBS), "nodes": self.owners_online()}
 
     def owners_online(self) -> dict[str, Any]:
-        """Nodes registered, each with its owners and whether it has called lately."""
+        """Nodes registered, each with its owners, its state (``online``, ``silent``: no call within the node
+        timeout, or ``left``: it said it stops) and whether it is online."""
         d = self.server.dispatcher
-        silent = d.silent_owners()
-        nodes = d.nodes()
-        owners = d.owners()
+        states = d.node_states()
         return {
-            node: {"owners": n, "online": not any(o in silent for o in owners if o.startswith(node + "."))}
-            for node, n in sorted(nodes.items())
+            node: {"owners": n, "online": states.get(node) == "online", "state": states.get(node, "silent")}
+            for node, n in sorted(d.nodes().items())
         }
 
     # ------------------------------------------------------------------ the queue

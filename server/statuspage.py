@@ -118,7 +118,7 @@ def render(snapshot: dict[str, Any]) -> str:
         )
     node_rows = [
         f'<tr class="node" data-online="{str(n["online"]).lower()}"><td>{html.escape(name)}</td>'
-        f"<td>{n['owners']}</td><td>{'online' if n['online'] else 'silent'}</td></tr>"
+        f"<td>{n['owners']}</td><td>{html.escape(n.get('state') or ('online' if n['online'] else 'silent'))}</td></tr>"
         for name, n in nodes.items()
     ]
     online = sum(1 for n in nodes.values() if n["online"])

@@ -21,6 +21,7 @@ from servicefleet import POLICY, toml
 
 from privfed.common.errors import ConfigError
 from privfed.server.jobapi import job_settings
+from privfed.server.registration import Expected, status
 from privfed.server.service import KEEP_MODELS, CoordinatorService, ServiceConfig
 
 pytestmark = pytest.mark.slow
@@ -183,7 +184,7 @@ def test_a_job_does_not_count_the_owners_of_a_node_that_has_exited(tmp_path):
         nodes[1].send_signal(signal.SIGKILL)
         nodes[1].wait(timeout=20)
         assert len(d.live_owners()) == NODES * PER_NODE  # counted still: it may only have lost its connection
-        wait_until(lambda: not service.owners_online()["owner-1"]["online"], "the exited node is not silent", 10)
+        wait_until(lambda: service.owners_online()["owner-1"]["state"] == "silent", "the exited node is not silent", 10)
         assert len(d.owners()) == NODES * PER_NODE  # still registered: it takes its place back when it calls
         job_id = service.submit(job_settings(LR | {"register_timeout": 3}), "alice").job_id
         wait_until(lambda: service.store.get(job_id).state in ("done", "failed"), "the job did not end")
@@ -206,6 +207,9 @@ def test_a_node_stopped_with_sigterm_says_it_leaves_and_the_next_job_runs_on_the
         assert nodes[1].wait(timeout=20) == 0
         assert f"node owner-1 left: its {PER_NODE} owner(s) are no longer counted" in caplog.text
         assert len(d.owners()) == NODES * PER_NODE  # registered still: it is counted again when it registers again
+        # the status page and the waiting line say it left (they called it silent, as one killed or cut off)
+        assert [service.owners_online()[n]["state"] for n in ("owner-0", "owner-1")] == ["online", "left"]
+        assert "owner-1 left" in status(d, Expected(NODES * PER_NODE)), status(d, Expected(NODES * PER_NODE))
         job_id = service.submit(job_settings(LR | {"owners": PER_NODE}), "alice").job_id
         wait_until(lambda: service.store.get(job_id).state in ("done", "failed"), "the job did not end")
         assert service.store.get(job_id).state == "done", service.store.get(job_id)
