@@ -100,11 +100,15 @@ def add_jobs(sub: argparse._SubParsersAction) -> None:
 
 
 def add_job(sub: argparse._SubParsersAction) -> None:
-    """``privfed job show|logs|cancel|model`` on ``sub``."""
+    """``privfed job show|logs|cancel|model|delete`` on ``sub``."""
     p = sub.add_parser(
-        "job", help="show, read the log of, cancel, or download the model of one job of a coordinator service"
+        "job",
+        help="show, read the log of, cancel, download the model of, or delete one job of a coordinator service",
+        description="delete removes a finished job from the service: its record, log, report and model (download "
+        "the model first if you need it). Owners' ledgers keep what they released for it: deleting gives no budget "
+        "back.",
     )
-    p.add_argument("action", choices=("show", "logs", "cancel", "model"))
+    p.add_argument("action", choices=("show", "logs", "cancel", "model", "delete"))
     p.add_argument("job_id", metavar="ID")
     p.add_argument(
         "--out",
@@ -251,7 +255,7 @@ def _job(args: argparse.Namespace) -> int:
     out = args.out or Path(f"model-{args.job_id}.json")
     if args.action == "model" and out.exists():  # before the call: nothing is lost, nothing is fetched in vain
         raise PrivfedError(f"{out} exists; give --out another file (nothing was written)")
-    method = {"show": "Show", "logs": "Logs", "cancel": "Cancel", "model": "Model"}[args.action]
+    method = args.action.capitalize()  # the job API's method of each action (privfed.proto.jobwire.JOB_METHODS)
     answer = call(args, method, {"job_id": args.job_id})
     if args.action == "model":
         _write_model(answer["model"], out, answer["job_id"])
@@ -264,6 +268,12 @@ def _job(args: argparse.Namespace) -> int:
         else:
             said = "cancelled" if state == "cancelled" else "stopping (it was running; its report will say so)"
         print(f"job {answer['job_id']}: {said}", flush=True)
+    elif args.action == "delete":
+        print(
+            f"job {answer['job_id']} ({answer['state']}) deleted: its record, log, report and model are removed from "
+            "the service; owners' ledgers keep what they released for it",
+            flush=True,
+        )
     else:
         print(json.dumps(answer, indent=2))
     return 0

@@ -15,7 +15,7 @@ from privfed.proto.serde_arrays import LastEncoded, decoded_once
 
 #: The job API's gRPC service name and methods (request and answer: one JSON object each).
 JOB_SERVICE = "privfed.v1.Jobs"
-JOB_METHODS = ("Submit", "List", "Show", "Logs", "Cancel", "Model")
+JOB_METHODS = ("Submit", "List", "Show", "Logs", "Cancel", "Model", "Delete")
 #: The largest job API request accepted (a job file is a few hundred bytes).
 MAX_JOB_REQUEST_BYTES = 64 * 1024
 

@@ -233,6 +233,11 @@ class JobApi:
             raise ConfigError(f"job {record.job_id} has no model: it is {record.state}" + _why_no_model(record.state))
         return {"job_id": record.job_id, "model": json.loads(path.read_text(encoding="utf-8"))}
 
+    def delete(self, request: dict[str, Any], user: str) -> dict[str, Any]:
+        """Delete a finished job (:meth:`~privfed.server.service.CoordinatorService.delete`): its state when deleted."""
+        record = self._service.delete(self._own_job(request, user).job_id, user)
+        return {"job_id": record.job_id, "state": record.state}
+
     def cancel(self, request: dict[str, Any], user: str) -> dict[str, Any]:
         """The job's state after the cancel, and before it (``was``: a finished job has nothing to cancel)."""
         was = self._own_job(request, user)

@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import secrets
+import shutil
 import stat
 import threading
 from dataclasses import asdict, dataclass, field, replace
@@ -48,6 +49,10 @@ def no_job(job_id: str) -> ConfigError:
     """The one answer for a job id that names no job the caller may see."""
     return ConfigError(f"no job {job_id!r}; `privfed jobs` lists them")
 
+
+#: The start of a deleted job's folder name while it is removed (:meth:`JobStore.delete`): no job id starts so, so no
+#: listing sees it, and a store opened after a stop midway removes the rest.
+DELETING = ".deleting-"
 
 #: Every state a job can be in; the last three are final.
 STATES = ("queued", "running", "done", "failed", "cancelled")
@@ -98,6 +103,8 @@ class JobStore:
             self.root.mkdir(parents=True, exist_ok=True)
             _private_directory(self.root)
             self._move_legacy()
+            for gone in self.root.glob(f"{DELETING}*"):  # deleted, and not yet removed when the last service stopped
+                shutil.rmtree(gone)
         except OSError as exc:
             raise ConfigError(f"--store {root}: cannot create it ({reason(exc)})") from exc
         self._lock = threading.Lock()
@@ -180,7 +187,28 @@ class JobStore:
         if data_user is not None:
             with self._lock:
                 return list(self._by_user.get(data_user, ()))
-        return [d.name for d in sorted(self.root.iterdir()) if (d / "job.json").exists()]
+        return [d.name for d in sorted(self.root.iterdir()) if JOB_ID.fullmatch(d.name) and (d / "job.json").exists()]
+
+    def delete(self, job_id: str) -> JobRecord:
+        """Remove a finished job's folder, everything the service kept of it (its record, log, report, model and
+        journal), and return its record. The folder is renamed first, in one step, so no listing, reader or
+        restart sees half a job; then removed (:data:`DELETING`). A job that is not finished is kept
+        (:class:`ConfigError`): it may still write there."""
+        with self._lock:
+            record = self.get(job_id)
+            if record.state not in FINAL:
+                raise ConfigError(
+                    f"job {job_id} is {record.state}: only a finished job can be deleted; "
+                    f"`privfed job cancel {job_id}` stops it first"
+                )
+            gone = self.root / f"{DELETING}{job_id}"
+            os.replace(self.job_dir(job_id), gone)
+            self._queued.discard(job_id)
+            user = self._user_of.pop(job_id, None)
+            if user is not None:
+                self._by_user[user].remove(job_id)
+        shutil.rmtree(gone)
+        return record
 
     def update(self, job_id: str, **changes: Any) -> JobRecord:
         with self._lock:

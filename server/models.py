@@ -154,6 +154,11 @@ class ModelStore:
             raise ConfigError(f"no model {model_id!r}; served models: {held}")
         return entry
 
+    def drop(self, model_id: str) -> None:
+        """Serve ``model_id`` no more (its job was deleted); a model this store does not hold is left alone."""
+        with self._lock:
+            self._models.pop(model_id, None)
+
     def get(self, model_id: str, data_user: str | None = None) -> ServedModel:
         return self.entry(model_id, data_user).model
 

@@ -254,6 +254,24 @@ class CoordinatorService:
                 return running
         return self.store.get(job_id)
 
+    def delete(self, job_id: str, data_user: str) -> JobRecord:
+        """Delete a finished job of ``data_user``'s: its folder in the store (record, log, report, model, journal),
+        and its model is served no more. Owners' ledgers keep what they released for it: a deletion spends nothing
+        and gives nothing back."""
+        record = self.store.get(job_id)
+        if record.data_user != data_user:
+            raise ConfigError(f"job {job_id} was submitted by {record.data_user!r}: only they may delete it")
+        with self._wake:  # not the job the queue is running, which writes its log and report until it ends
+            if self.current == job_id:
+                raise ConfigError(
+                    f"job {job_id} is running: only a finished job can be deleted; "
+                    f"`privfed job cancel {job_id}` stops it first"
+                )
+            deleted = self.store.delete(job_id)
+        self.server.models.drop(job_id)
+        log.info("job %s deleted by %s: its folder in the store is removed", job_id, data_user)
+        return deleted
+
     def short_of_owners(self, asked: Any) -> str | None:
         """``k of N owners registered (nodes: ...)`` when fewer than the ``asked`` owners (a job's ``owners``) are
         registered now, as the job's log says while it waits for them; None when there are enough (or it asks for

@@ -100,7 +100,7 @@ def test_made_up_ids_answer_as_ids_that_do_not_exist(service):
     made_up = ["x" * 300, "a\x00b", missing]
     answers = {}
     for job_id in made_up:
-        for method in ("Show", "Logs", "Cancel", "Model"):
+        for method in ("Show", "Logs", "Cancel", "Model", "Delete"):
             with pytest.raises(grpc.RpcError) as err:
                 _job_api(port, certs, "bob", method, {"job_id": job_id})
             answers[method, job_id] = (err.value.code(), err.value.details().replace(repr(job_id), "ID"))
@@ -114,7 +114,14 @@ def test_made_up_ids_answer_as_ids_that_do_not_exist(service):
                 answers[name, model_id] = (err.value.code(), err.value.details().replace(repr(model_id), "ID"))
     store = str(svc.store.root)
     assert not [a for a in answers.values() if store in a[1]], answers
-    for method in ("Show", "Logs", "Cancel", "Model", "GetModel"):  # Predict checks its rows first (a public shape)
+    for method in (
+        "Show",
+        "Logs",
+        "Cancel",
+        "Model",
+        "Delete",
+        "GetModel",
+    ):  # Predict checks its rows first (a public shape)
         kinds = {answers[method, i] for i in made_up}
         assert len(kinds) == 1, (method, kinds)
 
@@ -177,7 +184,7 @@ def test_another_data_users_model_is_not_read_before_it_is_refused(service, open
 
 
 def test_another_data_users_job_is_not_read_before_it_is_refused(service, opened):
-    """Show, Logs, Cancel and Model of bob's job id by alice read bob's ``job.json`` and then answered "no job"
+    """Show, Logs, Cancel, Model and Delete of bob's job id by alice read bob's ``job.json`` and then answered "no job"
     (a missing id reads nothing): now whose job it is is asked of the store's memory first."""
     svc, port, certs = service
     bobs = _job_api(port, certs, "bob", "Submit", {"job": {"task": "lr", "epsilon": 0.37, "owners": 2}})["job_id"]
@@ -185,14 +192,14 @@ def test_another_data_users_job_is_not_read_before_it_is_refused(service, opened
     answers = {}
     opened.append(None)  # armed
     for job_id in (bobs, missing):
-        for method in ("Show", "Logs", "Cancel", "Model"):
+        for method in ("Show", "Logs", "Cancel", "Model", "Delete"):
             with pytest.raises(grpc.RpcError) as err:
                 _job_api(port, certs, "alice", method, {"job_id": job_id})
             answers[method, job_id] = (err.value.code(), err.value.details().replace(repr(job_id), "ID"))
     read = [path for path in opened[1:] if bobs in path]
     opened.clear()
     assert not read, f"alice's calls read bob's job files: {read}"
-    for method in ("Show", "Logs", "Cancel", "Model"):
+    for method in ("Show", "Logs", "Cancel", "Model", "Delete"):
         assert answers[method, bobs] == answers[method, missing], answers
     opened.append(None)  # the control: bob's own Show reads his job's record
     assert _job_api(port, certs, "bob", "Show", {"job_id": bobs})["job"]["job_id"] == bobs

@@ -405,3 +405,38 @@ def test_a_job_stopped_while_it_waited_for_its_owners_runs_again_after_the_resta
     assert job["state"] == "running" and job["restarts"] == 0 and not job.get("error"), job
     assert fleet.cli("job", "cancel", waiting).returncode == 0
     assert fleet.wait(waiting)["state"] == "cancelled"
+
+
+def test_a_data_user_deletes_a_finished_job_and_its_model_is_served_no_more(fleet, tmp_path):
+    """``privfed job delete``: a service that stays up across jobs kept every job's record, log, report and model
+    for good. A data user deletes their own finished jobs; a running one is kept until it ends (it still writes its
+    log and report), another data user's answers as one that does not exist, and owners' ledgers keep what they
+    released for it."""
+    waiting = fleet.submit(task="ncc", epsilon=1.0, owners=31)  # one owner more than there are: it waits, running
+    fleet.wait(waiting, ("running",))
+    kept = fleet.cli("job", "delete", waiting)
+    assert kept.returncode == 2 and f"job {waiting} is running: only a finished job can be deleted" in kept.stderr
+    assert fleet.cli("job", "cancel", waiting).returncode == 0 and fleet.wait(waiting)["state"] == "cancelled"
+
+    job_id = fleet.submit(task="feddpdr", epsilon=2.0, owners=len(NODES) * OWNERS_PER_NODE, k=2)
+    assert fleet.wait(job_id)["state"] == "done"
+    released = {n: len(fleet.releases(n, job_id)) for n in NODES}
+    assert all(released.values()), released
+    bobs = fleet.cli("job", "delete", job_id, name="bob")
+    assert bobs.returncode == 2 and f"no job {job_id!r}" in bobs.stderr and fleet.job_dir(job_id).exists()
+    _, test = federation_split("synthetic", seed=3, test_fraction=0.25, n_samples=600)
+    queries = tmp_path / "queries.csv"
+    np.savetxt(queries, test.X[:3], delimiter=",")
+    query = ("query", "--model-id", job_id, "--queries", str(queries), "--max-rank", "2")
+    assert fleet.cli(*query).returncode == 0  # served until deleted
+
+    deleted = fleet.cli("job", "delete", job_id)
+    assert deleted.returncode == 0, deleted.stderr
+    assert deleted.stdout.startswith(f"job {job_id} (done) deleted: its record, log, report and model are removed")
+    assert not fleet.job_dir(job_id).exists() and job_id not in fleet.jobs()
+    shown = fleet.cli("job", "show", job_id)
+    assert shown.returncode == 2 and f"no job {job_id!r}" in shown.stderr, shown.stderr
+    served = fleet.cli(*query)
+    assert served.returncode == 2 and f"no model '{job_id}'" in served.stderr, served.stderr
+    assert {n: len(fleet.releases(n, job_id)) for n in NODES} == released  # the owners' accounts are theirs
+    assert fleet.cli("job", "delete", waiting).returncode == 0 and waiting not in fleet.jobs()

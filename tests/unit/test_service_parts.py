@@ -65,6 +65,32 @@ def test_the_store_keeps_each_job_in_a_folder_of_its_own_and_moves_up_the_jobs_o
     assert reopened.ids() == [job_id] and reopened.next_queued().job_id == job_id
 
 
+def test_the_store_deletes_a_finished_job_whole_and_keeps_one_that_may_still_write(tmp_path):
+    store = JobStore(tmp_path)
+    ids = [
+        store.submit({"task": "ncc", "epsilon": 1.0, "owners": 2}, user).job_id for user in ("alice", "alice", "bob")
+    ]
+    for job_id in ids[:2]:
+        store.transition(job_id, "queued", state="running")
+    store.update(ids[0], state="done")
+    (store.job_dir(ids[0]) / "model.json").write_text("{}")
+    with pytest.raises(ConfigError, match="is running: only a finished job can be deleted"):
+        store.delete(ids[1])
+    with pytest.raises(ConfigError, match="is queued"):
+        store.delete(ids[2])
+    assert store.delete(ids[0]).state == "done"
+    assert not store.job_dir(ids[0]).exists() and sorted(tmp_path.iterdir()) == [store.job_dir(i) for i in ids[1:]]
+    assert store.ids() == ids[1:] and store.ids("alice") == [ids[1]] and store.submitted_by(ids[0]) is None
+    with pytest.raises(ConfigError, match="no job"):
+        store.get(ids[0])
+    # a service stopped midway through a removal: the renamed folder is no job, and the next start removes it
+    store.update(ids[1], state="failed")
+    half = tmp_path / f".deleting-{ids[1]}"
+    store.job_dir(ids[1]).rename(half)
+    assert store.ids() == [ids[2]]
+    assert JobStore(tmp_path).ids() == [ids[2]] and not half.exists()
+
+
 def test_the_store_takes_the_next_job_by_reading_its_record_alone_however_many_jobs_ran(tmp_path):
     store = JobStore(tmp_path)
     job = {"task": "ncc", "epsilon": 1.0, "owners": 2}
