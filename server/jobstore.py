@@ -179,7 +179,18 @@ class JobStore:
 
     def all(self) -> list[JobRecord]:
         """Every job, in submission order."""
-        return [self.get(job_id) for job_id in self.ids()]
+        return self.records(self.ids())
+
+    def records(self, job_ids: list[str]) -> list[JobRecord]:
+        """The records of ``job_ids`` still in the store, in their order: a job deleted since its id was listed
+        (:meth:`delete`, by another caller's thread) is left out."""
+        out = []
+        for job_id in job_ids:
+            try:
+                out.append(self.get(job_id))
+            except ConfigError:  # deleted meanwhile
+                continue
+        return out
 
     def ids(self, data_user: str | None = None) -> list[str]:
         """Every job's id, in submission order (a directory listing: no record is read); with

@@ -329,7 +329,7 @@ class CoordinatorService:
         so the cost of a listing does not grow with the jobs a long-lived service ran."""
         ids = self.store.ids(data_user)
         shown = ids if last is None else ids[-last:]  # last >= 1
-        return {"jobs": [self.summary(self.store.get(job_id)) for job_id in shown], "earlier": len(ids) - len(shown)}
+        return {"jobs": [self.summary(r) for r in self.store.records(shown)], "earlier": len(ids) - len(shown)}
 
     def snapshot(self) -> dict[str, Any]:
         """What the status page shows: the :meth:`listing` of the :data:`STATUS_JOBS` last jobs and the

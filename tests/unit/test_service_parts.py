@@ -83,6 +83,7 @@ def test_the_store_deletes_a_finished_job_whole_and_keeps_one_that_may_still_wri
     assert store.ids() == ids[1:] and store.ids("alice") == [ids[1]] and store.submitted_by(ids[0]) is None
     with pytest.raises(ConfigError, match="no job"):
         store.get(ids[0])
+    assert [r.job_id for r in store.records(ids)] == ids[1:]  # a listing that read the ids before the delete
     # a service stopped midway through a removal: the renamed folder is no job, and the next start removes it
     store.update(ids[1], state="failed")
     half = tmp_path / f".deleting-{ids[1]}"
