@@ -274,7 +274,7 @@ class Registry:
 
     def silent_nodes(self, now: float, timeout: float) -> set[str]:
         """Nodes that have not called for longer than ``timeout`` seconds, or that left (:meth:`leave`)."""
-        return {nid for nid, n in self.nodes.items() if n.left or now - n.last_seen > timeout}
+        return {nid for nid, state in self.node_states(now, timeout).items() if state != "online"}
 
     def node_states(self, now: float, timeout: float) -> dict[str, str]:
         """Node id -> ``left`` (it said it stops: :meth:`leave`), ``silent`` (no call for longer than ``timeout``
