@@ -222,14 +222,8 @@ def read_accounts(path: str | Path) -> list[OwnerAccount]:
         The file is missing, unreadable, or not a privfed ledger.
     """
     path = Path(path)
+    conn, version = open_read_only(path)
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
-    except sqlite3.Error as exc:
-        raise ConfigError(f"ledger {path}: cannot open ({exc})") from exc
-    try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (1, 2, 3, 4, SCHEMA_VERSION):
-            raise ConfigError(f"ledger {path}: not a privfed ledger (schema version {version})")
         nonprivate = "nonprivate" if version >= 2 else "0"
         job = "job" if version >= 4 else "''"
         recipient = "data_user, coordinator" if version >= 5 else "'', ''"  # not migrated here: read-only
@@ -251,6 +245,23 @@ def read_accounts(path: str | Path) -> list[OwnerAccount]:
         raise ConfigError(f"ledger {path}: not a readable privfed ledger ({exc})") from exc
     finally:
         conn.close()
+
+
+def open_read_only(path: Path) -> tuple[sqlite3.Connection, int]:
+    """A read-only connection to the ledger file ``path`` (SQLite ``mode=ro``) and its schema version."""
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+    except sqlite3.Error as exc:
+        raise ConfigError(f"ledger {path}: cannot open ({exc})") from exc
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.Error as exc:
+        conn.close()
+        raise ConfigError(f"ledger {path}: not a readable privfed ledger ({exc})") from exc
+    if version not in (1, 2, 3, 4, SCHEMA_VERSION):
+        conn.close()
+        raise ConfigError(f"ledger {path}: not a privfed ledger (schema version {version})")
+    return conn, version
 
 
 class ReleaseIds(AbstractSet[str]):

@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from privfed.common.errors import ConfigError
 from privfed.common.ledger_cache import OwnerRecord
+from privfed.common.ledger_file import open_read_only
 from privfed.common.ledger_records import RELEASE_COLUMNS, Budget, release_dict
 
 
@@ -98,3 +102,17 @@ def spent_but(
             delta.add(-d)
         parts.append((epsilon.value(), delta.value()))
     return Budget(math.fsum(p[0] for p in parts), math.fsum(p[1] for p in parts))
+
+
+def read_spent(path: str | Path, owner_ids: Sequence[str], *, since: str | None = None) -> dict[str, Budget]:
+    """Each owner's (ε, δ) released at or after ``since`` (SQLite ``datetime`` text such as ``'-1 day'``; None:
+    ever), read without writing (as :func:`~privfed.common.ledger_file.read_accounts`) by the query through which
+    :meth:`~privfed.common.ledger.Ledger.spent_on` reads an owner policy's day limit (:func:`spent_where`)."""
+    path = Path(path)
+    conn, _ = open_read_only(path)
+    try:
+        return {o: spent_where(conn, [o], None, None, since) for o in owner_ids}
+    except sqlite3.Error as exc:
+        raise ConfigError(f"ledger {path}: not a readable privfed ledger ({exc})") from exc
+    finally:
+        conn.close()

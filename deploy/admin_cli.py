@@ -9,10 +9,14 @@ import json
 import math
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from privfed.common.errors import PrivfedError
 from privfed.deploy.argtypes import positive_int
+
+if TYPE_CHECKING:
+    from privfed.common.ledger_records import Budget
+    from privfed.owner.policy import Headroom
 
 _K = TypeVar("_K", bound=Hashable)
 
@@ -72,6 +76,12 @@ def add_ledger(sub: argparse._SubParsersAction) -> None:
     )
     show.add_argument("--ledger", type=Path, required=True, help="the SQLite ledger file of an owner node")
     show.add_argument("--owner", action="append", help="only this owner id (repeatable; default: every owner)")
+    show.add_argument(
+        "--policy",
+        type=Path,
+        help="the node's policy file (privfed owner --policy): also show what one new job may still ask of each owner "
+        "before the policy declines it, per job, for the last 24 hours and in total",
+    )
     show.add_argument(
         "--json",
         action="store_true",
@@ -164,6 +174,7 @@ def _ledger_show(args: argparse.Namespace) -> int:
         if missing:
             raise PrivfedError(f"ledger {args.ledger}: no release recorded for owner(s) {', '.join(missing)}")
         accounts = [a for a in accounts if a.owner_id in set(args.owner)]
+    headroom = {} if args.policy is None else _headroom(args.ledger, args.policy, [a.owner_id for a in accounts])
     if args.json:
 
         def budget(b: Any) -> dict[str, float | None]:
@@ -194,6 +205,7 @@ def _ledger_show(args: argparse.Namespace) -> int:
                             for r in a.releases
                         ],
                     }
+                    | ({} if args.policy is None else {"policy": _headroom_json(headroom[a.owner_id])})
                     for a in accounts
                 ],
                 indent=2,
@@ -216,6 +228,22 @@ def _ledger_show(args: argparse.Namespace) -> int:
         for a in accounts
     ]
     _table([header, *rows], indent="")
+    if args.policy is not None:
+        print(
+            f"\nwhat one new job may still ask of each owner before its policy ({args.policy}) declines it (eps; "
+            "the day's grows again as releases pass 24 hours):"
+        )
+        header = ("owner", "eps per job", "eps day left", "eps total left", "a job may ask")
+        _table(
+            [
+                header,
+                *[
+                    (o, _fmt(h.per_job), _fmt(max(0.0, h.day)), _fmt(max(0.0, h.total)), _fmt(h.epsilon))
+                    for o, h in headroom.items()
+                ],
+            ],
+            indent="",
+        )
     jobs = _grouped(accounts, lambda r: r.get("job", ""))
     if jobs:
         print("\nby job (most any one owner spent in it; '-': releases of no announced job):")
@@ -248,6 +276,30 @@ def _ledger_show(args: argparse.Namespace) -> int:
                     f"to {user or '-'} via {coordinator or '-'}"
                 )
     return 0
+
+
+def _headroom(ledger: Path, policy_file: Path, owner_ids: list[str]) -> dict[str, Headroom]:
+    """Each owner's :class:`~privfed.owner.policy.Headroom` under the policy file, from the ledger file read
+    without writing by the query the node's policy reads (``privfed.common.ledger_releases.read_spent``)."""
+    from privfed.common.ledger_releases import read_spent
+    from privfed.owner.policy import OwnerPolicy
+
+    policy = OwnerPolicy.read(policy_file)
+    day, total = read_spent(ledger, owner_ids, since="-1 day"), read_spent(ledger, owner_ids)
+
+    def spent(owner_id: str) -> Callable[..., Budget]:  # the two sums headroom asks for: the day's and the total
+        return lambda other_than=None, since=None: (total if since is None else day)[owner_id]
+
+    return {o: policy.headroom(spent(o)) for o in owner_ids}
+
+
+def _headroom_json(h: Headroom) -> dict[str, float | None]:
+    return {
+        "epsilon_per_job": _json_number(h.per_job),
+        "epsilon_day_left": _json_number(max(0.0, h.day)),
+        "epsilon_total_left": _json_number(max(0.0, h.total)),
+        "epsilon_a_job_may_ask": _json_number(h.epsilon),
+    }
 
 
 def _recipient(release: dict[str, Any]) -> tuple[str, str]:

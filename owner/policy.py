@@ -74,6 +74,13 @@ def _within(value: float, limit: float) -> bool:
     return value <= limit * (1 + REL_TOL) if math.isfinite(limit) else True
 
 
+def _fits(asked: float, room: float, limit: float) -> bool:
+    """Whether ``asked`` fits in what is left (``room``) of ``limit``, to the limit's rounding (:func:`_within`: the
+    spent sum plus ``asked`` against the limit). An infinite limit always fits; spending that is infinite (the
+    non-private bypass) leaves no room."""
+    return True if math.isinf(limit) else asked <= room + limit * REL_TOL
+
+
 @dataclass(frozen=True)
 class OwnerPolicy:
     """The policy of one owner node (module docstring); it applies to each hosted owner alike.
@@ -139,18 +146,39 @@ class OwnerPolicy:
             return "delta_per_job"
         return self.over_limit(job, lambda **which: ledger.spent_on(owner_id, **which))
 
+    def headroom(self, spent: Callable[..., Budget], other_than: str | None = None) -> Headroom:
+        """What a job may still ask of an owner under each epsilon limit of this policy, given ``spent(other_than=,
+        since=)``, what the owner spent on jobs other than ``other_than`` (``Ledger.spent_on``; a ledger file's, for
+        ``privfed ledger show --policy``): what :meth:`over_limit` holds a job's announced epsilon to. Negative where
+        the owner already spent past a limit."""
+        day = spent(other_than=other_than, since="-1 day").epsilon if math.isfinite(self.max_epsilon_per_day) else 0.0
+        total = spent(other_than=other_than).epsilon if math.isfinite(self.max_epsilon_total) else 0.0
+        return Headroom(self.max_epsilon_per_job, self.max_epsilon_per_day - day, self.max_epsilon_total - total)
+
     def over_limit(self, job: JobInfo, spent: Callable[..., Budget]) -> str | None:
         """The day or total limit (its rule) that ``job``'s announced epsilon would pass on top of
-        ``spent(other_than=, since=)``, what the owner spent on the other jobs; None: neither."""
-        if math.isfinite(self.max_epsilon_per_day):
-            day = spent(other_than=job.job_id, since="-1 day")
-            if not _within(day.epsilon + job.epsilon, self.max_epsilon_per_day):
-                return "epsilon_per_day"
-        if math.isfinite(self.max_epsilon_total):
-            total = spent(other_than=job.job_id)
-            if not _within(total.epsilon + job.epsilon, self.max_epsilon_total):
-                return "epsilon_total"
+        ``spent(other_than=, since=)``, what the owner spent on the other jobs (:meth:`headroom`); None: neither."""
+        room = self.headroom(spent, other_than=job.job_id)
+        if not _fits(job.epsilon, room.day, self.max_epsilon_per_day):
+            return "epsilon_per_day"
+        if not _fits(job.epsilon, room.total, self.max_epsilon_total):
+            return "epsilon_total"
         return None
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """The epsilon a job may still ask of an owner under each epsilon limit of its policy
+    (:meth:`OwnerPolicy.headroom`; infinity: no such limit). ``day`` grows again as releases pass 24 hours."""
+
+    per_job: float
+    day: float
+    total: float
+
+    @property
+    def epsilon(self) -> float:
+        """The most a new job may announce and not be declined by these limits (never below 0)."""
+        return max(0.0, min(self.per_job, self.day, self.total))
 
 
 def exceeds_announcement(

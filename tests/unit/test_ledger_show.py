@@ -6,12 +6,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sqlite3
 
 import pytest
 
 from privfed.common.errors import ConfigError
+from privfed.common.jobinfo import JobInfo
 from privfed.common.ledger import Debit, Ledger, Recipient, read_accounts
 from privfed.deploy.cli import main
+from privfed.owner.policy import OwnerPolicy
 
 
 @pytest.fixture
@@ -182,3 +185,62 @@ def test_a_backup_beside_the_running_node_holds_every_release_and_refuses_to_ove
     assert copy.stat().st_mode & 0o777 == 0o600
     assert main(["ledger", "backup", "--ledger", str(path), "--out", str(copy)]) == 2
     assert "exists; a backup is written to a new file only" in capsys.readouterr().err
+
+
+POLICY_TOML = "max_epsilon_per_job = 2.0\nmax_epsilon_per_day = 1.2\nmax_epsilon_total = 3.0\n"
+
+
+@pytest.fixture
+def aged_ledger(ledger_file):
+    """The ledger above with n.o0's first release made two days ago: it counts in the total, not the day's."""
+    with sqlite3.connect(ledger_file) as conn:
+        conn.execute("UPDATE releases SET ts = datetime('now', '-2 days') WHERE release_id = 'r1-a'")
+    return ledger_file
+
+
+def test_with_its_policy_the_table_says_what_a_new_job_may_still_ask_of_each_owner(aged_ledger, tmp_path, capsys):
+    """Walkthrough 5, F10: an operator whose node runs with --policy could not see how much a job may still ask
+    before the policy declines it. n.o0 spent 0.25 today and 0.75 in all; n.o1 spent 2 today, past the day's 1.2."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text(POLICY_TOML)
+    assert main(["ledger", "show", "--ledger", str(aged_ledger), "--policy", str(policy)]) == 0
+    out = capsys.readouterr().out
+    assert f"before its policy ({policy}) declines it" in out
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith("n.o")}
+    assert rows["n.o0"][-4:] == ["2", "0.95", "2.25", "0.95"] and rows["n.o1"][-4:] == ["2", "0", "1", "0"], out
+    assert main(["ledger", "show", "--ledger", str(aged_ledger), "--policy", str(policy), "--json"]) == 0
+    shown = {o["owner_id"]: o["policy"] for o in json.loads(capsys.readouterr().out)}
+    assert shown["n.o0"] == {
+        "epsilon_per_job": 2.0,
+        "epsilon_day_left": 0.95,
+        "epsilon_total_left": 2.25,
+        "epsilon_a_job_may_ask": 0.95,
+    }
+    assert shown["n.o1"]["epsilon_a_job_may_ask"] == 0.0
+
+
+def test_a_job_asking_what_ledger_show_gives_is_taken_and_a_little_more_is_declined(aged_ledger, tmp_path, capsys):
+    """The display reads the numbers the node's policy judges by: the same query on the same file."""
+    policy_file = tmp_path / "policy.toml"
+    policy_file.write_text(POLICY_TOML)
+    policy = OwnerPolicy.read(policy_file)
+    assert main(["ledger", "show", "--ledger", str(aged_ledger), "--policy", str(policy_file), "--json"]) == 0
+    may_ask = {o["owner_id"]: o["policy"]["epsilon_a_job_may_ask"] for o in json.loads(capsys.readouterr().out)}
+    with Ledger(aged_ledger, epsilon_budget=2.0, delta_budget=1e-5) as ledger:
+        for owner, eps in may_ask.items():
+            if eps > 0:
+                assert policy.declines(_job(eps), ledger, owner) is None, (owner, eps)
+            assert policy.declines(_job(eps + 0.01), ledger, owner) == "epsilon_per_day", (owner, eps)
+    assert may_ask == {"n.o0": pytest.approx(0.95), "n.o1": 0.0}
+
+
+def _job(epsilon: float) -> JobInfo:
+    return JobInfo("new-job", "alice", "ncc", epsilon, 0.0, "0" * 64)
+
+
+def test_a_policy_file_that_cannot_be_read_is_one_line_exit_2(ledger_file, tmp_path, capsys):
+    bad = tmp_path / "policy.toml"
+    bad.write_text("max_epsilon_per_dya = 1\n")
+    assert main(["ledger", "show", "--ledger", str(ledger_file), "--policy", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "unknown key(s) max_epsilon_per_dya" in err and "Traceback" not in err
