@@ -295,7 +295,7 @@ class OwnerNode:
         )
         try:
             if self._session is None and self._sessions_on():
-                self._session = NodeSession(stub, PUSH_PULL_TIMEOUT)
+                self._session = NodeSession(stub, PUSH_PULL_TIMEOUT, self.stop_event)
             for n, request in parts:
                 reply = (
                     self._session.exchange(request)
@@ -305,6 +305,8 @@ class OwnerNode:
                 del self._unsent[:n]  # recorded by the coordinator
         except grpc.RpcError as exc:
             broken = self._end_session(exc)
+            if self.stop_event.is_set() and not self._unsent:  # stopping, with nothing to deliver: no more calls
+                return None
             log.info("push and pull failed (%s); pushing alone", exc.code().name)
             # A call or session that broke may have taken tasks whose answer never came: registering
             # again queues them once more (a call the coordinator refused took nothing).
@@ -565,7 +567,8 @@ class OwnerNode:
                     continue
             if reply.shutdown and self._daemon:
                 log.info("the coordinator stopped; node %s waits for it (a daemon until SIGTERM)", self.node_id)
-                self.stop_event.wait(PULL_WAIT)
+                if self.stop_event.wait(PULL_WAIT):
+                    break  # stopped meanwhile: not one more registration with a coordinator that is gone
                 self._register(stub)
                 reply = None
                 continue

@@ -45,12 +45,13 @@ class SessionEnded(grpc.RpcError):
 class NodeSession:
     """One open Session stream (opened lazily by gRPC with its first request)."""
 
-    def __init__(self, stub: pb_grpc.CoordinatorStub, timeout: float) -> None:
+    def __init__(self, stub: pb_grpc.CoordinatorStub, timeout: float, stop: threading.Event | None = None) -> None:
         self._requests: queue.SimpleQueue[pb.PushResultsRequest | None] = queue.SimpleQueue()
         self._responses: Iterator[pb.PushResultsResponse] = stub.Session(
             iter(self._requests.get, None), timeout=SESSION_TIMEOUT
         )
         self._timeout = timeout
+        self._stop = stop  # the node's: set, an exchange in progress is given up
         self._due: float | None = None  # when the answer in progress is late
         self._closed = threading.Event()
         threading.Thread(target=self._watch, name="session-watchdog", daemon=True).start()
@@ -74,8 +75,12 @@ class NodeSession:
             self._responses.cancel()  # type: ignore[attr-defined]  # a grpc.Call as well
 
     def _watch(self) -> None:
+        """Cancel the stream when the answer in progress is late, or when the node stops (SIGTERM) while it waits
+        for one: a coordinator that stopped answering held a node's stop for the exchange's whole deadline (31 s,
+        longer than a test's or an orchestrator's patience); the node then pushes what it carried once more and
+        leaves."""
         while not self._closed.wait(WATCH_EVERY):
             due = self._due
-            if due is not None and time.monotonic() > due:
+            if due is not None and (time.monotonic() > due or (self._stop is not None and self._stop.is_set())):
                 self._responses.cancel()  # type: ignore[attr-defined]
                 return

@@ -368,6 +368,8 @@ class HostileCoordinator:
     pushed_tasks: list[str] = field(default_factory=list)  # ids of the tasks handed out in push answers
     sessions: bool = False  # serve Session streams (False: UNIMPLEMENTED, nodes use unary calls)
     sessions_opened: int = 0
+    stall_pulls: bool = False  # hold every push that pulls unanswered (until cleared or stopped), the stream kept open
+    stalled: int = 0  # pushes held so
 
     def __post_init__(self):
         self._cv = threading.Condition()
@@ -425,6 +427,10 @@ class HostileCoordinator:
 
     def _push(self, request, context):
         with self._cv:
+            if request.pull and self.stall_pulls:
+                self.stalled += 1
+                self._cv.notify_all()
+                self._cv.wait_for(lambda: not self.stall_pulls or self.shutdown or not context.is_active())
             self.push_pulls += request.pull
             fail = request.pull and self.fail_push_pulls > 0
             self.fail_push_pulls -= fail
