@@ -104,7 +104,7 @@ class JobStore:
             _private_directory(self.root)
             self._move_legacy()
             for gone in self.root.glob(f"{DELETING}*"):  # deleted, and not yet removed when the last service stopped
-                shutil.rmtree(gone)
+                shutil.rmtree(gone, ignore_errors=True)
         except OSError as exc:
             raise ConfigError(f"--store {root}: cannot create it ({reason(exc)})") from exc
         self._lock = threading.Lock()
@@ -218,7 +218,7 @@ class JobStore:
             user = self._user_of.pop(job_id, None)
             if user is not None:
                 self._by_user[user].remove(job_id)
-        shutil.rmtree(gone)
+        shutil.rmtree(gone, ignore_errors=True)  # what cannot be removed now is no job; the next start tries again
         return record
 
     def update(self, job_id: str, **changes: Any) -> JobRecord:
