@@ -205,7 +205,11 @@ def _ledger_show(args: argparse.Namespace) -> int:
                             for r in a.releases
                         ],
                     }
-                    | ({} if args.policy is None else {"policy": _headroom_json(headroom[a.owner_id])})
+                    | (
+                        {}
+                        if args.policy is None
+                        else {"policy": _headroom_json(headroom[a.owner_id], a.remaining.epsilon)}
+                    )
                     for a in accounts
                 ],
                 indent=2,
@@ -230,16 +234,23 @@ def _ledger_show(args: argparse.Namespace) -> int:
     _table([header, *rows], indent="")
     if args.policy is not None:
         print(
-            f"\nwhat one new job may still ask of each owner before its policy ({args.policy}) declines it (eps; "
-            "the day's grows again as releases pass 24 hours):"
+            f"\nwhat one new job may still ask of each owner before its policy ({args.policy}) declines it, and what "
+            "it may spend (the least of that and the budget left); eps, the day's grows again as releases pass 24 hours:"
         )
-        header = ("owner", "eps per job", "eps day left", "eps total left", "a job may ask")
+        header = ("owner", "eps per job", "eps day left", "eps total left", "policy allows", "a job may spend")
         _table(
             [
                 header,
                 *[
-                    (o, _fmt(h.per_job), _fmt(max(0.0, h.day)), _fmt(max(0.0, h.total)), _fmt(h.epsilon))
-                    for o, h in headroom.items()
+                    (
+                        a.owner_id,
+                        _fmt((h := headroom[a.owner_id]).per_job),
+                        _fmt(max(0.0, h.day)),
+                        _fmt(max(0.0, h.total)),
+                        _fmt(h.epsilon),
+                        _fmt(min(h.epsilon, a.remaining.epsilon)),
+                    )
+                    for a in accounts
                 ],
             ],
             indent="",
@@ -293,12 +304,13 @@ def _headroom(ledger: Path, policy_file: Path, owner_ids: list[str]) -> dict[str
     return {o: policy.headroom(spent(o)) for o in owner_ids}
 
 
-def _headroom_json(h: Headroom) -> dict[str, float | None]:
+def _headroom_json(h: Headroom, budget_left: float) -> dict[str, float | None]:
     return {
         "epsilon_per_job": _json_number(h.per_job),
         "epsilon_day_left": _json_number(max(0.0, h.day)),
         "epsilon_total_left": _json_number(max(0.0, h.total)),
-        "epsilon_a_job_may_ask": _json_number(h.epsilon),
+        "epsilon_policy_allows": _json_number(h.epsilon),
+        "epsilon_a_job_may_spend": _json_number(min(h.epsilon, budget_left)),
     }
 
 

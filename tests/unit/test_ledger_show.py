@@ -207,16 +207,18 @@ def test_with_its_policy_the_table_says_what_a_new_job_may_still_ask_of_each_own
     out = capsys.readouterr().out
     assert f"before its policy ({policy}) declines it" in out
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith("n.o")}
-    assert rows["n.o0"][-4:] == ["2", "0.95", "2.25", "0.95"] and rows["n.o1"][-4:] == ["2", "0", "1", "0"], out
+    assert rows["n.o0"][-5:] == ["2", "0.95", "2.25", "0.95", "0.95"], out
+    assert rows["n.o1"][-5:] == ["2", "0", "1", "0", "0"], out
     assert main(["ledger", "show", "--ledger", str(aged_ledger), "--policy", str(policy), "--json"]) == 0
     shown = {o["owner_id"]: o["policy"] for o in json.loads(capsys.readouterr().out)}
     assert shown["n.o0"] == {
         "epsilon_per_job": 2.0,
         "epsilon_day_left": 0.95,
         "epsilon_total_left": 2.25,
-        "epsilon_a_job_may_ask": 0.95,
+        "epsilon_policy_allows": 0.95,
+        "epsilon_a_job_may_spend": 0.95,
     }
-    assert shown["n.o1"]["epsilon_a_job_may_ask"] == 0.0
+    assert shown["n.o1"]["epsilon_policy_allows"] == shown["n.o1"]["epsilon_a_job_may_spend"] == 0.0
 
 
 def test_a_job_asking_what_ledger_show_gives_is_taken_and_a_little_more_is_declined(aged_ledger, tmp_path, capsys):
@@ -225,7 +227,7 @@ def test_a_job_asking_what_ledger_show_gives_is_taken_and_a_little_more_is_decli
     policy_file.write_text(POLICY_TOML)
     policy = OwnerPolicy.read(policy_file)
     assert main(["ledger", "show", "--ledger", str(aged_ledger), "--policy", str(policy_file), "--json"]) == 0
-    may_ask = {o["owner_id"]: o["policy"]["epsilon_a_job_may_ask"] for o in json.loads(capsys.readouterr().out)}
+    may_ask = {o["owner_id"]: o["policy"]["epsilon_policy_allows"] for o in json.loads(capsys.readouterr().out)}
     with Ledger(aged_ledger, epsilon_budget=2.0, delta_budget=1e-5) as ledger:
         for owner, eps in may_ask.items():
             if eps > 0:
@@ -244,3 +246,15 @@ def test_a_policy_file_that_cannot_be_read_is_one_line_exit_2(ledger_file, tmp_p
     assert main(["ledger", "show", "--ledger", str(ledger_file), "--policy", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "unknown key(s) max_epsilon_per_dya" in err and "Traceback" not in err
+
+
+def test_what_a_job_may_spend_is_bounded_by_the_budget_left_as_well(ledger_file, tmp_path, capsys):
+    """The policy may allow more than the owner's budget has left (the demo's ledgers: budget spent, policy room
+    left): the last column says what a job can actually spend."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text("max_epsilon_per_job = 2.0\nmax_epsilon_total = 30.0\n")
+    assert main(["ledger", "show", "--ledger", str(ledger_file), "--policy", str(policy), "--json"]) == 0
+    shown = {o["owner_id"]: o["policy"] for o in json.loads(capsys.readouterr().out)}
+    assert shown["n.o0"]["epsilon_policy_allows"] == 2.0 and shown["n.o0"]["epsilon_a_job_may_spend"] == 1.25
+    assert shown["n.o0"]["epsilon_day_left"] is None  # no day limit: infinite, JSON null
+    assert shown["n.o1"]["epsilon_policy_allows"] == 2.0 and shown["n.o1"]["epsilon_a_job_may_spend"] == 0.0
