@@ -41,7 +41,7 @@ from privfed.owner.policy import OwnerPolicy, PolicyFile
 from privfed.owner.push_parts import push_parts
 from privfed.owner.registration import DeferredOwners, SignedOwners, signed_owner_infos
 from privfed.owner.retry import CALL_REFUSED, FORGOTTEN, RETRYABLE, ConnectError, retry
-from privfed.owner.session import SESSION_RETRY_BASE, SESSION_RETRY_CAP, NodeSession
+from privfed.owner.session import SESSION_RETRY_BASE, SESSION_RETRY_CAP, NodeSession, stoppable
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto import serde
@@ -300,7 +300,7 @@ class OwnerNode:
                 reply = (
                     self._session.exchange(request)
                     if self._session is not None
-                    else stub.PushResults(request, timeout=PUSH_PULL_TIMEOUT)
+                    else stoppable(stub.PushResults, request, timeout=PUSH_PULL_TIMEOUT, stop=self.stop_event)
                 )
                 del self._unsent[:n]  # recorded by the coordinator
         except grpc.RpcError as exc:
@@ -505,12 +505,14 @@ class OwnerNode:
         return 0
 
     def _pull(self, stub: pb_grpc.CoordinatorStub) -> pb.PullTasksResponse | None:
-        """A long poll for the node's tasks; None after a failed one (the node registered again)."""
+        """A long poll for the node's tasks; None after a failed one (the node registered again), or once the node
+        stops (it gives the poll up at once: :func:`~privfed.owner.session.stoppable`)."""
         try:
-            return stub.PullTasks(
-                pb.PullTasksRequest(node_id=self.node_id, wait_ms=int(PULL_WAIT * 1000)), timeout=PULL_TIMEOUT
-            )
+            request = pb.PullTasksRequest(node_id=self.node_id, wait_ms=int(PULL_WAIT * 1000))
+            return stoppable(stub.PullTasks, request, timeout=PULL_TIMEOUT, stop=self.stop_event)
         except grpc.RpcError as exc:
+            if self.stop_event.is_set():  # given up, or failed while the node stops: nothing more to ask
+                return None
             if exc.code() == FORGOTTEN:  # coordinator restarted and forgot us
                 self._register(stub)
                 return None

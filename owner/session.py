@@ -17,6 +17,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 
@@ -30,6 +31,29 @@ WATCH_EVERY = 0.5
 #: After a coordinator refuses a session (it has none, or serves as many as it can), the node uses
 #: unary calls and asks again after a jittered delay growing from the base to the cap (seconds).
 SESSION_RETRY_BASE, SESSION_RETRY_CAP = 1.0, 60.0
+
+
+class Stopped(grpc.RpcError):
+    """A call given up because the node stops (:func:`stoppable`)."""
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.CANCELLED
+
+    def details(self) -> str:
+        return "the node stops"
+
+
+def stoppable(method: grpc.UnaryUnaryMultiCallable, request: Any, *, timeout: float, stop: threading.Event) -> Any:
+    """A unary long poll that ``stop`` gives up at once (:class:`Stopped`), as the Session's watchdog gives up an
+    exchange: a coordinator that held the call unanswered held a stopped node until the call's deadline."""
+    call = method.future(request, timeout=timeout)
+    done = threading.Event()
+    call.add_done_callback(lambda _: done.set())  # the answer is taken as it comes; the stop within WATCH_EVERY
+    while not done.wait(WATCH_EVERY):
+        if stop.is_set():
+            call.cancel()
+            raise Stopped()
+    return call.result()
 
 
 class SessionEnded(grpc.RpcError):

@@ -315,6 +315,7 @@ class _Servicer(pb_grpc.CoordinatorServicer):
         return self._hc._register(request, _identity(context))
 
     def PullTasks(self, request, context):
+        self._hc._stall(context)
         return self._hc._pull(request.node_id, min(request.wait_ms / 1000.0, 1.0))
 
     def PushResults(self, request, context):
@@ -368,7 +369,7 @@ class HostileCoordinator:
     pushed_tasks: list[str] = field(default_factory=list)  # ids of the tasks handed out in push answers
     sessions: bool = False  # serve Session streams (False: UNIMPLEMENTED, nodes use unary calls)
     sessions_opened: int = 0
-    stall_pulls: bool = False  # hold every push that pulls unanswered (until cleared or stopped), the stream kept open
+    stall_pulls: bool = False  # hold every call that pulls unanswered (until cleared or stopped), the stream kept open
     stalled: int = 0  # pushes held so
 
     def __post_init__(self):
@@ -425,12 +426,18 @@ class HostileCoordinator:
             tasks, queue[:] = list(queue), []
             return pb.PullTasksResponse(tasks=tasks, shutdown=self.shutdown and not tasks, job=self.job)
 
-    def _push(self, request, context):
+    def _stall(self, context) -> None:
+        """Hold a call that pulls while ``stall_pulls`` is set (until it is cleared or the coordinator stops)."""
         with self._cv:
-            if request.pull and self.stall_pulls:
+            if self.stall_pulls:
                 self.stalled += 1
                 self._cv.notify_all()
                 self._cv.wait_for(lambda: not self.stall_pulls or self.shutdown or not context.is_active())
+
+    def _push(self, request, context):
+        if request.pull:
+            self._stall(context)
+        with self._cv:
             self.push_pulls += request.pull
             fail = request.pull and self.fail_push_pulls > 0
             self.fail_push_pulls -= fail
