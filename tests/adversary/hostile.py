@@ -316,7 +316,7 @@ class _Servicer(pb_grpc.CoordinatorServicer):
 
     def PullTasks(self, request, context):
         self._hc._stall(context)
-        return self._hc._pull(request.node_id, min(request.wait_ms / 1000.0, 1.0))
+        return self._hc._pull(request.node_id, min(request.wait_ms / 1000.0, 1.0), context.is_active)
 
     def PushResults(self, request, context):
         return self._hc._push(request, context)
@@ -414,7 +414,9 @@ class HostileCoordinator:
             self._cv.notify_all()
         return pb.RegisterNodeResponse(session_id="hostile", schema=self.schema)
 
-    def _pull(self, node_id: str, wait: float):
+    def _pull(self, node_id: str, wait: float, active: Callable[[], bool] = lambda: True):
+        """The node's queued tasks, after waiting up to ``wait`` s for one; none for a call its node gave up
+        (``active``: a node that stops cancels its poll), which the real coordinator does not hand tasks to either."""
         deadline = time.monotonic() + wait
         with self._cv:
             queue = self._queues.setdefault(node_id, [])
@@ -423,6 +425,8 @@ class HostileCoordinator:
                 if left <= 0:
                     break
                 self._cv.wait(left)
+            if not active():
+                return pb.PullTasksResponse(shutdown=self.shutdown, job=self.job)
             tasks, queue[:] = list(queue), []
             return pb.PullTasksResponse(tasks=tasks, shutdown=self.shutdown and not tasks, job=self.job)
 
@@ -450,7 +454,7 @@ class HostileCoordinator:
             self._cv.notify_all()
         if not request.pull:
             return pb.PushResultsResponse(accepted=len(request.results))
-        taken = self._pull(request.node_id, min(request.wait_ms / 1000.0, 1.0))
+        taken = self._pull(request.node_id, min(request.wait_ms / 1000.0, 1.0), context.is_active)
         with self._cv:
             self.pushed_tasks += [t.task_id for t in taken.tasks]
         return pb.PushResultsResponse(
