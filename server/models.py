@@ -140,7 +140,7 @@ class ModelStore:
         another data user's model answers as one that does not exist."""
         with self._lock:
             entry = self._models.get(model_id)
-            if entry is not None:
+            if entry is not None and entry.serves(data_user):  # another's is not touched (audit 25, F1)
                 self._models.move_to_end(model_id)
             held = sorted(m for m, e in self._models.items() if e.serves(data_user))
         if entry is None:

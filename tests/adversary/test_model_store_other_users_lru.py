@@ -12,9 +12,8 @@ data user's. Two consequences, both across data users:
   recently used model (a disk read is the model's size in time, ``test_data_user_isolation.py``). A missing id
   moves nothing, and his model stays held.
 
-Checked here with no clock, on the store's state. Fix (server/models.py, ``ModelStore.entry``): move the entry to
-the end only when it serves the caller, e.g. ``if entry is not None and entry.serves(data_user):
-self._models.move_to_end(model_id)``. Strict xfail until then.
+Checked here with no clock, on the store's state. Fixed (server/models.py, ``ModelStore.entry``): the entry moves to
+the end only when it serves the caller.
 """
 
 from __future__ import annotations
@@ -49,7 +48,6 @@ def test_control_bobs_request_for_a_missing_id_moves_nothing():
     assert list(store._models) == ["carols", "bobs"]  # alice's, used least recently, went first
 
 
-@pytest.mark.xfail(strict=True, reason="audit 25 F1: ModelStore.entry moves another user's model before refusing")
 def test_bobs_refused_request_for_alices_model_does_not_keep_it_held():
     store = _store()
     _bob_asks(store, "alices")
