@@ -78,6 +78,16 @@ class NodeIdInUse(RemoteProtocolError):
     second one can tell a duplicate certificate from a malformed call (issue 23, item 4)."""
 
 
+class TooFewParties(RoundFailed):
+    """A secure sum lost all but one of its parties (or all): a sum of one owner's release is that release, so it
+    sums nothing. ``dropped``: the parties it dropped, in its ring's order. A boosting round skips its learner then
+    (:data:`~privfed.common.boosting.loop.NOT_EVALUATED`); other callers fail as for any round."""
+
+    def __init__(self, message: str, dropped: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.dropped = dropped
+
+
 class QuorumLost(RoundFailed):
     """Fewer owners than the job's quorum (``--min-owners``) are still taking part: the job stops
     before a later round spends anyone's budget (issue 23, item 2)."""

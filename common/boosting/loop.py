@@ -33,11 +33,16 @@ from privfed.common.learners.samme import BoostedModel, SammeStep
 
 
 class Evaluation(NamedTuple):
-    """A round's secure sum: ``E``, ``W`` (sums of noisy releases) over ``n_parties`` owners."""
+    """A round's secure sum: ``E``, ``W`` (sums of noisy releases) over ``n_parties`` owners; none (0 parties:
+    :data:`NOT_EVALUATED`) when fewer than two of its evaluators were left, whose sum would be one owner's release."""
 
     err_total: float
     weight_total: float
     n_parties: int
+
+
+#: A round nobody could evaluate (:class:`Evaluation`): its learner is skipped and the run goes on.
+NOT_EVALUATED = Evaluation(0.0, 0.0, 0)
 
 
 class RoundSteps(Protocol):
@@ -190,6 +195,10 @@ def run_rounds(
             ev = steps.evaluate(t, evaluators[t], learner)
             if journal is not None:
                 journal.record_evaluation(t, ev)
+        if ev.n_parties == 0:  # no sum: its evaluators' nodes left or fell silent (SAMME has no error to weigh it by)
+            rounds.append(RoundRecord(t, len(group), learner, math.nan, None, "skip", err_total=0.0, weight_total=0.0))
+            steps.decided(rounds[-1])
+            continue
         err, wsum = coordinator.floor_error_total(float(ev.err_total), ev.n_parties), float(ev.weight_total)
         decision = coordinator.decide(err, wsum, n_kept=len(learners))
         published.append((ev.n_parties, err, wsum))

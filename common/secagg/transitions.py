@@ -36,7 +36,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from privfed.common.errors import ConfigError, LocalProtocolError, RoundFailed
+from privfed.common.errors import ConfigError, LocalProtocolError, RoundFailed, TooFewParties
 from privfed.common.secagg.aggregator import SecAggServer
 from privfed.common.secagg.events import Action, Answers, Ask, CloseRing, OpenRing, PeerKeys, RingAttempt, SumOutcome
 from privfed.common.secagg.masking import MIN_MEMBERS
@@ -287,10 +287,11 @@ class SecureSum(_Machine):
         left = tuple(p for p in ring if p not in gone)
         close = CloseRing(self.attempt.session_id)
         if len(left) < 2:
-            raise self._fail(
+            failed = self._fail(
                 f"ring secure sum: fewer than 2 parties left after dropping {dropped[:3]}... "
                 f"({len(self.dropped)} dropped in all); nothing to sum"
             )
+            raise TooFewParties(str(failed), tuple(self.dropped)) from None
         if len(self.attempts) >= self.max_attempts:
             raise self._fail(
                 f"the ring secure sum failed {self.max_attempts} times ({len(self.dropped)} parties dropped)"

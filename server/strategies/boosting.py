@@ -34,12 +34,12 @@ from typing import Any
 import numpy as np
 
 from privfed.common.boosting.coordinator import CoordinatorSteps, concat_releases
-from privfed.common.boosting.loop import Evaluation, RoundRecord, plan_rounds, run_rounds
+from privfed.common.boosting.loop import NOT_EVALUATED, Evaluation, RoundRecord, plan_rounds, run_rounds
 from privfed.common.boosting.owner import Release
 from privfed.common.boosting.params import BoostingParams
 from privfed.common.boosting.releases import ReleasePlan
 from privfed.common.boosting.wire import at_round, config_to_dict, empty_history, with_round
-from privfed.common.errors import ConfigError, RoundFailed
+from privfed.common.errors import ConfigError, RoundFailed, TooFewParties
 from privfed.common.learners.samme import BoostedModel
 from privfed.common.secagg import secure_sum_for
 from privfed.common.secagg.masking import MIN_MEMBERS
@@ -285,18 +285,35 @@ class _FederationSteps:
         gone = set(self.dropped) | self.transport.silent_owners()
         ring = [o for o in self.evaluators[round_no] if o not in gone]
         if len(ring) < 2:
-            raise RoundFailed(f"round {round_no + 1}: fewer than 2 owners left to evaluate; nothing to sum")
+            return self._not_evaluated(round_no, len(ring))
         sent = at_round(self.history, round_no)
-        outcome = self.transport.secure_sum(
-            ring,
-            lambda ring_spec: BoostEvaluateTask(self.config, sent, learner, ring_spec),
-            max_abs=strategy.coordinator.plan.contribution_bound,  # public: row bound x max rows + noise headroom
-            round_id=f"ring{round_no + 1}",
-            timeout=strategy.ring_timeout,
-            protocol=strategy.secure_sum,
-        )
+        try:
+            outcome = self.transport.secure_sum(
+                ring,
+                lambda ring_spec: BoostEvaluateTask(self.config, sent, learner, ring_spec),
+                max_abs=strategy.coordinator.plan.contribution_bound,  # public: row bound x max rows + noise headroom
+                round_id=f"ring{round_no + 1}",
+                timeout=strategy.ring_timeout,
+                protocol=strategy.secure_sum,
+            )
+        except TooFewParties as exc:  # its evaluators fell silent or refused while it ran
+            self.dropped += exc.dropped
+            return self._not_evaluated(round_no, len(ring) - len(exc.dropped))
         self._summed(round_no, outcome.record)
         return Evaluation(float(outcome.totals[0]), float(outcome.totals[1]), len(outcome.record.summed))
+
+    def _not_evaluated(self, round_no: int, left: int) -> Evaluation:
+        """A round fewer than two of whose evaluators are left (walkthrough 6, W6-4: a node that left took the others,
+        and the job failed there after every owner had paid for the rounds before): a sum of one is that owner's
+        release, so none is made; the round's learner is skipped and the run goes on."""
+        log.warning(
+            "round %d: %d of its %d evaluator(s) left (the others' nodes left, fell silent or refused): its learner "
+            "is skipped, unevaluated",
+            round_no + 1,
+            max(left, 0),
+            len(self.evaluators[round_no]),
+        )
+        return NOT_EVALUATED
 
     def _summed(self, round_no: int, record: SumRecord) -> None:
         """Round ``round_no``'s secure sum ended as ``record`` (now, or in the run a resumed one continues)."""

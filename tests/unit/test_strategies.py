@@ -214,6 +214,35 @@ def test_boosting_drops_a_silent_and_a_refusing_evaluator_and_sums_the_rest(data
     assert all(_spent(t, o) == 0.0 for o in silent)
 
 
+def test_a_round_left_with_fewer_than_two_evaluators_is_skipped_and_the_run_goes_on(data, caplog):
+    """Walkthrough 6, W6-4: a node that left mid-job took all but one of a round's evaluators, and the job failed at
+    that round ("fewer than 2 owners left to evaluate"), after every owner had paid for the rounds before, with 20
+    of 30 owners still there. A sum of one owner's release is that release, so the round cannot be evaluated: its
+    learner is skipped, the owner left is asked nothing more for it, and the other rounds go on."""
+    fb = _booster(data, n_rounds=3)  # ε = ∞: the kept rounds' learners are the exact ones, better than chance
+    owners = sorted(_transport(data).owners)
+    rings = _evaluators(fb, owners, 2)  # the run's group sampler below
+
+    def node(o):
+        return o.split(".")[0]
+
+    by_node = {n: [o for o in rings[0] if node(o) == n] for n in {node(o) for o in rings[0]}}
+    kept = min(by_node, key=lambda n: len(by_node[n]))  # the node of round 1's evaluators that stays
+    silent = set(by_node) - ({kept} if len(by_node[kept]) == 1 else set())
+    later = [r for r in rings[1:] if sum(node(o) not in silent for o in r) >= 2]
+    assert later, "the draw leaves no later round to evaluate"
+    t = _transport(data, silent_nodes=silent)
+    result = BoostingStrategy(fb, np.random.Generator(np.random.PCG64(2))).run(sorted(t.owners), t)
+    first = result.rounds[0]
+    assert first.secure_sum is None and first.decision.step == "skip", first
+    assert "round 1: " in caplog.text and "its learner is skipped, unevaluated" in caplog.text
+    assert any(r.secure_sum is not None and r.secure_sum.summed for r in result.rounds[1:])  # the run went on
+    assert result.model is not None and len(result.model.learners) >= 1
+    for o in t.owners:  # at most one evaluation release each
+        entries = [h["purpose"].split(":")[0] for h in t.ledgers[node(o)].history(o)]
+        assert entries.count("boost-eval") <= 1
+
+
 @pytest.mark.parametrize(
     "task, options",
     [
