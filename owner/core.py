@@ -53,7 +53,8 @@ import numpy as np
 
 from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError
 from privfed.common.jobinfo import JobInfo
-from privfed.common.ledger import Debit, Ledger, Recipient, RowsUnused, Standing
+from privfed.common.ledger import Budget, Debit, Ledger, Recipient, RowsUnused, Standing
+from privfed.common.ledger_records import refusal
 from privfed.common.secagg.boxes import generate_private_key
 from privfed.common.secagg.ring import Outbound
 from privfed.common.tasks import POLICY_DECLINED, JoinAccepted, Refusal, Result, Task
@@ -322,14 +323,29 @@ class OwnerCore:
         return _Admitted(task, kind, owner, party, debits)
 
     def _join(self, task: Task, kind: JoinKind, job: JobInfo | None) -> Result:
-        """The accept round's answer (:mod:`privfed.common.tasks.join`): an empty acceptance, or the refusal
-        :meth:`_check_job` gives every task of a job the policy declines. Nothing is validated, debited or read
-        of the rows; a node without a policy takes part in every job it is asked into."""
+        """The accept round's answer (:mod:`privfed.common.tasks.join`): an empty acceptance, the refusal
+        :meth:`_check_job` gives every task of a job the policy declines, or ``budget_exceeded`` for an owner id
+        whose budget cannot pay what the job announces (:meth:`_check_affords`). Nothing is validated, debited
+        or read of the rows; a node without a policy takes part in every job it is asked into that it can pay."""
         try:
             self._check_job(kind, job, task.owner_id)
+            if job is not None:
+                self._check_affords(job, task.owner_id)
         except Exception as exc:  # noqa: BLE001 - refused alone, as any task (a ledger that cannot be read: internal)
             return refusal_for(task, exc)
         return Result(task.task_id, task.owner_id, JoinAccepted())
+
+    def _check_affords(self, job: JobInfo, owner_id: str) -> None:
+        """Refuse (``budget_exceeded``) a job whose announced (ε, δ) the owner id's budget cannot pay on top of
+        what it spent on other jobs (walkthrough 6, W6-12: such owners were planned in and refused at their
+        release, and a boosting job failed at round 5 after the others had paid four rounds). The id's own record
+        only, as the release's refusal (:class:`~privfed.common.ledger.RowsUnused`): rows whose budget is spent
+        are answered from the fallback, never refused, so this says nothing of them. A job resumed with the id's
+        releases for it already made counts them as part of the job (``other_than``)."""
+        request = Budget(job.epsilon, job.delta)
+        spent = self.ledger.spent_on(owner_id, other_than=job.job_id)
+        if refusal(owner_id, request, spent, self.ledger.budget(owner_id), "") is not None:
+            raise Refused("budget_exceeded", f"the job announces epsilon={job.epsilon:g}, delta={job.delta:g}")
 
     def _validate(self, kind: TaskKind[Any], task: Task, view: PublicView) -> Cached | None:
         """``kind.validate``; a spec-only kind (``TaskKind.spec_only``) accepts a spec object for an

@@ -151,11 +151,17 @@ def free_port() -> int:
 
 
 def coordinator_job(
-    tmp: Path, flags: list[str], nodes: dict[str, tuple[str, float]], *, n_owners: int, dataset: list[str]
+    tmp: Path,
+    flags: list[str],
+    nodes: dict[str, tuple[str, float]],
+    *,
+    n_owners: int,
+    dataset: list[str],
+    node_codes: dict[str, int] | None = None,
 ) -> tuple[dict, Path]:
     """A ``privfed coordinator`` process (``flags``: its learning flags) with one ``privfed owner`` process
-    per node (name -> (shards, budget)), insecure on loopback; waits for all to exit 0 and returns the
-    coordinator's ``report.json`` and its path."""
+    per node (name -> (shards, budget)), insecure on loopback; waits for the coordinator to exit 0 and each node
+    with its exit code in ``node_codes`` (default 0), and returns the coordinator's ``report.json`` and its path."""
     import json
 
     port, out = free_port(), tmp / "runs"
@@ -171,7 +177,8 @@ def coordinator_job(
         procs.append(subprocess.Popen(owner, stdout=open(tmp / f"{name}.log", "w"), stderr=subprocess.STDOUT))
     try:
         assert procs[0].wait(timeout=180) == 0, (tmp / "coordinator.log").read_text()[-3000:]
-        assert [p.wait(timeout=60) for p in procs[1:]] == [0] * len(nodes)
+        codes = {name: p.wait(timeout=60) for name, p in zip(nodes, procs[1:], strict=True)}
+        assert codes == {name: (node_codes or {}).get(name, 0) for name in nodes}, codes
     finally:
         for p in procs:
             if p.poll() is None:

@@ -137,6 +137,34 @@ def test_the_accept_round_is_answered_by_the_same_check_with_nothing_debited(tmp
     assert all(free_ledger.history(o) == [] for o in free_owners)
 
 
+@pytest.mark.parametrize("policy", [None, OwnerPolicy()])
+def test_the_accept_round_refuses_an_id_whose_budget_cannot_pay_the_announced_job(tmp_path, digits, policy):
+    """Walkthrough 6, W6-12: an owner id with less budget left than the job announces declines it at the accept
+    round (``budget_exceeded``), with or without a policy, so the plan and its quorum count only owners that can
+    pay; what the id spent on the job itself (a resumed job) is part of the job, not on top of it."""
+    train, _ = digits
+    c, owners, ledger = core(tmp_path, train, policy)
+    rich, poor = owners
+    ledger.debit_many(
+        [
+            Debit(poor, 99.5, 0.0, purpose="earlier", release_id="r0", job="j0"),
+            Debit(rich, 99.0, 0.0, purpose="earlier", release_id="r1", job="j0"),
+            Debit(rich, 0.6, 0.0, purpose="this job's first round", release_id="r2", job="j2"),
+        ]
+    )
+
+    def join(announced):
+        tasks = [Task(f"{announced.job_id}-{i}", o, "accept", JoinTask()) for i, o in enumerate(owners)]
+        return {r.owner_id: r.payload for r in c.answer(tasks, job=announced).results}
+
+    answers = join(job("j2", epsilon=1.0))
+    assert answers[rich] == JoinAccepted()  # 99 + 1 <= 100: its 0.6 on j2 is within the job's 1
+    assert answers[poor].code == "budget_exceeded" and "epsilon=1" in answers[poor].message
+    assert join(job("j3", epsilon=0.5))[poor] == JoinAccepted()
+    assert join(job("j4", epsilon=0.3, delta=1e-5))[poor].code == "budget_exceeded"  # the ledger's delta budget is 0
+    assert ledger.spent(poor).epsilon == 99.5 and ledger.spent(rich).epsilon == 99.6  # nothing debited
+
+
 def test_an_accepted_job_is_held_to_the_epsilon_it_announced(tmp_path, digits):
     train, _ = digits
     c, owners, ledger = core(tmp_path, train, OwnerPolicy())
