@@ -299,3 +299,75 @@ def test_a_row_is_spent_when_it_has_no_more_left_than_the_budget_tests_rounding(
     assert used_up(5.0, 5.0) and used_up(5.0 * (1 - 1e-13), 5.0) and used_up(6.0, 5.0)  # 6: a budget lowered since
     assert not used_up(5.0 * (1 - 1e-11), 5.0) and not used_up(0.0, 5.0)
     assert used_up(0.0, 0.0) and not used_up(math.inf, math.inf)  # an infinite budget affords any epsilon
+
+
+def test_the_table_shows_the_rows_left_and_how_many_are_spent(resharded_file, capsys):
+    assert main(["ledger", "show", "--ledger", str(resharded_file)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("owner "))
+    header, *rows = [[c.strip() for c in line.split("  ") if c.strip()] for line in lines[at : at + 4]]
+    assert header == [
+        "owner",
+        "eps budget",
+        "eps spent",
+        "eps left",
+        "delta budget",
+        "delta spent",
+        "delta left",
+        "rows spent",
+        "releases",
+    ]
+    assert {r[0]: r[1:] for r in rows} == {
+        "n.a": ["5", "5", "0", "1e-05", "1e-05", "0", "3 of 3", "2"],
+        "n.b": ["5", "1", "0", "1e-05", "1e-06", "0", "3 of 4", "1"],
+        "n.c": ["5", "0.5", "4.5", "1e-05", "0", "1e-05", "-", "1"],
+    }
+    assert lines[at + 4].startswith("where eps or delta left is below budget - spent, the id's rows spent that budget")
+
+
+def test_json_gives_the_rows_left_as_remaining_and_the_ids_own_apart(resharded_file, capsys):
+    assert main(["ledger", "show", "--ledger", str(resharded_file), "--json"]) == 0
+    shown = {o["owner_id"]: o for o in json.loads(capsys.readouterr().out)}
+    assert shown["n.b"]["remaining"] == {"epsilon": 0.0, "delta": 0.0}
+    assert shown["n.b"]["id_remaining"] == {"epsilon": 4.0, "delta": 9e-06}
+    assert shown["n.b"]["rows"] == {"count": 4, "spent": 3, "least_remaining": {"epsilon": 0.0, "delta": 0.0}}
+    assert shown["n.c"]["rows"] is None
+    assert shown["n.c"]["remaining"] == shown["n.c"]["id_remaining"] == {"epsilon": 4.5, "delta": 1e-05}
+
+
+def test_a_job_may_spend_no_more_than_the_rows_left(resharded_file, tmp_path, capsys):
+    policy = tmp_path / "policy.toml"
+    policy.write_text("max_epsilon_per_job = 2.0\n")
+    assert main(["ledger", "show", "--ledger", str(resharded_file), "--policy", str(policy), "--json"]) == 0
+    shown = {o["owner_id"]: o["policy"] for o in json.loads(capsys.readouterr().out)}
+    assert shown["n.b"]["epsilon_policy_allows"] == 2.0 and shown["n.b"]["epsilon_a_job_may_spend"] == 0.0
+    assert shown["n.c"]["epsilon_a_job_may_spend"] == 2.0
+
+
+def test_without_rows_below_an_ids_record_there_is_no_footnote(ledger_file, capsys):
+    assert main(["ledger", "show", "--ledger", str(ledger_file)]) == 0
+    assert "below budget - spent" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "version, drop",
+    [
+        (5, "DROP TABLE holders;"),  # written before table holders, which kept version 5
+        (
+            2,  # no row accounts yet, nor the job and recipient columns
+            "DROP TABLE holders; DROP TABLE accounts; DROP TABLE meta; DROP INDEX releases_job; "
+            "ALTER TABLE releases DROP COLUMN job; ALTER TABLE releases DROP COLUMN data_user; "
+            "ALTER TABLE releases DROP COLUMN coordinator;",
+        ),
+    ],
+)
+def test_a_file_without_row_accounts_is_shown_with_the_ids_own_record(resharded_file, capsys, version, drop):
+    conn = sqlite3.connect(resharded_file)
+    conn.executescript(drop + f"PRAGMA user_version = {version};")
+    conn.close()
+    before = _digest(resharded_file)
+    assert main(["ledger", "show", "--ledger", str(resharded_file), "--json"]) == 0
+    assert _digest(resharded_file) == before  # read-only: not migrated
+    shown = {o["owner_id"]: o for o in json.loads(capsys.readouterr().out)}
+    assert shown["n.b"]["rows"] is None and shown["n.b"]["remaining"] == {"epsilon": 4.0, "delta": 9e-06}
