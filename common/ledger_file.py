@@ -41,7 +41,7 @@ from typing import Any
 
 from privfed.common.errors import ConfigError
 from privfed.common.files import private_sqlite_file
-from privfed.common.ledger_records import Budget, fmt_amount, release_dict, remaining_of
+from privfed.common.ledger_records import Budget, fmt_amount, release_dict, remaining_of, used_up
 
 log = logging.getLogger("privfed.ledger")
 
@@ -187,21 +187,58 @@ def _keep_or_lower_budget(conn: sqlite3.Connection, path: Path, default: Budget)
 
 
 @dataclass(frozen=True)
+class RowsStanding:
+    """The row accounts a ledger file records as held by one owner id (table ``holders``, its ``row:`` keys;
+    ``privfed.common.ledger_rows``), against the id's budget. Budgets follow the rows: a row spent under
+    another owner id (the node ran with other ``--shards`` or ``--name`` over the same rows) is spent under
+    this one too, which the id's own releases do not show (walkthrough 6, W6-16).
+
+    Parameters
+    ----------
+    count : int
+        The rows recorded as held by the id, in any run of its node (its pad accounts are not rows).
+    spent : int
+        How many of them can afford no more ε (:func:`~privfed.common.ledger_records.used_up`).
+    least_remaining : Budget
+        What the most-spent of them has left, per component (an account never debited spent nothing).
+    """
+
+    count: int
+    spent: int
+    least_remaining: Budget
+
+
+@dataclass(frozen=True)
 class OwnerAccount:
     """One owner's account as a ledger file records it (:func:`read_accounts`).
 
-    ``releases`` are dicts as :meth:`Ledger.history` returns them, in debit order.
+    ``releases`` are dicts as :meth:`Ledger.history` returns them, in debit order. ``rows``: the row accounts
+    recorded as held by the id; None if none is (no rows bound, debits made before table ``holders``, or a
+    file without it).
     """
 
     owner_id: str
     budget: Budget
     spent: Budget
     releases: tuple[dict[str, Any], ...]
+    rows: RowsStanding | None = None
+
+    @property
+    def id_remaining(self) -> Budget:
+        """What the id's own record leaves: ``budget - spent`` per component, never negative; ∞ while the budget
+        is ∞. A request is refused by this alone (:meth:`Ledger.remaining`)."""
+        return remaining_of(self.budget, self.spent)
 
     @property
     def remaining(self) -> Budget:
-        """``budget - spent`` per component, never negative; ∞ while the budget is ∞."""
-        return remaining_of(self.budget, self.spent)
+        """What a new release can take from every row of the id: the least of :attr:`id_remaining` and what its
+        most-spent row has left, per component. A release beyond it is made without the rows it exceeds, and from
+        the data-independent fallback when that is all of them (``privfed.common.ledger_rows``)."""
+        own = self.id_remaining
+        if self.rows is None:
+            return own
+        rows = self.rows.least_remaining
+        return Budget(min(own.epsilon, rows.epsilon), min(own.delta, rows.delta))
 
     @property
     def nonprivate(self) -> int:
@@ -214,7 +251,8 @@ def read_accounts(path: str | Path) -> list[OwnerAccount]:
 
     The file is opened read-only (SQLite ``mode=ro``): no table is created, no schema migrated and
     no budget stored, so an audit can run beside the owner node that uses the ledger. An owner
-    appears once it has debited (its budget is stored with its first release).
+    appears once it has debited (its budget is stored with its first release), with its rows'
+    standing (:func:`_rows_standing`).
 
     Raises
     ------
@@ -233,18 +271,39 @@ def read_accounts(path: str | Path) -> list[OwnerAccount]:
             "FROM releases ORDER BY seq"
         ):
             releases.setdefault(row[0], []).append(release_dict(row[1:]))
+        standing = _rows_standing(conn)
         accounts = []
         for owner, eps, delta in conn.execute(
             "SELECT owner_id, epsilon_budget, delta_budget FROM owners ORDER BY owner_id"
         ):
             rows = releases.get(owner, [])
             spent = Budget(math.fsum(r["epsilon"] for r in rows), math.fsum(r["delta"] for r in rows))
-            accounts.append(OwnerAccount(owner, Budget(eps, delta), spent, tuple(rows)))
+            accounts.append(OwnerAccount(owner, Budget(eps, delta), spent, tuple(rows), standing.get(owner)))
         return accounts
     except sqlite3.Error as exc:
         raise ConfigError(f"ledger {path}: not a readable privfed ledger ({exc})") from exc
     finally:
         conn.close()
+
+
+def _rows_standing(conn: sqlite3.Connection) -> dict[str, RowsStanding]:
+    """Each owner id's :class:`RowsStanding`, in one grouped pass over table ``holders`` (its ``row:`` keys, each
+    with its account, against the id's budget); empty for a file without tables ``holders`` and ``accounts``,
+    which are looked for by name: ``holders`` came without a schema version of its own (module docstring)."""
+    tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not {"holders", "accounts"} <= tables:
+        return {}
+    conn.create_function("used_up", 2, used_up, deterministic=True)  # this connection's, nothing written
+    standing = {}
+    for owner, count, spent, eps, delta, eps_budget, delta_budget in conn.execute(
+        "SELECT h.owner_id, count(*), sum(used_up(coalesce(a.epsilon, 0.0), o.epsilon_budget)), "
+        "max(coalesce(a.epsilon, 0.0)), max(coalesce(a.delta, 0.0)), o.epsilon_budget, o.delta_budget "
+        "FROM holders AS h JOIN owners AS o ON o.owner_id = h.owner_id LEFT JOIN accounts AS a ON a.key = h.row_key "
+        "WHERE h.row_key LIKE 'row:%' GROUP BY h.owner_id, o.epsilon_budget, o.delta_budget"
+    ):
+        least = remaining_of(Budget(eps_budget, delta_budget), Budget(eps, delta))
+        standing[owner] = RowsStanding(count, spent, least)
+    return standing
 
 
 def open_read_only(path: Path) -> tuple[sqlite3.Connection, int]:

@@ -191,6 +191,13 @@ def fits(spent: float, request: float, budget: float) -> bool:
     return spent + request <= budget * (1.0 + REL_TOL)
 
 
+def used_up(spent: float, budget: float) -> bool:
+    """Whether an account that spent ``spent`` of ``budget`` can afford no more ε but a rounding: what it has left
+    is at most the :data:`REL_TOL` share of the budget by which :func:`fits` lets a sum pass the budget. Never while
+    the budget is ∞ (it affords any ε)."""
+    return not math.isinf(budget) and budget - spent <= budget * REL_TOL
+
+
 def remaining_of(budget: Budget, spent: Budget) -> Budget:
     """``budget - spent`` per component, never negative; ∞ while the budget is ∞."""
     eps = math.inf if math.isinf(budget.epsilon) else max(0.0, budget.epsilon - spent.epsilon)

@@ -70,9 +70,10 @@ def add_ledger(sub: argparse._SubParsersAction) -> None:
         "show",
         help="spent and remaining epsilon/delta per owner, totals by job and by recipient, and the releases",
         description="Read a ledger file without changing it: each owner's budget, spent and remaining "
-        "(epsilon, delta); the most one owner spent per job and per recipient (the data user who submitted "
-        "the job and the coordinator the node's session was with); and the releases in debit order, each "
-        "with its recipient.",
+        "(epsilon, delta), remaining being the least of its id's own and its most-spent row's (a row's budget "
+        "follows it across owner ids), and how many of its rows are spent; the most one owner spent per job and "
+        "per recipient (the data user who submitted the job and the coordinator the node's session was with); "
+        "and the releases in debit order, each with its recipient.",
     )
     show.add_argument("--ledger", type=Path, required=True, help="the SQLite ledger file of an owner node")
     show.add_argument("--owner", action="append", help="only this owner id (repeatable; default: every owner)")
@@ -85,7 +86,9 @@ def add_ledger(sub: argparse._SubParsersAction) -> None:
     show.add_argument(
         "--json",
         action="store_true",
-        help="print JSON instead of tables (epsilon and delta as numbers; null: infinite)",
+        help="print JSON instead of tables (epsilon and delta as numbers; null: infinite): per owner, remaining "
+        "(what a new release can take from every row), id_remaining (its id's own record's) and rows (count, "
+        "spent, least_remaining; null: no rows recorded for the id)",
     )
     show.set_defaults(func=_ledger_show)
     backup = what.add_parser(
@@ -188,6 +191,14 @@ def _ledger_show(args: argparse.Namespace) -> int:
                         "budget": budget(a.budget),
                         "spent": budget(a.spent),
                         "remaining": budget(a.remaining),
+                        "id_remaining": budget(a.id_remaining),
+                        "rows": None
+                        if a.rows is None
+                        else {
+                            "count": a.rows.count,
+                            "spent": a.rows.spent,
+                            "least_remaining": budget(a.rows.least_remaining),
+                        },
                         "nonprivate_releases": a.nonprivate,
                         "by_recipient": [
                             {
@@ -217,7 +228,17 @@ def _ledger_show(args: argparse.Namespace) -> int:
         )
         return 0
     print(f"ledger {args.ledger}: {len(accounts)} owner(s) with releases")
-    header = ("owner", "eps budget", "eps spent", "eps left", "delta budget", "delta spent", "delta left", "releases")
+    header = (
+        "owner",
+        "eps budget",
+        "eps spent",
+        "eps left",
+        "delta budget",
+        "delta spent",
+        "delta left",
+        "rows spent",
+        "releases",
+    )
     rows = [
         (
             a.owner_id,
@@ -227,11 +248,18 @@ def _ledger_show(args: argparse.Namespace) -> int:
             _fmt(a.budget.delta),
             _fmt(a.spent.delta),
             _fmt(a.remaining.delta),
+            "-" if a.rows is None else f"{a.rows.spent} of {a.rows.count}",
             f"{len(a.releases)}" + (f" ({a.nonprivate} non-private)" if a.nonprivate else ""),
         )
         for a in accounts
     ]
     _table([header, *rows], indent="")
+    if any(a.remaining < a.id_remaining for a in accounts):
+        print(
+            "where eps or delta left is below budget - spent, the id's rows spent that budget under these or earlier "
+            "owner ids (the budget follows the rows): a release beyond it is made without the rows it exceeds, from the "
+            "data-independent fallback when that is all of them, and is still listed as a release"
+        )
     if args.policy is not None:
         print(
             f"\nwhat one new job may still ask of each owner before its policy ({args.policy}) declines it, and what "

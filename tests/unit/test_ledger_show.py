@@ -12,7 +12,9 @@ import pytest
 
 from privfed.common.errors import ConfigError
 from privfed.common.jobinfo import JobInfo
-from privfed.common.ledger import Debit, Ledger, Recipient, read_accounts
+from privfed.common.ledger import Budget, Debit, Ledger, Recipient, RowsUnused, read_accounts
+from privfed.common.ledger_file import RowsStanding
+from privfed.common.ledger_records import used_up
 from privfed.deploy.cli import main
 from privfed.owner.policy import OwnerPolicy
 
@@ -258,3 +260,114 @@ def test_what_a_job_may_spend_is_bounded_by_the_budget_left_as_well(ledger_file,
     assert shown["n.o0"]["epsilon_policy_allows"] == 2.0 and shown["n.o0"]["epsilon_a_job_may_spend"] == 1.25
     assert shown["n.o0"]["epsilon_day_left"] is None  # no day limit: infinite, JSON null
     assert shown["n.o1"]["epsilon_policy_allows"] == 2.0 and shown["n.o1"]["epsilon_a_job_may_spend"] == 0.0
+
+
+ROWS = [b"row-0", b"row-1", b"row-2"]
+
+
+@pytest.fixture
+def resharded_file(tmp_path):
+    """Walkthrough 6, W6-16: n.a held three rows and spent the budget on them; the node restarted with other
+    shards, n.b holds the same three rows and a new one and spent 1 of its own; n.c never had rows bound."""
+    path = tmp_path / "node.sqlite"
+    with Ledger(path, epsilon_budget=5.0, delta_budget=1e-5) as ledger:
+        ledger.bind_rows("n.a", ROWS)
+        outcomes = ledger.debit_many([Debit("n.a", 2.5, 5e-6, "lr-model", f"a{i}") for i in range(2)])
+        assert outcomes == [None, None]  # both taken by every row: the rows are spent
+    with Ledger(path, epsilon_budget=5.0, delta_budget=1e-5) as ledger:  # the restart, another --shards
+        ledger.bind_rows("n.b", [*ROWS, b"row-3"])
+        ledger.bind_rows("n.c", [])
+        (outcome,) = ledger.debit_many([Debit("n.b", 1.0, 1e-6, "lr-model", "b0")])
+        assert outcome == RowsUnused("n.b", "b0", (0, 1, 2))  # made from row-3 alone
+        ledger.debit_many([Debit("n.c", 0.5, 0.0, "lr-model", "c0")])
+    return path
+
+
+def test_an_ids_rows_spent_under_an_earlier_id_leave_it_what_they_left(resharded_file):
+    accounts = {a.owner_id: a for a in read_accounts(resharded_file)}
+    b = accounts["n.b"]
+    assert b.id_remaining == Budget(4.0, 9e-6)  # its own record: one release of 1
+    assert b.rows == RowsStanding(count=4, spent=3, least_remaining=Budget(0.0, 0.0))  # no pad account counted
+    assert b.remaining == Budget(0.0, 0.0)
+    assert accounts["n.a"].rows == RowsStanding(count=3, spent=3, least_remaining=Budget(0.0, 0.0))
+    assert accounts["n.c"].rows is None and accounts["n.c"].remaining == accounts["n.c"].id_remaining == Budget(
+        4.5, 1e-5
+    )
+
+
+def test_a_row_is_spent_when_it_has_no_more_left_than_the_budget_tests_rounding():
+    assert used_up(5.0, 5.0) and used_up(5.0 * (1 - 1e-13), 5.0) and used_up(6.0, 5.0)  # 6: a budget lowered since
+    assert not used_up(5.0 * (1 - 1e-11), 5.0) and not used_up(0.0, 5.0)
+    assert used_up(0.0, 0.0) and not used_up(math.inf, math.inf)  # an infinite budget affords any epsilon
+
+
+def test_the_table_shows_the_rows_left_and_how_many_are_spent(resharded_file, capsys):
+    assert main(["ledger", "show", "--ledger", str(resharded_file)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("owner "))
+    header, *rows = [[c.strip() for c in line.split("  ") if c.strip()] for line in lines[at : at + 4]]
+    assert header == [
+        "owner",
+        "eps budget",
+        "eps spent",
+        "eps left",
+        "delta budget",
+        "delta spent",
+        "delta left",
+        "rows spent",
+        "releases",
+    ]
+    assert {r[0]: r[1:] for r in rows} == {
+        "n.a": ["5", "5", "0", "1e-05", "1e-05", "0", "3 of 3", "2"],
+        "n.b": ["5", "1", "0", "1e-05", "1e-06", "0", "3 of 4", "1"],
+        "n.c": ["5", "0.5", "4.5", "1e-05", "0", "1e-05", "-", "1"],
+    }
+    assert lines[at + 4].startswith("where eps or delta left is below budget - spent, the id's rows spent that budget")
+
+
+def test_json_gives_the_rows_left_as_remaining_and_the_ids_own_apart(resharded_file, capsys):
+    assert main(["ledger", "show", "--ledger", str(resharded_file), "--json"]) == 0
+    shown = {o["owner_id"]: o for o in json.loads(capsys.readouterr().out)}
+    assert shown["n.b"]["remaining"] == {"epsilon": 0.0, "delta": 0.0}
+    assert shown["n.b"]["id_remaining"] == {"epsilon": 4.0, "delta": 9e-06}
+    assert shown["n.b"]["rows"] == {"count": 4, "spent": 3, "least_remaining": {"epsilon": 0.0, "delta": 0.0}}
+    assert shown["n.c"]["rows"] is None
+    assert shown["n.c"]["remaining"] == shown["n.c"]["id_remaining"] == {"epsilon": 4.5, "delta": 1e-05}
+
+
+def test_a_job_may_spend_no_more_than_the_rows_left(resharded_file, tmp_path, capsys):
+    policy = tmp_path / "policy.toml"
+    policy.write_text("max_epsilon_per_job = 2.0\n")
+    assert main(["ledger", "show", "--ledger", str(resharded_file), "--policy", str(policy), "--json"]) == 0
+    shown = {o["owner_id"]: o["policy"] for o in json.loads(capsys.readouterr().out)}
+    assert shown["n.b"]["epsilon_policy_allows"] == 2.0 and shown["n.b"]["epsilon_a_job_may_spend"] == 0.0
+    assert shown["n.c"]["epsilon_a_job_may_spend"] == 2.0
+
+
+def test_without_rows_below_an_ids_record_there_is_no_footnote(ledger_file, capsys):
+    assert main(["ledger", "show", "--ledger", str(ledger_file)]) == 0
+    assert "below budget - spent" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "version, drop",
+    [
+        (5, "DROP TABLE holders;"),  # written before table holders, which kept version 5
+        (
+            2,  # no row accounts yet, nor the job and recipient columns
+            "DROP TABLE holders; DROP TABLE accounts; DROP TABLE meta; DROP INDEX releases_job; "
+            "ALTER TABLE releases DROP COLUMN job; ALTER TABLE releases DROP COLUMN data_user; "
+            "ALTER TABLE releases DROP COLUMN coordinator;",
+        ),
+    ],
+)
+def test_a_file_without_row_accounts_is_shown_with_the_ids_own_record(resharded_file, capsys, version, drop):
+    conn = sqlite3.connect(resharded_file)
+    conn.executescript(drop + f"PRAGMA user_version = {version};")
+    conn.close()
+    before = _digest(resharded_file)
+    assert main(["ledger", "show", "--ledger", str(resharded_file), "--json"]) == 0
+    assert _digest(resharded_file) == before  # read-only: not migrated
+    shown = {o["owner_id"]: o for o in json.loads(capsys.readouterr().out)}
+    assert shown["n.b"]["rows"] is None and shown["n.b"]["remaining"] == {"epsilon": 4.0, "delta": 9e-06}
