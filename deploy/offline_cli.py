@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 from pathlib import Path
 
 from privfed.deploy.cli_parser import Parser
@@ -21,7 +22,10 @@ def add_export(sub: argparse._SubParsersAction) -> None:
         "probabilities, raw rows read by the federation schema). Load it with joblib.load or pickle.load.",
     )
     p.add_argument("--model", type=Path, required=True, help="a model.json from a run directory")
-    p.add_argument("--out", type=Path, required=True, help="the estimator file to write (e.g. model.pkl)")
+    p.add_argument(
+        "--out", type=Path, required=True, help="the estimator file to write (e.g. model.pkl); never over one that exists"
+    )
+    p.add_argument("--force", action="store_true", help="replace --out if it exists")
     p.set_defaults(func=_export)
 
 
@@ -57,14 +61,23 @@ def _export(args: argparse.Namespace) -> int:
         raise ConfigError(f"--out {args.out}: its folder {args.out.parent} does not exist")
     if args.out.is_dir():
         raise ConfigError(f"--out {args.out} is a folder; name the file to write, e.g. {args.out / 'model.pkl'}")
+    exists = f"--out {args.out} exists; give another file, or --force to replace it (nothing was written)"
+    if args.out.exists() and not args.force:  # before reading the model: an earlier export is not lost (W6-14)
+        raise ConfigError(exists)
     estimator = TrainedClassifier.from_file(args.model)
     partial = args.out.with_name(args.out.name + ".partial")
     try:
         partial.write_bytes(pickle.dumps(estimator, protocol=pickle.HIGHEST_PROTOCOL))
-        partial.replace(args.out)
+        if args.force:
+            partial.replace(args.out)
+        else:
+            os.link(partial, args.out)  # never over a file that appeared since the check
+    except FileExistsError:
+        raise ConfigError(exists) from None
     except OSError as exc:  # a full disk, a folder made meanwhile: no half-written file left behind
-        partial.unlink(missing_ok=True)
         raise ConfigError(f"--out {args.out}: cannot write it ({exc.strerror or exc})") from exc
+    finally:
+        partial.unlink(missing_ok=True)
     kinds = "predict, predict_proba" if hasattr(estimator, "predict_proba") else "predict (no probabilities)"
     print(
         f"wrote {args.out}: model {estimator.model_id_ or '(no id)'} as a scikit-learn classifier "

@@ -5,6 +5,7 @@ scikit-learn classifier that predicts label values from raw rows without any net
 
 import json
 import signal
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -162,6 +163,25 @@ def test_export_names_a_missing_folder_or_model_in_words(fruit, tmp_path, capsys
     (tmp_path / "exports").mkdir()  # a folder as --out (walkthrough 4: "readme.partial: Is a directory", left behind)
     assert main(["export", "--model", str(path), "--out", str(tmp_path / "exports")]) == 2
     assert f"--out {tmp_path / 'exports'} is a folder; name the file to write" in capsys.readouterr().err
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def test_export_never_replaces_an_earlier_file_unless_forced(fruit, tmp_path, capsys):
+    """Walkthrough 6, W6-14: a re-run replaced an earlier export without a word (``privfed job model`` refuses)."""
+    _, schema, ds = fruit
+    model = reference_model(JobConfig(task="lr", epsilon=1.0, owners=1), ds, even_parts(ds.n, 1, 0))
+    path = save_model(tmp_path / "model.json", model, model_id="lr-eps1", task="lr", schema=schema)
+    out = tmp_path / "model.pkl"
+    out.write_bytes(b"an earlier export")
+    assert main(["export", "--model", str(path), "--out", str(out)]) == 2
+    assert f"--out {out} exists; give another file, or --force to replace it (nothing was written)" in (
+        capsys.readouterr().err
+    )
+    assert out.read_bytes() == b"an earlier export" and not list(tmp_path.glob("*.partial"))
+    assert main(["export", "--model", str(path), "--out", str(out), "--force"]) == 0
+    assert TrainedClassifier.from_file(str(path)).predict(ds.X[:3]).tolist() == (
+        pickle.loads(out.read_bytes()).predict(ds.X[:3]).tolist()
+    )
     assert not list(tmp_path.glob("*.partial"))
 
 
