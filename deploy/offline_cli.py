@@ -23,7 +23,10 @@ def add_export(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--model", type=Path, required=True, help="a model.json from a run directory")
     p.add_argument(
-        "--out", type=Path, required=True, help="the estimator file to write (e.g. model.pkl); never over one that exists"
+        "--out",
+        type=Path,
+        required=True,
+        help="the estimator file to write (e.g. model.pkl); never over one that exists",
     )
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
     p.set_defaults(func=_export)

@@ -4,8 +4,8 @@ and schema; Predict and GetModel carry label values and probabilities over real 
 scikit-learn classifier that predicts label values from raw rows without any network code."""
 
 import json
-import signal
 import pickle
+import signal
 import subprocess
 import sys
 from pathlib import Path
