@@ -57,6 +57,9 @@ SERVICE_OWNED = frozenset(
         "test_fraction",
     }
 )
+#: The service's settings that name the operator's files and addresses: left out of what a data user reads of a
+#: job's report (``privfed job show``), as the job's log leaves out the addresses and the store's path.
+OPERATOR_SETTINGS = frozenset({"listen", "out", "journal", "schema", "load_model"})
 #: The key of every job setting (:data:`~privfed.server.config.KEYS`, the parameter tables') -> its JobConfig field.
 JOB_KEYS = {key: field for key, field in KEYS.items() if field not in SERVICE_OWNED}
 #: The flag of every job setting -> its key in a job file, the flag's name without the dashes (``--labels`` ->
@@ -207,8 +210,14 @@ class JobApi:
         return self._service.listing(last, data_user=user if self._require_role else None)
 
     def show(self, request: dict[str, Any], user: str) -> dict[str, Any]:
+        """The job's record and report as its data user reads them: the report's settings without the operator's
+        (:data:`OPERATOR_SETTINGS`), and no network address or store path in any text (:meth:`_for_data_user`;
+        walkthrough 6, W6-10: ``job show`` gave what ``job logs`` hides)."""
         record = self._own_job(request, user)
-        return {"job": record.to_json(), "report": self._service.report_of(record.job_id)}
+        report = self._service.report_of(record.job_id)
+        if report is not None and isinstance(report.get("config"), dict):
+            report["config"] = {k: v for k, v in report["config"].items() if k not in OPERATOR_SETTINGS}
+        return dict(json.loads(self._for_data_user(json.dumps({"job": record.to_json(), "report": report}))))
 
     def logs(self, request: dict[str, Any], user: str) -> dict[str, Any]:
         path = self._service.store.job_dir(self._own_job(request, user).job_id) / "job.log"
