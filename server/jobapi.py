@@ -62,9 +62,12 @@ SERVICE_OWNED = frozenset(
 OPERATOR_SETTINGS = frozenset({"listen", "out", "journal", "schema", "load_model"})
 #: The key of every job setting (:data:`~privfed.server.config.KEYS`, the parameter tables') -> its JobConfig field.
 JOB_KEYS = {key: field for key, field in KEYS.items() if field not in SERVICE_OWNED}
-#: The flag of every job setting -> its key in a job file, the flag's name without the dashes (``--labels`` ->
-#: ``labels``, ``--share-groups`` -> ``share-groups``): the checks a job file goes through are the flags' (one table).
-JOB_FILE_KEYS = {FLAGS[field]: FLAGS[field].removeprefix("--") for field in JOB_KEYS.values() if field in FLAGS}
+#: The flag of every job setting -> its key in a job file as the known keys list it, the flag's name without the
+#: dashes and with underscores (``--labels`` -> ``labels``, ``--share-groups`` -> ``share_groups``; a job file may
+#: write either): the checks a job file goes through are the flags' (one table).
+JOB_FILE_KEYS = {
+    FLAGS[field]: FLAGS[field].removeprefix("--").replace("-", "_") for field in JOB_KEYS.values() if field in FLAGS
+}
 _FLAG = re.compile(r"--[A-Za-z][A-Za-z0-9-]*")
 #: The most bytes of a job's log one ``privfed job logs`` answer carries (its end).
 LOG_TAIL = 60_000

@@ -147,11 +147,18 @@ def plan_rounds(params: BoostingParams, n_owners: int, rng: np.random.Generator)
             )
         groups = np.tile(np.arange(n_owners), (params.n_rounds, 1))
         return groups, evaluation_groups(groups, n_owners, params.eval_groups, rng)
-    owners = params.budget_split == "owners"  # then only the (1 - eval_fraction) N sharers are in share groups
-    sharers = int(n_owners * (1.0 - params.eval_fraction)) if owners else n_owners
-    group_size = params.group_size or sharers // params.n_rounds
-    groups = sample_groups(n_owners, params.n_rounds, max(group_size, 1), rng)
+    groups = sample_groups(n_owners, params.n_rounds, share_group_size(params, n_owners), rng)
+    owners = params.budget_split == "owners"
     return groups, evaluation_groups(groups, n_owners, params.eval_groups, rng, sharers_evaluate=not owners)
+
+
+def share_group_size(params: BoostingParams, n_owners: int) -> int:
+    """How many owners share in each round of disjoint share groups (:func:`plan_rounds`): ``group_size``, or the
+    sharers split over the rounds, at least one. ``budget_split="owners"``: only the ``(1 - eval_fraction) N``
+    sharers are in share groups."""
+    owners = params.budget_split == "owners"
+    sharers = int(n_owners * (1.0 - params.eval_fraction)) if owners else n_owners
+    return max(params.group_size or sharers // params.n_rounds, 1)
 
 
 def run_rounds(

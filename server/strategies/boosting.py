@@ -28,13 +28,21 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from privfed.common.boosting.coordinator import CoordinatorSteps, concat_releases
-from privfed.common.boosting.loop import NOT_EVALUATED, Evaluation, RoundRecord, plan_rounds, run_rounds
+from privfed.common.boosting.loop import (
+    NOT_EVALUATED,
+    Evaluation,
+    RoundRecord,
+    plan_rounds,
+    run_rounds,
+    share_group_size,
+)
 from privfed.common.boosting.owner import Release
 from privfed.common.boosting.params import BoostingParams
 from privfed.common.boosting.releases import ReleasePlan
@@ -119,28 +127,46 @@ class BoostingStrategy:
         """Raise :class:`ConfigError`, in the flags' terms, unless ``n_owners`` owners can run this job:
         every round's share group fresh (rounds × group size ≤ owners) and every round's evaluation
         secure sum large enough for its protocol. Called before any owner is asked for anything
-        (issue 23, item 2)."""
+        (issue 23, item 2). The fix it names is the most rounds that would run (walkthrough 6, W6-13: it
+        suggested a number its own sum did not give)."""
         fb = self.params
+        problem = self._problem(fb, n_owners)
+        if problem is None:
+            return
+        with_rounds = lambda r: self._problem(replace(fb, n_rounds=r), n_owners)  # noqa: E731
+        most = _most_rounds(fb.n_rounds - 1, with_rounds)
+        fixes = [] if most is None else [f"--rounds {most} or fewer"]
+        beyond = None if most is None else with_rounds(most + 1)
+        summing = "each round's error"  # the evaluators' limit, not the share groups'
+        if beyond is not None and beyond.startswith(summing) != problem.startswith(summing):  # the other binds first
+            fixes[0] += f" ({most + 1} rounds: {beyond})"
+        if fb.group_size and n_owners // fb.n_rounds:
+            fixes.append(f"--group-size {n_owners // fb.n_rounds} or smaller")
+        if fb.share_groups != "all":
+            fixes.append("--share-groups all")
+        raise ConfigError(
+            f"--task bdt cannot run with {n_owners} owners: {problem}; use {''.join(f + ', ' for f in fixes)}"
+            f"{'or ' if fixes else ''}more owners"
+        )
+
+    def _problem(self, fb: BoostingParams, n_owners: int) -> str | None:
+        """Why ``n_owners`` owners cannot run boosting by ``fb`` (None: they can)."""
         try:  # a throwaway generator: the job's own groups are drawn by run()
             _, evaluators = plan_rounds(fb, n_owners, np.random.Generator(np.random.PCG64(0)))
-        except ConfigError as exc:
-            group = fb.group_size or 1
-            fixes = [f"--rounds {max(1, min(n_owners // group, n_owners // 2))} or fewer"]
-            if fb.group_size and n_owners // fb.n_rounds:
-                fixes.append(f"--group-size {n_owners // fb.n_rounds} or smaller")
-            raise ConfigError(
-                f"--task bdt cannot run with {n_owners} owners: each of its {fb.n_rounds} rounds asks a fresh group "
-                f"of {group} owner(s) to share (an owner shares once), {fb.n_rounds * group} owners in all; use "
-                f"{', '.join(fixes)}, --share-groups all, or more owners"
-            ) from exc
+        except ConfigError:
+            group = share_group_size(fb, n_owners)
+            return (
+                f"each of its {fb.n_rounds} rounds asks a fresh group of {group} owner(s) to share (an owner shares "
+                f"once), {fb.n_rounds * group} owners in all"
+            )
         smallest = min((len(e) for e in evaluators), default=0)
         need = MIN_MEMBERS if secure_sum_for(self.secure_sum or "auto", smallest) == "secagg" else 2
         if smallest < need:
-            raise ConfigError(
-                f"--task bdt cannot run with {n_owners} owners: each round's error is summed securely over at least "
-                f"{need} owners, but {n_owners} owners split over {fb.n_rounds} rounds leave {smallest} in a round; "
-                f"use --rounds {max(1, n_owners // need)} or fewer, or more owners"
+            return (
+                f"each round's error is summed securely over at least {need} owners, but {n_owners} owners over "
+                f"{fb.n_rounds} rounds leave {smallest} to evaluate in a round"
             )
+        return None
 
     def run(self, owner_ids: list[str], transport: Transport) -> StrategyResult[BoostedModel]:
         try:
@@ -367,3 +393,16 @@ class _FederationSteps:
 
     def keep(self, round_no: int, learner: Any, alpha: float, err_total: float, weight_total: float) -> None:
         self.history = with_round(self.history, learner, alpha, err_total, weight_total)
+
+
+def _most_rounds(upper: int, problem: Callable[[int], str | None]) -> int | None:
+    """The largest number of rounds in 1..``upper`` for which ``problem`` is None (None: not even one), by
+    bisection: a plan that runs with some rounds runs with fewer."""
+    lo, hi = 0, upper  # 0 stands for none
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if problem(mid) is None:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo or None

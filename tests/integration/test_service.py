@@ -371,7 +371,7 @@ def test_a_job_file_error_names_the_job_file_keys_not_flags(fleet, tmp_path):
         done = fleet.cli("submit", str(path))
         assert done.returncode == 2 and said in done.stderr, done.stderr
         assert "--" not in done.stderr.partition("error:")[2], done.stderr
-    assert "use rounds " in done.stderr and "share-groups all" in done.stderr, done.stderr
+    assert "use rounds " in done.stderr and "share_groups all" in done.stderr, done.stderr
 
 
 def test_a_second_service_on_the_same_store_is_refused_and_leaves_the_first_alone(fleet):

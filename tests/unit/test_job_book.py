@@ -5,6 +5,7 @@ missing; one node id serves one live process (the dispatcher refuses a second, f
 
 from __future__ import annotations
 
+import re
 import threading
 
 import numpy as np
@@ -208,10 +209,14 @@ def test_the_servicer_answers_a_second_process_already_exists():
     "owners,flags,says",
     [
         (3, {}, "each of its 10 rounds asks a fresh group of 1 owner(s) to share (an owner shares once), 10 owners in "
-         "all; use --rounds 1 or fewer"),
-        (10, {}, "each round's error is summed securely over at least 2 owners, but 10 owners split over 10 rounds "
-         "leave 1 in a round; use --rounds 5 or fewer"),
-        (40, {"group_size": 5}, "10 rounds asks a fresh group of 5 owner(s)"),
+         "all; use --rounds 1 or fewer (2 rounds: each round's error is summed securely over at least 2 owners, but "
+         "3 owners over 2 rounds leave 1 to evaluate in a round)"),
+        (10, {}, "each round's error is summed securely over at least 2 owners, but 10 owners over 10 rounds "
+         "leave 1 to evaluate in a round; use --rounds 5 or fewer, --share-groups all, or more owners"),
+        (40, {"group_size": 5}, "10 rounds asks a fresh group of 5 owner(s) to share (an owner shares once), 50 owners "
+         "in all; use --rounds 8 or fewer, --group-size 4 or smaller"),
+        # walkthrough 6, W6-13: 30 rounds of 1 sharer fit 30 owners, but leave a round 0 to evaluate: 15 is the most
+        (30, {"n_rounds": 40}, "40 owners in all; use --rounds 15 or fewer (16 rounds: each round's error is summed"),
     ],
 )  # fmt: skip
 def test_a_boosting_job_its_owners_cannot_do_is_refused_in_the_flags_terms(owners, flags, says):
@@ -222,4 +227,10 @@ def test_a_boosting_job_its_owners_cannot_do_is_refused_in_the_flags_terms(owner
         strategy.check_feasible(owners)
     assert says in str(err.value)
     assert "group_size" not in str(err.value)  # the flags' names, not the code's
-    strategy.check_feasible(20 if not flags else 50)
+    most = int(re.search(r"use --rounds (\d+) or fewer", str(err.value)).group(1))
+    make_strategy("bdt", epsilon=1.0, n_classes=2, bounds=BOUNDS, **{**flags, "n_rounds": most}).check_feasible(owners)
+    with pytest.raises(ConfigError):  # the most that run: one more does not
+        make_strategy("bdt", epsilon=1.0, n_classes=2, bounds=BOUNDS, **{**flags, "n_rounds": most + 1}).check_feasible(
+            owners
+        )
+    strategy.check_feasible(20 if not flags else 100)

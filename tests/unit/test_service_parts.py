@@ -400,7 +400,7 @@ def test_a_job_waiting_for_more_owners_than_registered_says_so_and_a_bdt_job_war
     finally:
         service.stop()
     log = (service.store.job_dir(answer["job_id"]) / "job.log").read_text()
-    assert log.count("neither weight-bound nor rows-per-owner given") == 1 and "--weight-bound" not in log, log
+    assert log.count("neither weight_bound nor rows_per_owner given") == 1 and "--weight-bound" not in log, log
     assert service.report_of(answer["job_id"])["config"]["resume"] is False
 
 
