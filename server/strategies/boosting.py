@@ -133,13 +133,17 @@ class BoostingStrategy:
         problem = self._problem(fb, n_owners)
         if problem is None:
             return
-        with_rounds = lambda r: self._problem(replace(fb, n_rounds=r), n_owners)  # noqa: E731
+        def with_rounds(r: int) -> str | None:
+            return self._problem(replace(fb, n_rounds=r), n_owners)
+
+        fixes = []
         most = _most_rounds(fb.n_rounds - 1, with_rounds)
-        fixes = [] if most is None else [f"--rounds {most} or fewer"]
-        beyond = None if most is None else with_rounds(most + 1)
-        summing = "each round's error"  # the evaluators' limit, not the share groups'
-        if beyond is not None and beyond.startswith(summing) != problem.startswith(summing):  # the other binds first
-            fixes[0] += f" ({most + 1} rounds: {beyond})"
+        if most is not None:
+            fixes.append(f"--rounds {most} or fewer")
+            beyond = with_rounds(most + 1)
+            summing = "each round's error"  # the evaluators' limit, not the share groups'
+            if beyond is not None and beyond.startswith(summing) != problem.startswith(summing):  # it binds first
+                fixes[0] += f" ({most + 1} rounds: {beyond})"
         if fb.group_size and n_owners // fb.n_rounds:
             fixes.append(f"--group-size {n_owners // fb.n_rounds} or smaller")
         if fb.share_groups != "all":
