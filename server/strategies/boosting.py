@@ -133,6 +133,7 @@ class BoostingStrategy:
         problem = self._problem(fb, n_owners)
         if problem is None:
             return
+
         def with_rounds(r: int) -> str | None:
             return self._problem(replace(fb, n_rounds=r), n_owners)
 
