@@ -49,6 +49,7 @@ log = logging.getLogger("privfed.owner")
 
 #: Every rule a policy declines a job by; a refusal names one (its detail), nothing else.
 RULES = (
+    "unreadable",
     "unannounced",
     "task",
     "data_user",
@@ -93,6 +94,8 @@ class OwnerPolicy:
     max_epsilon_total: float = math.inf
     data_users: tuple[str, ...] | None = None
     schema_sha256: str | None = None
+    #: Not a key of the file: the policy a node answers by while its file cannot be read (:data:`DECLINE_EVERY_JOB`).
+    unreadable: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_epsilon_per_job", "max_epsilon_per_day", "max_epsilon_total"):
@@ -132,6 +135,8 @@ class OwnerPolicy:
     def declines(self, job: JobInfo | None, ledger: Ledger, owner_id: str) -> str | None:
         """The rule by which this policy declines ``job`` for ``owner_id`` (None: it takes part).
         Reads the announcement, the policy and the owner's own ledger: nothing of its rows."""
+        if self.unreadable:
+            return "unreadable"
         if job is None:
             return "unannounced"
         if self.tasks is not None and job.task not in self.tasks:
@@ -213,8 +218,9 @@ def rows_kept_out(
     return frozenset(out)
 
 
-#: What a node answers by while its policy file cannot be read: every job declined (rule ``task``).
-DECLINE_EVERY_JOB = OwnerPolicy(tasks=())
+#: What a node answers by while its policy file cannot be read: every job declined, by a rule of its own (walkthrough
+#: 6, W6-8: rule ``task`` sent the owner and the data user to look at a ``tasks`` list that allowed the job).
+DECLINE_EVERY_JOB = OwnerPolicy(tasks=(), unreadable=True)
 
 
 class PolicyFile:

@@ -214,7 +214,7 @@ def test_a_daemon_reads_its_policy_file_again_when_it_changes_and_declines_while
             _job(server, "job-2", data_user="bob")
         _job(server, "job-3", data_user="alice")
         policy.write_text('data_users = ["alice"\n')  # an edit that breaks the file: no laxer fallback
-        with pytest.raises(RoundFailed, match="policy"):
+        with pytest.raises(RoundFailed, match=r"rule unreadable"):  # not rule task: the file allows every task
             _job(server, "job-4", data_user="alice")
     finally:
         node.stop()
@@ -228,4 +228,5 @@ def test_a_daemon_reads_its_policy_file_again_when_it_changes_and_declines_while
     said = [line for line in _lines(caplog, "privfed.owner") if "this node's policy declines it" in line]
     assert [line.split(":")[0] for line in said] == ["job job-2", "job job-4"], said
     assert all("for 2 owner(s)" in line for line in said) and "rule data_user" in said[0], said
+    assert "rule unreadable" in said[1], said
     assert not [w for w in _lines(caplog, "privfed.owner", logging.WARNING) if "refusing task" in w]
