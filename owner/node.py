@@ -16,6 +16,7 @@ batch proceeds. The node only moves the core's input and output: pulls, pushes a
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections import Counter
@@ -64,6 +65,8 @@ from privfed.proto.transport import (
 
 _T = TypeVar("_T")
 log = logging.getLogger("privfed.owner")
+#: The rule a policy refusal's text names (``privfed.owner.core``: "... declined by the owner's policy (rule X)").
+_RULE = re.compile(r"\(rule (\w+)\)")
 
 CHUNK = 200  # at most this many results per PushResults: keeps messages small
 PUSH_EVERY = 1.0  # seconds: push at least this often during long work so the node stays visibly alive
@@ -384,7 +387,7 @@ class OwnerNode:
             if self._core is not None:
                 self._core.owner_policy = policy
         log.info(
-            "job %s%s: task %s, epsilon %g, delta %g per owner; node %s takes its tasks",
+            "job %s%s: task %s, epsilon %g, delta %g per owner; node %s is asked to take part",
             job.job_id,
             f" of data user {job.data_user}" if job.data_user else "",
             job.task,
@@ -468,15 +471,15 @@ class OwnerNode:
             if isinstance(r.payload, Refusal):
                 self._refused[r.payload.code] += 1
                 if r.payload.code == POLICY_DECLINED:
-                    declined[r.payload.message] += 1
+                    rule = _RULE.search(r.payload.message)
+                    declined[f"rule {rule.group(1)}" if rule else r.payload.message] += 1
             elif not isinstance(r.payload, JoinAccepted):
                 self._released += 1
-        if declined:
+        if declined:  # walkthrough 6, W6-6: one line, by rule, not the refusal's text repeated with a bare count
             log.info(
-                "job %s: this node's policy declines it for %d owner(s): %s",
+                "job %s: this node's policy declines it (%s); nothing released",
                 self._job.job_id if self._job is not None else "(unannounced)",
-                sum(declined.values()),
-                "; ".join(f"{why} ({n})" for why, n in sorted(declined.items())),
+                ", ".join(f"{why}: {n} owner(s)" for why, n in sorted(declined.items())),
             )
 
     def _job_over(self, failed: bool) -> int:

@@ -120,10 +120,10 @@ def test_a_daemon_logs_each_job_and_warns_once_per_change_of_its_data_file(tmp_p
         node.stop()
     assert node.codes == [0]
     owner = _lines(caplog, "privfed.owner")
-    jobs = [line for line in owner if line.startswith("job ") and "takes its tasks" in line]
+    jobs = [line for line in owner if line.startswith("job ") and "is asked to take part" in line]
     assert jobs == [
         f"job job-{i}{' of data user alice' if i < 4 else ''}: task ncc, epsilon 1, delta 0 per owner; "
-        f"node {NODE} takes its tasks"
+        f"node {NODE} is asked to take part"
         for i in range(1, 5)
     ], jobs
     warnings = [w for w in _lines(caplog, "privfed.owner", logging.WARNING) if "--insecure" not in w]
@@ -227,6 +227,6 @@ def test_a_daemon_reads_its_policy_file_again_when_it_changes_and_declines_while
     # each declined job is one INFO line of the node with its owners' count and rule, not a WARNING per owner
     said = [line for line in _lines(caplog, "privfed.owner") if "this node's policy declines it" in line]
     assert [line.split(":")[0] for line in said] == ["job job-2", "job job-4"], said
-    assert all("for 2 owner(s)" in line for line in said) and "rule data_user" in said[0], said
-    assert "rule unreadable" in said[1], said
+    assert said[0].endswith("this node's policy declines it (rule data_user: 2 owner(s)); nothing released"), said
+    assert said[1].endswith("this node's policy declines it (rule unreadable: 2 owner(s)); nothing released"), said
     assert not [w for w in _lines(caplog, "privfed.owner", logging.WARNING) if "refusing task" in w]
