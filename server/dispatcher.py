@@ -37,6 +37,14 @@ class RunOutcome:
     lost_nodes: list[str]  # nodes of unanswered tasks that are silent (dead or cut off)
     rejected: dict[str, Rejection] = field(default_factory=dict)  # task_id -> an answer that could not be decoded
     answered: int = 0  # results that came (in ``results`` or handed to the sink)
+    #: Each node with an unanswered task -> ``online`` (it did not answer in time), ``silent`` or ``left``.
+    unanswered_by: dict[str, str] = field(default_factory=dict)
+
+    def unanswered_line(self) -> str:
+        """The unanswered tasks' nodes and why, for a log line (walkthrough 6, W6-5: "silent nodes: none", and a
+        node that had said it leaves called silent)."""
+        said = {"online": "online, no answer in time", "silent": "silent", "left": "left"}
+        return "; ".join(f"{node}: {said.get(state, state)}" for node, state in sorted(self.unanswered_by.items()))
 
 
 class Dispatcher(NodeCalls):
@@ -201,10 +209,13 @@ class Dispatcher(NodeCalls):
                 progress(len(ids) - len(self._waiting), len(ids))
             lost = [i for i in ids if i in self._waiting]
             self._waiting = set()
-            silent = self._registry.silent_nodes(self._clock(), self._node_timeout)
-            lost_nodes = sorted(
-                {nid for i in lost if (nid := self._registry.owner_node.get(self._pending[i].owner_id)) in silent}
-            )
+            states = self._registry.node_states(self._clock(), self._node_timeout)
+            unanswered_by = {
+                nid: states.get(nid, "left")
+                for i in lost
+                if (nid := self._registry.owner_node.get(self._pending[i].owner_id)) is not None
+            }
+            lost_nodes = sorted(nid for nid, state in unanswered_by.items() if state != "online")
             lost_set = set(lost)
             for i in lost:
                 self._pending.pop(i)
@@ -216,7 +227,7 @@ class Dispatcher(NodeCalls):
             if self.aborted:
                 raise JobAborted(f"job aborted with {len(lost)} task(s) of the round unanswered")
             answered = len(results) if sink is None else handed
-            return RunOutcome(results=results, lost=lost, lost_nodes=lost_nodes, rejected=rejected, answered=answered)
+            return RunOutcome(results, lost, lost_nodes, rejected, answered, unanswered_by)
 
     def _hand_over(self, sink: Sink | None, kept: list[Answer]) -> int:
         """Hand the answers pushed since the last call to ``sink``, called with the lock released

@@ -253,10 +253,10 @@ def run_job(
             )
         if outcome.lost:
             log.warning(
-                "round %s completed with %d task(s) unanswered (silent nodes: %s)",
+                "round %s completed with %d task(s) unanswered (%s)",
                 tasks[0].round_id,
                 len(outcome.lost),
-                outcome.lost_nodes or "none",
+                outcome.unanswered_line() or "their owners' nodes are no longer registered",
             )
         silent = server.dispatcher.silent_owners()
         results = book.record(tasks, outcome, {node_of(o) for o in silent})

@@ -564,3 +564,20 @@ def test_a_poll_whose_caller_is_gone_takes_no_task(dispatcher):
     assert [t.task_id for t in tasks] == ["t1"]
     dispatcher.abort()
     runner.join(10)
+
+
+def test_a_rounds_unanswered_tasks_name_their_nodes_by_state(dispatcher):
+    """Walkthrough 6, W6-5: the round's warning said "silent nodes: none", and called a node that had said it leaves
+    silent. Each node with an unanswered task is named as it is: left, or online and too slow."""
+    tasks = [Task(f"t{i}", o, "r1", RingMessageTask(b"")) for i, o in enumerate((A0, B0, C0))]
+    dispatcher.leave("node-c")
+    box: dict = {}
+    runner = threading.Thread(target=lambda: box.setdefault("outcome", dispatcher.run(tasks, timeout=1.0)))
+    runner.start()
+    pulled, _ = dispatcher.pull("node-a", 5.0)
+    dispatcher.push("node-a", [Result(t.task_id, t.owner_id, Refusal.of("internal")) for t in pulled])
+    runner.join(timeout=30)
+    outcome = box["outcome"]
+    assert sorted(outcome.lost) == ["t1", "t2"] and outcome.lost_nodes == ["node-c"]
+    assert outcome.unanswered_by == {"node-b": "online", "node-c": "left"}
+    assert outcome.unanswered_line() == "node-b: online, no answer in time; node-c: left"
