@@ -100,8 +100,12 @@ class JobStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            _private_directory(self.root)
+            try:
+                self.root.mkdir(mode=0o700, parents=True)  # a new store: its owner's only from the start (W6-15)
+            except FileExistsError:
+                if not self.root.is_dir():
+                    raise
+                _private_directory(self.root)
             self._move_legacy()
             for gone in self.root.glob(f"{DELETING}*"):  # deleted, and not yet removed when the last service stopped
                 shutil.rmtree(gone, ignore_errors=True)

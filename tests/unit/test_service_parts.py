@@ -5,6 +5,7 @@ the ledger's job column and the status page's markup."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sqlite3
 import threading
@@ -404,15 +405,19 @@ def test_a_job_waiting_for_more_owners_than_registered_says_so_and_a_bdt_job_war
     assert service.report_of(answer["job_id"])["config"]["resume"] is False
 
 
-def test_the_store_is_readable_by_its_owner_only_and_an_older_one_is_tightened(tmp_path):
+def test_the_store_is_readable_by_its_owner_only_and_an_older_one_is_tightened(tmp_path, caplog):
     """Walkthrough 5: the store was 0755 and every data user's report and model 0644: any account on the
-    coordinator's host read them (ledgers and journals are 0600)."""
+    coordinator's host read them (ledgers and journals are 0600). Walkthrough 6, W6-15: a new store is made 0700,
+    not made 0755 and then announced as tightened, which read as if the operator's store had been open."""
     import os
     import stat
 
-    fresh, older = tmp_path / "fresh", tmp_path / "older"
+    caplog.set_level(logging.INFO, logger="privfed.coordinator")
+    fresh, older = tmp_path / "fresh" / "store", tmp_path / "older"
     older.mkdir(mode=0o755)
     os.chmod(older, 0o755)  # whatever the umask
     for root in (fresh, older):
         JobStore(root).submit({"task": "ncc", "epsilon": 1.0, "owners": 2}, "alice")
         assert stat.S_IMODE(root.stat().st_mode) == 0o700, oct(root.stat().st_mode)
+    tightened = [r.getMessage() for r in caplog.records if "made readable by its owner only" in r.getMessage()]
+    assert tightened == [f"--store {older}: made readable by its owner only (mode 700, was 755)"], tightened
