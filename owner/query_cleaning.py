@@ -140,20 +140,18 @@ def check_linear_stage(model_id: str, kind: str, A_d: np.ndarray, n_features: in
     bad = int(np.count_nonzero(~np.isfinite(A_d)))
     if bad:
         raise RemoteProtocolError(f"model {model_id!r}: linear stage has {bad} non-finite value(s); nothing sent")
-    fix = (
-        "a binary lr model needs 1, a K-class lr model K, a feddpdr model its k: pass --max-rank N only if "
-        "the model is meant to read N directions"
-    )
-    if A_d.shape[1] > max_rank + 1:
+    columns = A_d.shape[1]
+    # past F + 1 columns the rank (at most F) cannot be what --max-rank must allow: not computed on such a matrix
+    computed = columns <= max(max_rank, n_features) + 1
+    rank = int(np.linalg.matrix_rank(A_d)) if computed else n_features
+    needs = max(rank, columns - 1)  # the least --max-rank that passes both bounds
+    if needs > max_rank:  # one message for both bounds, with the number to pass (walkthrough 6, W6-3)
         raise ConfigError(
-            f"model {model_id!r} ({kind[:40]!r}) has a linear stage with {A_d.shape[1]} columns, "
-            f"more than --max-rank {max_rank} allows ({max_rank + 1}); nothing sent ({fix})"
-        )
-    rank = int(np.linalg.matrix_rank(A_d))
-    if rank > max_rank:
-        raise ConfigError(
-            f"model {model_id!r} ({kind[:40]!r}) has a linear stage of rank {rank}, more than "
-            f"--max-rank {max_rank}; nothing sent ({fix})"
+            f"model {model_id!r} ({kind[:40]!r}) reads {needs} direction(s) of each row (a linear stage of {columns} "
+            f"column(s), {'' if computed else 'at most '}rank {rank}), more than --max-rank {max_rank}; nothing sent. "
+            f"Pass --max-rank {needs} only if "
+            "the model is meant to read that many: a binary lr model reads 1, a K-class lr model K, a feddpdr model "
+            "its k"
         )
     return rank
 

@@ -445,18 +445,19 @@ def test_errors_are_one_line_messages(served, tmp_path):
             query_cmd(port, "lr", files, certs=certs, method="subspace", extra=["--confidential-labels", "3"]),
             "valid indices 0..2",
         ),
-        (query_cmd(port, "eye", files, certs=certs), f"'eye' ('lr') has a linear stage with {served.bounds.d} columns"),
+        (query_cmd(port, "eye", files, certs=certs), f"'eye' ('lr') reads {served.bounds.d} direction(s) of each row"),
         (
             query_cmd(port, "eye", files, certs=certs, extra=["--max-rank", "3"]),
-            f"has a linear stage with {served.bounds.d} columns, more than --max-rank 3 allows (4); nothing sent",
+            f"reads {served.bounds.d} direction(s) of each row (a linear stage of {served.bounds.d} column(s), rank "
+            f"{served.bounds.d}), more than --max-rank 3; nothing sent. Pass --max-rank {served.bounds.d} only if",
         ),
         (
             query_cmd(port, "dpdr", files, certs=certs, extra=["--max-rank", "1"]),
-            f"'dpdr' ('feddpdr') has a linear stage with {K} columns, more than --max-rank 1 allows (2)",
+            f"'dpdr' ('feddpdr') reads {K} direction(s) of each row (a linear stage of {K} column(s), rank {K})",
         ),
         (
             query_cmd(port, "dpdr", files, certs=certs, extra=["--max-rank", str(K - 1)]),
-            f"has a linear stage of rank {K}, more than --max-rank {K - 1}; nothing sent",
+            f"rank {K}), more than --max-rank {K - 1}; nothing sent. Pass --max-rank {K} only if",
         ),
         (query_cmd(port, "far", files, certs=certs), "below 2^42 in magnitude to go on the wire"),
         (query_cmd(port, "lr", {**files, "queries": tmp_path / "missing.csv"}, certs=certs), "file not found"),

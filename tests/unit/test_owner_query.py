@@ -196,9 +196,14 @@ def test_null_space_rows_reveal_the_confidential_map_direction(rng):
 # ---------------------------------------------------------------------------- the model's stage
 def test_identity_stage_is_refused_and_an_honest_lr_stage_accepted(rng):
     F = 10
-    with pytest.raises(ConfigError, match="10 columns, more than --max-rank 1 allows"):
+    with pytest.raises(
+        ConfigError,
+        match=r"reads 10 direction\(s\) of each row \(a linear stage of 10 column\(s\), rank 10\), more than --max-rank 1; nothing sent. Pass --max-rank 10 only if",
+    ):
         check_linear_stage("m", "lr", np.eye(F), F, max_rank=1)
-    with pytest.raises(ConfigError, match="rank 10, more than --max-rank 9; nothing sent"):
+    with pytest.raises(
+        ConfigError, match=r"reads 10 direction\(s\) .* rank 10\), more than --max-rank 9; nothing sent"
+    ):
         check_linear_stage("m", "feddpdr", np.eye(F), F, max_rank=9)
     bounds = Bounds.of(-2.0, 3.0, F)
     binary = LinearModel(rng.standard_normal((1, F)), rng.standard_normal(1), bounds, [0, 1])
@@ -216,9 +221,15 @@ def test_rank_is_bounded_and_one_redundant_column_allowed(rng):
     a, b = rng.standard_normal((F, 1)), rng.standard_normal((F, 1))
     sum_to_zero = np.hstack([a, -a])  # two score columns, one direction
     assert check_linear_stage("m", "lr", sum_to_zero, F, max_rank=1) == 1
-    with pytest.raises(ConfigError, match="rank 2, more than --max-rank 1"):
+    with pytest.raises(
+        ConfigError,
+        match=r"reads 2 direction\(s\) of each row \(a linear stage of 2 column\(s\), rank 2\), more than --max-rank 1",
+    ):
         check_linear_stage("m", "lr", np.hstack([a, b]), F, max_rank=1)
-    with pytest.raises(ConfigError, match="3 columns, more than --max-rank 1 allows"):
+    with pytest.raises(
+        ConfigError,
+        match=r"reads 2 direction\(s\) of each row \(a linear stage of 3 column\(s\), rank 1\), more than --max-rank 1",
+    ):
         check_linear_stage("m", "lr", np.hstack([a, -a, 2 * a]), F, max_rank=1)
     below_tolerance = np.hstack([a, 1e-18 * b])  # the cleaners ignore that direction too
     assert check_linear_stage("m", "lr", below_tolerance, F, max_rank=1) == 1
