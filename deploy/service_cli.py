@@ -228,7 +228,7 @@ def _jobs(args: argparse.Namespace) -> int:
             j["state"],
             str(j["task"]),
             str(j["epsilon"]),
-            str(j["owners"]),
+            str(j["owners"]) if j.get("answered") is None else f"{j['answered']}/{j['owners']}",
             j["data_user"],
             f"{100 * j['progress']:.0f}%",
             "" if j["accuracy"] is None else f"{j['accuracy']:.4f}",
@@ -239,8 +239,8 @@ def _jobs(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
-    for j in jobs:  # why a job failed or was cancelled, or what a running one waits for: a line each, under the table
-        if j["state"] in ("failed", "cancelled", "running") and j.get("note"):
+    for j in jobs:  # why a job failed or was cancelled, what a running one waits for, what a done one warns of
+        if j.get("note"):
             print(f"{j['job_id']} {j['state']}: {j['note']}")
     if earlier:
         print(f"{earlier} earlier job(s) not shown; --all lists every job, --last N the N last")

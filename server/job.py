@@ -41,6 +41,7 @@ from privfed.server.report import (
     JobReport,
     accuracy_warning,
     baselines,
+    fewer_owners_warning,
     nonprivate_releases,
     refusal_summary,
 )
@@ -337,7 +338,7 @@ class FinishedJob:
 
     outcome: JobOutcome
     accuracy: float | None
-    warning: str | None
+    warnings: tuple[str, ...]  # one line each: a model that learned nothing usable, fewer owners than asked for
     report: JobReport
 
     @property
@@ -440,6 +441,7 @@ def run_federated_job(
                 int(test.y.shape[0]),
                 rows_help=not job.config.one_report_per_owner,
             )
+        warnings = [w for w in (warning, fewer_owners_warning(job.config.owners, outcome.answered)) if w]
         ref = {"reference_accuracy": None, "reference_learner": None} if reference is None else dict(reference())
         report.write(
             status="ok",
@@ -447,11 +449,11 @@ def run_federated_job(
             accuracy=accuracy,
             baselines=base,
             **ref,
-            warnings=[warning] if warning else [],
+            warnings=warnings,
             quorum=job.quorum,
             nonprivate_releases=nonprivate_releases(job.config.clear_labels, outcome.answered),
             epsilon_by_owner=outcome.epsilon_by_owner,
             **outcome.to_report(),
         )
-        return FinishedJob(outcome, accuracy, warning, report)
+        return FinishedJob(outcome, accuracy, tuple(warnings), report)
     raise AssertionError("unreachable: on_failure re-raises")  # for type checkers: the block returns or raises

@@ -223,7 +223,7 @@ def _print_result(done: FinishedJob) -> None:
             f"chance {chance:.4f}, majority class {majority:.4f}) report={path}",
             flush=True,
         )
-    for line in (done.warning, fields["refusal_summary"], fields["rejection_summary"]):
+    for line in (*done.warnings, fields["refusal_summary"], fields["rejection_summary"]):
         if line:
             print(line, flush=True)
 

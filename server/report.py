@@ -277,6 +277,19 @@ def accuracy_warning(
     return f"{what} (±{noise:.3f}): it learned nothing usable at this privacy level; {owners}, fewer features or a larger epsilon would help"
 
 
+def fewer_owners_warning(asked: int | None, answered: int) -> str | None:
+    """A one-line warning when fewer owners released for a job than it asked for, else None (walkthrough 6, W6-9:
+    a job asking ``owners = 20`` ran over the 10 whose policy took it, and the listing still said 20). ``owners``
+    is how many must be registered when the job starts; who takes part is each owner's answer."""
+    if asked is None or answered >= asked:
+        return None
+    return (
+        f"warning: {answered} owner(s) released for this job, fewer than the {asked} it asked for: the others declined "
+        "it, refused or were lost (the report's declined_owners, refused and lost_nodes say which); min_owners sets "
+        "how many must take part"
+    )
+
+
 @functools.cache
 def version_info() -> dict[str, str | None]:
     """privfed's version (``privfed.__version__``, the packaging's too), and the git commit of the source

@@ -296,6 +296,9 @@ class CoordinatorService:
         progress = self._progress.get(record.job_id) or (report or {}).get("progress") or {}
         done, planned = int(progress.get("done") or 0), progress.get("planned")
         note = record.error
+        warnings = (report or {}).get("warnings") or []
+        if record.state == "done" and warnings:  # a model below its baseline is not a plain "done" (W6-2)
+            note = "; ".join(in_job_file_terms(w.removeprefix("warning: ")) for w in warnings)
         if record.state == "running" and progress.get("round") is None:  # no batch sent yet: it may wait for owners
             short = self.short_of_owners(s.get("owners"))
             note = note or (None if short is None else f"waiting for owners: {short}")
@@ -306,6 +309,7 @@ class CoordinatorService:
             "task": s.get("task"),
             "epsilon": s.get("epsilon"),
             "owners": s.get("owners"),
+            "answered": (report or {}).get("answered"),  # the owners that released for it (W6-9)
             "rounds": resolved.get("n_rounds") if s.get("task") == "bdt" else None,
             "done": done,
             "planned": planned,
@@ -443,6 +447,8 @@ class CoordinatorService:
             )
             self.store.update(record.job_id, state="done", finished=now(), accuracy=done.accuracy)
             log.info("job %s done: accuracy %s", record.job_id, done.accuracy)
+            for warning in done.warnings:  # in the job's log too, not only its report (walkthrough 6, W6-2)
+                log.warning("job %s: %s", record.job_id, in_job_file_terms(warning.removeprefix("warning: ")))
         except JobAborted:
             who = self._cancels.get(record.job_id)
             if who is not None:

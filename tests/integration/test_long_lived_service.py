@@ -237,7 +237,7 @@ def test_a_quorum_lost_says_how_many_owners_the_job_asked_for_and_how_many_it_ra
         # in a job file's terms, in the record and the job's report alike (both named the flag --min-owners)
         (report,) = (tmp_path / "store").glob(f"**/{job_id}/report.json")
         for error in (record.error, json.loads(report.read_text())["error"]):
-            assert "(min-owners " in error and "--" not in error, error
+            assert "(min_owners " in error and "--" not in error, error
         assert "(report: " not in record.error and str(tmp_path) not in record.error  # no path of the service's disk
 
 

@@ -82,6 +82,13 @@ def test_three_jobs_in_turn_then_one_declined_by_an_owner_policy_with_nothing_de
     assert "by job" in shown.stdout and over not in shown.stdout and listed_ids[0] in shown.stdout
     table = fleet.cli("jobs", "--last", "1").stdout  # who refused it, and why, in the refused by column
     assert f"owner-2 ({OWNERS_PER_NODE} policy)" in table.splitlines()[1], table
+    # and that fewer owners took part than it asked for: in its owners column, a line under the table, its log
+    # (walkthrough 6, W6-9 and W6-2: the listing said the owners asked for, and warnings were in the report only)
+    took_part = f"{2 * OWNERS_PER_NODE}/{owners}"
+    assert f"  {took_part}  " in table.splitlines()[1], table
+    fewer = f"{2 * OWNERS_PER_NODE} owner(s) released for this job, fewer than the {owners} it asked for"
+    assert f"{over} done: {fewer}" in table and any(fewer in w for w in report["warnings"]), table
+    assert f"WARNING job {over}: {fewer}" in (fleet.job_dir(over) / "job.log").read_text()
 
 
 def test_only_a_data_user_certificate_submits(fleet, tmp_path):
