@@ -59,6 +59,14 @@ def not_rerun(what: str) -> str:
     )
 
 
+def journal_less(config: JobConfig) -> str | None:
+    """What a job of ``config`` is (its task, or ``bdt --release marginals``) when it keeps no journal to continue
+    from after the service's stop (:func:`not_rerun`); None for a boosting job by shares, which does."""
+    if config.task == "bdt":
+        return None if config.release == "shares" else f"bdt --release {config.release}"
+    return config.task
+
+
 def journaled_rounds(path: Path) -> int:
     """The rounds a boosting job's journal at ``path`` holds done (none yet: 0), where its progress starts again
     after a restart, in the unit the strategy counts in (:meth:`~privfed.server.strategies.base.Transport.progressed`):
@@ -171,6 +179,25 @@ class CoordinatorService:
     def _job_config(self, settings: Mapping[str, Any]) -> JobConfig:
         return job_config(settings, self.config.job_fields())
 
+    def _recovered(self, record: JobRecord) -> None:
+        """A job the previous run left running, queued again by the store: a boosting job by shares goes on from
+        its journal; any other fails now, its report keeping the progress it reached (walkthrough 6, W6-7: it was
+        logged "queued again", then failed when it started, and its progress showed 0 %)."""
+        try:
+            what = journal_less(self._job_config(record.settings))
+        except ConfigError:  # settings this service no longer takes: the job fails with the reason when it starts
+            what = None
+        if what is None:
+            log.info("job %s was running when the service stopped: queued again", record.job_id)
+            return
+        reason = not_rerun(what)
+        report = self.report_of(record.job_id) or {}
+        JobReport(self.config.store, report, run_dir=self.store.job_dir(record.job_id), terms=in_job_file_terms).fail(
+            reason
+        )
+        self.store.update(record.job_id, state="failed", finished=now(), error=reason)
+        log.info("job %s was running when the service stopped: failed, %s", record.job_id, reason)
+
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> int:
         """Take the store (one service per store), queue again the jobs a previous run left running, listen, and
@@ -185,7 +212,7 @@ class CoordinatorService:
         )  # walkthrough 5: then it could not be cancelled, and held the first service's queue up
         try:
             for job_id in self.store.recover():
-                log.info("job %s was running when the service stopped: queued again", job_id)
+                self._recovered(self.store.get(job_id))
             if self.config.status_listen is not None:  # a taken status port stops the start before gRPC listens
                 self.status_port = self.status.start(self.config.status_listen)
             try:
@@ -407,7 +434,7 @@ class CoordinatorService:
 
         try:
             config = public_rows_per_owner(self._job_config(record.settings))
-            if config.task == "bdt" and config.release == "shares":  # resumes from its journal after a restart
+            if journal_less(config) is None:  # a boosting job by shares: resumes from its journal after a restart
                 journal = job_dir / "journal.sqlite"  # made by the job's first run: its report says whether it resumed
                 config = config.replace(journal=journal, resume=journal.exists())
                 # until its owners are back, the rounds its journal holds (the strategy goes on from there)
@@ -420,8 +447,8 @@ class CoordinatorService:
                 version=version_info(),
                 host=host_info(),
             )
-            if record.restarts and config.journal is None:  # asked again, an owner without a policy would pay twice
-                raise ConfigError(not_rerun(f"bdt --release {config.release}" if config.task == "bdt" else config.task))
+            if record.restarts and config.journal is None:  # a safety net: _recovered failed such a job at the start
+                raise ConfigError(not_rerun(journal_less(config) or config.task))  # (run again, its owners pay twice)
             job = replace(
                 coordinator_job(config, self.tls, warn=lambda text: log.warning("%s", in_job_file_terms(text))),
                 job_id=record.job_id,

@@ -302,6 +302,11 @@ def test_a_job_without_a_journal_stopped_mid_batch_is_not_asked_again_after_the_
     assert (job["state"], job["restarts"]) == ("failed", 1) and "not run again" in job["error"], job
     report = fleet.report(job_id)
     assert (report["status"], report["config"]["task"]) == ("failed", settings["task"])
+    # failed at the start, in one line, with the progress it had reached (walkthrough 6, W6-7: "queued again", then
+    # failed when it started, its report and progress those of a run that never began)
+    restarted = fleet.service_log().rsplit("serving on port", 1)[0].rsplit("privfed serve", 1)[-1]
+    assert f"job {job_id} was running when the service stopped: failed, the service stopped during" in restarted
+    assert f"job {job_id} was running when the service stopped: queued again" not in fleet.service_log()
     per_owner = Counter(
         a.owner_id
         for node in NODES

@@ -421,3 +421,38 @@ def test_the_store_is_readable_by_its_owner_only_and_an_older_one_is_tightened(t
         assert stat.S_IMODE(root.stat().st_mode) == 0o700, oct(root.stat().st_mode)
     tightened = [r.getMessage() for r in caplog.records if "made readable by its owner only" in r.getMessage()]
     assert tightened == [f"--store {older}: made readable by its owner only (mode 700, was 755)"], tightened
+
+
+def test_a_job_without_a_journal_left_running_fails_at_the_start_keeping_its_progress(tmp_path, caplog):
+    """Walkthrough 6, W6-7: a feddpdr job the service's stop interrupted after its first of two steps was logged
+    "queued again", then failed when it started, and its report (written anew) showed 0 %. It fails at the start,
+    in one line, its report keeping the steps it reached; a boosting job by shares is queued again."""
+    from privfed.server.service import CoordinatorService, ServiceConfig
+
+    caplog.set_level(logging.INFO, logger="privfed.coordinator")
+    store = JobStore(tmp_path / "store")
+    interrupted = store.submit({"task": "feddpdr", "epsilon": 2.0, "owners": 4}, "alice").job_id
+    resumable = store.submit({"task": "bdt", "release": "shares", "epsilon": 2.0, "owners": 4}, "alice").job_id
+    for job_id in (interrupted, resumable):
+        store.transition(job_id, "queued", state="running", started="2026-11-29T00:00:00Z")
+    stopped = {"status": "failed", "error": "stopped by service stop", "progress": {"done": 1, "planned": 2}}
+    (store.job_dir(interrupted) / "report.json").write_text(json.dumps(stopped))
+    service = CoordinatorService(
+        ServiceConfig(store=tmp_path / "store", listen="127.0.0.1:0", status_listen=None, dataset="synthetic"), tls=None
+    )
+    service.store.next_queued = lambda: None  # the queue takes no job: what the start did is what is seen
+    service.start()
+    try:
+        record, shown = service.store.get(interrupted), service.summary(service.store.get(interrupted))
+        assert record.state == "failed" and "keeps no journal" in record.error, record
+        assert (shown["done"], shown["planned"], shown["progress"]) == (1, 2, 0.5), shown
+        report = service.report_of(interrupted)
+        assert report["status"] == "failed" and report["error"] == record.error and report["progress"]["done"] == 1
+        assert service.store.get(resumable).state == "queued"
+    finally:
+        service.stop()
+    said = [r.getMessage() for r in caplog.records if "was running when the service stopped" in r.getMessage()]
+    assert said == [
+        f"job {interrupted} was running when the service stopped: failed, {record.error}",
+        f"job {resumable} was running when the service stopped: queued again",
+    ], said
