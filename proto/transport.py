@@ -173,6 +173,11 @@ def tls_failure(details: str) -> str | None:
         )
     if "andshake failed" not in details:  # gRPC writes "Tls handshake failed" / "Ssl handshake failed"
         return None
+    if "WRONG_VERSION_NUMBER" in details:  # what answered speaks no TLS (walkthrough 6, W6-11: a status page's port)
+        return (
+            "what answers at that address does not speak TLS: it is not a privfed gRPC port (is it the service's "
+            "status page, --status-listen, or an insecure service?); give the --listen address of privfed serve"
+        )
     reason = details.rpartition("SSL_ERROR_SSL:")[2].strip().rpartition(":")[0].rpartition(":")[2].strip()
     verify = ("signature failure", "local issuer", "verify failed", "VERIFY_FAILED", "self signed", "self-signed")
     if any(v in details for v in verify):

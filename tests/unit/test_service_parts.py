@@ -223,6 +223,39 @@ def test_a_job_api_call_to_a_port_where_no_service_listens_says_so_in_words(caps
     assert err.endswith("is `privfed serve` running there, on that port?")
 
 
+def test_a_job_api_call_to_a_port_that_speaks_no_tls_says_so_not_that_a_certificate_failed(tmp_path, capsys):
+    """Walkthrough 6, W6-11: a data user who dialled the status page's port was told "Invalid certificate
+    verification context", and went to look at their certificates."""
+    from http.server import HTTPServer, SimpleHTTPRequestHandler
+
+    from privfed.deploy.certs import make_certs
+
+    certs = make_certs(tmp_path / "certs", owners=0, data_users=["alice"])
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):  # not on the stderr the test reads
+            pass
+
+    page = HTTPServer(("127.0.0.1", 0), Quiet)  # what a status page is: plain HTTP
+    threading.Thread(target=page.serve_forever, daemon=True).start()
+    try:
+        argv = [
+            "jobs",
+            "--coordinator",
+            f"127.0.0.1:{page.server_port}",
+            "--certs",
+            f"{certs}/alice",
+            "--name",
+            "alice",
+        ]
+        assert cli_main(argv) == 2
+    finally:
+        page.shutdown()
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("privfed jobs: error: what answers at that address does not speak TLS: it is not a privfed")
+    assert "certificate" not in err, err
+
+
 def test_privfed_submit_refuses_a_parameter_of_another_task_before_it_calls_the_service(tmp_path, capsys):
     job = tmp_path / "job.toml"
     job.write_text('task = "lr"\nepsilon = 1\nowners = 3\nrounds = 3\n')
