@@ -42,10 +42,11 @@ def add_certs(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--data-user",
-        action="append",
+        action="extend",
+        nargs="+",
         default=[],
         metavar="NAME",
-        help="a data-user certificate NAME (repeatable): it may submit jobs to a coordinator service "
+        help="data-user certificate NAMEs (several, or the flag repeated): each may submit jobs to a coordinator service "
         "(privfed submit) and nothing else; node certificates cannot submit",
     )
     p.add_argument("--san", action="append", default=[], help="extra coordinator name or IP (repeatable)")

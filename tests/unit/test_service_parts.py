@@ -489,3 +489,11 @@ def test_a_job_without_a_journal_left_running_fails_at_the_start_keeping_its_pro
         f"job {interrupted} was running when the service stopped: failed, {record.error}",
         f"job {resumable} was running when the service stopped: queued again",
     ], said
+
+
+def test_certs_takes_several_data_users_after_one_flag_or_the_flag_repeated(tmp_path):
+    """Walkthrough 6, W6-1: the README's synopsis (``--data-user USER ...``, as ``--names NAME ...``) failed with
+    "unrecognized arguments: bob"."""
+    argv = ["certs", "--out", str(tmp_path / "pki"), "--owners", "1", "--data-user", "alice", "bob"]
+    assert cli_main([*argv, "--data-user", "carol"]) == 0
+    assert all((tmp_path / "pki" / user / f"{user}.pem").is_file() for user in ("alice", "bob", "carol"))
