@@ -20,12 +20,13 @@ from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
 from privfed.common.ledger_rows import RowLayout
 from privfed.common.schema import FederationSchema, RawTable
-from privfed.common.work_rows import check_declared_rows
+from privfed.common.work_rows import check_declared_rows, work_rows
 from privfed.owner.data import (
     DataFileWatch,
     build_owners,
     check_owner_rows,
     federation_split,
+    pad_load_work,
     parse_shards,
     read_owner_rows,
     row_layout,
@@ -252,7 +253,10 @@ def hosted_owners(
             watch.rows = int(dataset.X.shape[0])
         own = row_layout(dataset)  # its rows' digests in the layout the ledger recorded (ledger_rows, "Layout")
         layout = None if own is None else ledger.row_layout(own)
-        return build_node_owners(config, dataset, n_owners=shards.stop, layout=layout, ledger=ledger)
+        owners = build_node_owners(config, dataset, n_owners=shards.stop, layout=layout, ledger=ledger)
+        cells = sum(config.work_rows or work_rows(o.n_rows) for o in owners)  # public: each owner's cell
+        pad_load_work(rows, schema, dataset, cells)  # a load's time follows the cells, not the rows (W6 note)
+        return owners
 
     return DeferredOwners(tuple(owner_id(config.name, i) for i in shards), load, None if early is None else str(early))
 
