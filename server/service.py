@@ -486,6 +486,7 @@ class CoordinatorService:
                 self.store.transition(record.job_id, "running", state="queued")
                 log.info("job %s stopped before it asked its owners anything: queued again", record.job_id)
             else:  # the service is stopping: the job stays running, to be queued again at the next start
+                report.write(status="interrupted")  # not failed: a boosting job by shares goes on (W6-7)
                 log.info(
                     "job %s interrupted by the service's stop; at the next start a boosting job by shares continues "
                     "from its journal, any other fails (its owners may have paid for what they were asked)",

@@ -217,6 +217,7 @@ def test_a_boosting_job_survives_a_restart_of_the_service_and_resumes_from_its_j
         assert before["progress"] == pytest.approx(before["done"] / 10), before
         fleet.stop_service()
         assert fleet.wait(job_id, ("running",))["restarts"] == 0
+        assert fleet.report(job_id)["status"] == "interrupted"  # it goes on: not failed (walkthrough 6, W6-7)
         fleet.start_service()
         # waiting for its owners again, the job keeps its start time and shows the rounds its journal holds done
         # (a walkthrough saw it start over at 0 %, started anew)
