@@ -20,8 +20,9 @@ from privfed.common.identity import owner_id
 from privfed.common.ledger_rows import RowLayout
 from privfed.common.rng import make_rng
 from privfed.common.schema import FederationSchema, RawTable
-from privfed.common.schema.table import split_line
+from privfed.common.schema.table import LoadedRows, split_line
 from privfed.common.schema.values import value_text
+from privfed.common.work_rows import work_rows
 from privfed.owner.local import LocalOwner
 
 __all__ = [
@@ -148,23 +149,49 @@ def build_owners(
     ]
 
 
-def pad_load_work(rows: RawTable, schema: FederationSchema, loaded: Dataset, padded: int) -> None:
-    """Read and digest ``padded - n`` more rows, copies of ``rows``' last, and keep nothing of them: with the
+def pad_load_work(
+    rows: RawTable, schema: FederationSchema, loaded: Dataset | None, padded: int, *, slow: bool = False
+) -> None:
+    """Read and digest ``padded - n`` more rows, copies of ``rows``' own, and keep nothing of them: with the
     ``n`` real rows :func:`check_owner_rows` and :func:`row_digests` read when a node loads its rows after its
     registration, the node's work is that of ``padded`` rows, its owners' public row cells
     (:func:`~privfed.common.work_rows.work_rows`) summed. The coordinator times the gap between a node's
     registration and its first call, and the load took ~7.5 us a row (30 ms for 3000 rows, 226 ms for 30000:
     ``docs/owner-limits.md``, "Timing"); the ledger's row accounts are padded the same way
-    (``privfed.common.ledger_rows``). The copies are rows the check already read, so they read alike."""
-    n = int(loaded.X.shape[0])
+    (``privfed.common.ledger_rows``).
+
+    The copies are the file's rows in turn (not one row: a row's cost depends on its text), read by the reader
+    that read the rows (``slow``: cell by cell, :attr:`~privfed.common.schema.table.LoadedRows.slow`; audit 26:
+    a file with one filled or quoted cell was read cell by cell, ~5 us a row slower, and its copies of a clean
+    last line by numpy's C parser, so the time grew with the real rows again). ``loaded`` None: the rows did not
+    fit the schema (:func:`pad_refused_load`), and the copies are read, not digested, as the rows were."""
+    n = len(rows.lines) if loaded is None else int(loaded.X.shape[0])
     extra = max(0, padded - n)
-    if extra == 0:
+    if extra == 0 or n == 0:
         return
-    head = rows.lines[: len(rows.lines) - n]  # a header, if the file has one (every other line is a row)
-    lines = (*head, *([rows.lines[-1]] * extra))
+    head = rows.lines[: len(rows.lines) - n] if loaded is not None else ()  # a header, if the file has one
+    body = rows.lines[len(head) :]
+    if loaded is None and len(body) > 1:  # a header the schema would skip is read as the rows' first line
+        head, body = body[:1], body[1:]
+    lines = (*head, *(body[i % len(body)] for i in range(extra)))
     copies = RawTable(rows.name, lines, tuple(range(1, len(lines) + 1)), rows.unit, rows.positional)
-    dummy = schema.load(copies).dataset(schema)
-    row_digests(dummy.X, dummy.y)
+    try:
+        dummy = schema.load(copies, slow=slow).dataset(schema)
+    except ConfigError:  # rows that do not fit: their copies fail as they did, after as much reading
+        return
+    if loaded is not None:
+        row_digests(dummy.X, dummy.y)
+
+
+def pad_refused_load(rows: RawTable, schema: FederationSchema, shards: int, declared: int | None) -> None:
+    """The padding of a load whose rows the schema refused (:func:`pad_load_work`): they were read up to where
+    they failed, as many as the file's lines at most, and the copies take the work up to the cells of that many
+    rows over ``shards`` owners (``declared``: ``--work-rows``). Audit 26: the coordinator chooses the schema (a
+    class list without one of the rows' classes), and the node's ``schema_mismatch`` came after a gap that
+    counted its rows (2600 rows 3.3 ms, 4000 rows 4.9 ms, in cells of 512 over 10 owners)."""
+    lines = len(rows.lines)
+    cells = shards * (declared or work_rows(-(-lines // max(shards, 1))))
+    pad_load_work(rows, schema, None, cells)
 
 
 def read_owner_rows(path: str) -> RawTable:
@@ -189,12 +216,21 @@ def shorthand_schema(rows: RawTable, bounds_spec: str | None, n_classes: int) ->
     return FederationSchema.shorthand(parse_bounds(bounds_spec, d), n_classes)
 
 
-def check_owner_rows(rows: RawTable, schema: FederationSchema, *, log_to: logging.Logger | None = None) -> Dataset:
+def check_owner_rows(
+    rows: RawTable,
+    schema: FederationSchema,
+    *,
+    log_to: logging.Logger | None = None,
+    read: list[LoadedRows] | None = None,
+) -> Dataset:
     """``rows`` as a data set of ``schema`` (:meth:`FederationSchema.dataset`): columns matched by the
     header's names, missing cells filled, categories one-hot, labels mapped by value. A file that does
     not fit is a one-line ConfigError naming file, line and column. ``log_to``: where the load's notes
-    go (filled cells per feature, reordered columns): the owner's own log, never the wire."""
+    go (filled cells per feature, reordered columns): the owner's own log, never the wire. ``read``: the
+    rows as the schema read them are appended to it (how: :func:`pad_load_work` reads its copies alike)."""
     loaded = schema.load(rows)
+    if read is not None:
+        read.append(loaded)
     dataset = loaded.dataset(schema)
     if log_to is not None:
         for note in loaded.notes():

@@ -9,6 +9,7 @@ import logging
 import math
 import signal
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
 from privfed.common.ledger_rows import RowLayout
 from privfed.common.schema import FederationSchema, RawTable
+from privfed.common.schema.table import LoadedRows
 from privfed.common.work_rows import check_declared_rows, work_rows
 from privfed.owner.data import (
     DataFileWatch,
@@ -27,6 +29,7 @@ from privfed.owner.data import (
     check_owner_rows,
     federation_split,
     pad_load_work,
+    pad_refused_load,
     parse_shards,
     read_owner_rows,
     row_layout,
@@ -140,7 +143,15 @@ def agreed_schema(
     return remote
 
 
-def checked_rows(rows: RawTable, schema: FederationSchema, ledger: Ledger, *, pinned: bool) -> Dataset:
+def checked_rows(
+    rows: RawTable,
+    schema: FederationSchema,
+    ledger: Ledger,
+    *,
+    pinned: bool,
+    read: list[LoadedRows] | None = None,
+    pad_refused: Callable[[], None] | None = None,
+) -> Dataset:
     """``rows`` checked against ``schema``, the decision recorded in the node's ledger first (issue 20,
     finding 5: "the schema decision is persisted").
 
@@ -154,6 +165,9 @@ def checked_rows(rows: RawTable, schema: FederationSchema, ledger: Ledger, *, pi
     header name is which feature, the label column), and a new reading at each start would give every
     row a new account (``row_digests`` hash the rows as read) and a new bit; so it is recorded and
     checked as if the node had no local schema (wt-redteam3, ``tests/adversary/test_bounds_flag_schema.py``).
+    ``read``: gets the rows as the schema read them (:func:`~privfed.owner.data.check_owner_rows`); ``pad_refused``:
+    called when the rows were read and did not fit, before the error is raised (audit 26: the time of a refusal
+    must not count the rows either, :func:`~privfed.owner.data.pad_refused_load`).
     """
     digest = schema.digest()
     recorded = ledger.schema_decision()
@@ -166,9 +180,11 @@ def checked_rows(rows: RawTable, schema: FederationSchema, ledger: Ledger, *, pi
     dataset: Dataset | None = None
     error: ConfigError | None = None
     try:
-        dataset = check_owner_rows(rows, schema, log_to=log)
+        dataset = check_owner_rows(rows, schema, log_to=log, read=read)
     except ConfigError as exc:
         error = exc
+        if pad_refused is not None:
+            pad_refused()
     if recorded != (digest, dataset is not None):
         try:
             ledger.record_schema(digest, dataset is not None)
@@ -248,14 +264,22 @@ def hosted_owners(
         if early is not None:  # --bounds: the recorded schema will be the coordinator's
             raise early
         schema = agreed_schema(local, remote, from_file=config.schema is not None)
-        dataset = checked_rows(rows, schema, ledger, pinned=config.schema is not None)
+        read: list[LoadedRows] = []
+        dataset = checked_rows(
+            rows,
+            schema,
+            ledger,
+            pinned=config.schema is not None,
+            read=read,
+            pad_refused=lambda: pad_refused_load(rows, schema, shards.stop, config.work_rows),
+        )
         if watch is not None:
             watch.rows = int(dataset.X.shape[0])
         own = row_layout(dataset)  # its rows' digests in the layout the ledger recorded (ledger_rows, "Layout")
         layout = None if own is None else ledger.row_layout(own)
         owners = build_node_owners(config, dataset, n_owners=shards.stop, layout=layout, ledger=ledger)
         cells = sum(config.work_rows or work_rows(o.n_rows) for o in owners)  # public: each owner's cell
-        pad_load_work(rows, schema, dataset, cells)  # a load's time follows the cells, not the rows (W6 note)
+        pad_load_work(rows, schema, dataset, cells, slow=read[0].slow)  # the time follows the cells, not the rows
         return owners
 
     return DeferredOwners(tuple(owner_id(config.name, i) for i in shards), load, None if early is None else str(early))

@@ -333,11 +333,11 @@ class FederationSchema:
         return out
 
     # ------------------------------------------------------------------ files
-    def load(self, table: RawTable, *, labels: bool | None | Literal["past"] = True) -> LoadedRows:
+    def load(self, table: RawTable, *, labels: bool | None | Literal["past"] = True, slow: bool = False) -> LoadedRows:
         """The rows of ``table`` as this schema reads them (:func:`privfed.common.schema.table.load_rows`)."""
         from privfed.common.schema.table import load_rows
 
-        return load_rows(self, table, labels=labels)
+        return load_rows(self, table, labels=labels, slow=slow)
 
     def dataset(self, table: RawTable) -> Dataset:
         """``table``'s rows as a data set of this schema: columns matched, missing cells filled, categories

@@ -71,7 +71,8 @@ class LoadedRows:
     ``X`` (n, d) in the schema's encoded columns; ``y`` class indices (None when the file had no
     label column to read); ``filled``: missing cells filled, per feature; ``reordered``: the
     header listed the features in another order; ``ignored``: columns read past (queries);
-    ``header``: the header's names when the columns were matched by them, None when read in order.
+    ``header``: the header's names when the columns were matched by them, None when read in order;
+    ``slow``: the file was read cell by cell (:func:`load_rows`), not by numpy's C parser.
     """
 
     name: str
@@ -82,6 +83,7 @@ class LoadedRows:
     reordered: bool = False
     ignored: tuple[str, ...] = ()
     header: tuple[str, ...] | None = None
+    slow: bool = False
 
     def dataset(self, schema: FederationSchema) -> Dataset:
         from privfed.common.dataset import Dataset
@@ -111,11 +113,14 @@ def split_line(line: str) -> list[str]:
     return next(csv.reader([line]))
 
 
-def load_rows(schema: FederationSchema, table: RawTable, *, labels: bool | None | Literal["past"] = True) -> LoadedRows:
+def load_rows(
+    schema: FederationSchema, table: RawTable, *, labels: bool | None | Literal["past"] = True, slow: bool = False
+) -> LoadedRows:
     """Apply ``schema`` to ``table`` (module docstring). ``labels``: True, the file has a label column;
     None, it may have one, read as ``y`` (``privfed query --train-data``); ``"past"``, it may have one,
     read past whatever it holds, as the other columns besides the features (query files: README, "a
-    label column is read past"); False, it has none."""
+    label column is read past"); False, it has none. ``slow``: read it cell by cell whatever it holds (an owner
+    node's padding reads copies of its rows as it read its rows: ``privfed.owner.data.pad_load_work``)."""
     lines, start = list(table.lines), 0
     if not lines:
         raise ConfigError(f"{table.name}: empty file (no rows)")
@@ -147,8 +152,11 @@ def load_rows(schema: FederationSchema, table: RawTable, *, labels: bool | None 
     n_cols = len(header) if header is not None else len(split_line(body[0]))
     reordered = columns != list(range(len(columns)))
     try:
+        if slow:
+            raise _SlowPath
         X, label_text, filled = _fast(schema, body, columns, label_col, n_cols)
     except _SlowPath:
+        slow = True
         X, label_text, filled = _slow(schema, body, columns, label_col, n_cols, table, start)
     y = None
     if label_text is not None:
@@ -169,6 +177,7 @@ def load_rows(schema: FederationSchema, table: RawTable, *, labels: bool | None 
         reordered,
         ignored,
         None if matched is None or header is None else tuple(header),
+        slow,
     )
 
 

@@ -74,7 +74,7 @@ def test_the_padding_leaves_the_owners_rows_as_they_were(tmp_path, monkeypatch):
     (tmp_path / "padded").mkdir()
     (tmp_path / "unpadded").mkdir()
     *_, padded = _load(tmp_path / "padded", monkeypatch, 300, 3)
-    monkeypatch.setattr(main, "pad_load_work", lambda *args: None)
+    monkeypatch.setattr(main, "pad_load_work", lambda *args, **kw: None)
     *_, unpadded = _load(tmp_path / "unpadded", monkeypatch, 300, 3)
     for p, u in zip(padded, unpadded, strict=True):
         assert p.owner_id == u.owner_id and p.row_keys == u.row_keys
