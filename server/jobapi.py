@@ -210,7 +210,9 @@ class JobApi:
         last = request.get("last")
         if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 1):
             raise ConfigError(f"'last' must be a positive whole number of jobs, got {last!r}")
-        return self._service.listing(last, data_user=user if self._require_role else None)
+        listing = self._service.listing(last, data_user=user if self._require_role else None)
+        # each job's error and note as job show gives them (audit 26: a reason naming the job's journal in the store)
+        return dict(json.loads(self._for_data_user(json.dumps(listing, ensure_ascii=False))))
 
     def show(self, request: dict[str, Any], user: str) -> dict[str, Any]:
         """The job's record and report as its data user reads them: the report's settings without the operator's
@@ -220,7 +222,8 @@ class JobApi:
         report = self._service.report_of(record.job_id)
         if report is not None and isinstance(report.get("config"), dict):
             report["config"] = {k: v for k, v in report["config"].items() if k not in OPERATOR_SETTINGS}
-        return dict(json.loads(self._for_data_user(json.dumps({"job": record.to_json(), "report": report}))))
+        shown = {"job": record.to_json(), "report": report}  # unescaped: a path with non-ASCII letters is found too
+        return dict(json.loads(self._for_data_user(json.dumps(shown, ensure_ascii=False))))
 
     def logs(self, request: dict[str, Any], user: str) -> dict[str, Any]:
         path = self._service.store.job_dir(self._own_job(request, user).job_id) / "job.log"
