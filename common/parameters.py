@@ -51,9 +51,9 @@ def options(allowed: tuple[str, ...], *, optional: bool = False) -> Constraint:
     return Constraint(lambda v, name: check_choice(v, name=name, allowed=allowed), str, allowed, optional)
 
 
-def integer(minimum: int, *, optional: bool = False) -> Constraint:
-    """An int ``>= minimum``."""
-    return Constraint(lambda v, name: check_int(v, name=name, minimum=minimum), int, None, optional)
+def integer(minimum: int, *, optional: bool = False, maximum: int | None = None) -> Constraint:
+    """An int ``>= minimum`` (and ``<= maximum``, if given)."""
+    return Constraint(lambda v, name: check_int(v, name=name, minimum=minimum, maximum=maximum), int, None, optional)
 
 
 def positive(*, allow_inf: bool = False, fix: str | None = None, optional: bool = False) -> Constraint:

@@ -236,15 +236,16 @@ def check_owner_rows(
         for note in loaded.notes():
             log_to.info("%s", note)
         outside = np.count_nonzero((dataset.X < dataset.bounds.lo) | (dataset.X > dataset.bounds.hi), axis=0)
-        if outside.any():  # counted here, in the owner's own log; every mechanism clips them to the bounds
-            names = schema.encoded_features
-            counts = ", ".join(f"{names[j]} {int(outside[j])}" for j in np.flatnonzero(outside))
-            log_to.info(
-                "%s: %d value(s) outside the schema's public bounds, clipped to them where they are used (%s)",
-                rows.name,
-                int(outside.sum()),
-                counts,
-            )
+        # counted here, in the owner's own log; every mechanism clips them to the bounds. The line is written
+        # whatever the count (audit 26: written only when some value was outside, it took 10-50 us more then)
+        names = schema.encoded_features
+        counts = ", ".join(f"{names[j]} {int(outside[j])}" for j in np.flatnonzero(outside)) or "none"
+        log_to.info(
+            "%s: %d value(s) outside the schema's public bounds, clipped to them where they are used (%s)",
+            rows.name,
+            int(outside.sum()),
+            counts,
+        )
     return dataset
 
 

@@ -234,3 +234,14 @@ def test_a_boosting_job_its_owners_cannot_do_is_refused_in_the_flags_terms(owner
             owners
         )
     strategy.check_feasible(20 if not flags else 100)
+
+
+def test_a_boosting_job_asks_at_most_max_rounds():
+    """Audit 26, A26-6: with share_groups all a plan holds rounds x owners entries, and nothing bounded the rounds a
+    data user's job file asked (50 000 rounds over 1000 owners took 400 MB and 3.6 s of the service's job loop)."""
+    from privfed.common.boosting.params import MAX_ROUNDS
+    from privfed.common.errors import ConfigError
+
+    make_strategy("bdt", epsilon=1.0, n_classes=2, bounds=BOUNDS, n_rounds=MAX_ROUNDS, share_groups="all")
+    with pytest.raises(ConfigError, match=rf"--rounds must be an int in \[1, {MAX_ROUNDS}\], got 50000"):
+        make_strategy("bdt", epsilon=1.0, n_classes=2, bounds=BOUNDS, n_rounds=50_000, share_groups="all")
