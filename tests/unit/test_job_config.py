@@ -236,7 +236,7 @@ def test_the_task_name_shorthand_builds_the_same_strategy_as_a_job_config():
 def test_an_invalid_flag_value_is_one_line_naming_the_flag(capsys, keep_sigterm):
     assert main([*COORDINATOR, "--insecure", "--task", "bdt", "--rounds", "0"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "privfed coordinator: error: --rounds must be an int >= 1, got 0"
+    assert err == "privfed coordinator: error: --rounds must be an int in [1, 1000], got 0"
     assert main([*COORDINATOR, "--insecure", "--task", "lr", "--rounds", "3"]) == 2  # boosting's, not lr's
     err = capsys.readouterr().err.strip()
     assert err == (
