@@ -69,7 +69,8 @@ def add_owner(sub: argparse._SubParsersAction) -> None:
         metavar="P",
         help="declare P rows public for each hosted owner (a power of two, at least its rows): every computation "
         "works on P rows, so a coordinator timing the answers cannot tell the owners' row counts, at P/n times "
-        "the work. Default: each count's power-of-two cell, which the timing shows",
+        "the work, and for nearest-centroid shares (ncc) P/n times the reports' noise. Default: each count's "
+        "power-of-two cell, which the timing shows",
     )
     p.add_argument("--n-owners", type=positive_int, default=1, help="logical owners in the whole federation partition")
     p.add_argument("--shards", default="1", help="logical owners hosted here: A:B (owners A..B-1), or a count K")
