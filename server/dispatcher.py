@@ -51,6 +51,10 @@ class Dispatcher(NodeCalls):
     """The nodes' side (:class:`NodeCalls`) and the side the coordinator's job calls: ring sessions,
     the registered owners, batches of tasks (:meth:`run`) and one job after another."""
 
+    #: Called once per job (:meth:`begin_job`) before the first task that asks an owner for a release is queued
+    #: (``privfed serve`` records it in the job's store: a crash leaves no other trace; walkthrough 7, W7-6).
+    on_first_ask: Callable[[], None] | None = None
+
     # ---- ring sessions (called by the coordinator's job) -------------------------------
     def open_ring(self, session_id: str, members: Sequence[str]) -> None:
         """Allow relaying among ``members`` (owner ids) under ``session_id`` until :meth:`close_ring`
@@ -168,6 +172,8 @@ class Dispatcher(NodeCalls):
         ids = [t.task_id for t in tasks]
         kept: list[Answer] = []
         handed = 0
+        if self.on_first_ask is not None and not self._asked and any(not isinstance(t.spec, JoinTask) for t in tasks):
+            self.on_first_ask()  # before any node can take such a task (a raise: none is queued)
         with self._cv:
             for t in tasks:
                 node_id = self._registry.owner_node.get(t.owner_id)

@@ -79,6 +79,10 @@ class JobRecord:
     restarts: int = 0
     accuracy: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Whether the job has asked its owners for a release since it was last claimed, recorded before the first
+    #: such task reaches a node (:attr:`~privfed.server.dispatcher.Dispatcher.on_first_ask`); None: a record of
+    #: older code, taken as yes. A job without a journal that a crash stopped runs again only if it had not.
+    asked: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -181,13 +181,16 @@ class CoordinatorService:
 
     def _recovered(self, record: JobRecord) -> None:
         """A job the previous run left running, queued again by the store: a boosting job by shares goes on from
-        its journal; any other fails now, its report keeping the progress it reached (walkthrough 6, W6-7: it was
-        logged "queued again", then failed when it started, and its progress showed 0 %)."""
+        its journal, and so does a job that had asked its owners for nothing (:attr:`JobRecord.asked`: recorded
+        before its first release task reached a node, so a crash is judged as a stop is; walkthrough 7, W7-6);
+        any other fails now, its report keeping the progress it reached (walkthrough 6, W6-7: it was logged
+        "queued again", then failed when it started, and its progress showed 0 %). The one place that decides
+        it: run again, its owners would pay twice."""
         try:
             what = journal_less(self._job_config(record.settings))
         except ConfigError:  # settings this service no longer takes: the job fails with the reason when it starts
             what = None
-        if what is None:
+        if what is None or record.asked is False:  # it goes on from its journal, or no owner was asked anything
             log.info("job %s was running when the service stopped: queued again", record.job_id)
             return
         reason = not_rerun(what)
@@ -389,7 +392,7 @@ class CoordinatorService:
                     continue
                 # a job queued again after a restart keeps the time it first started
                 claimed = self.store.transition(
-                    record.job_id, "queued", state="running", started=record.started or now()
+                    record.job_id, "queued", state="running", started=record.started or now(), asked=False
                 )
                 if claimed is None:
                     continue
@@ -422,6 +425,12 @@ class CoordinatorService:
         root = logging.getLogger("privfed")
         root.addHandler(handler)
         self._progress[record.job_id] = {"done": 0, "planned": None, "round": None}
+
+        # written before a node can take the job's first release task: what a restart after a crash decides by
+        def asked() -> None:
+            self.store.update(record.job_id, asked=True)
+
+        self.server.dispatcher.on_first_ask = asked
         report = JobReport(self.config.store, {"status": "running"}, run_dir=job_dir, terms=in_job_file_terms)
 
         def on_batch(round_id: str, answered: int, asked: int) -> None:
@@ -447,8 +456,6 @@ class CoordinatorService:
                 version=version_info(),
                 host=host_info(),
             )
-            if record.restarts and config.journal is None:  # a safety net: _recovered failed such a job at the start
-                raise ConfigError(not_rerun(journal_less(config) or config.task))  # (run again, its owners pay twice)
             job = replace(
                 coordinator_job(config, self.tls, warn=lambda text: log.warning("%s", in_job_file_terms(text))),
                 job_id=record.job_id,

@@ -581,3 +581,25 @@ def test_a_rounds_unanswered_tasks_name_their_nodes_by_state(dispatcher):
     assert sorted(outcome.lost) == ["t1", "t2"] and outcome.lost_nodes == ["node-c"]
     assert outcome.unanswered_by == {"node-b": "online", "node-c": "left"}
     assert outcome.unanswered_line() == "node-b: online, no answer in time; node-c: left"
+
+
+def test_the_first_task_that_asks_an_owner_for_a_release_is_announced_before_any_node_can_take_it(dispatcher):
+    """Walkthrough 7, W7-6: a service killed while its job waited for owners could not tell, at its restart, whether
+    any owner had been asked; ``privfed serve`` records it through this hook, called once per job, before the
+    first task that asks for a release is queued (an accept round's joins ask for nothing)."""
+    from privfed.common.tasks import JoinTask
+
+    seen: list[int] = []
+    dispatcher.on_first_ask = lambda: seen.append(len(dispatcher.pull("node-a", 0.0)[0]))  # what a node could take
+    dispatcher.begin_job(None)
+    dispatcher.run([Task("j0", A0, "accept", JoinTask())], timeout=0.0)
+    dispatcher.pull("node-a", 0.0)
+    assert seen == [] and not dispatcher.asked
+    dispatcher.run(
+        [Task("t0", A0, "r1", RingMessageTask(b"")), Task("t1", A1, "r1", RingMessageTask(b""))], timeout=0.0
+    )
+    dispatcher.run([Task("t2", A0, "r2", RingMessageTask(b""))], timeout=0.0)
+    assert seen == [0] and dispatcher.asked  # once, with nothing yet to take
+    dispatcher.begin_job(None)
+    dispatcher.run([Task("t3", B0, "r1", RingMessageTask(b""))], timeout=0.0)
+    assert seen == [0, 0]  # the next job's first ask

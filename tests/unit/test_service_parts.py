@@ -466,8 +466,10 @@ def test_a_job_without_a_journal_left_running_fails_at_the_start_keeping_its_pro
     store = JobStore(tmp_path / "store")
     interrupted = store.submit({"task": "feddpdr", "epsilon": 2.0, "owners": 4}, "alice").job_id
     resumable = store.submit({"task": "bdt", "release": "shares", "epsilon": 2.0, "owners": 4}, "alice").job_id
-    for job_id in (interrupted, resumable):
-        store.transition(job_id, "queued", state="running", started="2026-11-29T00:00:00Z")
+    waited = store.submit({"task": "ncc", "epsilon": 1.0, "owners": 4}, "bob").job_id  # killed while it waited
+    legacy = store.submit({"task": "nb", "epsilon": 1.0, "owners": 4}, "bob").job_id  # a record of older code
+    for job_id, asked in ((interrupted, True), (resumable, True), (waited, False), (legacy, None)):
+        store.transition(job_id, "queued", state="running", started="2026-11-29T00:00:00Z", asked=asked)
     stopped = {"status": "failed", "error": "stopped by service stop", "progress": {"done": 1, "planned": 2}}
     (store.job_dir(interrupted) / "report.json").write_text(json.dumps(stopped))
     service = CoordinatorService(
@@ -481,13 +483,17 @@ def test_a_job_without_a_journal_left_running_fails_at_the_start_keeping_its_pro
         assert (shown["done"], shown["planned"], shown["progress"]) == (1, 2, 0.5), shown
         report = service.report_of(interrupted)
         assert report["status"] == "failed" and report["error"] == record.error and report["progress"]["done"] == 1
-        assert service.store.get(resumable).state == "queued"
+        # walkthrough 7, W7-6: one that had asked its owners nothing (SIGKILL while it waited for them) runs again
+        assert service.store.get(resumable).state == service.store.get(waited).state == "queued"
+        assert service.store.get(legacy).state == "failed"  # not known to have asked nothing: as if it had
     finally:
         service.stop()
     said = [r.getMessage() for r in caplog.records if "was running when the service stopped" in r.getMessage()]
     assert said == [
         f"job {interrupted} was running when the service stopped: failed, {record.error}",
         f"job {resumable} was running when the service stopped: queued again",
+        f"job {waited} was running when the service stopped: queued again",
+        f"job {legacy} was running when the service stopped: failed, {service.store.get(legacy).error}",
     ], said
 
 
