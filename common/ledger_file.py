@@ -103,13 +103,14 @@ def open_file(path: Path, default: Budget) -> sqlite3.Connection:
     """A connection to the ledger file ``path`` (0600, created with its tables if missing, migrated if
     older: :func:`init_schema`) in autocommit mode with the busy timeout; :class:`ConfigError` if it
     cannot be opened, is not a usable ledger, or stores a lower budget than ``default`` (a higher one is lowered to it)."""
+    existed = path.exists() and path.stat().st_size > 0  # a file of 0 bytes is a new ledger too
     private_sqlite_file(path)  # 0600, and SQLite's -wal/-shm/-journal files with it
     try:
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
     except sqlite3.Error as exc:
         raise ConfigError(f"ledger {path}: cannot open ({exc}); does its directory exist?") from exc
     try:
-        init_schema(conn, path, default)
+        init_schema(conn, path, default, existed=existed)
     except sqlite3.DatabaseError as exc:
         conn.close()
         raise ConfigError(f"ledger {path}: not a usable SQLite ledger ({exc})") from exc
@@ -119,13 +120,27 @@ def open_file(path: Path, default: Budget) -> sqlite3.Connection:
     return conn
 
 
-def init_schema(conn: sqlite3.Connection, path: Path, default: Budget) -> None:
+def init_schema(conn: sqlite3.Connection, path: Path, default: Budget, *, existed: bool = False) -> None:
     """Create or migrate the tables of the ledger file ``path`` open on ``conn`` (module docstring),
     set its pragmas, and lower the owners' stored budgets to ``default`` or refuse a higher one
-    (:func:`_keep_or_lower_budget`)."""
+    (:func:`_keep_or_lower_budget`).
+
+    A file that ``existed`` with bytes in it but no ledger (schema version 0) is refused, never made a new ledger:
+    a plain ``cp`` of a running node's ledger holds its releases in no file but the write-ahead log it left behind,
+    and a node started on it gave every owner, and every row's account, a fresh budget with no word (walkthrough 7,
+    W7-4). Such a copy is caught until the log is first checkpointed into the file (SQLite does at 1000 pages); a
+    later copy misses only the releases since, which no check of the file can tell: ``privfed ledger backup``
+    copies a ledger whole. (A file whose creation was killed before its tables were written is refused too.)"""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version not in (0, 1, 2, 3, 4, SCHEMA_VERSION):
         raise ConfigError(f"ledger {path}: schema version {version}, this code reads 1 to {SCHEMA_VERSION}")
+    if version == 0 and existed:
+        raise ConfigError(
+            f"ledger {path} is a file that holds no privfed ledger (schema version 0): a copy made with cp while its "
+            f"node ran lacks the releases in its write-ahead log ({path.name}-wal), and starting on it would give "
+            "every owner its budget again; copy a ledger with `privfed ledger backup`, and give a new ledger a "
+            "path that does not exist yet (or remove a file whose creation was interrupted before any release)"
+        )
     conn.execute("PRAGMA journal_mode=WAL")  # returns 'memory' for ':memory:', which is fine
     conn.execute("PRAGMA synchronous=FULL")  # module docstring, "Durability"
     conn.execute("PRAGMA foreign_keys=ON")

@@ -18,6 +18,7 @@ from privfed.common.ledger_file import ReleaseIds, open_file
 from privfed.common.ledger_records import Budget, Standing, refusal, remaining_of, require_name
 from privfed.common.ledger_releases import (
     history,
+    last_release,
     nonprivate_count,
     purpose_used,
     release_count,
@@ -157,6 +158,10 @@ class LedgerQueries:
     def release_count(self) -> int:
         """How many releases the ledger holds, of every owner it records."""
         return release_count(self._db())
+
+    def last_release(self) -> tuple[int, str, str] | None:
+        """The releases recorded so far, the last one's time (UTC) and job; None: none yet (:func:`last_release`)."""
+        return last_release(self._db())
 
     def history(self, owner_id: str) -> list[dict[str, Any]]:
         """The owner's releases in debit order: dicts with release_id, purpose, epsilon, delta, ts, nonprivate, job.

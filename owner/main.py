@@ -319,11 +319,31 @@ def run_owner(config: OwnerConfig, tls: TlsFiles | None) -> int:
         )
     with sole_writer(config.ledger):
         ledger = Ledger(config.ledger, epsilon_budget=config.epsilon_budget, delta_budget=config.delta_budget)
+        _say_what_the_ledger_holds(ledger)
         watch = DataFileWatch.before_reading(config.data) if config.data else None
         try:
             return _serve(config, tls, policy, hosted_owners(config, ledger, watch), ledger, watch)
         finally:
             ledger.close()
+
+
+def _say_what_the_ledger_holds(ledger: Ledger) -> None:
+    """One line at the start: how many releases the ledger holds and when the last was made, so an owner who put an
+    older copy back sees what it forgot (walkthrough 7, W7-5: a restored backup handed back the budget spent since
+    it was made, and nothing at the start said what the ledger held)."""
+    last = ledger.last_release()
+    if last is None:
+        log.info("ledger %s: no release recorded yet", ledger.path)
+        return
+    count, when, job = last
+    log.info(
+        "ledger %s: %d release(s) recorded, the last at %s UTC%s (a ledger put back from an older copy forgets the "
+        "releases made since, and gives their budget back)",
+        ledger.path,
+        count,
+        when,
+        f" for job {job}" if job else "",
+    )
 
 
 def _serve(

@@ -609,3 +609,54 @@ def test_a_recipient_is_text_and_a_debit_takes_only_a_recipient():
     with pytest.raises(ConfigError, match="recipient must be a Recipient"):
         Debit("o", 0.1, 0.0, "p", "r", recipient="alice")
     assert Debit("o", 0.1, 0.0, "p", "r").recipient == Recipient("", "")
+
+
+def test_a_file_with_bytes_but_no_ledger_is_refused_not_made_a_new_ledger(tmp_path):
+    """Walkthrough 7, W7-4: a plain cp of a running node's ledger is its first page alone (every release is in the
+    write-ahead log it did not copy), schema version 0; a node started on the copy made it a new ledger, and every
+    owner, and every row's account, had its budget again with no word."""
+    import shutil
+    import sqlite3
+
+    from privfed.common.errors import ConfigError
+
+    live = Ledger(tmp_path / "live.sqlite", epsilon_budget=2.0)
+    try:
+        live.debit("n.o00000", 1.5, purpose="p", release_id="r0")
+        copy = tmp_path / "copy.sqlite"
+        shutil.copyfile(tmp_path / "live.sqlite", copy)  # the node still runs: its releases are in live.sqlite-wal
+    finally:
+        live.close()
+    with sqlite3.connect(copy) as db:
+        assert db.execute("PRAGMA user_version").fetchone() == (0,)  # what the copy is
+    with pytest.raises(ConfigError, match=r"copy.sqlite is a file that holds no privfed ledger \(schema version 0\)"):
+        Ledger(copy, epsilon_budget=2.0)
+    with sqlite3.connect(copy) as db:
+        assert db.execute("SELECT count(*) FROM sqlite_master").fetchone() == (0,)  # left as it was: no tables
+    other = tmp_path / "other.sqlite"  # any other program's database
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE t (x)")
+    with pytest.raises(ConfigError, match="holds no privfed ledger"):
+        Ledger(other, epsilon_budget=2.0)
+    (tmp_path / "empty.sqlite").touch()  # a file of 0 bytes is a new ledger, as a missing one is
+    with Ledger(tmp_path / "empty.sqlite", epsilon_budget=2.0) as fresh:
+        fresh.debit("n.o00000", 1.5, purpose="p", release_id="r0")
+    with Ledger(tmp_path / "empty.sqlite", epsilon_budget=2.0) as again:  # and opens again, its release kept
+        assert again.spent("n.o00000").epsilon == 1.5
+
+
+def test_a_node_says_at_its_start_how_many_releases_its_ledger_holds_and_the_last(tmp_path, caplog):
+    """Walkthrough 7, W7-5: a ledger put back from an older backup forgets the releases since, handing their budget
+    back, and nothing at the node's start said what the ledger held."""
+    from privfed.owner.main import _say_what_the_ledger_holds
+
+    caplog.set_level(logging.INFO, logger="privfed.owner")
+    with Ledger(tmp_path / "l.sqlite", epsilon_budget=2.0) as ledger:
+        _say_what_the_ledger_holds(ledger)
+        ledger.debit_many([Debit("n.o00000", 0.5, 0.0, purpose="p", release_id=f"r{i}", job="j-7") for i in range(3)])
+        _say_what_the_ledger_holds(ledger)
+    first, second = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ledger ")]
+    assert first.endswith("l.sqlite: no release recorded yet"), first
+    assert (
+        "l.sqlite: 3 release(s) recorded, the last at 20" in second and "UTC for job j-7 (a ledger put back" in second
+    )
