@@ -22,10 +22,10 @@ def test_an_older_readable_ledger_and_its_wal_are_tightened_when_opened(tmp_path
     path = tmp_path / "old.sqlite"
     old = os.umask(0o022)
     try:
-        conn = sqlite3.connect(path)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("CREATE TABLE t (x)")
-        conn.execute("INSERT INTO t VALUES (1)")
+        Ledger(path, epsilon_budget=1.0).close()  # a ledger of older code, which made its files 0644:
+        os.chmod(path, 0o644)
+        conn = sqlite3.connect(path)  # SQLite makes the -wal file with the file's mode
+        conn.execute("INSERT INTO meta (name, value) VALUES ('older', 'code')")
         conn.commit()
         assert _mode(path) == 0o644 and _mode(f"{path}-wal") == 0o644  # what SQLite alone makes
         with Ledger(path, epsilon_budget=1.0):
