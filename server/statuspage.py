@@ -104,7 +104,7 @@ def render(snapshot: dict[str, Any]) -> str:
     for j in jobs:
         pct = f"{100 * float(j.get('progress') or 0):.0f}%"
         acc = "" if j.get("accuracy") is None else f"{j['accuracy']:.3f}"
-        rounds = j.get("rounds") or 1
+        rounds = j.get("rounds") or ""  # a boosting job's; others count their steps in "done" (W7-7: it said 1)
         rows.append(
             f'<tr class="job" data-job="{html.escape(j["job_id"])}" data-state="{html.escape(j["state"])}">'
             f"<td>{html.escape(j['job_id'])}</td><td class='state'>{html.escape(j['state'])}</td>"
@@ -161,6 +161,12 @@ class StatusPage:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                self._answer(with_body=True)
+
+            def do_HEAD(self) -> None:  # noqa: N802 - uptime checkers ask HEAD (walkthrough 7, W7-7: 501)
+                self._answer(with_body=False)
+
+            def _answer(self, *, with_body: bool) -> None:
                 path = self.path.split("?", 1)[0]
                 if path in ("/", "/index.html"):
                     body, kind = render(snapshot()).encode(), "text/html; charset=utf-8"
@@ -174,7 +180,8 @@ class StatusPage:
                 self.send_header("Content-Length", str(len(body)))
                 self.send_header("Cache-Control", "no-store")
                 self.end_headers()
-                self.wfile.write(body)
+                if with_body:
+                    self.wfile.write(body)
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
                 log.debug("status page: " + format, *args)
