@@ -40,6 +40,8 @@ def read_text(path: Path) -> str:
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as exc:
             raise ConfigError(f"{path.name}: corrupt gzip data ({_one_line(exc)})") from None
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):  # what spreadsheets save as "Unicode text" (walkthrough 7, W7-8)
+        raise ConfigError(f"{path.name}: UTF-16 text (it starts with a UTF-16 byte-order mark); save it as CSV UTF-8")
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

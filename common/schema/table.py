@@ -321,6 +321,8 @@ def _slow(
     for i, row in enumerate(rows):
         if len(row) != n_cols:
             first = table.where(0)
+            if body[i].count('"') % 2:  # the csv reader took the rest of the line into one field
+                raise ConfigError(f"{table.name}: {table.where(start + i)}: a quoted field is not closed")
             raise ConfigError(
                 f"{table.name}: {table.where(start + i)}: {len(row)} columns, expected {n_cols} (as on {first})"
             )

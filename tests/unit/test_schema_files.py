@@ -301,3 +301,14 @@ def test_a_schema_file_with_a_byte_order_mark_is_read(tmp_path, suffix):
     path = tmp_path / f"schema{suffix}"
     path.write_bytes(b"\xef\xbb\xbf" + text.encode())
     assert read_schema(path) == plain
+
+
+def test_an_unclosed_quote_and_a_utf16_file_are_named_for_what_they_are(tmp_path):
+    """Walkthrough 7, W7-8: an unclosed quote was reported as "1 columns, expected 31", and a file saved as UTF-16
+    (a spreadsheet's "Unicode text") as "not UTF-8 text (is it a binary file?)"."""
+    with pytest.raises(ConfigError, match=r"h.csv: line 3: a quoted field is not closed$"):
+        _load(tmp_path, 'age,sex,bmi,y\n41,m,20,benign\n"40,f,22,malignant\n')
+    path = tmp_path / "u.csv"
+    path.write_bytes("age,sex,bmi,y\n41,m,20,benign\n".encode("utf-16"))
+    with pytest.raises(ConfigError, match=r"u.csv: UTF-16 text \(it starts with a UTF-16 byte-order mark\); save it"):
+        read_table(path)
