@@ -56,6 +56,13 @@ def add_serve(sub: argparse._SubParsersAction, *, add_data: DataFlags) -> None:
         help="HOST:PORT of the read-only status page (default: localhost only); 'none': no page",
     )
     p.add_argument("--node-timeout", type=float, default=15.0, help="seconds a silent node keeps its place in a round")
+    p.add_argument(
+        "--revoked-data-users",
+        type=Path,
+        metavar="FILE",
+        help="data-user certificate names to refuse, one per line (# comments), read again when it changes: their "
+        "job API calls are refused and their queued jobs fail before any owner is asked",
+    )
     source = p.add_mutually_exclusive_group()
     source.add_argument("--schema", type=Path, help="federation schema of owners' own data (default: --dataset's)")
     add_data(p, dataset_group=source)
@@ -134,6 +141,7 @@ def _serve(args: argparse.Namespace) -> int:
         seed=args.seed,
         schema=args.schema,
         node_timeout=args.node_timeout,
+        revoked_data_users=args.revoked_data_users,
     )
     from privfed.deploy.child import reference_in_child
 

@@ -32,6 +32,7 @@ from privfed.proto.jobwire import JOB_METHODS, JOB_SERVICE, decode_json, encode_
 from privfed.server.config import FLAGS, KEYS, JobConfig
 from privfed.server.joblog import outside_jobs
 from privfed.server.jobstore import no_job
+from privfed.server.revocation import revoked_message
 from privfed.server.servicer import peer_identity, peer_role
 
 if TYPE_CHECKING:
@@ -171,6 +172,9 @@ class JobApi:
                     f"{user!r} holds no data-user certificate: only data users submit and manage jobs "
                     "(privfed certs --data-user NAME)",
                 )
+            if self._require_role and self._service.revoked.revoked(user):
+                log.warning("job API %s refused for %r (%s): revoked", method, user, context.peer())
+                context.abort(grpc.StatusCode.PERMISSION_DENIED, revoked_message(user))
             try:
                 return dict(call(request, user))
             except (PrivfedError, TypeError, ValueError) as exc:  # a request that does not describe a job

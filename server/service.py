@@ -40,6 +40,7 @@ from privfed.server.main import coordinator_job, federation_schema, public_rows_
 from privfed.server.models import ModelStore, load_model, may_use
 from privfed.server.registration import Expected, status
 from privfed.server.report import JobReport, host_info, version_info
+from privfed.server.revocation import RevokedDataUsers, revoked_message
 from privfed.server.statuspage import StatusPage, refusals_by_node
 
 log = logging.getLogger("privfed.coordinator")
@@ -114,6 +115,7 @@ class ServiceConfig:
     seed: int = 0
     schema: Path | None = None
     node_timeout: float = 15.0
+    revoked_data_users: Path | None = None  # privfed.server.revocation
 
     def job_fields(self) -> dict[str, Any]:
         """The :class:`JobConfig` fields every job takes from the service."""
@@ -144,6 +146,7 @@ class CoordinatorService:
         self.config, self.tls = config, tls
         self._reference = reference
         self.store = JobStore(config.store)
+        self.revoked = RevokedDataUsers(config.revoked_data_users)
         self._store_lock = ExitStack()  # held from start() to stop(): one service per store
         self.schema: FederationSchema = federation_schema(self._job_config({"task": "ncc", "epsilon": 1.0}))[0]
         self.server = CoordinatorServer(
@@ -442,6 +445,8 @@ class CoordinatorService:
             report.update(progress={"done": done, "planned": planned})
 
         try:
+            if self.revoked.revoked(record.data_user):  # queued before the name was revoked: nobody is asked
+                raise ConfigError(revoked_message(record.data_user))
             config = public_rows_per_owner(self._job_config(record.settings))
             if journal_less(config) is None:  # a boosting job by shares: resumes from its journal after a restart
                 journal = job_dir / "journal.sqlite"  # made by the job's first run: its report says whether it resumed

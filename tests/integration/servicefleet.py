@@ -53,6 +53,8 @@ class ServiceFleet:
         self.certs = make_certs(self.tmp / "certs", owners=len(NODES), data_users=["alice", "bob"])
         self.port, self.status_port = free_port(), free_port()
         self.store = self.tmp / "store"
+        self.revoked = self.tmp / "revoked-data-users.txt"  # privfed serve --revoked-data-users: none at first
+        self.revoked.write_text("# one data-user name per line\n")
         self.service: subprocess.Popen | None = None
 
     @classmethod
@@ -74,7 +76,7 @@ class ServiceFleet:
         self.service = subprocess.Popen(
             [sys.executable, "-m", "privfed.deploy.cli", "serve", "--listen", f"127.0.0.1:{self.port}",
              "--certs", str(self.certs), "--store", str(self.store),
-             "--status-listen", f"127.0.0.1:{self.status_port}", *DATASET],
+             "--status-listen", f"127.0.0.1:{self.status_port}", "--revoked-data-users", str(self.revoked), *DATASET],
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         deadline = time.monotonic() + 30

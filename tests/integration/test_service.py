@@ -368,6 +368,23 @@ def test_a_data_user_lists_and_queries_only_their_own_jobs_and_models(fleet, tmp
         assert len(pickle.load(f).predict(test.X[:3])) == 3
 
 
+def test_a_revoked_data_user_is_refused_at_once_and_let_back_when_the_operator_says(fleet):
+    """Walkthrough 7, W7-9: a data user's certificate (a leaked key, a user who left) could be stopped only by
+    replacing the whole CA, re-keying every owner node. The operator lists the name in --revoked-data-users; the
+    file is read again when it changes, with no restart."""
+    assert fleet.cli("jobs", name="bob").returncode == 0
+    fleet.revoked.write_text("bob  # left the project\n")
+    refused = fleet.cli("jobs", name="bob")
+    assert refused.returncode == 2, refused.stdout
+    assert "data user 'bob' is revoked by this service's operator (privfed serve --revoked-data-users)" in (
+        refused.stderr
+    )
+    assert fleet.cli("jobs", name="alice").returncode == 0  # the others are not
+    fleet.revoked.write_text("")
+    assert fleet.cli("jobs", name="bob").returncode == 0
+    assert "job API List refused for 'bob'" in fleet.service_log() and "revoked" in fleet.service_log()
+
+
 def test_a_job_file_error_names_the_job_file_keys_not_flags(fleet, tmp_path):
     """A data user wrote a job file, not a command line: what ``privfed submit`` refuses, checked on the user's side
     or by the service, names the file's keys (a walkthrough was told to fix ``--labels rr``, ``--rounds``)."""

@@ -503,3 +503,34 @@ def test_certs_takes_several_data_users_after_one_flag_or_the_flag_repeated(tmp_
     argv = ["certs", "--out", str(tmp_path / "pki"), "--owners", "1", "--data-user", "alice", "bob"]
     assert cli_main([*argv, "--data-user", "carol"]) == 0
     assert all((tmp_path / "pki" / user / f"{user}.pem").is_file() for user in ("alice", "bob", "carol"))
+
+
+def test_a_revoked_data_users_queued_job_fails_before_any_owner_is_asked(tmp_path):
+    """Walkthrough 7, W7-9: a job queued before its data user was revoked fails when its turn comes; a name added
+    while the service runs counts from the next job (the file is read again when it changes)."""
+    from privfed.server.revocation import RevokedDataUsers
+    from privfed.server.service import CoordinatorService, ServiceConfig
+
+    revoked = tmp_path / "revoked.txt"
+    revoked.write_text("carol\n# a comment\n")
+    config = ServiceConfig(
+        store=tmp_path / "store", listen="127.0.0.1:0", status_listen=None, revoked_data_users=revoked
+    )
+    service = CoordinatorService(config, tls=None)
+    job = service.store.submit({"task": "ncc", "epsilon": 1.0, "owners": 2}, "bob").job_id
+    revoked.write_text("carol\nbob\n")
+    service.start()
+    try:
+        deadline = time.monotonic() + 20
+        while (record := service.store.get(job)).state != "failed":
+            assert time.monotonic() < deadline, record
+            time.sleep(0.05)
+        assert (
+            record.error == "data user 'bob' is revoked by this service's operator (privfed serve --revoked-data-users)"
+        )
+        assert not service.server.dispatcher.asked
+    finally:
+        service.stop()
+    unreadable = RevokedDataUsers(revoked)
+    revoked.write_bytes(b"\xff\xfe")  # an edit that breaks the file: no one is let back in meanwhile
+    assert unreadable.revoked("alice") and unreadable.revoked("bob")

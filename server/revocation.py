@@ -1,0 +1,60 @@
+"""The data users a service's operator has revoked (``privfed serve --revoked-data-users FILE``).
+
+A data user's certificate is valid for a year, and the only other way to stop one (a key that leaked, a user who
+left) was to replace the whole CA, re-keying every owner node (walkthrough 7, W7-9). The file lists certificate
+names, one per line (``#`` starts a comment); it is read again when it changes, so a name added takes effect at the
+data user's next call without a restart. A revoked data user's job API calls are refused (``PERMISSION_DENIED``),
+and a job of theirs still queued fails when its turn comes, before any owner is asked. A file that can no longer be
+read revokes every data user until it can: an edit meant to lock one out must not let them back in. Owners' own
+consent per data user stays in their policies (``data_users``).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from privfed.common.errors import ConfigError, reason
+from privfed.common.files import file_state
+
+log = logging.getLogger("privfed.coordinator")
+
+#: What every data user is while the file cannot be read.
+EVERYONE = frozenset({"*"})
+
+
+def read_names(path: Path) -> frozenset[str]:
+    """The names the file ``path`` lists; ConfigError if it cannot be read."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--revoked-data-users {path}: cannot read it ({reason(exc)})") from exc
+    return frozenset(name for line in text.splitlines() if (name := line.split("#", 1)[0].strip()))
+
+
+class RevokedDataUsers:
+    """The revoked names of ``path`` (None: no file, nobody revoked), read again when the file changes."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._state = None if path is None else file_state(path)
+        self._names = frozenset() if path is None else read_names(path)  # unreadable at the start: the service stops
+
+    def revoked(self, name: str) -> bool:
+        if self.path is None:
+            return False
+        now = file_state(self.path)
+        if now != self._state:
+            self._state = now
+            try:
+                self._names = read_names(self.path)
+            except ConfigError as exc:
+                self._names = EVERYONE
+                log.error("%s; every data user is refused until it can be read", exc)
+            else:
+                log.info("--revoked-data-users %s changed: %d name(s) revoked", self.path, len(self._names))
+        return self._names is EVERYONE or name in self._names
+
+
+def revoked_message(name: str) -> str:
+    return f"data user {name!r} is revoked by this service's operator (privfed serve --revoked-data-users)"
