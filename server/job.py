@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -139,17 +140,31 @@ def accept_round(execute: Execute, owner_ids: Sequence[str]) -> list[str]:
     return [o for o in owner_ids if o in accepted]
 
 
+def _missing_planned(planned: Sequence[str], live: Iterable[str], waited: float | None = None) -> str | None:
+    """Why a resumed job cannot start (None: it can): the nodes of the owners its journal ran over that are not
+    registered (within ``waited`` seconds), with their owner counts and the first ids (walkthrough 7, W7-10: the
+    wait's message named only the nodes present, and advised a larger register-timeout or fewer owners, which a
+    resumed job's journal fixes)."""
+    missing = sorted(set(planned) - set(live))
+    if not missing:
+        return None
+    by_node = Counter(node_of(o) for o in missing)
+    nodes = ", ".join(f"{node} ({k} owner(s))" for node, k in sorted(by_node.items()))
+    within = "" if waited is None else f" within {waited:.0f} s"
+    return (
+        f"the job resumes over the {len(planned)} owners its journal ran over, and {len(missing)} of them are not "
+        f"registered{within} ({', '.join(missing[:10])}{', ...' if len(missing) > 10 else ''}): nodes {nodes}; "
+        "start those nodes again (same --name and --shards), or submit the job anew"
+    )
+
+
 def _resumed_plan(planned: Sequence[str], registered: Sequence[str]) -> list[str]:
     """A resumed job's owners: those its journal recorded when it first ran, whose accept round they were the
     accepting owners of, in that order (its rounds are planned from them and its seed, so they come out the
-    same); each must be registered again."""
-    missing = sorted(set(planned) - set(registered))
-    if missing:
-        raise RoundFailed(
-            f"the job's journal ran over {len(planned)} owners, of which {len(missing)} are not registered now "
-            f"({', '.join(missing[:10])}{', ...' if len(missing) > 10 else ''}); start the same owner nodes (same "
-            "--name and --shards) before resuming"
-        )
+    same); each must be registered again (:func:`_missing_planned`)."""
+    why = _missing_planned(planned, registered)
+    if why is not None:
+        raise RoundFailed(why)
     return list(planned)
 
 
@@ -225,6 +240,9 @@ def run_job(
     if server.dispatcher.aborted:
         raise JobAborted("job aborted while waiting for owners")
     if n < expected_owners:
+        if planned is not None:  # a resumed job: its owners are its journal's, none of its settings helps (W7-10)
+            why = _missing_planned(planned, server.dispatcher.live_owners(), register_timeout)
+            raise RoundFailed(why or f"only {status(server.dispatcher, expected)} within {register_timeout:.0f} s")
         raise RoundFailed(
             f"only {status(server.dispatcher, expected)} within {register_timeout:.0f} s; "
             "start the missing owner nodes, or pass a larger --register-timeout or a smaller --owners"

@@ -226,6 +226,8 @@ class JobApi:
         report = self._service.report_of(record.job_id)
         if report is not None and isinstance(report.get("config"), dict):
             report["config"] = {k: v for k, v in report["config"].items() if k not in OPERATOR_SETTINGS}
+        if report is not None:
+            report.pop("host", None)  # the service machine's name and make: the operator's (walkthrough 7)
         shown = {"job": record.to_json(), "report": report}  # unescaped: a path with non-ASCII letters is found too
         return dict(json.loads(self._for_data_user(json.dumps(shown, ensure_ascii=False))))
 

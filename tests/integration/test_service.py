@@ -266,6 +266,7 @@ def test_a_boosting_job_survives_a_restart_of_the_service_and_resumes_from_its_j
     assert str(fleet.store) not in shown
     shown = fleet.cli("job", "show", job_id, name="alice").stdout  # nor the operator's settings (W6-10)
     config = json.loads(shown)["report"]["config"]
+    assert "host" not in json.loads(shown)["report"] and "host" in fleet.report(job_id)  # the machine: the operator's
     assert config["task"] == "bdt" and not {"journal", "listen", "out", "schema"} & set(config), config
     assert str(fleet.store) not in shown and "ipv4:" not in shown, shown[-3000:]
     after = fleet.submit(task="ncc", epsilon=1.0, owners=owners)  # the daemons came back for the next job

@@ -280,5 +280,9 @@ def test_a_resumed_job_runs_over_the_owners_its_journal_recorded_in_their_order(
     assert resumed_owners(path) == taking_part
     registered = sorted([*taking_part, "owner-0.o00000", "owner-2.o00008"])
     assert _resumed_plan(resumed_owners(path), registered) == taking_part
-    with pytest.raises(RoundFailed, match=r"3 owners, of which 1 are not registered now \(owner-2\.o00007\)"):
+    with pytest.raises(
+        RoundFailed,
+        match=r"3 owners its journal ran over, and 1 of them are not registered "
+        r"\(owner-2\.o00007\): nodes owner-2 \(1 owner\(s\)\); start those nodes again",
+    ):
         _resumed_plan(taking_part, registered[:-2])
