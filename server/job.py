@@ -93,8 +93,9 @@ class GrpcTransport(RelayedTransport):
         self._execute(tasks, timeout, None, fold)
 
     def silent_owners(self) -> set[str]:
-        """Owners on silent nodes, and rejected owners: neither is asked into a ring."""
-        return self._dispatcher.silent_owners() | set(self._book.rejected)
+        """Owners on silent nodes, rejected owners, and a resumed job's owners whose node did not come back (the
+        book's ``gone``): none is asked into a ring."""
+        return self._dispatcher.silent_owners() | set(self._book.rejected) | self._book.gone
 
     def progressed(self, done: int, planned: int) -> None:
         if self._on_progress is not None:
@@ -153,9 +154,33 @@ def _missing_planned(planned: Sequence[str], live: Iterable[str], waited: float 
     within = "" if waited is None else f" within {waited:.0f} s"
     return (
         f"the job resumes over the {len(planned)} owners its journal ran over, and {len(missing)} of them are not "
-        f"registered{within} ({', '.join(missing[:10])}{', ...' if len(missing) > 10 else ''}): nodes {nodes}; "
-        "start those nodes again (same --name and --shards), or submit the job anew"
+        f"registered{within} ({', '.join(missing[:10])}{', ...' if len(missing) > 10 else ''}): nodes {nodes}"
     )
+
+
+#: What to do about a resumed job's missing owners (:func:`_missing_planned`).
+START_THEM = "start those nodes again (same --name and --shards), or submit the job anew"
+
+
+def _gone(planned: Sequence[str], live: Iterable[str], waited: float, quorum: int) -> list[str]:
+    """The owners of a resumed job's plan that did not register again within ``waited`` seconds: the job goes on
+    without them if at least ``quorum`` of its plan came back, as it would have without a restart when their node
+    left (walkthrough 7, W7-10: it failed and threw away the rounds its owners had paid for), else RoundFailed."""
+    why = _missing_planned(planned, live, waited)
+    if why is None:  # every planned owner is back (the job had asked for more than took part)
+        return []
+    gone = sorted(set(planned) - set(live))
+    if len(planned) - len(gone) < quorum:
+        raise RoundFailed(
+            f"{why}; the {len(planned) - len(gone)} that did are fewer than its quorum ({quorum}): {START_THEM}"
+        )
+    log.warning(
+        "%s; the job goes on over the %d that did (quorum %d), asking the others nothing more",
+        why,
+        len(planned) - len(gone),
+        quorum,
+    )
+    return gone
 
 
 def _resumed_plan(planned: Sequence[str], registered: Sequence[str]) -> list[str]:
@@ -164,7 +189,7 @@ def _resumed_plan(planned: Sequence[str], registered: Sequence[str]) -> list[str
     same); each must be registered again (:func:`_missing_planned`)."""
     why = _missing_planned(planned, registered)
     if why is not None:
-        raise RoundFailed(why)
+        raise RoundFailed(f"{why}; {START_THEM}")
     return list(planned)
 
 
@@ -239,19 +264,20 @@ def run_job(
         )
     if server.dispatcher.aborted:
         raise JobAborted("job aborted while waiting for owners")
+    book = book if book is not None else JobBook(PublicLimits(max_rows=MAX_OWNER_ROWS))
+    gone: list[str] = []
     if n < expected_owners:
-        if planned is not None:  # a resumed job: its owners are its journal's, none of its settings helps (W7-10)
-            why = _missing_planned(planned, server.dispatcher.live_owners(), register_timeout)
-            raise RoundFailed(why or f"only {status(server.dispatcher, expected)} within {register_timeout:.0f} s")
-        raise RoundFailed(
-            f"only {status(server.dispatcher, expected)} within {register_timeout:.0f} s; "
-            "start the missing owner nodes, or pass a larger --register-timeout or a smaller --owners"
-        )
+        if planned is None:
+            raise RoundFailed(
+                f"only {status(server.dispatcher, expected)} within {register_timeout:.0f} s; "
+                "start the missing owner nodes, or pass a larger --register-timeout or a smaller --owners"
+            )
+        gone = _gone(planned, server.dispatcher.live_owners(), register_timeout, book.quorum)
     t1 = time.perf_counter()
     owner_ids = sorted(server.dispatcher.live_owners())  # not those of a node that has gone away
     strategy.check_feasible(len(owner_ids))  # before any owner is asked for anything
-    book = book if book is not None else JobBook(PublicLimits(max_rows=MAX_OWNER_ROWS))
     book.begin(owner_ids, asked=expected_owners)
+    book.lose(gone)
 
     def execute(
         tasks: list[Task], timeout: float | None = None, stalls: str | None = None, fold: Fold | None = None
@@ -296,7 +322,7 @@ def run_job(
     try:
         transport = GrpcTransport(execute, server.dispatcher, book=book, on_progress=on_progress)
         taking_part = accept_round(execute, owner_ids)
-        plan = taking_part if planned is None else _resumed_plan(planned, owner_ids)
+        plan = taking_part if planned is None else _resumed_plan(planned, [*owner_ids, *gone])
         try:
             strategy.check_feasible(len(plan))
         except ConfigError as exc:

@@ -59,6 +59,8 @@ class JobBook:
     refused: dict[str, str] = field(default_factory=dict)  # owner -> "code: text" of its refusal
     rejected: dict[str, str] = field(default_factory=dict)  # owner -> "code: detail" of the rejected reply
     lost_nodes: set[str] = field(default_factory=set)
+    #: Owners of a resumed job's plan whose node did not come back (:meth:`lose`): asked nothing more.
+    gone: set[str] = field(default_factory=set)
     answered: set[str] = field(default_factory=set)
     asked: int | None = None
     #: Refusals booked so far (every one, an owner's second too): a round's log line counts its own by difference.
@@ -113,8 +115,14 @@ class JobBook:
         self._counted.update((o, r) for o, r in account.get("counted", ()))
 
     def to_ask(self, tasks: list[Task]) -> list[Task]:
-        """The tasks of a batch that go out: none for a rejected owner."""
-        return [t for t in tasks if t.owner_id not in self.rejected]
+        """The tasks of a batch that go out: none for a rejected owner, nor for one whose node is gone."""
+        return [t for t in tasks if t.owner_id not in self.rejected and t.owner_id not in self.gone]
+
+    def lose(self, owners: Iterable[str]) -> None:
+        """Owners a resumed job planned over whose node did not register again (walkthrough 7, W7-10): the job goes
+        on without them, as it does without a node lost mid-job, and their nodes are reported lost."""
+        self.gone.update(owners)
+        self.lost_nodes.update(node_of(o) for o in owners)
 
     def reject(self, rejection: Rejection) -> None:
         if rejection.owner_id not in self.rejected:

@@ -35,11 +35,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _coordinator(port: int, out: Path, journal: Path, *, resume: bool = False) -> subprocess.Popen:
+def _coordinator(
+    port: int, out: Path, journal: Path, *, resume: bool = False, register_timeout: int = 60
+) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "privfed.deploy.cli", "coordinator", "--task", "bdt", "--insecure"]
     cmd += ["--listen", f"127.0.0.1:{port}", "--owners", str(N_OWNERS), "--epsilon", "4", "--rounds", str(ROUNDS)]
     cmd += ["--n-bins", "4", "--weight-bound", "4", "--max-owner-rows", "20", "--out", str(out), *DATA]
-    cmd += ["--journal", str(journal), "--register-timeout", "60"] + (["--resume"] if resume else [])
+    cmd += ["--journal", str(journal), "--register-timeout", str(register_timeout)] + (["--resume"] if resume else [])
     log = open(out.parent / f"coordinator{'-resumed' if resume else ''}.log", "a")
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
@@ -111,3 +113,40 @@ def test_a_coordinator_killed_mid_job_resumes_to_the_same_model(tmp_path):
     resumed_model, resumed_debits = _job(tmp_path / "killed", kill_after_round=4)
     assert resumed_model == clean_model
     assert resumed_debits == clean_debits
+
+
+def test_a_resumed_job_goes_on_without_a_node_that_never_came_back_while_its_quorum_stays(tmp_path):
+    """Walkthrough 7, W7-10: a job resumed after its coordinator was killed waited for every owner its journal ran
+    over, and failed (its rounds, paid for, thrown away) when one node never came back, though the owners that did
+    were its quorum; a node lost without the restart would only have been dropped. Now it goes on over them, the
+    node's owners asked nothing more and the node reported lost."""
+    port, out, journal = _free_port(), tmp_path / "runs", tmp_path / "journal.sqlite"
+    coordinator = _coordinator(port, out, journal)
+    owners = _owners(tmp_path, port)
+    try:
+        deadline = time.monotonic() + 120
+        while _rounds_done(journal) < 4 and time.monotonic() < deadline:
+            assert coordinator.poll() is None, (tmp_path / "coordinator.log").read_text()[-3000:]
+            time.sleep(0.01)
+        assert _rounds_done(journal) < ROUNDS, "the job ended before the kill"
+        for p in (owners[1], coordinator):  # the host of owner-1 and the coordinator go down; owner-1 stays down
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+        with sqlite3.connect(tmp_path / "owner-1.sqlite") as db:
+            before = db.execute("SELECT COUNT(*) FROM releases").fetchone()[0]
+        coordinator = _coordinator(port, out, journal, resume=True, register_timeout=5)
+        assert coordinator.wait(timeout=240) == 0, (tmp_path / "coordinator-resumed.log").read_text()[-3000:]
+        owners[0].wait(timeout=60)
+    finally:
+        for p in [coordinator, *owners]:
+            if p.poll() is None:
+                p.kill()
+    (report_path,) = out.glob("*/report.json")
+    report = json.loads(report_path.read_text())
+    assert report["status"] == "ok" and report["lost_nodes"] == ["owner-1"], report.get("error")
+    log = (tmp_path / "coordinator-resumed.log").read_text()
+    assert "20 of them are not registered within 5 s" in log and "the job goes on over the 20 that did" in log, log
+    with sqlite3.connect(tmp_path / "owner-1.sqlite") as db:
+        assert db.execute("SELECT COUNT(*) FROM releases").fetchone()[0] == before
+    with Ledger(tmp_path / "owner-0.sqlite", epsilon_budget=4.0) as ledger:  # nobody paid past the job's epsilon
+        assert all(ledger.spent(f"owner-0.o{i:05d}").epsilon <= 4.0 + 1e-9 for i in range(20))
