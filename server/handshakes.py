@@ -24,6 +24,8 @@ import re
 import sys
 import threading
 
+from privfed.server.joblog import outside_jobs
+
 log = logging.getLogger("privfed.coordinator")
 
 #: The environment that makes gRPC's core trace its handshakes on stderr.
@@ -63,9 +65,11 @@ def parse_record(record: str) -> tuple[str, str] | None:
 
 def _log_rejections(found: queue.SimpleQueue) -> None:
     """Log what :func:`_pump` found, from a thread of its own: a log line goes to stderr, the pipe the
-    pump reads, which must never wait for itself."""
-    while True:
-        log.warning("TLS handshake from %s rejected: %s", *found.get())
+    pump reads, which must never wait for itself. Each is the service's own traffic, with a caller's address: not in a
+    data user's job log (:mod:`privfed.server.joblog`)."""
+    with outside_jobs():
+        while True:
+            log.warning("TLS handshake from %s rejected: %s", *found.get())
 
 
 def _pump(read_fd: int, out_fd: int, found: queue.SimpleQueue) -> None:

@@ -288,7 +288,8 @@ def run_job(
         if not tasks:
             return []
         refusals = book.refusals
-        with progress_bar(show_progress, len(tasks), f"{label}round {tasks[0].round_id}") as bar:
+        name = tasks[0].round_name
+        with progress_bar(show_progress, len(tasks), f"{label}round {name}") as bar:
             outcome = server.dispatcher.run(
                 tasks,
                 timeout=timeout or round_timeout,
@@ -299,7 +300,7 @@ def run_job(
         if outcome.lost:
             log.warning(
                 "round %s completed with %d task(s) unanswered (%s)",
-                tasks[0].round_id,
+                name,
                 len(outcome.lost),
                 outcome.unanswered_line() or "their owners' nodes are no longer registered",
             )
@@ -309,13 +310,13 @@ def run_job(
         round_log.info(
             "%sround %s: %d of %d task(s) answered%s",
             label,
-            tasks[0].round_id,
+            name,
             outcome.answered,
             len(tasks),
             f" ({refused} refused)" if refused else "",
         )
         if on_batch is not None:
-            on_batch(tasks[0].round_id, outcome.answered, len(tasks))
+            on_batch(name, outcome.answered, len(tasks))
         book.check_quorum(silent)
         return results
 

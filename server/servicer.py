@@ -65,7 +65,8 @@ def status_code(exc: PrivfedError) -> grpc.StatusCode:
 
 
 def _abort(context: grpc.ServicerContext, exc: PrivfedError, level: int = logging.WARNING) -> NoReturn:
-    log.log(level, "rejecting call from %s: %s", context.peer(), exc)
+    with outside_jobs():  # the service's own traffic, with a node's address: not in a data user's job log (W7-12)
+        log.log(level, "rejecting call from %s: %s", context.peer(), exc)
     context.abort(status_code(exc), str(exc))
     raise AssertionError("grpc.ServicerContext.abort raises")  # for the type checker
 

@@ -25,7 +25,7 @@ No raw row has a field to go in: every payload an owner can send is a kind's rep
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, Protocol, TypeAlias, TypeVar
 
 from privfed.common.validation import check_choice
@@ -111,10 +111,20 @@ def total_budget(spec: TaskSpec) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class Task:
+    """One owner's task. ``round_id`` names the run its release ids are tied to (e.g. one per gradient-descent
+    run, :func:`~privfed.common.tasks.gradient.gradient_release_id`); ``step`` is the coordinator's name for the
+    batch within it, for logs only (``"gradient step 2 of 4"``), never on the wire."""
+
     task_id: str
     owner_id: str
     round_id: str
     spec: TaskSpec
+    step: str = field(default="", compare=False)
+
+    @property
+    def round_name(self) -> str:
+        """The batch's name in the coordinator's and the job's logs: its run, and its step within it if any."""
+        return f"{self.round_id} ({self.step})" if self.step else self.round_id
 
 
 @dataclass(frozen=True)

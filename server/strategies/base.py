@@ -118,11 +118,14 @@ class Strategy(Protocol):
     def run(self, owner_ids: list[str], transport: Transport) -> StrategyResult[TrainedModel]: ...
 
 
-def new_tasks(owner_ids: Sequence[str], round_id: str, spec: TaskSpec | Callable[[str], TaskSpec]) -> list[Task]:
-    """One task per owner with a fresh random task id; ``spec`` is the same for all, or per owner ``spec(owner_id)``."""
+def new_tasks(
+    owner_ids: Sequence[str], round_id: str, spec: TaskSpec | Callable[[str], TaskSpec], *, step: str = ""
+) -> list[Task]:
+    """One task per owner with a fresh random task id; ``spec`` is the same for all, or per owner ``spec(owner_id)``;
+    ``step`` names the batch within its run in the logs (:attr:`Task.round_name`)."""
     spec_for = spec if callable(spec) else (lambda _: spec)
     return [
-        Task(task_id=f"{round_id}-{secrets.token_hex(6)}", owner_id=o, round_id=round_id, spec=spec_for(o))
+        Task(task_id=f"{round_id}-{secrets.token_hex(6)}", owner_id=o, round_id=round_id, spec=spec_for(o), step=step)
         for o in owner_ids
     ]
 

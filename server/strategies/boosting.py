@@ -302,7 +302,8 @@ class _FederationSteps:
                     )
                     rejected[r.owner_id] = self.rejected[r.owner_id] = f"share_encoding: {exc}"
 
-        self.transport.fold_tasks(new_tasks([self.owner_ids[i] for i in group], self.run_id, spec), fold)
+        step = f"shares of round {round_no + 1} of {self.strategy.params.n_rounds}"
+        self.transport.fold_tasks(new_tasks([self.owner_ids[i] for i in group], self.run_id, spec, step=step), fold)
         if not replied:
             raise RoundFailed(f"round {round_no + 1}: no owner of the group released a share")
         progress = self._progress.setdefault(round_no, _Progress())

@@ -81,7 +81,13 @@ class LdpGdStrategy:
             t0 = time.perf_counter()
             gone = transport.silent_owners()
             asked = [owner_ids[i] for i in group if owner_ids[i] not in gone]
-            results = transport.run_tasks(new_tasks(asked, run_id, self.spec(theta))) if asked else []
+            results = (
+                transport.run_tasks(
+                    new_tasks(asked, run_id, self.spec(theta), step=f"gradient step {t + 1} of {planned}")
+                )
+                if asked
+                else []
+            )
             refused.update(refusal_codes(results))
             answered = {r.owner_id for r in results}
             dropped.extend(owner_ids[i] for i in group if owner_ids[i] not in answered)
