@@ -72,6 +72,16 @@ CHUNK = 200  # at most this many results per PushResults: keeps messages small
 PUSH_EVERY = 1.0  # seconds: push at least this often during long work so the node stays visibly alive
 #: What the coordinator answers a long poll with: PullTasks's, or a PushResults's that pulled.
 Poll = pb.PullTasksResponse | pb.PushResultsResponse
+#: The most earlier jobs whose answers a daemon keeps until it hears how they ended (:meth:`OwnerNode._hear_ended`).
+ENDED_KEPT = 16
+
+
+def _without_result(job: str, node_id: str, answered: int) -> str:
+    """The line of a job that ended without its result after the node answered in it (``job``: "job ID")."""
+    return (
+        f"{job} ended without its result at the coordinator (failed or stopped; its report says why), after node "
+        f"{node_id} answered {answered} task(s); what was released is debited in the ledger"
+    )
 
 
 class OwnerNode:
@@ -103,6 +113,9 @@ class OwnerNode:
         self._data_watch = data_watch
         #: The last job whose start was logged (:meth:`_take_job`), and what the node answered in it.
         self._job_logged: str | None = None
+        #: What the node answered in the jobs it was asked in before the current one, kept until it hears how they
+        #: ended (:meth:`_hear_ended`; at most ``ENDED_KEPT`` of them).
+        self._answered_in: dict[str, int] = {}
         self._released = 0
         self._refused: Counter[str] = Counter()
         #: Why a node of one job exits 2 though the coordinator ended the job: it released nothing, every task
@@ -380,6 +393,10 @@ class OwnerNode:
     def _new_job(self, job: JobInfo) -> None:
         """A job's first tasks: one INFO line naming it (walkthrough 4, S2: a daemon's log said nothing per job),
         and a check of the data file the rows were read from (:class:`~privfed.owner.data.DataFileWatch`)."""
+        if self._job_logged is not None:
+            self._answered_in[self._job_logged] = self._released
+            for old in list(self._answered_in)[:-ENDED_KEPT]:
+                del self._answered_in[old]
         self._job_logged = job.job_id
         self._released, self._refused = 0, Counter()
         if self._policy_file is not None and (policy := self._policy_file.current()) is not self._owner_policy:
@@ -498,14 +515,33 @@ class OwnerNode:
                 f": every one of the {sum(self._refused.values())} task(s) it was sent was refused ({codes})"
             )
         elif failed and self._released:
-            self.job_unfinished = (
-                f"{job} ended without its result at the coordinator (failed or stopped; its report says why), after "
-                f"node {self.node_id} answered {self._released} task(s); what was released is debited in the ledger"
-            )
+            self.job_unfinished = _without_result(job, self.node_id, self._released)
         if self.job_unfinished is not None:
             log.error("%s", self.job_unfinished)
             return 2
         return 0
+
+    def _hear_ended(self, reply: Poll) -> None:
+        """Log how the jobs this node was asked in ended, as ``privfed serve`` tells its nodes (walkthrough 7, W7-11:
+        a daemon never said that a job its owners paid for failed; a node of one job did). A WARNING for a job
+        that ended without its result after the node released in it: its owners paid for nothing."""
+        for ended in reply.ended:
+            if ended.job_id == self._job_logged:
+                answered = self._released
+            elif ended.job_id in self._answered_in:
+                answered = self._answered_in.pop(ended.job_id)
+            else:  # a job this process was not asked in (a restart of the service tells every node of one it failed)
+                continue
+            job = f"job {ended.job_id}"
+            if ended.failed and answered:
+                log.warning("%s", _without_result(job, self.node_id, answered))
+            elif ended.failed:
+                log.info("%s ended without its result at the coordinator; node %s released nothing in it", job,
+                         self.node_id)  # fmt: skip
+            elif answered:
+                log.info("%s done at the coordinator; node %s answered %d task(s) in it", job, self.node_id, answered)
+            else:
+                log.info("%s done at the coordinator; node %s released nothing in it", job, self.node_id)
 
     def _pull(self, stub: pb_grpc.CoordinatorStub) -> pb.PullTasksResponse | None:
         """A long poll for the node's tasks; None after a failed one (the node registered again), or once the node
@@ -570,6 +606,7 @@ class OwnerNode:
                 reply = self._push_and_pull(stub, []) if self._sessions_on() else self._pull(stub)
                 if reply is None:
                     continue
+            self._hear_ended(reply)
             if reply.shutdown and self._daemon:
                 log.info("the coordinator stopped; node %s waits for it (a daemon until SIGTERM)", self.node_id)
                 if self.stop_event.wait(PULL_WAIT):

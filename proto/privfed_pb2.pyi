@@ -217,16 +217,26 @@ class PullTasksRequest(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class PullTasksResponse(_message.Message):
-    __slots__ = ("tasks", "shutdown", "job", "job_failed")
+    __slots__ = ("tasks", "shutdown", "job", "job_failed", "ended")
     TASKS_FIELD_NUMBER: _ClassVar[int]
     SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     JOB_FAILED_FIELD_NUMBER: _ClassVar[int]
+    ENDED_FIELD_NUMBER: _ClassVar[int]
     tasks: _containers.RepeatedCompositeFieldContainer[Task]
     shutdown: bool
     job: JobInfo
     job_failed: bool
-    def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., shutdown: _Optional[bool] = ..., job: _Optional[_Union[JobInfo, _Mapping]] = ..., job_failed: _Optional[bool] = ...) -> None: ...
+    ended: _containers.RepeatedCompositeFieldContainer[JobEnded]
+    def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., shutdown: _Optional[bool] = ..., job: _Optional[_Union[JobInfo, _Mapping]] = ..., job_failed: _Optional[bool] = ..., ended: _Optional[_Iterable[_Union[JobEnded, _Mapping]]] = ...) -> None: ...
+
+class JobEnded(_message.Message):
+    __slots__ = ("job_id", "failed")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    failed: bool
+    def __init__(self, job_id: _Optional[str] = ..., failed: _Optional[bool] = ...) -> None: ...
 
 class JobInfo(_message.Message):
     __slots__ = ("job_id", "data_user", "task", "epsilon", "delta", "schema_sha256")
@@ -849,18 +859,20 @@ class PushResultsRequest(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[Result, _Mapping]]] = ..., pull: _Optional[bool] = ..., wait_ms: _Optional[int] = ..., leaving: _Optional[bool] = ...) -> None: ...
 
 class PushResultsResponse(_message.Message):
-    __slots__ = ("accepted", "tasks", "shutdown", "job", "job_failed")
+    __slots__ = ("accepted", "tasks", "shutdown", "job", "job_failed", "ended")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     JOB_FAILED_FIELD_NUMBER: _ClassVar[int]
+    ENDED_FIELD_NUMBER: _ClassVar[int]
     accepted: int
     tasks: _containers.RepeatedCompositeFieldContainer[Task]
     shutdown: bool
     job: JobInfo
     job_failed: bool
-    def __init__(self, accepted: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., shutdown: _Optional[bool] = ..., job: _Optional[_Union[JobInfo, _Mapping]] = ..., job_failed: _Optional[bool] = ...) -> None: ...
+    ended: _containers.RepeatedCompositeFieldContainer[JobEnded]
+    def __init__(self, accepted: _Optional[int] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., shutdown: _Optional[bool] = ..., job: _Optional[_Union[JobInfo, _Mapping]] = ..., job_failed: _Optional[bool] = ..., ended: _Optional[_Iterable[_Union[JobEnded, _Mapping]]] = ...) -> None: ...
 
 class PredictRequest(_message.Message):
     __slots__ = ("model_id", "rows", "probabilities")

@@ -282,6 +282,7 @@ class Dispatcher(NodeCalls):
             self._waiting = set()
             self._job = job
             self._asked = False
+            self._sent_to = set()
             self._notify()
 
     def cancel_job(self) -> None:

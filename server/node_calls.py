@@ -31,6 +31,8 @@ Answer = tuple[Task, Result | Rejection]
 #: next liveness check (twice a second): not by each of its N nodes' pushes (issue 27: N wake-ups of
 #: the job's thread per round, each taking the lock and the GIL from the nodes' threads).
 HAND_OVER = 256
+#: The most ended jobs kept for a node that has not yet heard of them (:meth:`NodeCalls.end_job`).
+ENDED_KEPT = 16
 
 
 class NodeCalls:
@@ -55,6 +57,10 @@ class NodeCalls:
         self._aborted = False
         self._cancelled = False  # the current job only (cancel_job); clear_cancel lifts it
         self._job: JobInfo | None = None
+        self._sent_to: set[str] = set()  # the nodes a task of the current job went to (end_job)
+        self._ended: dict[str, list[tuple[str, bool]]] = {}  # node -> (job id, failed) not yet told (take_ended)
+        self._ended_everywhere: list[tuple[str, bool]] = []  # for every node (end_job_everywhere)
+        self._told_everywhere: dict[str, set[str]] = {}  # node -> the jobs of _ended_everywhere it was told of
         self._relay = Relay()  # open ring sessions and the envelopes waiting in the node queues
         self.relayed = 0  # envelopes accepted (tests watch it)
         self.session_id = secrets.token_hex(8)
@@ -133,7 +139,7 @@ class NodeCalls:
         deadline = self._clock() + wait
         with self._cv:
             node = self._registry.caller(node_id, peer)
-            while not node.queue and not self._shutdown:
+            while not node.queue and not self._shutdown and node_id not in self._ended:
                 node.last_seen = self._clock()
                 left = deadline - self._clock()
                 if left <= 0:
@@ -214,7 +220,40 @@ class NodeCalls:
         tasks = [t for t in node.queue if isinstance(t.spec, RingMessageTask) or t.task_id in self._pending]
         self._relay.release(t.task_id for t in node.queue)
         node.queue.clear()
+        if tasks and self._job is not None:
+            self._sent_to.add(node.node_id)
         return tasks
+
+    def end_job(self, job_id: str, *, failed: bool) -> None:
+        """The job ``job_id``, the one announced last, is over at ``privfed serve`` (``failed``: without its result).
+        Each node it sent a task to is told so with its next answer (:meth:`take_ended`): a daemon's owners learn
+        whether what they released went into a result (walkthrough 7, W7-11). At most :data:`ENDED_KEPT` jobs are
+        kept for a node that has not yet heard of them, the oldest dropped."""
+        with self._cv:
+            for node_id in self._sent_to:
+                told = self._ended.setdefault(node_id, [])
+                told.append((job_id, failed))
+                del told[:-ENDED_KEPT]
+            self._sent_to = set()
+            self._notify()
+
+    def end_job_everywhere(self, job_id: str, *, failed: bool) -> None:
+        """As :meth:`end_job`, for a job of an earlier run of the service (it failed at the restart): which nodes it
+        asked is not known, so every node is told once, those that register later included; a node that does not
+        know the job ignores it."""
+        with self._cv:
+            self._ended_everywhere.append((job_id, failed))
+            del self._ended_everywhere[:-ENDED_KEPT]
+
+    def take_ended(self, node_id: str) -> list[tuple[str, bool]]:
+        """The jobs (id, ended without its result) the node has not yet been told of (:meth:`end_job`,
+        :meth:`end_job_everywhere`)."""
+        with self._cv:
+            told = self._told_everywhere.setdefault(node_id, set())
+            told &= {j for j, _ in self._ended_everywhere}  # no more than it keeps
+            ended = [e for e in self._ended_everywhere if e[0] not in told]
+            told.update(j for j, _ in ended)
+            return ended + self._ended.pop(node_id, [])
 
     def with_job(self, take: Callable[[], T]) -> tuple[T, JobInfo | None]:
         """``take()`` (this dispatcher's :meth:`pull` or :meth:`relay`) and the job its tasks belong to,

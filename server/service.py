@@ -202,6 +202,7 @@ class CoordinatorService:
             reason
         )
         self.store.update(record.job_id, state="failed", finished=now(), error=reason)
+        self.server.dispatcher.end_job_everywhere(record.job_id, failed=True)  # the daemons that took part log it
         log.info("job %s was running when the service stopped: failed, %s", record.job_id, reason)
 
     # ------------------------------------------------------------------ lifecycle
@@ -406,6 +407,7 @@ class CoordinatorService:
             except Exception:  # noqa: BLE001 - one job's bug must not stop the queue
                 log.exception("job %s failed unexpectedly", claimed.job_id)
                 self.store.update(claimed.job_id, state="failed", finished=now(), error="internal error (see job.log)")
+                self.server.dispatcher.end_job(claimed.job_id, failed=True)
             finally:
                 with self._wake:
                     self.current = None
@@ -485,6 +487,7 @@ class CoordinatorService:
                 on_progress=on_progress,
             )
             self.store.update(record.job_id, state="done", finished=now(), accuracy=done.accuracy)
+            self.server.dispatcher.end_job(record.job_id, failed=False)  # its nodes are told (walkthrough 7, W7-11)
             log.info("job %s done: accuracy %s", record.job_id, done.accuracy)
             for warning in done.warnings:  # in the job's log too, not only its report (walkthrough 6, W6-2)
                 log.warning("job %s: %s", record.job_id, in_job_file_terms(warning.removeprefix("warning: ")))
@@ -493,6 +496,7 @@ class CoordinatorService:
             if who is not None:
                 report.write(status="cancelled", error=f"cancelled by {who}")
                 self.store.update(record.job_id, state="cancelled", finished=now(), error=f"cancelled by {who}")
+                self.server.dispatcher.end_job(record.job_id, failed=True)
                 log.info("job %s cancelled by %s", record.job_id, who)
             elif not self.server.dispatcher.asked:  # stopped while it waited for its owners: nobody paid for it
                 self.store.transition(record.job_id, "running", state="queued")
@@ -511,6 +515,7 @@ class CoordinatorService:
             # path on this machine (what a data user's `privfed jobs` showed)
             error = str(report.fields["error"])
             self.store.update(record.job_id, state="failed", finished=now(), error=error)
+            self.server.dispatcher.end_job(record.job_id, failed=True)
             log.warning("job %s failed: %s", record.job_id, error)
         finally:
             root.removeHandler(handler)

@@ -8,7 +8,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import grpc
 
@@ -175,23 +175,27 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         except PrivfedError as exc:
             _abort(context, exc)
 
-    def _take(
-        self, node_id: str, wait_ms: int, peer: str, active: Callable[[], bool]
-    ) -> tuple[list[pb.Task], bool, pb.JobInfo | None, bool]:
-        """The long poll of PullTasks and of a PushResults with ``pull``: the node's queued tasks
-        (waiting up to ``wait_ms``, at most PULL_WAIT; none once ``active()`` is false), whether the
-        job is over, the tasks' job, and whether the job that is over ended without its result."""
+    def _take(self, node_id: str, wait_ms: int, peer: str, active: Callable[[], bool]) -> dict[str, Any]:
+        """The long poll of PullTasks and of a PushResults with ``pull``, as the fields both answers share: the node's
+        queued tasks (waiting up to ``wait_ms``, at most PULL_WAIT; none once ``active()`` is false), whether the
+        job is over, the tasks' job, whether the job that is over ended without its result, and the jobs that ended
+        since the node was last told (:meth:`~privfed.server.node_calls.NodeCalls.take_ended`)."""
         (tasks, shutdown), job = self._dispatcher.with_job(
             lambda: self._dispatcher.pull(node_id, min(wait_ms / 1000.0, PULL_WAIT), peer, active)
         )
-        encoded = self._encode_tasks(node_id, tasks, job)
-        return encoded, shutdown, job_info_to_proto(job) if tasks else None, shutdown and self._dispatcher.job_failed
+        ended = [pb.JobEnded(job_id=j, failed=f) for j, f in self._dispatcher.take_ended(node_id)]
+        return dict(
+            tasks=self._encode_tasks(node_id, tasks, job),
+            shutdown=shutdown,
+            job=job_info_to_proto(job) if tasks else None,
+            job_failed=shutdown and self._dispatcher.job_failed,
+            ended=ended,
+        )
 
     def PullTasks(self, request: pb.PullTasksRequest, context: grpc.ServicerContext) -> pb.PullTasksResponse:
         try:
             node_id = self._node_id(request.node_id, context)
-            tasks, shutdown, job, failed = self._take(node_id, request.wait_ms, context.peer(), context.is_active)
-            return pb.PullTasksResponse(tasks=tasks, shutdown=shutdown, job=job, job_failed=failed)
+            return pb.PullTasksResponse(**self._take(node_id, request.wait_ms, context.peer(), context.is_active))
         except PrivfedError as exc:
             _abort(context, exc)
 
@@ -208,8 +212,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
             self._dispatcher.leave(node_id, peer)
         if not request.pull or request.leaving:
             return pb.PushResultsResponse(accepted=accepted)
-        tasks, shutdown, job, failed = self._take(node_id, request.wait_ms, peer, active)
-        return pb.PushResultsResponse(accepted=accepted, tasks=tasks, shutdown=shutdown, job=job, job_failed=failed)
+        return pb.PushResultsResponse(accepted=accepted, **self._take(node_id, request.wait_ms, peer, active))
 
     def PushResults(self, request: pb.PushResultsRequest, context: grpc.ServicerContext) -> pb.PushResultsResponse:
         try:

@@ -113,6 +113,9 @@ class ServiceFleet:
         assert self.stalls
         (self.tmp / f"stall-{node}").touch()
 
+    def node_log(self, node: str) -> str:
+        return (self.tmp / f"{node}.log").read_text(errors="replace")
+
     def ledger(self, node: str) -> Path:
         return self.tmp / f"{node}.sqlite"
 

@@ -56,6 +56,8 @@ def test_three_jobs_in_turn_then_one_declined_by_an_owner_policy_with_nothing_de
         for node in NODES:  # every owner released under the job's id, within its announced epsilon
             spent = fleet.releases(node, job_id)
             assert spent and sum(r["epsilon"] for r in spent) <= OWNERS_PER_NODE * settings["epsilon"] + 1e-9
+        for node in NODES:  # each daemon is told its job is done (walkthrough 7, W7-11: it never heard)
+            _wait_for_line(fleet, node, f"job {job_id} done at the coordinator; node {node} answered ")
     listed = fleet.jobs()  # `privfed jobs` shows them all, done
     assert [j["state"] for j in listed.values()] == ["done"] * 3
     listed_ids = list(listed)
@@ -321,6 +323,20 @@ def test_a_job_without_a_journal_stopped_mid_batch_is_not_asked_again_after_the_
         if r["job"] == job_id
     )  # the stalled node may answer the tasks it was sent before the stop, once; nobody is asked twice
     assert set(per_owner.values()) == {entries} and len(per_owner) >= 2 * OWNERS_PER_NODE, per_owner
+    # the daemons that paid for it hear that it failed, as a node of one job does (walkthrough 7, W7-11: a daemon's
+    # log never mentioned the job again)
+    for node in NODES[:2]:
+        line = _wait_for_line(fleet, node, f"job {job_id} ended without its result at the coordinator")
+        assert f"after node {node} answered {OWNERS_PER_NODE} task(s)" in line and "WARNING" in line, line
+
+
+def _wait_for_line(fleet, node: str, text: str, timeout: float = 30) -> str:
+    """The line of ``node``'s log holding ``text``, once it is there."""
+    deadline = time.monotonic() + timeout
+    while not (lines := [line for line in fleet.node_log(node).splitlines() if text in line]):
+        assert time.monotonic() < deadline, (text, fleet.node_log(node)[-3000:])
+        time.sleep(0.1)
+    return lines[-1]
 
 
 def _journal_rounds(path) -> int:
