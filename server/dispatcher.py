@@ -61,11 +61,21 @@ class Dispatcher(NodeCalls):
         (:meth:`Relay.open`)."""
         with self._cv:
             self._relay.open(session_id, members)
+            nodes = {self._registry.owner_node.get(m) for m in members} - {None}
+            self._ring_keys[session_id] = {n: self._registry.nodes[n].keys for n in nodes if n is not None}
+
+    def _rekeyed(self, session_id: str) -> set[str]:
+        """The nodes of an open ring's members that a new process (other ring keys) took over since it opened: its
+        members there that had not passed the sum on cannot (their peers seal to keys that died with the old
+        process; walkthrough 7, W7-3). The lock is held."""
+        opened = self._ring_keys.get(session_id, {})
+        return {n for n, keys in opened.items() if (now := self._registry.nodes.get(n)) is None or now.keys != keys}
 
     def close_ring(self, session_id: str) -> None:
         """Refuse further envelopes of ``session_id`` and drop those still queued. Closing a
         session that is not open does nothing."""
         with self._cv:
+            self._ring_keys.pop(session_id, None)
             dropped = self._relay.close(session_id)
             if not dropped:
                 return
@@ -198,15 +208,7 @@ class Dispatcher(NodeCalls):
                     break
                 if now >= next_liveness_check:  # O(waiting) work, so at most twice a second
                     next_liveness_check = now + 0.5
-                    # An owner its node no longer registers will not answer either (None).
-                    gone: set[str | None] = {None}
-                    gone.update(self._registry.silent_nodes(now, self._node_timeout))
-                    stalled = stalls is not None and self._relay.stalled(
-                        stalls, lambda o: self._registry.owner_node.get(o) in gone
-                    )
-                    if stalled or all(
-                        self._registry.owner_node.get(self._pending[i].owner_id) in gone for i in self._waiting
-                    ):
+                    if self._cannot_be_answered(now, stalls):
                         break
                 if self._waiting and not self._arrived:  # a sink may have taken the lock's time
                     self._cv.wait(min(0.5, deadline - now))
@@ -234,6 +236,20 @@ class Dispatcher(NodeCalls):
                 raise JobAborted(f"job aborted with {len(lost)} task(s) of the round unanswered")
             answered = len(results) if sink is None else handed
             return RunOutcome(results, lost, lost_nodes, rejected, answered, unanswered_by)
+
+    def _cannot_be_answered(self, now: float, stalls: str | None) -> bool:
+        """Whether the waiting tasks of :meth:`run` can no longer be answered: each is of a node silent for the node
+        timeout, that left or that no longer registers its owner, or (``stalls``) the ring they wait on cannot
+        close: a member that has not passed the sum on is on such a node, or on one a new process took over since
+        the ring opened (:meth:`_rekeyed`; walkthrough 7, W7-3: a node restarted mid-ring stalled it for the
+        attempt's 30 s). The lock is held."""
+        gone: set[str | None] = {None}  # an owner its node no longer registers will not answer either
+        gone.update(self._registry.silent_nodes(now, self._node_timeout))
+        if stalls is not None:
+            gone |= self._rekeyed(stalls)
+            if self._relay.stalled(stalls, lambda o: self._registry.owner_node.get(o) in gone):
+                return True
+        return all(self._registry.owner_node.get(self._pending[i].owner_id) in gone for i in self._waiting)
 
     def _hand_over(self, sink: Sink | None, kept: list[Answer]) -> int:
         """Hand the answers pushed since the last call to ``sink``, called with the lock released

@@ -62,6 +62,7 @@ class NodeCalls:
         self._ended_everywhere: list[tuple[str, bool]] = []  # for every node (end_job_everywhere)
         self._told_everywhere: dict[str, set[str]] = {}  # node -> the jobs of _ended_everywhere it was told of
         self._relay = Relay()  # open ring sessions and the envelopes waiting in the node queues
+        self._ring_keys: dict[str, dict[str, frozenset[bytes]]] = {}  # open session -> its nodes' ring keys at open
         self.relayed = 0  # envelopes accepted (tests watch it)
         self.session_id = secrets.token_hex(8)
 

@@ -19,9 +19,11 @@ from privfed.common.identity import owner_id
 from privfed.common.secagg.ring import Inbound, MessageKind, new_session_id
 from privfed.common.tasks import BoostEvaluateTask, OwnerInfo, Refusal, Result, RingSpec, Task
 from privfed.server.dispatcher import Dispatcher
+from privfed.server.nodes import IDENTITY_LIVENESS
 
 A0, B0, C0 = owner_id("node-a", 0), owner_id("node-b", 0), owner_id("node-c", 0)
 NODE_TIMEOUT = 2.0
+RESTART_NODE_TIMEOUT = 15.0  # privfed's default
 #: Wall-clock seconds the batch's thread may take to look at the clock once woken: a guard against a
 #: hang only (it takes milliseconds).
 HANG = 60.0
@@ -73,13 +75,15 @@ def hop(session: str, sender: str, recipient: str, seq: int) -> tuple[str, bytes
     return recipient, Inbound(session, sender, recipient, MessageKind.HOP, seq, b"\0" * 32).to_bytes()
 
 
-def wait_for_leader(b_passed_on: bool) -> tuple[bool, list]:
-    """Node b goes silent after (or before) relaying its HOP; nodes a and c keep polling for 10 s
-    of the clock. Returns whether the run ended and its lost tasks."""
+def wait_for_leader(b_passed_on: bool, b_restarts: bool = False) -> tuple[bool, list]:
+    """Node b goes silent after (or before) relaying its HOP, or (``b_restarts``) a new process of it takes over
+    with new ring keys and keeps polling; nodes a and c keep polling for 10 s of the clock. Returns whether the run
+    ended and its lost tasks."""
     clock = StepClock()
-    d = Dispatcher(node_timeout=NODE_TIMEOUT, clock=clock)
+    # a restart is taken over once the old process is quiet for IDENTITY_LIVENESS, well before the node timeout
+    d = Dispatcher(node_timeout=RESTART_NODE_TIMEOUT if b_restarts else NODE_TIMEOUT, clock=clock)
     for node, o in (("node-a", A0), ("node-b", B0), ("node-c", C0)):
-        d.register(node, [OwnerInfo(owner_id=o)])
+        d.register(node, [OwnerInfo(owner_id=o, x25519_public_key=bytes(32))])
     s = new_session_id()
     d.open_ring(s, [A0, B0, C0])
     done: list = []
@@ -90,10 +94,15 @@ def wait_for_leader(b_passed_on: bool) -> tuple[bool, list]:
     d.relay("node-a", [hop(s, A0, B0, 1)])
     if b_passed_on:
         d.relay("node-b", [hop(s, B0, C0, 2)])
-    for _ in range(20):  # b is silent from here on
+    if b_restarts:  # its old process was killed: silent past the takeover's wait, but not the node timeout
+        clock.step(IDENTITY_LIVENESS + 0.5)
+        d.register("node-b", [OwnerInfo(owner_id=B0, x25519_public_key=b"\1" * 32)])
+    for _ in range(20):  # b is silent from here on, or its new process polls
         reads = clock.step(0.5)  # the batch checks liveness every 0.5 s of its clock
         d.pull("node-a", 0.0)
         d.pull("node-c", 0.0)
+        if b_restarts:
+            d.pull("node-b", 0.0)
         clock.wait_for_check(reads, lambda: d.relay("node-c", []))  # a node's call wakes the batch
     ended = not runner.is_alive()
     d.push("node-a", [Result("lead", A0, Refusal.of("internal"))])  # ends a wait still going on
@@ -108,4 +117,16 @@ def test_the_wait_for_a_leader_ends_when_a_member_went_silent_before_passing_the
 
 def test_a_member_that_passed_the_sum_on_before_going_silent_does_not_end_the_wait():
     ended, _ = wait_for_leader(b_passed_on=True)
+    assert not ended
+
+
+def test_the_wait_for_a_leader_ends_when_a_new_process_took_over_a_member_that_had_not_passed_the_sum_on():
+    """Walkthrough 7, W7-3: a node restarted mid-ring stalled the ring for its 30 s attempt timeout. Its new
+    process polls (it is not silent), but the member's peers seal to the old process's keys: the sum cannot pass."""
+    ended, lost = wait_for_leader(b_passed_on=False, b_restarts=True)
+    assert ended and lost == ["lead"]
+
+
+def test_a_new_process_of_a_member_that_had_passed_the_sum_on_does_not_end_the_wait():
+    ended, _ = wait_for_leader(b_passed_on=True, b_restarts=True)
     assert not ended
