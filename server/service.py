@@ -182,6 +182,13 @@ class CoordinatorService:
     def _job_config(self, settings: Mapping[str, Any]) -> JobConfig:
         return job_config(settings, self.config.job_fields())
 
+    def _delta(self, settings: Mapping[str, Any]) -> float | None:
+        """A job's δ per owner: its setting, or its task's default (FedDPDR's is not 0); None if it does not parse."""
+        try:
+            return self._job_config(settings).delta
+        except ConfigError:
+            return None
+
     def _recovered(self, record: JobRecord) -> None:
         """A job the previous run left running, queued again by the store: a boosting job by shares goes on from
         its journal, and so does a job that had asked its owners for nothing (:attr:`JobRecord.asked`: recorded
@@ -342,6 +349,7 @@ class CoordinatorService:
             "data_user": record.data_user,
             "task": s.get("task"),
             "epsilon": s.get("epsilon"),
+            "delta": self._delta(s),
             "owners": s.get("owners"),
             "answered": (report or {}).get("answered"),  # the owners that released for it (W6-9)
             "rounds": resolved.get("n_rounds") if s.get("task") == "bdt" else None,

@@ -97,6 +97,12 @@ def steps_done(job: dict[str, Any]) -> str:
     return f"{done}" if planned is None else f"{done} of {planned}"
 
 
+def budget_cell(job: dict[str, Any]) -> str:
+    """A job's ε per owner, and its δ when it has one (walkthrough 7, W7-7: a FedDPDR job's δ was nowhere)."""
+    delta = job.get("delta")
+    return f"{job.get('epsilon')}" + (f", δ {delta:g}" if isinstance(delta, float | int) and delta > 0 else "")
+
+
 def render(snapshot: dict[str, Any]) -> str:
     """The page for a snapshot ``{"jobs": [...], "nodes": {...}}``."""
     jobs, nodes = snapshot["jobs"], snapshot["nodes"]
@@ -108,7 +114,7 @@ def render(snapshot: dict[str, Any]) -> str:
         rows.append(
             f'<tr class="job" data-job="{html.escape(j["job_id"])}" data-state="{html.escape(j["state"])}">'
             f"<td>{html.escape(j['job_id'])}</td><td class='state'>{html.escape(j['state'])}</td>"
-            f"<td>{html.escape(str(j.get('task')))}</td><td class='epsilon'>{html.escape(str(j.get('epsilon')))}</td>"
+            f"<td>{html.escape(str(j.get('task')))}</td><td class='epsilon'>{html.escape(budget_cell(j))}</td>"
             f"<td>{html.escape(str(j.get('data_user')))}</td><td>{rounds}</td>"
             f"<td class='done'>{steps_done(j)}</td>"
             f"<td><progress max='100' value='{pct[:-1]}'></progress> <span class='progress'>{pct}</span></td>"
@@ -138,7 +144,7 @@ td,th{{border:1px solid #ccc;padding:3px 8px;font-size:13px}} th{{background:#f4
 <h2>Owner nodes (<span id="online">{online}</span> online)</h2>
 <table id="nodes"><tr><th>node</th><th>owners</th><th>status</th></tr>{"".join(node_rows)}</table>
 <h2>Jobs</h2>
-<table id="jobs"><tr><th>id</th><th>state</th><th>task</th><th>&epsilon; per owner</th><th>data user</th>
+<table id="jobs"><tr><th>id</th><th>state</th><th>task</th><th>&epsilon; (&delta;) per owner</th><th>data user</th>
 <th>rounds</th><th>done</th><th>progress</th><th>accuracy</th><th>refused by</th><th>note</th></tr>
 {"".join(rows)}</table>
 {earlier}<h2>Accuracy</h2>

@@ -56,6 +56,7 @@ def test_three_jobs_in_turn_then_one_declined_by_an_owner_policy_with_nothing_de
         for node in NODES:  # every owner released under the job's id, within its announced epsilon
             spent = fleet.releases(node, job_id)
             assert spent and sum(r["epsilon"] for r in spent) <= OWNERS_PER_NODE * settings["epsilon"] + 1e-9
+        assert fleet.jobs()[job_id]["delta"] == (1e-5 if task == "feddpdr" else 0.0)  # its task's default (W7-7)
         for node in NODES:  # each daemon is told its job is done (walkthrough 7, W7-11: it never heard)
             _wait_for_line(fleet, node, f"job {job_id} done at the coordinator; node {node} answered ")
     listed = fleet.jobs()  # `privfed jobs` shows them all, done

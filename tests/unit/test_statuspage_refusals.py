@@ -41,3 +41,16 @@ def test_the_page_answers_head_and_shows_no_rounds_for_a_job_without_them():
                 assert body == b"" if method == "HEAD" else b'"j1"' in body
     finally:
         page.stop()
+
+
+def test_the_page_shows_a_jobs_delta_beside_its_epsilon_when_it_has_one():
+    """Walkthrough 7, W7-7: a FedDPDR job's δ was on no page."""
+    from privfed.server.statuspage import render
+
+    row = {"state": "done", "data_user": "alice", "done": 2, "planned": 2, "progress": 1.0}
+    jobs = [
+        {**row, "job_id": "j1", "task": "feddpdr", "epsilon": 2.0, "delta": 1e-5},
+        {**row, "job_id": "j2", "task": "ncc", "epsilon": 2.0, "delta": 0.0},
+    ]
+    page = render({"jobs": jobs, "nodes": {}})
+    assert "<td class='epsilon'>2.0, δ 1e-05</td>" in page and "<td class='epsilon'>2.0</td>" in page
