@@ -150,7 +150,15 @@ def build_owners(
 
 
 def pad_load_work(
-    rows: RawTable, schema: FederationSchema, loaded: Dataset | None, padded: int, *, slow: bool = False
+    rows: RawTable,
+    schema: FederationSchema,
+    loaded: Dataset | None,
+    padded: int,
+    *,
+    slow: bool = False,
+    n_owners: int = 0,
+    seed: int = 0,
+    layout: RowLayout | None = None,
 ) -> None:
     """Read and digest ``padded - n`` more rows, copies of ``rows``' own, and keep nothing of them: with the
     ``n`` real rows :func:`check_owner_rows` and :func:`row_digests` read when a node loads its rows after its
@@ -164,7 +172,15 @@ def pad_load_work(
     that read the rows (``slow``: cell by cell, :attr:`~privfed.common.schema.table.LoadedRows.slow`; audit 26:
     a file with one filled or quoted cell was read cell by cell, ~5 us a row slower, and its copies of a clean
     last line by numpy's C parser, so the time grew with the real rows again). ``loaded`` None: the rows did not
-    fit the schema (:func:`pad_refused_load`), and the copies are read, not digested, as the rows were."""
+    fit the schema (:func:`pad_refused_load`), and the copies are read, not digested, as the rows were.
+
+    Audit 27: the copies get every step the rows get after they are read, not only the digests: the count of values
+    outside the bounds (:func:`outside_counts`) and the split into ``n_owners`` owners by ``seed`` in ``layout``
+    (:func:`_pad_owner_work`, what :func:`build_owners` does). Those steps were left out, and they were the
+    4-6 % (1-2 ms) that audit 26 measured between 2600 and 4000 rows in cells of 512 and could not trace: counted
+    without a clock, the rows' split, the owners' ``flush_tiny`` and the bounds check went over the real rows
+    alone (``tests/adversary/test_audit27_load_work_trace.py``). The copies' lines are made by tuple
+    repetition, not a Python loop, which balanced :func:`build_owners`' loop over the real rows only by chance."""
     n = len(rows.lines) if loaded is None else int(loaded.X.shape[0])
     extra = max(0, padded - n)
     if extra == 0 or n == 0:
@@ -173,14 +189,35 @@ def pad_load_work(
     body = rows.lines[len(head) :]
     if loaded is None and len(body) > 1:  # a header the schema would skip is read as the rows' first line
         head, body = body[:1], body[1:]
-    lines = (*head, *(body[i % len(body)] for i in range(extra)))
+    lines = (*head, *(body * -(-extra // len(body)))[:extra])  # the rows in turn, no Python loop over them
     copies = RawTable(rows.name, lines, tuple(range(1, len(lines) + 1)), rows.unit, rows.positional)
     try:
         dummy = schema.load(copies, slow=slow).dataset(schema)
     except ConfigError:  # rows that do not fit: their copies fail as they did, after as much reading
         return
     if loaded is not None:
-        row_digests(dummy.X, dummy.y)
+        outside_counts(dummy)  # check_owner_rows' count for the node's log
+        _pad_owner_work(dummy, n_owners, seed, layout)
+
+
+def _pad_owner_work(dummy: Dataset, n_owners: int, seed: int, layout: RowLayout | None) -> None:
+    """What :func:`build_owners` does to a node's rows, done to ``dummy`` (the padding's copies) and kept nowhere:
+    the seeded permutation and split of :func:`~privfed.common.datasets.partition` (which refuses more owners
+    than rows, so it is not called: the copies may be fewer than the owners), the digests in ``layout``, and each
+    owner's rows, labels, row keys and :func:`~privfed.common.bounds.flush_tiny` (``LocalOwner``). ``n_owners``
+    0: digests alone (a caller that builds no owners)."""
+    digests = row_digests(*in_layout(dummy, layout))
+    if n_owners < 1:
+        return
+    perm = make_rng("seeded", seed).permutation(int(dummy.X.shape[0])).astype(np.int64)
+    for part in np.array_split(perm, n_owners):
+        flush_tiny(dummy.X[part])
+        _ = dummy.y[part], tuple(digests[j] for j in part)
+
+
+def outside_counts(data: Dataset) -> np.ndarray:
+    """How many of ``data``'s values lie outside the schema's public bounds, per encoded feature."""
+    return np.asarray(np.count_nonzero((data.X < data.bounds.lo) | (data.X > data.bounds.hi), axis=0))
 
 
 def pad_refused_load(rows: RawTable, schema: FederationSchema, shards: int, declared: int | None) -> None:
@@ -235,7 +272,7 @@ def check_owner_rows(
     if log_to is not None:
         for note in loaded.notes():
             log_to.info("%s", note)
-        outside = np.count_nonzero((dataset.X < dataset.bounds.lo) | (dataset.X > dataset.bounds.hi), axis=0)
+        outside = outside_counts(dataset)  # the padding counts its copies too (pad_load_work)
         # counted here, in the owner's own log; every mechanism clips them to the bounds. The line is written
         # whatever the count (audit 26: written only when some value was outside, it took 10-50 us more then)
         names = schema.encoded_features

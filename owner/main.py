@@ -279,7 +279,9 @@ def hosted_owners(
         layout = None if own is None else ledger.row_layout(own)
         owners = build_node_owners(config, dataset, n_owners=shards.stop, layout=layout, ledger=ledger)
         cells = sum(config.work_rows or work_rows(o.n_rows) for o in owners)  # public: each owner's cell
-        pad_load_work(rows, schema, dataset, cells, slow=read[0].slow)  # the time follows the cells, not the rows
+        pad_load_work(  # the time follows the cells, not the rows: every step above, done to copies
+            rows, schema, dataset, cells, slow=read[0].slow, n_owners=shards.stop, seed=config.seed, layout=layout
+        )
         return owners
 
     return DeferredOwners(tuple(owner_id(config.name, i) for i in shards), load, None if early is None else str(early))

@@ -152,8 +152,16 @@ class JobStore:
         d = self.job_dir(record.job_id)
         d.mkdir(exist_ok=True)
         tmp = d / f".job.json.{secrets.token_hex(4)}"
-        tmp.write_text(json.dumps(record.to_json(), indent=2), encoding="utf-8")
+        # On disk before it replaces the old record, and the rename with it (audit 27): a machine that stops (power,
+        # kernel) must not come back to a record older than an owner's ledger, which syncs every debit. Above all the
+        # record that the job asked its owners (``asked``, written before its first release task reaches a node): a
+        # lost one reads as the claim's "not asked", and the job runs again, its owners paying twice.
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps(record.to_json(), indent=2))
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, d / "job.json")
+        _sync_dir(d)
         if record.state == "queued":
             self._queued.add(record.job_id)
         else:
@@ -262,3 +270,17 @@ class JobStore:
                 self.update(r.job_id, state="queued", restarts=r.restarts + 1)
                 again.append(r.job_id)
         return again
+
+
+def _sync_dir(d: Path) -> None:
+    """Sync the directory ``d``'s entries (a rename in it); a file system that cannot sync a directory is left as is."""
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

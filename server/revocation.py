@@ -12,6 +12,7 @@ consent per data user stays in their policies (``data_users``).
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 
 from privfed.common.errors import ConfigError, reason
@@ -33,27 +34,35 @@ def read_names(path: Path) -> frozenset[str]:
 
 
 class RevokedDataUsers:
-    """The revoked names of ``path`` (None: no file, nobody revoked), read again when the file changes."""
+    """The revoked names of ``path`` (None: no file, nobody revoked), read again when the file changes.
+
+    Called from every gRPC thread at once: one lock holds a caller while another reads the changed file, and the
+    state recorded is the one seen before that read (audit 27: the state was recorded first and the names read
+    after, unlocked, so a call that came during the read was judged by the names before the change, a name just
+    revoked let through; and two reads of two quick changes could end with the older names kept until the file
+    changed again)."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
+        self._lock = threading.Lock()
         self._state = None if path is None else file_state(path)
         self._names = frozenset() if path is None else read_names(path)  # unreadable at the start: the service stops
 
     def revoked(self, name: str) -> bool:
         if self.path is None:
             return False
-        now = file_state(self.path)
-        if now != self._state:
-            self._state = now
-            try:
-                self._names = read_names(self.path)
-            except ConfigError as exc:
-                self._names = EVERYONE
-                log.error("%s; every data user is refused until it can be read", exc)
-            else:
-                log.info("--revoked-data-users %s changed: %d name(s) revoked", self.path, len(self._names))
-        return self._names is EVERYONE or name in self._names
+        with self._lock:
+            now = file_state(self.path)
+            if now != self._state:
+                try:
+                    names = read_names(self.path)
+                except ConfigError as exc:
+                    names = EVERYONE
+                    log.error("%s; every data user is refused until it can be read", exc)
+                else:
+                    log.info("--revoked-data-users %s changed: %d name(s) revoked", self.path, len(names))
+                self._state, self._names = now, names  # a change during the read is read at the next call
+            return self._names is EVERYONE or name in self._names
 
 
 def revoked_message(name: str) -> str:

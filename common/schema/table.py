@@ -119,8 +119,9 @@ def load_rows(
     """Apply ``schema`` to ``table`` (module docstring). ``labels``: True, the file has a label column;
     None, it may have one, read as ``y`` (``privfed query --train-data``); ``"past"``, it may have one,
     read past whatever it holds, as the other columns besides the features (query files: README, "a
-    label column is read past"); False, it has none. ``slow``: read it cell by cell whatever it holds (an owner
-    node's padding reads copies of its rows as it read its rows: ``privfed.owner.data.pad_load_work``)."""
+    label column is read past"); False, it has none. ``slow``: read it cell by cell whatever it holds, after
+    the fast reader's try (an owner node's padding reads copies of its rows as it read its rows:
+    ``privfed.owner.data.pad_load_work``; the rows that went cell by cell were tried by the fast reader first)."""
     lines, start = list(table.lines), 0
     if not lines:
         raise ConfigError(f"{table.name}: empty file (no rows)")
@@ -152,9 +153,9 @@ def load_rows(
     n_cols = len(header) if header is not None else len(split_line(body[0]))
     reordered = columns != list(range(len(columns)))
     try:
-        if slow:
-            raise _SlowPath
         X, label_text, filled = _fast(schema, body, columns, label_col, n_cols)
+        if slow:  # tried as the rows were (audit 27: the rows' failed try went over them and not their copies)
+            raise _SlowPath
     except _SlowPath:
         slow = True
         X, label_text, filled = _slow(schema, body, columns, label_col, n_cols, table, start)
