@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent import futures
 
 import grpc
@@ -53,6 +53,7 @@ class CoordinatorServer:
         handlers: Sequence[grpc.GenericRpcHandler] = (),
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         models: ModelStore | None = None,
+        revoked: Callable[[str], bool] = lambda _: False,
     ):
         self.dispatcher = Dispatcher(node_timeout=node_timeout)
         self.models = ModelStore() if models is None else models
@@ -73,6 +74,7 @@ class CoordinatorServer:
                 schema=schema,
                 sessions=self.sessions,
                 max_message_bytes=max_message_bytes,
+                revoked=revoked,
             ),
             self._server,
         )

@@ -155,6 +155,7 @@ class CoordinatorService:
             schema=self.schema,
             handlers=[JobApi(self, require_role=tls is not None).handler()],
             models=ModelStore(load=self._finished_model, keep=KEEP_MODELS),
+            revoked=self.revoked.revoked,
         )
         self._wake = threading.Condition()
         self._stopping = False
@@ -410,6 +411,9 @@ class CoordinatorService:
                     continue
                 self.current = claimed.job_id
                 self.server.dispatcher.clear_cancel()  # under the lock cancel() takes: no cancel is lost
+                # nothing asked for it yet: a stop before it is announced is not taken for one after its owners
+                # were asked (audit 27: the log said so by the job before's `asked`)
+                self.server.dispatcher.begin_job(None)
             try:
                 self._run(claimed)
             except Exception:  # noqa: BLE001 - one job's bug must not stop the queue
@@ -422,6 +426,17 @@ class CoordinatorService:
                     self._cancels.pop(claimed.job_id, None)
                     # a finished job's progress is its report's (as after a restart): nothing kept per job
                     self._progress.pop(claimed.job_id, None)
+
+    def _stop_if_revoked(self, record: JobRecord) -> None:
+        """Cancel the running job ``record`` if the operator revoked its data user since it started: checked after
+        each of its batches, so no owner is asked for more of it (audit 27, A27-3: it ran to its end, its owners
+        paying for a model the revoked user would then be refused)."""
+        if not self.revoked.revoked(record.data_user):
+            return
+        with self._wake:
+            if record.job_id not in self._cancels:
+                self._cancels[record.job_id] = f"the operator: {revoked_message(record.data_user)}"
+                self.server.dispatcher.cancel_job()
 
     def _stopped(self, job_id: str) -> str | None:
         if job_id in self._cancels:
@@ -448,6 +463,7 @@ class CoordinatorService:
 
         def on_batch(round_id: str, answered: int, asked: int) -> None:
             self._progress[record.job_id].update(round=round_id, answered=answered, asked=asked)
+            self._stop_if_revoked(record)
 
         def on_progress(done: int, planned: int) -> None:
             """The strategy's steps so far: shown while the job runs, and kept in its report for after."""

@@ -40,6 +40,7 @@ from privfed.server.contracts import Rejection
 from privfed.server.dispatcher import Dispatcher
 from privfed.server.joblog import outside_jobs
 from privfed.server.models import ModelStore, has_probabilities, model_linear_stage
+from privfed.server.revocation import revoked_message
 from privfed.server.sessions import Sessions
 
 log = logging.getLogger("privfed.coordinator")
@@ -115,8 +116,10 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         schema: FederationSchema | None = None,
         sessions: Sessions | None = None,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
+        revoked: Callable[[str], bool] = lambda _: False,
     ):
         self._dispatcher = dispatcher
+        self._revoked = revoked  # privfed serve --revoked-data-users: refused models and predictions too
         self._max_task_bytes = response_task_bytes(max_message_bytes)
         self._models = models
         self._require_identity = require_identity
@@ -273,7 +276,11 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         """The caller's name if it holds a data-user certificate (it then uses its own jobs' models
         only), else None (an owner node, or no TLS)."""
         if self._require_identity and peer_role(context) == DATA_USER:
-            return peer_identity(context) or ""
+            name = peer_identity(context) or ""
+            if self._revoked(name):  # before any model is read (audit 27, A27-3: the job API alone refused them)
+                log.warning("model call refused for %r (%s): revoked", name, context.peer())
+                context.abort(grpc.StatusCode.PERMISSION_DENIED, revoked_message(name))
+            return name
         return None
 
     def Predict(self, request: pb.PredictRequest, context: grpc.ServicerContext) -> pb.PredictResponse:

@@ -7,11 +7,10 @@
   from before the change, so a name just revoked was let through. Two quick changes could also leave the older
   names in place until the file changed again. Made deterministic here: the read is held open while a second
   caller asks.
-- Predict and GetModel (``server/servicer.py``, not the job API) do not ask about revocation. A revoked data
-  user keeps using the models of their jobs: the model's linear stage, bounds, classes and schema, and
+- Predict and GetModel (``server/servicer.py``, not the job API) did not ask about revocation. A revoked data
+  user kept using the models of their jobs: the model's linear stage, bounds, classes and schema, and
   predictions. Owners lose no privacy by it (a model is a release they paid for, and a prediction is its
-  post-processing), but the revocation does not do what the operator asked. ``xfail(strict=True)``: the fix
-  belongs to ``servicer.py``, outside this audit's files (NOTES.md, A27-3), and the test flips when it is made.
+  post-processing), but the revocation did not do what the operator asked. Both are refused now.
 """
 
 from __future__ import annotations
@@ -110,7 +109,6 @@ def service(tmp_path):
     svc.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="A27-3: Predict and GetModel do not ask about revocation (servicer.py)")
 def test_a_revoked_data_user_gets_no_model_and_no_prediction(service):
     from test_data_user_isolation import _channel, _job_api
 

@@ -407,6 +407,27 @@ def test_a_revoked_data_user_is_refused_at_once_and_let_back_when_the_operator_s
     assert "job API List refused for 'bob'" in fleet.service_log() and "revoked" in fleet.service_log()
 
 
+def test_a_running_job_of_a_data_user_revoked_meanwhile_is_cancelled_after_its_batch(fleet):
+    """Audit 27, A27-3: a job whose data user the operator revoked while it ran went on to its end, its owners
+    paying for every round of a model its data user would be refused. It is cancelled after the batch it is in."""
+    owners = len(NODES) * OWNERS_PER_NODE
+    job_id = fleet.submit(task="bdt", epsilon=2.0, owners=owners, base="ncc", rounds=10, min_owners=1)
+    deadline = time.monotonic() + 60
+    while (shown := fleet.jobs()[job_id])["done"] < 1:
+        assert time.monotonic() < deadline and shown["state"] in ("queued", "running"), shown
+        time.sleep(0.05)
+    try:
+        fleet.revoked.write_text("alice\n")
+        job = fleet.wait(job_id, ("done", "failed", "cancelled"))
+    finally:
+        fleet.revoked.write_text("")
+    assert job["state"] == "cancelled" and "'alice' is revoked" in job["error"], job
+    report = fleet.report(job_id)
+    assert report["status"] == "cancelled" and len(report.get("rounds") or []) < 10, report
+    for node in NODES:  # its daemons hear it ended without its result
+        _wait_for_line(fleet, node, f"job {job_id} ended without its result at the coordinator")
+
+
 def test_a_job_file_error_names_the_job_file_keys_not_flags(fleet, tmp_path):
     """A data user wrote a job file, not a command line: what ``privfed submit`` refuses, checked on the user's side
     or by the service, names the file's keys (a walkthrough was told to fix ``--labels rr``, ``--rounds``)."""
