@@ -70,6 +70,7 @@ from privfed.common.errors import PrivfedError
 from privfed.common.identity import owner_id
 from privfed.common.learners.logistic import LinearModel
 from privfed.owner.data import federation_split
+from privfed.server.nodes import IDENTITY_LIVENESS
 from privfed.server.strategies import make_strategy
 
 pytestmark = [
@@ -397,3 +398,47 @@ def test_fault_predict(tmp_path, fault, request):
     else:
         assert one_line_error(err), err
         assert written in ("", "label\n"), "a failed query left a partial labels file"
+
+
+def test_a_node_restarted_mid_ring_is_dropped_from_its_ring_at_once(tmp_path):
+    """Walkthrough 7, W7-3: the victim is SIGKILLed when its ring envelopes reach the coordinator and started again
+    with the same flags and ledger. Its new process takes the node over (after ``IDENTITY_LIVENESS`` s of quiet)
+    long before the node timeout (15 s, the default), so the node never looks silent; but its members that had not
+    passed the sum on cannot (their peers seal to the old process's keys). The ring waiting on them is re-formed at
+    once instead of sitting out its attempt's 30 s, the job finishes, and the ledgers hold every release that
+    reached the coordinator, none twice."""
+    job = JOBS["bdt"]
+    train, test = federation_split("synthetic", **SPLIT)
+    half = job.n_owners // 2
+    common = dict(n_owners=half, shards=f"0:{half}", budget=job.budget)
+    victim: list[subprocess.Popen] = []
+    restarted = threading.Event()
+
+    def restart() -> None:
+        kill9(victim[0])
+
+        def again() -> None:
+            time.sleep(IDENTITY_LIVENESS + 0.5)  # the takeover waits for the old process's quiet
+            victim.append(fed.spawn(VICTIM, dataset=node_data(tmp_path, 1, train, test.bounds), **common))
+            restarted.set()
+
+        threading.Thread(target=again, daemon=True).start()
+
+    interceptor = FaultInterceptor(STEPS["ring-hop"][1], VICTIM, restart)
+    fed = Federation(tmp_path, node_timeout=15.0, n_nodes=2, interceptors=(interceptor,))
+    deadlines = Deadlines(fed.server.dispatcher, time.monotonic)
+    try:
+        fed.spawn(HEALTHY, dataset=node_data(tmp_path, 0, train, test.bounds), **common)
+        victim.append(fed.spawn(VICTIM, dataset=node_data(tmp_path, 1, train, test.bounds), **common))
+        thread, box = run_guarded(fed, job.strategy(test.bounds), job.n_owners)
+        thread.join(WALL_LIMIT)
+        assert not thread.is_alive(), "the job did not end"
+    finally:
+        fed.close()
+    assert interceptor.fired.is_set() and restarted.is_set() and interceptor.fault_error is None
+    assert "outcome" in box, box.get("error")
+    assert not deadlines.expired, f"batches that sat out their timeout (round, seconds): {deadlines.expired}"
+    owners = {n: [owner_id(n, i) for i in range(half)] for n in (HEALTHY, VICTIM)}
+    paths = {n: tmp_path / f"{n}.sqlite" for n in (HEALTHY, VICTIM)}
+    checked = audit(interceptor.since(0), ledger_entries(paths, owners, job.budget, job.delta))
+    assert not checked.missing and not checked.twice, checked
