@@ -28,6 +28,7 @@ import secrets
 import shutil
 import stat
 import threading
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -53,6 +54,10 @@ def no_job(job_id: str) -> ConfigError:
 #: The start of a deleted job's folder name while it is removed (:meth:`JobStore.delete`): no job id starts so, so no
 #: listing sees it, and a store opened after a stop midway removes the rest.
 DELETING = ".deleting-"
+
+#: The owner nodes registered when the service last started a job or stopped (:meth:`JobStore.remember_nodes`); no job
+#: id starts with a dot.
+NODES_FILE = ".nodes.json"
 
 #: Every state a job can be in; the last three are final.
 STATES = ("queued", "running", "done", "failed", "cancelled")
@@ -192,6 +197,21 @@ class JobStore:
         except FileNotFoundError:
             raise no_job(job_id) from None
         return JobRecord(**doc)
+
+    def remember_nodes(self, node_ids: Iterable[str]) -> None:
+        """Record the owner nodes registered now (``NODES_FILE``): the next start waits for them to come back
+        before its first job (:meth:`known_nodes`). Node ids only: nothing of any owner's."""
+        tmp = self.root / f".{NODES_FILE}.{secrets.token_hex(4)}"
+        tmp.write_text(json.dumps(sorted(set(node_ids))), encoding="utf-8")
+        os.replace(tmp, self.root / NODES_FILE)
+
+    def known_nodes(self) -> set[str]:
+        """The owner nodes :meth:`remember_nodes` recorded last (none if it never did, or the file is unreadable)."""
+        try:
+            ids = json.loads((self.root / NODES_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return set()
+        return {i for i in ids if isinstance(i, str)} if isinstance(ids, list) else set()
 
     def all(self) -> list[JobRecord]:
         """Every job, in submission order."""

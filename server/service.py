@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
@@ -247,6 +248,7 @@ class CoordinatorService:
         with self._wake:
             self._stopping = True
             self._wake.notify_all()
+        self._remember_nodes()
         self.server.dispatcher.cancel_job()
         if self._runner.is_alive():
             self._runner.join()
@@ -394,7 +396,43 @@ class CoordinatorService:
         }
 
     # ------------------------------------------------------------------ the queue
+    def _remember_nodes(self) -> None:
+        """Record the nodes registered now, for the next start's :meth:`_await_known_nodes`."""
+        states = self.server.dispatcher.node_states()
+        try:
+            self.store.remember_nodes(n for n, state in states.items() if state != "left")
+        except OSError as exc:
+            log.warning("could not record the registered nodes in the store: %s", exc)
+
+    def _await_known_nodes(self) -> None:
+        """Before the first job after a start, wait up to the node timeout for the nodes registered at the last stop
+        (or the last job's start) to register again (walkthrough 8, W8-13: a queued job started 25 ms after the
+        service, on the first node back, which declined its data user, 2 s before the node that serves them). A
+        job runs on every owner registered when it starts, so it would have run on another federation than the one
+        it was queued for. A node that does not come back within the timeout is not waited for."""
+        known = self.store.known_nodes()
+        deadline = time.monotonic() + self.config.node_timeout
+        logged = False
+        while known and not self._stopping:
+            back = known & set(self.server.dispatcher.nodes())
+            if back == known or time.monotonic() >= deadline:
+                if logged:
+                    log.info("%d of the %d node(s) of the last run are back; the queue goes on", len(back), len(known))
+                return
+            if not logged and self.store.next_queued() is not None:
+                log.info(
+                    "waiting up to %.0f s for the %d node(s) of the last run to register again before the first job "
+                    "(%d back)",
+                    self.config.node_timeout,
+                    len(known),
+                    len(back),
+                )
+                logged = True
+            with self._wake:
+                self._wake.wait(0.2)
+
     def _loop(self) -> None:
+        self._await_known_nodes()
         while True:
             with self._wake:
                 if self._stopping:
@@ -410,6 +448,7 @@ class CoordinatorService:
                 if claimed is None:
                     continue
                 self.current = claimed.job_id
+                self._remember_nodes()
                 self.server.dispatcher.clear_cancel()  # under the lock cancel() takes: no cancel is lost
                 # nothing asked for it yet: a stop before it is announced is not taken for one after its owners
                 # were asked (audit 27: the log said so by the job before's `asked`)

@@ -290,10 +290,7 @@ def test_a_job_without_a_journal_stopped_mid_batch_is_not_asked_again_after_the_
     so the restarted service fails the job with the reason instead of running it again (which would ask them
     twice: a walkthrough's FedDPDR owners paid for DP-PCA twice before the job failed)."""
     owners = len(NODES) * OWNERS_PER_NODE
-    deadline = time.monotonic() + 60
-    while not all(f"node {n} registered" in fleet.service_log().rsplit("serving on port", 1)[-1] for n in NODES):
-        assert time.monotonic() < deadline, fleet.service_log()[-3000:]  # the daemons came back after a restart
-        time.sleep(0.1)
+    _wait_for_all_nodes(fleet)
     stalled = fleet.procs[2]
     # it takes part in the job's accept round, then stops: its owners never answer the first batch, which waits
     fleet.stall(NODES[2])
@@ -426,6 +423,37 @@ def test_a_running_job_of_a_data_user_revoked_meanwhile_is_cancelled_after_its_b
     assert report["status"] == "cancelled" and len(report.get("rounds") or []) < 10, report
     for node in NODES:  # its daemons hear it ended without its result
         _wait_for_line(fleet, node, f"job {job_id} ended without its result at the coordinator")
+
+
+def test_after_a_restart_the_first_job_waits_for_the_nodes_of_the_last_run(fleet):
+    """Walkthrough 8, W8-13: a job queued across a restart started 25 ms after the service, on whichever node dialled
+    back first (one that declined its data user), 2 s before the node that serves them; a job runs on every owner
+    registered when it starts, so it ran on another federation than the one it was queued for. The service now
+    waits (up to its node timeout) for the nodes it had before the first job."""
+    owners = len(NODES) * OWNERS_PER_NODE
+    _wait_for_all_nodes(fleet)
+    late = fleet.procs[2]
+    late.send_signal(signal.SIGSTOP)  # this node will be slow to come back
+    try:
+        fleet.stop_service()
+        fleet.start_service()
+        job_id = fleet.submit(task="ncc", epsilon=0.5, owners=OWNERS_PER_NODE)  # one node's owners would do
+        time.sleep(3.0)  # the other two nodes are back by now
+        assert fleet.jobs()[job_id]["state"] == "queued", fleet.service_log()[-2000:]
+    finally:
+        late.send_signal(signal.SIGCONT)
+    job = fleet.wait(job_id)
+    assert job["state"] == "done", job
+    assert fleet.report(job_id)["answered"] == owners  # over the whole federation it was queued for
+    restarted = fleet.service_log().rsplit("serving on port", 1)[-1]
+    assert f"waiting up to 15 s for the {len(NODES)} node(s) of the last run to register again" in restarted
+
+
+def _wait_for_all_nodes(fleet) -> None:
+    deadline = time.monotonic() + 60
+    while not all(f"node {n} registered" in fleet.service_log().rsplit("serving on port", 1)[-1] for n in NODES):
+        assert time.monotonic() < deadline, fleet.service_log()[-3000:]  # the daemons came back after a restart
+        time.sleep(0.1)
 
 
 def test_a_job_file_error_names_the_job_file_keys_not_flags(fleet, tmp_path):
