@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from privfed.common.errors import PrivfedError
-from privfed.deploy.argtypes import address, listen_address, positive_int
+from privfed.deploy.argtypes import address, listen_address, positive_float, positive_int
 from privfed.deploy.signals import wait_for
 from privfed.deploy.tlsflags import add_tls
 from privfed.deploy.tlsflags import tls_files as _tls
@@ -57,11 +57,19 @@ def add_serve(sub: argparse._SubParsersAction, *, add_data: DataFlags) -> None:
     )
     p.add_argument("--node-timeout", type=float, default=15.0, help="seconds a silent node keeps its place in a round")
     p.add_argument(
+        "--max-job-wait",
+        type=positive_float,
+        metavar="SECONDS",
+        help="the longest register_timeout or round_timeout a job may ask (default: 3600): the queue waits for a "
+        "running job, so a longer one would hold every other data user's jobs",
+    )
+    p.add_argument(
         "--revoked-data-users",
         type=Path,
         metavar="FILE",
         help="data-user certificate names to refuse, one per line (# comments), read again when it changes: their "
-        "job API calls are refused and their queued jobs fail before any owner is asked",
+        "job API calls, models and predictions are refused, their queued jobs fail before any owner is asked and a "
+        "running one is cancelled",
     )
     source = p.add_mutually_exclusive_group()
     source.add_argument("--schema", type=Path, help="federation schema of owners' own data (default: --dataset's)")
@@ -141,6 +149,7 @@ def _serve(args: argparse.Namespace) -> int:
         seed=args.seed,
         schema=args.schema,
         node_timeout=args.node_timeout,
+        **({} if args.max_job_wait is None else {"max_job_wait": args.max_job_wait}),
         revoked_data_users=args.revoked_data_users,
     )
     from privfed.deploy.child import reference_in_child

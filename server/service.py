@@ -48,6 +48,10 @@ log = logging.getLogger("privfed.coordinator")
 
 #: Jobs the status page shows, the last submitted.
 STATUS_JOBS = 100
+#: Seconds between two checks that a running job's data user is not revoked (:meth:`CoordinatorService._watch_revocation`).
+REVOCATION_CHECK = 1.0
+#: The longest ``register_timeout`` or ``round_timeout`` a job of ``privfed serve`` may ask by default, in seconds.
+MAX_JOB_WAIT = 3600.0
 #: Finished jobs' models held in memory to serve (more are read back from the store when asked for).
 KEEP_MODELS = 16
 
@@ -116,6 +120,7 @@ class ServiceConfig:
     seed: int = 0
     schema: Path | None = None
     node_timeout: float = 15.0
+    max_job_wait: float = MAX_JOB_WAIT  # the longest register_timeout or round_timeout a job may ask
     revoked_data_users: Path | None = None  # privfed.server.revocation
 
     def job_fields(self) -> dict[str, Any]:
@@ -182,7 +187,17 @@ class CoordinatorService:
             return None
 
     def _job_config(self, settings: Mapping[str, Any]) -> JobConfig:
-        return job_config(settings, self.config.job_fields())
+        """A job's configuration on this service; a wait past ``--max-job-wait`` is refused (walkthrough 8, W8-14:
+        one job with ``register_timeout = 1e12`` held every other data user's queue for good)."""
+        config = job_config(settings, self.config.job_fields())
+        for key in ("register_timeout", "round_timeout"):
+            if getattr(config, key) > self.config.max_job_wait:
+                raise ConfigError(
+                    f"{key} {getattr(config, key):g} s is longer than this service lets a job wait "
+                    f"({self.config.max_job_wait:g} s, privfed serve --max-job-wait): the jobs queued behind it would "
+                    "wait too"
+                )
+        return config
 
     def _delta(self, settings: Mapping[str, Any]) -> float | None:
         """A job's δ per owner: its setting, or its task's default (FedDPDR's is not 0); None if it does not parse."""
@@ -466,16 +481,18 @@ class CoordinatorService:
                     # a finished job's progress is its report's (as after a restart): nothing kept per job
                     self._progress.pop(claimed.job_id, None)
 
-    def _stop_if_revoked(self, record: JobRecord) -> None:
-        """Cancel the running job ``record`` if the operator revoked its data user since it started: checked after
-        each of its batches, so no owner is asked for more of it (audit 27, A27-3: it ran to its end, its owners
-        paying for a model the revoked user would then be refused)."""
-        if not self.revoked.revoked(record.data_user):
-            return
-        with self._wake:
-            if record.job_id not in self._cancels:
-                self._cancels[record.job_id] = f"the operator: {revoked_message(record.data_user)}"
-                self.server.dispatcher.cancel_job()
+    def _watch_revocation(self, record: JobRecord, over: threading.Event) -> None:
+        """Until ``over``, cancel the running job ``record`` once the operator revokes its data user, as a cancel by
+        the data user would, within :data:`REVOCATION_CHECK` s: whether it waits for its owners or is in a batch,
+        no owner is asked for more of it (audit 27, A27-3, and walkthrough 8, W8-14: it ran to its end, or waited
+        for owners for its whole register timeout, its owners paying for a model the revoked user is refused)."""
+        while not over.wait(REVOCATION_CHECK):
+            if self.revoked.revoked(record.data_user):
+                with self._wake:
+                    if record.job_id not in self._cancels:
+                        self._cancels[record.job_id] = f"the operator: {revoked_message(record.data_user)}"
+                        self.server.dispatcher.cancel_job()
+                return
 
     def _stopped(self, job_id: str) -> str | None:
         if job_id in self._cancels:
@@ -502,13 +519,15 @@ class CoordinatorService:
 
         def on_batch(round_id: str, answered: int, asked: int) -> None:
             self._progress[record.job_id].update(round=round_id, answered=answered, asked=asked)
-            self._stop_if_revoked(record)
 
         def on_progress(done: int, planned: int) -> None:
             """The strategy's steps so far: shown while the job runs, and kept in its report for after."""
             self._progress[record.job_id].update(done=done, planned=planned)
             report.update(progress={"done": done, "planned": planned})
 
+        over = threading.Event()
+        watcher = threading.Thread(target=self._watch_revocation, args=(record, over), name="privfed-revocation")
+        watcher.start()
         try:
             if self.revoked.revoked(record.data_user):  # queued before the name was revoked: nobody is asked
                 raise ConfigError(revoked_message(record.data_user))
@@ -581,5 +600,7 @@ class CoordinatorService:
             self.server.dispatcher.end_job(record.job_id, failed=True)
             log.warning("job %s failed: %s", record.job_id, error)
         finally:
+            over.set()
+            watcher.join()
             root.removeHandler(handler)
             handler.close()

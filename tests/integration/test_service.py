@@ -20,7 +20,7 @@ from collections import Counter
 import numpy as np
 import pytest
 from fedharness import DATASET, owner_cmd
-from servicefleet import NODES, OWNERS_PER_NODE, ServiceFleet
+from servicefleet import NODES, OWNERS_PER_NODE, ServiceFleet, toml
 
 from privfed.common.ledger import read_accounts
 from privfed.deploy.certs import make_certs
@@ -404,25 +404,53 @@ def test_a_revoked_data_user_is_refused_at_once_and_let_back_when_the_operator_s
     assert "job API List refused for 'bob'" in fleet.service_log() and "revoked" in fleet.service_log()
 
 
-def test_a_running_job_of_a_data_user_revoked_meanwhile_is_cancelled_after_its_batch(fleet):
+def test_a_running_job_of_a_data_user_revoked_meanwhile_is_cancelled(fleet):
     """Audit 27, A27-3: a job whose data user the operator revoked while it ran went on to its end, its owners
-    paying for every round of a model its data user would be refused. It is cancelled after the batch it is in."""
+    paying for every round of a model its data user would be refused. It is cancelled within a second, here while
+    its first batch waits for a node that stopped."""
     owners = len(NODES) * OWNERS_PER_NODE
-    job_id = fleet.submit(task="bdt", epsilon=2.0, owners=owners, base="ncc", rounds=10, min_owners=1)
-    deadline = time.monotonic() + 60
-    while (shown := fleet.jobs()[job_id])["done"] < 1:
-        assert time.monotonic() < deadline and shown["state"] in ("queued", "running"), shown
-        time.sleep(0.05)
+    _wait_for_all_nodes(fleet)
+    fleet.stall(NODES[2])  # it takes part in the accept round, then stops before its first release
+    try:
+        job_id = fleet.submit(task="ncc", epsilon=2.0, owners=owners)
+        deadline = time.monotonic() + 60
+        while not fleet.releases(NODES[0], job_id):
+            assert time.monotonic() < deadline, (fleet.jobs()[job_id]["error"], fleet.service_log()[-3000:])
+            time.sleep(0.05)
+        fleet.revoked.write_text("alice\n")
+        job = fleet.wait(job_id, ("done", "failed", "cancelled"), timeout=10)  # not the node timeout's 15 s
+    finally:
+        fleet.revoked.write_text("")
+        fleet.procs[2].send_signal(signal.SIGCONT)
+    assert job["state"] == "cancelled" and "'alice' is revoked" in job["error"], job
+    assert fleet.report(job_id)["status"] == "cancelled"
+    for node in NODES:  # its daemons hear it ended without its result
+        _wait_for_line(fleet, node, f"job {job_id} ended without its result at the coordinator")
+
+
+def test_a_job_waits_no_longer_than_the_service_lets_it_and_a_revoked_users_waiting_job_is_cancelled(fleet):
+    """Walkthrough 8, W8-14: a job with register_timeout = 1e12 was accepted and held the queue, every other data
+    user's jobs behind it, for as long as it liked, and revoking its data user did not stop it while it waited for
+    owners. A job may ask at most --max-job-wait (3600 s by default), and a revoked data user's job is cancelled
+    within a second, waiting or not, with nothing debited."""
+    owners = len(NODES) * OWNERS_PER_NODE
+    path = fleet.tmp / "long-wait.toml"
+    path.write_text(toml(dict(task="ncc", epsilon=0.5, owners=owners, register_timeout=1e12)))
+    refused = fleet.cli("submit", str(path))
+    assert refused.returncode == 2, refused.stdout
+    assert "register_timeout 1e+12 s is longer than this service lets a job wait (3600 s" in refused.stderr
+    job_id = fleet.submit(task="ncc", epsilon=0.5, owners=owners + 50, register_timeout=3000)  # more than exist
+    deadline = time.monotonic() + 30
+    while "waiting for owners" not in (fleet.jobs()[job_id].get("note") or ""):
+        assert time.monotonic() < deadline, fleet.jobs()[job_id]
+        time.sleep(0.1)
     try:
         fleet.revoked.write_text("alice\n")
-        job = fleet.wait(job_id, ("done", "failed", "cancelled"))
+        job = fleet.wait(job_id, timeout=20)
     finally:
         fleet.revoked.write_text("")
     assert job["state"] == "cancelled" and "'alice' is revoked" in job["error"], job
-    report = fleet.report(job_id)
-    assert report["status"] == "cancelled" and len(report.get("rounds") or []) < 10, report
-    for node in NODES:  # its daemons hear it ended without its result
-        _wait_for_line(fleet, node, f"job {job_id} ended without its result at the coordinator")
+    assert all(fleet.releases(node, job_id) == [] for node in NODES)
 
 
 def test_after_a_restart_the_first_job_waits_for_the_nodes_of_the_last_run(fleet):
