@@ -365,6 +365,8 @@ class FederatedJob:
     #: The id the owners see a job without one under (empty: the run directory's name): a journaled ``privfed
     #: coordinator`` run's, the same when it resumes (``privfed.server.main.journal_job_id``).
     announced_id: str = ""
+    #: What the job's settings leave to a default that matters, one "warning: ..." line each (its report's too).
+    settings_warnings: tuple[str, ...] = ()
 
     @property
     def model_id(self) -> str:
@@ -486,7 +488,9 @@ def run_federated_job(
                 int(test.y.shape[0]),
                 rows_help=not job.config.one_report_per_owner,
             )
-        warnings = [w for w in (warning, fewer_owners_warning(job.config.owners, outcome.answered)) if w]
+        warnings = [
+            w for w in (*job.settings_warnings, warning, fewer_owners_warning(job.config.owners, outcome.answered)) if w
+        ]
         ref = {"reference_accuracy": None, "reference_learner": None} if reference is None else dict(reference())
         report.write(
             status="ok",

@@ -16,6 +16,7 @@ from typing import Any
 from privfed.common.dataset_files import read_schema, read_table
 from privfed.common.datasets import Dataset, federation_split
 from privfed.common.errors import ConfigError, JobAborted
+from privfed.common.feddpdr.choices import default_k
 from privfed.common.learners.ldp_gd import MIN_GROUP
 from privfed.common.schema import FederationSchema
 from privfed.proto.transport import PULL_WAIT, TlsFiles
@@ -24,7 +25,7 @@ from privfed.server.config import JobConfig
 from privfed.server.contracts import PublicLimits
 from privfed.server.job import FederatedJob, FinishedJob, run_federated_job
 from privfed.server.models import load_model
-from privfed.server.parameters import LrParams
+from privfed.server.parameters import FeddpdrParams, LrParams
 from privfed.server.registration import Expected, certificate_nodes
 from privfed.server.report import JobReport, baselines, host_info, version_info
 from privfed.server.strategies import make_strategy
@@ -75,6 +76,15 @@ def coordinator_strategy(
             f"with {config.owners or 'fewer'} owner(s) its one step is mostly noise: for a few owners with many rows "
             "each use --solver local"
         )
+    feddpdr = config.params if isinstance(config.params, FeddpdrParams) else None
+    if feddpdr is not None and feddpdr.basis == "dp-pca" and math.isfinite(config.epsilon):
+        k = feddpdr.k or default_k(feddpdr.basis, schema.bounds.d)
+        if k >= schema.bounds.d:  # walkthrough 8, W8-7: 0.64 against 0.72 with identity at eps 1, 10 repeats
+            warn(
+                f"feddpdr: k = {k} keeps every one of the rows' {schema.bounds.d} encoded columns, so DP-PCA reduces "
+                "nothing and takes half of epsilon (and delta) from the classifier; --basis identity gives the "
+                "classifier all of it, or give a smaller --k"
+            )
     return make_strategy(config, n_classes=schema.n_classes, bounds=schema.bounds), schema, test
 
 
@@ -103,7 +113,13 @@ def coordinator_job(config: JobConfig, tls: TlsFiles | None, warn: Warn = log.wa
     set's partition), with the contracts' row bound and the quorum from ``config``; checked to be
     feasible with those owners (:class:`ConfigError` before anything listens). ``warn``: as
     :func:`coordinator_strategy`'s."""
-    strategy, schema, test = coordinator_strategy(config, warn)
+    said: list[str] = []
+
+    def keep(text: str) -> None:  # in the report's warnings too (walkthrough 8, W8-10: in the logs only)
+        said.append(f"warning: {text}")
+        warn(text)
+
+    strategy, schema, test = coordinator_strategy(config, keep)
     job = FederatedJob(
         config=config,
         strategy=strategy,
@@ -116,6 +132,7 @@ def coordinator_job(config: JobConfig, tls: TlsFiles | None, warn: Warn = log.wa
         ),
         limits=PublicLimits(max_rows=config.owner_rows_bound),
         quorum=config.quorum,
+        settings_warnings=tuple(said),
     )
     job.check_feasible()
     return job

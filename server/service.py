@@ -545,10 +545,14 @@ class CoordinatorService:
                 version=version_info(),
                 host=host_info(),
             )
-            job = replace(
-                coordinator_job(config, self.tls, warn=lambda text: log.warning("%s", in_job_file_terms(text))),
+            job = coordinator_job(
+                config, self.tls, warn=lambda text: log.warning("job %s: %s", record.job_id, in_job_file_terms(text))
+            )
+            job = replace(  # its report's warnings in the job file's terms too (walkthrough 8, W8-10)
+                job,
                 job_id=record.job_id,
                 data_user=record.data_user,
+                settings_warnings=tuple(in_job_file_terms(w) for w in job.settings_warnings),
             )
             report.update(config=config.to_report(d=job.schema.d), schema_sha256=job.schema.digest())
             log.info(
@@ -571,7 +575,7 @@ class CoordinatorService:
             self.store.update(record.job_id, state="done", finished=now(), accuracy=done.accuracy)
             self.server.dispatcher.end_job(record.job_id, failed=False)  # its nodes are told (walkthrough 7, W7-11)
             log.info("job %s done: accuracy %s", record.job_id, done.accuracy)
-            for warning in done.warnings:  # in the job's log too, not only its report (walkthrough 6, W6-2)
+            for warning in set(done.warnings) - set(job.settings_warnings):  # its log has those (W6-2)
                 log.warning("job %s: %s", record.job_id, in_job_file_terms(warning.removeprefix("warning: ")))
         except JobAborted:
             who = self._cancels.get(record.job_id)

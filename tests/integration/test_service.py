@@ -42,7 +42,7 @@ def test_three_jobs_in_turn_then_one_declined_by_an_owner_policy_with_nothing_de
     jobs = {
         "ncc": dict(task="ncc", epsilon=2.0, owners=owners),
         "bdt": dict(task="bdt", epsilon=2.0, owners=owners, base="ncc", rounds=3, min_owners=1),
-        "feddpdr": dict(task="feddpdr", epsilon=2.0, owners=owners, k=2),
+        "feddpdr": dict(task="feddpdr", epsilon=2.0, owners=owners),  # k = d: DP-PCA keeps every column
     }
     for task, settings in jobs.items():
         job_id = fleet.submit(**settings)
@@ -57,6 +57,11 @@ def test_three_jobs_in_turn_then_one_declined_by_an_owner_policy_with_nothing_de
             spent = fleet.releases(node, job_id)
             assert spent and sum(r["epsilon"] for r in spent) <= OWNERS_PER_NODE * settings["epsilon"] + 1e-9
         assert fleet.jobs()[job_id]["delta"] == (1e-5 if task == "feddpdr" else 0.0)  # its task's default (W7-7)
+        # what its settings left to a default that matters: in its report too, in job file terms (W8-10)
+        said = [w for w in report["warnings"] if "DP-PCA reduces nothing" in w]  # feddpdr at k = d (W8-7)
+        assert len(said) == (task == "feddpdr") and "--basis identity" not in str(said), report["warnings"]
+        if said:  # and its log line names the job (W8-10: "bdt: neither ..." named none)
+            assert any(f"WARNING job {job_id}: feddpdr: k = " in line for line in _log_lines(fleet, "reduces nothing"))
         for node in NODES:  # each daemon is told its job is done (walkthrough 7, W7-11: it never heard)
             _wait_for_line(fleet, node, f"job {job_id} done at the coordinator; node {node} answered ")
     listed = fleet.jobs()  # `privfed jobs` shows them all, done
@@ -326,6 +331,10 @@ def test_a_job_without_a_journal_stopped_mid_batch_is_not_asked_again_after_the_
     for node in NODES[:2]:
         line = _wait_for_line(fleet, node, f"job {job_id} ended without its result at the coordinator")
         assert f"after node {node} answered {OWNERS_PER_NODE} task(s)" in line and "WARNING" in line, line
+
+
+def _log_lines(fleet, text: str) -> list[str]:
+    return [line for line in fleet.service_log().splitlines() if text in line]
 
 
 def _wait_for_line(fleet, node: str, text: str, timeout: float = 30) -> str:

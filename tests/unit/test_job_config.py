@@ -345,3 +345,20 @@ def test_gradient_descent_with_fewer_owners_than_one_step_needs_is_warned_about(
         )
     assert len(said) == 2 and all("at least 25 owners a step" in s and "use --solver local" in s for s in said)
     assert "with 1 owner(s)" in said[0] and "with 24 owner(s)" in said[1]
+
+
+@pytest.mark.parametrize(
+    ("flags", "warned"),
+    [
+        ((), True),  # synthetic: 20 features, k = min(20, d) = d
+        (("--k", "5"), False),
+        (("--basis", "identity"), False),
+    ],
+)
+def test_feddpdr_warns_when_its_dp_pca_keeps_every_column(flags, warned):
+    """Walkthrough 8, W8-7: with k = d the DP-PCA subspace is every direction, a rotation the classifier does not
+    need, and it took half of epsilon (0.64 against 0.72 with the identity basis at epsilon 1, 10 repeats)."""
+    said: list[str] = []
+    coordinator_strategy(job_config(parsed("--task", "feddpdr", *flags)), said.append)
+    line = "feddpdr: k = 20 keeps every one of the rows' 20 encoded columns, so DP-PCA reduces nothing"
+    assert any(line in w for w in said) == warned, said
