@@ -25,6 +25,9 @@ leaves is bounded (:mod:`privfed.owner.query_cleaning`, "What x̃ reveals").
      labels (Algorithm 1), fitted from the rows' moments ("Timing"). ``Y_c``, ``A_c`` and the raw
      rows never leave this process, but the cleaned rows reveal ``A_c``'s directions, so these
      methods need ``--allow-confidential-map-leak``.
+
+   A stage that reads every column (rank F) is refused in words that say the rows would go out whole, and
+   sent through only after a WARNING (walkthrough 8, W8-6).
 4. ``Predict`` with the cleaned rows in chunks (:mod:`privfed.owner.query_client`); print or write the
    label values, and class probabilities with ``--probabilities``.
 
@@ -87,6 +90,7 @@ from privfed.owner.query_cleaning import (
     clean_queries,
     moment_rows,
     public_centre,
+    reads_every_column,
 )
 from privfed.owner.query_files import (
     check_confidential_labels,
@@ -272,6 +276,13 @@ def _run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
             rank,
             config.max_rank,
         )
+        if rank >= F:  # the --max-rank the refusal named, given: the rows go out whole (walkthrough 8, W8-6)
+            log.warning(
+                "model %r: %s The rows go out as --max-rank %d allows.",
+                config.model_id,
+                "T" + reads_every_column(F)[1:],
+                config.max_rank,
+            )
         schema = (
             model.schema
             if own_schema is None

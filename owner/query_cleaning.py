@@ -45,7 +45,11 @@ bound is on the numerical rank (:func:`numpy.linalg.matrix_rank`'s default toler
 cleaners use the same one, so a direction below it is treated as one the model ignores and is
 removed, never sent). The number of columns is bounded too, by ``--max-rank + 1``: an honest
 stage has one column per direction it reads, plus at most one redundant column (a K-class stage
-whose K score columns sum to zero has rank K − 1).
+whose K score columns sum to zero has rank K − 1). A stage whose rank is the number of columns F reads
+every column, like ``A_d = I``: ``span(A_d)`` is the whole space and the projection is the identity. A
+default FedDPDR job gives every schema of at most 20 encoded columns such a stage (k = F), so the refusal
+says so in words (:func:`reads_every_column`), and a ``--max-rank`` that lets it through sends the rows
+only after a WARNING that says the same (walkthrough 8, W8-6).
 
 Digits
 ------
@@ -146,14 +150,30 @@ def check_linear_stage(model_id: str, kind: str, A_d: np.ndarray, n_features: in
     rank = int(np.linalg.matrix_rank(A_d)) if computed else n_features
     needs = max(rank, columns - 1)  # the least --max-rank that passes both bounds
     if needs > max_rank:  # one message for both bounds, with the number to pass (walkthrough 6, W6-3)
-        raise ConfigError(
+        head = (
             f"model {model_id!r} ({kind[:40]!r}) reads {needs} direction(s) of each row (a linear stage of {columns} "
             f"column(s), {'' if computed else 'at most '}rank {rank}), more than --max-rank {max_rank}; nothing sent. "
-            f"Pass --max-rank {needs} only if "
+        )
+        if rank >= n_features:  # cleaning onto the whole space is the identity (walkthrough 8, W8-6)
+            raise ConfigError(
+                head + f"Pass --max-rank {needs} only if you accept that {reads_every_column(n_features)}"
+            )
+        raise ConfigError(
+            head + f"Pass --max-rank {needs} only if "
             "the model is meant to read that many: a binary lr model reads 1, a K-class lr model K, a feddpdr model "
             "its k"
         )
     return rank
+
+
+def reads_every_column(n_features: int) -> str:
+    """What a stage of rank ``n_features`` means for the rows sent ("Rank"): said by the refusal, and logged as a
+    WARNING when ``--max-rank`` lets such a stage through (walkthrough 8, W8-6: a default FedDPDR model of a schema
+    of at most 20 encoded columns has k = their number)."""
+    return (
+        f"this model reads every one of your rows' {n_features} column(s) (a FedDPDR model with k >= columns does): "
+        "query cleaning hides nothing, and the coordinator would learn each query row whole."
+    )
 
 
 def moment_rows(table: np.ndarray) -> np.ndarray:
