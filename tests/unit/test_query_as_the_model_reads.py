@@ -1,5 +1,6 @@
 """``privfed query`` as the served model will read the rows sent (walkthrough 8): a stage that reads every column
-is named as one (W8-6). The coordinator is a stand-in in this
+is named as one (W8-6), null-space rows are kept inside the model's bounds with what Algorithm 1 chose them for,
+and the e_utility logged is the one after the model's clipping (W8-8). The coordinator is a stand-in in this
 process that answers from a real model, so what it is sent and what it answers are checked together."""
 
 import contextlib
@@ -8,15 +9,19 @@ import logging
 import numpy as np
 import pytest
 
+from privfed.common.bounds import Bounds
 from privfed.common.dataset_files import read_schema
 from privfed.common.errors import ConfigError
 from privfed.common.learners.logistic import LinearModel
 from privfed.owner.query import QueryConfig, run_query
 from privfed.owner.query_cleaning import (
     check_linear_stage,
+    clean_queries,
+    null_space_rows_in_box,
+    public_centre,
 )
 from privfed.owner.query_client import Answers, ModelDescription
-from privfed.owner.query_files import query_rows, read_queries
+from privfed.owner.query_files import query_rows, read_queries, read_training
 from privfed.server.models import model_linear_stage
 
 SCHEMA = """features = ["radius", "texture", "concavity", "scanner"]
@@ -127,3 +132,102 @@ def test_a_max_rank_that_lets_a_full_rank_stage_through_warns_before_the_rows_go
     raw = query_rows(read_queries(tmp_path / "queries.csv", schema), schema, schema.d, pinned=True)
     width = schema.bounds.hi - schema.bounds.lo
     assert np.max(np.abs(served.sent[0] - raw) / width) < 1e-3
+
+
+# ---------------------------------------------------------------------------- W8-8
+@pytest.mark.parametrize("method", ["subspace", "generalized"])
+def test_null_space_cleaning_gives_the_labels_the_model_gives_the_query_rows(
+    tmp_path, rng, monkeypatch, method, caplog
+):
+    """On the README's schema Algorithm 1's rows left the bounds (a one-hot column at 1.49, concavity below 0) and
+    the model's clipping changed half the labels, while the log said e_utility 0."""
+    schema, model = _readme_like_files(tmp_path, rng)
+    served = _Served(model, schema)
+    served.install(monkeypatch)
+    with caplog.at_level(logging.INFO, logger="privfed.query"):
+        assert run_query(_query(tmp_path, method), None) == 0
+    raw = query_rows(read_queries(tmp_path / "queries.csv", schema), schema, schema.d, pinned=True)
+    sent = served.sent[0]
+    bounds = schema.bounds
+    assert np.array_equal(model.predict_index(sent), model.predict_index(raw))
+    assert np.all((sent >= bounds.lo - 1e-9) & (sent <= bounds.hi + 1e-9))  # nothing for the model to clip
+    # what the rows still hide: the confidential guess of the local A_c is the same for every row sent
+    train = read_training(tmp_path / "train.csv", schema)
+    cleaned = clean_queries(
+        raw,
+        model_linear_stage(model)[1],
+        train[:, : schema.d],
+        train[:, schema.d + 1 :],
+        centre=public_centre(bounds),
+        epsilon=0.0,
+        method=method,
+        bounds=bounds,
+        score_bits=16,
+    )
+    assert np.allclose(cleaned.rows, sent, rtol=0, atol=1e-6)  # A_c from the rows, not their moments: to rounding
+    # what the rows hide: the local A_c's guess is the same for every row sent, but for the few rows the box could
+    # not hold with it, which went as the projection's rows and are counted in a WARNING
+    guess = np.abs((cleaned.rows - cleaned.centre) @ cleaned.A_c)[:, 0]
+    revealed = np.count_nonzero(guess > 1e-6 * np.max(np.abs(cleaned.centred @ cleaned.A_c)))
+    assert revealed == cleaned.projected <= len(raw) // 10
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warned == [w for w in warned if w.startswith(f"{cleaned.projected} of {len(raw)} cleaned row(s) left")]
+    assert len(warned) == (cleaned.projected > 0), caplog.text
+
+
+def test_null_space_rows_in_the_box_keep_both_scores_or_fall_back_to_the_projections_row(rng):
+    F = 6
+    A_d, A_c = rng.standard_normal((F, 1)), rng.standard_normal((F, 1))
+    a, b = -np.ones(F), np.ones(F)
+    x_clean = rng.uniform(-1.6, 1.6, (200, F))
+    outside = np.any((x_clean < a) | (x_clean > b), axis=1)
+    rows, projected = null_space_rows_in_box(x_clean, A_d, A_c, a, b)
+    assert np.all((rows >= a - 1e-12) & (rows <= b + 1e-12))
+    assert np.array_equal(rows[~outside], x_clean[~outside])  # rows inside are left alone
+    same_both = np.max(np.abs((rows - x_clean) @ np.hstack([A_d, A_c])), axis=1) <= 1e-8
+    assert np.count_nonzero(outside & same_both) > 0  # most keep e_utility and e_privacy both
+    assert np.count_nonzero(outside & ~same_both) == projected  # the others are counted
+    # the desired score is kept whenever a row of the box has it (|score| below what the box reaches)
+    reach = np.sum(np.abs(A_d))
+    assert np.all(np.abs((rows - x_clean) @ A_d)[np.abs(x_clean @ A_d) < reach] <= 1e-8)
+    # and the others' confidential scores are as near x̃'s as the box allows: nearer than the projection's row's
+    from privfed.common.nullspace.projection import box_row
+
+    for i in np.flatnonzero(outside & ~same_both):
+        projections = box_row(A_d, A_d.T @ x_clean[i], a, b)
+        assert abs((rows[i] - x_clean[i]) @ A_c[:, 0]) <= abs((projections - x_clean[i]) @ A_c[:, 0]) + 1e-9
+    # F = 2 with one score of each: x̃ is the only row with its two scores, so a row outside falls back
+    A2, C2 = np.array([[1.0], [0.3]]), np.array([[0.2], [1.0]])
+    rows2, projected2 = null_space_rows_in_box(np.array([[1.3, 0.0], [0.5, 0.5]]), A2, C2, -np.ones(2), np.ones(2))
+    assert projected2 == 1 and np.allclose(rows2[1], [0.5, 0.5])
+    assert np.all(np.abs(rows2[0]) <= 1) and (rows2[0] @ A2)[0] == pytest.approx(1.3)
+
+
+def test_the_logged_e_utility_is_the_one_after_the_models_clipping(tmp_path, rng, monkeypatch, caplog):
+    """A query row outside the bounds: the row sent keeps its scores, the model reading the row itself would clip
+    it. The log said "mean e_utility 0"; it now gives the change the model sees, and warns of the rows."""
+    schema, model = _readme_like_files(tmp_path, rng, n_query=6)
+    text = (tmp_path / "queries.csv").read_text().splitlines()
+    text[1] = "A,0.0100,12.00,40.00"  # radius 40 against a bound of 28.2: the model reads 28.2
+    (tmp_path / "queries.csv").write_text("\n".join(text) + "\n")
+    _Served(model, schema).install(monkeypatch)
+    with caplog.at_level(logging.INFO, logger="privfed.query"):
+        assert run_query(_query(tmp_path, "projection"), None) == 0
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("cleaned "))
+    e_utility = float(line.split("mean e_utility ")[1].split()[0])
+    A_d = model_linear_stage(model)[1][:, 0]
+    expected = (A_d[0] * (40.0 - 28.2)) ** 2 / 6  # one row of six moved by the clipping of its radius
+    assert e_utility == pytest.approx(expected, rel=1e-3), line
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and warned[0].startswith("1 of 6 row(s) will be read by the model with other scores")
+
+
+def test_feddpdr_scores_are_read_after_its_norm_clip():
+    from privfed.owner.query_cleaning import model_scores
+
+    bounds = Bounds.of(-1.0, 1.0, 2)  # radius sqrt(2)
+    A = np.eye(2)
+    inside, far = np.array([[0.5, -0.5]]), np.array([[3.0, 0.0]])
+    assert np.allclose(model_scores("feddpdr", A, bounds, inside), inside)
+    assert np.allclose(model_scores("feddpdr", A, bounds, far), [[np.sqrt(2.0), 0.0]])
+    assert np.allclose(model_scores("lr", A, bounds, far), [[1.0, 0.0]])
