@@ -362,9 +362,9 @@ def _log_cleaning(
         )
         if cleaned.projected:
             log.warning(
-                "%d of %d cleaned row(s) left the model's bounds, and no row inside them hides the confidential "
-                "label as well: they were sent as the row inside with the same prediction that hides it best (less "
-                "hidden from the local A_c, as the mean e_privacy above counts)",
+                "%d of %d cleaned row(s) left the model's bounds, and no row inside them has the same prediction and "
+                "hides the confidential label as well: they were sent as cleaned, outside the bounds; the model clips "
+                "them, so their labels may differ from the query rows' (the mean e_utility above counts it)",
                 cleaned.projected,
                 n,
             )

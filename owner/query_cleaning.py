@@ -85,8 +85,8 @@ clips row norms to 1. A row (raw or cleaned) outside the bounds can therefore ge
 label than the linear algebra promises. So the cleaners move their rows inside the bounds instead, along
 directions that keep what the cleaning chose: ``projection`` the least-norm row of the box with the same scores
 (:class:`~privfed.common.nullspace.StageProjection`, "Inside a box"), the null-space methods the least-norm row
-with the same desired *and* confidential scores, else one with the desired scores and the nearest confidential
-ones (:func:`null_space_rows_in_box`;
+with the same desired *and* confidential scores where the box has one, else the row as cleaned, outside (what it
+hides comes first; :func:`null_space_rows_in_box`;
 walkthrough 8, W8-8: Algorithm 1's rows left the README schema's box and the model's clipping changed half the
 labels). ``privfed query`` logs the e_utility the model sees, after its own preprocessing of the rows sent and of
 the query rows (:func:`model_scores`), and warns of the rows whose scores it moved. Raw query rows are not
@@ -242,8 +242,8 @@ class CleanedQueries:
     centre : (F,) ``c``, the public centre (midpoint of the model's bounds).
     A_c : (F, m_c) the confidential map fitted locally (never sent), or None for ``projection``.
     centred : (n, F) the raw rows minus ``c`` (never sent).
-    projected : null-space rows that left the model's bounds and that no row inside them stands for with
-        their confidential scores (:func:`null_space_rows_in_box`); 0 for ``projection``.
+    projected : null-space rows sent outside the model's bounds, since no row inside them has both their desired
+        and confidential scores (:func:`null_space_rows_in_box`); 0 for ``projection``.
     """
 
     rows: np.ndarray
@@ -356,9 +356,8 @@ def clean_queries(
 def null_space_rows_in_box(
     x_clean: np.ndarray, A_d: np.ndarray, A_c: np.ndarray, a: np.ndarray, b: np.ndarray
 ) -> tuple[np.ndarray, int]:
-    """Null-space cleaned rows (centred) moved inside the model's box ``a ≤ z ≤ b`` where they leave it, keeping
-    what Algorithm 1 chose them for; returns the rows and how many the box could not hold with their confidential
-    scores.
+    """Null-space cleaned rows (centred) moved inside the model's box ``a ≤ z ≤ b`` where they leave it and a row of
+    the box keeps what Algorithm 1 chose them for; returns the rows and how many stay outside.
 
     The served model clips what it reads to its bounds (LR; FedDPDR clips the scaled row's norm), so a row
     outside them is read as another row: with a one-hot column or a feature at its bound, Algorithm 1's
@@ -367,30 +366,24 @@ def null_space_rows_in_box(
     Theorem 1's ``e_utility = ‖A_dᵀ(x − x̃)‖² = ε`` and ``e_privacy = Σ λᵢᶜαᵢ²aᵢ² = ‖A_cᵀ(x − x̃)‖²``
     (seed 003, the equations after Theorem 1). So a row ``x̃`` outside the box is replaced by the least-norm
     row ``z`` of the box with ``[A_d, A_c]ᵀz = [A_d, A_c]ᵀx̃`` (:func:`~privfed.common.nullspace.projection.box_projection`),
-    which has the same ``e_utility`` and ``e_privacy`` and which the model reads as it is. When the box has
-    no such row (the confidential scores ``x̃`` has are out of the box's reach), Theorem 1's constraint comes
-    first and the paper's objective second, as in Algorithm 1: the row has ``x̃``'s desired scores (or, as the
-    projection's row, the box's nearest: :class:`~privfed.common.nullspace.StageProjection`, "Inside a box"), and
-    among those rows of the box, confidential scores as near ``A_cᵀx̃`` as the box allows (exactly for one
-    confidential label; for more, the nearest on the segment from the projection's row's), so the label is kept
-    and less is hidden from ``A_c`` (the e_privacy logged is that of the rows sent; a WARNING counts the rows).
-    Rows inside the box are left as they are. Each replacement is a function of ``x̃``,
-    ``A_c`` and public values, so the rows sent still depend on a query only through ``A_dᵀx`` ("What x̃
-    reveals"); the box is the coordinator's word, but the raw rows are not clipped to it (audit 18).
+    which has the same ``e_utility`` and ``e_privacy`` and which the model reads as it is. When the box has no
+    such row, ``x̃`` is sent as it is: what it hides from ``A_c`` comes first, and the model's clipping may change
+    its label, which ``privfed query`` counts in a WARNING and in the e_utility it logs (a row of the box with the
+    desired scores would tell the confidential scores nearer the raw row's). Rows inside the box are left as they
+    are. Each replacement is a function of ``A_dᵀx̃``, ``A_cᵀx̃`` and public values, so the rows sent still depend on a
+    query only through ``A_dᵀx`` ("What x̃ reveals"); the box is the coordinator's word, but the raw rows are not
+    clipped to it (audit 18).
     """
-    from privfed.common.nullspace.projection import box_row
-
     rows = np.array(x_clean, dtype=np.float64, copy=True)
     both = np.hstack([A_d, A_c])
-    projected = 0
+    outside = 0
     for i in np.flatnonzero(np.any((rows < a) | (rows > b), axis=1)):
         z = _in_box_with_scores(both, both.T @ rows[i], a, b)
-        if z is None:  # the box has not x̃'s confidential scores: its desired ones, the confidential ones nearest
-            desired = box_row(A_d, A_d.T @ rows[i], a, b)  # the projection's row (or the box's nearest scores)
-            z = _nearest_confidential_scores(A_d, A_c, desired, A_c.T @ rows[i], a, b)
-            projected += 1
-        rows[i] = z
-    return rows, projected
+        if z is None:
+            outside += 1
+        else:
+            rows[i] = z
+    return rows, outside
 
 
 def _in_box_with_scores(A: np.ndarray, s: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
@@ -401,25 +394,3 @@ def _in_box_with_scores(A: np.ndarray, s: np.ndarray, a: np.ndarray, b: np.ndarr
 
     z = np.clip(box_projection(A, s, a, b), a, b)
     return z if np.linalg.norm(A.T @ z - s) <= 1e-9 * max(1.0, float(np.linalg.norm(s))) else None
-
-
-def _nearest_confidential_scores(
-    A_d: np.ndarray, A_c: np.ndarray, desired: np.ndarray, target: np.ndarray, a: np.ndarray, b: np.ndarray
-) -> np.ndarray:
-    """A row of the box with the desired scores of ``desired`` (a row of the box) whose confidential scores are
-    near ``target`` (:func:`null_space_rows_in_box`): the rows of the box with given desired and confidential
-    scores form a convex set, so along the segment from ``A_cᵀdesired`` to ``target`` the confidential scores the
-    box holds are an interval from its start; bisected (30 steps) for its far end, each step's row the least-norm
-    one. For one confidential label the segment is the whole line of its scores, so that end is the box's nearest
-    to ``target``. A function of ``desired``, ``target``, ``A_c`` and public values."""
-    both = np.hstack([A_d, A_c])
-    s_d, start = A_d.T @ desired, A_c.T @ desired
-    best, low, high = desired, 0.0, 1.0  # the end, target itself, is outside: null_space_rows_in_box tried it
-    for _ in range(30):
-        mid = 0.5 * (low + high)
-        z = _in_box_with_scores(both, np.concatenate([s_d, start + mid * (target - start)]), a, b)
-        if z is None:
-            high = mid
-        else:
-            best, low = z, mid
-    return best

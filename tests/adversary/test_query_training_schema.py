@@ -8,8 +8,8 @@ indexes, in the file's order.
 
 What is checked, on what the (stub, honest) coordinator received from a real ``privfed query`` process: the
 rows sent hide the confidential column from the owner's least-squares map fitted on the *encoded* training
-rows (its guess is one constant, up to the wire grid, for every row the model's bounds can hold with it;
-walkthrough 8, W8-8), while on the raw queries the same map's guesses differ (so the check can fail).
+rows (its guess is one constant, up to the wire grid), while on the raw queries the same map's guesses
+differ (so the check can fail).
 """
 
 import numpy as np
@@ -82,12 +82,4 @@ def test_null_space_cleaning_reads_the_training_file_by_the_owners_schema(coordi
     guesses_sent = (sent - centre) @ A_c
     slack = np.abs(A_c).sum() * 2.0 ** -(GRID_BITS + 1)
     assert np.ptp(guesses_raw) > 0.3, "the confidential map tells the raw queries apart"
-    # every row the model's bounds can hold with that guess is sent so; the others, which Algorithm 1 put outside
-    # the bounds (the model would clip them, changing labels: walkthrough 8, W8-8), go inside with their desired
-    # score, are counted in a WARNING, and their guesses are still nearer the constant than the raw rows'
-    hidden = np.abs(guesses_sent[:, 0]) <= slack
-    assert np.count_nonzero(hidden) >= 2 * N_QUERIES // 3, guesses_sent.ravel()
-    assert np.all((sent >= LO - 2.0**-GRID_BITS) & (sent <= HI + 2.0**-GRID_BITS))
-    left = N_QUERIES - np.count_nonzero(hidden)
-    assert not left or f"{left} of {N_QUERIES} cleaned row(s) left the model's bounds" in proc.stderr, proc.stderr
-    assert np.all(np.abs(guesses_sent[~hidden, 0]) < np.abs(guesses_raw[~hidden, 0])), (guesses_sent, guesses_raw)
+    assert np.max(np.abs(guesses_sent)) <= slack, guesses_sent.ravel()
