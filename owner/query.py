@@ -24,7 +24,16 @@ leaves is bounded (:mod:`privfed.owner.query_cleaning`, "What x̃ reveals").
      ``A_c = fit_linear_map(X_own, Y_c)``, the owner's least-squares map to its confidential
      labels (Algorithm 1), fitted from the rows' moments ("Timing"). ``Y_c``, ``A_c`` and the raw
      rows never leave this process, but the cleaned rows reveal ``A_c``'s directions, so these
-     methods need ``--allow-confidential-map-leak``.
+     methods need ``--allow-confidential-map-leak``. A row outside the model's bounds becomes the
+     least-norm row inside them with the same desired and confidential scores, else a row inside them
+     with the desired scores whose confidential ones are nearest
+     (:func:`~privfed.owner.query_cleaning.null_space_rows_in_box`).
+
+   The e_utility logged is the model's: its scores of the rows sent against those of the query rows, each
+   after the model's own clipping (:func:`~privfed.owner.query_cleaning.model_scores`); the rows whose
+   scores moved more than ``--utility-loss`` and the score grid allow are counted in a WARNING
+   (walkthrough 8, W8-8). A stage that reads every column (rank F) is refused in words that say the rows
+   would go out whole, and sent through only after a WARNING (W8-6).
 4. ``Predict`` with the cleaned rows in chunks (:mod:`privfed.owner.query_client`); print or write the
    label values, and class probabilities with ``--probabilities``.
 
@@ -72,6 +81,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -85,8 +95,10 @@ from privfed.owner.query_cleaning import (
     CleanedQueries,
     check_linear_stage,
     clean_queries,
+    model_scores,
     moment_rows,
     public_centre,
+    reads_every_column,
 )
 from privfed.owner.query_files import (
     check_confidential_labels,
@@ -97,6 +109,9 @@ from privfed.owner.query_files import (
     read_training,
 )
 from privfed.proto.transport import TlsFiles
+
+if TYPE_CHECKING:
+    from privfed.owner.query_client import ModelDescription
 
 log = logging.getLogger("privfed.query")
 
@@ -272,6 +287,13 @@ def _run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
             rank,
             config.max_rank,
         )
+        if rank >= F:  # the --max-rank the refusal named, given: the rows go out whole (walkthrough 8, W8-6)
+            log.warning(
+                "model %r: %s The rows go out as --max-rank %d allows.",
+                config.model_id,
+                "T" + reads_every_column(F)[1:],
+                config.max_rank,
+            )
         schema = (
             model.schema
             if own_schema is None
@@ -297,14 +319,7 @@ def _run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
                 f"cleaning against model {config.model_id!r}'s linear stage gave non-finite rows "
                 "(is its scale extreme?); nothing sent"
             )
-        _log_cleaning(config, cleaned, queries, rank, train_rows, Y_conf)
-        _, outside = model.bounds.clip(cleaned.rows)
-        if outside:
-            log.warning(
-                "%d cleaned value(s) lie outside the public bounds; they are sent unclipped (clipping "
-                "would undo the cleaning), and the model's own clipping may change those rows' labels",
-                outside,
-            )
+        _log_cleaning(config, cleaned, queries, rank, train_rows, Y_conf, model)
         answers = client.predict(config.model_id, cleaned.rows, probabilities=config.probabilities)
     log.info("%d label(s) from %d Predict call(s)", len(answers.values), answers.calls)
     label = (model.schema.label if model.schema is not None else None) or "label"
@@ -320,15 +335,22 @@ def _log_cleaning(
     rank: int,
     train_rows: int,
     Y_conf: np.ndarray | None,
+    model: ModelDescription,
 ) -> None:
+    """Log what the cleaning did, as the model will read the rows (module docstring, step 3; walkthrough 8, W8-8)."""
     changed = int(np.count_nonzero(np.any(cleaned.rows != queries, axis=1)))
     n = queries.shape[0]
-    mean_utility = float(np.mean(cleaned.details.e_utility)) if n else 0.0
+    moved = model_scores(model.kind, model.A_d, model.bounds, cleaned.rows) - model_scores(
+        model.kind, model.A_d, model.bounds, queries
+    )
+    e_utility = np.sum(moved**2, axis=1)  # after the model's clipping, of both rows (walkthrough 8, W8-8)
+    mean_utility = float(np.mean(e_utility)) if n else 0.0
     if Y_conf is not None:
         e_privacy = cleaned.e_privacy
         log.info(
             "cleaned %d of %d query row(s) (utility loss %g, %s, A_c from %d own row(s) and %d "
-            "confidential label(s)): mean e_utility %.6g, mean e_privacy %.6g against the local A_c",
+            "confidential label(s)): mean e_utility %.6g as the model reads the rows (after its clipping), "
+            "mean e_privacy %.6g against the local A_c",
             changed,
             n,
             config.utility_loss,
@@ -338,13 +360,34 @@ def _log_cleaning(
             mean_utility,
             float(np.mean(e_privacy)) if n and e_privacy is not None else 0.0,
         )
-        return
-    log.info(
-        "cleaned %d of %d query row(s) (utility loss %g, projection onto the model's %d direction(s)): "
-        "mean e_utility %.6g",
-        changed,
-        n,
-        config.utility_loss,
-        rank,
-        mean_utility,
-    )
+        if cleaned.projected:
+            log.warning(
+                "%d of %d cleaned row(s) left the model's bounds, and no row inside them has the same prediction and "
+                "hides the confidential label as well: they were sent as cleaned, outside the bounds; the model clips "
+                "them, so their labels may differ from the query rows' (the mean e_utility above counts it)",
+                cleaned.projected,
+                n,
+            )
+    else:
+        log.info(
+            "cleaned %d of %d query row(s) (utility loss %g, projection onto the model's %d direction(s)): "
+            "mean e_utility %.6g as the model reads the rows (after its clipping)",
+            changed,
+            n,
+            config.utility_loss,
+            rank,
+            mean_utility,
+        )
+    # a row whose scores moved past the loss asked and the score grid's rounding may get another label
+    half = 0.5 * (np.abs(model.A_d).T @ (model.bounds.hi - model.bounds.lo))
+    step = float(np.linalg.norm(2.0 * half / 2.0**config.score_bits))
+    far = int(np.count_nonzero(np.sqrt(e_utility) > np.sqrt(config.utility_loss) + step + 1e-9 * (1.0 + half.max())))
+    if far:
+        log.warning(
+            "%d of %d row(s) will be read by the model with other scores than your query rows have, by more than "
+            "--utility-loss %g allows (the model clips values outside its bounds, the rows sent or your own): the "
+            "labels printed for them may not be the labels the model gives your rows",
+            far,
+            n,
+            config.utility_loss,
+        )

@@ -45,7 +45,11 @@ bound is on the numerical rank (:func:`numpy.linalg.matrix_rank`'s default toler
 cleaners use the same one, so a direction below it is treated as one the model ignores and is
 removed, never sent). The number of columns is bounded too, by ``--max-rank + 1``: an honest
 stage has one column per direction it reads, plus at most one redundant column (a K-class stage
-whose K score columns sum to zero has rank K − 1).
+whose K score columns sum to zero has rank K − 1). A stage whose rank is the number of columns F reads
+every column, like ``A_d = I``: ``span(A_d)`` is the whole space and the projection is the identity. A
+default FedDPDR job gives every schema of at most 20 encoded columns such a stage (k = F), so the refusal
+says so in words (:func:`reads_every_column`), and a ``--max-rank`` that lets it through sends the rows
+only after a WARNING that says the same (walkthrough 8, W8-6).
 
 Digits
 ------
@@ -78,9 +82,15 @@ directions ``A_d`` reads (breaking ``e_utility = ε``, and label preservation at
 the null-space methods, along directions ``A_c`` reads. The served model applies its own public
 preprocessing on its side: LR clips rows to the bounds, FedDPDR scales by the bounds' radius and
 clips row norms to 1. A row (raw or cleaned) outside the bounds can therefore get a different
-label than the linear algebra promises; the number of cleaned values outside the bounds is
-logged. (``projection`` never lengthens ``x − c``, so an in-bounds row stays inside FedDPDR's
-unit ball; LR's box can still be left along ``A_d``.) Raw query rows are not clipped either.
+label than the linear algebra promises. So the cleaners move their rows inside the bounds instead, along
+directions that keep what the cleaning chose: ``projection`` the least-norm row of the box with the same scores
+(:class:`~privfed.common.nullspace.StageProjection`, "Inside a box"), the null-space methods the least-norm row
+with the same desired *and* confidential scores where the box has one, else the row as cleaned, outside (what it
+hides comes first; :func:`null_space_rows_in_box`;
+walkthrough 8, W8-8: Algorithm 1's rows left the README schema's box and the model's clipping changed half the
+labels). ``privfed query`` logs the e_utility the model sees, after its own preprocessing of the rows sent and of
+the query rows (:func:`model_scores`), and warns of the rows whose scores it moved. Raw query rows are not
+clipped.
 
 References
 ----------
@@ -90,7 +100,7 @@ K. Xu, S. Shah, T. Cao, C. Maung, H. Schweitzer. Enhancing the Privacy of Predic
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -146,14 +156,52 @@ def check_linear_stage(model_id: str, kind: str, A_d: np.ndarray, n_features: in
     rank = int(np.linalg.matrix_rank(A_d)) if computed else n_features
     needs = max(rank, columns - 1)  # the least --max-rank that passes both bounds
     if needs > max_rank:  # one message for both bounds, with the number to pass (walkthrough 6, W6-3)
-        raise ConfigError(
+        head = (
             f"model {model_id!r} ({kind[:40]!r}) reads {needs} direction(s) of each row (a linear stage of {columns} "
             f"column(s), {'' if computed else 'at most '}rank {rank}), more than --max-rank {max_rank}; nothing sent. "
-            f"Pass --max-rank {needs} only if "
+        )
+        if rank >= n_features:  # cleaning onto the whole space is the identity (walkthrough 8, W8-6)
+            raise ConfigError(
+                head + f"Pass --max-rank {needs} only if you accept that {reads_every_column(n_features)}"
+            )
+        raise ConfigError(
+            head + f"Pass --max-rank {needs} only if "
             "the model is meant to read that many: a binary lr model reads 1, a K-class lr model K, a feddpdr model "
             "its k"
         )
     return rank
+
+
+def reads_every_column(n_features: int) -> str:
+    """What a stage of rank ``n_features`` means for the rows sent ("Rank"): said by the refusal, and logged as a
+    WARNING when ``--max-rank`` lets such a stage through (walkthrough 8, W8-6: a default FedDPDR model of a schema
+    of at most 20 encoded columns has k = their number)."""
+    return (
+        f"this model reads every one of your rows' {n_features} column(s) (a FedDPDR model with k >= columns does): "
+        "query cleaning hides nothing, and the coordinator would learn each query row whole."
+    )
+
+
+def model_scores(kind: str, A_d: np.ndarray, bounds: Bounds, rows: np.ndarray) -> np.ndarray:
+    """(n, m) the scores the served model's first stage gives ``rows`` *after* its own preprocessing, relative
+    to the public centre: an ``lr`` model clips rows to its bounds (``bounds.to_unit``), a ``feddpdr`` one
+    (``ball`` scaling, the only one with a stage) scales ``x − c`` by the bounds' radius R and clips its norm
+    to 1, i.e. reads ``(x − c)·min(1, R/‖x − c‖)``. The owner computes them locally from the GetModel answer to
+    report what the rows sent give, not what the linear algebra promised (walkthrough 8, W8-8); another kind
+    is read as clipped to the bounds. The kind is the coordinator's word: this is a report, never a bound."""
+    rows = np.asarray(rows, dtype=np.float64)
+    centre = public_centre(bounds)
+    if kind == "feddpdr":
+        radius = float(np.sqrt(np.sum(((bounds.hi - bounds.lo) / 2.0) ** 2)))
+        centred = rows - centre
+        norms = np.linalg.norm(centred, axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            shrink = np.where(norms > radius, radius / np.where(norms > 0, norms, 1.0), 1.0)
+        read = centred * shrink[:, None]
+    else:
+        # a bound below TINY read as 0 (flush_tiny): a row clipped to a subnormal bound took the slow path in the gap
+        read = np.clip(rows, flush_tiny(bounds.lo), flush_tiny(bounds.hi)) - centre
+    return read @ np.asarray(A_d, dtype=np.float64)
 
 
 def moment_rows(table: np.ndarray) -> np.ndarray:
@@ -194,6 +242,8 @@ class CleanedQueries:
     centre : (F,) ``c``, the public centre (midpoint of the model's bounds).
     A_c : (F, m_c) the confidential map fitted locally (never sent), or None for ``projection``.
     centred : (n, F) the raw rows minus ``c`` (never sent).
+    projected : null-space rows sent outside the model's bounds, since no row inside them has both their desired
+        and confidential scores (:func:`null_space_rows_in_box`); 0 for ``projection``.
     """
 
     rows: np.ndarray
@@ -201,6 +251,7 @@ class CleanedQueries:
     centre: np.ndarray
     A_c: np.ndarray | None
     centred: np.ndarray
+    projected: int = 0
 
     @property
     def e_privacy(self) -> np.ndarray | None:
@@ -291,4 +342,55 @@ def clean_queries(
     # A_c may centre at the training mean internally: it is a slope, and only c below touches x̃.
     A_c = fit_linear_map(X_own, Y_conf)
     details = NullSpaceCleaner(epsilon=epsilon, method=method).fit(A_d, A_c).transform_with_details(read)
-    return CleanedQueries(rows=centre + details.x_clean, details=details, centre=centre, A_c=A_c, centred=centred)
+    projected = 0
+    if bounds is not None:
+        inside, projected = null_space_rows_in_box(
+            details.x_clean, np.asarray(A_d, dtype=np.float64), A_c, bounds.lo - centre, bounds.hi - centre
+        )
+        details = replace(details, x_clean=inside)
+    return CleanedQueries(
+        rows=centre + details.x_clean, details=details, centre=centre, A_c=A_c, centred=centred, projected=projected
+    )
+
+
+def null_space_rows_in_box(
+    x_clean: np.ndarray, A_d: np.ndarray, A_c: np.ndarray, a: np.ndarray, b: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """Null-space cleaned rows (centred) moved inside the model's box ``a ≤ z ≤ b`` where they leave it and a row of
+    the box keeps what Algorithm 1 chose them for; returns the rows and how many stay outside.
+
+    The served model clips what it reads to its bounds (LR; FedDPDR clips the scaled row's norm), so a row
+    outside them is read as another row: with a one-hot column or a feature at its bound, Algorithm 1's
+    ``x̃`` (which moves every feature) often leaves the box and the model's clipping changed half the labels
+    (walkthrough 8, W8-8). The paper's two measures read ``x̃`` only through ``A_dᵀx̃`` and ``A_cᵀx̃``:
+    Theorem 1's ``e_utility = ‖A_dᵀ(x − x̃)‖² = ε`` and ``e_privacy = Σ λᵢᶜαᵢ²aᵢ² = ‖A_cᵀ(x − x̃)‖²``
+    (seed 003, the equations after Theorem 1). So a row ``x̃`` outside the box is replaced by the least-norm
+    row ``z`` of the box with ``[A_d, A_c]ᵀz = [A_d, A_c]ᵀx̃`` (:func:`~privfed.common.nullspace.projection.box_projection`),
+    which has the same ``e_utility`` and ``e_privacy`` and which the model reads as it is. When the box has no
+    such row, ``x̃`` is sent as it is: what it hides from ``A_c`` comes first, and the model's clipping may change
+    its label, which ``privfed query`` counts in a WARNING and in the e_utility it logs (a row of the box with the
+    desired scores would tell the confidential scores nearer the raw row's). Rows inside the box are left as they
+    are. Each replacement is a function of ``A_dᵀx̃``, ``A_cᵀx̃`` and public values, so the rows sent still depend on a
+    query only through ``A_dᵀx`` ("What x̃ reveals"); the box is the coordinator's word, but the raw rows are not
+    clipped to it (audit 18).
+    """
+    rows = np.array(x_clean, dtype=np.float64, copy=True)
+    both = np.hstack([A_d, A_c])
+    outside = 0
+    for i in np.flatnonzero(np.any((rows < a) | (rows > b), axis=1)):
+        z = _in_box_with_scores(both, both.T @ rows[i], a, b)
+        if z is None:
+            outside += 1
+        else:
+            rows[i] = z
+    return rows, outside
+
+
+def _in_box_with_scores(A: np.ndarray, s: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """The least-norm row of the box with the scores ``Aᵀz = s``, None if the box has none
+    (:func:`~privfed.common.nullspace.projection.box_projection`: its dual ascent ends away from ``s`` then; not
+    ``box_row``, whose BVLS takes a subnormal operand on two or more columns, a slow path in the timed gap)."""
+    from privfed.common.nullspace.projection import box_projection
+
+    z = np.clip(box_projection(A, s, a, b), a, b)
+    return z if np.linalg.norm(A.T @ z - s) <= 1e-9 * max(1.0, float(np.linalg.norm(s))) else None

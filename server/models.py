@@ -95,6 +95,18 @@ class ServedEntry:
         return may_use(data_user, self.data_user)
 
 
+def no_model_message(model_id: str, data_user: str | None, held: Sequence[str]) -> str:
+    """The refusal of a model id this caller has no model by (walkthrough 8, W8-11). The ids listed are those
+    of ``data_user``'s own jobs and of models of no job: a job's id is its submission time, so an owner node
+    (``data_user`` None), which may query any model, is not handed every data user's ids, and a data user is
+    shown none of another's. The same words whether or not another's job has that id, and why a job has none."""
+    listed = f"; served models: {list(held)}" if data_user is not None or held else ""
+    return (
+        f"no model {model_id!r}{listed}. A job that failed, was cancelled or was deleted has no model "
+        "(privfed job show ID, as the job's data user, says why)"
+    )
+
+
 class ModelStore:
     """Trained models the coordinator serves, by id.
 
@@ -142,7 +154,7 @@ class ModelStore:
             entry = self._models.get(model_id)
             if entry is not None and entry.serves(data_user):  # another's is not touched (audit 25, F1)
                 self._models.move_to_end(model_id)
-            held = sorted(m for m, e in self._models.items() if e.serves(data_user))
+            held = sorted(m for m, e in self._models.items() if e.data_user in ("", data_user))
         if entry is None:
             loaded = self._load(model_id, data_user) if self._load is not None else None
             if loaded is not None:
@@ -151,7 +163,7 @@ class ModelStore:
                     model_id, trained.model, classes=trained.classes, schema=trained.schema, data_user=owner
                 )
         if entry is None or not entry.serves(data_user):
-            raise ConfigError(f"no model {model_id!r}; served models: {held}")
+            raise ConfigError(no_model_message(model_id, data_user, held))
         return entry
 
     def drop(self, model_id: str) -> None:

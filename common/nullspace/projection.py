@@ -140,7 +140,7 @@ def box_projection(A: np.ndarray, s: np.ndarray, a: np.ndarray, b: np.ndarray, *
     """
     A = np.asarray(A, dtype=np.float64)
     s = np.asarray(s, dtype=np.float64)
-    mu = np.linalg.lstsq(A.T @ A, s, rcond=None)[0]
+    mu = _least_norm_solve(A.T @ A, s)
 
     def dual(m: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         z = np.clip(A @ m, a, b)
@@ -151,7 +151,7 @@ def box_projection(A: np.ndarray, s: np.ndarray, a: np.ndarray, b: np.ndarray, *
         free = (z > a) & (z < b)
         hessian = A[free].T @ A[free]
         scale = np.trace(hessian)
-        step = np.linalg.lstsq(hessian + 1e-12 * scale * np.eye(len(s)), grad, rcond=None)[0] if scale > 0 else grad
+        step = _least_norm_solve(hessian + 1e-12 * scale * np.eye(len(s)), grad) if scale > 0 else grad
         t = 1.0
         while True:
             trial, z_t, grad_t = dual(mu + t * step)
@@ -164,5 +164,14 @@ def box_projection(A: np.ndarray, s: np.ndarray, a: np.ndarray, b: np.ndarray, *
     free = (z > a) & (z < b)
     if np.any(free):  # polish: the free coordinates' least-norm solution given the clipped ones
         rest = s - A[~free].T @ z[~free]
-        z[free] = np.clip(A[free] @ np.linalg.lstsq(A[free].T @ A[free], rest, rcond=None)[0], a[free], b[free])
+        z[free] = np.clip(A[free] @ _least_norm_solve(A[free].T @ A[free], rest), a[free], b[free])
     return z
+
+
+def _least_norm_solve(M: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``M⁺v`` for the small symmetric systems of :func:`box_projection`, by the SVD (:func:`numpy.linalg.pinv`, with
+    :func:`numpy.linalg.lstsq`'s cutoff ``eps·max(M.shape)·σ_max``). Not ``lstsq`` itself: LAPACK's ``gelsd`` takes a
+    subnormal operand on every system of two or more columns, a slow path in the gap a coordinator times
+    (``tests/adversary/test_underflow_parameters.py``), which the null-space rows kept in the model's box would
+    take (walkthrough 8, W8-8)."""
+    return np.linalg.pinv(M, rcond=np.finfo(float).eps * max(M.shape)) @ v

@@ -258,3 +258,32 @@ def test_a_store_holds_its_last_used_models_and_reads_the_others_back(fruit, tmp
     with pytest.raises(ConfigError, match="no model 'job1'"):
         store.entry("job1", "bob")  # not read: not bob's
     assert "job1" not in store._models
+
+
+def test_a_missing_model_names_no_other_data_users_ids_and_says_why_a_job_has_none(fruit, tmp_path):
+    """Walkthrough 8, W8-11: an owner node's query of a failed job was told "served models: [...]" with every data
+    user's model ids (each a submission time); nobody was told that a failed, cancelled or deleted job has none."""
+    from privfed.common.errors import ConfigError
+    from privfed.server.models import ModelStore
+
+    _, schema, ds = fruit
+    model = reference_model(JobConfig.from_flat(task="ncc", epsilon=1.0, owners=30), ds, even_parts(ds.n, 30, 0))
+    store = ModelStore()
+    store.put("20261129T024321049351Z-aba4", model, schema=schema, data_user="alice")
+    store.put("20261129T024356719723Z-e481", model, schema=schema, data_user="bob")
+
+    def refusal(data_user):
+        with pytest.raises(ConfigError) as refused:
+            store.entry("20261129T024357086991Z-f15f", data_user)  # bob's failed job: no model
+        return str(refused.value)
+
+    owner = refusal(None)
+    assert "aba4" not in owner and "e481" not in owner and "served models" not in owner, owner
+    for text in (owner, refusal("bob"), refusal("alice")):
+        assert text.startswith("no model '20261129T024357086991Z-f15f'") and "\n" not in text, text
+        assert "A job that failed, was cancelled or was deleted has no model" in text, text
+    assert "['20261129T024356719723Z-e481']" in refusal("bob") and "aba4" not in refusal("bob")
+    assert "['20261129T024321049351Z-aba4']" in refusal("alice") and "e481" not in refusal("alice")
+    store.put("standalone", model, schema=schema)  # a model of no job is anyone's, and named to anyone
+    assert "served models: ['standalone']." in refusal(None)
+    assert "served models: ['20261129T024356719723Z-e481', 'standalone']." in refusal("bob")
