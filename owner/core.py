@@ -83,6 +83,13 @@ from privfed.owner.secagg import SecAggDriver
 log = logging.getLogger("privfed.owner")
 
 
+def policy_rule(rule: str) -> str:
+    """A policy refusal's detail: the rule that declines the job, after the code's fixed text ("the owner's policy
+    does not allow this release; nothing was released (rule X)"; walkthrough 8, W8-3: "(the job is declined by the
+    owner's policy (rule X))" said the same twice, in nested brackets)."""
+    return f"rule {rule}"
+
+
 @dataclass(frozen=True)
 class Answer:
     """What answering a batch gives: the results, in task order, and the envelopes to relay."""
@@ -257,7 +264,7 @@ class OwnerCore:
         if self.owner_policy is not None:
             rule = self.owner_policy.declines(job, self.ledger, owner_id)
             if rule is not None:
-                raise Refused(POLICY_DECLINED, f"the job is declined by the owner's policy (rule {rule})")
+                raise Refused(POLICY_DECLINED, policy_rule(rule))
 
     def _admit(
         self,
@@ -306,7 +313,7 @@ class OwnerCore:
                 if self.owner_policy is not None and exceeds_announcement(
                     job, self.ledger, owner.owner_id, [*queued, *debits]
                 ):
-                    raise Refused(POLICY_DECLINED, "the job is declined by the owner's policy (rule announced)")
+                    raise Refused(POLICY_DECLINED, policy_rule("announced"))
                 if self.owner_policy is not None:  # the id may answer; some rows may not (privfed.owner.policy)
                     out = rows_kept_out(self.owner_policy, job, self.ledger, owner.owner_id, [*queued, *debits])
                     debits = [dataclasses.replace(d, rows_out=out) for d in debits]

@@ -65,7 +65,7 @@ from privfed.proto.transport import (
 
 _T = TypeVar("_T")
 log = logging.getLogger("privfed.owner")
-#: The rule a policy refusal's text names (``privfed.owner.core``: "... declined by the owner's policy (rule X)").
+#: The rule a policy refusal's text names (:func:`privfed.owner.core.policy_rule`: "... released (rule X)").
 _RULE = re.compile(r"\(rule (\w+)\)")
 
 CHUNK = 200  # at most this many results per PushResults: keeps messages small

@@ -21,6 +21,7 @@ from typing import Any
 from privfed.common.errors import QuorumLost
 from privfed.common.identity import node_of
 from privfed.common.tasks import POLICY_DECLINED, Refusal, Result, Task, kind_of, refusal_parts, total_budget
+from privfed.common.tasks.join import JoinTask
 from privfed.server.contracts import ContractViolation, PublicLimits, Rejection, check_reply
 from privfed.server.dispatcher import Answer, RunOutcome
 from privfed.server.report import refusal_summary
@@ -76,6 +77,7 @@ class JobBook:
         """The job's owners, once registered, and how many it asked for (None: as many)."""
         self.owner_ids = list(owner_ids)
         self.asked = asked
+        self.released_asked = False  # whether a batch has asked for more than taking part (to_ask)
         self.epsilon_by_owner = {o: 0.0 for o in self.owner_ids} | self.epsilon_by_owner
 
     def to_report(self) -> dict[str, Any]:
@@ -116,7 +118,9 @@ class JobBook:
 
     def to_ask(self, tasks: list[Task]) -> list[Task]:
         """The tasks of a batch that go out: none for a rejected owner, nor for one whose node is gone."""
-        return [t for t in tasks if t.owner_id not in self.rejected and t.owner_id not in self.gone]
+        out = [t for t in tasks if t.owner_id not in self.rejected and t.owner_id not in self.gone]
+        self.released_asked = self.released_asked or any(not isinstance(t.spec, JoinTask) for t in out)
+        return out
 
     def lose(self, owners: Iterable[str]) -> None:
         """Owners a resumed job planned over whose node did not register again (walkthrough 7, W7-10): the job goes
@@ -198,6 +202,11 @@ class JobBook:
             runs_on = (
                 "" if self.asked in (None, n) else f" (the job asked for {self.asked}; it runs on all {n} registered)"
             )
+            if not self.released_asked:  # the accept round (walkthrough 8, W8-3: "before anyone spends more")
+                raise QuorumLost(
+                    f"only {left} of {n} owners{runs_on} take part in the job, fewer than the quorum (--min-owners "
+                    f"{self.quorum}): it stops in its accept round, before any release (nothing was released or debited)"
+                )
             raise QuorumLost(
                 f"only {left} of {n} owners{runs_on} are still taking part, fewer than the quorum "
                 f"(--min-owners {self.quorum}); the job stops before anyone spends more"

@@ -57,7 +57,11 @@ def test_a_job_too_few_owners_take_part_in_fails_before_any_release(fleet):
     # boosting: 8 rounds of fresh groups and evaluation rings fit 30 owners, not 10
     rounds = fleet.submit(task="bdt", epsilon=2.0, owners=OWNERS, base="ncc", rounds=8, min_owners=1)
     for job_id, why in (
-        (quorum, "only 10 of 30 owners are still taking part, fewer than the quorum"),
+        (
+            quorum,
+            "only 10 of 30 owners take part in the job, fewer than the quorum (min_owners 15): it stops in its "
+            "accept round, before any release",
+        ),
         (rounds, "only 10 of 30 owners take part in the job (the accept round, before any release"),
     ):
         job = fleet.wait(job_id, timeout=60)

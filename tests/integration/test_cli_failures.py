@@ -159,7 +159,7 @@ def test_a_spent_ledger_reaches_the_coordinator_as_refusals_and_a_failed_report(
                 p.kill()
     lines = err.strip().splitlines()
     assert coordinator.returncode == 2, err
-    assert lines[-1].startswith("privfed coordinator: error: only 0 of 5 owners are still taking part")
+    assert lines[-1].startswith("privfed coordinator: error: only 0 of 5 owners take part in the job")
     assert "5/5 owners refused: budget_exceeded" in lines[-1] and "report:" in lines[-1]
     assert "Traceback" not in err
     report = _report(tmp / "runs2")

@@ -232,12 +232,15 @@ def test_a_quorum_lost_says_how_many_owners_the_job_asked_for_and_how_many_it_ra
         record = service.store.get(job_id)
         assert record.state == "failed", record
         n = NODES * PER_NODE
-        said = f"only 0 of {n} owners (the job asked for {asked}; it runs on all {n} registered) are still taking part"
+        said = (  # in its accept round: nobody spent anything (walkthrough 8, W8-3: "before anyone spends more")
+            f"only 0 of {n} owners (the job asked for {asked}; it runs on all {n} registered) take part in the job, "
+            "fewer than the quorum"
+        )
         assert said in record.error, record.error
         # in a job file's terms, in the record and the job's report alike (both named the flag --min-owners)
         (report,) = (tmp_path / "store").glob(f"**/{job_id}/report.json")
         for error in (record.error, json.loads(report.read_text())["error"]):
-            assert "(min_owners " in error and "--" not in error, error
+            assert "(min_owners " in error and "--" not in error and "nothing was released or debited" in error, error
         assert "(report: " not in record.error and str(tmp_path) not in record.error  # no path of the service's disk
 
 

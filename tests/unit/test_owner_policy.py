@@ -129,7 +129,7 @@ def test_the_accept_round_is_answered_by_the_same_check_with_nothing_debited(tmp
     answers = joins(c, owners, accepted, "b")
     assert [r.payload for r in answers.results] == [JoinAccepted()] * 2 and answers.outbound == []
     assert result_to_proto(answers.results[0]).ByteSize() == len(b"\n\x03b-0\x12\x0eowner-0.o00000\xc2\x01\x00")
-    assert joins(c, owners, None, "c").results[0].payload.message.endswith("(rule unannounced))")
+    assert joins(c, owners, None, "c").results[0].payload.message.endswith("; nothing was released (rule unannounced)")
     assert all(ledger.history(o) == [] for o in owners)
     (tmp_path / "free").mkdir()
     free, free_owners, free_ledger = core(tmp_path / "free", train, None)
