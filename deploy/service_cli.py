@@ -245,7 +245,7 @@ def _jobs(args: argparse.Namespace) -> int:
             j["state"],
             str(j["task"]),
             str(j["epsilon"]),
-            str(j["owners"]) if j.get("answered") is None else f"{j['answered']}/{j['owners']}",
+            _owners_cell(j),
             j["data_user"],
             f"{100 * j['progress']:.0f}%",
             "" if j["accuracy"] is None else f"{j['accuracy']:.4f}",
@@ -262,6 +262,15 @@ def _jobs(args: argparse.Namespace) -> int:
     if earlier:
         print(f"{earlier} earlier job(s) not shown; --all lists every job, --last N the N last")
     return 0
+
+
+def _owners_cell(job: dict[str, Any]) -> str:
+    """``released/asked`` (``20/30``), or, when more owners released than the job's ``owners`` (the least it starts
+    with: it runs on every owner registered), ``18 (8+ asked)``: ``18/8`` read as a counting bug (walkthrough 8)."""
+    answered, asked = job.get("answered"), job["owners"]
+    if answered is None:
+        return str(asked)
+    return f"{answered}/{asked}" if asked is None or answered <= asked else f"{answered} ({asked}+ asked)"
 
 
 def _job(args: argparse.Namespace) -> int:

@@ -198,6 +198,11 @@ class JobStore:
             raise no_job(job_id) from None
         return JobRecord(**doc)
 
+    def queued_before(self, job_id: str) -> int:
+        """How many queued jobs were submitted before ``job_id`` (job ids sort in submission order)."""
+        with self._lock:
+            return sum(1 for j in self._queued if j < job_id)
+
     def remember_nodes(self, node_ids: Iterable[str]) -> None:
         """Record the owner nodes registered now (``NODES_FILE``): the next start waits for them to come back
         before its first job (:meth:`known_nodes`). Node ids only: nothing of any owner's."""

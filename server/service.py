@@ -361,6 +361,8 @@ class CoordinatorService:
         if record.state == "running" and progress.get("round") is None:  # no batch sent yet: it may wait for owners
             short = self.short_of_owners(s.get("owners"))
             note = note or (None if short is None else f"waiting for owners: {short}")
+        if record.state == "queued":  # why it waits, naming no other data user's job (walkthrough 8, W8-12)
+            note = note or self._queue_note(record.job_id)
         return {
             "job_id": record.job_id,
             "state": record.state,
@@ -386,6 +388,17 @@ class CoordinatorService:
             "note": note,
             "restarts": record.restarts,
         }
+
+    def _queue_note(self, job_id: str) -> str:
+        """What a queued job waits behind: the jobs before it, and whether the running one waits for owners."""
+        running = self.current
+        ahead = self.store.queued_before(job_id) + (running is not None)
+        if not ahead:
+            return "next to run"
+        waits = ""
+        if running is not None and (self._progress.get(running) or {}).get("round") is None:
+            waits = "; the running one waits for its owners, up to its register_timeout"
+        return f"queued behind {ahead} job(s){waits}"
 
     def listing(self, last: int | None, data_user: str | None = None) -> dict[str, Any]:
         """The summaries of the ``last`` jobs submitted (None: every job; ``data_user``: of theirs only), in

@@ -242,7 +242,9 @@ def _match_header(
     if others and labels is not None:
         raise ConfigError(
             f"{at}: the header has column(s) {others} that are not in the federation schema (features "
-            f"{list(schema.features)}{'' if label_col is None else ', label ' + repr(header[label_col])})"
+            f"{list(schema.features)}{'' if label_col is None else ', label ' + repr(header[label_col])}); "
+            f"give the node a copy of the file without them (e.g. csvcut -C {','.join(others)}): it reads no column "
+            "the schema does not name, so an id column never becomes a feature by a later schema"
         )
     return [header.index(f) for f in schema.features], label_col, tuple(others)
 

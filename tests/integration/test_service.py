@@ -453,6 +453,10 @@ def test_a_job_waits_no_longer_than_the_service_lets_it_and_a_revoked_users_wait
     while "waiting for owners" not in (fleet.jobs()[job_id].get("note") or ""):
         assert time.monotonic() < deadline, fleet.jobs()[job_id]
         time.sleep(0.1)
+    behind = fleet.submit(task="ncc", epsilon=0.5, owners=owners)  # what it waits behind (walkthrough 8, W8-12)
+    note = fleet.jobs()[behind]["note"]
+    assert note == "queued behind 1 job(s); the running one waits for its owners, up to its register_timeout", note
+    assert fleet.cli("job", "cancel", behind).returncode == 0
     try:
         fleet.revoked.write_text("alice\n")
         job = fleet.wait(job_id, timeout=20)

@@ -133,6 +133,10 @@ def test_the_label_column_may_be_named_and_queries_may_leave_it_out(tmp_path):
     with pytest.raises(ConfigError) as missing:  # the named label column is the schema's: not listed as unknown
         _load(tmp_path, "diagnosis,age,sexx,bmi\nmalignant,40,f,22\n", named)
     assert str(missing.value).endswith("lacks feature(s) ['sex'] of the federation schema; not in the schema: ['sexx']")
+    with pytest.raises(ConfigError) as extra:  # an export's id column: refused, with what to do (walkthrough 8, W8-4)
+        _load(tmp_path, "patient_id,diagnosis,age,sex,bmi,ward\n7,malignant,40,f,22,b\n", named)
+    assert "column(s) ['patient_id', 'ward'] that are not in the federation schema" in str(extra.value)
+    assert "a copy of the file without them (e.g. csvcut -C patient_id,ward)" in str(extra.value)
 
 
 def test_an_npz_file_holds_the_features_in_schema_order(tmp_path):

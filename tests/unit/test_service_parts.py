@@ -534,3 +534,13 @@ def test_a_revoked_data_users_queued_job_fails_before_any_owner_is_asked(tmp_pat
     unreadable = RevokedDataUsers(revoked)
     revoked.write_bytes(b"\xff\xfe")  # an edit that breaks the file: no one is let back in meanwhile
     assert unreadable.revoked("alice") and unreadable.revoked("bob")
+
+
+def test_the_owners_column_says_released_of_asked_and_reads_more_than_asked_as_more():
+    """Walkthrough 8, W8-15: a job with owners = 8 that ran over the 18 registered read '18/8', like a counting
+    bug; owners is the least a job starts with."""
+    from privfed.deploy.service_cli import _owners_cell
+
+    assert _owners_cell({"owners": 30, "answered": 20}) == "20/30"
+    assert _owners_cell({"owners": 8, "answered": 18}) == "18 (8+ asked)"
+    assert _owners_cell({"owners": 8, "answered": None}) == "8"
