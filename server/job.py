@@ -42,6 +42,7 @@ from privfed.server.report import (
     JobReport,
     accuracy_warning,
     baselines,
+    few_reports_warning,
     fewer_owners_warning,
     nonprivate_releases,
     refusal_summary,
@@ -488,9 +489,11 @@ def run_federated_job(
                 int(test.y.shape[0]),
                 rows_help=not job.config.one_report_per_owner,
             )
-        warnings = [
-            w for w in (*job.settings_warnings, warning, fewer_owners_warning(job.config.owners, outcome.answered)) if w
-        ]
+        few = few_reports_warning(
+            job.config.task, job.config.epsilon, outcome.answered, job.config.one_report_per_owner
+        )
+        fewer = fewer_owners_warning(job.config.owners, outcome.answered)
+        warnings = [w for w in (*job.settings_warnings, warning, few, fewer) if w]
         ref = {"reference_accuracy": None, "reference_learner": None} if reference is None else dict(reference())
         report.write(
             status="ok",

@@ -277,6 +277,24 @@ def accuracy_warning(
     return f"{what} (±{noise:.3f}): it learned nothing usable at this privacy level; {owners}, fewer features or a larger epsilon would help"
 
 
+#: Fewer one-report owners than this and one run's accuracy is one draw of a wide spread (:func:`few_reports_warning`).
+FEW_REPORTS = 100
+
+
+def few_reports_warning(task: str, epsilon: float, answered: int, one_report: bool) -> str | None:
+    """A one-line warning when a job whose owners each send one report (nb, bdt by marginals, lr by gradient
+    descent) had fewer than :data:`FEW_REPORTS` of them, else None: its accuracy is one draw of a wide spread
+    (walkthrough 8, W8-9: nb over 10 owners at eps 0.5 reported 0.840 with no word, where 10 runs of the same
+    setting gave 0.567 ± 0.184). The README's table says from how many owners each task learns."""
+    if not one_report or not 0 < answered < FEW_REPORTS or not math.isfinite(epsilon):
+        return None
+    return (
+        f"warning: {answered} owner(s) sent one report each: at this size one run's accuracy varies widely from run "
+        f"to run (it is one draw, not what the task gets here); `privfed simulate --owners {answered} --task {task} "
+        f"--epsilon {epsilon:g} --repeats 10` on your data shows the spread"
+    )
+
+
 def fewer_owners_warning(asked: int | None, answered: int) -> str | None:
     """A one-line warning when fewer owners released for a job than it asked for, else None (walkthrough 6, W6-9:
     a job asking ``owners = 20`` ran over the 10 whose policy took it, and the listing still said 20). ``owners``

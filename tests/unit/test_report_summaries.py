@@ -132,3 +132,16 @@ def test_the_warnings_advice_says_more_owners_where_each_owner_sends_one_report(
     advice = accuracy_warning(1.0, 0.34, 0.5, 200, rows_help=False)
     assert "more owners (each sends one report, whatever its rows)" in advice and "rows per owner" not in advice
     assert "more owners (or rows per owner)" in accuracy_warning(1.0, 0.34, 0.5, 200)
+
+
+def test_a_job_of_few_one_report_owners_says_its_accuracy_is_one_draw():
+    """Walkthrough 8, W8-9: nb over 10 one-report owners at eps 0.5 reported 0.840 with no word; 10 runs of the same
+    setting gave 0.567 ± 0.184."""
+    from privfed.server.report import FEW_REPORTS, few_reports_warning
+
+    said = few_reports_warning("nb", 0.5, 10, one_report=True)
+    assert said is not None and said.startswith("warning: 10 owner(s) sent one report each")
+    assert "privfed simulate --owners 10 --task nb --epsilon 0.5 --repeats 10" in said
+    assert few_reports_warning("nb", 0.5, FEW_REPORTS, one_report=True) is None  # enough owners
+    assert few_reports_warning("ncc", 0.5, 10, one_report=False) is None  # rows perturbed one by one: rows count too
+    assert few_reports_warning("nb", float("inf"), 10, one_report=True) is None  # no noise: no draw
