@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nodeload import offline_node
 
 from privfed.common.errors import ConfigError
 from privfed.common.ledger import Ledger
 from privfed.common.schema import FederationSchema
 from privfed.common.schema import table as schema_table
-from privfed.owner.main import OwnerConfig, hosted_owners
+from privfed.owner.main import hosted_owners
 
 #: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
 pytestmark = pytest.mark.in_process
@@ -76,14 +77,7 @@ def _load(tmp_path, monkeypatch, n_rows: int, shape: str, schema_text: str) -> d
 
     monkeypatch.setattr(schema_table, "_fast", counting_fast)
     monkeypatch.setattr(schema_table, "_slow", counting_slow)
-    config = OwnerConfig(
-        coordinator="127.0.0.1:1",
-        name=f"node-{n_rows}",
-        ledger=tmp_path / f"node-{n_rows}-{shape}.sqlite",
-        epsilon_budget=1.0,
-        data=str(path),
-        shards="10",
-    )
+    config = offline_node(tmp_path, path, f"node-{n_rows}", f"node-{n_rows}-{shape}.sqlite")
     deferred = hosted_owners(config)  # no local schema: nothing read before the registration
     assert counted == {"fast": 0, "slow": 0}
     with Ledger(config.ledger, epsilon_budget=1.0) as ledger:

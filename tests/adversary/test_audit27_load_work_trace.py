@@ -25,11 +25,12 @@ from collections import Counter
 import numpy as np
 import pytest
 from differential import _traced
+from nodeload import offline_node
 from test_audit26_load_pad_paths import SCHEMA, _write
 
 from privfed.common.ledger import Ledger
 from privfed.common.schema import FederationSchema
-from privfed.owner.main import OwnerConfig, hosted_owners
+from privfed.owner.main import hosted_owners
 
 #: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
 pytestmark = pytest.mark.in_process
@@ -40,15 +41,7 @@ def _traced_load(tmp_path, n_rows: int, shape: str, work_rows: int | None = None
     file, and per function its calls and the leading sizes of the arrays handed to it."""
     path = tmp_path / f"rows-{n_rows}-{shape}.csv"
     _write(path, n_rows, shape)
-    config = OwnerConfig(
-        coordinator="127.0.0.1:1",
-        name=f"node-{n_rows}",
-        ledger=tmp_path / f"node-{n_rows}-{shape}.sqlite",
-        epsilon_budget=1.0,
-        data=str(path),
-        shards="10",
-        work_rows=work_rows,
-    )
+    config = offline_node(tmp_path, path, f"node-{n_rows}", f"node-{n_rows}-{shape}.sqlite", work_rows=work_rows)
     deferred = hosted_owners(config)
     schema = FederationSchema.parse(SCHEMA, source="the coordinator's schema")
     lines: Counter = Counter()

@@ -15,11 +15,12 @@ In process, as ``privfed owner`` loads its owners.
 
 import numpy as np
 import pytest
+from nodeload import offline_node
 
 from privfed.common.ledger import Ledger
 from privfed.common.schema import FederationSchema
 from privfed.owner import data
-from privfed.owner.main import OwnerConfig, hosted_owners
+from privfed.owner.main import hosted_owners
 
 #: No clock, no child process, no socket: run with the in-process suites, on two workers (Makefile).
 pytestmark = pytest.mark.in_process
@@ -39,15 +40,8 @@ def _load(tmp_path, monkeypatch, n_rows: int, shards: int, work_rows: int | None
         FederationSchema, "load", lambda self, raw, *a, **k: read.append(len(raw.lines)) or load(self, raw, *a, **k)
     )
     monkeypatch.setattr(data, "row_digests", lambda X, y: digested.append(len(X)) or digests(X, y))
-    config = OwnerConfig(
-        coordinator="127.0.0.1:1",
-        name=f"node-{n_rows}",
-        ledger=tmp_path / f"node-{n_rows}.sqlite",
-        epsilon_budget=1.0,
-        data=str(path),
-        bounds="0:1",
-        shards=str(shards),
-        work_rows=work_rows,
+    config = offline_node(
+        tmp_path, path, f"node-{n_rows}", f"node-{n_rows}.sqlite", bounds="0:1", shards=str(shards), work_rows=work_rows
     )
     deferred = hosted_owners(config)
     read.clear()  # the local --bounds check before the node dials out: not seen by the coordinator
