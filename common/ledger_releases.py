@@ -80,6 +80,54 @@ def spent_where(
     return Budget(math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
 
 
+def spent_held(
+    conn: sqlite3.Connection,
+    pairs: list[tuple[str, int]],
+    job: str | None,
+    other_than: str | None,
+    since: str | None,
+) -> Budget:
+    """(ε, δ) of the releases each (owner id, run) pair of ``pairs`` made in its run, for ``job`` (None: any), for
+    no job ``other_than`` (None: no such condition), debited at or after ``since`` (None: ever), each release once
+    (``Ledger.spent_by_holdings``): read through index ``releases_run``, summed by ``fsum``."""
+    where = [f"(owner_id, run) IN (VALUES {','.join('(?, ?)' for _ in pairs)})"]
+    args: list[Any] = [v for pair in pairs for v in pair]
+    for clause, value in (("job = ?", job), ("job != ?", other_than), ("ts >= datetime('now', ?)", since)):
+        if value is not None:
+            where.append(clause)
+            args.append(value)
+    rows = conn.execute(f"SELECT epsilon, delta FROM releases WHERE {' AND '.join(where)}", args).fetchall()
+    return Budget(math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
+
+
+def spent_held_but(
+    conn: sqlite3.Connection, records: dict[str, OwnerRecord], pairs: list[tuple[str, int]], job: str | None
+) -> Budget:
+    """The running sums of each (owner id, run) pair's releases in its run (``records``, read in the same snapshot
+    as ``conn``) less the releases of ``job`` (None: none), summed over the pairs, as :func:`spent_but` does for
+    whole ids (a pair whose ``job`` releases are not finite sums its other releases instead)."""
+    parts: list[tuple[float, float]] = []
+    taken: dict[tuple[str, int], list[tuple[float, float]]] = {p: [] for p in pairs}
+    if job is not None:
+        for o, run, e, d in conn.execute(
+            f"SELECT owner_id, run, epsilon, delta FROM releases WHERE (owner_id, run) IN "
+            f"(VALUES {','.join('(?, ?)' for _ in pairs)}) AND job = ?",
+            [*(v for pair in pairs for v in pair), job],
+        ):
+            taken[(o, run)].append((e, d))
+    for owner_id, run in pairs:
+        if not all(math.isfinite(e) and math.isfinite(d) for e, d in taken[(owner_id, run)]):
+            other = spent_held(conn, [(owner_id, run)], None, job, None)
+            parts.append((other.epsilon, other.delta))
+            continue
+        epsilon, delta = records[owner_id].in_run(run)
+        for e, d in taken[(owner_id, run)]:
+            epsilon.add(-e)
+            delta.add(-d)
+        parts.append((epsilon.value(), delta.value()))
+    return Budget(math.fsum(p[0] for p in parts), math.fsum(p[1] for p in parts))
+
+
 def spent_but(
     conn: sqlite3.Connection, records: dict[str, OwnerRecord], owner_ids: list[str], job: str | None
 ) -> Budget:
