@@ -171,3 +171,46 @@ def read_spent(path: str | Path, owner_ids: Sequence[str], *, since: str | None 
         raise ConfigError(f"ledger {path}: not a readable privfed ledger ({exc})") from exc
     finally:
         conn.close()
+
+
+def read_row_spending(path: str | Path, owner_ids: Sequence[str]) -> dict[str, list[tuple[int, Budget, Budget]]]:
+    """For each owner id, its rows of its last run (those recorded as held by it in the last run it debited in),
+    in groups of the same earlier holdings: (how many rows, what such a row can have spent in the last 24 hours,
+    what in all), counted as the node's policy counts them (``Ledger.spent_by_holdings``: the releases of each
+    (id, run) pair that held the row, and the id's own of before schema 6), read without writing. Empty for an id
+    without rows, and for every id of a file older than schema 6 (its holdings name no run)."""
+    path = Path(path)
+    conn, version = open_read_only(path)
+    try:
+        if version < 6:
+            return {o: [] for o in owner_ids}
+        out: dict[str, list[tuple[int, Budget, Budget]]] = {}
+        for owner_id in owner_ids:
+            row = conn.execute("SELECT max(run) FROM holders WHERE owner_id = ?", (owner_id,)).fetchone()
+            if row is None or row[0] is None:
+                out[owner_id] = []
+                continue
+            held: dict[str, set[tuple[str, int]]] = {}
+            for key, holder, run in conn.execute(
+                "SELECT h.row_key, h.owner_id, h.run FROM holders AS mine JOIN holders AS h ON h.row_key = "
+                "mine.row_key WHERE mine.owner_id = ? AND mine.run = ? AND mine.row_key LIKE 'row:%'",
+                (owner_id, row[0]),
+            ):
+                held.setdefault(key, set()).add((holder, int(run)))
+            groups: dict[tuple[tuple[str, int], ...], int] = {}
+            for pairs in held.values():
+                key_pairs = tuple(sorted(pairs | {(owner_id, 0)}))
+                groups[key_pairs] = groups.get(key_pairs, 0) + 1
+            out[owner_id] = [
+                (
+                    n,
+                    spent_held(conn, list(pairs), None, None, "-1 day"),
+                    spent_held(conn, list(pairs), None, None, None),
+                )
+                for pairs, n in groups.items()
+            ]
+        return out
+    except sqlite3.Error as exc:
+        raise ConfigError(f"ledger {path}: not a readable privfed ledger ({exc})") from exc
+    finally:
+        conn.close()

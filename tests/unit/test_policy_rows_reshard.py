@@ -19,6 +19,7 @@ names the rows left out of it). It checks, job by job:
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ import pytest
 from privfed.common.datasets import partition
 from privfed.common.jobinfo import JobInfo
 from privfed.common.ledger import Debit, Ledger, RowsUnused
+from privfed.deploy.cli import main
 from privfed.owner.data import row_digests
 from privfed.owner.policy import OwnerPolicy, rows_kept_out
 
@@ -134,7 +136,7 @@ def _changed(X: np.ndarray, rng: np.random.Generator, drop: int, add: int) -> np
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_rows_dealt_to_other_ids_by_a_changed_file_are_held_to_what_they_spent_themselves(tmp_path, seed):
+def test_rows_dealt_to_other_ids_by_a_changed_file_are_held_to_what_they_spent_themselves(tmp_path, capsys, seed):
     rng = np.random.default_rng(seed)
     node = Node(tmp_path / "ledger.sqlite", seed)
     X1 = rng.normal(size=(120, 3))
@@ -173,6 +175,16 @@ def test_rows_dealt_to_other_ids_by_a_changed_file_are_held_to_what_they_spent_t
     node.job("d1", 1.0)
     held = {k for keys in node.held.values() for k in keys}
     assert node.kept_out_counts[-1] == (len(old & held), len(X3))  # exactly the rows at the total limit
+    # `privfed ledger show --policy` counts them, as the node does (W8-5: it showed none of this)
+    policy = tmp_path / "policy.toml"
+    policy.write_text("max_epsilon_per_job = 2.0\nmax_epsilon_per_day = 5.0\nmax_epsilon_total = 16.0\n")
+    assert main(["ledger", "show", "--ledger", str(node.path), "--policy", str(policy), "--json"]) == 0
+    shown = {o["owner_id"]: o["policy"]["rows"] for o in json.loads(capsys.readouterr().out)}
+    mine = [shown[o] for o in node.held]
+    assert sum(r["count"] for r in mine) == len(X3)
+    assert sum(r["kept_out"] for r in mine) == sum(r["no_room"] for r in mine) == len(old & held)
+    assert main(["ledger", "show", "--ledger", str(node.path), "--policy", str(policy)]) == 0
+    assert "rows kept out" in capsys.readouterr().out
 
 
 def _dealt(X: np.ndarray, seed: int) -> dict[str, list[bytes]]:
