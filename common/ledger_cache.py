@@ -4,7 +4,8 @@ history is (issue 27).
 
 An owner's record is O(1) in size: its stored budget, its spent ε and δ as running exact sums
 (:class:`~privfed.common.ledger_sum.ExactSum`, equal bit for bit to ``math.fsum`` over every
-release) and how many releases it has. Its release ids stay in the file, whose unique index on
+release), the same per run it debited in (``privfed.common.ledger_file``, schema 6: what an owner policy counts
+for a row, ``Ledger.spent_by_holdings``; O(the runs)) and how many releases it has. Its release ids stay in the file, whose unique index on
 (owner, release id) answers whether an id was used in O(log n) (``privfed.common.ledger_file``,
 :class:`~privfed.common.ledger_file.ReleaseIds`). A debit batch keeps its own additions apart
 (:class:`PendingRecord`) and merges them into the record only after its COMMIT returned, so a batch
@@ -25,7 +26,7 @@ accounts): a node hosting more owners reads each batch's records from the file, 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from privfed.common.ledger_file import CHUNK
 from privfed.common.ledger_records import Budget
@@ -46,12 +47,25 @@ class OwnerRecord:
     epsilon: ExactSum
     delta: ExactSum
     count: int = 0
+    #: The exact sums of the ε and δ of its releases per run (run 0: before ledger schema 6).
+    runs: dict[int, tuple[ExactSum, ExactSum]] = field(default_factory=dict)
 
-    def add_release(self, epsilon: float, delta: float) -> None:
+    def add_release(self, epsilon: float, delta: float, run: int) -> None:
         """One release read from the file."""
         self.count += 1
         self.epsilon.add(epsilon)
         self.delta.add(delta)
+        self.add_to_run(run, epsilon, delta)
+
+    def add_to_run(self, run: int, epsilon: float, delta: float) -> None:
+        eps, dlt = self.runs.setdefault(run, (ExactSum(), ExactSum()))
+        eps.add(epsilon)
+        dlt.add(delta)
+
+    def in_run(self, run: int) -> tuple[ExactSum, ExactSum]:
+        """Copies of the exact sums of the owner's releases in ``run`` (zero: none)."""
+        eps, dlt = self.runs.get(run, (ExactSum(), ExactSum()))
+        return eps.copy(), dlt.copy()
 
 
 class PendingRecord:
@@ -59,14 +73,16 @@ class PendingRecord:
     batch's own accepted entries, kept apart until :meth:`merge` (after COMMIT). O(1) to create and per
     entry: the exact sums are copied (a few partials)."""
 
-    __slots__ = ("record", "budget", "epsilon", "delta", "new_ids")
+    __slots__ = ("record", "budget", "epsilon", "delta", "new_ids", "run", "added")
 
-    def __init__(self, record: OwnerRecord) -> None:
+    def __init__(self, record: OwnerRecord, run: int) -> None:
         self.record = record
         self.budget = record.budget
         self.epsilon = record.epsilon.copy()
         self.delta = record.delta.copy()
         self.new_ids: dict[str, None] = {}
+        self.run = run  # the run the batch debits in
+        self.added: list[tuple[float, float]] = []
 
     def used_in_batch(self, release_id: str) -> bool:
         """Whether an earlier entry of the batch recorded ``release_id`` (the file knows the others)."""
@@ -81,6 +97,7 @@ class PendingRecord:
         self.new_ids[release_id] = None
         self.epsilon.add(epsilon)
         self.delta.add(delta)
+        self.added.append((epsilon, delta))
 
     def merge(self) -> OwnerRecord:
         """The record with the batch's entries in it; call only once the batch committed."""
@@ -88,6 +105,8 @@ class PendingRecord:
         record.budget = self.budget
         record.epsilon, record.delta = self.epsilon, self.delta
         record.count += len(self.new_ids)
+        for epsilon, delta in self.added:
+            record.add_to_run(self.run, epsilon, delta)
         return record
 
 
@@ -123,10 +142,10 @@ class RecordCache:
                 f"SELECT owner_id, epsilon_budget, delta_budget FROM owners WHERE owner_id IN ({marks})", chunk
             ):
                 read[o].budget = Budget(e, d)
-            for o, e, d in conn.execute(
-                f"SELECT owner_id, epsilon, delta FROM releases WHERE owner_id IN ({marks})", chunk
+            for o, e, d, run in conn.execute(
+                f"SELECT owner_id, epsilon, delta, run FROM releases WHERE owner_id IN ({marks})", chunk
             ):
-                read[o].add_release(e, d)
+                read[o].add_release(e, d, run)
         self.keep_owners(read)
         return {o: read[o] if o in read else self.owners[o] for o in owners}
 

@@ -41,7 +41,7 @@ def debit_batch(
     try:
         cache.validate(conn)  # under the write lock: no other writer until COMMIT
         # the batch's additions stay beside the cached records until COMMIT (ledger_cache)
-        batch = {o: PendingRecord(r) for o, r in cache.read(conn, owners).items()}
+        batch = {o: PendingRecord(r, rows.run) for o, r in cache.read(conn, owners).items()}
         sums = rows.sums(conn, [k for o in owners for k in rows.keys(o)])
         results: list[Outcome] = []
         new_owners, written = [], []
@@ -88,14 +88,14 @@ def debit_batch(
                 who = e.recipient  # written, never read: nothing above depends on it (ledger_records.Recipient)
                 written.append(
                     (e.owner_id, e.release_id, e.purpose, e.epsilon, e.delta, int(e.nonprivate), e.job)
-                    + (who.data_user, who.coordinator)
+                    + (who.data_user, who.coordinator, rows.run)
                 )
             results.append(error)
         if new_owners:
             conn.executemany("INSERT INTO owners (owner_id, epsilon_budget, delta_budget) VALUES (?, ?, ?)", new_owners)
         conn.executemany(
             "INSERT INTO releases (owner_id, release_id, purpose, epsilon, delta, nonprivate, job, data_user, "
-            "coordinator) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "coordinator, run) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             written,
         )
         holders = rows.record_holders(conn, owners)

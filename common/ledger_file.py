@@ -24,7 +24,12 @@ Schema versions
     private; the columns a version lacks added with '' in every old row: unknown, as ``privfed
     ledger show`` prints them).
     Table ``holders`` (which owner ids debited with which row accounts, ``privfed.common.ledger_rows``)
-    is created in any version's file when it is opened.
+    is created in any version's file when it is opened. 6: ``releases.run`` and ``holders.run``, the *run* (one
+    opening of the file for writing, numbered in table ``meta``) a release was debited in and in which an id held a
+    row (walkthrough 8, W8-5): an owner policy counts, for a row, the releases of each id in the runs in which that
+    id held the row, not every release the id ever made (``privfed.common.ledger_rows``). An older file's releases
+    and holders are migrated with run 0, which stands for every run before this version: a row held by an id before
+    it is counted with every one of that id's releases of then (as before: nothing is given back).
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ log = logging.getLogger("privfed.ledger")
 #: Seconds a statement waits for a lock held by another connection before failing.
 BUSY_TIMEOUT_S = 30.0
 #: Schema version stored in ``PRAGMA user_version``.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 #: Owners (or accounts) per ``IN (...)`` query: below SQLite's historical limit of 999 bound variables.
 CHUNK = 500
 
@@ -71,11 +76,13 @@ CREATE TABLE IF NOT EXISTS releases (
     job        TEXT NOT NULL DEFAULT '',
     data_user  TEXT NOT NULL DEFAULT '',
     coordinator TEXT NOT NULL DEFAULT '',
+    run        INTEGER NOT NULL DEFAULT 0,
     UNIQUE (owner_id, release_id)
 );
 CREATE INDEX IF NOT EXISTS releases_purpose ON releases (owner_id, purpose);
 CREATE INDEX IF NOT EXISTS releases_job ON releases (owner_id, job);
 CREATE INDEX IF NOT EXISTS releases_ts ON releases (owner_id, ts);
+CREATE INDEX IF NOT EXISTS releases_run ON releases (owner_id, run);
 CREATE TABLE IF NOT EXISTS accounts (
     key     TEXT PRIMARY KEY,
     epsilon REAL NOT NULL,
@@ -84,7 +91,8 @@ CREATE TABLE IF NOT EXISTS accounts (
 CREATE TABLE IF NOT EXISTS holders (
     row_key  TEXT NOT NULL,
     owner_id TEXT NOT NULL,
-    PRIMARY KEY (row_key, owner_id)
+    run      INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (row_key, owner_id, run)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (
     name  TEXT PRIMARY KEY,
@@ -132,7 +140,7 @@ def init_schema(conn: sqlite3.Connection, path: Path, default: Budget, *, existe
     later copy misses only the releases since, which no check of the file can tell: ``privfed ledger backup``
     copies a ledger whole. (A file whose creation was killed before its tables were written is refused too.)"""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version not in (0, 1, 2, 3, 4, SCHEMA_VERSION):
+    if version not in (0, 1, 2, 3, 4, 5, SCHEMA_VERSION):
         raise ConfigError(f"ledger {path}: schema version {version}, this code reads 1 to {SCHEMA_VERSION}")
     if version == 0 and existed:
         raise ConfigError(
@@ -152,6 +160,9 @@ def init_schema(conn: sqlite3.Connection, path: Path, default: Budget, *, existe
         for column in ("job", "data_user", "coordinator"):  # versions 4 and 5: '' in every old row (unknown)
             if version and column not in columns:
                 conn.execute(f"ALTER TABLE releases ADD COLUMN {column} TEXT NOT NULL DEFAULT ''")
+        if version and "run" not in columns:  # version 6: run 0, every run before it
+            conn.execute("ALTER TABLE releases ADD COLUMN run INTEGER NOT NULL DEFAULT 0")
+        _add_holders_run(conn)
         for statement in _SCHEMA.split(";"):  # not executescript: it would COMMIT first
             if statement.strip():
                 conn.execute(statement)
@@ -159,6 +170,37 @@ def init_schema(conn: sqlite3.Connection, path: Path, default: Budget, *, existe
         conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         _keep_or_lower_budget(conn, path, default)
         conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _add_holders_run(conn: sqlite3.Connection) -> None:
+    """Give an older file's table ``holders`` its column ``run`` (version 6), every holding it records at run 0
+    (any run before it), in the open transaction: the key takes the run, so the table is copied."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(holders)")}
+    if not columns or "run" in columns:
+        return
+    conn.execute(
+        "CREATE TABLE holders_v6 (row_key TEXT NOT NULL, owner_id TEXT NOT NULL, run INTEGER NOT NULL DEFAULT 0, "
+        "PRIMARY KEY (row_key, owner_id, run)) WITHOUT ROWID"
+    )
+    conn.execute("INSERT INTO holders_v6 (row_key, owner_id, run) SELECT row_key, owner_id, 0 FROM holders")
+    conn.execute("DROP TABLE holders")
+    conn.execute("ALTER TABLE holders_v6 RENAME TO holders")
+
+
+def next_run(conn: sqlite3.Connection) -> int:
+    """A new run number for this opening of the file for writing (module docstring, version 6), recorded in table
+    ``meta`` in one committed transaction; runs are numbered from 1 (0: before version 6)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE name = 'last_run'").fetchone()
+        run = (0 if row is None else int(row[0])) + 1
+        conn.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('last_run', ?)", (str(run),))
+        conn.execute("COMMIT")
+        return run
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
@@ -313,7 +355,8 @@ def _rows_standing(conn: sqlite3.Connection) -> dict[str, RowsStanding]:
     for owner, count, spent, eps, delta, eps_budget, delta_budget in conn.execute(
         "SELECT h.owner_id, count(*), sum(used_up(coalesce(a.epsilon, 0.0), o.epsilon_budget)), "
         "max(coalesce(a.epsilon, 0.0)), max(coalesce(a.delta, 0.0)), o.epsilon_budget, o.delta_budget "
-        "FROM holders AS h JOIN owners AS o ON o.owner_id = h.owner_id LEFT JOIN accounts AS a ON a.key = h.row_key "
+        "FROM (SELECT DISTINCT row_key, owner_id FROM holders) AS h JOIN owners AS o ON o.owner_id = h.owner_id "
+        "LEFT JOIN accounts AS a ON a.key = h.row_key "
         "WHERE h.row_key LIKE 'row:%' GROUP BY h.owner_id, o.epsilon_budget, o.delta_budget"
     ):
         least = remaining_of(Budget(eps_budget, delta_budget), Budget(eps, delta))
@@ -332,7 +375,7 @@ def open_read_only(path: Path) -> tuple[sqlite3.Connection, int]:
     except sqlite3.Error as exc:
         conn.close()
         raise ConfigError(f"ledger {path}: not a readable privfed ledger ({exc})") from exc
-    if version not in (1, 2, 3, 4, SCHEMA_VERSION):
+    if version not in (1, 2, 3, 4, 5, SCHEMA_VERSION):
         conn.close()
         raise ConfigError(f"ledger {path}: not a privfed ledger (schema version {version})")
     return conn, version

@@ -14,7 +14,7 @@ from typing import Any
 
 from privfed.common.errors import LocalProtocolError
 from privfed.common.ledger_cache import RecordCache
-from privfed.common.ledger_file import ReleaseIds, open_file
+from privfed.common.ledger_file import ReleaseIds, next_run, open_file
 from privfed.common.ledger_records import Budget, Standing, refusal, remaining_of, require_name
 from privfed.common.ledger_releases import (
     history,
@@ -24,9 +24,11 @@ from privfed.common.ledger_releases import (
     release_count,
     release_used,
     spent_but,
+    spent_held,
+    spent_held_but,
     spent_where,
 )
-from privfed.common.ledger_rows import RowAccounts
+from privfed.common.ledger_rows import Holdings, RowAccounts
 from privfed.common.validation import check_non_negative, check_probability
 
 
@@ -41,7 +43,7 @@ class LedgerQueries:
         self.path = Path(path)
         self._conn: sqlite3.Connection | None = open_file(self.path, self._default)
         self._cache = RecordCache()
-        self._rows = RowAccounts(self._cache)
+        self._rows = RowAccounts(self._cache, next_run(self._conn))
 
     # ------------------------------------------------------------------ queries
     def _db(self) -> sqlite3.Connection:
@@ -101,16 +103,45 @@ class LedgerQueries:
         require_name("release_id", release_id)
         return release_used(self._db(), owner_id, release_id)
 
-    def row_holder_groups(self, owner_id: str) -> dict[tuple[str, ...], tuple[int, ...]]:
-        """The rows ``owner_id`` holds in this process (their positions) by the other owner ids that debited
-        with each (a re-sharded or renamed node's earlier ids; ``privfed.common.ledger_rows``); the rows no
-        other id held are under ``()``. An owner policy counts a row's holders' releases with the owner's own
-        (:meth:`spent_on`), row by row."""
+    def row_holder_groups(self, owner_id: str) -> dict[Holdings, tuple[int, ...]]:
+        """The rows ``owner_id`` holds in this process (their positions) by the (owner id, run) pairs that debited
+        with each before (a re-sharded or renamed node's earlier ids, or this id in earlier runs; run 0: before
+        ledger schema 6; ``privfed.common.ledger_rows``); the rows nobody held before are under ``()``. An owner
+        policy counts what those pairs released with what the owner released in this run (:meth:`spent_by_holdings`),
+        row by row."""
         return self._rows.holder_groups(self._db(), require_name("owner_id", owner_id))
 
     def row_holders(self, owner_id: str) -> tuple[str, ...]:
         """The other owner ids that debited with any of the rows ``owner_id`` holds in this process, sorted."""
-        return tuple(sorted({h for ids in self.row_holder_groups(owner_id) for h in ids}))
+        return tuple(sorted({h for ids in self.row_holder_groups(owner_id) for h, _ in ids if h != owner_id}))
+
+    def spent_by_holdings(
+        self,
+        owner_id: str,
+        holdings: Holdings,
+        *,
+        job: str | None = None,
+        other_than: str | None = None,
+        since: str | None = None,
+    ) -> Budget:
+        """(ε, δ) that a row of ``owner_id`` held before by ``holdings`` (:meth:`row_holder_groups`) can have spent
+        on ``job``, on every job but ``other_than``, at or after ``since`` (as :meth:`spent_on`): what each (id,
+        run) pair released in its run (run 0: every release of before ledger schema 6), what ``owner_id`` released
+        in this run and before schema 6, each release once. At least what the row spent there (it took no other
+        release), more by those it was left out of (``privfed.common.ledger_rows``; walkthrough 8, W8-5: every
+        release of each id that ever held the row was counted). Cost: the releases of those runs that the window
+        holds (index ``releases_run``), in one statement whatever the number of pairs; without ``job`` and ``since``
+        the ids' running sums per run (``privfed.common.ledger_cache``) less ``other_than``'s releases, as
+        :meth:`spent_on`."""
+        require_name("owner_id", owner_id)
+        pairs = list(dict.fromkeys([(owner_id, self._rows.run), (owner_id, 0), *holdings]))
+        for holder, _ in pairs:
+            require_name("owner_id", holder)
+        if job is None and since is None:
+            with self._read_snapshot() as conn:
+                ids = list(dict.fromkeys(h for h, _ in pairs))
+                return spent_held_but(conn, self._cache.read(conn, ids), pairs, other_than)
+        return spent_held(self._db(), pairs, job, other_than, since)
 
     def spent_on(
         self,
@@ -122,10 +153,10 @@ class LedgerQueries:
     ) -> Budget:
         """(ε, δ) of the owner's own releases made for ``job``, or for every job but ``other_than``,
         debited at or after ``since`` (SQLite ``datetime`` text such as ``'-1 day'`` relative to now;
-        None: ever). An owner policy bounds a job's, a day's and the total spending with it
-        (``privfed.owner.policy``), on every task of a node that has one. Several ids (an owner's and
-        those that held its rows, :meth:`row_holders`): the sum of each id's, read in the same number of
-        statements as for one, so the time of a policy's check barely grows with the number of ids.
+        None: ever). An owner policy bounds a job's, a day's and the total spending of an owner id with it
+        (``privfed.owner.policy``), on every task of a node that has one; its rows' by
+        :meth:`spent_by_holdings`. Several ids: the sum of each id's, read in the same number of
+        statements as for one.
 
         Cost: never the owner's whole history (``privfed.common.ledger_releases``)."""
         ids = [owner_ids] if isinstance(owner_ids, str) else list(dict.fromkeys(owner_ids))

@@ -80,6 +80,54 @@ def spent_where(
     return Budget(math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
 
 
+def spent_held(
+    conn: sqlite3.Connection,
+    pairs: list[tuple[str, int]],
+    job: str | None,
+    other_than: str | None,
+    since: str | None,
+) -> Budget:
+    """(ε, δ) of the releases each (owner id, run) pair of ``pairs`` made in its run, for ``job`` (None: any), for
+    no job ``other_than`` (None: no such condition), debited at or after ``since`` (None: ever), each release once
+    (``Ledger.spent_by_holdings``): read through index ``releases_run``, summed by ``fsum``."""
+    where = [f"(owner_id, run) IN (VALUES {','.join('(?, ?)' for _ in pairs)})"]
+    args: list[Any] = [v for pair in pairs for v in pair]
+    for clause, value in (("job = ?", job), ("job != ?", other_than), ("ts >= datetime('now', ?)", since)):
+        if value is not None:
+            where.append(clause)
+            args.append(value)
+    rows = conn.execute(f"SELECT epsilon, delta FROM releases WHERE {' AND '.join(where)}", args).fetchall()
+    return Budget(math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
+
+
+def spent_held_but(
+    conn: sqlite3.Connection, records: dict[str, OwnerRecord], pairs: list[tuple[str, int]], job: str | None
+) -> Budget:
+    """The running sums of each (owner id, run) pair's releases in its run (``records``, read in the same snapshot
+    as ``conn``) less the releases of ``job`` (None: none), summed over the pairs, as :func:`spent_but` does for
+    whole ids (a pair whose ``job`` releases are not finite sums its other releases instead)."""
+    parts: list[tuple[float, float]] = []
+    taken: dict[tuple[str, int], list[tuple[float, float]]] = {p: [] for p in pairs}
+    if job is not None:
+        for o, run, e, d in conn.execute(
+            f"SELECT owner_id, run, epsilon, delta FROM releases WHERE (owner_id, run) IN "
+            f"(VALUES {','.join('(?, ?)' for _ in pairs)}) AND job = ?",
+            [*(v for pair in pairs for v in pair), job],
+        ):
+            taken[(o, run)].append((e, d))
+    for owner_id, run in pairs:
+        if not all(math.isfinite(e) and math.isfinite(d) for e, d in taken[(owner_id, run)]):
+            other = spent_held(conn, [(owner_id, run)], None, job, None)
+            parts.append((other.epsilon, other.delta))
+            continue
+        epsilon, delta = records[owner_id].in_run(run)
+        for e, d in taken[(owner_id, run)]:
+            epsilon.add(-e)
+            delta.add(-d)
+        parts.append((epsilon.value(), delta.value()))
+    return Budget(math.fsum(p[0] for p in parts), math.fsum(p[1] for p in parts))
+
+
 def spent_but(
     conn: sqlite3.Connection, records: dict[str, OwnerRecord], owner_ids: list[str], job: str | None
 ) -> Budget:
@@ -119,6 +167,49 @@ def read_spent(path: str | Path, owner_ids: Sequence[str], *, since: str | None 
     conn, _ = open_read_only(path)
     try:
         return {o: spent_where(conn, [o], None, None, since) for o in owner_ids}
+    except sqlite3.Error as exc:
+        raise ConfigError(f"ledger {path}: not a readable privfed ledger ({exc})") from exc
+    finally:
+        conn.close()
+
+
+def read_row_spending(path: str | Path, owner_ids: Sequence[str]) -> dict[str, list[tuple[int, Budget, Budget]]]:
+    """For each owner id, its rows of its last run (those recorded as held by it in the last run it debited in),
+    in groups of the same earlier holdings: (how many rows, what such a row can have spent in the last 24 hours,
+    what in all), counted as the node's policy counts them (``Ledger.spent_by_holdings``: the releases of each
+    (id, run) pair that held the row, and the id's own of before schema 6), read without writing. Empty for an id
+    without rows, and for every id of a file older than schema 6 (its holdings name no run)."""
+    path = Path(path)
+    conn, version = open_read_only(path)
+    try:
+        if version < 6:
+            return {o: [] for o in owner_ids}
+        out: dict[str, list[tuple[int, Budget, Budget]]] = {}
+        for owner_id in owner_ids:
+            row = conn.execute("SELECT max(run) FROM holders WHERE owner_id = ?", (owner_id,)).fetchone()
+            if row is None or row[0] is None:
+                out[owner_id] = []
+                continue
+            held: dict[str, set[tuple[str, int]]] = {}
+            for key, holder, run in conn.execute(
+                "SELECT h.row_key, h.owner_id, h.run FROM holders AS mine JOIN holders AS h ON h.row_key = "
+                "mine.row_key WHERE mine.owner_id = ? AND mine.run = ? AND mine.row_key LIKE 'row:%'",
+                (owner_id, row[0]),
+            ):
+                held.setdefault(key, set()).add((holder, int(run)))
+            groups: dict[tuple[tuple[str, int], ...], int] = {}
+            for pairs in held.values():
+                key_pairs = tuple(sorted(pairs | {(owner_id, 0)}))
+                groups[key_pairs] = groups.get(key_pairs, 0) + 1
+            out[owner_id] = [
+                (
+                    n,
+                    spent_held(conn, list(pairs), None, None, "-1 day"),
+                    spent_held(conn, list(pairs), None, None, None),
+                )
+                for pairs, n in groups.items()
+            ]
+        return out
     except sqlite3.Error as exc:
         raise ConfigError(f"ledger {path}: not a readable privfed ledger ({exc})") from exc
     finally:

@@ -13,12 +13,19 @@ earlier file).
 
 The owner policy's limits per job, per day and in total (``privfed.owner.policy``) are sums over releases
 with their job and time, which the accounts do not keep. So each owner id that debits with row accounts is
-recorded as a *holder* of them (table ``holders``, once per id and process, in its first debit's
-transaction), and :meth:`RowAccounts.holder_groups` names, row by row, the other ids that held it: a row that a
-release would take past a limit counted with its holders' releases is left out of it (``Debit.rows_out``), so
-re-sharding or renaming does not reset a job's, a day's or the total limit of a row either. The sum over
-a row's holders is at least what it spent (more when it was read by several ids in one release's stead): the
-policy errs towards keeping a row out. Its refusals count the owner id's own releases only.
+recorded as a *holder* of them in its *run* (table ``holders``: the row, the id, and the opening of the file for
+writing it debited in, once per id and run, in its first debit's transaction; each release records its run too),
+and :meth:`RowAccounts.holder_groups` names, row by row, the (id, run) pairs that held it: a row is counted with
+the releases each id made in the runs in which it held the row, and with the releases of its owner id in this run,
+within each limit's window (``Ledger.spent_by_holdings``); a row that a release would take past a limit so
+counted is left out of it (``Debit.rows_out``), so re-sharding or renaming does not reset a job's, a day's or the
+total limit of a row either. The count is at least what the row spent within the window: more only by the releases
+of those runs it was left out of, and, for a file older than schema 6, by every release its earlier holders made
+before it (run 0 stands for all of those runs; the owner id's own releases of then are counted for each of its rows,
+as before). Until walkthrough 8 (W8-5) a row was counted with *every* release of each id that ever held it: after a
+changed data file deals nearly every row to another of the node's ids, each row counted its old id's and its new
+id's spending, about twice its own, and a day or total limit kept most rows out though their own accounts could
+pay (for good under the total limit). Its refusals count the owner id's own releases only.
 
 Timing. Every debit adds to each account of the owner (a sum and an ``INSERT ... ON CONFLICT`` each, ~6 us), and a
 policy looks up each one's holders: work that followed the private row count exactly, where the fits follow its
@@ -33,7 +40,7 @@ Limits: a fresh ledger file starts every row at zero; a row whose content change
 identical rows are told apart by their order in the data (re-ordering two identical rows can swap
 their accounts); rows live in the process that binds them (owners sharing rows across two nodes'
 ledgers are not linked); releases recorded before schema 3 are on their ids only, and debits made before the ``holders`` table
-name no holder.
+name no holder (the owner id's releases of before schema 6 are counted for each of its rows all the same).
 
 Layout. A row's digest reads its feature columns in an order and its label as a class's position; the ledger
 records the layout the node's rows were digested in (:func:`recorded_layout`: the encoded feature names and the
@@ -60,6 +67,8 @@ from privfed.common.ledger_cache import RecordCache
 from privfed.common.ledger_file import CHUNK
 from privfed.common.work_rows import work_rows
 
+#: The (owner id, run) pairs that held a row before (:meth:`RowAccounts.holder_groups`; run 0: before schema 6).
+Holdings = tuple[tuple[str, int], ...]
 #: A row layout: the encoded feature names in column order, and the class values' texts in index order.
 RowLayout = tuple[tuple[str, ...], tuple[str, ...]]
 
@@ -96,8 +105,9 @@ class RowAccounts:
         each use of :meth:`sums`.
     """
 
-    def __init__(self, cache: RecordCache) -> None:
+    def __init__(self, cache: RecordCache, run: int) -> None:
         self._cache = cache
+        self.run = run  # this opening of the file for writing (``privfed.common.ledger_file.next_run``)
         self._bound: dict[str, tuple[str, ...]] = {}  # owner id -> its row accounts, then its pad accounts
         self._rows: dict[str, int] = {}  # owner id -> how many of its accounts are rows'
         self._recorded: set[str] = set()  # owner ids recorded as holders of their accounts by this process
@@ -161,8 +171,8 @@ class RowAccounts:
         in the caller's write transaction; returns those ids, for :meth:`recorded` once it commits."""
         new = [o for o in owner_ids if o not in self._recorded and self._bound.get(o)]
         conn.executemany(
-            "INSERT OR IGNORE INTO holders (row_key, owner_id) VALUES (?, ?)",
-            [(k, o) for o in new for k in self._bound[o]],
+            "INSERT OR IGNORE INTO holders (row_key, owner_id, run) VALUES (?, ?, ?)",
+            [(k, o, self.run) for o in new for k in self._bound[o]],
         )
         return new
 
@@ -170,18 +180,21 @@ class RowAccounts:
         """Note that :meth:`record_holders`' ids are in the file (their transaction committed)."""
         self._recorded.update(owner_ids)
 
-    def holder_groups(self, conn: sqlite3.Connection, owner_id: str) -> dict[tuple[str, ...], tuple[int, ...]]:
-        """``owner_id``'s rows (their positions) by the other owner ids recorded as holders of each row's account
-        (module docstring), sorted; the rows no other id held are under ``()``. An index lookup per account."""
+    def holder_groups(self, conn: sqlite3.Connection, owner_id: str) -> dict[Holdings, tuple[int, ...]]:
+        """``owner_id``'s rows (their positions) by the (owner id, run) pairs recorded as holders of each row's
+        account (module docstring), sorted, but for ``owner_id`` in this run, which holds every one of them: the
+        rows nobody held before are under ``()``. An index lookup per account."""
         n_rows, keys = self.count(owner_id), self._bound.get(owner_id, ())  # the pad accounts too: work on the cell
-        held: dict[str, set[str]] = {}
+        held: dict[str, set[tuple[str, int]]] = {}
         for start in range(0, len(keys), CHUNK):
             chunk = keys[start : start + CHUNK]
             marks = ",".join("?" * len(chunk))
-            for key, holder in conn.execute(f"SELECT row_key, owner_id FROM holders WHERE row_key IN ({marks})", chunk):
-                if holder != owner_id:
-                    held.setdefault(key, set()).add(holder)
-        groups: dict[tuple[str, ...], list[int]] = {}
+            for key, holder, run in conn.execute(
+                f"SELECT row_key, owner_id, run FROM holders WHERE row_key IN ({marks})", chunk
+            ):
+                if (holder, run) != (owner_id, self.run):
+                    held.setdefault(key, set()).add((holder, int(run)))
+        groups: dict[Holdings, list[int]] = {}
         for i, key in enumerate(keys):
             ids = groups.setdefault(tuple(sorted(held.get(key, ()))), [])
             if i < n_rows:  # a pad account's holder is its owner alone: it is in no group

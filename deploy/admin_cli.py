@@ -179,6 +179,7 @@ def _ledger_show(args: argparse.Namespace) -> int:
             raise PrivfedError(f"ledger {args.ledger}: no release recorded for owner(s) {', '.join(missing)}")
         accounts = [a for a in accounts if a.owner_id in set(args.owner)]
     headroom = {} if args.policy is None else _headroom(args.ledger, args.policy, [a.owner_id for a in accounts])
+    rows_out = {} if args.policy is None else _rows_out(args.ledger, args.policy, headroom)
     if args.json:
 
         def budget(b: Any) -> dict[str, float | None]:
@@ -220,7 +221,12 @@ def _ledger_show(args: argparse.Namespace) -> int:
                     | (
                         {}
                         if args.policy is None
-                        else {"policy": _headroom_json(headroom[a.owner_id], a.remaining.epsilon)}
+                        else {
+                            "policy": {
+                                **_headroom_json(headroom[a.owner_id], a.remaining.epsilon),
+                                "rows": rows_out.get(a.owner_id),
+                            }
+                        }
                     )
                     for a in accounts
                 ],
@@ -266,7 +272,15 @@ def _ledger_show(args: argparse.Namespace) -> int:
             f"\nwhat one new job may still ask of each owner before its policy ({args.policy}) declines it, and what "
             "it may spend (the least of that and the budget left); eps, the day's grows again as releases pass 24 hours:"
         )
-        header = ("owner", "eps per job", "eps day left", "eps total left", "policy allows", "a job may spend")
+        header = (
+            "owner",
+            "eps per job",
+            "eps day left",
+            "eps total left",
+            "policy allows",
+            "a job may spend",
+            "rows kept out",
+        )
         _table(
             [
                 header,
@@ -278,11 +292,18 @@ def _ledger_show(args: argparse.Namespace) -> int:
                         _fmt(max(0.0, h.total)),
                         _fmt(h.epsilon),
                         _fmt(min(h.epsilon, a.remaining.epsilon)),
+                        _fmt_rows_out(rows_out.get(a.owner_id)),
                     )
                     for a in accounts
                 ],
             ],
             indent="",
+        )
+        print(
+            "rows kept out: of the rows the id held in its last run, those the policy leaves out of a job asking what "
+            "it allows the id, each row counted with what it can have spent under every id that held it (the "
+            "policy's limits follow the rows); 'no room': those it leaves out of any job now (until their releases pass "
+            "24 hours; under the total limit, for good); '-': no rows, or a ledger older than schema 6"
         )
     jobs = _grouped(accounts, lambda r: r.get("job", ""))
     if jobs:
@@ -331,6 +352,40 @@ def _headroom(ledger: Path, policy_file: Path, owner_ids: list[str]) -> dict[str
         return lambda other_than=None, since=None: (total if since is None else day)[owner_id]
 
     return {o: policy.headroom(spent(o)) for o in owner_ids}
+
+
+def _rows_out(ledger: Path, policy_file: Path, headroom: dict[str, Headroom]) -> dict[str, dict[str, int] | None]:
+    """For each owner id, how many of the rows it held in its last run the policy keeps out of a job asking what it
+    allows the id (``kept_out``), and of any job (``no_room``), of ``count``: each row by what it can have spent
+    (``privfed.common.ledger_releases.read_row_spending``, the node's count); None: no rows recorded, or a file
+    older than schema 6 (walkthrough 8, W8-5: nothing showed that most rows sat out every release)."""
+    from privfed.common.ledger_records import REL_TOL
+    from privfed.common.ledger_releases import read_row_spending
+    from privfed.owner.policy import OwnerPolicy
+
+    policy = OwnerPolicy.read(policy_file)
+    out: dict[str, dict[str, int] | None] = {}
+    for owner_id, groups in read_row_spending(ledger, list(headroom)).items():
+        if not groups:
+            out[owner_id] = None
+            continue
+        allows = headroom[owner_id].epsilon
+        limits = (policy.max_epsilon_per_day, policy.max_epsilon_total)
+        tol = REL_TOL * max([1.0, *(v for v in limits if math.isfinite(v))])
+        count = kept = none = 0
+        for n, day, total in groups:
+            room = policy.headroom(lambda other_than=None, since=None, d=day, t=total: t if since is None else d)
+            count += n
+            kept += n if room.epsilon < allows - tol else 0
+            none += n if room.epsilon <= tol else 0
+        out[owner_id] = {"count": count, "kept_out": kept, "no_room": none}
+    return out
+
+
+def _fmt_rows_out(rows: dict[str, int] | None) -> str:
+    if rows is None:
+        return "-"
+    return f"{rows['kept_out']} of {rows['count']}" + (f" ({rows['no_room']} no room)" if rows["no_room"] else "")
 
 
 def _headroom_json(h: Headroom, budget_left: float) -> dict[str, float | None]:

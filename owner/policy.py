@@ -20,13 +20,17 @@ than its announced epsilon and delta (rule ``announced``). A node with a policy 
 announced jobs (rule ``unannounced``).
 
 A policy declines by what the owner's id released (the coordinator asked for all of it). A node
-restarted with another ``--shards`` or ``--name`` gives its owners new ids, but their rows bring their
-jobs', days' and total spending with them, as they bring their budget (``privfed.common.ledger_rows``):
-a release that would take a row past a limit, counting what every id that held that row released
-(:meth:`~privfed.common.ledger.Ledger.row_holder_groups`), is not made from that row (:func:`rows_kept_out`;
-the release is made from the owner's other rows, or, if none is left, the owner sends its kind's fallback),
-so that no refusal tells the coordinator that a row was spent before, and no row's history moves the release
-by more than leaving that row out does (audit 16: the sum over every holder of any row kept all the rows out).
+restarted with another ``--shards`` or ``--name``, or with a changed data file (its rows dealt anew to its ids,
+``privfed.owner.data.partition``), gives its rows other owner ids, but the rows bring their jobs', days' and
+total spending with them, as they bring their budget (``privfed.common.ledger_rows``): a release that would take
+a row past a limit, counting what the row can have spent in the limit's window (the releases each id that held
+the row made while it held it, and the owner's own in this run: :meth:`~privfed.common.ledger.Ledger.spent_by_holdings`),
+is not made from that row (:func:`rows_kept_out`; the release is made from the owner's other rows, or, if none
+is left, the owner sends its kind's fallback), so that no refusal tells the coordinator that a row was spent
+before, and no row's history moves the release by more than leaving that row out does (audit 16: the sum over
+every holder of any row kept all the rows out). Until walkthrough 8 (W8-5) a row counted every release of every id
+that ever held it: after a changed file about twice its own spending, which kept most rows out of every release
+under a day or total limit though they could pay.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from privfed.common.errors import ConfigError, reason
 from privfed.common.files import file_state
 from privfed.common.jobinfo import JOB_TASKS, JobInfo
 from privfed.common.ledger import REL_TOL, Budget, Debit, Ledger
+from privfed.common.ledger_rows import Holdings
 from privfed.common.validation import check_non_negative, check_probability
 
 log = logging.getLogger("privfed.owner")
@@ -187,12 +192,16 @@ class Headroom:
 
 
 def exceeds_announcement(
-    job: JobInfo, ledger: Ledger, owner_id: str, debits: Sequence[Debit], *, holders: Sequence[str] = ()
+    job: JobInfo, ledger: Ledger, owner_id: str, debits: Sequence[Debit], *, holdings: Holdings | None = None
 ) -> bool:
     """Whether ``debits`` (the batch's pending ones and the release's own) would take the owner's
-    spending in ``job`` past the epsilon or delta the job announced (rule ``announced``), counting the
-    releases of ``holders`` too (the other ids that held its rows: :func:`keeps_rows_out`)."""
-    spent = ledger.spent_on((owner_id, *holders), job=job.job_id)  # at least what any one row spent
+    spending in ``job`` past the epsilon or delta the job announced (rule ``announced``): the owner id's own
+    releases, or, with ``holdings``, those that a row held before by these (id, run) pairs can have spent on the
+    job (:func:`rows_kept_out`)."""
+    if holdings is None:
+        spent = ledger.spent_on(owner_id, job=job.job_id)
+    else:
+        spent = ledger.spent_by_holdings(owner_id, holdings, job=job.job_id)  # at least what such a row spent
     asked = Budget(math.fsum(d.epsilon for d in debits), math.fsum(d.delta for d in debits))
     return not (_within(spent.epsilon + asked.epsilon, job.epsilon) and _within(spent.delta + asked.delta, job.delta))
 
@@ -202,17 +211,18 @@ def rows_kept_out(
 ) -> frozenset[int]:
     """The positions of the owner's rows that a release the policy accepts for the owner's id
     (:meth:`OwnerPolicy.declines`, :func:`exceeds_announcement`) may not read: those it would take past the
-    job's announcement or the policy's day or total limit, counting what the ids that held each row released
-    (module docstring; ``Debit.rows_out``). Rows are judged in groups of the same holders, each by its own."""
+    job's announcement or the policy's day or total limit, counting what each row can have spent within the
+    limit's window: the releases of the (id, run) pairs that held it, and the owner's own in this run
+    (module docstring; ``Ledger.spent_by_holdings``; ``Debit.rows_out``). Rows are judged in groups of the same
+    holdings, each by its own."""
     out: list[int] = []
     groups = ledger.row_holder_groups(owner_id)  # one lookup per task
-    # One check per group, the rows no other id held too (it repeats the id's own, which passed): no early exit, so
-    # an answer's time tells no more than how many distinct groups of holders the rows have (one when all have the
-    # same, none or some).
-    for holders, positions in (groups or {(): ()}).items():
-        ids = (owner_id, *holders)
-        announced = exceeds_announcement(job, ledger, owner_id, debits, holders=holders)
-        limit = policy.over_limit(job, lambda ids=ids, **which: ledger.spent_on(ids, **which))
+    # One check per group (the rows nobody held before too, and an owner of no rows as if it had some): no early
+    # exit, so an answer's time tells no more than how many distinct groups of holdings the rows have (one when all
+    # have the same, none or some).
+    for holdings, positions in (groups or {(): ()}).items():
+        announced = exceeds_announcement(job, ledger, owner_id, debits, holdings=holdings)
+        limit = policy.over_limit(job, lambda held=holdings, **which: ledger.spent_by_holdings(owner_id, held, **which))
         if announced or limit is not None:
             out.extend(positions)
     return frozenset(out)

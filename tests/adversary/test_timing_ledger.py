@@ -42,10 +42,12 @@ JOB = JobInfo("job-1", "", "lr", 50.0, 1.0, "")
 
 
 def _normalised(statement: str) -> str:
-    """A statement with its literals, and the length of its ``IN`` lists, elided."""
+    """A statement with its literals, and the length of its ``IN`` lists (of values, or of (id, run) pairs),
+    elided."""
     statement = re.sub(r"'(?:[^']|'')*'", "S", statement)
     statement = re.sub(r"\b\d+(?:\.\d+)?(?:e[-+]?\d+)?\b", "N", statement)
-    return re.sub(r"\((?:[SN], ?)*[SN]\)", "(list)", statement)
+    statement = re.sub(r"\((?:[SN], ?)*[SN]\)", "(list)", statement)
+    return re.sub(r"\(list\)(?:, ?\(list\))+", "(list)", statement)
 
 
 def _core(earlier: int) -> OwnerCore:
@@ -94,8 +96,9 @@ def _early_exit(policy, job, ledger, owner_id, debits):
         parts = [ledger.spent_on(o, **which) for o in ids]
         return type(parts[0])(math.fsum(p.epsilon for p in parts), math.fsum(p.delta for p in parts))
 
+    held = tuple((h, run) for ids in ledger.row_holder_groups(owner_id) for h, run in ids)
     over = (
-        owner_policy.exceeds_announcement(job, ledger, owner_id, debits, holders=holders)
+        owner_policy.exceeds_announcement(job, ledger, owner_id, debits, holdings=held)
         or policy.over_limit(job, spent) is not None
     )
     return frozenset(range(ROWS)) if over else frozenset()
@@ -146,7 +149,7 @@ def test_positive_control_without_the_start_up_read_the_first_answer_reads_the_a
 
 
 #: The statement that reads an id's whole record into the ledger's cache (``RecordCache.read``).
-RECORD_READ = "SELECT owner_id, epsilon, delta FROM releases WHERE owner_id IN (list)"
+RECORD_READ = "SELECT owner_id, epsilon, delta, run FROM releases WHERE owner_id IN (list)"
 
 
 def test_the_first_answer_at_a_node_with_a_policy_reads_no_earlier_holders_record(tmp_path):

@@ -581,8 +581,8 @@ def test_a_version_4_ledger_keeps_every_release_and_records_recipients_from_then
     assert [a.owner_id for a in read_accounts(path)] == ["n.o0", "n.o1"]  # the read-only audit reads version 4
     assert {r["data_user"] for a in read_accounts(path) for r in a.releases} == {""}
     with Ledger(path, epsilon_budget=2.0, delta_budget=1e-5) as led:
-        # every old row kept as it was, with '' (unknown) as its recipient
-        assert _releases(path) == [row + ("", "") for row in before]
+        # every old row kept as it was, with '' (unknown) as its recipient and run 0 (before schema 6)
+        assert _releases(path) == [row + ("", "", 0) for row in before]
         assert led.spent("n.o0") == Budget(0.5, 0.0) and led.spent("n.o1") == Budget(0.25, 1e-6)
         assert led.nonprivate_count("n.o0") == 1
         with pytest.raises(LocalProtocolError, match="already released"):  # the old ids are still on record
@@ -596,7 +596,7 @@ def test_a_version_4_ledger_keeps_every_release_and_records_recipients_from_then
         ("r3", "job-2", "alice", "coordinator (127.0.0.1:50051)"),
     ]
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
     conn.close()
     with Ledger(path, epsilon_budget=2.0, delta_budget=1e-5) as led:  # reopening a migrated file changes nothing
         assert led.history("n.o0") == history and led.spent("n.o0") == Budget(0.75, 0.0)

@@ -209,8 +209,8 @@ def test_with_its_policy_the_table_says_what_a_new_job_may_still_ask_of_each_own
     out = capsys.readouterr().out
     assert f"before its policy ({policy}) declines it" in out
     rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith("n.o")}
-    assert rows["n.o0"][-5:] == ["2", "0.95", "2.25", "0.95", "0.95"], out
-    assert rows["n.o1"][-5:] == ["2", "0", "1", "0", "0"], out
+    assert rows["n.o0"][-6:] == ["2", "0.95", "2.25", "0.95", "0.95", "-"], out  # no rows bound: none kept out
+    assert rows["n.o1"][-6:] == ["2", "0", "1", "0", "0", "-"], out
     assert main(["ledger", "show", "--ledger", str(aged_ledger), "--policy", str(policy), "--json"]) == 0
     shown = {o["owner_id"]: o["policy"] for o in json.loads(capsys.readouterr().out)}
     assert shown["n.o0"] == {
@@ -219,6 +219,7 @@ def test_with_its_policy_the_table_says_what_a_new_job_may_still_ask_of_each_own
         "epsilon_total_left": 2.25,
         "epsilon_policy_allows": 0.95,
         "epsilon_a_job_may_spend": 0.95,
+        "rows": None,
     }
     assert shown["n.o1"]["epsilon_policy_allows"] == shown["n.o1"]["epsilon_a_job_may_spend"] == 0.0
 
