@@ -116,6 +116,9 @@ class OwnerNode:
         #: What the node answered in the jobs it was asked in before the current one, kept until it hears how they
         #: ended (:meth:`_hear_ended`; at most ``ENDED_KEPT`` of them).
         self._answered_in: dict[str, int] = {}
+        #: The current job, once the node heard how it ended: a job is logged as ended once, however often the
+        #: coordinator says so (audit 28, A28-1b: each repeat in a reply was a log line).
+        self._job_heard: str | None = None
         self._released = 0
         self._refused: Counter[str] = Counter()
         #: Why a node of one job exits 2 though the coordinator ended the job: it released nothing, every task
@@ -393,7 +396,7 @@ class OwnerNode:
     def _new_job(self, job: JobInfo) -> None:
         """A job's first tasks: one INFO line naming it (walkthrough 4, S2: a daemon's log said nothing per job),
         and a check of the data file the rows were read from (:class:`~privfed.owner.data.DataFileWatch`)."""
-        if self._job_logged is not None:
+        if self._job_logged is not None and self._job_heard != self._job_logged:
             self._answered_in[self._job_logged] = self._released
             for old in list(self._answered_in)[:-ENDED_KEPT]:
                 del self._answered_in[old]
@@ -527,7 +530,9 @@ class OwnerNode:
         that ended without its result after the node released in it: its owners paid for nothing."""
         for ended in reply.ended:
             if ended.job_id == self._job_logged:
-                answered = self._released
+                if self._job_heard == ended.job_id:
+                    continue
+                self._job_heard, answered = ended.job_id, self._released
             elif ended.job_id in self._answered_in:
                 answered = self._answered_in.pop(ended.job_id)
             else:  # a job this process was not asked in (a restart of the service tells every node of one it failed)

@@ -90,6 +90,23 @@ class Dispatcher(NodeCalls):
         with self._cv:
             return self._relay.hop_senders(session_id)
 
+    def rekeyed_owners(self, session_id: str) -> set[str]:
+        """The members of the open ring ``session_id`` that had not passed the sum on and whose node a new process
+        took over since the ring opened (:meth:`_rekeyed`), or that no node registers now: they cannot pass it on,
+        so the re-formed ring drops them. Not :func:`~privfed.common.secagg.ring_topology.stalled_party`'s first
+        member without a ``HOP``: when the wait ends at such a takeover the sum may not have reached the member yet,
+        and that party is an honest one still to come (audit 28, A28-1: a node that left and registered again with
+        new keys right after the joins had the leader, or the next member, dropped in its place, and could do it
+        again at each attempt)."""
+        with self._cv:
+            nodes: set[str | None] = {None, *self._rekeyed(session_id)}
+            passed = self._relay.hop_senders(session_id)
+            return {
+                m
+                for m in self._relay.members(session_id)
+                if m not in passed and self._registry.owner_node.get(m) in nodes
+            }
+
     def queued_relay(self) -> tuple[int, int]:
         """(envelopes, bytes) of relayed envelopes waiting in the queues."""
         with self._cv:

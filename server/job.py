@@ -123,6 +123,9 @@ class GrpcTransport(RelayedTransport):
     def hop_senders(self, session_id: str) -> set[str]:
         return self._dispatcher.hop_senders(session_id)
 
+    def rekeyed_owners(self, session_id: str) -> set[str]:
+        return self._dispatcher.rekeyed_owners(session_id)
+
 
 #: The round id of the accept round's tasks.
 ACCEPT_ROUND = "accept"

@@ -94,6 +94,10 @@ class Relay:
         not open): the input of :func:`~privfed.common.secagg.ring_topology.stalled_party`."""
         return set(self._hop_senders.get(session_id, ()))
 
+    def members(self, session_id: str) -> frozenset[str]:
+        """The member owner ids of the open session ``session_id`` (empty if it is not open)."""
+        return self._rings.get(session_id, frozenset())
+
     def stalled(self, session_id: str, gone: Callable[[str], bool]) -> bool:
         """Whether the open session's ring cannot close: a member that is ``gone`` (its node silent or
         unregistered) has not passed the sum on (no ``HOP`` from it was relayed). A leader's wait can

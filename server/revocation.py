@@ -17,6 +17,7 @@ from pathlib import Path
 
 from privfed.common.errors import ConfigError, reason
 from privfed.common.files import file_state
+from privfed.server.joblog import outside_jobs
 
 log = logging.getLogger("privfed.coordinator")
 
@@ -54,13 +55,17 @@ class RevokedDataUsers:
         with self._lock:
             now = file_state(self.path)
             if now != self._state:
-                try:
-                    names = read_names(self.path)
-                except ConfigError as exc:
-                    names = EVERYONE
-                    log.error("%s; every data user is refused until it can be read", exc)
-                else:
-                    log.info("--revoked-data-users %s changed: %d name(s) revoked", self.path, len(names))
+                # the operator's: not in a running job's log, whichever thread reads the change first (audit 28,
+                # A28-3b: the job's revocation watch read it every second, and its data user read the file's path
+                # and how many data users were revoked in `privfed job logs`)
+                with outside_jobs():
+                    try:
+                        names = read_names(self.path)
+                    except ConfigError as exc:
+                        names = EVERYONE
+                        log.error("%s; every data user is refused until it can be read", exc)
+                    else:
+                        log.info("--revoked-data-users %s changed: %d name(s) revoked", self.path, len(names))
                 self._state, self._names = now, names  # a change during the read is read at the next call
             return self._names is EVERYONE or name in self._names
 

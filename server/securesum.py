@@ -72,6 +72,12 @@ class RelayedTransport(Transport):
     def hop_senders(self, session_id: str) -> set[str]:
         raise NotImplementedError
 
+    def rekeyed_owners(self, session_id: str) -> set[str]:
+        """Members of the open ring ``session_id`` that cannot pass the sum on though their node calls: a new process
+        took it over since the ring opened (:meth:`~privfed.server.dispatcher.Dispatcher.rekeyed_owners`). None by
+        default: a transport whose nodes never restart."""
+        return set()
+
     # ------------------------------------------------------------------ Transport
     def secure_sum(
         self,
@@ -146,9 +152,12 @@ class RelayedTransport(Transport):
                     return
                 tasks = new_tasks(list(ask.specs), round_id, ask.specs.__getitem__)
                 results = self.run_tasks(tasks, timeout=ask.timeout, stalls=ask.stalls)
+                silent = self.silent_owners()
+                if ask.stalls is not None:  # a member a new process took over is blamed, not the next one (A28-1)
+                    silent |= self.rekeyed_owners(ask.stalls)
                 answers = Answers(
                     {r.owner_id: r.payload for r in results},
-                    silent=frozenset(self.silent_owners()),
+                    silent=frozenset(silent),
                     hop_senders=None if ask.stalls is None else frozenset(self.hop_senders(ask.stalls)),
                 )
                 actions = machine.on_answers(answers)
