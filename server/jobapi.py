@@ -32,6 +32,7 @@ from privfed.proto.jobwire import JOB_METHODS, JOB_SERVICE, decode_json, encode_
 from privfed.server.config import FLAGS, KEYS, JobConfig
 from privfed.server.joblog import outside_jobs
 from privfed.server.jobstore import no_job
+from privfed.server.report import spending_limit
 from privfed.server.revocation import revoked_message
 from privfed.server.servicer import peer_identity, peer_role
 
@@ -74,10 +75,6 @@ _FLAG = re.compile(r"--[A-Za-z][A-Za-z0-9-]*")
 LOG_TAIL = 60_000
 #: A peer's network address in a log line (gRPC's ``ipv4:HOST:PORT``, ``ipv6:[…]:PORT``, ``unix:PATH``).
 _PEER_ADDRESS = re.compile(r"\b(?:ipv4|ipv6|unix):[^\s,;)'\"]+")
-#: A policy rule by what an owner released over time, for every data user (owner/policy.py RULES): its name told a
-#: data user that other data users' jobs spent the owner's budget (walkthrough 8, W8-1); they read a spending limit.
-_SPENDING_RULE = re.compile(r"\(rule (?:epsilon_per_day|epsilon_total)\)")
-SPENDING_LIMIT = "(a limit on what the owner releases over time)"
 
 
 def job_settings(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -243,8 +240,8 @@ class JobApi:
     def _for_data_user(self, text: str) -> str:
         """A job's log as its data user reads it: without the owner nodes' network addresses and the
         operator's paths (walkthrough 5: `privfed job logs` showed both), nor which of an owner's limits on its
-        spending over time declined the job (:data:`SPENDING_LIMIT`); the operator's own copy keeps them."""
-        text = _SPENDING_RULE.sub(SPENDING_LIMIT, _PEER_ADDRESS.sub("<address>", text))
+        spending over time declined the job (:data:`~privfed.server.report.SPENDING_LIMIT`); the operator's own copy keeps them."""
+        text = spending_limit(_PEER_ADDRESS.sub("<address>", text))
         return text.replace(str(self._service.store.root.resolve()), "STORE").replace(
             str(self._service.store.root), "STORE"
         )

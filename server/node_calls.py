@@ -11,7 +11,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from privfed.common.errors import RemoteProtocolError
@@ -59,8 +59,6 @@ class NodeCalls:
         self._job: JobInfo | None = None
         self._sent_to: set[str] = set()  # the nodes a task of the current job went to (end_job)
         self._ended: dict[str, list[tuple[str, bool]]] = {}  # node -> (job id, failed) not yet told (take_ended)
-        self._ended_everywhere: list[tuple[str, bool]] = []  # for every node (end_job_everywhere)
-        self._told_everywhere: dict[str, set[str]] = {}  # node -> the jobs of _ended_everywhere it was told of
         self._relay = Relay()  # open ring sessions and the envelopes waiting in the node queues
         self._ring_keys: dict[str, dict[str, frozenset[bytes]]] = {}  # open session -> its nodes' ring keys at open
         self.relayed = 0  # envelopes accepted (tests watch it)
@@ -225,36 +223,26 @@ class NodeCalls:
             self._sent_to.add(node.node_id)
         return tasks
 
-    def end_job(self, job_id: str, *, failed: bool) -> None:
-        """The job ``job_id``, the one announced last, is over at ``privfed serve`` (``failed``: without its result).
-        Each node it sent a task to is told so with its next answer (:meth:`take_ended`): a daemon's owners learn
-        whether what they released went into a result (walkthrough 7, W7-11). At most :data:`ENDED_KEPT` jobs are
-        kept for a node that has not yet heard of them, the oldest dropped."""
+    def end_job(self, job_id: str, *, failed: bool, nodes: Iterable[str] | None = None) -> None:
+        """The job ``job_id`` is over at ``privfed serve`` (``failed``: without its result). Each node it sent a task to
+        (the one announced last), or each of ``nodes`` (a job of an earlier run of the service, failed at the restart:
+        the nodes of that run, ``JobStore.known_nodes``; audit 28: not every node that registers), is told so with its
+        next answer (:meth:`take_ended`): a daemon's owners learn whether what they released went into a result
+        (walkthrough 7, W7-11). At most :data:`ENDED_KEPT` jobs are kept for a node that has not yet heard of them,
+        the oldest dropped."""
         with self._cv:
-            for node_id in self._sent_to:
+            for node_id in self._sent_to if nodes is None else nodes:
                 told = self._ended.setdefault(node_id, [])
                 told.append((job_id, failed))
                 del told[:-ENDED_KEPT]
-            self._sent_to = set()
+            if nodes is None:
+                self._sent_to = set()
             self._notify()
 
-    def end_job_everywhere(self, job_id: str, *, failed: bool) -> None:
-        """As :meth:`end_job`, for a job of an earlier run of the service (it failed at the restart): which nodes it
-        asked is not known, so every node is told once, those that register later included; a node that does not
-        know the job ignores it."""
-        with self._cv:
-            self._ended_everywhere.append((job_id, failed))
-            del self._ended_everywhere[:-ENDED_KEPT]
-
     def take_ended(self, node_id: str) -> list[tuple[str, bool]]:
-        """The jobs (id, ended without its result) the node has not yet been told of (:meth:`end_job`,
-        :meth:`end_job_everywhere`)."""
+        """The jobs (id, ended without its result) the node has not yet been told of (:meth:`end_job`)."""
         with self._cv:
-            told = self._told_everywhere.setdefault(node_id, set())
-            told &= {j for j, _ in self._ended_everywhere}  # no more than it keeps
-            ended = [e for e in self._ended_everywhere if e[0] not in told]
-            told.update(j for j, _ in ended)
-            return ended + self._ended.pop(node_id, [])
+            return self._ended.pop(node_id, [])
 
     def with_job(self, take: Callable[[], T]) -> tuple[T, JobInfo | None]:
         """``take()`` (this dispatcher's :meth:`pull` or :meth:`relay`) and the job its tasks belong to,

@@ -8,6 +8,7 @@ import functools
 import json
 import math
 import platform
+import re
 import socket
 import subprocess
 from collections import Counter
@@ -150,6 +151,18 @@ def nonprivate_releases(clear_labels: bool, answered: int) -> list[dict[str, obj
     ]
 
 
+#: A policy rule by what an owner released over time, for every data user (owner/policy.py RULES): its name told a
+#: data user that other data users' jobs spent the owner's budget (walkthrough 8, W8-1); they read a spending limit.
+_SPENDING_RULE = re.compile(r"\(rule (?:epsilon_per_day|epsilon_total)\)")
+SPENDING_LIMIT = "(a limit on what the owner releases over time)"
+
+
+def spending_limit(text: str) -> str:
+    """``text`` with the spending rules' names read as :data:`SPENDING_LIMIT` (a data user's view, and every
+    refusal summary: counted apart, two rules' texts told them apart again; audit 28, A28-5)."""
+    return _SPENDING_RULE.sub(SPENDING_LIMIT, text)
+
+
 def refusal_summary(refused: Mapping[str, str], n_owners: int) -> str:
     """One line saying how many owners refused and why, e.g. ``"5/5 owners refused: budget_exceeded
     (the owner's privacy budget does not cover this release; nothing was released)"``.
@@ -159,14 +172,15 @@ def refusal_summary(refused: Mapping[str, str], n_owners: int) -> str:
     reasons, and with its texts (the fixed text of the code plus a detail built only from the task and
     public configuration, ``common.tasks.REFUSAL_TEXTS``), so the line may be shown to anyone who sees
     the report: one text as it is, several (a policy's rules) most frequent first with their counts, at
-    most :data:`TEXTS_SHOWN` of them. Empty when nobody refused.
+    most :data:`TEXTS_SHOWN` of them; the spending rules counted as one (:func:`spending_limit`: the per-owner
+    ``refused`` map keeps each rule for the operator). Empty when nobody refused.
     """
     if not refused:
         return ""
     by_code: dict[str, Counter[str]] = {}
     for message in refused.values():
         code, text = refusal_parts(message)
-        by_code.setdefault(code, Counter())[text] += 1
+        by_code.setdefault(code, Counter())[spending_limit(text)] += 1
     ranked = sorted(by_code.items(), key=lambda item: (-item[1].total(), item[0]))
     parts = [f"{texts.total()} {code} ({_texts(texts)})" for code, texts in ranked]
     if len(ranked) == 1:  # one reason: the count is the one in front

@@ -226,7 +226,8 @@ class CoordinatorService:
             reason
         )
         self.store.update(record.job_id, state="failed", finished=now(), error=reason)
-        self.server.dispatcher.end_job_everywhere(record.job_id, failed=True)  # the daemons that took part log it
+        # the daemons of the last run that took part log it (which of them it asked is not kept)
+        self.server.dispatcher.end_job(record.job_id, failed=True, nodes=self.store.known_nodes())
         log.info("job %s was running when the service stopped: failed, %s", record.job_id, reason)
 
     # ------------------------------------------------------------------ lifecycle

@@ -3,8 +3,8 @@
 the refusals by text with their counts. Two rules that declined give two entries of the *same* scrubbed text with
 their counts ("2: ... (a limit on what the owner releases over time); 1: ... (a limit on what the owner releases
 over time)"): the data user still reads that both kinds of spending limit declined it, and how many owners by each.
-The real summary, the real service and store, the real job API. A strict xfail: the fix belongs in the service
-(NOTES.md, A28-5)."""
+The real summary, the real service and store, the real job API. The summary now counts the spending rules as one,
+for the operator too (each owner's entry in the report's ``refused`` keeps its rule)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,13 @@ import pytest
 from privfed.common.bounds import Bounds
 from privfed.common.schema import FederationSchema
 from privfed.common.tasks import Refusal
-from privfed.server.jobapi import SPENDING_LIMIT, JobApi
-from privfed.server.report import refusal_summary
+from privfed.server.jobapi import JobApi
+from privfed.server.report import SPENDING_LIMIT, refusal_summary
 from privfed.server.service import CoordinatorService, ServiceConfig
 
 pytestmark = pytest.mark.in_process
 
 
-@pytest.mark.xfail(strict=True, reason="audit 28, A28-5: the scrub runs after the summary counted the rules apart")
 def test_a_data_user_cannot_count_the_spending_rules_apart(tmp_path):
     day = Refusal.of("policy", "rule epsilon_per_day").line()
     total = Refusal.of("policy", "rule epsilon_total").line()

@@ -20,7 +20,8 @@ from privfed.common.tasks import JoinTask, Refusal, Task
 from privfed.owner.core import OwnerCore
 from privfed.owner.data import build_owners, federation_split
 from privfed.owner.policy import OwnerPolicy
-from privfed.server.jobapi import SPENDING_LIMIT, JobApi
+from privfed.server.jobapi import JobApi
+from privfed.server.report import SPENDING_LIMIT
 from privfed.server.service import CoordinatorService, ServiceConfig
 
 pytestmark = pytest.mark.in_process
