@@ -34,7 +34,7 @@ from privfed.server.joblog import outside_jobs
 from privfed.server.jobstore import no_job
 from privfed.server.report import spending_limit
 from privfed.server.revocation import revoked_message
-from privfed.server.servicer import peer_identity, peer_role
+from privfed.server.servicer import certificate_der, peer_certificate, peer_identity, peer_role
 
 if TYPE_CHECKING:
     from privfed.server.jobstore import JobRecord
@@ -62,6 +62,10 @@ SERVICE_OWNED = frozenset(
 #: The service's settings that name the operator's files and addresses: left out of what a data user reads of a
 #: job's report (``privfed job show``), as the job's log leaves out the addresses and the store's path.
 OPERATOR_SETTINGS = frozenset({"listen", "out", "journal", "schema", "load_model"})
+#: The job API calls the operator (the service's own certificate) may make, on any data user's job.
+OPERATOR_METHODS = frozenset({"List", "Cancel"})
+#: Who a job the operator cancelled was cancelled by, in its report and record.
+OPERATOR = "the operator"
 #: The key of every job setting (:data:`~privfed.server.config.KEYS`, the parameter tables') -> its JobConfig field.
 JOB_KEYS = {key: field for key, field in KEYS.items() if field not in SERVICE_OWNED}
 #: The flag of every job setting -> its key in a job file as the known keys list it, the flag's name without the
@@ -147,6 +151,10 @@ class JobApi:
     def __init__(self, service: CoordinatorService, *, require_role: bool) -> None:
         self._service = service
         self._require_role = require_role
+        tls = service.tls
+        #: The service's own certificate: its holder is the operator, who may list and cancel any job (walkthrough
+        #: 8, W8-14: one data user's job held the queue, and the operator could only revoke them and restart).
+        self._operator = None if tls is None or not require_role else certificate_der(tls.cert.read_bytes())
 
     def handler(self) -> grpc.GenericRpcHandler:
         methods = {
@@ -166,6 +174,17 @@ class JobApi:
 
         def serve(request: dict[str, Any], context: grpc.ServicerContext) -> dict[str, Any]:
             user = peer_identity(context) or ""
+            if (
+                self._operator is not None
+                and method in OPERATOR_METHODS
+                and peer_certificate(context) == self._operator
+            ):
+                log.info("job API %s by the operator (%s)", method, context.peer())
+                try:
+                    return dict(getattr(self, f"operator_{method.lower()}")(request))
+                except PrivfedError as exc:
+                    context.abort(grpc.StatusCode.NOT_FOUND, str(exc)[:1000])
+                    raise AssertionError("abort raises") from exc
             if self._require_role and peer_role(context) != DATA_USER:
                 log.warning("job API %s refused for %r (%s): not a data-user certificate", method, user, context.peer())
                 context.abort(
@@ -260,6 +279,19 @@ class JobApi:
         """Delete a finished job (:meth:`~privfed.server.service.CoordinatorService.delete`): its state when deleted."""
         record = self._service.delete(self._own_job(request, user).job_id, user)
         return {"job_id": record.job_id, "state": record.state}
+
+    def operator_list(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Every data user's jobs, as the status page lists them (the operator's own view of the store)."""
+        last = request.get("last")
+        return self._service.listing(
+            last if isinstance(last, int) and not isinstance(last, bool) and last > 0 else None
+        )
+
+    def operator_cancel(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Cancel any data user's job (:meth:`cancel`'s answer); its report says the operator cancelled it."""
+        was = self._service.store.get(str(request.get("job_id", "")))
+        record = self._service.cancel(was.job_id, was.data_user, by=OPERATOR)
+        return {"job_id": record.job_id, "state": record.state, "was": was.state}
 
     def cancel(self, request: dict[str, Any], user: str) -> dict[str, Any]:
         """The job's state after the cancel, and before it (``was``: a finished job has nothing to cancel)."""

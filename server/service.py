@@ -291,11 +291,13 @@ class CoordinatorService:
             self._wake.notify_all()
         return record
 
-    def cancel(self, job_id: str, data_user: str) -> JobRecord:
-        """Cancel a queued job at once, or stop the running one (its report then says who cancelled it)."""
+    def cancel(self, job_id: str, data_user: str, *, by: str | None = None) -> JobRecord:
+        """Cancel a queued job at once, or stop the running one (its report then says who cancelled it: ``by``, the
+        operator's job API, or else ``data_user``, who must have submitted it)."""
         record = self.store.get(job_id)
         if record.data_user != data_user:
             raise ConfigError(f"job {job_id} was submitted by {record.data_user!r}: only they may cancel it")
+        data_user = by or data_user
         if record.state in FINAL:
             return record
         done = self.store.transition(

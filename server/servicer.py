@@ -97,6 +97,20 @@ def _role(pem: bytes) -> str:
     return role_of(pem)
 
 
+def peer_certificate(context: grpc.ServicerContext) -> bytes | None:
+    """The DER bytes of the client's verified certificate (None without TLS)."""
+    pems = context.auth_context().get("x509_pem_cert")
+    return certificate_der(bytes(pems[0])) if pems else None
+
+
+def certificate_der(pem: bytes) -> bytes:
+    """A PEM certificate's DER bytes: the same certificate however its PEM text is wrapped."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    return x509.load_pem_x509_certificate(pem).public_bytes(Encoding.DER)
+
+
 def peer_role(context: grpc.ServicerContext) -> str | None:
     """The role of the client's verified certificate (:mod:`privfed.common.roles`; None without TLS)."""
     pems = context.auth_context().get("x509_pem_cert")

@@ -465,6 +465,27 @@ def test_a_job_waits_no_longer_than_the_service_lets_it_and_a_revoked_users_wait
     assert all(fleet.releases(node, job_id) == [] for node in NODES)
 
 
+def test_the_operator_lists_and_cancels_any_data_users_job_with_the_services_own_certificate(fleet):
+    """Walkthrough 8, W8-14: a data user's job held the queue and the operator could only revoke the user and restart
+    the service; `privfed job cancel` was the data user's alone. The service's own certificate (the operator's) lists
+    and cancels any job; another data user's or a node's certificate does not."""
+    job_id = fleet.submit(task="ncc", epsilon=0.5, owners=len(NODES) * OWNERS_PER_NODE + 50, register_timeout=3000)
+    deadline = time.monotonic() + 30
+    while "waiting for owners" not in (fleet.jobs()[job_id].get("note") or ""):
+        assert time.monotonic() < deadline, fleet.jobs()[job_id]
+        time.sleep(0.1)
+    assert fleet.cli("job", "cancel", job_id, name="bob").returncode == 2  # another data user: no such job
+    node = fleet.cli("job", "cancel", job_id, name="owner-0")
+    assert node.returncode == 2 and "holds no data-user certificate" in node.stderr, node.stderr
+    listed = fleet.cli("jobs", "--json", "--all", name="coordinator")
+    assert listed.returncode == 0 and job_id in {j["job_id"] for j in json.loads(listed.stdout)}, listed.stderr
+    cancelled = fleet.cli("job", "cancel", job_id, name="coordinator")
+    assert cancelled.returncode == 0, cancelled.stderr
+    job = fleet.wait(job_id, timeout=20)
+    assert job["state"] == "cancelled" and job["error"] == "cancelled by the operator", job
+    assert "job API Cancel by the operator" in fleet.service_log()
+
+
 def test_after_a_restart_the_first_job_waits_for_the_nodes_of_the_last_run(fleet):
     """Walkthrough 8, W8-13: a job queued across a restart started 25 ms after the service, on whichever node dialled
     back first (one that declined its data user), 2 s before the node that serves them; a job runs on every owner
