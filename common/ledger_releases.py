@@ -71,13 +71,8 @@ def spent_where(
     """(ε, δ) of the owners' releases made for ``job`` (None: any), for no job ``other_than`` (None: no
     such condition), debited at or after ``since`` (SQLite ``datetime`` text; None: ever): the releases
     read through the indexes, summed by ``fsum``."""
-    where, args = [f"owner_id IN ({','.join('?' * len(owner_ids))})"], list(owner_ids)
-    for clause, value in (("job = ?", job), ("job != ?", other_than), ("ts >= datetime('now', ?)", since)):
-        if value is not None:
-            where.append(clause)
-            args.append(value)
-    rows = conn.execute(f"SELECT epsilon, delta FROM releases WHERE {' AND '.join(where)}", args).fetchall()
-    return Budget(math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
+    where = f"owner_id IN ({','.join('?' * len(owner_ids))})"
+    return _sum_releases(conn, where, list(owner_ids), job, other_than, since)
 
 
 def spent_held(
@@ -90,13 +85,21 @@ def spent_held(
     """(ε, δ) of the releases each (owner id, run) pair of ``pairs`` made in its run, for ``job`` (None: any), for
     no job ``other_than`` (None: no such condition), debited at or after ``since`` (None: ever), each release once
     (``Ledger.spent_by_holdings``): read through index ``releases_run``, summed by ``fsum``."""
-    where = [f"(owner_id, run) IN (VALUES {','.join('(?, ?)' for _ in pairs)})"]
-    args: list[Any] = [v for pair in pairs for v in pair]
+    where = f"(owner_id, run) IN (VALUES {','.join('(?, ?)' for _ in pairs)})"
+    return _sum_releases(conn, where, [v for pair in pairs for v in pair], job, other_than, since)
+
+
+def _sum_releases(
+    conn: sqlite3.Connection, where: str, args: list[Any], job: str | None, other_than: str | None, since: str | None
+) -> Budget:
+    """(ε, δ) of the releases ``where`` (with ``args``) selects, narrowed to ``job``, ``other_than`` and ``since`` as
+    :func:`spent_where` says, summed by ``fsum``."""
+    clauses, args = [where], list(args)
     for clause, value in (("job = ?", job), ("job != ?", other_than), ("ts >= datetime('now', ?)", since)):
         if value is not None:
-            where.append(clause)
+            clauses.append(clause)
             args.append(value)
-    rows = conn.execute(f"SELECT epsilon, delta FROM releases WHERE {' AND '.join(where)}", args).fetchall()
+    rows = conn.execute(f"SELECT epsilon, delta FROM releases WHERE {' AND '.join(clauses)}", args).fetchall()
     return Budget(math.fsum(r[0] for r in rows), math.fsum(r[1] for r in rows))
 
 
