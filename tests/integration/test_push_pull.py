@@ -138,10 +138,14 @@ def test_nodes_past_the_coordinators_session_capacity_push_and_poll_with_unary_c
     every round is still answered by every owner and debited once."""
     during = recorded_rounds(tmp_path, session_capacity=1)
     pushes = pushes_by_node(during)
-    on_session, on_calls = sorted(pushes.values(), key=lambda m: m.count("PushResults"))
-    assert on_session == ["Session"] * ROUNDS, pushes
-    # the refused session's first message, if it carried results, is pushed again as a call
-    assert on_calls.count("PushResults") == ROUNDS and on_calls.count("Session") <= 1, pushes
+    on_session, on_calls = sorted(pushes, key=lambda node: pushes[node].count("PushResults"))
+    assert pushes[on_session] == ["Session"] * ROUNDS, pushes
+    # the refused node asks for a session again whenever its growing delay has run out (how often depends on how
+    # long the rounds take on a loaded machine: a CI run saw two tries), and a refused try's results, if it carried
+    # any, go again as a call: every round's results went as a call in the end
+    by_round = pushes_by_round(during, on_calls)
+    assert all(by_round[r][-1:] == ["PushResults"] for r in range(ROUNDS)), by_round
+    assert pushes[on_calls].count("PushResults") == ROUNDS, pushes
     assert_debited_once_per_round(tmp_path)
 
 
