@@ -535,7 +535,7 @@ class OwnerNode:
                 self._job_heard, answered = ended.job_id, self._released
             elif ended.job_id in self._answered_in:
                 answered = self._answered_in.pop(ended.job_id)
-            else:  # a job this process was not asked in (a restart of the service tells every node of one it failed)
+            else:  # a job this process was not asked in (a restarted service tells its last run's nodes of one it failed)
                 continue
             job = f"job {ended.job_id}"
             if ended.failed and answered:

@@ -591,7 +591,7 @@ class CoordinatorService:
             self.store.update(record.job_id, state="done", finished=now(), accuracy=done.accuracy)
             self.server.dispatcher.end_job(record.job_id, failed=False)  # its nodes are told (walkthrough 7, W7-11)
             log.info("job %s done: accuracy %s", record.job_id, done.accuracy)
-            for warning in set(done.warnings) - set(job.settings_warnings):  # its log has those (W6-2)
+            for warning in (w for w in done.warnings if w not in job.settings_warnings):  # those are logged (W6-2)
                 log.warning("job %s: %s", record.job_id, in_job_file_terms(warning.removeprefix("warning: ")))
         except JobAborted:
             who = self._cancels.get(record.job_id)
