@@ -64,6 +64,13 @@ def add_serve(sub: argparse._SubParsersAction, *, add_data: DataFlags) -> None:
         "running job, so a longer one would hold every other data user's jobs",
     )
     p.add_argument(
+        "--max-job-time",
+        type=positive_float,
+        metavar="SECONDS",
+        help="cancel a job that has run this long since it started (default: 86400): a job of many rounds, each "
+        "waiting up to its round_timeout for an owner that never answers, would hold the queue for rounds x wait",
+    )
+    p.add_argument(
         "--revoked-data-users",
         type=Path,
         metavar="FILE",
@@ -150,6 +157,7 @@ def _serve(args: argparse.Namespace) -> int:
         schema=args.schema,
         node_timeout=args.node_timeout,
         **({} if args.max_job_wait is None else {"max_job_wait": args.max_job_wait}),
+        **({} if args.max_job_time is None else {"max_job_time": args.max_job_time}),
         revoked_data_users=args.revoked_data_users,
     )
     from privfed.deploy.child import reference_in_child

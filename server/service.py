@@ -48,10 +48,14 @@ log = logging.getLogger("privfed.coordinator")
 
 #: Jobs the status page shows, the last submitted.
 STATUS_JOBS = 100
-#: Seconds between two checks that a running job's data user is not revoked (:meth:`CoordinatorService._watch_revocation`).
+#: Seconds between two checks that a running job's data user is not revoked and it is within its time
+#: (:meth:`CoordinatorService._watch_job`).
 REVOCATION_CHECK = 1.0
 #: The longest ``register_timeout`` or ``round_timeout`` a job of ``privfed serve`` may ask by default, in seconds.
 MAX_JOB_WAIT = 3600.0
+#: The longest a job of ``privfed serve`` runs by default, in seconds, before the service cancels it (audit 28, A28-3:
+#: ``--max-job-wait`` bounds each wait, not their number).
+MAX_JOB_TIME = 86400.0
 #: Finished jobs' models held in memory to serve (more are read back from the store when asked for).
 KEEP_MODELS = 16
 
@@ -121,6 +125,7 @@ class ServiceConfig:
     schema: Path | None = None
     node_timeout: float = 15.0
     max_job_wait: float = MAX_JOB_WAIT  # the longest register_timeout or round_timeout a job may ask
+    max_job_time: float = MAX_JOB_TIME  # the longest a job runs (each start of it counted alone) before it is cancelled
     revoked_data_users: Path | None = None  # privfed.server.revocation
 
     def job_fields(self) -> dict[str, Any]:
@@ -497,18 +502,33 @@ class CoordinatorService:
                     # a finished job's progress is its report's (as after a restart): nothing kept per job
                     self._progress.pop(claimed.job_id, None)
 
-    def _watch_revocation(self, record: JobRecord, over: threading.Event) -> None:
-        """Until ``over``, cancel the running job ``record`` once the operator revokes its data user, as a cancel by
-        the data user would, within :data:`REVOCATION_CHECK` s: whether it waits for its owners or is in a batch,
-        no owner is asked for more of it (audit 27, A27-3, and walkthrough 8, W8-14: it ran to its end, or waited
-        for owners for its whole register timeout, its owners paying for a model the revoked user is refused)."""
+    def _watch_job(self, record: JobRecord, over: threading.Event) -> None:
+        """Until ``over``, cancel the running job ``record`` as a cancel by the data user would, within
+        :data:`REVOCATION_CHECK` s, whether it waits for its owners or is in a batch, so no owner is asked for more of
+        it, once
+
+        - the operator revokes its data user (audit 27, A27-3, and walkthrough 8, W8-14: it ran to its end, or
+          waited for owners for its whole register timeout, its owners paying for a model the revoked user is
+          refused), or
+        - it has run for ``--max-job-time`` since it started in this service's run (audit 28, A28-3: an owner that
+          polls but never answers its evaluations made each round wait its whole round timeout, and every other
+          data user's jobs behind it)."""
+        limit = time.monotonic() + self.config.max_job_time
         while not over.wait(REVOCATION_CHECK):
             if self.revoked.revoked(record.data_user):
-                with self._wake:
-                    if record.job_id not in self._cancels:
-                        self._cancels[record.job_id] = f"the operator: {revoked_message(record.data_user)}"
-                        self.server.dispatcher.cancel_job()
-                return
+                why = revoked_message(record.data_user)
+            elif time.monotonic() >= limit:
+                why = (
+                    f"the job ran for longer than this service lets a job run ({self.config.max_job_time:g} s, "
+                    "privfed serve --max-job-time)"
+                )
+            else:
+                continue
+            with self._wake:
+                if record.job_id not in self._cancels:
+                    self._cancels[record.job_id] = f"the operator: {why}"
+                    self.server.dispatcher.cancel_job()
+            return
 
     def _stopped(self, job_id: str) -> str | None:
         if job_id in self._cancels:
@@ -542,7 +562,7 @@ class CoordinatorService:
             report.update(progress={"done": done, "planned": planned})
 
         over = threading.Event()
-        watcher = threading.Thread(target=self._watch_revocation, args=(record, over), name="privfed-revocation")
+        watcher = threading.Thread(target=self._watch_job, args=(record, over), name="privfed-job-watch")
         watcher.start()
         try:
             if self.revoked.revoked(record.data_user):  # queued before the name was revoked: nobody is asked

@@ -1,4 +1,4 @@
-"""Audit 28, A28-3b: a running job's revocation watch (``CoordinatorService._watch_revocation``, 683d4e1) checks its
+"""Audit 28, A28-3b: a running job's revocation watch (``CoordinatorService._watch_job``, 683d4e1) checks its
 data user's name every second from its own thread, so it is the one that reads a change of the operator's
 ``--revoked-data-users`` file first. Its line ("--revoked-data-users PATH changed: N name(s) revoked", or the
 error that refuses everyone) went to the running job's ``job.log``, which ``privfed job logs`` gives its data user:
@@ -40,7 +40,7 @@ def test_a_change_of_the_revoked_file_is_not_in_a_running_jobs_log(tmp_path, cap
     root = logging.getLogger("privfed")
     root.addHandler(handler)
     over = threading.Event()
-    watcher = threading.Thread(target=service._watch_revocation, args=(record, over))
+    watcher = threading.Thread(target=service._watch_job, args=(record, over))
     try:
         with caplog.at_level(logging.INFO, logger="privfed"):
             watcher.start()
