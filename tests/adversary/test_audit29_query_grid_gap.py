@@ -9,7 +9,7 @@ flushed). A raw value of 1e-80 (above ``TINY`` too, kept by ``read_queries``) ha
 matmul's slow path, in the gap, for that owner only; on the grid it is 0, the same rows sent as for a 0. Two owners,
 one query file each, differing only there; the CPU's own flags (``fpstatus``), no clock.
 
-The fix should make true: the gap's arithmetic on raw rows makes no subnormal operand or result whatever stage and
+Fixed in ``on_score_grid`` (a score below a quarter step is set to 0 before the division). The fix makes true: the gap's arithmetic on raw rows makes no subnormal operand or result whatever stage and
 bounds the coordinator serves, for raw values the rows sent do not show (here both arms see no slow path).
 """
 
@@ -21,7 +21,6 @@ from fpstatus import X86_64, slow_path
 from test_timing_query import BOUND, N_QUERIES, F, _csv, _query
 
 pytestmark = pytest.mark.skipif(not X86_64, reason="reads the x86 MXCSR register (tests/adversary/fpstatus.py)")
-
 
 def _run(coordinator, certs, tmp_path, monkeypatch, value):
     from privfed.owner import query_client
@@ -49,7 +48,6 @@ def _run(coordinator, certs, tmp_path, monkeypatch, value):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-@pytest.mark.xfail(strict=True, reason="A29-1: on_score_grid divides a raw score by the grid step in the timed gap")
 def test_a_tiny_raw_value_the_rows_sent_do_not_show_takes_the_score_grid_to_no_slow_path(
     coordinator, certs, tmp_path, monkeypatch
 ):
