@@ -1,4 +1,5 @@
-"""Files only their owner may read: ledgers and journals (issue 20, item 9).
+"""Files only their owner may read: ledgers and journals (issue 20, item 9); files written whole or not at all
+(:func:`replace_file`).
 
 A ledger says which releases each owner made and when; a journal holds a job's rounds. SQLite
 creates a missing database with mode ``0666 & ~umask`` (0644 under the usual umask 022), and its
@@ -17,6 +18,7 @@ import errno
 import fcntl
 import logging
 import os
+import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -138,3 +140,37 @@ def file_state(path: Path) -> FileState:
     except OSError as exc:
         return f"it cannot be read ({exc.strerror or exc})"
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def replace_file(path: str | Path, data: str | bytes) -> Path:
+    """Write ``data`` to ``path`` whole or not at all: into a temporary file beside it, synced, then renamed over it,
+    and the folder synced, so a machine that stops comes back to the old file or the new one. The temporary file
+    is removed when a step fails, and the error raised. Walkthrough 9, W9-1: on a full disk a job's ``model.json``
+    and ``report.json`` were truncated in place, and the model its owners had paid for was lost."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    sync_dir(path.parent)
+    return path
+
+
+def sync_dir(d: Path) -> None:
+    """Sync the directory ``d``'s entries (a rename in it); a file system that cannot sync a directory is left as is."""
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from privfed.common.errors import ConfigError, PrivfedError
+from privfed.common.errors import ConfigError, PrivfedError, reason
 from privfed.common.roles import DATA_USER
 from privfed.proto.jobwire import JOB_METHODS, JOB_SERVICE, decode_json, encode_json
 from privfed.server.config import FLAGS, KEYS, JobConfig
@@ -197,6 +197,13 @@ class JobApi:
                 context.abort(grpc.StatusCode.PERMISSION_DENIED, revoked_message(user))
             try:
                 return dict(call(request, user))
+            except OSError as exc:  # a full disk (walkthrough 9, W9-1: the caller read a raw "Exception calling ...")
+                log.error("job API %s for %r: the job store cannot be written: %s", method, user, reason(exc))
+                context.abort(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,  # not UNAVAILABLE: the CLI reads that as no service there
+                    "the service cannot write its job store now (its operator is told in its log); try again later",
+                )
+                raise AssertionError("abort raises") from exc
             except (PrivfedError, TypeError, ValueError) as exc:  # a request that does not describe a job
                 code = grpc.StatusCode.NOT_FOUND if str(exc).startswith("no job") else grpc.StatusCode.INVALID_ARGUMENT
                 context.abort(code, str(exc)[:1000])

@@ -13,6 +13,7 @@ to it) -- are kept out of it (:func:`outside_jobs`, :class:`JobRecords`; wt-redt
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -36,3 +37,13 @@ class JobRecords(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not _OUTSIDE.get()
+
+
+class JobLogFile(logging.FileHandler):
+    """A running job's ``job.log``: a record it cannot write (a full disk) is dropped here, with no traceback on the
+    service's stderr for each line; the service's own log keeps the record, and says once that the store cannot be
+    written (walkthrough 9, W9-1)."""
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        if not isinstance(sys.exc_info()[1], OSError):  # a bad log call still shows
+            super().handleError(record)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from privfed.common.errors import ConfigError, reason
+from privfed.common.files import replace_file
 
 log = logging.getLogger("privfed.coordinator")
 
@@ -156,17 +157,11 @@ class JobStore:
     def _write(self, record: JobRecord) -> JobRecord:
         d = self.job_dir(record.job_id)
         d.mkdir(exist_ok=True)
-        tmp = d / f".job.json.{secrets.token_hex(4)}"
         # On disk before it replaces the old record, and the rename with it (audit 27): a machine that stops (power,
         # kernel) must not come back to a record older than an owner's ledger, which syncs every debit. Above all the
         # record that the job asked its owners (``asked``, written before its first release task reaches a node): a
         # lost one reads as the claim's "not asked", and the job runs again, its owners paying twice.
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(json.dumps(record.to_json(), indent=2))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, d / "job.json")
-        _sync_dir(d)
+        replace_file(d / "job.json", json.dumps(record.to_json(), indent=2))
         if record.state == "queued":
             self._queued.add(record.job_id)
         else:
@@ -179,7 +174,11 @@ class JobStore:
             t = max(datetime.now(UTC), self._last + timedelta(microseconds=1))  # strictly after the last id
             self._last = t
             job_id = f"{t.strftime('%Y%m%dT%H%M%S')}{t.microsecond:06d}Z-{secrets.token_hex(2)}"
-            record = self._write(JobRecord(job_id, data_user, dict(settings), submitted=now()))
+            try:
+                record = self._write(JobRecord(job_id, data_user, dict(settings), submitted=now()))
+            except OSError:  # a full disk: no folder left behind of a job never queued (walkthrough 9, W9-1)
+                shutil.rmtree(self.job_dir(job_id), ignore_errors=True)
+                raise
             self._by_user.setdefault(data_user, []).append(job_id)
             self._user_of[job_id] = data_user
             return record
@@ -206,9 +205,7 @@ class JobStore:
     def remember_nodes(self, node_ids: Iterable[str]) -> None:
         """Record the owner nodes registered now (``NODES_FILE``): the next start waits for them to come back
         before its first job (:meth:`known_nodes`). Node ids only: nothing of any owner's."""
-        tmp = self.root / f".{NODES_FILE}.{secrets.token_hex(4)}"
-        tmp.write_text(json.dumps(sorted(set(node_ids))), encoding="utf-8")
-        os.replace(tmp, self.root / NODES_FILE)
+        replace_file(self.root / NODES_FILE, json.dumps(sorted(set(node_ids))))
 
     def known_nodes(self) -> set[str]:
         """The owner nodes :meth:`remember_nodes` recorded last (none if it never did, or the file is unreadable)."""
@@ -295,17 +292,3 @@ class JobStore:
                 self.update(r.job_id, state="queued", restarts=r.restarts + 1)
                 again.append(r.job_id)
         return again
-
-
-def _sync_dir(d: Path) -> None:
-    """Sync the directory ``d``'s entries (a rename in it); a file system that cannot sync a directory is left as is."""
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

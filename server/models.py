@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from privfed.common.errors import ConfigError, RemoteProtocolError, reason
+from privfed.common.files import replace_file
 from privfed.common.learners.trained import TrainedModel, model_document, read_document
 from privfed.common.schema import FederationSchema
 
@@ -208,10 +209,8 @@ def save_model(
     meaning ``schema.classes[k]``); returns the path."""
     classes = list(schema.classes) if schema is not None else list(range(len(getattr(model, "classes", []))))
     path = Path(path)
-    path.write_text(
-        json.dumps(model_document(model, model_id=model_id, task=task, classes=classes, schema=schema)) + "\n"
-    )
-    return path
+    document = model_document(model, model_id=model_id, task=task, classes=classes, schema=schema)
+    return replace_file(path, json.dumps(document) + "\n")  # whole or not at all: the owners paid for it (W9-1)
 
 
 def load_model(path: str | Path) -> TrainedModel:

@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike
 
 from privfed import __version__  # not importlib.metadata's: it loads email and zipfile (1.2 MB; issue 27)
 from privfed.common.errors import JobAborted, PrivfedError
+from privfed.common.files import replace_file
 from privfed.common.learners.ncc import resolve_labels
 from privfed.common.tasks import refusal_parts
 
@@ -351,10 +352,9 @@ def host_info() -> dict[str, str | None]:
 
 
 def write_json(path: str | Path, obj: object) -> Path:
-    """Write ``obj`` as indented JSON; numpy values and infinities are converted."""
-    path = Path(path)
-    path.write_text(json.dumps(_jsonable(obj), indent=2) + "\n")
-    return path
+    """Write ``obj`` as indented JSON, whole or not at all (:func:`~privfed.common.files.replace_file`); numpy values
+    and infinities are converted."""
+    return replace_file(path, json.dumps(_jsonable(obj), indent=2) + "\n")
 
 
 def log_axis(x: Iterable[float]) -> tuple[list[float], dict[float, str]]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from privfed.common.errors import ConfigError, JobAborted, PrivfedError
+from privfed.common.errors import ConfigError, JobAborted, PrivfedError, reason
 from privfed.common.files import sole_writer
 from privfed.common.learners.trained import TrainedModel
 from privfed.common.schema import FederationSchema
@@ -35,7 +35,7 @@ from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
 from privfed.server.jobapi import JobApi, in_job_file_terms, job_config, job_file_errors
-from privfed.server.joblog import JobRecords
+from privfed.server.joblog import JobLogFile, JobRecords
 from privfed.server.jobstore import FINAL, JobRecord, JobStore, now
 from privfed.server.main import coordinator_job, federation_schema, public_rows_per_owner
 from privfed.server.models import ModelStore, load_model, may_use
@@ -56,6 +56,8 @@ MAX_JOB_WAIT = 3600.0
 #: The longest a job of ``privfed serve`` runs by default, in seconds, before the service cancels it (audit 28, A28-3:
 #: ``--max-job-wait`` bounds each wait, not their number).
 MAX_JOB_TIME = 86400.0
+#: Seconds between two tries to start a queued job while the store cannot be written.
+STORE_RETRY = 5.0
 #: Finished jobs' models held in memory to serve (more are read back from the store when asked for).
 KEEP_MODELS = 16
 
@@ -174,6 +176,8 @@ class CoordinatorService:
         self._progress: dict[str, dict[str, Any]] = {}  # the running job's id -> its steps so far, and its last round
         self._runner = threading.Thread(target=self._loop, name="privfed-jobs", daemon=True)
         self.current: str | None = None
+        self.store_error: str | None = None  # why the store cannot be written now (None: it can)
+        self._unrecorded: dict[str, str] = {}  # job id -> why it failed, not yet in its record (a full disk)
         self.status = StatusPage(self.snapshot)
         self.status_port: int | None = None
 
@@ -399,6 +403,8 @@ class CoordinatorService:
 
     def _queue_note(self, job_id: str) -> str:
         """What a queued job waits behind: the jobs before it, and whether the running one waits for owners."""
+        if self.store_error is not None:  # no path: the store's place is the operator's (audit 28)
+            return "waiting: the service cannot write its job store now; its operator is told in its log"
         running = self.current
         ahead = self.store.queued_before(job_id) + (running is not None)
         if not ahead:
@@ -419,7 +425,7 @@ class CoordinatorService:
     def snapshot(self) -> dict[str, Any]:
         """What the status page shows: the :meth:`listing` of the :data:`STATUS_JOBS` last jobs and the
         owner nodes."""
-        return {**self.listing(STATUS_JOBS), "nodes": self.owners_online()}
+        return {**self.listing(STATUS_JOBS), "nodes": self.owners_online(), "store_error": self.store_error}
 
     def owners_online(self) -> dict[str, Any]:
         """Nodes registered, each with its owners, its state (``online``, ``silent``: no call within the node
@@ -473,14 +479,21 @@ class CoordinatorService:
             with self._wake:
                 if self._stopping:
                     return
+                self._record_failures()
                 record = self.store.next_queued()
                 if record is None:
                     self._wake.wait(0.5)
                     continue
                 # a job queued again after a restart keeps the time it first started
-                claimed = self.store.transition(
-                    record.job_id, "queued", state="running", started=record.started or now(), asked=False
-                )
+                try:
+                    claimed = self.store.transition(
+                        record.job_id, "queued", state="running", started=record.started or now(), asked=False
+                    )
+                except OSError as exc:  # it stays queued, and runs once the store can be written again
+                    self._store_unwritable(exc)
+                    self._wake.wait(STORE_RETRY)
+                    continue
+                self.store_error = None
                 if claimed is None:
                     continue
                 self.current = claimed.job_id
@@ -491,16 +504,46 @@ class CoordinatorService:
                 self.server.dispatcher.begin_job(None)
             try:
                 self._run(claimed)
+            except OSError as exc:  # the job's report, model or record could not be written: the queue goes on
+                self._store_unwritable(exc)  # the job's own error names no path: the store's is the operator's
+                self._fail_outside(claimed.job_id, f"the service could not write its job store ({reason(exc)})")
             except Exception:  # noqa: BLE001 - one job's bug must not stop the queue
                 log.exception("job %s failed unexpectedly", claimed.job_id)
-                self.store.update(claimed.job_id, state="failed", finished=now(), error="internal error (see job.log)")
-                self.server.dispatcher.end_job(claimed.job_id, failed=True)
+                self._fail_outside(claimed.job_id, "internal error (see job.log)")
             finally:
                 with self._wake:
                     self.current = None
                     self._cancels.pop(claimed.job_id, None)
                     # a finished job's progress is its report's (as after a restart): nothing kept per job
                     self._progress.pop(claimed.job_id, None)
+
+    def _store_unwritable(self, exc: OSError) -> None:
+        """The store could not be written (a full disk, a read-only mount): :attr:`store_error` says so in one line,
+        logged once while it lasts, with no traceback (walkthrough 9, W9-1: the queue's thread died of it, its job
+        showed running for good and no job ran again until a restart)."""
+        error = f"the service cannot write its job store {self.config.store}: {reason(exc)}"
+        if error != self.store_error:
+            log.error("%s; jobs stay queued until it can (free space or fix its permissions)", error)
+        self.store_error = error
+
+    def _fail_outside(self, job_id: str, error: str) -> None:
+        """Record that the running job ``job_id`` failed for a reason its own run could not record, and tell its
+        nodes. A store that cannot record it either gets it at the queue's next tries; a stop before then leaves it
+        running on disk, for the next start to judge."""
+        self.server.dispatcher.end_job(job_id, failed=True)
+        self._unrecorded[job_id] = error
+        self._record_failures()
+
+    def _record_failures(self) -> None:
+        """Record the failures :meth:`_fail_outside` could not yet write, once the store takes them."""
+        for job_id, error in list(self._unrecorded.items()):
+            try:
+                self.store.update(job_id, state="failed", finished=now(), error=error)
+            except OSError as exc:
+                self._store_unwritable(exc)
+                return
+            del self._unrecorded[job_id]
+            log.error("job %s failed: %s", job_id, error)
 
     def _watch_job(self, record: JobRecord, over: threading.Event) -> None:
         """Until ``over``, cancel the running job ``record`` as a cancel by the data user would, within
@@ -539,7 +582,7 @@ class CoordinatorService:
         from privfed.server.job import run_federated_job
 
         job_dir = self.store.job_dir(record.job_id)
-        handler = logging.FileHandler(job_dir / "job.log", encoding="utf-8")
+        handler = JobLogFile(job_dir / "job.log", encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
         handler.addFilter(JobRecords())  # not the records of other callers' calls (privfed.server.joblog)
         root = logging.getLogger("privfed")

@@ -104,7 +104,7 @@ def budget_cell(job: dict[str, Any]) -> str:
 
 
 def render(snapshot: dict[str, Any]) -> str:
-    """The page for a snapshot ``{"jobs": [...], "nodes": {...}}``."""
+    """The page for a snapshot ``{"jobs": [...], "nodes": {...}, "store_error": why the store cannot be written}``."""
     jobs, nodes = snapshot["jobs"], snapshot["nodes"]
     rows = []
     for j in jobs:
@@ -134,12 +134,14 @@ def render(snapshot: dict[str, Any]) -> str:
         if left_out
         else ""
     )
+    trouble = snapshot.get("store_error")  # the queue cannot start jobs (walkthrough 9, W9-1)
+    banner = f'<p id="store-error"><b>{html.escape(trouble)}</b>; jobs stay queued until it can.</p>' if trouble else ""
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><meta http-equiv="refresh" content="{REFRESH}">
 <title>privfed coordinator service</title>
 <style>body{{font-family:sans-serif;margin:1.5em}} table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:3px 8px;font-size:13px}} th{{background:#f4f4f4}}</style></head>
-<body><h1>privfed coordinator service</h1>
+<body><h1>privfed coordinator service</h1>{banner}
 <p>Read-only. What the coordinator knows: jobs, the privacy they request, what they trained. No owner data, no ledger.</p>
 <h2>Owner nodes (<span id="online">{online}</span> online)</h2>
 <table id="nodes"><tr><th>node</th><th>owners</th><th>status</th></tr>{"".join(node_rows)}</table>
