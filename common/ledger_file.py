@@ -141,7 +141,7 @@ def init_schema(conn: sqlite3.Connection, path: Path, default: Budget, *, existe
     copies a ledger whole. (A file whose creation was killed before its tables were written is refused too.)"""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version not in (0, 1, 2, 3, 4, 5, SCHEMA_VERSION):
-        raise ConfigError(f"ledger {path}: schema version {version}, this code reads 1 to {SCHEMA_VERSION}")
+        raise ConfigError(_unknown_schema(path, version))
     if version == 0 and existed:
         raise ConfigError(
             f"ledger {path} is a file that holds no privfed ledger (schema version 0): a copy made with cp while its "
@@ -174,6 +174,24 @@ def init_schema(conn: sqlite3.Connection, path: Path, default: Budget, *, existe
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+    if 0 < version < SCHEMA_VERSION:  # walkthrough 9, W9-5: it said nothing, and the older privfed then refused it
+        log.warning(
+            "ledger %s: upgraded from schema version %d to %d, every release kept; a privfed older than this one "
+            "can no longer open it (to go back, restore the copy `privfed ledger backup` made before the upgrade)",
+            path,
+            version,
+            SCHEMA_VERSION,
+        )
+
+
+def _unknown_schema(path: Path, version: int) -> str:
+    """Why the ledger ``path`` of schema ``version`` cannot be read: one of a newer privfed, or no ledger at all."""
+    if version > SCHEMA_VERSION:  # walkthrough 9, W9-5: it read "not a privfed ledger"
+        return (
+            f"ledger {path}: written by a newer privfed (schema version {version}; this one reads 1 to "
+            f"{SCHEMA_VERSION}): run the privfed that upgraded it, or restore the copy made before the upgrade"
+        )
+    return f"ledger {path}: not a privfed ledger (schema version {version})"
 
 
 def _add_holders_run(conn: sqlite3.Connection) -> None:
@@ -377,7 +395,7 @@ def open_read_only(path: Path) -> tuple[sqlite3.Connection, int]:
         raise ConfigError(f"ledger {path}: not a readable privfed ledger ({exc})") from exc
     if version not in (1, 2, 3, 4, 5, SCHEMA_VERSION):
         conn.close()
-        raise ConfigError(f"ledger {path}: not a privfed ledger (schema version {version})")
+        raise ConfigError(_unknown_schema(path, version))
     return conn, version
 
 

@@ -22,6 +22,7 @@ from test_timing_query import BOUND, N_QUERIES, F, _csv, _query
 
 pytestmark = pytest.mark.skipif(not X86_64, reason="reads the x86 MXCSR register (tests/adversary/fpstatus.py)")
 
+
 def _run(coordinator, certs, tmp_path, monkeypatch, value):
     from privfed.owner import query_client
     from privfed.proto import privfed_pb2 as pb

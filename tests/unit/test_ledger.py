@@ -346,13 +346,15 @@ def test_version_1_ledger_is_migrated_in_place(tmp_path):
         assert led.nonprivate_count("o") == 1
 
 
-def test_unknown_schema_version_is_refused(tmp_path):
+def test_a_ledger_of_a_newer_privfed_is_refused_as_one(tmp_path):
+    """Walkthrough 9, W9-5: the older privfed called an upgraded ledger "not a privfed ledger"."""
     path = tmp_path / "v9.sqlite"
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA user_version = 9")
     conn.close()
-    with pytest.raises(ConfigError, match="schema version 9"):
-        Ledger(path, epsilon_budget=1.0)
+    for open_it in (lambda: Ledger(path, epsilon_budget=1.0), lambda: read_accounts(path)):
+        with pytest.raises(ConfigError, match="written by a newer privfed \\(schema version 9; this one reads 1 to"):
+            open_it()
 
 
 # ----------------------------------------------------------------------------- budgets follow the rows
@@ -574,12 +576,18 @@ def _releases(path):
         conn.close()
 
 
-def test_a_version_4_ledger_keeps_every_release_and_records_recipients_from_then_on(tmp_path):
+def test_a_version_4_ledger_keeps_every_release_and_records_recipients_from_then_on(tmp_path, caplog):
     path = tmp_path / "v4.sqlite"
     _version_4_file(path)
     before = _releases(path)
     assert [a.owner_id for a in read_accounts(path)] == ["n.o0", "n.o1"]  # the read-only audit reads version 4
     assert {r["data_user"] for a in read_accounts(path) for r in a.releases} == {""}
+    with caplog.at_level(logging.WARNING, logger="privfed.ledger"), Ledger(path, epsilon_budget=2.0, delta_budget=1e-5):
+        pass  # the upgrade says so, once (walkthrough 9, W9-5: it said nothing, and the older privfed refused the file)
+    assert [r.getMessage() for r in caplog.records if "upgraded" in r.getMessage()] == [
+        f"ledger {path}: upgraded from schema version 4 to {SCHEMA_VERSION}, every release kept; a privfed older than "
+        "this one can no longer open it (to go back, restore the copy `privfed ledger backup` made before the upgrade)"
+    ]
     with Ledger(path, epsilon_budget=2.0, delta_budget=1e-5) as led:
         # every old row kept as it was, with '' (unknown) as its recipient and run 0 (before schema 6)
         assert _releases(path) == [row + ("", "", 0) for row in before]
