@@ -141,6 +141,7 @@ class JobStore:
         for d in sorted(old.iterdir()):
             if (d / "job.json").exists() and not (self.root / d.name).exists():
                 os.replace(d, self.root / d.name)
+                _moved_paths(self.root / d.name, f"{LEGACY_DIR}/{d.name}/", f"{d.name}/")
                 moved += 1
         if not any(old.iterdir()):
             old.rmdir()
@@ -292,3 +293,16 @@ class JobStore:
                 self.update(r.job_id, state="queued", restarts=r.restarts + 1)
                 again.append(r.job_id)
         return again
+
+
+def _moved_paths(job_dir: Path, old: str, new: str) -> None:
+    """A moved job's error, in its record and report, names its folder's new place (walkthrough 9, W9-7: it still
+    read ``STORE/jobs/<id>/report.json``). A file that cannot be read or written keeps its text."""
+    for name in ("job.json", "report.json"):
+        try:
+            doc = json.loads((job_dir / name).read_text(encoding="utf-8"))
+            if isinstance(doc, dict) and isinstance(doc.get("error"), str) and old in doc["error"]:
+                doc["error"] = doc["error"].replace(old, new)
+                replace_file(job_dir / name, json.dumps(doc, indent=2))
+        except (OSError, ValueError):
+            continue

@@ -61,9 +61,18 @@ def test_the_store_keeps_each_job_in_a_folder_of_its_own_and_moves_up_the_jobs_o
     legacy.mkdir(parents=True)
     (tmp_path / "jobs" / job_id).rename(legacy / job_id)  # where the older layout kept it
     (legacy / job_id / "report.json").write_text("{}")
+    failed = store.submit({"task": "bdt", "epsilon": 1.0, "owners": 2}, "bob").job_id
+    error = f"nothing to sum (report: STORE/jobs/{failed}/report.json)"  # as the older layout's service wrote it
+    store.update(failed, state="failed", error=error)
+    (tmp_path / "jobs" / failed / "report.json").write_text(json.dumps({"status": "failed", "error": error}))
+    (tmp_path / "jobs" / failed).rename(legacy / failed)
     reopened = JobStore(tmp_path / "old")
     assert not legacy.exists() and (tmp_path / "old" / job_id / "report.json").is_file()
-    assert reopened.ids() == [job_id] and reopened.next_queued().job_id == job_id
+    assert reopened.ids() == [job_id, failed] and reopened.next_queued().job_id == job_id
+    # a moved job's error names its new place (walkthrough 9, W9-7)
+    moved = f"nothing to sum (report: STORE/{failed}/report.json)"
+    assert reopened.get(failed).error == moved
+    assert json.loads((tmp_path / "old" / failed / "report.json").read_text())["error"] == moved
 
 
 def test_the_store_deletes_a_finished_job_whole_and_keeps_one_that_may_still_write(tmp_path):
