@@ -75,6 +75,10 @@ JOB_FILE_KEYS = {
     FLAGS[field]: FLAGS[field].removeprefix("--").replace("-", "_") for field in JOB_KEYS.values() if field in FLAGS
 }
 _FLAG = re.compile(r"--[A-Za-z][A-Za-z0-9-]*")
+#: What :func:`in_job_file_terms` leaves as it is: a span in backticks, and a ``privfed`` command line outside them
+#: (``privfed SUBCOMMAND`` and the flags after it, each with at most one value): a command is pasted as it reads
+#: (walkthrough 9, W9-6: ``privfed simulate --owners 36`` was shown as ``privfed simulate owners 36``).
+_VERBATIM = re.compile(r"`[^`]*`|\bprivfed [a-z][a-z-]*(?: --[A-Za-z][A-Za-z0-9-]*(?:=[^\s`;,]+| (?!--)[^\s`;,]+)?)*")
 #: The most bytes of a job's log one ``privfed job logs`` answer carries (its end).
 LOG_TAIL = 60_000
 #: A peer's network address in a log line (gRPC's ``ipv4:HOST:PORT``, ``ipv6:[…]:PORT``, ``unix:PATH``).
@@ -108,8 +112,18 @@ def job_settings(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 def in_job_file_terms(text: str) -> str:
     """``text``, an error about a job's settings, with the flag of each job setting written as the job file's key
-    (``--labels rr`` -> ``labels rr``): the checks are the command line's, but a data user wrote a job file."""
-    return _FLAG.sub(lambda m: JOB_FILE_KEYS.get(m.group(0), m.group(0)), text)
+    (``--labels rr`` -> ``labels rr``): the checks are the command line's, but a data user wrote a job file. A
+    command it quotes keeps its flags (:data:`_VERBATIM`): a span in backticks, or a ``privfed ...`` command line."""
+    out, start = [], 0
+    for kept in _VERBATIM.finditer(text):
+        out += [_job_file_keys(text[start : kept.start()]), kept.group(0)]
+        start = kept.end()
+    return "".join([*out, _job_file_keys(text[start:])])
+
+
+def _job_file_keys(prose: str) -> str:
+    """``prose`` with the flag of each job setting written as the job file's key (:func:`in_job_file_terms`)."""
+    return _FLAG.sub(lambda m: JOB_FILE_KEYS.get(m.group(0), m.group(0)), prose)
 
 
 @contextmanager
