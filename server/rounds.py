@@ -62,7 +62,11 @@ class JobBook:
     lost_nodes: set[str] = field(default_factory=set)
     #: Owners of a resumed job's plan whose node did not come back (:meth:`lose`): asked nothing more.
     gone: set[str] = field(default_factory=set)
+    #: Owners whose contribution (a share, a report) the job used: the report's ``answered`` (:meth:`contributed`).
     answered: set[str] = field(default_factory=set)
+    #: Owners with any release the job used and debited, an evaluation too: the report's ``took_part``
+    #: (walkthrough 9, W9-4: a bdt job's evaluators-only owners paid, yet were counted as owners that did not release).
+    took_part: set[str] = field(default_factory=set)
     asked: int | None = None
     #: Refusals booked so far (every one, an owner's second too): a round's log line counts its own by difference.
     refusals: int = 0
@@ -103,6 +107,7 @@ class JobBook:
         return {
             "epsilon": {o: self.epsilon_by_owner[o] for o in sorted(owners) if o in self.epsilon_by_owner},
             "answered": sorted(owners & self.answered),
+            "took_part": sorted(owners & self.took_part),
             "refused": {o: self.refused[o] for o in sorted(owners) if o in self.refused},
             "rejected": {o: self.rejected[o] for o in sorted(owners) if o in self.rejected},
             "counted": sorted([o, r] for o, r in counted),
@@ -112,6 +117,10 @@ class JobBook:
         """Book again what :meth:`account` returned (in the order it was returned: its values are the latest)."""
         self.epsilon_by_owner.update(account.get("epsilon", {}))
         self.answered.update(account.get("answered", ()))
+        # a journal of older code has no took_part: its contributors and the owners it debited took part
+        epsilon = account.get("epsilon", {})
+        fallback = [*account.get("answered", ()), *(o for o, e in epsilon.items() if e > 0)]
+        self.took_part.update(account.get("took_part", fallback))
         self.refused.update(account.get("refused", {}))
         self.rejected.update(account.get("rejected", {}))
         self._counted.update((o, r) for o, r in account.get("counted", ()))
@@ -186,6 +195,7 @@ class JobBook:
             self._new_counted.add((owner, release))
         self.epsilon_by_owner[owner] += total_budget(task.spec)[0]
         self._booked.add(owner)
+        self.took_part.add(owner)
         if kind_of(task.spec).contribution:
             self.answered.add(owner)
 
@@ -223,3 +233,24 @@ class JobBook:
     def contributed(self) -> int:
         """Owners whose releases were received and used (evaluations aside)."""
         return len(self.answered - set(self.refused) - set(self.rejected))
+
+    def absent(self, rejected: Mapping[str, str] | None = None) -> dict[str, int]:
+        """Why the job's owners that released nothing it used (not in :attr:`took_part`) did not, by what the
+        report says of them: ``declined`` (its ``declined_owners``), ``refused`` (other codes of ``refused``),
+        ``rejected`` (``rejected_owners``: the book's and the strategy's, ``rejected``), ``lost`` (on a node of
+        ``lost_nodes``, a resumed job's that did not come back too), and ``not_released``: none of these (asked
+        for no release, or an answer that came too late for it). Only the reasons some owner had."""
+        rejected = {**(rejected or {}), **self.rejected}
+        why: Counter[str] = Counter()
+        for owner in [*self.owner_ids, *sorted(self.gone - set(self.owner_ids))]:
+            if owner in self.took_part:
+                continue
+            if owner in self.refused:
+                why["declined" if refusal_parts(self.refused[owner])[0] == POLICY_DECLINED else "refused"] += 1
+            elif owner in rejected:
+                why["rejected"] += 1
+            elif owner in self.gone or node_of(owner) in self.lost_nodes:
+                why["lost"] += 1
+            else:
+                why["not_released"] += 1
+        return dict(why)

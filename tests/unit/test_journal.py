@@ -86,8 +86,8 @@ class BookedTransport(InProcessTransport):
         self.book.replay(account)
 
 
-def _owner_side(ds) -> BookedTransport:
-    owners = owners_over_nodes(ds, n_owners=N_OWNERS, n_nodes=N_NODES)
+def _owner_side(ds, n_owners: int = N_OWNERS) -> BookedTransport:
+    owners = owners_over_nodes(ds, n_owners=n_owners, n_nodes=N_NODES)
     return BookedTransport.with_ledgers(owners, epsilon_budget=8.0)
 
 
@@ -99,6 +99,8 @@ def _report(result, transport: BookedTransport) -> dict:
         r.get("secure_sum", {}).pop("seconds", None)
     return {
         "answered": book.contributed(),
+        "took_part": sorted(book.took_part),
+        "absent": book.absent(result.rejected),
         "epsilon_by_owner": book.epsilon_by_owner,
         "refused": book.refused,
         "rejected": book.rejected | dict(result.rejected),
@@ -286,3 +288,27 @@ def test_a_resumed_job_runs_over_the_owners_its_journal_recorded_in_their_order(
         r"\(owner-2\.o00007\): nodes owner-2 \(1 owner\(s\)\); start those nodes again",
     ):
         _resumed_plan(taking_part, registered[:-2])
+
+
+@pytest.mark.parametrize(("crash_at", "after"), [(2, True), (5, False), (7, True), (10, True)])
+def test_a_resumed_job_counts_the_owners_that_only_evaluated_as_its_uninterrupted_one_does(
+    tmp_path, data, crash_at, after
+):
+    """Walkthrough 9, W9-4: 36 owners over 8 rounds share in groups of 4, so 4 owners only evaluate; they pay for
+    their evaluations, yet the job said 32 of 36 released. Here 43 owners over 4 rounds: 40 share, 3 only evaluate,
+    and all 43 took part; a job resumed from its journal books the steps it takes from it (the journal carries the
+    book's took_part) and says the same."""
+    n_owners = N_OWNERS + 3
+    clean_side = _owner_side(data, n_owners)
+    clean = _report(_run(data, clean_side), clean_side)
+    debited = {o for o, e in clean["epsilon_by_owner"].items() if e > 0}
+    assert clean["answered"] == N_OWNERS and len(clean["took_part"]) == n_owners, clean
+    assert set(clean["took_part"]) == debited and clean["absent"] == {}
+    owner_side = _owner_side(data, n_owners)
+    with Journal(tmp_path / "journal.sqlite") as journal, pytest.raises(Crash):
+        _run(data, crashing(owner_side, crash_at, after), journal)
+    owner_side.restarted()
+    with Journal(tmp_path / "journal.sqlite") as journal:
+        result = _run(data, owner_side, journal, resume=True)
+    assert any(r.from_journal for r in result.rounds)
+    assert _report(result, owner_side) == clean
