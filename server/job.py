@@ -203,12 +203,22 @@ class JobOutcome:
 
     result: StrategyResult[TrainedModel]
     n_owners: int
-    answered: int
+    answered: int  # owners whose contribution (a share, a report) was used
     refused: dict[str, str]  # owner -> "code: text" of every refusal
     lost_nodes: list[str]
     epsilon_by_owner: dict[str, float]  # what the coordinator received releases for
     rejected: dict[str, str] = field(default_factory=dict)  # owner -> "code: detail" of its rejected release
     timings: dict[str, float] = field(default_factory=dict)
+    #: Owners with any release the job used and debited, its evaluations too (:attr:`JobBook.took_part
+    #: <privfed.server.rounds.JobBook.took_part>`; None: as :attr:`answered`), and why the others released none
+    #: (:meth:`JobBook.absent <privfed.server.rounds.JobBook.absent>`): walkthrough 9, W9-4.
+    took_part: int | None = None
+    absent: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def released(self) -> int:
+        """The owners that took part: released anything the job used (:attr:`took_part`)."""
+        return self.answered if self.took_part is None else self.took_part
 
     @property
     def model(self) -> TrainedModel:
@@ -219,6 +229,7 @@ class JobOutcome:
         return {
             "owners": self.n_owners,
             "answered": self.answered,
+            "took_part": self.released,
             "refused": self.refused,
             "declined_owners": declined_owners(self.refused),
             "refusal_summary": refusal_summary(self.refused, self.n_owners),
@@ -348,6 +359,8 @@ def run_job(
         epsilon_by_owner=book.epsilon_by_owner,
         rejected=book.rejected | {o: why for o, why in result.rejected.items() if o not in book.rejected},
         timings={"register_s": t1 - t0, "rounds_s": t2 - t1},
+        took_part=len(book.took_part),
+        absent=book.absent(result.rejected),
     )
 
 
@@ -495,7 +508,7 @@ def run_federated_job(
         few = few_reports_warning(
             job.config.task, job.config.epsilon, outcome.answered, job.config.one_report_per_owner
         )
-        fewer = fewer_owners_warning(job.config.owners, outcome.answered)
+        fewer = fewer_owners_warning(job.config.owners, outcome.released, outcome.absent)
         warnings = [w for w in (*job.settings_warnings, warning, few, fewer) if w]
         ref = {"reference_accuracy": None, "reference_learner": None} if reference is None else dict(reference())
         report.write(

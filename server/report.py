@@ -310,17 +310,50 @@ def few_reports_warning(task: str, epsilon: float, answered: int, one_report: bo
     )
 
 
-def fewer_owners_warning(asked: int | None, answered: int) -> str | None:
+#: What :func:`fewer_owners_warning` says of the owners that released nothing for a job, by :meth:`JobBook.absent
+#: <privfed.server.rounds.JobBook.absent>`'s reasons: the words for one owner, for several, and the report's list
+#: that names them (None: none does).
+ABSENT_REASONS: dict[str, tuple[str, str, str | None]] = {
+    "declined": ("declined it", "declined it", "declined_owners"),
+    "refused": ("refused it", "refused it", "refused"),
+    "rejected": ("was rejected", "were rejected", "rejected_owners"),
+    "lost": ("was on a lost node", "were on lost nodes", "lost_nodes"),
+    "not_released": (
+        "released nothing it used (asked for none, or its answer came too late)",
+        "released nothing it used (asked for none, or their answers came too late)",
+        None,
+    ),
+}
+
+
+def fewer_owners_warning(asked: int | None, took_part: int, absent: Mapping[str, int] | None = None) -> str | None:
     """A one-line warning when fewer owners released for a job than it asked for, else None (walkthrough 6, W6-9:
     a job asking ``owners = 20`` ran over the 10 whose policy took it, and the listing still said 20). ``owners``
-    is how many must be registered when the job starts; who takes part is each owner's answer."""
-    if asked is None or answered >= asked:
+    is how many must be registered when the job starts; who takes part is each owner's answer. ``took_part``: the
+    owners that released anything the job used, its evaluations too (the report's ``took_part``: walkthrough 9,
+    W9-4, a bdt job whose 4 evaluators-only owners paid was said to have 32 of 36); ``absent``: why the others did
+    not, as :meth:`JobBook.absent <privfed.server.rounds.JobBook.absent>` counts them: only those reasons are named,
+    and only their lists pointed to."""
+    if asked is None or took_part >= asked:
         return None
+    parts, lists = [], []
+    for reason, (one, several, listed) in ABSENT_REASONS.items():
+        n = (absent or {}).get(reason, 0)
+        if n > 0:
+            parts.append(f"{n} {one if n == 1 else several}")
+            lists += [listed] if listed else []
+    said = ", ".join(parts)
+    which = "" if not lists else f"; the report's {_and(lists)} {'says' if len(lists) == 1 else 'say'} which"
     return (
-        f"warning: {answered} owner(s) released for this job, fewer than the {asked} it asked for: the others declined "
-        "it, refused or were lost (the report's declined_owners, refused and lost_nodes say which); min_owners sets "
-        "how many must take part"
+        f"warning: {took_part} owner(s) released for this job, fewer than the {asked} it asked for"
+        + (f": of the others, {said}{which}" if said else "")
+        + "; min_owners sets how many must take part"
     )
+
+
+def _and(words: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 @functools.cache

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from fedharness import Federation
+from fedharness import Federation, coordinator_job, ledger_entries
 from liveness import LivenessClock
 
 from privfed.common.boosting.wire import empty_history, owner_weights, with_round
@@ -164,3 +164,31 @@ def test_a_node_killed_mid_ring_is_dropped_and_the_ring_rerun(tmp_path):
     assert len(result.rounds) == 4
     assert outcome.lost_nodes == ["owner-2"]
     assert len(outcome.model.learners) >= 1
+
+
+def test_owners_that_only_evaluate_took_part_and_no_owner_is_said_to_have_declined(tmp_path):
+    """Walkthrough 9, W9-4: a bdt job by shares over 36 owners and 8 rounds asks 32 for shares and 4 only to
+    evaluate; those 4 paid for their evaluations, yet the listing said ``32/36`` and the report warned that the
+    others "declined it, refused or were lost", though nobody had. Here ``privfed coordinator`` with two
+    ``privfed owner`` processes: 18 owners over 4 rounds share in groups of 4, so 2 only evaluate (at ε = ∞: exact
+    totals, so every round runs; the in-process run at ε = 4, resumed from its journal too, is in
+    tests/unit/test_journal.py)."""
+    owners, rounds = 18, 4
+    nodes = {"owner-0": ("0:9", math.inf), "owner-1": ("9:18", math.inf)}
+    flags = ["--task", "bdt", "--release", "shares", "--epsilon", "inf", "--rounds", str(rounds), "--n-bins", "4"]
+    flags += ["--weight-bound", "4", "--max-owner-rows", "40"]
+    report, _ = coordinator_job(tmp_path, flags, nodes, n_owners=owners, dataset=DATA)
+    assert report["status"] == "ok" and report["config"]["release"] == "shares", report.get("error")
+    assert len(report["rounds"]) == rounds, report["rounds"]  # every round ran: every owner was asked
+    entries = ledger_entries(tmp_path, nodes, math.inf)
+    sharers = {o for o, h in entries.items() if any(e["purpose"].startswith("boost-share:") for e in h)}
+    evaluators_only = set(entries) - sharers
+    assert len(entries) == owners and len(evaluators_only) == owners - rounds * (owners // rounds) == 2, entries
+    assert all(e["purpose"].startswith("boost-eval:") for o in evaluators_only for e in entries[o])
+    # nobody declined, refused or was lost, and no warning says the others did
+    assert not report["declined_owners"] and not report["refused"] and not report["lost_nodes"]
+    assert not any("fewer than the" in w for w in report["warnings"]), report["warnings"]
+    assert "fewer than the" not in (tmp_path / "coordinator.log").read_text()
+    # answered: the owners whose shares were used; took_part: every owner with a release the job used and debited
+    assert (report["owners"], report["answered"], report["took_part"]) == (owners, len(sharers), owners), report
+    assert all(float(report["epsilon_by_owner"][o]) > 0 for o in evaluators_only)
