@@ -274,11 +274,14 @@ def _jobs(args: argparse.Namespace) -> int:
 
 def _owners_cell(job: dict[str, Any]) -> str:
     """``released/asked`` (``20/30``), or, when more owners released than the job's ``owners`` (the least it starts
-    with: it runs on every owner registered), ``18 (8+ asked)``: ``18/8`` read as a counting bug (walkthrough 8)."""
-    answered, asked = job.get("answered"), job["owners"]
-    if answered is None:
+    with: it runs on every owner registered), ``18 (8+ asked)``: ``18/8`` read as a counting bug (walkthrough 8).
+    Released: the owners that took part, with any release the job used, an evaluation too (``took_part``; a
+    listing without it: ``answered``, those whose contribution was used): walkthrough 9, W9-4, a bdt job's 4
+    evaluators-only owners paid, yet the listing said ``32/36``."""
+    released, asked = job.get("took_part", job.get("answered")), job["owners"]
+    if released is None:
         return str(asked)
-    return f"{answered}/{asked}" if asked is None or answered <= asked else f"{answered} ({asked}+ asked)"
+    return f"{released}/{asked}" if asked is None or released <= asked else f"{released} ({asked}+ asked)"
 
 
 def _job(args: argparse.Namespace) -> int:

@@ -313,6 +313,7 @@ def _point(epsilon: float, runs: list[dict]) -> dict:
         "accuracy": float(acc.mean()),
         "accuracy_std": float(acc.std(ddof=1)) if acc.size > 1 else 0.0,
         "answered": min(r["answered"] for r in runs),
+        "took_part": min(r["took_part"] for r in runs),  # evaluators too (walkthrough 9, W9-4)
         "owners": runs[0]["owners"],
         "rounds_s": float(np.mean([r["timings"]["rounds_s"] for r in runs])),
     }
@@ -325,7 +326,7 @@ def _print_point(point: dict, reference: float, chance: float, majority: float) 
     spread = f" ± {point['accuracy_std']:.4f}" if "runs" in point else ""
     print(
         f"  eps={point['epsilon']:<6g} accuracy={point['accuracy']:.4f}{spread}  (non-private reference "
-        f"{reference:.4f}, majority class {majority:.4f}, chance {chance:.4f}; {point['answered']}/"
+        f"{reference:.4f}, majority class {majority:.4f}, chance {chance:.4f}; {point['took_part']}/"
         f"{point['owners']} owners released, rounds {point['rounds_s']:.2f} s)",
         file=sys.stderr,
     )
