@@ -255,18 +255,9 @@ class JobApi:
         last = request.get("last")
         if last is not None and (isinstance(last, bool) or not isinstance(last, int) or last < 1):
             raise ConfigError(f"'last' must be a positive whole number of jobs, got {last!r}")
-        listing = self._with_took_part(self._service.listing(last, data_user=user if self._require_role else None))
+        listing = self._service.listing(last, data_user=user if self._require_role else None)
         # each job's error and note as job show gives them (audit 26: a reason naming the job's journal in the store)
         return dict(json.loads(self._for_data_user(json.dumps(listing, ensure_ascii=False))))
-
-    def _with_took_part(self, listing: dict[str, Any]) -> dict[str, Any]:
-        """``listing`` with each finished job's ``took_part`` from its report, the owners that released anything
-        it used, its evaluations too (``privfed jobs``' owners column; walkthrough 9, W9-4: a bdt job's 4
-        evaluators-only owners were not counted), when the service's summary does not carry it."""
-        for job in listing["jobs"]:
-            if "took_part" not in job and job.get("answered") is not None:
-                job["took_part"] = (self._service.report_of(job["job_id"]) or {}).get("took_part", job["answered"])
-        return listing
 
     def show(self, request: dict[str, Any], user: str) -> dict[str, Any]:
         """The job's record and report as its data user reads them: the report's settings without the operator's
@@ -313,8 +304,8 @@ class JobApi:
     def operator_list(self, request: dict[str, Any]) -> dict[str, Any]:
         """Every data user's jobs, as the status page lists them (the operator's own view of the store)."""
         last = request.get("last")
-        return self._with_took_part(
-            self._service.listing(last if isinstance(last, int) and not isinstance(last, bool) and last > 0 else None)
+        return self._service.listing(
+            last if isinstance(last, int) and not isinstance(last, bool) and last > 0 else None
         )
 
     def operator_cancel(self, request: dict[str, Any]) -> dict[str, Any]:

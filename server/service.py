@@ -383,7 +383,9 @@ class CoordinatorService:
             "epsilon": s.get("epsilon"),
             "delta": self._delta(s),
             "owners": s.get("owners"),
-            "answered": (report or {}).get("answered"),  # the owners that released for it (W6-9)
+            "answered": (report or {}).get("answered"),  # the owners whose shares it used (W6-9)
+            # the owners that released anything it used, evaluations too (walkthrough 9, W9-4); an older report: None
+            "took_part": (report or {}).get("took_part", (report or {}).get("answered")),
             "rounds": resolved.get("n_rounds") if s.get("task") == "bdt" else None,
             "done": done,
             "planned": planned,
