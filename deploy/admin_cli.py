@@ -40,6 +40,14 @@ def add_certs(sub: argparse._SubParsersAction) -> None:
         help="no keys but the CA's: one-time enrolment tokens for the coordinator and owner-0..owner-<N-1> in "
         "OUT/tokens/<role>/; each party makes its own key and enrols with the CA signer (README, Kubernetes)",
     )
+    who.add_argument(
+        "--reissue",
+        nargs="+",
+        metavar="NAME",
+        help="a new key and certificate for these existing parties (owner nodes, data users, coordinator) under the "
+        "same CA, to renew them or because a key leaked; the old certificates are listed in "
+        "OUT/revoked-certificates.txt, which privfed serve refuses",
+    )
     p.add_argument(
         "--data-user",
         action="extend",
@@ -108,6 +116,8 @@ def _certs(args: argparse.Namespace) -> int:
     from privfed.common.identity import check_node_name
     from privfed.deploy.certs import make_certs
 
+    if args.reissue is not None:
+        return _reissue(args)
     users = [check_node_name(n, flag="--data-user") for n in args.data_user]
     if args.tokens is not None:
         from privfed.deploy.tokens import mint, party_roles
@@ -148,7 +158,42 @@ def _certs(args: argparse.Namespace) -> int:
         else f"wrote the CA to {out}/ca (keep it offline)"
     )
     print(f"{what}; one directory per party under {out}: give party X only {out}/X")
+    _print_expiries(out)
     return 0
+
+
+def _reissue(args: argparse.Namespace) -> int:
+    """``privfed certs --reissue NAME ...`` (walkthrough 9, W9-2 and W9-3)."""
+    from privfed.deploy.certs import COORDINATOR, REVOKED_FILE, party_dir, reissue
+
+    if args.data_user or args.san or args.force or args.add:
+        raise PrivfedError("--reissue takes no --data-user, --san, --force or --add: it renews the parties named")
+    done = reissue(args.out, args.reissue)
+    for name, old, new in done:
+        print(
+            f"reissued {name}: new key and certificate in {party_dir(args.out, name)} (serial {new.serial_number:X}, "
+            f"expires {new.not_valid_after_utc:%Y-%m-%d}); the old one (serial {old.serial_number:X}) is listed in "
+            f"{args.out / REVOKED_FILE}"
+        )
+    listed = party_dir(args.out, COORDINATOR) / REVOKED_FILE
+    print(
+        f"next: give each party its new directory and restart it with it "
+        f"({', '.join(str(party_dir(args.out, n)) for n, _, _ in done)}); the coordinator service refuses the old "
+        f"certificates as soon as it reads {listed if listed.exists() else args.out / REVOKED_FILE}: privfed serve "
+        f"reads {REVOKED_FILE} in its --certs directory by default, again whenever it changes (copy it there if the "
+        "service runs on another machine, or pass --revoked-certificates FILE)"
+    )
+    return 0
+
+
+def _print_expiries(out: Path) -> None:
+    """When the CA and each party's certificate in ``out`` expire (W9-3: nothing said so)."""
+    from privfed.deploy.certs import CA_DIR, expiries
+
+    ends = expiries(out)
+    print("expiry (UTC; renew a party with privfed certs --out DIR --reissue NAME before it):")
+    for name, end in ends:
+        print(f"  {'the CA' if name == CA_DIR else name:<24} {end:%Y-%m-%d %H:%M}")
 
 
 def _fmt(x: float) -> str:

@@ -20,6 +20,16 @@ Private keys are created with mode 0600 from their first byte (``os.open`` with 
 0600, or a 0600 temporary file renamed over the old key when replacing): never world-readable,
 whatever the umask. Directories holding keys are 0700.
 
+Lifetimes (walkthrough 9, W9-3: the CA and every leaf lasted one year, and a leaf added later outlived its CA): the
+CA lasts :data:`CA_VALIDITY` (ten years) and every leaf :data:`VALIDITY` (one year), never past the CA's own end.
+Replacing the CA means handing every party a new directory on the same day, so it should be rare; a leaf is renewed
+alone under the same CA (:func:`reissue`), and a year bounds how long a leaf key that leaked unnoticed stays good.
+
+``reissue`` (``privfed certs --reissue NAME``) gives existing parties a new key and certificate under the same CA,
+for renewal or because a key leaked, and appends each replaced certificate's SHA-256 fingerprint to
+``DIR/revoked-certificates.txt`` (and the coordinator's copy, ``DIR/coordinator/revoked-certificates.txt``), which
+``privfed serve`` reads to refuse the old key (W9-2: re-issuing with ``--add`` left the old key working).
+
 A second run over an existing ``DIR`` is refused (:class:`ConfigError` naming the directory)
 unless ``force`` (a new CA and new keys for everyone) or ``add`` (keep the CA and every existing
 pair, issue only the missing ones). The coordinator certificate (server auth, SANs localhost,
@@ -49,10 +59,17 @@ from cryptography.hazmat.primitives.asymmetric.types import (
 )
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from privfed.common.certificates import fingerprint
 from privfed.common.errors import ConfigError
-from privfed.common.roles import DATA_USER
+from privfed.common.roles import DATA_USER, certificate_role
 
+#: How long a leaf certificate lasts (capped at its CA's end): renewed with ``privfed certs --reissue``.
 VALIDITY = dt.timedelta(days=365)
+#: How long the CA lasts: ten leaf lifetimes, since replacing it re-keys every party at once (W9-3).
+CA_VALIDITY = dt.timedelta(days=3650)
+#: The file of revoked certificates' fingerprints (``privfed serve --revoked-certificates``), in ``DIR`` and in
+#: the coordinator's directory.
+REVOKED_FILE = "revoked-certificates.txt"
 #: The directory of the CA's own files, inside ``--out``.
 CA_DIR = "ca"
 COORDINATOR = "coordinator"
@@ -61,6 +78,10 @@ BASE_SANS = ("localhost", "127.0.0.1", COORDINATOR)
 __all__ = [
     "BASE_SANS",
     "CA_DIR",
+    "CA_VALIDITY",
+    "REVOKED_FILE",
+    "VALIDITY",
+    "expiries",
     "coordinator_sans",
     "issue",
     "load_ca",
@@ -68,6 +89,7 @@ __all__ = [
     "new_key",
     "party_dir",
     "private_dir",
+    "reissue",
     "write_file",
     "write_party",
     "write_private_key",
@@ -161,8 +183,12 @@ def issue(
     server: bool,
     now: dt.datetime | None = None,
     role: str | None = None,
+    validity: dt.timedelta = VALIDITY,
 ) -> x509.Certificate:
     """Sign a leaf certificate for ``cn`` with the CA (``role``: the subject's OU, :mod:`privfed.common.roles`).
+
+    It lasts ``validity``, but never past the CA's own end (W9-3: a leaf added late outlived its CA, and would have
+    seemed good for weeks that no peer could verify it).
 
     Owners get client auth only. The coordinator (``server``) also gets client auth, so that its
     own health check (``deploy/healthcheck.py``, the image's HEALTHCHECK) can present it to the
@@ -182,7 +208,7 @@ def issue(
         .public_key(public_key)
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + VALIDITY)
+        .not_valid_after(min(now + validity, ca_cert.not_valid_after_utc))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         .add_extension(x509.SubjectAlternativeName([_san(s) for s in sans]), critical=False)
@@ -190,7 +216,7 @@ def issue(
     )
 
 
-def _new_ca(now: dt.datetime) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+def _new_ca(now: dt.datetime, validity: dt.timedelta) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     key = new_key()
     name = _name("privfed federation CA")
     cert = (
@@ -200,7 +226,7 @@ def _new_ca(now: dt.datetime) -> tuple[ec.EllipticCurvePrivateKey, x509.Certific
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + VALIDITY)
+        .not_valid_after(now + validity)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(
@@ -274,6 +300,7 @@ def write_party(
     add: bool = False,
     now: dt.datetime | None = None,
     role: str | None = None,
+    validity: dt.timedelta = VALIDITY,
 ) -> Path:
     """Write ``ca.pem``, ``<name>.pem`` and ``<name>-key.pem`` (0600) into directory ``d`` (0700).
 
@@ -296,7 +323,9 @@ def write_party(
     else:
         key = new_key()
         write_private_key(key_path, key, replace=force)
-        cert = issue(ca_key, ca_cert, name, key.public_key(), sans=sans, server=server, now=now, role=role)
+        cert = issue(
+            ca_key, ca_cert, name, key.public_key(), sans=sans, server=server, now=now, role=role, validity=validity
+        )
         write_file(cert_path, cert.public_bytes(serialization.Encoding.PEM), mode=0o644, replace=force)
     if not (add and (d / "ca.pem").exists()):
         write_file(d / "ca.pem", ca_cert.public_bytes(serialization.Encoding.PEM), mode=0o644, replace=force)
@@ -314,6 +343,8 @@ def make_certs(
     flat: bool = True,
     coordinator: bool = True,
     data_users: Sequence[str] = (),
+    validity: dt.timedelta = VALIDITY,
+    ca_validity: dt.timedelta = CA_VALIDITY,
 ) -> Path:
     """Create a CA, a coordinator pair and ``owners`` owner pairs under ``out``; return ``out``.
 
@@ -339,6 +370,8 @@ def make_certs(
     data_users : list of str
         Data-user certificates (OU ``data-user``) with these names: they may submit jobs to a
         coordinator service (``privfed submit``) and nothing else.
+    validity, ca_validity : timedelta
+        How long the leaves issued now (never past the CA) and a new CA last (shorter only in tests).
 
     Raises
     ------
@@ -374,7 +407,7 @@ def make_certs(
     if add and (ca_dir / "ca-key.pem").exists():
         ca_key, ca_cert = load_ca(out)
     else:
-        ca_key, ca_cert = _new_ca(now)
+        ca_key, ca_cert = _new_ca(now, ca_validity)
         write_private_key(ca_dir / "ca-key.pem", ca_key, replace=force)
         write_file(ca_dir / "ca.pem", ca_cert.public_bytes(serialization.Encoding.PEM), mode=0o644, replace=force)
     ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
@@ -393,6 +426,7 @@ def make_certs(
             add=add,
             now=now,
             role=role,
+            validity=validity,
         )
         if flat:
             _link(out, name, f"{name}.pem", force)
@@ -400,3 +434,75 @@ def make_certs(
     if flat and not (add and (out / "ca.pem").exists()):
         write_file(out / "ca.pem", ca_pem, mode=0o644, replace=force)
     return out
+
+
+def _extended_usages(cert: x509.Certificate) -> set[x509.ObjectIdentifier]:
+    return set(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
+
+
+def reissue(
+    out: str | Path, names: Sequence[str], *, validity: dt.timedelta = VALIDITY, now: dt.datetime | None = None
+) -> list[tuple[str, x509.Certificate, x509.Certificate]]:
+    """A new key and certificate for each existing party of ``names`` under ``out``'s CA, and each replaced
+    certificate's fingerprint appended to ``out/revoked-certificates.txt``; returns (name, old, new) per party.
+
+    The new certificate keeps the old one's role, SANs and usages (an owner node, a data user or the coordinator).
+    The fingerprint is recorded before the key is replaced, so that a run stopped half-way leaves the party
+    without a working key rather than the old one still good (walkthrough 9, W9-2). A party missing from ``out``
+    raises :class:`ConfigError` before anything is changed.
+    """
+    out = Path(out)
+    ca = load_ca(out)
+    now = dt.datetime.now(dt.UTC) if now is None else now
+    old: dict[str, x509.Certificate] = {}
+    for name in dict.fromkeys(names):
+        path = party_dir(out, name) / f"{name}.pem"
+        if name == CA_DIR or not path.is_file():
+            raise ConfigError(
+                f"no certificate of {name!r} in {out} ({path} is missing): --reissue renews existing parties; "
+                "make a new one with --add"
+            )
+        old[name] = x509.load_pem_x509_certificate(path.read_bytes())
+    stamp = f"{now:%Y-%m-%dT%H:%MZ}"
+    _revoke(out, [f"{fingerprint(c)}  # {n}, serial {c.serial_number:X}, reissued {stamp}" for n, c in old.items()])
+    done = []
+    for name, cert in old.items():
+        d = party_dir(out, name)
+        key = new_key()
+        new = issue(
+            *ca,
+            name,
+            key.public_key(),
+            sans=[str(n.value) for n in cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value],
+            server=ExtendedKeyUsageOID.SERVER_AUTH in _extended_usages(cert),
+            now=now,
+            role=DATA_USER if certificate_role(cert) == DATA_USER else None,
+            validity=validity,
+        )
+        write_private_key(d / f"{name}-key.pem", key, replace=True)
+        write_file(d / f"{name}.pem", new.public_bytes(serialization.Encoding.PEM), mode=0o644, replace=True)
+        done.append((name, cert, new))
+    return done
+
+
+def _revoke(out: Path, lines: list[str]) -> None:
+    """Append ``lines`` to the revocation file in ``out`` and to the coordinator's copy, each replaced whole
+    (a service re-reading it never sees half a line)."""
+    for path in (out / REVOKED_FILE, party_dir(out, COORDINATOR) / REVOKED_FILE):
+        if path.parent.is_dir():
+            before = path.read_text(encoding="utf-8") if path.is_file() else REVOKED_HEADER
+            write_file(path, (before + "".join(f"{line}\n" for line in lines)).encode(), mode=0o644, replace=True)
+
+
+REVOKED_HEADER = (
+    "# Certificates refused by privfed serve (--revoked-certificates; by default this file in its --certs).\n"
+    "# One SHA-256 fingerprint of a certificate's DER a line; written by privfed certs --reissue.\n"
+)
+
+
+def expiries(out: str | Path) -> list[tuple[str, dt.datetime]]:
+    """(party, end of its certificate) for the CA (``ca``) and every party directory under ``out``."""
+    out = Path(out)
+    found = [(CA_DIR, out / CA_DIR / "ca.pem")]
+    found += [(d.name, d / f"{d.name}.pem") for d in sorted(out.iterdir()) if d.is_dir() and d.name != CA_DIR]
+    return [(n, x509.load_pem_x509_certificate(p.read_bytes()).not_valid_after_utc) for n, p in found if p.is_file()]
