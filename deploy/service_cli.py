@@ -78,6 +78,14 @@ def add_serve(sub: argparse._SubParsersAction, *, add_data: DataFlags) -> None:
         "job API calls, models and predictions are refused, their queued jobs fail before any owner is asked and a "
         "running one is cancelled",
     )
+    p.add_argument(
+        "--revoked-certificates",
+        type=Path,
+        metavar="FILE",
+        help="SHA-256 fingerprints of certificates to refuse, one per line (# comments), read again when it changes: "
+        "every call presenting one is refused, whoever's it is (default: revoked-certificates.txt in --certs if it "
+        "exists, which privfed certs --reissue writes)",
+    )
     source = p.add_mutually_exclusive_group()
     source.add_argument("--schema", type=Path, help="federation schema of owners' own data (default: --dataset's)")
     add_data(p, dataset_group=source)
@@ -159,6 +167,7 @@ def _serve(args: argparse.Namespace) -> int:
         **({} if args.max_job_wait is None else {"max_job_wait": args.max_job_wait}),
         **({} if args.max_job_time is None else {"max_job_time": args.max_job_time}),
         revoked_data_users=args.revoked_data_users,
+        revoked_certificates=revoked_certificates(args),
     )
     from privfed.deploy.child import reference_in_child
 
@@ -177,6 +186,20 @@ def _serve(args: argparse.Namespace) -> int:
     log.info("stopping: the running job (if any) is queued again at the next start")
     service.stop()
     return 0
+
+
+def revoked_certificates(args: argparse.Namespace) -> Path | None:
+    """``--revoked-certificates``, or by default ``revoked-certificates.txt`` in ``--certs`` if it is there: a
+    ``privfed certs --reissue`` protects without a flag (walkthrough 9, W9-2)."""
+    from privfed.deploy.certs import REVOKED_FILE
+
+    if args.revoked_certificates is not None or args.certs is None:
+        return args.revoked_certificates
+    default = args.certs / REVOKED_FILE
+    if not default.is_file():
+        return None
+    log.info("refusing the certificates listed in %s (read again when it changes)", default)
+    return default
 
 
 def call(args: argparse.Namespace, method: str, request: dict[str, Any]) -> dict[str, Any]:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -21,8 +22,10 @@ from privfed.proto.transport import (
     server_options,
 )
 from privfed.server.dispatcher import Dispatcher
+from privfed.server.joblog import outside_jobs
 from privfed.server.models import ModelStore
-from privfed.server.servicer import CoordinatorServicer
+from privfed.server.revocation import revoked_certificate_message
+from privfed.server.servicer import CoordinatorServicer, peer_identity
 from privfed.server.sessions import Sessions
 
 log = logging.getLogger("privfed.coordinator")
@@ -34,12 +37,79 @@ SERVICE_NAME = "privfed.v1.Coordinator"
 MAX_WORKERS = 512
 
 
+class RefuseRevokedCertificates(grpc.ServerInterceptor):
+    """Answer PERMISSION_DENIED to every call whose TLS peer presents a certificate ``revoked`` (its PEM) says is
+    revoked: ``privfed serve --revoked-certificates`` (walkthrough 9, W9-2: a re-keyed node's old key still
+    registered as the node and called Predict).
+
+    One check in front of every service on the port, rather than one per method: node registration, polls, pushes
+    and relayed envelopes (owner nodes hosting ring peers), Predict and GetModel, the job API and the health check
+    alike, and each message of a Session stream, so a node registered before its certificate was revoked is refused
+    at its next call or message, and then drops out as a silent node does."""
+
+    def __init__(self, revoked: Callable[[bytes], bool]) -> None:
+        self._revoked = revoked
+        self._logged: set[bytes] = set()  # certificates already refused at WARNING: a polling node retries every second
+
+    def _check(self, context: grpc.ServicerContext) -> None:
+        pems = context.auth_context().get("x509_pem_cert")
+        if pems and self._revoked(bytes(pems[0])):
+            name = peer_identity(context)
+            with outside_jobs():  # the operator's, not a data user's job log
+                first = bytes(pems[0]) not in self._logged
+                self._logged.add(bytes(pems[0]))
+                log.log(
+                    logging.WARNING if first else logging.DEBUG,
+                    "call refused for %r (%s): its certificate is revoked",
+                    name,
+                    context.peer(),
+                )
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, revoked_certificate_message(name or "?"))
+
+    def _each(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+        for request in requests:
+            self._check(context)
+            yield request
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None
+        codec = {
+            "request_deserializer": handler.request_deserializer,
+            "response_serializer": handler.response_serializer,
+        }
+
+        def first(behavior: Callable[[Any, grpc.ServicerContext], Any]) -> Callable[[Any, grpc.ServicerContext], Any]:
+            def checked(request: Any, context: grpc.ServicerContext) -> Any:
+                self._check(context)
+                return behavior(request, context)
+
+            return checked
+
+        def every(behavior: Callable[[Any, grpc.ServicerContext], Any]) -> Callable[[Any, grpc.ServicerContext], Any]:
+            return first(lambda requests, context: behavior(self._each(requests, context), context))
+
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(first(handler.unary_unary), **codec)
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(first(handler.unary_stream), **codec)
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(every(handler.stream_unary), **codec)
+        return grpc.stream_stream_rpc_method_handler(every(handler.stream_stream), **codec)
+
+
 class CoordinatorServer:
     """Owns the gRPC server, the dispatcher (owner registry + queues) and the model store.
 
     ``interceptors`` are gRPC server interceptors, run on every call (the wire-capture tests
     record traffic with one); ``handlers`` serve more gRPC services on the same port;
-    ``max_message_bytes`` bounds every message (smaller only in tests).
+    ``max_message_bytes`` bounds every message (smaller only in tests); ``revoked_certificates`` says whether a
+    TLS peer's certificate (PEM) is revoked (:class:`RefuseRevokedCertificates`).
     """
 
     def __init__(
@@ -54,6 +124,7 @@ class CoordinatorServer:
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         models: ModelStore | None = None,
         revoked: Callable[[str], bool] = lambda _: False,
+        revoked_certificates: Callable[[bytes], bool] = lambda _: False,
     ):
         self.dispatcher = Dispatcher(node_timeout=node_timeout)
         self.models = ModelStore() if models is None else models
@@ -64,7 +135,8 @@ class CoordinatorServer:
             # No SO_REUSEPORT (gRPC's default on Linux): a second coordinator on a taken port must
             # fail to bind, not silently share the port and take half the owners' calls.
             options=[*server_options(max_message_bytes), ("grpc.so_reuseport", 0)],
-            interceptors=(RejectUndecodable(), *interceptors),
+            # the revocation first: a revoked peer's request is not even decoded
+            interceptors=(RefuseRevokedCertificates(revoked_certificates), RejectUndecodable(), *interceptors),
         )
         pb_grpc.add_CoordinatorServicer_to_server(
             CoordinatorServicer(

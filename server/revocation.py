@@ -1,4 +1,5 @@
-"""The data users a service's operator has revoked (``privfed serve --revoked-data-users FILE``).
+"""What a service's operator has revoked: data users by name (``privfed serve --revoked-data-users FILE``) and
+certificates by fingerprint (``privfed serve --revoked-certificates FILE``).
 
 A data user's certificate is valid for a year, and the only other way to stop one (a key that leaked, a user who
 left) was to replace the whole CA, re-keying every owner node (walkthrough 7, W7-9). The file lists certificate
@@ -7,12 +8,20 @@ data user's next call without a restart. A revoked data user's job API calls are
 and a job of theirs still queued fails when its turn comes, before any owner is asked. A file that can no longer be
 read revokes every data user until it can: an edit meant to lock one out must not let them back in. Owners' own
 consent per data user stays in their policies (``data_users``).
+
+A name cannot retire one key of a party that keeps its name: an owner node re-keyed after a leak kept its name, and
+its old key still registered as the node and called Predict (walkthrough 9, W9-2). ``privfed certs --reissue``
+therefore lists the replaced certificate's SHA-256 fingerprint (:mod:`privfed.common.certificates`), and every call
+that presents a listed certificate is refused, whoever holds it (:class:`RevokedCertificates`, checked by an
+interceptor of the service's gRPC server: ``privfed.server.app``). Both files are one :class:`WatchedList`.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from privfed.common.errors import ConfigError, reason
@@ -21,21 +30,22 @@ from privfed.server.joblog import outside_jobs
 
 log = logging.getLogger("privfed.coordinator")
 
-#: What every data user is while the file cannot be read.
+#: What every entry is while the file cannot be read.
 EVERYONE = frozenset({"*"})
 
 
 def read_names(path: Path) -> frozenset[str]:
-    """The names the file ``path`` lists; ConfigError if it cannot be read."""
+    """The entries the file ``path`` lists, one a line (``#`` starts a comment); ConfigError if it cannot be read."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"--revoked-data-users {path}: cannot read it ({reason(exc)})") from exc
+        raise ConfigError(f"{path}: cannot read it ({reason(exc)})") from exc
     return frozenset(name for line in text.splitlines() if (name := line.split("#", 1)[0].strip()))
 
 
-class RevokedDataUsers:
-    """The revoked names of ``path`` (None: no file, nobody revoked), read again when the file changes.
+class WatchedList:
+    """The entries of ``path`` (None: no file, nothing listed), read again when the file changes; ``flag`` names the
+    file in messages, ``what`` its entries, and ``normal`` puts an entry and a line in one form.
 
     Called from every gRPC thread at once: one lock holds a caller while another reads the changed file, and the
     state recorded is the one seen before that read (audit 27: the state was recorded first and the names read
@@ -43,15 +53,23 @@ class RevokedDataUsers:
     revoked let through; and two reads of two quick changes could end with the older names kept until the file
     changed again)."""
 
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
+    def __init__(self, path: Path | None, *, flag: str, what: str, normal: Callable[[str], str] = str) -> None:
+        self.path, self.flag, self.what, self._normal = path, flag, what, normal
         self._lock = threading.Lock()
         self._state = None if path is None else file_state(path)
-        self._names = frozenset() if path is None else read_names(path)  # unreadable at the start: the service stops
+        self._names = frozenset() if path is None else self._read(path)  # unreadable at the start: the service stops
 
-    def revoked(self, name: str) -> bool:
+    def _read(self, path: Path) -> frozenset[str]:
+        try:
+            return frozenset(map(self._normal, read_names(path)))
+        except ConfigError as exc:
+            raise ConfigError(f"{self.flag} {exc}") from exc
+
+    def listed(self, entry: str) -> bool:
+        """Whether ``entry`` is listed (everything is while the file cannot be read)."""
         if self.path is None:
             return False
+        name = self._normal(entry)
         with self._lock:
             now = file_state(self.path)
             if now != self._state:
@@ -60,14 +78,52 @@ class RevokedDataUsers:
                 # and how many data users were revoked in `privfed job logs`)
                 with outside_jobs():
                     try:
-                        names = read_names(self.path)
+                        names = self._read(self.path)
                     except ConfigError as exc:
                         names = EVERYONE
-                        log.error("%s; every data user is refused until it can be read", exc)
+                        log.error("%s; every %s is refused until it can be read", exc, self.what)
                     else:
-                        log.info("--revoked-data-users %s changed: %d name(s) revoked", self.path, len(names))
+                        log.info("%s %s changed: %d %s(s) revoked", self.flag, self.path, len(names), self.what)
                 self._state, self._names = now, names  # a change during the read is read at the next call
             return self._names is EVERYONE or name in self._names
+
+
+class RevokedDataUsers(WatchedList):
+    """``privfed serve --revoked-data-users``: data users revoked by their certificate's name."""
+
+    def __init__(self, path: Path | None) -> None:
+        super().__init__(path, flag="--revoked-data-users", what="data user")
+
+    def revoked(self, name: str) -> bool:
+        return self.listed(name)
+
+
+class RevokedCertificates(WatchedList):
+    """``privfed serve --revoked-certificates``: certificates revoked by their SHA-256 fingerprint (W9-2), any
+    party's, as ``privfed certs --reissue`` lists them."""
+
+    def __init__(self, path: Path | None) -> None:
+        from privfed.common.certificates import normal_fingerprint  # cryptography: not in an idle coordinator
+
+        super().__init__(path, flag="--revoked-certificates", what="certificate", normal=normal_fingerprint)
+
+    def revoked(self, pem: bytes) -> bool:
+        """Whether the PEM certificate ``pem`` (a TLS peer's) is revoked."""
+        return self.path is not None and self.listed(_fingerprint(pem))
+
+
+@functools.lru_cache(maxsize=1024)
+def _fingerprint(pem: bytes) -> str:  # once per connection's certificate, not once per call
+    from privfed.common.certificates import pem_fingerprint
+
+    return pem_fingerprint(pem)
+
+
+def revoked_certificate_message(name: str) -> str:
+    return (
+        f"certificate of {name!r} is revoked by this service's operator (privfed serve --revoked-certificates): "
+        "it was reissued; use the new one"
+    )
 
 
 def revoked_message(name: str) -> str:

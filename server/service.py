@@ -41,7 +41,7 @@ from privfed.server.main import coordinator_job, federation_schema, public_rows_
 from privfed.server.models import ModelStore, load_model, may_use
 from privfed.server.registration import Expected, status
 from privfed.server.report import JobReport, host_info, version_info
-from privfed.server.revocation import RevokedDataUsers, revoked_message
+from privfed.server.revocation import RevokedCertificates, RevokedDataUsers, revoked_message
 from privfed.server.statuspage import StatusPage, refusals_by_node
 
 log = logging.getLogger("privfed.coordinator")
@@ -129,6 +129,7 @@ class ServiceConfig:
     max_job_wait: float = MAX_JOB_WAIT  # the longest register_timeout or round_timeout a job may ask
     max_job_time: float = MAX_JOB_TIME  # the longest a job runs (each start of it counted alone) before it is cancelled
     revoked_data_users: Path | None = None  # privfed.server.revocation
+    revoked_certificates: Path | None = None  # privfed.server.revocation, by fingerprint (walkthrough 9, W9-2)
 
     def job_fields(self) -> dict[str, Any]:
         """The :class:`JobConfig` fields every job takes from the service."""
@@ -169,6 +170,7 @@ class CoordinatorService:
             handlers=[JobApi(self, require_role=tls is not None).handler()],
             models=ModelStore(load=self._finished_model, keep=KEEP_MODELS),
             revoked=self.revoked.revoked,
+            revoked_certificates=RevokedCertificates(config.revoked_certificates).revoked,
         )
         self._wake = threading.Condition()
         self._stopping = False

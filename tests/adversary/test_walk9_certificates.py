@@ -13,18 +13,163 @@ W9-3: the CA and every leaf lasted one year, a leaf added later outlived its CA,
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
+import queue
+import shutil
+import time
 from pathlib import Path
 
+import grpc
+import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
+from privfed.common.secagg.boxes import generate_private_key, public_bytes
+from privfed.common.secagg.signed_keys import sign_public_key
 from privfed.deploy.certs import REVOKED_FILE, make_certs, reissue
+from privfed.proto import privfed_pb2 as pb
+from privfed.proto import privfed_pb2_grpc as pb_grpc
+from privfed.proto.jobwire import JOB_SERVICE, decode_json, encode_json
+from privfed.proto.transport import TlsFiles, channel_credentials, channel_options
 
 NODE, USER = "hospital-b", "alice"
 
 
 def _cert(path: Path) -> x509.Certificate:
     return x509.load_pem_x509_certificate(path.read_bytes())
+
+
+@pytest.fixture
+def service(tmp_path):
+    """The real service over mTLS, refusing what ``certs/coordinator/revoked-certificates.txt`` lists (nothing yet),
+    and a copy of the node's and the data user's first keys (what a thief holds)."""
+    from privfed.server.service import CoordinatorService, ServiceConfig
+
+    certs = make_certs(tmp_path / "certs", owners=1, owner_names=[NODE], data_users=[USER])
+    revoked = certs / "coordinator" / REVOKED_FILE
+    revoked.write_text("")
+    old = tmp_path / "old"
+    for name in (NODE, USER):
+        shutil.copytree(certs / name, old / name)
+    svc = CoordinatorService(
+        ServiceConfig(
+            store=tmp_path / "store",
+            listen="127.0.0.1:0",
+            status_listen=None,
+            dataset="synthetic",
+            node_timeout=1.0,
+            revoked_certificates=revoked,
+        ),
+        TlsFiles.in_dir(certs / "coordinator", "coordinator"),
+    )
+    port = svc.start()
+    yield port, certs, old
+    svc.stop()
+
+
+def _channel(port: int, d: Path, name: str) -> grpc.Channel:
+    tls = TlsFiles.in_dir(d / name, name)
+    return grpc.secure_channel(f"127.0.0.1:{port}", channel_credentials(tls), options=channel_options(None))
+
+
+def _register(stub: pb_grpc.CoordinatorStub, d: Path) -> None:
+    key = load_pem_private_key((d / NODE / f"{NODE}-key.pem").read_bytes(), password=None)
+    pub, owner = public_bytes(generate_private_key()), f"{NODE}.o00000"
+    info = pb.OwnerInfo(owner_id=owner, x25519_public_key=pub, key_signature=sign_public_key(key, pub, owner))
+    cert = (d / NODE / f"{NODE}.pem").read_bytes()
+    stub.RegisterNode(pb.RegisterNodeRequest(node_id=NODE, owners=[info], node_certificate=cert), timeout=10)
+
+
+def _code(call, request) -> grpc.StatusCode:
+    try:
+        call(request, timeout=10)
+    except grpc.RpcError as exc:
+        return exc.code()
+    return grpc.StatusCode.OK
+
+
+def test_a_reissued_nodes_old_key_is_refused_everywhere_and_its_new_key_works(service):
+    port, certs, old = service
+    predict = pb.PredictRequest(model_id="none-such")
+    with _channel(port, old, NODE) as channel:  # before: the node registers and polls with its first key
+        stub = pb_grpc.CoordinatorStub(channel)
+        _register(stub, old)
+        assert _code(stub.PullTasks, pb.PullTasksRequest(node_id=NODE, wait_ms=10)) == grpc.StatusCode.OK
+        assert _code(stub.Predict, predict) != grpc.StatusCode.PERMISSION_DENIED
+        reissue(certs, [NODE])  # the key leaked: re-keyed, and the service reads the changed file at the next call
+        calls = {
+            "PullTasks": (stub.PullTasks, pb.PullTasksRequest(node_id=NODE, wait_ms=10)),
+            "Relay": (stub.Relay, pb.RelayRequest(node_id=NODE)),
+            "Predict": (stub.Predict, predict),
+            "GetModel": (stub.GetModel, pb.GetModelRequest(model_id="none-such")),
+        }
+        codes = {name: _code(call, request) for name, (call, request) in calls.items()}
+        with pytest.raises(grpc.RpcError) as err:
+            _register(stub, old)  # a thief registering as the node while it is down
+    assert set(codes.values()) == {grpc.StatusCode.PERMISSION_DENIED}, codes
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "revoked" in err.value.details() and NODE in err.value.details()
+    with _channel(port, certs, NODE) as channel:  # the new key: past the revocation, and registers once the old one's
+        stub = pb_grpc.CoordinatorStub(channel)  # registration timed out (node_timeout 1 s)
+        assert _code(stub.Predict, predict) != grpc.StatusCode.PERMISSION_DENIED
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                _register(stub, certs)
+                break
+            except grpc.RpcError as exc:
+                assert exc.code() == grpc.StatusCode.ALREADY_EXISTS and time.monotonic() < deadline, exc
+                time.sleep(0.3)
+        assert _code(stub.PullTasks, pb.PullTasksRequest(node_id=NODE, wait_ms=10)) == grpc.StatusCode.OK
+
+
+def test_a_registered_nodes_session_stream_is_refused_at_its_next_message(service):
+    port, certs, old = service
+    requests: queue.Queue = queue.Queue()
+    with _channel(port, old, NODE) as channel:
+        stub = pb_grpc.CoordinatorStub(channel)
+        _register(stub, old)
+        answers = stub.Session(iter(requests.get, None), timeout=20)
+        requests.put(pb.PushResultsRequest(node_id=NODE, pull=True, wait_ms=10))
+        next(answers)  # the stream serves the node
+        reissue(certs, [NODE])
+        requests.put(pb.PushResultsRequest(node_id=NODE, pull=True, wait_ms=10))
+        with pytest.raises(grpc.RpcError) as err:
+            next(answers)
+        requests.put(None)
+    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+
+
+def _job_api(port: int, d: Path, method: str, request: dict) -> grpc.StatusCode:
+    with _channel(port, d, USER) as channel:
+        call = channel.unary_unary(
+            f"/{JOB_SERVICE}/{method}", request_serializer=encode_json, response_deserializer=decode_json
+        )
+        return _code(call, request)
+
+
+def test_a_reissued_data_users_old_key_is_refused_and_the_new_one_works(service):
+    port, certs, old = service
+    assert _job_api(port, old, "List", {}) == grpc.StatusCode.OK
+    reissue(certs, [USER])
+    assert _job_api(port, old, "List", {}) == grpc.StatusCode.PERMISSION_DENIED
+    with _channel(port, old, USER) as channel:
+        predict = pb_grpc.CoordinatorStub(channel).Predict
+        assert _code(predict, pb.PredictRequest(model_id="none-such")) == grpc.StatusCode.PERMISSION_DENIED
+    assert _job_api(port, certs, "List", {}) == grpc.StatusCode.OK
+
+
+def test_the_file_is_read_again_when_it_changes(service):
+    """Written by hand (``openssl x509 -fingerprint -sha256``'s form), then emptied: the key is refused, then back."""
+    port, certs, old = service
+    revoked = certs / "coordinator" / REVOKED_FILE
+    sha = _cert(old / USER / f"{USER}.pem").fingerprint(hashes.SHA256())
+    revoked.write_text(f"# alice's laptop was stolen\n{':'.join(f'{b:02X}' for b in sha)}\n")
+    assert _job_api(port, old, "List", {}) == grpc.StatusCode.PERMISSION_DENIED
+    revoked.write_text("")
+    assert _job_api(port, old, "List", {}) == grpc.StatusCode.OK
 
 
 def test_reissue_keeps_each_partys_role_and_names_and_records_the_old_fingerprint(tmp_path):
@@ -55,3 +200,13 @@ def test_a_leaf_never_outlives_its_ca_and_the_ca_outlives_the_leaves(tmp_path):
     reissue(short, ["owner-0"])  # a renewal too is capped
     for name in ("coordinator", "owner-0"):
         assert _cert(short / name / f"{name}.pem").not_valid_after_utc == ca.not_valid_after_utc
+
+
+def test_serve_reads_the_revocation_file_in_its_certs_by_default(tmp_path):
+    from privfed.deploy.service_cli import revoked_certificates
+
+    certs = make_certs(tmp_path / "c", owners=1)
+    args = argparse.Namespace(certs=certs / "coordinator", revoked_certificates=None)
+    assert revoked_certificates(args) is None  # nothing reissued yet: nothing to read
+    reissue(certs, ["owner-0"])
+    assert revoked_certificates(args) == certs / "coordinator" / REVOKED_FILE
