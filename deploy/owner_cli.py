@@ -150,7 +150,14 @@ def _owner(args: argparse.Namespace) -> int:
     from privfed.owner.main import run_owner
 
     check_node_name(args.name)
-    return run_owner(owner_config(args), _tls(args, args.name))
+    tls = _tls(args, args.name)
+    if tls is not None:
+        import logging
+
+        from privfed.deploy.tlsflags import warn_expiry
+
+        warn_expiry(tls, args.name, logging.getLogger("privfed.owner"))
+    return run_owner(owner_config(args), tls)
 
 
 def _query(args: argparse.Namespace) -> int:

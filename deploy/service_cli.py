@@ -182,6 +182,8 @@ def _serve(args: argparse.Namespace) -> int:
         else f"status page http://{args.status_listen.rpartition(':')[0]}:{service.status_port}/"
     )
     print(f"serving on port {port}; {page}; jobs in {args.store}", flush=True)
+    if tls is not None:
+        threading.Thread(target=_warn_expiry_daily, args=(tls, stop), name="privfed-expiry", daemon=True).start()
     wait_for(stop)  # timed: the handler runs whichever thread the signal reaches
     log.info("stopping: the running job (if any) is queued again at the next start")
     service.stop()
@@ -200,6 +202,22 @@ def revoked_certificates(args: argparse.Namespace) -> Path | None:
         return None
     log.info("refusing the certificates listed in %s (read again when it changes)", default)
     return default
+
+
+def _warn_expiry_daily(tls: Any, stop: threading.Event) -> None:
+    """The coordinator's certificate or CA expiring soon, at the start and then once a day (W9-3)."""
+    from privfed.deploy.tlsflags import warn_expiry
+    from privfed.server.joblog import outside_jobs
+
+    while True:
+        with outside_jobs():  # the operator's, not a running job's log
+            warn_expiry(tls, "coordinator", log)
+        if stop.wait(DAY):
+            return
+
+
+#: Seconds between two of the service's checks that its certificates are not about to expire.
+DAY = 86400.0
 
 
 def call(args: argparse.Namespace, method: str, request: dict[str, Any]) -> dict[str, Any]:

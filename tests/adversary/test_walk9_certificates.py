@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import logging
 import queue
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -200,6 +203,56 @@ def test_a_leaf_never_outlives_its_ca_and_the_ca_outlives_the_leaves(tmp_path):
     reissue(short, ["owner-0"])  # a renewal too is capped
     for name in ("coordinator", "owner-0"):
         assert _cert(short / name / f"{name}.pem").not_valid_after_utc == ca.not_valid_after_utc
+
+
+def test_a_certificate_expiring_within_30_days_is_warned_about_with_its_date_and_command(tmp_path, caplog):
+    from privfed.deploy.tlsflags import warn_expiry
+
+    certs = make_certs(tmp_path / "c", owners=1, validity=dt.timedelta(days=12))
+    with caplog.at_level(logging.WARNING):
+        warn_expiry(TlsFiles.in_dir(certs / "owner-0", "owner-0"), "owner-0", logging.getLogger("privfed.owner"))
+    (line,) = caplog.messages  # the CA lasts ten years: no warning about it
+    end = _cert(certs / "owner-0" / "owner-0.pem").not_valid_after_utc
+    assert f"expires in 11 day(s), on {end:%Y-%m-%d}" in line and "--reissue owner-0" in line
+    caplog.clear()
+    warn_expiry(
+        TlsFiles.in_dir(make_certs(tmp_path / "y", owners=1) / "owner-0", "owner-0"), "owner-0", logging.getLogger()
+    )
+    assert caplog.messages == []  # a year away: nothing
+
+
+def _warned(command: list[str], name: str, end: dt.datetime) -> str:
+    """The line of the real command's log that warns about ``name``'s certificate (it is then stopped)."""
+    proc = subprocess.Popen([sys.executable, "-m", "privfed.deploy.cli", *command], stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        seen = []
+        for line in proc.stderr:
+            seen.append(line)
+            if f"--reissue {name}" in line:
+                assert "WARNING" in line and f"{end:%Y-%m-%d}" in line, line
+                return line
+        raise AssertionError(f"no warning: {seen}")
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_serve_and_owner_warn_at_start_when_their_certificate_expires_soon(tmp_path):
+    certs = make_certs(tmp_path / "c", owners=1, validity=dt.timedelta(days=12))
+    end = _cert(certs / "owner-0" / "owner-0.pem").not_valid_after_utc
+    _warned(
+        ["serve", "--certs", str(certs / "coordinator"), "--store", str(tmp_path / "store"),
+         "--listen", "127.0.0.1:0", "--status-listen", "none"],
+        "coordinator",
+        end,
+    )  # fmt: skip
+    _warned(  # an owner node warns before it dials (nobody listens on port 9 here)
+        ["owner", "--coordinator", "127.0.0.1:9", "--name", "owner-0", "--certs", str(certs / "owner-0"),
+         "--ledger", str(tmp_path / "ledger.sqlite"), "--epsilon-budget", "1"],
+        "owner-0",
+        end,
+    )  # fmt: skip
 
 
 def test_serve_reads_the_revocation_file_in_its_certs_by_default(tmp_path):
