@@ -12,13 +12,16 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from privfed.common.errors import PrivfedError
 from privfed.deploy.argtypes import address, listen_address, positive_float, positive_int
 from privfed.deploy.signals import wait_for
 from privfed.deploy.tlsflags import add_tls
 from privfed.deploy.tlsflags import tls_files as _tls
+
+if TYPE_CHECKING:
+    from privfed.proto.transport import TlsFiles
 
 log = logging.getLogger("privfed.coordinator")
 
@@ -204,7 +207,7 @@ def revoked_certificates(args: argparse.Namespace) -> Path | None:
     return default
 
 
-def _warn_expiry_daily(tls: Any, stop: threading.Event) -> None:
+def _warn_expiry_daily(tls: TlsFiles, stop: threading.Event) -> None:
     """The coordinator's certificate or CA expiring soon, at the start and then once a day (W9-3)."""
     from privfed.deploy.tlsflags import warn_expiry
     from privfed.server.joblog import outside_jobs

@@ -135,7 +135,7 @@ class CoordinatorServer:
             # No SO_REUSEPORT (gRPC's default on Linux): a second coordinator on a taken port must
             # fail to bind, not silently share the port and take half the owners' calls.
             options=[*server_options(max_message_bytes), ("grpc.so_reuseport", 0)],
-            # the revocation first: a revoked peer's request is not even decoded
+            # the revocation first: a revoked peer hears nothing but that it is revoked
             interceptors=(RefuseRevokedCertificates(revoked_certificates), RejectUndecodable(), *interceptors),
         )
         pb_grpc.add_CoordinatorServicer_to_server(
