@@ -6,6 +6,7 @@ bindings, schema decisions, debits) shares. The module docstring of :mod:`privfe
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -189,6 +190,12 @@ class LedgerQueries:
     def release_count(self) -> int:
         """How many releases the ledger holds, of every owner it records."""
         return release_count(self._db())
+
+    def identity(self) -> str:
+        """This ledger's own id, made when the file was: the same in every copy of it, another for a ledger made anew
+        at the same path (:mod:`privfed.owner.ledger_seen`). A digest of the file's row salt, which it does not show."""
+        salt = self._db().execute("SELECT value FROM meta WHERE name = 'row_salt'").fetchone()[0]
+        return hashlib.sha256(b"privfed ledger id\0" + str(salt).encode()).hexdigest()[:32]
 
     def last_release(self) -> tuple[int, str, str] | None:
         """The releases recorded so far, the last one's time (UTC) and job; None: none yet (:func:`last_release`)."""

@@ -35,6 +35,7 @@ from privfed.owner.data import (
     row_layout,
     shorthand_schema,
 )
+from privfed.owner.ledger_seen import check_seen, record_seen
 from privfed.owner.local import LocalOwner
 from privfed.owner.node import OwnerNode
 from privfed.owner.policy import PolicyFile
@@ -321,10 +322,15 @@ def run_owner(config: OwnerConfig, tls: TlsFiles | None) -> int:
         )
     with sole_writer(config.ledger):
         ledger = Ledger(config.ledger, epsilon_budget=config.epsilon_budget, delta_budget=config.delta_budget)
-        _say_what_the_ledger_holds(ledger)
-        watch = DataFileWatch.before_reading(config.data) if config.data else None
         try:
-            return _serve(config, tls, policy, hosted_owners(config, ledger, watch), ledger, watch)
+            _say_what_the_ledger_holds(ledger)
+            check_seen(ledger)  # not an older copy put back, nor a ledger made anew (walkthrough 7, W7-5)
+            record_seen(ledger)
+            watch = DataFileWatch.before_reading(config.data) if config.data else None
+            try:
+                return _serve(config, tls, policy, hosted_owners(config, ledger, watch), ledger, watch)
+            finally:
+                record_seen(ledger)
         finally:
             ledger.close()
 

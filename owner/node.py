@@ -37,6 +37,7 @@ from privfed.common.tasks import POLICY_DECLINED, JoinAccepted, Refusal, Result,
 from privfed.owner.core import OwnerCore
 from privfed.owner.data import DataFileWatch
 from privfed.owner.keys import OwnerKeys
+from privfed.owner.ledger_seen import record_seen
 from privfed.owner.local import LocalOwner
 from privfed.owner.policy import OwnerPolicy, PolicyFile
 from privfed.owner.push_parts import push_parts
@@ -527,7 +528,9 @@ class OwnerNode:
     def _hear_ended(self, reply: Poll) -> None:
         """Log how the jobs this node was asked in ended, as ``privfed serve`` tells its nodes (walkthrough 7, W7-11:
         a daemon never said that a job its owners paid for failed; a node of one job did). A WARNING for a job
-        that ended without its result after the node released in it: its owners paid for nothing."""
+        that ended without its result after the node released in it: its owners paid for nothing. Each such job
+        heard, what the ledger holds is recorded beside it (:mod:`~privfed.owner.ledger_seen`)."""
+        heard = False
         for ended in reply.ended:
             if ended.job_id == self._job_logged:
                 if self._job_heard == ended.job_id:
@@ -537,7 +540,7 @@ class OwnerNode:
                 answered = self._answered_in.pop(ended.job_id)
             else:  # a job this process was not asked in (a restarted service tells its last run's nodes of one it failed)
                 continue
-            job = f"job {ended.job_id}"
+            heard, job = True, f"job {ended.job_id}"
             if ended.failed and answered:
                 log.warning("%s", _without_result(job, self.node_id, answered))
             elif ended.failed:
@@ -547,6 +550,8 @@ class OwnerNode:
                 log.info("%s done at the coordinator; node %s answered %d task(s) in it", job, self.node_id, answered)
             else:
                 log.info("%s done at the coordinator; node %s released nothing in it", job, self.node_id)
+        if heard:
+            record_seen(self._ledger)
 
     def _pull(self, stub: pb_grpc.CoordinatorStub) -> pb.PullTasksResponse | None:
         """A long poll for the node's tasks; None after a failed one (the node registered again), or once the node

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import socket
 import sqlite3
@@ -312,3 +313,32 @@ def test_a_node_whose_job_failed_after_its_releases_exits_2_saying_so(tmp_path):
     last = owner_log.strip().splitlines()[-1]
     assert owner_code == 2, owner_log
     assert last.startswith("privfed owner: error: job ") and "ended without its result at the coordinator" in last, last
+
+
+def test_a_node_refuses_an_older_copy_of_its_ledger_and_a_ledger_made_anew_where_it_kept_one(tmp_path):
+    """Walkthrough 9 (walkthrough 7's W7-5 again): an older copy of a node's ledger, put back, gave its owners the
+    budget of every release made since, and only an INFO line said what it held; a ledger deleted and started again
+    did the same. The node now stops with one line (what it saw, what the ledger holds, what to do), until the
+    ``.seen`` file beside the ledger is removed on purpose."""
+    from privfed.common.ledger import Ledger
+    from privfed.common.ledger_file import backup_file
+    from privfed.owner.ledger_seen import seen_path
+
+    ledger, copy = tmp_path / "ledger.sqlite", tmp_path / "backup.sqlite"
+    start = ("owner", "--coordinator", "127.0.0.1:1", "--connect-timeout", "1", "--name", "owner-0", "--insecure",
+             "--n-owners", "2", "--ledger", str(ledger), "--epsilon-budget", "4", *DATA)  # fmt: skip
+    with Ledger(ledger, epsilon_budget=4.0) as led:
+        led.debit("owner-0.o00000", 1.0, purpose="p", release_id="r1")
+        backup_file(ledger, copy)  # the copy `privfed ledger backup` makes
+        led.debit("owner-0.o00000", 1.0, purpose="p", release_id="r2")
+    first = _privfed(*start)  # no coordinator: it stops when it cannot connect, after what it saw is recorded
+    assert "fewer than" not in first.stderr and seen_path(ledger).is_file(), first.stderr
+    shutil.copy(copy, ledger)  # the older copy put back
+    line = _one_error_line(_privfed(*start), "owner")
+    assert f"ledger {ledger} holds 1 release(s), fewer than the 2 this node saw there on " in line, line
+    assert f"remove {seen_path(ledger)} to go on with it" in line
+    ledger.unlink()  # a ledger made anew
+    line = _one_error_line(_privfed(*start), "owner")
+    assert f"ledger {ledger} is not the ledger this node last used there, which held 2 release(s)" in line, line
+    seen_path(ledger).unlink()  # the owner means it
+    assert "is not the ledger" not in _privfed(*start).stderr
