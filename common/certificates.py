@@ -13,6 +13,7 @@ what to run.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from pathlib import Path
 
 from cryptography import x509
@@ -31,6 +32,57 @@ def fingerprint(cert: x509.Certificate) -> str:
 def pem_fingerprint(pem: bytes) -> str:
     """:func:`fingerprint` of a PEM certificate."""
     return fingerprint(x509.load_pem_x509_certificate(pem))
+
+
+#: The orders of the curves an ECDSA certificate signature may be over: P-256 (``privfed certs``), P-384, P-521.
+_CURVE_ORDERS = (
+    0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551,
+    0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFC7634D81F4372DDF581A0DB248B0A77AECEC196ACCC52973,
+    int(
+        "01FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFA"
+        "51868783BF2F966B7FCC0148F709A5D03BB5C9B8899C47AEBB6FB71E91386409",
+        16,
+    ),
+)
+#: ecdsa-with-SHA1 and ecdsa-with-SHA2 (SHA-224 .. SHA-512) signature algorithms' OIDs start so.
+_ECDSA_OID = "1.2.840.10045.4."
+
+
+def _der(tag: int, content: bytes) -> bytes:
+    n = len(content)
+    if n < 0x80:
+        return bytes([tag, n]) + content
+    size = (n.bit_length() + 7) // 8
+    return bytes([tag, 0x80 | size]) + n.to_bytes(size, "big") + content
+
+
+def fingerprints(cert: x509.Certificate) -> frozenset[str]:
+    """:func:`fingerprint` of ``cert`` and of each certificate its signer's same signature makes as valid.
+
+    A certificate's signature lies outside what it signs, and an ECDSA signature (r, s) has a twin (r, n - s)
+    that verifies as well (audit 30, A30-1): whoever holds a certificate can re-encode it with the other s, the CA
+    still vouches for it, and its DER fingerprint is another. A revocation check asks whether any is listed."""
+    found = {fingerprint(cert)}
+    if cert.signature_algorithm_oid.dotted_string.startswith(_ECDSA_OID):
+        from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
+        from cryptography.hazmat.primitives.serialization import Encoding
+
+        der = cert.public_bytes(Encoding.DER)
+        content = der[2 + (der[1] & 0x7F if der[1] & 0x80 else 0) :]  # the outer SEQUENCE's content
+        signature = _der(0x03, b"\x00" + cert.signature)
+        if content.endswith(signature):
+            signed = content[: -len(signature)]  # the tbsCertificate and signatureAlgorithm
+            r, s = decode_dss_signature(cert.signature)
+            for n in _CURVE_ORDERS:
+                if 0 < s < n:
+                    twin = _der(0x30, signed + _der(0x03, b"\x00" + encode_dss_signature(r, n - s)))
+                    found.add(hashlib.sha256(twin).hexdigest())
+    return frozenset(found)
+
+
+def pem_fingerprints(pem: bytes) -> frozenset[str]:
+    """:func:`fingerprints` of a PEM certificate."""
+    return fingerprints(x509.load_pem_x509_certificate(pem))
 
 
 def normal_fingerprint(text: str) -> str:

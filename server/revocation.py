@@ -109,14 +109,15 @@ class RevokedCertificates(WatchedList):
 
     def revoked(self, pem: bytes) -> bool:
         """Whether the PEM certificate ``pem`` (a TLS peer's) is revoked."""
-        return self.path is not None and self.listed(_fingerprint(pem))
+        # any of its fingerprints: an ECDSA certificate re-encoded with its signature's other s is as valid (A30-1)
+        return self.path is not None and any(self.listed(f) for f in _fingerprints(pem))
 
 
 @functools.lru_cache(maxsize=1024)
-def _fingerprint(pem: bytes) -> str:  # once per connection's certificate, not once per call
-    from privfed.common.certificates import pem_fingerprint
+def _fingerprints(pem: bytes) -> frozenset[str]:  # once per connection's certificate, not once per call
+    from privfed.common.certificates import pem_fingerprints
 
-    return pem_fingerprint(pem)
+    return pem_fingerprints(pem)
 
 
 def revoked_certificate_message(name: str) -> str:

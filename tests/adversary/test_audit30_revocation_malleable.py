@@ -58,7 +58,6 @@ def _other_s(cert: x509.Certificate) -> x509.Certificate:
     return x509.load_der_x509_certificate(b"\x30" + _der_length(len(inner)) + inner)
 
 
-@pytest.mark.xfail(strict=True, reason="A30-1: revocation by DER fingerprint; an ECDSA signature's other s escapes it")
 def test_a_reissued_certificate_with_its_signature_re_encoded_is_still_refused(tmp_path):
     from privfed.server.service import CoordinatorService, ServiceConfig
 
