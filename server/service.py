@@ -179,7 +179,7 @@ class CoordinatorService:
         self._runner = threading.Thread(target=self._loop, name="privfed-jobs", daemon=True)
         self.current: str | None = None
         self.store_error: str | None = None  # why the store cannot be written now (None: it can)
-        self._unrecorded: dict[str, str] = {}  # job id -> why it failed, not yet in its record (a full disk)
+        self._unrecorded: dict[str, dict[str, Any]] = {}  # job id -> how it ended, not yet in its record (full disk)
         self.status = StatusPage(self.snapshot)
         self.status_port: int | None = None
 
@@ -535,19 +535,23 @@ class CoordinatorService:
         nodes. A store that cannot record it either gets it at the queue's next tries; a stop before then leaves it
         running on disk, for the next start to judge."""
         self.server.dispatcher.end_job(job_id, failed=True)
-        self._unrecorded[job_id] = error
+        self._unrecorded[job_id] = {"state": "failed", "finished": now(), "error": error}
         self._record_failures()
 
     def _record_failures(self) -> None:
-        """Record the failures :meth:`_fail_outside` could not yet write, once the store takes them."""
-        for job_id, error in list(self._unrecorded.items()):
+        """Record how the jobs ended that :meth:`_fail_outside` or a finished job's last write could not record,
+        once the store takes them."""
+        for job_id, changes in list(self._unrecorded.items()):
             try:
-                self.store.update(job_id, state="failed", finished=now(), error=error)
+                self.store.update(job_id, **changes)
             except OSError as exc:
                 self._store_unwritable(exc)
                 return
             del self._unrecorded[job_id]
-            log.error("job %s failed: %s", job_id, error)
+            if changes["state"] == "failed":
+                log.error("job %s failed: %s", job_id, changes["error"])
+            else:
+                log.info("job %s: its end (%s) is recorded now that the store can be written", job_id, changes["state"])
 
     def _watch_job(self, record: JobRecord, over: threading.Event) -> None:
         """Until ``over``, cancel the running job ``record`` as a cancel by the data user would, within
@@ -655,7 +659,12 @@ class CoordinatorService:
                 on_batch=on_batch,
                 on_progress=on_progress,
             )
-            self.store.update(record.job_id, state="done", finished=now(), accuracy=done.accuracy)
+            ended = {"state": "done", "finished": now(), "accuracy": done.accuracy}
+            try:
+                self.store.update(record.job_id, **ended)
+            except OSError as exc:  # its model and report are written: done, recorded once there is room (A30-2),
+                self._store_unwritable(exc)  # not failed, which its data user would submit again, its owners paying
+                self._unrecorded[record.job_id] = ended
             self.server.dispatcher.end_job(record.job_id, failed=False)  # its nodes are told (walkthrough 7, W7-11)
             log.info("job %s done: accuracy %s", record.job_id, done.accuracy)
             for warning in (w for w in done.warnings if w not in job.settings_warnings):  # those are logged (W6-2)

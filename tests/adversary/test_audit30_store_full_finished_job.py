@@ -13,14 +13,9 @@ import json
 import time
 from types import SimpleNamespace
 
-import pytest
-
 from privfed.server.service import STORE_RETRY, CoordinatorService, ServiceConfig
 
 
-@pytest.mark.xfail(
-    strict=True, reason="A30-2: a finished job whose last record write hit a full disk is recorded failed"
-)
 def test_a_finished_job_whose_record_meets_a_full_disk_is_recorded_done_once_there_is_room(tmp_path, monkeypatch):
     import privfed.server.job as job_module
 
