@@ -171,6 +171,7 @@ def _serve(args: argparse.Namespace) -> int:
         **({} if args.max_job_time is None else {"max_job_time": args.max_job_time}),
         revoked_data_users=args.revoked_data_users,
         revoked_certificates=revoked_certificates(args),
+        revoked_certificates_optional=args.revoked_certificates is None,  # the default: read once it is made
     )
     from privfed.deploy.child import reference_in_child
 
@@ -194,16 +195,15 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def revoked_certificates(args: argparse.Namespace) -> Path | None:
-    """``--revoked-certificates``, or by default ``revoked-certificates.txt`` in ``--certs`` if it is there: a
-    ``privfed certs --reissue`` protects without a flag (walkthrough 9, W9-2)."""
+    """``--revoked-certificates``, or by default ``revoked-certificates.txt`` in ``--certs``: a ``privfed certs
+    --reissue`` protects without a flag (walkthrough 9, W9-2), also the federation's first, which makes the file
+    while the service runs (audit 30, A30-3: a file not there at the start was never read)."""
     from privfed.deploy.certs import REVOKED_FILE
 
     if args.revoked_certificates is not None or args.certs is None:
         return args.revoked_certificates
     default = args.certs / REVOKED_FILE
-    if not default.is_file():
-        return None
-    log.info("refusing the certificates listed in %s (read again when it changes)", default)
+    log.info("refusing the certificates listed in %s, if any (read again when it changes)", default)
     return default
 
 

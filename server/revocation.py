@@ -53,13 +53,18 @@ class WatchedList:
     revoked let through; and two reads of two quick changes could end with the older names kept until the file
     changed again)."""
 
-    def __init__(self, path: Path | None, *, flag: str, what: str, normal: Callable[[str], str] = str) -> None:
+    def __init__(
+        self, path: Path | None, *, flag: str, what: str, normal: Callable[[str], str] = str, optional: bool = False
+    ) -> None:
         self.path, self.flag, self.what, self._normal = path, flag, what, normal
+        self._optional = optional  # a file that is not there lists nothing (yet): read once it is made
         self._lock = threading.Lock()
         self._state = None if path is None else file_state(path)
         self._names = frozenset() if path is None else self._read(path)  # unreadable at the start: the service stops
 
     def _read(self, path: Path) -> frozenset[str]:
+        if self._optional and not path.exists():
+            return frozenset()
         try:
             return frozenset(map(self._normal, read_names(path)))
         except ConfigError as exc:
@@ -100,12 +105,15 @@ class RevokedDataUsers(WatchedList):
 
 class RevokedCertificates(WatchedList):
     """``privfed serve --revoked-certificates``: certificates revoked by their SHA-256 fingerprint (W9-2), any
-    party's, as ``privfed certs --reissue`` lists them."""
+    party's, as ``privfed certs --reissue`` lists them. ``optional``: the default file in ``--certs``, which the
+    federation's first reissue makes while the service runs (audit 30, A30-3: it was never read until a restart)."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, *, optional: bool = False) -> None:
         from privfed.common.certificates import normal_fingerprint  # cryptography: not in an idle coordinator
 
-        super().__init__(path, flag="--revoked-certificates", what="certificate", normal=normal_fingerprint)
+        super().__init__(
+            path, flag="--revoked-certificates", what="certificate", normal=normal_fingerprint, optional=optional
+        )
 
     def revoked(self, pem: bytes) -> bool:
         """Whether the PEM certificate ``pem`` (a TLS peer's) is revoked."""

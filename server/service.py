@@ -130,6 +130,7 @@ class ServiceConfig:
     max_job_time: float = MAX_JOB_TIME  # the longest a job runs (each start of it counted alone) before it is cancelled
     revoked_data_users: Path | None = None  # privfed.server.revocation
     revoked_certificates: Path | None = None  # privfed.server.revocation, by fingerprint (walkthrough 9, W9-2)
+    revoked_certificates_optional: bool = False  # a missing file lists nothing: the default one in --certs (A30-3)
 
     def job_fields(self) -> dict[str, Any]:
         """The :class:`JobConfig` fields every job takes from the service."""
@@ -170,7 +171,9 @@ class CoordinatorService:
             handlers=[JobApi(self, require_role=tls is not None).handler()],
             models=ModelStore(load=self._finished_model, keep=KEEP_MODELS),
             revoked=self.revoked.revoked,
-            revoked_certificates=RevokedCertificates(config.revoked_certificates).revoked,
+            revoked_certificates=RevokedCertificates(
+                config.revoked_certificates, optional=config.revoked_certificates_optional
+            ).revoked,
         )
         self._wake = threading.Condition()
         self._stopping = False

@@ -15,7 +15,6 @@ import sys
 import time
 
 import grpc
-import pytest
 
 from privfed.deploy.certs import make_certs, reissue
 from privfed.proto import privfed_pb2 as pb
@@ -23,7 +22,6 @@ from privfed.proto import privfed_pb2_grpc as pb_grpc
 from privfed.proto.transport import TlsFiles, channel_credentials, channel_options
 
 
-@pytest.mark.xfail(strict=True, reason="A30-3: the default revocation file is read only if it exists at the start")
 def test_the_first_reissue_is_refused_by_a_service_started_before_it(tmp_path):
     certs = make_certs(tmp_path / "c", owners=1)
     shutil.copytree(certs / "owner-0", tmp_path / "old" / "owner-0")  # what a thief holds

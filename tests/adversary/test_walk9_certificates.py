@@ -260,6 +260,6 @@ def test_serve_reads_the_revocation_file_in_its_certs_by_default(tmp_path):
 
     certs = make_certs(tmp_path / "c", owners=1)
     args = argparse.Namespace(certs=certs / "coordinator", revoked_certificates=None)
-    assert revoked_certificates(args) is None  # nothing reissued yet: nothing to read
+    assert revoked_certificates(args) == certs / "coordinator" / REVOKED_FILE  # not there yet: read once made (A30-3)
     reissue(certs, ["owner-0"])
     assert revoked_certificates(args) == certs / "coordinator" / REVOKED_FILE
