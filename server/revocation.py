@@ -57,7 +57,8 @@ class WatchedList:
         self, path: Path | None, *, flag: str, what: str, normal: Callable[[str], str] = str, optional: bool = False
     ) -> None:
         self.path, self.flag, self.what, self._normal = path, flag, what, normal
-        self._optional = optional  # a file that is not there lists nothing (yet): read once it is made
+        # a file not there yet lists nothing, until it is made: then, as any, one that goes is read as unreadable
+        self._optional = optional
         self._lock = threading.Lock()
         self._state = None if path is None else file_state(path)
         self._names = frozenset() if path is None else self._read(path)  # unreadable at the start: the service stops
@@ -66,9 +67,11 @@ class WatchedList:
         if self._optional and not path.exists():
             return frozenset()
         try:
-            return frozenset(map(self._normal, read_names(path)))
+            names = frozenset(map(self._normal, read_names(path)))
         except ConfigError as exc:
             raise ConfigError(f"{self.flag} {exc}") from exc
+        self._optional = False  # made: a file that goes now refuses everything (emptied, it lists nothing)
+        return names
 
     def listed(self, entry: str) -> bool:
         """Whether ``entry`` is listed (everything is while the file cannot be read)."""

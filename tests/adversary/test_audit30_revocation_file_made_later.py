@@ -51,3 +51,17 @@ def test_the_first_reissue_is_refused_by_a_service_started_before_it(tmp_path):
         proc.terminate()
         proc.wait(30)
     assert code == grpc.StatusCode.PERMISSION_DENIED, code
+
+
+def test_the_default_file_once_made_and_then_removed_refuses_every_certificate(tmp_path):
+    from privfed.server.revocation import RevokedCertificates
+
+    certs = make_certs(tmp_path / "c", owners=1)
+    listed = certs / "coordinator" / "revoked-certificates.txt"
+    pem = (certs / "owner-0" / "owner-0.pem").read_bytes()
+    watched = RevokedCertificates(listed, optional=True)
+    assert not watched.revoked(pem)  # not there yet: nothing listed
+    listed.write_text("# nothing yet\n")
+    assert not watched.revoked(pem)
+    listed.unlink()  # gone once it was there: as unreadable, every certificate is refused (README)
+    assert watched.revoked(pem)
