@@ -13,6 +13,8 @@ import json
 import time
 from types import SimpleNamespace
 
+import pytest
+
 from privfed.server.service import STORE_RETRY, CoordinatorService, ServiceConfig
 
 
@@ -21,7 +23,7 @@ def test_a_finished_job_whose_record_meets_a_full_disk_is_recorded_done_once_the
 
     def finished(server, job, report, **_):
         (report.run_dir() / "model.json").write_text("{}\n")  # what the owners paid for
-        report.write(status="done")
+        report.write(status="ok", accuracy=0.9)
         return SimpleNamespace(accuracy=0.9, warnings=())
 
     monkeypatch.setattr(job_module, "run_federated_job", finished)
@@ -47,6 +49,29 @@ def test_a_finished_job_whose_record_meets_a_full_disk_is_recorded_done_once_the
     finally:
         svc.stop()
     report = json.loads((tmp_path / "store" / job_id / "report.json").read_text())
-    assert report["status"] == "done" and (tmp_path / "store" / job_id / "model.json").exists()
+    assert report["status"] == "ok" and (tmp_path / "store" / job_id / "model.json").exists()
     assert record.state == "done", record  # not "failed: the service could not write its job store"
     assert record.accuracy == 0.9
+
+
+@pytest.mark.xfail(strict=True, reason="A30-4: a restart fails a finished job whose done record the full disk kept out")
+def test_a_restart_records_done_a_finished_job_whose_record_the_full_disk_kept_running(tmp_path):
+    """The operator restarts the service to clear the full disk before the finished job's record was written: the
+    next start judged it a job stopped mid-run, failed it ("its owners may have paid") and overwrote its ok report,
+    while its model stays served."""
+    from privfed.server.jobstore import JobStore
+
+    store = JobStore(tmp_path / "store")
+    job_id = store.submit({"task": "ncc", "epsilon": 1.0, "owners": 3}, "alice").job_id
+    store.update(job_id, state="running", asked=True)
+    (store.job_dir(job_id) / "model.json").write_text("{}\n")
+    (store.job_dir(job_id) / "report.json").write_text(json.dumps({"status": "ok", "accuracy": 0.9}))
+    svc = CoordinatorService(ServiceConfig(store=tmp_path / "store", listen="127.0.0.1:0", status_listen=None), None)
+    svc.start()
+    try:
+        record = svc.store.get(job_id)
+        report = svc.report_of(job_id)
+    finally:
+        svc.stop()
+    assert report is not None and report["status"] == "ok", report
+    assert record.state == "done" and record.accuracy == 0.9, record
