@@ -226,7 +226,13 @@ class CoordinatorService:
         before its first release task reached a node, so a crash is judged as a stop is; walkthrough 7, W7-6);
         any other fails now, its report keeping the progress it reached (walkthrough 6, W6-7: it was logged
         "queued again", then failed when it started, and its progress showed 0 %). The one place that decides
-        it: run again, its owners would pay twice."""
+        it: run again, its owners would pay twice. A job whose report says it finished is recorded done: only its
+        record was not written, on a full disk (audit 30, A30-4: it was failed, and its ok report overwritten)."""
+        report = self.report_of(record.job_id) or {}
+        if report.get("status") == "ok":
+            self.store.update(record.job_id, state="done", finished=now(), accuracy=report.get("accuracy"))
+            log.info("job %s had finished when the service stopped, its record not written: done", record.job_id)
+            return
         try:
             what = journal_less(self._job_config(record.settings))
         except ConfigError:  # settings this service no longer takes: the job fails with the reason when it starts
@@ -235,7 +241,6 @@ class CoordinatorService:
             log.info("job %s was running when the service stopped: queued again", record.job_id)
             return
         reason = not_rerun(what)
-        report = self.report_of(record.job_id) or {}
         JobReport(self.config.store, report, run_dir=self.store.job_dir(record.job_id), terms=in_job_file_terms).fail(
             reason
         )

@@ -13,8 +13,6 @@ import json
 import time
 from types import SimpleNamespace
 
-import pytest
-
 from privfed.server.service import STORE_RETRY, CoordinatorService, ServiceConfig
 
 
@@ -54,7 +52,6 @@ def test_a_finished_job_whose_record_meets_a_full_disk_is_recorded_done_once_the
     assert record.accuracy == 0.9
 
 
-@pytest.mark.xfail(strict=True, reason="A30-4: a restart fails a finished job whose done record the full disk kept out")
 def test_a_restart_records_done_a_finished_job_whose_record_the_full_disk_kept_running(tmp_path):
     """The operator restarts the service to clear the full disk before the finished job's record was written: the
     next start judged it a job stopped mid-run, failed it ("its owners may have paid") and overwrote its ok report,
