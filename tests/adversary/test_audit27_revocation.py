@@ -87,26 +87,15 @@ def test_two_quick_changes_end_with_the_last_names(tmp_path, monkeypatch):
 
 @pytest.fixture
 def service(tmp_path):
+    from tls_service import mtls_service
+
     from privfed.deploy.certs import make_certs
-    from privfed.proto.transport import TlsFiles
-    from privfed.server.service import CoordinatorService, ServiceConfig
 
     certs = make_certs(tmp_path / "certs", owners=1, data_users=["alice", "bob"])
     revoked = tmp_path / "revoked.txt"
     revoked.write_text("")
-    svc = CoordinatorService(
-        ServiceConfig(
-            store=tmp_path / "store",
-            listen="127.0.0.1:0",
-            status_listen=None,
-            dataset="synthetic",
-            revoked_data_users=revoked,
-        ),
-        TlsFiles.in_dir(certs, "coordinator"),
-    )
-    port = svc.start()
-    yield svc, port, certs, revoked
-    svc.stop()
+    with mtls_service(tmp_path, certs, revoked_data_users=revoked) as (svc, port):
+        yield svc, port, certs, revoked
 
 
 def test_a_revoked_data_user_gets_no_model_and_no_prediction(service):

@@ -59,7 +59,7 @@ def _other_s(cert: x509.Certificate) -> x509.Certificate:
 
 
 def test_a_reissued_certificate_with_its_signature_re_encoded_is_still_refused(tmp_path):
-    from privfed.server.service import CoordinatorService, ServiceConfig
+    from tls_service import mtls_service
 
     certs = make_certs(tmp_path / "certs", owners=1, owner_names=[NODE])
     old = tmp_path / "old"
@@ -74,19 +74,8 @@ def test_a_reissued_certificate_with_its_signature_re_encoded_is_still_refused(t
     assert fingerprint(twin) != fingerprint(original)
     cert_path.write_bytes(twin.public_bytes(serialization.Encoding.PEM))
 
-    svc = CoordinatorService(
-        ServiceConfig(
-            store=tmp_path / "store",
-            listen="127.0.0.1:0",
-            status_listen=None,
-            dataset="synthetic",
-            node_timeout=1.0,
-            revoked_certificates=certs / "coordinator" / REVOKED_FILE,
-        ),
-        TlsFiles.in_dir(certs / "coordinator", "coordinator"),
-    )
-    port = svc.start()
-    try:
+    revoked = certs / "coordinator" / REVOKED_FILE
+    with mtls_service(tmp_path, certs / "coordinator", node_timeout=1.0, revoked_certificates=revoked) as (_, port):
         tls = TlsFiles.in_dir(old / NODE, NODE)
         with grpc.secure_channel(
             f"127.0.0.1:{port}", channel_credentials(tls), options=channel_options(None)
@@ -94,6 +83,4 @@ def test_a_reissued_certificate_with_its_signature_re_encoded_is_still_refused(t
             stub = pb_grpc.CoordinatorStub(channel)
             with pytest.raises(grpc.RpcError) as err:
                 stub.Predict(pb.PredictRequest(model_id="none-such"), timeout=10)
-    finally:
-        svc.stop()
     assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED, err.value

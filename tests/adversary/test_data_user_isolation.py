@@ -45,17 +45,12 @@ BOBS_MODEL = "bob-model-7f3a"
 
 @pytest.fixture
 def service(tmp_path, caplog):
-    from privfed.server.service import CoordinatorService, ServiceConfig
+    from tls_service import mtls_service
 
     caplog.set_level(logging.INFO, logger="privfed")  # as privfed serve logs
     certs = make_certs(tmp_path / "certs", owners=1, data_users=["alice", "bob"])
-    svc = CoordinatorService(
-        ServiceConfig(store=tmp_path / "store", listen="127.0.0.1:0", status_listen=None, dataset="synthetic"),
-        TlsFiles.in_dir(certs, "coordinator"),
-    )
-    port = svc.start()
-    yield svc, port, certs
-    svc.stop()
+    with mtls_service(tmp_path, certs) as (svc, port):
+        yield svc, port, certs
 
 
 def _channel(port, certs, name):

@@ -48,7 +48,7 @@ def _cert(path: Path) -> x509.Certificate:
 def service(tmp_path):
     """The real service over mTLS, refusing what ``certs/coordinator/revoked-certificates.txt`` lists (nothing yet),
     and a copy of the node's and the data user's first keys (what a thief holds)."""
-    from privfed.server.service import CoordinatorService, ServiceConfig
+    from tls_service import mtls_service
 
     certs = make_certs(tmp_path / "certs", owners=1, owner_names=[NODE], data_users=[USER])
     revoked = certs / "coordinator" / REVOKED_FILE
@@ -56,20 +56,8 @@ def service(tmp_path):
     old = tmp_path / "old"
     for name in (NODE, USER):
         shutil.copytree(certs / name, old / name)
-    svc = CoordinatorService(
-        ServiceConfig(
-            store=tmp_path / "store",
-            listen="127.0.0.1:0",
-            status_listen=None,
-            dataset="synthetic",
-            node_timeout=1.0,
-            revoked_certificates=revoked,
-        ),
-        TlsFiles.in_dir(certs / "coordinator", "coordinator"),
-    )
-    port = svc.start()
-    yield port, certs, old
-    svc.stop()
+    with mtls_service(tmp_path, certs / "coordinator", node_timeout=1.0, revoked_certificates=revoked) as (_, port):
+        yield port, certs, old
 
 
 def _channel(port: int, d: Path, name: str) -> grpc.Channel:
