@@ -31,6 +31,7 @@ from privfed.common.gc_thresholds import raised_gc_thresholds
 from privfed.deploy.argtypes import epsilon_list, listen_address, one_epsilon, positive_float, positive_int
 from privfed.deploy.cli_parser import Parser, VersionAction
 from privfed.deploy.job_flags import add_data, add_learning
+from privfed.deploy.tlsflags import add_revoked_certificates, revoked_certificates
 from privfed.deploy.tlsflags import add_tls as _add_tls
 from privfed.deploy.tlsflags import tls_files as _tls
 
@@ -131,6 +132,7 @@ def _add_coordinator(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--listen", type=listen_address, default="0.0.0.0:50051", help="HOST:PORT to serve on")
     _add_tls(p)
+    add_revoked_certificates(p)
     p.add_argument("--owners", type=positive_int, help="logical owners to wait for (required to train)")
     p.add_argument(
         "--min-owners",
@@ -307,12 +309,14 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 #: ``privfed coordinator`` flags that still mean something with ``--load-model``.
-SERVING_FLAGS = ("listen", "certs", "insecure", "load_model", "verbose", "command", "func")
+SERVING_FLAGS = ("listen", "certs", "insecure", "revoked_certificates", "load_model", "verbose", "command", "func")
 
 
 def _coordinator(args: argparse.Namespace) -> int:
     from privfed.server.main import run_coordinator, serve_saved_model
+    from privfed.server.revocation import RevokedCertificates
 
+    revoked = RevokedCertificates(revoked_certificates(args), optional=args.revoked_certificates is None).revoked
     if args.load_model is not None:
         defaults = vars(build_parser().parse_args(["coordinator", "--insecure"]))
         given = sorted(k for k, v in vars(args).items() if k not in SERVING_FLAGS and v != defaults.get(k))
@@ -320,14 +324,15 @@ def _coordinator(args: argparse.Namespace) -> int:
             flags = ", ".join("--" + k.replace("_", "-") for k in given)
             verb, them = ("does", "it") if len(given) == 1 else ("do", "them")
             raise PrivfedError(f"--load-model serves a saved model; {flags} {verb} nothing with it (drop {them})")
-        return serve_saved_model(args.load_model, args.listen, _tls(args, "coordinator"))
+        return serve_saved_model(args.load_model, args.listen, _tls(args, "coordinator"), revoked=revoked)
     missing = [flag for flag, value in (("--owners", args.owners), ("--epsilon", args.epsilon)) if value is None]
     if missing:
         raise PrivfedError(f"{' and '.join(missing)} required to train (or --load-model FILE to serve a saved model)")
     config = job_config(args)
     from privfed.deploy.child import reference_in_child
 
-    return run_coordinator(config, _tls(args, "coordinator"), reference=lambda: reference_in_child(config))
+    tls = _tls(args, "coordinator")
+    return run_coordinator(config, tls, reference=lambda: reference_in_child(config), revoked=revoked)
 
 
 #: The commands whose process lives as long as a job and allocates by the million, an owner node or a

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from privfed.common.errors import PrivfedError
 from privfed.deploy.argtypes import address, listen_address, positive_float, positive_int
 from privfed.deploy.signals import wait_for
-from privfed.deploy.tlsflags import add_tls
+from privfed.deploy.tlsflags import add_revoked_certificates, add_tls, revoked_certificates
 from privfed.deploy.tlsflags import tls_files as _tls
 
 if TYPE_CHECKING:
@@ -81,14 +81,7 @@ def add_serve(sub: argparse._SubParsersAction, *, add_data: DataFlags) -> None:
         "job API calls, models and predictions are refused, their queued jobs fail before any owner is asked and a "
         "running one is cancelled",
     )
-    p.add_argument(
-        "--revoked-certificates",
-        type=Path,
-        metavar="FILE",
-        help="SHA-256 fingerprints of certificates to refuse, one per line (# comments), read again when it changes: "
-        "every call presenting one is refused, whoever's it is (default: revoked-certificates.txt in --certs if it "
-        "exists, which privfed certs --reissue writes)",
-    )
+    add_revoked_certificates(p)
     source = p.add_mutually_exclusive_group()
     source.add_argument("--schema", type=Path, help="federation schema of owners' own data (default: --dataset's)")
     add_data(p, dataset_group=source)
@@ -192,19 +185,6 @@ def _serve(args: argparse.Namespace) -> int:
     log.info("stopping: the running job (if any) is queued again at the next start")
     service.stop()
     return 0
-
-
-def revoked_certificates(args: argparse.Namespace) -> Path | None:
-    """``--revoked-certificates``, or by default ``revoked-certificates.txt`` in ``--certs``: a ``privfed certs
-    --reissue`` protects without a flag (walkthrough 9, W9-2), also the federation's first, which makes the file
-    while the service runs (audit 30, A30-3: a file not there at the start was never read)."""
-    from privfed.deploy.certs import REVOKED_FILE
-
-    if args.revoked_certificates is not None or args.certs is None:
-        return args.revoked_certificates
-    default = args.certs / REVOKED_FILE
-    log.info("refusing the certificates listed in %s, if any (read again when it changes)", default)
-    return default
 
 
 def _warn_expiry_daily(tls: TlsFiles, stop: threading.Event) -> None:

@@ -14,6 +14,8 @@ from privfed.common.errors import PrivfedError
 if TYPE_CHECKING:
     from privfed.proto.transport import TlsFiles
 
+log = logging.getLogger("privfed.coordinator")
+
 
 def add_tls(p: argparse.ArgumentParser) -> None:
     """``--certs DIR`` or ``--insecure`` on parser ``p``."""
@@ -33,6 +35,32 @@ def tls_files(args: argparse.Namespace, name: str) -> TlsFiles | None:
             "--certs DIR is required (mTLS is the default); --insecure exists only for byte-capture tests"
         )
     return TlsFiles.in_dir(args.certs, name)
+
+
+def add_revoked_certificates(p: argparse.ArgumentParser) -> None:
+    """``--revoked-certificates FILE`` on parser ``p`` (``privfed serve``, ``privfed coordinator``)."""
+    p.add_argument(
+        "--revoked-certificates",
+        type=Path,
+        metavar="FILE",
+        help="SHA-256 fingerprints of certificates to refuse, one per line (# comments), read again when it changes: "
+        "every call presenting one is refused, whoever's it is (default: revoked-certificates.txt in --certs if it "
+        "exists, which privfed certs --reissue writes)",
+    )
+
+
+def revoked_certificates(args: argparse.Namespace) -> Path | None:
+    """``--revoked-certificates``, or by default ``revoked-certificates.txt`` in ``--certs``: a ``privfed certs
+    --reissue`` protects without a flag (walkthrough 9, W9-2), also the federation's first, which makes the file
+    while the coordinator runs (audit 30, A30-3: a file not there at the start was never read). The default file
+    may be missing (it lists nothing until then); a file given by the flag must be there."""
+    from privfed.deploy.certs import REVOKED_FILE
+
+    if args.revoked_certificates is not None or args.certs is None:
+        return args.revoked_certificates
+    default = args.certs / REVOKED_FILE
+    log.info("refusing the certificates listed in %s, if any (read again when it changes)", default)
+    return default
 
 
 def warn_expiry(tls: TlsFiles, name: str, log: logging.Logger) -> None:

@@ -147,12 +147,18 @@ def journal_job_id(journal: Path) -> str:
 
 
 def run_coordinator(
-    config: JobConfig, tls: TlsFiles | None, *, reference: Callable[[], dict[str, Any]] | None = None
+    config: JobConfig,
+    tls: TlsFiles | None,
+    *,
+    reference: Callable[[], dict[str, Any]] | None = None,
+    revoked: Callable[[bytes], bool] = lambda _: False,
 ) -> int:
     """Serve, wait for ``config.owners`` owners, run the job, write the report (or serve a saved model).
 
     ``reference``: computes the report's ``reference_accuracy`` and ``reference_learner`` once training
     is over (the CLI passes privfed's own model at ε = ∞, ``privfed.deploy.reference``); None records none.
+    ``revoked(pem)``: whether a TLS peer's certificate is revoked; every call presenting one is refused
+    (``--revoked-certificates``, :class:`~privfed.server.revocation.RevokedCertificates`).
 
     The job is :func:`~privfed.server.job.run_federated_job`'s. Every way a job ends writes
     ``report.json`` (issue 23, item 3): a job that fails (too few owners, a job that cannot be done
@@ -163,7 +169,7 @@ def run_coordinator(
     coordinator then keeps serving Predict until SIGTERM.
     """
     if config.load_model is not None:
-        return serve_saved_model(config.load_model, config.listen, tls)
+        return serve_saved_model(config.load_model, config.listen, tls, revoked=revoked)
     if config.owners is None:
         raise ConfigError(
             "--owners is required to train (the number of logical owners to wait for); "
@@ -204,7 +210,9 @@ def run_coordinator(
                 schema_sha256=job.schema.digest(),
                 baselines=None if job.test is None else baselines(job.test.y, job.schema.n_classes),
             )
-            server = CoordinatorServer(tls=tls, node_timeout=config.node_timeout, schema=job.schema)
+            server = CoordinatorServer(
+                tls=tls, node_timeout=config.node_timeout, schema=job.schema, revoked_certificates=revoked
+            )
             server.start(config.listen)
             if stopped:
                 raise JobAborted("before the job started")
@@ -245,13 +253,16 @@ def _print_result(done: FinishedJob) -> None:
             print(line, flush=True)
 
 
-def serve_saved_model(path: Path, listen: str, tls: TlsFiles | None) -> int:
+def serve_saved_model(
+    path: Path, listen: str, tls: TlsFiles | None, *, revoked: Callable[[bytes], bool] = lambda _: False
+) -> int:
     """``privfed coordinator --load-model FILE``: serve a saved ``model.json`` under the id it was
     trained and served under, with its label values and schema, until SIGTERM. Needs no training
-    configuration: everything Predict and GetModel answer is in the file."""
+    configuration: everything Predict and GetModel answer is in the file. ``revoked``: as for
+    :func:`run_coordinator`."""
     trained = load_model(path)
     model_id = trained.model_id or "model"
-    server = CoordinatorServer(tls=tls, schema=trained.schema)
+    server = CoordinatorServer(tls=tls, schema=trained.schema, revoked_certificates=revoked)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     server.models.put(model_id, trained.model, classes=trained.classes, schema=trained.schema)

@@ -244,7 +244,7 @@ def test_serve_and_owner_warn_at_start_when_their_certificate_expires_soon(tmp_p
 
 
 def test_serve_reads_the_revocation_file_in_its_certs_by_default(tmp_path):
-    from privfed.deploy.service_cli import revoked_certificates
+    from privfed.deploy.tlsflags import revoked_certificates
 
     certs = make_certs(tmp_path / "c", owners=1)
     args = argparse.Namespace(certs=certs / "coordinator", revoked_certificates=None)
