@@ -10,8 +10,6 @@ A real ``privfed coordinator`` process over mTLS, with certificates from ``make_
 from __future__ import annotations
 
 import shutil
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -31,7 +29,7 @@ from privfed.server.config import JobConfig
 from privfed.server.models import save_model
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from thread_signals import signal_a_worker_thread  # noqa: E402
+from served_model import served_model  # noqa: E402
 
 USER = "alice"
 SCHEMA = """features = ["a", "b"]
@@ -74,25 +72,8 @@ def served(tmp_path):
     certs = make_certs(tmp_path / "certs", owners=1, data_users=[USER])
     shutil.copytree(certs / USER, tmp_path / "old" / USER)  # what a thief holds
     path, rows = _model(tmp_path)
-    cmd = [sys.executable, "-m", "privfed.deploy.cli", "coordinator", "--load-model", str(path)]
-    cmd += ["--certs", str(certs / "coordinator"), "--listen", "127.0.0.1:0"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        port = None
-        for line in proc.stderr:
-            if "listening on port" in line:
-                port = int(line.rsplit(" ", 1)[1])
-                break
-        assert port is not None, proc.stderr.read()
-        assert proc.stdout.readline().strip() == "serving model_id=m"
+    with served_model(path, "m", ["--certs", str(certs / "coordinator")]) as port:
         yield port, certs, tmp_path / "old", rows
-    finally:
-        if proc.poll() is None:  # the kernel may hand SIGTERM to any thread: here a worker (gRPC's) takes it
-            signal_a_worker_thread(proc.pid, signal.SIGTERM)
-        try:
-            assert proc.wait(timeout=30) == 0
-        finally:
-            proc.kill()
 
 
 def test_a_reissued_data_users_old_key_is_refused_by_the_one_job_coordinator(served):

@@ -5,7 +5,6 @@ scikit-learn classifier that predicts label values from raw rows without any net
 
 import json
 import pickle
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +27,7 @@ from privfed.server.config import JobConfig
 from privfed.server.models import load_model, save_model
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from thread_signals import signal_a_worker_thread  # noqa: E402
+from served_model import served_model  # noqa: E402
 
 SCHEMA = """features = ["size", "colour", "weight"]
 classes = ["pear", "apple", "plum"]
@@ -191,31 +190,10 @@ def test_load_model_serves_under_the_training_id_with_no_training_flags(fruit, t
     run_dir = tmp_path / "20240101T000000Z"  # a run directory's timestamp is not the model's id
     run_dir.mkdir()
     path = save_model(run_dir / "model.json", model, model_id="lr-eps1", task="lr", schema=schema)
-    cmd = [sys.executable, "-m", "privfed.deploy.cli", "coordinator", "--load-model", str(path)]
-    proc = subprocess.Popen(
-        cmd + ["--insecure", "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        port = None
-        for line in proc.stderr:
-            if "listening on port" in line:
-                port = int(line.rsplit(" ", 1)[1])
-                break
-        assert port is not None and proc.stdout.readline().strip() == "serving model_id=lr-eps1"
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            stub = pb_grpc.CoordinatorStub(channel)
-            reply = stub.Predict(
-                pb.PredictRequest(model_id="lr-eps1", rows=serde.reports_to_proto(ds.X[:4])), timeout=10
-            )
-            assert list(reply.label_values) == [schema.classes[i] for i in model.predict(ds.X[:4])]
-    finally:
-        if proc.poll() is None:  # the kernel may hand SIGTERM to any thread: here a worker (gRPC's) takes it
-            signal_a_worker_thread(proc.pid, signal.SIGTERM)
-        try:
-            code = proc.wait(timeout=30)
-        finally:
-            proc.kill()
-        assert code == 0
+    with served_model(path, "lr-eps1", ["--insecure"]) as port, grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = pb_grpc.CoordinatorStub(channel)
+        reply = stub.Predict(pb.PredictRequest(model_id="lr-eps1", rows=serde.reports_to_proto(ds.X[:4])), timeout=10)
+        assert list(reply.label_values) == [schema.classes[i] for i in model.predict(ds.X[:4])]
 
 
 def test_a_store_holds_its_last_used_models_and_reads_the_others_back(fruit, tmp_path):
