@@ -148,6 +148,10 @@ class OwnerCore:
         (:func:`~privfed.proto.transport.peer_identity`; empty: unknown, an in-process coordinator). Recorded
         with each release in the ledger, with the announced job's data user (:class:`Recipient`), and nowhere
         else: nothing the core answers, refuses or sends depends on it.
+    on_debited : callable, optional
+        Called after each batch of releases is committed to the ledger, before any of them is computed or sent
+        (``privfed owner`` records what its ledger holds beside it: :mod:`privfed.owner.ledger_seen`). Called for
+        every committed batch, refused entries or not, so its time depends on no data.
     """
 
     def __init__(
@@ -161,9 +165,11 @@ class OwnerCore:
         owner_policy: OwnerPolicy | None = None,
         work_rows: int | None = None,
         coordinator: str = "",
+        on_debited: Callable[[], None] | None = None,
     ) -> None:
         self.owners = {o.owner_id: o for o in owners}
         self.coordinator = coordinator
+        self._on_debited = on_debited
         if work_rows is not None:
             check_declared_rows(work_rows, max((o.n_rows for o in self.owners.values()), default=0))
         self.work_rows = work_rows
@@ -386,6 +392,8 @@ class OwnerCore:
             for a in fresh:
                 a.refused = Result(a.task.task_id, a.task.owner_id, Refusal.of("internal"))
             return
+        if self._on_debited is not None:
+            self._on_debited()
         i = 0
         for a in fresh:
             mine = outcomes[i : i + len(a.debits)]

@@ -5,9 +5,10 @@ Either gives the owners back the budget of the releases it lacks: an older copy 
 7's W7-5: a restored backup let hospital-a take part in a job its day limit refused to the nodes with the same
 history, and only an INFO line said what the ledger held), or a ledger deleted and started again. The node stops
 with what it saw, what the ledger holds, and what to do; an owner who means it (its ledger lost, the copy the latest
-there is) removes the ``.seen`` file. The file is written at the start, after each job the node hears end, and at
-the stop, so it lags the ledger and never runs ahead of it; it holds counts and a digest, nothing of any owner's.
-A copy of the ledger *and* its ``.seen`` file together is not caught, nor releases since the file's last write.
+there is) removes the ``.seen`` file. The file is written at the start, after each batch of releases the ledger
+commits (before they are computed or leave the node: a node killed mid-job, its ledger then put back from before the
+job, is caught), after each job the node hears end, and at the stop, so it never runs ahead of the ledger; it holds
+counts and a digest, nothing of any owner's. A copy of the ledger *and* its ``.seen`` file together is not caught.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def record_seen(ledger: Ledger) -> None:
     path = seen_path(ledger.path)
     doc = {
         "ledger": ledger.identity(),
-        "releases": ledger.release_count(),
+        "releases": 0 if (last := ledger.last_release()) is None else last[0],  # one index lookup, each batch
         "at": f"{datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC",
     }
     try:

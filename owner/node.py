@@ -173,6 +173,7 @@ class OwnerNode:
             owner_policy=self._owner_policy,
             work_rows=self._work_rows,
             coordinator=peer_identity(self._target, self._tls, self._override),  # what its ledger records
+            on_debited=lambda: record_seen(self._ledger),  # before the releases leave: a crash does not lose them
         )
 
     def _channel(self) -> grpc.Channel:
