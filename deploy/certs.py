@@ -62,14 +62,12 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from privfed.common.certificates import fingerprint
 from privfed.common.errors import ConfigError
 from privfed.common.roles import DATA_USER, certificate_role
+from privfed.server.revocation import REVOKED_FILE
 
 #: How long a leaf certificate lasts (capped at its CA's end): renewed with ``privfed certs --reissue``.
 VALIDITY = dt.timedelta(days=365)
 #: How long the CA lasts: ten leaf lifetimes, since replacing it re-keys every party at once (W9-3).
 CA_VALIDITY = dt.timedelta(days=3650)
-#: The file of revoked certificates' fingerprints (``privfed serve --revoked-certificates``), in ``DIR`` and in
-#: the coordinator's directory.
-REVOKED_FILE = "revoked-certificates.txt"
 #: The directory of the CA's own files, inside ``--out``.
 CA_DIR = "ca"
 COORDINATOR = "coordinator"

@@ -54,7 +54,7 @@ def revoked_certificates(args: argparse.Namespace) -> Path | None:
     --reissue`` protects without a flag (walkthrough 9, W9-2), also the federation's first, which makes the file
     while the coordinator runs (audit 30, A30-3: a file not there at the start was never read). The default file
     may be missing (it lists nothing until then); a file given by the flag must be there."""
-    from privfed.deploy.certs import REVOKED_FILE
+    from privfed.server.revocation import REVOKED_FILE  # not deploy.certs: cryptography, in an idle coordinator
 
     if args.revoked_certificates is not None or args.certs is None:
         return args.revoked_certificates

@@ -30,6 +30,10 @@ from privfed.server.joblog import outside_jobs
 
 log = logging.getLogger("privfed.coordinator")
 
+#: The file of revoked certificates' fingerprints (``--revoked-certificates``) that ``privfed certs --reissue``
+#: writes, in its ``--out`` and in the coordinator's directory, where ``privfed serve`` and ``privfed coordinator``
+#: read it by default.
+REVOKED_FILE = "revoked-certificates.txt"
 #: What every entry is while the file cannot be read.
 EVERYONE = frozenset({"*"})
 
@@ -78,6 +82,13 @@ class WatchedList:
         if self.path is None:
             return False
         name = self._normal(entry)
+        names = self.entries()
+        return names is EVERYONE or name in names
+
+    def entries(self) -> frozenset[str]:
+        """What the file lists now (:data:`EVERYONE` while it cannot be read), read again if it changed."""
+        if self.path is None:
+            return frozenset()
         with self._lock:
             now = file_state(self.path)
             if now != self._state:
@@ -93,7 +104,7 @@ class WatchedList:
                     else:
                         log.info("%s %s changed: %d %s(s) revoked", self.flag, self.path, len(names), self.what)
                 self._state, self._names = now, names  # a change during the read is read at the next call
-            return self._names is EVERYONE or name in self._names
+            return self._names
 
 
 class RevokedDataUsers(WatchedList):
@@ -112,16 +123,22 @@ class RevokedCertificates(WatchedList):
     federation's first reissue makes while the service runs (audit 30, A30-3: it was never read until a restart)."""
 
     def __init__(self, path: Path | None, *, optional: bool = False) -> None:
-        from privfed.common.certificates import normal_fingerprint  # cryptography: not in an idle coordinator
-
         super().__init__(
-            path, flag="--revoked-certificates", what="certificate", normal=normal_fingerprint, optional=optional
+            path, flag="--revoked-certificates", what="certificate", normal=_normal_fingerprint, optional=optional
         )
 
     def revoked(self, pem: bytes) -> bool:
         """Whether the PEM certificate ``pem`` (a TLS peer's) is revoked."""
+        if not self.entries():  # nothing listed (the default file not made yet): no certificate parsed, no
+            return False  # cryptography imported by an idle coordinator (tests/integration/test_idle_imports.py)
         # any of its fingerprints: an ECDSA certificate re-encoded with its signature's other s is as valid (A30-1)
-        return self.path is not None and any(self.listed(f) for f in _fingerprints(pem))
+        return any(self.listed(f) for f in _fingerprints(pem))
+
+
+def _normal_fingerprint(text: str) -> str:
+    from privfed.common.certificates import normal_fingerprint  # cryptography: not in an idle coordinator
+
+    return normal_fingerprint(text)
 
 
 @functools.lru_cache(maxsize=1024)
