@@ -23,18 +23,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import secagg_session
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 
 from privfed.common.errors import PrivfedError
-from privfed.common.secagg import shamir
-from privfed.common.secagg.aggregator import SecAggServer
-from privfed.common.secagg.boxes import generate_private_key, public_bytes
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.masking import pair_key, pair_masks, self_mask, threshold
 from privfed.common.secagg.messages import InputRequest, UnmaskRequest
-from privfed.common.tasks import PeerKey
-from privfed.owner.keys import OwnerKeys
-from privfed.owner.secagg import SecAggDriver
 
 pytestmark = pytest.mark.in_process
 N = 16  # the smallest size at which audit 23's plan found enough holders (at N = 8 each holder can drop only 2)
@@ -46,41 +41,12 @@ MEMBERS = sorted(o for owners in NODES.values() for o in owners)
 FP = FixedPoint.choose(n_parties=N, max_abs=10.0)
 
 
-class Session:
+class Session(secagg_session.Session):
     """One pairwise-mask session keyed honestly (steps 0 and 1) by the two nodes' real drivers, under the id
     the coordinator gave it (the graph is drawn from it and the members)."""
 
     def __init__(self, session_id: str) -> None:
-        keys = {o: generate_private_key() for o in MEMBERS}
-        peers = {o: PeerKey(o, o.split(".")[0], public_bytes(keys[o]), b"") for o in MEMBERS}
-        self.drivers = {
-            node: SecAggDriver(OwnerKeys({o: keys[o] for o in owners}, None)) for node, owners in NODES.items()
-        }
-        self.id = session_id
-        self.server = SecAggServer(self.id, MEMBERS, FP, rounds=2)
-        self.adverts = {o: self.node(o).advertise(o, self.id, FP) for o in MEMBERS}
-        requests = self.server.on_adverts(self.adverts)
-        self.graph = self.server.graph  # public: drawn from the session id and the members
-        shares = {}
-        for o, r in requests.items():
-            adverts = tuple(self.adverts[v] for v in self.graph[o])
-            shares[o] = self.node(o).share_keys(
-                o, self.id, type(r)(r.members, adverts, r.rounds), [peers[v] for v in self.graph[o]]
-            )
-        self.server.on_key_shares(shares)
-        self.sealed: dict[str, list] = {o: [] for o in MEMBERS}
-        for reply in shares.values():
-            for s in reply.shares:
-                self.sealed[s.recipient].append(s)
-
-    def node(self, owner: str) -> SecAggDriver:
-        return self.drivers[owner.split(".")[0]]
-
-    def combine(self, owner: str, shares: dict[str, bytes]) -> bytes | None:
-        """``owner``'s secret from its holders' shares, or None below its threshold."""
-        near = self.graph[owner]
-        t = threshold(len(near))
-        return shamir.combine({near.index(w) + 1: s for w, s in shares.items()}, t) if len(shares) >= t else None
+        super().__init__(session_id, NODES, FP, rounds=2)
 
 
 #: Session ids a coordinator tries: it names each session, so it can draw ids until the public graph lets its plan
