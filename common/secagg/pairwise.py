@@ -56,8 +56,11 @@ an owner whose self-mask shares it holds by keying neighbours again (issue 20, f
 protocol; one that controls the graph's neighbourhoods, drops owners at will, or tells neighbours
 different survivor sets (there is no consistency round, Bonawitz §4's signed survivor sets: audit 17
 unmasked an owner's input with one colluding neighbour of k = 5, t = 3; audit 23 with none, by naming
-the owner's mask partners dropped to their other neighbours while its own neighbours are told it survived)
-learns more. So, as for the ring, every owner's input is already a noised release
+the owner's mask partners dropped to their other neighbours while its own neighbours are told it survived;
+audit 31 with none from 4 owners up, across rounds: ``b_u^r`` from ``t`` holders whose participants avoid
+``u``'s partners, then each partner named dropped in a later round to ``t`` neighbours that never revealed
+its self-mask, whose mask key gives the pair masks of every round, so each round alone is consistent and
+only a rule across the run's rounds closes it) learns more. So, as for the ring, every owner's input is already a noised release
 debited in its ledger before :meth:`SecAggOwner.masked_input` sees it (``privfed.owner.core``);
 the secure sum only keeps individual noisy values from the coordinator.
 """

@@ -26,6 +26,8 @@ a whole run (it needs ``t`` live participants in every round), so the plan needs
 ``sum_v t_v <= sum_w (k_w - t_w)``; with the either-or rule on round 0's holders, no plan exists at N = 3, 5
 and 7, and one exists for every target and session id tried at N = 4, 6 and 8 to 100 (no grinding of ids).
 
+At 1000 owners (where ``--secure-sum auto`` picks pairwise masks; k = 12, t = 7) it runs in about a second.
+
 ``test_the_cross_round_drop_unmasks_one_input`` is a strict xfail: it passes (and so fails the suite) the
 day owners refuse it, when this docstring and the README's paragraph must change.
 """
@@ -111,9 +113,10 @@ def _fp(n: int) -> FixedPoint:
     return FixedPoint.choose(n_parties=n, max_abs=10.0)
 
 
-def attack(n: int, seed: int, ids_tried: int = 8) -> tuple[np.ndarray | None, np.ndarray, list[str], Plan | None]:
+def attack(n: int, seed: int, ids_tried: int = 1) -> tuple[np.ndarray | None, np.ndarray, list[str], Plan | None]:
     """(``u``'s round-0 input as the coordinator recovers it or None, the input, refusals, the plan), under the
-    first of ``ids_tried`` session ids whose public graph admits a plan (the coordinator names the session)."""
+    first of ``ids_tried`` session ids whose public graph admits a plan (the coordinator names the session; the
+    first id did for every target and size tried, so no grinding is needed)."""
     rng = np.random.default_rng(seed)
     nodes = nodes_of(n)
     members = tuple(sorted(o for owners in nodes.values() for o in owners))
@@ -198,7 +201,7 @@ def _exact(recovered: np.ndarray | None, truth: np.ndarray, n: int) -> bool:
 @pytest.mark.xfail(
     strict=True, raises=AssertionError, reason="no consistency across rounds (audit 31, A31-1): documented, not fixed"
 )
-@pytest.mark.parametrize(("n", "seed"), [(4, 0), (4, 1), (16, 0), (16, 1), (16, 2)])
+@pytest.mark.parametrize(("n", "seed"), [(4, 0), (4, 1), (6, 0), (8, 0), (16, 0), (16, 1), (16, 2), (1000, 0)])
 def test_the_cross_round_drop_unmasks_one_input(n, seed):
     recovered, truth, refused, p = attack(n, seed)
     if p is None:  # not an AssertionError: the strict xfail must only pass on what the owners do
