@@ -10,7 +10,7 @@ from privfed.common.secagg import shamir
 from privfed.common.secagg.aggregator import SecAggServer
 from privfed.common.secagg.boxes import generate_private_key, public_bytes
 from privfed.common.secagg.fixedpoint import FixedPoint
-from privfed.common.secagg.masking import threshold
+from privfed.common.secagg.masking import neighbour_graph, threshold
 from privfed.common.tasks import PeerKey
 from privfed.owner.keys import OwnerKeys
 from privfed.owner.secagg import SecAggDriver
@@ -25,10 +25,16 @@ def nodes_of(n: int, n_nodes: int = 2) -> dict[str, list[str]]:
 
 class Session:
     """One session keyed honestly (steps 0 and 1) by the nodes' real drivers, under the id the coordinator
-    gave it (the graph is drawn from it and the members), for ``rounds`` secure sums."""
+    gave it (the graph is drawn from it and the members), for ``rounds`` secure sums. ``views``: owners the
+    coordinator sends another member list in step 1 (their graph is drawn from it; audit 31, A31-2)."""
 
     def __init__(
-        self, session_id: str, nodes: Mapping[str, Sequence[str]], fixed_point: FixedPoint, rounds: int = 2
+        self,
+        session_id: str,
+        nodes: Mapping[str, Sequence[str]],
+        fixed_point: FixedPoint,
+        rounds: int = 2,
+        views: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
         self.members = sorted(o for owners in nodes.values() for o in owners)
         self.fp = fixed_point
@@ -42,13 +48,17 @@ class Session:
         self.adverts = {o: self.node(o).advertise(o, self.id, fixed_point) for o in self.members}
         requests = self.server.on_adverts(self.adverts)
         self.graph = self.server.graph  # public: drawn from the session id and the members
+        views = views or {}
+        #: each owner's neighbours as it sees them (its shares' holders, in share order)
+        self.near = {o: neighbour_graph(self.id, views[o])[o] if o in views else self.graph[o] for o in self.members}
         shares = {}
         for o, r in requests.items():
-            adverts = tuple(self.adverts[v] for v in self.graph[o])
+            adverts = tuple(self.adverts[v] for v in self.near[o])
             shares[o] = self.node(o).share_keys(
-                o, self.id, type(r)(r.members, adverts, r.rounds), [peers[v] for v in self.graph[o]]
+                o, self.id, type(r)(views.get(o, r.members), adverts, r.rounds), [peers[v] for v in self.near[o]]
             )
-        self.server.on_key_shares(shares)
+        if not views:  # the honest machine's check of the shares' recipients (a hostile coordinator skips it)
+            self.server.on_key_shares(shares)
         self.sealed: dict[str, list] = {o: [] for o in self.members}
         for reply in shares.values():
             for s in reply.shares:
@@ -59,6 +69,6 @@ class Session:
 
     def combine(self, owner: str, shares: dict[str, bytes]) -> bytes | None:
         """``owner``'s secret from its holders' shares, or None below its threshold."""
-        near = self.graph[owner]
+        near = self.near[owner]
         t = threshold(len(near))
         return shamir.combine({near.index(w) + 1: s for w, s in shares.items()}, t) if len(shares) >= t else None

@@ -141,17 +141,22 @@ def attack(
     return (*run_plan(s, p, rng), p)
 
 
+def _forwarded(s: Session, o: str) -> tuple:
+    """The shares ``o``'s neighbours (as ``o`` sees them) sealed to it: what the coordinator forwards."""
+    return tuple(x for x in s.sealed[o] if x.sender in s.near[o])
+
+
 def run_plan(s: Session, p: Plan, rng, *, key_of_u: bool = False) -> tuple[np.ndarray | None, np.ndarray, list[str]]:
     """Steps 2 and 3 of rounds 0 and 1 as ``p`` says (``key_of_u``: in round 1 ask ``t`` of ``u``'s neighbours
     for ``u``'s own key instead, the classic attack across rounds): what comes out of ``u``'s round-0 input."""
-    g, u = s.graph, p.u
+    g, u = s.near, p.u  # each owner's neighbours as it sees them (the public graph, unless given its own list)
     inputs = {o: rng.uniform(-5, 5, size=2) for o in s.members}  # stand-ins for the debited releases
     # Round 0: every owner masks (u with P_u, the holders of b_u^0 with theirs, the others with all neighbours).
     participants = {o: p.first.get(o, p.p_u if o == u else g[o]) for o in s.members}
     masked = {
         o: s.node(o)
         ._machine(s.id, o)
-        .masked_input(InputRequest(0, tuple(sorted(participants[o])), tuple(s.sealed[o])), inputs[o])
+        .masked_input(InputRequest(0, tuple(sorted(participants[o])), _forwarded(s, o)), inputs[o])
         for o in s.members
     }
     refused: list[str] = []  # the owners' refusals
