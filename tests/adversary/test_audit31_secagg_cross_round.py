@@ -1,13 +1,13 @@
 """Audit 31, finding 1: a hostile coordinator with **no colluding owner** unmasks one owner's input of a
 pairwise-mask secure sum across two rounds of one run, on the real owner-side drivers
-(``privfed.owner.secagg.SecAggDriver``), from N = 4 owners up. No owner ever sees an inconsistent request.
+(``privfed.owner.secagg.SecAggDriver``), from N = 4 owners up. Every request is consistent in itself.
 
 * Round 0: the target ``u`` masks with ``t`` partners ``P_u``. Only ``t`` of ``u``'s neighbours (``H``) are
   asked to unmask, and the coordinator, which names each owner's participants, gives each of them
   participants that avoid ``P_u`` where it can: every one of them survives, so they reveal shares of
   ``b_u^0`` (and of the self-masks of their other participants) and nothing else.
 * Round 1: each ``v`` in ``P_u`` is declared dropped to ``t`` of its neighbours that never revealed a
-  self-mask share of ``v`` (``u`` itself among them: it revealed nothing in round 0). They reveal shares of
+  self-mask share of ``v`` (``u`` itself can be one: it revealed nothing in round 0). They reveal shares of
   ``v``'s mask key. The key gives every pair mask of ``v`` in every round, so ``m_{u,v}^0`` too: with
   ``b_u^0``, ``u``'s round-0 input comes out exactly.
 
@@ -15,9 +15,11 @@ Every rule an owner keeps holds: per holder, never both halves of one owner (``_
 ``_revealed_keys``), at least ``t`` survivors per request, rounds increasing, participants among the
 neighbours whose key it did not reveal. The hole is that the either-or rule is per holder while the
 pair mask ``m_{u,v}`` is opened by ``v``'s key: ``u``'s self-mask and its partners' keys come from
-different holders, in different rounds, and each round taken alone is consistent (every holder could
-be shown the same survivor set), so a per-round consistency round alone (Bonawitz §4) does not close it:
-see /work/runs/audit31/DESIGN.md. What leaks is the owner's evaluation release, noised and debited in
+different holders, in different rounds, and each round can be made consistent on its own (every holder
+of a round shown one survivor set: ``test_each_round_consistent_alone_still_unmasks``, from N = 8), so a
+consistency round checked round by round (Bonawitz §4) does not close it; rules across the run's rounds
+do (audit 31's design notes: a survivor is never dropped later, a dropped owner never takes part again, a
+self-mask is revealed only if a majority of its owner's neighbours survived). What leaks is the owner's evaluation release, noised and debited in
 its ledger before it is masked, so the ledger's bound holds; the secure sum fails at its own job.
 
 What bounds the coordinator today (the controls below): the majority threshold with the per-holder

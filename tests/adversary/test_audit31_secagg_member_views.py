@@ -8,8 +8,7 @@ this adds no leak of its own: it makes the known ones cheaper. At N = 7, where A
 (``test_audit31_secagg_cross_round.test_no_plan_at_some_sizes``), it makes one.
 
 Strict xfail: it passes (and fails the suite) the day an owner refuses a member list other than its
-neighbours' (the consistency round's statement, or the advert's signature, must bind the members:
-/work/runs/audit31/DESIGN.md).
+neighbours' (the consistency round's statement, or the advert's signature, must bind the members).
 """
 
 from __future__ import annotations
