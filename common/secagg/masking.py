@@ -61,6 +61,31 @@ def threshold(k: int) -> int:
     return k // 2 + 1
 
 
+#: The last member list digested, by its tuple's identity, and its digest (:func:`members_digest`).
+_last_digest: tuple[tuple[str, ...], str] | None = None
+
+
+def members_digest(members: tuple[str, ...]) -> str:
+    """The run's member list in 32 hex characters (SHA-256), what a member's key shares are sealed to.
+
+    Each owner draws the graph from the list its own step-1 request carries (:func:`neighbour_graph`), so a
+    coordinator could key one owner with a list of its own, making it ``k = 3`` and ``t = 2`` whatever the run's
+    size, and its neighbours, drawing from theirs, would accept its shares (audit 31, A31-2). Shares sealed to the
+    list's digest open only for a neighbour handed the same list. Cached by the tuple's identity, as the graph is:
+    every owner of a node is handed the node's one tuple, whose digest costs O(N).
+    """
+    global _last_digest
+    last = _last_digest
+    if last is not None and last[0] is members:
+        return last[1]
+    h = hashlib.sha256(b"privfed-secagg-members\0")
+    for member in members:
+        h.update(member.encode("utf-8") + b"\0")  # ids hold no NUL: injective
+    digest = h.hexdigest()[:32]
+    _last_digest = (members, digest)
+    return digest
+
+
 #: The last graph asked for, by the identity of its members tuple (:func:`neighbour_graph`).
 _last_graph: tuple[str, tuple[str, ...], dict[str, tuple[str, ...]]] | None = None
 

@@ -60,9 +60,10 @@ the owner's mask partners dropped to their other neighbours while its own neighb
 audit 31 with none from 4 owners up, across rounds: ``b_u^r`` from ``t`` holders whose participants avoid
 ``u``'s partners, then each partner named dropped in a later round to ``t`` neighbours that never revealed
 its self-mask, whose mask key gives the pair masks of every round, so each round alone is consistent and
-only a rule across the run's rounds closes it) learns more. So, as for the ring, every owner's input is already a noised release
-debited in its ledger before :meth:`SecAggOwner.masked_input` sees it (``privfed.owner.core``);
-the secure sum only keeps individual noisy values from the coordinator.
+only a rule across the run's rounds closes it; ``docs/secagg-consistency.md``) learns more. So, as for the ring,
+every owner's input is already a noised release debited in its ledger before :meth:`SecAggOwner.masked_input` sees
+it (``privfed.owner.core``); the secure sum only keeps individual noisy values from the coordinator. Key shares are
+sealed to the run's member list (:func:`shares_aad`), so an owner cannot be keyed with a list of its own (A31-2).
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ from privfed.common.errors import ConfigError, LocalProtocolError, RemoteProtoco
 from privfed.common.secagg import shamir
 from privfed.common.secagg.boxes import AadFields, Box, public_bytes, public_key
 from privfed.common.secagg.fixedpoint import FixedPoint
-from privfed.common.secagg.masking import neighbour_graph, pair_key, pair_masks, self_mask, threshold
+from privfed.common.secagg.masking import members_digest, neighbour_graph, pair_key, pair_masks, self_mask, threshold
 from privfed.common.secagg.messages import (
     KEY_SHARES,
     InputRequest,
@@ -149,10 +150,15 @@ TRANSITIONS: dict[OwnerState, dict[type, OwnerState]] = {
 }
 
 
-def seal_share(box: Box, run_id: str, shares: bytes) -> SealedShare:
-    """Shares sealed from ``box.own_id`` to ``box.peer_id``, bound to the run."""
-    aad = AadFields(run_id, box.own_id, box.peer_id, KEY_SHARES, 0)
-    return SealedShare(box.own_id, box.peer_id, box.seal(shares, aad))
+def shares_aad(run_id: str, members: tuple[str, ...], sender: str, recipient: str) -> AadFields:
+    """What key shares from ``sender`` to ``recipient`` are bound to: the run and its member list
+    (:func:`~privfed.common.secagg.masking.members_digest`, audit 31, A31-2)."""
+    return AadFields(run_id, sender, recipient, f"{KEY_SHARES}/{members_digest(members)}", 0)
+
+
+def seal_share(box: Box, run_id: str, members: tuple[str, ...], shares: bytes) -> SealedShare:
+    """Shares sealed from ``box.own_id`` to ``box.peer_id``, bound to the run and its member list."""
+    return SealedShare(box.own_id, box.peer_id, box.seal(shares, shares_aad(run_id, members, box.own_id, box.peer_id)))
 
 
 class SecAggOwner:
@@ -192,6 +198,7 @@ class SecAggOwner:
         self._mask_key: X25519PrivateKey | None = None
         self._mask_public = b""  # its public key, as advertised
         self.neighbours: tuple[str, ...] = ()
+        self._members: tuple[str, ...] = ()
         self.threshold = 0
         self._boxes: dict[str, Box] = {}
         self._pair_keys: dict[str, bytes] = {}  # neighbour -> the run's pair key k_{u,v}
@@ -252,6 +259,7 @@ class SecAggOwner:
         if self.owner_id not in graph:  # the graph's keys are the members: a dict look-up, not a scan
             raise RemoteProtocolError(f"not a member of run {self.run_id!r}'s secure sum")
         self.neighbours = graph[self.owner_id]
+        self._members = members  # the shares it seals and opens are bound to them (audit 31, A31-2)
         self.threshold = threshold(len(self.neighbours))
         adverts = {a.owner_id: a for a in msg.adverts}
         if set(adverts) != set(self.neighbours) or len(msg.adverts) != len(self.neighbours):
@@ -271,7 +279,7 @@ class SecAggOwner:
         shares = shamir.split_joined([secret_bytes_of(self._mask_key), *self._seeds], xs, self.threshold)
         return KeyShares(
             self.owner_id,
-            tuple(seal_share(self._boxes[v], self.run_id, shares[x]) for x, v in zip(xs, self.neighbours)),
+            tuple(seal_share(self._boxes[v], self.run_id, members, shares[x]) for x, v in zip(xs, self.neighbours)),
         )
 
     # ------------------------------------------------------------------ step 2
@@ -304,7 +312,7 @@ class SecAggOwner:
                 raise RemoteProtocolError(f"key shares {v!r} -> {sealed.recipient!r} are not for this owner and run")
             if v not in self._held:
                 self._held[v] = self._boxes[v].open(
-                    sealed.ciphertext, AadFields(self.run_id, v, self.owner_id, KEY_SHARES, 0)
+                    sealed.ciphertext, shares_aad(self.run_id, self._members, v, self.owner_id)
                 )
         encoded = self.fixed_point.encode(np.asarray(values, dtype=np.float64))
         m = encoded.shape[0]

@@ -7,8 +7,10 @@ shares instead of ``t_u t_v``). The either-or rule still holds in ``u``'s view (
 this adds no leak of its own: it makes the known ones cheaper. At N = 7, where A31-1 has no plan
 (``test_audit31_secagg_cross_round.test_no_plan_at_some_sizes``), it makes one.
 
-Strict xfail: it passes (and fails the suite) the day an owner refuses a member list other than its
-neighbours' (the consistency round's statement, or the advert's signature, must bind the members).
+Fixed: key shares are sealed to the member list's digest (``privfed.common.secagg.masking.members_digest``, in
+the associated data of their box), so shares sealed under one list open only for a neighbour handed the same
+list. The target cannot open its neighbours' shares, nor they its: the first to try refuses the run, before any
+masked input of a round is sent.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from secagg_session import Session, nodes_of
-from test_audit31_secagg_cross_round import Plan, _exact, _flow, _fp, _k_t, run_plan
+from test_audit31_secagg_cross_round import Plan, _exact, _flow, _forwarded, _fp, _k_t, run_plan
 
-from privfed.common.errors import PrivfedError
+from privfed.common.errors import PrivfedError, RemoteProtocolError
+from privfed.common.secagg.messages import InputRequest
 
 pytestmark = pytest.mark.in_process
 
@@ -47,8 +50,17 @@ def _attack(n: int, seed: int) -> tuple[np.ndarray | None, np.ndarray, list[str]
     return run_plan(s, Plan(u, p_u, first, drops), np.random.default_rng(seed))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="member lists are not bound (audit 31, A31-2)")
 @pytest.mark.parametrize(("n", "seed"), [(7, 0), (7, 3), (16, 0)])
-def test_a_target_keyed_with_its_own_member_list_is_unmasked(n, seed):
-    recovered, truth, refused = _attack(n, seed)
-    assert not _exact(recovered, truth, n), f"round-0 input {truth} recovered exactly, {refused} refusals"
+def test_a_target_keyed_with_its_own_member_list_is_refused_before_it_masks(n, seed):
+    with pytest.raises(RemoteProtocolError, match=r"secagg-key-shares/[0-9a-f]{32}.*fails authentication"):
+        recovered, truth, refused = _attack(n, seed)
+        assert not _exact(recovered, truth, n), f"round-0 input {truth} recovered exactly, {refused} refusals"
+
+
+@pytest.mark.parametrize("n", [7, 16])
+def test_owners_handed_the_same_list_open_each_others_shares(n):
+    """The control: every owner handed the run's one list opens its neighbours' shares and masks its input."""
+    s = Session(f"{0:08x}{0:08x}same", nodes_of(n), _fp(n), rounds=2)
+    for o in s.members:
+        request = InputRequest(0, s.near[o], _forwarded(s, o))
+        assert s.node(o)._machine(s.id, o).masked_input(request, np.zeros(2)).masked.shape == (2,)
