@@ -311,9 +311,15 @@ class SecAggOwner:
             if sealed.recipient != self.owner_id or v not in self._boxes or len(sealed.ciphertext) != size:
                 raise RemoteProtocolError(f"key shares {v!r} -> {sealed.recipient!r} are not for this owner and run")
             if v not in self._held:
-                self._held[v] = self._boxes[v].open(
-                    sealed.ciphertext, shares_aad(self.run_id, self._members, v, self.owner_id)
-                )
+                try:
+                    self._held[v] = self._boxes[v].open(
+                        sealed.ciphertext, shares_aad(self.run_id, self._members, v, self.owner_id)
+                    )
+                except RemoteProtocolError as exc:  # the box's causes, and the one this seal adds
+                    raise RemoteProtocolError(
+                        f"{exc}; or {v!r} was keyed with another member list than this owner's (a coordinator's "
+                        "doing, or a node on a privfed before audit 31's change: upgrade every node)"
+                    ) from exc
         encoded = self.fixed_point.encode(np.asarray(values, dtype=np.float64))
         m = encoded.shape[0]
         masks = pair_masks({v: self._pair_keys[v] for v in participants}, self.owner_id, msg.round, m)
