@@ -86,9 +86,17 @@ def pem_fingerprints(pem: bytes) -> frozenset[str]:
 
 
 def normal_fingerprint(text: str) -> str:
-    """A fingerprint as written by hand or by ``openssl x509 -fingerprint -sha256`` (``AB:CD:...``), in the form
-    :func:`fingerprint` gives."""
-    return text.replace(":", "").lower()
+    """A fingerprint as written by hand or by ``openssl x509 -fingerprint -sha256`` (``AB:CD:...``, or its whole line
+    ``sha256 Fingerprint=AB:CD:...``), hex pairs apart or not, in the form :func:`fingerprint` gives (audit 32, A32-1:
+    openssl's line pasted whole, or spaced pairs, listed nothing and the certificate still got through)."""
+    if "=" in text and "fingerprint" in text.split("=", 1)[0].lower():
+        text = text.split("=", 1)[1]
+    return "".join(text.split()).replace(":", "").lower()
+
+
+def is_fingerprint(text: str) -> bool:
+    """Whether ``text`` (normal) is a SHA-256 fingerprint as :func:`fingerprint` gives it: 64 lowercase hex digits."""
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
 def expiry_warnings(

@@ -41,7 +41,7 @@ EVERYONE = frozenset({"*"})
 def read_names(path: Path) -> frozenset[str]:
     """The entries the file ``path`` lists, one a line (``#`` starts a comment); ConfigError if it cannot be read."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # an editor's byte order mark is no part of a line (A32-1)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read it ({reason(exc)})") from exc
     return frozenset(name for line in text.splitlines() if (name := line.split("#", 1)[0].strip()))
@@ -136,9 +136,12 @@ class RevokedCertificates(WatchedList):
 
 
 def _normal_fingerprint(text: str) -> str:
-    from privfed.common.certificates import normal_fingerprint  # cryptography: not in an idle coordinator
+    from privfed.common.certificates import is_fingerprint, normal_fingerprint  # cryptography: not when idle
 
-    return normal_fingerprint(text)
+    normal = normal_fingerprint(text)
+    if not is_fingerprint(normal):  # read when the file changes: it revokes nothing, and says so (A32-1)
+        log.warning("--revoked-certificates: %r is no SHA-256 fingerprint (64 hex digits): it revokes nothing", text)
+    return normal
 
 
 @functools.lru_cache(maxsize=1024)
