@@ -79,8 +79,9 @@ def members_digest(members: tuple[str, ...]) -> str:
     if last is not None and last[0] is members:
         return last[1]
     h = hashlib.sha256(b"privfed-secagg-members\0")
-    for member in members:
-        h.update(member.encode("utf-8") + b"\0")  # ids hold no NUL: injective
+    for member in members:  # each id's length first: injective whatever an id holds (audit 32, A32-2: NUL-joined
+        data = member.encode("utf-8")  # ids made another list with the run's digest; nothing refuses a NUL in one)
+        h.update(len(data).to_bytes(8, "big") + data)
     digest = h.hexdigest()[:32]
     _last_digest = (members, digest)
     return digest
