@@ -13,7 +13,10 @@ Each sum is a :class:`SecureSum`:
   before any hop is sent. ``SUMMING``: the leader answers with the total, a refusal or nothing. A
   refusing, silent or stalled party is dropped and the ring re-formed, order kept (``REFORMED``); at
   most :data:`MAX_ATTEMPTS` attempts, never fewer than 2 parties. A timed-out attempt blames the
-  parties whose node is silent, failing that the first party the relay saw no ``HOP`` from.
+  parties whose node is silent, failing that the first party the relay saw no ``HOP`` from; then every node
+  was online and the ring may only be slow (a long link: N sequential hops), so the next attempts wait twice
+  as long each (walkthrough 10, W10-1: each attempt of a ring that needed 50 s timed out at 30.5 s, dropped
+  a healthy owner, and the job failed after five with its owners' releases spent).
 * **Pairwise masks** (Bonawitz et al. CCS 2017 §4 on Bell et al.'s sparse graph;
   :mod:`~privfed.common.secagg.aggregator`). A kept run that serves the sum's owners is reused, else
   ``KEYS`` and ``SHARES`` agree keys. ``MASKING`` asks the masked releases, ``UNMASKING`` the
@@ -174,6 +177,7 @@ class SecureSum(_Machine):
         self.coordinator, self.protocol, self.parties = coordinator, protocol, parties
         self.task_for, self.max_abs, self.peer_key, self.certificates = task_for, max_abs, peer_key, certificates
         self._timeout, self._new_id = timeout, new_id
+        self._stretch = 1.0  # ring: the deadline's factor, doubled by each timeout with every node online
         self.dropped: list[str] = []  # ring: in the order dropped
         self.refused: dict[str, str] = {}
         self.attempts: list[RingAttempt] = []  # ring
@@ -234,7 +238,8 @@ class SecureSum(_Machine):
     # ------------------------------------------------------------------ ring
     def _ring_attempt(self, ring: tuple[str, ...]) -> list[Action]:
         self.attempt_number += 1
-        attempt = RingAttempt(self.attempt_number, self._new_id(), ring, attempt_timeout(len(ring), self._timeout))
+        deadline = self._stretch * attempt_timeout(len(ring), self._timeout)
+        attempt = RingAttempt(self.attempt_number, self._new_id(), ring, deadline)
         self.attempts.append(attempt)
         self._spec_for = ring_specs(
             attempt.session_id, ring, self.max_abs, self.peer_key, self.certificates, self.task_for
@@ -272,6 +277,11 @@ class SecureSum(_Machine):
         gone = set(answers.silent) & set(attempt.ring)
         if not gone and answers.hop_senders is not None:
             gone = {stalled_party(attempt.ring, answers.hop_senders)}
+            self._stretch *= 2  # every node online: a slow ring, maybe, rather than a dead party (W10-1)
+            self.notes.append(
+                f"ring {attempt.session_id} did not close within {attempt.timeout:.0f} s with every node online "
+                f"(a slow link?): the next attempt waits {self._stretch * attempt_timeout(len(attempt.ring) - 1, self._timeout):.0f} s"
+            )
         if not gone:
             raise self._fail(
                 f"ring {attempt.session_id} did not close within {attempt.timeout:.0f} s and no party is known to be gone"
@@ -293,8 +303,14 @@ class SecureSum(_Machine):
             )
             raise TooFewParties(str(failed), tuple(self.dropped)) from None
         if len(self.attempts) >= self.max_attempts:
+            slow = (
+                "; its rings timed out with every node online: on slow links raise ring_timeout in the job file or "
+                'use secure_sum = "secagg" (O(1) round trips)'
+                if self._stretch > 1
+                else ""
+            )
             raise self._fail(
-                f"the ring secure sum failed {self.max_attempts} times ({len(self.dropped)} parties dropped)"
+                f"the ring secure sum failed {self.max_attempts} times ({len(self.dropped)} parties dropped){slow}"
             )
         self._move(Outcome.REFORMED)
         self.notes.append(

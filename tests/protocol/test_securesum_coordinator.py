@@ -110,12 +110,14 @@ class Pair(RelayedTransport):
         self.lost_to: set[str] = set()
         self.quiet_in: dict[Phase, set[str]] = {}
         self.phases: list[Phase] = []
+        self.deadlines: list[float | None] = []  # each batch's timeout, as the machine asked
         self.opened: list[tuple[str, ...]] = []
         self.noticed: set[str] = set()
 
     # the moves of RelayedTransport
     def run_tasks(self, tasks, timeout=None, *, stalls=None):
         self.phases.append(phase_of(tasks, stalls))
+        self.deadlines.append(timeout)
         quiet = self.quiet_in.get(self.phases[-1], set())
         by_node: dict[str, list[Task]] = {}
         for t in tasks:
@@ -225,6 +227,23 @@ def test_ring_attempts_drop_a_refusing_a_silent_and_a_stalled_party_and_sum_the_
     np.testing.assert_allclose(out.totals, _released(pair, survivors), atol=1e-6)
     for o in ring:  # a re-formed ring reuses each member's release: one debit at most
         assert pair.debits(o).count("boost-eval:boost-test:0") <= 1
+
+
+def test_a_ring_that_timed_out_with_every_node_online_waits_twice_as_long_the_next_time(data):
+    """Walkthrough 10, W10-1: a ring that needed 50 s on a slow link timed out at its 30.5 s deadline in every
+    attempt, each dropping a healthy owner, and the job failed. A timeout that no silent node explains doubles the
+    next attempt's deadline; one a silent node explains does not."""
+    plan, config, learner = _boost(data)
+    slow = _pair(data)
+    ring = sorted(slow.owners)
+    slow.lost_to = {ring[4]}  # online, but the ring stops at it: a stall, as a slow link makes one
+    out = _sum(slow, ring, plan, config, learner)
+    assert slow.phases == [Phase.JOINING, Phase.SUMMING, Phase.JOINING, Phase.SUMMING]
+    assert slow.deadlines == [5.0, 5.0, 10.0, 10.0] and out.record.dropped == (ring[4],)
+    dead = _pair(data)
+    dead.silent_nodes = {"owner-2"}  # a silent node: its owners dropped, the deadline kept
+    _sum(dead, ring, plan, config, learner)
+    assert set(dead.deadlines) == {5.0}
 
 
 def test_a_ring_that_loses_everyone_but_one_gives_up_and_closes_its_sessions(data):
