@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import secrets
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -203,8 +205,17 @@ def _warn_expiry_daily(tls: TlsFiles, stop: threading.Event) -> None:
 DAY = 86400.0
 
 
+#: Job API calls that a lost answer may send again: those that change nothing, and Submit, whose token makes the
+#: service answer a repeat with the job it queued the first time (walkthrough 10, W10-2).
+SENT_AGAIN = frozenset({"Submit", "List", "Show", "Logs", "Model"})
+#: Tries of such a call whose answer did not come (the connection lost or the call timed out), and the seconds
+#: before the second and third.
+CALL_TRIES, CALL_BACKOFF = 3, (1.0, 4.0)
+
+
 def call(args: argparse.Namespace, method: str, request: dict[str, Any]) -> dict[str, Any]:
-    """One job API call to ``--coordinator`` as the data user ``--name``."""
+    """One job API call to ``--coordinator`` as the data user ``--name``; one of :data:`SENT_AGAIN` is sent again,
+    the same, when no answer came (up to :data:`CALL_TRIES` tries)."""
     import grpc
 
     from privfed.proto.jobwire import JOB_SERVICE, decode_json, encode_json
@@ -223,11 +234,26 @@ def call(args: argparse.Namespace, method: str, request: dict[str, Any]) -> dict
         stub = channel.unary_unary(
             f"/{JOB_SERVICE}/{method}", request_serializer=encode_json, response_deserializer=decode_json
         )
-        try:
-            return dict(stub(request, timeout=CALL_TIMEOUT))
-        except grpc.RpcError as exc:
-            details = exc.details() or ""
-            raise PrivfedError(tls_failure(details) or _call_failure(exc.code(), details, args.coordinator)) from None
+        lost = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+        for attempt in range(CALL_TRIES):
+            try:
+                return dict(stub(request, timeout=CALL_TIMEOUT))
+            except grpc.RpcError as exc:
+                details = exc.details() or ""
+                failure = tls_failure(details) or _call_failure(exc.code(), details, args.coordinator)
+                never_sent = "failed to connect" in details.lower()  # nothing reached a service: no use asking again
+                if exc.code() not in lost or method not in SENT_AGAIN or tls_failure(details) or never_sent:
+                    raise PrivfedError(failure) from None
+                if attempt + 1 == CALL_TRIES:
+                    if method == "Submit":  # it may have been queued before its answer was lost
+                        failure += (
+                            "; if the service received the submission before the connection was lost, the job is "
+                            "queued: `privfed jobs` lists it, and submitting the file again queues another"
+                        )
+                    raise PrivfedError(failure) from None
+                print(f"no answer ({failure}); asking again", file=sys.stderr, flush=True)
+                time.sleep(CALL_BACKOFF[attempt])
+        raise AssertionError("unreachable")
 
 
 def _call_failure(code: Any, details: str, coordinator: str) -> str:
@@ -255,7 +281,8 @@ def _submit(args: argparse.Namespace) -> int:
     with job_file_errors():
         job_config(job_settings(doc), {})
     doc = {k: ("inf" if isinstance(v, float) and v == float("inf") else v) for k, v in doc.items()}
-    answer = call(args, "Submit", {"job": doc})
+    # the same token each try: a submission whose answer was lost is answered with the job it queued (W10-2)
+    answer = call(args, "Submit", {"job": doc, "submission": secrets.token_hex(16)})
     print(f"submitted job {answer['job_id']} ({answer['state']})", flush=True)
     if answer.get("warning"):
         print(f"warning: {answer['warning']}", file=sys.stderr, flush=True)

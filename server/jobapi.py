@@ -82,6 +82,8 @@ _VERBATIM = re.compile(r"`[^`]*`|\bprivfed [a-z][a-z-]*(?: --[A-Za-z][A-Za-z0-9-
 #: The most bytes of a job's log one ``privfed job logs`` answer carries (its end).
 LOG_TAIL = 60_000
 #: A peer's network address in a log line (gRPC's ``ipv4:HOST:PORT``, ``ipv6:[…]:PORT``, ``unix:PATH``).
+#: A submission's token (``privfed submit`` makes one, 32 hex digits): see :meth:`CoordinatorService.submit`.
+_TOKEN = re.compile(r"[0-9a-f]{16,64}")
 _PEER_ADDRESS = re.compile(r"\b(?:ipv4|ipv6|unix):[^\s,;)'\"]+")
 
 
@@ -236,10 +238,12 @@ class JobApi:
         return self._service.store.get(job_id)
 
     def submit(self, request: dict[str, Any], user: str) -> dict[str, Any]:
-        doc = request.get("job")
+        doc, token = request.get("job"), request.get("submission")
         if not isinstance(doc, dict):
             raise ConfigError("a submission carries its job's settings as a JSON object under 'job'")
-        record = self._service.submit(job_settings(doc), user)
+        if token is not None and not (isinstance(token, str) and _TOKEN.fullmatch(token)):
+            raise ConfigError("a submission's token ('submission') is 16 to 64 hex digits")
+        record = self._service.submit(job_settings(doc), user, token)
         answer = {"job_id": record.job_id, "state": record.state}
         short = self._service.short_of_owners(record.settings.get("owners"))
         if short is not None:  # it would wait for them: its register timeout, holding the queue

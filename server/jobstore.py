@@ -69,6 +69,11 @@ def now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+#: A record's ``extra`` key for the token its client sent with the submission (``privfed submit`` sends one and
+#: sends it again if the answer is lost: walkthrough 10, W10-2, where a lost answer made users submit twice).
+SUBMISSION = "submission"
+
+
 @dataclass(frozen=True)
 class JobRecord:
     """One submitted job: ``settings`` are its job file's keys (JSON values), ``data_user`` the
@@ -127,9 +132,12 @@ class JobStore:
         self._queued = {r.job_id for r in records if r.state == "queued"}  # kept by _write from now on
         self._by_user: dict[str, list[str]] = {}  # data user -> their job ids in submission order (kept by submit)
         self._user_of: dict[str, str] = {}  # job id -> its data user (kept by submit)
+        self._submissions: dict[tuple[str, str], str] = {}  # (data user, submission token) -> its job id
         for r in records:
             self._by_user.setdefault(r.data_user, []).append(r.job_id)
             self._user_of[r.job_id] = r.data_user
+            if isinstance(r.extra.get(SUBMISSION), str):
+                self._submissions[(r.data_user, r.extra[SUBMISSION])] = r.job_id
 
     def _move_legacy(self) -> None:
         """Move the jobs of the store's earlier layout (``root/jobs/<id>/``) up to ``root/<id>/``, each in one
@@ -171,18 +179,35 @@ class JobStore:
 
     def submit(self, settings: dict[str, Any], data_user: str) -> JobRecord:
         """Queue a job; returns its record (its id is new)."""
+        return self.submit_once(settings, data_user, None)[0]
+
+    def submit_once(self, settings: dict[str, Any], data_user: str, submission: str | None) -> tuple[JobRecord, bool]:
+        """Queue a job, unless ``data_user`` queued one with the client's token ``submission`` already: returns its
+        record and whether it is new. Checked and recorded under one lock: a submission sent again while the first
+        is still being answered is not queued twice either."""
         with self._lock:
+            earlier = None if submission is None else self._submissions.get((data_user, submission))
+            if earlier is not None:
+                return self.get(earlier), False
             t = max(datetime.now(UTC), self._last + timedelta(microseconds=1))  # strictly after the last id
             self._last = t
             job_id = f"{t.strftime('%Y%m%dT%H%M%S')}{t.microsecond:06d}Z-{secrets.token_hex(2)}"
             try:
-                record = self._write(JobRecord(job_id, data_user, dict(settings), submitted=now()))
+                extra = {} if submission is None else {SUBMISSION: submission}
+                record = self._write(JobRecord(job_id, data_user, dict(settings), submitted=now(), extra=extra))
             except OSError:  # a full disk: no folder left behind of a job never queued (walkthrough 9, W9-1)
                 shutil.rmtree(self.job_dir(job_id), ignore_errors=True)
                 raise
             self._by_user.setdefault(data_user, []).append(job_id)
             self._user_of[job_id] = data_user
-            return record
+            if submission is not None:
+                self._submissions[(data_user, submission)] = job_id
+            return record, True
+
+    def submitted_as(self, data_user: str, submission: str) -> str | None:
+        """The job ``data_user`` queued with the submission token ``submission`` (None: none, or deleted since)."""
+        with self._lock:
+            return self._submissions.get((data_user, submission))
 
     def submitted_by(self, job_id: str) -> str | None:
         """The data user who submitted ``job_id`` (None: no such job), from memory: no file is read, so
@@ -257,6 +282,9 @@ class JobStore:
             user = self._user_of.pop(job_id, None)
             if user is not None:
                 self._by_user[user].remove(job_id)
+            token = record.extra.get(SUBMISSION)
+            if user is not None and isinstance(token, str) and self._submissions.get((user, token)) == job_id:
+                del self._submissions[(user, token)]
         shutil.rmtree(gone, ignore_errors=True)  # what cannot be removed now is no job; the next start tries again
         return record
 

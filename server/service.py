@@ -292,9 +292,14 @@ class CoordinatorService:
         self._store_lock.close()
 
     # ------------------------------------------------------------------ the job API's calls
-    def submit(self, settings: dict[str, Any], data_user: str) -> JobRecord:
+    def submit(self, settings: dict[str, Any], data_user: str, submission: str | None = None) -> JobRecord:
         """Check the job can run on this federation (ConfigError says why not, naming the job file's keys), then
-        queue it."""
+        queue it. ``submission``: the client's token; a submission sent again (its answer lost on the way) answers
+        with the job it queued the first time, which is not queued again (walkthrough 10, W10-2)."""
+        earlier = None if submission is None else self.store.submitted_as(data_user, submission)
+        if earlier is not None:
+            log.info("job %s: the same submission sent again by %r; not queued twice", earlier, data_user)
+            return self.store.get(earlier)
         with job_file_errors():
             config = public_rows_per_owner(self._job_config(settings))
             # builds the strategy: an infeasible job is refused now; its warnings go to its log when it starts
@@ -304,7 +309,11 @@ class CoordinatorService:
                 f"the job gives another federation schema (sha256 {job.schema.digest()[:12]}) than this "
                 f"service's (sha256 {self.schema.digest()[:12]}): a job runs on the service's data"
             )
-        record = self.store.submit({k: ("inf" if v == float("inf") else v) for k, v in settings.items()}, data_user)
+        settings = {k: ("inf" if v == float("inf") else v) for k, v in settings.items()}
+        record, new = self.store.submit_once(settings, data_user, submission)
+        if not new:  # sent again while the first was being answered
+            log.info("job %s: the same submission sent again by %r; not queued twice", record.job_id, data_user)
+            return record
         log.info("job %s (%s, epsilon %s) submitted by %r", record.job_id, config.task, config.epsilon, data_user)
         with self._wake:
             self._wake.notify_all()
