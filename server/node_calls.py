@@ -62,6 +62,8 @@ class NodeCalls:
         self._relay = Relay()  # open ring sessions and the envelopes waiting in the node queues
         self._ring_keys: dict[str, dict[str, frozenset[bytes]]] = {}  # open session -> its nodes' ring keys at open
         self.relayed = 0  # envelopes accepted (tests watch it)
+        #: Nodes registered at the service's last run (``JobStore.known_nodes``): named while they are not back.
+        self.known_before: frozenset[str] = frozenset()
         self.session_id = secrets.token_hex(8)
 
     def _notify(self) -> None:

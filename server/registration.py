@@ -105,6 +105,8 @@ def status(dispatcher: Dispatcher, expected: Expected) -> str:
     registered = ", ".join(
         [f"{n} with {k}" for n, k in sorted(nodes.items(), key=lambda kv: _natural(kv[0]))]
         + [f"{n} {state}" for n, state in sorted(states.items(), key=lambda kv: _natural(kv[0])) if state != "online"]
+        # a node of the service's last run that has not registered since its restart (walkthrough 10, W10-6)
+        + [f"{n} not back since the restart" for n in sorted(dispatcher.known_before - set(every), key=_natural)]
     )
     line = f"{len(owners)} of {expected.owners} owners registered (nodes: {registered or 'none'})"
     gone = missing(expected, owners, every)

@@ -474,6 +474,7 @@ class CoordinatorService:
         job runs on every owner registered when it starts, so it would have run on another federation than the one
         it was queued for. A node that does not come back within the timeout is not waited for."""
         known = self.store.known_nodes()
+        self.server.dispatcher.known_before = frozenset(known)  # named while they are not back (W10-6)
         deadline = time.monotonic() + self.config.node_timeout
         logged = False
         while known and not self._stopping:

@@ -117,6 +117,18 @@ def test_waiting_names_the_nodes_and_partition_owners_not_registered(tmp_path, c
     assert caplog.text.count("waiting for owners: 4 of 8 owners registered") >= 2  # at intervals
 
 
+def test_waiting_names_the_nodes_of_the_last_run_not_back_since_a_restart():
+    """Walkthrough 10, W10-6: after a restart the waiting line named only the nodes registered since, not the one of
+    the last run it waited for (the service knows them from its store)."""
+    d = Dispatcher()
+    d.register("hosp-a", [OwnerInfo(owner_id("hosp-a", i)) for i in range(2)])
+    d.known_before = frozenset({"hosp-a", "hosp-b"})
+    line = status(d, Expected(owners=4))
+    assert line.startswith("2 of 4 owners registered (nodes: hosp-a with 2, hosp-b not back since the restart)"), line
+    d.register("hosp-b", [OwnerInfo(owner_id("hosp-b", i)) for i in range(2)])
+    assert "not back" not in status(d, Expected(owners=4))
+
+
 # ---- one node id, one live process -----------------------------------------------------
 
 
