@@ -35,7 +35,7 @@ from privfed.proto.transport import TlsFiles
 from privfed.server.app import CoordinatorServer
 from privfed.server.config import JobConfig
 from privfed.server.jobapi import JobApi, in_job_file_terms, job_config, job_file_errors
-from privfed.server.joblog import JobLogFile, JobRecords
+from privfed.server.joblog import JobLogFile, JobRecords, outside_jobs
 from privfed.server.jobstore import FINAL, JobRecord, JobStore, now
 from privfed.server.main import coordinator_job, federation_schema, public_rows_per_owner
 from privfed.server.models import ModelStore, load_model, may_use
@@ -58,6 +58,8 @@ MAX_JOB_WAIT = 3600.0
 MAX_JOB_TIME = 86400.0
 #: Seconds between two tries to start a queued job while the store cannot be written.
 STORE_RETRY = 5.0
+#: Seconds between two looks at the nodes' states, for the log lines of a node going silent and calling again.
+NODE_WATCH = 1.0
 #: Finished jobs' models held in memory to serve (more are read back from the store when asked for).
 KEEP_MODELS = 16
 
@@ -180,6 +182,7 @@ class CoordinatorService:
         self._cancels: dict[str, str] = {}  # running job id -> who cancelled it
         self._progress: dict[str, dict[str, Any]] = {}  # the running job's id -> its steps so far, and its last round
         self._runner = threading.Thread(target=self._loop, name="privfed-jobs", daemon=True)
+        self._node_watch = threading.Thread(target=self._watch_nodes, name="privfed-node-states", daemon=True)
         self.current: str | None = None
         self.store_error: str | None = None  # why the store cannot be written now (None: it can)
         self._unrecorded: dict[str, dict[str, Any]] = {}  # job id -> how it ended, not yet in its record (full disk)
@@ -275,6 +278,7 @@ class CoordinatorService:
             self._store_lock.close()
             raise
         self._runner.start()
+        self._node_watch.start()
         return port
 
     def stop(self) -> None:
@@ -287,6 +291,8 @@ class CoordinatorService:
         self.server.dispatcher.cancel_job()
         if self._runner.is_alive():
             self._runner.join()
+        if self._node_watch.is_alive():
+            self._node_watch.join()
         self.status.stop()
         self.server.stop()
         self._store_lock.close()
@@ -457,6 +463,38 @@ class CoordinatorService:
             node: {"owners": n, "online": states.get(node) == "online", "state": states.get(node, "silent")}
             for node, n in sorted(d.nodes().items())
         }
+
+    def _watch_nodes(self) -> None:
+        """One line in the operator's log when a node goes silent (no call within the node timeout) and when it calls
+        again: between jobs nothing said so (walkthrough 10, W10-5: all three nodes cut off for a minute left no
+        trace in the service's log). A node that said it leaves is logged where it says so."""
+        before = self.server.dispatcher.node_states()
+        while True:
+            with self._wake:
+                if self._stopping:
+                    return
+                self._wake.wait(NODE_WATCH)
+                if self._stopping:
+                    return
+            now_states = self.server.dispatcher.node_states()
+            owners = self.server.dispatcher.nodes()
+            with outside_jobs():  # the operator's, not a running job's log
+                for node, state in sorted(now_states.items()):
+                    was = before.get(node)
+                    if state == "silent" and was in (
+                        None,
+                        "online",
+                    ):  # None: it registered and went silent between two looks
+                        log.warning(
+                            "node %s silent: no call within the node timeout (%.0f s); its %d owner(s) are not "
+                            "counted until it calls again",
+                            node,
+                            self.config.node_timeout,
+                            owners.get(node, 0),
+                        )
+                    elif state == "online" and was == "silent":
+                        log.info("node %s calls again: its %d owner(s) are counted", node, owners.get(node, 0))
+            before = now_states
 
     # ------------------------------------------------------------------ the queue
     def _remember_nodes(self) -> None:
