@@ -29,7 +29,9 @@ def test_a_node_going_silent_and_calling_again_is_logged(tmp_path, caplog):
         with caplog.at_level(logging.INFO, logger="privfed.coordinator"):
             owners = [OwnerInfo(owner_id("hosp-b", i)) for i in range(3)]
             svc.server.dispatcher.register("hosp-b", owners)
-            _wait_for(caplog, "node hosp-b silent: no call within the node timeout (1 s); its 3 owner(s) are not counted")
+            _wait_for(
+                caplog, "node hosp-b silent: no call within the node timeout (1 s); its 3 owner(s) are not counted"
+            )
             svc.server.dispatcher.register("hosp-b", owners)  # it calls again
             _wait_for(caplog, "node hosp-b calls again: its 3 owner(s) are counted")
     finally:
