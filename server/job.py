@@ -313,12 +313,10 @@ def run_job(
                 sink=None if fold is None else lambda answers: fold(book.take(answers)),
             )
         if outcome.lost:
-            log.warning(
-                "round %s completed with %d task(s) unanswered (%s)",
-                name,
-                len(outcome.lost),
-                outcome.unanswered_line() or "their owners' nodes are no longer registered",
-            )
+            why = outcome.unanswered_line() or "their owners' nodes are no longer registered"
+            if stalls is not None:  # a ring's leader waits for the hops; the ring's note names where it stopped (W10-4)
+                why = f"the ring did not close in time; its leader's node: {why}"
+            log.warning("round %s completed with %d task(s) unanswered (%s)", name, len(outcome.lost), why)
         silent = server.dispatcher.silent_owners()
         results = book.record(tasks, outcome, {node_of(o) for o in silent})
         refused = book.refusals - refusals  # answers, but no release (walkthrough 4, m5: "20 of 20 answered")

@@ -278,9 +278,10 @@ class SecureSum(_Machine):
         if not gone and answers.hop_senders is not None:
             gone = {stalled_party(attempt.ring, answers.hop_senders)}
             self._stretch *= 2  # every node online: a slow ring, maybe, rather than a dead party (W10-1)
+            next_wait = self._stretch * attempt_timeout(len(attempt.ring) - 1, self._timeout)
             self.notes.append(
                 f"ring {attempt.session_id} did not close within {attempt.timeout:.0f} s with every node online "
-                f"(a slow link?): the next attempt waits {self._stretch * attempt_timeout(len(attempt.ring) - 1, self._timeout):.0f} s"
+                f"(a slow link?): it stopped at {sorted(gone)[0]}, dropped; the next attempt waits {next_wait:.0f} s"
             )
         if not gone:
             raise self._fail(

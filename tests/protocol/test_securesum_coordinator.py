@@ -229,7 +229,7 @@ def test_ring_attempts_drop_a_refusing_a_silent_and_a_stalled_party_and_sum_the_
         assert pair.debits(o).count("boost-eval:boost-test:0") <= 1
 
 
-def test_a_ring_that_timed_out_with_every_node_online_waits_twice_as_long_the_next_time(data):
+def test_a_ring_that_timed_out_with_every_node_online_waits_twice_as_long_the_next_time(data, caplog):
     """Walkthrough 10, W10-1: a ring that needed 50 s on a slow link timed out at its 30.5 s deadline in every
     attempt, each dropping a healthy owner, and the job failed. A timeout that no silent node explains doubles the
     next attempt's deadline; one a silent node explains does not."""
@@ -237,7 +237,11 @@ def test_a_ring_that_timed_out_with_every_node_online_waits_twice_as_long_the_ne
     slow = _pair(data)
     ring = sorted(slow.owners)
     slow.lost_to = {ring[4]}  # online, but the ring stops at it: a stall, as a slow link makes one
-    out = _sum(slow, ring, plan, config, learner)
+    with caplog.at_level("INFO"):
+        out = _sum(slow, ring, plan, config, learner)
+    assert f"with every node online (a slow link?): it stopped at {ring[4]}, dropped; the next attempt waits" in (
+        caplog.text
+    )  # W10-4: the member the ring stopped at, not only the leader's node that waited for it
     assert slow.phases == [Phase.JOINING, Phase.SUMMING, Phase.JOINING, Phase.SUMMING]
     assert slow.deadlines == [5.0, 5.0, 10.0, 10.0] and out.record.dropped == (ring[4],)
     dead = _pair(data)
