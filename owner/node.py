@@ -42,7 +42,7 @@ from privfed.owner.local import LocalOwner
 from privfed.owner.policy import OwnerPolicy, PolicyFile
 from privfed.owner.push_parts import push_parts
 from privfed.owner.registration import DeferredOwners, SignedOwners, signed_owner_infos
-from privfed.owner.retry import CALL_REFUSED, FORGOTTEN, RETRYABLE, ConnectError, retry
+from privfed.owner.retry import CALL_REFUSED, FORGOTTEN, RETRYABLE, ConnectError, in_words, retry
 from privfed.owner.session import SESSION_RETRY_BASE, SESSION_RETRY_CAP, NodeSession, stoppable
 from privfed.proto import privfed_pb2 as pb
 from privfed.proto import privfed_pb2_grpc as pb_grpc
@@ -328,7 +328,10 @@ class OwnerNode:
             broken = self._end_session(exc)
             if self.stop_event.is_set() and not self._unsent:  # stopping, with nothing to deliver: no more calls
                 return None
-            log.info("push and pull failed (%s); pushing alone", exc.code().name)
+            log.info(
+                "lost the coordinator while sending answers and asking for tasks: %s; sending the answers on their own",
+                in_words(exc.code()),
+            )
             # A call or session that broke may have taken tasks whose answer never came: registering
             # again queues them once more (a call the coordinator refused took nothing).
             if broken or exc.code() in RETRYABLE or exc.code() == FORGOTTEN:

@@ -35,6 +35,21 @@ RETRYABLE = frozenset(
         grpc.StatusCode.UNKNOWN,
     }
 )
+#: A failed call's status in an owner operator's words (walkthrough 10, W10-9: "UNAVAILABLE", "pushing alone").
+_IN_WORDS = {
+    grpc.StatusCode.UNAVAILABLE: "no connection, or it dropped",
+    grpc.StatusCode.DEADLINE_EXCEEDED: "no answer in time",
+    grpc.StatusCode.INTERNAL: "a garbled answer",
+    grpc.StatusCode.UNKNOWN: "a garbled answer",
+}
+
+
+def in_words(code: grpc.StatusCode) -> str:
+    """``code`` as an owner's operator reads it: ``no connection, or it dropped (UNAVAILABLE)``."""
+    words = _IN_WORDS.get(code)
+    return f"{words} ({code.name})" if words else code.name
+
+
 #: The coordinator refused what one push or relay carried (a round it forgot, a ring session it
 #: closed or never opened, a limit): those results or envelopes are dropped and the node goes on.
 CALL_REFUSED = frozenset(
@@ -109,9 +124,9 @@ def retry(
             logged = now if loud else logged
             log.log(
                 logging.INFO if loud else logging.DEBUG,
-                "%s: coordinator not reachable or answered badly (%s) for %.0f s; retrying in %.2f s%s",
+                "%s: coordinator not reachable or answered badly: %s, for %.0f s; retrying in %.2f s%s",
                 what,
-                exc.code().name,
+                in_words(exc.code()),
                 now - started,
                 delay,
                 f" (said again every {RETRY_LOG_EVERY:.0f} s while it lasts)" if loud else "",
