@@ -204,11 +204,6 @@ class JobStore:
                 self._submissions[(data_user, submission)] = job_id
             return record, True
 
-    def submitted_as(self, data_user: str, submission: str) -> str | None:
-        """The job ``data_user`` queued with the submission token ``submission`` (None: none, or deleted since)."""
-        with self._lock:
-            return self._submissions.get((data_user, submission))
-
     def submitted_by(self, job_id: str) -> str | None:
         """The data user who submitted ``job_id`` (None: no such job), from memory: no file is read, so
         asking of a job that is not the caller's costs what asking of one that does not exist does."""

@@ -302,10 +302,6 @@ class CoordinatorService:
         """Check the job can run on this federation (ConfigError says why not, naming the job file's keys), then
         queue it. ``submission``: the client's token; a submission sent again (its answer lost on the way) answers
         with the job it queued the first time, which is not queued again (walkthrough 10, W10-2)."""
-        earlier = None if submission is None else self.store.submitted_as(data_user, submission)
-        if earlier is not None:
-            log.info("job %s: the same submission sent again by %r; not queued twice", earlier, data_user)
-            return self.store.get(earlier)
         with job_file_errors():
             config = public_rows_per_owner(self._job_config(settings))
             # builds the strategy: an infeasible job is refused now; its warnings go to its log when it starts
@@ -317,7 +313,7 @@ class CoordinatorService:
             )
         settings = {k: ("inf" if v == float("inf") else v) for k, v in settings.items()}
         record, new = self.store.submit_once(settings, data_user, submission)
-        if not new:  # sent again while the first was being answered
+        if not new:
             log.info("job %s: the same submission sent again by %r; not queued twice", record.job_id, data_user)
             return record
         log.info("job %s (%s, epsilon %s) submitted by %r", record.job_id, config.task, config.epsilon, data_user)
@@ -480,11 +476,8 @@ class CoordinatorService:
             owners = self.server.dispatcher.nodes()
             with outside_jobs():  # the operator's, not a running job's log
                 for node, state in sorted(now_states.items()):
-                    was = before.get(node)
-                    if state == "silent" and was in (
-                        None,
-                        "online",
-                    ):  # None: it registered and went silent between two looks
+                    was = before.get(node)  # None: it registered and went silent between two looks
+                    if state == "silent" and was in (None, "online"):
                         log.warning(
                             "node %s silent: no call within the node timeout (%.0f s); its %d owner(s) are not "
                             "counted until it calls again",
