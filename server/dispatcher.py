@@ -172,6 +172,20 @@ class Dispatcher(NodeCalls):
                 progress(live)
             return live
 
+    def wait_for_nodes(self, nodes: set[str], timeout: float) -> set[str]:
+        """Wait up to ``timeout`` s for each of ``nodes`` to be online (to have called within the node timeout); returns
+        those that are. A node that left does not come back (it said it stops), so it is not waited for."""
+        deadline = self._clock() + timeout
+        with self._cv:
+            while not self.aborted:
+                states = self._registry.node_states(self._clock(), self._node_timeout)
+                back = {n for n in nodes if states.get(n) == "online"}
+                left = deadline - self._clock()
+                if left <= 0 or all(states.get(n, "left") != "silent" for n in nodes - back):
+                    return back
+                self._cv.wait(min(left, 0.5))
+            return set()
+
     def run(
         self,
         tasks: list[Task],

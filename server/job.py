@@ -131,7 +131,9 @@ class GrpcTransport(RelayedTransport):
 ACCEPT_ROUND = "accept"
 
 
-def accept_round(execute: Execute, owner_ids: Sequence[str]) -> list[str]:
+def accept_round(
+    execute: Execute, owner_ids: Sequence[str], ask_again: Callable[[list[str]], list[str]] | None = None
+) -> list[str]:
     """The owners of ``owner_ids`` that take part in the announced job, in their order (walkthrough 5, F1).
 
     Before the job's first release each owner is sent a ``join`` task (:mod:`privfed.common.tasks.join`) and
@@ -139,8 +141,14 @@ def accept_round(execute: Execute, owner_ids: Sequence[str]) -> list[str]:
     job's book takes the refusals as any round's (code ``policy``: the report's ``declined_owners``) and checks
     the quorum after it, so a job too few owners take part in fails here, before anyone released anything.
     Nothing is debited. An owner that does not answer (its node fell silent), or whose answer breaks the
-    contract, does not take part either."""
+    contract, does not take part either, unless ``ask_again(the owners that did not answer)`` names some to ask
+    once more (nothing was released yet, so asking again costs nothing: walkthrough 10, W10-8)."""
     answers = execute(new_tasks(owner_ids, ACCEPT_ROUND, JoinTask()), None, None, None)
+    if ask_again is not None:
+        answered = {r.owner_id for r in answers}
+        again = ask_again([o for o in owner_ids if o not in answered])
+        if again:
+            answers += execute(new_tasks(again, ACCEPT_ROUND, JoinTask()), None, None, None)
     accepted = {r.owner_id for r in answers if isinstance(r.payload, JoinAccepted)}
     return [o for o in owner_ids if o in accepted]
 
@@ -330,12 +338,36 @@ def run_job(
         )
         if on_batch is not None:
             on_batch(name, outcome.answered, len(tasks))
-        book.check_quorum(silent)
+        if tasks[0].round_id != ACCEPT_ROUND:  # the accept round checks it once it is over (it may ask again)
+            book.check_quorum(silent)
         return results
+
+    def ask_again(unanswered: list[str]) -> list[str]:
+        """The owners of the accept round to ask once more: those on nodes that fell silent during it, once back
+        within ``register_timeout``, if the job would otherwise start with fewer owners than it asked for (a
+        node that blipped as the job started was left out of it: walkthrough 10, W10-8)."""
+        silent = server.dispatcher.silent_nodes() & {node_of(o) for o in unanswered}
+        if not silent or len(owner_ids) - len(unanswered) >= expected_owners or planned is not None:
+            return []
+        log.warning(
+            "%saccept round: node(s) %s fell silent; the job asked for %d owners and %d answered, so it waits up to "
+            "%.0f s for them to call again (nothing was released yet)",
+            label,
+            ", ".join(sorted(silent)),
+            expected_owners,
+            len(owner_ids) - len(unanswered),
+            register_timeout,
+        )
+        back = server.dispatcher.wait_for_nodes(silent, register_timeout)
+        book.lost_nodes -= back
+        if back:
+            log.info("%saccept round: node(s) %s called again and are asked once more", label, ", ".join(sorted(back)))
+        return [o for o in unanswered if node_of(o) in back]
 
     try:
         transport = GrpcTransport(execute, server.dispatcher, book=book, on_progress=on_progress)
-        taking_part = accept_round(execute, owner_ids)
+        taking_part = accept_round(execute, owner_ids, ask_again)
+        book.check_quorum(server.dispatcher.silent_owners())
         plan = taking_part if planned is None else _resumed_plan(planned, [*owner_ids, *gone])
         try:
             strategy.check_feasible(len(plan))

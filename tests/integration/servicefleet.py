@@ -48,6 +48,7 @@ class ServiceFleet:
     procs: list[subprocess.Popen] = field(default_factory=list)
     #: Run the daemons as ``stall_owner.py``: :meth:`stall` makes one stop itself at its next release batch.
     stalls: bool = False
+    node_timeout: float | None = None  # the service's --node-timeout (None: its default)
 
     def __post_init__(self) -> None:
         self.certs = make_certs(self.tmp / "certs", owners=len(NODES), data_users=["alice", "bob"])
@@ -76,7 +77,8 @@ class ServiceFleet:
         self.service = subprocess.Popen(
             [sys.executable, "-m", "privfed.deploy.cli", "serve", "--listen", f"127.0.0.1:{self.port}",
              "--certs", str(self.certs), "--store", str(self.store),
-             "--status-listen", f"127.0.0.1:{self.status_port}", "--revoked-data-users", str(self.revoked), *DATASET],
+             "--status-listen", f"127.0.0.1:{self.status_port}", "--revoked-data-users", str(self.revoked), *DATASET,
+             *([] if self.node_timeout is None else ["--node-timeout", str(self.node_timeout)])],
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
         deadline = time.monotonic() + 30
@@ -107,11 +109,12 @@ class ServiceFleet:
                 subprocess.Popen(cmd, stdout=open(self.tmp / f"{node}.log", "a"), stderr=subprocess.STDOUT, env=env)
             )
 
-    def stall(self, node: str) -> None:
+    def stall(self, node: str, at: str = "release") -> None:
         """``node`` (its daemon run as ``stall_owner.py``: ``stalls``) stops itself (SIGSTOP) before answering its
-        next batch with a release task: after a job's accept round, in its first batch. SIGCONT it when done."""
+        next batch with a release task: after a job's accept round, in its first batch (``at="join"``: before
+        answering the accept round). SIGCONT it when done."""
         assert self.stalls
-        (self.tmp / f"stall-{node}").touch()
+        (self.tmp / f"stall-{node}").write_text(at)
 
     def node_log(self, node: str) -> str:
         return (self.tmp / f"{node}.log").read_text(errors="replace")

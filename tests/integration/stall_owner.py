@@ -1,8 +1,9 @@
 """The owner CLI, which stops itself (SIGSTOP) before answering a batch with a release task once the file named by
 ``PRIVFED_TEST_STALL`` exists (it removes the file first): a node that took part in a job's accept round and then
 stalls in the job's first batch, as a node a test SIGSTOPs does, for tests of a service stopped mid-batch (before
-the accept round, a node stopped beforehand was simply left out of the job). Run as ``python stall_owner.py owner
-...`` (the owner CLI's arguments). Without the file it is the owner CLI. Test-only."""
+the accept round, a node stopped beforehand was simply left out of the job). A file that says ``join`` makes it stop
+before answering the accept round's batch instead (a node that blips as a job starts). Run as ``python
+stall_owner.py owner ...`` (the owner CLI's arguments). Without the file it is the owner CLI. Test-only."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ _answer = OwnerCore.answer
 def _stalling_answer(self, items, **kwargs):
     items = list(items)
     trigger = Path(os.environ.get("PRIVFED_TEST_STALL", "/nonexistent"))
-    if trigger.exists() and any(isinstance(t, Task) and not isinstance(t.spec, JoinTask) for t in items):
+    at_join = trigger.exists() and trigger.read_text().strip() == "join"
+    if trigger.exists() and any(isinstance(t, Task) and isinstance(t.spec, JoinTask) == at_join for t in items):
         trigger.unlink()
         os.kill(os.getpid(), signal.SIGSTOP)  # the test sends SIGCONT
     return _answer(self, items, **kwargs)
