@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 import numpy as np
 
@@ -151,6 +152,34 @@ def accept_round(
             answers += execute(new_tasks(again, ACCEPT_ROUND, JoinTask()), None, None, None)
     accepted = {r.owner_id for r in answers if isinstance(r.payload, JoinAccepted)}
     return [o for o in owner_ids if o in accepted]
+
+
+def _asked_again(
+    dispatcher: Dispatcher, book: JobBook, unanswered: list[str], *, n_owners: int, asked: int, wait: float, label: str
+) -> list[str]:
+    """The owners of the accept round to ask once more (:func:`accept_round`'s ``ask_again``): of ``unanswered``,
+    those on nodes that fell silent during it, once back within ``wait`` seconds, if the job would otherwise start
+    with fewer owners than the ``asked`` it asked for (a node that blipped as the job started was left out of the
+    whole job: walkthrough 10, W10-8)."""
+    silent = dispatcher.silent_nodes() & {node_of(o) for o in unanswered}
+    if not silent or n_owners - len(unanswered) >= asked:
+        return []
+    log.warning(
+        "%saccept round: node(s) %s fell silent; the job asked for %d owners and %d answered, so it waits up to "
+        "%.0f s for them to call again (nothing was released yet)",
+        label,
+        ", ".join(sorted(silent)),
+        asked,
+        n_owners - len(unanswered),
+        wait,
+    )
+    back = dispatcher.wait_for_nodes(silent, wait)
+    if dispatcher.aborted:
+        raise JobAborted("job aborted while its accept round waited for silent nodes")
+    book.lost_nodes -= back
+    if back:
+        log.info("%saccept round: node(s) %s called again and are asked once more", label, ", ".join(sorted(back)))
+    return [o for o in unanswered if node_of(o) in back]
 
 
 def _missing_planned(planned: Sequence[str], live: Iterable[str], waited: float | None = None) -> str | None:
@@ -342,27 +371,12 @@ def run_job(
             book.check_quorum(silent)
         return results
 
-    def ask_again(unanswered: list[str]) -> list[str]:
-        """The owners of the accept round to ask once more: those on nodes that fell silent during it, once back
-        within ``register_timeout``, if the job would otherwise start with fewer owners than it asked for (a
-        node that blipped as the job started was left out of it: walkthrough 10, W10-8)."""
-        silent = server.dispatcher.silent_nodes() & {node_of(o) for o in unanswered}
-        if not silent or len(owner_ids) - len(unanswered) >= expected_owners or planned is not None:
-            return []
-        log.warning(
-            "%saccept round: node(s) %s fell silent; the job asked for %d owners and %d answered, so it waits up to "
-            "%.0f s for them to call again (nothing was released yet)",
-            label,
-            ", ".join(sorted(silent)),
-            expected_owners,
-            len(owner_ids) - len(unanswered),
-            register_timeout,
-        )
-        back = server.dispatcher.wait_for_nodes(silent, register_timeout)
-        book.lost_nodes -= back
-        if back:
-            log.info("%saccept round: node(s) %s called again and are asked once more", label, ", ".join(sorted(back)))
-        return [o for o in unanswered if node_of(o) in back]
+    ask_again = None
+    if planned is None:  # a resumed job plans over its journal's owners (_resumed_plan)
+        ask_again = partial(
+            _asked_again, server.dispatcher, book, n_owners=len(owner_ids), asked=expected_owners,
+            wait=register_timeout, label=label,
+        )  # fmt: skip
 
     try:
         transport = GrpcTransport(execute, server.dispatcher, book=book, on_progress=on_progress)
