@@ -180,7 +180,10 @@ def _serve(args: argparse.Namespace) -> int:
         if service.status_port is None
         else f"status page http://{args.status_listen.rpartition(':')[0]}:{service.status_port}/"
     )
-    print(f"serving on port {port}; {page}; jobs in {args.store}", flush=True)
+    # one write with its newline: print() writes the line and its end apart, and a log line of the service's threads
+    # could land between them when output and log go to one file (walkthrough 10, W10-10)
+    sys.stdout.write(f"serving on port {port}; {page}; jobs in {args.store}\n")
+    sys.stdout.flush()
     if tls is not None:
         threading.Thread(target=_warn_expiry_daily, args=(tls, stop), name="privfed-expiry", daemon=True).start()
     wait_for(stop)  # timed: the handler runs whichever thread the signal reaches
