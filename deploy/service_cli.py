@@ -65,8 +65,8 @@ def add_serve(sub: argparse._SubParsersAction, *, add_data: DataFlags) -> None:
         "--max-job-wait",
         type=positive_float,
         metavar="SECONDS",
-        help="the longest register_timeout or round_timeout a job may ask (default: 3600): the queue waits for a "
-        "running job, so a longer one would hold every other data user's jobs",
+        help="the longest register_timeout, round_timeout or ring_timeout a job may ask (default: 3600): the queue "
+        "waits for a running job, so a longer one would hold every other data user's jobs",
     )
     p.add_argument(
         "--max-job-time",

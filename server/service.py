@@ -128,7 +128,7 @@ class ServiceConfig:
     seed: int = 0
     schema: Path | None = None
     node_timeout: float = 15.0
-    max_job_wait: float = MAX_JOB_WAIT  # the longest register_timeout or round_timeout a job may ask
+    max_job_wait: float = MAX_JOB_WAIT  # the longest register_timeout, round_timeout or ring_timeout a job may ask
     max_job_time: float = MAX_JOB_TIME  # the longest a job runs (each start of it counted alone) before it is cancelled
     revoked_data_users: Path | None = None  # privfed.server.revocation
     revoked_certificates: Path | None = None  # privfed.server.revocation, by fingerprint (walkthrough 9, W9-2)
@@ -205,12 +205,15 @@ class CoordinatorService:
 
     def _job_config(self, settings: Mapping[str, Any]) -> JobConfig:
         """A job's configuration on this service; a wait past ``--max-job-wait`` is refused (walkthrough 8, W8-14:
-        one job with ``register_timeout = 1e12`` held every other data user's queue for good)."""
+        one job with ``register_timeout = 1e12`` held every other data user's queue for good): a bdt job's
+        ``ring_timeout`` too, which a ring's batches wait instead of the round timeout (audit 33, A33-1)."""
         config = job_config(settings, self.config.job_fields())
-        for key in ("register_timeout", "round_timeout"):
-            if getattr(config, key) > self.config.max_job_wait:
+        waits = {key: getattr(config, key) for key in ("register_timeout", "round_timeout")}
+        waits["ring_timeout"] = getattr(config.params, "ring_timeout", None)
+        for key, wait in waits.items():
+            if wait is not None and wait > self.config.max_job_wait:
                 raise ConfigError(
-                    f"{key} {getattr(config, key):g} s is longer than this service lets a job wait "
+                    f"{key} {wait:g} s is longer than this service lets a job wait "
                     f"({self.config.max_job_wait:g} s, privfed serve --max-job-wait): the jobs queued behind it would "
                     "wait too"
                 )
