@@ -12,9 +12,10 @@ Two worlds run the same sessions through the real owner cores, the relay and the
 machines (``InProcessTransport``; session ids made the same in both, so the neighbour graph is): node ``owner-0``
 hosts the target and one other owner, node ``owner-1`` three more. Only the target's rows differ between the
 worlds: ``differential.py``'s owner A (3 rows on the corners and centre, one label, every row misclassified by the
-kept learner, its weight saturated) against owner B (4 rows inside the box, both labels): one row cell. Everything
-``owner-0``'s core does in either world is recorded per answer (a batch of tasks, or one relayed envelope) and the
-records must be equal but for the released values (``differential.RELEASED``)."""
+kept learner, its weight saturated) against owner B (4 rows inside the box, both labels): one row cell; and, every
+node under ``--work-rows 64``, owner A against an owner of 40 rows (cells 4 and 64: the cell is no public fact
+then). Everything ``owner-0``'s core does in either world is recorded per answer (a batch of tasks, or one relayed
+envelope) and the records must be equal but for the released values (``differential.RELEASED``)."""
 
 from __future__ import annotations
 
@@ -107,8 +108,11 @@ class _Recorder:
         return answer
 
 
-def _world(target_rows, protocol: str, ring: tuple[str, ...], monkeypatch) -> tuple[list[dict], object]:
-    """One world's run of the sums (module docstring): owner-0's answers, and the sum's outcome."""
+def _world(
+    target_rows, protocol: str, ring: tuple[str, ...], monkeypatch, work_rows: int | None = None
+) -> tuple[list[dict], object]:
+    """One world's run of the sums (module docstring): owner-0's answers, and the sum's outcome (``work_rows``: every
+    node's ``privfed owner --work-rows``)."""
     ids = itertools.count()
     # the same session and run ids in both worlds (the pairwise-mask graph is drawn from them); the masks, nonces
     # and keys stay random (secrets.token_bytes), values the trace does not hold
@@ -116,7 +120,7 @@ def _world(target_rows, protocol: str, ring: tuple[str, ...], monkeypatch) -> tu
     owners = [_owner(TARGET, *target_rows, seed=1)]
     owners += [_owner(o, X, y, seed=2 + i) for i, (o, (X, y)) in enumerate(OTHER_ROWS.items())]
     ledgers = {n: Ledger(":memory:", epsilon_budget=BUDGET, delta_budget=1e-3) for n in ("owner-0", "owner-1")}
-    transport = InProcessTransport(owners, ledgers, secure_sum=protocol)
+    transport = InProcessTransport(owners, ledgers, secure_sum=protocol, work_rows=work_rows)
     recorder = _Recorder(transport.cores["owner-0"])
     config = boost("stump", "run-33", n_bins=4)
     history = at_round(kept_history(), 1)
@@ -157,12 +161,20 @@ RINGS = {
 }
 
 
+#: Under ``--work-rows`` the row cell is no longer public: owners of 3 and 40 rows (cells 4 and 64) must look alike.
+_WIDE = np.random.default_rng(34)
+X40, Y40 = _WIDE.uniform(0.0, 1.0, (40, 2)), _WIDE.integers(0, K, 40)
+TARGETS = {None: ((XA, YA), (XB, YB)), 64: ((XA, YA), (X40, Y40))}
+
+
+@pytest.mark.parametrize("work_rows", sorted(TARGETS, key=str), ids=lambda w: f"work-rows-{w}")
 @pytest.mark.parametrize("case", sorted(RINGS))
-def test_a_keyed_session_does_the_same_work_whatever_the_owners_rows(case, monkeypatch):
+def test_a_keyed_session_does_the_same_work_whatever_the_owners_rows(case, work_rows, monkeypatch):
     protocol, ring = RINGS[case]
-    _world((XB[::-1], YB[::-1]), protocol, ring, monkeypatch)  # warm-up: module caches, lazy imports
-    answers_a, outcome_a = _world((XA, YA), protocol, ring, monkeypatch)
-    answers_b, outcome_b = _world((XB, YB), protocol, ring, monkeypatch)
+    a, b = TARGETS[work_rows]
+    _world((XB[::-1], YB[::-1]), protocol, ring, monkeypatch, work_rows)  # warm-up: module caches, lazy imports
+    answers_a, outcome_a = _world(a, protocol, ring, monkeypatch, work_rows)
+    answers_b, outcome_b = _world(b, protocol, ring, monkeypatch, work_rows)
     assert outcome_a[0] == protocol and outcome_a == outcome_b, (outcome_a, outcome_b)
     kinds = {k for x in answers_a for k, _ in x["tasks"]}
     expected = (
