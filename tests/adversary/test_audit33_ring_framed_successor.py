@@ -1,5 +1,6 @@
 """Audit 33, A33-2: a ring member that seals garbage to its successor gets every honest owner after it dropped, and
-is never dropped itself.
+is never dropped itself; an owner that seals garbage key shares to its neighbours in a pairwise-mask sum makes the
+sum fail, every refusal an honest neighbour's (the second half of the module).
 
 A ring that times out with every node online drops :func:`~privfed.common.secagg.ring_topology.stalled_party`: the
 first party the relay saw no ``HOP`` from. A hostile member ``H`` sends its successor ``S`` a hop sealed wrongly (one
@@ -13,7 +14,8 @@ Not an owner's privacy (every input is a noised, debited release, and a smaller 
 set the coordinator could form itself), but the job's integrity and availability against one hostile owner, which
 "What survives what" answers for other replies: the round's E and W lose the framed owners, the report blames
 honest owners for a stall, and the sum, then the job, fails. Strict xfail until a bad hop is told apart from a
-stall (the recipient says so, and the coordinator drops both ends of that hop)."""
+stall (the recipient says so, and the coordinator drops both ends of that hop), and a share that does not open from
+its recipient's failure (the recipient names the sender, and the coordinator leaves the sender out)."""
 
 from __future__ import annotations
 
@@ -97,3 +99,75 @@ def test_a_member_sealing_garbage_to_its_successor_is_the_one_dropped(monkeypatc
         assert "5 dropped in all" in str(exc) and HOSTILE not in dropped, (str(exc), dropped)
     honest_dropped = [o for o in dropped if o != HOSTILE]
     assert HOSTILE in dropped and len(honest_dropped) <= 1, dropped
+
+
+# ----------------------------------------------------------------------------- the pairwise masks
+#: Sixteen owners on two nodes: each owner has fewer neighbours than members (the graph is not complete).
+MEMBERS = tuple(sorted(f"owner-{j}.o{i:05d}" for j in range(2) for i in range(8)))
+SEALER = "owner-0.o00001"
+
+
+def _secagg_transport() -> InProcessTransport:
+    rng = np.random.default_rng(2)
+    owners = []
+    for n, o in enumerate(MEMBERS):
+        X, y = rng.uniform(0.0, 1.0, (4, 2)), rng.integers(0, K, 4)
+        owners.append(
+            LocalOwner(o, X, y, np.random.Generator(np.random.PCG64(n)), K, BOUNDS, row_keys=tuple(row_digests(X, y)))
+        )
+    ledgers = {n: Ledger(":memory:", epsilon_budget=BUDGET, delta_budget=1e-3) for n in ("owner-0", "owner-1")}
+    return InProcessTransport(owners, ledgers, secure_sum="secagg")
+
+
+def _hostile_shares(monkeypatch) -> None:
+    """``SEALER``'s machine flips the last bit of every key share it seals to a neighbour (step 1)."""
+    from privfed.common.secagg import pairwise
+    from privfed.common.secagg.messages import KeyShares, SealedShare
+
+    share_keys = pairwise.SecAggOwner._share_keys
+
+    def garbled(self, msg):
+        out = share_keys(self, msg)
+        if self.owner_id != SEALER:
+            return out
+        flip = lambda s: SealedShare(s.sender, s.recipient, s.ciphertext[:-1] + bytes([s.ciphertext[-1] ^ 1]))  # noqa: E731
+        return KeyShares(out.owner_id, tuple(s if s.recipient == SEALER else flip(s) for s in out.shares))
+
+    monkeypatch.setattr(pairwise.SecAggOwner, "_share_keys", garbled)
+
+
+def _secagg_sum(transport: InProcessTransport):
+    config = boost("stump", "run-a33-2b", n_bins=4)
+    history = at_round(kept_history(), 1)
+    bound = config.releases.contribution_bound
+    transport.prepare_secure_sums([MEMBERS, MEMBERS], max_abs=bound, protocol="secagg")
+    return transport.secure_sum(
+        MEMBERS,
+        lambda spec: BoostEvaluateTask(config, history, history.kept[0].learner, spec),
+        max_abs=bound,
+        round_id="ring1",
+        protocol="secagg",
+        timeout=5.0,
+    )
+
+
+def test_an_honest_pairwise_mask_sum_sums_every_member():
+    """Control: the same sixteen owners, no garbled share: all summed in one attempt."""
+    record = _secagg_sum(_secagg_transport()).record
+    assert sorted(record.summed) == list(MEMBERS) and record.attempts == 1 and not record.dropped
+
+
+@pytest.mark.xfail(strict=True, reason="A33-2: a share that does not open reads as its honest recipient's failure")
+def test_an_owner_sealing_garbage_shares_is_the_one_left_out(monkeypatch, caplog):
+    """Each neighbour of ``SEALER`` fails to open its share when asked to mask, and refuses (``internal``, after its
+    debit, naming nobody); the coordinator drops them, some dropped owner then lacks t surviving neighbours, the round
+    is run again over fewer owners, keyed again, and ``SEALER`` garbles again: today the sum fails with "no masked input
+    survived", every refusal an honest owner's. It should go on without ``SEALER`` alone."""
+    caplog.set_level(logging.WARNING)
+    _hostile_shares(monkeypatch)
+    try:
+        record = _secagg_sum(_secagg_transport()).record
+    except RoundFailed as exc:
+        assert "no masked input survived" in str(exc), str(exc)
+        raise AssertionError(f"the sum failed: {exc}") from exc
+    assert SEALER not in record.summed and len(record.summed) == len(MEMBERS) - 1, record
