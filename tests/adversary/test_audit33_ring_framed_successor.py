@@ -119,10 +119,17 @@ def _secagg_transport() -> InProcessTransport:
     return InProcessTransport(owners, ledgers, secure_sum="secagg")
 
 
+def _flipped(share):
+    """``share`` with the last bit of its ciphertext flipped."""
+    from privfed.common.secagg.messages import SealedShare
+
+    return SealedShare(share.sender, share.recipient, share.ciphertext[:-1] + bytes([share.ciphertext[-1] ^ 1]))
+
+
 def _hostile_shares(monkeypatch) -> None:
     """``SEALER``'s machine flips the last bit of every key share it seals to a neighbour (step 1)."""
     from privfed.common.secagg import pairwise
-    from privfed.common.secagg.messages import KeyShares, SealedShare
+    from privfed.common.secagg.messages import KeyShares
 
     share_keys = pairwise.SecAggOwner._share_keys
 
@@ -130,8 +137,7 @@ def _hostile_shares(monkeypatch) -> None:
         out = share_keys(self, msg)
         if self.owner_id != SEALER:
             return out
-        flip = lambda s: SealedShare(s.sender, s.recipient, s.ciphertext[:-1] + bytes([s.ciphertext[-1] ^ 1]))  # noqa: E731
-        return KeyShares(out.owner_id, tuple(s if s.recipient == SEALER else flip(s) for s in out.shares))
+        return KeyShares(out.owner_id, tuple(s if s.recipient == SEALER else _flipped(s) for s in out.shares))
 
     monkeypatch.setattr(pairwise.SecAggOwner, "_share_keys", garbled)
 
