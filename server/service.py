@@ -567,6 +567,8 @@ class CoordinatorService:
                 log.exception("job %s failed unexpectedly", claimed.job_id)
                 self._fail_outside(claimed.job_id, "internal error (see job.log)")
             finally:
+                # the restart is behind once a job ran: a node of the last run retired for good is named no more
+                self.server.dispatcher.known_before = frozenset()  # (audit 33: named until the next restart)
                 with self._wake:
                     self.current = None
                     self._cancels.pop(claimed.job_id, None)
