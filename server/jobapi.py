@@ -81,9 +81,9 @@ _FLAG = re.compile(r"--[A-Za-z][A-Za-z0-9-]*")
 _VERBATIM = re.compile(r"`[^`]*`|\bprivfed [a-z][a-z-]*(?: --[A-Za-z][A-Za-z0-9-]*(?:=[^\s`;,]+| (?!--)[^\s`;,]+)?)*")
 #: The most bytes of a job's log one ``privfed job logs`` answer carries (its end).
 LOG_TAIL = 60_000
-#: A peer's network address in a log line (gRPC's ``ipv4:HOST:PORT``, ``ipv6:[…]:PORT``, ``unix:PATH``).
 #: A submission's token (``privfed submit`` makes one, 32 hex digits): see :meth:`CoordinatorService.submit`.
 _TOKEN = re.compile(r"[0-9a-f]{16,64}")
+#: A peer's network address in a log line (gRPC's ``ipv4:HOST:PORT``, ``ipv6:[…]:PORT``, ``unix:PATH``).
 _PEER_ADDRESS = re.compile(r"\b(?:ipv4|ipv6|unix):[^\s,;)'\"]+")
 
 
