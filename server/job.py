@@ -331,6 +331,8 @@ def run_job(
     book.begin(owner_ids, asked=expected_owners)
     book.lose(gone)
 
+    accept_asked: list[str] = []  # the accept round's batches sent (none: no owner to ask, no quorum to check)
+
     def execute(
         tasks: list[Task], timeout: float | None = None, stalls: str | None = None, fold: Fold | None = None
     ) -> list[Result]:
@@ -367,7 +369,9 @@ def run_job(
         )
         if on_batch is not None:
             on_batch(name, outcome.answered, len(tasks))
-        if tasks[0].round_id != ACCEPT_ROUND:  # the accept round checks it once it is over (it may ask again)
+        if tasks[0].round_id == ACCEPT_ROUND:  # checked once the accept round is over (it may ask again)
+            accept_asked.append(name)
+        else:
             book.check_quorum(silent)
         return results
 
@@ -381,7 +385,8 @@ def run_job(
     try:
         transport = GrpcTransport(execute, server.dispatcher, book=book, on_progress=on_progress)
         taking_part = accept_round(execute, owner_ids, ask_again)
-        book.check_quorum(server.dispatcher.silent_owners())
+        if accept_asked:
+            book.check_quorum(server.dispatcher.silent_owners())
         plan = taking_part if planned is None else _resumed_plan(planned, [*owner_ids, *gone])
         try:
             strategy.check_feasible(len(plan))

@@ -120,9 +120,8 @@ class Federation:
         return proc
 
     def run(self, strategy, expected_owners: int, **kw):
-        return run_job(
-            self.server, strategy, expected_owners=expected_owners, show_progress=False, register_timeout=60, **kw
-        )
+        kw = {"register_timeout": 60} | kw
+        return run_job(self.server, strategy, expected_owners=expected_owners, show_progress=False, **kw)
 
     def run_in_thread(self, strategy, expected_owners: int, **kw):
         box = {}

@@ -95,8 +95,8 @@ def test_round_completes_when_a_node_is_killed_mid_round(tmp_path):
         assert fed.server.dispatcher.wait_for_owners(60, 60) == 60
         os.kill(victim.pid, signal.SIGSTOP)  # frozen: registered, but it will never answer
         clock.forget("owner-2")
-        thread, box = fed.run_in_thread(
-            make_strategy("ncc", mechanism="pm", epsilon=5.0, n_classes=2, bounds=test.bounds), 60
+        thread, box = fed.run_in_thread(  # the accept round waits 5 s for it to call again (W10-8), in vain
+            make_strategy("ncc", mechanism="pm", epsilon=5.0, n_classes=2, bounds=test.bounds), 60, register_timeout=5
         )
         time.sleep(0.5)
         os.kill(victim.pid, signal.SIGKILL)  # killed with the round in flight
