@@ -96,12 +96,25 @@ class ServedEntry:
         return may_use(data_user, self.data_user)
 
 
-def no_model_message(model_id: str, data_user: str | None, held: Sequence[str]) -> str:
+#: At most this many model ids in a refusal (the latest): a data user of many jobs lists them with ``privfed jobs``.
+LISTED = 10
+
+
+def no_model_message(model_id: str, data_user: str | None, held: Sequence[str], pending: str | None = None) -> str:
     """The refusal of a model id this caller has no model by (walkthrough 8, W8-11). The ids listed are those
     of ``data_user``'s own jobs and of models of no job: a job's id is its submission time, so an owner node
     (``data_user`` None), which may query any model, is not handed every data user's ids, and a data user is
-    shown none of another's. The same words whether or not another's job has that id, and why a job has none."""
-    listed = f"; served models: {list(held)}" if data_user is not None or held else ""
+    shown none of another's. The same words whether or not another's job has that id, and why a job has none.
+    ``pending``: the state of the caller's own job by that id that has no model yet (``queued``, ``running``;
+    walkthrough 11, W11-1: it read "failed, was cancelled or was deleted")."""
+    held = sorted(held)
+    more = len(held) - LISTED
+    shown = held[-LISTED:]
+    listed = f"; served models: {shown}" if data_user is not None or held else ""
+    if more > 0:
+        listed += f" and {more} earlier (privfed jobs lists them)"
+    if pending is not None:
+        return f"no model {model_id!r} yet: job {model_id} is {pending}; its model is served once it is done{listed}"
     return (
         f"no model {model_id!r}{listed}. A job that failed, was cancelled or was deleted has no model "
         "(privfed job show ID, as the job's data user, says why)"
@@ -115,16 +128,22 @@ class ModelStore:
     is none by that id that ``data_user`` may use: another's is not read, wt-redteam4): the service reads
     a finished job's ``model.json`` back, with the job's data user. ``keep`` bounds how many are held in memory, the least
     recently used dropped first (None: every model put), so a service that stays up across jobs holds
-    a fixed number however many jobs it ran."""
+    a fixed number however many jobs it ran. ``loadable(data_user)`` names the models ``load`` can read for
+    ``data_user`` and ``pending(model_id, data_user)`` the state of their own job by that id that has none yet
+    (None: no such job of theirs), both for the refusal of an id with no model (:func:`no_model_message`): the
+    models held in memory are only those last used, none after a restart (walkthrough 11, W11-1)."""
 
     def __init__(
         self,
         *,
         load: Callable[[str, str | None], tuple[TrainedModel, str] | None] | None = None,
         keep: int | None = None,
+        loadable: Callable[[str | None], Sequence[str]] | None = None,
+        pending: Callable[[str, str | None], str | None] | None = None,
     ) -> None:
         self._models: OrderedDict[str, ServedEntry] = OrderedDict()
         self._load, self._keep = load, keep
+        self._loadable, self._pending = loadable, pending
         self._lock = threading.Lock()  # the servicer's threads and the job's
 
     def put(
@@ -164,7 +183,10 @@ class ModelStore:
                     model_id, trained.model, classes=trained.classes, schema=trained.schema, data_user=owner
                 )
         if entry is None or not entry.serves(data_user):
-            raise ConfigError(no_model_message(model_id, data_user, held))
+            if self._loadable is not None:
+                held = sorted(set(held) | set(self._loadable(data_user)))
+            pending = self._pending(model_id, data_user) if self._pending is not None else None
+            raise ConfigError(no_model_message(model_id, data_user, held, pending))
         return entry
 
     def drop(self, model_id: str) -> None:

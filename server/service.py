@@ -171,7 +171,9 @@ class CoordinatorService:
             node_timeout=config.node_timeout,
             schema=self.schema,
             handlers=[JobApi(self, require_role=tls is not None).handler()],
-            models=ModelStore(load=self._finished_model, keep=KEEP_MODELS),
+            models=ModelStore(
+                load=self._finished_model, keep=KEEP_MODELS, loadable=self._models_of, pending=self._unfinished
+            ),
             revoked=self.revoked.revoked,
             revoked_certificates=RevokedCertificates(
                 config.revoked_certificates, optional=config.revoked_certificates_optional
@@ -202,6 +204,25 @@ class CoordinatorService:
             return (load_model(path), submitter) if path.is_file() else None
         except ConfigError:  # a model file that cannot be read: no model
             return None
+
+    def _models_of(self, data_user: str | None) -> list[str]:
+        """The ids of ``data_user``'s jobs that saved a model, which :meth:`_finished_model` serves, for the refusal
+        of an id with no model (walkthrough 11, W11-1: after a restart it listed none, the models in memory). None
+        (a caller that is no data user, an owner node): none, as before (walkthrough 8, W8-11)."""
+        if data_user is None:
+            return []
+        return [j for j in self.store.ids(data_user) if (self.store.job_dir(j) / "model.json").is_file()]
+
+    def _unfinished(self, job_id: str, data_user: str | None) -> str | None:
+        """The state of ``data_user``'s own job ``job_id`` if it is not finished (its model is still to come), else
+        None; another's job is not read (asked of the store's memory first, as :meth:`_finished_model` does)."""
+        if data_user is None or self.store.submitted_by(job_id) != data_user:
+            return None
+        try:
+            state = self.store.get(job_id).state
+        except ConfigError:  # deleted meanwhile
+            return None
+        return None if state in FINAL else state
 
     def _job_config(self, settings: Mapping[str, Any]) -> JobConfig:
         """A job's configuration on this service; a wait past ``--max-job-wait`` is refused (walkthrough 8, W8-14:
