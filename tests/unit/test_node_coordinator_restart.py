@@ -157,3 +157,47 @@ def test_a_task_its_node_answered_after_registering_again_is_not_handed_out_agai
     dispatcher.register(NODE, [OwnerInfo(owner)])  # queued again
     assert dispatcher.push(NODE, [Result(task.task_id, owner, Refusal.of("policy", "held"))]) == 1
     assert dispatcher.pull(NODE, 0.0)[0] == []
+
+
+def test_a_node_whose_coordinator_restarted_during_a_long_batch_registers_again_before_the_batch_ends(
+    tmp_path, caplog, monkeypatch
+):
+    """Walkthrough 11, W11-2: a node computing a long batch (2 min: 200 000 rows per owner) when the service restarted
+    was refused its heartbeat once a second ("node 'hosp-d' has not registered", a WARNING each, 87 in all) and
+    registered again only when the batch ended; the queued job waited that long for its owners ("hosp-d not back
+    since the restart"). Its heartbeat registers it again as soon as the coordinator says it does not know it."""
+    from types import SimpleNamespace
+
+    import privfed.owner.node as node_module
+
+    monkeypatch.setattr(node_module, "PUSH_EVERY", 0.2)  # heartbeats 5 times as often: the test waits less
+    caplog.set_level(logging.INFO)
+    first = CoordinatorServer(tls=None, node_timeout=5.0)
+    port = first.start("127.0.0.1:0")
+    servers = [first]
+    node = _node(tmp_path, port)
+    seen_during_batch: list[dict[str, int]] = []
+
+    def slow_answer(items, **_):  # the batch: 3 s of work, watching whom the new coordinator knows
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+        seen_during_batch.append(dict(servers[-1].dispatcher.nodes()))
+        return SimpleNamespace(results=[], outbound=[])
+
+    node._core = SimpleNamespace(chunk_end=lambda items, start: len(items), answer=slow_answer)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=channel_options()) as channel:
+            stub = pb_grpc.CoordinatorStub(channel)
+            node._register(stub)
+            first.stop(grace=0)
+            caplog.clear()
+            _restart_later(port, servers, 0.1).join()
+            node._answer(stub, ["task-1", "task-2"])  # two tasks: a batch, with its heartbeat
+    finally:
+        for server in servers:
+            server.stop(grace=0)
+    assert seen_during_batch == [{NODE: 2}], seen_during_batch  # registered before the batch's end
+    assert len(_registered(caplog)) == 1, _registered(caplog)
+    refused = [r.getMessage() for r in caplog.records if "has not registered" in r.getMessage()]
+    assert len(refused) <= 2, refused  # one a heartbeat: 15 in 3 s before
