@@ -158,6 +158,10 @@ class OwnerNode:
         self._x25519 = {oid: generate_private_key() for oid in self._owner_ids}
         self._keys = OwnerKeys(self._x25519, tls.read()[0] if tls is not None else None)
         self._signed: SignedOwners | None = None  # what the node registers (made at its first registration)
+        #: Registrations are made one at a time (a batch's heartbeat registers too: :meth:`_heartbeat`), and counted:
+        #: a thread told the coordinator forgot the node registers only if no other did meanwhile.
+        self._registering = threading.RLock()
+        self._registrations = 0
         signer = load_pem_private_key(tls.read()[2], password=None) if tls is not None else None
         self._sign = None if signer is None else lambda owner, session, pk: sign_public_key(signer, pk, owner, session)
         #: The owner core (None until a node with its own file has loaded its rows).
@@ -189,24 +193,33 @@ class OwnerNode:
         """Register (again), after closing the node's session: one opened before is over with the registration it
         was opened under (a restarted coordinator's died with it, and its next exchange would fail and register
         the node a second time: a walkthrough saw each node registered twice after a service restart)."""
-        if self._session is not None:
-            self._session.close()
-            self._session = None
-        if self._signed is None:  # the same keys on every (re-)registration: signed once
-            self._signed = signed_owner_infos(self.node_id, self._owner_ids, self._x25519, self._tls)
-        requests = self._signed.requests(self.node_id, self._max_message_bytes)
+        with self._registering:
+            if self._session is not None:
+                self._session.close()
+                self._session = None
+            if self._signed is None:  # the same keys on every (re-)registration: signed once
+                self._signed = signed_owner_infos(self.node_id, self._owner_ids, self._x25519, self._tls)
+            requests = self._signed.requests(self.node_id, self._max_message_bytes)
 
-        def send() -> pb.RegisterNodeResponse:  # every part again on a retry (part 0 starts it over)
-            for request in requests:
-                reply = stub.RegisterNode(request, timeout=REGISTER_TIMEOUT)
-            return reply
+            def send() -> pb.RegisterNodeResponse:  # every part again on a retry (part 0 starts it over)
+                for request in requests:
+                    reply = stub.RegisterNode(request, timeout=REGISTER_TIMEOUT)
+                return reply
 
-        reply = self._retry(send, "register")
-        if reply is not None:
-            log.info("node %s registered %d owner(s) with %s", self.node_id, len(self._owner_ids), self._target)
-            self._receive_schema(reply.schema)
-            if self._data_watch is not None:
-                self._data_watch.check()
+            reply = self._retry(send, "register")
+            if reply is not None:
+                self._registrations += 1
+                log.info("node %s registered %d owner(s) with %s", self.node_id, len(self._owner_ids), self._target)
+                self._receive_schema(reply.schema)
+                if self._data_watch is not None:
+                    self._data_watch.check()
+
+    def _register_again(self, stub: pb_grpc.CoordinatorStub, seen: int) -> None:
+        """Register again, unless another thread did since it saw ``seen`` registrations (both were told the
+        coordinator forgot the node: once is enough)."""
+        with self._registering:
+            if self._registrations == seen:
+                self._register(stub)
 
     def _receive_schema(self, text: str) -> None:
         """Load deferred owners' rows against the coordinator's schema (once: a re-registration
@@ -290,13 +303,14 @@ class OwnerNode:
         def call() -> pb.PushResultsResponse:
             return stub.PushResults(request, timeout=PUSH_TIMEOUT)
 
+        seen = self._registrations
         try:
             self._retry(call, "push")
         except ConnectError as exc:
             if exc.code != FORGOTTEN:
                 raise
             log.info("the coordinator does not know node %s (%s); it registers again", self.node_id, exc)
-            self._register(stub)
+            self._register_again(stub, seen)  # unless the batch's heartbeat did meanwhile
             self._retry(call, "push")
 
     def _push_and_pull(self, stub: pb_grpc.CoordinatorStub, results: list[Result]) -> Poll | None:
@@ -438,37 +452,53 @@ class OwnerNode:
         return items
 
     def _heartbeat(self, stub: pb_grpc.CoordinatorStub, done: threading.Event) -> None:
-        """While a long batch is computed, an empty push every PUSH_EVERY s keeps the node visibly alive."""
+        """While a long batch is computed, an empty push every PUSH_EVERY s keeps the node visibly alive. A
+        coordinator that does not know the node (it restarted: :data:`FORGOTTEN`) gets it registered again at once,
+        the batch still in hand (walkthrough 11, W11-2: a node 200 000 rows an owner was refused once a second, a
+        WARNING each in the service's log, and registered again only when its batch ended, a minute later; the
+        queued job waited for it meanwhile). The batch's last exchange comes after the heartbeat ends
+        (:meth:`_answer`), so a registration here never closes a session in use."""
         request = pb.PushResultsRequest(node_id=self.node_id)
         while not done.wait(PUSH_EVERY):
+            seen = self._registrations
             try:
                 stub.PushResults(request, timeout=PUSH_TIMEOUT)
             except grpc.RpcError as exc:
-                log.debug("heartbeat failed: %s", exc.code().name)
+                if exc.code() != FORGOTTEN:
+                    log.debug("heartbeat failed: %s", exc.code().name)
+                    continue
+                log.info("the coordinator does not know node %s (it restarted); it registers again, its batch "
+                         "still in hand", self.node_id)  # fmt: skip
+                try:
+                    self._register_again(stub, seen)
+                except ConnectError as err:  # it gave up (stopped): the batch's own pushes try again
+                    log.debug("registering from the heartbeat failed: %s", err)
 
     def _answer(self, stub: pb_grpc.CoordinatorStub, tasks: Iterable[Task | Result]) -> Poll | None:
         """Answer ``tasks`` (:meth:`_answer_in_order`); returns the coordinator's answer to the
         last push if it brought the next tasks (None: the node polls)."""
         tasks = list(tasks)
         if len(tasks) <= 1:  # one task or a relayed ring hop: answered in milliseconds
-            return self._answer_in_order(stub, tasks)
-        done = threading.Event()
-        beat = threading.Thread(target=self._heartbeat, args=(stub, done), daemon=True)
-        beat.start()
-        try:
-            return self._answer_in_order(stub, tasks)
-        finally:
-            done.set()
-            beat.join()
+            ready = self._answer_in_order(stub, tasks)
+        else:
+            done = threading.Event()
+            beat = threading.Thread(target=self._heartbeat, args=(stub, done), daemon=True)
+            beat.start()
+            try:
+                ready = self._answer_in_order(stub, tasks)
+            finally:
+                done.set()
+                beat.join()
+        return self._push_and_pull(stub, ready) if ready else None
 
-    def _answer_in_order(self, stub: pb_grpc.CoordinatorStub, tasks: list[Task | Result]) -> Poll | None:
+    def _answer_in_order(self, stub: pb_grpc.CoordinatorStub, tasks: list[Task | Result]) -> list[Result]:
         """Answer tasks batch by batch through the owner core (``OwnerCore.chunk_end``), relaying each
         batch's envelopes at once; tasks the relay call brings back are answered in this same pass.
-        Results are pushed in chunks of at most CHUNK or every PUSH_EVERY s; the last push also takes
-        the node's next tasks (:meth:`_push_and_pull`), whose answer is returned."""
+        Results are pushed in chunks of at most CHUNK or every PUSH_EVERY s; the results not pushed yet are
+        returned, for the last push, which also takes the node's next tasks (:meth:`_answer`)."""
         core = self._core
         if core is None:  # registered, rows not loaded yet: nothing can be answered
-            return None
+            return []
         ready: list[Result] = []
         last_push, i = time.monotonic(), 0
         seen: set[str] = set()  # task ids of this pass: a copy is refused, never answered twice
@@ -485,7 +515,7 @@ class OwnerNode:
             if len(ready) >= CHUNK or (ready and time.monotonic() - last_push >= PUSH_EVERY):
                 self._push(stub, ready)
                 ready, last_push = [], time.monotonic()
-        return self._push_and_pull(stub, ready) if ready else None
+        return ready
 
     def _count(self, results: Iterable[Result]) -> None:
         """Count the job's answers: releases (and a secure sum's answers), and refusals by code. An acceptance of
