@@ -97,3 +97,55 @@ def test_a_daemon_whose_file_does_not_fit_stops_at_once_rather_than_wait_for_a_j
     bad, bad_thread, bad_codes = _node(tmp_path, port, "owner-1", "a,b,y\n1,2,3\n4,5,9\n", daemon=True)
     bad_thread.join(timeout=20)
     assert not bad_thread.is_alive() and bad_codes == [2] and "label 9" in (bad[0].fatal or "")
+
+
+def test_a_node_that_reads_its_rows_after_registering_keeps_calling_while_it_reads_them(tmp_path, monkeypatch):
+    """Walkthrough 11, W11-4: a node of 2 000 000 rows registered, then read and checked them for 40 s on its one
+    thread, making no call: the service logged it silent (a WARNING: "it exited, or hangs") and counted its owners
+    out meanwhile. It keeps calling (the heartbeat of a long batch) while it reads them."""
+    import dataclasses
+    import time
+
+    import privfed.owner.node as node_module
+
+    monkeypatch.setattr(node_module, "PUSH_EVERY", 0.2)
+    srv = CoordinatorServer(tls=None, node_timeout=1.0, schema=SCHEMA)
+    port = srv.start("127.0.0.1:0")
+    (tmp_path / "owner-0.csv").write_text("b,a,y\n2,1,3\n5,4,7\n1,6,7\n2,2,3\n")
+    config = OwnerConfig(
+        coordinator=f"127.0.0.1:{port}", name="owner-0", ledger=tmp_path / "owner-0.db", epsilon_budget=4.0,
+        data=str(tmp_path / "owner-0.csv"), shards="2", rng="seeded", connect_timeout=10.0,
+    )  # fmt: skip
+    owners = hosted_owners(config)
+    assert isinstance(owners, DeferredOwners)
+
+    def slow_load(schema, ledger):  # a large file: 3 s to read, three node timeouts
+        time.sleep(3.0)
+        return owners.load(schema, ledger)
+
+    nodes: list[OwnerNode] = []
+
+    def serve() -> None:
+        node = OwnerNode(
+            node_id="owner-0", target=config.coordinator, tls=None, owners=dataclasses.replace(owners, load=slow_load),
+            ledger=Ledger(config.ledger, epsilon_budget=4.0), daemon=True,
+        )  # fmt: skip
+        nodes.append(node)
+        node.run()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        assert srv.dispatcher.wait_for_owners(2, timeout=20) == 2
+        states = []
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            states.append(srv.dispatcher.node_states().get("owner-0"))
+            time.sleep(0.1)
+        assert "silent" not in states, states
+        assert nodes and nodes[0].fatal is None
+    finally:
+        if nodes:
+            nodes[0].stop_event.set()
+        thread.join(timeout=15)
+        srv.stop(grace=0)
