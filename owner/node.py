@@ -15,12 +15,13 @@ batch proceeds. The node only moves the core's input and output: pulls, pushes a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TypeVar
 
 import grpc
@@ -210,7 +211,7 @@ class OwnerNode:
             if reply is not None:
                 self._registrations += 1
                 log.info("node %s registered %d owner(s) with %s", self.node_id, len(self._owner_ids), self._target)
-                self._receive_schema(reply.schema)
+                self._receive_schema(reply.schema, stub)
                 if self._data_watch is not None:
                     self._data_watch.check()
 
@@ -221,12 +222,14 @@ class OwnerNode:
             if self._registrations == seen:
                 self._register(stub)
 
-    def _receive_schema(self, text: str) -> None:
+    def _receive_schema(self, text: str, stub: pb_grpc.CoordinatorStub) -> None:
         """Load deferred owners' rows against the coordinator's schema (once: a re-registration
         keeps them). A schema that does not parse, or rows that do not fit it, make the node fatal; so does a
         re-registration that brings another schema than the one the rows were read by (a service restarted
         with another schema file: the node released on, its rows read by the old one, until a walkthrough
-        saw it; it now refuses every task, as a node started against that schema would)."""
+        saw it; it now refuses every task, as a node started against that schema would). The node keeps calling
+        while it reads the rows (:meth:`_beating`; walkthrough 11, W11-4: 2 000 000 rows took 40 s, and the
+        coordinator called the node silent and counted its owners out meanwhile)."""
         if self._deferred is None or self.fatal is not None:
             return
         try:
@@ -239,10 +242,11 @@ class OwnerNode:
                         f"-> {digest[:12] or 'none'}) since this node read its rows by it; nothing more is released"
                     )
                 return
-            owners = self._deferred.load(schema, self._ledger)
-            if sorted(o.owner_id for o in owners) != sorted(self._owner_ids):
-                raise ConfigError("the loaded owners are not the registered ones")  # a bug of the caller
-            self._core = self._make_core(owners)  # rows above --work-rows: the operator's error, as rows off the schema
+            with self._beating(stub, register=False):  # the registration in hand holds the lock a new one takes
+                owners = self._deferred.load(schema, self._ledger)
+                if sorted(o.owner_id for o in owners) != sorted(self._owner_ids):
+                    raise ConfigError("the loaded owners are not the registered ones")  # a bug of the caller
+                self._core = self._make_core(owners)  # rows above --work-rows: the operator's error, as off the schema
             self._schema_digest = digest
         except ConfigError as exc:
             self.fatal = str(exc)
@@ -451,20 +455,33 @@ class OwnerNode:
                 items.append(refusal)
         return items
 
-    def _heartbeat(self, stub: pb_grpc.CoordinatorStub, done: threading.Event) -> None:
+    @contextlib.contextmanager
+    def _beating(self, stub: pb_grpc.CoordinatorStub, *, register: bool = True) -> Iterator[None]:
+        """:meth:`_heartbeat` while the block runs (a long batch, or the rows read after registering)."""
+        done = threading.Event()
+        beat = threading.Thread(target=self._heartbeat, args=(stub, done, register), daemon=True)
+        beat.start()
+        try:
+            yield
+        finally:
+            done.set()
+            beat.join()
+
+    def _heartbeat(self, stub: pb_grpc.CoordinatorStub, done: threading.Event, register: bool = True) -> None:
         """While a long batch is computed, an empty push every PUSH_EVERY s keeps the node visibly alive. A
         coordinator that does not know the node (it restarted: :data:`FORGOTTEN`) gets it registered again at once,
         the batch still in hand (walkthrough 11, W11-2: a node 200 000 rows an owner was refused once a second, a
         WARNING each in the service's log, and registered again only when its batch ended, a minute later; the
         queued job waited for it meanwhile). The batch's last exchange comes after the heartbeat ends
-        (:meth:`_answer`), so a registration here never closes a session in use."""
+        (:meth:`_answer`), so a registration here never closes a session in use. ``register`` False: a refusal is
+        left to the node's next call (the heartbeat of a registration's own work)."""
         request = pb.PushResultsRequest(node_id=self.node_id)
         while not done.wait(PUSH_EVERY):
             seen = self._registrations
             try:
                 stub.PushResults(request, timeout=PUSH_TIMEOUT)
             except grpc.RpcError as exc:
-                if exc.code() != FORGOTTEN:
+                if exc.code() != FORGOTTEN or not register:
                     log.debug("heartbeat failed: %s", exc.code().name)
                     continue
                 log.info("the coordinator does not know node %s (it restarted); it registers again, its batch "
@@ -481,14 +498,8 @@ class OwnerNode:
         if len(tasks) <= 1:  # one task or a relayed ring hop: answered in milliseconds
             ready = self._answer_in_order(stub, tasks)
         else:
-            done = threading.Event()
-            beat = threading.Thread(target=self._heartbeat, args=(stub, done), daemon=True)
-            beat.start()
-            try:
+            with self._beating(stub):
                 ready = self._answer_in_order(stub, tasks)
-            finally:
-                done.set()
-                beat.join()
         return self._push_and_pull(stub, ready) if ready else None
 
     def _answer_in_order(self, stub: pb_grpc.CoordinatorStub, tasks: list[Task | Result]) -> list[Result]:
