@@ -149,3 +149,21 @@ def test_a_node_that_reads_its_rows_after_registering_keeps_calling_while_it_rea
             nodes[0].stop_event.set()
         thread.join(timeout=15)
         srv.stop(grace=0)
+
+
+def test_the_coordinator_is_told_that_a_daemon_leaves_because_its_file_does_not_fit(server, tmp_path, caplog):
+    """Walkthrough 11, W11-3: a daemon whose file did not fit the service's schema left, and the service logged only
+    "node hosp-d left: its 10 owner(s) are no longer counted", as for an owner who stopped their node on purpose:
+    the operator waiting for a new hospital saw it come and go. The leave says why, as the fixed code the node's
+    refusals carry (nothing about the rows)."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="privfed")
+    srv, port = server
+    bad, bad_thread, bad_codes = _node(tmp_path, port, "owner-1", "a,b,y\n1,2,3\n4,5,9\n", daemon=True)
+    bad_thread.join(timeout=20)
+    assert bad_codes == [2]
+    left = [r for r in caplog.records if r.name == "privfed.coordinator" and "node owner-1 left" in r.getMessage()]
+    assert len(left) == 1, [r.getMessage() for r in caplog.records]
+    assert left[0].levelno == logging.WARNING and "schema_mismatch" in left[0].getMessage(), left[0].getMessage()
+    assert "label 9" not in left[0].getMessage() and "line 3" not in left[0].getMessage()  # the node's own log says
