@@ -640,9 +640,11 @@ class OwnerNode:
         coordinator then counts the node's owners no more at once: without it, it counted them for its node timeout,
         and a job starting meanwhile counted them, asked them and waited for them (a walkthrough's boosting job lost
         its evaluation group so). One try, a short deadline: a coordinator that does not hear it counts the owners
-        until its node timeout, as those of a node that lost its connection."""
+        until its node timeout, as those of a node that lost its connection. A fatal node (its rows do not fit the
+        federation schema) says so (``schema_mismatch``, the fact its refusals carry: walkthrough 11, W11-3)."""
+        leaving = pb.PushResultsRequest(node_id=self.node_id, leaving=True, schema_mismatch=self.fatal is not None)
         try:
-            stub.PushResults(pb.PushResultsRequest(node_id=self.node_id, leaving=True), timeout=LEAVE_TIMEOUT)
+            stub.PushResults(leaving, timeout=LEAVE_TIMEOUT)
         except grpc.RpcError as exc:
             log.info("node %s could not tell the coordinator it leaves (%s); its owners are counted until the "
                      "coordinator's node timeout", self.node_id, exc.code().name)  # fmt: skip

@@ -177,15 +177,26 @@ class NodeCalls:
                 self._cv.notify_all()
             return accepted
 
-    def leave(self, node_id: str, peer: str | None = None) -> None:
+    def leave(self, node_id: str, peer: str | None = None, *, schema_mismatch: bool = False) -> None:
         """Node ``node_id`` is stopping cleanly: its owners are counted on no more, from now on
         (:meth:`~privfed.server.nodes.Registry.leave`, which checks the caller's connection ``peer``). A job waiting
         for owners stops counting them, and a running batch waiting only on them ends as it does for a silent node,
-        without waiting out the node timeout. One INFO line says so (none for a repeated leave)."""
+        without waiting out the node timeout. One INFO line says so (none for a repeated leave); a WARNING when
+        the node stops because its rows do not fit the federation schema (``schema_mismatch``; walkthrough 11,
+        W11-3: the operator read only that it left, as if its owner had stopped it)."""
         with self._cv:
             node = self._registry.leave(node_id, peer)
             self._notify()
-        if node is not None:
+        if node is None:
+            return
+        if schema_mismatch:
+            log.warning(
+                "node %s left: its rows do not fit the federation schema (schema_mismatch: the node's own log says "
+                "where), so it answers no job; its %d owner(s) are no longer counted",
+                node_id,
+                len(node.owners),
+            )
+        else:
             log.info("node %s left: its %d owner(s) are no longer counted", node_id, len(node.owners))
 
     def relay(self, node_id: str, envelopes: list[tuple[str, bytes]]) -> tuple[int, list[Task]]:

@@ -226,7 +226,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         results, rejected = decode_results(request.results)
         accepted = self._dispatcher.push(node_id, results, rejected)
         if request.leaving:
-            self._dispatcher.leave(node_id, peer)
+            self._dispatcher.leave(node_id, peer, schema_mismatch=request.schema_mismatch)
         if not request.pull or request.leaving:
             return pb.PushResultsResponse(accepted=accepted)
         return pb.PushResultsResponse(accepted=accepted, **self._take(node_id, request.wait_ms, peer, active))
