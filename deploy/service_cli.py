@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from privfed.common.errors import PrivfedError
 from privfed.deploy.argtypes import address, listen_address, positive_float, positive_int
-from privfed.deploy.signals import wait_for
+from privfed.deploy.signals import set_on_signals, wait_for
 from privfed.deploy.tlsflags import add_revoked_certificates, add_tls, revoked_certificates
 from privfed.deploy.tlsflags import tls_files as _tls
 
@@ -172,8 +172,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     service = CoordinatorService(config, tls, reference=reference_in_child)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    set_on_signals(stop, (signal.SIGTERM, signal.SIGINT))  # not Event.set in the handler (W11-11)
     port = service.start()
     page = (
         "no status page"

@@ -13,9 +13,11 @@ Imports only the standard library.
 
 from __future__ import annotations
 
+import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, wait
+from types import FrameType
 from typing import TypeVar
 
 #: Seconds the main thread blocks at a time: a signal's handler runs at most this late.
@@ -39,3 +41,18 @@ def results(futures: Sequence[Future[T]]) -> list[T]:
         for future in done:
             future.result()
     return [future.result() for future in futures]
+
+
+def set_on_signals(event: threading.Event, signals: Iterable[signal.Signals] = (signal.SIGTERM,)) -> None:
+    """Set ``event`` when the process receives any of ``signals``, from a thread the handler starts: Python runs
+    the handler in the main thread between two bytecodes, and ``Event.set`` takes the event's lock (a condition
+    over a plain lock, not reentrant), which the main thread holds for a few bytecodes inside its own
+    ``Event.wait``; a handler calling ``set`` there waits for itself, for good (walkthrough 11, W11-11: an owner
+    node daemon told SIGTERM while it retried to register never exited). ``privfed.owner.main`` and
+    ``privfed.server.main``, below deploy/, have their own copy."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        threading.Thread(target=event.set, name="privfed-stop-signal", daemon=True).start()
+
+    for sig in signals:
+        signal.signal(sig, handler)

@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from privfed.common.errors import ConfigError
 from privfed.deploy.certs import CA_DIR, coordinator_sans, issue, load_ca, private_dir, write_party
-from privfed.deploy.signals import wait_for
+from privfed.deploy.signals import set_on_signals, wait_for
 from privfed.deploy.tokens import BOOK, DATA_USER, NAME, SERVER, Entry, Refused, Spent, load_book
 
 #: The signer's port in docker-compose.yml and deploy/k8s/.
@@ -228,8 +228,7 @@ def split_address(address: str) -> tuple[str, int]:
 def serve(pki: Path, state: Path, listen: str, *, sans: list[str], coordinator_names: list[str]) -> None:
     """Serve ``POST /enroll`` on ``listen`` until SIGTERM or SIGINT."""
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    set_on_signals(stop, (signal.SIGTERM, signal.SIGINT))  # not Event.set in the handler (W11-11)
     server = SignerServer.start(pki, state, listen, sans=sans, coordinator_names=coordinator_names)
     wait_for(stop)  # timed: the handler runs whichever thread the signal reaches
     server.stop()

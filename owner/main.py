@@ -9,9 +9,11 @@ import logging
 import math
 import signal
 import sqlite3
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 from privfed.common.dataset_files import read_schema
 from privfed.common.datasets import Dataset
@@ -385,7 +387,7 @@ def _serve(
             "--allow-clear-labels: tasks asking for clear labels are answered; each such release is "
             "recorded in the ledger as non-private (purpose 'clear-labels')"
         )
-    signal.signal(signal.SIGTERM, lambda *_: node.stop_event.set())
+    set_on_signals(node.stop_event)  # not Event.set in the handler: it can wait for itself (W11-11)
     if isinstance(owners, DeferredOwners):
         log.info(
             "node %s hosts %d logical owner(s) of its own file %s", config.name, len(owners.owner_ids), config.data
@@ -405,3 +407,16 @@ def _serve(
     if node.job_unfinished is not None:  # every task refused (the budget spent, ...), or the job failed: exit 2
         raise PrivfedError(node.job_unfinished)
     return code
+
+
+def set_on_signals(event: threading.Event, signals: Iterable[signal.Signals] = (signal.SIGTERM,)) -> None:
+    """Set ``event`` on any of ``signals`` from a thread the handler starts, never in the handler: ``Event.set``
+    takes the event's lock, which the interrupted main thread may hold inside its own ``Event.wait``, and the
+    handler then waits for itself (walkthrough 11, W11-11; ``privfed.deploy.signals.set_on_signals``, which this
+    layer may not import)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        threading.Thread(target=event.set, name="privfed-stop-signal", daemon=True).start()
+
+    for sig in signals:
+        signal.signal(sig, handler)

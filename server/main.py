@@ -8,9 +8,10 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from privfed.common.dataset_files import read_schema, read_table
@@ -264,7 +265,7 @@ def serve_saved_model(
     model_id = trained.model_id or "model"
     server = CoordinatorServer(tls=tls, schema=trained.schema, revoked_certificates=revoked)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    set_on_signals(stop)  # not Event.set in the handler: it can wait for itself (W11-11)
     server.models.put(model_id, trained.model, classes=trained.classes, schema=trained.schema)
     server.start(listen)
     log.info("serving saved model %s as %r until SIGTERM", path, model_id)
@@ -281,3 +282,16 @@ def _release_owners(server: CoordinatorServer, *, failed: bool) -> None:
     instead of finding the coordinator gone."""
     server.dispatcher.shutdown(failed=failed)
     time.sleep(RELEASE_GRACE)
+
+
+def set_on_signals(event: threading.Event, signals: Iterable[signal.Signals] = (signal.SIGTERM,)) -> None:
+    """Set ``event`` on any of ``signals`` from a thread the handler starts, never in the handler: ``Event.set``
+    takes the event's lock, which the interrupted main thread may hold inside its own ``Event.wait``, and the
+    handler then waits for itself (walkthrough 11, W11-11; ``privfed.deploy.signals.set_on_signals``, which this
+    layer may not import)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        threading.Thread(target=event.set, name="privfed-stop-signal", daemon=True).start()
+
+    for sig in signals:
+        signal.signal(sig, handler)
