@@ -344,11 +344,7 @@ class OwnerNode:
                 del self._unsent[:n]  # recorded by the coordinator
         except grpc.RpcError as exc:
             broken = self._end_session(exc)
-            if self.stop_event.is_set():  # the node's own stop gave the exchange up: the coordinator lost nothing
-                if self._unsent:  # (walkthrough 11, W11-6: it said "lost the coordinator", and registered again)
-                    log.info("node %s stops: it sends the %d answer(s) it carried once more", self.node_id,
-                             len(self._unsent))  # fmt: skip
-                    self._push(stub, [])
+            if self.stop_event.is_set() and not self._unsent:  # stopping, with nothing to deliver: no more calls
                 return None
             log.info(
                 "lost the coordinator while sending answers and asking for tasks: %s; sending the answers on their own",
