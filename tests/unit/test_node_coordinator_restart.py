@@ -201,32 +201,3 @@ def test_a_node_whose_coordinator_restarted_during_a_long_batch_registers_again_
     assert len(_registered(caplog)) == 1, _registered(caplog)
     refused = [r.getMessage() for r in caplog.records if "has not registered" in r.getMessage()]
     assert len(refused) <= 2, refused  # one a heartbeat: 15 in 3 s before
-
-
-def test_a_node_stopped_during_an_exchange_sends_what_it_carried_and_does_not_register_again(tmp_path, caplog):
-    """Walkthrough 11, W11-6: a node stopped (SIGTERM) while its last exchange of a batch waited for the next tasks
-    logged "lost the coordinator while sending answers and asking for tasks: CANCELLED" (its own stop cancelled the
-    exchange) and registered again before it left: the service logged "node hosp-c registered" and "left" 10 ms
-    apart. It sends what it carried once more, says it stops, and does not register."""
-    caplog.set_level(logging.INFO)
-    server = CoordinatorServer(tls=None, node_timeout=5.0)
-    port = server.start("127.0.0.1:0")
-    node = _node(tmp_path, port)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}", options=channel_options()) as channel:
-            stub = pb_grpc.CoordinatorStub(channel)
-            node._register(stub)
-            caplog.clear()
-            held = [Result(f"t{i}", f"{NODE}.o0000{i}", Refusal.of("policy", "held")) for i in range(2)]
-            exchange = threading.Thread(target=node._push_and_pull, args=(stub, held), daemon=True)
-            exchange.start()
-            time.sleep(0.8)  # its long poll for the next tasks (none come)
-            node.stop_event.set()  # SIGTERM
-            exchange.join(timeout=10)
-            assert not exchange.is_alive()
-    finally:
-        server.stop(grace=0)
-    assert node._unsent == []
-    messages = [r.getMessage() for r in caplog.records if r.name == "privfed.owner"]
-    assert not [m for m in messages if "lost the coordinator" in m], messages
-    assert _registered(caplog) == [], _registered(caplog)
