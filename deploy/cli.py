@@ -22,6 +22,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ from privfed.common.gc_thresholds import raised_gc_thresholds
 from privfed.deploy.argtypes import epsilon_list, listen_address, one_epsilon, positive_float, positive_int
 from privfed.deploy.cli_parser import Parser, VersionAction
 from privfed.deploy.job_flags import add_data, add_learning
+from privfed.deploy.signals import set_on_signals
 from privfed.deploy.tlsflags import add_revoked_certificates, revoked_certificates
 from privfed.deploy.tlsflags import add_tls as _add_tls
 from privfed.deploy.tlsflags import tls_files as _tls
@@ -324,7 +326,9 @@ def _coordinator(args: argparse.Namespace) -> int:
             flags = ", ".join("--" + k.replace("_", "-") for k in given)
             verb, them = ("does", "it") if len(given) == 1 else ("do", "them")
             raise PrivfedError(f"--load-model serves a saved model; {flags} {verb} nothing with it (drop {them})")
-        return serve_saved_model(args.load_model, args.listen, _tls(args, "coordinator"), revoked=revoked)
+        stop = threading.Event()
+        set_on_signals(stop)  # not Event.set in the handler: it can wait for itself (W11-11)
+        return serve_saved_model(args.load_model, args.listen, _tls(args, "coordinator"), stop=stop, revoked=revoked)
     missing = [flag for flag, value in (("--owners", args.owners), ("--epsilon", args.epsilon)) if value is None]
     if missing:
         raise PrivfedError(f"{' and '.join(missing)} required to train (or --load-model FILE to serve a saved model)")

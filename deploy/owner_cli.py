@@ -6,11 +6,13 @@ then ask a served model for labels). The typed configs they build are run by ``o
 from __future__ import annotations
 
 import argparse
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from privfed.deploy.argtypes import address, positive_float, positive_int
 from privfed.deploy.job_flags import add_data
+from privfed.deploy.signals import set_on_signals
 from privfed.deploy.tlsflags import add_tls as _add_tls
 from privfed.deploy.tlsflags import tls_files as _tls
 
@@ -157,7 +159,9 @@ def _owner(args: argparse.Namespace) -> int:
         from privfed.deploy.tlsflags import warn_expiry
 
         warn_expiry(tls, args.name, logging.getLogger("privfed.owner"))
-    return run_owner(owner_config(args), tls)
+    stop = threading.Event()
+    set_on_signals(stop)  # not Event.set in the handler: it can wait for itself (W11-11)
+    return run_owner(owner_config(args), tls, stop)
 
 
 def _query(args: argparse.Namespace) -> int:

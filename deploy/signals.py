@@ -48,8 +48,8 @@ def set_on_signals(event: threading.Event, signals: Iterable[signal.Signals] = (
     the handler in the main thread between two bytecodes, and ``Event.set`` takes the event's lock (a condition
     over a plain lock, not reentrant), which the main thread holds for a few bytecodes inside its own
     ``Event.wait``; a handler calling ``set`` there waits for itself, for good (walkthrough 11, W11-11: an owner
-    node daemon told SIGTERM while it retried to register never exited). ``privfed.owner.main`` and
-    ``privfed.server.main``, below deploy/, have their own copy."""
+    node daemon told SIGTERM while it retried to register never exited). The one handler of every command: ``privfed
+    owner`` and ``privfed coordinator --load-model`` pass the event down (``run_owner``, ``serve_saved_model``)."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
         threading.Thread(target=event.set, name="privfed-stop-signal", daemon=True).start()

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 
 from privfed.common.dataset_files import read_schema
 from privfed.common.datasets import Dataset
@@ -313,8 +311,9 @@ def build_node_owners(
     )
 
 
-def run_owner(config: OwnerConfig, tls: TlsFiles | None) -> int:
-    """Load the node's rows, open its ledger and serve the coordinator until the job ends (0).
+def run_owner(config: OwnerConfig, tls: TlsFiles | None, stop: threading.Event | None = None) -> int:
+    """Load the node's rows, open its ledger and serve the coordinator until the job ends (0), or until ``stop`` is
+    set: the command line sets it on SIGTERM (:func:`privfed.deploy.signals.set_on_signals`).
     The node is its ledger's one writer process (:func:`~privfed.common.files.sole_writer`)."""
     policy = PolicyFile(config.policy) if config.policy is not None else None
     if config.rng == "seeded":
@@ -330,7 +329,7 @@ def run_owner(config: OwnerConfig, tls: TlsFiles | None) -> int:
             record_seen(ledger)
             watch = DataFileWatch.before_reading(config.data) if config.data else None
             try:
-                return _serve(config, tls, policy, hosted_owners(config, ledger, watch), ledger, watch)
+                return _serve(config, tls, policy, hosted_owners(config, ledger, watch), ledger, watch, stop)
             finally:
                 record_seen(ledger)
         finally:
@@ -363,6 +362,7 @@ def _serve(
     owners: list[LocalOwner] | DeferredOwners,
     ledger: Ledger,
     watch: DataFileWatch | None = None,
+    stop: threading.Event | None = None,
 ) -> int:
     refused_rows = isinstance(owners, DeferredOwners) and owners.error is not None
     node = OwnerNode(
@@ -381,13 +381,13 @@ def _serve(
         policy_file=policy,
         daemon=policy is not None and not refused_rows,
         data_watch=watch,
+        stop_event=stop,
     )
     if config.allow_clear_labels:
         log.warning(
             "--allow-clear-labels: tasks asking for clear labels are answered; each such release is "
             "recorded in the ledger as non-private (purpose 'clear-labels')"
         )
-    set_on_signals(node.stop_event)  # not Event.set in the handler: it can wait for itself (W11-11)
     if isinstance(owners, DeferredOwners):
         log.info(
             "node %s hosts %d logical owner(s) of its own file %s", config.name, len(owners.owner_ids), config.data
@@ -407,16 +407,3 @@ def _serve(
     if node.job_unfinished is not None:  # every task refused (the budget spent, ...), or the job failed: exit 2
         raise PrivfedError(node.job_unfinished)
     return code
-
-
-def set_on_signals(event: threading.Event, signals: Iterable[signal.Signals] = (signal.SIGTERM,)) -> None:
-    """Set ``event`` on any of ``signals`` from a thread the handler starts, never in the handler: ``Event.set``
-    takes the event's lock, which the interrupted main thread may hold inside its own ``Event.wait``, and the
-    handler then waits for itself (walkthrough 11, W11-11; ``privfed.deploy.signals.set_on_signals``, which this
-    layer may not import)."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        threading.Thread(target=event.set, name="privfed-stop-signal", daemon=True).start()
-
-    for sig in signals:
-        signal.signal(sig, handler)

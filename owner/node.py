@@ -105,6 +105,7 @@ class OwnerNode:
         session: bool = True,
         data_watch: DataFileWatch | None = None,
         policy_file: PolicyFile | None = None,
+        stop_event: threading.Event | None = None,
     ):
         self.node_id = node_id
         #: The policy's file (``--policy``), read again at a new job when it changed; it overrides ``owner_policy``.
@@ -153,7 +154,7 @@ class OwnerNode:
         self._connect_timeout = connect_timeout
         self._max_message_bytes = max_message_bytes  # the coordinator's bound: registrations above it go in parts
         self._override = target_name_override
-        self.stop_event = threading.Event()
+        self.stop_event = stop_event or threading.Event()  # the command line sets it on SIGTERM
         self._unsent: list = []
         # One X25519 key per logical owner for end-to-end ring messages (privfed.owner.registration).
         self._x25519 = {oid: generate_private_key() for oid in self._owner_ids}

@@ -8,10 +8,9 @@ import math
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from privfed.common.dataset_files import read_schema, read_table
@@ -169,8 +168,8 @@ def run_coordinator(
     the owner nodes are told the job is over at their next poll and exit 0; with ``serve`` the
     coordinator then keeps serving Predict until SIGTERM.
     """
-    if config.load_model is not None:
-        return serve_saved_model(config.load_model, config.listen, tls, revoked=revoked)
+    if config.load_model is not None:  # until the process ends: the command line serves it itself, stopped on SIGTERM
+        return serve_saved_model(config.load_model, config.listen, tls, stop=threading.Event(), revoked=revoked)
     if config.owners is None:
         raise ConfigError(
             "--owners is required to train (the number of logical owners to wait for); "
@@ -255,17 +254,20 @@ def _print_result(done: FinishedJob) -> None:
 
 
 def serve_saved_model(
-    path: Path, listen: str, tls: TlsFiles | None, *, revoked: Callable[[bytes], bool] = lambda _: False
+    path: Path,
+    listen: str,
+    tls: TlsFiles | None,
+    *,
+    stop: threading.Event,
+    revoked: Callable[[bytes], bool] = lambda _: False,
 ) -> int:
     """``privfed coordinator --load-model FILE``: serve a saved ``model.json`` under the id it was
-    trained and served under, with its label values and schema, until SIGTERM. Needs no training
-    configuration: everything Predict and GetModel answer is in the file. ``revoked``: as for
-    :func:`run_coordinator`."""
+    trained and served under, with its label values and schema, until ``stop`` is set (the command line sets it on
+    SIGTERM: :func:`privfed.deploy.signals.set_on_signals`). Needs no training configuration: everything Predict and
+    GetModel answer is in the file. ``revoked``: as for :func:`run_coordinator`."""
     trained = load_model(path)
     model_id = trained.model_id or "model"
     server = CoordinatorServer(tls=tls, schema=trained.schema, revoked_certificates=revoked)
-    stop = threading.Event()
-    set_on_signals(stop)  # not Event.set in the handler: it can wait for itself (W11-11)
     server.models.put(model_id, trained.model, classes=trained.classes, schema=trained.schema)
     server.start(listen)
     log.info("serving saved model %s as %r until SIGTERM", path, model_id)
@@ -282,16 +284,3 @@ def _release_owners(server: CoordinatorServer, *, failed: bool) -> None:
     instead of finding the coordinator gone."""
     server.dispatcher.shutdown(failed=failed)
     time.sleep(RELEASE_GRACE)
-
-
-def set_on_signals(event: threading.Event, signals: Iterable[signal.Signals] = (signal.SIGTERM,)) -> None:
-    """Set ``event`` on any of ``signals`` from a thread the handler starts, never in the handler: ``Event.set``
-    takes the event's lock, which the interrupted main thread may hold inside its own ``Event.wait``, and the
-    handler then waits for itself (walkthrough 11, W11-11; ``privfed.deploy.signals.set_on_signals``, which this
-    layer may not import)."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        threading.Thread(target=event.set, name="privfed-stop-signal", daemon=True).start()
-
-    for sig in signals:
-        signal.signal(sig, handler)
