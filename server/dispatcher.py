@@ -10,7 +10,7 @@ driven in tests.
 from __future__ import annotations
 
 import logging
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -22,6 +22,10 @@ from privfed.server.contracts import Rejection
 from privfed.server.node_calls import Answer, NodeCalls
 
 log = logging.getLogger("privfed.coordinator")
+
+#: Seconds between the lines a waiting round logs of what it still waits for (walkthrough 11, W11-7: a round of
+#: owners of 200 000 rows each showed nothing for minutes, and nobody could tell a slow owner from a stuck one).
+WAITING_EVERY = 60.0
 
 #: Takes the answers of a running batch as they come (:meth:`Dispatcher.run`'s ``sink``).
 Sink = Callable[[list[Answer]], None]
@@ -228,8 +232,8 @@ class Dispatcher(NodeCalls):
                 self._asked = self._asked or not isinstance(t.spec, JoinTask)  # an accept round asks for nothing
             self._waiting = set(ids)  # push() removes answered ids: O(1) per answer
             self._notify()
-            deadline = self._clock() + timeout
-            next_liveness_check = self._clock() + 0.5
+            started = self._clock()
+            deadline, next_liveness_check, next_line = started + timeout, started + 0.5, started + WAITING_EVERY
             while self._waiting and not self.aborted:
                 handed += self._hand_over(sink, kept)
                 if progress:
@@ -237,6 +241,7 @@ class Dispatcher(NodeCalls):
                 now = self._clock()
                 if now >= deadline:
                     break
+                next_line = self._log_waiting(now, next_line, tasks[0].round_name, len(ids), started)
                 if now >= next_liveness_check:  # O(waiting) work, so at most twice a second
                     next_liveness_check = now + 0.5
                     if self._cannot_be_answered(now, stalls):
@@ -267,6 +272,28 @@ class Dispatcher(NodeCalls):
                 raise JobAborted(f"job aborted with {len(lost)} task(s) of the round unanswered")
             answered = len(results) if sink is None else handed
             return RunOutcome(results, lost, lost_nodes, rejected, answered, unanswered_by)
+
+    def _log_waiting(self, now: float, due: float, round_name: str, asked: int, started: float) -> float:
+        """From ``due`` on, one line of what a round started at ``started`` still waits for: how many answered, and the
+        nodes of the unanswered tasks with their state (``online``: computing, or slow). Returns when the next line is
+        due. The lock is held."""
+        if now < due:
+            return due
+        states = self._registry.node_states(self._clock(), self._node_timeout)
+        waiting_on = Counter(self._registry.owner_node.get(self._pending[i].owner_id) for i in self._waiting)
+        nodes = ", ".join(
+            f"{node} ({n} task(s), {states.get(node, 'left')})"
+            for node, n in sorted(waiting_on.items(), key=lambda kv: str(kv[0]))
+        )
+        log.info(
+            "round %s: %d of %d task(s) answered after %.0f s; waiting for %s",
+            round_name,
+            asked - len(self._waiting),
+            asked,
+            now - started,
+            nodes,
+        )
+        return now + WAITING_EVERY
 
     def _cannot_be_answered(self, now: float, stalls: str | None) -> bool:
         """Whether the waiting tasks of :meth:`run` can no longer be answered: each is of a node silent for the node

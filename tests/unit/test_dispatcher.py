@@ -7,7 +7,9 @@ The dispatcher is driven directly (no processes); one test goes through a real g
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
+import time
 
 import grpc
 import pytest
@@ -395,6 +397,35 @@ def test_a_round_does_not_wait_for_an_owner_its_node_dropped_on_re_registration(
     now[0] += 1.0  # past the next liveness check
     runner.join(5)
     assert not runner.is_alive() and done[0].lost == ["t1"] and set(done[0].results) == {"t0"}
+
+
+def test_a_round_waiting_long_says_every_minute_what_it_waits_for(caplog):
+    """Walkthrough 11, W11-7: a round of owners of 200 000 rows each waited minutes with no line anywhere, so nobody
+    could tell a slow owner from a stuck one. It now logs, each minute, how many answered and the nodes it waits
+    for, with their state. The clock is the dispatcher's."""
+    now = [0.0]
+    d = Dispatcher(clock=lambda: now[0])
+    d.register("node-a", [info(A0)])
+    d.register("node-b", [info(B0)])
+    done = []
+    tasks = [Task("t0", A0, "r1", RingMessageTask(b"")), Task("t1", B0, "r1", RingMessageTask(b""))]
+    with caplog.at_level(logging.INFO, logger="privfed.coordinator"):
+        runner = threading.Thread(target=lambda: done.append(d.run(tasks, timeout=600)))
+        runner.start()
+        d.pull("node-a", 1.0)
+        d.push("node-a", [Result("t0", A0, Refusal("internal", "test"))])
+        for _ in range(3):  # node-b calls (it is online, computing) while 61 s pass on the dispatcher's clock
+            now[0] += 30.5
+            d.register("node-b", [info(B0)])
+            time.sleep(0.7)  # the round's wait, in half-second slices, sees the new time
+        waiting = [r.getMessage() for r in caplog.records if "waiting for" in r.getMessage()]
+        d.push("node-b", [Result("t1", B0, Refusal("internal", "test"))])
+        runner.join(5)
+    assert not runner.is_alive() and set(done[0].results) == {"t0", "t1"}
+    assert waiting and waiting[0].startswith(
+        "round r1: 1 of 2 task(s) answered after 61 s; waiting for node-b (1 task(s), online)"
+    ), waiting
+    assert len(waiting) == 1, waiting  # one line a minute, not one per check
 
 
 def test_a_pull_answer_stays_under_the_message_bound_and_the_rest_waits():
