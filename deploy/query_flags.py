@@ -132,8 +132,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--out",
         type=Path,
         help="write the label values to this CSV instead of printing them (header: the schema's label name, "
-        "else 'label'; with --probabilities one column per class)",
+        "else 'label'; with --probabilities one column per class); never over an existing file unless --force",
     )
+    p.add_argument("--force", action="store_true", help="replace --out if it exists")
 
 
 def query_config(args: argparse.Namespace) -> QueryConfig:
@@ -153,4 +154,5 @@ def query_config(args: argparse.Namespace) -> QueryConfig:
         out=args.out,
         probabilities=args.probabilities,
         schema=args.schema,
+        force=args.force,
     )

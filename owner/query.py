@@ -162,6 +162,8 @@ class QueryConfig:
     schema : Path or None
         ``--schema``: the federation schema as the owner holds it ("Columns"); the model must read
         rows by it, and the query file is read by it, not by the coordinator's word.
+    force : bool
+        ``--force``: replace an existing ``out`` (without it such an ``out`` stops the run, nothing sent).
 
     Raises
     ------
@@ -184,6 +186,7 @@ class QueryConfig:
     out: Path | None = None
     probabilities: bool = False
     schema: Path | None = None
+    force: bool = False
 
     def __post_init__(self) -> None:
         utility_loss = check_non_negative(
@@ -254,7 +257,7 @@ def run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
     print or write the label values (and, with ``--probabilities``, the class probabilities)."""
     from privfed.owner.query_client import answers_out
 
-    with answers_out(config.out):  # --out checked before anything is read or sent
+    with answers_out(config.out, config.force):  # --out checked before anything is read or sent
         return _run_query(config, tls)
 
 
@@ -328,7 +331,7 @@ def _run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
     log.info("%d label(s) from %d Predict call(s)", len(answers.values), answers.calls)
     label = (model.schema.label if model.schema is not None else None) or "label"
     lines = answers_csv(answers, model.classes, label)
-    write_answers(lines, config.out, None if config.probabilities else label)
+    write_answers(lines, config.out, None if config.probabilities else label, config.force)
     return 0
 
 

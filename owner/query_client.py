@@ -9,6 +9,7 @@ names are only used to read the query file and to print the answers.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -154,12 +155,14 @@ def _cell(text: str) -> str:
 
 
 @contextmanager
-def answers_out(out: Path | None) -> Iterator[None]:
+def answers_out(out: Path | None, force: bool = False) -> Iterator[None]:
     """Around a run that writes its labels to ``out`` (``--out``; None: stdout): its temp file
     (:func:`write_answers`) is created next to it first, before the coordinator is contacted, so an
     ``--out`` that cannot be written stops the run with nothing sent (walkthrough 4: all rows went out in
     a Predict call, then "cannot write the labels", and a retry sent them again), as ``privfed export``
-    checks its folder first; the temp file is removed unless the labels were moved onto ``out``."""
+    checks its folder first; the temp file is removed unless the labels were moved onto ``out``. An existing
+    ``out`` stops it too unless ``force`` (walkthrough 11, W11-8: it was replaced silently, where ``privfed
+    export`` and ``privfed job model`` never overwrite)."""
     if out is None:
         yield
         return
@@ -167,6 +170,8 @@ def answers_out(out: Path | None) -> Iterator[None]:
         raise ConfigError(
             f"--out {out}: is a directory; name the labels file (e.g. {out / 'labels.csv'}); nothing sent"
         )
+    if out.exists() and not force:
+        raise ConfigError(f"{_exists(out)} (nothing sent)")
     partial = _partial(out)
     try:
         partial.open("w").close()
@@ -178,13 +183,17 @@ def answers_out(out: Path | None) -> Iterator[None]:
         partial.unlink(missing_ok=True)
 
 
+def _exists(out: Path) -> str:
+    return f"--out {out} exists; give another file, or --force to replace it"
+
+
 def _partial(out: Path) -> Path:
     return out.with_name(out.name + ".partial")  # a full disk leaves no half-written labels file
 
 
-def write_answers(lines: list[str], out: Path | None, header: str | None) -> None:
+def write_answers(lines: list[str], out: Path | None, header: str | None, force: bool = False) -> None:
     """Print ``lines``, or write them to ``out`` (CSV; ``header`` first when the lines have none) through its
-    temp file (:func:`answers_out`)."""
+    temp file (:func:`answers_out`): over an existing ``out`` only if ``force``."""
     if out is None:
         if lines:
             sys.stdout.write("\n".join(lines) + "\n")
@@ -193,7 +202,14 @@ def write_answers(lines: list[str], out: Path | None, header: str | None) -> Non
     partial = _partial(out)
     try:
         partial.write_text("\n".join(body) + "\n")
-        partial.replace(out)
+        if force:
+            partial.replace(out)
+        else:
+            os.link(partial, out)  # never over a file that appeared since the run began
+            partial.unlink()
+    except FileExistsError:
+        partial.unlink(missing_ok=True)
+        raise ConfigError(f"{_exists(out)} (it was made while the queries ran; the labels were not written)") from None
     except OSError as exc:
         partial.unlink(missing_ok=True)
         raise ConfigError(f"--out {out}: cannot write the labels ({exc.strerror or exc})") from exc

@@ -646,3 +646,30 @@ def test_confidential_label_indices_past_the_file_are_refused_before_the_coordin
     fine = dataclasses_replace(config, confidential_labels=(2 if with_schema else 1,))
     with pytest.raises(_Dialled):  # a valid index: on to the coordinator
         run_query(fine, None)
+
+
+def test_out_is_never_written_over_an_existing_file_without_force(tmp_path, monkeypatch):
+    """Walkthrough 11, W11-8: ``privfed query --out FILE`` replaced an existing file silently, where ``privfed export``
+    and ``privfed job model`` never overwrite. Now it stops before anything is sent, unless ``--force``."""
+    from privfed.owner import query_client
+    from privfed.owner.query import run_query
+
+    queries, out = tmp_path / "q.csv", tmp_path / "labels.csv"
+    queries.write_text("0.5,0.5\n")
+    out.write_text("precious\n")
+    _no_dial(monkeypatch)
+    config = QueryConfig(coordinator="127.0.0.1:1", model_id="m", queries=queries, out=out)
+    with pytest.raises(ConfigError, match=r"labels.csv exists; give another file, or --force to replace it \(nothing"):
+        run_query(config, None)  # before any contact: _Dialled is not raised
+    assert out.read_text() == "precious\n"
+    with pytest.raises(_Dialled):  # with --force the run goes on to the coordinator
+        run_query(dataclasses_replace(config, force=True), None)
+    with query_client.answers_out(out, force=True):
+        query_client.write_answers(["1"], out, "label", force=True)
+    assert out.read_text() == "label\n1\n"
+    late = tmp_path / "late.csv"
+    with query_client.answers_out(late):
+        late.write_text("made meanwhile\n")
+        with pytest.raises(ConfigError, match="made while the queries ran"):
+            query_client.write_answers(["1"], late, "label")
+    assert late.read_text() == "made meanwhile\n" and not (tmp_path / "late.csv.partial").exists()
