@@ -218,7 +218,10 @@ def _match_header(
     if missing:
         extra = [h for h in extra if h != schema.label]  # the label column is the schema's too
         hint = ""
-        if not set(header) & set(schema.features):
+        cased = sorted(h for h in extra if h.casefold() in {f.casefold() for f in missing})
+        if cased:  # as some exports write them (walkthrough 11, W11-10: the hint was about a missing header)
+            hint = f" (header names are matched exactly: {cased} differ from the schema's names in case only)"
+        elif not set(header) & set(schema.features):
             hint = (
                 " (is the header line missing? files without one need header = false in the schema)"
                 if schema.header

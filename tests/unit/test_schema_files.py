@@ -72,6 +72,12 @@ def test_columns_are_matched_by_header_name_whatever_their_order(tmp_path):
             "schema: ['40', 'f', '22', 'benign'] (is the header line missing? files without one need header = false "
             "in the schema)",
         ),
+        (  # names in another case, as some exports write them (walkthrough 11, W11-10: the hint said a missing header)
+            "Age,Sex,bmi,y\n40,f,22,benign\n",
+            "h.csv: line 1: the header lacks feature(s) ['age', 'sex'] of the federation schema; not in the schema: "
+            "['Age', 'Sex', 'y'] (header names are matched exactly: ['Age', 'Sex'] differ from the schema's names in "
+            "case only)",
+        ),
         ("age,sex,bmi,age,y\n1,f,2,3,benign\n", "h.csv: line 1: the header names column(s) ['age'] more than once"),
         (
             "age,sex,bmi,y\n40,x,22,benign\n",
