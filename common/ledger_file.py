@@ -384,6 +384,8 @@ def _rows_standing(conn: sqlite3.Connection) -> dict[str, RowsStanding]:
 
 def open_read_only(path: Path) -> tuple[sqlite3.Connection, int]:
     """A read-only connection to the ledger file ``path`` (SQLite ``mode=ro``) and its schema version."""
+    if not path.exists():  # SQLite's own words, "unable to open database file", name no cause (walkthrough 11)
+        raise ConfigError(f"ledger {path}: no such file (check --ledger: a node makes its ledger when it starts)")
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
     except sqlite3.Error as exc:

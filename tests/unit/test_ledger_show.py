@@ -98,6 +98,7 @@ def test_a_file_that_is_not_a_ledger_is_one_line_exit_2(tmp_path, capsys, make):
     assert len(err) == 1 and err[0].startswith("privfed ledger show: error: ledger ")
     if make == "missing":
         assert not path.exists()  # read-only: nothing was created
+        assert "x.sqlite: no such file" in err[0], err  # not SQLite's "unable to open database file" (walkthrough 11)
 
 
 ALICE = Recipient("alice", "coordinator (at 10.0.0.5:50051)")
