@@ -280,11 +280,9 @@ class Dispatcher(NodeCalls):
         if now < due:
             return due
         states = self._registry.node_states(self._clock(), self._node_timeout)
-        waiting_on = Counter(self._registry.owner_node.get(self._pending[i].owner_id) for i in self._waiting)
-        nodes = ", ".join(
-            f"{node} ({n} task(s), {states.get(node, 'left')})"
-            for node, n in sorted(waiting_on.items(), key=lambda kv: str(kv[0]))
-        )
+        # an owner its node no longer registers is "left" too
+        waiting_on = Counter(self._registry.owner_node.get(self._pending[i].owner_id, "?") for i in self._waiting)
+        nodes = ", ".join(f"{node} ({n} task(s), {states.get(node, 'left')})" for node, n in sorted(waiting_on.items()))
         log.info(
             "round %s: %d of %d task(s) answered after %.0f s; waiting for %s",
             round_name,

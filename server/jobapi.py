@@ -32,6 +32,7 @@ from privfed.proto.jobwire import JOB_METHODS, JOB_SERVICE, decode_json, encode_
 from privfed.server.config import FLAGS, KEYS, JobConfig
 from privfed.server.joblog import outside_jobs
 from privfed.server.jobstore import no_job
+from privfed.server.parameter_tables import COMMON
 from privfed.server.report import spending_limit
 from privfed.server.revocation import revoked_message
 from privfed.server.servicer import certificate_der, peer_certificate, peer_identity, peer_role
@@ -106,6 +107,10 @@ def job_settings(doc: Mapping[str, Any]) -> dict[str, Any]:
         out["epsilon"] = eps[0]
     if isinstance(out.get("epsilon"), str):
         out["epsilon"] = math.inf if out["epsilon"].strip().lower() == "inf" else out["epsilon"]
+    if (
+        "task" in out
+    ):  # an unknown task first: what else it needs depends on it (W11-10: "task = 'svm'" was told owners)
+        COMMON["task"].check(out["task"], "task")
     missing = [k for k in ("task", "epsilon", "owners") if k not in out]
     if missing:
         raise ConfigError(f"the job file needs {', '.join(missing)}")

@@ -218,6 +218,8 @@ def test_a_job_file_takes_the_simulate_keys_of_a_job_and_one_epsilon():
         ),
         ({"task": "ncc", "epsilon": 1, "owners": 3, "repeats": 2}, "not a job setting"),
         ({"task": "ncc", "owners": 3}, "needs epsilon"),
+        ({"task": "svm"}, r"task must be one of \('ncc', 'lr', 'feddpdr', 'bdt', 'nb'\), got 'svm'"),  # not "needs
+        # epsilon, owners": what else a job needs depends on its task (walkthrough 11, W11-10)
     ):
         with pytest.raises(ConfigError, match=match):
             job_settings(doc)
