@@ -7,6 +7,8 @@ tests checked the bisection's result at ``delta = 1e-5`` only, where the doubled
 is checked on a grid of (eps, delta, sensitivity): it meets delta, and it is the smallest sigma that does.
 """
 
+import math
+
 import pytest
 
 from privfed.common.mechanisms.gaussian import analytic_gaussian_delta, calibrated_gaussian, gaussian_sigma
@@ -27,3 +29,12 @@ def test_calibrated_gaussian_is_built_at_the_epsilon_and_delta_asked(epsilon):
     mech = calibrated_gaussian(epsilon, 1e-5, 2.0)
     assert (mech.epsilon, mech.delta, mech.sensitivity) == (epsilon, 1e-5, 2.0)
     assert mech.sigma == gaussian_sigma(epsilon, 1e-5, 2.0)
+
+
+@pytest.mark.parametrize("sensitivity", [0.5, 2.0**0.5, 3.0])
+def test_the_classic_sigma_grows_with_the_sensitivity(sensitivity):
+    """A mutant dividing the classic scale by the sensitivity passed (the tests took sensitivity 1 only): DP-PCA
+    under replace-one neighbours (L2 sensitivity sqrt 2) with method='classic' then drew half the noise."""
+    epsilon, delta = 0.5, 1e-5
+    want = math.sqrt(2.0 * math.log(1.25 / delta)) * sensitivity / epsilon  # Dwork & Roth 2014, Thm A.1
+    assert gaussian_sigma(epsilon, delta, sensitivity, method="classic") == pytest.approx(want, rel=1e-12)
