@@ -21,7 +21,7 @@ import pytest
 from privfed.common.errors import RemoteProtocolError
 from privfed.common.secagg.fixedpoint import FixedPoint
 from privfed.common.secagg.masking import pair_masks, self_mask
-from privfed.common.secagg.messages import ShareKeysRequest
+from privfed.common.secagg.messages import KeyAdvert, ShareKeysRequest
 from privfed.common.secagg.pairwise import OwnerState
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
@@ -65,3 +65,20 @@ def test_more_members_than_the_encodings_parties_are_refused():
     with pytest.raises(RemoteProtocolError, match="exceed the encoding"):
         owner.on_share_keys(ShareKeysRequest(requests[u].members, requests[u].adverts, requests[u].rounds))
     assert owner.state is OwnerState.FAILED
+
+
+@pytest.mark.parametrize("which", [0, -1])
+def test_a_neighbours_unusable_mask_key_fails_the_machine(which):
+    """Dropping the refusal of an unusable (low-order) mask key passed: the machine then raised an
+    UnboundLocalError (not a protocol error: not FAILED) for its first neighbour, and for a later one keyed
+    that neighbour with the previous neighbour's agreement, silently."""
+    fed = Federation(6)
+    adverts = {o: m.start(partial(fed._sign, o)) for o, m in fed.owners.items()}
+    requests = fed.server.on_adverts(adverts)
+    u = fed.ids[0]
+    req = requests[u]
+    bad = req.adverts[which].owner_id
+    forged = tuple(KeyAdvert(a.owner_id, bytes(32), a.signature) if a.owner_id == bad else a for a in req.adverts)
+    with pytest.raises(RemoteProtocolError, match="unusable mask key"):
+        fed.owners[u].on_share_keys(ShareKeysRequest(req.members, forged, req.rounds))
+    assert fed.owners[u].state is OwnerState.FAILED
