@@ -45,3 +45,17 @@ def test_olh_variance_is_the_papers_closed_form(eps):
     se = sq.std() / math.sqrt(n)
     assert 5 * se < 0.05 * want
     assert abs(sq.mean() - want) <= 5 * se, (sq.mean(), want, se)
+
+
+def test_olh_estimates_are_unbiased_on_a_domain_wider_than_a_small_prime():
+    """Mutation round 3: a hash prime of 2*31 - 1 = 61 (for 2**31 - 1) passed: values 61 apart then always share a
+    bucket, so every owner holding 0 also counted for 61 and 122. Domain 130, all owners hold 0 (5 s.e.)."""
+    oracle = make_oracle("olh", epsilon=1.0, domain=130)
+    rng = np.random.Generator(np.random.PCG64(20261131))
+    n = 20_000
+    counts = oracle.supports(oracle.privatize(np.zeros(n, dtype=np.int64), rng)).sum(axis=0)
+    est = oracle.estimate_counts(counts, n)
+    truth = np.zeros(130)
+    truth[0] = n
+    se = np.sqrt(oracle.count_variance(truth))
+    assert np.all(np.abs(est - truth) <= 5 * se), np.flatnonzero(np.abs(est - truth) > 5 * se)
