@@ -48,19 +48,21 @@ def _peer_keys_to_proto(peers: Sequence[PeerKey]) -> list[pb.PeerKey]:
     ]
 
 
-def _peer_keys_from_proto(peers: Iterable[pb.PeerKey]) -> tuple[PeerKey, ...]:
-    return tuple(
-        PeerKey(
-            p.owner_id,
-            p.node_id,
-            bytes(p.x25519_public_key),
-            bytes(p.key_signature),
-            p.key_index,
-            p.key_tree_size,
-            bytes(p.key_path),
-        )
-        for p in peers
+def peer_key_from_proto(p: pb.PeerKey) -> PeerKey:
+    """The :class:`PeerKey` a ``pb.PeerKey`` carries (an owner's ring key, signed by its node)."""
+    return PeerKey(
+        p.owner_id,
+        p.node_id,
+        bytes(p.x25519_public_key),
+        bytes(p.key_signature),
+        p.key_index,
+        p.key_tree_size,
+        bytes(p.key_path),
     )
+
+
+def _peer_keys_from_proto(peers: Iterable[pb.PeerKey]) -> tuple[PeerKey, ...]:
+    return tuple(peer_key_from_proto(p) for p in peers)
 
 
 def _certificates_to_proto(certificates: Mapping[str, bytes]) -> list[pb.NodeCertificate]:

@@ -41,16 +41,17 @@ HOSTILE = "owner-1.o00000"
 RING = ("owner-0.o00000", HOSTILE, "owner-0.o00001", "owner-1.o00001", "owner-0.o00002", "owner-1.o00002")
 
 
-def _transport() -> InProcessTransport:
-    rng = np.random.default_rng(1)
+def _transport(members=RING, seed=1, secure_sum="ring") -> InProcessTransport:
+    """``members`` on owner nodes owner-0 and owner-1, four rows each, each node its own ledger."""
+    rng = np.random.default_rng(seed)
     owners = []
-    for n, o in enumerate(sorted(RING)):
+    for n, o in enumerate(sorted(members)):
         X, y = rng.uniform(0.0, 1.0, (4, 2)), rng.integers(0, K, 4)
         owners.append(
             LocalOwner(o, X, y, np.random.Generator(np.random.PCG64(n)), K, BOUNDS, row_keys=tuple(row_digests(X, y)))
         )
     ledgers = {n: Ledger(":memory:", epsilon_budget=BUDGET, delta_budget=1e-3) for n in ("owner-0", "owner-1")}
-    return InProcessTransport(owners, ledgers, secure_sum="ring")
+    return InProcessTransport(owners, ledgers, secure_sum=secure_sum)
 
 
 def _hostile_hops(monkeypatch) -> None:
@@ -108,15 +109,7 @@ SEALER = "owner-0.o00001"
 
 
 def _secagg_transport() -> InProcessTransport:
-    rng = np.random.default_rng(2)
-    owners = []
-    for n, o in enumerate(MEMBERS):
-        X, y = rng.uniform(0.0, 1.0, (4, 2)), rng.integers(0, K, 4)
-        owners.append(
-            LocalOwner(o, X, y, np.random.Generator(np.random.PCG64(n)), K, BOUNDS, row_keys=tuple(row_digests(X, y)))
-        )
-    ledgers = {n: Ledger(":memory:", epsilon_budget=BUDGET, delta_budget=1e-3) for n in ("owner-0", "owner-1")}
-    return InProcessTransport(owners, ledgers, secure_sum="secagg")
+    return _transport(MEMBERS, seed=2, secure_sum="secagg")
 
 
 def _flipped(share):

@@ -21,6 +21,7 @@ from hostile import HostileCoordinator, ledger_history, make_federation_certs, s
 from privfed.common.boosting.wire import at_round
 from privfed.common.tasks import BoostEvaluateTask, PeerKey
 from privfed.proto import serde
+from privfed.proto.serde_steps import peer_key_from_proto
 from privfed.server.securesum import RelayedTransport
 
 _RNG = np.random.default_rng(35)
@@ -52,16 +53,7 @@ class WireTransport(RelayedTransport):
         return set()
 
     def peer_key(self, owner_id: str) -> PeerKey:
-        p = self.coordinator.peer_key(owner_id)
-        return PeerKey(
-            p.owner_id,
-            p.node_id,
-            bytes(p.x25519_public_key),
-            bytes(p.key_signature),
-            p.key_index,
-            p.key_tree_size,
-            bytes(p.key_path),
-        )
+        return peer_key_from_proto(self.coordinator.peer_key(owner_id))
 
     def certificates(self) -> dict[str, bytes]:
         return dict(self.coordinator._certificates)

@@ -52,6 +52,7 @@ from privfed.common.tasks import (
     Task,
 )
 from privfed.proto import serde
+from privfed.proto.serde_steps import peer_key_from_proto
 
 D = 2
 MAX_ABS = 1e4  # the sum's public range: wide enough for any noisy pair of the run
@@ -90,16 +91,7 @@ class WireSession:
         return {o: serde.result_from_proto(got[t.task_id]) for o, t in tasks.items() if t.task_id in got}
 
     def peer(self, owner_id: str) -> PeerKey:
-        p = self.hc.peer_key(owner_id)
-        return PeerKey(
-            p.owner_id,
-            p.node_id,
-            bytes(p.x25519_public_key),
-            bytes(p.key_signature),
-            p.key_index,
-            p.key_tree_size,
-            bytes(p.key_path),
-        )
+        return peer_key_from_proto(self.hc.peer_key(owner_id))
 
     def advertise(self, owners) -> dict[str, Result]:
         step0 = SecAggKeysTask(self.session, self.fp.frac_bits, self.fp.n_parties, self.max_abs)
