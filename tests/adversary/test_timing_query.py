@@ -143,9 +143,10 @@ def gap(monkeypatch):
 
 
 def _query(coordinator, certs, tmp_path, queries, **flags):
-    config = QueryConfig(
-        coordinator=f"127.0.0.1:{coordinator.port}", model_id="m", queries=queries, out=tmp_path / "out.csv", **flags
-    )
+    config = QueryConfig(  # the same --out for every run of the arms: --force (W11-8: never over a file without it)
+        coordinator=f"127.0.0.1:{coordinator.port}", model_id="m", queries=queries, out=tmp_path / "out.csv",
+        force=True, **flags,
+    )  # fmt: skip
     return lambda: run_query(config, tls_files(certs, "owner-0"))
 
 
