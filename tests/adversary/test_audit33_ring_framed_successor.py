@@ -68,15 +68,19 @@ def _hostile_hops(monkeypatch) -> None:
     monkeypatch.setattr(ring_module.RingParty, "_send", garbled)
 
 
-def _sum(transport: InProcessTransport):
-    config = boost("stump", "run-a33-2", n_bins=4)
+def _sum(transport: InProcessTransport, members=RING, protocol="ring"):
+    """One boosting evaluation's secure sum over ``members`` (a pairwise-mask one keyed first, as a job keys it)."""
+    config = boost("stump", f"run-a33-2-{protocol}", n_bins=4)
     history = at_round(kept_history(), 1)
+    bound = config.releases.contribution_bound
+    if protocol == "secagg":
+        transport.prepare_secure_sums([members, members], max_abs=bound, protocol="secagg")
     return transport.secure_sum(
-        RING,
+        members,
         lambda spec: BoostEvaluateTask(config, history, history.kept[0].learner, spec),
-        max_abs=config.releases.contribution_bound,
+        max_abs=bound,
         round_id="ring1",
-        protocol="ring",
+        protocol=protocol,
         timeout=5.0,
     )
 
@@ -136,18 +140,7 @@ def _hostile_shares(monkeypatch) -> None:
 
 
 def _secagg_sum(transport: InProcessTransport):
-    config = boost("stump", "run-a33-2b", n_bins=4)
-    history = at_round(kept_history(), 1)
-    bound = config.releases.contribution_bound
-    transport.prepare_secure_sums([MEMBERS, MEMBERS], max_abs=bound, protocol="secagg")
-    return transport.secure_sum(
-        MEMBERS,
-        lambda spec: BoostEvaluateTask(config, history, history.kept[0].learner, spec),
-        max_abs=bound,
-        round_id="ring1",
-        protocol="secagg",
-        timeout=5.0,
-    )
+    return _sum(transport, MEMBERS, "secagg")
 
 
 def test_an_honest_pairwise_mask_sum_sums_every_member():

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -19,7 +21,7 @@ from privfed.common.bounds import Bounds
 from privfed.common.datasets import load_builtin
 from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
-from privfed.common.tasks import OwnerInfo, Refusal, Result
+from privfed.common.tasks import JoinTask, OwnerInfo, Refusal, Result, Task
 from privfed.owner.data import build_owners
 from privfed.owner.node import OwnerNode
 from privfed.proto import privfed_pb2_grpc as pb_grpc
@@ -62,6 +64,24 @@ def _restart_later(port: int, servers: list[CoordinatorServer], delay: float = 0
     return thread
 
 
+@contextmanager
+def _coordinator_stopped(
+    node: OwnerNode, port: int, servers: list[CoordinatorServer], caplog: pytest.LogCaptureFixture
+) -> Iterator[pb_grpc.CoordinatorStub]:
+    """``node`` registered with ``servers[0]``, which then stops (its log so far cleared): yields the node's stub.
+    Every server in ``servers`` is stopped on leaving."""
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=channel_options()) as channel:
+            stub = pb_grpc.CoordinatorStub(channel)
+            node._register(stub)
+            servers[0].stop(grace=0)
+            caplog.clear()
+            yield stub
+    finally:
+        for server in servers:
+            server.stop(grace=0)
+
+
 def _registered(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         r.getMessage() for r in caplog.records if r.name == "privfed.coordinator" and " registered " in r.getMessage()
@@ -76,19 +96,11 @@ def _push_across_a_restart(tmp_path: Path, caplog: pytest.LogCaptureFixture, pus
     port = first.start("127.0.0.1:0")
     servers = [first]
     node = _node(tmp_path, port)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}", options=channel_options()) as channel:
-            stub = pb_grpc.CoordinatorStub(channel)
-            node._register(stub)
-            first.stop(grace=0)
-            caplog.clear()
-            restart = _restart_later(port, servers)
-            held = [Result(f"t{i}", f"{NODE}.o0000{i}", Refusal.of("policy", "held")) for i in range(2)]
-            getattr(node, push)(stub, held)
-            restart.join()
-    finally:
-        for server in servers:
-            server.stop(grace=0)
+    with _coordinator_stopped(node, port, servers, caplog) as stub:
+        restart = _restart_later(port, servers)
+        held = [Result(f"t{i}", f"{NODE}.o0000{i}", Refusal.of("policy", "held")) for i in range(2)]
+        getattr(node, push)(stub, held)
+        restart.join()
     return node
 
 
@@ -166,8 +178,6 @@ def test_a_node_whose_coordinator_restarted_during_a_long_batch_registers_again_
     was refused its heartbeat once a second ("node 'hosp-d' has not registered", a WARNING each, 87 in all) and
     registered again only when the batch ended; the queued job waited that long for its owners ("hosp-d not back
     since the restart"). Its heartbeat registers it again as soon as the coordinator says it does not know it."""
-    from types import SimpleNamespace
-
     import privfed.owner.node as node_module
 
     monkeypatch.setattr(node_module, "PUSH_EVERY", 0.2)  # heartbeats 5 times as often: the test waits less
@@ -178,25 +188,24 @@ def test_a_node_whose_coordinator_restarted_during_a_long_batch_registers_again_
     node = _node(tmp_path, port)
     seen_during_batch: list[dict[str, int]] = []
 
-    def slow_answer(items, **_):  # the batch: 3 s of work, watching whom the new coordinator knows
+    core = node._core
+    assert core is not None
+    answer = core.answer
+
+    def slow_answer(
+        items, **kwargs
+    ):  # the node's own core, its batch taking 3 s, watching whom the new coordinator knows
         deadline = time.monotonic() + 3.0
         while time.monotonic() < deadline:
             time.sleep(0.05)
         seen_during_batch.append(dict(servers[-1].dispatcher.nodes()))
-        return SimpleNamespace(results=[], outbound=[])
+        return answer(items, **kwargs)
 
-    node._core = SimpleNamespace(chunk_end=lambda items, start: len(items), answer=slow_answer)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{port}", options=channel_options()) as channel:
-            stub = pb_grpc.CoordinatorStub(channel)
-            node._register(stub)
-            first.stop(grace=0)
-            caplog.clear()
-            _restart_later(port, servers, 0.1).join()
-            node._answer(stub, ["task-1", "task-2"])  # two tasks: a batch, with its heartbeat
-    finally:
-        for server in servers:
-            server.stop(grace=0)
+    monkeypatch.setattr(core, "answer", slow_answer)
+    batch = [Task(f"join-{i}", owner_id(NODE, i), "accept", JoinTask()) for i in range(2)]  # a batch: its heartbeat
+    with _coordinator_stopped(node, port, servers, caplog) as stub:
+        _restart_later(port, servers, 0.1).join()
+        node._answer(stub, batch)
     assert seen_during_batch == [{NODE: 2}], seen_during_batch  # registered before the batch's end
     assert len(_registered(caplog)) == 1, _registered(caplog)
     refused = [r.getMessage() for r in caplog.records if "has not registered" in r.getMessage()]
