@@ -242,9 +242,10 @@ def call(args: argparse.Namespace, method: str, request: dict[str, Any]) -> dict
                 return dict(stub(request, timeout=CALL_TIMEOUT))
             except grpc.RpcError as exc:
                 details = exc.details() or ""
-                failure = tls_failure(details) or _call_failure(exc.code(), details, args.coordinator)
+                tls_refused = tls_failure(details)
+                failure = tls_refused or _call_failure(exc.code(), details, args.coordinator)
                 never_sent = "failed to connect" in details.lower()  # nothing reached a service: no use asking again
-                if exc.code() not in lost or method not in SENT_AGAIN or tls_failure(details) or never_sent:
+                if exc.code() not in lost or method not in SENT_AGAIN or tls_refused or never_sent:
                     raise PrivfedError(failure) from None
                 if attempt + 1 == CALL_TRIES:
                     if method == "Submit":  # it may have been queued before its answer was lost
