@@ -20,8 +20,9 @@ import pytest
 from privfed.common.bounds import Bounds
 from privfed.common.datasets import load_builtin
 from privfed.common.identity import owner_id
+from privfed.common.jobinfo import JobInfo
 from privfed.common.ledger import Ledger
-from privfed.common.tasks import JoinTask, OwnerInfo, Refusal, Result, Task
+from privfed.common.tasks import JoinTask, OwnerInfo, PcaShareTask, Refusal, Result, Task
 from privfed.owner.data import build_owners
 from privfed.owner.node import OwnerNode
 from privfed.proto import privfed_pb2_grpc as pb_grpc
@@ -33,17 +34,17 @@ from privfed.server.strategies import make_strategy
 NODE = "owner-0"
 
 
-def _node(tmp_path: Path, port: int, *, daemon: bool = False) -> OwnerNode:
+def _node(tmp_path: Path, port: int, *, daemon: bool = False, n_owners: int = 2) -> OwnerNode:
     owners = build_owners(
         load_builtin("synthetic", n_samples=40, seed=1),
         node_id=NODE,
-        n_owners=2,
-        shards=range(2),
+        n_owners=n_owners,
+        shards=range(n_owners),
         seed=1,
         rng_kind="seeded",
         rng_seed=1,
     )
-    ledger = Ledger(tmp_path / f"{NODE}.sqlite", epsilon_budget=1.0)
+    ledger = Ledger(tmp_path / f"{NODE}.sqlite", epsilon_budget=1.0, delta_budget=1e-3)
     return OwnerNode(
         node_id=NODE, target=f"127.0.0.1:{port}", tls=None, owners=owners, ledger=ledger, connect_timeout=20.0,
         daemon=daemon,
@@ -210,3 +211,41 @@ def test_a_node_whose_coordinator_restarted_during_a_long_batch_registers_again_
     assert len(_registered(caplog)) == 1, _registered(caplog)
     refused = [r.getMessage() for r in caplog.records if "has not registered" in r.getMessage()]
     assert len(refused) <= 2, refused  # one a heartbeat: 15 in 3 s before
+
+
+@pytest.mark.parametrize("ended", ["job-dead", "job-other"])
+def test_a_node_stops_the_batch_of_a_job_its_restarted_coordinator_says_is_over(tmp_path, caplog, monkeypatch, ended):
+    """Walkthrough 11, W11-9: a node computing a long batch when the service restarted went on with the failed job's
+    releases for 4 minutes (its owners' ledgers debited them, the new service dropped them) and the next job waited
+    for it. The heartbeat that registers it again hears the jobs that ended, and the node stops a batch of an ended
+    job before its next chunk; a batch of any other job goes on (``ended``: the job the new service failed)."""
+    import privfed.owner.node as node_module
+
+    monkeypatch.setattr(node_module, "PUSH_EVERY", 0.2)
+    caplog.set_level(logging.INFO)
+    first = CoordinatorServer(tls=None, node_timeout=5.0)
+    port = first.start("127.0.0.1:0")
+    servers = [first]
+    node = _node(tmp_path, port, n_owners=20)  # PCA shares go 16 to a chunk: two chunks
+    core = node._core
+    assert core is not None
+    answer, chunks = core.answer, []
+
+    def slow_answer(items, **kwargs):  # the node's own core, each chunk taking 3 s
+        time.sleep(3.0)
+        chunks.append(len(items))
+        return answer(items, **kwargs)
+
+    monkeypatch.setattr(core, "answer", slow_answer)
+    bounds = load_builtin("synthetic", n_samples=40, seed=1).bounds
+    spec = PcaShareTask(epsilon=0.5, delta=1e-5, k=2, bounds=bounds, count_epsilon=0.05, scaling="ball")
+    batch = [Task(f"pca-{i}", owner_id(NODE, i), "r1", spec) for i in range(20)]
+    node._job = JobInfo(job_id="job-dead", data_user="alice", task="feddpdr", epsilon=1.0, delta=1e-5,
+                        schema_sha256="")  # fmt: skip
+    with _coordinator_stopped(node, port, servers, caplog) as stub:
+        _restart_later(port, servers, 0.1).join()
+        servers[-1].dispatcher.end_job(ended, failed=True, nodes=[NODE])  # as serve does at start for its last run
+        node._answer(stub, batch)
+    assert chunks == ([16] if ended == "job-dead" else [16, 4]), chunks
+    stopped = [r.getMessage() for r in caplog.records if "stops its batch" in r.getMessage()]
+    assert len(stopped) == (ended == "job-dead"), stopped
