@@ -20,7 +20,7 @@ import logging
 import re
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TypeVar
 
@@ -122,6 +122,11 @@ class OwnerNode:
         #: The current job, once the node heard how it ended: a job is logged as ended once, however often the
         #: coordinator says so (audit 28, A28-1b: each repeat in a reply was a log line).
         self._job_heard: str | None = None
+        #: The jobs a push or a batch's heartbeat heard ended (``hear_ended``), not yet logged (:meth:`_hear_ended`),
+        #: and the ids of the last ENDED_KEPT jobs heard ended: a batch of one stops (:meth:`_answer_in_order`).
+        self._ended_lock = threading.Lock()
+        self._ended_unlogged: list[pb.JobEnded] = []
+        self._ended_ids: deque[str] = deque(maxlen=ENDED_KEPT)
         self._released = 0
         self._refused: Counter[str] = Counter()
         #: Why a node of one job exits 2 though the coordinator ended the job: it released nothing, every task
@@ -310,13 +315,15 @@ class OwnerNode:
 
         seen = self._registrations
         try:
-            self._retry(call, "push")
+            reply = self._retry(call, "push")
         except ConnectError as exc:
             if exc.code != FORGOTTEN:
                 raise
             log.info("the coordinator does not know node %s (%s); it registers again", self.node_id, exc)
             self._register_again(stub, seen)  # unless the batch's heartbeat did meanwhile
-            self._retry(call, "push")
+            reply = self._retry(call, "push")
+        if reply is not None:
+            self._note_ended(reply.ended)
 
     def _push_and_pull(self, stub: pb_grpc.CoordinatorStub, results: list[Result]) -> Poll | None:
         """Push the last results of a pass (or none: a poll) and take the node's next tasks in the same
@@ -336,13 +343,15 @@ class OwnerNode:
         try:
             if self._session is None and self._sessions_on():
                 self._session = NodeSession(stub, PUSH_PULL_TIMEOUT, self.stop_event)
-            for n, request in parts:
+            for k, (n, request) in enumerate(parts):
                 reply = (
                     self._session.exchange(request)
                     if self._session is not None
                     else stoppable(stub.PushResults, request, timeout=PUSH_PULL_TIMEOUT, stop=self.stop_event)
                 )
                 del self._unsent[:n]  # recorded by the coordinator
+                if k < len(parts) - 1:  # a part before the last: the jobs it heard ended (the last one's: the caller)
+                    self._note_ended(reply.ended)
         except grpc.RpcError as exc:
             broken = self._end_session(exc)
             if self.stop_event.is_set() and not self._unsent:  # stopping, with nothing to deliver: no more calls
@@ -475,12 +484,13 @@ class OwnerNode:
         WARNING each in the service's log, and registered again only when its batch ended, a minute later; the
         queued job waited for it meanwhile). The batch's last exchange comes after the heartbeat ends
         (:meth:`_answer`), so a registration here never closes a session in use. ``register`` False: a refusal is
-        left to the node's next call (the heartbeat of a registration's own work)."""
-        request = pb.PushResultsRequest(node_id=self.node_id)
+        left to the node's next call (the heartbeat of a registration's own work). The heartbeat hears which jobs
+        ended (:meth:`_note_ended`): a batch of one stops (walkthrough 11, W11-9)."""
+        request = pb.PushResultsRequest(node_id=self.node_id, hear_ended=True)
         while not done.wait(PUSH_EVERY):
             seen = self._registrations
             try:
-                stub.PushResults(request, timeout=PUSH_TIMEOUT)
+                self._note_ended(stub.PushResults(request, timeout=PUSH_TIMEOUT).ended)
             except grpc.RpcError as exc:
                 if exc.code() != FORGOTTEN or not register:
                     log.debug("heartbeat failed: %s", exc.code().name)
@@ -518,6 +528,11 @@ class OwnerNode:
             if self.stop_event.is_set():
                 log.info("stopping: %d task(s) left unanswered, nothing released for them", len(tasks) - i)
                 break
+            if self._job_ended():
+                log.info("job %s ended at the coordinator; node %s stops its batch: %d task(s) left unanswered, "
+                         "nothing released for them, and %d answer(s) made not sent", self._job_id(), self.node_id,
+                         len(tasks) - i, len(ready))  # fmt: skip
+                return []
             end = core.chunk_end(tasks, i)
             answer = core.answer(tasks[i:end], seen=seen, job=self._job)
             self._count(answer.results)
@@ -528,6 +543,23 @@ class OwnerNode:
                 self._push(stub, ready)
                 ready, last_push = [], time.monotonic()
         return ready
+
+    def _note_ended(self, ended: Iterable[pb.JobEnded]) -> None:
+        """Keep the jobs a push or the batch's heartbeat heard ended, for the batch loop and :meth:`_hear_ended`."""
+        with self._ended_lock:
+            for e in ended:
+                self._ended_unlogged.append(e)
+                self._ended_ids.append(e.job_id)
+            del self._ended_unlogged[:-ENDED_KEPT]  # as many as the coordinator keeps for a node
+
+    def _job_ended(self) -> bool:
+        """Whether the coordinator said the current batch's job is over (walkthrough 11, W11-9: a node went on for 4
+        minutes with the releases of a job its restarted service had failed, and the next job waited for it)."""
+        with self._ended_lock:
+            return self._job is not None and self._job.job_id in self._ended_ids
+
+    def _job_id(self) -> str:
+        return self._job.job_id if self._job is not None else "(unannounced)"
 
     def _count(self, results: Iterable[Result]) -> None:
         """Count the job's answers: releases (and a secure sum's answers), and refusals by code. An acceptance of
@@ -545,7 +577,7 @@ class OwnerNode:
         if declined:  # walkthrough 6, W6-6: one line, by rule, not the refusal's text repeated with a bare count
             log.info(
                 "job %s: this node's policy declines it (%s); nothing released",
-                self._job.job_id if self._job is not None else "(unannounced)",
+                self._job_id(),
                 ", ".join(f"{why}: {n} owner(s)" for why, n in sorted(declined.items())),
             )
 
@@ -576,8 +608,11 @@ class OwnerNode:
         a daemon never said that a job its owners paid for failed; a node of one job did). A WARNING for a job
         that ended without its result after the node released in it: its owners paid for nothing. Each such job
         heard, what the ledger holds is recorded beside it (:mod:`~privfed.owner.ledger_seen`)."""
+        with self._ended_lock:
+            noted, self._ended_unlogged = self._ended_unlogged, []
+            self._ended_ids.extend(e.job_id for e in reply.ended)
         heard = False
-        for ended in reply.ended:
+        for ended in [*noted, *reply.ended]:
             if ended.job_id == self._job_logged:
                 if self._job_heard == ended.job_id:
                     continue

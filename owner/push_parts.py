@@ -24,6 +24,6 @@ def push_parts(
     of results it carries; the last with ``pull`` and ``wait_ms``. No results: one request (a poll)."""
     budget = max_message_bytes - len(node_id.encode()) - REQUEST_FIELDS_ROOM
     parts = size_parts([serde.result_to_proto(r) for r in results], budget)
-    requests = [(len(p), pb.PushResultsRequest(node_id=node_id, results=p)) for p in parts]
+    requests = [(len(p), pb.PushResultsRequest(node_id=node_id, results=p, hear_ended=True)) for p in parts]
     requests[-1][1].pull, requests[-1][1].wait_ms = pull, wait_ms
     return requests

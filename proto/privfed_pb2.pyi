@@ -845,20 +845,22 @@ class Result(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., refusal: _Optional[_Union[Refusal, _Mapping]] = ..., ncc_share: _Optional[_Union[NccShare, _Mapping]] = ..., lr_share: _Optional[_Union[LrShare, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShare, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShare, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShare, _Mapping]] = ..., ring_joined: _Optional[_Union[RingJoined, _Mapping]] = ..., ring_total: _Optional[_Union[RingTotal, _Mapping]] = ..., key_advert: _Optional[_Union[KeyAdvert, _Mapping]] = ..., key_shares: _Optional[_Union[KeyShares, _Mapping]] = ..., masked_input: _Optional[_Union[MaskedInput, _Mapping]] = ..., unmask_reply: _Optional[_Union[UnmaskReply, _Mapping]] = ..., lr_gradient: _Optional[_Union[LrGradient, _Mapping]] = ..., nb: _Optional[_Union[NbReport, _Mapping]] = ..., join_accepted: _Optional[_Union[JoinAccepted, _Mapping]] = ...) -> None: ...
 
 class PushResultsRequest(_message.Message):
-    __slots__ = ("node_id", "results", "pull", "wait_ms", "leaving", "schema_mismatch")
+    __slots__ = ("node_id", "results", "pull", "wait_ms", "leaving", "schema_mismatch", "hear_ended")
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     PULL_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     LEAVING_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_MISMATCH_FIELD_NUMBER: _ClassVar[int]
+    HEAR_ENDED_FIELD_NUMBER: _ClassVar[int]
     node_id: str
     results: _containers.RepeatedCompositeFieldContainer[Result]
     pull: bool
     wait_ms: int
     leaving: bool
     schema_mismatch: bool
-    def __init__(self, node_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[Result, _Mapping]]] = ..., pull: _Optional[bool] = ..., wait_ms: _Optional[int] = ..., leaving: _Optional[bool] = ..., schema_mismatch: _Optional[bool] = ...) -> None: ...
+    hear_ended: bool
+    def __init__(self, node_id: _Optional[str] = ..., results: _Optional[_Iterable[_Union[Result, _Mapping]]] = ..., pull: _Optional[bool] = ..., wait_ms: _Optional[int] = ..., leaving: _Optional[bool] = ..., schema_mismatch: _Optional[bool] = ..., hear_ended: _Optional[bool] = ...) -> None: ...
 
 class PushResultsResponse(_message.Message):
     __slots__ = ("accepted", "tasks", "shutdown", "job", "job_failed", "ended")

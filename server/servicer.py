@@ -200,14 +200,17 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         (tasks, shutdown), job = self._dispatcher.with_job(
             lambda: self._dispatcher.pull(node_id, min(wait_ms / 1000.0, PULL_WAIT), peer, active)
         )
-        ended = [pb.JobEnded(job_id=j, failed=f) for j, f in self._dispatcher.take_ended(node_id)]
         return dict(
             tasks=self._encode_tasks(node_id, tasks, job),
             shutdown=shutdown,
             job=job_info_to_proto(job) if tasks else None,
             job_failed=shutdown and self._dispatcher.job_failed,
-            ended=ended,
+            ended=self._ended(node_id),
         )
+
+    def _ended(self, node_id: str) -> list[pb.JobEnded]:
+        """The jobs that ended since the node was last told (:meth:`~privfed.server.node_calls.NodeCalls.take_ended`)."""
+        return [pb.JobEnded(job_id=j, failed=f) for j, f in self._dispatcher.take_ended(node_id)]
 
     def PullTasks(self, request: pb.PullTasksRequest, context: grpc.ServicerContext) -> pb.PullTasksResponse:
         try:
@@ -222,13 +225,15 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         """Record the results; with ``leaving`` (a node stopping cleanly), then stop counting its owners
         (:meth:`~privfed.server.node_calls.NodeCalls.leave`, which takes it from the registration's connection only)
         and answer at once; with ``pull``, then answer the node's next tasks as PullTasks does (one exchange per node
-        per round: issue 27)."""
+        per round: issue 27); without it, the jobs that ended if the node asks (``hear_ended``: a heartbeat of a long
+        batch hears that the batch's job is over, walkthrough 11, W11-9)."""
         results, rejected = decode_results(request.results)
         accepted = self._dispatcher.push(node_id, results, rejected)
         if request.leaving:
             self._dispatcher.leave(node_id, peer, schema_mismatch=request.schema_mismatch)
-        if not request.pull or request.leaving:
             return pb.PushResultsResponse(accepted=accepted)
+        if not request.pull:
+            return pb.PushResultsResponse(accepted=accepted, ended=self._ended(node_id) if request.hear_ended else [])
         return pb.PushResultsResponse(accepted=accepted, **self._take(node_id, request.wait_ms, peer, active))
 
     def PushResults(self, request: pb.PushResultsRequest, context: grpc.ServicerContext) -> pb.PushResultsResponse:
