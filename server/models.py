@@ -51,7 +51,11 @@ def model_linear_stage(model: ServedModel) -> tuple[str, np.ndarray]:
             )
         radius = float(np.sqrt(np.sum(((model.bounds.hi - model.bounds.lo) / 2.0) ** 2)))
         return "feddpdr", model.components / radius
-    raise ConfigError(f"a {type(model).__name__} has no linear first stage to clean queries against")
+    raise ConfigError(
+        f"a {type(model).__name__} has no linear first stage to clean queries against: `privfed query` sends cleaned "
+        "rows, which needs an lr model or a feddpdr model with 'ball' scaling; the data user of its job can fetch it "
+        "(`privfed job model JOB_ID --out model.json`) and predict from files (`privfed export`), walkthrough 11"
+    )
 
 
 def has_probabilities(model: ServedModel) -> bool:

@@ -222,3 +222,15 @@ def test_feddpdr_scores_are_read_after_its_norm_clip():
     assert np.allclose(model_scores("feddpdr", A, bounds, inside), inside)
     assert np.allclose(model_scores("feddpdr", A, bounds, far), [[np.sqrt(2.0), 0.0]])
     assert np.allclose(model_scores("lr", A, bounds, far), [[1.0, 0.0]])
+
+
+def test_a_model_without_a_linear_stage_is_refused_with_the_way_to_predict_with_it():
+    """Walkthrough 11, W11-10: a data user's `privfed query` of a nearest-centroid model read only "has no linear
+    first stage to clean queries against"; it now names the models it cleans for and how to predict with this one."""
+    from privfed.common.learners.ncc_model import NearestCentroidModel
+
+    with pytest.raises(ConfigError) as refused:
+        model_linear_stage(NearestCentroidModel(np.zeros((2, 3)), np.arange(2)))
+    said = str(refused.value)
+    assert "NearestCentroidModel has no linear first stage" in said
+    assert "lr model" in said and "privfed job model" in said and "privfed export" in said, said
