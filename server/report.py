@@ -306,7 +306,8 @@ def few_reports_warning(task: str, epsilon: float, answered: int, one_report: bo
     return (
         f"warning: {answered} owner(s) sent one report each: at this size one run's accuracy varies widely from run "
         f"to run (it is one draw, not what the task gets here); `privfed simulate --owners {answered} --task {task} "
-        f"--epsilon {epsilon:g} --repeats 10` on your data shows the spread"
+        f"--epsilon {epsilon:g} --repeats 10` on a data set like the owners' shows the spread (the owners, or an operator "
+        "with their consent, can run it on their own rows)"
     )
 
 

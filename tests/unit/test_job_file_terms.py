@@ -51,5 +51,5 @@ def test_the_listing_note_of_a_done_job_keeps_the_suggested_command(tmp_path):
         ServiceConfig(store=tmp_path / "store", listen="127.0.0.1:0", status_listen=None, dataset="synthetic"), tls=None
     )
     note = service.summary(service.store.get(job_id))["note"]
-    assert f"`{SIMULATE}` on your data" in note and note.endswith("; no rounds given"), note
+    assert f"`{SIMULATE}` on a data set like the owners'" in note and note.endswith("; no rounds given"), note
     assert f"`{SIMULATE}`" in render({"jobs": [service.summary(service.store.get(job_id))], "nodes": {}})
