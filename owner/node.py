@@ -356,10 +356,15 @@ class OwnerNode:
             broken = self._end_session(exc)
             if self.stop_event.is_set() and not self._unsent:  # stopping, with nothing to deliver: no more calls
                 return None
-            log.info(
-                "lost the coordinator while sending answers and asking for tasks: %s; sending the answers on their own",
-                in_words(exc.code()),
-            )
+            if exc.code() in RETRYABLE:
+                log.info(
+                    "lost the coordinator while sending answers and asking for tasks: %s; sending the answers on their "
+                    "own",
+                    in_words(exc.code()),
+                )
+            else:  # walkthrough 11, W11-10: a revoked node's refusal read "lost the coordinator ...: PERMISSION_DENIED"
+                log.info("the coordinator refused this node's answers and request for tasks: %s: %s",
+                         exc.code().name, exc.details())  # fmt: skip
             # A call or session that broke may have taken tasks whose answer never came: registering
             # again queues them once more (a call the coordinator refused took nothing).
             if broken or exc.code() in RETRYABLE or exc.code() == FORGOTTEN:

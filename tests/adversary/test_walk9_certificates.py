@@ -251,3 +251,33 @@ def test_serve_reads_the_revocation_file_in_its_certs_by_default(tmp_path):
     assert revoked_certificates(args) == certs / "coordinator" / REVOKED_FILE  # not there yet: read once made (A30-3)
     reissue(certs, ["owner-0"])
     assert revoked_certificates(args) == certs / "coordinator" / REVOKED_FILE
+
+
+def test_a_node_whose_certificate_is_revoked_mid_job_says_it_was_refused_not_that_it_lost_the_coordinator(
+    service, tmp_path, caplog
+):
+    """Walkthrough 11, W11-10: after `privfed certs --reissue`, the running node's old key logged "lost the coordinator
+    while sending answers and asking for tasks: PERMISSION_DENIED" before its clear exit line: a refusal read as a
+    lost connection. The real node, over mTLS, with the key the service now refuses."""
+    from privfed.common.datasets import load_builtin
+    from privfed.common.ledger import Ledger
+    from privfed.owner.data import build_owners
+    from privfed.owner.node import OwnerNode
+    from privfed.owner.retry import ConnectError
+
+    port, certs, old = service
+    owners = build_owners(load_builtin("synthetic", n_samples=10, seed=1), node_id=NODE, n_owners=1, shards=range(1),
+                          seed=1, rng_kind="seeded", rng_seed=1)  # fmt: skip
+    node = OwnerNode(node_id=NODE, target=f"127.0.0.1:{port}", tls=TlsFiles.in_dir(old / NODE, NODE), owners=owners,
+                     ledger=Ledger(tmp_path / "n.sqlite", epsilon_budget=1.0), connect_timeout=5.0, session=False)  # fmt: skip
+    caplog.set_level(logging.INFO, logger="privfed.owner")
+    with node._channel() as channel:
+        stub = pb_grpc.CoordinatorStub(channel)
+        node._register(stub)
+        reissue(certs, [NODE])
+        assert node._push_and_pull(stub, []) is None  # the node's next call stops it (register refused: revoked)
+        with pytest.raises(ConnectError, match="revoked"):
+            node._register(stub)
+    said = [r.getMessage() for r in caplog.records if "request for tasks" in r.getMessage() or "lost" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("the coordinator refused this node's answers"), said
+    assert "PERMISSION_DENIED" in said[0] and "revoked" in said[0], said
