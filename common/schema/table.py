@@ -4,7 +4,7 @@ categories one-hot encoded, labels mapped by value.
 :class:`RawTable` is a file as read (:func:`privfed.common.dataset_files.read_table` reads one): its
 non-blank lines, nothing interpreted. :func:`load_rows` applies a schema to it and returns the
 model's rows, or raises one :class:`ConfigError` naming the file, the line and, where there is
-one, the column:
+one, the column (of each column's first bad cell):
 
 * ``header = true``: line 1 names the columns. Every feature must be there (in any order: the
   columns are reordered by name, and :attr:`LoadedRows.reordered` says so), plus the label column
@@ -22,7 +22,8 @@ one, the column:
 * a categorical cell must be one of the feature's public categories; it becomes one-hot columns.
 
 Pure: parses given text. A fast path (numpy's C parser) reads clean files; anything it cannot
-read goes through the cell-by-cell path, which finds and names the first bad cell.
+read goes through the cell-by-cell path, which finds and names the first bad cell of each column (and a label that
+is not a class) in one refusal.
 """
 
 from __future__ import annotations
@@ -152,23 +153,30 @@ def load_rows(
         ignored, label_col = (*ignored, name), None
     n_cols = len(header) if header is not None else len(split_line(body[0]))
     reordered = columns != list(range(len(columns)))
+    faults: list[_BadCell] = []
     try:
         X, label_text, filled = _fast(schema, body, columns, label_col, n_cols)
         if slow:  # tried as the rows were (audit 27: the rows' failed try went over them and not their copies)
             raise _SlowPath
     except _SlowPath:
         slow = True
-        X, label_text, filled = _slow(schema, body, columns, label_col, n_cols, table, start)
+        X, label_text, filled, faults = _slow(schema, body, columns, label_col, n_cols, table, start)
     y = None
     if label_text is not None:
-        y, bad = schema.class_indices(label_text)
+        missing = [t.lower() in MISSING for t in label_text]  # refused as missing already (_slow)
+        y, bad = schema.class_indices(np.where(missing, value_text(schema.classes[0]), label_text))
         if bad is not None:
             text = value_text(label_text[bad])
             shown = text if is_numeral(text) else repr(text)
-            raise ConfigError(
-                f"{table.name}: {where(bad)}: label {shown} is not a class of the federation schema "
-                f"(classes {list(schema.classes)})"
+            faults.append(
+                _BadCell(
+                    bad,
+                    f"{table.name}: {where(bad)}: label {shown} is not a class of the federation schema "
+                    f"(classes {list(schema.classes)})",
+                )
             )
+    if faults:
+        raise _refuse(table.name, faults)
     return LoadedRows(
         table.name,
         X,
@@ -271,6 +279,29 @@ class _SlowPath(Exception):
     """The fast parser could not read the file as is: go cell by cell."""
 
 
+class _BadCell(Exception):
+    """A cell the cell-by-cell path refuses: its row (0-based in the body) and the words naming it."""
+
+    def __init__(self, row: int, message: str) -> None:
+        super().__init__(message)
+        self.row = row
+
+
+#: The most faults one refusal of a file names (the first of each column, by line).
+FAULTS_NAMED = 10
+
+
+def _refuse(name: str, faults: list[_BadCell]) -> ConfigError:
+    """One refusal naming a file's faults, the first of each column, by line (walkthrough 11, W11-10: a file with
+    several showed one per run, and each run of a 2 000 000-row file read for 40 s first)."""
+    faults = sorted(faults, key=lambda f: f.row)
+    if len(faults) == 1:
+        return ConfigError(str(faults[0]))
+    shown = "; ".join(str(f).removeprefix(f"{name}: ") for f in faults[:FAULTS_NAMED])
+    more = f"; and {len(faults) - FAULTS_NAMED} more" if len(faults) > FAULTS_NAMED else ""
+    return ConfigError(f"{name}: {len(faults)} faults, the first of each column that has one: {shown}{more}")
+
+
 def _fast(
     schema: FederationSchema, body: list[str], columns: list[int], label_col: int | None, n_cols: int
 ) -> tuple[np.ndarray, np.ndarray | None, dict[str, int]]:
@@ -321,8 +352,9 @@ def _slow(
     n_cols: int,
     table: RawTable,
     start: int,
-) -> tuple[np.ndarray, np.ndarray | None, dict[str, int]]:
-    """Cell by cell: every cell checked, the first bad one named; missing cells filled."""
+) -> tuple[np.ndarray, np.ndarray | None, dict[str, int], list[_BadCell]]:
+    """Cell by cell: every cell checked, the first bad one of each column named (:func:`_refuse`, with a label that is
+    not a class: :func:`load_rows`); missing cells filled. Returns the faults rather than raise them."""
     rows = [split_line(line) for line in body]
     for i, row in enumerate(rows):
         if len(row) != n_cols:
@@ -339,39 +371,49 @@ def _slow(
     def at(i: int, col: int, feature: str) -> str:
         return f"{table.name}: {table.where(start + i)}, column {col + 1} ({feature})"
 
-    parts = []
+    parts, faults = [], []
     for f, col in zip(schema.features, columns):
         texts = [str(c).strip() for c in cells[:, col]]
         missing = np.array([t.lower() in MISSING for t in texts], dtype=bool)
-        if missing.any():
-            first = int(np.argmax(missing))
-            if f not in fills:
-                raise ConfigError(
-                    f"{at(first, col, f)}: missing value; declare a public fill value for it in the schema "
-                    f"([fill] {f} = ...) or complete the file"
-                )
-            filled[f] = int(missing.sum())
-        if f in cats:
-            parts.append(_one_hot(np.array(texts, dtype=object), cats[f], f, (at, col, missing, fills.get(f))))
-            continue
-        values = np.full(len(texts), np.nan)
-        for i, t in enumerate(texts):
-            if missing[i]:
-                values[i] = float(fills[f])
+        try:
+            if missing.any():
+                first = int(np.argmax(missing))
+                if f not in fills:
+                    raise _BadCell(
+                        first,
+                        f"{at(first, col, f)}: missing value; declare a public fill value for it in the schema "
+                        f"([fill] {f} = ...) or complete the file",
+                    )
+                filled[f] = int(missing.sum())
+            if f in cats:
+                parts.append(_one_hot(np.array(texts, dtype=object), cats[f], f, (at, col, missing, fills.get(f))))
                 continue
-            if "_" in t or not is_numeral(t):
-                raise ConfigError(f"{at(i, col, f)}: non-numeric value {t[:40]!r}")
-            values[i] = float(t)
-            if not np.isfinite(values[i]):
-                raise ConfigError(f"{at(i, col, f)}: value {t[:40]!r} is not finite")
-        parts.append(values[:, None])
+            parts.append(_numbers(texts, missing, fills.get(f), lambda i: at(i, col, f))[:, None])
+        except _BadCell as fault:
+            faults.append(fault)
     label_text = None
     if label_col is not None:
         label_text = np.array([str(c).strip() for c in cells[:, label_col]], dtype=object)
         gaps = [i for i, t in enumerate(label_text) if t.lower() in MISSING]
         if gaps:
-            raise ConfigError(f"{table.name}: {table.where(start + gaps[0])}, column {label_col + 1}: missing label")
-    return np.hstack(parts), label_text, filled
+            where = f"{table.name}: {table.where(start + gaps[0])}, column {label_col + 1}"
+            faults.append(_BadCell(gaps[0], f"{where}: missing label"))
+    return (np.hstack(parts) if not faults else np.zeros((len(rows), 0))), label_text, filled, faults
+
+
+def _numbers(texts: list[str], missing: np.ndarray, fill: object, at: Callable[[int], str]) -> np.ndarray:
+    """A numeric column's cells, missing ones as ``fill``; the first cell that is not a finite number raises."""
+    values = np.full(len(texts), np.nan)
+    for i, t in enumerate(texts):
+        if missing[i]:
+            values[i] = float(fill)  # type: ignore[arg-type]
+            continue
+        if "_" in t or not is_numeral(t):
+            raise _BadCell(i, f"{at(i)}: non-numeric value {t[:40]!r}")
+        values[i] = float(t)
+        if not np.isfinite(values[i]):
+            raise _BadCell(i, f"{at(i)}: value {t[:40]!r} is not finite")
+    return values
 
 
 def _one_hot(
@@ -392,9 +434,10 @@ def _one_hot(
         if k < 0:
             if slow is None:
                 raise _SlowPath
-            raise ConfigError(
+            raise _BadCell(
+                i,
                 f"{slow[0](i, slow[1], feature)}: category {str(t)[:40]!r} is not one of the schema's categories "
-                f"{list(categories)}"
+                f"{list(categories)}",
             )
         index[i] = k
     out = np.zeros((len(texts), len(categories)))
