@@ -124,8 +124,17 @@ class Federation:
         return run_job(self.server, strategy, expected_owners=expected_owners, show_progress=False, **kw)
 
     def run_in_thread(self, strategy, expected_owners: int, **kw):
+        """The job in a thread; its outcome goes to ``box["outcome"]``, or what it raised to ``box["error"]`` (a job
+        the test stops mid-way ends in an error, which pytest reported as an unhandled exception of a later test)."""
         box = {}
-        t = threading.Thread(target=lambda: box.setdefault("outcome", self.run(strategy, expected_owners, **kw)))
+
+        def run() -> None:
+            try:
+                box["outcome"] = self.run(strategy, expected_owners, **kw)
+            except Exception as exc:
+                box["error"] = exc
+
+        t = threading.Thread(target=run)
         t.start()
         return t, box
 

@@ -101,6 +101,7 @@ def test_round_completes_when_a_node_is_killed_mid_round(tmp_path):
         time.sleep(0.5)
         os.kill(victim.pid, signal.SIGKILL)  # killed with the round in flight
         thread.join(timeout=60)
+        assert "outcome" in box, box.get("error")
         outcome = box["outcome"]
     finally:
         fed.close()

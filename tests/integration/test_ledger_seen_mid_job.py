@@ -65,7 +65,7 @@ def test_a_ledger_put_back_from_before_a_job_the_node_was_killed_in_is_refused(t
         _wait("both nodes to register", lambda: all("registered" in fed.log(n) for n in ("owner-0", "owner-1")))
         os.kill(frozen.pid, signal.SIGSTOP)  # the job cannot end: this node holds its answers
         strategy = make_strategy("lr", solver="local", epsilon=EPSILON, n_classes=test.n_classes, bounds=test.bounds)
-        fed.run_in_thread(strategy, N, register_timeout=2)  # the accept round waits 2 s for it to call again (W10-8)
+        job, box = fed.run_in_thread(strategy, N, register_timeout=2)  # the accept round waits 2 s for it (W10-8)
         _wait("the victim's releases", lambda: _counts(ledger)[0] == N // 2)
         _wait("its .seen file to count them", lambda: _counts(ledger)[1] == N // 2, timeout=20)
         victim.kill()  # mid-job: it never hears the job end
@@ -76,6 +76,8 @@ def test_a_ledger_put_back_from_before_a_job_the_node_was_killed_in_is_refused(t
                 os.kill(proc.pid, signal.SIGCONT)
                 proc.kill()
         fed.close()
+    job.join(30)
+    assert not job.is_alive(), box  # it ended without the frozen node, or stopped with the service
     for log in (ledger.with_name(ledger.name + "-wal"), ledger.with_name(ledger.name + "-shm")):
         log.unlink(missing_ok=True)  # the killed node's write-ahead log goes with the file it belongs to
     shutil.copy(before, ledger)  # put back

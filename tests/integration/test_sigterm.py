@@ -234,6 +234,7 @@ def test_owner_sigterm_mid_round_exits_0_and_every_received_share_was_debited(tm
     debited = assert_consistent(ledger_state(ledgers["owner-0"]))
     assert len(debited) <= seen + CHUNK  # it stopped working on the round: at most one more chunk
     assert assert_consistent(ledger_state(ledgers["owner-1"])) == {owner_id("owner-1", i) for i in range(BIG, N)}
+    assert "outcome" in box, box.get("error")
     outcome = box["outcome"]
     assert outcome.lost_nodes == ["owner-0"]
     received = {oid for oid, eps in outcome.epsilon_by_owner.items() if eps > 0 and oid.startswith("owner-0.")}
