@@ -59,6 +59,28 @@ def test_a_reply_that_breaks_its_contract_rejects_its_owner_and_the_others_are_u
         book.check_quorum(silent_owners=set())
 
 
+def test_owners_whose_node_left_once_they_answered_count_for_that_batch_and_not_before_the_next():
+    """A job whose nodes stopped once they had answered its last round (`docker compose stop`, owners first) failed
+    with "only 0 of 4 owners are still taking part", every answer in hand: its quorum, checked after the round,
+    counted the nodes that left as gone. They count for the batch they answered; a next batch that releases checks
+    again before it goes out (before anyone spends more), where they no longer count."""
+    tasks = _tasks()
+    book = JobBook(PublicLimits(max_rows=2), quorum=3, owner_ids=OWNERS)
+    assert book.to_ask(tasks, silent_owners=set()) == tasks
+    results = {t.task_id: Result(t.task_id, t.owner_id, _reply()) for t in tasks[:3]}  # owner-1's owner: no answer
+    book.record(tasks, RunOutcome(results, [tasks[3].task_id], ["owner-1"]), silent_nodes=["owner-1"])
+    left = set(OWNERS)  # every node has left since
+    book.check_quorum(left)  # 3 answered the batch: the quorum holds for it
+    with pytest.raises(QuorumLost, match=r"only 0 of 4 owners are still taking part"):
+        book.to_ask(tasks, silent_owners=left)  # before the next batch's releases
+    refused = JobBook(PublicLimits(max_rows=2), quorum=1, owner_ids=OWNERS)
+    refused.to_ask(tasks)
+    refused.record(tasks, RunOutcome({tasks[0].task_id: Result(tasks[0].task_id, OWNERS[0], Refusal("policy", "no"))},
+                                     [], []), silent_nodes=())  # fmt: skip
+    with pytest.raises(QuorumLost):  # a refusal is no answer to count
+        refused.check_quorum({OWNERS[0], *OWNERS[1:]})
+
+
 def test_an_undecodable_answer_and_a_live_node_that_never_answers_are_rejected():
     tasks = _tasks()
     book = JobBook(PublicLimits(max_rows=2), owner_ids=OWNERS)
