@@ -338,7 +338,7 @@ def run_job(
     ) -> list[Result]:
         """Send one batch of tasks (none to a rejected owner), wait, keep only replies that fit their
         contract: returned, or handed to ``fold`` as they come."""
-        tasks = book.to_ask(tasks)
+        tasks = book.to_ask(tasks, server.dispatcher.silent_owners())
         if not tasks:
             return []
         refusals = book.refusals

@@ -67,6 +67,9 @@ class JobBook:
     #: Owners with any release the job used and debited, an evaluation too: the report's ``took_part``
     #: (walkthrough 9, W9-4: a bdt job's evaluators-only owners paid, yet were counted as owners that did not release).
     took_part: set[str] = field(default_factory=set)
+    #: Owners with an answer of the current batch the job uses, not a refusal (:meth:`take`; the batch begins at
+    #: :meth:`to_ask`): the quorum after the batch counts them, though their node left once they answered it.
+    answered_in_batch: set[str] = field(default_factory=set)
     asked: int | None = None
     #: Refusals booked so far (every one, an owner's second too): a round's log line counts its own by difference.
     refusals: int = 0
@@ -125,10 +128,16 @@ class JobBook:
         self.rejected.update(account.get("rejected", {}))
         self._counted.update((o, r) for o, r in account.get("counted", ()))
 
-    def to_ask(self, tasks: list[Task]) -> list[Task]:
-        """The tasks of a batch that go out: none for a rejected owner, nor for one whose node is gone."""
+    def to_ask(self, tasks: list[Task], silent_owners: set[str] | None = None) -> list[Task]:
+        """The tasks of a batch that go out: none for a rejected owner, nor for one whose node is gone. Before a
+        batch that asks for more than taking part, with ``silent_owners`` (the dispatcher's), the quorum is checked:
+        the job stops before anyone spends more (:meth:`check_quorum`)."""
         out = [t for t in tasks if t.owner_id not in self.rejected and t.owner_id not in self.gone]
-        self.released_asked = self.released_asked or any(not isinstance(t.spec, JoinTask) for t in out)
+        self.answered_in_batch = set()
+        if any(not isinstance(t.spec, JoinTask) for t in out):
+            self.released_asked = True
+            if silent_owners is not None:
+                self.check_quorum(silent_owners)
         return out
 
     def lose(self, owners: Iterable[str]) -> None:
@@ -180,7 +189,9 @@ class JobBook:
                 self.refusals += 1
                 self.refused[answer.owner_id] = answer.payload.line()
                 self._booked.add(answer.owner_id)
-            elif task.spec.ledger_entries():  # a release
+                continue
+            self.answered_in_batch.add(answer.owner_id)
+            if task.spec.ledger_entries():  # a release
                 self._debited(task, answer.owner_id)
         return usable
 
@@ -205,8 +216,11 @@ class JobBook:
         return sum(1 for o in self.owner_ids if o not in gone)
 
     def check_quorum(self, silent_owners: set[str]) -> None:
-        """Raise :class:`QuorumLost` when fewer than ``quorum`` owners are still taking part."""
-        left, n = self.taking_part(silent_owners), len(self.owner_ids)
+        """Raise :class:`QuorumLost` when fewer than ``quorum`` owners are still taking part. An owner that answered
+        the current batch counts, though its node left since (a job whose nodes stopped once they had answered its
+        last round failed, the answers in hand: ``docker compose stop``, owners first); a next batch that releases
+        checks again before it goes out (:meth:`to_ask`)."""
+        left, n = self.taking_part(silent_owners - self.answered_in_batch), len(self.owner_ids)
         if left < self.quorum:
             # of the owners the job runs on, which are every owner registered, not the number it asked for
             runs_on = (
