@@ -22,6 +22,7 @@ import pytest
 from fedharness import DATASET, owner_cmd
 from servicefleet import NODES, OWNERS_PER_NODE, ServiceFleet, toml
 
+from privfed.common.identity import node_of
 from privfed.common.ledger import read_accounts
 from privfed.deploy.certs import make_certs
 from privfed.owner.data import federation_split
@@ -326,6 +327,12 @@ def test_a_job_without_a_journal_stopped_mid_batch_is_not_asked_again_after_the_
         if r["job"] == job_id
     )  # the stalled node may answer the tasks it was sent before the stop, once; nobody is asked twice
     assert set(per_owner.values()) == {entries} and len(per_owner) >= 2 * OWNERS_PER_NODE, per_owner
+    # the report accounts for every owner that paid: counted, or named as asked with no answer come (walkthrough 10,
+    # W10-3: the stalled node's owners were given nothing, their ledgers holding the debits)
+    counted = {o for o, e in report.get("epsilon_by_owner", {}).items() if e > 0}
+    unanswered = report.get("epsilon_unanswered_by_owner", {})
+    assert set(per_owner) <= counted | set(unanswered), (per_owner, counted, unanswered)
+    assert {node_of(o) for o in unanswered} == {NODES[2]} and not counted & set(unanswered), unanswered
     # the daemons that paid for it hear that it failed, as a node of one job does (walkthrough 7, W7-11: a daemon's
     # log never mentioned the job again)
     for node in NODES[:2]:

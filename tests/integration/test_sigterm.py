@@ -239,6 +239,10 @@ def test_owner_sigterm_mid_round_exits_0_and_every_received_share_was_debited(tm
     assert outcome.lost_nodes == ["owner-0"]
     received = {oid for oid, eps in outcome.epsilon_by_owner.items() if eps > 0 and oid.startswith("owner-0.")}
     assert received <= debited  # a share left the node only after its debit (the rest: debited, never sent)
+    # what the report says the rest may have spent (walkthrough 10, W10-3: it said nothing of the debits never sent)
+    unanswered = outcome.epsilon_unanswered
+    assert debited - received <= set(unanswered) and not set(unanswered) & received, (debited, received, unanswered)
+    assert all(o.startswith("owner-0.") and e == EPSILON for o, e in unanswered.items()), unanswered
 
 
 def test_owner_sigterm_while_waiting_for_tasks_exits_0_without_spending(tmp_path):

@@ -81,6 +81,27 @@ def test_owners_whose_node_left_once_they_answered_count_for_that_batch_and_not_
         refused.check_quorum({OWNERS[0], *OWNERS[1:]})
 
 
+def test_the_releases_asked_whose_answer_never_came_are_what_their_owners_may_have_spent_beyond_the_counted():
+    """Walkthrough 10, W10-3: a job stopped mid-step reported ε 0 for the owners whose ledgers had debited that step:
+    its report counts the answers that came. It also says what each owner asked for a release whose answer never came
+    (lost, rejected, the job stopped first) may have spent; a refusal spent nothing, a release is counted."""
+    tasks = _tasks()
+    book = JobBook(PublicLimits(max_rows=2), owner_ids=OWNERS)
+    book.to_ask(tasks)
+    assert book.unanswered_epsilon() == {o: 2.0 for o in OWNERS}  # asked: nothing came yet
+    results = {
+        tasks[0].task_id: Result(tasks[0].task_id, OWNERS[0], _reply()),
+        tasks[1].task_id: Result(tasks[1].task_id, OWNERS[1], _reply(rows=3)),  # rejected: it may have spent
+        tasks[2].task_id: Result(tasks[2].task_id, OWNERS[2], Refusal("budget_exceeded", "spent")),
+    }
+    book.record(tasks, RunOutcome(results, [tasks[3].task_id], ["owner-1"]), silent_nodes=["owner-1"])
+    assert book.epsilon_by_owner[OWNERS[0]] == 2.0
+    assert book.unanswered_epsilon() == {OWNERS[1]: 2.0, OWNERS[3]: 2.0}
+    assert book.to_report()["epsilon_unanswered_by_owner"] == {OWNERS[1]: 2.0, OWNERS[3]: 2.0}
+    book.to_ask(tasks)  # the same releases asked again (a re-formed ring reuses its release id): each counted once
+    assert book.unanswered_epsilon() == {o: 2.0 for o in OWNERS}
+
+
 def test_an_undecodable_answer_and_a_live_node_that_never_answers_are_rejected():
     tasks = _tasks()
     book = JobBook(PublicLimits(max_rows=2), owner_ids=OWNERS)
