@@ -251,6 +251,9 @@ class JobOutcome:
     #: (:meth:`JobBook.absent <privfed.server.rounds.JobBook.absent>`): walkthrough 9, W9-4.
     took_part: int | None = None
     absent: dict[str, int] = field(default_factory=dict)
+    #: What owners asked for releases whose answers never came may have spent beyond :attr:`epsilon_by_owner`
+    #: (:meth:`JobBook.unanswered_epsilon <privfed.server.rounds.JobBook.unanswered_epsilon>`).
+    epsilon_unanswered: dict[str, float] = field(default_factory=dict)
 
     @property
     def released(self) -> int:
@@ -273,6 +276,7 @@ class JobOutcome:
             "rejected_owners": self.rejected,
             "rejection_summary": rejection_summary(self.rejected, self.n_owners),
             "lost_nodes": self.lost_nodes,
+            "epsilon_unanswered_by_owner": self.epsilon_unanswered,
             "timings": self.timings,
             **self.result.to_report(),
         }
@@ -410,6 +414,7 @@ def run_job(
         timings={"register_s": t1 - t0, "rounds_s": t2 - t1},
         took_part=len(book.took_part),
         absent=book.absent(result.rejected),
+        epsilon_unanswered=book.unanswered_epsilon(),
     )
 
 

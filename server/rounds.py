@@ -38,6 +38,12 @@ def rejection_summary(rejected: dict[str, str], n_owners: int) -> str:
     return f"{len(rejected)}/{n_owners} owners rejected for replies that broke their task's contract: {parts}"
 
 
+def _release_key(task: Task) -> tuple[str, str]:
+    """One release of one owner: a re-formed ring asks again under the same release id (a task without one is
+    asked once: its id is unique)."""
+    return task.owner_id, getattr(task.spec, "release_id", None) or task.task_id
+
+
 def declined_owners(refused: dict[str, str]) -> list[str]:
     """The owners whose policy declined the job (refusal code ``policy``; ``privfed owner --policy``)."""
     return sorted(o for o, line in refused.items() if refusal_parts(line)[0] == POLICY_DECLINED)
@@ -70,6 +76,9 @@ class JobBook:
     #: Owners with an answer of the current batch the job uses, not a refusal (:meth:`take`; the batch begins at
     #: :meth:`to_ask`): the quorum after the batch counts them, though their node left once they answered it.
     answered_in_batch: set[str] = field(default_factory=set)
+    #: (owner, release) -> its ε, for each release asked whose answer has not come (:meth:`to_ask`, :meth:`take`):
+    #: what an owner may have spent beyond :attr:`epsilon_by_owner` (:meth:`unanswered_epsilon`).
+    _unanswered: dict[tuple[str, str], float] = field(default_factory=dict)
     asked: int | None = None
     #: Refusals booked so far (every one, an owner's second too): a round's log line counts its own by difference.
     refusals: int = 0
@@ -87,10 +96,21 @@ class JobBook:
         self.released_asked = False  # whether a batch has asked for more than taking part (to_ask)
         self.epsilon_by_owner = {o: 0.0 for o in self.owner_ids} | self.epsilon_by_owner
 
+    def unanswered_epsilon(self) -> dict[str, float]:
+        """Each owner asked for a release whose answer never came (its node was lost, the job stopped, or its answer
+        was rejected) -> the ε of those releases: what it may have spent beyond :attr:`epsilon_by_owner`, which
+        counts what came (walkthrough 10, W10-3: a job stopped mid-step reported ε 0 for owners whose ledgers had
+        debited that step). The owner's ledger holds what it spent."""
+        out: dict[str, float] = {}
+        for (owner, _), epsilon in self._unanswered.items():
+            out[owner] = out.get(owner, 0.0) + epsilon
+        return dict(sorted(out.items()))
+
     def to_report(self) -> dict[str, Any]:
         """What a report says about the owners, also when the job failed."""
         n = len(self.owner_ids)
         return {
+            "epsilon_unanswered_by_owner": self.unanswered_epsilon(),
             "refused": self.refused,
             "declined_owners": declined_owners(self.refused),
             "refusal_summary": refusal_summary(self.refused, n),
@@ -134,6 +154,9 @@ class JobBook:
         the job stops before anyone spends more (:meth:`check_quorum`)."""
         out = [t for t in tasks if t.owner_id not in self.rejected and t.owner_id not in self.gone]
         self.answered_in_batch = set()
+        for t in out:
+            if t.spec.ledger_entries():
+                self._unanswered[_release_key(t)] = total_budget(t.spec)[0]
         if any(not isinstance(t.spec, JoinTask) for t in out):
             self.released_asked = True
             if silent_owners is not None:
@@ -185,6 +208,7 @@ class JobBook:
                 self.reject(Rejection(answer.task_id, answer.owner_id, exc.code, exc.detail))
                 continue
             usable.append(answer)
+            self._unanswered.pop(_release_key(task), None)  # refused (nothing spent) or released (counted)
             if isinstance(answer.payload, Refusal):
                 self.refusals += 1
                 self.refused[answer.owner_id] = answer.payload.line()
