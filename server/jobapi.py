@@ -22,6 +22,7 @@ import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -86,6 +87,19 @@ LOG_TAIL = 60_000
 _TOKEN = re.compile(r"[0-9a-f]{16,64}")
 #: A peer's network address in a log line (gRPC's ``ipv4:HOST:PORT``, ``ipv6:[…]:PORT``, ``unix:PATH``).
 _PEER_ADDRESS = re.compile(r"\b(?:ipv4|ipv6|unix):[^\s,;)'\"]+")
+
+
+def _store_paths(root: Path) -> re.Pattern[str]:
+    """Where the store's path ``root`` stands in a text as a path: its absolute form (resolved, and as given) where
+    it is not the start of a longer name, and a relative one (``--store jobs``, as the README runs the service) only
+    where a path under it starts (``jobs/<id>/journal.sqlite``). The bare relative word is not a path: ``jobs`` is
+    also the listing's own key and the command ``privfed jobs`` (walkthrough 12, W12-1: a plain replace turned the
+    key into ``STORE`` and every data user's ``privfed jobs`` stopped with a traceback)."""
+    forms = sorted({str(root.resolve())} | ({str(root)} if root.is_absolute() else set()), key=len, reverse=True)
+    parts = [rf"(?:{'|'.join(re.escape(f) for f in forms)})(?![\w.\-])"]
+    if not root.is_absolute():
+        parts.append(rf"(?<![\w.\-/]){re.escape(str(root))}(?=/)")
+    return re.compile("|".join(parts))
 
 
 def job_settings(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -291,9 +305,7 @@ class JobApi:
         operator's paths (walkthrough 5: `privfed job logs` showed both), nor which of an owner's limits on its
         spending over time declined the job (:data:`~privfed.server.report.SPENDING_LIMIT`); the operator's own copy keeps them."""
         text = spending_limit(_PEER_ADDRESS.sub("<address>", text))
-        return text.replace(str(self._service.store.root.resolve()), "STORE").replace(
-            str(self._service.store.root), "STORE"
-        )
+        return _store_paths(self._service.store.root).sub("STORE", text)
 
     def model(self, request: dict[str, Any], user: str) -> dict[str, Any]:
         """The finished job's ``model.json`` document as the service saved it (what ``privfed export`` turns
