@@ -78,7 +78,10 @@ def test_a_relative_store_path_is_hidden_where_it_names_a_file_and_nowhere_else(
     api = JobApi(service, require_role=True)
     record = service.store.submit({"task": "bdt", "release": "shares", "epsilon": 1.0, "owners": 4}, "alice")
     journal = service.store.job_dir(record.job_id) / "journal.sqlite"  # jobs/<id>/journal.sqlite
-    error = f"journal {journal}: job r1 ran over other owners; privfed jobs lists the jobs, and {tmp_path}/jobs too"
+    error = (
+        f"journal {journal}: job r1 ran over other owners; privfed jobs lists the jobs, and {tmp_path}/jobs too; "
+        f"not {tmp_path}/jobs2 but {tmp_path}/jobs."
+    )
     service.store.transition(record.job_id, "queued", state="running", started="2026-11-29T00:00:00Z")
     service.store.update(record.job_id, state="failed", finished="2026-11-29T00:01:00Z", error=error)
 
@@ -88,5 +91,5 @@ def test_a_relative_store_path_is_hidden_where_it_names_a_file_and_nowhere_else(
     for said in (listed["jobs"][0]["error"], shown["job"]["error"]):
         assert said == (
             f"journal STORE/{record.job_id}/journal.sqlite: job r1 ran over other owners; privfed jobs lists the jobs, "
-            "and STORE too"
+            f"and STORE too; not {tmp_path}/jobs2 but STORE."
         ), said
