@@ -96,7 +96,7 @@ def _store_paths(root: Path) -> re.Pattern[str]:
     also the listing's own key and the command ``privfed jobs`` (walkthrough 12, W12-1: a plain replace turned the
     key into ``STORE`` and every data user's ``privfed jobs`` stopped with a traceback)."""
     forms = sorted({str(root.resolve())} | ({str(root)} if root.is_absolute() else set()), key=len, reverse=True)
-    parts = [rf"(?:{'|'.join(re.escape(f) for f in forms)})(?![\w.\-])"]
+    parts = [rf"(?:{'|'.join(re.escape(f) for f in forms)})(?![\w\-]|\.[\w\-])"]  # a full stop may end it
     if not root.is_absolute():
         parts.append(rf"(?<![\w.\-/]){re.escape(str(root))}(?=/)")
     return re.compile("|".join(parts))
