@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 from pathlib import Path
 
@@ -93,6 +94,8 @@ def _experiment(args: argparse.Namespace) -> int:
     from privfed.deploy.experiments import EXPERIMENTS
 
     module = importlib.import_module(EXPERIMENTS[args.experiment])
+    if not args.verbose:  # as privfed simulate: the owners' and coordinator's INFO lines (one per owner batch) for -v
+        logging.getLogger("privfed").setLevel(logging.WARNING)
     sub = Parser(
         prog=f"privfed experiment {args.experiment}",
         description=(module.__doc__ or "").strip().split("\n\n")[0] or None,
