@@ -169,7 +169,8 @@ def tls_failure(details: str) -> str | None:
     if "not in peer certificate" in details or "Hostname Verification Check failed" in details:
         return (
             "the coordinator's certificate does not name the address dialled (its subject alternative names "
-            "list the names it may be reached by); dial one of them, or re-issue it with `privfed certs --san`"
+            "list the names it may be reached by); dial one of them, give --target-name NAME with one of them to "
+            "reach it at this address, or re-issue it with `privfed certs --san`"
         )
     if "andshake failed" not in details:  # gRPC writes "Tls handshake failed" / "Ssl handshake failed"
         return None
