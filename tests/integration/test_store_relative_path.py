@@ -93,3 +93,33 @@ def test_a_relative_store_path_is_hidden_where_it_names_a_file_and_nowhere_else(
             f"journal STORE/{record.job_id}/journal.sqlite: job r1 ran over other owners; privfed jobs lists the jobs, "
             f"and STORE too; not {tmp_path}/jobs2 but STORE."
         ), said
+
+
+def test_a_listing_without_its_jobs_is_one_line_not_a_traceback(tmp_path):
+    """What an unfixed service answers (``{"STORE": [...]}``): ``privfed jobs`` says what to do, exit 2. A real
+    gRPC server on a socket speaking the job API's wire (JSON messages), and the ``privfed jobs`` process."""
+    from concurrent import futures
+
+    import grpc
+
+    from privfed.proto.jobwire import JOB_SERVICE, decode_json, encode_json
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    listing = grpc.unary_unary_rpc_method_handler(
+        lambda request, context: {"STORE": [], "earlier": 0},
+        request_deserializer=decode_json,
+        response_serializer=encode_json,
+    )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(JOB_SERVICE, {"List": listing}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "privfed.deploy.cli", "jobs", "--coordinator", f"127.0.0.1:{port}", "--insecure"],
+            capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        )  # fmt: skip
+    finally:
+        server.stop(None)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "without its job list" in done.stderr and "absolute --store" in done.stderr, done.stderr
