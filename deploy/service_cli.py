@@ -296,7 +296,13 @@ def _jobs(args: argparse.Namespace) -> int:
     from privfed.server.statuspage import refused_line
 
     answer = call(args, "List", {} if args.all else {"last": args.last})
-    jobs, earlier = answer["jobs"], int(answer.get("earlier") or 0)
+    jobs, earlier = answer.get("jobs"), int(answer.get("earlier") or 0)
+    if not isinstance(jobs, list):  # a service before walkthrough 12's fix renamed the key of a relative --store
+        raise PrivfedError(
+            f"the service at {args.coordinator} answered without its job list: a privfed serve older than walkthrough "
+            "12 does so when its --store is a relative path (W12-1); its operator upgrades it, or restarts it with an "
+            "absolute --store"
+        )
     if args.json:
         print(json.dumps(jobs, indent=2))
         return 0
