@@ -80,7 +80,7 @@ soak: bytecode
 reproduce: install
 	$(VENV)/bin/privfed reproduce
 
-# The same report at small n and repeats, under 3 minutes: reports/<UTC date>-quick/.
+# The same report at small n and repeats, about 5 minutes on 2 shared cores: reports/<UTC date>-quick/.
 reproduce-quick: install
 	$(VENV)/bin/privfed reproduce --quick
 

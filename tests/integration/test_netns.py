@@ -296,7 +296,7 @@ def test_the_readme_own_data_walkthrough_runs_across_machines(tmp_path):
     assert "b.csv: columns matched to the schema's features by the header's names" in b_log
     assert "b.csv: filled 1 missing value(s) with the schema's public fill values (concavity 1)" in b_log
     report = json.loads(next((tmp_path / "runs").glob("*/report.json")).read_text())
-    assert (report["status"], report["model_id"], report["owners"], report["answered"]) == ("ok", "lr-eps4", 20, 20)
+    assert (report["status"], report["model_id"], report["owners"], report["answered"]) == ("ok", "lr-eps4", 400, 400)
     assert report["reference_accuracy"] > report["baselines"]["majority_class"]
     assert "cross-validated on the public test file" in report["reference_learner"]
     coordinator_line = (tmp_path / "coordinator.log").read_text()
