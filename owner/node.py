@@ -86,6 +86,35 @@ def _without_result(job: str, node_id: str, answered: int) -> str:
     )
 
 
+class EndedJobs:
+    """The jobs the coordinator said ended, heard by the node's main thread or a batch's heartbeat (walkthrough 11,
+    W11-9): the ids of the last :data:`ENDED_KEPT` (a batch of one stops), and those heard outside the main loop's
+    replies, for it to log (:meth:`OwnerNode._hear_ended`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ids: deque[str] = deque(maxlen=ENDED_KEPT)
+        self._unlogged: list[pb.JobEnded] = []
+
+    def note(self, ended: Iterable[pb.JobEnded], *, log: bool) -> None:
+        """Keep ``ended``; ``log``: also for the main loop to log (heard by a push or the heartbeat)."""
+        with self._lock:
+            for e in ended:
+                self._ids.append(e.job_id)
+                if log:
+                    self._unlogged.append(e)
+            del self._unlogged[:-ENDED_KEPT]  # as many as the coordinator keeps for a node
+
+    def over(self, job_id: str) -> bool:
+        with self._lock:
+            return job_id in self._ids
+
+    def take_unlogged(self) -> list[pb.JobEnded]:
+        with self._lock:
+            taken, self._unlogged = self._unlogged, []
+            return taken
+
+
 class OwnerNode:
     def __init__(
         self,
@@ -122,11 +151,8 @@ class OwnerNode:
         #: The current job, once the node heard how it ended: a job is logged as ended once, however often the
         #: coordinator says so (audit 28, A28-1b: each repeat in a reply was a log line).
         self._job_heard: str | None = None
-        #: The jobs a push or a batch's heartbeat heard ended (``hear_ended``), not yet logged (:meth:`_hear_ended`),
-        #: and the ids of the last ENDED_KEPT jobs heard ended: a batch of one stops (:meth:`_answer_in_order`).
-        self._ended_lock = threading.Lock()
-        self._ended_unlogged: list[pb.JobEnded] = []
-        self._ended_ids: deque[str] = deque(maxlen=ENDED_KEPT)
+        #: The jobs the coordinator said ended (:class:`EndedJobs`): a batch of one stops (:meth:`_answer_in_order`).
+        self._ended = EndedJobs()
         self._released = 0
         self._refused: Counter[str] = Counter()
         #: Why a node of one job exits 2 though the coordinator ended the job: it released nothing, every task
@@ -551,17 +577,12 @@ class OwnerNode:
 
     def _note_ended(self, ended: Iterable[pb.JobEnded]) -> None:
         """Keep the jobs a push or the batch's heartbeat heard ended, for the batch loop and :meth:`_hear_ended`."""
-        with self._ended_lock:
-            for e in ended:
-                self._ended_unlogged.append(e)
-                self._ended_ids.append(e.job_id)
-            del self._ended_unlogged[:-ENDED_KEPT]  # as many as the coordinator keeps for a node
+        self._ended.note(ended, log=True)
 
     def _job_ended(self) -> bool:
         """Whether the coordinator said the current batch's job is over (walkthrough 11, W11-9: a node went on for 4
         minutes with the releases of a job its restarted service had failed, and the next job waited for it)."""
-        with self._ended_lock:
-            return self._job is not None and self._job.job_id in self._ended_ids
+        return self._job is not None and self._ended.over(self._job.job_id)
 
     def _job_id(self) -> str:
         return self._job.job_id if self._job is not None else "(unannounced)"
@@ -613,11 +634,9 @@ class OwnerNode:
         a daemon never said that a job its owners paid for failed; a node of one job did). A WARNING for a job
         that ended without its result after the node released in it: its owners paid for nothing. Each such job
         heard, what the ledger holds is recorded beside it (:mod:`~privfed.owner.ledger_seen`)."""
-        with self._ended_lock:
-            noted, self._ended_unlogged = self._ended_unlogged, []
-            self._ended_ids.extend(e.job_id for e in reply.ended)
+        self._ended.note(reply.ended, log=False)
         heard = False
-        for ended in [*noted, *reply.ended]:
+        for ended in [*self._ended.take_unlogged(), *reply.ended]:
             if ended.job_id == self._job_logged:
                 if self._job_heard == ended.job_id:
                     continue

@@ -8,14 +8,14 @@ import logging
 
 from privfed.common.ledger import Ledger
 from privfed.owner.ledger_seen import seen_path
-from privfed.owner.node import OwnerNode
+from privfed.owner.node import EndedJobs, OwnerNode
 from privfed.proto import privfed_pb2 as pb
 
 
 def _node(ledger: Ledger) -> OwnerNode:
     node = object.__new__(OwnerNode)  # the state _hear_ended reads: a daemon that answered 3 tasks in job-b
     node.node_id, node._job_logged, node._released, node._answered_in = "owner-0", "job-b", 3, {"job-a": 2}
-    node._job_heard, node._ledger = None, ledger
+    node._job_heard, node._ledger, node._ended = None, ledger, EndedJobs()
     return node
 
 
