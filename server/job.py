@@ -560,7 +560,10 @@ def run_federated_job(
                 rows_help=not job.config.one_report_per_owner,
             )
         few = few_reports_warning(
-            job.config.task, job.config.epsilon, outcome.answered, job.config.one_report_per_owner
+            f"{job.config.task}{' --solver local' * job.config.local_lr}",
+            job.config.epsilon,
+            outcome.answered,
+            job.config.one_report_per_owner or job.config.local_lr,
         )
         fewer = fewer_owners_warning(job.config.owners, outcome.released, outcome.absent)
         warnings = [w for w in (*job.settings_warnings, warning, few, fewer) if w]

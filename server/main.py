@@ -73,8 +73,9 @@ def coordinator_strategy(
     if gd and math.isfinite(config.epsilon) and (config.owners or 0) < MIN_GROUP:
         warn(
             f"lr: gradient descent averages the gradients of at least {MIN_GROUP} owners a step, one report each; "
-            f"with {config.owners or 'fewer'} owner(s) its one step is mostly noise: for a few owners with many rows "
-            "each use --solver local"
+            f"with {config.owners or 'fewer'} owner(s) its one step is mostly noise: more owners of fewer rows each "
+            "(--shards on the owner nodes: one row an owner) let it learn, and for a few owners of many rows each "
+            "--solver local averages their local models, noisy too below about 100 owners"
         )
     feddpdr = config.params if isinstance(config.params, FeddpdrParams) else None
     if feddpdr is not None and feddpdr.basis == "dp-pca" and math.isfinite(config.epsilon):

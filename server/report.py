@@ -298,7 +298,7 @@ FEW_REPORTS = 100
 
 def few_reports_warning(task: str, epsilon: float, answered: int, one_report: bool) -> str | None:
     """A one-line warning when a job whose owners each send one report (nb, bdt by marginals, lr by gradient
-    descent) had fewer than :data:`FEW_REPORTS` of them, else None: its accuracy is one draw of a wide spread
+    descent or by averaged local models) had fewer than :data:`FEW_REPORTS` of them, else None: its accuracy is one draw of a wide spread
     (walkthrough 8, W8-9: nb over 10 owners at eps 0.5 reported 0.840 with no word, where 10 runs of the same
     setting gave 0.567 ± 0.184). The README's table says from how many owners each task learns."""
     if not one_report or not 0 < answered < FEW_REPORTS or not math.isfinite(epsilon):

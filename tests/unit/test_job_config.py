@@ -343,7 +343,9 @@ def test_gradient_descent_with_fewer_owners_than_one_step_needs_is_warned_about(
         coordinator_strategy(
             JobConfig.from_flat(task="lr", epsilon=epsilon, owners=owners, solver=solver), warn=said.append
         )
-    assert len(said) == 2 and all("at least 25 owners a step" in s and "use --solver local" in s for s in said)
+    assert len(said) == 2 and all(
+        "at least 25 owners a step" in s and "--shards" in s and "--solver local" in s for s in said
+    )
     assert "with 1 owner(s)" in said[0] and "with 24 owner(s)" in said[1]
 
 
