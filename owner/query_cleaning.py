@@ -270,16 +270,40 @@ def on_score_grid(centred: np.ndarray, A_d: np.ndarray, width: np.ndarray, bits:
     each score clipped to its range over the box of widths ``width`` around the centre, ``±½|A_d|ᵀwidth``, and
     rounded to ``2^bits`` steps across it; a function of the rounded scores and public values alone."""
     A_d = np.asarray(A_d, dtype=np.float64)
-    half = 0.5 * (np.abs(A_d).T @ np.asarray(width, dtype=np.float64))  # (m,) the scores' half ranges
+    unit, shift = unit_columns(A_d)  # the same grid, in units where no product of a row overflows (audit 34, A34-1)
+    half = 0.5 * (np.abs(unit).T @ np.asarray(width, dtype=np.float64))  # (m,) the scores' half ranges
     step = np.where(half > 0, 2.0 * half / 2.0**bits, 1.0)
-    scores = np.clip(np.asarray(centred, dtype=np.float64) @ A_d, -half, half)
+    scores = np.clip(np.asarray(centred, dtype=np.float64) @ unit, -half, half)
     # A score below a quarter step is on the grid at 0: set so before the division, whose quotient of a tiny score
     # (a raw value ~1e-80 read by a weight ~1e-85) by a step made large by another column's weight is subnormal, a
     # slow path in the gap a coordinator times that the rows sent do not show (audit 29, A29-1). Scores are 0 or
-    # at least 2^-652 (flushed rows and stage: ``flush_tiny``), so the comparison is on normal numbers.
+    # at least 2^-653 (flushed rows and stage: ``flush_tiny``, :func:`unit_columns`), so the comparison is on normal
+    # numbers.
     scores = np.where(np.abs(scores) < 0.25 * step, 0.0, scores)
-    grid = np.clip(np.rint(scores / step) * step, -half, half)
+    grid = np.ldexp(np.clip(np.rint(scores / step) * step, -half, half), shift)  # in the stage's own units again
     return np.linalg.lstsq(A_d.T, grid.T, rcond=None)[0].T  # the rows of those scores (their nearest, if none has)
+
+
+def unit_columns(A_d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``A_d`` with each column of largest magnitude 1 or more scaled by a power of two to below 1 (exactly: only the
+    exponents move), its entries below ``2^-300`` of that magnitude read as 0 first (scaled, they would be subnormal,
+    :func:`~privfed.common.bounds.flush_tiny`'s reason), and each column's exponent ``k`` (it was divided by ``2^k``;
+    0 for a column left as it is). The scores a column gives, and their range over the box, are scaled by the same
+    power, so the score grid (:func:`on_score_grid`), scaled back, is the same, bit for bit, where nothing
+    overflows; the rows of those scores are solved on ``A_d`` itself (LAPACK's ``gelsd`` on a scaled stage with zero
+    entries takes a subnormal operand, a slow path in the gap: ``tests/adversary/test_audit29_query_grid_gap.py``).
+
+    Why (audit 34, A34-1): the coordinator picks the weights and, without ``--schema``, the bounds and so the centre
+    ``c``. Weights near ``2^1000`` and a centre ``2^28`` from the rows made ``M·(x_j − c_j)`` overflow exactly when
+    ``x_j`` crossed a threshold it chose, while the row's real score stayed inside its range: two terms overflowing with
+    opposite signs gave ``inf − inf = NaN`` (the whole query refused, nothing sent) and one alone the grid's top score,
+    so one row told the coordinator on which side of its thresholds two of its features lay, whatever its score. With
+    weights below 1 in magnitude a score overflows only for values near ``2^1023 / F``, which are not a row's."""
+    A_d = np.asarray(A_d, dtype=np.float64)
+    top = np.max(np.abs(A_d), axis=0) if A_d.size else np.zeros(A_d.shape[1:])
+    shift = np.maximum(np.frexp(top)[1], 0)  # top < 2^shift: 0 for a column below 1, left as it is
+    floor = np.where(shift > 0, np.ldexp(top, -300), 0.0)  # top >= 1 there: a normal number
+    return np.ldexp(np.where(np.abs(A_d) < floor, 0.0, A_d), -shift), shift
 
 
 def clean_queries(
