@@ -55,8 +55,9 @@ after ``GetModel``: it reads the query's numbers rewritten in one width
 Between the two calls: public checks, that reading, the cleaning (whose work is a function of
 ``A_dᵀx``, hence of the rows sent: a row projected outside the model's box costs more, and it is
 sent), the encoding. What is logged of the cleaning (:func:`_log_cleaning`: the model's scores of the raw rows
-against the rows sent) is computed after the first ``Predict``: squared in the gap, a raw value the rows sent do
-not show (1e-80 read by a stage weight of 1e-80) took the slow path (audit 28). Measured (200 interleaved repeats, in process over loopback, one timing's
+against the rows sent) is computed once the connection is closed: squared in the gap, a raw value the rows sent do
+not show (1e-80 read by a stage weight of 1e-80) took the slow path (audit 28), and squared after the last ``Predict``
+but before the close, in the gap from the coordinator's last answer to the connection's end (audit 34, A34-2). Measured (200 interleaved repeats, in process over loopback, one timing's
 accuracy): 3 against 17 significant digits, a missing cell filled by ``--schema``, another
 confidential label: 0.42-0.60 (before: 0.74, 0.95, 0.53); digits read by the model's schema 0.61
 (0.90). Not closed: the reading before contact leaves the CPU's caches colder the larger it was:
@@ -325,9 +326,10 @@ def _run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
                 "(is its scale extreme?); nothing sent"
             )
         answers = client.predict(config.model_id, cleaned.rows, probabilities=config.probabilities)
-        # after the rows went: its scores of the raw rows are no work in the gap a coordinator times (audit 28,
-        # A28-6b: a raw value the rows sent do not show, squared there, took the CPU's slow path)
-        _log_cleaning(config, cleaned, queries, rank, train_rows, Y_conf, model)
+    # after the connection closed: its scores of the raw rows are no work in a gap a coordinator times (audit 28,
+    # A28-6b: a raw value the rows sent do not show, squared before the first Predict, took the CPU's slow path; audit
+    # 34, A34-2: so it did after the last one, before the close, which the coordinator sees as it sees its answer go)
+    _log_cleaning(config, cleaned, queries, rank, train_rows, Y_conf, model)
     log.info("%d label(s) from %d Predict call(s)", len(answers.values), answers.calls)
     label = (model.schema.label if model.schema is not None else None) or "label"
     lines = answers_csv(answers, model.classes, label)
