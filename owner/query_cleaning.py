@@ -265,15 +265,33 @@ class CleanedQueries:
 DEFAULT_SCORE_BITS = 16
 
 
-def on_score_grid(centred: np.ndarray, A_d: np.ndarray, width: np.ndarray, bits: int) -> np.ndarray:
+def on_score_grid(
+    centred: np.ndarray,
+    A_d: np.ndarray,
+    width: np.ndarray,
+    bits: int,
+    *,
+    rows: np.ndarray | None = None,
+    centre: np.ndarray | None = None,
+) -> np.ndarray:
     """The least-norm rows (centred) whose scores ``A_dᵀz`` are those of ``centred`` on the public grid ("Digits"):
     each score clipped to its range over the box of widths ``width`` around the centre, ``±½|A_d|ᵀwidth``, and
-    rounded to ``2^bits`` steps across it; a function of the rounded scores and public values alone."""
+    rounded to ``2^bits`` steps across it; a function of the rounded scores and public values alone.
+
+    With ``rows`` and ``centre`` (``centred = rows − centre``) the scores are read as ``A_dᵀrows − A_dᵀcentre``: the
+    centre is the coordinator's (the bounds' midpoint), and ``rows − centre`` rounded each feature on its own at the
+    centre's magnitude before any score was taken; a centre at ±2^41 whose offsets cancel in the score read single
+    features at 2^-11 (audit 34, A34-3, ``tests/adversary/test_audit34_query_centre_cancellation.py``). Read so, a row's
+    products round at its own magnitude, and the centre's are the same for every row."""
     A_d = np.asarray(A_d, dtype=np.float64)
     unit, shift = unit_columns(A_d)  # the same grid, in units where no product of a row overflows (audit 34, A34-1)
     half = 0.5 * (np.abs(unit).T @ np.asarray(width, dtype=np.float64))  # (m,) the scores' half ranges
     step = np.where(half > 0, 2.0 * half / 2.0**bits, 1.0)
-    scores = np.clip(np.asarray(centred, dtype=np.float64) @ unit, -half, half)
+    if rows is not None and centre is not None:
+        read = np.asarray(rows, dtype=np.float64) @ unit - np.asarray(centre, dtype=np.float64) @ unit
+    else:
+        read = np.asarray(centred, dtype=np.float64) @ unit
+    scores = np.clip(read, -half, half)
     # A score below a quarter step is on the grid at 0: set so before the division, whose quotient of a tiny score
     # (a raw value ~1e-80 read by a weight ~1e-85) by a step made large by another column's weight is subnormal, a
     # slow path in the gap a coordinator times that the rows sent do not show (audit 29, A29-1). Scores are 0 or
@@ -354,7 +372,7 @@ def clean_queries(
     centred = queries - centre
     read = centred  # what the cleaning reads of each row: its scores, on the public grid if asked
     if score_bits is not None and bounds is not None:
-        read = on_score_grid(centred, A_d, bounds.hi - bounds.lo, score_bits)
+        read = on_score_grid(centred, A_d, bounds.hi - bounds.lo, score_bits, rows=queries, centre=centre)
     if method == "projection":
         box = None if bounds is None else (bounds.lo - centre, bounds.hi - centre)
         details = StageProjection(epsilon=epsilon, box=box).fit(A_d).transform_with_details(read)
