@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fpstatus import DE, X86_64, _FLAGS, _functions
+from fpstatus import _FLAGS, DE, X86_64, _functions
 from test_timing_query import BOUND, N_QUERIES, F, _csv, _query
 
 pytestmark = pytest.mark.skipif(not X86_64, reason="reads the x86 MXCSR register (tests/adversary/fpstatus.py)")
