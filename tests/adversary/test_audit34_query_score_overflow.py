@@ -94,3 +94,39 @@ def test_control_a_stage_that_reads_the_difference_tells_the_pairs_apart(coordin
     _, _, sent1 = _outcome(coordinator, certs, tmp_path, "q1", X1)
     assert sent0 is not None and sent1 is not None
     assert np.all(np.any(np.abs(sent0 - sent1) > 2.0**-GRID_BITS, axis=1))
+
+
+#: The same through the rows' own magnitudes, with an honest-looking centre (0): weights 2^999 overflow a product for a
+#: value of 2^25 (~3.4e7: an income, a population) or more, and bounds of ±2^23 keep the scores' range finite. Since
+#: A34-3 the scores are read as ``A_dᵀx − A_dᵀc``, which the construction above no longer reaches through the centre;
+#: this one checks the column scaling alone (it fails with :func:`~privfed.owner.query_cleaning.unit_columns` made
+#: the identity).
+BIG = np.array([[2.0**999], [2.0**999], [0.0], [0.0]])
+WIDE = (np.array([-(2.0**23), -(2.0**23), 0.0, 0.0]), np.array([2.0**23, 2.0**23, 1.0, 1.0]))
+
+
+def _large_rows(arm: str) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of x0 + x1 in [1e6, 4e6] (no product overflows) and partners of the same sum: "value", x0 = 3.5e7 (its
+    product inf) and x1 = sum − 3.5e7 (above −2^25: finite), so inf; "refusal", one row x0 = 4e7, x1 = sum − 4e7 (below
+    −2^25): inf − inf."""
+    rng = np.random.Generator(np.random.PCG64(3434))
+    X0 = np.column_stack([rng.uniform(5e5, 2e6, (24, 2)), rng.uniform(0.2, 0.8, (24, F - 2))])
+    X1 = X0.copy()
+    total = X0[:, 0] + X0[:, 1]
+    if arm == "value":
+        X1[:, 0], X1[:, 1] = 3.5e7, total - 3.5e7
+    else:
+        X1[0, 0], X1[0, 1] = 4e7, total[0] - 4e7
+    return X0, X1
+
+
+@pytest.mark.parametrize("arm", ["value", "refusal"])
+def test_rows_of_equal_scores_go_out_alike_when_their_own_values_overflow_a_product(coordinator, certs, tmp_path, arm):
+    X0, X1 = _large_rows(arm)
+    coordinator.model = _model(BIG, WIDE)
+    code0, calls0, sent0 = _outcome(coordinator, certs, tmp_path, "q0", X0)
+    code1, calls1, sent1 = _outcome(coordinator, certs, tmp_path, "q1", X1)
+    assert code0 == 0 and sent0 is not None and sent0.shape == X0.shape
+    assert (code1, calls1) == (code0, calls0), "rows of equal scores: one query was refused, its partner sent"
+    # the rows sent lie in the box, at the wire's grid: equal up to a step of it and the rounding of the sums
+    assert sent1 is not None and np.max(np.abs(sent0 - sent1)) <= 2.0**-GRID_BITS + 1e-9 * 2.0**23
