@@ -135,7 +135,8 @@ def check_linear_stage(model_id: str, kind: str, A_d: np.ndarray, n_features: in
     Raises
     ------
     RemoteProtocolError
-        ``A_d`` is not an (F, m) matrix with m ≥ 1 or has a non-finite entry.
+        ``A_d`` is not an (F, m) matrix with m ≥ 1, has a non-finite entry, or entries so large that its singular
+        values overflow (the rank would read 0: matrix_rank's tolerance is then infinite; audit 34, A34-4).
     ConfigError
         ``A_d`` has numerical rank above ``max_rank`` (:func:`numpy.linalg.matrix_rank`'s default
         tolerance, the one the cleaners use to tell read directions from ignored ones), or more
@@ -153,7 +154,15 @@ def check_linear_stage(model_id: str, kind: str, A_d: np.ndarray, n_features: in
     columns = A_d.shape[1]
     # past F + 1 columns the rank (at most F) cannot be what --max-rank must allow: not computed on such a matrix
     computed = columns <= max(max_rank, n_features) + 1
-    rank = int(np.linalg.matrix_rank(A_d)) if computed else n_features
+    rank = n_features
+    if computed:  # numpy.linalg.matrix_rank's rank, refused where its singular values overflow (audit 34, A34-4)
+        sv = np.linalg.svd(A_d, compute_uv=False)
+        if not np.all(np.isfinite(sv)):
+            raise RemoteProtocolError(
+                f"model {model_id!r}: linear stage too large for its rank to be computed (a singular value "
+                "overflows); nothing sent"
+            )
+        rank = int(np.count_nonzero(sv > sv.max() * max(A_d.shape) * np.finfo(float).eps))
     needs = max(rank, columns - 1)  # the least --max-rank that passes both bounds
     if needs > max_rank:  # one message for both bounds, with the number to pass (walkthrough 6, W6-3)
         head = (
