@@ -199,7 +199,8 @@ class QueryFile:
 
 def read_queries(path: Path, own_schema: FederationSchema | None) -> QueryFile:
     """Every read and parse of the query file that needs no word of the coordinator (:mod:`privfed.owner.query`, "Timing"); errors
-    that would stop any reading (a missing file, a bad ``--schema`` reading) are raised here. Values below
+    that would stop any reading (a missing file, a bad ``--schema`` reading, and without ``--schema`` a cell that is not
+    a number, which every model's reading refuses: audit 34, A34-5) are raised here. Values below
     :data:`~privfed.common.bounds.TINY` are read as 0 (:func:`~privfed.common.bounds.flush_tiny`), in the text a
     coordinator's schema reads too: a subnormal's arithmetic in the gap is slower, and on the wire's 2^-20 grid
     it is the 0 it rounds to (``tests/adversary/test_subnormal_query.py``)."""
@@ -217,6 +218,13 @@ def read_queries(path: Path, own_schema: FederationSchema | None) -> QueryFile:
     try:
         numeric = flush_tiny(read_table(path, "--queries"))  # no subnormal in the gap's arithmetic (audit 8)
     except ConfigError as exc:
+        if own_schema is None:  # no model's word reads it: refused now, not after GetModel (audit 34, A34-5)
+            raise ConfigError(
+                f"{exc}; without --schema a query file holds numbers only (no model's schema may fill or encode a "
+                "column: query_rows), so it is refused before the coordinator is asked, which would otherwise learn "
+                "that your rows hold such a cell; pin the federation schema you hold with --schema to have its fill "
+                "values read missing cells; nothing sent"
+            ) from exc
         return QueryFile(path, raw, None, exc, own)
     return QueryFile(path, None if raw is None else _fixed_width(raw, numeric), numeric, None, own)
 
