@@ -162,7 +162,8 @@ def answers_out(out: Path | None, force: bool = False) -> Iterator[None]:
     a Predict call, then "cannot write the labels", and a retry sent them again), as ``privfed export``
     checks its folder first; the temp file is removed unless the labels were moved onto ``out``. An existing
     ``out`` stops it too unless ``force`` (walkthrough 11, W11-8: it was replaced silently, where ``privfed
-    export`` and ``privfed job model`` never overwrite)."""
+    export`` and ``privfed job model`` never overwrite), and so does an existing temp file (audit 34: a file the user
+    kept by that name was emptied and removed)."""
     if out is None:
         yield
         return
@@ -174,7 +175,12 @@ def answers_out(out: Path | None, force: bool = False) -> Iterator[None]:
         raise ConfigError(f"{_exists(out)} (nothing sent)")
     partial = _partial(out)
     try:
-        partial.open("w").close()
+        partial.open("w" if force else "x").close()  # a file of its name is the user's too (audit 34)
+    except FileExistsError:
+        raise ConfigError(
+            f"--out {out}: {partial} exists (a run stopped before it wrote its labels leaves it; or it is yours): "
+            "remove it, give another file, or --force to replace both; nothing sent"
+        ) from None
     except OSError as exc:
         raise ConfigError(f"--out {out}: cannot write the labels there ({exc.strerror or exc}); nothing sent") from exc
     try:
