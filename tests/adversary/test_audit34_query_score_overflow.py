@@ -130,3 +130,21 @@ def test_rows_of_equal_scores_go_out_alike_when_their_own_values_overflow_a_prod
     assert (code1, calls1) == (code0, calls0), "rows of equal scores: one query was refused, its partner sent"
     # the rows sent lie in the box, at the wire's grid: equal up to a step of it and the rounding of the sums
     assert sent1 is not None and np.max(np.abs(sent0 - sent1)) <= 2.0**-GRID_BITS + 1e-9 * 2.0**23
+
+
+def test_a_stage_whose_score_range_overflows_is_refused_whatever_the_rows(coordinator, certs, tmp_path):
+    """Weights 2^1000 over bounds of width 2^30: the scores' range, ``±2^1030``, overflows. The code before audit 34 made
+    every row NaN (the grid's step infinite), refused alike; the column scaling of A34-1 made the grid finite and only
+    the grid values beyond 2^1024, scaled back, infinite, so a query was refused or sent by whether one of its rows'
+    scores lay near the range's edge. Such a stage is refused whatever the rows: two files, one of small values, one
+    holding a row at the edge."""
+    coordinator.model = _model(
+        np.array([[2.0**1000], [2.0**1000], [0.0], [0.0]]),
+        (np.array([-(2.0**29), -(2.0**29), 0.0, 0.0]), np.array([2.0**29, 2.0**29, 1.0, 1.0])),
+    )
+    X0 = np.random.Generator(np.random.PCG64(3435)).uniform(0.2, 0.8, (8, F))
+    X1 = X0.copy()
+    X1[0, :2] = 2.0**28 * 1.9  # its score is near the range's edge
+    outcomes = [_outcome(coordinator, certs, tmp_path, name, X)[:2] for name, X in (("q0", X0), ("q1", X1))]
+    assert outcomes[0] == outcomes[1], f"the rows decided whether the query was sent: {outcomes}"
+    assert outcomes[0][1] == 0 and outcomes[0][0] != 0  # refused, nothing sent
