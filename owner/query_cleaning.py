@@ -295,6 +295,11 @@ def on_score_grid(
     A_d = np.asarray(A_d, dtype=np.float64)
     unit, shift = unit_columns(A_d)  # the same grid, in units where no product of a row overflows (audit 34, A34-1)
     half = 0.5 * (np.abs(unit).T @ np.asarray(width, dtype=np.float64))  # (m,) the scores' half ranges
+    if not np.all(np.isfinite(np.ldexp(half, shift))):  # the stage and the bounds alone: refused whatever the rows
+        raise ConfigError(
+            "the model's scores range past the largest double over its bounds (its linear stage or its bounds are "
+            "extreme); nothing sent"
+        )  # else the grid values near the range's edge alone would be infinite in the stage's units (audit 34)
     step = np.where(half > 0, 2.0 * half / 2.0**bits, 1.0)
     if rows is not None and centre is not None:
         read = np.asarray(rows, dtype=np.float64) @ unit - np.asarray(centre, dtype=np.float64) @ unit
