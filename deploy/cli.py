@@ -32,6 +32,7 @@ from privfed.common.gc_thresholds import raised_gc_thresholds
 from privfed.deploy.argtypes import epsilon_list, listen_address, one_epsilon, positive_float, positive_int
 from privfed.deploy.cli_parser import Parser, VersionAction
 from privfed.deploy.job_flags import add_data, add_learning
+from privfed.deploy.quiet import quiet_unless
 from privfed.deploy.signals import set_on_signals
 from privfed.deploy.tlsflags import add_revoked_certificates, revoked_certificates
 from privfed.deploy.tlsflags import add_tls as _add_tls
@@ -304,9 +305,8 @@ def _simulate(args: argparse.Namespace) -> int:
     from privfed.deploy.simulate import simulate
 
     config = simulation_config(args)  # validated before any process starts
-    if not args.verbose:  # the progress bars (or one line per round) and one line per epsilon say enough
-        logging.getLogger("privfed").setLevel(logging.WARNING)
-    simulate(config)
+    with quiet_unless(args.verbose):  # the progress bars (or one line per round) and one line per epsilon say enough
+        simulate(config)
     return 0
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
 from pathlib import Path
 
 from privfed.deploy.cli_parser import Parser
+from privfed.deploy.quiet import quiet_unless
 
 
 def add_export(sub: argparse._SubParsersAction) -> None:
@@ -94,8 +94,6 @@ def _experiment(args: argparse.Namespace) -> int:
     from privfed.deploy.experiments import EXPERIMENTS
 
     module = importlib.import_module(EXPERIMENTS[args.experiment])
-    if not args.verbose:  # as privfed simulate: the owners' and coordinator's INFO lines (one per owner batch) for -v
-        logging.getLogger("privfed").setLevel(logging.WARNING)
     sub = Parser(
         prog=f"privfed experiment {args.experiment}",
         description=(module.__doc__ or "").strip().split("\n\n")[0] or None,
@@ -103,6 +101,7 @@ def _experiment(args: argparse.Namespace) -> int:
     module.add_arguments(sub)
     sub_args = sub.parse_args(args.options)
     sub_args.experiment = args.experiment
-    path = module.run(sub_args)
+    with quiet_unless(args.verbose):  # as privfed simulate: the owners' INFO lines (one per owner batch) for -v
+        path = module.run(sub_args)
     print(f"results: {path}")
     return 0
