@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ from privfed.common.identity import owner_id
 from privfed.common.ledger_rows import RowLayout
 from privfed.common.rng import make_rng
 from privfed.common.schema import FederationSchema, RawTable
-from privfed.common.schema.table import LoadedRows, split_line
+from privfed.common.schema.table import LoadedRows, RowsRefused, split_line
 from privfed.common.schema.values import value_text
 from privfed.common.work_rows import work_rows
 from privfed.owner.local import LocalOwner
@@ -159,6 +160,7 @@ def pad_load_work(
     n_owners: int = 0,
     seed: int = 0,
     layout: RowLayout | None = None,
+    faults: Sequence[str] = (),
 ) -> None:
     """Read and digest ``padded - n`` more rows, copies of ``rows``' own, and keep nothing of them: with the
     ``n`` real rows :func:`check_owner_rows` and :func:`row_digests` read when a node loads its rows after its
@@ -180,7 +182,11 @@ def pad_load_work(
     4-6 % (1-2 ms) that audit 26 measured between 2600 and 4000 rows in cells of 512 and could not trace: counted
     without a clock, the rows' split, the owners' ``flush_tiny`` and the bounds check went over the real rows
     alone (``tests/adversary/test_audit27_load_work_trace.py``). The copies' lines are made by tuple
-    repetition, not a Python loop, which balanced :func:`build_owners`' loop over the real rows only by chance."""
+    repetition, not a Python loop, which balanced :func:`build_owners`' loop over the real rows only by chance.
+
+    Audit 35 (A35-1): ``faults``, the lines of a refused load's faults, begin the copies, so they meet a fault as the
+    rows did wherever it lies (the copies were the file's first lines: a fault past their count let them load, a
+    data set built, so the time told whether the first fault lay past it)."""
     n = len(rows.lines) if loaded is None else int(loaded.X.shape[0])
     extra = max(0, padded - n)
     if extra == 0 or n == 0:
@@ -189,6 +195,7 @@ def pad_load_work(
     body = rows.lines[len(head) :]
     if loaded is None and len(body) > 1:  # a header the schema would skip is read as the rows' first line
         head, body = body[:1], body[1:]
+    body = [*faults, *body]  # a refused load's faults first (audit 35): the copies fail as the rows did
     lines = (*head, *(body * -(-extra // len(body)))[:extra])  # the rows in turn, no Python loop over them
     copies = RawTable(rows.name, lines, tuple(range(1, len(lines) + 1)), rows.unit, rows.positional)
     try:
@@ -220,15 +227,22 @@ def outside_counts(data: Dataset) -> np.ndarray:
     return np.asarray(np.count_nonzero((data.X < data.bounds.lo) | (data.X > data.bounds.hi), axis=0))
 
 
-def pad_refused_load(rows: RawTable, schema: FederationSchema, shards: int, declared: int | None) -> None:
+def pad_refused_load(
+    rows: RawTable, schema: FederationSchema, shards: int, declared: int | None, refusal: ConfigError | None = None
+) -> None:
     """The padding of a load whose rows the schema refused (:func:`pad_load_work`): they were read up to where
     they failed, as many as the file's lines at most, and the copies take the work up to the cells of that many
     rows over ``shards`` owners (``declared``: ``--work-rows``). Audit 26: the coordinator chooses the schema (a
     class list without one of the rows' classes), and the node's ``schema_mismatch`` came after a gap that
-    counted its rows (2600 rows 3.3 ms, 4000 rows 4.9 ms, in cells of 512 over 10 owners)."""
+    counted its rows (2600 rows 3.3 ms, 4000 rows 4.9 ms, in cells of 512 over 10 owners). ``refusal``: the
+    schema's (:class:`~privfed.common.schema.table.RowsRefused`): the copies are read by the reader that read the
+    rows, its faults' lines first (audit 35, A35-1: the time told where the first fault lay)."""
     lines = len(rows.lines)
     cells = shards * (declared or work_rows(-(-lines // max(shards, 1))))
-    pad_load_work(rows, schema, None, cells)
+    if isinstance(refusal, RowsRefused):
+        pad_load_work(rows, schema, None, cells, slow=refusal.slow, faults=refusal.lines)
+    else:
+        pad_load_work(rows, schema, None, cells)
 
 
 def read_owner_rows(path: str) -> RawTable:

@@ -151,7 +151,7 @@ def checked_rows(
     *,
     pinned: bool,
     read: list[LoadedRows] | None = None,
-    pad_refused: Callable[[], None] | None = None,
+    pad_refused: Callable[[ConfigError], None] | None = None,
 ) -> Dataset:
     """``rows`` checked against ``schema``, the decision recorded in the node's ledger first (issue 20,
     finding 5: "the schema decision is persisted").
@@ -185,7 +185,7 @@ def checked_rows(
     except ConfigError as exc:
         error = exc
         if pad_refused is not None:
-            pad_refused()
+            pad_refused(exc)
     if recorded != (digest, dataset is not None):
         try:
             ledger.record_schema(digest, dataset is not None)
@@ -272,7 +272,7 @@ def hosted_owners(
             ledger,
             pinned=config.schema is not None,
             read=read,
-            pad_refused=lambda: pad_refused_load(rows, schema, shards.stop, config.work_rows),
+            pad_refused=lambda exc: pad_refused_load(rows, schema, shards.stop, config.work_rows, exc),
         )
         if watch is not None:
             watch.rows = int(dataset.X.shape[0])

@@ -176,7 +176,7 @@ def load_rows(
                 )
             )
     if faults:
-        raise _refuse(table.name, faults)
+        raise _refuse(table.name, faults, tuple(body[f.row] for f in faults), slow)
     return LoadedRows(
         table.name,
         X,
@@ -279,6 +279,17 @@ class _SlowPath(Exception):
     """The fast parser could not read the file as is: go cell by cell."""
 
 
+class RowsRefused(ConfigError):
+    """A file whose cells the schema refuses: ``lines``, the lines of its faults (the first of each column), and
+    ``slow``, whether it was read cell by cell, for the padding of the refused load to read its copies as the rows
+    were read and to meet the same faults (:func:`privfed.owner.data.pad_refused_load`, audit 35, A35-1)."""
+
+    def __init__(self, message: str, lines: tuple[str, ...] = (), slow: bool = False) -> None:
+        super().__init__(message)
+        self.lines = lines
+        self.slow = slow
+
+
 class _BadCell(Exception):
     """A cell the cell-by-cell path refuses: its row (0-based in the body) and the words naming it."""
 
@@ -291,15 +302,18 @@ class _BadCell(Exception):
 FAULTS_NAMED = 10
 
 
-def _refuse(name: str, faults: list[_BadCell]) -> ConfigError:
+def _refuse(name: str, faults: list[_BadCell], lines: tuple[str, ...] = (), slow: bool = False) -> RowsRefused:
     """One refusal naming a file's faults, the first of each column, by line (walkthrough 11, W11-10: a file with
-    several showed one per run, and each run of a 2 000 000-row file read for 40 s first)."""
+    several showed one per run, and each run of a 2 000 000-row file read for 40 s first); ``lines`` and ``slow``:
+    :class:`RowsRefused`'s."""
     faults = sorted(faults, key=lambda f: f.row)
     if len(faults) == 1:
-        return ConfigError(str(faults[0]))
+        return RowsRefused(str(faults[0]), lines, slow)
     shown = "; ".join(str(f).removeprefix(f"{name}: ") for f in faults[:FAULTS_NAMED])
     more = f"; and {len(faults) - FAULTS_NAMED} more" if len(faults) > FAULTS_NAMED else ""
-    return ConfigError(f"{name}: {len(faults)} faults, the first of each column that has one: {shown}{more}")
+    return RowsRefused(
+        f"{name}: {len(faults)} faults, the first of each column that has one: {shown}{more}", lines, slow
+    )
 
 
 def _fast(
@@ -307,7 +321,7 @@ def _fast(
 ) -> tuple[np.ndarray, np.ndarray | None, dict[str, int]]:
     """Clean files: numpy's C parser for the numeric columns, text columns read as text. Lines with
     quotes or another number of cells go the slow way (which checks every line's cells)."""
-    if any('"' in line or line.count(",") != n_cols - 1 for line in body):
+    if any(['"' in line or line.count(",") != n_cols - 1 for line in body]):  # every line looked at (audit 35)
         raise _SlowPath
     cats = dict(schema.categories)
     numeric = [c for f, c in zip(schema.features, columns) if f not in cats]
@@ -356,7 +370,9 @@ def _slow(
     """Cell by cell: every cell checked, the first bad one of each column named (:func:`_refuse`, with a label that is
     not a class: :func:`load_rows`); missing cells filled. Returns the faults rather than raise them."""
     rows = [split_line(line) for line in body]
-    for i, row in enumerate(rows):
+    uneven = [len(row) != n_cols for row in rows]  # every line's count, then the first that differs (audit 35)
+    for i in [uneven.index(True)] if any(uneven) else []:
+        row = rows[i]
         if len(row) != n_cols:
             first = table.where(0)
             if body[i].count('"') % 2:  # the csv reader took the rest of the line into one field
@@ -375,22 +391,28 @@ def _slow(
     for f, col in zip(schema.features, columns):
         texts = [str(c).strip() for c in cells[:, col]]
         missing = np.array([t.lower() in MISSING for t in texts], dtype=bool)
-        try:
-            if missing.any():
-                first = int(np.argmax(missing))
-                if f not in fills:
-                    raise _BadCell(
-                        first,
-                        f"{at(first, col, f)}: missing value; declare a public fill value for it in the schema "
-                        f"([fill] {f} = ...) or complete the file",
-                    )
+        # Every cell of every column is read, whatever its faults (audit 35, A35-1: each column stopped at its first
+        # bad cell, so the time of a refusal by the coordinator's schema told where that cell's row lies).
+        unfilled: _BadCell | None = None
+        if missing.any():
+            first = int(np.argmax(missing))
+            if f not in fills:
+                unfilled = _BadCell(
+                    first,
+                    f"{at(first, col, f)}: missing value; declare a public fill value for it in the schema "
+                    f"([fill] {f} = ...) or complete the file",
+                )
+            else:
                 filled[f] = int(missing.sum())
+        try:
             if f in cats:
                 parts.append(_one_hot(np.array(texts, dtype=object), cats[f], f, (at, col, missing, fills.get(f))))
-                continue
-            parts.append(_numbers(texts, missing, fills.get(f), lambda i: at(i, col, f))[:, None])
+            else:
+                parts.append(_numbers(texts, missing, fills.get(f), lambda i: at(i, col, f))[:, None])
         except _BadCell as fault:
-            faults.append(fault)
+            unfilled = unfilled or fault  # a missing cell without a fill is named first, as before
+        if unfilled is not None:
+            faults.append(unfilled)
     label_text = None
     if label_col is not None:
         label_text = np.array([str(c).strip() for c in cells[:, label_col]], dtype=object)
@@ -402,17 +424,23 @@ def _slow(
 
 
 def _numbers(texts: list[str], missing: np.ndarray, fill: object, at: Callable[[int], str]) -> np.ndarray:
-    """A numeric column's cells, missing ones as ``fill``; the first cell that is not a finite number raises."""
+    """A numeric column's cells, missing ones as ``fill`` (None: NaN, a fault named by the caller); the first cell
+    that is not a finite number raises, once every cell is read (audit 35, A35-1: the reading stopped there)."""
     values = np.full(len(texts), np.nan)
+    filler = np.nan if fill is None else float(fill)  # type: ignore[arg-type]
+    numeral = np.ones(len(texts), dtype=bool)
     for i, t in enumerate(texts):
         if missing[i]:
-            values[i] = float(fill)  # type: ignore[arg-type]
+            values[i] = filler
             continue
-        if "_" in t or not is_numeral(t):
-            raise _BadCell(i, f"{at(i)}: non-numeric value {t[:40]!r}")
-        values[i] = float(t)
-        if not np.isfinite(values[i]):
-            raise _BadCell(i, f"{at(i)}: value {t[:40]!r} is not finite")
+        numeral[i] = "_" not in t and is_numeral(t)
+        values[i] = float(t) if numeral[i] else np.nan
+    bad = ~numeral | (~missing & ~np.isfinite(values))
+    if bad.any():
+        i = int(np.argmax(bad))
+        if not numeral[i]:
+            raise _BadCell(i, f"{at(i)}: non-numeric value {texts[i][:40]!r}")
+        raise _BadCell(i, f"{at(i)}: value {texts[i][:40]!r} is not finite")
     return values
 
 
@@ -430,16 +458,17 @@ def _one_hot(
     for i, t in enumerate(texts):
         if slow is not None and slow[2][i]:
             t = slow[3]
-        k = lookup.get(value_text(t), -1)
-        if k < 0:
-            if slow is None:
-                raise _SlowPath
-            raise _BadCell(
-                i,
-                f"{slow[0](i, slow[1], feature)}: category {str(t)[:40]!r} is not one of the schema's categories "
-                f"{list(categories)}",
-            )
-        index[i] = k
+        index[i] = lookup.get(value_text(t), -1)
+    if (index < 0).any():  # once every cell is read (audit 35, A35-1: the reading stopped at the first unknown one)
+        if slow is None:
+            raise _SlowPath
+        i = int(np.argmax(index < 0))
+        t = slow[3] if slow[2][i] else texts[i]
+        raise _BadCell(
+            i,
+            f"{slow[0](i, slow[1], feature)}: category {str(t)[:40]!r} is not one of the schema's categories "
+            f"{list(categories)}",
+        )
     out = np.zeros((len(texts), len(categories)))
     out[np.arange(len(texts)), index] = 1.0
     return out
