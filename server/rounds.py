@@ -154,13 +154,13 @@ class JobBook:
         the job stops before anyone spends more (:meth:`check_quorum`)."""
         out = [t for t in tasks if t.owner_id not in self.rejected and t.owner_id not in self.gone]
         self.answered_in_batch = set()
-        for t in out:
-            if t.spec.ledger_entries():
-                self._unanswered[_release_key(t)] = total_budget(t.spec)[0]
         if any(not isinstance(t.spec, JoinTask) for t in out):
             self.released_asked = True
             if silent_owners is not None:
                 self.check_quorum(silent_owners)
+        for t in out:  # asked once the batch goes out, not before its quorum check (audit 35, A35-3)
+            if t.spec.ledger_entries():
+                self._unanswered[_release_key(t)] = total_budget(t.spec)[0]
         return out
 
     def lose(self, owners: Iterable[str]) -> None:
