@@ -44,6 +44,8 @@ label = "label"
 lo = 0
 hi = 2
 """
+#: A schema that fills a missing b.
+FILLED = SCHEMA + "[fill]\nb = 0.5\n"
 #: The coordinator's hostile schema: feature a read as categories 0 and 1, leaving out the rows' 2.
 CATEGORIES = SCHEMA + '[categories]\na = ["0", "1"]\n'
 N_ROWS = 3000
@@ -55,6 +57,9 @@ def _write(path, fault_at: int, shape: str) -> None:
     lines = [f"{ai},{v[0]:.6f},{v[1]:.6f},{label}" for ai, v, label in zip(a, x, y)]
     if shape == "category":  # a value the coordinator's categories leave out
         lines[fault_at] = "2," + lines[fault_at].split(",", 1)[1]
+    elif shape == "missing":  # a missing cell: filled by a schema that declares a fill, else a fault
+        a_cell, _, rest = lines[fault_at].partition(",")
+        lines[fault_at] = f"{a_cell},NA,{rest.split(',', 1)[1]}"
     elif shape == "quoted":  # a quoted cell: read cell by cell, accepted
         lines[fault_at] = '"' + lines[fault_at].replace(",", '",', 1)
     path.write_text("a,b,c,label\n" + "\n".join(lines) + "\n")
@@ -116,13 +121,13 @@ def test_a_refusal_by_the_coordinators_categories_does_not_count_the_rows_before
     _same_work(tmp_path, "category", CATEGORIES, True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A35-2, not fixed (pre-existing, audit 26's paths): a file the schema accepts but reads cell by cell "
-    "(a quoted cell; a missing cell filled: numpy's C parser stops at it, not traced here) is tried by the fast "
-    "reader up to its first such line, and the padding's copies take that try's other branch when the line lies "
-    "past their count",
+@pytest.mark.parametrize(
+    ("shape", "schema", "refused"),
+    [("quoted", SCHEMA, False), ("missing", FILLED, False), ("missing", SCHEMA, True)],
+    ids=["quoted-cell", "filled-cell", "missing-cell-refused"],
 )
-def test_a_quoted_cell_does_not_tell_its_line(tmp_path):
-    """A35-2: a quoted cell's line, in a file the coordinator's schema accepts."""
-    _same_work(tmp_path, "quoted", SCHEMA, False)
+def test_a_cell_read_cell_by_cell_does_not_tell_its_line(tmp_path, shape, schema, refused):
+    """A35-2: a quoted cell's or a missing cell's line, in a file the coordinator's schema accepts (the missing cell
+    filled) or refuses (no fill): the fast reader's try and the copies' take the same branches wherever it lies
+    (numpy's C parser, which stops at a missing number, is not traced here)."""
+    _same_work(tmp_path, shape, schema, refused)
