@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -160,7 +159,7 @@ def pad_load_work(
     n_owners: int = 0,
     seed: int = 0,
     layout: RowLayout | None = None,
-    faults: Sequence[str] = (),
+    start: int | None = None,
 ) -> None:
     """Read and digest ``padded - n`` more rows, copies of ``rows``' own, and keep nothing of them: with the
     ``n`` real rows :func:`check_owner_rows` and :func:`row_digests` read when a node loads its rows after its
@@ -184,9 +183,11 @@ def pad_load_work(
     alone (``tests/adversary/test_audit27_load_work_trace.py``). The copies' lines are made by tuple
     repetition, not a Python loop, which balanced :func:`build_owners`' loop over the real rows only by chance.
 
-    Audit 35 (A35-1): ``faults``, the lines of a refused load's faults, begin the copies, so they meet a fault as the
-    rows did wherever it lies (the copies were the file's first lines: a fault past their count let them load, a
-    data set built, so the time told whether the first fault lay past it)."""
+    Audit 35 (A35-1): ``start`` (an index in ``rows.lines``), the line that sent the rows' fast reader to the
+    cell-by-cell one (:attr:`~privfed.common.schema.table.LoadedRows.trigger`: a quoted or a missing cell, A35-2) or a
+    refused load's first fault: the copies are the rows in turn from there, so they meet it as the rows did wherever
+    it lies (the copies were the file's first lines: a fault past their count let them load and a data set be built,
+    and a quoted line past it let their fast reader's try go on, so the time told whether it lay past it)."""
     n = len(rows.lines) if loaded is None else int(loaded.X.shape[0])
     extra = max(0, padded - n)
     if extra == 0 or n == 0:
@@ -195,7 +196,9 @@ def pad_load_work(
     body = rows.lines[len(head) :]
     if loaded is None and len(body) > 1:  # a header the schema would skip is read as the rows' first line
         head, body = body[:1], body[1:]
-    body = [*faults, *body]  # a refused load's faults first (audit 35): the copies fail as the rows did
+    at = 0 if start is None else start - len(head)  # where the copies begin (audit 35): that line's index in body
+    at = at if 0 <= at < len(body) else 0
+    body = [*body[at:], *body[:at]]  # the rows in turn from there (a copy made whatever ``at``: the same work)
     lines = (*head, *(body * -(-extra // len(body)))[:extra])  # the rows in turn, no Python loop over them
     copies = RawTable(rows.name, lines, tuple(range(1, len(lines) + 1)), rows.unit, rows.positional)
     try:
@@ -240,7 +243,7 @@ def pad_refused_load(
     lines = len(rows.lines)
     cells = shards * (declared or work_rows(-(-lines // max(shards, 1))))
     if isinstance(refusal, RowsRefused):
-        pad_load_work(rows, schema, None, cells, slow=refusal.slow, faults=refusal.lines)
+        pad_load_work(rows, schema, None, cells, slow=refusal.slow, start=refusal.start)
     else:
         pad_load_work(rows, schema, None, cells)
 

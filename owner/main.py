@@ -281,7 +281,15 @@ def hosted_owners(
         owners = build_node_owners(config, dataset, n_owners=shards.stop, layout=layout, ledger=ledger)
         cells = sum(config.work_rows or work_rows(o.n_rows) for o in owners)  # public: each owner's cell
         pad_load_work(  # the time follows the cells, not the rows: every step above, done to copies
-            rows, schema, dataset, cells, slow=read[0].slow, n_owners=shards.stop, seed=config.seed, layout=layout
+            rows,
+            schema,
+            dataset,
+            cells,
+            slow=read[0].slow,
+            n_owners=shards.stop,
+            seed=config.seed,
+            layout=layout,
+            start=read[0].trigger,  # the copies begin where the rows' fast reader stopped (audit 35, A35-2)
         )
         return owners
 

@@ -85,6 +85,10 @@ class LoadedRows:
     ignored: tuple[str, ...] = ()
     header: tuple[str, ...] | None = None
     slow: bool = False
+    #: The line (index in the table's lines) that sent the fast reader to the cell-by-cell one, where it is known:
+    #: the padding's copies of the rows begin there, so their try of the fast reader stops as the rows' did (audit 35,
+    #: A35-2).
+    trigger: int | None = None
 
     def dataset(self, schema: FederationSchema) -> Dataset:
         from privfed.common.dataset import Dataset
@@ -154,11 +158,13 @@ def load_rows(
     n_cols = len(header) if header is not None else len(split_line(body[0]))
     reordered = columns != list(range(len(columns)))
     faults: list[_BadCell] = []
+    trigger: int | None = None
     try:
         X, label_text, filled = _fast(schema, body, columns, label_col, n_cols)
         if slow:  # tried as the rows were (audit 27: the rows' failed try went over them and not their copies)
             raise _SlowPath
-    except _SlowPath:
+    except _SlowPath as why:
+        trigger = None if why.row is None else start + why.row
         slow = True
         X, label_text, filled, faults = _slow(schema, body, columns, label_col, n_cols, table, start)
     y = None
@@ -176,7 +182,8 @@ def load_rows(
                 )
             )
     if faults:
-        raise _refuse(table.name, faults, tuple(body[f.row] for f in faults), slow)
+        first = trigger if trigger is not None else start + min(f.row for f in faults)
+        raise _refuse(table.name, faults, first, slow)
     return LoadedRows(
         table.name,
         X,
@@ -187,6 +194,7 @@ def load_rows(
         ignored,
         None if matched is None or header is None else tuple(header),
         slow,
+        trigger,
     )
 
 
@@ -276,17 +284,23 @@ def _positional(
 
 
 class _SlowPath(Exception):
-    """The fast parser could not read the file as is: go cell by cell."""
+    """The fast parser could not read the file as is: go cell by cell. ``row``: the body's line that sent it there,
+    where it is known (:attr:`LoadedRows.trigger`)."""
+
+    def __init__(self, row: int | None = None) -> None:
+        super().__init__()
+        self.row = row
 
 
 class RowsRefused(ConfigError):
-    """A file whose cells the schema refuses: ``lines``, the lines of its faults (the first of each column), and
-    ``slow``, whether it was read cell by cell, for the padding of the refused load to read its copies as the rows
-    were read and to meet the same faults (:func:`privfed.owner.data.pad_refused_load`, audit 35, A35-1)."""
+    """A file whose cells the schema refuses: ``start``, the line (index in the table's lines) that sent the fast
+    reader to the cell-by-cell one, else its first fault's, and ``slow``, whether it was read cell by cell, for the
+    padding of the refused load to read its copies, the rows in turn from that line, as the rows were read and to
+    meet a fault as they did (:func:`privfed.owner.data.pad_refused_load`, audit 35, A35-1)."""
 
-    def __init__(self, message: str, lines: tuple[str, ...] = (), slow: bool = False) -> None:
+    def __init__(self, message: str, start: int | None = None, slow: bool = False) -> None:
         super().__init__(message)
-        self.lines = lines
+        self.start = start
         self.slow = slow
 
 
@@ -302,17 +316,17 @@ class _BadCell(Exception):
 FAULTS_NAMED = 10
 
 
-def _refuse(name: str, faults: list[_BadCell], lines: tuple[str, ...] = (), slow: bool = False) -> RowsRefused:
+def _refuse(name: str, faults: list[_BadCell], start: int | None = None, slow: bool = False) -> RowsRefused:
     """One refusal naming a file's faults, the first of each column, by line (walkthrough 11, W11-10: a file with
-    several showed one per run, and each run of a 2 000 000-row file read for 40 s first); ``lines`` and ``slow``:
+    several showed one per run, and each run of a 2 000 000-row file read for 40 s first); ``start`` and ``slow``:
     :class:`RowsRefused`'s."""
     faults = sorted(faults, key=lambda f: f.row)
     if len(faults) == 1:
-        return RowsRefused(str(faults[0]), lines, slow)
+        return RowsRefused(str(faults[0]), start, slow)
     shown = "; ".join(str(f).removeprefix(f"{name}: ") for f in faults[:FAULTS_NAMED])
     more = f"; and {len(faults) - FAULTS_NAMED} more" if len(faults) > FAULTS_NAMED else ""
     return RowsRefused(
-        f"{name}: {len(faults)} faults, the first of each column that has one: {shown}{more}", lines, slow
+        f"{name}: {len(faults)} faults, the first of each column that has one: {shown}{more}", start, slow
     )
 
 
@@ -321,8 +335,9 @@ def _fast(
 ) -> tuple[np.ndarray, np.ndarray | None, dict[str, int]]:
     """Clean files: numpy's C parser for the numeric columns, text columns read as text. Lines with
     quotes or another number of cells go the slow way (which checks every line's cells)."""
-    if any(['"' in line or line.count(",") != n_cols - 1 for line in body]):  # every line looked at (audit 35)
-        raise _SlowPath
+    odd = ['"' in line or line.count(",") != n_cols - 1 for line in body]  # every line looked at (audit 35)
+    if any(odd):
+        raise _SlowPath(odd.index(True))
     cats = dict(schema.categories)
     numeric = [c for f, c in zip(schema.features, columns) if f not in cats]
     text_cols = [c for f, c in zip(schema.features, columns) if f in cats] + (
@@ -330,13 +345,16 @@ def _fast(
     )
     try:
         values = _loadtxt(body, np.float64, numeric) if numeric else None
+    except ValueError:  # the line: found by a look at every line (audit 35, A35-2), for the padding's copies
+        raise _SlowPath(_unparsed(body, numeric)) from None
+    try:
         texts = np.char.strip(_loadtxt(body, str, text_cols)) if text_cols else None
     except ValueError:
         raise _SlowPath from None
     if values is not None and not np.all(np.isfinite(values)):
-        raise _SlowPath
-    if texts is not None and np.isin(np.char.lower(texts), list(MISSING)).any():
-        raise _SlowPath
+        raise _SlowPath(int(np.argmax(~np.isfinite(values).all(axis=1))))
+    if texts is not None and (gaps := np.isin(np.char.lower(texts), list(MISSING)).any(axis=1)).any():
+        raise _SlowPath(int(np.argmax(gaps)))
     n = len(body)
     parts: list[np.ndarray] = []
     num_i = text_i = 0
@@ -352,6 +370,13 @@ def _fast(
     X = np.hstack(parts) if parts else np.zeros((n, 0))
     label_text = texts[:, -1].astype(object) if label_col is not None and texts is not None else None
     return X, label_text, {}
+
+
+def _unparsed(body: list[str], columns: list[int]) -> int | None:
+    """The first line of ``body`` with a cell in ``columns`` that is not a number, every line looked at (None: none
+    found, the C parser failed otherwise)."""
+    bad = [not all([is_numeral(cells[c].strip()) for c in columns]) for cells in (line.split(",") for line in body)]
+    return bad.index(True) if any(bad) else None
 
 
 def _loadtxt(body: list[str], dtype: type, columns: list[int]) -> np.ndarray:
@@ -460,9 +485,9 @@ def _one_hot(
             t = slow[3]
         index[i] = lookup.get(value_text(t), -1)
     if (index < 0).any():  # once every cell is read (audit 35, A35-1: the reading stopped at the first unknown one)
-        if slow is None:
-            raise _SlowPath
         i = int(np.argmax(index < 0))
+        if slow is None:
+            raise _SlowPath(i)
         t = slow[3] if slow[2][i] else texts[i]
         raise _BadCell(
             i,
