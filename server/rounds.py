@@ -79,6 +79,9 @@ class JobBook:
     #: (owner, release) -> its ε, for each release asked whose answer has not come (:meth:`to_ask`, :meth:`take`):
     #: what an owner may have spent beyond :attr:`epsilon_by_owner` (:meth:`unanswered_epsilon`).
     _unanswered: dict[tuple[str, str], float] = field(default_factory=dict)
+    #: The releases whose answer came (the keys of :attr:`_unanswered`): asked again, an owner answers from its
+    #: record and spends nothing more, so such a release is not named unanswered again (audit 35, A35-4).
+    _released: set[tuple[str, str]] = field(default_factory=set)
     asked: int | None = None
     #: Refusals booked so far (every one, an owner's second too): a round's log line counts its own by difference.
     refusals: int = 0
@@ -159,7 +162,7 @@ class JobBook:
             if silent_owners is not None:
                 self.check_quorum(silent_owners)
         for t in out:  # asked once the batch goes out, not before its quorum check (audit 35, A35-3)
-            if t.spec.ledger_entries():
+            if t.spec.ledger_entries() and _release_key(t) not in self._released:
                 self._unanswered[_release_key(t)] = total_budget(t.spec)[0]
         return out
 
@@ -214,6 +217,7 @@ class JobBook:
                 self.refused[answer.owner_id] = answer.payload.line()
                 self._booked.add(answer.owner_id)
                 continue
+            self._released.add(_release_key(task))
             self.answered_in_batch.add(answer.owner_id)
             if task.spec.ledger_entries():  # a release
                 self._debited(task, answer.owner_id)
