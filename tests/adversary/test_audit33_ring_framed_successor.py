@@ -13,9 +13,11 @@ fails after five attempts having dropped the five honest owners, and ``H`` is ne
 Not an owner's privacy (every input is a noised, debited release, and a smaller ring's total is a sum over a member
 set the coordinator could form itself), but the job's integrity and availability against one hostile owner, which
 "What survives what" answers for other replies: the round's E and W lose the framed owners, the report blames
-honest owners for a stall, and the sum, then the job, fails. Strict xfail until a bad hop is told apart from a
-stall (the recipient says so, and the coordinator drops both ends of that hop), and a share that does not open from
-its recipient's failure (the recipient names the sender, and the coordinator leaves the sender out)."""
+honest owners for a stall, and the sum, then the job, fails. The fix (A33-2): the recipient of a hop that does not
+open complains, naming its sender (:func:`privfed.common.secagg.ring.complaint`), and the coordinator drops both ends
+of that hop; a false complainer loses its own place with the one owner it names. The pairwise-mask half (a share that
+does not open read as its recipient's failure; the recipient should name the sender, and the coordinator leave the
+sender out) stays a strict xfail."""
 
 from __future__ import annotations
 
@@ -91,8 +93,9 @@ def test_an_honest_ring_sums_every_member():
     assert sorted(record.summed) == sorted(RING) and record.attempts == 1 and not record.dropped
 
 
-@pytest.mark.xfail(strict=True, reason="A33-2: a bad hop reads as its honest recipient's stall")
 def test_a_member_sealing_garbage_to_its_successor_is_the_one_dropped(monkeypatch, caplog):
+    """``HOSTILE``'s successor cannot open its hop and complains, naming it (A33-2's fix): the coordinator drops both
+    ends of that hop, ``HOSTILE`` and one honest owner, and the re-formed ring of the other four sums."""
     caplog.set_level(logging.WARNING)
     _hostile_hops(monkeypatch)
     try:
@@ -100,10 +103,56 @@ def test_a_member_sealing_garbage_to_its_successor_is_the_one_dropped(monkeypatc
         dropped = list(record.dropped)
     except RoundFailed as exc:
         dropped = list(getattr(exc, "dropped", ()))
-        # today: 'fewer than 2 parties left ... (5 dropped in all)', every one of them honest
-        assert "5 dropped in all" in str(exc) and HOSTILE not in dropped, (str(exc), dropped)
+        # before the fix: 'fewer than 2 parties left ... (5 dropped in all)', every one of them honest
+        raise AssertionError(f"the sum failed: {exc} (dropped {dropped})") from exc
     honest_dropped = [o for o in dropped if o != HOSTILE]
     assert HOSTILE in dropped and len(honest_dropped) <= 1, dropped
+    assert honest_dropped == [RING[2]] and record.attempts == 2, record  # the successor, in one attempt
+    assert sorted(record.summed) == sorted(set(RING) - {HOSTILE, RING[2]}), record
+    assert not any("slow link" in r.getMessage() for r in caplog.records)  # no stall, no stretched deadline
+
+
+#: A member that complains about its honest predecessor's hop (which opened) instead of passing the sum on.
+COMPLAINER = RING[2]
+
+
+def _false_complaints(monkeypatch) -> None:
+    """``COMPLAINER``'s machine answers its predecessor's hop with a complaint naming it, whatever the hop."""
+    on_message = ring_module.RingParty.on_message
+
+    def complaining(self, msg):
+        if self.party_id != COMPLAINER or msg.kind is not ring_module.MessageKind.HOP:
+            return on_message(self, msg)
+        return [ring_module.complaint(msg)]
+
+    monkeypatch.setattr(ring_module.RingParty, "on_message", complaining)
+
+
+def test_a_false_complainer_loses_its_own_place(monkeypatch):
+    """A complaint costs the complainer its place: ``COMPLAINER`` names its honest predecessor falsely, both are
+    dropped (the coordinator cannot tell which lied), and the other four sum. So a hostile complainer takes at most
+    one honest owner with it per complaint, and itself first."""
+    _false_complaints(monkeypatch)
+    record = _sum(_transport()).record
+    assert sorted(record.dropped) == sorted([RING[1], COMPLAINER]) and record.attempts == 2, record
+    assert sorted(record.summed) == sorted(set(RING) - {RING[1], COMPLAINER}), record
+
+
+def test_a_complaint_about_a_member_that_sent_nothing_to_the_complainer_is_not_heard(monkeypatch):
+    """The relay records a complaint only about a sender whose envelope to the complainer it relayed in the session:
+    a member cannot name an owner that never sealed anything to it (here ``COMPLAINER`` names the leader at once,
+    and then passes nothing on): the attempt stalls at ``COMPLAINER`` and only ``COMPLAINER`` is dropped."""
+    on_message = ring_module.RingParty.on_message
+
+    def complaining(self, msg):
+        if self.party_id != COMPLAINER or msg.kind is not ring_module.MessageKind.HOP:
+            return on_message(self, msg)
+        forged = ring_module.Inbound(msg.session_id, RING[0], msg.recipient, msg.kind, msg.seq, msg.ciphertext)
+        return [ring_module.complaint(forged)]
+
+    monkeypatch.setattr(ring_module.RingParty, "on_message", complaining)
+    record = _sum(_transport()).record
+    assert list(record.dropped) == [COMPLAINER] and record.attempts == 2, record
 
 
 # ----------------------------------------------------------------------------- the pairwise masks
@@ -149,7 +198,7 @@ def test_an_honest_pairwise_mask_sum_sums_every_member():
     assert sorted(record.summed) == list(MEMBERS) and record.attempts == 1 and not record.dropped
 
 
-@pytest.mark.xfail(strict=True, reason="A33-2: a share that does not open reads as its honest recipient's failure")
+@pytest.mark.xfail(strict=True, reason="A33-2b: a share that does not open reads as its honest recipient's failure")
 def test_an_owner_sealing_garbage_shares_is_the_one_left_out(monkeypatch, caplog):
     """Each neighbour of ``SEALER`` fails to open its share when asked to mask, and refuses (``internal``, after its
     debit, naming nobody); the coordinator drops them, some dropped owner then lacks t surviving neighbours, the round
