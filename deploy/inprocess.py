@@ -184,6 +184,9 @@ class InProcessTransport(RelayedTransport):
     def hop_senders(self, session_id: str) -> set[str]:
         return self.relay.hop_senders(session_id)
 
+    def complaints(self, session_id: str) -> set[tuple[str, str]]:
+        return self.relay.complaints(session_id)
+
     def release_of(self, owner_id: str, release_id: str) -> np.ndarray | None:
         """The release an owner made under ``release_id`` and keeps (its own audit), e.g. an evaluation pair."""
         cached = self.owners[owner_id].released.get(release_id)
@@ -199,7 +202,7 @@ class InProcessTransport(RelayedTransport):
             node, out = queue.popleft()
             data = out.to_bytes()
             (envelope,) = self.relay.accept(node, [(out.recipient, data)], self._node.get)
-            if envelope.recipient in self.silent:
+            if envelope.accused or envelope.recipient in self.silent:  # a complaint is the relay's (A33-2)
                 continue
             hop = Task(f"relay-{next(self._relayed)}", envelope.recipient, "ring", RingMessageTask(data))
             recipient_node = self._node[envelope.recipient]

@@ -7,6 +7,10 @@ and session; the peers' keys, accepted only when signed by their node, :class:`O
 ``start`` gives it the owner's release, already debited by the owner core; ``step`` delivers a
 relayed envelope. The ring only keeps individual noisy pairs from a curious relay: the noise, not
 the ring, is the guarantee.
+
+A party whose expected envelope does not open sends its complaint naming the sender (audit 33, A33-2;
+:meth:`RingParty.take_complaint`): the coordinator then drops both ends of that hop instead of blaming this owner's
+silence as a stall. The complaint is a function of the envelope's header, not of the owner's data.
 """
 
 from __future__ import annotations
@@ -107,8 +111,9 @@ class RingMod:
         try:
             out = party.on_message(Inbound.from_bytes(task.spec.data))
         except (ProtocolError, ValueError) as exc:
-            log.warning("ring party %s failed: %s", task.owner_id, exc)
-            return None, []
+            complaint = party.take_complaint()
+            log.warning("ring party %s failed: %s%s", task.owner_id, exc, "; complaint sent" if complaint else "")
+            return None, [] if complaint is None else [complaint]
         total = party.result()
         if total is None:
             return None, out

@@ -94,6 +94,11 @@ class Dispatcher(NodeCalls):
         with self._cv:
             return self._relay.hop_senders(session_id)
 
+    def complaints(self, session_id: str) -> set[tuple[str, str]]:
+        """``(complainer, accused)`` heard in the open session ``session_id`` (:meth:`Relay.complaints`, A33-2)."""
+        with self._cv:
+            return self._relay.complaints(session_id)
+
     def rekeyed_owners(self, session_id: str) -> set[str]:
         """The members of the open ring ``session_id`` that had not passed the sum on and whose node a new process
         took over since the ring opened (:meth:`_rekeyed`), or that no node registers now: they cannot pass it on,

@@ -124,6 +124,9 @@ class GrpcTransport(RelayedTransport):
     def hop_senders(self, session_id: str) -> set[str]:
         return self._dispatcher.hop_senders(session_id)
 
+    def complaints(self, session_id: str) -> set[tuple[str, str]]:
+        return self._dispatcher.complaints(session_id)
+
     def rekeyed_owners(self, session_id: str) -> set[str]:
         return self._dispatcher.rekeyed_owners(session_id)
 

@@ -215,6 +215,8 @@ class NodeCalls:
             caller.last_seen = self._clock()
             accepted = self._relay.accept(node_id, envelopes, self._registry.owner_node.get)
             for env, (_, data) in zip(accepted, envelopes):
+                if env.accused:  # a complaint is the relay's, never delivered (A33-2)
+                    continue
                 # A relayed envelope's round is its ring session (it debits nothing).
                 task = Task(
                     f"relay-{secrets.token_hex(6)}", env.recipient, env.session_id, RingMessageTask(bytes(data))

@@ -7,6 +7,14 @@ members of the session; and only while the queues stay within :data:`MAX_QUEUED_
 :data:`MAX_QUEUED_BYTES_PER_OWNER` and :data:`MAX_QUEUED_BYTES`. It records the senders of the
 ``HOP`` envelopes of each open session (which party stalled a ring, :meth:`Relay.stalled`).
 
+A ``COMPLAINT`` (audit 33, A33-2; :func:`privfed.common.secagg.ring.complaint`) is a member's word that the envelope
+its header's recipient sealed to it did not open. It is accepted by the same rules (its sender hosted by the calling
+node, both ends members) but never queued for delivery (:attr:`Envelope.accused`); it is recorded
+(:meth:`Relay.complaints`) only if an envelope from the accused to the complainer was relayed in the session, and a
+session with a complaint cannot close (:meth:`Relay.stalled`): the leader's wait ends there, and the coordinator
+drops both ends of the hop. An older coordinator refuses the kind (not a ring envelope), and its node drops the
+complaint: the ring then stalls as before.
+
 The dispatcher (``privfed.server.dispatcher``, under its lock, queueing envelopes for nodes to pull)
 and the in-process transport (``privfed.deploy.inprocess``, delivering them at once) both use it.
 No locks, sockets or clocks here.
@@ -36,12 +44,15 @@ HostOf = Callable[[str], str | None]
 
 @dataclass(frozen=True)
 class Envelope:
-    """One accepted envelope: its session, its recipient, its size, and the sender of a ``HOP`` (else "")."""
+    """One accepted envelope: its session, its recipient, its size, the sender of a ``HOP`` (else ""), and for a
+    ``COMPLAINT`` (never delivered) the owner it names (else "")."""
 
     session_id: str
     recipient: str
     size: int
     hop_from: str = ""
+    accused: str = ""
+    sender: str = ""
 
 
 class Relay:
@@ -50,6 +61,8 @@ class Relay:
     def __init__(self) -> None:
         self._rings: dict[str, frozenset[str]] = {}  # open session -> member owner ids
         self._hop_senders: dict[str, set[str]] = {}  # open session -> senders of HOPs relayed in it
+        self._relayed: dict[str, set[tuple[str, str]]] = {}  # open session -> (sender, recipient) relayed in it
+        self._complaints: dict[str, set[tuple[str, str]]] = {}  # open session -> (complainer, accused) heard
         self._waiting: dict[str, Envelope] = {}  # key (a relay task id) -> the envelope it holds
         self._load: dict[str, tuple[int, int]] = {}  # recipient -> (envelopes, bytes) waiting
         self._bytes = 0
@@ -73,12 +86,16 @@ class Relay:
             )
         self._rings[session_id] = ring
         self._hop_senders.setdefault(session_id, set())
+        self._relayed.setdefault(session_id, set())
+        self._complaints.setdefault(session_id, set())
 
     def close(self, session_id: str) -> set[str]:
         """Refuse further envelopes of ``session_id``; returns the keys of its envelopes still waiting
         (the caller drops them from its queues and :meth:`release` s them). Closing a session that is not
         open does nothing."""
         self._hop_senders.pop(session_id, None)
+        self._relayed.pop(session_id, None)
+        self._complaints.pop(session_id, None)
         if self._rings.pop(session_id, None) is None:
             return set()
         return {key for key, env in self._waiting.items() if env.session_id == session_id}
@@ -94,6 +111,11 @@ class Relay:
         not open): the input of :func:`~privfed.common.secagg.ring_topology.stalled_party`."""
         return set(self._hop_senders.get(session_id, ()))
 
+    def complaints(self, session_id: str) -> set[tuple[str, str]]:
+        """``(complainer, accused)`` of the complaints heard in the open session ``session_id`` (module docstring):
+        the input of :func:`~privfed.common.secagg.ring_topology.complained_hops`."""
+        return set(self._complaints.get(session_id, ()))
+
     def members(self, session_id: str) -> frozenset[str]:
         """The member owner ids of the open session ``session_id`` (empty if it is not open)."""
         return self._rings.get(session_id, frozenset())
@@ -101,10 +123,12 @@ class Relay:
     def stalled(self, session_id: str, gone: Callable[[str], bool]) -> bool:
         """Whether the open session's ring cannot close: a member that is ``gone`` (its node silent or
         unregistered) has not passed the sum on (no ``HOP`` from it was relayed). A leader's wait can
-        end then instead of sitting out the attempt's timeout."""
+        end then instead of sitting out the attempt's timeout. So can it once a member complained (A33-2)."""
         members = self._rings.get(session_id)
         if not members:
             return False
+        if self._complaints.get(session_id):
+            return True
         passed = self._hop_senders.get(session_id, set())
         return any(gone(m) and m not in passed for m in members)
 
@@ -115,7 +139,8 @@ class Relay:
         Each plaintext header (:meth:`securesum.Inbound.from_bytes`) must name an open session, a
         sender ``host_of`` says ``node_id`` hosts and the envelope's own recipient, both members of
         the session, and the recipient must be hosted; the queues must have room for all of them
-        (counting what already waits). Records the ``HOP`` senders of what it accepts.
+        (counting what already waits). Records the ``HOP`` senders of what it accepts, and its complaints
+        about an envelope relayed to their sender (module docstring); a complaint is not to be queued.
 
         Raises
         ------
@@ -131,6 +156,10 @@ class Relay:
         for env in accepted:
             if env.hop_from:
                 self._hop_senders[env.session_id].add(env.hop_from)
+            if not env.accused:
+                self._relayed[env.session_id].add((env.sender, env.recipient))
+            elif (env.accused, env.sender) in self._relayed[env.session_id]:
+                self._complaints[env.session_id].add((env.sender, env.accused))
         return accepted
 
     def _check(self, node_id: str, recipient: str, data: bytes, host_of: HostOf) -> Envelope:
@@ -157,7 +186,8 @@ class Relay:
         if host_of(recipient) is None:
             raise RemoteProtocolError(f"relay to unknown owner {recipient!r:.80}")
         hop_from = header.sender if header.kind is securesum.MessageKind.HOP else ""
-        return Envelope(header.session_id, recipient, len(data), hop_from)
+        accused = recipient if header.kind is securesum.MessageKind.COMPLAINT else ""
+        return Envelope(header.session_id, recipient, len(data), hop_from, accused, header.sender)
 
     def _check_room(self, batch: Iterable[Envelope]) -> None:
         batch = list(batch)

@@ -4,8 +4,8 @@ Every decision of a secure sum (attempts, drops, stalls, re-keying, key reuse) i
 (:mod:`privfed.common.secagg.transitions`). :class:`RelayedTransport` only moves what they ask: it
 sends each :class:`~privfed.common.secagg.events.Ask` as a batch of tasks, opens and closes relay
 sessions when told (contract 5: a ring is open for exactly its members, and closed whatever
-happens), and feeds back the answers, the owners whose node is silent and the relay's ``HOP``
-senders. It measures the time a sum takes and logs what the machines note.
+happens), and feeds back the answers, the owners whose node is silent, the relay's ``HOP``
+senders and the complaints it heard (A33-2). It measures the time a sum takes and logs what the machines note.
 
 The gRPC transport (:class:`privfed.server.job.GrpcTransport`, over the dispatcher) and the
 in-process one (``privfed.deploy.inprocess.InProcessTransport``) are its subclasses: they provide the
@@ -71,6 +71,11 @@ class RelayedTransport(Transport):
 
     def hop_senders(self, session_id: str) -> set[str]:
         raise NotImplementedError
+
+    def complaints(self, session_id: str) -> set[tuple[str, str]]:
+        """``(complainer, accused)`` of the open ring ``session_id``: a member said what the accused sealed to it did
+        not open (:meth:`~privfed.server.relay.Relay.complaints`; audit 33, A33-2). None by default."""
+        return set()
 
     def rekeyed_owners(self, session_id: str) -> set[str]:
         """Members of the open ring ``session_id`` that cannot pass the sum on though their node calls: a new process
@@ -159,6 +164,7 @@ class RelayedTransport(Transport):
                     {r.owner_id: r.payload for r in results},
                     silent=frozenset(silent),
                     hop_senders=None if ask.stalls is None else frozenset(self.hop_senders(ask.stalls)),
+                    complaints=frozenset() if ask.stalls is None else frozenset(self.complaints(ask.stalls)),
                 )
                 actions = machine.on_answers(answers)
         finally:

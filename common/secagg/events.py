@@ -65,11 +65,13 @@ class RingAttempt:
 class Answers:
     """What came back for the last :class:`Ask`: owner -> payload (an owner missing did not answer in
     time), the owners whose node is known silent, and the senders of the ``HOP`` envelopes the relay
-    passed in the attempt's session (None: unknown, nobody can be blamed for a stall)."""
+    passed in the attempt's session (None: unknown, nobody can be blamed for a stall), and the ``(complainer,
+    accused)`` complaints the relay heard in it (audit 33, A33-2: what the accused sealed did not open)."""
 
     payloads: Mapping[str, Payload]
     silent: frozenset[str] = frozenset()
     hop_senders: frozenset[str] | None = None
+    complaints: frozenset[tuple[str, str]] = frozenset()
 
     def refused(self) -> dict[str, str]:
         return {o: p.code for o, p in self.payloads.items() if isinstance(p, Refusal)}

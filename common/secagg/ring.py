@@ -29,6 +29,18 @@ header as associated data. ``seq`` is the sender's 1-based ring position for ``H
 tampered, replayed, reordered or cross-session messages fail the header check or
 authentication, raise :class:`RemoteProtocolError` and leave the recipient ``FAILED``.
 
+**Complaints (audit 33, A33-2).** A party whose expected message (the one sender, kind and seq valid in its
+state) does not authenticate, or has the wrong size, fails as before and also asks its driver to send a
+``COMPLAINT`` (:func:`complaint`, :meth:`RingParty.take_complaint`): a header-only envelope from the party to that
+message's sender (recipient), its seq, and no ciphertext. It is a function of the failed message's header alone:
+nothing of any owner's data, and the same whatever the input. The relay (``privfed.server.relay``) does not deliver
+it; it records it if it relayed an envelope from the accused to the complainer in the session, and the coordinator
+drops both ends of that hop (:func:`~privfed.common.secagg.ring_topology.complained_hops`): it cannot tell which of
+the two lied, so a hostile sealer takes at most its one recipient with it, and a false complainer loses its own
+place. Before, the recipient only logged and sent nothing, so the stall was blamed on it and the sealer framed each
+honest successor in turn. A message that breaks the header rules (another sender, kind or seq) makes no complaint:
+a node that sent a hop twice (a relay call retried) must not get its honest sender dropped.
+
 Driver contract: call :meth:`~RingParty.start` on every local party before delivering
 messages to it; deliver each :class:`Inbound` with :meth:`~RingParty.on_message`; send what
 either returns; call :meth:`~RingParty.on_timeout` when the session deadline passes. A ring
@@ -79,9 +91,10 @@ class MessageKind(enum.Enum):
 
     HOP = "hop"
     RESULT = "result"
+    COMPLAINT = "complaint"  # to the relay only: the message from its recipient did not open (A33-2)
 
 
-_KIND_CODE = {MessageKind.HOP: 1, MessageKind.RESULT: 2}
+_KIND_CODE = {MessageKind.HOP: 1, MessageKind.RESULT: 2, MessageKind.COMPLAINT: 3}
 _CODE_KIND = {code: kind for kind, code in _KIND_CODE.items()}
 
 
@@ -204,6 +217,13 @@ class Inbound(_Envelope):
     _error: ClassVar[type[ProtocolError]] = RemoteProtocolError
 
 
+def complaint(msg: Inbound) -> Outbound:
+    """The complaint of ``msg``'s recipient that ``msg`` (from its sender, in its session, at its seq) did not open:
+    header only, from recipient to sender, no ciphertext (module docstring, "Complaints"). A function of the
+    header alone, so it tells nothing of either owner's data."""
+    return Outbound(msg.session_id, msg.recipient, msg.sender, MessageKind.COMPLAINT, msg.seq, b"")
+
+
 def new_session_id() -> str:
     """A fresh random session id (128 bits, hex). Use a new one for every attempt of a ring."""
     return secrets.token_hex(16)
@@ -260,6 +280,7 @@ class RingParty:
         self._boxes = {peer: self._resolve_box(box_for, peer) for peer in ring_peers(self.ring, party_id, self.index)}
         self._state = State.IDLE
         self.failure_reason: str | None = None
+        self._complaint: Outbound | None = None  # the complaint to send once, if the expected message did not open
         self._m: int | None = None
         self._secret: np.ndarray | None = None  # leader: the mask R; member: its encoded input e_i
         self._total: np.ndarray | None = None
@@ -302,6 +323,12 @@ class RingParty:
         """The peer whose message this machine is waiting for, if any."""
         expected = self._expected()
         return None if expected is None else expected[1]
+
+    def take_complaint(self) -> Outbound | None:
+        """The complaint about the expected message that did not open, once (then ``None``): the driver sends it
+        (module docstring, "Complaints")."""
+        out, self._complaint = self._complaint, None
+        return out
 
     def result(self) -> np.ndarray | None:
         """The decoded total ``Σ x_i`` (float64, length ``m``) once ``DONE``, else ``None``."""
@@ -388,12 +415,17 @@ class RingParty:
             raise RemoteProtocolError(
                 f"expected {kind.name} seq {seq} from {sender!r}, got seq {msg.seq} from {msg.sender!r}"
             )
-        if len(msg.ciphertext) != SEAL_OVERHEAD + 8 * self._m:
-            raise RemoteProtocolError(
-                f"{kind.name} of {len(msg.ciphertext)} bytes, expected "
-                f"{SEAL_OVERHEAD + 8 * self._m} for m = {self._m} values"
-            )
-        value = np.frombuffer(self._boxes[sender].open(msg.ciphertext, msg.aad()), dtype="<u8").astype(np.uint64)
+        try:
+            if len(msg.ciphertext) != SEAL_OVERHEAD + 8 * self._m:
+                raise RemoteProtocolError(
+                    f"{kind.name} of {len(msg.ciphertext)} bytes, expected "
+                    f"{SEAL_OVERHEAD + 8 * self._m} for m = {self._m} values"
+                )
+            plain = self._boxes[sender].open(msg.ciphertext, msg.aad())
+        except RemoteProtocolError:
+            self._complaint = complaint(msg)  # the one message valid now, from its sender, did not open (A33-2)
+            raise
+        value = np.frombuffer(plain, dtype="<u8").astype(np.uint64)
         out: list[Outbound] = []
         secret = self._secret
         if kind is MessageKind.HOP and secret is None:

@@ -2,7 +2,8 @@
 
 :func:`check_ring` validates a ring (distinct ids, at least 2 parties); :func:`ring_peers` names the
 peers a party needs a :class:`~privfed.common.secagg.boxes.Box` for; :func:`reform_ring` drops
-parties that failed an attempt and :func:`stalled_party` names the one that stalled it, both for the
+parties that failed an attempt, :func:`complained_hops` names both ends of each hop whose recipient complained that it
+did not open (A33-2) and :func:`stalled_party` the one that stalled it otherwise, all for the
 coordinator's machine (:class:`privfed.common.secagg.transitions.SecureSum`). The party's own
 machine is :class:`privfed.common.secagg.ring.RingParty`.
 """
@@ -73,6 +74,19 @@ def reform_ring(ring: Sequence[str], dropped: Iterable[str]) -> list[str]:
     if unknown := dropped - set(ring):
         raise ConfigError(f"cannot drop {sorted(unknown)}: not in ring {ring}")
     return list(check_ring([p for p in ring if p not in dropped]))
+
+
+def complained_hops(ring: Sequence[str], complaints: Iterable[tuple[str, str]]) -> set[str]:
+    """Both ends of every ``(complainer, accused)`` hop in ``ring`` whose recipient said the message did not open.
+
+    Audit 33, A33-2: the coordinator cannot tell whether the accused sealed garbage or the complainer lies, so it
+    drops both. A hostile sealer then takes at most its one recipient with it (not every honest successor in turn,
+    as when the recipient's silence was blamed as a stall), and a false complainer loses its own place each time
+    with the one owner it names. The relay records a complaint only about an envelope it relayed from the accused
+    to the complainer in the session (``privfed.server.relay``), so a member can name only a peer that sealed to it.
+    """
+    members = set(ring)
+    return {p for pair in complaints if set(pair) <= members and pair[0] != pair[1] for p in pair}
 
 
 def stalled_party(ring: Sequence[str], hop_senders: Iterable[str]) -> str:

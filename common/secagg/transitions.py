@@ -12,7 +12,10 @@ Each sum is a :class:`SecureSum`:
   id. ``JOINING``: every member but the leader joins or refuses, and a refusing member is dropped
   before any hop is sent. ``SUMMING``: the leader answers with the total, a refusal or nothing. A
   refusing, silent or stalled party is dropped and the ring re-formed, order kept (``REFORMED``); at
-  most :data:`MAX_ATTEMPTS` attempts, never fewer than 2 parties. A timed-out attempt blames the
+  most :data:`MAX_ATTEMPTS` attempts, never fewer than 2 parties. An attempt a member complained in (what
+  the accused sealed to it did not open; audit 33, A33-2) drops both ends of each such hop
+  (:func:`~privfed.common.secagg.ring_topology.complained_hops`), with no stretched deadline: it is no slow link.
+  A timed-out attempt blames the
   parties whose node is silent, failing that the first party the relay saw no ``HOP`` from; then every node
   was online and the ring may only be slow (a long link: N sequential hops), so the next attempts wait twice
   as long each (walkthrough 10, W10-1: each attempt of a ring that needed 50 s timed out at 30.5 s, dropped
@@ -46,7 +49,7 @@ from privfed.common.secagg.masking import MIN_MEMBERS
 from privfed.common.secagg.messages import MaskedInput, UnmaskReply
 from privfed.common.secagg.requests import KeyAgreement, ring_specs
 from privfed.common.secagg.ring import new_session_id
-from privfed.common.secagg.ring_topology import reform_ring, stalled_party
+from privfed.common.secagg.ring_topology import complained_hops, reform_ring, stalled_party
 from privfed.common.secagg.runs import SECAGG_ATTEMPTS, KeyedRuns
 from privfed.common.tasks import BoostEvaluateTask, Refusal, RingSpec, RingTotal, SecAggUnmaskTask, TaskSpec
 from privfed.common.validation import check_int
@@ -275,6 +278,13 @@ class SecureSum(_Machine):
             self.refused[attempt.leader] = leader.code
             return self._reform({attempt.leader})
         gone = set(answers.silent) & set(attempt.ring)
+        if framed := complained_hops(attempt.ring, answers.complaints):
+            gone |= framed  # both ends of each hop that did not open: no stall, no stretch (A33-2)
+            heard = sorted(answers.complaints)
+            self.notes.append(
+                f"ring {attempt.session_id}: {', '.join(f'{c} could not open what {a} sealed to it' for c, a in heard)}"
+                " (a complaint); both ends of that hop dropped"
+            )
         if not gone and answers.hop_senders is not None:
             gone = {stalled_party(attempt.ring, answers.hop_senders)}
             self._stretch *= 2  # every node online: a slow ring, maybe, rather than a dead party (W10-1)
