@@ -15,9 +15,10 @@ set the coordinator could form itself), but the job's integrity and availability
 "What survives what" answers for other replies: the round's E and W lose the framed owners, the report blames
 honest owners for a stall, and the sum, then the job, fails. The fix (A33-2): the recipient of a hop that does not
 open complains, naming its sender (:func:`privfed.common.secagg.ring.complaint`), and the coordinator drops both ends
-of that hop; a false complainer loses its own place with the one owner it names. The pairwise-mask half (a share that
-does not open read as its recipient's failure; the recipient should name the sender, and the coordinator leave the
-sender out) stays a strict xfail."""
+of that hop; a false complainer loses its own place with the one owner it names. In the pairwise-mask sum the
+recipient of shares that do not open refuses its masked input with the code ``unopened`` naming the sender, and the
+coordinator gives the attempt up before unmasking and leaves the sender out (with its accusers when fewer than t of
+its neighbours name it)."""
 
 from __future__ import annotations
 
@@ -198,17 +199,58 @@ def test_an_honest_pairwise_mask_sum_sums_every_member():
     assert sorted(record.summed) == list(MEMBERS) and record.attempts == 1 and not record.dropped
 
 
-@pytest.mark.xfail(strict=True, reason="A33-2b: a share that does not open reads as its honest recipient's failure")
 def test_an_owner_sealing_garbage_shares_is_the_one_left_out(monkeypatch, caplog):
-    """Each neighbour of ``SEALER`` fails to open its share when asked to mask, and refuses (``internal``, after its
-    debit, naming nobody); the coordinator drops them, some dropped owner then lacks t surviving neighbours, the round
-    is run again over fewer owners, keyed again, and ``SEALER`` garbles again: today the sum fails with "no masked input
-    survived", every refusal an honest owner's. It should go on without ``SEALER`` alone."""
+    """Each neighbour of ``SEALER`` fails to open its share when asked to mask. Before the fix it refused
+    (``internal``, after its debit, naming nobody); the coordinator dropped them, some dropped owner then lacked t
+    surviving neighbours, the round was run again over fewer owners, keyed again, ``SEALER`` garbled again, and the sum
+    failed with "no masked input survived", every refusal an honest owner's. Now each refuses ``unopened`` naming
+    ``SEALER``; named by all its neighbours (at least t), ``SEALER`` alone is left out and the rest, keyed anew, sum."""
     caplog.set_level(logging.WARNING)
+    honest = _secagg_transport()
+    _secagg_sum(honest)
     _hostile_shares(monkeypatch)
+    transport = _secagg_transport()
     try:
-        record = _secagg_sum(_secagg_transport()).record
+        record = _secagg_sum(transport).record
     except RoundFailed as exc:
-        assert "no masked input survived" in str(exc), str(exc)
         raise AssertionError(f"the sum failed: {exc}") from exc
     assert SEALER not in record.summed and len(record.summed) == len(MEMBERS) - 1, record
+    assert list(record.dropped) == [SEALER] and record.attempts == 2, record
+    assert set(record.refused.values()) == {"unopened"}, record.refused  # the neighbours, who named SEALER
+    for o in MEMBERS:  # the second attempt reused each owner's cached release: nobody debited twice
+        node = o.split(".")[0]
+        assert len(transport.ledgers[node].history(o)) == len(honest.ledgers[node].history(o)), o
+
+
+def test_a_false_pairwise_complainer_loses_its_own_place(monkeypatch):
+    """``SEALER``, here honest in what it seals, is named by one neighbour only (``COMPLAINER``, which refuses its
+    masked input with ``unopened`` though the shares opened): fewer than t of ``SEALER``'s neighbours name it, so both
+    are left out, and the other fourteen sum. A false complainer takes at most the one owner it names with it."""
+    from privfed.common.errors import Unopened
+    from privfed.common.secagg import pairwise
+
+    masked_input = pairwise.SecAggOwner._masked_input
+    complainer = next(o for o in MEMBERS if o != SEALER)
+
+    def complaining(self, msg, values):
+        if self.owner_id == complainer and SEALER in self.neighbours and msg.key_shares:
+            raise Unopened(f"{SEALER}'s shares (falsely)", SEALER)
+        return masked_input(self, msg, values)
+
+    monkeypatch.setattr(pairwise.SecAggOwner, "_masked_input", complaining)
+    transport = _secagg_transport()
+    record = _secagg_sum(transport).record
+    assert sorted(record.dropped) == sorted([complainer, SEALER]) and record.attempts == 2, record
+    assert len(record.summed) == len(MEMBERS) - 2, record
+
+
+def test_a_complaint_travels_on_the_wire_with_the_owner_it_names():
+    """The refusal ``unopened`` carries the accused id through the wire; another code carries none."""
+    from privfed.common.tasks import Refusal
+    from privfed.proto.serde import refusal_from_proto, refusal_to_proto
+
+    sent = Refusal.of("unopened", accused=SEALER)
+    assert refusal_from_proto(refusal_to_proto(sent), "o") == sent
+    other = refusal_to_proto(Refusal.of("internal"))
+    other.accused = SEALER
+    assert refusal_from_proto(other, "o").accused == ""
