@@ -48,6 +48,16 @@ class RemoteProtocolError(ProtocolError):
     """The peer broke the protocol: unexpected, malformed, replayed or oversized message."""
 
 
+class Unopened(RemoteProtocolError):
+    """What ``sender`` sealed to this owner did not open (authenticate): its key shares in a pairwise-mask secure
+    sum. The owner refuses with the code ``unopened`` naming ``sender`` (audit 33, A33-2), so the coordinator can
+    leave the sender out instead of reading the refusal as this owner's failure."""
+
+    def __init__(self, message: str, sender: str) -> None:
+        super().__init__(message)
+        self.sender = sender
+
+
 class RoundFailed(PrivfedError):
     """A job could not complete a round, though every parameter was valid.
 

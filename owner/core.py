@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError
+from privfed.common.errors import BudgetExceeded, ConfigError, LocalProtocolError, Unopened
 from privfed.common.jobinfo import JobInfo
 from privfed.common.ledger import Budget, Debit, Ledger, Recipient, RowsUnused, Standing
 from privfed.common.ledger_records import refusal
@@ -462,6 +462,9 @@ class OwnerCore:
                 return Result(task.task_id, task.owner_id, release), []
             payload, out = self.mods[mod].start(task, p.party, kind.mod_input(spec, release))
             return (None if payload is None else Result(task.task_id, task.owner_id, payload)), out
+        except Unopened as exc:  # a neighbour's sealed shares did not open: it is named, not this owner (A33-2)
+            log.warning("task %s for %s: %s; refused naming %s (debited)", task.task_id, task.owner_id, exc, exc.sender)
+            return Result(task.task_id, task.owner_id, Refusal.of("unopened", accused=exc.sender)), []
         except Exception as exc:  # noqa: BLE001 - a bug after the debit: refused, the debit stays on record
             log.exception("task %s for %s failed after its debit: %s", task.task_id, task.owner_id, exc)
             return Result(task.task_id, task.owner_id, Refusal.of("internal")), []

@@ -100,6 +100,7 @@ class RefusalCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REFUSAL_CODE_POLICY: _ClassVar[RefusalCode]
     REFUSAL_CODE_INTERNAL: _ClassVar[RefusalCode]
     REFUSAL_CODE_SCHEMA_MISMATCH: _ClassVar[RefusalCode]
+    REFUSAL_CODE_UNOPENED: _ClassVar[RefusalCode]
 MECHANISM_UNSPECIFIED: Mechanism
 MECHANISM_PM: Mechanism
 MECHANISM_DUCHI: Mechanism
@@ -155,6 +156,7 @@ REFUSAL_CODE_ALREADY_RELEASED: RefusalCode
 REFUSAL_CODE_POLICY: RefusalCode
 REFUSAL_CODE_INTERNAL: RefusalCode
 REFUSAL_CODE_SCHEMA_MISMATCH: RefusalCode
+REFUSAL_CODE_UNOPENED: RefusalCode
 
 class Matrix(_message.Message):
     __slots__ = ("shape", "data")
@@ -691,12 +693,14 @@ class Task(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., owner_id: _Optional[str] = ..., round_id: _Optional[str] = ..., ncc_share: _Optional[_Union[NccShareTask, _Mapping]] = ..., lr_share: _Optional[_Union[LrShareTask, _Mapping]] = ..., pca_share: _Optional[_Union[PcaShareTask, _Mapping]] = ..., svm_share: _Optional[_Union[SvmShareTask, _Mapping]] = ..., boost_share: _Optional[_Union[BoostShareTask, _Mapping]] = ..., boost_evaluate: _Optional[_Union[BoostEvaluateTask, _Mapping]] = ..., ring_message: _Optional[_Union[RingMessageTask, _Mapping]] = ..., secagg_keys: _Optional[_Union[SecAggKeysTask, _Mapping]] = ..., secagg_unmask: _Optional[_Union[SecAggUnmaskTask, _Mapping]] = ..., lr_gradient: _Optional[_Union[LrGradientTask, _Mapping]] = ..., nb: _Optional[_Union[NbReportTask, _Mapping]] = ..., join: _Optional[_Union[JoinTask, _Mapping]] = ...) -> None: ...
 
 class Refusal(_message.Message):
-    __slots__ = ("code", "message")
+    __slots__ = ("code", "message", "accused")
     CODE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ACCUSED_FIELD_NUMBER: _ClassVar[int]
     code: RefusalCode
     message: str
-    def __init__(self, code: _Optional[_Union[RefusalCode, str]] = ..., message: _Optional[str] = ...) -> None: ...
+    accused: str
+    def __init__(self, code: _Optional[_Union[RefusalCode, str]] = ..., message: _Optional[str] = ..., accused: _Optional[str] = ...) -> None: ...
 
 class NccShare(_message.Message):
     __slots__ = ("reports", "labels", "joint")

@@ -109,7 +109,7 @@ REFUSAL_CODE = WireEnum(pb.RefusalCode, REFUSAL_CODES)
 
 
 def refusal_to_proto(p: Refusal) -> pb.Refusal:
-    return pb.Refusal(code=REFUSAL_CODE.to_proto(p.code), message=p.message)
+    return pb.Refusal(code=REFUSAL_CODE.to_proto(p.code), message=p.message, accused=p.accused)
 
 
 #: The most characters of a refusal's message a peer's answer keeps: an honest owner sends its code's fixed
@@ -122,7 +122,11 @@ def refusal_from_proto(m: pb.Refusal, owner_id: str) -> Refusal:
     characters become spaces), so a hostile node neither fills a report nor writes lines of its own to a log."""
     text = m.message[:MAX_REFUSAL_MESSAGE]
     message = "".join(" " if ch.isspace() or not ch.isprintable() else ch for ch in text)
-    return Refusal(code=REFUSAL_CODE.from_proto(m.code, "refusal code"), message=message)
+    code = REFUSAL_CODE.from_proto(m.code, "refusal code")
+    accused = m.accused if code == "unopened" else ""  # an id, checked by the coordinator against the run's graph
+    if len(accused) > MAX_REFUSAL_MESSAGE:
+        raise RemoteProtocolError(f"a refusal names an owner of {len(accused)} characters")
+    return Refusal(code=code, message=message, accused=accused)
 
 
 def wire_enums() -> list[WireEnum[Any]]:

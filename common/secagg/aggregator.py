@@ -11,6 +11,10 @@ long as fewer than ``t`` of each owner's neighbours collude with it:
   of ``s_v^SK`` from ``v``'s surviving neighbours, checks the key against ``v``'s advert, and
   removes the pairwise masks the survivors added for ``v``. ``v`` is out of the run from then on
   (its key is known); honest owners refuse it as a participant.
+* **Shares that do not open** (audit 33, A33-2). An owner whose neighbour's key shares do not open at it refuses
+  step 2 with the code ``unopened``, naming that neighbour (:meth:`SecAggServer.on_complaints`): the round is given
+  up before anything is unmasked, and the named owner is left out; alone if at least ``t`` of its neighbours name
+  it, else with the owners that named it.
 * **Too few.** A survivor with fewer than ``t`` surviving neighbours could not have its self-mask
   recovered: it is counted as dropped (its neighbours cancel its pairwise masks instead), repeated
   until stable. When a needed secret still has fewer than ``t`` shares, the round fails with
@@ -25,7 +29,7 @@ in a reply mapping is one that did not answer in time).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
@@ -99,6 +103,7 @@ class SecAggServer:
         self._unmasked: set[str] = set()  # owners whose self-mask was revealed in some round
         self._round = -1
         self._participants: dict[str, tuple[str, ...]] = {}
+        self._forwarded: set[str] = set()  # owners whose step-2 request of this round forwarded their key shares
         self._masked: dict[str, MaskedInput] = {}
         self._survivors: dict[str, tuple[str, ...]] = {}
         self._dropped: set[str] = set()
@@ -169,9 +174,12 @@ class SecAggServer:
         self._participants = self.participants(owners)
         self._round += 1
         requests = {}
+        self._forwarded = set()
         for u, near in self._participants.items():
             first = u not in self._key_shares_sent
             self._key_shares_sent.add(u)
+            if first:
+                self._forwarded.add(u)
             requests[u] = InputRequest(self._round, near, tuple(self._key_inbox.get(u, ())) if first else ())
         self.phase = Phase.MASKING
         return requests
@@ -217,6 +225,35 @@ class SecAggServer:
             u: UnmaskRequest(self._round, near, tuple(v for v in part[u] if v in dropped))
             for u, near in survivors.items()
         }
+
+    def on_complaints(self, masked: Iterable[str], complaints: Mapping[str, str]) -> tuple[set[str], set[str]]:
+        """Step 2's refusals ``unopened``: ``complainer -> accused``, the neighbour whose key shares, forwarded in this
+        round's request, did not open at the complainer (audit 33, A33-2). Returns ``(left out, complainers heard and
+        not left out)``; with any left out, the round is given up before any share is revealed (as :meth:`on_masked` gives up one it
+        cannot finish): the owners that sent no masked input and those left out are out of the run.
+
+        A complaint is heard only from a participant whose request forwarded its shares (its first round) about one
+        of its neighbours in the graph. The coordinator cannot tell whether the accused sealed garbage or the
+        complainer lies. An accused named by at least ``t`` of its neighbours (``t``, a strict majority of them,
+        :func:`~privfed.common.secagg.masking.threshold`, is the protocol's own bound on colluding neighbours) is left
+        out alone: an owner sealing garbage to every neighbour costs nobody else a place. One named by fewer is left
+        out with every owner that named it, so a false complainer loses its own place each time and takes at most
+        the one owner it names with it; fewer than ``t`` hostile neighbours cannot remove an honest owner for free.
+        """
+        self._expect(Phase.MASKING)
+        part = self._participants
+        by_accused: dict[str, set[str]] = {}
+        for c, a in complaints.items():
+            if c in part and c in self._forwarded and a in self.graph.get(c, ()):
+                by_accused.setdefault(a, set()).add(c)
+        out: set[str] = set()
+        for a, by in by_accused.items():
+            out |= {a} if len(by) >= self._t(a) else {a, *by}
+        heard = set().union(*by_accused.values()) if by_accused else set()
+        if heard:
+            self.burned |= (set(part) - set(masked)) | out
+            self.phase = Phase.READY
+        return out, heard - out
 
     def _combine(self, owner: str, shares_by_holder: Mapping[str, bytes], what: str) -> bytes:
         position = {v: i + 1 for i, v in enumerate(self.graph[owner])}

@@ -77,7 +77,7 @@ import numpy as np
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
-from privfed.common.errors import ConfigError, LocalProtocolError, RemoteProtocolError
+from privfed.common.errors import ConfigError, LocalProtocolError, RemoteProtocolError, Unopened
 from privfed.common.secagg import shamir
 from privfed.common.secagg.boxes import AadFields, Box, public_bytes, public_key
 from privfed.common.secagg.fixedpoint import FixedPoint
@@ -316,9 +316,10 @@ class SecAggOwner:
                         sealed.ciphertext, shares_aad(self.run_id, self._members, v, self.owner_id)
                     )
                 except RemoteProtocolError as exc:  # the box's causes, and the one this seal adds
-                    raise RemoteProtocolError(
+                    raise Unopened(  # named, so the coordinator leaves v out rather than blame this owner (A33-2)
                         f"{exc}; or {v!r} was keyed with another member list than this owner's (a coordinator's "
-                        "doing, or a node on a privfed before audit 31's change: upgrade every node)"
+                        "doing, or a node on a privfed before audit 31's change: upgrade every node)",
+                        v,
                     ) from exc
         encoded = self.fixed_point.encode(np.asarray(values, dtype=np.float64))
         m = encoded.shape[0]

@@ -24,8 +24,11 @@ Each sum is a :class:`SecureSum`:
   :mod:`~privfed.common.secagg.aggregator`). A kept run that serves the sum's owners is reused, else
   ``KEYS`` and ``SHARES`` agree keys. ``MASKING`` asks the masked releases, ``UNMASKING`` the
   survivors' shares; a refusing or silent owner is dropped, its masks cancelled from its neighbours'
-  shares. A run that cannot finish the round is attempted again among the owners that sent a masked
-  input (``AGAIN`` over the same run, ``REKEY`` when it no longer serves them), at most
+  shares. An owner whose neighbour's key shares do not open at it refuses naming that neighbour (code
+  ``unopened``; audit 33, A33-2): the attempt is given up before anything is unmasked and the named owner left out
+  (:meth:`~privfed.common.secagg.aggregator.SecAggServer.on_complaints`: alone when ``t`` of its neighbours name it,
+  else with its accusers), the others keyed anew. A run that cannot finish the round is attempted again among the
+  owners that sent a masked input (``AGAIN`` over the same run, ``REKEY`` when it no longer serves them), at most
   :data:`~privfed.common.secagg.runs.SECAGG_ATTEMPTS` attempts. :class:`KeyPreparation` keys a job's
   planned groups in one batch (``KEYS``, ``SHARES``, ``DONE``).
 
@@ -380,6 +383,17 @@ class SecureSum(_Machine):
         self.refused.update(answers.refused())
         masked = {o: p for o, p in answers.payloads.items() if isinstance(p, MaskedInput)}
         self._masked = set(masked)
+        complaints = {o: p.accused for o, p in answers.payloads.items() if isinstance(p, Refusal) and p.accused}
+        if complaints:
+            out, heard = server.on_complaints(self._masked, complaints)
+            if out:  # shares that did not open: leave their sender out, attempt again keyed anew (A33-2)
+                self._masked = (self._masked | heard) - out
+                return self._again(
+                    RoundFailed(
+                        f"round given up before unmasking: {len(heard)} owner(s) could not open the key shares of "
+                        f"{sorted(out)[:3]} (left out with {len(out)} in all)"
+                    )
+                )
         try:
             unmask = server.on_masked(masked)
         except RoundFailed as exc:

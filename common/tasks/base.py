@@ -44,6 +44,7 @@ REFUSAL_CODES = (
     POLICY_DECLINED,
     "internal",
     "schema_mismatch",
+    "unopened",
 )
 
 #: The fixed text of each refusal code. A refusal says its code, this text and at most a detail
@@ -58,6 +59,7 @@ REFUSAL_TEXTS = {
     POLICY_DECLINED: "the owner's policy does not allow this release; nothing was released",
     "internal": "the owner failed to compute this release; nothing was released",
     "schema_mismatch": "the owner's data does not fit the federation schema; nothing was released",
+    "unopened": "what the named owner sealed to this owner did not open; it takes no part in this secure sum",
 }
 
 LedgerEntries: TypeAlias = list[tuple[float, float, str]]
@@ -131,20 +133,23 @@ class Task:
 class Refusal:
     """A task the owner did not answer: a code from :data:`REFUSAL_CODES` and a message (contract 3).
 
-    Build owner-side refusals with :meth:`of`, which gives the fixed text of the code.
+    Build owner-side refusals with :meth:`of`, which gives the fixed text of the code. ``accused`` (code
+    ``unopened`` only) names the owner whose sealed key shares did not open at this one (audit 33, A33-2): a fact of
+    the message, not of any owner's data.
     """
 
     code: str
     message: str
+    accused: str = ""
 
     def __post_init__(self) -> None:
         check_choice(self.code, name="refusal code", allowed=REFUSAL_CODES)
 
     @classmethod
-    def of(cls, code: str, detail: str = "") -> Refusal:
+    def of(cls, code: str, detail: str = "", *, accused: str = "") -> Refusal:
         """The fixed text of ``code``, plus ``detail`` (built only from the task and public configuration)."""
         check_choice(code, name="refusal code", allowed=REFUSAL_CODES)
-        return cls(code, f"{REFUSAL_TEXTS[code]} ({detail})" if detail else REFUSAL_TEXTS[code])
+        return cls(code, f"{REFUSAL_TEXTS[code]} ({detail})" if detail else REFUSAL_TEXTS[code], accused)
 
     def line(self) -> str:
         """``"code: message"``: how a job's books, reports and listings keep a refusal (read back by
