@@ -464,7 +464,7 @@ class OwnerCore:
             return (None if payload is None else Result(task.task_id, task.owner_id, payload)), out
         except Unopened as exc:  # a neighbour's sealed shares did not open: it is named, not this owner (A33-2)
             log.warning("task %s for %s: %s; refused naming %s (debited)", task.task_id, task.owner_id, exc, exc.sender)
-            return Result(task.task_id, task.owner_id, Refusal.of("unopened", accused=exc.sender)), []
+            return Result(task.task_id, task.owner_id, Refusal.of("unopened", exc.sender, accused=exc.sender)), []
         except Exception as exc:  # noqa: BLE001 - a bug after the debit: refused, the debit stays on record
             log.exception("task %s for %s failed after its debit: %s", task.task_id, task.owner_id, exc)
             return Result(task.task_id, task.owner_id, Refusal.of("internal")), []
