@@ -166,10 +166,12 @@ def coordinator_job(
     n_owners: int,
     dataset: list[str],
     node_codes: dict[str, int] | None = None,
+    scripts: dict[str, Path] | None = None,
 ) -> tuple[dict, Path]:
     """A ``privfed coordinator`` process (``flags``: its learning flags) with one ``privfed owner`` process
     per node (name -> (shards, budget)), insecure on loopback; waits for the coordinator to exit 0 and each node
-    with its exit code in ``node_codes`` (default 0), and returns the coordinator's ``report.json`` and its path."""
+    with its exit code in ``node_codes`` (default 0), and returns the coordinator's ``report.json`` and its path.
+    ``scripts``: a node run by a test's wrapper of the owner CLI instead (``garble_owner.py``)."""
     import json
 
     port, out = free_port(), tmp / "runs"
@@ -182,6 +184,8 @@ def coordinator_job(
             port, name, n_owners=n_owners, shards=shards, ledger=tmp / f"{name}.sqlite", budget=budget, certs=None,
             dataset=dataset, extra=["--connect-timeout", "60"],
         )  # fmt: skip
+        if name in (scripts or {}):
+            owner = [sys.executable, str((scripts or {})[name]), *owner[3:]]  # past `python -m privfed.deploy.cli`
         procs.append(subprocess.Popen(owner, stdout=open(tmp / f"{name}.log", "w"), stderr=subprocess.STDOUT))
     try:
         assert procs[0].wait(timeout=180) == 0, (tmp / "coordinator.log").read_text()[-3000:]
