@@ -173,6 +173,26 @@ def job_config(settings: Mapping[str, Any], service: Mapping[str, Any]) -> JobCo
         raise ConfigError(f"job settings: {exc}") from exc
 
 
+def bdt_release_hint(config: JobConfig) -> str | None:
+    """What a bdt job on owners' own files is told at submission when its release is the default: such a service
+    cannot know how many rows an owner holds, so the default is the paper's shares (and the evaluation mechanism for
+    owners of many rows), never the marginal release the README's "Real tabular data" table measures for owners of
+    one row (walkthrough 13, W13-1: anes96's 755 one-row owners, 0.66 at eps 3 by default against 0.88 with
+    ``max_owner_rows = 1``; breast cancer's eps 1 job failed after its owners paid). None for another task, a
+    built-in data set (its public split says the rows per owner), or a job that gives the release or the rows."""
+    if config.task != "bdt" or config.schema is None or config.release_source != "default":
+        return None
+    if config.max_owner_rows is not None or config.rows_per_owner is not None:
+        return None
+    return (
+        "bdt: the owners' rows come from their own files, so no public bound says how many rows an owner holds: "
+        "this job runs release shares (the paper's pipeline, with the evaluation mechanism for owners of many "
+        "rows); if each owner holds one row (a node's --shards equal to its file's rows), max_owner_rows = 1 runs "
+        "the marginal release, what the README's table for one row per owner measures, and closer to AdaBoost "
+        'there; release = "shares" keeps this one without this line'
+    )
+
+
 def _why_no_model(state: str) -> str:
     """What a job in ``state`` without a model may still do, for the data user who asked for its model."""
     if state in ("queued", "running"):
@@ -264,12 +284,17 @@ class JobApi:
             raise ConfigError("a submission's token ('submission') is 16 to 64 hex digits")
         record = self._service.submit(job_settings(doc), user, token)
         answer = {"job_id": record.job_id, "state": record.state}
+        warnings = []
         short = self._service.short_of_owners(record.settings.get("owners"))
         if short is not None:  # it would wait for them: its register timeout, holding the queue
-            answer["warning"] = (
+            warnings.append(
                 f"the job asks for {record.settings['owners']} owners and {short}: it waits for the rest up to its "
                 "register-timeout when it starts, and the jobs queued after it wait too"
             )
+        release = bdt_release_hint(job_config(record.settings, self._service.config.job_fields()))
+        warnings += [release] if release else []
+        if warnings:
+            answer["warning"] = "; ".join(warnings)
         return answer
 
     def list(self, request: dict[str, Any], user: str) -> dict[str, Any]:
