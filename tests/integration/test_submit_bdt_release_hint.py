@@ -1,9 +1,13 @@
-"""Walkthrough 13, W13-1: a bdt job submitted to a service of owners' own files is told, at submission, which
+"""Walkthrough 13, W13-1 and W13-3: what a job on owners' own files is told at submission. W13-1: a bdt job submitted to a service of owners' own files is told, at submission, which
 release it will run and how to get the other. The service cannot know how many rows each owner's file gives an
 owner, so the default release is the paper's shares (and a Laplace evaluation), never the marginal release that
 the README's "Real tabular data" table measures for one row per owner; the walkthrough's anes96 federation (755
 one-row owners in 3 nodes) got 0.66 at eps 3 by default and 0.88 with `max_owner_rows = 1`, and breast cancer's
 eps 1 job failed after its owners paid, with nothing in the submission, the listing or the report naming the key.
+
+W13-3: a feddpdr job whose schema has a feature of a range so wide that the others lie near the centre of the
+unit ball its rows are scaled into (anes96's population in thousands beside 1-7 scales: every job at eps 1-8 answered
+one class, and the job's own non-private reference, 0.508, was below the majority class, 0.582).
 
 A coordinator service of own files (`privfed serve --schema`) as a real process (mTLS) and the data user's
 `privfed submit`; no owner node is needed: the jobs stay queued."""
@@ -75,3 +79,56 @@ def test_a_bdt_job_on_own_files_is_told_its_release_and_the_key_for_one_row_owne
     finally:
         serve.terminate()
         serve.wait(timeout=20)
+
+
+WIDE = """features = ["popul", "selfLR", "PID", "educ"]
+classes = ["Clinton", "Dole"]
+label = "vote"
+test = "public_test.csv"
+[bounds]
+lo = [0, 1, 0, 1]
+hi = [7400, 7, 6, 7]
+"""
+
+
+def test_a_feddpdr_job_is_told_when_one_feature_s_range_drowns_the_others(tmp_path):
+    certs = make_certs(tmp_path / "certs", owners=1, data_users=["alice"])
+    rows = "".join(f"{i * 37},{1 + i % 7},{i % 7},{1 + i % 7},{'Dole' if i % 3 else 'Clinton'}\n" for i in range(30))
+    (tmp_path / "public_test.csv").write_text("popul,selfLR,PID,educ,vote\n" + rows)
+    told = {}
+    for name, schema in (("wide", WIDE), ("even", WIDE.replace("hi = [7400,", "hi = [9,"))):
+        (tmp_path / "schema.toml").write_text(schema)
+        port, log = free_port(), tmp_path / f"serve-{name}.log"
+        serve = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "privfed.deploy.cli", "serve", "--listen", f"127.0.0.1:{port}"),
+                *("--certs", str(certs), "--store", str(tmp_path / f"store-{name}"), "--status-listen", "none"),
+                *("--schema", str(tmp_path / "schema.toml")),
+            ],
+            stdout=open(log, "w"),
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while "serving on port" not in log.read_text():
+                assert serve.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+            path = tmp_path / f"feddpdr-{name}.toml"
+            path.write_text(toml({"task": "feddpdr", "epsilon": 8.0, "owners": 100, "delta": 1e-5}))
+            done = subprocess.run(
+                [
+                    *(sys.executable, "-m", "privfed.deploy.cli", "submit", str(path)),
+                    *("--coordinator", f"127.0.0.1:{port}", "--certs", str(certs), "--name", "alice"),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert done.returncode == 0 and "submitted job" in done.stdout, done.stderr
+            told[name] = done.stderr
+        finally:
+            serve.terminate()
+            serve.wait(timeout=20)
+    assert "feddpdr:" in told["wide"] and "popul" in told["wide"], told["wide"]
+    assert "reference_accuracy" in told["wide"], told["wide"]
+    assert "feddpdr:" not in told["even"], told["even"]
