@@ -39,6 +39,7 @@ from privfed.server.revocation import revoked_message
 from privfed.server.servicer import certificate_der, peer_certificate, peer_identity, peer_role
 
 if TYPE_CHECKING:
+    from privfed.common.schema import FederationSchema
     from privfed.server.jobstore import JobRecord
     from privfed.server.service import CoordinatorService
 
@@ -193,6 +194,43 @@ def bdt_release_hint(config: JobConfig) -> str | None:
     )
 
 
+#: A column whose public half-range is below this share of a whole row's lies "near the centre" of FedDPDR's unit ball
+#: (:func:`feddpdr_scaling_hint`).
+NEAR_CENTRE = 0.01
+
+
+def feddpdr_scaling_hint(config: JobConfig, schema: FederationSchema) -> str | None:
+    """What a feddpdr job is told at submission when at least half of the schema's encoded columns have a public
+    half-range below :data:`NEAR_CENTRE` of the whole row's, R = ||(hi - lo) / 2||: FedDPDR scales every row into the
+    unit ball by R (README, "FedDPDR-DPML"), so those columns lie near its centre, under the noise, and the model
+    reads little but the widest feature (walkthrough 13, W13-3: anes96's population in thousands beside 1-7 scales,
+    every job at eps 1-8 answered one class; its own eps = inf reference, 0.508, was below the majority class,
+    0.582). None for another task or a schema of comparable ranges."""
+    if config.task != "feddpdr":
+        return None
+    cats, numeric = dict(schema.categories), schema.numeric_bounds
+    halves: list[tuple[str, float]] = []  # (feature, public half-range) per encoded column
+    for feature in schema.features:
+        if feature in cats:
+            halves += [(feature, 0.5)] * len(cats[feature])
+        else:
+            lo, hi = numeric.get(feature, (0.0, 1.0))
+            halves.append((feature, (hi - lo) / 2.0))
+    radius = math.sqrt(sum(h * h for _, h in halves))
+    near = list(dict.fromkeys(f for f, h in halves if h < NEAR_CENTRE * radius))
+    if len(halves) < 2 or 2 * sum(h < NEAR_CENTRE * radius for _, h in halves) < len(halves):
+        return None
+    widest, half = max(halves, key=lambda fh: fh[1])
+    shown = ", ".join(near[:5]) + (f" and {len(near) - 5} more" if len(near) > 5 else "")
+    return (
+        f"feddpdr: every row is scaled into the unit ball by the public radius of a whole row ({radius:.4g}), of "
+        f"which {widest}'s range holds {half * half / radius**2:.0%}; {shown} lie within {NEAR_CENTRE:.0%} of it "
+        f"from the centre, where the noise drowns them, so the model may read little but {widest}: compare the "
+        "first job's reference_accuracy (its model at eps = inf) with its majority class before spending more "
+        "epsilon; ncc, lr, nb and bdt scale each feature by its own range"
+    )
+
+
 def _why_no_model(state: str) -> str:
     """What a job in ``state`` without a model may still do, for the data user who asked for its model."""
     if state in ("queued", "running"):
@@ -291,8 +329,9 @@ class JobApi:
                 f"the job asks for {record.settings['owners']} owners and {short}: it waits for the rest up to its "
                 "register-timeout when it starts, and the jobs queued after it wait too"
             )
-        release = bdt_release_hint(job_config(record.settings, self._service.config.job_fields()))
-        warnings += [release] if release else []
+        config = job_config(record.settings, self._service.config.job_fields())
+        hints = (bdt_release_hint(config), feddpdr_scaling_hint(config, self._service.schema))
+        warnings += [hint for hint in hints if hint]
         if warnings:
             answer["warning"] = "; ".join(warnings)
         return answer
