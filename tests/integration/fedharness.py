@@ -167,10 +167,12 @@ def coordinator_job(
     dataset: list[str],
     node_codes: dict[str, int] | None = None,
     scripts: dict[str, Path] | None = None,
+    code: int = 0,
 ) -> tuple[dict, Path]:
     """A ``privfed coordinator`` process (``flags``: its learning flags) with one ``privfed owner`` process
     per node (name -> (shards, budget)), insecure on loopback; waits for the coordinator to exit 0 and each node
-    with its exit code in ``node_codes`` (default 0), and returns the coordinator's ``report.json`` and its path.
+    with its exit code in ``node_codes`` (default 0), and returns the coordinator's ``report.json`` and its path
+    (``code``: the coordinator's exit code, 0 by default).
     ``scripts``: a node run by a test's wrapper of the owner CLI instead (``garble_owner.py``)."""
     import json
 
@@ -188,7 +190,7 @@ def coordinator_job(
             owner = [sys.executable, str((scripts or {})[name]), *owner[3:]]  # past `python -m privfed.deploy.cli`
         procs.append(subprocess.Popen(owner, stdout=open(tmp / f"{name}.log", "w"), stderr=subprocess.STDOUT))
     try:
-        assert procs[0].wait(timeout=180) == 0, (tmp / "coordinator.log").read_text()[-3000:]
+        assert procs[0].wait(timeout=180) == code, (tmp / "coordinator.log").read_text()[-3000:]
         codes = {name: p.wait(timeout=60) for name, p in zip(nodes, procs[1:], strict=True)}
         assert codes == {name: (node_codes or {}).get(name, 0) for name in nodes}, codes
     finally:

@@ -83,3 +83,17 @@ def test_a_few_owners_averaged_local_models_are_reported_as_one_draw_with_the_co
     report, _ = coordinator_job(tmp_path, flags, nodes, n_owners=10, dataset=DATA)
     (few,) = [w for w in report["warnings"] if "sent one report each" in w]
     assert "`privfed simulate --owners 10 --task lr --solver local --epsilon 4 --repeats 10`" in few, few
+
+
+def test_a_one_round_job_too_few_owners_take_part_in_stops_before_anyone_pays(tmp_path: Path):
+    """Walkthrough 13, W13-4: a one-round job's quorum was 1, so a service's ncc job ran on the 5 of its 455 owners
+    whose policies still took it; they paid, and it was listed done 0.8333. Half the owners by default now, checked
+    when the accept round is over: 10 of 40 can pay here, so the job stops there, and nobody is debited."""
+    nodes = {"owner-0": ("0:10", EPSILON), "owner-1": ("10:40", 0.1)}  # owner-1's 30 cannot pay 4: they decline
+    flags = ["--task", "ncc", "--epsilon", str(EPSILON)]
+    report, _ = coordinator_job(tmp_path, flags, nodes, n_owners=40, dataset=DATA, code=2, node_codes={"owner-1": 2})
+    assert report["status"] == "failed" and "only 10 of 40 owners take part" in report["error"], report["error"]
+    assert "before any release (nothing was released or debited)" in report["error"], report["error"]
+    for name in nodes:
+        with sqlite3.connect(tmp_path / f"{name}.sqlite") as db:
+            assert db.execute("SELECT COUNT(*) FROM releases").fetchone() == (0,), name

@@ -293,18 +293,26 @@ def test_nothing_of_argparse_below_deploy_in_the_coordinator():
 
 
 @pytest.mark.parametrize(
-    ("flat", "quorum"),
+    ("flat", "after_release"),
     [
-        (dict(task="ncc"), 1),
-        (dict(task="lr", solver="local"), 1),  # one round: every budget it will spend is spent when the check runs
-        (dict(task="lr", solver="gd"), 50),  # later groups have not spent yet: stop before they do
-        (dict(task="bdt"), 50),
-        (dict(task="feddpdr"), 50),
-        (dict(task="lr", solver="gd", min_owners=7), 7),
+        (dict(task="ncc"), False),
+        (dict(task="nb"), False),
+        (dict(task="bdt", release="marginals"), False),
+        (dict(task="lr", solver="local"), False),  # one round: every budget it will spend is spent by then
+        (dict(task="lr", solver="gd"), True),  # later groups have not spent yet: stop before they do
+        (dict(task="bdt", release="shares"), True),
+        (dict(task="feddpdr"), True),
     ],
 )
-def test_the_default_quorum_is_one_for_one_round_jobs_and_half_the_owners_for_multi_round_ones(flat, quorum):
-    assert JobConfig.from_flat(epsilon=1.0, owners=100, **flat).quorum == quorum
+def test_the_default_quorum_is_half_the_owners_and_one_round_jobs_are_not_checked_after_their_release(
+    flat, after_release
+):
+    """Walkthrough 13, W13-4: a one-round job's quorum was 1, so a service's ncc job ran on the 5 of its 455 owners
+    whose policies still took it, they paid, and it was listed done. Half the owners now, checked before the release;
+    after it, only for the multi-round jobs (a one-round job's owners have all paid by then)."""
+    config = JobConfig.from_flat(epsilon=1.0, owners=100, **flat)
+    assert (config.quorum, config.quorum_after_release) == (50, after_release)
+    assert JobConfig.from_flat(epsilon=1.0, owners=100, min_owners=7, **flat).quorum == 7
 
 
 def test_the_report_names_the_feddpdr_k_the_schema_resolves_and_where_it_came_from(tmp_path, keep_sigterm):
