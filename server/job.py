@@ -378,7 +378,7 @@ def run_job(
             on_batch(name, outcome.answered, len(tasks))
         if tasks[0].round_id == ACCEPT_ROUND:  # checked once the accept round is over (it may ask again)
             accept_asked.append(name)
-        else:
+        elif book.check_after_release:
             book.check_quorum(silent)
         return results
 
@@ -434,6 +434,9 @@ class FederatedJob:
     expected: Expected
     limits: PublicLimits = PublicLimits(max_rows=MAX_OWNER_ROWS)
     quorum: int = 1
+    #: Whether the quorum is checked after a batch that released too (:attr:`JobConfig.quorum_after_release
+    #: <privfed.server.config.JobConfig.quorum_after_release>`).
+    quorum_after_release: bool = True
     job_id: str = ""  # the id the owners see it under (empty: the run directory's name)
     data_user: str = ""  # who submitted it (``privfed serve``; empty: the coordinator's operator)
     #: The id the owners see a job without one under (empty: the run directory's name): a journaled ``privfed
@@ -498,7 +501,7 @@ def run_federated_job(
     the job, e.g. ``"SIGTERM"``) and what became of the owners, releases them, and raises
     (:meth:`JobReport.on_failure`).
     """
-    book = JobBook(job.limits, quorum=job.quorum)
+    book = JobBook(job.limits, quorum=job.quorum, check_after_release=job.quorum_after_release)
     released: list[bool] = []
 
     def release_once() -> None:

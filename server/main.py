@@ -133,6 +133,7 @@ def coordinator_job(config: JobConfig, tls: TlsFiles | None, warn: Warn = log.wa
         ),
         limits=PublicLimits(max_rows=config.owner_rows_bound),
         quorum=config.quorum,
+        quorum_after_release=config.quorum_after_release,
         settings_warnings=tuple(said),
     )
     job.check_feasible()

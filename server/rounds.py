@@ -61,6 +61,10 @@ class JobBook:
 
     limits: PublicLimits
     quorum: int = 1
+    #: Whether the quorum is checked after a batch that released too, not only before (False: a one-round job's
+    #: budgets are all spent by then; :attr:`JobConfig.quorum_after_release
+    #: <privfed.server.config.JobConfig.quorum_after_release>`).
+    check_after_release: bool = True
     owner_ids: list[str] = field(default_factory=list)
     epsilon_by_owner: dict[str, float] = field(default_factory=dict)  # what the coordinator received shares for
     refused: dict[str, str] = field(default_factory=dict)  # owner -> "code: text" of its refusal
