@@ -63,8 +63,8 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
         "--min-owners",
         type=positive_int,
         help="quorum: a federation fails, before later rounds spend anyone's budget, once fewer owners are still "
-        "taking part; default: 1 for the one-round ncc, nb, lr --solver local and bdt --release marginals, half "
-        "of --owners for the others",
+        "taking part (checked once the accept round is over, and after each release of a multi-round task); "
+        "default: half of --owners",
     )
     p.add_argument(
         "--processes",
@@ -141,8 +141,8 @@ def _add_coordinator(sub: argparse._SubParsersAction) -> None:
         "--min-owners",
         type=positive_int,
         help="quorum: the job fails, before later rounds spend anyone's budget, once fewer owners are still "
-        "taking part (not refused, rejected or lost); default: 1 for the one-round ncc, nb, lr --solver local and "
-        "bdt --release marginals, half of --owners for the others",
+        "taking part (not refused, rejected or lost; checked once the accept round is over, and after each release "
+        "of a multi-round task); default: half of --owners",
     )
     p.add_argument(
         "--epsilon", type=one_epsilon, help="each owner's budget for the job (inf: no noise; required to train)"
