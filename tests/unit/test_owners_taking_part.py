@@ -106,6 +106,25 @@ def test_the_job_listing_carries_each_finished_jobs_took_part_from_its_report(tm
         assert (job["answered"], job["took_part"], _owners_cell(job)) == (32, 36, "36/36"), job
 
 
+def test_a_failed_jobs_listing_counts_the_owners_its_report_says_were_debited(tmp_path):
+    """Walkthrough 13, W13-6: the listing of a job that failed after 452 of its 455 owners had paid showed ``455``, as
+    if nobody had: a failed job's report has no took_part, only epsilon_by_owner (what the job received)."""
+    from privfed.server.service import CoordinatorService, ServiceConfig
+
+    store = JobStore(tmp_path / "store")
+    job_id = store.submit({"task": "nb", "epsilon": 1.0, "owners": 5}, "alice").job_id
+    store.transition(job_id, "queued", state="running")
+    store.update(job_id, state="failed", error="no model")
+    spent = {o: (1.0 if i < 3 else 0.0) for i, o in enumerate(OWNERS[:5])}
+    report = {"status": "failed", "error": "no model", "epsilon_by_owner": spent}
+    (store.job_dir(job_id) / "report.json").write_text(json.dumps(report))
+    service = CoordinatorService(
+        ServiceConfig(store=tmp_path / "store", listen="127.0.0.1:0", status_listen=None, dataset="synthetic"), tls=None
+    )
+    (job,) = JobApi(service, require_role=False).list({}, "alice")["jobs"]
+    assert (job["took_part"], _owners_cell(job)) == (3, "3/5"), job
+
+
 def test_privfed_simulate_says_how_many_owners_took_part(capsys):
     from privfed.deploy.simulate import _point, _print_point
 
