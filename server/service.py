@@ -64,6 +64,18 @@ NODE_WATCH = 1.0
 KEEP_MODELS = 16
 
 
+def _took_part(report: dict[str, Any] | None) -> int | None:
+    """The owners that released anything a job used: its report's ``took_part`` (an older report: ``answered``); a
+    failed job's report has neither, and counts the owners it debited instead (walkthrough 13, W13-6: the listing of a
+    job that failed after 452 of its 455 owners had paid showed ``455``, as if nobody had)."""
+    if report is None:
+        return None
+    if "took_part" in report or "answered" in report:
+        return report.get("took_part", report.get("answered"))
+    spent = report.get("epsilon_by_owner")
+    return None if not isinstance(spent, dict) else sum(1 for e in spent.values() if e)
+
+
 def not_rerun(what: str) -> str:
     """Why a job of ``what`` (a task, or ``bdt --release marginals``) that the service's stop interrupted fails at the
     next start instead of running again: only a boosting job by shares keeps a journal to continue from."""
@@ -430,7 +442,7 @@ class CoordinatorService:
             "owners": s.get("owners"),
             "answered": (report or {}).get("answered"),  # the owners whose shares it used (W6-9)
             # the owners that released anything it used, evaluations too (walkthrough 9, W9-4); an older report: None
-            "took_part": (report or {}).get("took_part", (report or {}).get("answered")),
+            "took_part": _took_part(report),
             "rounds": resolved.get("n_rounds") if s.get("task") == "bdt" else None,
             "done": done,
             "planned": planned,
