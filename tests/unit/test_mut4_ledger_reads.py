@@ -9,6 +9,9 @@ doubled the running sum, added the job's releases instead of removing them, or s
 the running sum (``inf - inf``) passed. Now each answer is checked, bit for bit, against ``fsum`` of exactly the
 releases it names (each id's, then their sum, as the running sums add them), and the SQL path (``since`` given)
 that sums them independently against one ``fsum``.
+
+``read_accounts`` (``ledger show``): what is left per component (the id's own record or its most-spent row), the
+rows' standing, and the columns each older schema version has were not pinned down; now they are, exactly.
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ import sqlite3
 
 import pytest
 
-from privfed.common.ledger import Budget, Debit, Ledger, read_accounts
+from privfed.common.ledger import Budget, Debit, Ledger, Recipient, read_accounts
 from privfed.common.ledger_releases import read_row_spending
 
 KEYS = [bytes([i]) * 32 for i in range(3)]
+ALICE = Recipient("alice", "coordinator (at 10.0.0.5:50051)")
 
 
 def same(a: float, b: float) -> bool:
@@ -138,19 +142,32 @@ def test_row_spending_reads_each_rows_holders_and_nothing_from_a_file_before_sch
 def test_ledger_show_remaining_is_the_least_of_the_ids_and_its_rows_per_component(tmp_path):
     """``OwnerAccount.remaining`` (``ledger show``'s "eps left" and "delta left") is the least of what the id's own
     record leaves and what its most-spent row leaves, per component. Mutants doubling either side passed: no test
-    had an id whose own record binds (it released before it held rows). n.w's rows were spent by n.y before (its rows
-    bind); n.x released before it held fresh rows (its own record binds)."""
+    had an id whose own record binds (it released before it held rows), nor rows spent unequally (the most-spent row
+    read as the least-spent passed, and a count of used-up rows read as "any"). n.w's rows were spent by n.y before
+    (its rows bind); n.x released before it held fresh rows (its own record binds); n.u holds two rows n.v used up
+    and a fresh one."""
     path = tmp_path / "node.sqlite"
     fresh = [bytes([9]) * 32, bytes([8]) * 32]
+    full = [bytes([7]) * 32, bytes([6]) * 32]  # two rows n.v spends to the budget
     with Ledger(path, epsilon_budget=2.0, delta_budget=1e-5) as ledger:
         ledger.bind_rows("n.y", KEYS)
-        ledger.debit_many([Debit("n.y", 1.0, 6e-6, "p", "y0"), Debit("n.x", 0.5, 4e-6, "p", "x0")])
+        ledger.bind_rows("n.v", full)
+        ledger.debit_many(
+            [Debit("n.y", 1.0, 6e-6, "p", "y0"), Debit("n.x", 0.5, 4e-6, "p", "x0"), Debit("n.v", 2.0, 0.0, "p", "v0")]
+        )
     with Ledger(path, epsilon_budget=2.0, delta_budget=1e-5) as ledger:
         ledger.bind_rows("n.w", KEYS)
         ledger.bind_rows("n.x", fresh)
-        ledger.debit_many([Debit("n.w", 0.25, 1e-6, "p", "w0"), Debit("n.x", 0.25, 1e-6, "p", "x1")])
+        ledger.bind_rows("n.u", [*full, bytes([5]) * 32])  # two used-up rows and a fresh one
+        ledger.debit_many(
+            [
+                Debit("n.w", 0.25, 1e-6, "p", "w0"),
+                Debit("n.x", 0.25, 1e-6, "p", "x1"),
+                Debit("n.u", 0.1, 1e-6, "p", "u0"),
+            ]
+        )
     accounts = {a.owner_id: a for a in read_accounts(path)}
-    w, x = accounts["n.w"], accounts["n.x"]
+    w, x, u = accounts["n.w"], accounts["n.x"], accounts["n.u"]
 
     def near(b: Budget, epsilon: float, delta: float) -> bool:
         return b.epsilon == pytest.approx(epsilon, rel=1e-12) and b.delta == pytest.approx(delta, rel=1e-9)
@@ -161,3 +178,44 @@ def test_ledger_show_remaining_is_the_least_of_the_ids_and_its_rows_per_componen
     assert x.rows is not None and near(x.rows.least_remaining, 1.75, 9e-6)
     assert near(w.remaining, 0.75, 3e-6), w.remaining  # the rows bind, both components
     assert near(x.remaining, 1.25, 5e-6), x.remaining  # the id's own record binds, both components
+    # n.u: "rows spent" counts its used-up rows (both), and its most-spent row per component binds: (2.0, 0) and the
+    # fresh row's (0.1, 1e-6), which the release took (the used-up rows sat it out)
+    assert u.rows is not None and (u.rows.count, u.rows.spent) == (3, 2)
+    assert near(u.rows.least_remaining, 0.0, 9e-6) and near(u.remaining, 0.0, 9e-6), u.rows
+
+
+def _as_version(path, version: int) -> None:
+    """The file as schema ``version`` left it: without the columns later versions added (and their indexes)."""
+    drops = {5: [], 4: ["data_user", "coordinator"]}
+    drops[3] = drops[2] = [*drops[4], "job"]
+    drops[1] = [*drops[2], "nonprivate"]
+    conn = sqlite3.connect(path)
+    conn.execute("DROP INDEX IF EXISTS releases_job")
+    for column in drops[version]:
+        conn.execute(f"ALTER TABLE releases DROP COLUMN {column}")
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5])
+def test_an_older_file_is_read_with_the_columns_its_version_has(tmp_path, version):
+    """``read_accounts`` reads the non-private flag from schema 2, the job from schema 4 and the recipient from schema 5
+    on (``ledger show`` of a file an older node left): reading them from one version later passed (a v2 file's
+    non-private release shown as private, a v4 file's jobs and a v5 file's recipients as none), and from one version
+    earlier too (a column that is not there)."""
+    path = tmp_path / "node.sqlite"
+    with Ledger(path, epsilon_budget=2.0) as ledger:
+        ledger.debit_many(
+            [
+                Debit("n.o0", 0.5, 0.0, "p", "r1", job="job-1", recipient=ALICE),
+                Debit("n.o0", 0.0, 0.0, "labels", "r1#labels", nonprivate=True, job="job-1", recipient=ALICE),
+            ]
+        )
+    _as_version(path, version)
+    (account,) = read_accounts(path)
+    assert account.spent == Budget(0.5, 0.0) and len(account.releases) == 2
+    assert account.nonprivate == (1 if version >= 2 else 0)
+    assert [r["job"] for r in account.releases] == (["job-1"] * 2 if version >= 4 else ["", ""])
+    whom = ("alice", "coordinator (at 10.0.0.5:50051)") if version >= 5 else ("", "")
+    assert [(r["data_user"], r["coordinator"]) for r in account.releases] == [whom] * 2
