@@ -21,6 +21,7 @@ import sqlite3
 
 import pytest
 
+from privfed.common.errors import BudgetExceeded
 from privfed.common.ledger import Budget, Debit, Ledger, Recipient, read_accounts
 from privfed.common.ledger_releases import read_row_spending
 
@@ -219,3 +220,14 @@ def test_an_older_file_is_read_with_the_columns_its_version_has(tmp_path, versio
     assert [r["job"] for r in account.releases] == (["job-1"] * 2 if version >= 4 else ["", ""])
     whom = ("alice", "coordinator (at 10.0.0.5:50051)") if version >= 5 else ("", "")
     assert [(r["data_user"], r["coordinator"]) for r in account.releases] == [whom] * 2
+
+
+def test_check_reads_the_delta_asked(tmp_path):
+    """``Ledger.check`` judges ``spent + (epsilon, delta)`` against the budget: a request of exactly the delta left
+    passes, a little more is refused (checking twice the delta passed every test: a refusal stricter than the
+    debit's, of a release the budget affords)."""
+    with Ledger(tmp_path / "node.sqlite", epsilon_budget=2.0, delta_budget=1e-5) as ledger:
+        ledger.debit("n.a", 0.5, 4e-6, purpose="p", release_id="a0")
+        ledger.check("n.a", 1.5, 6e-6)  # exactly what is left
+        with pytest.raises(BudgetExceeded):
+            ledger.check("n.a", 0.1, 6.5e-6)
