@@ -24,6 +24,7 @@ import pytest
 from privfed.common.errors import BudgetExceeded
 from privfed.common.ledger import Budget, Debit, Ledger, Recipient, read_accounts
 from privfed.common.ledger_releases import read_row_spending
+from privfed.deploy.cli import main
 
 KEYS = [bytes([i]) * 32 for i in range(3)]
 ALICE = Recipient("alice", "coordinator (at 10.0.0.5:50051)")
@@ -231,3 +232,16 @@ def test_check_reads_the_delta_asked(tmp_path):
         ledger.check("n.a", 1.5, 6e-6)  # exactly what is left
         with pytest.raises(BudgetExceeded):
             ledger.check("n.a", 0.1, 6.5e-6)
+
+
+def test_ledger_show_policy_table_says_a_job_may_spend_the_least_of_the_policy_and_the_budget(tmp_path, capsys):
+    """``ledger show --policy``'s table: "a job may spend" is the least of what the policy allows and the budget left.
+    The JSON had a test where the budget binds; the table had none (dropping the ``min`` there passed)."""
+    path, policy = tmp_path / "node.sqlite", tmp_path / "policy.toml"
+    with Ledger(path, epsilon_budget=2.0) as ledger:
+        ledger.debit("n.o0", 0.75, 0.0, purpose="p", release_id="r0")
+    policy.write_text("max_epsilon_per_job = 2.0\nmax_epsilon_per_day = 3.0\nmax_epsilon_total = 5.0\n")
+    assert main(["ledger", "show", "--ledger", str(path), "--policy", str(policy)]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith("n.o0")]
+    assert rows[-1][1:] == ["2", "2.25", "4.25", "2", "1.25", "-"], out  # per job, day, total, allows, may spend
