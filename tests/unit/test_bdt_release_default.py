@@ -41,7 +41,7 @@ def test_one_row_per_owner_runs_the_marginal_release_by_default(rows):
     report = config.to_report()
     assert (report["release"], report["release_source"], report["n_rounds"]) == ("marginals", "default", 50)
     assert learner_label(config).startswith("bdt (stumps from marginal reports")
-    assert config.quorum == 1  # nb's one round: every budget is spent by the time the quorum is checked
+    assert (config.quorum, config.quorum_after_release) == (20, False)  # nb's one round: checked before it only
     with pytest.raises(TypeError, match="no boosting shares"):  # never shares' parameters at marginal defaults
         config.boosting_params(n_classes=2, bounds=BOUNDS)
 
@@ -54,7 +54,7 @@ def test_owners_of_more_rows_or_an_unknown_count_run_the_share_pipeline_by_defau
     assert isinstance(built, BoostingStrategy) and built.params.n_rounds == SHARE_ROUNDS
     assert built.params.max_owner_rows == config.owner_rows_bound
     assert (config.to_report()["release"], config.to_report()["n_rounds"]) == ("shares", SHARE_ROUNDS)
-    assert config.quorum == 20  # half the 40 owners: later rounds have not spent yet
+    assert (config.quorum, config.quorum_after_release) == (20, True)  # later rounds have not spent yet
 
 
 @pytest.mark.parametrize(("release", "rows", "kind"), [

@@ -156,7 +156,7 @@ def test_the_strategy_learns_and_reports_refusals_and_its_privacy():
         f"owner-{j}": Ledger(":memory:", epsilon_budget=3.0) for j in (1, 2)
     }
     strategy = make_strategy(JobConfig(task="nb", epsilon=3.0), n_classes=K, bounds=BOUNDS)
-    assert isinstance(strategy, NbStrategy) and JobConfig(task="nb", epsilon=3.0, owners=600).quorum == 1
+    assert isinstance(strategy, NbStrategy) and JobConfig(task="nb", epsilon=3.0, owners=600).quorum == 300
     result = strategy.run([o.owner_id for o in owners], InProcessTransport(owners, ledgers))
     on_0 = {o.owner_id for o in owners if o.owner_id.startswith("owner-0.")}
     assert set(result.refused) == on_0 and set(result.refused.values()) == {"budget_exceeded"}
