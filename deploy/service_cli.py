@@ -220,7 +220,7 @@ def call(args: argparse.Namespace, method: str, request: dict[str, Any]) -> dict
     the same, when no answer came (up to :data:`CALL_TRIES` tries)."""
     import grpc
 
-    from privfed.proto.jobwire import JOB_SERVICE, encode_json
+    from privfed.proto.jobwire import JOB_SERVICE, decode_answer, encode_json
     from privfed.proto.transport import channel_credentials, channel_options, tls_failure
 
     if not args.insecure and not args.name:
@@ -257,23 +257,6 @@ def call(args: argparse.Namespace, method: str, request: dict[str, Any]) -> dict
                 print(f"no answer ({failure}); asking again", file=sys.stderr, flush=True)
                 time.sleep(CALL_BACKOFF[attempt])
         raise AssertionError("unreachable")
-
-
-def decode_answer(data: bytes) -> dict[str, Any]:
-    """A job API answer: one JSON object, of any size the channel carries (its receive bound,
-    ``MAX_MESSAGE_BYTES``). :data:`~privfed.proto.jobwire.MAX_JOB_REQUEST_BYTES` bounds requests, a job file
-    of a few hundred bytes; a report or listing of a job whose hundreds of owners declined it lists each one
-    and is larger (walkthrough 13, W13-2: ``privfed jobs`` and ``privfed job show`` ended in a gRPC
-    traceback past 64 KiB). Anything but a JSON object raises :class:`RemoteProtocolError`."""
-    from privfed.common.errors import RemoteProtocolError
-
-    try:
-        value = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RemoteProtocolError(f"a job API answer must be a JSON object ({exc})") from exc
-    if not isinstance(value, dict):
-        raise RemoteProtocolError("a job API answer must be a JSON object")
-    return value
 
 
 def _call_failure(code: Any, details: str, coordinator: str) -> str:

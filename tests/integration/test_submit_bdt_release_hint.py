@@ -17,6 +17,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from servicefleet import free_port, toml
@@ -35,17 +38,16 @@ hi = [99, 24]
 """
 
 
-def test_a_bdt_job_on_own_files_is_told_its_release_and_the_key_for_one_row_owners(tmp_path):
-    certs = make_certs(tmp_path / "certs", owners=1, data_users=["alice"])
-    (tmp_path / "schema.toml").write_text(SCHEMA)
-    rows = "".join(f"{20 + i},{i % 24},{'yes' if i % 3 else 'no'}\n" for i in range(30))
-    (tmp_path / "public_test.csv").write_text("age,income,answer\n" + rows)
-    port, log = free_port(), tmp_path / "serve.log"
+@contextmanager
+def _service_of_own_files(tmp: Path, name: str, schema: str, certs: Path) -> Iterator[int]:
+    """``privfed serve --schema`` (mTLS, its store ``store-NAME``) on a free port, stopped on leaving: yields the port."""
+    (tmp / "schema.toml").write_text(schema)
+    port, log = free_port(), tmp / f"serve-{name}.log"
     serve = subprocess.Popen(
         [
             *(sys.executable, "-m", "privfed.deploy.cli", "serve", "--listen", f"127.0.0.1:{port}"),
-            *("--certs", str(certs), "--store", str(tmp_path / "store"), "--status-listen", "none"),
-            *("--schema", str(tmp_path / "schema.toml")),
+            *("--certs", str(certs), "--store", str(tmp / f"store-{name}"), "--status-listen", "none"),
+            *("--schema", str(tmp / "schema.toml")),
         ],
         stdout=open(log, "w"),
         stderr=subprocess.STDOUT,
@@ -55,30 +57,40 @@ def test_a_bdt_job_on_own_files_is_told_its_release_and_the_key_for_one_row_owne
         while "serving on port" not in log.read_text():
             assert serve.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
-
-        def submit(**job: object) -> subprocess.CompletedProcess:
-            path = tmp_path / f"job-{len(list(tmp_path.glob('job-*.toml')))}.toml"
-            path.write_text(toml({"task": "bdt", "epsilon": 3.0, "owners": 100, **job}))
-            done = subprocess.run(
-                [
-                    *(sys.executable, "-m", "privfed.deploy.cli", "submit", str(path)),
-                    *("--coordinator", f"127.0.0.1:{port}", "--certs", str(certs), "--name", "alice"),
-                ],
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-            assert done.returncode == 0 and "submitted job" in done.stdout, done.stderr
-            return done
-
-        told = submit().stderr
-        assert "release shares" in told and "max_owner_rows = 1" in told, told
-        assert "marginal" in told, told
-        for settled in ({"max_owner_rows": 1}, {"release": "shares"}, {"rows_per_owner": 20}):
-            assert "max_owner_rows = 1" not in submit(**settled).stderr, settled
+        yield port
     finally:
         serve.terminate()
         serve.wait(timeout=20)
+
+
+def _submit(tmp: Path, port: int, certs: Path, job: dict) -> str:
+    """alice's ``privfed submit`` of ``job``: what it told her (its stderr), once it was submitted."""
+    path = tmp / f"job-{len(list(tmp.glob('job-*.toml')))}.toml"
+    path.write_text(toml(job))
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "privfed.deploy.cli", "submit", str(path)),
+            *("--coordinator", f"127.0.0.1:{port}", "--certs", str(certs), "--name", "alice"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and "submitted job" in done.stdout, done.stderr
+    return done.stderr
+
+
+def test_a_bdt_job_on_own_files_is_told_its_release_and_the_key_for_one_row_owners(tmp_path):
+    certs = make_certs(tmp_path / "certs", owners=1, data_users=["alice"])
+    rows = "".join(f"{20 + i},{i % 24},{'yes' if i % 3 else 'no'}\n" for i in range(30))
+    (tmp_path / "public_test.csv").write_text("age,income,answer\n" + rows)
+    with _service_of_own_files(tmp_path, "bdt", SCHEMA, certs) as port:
+        bdt = {"task": "bdt", "epsilon": 3.0, "owners": 100}
+        told = _submit(tmp_path, port, certs, bdt)
+        assert "release shares" in told and "max_owner_rows = 1" in told, told
+        assert "marginal" in told, told
+        for settled in ({"max_owner_rows": 1}, {"release": "shares"}, {"rows_per_owner": 20}):
+            assert "max_owner_rows = 1" not in _submit(tmp_path, port, certs, bdt | settled), settled
 
 
 WIDE = """features = ["popul", "selfLR", "PID", "educ"]
@@ -97,38 +109,10 @@ def test_a_feddpdr_job_is_told_when_one_feature_s_range_drowns_the_others(tmp_pa
     (tmp_path / "public_test.csv").write_text("popul,selfLR,PID,educ,vote\n" + rows)
     told = {}
     for name, schema in (("wide", WIDE), ("even", WIDE.replace("hi = [7400,", "hi = [9,"))):
-        (tmp_path / "schema.toml").write_text(schema)
-        port, log = free_port(), tmp_path / f"serve-{name}.log"
-        serve = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "privfed.deploy.cli", "serve", "--listen", f"127.0.0.1:{port}"),
-                *("--certs", str(certs), "--store", str(tmp_path / f"store-{name}"), "--status-listen", "none"),
-                *("--schema", str(tmp_path / "schema.toml")),
-            ],
-            stdout=open(log, "w"),
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while "serving on port" not in log.read_text():
-                assert serve.poll() is None and time.monotonic() < deadline, log.read_text()
-                time.sleep(0.1)
-            path = tmp_path / f"feddpdr-{name}.toml"
-            path.write_text(toml({"task": "feddpdr", "epsilon": 8.0, "owners": 100, "delta": 1e-5}))
-            done = subprocess.run(
-                [
-                    *(sys.executable, "-m", "privfed.deploy.cli", "submit", str(path)),
-                    *("--coordinator", f"127.0.0.1:{port}", "--certs", str(certs), "--name", "alice"),
-                ],
-                capture_output=True,
-                text=True,
-                timeout=60,
+        with _service_of_own_files(tmp_path, name, schema, certs) as port:
+            told[name] = _submit(
+                tmp_path, port, certs, {"task": "feddpdr", "epsilon": 8.0, "owners": 100, "delta": 1e-5}
             )
-            assert done.returncode == 0 and "submitted job" in done.stdout, done.stderr
-            told[name] = done.stderr
-        finally:
-            serve.terminate()
-            serve.wait(timeout=20)
     assert "feddpdr:" in told["wide"] and "popul" in told["wide"], told["wide"]
     assert "reference_accuracy" in told["wide"], told["wide"]
     assert "feddpdr:" not in told["even"], told["even"]
