@@ -149,3 +149,15 @@ class Bounds:
 
     def to_list(self) -> dict:
         return {"lo": self.lo.tolist(), "hi": self.hi.tolist()}
+
+
+def box_scale(bounds: Bounds | tuple[ArrayLike, ArrayLike]) -> np.ndarray:
+    """The per-feature factors ``1 / (h_j sqrt(d))``, ``h_j = (hi_j - lo_j) / 2``, of FedDPDR's ``"box"`` row
+    scaling (:func:`~privfed.common.feddpdr.pca.scale_rows_to_unit_box`); 0 for a feature of zero width
+    (``lo_j == hi_j``: it carries nothing, and nothing is divided by zero; :class:`Bounds` refuses such a
+    feature, a ``(lo, hi)`` pair may hold one). Public bounds only: no row is read."""
+    lo, hi = (bounds.lo, bounds.hi) if isinstance(bounds, Bounds) else bounds
+    half = (np.asarray(hi, dtype=np.float64) - np.asarray(lo, dtype=np.float64)) / 2.0
+    d = half.shape[0]
+    with np.errstate(over="ignore"):  # a half-width below 2^-1000 or so: 1/h overflows, clamped by the caller's clip
+        return np.divide(1.0, half * np.sqrt(d), out=np.zeros_like(half), where=half > 0)

@@ -36,19 +36,23 @@ DEFAULT_SVM_MODEL = "centroid"
 FedDPDR; the best SVM, ``mc-huber``, is second)."""
 DELTA_MODELS = ("centroid", "mc-huber", "softmax")
 """Models whose release spends delta (FedDPDR gives them delta/2 and DP-PCA the other half)."""
-ROW_SCALINGS = ("ball", "normalise")
+ROW_SCALINGS = ("ball", "box", "normalise")
 """How FedDPDR owners map raw rows into the unit ball (both data-independent, SPEC §4):
 
 * ``"ball"``: :func:`~privfed.common.feddpdr.pca.scale_rows_to_unit_ball` (centre at the bounds' midpoint, divide by the
   worst-case radius of the box). For MNIST ([0, 255]^784) every row lands near the same point
   (background pixels at -1/28 each), so the signal is a small fraction of the unit norm.
+* ``"box"``: :func:`~privfed.common.feddpdr.pca.scale_rows_to_unit_box` (centre each feature at its bounds' midpoint,
+  divide it by its own half-width, then the row by ``sqrt(d)``). Every feature counts by its public range, not its
+  unit: under ``"ball"`` one wide feature (anes96's population in thousands, breast cancer's areas) holds nearly
+  all of the radius and leaves the others under the noise (walkthrough 13, W13-3). Affine, like ``"ball"``.
 * ``"normalise"``: :func:`~privfed.common.feddpdr.pca.normalise_rows` (shift to ``[0, 1]`` with the bounds, then divide each row
   by its own norm). Every row has norm exactly 1 (an all-zero row stays 0), the tightest public
   per-row bound; a per-row map reads only that row, so it is a fixed preprocessing step that the
   sensitivity arguments of §7/§8 apply to unchanged. The model applies it again at prediction.
 """
 #: The federation's default is ``"ball"``: an affine map, so a served model's first stage stays linear
-#: in data space (``privfed query`` cleans against it). ``"normalise"`` divides by the row's own norm,
+#: in data space (``privfed query`` cleans against it); ``"box"`` is affine too. ``"normalise"`` divides by the row's own norm,
 #: which is not linear; the experiments use it by default (``--scaling``).
 DEFAULT_ROW_SCALING = "ball"
 LEDGER_PURPOSE = {"centroid": "svm-class-sums", "mc-huber": "svm-mc-huber", "softmax": "svm-softmax"}

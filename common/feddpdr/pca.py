@@ -37,7 +37,7 @@ import math
 import numpy as np
 import scipy.linalg
 
-from privfed.common.bounds import Bounds
+from privfed.common.bounds import Bounds, box_scale
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, ROW_SCALINGS
 from privfed.common.mechanisms.gaussian import GaussianMechanism, calibrated_gaussian
@@ -93,6 +93,41 @@ def scale_rows_to_unit_ball(X: np.ndarray, bounds: Bounds) -> np.ndarray:
     return clip_rows_to_unit_ball(np.clip(centred, -SCALED_LIMIT, SCALED_LIMIT))
 
 
+def scale_rows_to_unit_box(X: np.ndarray, bounds: Bounds) -> np.ndarray:
+    """Map raw rows into the unit L2 ball feature by feature, using only the public bounds (row scaling ``"box"``).
+
+    ``a_j = (x_j - (lo_j + hi_j)/2) / (h_j sqrt(d))`` with ``h_j = (hi_j - lo_j)/2`` the feature's own half-width:
+    each feature's public range is mapped onto ``[-1/sqrt(d), 1/sqrt(d)]``, so every in-bounds row has norm at
+    most ``sqrt(d * (1/sqrt(d))^2) = 1``; then ``a <- a / max(1, ||a||)`` anyway, so out-of-bounds rows cannot
+    break the sensitivity bound of §7/§8, with values beyond :data:`SCALED_LIMIT` clamped first as in
+    :func:`scale_rows_to_unit_ball`. A feature of zero width maps to 0.
+
+    Why: ``"ball"`` divides every feature by one radius ``R = ||(hi - lo)/2||``, so one feature with a wide public
+    range (anes96's population in thousands beside 1-7 scales; breast cancer's areas to 4254 beside ratios
+    below 1) holds nearly all of ``R`` and leaves every other feature near the centre, under the DP noise
+    (walkthrough 13, W13-3). Here every feature counts by its documented range, not by its unit.
+
+    Privacy (SPEC §4): the map is fixed by the public bounds before any row is read: it reads nothing from
+    the rows (no statistic of them, not even the row's own norm), so it is a fixed preprocessing step and
+    neighbouring data sets stay neighbouring; with every output row of norm ``<= 1`` the sensitivity
+    arguments of DP-PCA and of phase 2 (§7, §8) hold unchanged. It is affine, ``a = D (x - c)`` with the
+    public diagonal ``D = diag(`` :func:`box_scale` ``)`` and centre ``c`` (before the norm clip, which leaves
+    in-bounds rows alone), so a served model's first stage stays linear in data space: ``D U``
+    (:func:`privfed.server.models.model_linear_stage`), and ``privfed query`` can clean against it.
+
+    Returns
+    -------
+    ndarray of shape (n, d), every row norm <= 1.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[1] != bounds.d:
+        raise ConfigError(f"rows must have shape (n, {bounds.d}) to match the bounds, got {X.shape}")
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is clamped: the row's direction stays
+        centred = (X - (bounds.lo + bounds.hi) / 2.0) * box_scale(bounds)
+    centred = np.where(np.isnan(centred), 0.0, centred)  # inf * 0 of a zero-width feature: it carries nothing
+    return clip_rows_to_unit_ball(np.clip(centred, -SCALED_LIMIT, SCALED_LIMIT))
+
+
 def normalise_rows(X: np.ndarray, bounds: Bounds) -> np.ndarray:
     """``u = (x - lo) / (hi - lo)`` clipped to ``[0, 1]``, then ``u / ||u||`` (``0`` stays ``0``).
 
@@ -111,6 +146,8 @@ def scale_rows(X: np.ndarray, bounds: Bounds, scaling: str = DEFAULT_ROW_SCALING
     """Rows into the unit ball by one of :data:`ROW_SCALINGS`."""
     if scaling == "ball":
         return scale_rows_to_unit_ball(X, bounds)
+    if scaling == "box":
+        return scale_rows_to_unit_box(X, bounds)
     if scaling == "normalise":
         return normalise_rows(X, bounds)
     raise ConfigError(f"row scaling must be one of {ROW_SCALINGS}, got {scaling!r}")
