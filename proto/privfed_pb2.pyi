@@ -35,6 +35,7 @@ class RowScaling(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ROW_SCALING_UNSPECIFIED: _ClassVar[RowScaling]
     ROW_SCALING_BALL: _ClassVar[RowScaling]
     ROW_SCALING_NORMALISE: _ClassVar[RowScaling]
+    ROW_SCALING_BOX: _ClassVar[RowScaling]
 
 class SvmModel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -118,6 +119,7 @@ GRADIENT_MECHANISM_LAPLACE: GradientMechanism
 ROW_SCALING_UNSPECIFIED: RowScaling
 ROW_SCALING_BALL: RowScaling
 ROW_SCALING_NORMALISE: RowScaling
+ROW_SCALING_BOX: RowScaling
 SVM_MODEL_UNSPECIFIED: SvmModel
 SVM_MODEL_CENTROID: SvmModel
 SVM_MODEL_MC_HUBER: SvmModel

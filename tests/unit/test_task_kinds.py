@@ -142,10 +142,12 @@ TASKS: dict[str, list] = {
     "pca_share": [
         PcaShareTask(epsilon=0.95, delta=1e-5, k=2, bounds=BOUNDS, count_epsilon=0.05, scaling="ball"),
         PcaShareTask(epsilon=math.inf, delta=0.0, k=3, bounds=BOUNDS, count_epsilon=math.inf, scaling="normalise"),
+        PcaShareTask(epsilon=0.95, delta=1e-5, k=2, bounds=BOUNDS, count_epsilon=0.05, scaling="box"),
     ],
     "svm_share": [
         SvmShareTask(1.0, 0.01, 3, BOUNDS, np.arange(6.0).reshape(3, 2) / 7, 0.0, "ovr-huber", "ball"),
         SvmShareTask(1.0, 0.01, 3, BOUNDS, None, 1e-6, "mc-huber", "normalise"),
+        SvmShareTask(1.0, 0.01, 3, BOUNDS, None, 1e-6, "centroid", "box"),
         SvmShareTask(1.0, 0.01, 3, BOUNDS, None, 1e-6, "softmax", "ball"),
         SvmShareTask(1.0, 0.01, 3, BOUNDS, None, 1e-6, "centroid", "ball"),
     ],
