@@ -105,7 +105,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from privfed.common.bounds import Bounds, flush_tiny
+from privfed.common.bounds import Bounds, box_scale, flush_tiny
 from privfed.common.errors import ConfigError, RemoteProtocolError
 from privfed.common.validation import check_choice
 
@@ -194,13 +194,20 @@ def reads_every_column(n_features: int) -> str:
 def model_scores(kind: str, A_d: np.ndarray, bounds: Bounds, rows: np.ndarray) -> np.ndarray:
     """(n, m) the scores the served model's first stage gives ``rows`` *after* its own preprocessing, relative
     to the public centre: an ``lr`` model clips rows to its bounds (``bounds.to_unit``), a ``feddpdr`` one
-    (``ball`` scaling, the only one with a stage) scales ``x − c`` by the bounds' radius R and clips its norm
-    to 1, i.e. reads ``(x − c)·min(1, R/‖x − c‖)``. The owner computes them locally from the GetModel answer to
+    (``ball`` scaling) scales ``x − c`` by the bounds' radius R and clips its norm to 1, i.e. reads
+    ``(x − c)·min(1, R/‖x − c‖)``, and a ``feddpdr-box`` one (``box`` scaling) scales it by the diagonal
+    ``D`` of :func:`~privfed.common.feddpdr.pca.box_scale` and clips that norm: ``(x − c)·min(1, 1/‖D(x − c)‖)``. The owner computes them locally from the GetModel answer to
     report what the rows sent give, not what the linear algebra promised (walkthrough 8, W8-8); another kind
     is read as clipped to the bounds. The kind is the coordinator's word: this is a report, never a bound."""
     rows = np.asarray(rows, dtype=np.float64)
     centre = public_centre(bounds)
-    if kind == "feddpdr":
+    if kind == "feddpdr-box":  # box scaling: a = D (x − c), D = box_scale(bounds), then a's norm clipped to 1
+        centred = rows - centre
+        with np.errstate(over="ignore", invalid="ignore"):
+            norms = np.linalg.norm(np.nan_to_num(centred * box_scale(bounds)), axis=1)
+            shrink = np.where(norms > 1.0, 1.0 / np.where(norms > 0, norms, 1.0), 1.0)
+        read = centred * shrink[:, None]
+    elif kind == "feddpdr":
         radius = float(np.sqrt(np.sum(((bounds.hi - bounds.lo) / 2.0) ** 2)))
         centred = rows - centre
         norms = np.linalg.norm(centred, axis=1)

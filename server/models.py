@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from privfed.common.bounds import box_scale
 from privfed.common.errors import ConfigError, RemoteProtocolError, reason
 from privfed.common.files import replace_file
 from privfed.common.learners.trained import TrainedModel, model_document, read_document
@@ -31,11 +32,14 @@ ServedModel = Any
 
 
 def model_linear_stage(model: ServedModel) -> tuple[str, np.ndarray]:
-    """(kind, A_d): the first linear map a served model applies to data-space rows, (d, m).
+    """(kind, A_d): the first linear map a served model applies to data-space rows, (d, m); kind is ``lr``,
+    ``feddpdr`` (``ball`` scaling) or ``feddpdr-box``.
 
     Null-space cleaning (seed 003) needs it to know which directions the model reads:
-    for LR, A_d = coef_dataᵀ; for FedDPDR, U_k divided by the public radius of the scaling
-    (the centring offset cancels in x − x̃). Nearest centroid has no linear first stage.
+    for LR, A_d = coef_dataᵀ; for FedDPDR, U_k after the public diagonal of its affine row scaling
+    (``ball``: 1 / the bounds' radius; ``box``: 1 / (each feature's half-width · sqrt d),
+    :func:`~privfed.common.feddpdr.pca.box_scale`); the centring offset cancels in x − x̃.
+    Nearest centroid and ``normalise`` (each row by its own norm) have no linear first stage.
     """
     from privfed.common.feddpdr.model import FedDPDRModel
     from privfed.common.learners.logistic import LinearModel
@@ -44,16 +48,20 @@ def model_linear_stage(model: ServedModel) -> tuple[str, np.ndarray]:
         coef, _ = model.data_linear_stage
         return "lr", np.asarray(coef).T
     if isinstance(model, FedDPDRModel) and model.components is not None:
-        if model.scaling != "ball":
-            raise ConfigError(
-                f"a FedDPDR model with {model.scaling!r} row scaling has no linear first stage "
-                "to clean queries against (only 'ball' scaling is affine)"
-            )
-        radius = float(np.sqrt(np.sum(((model.bounds.hi - model.bounds.lo) / 2.0) ** 2)))
-        return "feddpdr", model.components / radius
+        if model.scaling == "ball":
+            radius = float(np.sqrt(np.sum(((model.bounds.hi - model.bounds.lo) / 2.0) ** 2)))
+            return "feddpdr", model.components / radius
+        if model.scaling == "box":
+            # its own kind: the owner's report of what the model reads (query_cleaning.model_scores) clips the
+            # norm of the box-scaled row, not of x − c by the radius
+            return "feddpdr-box", box_scale(model.bounds)[:, None] * model.components
+        raise ConfigError(
+            f"a FedDPDR model with {model.scaling!r} row scaling has no linear first stage "
+            "to clean queries against (only 'ball' and 'box' scaling are affine)"
+        )
     raise ConfigError(
         f"a {type(model).__name__} has no linear first stage to clean queries against: `privfed query` sends cleaned "
-        "rows, which needs an lr model or a feddpdr model with 'ball' scaling; the data user of its job can fetch it "
+        "rows, which needs an lr model or a feddpdr model with 'ball' or 'box' scaling; the data user of its job can fetch it "
         "(`privfed job model JOB_ID --out model.json`) and predict from files (`privfed export`), walkthrough 11"
     )
 
