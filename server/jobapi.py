@@ -205,8 +205,9 @@ def feddpdr_scaling_hint(config: JobConfig, schema: FederationSchema) -> str | N
     unit ball by R (README, "FedDPDR-DPML"), so those columns lie near its centre, under the noise, and the model
     reads little but the widest feature (walkthrough 13, W13-3: anes96's population in thousands beside 1-7 scales,
     every job at eps 1-8 answered one class; its own eps = inf reference, 0.508, was below the majority class,
-    0.582). None for another task or a schema of comparable ranges."""
-    if config.task != "feddpdr":
+    0.582). None for another task, another row scaling (``box`` scales each feature by its own range) or a schema
+    of comparable ranges."""
+    if config.task != "feddpdr" or getattr(config.params, "scaling", "ball") != "ball":
         return None
     cats, numeric = dict(schema.categories), schema.numeric_bounds
     halves: list[tuple[str, float]] = []  # (feature, public half-range) per encoded column
@@ -227,7 +228,7 @@ def feddpdr_scaling_hint(config: JobConfig, schema: FederationSchema) -> str | N
         f"which {widest}'s range holds {half * half / radius**2:.0%}; {shown} lie within {NEAR_CENTRE:.0%} of it "
         f"from the centre, where the noise drowns them, so the model may read little but {widest}: compare the "
         "first job's reference_accuracy (its model at eps = inf) with its majority class before spending more "
-        "epsilon; ncc, lr, nb and bdt scale each feature by its own range"
+        'epsilon; ncc, lr, nb and bdt scale each feature by its own range, and so does scaling = "box"'
     )
 
 

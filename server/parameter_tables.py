@@ -132,8 +132,9 @@ FEDDPDR: dict[str, Param] = {
     ),
     "scaling": Param(
         options(ROW_SCALINGS),
-        "feddpdr only: public map of rows into the unit ball: ball (bounds' centre and radius; a served "
-        f"model stays linear for query cleaning) or normalise (each row by its own norm); default {DEFAULT_ROW_SCALING}",
+        "feddpdr only: public map of rows into the unit ball: ball (bounds' centre and the whole box's radius), box "
+        "(each feature by its own half-range, the row by sqrt(d); both keep a served model linear for query "
+        f"cleaning) or normalise (each row by its own norm); default {DEFAULT_ROW_SCALING}",
         flag="--scaling",
     ),
     "lam": Param(positive(), "feddpdr --model ovr-huber only: SVM lambda", flag="--lam"),

@@ -236,8 +236,10 @@ def _deviations(args: argparse.Namespace, dataset: str, cap: int) -> dict[str, s
             f"{args.model}: one (epsilon, delta) release for all K classes instead of K one-vs-rest SVMs at "
             "epsilon/K each (the paper's, measured at chance here)"
         )
-    if args.scaling != "ball":
+    if args.scaling == "normalise":
         out["scaling"] = f"{args.scaling}: each row by its own norm (tightest public per-row bound)"
+    elif args.scaling == "box":
+        out["scaling"] = f"{args.scaling}: each feature by its own public half-range, the row by sqrt(d)"
     return out
 
 

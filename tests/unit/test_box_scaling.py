@@ -125,3 +125,20 @@ def test_a_box_model_saved_and_loaded_keeps_its_scaling_and_stage(rng):
 def test_normalise_still_has_no_linear_stage(rng):
     with pytest.raises(ConfigError, match="only 'ball' and 'box' scaling are affine"):
         model_linear_stage(_model(rng, WIDE, "normalise"))
+
+
+def test_only_a_ball_job_is_told_that_one_wide_feature_drowns_the_others(tmp_path):
+    """The submission hint of W13-3 speaks of "ball"'s one radius; a "box" job scales each feature by its own."""
+    from privfed.common.dataset_files import read_schema
+    from privfed.server.config import JobConfig
+    from privfed.server.jobapi import feddpdr_scaling_hint
+
+    (tmp_path / "schema.toml").write_text(
+        'features = ["popul", "selfLR", "PID", "educ"]\nclasses = ["Clinton", "Dole"]\nlabel = "vote"\n'
+        "[bounds]\nlo = [0, 1, 0, 1]\nhi = [7400, 7, 6, 7]\n"
+    )
+    schema = read_schema(tmp_path / "schema.toml")
+    ball = JobConfig.from_flat(task="feddpdr", epsilon=8.0, scaling="ball")
+    hint = feddpdr_scaling_hint(ball, schema)
+    assert hint is not None and "popul" in hint and 'scaling = "box"' in hint
+    assert feddpdr_scaling_hint(JobConfig.from_flat(task="feddpdr", epsilon=8.0, scaling="box"), schema) is None
