@@ -138,7 +138,7 @@ def served(tmp_path_factory):
                 shards=f"{i}:{i + 1}",
                 budget=math.inf,
                 dataset=DATASET,
-                extra=["--delta-budget", "1e-5"],
+                extra=["--delta-budget", "2e-5"],  # two feddpdr jobs at delta 1e-5
             )
         lr = fed.run(
             make_strategy(
@@ -147,7 +147,11 @@ def served(tmp_path_factory):
             2,
         )
         dpdr = fed.run(make_strategy("feddpdr", epsilon=math.inf, n_classes=2, bounds=test.bounds, k=K), 2)
-        assert lr.answered == 2 and dpdr.answered == 2
+        # the "box" row scaling (each feature by its own half-range): affine too, its own linear stage
+        box = fed.run(
+            make_strategy("feddpdr", epsilon=math.inf, n_classes=2, bounds=test.bounds, k=K, scaling="box"), 2
+        )
+        assert lr.answered == 2 and dpdr.answered == 2 and box.answered == 2
         # a hostile stage: an "lr" model with one class per feature reads every direction (A_d ∝ I)
         eye = LinearModel(np.eye(train.d), np.zeros(train.d), test.bounds, list(range(train.d)))
         # a stage of rank 1 but bounds whose midpoint (the centre) the 2^-20 wire grid cannot carry
@@ -156,13 +160,14 @@ def served(tmp_path_factory):
         models = {
             "lr": recording(lr.model),
             "dpdr": recording(dpdr.model),
+            "dpdr-box": recording(box.model),
             "eye": recording(eye),
             "far": recording(far_lr),
         }
         for model_id, model in models.items():
             fed.server.models.put(model_id, model)
             insecure.models.put(model_id, model)
-        trained = {"lr": lr.model, "dpdr": dpdr.model}
+        trained = {"lr": lr.model, "dpdr": dpdr.model, "dpdr-box": box.model}
         yield Served(fed, insecure, models, trained, queries, conf_queries, own.X, conf_own, test.bounds, files)
     finally:
         insecure.stop(0)
@@ -170,7 +175,7 @@ def served(tmp_path_factory):
 
 
 MAP_METHODS = ("subspace", "generalized")
-MAX_RANK = {"dpdr": ["--max-rank", str(K)]}
+MAX_RANK = {"dpdr": ["--max-rank", str(K)], "dpdr-box": ["--max-rank", str(K)]}
 
 
 def query_cmd(
@@ -266,7 +271,7 @@ def assert_labels_kept(served, model_id, proc, rows):
     return A_d
 
 
-@pytest.mark.parametrize("model_id", ["lr", "dpdr"])
+@pytest.mark.parametrize("model_id", ["lr", "dpdr", "dpdr-box"])
 def test_projection_keeps_labels_and_sends_only_what_the_model_reads(served, model_id):
     """The default: no training file is read, and x̃ − c lies in span(A_d) up to the wire grid."""
     proc = run(query_cmd(served.fed.port, model_id, served.files, certs=served.fed.certs))
@@ -277,7 +282,7 @@ def test_projection_keeps_labels_and_sends_only_what_the_model_reads(served, mod
     assert np.max(np.abs((rows - public_centre(served.bounds)) @ ignored)) <= GRID_STEP * math.sqrt(A_d.shape[0])
 
 
-@pytest.mark.parametrize("model_id", ["lr", "dpdr"])
+@pytest.mark.parametrize("model_id", ["lr", "dpdr", "dpdr-box"])
 def test_exact_null_space_keeps_labels_and_hides_confidential_ones(served, model_id):
     proc = run(query_cmd(served.fed.port, model_id, served.files, certs=served.fed.certs, method="subspace"))
     rows = received(served, model_id)
