@@ -183,14 +183,14 @@ CASES: dict[str, dict[str, Callable[[str], object]]] = {
     },
     "pca_share": {
         f"{scaling}-k{k}": (lambda run, k=k, s=scaling: PcaShareTask(1.0, 1e-5, k, BOUNDS, 0.5, s))
-        for scaling in ("ball", "normalise")
+        for scaling in ("ball", "box", "normalise")
         for k in (1, 2)
     }
     | {"ceiling": lambda run: PcaShareTask(30.0, 1e-3, 1, BOUNDS, 30.0, "normalise")},
     "svm_share": {
         f"{model}-{scaling}-{eps:g}-{lam:g}": (lambda run, a=(model, eps, lam, scaling): svm_spec(*a))
         for model in ("centroid", "mc-huber", "softmax", "ovr-huber")
-        for scaling in ("ball", "normalise")
+        for scaling in ("ball", "box", "normalise")
         for eps, lam in ((1.0, 1e-2), (30.0, 2.0**-20))
     },
     "boost_share": {

@@ -115,7 +115,7 @@ def test_no_subnormal_reaches_an_answers_arithmetic(kind, case):
     assert not seen, seen[:8]
 
 
-@pytest.mark.parametrize("scaling", ["ball", "normalise"])
+@pytest.mark.parametrize("scaling", ["ball", "box", "normalise"])
 def test_no_subnormal_reaches_the_scalings_of_bounds_centred_on_zero(scaling):
     """Bounds ``[-1, 1]``: the ball scaling subtracts a midpoint of 0, so a subnormal was still one when DP-PCA
     multiplied it (the 0.70 of the module docstring)."""
