@@ -146,7 +146,9 @@ def served(tmp_path_factory):
             ),
             2,
         )
-        dpdr = fed.run(make_strategy("feddpdr", epsilon=math.inf, n_classes=2, bounds=test.bounds, k=K), 2)
+        dpdr = fed.run(
+            make_strategy("feddpdr", epsilon=math.inf, n_classes=2, bounds=test.bounds, k=K, scaling="ball"), 2
+        )
         # the "box" row scaling (each feature by its own half-range): affine too, its own linear stage
         box = fed.run(
             make_strategy("feddpdr", epsilon=math.inf, n_classes=2, bounds=test.bounds, k=K, scaling="box"), 2

@@ -111,7 +111,10 @@ def test_a_feddpdr_job_is_told_when_one_feature_s_range_drowns_the_others(tmp_pa
     for name, schema in (("wide", WIDE), ("even", WIDE.replace("hi = [7400,", "hi = [9,"))):
         with _service_of_own_files(tmp_path, name, schema, certs) as port:
             told[name] = _submit(
-                tmp_path, port, certs, {"task": "feddpdr", "epsilon": 8.0, "owners": 100, "delta": 1e-5}
+                tmp_path,
+                port,
+                certs,
+                {"task": "feddpdr", "epsilon": 8.0, "owners": 100, "delta": 1e-5, "scaling": "ball"},
             )
     assert "feddpdr:" in told["wide"] and "popul" in told["wide"], told["wide"]
     assert "reference_accuracy" in told["wide"], told["wide"]
