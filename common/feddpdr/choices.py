@@ -37,7 +37,7 @@ FedDPDR; the best SVM, ``mc-huber``, is second)."""
 DELTA_MODELS = ("centroid", "mc-huber", "softmax")
 """Models whose release spends delta (FedDPDR gives them delta/2 and DP-PCA the other half)."""
 ROW_SCALINGS = ("ball", "box", "normalise")
-"""How FedDPDR owners map raw rows into the unit ball (both data-independent, SPEC §4):
+"""How FedDPDR owners map raw rows into the unit ball (all data-independent, SPEC §4):
 
 * ``"ball"``: :func:`~privfed.common.feddpdr.pca.scale_rows_to_unit_ball` (centre at the bounds' midpoint, divide by the
   worst-case radius of the box). For MNIST ([0, 255]^784) every row lands near the same point
