@@ -17,4 +17,5 @@ EXPERIMENTS = {
     "select-map": "privfed.deploy.experiments.map_selection",
     "pca-svm": "privfed.deploy.experiments.baselines",
     "tabular": "privfed.deploy.experiments.tabular",
+    "feddpdr-scaling": "privfed.deploy.experiments.feddpdr_scaling",
 }

@@ -63,3 +63,17 @@ def test_validation_scores_on_training_rows_only(tmp_path):
         report["config"]["n_train"] + report["config"]["n_test"] < full["config"]["n_train"] + full["config"]["n_test"]
     )
     assert report["config"]["n_train"] < full["config"]["n_train"]
+
+
+def test_the_scaling_experiment_pairs_box_and_ball_and_box_reads_anes96_where_ball_could_not(tmp_path):
+    """Walkthrough 13, W13-3: under one radius for the whole row, anes96's population in thousands left its 1-7 scales
+    under the noise, and FedDPDR's own noise-free reference (0.48-0.51) was below the majority class (0.58); each
+    feature scaled by its own range (box) reads them. The experiment the default was chosen by, on a validation split."""
+    import json
+
+    from privfed.deploy.cli import main
+
+    argv = ["experiment", "feddpdr-scaling", "--datasets", "anes96", "--epsilon", "inf", "--splits", "1", "--validate"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    (cell,) = json.loads((tmp_path / "report.json").read_text())["results"]["cells"]
+    assert cell["ball"][0] < cell["majority"] < cell["box"][0] - 0.2, cell
