@@ -15,7 +15,7 @@ from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.choices import ROW_SCALINGS
 from privfed.common.feddpdr.model import FedDPDRModel, add_bias_feature
 from privfed.common.feddpdr.pca import scale_rows, scale_rows_to_unit_ball, scale_rows_to_unit_box
-from privfed.owner.query_cleaning import model_scores, public_centre
+from privfed.owner.query_cleaning import check_linear_stage, model_scores, public_centre
 from privfed.server.models import model_linear_stage
 
 #: anes96-like: a population in thousands beside 1-7 scales and a 0/1 column
@@ -111,6 +111,21 @@ def test_the_served_linear_stage_is_what_the_model_predicts_from(rng, scaling):
     far = X + rng.choice([-3.0, 0.0, 3.0], size=X.shape) * (WIDE.hi - WIDE.lo)
     for rows in (X, far):
         assert np.allclose(model_scores(kind, A_d, WIDE, rows), model.transform(rows), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("scaling", ["ball", "box"])
+def test_an_identity_basis_serves_the_stage_that_reads_every_column(rng, scaling):
+    """Walkthrough 13, W13-7: a feddpdr model of `basis = "identity"` (no DP-PCA) was refused by privfed query "with
+    'ball' scaling needed", which it had; it reads every column, so its stage is the scaling's diagonal, and the
+    owner's rank check refuses it for that, in words that say so."""
+    model = _model(rng, WIDE, scaling)
+    model = FedDPDRModel(**{**model.__dict__, "components": None, "coef": rng.standard_normal((3, WIDE.d + 1))})
+    kind, A_d = model_linear_stage(model)
+    assert A_d.shape == (WIDE.d, WIDE.d) and np.linalg.matrix_rank(A_d) == WIDE.d
+    X = _in_bounds(rng, WIDE, 100)
+    assert np.allclose(model.transform(X), (X - public_centre(WIDE)) @ A_d, rtol=1e-9, atol=1e-12)
+    with pytest.raises(ConfigError, match="reads every"):
+        check_linear_stage("m", kind, A_d, WIDE.d, max_rank=1)
 
 
 def test_a_box_model_saved_and_loaded_keeps_its_scaling_and_stage(rng):
