@@ -47,14 +47,17 @@ def model_linear_stage(model: ServedModel) -> tuple[str, np.ndarray]:
     if isinstance(model, LinearModel):
         coef, _ = model.data_linear_stage
         return "lr", np.asarray(coef).T
-    if isinstance(model, FedDPDRModel) and model.components is not None:
+    if isinstance(model, FedDPDRModel):
+        # an identity basis (no DP-PCA) reads every column: its stage is served, and privfed query refuses it for
+        # its rank, in words that say so (walkthrough 13, W13-7: it was refused for a scaling it had)
+        basis = model.components if model.components is not None else np.eye(model.bounds.d)
         if model.scaling == "ball":
             radius = float(np.sqrt(np.sum(((model.bounds.hi - model.bounds.lo) / 2.0) ** 2)))
-            return "feddpdr", model.components / radius
+            return "feddpdr", basis / radius
         if model.scaling == "box":
             # its own kind: the owner's report of what the model reads (query_cleaning.model_scores) clips the
             # norm of the box-scaled row, not of x − c by the radius
-            return "feddpdr-box", box_scale(model.bounds)[:, None] * model.components
+            return "feddpdr-box", box_scale(model.bounds)[:, None] * basis
         raise ConfigError(
             f"a FedDPDR model with {model.scaling!r} row scaling has no linear first stage "
             "to clean queries against (only 'ball' and 'box' scaling are affine)"

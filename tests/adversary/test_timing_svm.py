@@ -250,7 +250,7 @@ def test_score_gradients_take_no_subnormal_on_extreme_scores(loss):
     assert not _subnormal(exp_nonpositive(a)) and _subnormal(np.exp(a))  # the clamp is what prevents them
 
 
-@pytest.mark.parametrize("scaling", ["ball", "normalise"])
+@pytest.mark.parametrize("scaling", ["ball", "box", "normalise"])
 def test_extreme_finite_rows_do_not_make_the_svm_or_pca_release_raise(scaling):
     """A computation that raises part-way answers with its fallback sooner. Finite raw values far outside
     narrow public bounds overflowed the ball scaling (inf, then NaN rows) and the SVM and DP-PCA releases
