@@ -33,6 +33,7 @@ T. Wang et al., CMC 78(3), 2024 (seed 004: Algorithm 2, Lemma 4.1, Theorem 4.1).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import scipy.linalg
@@ -83,14 +84,8 @@ def scale_rows_to_unit_ball(X: np.ndarray, bounds: Bounds) -> np.ndarray:
     -------
     ndarray of shape (n, d), every row norm <= 1.
     """
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.shape[1] != bounds.d:
-        raise ConfigError(f"rows must have shape (n, {bounds.d}) to match the bounds, got {X.shape}")
-    half = (bounds.hi - bounds.lo) / 2.0
-    radius = float(np.sqrt(np.sum(half**2)))
-    with np.errstate(over="ignore"):  # an overflow is clamped: the row's direction stays
-        centred = (X - (bounds.lo + bounds.hi) / 2.0) / radius
-    return clip_rows_to_unit_ball(np.clip(centred, -SCALED_LIMIT, SCALED_LIMIT))
+    radius = float(np.sqrt(np.sum(((bounds.hi - bounds.lo) / 2.0) ** 2)))
+    return _centred_into_ball(X, bounds, lambda centred: centred / radius)
 
 
 def scale_rows_to_unit_box(X: np.ndarray, bounds: Bounds) -> np.ndarray:
@@ -119,12 +114,19 @@ def scale_rows_to_unit_box(X: np.ndarray, bounds: Bounds) -> np.ndarray:
     -------
     ndarray of shape (n, d), every row norm <= 1.
     """
+    return _centred_into_ball(X, bounds, lambda centred: centred * box_scale(bounds))
+
+
+def _centred_into_ball(X: np.ndarray, bounds: Bounds, scale: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """The rows centred at the bounds' midpoint, ``scale`` d (a public map), values beyond :data:`SCALED_LIMIT`
+    clamped (an overflow keeps the row's direction), then clipped to the unit ball: the steps the affine row
+    scalings share (``ball``, ``box``). A NaN (``inf * 0`` of a zero-width feature) carries nothing: 0."""
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != bounds.d:
         raise ConfigError(f"rows must have shape (n, {bounds.d}) to match the bounds, got {X.shape}")
-    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is clamped: the row's direction stays
-        centred = (X - (bounds.lo + bounds.hi) / 2.0) * box_scale(bounds)
-    centred = np.where(np.isnan(centred), 0.0, centred)  # inf * 0 of a zero-width feature: it carries nothing
+    with np.errstate(over="ignore", invalid="ignore"):
+        centred = scale(X - (bounds.lo + bounds.hi) / 2.0)
+    centred = np.where(np.isnan(centred), 0.0, centred)
     return clip_rows_to_unit_ball(np.clip(centred, -SCALED_LIMIT, SCALED_LIMIT))
 
 
