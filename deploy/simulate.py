@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -83,12 +83,14 @@ def run_point(
     schema: FederationSchema,
     split_cache: Path | None = None,
     reference: Callable[[], dict[str, object]] | None = None,
+    sizes: Sequence[int] = (),
 ) -> dict[str, Any]:
     """One federation at ``config.epsilon`` and ``config.seed``, one job of the job runner with its
     report in ``point_dir`` (with the seed's non-private ``reference()``, read once training is over); ``sim`` says
     how to start the owner processes, which read the built-in data set's split from ``split_cache``
-    when given (:data:`~privfed.common.datasets.SPLIT_CACHE_ENV`). Raises :class:`NodeExited` if a
-    node process exits during the job."""
+    when given (:data:`~privfed.common.datasets.SPLIT_CACHE_ENV`), or their own files of ``sizes`` rows, each
+    file's owners in proportion to its rows (:func:`node_ranges`). Raises :class:`NodeExited` if a node process
+    exits during the job."""
     epsilon = config.epsilon
     point_dir.mkdir(parents=True)
     server = CoordinatorServer(
@@ -97,7 +99,7 @@ def run_point(
         schema=schema,
     )
     port = server.start("127.0.0.1:0")
-    ranges = node_ranges(sim.owners, sim.n_processes)
+    ranges = node_ranges(sim.owners, sim.n_processes, sizes)
     ledgers = [point_dir / f"ledger-node{i}.sqlite" for i in range(len(ranges))]
     logs = [point_dir / f"node{i}.log" for i in range(len(ranges))]
     budget = epsilon
@@ -276,6 +278,7 @@ def _simulate(config: SimulationConfig, run_dir: Path, report: JobReport) -> Non
                     schema,
                     split_cache,
                     partial(_reference, pending, s),
+                    prepared.sizes,
                 )
                 spent_file = write_json(point_dir / "epsilon_spent.json", run.pop("_spent"))
                 run["epsilon_spent"]["per_owner_file"] = str(spent_file.relative_to(run_dir))

@@ -46,6 +46,8 @@ class Prepared:
     rows_per_owner: float
     #: :func:`rows_bound_warning`'s, or None.
     warning: str | None = None
+    #: Each owner file's rows (owners' own files; none for a built-in set): its node's owners follow them.
+    sizes: tuple[int, ...] = ()
 
 
 def prepare(config: SimulationConfig, job: JobConfig, seeds: list[int], split_cache: Path | None) -> Prepared:
@@ -63,7 +65,7 @@ def prepare(config: SimulationConfig, job: JobConfig, seeds: list[int], split_ca
     if warning:  # before the references, which a clipped job may fail
         print(f"  {warning}", file=sys.stderr)
     assert job.rows_per_owner is not None
-    return Prepared(int(train0.n), n_samples, job.rows_per_owner, warning)
+    return Prepared(int(train0.n), n_samples, job.rows_per_owner, warning, tuple(sizes))
 
 
 def references(
@@ -127,7 +129,7 @@ def _owner_parts(config: SimulationConfig, sizes: list[int], seed: int, train: D
     if not config.data:
         return even_parts(train.n, config.owners, seed)
     starts = np.cumsum([0, *sizes])
-    ranges = node_ranges(config.owners, config.n_processes)
+    ranges = node_ranges(config.owners, config.n_processes, sizes)
     return [starts[i] + p for i, r in enumerate(ranges) for p in even_parts(sizes[i], len(r), seed)]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -29,9 +30,40 @@ class NodeExited(PrivfedError):
     """An owner node process exited while the job still needed it."""
 
 
-def node_ranges(n_owners: int, processes: int) -> list[range]:
-    edges = np.linspace(0, n_owners, processes + 1).astype(int)
+def node_ranges(n_owners: int, processes: int, sizes: Sequence[int] = ()) -> list[range]:
+    """Each node process's logical owners: ``n_owners`` split evenly over ``processes``, or, with ``sizes`` (the
+    rows of the owners' own files, one node each), in proportion to each file's rows (:func:`owners_per_file`)."""
+    counts = owners_per_file(n_owners, sizes) if sizes else np.diff(np.linspace(0, n_owners, processes + 1).astype(int))
+    edges = np.concatenate([[0], np.cumsum(counts)]).astype(int)
     return [range(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
+def owners_per_file(n_owners: int, sizes: Sequence[int]) -> np.ndarray:
+    """How many of ``n_owners`` each file's node hosts: at least one and at most its rows, so that the largest
+    owner (a file's rows over its owners, rounded up: the federation's public rows per owner) is as small as it
+    can be, and the owners that leaves over in proportion to the rows still free. ``--owners`` equal to the files'
+    rows gives every owner one row, whatever the files' sizes (walkthrough 13, W13-5: an even split could not
+    express a federation of uneven sites with one row per owner)."""
+    rows = np.asarray(sizes, dtype=np.int64)
+    if n_owners > rows.sum():
+        raise ConfigError(
+            f"--owners {n_owners}: the --data files hold {int(rows.sum())} rows "
+            f"({', '.join(str(int(r)) for r in rows)}), and every owner needs a row; give --owners at most "
+            f"{int(rows.sum())} (that many is one row per owner)"
+        )
+    if n_owners < len(rows):
+        raise ConfigError(f"--owners {n_owners} is fewer than the {len(rows)} --data files: each hosts an owner")
+    lo, hi = 1, int(rows.max())  # the smallest largest owner: the owners it needs fit in n_owners
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if int(np.ceil(rows / mid).sum()) <= n_owners else (mid + 1, hi)
+    counts = np.ceil(rows / lo).astype(np.int64)
+    free = rows - counts
+    if free.sum():
+        counts += (n_owners - int(counts.sum())) * free // int(free.sum())
+    for _ in range(n_owners - int(counts.sum())):  # fewer than one per file
+        counts[int(np.argmax(np.where(counts < rows, rows / counts, -np.inf)))] += 1
+    return counts
 
 
 def owner_command(

@@ -56,13 +56,13 @@ def test_simulate_reports_baselines_repeats_and_infinite_epsilon_without_bars_on
     assert (report_path.parent / "accuracy_vs_epsilon.png").stat().st_size > 1000
 
 
-def _own_files(tmp_path, bad_line: int | None = None):
-    """Two owners' CSV files (labels {3, 7} and {-1, 3, 7}), a public test file and their schema."""
+def _own_files(tmp_path, bad_line: int | None = None, rows: tuple[int, int] = (60, 60)):
+    """Two owners' CSV files (labels {3, 7} and {-1, 3, 7}; ``rows`` each), a public test file and their schema."""
     import numpy as np
 
     rng = np.random.default_rng(5)
     centres = {-1: (2.0, 2.0), 3: (8.0, 2.0), 7: (5.0, 8.0)}
-    for name, labels, n in (("a.csv", [3, 7], 60), ("b.csv", [-1, 3, 7], 60), ("test.csv", [-1, 3, 7], 90)):
+    for name, labels, n in (("a.csv", [3, 7], rows[0]), ("b.csv", [-1, 3, 7], rows[1]), ("test.csv", [-1, 3, 7], 90)):
         y = rng.choice(labels, size=n)
         X = np.clip(np.array([centres[int(v)] for v in y]) + rng.normal(0, 1.0, (n, 2)), 0, 10)
         if name == "b.csv":  # this owner exports its columns in another order: matched by the header's names
@@ -94,6 +94,28 @@ def test_simulate_on_owners_own_files_meets_the_reference_without_noise(tmp_path
     assert report["reference_accuracy"] > 0.6 and report["points"][0]["accuracy"] == report["reference_accuracy"]
     assert report["reference_learner"] == "privfed lr at epsilon=inf, 12 owner(s) holding the training rows"
     assert report["points"][0]["answered"] == 12
+
+
+@pytest.mark.slow
+def test_simulate_gives_every_owner_one_row_of_uneven_files(tmp_path):
+    """Sites of different sizes with one row per owner, as they run (walkthrough 13, W13-5): ``--owners`` is split
+    over the files in proportion to their rows, so 90 owners over files of 70 and 20 rows hold a row each (an even
+    split gave the 20-row file 45 owners, and its node exited)."""
+    args = [sys.executable, "-m", "privfed.deploy.cli", "simulate", *_own_files(tmp_path, rows=(70, 20))]
+    args += ["--owners", "90", "--epsilon", "inf", "--task", "nb", "--insecure", "--out", str(tmp_path / "runs")]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (report_path,) = (tmp_path / "runs").glob("*/report.json")
+    report = json.loads(report_path.read_text())
+    assert report["train_rows"] == 90 and report["config"]["rows_per_owner"] == 1.0
+    assert report["points"][0]["answered"] == 90
+    logs = sorted(report_path.parent.glob("**/node*.log"))
+    assert len(logs) == 2
+    too_many = [sys.executable, "-m", "privfed.deploy.cli", "simulate", *_own_files(tmp_path, rows=(70, 20))]
+    too_many += ["--owners", "91", "--epsilon", "inf", "--insecure", "--out", str(tmp_path / "runs2")]
+    refused = subprocess.run(too_many, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2
+    assert "--owners 91: the --data files hold 90 rows (70, 20)" in refused.stderr
 
 
 @pytest.mark.slow
