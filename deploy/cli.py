@@ -58,7 +58,12 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     )
     from privfed.deploy.simulation_config import DEFAULT_EPSILONS, DEFAULT_OWNERS
 
-    p.add_argument("--owners", type=positive_int, default=DEFAULT_OWNERS, help="logical owners N")
+    p.add_argument(
+        "--owners",
+        type=positive_int,
+        default=DEFAULT_OWNERS,
+        help="logical owners N (with --data: split over the files by their rows; their rows in all is one per owner)",
+    )
     p.add_argument(
         "--min-owners",
         type=positive_int,
