@@ -13,15 +13,17 @@ What the coordinator *sends* (tasks) is its own choice and is not recorded.
 Needles
 -------
 ``X`` is an owner's rows in data space; ``unit`` is ``bounds.to_unit(X)`` (clipped, [-1, 1]), the
-space the mechanisms and reports use; ``ball`` is the FedDPDR scaling (centre at the bounds'
-midpoint, divide by ``R = ||(hi - lo)/2||``, clip the row norm to 1). The searches:
+space the mechanisms and reports use; ``ball`` and ``box`` are FedDPDR's row scalings (centre at the bounds'
+midpoint, divide by ``R = ||(hi - lo)/2||`` or each feature by its half-width and the row by ``sqrt(d)``, clip
+the row norm to 1). On bounds of one width the two are the same rows, and both searches find a row leaked in
+either (:func:`same_spaces`). The searches:
 
 * ``value``: each value as float64 bytes and as decimal text (data space), and its unit-space
   image as float64. Text is matched by value, not by spelling: a decimal number in the capture
   with at least :data:`MIN_DIGITS` significant digits that is a rounding of a raw value (or of
   the value rounded to float32) is a hit, whether written by ``repr``, ``%.8f`` or ``%e``.
 * ``row``: each row whole as contiguous float32 (data and unit space) and as contiguous int64
-  grid indices ``rint(v * 2^g)``, ``g`` in 20 (the wire's grid) and 16, in data, unit and ball
+  grid indices ``rint(v * 2^g)``, ``g`` in 20 (the wire's grid) and 16, in data, unit, ball and box
   space (:data:`ROW_ENCODINGS`).
 * ``permuted``: the grid rows as a *set* of indices that must all occur, in any order, among the
   aligned int64 words of one message (8 alignments tried).
@@ -52,11 +54,11 @@ import numpy as np
 from scipy.stats import poisson
 
 from privfed.common.bounds import Bounds
-from privfed.common.feddpdr.pca import scale_rows_to_unit_ball
+from privfed.common.feddpdr.pca import scale_rows_to_unit_ball, scale_rows_to_unit_box
 from privfed.proto import privfed_pb2 as pb
 
 GRIDS = (20, 16)
-SPACES = ("data", "unit", "ball")
+SPACES = ("data", "unit", "ball", "box")
 #: Exact per-value searches (float32 words are in :data:`SINGLE_ENCODINGS`: they occur by chance).
 VALUE_ENCODINGS = ("f64", "unit-f64", "text")
 ROW_ENCODINGS = tuple(f"grid{g}-{s}" for g in GRIDS for s in SPACES)
@@ -148,7 +150,16 @@ def space(X: np.ndarray, bounds: Bounds, name: str) -> np.ndarray:
         return bounds.to_unit(X)
     if name == "ball":
         return scale_rows_to_unit_ball(X, bounds)
+    if name == "box":
+        return scale_rows_to_unit_box(X, bounds)
     raise ValueError(f"space must be one of {SPACES}, got {name!r}")
+
+
+def same_spaces(bounds: Bounds) -> dict[str, str]:
+    """Spaces that are one on these bounds: ``ball`` and ``box`` when every feature has the same width (the
+    synthetic set's ±10), each naming the other."""
+    width = np.asarray(bounds.hi) - np.asarray(bounds.lo)
+    return {"ball": "box", "box": "ball"} if np.all(width == width[0]) else {}
 
 
 def grid_indices(X, bounds, encoding: str) -> np.ndarray:

@@ -35,6 +35,8 @@ PLAN = (
     "grid16-data",
     "grid16-unit",
     "grid16-ball",
+    "grid20-box",
+    "grid16-box",
     "permuted-grid20-unit",
     "permuted-grid16-data",
 )
@@ -59,6 +61,11 @@ def _ball(X, lo, hi):
     return c / np.maximum(1.0, np.linalg.norm(c, axis=1, keepdims=True))
 
 
+def _box(X, lo, hi):
+    c = (X - (lo + hi) / 2.0) / ((hi - lo) / 2.0) / np.sqrt(X.shape[1])
+    return c / np.maximum(1.0, np.linalg.norm(c, axis=1, keepdims=True))
+
+
 def leaked_row(how: str, x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bytes:
     """One row ``x`` (data space) in a binary encoding of :data:`PLAN`."""
     x = x[None, :]
@@ -67,8 +74,8 @@ def leaked_row(how: str, x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bytes
         return x.astype(floats[how]).tobytes()
     if how in ("unit-f64", "unit-f32"):
         return _unit(x, lo, hi).astype(floats[how[-3:]]).tobytes()
-    m = re.fullmatch(r"(permuted-)?grid(\d+)-(data|unit|ball)", how)
-    values = {"data": x, "unit": _unit(x, lo, hi), "ball": _ball(x, lo, hi)}[m.group(3)]
+    m = re.fullmatch(r"(permuted-)?grid(\d+)-(data|unit|ball|box)", how)
+    values = {"data": x, "unit": _unit(x, lo, hi), "ball": _ball(x, lo, hi), "box": _box(x, lo, hi)}[m.group(3)]
     row = np.rint(values * 2.0 ** int(m.group(2))).astype("<i8")
     return (row[:, permutation(x.shape[1])] if m.group(1) else row).tobytes()
 

@@ -89,27 +89,30 @@ def needles(X: np.ndarray, bounds) -> list[bytes]:
 
 
 # ---------------------------------------------------------------------------- expectations
-def expected_searches(how: str) -> set[str]:
-    """The deterministic searches that must find a row leaked in ``how`` (and no others)."""
+def expected_searches(how: str, bounds) -> set[str]:
+    """The deterministic searches that must find a row leaked in ``how`` (and no others): a row of a space that
+    is another on ``bounds`` (``capture.same_spaces``) is found by that space's searches too."""
     if how in ("f64", "unit-f64", "text"):
         return {f"value:{how}"}
     if how in ("f32", "unit-f32"):
         return {f"row:{how}"}
+    grid, _, space = how.removeprefix("permuted-").rpartition("-")
+    hows = {how} | {f"{how.rpartition('-')[0]}-{twin}" for s, twin in capture.same_spaces(bounds).items() if s == space}
     if how.startswith("permuted-"):
-        return {f"permuted:{how.removeprefix('permuted-')}"}
-    return {f"row:{how}", f"permuted:{how}"}
+        return {f"permuted:{h.removeprefix('permuted-')}" for h in hows}
+    return {f"{search}:{h}" for h in hows for search in ("row", "permuted")}
 
 
 def searches_finding(found, pair) -> set[str]:
     return {name for name, pairs in found.hits.items() if pair in pairs}
 
 
-def assert_controls_caught(found, singles, plan, rows):
+def assert_controls_caught(found, singles, plan, rows, bounds):
     """Each planned leak is found by exactly its searches; the single-index leak is far above
     chance; nothing else of the leaky owners is found."""
     for i, how in plan.items():
         if how != "single":
-            assert searches_finding(found, (i, 0)) == expected_searches(how), (i, how, found.hits)
+            assert searches_finding(found, (i, 0)) == expected_searches(how, bounds), (i, how, found.hits)
     leaked = {(i, 0) for i, how in plan.items() if how != "single"}
     stray = {name: pairs - leaked for name, pairs in found.hits.items() if pairs - leaked}
     assert stray == {}, stray
@@ -120,9 +123,11 @@ def assert_controls_caught(found, singles, plan, rows):
 
 # ---------------------------------------------------------------------------- synthetic
 def synthetic_owner(rng, n=6, d=20):
-    bounds = Bounds.of(-10.0, 10.0, d)
+    """Rows and bounds of several widths (so FedDPDR's ball and box scalings differ), a value beyond a bound."""
+    half = 10.0 * (1.0 + (np.arange(d) % 3) / 2.0)
+    bounds = Bounds(-half, half)
     X = rng.normal(0.0, 4.0, size=(n, d))
-    X[0, 3] = 10.0 + rng.uniform(0.5, 3.0)  # beyond a bound: its unit image is the public +1
+    X[0, 3] = half[3] + rng.uniform(0.5, 3.0)  # beyond a bound: its unit image is the public +1
     return X, rng.integers(0, 2, n), bounds
 
 
@@ -151,7 +156,7 @@ def test_synthetic_each_leak_is_found_by_its_own_search(how):
     msgs = [push(*(honest_result(rng, f"owner-0.o{k:05d}", Xo, yo) for k, (Xo, yo) in enumerate(others, 1)))]
     msgs.append(push(leaky_owner.leak(honest_result(rng, "owner-1.o00000", X, y), how, X, y, bounds.lo, bounds.hi)))
     found = search_owners(Haystack(msgs), [(0, X, y)] + [(k, Xo, yo) for k, (Xo, yo) in enumerate(others, 1)], bounds)
-    assert found.hits == {name: {(0, 0)} for name in expected_searches(how)}
+    assert found.hits == {name: {(0, 0)} for name in expected_searches(how, bounds)}
     honest = search_owners(Haystack(msgs[:1]), [(0, X, y)], bounds)
     assert honest.hits == {}
 
@@ -473,6 +478,7 @@ def test_positive_controls_each_leak_is_caught_under_mtls(tmp_path):
         single_word_tests(hay, np.concatenate([rows[i][1] for i in plan if plan[i] == "single"]), test.bounds),
         plan,
         rows,
+        test.bounds,
     )
     honest = single_word_tests(hay, np.concatenate([X for i, X, _ in rows if i < HALF]), test.bounds)
     assert not any(t.above_chance for t in honest.values()), honest
@@ -509,7 +515,9 @@ def test_insecure_tcp_capture_finds_the_same(tmp_path):
     assert search_owners(hay, honest_rows, test.bounds).hits == {}
     found = search_owners(hay, rows, test.bounds)
     caught = [
-        how for i, how in plan.items() if how != "single" and searches_finding(found, (i, 0)) == expected_searches(how)
+        how
+        for i, how in plan.items()
+        if how != "single" and searches_finding(found, (i, 0)) == expected_searches(how, test.bounds)
     ]
     assert len(caught) >= len(leaky_owner.PLAN) - 1, (caught, found.hits)
     singles = single_word_tests(hay, np.concatenate([rows[i][1] for i in plan if plan[i] == "single"]), test.bounds)
