@@ -482,6 +482,7 @@ def run_federated_job(
     label: str = "",
     on_batch: OnBatch | None = None,
     on_progress: OnProgress | None = None,
+    write_ahead: bool = False,
 ) -> FinishedJob:
     """Run ``job`` on ``server`` (started by the caller, with the owners on their way) and write its report.
 
@@ -496,12 +497,21 @@ def run_federated_job(
     user, task, per-owner ε and δ, schema digest) and goes with its tasks: an owner's policy judges it,
     and owners record its releases under its id. ``on_batch`` is told of every batch (:data:`OnBatch`),
     ``on_progress`` of every step of the strategy (:data:`~privfed.server.strategies.base.OnProgress`).
+    ``write_ahead``: the report is written, what each owner was asked for and what it answered, before every batch
+    that asks for new releases goes out, so a process killed mid-batch (SIGKILL, a crash) leaves a report that
+    accounts for every owner that may have paid, which the next start fails the job with (walkthrough 10, W10-3).
 
     Every other way out writes ``status: failed`` with the reason (``stopped()`` names what aborted
     the job, e.g. ``"SIGTERM"``) and what became of the owners, releases them, and raises
     (:meth:`JobReport.on_failure`).
     """
     book = JobBook(job.limits, quorum=job.quorum, check_after_release=job.quorum_after_release)
+    if write_ahead:
+
+        def written() -> None:
+            report.write(**book.to_report())
+
+        book.on_ask = written
     released: list[bool] = []
 
     def release_once() -> None:

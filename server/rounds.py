@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +86,9 @@ class JobBook:
     #: The releases whose answer came (the keys of :attr:`_unanswered`): asked again, an owner answers from its
     #: record and spends nothing more, so such a release is not named unanswered again (audit 35, A35-4).
     _released: set[tuple[str, str]] = field(default_factory=set)
+    #: Called by :meth:`to_ask` when its batch asks for a release not asked before, before the batch goes out, the
+    #: release booked as unanswered (:func:`~privfed.server.job.run_federated_job`'s ``write_ahead``).
+    on_ask: Callable[[], None] | None = None
     asked: int | None = None
     #: Refusals booked so far (every one, an owner's second too): a round's log line counts its own by difference.
     refusals: int = 0
@@ -161,6 +164,7 @@ class JobBook:
         the job stops before anyone spends more (:meth:`check_quorum`)."""
         out = [t for t in tasks if t.owner_id not in self.rejected and t.owner_id not in self.gone]
         self.answered_in_batch = set()
+        asked = len(self._unanswered)
         if any(not isinstance(t.spec, JoinTask) for t in out):
             self.released_asked = True
             if silent_owners is not None:
@@ -168,6 +172,8 @@ class JobBook:
         for t in out:  # asked once the batch goes out, not before its quorum check (audit 35, A35-3)
             if t.spec.ledger_entries() and _release_key(t) not in self._released:
                 self._unanswered[_release_key(t)] = total_budget(t.spec)[0]
+        if self.on_ask is not None and len(self._unanswered) > asked:
+            self.on_ask()
         return out
 
     def lose(self, owners: Iterable[str]) -> None:

@@ -745,6 +745,7 @@ class CoordinatorService:
                 stopped=lambda: self._stopped(record.job_id),
                 on_batch=on_batch,
                 on_progress=on_progress,
+                write_ahead=True,  # a crash's report names who may have paid (the next start fails the job with it)
             )
             ended = {"state": "done", "finished": now(), "accuracy": done.accuracy}
             try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -87,8 +88,13 @@ class ServiceFleet:
             assert time.monotonic() < deadline, "the service did not start"
             time.sleep(0.1)
 
-    def stop_service(self) -> None:
+    def stop_service(self, kill: bool = False) -> None:
+        """SIGTERM (the service stops cleanly), or with ``kill`` SIGKILL (a crash: nothing more is written)."""
         assert self.service is not None
+        if kill:
+            self.service.kill()
+            assert self.service.wait(timeout=20) == -signal.SIGKILL
+            return
         self.service.terminate()
         assert self.service.wait(timeout=20) == 0
 
