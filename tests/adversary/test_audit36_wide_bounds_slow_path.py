@@ -1,0 +1,75 @@
+"""Audit 36, A36-1: wide public bounds, which a hostile coordinator's federation schema may give (a node started
+without ``--schema`` reads its rows by the coordinator's schema, ``owner/node.py`` ``_receive_schema``), make
+FedDPDR's row scalings ("box", and "ball" before it) produce scaled values whose squares and products underflow,
+for the rows whose value lies in a band the coordinator picks: the CPU's slow path (audits 8 and 9), with no
+noise and no debit.
+
+``Bounds`` accepts a half-width up to ~1.3e154 (its squares must stay finite). With ``[-h, h]`` the box scaling
+multiplies a feature by ``1 / (h sqrt d)`` (the ball scaling divides by ``R = h sqrt d``), so a row value ``x`` of
+``0 < |x| < 1.5e-154 h sqrt d`` becomes smaller than ``2^-511``, and its square (the unit-ball clip's norm, DP-PCA's
+``X^T X``) is below the normal range. With ``h = 1e150`` and ``d = 2`` that is ``0 < |x| < 2.1e-4``; a larger ``h``
+moves the band's edge up to ~2 sqrt d: the coordinator chooses which rows take the slow path, and the time of a
+``pca_share`` or ``svm_share`` answer counts them (the count of slow operations grows with the rows in the band).
+
+No clock: :func:`fpstatus.slow_path` reads the CPU's sticky denormal-operand flag and numpy's underflow reports
+over the owner core's computations from rows, for two owners whose rows differ in one value (a neighbouring data
+set): one in the band, one not. Everything else (task, bounds, ledger) is the same.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from differential import XB, YB
+from fpstatus import X86_64, slow_path
+from test_subnormal_rows import answering
+
+from privfed.common.bounds import Bounds
+from privfed.common.schema import FederationSchema
+from privfed.common.tasks import PcaShareTask, SvmShareTask
+
+pytestmark = [
+    pytest.mark.in_process,
+    pytest.mark.skipif(not X86_64, reason="reads the x86 MXCSR register (tests/adversary/fpstatus.py)"),
+]
+
+#: A hostile coordinator's schema: two numeric features, bounds [-1e150, 1e150] (accepted: finite, lo < hi, the
+#: box's radius finite).
+SCHEMA = '{"features": 2, "classes": [0, 1], "bounds": {"lo": -1e150, "hi": 1e150}}'
+WIDE = Bounds.of(-1e150, 1e150, 2)
+#: Owner B's rows (``differential.py``) and the same rows with one value moved into the band (0 < |x| < 2.1e-4).
+IN_BAND = XB.copy()
+IN_BAND[1, 0] = 1e-5
+
+
+def _tasks() -> dict[str, object]:
+    pca = {f"pca-{s}": PcaShareTask(1.0, 1e-5, 1, WIDE, 0.5, s) for s in ("box", "ball")}
+    svm = {
+        f"svm-{m}-{s}": SvmShareTask(1.0, 1e-2, 2, WIDE, np.eye(2), delta=1e-5, model=m, scaling=s, rows=64)
+        for m in ("mc-huber", "centroid")
+        for s in ("box", "ball")
+    }
+    return pca | svm
+
+
+TASKS = _tasks()
+
+
+def test_a_coordinators_schema_may_give_such_bounds():
+    """The node takes these bounds from the coordinator's schema: nothing refuses them."""
+    schema = FederationSchema.parse(SCHEMA, source="the coordinator's schema")
+    bounds = schema.bounds
+    assert np.array_equal(bounds.lo, WIDE.lo) and np.array_equal(bounds.hi, WIDE.hi)
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_wide_bounds_take_no_row_to_the_slow_path(name, monkeypatch):
+    """Rows of neighbouring data sets, one holding a value in the coordinator's band: the computation from rows of
+    each must take the same path (none slow). On current code the in-band owner's answer has a denormal operand and
+    an underflow, the other's has none."""
+    spec = TASKS[name]
+    seen = {}
+    for label, X in (("out-of-band", XB), ("in-band", IN_BAND)):
+        with monkeypatch.context() as m:
+            seen[label] = slow_path(answering(X, YB, spec, WIDE), m)
+    assert seen == {"out-of-band": set(), "in-band": set()}, seen
