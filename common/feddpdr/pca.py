@@ -38,7 +38,7 @@ from collections.abc import Callable
 import numpy as np
 import scipy.linalg
 
-from privfed.common.bounds import Bounds, box_scale
+from privfed.common.bounds import Bounds, box_scale, flush_tiny
 from privfed.common.errors import ConfigError
 from privfed.common.feddpdr.choices import DEFAULT_ROW_SCALING, ROW_SCALINGS
 from privfed.common.mechanisms.gaussian import GaussianMechanism, calibrated_gaussian
@@ -127,7 +127,11 @@ def _centred_into_ball(X: np.ndarray, bounds: Bounds, scale: Callable[[np.ndarra
     with np.errstate(over="ignore", invalid="ignore"):
         centred = scale(X - (bounds.lo + bounds.hi) / 2.0)
     centred = np.where(np.isnan(centred), 0.0, centred)
-    return clip_rows_to_unit_ball(np.clip(centred, -SCALED_LIMIT, SCALED_LIMIT))
+    # Values below TINY read as 0, before the clip's norm and after its division (audit 36, A36-1): bounds as wide
+    # as Bounds accepts (a half-width to ~1.3e154, a coordinator's schema) scale a row value x with
+    # 0 < |x| < 1.5e-154 h sqrt(d) below 2^-511, whose square (the norm, X^T X) underflows: the slow path for the
+    # rows in a band the bounds choose. On the bits, a function of each value alone (flush_tiny).
+    return flush_tiny(clip_rows_to_unit_ball(flush_tiny(np.clip(centred, -SCALED_LIMIT, SCALED_LIMIT))))
 
 
 def normalise_rows(X: np.ndarray, bounds: Bounds) -> np.ndarray:
