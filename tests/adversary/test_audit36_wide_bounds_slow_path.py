@@ -73,3 +73,23 @@ def test_wide_bounds_take_no_row_to_the_slow_path(name, monkeypatch):
         with monkeypatch.context() as m:
             seen[label] = slow_path(answering(X, YB, spec, WIDE), m)
     assert seen == {"out-of-band": set(), "in-band": set()}, seen
+
+
+#: The "normalise" scaling maps ``[lo, hi]`` onto ``[0, 1]`` first: with ``[0, 1e153]`` a value ``0 < x < 0.149``
+#: becomes ``u < 1.5e-154``, whose square (the row's norm) underflows. Rows all above that band, and the same
+#: rows with one value in it.
+TALL = Bounds.of(0.0, 1e153, 2)
+ABOVE = XB + 1.0
+ABOVE_IN_BAND = ABOVE.copy()
+ABOVE_IN_BAND[1, 0] = 0.01
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_the_normalise_scaling_takes_no_row_to_the_slow_path(k, monkeypatch):
+    """The same for ``normalise``'s map onto ``[0, 1]`` (its norm of a row holding a value near ``lo``)."""
+    spec = PcaShareTask(1.0, 1e-5, k, TALL, 0.5, "normalise")
+    seen = {}
+    for label, X in (("out-of-band", ABOVE), ("in-band", ABOVE_IN_BAND)):
+        with monkeypatch.context() as m:
+            seen[label] = slow_path(answering(X, YB, spec, TALL), m)
+    assert seen == {"out-of-band": set(), "in-band": set()}, seen
