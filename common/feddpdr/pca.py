@@ -144,6 +144,7 @@ def normalise_rows(X: np.ndarray, bounds: Bounds) -> np.ndarray:
         raise ConfigError(f"rows must be (n, {bounds.d}) to match the bounds, got shape {X.shape}")
     with np.errstate(over="ignore"):  # a value far beyond the bounds overflows to inf, clipped to 1
         U = np.clip((X - bounds.lo) / (bounds.hi - bounds.lo), 0.0, 1.0)
+    U = flush_tiny(U)  # bounds up to ~1e154 wide put a value near lo below 2^-511, its square below normal (A36-1)
     norms = np.linalg.norm(U, axis=1, keepdims=True)
     return clip_rows_to_unit_ball(np.divide(U, norms, out=np.zeros_like(U), where=norms > 0))
 
