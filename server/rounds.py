@@ -38,6 +38,12 @@ def rejection_summary(rejected: dict[str, str], n_owners: int) -> str:
     return f"{len(rejected)}/{n_owners} owners rejected for replies that broke their task's contract: {parts}"
 
 
+#: Refusal codes an owner gives after its release was debited (audit 36, A36-2): a secure sum's ``unopened`` (the
+#: pairwise-mask machine opens the neighbours' shares once the release is computed: A33-2). The release stays named
+#: in ``epsilon_unanswered_by_owner`` ("may have spent") until an answer from the owner's record counts it.
+REFUSED_AFTER_DEBIT = frozenset({"unopened"})
+
+
 def _release_key(task: Task) -> tuple[str, str]:
     """One release of one owner: a re-formed ring asks again under the same release id (a task without one is
     asked once: its id is unique)."""
@@ -221,7 +227,8 @@ class JobBook:
                 self.reject(Rejection(answer.task_id, answer.owner_id, exc.code, exc.detail))
                 continue
             usable.append(answer)
-            self._unanswered.pop(_release_key(task), None)  # refused (nothing spent) or released (counted)
+            if not (isinstance(answer.payload, Refusal) and answer.payload.code in REFUSED_AFTER_DEBIT):
+                self._unanswered.pop(_release_key(task), None)  # refused (nothing spent) or released (counted)
             if isinstance(answer.payload, Refusal):
                 self.refusals += 1
                 self.refused[answer.owner_id] = answer.payload.line()
