@@ -93,3 +93,26 @@ def test_the_normalise_scaling_takes_no_row_to_the_slow_path(k, monkeypatch):
         with monkeypatch.context() as m:
             seen[label] = slow_path(answering(X, YB, spec, TALL), m)
     assert seen == {"out-of-band": set(), "in-band": set()}, seen
+
+
+#: Narrow bounds do it too, through the unit-ball clip's division: feature 0's bounds ``[0, 2^-200]`` (box factor
+#: ``2^201 / sqrt 2``) and rows holding 1e150 there are clamped to ``2^500``, so the clip divides the row by ~``2^500``
+#: and a feature-1 value within ~1/2048 of its half-width from the centre ends below ``2^-511``: its square in
+#: ``X^T X`` underflows. Values outside the bounds are counted in the owner's log, not refused (``owner/data.py``).
+NARROW = Bounds(np.array([0.0, 0.0]), np.array([2.0**-200, 1.0]))
+FAR = XB.copy()
+FAR[:, 0] = 1e150
+FAR_NEAR_CENTRE = FAR.copy()
+FAR_NEAR_CENTRE[1, 1] = 0.5 + 1e-7
+
+
+def test_a_clamped_feature_takes_no_other_feature_to_the_slow_path(monkeypatch):
+    """Regression test of the fix's second flush (after the clip's division): on the code before 510dcb2 the
+    near-centre owner's answer had a denormal operand and an underflow, the other's none (checked by restoring
+    ``common/feddpdr/pca.py`` of 90d1d7c)."""
+    spec = PcaShareTask(1.0, 1e-5, 1, NARROW, 0.5, "box")
+    seen = {}
+    for label, X in (("away", FAR), ("near-centre", FAR_NEAR_CENTRE)):
+        with monkeypatch.context() as m:
+            seen[label] = slow_path(answering(X, YB, spec, NARROW), m)
+    assert seen == {"away": set(), "near-centre": set()}, seen
