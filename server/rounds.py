@@ -38,10 +38,12 @@ def rejection_summary(rejected: dict[str, str], n_owners: int) -> str:
     return f"{len(rejected)}/{n_owners} owners rejected for replies that broke their task's contract: {parts}"
 
 
-#: Refusal codes an owner gives after its release was debited (audit 36, A36-2): a secure sum's ``unopened`` (the
-#: pairwise-mask machine opens the neighbours' shares once the release is computed: A33-2). The release stays named
-#: in ``epsilon_unanswered_by_owner`` ("may have spent") until an answer from the owner's record counts it.
-REFUSED_AFTER_DEBIT = frozenset({"unopened"})
+#: Refusal codes an owner may give after its release was debited (audit 36, A36-2): a secure sum's ``unopened`` (the
+#: pairwise-mask machine opens the neighbours' shares once the release is computed: A33-2), and ``internal`` (a
+#: failure after the debit, or a ledger that could not record it: the coordinator cannot tell them apart). The
+#: release stays named in ``epsilon_unanswered_by_owner`` ("may have spent") until an answer from the owner's record
+#: counts it.
+REFUSED_AFTER_DEBIT = frozenset({"unopened", "internal"})
 
 
 def _release_key(task: Task) -> tuple[str, str]:

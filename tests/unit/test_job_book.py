@@ -98,6 +98,15 @@ def test_the_releases_asked_whose_answer_never_came_are_what_their_owners_may_ha
     assert book.epsilon_by_owner[OWNERS[0]] == 2.0
     assert book.unanswered_epsilon() == {OWNERS[1]: 2.0, OWNERS[3]: 2.0}
     assert book.to_report()["epsilon_unanswered_by_owner"] == {OWNERS[1]: 2.0, OWNERS[3]: 2.0}
+    # a refusal `internal` may come after the debit (a failure computing the release, owner/core.py): it may have spent
+    other = JobBook(PublicLimits(max_rows=2), owner_ids=OWNERS)
+    other.to_ask(tasks[:1])
+    other.record(
+        tasks[:1],
+        RunOutcome({tasks[0].task_id: Result(tasks[0].task_id, OWNERS[0], Refusal.of("internal"))}, [], []),
+        [],
+    )
+    assert other.unanswered_epsilon() == {OWNERS[0]: 2.0} and other.epsilon_by_owner[OWNERS[0]] == 0.0
     book.to_ask(tasks)  # the same releases asked again (a re-formed ring reuses its release id): each counted once,
     # and the one whose answer came not at all: its owner answers from its record, spending nothing more (A35-4)
     assert book.unanswered_epsilon() == {o: 2.0 for o in OWNERS[1:]}
