@@ -97,6 +97,21 @@ def test_an_unreadable_file_is_one_line_exit_2(tmp_path, what):
     assert str(data if data is not None else ledger) in line
 
 
+def test_a_node_whose_data_file_is_missing_makes_no_ledger(tmp_path):
+    """Walkthrough 14, W14-9: a node started with a mistyped --data stopped with its one line, but after making a
+    ledger, its lock and its .seen file at --ledger (an empty ledger whose owners start at zero, and a .seen that
+    then vouches for it). A command that fails on a file it cannot read should leave nothing behind (README: an
+    unreadable file is checked before anything else is done)."""
+    ledger = tmp_path / "ledgers" / "a.sqlite"
+    ledger.parent.mkdir()
+    proc = _privfed(
+        "owner", "--coordinator", "127.0.0.1:1", "--name", "owner-0", "--insecure", "--ledger", str(ledger),
+        "--epsilon-budget", "1", "--data", str(tmp_path / "a.csv"), "--bounds", "-1:16", "--classes", "2",
+    )  # fmt: skip
+    assert "a.csv" in _one_error_line(proc, "owner")
+    assert sorted(p.name for p in ledger.parent.iterdir()) == [], "a failed start left a ledger behind"
+
+
 def _coordinator(port: int, out: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [*PRIVFED, "coordinator", "--owners", "5", "--epsilon", "1", "--insecure", "--listen", f"127.0.0.1:{port}",
