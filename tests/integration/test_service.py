@@ -351,46 +351,6 @@ def test_a_job_without_a_journal_stopped_mid_batch_is_not_asked_again_after_the_
         assert f"after node {node} answered {OWNERS_PER_NODE} task(s)" in line and "WARNING" in line, line
 
 
-def test_a_job_without_a_journal_killed_mid_batch_keeps_in_its_report_the_owners_that_paid(fleet):
-    """Walkthrough 14, W14-1: the same job as above, but the service is killed (SIGKILL, a crash or an OOM kill)
-    instead of stopped. The restarted service fails it as it should, but its report was only ``status`` and
-    ``error``: no ``config``, no progress, no ``epsilon_by_owner`` nor ``epsilon_unanswered_by_owner``, while the
-    owners' ledgers held its releases (an lr job killed at its fourth gradient step: 284 owners debited, none named;
-    ``privfed jobs`` showed it at 0 %). README ("Restarts"): any other job "fails with the reason when the service
-    starts again (its report keeping the steps it reached)"."""
-    owners = len(NODES) * OWNERS_PER_NODE
-    _wait_for_all_nodes(fleet)
-    stalled = fleet.procs[2]
-    fleet.stall(NODES[2])  # the first batch waits for it, so the kill comes mid-job with two nodes' releases made
-    try:
-        job_id = fleet.submit(epsilon=2.0, owners=owners, task="feddpdr", k=2)
-        deadline = time.monotonic() + 60
-        while sum(len(fleet.releases(n, job_id)) for n in NODES[:2]) < 2 * OWNERS_PER_NODE * 2:
-            assert time.monotonic() < deadline, fleet.service_log()[-3000:]
-            time.sleep(0.1)
-        assert fleet.service is not None
-        fleet.service.kill()
-        fleet.service.wait(timeout=20)
-    finally:
-        stalled.send_signal(signal.SIGCONT)
-    fleet.start_service()
-    job = fleet.wait(job_id)
-    assert (job["state"], job["restarts"]) == ("failed", 1) and "not run again" in job["error"], job
-    paid = {
-        a.owner_id
-        for node in NODES
-        for a in read_accounts(fleet.ledger(node))
-        for r in a.releases
-        if r["job"] == job_id
-    }
-    assert len(paid) >= 2 * OWNERS_PER_NODE, paid
-    report = fleet.report(job_id)
-    assert report.get("config", {}).get("task") == "feddpdr", report
-    counted = {o for o, e in report.get("epsilon_by_owner", {}).items() if e > 0}
-    unanswered = set(report.get("epsilon_unanswered_by_owner", {}))
-    assert paid <= counted | unanswered, (sorted(paid - counted - unanswered)[:5], report)
-
-
 def test_a_resumed_boosting_job_names_the_owners_of_a_node_that_did_not_come_back_which_paid(fleet):
     """Walkthrough 14, W14-2: a boosting job by shares was stopped with the service mid-round, one node stopped
     meanwhile and did not come back, and the job resumed from its journal over the others. The releases that node's
