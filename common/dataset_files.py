@@ -229,6 +229,16 @@ def is_npz(path: Path) -> bool:
     return path.suffix.lower() == ".npz" or magic == b"PK"
 
 
+def existing_file(path: str | Path, what: str = "file") -> Path:
+    """``path``, or a one-line :class:`ConfigError` if it is no file (missing, or a folder): ``a.csv: file not
+    found``. An owner node checks its files so before it opens its ledger (walkthrough 14, W14-9: a mistyped
+    ``--data`` left a new, empty ledger behind)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: {what} not found")
+    return path
+
+
 def read_table(path: str | Path) -> RawTable:
     """A data file as read, before any schema applies (:class:`~privfed.common.schema.RawTable`):
     a CSV's non-blank lines (UTF-8, optionally gzip-compressed), or an NPZ's ``X`` and ``y`` arrays
@@ -236,9 +246,7 @@ def read_table(path: str | Path) -> RawTable:
     binary or empty file; the schema names any bad line or cell (:func:`privfed.common.schema.load_rows`)."""
     from privfed.common.schema import RawTable  # the schema package imports this module lazily
 
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: file not found")
+    path = existing_file(path)
     if is_npz(path):
         X, labels = _load_npz(path)
         cells = np.hstack([X.astype(str), labels.astype(str)])
@@ -256,9 +264,7 @@ def read_schema(path: str | Path) -> FederationSchema:
     writes; walkthrough 4: "invalid TOML ... line 1, column 1", and a JSON schema read as TOML)."""
     from privfed.common.schema import FederationSchema  # schema.py imports this module
 
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: schema file not found")
+    path = existing_file(path, "schema file")
     return FederationSchema.parse(read_text(path), source=str(path))
 
 

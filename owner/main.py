@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from privfed.common.dataset_files import read_schema
+from privfed.common.dataset_files import existing_file, read_schema
 from privfed.common.datasets import Dataset
 from privfed.common.errors import ConfigError, PrivfedError
 from privfed.common.files import sole_writer
@@ -329,6 +329,9 @@ def run_owner(config: OwnerConfig, tls: TlsFiles | None, stop: threading.Event |
             "--rng seeded: this node's noise is a function of --seed (PCG64, not a cryptographic generator), "
             "which whoever knows or recovers the seed can remove: for tests and reproducible simulations only"
         )
+    for path, what in ((config.data, "file"), (config.schema, "schema file")):  # before the ledger is made (W14-9)
+        if path:
+            existing_file(path, what)
     with sole_writer(config.ledger):
         ledger = Ledger(config.ledger, epsilon_budget=config.epsilon_budget, delta_budget=config.delta_budget)
         try:
