@@ -6,7 +6,6 @@ import re
 from dataclasses import replace as dataclasses_replace
 from pathlib import Path
 
-import grpc
 import numpy as np
 import pytest
 
@@ -18,7 +17,6 @@ from privfed.deploy.cli import build_parser
 from privfed.deploy.query_flags import parse_columns, query_config
 from privfed.owner.query import QueryConfig
 from privfed.owner.query_cleaning import check_linear_stage, clean_queries, public_centre
-from privfed.owner.query_client import rpc_error
 from privfed.owner.query_files import query_rows, read_queries, read_table, read_training, split_features
 from privfed.server.models import model_linear_stage
 
@@ -675,32 +673,3 @@ def test_out_is_never_written_over_an_existing_file_without_force(tmp_path, monk
         with pytest.raises(ConfigError, match="made while the queries ran"):
             query_client.write_answers(["1"], late, "label")
     assert late.read_text() == "made meanwhile\n" and not (tmp_path / "late.csv.partial").exists()
-
-
-class _FailedCall(grpc.RpcError):
-    """A failed call as gRPC's channel raises it: a status code and its details."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
-
-
-def test_a_query_whose_tls_check_fails_says_why_as_the_owner_node_does():
-    """Walkthrough 14, W14-6: `privfed query` with a certificate directory of another federation's CA printed the
-    handshake's raw text as "coordinator ... unreachable (... Tls handshake failed (TSI_PROTOCOL_FAILURE):
-    SSL_ERROR_SSL: error:1a000064:ECDSA routines:OPENSSL_internal:BAD_SIGNATURE: certificate signature failure:
-    OK); is it running ...?" while the service ran; `privfed owner` and `privfed jobs` with the same directory say
-    in one line that the coordinator's certificate is not signed by this node's CA (README, "Command line")."""
-    details = (
-        "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:50714: Tls handshake failed "
-        "(TSI_PROTOCOL_FAILURE): SSL_ERROR_SSL: error:1a000064:ECDSA routines:OPENSSL_internal:BAD_SIGNATURE: "
-        "certificate signature failure: OK"
-    )
-    message = str(rpc_error(_FailedCall(grpc.StatusCode.UNAVAILABLE, details), "GetModel", "127.0.0.1:50714", 30))
-    assert "not signed by this node's CA" in message, message
-    assert "unreachable" not in message and "SSL_ERROR_SSL" not in message, message
