@@ -31,6 +31,7 @@ from privfed.proto.transport import (
     TlsFiles,
     channel_credentials,
     channel_options,
+    tls_failure,
 )
 
 log = logging.getLogger("privfed.query")
@@ -41,6 +42,9 @@ CHUNK_ROWS = 1000  # rows per Predict call (fewer when F is so large that a call
 def rpc_error(exc: grpc.RpcError, what: str, target: str, timeout: float) -> PrivfedError:
     """A failed call as one line, by its status code."""
     code, details = exc.code(), " ".join(str(exc.details()).split())  # the coordinator's text, on one line
+    cause = tls_failure(details) if code == grpc.StatusCode.UNAVAILABLE else None
+    if cause is not None:  # as privfed owner and privfed jobs say it (walkthrough 14, W14-6: the handshake's raw text)
+        return ConfigError(f"{what}: {cause}")
     if code == grpc.StatusCode.UNAVAILABLE:
         return PrivfedError(
             f"{what}: coordinator {target} unreachable ({details}); is it running, and do "

@@ -47,6 +47,7 @@ from test_wire_capture import needles
 from privfed.common.bounds import Bounds
 from privfed.common.learners.logistic import LinearModel
 from privfed.common.nullspace import fit_linear_map
+from privfed.deploy.certs import make_certs
 from privfed.deploy.tcpproxy import RecordingProxy
 from privfed.owner.data import build_owners, federation_split
 from privfed.owner.query_cleaning import DEFAULT_SCORE_BITS, public_centre
@@ -469,6 +470,9 @@ def test_errors_are_one_line_messages(served, tmp_path):
         (query_cmd(port, "far", files, certs=certs), "below 2^42 in magnitude to go on the wire"),
         (query_cmd(port, "lr", {**files, "queries": tmp_path / "missing.csv"}, certs=certs), "file not found"),
         (query_cmd(free_port(), "lr", files, certs=certs), "unreachable"),
+        # another federation's CA: the cause in one line, as privfed owner says it (walkthrough 14, W14-6: the
+        # handshake's raw text, "unreachable ... SSL_ERROR_SSL ...", while the coordinator ran)
+        (query_cmd(port, "lr", files, certs=make_certs(tmp_path / "rogue", owners=1)), "not signed by this node's CA"),
     ]
     for cmd, message in cases:
         proc = run(cmd, check=False)
