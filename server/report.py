@@ -274,7 +274,8 @@ def accuracy_warning(
     if any). Below ``majority - noise`` the model is worse than always answering the most common class;
     below ``majority + noise`` it is no better, within its noise (issue 22: no silent failure). ``rows_help``:
     whether more rows per owner would help (not where each owner sends one report:
-    :attr:`~privfed.server.config.JobConfig.one_report_per_owner`), which the advice says.
+    :attr:`~privfed.server.config.JobConfig.one_report_per_owner`), which the advice says. At ε = ∞ there is no
+    noise to blame: the advice is about the data and the task (walkthrough 14, W14-8: it said a larger ε would help).
     """
     if not (math.isfinite(accuracy) and math.isfinite(majority)) or n_test < 1:
         return None
@@ -286,6 +287,11 @@ def accuracy_warning(
         what = f"{head} below always answering the most common class ({majority:.3f}) by more than its noise"
     else:
         what = f"{head} within the noise of always answering the most common class ({majority:.3f})"
+    if math.isinf(epsilon):
+        return (
+            f"{what} (±{noise:.3f}) without any privacy noise: these rows tell this task little beyond the most "
+            "common class; other features, or another task, may"
+        )
     owners = (
         "more owners (or rows per owner)" if rows_help else "more owners (each sends one report, whatever its rows)"
     )

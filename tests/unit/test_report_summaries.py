@@ -99,6 +99,10 @@ def test_a_model_below_the_majority_class_beyond_its_noise_gets_a_one_line_warni
     assert within is not None and "within the noise" in within and "eps=0.5" in within
     assert "within the noise" in accuracy_warning(0.5, 0.46, 0.5, 2000, spread=0.03)  # repeats widen the noise
     assert accuracy_warning(8.0, 0.9, 0.5, 2000) is None and accuracy_warning(2.0, 0.53, 0.5, 2000) is None
+    # without noise there is no privacy level to blame (walkthrough 14, W14-8: "a larger epsilon would help" at inf)
+    exact = accuracy_warning(math.inf, 0.705, 0.677, 400)
+    assert exact is not None and "eps=inf" in exact and "without any privacy noise" in exact, exact
+    assert "epsilon" not in exact.split("(±")[1] and "privacy level" not in exact, exact
 
 
 def test_paired_splits_below_the_majority_class_warn_only_when_the_interval_excludes_it():
