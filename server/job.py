@@ -444,6 +444,9 @@ class FederatedJob:
     announced_id: str = ""
     #: What the job's settings leave to a default that matters, one "warning: ..." line each (its report's too).
     settings_warnings: tuple[str, ...] = ()
+    #: A resumed job's owners -> what its interrupted run's report says they may have spent
+    #: (:func:`~privfed.server.rounds.may_have_spent`): what this run does not count is named unanswered.
+    spent_before: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def model_id(self) -> str:
@@ -506,6 +509,7 @@ def run_federated_job(
     (:meth:`JobReport.on_failure`).
     """
     book = JobBook(job.limits, quorum=job.quorum, check_after_release=job.quorum_after_release)
+    book.carry(job.spent_before)
     if write_ahead:
 
         def written() -> None:

@@ -13,6 +13,7 @@ owners are still taking part, before a later batch spends anyone's budget (item 
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -50,6 +51,23 @@ def _release_key(task: Task) -> tuple[str, str]:
     """One release of one owner: a re-formed ring asks again under the same release id (a task without one is
     asked once: its id is unique)."""
     return task.owner_id, getattr(task.spec, "release_id", None) or task.task_id
+
+
+#: Relative slack when a resumed run's totals are compared with the interrupted run's (sums of the same floats in
+#: another order).
+CARRY_TOLERANCE = 1e-9
+
+
+def may_have_spent(report: Mapping[str, Any] | None) -> dict[str, float]:
+    """Each owner -> what a job's report says it may have spent on the job: counted (``epsilon_by_owner``) and asked
+    with no answer come (``epsilon_unanswered_by_owner``); empty for no report."""
+    out: dict[str, float] = {}
+    for name in ("epsilon_by_owner", "epsilon_unanswered_by_owner"):
+        field_ = (report or {}).get(name)
+        for owner, epsilon in (field_ if isinstance(field_, dict) else {}).items():
+            if isinstance(epsilon, int | float) and math.isfinite(epsilon):
+                out[owner] = out.get(owner, 0.0) + float(epsilon)
+    return out
 
 
 def declined_owners(refused: dict[str, str]) -> list[str]:
@@ -94,6 +112,8 @@ class JobBook:
     #: The releases whose answer came (the keys of :attr:`_unanswered`): asked again, an owner answers from its
     #: record and spends nothing more, so such a release is not named unanswered again (audit 35, A35-4).
     _released: set[tuple[str, str]] = field(default_factory=set)
+    #: A resumed job's owners -> what its interrupted run may have had them spend (:meth:`carry`).
+    _carried: dict[str, float] = field(default_factory=dict)
     #: Called by :meth:`to_ask` when its batch asks for a release not asked before, before the batch goes out, the
     #: release booked as unanswered (:func:`~privfed.server.job.run_federated_job`'s ``write_ahead``).
     on_ask: Callable[[], None] | None = None
@@ -122,7 +142,18 @@ class JobBook:
         out: dict[str, float] = {}
         for (owner, _), epsilon in self._unanswered.items():
             out[owner] = out.get(owner, 0.0) + epsilon
+        for owner, before in self._carried.items():  # what the interrupted run had it spend, not counted again here
+            left = before - self.epsilon_by_owner.get(owner, 0.0) - out.get(owner, 0.0)
+            if left > CARRY_TOLERANCE * max(before, 1.0):
+                out[owner] = out.get(owner, 0.0) + left
         return dict(sorted(out.items()))
+
+    def carry(self, spent_before: Mapping[str, float]) -> None:
+        """A resumed job's owners -> what its interrupted run's report says each may have spent (:func:`may_have_spent`).
+        What this run neither counts (its journal's steps replayed, its answers, an owner's re-sent release) nor
+        names unanswered is named unanswered (walkthrough 14, W14-2: the owners of a node that did not come back had
+        paid in the round the journal had not recorded, and were in no field of the finished report)."""
+        self._carried = {o: float(e) for o, e in spent_before.items() if e > 0}
 
     def to_report(self) -> dict[str, Any]:
         """What a report says about the owners, also when the job failed."""

@@ -42,6 +42,7 @@ from privfed.server.models import ModelStore, load_model, may_use
 from privfed.server.registration import Expected, status
 from privfed.server.report import JobReport, host_info, version_info
 from privfed.server.revocation import RevokedCertificates, RevokedDataUsers, revoked_message
+from privfed.server.rounds import may_have_spent
 from privfed.server.statuspage import StatusPage, refusals_by_node
 
 log = logging.getLogger("privfed.coordinator")
@@ -727,6 +728,7 @@ class CoordinatorService:
                 job_id=record.job_id,
                 data_user=record.data_user,
                 settings_warnings=tuple(in_job_file_terms(w) for w in job.settings_warnings),
+                spent_before=may_have_spent(self.report_of(record.job_id)) if config.resume else {},
             )
             report.update(config=config.to_report(d=job.schema.d), schema_sha256=job.schema.digest())
             log.info(

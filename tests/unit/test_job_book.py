@@ -20,7 +20,7 @@ from privfed.server.contracts import PublicLimits
 from privfed.server.dispatcher import Dispatcher, RunOutcome
 from privfed.server.nodes import IDENTITY_LIVENESS
 from privfed.server.registration import Expected, certificate_nodes, missing, status, wait_for_registration
-from privfed.server.rounds import JobBook
+from privfed.server.rounds import JobBook, may_have_spent
 from privfed.server.servicer import decode_results
 from privfed.server.strategies import make_strategy
 
@@ -310,3 +310,20 @@ def test_a_boosting_job_asks_at_most_max_rounds():
     make_strategy("bdt", epsilon=1.0, n_classes=2, bounds=BOUNDS, n_rounds=MAX_ROUNDS, share_groups="all")
     with pytest.raises(ConfigError, match=rf"--rounds must be an int in \[1, {MAX_ROUNDS}\], got 50000"):
         make_strategy("bdt", epsilon=1.0, n_classes=2, bounds=BOUNDS, n_rounds=50_000, share_groups="all")
+
+
+def test_a_resumed_job_names_what_its_interrupted_run_had_owners_spend_that_it_does_not_count_again():
+    """Walkthrough 14, W14-2: the interrupted run's report says what each owner may have spent; the resumed run
+    names unanswered only what it neither counts nor already names (an owner that answers again from its record is
+    counted once, never twice)."""
+    tasks = _tasks()
+    book = JobBook(PublicLimits(max_rows=2), owner_ids=OWNERS)
+    before = {"epsilon_by_owner": {OWNERS[0]: 2.0, OWNERS[1]: 2.0}, "epsilon_unanswered_by_owner": {OWNERS[2]: 2.0}}
+    book.carry(may_have_spent(before))
+    assert book.unanswered_epsilon() == {OWNERS[0]: 2.0, OWNERS[1]: 2.0, OWNERS[2]: 2.0}
+    book.to_ask(tasks[:3])
+    results = {t.task_id: Result(t.task_id, t.owner_id, _reply()) for t in tasks[:1]}  # OWNERS[0] answers again
+    book.record(tasks[:3], RunOutcome(results, [t.task_id for t in tasks[1:3]], []), silent_nodes=[])
+    assert book.epsilon_by_owner[OWNERS[0]] == 2.0  # counted once: by this run's answer
+    assert book.unanswered_epsilon() == {OWNERS[1]: 2.0, OWNERS[2]: 2.0}  # asked again, no answer: named once
+    assert may_have_spent(None) == {} and may_have_spent({"epsilon_by_owner": {"a": float("inf")}}) == {}
