@@ -132,7 +132,9 @@ def add_job(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "job",
         help="show, read the log of, cancel, download the model of, or delete one job of a coordinator service",
-        description="delete removes a finished job from the service: its record, log, report and model (download "
+        description="show prints the job's record and report (JSON); logs its log, as its data user may read it; "
+        "cancel stops a queued or running job (what its owners released stays spent); model writes its model.json "
+        "(--out); delete removes a finished job from the service: its record, log, report and model (download "
         "the model first if you need it). Owners' ledgers keep what they released for it: deleting gives no budget "
         "back.",
     )

@@ -44,8 +44,8 @@ def add_revoked_certificates(p: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="FILE",
         help="SHA-256 fingerprints of certificates to refuse, one per line (# comments), read again when it changes: "
-        "every call presenting one is refused, whoever's it is (default: revoked-certificates.txt in --certs if it "
-        "exists, which privfed certs --reissue writes)",
+        "every call presenting one is refused, whoever's it is (default: revoked-certificates.txt in --certs, which "
+        "privfed certs --reissue writes; watched from the start, so one written later is read at once)",
     )
 
 
