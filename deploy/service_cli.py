@@ -326,9 +326,11 @@ def _jobs(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    first: dict[tuple[str, str], str] = {}  # (state, note) -> the first job that said it
     for j in jobs:  # why a job failed or was cancelled, what a running one waits for, what a done one warns of
-        if j.get("note"):
-            print(f"{j['job_id']} {j['state']}: {j['note']}")
+        if j.get("note"):  # a note said already is named, not repeated (walkthrough 14, W14-14: 50 identical lines)
+            said = first.setdefault((j["state"], j["note"]), j["job_id"])
+            print(f"{j['job_id']} {j['state']}: {j['note'] if said == j['job_id'] else f'as {said}'}")
     if earlier:
         print(f"{earlier} earlier job(s) not shown; --all lists every job, --last N the N last")
     return 0

@@ -193,8 +193,14 @@ def test_a_cancelled_job_stops_and_leaves_a_report(fleet):
     assert job["state"] == "cancelled" and job["error"] == "cancelled by alice"
     again = fleet.cli("job", "cancel", waiting, name="alice")
     assert again.stdout.strip() == f"job {waiting}: already cancelled: nothing to cancel", again.stderr
+    second = fleet.submit(task="ncc", epsilon=1.0, owners=31)
+    fleet.wait(second, ("running",))
+    assert fleet.cli("job", "cancel", second, name="alice").returncode == 0
+    assert fleet.wait(second)["state"] == "cancelled"
     listed = fleet.cli("jobs", "--all")
     assert f"{waiting} cancelled: cancelled by alice" in listed.stdout, listed.stdout
+    # a note said already is named, not repeated (walkthrough 14, W14-14: 50 identical 400-character lines)
+    assert f"{second} cancelled: as {waiting}" in listed.stdout.splitlines(), listed.stdout
     report = fleet.report(waiting)
     assert report["status"] == "cancelled" and report["job_id"] == waiting
     shown = fleet.cli("job", "logs", waiting)
