@@ -45,10 +45,14 @@ class RefuseRevokedCertificates(grpc.ServerInterceptor):
     One check in front of every service on the port, rather than one per method: node registration, polls, pushes
     and relayed envelopes (owner nodes hosting ring peers), Predict and GetModel, the job API and the health check
     alike, and each message of a Session stream, so a node registered before its certificate was revoked is refused
-    at its next call or message, and then drops out as a silent node does."""
+    at its next call or message, and then leaves at once (``on_refused``, with the certificate's name and the
+    connection: the dispatcher's :meth:`~privfed.server.node_calls.NodeCalls.revoked`)."""
 
-    def __init__(self, revoked: Callable[[bytes], bool]) -> None:
+    def __init__(
+        self, revoked: Callable[[bytes], bool], on_refused: Callable[[str, str], None] = lambda _name, _peer: None
+    ) -> None:
         self._revoked = revoked
+        self._on_refused = on_refused
         self._logged: set[bytes] = set()  # certificates already refused at WARNING: a polling node retries every second
 
     def _check(self, context: grpc.ServicerContext) -> None:
@@ -64,6 +68,8 @@ class RefuseRevokedCertificates(grpc.ServerInterceptor):
                     name,
                     context.peer(),
                 )
+            if name:
+                self._on_refused(name, context.peer())
             context.abort(grpc.StatusCode.PERMISSION_DENIED, revoked_certificate_message(name or "?"))
 
     def _each(self, requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
@@ -136,7 +142,11 @@ class CoordinatorServer:
             # fail to bind, not silently share the port and take half the owners' calls.
             options=[*server_options(max_message_bytes), ("grpc.so_reuseport", 0)],
             # the revocation first: a revoked peer hears nothing but that it is revoked
-            interceptors=(RefuseRevokedCertificates(revoked_certificates), RejectUndecodable(), *interceptors),
+            interceptors=(
+                RefuseRevokedCertificates(revoked_certificates, on_refused=self.dispatcher.revoked),
+                RejectUndecodable(),
+                *interceptors,
+            ),
         )
         pb_grpc.add_CoordinatorServicer_to_server(
             CoordinatorServicer(

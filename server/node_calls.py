@@ -199,6 +199,21 @@ class NodeCalls:
         else:
             log.info("node %s left: its %d owner(s) are no longer counted", node_id, len(node.owners))
 
+    def revoked(self, node_id: str, peer: str) -> None:
+        """A registered node whose certificate the service refused as revoked, on the connection it registered from,
+        leaves at once (:meth:`leave`'s effect, :meth:`~privfed.server.nodes.Registry.revoked`); nothing for a name
+        that is no registered node, nor for another connection (a stale copy cannot take a re-keyed node's owners)."""
+        with self._cv:
+            node = self._registry.revoked(node_id, peer)
+            self._notify()
+        if node is not None:
+            log.warning(
+                "node %s left: its certificate is revoked, so none of its calls is answered; its %d owner(s) are no "
+                "longer counted",
+                node_id,
+                len(node.owners),
+            )
+
     def relay(self, node_id: str, envelopes: list[tuple[str, bytes]]) -> tuple[int, list[Task]]:
         """Queue sealed owner-to-owner envelopes for their recipients' nodes (no answer expected),
         and hand the calling node whatever is queued for it: a ring's next hop is often one of

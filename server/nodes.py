@@ -262,6 +262,17 @@ class Registry:
         node.left = True
         return node
 
+    def revoked(self, node_id: str, peer: str) -> NodeQueue | None:
+        """Mark registered node ``node_id`` as left because the service refused its certificate as revoked on the
+        connection it registered from (``peer``): no call of its process is answered any more, so it is counted on no
+        more, at once, as a node that leaves (walkthrough 14, W14-3: a running round waited out the node timeout).
+        Returns the node, or None if it is not registered from ``peer`` or had left already."""
+        node = self.nodes.get(node_id)
+        if node is None or node.left or node.peer not in (None, peer):
+            return None
+        node.left = True
+        return node
+
     def peer_key(self, owner_id: str) -> PeerKey:
         """The registered ring key of ``owner_id`` (:class:`RoundFailed` if it is not registered)."""
         o = self.owners.get(owner_id)

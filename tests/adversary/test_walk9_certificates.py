@@ -60,6 +60,41 @@ def service(tmp_path):
         yield port, certs, old
 
 
+def test_a_node_refused_as_revoked_leaves_at_once_and_a_stale_copy_cannot_take_the_new_keys_node_away(tmp_path):
+    """Walkthrough 14, W14-3: a node whose certificate was revoked mid-job held its round for the node timeout (15 s),
+    and the log blamed the ring leader's node. Refused on the connection it registered from, it leaves at once; a
+    refused call of the same revoked certificate on another connection (a stale copy) leaves the node registered
+    with its new key counted."""
+    from tls_service import mtls_service
+
+    certs = make_certs(tmp_path / "certs", owners=1, owner_names=[NODE], data_users=[USER])
+    revoked = certs / "coordinator" / REVOKED_FILE
+    revoked.write_text("")
+    old = tmp_path / "old"
+    shutil.copytree(certs / NODE, old / NODE)
+    with mtls_service(tmp_path, certs / "coordinator", node_timeout=600.0, revoked_certificates=revoked) as (svc, port):
+        states = svc.server.dispatcher.node_states
+        with _channel(port, old, NODE) as channel:
+            stub = pb_grpc.CoordinatorStub(channel)
+            _register(stub, old)
+            assert states() == {NODE: "online"}
+            reissue(certs, [NODE])
+            assert (
+                _code(stub.PullTasks, pb.PullTasksRequest(node_id=NODE, wait_ms=10))
+                == grpc.StatusCode.PERMISSION_DENIED
+            )
+            assert states() == {NODE: "left"}  # at once, not after the 600 s node timeout
+        with _channel(port, certs, NODE) as channel:  # the new key registers at once: the old node has left
+            stub = pb_grpc.CoordinatorStub(channel)
+            _register(stub, certs)
+            assert states() == {NODE: "online"}
+            with _channel(port, old, NODE) as stale:  # a copy of the old key, on another connection
+                assert _code(
+                    pb_grpc.CoordinatorStub(stale).PullTasks, pb.PullTasksRequest(node_id=NODE, wait_ms=10)
+                ) == (grpc.StatusCode.PERMISSION_DENIED)
+            assert states() == {NODE: "online"}
+
+
 def _channel(port: int, d: Path, name: str) -> grpc.Channel:
     tls = TlsFiles.in_dir(d / name, name)
     return grpc.secure_channel(f"127.0.0.1:{port}", channel_credentials(tls), options=channel_options(None))
