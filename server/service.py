@@ -302,6 +302,7 @@ class CoordinatorService:
             )
         )  # walkthrough 5: then it could not be cancelled, and held the first service's queue up
         try:
+            self._warn_of_another_schema()
             for job_id in self.store.recover():
                 self._recovered(self.store.get(job_id))
             if self.config.status_listen is not None:  # a taken status port stops the start before gRPC listens
@@ -317,6 +318,26 @@ class CoordinatorService:
         self._runner.start()
         self._node_watch.start()
         return port
+
+    def _warn_of_another_schema(self) -> None:
+        """One WARNING at the start when the store's last job that ran read its owners' rows by another schema than
+        this service's (walkthrough 14, W14-4: restarted with an edited schema, the service saw every daemon stop for
+        good, and logged that their rows did not fit it). A daemon keeps the schema it read its rows by."""
+        for job_id in reversed(self.store.ids()):
+            ran = (self.report_of(job_id) or {}).get("schema_sha256")
+            if not isinstance(ran, str):
+                continue
+            if ran != self.schema.digest():
+                log.warning(
+                    "this service's federation schema (sha256 %s) is not the one its last job %s read the owners' "
+                    "rows by (sha256 %s): every owner node that read its rows by that one refuses this one and stops "
+                    "for good at its next registration (a new schema is a new federation); to keep them, start the "
+                    "service with the schema they hold",
+                    self.schema.digest()[:12],
+                    job_id,
+                    ran[:12],
+                )
+            return
 
     def stop(self) -> None:
         """Stop the running job where it is (it stays ``running``: the next start queues it again), tell

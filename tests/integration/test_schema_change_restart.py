@@ -13,6 +13,7 @@ The real service in this process, restarted on the same port and store; the owne
 
 from __future__ import annotations
 
+import logging
 import socket
 import subprocess
 import time
@@ -43,7 +44,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_an_owner_daemon_refuses_a_service_restarted_with_another_schema(tmp_path):
+def test_an_owner_daemon_refuses_a_service_restarted_with_another_schema(tmp_path, caplog):
     rng = np.random.default_rng(3)
     for name, n in (("rows.csv", 40), ("test.csv", 60)):
         y = rng.integers(0, 2, n)
@@ -76,7 +77,10 @@ def test_an_owner_daemon_refuses_a_service_restarted_with_another_schema(tmp_pat
         wait_for(lambda: first.store.get(job).state in ("done", "failed"), "the first job did not end")
         assert first.store.get(job).state == "done", log.read_text()[-2000:]
         first.stop()
-        second = service("second.toml")
+        caplog.set_level(logging.WARNING, logger="privfed.coordinator")
+        second = service("second.toml")  # it says so at its start (walkthrough 14, W14-4: only the daemons' exits did)
+        said = [r.getMessage() for r in caplog.records if "is not the one its last job" in r.getMessage()]
+        assert len(said) == 1 and job in said[0] and "refuses this one and stops for good" in said[0], said
         again = second.submit(job_settings({"task": "ncc", "epsilon": 2.0, "owners": 4, "min_owners": 1}), "alice")
         wait_for(lambda: node.poll() is not None, "the owner daemon kept serving under another schema")
         assert node.returncode == 2
