@@ -449,6 +449,11 @@ class CoordinatorService:
         warnings = (report or {}).get("warnings") or []
         if record.state == "done" and warnings:  # a model below its baseline is not a plain "done" (W6-2)
             note = "; ".join(in_job_file_terms(w.removeprefix("warning: ")) for w in warnings)
+        lost = (report or {}).get("lost_nodes") or []
+        if record.state == "done" and lost:  # though enough owners remained (walkthrough 14, W14-13: no sign of it)
+            unanswered = len((report or {}).get("epsilon_unanswered_by_owner") or {})
+            said = f"lost node(s) {', '.join(map(str, lost))} while it ran; {unanswered} owner(s) asked with no answer"
+            note = f"{note}; {said}" if note else said
         if record.state == "running" and progress.get("round") is None:  # no batch sent yet: it may wait for owners
             short = self.short_of_owners(s.get("owners"))
             note = note or (None if short is None else f"waiting for owners: {short}")

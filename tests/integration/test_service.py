@@ -397,6 +397,9 @@ def test_a_resumed_boosting_job_names_the_owners_of_a_node_that_did_not_come_bac
         counted = {o for o, e in report.get("epsilon_by_owner", {}).items() if e > 0}
         unanswered = set(report.get("epsilon_unanswered_by_owner", {}))
         assert paid <= counted | unanswered, sorted(paid - counted - unanswered)
+        # its data user's listing says it lost the node (walkthrough 14, W14-13: only the accuracy note did)
+        assert report["lost_nodes"] == [NODES[1]], report["lost_nodes"]
+        assert f"lost node(s) {NODES[1]} while it ran" in (fleet.jobs()[job_id]["note"] or ""), fleet.jobs()[job_id]
     finally:  # the node back for the module's other tests
         fleet.procs[1] = subprocess.Popen(
             leaving.args,
