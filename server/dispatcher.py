@@ -58,6 +58,9 @@ class Dispatcher(NodeCalls):
     #: Called once per job (:meth:`begin_job`) before the first task that asks an owner for a release is queued
     #: (``privfed serve`` records it in the job's store: a crash leaves no other trace; walkthrough 7, W7-6).
     on_first_ask: Callable[[], None] | None = None
+    #: What the batch under way still waits for, as its log's once-a-minute line says it (None: nothing, or not a
+    #: minute yet): a running job's note (walkthrough 14, W14-17: its data user could not tell slow from stuck).
+    waiting: str | None = None
 
     # ---- ring sessions (called by the coordinator's job) -------------------------------
     def open_ring(self, session_id: str, members: Sequence[str]) -> None:
@@ -257,7 +260,7 @@ class Dispatcher(NodeCalls):
             if progress:
                 progress(len(ids) - len(self._waiting), len(ids))
             lost = [i for i in ids if i in self._waiting]
-            self._waiting = set()
+            self._waiting, self.waiting = set(), None
             states = self._registry.node_states(self._clock(), self._node_timeout)
             unanswered_by = {
                 nid: states.get(nid, "left")
@@ -288,14 +291,11 @@ class Dispatcher(NodeCalls):
         # an owner its node no longer registers is "left" too
         waiting_on = Counter(self._registry.owner_node.get(self._pending[i].owner_id, "?") for i in self._waiting)
         nodes = ", ".join(f"{node} ({n} task(s), {states.get(node, 'left')})" for node, n in sorted(waiting_on.items()))
-        log.info(
-            "round %s: %d of %d task(s) answered after %.0f s; waiting for %s",
-            round_name,
-            asked - len(self._waiting),
-            asked,
-            now - started,
-            nodes,
+        self.waiting = (
+            f"round {round_name}: {asked - len(self._waiting)} of {asked} task(s) answered after {now - started:.0f} s; "
+            f"waiting for {nodes}"
         )
+        log.info("%s", self.waiting)
         return now + WAITING_EVERY
 
     def _cannot_be_answered(self, now: float, stalls: str | None) -> bool:

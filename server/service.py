@@ -457,6 +457,8 @@ class CoordinatorService:
         if record.state == "running" and progress.get("round") is None:  # no batch sent yet: it may wait for owners
             short = self.short_of_owners(s.get("owners"))
             note = note or (None if short is None else f"waiting for owners: {short}")
+        if record.state == "running":  # a batch waiting a minute or more says for what (W14-17)
+            note = note or self.server.dispatcher.waiting
         if record.state == "queued":  # why it waits, naming no other data user's job (walkthrough 8, W8-12)
             note = note or self._queue_note(record.job_id)
         return {

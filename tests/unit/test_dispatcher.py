@@ -419,9 +419,11 @@ def test_a_round_waiting_long_says_every_minute_what_it_waits_for(caplog):
             d.register("node-b", [info(B0)])
             time.sleep(0.7)  # the round's wait, in half-second slices, sees the new time
         waiting = [r.getMessage() for r in caplog.records if "waiting for" in r.getMessage()]
+        shown = d.waiting  # what a running job's note says (walkthrough 14, W14-17: nothing did)
         d.push("node-b", [Result("t1", B0, Refusal("internal", "test"))])
         runner.join(5)
     assert not runner.is_alive() and set(done[0].results) == {"t0", "t1"}
+    assert shown == waiting[0] and d.waiting is None, (shown, d.waiting)  # none once the batch is over
     assert waiting and waiting[0].startswith(
         "round r1: 1 of 2 task(s) answered after 61 s; waiting for node-b (1 task(s), online)"
     ), waiting
