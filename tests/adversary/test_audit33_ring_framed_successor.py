@@ -222,15 +222,14 @@ def test_an_owner_sealing_garbage_shares_is_the_one_left_out(monkeypatch, caplog
         assert len(transport.ledgers[node].history(o)) == len(honest.ledgers[node].history(o)), o
 
 
-def test_a_false_pairwise_complainer_loses_its_own_place(monkeypatch):
-    """``SEALER``, here honest in what it seals, is named by one neighbour only (``COMPLAINER``, which refuses its
-    masked input with ``unopened`` though the shares opened): fewer than t of ``SEALER``'s neighbours name it, so both
-    are left out, and the other fourteen sum. A false complainer takes at most the one owner it names with it."""
+def false_pairwise_complainer(monkeypatch) -> list[str]:
+    """Make the first neighbour of SEALER asked to mask (the graph is drawn per key agreement) refuse ``unopened``
+    naming SEALER, falsely; returns the list that then holds that complainer."""
     from privfed.common.errors import Unopened
     from privfed.common.secagg import pairwise
 
     masked_input = pairwise.SecAggOwner._masked_input
-    complainers: list[str] = []  # the first neighbour of SEALER asked to mask (the graph is drawn per key agreement)
+    complainers: list[str] = []
 
     def complaining(self, msg, values):
         if SEALER in self.neighbours and msg.key_shares and self.owner_id in (complainers or [self.owner_id]):
@@ -239,6 +238,14 @@ def test_a_false_pairwise_complainer_loses_its_own_place(monkeypatch):
         return masked_input(self, msg, values)
 
     monkeypatch.setattr(pairwise.SecAggOwner, "_masked_input", complaining)
+    return complainers
+
+
+def test_a_false_pairwise_complainer_loses_its_own_place(monkeypatch):
+    """``SEALER``, here honest in what it seals, is named by one neighbour only (``COMPLAINER``, which refuses its
+    masked input with ``unopened`` though the shares opened): fewer than t of ``SEALER``'s neighbours name it, so both
+    are left out, and the other fourteen sum. A false complainer takes at most the one owner it names with it."""
+    complainers = false_pairwise_complainer(monkeypatch)
     transport = _secagg_transport()
     record = _secagg_sum(transport).record
     assert len(complainers) == 1 and complainers[0] != SEALER, complainers

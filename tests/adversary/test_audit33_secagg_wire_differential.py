@@ -11,7 +11,9 @@ follows its random nonce. The in-process twin, with the work trace, is
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +25,7 @@ from privfed.common.tasks import BoostEvaluateTask, PeerKey
 from privfed.proto import serde
 from privfed.proto.serde_steps import peer_key_from_proto
 from privfed.server.securesum import RelayedTransport
+from privfed.server.strategies.result import SumRecord
 
 _RNG = np.random.default_rng(35)
 OTHERS = {f"owner-{i}": (_RNG.uniform(0.0, 1.0, (4, 2)), _RNG.integers(0, K, 4)) for i in (2, 3)}
@@ -103,12 +106,23 @@ def federation(tmp_path_factory):
             node.stop()
 
 
-def test_two_owners_answer_every_step_of_a_pairwise_mask_sum_alike(federation):
-    coordinator, nodes = federation
+@dataclasses.dataclass
+class PairwiseSum:
+    """One pairwise-mask evaluation sum over the federation's four owners, and what A's and B's ledgers held before."""
+
+    members: tuple[str, ...]
+    ledgers: dict[str, Path]
+    before: dict[str, int]
+    run: str
+    outcome: SumRecord
+
+
+def pairwise_sum(federation, transport: WireTransport) -> PairwiseSum:
+    """Run a boosting evaluation's pairwise-mask sum through ``transport`` over the real owner processes."""
+    _, nodes = federation
     members = tuple(sorted(f"{n}.o00000" for n in nodes))
     ledgers = {o: nodes[o.split(".")[0]].ledger for o in (A, B)}
     before = {o: len(ledger_history(ledgers[o], o, BUDGET)) for o in (A, B)}
-    transport = WireTransport(coordinator)
     run = f"wire-{secrets.token_hex(4)}"
     config = boost("stump", run, n_bins=4)
     history = at_round(kept_history(), 1)
@@ -121,6 +135,14 @@ def test_two_owners_answer_every_step_of_a_pairwise_mask_sum_alike(federation):
         round_id="ring1",
         protocol="secagg",
     ).record
+    return PairwiseSum(members, ledgers, before, run, outcome)
+
+
+def test_two_owners_answer_every_step_of_a_pairwise_mask_sum_alike(federation):
+    coordinator, nodes = federation
+    transport = WireTransport(coordinator)
+    done = pairwise_sum(federation, transport)
+    members, ledgers, before, run, outcome = done.members, done.ledgers, done.before, done.run, done.outcome
     assert outcome.protocol == "secagg" and outcome.summed == members and not outcome.refused, outcome
     steps = set()
     for batch in transport.batches:

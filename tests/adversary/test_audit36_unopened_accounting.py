@@ -16,7 +16,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from differential import boost, kept_history
-from test_audit33_ring_framed_successor import MEMBERS, SEALER, _secagg_sum, _secagg_transport
+from test_audit33_ring_framed_successor import (
+    MEMBERS,
+    SEALER,
+    _secagg_sum,
+    _secagg_transport,
+    false_pairwise_complainer,
+)
 
 from privfed.common.boosting.wire import at_round
 from privfed.common.tasks import BoostEvaluateTask, Refusal, Result, RingSpec, Task
@@ -38,19 +44,7 @@ def _evaluate_tasks(owners) -> list[Task]:
 def test_an_unopened_refusal_is_a_debited_release(monkeypatch):
     """The owner core's side: the owner that refuses ``unopened`` holds the evaluation's debit in its ledger (the
     false complainer of ``test_audit33_ring_framed_successor``, left out with the owner it names)."""
-    from privfed.common.errors import Unopened
-    from privfed.common.secagg import pairwise
-
-    masked_input = pairwise.SecAggOwner._masked_input
-    complainers: list[str] = []
-
-    def complaining(self, msg, values):
-        if SEALER in self.neighbours and msg.key_shares and self.owner_id in (complainers or [self.owner_id]):
-            complainers[:] = [self.owner_id]
-            raise Unopened(f"{SEALER}'s shares (falsely)", SEALER)
-        return masked_input(self, msg, values)
-
-    monkeypatch.setattr(pairwise.SecAggOwner, "_masked_input", complaining)
+    complainers = false_pairwise_complainer(monkeypatch)
     transport = _secagg_transport()
     record = _secagg_sum(transport).record
     (complainer,) = complainers

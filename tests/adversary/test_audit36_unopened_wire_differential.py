@@ -13,13 +13,16 @@ when it is debited are functions of the forwarded shares, not of its rows."""
 from __future__ import annotations
 
 import dataclasses
-import secrets
 
-from differential import BUDGET, A, B, boost, kept_history, normalised, public_ledger, replaced
+from differential import BUDGET, A, B, normalised, public_ledger, replaced
 from hostile import ledger_history
-from test_audit33_secagg_wire_differential import WireTransport, _public, federation  # noqa: F401 - the fixture
+from test_audit33_secagg_wire_differential import (  # noqa: F401 - the fixture
+    WireTransport,
+    _public,
+    federation,
+    pairwise_sum,
+)
 
-from privfed.common.boosting.wire import at_round
 from privfed.common.secagg.messages import SealedShare
 from privfed.common.tasks import BoostEvaluateTask
 
@@ -60,22 +63,9 @@ class GarblingTransport(WireTransport):
 
 def test_two_owners_refuse_garbled_shares_alike_and_are_debited_once(federation):  # noqa: F811 - the fixture
     coordinator, nodes = federation
-    members = tuple(sorted(f"{n}.o00000" for n in nodes))
-    ledgers = {o: nodes[o.split(".")[0]].ledger for o in (A, B)}
-    before = {o: len(ledger_history(ledgers[o], o, BUDGET)) for o in (A, B)}
     transport = GarblingTransport(coordinator)
-    run = f"wire-{secrets.token_hex(4)}"
-    config = boost("stump", run, n_bins=4)
-    history = at_round(kept_history(), 1)
-    bound = config.releases.contribution_bound
-    transport.prepare_secure_sums([members, members], max_abs=bound, protocol="secagg")
-    outcome = transport.secure_sum(
-        members,
-        lambda spec: BoostEvaluateTask(config, history, history.kept[0].learner, spec),
-        max_abs=bound,
-        round_id="ring1",
-        protocol="secagg",
-    ).record
+    done = pairwise_sum(federation, transport)
+    members, ledgers, before, run, outcome = done.members, done.ledgers, done.before, done.run, done.outcome
     assert transport.garbled == {A, B}
     assert outcome.refused == {A: "unopened", B: "unopened"}, outcome
     assert set(outcome.summed) == set(members) - {THIRD} and list(outcome.dropped) == [THIRD], outcome
