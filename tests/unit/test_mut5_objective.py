@@ -9,13 +9,21 @@ converged well inside the bound. Here the loss is the worst case of its class: `
 (curvature ``c``, gradient at most ``G``), with noise that puts the minimiser on the saturated part, at exactly
 ``G / reg`` from the start; the exact minimiser has a closed form, and the returned point must be within ``r``
 of it for every noise, large or small.
+
+``ObjectivePerturbation``'s construction (public parameters, before any row) passed with its range check at
+``2 epsilon`` (every ε above 15 refused) and with ``d``, ``rows`` or ``problems`` of 0 accepted (refused only
+later, inside the release). Now the range's ends are accepted and zero sizes refused at construction.
 """
+
+import math
 
 import numpy as np
 import pytest
 
+from privfed.common.errors import ConfigError
 from privfed.common.mechanisms.amp import AMP_RADIUS
-from privfed.common.mechanisms.objective import minimise_perturbed
+from privfed.common.mechanisms.objective import ObjectivePerturbation, minimise_perturbed
+from privfed.common.mechanisms.snapping import EPSILON_CEILING, EPSILON_FLOOR, EpsilonOutOfRange
 
 
 def exact_minimiser(shift, reg, c, G):
@@ -45,3 +53,17 @@ def test_the_solver_point_is_within_the_radius_of_the_exact_minimiser_for_any_no
     np.testing.assert_allclose(
         np.abs(target - (-shift / reg))[saturated], G / reg, rtol=1e-6, atol=1e-8
     )  # cancellation at 1e7: a few ulp
+
+
+def test_the_mechanism_refuses_at_construction_what_it_cannot_release_and_accepts_its_whole_epsilon_range():
+    """Built from public parameters before a row is read (SPEC §12): the ε range's ends are accepted (the ceiling
+    was refused when the check saw ``2 epsilon``), just outside them refused, and no zero size or count passes."""
+    base = dict(lam=0.1, curvature=1.0, d=3, rows=10)
+    for eps in (EPSILON_FLOOR, 1.0, 16.0, EPSILON_CEILING, math.inf):
+        assert ObjectivePerturbation(epsilon=eps, **base).epsilon == eps
+    for eps in (EPSILON_FLOOR * 0.99, EPSILON_CEILING * 1.01):
+        with pytest.raises(EpsilonOutOfRange):
+            ObjectivePerturbation(epsilon=eps, **base)
+    for key in ("d", "rows", "problems"):
+        with pytest.raises(ConfigError, match=key):
+            ObjectivePerturbation(epsilon=1.0, **(base | {key: 0}))
