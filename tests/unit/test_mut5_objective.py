@@ -67,3 +67,15 @@ def test_the_mechanism_refuses_at_construction_what_it_cannot_release_and_accept
     for key in ("d", "rows", "problems"):
         with pytest.raises(ConfigError, match=key):
             ObjectivePerturbation(epsilon=1.0, **(base | {key: 0}))
+
+
+def test_the_mechanism_reports_a_symmetric_unbounded_noise_and_refuses_an_empty_row_bound():
+    """``b`` and AMP's noise are symmetric and the release is a minimiser plus noise: bias 0 (with a zero loss the
+    release is ``-b / (m reg)``, whose mean is checked here at 5 s.e.), bounds ``(-inf, inf)``; ``max_rows``, the
+    public bound the solver's steps follow, is at least 1."""
+    mech = ObjectivePerturbation(epsilon=1.0, lam=0.5, curvature=1.0, d=2, rows=5, problems=2000)
+    assert mech.bias() == 0.0 and mech.output_bounds == (-math.inf, math.inf)
+    F = mech.privatize(np.zeros_like, 8, np.random.default_rng(3))
+    assert np.all(np.abs(F.mean(axis=0)) <= 5 * math.sqrt(mech.variance() / F.shape[0]) / (5 * mech.reg))
+    with pytest.raises(ConfigError, match="max_rows"):
+        mech.privatize(np.zeros_like, 0, np.random.default_rng(3))
