@@ -1,0 +1,55 @@
+"""Mutation round 5 (common/mechanisms/amp.py): AMP's clamp, and the step count's own checks.
+
+The released parameters are clamped at ``M = 2^31 + 40 s`` (the class docstring: "the clamp binds only for
+parameters beyond 2^31", far beyond any fit of rows of norm <= 1). No test released a parameter anywhere near
+it: a clamp at ``2 * 31 + 40 s`` or ``2^30 + 40 s`` passed, which would pull a fit at a tiny epsilon (its
+minimiser ``-b / (m reg)`` grows as ``1/epsilon``; test_dpsvm's huge-noise release reaches past 1) onto the
+clamp. Now a point at ``2.1e9 < 2^31`` is released around itself, and one beyond the clamp is released within the noise's reach of it.
+
+``accelerated_steps`` (the public step count of every FedDPDR solve) refused nothing in the tests: its check
+with ``or`` for ``and``, ``kappa >= 0`` or ``radius >= 0`` passed, as did no check at all. Each bad argument is
+now refused alone, and a start already within the radius takes no step (Thm 3.18's bound needs none).
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from privfed.common.errors import ConfigError
+from privfed.common.mechanisms.amp import AmpOutputNoise, accelerated_steps
+
+
+@pytest.mark.parametrize("epsilon", [0.01, 1.0])
+def test_a_parameter_below_2_to_the_31_is_released_around_itself_and_one_beyond_the_clamp_is_clamped(epsilon):
+    amp = AmpOutputNoise(epsilon=epsilon, d=3)
+    lo, hi = amp.output_bounds
+    assert hi == -lo and hi >= 2.0**31
+    F = np.array([[2.1e9, -2.1e9, 5e8], [1e12, -1e12, 0.0]])
+    out = amp.privatize(F.copy(), np.random.default_rng(1))
+    reach = 60 * math.sqrt(amp.variance()) + amp.output_grid.grid  # 60 sd of the noise, plus the rounding
+    assert np.all(np.abs(out[0] - F[0]) <= reach), out[0] - F[0]
+    # beyond it: clamped first, so within the noise's reach of the clamp, and never past it
+    assert np.all(np.abs(out[1, :2] - [hi, lo]) <= reach) and np.all(np.abs(out) <= hi) and abs(out[1, 2]) <= reach
+
+
+@pytest.mark.parametrize(
+    ("kappa", "distance", "radius"),
+    [
+        (0.5, 1.0, 1e-6),
+        (2.0, 1.0, 0.0),
+        (2.0, 1.0, -1e-6),
+        (2.0, -1.0, 1e-6),
+        (2.0, math.inf, 1e-6),
+        (math.nan, 1.0, 1.0),
+    ],
+)
+def test_the_step_count_refuses_each_bad_argument_alone(kappa, distance, radius):
+    with pytest.raises(ConfigError):
+        accelerated_steps(kappa, distance, radius)
+
+
+def test_a_start_within_the_radius_takes_no_step_and_one_beyond_it_takes_the_bounds_steps():
+    assert accelerated_steps(4.0, 1e-6, 1e-6) == 0 and accelerated_steps(4.0, 0.0, 1e-6) == 0
+    # t - 1 >= 2 sqrt(kappa) ln(sqrt(1 + kappa) D / r): 4 ln(sqrt(5) * 1000) = 30.85...
+    assert accelerated_steps(4.0, 1e-3, 1e-6) == 31
