@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from privfed.common.errors import ConfigError
-from privfed.common.mechanisms.amp import AmpOutputNoise, accelerated_steps
+from privfed.common.mechanisms.amp import AMP_RADIUS, AmpOutputNoise, accelerated_steps, nesterov_within
 
 
 @pytest.mark.parametrize("epsilon", [0.01, 1.0])
@@ -53,3 +53,10 @@ def test_a_start_within_the_radius_takes_no_step_and_one_beyond_it_takes_the_bou
     assert accelerated_steps(4.0, 1e-6, 1e-6) == 0 and accelerated_steps(4.0, 0.0, 1e-6) == 0
     # t - 1 >= 2 sqrt(kappa) ln(sqrt(1 + kappa) D / r): 4 ln(sqrt(5) * 1000) = 30.85...
     assert accelerated_steps(4.0, 1e-3, 1e-6) == 31
+
+
+def test_nesterov_accepts_a_condition_number_of_one_and_reaches_the_minimiser():
+    """``mu = smooth`` is a valid pair (a quadratic of one curvature): one step of ``1/smooth`` lands on the minimiser."""
+    target = np.array([3.0, -7.5, 1e3])
+    x = nesterov_within(lambda x: 2.0 * (x - target), np.zeros(3), mu=2.0, smooth=2.0, start_distance=1e4)
+    assert np.all(np.abs(x - target) <= AMP_RADIUS)
