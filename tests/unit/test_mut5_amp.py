@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from privfed.common.errors import ConfigError
-from privfed.common.mechanisms.amp import AMP_RADIUS, AmpOutputNoise, accelerated_steps, nesterov_within
+from privfed.common.mechanisms.amp import AMP_RADIUS, FLOAT_SHARE, AmpOutputNoise, accelerated_steps, nesterov_within
 
 
 @pytest.mark.parametrize("epsilon", [0.01, 1.0])
@@ -60,3 +60,19 @@ def test_nesterov_accepts_a_condition_number_of_one_and_reaches_the_minimiser():
     target = np.array([3.0, -7.5, 1e3])
     x = nesterov_within(lambda x: 2.0 * (x - target), np.zeros(3), mu=2.0, smooth=2.0, start_distance=1e4)
     assert np.all(np.abs(x - target) <= AMP_RADIUS)
+
+
+@pytest.mark.parametrize(("mu", "smooth", "distance"), [(1e-3, 1.0, 10.0), (0.5, 3.0, 2.0), (1.0, 1.0, 1e-5)])
+def test_nesterov_takes_exactly_the_public_count_for_its_real_arithmetic_share_of_the_radius(mu, smooth, distance):
+    """The docstring's count: ``accelerated_steps(smooth / mu, start_distance, (1 - FLOAT_SHARE) r)`` gradient calls,
+    whatever the iterates (the other ``FLOAT_SHARE r`` is left to rounding); a target of ``1.5 r`` or ``r`` takes
+    fewer steps and leaves no margin for it."""
+    calls = []
+
+    def gradient(x):
+        calls.append(1)
+        return mu * (x - 1.0)
+
+    nesterov_within(gradient, np.zeros(2), mu=mu, smooth=smooth, start_distance=distance)
+    expected = accelerated_steps(smooth / mu, distance, (1.0 - FLOAT_SHARE) * AMP_RADIUS)
+    assert len(calls) == expected and expected > accelerated_steps(smooth / mu, distance, AMP_RADIUS)
