@@ -76,3 +76,23 @@ def test_nesterov_takes_exactly_the_public_count_for_its_real_arithmetic_share_o
     nesterov_within(gradient, np.zeros(2), mu=mu, smooth=smooth, start_distance=distance)
     expected = accelerated_steps(smooth / mu, distance, (1.0 - FLOAT_SHARE) * AMP_RADIUS)
     assert len(calls) == expected and expected > accelerated_steps(smooth / mu, distance, AMP_RADIUS)
+
+
+def test_nesterov_is_bubecks_constant_momentum_method_whose_count_thm_3_18_proves():
+    """The step count is proved for Bubeck's §3.7.1 iteration only: ``y' = x - grad(x) / smooth``,
+    ``x' = (1 + m) y' - m y`` with ``m = (sqrt(kappa) - 1) / (sqrt(kappa) + 1)``. Another momentum (``(q - 2) / (q + 1)``,
+    ``(q - 1) / (q + 2)``) still converges on easy problems but carries no such count. Replayed here on a quadratic."""
+    rng = np.random.default_rng(12)
+    A = rng.standard_normal((4, 4))
+    H = A @ A.T + 0.05 * np.eye(4)
+    mu, smooth = np.linalg.eigvalsh(H)[[0, -1]]
+    target = rng.standard_normal(4)
+    start = np.zeros(4)
+    got = nesterov_within(lambda x: H @ (x - target), start, mu=mu, smooth=smooth, start_distance=3.0)
+    q = math.sqrt(smooth / mu)
+    m = (q - 1.0) / (q + 1.0)
+    x = y = start
+    for _ in range(accelerated_steps(smooth / mu, 3.0, (1.0 - FLOAT_SHARE) * AMP_RADIUS)):
+        y_next = x - H @ (x - target) / smooth
+        x, y = (1.0 + m) * y_next - m * y, y_next
+    np.testing.assert_allclose(got, y, rtol=1e-12, atol=1e-14)
