@@ -18,6 +18,7 @@ import pytest
 
 from privfed.common.errors import ConfigError
 from privfed.common.mechanisms.amp import AMP_RADIUS, FLOAT_SHARE, AmpOutputNoise, accelerated_steps, nesterov_within
+from privfed.common.mechanisms.snapping import grid_for
 
 
 @pytest.mark.parametrize("epsilon", [0.01, 1.0])
@@ -96,3 +97,27 @@ def test_nesterov_is_bubecks_constant_momentum_method_whose_count_thm_3_18_prove
         y_next = x - H @ (x - target) / smooth
         x, y = (1.0 + m) * y_next - m * y, y_next
     np.testing.assert_allclose(got, y, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize(("epsilon", "radius"), [(1.0, 1.0), (0.25, 0.01), (3.0, AMP_RADIUS)])
+def test_the_scale_is_the_gamma_radius_scale_and_fixes_the_grid(epsilon, radius):
+    """``s = 2 r / epsilon`` is the scale of the noise's radius ``r Gamma(d, 2/epsilon)``: the mean distance of a
+    release from its point is ``d s`` (5 s.e.; the grid's rounding moves it by at most ``sqrt(d) L / 2``), and the
+    grid is :func:`grid_for` of it (SPEC §12)."""
+    d, n = 3, 20_000
+    amp = AmpOutputNoise(epsilon=epsilon, radius=radius, d=d)
+    s = 2.0 * radius / epsilon
+    assert amp.scale == pytest.approx(s, rel=1e-15)
+    assert amp.output_grid.grid == grid_for(s) and amp.output_grid.bound >= 2.0**31 + 40 * s - amp.output_grid.grid
+    dist = np.linalg.norm(amp.privatize(np.zeros((n, d)), np.random.default_rng(2)), axis=1)
+    se = math.sqrt(d) * s / math.sqrt(n)  # sd of a Gamma(d, s) radius
+    assert abs(dist.mean() - d * s) <= 5 * se + math.sqrt(d) * amp.output_grid.grid / 2
+
+
+def test_an_infinite_epsilon_adds_no_noise_and_a_noise_of_no_coordinates_is_refused():
+    F = np.array([[0.125, -3.0], [7.0, 1e-3]])
+    exact = AmpOutputNoise(epsilon=math.inf, d=2)
+    assert exact.privatize(F, np.random.default_rng(0)) is F and exact.variance() == 0.0
+    assert exact.output_bounds == (-math.inf, math.inf)
+    with pytest.raises(ConfigError, match="d"):
+        AmpOutputNoise(epsilon=1.0, d=0)
