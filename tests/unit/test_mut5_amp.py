@@ -109,7 +109,11 @@ def test_the_scale_is_the_gamma_radius_scale_and_fixes_the_grid(epsilon, radius)
     s = 2.0 * radius / epsilon
     assert amp.scale == pytest.approx(s, rel=1e-15)
     assert amp.output_grid.grid == grid_for(s) and amp.output_grid.bound >= 2.0**31 + 40 * s - amp.output_grid.grid
-    dist = np.linalg.norm(amp.privatize(np.zeros((n, d)), np.random.default_rng(2)), axis=1)
+    out = amp.privatize(np.zeros((n, d)), np.random.default_rng(2))
+    # symmetric noise: the reported bias is 0 and the mean release is the point (5 s.e., plus the rounding)
+    assert amp.bias() == 0.0
+    assert np.all(np.abs(out.mean(axis=0)) <= 5 * math.sqrt(amp.variance() / n) + amp.output_grid.grid)
+    dist = np.linalg.norm(out, axis=1)
     se = math.sqrt(d) * s / math.sqrt(n)  # sd of a Gamma(d, s) radius
     assert abs(dist.mean() - d * s) <= 5 * se + math.sqrt(d) * amp.output_grid.grid / 2
 
