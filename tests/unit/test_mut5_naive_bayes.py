@@ -1,0 +1,45 @@
+"""Mutation round 5 (common/learners/naive_bayes.py): the owner's (feature, bin, class) report and its inputs.
+
+``cells`` refuses labels outside ``0..K-1``: a label ``-1`` or ``K`` would put the owner's report into another
+(bin, class) cell (``bin * K + y``), a count the debiasing then credits to the wrong class. The tests refused a
+label that was the only one, where ``min`` and ``max`` agree: checking ``max() < 0`` or ``min() >= K`` passed.
+Now one bad label among good ones is refused, each side.
+"""
+
+import numpy as np
+import pytest
+
+from privfed.common.bounds import Bounds
+from privfed.common.errors import ConfigError
+from privfed.common.learners.naive_bayes import NaiveBayesEncoding
+
+BOUNDS = Bounds.of(0.0, 3.0, 2)
+
+
+@pytest.mark.parametrize("labels", [[0, 2, -1], [-1, 0, 1], [0, 1, 3], [3, 2, 2]])
+def test_one_label_outside_the_classes_among_good_ones_is_refused(labels):
+    enc = NaiveBayesEncoding(epsilon=1.0, bounds=BOUNDS, n_classes=3)
+    X = np.array([[0.5, 2.5], [1.5, 0.2], [2.9, 2.0]])
+    with pytest.raises(ConfigError, match="class indices"):
+        enc.cells(X, np.array(labels))
+    with pytest.raises(ConfigError, match="class indices"):
+        enc.share(X, np.array(labels), np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("owners", [[0, 1, -1], [0, 1], [0, 0, 1, 1]])
+def test_an_owner_index_below_zero_or_a_map_of_another_length_is_refused(owners):
+    enc = NaiveBayesEncoding(epsilon=1.0, bounds=BOUNDS, n_classes=3)
+    X, y = np.array([[0.5, 2.5], [1.5, 0.2], [2.9, 2.0]]), np.array([0, 1, 2])
+    with pytest.raises(ConfigError, match="owner_of_row"):
+        enc.share(X, y, np.random.default_rng(0), owner_of_row=np.array(owners))
+
+
+def test_an_owner_index_without_a_row_is_refused_and_no_rows_make_no_report():
+    """Owner 1 of ``[0, 2, 2]`` holds no row: refused, where ``any`` for ``all`` let it report the next owner's
+    first row. No rows at all: no owner, no report (``m = 0``), not a refusal."""
+    enc = NaiveBayesEncoding(epsilon=1.0, bounds=BOUNDS, n_classes=3)
+    X, y = np.array([[0.5, 2.5], [1.5, 0.2], [2.9, 2.0]]), np.array([0, 1, 2])
+    with pytest.raises(ConfigError, match="must hold a row"):
+        enc.share(X, y, np.random.default_rng(0), owner_of_row=np.array([0, 2, 2]))
+    j, reports = enc.share(X[:0], y[:0], np.random.default_rng(0))
+    assert j.shape == (0,) and len(reports) == 0
