@@ -43,3 +43,29 @@ def test_an_owner_index_without_a_row_is_refused_and_no_rows_make_no_report():
         enc.share(X, y, np.random.default_rng(0), owner_of_row=np.array([0, 2, 2]))
     j, reports = enc.share(X[:0], y[:0], np.random.default_rng(0))
     assert j.shape == (0,) and len(reports) == 0
+
+
+@pytest.mark.parametrize("features", [[0, 1, -1], [-1, 0, 0], [0, 1, 2], [2, 1, 1]])
+def test_the_coordinator_refuses_one_sampled_feature_outside_the_features_among_good_ones(features):
+    """A report's feature travels in the clear from an owner: ``-1`` would be credited to the last feature
+    (``np.add.at`` wraps it), ``d`` fails later; checked with ``max() < 0`` or ``min() >= d`` neither was refused."""
+    enc = NaiveBayesEncoding(epsilon=1.0, bounds=BOUNDS, n_classes=3, oracle="krr")
+    reports = enc.frequency_oracle.privatize(np.array([0, 4, 5]), np.random.default_rng(0))
+    with pytest.raises(ConfigError, match="sampled features"):
+        enc.counts(np.array(features), reports)
+
+
+def test_an_owner_of_several_rows_reports_each_of_them_with_equal_probability():
+    """The owner draws one of its rows uniformly (module docstring): at ε = ∞ the reports are the drawn rows' exact
+    cells, so each of an owner's three rows (distinct cells in both features) is reported a third of the time
+    (5 s.e.). ``U / count`` for ``U * count`` reported the first row always."""
+    enc = NaiveBayesEncoding(epsilon=np.inf, bounds=BOUNDS, n_classes=3)
+    rows, labels = np.array([[0.5, 0.5], [1.5, 1.5], [2.5, 2.5]]), np.array([0, 1, 2])
+    owners = 30_000
+    X, y = np.tile(rows, (owners, 1)), np.tile(labels, owners)
+    j, reports = enc.share(X, y, np.random.default_rng(5), owner_of_row=np.repeat(np.arange(owners), 3))
+    cells = enc.cells(rows, labels)  # (3, d): row r's cell of feature f
+    which = np.argmax(reports[:, None] == cells[:, j].T, axis=1)  # the row whose cell was reported
+    assert np.all(reports == cells[which, j])
+    freq = np.bincount(which, minlength=3) / owners
+    assert np.all(np.abs(freq - 1 / 3) <= 5 * np.sqrt((1 / 3) * (2 / 3) / owners)), freq
