@@ -69,3 +69,13 @@ def test_an_owner_of_several_rows_reports_each_of_them_with_equal_probability():
     assert np.all(reports == cells[which, j])
     freq = np.bincount(which, minlength=3) / owners
     assert np.all(np.abs(freq - 1 / 3) <= 5 * np.sqrt((1 / 3) * (2 / 3) / owners)), freq
+
+
+@pytest.mark.parametrize("cells", [[0, 4, -1], [-1, 3, 3], [0, 4, 9], [9, 2, 2]])
+def test_the_coordinator_refuses_one_exact_report_outside_the_cells_among_good_ones(cells):
+    """At ε = ∞ a report is the owner's cell in ``0..B K - 1`` (here 9 cells): ``-1`` among good reports would be
+    credited to the last cell, ``9`` is no cell; both refused (the checks with min and max swapped, or ``> B K``,
+    let them through)."""
+    enc = NaiveBayesEncoding(epsilon=np.inf, bounds=BOUNDS, n_classes=3)
+    with pytest.raises(ConfigError, match="exact reports"):
+        enc.counts(np.array([0, 1, 1]), np.array(cells))
