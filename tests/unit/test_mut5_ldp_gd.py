@@ -1,0 +1,38 @@
+"""Mutation round 5 (common/learners/ldp_gd.py): the owner's K-class gradient, the report the Piecewise mechanism
+perturbs.
+
+Only the two-class gradient had a closed-form test. The K-class one, ``(softmax_k(Θ t̃) - [y = k]) t̃``, was checked
+for its range only: shifting the scores by their column maxima (``axis=0``: a different softmax), or adding the row
+maximum, or subtracting the row minimum (the same softmax in exact arithmetic, but ``exp`` of scores hundreds
+apart overflows to inf and the report becomes NaN) all passed. Now the gradient is compared with SciPy's softmax
+at moderate and at extreme models (scores thousands apart, any model a coordinator may send), and must stay
+finite and in ``[-1, 1]``. ``n_outputs`` must refuse one class.
+"""
+
+import numpy as np
+import pytest
+from scipy.special import softmax
+
+from privfed.common.errors import ConfigError
+from privfed.common.learners.ldp_gd import logistic_gradients, n_outputs
+
+
+@pytest.mark.parametrize("scale", [0.7, 40.0, 2000.0])
+def test_a_k_class_gradient_is_the_softmax_residual_times_the_row(scale):
+    rng = np.random.default_rng(21)
+    k, d, n = 4, 3, 200
+    t = rng.uniform(-1.0, 1.0, (n, d))
+    y = rng.integers(0, k, n)
+    theta = rng.normal(scale=scale, size=(k, d + 1))
+    t1 = np.hstack([t, np.ones((n, 1))])
+    residual = softmax(t1 @ theta.T, axis=1) - np.eye(k)[y]
+    expected = (residual[:, :, None] * t1[:, None, :]).reshape(n, -1)
+    g = logistic_gradients(theta, t, y, k)
+    assert np.all(np.isfinite(g)) and np.all(np.abs(g) <= 1.0)
+    np.testing.assert_allclose(g, expected, rtol=1e-9, atol=1e-12)
+
+
+def test_one_class_has_no_gradient_model():
+    assert n_outputs(2) == 1 and n_outputs(5) == 5
+    with pytest.raises(ConfigError, match="n_classes"):
+        n_outputs(1)
