@@ -7,6 +7,10 @@ maximum, or subtracting the row minimum (the same softmax in exact arithmetic, b
 apart overflows to inf and the report becomes NaN) all passed. Now the gradient is compared with SciPy's softmax
 at moderate and at extreme models (scores thousands apart, any model a coordinator may send), and must stay
 finite and in ``[-1, 1]``. ``n_outputs`` must refuse one class.
+
+``gd_mechanism`` built Duchi's and Laplace's mechanisms at ``2 epsilon`` (half the noise) and built PM for both
+(``!=`` in the hm-to-pm mapping) without a failing test; each is now checked to be the mechanism named, at the
+report's whole epsilon (the mechanisms' own epsilon-LDP tests then apply).
 """
 
 import numpy as np
@@ -14,7 +18,10 @@ import pytest
 from scipy.special import softmax
 
 from privfed.common.errors import ConfigError
-from privfed.common.learners.ldp_gd import logistic_gradients, n_outputs
+from privfed.common.learners.ldp_gd import gd_mechanism, logistic_gradients, n_outputs
+from privfed.common.mechanisms.duchi import DuchiMultidim
+from privfed.common.mechanisms.laplace import LaplaceMechanism
+from privfed.common.mechanisms.piecewise_multidim import PiecewiseMultidim
 
 
 @pytest.mark.parametrize("scale", [0.7, 40.0, 2000.0])
@@ -36,3 +43,18 @@ def test_one_class_has_no_gradient_model():
     assert n_outputs(2) == 1 and n_outputs(5) == 5
     with pytest.raises(ConfigError, match="n_classes"):
         n_outputs(1)
+
+
+def test_the_gradient_mechanism_is_the_one_named():
+    """Duchi's and Laplace's mechanisms are built when named (``!=`` for ``==`` in the hm-to-pm mapping built PM
+    for both): Duchi's reports lie on its two values ``+-B`` per coordinate."""
+    duchi = gd_mechanism("duchi", epsilon=1.0, p=4)
+    assert isinstance(duchi, DuchiMultidim) and duchi.epsilon == 1.0 and duchi.d == 4  # the whole epsilon, once
+    reports = duchi.privatize(np.zeros((500, 4)), np.random.default_rng(1))
+    lo, hi = duchi.output_bounds
+    assert np.all(np.isin(reports, [lo, hi]))
+    laplace = gd_mechanism("laplace", epsilon=1.0, p=4)
+    assert isinstance(laplace, LaplaceMechanism) and laplace.epsilon == 1.0 and laplace.d == 4
+    pm = gd_mechanism("pm", epsilon=1.0, p=4)
+    assert isinstance(pm, PiecewiseMultidim) and pm.base == "pm"
+    assert isinstance(gd_mechanism("hm", epsilon=1.0, p=4), PiecewiseMultidim)
