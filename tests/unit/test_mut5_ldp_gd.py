@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 from scipy.special import softmax
 
+from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.learners.ldp_gd import gd_mechanism, logistic_gradients, n_outputs
+from privfed.common.learners.ldp_gd import gd_mechanism, gradient_shares, logistic_gradients, n_outputs
 from privfed.common.mechanisms.duchi import DuchiMultidim
 from privfed.common.mechanisms.laplace import LaplaceMechanism
 from privfed.common.mechanisms.piecewise_multidim import PiecewiseMultidim
@@ -58,3 +59,24 @@ def test_the_gradient_mechanism_is_the_one_named():
     pm = gd_mechanism("pm", epsilon=1.0, p=4)
     assert isinstance(pm, PiecewiseMultidim) and pm.base == "pm"
     assert isinstance(gd_mechanism("hm", epsilon=1.0, p=4), PiecewiseMultidim)
+
+
+@pytest.mark.parametrize(("k", "labels"), [(2, [0, 1, -1]), (2, [2, 0, 1]), (3, [-1, 2, 0]), (3, [0, 1, 3])])
+def test_one_label_outside_the_classes_among_good_ones_is_refused(k, labels):
+    """A label ``-1`` would be read as class K-1 (``np.eye(K)[-1]``) or as "not class 1": a gradient of a row the
+    owner does not hold. The check with min and max swapped, ``and`` for ``or`` or ``>`` for ``>=`` let one through."""
+    bounds = Bounds.of(0.0, 1.0, 2)
+    mech = gd_mechanism("pm", epsilon=1.0, p=n_outputs(k) * 3)
+    X = np.full((3, 1, 2), 0.5)
+    with pytest.raises(ConfigError, match="class indices"):
+        gradient_shares(np.zeros((n_outputs(k), 3)), X, np.array(labels)[:, None], bounds=bounds, n_classes=k,
+                        mechanism=mech, rng=np.random.default_rng(0))  # fmt: skip
+
+
+@pytest.mark.parametrize(("shape", "y_shape"), [((3, 1, 3), (3, 1)), ((3, 2, 2), (3, 1)), ((3, 2), (3, 1))])
+def test_rows_of_another_width_or_labels_of_another_shape_are_refused(shape, y_shape):
+    bounds = Bounds.of(0.0, 1.0, 2)
+    mech = gd_mechanism("pm", epsilon=1.0, p=3)
+    with pytest.raises(ConfigError, match="X must be"):
+        gradient_shares(np.zeros((1, 3)), np.full(shape, 0.5), np.zeros(y_shape, dtype=int), bounds=bounds,
+                        n_classes=2, mechanism=mech, rng=np.random.default_rng(0))  # fmt: skip
