@@ -80,3 +80,21 @@ def test_rows_of_another_width_or_labels_of_another_shape_are_refused(shape, y_s
     with pytest.raises(ConfigError, match="X must be"):
         gradient_shares(np.zeros((1, 3)), np.full(shape, 0.5), np.zeros(y_shape, dtype=int), bounds=bounds,
                         n_classes=2, mechanism=mech, rng=np.random.default_rng(0))  # fmt: skip
+
+
+def test_a_one_row_owner_reports_its_rows_gradient_itself():
+    """One row per owner is the target setting: the mean over one own row is that row's gradient (divided by 1),
+    with or without padding rows; the test above had owners of 5, 2 and 0 rows, so ``max(own, 2)`` (half of every
+    one-row owner's gradient) passed. At ε = ∞ the report is the gradient exactly."""
+    bounds = Bounds(np.array([0.0, -5.0]), np.array([10.0, 5.0]))
+    rng = np.random.default_rng(8)
+    theta = rng.uniform(-2.0, 2.0, (1, 3))
+    X, y = rng.uniform(bounds.lo, bounds.hi, (4, 1, 2)), np.array([[0], [1], [1], [0]])
+    mech = gd_mechanism("pm", epsilon=np.inf, p=3)
+    want = logistic_gradients(theta, bounds.to_unit(X[:, 0]), y[:, 0], 2)
+    out = gradient_shares(theta, X, y, bounds=bounds, n_classes=2, mechanism=mech, rng=rng)
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-15)
+    padded = np.concatenate([X, np.zeros((4, 2, 2))], axis=1)  # two padding rows each, masked out by counts
+    y_padded = np.concatenate([y, np.zeros((4, 2), dtype=int)], axis=1)
+    out = gradient_shares(theta, padded, y_padded, bounds=bounds, n_classes=2, mechanism=mech, rng=rng, counts=[1] * 4)
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-15)
