@@ -9,6 +9,12 @@ clamp. Now a point at ``2.1e9 < 2^31`` is released around itself, and one beyond
 ``accelerated_steps`` (the public step count of every FedDPDR solve) refused nothing in the tests: its check
 with ``or`` for ``and``, ``kappa >= 0`` or ``radius >= 0`` passed, as did no check at all. Each bad argument is
 now refused alone, and a start already within the radius takes no step (Thm 3.18's bound needs none).
+
+``nesterov_within`` aiming at ``1.5 r`` instead of ``(1 - FLOAT_SHARE) r``, or with another momentum, passed:
+real convergence is faster than Thm 3.18's bound, so only the count and the iteration show it. Now the number of
+gradient calls is the docstring's count and the iterates are Bubeck's §3.7.1 method, replayed on a quadratic.
+The scale ``2 r / epsilon`` (the Gamma radius's scale, which fixes the grid), epsilon = inf (no noise), d = 0,
+the reported bias 0 and the symmetric clamp had no test of their own either.
 """
 
 import math
