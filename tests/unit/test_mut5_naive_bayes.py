@@ -79,3 +79,25 @@ def test_the_coordinator_refuses_one_exact_report_outside_the_cells_among_good_o
     enc = NaiveBayesEncoding(epsilon=np.inf, bounds=BOUNDS, n_classes=3)
     with pytest.raises(ConfigError, match="exact reports"):
         enc.counts(np.array([0, 1, 1]), np.array(cells))
+
+
+@pytest.mark.parametrize("oracle", ["krr", "oue", "olh"])
+@pytest.mark.parametrize("epsilon", [0.5, 3.0])
+def test_one_owners_count_variance_is_the_bernoulli_variance_of_its_support(oracle, epsilon):
+    """One owner, ``d`` features: its support of cell ``c`` is Bernoulli(p) for its own cell and Bernoulli(q) for
+    the others, so ``Var z_c = p(1-p)/(p-q)^2`` or ``q(1-q)/(p-q)^2``, and the d-scaled count ``d z_c 1[j = f]`` has
+    variance ``d (Var z_c + a) - a`` (``a = 1[c = v]``). The realised scaling of one owner who drew feature 0 is
+    ``Var z_c`` there (no sampling variance: fpc 0) and 0 elsewhere. ``1 - p + q`` for ``1 - p - q`` (within the
+    statistical test's tolerance at 8 owners) and ``n_owners - 1`` unfloored (NaN for one owner) passed."""
+    for d in (1, 3):
+        enc = NaiveBayesEncoding(epsilon=epsilon, bounds=Bounds.of(0.0, 3.0, d), n_classes=2, oracle=oracle)
+        p, q = enc.frequency_oracle.p, enc.frequency_oracle.q
+        v = np.array([[3] * d])  # the owner's cell of every feature: bin 1, class 1
+        a = (np.arange(enc.domain) == 3).astype(float)
+        var_z = np.where(a == 1.0, p * (1 - p), q * (1 - q)) / (p - q) ** 2
+        want = np.tile(d * (var_z + a) - a, (d, 1)).reshape(d, enc.n_bins, enc.n_classes)
+        np.testing.assert_allclose(enc.count_variance(v, scaling="d"), want, rtol=1e-12)
+        drawn = np.eye(d, dtype=int)[0]
+        realised = enc.count_variance(v, scaling="realised", drawn=drawn).reshape(d, -1)
+        np.testing.assert_allclose(realised[0], var_z, rtol=1e-12)
+        assert np.all(realised[1:] == 0.0)
