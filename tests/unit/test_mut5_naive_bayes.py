@@ -8,6 +8,7 @@ Now one bad label among good ones is refused, each side.
 
 import numpy as np
 import pytest
+from scipy.stats import hypergeom
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
@@ -101,3 +102,21 @@ def test_one_owners_count_variance_is_the_bernoulli_variance_of_its_support(orac
         realised = enc.count_variance(v, scaling="realised", drawn=drawn).reshape(d, -1)
         np.testing.assert_allclose(realised[0], var_z, rtol=1e-12)
         assert np.all(realised[1:] == 0.0)
+
+
+def test_the_realised_scalings_sampling_variance_is_the_hypergeometric_one():
+    """At ε = ∞ the realised count of a cell is ``(N / n) H``, ``H`` the owners of the cell among the ``n`` who drew
+    the feature: a uniform sample without replacement of the ``N``, so ``H`` is hypergeometric(N, h, n) and the
+    variance ``(N / n)^2 Var H`` (SciPy's). ``(N - n) / N`` or ``/ (N - 2)`` for the correction ``/ (N - 1)`` passed."""
+    enc = NaiveBayesEncoding(epsilon=np.inf, bounds=Bounds.of(0.0, 3.0, 2), n_classes=2)
+    X = np.array([[0.5, 2.5]] * 5 + [[1.5, 0.5]] * 3 + [[2.5, 1.5]] * 2)  # N = 10 owners
+    y = np.array([0] * 5 + [1] * 3 + [0] * 2)
+    cells = enc.cells(X, y)
+    N, drawn = 10, np.array([4, 6])
+    got = enc.count_variance(cells, scaling="realised", drawn=drawn).reshape(2, -1)
+    for f, n in enumerate(drawn):
+        h = np.bincount(cells[:, f], minlength=enc.domain)
+        with np.errstate(divide="ignore", invalid="ignore"):  # SciPy's higher moments of k = 0, not used
+            want = (N / n) ** 2 * np.array([hypergeom(N, k, n).var() for k in h])
+        np.testing.assert_allclose(got[f], want, rtol=1e-12, atol=1e-12)
+        assert np.any(want > 0)
