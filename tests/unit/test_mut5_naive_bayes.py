@@ -120,3 +120,6 @@ def test_the_realised_scalings_sampling_variance_is_the_hypergeometric_one():
             want = (N / n) ** 2 * np.array([hypergeom(N, k, n).var() for k in h])
         np.testing.assert_allclose(got[f], want, rtol=1e-12, atol=1e-12)
         assert np.any(want > 0)
+    # two owners, one on each feature: H is 0 or 1 with probability 1/2 each, Var = 1/4, times (N / n)^2 = 4
+    two = enc.count_variance(cells[[0, 5]], scaling="realised", drawn=[1, 1]).reshape(2, -1)
+    np.testing.assert_allclose(two[0][[cells[0, 0], cells[5, 0]]], [1.0, 1.0], rtol=1e-12)
