@@ -19,7 +19,13 @@ from scipy.special import softmax
 
 from privfed.common.bounds import Bounds
 from privfed.common.errors import ConfigError
-from privfed.common.learners.ldp_gd import gd_mechanism, gradient_shares, logistic_gradients, n_outputs
+from privfed.common.learners.ldp_gd import (
+    LdpGradientDescent,
+    gd_mechanism,
+    gradient_shares,
+    logistic_gradients,
+    n_outputs,
+)
 from privfed.common.mechanisms.duchi import DuchiMultidim
 from privfed.common.mechanisms.laplace import LaplaceMechanism
 from privfed.common.mechanisms.piecewise_multidim import PiecewiseMultidim
@@ -98,3 +104,14 @@ def test_a_one_row_owner_reports_its_rows_gradient_itself():
     y_padded = np.concatenate([y, np.zeros((4, 2), dtype=int)], axis=1)
     out = gradient_shares(theta, padded, y_padded, bounds=bounds, n_classes=2, mechanism=mech, rng=rng, counts=[1] * 4)
     np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-15)
+
+
+def test_the_descent_accepts_the_edges_of_its_documented_parameters():
+    """``n_iterations >= 1``, ``min_group >= 1``, ``0 <= l2 < inf`` (class docstring): one iteration, groups of one
+    and no L2 weight are valid plans (all refused by mutants that passed), an infinite weight is not."""
+    bounds = Bounds.of(0.0, 1.0, 2)
+    gd = LdpGradientDescent(epsilon=1.0, n_classes=2, bounds=bounds, n_iterations=1, min_group=1, l2=0.0)
+    assert gd.iterations(10) == 1 and gd.l2 == 0.0
+    assert LdpGradientDescent(epsilon=1.0, n_classes=2, bounds=bounds, min_group=1).iterations(5) == 5
+    with pytest.raises(ConfigError, match="l2"):
+        LdpGradientDescent(epsilon=1.0, n_classes=2, bounds=bounds, l2=float("inf"))
