@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from privfed.common.datasets import SPLIT_CACHE_ENV, Dataset, federation_split
-from privfed.common.errors import ConfigError, JobAborted
+from privfed.common.errors import ConfigError, JobAborted, RoundFailed
 from privfed.common.schema import FederationSchema
 from privfed.deploy.certs import make_certs
 from privfed.deploy.child import ChildCall, call_in_child, start_in_child
@@ -262,34 +262,48 @@ def _simulate(config: SimulationConfig, run_dir: Path, report: JobReport) -> Non
         )
         certs = None if config.insecure else make_certs(run_dir / "certs", owners=config.n_processes)
         for eps in config.epsilons:
-            runs = []
+            runs: list[dict[str, Any]] = []
+            failed: list[tuple[dict[str, Any], RoundFailed]] = []
             for s in seeds:
                 point_dir = run_dir / f"eps-{eps:g}" / (f"seed-{s}" if config.repeats > 1 else "")
                 n_samples = prepared.n_samples[s]
-                run = run_point(
-                    config
-                    if n_samples == config.job.n_samples
-                    else config.replace(job=config.job.replace(n_samples=n_samples)),
-                    job.replace(epsilon=eps, seed=s, n_samples=n_samples),
-                    point_dir,
-                    certs,
-                    tests[s],
-                    show_progress,
-                    schema,
-                    split_cache,
-                    partial(_reference, pending, s),
-                    prepared.sizes,
-                )
+                try:
+                    run = run_point(
+                        config
+                        if n_samples == config.job.n_samples
+                        else config.replace(job=config.job.replace(n_samples=n_samples)),
+                        job.replace(epsilon=eps, seed=s, n_samples=n_samples),
+                        point_dir,
+                        certs,
+                        tests[s],
+                        show_progress,
+                        schema,
+                        split_cache,
+                        partial(_reference, pending, s),
+                        prepared.sizes,
+                    )
+                except RoundFailed as e:  # the job's outcome, not the configuration's: one of the spread (W14-16)
+                    if config.repeats == 1:
+                        raise
+                    failed.append(
+                        ({"seed": s, "status": "failed", "error": str(e), "report": _in_run(point_dir, run_dir)}, e)
+                    )
+                    print(f"  eps={eps:g} seed {s}: failed: {e}", file=sys.stderr)
+                    continue
                 spent_file = write_json(point_dir / "epsilon_spent.json", run.pop("_spent"))
                 run["epsilon_spent"]["per_owner_file"] = str(spent_file.relative_to(run_dir))
-                run["report"] = str((point_dir / "report.json").relative_to(run_dir))
+                run["report"] = _in_run(point_dir, run_dir)
                 runs.append(run)
-            points.append(_point(eps, runs))
+            if not runs:  # every repeat failed: so does the point, as with one repeat
+                raise failed[0][1]
+            points.append(_point(eps, runs, [f for f, _ in failed]))
             spread = points[-1]["accuracy_std"] / math.sqrt(len(runs))
             rows_help = not job.one_report_per_owner
             warning = accuracy_warning(
                 eps, points[-1]["accuracy"], majority, int(test0.y.shape[0]), spread, rows_help=rows_help
             )
+            if failed:
+                points[-1]["repeats_warning"] = _failed_repeats_warning(eps, len(failed), len(seeds))
             if warning:
                 points[-1]["warning"] = warning
             references = pending.result()  # done: the first federation's report waited for it
@@ -297,7 +311,8 @@ def _simulate(config: SimulationConfig, run_dir: Path, report: JobReport) -> Non
             report.update(reference_accuracy=reference, reference_learner=references[job.seed]["reference_learner"])
             _print_point(points[-1], reference, chance, majority)
         report.update(
-            warnings=[prepared.warning] * bool(prepared.warning) + [p["warning"] for p in points if "warning" in p]
+            warnings=[prepared.warning] * bool(prepared.warning)
+            + [p[key] for p in points for key in ("repeats_warning", "warning") if key in p]
         )
         plot = run_dir / "accuracy_vs_epsilon.png"  # matplotlib, in a child process too
         call_in_child("privfed.deploy.simulation_data:plot", plot, config, job, points, reference, chance, majority)
@@ -308,8 +323,22 @@ def _reference(pending: ChildCall, seed: int) -> dict[str, object]:
     return dict(pending.result()[seed])
 
 
-def _point(epsilon: float, runs: list[dict]) -> dict:
-    """One ε: its runs' mean accuracy and standard deviation (ddof 1; 0 for a single run)."""
+def _in_run(point_dir: Path, run_dir: Path) -> str:
+    """The path of a federation's ``report.json``, relative to the simulation's run directory."""
+    return str((point_dir / "report.json").relative_to(run_dir))
+
+
+def _failed_repeats_warning(epsilon: float, failed: int, repeats: int) -> str:
+    """The one-line warning of a point some of whose repeats failed (their reasons are in its ``failed_runs``)."""
+    return (
+        f"warning: eps={epsilon:g}: {failed} of {repeats} repeats failed (failed_runs in the report says why); the accuracy and "
+        f"its spread are of the {repeats - failed} that finished, so they overstate what a run at this eps gives."
+    )
+
+
+def _point(epsilon: float, runs: list[dict], failed: Sequence[dict] = ()) -> dict:
+    """One ε: its finished runs' mean accuracy and standard deviation (ddof 1; 0 for a single run), and
+    the repeats that failed (``failed_runs``: seed, error, report), if any."""
     acc = np.array([r["accuracy"] for r in runs])
     point = {
         "epsilon": epsilon,
@@ -320,6 +349,8 @@ def _point(epsilon: float, runs: list[dict]) -> dict:
         "owners": runs[0]["owners"],
         "rounds_s": float(np.mean([r["timings"]["rounds_s"] for r in runs])),
     }
+    if failed:
+        return point | {"runs": runs, "failed_runs": list(failed)}
     if len(runs) == 1:
         return point | {k: v for k, v in runs[0].items() if k not in point}
     return point | {"runs": runs}
@@ -333,5 +364,6 @@ def _print_point(point: dict, reference: float, chance: float, majority: float) 
         f"{point['owners']} owners released, rounds {point['rounds_s']:.2f} s)",
         file=sys.stderr,
     )
-    if "warning" in point:
-        print(f"  {point['warning']}", file=sys.stderr)
+    for key in ("repeats_warning", "warning"):
+        if key in point:
+            print(f"  {point[key]}", file=sys.stderr)

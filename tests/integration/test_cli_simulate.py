@@ -56,6 +56,41 @@ def test_simulate_reports_baselines_repeats_and_infinite_epsilon_without_bars_on
     assert (report_path.parent / "accuracy_vs_epsilon.png").stat().st_size > 1000
 
 
+#: ``bdt --release shares`` at ε = 0.5 on 20 owners of 200 rows: with the seeded noise, the federation of
+#: seed 0 finds nothing to boost and that of seed 1 finishes; so do seeds 6 and 7 both fail (W14-16).
+NOTHING_TO_BOOST_SOMETIMES = ["simulate", "--owners", "20", "--processes", "1", "--epsilon", "0.5", "--task", "bdt",
+                              "--release", "shares", "--rounds", "2", "--insecure", "--n-samples", "200",
+                              "--rng", "seeded", "--repeats", "2"]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_simulate_keeps_the_finished_repeats_when_one_fails_and_fails_when_all_do(tmp_path):
+    def simulate(seed: int, out: str) -> subprocess.CompletedProcess:
+        args = [sys.executable, "-m", "privfed.deploy.cli", *NOTHING_TO_BOOST_SOMETIMES, "--seed", str(seed)]
+        env = {k: v for k, v in os.environ.items() if k != SPLIT_CACHE_ENV}
+        return subprocess.run(
+            args + ["--out", str(tmp_path / out)], capture_output=True, text=True, timeout=300, env=env
+        )
+
+    one_failed = simulate(0, "one")
+    assert one_failed.returncode == 0, one_failed.stderr[-3000:]
+    (report_path,) = (tmp_path / "one").glob("*/report.json")
+    report = json.loads(report_path.read_text())
+    assert report["status"] == "ok"
+    (point,) = report["points"]
+    ((failed_run,),) = [point["failed_runs"]]
+    assert failed_run["seed"] == 0 and failed_run["error"].startswith("nothing to boost")
+    assert json.loads((report_path.parent / failed_run["report"]).read_text())["status"] == "failed"
+    assert [run["seed"] for run in point["runs"]] == [1] and point["accuracy"] == point["runs"][0]["accuracy"]
+    assert point["repeats_warning"] in report["warnings"] and "1 of 2 repeats failed" in point["repeats_warning"]
+    assert "1 of 2 repeats failed" in one_failed.stderr and "seed 0: failed: nothing to boost" in one_failed.stderr
+
+    all_failed = simulate(6, "all")
+    assert all_failed.returncode != 0 and "nothing to boost" in all_failed.stderr.splitlines()[-1]
+    (report_path,) = (tmp_path / "all").glob("*/report.json")
+    assert json.loads(report_path.read_text())["status"] == "failed"
+
+
 def _own_files(tmp_path, bad_line: int | None = None, rows: tuple[int, int] = (60, 60)):
     """Two owners' CSV files (labels {3, 7} and {-1, 3, 7}; ``rows`` each), a public test file and their schema."""
     import numpy as np
