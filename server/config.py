@@ -84,17 +84,45 @@ __all__ = ["FLAGS", "KEYS", "LABEL_SCHEMES", "TASKS", "JobConfig", "key_of"]
 
 def _task_params(task: str, values: dict[str, Any]) -> TaskParams:
     """``task``'s parameter object from fields by name; a field of another task (or of none) is refused."""
-    own = BY_TASK[task]
     for name in values:
-        if name not in own:
-            takers = [t for t, table in BY_TASK.items() if name in table]
-            if not takers:
-                raise ConfigError(f"{name!r} is not a job parameter; known: {', '.join(sorted(PARAMETERS))}")
-            raise ConfigError(
-                f"{flag_of(name)} is a parameter of --task {' and '.join(takers)}, not of --task {task}: drop it "
-                f"(or use --task {takers[0]})"
-            )
+        fault = _foreign_parameter(task, name)
+        if fault:
+            raise ConfigError(fault)
     return PARAMS[task](**values)
+
+
+def _foreign_parameter(task: str, name: str) -> str | None:
+    """What is wrong with field ``name`` in a job of ``task`` (a parameter of another task, or of none); None if it
+    is ``task``'s own or a common field."""
+    if name in COMMON or name in BY_TASK[task]:
+        return None
+    takers = [t for t, table in BY_TASK.items() if name in table]
+    if not takers:
+        return f"{name!r} is not a job parameter; known: {', '.join(sorted(PARAMETERS))}"
+    return (
+        f"{flag_of(name)} is a parameter of --task {' and '.join(takers)}, not of --task {task}: drop it "
+        f"(or use --task {takers[0]})"
+    )
+
+
+def field_faults(values: dict[str, Any]) -> list[str]:
+    """Every fault of the fields ``values`` (by name, as :meth:`JobConfig.from_flat` takes them) that each field
+    shows alone: a value outside its field's constraint, a parameter of another task. A job file's faults are
+    named together (walkthrough 14, W14-11: they came one at a time). ``values["task"]``, if given, must be
+    valid; the faults of fields taken together are :meth:`JobConfig.from_flat`'s."""
+    task = values.get("task")
+    faults = []
+    for name, value in values.items():
+        fault = None if task is None else _foreign_parameter(str(task), name)
+        param = COMMON.get(name) or (BY_TASK[str(task)].get(name) if task is not None else None)
+        if fault is None and param is not None:
+            try:
+                param.check(value, flag_of(name))
+            except ConfigError as exc:
+                fault = str(exc)
+        if fault:
+            faults.append(fault)
+    return faults
 
 
 @dataclass(frozen=True, kw_only=True)

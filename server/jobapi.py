@@ -30,7 +30,7 @@ import grpc
 from privfed.common.errors import ConfigError, PrivfedError, reason
 from privfed.common.roles import DATA_USER
 from privfed.proto.jobwire import JOB_METHODS, JOB_SERVICE, decode_json, encode_json
-from privfed.server.config import FLAGS, KEYS, JobConfig
+from privfed.server.config import FLAGS, KEYS, JobConfig, field_faults
 from privfed.server.joblog import outside_jobs
 from privfed.server.jobstore import no_job
 from privfed.server.parameter_tables import COMMON
@@ -106,29 +106,40 @@ def _store_paths(root: Path) -> re.Pattern[str]:
 def job_settings(doc: Mapping[str, Any]) -> dict[str, Any]:
     """A job file's settings as :class:`JobConfig` fields: keys as ``privfed simulate --config`` takes
     them (``n-samples`` or ``n_samples``, ``rounds``, ``C``), ``epsilon`` one number. ConfigError
-    names an unknown key (or one that is the service's) and a missing ``task``, ``epsilon`` or ``owners``."""
+    names every fault a key or value shows alone, together: an unknown key (or one that is the service's), a value
+    outside its constraint, a parameter of another task, a missing ``task``, ``epsilon`` or ``owners``."""
     out: dict[str, Any] = {}
+    faults = []
     for key, value in doc.items():
         k = str(key).replace("-", "_")
         if KEYS.get(k) in SERVICE_OWNED:
-            raise ConfigError(f"job file key {key!r} is the service's own setting (privfed serve), not a job's")
-        if k not in JOB_KEYS:
-            raise ConfigError(f"job file key {key!r} is not a job setting; known: {', '.join(sorted(JOB_KEYS))}")
-        out[JOB_KEYS[k]] = value
+            faults.append(f"job file key {key!r} is the service's own setting (privfed serve), not a job's")
+        elif k not in JOB_KEYS:
+            faults.append(f"job file key {key!r} is not a job setting; known: {', '.join(sorted(JOB_KEYS))}")
+        else:
+            out[JOB_KEYS[k]] = value
+    missing = [k for k in ("task", "epsilon", "owners") if k not in out]
     eps = out.get("epsilon")
     if isinstance(eps, list):
         if len(eps) != 1:
-            raise ConfigError(f"a job has one epsilon, got {eps}; submit one job per value")
-        out["epsilon"] = eps[0]
+            faults.append(f"a job has one epsilon, got {eps}; submit one job per value")
+            del out["epsilon"]
+        else:
+            out["epsilon"] = eps[0]
     if isinstance(out.get("epsilon"), str):
         out["epsilon"] = math.inf if out["epsilon"].strip().lower() == "inf" else out["epsilon"]
     if (
         "task" in out
     ):  # an unknown task first: what else it needs depends on it (W11-10: "task = 'svm'" was told owners)
-        COMMON["task"].check(out["task"], "task")
-    missing = [k for k in ("task", "epsilon", "owners") if k not in out]
+        try:
+            COMMON["task"].check(out["task"], "task")
+        except ConfigError as exc:
+            raise ConfigError("; ".join([str(exc), *faults])) from None
+    faults += field_faults(out)
     if missing:
-        raise ConfigError(f"the job file needs {', '.join(missing)}")
+        faults.append(f"the job file needs {', '.join(missing)}")
+    if faults:
+        raise ConfigError("; ".join(faults))
     return out
 
 

@@ -27,7 +27,7 @@ from privfed.deploy.cli import main as cli_main
 from privfed.deploy.signer import Signer
 from privfed.deploy.tokens import read_token
 from privfed.server.dispatcher import Dispatcher
-from privfed.server.jobapi import job_settings
+from privfed.server.jobapi import job_file_errors, job_settings
 from privfed.server.jobstore import JobStore
 from privfed.server.registration import certificate_nodes
 from privfed.server.statuspage import render
@@ -223,6 +223,28 @@ def test_a_job_file_takes_the_simulate_keys_of_a_job_and_one_epsilon():
     ):
         with pytest.raises(ConfigError, match=match):
             job_settings(doc)
+
+
+def test_a_job_file_names_all_its_faults_at_once_in_its_own_keys():
+    """Walkthrough 14, W14-11: a job file's faults came one at a time, "needs owners" first, then each wrong key
+    after the one before was fixed."""
+    doc = {"task": "ncc", "epsilon": 1.0, "rounds": 3, "solver": "newton", "mechanism": "gauss", "colour": "red"}
+    with pytest.raises(ConfigError) as raised, job_file_errors():
+        job_settings(doc)
+    message = str(raised.value)
+    expected = [
+        "job file key 'colour' is not a job setting; known: ",
+        "rounds is a parameter of task bdt, not of task ncc: drop it (or use task bdt)",
+        "solver is a parameter of task lr, not of task ncc: drop it (or use task lr)",
+        "mechanism must be one of ('pm', 'hm', 'duchi', 'laplace'), got 'gauss'",
+        "the job file needs owners",
+    ]
+    at = [message.find(fault) for fault in expected]
+    assert -1 not in at and at == sorted(at), message
+    # a file with one fault says that one alone, and a good file passes
+    with pytest.raises(ConfigError, match=r"^the job file needs owners$"):
+        job_settings({"task": "ncc", "epsilon": 1.0})
+    assert job_settings({"task": "ncc", "epsilon": 1.0, "owners": 3, "mechanism": "pm"})["mechanism"] == "pm"
 
 
 def test_a_job_api_call_to_a_port_where_no_service_listens_says_so_in_words(capsys):
