@@ -59,6 +59,9 @@ CREATE TABLE IF NOT EXISTS rounds (
     learner_account TEXT,          -- JSON: what the round's shares booked (a journal of older code: NULL)
     sum_account TEXT               -- JSON: what its evaluation booked
 );
+CREATE TABLE IF NOT EXISTS reports (
+    path TEXT NOT NULL             -- a run of the unfinished job: its report.json (the runs in order)
+);
 """
 #: Columns added after the first journals were written: a journal without them gets them, NULL in its rounds.
 _ADDED = {"learner_account": "TEXT", "sum_account": "TEXT"}
@@ -154,6 +157,26 @@ class Journal:
                 "start the same owner nodes (same --name and --shards) before resuming"
             )
         return str(recorded_run)
+
+    def note_run(self, report: Path, *, resume: bool) -> list[Path]:
+        """Record that this run of the job writes its report to ``report``; return the reports of the earlier runs
+        of the unfinished job the journal holds, oldest first (none: no unfinished job).
+
+        A resumed ``privfed coordinator`` reads them to name what the owners may have spent in the runs before it
+        (their reports are written ahead of every batch that asks for releases: ``run_federated_job(write_ahead=
+        True)``), as the service does with a job's one report (walkthrough 14, W14-2). With no unfinished job the
+        list starts afresh; a run that would overwrite an unfinished job without ``resume`` is not recorded
+        (:meth:`begin` refuses it)."""
+        unfinished = bool(self.unfinished_owners())
+        if unfinished and not resume:
+            return []
+        earlier = [Path(row[0]) for row in self._db.execute("SELECT path FROM reports ORDER BY rowid")]
+        with self._db:
+            self._db.execute("BEGIN")
+            if not unfinished:
+                self._db.execute("DELETE FROM reports")
+            self._db.execute("INSERT INTO reports (path) VALUES (?)", (str(Path(report).resolve()),))
+        return earlier if unfinished else []
 
     def finish(self) -> None:
         with self._db:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import signal
@@ -27,7 +28,8 @@ from privfed.server.job import FederatedJob, FinishedJob, run_federated_job
 from privfed.server.models import load_model
 from privfed.server.parameters import FeddpdrParams, LrParams
 from privfed.server.registration import Expected, certificate_nodes
-from privfed.server.report import JobReport, baselines, host_info, version_info
+from privfed.server.report import JobReport, baselines, host_info, version_info, write_json
+from privfed.server.rounds import may_have_spent
 from privfed.server.strategies import make_strategy
 from privfed.server.strategies.base import Strategy
 
@@ -206,7 +208,11 @@ def run_coordinator(
             report.update(config=config.to_report())  # with what it resolves (bdt's release), even if refused now
             job = coordinator_job(config, tls)  # before the port opens: nobody is asked for anything
             if config.journal is not None:  # a resumed run is the same job to its owners (one job without a policy)
-                job = replace(job, announced_id=journal_job_id(config.journal))
+                job = replace(
+                    job,
+                    announced_id=journal_job_id(config.journal),
+                    spent_before=_spent_in_earlier_runs(config.journal, report, resume=config.resume),
+                )
             report.update(
                 config=config.to_report(d=job.schema.d),  # with what the schema resolves (FedDPDR's k)
                 schema_sha256=job.schema.digest(),
@@ -218,7 +224,15 @@ def run_coordinator(
             server.start(config.listen)
             if stopped:
                 raise JobAborted("before the job started")
-            done = run_federated_job(server, job, report, release=release, stopped=stop_reason, reference=reference)
+            done = run_federated_job(
+                server,
+                job,
+                report,
+                release=release,
+                stopped=stop_reason,
+                reference=reference,
+                write_ahead=config.journal is not None,  # a killed run's report names what it asked: --resume reads it
+            )
         _print_result(done)
         if config.serve:
             log.info("serving model %s until SIGTERM", job.model_id)
@@ -233,6 +247,32 @@ def run_coordinator(
             signal.signal(sig, handler)
         if server is not None:
             server.stop()
+
+
+def _spent_in_earlier_runs(journal: Path, report: JobReport, *, resume: bool) -> dict[str, float]:
+    """What each owner may have spent in the earlier runs of the unfinished job ``journal`` holds, by their reports
+    (:meth:`~privfed.server.journal.Journal.note_run`; the most any of them names, as each resumed run's report
+    carries the runs before it): a resumed job's report names it as its own if the run does not count it again
+    (walkthrough 14, W14-2). An earlier report its run never finished (still ``running``: the process was killed)
+    is marked failed, naming the run directory that goes on with the job."""
+    from privfed.server.journal import Journal
+
+    with Journal(journal) as book:
+        earlier = book.note_run(report.run_dir() / "report.json", resume=resume)
+    spent: dict[str, float] = {}
+    for path in earlier:
+        try:
+            fields = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            log.warning("the report of an earlier run of this job, %s, is unreadable (%s): its owners' spending "
+                        "is not carried into this report; their ledgers hold it", path, exc)  # fmt: skip
+            continue
+        for owner, epsilon in may_have_spent(fields).items():
+            spent[owner] = max(spent.get(owner, 0.0), epsilon)
+        if fields.get("status") == "running":
+            fields |= {"status": "failed", "error": f"interrupted; the job was resumed in {report.run_dir()}"}
+            write_json(path, fields)
+    return spent
 
 
 def _print_result(done: FinishedJob) -> None:

@@ -95,8 +95,8 @@ def _job(tmp: Path, kill_after_round: int | None) -> tuple[dict, dict]:
             if p.poll() is None:
                 p.kill()
     model_path = sorted(out.glob("*/model.json"))[-1]
-    if kill_after_round is not None:  # one run directory: the resumed coordinator finished the killed one's job
-        assert len(list(out.glob("*/report.json"))) == 1
+    if kill_after_round is not None:  # the killed run's report, written ahead of its batches, names the run going on
+        _assert_resumed_in(out)
     debits = {}
     for i in range(2):
         path = tmp / f"owner-{i}.sqlite"
@@ -106,6 +106,32 @@ def _job(tmp: Path, kill_after_round: int | None) -> tuple[dict, dict]:
             for oid in owner_ids:
                 debits[oid] = sorted((h["purpose"].split(":")[0], h["epsilon"]) for h in ledger.history(oid))
     return json.loads(model_path.read_text()), debits
+
+
+def _assert_resumed_in(out: Path) -> dict:
+    """The report of the run that finished a killed job; the killed run's report says the job went on there."""
+    killed, resumed = (json.loads(p.read_text()) for p in sorted(out.glob("*/report.json")))
+    assert resumed["status"] == "ok", resumed.get("error")
+    assert killed["status"] == "failed" and killed["error"].startswith("interrupted; the job was resumed in "), killed
+    assert killed["error"].endswith(str(sorted(out.glob("*/report.json"))[1].parent.resolve())), killed["error"]
+    return resumed
+
+
+def _booked(journal: Path) -> dict[str, float]:
+    """Each owner -> the most the journal's recorded accounts book it for (each step's book holds the job's epsilon
+    by owner so far)."""
+    booked: dict[str, float] = {}
+    with sqlite3.connect(f"file:{journal}?mode=ro", uri=True) as db:
+        for row in db.execute("SELECT learner_account, sum_account FROM rounds"):
+            for account in filter(None, row):
+                for owner, epsilon in json.loads(account)["book"]["epsilon"].items():
+                    booked[owner] = max(booked.get(owner, 0.0), epsilon)
+    return booked
+
+
+def _paid(ledger: Path) -> dict[str, float]:
+    with sqlite3.connect(f"file:{ledger}?mode=ro", uri=True) as db:
+        return dict(db.execute("SELECT owner_id, SUM(epsilon) FROM releases GROUP BY owner_id").fetchall())
 
 
 def test_a_coordinator_killed_mid_job_resumes_to_the_same_model(tmp_path):
@@ -128,7 +154,18 @@ def test_a_resumed_job_goes_on_without_a_node_that_never_came_back_while_its_quo
         while _rounds_done(journal) < 4 and time.monotonic() < deadline:
             assert coordinator.poll() is None, (tmp_path / "coordinator.log").read_text()[-3000:]
             time.sleep(0.01)
-        assert _rounds_done(journal) < ROUNDS, "the job ended before the kill"
+        while True:  # stopped where owner-1 has paid for a step the journal has not recorded (walkthrough 14, W14-2)
+            assert coordinator.poll() is None, (tmp_path / "coordinator.log").read_text()[-3000:]
+            assert time.monotonic() < deadline and _rounds_done(journal) < ROUNDS, (
+                "no unrecorded release before the end"
+            )
+            coordinator.send_signal(signal.SIGSTOP)  # the journal holds still while it is compared with the ledger
+            booked, paid = _booked(journal), _paid(tmp_path / "owner-1.sqlite")
+            unrecorded = {o for o, e in paid.items() if e > booked.get(o, 0.0) + 1e-9}
+            if unrecorded:
+                break
+            coordinator.send_signal(signal.SIGCONT)
+            time.sleep(0.005)
         for p in (owners[1], coordinator):  # the host of owner-1 and the coordinator go down; owner-1 stays down
             p.send_signal(signal.SIGKILL)
             p.wait()
@@ -141,9 +178,12 @@ def test_a_resumed_job_goes_on_without_a_node_that_never_came_back_while_its_quo
         for p in [coordinator, *owners]:
             if p.poll() is None:
                 p.kill()
-    (report_path,) = out.glob("*/report.json")
-    report = json.loads(report_path.read_text())
-    assert report["status"] == "ok" and report["lost_nodes"] == ["owner-1"], report.get("error")
+    report = _assert_resumed_in(out)
+    assert report["lost_nodes"] == ["owner-1"], report
+    # every owner that paid is named: owner-1's that paid in the step the killed run had not recorded too
+    named = {o for o, e in report["epsilon_by_owner"].items() if e > 0} | set(report["epsilon_unanswered_by_owner"])
+    paid = _paid(tmp_path / "owner-0.sqlite") | _paid(tmp_path / "owner-1.sqlite")
+    assert unrecorded <= set(paid) <= named, (sorted(unrecorded), sorted(set(paid) - named))
     log = (tmp_path / "coordinator-resumed.log").read_text()
     assert "20 of them are not registered within 5 s" in log and "the job goes on over the 20 that did" in log, log
     with sqlite3.connect(tmp_path / "owner-1.sqlite") as db:

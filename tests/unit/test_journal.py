@@ -312,3 +312,46 @@ def test_a_resumed_job_counts_the_owners_that_only_evaluated_as_its_uninterrupte
         result = _run(data, owner_side, journal, resume=True)
     assert any(r.from_journal for r in result.rounds)
     assert _report(result, owner_side) == clean
+
+
+def test_a_journal_lists_the_reports_of_its_unfinished_jobs_earlier_runs_for_a_resumed_one(tmp_path):
+    """Walkthrough 14, W14-2, for ``privfed coordinator --resume``: the resumed run reads what the killed runs'
+    reports (written ahead of each batch) say the owners may have spent; the journal says where they are."""
+    run = [tmp_path / f"run{i}" / "report.json" for i in range(5)]
+    with Journal(tmp_path / "journal.sqlite") as journal:
+        assert journal.note_run(run[0], resume=False) == []  # a fresh job: nothing before it
+        journal.begin(fingerprint="f", owner_ids=["a", "b"], run_id="r", resume=False)
+        assert journal.note_run(run[1], resume=False) == []  # begin will refuse it: not recorded
+        assert journal.note_run(run[2], resume=True) == [run[0].resolve()]
+        assert journal.note_run(run[3], resume=True) == [run[0].resolve(), run[2].resolve()]
+        journal.finish()
+        assert journal.note_run(run[4], resume=True) == []  # a finished job's runs are not the next job's
+        journal.begin(fingerprint="g", owner_ids=["a"], run_id="s", resume=True)
+        assert journal.note_run(run[0], resume=True) == [run[4].resolve()]
+
+
+def test_a_resumed_coordinator_carries_the_most_each_earlier_report_names_and_marks_a_killed_one(tmp_path):
+    import json
+
+    from privfed.server.main import _spent_in_earlier_runs
+    from privfed.server.report import JobReport
+
+    killed, failed = tmp_path / "killed" / "report.json", tmp_path / "failed" / "report.json"
+    for path, fields in (
+        (killed, {"status": "running", "epsilon_by_owner": {"a": 1.0}, "epsilon_unanswered_by_owner": {"b": 2.0}}),
+        (failed, {"status": "failed", "error": "x", "epsilon_by_owner": {"a": 0.5, "c": 1.5}}),
+    ):
+        path.parent.mkdir()
+        path.write_text(json.dumps(fields))
+    journal = tmp_path / "journal.sqlite"
+    with Journal(journal) as book:
+        book.note_run(killed, resume=False)
+        book.begin(fingerprint="f", owner_ids=["a", "b", "c"], run_id="r", resume=False)
+        book.note_run(failed, resume=True)
+        book.note_run(tmp_path / "lost" / "report.json", resume=True)  # a run whose report was never written
+    now = JobReport(tmp_path, {}, run_dir=tmp_path / "now")
+    assert _spent_in_earlier_runs(journal, now, resume=True) == {"a": 1.0, "b": 2.0, "c": 1.5}
+    marked = json.loads(killed.read_text())
+    assert marked["status"] == "failed" and marked["error"] == f"interrupted; the job was resumed in {tmp_path / 'now'}"
+    assert json.loads(failed.read_text())["error"] == "x"  # a report its run finished is left as it is
+    assert _spent_in_earlier_runs(journal, now, resume=False) == {}  # begin refuses it: it carries nothing
