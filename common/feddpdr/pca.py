@@ -58,10 +58,16 @@ SCALED_LIMIT = 2.0**500
 
 
 def clip_rows_to_unit_ball(A: np.ndarray) -> np.ndarray:
-    """Row-wise ``a <- a / max(1, ||a||)`` (SPEC §7), returning a new float array."""
-    A = np.asarray(A, dtype=np.float64)
+    """Row-wise ``a <- a / max(1, ||a||)`` (SPEC §7), returning a new float array.
+
+    Values below :data:`~privfed.common.bounds.TINY` read as 0, before the norm and after its division: the norm
+    squares each value, and a value below 2^-511 squares below the normal range, the CPU's slow path. Rows reach
+    here scaled by public maps the coordinator may choose (wide schema bounds, audit 36, A36-1; its basis ``U``,
+    audit 37, A37-1), which could otherwise place the band of raw values that take it. A function of each value
+    alone (:func:`~privfed.common.bounds.flush_tiny`), so no sensitivity bound changes."""
+    A = flush_tiny(A)
     norms = np.linalg.norm(A, axis=-1, keepdims=True)
-    return A / np.maximum(1.0, norms)
+    return flush_tiny(A / np.maximum(1.0, norms))
 
 
 def scale_rows_to_unit_ball(X: np.ndarray, bounds: Bounds) -> np.ndarray:
@@ -127,11 +133,9 @@ def _centred_into_ball(X: np.ndarray, bounds: Bounds, scale: Callable[[np.ndarra
     with np.errstate(over="ignore", invalid="ignore"):
         centred = scale(X - (bounds.lo + bounds.hi) / 2.0)
     centred = np.where(np.isnan(centred), 0.0, centred)
-    # Values below TINY read as 0, before the clip's norm and after its division (audit 36, A36-1): bounds as wide
-    # as Bounds accepts (a half-width to ~1.3e154, a coordinator's schema) scale a row value x with
-    # 0 < |x| < 1.5e-154 h sqrt(d) below 2^-511, whose square (the norm, X^T X) underflows: the slow path for the
-    # rows in a band the bounds choose. On the bits, a function of each value alone (flush_tiny).
-    return flush_tiny(clip_rows_to_unit_ball(flush_tiny(np.clip(centred, -SCALED_LIMIT, SCALED_LIMIT))))
+    # the clip reads values below TINY as 0 (audit 36, A36-1): bounds as wide as Bounds accepts (a half-width to
+    # ~1.3e154, a coordinator's schema) scale a row value x with 0 < |x| < 1.5e-154 h sqrt(d) below 2^-511
+    return clip_rows_to_unit_ball(np.clip(centred, -SCALED_LIMIT, SCALED_LIMIT))
 
 
 def normalise_rows(X: np.ndarray, bounds: Bounds) -> np.ndarray:
@@ -166,6 +170,7 @@ def check_unit_rows(X: np.ndarray, what: str) -> np.ndarray:
         raise ConfigError(f"{what} must be a 2-D array of rows, got shape {X.shape}")
     if not np.all(np.isfinite(X)):
         raise ConfigError(f"{what} contains non-finite values")
+    X = flush_tiny(X)  # the norm squares each value: none below 2^-511 (clip_rows_to_unit_ball; audit 37, A37-1)
     worst = float(np.max(np.linalg.norm(X, axis=1), initial=0.0))
     if worst > 1.0 + NORM_TOLERANCE:
         raise ConfigError(
