@@ -23,6 +23,7 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -205,7 +206,10 @@ class BoostShareKind(TaskKind[BoostShareTask]):
                 plan.release_mechanism  # noqa: B018 - builds (validates) the mechanism at the share's epsilon
             plan.label_rr()
         check_history(view.applied.get(spec.config.run_id), spec.config, spec.history)
-        if any(view.ledger.has_release_id(d.release_id) for d in self.debits(task, spec)):
+        cached = view.cached.get(share_key(task, spec))
+        # under share_groups="all" a round's entries are keyed by the round (debits): a kept share is sent again below
+        kept_round = cached is not None and spec.config.params.shares_per_owner > 1
+        if not kept_round and any(view.ledger.has_release_id(d.release_id) for d in self.debits(task, spec)):
             raise Refused("already_released", f"task id {task.task_id!r}")
         try:
             check_one_role(view.ledger, task.owner_id, spec.config, "share")
@@ -213,7 +217,6 @@ class BoostShareKind(TaskKind[BoostShareTask]):
             raise Refused("already_released") from exc
         purpose = f"{spec.ledger_entries()[0][2]}:{task.round_id}"
         released = sum(1 for h in view.ledger.history() if h["purpose"] == purpose)
-        cached = view.cached.get(share_key(task, spec))
         if released and cached is not None:  # the same release again: nothing new leaves
             log.info("task %s: boosting run %r's share sent again", task.task_id, task.round_id)
             return cached
@@ -224,6 +227,17 @@ class BoostShareKind(TaskKind[BoostShareTask]):
                 f"boosting run {task.round_id!r}: an owner releases at most {allowed} share(s) in a run",
             )
         return None
+
+    def debits(self, task: Task, spec: BoostShareTask) -> list[Debit]:
+        """The share's entries; under ``share_groups="all"`` each keyed by its run and round (:func:`share_key`), not
+        the task: a round asked again under another task id, by a resumed job of a node restarted meanwhile (its
+        kept share gone with the process), is refused ``already_released`` by its ledger instead of drawn again
+        (audit 37, A37-2: a second debit for the round, and a resumed job's report one share short)."""
+        debits = super().debits(task, spec)
+        if spec.config.params.shares_per_owner == 1:  # one share per run: check_one_role refuses a second
+            return debits
+        key = share_key(task, spec)
+        return [replace(d, release_id=f"{key}#{d.release_id.rpartition('#')[2]}") for d in debits]
 
     def compute(self, task: Task, spec: BoostShareTask, owner: LocalOwner) -> BoostShareReply:
         return boost_share(owner, spec)
