@@ -718,7 +718,15 @@ class CoordinatorService:
             self.store.update(record.job_id, asked=True)
 
         self.server.dispatcher.on_first_ask = asked
-        report = JobReport(self.config.store, {"status": "running"}, run_dir=job_dir, terms=in_job_file_terms)
+        # what an earlier run of the job may have had each owner spend, read before this run's report replaces its
+        # report: named from the start, so a run that ends before its owners are back keeps it (audit 37, A37-3)
+        carried = may_have_spent(self.report_of(record.job_id))
+        report = JobReport(
+            self.config.store,
+            {"status": "running"} | ({"epsilon_unanswered_by_owner": carried} if carried else {}),
+            run_dir=job_dir,
+            terms=in_job_file_terms,
+        )
 
         def on_batch(round_id: str, answered: int, asked: int) -> None:
             self._progress[record.job_id].update(round=round_id, answered=answered, asked=asked)
@@ -756,7 +764,7 @@ class CoordinatorService:
                 job_id=record.job_id,
                 data_user=record.data_user,
                 settings_warnings=tuple(in_job_file_terms(w) for w in job.settings_warnings),
-                spent_before=may_have_spent(self.report_of(record.job_id)) if config.resume else {},
+                spent_before=carried,
             )
             report.update(config=config.to_report(d=job.schema.d), schema_sha256=job.schema.digest())
             log.info(
