@@ -19,6 +19,9 @@ the band.
 No clock: :func:`fpstatus.slow_path` (the CPU's sticky denormal-operand flag and numpy's underflow reports over the
 owner core's computations from rows), for two owners whose rows differ in one value. The control is the same pair
 under an honest ``U`` (the identity), which A36-1's fix already keeps off the slow path.
+
+Fixed: ``clip_rows_to_unit_ball`` and ``check_unit_rows`` read values below 2^-300 as 0 before the norm
+(``common/feddpdr/pca.py``); these tests pass since.
 """
 
 from __future__ import annotations
@@ -79,11 +82,6 @@ def _seen(spec: SvmShareTask, monkeypatch) -> dict[str, set[str]]:
 CASES = [(m, s) for m in ("mc-huber", "centroid", "ovr-huber") for s in ("box", "ball")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A37-1: project() and check_unit_rows() square the projected rows X_unit @ U unflushed; a coordinator's "
-    "U with a 2^-300 entry puts (x u)^2 below the normal range for rows in a band it picks",
-)
 @pytest.mark.parametrize(("model", "scaling"), CASES, ids=[f"{m}-{s}" for m, s in CASES])
 def test_a_hostile_basis_takes_no_row_to_the_slow_path(model, scaling, monkeypatch):
     """Neighbouring rows, one value in the coordinator's band: the computation from rows must take the same path

@@ -19,6 +19,9 @@ none of them.
 Real service in this process (no owner node: none comes back), its store holding what the killed service left: the
 job ``running`` with ``asked``, its journal file, and the write-ahead report naming two owners. Control: the same
 store for a journal-less job (``nb``), which the start fails with its report kept.
+
+Fixed: the service reads the earlier report's may-have-spent before a run's report replaces it, and writes it as
+unanswered from the run's first write (``server/service.py``); these tests pass since.
 """
 
 from __future__ import annotations
@@ -71,11 +74,6 @@ def _after_restart(tmp_path: Path, settings: dict) -> tuple[str, dict]:
     return state, report
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A37-3: the resumed run's fresh JobReport overwrites the write-ahead report when it fails before "
-    "book.begin (no owner back within register_timeout): its carry is never written",
-)
 def test_a_resumed_job_that_fails_waiting_for_its_owners_keeps_who_may_have_paid(tmp_path):
     state, report = _after_restart(tmp_path, BDT)
     assert state == "failed", (state, report)
@@ -83,11 +81,6 @@ def test_a_resumed_job_that_fails_waiting_for_its_owners_keeps_who_may_have_paid
     assert named == may_have_spent(PAID), (named, {k: report.get(k) for k in ("status", "error")})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A37-3: a service stopped while the resumed run waits for its owners writes the run's fresh failed "
-    "report over the write-ahead one and queues the job again: the next run carries nothing",
-)
 def test_a_resumed_job_stopped_while_waiting_for_its_owners_keeps_who_may_have_paid(tmp_path):
     """The service is stopped (SIGTERM: ``stop()``) while the resumed run waits for its owners: the job is queued
     again ("stopped before it asked its owners anything"), and the report the next start carries from must still
@@ -108,11 +101,6 @@ def test_a_resumed_job_stopped_while_waiting_for_its_owners_keeps_who_may_have_p
     assert may_have_spent(report) == may_have_spent(PAID), report
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A37-3: a job whose settings the restarted service no longer takes is queued again by _recovered, not "
-    "failed with its report, and its run writes a fresh failed report over the write-ahead one",
-)
 @pytest.mark.parametrize("settings", [NB, BDT], ids=["nb", "bdt"])
 def test_a_job_whose_settings_the_restarted_service_no_longer_takes_keeps_who_may_have_paid(tmp_path, settings):
     """``_recovered`` cannot tell what such a job is (``journal_less`` raises ``ConfigError``: a key this version of

@@ -20,6 +20,9 @@ the report, not a leak. Real owner cores over one ledger file (the node's restar
 books are the coordinator's own (``server/rounds.py``), driven as ``run_federated_job`` drives them with
 ``write_ahead``: run 1's report is written when the batch is asked, then the coordinator dies before it books the
 answer; run 2 carries that report's :func:`may_have_spent`.
+
+Fixed: under ``share_groups="all"`` a share's ledger entry is keyed by its run and round
+(``BoostShareKind.debits``), so the restarted node refuses ``already_released``; these tests pass since.
 """
 
 from __future__ import annotations
@@ -79,11 +82,6 @@ def _resumed(tmp_path: Path, share_groups: str) -> tuple[float, float, object]:
     return reported, held, answer.payload
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A37-2: JobBook.carry nets per owner, so a resumed run's fresh share (share_groups='all', node restarted) "
-    "hides the interrupted run's debit: the report names one share of epsilon fewer than the ledger holds",
-)
 def test_a_resumed_jobs_report_names_what_the_ledger_holds_every_owner_sharing(tmp_path):
     reported, held, _ = _resumed(tmp_path, "all")
     assert reported >= held - 1e-12, (reported, held)
@@ -97,11 +95,6 @@ def test_control_one_share_per_owner_the_restarted_node_refuses_and_the_carry_ke
     assert np.isclose(reported, held), (reported, held)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A37-2 (owner side): under share_groups='all' a restarted node draws and debits an interrupted round's "
-    "share again (keyed by task id, counted per run), where server/journal.py says it refuses already_released",
-)
 def test_every_owner_sharing_the_restarted_node_does_not_debit_the_same_round_again(tmp_path):
     """The cause on the owner's side: asked for round 0 again after its restart, the node must not pay for round 0
     twice (as under ``share_groups="disjoint"``: ``already_released``). On current code it answers with a fresh
