@@ -7,10 +7,14 @@ from __future__ import annotations
 import argparse
 import math
 
+from privfed.common.addresses import UNIX_SOCKET_REFUSED, unix_socket
+
 
 def address(text: str, *, lowest_port: int = 1) -> str:
     """argparse ``type=``: ``HOST:PORT`` to dial (``[v6]:PORT`` for IPv6), the port an integer
     1..65535. Without a port gRPC would dial 443, which is never the coordinator's (50051 by default)."""
+    if unix_socket(text):
+        raise argparse.ArgumentTypeError(f"{text!r}: {UNIX_SOCKET_REFUSED}")
     host, sep, port = text.rpartition(":")
     if (
         not sep

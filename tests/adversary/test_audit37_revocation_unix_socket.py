@@ -13,6 +13,7 @@ its owners are no longer counted, its round goes on without them (``test_walk9_c
 over TCP, where it holds). The same comparison guards ``Registry.caller`` and ``leave`` (a fenced old process).
 
 No privacy leak (nothing is learned, no budget moves): an eviction of an honest node by a holder of its revoked key.
+Fixed: a Unix socket is refused (``privfed.common.addresses``), by the command line and by ``CoordinatorServer.start``.
 Real service in this process over mTLS, certificates from ``make_certs``; the control is the same sequence over TCP.
 """
 
@@ -58,17 +59,22 @@ def _evicted_by_a_stale_copy(tmp_path: Path, listen: str, target: str) -> str:
             return svc.server.dispatcher.node_states()[NODE]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A37-4: over a unix socket every gRPC peer is 'unix:', so Registry.revoked takes a stale revoked copy's "
-    "call for the re-keyed node's own connection and makes the honest node leave",
-)
-def test_a_stale_revoked_copy_cannot_evict_the_rekeyed_node_over_a_unix_socket(tmp_path, monkeypatch):
+def test_neither_the_command_line_nor_the_service_takes_a_unix_socket(tmp_path, monkeypatch):
+    """Fixed: a Unix socket is refused, on the command line (``--listen``, ``--coordinator``) and by the server
+    itself (a library caller's ``listen``), with the reason, before any node can connect."""
+    import argparse
+
+    from privfed.common.errors import ConfigError
     from privfed.deploy.argtypes import address, listen_address
 
-    assert listen_address("unix:50051") == address("unix:50051") == "unix:50051"  # what --listen/--coordinator take
-    monkeypatch.chdir(tmp_path)  # the socket ./50051
-    assert _evicted_by_a_stale_copy(tmp_path, "unix:50051", "unix:50051") == "online"
+    for text in ("unix:50051", "unix:/run/privfed.sock", "UNIX:x", "unix-abstract:privfed"):
+        for check in (address, listen_address):
+            with pytest.raises(argparse.ArgumentTypeError, match="a Unix socket is not supported"):
+                check(text)
+    monkeypatch.chdir(tmp_path)  # where a socket ./50051 would have been made
+    with pytest.raises(ConfigError, match=r"^--listen unix:50051: a Unix socket is not supported"):
+        _evicted_by_a_stale_copy(tmp_path, "unix:50051", "unix:50051")
+    assert not (tmp_path / "50051").exists()
 
 
 def test_control_over_tcp_the_stale_copy_evicts_nothing(tmp_path):
