@@ -356,7 +356,7 @@ class Dispatcher(NodeCalls):
                 node.queue.clear()
             self._pending.clear()
             self._arrived = []
-            self._waiting = set()
+            self._waiting, self.waiting = set(), None  # not an earlier job's note (audit 37, O-1: a batch left raising)
             self._job = job
             self._asked = False
             self._sent_to = set()

@@ -430,6 +430,44 @@ def test_a_round_waiting_long_says_every_minute_what_it_waits_for(caplog):
     assert len(waiting) == 1, waiting  # one line a minute, not one per check
 
 
+def test_a_batch_left_by_its_sink_raising_leaves_no_waiting_note_to_the_next_job():
+    """Audit 37, O-1: a batch that waited a minute, then left by an exception of its sink, kept its "waiting for" note,
+    which was the next running job's note (perhaps another data user's) until that job's first batch ended."""
+    now = [0.0]
+    d = Dispatcher(clock=lambda: now[0])
+    d.register("node-a", [info(A0)])
+    d.register("node-b", [info(B0)])
+    tasks = [Task("t0", A0, "r1", RingMessageTask(b"")), Task("t1", B0, "r1", RingMessageTask(b""))]
+
+    def sink(answers):
+        if any(a.task_id == "t1" for _, a in answers):
+            raise RuntimeError("a fold failed")
+        return []
+
+    raised = []
+
+    def run():
+        try:
+            d.run(tasks, timeout=600, sink=sink)
+        except RuntimeError as exc:
+            raised.append(exc)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    d.pull("node-a", 1.0)
+    d.push("node-a", [Result("t0", A0, Refusal("internal", "test"))])
+    for _ in range(3):  # a minute on the dispatcher's clock: the note is written
+        now[0] += 30.5
+        d.register("node-b", [info(B0)])
+        time.sleep(0.7)
+    assert d.waiting is not None and "waiting for node-b" in d.waiting
+    d.push("node-b", [Result("t1", B0, Refusal("internal", "test"))])
+    runner.join(5)
+    assert not runner.is_alive() and raised, "the sink's error ends the batch"
+    d.begin_job(None)  # the next job
+    assert d.waiting is None
+
+
 def test_a_pull_answer_stays_under_the_message_bound_and_the_rest_waits():
     """28 MiB queued for one node: handed out in answers gRPC can send, nothing lost."""
     b1 = owner_id("node-b", 1)
