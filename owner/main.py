@@ -21,7 +21,8 @@ from privfed.common.identity import owner_id
 from privfed.common.ledger import Ledger
 from privfed.common.ledger_rows import RowLayout
 from privfed.common.schema import FederationSchema, RawTable
-from privfed.common.schema.table import LoadedRows
+from privfed.common.schema.table import LoadedRows, split_line
+from privfed.common.schema.values import is_numeral
 from privfed.common.work_rows import check_declared_rows, work_rows
 from privfed.owner.data import (
     DataFileWatch,
@@ -247,6 +248,12 @@ def hosted_owners(
     # let --shards 2 of a 1-row file register and then refuse every task as schema_mismatch), else the file's lines
     # (the coordinator's schema decides whether the first is a header).
     bound, unit = (len(rows.lines), "line(s)") if counted is None else (counted, "row(s)")
+    if counted is None and shards.stop == bound and _names_only(rows):  # walkthrough 14, W14-10: registered, then
+        raise ConfigError(  # refused every task as "schema_mismatch"
+            f"--shards {config.shards}: the first of the {bound} line(s) in {config.data} holds no number, so it is "
+            f"a header and the file holds {bound - 1} row(s): {shards.stop} owners cannot have a row each; give "
+            f"--shards at most {bound - 1} (if that line is a row, give --schema FILE: its header setting says so)"
+        )
     if shards.stop > bound:
         raise ConfigError(
             f"--shards {config.shards}: {bound} {unit} in {config.data} cannot give "
@@ -294,6 +301,14 @@ def hosted_owners(
         return owners
 
     return DeferredOwners(tuple(owner_id(config.name, i) for i in shards), load, None if early is None else str(early))
+
+
+def _names_only(rows: RawTable) -> bool:
+    """Whether the first line of an owner's CSV holds no number: a header, as a schema without a ``header`` setting
+    reads it (:func:`~privfed.common.schema.table.load_rows`), known before the coordinator's schema is."""
+    return (
+        bool(rows.lines) and not rows.positional and not any(is_numeral(c.strip()) for c in split_line(rows.lines[0]))
+    )
 
 
 def build_node_owners(

@@ -45,6 +45,27 @@ def test_shards_zero_with_a_file_is_named_as_the_count_it_is(tmp_path, capsys):
     assert "--shards 0: with --data it is how many owners share the file's rows (at least 1)" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("header", [True, False])
+def test_shards_one_above_the_rows_of_a_headed_file_stop_the_node_before_it_dials(tmp_path, capsys, header):
+    """Walkthrough 14, W14-10: without --schema, --shards equal to the lines of a file with a header (one more than
+    its rows) registered with the service, which logged "its rows do not fit the federation schema" once the node
+    refused every task; now it stops at once with the one line --shards above the lines gives. A first line holding
+    a number is a row (the built-in schemas' rule), so such a file still starts with --shards equal to its lines."""
+    from privfed.deploy.cli import main
+
+    lines = ["a,b,y"] * header + ["1,2,0", "3,4,1"]
+    (tmp_path / "rows.csv").write_text("\n".join(lines) + "\n")
+    argv = ["owner", "--coordinator", "127.0.0.1:9", "--name", "owner-0", "--data", str(tmp_path / "rows.csv")]
+    flags = ["--ledger", str(tmp_path / "l.sqlite"), "--epsilon-budget", "1", "--insecure", "--connect-timeout", "1"]
+    assert main([*argv, "--shards", str(len(lines)), *flags]) == 2
+    err = capsys.readouterr().err
+    if header:
+        assert f"--shards 3: the first of the 3 line(s) in {tmp_path / 'rows.csv'} holds no number" in err, err
+        assert "give --shards at most 2" in err
+    else:  # it dials (nobody answers at port 9)
+        assert "holds no number" not in err and "127.0.0.1:9" in err, err
+
+
 def test_shards_are_checked_against_the_rows_a_schema_reads_not_the_lines(tmp_path, capsys):
     """Walkthrough 4, m10: a 1-row file with its header passed ``--shards 2`` (2 lines), registered, then refused
     every task as schema_mismatch. With ``--schema`` the rows are known before the node dials out."""
