@@ -8,7 +8,7 @@ split, paired with the non-private baseline of the same split, 95 % intervals). 
 
 from __future__ import annotations
 
-from privfed.deploy.reproduce_rules import EVERY, OURS, Better, Claim, Command, Quantity, Section, Similar
+from privfed.deploy.reproduce_rules import EVERY, OURS, Better, Claim, Command, Quantity, Section
 
 ACC = "accuracy"
 DATASETS = ("breast_cancer", "wine", "iris", "fair", "anes96", "star98")
@@ -56,12 +56,7 @@ TABULAR = Section(
             Claim(
                 OURS,
                 f"{name} at eps = 3 within 0.03 of AdaBoost-10 stumps, on every data set",
-                Similar(
-                    f"{name} eps=3 ({DATASETS[0]})",
-                    f"AdaBoost-10 stumps ({DATASETS[0]})",
-                    0.03,
-                    tuple((f"{name} eps=3 ({ds})", f"AdaBoost-10 stumps ({ds})") for ds in DATASETS[1:]),
-                ),
+                Better(tuple((f"{name} eps=3 ({ds})", f"AdaBoost-10 stumps ({ds})") for ds in DATASETS), margin=0.03),
                 DEV,
             )
             for name in BDT_RELEASES  # the default for one row per owner (marginals), and the paper's shares

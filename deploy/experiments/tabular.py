@@ -110,13 +110,14 @@ def _print(results: dict[str, Any], args: argparse.Namespace) -> None:
 
 
 def _print_goals(goals: dict[str, Any]) -> None:
-    print("goals of issue 22 (mean of the per-split differences ± 95% CI half-width):")
+    print("goals of issue 22 (mean of the per-split differences ± 95% CI half-width; met: the whole interval on the "
+          "goal's side, inconclusive: it straddles the line):")  # fmt: skip
     for name, out in goals.items():
         cells = []
         for key, v in out.items():
             what = "gap to AdaBoost-10" if "gap_to_adaboost" in v else "short of target by"
             value = v.get("gap_to_adaboost", v.get("short_by"))
-            cells.append(f"{key} {what} {value:+.3f}±{v['ci']:.3f} ({'met' if v['met'] else 'missed'})")
+            cells.append(f"{key} {what} {value:+.3f}±{v['ci']:.3f} ({v['verdict']})")
         print(f"  {name}: " + "; ".join(cells))
 
 

@@ -126,6 +126,24 @@ def test_similar_and_better_use_paired_differences_with_units() -> None:
     assert Better((("far", "ref"),), lower=True)({"far": far, "ref": ref}).verdict == NOT_MET
 
 
+def test_better_with_a_margin_is_one_sided() -> None:
+    """Issue 22's bdt goal, "within 0.03 of AdaBoost-10": a learner far better than the reference meets it (the
+    two-sided Similar called it inconclusive or not met), one whose interval reaches 0.03 worse is inconclusive, one
+    wholly worse than that is not met."""
+    ref = _series("ref", [0.90, 0.92, 0.88, 0.91, 0.89])
+    better = _series("better", [0.97, 0.98, 0.96, 0.97, 0.98])
+    close = _series("close", [0.90, 0.86, 0.88, 0.89, 0.84])  # 0.026 worse on average, the interval past 0.03
+    worse = _series("worse", [0.80, 0.82, 0.78, 0.81, 0.79])
+    rule = lambda name: Better(((name, "ref"),), margin=0.03)  # noqa: E731
+    values = {"ref": ref, "better": better, "close": close, "worse": worse}
+    assert Similar("better", "ref", 0.03)(values).verdict == NOT_MET  # equivalence fails a better learner
+    assert rule("better")(values).verdict == MET
+    assert rule("close")(values).verdict == INCONCLUSIVE
+    assert rule("worse")(values).verdict == NOT_MET
+    assert "better above ref - 0.03" in rule("better").text() and "side of -0.03" in rule("better").text()
+    assert Better((("ref", "better"),), lower=True, margin=0.1)(values).verdict == MET  # errors: below b + 0.1
+
+
 def test_read_path_goes_through_every_run() -> None:
     report = {"per_run": [{"v": {"cp": [0.5, 0.1]}}, {"v": {"cp": [0.7, 0.2]}}], "chance": 0.1, "x": {"values": [1, 2]}}
     assert read_path(report, ("per_run", EVERY, "v", "cp", 0)) == [0.5, 0.7]
