@@ -291,7 +291,16 @@ def run(args: argparse.Namespace, sections: tuple[Section, ...] = SECTIONS) -> i
     timeout = default if args.timeout is None else check_positive(args.timeout, name="--timeout")
     jobs = check_int(getattr(args, "jobs", JOBS), name="--jobs", minimum=1)
     out.mkdir(parents=True, exist_ok=True)
+    host = host_info() | {"cpus": os.cpu_count()}  # the code the experiments start from (walkthrough 15, W15-4)
     outcomes, seconds = reproduce(sections, out, quick=args.quick, seed=args.seed, timeout=timeout, jobs=jobs)
+    at_end = host_info()["git_commit"]
+    if at_end != host["git_commit"]:  # a commit, pull or checkout during the run: its numbers are the start's
+        host["git_commit_at_end"] = at_end
+        print(
+            f"warning: the checkout moved during the run, from commit {host['git_commit']} to {at_end}; the report "
+            "names the first, which the experiments started from",
+            file=sys.stderr,
+        )
     distinct = {id(r): r for o in outcomes for r in o.runs.values()}.values()
     meta = {
         "quick": args.quick,
@@ -307,7 +316,7 @@ def run(args: argparse.Namespace, sections: tuple[Section, ...] = SECTIONS) -> i
             + (["--timeout", f"{timeout:g}"] if args.timeout is not None else [])
             + (["--jobs", str(jobs)] if jobs != JOBS else [])
         ),
-        "host": host_info() | {"cpus": os.cpu_count()},
+        "host": host,
         "timeout_s": timeout,
     }
     write_report(out, outcomes, meta)

@@ -99,12 +99,18 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _commit(host: dict[str, Any]) -> str:
+    """The commit the run started from, and the one the checkout had moved to at its end, if another."""
+    moved = host.get("git_commit_at_end")
+    return f"{host.get('git_commit')}" + (f" (the checkout was at {moved} when the run ended)" if moved else "")
+
+
 def markdown_summary(outcomes: list[Outcome], meta: dict[str, Any]) -> str:
     """summary.md: a header line (quick or full, commit, host, wall time) and the summary table."""
     host = meta["host"]
     lines = [
         f"privfed reproduce{' --quick' if meta['quick'] else ''}: {meta['generated']}, privfed "
-        f"{host.get('privfed_version')} commit {host.get('git_commit')}, host {host.get('host')} "
+        f"{host.get('privfed_version')} commit {_commit(host)}, host {host.get('host')} "
         f"({host.get('cpus')} CPUs), seed {meta['seed']}, wall time {meta['wall_time_s']:.0f} s (CPU {meta['cpu_s']:.0f} s)",
         "",
         "| " + " | ".join(SUMMARY_HEADER) + " |",
@@ -191,7 +197,7 @@ def html_report(outcomes: list[Outcome], meta: dict[str, Any], out: Path) -> str
         "generated": meta["generated"],
         "command": meta["command"],
         "privfed version": str(host.get("privfed_version")),
-        "git commit": str(host.get("git_commit")),
+        "git commit": _commit(host),
         "host": f"{host.get('host')} ({host.get('machine')}, {host.get('cpus')} CPUs, Python {host.get('python')})",
         "seeds": f"{meta['seed']}, {meta['seed']} + 1, ... (passed as --seed to every experiment, whose runs use "
         "seed + run for their split and noise; the runs of the paper's pipeline and of ours share the seeds, so "
