@@ -270,7 +270,7 @@ def _run_query(config: QueryConfig, tls: TlsFiles | None) -> int:
     training = config.training
     train_rows, train_moments = 0, None
     if training is not None:
-        train_table = read_training(training[0], own_schema)
+        train_table = read_training(training[0], own_schema, confidential=training[1])
         # the indices against the label columns the file can have, before contact: F is the schema's, else >= 1
         check_confidential_labels(training, train_table, own_schema.d if own_schema is not None else None)
         train_rows, train_moments = train_table.shape[0], moment_rows(train_table)

@@ -98,7 +98,7 @@ def _read_csv(path: Path, what: str) -> np.ndarray:
         raise ConfigError(f"{what} {path.name}: not a numeric CSV file ({' '.join(str(exc).split())})") from None
 
 
-def read_training(path: Path, own_schema: FederationSchema | None) -> np.ndarray:
+def read_training(path: Path, own_schema: FederationSchema | None, confidential: tuple[int, ...] = ()) -> np.ndarray:
     """``--train-data``'s rows for the null-space methods: the model's features, then the label columns that
     ``--confidential-labels`` indexes. Read before contact (:mod:`privfed.owner.query`, "Timing").
 
@@ -106,7 +106,9 @@ def read_training(path: Path, own_schema: FederationSchema | None) -> np.ndarray
     file is read as the owner's own rows are (:meth:`FederationSchema.load`: columns by the header's names,
     categories one-hot, missing cells filled), so its features come in the schema's encoded columns; its
     label columns are the columns besides the features in the file's order, the schema's label as its class
-    index and any other as a number. The log names them with their indices."""
+    index and any other as a number. The log names them with their indices. A ``confidential`` index (of
+    ``--confidential-labels``) naming the schema's label is refused: the served model predicts that label, so its
+    answers tell it to the coordinator whatever the cleaning (walkthrough 15, W15-2)."""
     path = Path(path)
     if own_schema is None:
         return read_table(path, "--train-data")
@@ -122,9 +124,21 @@ def read_training(path: Path, own_schema: FederationSchema | None) -> np.ndarray
         raw.name,
         ", ".join(f"{k} {name}" for k, (name, _) in enumerate(columns)) or "none",
     )
+    for k in confidential:
+        if k < len(columns) and columns[k][0].endswith(SCHEMA_LABEL):
+            raise ConfigError(
+                f"--confidential-labels {k}: label column {k} of --train-data {raw.name} is "
+                f"{columns[k][0].removesuffix(SCHEMA_LABEL)}, the schema's label, which the served model predicts: "
+                "its answers tell the coordinator that label whatever the cleaning; name a label the model does not "
+                "predict; nothing sent"
+            )
     labels = [values[:, None] for _, values in columns]
     table = np.hstack([loaded.X, *labels]) if labels else loaded.X
     return table.astype(np.float64)
+
+
+#: How the log names the schema's label among ``--train-data``'s label columns.
+SCHEMA_LABEL = " (the schema's label, as its class index)"
 
 
 def _label_columns(
@@ -133,14 +147,14 @@ def _label_columns(
     """(name, values) of ``raw``'s columns besides the schema's features, in the file's order: the schema's
     label as its class index, any other column (by the ``header``'s names the schema matched) as numbers."""
     if header is None:  # columns by position: the features, then the label
-        return [] if y is None else [("label (as its class index)", y.astype(np.float64))]
+        return [] if y is None else [(f"{schema.label or 'label'}{SCHEMA_LABEL}", y.astype(np.float64))]
     body = [split_line(line) for line in raw.lines[1:]]
     out = []
     for col, name in enumerate(header):
         if name in schema.features:
             continue
         if y is not None and name == (schema.label or name):
-            out.append((f"{name} (the schema's label, as its class index)", y.astype(np.float64)))
+            out.append((f"{name}{SCHEMA_LABEL}", y.astype(np.float64)))
             y = None  # one label column
             continue
         cells = [row[col].strip() if col < len(row) else "" for row in body]

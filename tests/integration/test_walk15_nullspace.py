@@ -7,12 +7,12 @@ ran, logged ``mean e_privacy 0.07137 against the local A_c`` and printed the mod
 label: the coordinator learns the "confidential" label from its own answer, whatever the cleaning. Nothing said so.
 A label the model is asked to predict cannot be hidden from it; the run should stop before contact (as an index
 past the label columns is), naming the column.
+
+Fixed: ``read_training`` refuses such an index before contact (``owner/query_files.py``).
 """
 
 import subprocess
 import sys
-
-import pytest
 
 SCHEMA = """features = ["a", "b", "c"]
 classes = ["no", "yes"]
@@ -23,10 +23,6 @@ hi = [1.0, 1.0, 1.0]
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="W15-2: --confidential-labels naming the schema's label (what the served model predicts) is accepted",
-)
 def test_confidential_label_that_is_the_models_own_label_is_refused_before_contact(tmp_path):
     (tmp_path / "schema.toml").write_text(SCHEMA)
     rows = [(0.1 * (k % 10), 0.05 * (k % 20), 0.3, "yes" if k % 3 else "no", k % 2) for k in range(40)]
