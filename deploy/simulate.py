@@ -199,7 +199,7 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
         finally:
             report.update(wall_time_s=time.perf_counter() - t0)
     path = report.write(status="ok")
-    print(f"report: {path}", file=sys.stderr)
+    print(f"report: {path}", flush=True)
     return report.fields
 
 
@@ -357,13 +357,15 @@ def _point(epsilon: float, runs: list[dict], failed: Sequence[dict] = ()) -> dic
 
 
 def _print_point(point: dict, reference: float, chance: float, majority: float) -> None:
+    """A point's result line and its warnings, on stdout as ``privfed coordinator`` prints its result (walkthrough 15,
+    W15-12: ``privfed simulate ... > out.txt`` kept nothing); the rounds' log lines stay on stderr."""
     spread = f" ± {point['accuracy_std']:.4f}" if "runs" in point else ""
     print(
         f"  eps={point['epsilon']:<6g} accuracy={point['accuracy']:.4f}{spread}  (non-private reference "
         f"{reference:.4f}, majority class {majority:.4f}, chance {chance:.4f}; {point['took_part']}/"
         f"{point['owners']} owners released, rounds {point['rounds_s']:.2f} s)",
-        file=sys.stderr,
+        flush=True,
     )
     for key in ("repeats_warning", "warning"):
         if key in point:
-            print(f"  {point[key]}", file=sys.stderr)
+            print(f"  {point[key]}", flush=True)

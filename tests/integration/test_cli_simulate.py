@@ -41,7 +41,9 @@ def test_simulate_reports_baselines_repeats_and_infinite_epsilon_without_bars_on
     accepts = [line for line in rounds if "round accept: 20 of 20 task(s) answered" in line]  # each job's first
     releases = [line for line in rounds if "round r1: 20 of 20 task(s) answered" in line]
     assert len(accepts) == len(releases) == 4 and len(rounds) == 8, rounds
-    lines = [line for line in done.stderr.splitlines() if line.lstrip().startswith("eps=")]
+    lines = [line for line in done.stdout.splitlines() if line.lstrip().startswith("eps=")]  # results on stdout
+    assert not any(line.lstrip().startswith("eps=") for line in done.stderr.splitlines())
+    assert done.stdout.splitlines()[-1].startswith("report: ") and done.stdout.strip().endswith("report.json")
     assert len(lines) == 2 and all("±" in line and "majority class" in line and "chance" in line for line in lines)
     (report_path,) = tmp_path.glob("*/report.json")
     report = json.loads(report_path.read_text())
@@ -83,7 +85,7 @@ def test_simulate_keeps_the_finished_repeats_when_one_fails_and_fails_when_all_d
     assert json.loads((report_path.parent / failed_run["report"]).read_text())["status"] == "failed"
     assert [run["seed"] for run in point["runs"]] == [1] and point["accuracy"] == point["runs"][0]["accuracy"]
     assert point["repeats_warning"] in report["warnings"] and "1 of 2 repeats failed" in point["repeats_warning"]
-    assert "1 of 2 repeats failed" in one_failed.stderr and "seed 0: failed: nothing to boost" in one_failed.stderr
+    assert "1 of 2 repeats failed" in one_failed.stdout and "seed 0: failed: nothing to boost" in one_failed.stderr
 
     all_failed = simulate(6, "all")
     assert all_failed.returncode != 0 and "nothing to boost" in all_failed.stderr.splitlines()[-1]
