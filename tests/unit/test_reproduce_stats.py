@@ -144,6 +144,16 @@ def test_better_with_a_margin_is_one_sided() -> None:
     assert Better((("ref", "better"),), lower=True, margin=0.1)(values).verdict == MET  # errors: below b + 0.1
 
 
+def test_an_interval_is_shown_inside_what_its_quantity_can_be() -> None:
+    """Walkthrough 15, W15-13: an accuracy of 0.928 [0.802, 1.054] and a fit time of 0.0159 [-0.000807, 0.0327] s."""
+    accuracy = _series("AdaBoost", [0.99, 0.86, 0.95, 1.0, 0.84], "accuracy")
+    assert accuracy.interval().hi > 1.0 and accuracy.text().endswith(", 1.000] accuracy (5 seeds)")
+    seconds = _series("fit", [0.001, 0.03, 0.002, 0.03, 0.0005], "fit seconds")
+    assert seconds.interval().lo < 0.0 and "[0.000, " in seconds.text()
+    free = _series("gap", [-0.5, 0.4, -0.3], "difference")  # a unit without a range is shown as it is
+    assert free.text().startswith(f"gap: {free.interval().text()}")
+
+
 def test_read_path_goes_through_every_run() -> None:
     report = {"per_run": [{"v": {"cp": [0.5, 0.1]}}, {"v": {"cp": [0.7, 0.2]}}], "chance": 0.1, "x": {"values": [1, 2]}}
     assert read_path(report, ("per_run", EVERY, "v", "cp", 0)) == [0.5, 0.7]
