@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -247,6 +249,7 @@ def run_dataset(ds: Dataset, args: argparse.Namespace, di: int) -> dict[str, Any
     base: dict[str, list[float]] = {b: [] for b in BASELINES}
     acc: dict[str, dict[str, list[float]]] = {lrn: {f"{e:g}": [] for e in args.epsilon} for lrn in args.learners}
     failed: dict[str, int] = {}
+    started = time.perf_counter()
     for s in range(args.splits):
         train, test = train_test_split(ds, test_fraction=0.2, seed=args.seed + s)
         for name, value in baseline_scores(train, test).items():
@@ -263,6 +266,9 @@ def run_dataset(ds: Dataset, args: argparse.Namespace, di: int) -> dict[str, Any
                         model = FITTERS[learner](train, eps, rng, legacy=args.legacy)
                     scores.append(_score(model, test))
                 acc[learner][f"{eps:g}"].append(float(np.mean(scores)))
+        # progress on stderr, a line a split (walkthrough 15, W15-6: the default run said nothing for minutes)
+        print(f"tabular: {ds.name}: {s + 1}/{args.splits} splits done ({time.perf_counter() - started:.0f} s)",
+              file=sys.stderr, flush=True)  # fmt: skip
     cells: dict[str, dict[str, dict[str, Any]]] = {
         lrn: {e: {**mean_ci(v), "values": v} for e, v in per.items()} for lrn, per in acc.items()
     }
