@@ -311,7 +311,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     config = simulation_config(args)  # validated before any process starts
     with quiet_unless(args.verbose):  # the progress bars (or one line per round) and one line per epsilon say enough
-        simulate(config)
+        simulate(config, results=sys.stdout)  # its results on stdout, as the coordinator's (W15-12)
     return 0
 
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -172,9 +172,13 @@ def run_point(
     )
 
 
-def simulate(config: SimulationConfig) -> dict[str, Any]:
+def simulate(config: SimulationConfig, *, results: TextIO | None = None) -> dict[str, Any]:
     """Run ``config.repeats`` federations per ε of ``config.epsilons``; returns the report (also
     written to ``<run_dir>/report.json``; ``report["run_dir"]`` names the directory).
+
+    Each ε's result line, its warnings and the report's path are printed to ``results``: stderr by default, beside
+    the rounds' log, so a caller's own stdout stays its own; ``privfed simulate`` prints them to stdout, as
+    ``privfed coordinator`` prints its result (walkthrough 15, W15-12: ``privfed simulate ... > out.txt`` kept nothing).
 
     Repeat r uses seed ``job.seed + r`` for the split, the partition and (with ``rng="seeded"``)
     the owners' noise. A failure (a node exiting, every owner refusing, ...) still writes
@@ -195,15 +199,15 @@ def simulate(config: SimulationConfig) -> dict[str, Any]:
     )
     with report.on_failure():  # every way out writes the report (issue 23, item 3), then the error goes on
         try:
-            _simulate(config, run_dir, report)
+            _simulate(config, run_dir, report, results or sys.stderr)
         finally:
             report.update(wall_time_s=time.perf_counter() - t0)
     path = report.write(status="ok")
-    print(f"report: {path}", flush=True)
+    print(f"report: {path}", file=results or sys.stderr, flush=True)
     return report.fields
 
 
-def _simulate(config: SimulationConfig, run_dir: Path, report: JobReport) -> None:
+def _simulate(config: SimulationConfig, run_dir: Path, report: JobReport, results: TextIO) -> None:
     """The body of :func:`simulate`: fills ``report`` (points, references) as the federations run."""
     job = config.job
     show_progress = config.progress and sys.stderr.isatty()
@@ -309,7 +313,7 @@ def _simulate(config: SimulationConfig, run_dir: Path, report: JobReport) -> Non
             references = pending.result()  # done: the first federation's report waited for it
             reference = float(np.mean([r["reference_accuracy"] for r in references.values()]))
             report.update(reference_accuracy=reference, reference_learner=references[job.seed]["reference_learner"])
-            _print_point(points[-1], reference, chance, majority)
+            _print_point(points[-1], reference, chance, majority, results)
         report.update(
             warnings=[prepared.warning] * bool(prepared.warning)
             + [p[key] for p in points for key in ("repeats_warning", "warning") if key in p]
@@ -356,16 +360,16 @@ def _point(epsilon: float, runs: list[dict], failed: Sequence[dict] = ()) -> dic
     return point | {"runs": runs}
 
 
-def _print_point(point: dict, reference: float, chance: float, majority: float) -> None:
-    """A point's result line and its warnings, on stdout as ``privfed coordinator`` prints its result (walkthrough 15,
-    W15-12: ``privfed simulate ... > out.txt`` kept nothing); the rounds' log lines stay on stderr."""
+def _print_point(point: dict, reference: float, chance: float, majority: float, results: TextIO) -> None:
+    """A point's result line and its warnings, to ``results`` (:func:`simulate`)."""
     spread = f" ± {point['accuracy_std']:.4f}" if "runs" in point else ""
     print(
         f"  eps={point['epsilon']:<6g} accuracy={point['accuracy']:.4f}{spread}  (non-private reference "
         f"{reference:.4f}, majority class {majority:.4f}, chance {chance:.4f}; {point['took_part']}/"
         f"{point['owners']} owners released, rounds {point['rounds_s']:.2f} s)",
+        file=results,
         flush=True,
     )
     for key in ("repeats_warning", "warning"):
         if key in point:
-            print(f"  {point[key]}", flush=True)
+            print(f"  {point[key]}", file=results, flush=True)

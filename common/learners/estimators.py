@@ -8,9 +8,10 @@ learner module that imports scikit-learn (and with it pandas): an owner node nev
 
 from __future__ import annotations
 
+import math
 import warnings
 from numbers import Integral, Real
-from typing import Self
+from typing import Any, Self
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -87,6 +88,25 @@ def _warn_of_clipping(X: np.ndarray, bounds: Bounds) -> None:
         UserWarning,
         stacklevel=3,
     )
+
+
+def _warn_if_no_better_than_majority(estimator: Any, X: np.ndarray, y_idx: np.ndarray) -> Any:
+    """``estimator``, fitted; a ``UserWarning`` first if on its own training rows it is not above always answering
+    their most common class by two standard errors (walkthrough 15, W15-8: ``LdpLogisticRegression(n_owners=10)``
+    always answered the minority class, in silence, where ``privfed simulate`` warns). A local check of the caller's
+    own rows, as ``score`` is: nothing is released."""
+    majority = float(np.bincount(y_idx).max() / y_idx.shape[0])
+    accuracy = float(np.mean(estimator.predict(X) == estimator.classes_[y_idx]))
+    spread = 2.0 * math.sqrt(majority * (1.0 - majority) / y_idx.shape[0])
+    if accuracy <= majority + spread:
+        warnings.warn(
+            f"the fitted model is no better than always answering the most common class on the rows it was fit on "
+            f"(accuracy {accuracy:.3f} against {majority:.3f}): at epsilon={estimator.epsilon:g} the releases' noise "
+            "drowned what the rows say; more owners (or rows), a larger epsilon or fewer features would help",
+            UserWarning,
+            stacklevel=3,
+        )
+    return estimator
 
 
 def _softmax(scores: np.ndarray) -> np.ndarray:
@@ -175,7 +195,7 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
                 param_bound=float(self.param_bound),
             )  # fmt: skip
             model = gd.fit(X, y_idx, owners=None if n_owners == X.shape[0] else parts, rng=rng)
-            return self._fitted(model, classes, bounds)
+            return self._fitted(model, classes, bounds, X, y_idx)
         mech = make_mechanism(self.mechanism, epsilon=float(self.epsilon), d=n_parameters(k, X.shape[1]))
         reports = np.stack(
             [
@@ -189,14 +209,16 @@ class LdpLogisticRegression(ClassifierMixin, BaseEstimator):
             ]
         )
         return self._fitted(
-            lr_aggregate(reports, param_bound=self.param_bound, n_classes=k, bounds=bounds), classes, bounds
+            lr_aggregate(reports, param_bound=self.param_bound, n_classes=k, bounds=bounds), classes, bounds, X, y_idx
         )
 
-    def _fitted(self, model: LinearModel, classes: np.ndarray, bounds: Bounds) -> Self:
+    def _fitted(
+        self, model: LinearModel, classes: np.ndarray, bounds: Bounds, X: np.ndarray, y_idx: np.ndarray
+    ) -> Self:
         self.model_ = LinearModel(model.coef_, model.intercept_, bounds, classes)
         self.coef_, self.intercept_ = model.coef_, model.intercept_
         self.classes_, self.bounds_ = classes, bounds
-        return self
+        return _warn_if_no_better_than_majority(self, X, y_idx)
 
     def decision_function(self, X: ArrayLike) -> np.ndarray:
         check_is_fitted(self)
@@ -296,7 +318,7 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
         self.bounds_ = bounds
         # joint: one report protects the label together with the features, at the whole ε
         self.epsilon_features_, self.epsilon_labels_ = eps_f, eps_f if labels == "joint" else eps_l
-        return self
+        return _warn_if_no_better_than_majority(self, X, y_idx)
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         check_is_fitted(self)

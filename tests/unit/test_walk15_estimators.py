@@ -41,3 +41,19 @@ def test_fit_on_rows_inside_the_bounds_says_nothing_of_clipping(estimator):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # any warning fails the fit
         estimator(epsilon=4.0, bounds=((0.0, 0.0), (1.0, 60.0)), random_state=0).fit(X, y)
+
+
+@pytest.mark.parametrize("estimator", [privfed.LdpNearestCentroid, privfed.LdpLogisticRegression])
+def test_a_fit_no_better_than_the_majority_class_on_its_rows_says_so_and_one_that_learns_does_not(estimator):
+    """Walkthrough 15, W15-8: ``LdpLogisticRegression(n_owners=10)`` always answered one class, in silence, where
+    ``privfed simulate`` warns. A fit to labels that are noise cannot beat the majority class on its rows (whatever
+    the noise draw); a fit at a large epsilon to labels its rows decide beats it without a word."""
+    X, _ = _rows()
+    X = X[:, :1]  # one feature in [0, 1]: inside the bounds
+    noise = np.random.default_rng(1).integers(0, 2, X.shape[0])
+    with pytest.warns(UserWarning, match="no better than always answering the most common class"):
+        estimator(epsilon=0.5, bounds=(0.0, 1.0), random_state=0).fit(X, noise)
+    learnable = (X[:, 0] > 0.5).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert estimator(epsilon=20.0, bounds=(0.0, 1.0), random_state=0).fit(X, learnable).score(X, learnable) > 0.8
