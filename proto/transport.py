@@ -133,8 +133,20 @@ class TlsFiles:
     def read(self) -> tuple[bytes, bytes, bytes]:
         missing = [str(p) for p in (self.ca, self.cert, self.key) if not p.is_file()]
         if missing:
-            raise FileNotFoundError(f"TLS file(s) not found: {', '.join(missing)} (make them with `privfed certs`)")
+            raise FileNotFoundError(f"TLS file(s) not found: {', '.join(missing)} ({self._hint()})")
         return self.ca.read_bytes(), self.cert.read_bytes(), self.key.read_bytes()
+
+    def _hint(self) -> str:
+        """What to do about missing files: another name's certificate in the folder is a mistyped ``--name`` or
+        ``--certs`` (walkthrough 15, W15-14: ``--name clinic-1 --certs certs/clinic-0`` was told to make them)."""
+        folder = self.cert.parent
+        others = sorted(k.name.removesuffix("-key.pem") for k in folder.glob("*-key.pem")) if folder.is_dir() else []
+        if others and self.ca.is_file():
+            return (
+                f"{folder} holds the certificate of {', '.join(others)}, not of {self.cert.stem}: check --name and "
+                "--certs (each node's folder from `privfed certs` holds its own)"
+            )
+        return "make them with `privfed certs`"
 
 
 def server_credentials(tls: TlsFiles) -> grpc.ServerCredentials:

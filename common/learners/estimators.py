@@ -246,7 +246,8 @@ class LdpNearestCentroid(ClassifierMixin, BaseEstimator):
     Parameters
     ----------
     epsilon : float > 0 or math.inf
-        Row-level budget (``inf``: no perturbation, equals scikit-learn's ``NearestCentroid``).
+        Row-level budget (``inf``: no perturbation; the centroids are scikit-learn's ``NearestCentroid``'s, but
+        not its decision rule: distances in the unit space of the bounds, weighed against the class priors).
     mechanism : {"pm", "hm", "duchi", "laplace"}
         Feature mechanism; "pm" is Alg. 4 with PM (SPEC §3.2), the paper's choice. Unused under "joint" (its
         report is its own mechanism).

@@ -148,3 +148,19 @@ def test_cli_refuses_a_second_run_with_a_one_line_error(tmp_path):
     assert proc.returncode != 0
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert str(tmp_path / "pki") in lines[-1] and "--force" in lines[-1], proc.stderr
+
+
+def test_missing_tls_files_beside_another_names_certificate_name_the_mix_up(tmp_path):
+    """Walkthrough 15, W15-14: ``privfed owner --name clinic-1 --certs certs/clinic-0`` was told to make the
+    certificates with ``privfed certs``, which existed; the name and the folder did not match."""
+    import pytest
+
+    from privfed.deploy.certs import make_certs
+    from privfed.proto.transport import TlsFiles
+
+    certs = make_certs(tmp_path / "certs", owners=0, owner_names=["clinic-0", "clinic-1"])
+    with pytest.raises(FileNotFoundError, match=r"holds the certificate of clinic-0, not of clinic-1: check --name"):
+        TlsFiles.in_dir(certs / "clinic-0", "clinic-1").read()
+    with pytest.raises(FileNotFoundError, match=r"make them with `privfed certs`"):
+        TlsFiles.in_dir(tmp_path / "nowhere", "clinic-1").read()
+    assert TlsFiles.in_dir(certs / "clinic-1", "clinic-1").read()[1].startswith(b"-----BEGIN CERTIFICATE")
