@@ -359,7 +359,8 @@ def _log_cleaning(
         log.info(
             "cleaned %d of %d query row(s) (utility loss %g, %s, A_c from %d own row(s) and %d "
             "confidential label(s)): mean e_utility %.6g as the model reads the rows (after its clipping), "
-            "mean e_privacy %.6g against the local A_c",
+            "mean e_privacy %.6g against the local A_c (||A_c^T (x - x_cleaned)||^2: how far the cleaning moved "
+            "your own linear prediction of the confidential labels, in their squared units)",
             changed,
             n,
             config.utility_loss,
