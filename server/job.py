@@ -444,9 +444,10 @@ class FederatedJob:
     announced_id: str = ""
     #: What the job's settings leave to a default that matters, one "warning: ..." line each (its report's too).
     settings_warnings: tuple[str, ...] = ()
-    #: A resumed job's owners -> what its interrupted run's report says they may have spent
-    #: (:func:`~privfed.server.rounds.may_have_spent`): what this run does not count is named unanswered.
-    spent_before: Mapping[str, float] = field(default_factory=dict)
+    #: A resumed job's owners -> what its earlier runs' reports say they may have spent, {release key: ε}
+    #: (:func:`~privfed.server.rounds.releases_may_have_spent`) or one number: what this run does not count is named
+    #: unanswered (:meth:`~privfed.server.rounds.JobBook.carry`).
+    spent_before: Mapping[str, float | Mapping[str, float]] = field(default_factory=dict)
 
     @property
     def model_id(self) -> str:

@@ -29,7 +29,7 @@ from privfed.server.models import load_model
 from privfed.server.parameters import FeddpdrParams, LrParams
 from privfed.server.registration import Expected, certificate_nodes
 from privfed.server.report import JobReport, baselines, host_info, version_info, write_json
-from privfed.server.rounds import may_have_spent
+from privfed.server.rounds import most_spent, releases_may_have_spent
 from privfed.server.strategies import make_strategy
 from privfed.server.strategies.base import Strategy
 
@@ -249,17 +249,17 @@ def run_coordinator(
             server.stop()
 
 
-def _spent_in_earlier_runs(journal: Path, report: JobReport, *, resume: bool) -> dict[str, float]:
-    """What each owner may have spent in the earlier runs of the unfinished job ``journal`` holds, by their reports
-    (:meth:`~privfed.server.journal.Journal.note_run`; the most any of them names, as each resumed run's report
-    carries the runs before it): a resumed job's report names it as its own if the run does not count it again
-    (walkthrough 14, W14-2). An earlier report its run never finished (still ``running``: the process was killed)
-    is marked failed, naming the run directory that goes on with the job."""
+def _spent_in_earlier_runs(journal: Path, report: JobReport, *, resume: bool) -> dict[str, dict[str, float]]:
+    """What each owner may have spent in the earlier runs of the unfinished job ``journal`` holds, release by release,
+    by their reports (:meth:`~privfed.server.journal.Journal.note_run`; the most any of them names, as each resumed
+    run's report carries the runs before it): a resumed job's report names it as its own if the run does not count
+    it again (walkthrough 14, W14-2). An earlier report its run never finished (still ``running``: the process was
+    killed) is marked failed, naming the later run of the journal (which may still find it cannot resume)."""
     from privfed.server.journal import Journal
 
     with Journal(journal) as book:
         earlier = book.note_run(report.run_dir() / "report.json", resume=resume)
-    spent: dict[str, float] = {}
+    carried = []
     for path in earlier:
         try:
             fields = json.loads(path.read_text())
@@ -267,12 +267,14 @@ def _spent_in_earlier_runs(journal: Path, report: JobReport, *, resume: bool) ->
             log.warning("the report of an earlier run of this job, %s, is unreadable (%s): its owners' spending "
                         "is not carried into this report; their ledgers hold it", path, exc)  # fmt: skip
             continue
-        for owner, epsilon in may_have_spent(fields).items():
-            spent[owner] = max(spent.get(owner, 0.0), epsilon)
-        if fields.get("status") == "running":
-            fields |= {"status": "failed", "error": f"interrupted; the job was resumed in {report.run_dir()}"}
+        carried.append(releases_may_have_spent(fields))
+        if fields.get("status") == "running":  # audit 38, A38-2: whether this run resumes it is Journal.begin's word
+            fields |= {
+                "status": "failed",
+                "error": f"interrupted; a later run of its journal started in {report.run_dir()}",
+            }
             write_json(path, fields)
-    return spent
+    return most_spent(carried)
 
 
 def _print_result(done: FinishedJob) -> None:

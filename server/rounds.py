@@ -58,6 +58,12 @@ def _release_key(task: Task) -> tuple[str, str]:
 CARRY_TOLERANCE = 1e-9
 
 
+#: What a resumed job carries of its earlier runs: owner -> {release key: ε} (:meth:`JobBook.carry`). The key
+#: :data:`LUMP` holds what a report of older code names by owner only, netted per owner.
+Carried = Mapping[str, Mapping[str, float]]
+LUMP = ""
+
+
 def may_have_spent(report: Mapping[str, Any] | None) -> dict[str, float]:
     """Each owner -> what a job's report says it may have spent on the job: counted (``epsilon_by_owner``) and asked
     with no answer come (``epsilon_unanswered_by_owner``); empty for no report."""
@@ -67,6 +73,34 @@ def may_have_spent(report: Mapping[str, Any] | None) -> dict[str, float]:
         for owner, epsilon in (field_ if isinstance(field_, dict) else {}).items():
             if isinstance(epsilon, int | float) and math.isfinite(epsilon):
                 out[owner] = out.get(owner, 0.0) + float(epsilon)
+    return out
+
+
+def releases_may_have_spent(report: Mapping[str, Any] | None) -> dict[str, dict[str, float]]:
+    """Each owner -> {release key: ε} of the releases a job's report says it may have made (``epsilon_by_release``,
+    which a report written ahead of its batches holds); a report without it gives each owner's
+    :func:`may_have_spent` under :data:`LUMP`. A resumed run carries these by key (audit 38, A38-1: carried per
+    owner, a restarted owner's refused share was netted against its next, new share)."""
+    keyed = (report or {}).get("epsilon_by_release")
+    if not isinstance(keyed, dict):
+        return {o: {LUMP: e} for o, e in may_have_spent(report).items() if e > 0}
+    out: dict[str, dict[str, float]] = {}
+    for owner, releases in keyed.items():
+        for key, epsilon in (releases if isinstance(releases, dict) else {}).items():
+            if isinstance(epsilon, int | float) and math.isfinite(epsilon) and epsilon > 0:
+                out.setdefault(str(owner), {})[str(key)] = float(epsilon)
+    return out
+
+
+def most_spent(carried: Iterable[Carried]) -> dict[str, dict[str, float]]:
+    """The most any of several earlier runs' :func:`releases_may_have_spent` names, release by release (each resumed
+    run's report carries the runs before it)."""
+    out: dict[str, dict[str, float]] = {}
+    for one in carried:
+        for owner, releases in one.items():
+            mine = out.setdefault(owner, {})
+            for key, epsilon in releases.items():
+                mine[key] = max(mine.get(key, 0.0), float(epsilon))
     return out
 
 
@@ -112,8 +146,11 @@ class JobBook:
     #: The releases whose answer came (the keys of :attr:`_unanswered`): asked again, an owner answers from its
     #: record and spends nothing more, so such a release is not named unanswered again (audit 35, A35-4).
     _released: set[tuple[str, str]] = field(default_factory=set)
-    #: A resumed job's owners -> what its interrupted run may have had them spend (:meth:`carry`).
-    _carried: dict[str, float] = field(default_factory=dict)
+    #: A resumed job's owners -> {release key: ε} its earlier runs may have had them spend (:meth:`carry`).
+    _carried: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: (owner, release key) -> ε of each release this run counted (or replayed from its journal with its ε): the
+    #: report's ``epsilon_by_release``, which a later resumed run carries by key.
+    _counted_epsilon: dict[tuple[str, str], float] = field(default_factory=dict)
     #: Called by :meth:`to_ask` when its batch asks for a release not asked before, before the batch goes out, the
     #: release booked as unanswered (:func:`~privfed.server.job.run_federated_job`'s ``write_ahead``).
     on_ask: Callable[[], None] | None = None
@@ -142,18 +179,58 @@ class JobBook:
         out: dict[str, float] = {}
         for (owner, _), epsilon in self._unanswered.items():
             out[owner] = out.get(owner, 0.0) + epsilon
-        for owner, before in self._carried.items():  # what the interrupted run had it spend, not counted again here
-            left = before - self.epsilon_by_owner.get(owner, 0.0) - out.get(owner, 0.0)
-            if left > CARRY_TOLERANCE * max(before, 1.0):
-                out[owner] = out.get(owner, 0.0) + left
+        for owner, carried in self._still_carried().items():  # what earlier runs had it spend, not counted here
+            out[owner] = out.get(owner, 0.0) + sum(carried.values())
         return dict(sorted(out.items()))
 
-    def carry(self, spent_before: Mapping[str, float]) -> None:
-        """A resumed job's owners -> what its interrupted run's report says each may have spent (:func:`may_have_spent`).
-        What this run neither counts (its journal's steps replayed, its answers, an owner's re-sent release) nor
-        names unanswered is named unanswered (walkthrough 14, W14-2: the owners of a node that did not come back had
-        paid in the round the journal had not recorded, and were in no field of the finished report)."""
-        self._carried = {o: float(e) for o, e in spent_before.items() if e > 0}
+    def _still_carried(self) -> dict[str, dict[str, float]]:
+        """The carried releases this run neither counted (its answers, its journal's steps replayed, an owner's
+        re-sent release: the same key) nor names unanswered itself, by owner and key; a :data:`LUMP` less what this
+        run counts and names of its owner (the rule for a report of older code)."""
+        out: dict[str, dict[str, float]] = {}
+        if not self._carried:
+            return out
+        asked: dict[str, float] = {}
+        for (o, _), e in self._unanswered.items():
+            asked[o] = asked.get(o, 0.0) + e
+        for owner, releases in self._carried.items():
+            left = {
+                k: e
+                for k, e in releases.items()
+                if k != LUMP and (owner, k) not in self._counted and (owner, k) not in self._unanswered
+            }
+            lump = releases.get(LUMP, 0.0)
+            if lump:
+                rest = lump - self.epsilon_by_owner.get(owner, 0.0) - asked.get(owner, 0.0)
+                if rest > CARRY_TOLERANCE * max(lump, 1.0):
+                    left[LUMP] = rest
+            if left:
+                out[owner] = left
+        return out
+
+    def carry(self, spent_before: Mapping[str, float | Mapping[str, float]]) -> None:
+        """A resumed job's owners -> what its earlier runs' reports say each may have spent: {release key: ε}
+        (:func:`releases_may_have_spent`), or one number (a :data:`LUMP`). What this run neither counts (its journal's
+        steps replayed, its answers, an owner's re-sent release, by key) nor names unanswered is named unanswered
+        (walkthrough 14, W14-2: the owners of a node that did not come back had paid in the round the journal had
+        not recorded, and were in no field of the finished report); a release this run makes anew never nets an
+        earlier one away (audit 38, A38-1)."""
+        self._carried = {}
+        for owner, spent in spent_before.items():
+            releases = {k: float(e) for k, e in spent.items()} if isinstance(spent, Mapping) else {LUMP: float(spent)}
+            releases = {k: e for k, e in releases.items() if e > 0}
+            if releases:
+                self._carried[owner] = releases
+
+    def releases_to_report(self) -> dict[str, dict[str, float]]:
+        """Owner -> {release key: ε} of every release the owner may have made in the job: counted, asked with no
+        answer, and carried from earlier runs (:func:`releases_may_have_spent` reads it back)."""
+        out: dict[str, dict[str, float]] = {}
+        for (owner, key), epsilon in [*self._counted_epsilon.items(), *self._unanswered.items()]:
+            out.setdefault(owner, {})[key] = epsilon
+        for owner, releases in self._still_carried().items():
+            out.setdefault(owner, {}).update(releases)
+        return dict(sorted(out.items()))
 
     def to_report(self) -> dict[str, Any]:
         """What a report says about the owners, also when the job failed."""
@@ -167,7 +244,7 @@ class JobBook:
             "rejection_summary": rejection_summary(self.rejected, n),
             "lost_nodes": sorted(self.lost_nodes),
             "epsilon_by_owner": self.epsilon_by_owner,
-        }
+        } | ({"epsilon_by_release": self.releases_to_report()} if self.on_ask is not None or self._carried else {})
 
     def account(self) -> dict[str, Any]:
         """What was booked since the last call, as JSON: the values now of the owners booked meanwhile, and the
@@ -182,7 +259,7 @@ class JobBook:
             "took_part": sorted(owners & self.took_part),
             "refused": {o: self.refused[o] for o in sorted(owners) if o in self.refused},
             "rejected": {o: self.rejected[o] for o in sorted(owners) if o in self.rejected},
-            "counted": sorted([o, r] for o, r in counted),
+            "counted": sorted([o, r, self._counted_epsilon.get((o, r), 0.0)] for o, r in counted),
         }
 
     def replay(self, account: Mapping[str, Any]) -> None:
@@ -195,7 +272,10 @@ class JobBook:
         self.took_part.update(account.get("took_part", fallback))
         self.refused.update(account.get("refused", {}))
         self.rejected.update(account.get("rejected", {}))
-        self._counted.update((o, r) for o, r in account.get("counted", ()))
+        for o, r, *epsilon in account.get("counted", ()):  # [owner, release, ε]; a journal of older code: no ε
+            self._counted.add((o, r))
+            if epsilon:
+                self._counted_epsilon[(o, r)] = float(epsilon[0])
 
     def to_ask(self, tasks: list[Task], silent_owners: set[str] | None = None) -> list[Task]:
         """The tasks of a batch that go out: none for a rejected owner, nor for one whose node is gone. Before a
@@ -282,6 +362,7 @@ class JobBook:
                 return
             self._counted.add((owner, release))
             self._new_counted.add((owner, release))
+        self._counted_epsilon[_release_key(task)] = total_budget(task.spec)[0]
         self.epsilon_by_owner[owner] += total_budget(task.spec)[0]
         self._booked.add(owner)
         self.took_part.add(owner)

@@ -42,7 +42,7 @@ from privfed.server.models import ModelStore, load_model, may_use
 from privfed.server.registration import Expected, status
 from privfed.server.report import JobReport, host_info, version_info
 from privfed.server.revocation import RevokedCertificates, RevokedDataUsers, revoked_message
-from privfed.server.rounds import may_have_spent
+from privfed.server.rounds import may_have_spent, releases_may_have_spent
 from privfed.server.statuspage import StatusPage, refusals_by_node
 
 log = logging.getLogger("privfed.coordinator")
@@ -720,10 +720,12 @@ class CoordinatorService:
         self.server.dispatcher.on_first_ask = asked
         # what an earlier run of the job may have had each owner spend, read before this run's report replaces its
         # report: named from the start, so a run that ends before its owners are back keeps it (audit 37, A37-3)
-        carried = may_have_spent(self.report_of(record.job_id))
+        earlier = self.report_of(record.job_id)
+        carried = releases_may_have_spent(earlier)
+        named = {"epsilon_unanswered_by_owner": may_have_spent(earlier), "epsilon_by_release": carried}
         report = JobReport(
             self.config.store,
-            {"status": "running"} | ({"epsilon_unanswered_by_owner": carried} if carried else {}),
+            {"status": "running"} | (named if carried else {}),
             run_dir=job_dir,
             terms=in_job_file_terms,
         )

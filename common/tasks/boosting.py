@@ -83,6 +83,16 @@ class BoostShareTask:
     config: BoostConfig
     history: BoostHistory
 
+    @property
+    def release_id(self) -> str:
+        """This share's key: ``boost-share:<run id>``, with ``#r<round>`` when every owner shares in every round
+        (``share_groups="all"``). The same in every run of a resumed job: the owner keeps its share under it and, with
+        ``#r<round>``, its ledger entries (``privfed.owner.kinds.boosting``); the coordinator's job book counts and
+        carries the release by it (:mod:`privfed.server.rounds`)."""
+        if self.config.params.shares_per_owner == 1:
+            return f"boost-share:{self.config.run_id}"
+        return f"boost-share:{self.config.run_id}#r{self.history.round}"
+
     def ledger_entries(self) -> LedgerEntries:
         return boost_release_epsilons(self.config)
 

@@ -106,11 +106,9 @@ def check_one_role(ledger: LedgerView, owner_id: str, config: BoostConfig, role:
 
 
 def share_key(task: Task, spec: BoostShareTask) -> str:
-    """Where an owner keeps the boosting share of ``task``: its run id, or run id and round when
-    every owner shares in every round (``share_groups="all"``)."""
-    if spec.config.params.shares_per_owner == 1:
-        return f"boost-share:{task.round_id}"
-    return f"boost-share:{task.round_id}#r{spec.history.round}"
+    """Where an owner keeps the boosting share of ``task``: :attr:`BoostShareTask.release_id` (its run id, and the
+    round when every owner shares in every round); ``validate`` checked the task's round id is that run."""
+    return spec.release_id
 
 
 def boost_share(owner: LocalOwner, spec: BoostShareTask) -> BoostShareReply:

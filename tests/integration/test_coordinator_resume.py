@@ -112,7 +112,9 @@ def _assert_resumed_in(out: Path) -> dict:
     """The report of the run that finished a killed job; the killed run's report says the job went on there."""
     killed, resumed = (json.loads(p.read_text()) for p in sorted(out.glob("*/report.json")))
     assert resumed["status"] == "ok", resumed.get("error")
-    assert killed["status"] == "failed" and killed["error"].startswith("interrupted; the job was resumed in "), killed
+    assert killed["status"] == "failed" and killed["error"].startswith(
+        "interrupted; a later run of its journal started in "
+    ), killed
     assert killed["error"].endswith(str(sorted(out.glob("*/report.json"))[1].parent.resolve())), killed["error"]
     return resumed
 

@@ -350,8 +350,9 @@ def test_a_resumed_coordinator_carries_the_most_each_earlier_report_names_and_ma
         book.note_run(failed, resume=True)
         book.note_run(tmp_path / "lost" / "report.json", resume=True)  # a run whose report was never written
     now = JobReport(tmp_path, {}, run_dir=tmp_path / "now")
-    assert _spent_in_earlier_runs(journal, now, resume=True) == {"a": 1.0, "b": 2.0, "c": 1.5}
+    assert _spent_in_earlier_runs(journal, now, resume=True) == {"a": {"": 1.0}, "b": {"": 2.0}, "c": {"": 1.5}}
     marked = json.loads(killed.read_text())
-    assert marked["status"] == "failed" and marked["error"] == f"interrupted; the job was resumed in {tmp_path / 'now'}"
+    assert marked["status"] == "failed"
+    assert marked["error"] == f"interrupted; a later run of its journal started in {tmp_path / 'now'}"
     assert json.loads(failed.read_text())["error"] == "x"  # a report its run finished is left as it is
     assert _spent_in_earlier_runs(journal, now, resume=False) == {}  # begin refuses it: it carries nothing
