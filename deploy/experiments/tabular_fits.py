@@ -329,7 +329,7 @@ def _graded(differences: np.ndarray, line: float) -> dict[str, Any]:
     """The mean of per-split ``differences``, its 95 % interval's half-width and the verdict on "at most ``line``"."""
     from privfed.deploy.reproduce_stats import MET, mean_interval, side
 
-    interval = mean_interval(differences)
+    interval = mean_interval([float(v) for v in differences])
     verdict = side(interval, line, above=False)
     half = interval.hi - interval.mean if math.isfinite(interval.hi) else 0.0
     return {"mean": interval.mean, "ci": half, "verdict": verdict, "met": verdict == MET}

@@ -7,6 +7,7 @@ that released, and the warning names only the reasons some owner had."""
 from __future__ import annotations
 
 import json
+import sys
 
 from privfed.common.identity import owner_id
 from privfed.deploy.service_cli import _owners_cell
@@ -131,5 +132,5 @@ def test_privfed_simulate_says_how_many_owners_took_part(capsys):
     runs = [{"accuracy": 0.8, "answered": 32, "took_part": 36, "owners": 36, "timings": {"rounds_s": 1.0}}] * 2
     point = _point(0.5, runs)
     assert (point["answered"], point["took_part"]) == (32, 36)
-    _print_point(point, 0.9, 0.5, 0.6)
-    assert "; 36/36 owners released," in capsys.readouterr().err
+    _print_point(point, 0.9, 0.5, 0.6, sys.stdout)
+    assert "; 36/36 owners released," in capsys.readouterr().out
