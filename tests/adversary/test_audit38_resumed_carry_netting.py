@@ -20,6 +20,9 @@ Accounting, not a leak: the owner's ledger bounds what the coordinator learned. 
 owner paid. Suggested fix: carry per *release*, not per owner: the write-ahead report (or the journal) names the
 release keys asked, and the resumed run nets the carry only against answers to those same releases (a re-sent kept
 share), never against new ones.
+
+Fixed: a report written ahead of its batches lists each owner's releases by key (``epsilon_by_release``), and the
+resumed run carries them by key (``releases_may_have_spent``, ``JobBook.carry``).
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from privfed.owner.core import OwnerCore
 from privfed.owner.local import LocalOwner
 from privfed.server.contracts import PublicLimits
 from privfed.server.dispatcher import RunOutcome
-from privfed.server.rounds import JobBook, may_have_spent
+from privfed.server.rounds import JobBook, may_have_spent, releases_may_have_spent
 
 pytestmark = pytest.mark.in_process
 
@@ -70,19 +73,16 @@ def _held(core: OwnerCore) -> float:
     return sum(h["epsilon"] for h in core.ledger.history(OWNER))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A38-1: JobBook.carry nets the interrupted round's share against the resumed run's next-round share",
-)
 def test_the_resumed_report_names_every_share_the_ledger_holds(tmp_path):
     ledger = tmp_path / "ledger.sqlite"
     # run 1: round 0's share is asked (the write-ahead report names it), the owner pays, the coordinator dies
     first = _book()
+    first.on_ask = lambda: None  # written ahead of its batches, as run_federated_job(write_ahead=True) makes it
     task = Task("run1-round0", OWNER, RUN, ROUND0)
     first.to_ask([task])
     (answer,) = _node(ledger).answer([task]).results
     assert not isinstance(answer.payload, Refusal), answer.payload
-    spent_before = may_have_spent(first.to_report())
+    spent_before = releases_may_have_spent(first.to_report())  # what the service and the coordinator carry
     # the node restarted meanwhile; the resumed run asks round 0 again (refused, as A37-2's fix wants), then round 1
     second = _book()
     second.carry(spent_before)
@@ -95,7 +95,7 @@ def test_the_resumed_report_names_every_share_the_ledger_holds(tmp_path):
     held = _held(core)
     share = CONFIG.params.share_round_epsilon
     assert np.isclose(held, 2 * share), held  # two rounds, one share each: the owner paid no round twice
-    assert reported >= held - 1e-12, (reported, held)  # on current code: reported == one share
+    assert reported >= held - 1e-12, (reported, held)  # carried per owner, it was one share
 
 
 def test_control_one_uninterrupted_run_names_both_shares(tmp_path):
