@@ -178,6 +178,15 @@ class Journal:
             self._db.execute("INSERT INTO reports (path) VALUES (?)", (str(Path(report).resolve()),))
         return earlier if unfinished else []
 
+    def reopen(self) -> bool:
+        """Mark a finished job unfinished again (:func:`reopen_finished`); whether there was one."""
+        if self._db.execute("SELECT finished FROM job").fetchone() != (1,):
+            return False
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("UPDATE job SET finished = 0")
+        return True
+
     def finish(self) -> None:
         with self._db:
             self._db.execute("BEGIN")
@@ -242,6 +251,19 @@ def fingerprint(*parts: bytes | str) -> str:
         data = part.encode() if isinstance(part, str) else part
         h.update(len(data).to_bytes(8, "big") + data)
     return h.hexdigest()
+
+
+def reopen_finished(path: Path) -> bool:
+    """Mark the finished job the journal at ``path`` holds unfinished again; whether it held one. For a service job,
+    which is one job by its id: a run that finished its rounds but whose process died before its ``ok`` report (the
+    model saved, the reference computed) must not start afresh at the next start, a new run every owner would pay
+    for again (audit 38, A38-3); reopened, its next run replays every round from the journal and asks no owner for
+    anything that costs. (``privfed coordinator --resume`` keeps starting a finished journal afresh: compose passes
+    it on every start, and a job that ended is the next job's start there.)"""
+    if not path.exists():
+        return False
+    with Journal(path) as journal:
+        return journal.reopen()
 
 
 def resumed_owners(path: Path) -> list[str]:

@@ -278,6 +278,13 @@ class CoordinatorService:
         except ConfigError:  # settings this service no longer takes: the job fails with the reason when it starts
             what = None
         if what is None or record.asked is False:  # it goes on from its journal, or no owner was asked anything
+            from privfed.server.journal import reopen_finished  # here, as in journaled_rounds
+
+            if reopen_finished(self.store.job_dir(record.job_id) / "journal.sqlite"):  # its rounds done (A38-3)
+                log.info("job %s had done its rounds when the service stopped, not written its report: queued "
+                         "again, to rebuild its model from its journal (its owners are asked nothing that costs)",
+                         record.job_id)  # fmt: skip
+                return
             log.info("job %s was running when the service stopped: queued again", record.job_id)
             return
         reason = not_rerun(what)

@@ -29,6 +29,9 @@ job done/failed when its journal says finished), and never start a fresh run for
 Reproduced on the service's own pieces: its store as the killed service leaves it, ``_recovered`` on a service over
 it, and the journal's ``begin`` as ``_run`` calls it; then a real owner core over one ledger answers a share of the
 killed run and of the run the restart would start. No owner node (the rerun itself needs them; the pieces show it).
+
+Fixed: ``_recovered`` reopens a finished journal of a job queued again (``reopen_finished``), so its next run
+replays every round from it (``tests/unit/test_journal.py``: the same model, no new debit).
 """
 
 from __future__ import annotations
@@ -85,13 +88,9 @@ def _restart(tmp_path: Path) -> tuple[str, str]:
         return state, book.begin(fingerprint="the-job", owner_ids=OWNERS, run_id="boost-ffffffff", resume=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A38-3: a job whose journal is finished but whose ok report was not written is run again as a new run",
-)
 def test_a_finished_runs_job_is_not_run_again_as_a_new_run(tmp_path):
     state, run_id = _restart(tmp_path)
-    assert run_id == KILLED_RUN, (state, run_id)  # on current code: queued again, and a fresh run id
+    assert run_id == KILLED_RUN, (state, run_id)  # it was queued again with a fresh run id
 
 
 def test_a_new_run_id_is_a_second_payment_for_every_owner(tmp_path):

@@ -356,3 +356,25 @@ def test_a_resumed_coordinator_carries_the_most_each_earlier_report_names_and_ma
     assert marked["error"] == f"interrupted; a later run of its journal started in {tmp_path / 'now'}"
     assert json.loads(failed.read_text())["error"] == "x"  # a report its run finished is left as it is
     assert _spent_in_earlier_runs(journal, now, resume=False) == {}  # begin refuses it: it carries nothing
+
+
+def test_a_finished_journal_reopened_rebuilds_the_model_asking_no_owner_for_anything(tmp_path, data, uninterrupted):
+    """Audit 38, A38-3: a service killed after a boosting job's journal was finished, before its ok report, ran the
+    job again as a new run (every owner paid twice). The service now reopens such a journal (``reopen_finished``):
+    the next run replays every round from it, debits nothing, and ends with the same model."""
+    from privfed.server.journal import reopen_finished
+
+    model, clean_debits, _, _ = uninterrupted
+    owner_side = _owner_side(data)
+    journal_path = tmp_path / "journal.sqlite"
+    assert not reopen_finished(journal_path)  # no journal: nothing to reopen
+    with Journal(journal_path) as journal:
+        _run(data, owner_side, journal)  # finished: the process dies before the report
+    assert _debits(owner_side) == clean_debits
+    assert reopen_finished(journal_path) and not reopen_finished(journal_path)  # once: it is unfinished now
+    owner_side.restarted()
+    with Journal(journal_path) as journal:
+        result = _run(data, owner_side, journal, resume=True)
+    np.testing.assert_array_equal(result.model.predict(data.X), model.predict(data.X))
+    assert _debits(owner_side) == clean_debits  # no owner paid again
+    assert all(r.from_journal is not None for r in result.rounds)
