@@ -398,10 +398,10 @@ class CoordinatorService:
         done = self.store.transition(
             job_id, "queued", state="cancelled", finished=now(), error=f"cancelled by {data_user}"
         )
-        if done is not None:
-            JobReport(
-                self.config.store, {"status": "cancelled", "error": done.error}, run_dir=self.store.job_dir(job_id)
-            ).write()
+        if done is not None:  # over the report an earlier run left, which may name who paid (audit 38, A38-4)
+            JobReport(self.config.store, self.report_of(job_id) or {}, run_dir=self.store.job_dir(job_id)).write(
+                status="cancelled", error=done.error
+            )
             return done
         with self._wake:
             if self.current == job_id:  # answered as it was when asked: running (it may stop before the answer)

@@ -18,6 +18,8 @@ report (``status``/``error``) instead of replacing it, as ``JobReport(..., repor
 
 The real service's pieces over a store as a killed service leaves it (A37-3's harness): not started, so its runner
 does not take the queued job before the cancel.
+
+Fixed: ``cancel`` writes its status and error over the job's report, keeping the rest.
 """
 
 from __future__ import annotations
@@ -54,9 +56,6 @@ def _restarted(tmp_path: Path, settings: dict, *, running: bool = True) -> tuple
     return svc, job_id
 
 
-@pytest.mark.xfail(
-    strict=True, reason="A38-4: cancelling a job queued again replaces the report naming who may have paid"
-)
 def test_cancelling_a_job_queued_again_keeps_who_may_have_paid(tmp_path):
     svc, job_id = _restarted(tmp_path, BDT)
     assert svc.store.get(job_id).state == "queued"
