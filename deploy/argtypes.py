@@ -7,14 +7,15 @@ from __future__ import annotations
 import argparse
 import math
 
-from privfed.common.addresses import UNIX_SOCKET_REFUSED, unix_socket
+from privfed.common.addresses import address_refusal
 
 
 def address(text: str, *, lowest_port: int = 1) -> str:
     """argparse ``type=``: ``HOST:PORT`` to dial (``[v6]:PORT`` for IPv6), the port an integer
     1..65535. Without a port gRPC would dial 443, which is never the coordinator's (50051 by default)."""
-    if unix_socket(text):
-        raise argparse.ArgumentTypeError(f"{text!r}: {UNIX_SOCKET_REFUSED}")
+    refused = address_refusal(text)
+    if refused:
+        raise argparse.ArgumentTypeError(f"{text!r}: {refused}")
     host, sep, port = text.rpartition(":")
     if (
         not sep

@@ -10,7 +10,7 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from privfed.common.addresses import UNIX_SOCKET_REFUSED, unix_socket
+from privfed.common.addresses import address_refusal
 from privfed.common.errors import ConfigError
 from privfed.common.schema import FederationSchema
 from privfed.proto import privfed_pb2_grpc as pb_grpc
@@ -169,9 +169,10 @@ class CoordinatorServer:
 
     def start(self, address: str = "127.0.0.1:0") -> int:
         """Bind ``address`` and serve; returns the port. A taken or unavailable address raises
-        :class:`ConfigError` naming it; so does a Unix socket (:data:`~privfed.common.addresses.UNIX_SOCKET_REFUSED`)."""
-        if unix_socket(address):
-            raise ConfigError(f"--listen {address}: {UNIX_SOCKET_REFUSED}")
+        :class:`ConfigError` naming it; so does a Unix socket or a percent-encoded address (:func:`~privfed.common.addresses.address_refusal`)."""
+        refused = address_refusal(address)
+        if refused:
+            raise ConfigError(f"--listen {address}: {refused}")
         try:
             if self._tls is None:
                 log.warning("coordinator listening WITHOUT TLS on %s (--insecure: byte-capture tests only)", address)

@@ -12,6 +12,9 @@ an honest node by a holder of its revoked key), but the fix does not hold agains
 input or a crafted deployment file. Suggested fix: decide by what gRPC will do, not by the text: accept only
 ``HOST:PORT`` whose host is a DNS name or an IP literal (``[A-Za-z0-9.-]+`` or a bracketed IPv6), refusing ``%`` and
 any ``scheme:`` form; or check ``context.peer()`` at registration and refuse a ``unix:`` peer.
+
+Fixed: ``privfed.common.addresses.address_refusal`` decodes before its prefix check and refuses any ``%``, on the
+command line and in ``CoordinatorServer.start``.
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ from privfed.deploy.argtypes import address, listen_address
 ENCODED = "%75nix:50051"
 
 
-@pytest.mark.xfail(strict=True, reason="A38-5: a percent-encoded unix: address passes the A37-4 checks")
 def test_the_command_line_refuses_a_percent_encoded_unix_socket():
     assert unix_socket(ENCODED)
     for check in (address, listen_address):
@@ -36,7 +38,6 @@ def test_the_command_line_refuses_a_percent_encoded_unix_socket():
             check(ENCODED)
 
 
-@pytest.mark.xfail(strict=True, reason="A38-5: over %75nix:PORT a stale revoked copy of a node's key evicts it")
 def test_a_percent_encoded_unix_socket_does_not_let_a_stale_key_evict_the_node(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # where gRPC makes the socket ./50051
     try:
