@@ -407,8 +407,8 @@ honest_clean, honest_predict, honest_read, kept = (
     query.clean_queries, query_client.ModelClient.predict, query.read_training, {}
 )
 
-def read_and_keep(path, own_schema):  # the training table as read: its last two columns are the confidential labels
-    table = honest_read(path, own_schema)
+def read_and_keep(path, own_schema, **kw):  # the training table as read: its last two columns, the confidential labels
+    table = honest_read(path, own_schema, **kw)
     kept["labels"] = table[:, -2:]
     return table
 
