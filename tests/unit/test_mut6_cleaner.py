@@ -108,3 +108,21 @@ def test_generalised_eigenvalues_and_costs_are_non_negative_for_an_ill_condition
         assert np.all(res.delta >= 0.0)
         partial = res.t < cl.gamma_.size
         np.testing.assert_allclose(e_utility(A_d, X, res.x_clean)[partial], cl.epsilon, rtol=1e-9)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_epsilon_zero_removes_exactly_the_null_components(method, rng):
+    """Module docstring: "α = 0 when S_t = ε (so ε = 0 removes exactly the γ = 0 components)": at ε = 0 every
+    row has t = #(γ = 0) (its desired scores are not 0) and α = 0, not the quadratic's other (rounding) root."""
+    rows = 0
+    for _ in range(40):
+        F = int(rng.integers(2, 9))
+        A_d = rng.normal(size=(F, int(rng.integers(1, 4))))
+        A_c = rng.normal(size=(F, int(rng.integers(1, 9))))
+        X = rng.normal(size=(20, F))
+        cl = NullSpaceCleaner(epsilon=0.0, method=method).fit(A_d, A_c)
+        res = cl.transform_with_details(X)
+        np.testing.assert_array_equal(res.t, np.count_nonzero(cl.gamma_ == 0.0))
+        np.testing.assert_array_equal(res.alpha, 0.0)
+        rows += X.shape[0]
+    assert rows == 800
