@@ -12,6 +12,11 @@ round 6 found untested.
   range ``[1e-8, 10] s_max^2`` (a grid running over ``[10, 1e8] s_max^2`` instead passed).
 - Any scale and shape: rows of small norm (a mutant kept no direction when ``s_max <= 1``), a single feature (a
   mutant read ``s[1]``) and a constant ``X`` (no direction visited: the map is 0, not NaN).
+- The GCV grid is relative to ``s_max^2``, so the choice is scale-free: ``gcv`` on ``c X`` is ``gcv`` on ``X``
+  over ``c`` (a grid relative to ``2 s_max`` or ``s_max^3`` passed); and with as many independent rows as
+  unknowns (``center=False``, ``n <= F``) plain least squares has ``dof = n`` and its score is infinite, not a
+  ZeroDivisionError (``dof <= n`` passed).
+- ``e_utility`` of one 1-D row is a scalar (documented), not a 1-element array.
 """
 
 import math
@@ -104,3 +109,22 @@ def test_a_constant_x_visits_no_direction_and_maps_to_zero():
     Y = np.arange(10.0)
     for alpha in (0.0, "gcv"):
         np.testing.assert_array_equal(fit_linear_map(X, Y, alpha=alpha), np.zeros((3, 1)))
+
+
+@pytest.mark.parametrize("c", [1e-3, 1e3])
+def test_the_gcv_choice_is_scale_free(c, rng):
+    X = rng.normal(size=(60, 30))
+    Y = X[:, :3] @ np.array([0.5, -0.5, 0.3]) + rng.normal(size=60)
+    np.testing.assert_allclose(fit_linear_map(c * X, Y, alpha="gcv"), fit_linear_map(X, Y, alpha="gcv") / c, rtol=1e-8)
+
+
+def test_gcv_with_as_many_independent_rows_as_unknowns(rng):
+    X, Y = rng.normal(size=(5, 8)), rng.normal(size=5)
+    A = fit_linear_map(X, Y, center=False, alpha="gcv")
+    assert A.shape == (8, 1) and np.all(np.isfinite(A))
+    assert np.linalg.norm(A) < np.linalg.norm(fit_linear_map(X, Y, center=False))  # a ridge penalty, not 0
+
+
+def test_e_utility_of_one_row_is_a_scalar():
+    out = e_utility(A_D, np.array([1.0, 1.0, 1.0]), np.array([0.0, 1.0, 5.0]))
+    assert np.ndim(out) == 0 and out == pytest.approx(4.0)
