@@ -120,9 +120,9 @@ def e_privacy(A_c: ArrayLike, x: ArrayLike, x_clean: ArrayLike) -> np.ndarray:
 
 def _prediction_change(name: str, A: ArrayLike, x: ArrayLike, x_clean: ArrayLike) -> np.ndarray:
     A = as_matrix(name, A, rows_name="F features", cols_name="m labels")
+    rows = as_rows("x", x, A.shape[0])  # first: np.ndim raises numpy's own error on a ragged list (mutation round 6)
     single = np.ndim(x) == 1
-    x = as_rows("x", x, A.shape[0])
-    x_clean = as_rows("x_clean", x_clean, A.shape[0])
+    x, x_clean = rows, as_rows("x_clean", x_clean, A.shape[0])
     if x.shape != x_clean.shape:
         raise ConfigError(f"x has shape {x.shape} but x_clean has {x_clean.shape}; pass the cleaned rows of x")
     out = np.sum(((x - x_clean) @ A) ** 2, axis=1)
