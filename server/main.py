@@ -29,7 +29,7 @@ from privfed.server.models import load_model
 from privfed.server.parameters import FeddpdrParams, LrParams
 from privfed.server.registration import Expected, certificate_nodes
 from privfed.server.report import JobReport, baselines, host_info, version_info, write_json
-from privfed.server.rounds import most_spent, releases_may_have_spent
+from privfed.server.rounds import carried_fields, most_spent, releases_may_have_spent
 from privfed.server.strategies import make_strategy
 from privfed.server.strategies.base import Strategy
 
@@ -208,11 +208,9 @@ def run_coordinator(
             report.update(config=config.to_report())  # with what it resolves (bdt's release), even if refused now
             job = coordinator_job(config, tls)  # before the port opens: nobody is asked for anything
             if config.journal is not None:  # a resumed run is the same job to its owners (one job without a policy)
-                job = replace(
-                    job,
-                    announced_id=journal_job_id(config.journal),
-                    spent_before=_spent_in_earlier_runs(config.journal, report, resume=config.resume),
-                )
+                carried = _spent_in_earlier_runs(config.journal, report, resume=config.resume)
+                job = replace(job, announced_id=journal_job_id(config.journal), spent_before=carried)
+                report.update(**carried_fields(carried))  # kept if the run ends before its owners are back (A39-5)
             report.update(
                 config=config.to_report(d=job.schema.d),  # with what the schema resolves (FedDPDR's k)
                 schema_sha256=job.schema.digest(),

@@ -58,10 +58,14 @@ def _release_key(task: Task) -> tuple[str, str]:
 CARRY_TOLERANCE = 1e-9
 
 
-#: What a resumed job carries of its earlier runs: owner -> {release key: ε} (:meth:`JobBook.carry`). The key
-#: :data:`LUMP` holds what a report of older code names by owner only, netted per owner.
+#: What a resumed job carries of its earlier runs: owner -> {release key: ε} (:meth:`JobBook.carry`), with three keys
+#: that name no one release:
+#: :data:`LUMP`, what a report of older code names by owner only, netted against all this run counts and asks of the
+#: owner; :data:`JOURNALED`, what the job's journal holds of the owner's releases (a report lists only the releases
+#: its journal does not: :meth:`JobBook.releases_to_report`), netted against what this run replays from the journal;
+#: :data:`EARLIER`, what a run left of a LUMP, netted no more (audit 39, A39-1: netted again run after run).
 Carried = Mapping[str, Mapping[str, float]]
-LUMP = ""
+LUMP, JOURNALED, EARLIER = "", "journaled", "earlier"
 
 
 def may_have_spent(report: Mapping[str, Any] | None) -> dict[str, float]:
@@ -82,14 +86,30 @@ def releases_may_have_spent(report: Mapping[str, Any] | None) -> dict[str, dict[
     :func:`may_have_spent` under :data:`LUMP`. A resumed run carries these by key (audit 38, A38-1: carried per
     owner, a restarted owner's refused share was netted against its next, new share)."""
     keyed = (report or {}).get("epsilon_by_release")
+    totals = may_have_spent(report)
     if not isinstance(keyed, dict):
-        return {o: {LUMP: e} for o, e in may_have_spent(report).items() if e > 0}
+        return {o: {LUMP: e} for o, e in totals.items() if e > 0}
     out: dict[str, dict[str, float]] = {}
     for owner, releases in keyed.items():
         for key, epsilon in (releases if isinstance(releases, dict) else {}).items():
             if isinstance(epsilon, int | float) and math.isfinite(epsilon) and epsilon > 0:
                 out.setdefault(str(owner), {})[str(key)] = float(epsilon)
+    for owner, total in totals.items():  # what the report names of the owner beyond its listed releases: journaled
+        rest = total - sum(out.get(owner, {}).values())  # (audit 39, A39-3: an older journal's too)
+        if rest > CARRY_TOLERANCE * max(total, 1.0):
+            mine = out.setdefault(owner, {})
+            mine[JOURNALED] = mine.get(JOURNALED, 0.0) + rest
     return out
+
+
+def carried_fields(carried: Carried) -> dict[str, Any]:
+    """A report's owner fields before its run has counted anything: what earlier runs may have had each owner spend,
+    named unanswered (by owner) and by release, so a run that ends before its owners are back keeps the account
+    (audit 37, A37-3, the service; audit 39, A39-5, ``privfed coordinator --resume``)."""
+    if not carried:
+        return {}
+    totals = {o: float(sum(r.values())) for o, r in carried.items()}
+    return {"epsilon_unanswered_by_owner": dict(sorted(totals.items())), "epsilon_by_release": dict(carried)}
 
 
 def most_spent(carried: Iterable[Carried]) -> dict[str, dict[str, float]]:
@@ -151,6 +171,11 @@ class JobBook:
     #: (owner, release key) -> ε of each release this run counted (or replayed from its journal with its ε): the
     #: report's ``epsilon_by_release``, which a later resumed run carries by key.
     _counted_epsilon: dict[tuple[str, str], float] = field(default_factory=dict)
+    #: The counted releases a journal checkpoint holds (:meth:`account`, :meth:`replay`): a report leaves them out of
+    #: ``epsilon_by_release`` (a resumed run replays them), so it does not grow with the rounds (audit 39, A39-2).
+    _checkpointed: set[tuple[str, str]] = field(default_factory=set)
+    #: Each owner -> the most its journal's replayed steps booked for it (:meth:`replay`): what nets a :data:`JOURNALED`.
+    _replayed: dict[str, float] = field(default_factory=dict)
     #: Called by :meth:`to_ask` when its batch asks for a release not asked before, before the batch goes out, the
     #: release booked as unanswered (:func:`~privfed.server.job.run_federated_job`'s ``write_ahead``).
     on_ask: Callable[[], None] | None = None
@@ -197,13 +222,18 @@ class JobBook:
             left = {
                 k: e
                 for k, e in releases.items()
-                if k != LUMP and (owner, k) not in self._counted and (owner, k) not in self._unanswered
+                if k not in (LUMP, JOURNALED) and (owner, k) not in self._counted and (owner, k) not in self._unanswered
             }
             lump = releases.get(LUMP, 0.0)
             if lump:
                 rest = lump - self.epsilon_by_owner.get(owner, 0.0) - asked.get(owner, 0.0)
                 if rest > CARRY_TOLERANCE * max(lump, 1.0):
-                    left[LUMP] = rest
+                    left[EARLIER] = left.get(EARLIER, 0.0) + rest
+            journaled = releases.get(JOURNALED, 0.0)
+            if journaled:
+                rest = journaled - self._replayed.get(owner, 0.0)
+                if rest > CARRY_TOLERANCE * max(journaled, 1.0):
+                    left[JOURNALED] = rest
             if left:
                 out[owner] = left
         return out
@@ -223,10 +253,14 @@ class JobBook:
                 self._carried[owner] = releases
 
     def releases_to_report(self) -> dict[str, dict[str, float]]:
-        """Owner -> {release key: ε} of every release the owner may have made in the job: counted, asked with no
-        answer, and carried from earlier runs (:func:`releases_may_have_spent` reads it back)."""
+        """Owner -> {release key: ε} of every release the owner may have made in the job that its journal does not
+        hold: counted since the last checkpoint, asked with no answer, and carried from earlier runs, not counted
+        again (:func:`releases_may_have_spent` reads it back, the journal's part as the rest of the report's total)."""
         out: dict[str, dict[str, float]] = {}
-        for (owner, key), epsilon in [*self._counted_epsilon.items(), *self._unanswered.items()]:
+        for (owner, key), epsilon in self._counted_epsilon.items():
+            if (owner, key) not in self._checkpointed:
+                out.setdefault(owner, {})[key] = epsilon
+        for (owner, key), epsilon in self._unanswered.items():
             out.setdefault(owner, {})[key] = epsilon
         for owner, releases in self._still_carried().items():
             out.setdefault(owner, {}).update(releases)
@@ -253,6 +287,7 @@ class JobBook:
         report counts them as the uninterrupted job's does."""
         owners, self._booked = self._booked, set()
         counted, self._new_counted = self._new_counted, set()
+        self._checkpointed |= counted
         return {
             "epsilon": {o: self.epsilon_by_owner[o] for o in sorted(owners) if o in self.epsilon_by_owner},
             "answered": sorted(owners & self.answered),
@@ -272,10 +307,13 @@ class JobBook:
         self.took_part.update(account.get("took_part", fallback))
         self.refused.update(account.get("refused", {}))
         self.rejected.update(account.get("rejected", {}))
-        for o, r, *epsilon in account.get("counted", ()):  # [owner, release, ε]; a journal of older code: no ε
+        for o, r, *amount in account.get("counted", ()):  # [owner, release, ε]; a journal of older code: no ε
             self._counted.add((o, r))
-            if epsilon:
-                self._counted_epsilon[(o, r)] = float(epsilon[0])
+            self._checkpointed.add((o, r))
+            if amount:
+                self._counted_epsilon[(o, r)] = float(amount[0])
+        for o, e in epsilon.items():  # the owner's total as of this step, which the report's journaled part holds
+            self._replayed[o] = max(self._replayed.get(o, 0.0), float(e))
 
     def to_ask(self, tasks: list[Task], silent_owners: set[str] | None = None) -> list[Task]:
         """The tasks of a batch that go out: none for a rejected owner, nor for one whose node is gone. Before a

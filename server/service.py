@@ -42,7 +42,7 @@ from privfed.server.models import ModelStore, load_model, may_use
 from privfed.server.registration import Expected, status
 from privfed.server.report import JobReport, host_info, version_info
 from privfed.server.revocation import RevokedCertificates, RevokedDataUsers, revoked_message
-from privfed.server.rounds import may_have_spent, releases_may_have_spent
+from privfed.server.rounds import carried_fields, releases_may_have_spent
 from privfed.server.statuspage import StatusPage, refusals_by_node
 
 log = logging.getLogger("privfed.coordinator")
@@ -272,6 +272,12 @@ class CoordinatorService:
         if report.get("status") == "ok":
             self.store.update(record.job_id, state="done", finished=now(), accuracy=report.get("accuracy"))
             log.info("job %s had finished when the service stopped, its record not written: done", record.job_id)
+            return
+        ended = report.get("status")  # its run wrote how it ended, and stopped before its record (audit 39, A39-4)
+        if ended == "cancelled" or (ended == "failed" and record.asked):  # (failed, nobody asked: a stop; queued again)
+            self.store.update(record.job_id, state=ended, finished=now(), error=report.get("error"))
+            self.server.dispatcher.end_job(record.job_id, failed=True, nodes=self.store.known_nodes())
+            log.info("job %s had ended (%s) when the service stopped, its record not written", record.job_id, ended)
             return
         try:
             what = journal_less(self._job_config(record.settings))
@@ -727,12 +733,10 @@ class CoordinatorService:
         self.server.dispatcher.on_first_ask = asked
         # what an earlier run of the job may have had each owner spend, read before this run's report replaces its
         # report: named from the start, so a run that ends before its owners are back keeps it (audit 37, A37-3)
-        earlier = self.report_of(record.job_id)
-        carried = releases_may_have_spent(earlier)
-        named = {"epsilon_unanswered_by_owner": may_have_spent(earlier), "epsilon_by_release": carried}
+        carried = releases_may_have_spent(self.report_of(record.job_id))
         report = JobReport(
             self.config.store,
-            {"status": "running"} | (named if carried else {}),
+            {"status": "running"} | carried_fields(carried),
             run_dir=job_dir,
             terms=in_job_file_terms,
         )

@@ -17,6 +17,8 @@ back after a crash is enough). Suggested fix: as the service does, write the car
 ``_spent_in_earlier_runs`` returns, or let ``JobReport.fail`` include a book's carried account without owners.
 
 Real process: the CLI over a journal and write-ahead report as a killed run leaves them, no owner node, 1 s timeout.
+
+Fixed: the coordinator writes the carried account into its report as soon as it reads it (``carried_fields``).
 """
 
 from __future__ import annotations
@@ -25,8 +27,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 from privfed.server.journal import Journal
 from privfed.server.report import write_json
@@ -60,7 +60,6 @@ def _resumed_run_timing_out(tmp_path: Path) -> tuple[dict, dict]:
     return json.loads(first.read_text()), json.loads(second.read_text())
 
 
-@pytest.mark.xfail(strict=True, reason="A39-5: a resumed CLI run failing before its owners register names nobody")
 def test_the_resumed_runs_report_names_who_may_have_paid(tmp_path):
     earlier, report = _resumed_run_timing_out(tmp_path)
     assert report["status"] == "failed"

@@ -15,6 +15,8 @@ cover). Suggested fix: in ``_recovered``, record a job whose report says ``cance
 (as ``ok`` is recorded done), keeping the report.
 
 Harness: A38-4's (the store as a killed service leaves it, ``_recovered`` run as ``start()`` runs it).
+
+Fixed: ``_recovered`` records a job whose report says cancelled, or failed after its owners were asked, as ended.
 """
 
 from __future__ import annotations
@@ -48,7 +50,6 @@ def _restarted(tmp_path: Path, status: dict) -> tuple[CoordinatorService, str]:
     return svc, job_id
 
 
-@pytest.mark.xfail(strict=True, reason="A39-4: a report that says cancelled/failed does not stop _recovered resuming")
 @pytest.mark.parametrize(
     "status",
     [

@@ -11,6 +11,8 @@ than the ledger holds.
 Harness: real owner cores over one ledger file (share_groups="all"), the coordinator's job books driven as
 ``run_federated_job`` drives them; report 1 is written without ``epsilon_by_release`` (an older version's
 write-ahead report, or a book without ``on_ask``), reports 2 and 3 by the current code.
+
+Fixed: what a run leaves of a LUMP is written under ``EARLIER``, which no later run nets again.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from privfed.owner.core import OwnerCore
 from privfed.owner.local import LocalOwner
 from privfed.server.contracts import PublicLimits
 from privfed.server.dispatcher import RunOutcome
-from privfed.server.rounds import LUMP, JobBook, may_have_spent, releases_may_have_spent
+from privfed.server.rounds import EARLIER, LUMP, JobBook, may_have_spent, releases_may_have_spent
 
 pytestmark = pytest.mark.in_process
 
@@ -83,15 +85,15 @@ def _three_runs(tmp_path: Path, *, keyed_first: bool) -> tuple[float, float, dic
     return may_have_spent(report).get(OWNER, 0.0), _held(core), report
 
 
-@pytest.mark.xfail(strict=True, reason="A39-1: a LUMP remainder written under epsilon_by_release is netted again")
 def test_third_run_after_an_older_report_names_what_the_ledger_holds(tmp_path):
     reported, held, report = _three_runs(tmp_path, keyed_first=False)
     assert np.isclose(held, 2 * CONFIG.params.share_round_epsilon), held  # two shares, none paid twice
     assert reported >= held - 1e-12, (reported, held, report.get("epsilon_by_release"))
 
 
-def test_control_second_report_carries_the_remainder_under_lump(tmp_path):
-    """Control: the second report holds the LUMP remainder next to the key it counted (the mixed report)."""
+def test_control_second_report_carries_the_remainder_under_earlier(tmp_path):
+    """Control: the second report holds what is left of the LUMP next to the key it counted (the mixed report), under
+    ``EARLIER``, which a later run does not net again."""
     core = _node(tmp_path / "ledger.sqlite")
     first = _book(keyed=False)
     for name, spec in (("a0", ROUND0), ("a1", ROUND1)):
@@ -100,7 +102,7 @@ def test_control_second_report_carries_the_remainder_under_lump(tmp_path):
     second.carry(releases_may_have_spent(first.to_report()))
     _ask(second, core, Task("b0", OWNER, RUN, ROUND0))
     releases = releases_may_have_spent(second.to_report())[OWNER]
-    assert LUMP in releases and len(releases) == 2, releases
+    assert EARLIER in releases and LUMP not in releases and len(releases) == 2, releases
 
 
 def test_control_keyed_first_report_three_runs(tmp_path):

@@ -11,6 +11,9 @@ ledger holds the share. The service keeps one report per job, so nothing else na
 
 Harness: a real owner core over a ledger file pays round 0; the journal account is what a book of older code wrote
 (``counted`` without ε); two later books as run_federated_job(write_ahead=True) drives them.
+
+Fixed: ``releases_may_have_spent`` carries the rest of an owner's total beyond its listed releases as
+``JOURNALED``, netted only against what a run replays from the journal.
 """
 
 from __future__ import annotations
@@ -68,9 +71,6 @@ def _runs(tmp_path, *, older_journal: bool):
     return may_have_spent(third.to_report()).get(OWNER, 0.0), held
 
 
-@pytest.mark.xfail(
-    strict=True, reason="A39-3: a replayed [owner, release] of an older journal is not in epsilon_by_release"
-)
 def test_run_after_an_older_journal_replay_names_the_share(tmp_path):
     reported, held = _runs(tmp_path, older_journal=True)
     assert held > 0
