@@ -27,82 +27,53 @@ resumed run carries them by key (``releases_may_have_spent``, ``JobBook.carry``)
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
-from differential import BOUNDS, XB, YB, K, boost
+from carried import OWNER, ask, book, held, node
+from differential import boost
 
 from privfed.common.boosting.wire import at_round, empty_history
-from privfed.common.ledger import Ledger
 from privfed.common.tasks import BoostShareTask, Refusal, Task
-from privfed.owner.core import OwnerCore
-from privfed.owner.local import LocalOwner
-from privfed.server.contracts import PublicLimits
-from privfed.server.dispatcher import RunOutcome
-from privfed.server.rounds import JobBook, may_have_spent, releases_may_have_spent
+from privfed.server.rounds import may_have_spent, releases_may_have_spent
 
 pytestmark = pytest.mark.in_process
 
 RUN = "run-a38-1"
-OWNER = "node-0.o00000"
 CONFIG = boost("stump", RUN, share_groups="all")
 ROUND0 = BoostShareTask(CONFIG, empty_history())
 #: round 1 of the run, round 0 skipped (kept nothing): what the resumed run asks after the owner refused round 0
 ROUND1 = BoostShareTask(CONFIG, at_round(empty_history(), 1))
 
 
-def _node(ledger: Path) -> OwnerCore:
-    """A (re)started owner node: a fresh core and owner (nothing kept in memory) over the same ledger file."""
-    owner = LocalOwner(OWNER, XB, YB, np.random.Generator(np.random.PCG64(1)), K, BOUNDS)
-    return OwnerCore([owner], Ledger(ledger, epsilon_budget=10.0, delta_budget=1e-3))
-
-
-def _book() -> JobBook:
-    return JobBook(PublicLimits(max_rows=XB.shape[0]), owner_ids=[OWNER])
-
-
-def _ask(book: JobBook, core: OwnerCore, task: Task):
-    book.to_ask([task])
-    (answer,) = core.answer([task]).results
-    book.record([task], RunOutcome({answer.task_id: answer}, [], []), silent_nodes=[])
-    return answer.payload
-
-
-def _held(core: OwnerCore) -> float:
-    return sum(h["epsilon"] for h in core.ledger.history(OWNER))
-
-
 def test_the_resumed_report_names_every_share_the_ledger_holds(tmp_path):
     ledger = tmp_path / "ledger.sqlite"
     # run 1: round 0's share is asked (the write-ahead report names it), the owner pays, the coordinator dies
-    first = _book()
-    first.on_ask = lambda: None  # written ahead of its batches, as run_federated_job(write_ahead=True) makes it
+    first = book()  # written ahead of its batches, as run_federated_job(write_ahead=True) makes it
     task = Task("run1-round0", OWNER, RUN, ROUND0)
     first.to_ask([task])
-    (answer,) = _node(ledger).answer([task]).results
+    (answer,) = node(ledger).answer([task]).results
     assert not isinstance(answer.payload, Refusal), answer.payload
     spent_before = releases_may_have_spent(first.to_report())  # what the service and the coordinator carry
     # the node restarted meanwhile; the resumed run asks round 0 again (refused, as A37-2's fix wants), then round 1
-    second = _book()
+    second = book()
     second.carry(spent_before)
-    core = _node(ledger)
-    refused = _ask(second, core, Task("run2-round0", OWNER, RUN, ROUND0))
+    core = node(ledger)
+    refused = ask(second, core, Task("run2-round0", OWNER, RUN, ROUND0))
     assert isinstance(refused, Refusal) and refused.code == "already_released", refused
-    shared = _ask(second, core, Task("run2-round1", OWNER, RUN, ROUND1))
+    shared = ask(second, core, Task("run2-round1", OWNER, RUN, ROUND1))
     assert not isinstance(shared, Refusal), shared
     reported = may_have_spent(second.to_report()).get(OWNER, 0.0)
-    held = _held(core)
+    paid = held(core)
     share = CONFIG.params.share_round_epsilon
-    assert np.isclose(held, 2 * share), held  # two rounds, one share each: the owner paid no round twice
-    assert reported >= held - 1e-12, (reported, held)  # carried per owner, it was one share
+    assert np.isclose(paid, 2 * share), paid  # two rounds, one share each: the owner paid no round twice
+    assert reported >= paid - 1e-12, (reported, paid)  # carried per owner, it was one share
 
 
 def test_control_one_uninterrupted_run_names_both_shares(tmp_path):
     """Control: the same two rounds in one run, nothing carried: the report names what the ledger holds."""
-    book, core = _book(), _node(tmp_path / "ledger.sqlite")
+    run, core = book(), node(tmp_path / "ledger.sqlite")
     for name, spec in (("round0", ROUND0), ("round1", ROUND1)):
-        payload = _ask(book, core, Task(name, OWNER, RUN, spec))
+        payload = ask(run, core, Task(name, OWNER, RUN, spec))
         assert not isinstance(payload, Refusal), payload
-    reported = may_have_spent(book.to_report()).get(OWNER, 0.0)
-    assert np.isclose(reported, _held(core)), (reported, _held(core))
+    reported = may_have_spent(run.to_report()).get(OWNER, 0.0)
+    assert np.isclose(reported, held(core)), (reported, held(core))

@@ -21,91 +21,63 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from differential import BOUNDS, XB, YB, K, boost
+from carried import OWNER, ask, book, held, node
+from differential import boost
 
 from privfed.common.boosting.wire import at_round, empty_history
-from privfed.common.ledger import Ledger
 from privfed.common.tasks import BoostShareTask, Refusal, Task
-from privfed.owner.core import OwnerCore
-from privfed.owner.local import LocalOwner
-from privfed.server.contracts import PublicLimits
-from privfed.server.dispatcher import RunOutcome
-from privfed.server.rounds import EARLIER, LUMP, JobBook, may_have_spent, releases_may_have_spent
+from privfed.server.rounds import EARLIER, LUMP, may_have_spent, releases_may_have_spent
 
 pytestmark = pytest.mark.in_process
 
 RUN = "run-a39-1"
-OWNER = "node-0.o00000"
 CONFIG = boost("stump", RUN, share_groups="all")
 ROUND0 = BoostShareTask(CONFIG, empty_history())
 ROUND1 = BoostShareTask(CONFIG, at_round(empty_history(), 1))
 
 
-def _node(ledger: Path) -> OwnerCore:
-    owner = LocalOwner(OWNER, XB, YB, np.random.Generator(np.random.PCG64(1)), K, BOUNDS)
-    return OwnerCore([owner], Ledger(ledger, epsilon_budget=10.0, delta_budget=1e-3))
-
-
-def _book(*, keyed: bool = True) -> JobBook:
-    book = JobBook(PublicLimits(max_rows=XB.shape[0]), owner_ids=[OWNER])
-    if keyed:
-        book.on_ask = lambda: None  # written ahead of its batches (run_federated_job(write_ahead=True))
-    return book
-
-
-def _ask(book: JobBook, core: OwnerCore, task: Task):
-    book.to_ask([task])
-    (answer,) = core.answer([task]).results
-    book.record([task], RunOutcome({answer.task_id: answer}, [], []), silent_nodes=[])
-    return answer.payload
-
-
-def _held(core: OwnerCore) -> float:
-    return sum(h["epsilon"] for h in core.ledger.history(OWNER))
-
-
 def _three_runs(tmp_path: Path, *, keyed_first: bool) -> tuple[float, float, dict]:
-    core = _node(tmp_path / "ledger.sqlite")  # a live node: it keeps its shares, and re-sends one asked again
-    first = _book(keyed=keyed_first)
+    core = node(tmp_path / "ledger.sqlite")  # a live node: it keeps its shares, and re-sends one asked again
+    first = book(keyed=keyed_first)
     for name, spec in (("run1-round0", ROUND0), ("run1-round1", ROUND1)):
-        payload = _ask(first, core, Task(name, OWNER, RUN, spec))
+        payload = ask(first, core, Task(name, OWNER, RUN, spec))
         assert not isinstance(payload, Refusal), payload
     report = first.to_report()
     # run 2 (the service restarted): its journal replays, or the live node re-sends, round 0; then it stops again
-    second = _book()
+    second = book()
     second.carry(releases_may_have_spent(report))
-    assert not isinstance(_ask(second, core, Task("run2-round0", OWNER, RUN, ROUND0)), Refusal)
+    assert not isinstance(ask(second, core, Task("run2-round0", OWNER, RUN, ROUND0)), Refusal)
     report = second.to_report()  # the one report of the service job, over the first
-    assert may_have_spent(report)[OWNER] >= _held(core) - 1e-12, report  # still right here
+    assert may_have_spent(report)[OWNER] >= held(core) - 1e-12, report  # still right here
     # run 3: the same round 0 counted again, as in run 2
-    third = _book()
+    third = book()
     third.carry(releases_may_have_spent(report))
-    assert not isinstance(_ask(third, core, Task("run3-round0", OWNER, RUN, ROUND0)), Refusal)
+    assert not isinstance(ask(third, core, Task("run3-round0", OWNER, RUN, ROUND0)), Refusal)
     report = third.to_report()
-    return may_have_spent(report).get(OWNER, 0.0), _held(core), report
+    return may_have_spent(report).get(OWNER, 0.0), held(core), report
 
 
 def test_third_run_after_an_older_report_names_what_the_ledger_holds(tmp_path):
-    reported, held, report = _three_runs(tmp_path, keyed_first=False)
-    assert np.isclose(held, 2 * CONFIG.params.share_round_epsilon), held  # two shares, none paid twice
-    assert reported >= held - 1e-12, (reported, held, report.get("epsilon_by_release"))
+    reported, paid, report = _three_runs(tmp_path, keyed_first=False)
+    assert np.isclose(paid, 2 * CONFIG.params.share_round_epsilon), paid  # two shares, none paid twice
+    assert reported >= paid - 1e-12, (reported, paid, report.get("epsilon_by_release"))
 
 
 def test_control_second_report_carries_the_remainder_under_earlier(tmp_path):
     """Control: the second report holds what is left of the LUMP next to the key it counted (the mixed report), under
     ``EARLIER``, which a later run does not net again."""
-    core = _node(tmp_path / "ledger.sqlite")
-    first = _book(keyed=False)
+    core = node(tmp_path / "ledger.sqlite")
+    first = book(keyed=False)
     for name, spec in (("a0", ROUND0), ("a1", ROUND1)):
-        _ask(first, core, Task(name, OWNER, RUN, spec))
-    second = _book()
+        ask(first, core, Task(name, OWNER, RUN, spec))
+    second = book()
     second.carry(releases_may_have_spent(first.to_report()))
-    _ask(second, core, Task("b0", OWNER, RUN, ROUND0))
+    ask(second, core, Task("b0", OWNER, RUN, ROUND0))
     releases = releases_may_have_spent(second.to_report())[OWNER]
     assert EARLIER in releases and LUMP not in releases and len(releases) == 2, releases
 
 
 def test_control_keyed_first_report_three_runs(tmp_path):
     """Control: with a keyed first report the same three runs name both shares."""
-    reported, held, _ = _three_runs(tmp_path, keyed_first=True)
-    assert reported >= held - 1e-12, (reported, held)
+    reported, paid, _ = _three_runs(tmp_path, keyed_first=True)
+    assert reported >= paid - 1e-12, (reported, paid)
