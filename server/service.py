@@ -94,6 +94,11 @@ def journal_less(config: JobConfig) -> str | None:
     return config.task
 
 
+#: What stopped a job the service's own stop interrupted (``_stopped``; a failed report's reason starts "stopped by"
+#: it): such a job is queued again or fails at the next start as its task allows, not as its report says it ended.
+SERVICE_STOP = "service stop"
+
+
 def journaled_rounds(path: Path) -> int:
     """The rounds a boosting job's journal at ``path`` holds done (none yet: 0), where its progress starts again
     after a restart, in the unit the strategy counts in (:meth:`~privfed.server.strategies.base.Transport.progressed`):
@@ -274,7 +279,10 @@ class CoordinatorService:
             log.info("job %s had finished when the service stopped, its record not written: done", record.job_id)
             return
         ended = report.get("status")  # its run wrote how it ended, and stopped before its record (audit 39, A39-4)
-        if ended == "cancelled" or (ended == "failed" and record.asked):  # (failed, nobody asked: a stop; queued again)
+        stop = str(report.get("error", "")).startswith(
+            f"stopped by {SERVICE_STOP}"
+        )  # the stop's, not an end of its own
+        if ended == "cancelled" or (ended == "failed" and record.asked and not stop):
             self.store.update(record.job_id, state=ended, finished=now(), error=report.get("error"))
             self.server.dispatcher.end_job(record.job_id, failed=True, nodes=self.store.known_nodes())
             log.info("job %s had ended (%s) when the service stopped, its record not written", record.job_id, ended)
@@ -713,7 +721,7 @@ class CoordinatorService:
     def _stopped(self, job_id: str) -> str | None:
         if job_id in self._cancels:
             return f"cancel by {self._cancels[job_id]}"
-        return "service stop" if self._stopping else None
+        return SERVICE_STOP if self._stopping else None
 
     def _run(self, record: JobRecord) -> None:
         from privfed.server.job import run_federated_job

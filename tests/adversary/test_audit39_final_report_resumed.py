@@ -63,8 +63,14 @@ def test_a_job_whose_report_says_it_ended_is_not_resumed(tmp_path, status):
     assert svc.store.get(job_id).state == status["status"], svc.store.get(job_id)
 
 
-def test_control_an_interrupted_job_is_queued_again_with_its_account(tmp_path):
-    """Control: a report the stop left ``interrupted`` is the job to go on from its journal, as intended."""
-    svc, job_id = _restarted(tmp_path, {"status": "interrupted"})
+@pytest.mark.parametrize(
+    "status",
+    [{"status": "interrupted"}, {"status": "failed", "error": "stopped by service stop: waiting for owners"}],
+    ids=["interrupted", "stopped-before-interrupted-written"],
+)
+def test_control_an_interrupted_job_is_queued_again_with_its_account(tmp_path, status):
+    """Control: a report the stop left ``interrupted`` is the job to go on from its journal, as intended; so is one
+    the stop's own failure wrote, the process killed before it wrote ``interrupted`` over it."""
+    svc, job_id = _restarted(tmp_path, status)
     assert svc.store.get(job_id).state == "queued"
     assert may_have_spent(svc.report_of(job_id)) == may_have_spent(PAID)
