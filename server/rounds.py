@@ -168,12 +168,10 @@ class JobBook:
     _released: set[tuple[str, str]] = field(default_factory=set)
     #: A resumed job's owners -> {release key: ε} its earlier runs may have had them spend (:meth:`carry`).
     _carried: dict[str, dict[str, float]] = field(default_factory=dict)
-    #: (owner, release key) -> ε of each release this run counted (or replayed from its journal with its ε): the
-    #: report's ``epsilon_by_release``, which a later resumed run carries by key.
+    #: (owner, release key) -> ε of each release this run counted that no journal checkpoint holds yet (:meth:`account`
+    #: takes them): the report's ``epsilon_by_release``, which a later resumed run carries by key. What a checkpoint
+    #: holds a resumed run replays, so neither the report nor this grows with the rounds (audit 39, A39-2).
     _counted_epsilon: dict[tuple[str, str], float] = field(default_factory=dict)
-    #: The counted releases a journal checkpoint holds (:meth:`account`, :meth:`replay`): a report leaves them out of
-    #: ``epsilon_by_release`` (a resumed run replays them), so it does not grow with the rounds (audit 39, A39-2).
-    _checkpointed: set[tuple[str, str]] = field(default_factory=set)
     #: Each owner -> the most its journal's replayed steps booked for it (:meth:`replay`): what nets a :data:`JOURNALED`.
     _replayed: dict[str, float] = field(default_factory=dict)
     #: Called by :meth:`to_ask` when its batch asks for a release not asked before, before the batch goes out, the
@@ -258,8 +256,7 @@ class JobBook:
         again (:func:`releases_may_have_spent` reads it back, the journal's part as the rest of the report's total)."""
         out: dict[str, dict[str, float]] = {}
         for (owner, key), epsilon in self._counted_epsilon.items():
-            if (owner, key) not in self._checkpointed:
-                out.setdefault(owner, {})[key] = epsilon
+            out.setdefault(owner, {})[key] = epsilon
         for (owner, key), epsilon in self._unanswered.items():
             out.setdefault(owner, {})[key] = epsilon
         for owner, releases in self._still_carried().items():
@@ -287,14 +284,14 @@ class JobBook:
         report counts them as the uninterrupted job's does."""
         owners, self._booked = self._booked, set()
         counted, self._new_counted = self._new_counted, set()
-        self._checkpointed |= counted
+        checkpointed = sorted([o, r, self._counted_epsilon.pop((o, r), 0.0)] for o, r in counted)  # the journal's now
         return {
             "epsilon": {o: self.epsilon_by_owner[o] for o in sorted(owners) if o in self.epsilon_by_owner},
             "answered": sorted(owners & self.answered),
             "took_part": sorted(owners & self.took_part),
             "refused": {o: self.refused[o] for o in sorted(owners) if o in self.refused},
             "rejected": {o: self.rejected[o] for o in sorted(owners) if o in self.rejected},
-            "counted": sorted([o, r, self._counted_epsilon.get((o, r), 0.0)] for o, r in counted),
+            "counted": checkpointed,
         }
 
     def replay(self, account: Mapping[str, Any]) -> None:
@@ -307,11 +304,8 @@ class JobBook:
         self.took_part.update(account.get("took_part", fallback))
         self.refused.update(account.get("refused", {}))
         self.rejected.update(account.get("rejected", {}))
-        for o, r, *amount in account.get("counted", ()):  # [owner, release, ε]; a journal of older code: no ε
+        for o, r, *_ in account.get("counted", ()):  # [owner, release, ε]; a journal of older code: no ε
             self._counted.add((o, r))
-            self._checkpointed.add((o, r))
-            if amount:
-                self._counted_epsilon[(o, r)] = float(amount[0])
         for o, e in epsilon.items():  # the owner's total as of this step, which the report's journaled part holds
             self._replayed[o] = max(self._replayed.get(o, 0.0), float(e))
 
