@@ -27,6 +27,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -122,17 +123,16 @@ def read_training(path: Path, own_schema: FederationSchema | None, confidential:
     log.info(
         "--train-data %s: label columns for --confidential-labels: %s",
         raw.name,
-        ", ".join(f"{k} {name}" for k, (name, _) in enumerate(columns)) or "none",
+        ", ".join(f"{k} {c.name}{SCHEMA_LABEL * c.schema_label}" for k, c in enumerate(columns)) or "none",
     )
     for k in confidential:
-        if k < len(columns) and columns[k][0].endswith(SCHEMA_LABEL):
+        if k < len(columns) and columns[k].schema_label:
             raise ConfigError(
-                f"--confidential-labels {k}: label column {k} of --train-data {raw.name} is "
-                f"{columns[k][0].removesuffix(SCHEMA_LABEL)}, the schema's label, which the served model predicts: "
-                "its answers tell the coordinator that label whatever the cleaning; name a label the model does not "
-                "predict; nothing sent"
+                f"--confidential-labels {k}: label column {k} of --train-data {raw.name} is {columns[k].name}, the "
+                "schema's label, which the served model predicts: its answers tell the coordinator that label "
+                "whatever the cleaning; name a label the model does not predict; nothing sent"
             )
-    labels = [values[:, None] for _, values in columns]
+    labels = [c.values[:, None] for c in columns]
     table = np.hstack([loaded.X, *labels]) if labels else loaded.X
     return table.astype(np.float64)
 
@@ -141,20 +141,28 @@ def read_training(path: Path, own_schema: FederationSchema | None, confidential:
 SCHEMA_LABEL = " (the schema's label, as its class index)"
 
 
+class LabelColumn(NamedTuple):
+    """One of ``--train-data``'s columns besides the features: its name, its values, whether it is the schema's label."""
+
+    name: str
+    values: np.ndarray
+    schema_label: bool = False
+
+
 def _label_columns(
     raw: RawTable, schema: FederationSchema, header: tuple[str, ...] | None, y: np.ndarray | None
-) -> list[tuple[str, np.ndarray]]:
-    """(name, values) of ``raw``'s columns besides the schema's features, in the file's order: the schema's
-    label as its class index, any other column (by the ``header``'s names the schema matched) as numbers."""
+) -> list[LabelColumn]:
+    """``raw``'s columns besides the schema's features, in the file's order: the schema's label as its class index,
+    any other column (by the ``header``'s names the schema matched) as numbers."""
     if header is None:  # columns by position: the features, then the label
-        return [] if y is None else [(f"{schema.label or 'label'}{SCHEMA_LABEL}", y.astype(np.float64))]
+        return [] if y is None else [LabelColumn(schema.label or "label", y.astype(np.float64), True)]
     body = [split_line(line) for line in raw.lines[1:]]
-    out = []
+    out: list[LabelColumn] = []
     for col, name in enumerate(header):
         if name in schema.features:
             continue
         if y is not None and name == (schema.label or name):
-            out.append((f"{name}{SCHEMA_LABEL}", y.astype(np.float64)))
+            out.append(LabelColumn(name, y.astype(np.float64), True))
             y = None  # one label column
             continue
         cells = [row[col].strip() if col < len(row) else "" for row in body]
@@ -167,7 +175,7 @@ def _label_columns(
         values = np.array([float(t) for t in cells])
         if not np.all(np.isfinite(values)):
             raise ConfigError(f"--train-data {raw.name}: column {col + 1} ({name}) is not finite everywhere")
-        out.append((name, flush_tiny(values)))
+        out.append(LabelColumn(name, flush_tiny(values)))
     return out
 
 
